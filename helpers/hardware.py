@@ -1,0 +1,143 @@
+"""The device in use (CUDA, MPS or CPU): its name, memory, and on CUDA the allocator's peak.
+
+Measured bandwidth and FLOP/s microbenchmarks live beside the roofline (helpers.roofline); the GPU
+catalog with sourced specs and prices is a data file (helpers.gpus).
+"""
+from __future__ import annotations
+
+import os
+import platform
+from dataclasses import asdict, dataclass
+
+
+def _torch():
+    import torch
+
+    return torch
+
+
+def pick_device(prefer: str | None = None) -> str:
+    """'cuda', 'mps' or 'cpu': the environment's WORKSHOP_DEVICE, else the best available."""
+    torch = _torch()
+    want = (prefer or os.environ.get("WORKSHOP_DEVICE") or "auto").lower()
+    if want not in ("auto", "cuda", "mps", "cpu"):
+        raise ValueError(f"unknown device {want!r}; allowed: auto, cuda, mps, cpu")
+    if want == "cuda" and not torch.cuda.is_available():
+        raise ValueError("WORKSHOP_DEVICE=cuda but no CUDA GPU is visible to torch")
+    if want != "auto":
+        return want
+    if torch.cuda.is_available():
+        return "cuda"
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        return "mps"
+    return "cpu"
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _host_memory() -> tuple[int | None, int | None]:
+    """(total, available) bytes of host RAM, from /proc/meminfo or sysconf."""
+    try:
+        info = {}
+        with open("/proc/meminfo") as f:
+            for line in f:
+                k, v = line.split(":", 1)
+                info[k] = int(v.split()[0]) * 1024
+        return info.get("MemTotal"), info.get("MemAvailable")
+    except (OSError, ValueError):
+        try:
+            total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+            return total, None
+        except (ValueError, OSError, AttributeError):
+            return None, None
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    kind: str                   # cuda, mps, cpu
+    name: str                   # e.g. "NVIDIA H100 80GB HBM3" or the CPU model
+    total_memory: int | None    # bytes of the device's memory (host RAM for cpu and mps)
+    free_memory: int | None     # bytes available now
+    cores: int | None           # CPU threads torch uses, or CUDA SMs
+    capability: str | None      # CUDA compute capability, e.g. "9.0"
+    torch_version: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @property
+    def label(self) -> str:
+        return f"{self.kind}: {self.name}"
+
+
+def device_info(device: str | None = None) -> DeviceInfo:
+    """What the device is and how much memory it has (free memory measured now)."""
+    torch = _torch()
+    kind = pick_device(device)
+    if kind == "cuda":
+        idx = torch.cuda.current_device()
+        props = torch.cuda.get_device_properties(idx)
+        free, total = torch.cuda.mem_get_info(idx)
+        return DeviceInfo("cuda", props.name, total, free, props.multi_processor_count,
+                          f"{props.major}.{props.minor}", torch.__version__)
+    total, avail = _host_memory()
+    name = _cpu_name() if kind == "cpu" else f"Apple GPU ({platform.machine()})"
+    return DeviceInfo(kind, name, total, avail, torch.get_num_threads(), None, torch.__version__)
+
+
+def synchronize(device: str) -> None:
+    """Wait for queued GPU work, so a timer measures the work and not its launch."""
+    torch = _torch()
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    elif device.startswith("mps"):
+        torch.mps.synchronize()
+
+
+def reset_peak(device: str) -> None:
+    torch = _torch()
+    if device.startswith("cuda"):
+        torch.cuda.reset_peak_memory_stats()
+
+
+def peak_allocated(device: str) -> int | None:
+    """The CUDA caching allocator's peak allocated bytes since the last reset (None elsewhere)."""
+    torch = _torch()
+    if device.startswith("cuda"):
+        return int(torch.cuda.max_memory_allocated())
+    return None
+
+
+def allocated(device: str) -> int | None:
+    torch = _torch()
+    if device.startswith("cuda"):
+        return int(torch.cuda.memory_allocated())
+    return None
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """True for the errors a device raises when it runs out of memory (a result in a sweep, not a crash)."""
+    torch = _torch()
+    if isinstance(exc, getattr(torch, "OutOfMemoryError", ())) or isinstance(exc, MemoryError):
+        return True
+    return isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower()
+
+
+def free_memory(device: str) -> None:
+    """Return cached blocks to the device after an out-of-memory or a big sweep."""
+    import gc
+
+    gc.collect()
+    torch = _torch()
+    if device.startswith("cuda"):
+        torch.cuda.empty_cache()

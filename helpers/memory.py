@@ -1,0 +1,271 @@
+"""Bytes: of weights per dtype and quantization scheme, of the KV cache for every attention kind,
+and — measured — of a real transformers cache object and of a loaded model.
+
+Formulas (each checked by tests against real tensors or published sizes):
+- KV bytes per token = Σ_layers 2 (K and V) × kv_heads × head_dim × bytes per element
+  (GQA/MQA/MHA; Kwon et al. 2023, "Efficient Memory Management ... PagedAttention", §2).
+- MLA caches one latent per token per layer: kv_lora_rank + qk_rope_head_dim elements
+  (DeepSeek-V2 paper, arXiv:2405.04434, §2.1.2-2.1.3 and Table 1).
+- A sliding-window layer holds at most `window` tokens (Mistral 7B paper, arXiv:2310.06825, §2,
+  rolling buffer cache); transformers' DynamicSlidingWindowLayer keeps window − 1 between steps
+  (the current token's K/V is computed afresh), selectable with ``window_slots``.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+from .specs import ModelSpec, get_spec, param_breakdown
+from .units import DTYPE_BYTES, normalize_dtype
+
+WEIGHT_SCHEMES = ("fp32", "bf16", "fp16", "fp8", "int8", "nf4", "nf4-dq", "mxfp4")
+KV_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")
+
+# bitsandbytes constants (bitsandbytes/functional.py, nn/modules.py): 4-bit blocks of 64
+# weights with an fp32 absmax each; a 16-entry fp32 code book (quant_map); with double
+# quantization the absmax are stored as uint8 in blocks of 256 with an fp32 scale each,
+# a 256-entry fp32 nested code book and one fp32 offset. LLM.int8 keeps one fp32 scale (SCB)
+# per output row.
+BNB_4BIT_BLOCK = 64
+BNB_NESTED_BLOCK = 256
+# OCP Microscaling MXFP4 (as gpt-oss ships its experts): 32 fp4 elements share one E8M0 byte.
+MX_BLOCK = 32
+
+
+def _spec(model: str | Path | dict | ModelSpec) -> ModelSpec:
+    return model if isinstance(model, ModelSpec) else get_spec(model)
+
+
+def _positive_int(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{what} must be a positive integer, got {value!r}")
+    return value
+
+
+# ----------------------------------------------------------------------------- KV cache
+
+def kv_elements_per_token_layer(spec: ModelSpec) -> int:
+    """Elements cached per token in one layer: 2 × kv_heads × head_dim, or MLA's latent + rope key."""
+    if spec.is_mla:
+        return spec.kv_lora_rank + (spec.qk_rope_head_dim or 0)
+    return 2 * spec.num_kv_heads * spec.head_dim
+
+
+def kv_bytes_per_token(model: str | Path | dict | ModelSpec, dtype: str = "bf16") -> int:
+    """KV-cache bytes for one token across all layers, at short context (no window binding).
+
+    Mistral 7B: 2 × 32 layers × 8 KV heads × 128 head_dim × 2 B = 131,072 B.
+    """
+    spec = _spec(model)
+    size = DTYPE_BYTES[normalize_dtype(dtype, KV_DTYPES)]
+    return math.ceil(spec.num_layers * kv_elements_per_token_layer(spec) * size)
+
+
+def kv_terms(model: str | Path | dict | ModelSpec, dtype: str = "bf16") -> dict[str, Any]:
+    """The KV-per-token formula term by term, for showing it (MLA: latent + rope instead of 2 × heads × dim)."""
+    spec = _spec(model)
+    size = DTYPE_BYTES[normalize_dtype(dtype, KV_DTYPES)]
+    if spec.is_mla:
+        terms = {"layers": spec.num_layers, "kv_lora_rank": spec.kv_lora_rank,
+                 "qk_rope_head_dim": spec.qk_rope_head_dim, "bytes_per_element": size}
+        formula = "layers × (kv_lora_rank + qk_rope_head_dim) × bytes"
+    else:
+        terms = {"K and V": 2, "layers": spec.num_layers, "kv_heads": spec.num_kv_heads,
+                 "head_dim": spec.head_dim, "bytes_per_element": size}
+        formula = "2 × layers × kv_heads × head_dim × bytes"
+    return {"formula": formula, "terms": terms, "bytes_per_token": kv_bytes_per_token(spec, dtype)}
+
+
+def cached_tokens(tokens: int, layer_type: str, window: int | None, window_slots: int | None = None) -> int:
+    """Tokens a layer holds after `tokens` tokens: all of them, or at most the window when it slides."""
+    if layer_type == "sliding_attention" and window:
+        return min(tokens, window_slots if window_slots is not None else window)
+    return tokens
+
+
+def kv_cache_bytes(
+    model: str | Path | dict | ModelSpec,
+    tokens: int,
+    batch: int = 1,
+    dtype: str = "bf16",
+    window_slots: int | None = None,
+) -> int:
+    """KV-cache bytes for `batch` sequences of `tokens` tokens, honouring sliding-window layers.
+
+    window_slots: tokens a sliding layer keeps; default the window (the attention span). Pass
+    window − 1 to match transformers' DynamicSlidingWindowLayer between steps.
+    """
+    spec = _spec(model)
+    tokens = _positive_int(tokens, "tokens")
+    batch = _positive_int(batch, "batch")
+    size = DTYPE_BYTES[normalize_dtype(dtype, KV_DTYPES)]
+    per_layer = kv_elements_per_token_layer(spec)
+    elems = sum(cached_tokens(tokens, t, spec.sliding_window, window_slots) for t in spec.layer_types) * per_layer
+    return math.ceil(batch * elems * size)
+
+
+def max_tokens_in(budget_bytes: float, model: str | Path | dict | ModelSpec, dtype: str = "bf16") -> int:
+    """How many tokens (all sequences together) fit in a KV budget, at short-context bytes per token."""
+    per = kv_bytes_per_token(model, dtype)
+    return max(0, int(budget_bytes // per))
+
+
+# ----------------------------------------------------------------------------- weights
+
+@dataclass(frozen=True)
+class WeightBytes:
+    """Weight bytes of a model under one scheme, split into what is quantized and what is not."""
+
+    scheme: str
+    params: int
+    bytes: int
+    quantized_params: int
+    unquantized_params: int
+    data_bytes: int          # quantized values themselves
+    metadata_bytes: int      # scales, code books, offsets
+    unquantized_bytes: int   # embeddings, lm_head, norms, biases (and what the scheme leaves alone)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def _nf4_bytes(n: int, double_quant: bool) -> tuple[int, int]:
+    """(data, metadata) bytes of one bitsandbytes Linear4bit weight with n elements."""
+    blocks = math.ceil(n / BNB_4BIT_BLOCK)
+    data = math.ceil(n / 2)
+    if double_quant:
+        meta = blocks + 4 * math.ceil(blocks / BNB_NESTED_BLOCK) + 4 * 256 + 4 + 4 * 16
+    else:
+        meta = 4 * blocks + 4 * 16
+    return data, meta
+
+
+def weight_bytes(
+    model: str | Path | dict | ModelSpec,
+    scheme: str = "bf16",
+    base_dtype: str = "bf16",
+) -> WeightBytes:
+    """Bytes of a model's weights under a dtype or quantization scheme, metadata included.
+
+    fp32/bf16/fp16: every parameter at that width.
+    int8  (bitsandbytes LLM.int8): nn.Linear weights in the blocks at 1 B + one fp32 scale per row.
+    nf4 / nf4-dq (bitsandbytes 4-bit, without/with double quantization): 0.5 B per weight + absmax
+          per 64 weights + code books. bitsandbytes replaces nn.Linear only: the output embedding,
+          the input embedding, norms, biases and fused 3-D expert tensors stay in base_dtype.
+    fp8   (per-tensor scaled fp8, as vLLM's dynamic fp8): linear and expert matrices at 1 B + one
+          fp32 scale per matrix; embeddings, lm_head and the rest in base_dtype.
+    mxfp4 (OCP MX, as gpt-oss ships): expert tensors at 0.5 B + one byte per 32; the rest in base_dtype.
+    """
+    spec = _spec(model)
+    scheme = normalize_dtype(scheme, WEIGHT_SCHEMES) if scheme != "nf4-dq" else scheme
+    pb = param_breakdown(spec)
+    if scheme in ("fp32", "bf16", "fp16"):
+        b = int(pb.total * DTYPE_BYTES[scheme])
+        return WeightBytes(scheme, pb.total, b, 0, pb.total, 0, 0, b)
+    base = DTYPE_BYTES[normalize_dtype(base_dtype, ("fp32", "bf16", "fp16"))]
+    if scheme == "int8":
+        q, data, meta = pb.linear, pb.linear, 4 * pb.linear_rows
+    elif scheme in ("nf4", "nf4-dq"):
+        q, data, meta = pb.linear, 0, 0
+        for n in pb.linear_sizes:
+            d, m = _nf4_bytes(n, scheme == "nf4-dq")
+            data, meta = data + d, meta + m
+    elif scheme == "fp8":
+        q = pb.linear + pb.experts
+        data, meta = q, 4 * (pb.linear_layers + pb.expert_matrices)
+    elif scheme == "mxfp4":
+        if not pb.experts:
+            raise ValueError(f"{spec.name} has no fused expert tensors; mxfp4 here quantizes experts only")
+        q = pb.experts
+        data, meta = math.ceil(q / 2), math.ceil(q / MX_BLOCK)
+    else:  # pragma: no cover - normalize_dtype already refused it
+        raise ValueError(f"unknown scheme {scheme!r}; allowed: {', '.join(WEIGHT_SCHEMES)}")
+    unq = pb.total - q
+    unq_bytes = int(unq * base)
+    return WeightBytes(scheme, pb.total, data + meta + unq_bytes, q, unq, data, meta, unq_bytes)
+
+
+# ----------------------------------------------------------------------------- measured
+
+def _tensor_bytes(t) -> int:
+    return t.numel() * t.element_size()
+
+
+def _unique_bytes(tensors: Iterable) -> int:
+    """Bytes of distinct tensors (a tensor seen twice, or a view of the same storage, counts once)."""
+    import torch
+
+    seen: set[tuple[int, int]] = set()
+    total = 0
+    for t in tensors:
+        if not isinstance(t, torch.Tensor) or t.device.type == "meta":
+            continue
+        key = (t.data_ptr(), _tensor_bytes(t))
+        if key in seen and key[0] != 0:
+            continue
+        seen.add(key)
+        total += _tensor_bytes(t)
+    return total
+
+
+def cache_tensors(cache) -> list:
+    """The tensors a transformers Cache holds, layer by layer (keys, values, and quantized stores)."""
+    import torch
+
+    out = []
+    for layer in getattr(cache, "layers", []):
+        for name, value in vars(layer).items():
+            if isinstance(value, torch.Tensor) and value.dim() >= 3 and not name.startswith("_sliding"):
+                out.append(value)
+    return out
+
+
+def measured_cache_bytes(cache) -> int:
+    """Bytes of the key/value tensors a real transformers cache object holds right now."""
+    return _unique_bytes(cache_tensors(cache))
+
+
+def _quant_state_tensors(p) -> list:
+    qs = getattr(p, "quant_state", None)
+    out = []
+    if qs is not None:
+        out += [getattr(qs, "absmax", None), getattr(qs, "code", None), getattr(qs, "offset", None)]
+        s2 = getattr(qs, "state2", None)
+        if s2 is not None:
+            out += [getattr(s2, "absmax", None), getattr(s2, "code", None)]
+    scb = getattr(p, "SCB", None)
+    if scb is not None:
+        out.append(scb)
+    return [t for t in out if t is not None]
+
+
+def measured_weight_bytes(model) -> int:
+    """Bytes of a loaded model's weights: parameters as stored (packed when quantized) plus
+    bitsandbytes' quantization states (absmax, code books, int8 row scales).
+
+    Compare with weight_bytes(): the two agree exactly for the schemes bitsandbytes implements.
+    """
+    tensors = []
+    for p in model.parameters():
+        tensors.append(p)
+        tensors += _quant_state_tensors(p)
+    for module in model.modules():
+        state = getattr(module, "state", None)  # bnb Linear8bitLt keeps SCB on its state too
+        scb = getattr(state, "SCB", None)
+        if scb is not None:
+            tensors.append(scb)
+    return _unique_bytes(tensors)
+
+
+def measured_model_bytes(model) -> int:
+    """The model's own footprint: its weights (with quantization states) and buffers (rotary
+    tables and the like) — not the device's total, which includes the allocator's cache and
+    other processes' memory."""
+    return measured_weight_bytes(model) + _unique_bytes(model.buffers())
+
+
+def measured_model_param_bytes(model) -> int:
+    """Bytes of the parameters alone (as stored, packed when quantized)."""
+    return _unique_bytes(model.parameters())

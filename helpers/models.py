@@ -1,0 +1,263 @@
+"""Model profiles and loading, chosen by WORKSHOP_PROFILE (default ``auto``).
+
+- ``tiny``: a Mistral-architecture model built from a config with random weights, with the real
+  Mistral tokenizer shipped in the ``mistral-common`` package, saved to a local folder and
+  loaded back through ``from_pretrained`` (the real loading path). Runs anywhere in seconds.
+- ``mistral-7b``: Mistral 7B weights from the Hugging Face Hub (WORKSHOP_MODEL_ID to change the
+  repository). Missing, gated or unreachable weights give a clear message and the fix; never a hang.
+- ``mistral-7b-random``: the full-size architecture with random weights, for timing and memory
+  on a GPU without a download.
+- ``auto``: a CUDA GPU with Mistral 7B weights reachable → ``mistral-7b``, else ``tiny``.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .hardware import pick_device
+from .specs import ModelSpec, load_config, spec_from_config
+
+PROFILES = ("auto", "tiny", "mistral-7b", "mistral-7b-random")
+DEFAULT_MODEL_ID = "mistralai/Mistral-7B-v0.1"
+TOKENIZER_FILE = "tokenizer.model.v1"  # Mistral 7B v0.1's SentencePiece tokenizer, 32,000 tokens
+
+# The tiny model keeps Mistral 7B's proportions where they matter for the lessons: grouped-query
+# attention with 4 query heads per KV head, SwiGLU MLP 3.5× wide, the real 32,000-token vocabulary.
+TINY_CONFIG: dict[str, Any] = {
+    "architectures": ["MistralForCausalLM"],
+    "model_type": "mistral",
+    "vocab_size": 32000,
+    "hidden_size": 256,
+    "intermediate_size": 896,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 2,
+    "head_dim": 32,
+    "hidden_act": "silu",
+    "max_position_embeddings": 32768,
+    "rms_norm_eps": 1e-5,
+    "rope_theta": 10000.0,
+    "sliding_window": None,
+    "tie_word_embeddings": False,
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+    "initializer_range": 0.02,
+}
+TINY_SEED = 0
+
+
+class ProfileUnavailable(RuntimeError):
+    """A profile cannot run here; the message says why and how to fix it."""
+
+
+def cache_dir() -> Path:
+    """Where built models live: WORKSHOP_CACHE, else ~/.cache/llm-inference-workshop."""
+    return Path(os.environ.get("WORKSHOP_CACHE") or Path.home() / ".cache" / "llm-inference-workshop")
+
+
+def tokenizer_source() -> Path:
+    """The Mistral 7B tokenizer file shipped inside the mistral-common package."""
+    import mistral_common
+
+    path = Path(mistral_common.__file__).parent / "data" / TOKENIZER_FILE
+    if not path.exists():
+        raise ProfileUnavailable(f"mistral-common has no {TOKENIZER_FILE} at {path}; reinstall mistral-common")
+    return path
+
+
+def build_tiny(folder: Path | None = None, config: dict | None = None, seed: int = TINY_SEED) -> Path:
+    """Build the tiny model (random weights, fixed seed) and its tokenizer in a folder; reuse it when
+    the folder already holds the same config. Returns the folder for ``from_pretrained``."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    config = dict(config or TINY_CONFIG)
+    folder = Path(folder or cache_dir() / "tiny-mistral")
+    marker = folder / "workshop-build.json"
+    stamp = {"config": config, "seed": seed}
+    if marker.exists() and json.loads(marker.read_text()) == stamp:
+        return folder
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".tiny-", dir=folder.parent))
+    try:
+        cfg = dict(config)
+        hf_config = AutoConfig.for_model(cfg.pop("model_type"), **cfg)
+        torch.manual_seed(seed)
+        model = AutoModelForCausalLM.from_config(hf_config, dtype=torch.float32)
+        model.save_pretrained(tmp)
+        shutil.copy(tokenizer_source(), tmp / TOKENIZER_FILE)
+        (tmp / "workshop-build.json").write_text(json.dumps(stamp, indent=1))
+        if folder.exists():
+            shutil.rmtree(folder)
+        os.replace(tmp, folder)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return folder
+
+
+def load_tokenizer(folder: str | Path):
+    """The Mistral tokenizer from a local folder, through transformers' MistralCommonBackend."""
+    from transformers import MistralCommonBackend
+
+    return MistralCommonBackend.from_pretrained(str(folder))
+
+
+# --------------------------------------------------------------------- Hub weights
+
+@dataclass
+class WeightsStatus:
+    available: bool
+    where: str | None      # "cache" (on disk already) or "hub" (downloadable now) or None
+    message: str
+
+
+def _offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes")
+
+
+def weights_status(model_id: str | None = None, probe_hub: bool = True, timeout: float = 10.0) -> WeightsStatus:
+    """Whether a model's weights can be loaded: in the local Hugging Face cache, or reachable on the Hub
+    with access granted. Never downloads, and answers within ``timeout`` seconds."""
+    model_id = model_id or os.environ.get("WORKSHOP_MODEL_ID") or DEFAULT_MODEL_ID
+    page = f"https://huggingface.co/{model_id}"
+    try:
+        from huggingface_hub import snapshot_download
+
+        path = Path(snapshot_download(model_id, local_files_only=True,
+                                      allow_patterns=["config.json", "*.safetensors", "*.json"]))
+        if list(path.glob("*.safetensors")):
+            return WeightsStatus(True, "cache", f"{model_id} weights are in the local cache ({path})")
+    except Exception:  # noqa: BLE001 - any failure here means "not cached"
+        pass
+    if _offline() or not probe_hub:
+        return WeightsStatus(False, None, (
+            f"{model_id} weights are not in the local cache and the Hub is switched off (HF_HUB_OFFLINE=1). "
+            f"Fix: on a machine with internet run `hf download {model_id}` (accept the licence at {page} "
+            "and set HF_TOKEN first if it is gated), or use WORKSHOP_PROFILE=tiny or mistral-7b-random."))
+    os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", str(int(timeout)))
+    try:
+        from huggingface_hub import HfApi
+        from huggingface_hub.utils import GatedRepoError, RepositoryNotFoundError
+
+        api = HfApi()
+        try:
+            from huggingface_hub import auth_check
+
+            auth_check(model_id)
+        except ImportError:
+            api.model_info(model_id, timeout=timeout)
+        return WeightsStatus(True, "hub", f"{model_id} is reachable on the Hub; the first load downloads about 15 GB")
+    except Exception as exc:  # noqa: BLE001 - classify below
+        name = type(exc).__name__
+        try:
+            if isinstance(exc, GatedRepoError):
+                return WeightsStatus(False, None, (
+                    f"{model_id} is gated and this machine has no access. Fix: accept the licence at {page}, "
+                    "create a read token, and set it as HF_TOKEN in the environment (never in a notebook cell)."))
+            if isinstance(exc, RepositoryNotFoundError):
+                return WeightsStatus(False, None, (
+                    f"{model_id} was not found on the Hub (or it is private). Fix: check WORKSHOP_MODEL_ID, "
+                    "or set HF_TOKEN if the repository needs one."))
+        except NameError:
+            pass
+        return WeightsStatus(False, None, (
+            f"the Hugging Face Hub cannot be reached ({name}), and {model_id} is not in the local cache. "
+            f"Fix: connect and run `hf download {model_id}`, or use WORKSHOP_PROFILE=tiny or mistral-7b-random."))
+
+
+# --------------------------------------------------------------------- profiles
+
+@dataclass
+class Loaded:
+    """A loaded model and everything a plot needs to say what produced it."""
+
+    model: Any
+    tokenizer: Any
+    profile: str
+    model_name: str
+    device: str
+    dtype: str
+    reason: str
+    config: dict = field(repr=False, default_factory=dict)
+
+    @property
+    def spec(self) -> ModelSpec:
+        return spec_from_config(self.config, self.model_name)
+
+    @property
+    def label(self) -> str:
+        """e.g. 'tiny (Mistral architecture, random weights) · fp32 · cpu · profile tiny'."""
+        return f"{self.model_name} · {self.dtype} · {self.device} · profile {self.profile}"
+
+
+def resolve_profile(profile: str | None = None, device: str | None = None) -> tuple[str, str]:
+    """(profile, reason): the environment's WORKSHOP_PROFILE, or what ``auto`` picks here and why."""
+    want = (profile or os.environ.get("WORKSHOP_PROFILE") or "auto").strip().lower()
+    if want not in PROFILES:
+        raise ValueError(f"unknown WORKSHOP_PROFILE {want!r}; allowed: {', '.join(PROFILES)}")
+    if want != "auto":
+        return want, f"WORKSHOP_PROFILE={want} was set"
+    dev = pick_device(device)
+    if dev != "cuda":
+        return "tiny", f"no CUDA GPU here (device: {dev}), so the tiny model runs"
+    status = weights_status(probe_hub=True)
+    if status.available:
+        return "mistral-7b", f"a CUDA GPU and Mistral 7B weights ({status.where}) are available"
+    return "tiny", f"a CUDA GPU is here but Mistral 7B weights are not: {status.message}"
+
+
+def default_dtype(profile: str, device: str) -> str:
+    """bf16 on a GPU; fp32 for the tiny model on a CPU, where bf16 matmuls are slow."""
+    if device == "cpu" and profile == "tiny":
+        return "fp32"
+    return "bf16"
+
+
+def load(profile: str | None = None, device: str | None = None, dtype: str | None = None) -> Loaded:
+    """Load the model of a profile on a device; ProfileUnavailable says why one cannot run here."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from .units import normalize_dtype
+
+    name, reason = resolve_profile(profile, device)
+    dev = pick_device(device)
+    dt = normalize_dtype(dtype or os.environ.get("WORKSHOP_DTYPE") or default_dtype(name, dev),
+                         ("fp32", "bf16", "fp16"))
+    torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dt]
+    if name == "tiny":
+        folder = build_tiny()
+        model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch_dtype).to(dev).eval()
+        tok = load_tokenizer(folder)
+        cfg = json.loads((folder / "config.json").read_text())
+        return Loaded(model, tok, name, "tiny (Mistral architecture, random weights)", dev, dt, reason, cfg)
+    if name == "mistral-7b-random":
+        if dev != "cuda":
+            raise ProfileUnavailable(
+                "mistral-7b-random builds the full 7.24 B-parameter model (14.5 GB in bf16) and is meant for a "
+                f"CUDA GPU; this device is {dev}. Fix: run on a GPU, or use WORKSHOP_PROFILE=tiny.")
+        from transformers import AutoConfig
+
+        _, cfg = load_config("mistral-7b-v0.1")
+        c = {k: v for k, v in cfg.items() if k != "model_type"}
+        hf_config = AutoConfig.for_model(cfg["model_type"], **c)
+        torch.manual_seed(TINY_SEED)
+        with torch.device(dev):
+            model = AutoModelForCausalLM.from_config(hf_config, dtype=torch_dtype).eval()
+        tok = load_tokenizer(build_tiny())  # the same Mistral 7B v0.1 tokenizer
+        return Loaded(model, tok, name, "Mistral 7B v0.1 architecture, random weights", dev, dt, reason, cfg)
+    # mistral-7b from the Hub
+    model_id = os.environ.get("WORKSHOP_MODEL_ID") or DEFAULT_MODEL_ID
+    status = weights_status(model_id)
+    if not status.available:
+        raise ProfileUnavailable(status.message)
+    from transformers import AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(model_id, dtype=torch_dtype, device_map=dev).eval()
+    tok = AutoTokenizer.from_pretrained(model_id)
+    return Loaded(model, tok, "mistral-7b", model_id, dev, dt, reason, model.config.to_dict())

@@ -1,0 +1,150 @@
+"""Timing done right: warm-up, device synchronisation, repeats, median and p90.
+
+For generation: time to first token (TTFT, the prefill), then each decode step that reuses
+the real transformers KV cache (inter-token latency, ITL), TPOT and tokens/s.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Callable
+
+from .hardware import synchronize
+
+
+def percentile(samples: list[float], q: float) -> float:
+    """Linear-interpolated percentile (numpy's default method), q in [0, 100]."""
+    if not samples:
+        raise ValueError("percentile of no samples")
+    xs = sorted(samples)
+    pos = (len(xs) - 1) * q / 100
+    lo, hi = int(pos), min(int(pos) + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Summary of repeated timings, in seconds."""
+
+    samples: tuple[float, ...]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.samples)
+
+    @property
+    def p90(self) -> float:
+        return percentile(list(self.samples), 90)
+
+    @property
+    def mean(self) -> float:
+        return statistics.fmean(self.samples)
+
+    @property
+    def min(self) -> float:
+        return min(self.samples)
+
+    def to_dict(self) -> dict:
+        return {"median_s": self.median, "p90_s": self.p90, "mean_s": self.mean, "min_s": self.min,
+                "repeats": len(self.samples)}
+
+
+def measure(fn: Callable[[], object], device: str = "cpu", warmup: int = 1, repeats: int = 5) -> Stats:
+    """Run fn `warmup` times untimed, then `repeats` times, synchronising the device around each."""
+    if repeats < 1 or warmup < 0:
+        raise ValueError(f"repeats must be ≥ 1 and warmup ≥ 0, got repeats={repeats}, warmup={warmup}")
+    for _ in range(warmup):
+        fn()
+    synchronize(device)
+    samples = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        synchronize(device)
+        samples.append(time.perf_counter() - t0)
+    return Stats(tuple(samples))
+
+
+@dataclass
+class GenerationTiming:
+    """One greedy generation: TTFT (prefill + first token) and each decode step after it."""
+
+    batch: int
+    prompt_tokens: int
+    ttft_s: float
+    step_s: list[float] = field(default_factory=list)
+    token_ids: list[list[int]] = field(default_factory=list, repr=False)
+    cache_bytes: list[int] = field(default_factory=list, repr=False)  # cache size after each step
+
+    @property
+    def new_tokens(self) -> int:
+        return 1 + len(self.step_s)
+
+    @property
+    def total_s(self) -> float:
+        return self.ttft_s + sum(self.step_s)
+
+    @property
+    def itl_median_s(self) -> float | None:
+        return statistics.median(self.step_s) if self.step_s else None
+
+    @property
+    def tpot_s(self) -> float | None:
+        """Time per output token after the first: (total − TTFT) / (new tokens − 1)."""
+        return sum(self.step_s) / len(self.step_s) if self.step_s else None
+
+    @property
+    def tokens_per_s(self) -> float:
+        """Output tokens per second over the whole generation, all sequences of the batch."""
+        return self.batch * self.new_tokens / self.total_s
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d.pop("token_ids")
+        d.update(new_tokens=self.new_tokens, total_s=self.total_s, itl_median_s=self.itl_median_s,
+                 tpot_s=self.tpot_s, tokens_per_s=self.tokens_per_s)
+        return d
+
+
+def timed_generate(model, input_ids, max_new_tokens: int, device: str | None = None,
+                   track_cache: bool = False) -> GenerationTiming:
+    """Greedy generation with a real DynamicCache, timing the prefill and every decode step.
+
+    Each decode step feeds one token per sequence and reuses the cache (no recomputation of
+    earlier tokens' K/V). input_ids: a (batch, prompt) tensor of unpadded prompts.
+    """
+    import torch
+    from transformers import DynamicCache
+
+    from .memory import measured_cache_bytes
+
+    if max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be ≥ 1, got {max_new_tokens}")
+    device = device or str(next(model.parameters()).device)
+    input_ids = input_ids.to(device)
+    cache = DynamicCache(config=model.config)
+    tokens: list[torch.Tensor] = []
+    sizes: list[int] = []
+    with torch.inference_mode():
+        synchronize(device)
+        t0 = time.perf_counter()
+        out = model(input_ids=input_ids, cache=cache, use_cache=True)
+        nxt = out.logits[:, -1, :].argmax(dim=-1, keepdim=True)
+        synchronize(device)
+        ttft = time.perf_counter() - t0
+        tokens.append(nxt)
+        if track_cache:
+            sizes.append(measured_cache_bytes(cache))
+        steps = []
+        for _ in range(max_new_tokens - 1):
+            t0 = time.perf_counter()
+            out = model(input_ids=nxt, cache=cache, use_cache=True)
+            nxt = out.logits[:, -1, :].argmax(dim=-1, keepdim=True)
+            synchronize(device)
+            steps.append(time.perf_counter() - t0)
+            tokens.append(nxt)
+            if track_cache:
+                sizes.append(measured_cache_bytes(cache))
+    ids = torch.cat(tokens, dim=1).tolist()
+    return GenerationTiming(input_ids.shape[0], input_ids.shape[1], ttft, steps, ids, sizes)

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Create .venv at the repository root when missing and install what the workshop needs.
+# - A host that already has torch (Colab, Molab, a GPU box) keeps it: the venv sees the system
+#   site-packages and pip does not replace torch.
+# - A machine without torch gets a CPU build pinned to TORCH_VERSION, so pip never pulls a
+#   multi-GB CUDA wheel there; a CUDA host without torch gets PyPI's default (CUDA) build.
+#   Elsewhere than this workshop's machines, TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
+#   makes the CPU build explicit.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+TORCH_VERSION=${TORCH_VERSION:-2.13.0}
+VENV=.venv
+stamp=$VENV/.workshop-installed
+want=$(cat requirements.txt pyproject.toml | sha256sum | cut -c1-16)
+
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && "$VENV/bin/python" -c "import torch, helpers" 2>/dev/null; then
+  exit 0
+fi
+
+if [ ! -x "$VENV/bin/python" ]; then
+  if "$PY" -c "import torch" 2>/dev/null; then
+    echo "setup: this Python already has torch $("$PY" -c 'import torch; print(torch.__version__)'); the venv keeps it"
+    "$PY" -m venv --system-site-packages "$VENV"
+  else
+    "$PY" -m venv "$VENV"
+  fi
+fi
+pip=("$VENV/bin/python" -m pip install --disable-pip-version-check -q)
+
+if ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
+  if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+    echo "setup: CUDA GPU found; installing torch with CUDA"
+    "${pip[@]}" torch
+  elif [ -n "${TORCH_INDEX_URL:-}" ]; then
+    "${pip[@]}" "torch==$TORCH_VERSION" --index-url "$TORCH_INDEX_URL"
+  else
+    echo "setup: no GPU; installing the CPU build torch==$TORCH_VERSION"
+    "${pip[@]}" "torch==$TORCH_VERSION"
+  fi
+fi
+
+# The requirements never name torch, so an installed torch is kept as it is.
+"${pip[@]}" -r requirements.txt
+"${pip[@]}" --no-deps -e .
+echo "$want" > "$stamp"
+"$VENV/bin/python" -c "import torch, transformers, marimo; print(f'setup: torch {torch.__version__}, transformers {transformers.__version__}, marimo {marimo.__version__}')"
