@@ -254,10 +254,12 @@ def build_meta_model(cfg: dict):
         raise ValueError("config has no model_type; cannot build its architecture")
     try:
         config = AutoConfig.for_model(model_type, **c)
-    except (ValueError, KeyError) as exc:
-        raise ValueError(f"transformers cannot build model_type {model_type!r}: {exc}") from None
-    with torch.device("meta"):
-        return AutoModelForCausalLM.from_config(config)
+        with torch.device("meta"):
+            return AutoModelForCausalLM.from_config(config)
+    except Exception as exc:  # noqa: BLE001 - any failure of transformers here is a config it cannot build
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ValueError(f"unsupported config: transformers cannot build a causal LM of model_type "
+                         f"{model_type!r} ({first[:200]})") from None
 
 
 @functools.lru_cache(maxsize=32)

@@ -1,0 +1,34 @@
+# LLM Inference at Scale — every target sets itself up: `make run` and `make test` work on a fresh clone.
+PY      := .venv/bin/python
+export HF_HUB_DISABLE_TELEMETRY := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: setup run test test-fast bench export check-exports edit slides gpu-record clean
+
+setup:            ## create .venv and install what the workshop needs (idempotent, fast when done)
+	@bash scripts/setup.sh
+
+run: setup        ## run every notebook headless on the default profile: build/index.html + one HTML each
+	$(PY) scripts/notebooks.py run
+
+test: setup       ## unit tests, notebook runs (nbmake, tiny profile, Hub off), export freshness, browser tests
+	@bash scripts/setup-system.sh
+	HF_HUB_OFFLINE=1 WORKSHOP_PROFILE=tiny $(PY) -m pytest tests notebooks/colab --nbmake --nbmake-timeout=900 -q
+
+test-fast: setup  ## unit tests only
+	HF_HUB_OFFLINE=1 WORKSHOP_PROFILE=tiny $(PY) -m pytest tests -q -m "not slow and not browser"
+
+bench: setup      ## measured figures as JSON under build/bench/ (not pass/fail)
+	$(PY) scripts/bench.py
+
+export: setup     ## regenerate notebooks/colab/*.ipynb from the marimo sources
+	$(PY) scripts/notebooks.py export
+
+check-exports: setup
+	$(PY) scripts/notebooks.py check
+
+edit: setup       ## open the notebooks interactively in marimo
+	.venv/bin/marimo edit notebooks
+
+clean:
+	rm -rf build .pytest_cache
