@@ -1,0 +1,27 @@
+"""Tests never reach the network and run on the tiny profile unless a test says otherwise."""
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ.setdefault("WORKSHOP_PROFILE", "tiny")
+os.environ.setdefault("MPLBACKEND", "Agg")
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+@pytest.fixture(scope="session")
+def tiny():
+    """The tiny profile, loaded once for the whole session (fp32 on CPU)."""
+    from helpers import models
+
+    return models.load("tiny", device="cpu")
+
+
+@pytest.fixture(scope="session")
+def tiny_config():
+    from helpers.models import TINY_CONFIG
+
+    return dict(TINY_CONFIG)
