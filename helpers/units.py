@@ -53,8 +53,6 @@ def torch_dtype_name(dtype) -> str:
 def _trim(x: float) -> str:
     if x >= 100 or float(x).is_integer():
         return f"{x:,.0f}"
-    if x >= 10:
-        return f"{x:,.1f}"
     return f"{x:,.2f}"
 
 
