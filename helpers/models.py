@@ -231,8 +231,14 @@ def load(profile: str | None = None, device: str | None = None, dtype: str | Non
                          ("fp32", "bf16", "fp16"))
     torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dt]
     if name == "tiny":
+        from transformers.utils import logging as hf_logging
+
         folder = build_tiny()
-        model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch_dtype).to(dev).eval()
+        hf_logging.disable_progress_bar()  # a 20 MB model loads in a blink; no bar needed
+        try:
+            model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch_dtype).to(dev).eval()
+        finally:
+            hf_logging.enable_progress_bar()
         tok = load_tokenizer(folder)
         cfg = json.loads((folder / "config.json").read_text())
         return Loaded(model, tok, name, "tiny (Mistral architecture, random weights)", dev, dt, reason, cfg)

@@ -9,8 +9,10 @@ def _():
     import marimo as mo
     import pandas as pd
 
-    from helpers import preflight
+    from helpers import notebook, preflight
     from helpers.units import fmt_bytes
+
+    notebook.setup()
     return fmt_bytes, mo, pd, preflight
 
 
@@ -54,7 +56,7 @@ def _(fmt_bytes, info, pd):
             ("Mistral 7B weights", info["weights"]["message"]),
         ],
         columns=["what", "this machine"],
-    )
+    ).set_index("what")
     machine
     return
 
@@ -67,7 +69,7 @@ def _(mo):
 
 @app.cell
 def _(info, pd):
-    versions = pd.DataFrame(sorted(info["versions"].items()), columns=["library", "version"])
+    versions = pd.DataFrame(sorted(info["versions"].items()), columns=["library", "version"]).set_index("library")
     versions
     return
 
@@ -90,7 +92,7 @@ def _(mo, model_check):
 
 @app.cell
 def _(info, model_check, pd, preflight):
-    go = pd.DataFrame(preflight.go_no_go(model_check.ok, info["versions"], info["device"]["kind"]))
+    go = pd.DataFrame(preflight.go_no_go(model_check.ok, info["versions"], info["device"]["kind"])).set_index("notebook")
     go
     return
 

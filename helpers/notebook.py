@@ -1,0 +1,24 @@
+"""One call at the top of every notebook: readable tables, quiet libraries, plots that fit."""
+from __future__ import annotations
+
+import logging
+import warnings
+
+
+def setup() -> None:
+    """Pandas shows whole cells, matplotlib uses the workshop's style, and libraries keep their
+    routine chatter (loading bars of a 20 MB model, optional-kernel notices) to themselves."""
+    import pandas as pd
+
+    pd.set_option("display.max_colwidth", 160)
+    pd.set_option("display.width", 160)
+    try:
+        import matplotlib as mpl
+
+        mpl.rcParams.update({"figure.dpi": 100, "axes.grid": True, "grid.alpha": 0.3,
+                             "axes.spines.top": False, "axes.spines.right": False})
+    except ImportError:
+        pass
+    logging.getLogger("bitsandbytes").setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore", message=".*IProgress not found.*")
+    warnings.filterwarnings("ignore", message=".*MatMul8bitLt: inputs will be cast.*")
