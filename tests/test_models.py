@@ -73,3 +73,72 @@ def test_mistral_7b_random_needs_cuda():
 def test_unknown_device():
     with pytest.raises(ValueError, match="allowed: auto, cuda, mps, cpu"):
         models.load("tiny", device="tpu")
+
+
+# A stand-in Hub on 127.0.0.1 that answers every request the way huggingface.co answers a gated or
+# missing repository (status and X-Error-Code header), so the profile's messages are tested on the
+# real huggingface_hub client code path.
+HUB_ANSWERS = {"gated": (403, "GatedRepo"), "missing": (404, "RepoNotFound")}
+
+
+@pytest.fixture
+def fake_hub():
+    import http.server
+    import threading
+
+    servers = []
+
+    def start(kind):
+        status, code = HUB_ANSWERS[kind]
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def _answer(self):
+                self.send_response(status)
+                self.send_header("X-Error-Code", code)
+                self.send_header("X-Error-Message", f"{code} (test hub)")
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(b'{"error": "test hub"}')
+
+            do_GET = do_HEAD = _answer
+
+            def log_message(self, *a):
+                pass
+
+        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        servers.append(srv)
+        return f"http://127.0.0.1:{srv.server_address[1]}"
+
+    yield start
+    for s in servers:
+        s.shutdown()
+
+
+def _load_message(env_extra):
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "HF_HUB_OFFLINE"}
+    env.update(env_extra)
+    code = ("from helpers import models\n"
+            "try:\n    models.load('mistral-7b')\nexcept models.ProfileUnavailable as e:\n    print(e)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    return r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("kind,needle", [("gated", "is gated"), ("missing", "was not found on the Hub")])
+def test_hub_answers_become_fixes(fake_hub, tmp_path, kind, needle):
+    t0 = time.perf_counter()
+    out = _load_message({"HF_ENDPOINT": fake_hub(kind), "HF_HUB_CACHE": str(tmp_path)})
+    assert needle in out and "Fix:" in out and "Traceback" not in out
+    assert time.perf_counter() - t0 < 30
+
+
+def test_unreachable_hub_is_not_a_hang(tmp_path):
+    t0 = time.perf_counter()
+    out = _load_message({"HF_ENDPOINT": "http://127.0.0.1:9", "HF_HUB_CACHE": str(tmp_path)})
+    assert "cannot be reached" in out and "Fix:" in out
+    assert time.perf_counter() - t0 < 30
