@@ -1,26 +1,14 @@
 """The command line over the calculators: ``python -m helpers <command> … [--json]``.
 
-Commands register themselves in COMMANDS: each has a function that adds its arguments and one
+Commands register themselves in helpers.cli.COMMANDS: each has a function that adds its arguments and one
 that returns a JSON-able result and a renderer for the readable table. Bad input prints one line
 on stderr and exits 2.
 """
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable
-
-from .cli import CliError, Parser, emit, fail, positive_int, table
+from .cli import COMMANDS, CliError, Parser, command, emit, fail, positive_int, table
 from .units import fmt_bytes, fmt_count
-
-Command = tuple[str, Callable[[Any], None], Callable[[Any], dict], Callable[[dict], str]]
-COMMANDS: dict[str, Command] = {}
-
-
-def command(name: str, help: str, add_args: Callable[[Any], None], render: Callable[[dict], str]):
-    def register(run: Callable[[Any], dict]):
-        COMMANDS[name] = (help, add_args, run, render)
-        return run
-    return register
 
 
 # ------------------------------------------------------------------ kv
@@ -152,6 +140,11 @@ def main(argv: list[str] | None = None) -> int:
         _help, _add, run, render = COMMANDS[args.command]
         result = run(args)
         emit(result, args.json, render)
+        return 0
+    except BrokenPipeError:  # output piped into `head` and cut short: not an error
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except CliError as exc:
         return fail(str(exc))

@@ -8,6 +8,20 @@ import sys
 from typing import Any, Callable
 
 
+# The commands of ``python -m helpers``: name -> (help, add_args, run, render). Kept here, in a
+# module imported once, so topic modules (helpers.capacity_cli, …) register into the same dict
+# that main() reads — under ``python -m`` the running __main__ is not helpers.__main__.
+COMMANDS: dict[str, tuple[str, Callable[[Any], None], Callable[[Any], dict], Callable[[dict], str]]] = {}
+
+
+def command(name: str, help: str, add_args: Callable[[Any], None], render: Callable[[dict], str]):
+    """Decorator registering ``run(args) -> dict`` as a command with its arguments and renderer."""
+    def register(run: Callable[[Any], dict]):
+        COMMANDS[name] = (help, add_args, run, render)
+        return run
+    return register
+
+
 class CliError(Exception):
     """Bad input on the command line: printed as one line, exit status 2."""
 

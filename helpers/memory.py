@@ -269,3 +269,33 @@ def measured_model_bytes(model) -> int:
 def measured_model_param_bytes(model) -> int:
     """Bytes of the parameters alone (as stored, packed when quantized)."""
     return _unique_bytes(model.parameters())
+
+
+# ----------------------------------------------------------------------------- context × users
+
+def kv_budget_bytes(gpu_memory: float, weight_bytes: float, overhead_bytes: float) -> float:
+    """What is left for the KV cache: GPU memory − weights − overhead (never below 0)."""
+    for value, what in ((gpu_memory, "GPU memory"), (weight_bytes, "weight bytes"), (overhead_bytes, "overhead")):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or not math.isfinite(value):
+            raise ValueError(f"{what} must be a finite number ≥ 0 bytes, got {value!r}")
+    return max(0.0, gpu_memory - weight_bytes - overhead_bytes)
+
+
+def max_users(gpu_memory: float, weight_bytes: float, overhead_bytes: float, kv_per_token: float,
+              context: int) -> int:
+    """Concurrent sequences of `context` tokens that fit: ⌊(memory − weights − overhead) / (KV per token × context)⌋.
+
+    Mistral 7B v0.1 in bf16 on an 80 GB GPU with 8 GB overhead at 4,096 tokens:
+    ⌊(80e9 − 14,483,464,192 − 8e9) / (131,072 × 4,096)⌋ = 107.
+    """
+    context = _positive_int(context, "context")
+    if isinstance(kv_per_token, bool) or not isinstance(kv_per_token, (int, float)) or kv_per_token <= 0:
+        raise ValueError(f"KV bytes per token must be > 0, got {kv_per_token!r}")
+    return int(kv_budget_bytes(gpu_memory, weight_bytes, overhead_bytes) // (kv_per_token * context))
+
+
+def context_users_grid(kv_per_token: float, contexts: Iterable[int], users: Iterable[int]) -> list[list[int]]:
+    """KV-cache bytes for every (users, context) pair: rows follow `users`, columns `contexts`;
+    each cell = users × context × KV bytes per token (full attention, no window)."""
+    contexts = [_positive_int(c, "context") for c in contexts]
+    return [[int(_positive_int(u, "users") * c * kv_per_token) for c in contexts] for u in users]

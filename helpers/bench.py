@@ -1,0 +1,109 @@
+"""Benchmark figures for `make bench` (scripts/bench.py): plain dicts, ready for JSON.
+
+Each function measures one topic on the active profile (WORKSHOP_PROFILE) and returns numbers in
+bytes, seconds and FLOP/s, with the definitions of its derived figures under "definitions".
+"""
+from __future__ import annotations
+
+import datetime as dt
+import os
+import platform
+from typing import Any
+
+
+def machine(device: str | None = None) -> dict[str, Any]:
+    """What the figures were measured on: the device, the host, library versions and the time."""
+    import torch
+
+    from .hardware import device_info
+    from .preflight import library_versions
+
+    return {
+        "device": device_info(device).to_dict(),
+        "host": {"platform": platform.platform(), "machine": platform.machine(), "cpu_count": os.cpu_count(),
+                 "torch_threads": torch.get_num_threads()},
+        "versions": library_versions(),
+        "measured_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def prefill_lengths(profile: str, device: str) -> tuple[int, ...]:
+    """Prompt lengths for the prefill tokens/s figure: short, middle and long for the profile."""
+    if profile == "tiny":
+        return (128, 512, 2048)
+    if device.startswith("cuda"):
+        return (512, 2048, 8192)
+    return (64, 256)
+
+
+def roofline_figures(loaded=None, repeats: int = 5, with_sizes: bool = True) -> dict[str, Any]:
+    """The roofline figures of notebook 03 for the active profile on this device:
+
+    bandwidth_bytes_per_s   copy microbenchmark, read + write bytes, best of `repeats`
+    read_bandwidth_bytes_per_s  read-only microbenchmark (sum), for comparison
+    peak_flops              square matmul in the model's dtype, 2·n³ FLOPs, best of `repeats`
+    prefill_tokens_per_s    prompt tokens per second of a prefill, by prompt length (median of repeats)
+    decode_step_s           median decode step (batch 1, one token, reusing the DynamicCache) at decode_context
+    decode_floor_s          (streamed weight bytes + KV bytes at decode_context) ÷ bandwidth
+    decode_efficiency       decode_floor_s ÷ decode_step_s, a fraction in 0..1 (1 = at the memory floor)
+    decode_efficiency_by_model  the same for other model sizes (random weights) and the overhead probe
+    """
+    from . import models, roofline, workloads
+    from .memory import kv_cache_bytes
+    from .timing import Stats
+    from .units import dtype_bytes
+
+    loaded = loaded or models.load()
+    dev, dtype, spec = loaded.device, loaded.dtype, loaded.spec
+    sizes = workloads.sizes_for(loaded)
+    copy = roofline.copy_benchmark(dev, repeats=repeats)
+    read = roofline.read_benchmark(dev, repeats=repeats)
+    matmul = roofline.matmul_benchmark(dev, dtype, repeats=repeats)
+    bandwidth, peak = copy.bandwidth, matmul.flops_per_s
+
+    prefill = workloads.ttft_sweep(loaded, prefill_lengths(loaded.profile, dev), repeats=3)
+    prefill_ok = prefill[~prefill["oom"]]
+    context = sizes.efficiency_context
+    steps = roofline.decode_step_stats(loaded.model, context, dev, steps=16)
+    weights = roofline.streamed_weight_bytes(spec, dtype)
+    kv = kv_cache_bytes(spec, context, 1, dtype)
+    floor = roofline.decode_floor_s(weights, kv, bandwidth)
+    out: dict[str, Any] = {
+        "profile": loaded.profile,
+        "model": loaded.model_name,
+        "label": loaded.label,
+        "dtype": dtype,
+        "device": dev,
+        "bandwidth_bytes_per_s": bandwidth,
+        "bandwidth_benchmark": copy.to_dict(),
+        "read_bandwidth_bytes_per_s": read.bandwidth,
+        "peak_flops": {"flops_per_s": peak, "dtype": dtype, "n": matmul.n, **matmul.to_dict()},
+        "ridge_flop_per_byte": roofline.ridge_point(peak, bandwidth),
+        "crossover_batch": roofline.crossover_batch(peak, bandwidth, dtype_bytes(dtype)),
+        "prefill_tokens_per_s": {str(int(r.tokens)): float(r.tokens_per_s) for r in prefill_ok.itertuples()},
+        "prefill": [{"tokens": int(r.tokens), "ttft_s": float(r.ttft_s), "ttft_p90_s": float(r.ttft_p90_s),
+                     "tokens_per_s": float(r.tokens_per_s),
+                     "achieved_flops_per_s": roofline.forward_flops(spec, int(r.tokens)) / float(r.ttft_s)}
+                    for r in prefill_ok.itertuples()],
+        "prefill_oom_at": prefill.attrs.get("oom_at"),
+        "decode_context": context,
+        "decode_step_s": steps.median,
+        "decode_step": Stats(steps.samples).to_dict(),
+        "decode_weight_bytes": weights,
+        "decode_kv_bytes": kv,
+        "decode_floor_s": floor,
+        "decode_efficiency": roofline.decode_efficiency(floor, steps.median),
+        "definitions": {
+            "bandwidth_bytes_per_s": "device-to-device copy, (bytes read + bytes written) / best time",
+            "read_bandwidth_bytes_per_s": "sum of an fp32 buffer, bytes read / best time (for comparison)",
+            "peak_flops": "square matmul in the model's dtype, 2*n^3 FLOPs / best time",
+            "decode_floor_s": "(weight bytes streamed per step + KV bytes at decode_context) / bandwidth_bytes_per_s",
+            "decode_efficiency": "decode_floor_s / decode_step_s, a fraction in 0..1 (1 = at the memory floor)",
+            "crossover_batch": "ridge (peak / bandwidth) * bytes per parameter / 2",
+        },
+    }
+    if with_sizes:
+        table = roofline.efficiency_table(sizes.efficiency_sizes, dev, dtype, bandwidth, context, extra=[loaded])
+        out["decode_efficiency_by_model"] = [
+            {k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()} for row in table.to_dict("records")]
+    return out

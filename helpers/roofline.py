@@ -1,0 +1,596 @@
+"""The roofline of this device, measured, and where prefill and decode sit on it.
+
+Measured here, by microbenchmarks (helpers.timing: warm-up, synchronisation, medians):
+- memory bandwidth: a device-to-device copy of a buffer larger than the caches, counting the bytes
+  read plus the bytes written (the STREAM "copy" convention, McCalpin 1995);
+- peak matmul FLOP/s in a dtype: a square n × n matmul, 2·n³ FLOPs (n³ multiply–adds).
+Both roofs use the best of the repeats (as STREAM reports its best rate); measured workloads use
+medians.
+
+Computed from a model's shape (helpers.specs) — each formula cites its source:
+- FLOPs per token: 2 per parameter a token is multiplied by (Kaplan et al. 2020, "Scaling Laws for
+  Neural Language Models", §2.1: C_forward ≈ 2N), plus attention's two context-length products,
+  QKᵀ and softmax·V, 2·ctx·head_dim FLOPs each per query head and layer: 4·layers·heads·head_dim·ctx
+  (the JAX scaling book, "All the Transformer Math You Need": 4·B·T·S·N·H attention FLOPs per layer).
+- Bytes per forward: the weights streamed once (shared by every sequence of a batch) plus the KV
+  cache read and written; activations are left out (they stay on chip or are small beside weights).
+- Arithmetic intensity = FLOPs / bytes; the ridge point = peak FLOP/s / bandwidth (Williams, Waterman
+  & Patterson 2009, "Roofline", CACM 52(4)); attainable FLOP/s = min(peak, intensity × bandwidth).
+- Decode's memory-bound floor = (weight bytes + KV bytes) / bandwidth: no step can be faster than
+  the time to read what it must read.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+
+from .memory import kv_bytes_per_token, kv_cache_bytes
+from .specs import ModelSpec, get_spec, param_breakdown
+from .timing import Stats, measure
+from .units import DTYPE_BYTES, normalize_dtype
+
+MATMUL_DTYPES = ("fp32", "bf16", "fp16")
+
+
+def _spec(model) -> ModelSpec:
+    return model if isinstance(model, ModelSpec) else get_spec(model)
+
+
+def _non_negative(value: float, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"{what} must be a finite number ≥ 0, got {value!r}")
+    return value
+
+
+def _positive(value: float, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{what} must be a finite number > 0, got {value!r}")
+    return value
+
+
+# ============================================================================ microbenchmarks
+
+def _device(device: str | None) -> str:
+    from .hardware import pick_device
+
+    return pick_device(device)
+
+
+def default_copy_bytes(device: str) -> int:
+    """Bytes copied by the bandwidth benchmark: well above any CPU's last-level cache (256 MiB) or a
+    GPU's L2 (1 GiB on CUDA, capped at a tenth of the free memory)."""
+    if device.startswith("cuda"):
+        import torch
+
+        free, _ = torch.cuda.mem_get_info()
+        return int(min(2**30, max(64 * 2**20, free // 10)))
+    return 256 * 2**20
+
+
+@dataclass(frozen=True)
+class CopyBenchmark:
+    """One bandwidth measurement: `iters` copies of `nbytes` per timed sample."""
+
+    device: str
+    nbytes: int          # size of the buffer copied
+    bytes_moved: int     # per copy: nbytes read + nbytes written
+    iters: int
+    stats: Stats         # seconds per timed sample (iters copies)
+
+    @property
+    def seconds_per_copy(self) -> float:
+        """The best (shortest) sample per copy: a roof is the best the device sustains, and STREAM
+        reports its best rate the same way; interference from other work only ever slows a sample."""
+        return self.stats.min / self.iters
+
+    @property
+    def bandwidth(self) -> float:
+        """Bytes per second, read + write, from the best sample."""
+        return self.bytes_moved / self.seconds_per_copy
+
+    def to_dict(self) -> dict:
+        return {"device": self.device, "nbytes": self.nbytes, "bytes_moved_per_copy": self.bytes_moved,
+                "iters": self.iters, "seconds_per_copy": self.seconds_per_copy,
+                "bandwidth_bytes_per_s": self.bandwidth, **{f"sample_{k}": v for k, v in self.stats.to_dict().items()}}
+
+
+def copy_benchmark(device: str | None = None, nbytes: int | None = None, repeats: int = 5,
+                   iters: int | None = None) -> CopyBenchmark:
+    """Time dst.copy_(src) for two device buffers of `nbytes`; each copy moves 2 × nbytes."""
+    import torch
+
+    dev = _device(device)
+    nbytes = default_copy_bytes(dev) if nbytes is None else nbytes
+    if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes <= 0:
+        raise ValueError(f"nbytes must be a positive integer, got {nbytes!r}")
+    iters = iters or (20 if dev.startswith(("cuda", "mps")) else 1)
+    src = torch.ones(nbytes, dtype=torch.uint8, device=dev)
+    dst = torch.zeros(nbytes, dtype=torch.uint8, device=dev)  # touched now, so no page faults are timed
+
+    def run():
+        for _ in range(iters):
+            dst.copy_(src)
+
+    stats = measure(run, dev, warmup=1, repeats=repeats)
+    return CopyBenchmark(dev, nbytes, 2 * nbytes, iters, stats)
+
+
+def read_benchmark(device: str | None = None, nbytes: int | None = None, repeats: int = 5,
+                   iters: int | None = None) -> CopyBenchmark:
+    """Read-only bandwidth, for comparison: the sum of an fp32 buffer of `nbytes` (bytes read only).
+
+    Decode mostly reads; on many CPUs reading alone streams more slowly than a copy's read + write
+    total, so the copy benchmark (the roofline's bandwidth) can sit above what a decode step can read.
+    """
+    import torch
+
+    dev = _device(device)
+    nbytes = default_copy_bytes(dev) if nbytes is None else nbytes
+    if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 4:
+        raise ValueError(f"nbytes must be an integer ≥ 4, got {nbytes!r}")
+    iters = iters or (20 if dev.startswith(("cuda", "mps")) else 1)
+    x = torch.ones(nbytes // 4, dtype=torch.float32, device=dev)
+
+    def run():
+        for _ in range(iters):
+            x.sum()
+
+    stats = measure(run, dev, warmup=1, repeats=repeats)
+    return CopyBenchmark(dev, x.numel() * 4, x.numel() * 4, iters, stats)
+
+
+def measure_bandwidth(device: str | None = None, nbytes: int | None = None, repeats: int = 5) -> float:
+    """This device's memory bandwidth in bytes/s: a device-to-device copy, read + write bytes counted."""
+    return copy_benchmark(device, nbytes, repeats).bandwidth
+
+
+def default_matmul_n(device: str, dtype: str) -> int:
+    """Matrix size for the FLOP/s benchmark: big enough to saturate the device, quick to run."""
+    if device.startswith("cuda"):
+        return 8192
+    if device.startswith("mps"):
+        return 4096
+    return 2048 if dtype == "fp32" else 1024
+
+
+@dataclass(frozen=True)
+class MatmulBenchmark:
+    """One peak-FLOP/s measurement: `iters` n × n matmuls per timed sample."""
+
+    device: str
+    dtype: str
+    n: int
+    iters: int
+    stats: Stats
+
+    @property
+    def flops_per_matmul(self) -> int:
+        return 2 * self.n**3
+
+    @property
+    def flops_per_s(self) -> float:
+        """FLOP/s of the best (shortest) sample, as for the bandwidth: a peak is the best sustained rate."""
+        return self.flops_per_matmul * self.iters / self.stats.min
+
+    def to_dict(self) -> dict:
+        return {"device": self.device, "dtype": self.dtype, "n": self.n, "iters": self.iters,
+                "flops_per_matmul": self.flops_per_matmul, "flops_per_s": self.flops_per_s,
+                **{f"sample_{k}": v for k, v in self.stats.to_dict().items()}}
+
+
+def matmul_benchmark(device: str | None = None, dtype: str = "fp32", n: int | None = None, repeats: int = 5,
+                     iters: int | None = None) -> MatmulBenchmark:
+    """Time torch.mm(a, b, out=c) on n × n matrices of a dtype (fp32, bf16 or fp16).
+
+    On CUDA, fp32 runs as true fp32 unless torch's TF32 switch is on (off by default); bf16/fp16 use
+    the tensor cores. Compare with a GPU's dense (not sparse) tensor-core figure.
+    """
+    import torch
+
+    dev = _device(device)
+    dt = normalize_dtype(dtype, MATMUL_DTYPES)
+    n = default_matmul_n(dev, dt) if n is None else n
+    if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
+        raise ValueError(f"n must be a positive integer, got {n!r}")
+    iters = iters or (10 if dev.startswith(("cuda", "mps")) else 1)
+    torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dt]
+    a = torch.randn(n, n, device=dev, dtype=torch_dtype)  # the values do not change the time
+    b = torch.randn(n, n, device=dev, dtype=torch_dtype)
+    c = torch.empty(n, n, device=dev, dtype=torch_dtype)
+
+    def run():
+        for _ in range(iters):
+            torch.mm(a, b, out=c)
+
+    stats = measure(run, dev, warmup=1, repeats=repeats)
+    return MatmulBenchmark(dev, dt, n, iters, stats)
+
+
+def measure_peak_flops(device: str | None = None, dtype: str = "fp32", n: int | None = None,
+                       repeats: int = 5) -> float:
+    """Peak matmul FLOP/s of this device in a dtype: a square n × n matmul, 2·n³ FLOPs each."""
+    return matmul_benchmark(device, dtype, n, repeats).flops_per_s
+
+
+# ============================================================================ FLOPs and bytes
+
+def matmul_params(model) -> int:
+    """Parameters each token is multiplied by in the decoder blocks: every nn.Linear weight, and of
+    fused expert tensors the active share (experts_per_token / num_experts). Excludes the input
+    embedding (a lookup, no FLOPs) and the output head (see head_flops)."""
+    spec = _spec(model)
+    pb = param_breakdown(spec)
+    experts = pb.experts
+    if experts and spec.num_experts and spec.experts_per_token:
+        experts = experts * spec.experts_per_token // spec.num_experts
+    return pb.linear + experts
+
+
+def head_flops(model) -> int:
+    """FLOPs of the output head for one token's logits: 2 × hidden × vocab."""
+    spec = _spec(model)
+    return 2 * spec.hidden_size * spec.vocab_size
+
+
+def attention_flops_per_key(model) -> int:
+    """FLOPs of one query token against one cached key, summed over heads and layers.
+
+    QKᵀ and softmax·V, 2·head_dim FLOPs each per head: 4 × layers × heads × head_dim (MLA: its
+    query/key width qk_nope + qk_rope and value width v_head_dim instead of 2 × head_dim).
+    """
+    spec = _spec(model)
+    if spec.is_mla:
+        per_head = 2 * ((spec.qk_nope_head_dim or 0) + (spec.qk_rope_head_dim or 0)) + 2 * (spec.v_head_dim or 0)
+    else:
+        per_head = 4 * spec.head_dim
+    return spec.num_heads * per_head  # per layer; layers are summed in attended_keys
+
+
+def _keys_in_span(first: int, last: int, window: int | None) -> int:
+    """Σ_{k=first..last} min(k, window): keys attended by queries at positions first..last (1-based)."""
+    if last < first:
+        return 0
+    if window is None or last <= window:
+        return (first + last) * (last - first + 1) // 2
+    if first > window:
+        return (last - first + 1) * window
+    return (first + window) * (window - first + 1) // 2 + (last - window) * window
+
+
+def attended_keys(model, new_tokens: int, past_tokens: int = 0) -> int:
+    """Query–key pairs of a causal forward over `new_tokens` after `past_tokens`, summed over layers.
+
+    The query at position p (1-based) sees p keys, or at most the window on a sliding layer:
+    Σ_layers Σ_{i=1..new} min(past + i, window).
+    """
+    spec = _spec(model)
+    total = 0
+    for layer_type in spec.layer_types:
+        window = spec.sliding_window if layer_type == "sliding_attention" else None
+        total += _keys_in_span(past_tokens + 1, past_tokens + new_tokens, window)
+    return total
+
+
+def forward_flops(model, new_tokens: int, past_tokens: int = 0, batch: int = 1, logits_tokens: int = 1) -> int:
+    """FLOPs of one forward pass: `batch` sequences, each `new_tokens` new after `past_tokens` cached.
+
+    = batch × [2 × matmul_params × new_tokens            (Kaplan et al. 2020: 2N per token)
+               + 4·heads·head_dim × Σ attended keys       (QKᵀ and softmax·V)
+               + 2 × hidden × vocab × logits_tokens]      (output head; generation computes the
+                                                           logits of the last position only)
+    Prefill of n tokens: forward_flops(m, n). One decode step at context c: forward_flops(m, 1, c).
+    """
+    for value, what in ((new_tokens, "new_tokens"), (batch, "batch")):
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise ValueError(f"{what} must be a positive integer, got {value!r}")
+    if isinstance(past_tokens, bool) or not isinstance(past_tokens, int) or past_tokens < 0:
+        raise ValueError(f"past_tokens must be an integer ≥ 0, got {past_tokens!r}")
+    spec = _spec(model)
+    per_seq = (2 * matmul_params(spec) * new_tokens
+               + attention_flops_per_key(spec) * attended_keys(spec, new_tokens, past_tokens)
+               + head_flops(spec) * logits_tokens)
+    return batch * per_seq
+
+
+def streamed_weight_bytes(model, dtype: str = "bf16") -> int:
+    """Weight bytes one forward pass reads: every parameter except the input embedding table, of
+    which only the rows of the current tokens are read (with tied embeddings the table is read in
+    full, as the output head)."""
+    spec = _spec(model)
+    pb = param_breakdown(spec)
+    size = DTYPE_BYTES[normalize_dtype(dtype)]
+    params = pb.total if spec.tie_word_embeddings else pb.total - pb.embedding
+    return int(params * size)
+
+
+def forward_bytes(model, new_tokens: int, past_tokens: int = 0, batch: int = 1, dtype: str = "bf16",
+                  kv_dtype: str | None = None) -> int:
+    """Bytes one forward pass moves: the streamed weights once (shared by the batch), plus per
+    sequence the KV cache read (past tokens, at most the window on sliding layers) and the new
+    tokens' K/V written. Activations are left out."""
+    spec = _spec(model)
+    kv_dtype = kv_dtype or dtype
+    read = kv_cache_bytes(spec, past_tokens, batch, kv_dtype) if past_tokens > 0 else 0
+    written = batch * new_tokens * kv_bytes_per_token(spec, kv_dtype)
+    return streamed_weight_bytes(spec, dtype) + read + written
+
+
+# ============================================================================ the roofline
+
+def arithmetic_intensity(flops: float, nbytes: float) -> float:
+    """FLOPs per byte moved."""
+    return _non_negative(flops, "flops") / _positive(nbytes, "bytes")
+
+
+def ridge_point(peak_flops: float, bandwidth: float) -> float:
+    """The intensity (FLOP/B) where the memory roof meets the compute roof: peak / bandwidth.
+
+    H100 SXM: 989e12 FLOP/s (dense bf16) / 3.35e12 B/s ≈ 295 FLOP/B.
+    """
+    return _positive(peak_flops, "peak FLOP/s") / _positive(bandwidth, "bandwidth")
+
+
+def attainable_flops(intensity: float, peak_flops: float, bandwidth: float) -> float:
+    """The roofline: min(peak, intensity × bandwidth)."""
+    return min(_positive(peak_flops, "peak FLOP/s"),
+               _non_negative(intensity, "intensity") * _positive(bandwidth, "bandwidth"))
+
+
+def crossover_batch(peak_flops: float, bandwidth: float, bytes_per_param: float) -> float:
+    """The decode batch at which a step turns from memory-bound to compute-bound.
+
+    A decode step of batch B does 2·N·B FLOPs (N parameters) and reads N × bytes_per_param weight
+    bytes (the KV cache neglected), so its intensity is 2B / bytes_per_param. It reaches the ridge
+    at B = ridge × bytes_per_param / 2: in bf16 (2 B per parameter) B equals the ridge itself —
+    about 295 on an H100; in fp32 twice the ridge, in int8 half of it.
+    """
+    return ridge_point(peak_flops, bandwidth) * _positive(bytes_per_param, "bytes per parameter") / 2
+
+
+def decode_floor_s(weight_bytes: int, kv_bytes: int, bandwidth: float) -> float:
+    """The memory-bound floor of one decode step: (weight bytes + KV bytes) / bandwidth, in seconds."""
+    return (_non_negative(weight_bytes, "weight bytes") + _non_negative(kv_bytes, "KV bytes")) / _positive(
+        bandwidth, "bandwidth")
+
+
+def decode_efficiency(floor_s: float, measured_s: float) -> float:
+    """Share of the memory-bound floor achieved: floor / measured, a number in 0..1 (1 = at the floor)."""
+    return _non_negative(floor_s, "floor") / _positive(measured_s, "measured step time")
+
+
+@dataclass(frozen=True)
+class RooflinePoint:
+    """A measured forward pass placed on the roofline: its FLOPs and bytes (computed) and time (measured)."""
+
+    label: str
+    kind: str        # "prefill", "decode" (batch 1) or "decode, batched"
+    flops: float
+    bytes: float
+    seconds: float
+    tokens: int      # tokens produced or processed (for tokens/s)
+
+    @property
+    def intensity(self) -> float:
+        return arithmetic_intensity(self.flops, self.bytes)
+
+    @property
+    def achieved_flops(self) -> float:
+        return self.flops / self.seconds
+
+    @property
+    def achieved_bandwidth(self) -> float:
+        return self.bytes / self.seconds
+
+    def to_dict(self, peak_flops: float | None = None, bandwidth: float | None = None) -> dict[str, Any]:
+        d = {"label": self.label, "kind": self.kind, "flops": self.flops, "bytes": self.bytes,
+             "seconds": self.seconds, "tokens": self.tokens, "tokens_per_s": self.tokens / self.seconds,
+             "intensity_flop_per_byte": self.intensity, "achieved_flops_per_s": self.achieved_flops}
+        if peak_flops and bandwidth:
+            roof = attainable_flops(self.intensity, peak_flops, bandwidth)
+            d.update(attainable_flops_per_s=roof, share_of_roof=self.achieved_flops / roof,
+                     bound="memory" if self.intensity < ridge_point(peak_flops, bandwidth) else "compute")
+        return d
+
+
+def prefill_point(model, tokens: int, seconds: float, dtype: str, batch: int = 1) -> RooflinePoint:
+    """A prefill of `tokens` tokens (per sequence) that took `seconds`."""
+    return RooflinePoint(f"prefill {tokens:,} tok" + (f" × {batch}" if batch > 1 else ""), "prefill",
+                         forward_flops(model, tokens, 0, batch), forward_bytes(model, tokens, 0, batch, dtype),
+                         seconds, tokens * batch)
+
+
+def decode_point(model, context: int, seconds: float, dtype: str, batch: int = 1) -> RooflinePoint:
+    """One decode step (one new token per sequence) at `context` cached tokens that took `seconds`."""
+    return RooflinePoint(f"decode ctx {context:,}" + (f" × batch {batch}" if batch > 1 else ""),
+                         "decode, batched" if batch > 1 else "decode",
+                         forward_flops(model, 1, context, batch), forward_bytes(model, 1, context, batch, dtype),
+                         seconds, batch)
+
+
+def points_frame(points: Iterable[RooflinePoint], peak_flops: float, bandwidth: float):
+    """A pandas table of roofline points with their share of the roof and which roof binds."""
+    import pandas as pd
+
+    return pd.DataFrame([p.to_dict(peak_flops, bandwidth) for p in points])
+
+
+def roofline_figure(peak_flops: float, bandwidth: float, points: Sequence[RooflinePoint], source: Any,
+                    dtype: str = "", title: str | None = None):
+    """The roofline (log–log) with measured points: prefill as circles, decode (batch 1) as triangles,
+    batched decode as squares; the first and last point of each kind labelled."""
+    import numpy as np
+
+    from . import plots
+
+    ridge = ridge_point(peak_flops, bandwidth)
+    xs = [p.intensity for p in points] or [ridge]
+    lo, hi = min(min(xs), ridge) / 4, max(max(xs), ridge) * 4
+    grid = np.logspace(np.log10(lo), np.log10(hi), 200)
+    fig, ax = plots.figure(width=8, height=5)
+    ax.loglog(grid, [attainable_flops(x, peak_flops, bandwidth) for x in grid], color="black", lw=2,
+              label=f"roof: {bandwidth / 1e9:,.0f} GB/s × intensity, capped at {peak_flops / 1e12:,.2f} TFLOP/s {dtype}")
+    ax.axvline(ridge, color="grey", ls=":", lw=1)
+    ax.annotate(f"ridge {ridge:,.1f} FLOP/B", (ridge, peak_flops), textcoords="offset points", xytext=(4, -14),
+                fontsize=8, color="grey")
+    styles = {"prefill": ("o", "tab:orange"), "decode": ("^", "tab:blue"), "decode, batched": ("s", "tab:green")}
+    for kind, (marker, color) in styles.items():
+        pts = [p for p in points if p.kind == kind]
+        if pts:
+            ax.scatter([p.intensity for p in pts], [p.achieved_flops for p in pts], marker=marker, color=color,
+                       s=36, zorder=3, label=f"{kind} (measured)")
+            for p in ((pts[0], pts[-1]) if kind == "prefill" else (pts[-1],)):
+                ax.annotate(p.label, (p.intensity, p.achieved_flops), textcoords="offset points", xytext=(4, 4),
+                            fontsize=7, color=color)
+    ax.set_xlabel("arithmetic intensity (FLOP per byte moved)")
+    ax.set_ylabel("FLOP/s achieved")
+    ax.set_title(title or "Roofline of this device, measured")
+    ax.grid(True, which="both", alpha=0.2)
+    ax.legend(fontsize=8, loc="lower right")
+    return plots.finish(fig, source)
+
+
+def prefill_figure(df, model, dtype: str, peak_flops: float, source: Any):
+    """Prefill time (left, log–log) and the FLOP/s it achieves (right, against the measured peak) by
+    prompt length; df has columns tokens, ttft_s, oom (helpers.workloads.ttft_sweep)."""
+    from . import plots
+
+    ok = df[~df["oom"]]
+    achieved = [forward_flops(model, int(n)) / t for n, t in zip(ok["tokens"], ok["ttft_s"])]
+    fig, (left, right) = plots.figure(ncols=2, width=4.6, height=3.8)
+    left.loglog(ok["tokens"], ok["ttft_s"] * 1e3, "o-", color="tab:orange")
+    left.set_xlabel("prompt tokens")
+    left.set_ylabel("prefill time, ms (median)")
+    left.set_title("Prefill time")
+    right.semilogx(ok["tokens"], [a / 1e12 for a in achieved], "o-", color="tab:orange", label="prefill achieves")
+    right.axhline(peak_flops / 1e12, color="black", lw=1, ls="--", label=f"measured matmul peak ({dtype})")
+    right.set_ylim(bottom=0)
+    right.set_xlabel("prompt tokens")
+    right.set_ylabel("TFLOP/s")
+    right.set_title("Compute it keeps busy")
+    right.legend(fontsize=8)
+    return plots.finish(fig, source)
+
+
+# ============================================================================ decode efficiency by model size
+
+# Mistral-architecture configs with random weights for the decode-efficiency comparison. "probe" keeps
+# the tiny model's layer count and operations but shrinks every width until the bytes are negligible:
+# its step time is the per-step overhead (Python, operator dispatch, kernel launches) alone.
+SIZE_OVERRIDES: dict[str, dict[str, Any]] = {
+    "probe": {"hidden_size": 16, "intermediate_size": 32, "num_attention_heads": 2, "num_key_value_heads": 1,
+              "head_dim": 8, "vocab_size": 256},
+    "tiny": {},
+    "small": {"hidden_size": 1024, "intermediate_size": 3584, "num_hidden_layers": 8, "num_attention_heads": 16,
+              "num_key_value_heads": 4, "head_dim": 64},
+}
+
+
+def size_config(name: str) -> dict[str, Any]:
+    """The config.json dict of a named size (the tiny profile's config with SIZE_OVERRIDES applied)."""
+    from .models import TINY_CONFIG
+
+    if name not in SIZE_OVERRIDES:
+        raise ValueError(f"unknown model size {name!r}; allowed: {', '.join(SIZE_OVERRIDES)}")
+    return {**TINY_CONFIG, **SIZE_OVERRIDES[name]}
+
+
+def random_model(config: dict, device: str = "cpu", dtype: str = "fp32", seed: int = 0):
+    """A causal LM built from a config dict with random weights (fixed seed), in eval mode."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    c = {k: v for k, v in config.items() if k != "model_type"}
+    hf_config = AutoConfig.for_model(config["model_type"], **c)
+    torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[
+        normalize_dtype(dtype, MATMUL_DTYPES)]
+    torch.manual_seed(seed)
+    with torch.device(device):
+        return AutoModelForCausalLM.from_config(hf_config, dtype=torch_dtype).eval()
+
+
+def decode_step_stats(model, context: int, device: str, steps: int = 16, batch: int = 1) -> Stats:
+    """Decode step times at a context: a prefill of `context` tokens into a real DynamicCache, then
+    `steps` timed greedy steps of one token per sequence each (helpers.timing.timed_generate)."""
+    from .timing import timed_generate
+    from .workloads import prompt_ids
+
+    ids = prompt_ids(context, batch=batch, vocab=model.config.vocab_size, device=device)
+    timed_generate(model, ids[:, : min(context, 8)], 3, device)  # warm-up
+    g = timed_generate(model, ids, steps + 1, device)
+    return Stats(tuple(g.step_s))
+
+
+def efficiency_row(name: str, model, config: dict, dtype: str, device: str, bandwidth: float, context: int,
+                   steps: int = 16) -> dict[str, Any]:
+    """One model's decode step against its floor: measured median, floor, efficiency, bytes read."""
+    from .specs import spec_from_config
+
+    spec = spec_from_config(config, name)
+    stats = decode_step_stats(model, context, device, steps)
+    weights = streamed_weight_bytes(spec, dtype)
+    kv = kv_cache_bytes(spec, context, 1, dtype)
+    floor = decode_floor_s(weights, kv, bandwidth)
+    return {"model": name, "params": param_breakdown(spec).total, "dtype": dtype, "device": device,
+            "context": context, "weight_bytes_read": weights, "kv_bytes_read": kv, "floor_s": floor,
+            "step_s": stats.median, "step_p90_s": stats.p90, "efficiency": decode_efficiency(floor, stats.median)}
+
+
+def efficiency_table(sizes: Sequence[str], device: str, dtype: str, bandwidth: float, context: int,
+                     steps: int = 16, extra: Sequence[Any] = ()):
+    """Decode efficiency (floor ÷ measured step) for named sizes built with random weights, plus
+    already-loaded models (helpers.models.Loaded) in `extra`. Adds the overhead probe's step time
+    (same layers, negligible bytes) and what it leaves unexplained:
+
+        measured step ≈ floor + fixed overhead + the rest (kernels short of the copy bandwidth).
+    """
+    import pandas as pd
+
+    from .hardware import free_memory
+
+    rows = []
+    probe_s = None
+    for name in sizes:
+        cfg = size_config(name)
+        model = random_model(cfg, device, dtype)
+        row = efficiency_row(name, model, cfg, dtype, device, bandwidth, context, steps)
+        del model
+        free_memory(device)
+        if name == "probe":
+            probe_s = row["step_s"]
+        rows.append(row)
+    for loaded in extra:
+        rows.append(efficiency_row(f"{loaded.profile} (loaded)", loaded.model, loaded.config, loaded.dtype, loaded.device,
+                                   bandwidth, context, steps))
+    df = pd.DataFrame(rows).sort_values("weight_bytes_read", ignore_index=True)
+    if probe_s is not None:
+        df["overhead_s"] = probe_s
+        df["overhead_share"] = df["overhead_s"] / df["step_s"]
+    df["floor_share"] = df["efficiency"]
+    return df
+
+
+def efficiency_figure(df, source: Any):
+    """Each model's measured decode step split into its memory floor, the fixed overhead (the probe's
+    step) and the rest; log scale, since the sizes differ by orders of magnitude."""
+    from . import plots
+
+    fig, ax = plots.figure(width=8, height=4)
+    names = list(df["model"])
+    y = range(len(names))
+    floor = df["floor_s"] * 1e3
+    over = (df["overhead_s"] if "overhead_s" in df else 0 * df["floor_s"]) * 1e3
+    ax.barh(y, df["step_s"] * 1e3, color="#ddd", label="measured step")
+    ax.barh(y, floor, color="tab:blue", height=0.5, label="memory floor (bytes ÷ bandwidth)")
+    ax.scatter(over, y, marker="|", s=300, color="tab:red", zorder=3, label="fixed overhead (probe's step)")
+    for i, (m, f, e) in enumerate(zip(df["step_s"] * 1e3, floor, df["efficiency"])):
+        ax.annotate(f"{m:,.2f} ms · floor {f:,.3f} ms · {100 * e:,.1f} %", (m, i), textcoords="offset points",
+                    xytext=(4, -3), fontsize=8)
+    ax.set_yticks(list(y), names)
+    ax.set_xscale("log")
+    lo = float(min(floor.min(), (df["step_s"] * 1e3).min()))
+    ax.set_xlim(lo / 3, float((df["step_s"] * 1e3).max()) * 60)
+    ax.set_xlabel("ms per decode step (batch 1)")
+    ax.set_title("Decode step against its memory-bound floor")
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3)
+    return plots.finish(fig, source)

@@ -1,0 +1,269 @@
+import marimo
+
+__generated_with = "0.25.2"
+app = marimo.App(width="medium")
+
+
+@app.cell
+def _():
+    import marimo as mo
+    import pandas as pd
+
+    from helpers import memory, models, notebook, plots, workloads
+    from helpers.specs import get_spec, param_count
+    from helpers.units import GB, GiB, fmt_bytes
+
+    notebook.setup()
+    return GB, GiB, fmt_bytes, get_spec, memory, mo, models, param_count, pd, plots, workloads
+
+
+@app.cell
+def _(mo):
+    mo.md("""
+    # 02 · The memory equation
+
+    A GPU's memory holds three things while it serves:
+
+    **GPU memory = weights (fixed) + overhead (about fixed) + KV cache (grows with context × users)**
+
+    This notebook computes each term from a model's `config.json`, checks the computation against the
+    bytes of the model loaded here and of a real `transformers` cache, then turns the equation around:
+    for a given GPU, how many users fit at each context length?
+    """)
+    return
+
+
+@app.cell
+def _(get_spec, models):
+    loaded = models.load()
+    spec = loaded.spec
+    mistral = get_spec("mistral-7b-v0.1")
+    return loaded, mistral, spec
+
+
+@app.cell
+def _(mo):
+    mo.md("""
+    ## 1 · Weights: parameters × bytes per parameter
+
+    The parameter count is exact, counted from the architecture itself (built by `transformers` on
+    the `meta` device: shapes, no storage). Mistral 7B v0.1 has 7,241,732,096 parameters: 14.48 GB
+    (13.49 GiB) in bf16 — not "14.6 GB". Quantized schemes add their scales and code books
+    (`helpers.memory.weight_bytes`; notebook 05 measures them).
+    """)
+    return
+
+
+@app.cell
+def _(GB, GiB, memory, mistral, param_count, pd):
+    _rows = []
+    for _scheme in ("fp32", "bf16", "fp16", "int8", "nf4"):
+        _w = memory.weight_bytes(mistral, _scheme)
+        _rows.append({"scheme": _scheme, "parameters": param_count(mistral), "bytes": _w.bytes,
+                      "GB": round(_w.bytes / GB, 2), "GiB": round(_w.bytes / GiB, 2),
+                      "of which scales / code books": _w.metadata_bytes})
+    mistral_weights = pd.DataFrame(_rows).assign(source="computed from mistral-7b-v0.1 config.json")
+    mistral_weights
+    return
+
+
+@app.cell
+def _(loaded, mo):
+    mo.md(f"""
+    **The check on this machine**: the model loaded here is **{loaded.label}**. Its weights computed from
+    its config, per dtype, against the bytes of the tensors it actually holds
+    (`helpers.memory.measured_weight_bytes`; buffers such as the rotary tables counted separately):
+    """)
+    return
+
+
+@app.cell
+def _(loaded, memory, param_count, pd, spec):
+    _measured = memory.measured_weight_bytes(loaded.model)
+    _buffers = memory.measured_model_bytes(loaded.model) - _measured
+    _rows = []
+    for _scheme in ("fp32", "bf16", "fp16"):
+        _w = memory.weight_bytes(spec, _scheme)
+        _is_loaded = _scheme == loaded.dtype
+        _rows.append({"dtype": _scheme, "parameters (exact)": param_count(spec), "computed bytes": _w.bytes,
+                      "measured bytes": _measured if _is_loaded else None,
+                      "equal": (_w.bytes == _measured) if _is_loaded else None,
+                      "buffers (not weights)": _buffers if _is_loaded else None})
+    profile_weights = pd.DataFrame(_rows).astype({"measured bytes": "Int64", "buffers (not weights)": "Int64"})
+    profile_weights["measured on"] = loaded.label
+    profile_weights
+    return
+
+
+@app.cell
+def _(mo):
+    mo.md("""
+    ## 2 · KV cache per token, term by term
+
+    For every token, every layer caches one key and one value vector per **KV head** (grouped-query
+    attention shares them between query heads):
+
+    `KV bytes per token = 2 (K and V) × layers × KV heads × head_dim × bytes per element`
+    """)
+    return
+
+
+@app.cell
+def _(fmt_bytes, loaded, memory, mistral, pd, spec):
+    def _terms(s, dtype, source):
+        t = memory.kv_terms(s, dtype)
+        return {**{k: v for k, v in t["terms"].items()}, "bytes per token": t["bytes_per_token"],
+                "shown": fmt_bytes(t["bytes_per_token"]), "source": source}
+
+    kv_per_token = pd.DataFrame([
+        _terms(mistral, "bf16", "computed from mistral-7b-v0.1 config.json, bf16"),
+        _terms(spec, loaded.dtype, f"computed from the config of {loaded.model_name}, {loaded.dtype}"),
+    ])
+    kv_per_token
+    return
+
+
+@app.cell
+def _(fmt_bytes, memory, mistral, mo):
+    _per = memory.kv_bytes_per_token(mistral, "bf16")
+    mo.md(f"""
+    Mistral 7B: 2 × 32 × 8 × 128 × 2 B = **{fmt_bytes(_per)}** per token — "128 KB" and "131 KB" are the same
+    number, in KiB and in kB. Per user: 4,096 tokens × {_per:,} B = {fmt_bytes(4096 * _per)};
+    16,384 tokens: {fmt_bytes(16384 * _per)}; 80 users at 4,096 tokens: {fmt_bytes(80 * 4096 * _per)}.
+    (Mistral 7B v0.1 also slides a {mistral.sliding_window:,}-token window, so an engine that honours it never
+    holds more than {mistral.sliding_window:,} tokens per layer; the map below assumes full attention, as
+    v0.3 and most models do.)
+
+    **The check**: prefill prompts into a real `DynamicCache` on the model loaded here and count the bytes
+    of the key and value tensors of every layer.
+    """)
+    return
+
+
+@app.cell
+def _(loaded, memory, pd, spec, workloads):
+    _window = spec.sliding_window
+    _checks = (100, _window + 500) if _window else (100, 1000)
+    _rows = []
+    for _n in _checks:
+        _, _cache = workloads.prefill(loaded.model, workloads.prompt_ids(_n, vocab=spec.vocab_size,
+                                                                         device=loaded.device))
+        _layer0 = _cache.layers[0]
+        _formula = memory.kv_cache_bytes(spec, _n, 1, loaded.dtype,
+                                         window_slots=_window - 1 if _window else None)
+        _measured = memory.measured_cache_bytes(_cache)
+        _rows.append({"prompt tokens": _n, "layers": len(_cache.layers),
+                      "keys per layer (shape)": tuple(_layer0.keys.shape),
+                      "values per layer (shape)": tuple(_layer0.values.shape),
+                      "measured bytes": _measured, "formula bytes": _formula, "equal": _measured == _formula})
+        del _cache
+    cache_check = pd.DataFrame(_rows).assign(**{"measured on": loaded.label})
+    cache_check
+    return
+
+
+@app.cell
+def _(mo):
+    mo.md("""
+    ## 3 · Context × concurrent users
+
+    What is left after the weights and the overhead holds the cache, and every user needs
+    `context × KV bytes per token`:
+
+    **max users = (GPU memory − weights − overhead) ÷ (KV bytes per token × context)**
+
+    The map is **computed** for Mistral 7B v0.1 (bf16 weights and cache) whatever model runs here.
+    *Overhead* defaults to 10 % of the GPU's memory — what vLLM leaves aside by default
+    (`gpu_memory_utilization=0.9`) for the CUDA context, activations of the running batch and allocator
+    fragmentation. Move the controls in marimo; in Jupyter the defaults (an 80 GB GPU) are used.
+    """)
+    return
+
+
+@app.cell
+def _(mo):
+    gpu_gb = mo.ui.slider(start=16, stop=192, step=8, value=80, show_value=True, label="GPU memory (GB)")
+    overhead_pct = mo.ui.slider(start=0, stop=30, step=1, value=10, show_value=True, label="overhead (% of memory)")
+    context_pick = mo.ui.slider(steps=[512, 1024, 2048, 4096, 8192, 16384, 32768], value=4096, show_value=True,
+                                label="context (tokens per user)")
+    users_pick = mo.ui.slider(steps=[1, 2, 4, 8, 16, 32, 64, 80, 128, 256], value=80, show_value=True,
+                              label="concurrent users")
+    mo.vstack([gpu_gb, overhead_pct, context_pick, users_pick])
+    return context_pick, gpu_gb, overhead_pct, users_pick
+
+
+@app.cell
+def _(GB, context_pick, gpu_gb, memory, mistral, overhead_pct, users_pick):
+    gpu_bytes = gpu_gb.value * GB
+    overhead_bytes = gpu_bytes * overhead_pct.value / 100
+    mistral_weight_bytes = memory.weight_bytes(mistral, "bf16").bytes
+    kv_token = memory.kv_bytes_per_token(mistral, "bf16")
+    budget = memory.kv_budget_bytes(gpu_bytes, mistral_weight_bytes, overhead_bytes)
+    contexts = [512, 1024, 2048, 4096, 8192, 16384, 32768]
+    user_counts = [1, 2, 4, 8, 16, 32, 64, 80, 128, 256]
+    chosen_context, chosen_users = int(context_pick.value), int(users_pick.value)
+    return (budget, chosen_context, chosen_users, contexts, gpu_bytes, kv_token, mistral_weight_bytes,
+            overhead_bytes, user_counts)
+
+
+@app.cell
+def _(GB, budget, chosen_context, chosen_users, contexts, gpu_bytes, kv_token, memory, mistral_weight_bytes,
+      overhead_bytes, plots, user_counts):
+    from matplotlib.patches import Rectangle as _Rectangle
+
+    _grid = memory.context_users_grid(kv_token, contexts, user_counts)
+    _fig, _ax = plots.figure(width=8, height=5)
+    plots.heatmap(_ax, [[b / GB for b in row] for row in _grid], [f"{c // 1024}k" if c >= 1024 else c for c in contexts],
+                  user_counts, fmt=lambda v: f"{v:,.1f}" if v < 100 else f"{v:,.0f}",
+                  mask=[[b > budget for b in row] for row in _grid], colorbar_label="KV cache, GB")
+    _ax.add_patch(_Rectangle((contexts.index(chosen_context) - 0.5, user_counts.index(chosen_users) - 0.5), 1, 1,
+                            fill=False, edgecolor="red", lw=2))
+    _ax.set_xlabel("context (tokens per user)")
+    _ax.set_ylabel("concurrent users")
+    _ax.set_title(f"KV cache of Mistral 7B; hatched: more than the {budget / GB:,.1f} GB left on a "
+                  f"{gpu_bytes / GB:,.0f} GB GPU\n(after {mistral_weight_bytes / GB:,.2f} GB of bf16 weights and {overhead_bytes / GB:,.1f} GB overhead)",
+                  fontsize=10)
+    plots.finish(_fig, "computed from mistral-7b-v0.1 config.json, bf16 weights and KV cache (helpers.memory)")
+    return
+
+
+@app.cell
+def _(GB, budget, chosen_context, chosen_users, fmt_bytes, kv_token, memory, mistral_weight_bytes, mo,
+      gpu_bytes, overhead_bytes):
+    _need = chosen_users * chosen_context * kv_token
+    _max = memory.max_users(gpu_bytes, mistral_weight_bytes, overhead_bytes, kv_token, chosen_context)
+    mo.md(f"""
+    **Your point** (red square): {chosen_users} users × {chosen_context:,} tokens need
+    {fmt_bytes(_need)} of cache; {fmt_bytes(budget)} is left, so it **{'fits' if _need <= budget else 'does not fit'}**.
+    At {chosen_context:,} tokens this GPU holds at most **{_max:,} users**
+    (({gpu_bytes / GB:,.0f} − {mistral_weight_bytes / GB:,.2f} − {overhead_bytes / GB:,.1f}) GB ÷
+    ({kv_token:,} B × {chosen_context:,})).
+    """)
+    return
+
+
+@app.cell
+def _(GiB, contexts, gpu_bytes, kv_token, memory, mistral_weight_bytes, overhead_bytes, pd):
+    max_users_table = pd.DataFrame([
+        {"context": _c, "KV per user (GiB)": round(_c * kv_token / GiB, 3),
+         "max users": memory.max_users(gpu_bytes, mistral_weight_bytes, overhead_bytes, kv_token, _c),
+         "source": f"computed from mistral-7b-v0.1 config.json, bf16; {gpu_bytes / 1e9:,.0f} GB GPU, "
+                   f"{overhead_bytes / 1e9:,.1f} GB overhead"}
+        for _c in contexts])
+    max_users_table
+    return
+
+
+@app.cell
+def _(mo):
+    mo.md("""
+    Context and users trade against each other one for one: halve the context, double the users.
+    Only three things move the whole curve: a bigger GPU, smaller weights (notebook 05: quantization) or
+    fewer bytes per token (notebook 06: GQA, MLA, sliding windows, a quantized cache). Notebook 01 ran this
+    experiment for real on the model loaded here, until the device ran out.
+    """)
+    return
+
+
+if __name__ == "__main__":
+    app.run()

@@ -1,0 +1,301 @@
+import marimo
+
+__generated_with = "0.25.2"
+app = marimo.App(width="medium")
+
+
+@app.cell
+def _():
+    import marimo as mo
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from helpers import memory, models, notebook, plots, quant
+
+    notebook.setup()
+    return memory, mo, models, pd, plots, plt, quant
+
+
+@app.cell
+def _(mo):
+    mo.md("""
+    # 05 · Weight quantization
+
+    Store the weights in fewer bits and the model takes less memory — and, where decoding is limited
+    by how fast the weights stream from memory, it can run faster. This notebook loads the active
+    profile's model four ways, **in one run**, and measures each:
+
+    | scheme | what bitsandbytes stores for each `nn.Linear` weight in the decoder blocks |
+    | --- | --- |
+    | reference | bf16 on a GPU (fp32 on a CPU, where bf16 matmuls are slow) |
+    | `int8` | LLM.int8(): 1 byte per weight + one fp32 scale per output row |
+    | `nf4` | 4-bit NormalFloat: ½ byte per weight + one fp32 absmax per block of 64 |
+    | `nf4-dq` | nf4 with *double quantization*: the absmax themselves stored in 8 bits |
+
+    Three questions for each: **how big** is the loaded model (measured, against `helpers.memory`'s
+    prediction), **how fast** (prefill and decode), and **how different** its predictions are from
+    the reference on a fixed text shipped in the repository. Then the headline case: does GPT-OSS-120B
+    fit on one 80 GB GPU?
+    """)
+    return
+
+
+@app.cell
+def _(models):
+    loaded = models.load()
+    return (loaded,)
+
+
+@app.cell
+def _(loaded, mo):
+    _ref = ("fp32 — on a CPU bf16 matmuls are slow, so the reference (and what bitsandbytes leaves "
+            "unquantized) is fp32 here" if loaded.dtype == "fp32" else loaded.dtype)
+    mo.md(f"""
+    **Model:** {loaded.label}
+    **Reference dtype:** {_ref}.
+    bitsandbytes quantizes while loading a checkpoint, so each quantized copy is loaded from the
+    same weights as the reference{" (for `mistral-7b-random`, a copy saved once to the workshop cache)" if loaded.profile == "mistral-7b-random" else ""}.
+    """)
+    return
+
+
+@app.cell
+def _(loaded, quant):
+    results = quant.compare(loaded)
+    return (results,)
+
+
+@app.cell
+def _(mo):
+    mo.md("""
+    ## Footprint of each model
+
+    The model's own bytes — its parameters as stored (packed when quantized), bitsandbytes'
+    quantization states (row scales, absmax, code books) and its buffers (the rotary tables) — not
+    the device's total, which also counts the allocator's cache and everything else running.
+    `predicted` is `helpers.memory.weight_bytes(spec, scheme)`, metadata included; the two must agree
+    to the byte.
+    """)
+    return
+
+
+@app.cell
+def _(loaded, pd, quant, results):
+    footprints = pd.DataFrame(quant.footprint_rows(results, loaded.spec, loaded.label))
+    footprints
+    return (footprints,)
+
+
+@app.cell
+def _(loaded, mo, quant):
+    _tiny = quant.embedding_share(loaded.spec)
+    _m7 = quant.embedding_share("mistral-7b-v0.1")
+    mo.md(f"""
+    **Why the saving is smaller than "int8 halves, nf4 quarters".** bitsandbytes quantizes the
+    `nn.Linear` layers of the decoder blocks only; the input embedding and the output head stay in
+    the reference dtype. In this model they are
+    **{_tiny['embedding_and_head']:,} of {_tiny['params']:,} parameters ({_tiny['share']:.0%})**.
+    In Mistral 7B they are {_m7['embedding_and_head']:,} of {_m7['params']:,} ({_m7['share']:.1%}),
+    so there the rule of thumb nearly holds — computed below from its config, at a bf16 base.
+    """)
+    return
+
+
+@app.cell
+def _(pd, quant):
+    mistral_footprints = pd.DataFrame(quant.preset_footprints("mistral-7b-v0.1"))
+    mistral_footprints["source"] = "computed from mistral-7b-v0.1 config.json, bf16 base"
+    mistral_footprints
+    return (mistral_footprints,)
+
+
+@app.cell
+def _(mo):
+    mo.md("""
+    Every preset, computed the same way. Mixture-of-experts models barely shrink: transformers 5
+    keeps their experts as fused 3-D tensors, and bitsandbytes replaces only `nn.Linear` layers —
+    so almost all of DeepSeek's and GPT-OSS's weights stay at 2 bytes. For those, the experts need a scheme of their
+    own, such as GPT-OSS's MXFP4 (last section).
+    """)
+    return
+
+
+@app.cell
+def _(pd, quant):
+    all_presets = pd.DataFrame(quant.presets_table())
+    all_presets["source"] = "computed from each config.json, bf16 base"
+    all_presets
+    return
+
+
+@app.cell
+def _(footprints, loaded, mistral_footprints, plots, plt):
+    _fig, (_a, _b) = plots.figure(ncols=2, width=5.5)
+    _ok = footprints.dropna(subset=["model total (MB)"]) if "model total (MB)" in footprints else footprints
+    _a.bar(_ok["scheme"].str.replace("bitsandbytes ", ""), _ok["model total (MB)"], color="#4c72b0")
+    _a.set_ylabel("MB (10⁶ bytes)")
+    _a.set_title(f"measured: {loaded.model_name}", fontsize=9)
+    _b.bar(mistral_footprints["scheme"], mistral_footprints["GB"], color="#dd8452")
+    _b.set_ylabel("GB (10⁹ bytes)")
+    _b.set_title("computed: Mistral 7B v0.1, bf16 base", fontsize=9)
+    plots.stamp(_fig, f"left: measured: {loaded.label} · right: computed from mistral-7b-v0.1 config.json")
+    plt.close(_fig)  # shown once, as the cell's value (Jupyter would show it twice)
+    _fig
+    return
+
+
+@app.cell
+def _(mo):
+    mo.md("""
+    ## Speed: prefill and decode, side by side
+
+    Greedy generation with a real KV cache, the same prompt from the evaluation text for every model.
+    Prefill is the time to the first token; decode is one token per step, reported as tokens/s
+    (1 / median step time). On a CPU the models take turns, round by round, so a busy machine slows
+    them all alike. bitsandbytes' CPU kernels are not its GPU kernels, and the tiny model is too small
+    for weight bandwidth to dominate — compare the schemes with each other on *this* device, not
+    with a GPU.
+    """)
+    return
+
+
+@app.cell
+def _(loaded, pd, quant, results):
+    speeds = pd.DataFrame(quant.speed_rows(results, loaded.label))
+    speeds
+    return (speeds,)
+
+
+@app.cell
+def _(loaded, plots, plt, speeds):
+    _fig, (_a, _b) = plots.figure(ncols=2, width=5.0)
+    _names = speeds["scheme"].str.replace("bitsandbytes ", "")
+    _a.bar(_names, speeds["prefill (ms)"], color="#4c72b0")
+    _a.set_ylabel(f"prefill of {int(speeds['prompt tokens'].iloc[0])} tokens (ms)")
+    _b.bar(_names, speeds["decode (tokens/s)"], color="#55a868")
+    _b.set_ylabel("decode (tokens/s, batch 1)")
+    plots.stamp(_fig, loaded)
+    plt.close(_fig)  # shown once, as the cell's value (Jupyter would show it twice)
+    _fig
+    return
+
+
+@app.cell
+def _(loaded, mo):
+    _caveat = ("""
+    **This model has random weights: its absolute figures mean nothing.** Its perplexity is about the
+    size of the vocabulary (a model that knows nothing), and its next-token distributions are nearly
+    flat, so the top-ranked token is decided by tiny margins that any rounding can flip — top-1
+    agreement is low for that reason, not because nf4 is broken. What carries over to a trained model
+    is the mechanism: the reference against each scheme, on the same text, the same three measures.
+    Run with `WORKSHOP_PROFILE=mistral-7b` on a GPU for figures that mean something.
+    """ if loaded.profile in ("tiny", "mistral-7b-random") else """
+    Trained weights: these figures mean what they say, for this text. A few thousand characters are
+    a smoke test, not a benchmark — check a scheme on your own task before you ship it.
+    """)
+    mo.md(f"""
+    ## Quality against the reference
+
+    On the fixed text in `helpers/data/eval_text.txt` (original prose, public domain), every position
+    predicts the next token. For each scheme:
+
+    - **perplexity** — exp(mean negative log-likelihood of the actual next token); lower is better;
+    - **KL(p_ref ‖ p_q)** — how far the quantized model's next-token distribution is from the
+      reference's, in nats, averaged over positions (0 = identical);
+    - **top-1 agreement** — the share of positions where both rank the same token first.
+    {_caveat}
+    """)
+    return
+
+
+@app.cell
+def _(loaded, pd, quant, results):
+    quality = pd.DataFrame(quant.quality_rows(results, loaded.label))
+    quality
+    return
+
+
+@app.cell
+def _(memory, mo, quant):
+    _rows = quant.fit_on_gpu("gpt-oss-120b")
+    _mx = next(r for r in _rows if r["scheme"] == "mxfp4")
+    _pub = quant.GPT_OSS_120B_CHECKPOINT_BYTES
+    _ctx = _mx["KV cache room (bf16), one sequence up to (tokens)"]
+    _left = 80e9 * (1 - quant.RUNTIME_RESERVE_SHARE) - _mx["weight bytes"]
+    _users4k = int(_left // memory.kv_cache_bytes("gpt-oss-120b", 4096))
+    mo.md(f"""
+    ## A big model on one GPU: GPT-OSS-120B
+
+    GPT-OSS-120B has 116.8 B parameters, 98 % of them in its 128 experts per layer. OpenAI ships the
+    experts in **MXFP4** — 4-bit values in blocks of 32 sharing one 8-bit scale — and everything else
+    (attention, router, embeddings, norms) in bf16. From its config, with `helpers.memory.weight_bytes`:
+    bf16 everywhere, fp8 for every matrix, or MXFP4 experts. The GPU: 80 GB (80 × 10⁹ bytes), less a
+    runtime reserve of {quant.RUNTIME_RESERVE_SHARE:.0%} for the CUDA context, activations and the
+    allocator (vLLM's default `gpu_memory_utilization` is 0.9 for the same reason).
+
+    **Independent check:** the MXFP4 prediction is {_mx['weight bytes']:,} bytes; the checkpoint on
+    the Hub holds {_pub:,} bytes of tensors (`total_size` of its safetensors index) — a difference of
+    {_mx['weight bytes'] - _pub:,} bytes ({abs(_mx['weight bytes'] - _pub) / _pub:.2%}). They agree because the
+    prediction counts what the checkpoint stores: the expert matrices as packed 4-bit blocks plus one
+    scale byte per 32 values, the rest at 2 bytes.
+
+    **What is left.** In MXFP4 the weights leave {_mx['left for KV cache (GB)']:.2f} GB for the KV
+    cache: {_users4k} sequences of 4,096 tokens at once, or one full {_ctx:,}-token context (half of
+    GPT-OSS's layers slide over 128 tokens, so a long sequence costs half as much per token).
+    """)
+    return
+
+
+@app.cell
+def _(pd, quant):
+    gpt_oss = pd.DataFrame(quant.fit_on_gpu("gpt-oss-120b"))
+    gpt_oss["source"] = "computed from gpt-oss-120b config.json"
+    gpt_oss
+    return (gpt_oss,)
+
+
+@app.cell
+def _(gpt_oss, plots, plt):
+    _fig, _ax = plots.figure(width=6.5)
+    _colors = ["#55a868" if f else "#c44e52" for f in gpt_oss["fits"]]
+    _ax.bar(gpt_oss["scheme"], gpt_oss["weights (GB)"], color=_colors)
+    _ax.axhline(gpt_oss["GPU (GB)"].iloc[0], color="k", lw=1)
+    _ax.axhline(gpt_oss["usable after reserve (GB)"].iloc[0], color="k", lw=1, ls="--")
+    _ax.annotate("one 80 GB GPU", (1.01, gpt_oss["GPU (GB)"].iloc[0]), xycoords=("axes fraction", "data"),
+                 va="bottom", fontsize=8)
+    _ax.annotate("less 10 % reserve", (1.01, gpt_oss["usable after reserve (GB)"].iloc[0]),
+                 xycoords=("axes fraction", "data"), va="top", fontsize=8)
+    for _i, _w in enumerate(gpt_oss["weights (GB)"]):
+        _ax.text(_i, _w / 2, f"{_w:,.1f} GB", ha="center", color="white", fontsize=9)
+    _ax.set_ylabel("weights (GB, 10⁹ bytes)")
+    _ax.set_title("GPT-OSS-120B weights by scheme (green: fits)", fontsize=10)
+    plots.stamp(_fig, "computed from gpt-oss-120b config.json (helpers.memory.weight_bytes)")
+    plt.close(_fig)  # shown once, as the cell's value (Jupyter would show it twice)
+    _fig
+    return
+
+
+@app.cell
+def _(mo):
+    mo.md("""
+    ## What to take away
+
+    - Quantization shrinks what it touches: on a 7B model, where the linear layers are 96 % of the
+      parameters, int8 about halves the weights and nf4 takes them to about 30 %, scales included
+      (double quantization trims the scales further). On a model dominated by its embeddings, it
+      saves little.
+    - Every byte is accounted for: measured equals predicted, metadata included — so the same
+      formula can be trusted for models you have not loaded.
+    - Speed depends on the kernels and the device: measure on the hardware you will serve on.
+    - Quality is an assumption to check, not a given: perplexity, KL against the unquantized model
+      and top-1 agreement on your own text are cheap first checks before a task benchmark.
+    - Post-training quantization (as here) needs no training and checks quality afterwards.
+      Training with the quantization in the loop learns weights that survive the rounding: GPT-OSS
+      was post-trained with its MoE weights already in MXFP4, and its published evaluations are of
+      that MXFP4 model (OpenAI's gpt-oss model card).
+    """)
+    return
+
+
+if __name__ == "__main__":
+    app.run()

@@ -1,0 +1,91 @@
+"""`make bench`: measured figures as JSON under build/bench/ — one file per section, each with the
+machine it ran on. Not a pass/fail test: it prints what it measured.
+
+    python scripts/bench.py                 # every section, on the active WORKSHOP_PROFILE
+    python scripts/bench.py roofline        # only some sections
+    python scripts/bench.py --out DIR       # somewhere else than build/bench
+
+To add a section: write a function in helpers/<topic>.py that returns a dict of plain numbers and
+strings, and add one line to SECTIONS below. Its JSON lands in build/bench/<name>.json.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Callable
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def _roofline() -> dict:
+    from helpers import bench
+
+    return bench.roofline_figures()
+
+
+# name -> a function returning a dict; each is written to <out>/<name>.json with the machine added.
+SECTIONS: dict[str, Callable[[], dict]] = {
+    "roofline": _roofline,
+}
+
+
+def _plain(value: Any) -> Any:
+    """JSON-safe: numpy scalars to Python numbers, NaN/inf to null, tuples to lists."""
+    if hasattr(value, "item") and not isinstance(value, (list, dict, str)):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def run(names: list[str], out: Path) -> int:
+    from helpers import bench
+
+    out.mkdir(parents=True, exist_ok=True)
+    machine = bench.machine()
+    failed = 0
+    for name in names:
+        t0 = time.perf_counter()
+        try:
+            data = {"section": name, "ok": True, **SECTIONS[name]()}
+        except Exception as exc:  # noqa: BLE001 - a failed section is written down, the others still run
+            failed += 1
+            data = {"section": name, "ok": False, "error": f"{type(exc).__name__}: {exc}",
+                    "traceback": traceback.format_exc()[-4000:]}
+        data["seconds"] = time.perf_counter() - t0
+        data["machine"] = machine
+        path = out / f"{name}.json"
+        path.write_text(json.dumps(_plain(data), indent=1) + "\n")
+        print(f"bench: {name} {'ok' if data['ok'] else 'FAILED'} in {data['seconds']:.1f} s -> {path}", flush=True)
+        if data["ok"]:
+            headline = {k: v for k, v in data.items() if isinstance(v, (int, float, str)) and k != "section"}
+            print(json.dumps(_plain(headline), indent=1))
+        else:
+            print(data["error"], file=sys.stderr)
+    return 1 if failed else 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("sections", nargs="*", help=f"sections to run (default all): {', '.join(SECTIONS)}")
+    ap.add_argument("--out", type=Path, default=ROOT / "build" / "bench", help="output folder (default build/bench)")
+    a = ap.parse_args()
+    unknown = [s for s in a.sections if s not in SECTIONS]
+    if unknown:
+        print(f"unknown section(s) {', '.join(unknown)}; allowed: {', '.join(SECTIONS)}", file=sys.stderr)
+        return 2
+    return run(a.sections or list(SECTIONS), a.out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,182 @@
+"""helpers.attention: KV bytes of every preset pinned by hand from the configs; measured caches of
+MHA/GQA/MQA, a sliding window and MLA equal to the formula exactly; MLA's ratios against named baselines."""
+import json
+
+import pytest
+import torch
+
+from helpers import attention, memory, specs
+from helpers.__main__ import main as cli
+from helpers.models import TINY_CONFIG
+
+# KV bytes per token in bf16, by hand from each config.json:
+#   GQA/MHA: 2 (K, V) × layers × kv_heads × head_dim × 2 B;  MLA: layers × (kv_lora_rank + qk_rope_head_dim) × 2 B
+PRESET_KV_PER_TOKEN = {
+    "mistral-7b-v0.1": 2 * 32 * 8 * 128 * 2,     # 131,072
+    "mistral-7b-v0.3": 2 * 32 * 8 * 128 * 2,
+    "llama-3.1-8b": 2 * 32 * 8 * 128 * 2,
+    "qwen2.5-7b": 2 * 28 * 4 * 128 * 2,          # 57,344
+    "deepseek-v2-lite": 27 * (512 + 64) * 2,     # 31,104
+    "deepseek-v3": 61 * (512 + 64) * 2,          # 70,272
+    "gpt-oss-120b": 2 * 36 * 8 * 64 * 2,         # 73,728 (all 36 layers, at short context)
+}
+# One sequence of 131,072 tokens, honouring windows.
+PRESET_KV_128K = {
+    "mistral-7b-v0.1": 32 * 4096 * (2 * 8 * 128 * 2),                        # every layer capped at 4,096
+    "gpt-oss-120b": (18 * 131072 + 18 * 128) * (2 * 8 * 64 * 2),             # 18 full + 18 sliding (128)
+    "deepseek-v3": 131072 * 61 * 576 * 2,
+    "llama-3.1-8b": 131072 * 131072,
+}
+SMALL = {**TINY_CONFIG, "vocab_size": 1000}   # fast to build; the attention is the tiny model's
+
+
+@pytest.mark.parametrize("name,expected", sorted(PRESET_KV_PER_TOKEN.items()))
+def test_preset_kv_bytes_per_token(name, expected):
+    assert memory.kv_bytes_per_token(name) == expected
+    row = next(r for r in attention.kv_table([name]))
+    assert row["KV bytes per token"] == expected
+
+
+@pytest.mark.parametrize("name,expected", sorted(PRESET_KV_128K.items()))
+def test_preset_kv_bytes_at_128k(name, expected):
+    assert memory.kv_cache_bytes(name, 131072) == expected
+    rows = [r for r in attention.kv_vs_context([name]) if r["tokens"] == 131072]
+    assert rows[0]["bytes"] == expected
+
+
+def test_context_curves_cap_where_windows_are():
+    rows = attention.kv_vs_context(["mistral-7b-v0.1", "gpt-oss-120b"])
+    v01 = {r["tokens"]: r["bytes"] for r in rows if r["model"] == "mistral-7b-v0.1"}
+    assert v01[4096] == v01[8192] == v01[131072]
+    oss = {r["tokens"]: r["bytes"] for r in rows if r["model"] == "gpt-oss-120b"}
+    # past the 128-token window only the 18 full layers grow: half the per-token rate
+    assert oss[131072] - oss[65536] == 65536 * 18 * 2048
+    assert attention.context_points()[-1] == 131072
+
+
+# ----------------------------------------------------------------------- the CLI answers for every kind
+
+@pytest.mark.parametrize("name", sorted(PRESET_KV_PER_TOKEN))
+def test_cli_kv_every_preset_at_any_context(name, capsys):
+    assert cli(["kv", "--model", name, "--tokens", "131072", "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["kv_bytes_per_token"] == PRESET_KV_PER_TOKEN[name]
+    assert r["kv_bytes_total"] == memory.kv_cache_bytes(name, 131072)
+
+
+def test_cli_kv_answers_for_every_attention_kind(tmp_path, capsys):
+    kinds = {}
+    for kv_heads in (8, 2, 1):
+        path = tmp_path / f"kv{kv_heads}.json"
+        path.write_text(json.dumps({**TINY_CONFIG, "num_key_value_heads": kv_heads}))
+        assert cli(["kv", "--model", str(path), "--tokens", "1000", "--json"]) == 0
+        r = json.loads(capsys.readouterr().out)
+        kinds[r["attention"]] = r["kv_bytes_total"]
+    for name in ("deepseek-v3", "gpt-oss-120b"):
+        assert cli(["kv", "--model", name, "--tokens", "5000", "--batch", "3", "--json"]) == 0
+        r = json.loads(capsys.readouterr().out)
+        kinds[r["attention"]] = r["kv_bytes_total"]
+    assert set(kinds) == {"mha", "gqa", "mqa", "mla", "hybrid"}
+    assert kinds["mha"] == 4 * kinds["gqa"] == 8 * kinds["mqa"] == 2 * 4 * 8 * 32 * 2 * 1000
+    assert kinds["mla"] == 3 * 5000 * 61 * 576 * 2
+    assert kinds["hybrid"] == 3 * (18 * 5000 + 18 * 128) * 2048
+
+
+# ----------------------------------------------------------------------- measured: MHA / GQA / MQA
+
+def test_kv_heads_variants_differ_only_in_kv_heads():
+    cfgs = attention.kv_heads_configs(SMALL)
+    assert [c["num_key_value_heads"] for c in cfgs.values()] == [8, 2, 1]
+    for c in cfgs.values():
+        assert {k: v for k, v in c.items() if k != "num_key_value_heads"} == \
+               {k: v for k, v in SMALL.items() if k != "num_key_value_heads"}
+
+
+def test_measured_kv_heads_caches_equal_formula(tmp_path):
+    rows = attention.measure_kv_heads(cases=((7, 1), (33, 3)), folder=tmp_path,
+                                      configs=attention.kv_heads_configs(SMALL))
+    assert len(rows) == 6 and all(r["equal"] for r in rows), rows
+    by = {(r["kv_heads"], r["tokens"], r["batch"]): r["measured (B)"] for r in rows}
+    # fp32: 2 × 4 layers × kv_heads × 32 dims × 4 B per token
+    assert by[(8, 7, 1)] == 2 * 4 * 8 * 32 * 4 * 7
+    assert by[(1, 33, 3)] == 2 * 4 * 1 * 32 * 4 * 33 * 3
+
+
+def test_sliding_window_caps_a_real_cache(tmp_path):
+    rows = attention.measure_sliding(window=8, prompt=3, total=20, folder=tmp_path, base=SMALL)
+    assert all(r["equal"] for r in rows), rows
+    per_token = 2 * 4 * 2 * 32 * 4
+    measured = {r["tokens seen"]: r["measured (B)"] for r in rows}
+    assert measured[5] == 5 * per_token
+    # transformers keeps window − 1 = 7 tokens between steps, however long the sequence
+    assert measured[7] == measured[8] == measured[20] == 7 * per_token
+    assert rows[-1]["no window (B)"] == 20 * per_token
+
+
+# ----------------------------------------------------------------------- measured: MLA
+
+def test_mla_latent_cache_equals_formula_and_holds_no_heads():
+    cfg = attention.TINY_MLA_CONFIG
+    rows = attention.measure_mla(cases=((16, 1), (40, 3)), prompt=5)
+    assert all(r["equal"] for r in rows)
+    per_token = cfg["num_hidden_layers"] * (cfg["kv_lora_rank"] + cfg["qk_rope_head_dim"]) * 4   # fp32
+    assert [r["measured latent cache (B)"] for r in rows] == [16 * per_token, 40 * 3 * per_token]
+    assert all(r["max |cached − expanded| output"] < 1e-4 * r["output scale (max |x|)"] for r in rows)
+    model = attention.tiny_mla()
+    _, _, cache = attention.run_mla(model, 10, 2, prompt=4)
+    assert [tuple(layer.latent.shape) for layer in cache.layers] == [(2, 10, 48)] * 4
+
+
+def test_mla_absorbed_attention_equals_expanded_heads_in_float64():
+    model = attention.tiny_mla(dtype=torch.float64)
+    out, ref, _ = attention.run_mla(model, 24, 2, prompt=6, dtype=torch.float64)
+    torch.testing.assert_close(out, ref, rtol=1e-10, atol=1e-10)
+    # token by token from the first gives the same
+    out1, ref1, _ = attention.run_mla(model, 12, 1, prompt=1, dtype=torch.float64)
+    torch.testing.assert_close(out1, ref1, rtol=1e-10, atol=1e-10)
+
+
+def test_transformers_deepseek_v3_caches_the_latent_too():
+    rows = attention.measure_hf_mla(cases=((9, 2),))
+    assert rows[0]["equal"] and rows[0]["measured (B)"] == 9 * 2 * 4 * 48 * 4
+
+
+# ----------------------------------------------------------------------- MLA's ratios
+
+def test_mla_ratios_against_named_baselines():
+    rows = attention.mla_ratios("deepseek-v3", "mistral-7b-v0.1")
+    mla, mha, mha192, gqa = rows
+    assert mla["bytes per token"] == 61 * (512 + 64) * 2 == 70_272
+    assert mha["bytes per token"] == 2 * 128 * 128 * 61 * 2 == 3_997_696
+    assert mha192["bytes per token"] == 128 * (192 + 128) * 61 * 2 == 4_997_120
+    assert gqa["bytes per token"] == 131_072
+    assert mha["baseline ÷ MLA"] == pytest.approx(56.89, abs=0.01)
+    assert mha192["baseline ÷ MLA"] == pytest.approx(71.11, abs=0.01)
+    assert gqa["baseline ÷ MLA"] == pytest.approx(1.87, abs=0.01)
+    assert "MHA of the same model" in mha["cache"] and "128 heads × 128" in mha["cache"]
+    assert "mistral-7b-v0.1 GQA" in gqa["cache"]
+    assert attention.mla_equivalent_gqa_groups("deepseek-v3") == 2.25
+    with pytest.raises(ValueError, match="does not use MLA"):
+        attention.mla_ratios("mistral-7b-v0.1")
+
+
+def test_mha_formula_with_equal_widths_is_helpers_memory():
+    import dataclasses
+
+    s = specs.get_spec("mistral-7b-v0.1")
+    mha = dataclasses.replace(s, num_kv_heads=s.num_heads, sliding_window=None,
+                              layer_types=("full_attention",) * s.num_layers)
+    assert attention.mha_kv_bytes_per_token(32, 32, 128, 128) == memory.kv_bytes_per_token(mha) == 524_288
+
+
+# ----------------------------------------------------------------------- published scorecard
+
+def test_scorecard_rows_are_cited():
+    rows = attention.scorecard()
+    assert {r["variant"].split(" ")[0].split("-")[0] for r in rows} >= {"MQA", "GQA", "MLA", "sliding"}
+    for r in rows:
+        assert "arXiv:" in r["source"] and r["where"], r
+    numeric = [r for r in rows if r["metric"] != "KV cache memory"]
+    assert all(float(r["variant_value"]) > 0 and float(r["baseline_value"]) > 0 for r in numeric)
+    gqa = next(r for r in rows if r["variant"] == "GQA-8-XXL")
+    assert (gqa["variant_value"], gqa["baseline_value"], gqa["where"]) == ("47.1", "47.2", "Table 1")

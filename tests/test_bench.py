@@ -1,0 +1,63 @@
+"""`make bench`: helpers.bench returns the roofline figures; scripts/bench.py writes them as JSON with
+the machine, keeps going past a failed section, and refuses unknown sections."""
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import bench as bench_script  # noqa: E402  (scripts/bench.py)
+
+from helpers import bench  # noqa: E402
+
+
+def test_machine_names_device_and_versions():
+    m = bench.machine("cpu")
+    assert m["device"]["kind"] == "cpu" and m["device"]["name"]
+    assert m["versions"]["torch"] and m["versions"]["transformers"]
+    assert m["host"]["torch_threads"] >= 1 and m["measured_at"]
+
+
+def test_roofline_figures_on_the_tiny_model(tiny):
+    r = bench.roofline_figures(tiny, repeats=2, with_sizes=False)
+    assert r["profile"] == "tiny" and r["dtype"] == "fp32" and r["device"] == "cpu"
+    assert r["bandwidth_bytes_per_s"] > 1e8
+    assert r["read_bandwidth_bytes_per_s"] > 1e8
+    assert r["peak_flops"]["dtype"] == "fp32" and r["peak_flops"]["flops_per_s"] > 1e8
+    assert set(r["prefill_tokens_per_s"]) == {"128", "512", "2048"}
+    assert all(v > 0 for v in r["prefill_tokens_per_s"].values())
+    assert r["decode_floor_s"] == pytest.approx(
+        (r["decode_weight_bytes"] + r["decode_kv_bytes"]) / r["bandwidth_bytes_per_s"])
+    assert r["decode_efficiency"] == pytest.approx(r["decode_floor_s"] / r["decode_step_s"])
+    assert 0 < r["decode_efficiency"]
+    assert r["ridge_flop_per_byte"] == pytest.approx(r["peak_flops"]["flops_per_s"] / r["bandwidth_bytes_per_s"])
+    json.dumps(r)  # plain data
+
+
+def test_script_writes_each_section_with_the_machine(tmp_path, monkeypatch):
+    def broken():
+        raise RuntimeError("no such device")
+
+    monkeypatch.setattr(bench_script, "SECTIONS", {"fake": lambda: {"decode_efficiency": 0.5, "nan": float("nan")},
+                                                   "broken": broken})
+    rc = bench_script.run(["fake", "broken"], tmp_path)
+    assert rc == 1  # a failed section is reported, the others are still written
+    fake = json.loads((tmp_path / "fake.json").read_text())
+    assert fake["ok"] and fake["decode_efficiency"] == 0.5 and fake["nan"] is None
+    assert fake["machine"]["device"]["kind"] and fake["machine"]["versions"]["torch"]
+    bad = json.loads((tmp_path / "broken.json").read_text())
+    assert not bad["ok"] and "no such device" in bad["error"]
+
+
+def test_script_refuses_unknown_sections(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", ["bench.py", "nonsense"])
+    assert bench_script.main() == 2
+    err = capsys.readouterr().err
+    assert "unknown section(s) nonsense" in err and "roofline" in err
+
+
+def test_roofline_is_a_section():
+    assert "roofline" in bench_script.SECTIONS

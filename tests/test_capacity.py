@@ -1,0 +1,261 @@
+"""The capacity planner against hand-worked cases: bytes ÷ bandwidth, the runtime reserve, tensor
+parallel splits, the SLO search, the ranking, and bad input."""
+import math
+
+import pytest
+
+from helpers import capacity, gpus
+from helpers.memory import kv_cache_bytes, weight_bytes
+from helpers.specs import get_spec
+
+MISTRAL = "mistral-7b-v0.1"
+W_BF16 = 14_483_464_192          # 7,241,732,096 parameters × 2 B (published count)
+KV_4096 = 4096 * 131_072         # 4,096 tokens × 131,072 B per token (bf16)
+
+
+# ----------------------------------------------------------------------------- hand-worked cases
+
+def test_mistral_bf16_on_one_h100_sxm_batch_1():
+    p = capacity.plan(MISTRAL, "H100 SXM", context=4096, batch=1)
+    assert p.fits and p.bound == "memory"
+    # The floor the issue works by hand: 14.48 GB ÷ 3.35 TB/s = 4.32 ms, plus the cache read.
+    assert p.step_s >= 14.48e9 / 3.35e12
+    assert p.step_ms >= 4.32
+    assert p.step_s == pytest.approx((W_BF16 + KV_4096) / 3.35e12, rel=1e-12)
+    assert p.step_ms == pytest.approx(4.4837, abs=1e-3)
+    assert p.tokens_per_s == pytest.approx(1 / p.step_s)
+    assert p.usd_per_million_tokens == pytest.approx(3.49 / (p.tokens_per_s * 3600) * 1e6)
+
+
+def test_mistral_bf16_does_not_fit_a_t4_once_the_reserve_is_counted():
+    p = capacity.plan(MISTRAL, "T4", context=4096, batch=1)
+    assert not p.fits and p.max_batch == 0
+    assert p.step_s is None and p.usd_per_million_tokens is None
+    assert "14.48 GB" in p.reason and "90%" in p.reason and "overhead" in p.reason
+    # 14.48 GB of weights is less than the 16 GB on the label: only the reserve makes it fail.
+    bare = capacity.plan(MISTRAL, "T4", context=4096, batch=1, utilization=1.0, overhead_bytes=0)
+    assert bare.fits
+
+
+def test_max_batch_is_the_kv_budget_over_one_sequence():
+    p = capacity.plan(MISTRAL, "H100 SXM", context=4096, batch=1)
+    budget = 0.9 * 80e9 - 1.5e9 - W_BF16
+    assert p.kv_budget_bytes_per_gpu == pytest.approx(budget)
+    assert p.max_batch == int(budget // KV_4096) == 104
+    assert capacity.plan(MISTRAL, "H100 SXM", context=4096, batch=104).fits
+    over = capacity.plan(MISTRAL, "H100 SXM", context=4096, batch=105)
+    assert not over.fits and "enough for batch 104" in over.reason
+
+
+def test_kv_dtype_is_chosen_apart_from_the_weights():
+    bf = capacity.plan(MISTRAL, "H100 SXM", context=4096, kv_dtype="bf16")
+    f8 = capacity.plan(MISTRAL, "H100 SXM", context=4096, kv_dtype="fp8")
+    assert f8.weight_bytes == bf.weight_bytes == W_BF16
+    assert f8.kv_bytes_per_seq_per_gpu == KV_4096 / 2
+    assert f8.max_batch == int(bf.kv_budget_bytes_per_gpu // (KV_4096 / 2))
+    w8 = capacity.plan(MISTRAL, "H100 SXM", context=4096, weight_dtype="fp8")
+    assert w8.weight_bytes == weight_bytes(MISTRAL, "fp8").bytes and w8.kv_bytes_per_seq_per_gpu == KV_4096
+
+
+def test_prefill_is_compute_bound_for_a_long_prompt():
+    spec = get_spec(MISTRAL)
+    p = capacity.plan(spec, "H100 SXM", context=4096, batch=1)
+    flops = 2 * 7_241_732_096 * 4096 + capacity.prefill_attention_flops(spec, 4096)
+    assert p.prefill_s == pytest.approx(flops / 989.5e12)
+    assert p.prefill_s > (W_BF16 + KV_4096) / 3.35e12   # compute beats reading the weights once
+    # A one-token prompt costs about one read of the weights.
+    short = capacity.plan(spec, "H100 SXM", context=4096, batch=1, prompt_tokens=1)
+    assert short.prefill_s == pytest.approx((W_BF16 + 131_072) / 3.35e12)
+
+
+def test_fp8_weights_use_the_fp8_peak_where_it_exists():
+    h = capacity.plan(MISTRAL, "H100 SXM", context=512, weight_dtype="fp8")
+    a = capacity.plan(MISTRAL, "A100 80GB", context=512, weight_dtype="fp8")
+    assert (h.peak_kind, h.peak_flops) == ("fp8", 1979e12)
+    assert (a.peak_kind, a.peak_flops) == ("bf16", 312e12)
+
+
+def test_compute_bound_at_large_batch_and_short_context():
+    p = capacity.plan(MISTRAL, "B200", context=128, batch=2048)
+    assert p.fits and p.bound == "compute"
+    assert p.step_s == pytest.approx(p.step_compute_s)
+    assert p.step_compute_s == pytest.approx(
+        (2 * 7_241_732_096 * 2048 + capacity.decode_attention_flops(get_spec(MISTRAL), 128, 2048)) / 2250e12)
+
+
+def test_sliding_window_caps_the_cache():
+    # Mistral 7B v0.1 slides a 4,096-token window on every layer: 16k tokens cache no more than 4k.
+    p16 = capacity.plan(MISTRAL, "H100 SXM", context=16384)
+    assert p16.kv_bytes_per_seq_per_gpu == KV_4096
+
+
+# ----------------------------------------------------------------------------- tensor parallel
+
+def test_two_gpus_split_weights_and_kv_heads():
+    one = capacity.plan(MISTRAL, "T4", context=4096)
+    two = capacity.plan(MISTRAL, "T4", gpus=2, context=4096)
+    assert not one.fits and two.fits
+    assert two.weight_bytes_per_gpu == W_BF16 / 2
+    assert two.kv_bytes_per_seq_per_gpu == KV_4096 / 2
+    assert "4 KV heads each" in two.sharding
+    assert two.step_s == pytest.approx((W_BF16 / 2 + KV_4096 / 2) / 0.32e12)
+    assert two.usd_per_million_tokens == pytest.approx(0.59 * 2 / (two.tokens_per_s * 3600) * 1e6)
+
+
+def test_more_gpus_than_kv_heads_replicates_them():
+    spec = get_spec("llama-3.1-8b")          # 32 query heads, 8 KV heads
+    s = capacity.sharding(spec, 16)
+    assert s.kv_heads_per_gpu == 1 and s.kv_fraction == 1 / 8 and s.weight_fraction == 1 / 16
+    assert "replicated 2×" in s.note
+
+
+def test_mla_latent_is_replicated_on_every_gpu():
+    spec = get_spec("deepseek-v2-lite")
+    s = capacity.sharding(spec, 2)
+    assert s.kv_fraction == 1.0 and "replicated" in s.note
+    p = capacity.plan(spec, "A100 80GB", gpus=2, context=4096)
+    assert p.kv_bytes_per_seq_per_gpu == kv_cache_bytes(spec, 4096, 1, "bf16")
+
+
+def test_gpu_count_must_divide_the_heads():
+    with pytest.raises(ValueError, match="divisible by 3"):
+        capacity.plan(MISTRAL, "H100 SXM", gpus=3)
+
+
+# ----------------------------------------------------------------------------- mixture of experts
+
+def test_moe_decode_reads_only_the_experts_the_batch_touches():
+    spec = get_spec("gpt-oss-120b")          # 128 experts, 4 per token
+    assert capacity.experts_touched(spec, 1) == pytest.approx(4 / 128)
+    assert capacity.experts_touched(spec, 10_000) == pytest.approx(1.0)
+    assert capacity.experts_touched(get_spec(MISTRAL), 1) == 1.0
+    p1 = capacity.plan(spec, "H100 SXM", weight_dtype="mxfp4", context=2048, batch=1)
+    assert p1.fits   # the talk's claim: GPT-OSS-120B with MXFP4 experts fits one 80 GB H100
+    assert p1.step_memory_s * p1.bandwidth < p1.weight_bytes / 3
+    assert 5e9 < capacity.active_params(spec) < 6.5e9
+
+
+# ----------------------------------------------------------------------------- SLO and ranking
+
+def test_slo_search_finds_the_largest_batch_within_it():
+    p, ok = capacity.plan_for_slo(MISTRAL, "H100 SXM", 10, context=4096)
+    assert ok and p.step_ms <= 10
+    nxt = capacity.plan(MISTRAL, "H100 SXM", context=4096, batch=p.batch + 1)
+    assert nxt.step_ms > 10 or not nxt.fits
+    slow, ok = capacity.plan_for_slo(MISTRAL, "L4", 10, context=4096)
+    assert not ok and slow.batch == 1 and slow.step_ms > 10
+
+
+def test_rank_orders_by_cost_and_explains_the_rest():
+    rows = capacity.rank(MISTRAL, context=4096, slo_ms=10)
+    assert {r["gpu"] for r in rows} == set(gpus.names())
+    ok = [r for r in rows if r["status"] == "ok"]
+    costs = [r["usd_per_million_tokens"] for r in ok]
+    assert costs == sorted(costs) and [r["rank"] for r in ok] == list(range(1, len(ok) + 1))
+    assert all(r["step_ms"] <= 10 for r in ok)
+    by = {r["gpu"]: r for r in rows}
+    assert by["T4"]["status"] == "does not fit" and by["L4"]["status"] == "misses SLO"
+    assert rows[-1]["status"] != "ok"
+    # The talk's point: the most expensive GPU per hour is not the most expensive per token.
+    assert by["B200"]["usd_per_million_tokens"] < by["A100 40GB"]["usd_per_million_tokens"]
+
+
+def test_rank_with_minimum_batch_and_a_relaxed_slo_changes_the_table():
+    strict = capacity.rank(MISTRAL, context=4096, slo_ms=10)
+    relaxed = capacity.rank(MISTRAL, context=4096, slo_ms=50)
+    assert sum(r["status"] == "ok" for r in relaxed) > sum(r["status"] == "ok" for r in strict)
+    big = capacity.rank(MISTRAL, context=4096, min_batch=64)
+    by = {r["gpu"]: r for r in big}
+    assert by["A100 40GB"]["status"] == "batch too small"
+    assert all(r["batch"] >= 64 for r in big if r["status"] == "ok")
+
+
+def test_rank_table_is_a_labelled_dataframe():
+    df = capacity.rank_table(MISTRAL, context=4096, slo_ms=10)
+    assert "$ per M output tokens" in df.columns and "ms per token" in df.columns
+    assert len(df) == len(gpus.names())
+    text = capacity.source_text(MISTRAL, "bf16", "bf16", 1, 4096)
+    assert "mistral-7b-v0.1" in text and "prices read" in text
+
+
+def test_a_model_that_fits_no_gpu_says_which_count_would():
+    with pytest.raises(ValueError) as e:
+        capacity.rank("deepseek-v3", context=4096)
+    msg = str(e.value)
+    assert "fits no catalogued GPU" in msg and "--gpus 8" in msg
+    rows = capacity.rank("deepseek-v3", "fp8", context=4096, gpus=8)
+    assert rows[0]["status"] == "ok"
+
+
+def test_curve_and_triangle():
+    df = capacity.curve(MISTRAL, ["H100 SXM", "T4"], context=4096)
+    h = df[df.gpu == "H100 SXM"]
+    assert list(h.batch)[0] == 1 and list(h.batch)[-1] == 104
+    assert h.step_ms.is_monotonic_increasing and h.tokens_per_s.is_monotonic_increasing
+    assert df[df.gpu == "T4"].empty          # does not fit: no points
+    tri = capacity.triangle(MISTRAL, "H100 SXM", context=4096, slo_ms=10)
+    assert tri.loc["latency", "batch"] == 1 and tri.loc["throughput", "batch"] == 104
+    assert tri.loc["throughput", "$ per M output tokens"] < tri.loc["latency", "$ per M output tokens"]
+    assert tri.loc["throughput, less precision", "max batch"] > 104
+
+
+# ----------------------------------------------------------------------------- bad input
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"gpu": "H800"}, "unknown GPU 'H800'; choose one of: T4"),
+    ({"context": 65536}, "exceeds mistral-7b-v0.1's maximum of 32,768"),
+    ({"context": 0}, "context must be a positive whole number"),
+    ({"context": -5}, "context must be a positive whole number"),
+    ({"batch": 0}, "batch must be a positive whole number"),
+    ({"gpus": 0}, "GPU count must be a positive whole number"),
+    ({"weight_dtype": "int3"}, "unknown dtype 'int3'"),
+    ({"kv_dtype": "nf4"}, "unknown dtype 'nf4'"),
+    ({"prompt_tokens": 5000}, "longer than the context"),
+])
+def test_bad_input_is_a_value_error_saying_what_is_allowed(kwargs, match):
+    args = {"model": MISTRAL, "gpu": "H100 SXM", "context": 4096, **kwargs}
+    with pytest.raises(ValueError, match=match):
+        capacity.plan(**args)
+
+
+@pytest.mark.parametrize("slo", [0, -1, float("inf"), "fast"])
+def test_bad_slo(slo):
+    with pytest.raises(ValueError, match="SLO"):
+        capacity.rank(MISTRAL, slo_ms=slo)
+
+
+def test_unknown_model_is_a_value_error():
+    with pytest.raises(ValueError, match="unknown model"):
+        capacity.plan("not-a-model", "H100 SXM")
+
+
+# ----------------------------------------------------------------------------- prediction against measurement
+
+def test_predict_vs_measure_on_the_tiny_model(tiny):
+    r = capacity.predict_vs_measure(tiny, bandwidth=20e9)
+    assert r["bandwidth_source"] == "given" and r["profile"] == "tiny"
+    from helpers.memory import measured_weight_bytes
+
+    assert r["weight_bytes"] == measured_weight_bytes(tiny.model)
+    assert r["predicted_step_s"] == pytest.approx((r["weight_bytes"] + r["kv_bytes"]) / 20e9)
+    assert r["measured_step_s"] > 0 and r["ratio"] == pytest.approx(r["measured_step_s"] / r["predicted_step_s"])
+    table = capacity.comparison_table(r)
+    assert "measured ÷ predicted" in table.index
+
+
+def test_predict_vs_measure_with_the_measured_bandwidth(tiny):
+    pytest.importorskip("helpers.roofline", reason="helpers.roofline (notebook 03) is not in this tree yet")
+    r = capacity.predict_vs_measure(tiny)
+    assert r["bandwidth_source"].startswith("measured") and r["bandwidth"] > 1e8
+    assert math.isfinite(r["ratio"]) and r["ratio"] > 0
+
+
+@pytest.mark.slow
+def test_bench_capacity_reports_predicted_measured_and_ratio():
+    pytest.importorskip("helpers.roofline", reason="helpers.roofline (notebook 03) is not in this tree yet")
+    r = capacity.bench_capacity()
+    assert r["profile"] == "tiny" and r["predicted_step_ms"] > 0 and r["measured_step_ms"] > 0
+    assert r["ratio_measured_over_predicted"] == pytest.approx(r["measured_step_ms"] / r["predicted_step_ms"])
+    import json
+
+    json.dumps(r)   # make bench prints it as JSON

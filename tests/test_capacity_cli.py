@@ -1,0 +1,121 @@
+"""python -m helpers capacity / gpus: an answer for every catalogued GPU, JSON with the agreed keys,
+and one-line errors with exit status 2."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from helpers import gpus
+from helpers.__main__ import main
+
+KEYS = {"fits", "max_batch", "step_ms", "tokens_per_s", "usd_per_million_tokens"}
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "helpers", *args], capture_output=True, text=True, timeout=120)
+
+
+def run_main(capsys, *args):
+    code = main(list(args))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_capacity_json_through_python_dash_m():
+    r = cli("capacity", "--model", "mistral-7b-v0.1", "--gpu", "H100 SXM", "--context", "4096", "--batch", "1", "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert KEYS <= set(d)
+    assert d["fits"] is True and d["max_batch"] == 104
+    assert d["step_ms"] >= 14.48e9 / 3.35e12 * 1e3
+    assert d["tokens_per_s"] == pytest.approx(1e3 / d["step_ms"])
+
+
+@pytest.mark.parametrize("name", gpus.names())
+def test_every_catalogued_gpu_answers(capsys, name):
+    code, out, err = run_main(capsys, "capacity", "--model", "mistral-7b-v0.1", "--gpu", name, "--dtype", "fp8",
+                              "--context", "2048", "--batch", "4", "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert KEYS <= set(d) and d["gpu"] == name
+    if d["fits"]:
+        assert d["step_ms"] > 0 and d["tokens_per_s"] > 0 and d["usd_per_million_tokens"] > 0
+    else:
+        assert d["reason"] and d["step_ms"] is None
+    code, out, _ = run_main(capsys, "capacity", "--model", "mistral-7b-v0.1", "--gpu", name, "--context", "4096",
+                            "--slo-ms", "50")
+    assert code == 0 and "SLO" in out
+
+
+def test_slo_picks_the_largest_batch_within_it(capsys):
+    code, out, _ = run_main(capsys, "capacity", "--model", "mistral-7b-v0.1", "--gpu", "h100-sxm", "--context", "4096",
+                            "--slo-ms", "10", "--json")
+    d = json.loads(out)
+    assert code == 0 and d["meets_slo"] is True and d["step_ms"] <= 10 and d["batch"] > 1
+    code, out, _ = run_main(capsys, "capacity", "--model", "mistral-7b-v0.1", "--gpu", "L4", "--context", "4096",
+                            "--slo-ms", "10", "--json")
+    d = json.loads(out)
+    assert d["meets_slo"] is False and d["batch"] == 1 and d["step_ms"] > 10
+
+
+def test_t4_answers_that_mistral_bf16_does_not_fit(capsys):
+    code, out, _ = run_main(capsys, "capacity", "--model", "mistral-7b-v0.1", "--gpu", "T4", "--context", "4096",
+                            "--batch", "1", "--json")
+    d = json.loads(out)
+    assert code == 0 and d["fits"] is False and d["max_batch"] == 0 and "runtime overhead" in d["reason"]
+    code, out, _ = run_main(capsys, "capacity", "--model", "mistral-7b-v0.1", "--gpu", "T4", "--context", "4096",
+                            "--batch", "1")
+    assert code == 0 and any(line.split() == ["fits", "no"] for line in out.splitlines())
+
+
+def test_rank_all_gpus(capsys):
+    code, out, _ = run_main(capsys, "capacity", "--model", "mistral-7b-v0.1", "--gpu", "all", "--context", "4096",
+                            "--slo-ms", "10", "--json")
+    d = json.loads(out)
+    assert code == 0 and len(d["ranking"]) == len(gpus.names()) and d["ranking"][0]["rank"] == 1
+    code, out, _ = run_main(capsys, "capacity", "--model", "mistral-7b-v0.1", "--gpu", "all", "--context", "4096",
+                            "--batch", "8")
+    assert code == 0 and "$/M tokens" in out and "prices read" in out
+
+
+def test_gpus_lists_the_catalog():
+    r = cli("gpus", "--json")
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)
+    assert isinstance(rows, list) and [g["name"] for g in rows] == gpus.names()
+    for g in rows:
+        assert {"name", "memory_gb", "bandwidth_tbs", "bf16_tflops", "fp8_tflops", "usd_per_hour",
+                "price_provider", "price_read", "price_source", "spec_source"} <= set(g)
+    r = cli("gpus")
+    assert r.returncode == 0 and "H100 SXM" in r.stdout and "dense" in r.stdout
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--gpu", "H800", "--context", "4096", "--batch", "1"], "unknown GPU 'H800'; choose one of: T4, L4"),
+    (["--gpu", "T4", "--context", "65536", "--batch", "1"], "exceeds mistral-7b-v0.1's maximum of 32,768"),
+    (["--gpu", "T4", "--context", "0", "--batch", "1"], "positive whole number"),
+    (["--gpu", "T4", "--context", "4096", "--batch", "-3"], "positive whole number"),
+    (["--gpu", "T4", "--context", "4096", "--slo-ms", "0"], "positive finite number"),
+    (["--gpu", "T4", "--gpus", "0", "--context", "4096", "--batch", "1"], "positive whole number"),
+    (["--gpu", "T4", "--context", "4096"], "one of the arguments --batch --slo-ms is required"),
+    (["--gpu", "T4", "--context", "4096", "--batch", "1", "--slo-ms", "5"], "not allowed with"),
+    (["--gpu", "H100 SXM", "--gpus", "3", "--context", "4096", "--batch", "1"], "divisible by 3"),
+])
+def test_bad_input_exits_2_with_one_line(capsys, args, needle):
+    code, out, err = run_main(capsys, "capacity", "--model", "mistral-7b-v0.1", *args)
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and needle in err and "Traceback" not in err
+
+
+def test_a_model_that_fits_no_gpu_exits_2_through_python_dash_m():
+    for gpu in ("H200", "all"):
+        r = cli("capacity", "--model", "deepseek-v3", "--gpu", gpu, "--context", "4096", "--batch", "1")
+        assert r.returncode == 2 and r.stdout == ""
+        assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+        assert "fits no catalogued GPU" in r.stderr and "--gpus 8" in r.stderr
+
+
+def test_unknown_gpu_through_python_dash_m():
+    r = cli("capacity", "--model", "mistral-7b-v0.1", "--gpu", "voodoo", "--context", "1024", "--batch", "1")
+    assert r.returncode == 2 and "choose one of" in r.stderr and "Traceback" not in r.stderr

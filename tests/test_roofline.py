@@ -1,0 +1,209 @@
+"""helpers.roofline: the arithmetic against hand-worked cases, the microbenchmarks against known sizes."""
+import time
+
+import numpy as np
+import pytest
+
+from helpers import roofline
+from helpers.specs import get_spec
+
+H100_BF16 = 989e12   # FLOP/s, dense bf16, NVIDIA H100 SXM datasheet
+H100_BW = 3.35e12    # B/s, HBM3, same datasheet
+
+
+# ----------------------------------------------------------------------------- the roofline, by hand
+
+def test_h100_ridge_point():
+    assert roofline.ridge_point(H100_BF16, H100_BW) == pytest.approx(295.22, abs=0.01)
+
+
+@pytest.mark.parametrize("bytes_per_param, expected", [(2, 295.22), (4, 590.45), (1, 147.61), (0.5, 73.81)])
+def test_crossover_batch_scales_with_bytes_per_parameter(bytes_per_param, expected):
+    # intensity of decode at batch B ≈ 2B / bytes_per_param; equal to the ridge at B = ridge × bytes / 2
+    assert roofline.crossover_batch(H100_BF16, H100_BW, bytes_per_param) == pytest.approx(expected, abs=0.01)
+
+
+def test_attainable_is_the_lower_roof():
+    assert roofline.attainable_flops(10, H100_BF16, H100_BW) == pytest.approx(33.5e12)   # 10 FLOP/B × 3.35 TB/s
+    assert roofline.attainable_flops(1000, H100_BF16, H100_BW) == H100_BF16
+    assert roofline.attainable_flops(roofline.ridge_point(H100_BF16, H100_BW), H100_BF16, H100_BW) == pytest.approx(
+        H100_BF16)
+
+
+def test_arithmetic_intensity_and_efficiency():
+    assert roofline.arithmetic_intensity(10, 5) == 2
+    assert roofline.decode_efficiency(0.004, 0.016) == 0.25
+
+
+def test_mistral_decode_floor_on_h100():
+    # (14,221,320,192 B of weights read + 4,096 tokens × 131,072 B of cache) / 3.35e12 B/s = 4.4054 ms
+    weights = roofline.streamed_weight_bytes(get_spec("mistral-7b-v0.1"), "bf16")
+    assert weights == (7_241_732_096 - 32_000 * 4096) * 2 == 14_221_320_192
+    floor = roofline.decode_floor_s(weights, 4096 * 131_072, H100_BW)
+    assert floor == pytest.approx((14_221_320_192 + 536_870_912) / 3.35e12)
+    assert floor == pytest.approx(4.4054e-3, rel=1e-4)
+
+
+@pytest.mark.parametrize("args", [(1, 1, 0), (1, 1, -5.0), (-1, 0, 1e9), (0, -1, 1e9), (1, 1, float("nan"))])
+def test_decode_floor_rejects_bad_input(args):
+    with pytest.raises(ValueError):
+        roofline.decode_floor_s(*args)
+
+
+def test_ridge_rejects_zero():
+    with pytest.raises(ValueError, match="bandwidth"):
+        roofline.ridge_point(1e12, 0)
+
+
+# ----------------------------------------------------------------------------- FLOPs and bytes of a model
+
+def test_mistral_matmul_params_by_hand():
+    per_layer = 2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 14336   # q, o; k, v (8 KV heads × 128); gate, up, down
+    assert roofline.matmul_params(get_spec("mistral-7b-v0.1")) == 32 * per_layer == 6_979_321_856
+
+
+def test_mistral_decode_flops_by_hand():
+    # one token at 4,096 cached tokens: 2 × linear + 4 × 32 heads × 128 × 32 layers × 4,096 keys (window 4,096)
+    # + 2 × 4,096 × 32,000 for the logits
+    m = get_spec("mistral-7b-v0.1")
+    expected = 2 * 6_979_321_856 + 4 * 32 * 128 * 32 * 4096 + 2 * 4096 * 32000
+    assert roofline.forward_flops(m, 1, 4096) == expected == 16_368_271_360
+    assert roofline.forward_flops(m, 1, 4096, batch=8) == 8 * expected
+
+
+def test_attended_keys_by_hand_and_against_a_loop():
+    m = get_spec("mistral-7b-v0.1")  # window 4,096 on all 32 layers
+    assert roofline.attended_keys(m, 4) == 32 * (1 + 2 + 3 + 4)
+    assert roofline.attended_keys(m, 3, 4094) == 32 * (4095 + 4096 + 4096)
+    for window in (None, 1, 5, 16):
+        for past in (0, 3, 20):
+            for new in (1, 7, 30):
+                loop = sum(min(past + i, window) if window else past + i for i in range(1, new + 1))
+                assert roofline._keys_in_span(past + 1, past + new, window) == loop
+
+
+def test_prefill_flops_of_the_tiny_model(tiny_config):
+    # tiny: 4 layers, hidden 256, 8 heads × 32, 2 KV heads, MLP 896, vocab 32,000, no window
+    linear = 4 * (2 * 256 * 256 + 2 * 256 * 64 + 3 * 256 * 896)
+    n = 100
+    expected = 2 * linear * n + 4 * 8 * 32 * 4 * (n * (n + 1) // 2) + 2 * 256 * 32000
+    assert roofline.forward_flops(tiny_config, n) == expected
+
+
+def test_forward_bytes_decode_reads_weights_and_cache():
+    m = get_spec("mistral-7b-v0.1")
+    weights = roofline.streamed_weight_bytes(m, "bf16")
+    # 1,000 cached tokens read + 1 new token's K/V written, per sequence; weights once for the batch
+    assert roofline.forward_bytes(m, 1, 1000) == weights + 1001 * 131_072
+    assert roofline.forward_bytes(m, 1, 1000, batch=4) == weights + 4 * 1001 * 131_072
+
+
+def test_tied_embeddings_are_streamed_in_full():
+    cfg = {**get_spec("mistral-7b-v0.1").config, "tie_word_embeddings": True}
+    from helpers.specs import param_count
+
+    assert roofline.streamed_weight_bytes(cfg, "bf16") == 2 * param_count(cfg)
+
+
+def test_decode_intensity_reaches_the_ridge_near_the_crossover_batch():
+    """The crossover batch's claim, checked with the full FLOP and byte counts at a short context."""
+    m = get_spec("mistral-7b-v0.1")
+    b = round(roofline.crossover_batch(H100_BF16, H100_BW, 2))
+    intensity = roofline.arithmetic_intensity(roofline.forward_flops(m, 1, 16, b), roofline.forward_bytes(m, 1, 16, b))
+    assert intensity == pytest.approx(roofline.ridge_point(H100_BF16, H100_BW), rel=0.1)
+    one = roofline.arithmetic_intensity(roofline.forward_flops(m, 1, 16), roofline.forward_bytes(m, 1, 16))
+    assert 0.9 < one < 1.1  # batch 1 in bf16: about 1 FLOP per byte
+
+
+def test_roofline_points():
+    m = get_spec("mistral-7b-v0.1")
+    p = roofline.decode_point(m, 4096, 0.02, "bf16")
+    assert p.kind == "decode" and p.tokens == 1
+    assert p.intensity == pytest.approx(16_368_271_360 / roofline.forward_bytes(m, 1, 4096))
+    assert p.achieved_flops == pytest.approx(16_368_271_360 / 0.02)
+    d = p.to_dict(H100_BF16, H100_BW)
+    assert d["bound"] == "memory" and 0 < d["share_of_roof"] < 1
+    q = roofline.prefill_point(m, 8192, 0.1, "bf16")
+    assert q.to_dict(H100_BF16, H100_BW)["bound"] == "compute"
+    assert roofline.decode_point(m, 10, 0.01, "bf16", batch=4).kind == "decode, batched"
+
+
+# ----------------------------------------------------------------------------- microbenchmarks
+
+def test_copy_benchmark_counts_read_and_write_of_a_known_size():
+    nbytes = 8 * 2**20
+    b = roofline.copy_benchmark("cpu", nbytes=nbytes, repeats=3)
+    assert b.nbytes == nbytes and b.bytes_moved == 2 * nbytes and b.iters == 1
+    assert len(b.stats.samples) == 3
+    assert b.bandwidth == pytest.approx(2 * nbytes / b.stats.min)
+    assert 1e8 < b.bandwidth < 1e13  # 0.1 GB/s .. 10 TB/s: anything else is a units error
+
+
+def test_bandwidth_agrees_with_an_independent_copy():
+    """torch's copy and numpy's copyto of the same 64 MiB, best of 5 each, agree in order of magnitude
+    (a factor of 8 leaves room for threading differences and a busy machine; a units slip is 1000×)."""
+    nbytes = 64 * 2**20
+    bw = roofline.measure_bandwidth("cpu", nbytes=nbytes, repeats=5)
+    src, dst = np.ones(nbytes, dtype=np.uint8), np.zeros(nbytes, dtype=np.uint8)
+    np.copyto(dst, src)
+    best = min(_timed(lambda: np.copyto(dst, src)) for _ in range(5))
+    assert 1 / 8 < bw / (2 * nbytes / best) < 8
+
+
+def _timed(fn):
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def test_read_benchmark_counts_bytes_read():
+    b = roofline.read_benchmark("cpu", nbytes=8 * 2**20 + 3, repeats=2)
+    assert b.nbytes == b.bytes_moved == 8 * 2**20   # whole fp32 elements only
+    assert b.bandwidth == pytest.approx(8 * 2**20 / b.stats.min)
+    assert 1e8 < b.bandwidth < 1e13
+
+
+def test_matmul_benchmark_counts_two_n_cubed():
+    b = roofline.matmul_benchmark("cpu", "fp32", n=256, repeats=3)
+    assert b.flops_per_matmul == 2 * 256**3
+    assert b.flops_per_s == pytest.approx(2 * 256**3 / b.stats.min)
+    assert 1e8 < roofline.measure_peak_flops("cpu", "fp32", n=256, repeats=2) < 1e15
+
+
+@pytest.mark.parametrize("kwargs, match", [({"dtype": "fp8"}, "dtype"), ({"n": 0}, "n must"),
+                                           ({"n": 2.5}, "n must")])
+def test_matmul_benchmark_rejects_bad_input(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        roofline.matmul_benchmark("cpu", **{"dtype": "fp32", **kwargs})
+
+
+def test_copy_benchmark_rejects_bad_size():
+    with pytest.raises(ValueError, match="nbytes"):
+        roofline.copy_benchmark("cpu", nbytes=-1)
+
+
+# ----------------------------------------------------------------------------- decode efficiency
+
+def test_efficiency_table_with_the_probe_and_the_loaded_model(tiny):
+    df = roofline.efficiency_table(["probe"], "cpu", "fp32", bandwidth=2e10, context=16, steps=3, extra=[tiny])
+    assert list(df["model"]) == ["probe", "tiny (loaded)"]
+    row = df.iloc[1]
+    assert row["weight_bytes_read"] == roofline.streamed_weight_bytes(tiny.spec, "fp32")
+    assert row["kv_bytes_read"] == 16 * 2048
+    assert row["floor_s"] == pytest.approx((row["weight_bytes_read"] + row["kv_bytes_read"]) / 2e10)
+    assert row["efficiency"] == pytest.approx(row["floor_s"] / row["step_s"])
+    assert df.iloc[0]["overhead_share"] == 1.0
+    fig = roofline.efficiency_figure(df, "test")
+    assert len(fig.axes) == 1
+
+
+def test_roofline_figure_draws(tiny):
+    m = tiny.spec
+    pts = [roofline.prefill_point(m, 64, 0.01, "fp32"), roofline.decode_point(m, 64, 0.004, "fp32")]
+    fig = roofline.roofline_figure(1e11, 3e10, pts, tiny, "fp32")
+    assert fig.axes[0].get_xscale() == "log"
+
+
+def test_unknown_size_is_a_value_error():
+    with pytest.raises(ValueError, match="allowed: probe, tiny, small"):
+        roofline.size_config("huge")
