@@ -29,9 +29,16 @@ def _roofline() -> dict:
     return bench.roofline_figures()
 
 
+def _capacity() -> dict:
+    from helpers import capacity
+
+    return capacity.bench_capacity()
+
+
 # name -> a function returning a dict; each is written to <out>/<name>.json with the machine added.
 SECTIONS: dict[str, Callable[[], dict]] = {
     "roofline": _roofline,
+    "capacity": _capacity,
 }
 
 
