@@ -540,11 +540,7 @@ def plot_curve(df, title: str, stamp_text: str, slo_ms: float | None = None):
     ax2.set_title("throughput")
     ax2.legend(fontsize=8)
     fig.suptitle(title, fontsize=10)
-    plots.stamp(fig, stamp_text)
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)   # shown once, as the cell's value (Jupyter's inline backend would show it twice)
-    return fig
+    return plots.finish(fig, stamp_text)
 
 
 def triangle(model, gpu: str = "H100 SXM", weight_dtype: str = "bf16", kv_dtype: str = "bf16",

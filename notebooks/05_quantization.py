@@ -7,13 +7,12 @@ app = marimo.App(width="medium")
 @app.cell
 def _():
     import marimo as mo
-    import matplotlib.pyplot as plt
     import pandas as pd
 
     from helpers import memory, models, notebook, plots, quant
 
     notebook.setup()
-    return memory, mo, models, pd, plots, plt, quant
+    return memory, mo, models, pd, plots, quant
 
 
 @app.cell
@@ -129,7 +128,7 @@ def _(pd, quant):
 
 
 @app.cell
-def _(footprints, loaded, mistral_footprints, plots, plt):
+def _(footprints, loaded, mistral_footprints, plots):
     _fig, (_a, _b) = plots.figure(ncols=2, width=5.5)
     _ok = footprints.dropna(subset=["model total (MB)"]) if "model total (MB)" in footprints else footprints
     _a.bar(_ok["scheme"].str.replace("bitsandbytes ", ""), _ok["model total (MB)"], color="#4c72b0")
@@ -138,8 +137,7 @@ def _(footprints, loaded, mistral_footprints, plots, plt):
     _b.bar(mistral_footprints["scheme"], mistral_footprints["GB"], color="#dd8452")
     _b.set_ylabel("GB (10⁹ bytes)")
     _b.set_title("computed: Mistral 7B v0.1, bf16 base", fontsize=9)
-    plots.stamp(_fig, f"left: measured: {loaded.label} · right: computed from mistral-7b-v0.1 config.json")
-    plt.close(_fig)  # shown once, as the cell's value (Jupyter would show it twice)
+    plots.finish(_fig, f"left: measured: {loaded.label} · right: computed from mistral-7b-v0.1 config.json")  # stamped, and closed so Jupyter shows it once
     _fig
     return
 
@@ -167,15 +165,14 @@ def _(loaded, pd, quant, results):
 
 
 @app.cell
-def _(loaded, plots, plt, speeds):
+def _(loaded, plots, speeds):
     _fig, (_a, _b) = plots.figure(ncols=2, width=5.0)
     _names = speeds["scheme"].str.replace("bitsandbytes ", "")
     _a.bar(_names, speeds["prefill (ms)"], color="#4c72b0")
     _a.set_ylabel(f"prefill of {int(speeds['prompt tokens'].iloc[0])} tokens (ms)")
     _b.bar(_names, speeds["decode (tokens/s)"], color="#55a868")
     _b.set_ylabel("decode (tokens/s, batch 1)")
-    plots.stamp(_fig, loaded)
-    plt.close(_fig)  # shown once, as the cell's value (Jupyter would show it twice)
+    plots.finish(_fig, loaded)  # stamped, and closed so Jupyter shows it once
     _fig
     return
 
@@ -255,7 +252,7 @@ def _(pd, quant):
 
 
 @app.cell
-def _(gpt_oss, plots, plt):
+def _(gpt_oss, plots):
     _fig, _ax = plots.figure(width=6.5)
     _colors = ["#55a868" if f else "#c44e52" for f in gpt_oss["fits"]]
     _ax.bar(gpt_oss["scheme"], gpt_oss["weights (GB)"], color=_colors)
@@ -269,8 +266,7 @@ def _(gpt_oss, plots, plt):
         _ax.text(_i, _w / 2, f"{_w:,.1f} GB", ha="center", color="white", fontsize=9)
     _ax.set_ylabel("weights (GB, 10⁹ bytes)")
     _ax.set_title("GPT-OSS-120B weights by scheme (green: fits)", fontsize=10)
-    plots.stamp(_fig, "computed from gpt-oss-120b config.json (helpers.memory.weight_bytes)")
-    plt.close(_fig)  # shown once, as the cell's value (Jupyter would show it twice)
+    plots.finish(_fig, "computed from gpt-oss-120b config.json (helpers.memory.weight_bytes)")  # stamped, and closed so Jupyter shows it once
     _fig
     return
 

@@ -7,13 +7,12 @@ app = marimo.App(width="medium")
 @app.cell
 def _():
     import marimo as mo
-    import matplotlib.pyplot as plt
     import pandas as pd
 
     from helpers import attention, notebook, plots
 
     notebook.setup()
-    return attention, mo, pd, plots, plt
+    return attention, mo, pd, plots
 
 
 @app.cell
@@ -59,7 +58,7 @@ def _(attention, pd):
 
 
 @app.cell
-def _(attention, pd, plots, plt):
+def _(attention, pd, plots):
     _rows = pd.DataFrame(attention.kv_vs_context(max_tokens=131072))
     _fig, (_log, _lin) = plots.figure(ncols=2, width=6.0, height=4.5)
     _styles = {"mistral-7b-v0.3": ":", "deepseek-v2-lite": "--"}
@@ -79,8 +78,7 @@ def _(attention, pd, plots, plt):
         _ax.set_xlabel("context length (tokens, one sequence)")
         _ax.set_ylabel("KV cache (GiB, 2³⁰ bytes, bf16)")
     _lin.legend(fontsize=7, title="Llama 3.1 8B and Mistral v0.3 coincide", title_fontsize=7)
-    plots.stamp(_fig, "computed from each preset's config.json with helpers.memory.kv_cache_bytes, bf16")
-    plt.close(_fig)  # shown once, as the cell's value (Jupyter would show it twice)
+    plots.finish(_fig, "computed from each preset's config.json with helpers.memory.kv_cache_bytes, bf16")  # stamped, and closed so Jupyter shows it once
     _fig
     return
 
@@ -137,7 +135,7 @@ def _(attention, pd):
 
 
 @app.cell
-def _(plots, plt, sliding):
+def _(plots, sliding):
     _fig, _ax = plots.figure(width=6.5)
     _ax.plot(sliding["tokens seen"], sliding["no window (B)"] / 1e3, "--", color="#999", label="no window (formula)")
     _ax.plot(sliding["tokens seen"], sliding["formula, 15 slots (B)"] / 1e3, color="#4c72b0", lw=3, alpha=0.5,
@@ -146,8 +144,7 @@ def _(plots, plt, sliding):
     _ax.set_xlabel("tokens seen")
     _ax.set_ylabel("cache (kB, 10³ bytes)")
     _ax.legend(fontsize=8)
-    plots.stamp(_fig, "measured: tiny Mistral, sliding_window=16 (random weights) · fp32 · cpu · profile tiny")
-    plt.close(_fig)  # shown once, as the cell's value (Jupyter would show it twice)
+    plots.finish(_fig, "measured: tiny Mistral, sliding_window=16 (random weights) · fp32 · cpu")  # stamped, and closed so Jupyter shows it once
     _fig
     return
 
