@@ -33,5 +33,5 @@ edit: setup       ## open the notebooks interactively in marimo
 clean:
 	rm -rf build .pytest_cache
 
-gpu-record: setup ## on a CUDA GPU: notebooks 01–03 on mistral-7b-random + bench -> workshop/results/<gpu>/ (< 8 min)
+gpu-record: setup ## on a CUDA GPU: notebooks 01–03, 05 on mistral-7b-random + bench -> workshop/results/<gpu>/ (< 8 min)
 	@bash scripts/gpu_record.sh
