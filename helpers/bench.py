@@ -48,7 +48,7 @@ def roofline_figures(loaded=None, repeats: int = 5, with_sizes: bool = True) -> 
     decode_efficiency       decode_floor_s ÷ decode_step_s, a fraction in 0..1 (1 = at the memory floor)
     decode_efficiency_by_model  the same for other model sizes (random weights) and the overhead probe
     """
-    from . import models, roofline, workloads
+    from . import microbench, models, roofline, workloads
     from .memory import kv_cache_bytes
     from .timing import Stats
     from .units import dtype_bytes
@@ -56,9 +56,9 @@ def roofline_figures(loaded=None, repeats: int = 5, with_sizes: bool = True) -> 
     loaded = loaded or models.load()
     dev, dtype, spec = loaded.device, loaded.dtype, loaded.spec
     sizes = workloads.sizes_for(loaded)
-    copy = roofline.copy_benchmark(dev, repeats=repeats)
-    read = roofline.read_benchmark(dev, repeats=repeats)
-    matmul = roofline.matmul_benchmark(dev, dtype, repeats=repeats)
+    copy = microbench.copy_benchmark(dev, repeats=repeats)
+    read = microbench.read_benchmark(dev, repeats=repeats)
+    matmul = microbench.matmul_benchmark(dev, dtype, repeats=repeats)
     bandwidth, peak = copy.bandwidth, matmul.flops_per_s
 
     prefill = workloads.ttft_sweep(loaded, prefill_lengths(loaded.profile, dev), repeats=3)

@@ -87,7 +87,7 @@ def _capacity_render(r: dict) -> str:
 
 
 def _capacity(a) -> dict:
-    from . import capacity
+    from . import capacity, capacity_ranking, capacity_views
     from .specs import get_spec
 
     spec = get_spec(a.model)
@@ -95,18 +95,18 @@ def _capacity(a) -> dict:
     if a.prompt is not None and a.prompt > a.context:
         raise ValueError(f"--prompt {a.prompt:,} is longer than --context {a.context:,}")
     if a.gpu.strip().lower() == "all":
-        rows = capacity.rank(spec, a.dtype, a.kv_dtype, a.context, slo_ms=a.slo_ms, min_batch=a.batch,
-                             gpus=a.gpus)
+        rows = capacity_ranking.rank(spec, a.dtype, a.kv_dtype, a.context, slo_ms=a.slo_ms, min_batch=a.batch,
+                                     gpus=a.gpus)
         return {"model": spec.name, "weight_dtype": a.dtype, "kv_dtype": a.kv_dtype, "context": a.context,
                 "gpus": a.gpus, "slo_ms": a.slo_ms, "min_batch": a.batch,
-                "source": capacity.source_text(spec, a.dtype, a.kv_dtype, a.gpus, a.context), "ranking": rows}
+                "source": capacity_views.source_text(spec, a.dtype, a.kv_dtype, a.gpus, a.context), "ranking": rows}
     from .gpus import get_gpu
 
     gpu = get_gpu(a.gpu)
     capacity.sharding(spec, a.gpus)
     first = capacity.plan(spec, gpu, a.gpus, a.dtype, a.kv_dtype, a.context, 1, a.prompt)
-    if first.max_batch < 1 and not capacity._fits_somewhere(spec, a.dtype, a.kv_dtype, a.context, a.gpus):
-        raise ValueError(capacity.no_fit_message(spec, a.dtype, a.kv_dtype, a.context, a.gpus))
+    if first.max_batch < 1 and not capacity_ranking._fits_somewhere(spec, a.dtype, a.kv_dtype, a.context, a.gpus):
+        raise ValueError(capacity_ranking.no_fit_message(spec, a.dtype, a.kv_dtype, a.context, a.gpus))
     if a.slo_ms is not None:
         p, ok = capacity.plan_for_slo(spec, gpu, a.slo_ms, a.gpus, a.dtype, a.kv_dtype, a.context,
                                       prompt_tokens=a.prompt)

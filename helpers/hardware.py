@@ -1,7 +1,7 @@
 """The device in use (CUDA, MPS or CPU): its name, memory, and on CUDA the allocator's peak.
 
-Measured bandwidth and FLOP/s microbenchmarks live beside the roofline (helpers.roofline); the GPU
-catalog with sourced specs and prices is a data file (helpers.gpus).
+Measured bandwidth and FLOP/s microbenchmarks live in helpers.microbench (the roofs of helpers.roofline);
+the GPU catalog with sourced specs and prices is a data file (helpers.gpus).
 """
 from __future__ import annotations
 

@@ -9,15 +9,15 @@ def _():
     import marimo as mo
     import pandas as pd
 
-    from helpers import models, notebook, workloads
+    from helpers import models, notebook, serving, workload_figures, workloads
     from helpers.hardware import device_info
     from helpers.memory import kv_bytes_per_token, measured_model_bytes
     from helpers.roofline import streamed_weight_bytes
     from helpers.units import fmt_bytes
 
     notebook.setup()
-    return (device_info, fmt_bytes, kv_bytes_per_token, measured_model_bytes, mo, models, pd,
-            streamed_weight_bytes, workloads)
+    return (device_info, fmt_bytes, kv_bytes_per_token, measured_model_bytes, mo, models, pd, serving,
+            streamed_weight_bytes, workload_figures, workloads)
 
 
 @app.cell
@@ -73,9 +73,9 @@ def _(mo):
 
 
 @app.cell
-def _(loaded, sizes, workloads):
+def _(loaded, sizes, workload_figures, workloads):
     memory = workloads.memory_growth(loaded, sizes.memory_tokens)
-    workloads.memory_figure(memory, loaded)
+    workload_figures.memory_figure(memory, loaded)
     return (memory,)
 
 
@@ -118,10 +118,10 @@ def _(mo):
 
 
 @app.cell
-def _(loaded, sizes, workloads):
+def _(loaded, sizes, workload_figures, workloads):
     ttft = workloads.ttft_sweep(loaded, sizes.ttft_tokens, sizes.ttft_repeats)
     ttft_fit = workloads.fit_or_none(ttft)
-    workloads.ttft_figure(ttft, ttft_fit, loaded)
+    workload_figures.ttft_figure(ttft, ttft_fit, loaded)
     return ttft, ttft_fit
 
 
@@ -166,26 +166,26 @@ def _(mo):
 
 
 @app.cell
-def _(loaded, sizes, workloads):
-    requests = workloads.make_requests(sizes.requests, sizes.prompt_range, sizes.new_tokens_range,
-                                       vocab=loaded.model.config.vocab_size)
-    serving = workloads.compare_serving(loaded.model, requests, loaded.device)
-    workloads.timeline_figure(serving.results, loaded)
-    return (serving,)
+def _(loaded, serving, sizes, workload_figures):
+    requests = serving.make_requests(sizes.requests, sizes.prompt_range, sizes.new_tokens_range,
+                                     vocab=loaded.model.config.vocab_size)
+    served = serving.compare_serving(loaded.model, requests, loaded.device)
+    workload_figures.timeline_figure(served.results, loaded)
+    return (served,)
 
 
 @app.cell
-def _(label, pd, serving):
-    throughput = pd.DataFrame([r.summary() for r in serving.results]).assign(**{"measured on": label})
+def _(label, pd, served):
+    throughput = pd.DataFrame([r.summary() for r in served.results]).assign(**{"measured on": label})
     throughput
     return
 
 
 @app.cell
-def _(loaded, mo, serving):
-    _seq, _bat = serving.sequential, serving.batched
+def _(loaded, mo, served):
+    _seq, _bat = served.sequential, served.batched
     if _seq is None or _bat is None:
-        _out = mo.md(f"**The device ran out of memory** serving these requests ({serving.oom_message}); the mode "
+        _out = mo.md(f"**The device ran out of memory** serving these requests ({served.oom_message}); the mode "
                      "that ran is shown above.")
     else:
         _same = sum(a.tokens == b.tokens for a, b in zip(_seq.timings, _bat.timings))
@@ -210,8 +210,8 @@ def _(loaded, mo, serving):
 
 
 @app.cell
-def _(pd, serving):
-    timeline = pd.concat([r.frame() for r in serving.results], ignore_index=True)
+def _(pd, served):
+    timeline = pd.concat([r.frame() for r in served.results], ignore_index=True)
     timeline
     return
 
@@ -229,9 +229,9 @@ def _(mo):
 
 
 @app.cell
-def _(loaded, sizes, workloads):
+def _(loaded, sizes, workload_figures, workloads):
     itl = workloads.itl_sweep(loaded, sizes.itl_contexts, sizes.itl_steps)
-    workloads.itl_figure(itl, loaded)
+    workload_figures.itl_figure(itl, loaded)
     return (itl,)
 
 
@@ -271,11 +271,11 @@ def _(mo):
 
 
 @app.cell
-def _(device_info, loaded, measured_model_bytes, sizes, workloads):
+def _(device_info, loaded, measured_model_bytes, sizes, workload_figures, workloads):
     users = workloads.users_sweep(loaded, sizes.users_context, sizes.users_batches)
     _cuda = loaded.device.startswith("cuda")
-    workloads.users_figure(users, loaded, device_info(loaded.device).total_memory if _cuda else None,
-                           measured_model_bytes(loaded.model) if _cuda else None)
+    workload_figures.users_figure(users, loaded, device_info(loaded.device).total_memory if _cuda else None,
+                                  measured_model_bytes(loaded.model) if _cuda else None)
     return (users,)
 
 

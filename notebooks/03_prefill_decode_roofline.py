@@ -9,12 +9,13 @@ def _():
     import marimo as mo
     import pandas as pd
 
-    from helpers import models, notebook, roofline, workloads
+    from helpers import microbench, models, notebook, roofline, workload_figures, workloads
     from helpers.memory import kv_cache_bytes
     from helpers.units import dtype_bytes, fmt_bytes, fmt_seconds
 
     notebook.setup()
-    return dtype_bytes, fmt_bytes, fmt_seconds, kv_cache_bytes, mo, models, pd, roofline, workloads
+    return (dtype_bytes, fmt_bytes, fmt_seconds, kv_cache_bytes, microbench, mo, models, pd, roofline,
+            workload_figures, workloads)
 
 
 @app.cell
@@ -51,7 +52,7 @@ def _(mo):
     ## 1 · This device's two roofs, measured
 
     - **Bandwidth**: a device-to-device copy of a buffer far larger than the caches; bytes read +
-      bytes written, divided by the time (`helpers.roofline.measure_bandwidth`).
+      bytes written, divided by the time (`helpers.microbench.measure_bandwidth`).
     - **Peak FLOP/s**: a square matmul in the model's dtype, 2·n³ FLOPs (`measure_peak_flops`).
 
     A roof is the best the device sustains, so each is the best of its repeats (as the STREAM benchmark
@@ -61,10 +62,10 @@ def _(mo):
 
 
 @app.cell
-def _(dtype_bytes, label, loaded, pd, roofline):
-    copy = roofline.copy_benchmark(loaded.device)
-    read = roofline.read_benchmark(loaded.device)
-    matmul = roofline.matmul_benchmark(loaded.device, loaded.dtype)
+def _(dtype_bytes, label, loaded, microbench, pd, roofline):
+    copy = microbench.copy_benchmark(loaded.device)
+    read = microbench.read_benchmark(loaded.device)
+    matmul = microbench.matmul_benchmark(loaded.device, loaded.dtype)
     bandwidth, peak = copy.bandwidth, matmul.flops_per_s
     ridge = roofline.ridge_point(peak, bandwidth)
     crossover = roofline.crossover_batch(peak, bandwidth, dtype_bytes(loaded.dtype))
@@ -135,14 +136,14 @@ def _(mo):
 
 
 @app.cell
-def _(bandwidth, kv_cache_bytes, loaded, roofline, sizes, spec, workloads):
+def _(bandwidth, kv_cache_bytes, loaded, roofline, sizes, spec, workload_figures, workloads):
     decode = workloads.itl_sweep(loaded, sizes.itl_contexts, sizes.itl_steps)
     weights_read = roofline.streamed_weight_bytes(spec, loaded.dtype)
 
     def decode_floor(context):
         return roofline.decode_floor_s(weights_read, kv_cache_bytes(spec, context, 1, loaded.dtype), bandwidth)
 
-    workloads.itl_figure(decode, loaded, decode_floor)
+    workload_figures.itl_figure(decode, loaded, decode_floor)
     return decode, decode_floor, weights_read
 
 

@@ -8,12 +8,12 @@ app = marimo.App(width="medium")
 def _():
     import marimo as mo
 
-    from helpers import capacity, notebook
+    from helpers import capacity, capacity_measured, capacity_views, notebook
     from helpers.memory import KV_DTYPES, WEIGHT_SCHEMES
     from helpers.specs import PRESETS, get_spec
 
     notebook.setup()
-    return KV_DTYPES, PRESETS, WEIGHT_SCHEMES, capacity, get_spec, mo
+    return KV_DTYPES, PRESETS, WEIGHT_SCHEMES, capacity, capacity_measured, capacity_views, get_spec, mo
 
 
 @app.cell
@@ -77,9 +77,9 @@ def _(config_path, context_choice, gpus_choice, kv_choice, min_batch_choice, mod
 
 
 @app.cell
-def _(capacity, context, kv, min_batch, mo, model, n_gpus, slo_ms, weights):
+def _(capacity_views, context, kv, min_batch, mo, model, n_gpus, slo_ms, weights):
     try:
-        caption = capacity.source_text(model, weights, kv, n_gpus, context)
+        caption = capacity_views.source_text(model, weights, kv, n_gpus, context)
         fixed = f"SLO {slo_ms:g} ms per output token" if slo_ms else "no latency SLO"
         caption_md = mo.md(f"""
         ## GPUs ranked by $ per million output tokens
@@ -94,9 +94,9 @@ def _(capacity, context, kv, min_batch, mo, model, n_gpus, slo_ms, weights):
 
 
 @app.cell
-def _(capacity, context, kv, min_batch, mo, model, n_gpus, slo_ms, weights):
+def _(capacity_views, context, kv, min_batch, mo, model, n_gpus, slo_ms, weights):
     try:
-        ranked = capacity.rank_table(model, weights, kv, context, slo_ms=slo_ms, min_batch=min_batch, gpus=n_gpus)
+        ranked = capacity_views.rank_table(model, weights, kv, context, slo_ms=slo_ms, min_batch=min_batch, gpus=n_gpus)
         ranked_view = ranked
     except ValueError as _exc:
         ranked = None
@@ -137,12 +137,12 @@ def _(mo):
 
 
 @app.cell
-def _(capacity, context, kv, mo, model, n_gpus, slo_ms, weights):
+def _(capacity_views, context, kv, mo, model, n_gpus, slo_ms, weights):
     curve_gpus = ["L4", "L40S", "A100 80GB", "H100 SXM", "H200", "MI300X"]
     try:
-        curve = capacity.curve(model, curve_gpus, weights, kv, context, n_gpus)
-        curve_view = (capacity.plot_curve(curve, f"decode step and throughput over batch, {context:,} tokens",
-                                          capacity.source_text(model, weights, kv, n_gpus, context), slo_ms)
+        curve = capacity_views.curve(model, curve_gpus, weights, kv, context, n_gpus)
+        curve_view = (capacity_views.plot_curve(curve, f"decode step and throughput over batch, {context:,} tokens",
+                                                capacity_views.source_text(model, weights, kv, n_gpus, context), slo_ms)
                       if not curve.empty else mo.md("⚠️ The model fits none of " + ", ".join(curve_gpus) + " here."))
     except ValueError as _exc:
         curve_view = mo.md(f"⚠️ **No curve:** {_exc}")
@@ -151,9 +151,9 @@ def _(capacity, context, kv, mo, model, n_gpus, slo_ms, weights):
 
 
 @app.cell
-def _(capacity, context, kv, mo, model, n_gpus, slo_ms, weights):
+def _(capacity_views, context, kv, mo, model, n_gpus, slo_ms, weights):
     try:
-        tri = capacity.triangle(model, "H100 SXM", weights, kv, context, slo_ms or 10.0, n_gpus)
+        tri = capacity_views.triangle(model, "H100 SXM", weights, kv, context, slo_ms or 10.0, n_gpus)
         tri_error = None
     except ValueError as _exc:
         tri, tri_error = None, str(_exc)
@@ -206,13 +206,13 @@ def _(mo):
 
 
 @app.cell
-def _(capacity, mo):
+def _(capacity_measured, mo):
     from helpers.models import ProfileUnavailable, load
 
     try:
         loaded = load()
-        measured = capacity.predict_vs_measure(loaded)
-        measured_view = capacity.comparison_table(measured)
+        measured = capacity_measured.predict_vs_measure(loaded)
+        measured_view = capacity_measured.comparison_table(measured)
     except ImportError as _exc:
         measured_view = mo.md(f"⚠️ The bandwidth microbenchmark is not available here: {_exc}")
     except (ProfileUnavailable, ValueError) as _exc:

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from helpers import capacity, gpus
+from helpers import capacity, capacity_measured, capacity_ranking, capacity_views, gpus
 from helpers.memory import kv_cache_bytes, weight_bytes
 from helpers.specs import get_spec
 
@@ -147,7 +147,7 @@ def test_slo_search_finds_the_largest_batch_within_it():
 
 
 def test_rank_orders_by_cost_and_explains_the_rest():
-    rows = capacity.rank(MISTRAL, context=4096, slo_ms=10)
+    rows = capacity_ranking.rank(MISTRAL, context=4096, slo_ms=10)
     assert {r["gpu"] for r in rows} == set(gpus.names())
     ok = [r for r in rows if r["status"] == "ok"]
     costs = [r["usd_per_million_tokens"] for r in ok]
@@ -161,39 +161,39 @@ def test_rank_orders_by_cost_and_explains_the_rest():
 
 
 def test_rank_with_minimum_batch_and_a_relaxed_slo_changes_the_table():
-    strict = capacity.rank(MISTRAL, context=4096, slo_ms=10)
-    relaxed = capacity.rank(MISTRAL, context=4096, slo_ms=50)
+    strict = capacity_ranking.rank(MISTRAL, context=4096, slo_ms=10)
+    relaxed = capacity_ranking.rank(MISTRAL, context=4096, slo_ms=50)
     assert sum(r["status"] == "ok" for r in relaxed) > sum(r["status"] == "ok" for r in strict)
-    big = capacity.rank(MISTRAL, context=4096, min_batch=64)
+    big = capacity_ranking.rank(MISTRAL, context=4096, min_batch=64)
     by = {r["gpu"]: r for r in big}
     assert by["A100 40GB"]["status"] == "batch too small"
     assert all(r["batch"] >= 64 for r in big if r["status"] == "ok")
 
 
 def test_rank_table_is_a_labelled_dataframe():
-    df = capacity.rank_table(MISTRAL, context=4096, slo_ms=10)
+    df = capacity_views.rank_table(MISTRAL, context=4096, slo_ms=10)
     assert "$ per M output tokens" in df.columns and "ms per token" in df.columns
     assert len(df) == len(gpus.names())
-    text = capacity.source_text(MISTRAL, "bf16", "bf16", 1, 4096)
+    text = capacity_views.source_text(MISTRAL, "bf16", "bf16", 1, 4096)
     assert "mistral-7b-v0.1" in text and "prices read" in text
 
 
 def test_a_model_that_fits_no_gpu_says_which_count_would():
     with pytest.raises(ValueError) as e:
-        capacity.rank("deepseek-v3", context=4096)
+        capacity_ranking.rank("deepseek-v3", context=4096)
     msg = str(e.value)
     assert "fits no catalogued GPU" in msg and "--gpus 8" in msg
-    rows = capacity.rank("deepseek-v3", "fp8", context=4096, gpus=8)
+    rows = capacity_ranking.rank("deepseek-v3", "fp8", context=4096, gpus=8)
     assert rows[0]["status"] == "ok"
 
 
 def test_curve_and_triangle():
-    df = capacity.curve(MISTRAL, ["H100 SXM", "T4"], context=4096)
+    df = capacity_views.curve(MISTRAL, ["H100 SXM", "T4"], context=4096)
     h = df[df.gpu == "H100 SXM"]
     assert list(h.batch)[0] == 1 and list(h.batch)[-1] == 104
     assert h.step_ms.is_monotonic_increasing and h.tokens_per_s.is_monotonic_increasing
     assert df[df.gpu == "T4"].empty          # does not fit: no points
-    tri = capacity.triangle(MISTRAL, "H100 SXM", context=4096, slo_ms=10)
+    tri = capacity_views.triangle(MISTRAL, "H100 SXM", context=4096, slo_ms=10)
     assert tri.loc["latency", "batch"] == 1 and tri.loc["throughput", "batch"] == 104
     assert tri.loc["throughput", "$ per M output tokens"] < tri.loc["latency", "$ per M output tokens"]
     assert tri.loc["throughput, less precision", "max batch"] > 104
@@ -221,7 +221,7 @@ def test_bad_input_is_a_value_error_saying_what_is_allowed(kwargs, match):
 @pytest.mark.parametrize("slo", [0, -1, float("inf"), "fast"])
 def test_bad_slo(slo):
     with pytest.raises(ValueError, match="SLO"):
-        capacity.rank(MISTRAL, slo_ms=slo)
+        capacity_ranking.rank(MISTRAL, slo_ms=slo)
 
 
 def test_unknown_model_is_a_value_error():
@@ -232,28 +232,28 @@ def test_unknown_model_is_a_value_error():
 # ----------------------------------------------------------------------------- prediction against measurement
 
 def test_predict_vs_measure_on_the_tiny_model(tiny):
-    r = capacity.predict_vs_measure(tiny, bandwidth=20e9)
+    r = capacity_measured.predict_vs_measure(tiny, bandwidth=20e9)
     assert r["bandwidth_source"] == "given" and r["profile"] == "tiny"
     from helpers.memory import measured_weight_bytes
 
     assert r["weight_bytes"] == measured_weight_bytes(tiny.model)
     assert r["predicted_step_s"] == pytest.approx((r["weight_bytes"] + r["kv_bytes"]) / 20e9)
     assert r["measured_step_s"] > 0 and r["ratio"] == pytest.approx(r["measured_step_s"] / r["predicted_step_s"])
-    table = capacity.comparison_table(r)
+    table = capacity_measured.comparison_table(r)
     assert "measured ÷ predicted" in table.index
 
 
 def test_predict_vs_measure_with_the_measured_bandwidth(tiny):
-    pytest.importorskip("helpers.roofline", reason="helpers.roofline (notebook 03) is not in this tree yet")
-    r = capacity.predict_vs_measure(tiny)
+    pytest.importorskip("helpers.microbench", reason="helpers.microbench (notebook 03) is not in this tree yet")
+    r = capacity_measured.predict_vs_measure(tiny)
     assert r["bandwidth_source"].startswith("measured") and r["bandwidth"] > 1e8
     assert math.isfinite(r["ratio"]) and r["ratio"] > 0
 
 
 @pytest.mark.slow
 def test_bench_capacity_reports_predicted_measured_and_ratio():
-    pytest.importorskip("helpers.roofline", reason="helpers.roofline (notebook 03) is not in this tree yet")
-    r = capacity.bench_capacity()
+    pytest.importorskip("helpers.microbench", reason="helpers.microbench (notebook 03) is not in this tree yet")
+    r = capacity_measured.bench_capacity()
     assert r["profile"] == "tiny" and r["predicted_step_ms"] > 0 and r["measured_step_ms"] > 0
     assert r["ratio_measured_over_predicted"] == pytest.approx(r["measured_step_ms"] / r["predicted_step_ms"])
     import json

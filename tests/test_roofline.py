@@ -1,10 +1,11 @@
-"""helpers.roofline: the arithmetic against hand-worked cases, the microbenchmarks against known sizes."""
+"""helpers.roofline: the arithmetic against hand-worked cases; helpers.microbench: the microbenchmarks
+against known sizes (measure_bandwidth and measure_peak_flops through helpers.roofline, which re-exports them)."""
 import time
 
 import numpy as np
 import pytest
 
-from helpers import roofline
+from helpers import microbench, roofline
 from helpers.specs import get_spec
 
 H100_BF16 = 989e12   # FLOP/s, dense bf16, NVIDIA H100 SXM datasheet
@@ -132,7 +133,7 @@ def test_roofline_points():
 
 def test_copy_benchmark_counts_read_and_write_of_a_known_size():
     nbytes = 8 * 2**20
-    b = roofline.copy_benchmark("cpu", nbytes=nbytes, repeats=3)
+    b = microbench.copy_benchmark("cpu", nbytes=nbytes, repeats=3)
     assert b.nbytes == nbytes and b.bytes_moved == 2 * nbytes and b.iters == 1
     assert len(b.stats.samples) == 3
     assert b.bandwidth == pytest.approx(2 * nbytes / b.stats.min)
@@ -157,14 +158,14 @@ def _timed(fn):
 
 
 def test_read_benchmark_counts_bytes_read():
-    b = roofline.read_benchmark("cpu", nbytes=8 * 2**20 + 3, repeats=2)
+    b = microbench.read_benchmark("cpu", nbytes=8 * 2**20 + 3, repeats=2)
     assert b.nbytes == b.bytes_moved == 8 * 2**20   # whole fp32 elements only
     assert b.bandwidth == pytest.approx(8 * 2**20 / b.stats.min)
     assert 1e8 < b.bandwidth < 1e13
 
 
 def test_matmul_benchmark_counts_two_n_cubed():
-    b = roofline.matmul_benchmark("cpu", "fp32", n=256, repeats=3)
+    b = microbench.matmul_benchmark("cpu", "fp32", n=256, repeats=3)
     assert b.flops_per_matmul == 2 * 256**3
     assert b.flops_per_s == pytest.approx(2 * 256**3 / b.stats.min)
     assert 1e8 < roofline.measure_peak_flops("cpu", "fp32", n=256, repeats=2) < 1e15
@@ -174,12 +175,12 @@ def test_matmul_benchmark_counts_two_n_cubed():
                                            ({"n": 2.5}, "n must")])
 def test_matmul_benchmark_rejects_bad_input(kwargs, match):
     with pytest.raises(ValueError, match=match):
-        roofline.matmul_benchmark("cpu", **{"dtype": "fp32", **kwargs})
+        microbench.matmul_benchmark("cpu", **{"dtype": "fp32", **kwargs})
 
 
 def test_copy_benchmark_rejects_bad_size():
     with pytest.raises(ValueError, match="nbytes"):
-        roofline.copy_benchmark("cpu", nbytes=-1)
+        microbench.copy_benchmark("cpu", nbytes=-1)
 
 
 # ----------------------------------------------------------------------------- decode efficiency

@@ -5,7 +5,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from helpers import workloads
+from helpers import serving, workload_figures, workloads
 from helpers.memory import kv_cache_bytes
 from helpers.roofline import random_model
 from helpers.specs import get_spec, spec_from_config
@@ -31,7 +31,7 @@ def test_memory_growth_equals_the_formula(tiny):
     assert list(df["tokens"]) == [8, 33, 100] and not df["oom"].any()
     assert list(df["cache_bytes"]) == list(df["formula_bytes"]) == [n * 2048 for n in (8, 33, 100)]
     assert df["peak_above_weights_bytes"].isna().all()  # no allocator statistics on a CPU
-    assert workloads.memory_figure(df, tiny).axes
+    assert workload_figures.memory_figure(df, tiny).axes
 
 
 def test_memory_growth_with_a_sliding_window(tiny_config):
@@ -47,7 +47,7 @@ def test_users_sweep_cache_equals_formula(tiny):
     # after the prefill and one decode step each sequence holds context + 1 tokens
     assert list(df["cache_bytes"]) == list(df["formula_bytes"]) == [9 * 2048, 3 * 9 * 2048]
     assert list(df["tokens"]) == [8, 24]
-    assert workloads.users_figure(df, tiny).axes
+    assert workload_figures.users_figure(df, tiny).axes
 
 
 # ----------------------------------------------------------------------------- out of memory is a result
@@ -95,7 +95,7 @@ def test_a_real_sweep_marks_its_out_of_memory_point(tiny, monkeypatch):
     df = workloads.memory_growth(tiny, (16, 32, 64, 128))
     assert df["tokens"].tolist() == [16, 32, 64] and df["oom"].tolist() == [False, False, True]
     assert df.attrs["oom_at"] == 64
-    fig = workloads.memory_figure(df, tiny)
+    fig = workload_figures.memory_figure(df, tiny)
     assert any("out of memory at 64" in t.get_text() for t in fig.axes[0].texts)
 
 
@@ -143,25 +143,25 @@ def test_fit_rejects_bad_input(ns, ts):
 
 @pytest.fixture(scope="module")
 def served(tiny):
-    reqs = workloads.make_requests(4, (5, 20), (2, 6), vocab=32000, seed=1)
+    reqs = serving.make_requests(4, (5, 20), (2, 6), vocab=32000, seed=1)
     shapes = []
     hook = tiny.model.register_forward_pre_hook(lambda m, args, kw: shapes.append(tuple(kw["input_ids"].shape)),
                                                 with_kwargs=True)
     try:
-        seq = workloads.serve_sequential(tiny.model, reqs)
+        seq = serving.serve_sequential(tiny.model, reqs)
         n_seq = len(shapes)
-        bat = workloads.serve_batched(tiny.model, reqs)
+        bat = serving.serve_batched(tiny.model, reqs)
     finally:
         hook.remove()
     return reqs, seq, bat, shapes[:n_seq], shapes[n_seq:]
 
 
 def test_make_requests_spreads_lengths():
-    reqs = workloads.make_requests(5, (10, 50), (4, 8), vocab=100, seed=0)
+    reqs = serving.make_requests(5, (10, 50), (4, 8), vocab=100, seed=0)
     assert sorted(len(r.prompt) for r in reqs) == [10, 20, 30, 40, 50]
     assert sorted(r.max_new_tokens for r in reqs) == [4, 5, 6, 7, 8]
     assert all(3 <= t < 100 for r in reqs for t in r.prompt)
-    assert reqs == workloads.make_requests(5, (10, 50), (4, 8), vocab=100, seed=0)
+    assert reqs == serving.make_requests(5, (10, 50), (4, 8), vocab=100, seed=0)
 
 
 def test_timeline_ordering(served):
@@ -203,7 +203,7 @@ def test_timeline_table_and_figure(served, tiny):
     assert list(df.columns) == ["mode", "request", "prompt tokens", "new tokens", "start s", "first token s (TTFT)",
                                 "finish s"]
     assert seq.summary()["forward calls"] == seq.forward_calls
-    fig = workloads.timeline_figure([seq, bat], tiny)
+    fig = workload_figures.timeline_figure([seq, bat], tiny)
     assert len(fig.axes) == 2
 
 
@@ -212,7 +212,7 @@ def test_timeline_table_and_figure(served, tiny):
 def test_itl_sweep(tiny):
     df = workloads.itl_sweep(tiny, (4, 32), steps=3)
     assert df["context"].tolist() == [4, 32] and (df["itl_s"] > 0).all()
-    assert workloads.itl_figure(df, tiny, lambda c: 1e-3).axes
+    assert workload_figures.itl_figure(df, tiny, lambda c: 1e-3).axes
 
 
 def test_decode_batch_sweep(tiny):
@@ -278,16 +278,16 @@ def test_small_gpus_get_smaller_sweeps():
 
 
 def test_compare_serving_records_out_of_memory(tiny, monkeypatch):
-    reqs = workloads.make_requests(3, (4, 8), (2, 3), seed=2)
+    reqs = serving.make_requests(3, (4, 8), (2, 3), seed=2)
 
     def boom(model, requests, device=None):
         if len(requests) > 2:   # the warm-up (two requests) runs, the real batch does not fit
             raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
-        return workloads.ServeResult("together (one batch)", [], 0.0, 0)
+        return serving.ServeResult("together (one batch)", [], 0.0, 0)
 
-    monkeypatch.setattr(workloads, "serve_batched", boom)
-    cmp = workloads.compare_serving(tiny.model, reqs, "cpu")
+    monkeypatch.setattr(serving, "serve_batched", boom)
+    cmp = serving.compare_serving(tiny.model, reqs, "cpu")
     assert cmp.batched is None and cmp.sequential is not None and cmp.results == [cmp.sequential]
     assert cmp.oom_message.startswith("batched: OutOfMemoryError")
-    assert workloads.timeline_figure(cmp.results, tiny).axes
-    assert workloads.timeline_figure([], tiny).axes
+    assert workload_figures.timeline_figure(cmp.results, tiny).axes
+    assert workload_figures.timeline_figure([], tiny).axes

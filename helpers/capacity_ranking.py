@@ -1,0 +1,105 @@
+"""Every catalogued GPU ranked by the cost of a million output tokens once a latency SLO (ms per output
+token) or a minimum batch is fixed, each at the largest batch the constraints allow; and, when a model
+fits no catalogued GPU at a count, why, with the tensor-parallel count that would work. Each row is
+a plan from helpers.capacity (its module docstring has every formula).
+"""
+from __future__ import annotations
+
+import math
+from typing import Iterable
+
+from .capacity import (GPU_COUNTS, Plan, _positive, _spec, _whole, check_context, plan, plan_for_slo,
+                       sharding)
+from .gpus import catalog, get_gpu
+from .specs import ModelSpec
+
+
+def _fits_somewhere(spec, weight_dtype, kv_dtype, context, gpus) -> bool:
+    for g in catalog():
+        try:
+            if plan(spec, g, gpus, weight_dtype, kv_dtype, context, 1).max_batch >= 1:
+                return True
+        except ValueError:
+            return False
+    return False
+
+
+def no_fit_message(spec: ModelSpec, weight_dtype: str, kv_dtype: str, context: int, gpus: int) -> str:
+    """Why a model fits no catalogued GPU at this count, and the smallest count that would."""
+    biggest = max(catalog(), key=lambda g: g.memory_gb)
+    p = plan(spec, biggest, gpus, weight_dtype, kv_dtype, context, 1)
+    hint = ""
+    for n in GPU_COUNTS:
+        if n > gpus:
+            try:
+                if _fits_somewhere(spec, weight_dtype, kv_dtype, context, n):
+                    hint = f"; it fits on {n} GPUs in tensor parallel (--gpus {n})"
+                    break
+            except ValueError:
+                continue
+    count = "alone" if gpus == 1 else f"in tensor parallel over {gpus}"
+    return (f"{spec.name} ({weight_dtype} weights, {kv_dtype} KV, {context:,} tokens) fits no catalogued GPU "
+            f"{count}: even on the largest, {biggest.name} ({biggest.memory_gb:g} GB), {p.reason}{hint}; "
+            "or choose a smaller weight dtype (fp8, nf4) or a shorter context")
+
+
+def rank(model, weight_dtype: str = "bf16", kv_dtype: str = "bf16", context: int = 4096,
+         slo_ms: float | None = None, min_batch: int | None = None, gpus: int = 1,
+         gpu_names: Iterable[str] | None = None) -> list[dict]:
+    """Every catalogued GPU (or `gpu_names`) at the cheapest batch the constraints allow, cheapest first.
+
+    slo_ms: the step must stay within it (latency first: premium chat); min_batch: at least this many
+    sequences must fit (throughput first: batch jobs, agents). Each GPU runs at the largest batch that
+    fits and meets the SLO — the largest batch gives the lowest cost per token. GPUs that cannot
+    meet the constraints follow, with the reason. Raises ValueError when the model fits no
+    catalogued GPU at this count, with the count that would work.
+    """
+    spec = _spec(model)
+    context = check_context(spec, context)
+    gpus = _whole(gpus, "GPU count")
+    sharding(spec, gpus)  # refuses counts that do not divide the heads
+    need = 1 if min_batch is None else _whole(min_batch, "minimum batch")
+    if slo_ms is not None:
+        _positive(slo_ms, "SLO (ms per output token)")
+    gs = [get_gpu(n) for n in gpu_names] if gpu_names is not None else list(catalog())
+    if not _fits_somewhere(spec, weight_dtype, kv_dtype, context, gpus):
+        raise ValueError(no_fit_message(spec, weight_dtype, kv_dtype, context, gpus))
+    rows = []
+    for g in gs:
+        first = plan(spec, g, gpus, weight_dtype, kv_dtype, context, 1)
+        if first.max_batch < 1:
+            rows.append(_row(first, "does not fit", first.reason))
+            continue
+        if first.max_batch < need:
+            p = plan(spec, g, gpus, weight_dtype, kv_dtype, context, need)
+            rows.append(_row(p, "batch too small", f"fits batch {first.max_batch} < minimum {need}"))
+            continue
+        if slo_ms is not None:
+            p, ok = plan_for_slo(spec, g, slo_ms, gpus, weight_dtype, kv_dtype, context, need)
+            if not ok:
+                rows.append(_row(p, "misses SLO", f"batch {p.batch} already takes {p.step_ms:.2f} ms per token "
+                                 f"> SLO {slo_ms:g} ms"))
+                continue
+            note = f"largest batch within {slo_ms:g} ms (fits {first.max_batch})"
+        else:
+            p = plan(spec, g, gpus, weight_dtype, kv_dtype, context, first.max_batch)
+            note = "largest batch that fits"
+        rows.append(_row(p, "ok", note))
+    rows.sort(key=lambda r: (r["status"] != "ok", r["usd_per_million_tokens"]
+                             if r["status"] == "ok" else math.inf, r["gpu"]))
+    for i, r in enumerate(rows, 1):
+        r["rank"] = i if r["status"] == "ok" else None
+    return rows
+
+
+def _row(p: Plan, status: str, note: str) -> dict:
+    ok = status == "ok"
+    return {"rank": None, "gpu": p.gpu, "gpus": p.gpus, "status": status,
+            "batch": p.batch if ok else None, "max_batch": p.max_batch,
+            "step_ms": p.step_ms if (ok or status == "misses SLO") else None,
+            "tokens_per_s": p.tokens_per_s if ok else None,
+            "prefill_ms": p.prefill_s * 1e3 if (ok and p.prefill_s is not None) else None,
+            "bound": p.bound if ok else None,
+            "usd_per_hour": p.usd_per_hour * p.gpus,
+            "usd_per_million_tokens": p.usd_per_million_tokens if ok else None,
+            "note": note}

@@ -1,0 +1,224 @@
+"""Serving N requests two ways, measured on a loaded model — the third pain point of notebook 01:
+one after another, as a naive local server does, then together in one real static batch
+(left-padded, attention-masked, position ids counted from each prompt's first real token, one
+forward per step for all of them), with when each request started, got its first token and
+finished. The timeline of both is helpers.workload_figures.timeline_figure.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from .hardware import free_memory, is_out_of_memory, synchronize
+from .workloads import prefill
+
+
+@dataclass(frozen=True)
+class Request:
+    rid: int
+    prompt: tuple[int, ...]
+    max_new_tokens: int
+
+
+def make_requests(n: int, prompt_range: tuple[int, int], new_tokens_range: tuple[int, int], vocab: int = 32000,
+                  seed: int = 0) -> list[Request]:
+    """n requests with prompt and output lengths spread evenly over the ranges (shuffled, fixed seed),
+    all arriving at time 0."""
+    import random
+
+    if n < 1:
+        raise ValueError(f"need at least one request, got {n}")
+    rng = random.Random(seed)
+
+    def spread(lo: int, hi: int) -> list[int]:
+        vals = [round(lo + (hi - lo) * i / max(1, n - 1)) for i in range(n)]
+        rng.shuffle(vals)
+        return vals
+
+    prompts, outs = spread(*prompt_range), spread(*new_tokens_range)
+    return [Request(i, tuple(rng.randrange(3, vocab) for _ in range(p)), o) for i, (p, o) in enumerate(zip(prompts, outs))]
+
+
+@dataclass
+class RequestTiming:
+    """When one request started being served, got its first token and finished (seconds after all
+    requests arrived at 0), and its output."""
+
+    rid: int
+    prompt_tokens: int
+    new_tokens: int
+    start_s: float
+    first_token_s: float
+    finish_s: float
+    tokens: list[int] = field(default_factory=list, repr=False)
+
+
+@dataclass
+class ServeResult:
+    mode: str                       # "one after another" or "together (one batch)"
+    timings: list[RequestTiming]
+    wall_s: float
+    forward_calls: int
+
+    @property
+    def new_tokens(self) -> int:
+        return sum(t.new_tokens for t in self.timings)
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.new_tokens / self.wall_s
+
+    def frame(self):
+        import pandas as pd
+
+        rows = [{"mode": self.mode, "request": t.rid, "prompt tokens": t.prompt_tokens, "new tokens": t.new_tokens,
+                 "start s": t.start_s, "first token s (TTFT)": t.first_token_s, "finish s": t.finish_s}
+                for t in self.timings]
+        return pd.DataFrame(rows)
+
+    def summary(self) -> dict:
+        import statistics
+
+        return {"mode": self.mode, "requests": len(self.timings), "new tokens": self.new_tokens,
+                "wall s": self.wall_s, "tokens/s": self.tokens_per_s, "forward calls": self.forward_calls,
+                "median TTFT s": statistics.median(t.first_token_s for t in self.timings),
+                "last finish s": max(t.finish_s for t in self.timings)}
+
+
+class _ForwardCounter:
+    """Counts the model's forward calls (a forward pre-hook), to show what 'batched' means."""
+
+    def __init__(self, model):
+        self.calls = 0
+        self._h = model.register_forward_pre_hook(self._hook)
+
+    def _hook(self, *_):
+        self.calls += 1
+
+    def close(self) -> None:
+        self._h.remove()
+
+
+def serve_sequential(model, requests: Sequence[Request], device: str | None = None) -> ServeResult:
+    """Serve the requests one after another, as a naive local server does: each request's prefill,
+    then its decode steps (one token per step, reusing a DynamicCache), then the next request."""
+    import torch
+
+    device = device or str(next(model.parameters()).device)
+    counter = _ForwardCounter(model)
+    timings = []
+    try:
+        synchronize(device)
+        t0 = time.perf_counter()
+        with torch.inference_mode():
+            for r in requests:
+                start = time.perf_counter() - t0
+                ids = torch.tensor([r.prompt], device=device)
+                nxt, cache = prefill(model, ids)
+                synchronize(device)
+                first = time.perf_counter() - t0
+                out = [int(nxt)]
+                for _ in range(r.max_new_tokens - 1):
+                    logits = model(input_ids=nxt, cache=cache, use_cache=True).logits
+                    nxt = logits[:, -1, :].argmax(dim=-1, keepdim=True)
+                    out.append(int(nxt))
+                synchronize(device)
+                timings.append(RequestTiming(r.rid, len(r.prompt), r.max_new_tokens, start, first,
+                                             time.perf_counter() - t0, out))
+                del cache
+        wall = time.perf_counter() - t0
+    finally:
+        counter.close()
+    return ServeResult("one after another", timings, wall, counter.calls)
+
+
+def serve_batched(model, requests: Sequence[Request], device: str | None = None, pad_id: int = 0) -> ServeResult:
+    """Serve the requests together in one static batch: prompts left-padded to the longest, an attention
+    mask hiding the padding, position ids counted from each prompt's first real token; one prefill
+    forward for all, then one forward per decode step for all, reusing one DynamicCache. A request
+    that has its tokens stops counting, but its row rides along until the longest is done (a static
+    batch; continuous batching would admit a new request into the free slot)."""
+    import torch
+
+    device = device or str(next(model.parameters()).device)
+    n = len(requests)
+    width = max(len(r.prompt) for r in requests)
+    ids = torch.full((n, width), pad_id, dtype=torch.long)
+    mask = torch.zeros((n, width), dtype=torch.long)
+    for i, r in enumerate(requests):
+        ids[i, width - len(r.prompt):] = torch.tensor(r.prompt)
+        mask[i, width - len(r.prompt):] = 1
+    ids, mask = ids.to(device), mask.to(device)
+    pos = (mask.cumsum(-1) - 1).clamp(min=0)
+    want = [r.max_new_tokens for r in requests]
+    out: list[list[int]] = [[] for _ in requests]
+    first = [0.0] * n
+    finish = [0.0] * n
+    counter = _ForwardCounter(model)
+    try:
+        synchronize(device)
+        t0 = time.perf_counter()
+        with torch.inference_mode():
+            nxt, cache = prefill(model, ids, attention_mask=mask, position_ids=pos)
+            synchronize(device)
+            now = time.perf_counter() - t0
+            for i, tok in enumerate(nxt[:, 0].tolist()):
+                out[i].append(tok)
+                first[i] = now
+                if want[i] == 1:
+                    finish[i] = now
+            pos = pos[:, -1:]
+            for _ in range(max(want) - 1):
+                mask = torch.cat([mask, mask.new_ones((n, 1))], dim=1)
+                pos = pos + 1
+                logits = model(input_ids=nxt, attention_mask=mask, position_ids=pos, cache=cache, use_cache=True).logits
+                nxt = logits[:, -1, :].argmax(dim=-1, keepdim=True)
+                toks = nxt[:, 0].tolist()  # .tolist() waits for the device
+                now = time.perf_counter() - t0
+                for i, tok in enumerate(toks):
+                    if len(out[i]) < want[i]:
+                        out[i].append(tok)
+                        if len(out[i]) == want[i]:
+                            finish[i] = now
+        wall = time.perf_counter() - t0
+        del cache
+    finally:
+        counter.close()
+    timings = [RequestTiming(r.rid, len(r.prompt), want[i], 0.0, first[i], finish[i], out[i])
+               for i, r in enumerate(requests)]
+    return ServeResult("together (one batch)", timings, wall, counter.calls)
+
+
+@dataclass
+class ServingComparison:
+    """Both serving modes on the same requests; a mode that ran out of memory is None, with the message."""
+
+    sequential: ServeResult | None
+    batched: ServeResult | None
+    oom_message: str | None = None
+
+    @property
+    def results(self) -> list[ServeResult]:
+        return [r for r in (self.sequential, self.batched) if r is not None]
+
+
+def compare_serving(model, requests: Sequence[Request], device: str) -> ServingComparison:
+    """A short untimed warm-up, then the requests one after another and together; running out of memory
+    in either mode is recorded (the other mode's result is kept), not raised."""
+    out: dict[str, ServeResult | None] = {"sequential": None, "batched": None}
+    message = None
+    for mode, fn in (("warm-up", serve_batched), ("sequential", serve_sequential), ("batched", serve_batched)):
+        failed = False
+        try:
+            res = fn(model, requests[:2] if mode == "warm-up" else requests, device)
+            if mode != "warm-up":
+                out[mode] = res
+        except Exception as exc:  # noqa: BLE001 - out of memory is a result, anything else re-raises
+            if not is_out_of_memory(exc):
+                raise
+            failed = True
+            message = f"{mode}: {type(exc).__name__}: {str(exc).strip().splitlines()[0][:200]}"
+        if failed:
+            free_memory(device)
+    return ServingComparison(out["sequential"], out["batched"], message)
