@@ -240,6 +240,16 @@ class Plan:
         return d
 
 
+def usable_bytes(gpu_bytes: float, utilization: float = GPU_MEMORY_UTILIZATION,
+                 overhead_bytes: float = RUNTIME_OVERHEAD_BYTES) -> float:
+    """What one GPU offers weights and KV cache once the runtime's reserve is counted:
+    utilization × memory − overhead (vLLM's default 0.9, and the fixed overhead of the module doc)."""
+    if not gpu_bytes > 0 or not 0 < utilization <= 1 or overhead_bytes < 0:
+        raise ValueError(f"need GPU memory > 0, utilization in (0, 1] and overhead ≥ 0; got "
+                         f"{gpu_bytes!r}, {utilization!r}, {overhead_bytes!r}")
+    return utilization * gpu_bytes - overhead_bytes
+
+
 def _memory(spec: ModelSpec, gpu: GPU, gpus: int, weight_dtype: str, kv_dtype: str, context: int,
             utilization: float, overhead: float):
     shard = sharding(spec, gpus)

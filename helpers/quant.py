@@ -8,17 +8,13 @@ Schemes (bitsandbytes on CUDA and, in its recent versions, on CPU):
 bitsandbytes replaces the ``nn.Linear`` layers of the decoder blocks only: the input embedding, the
 output head (lm_head) and the norms stay in the reference dtype.
 
-Quality (the reference is the unquantized model in the same run):
-- perplexity = exp(mean negative log-likelihood of each next token of the text);
-- KL(p_ref ‖ p_q) = Σ_v p_ref(v) (log p_ref(v) − log p_q(v)), per position, averaged over positions;
-- top-1 agreement = share of positions where both models put the same token first.
+Quality against the unquantized model in the same run: helpers.quality (perplexity, KL, top-1).
 """
 from __future__ import annotations
 
 import gc
 import json
 import logging
-import math
 import os
 import time
 import warnings
@@ -27,12 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from .memory import measured_model_bytes, measured_weight_bytes, weight_bytes
+from .quality import eval_ids, next_token_logprobs, quality
 from .specs import ModelSpec, get_spec, param_breakdown
 from .units import GB
 
 SCHEMES = ("int8", "nf4", "nf4-dq")
-DATA_DIR = Path(__file__).parent / "data"
-EVAL_TEXT = DATA_DIR / "eval_text.txt"
 
 # bitsandbytes' int8 matmul on CPU announces on every call that it casts its inputs to fp16;
 # it is expected, and the notebooks' readers need not see it hundreds of times.
@@ -161,61 +156,6 @@ def embedding_share(model: str | dict | ModelSpec) -> dict[str, Any]:
     pb = param_breakdown(model)
     emb = pb.embedding + pb.lm_head
     return {"params": pb.total, "embedding_and_head": emb, "share": emb / pb.total, "linear": pb.linear}
-
-
-# ----------------------------------------------------------------------------- the text
-
-def eval_text() -> str:
-    """The fixed evaluation text shipped with helpers (original prose, public domain)."""
-    return EVAL_TEXT.read_text(encoding="utf-8")
-
-
-def eval_ids(tokenizer, max_tokens: int | None = None) -> list[int]:
-    """Token ids of the evaluation text (a beginning-of-sequence token first, as the tokenizer adds it)."""
-    ids = tokenizer.encode(eval_text())
-    ids = list(ids["input_ids"] if isinstance(ids, dict) else ids)
-    return ids[:max_tokens] if max_tokens else ids
-
-
-# ----------------------------------------------------------------------------- quality
-
-def next_token_logprobs(model, ids) -> Any:
-    """Log-probabilities of the next token at every position of one sequence: (positions, vocab), fp32 on CPU."""
-    import torch
-
-    device = next(model.parameters()).device
-    x = torch.as_tensor(ids, dtype=torch.long).reshape(1, -1).to(device)
-    with torch.inference_mode():
-        logits = model(input_ids=x, use_cache=False).logits[0]
-    return torch.log_softmax(logits.float(), dim=-1).cpu()
-
-
-def perplexity(logprobs, ids) -> float:
-    """exp(mean NLL): position t predicts token t+1. A uniform distribution over V tokens gives exactly V."""
-    import torch
-
-    target = torch.as_tensor(ids, dtype=torch.long)[1:]
-    nll = -logprobs[:-1].double().gather(-1, target[:, None]).squeeze(-1)
-    return math.exp(nll.mean().item())
-
-
-def kl_per_position(ref_logprobs, logprobs):
-    """KL(p_ref ‖ p) at each position, in nats (float64)."""
-    ref = ref_logprobs.double()
-    return (ref.exp() * (ref - logprobs.double())).sum(-1)
-
-
-def top1_agreement(ref_logprobs, logprobs) -> float:
-    """Share of positions where both distributions rank the same token first."""
-    return (ref_logprobs.argmax(-1) == logprobs.argmax(-1)).double().mean().item()
-
-
-def quality(ref_logprobs, logprobs, ids) -> dict[str, float]:
-    """Perplexity of both, mean and max KL(p_ref ‖ p_q) over positions, top-1 agreement."""
-    kl = kl_per_position(ref_logprobs, logprobs)
-    return {"perplexity": perplexity(logprobs, ids), "reference_perplexity": perplexity(ref_logprobs, ids),
-            "kl_mean": kl.mean().item(), "kl_max": kl.max().item(),
-            "top1_agreement": top1_agreement(ref_logprobs, logprobs), "positions": int(kl.numel())}
 
 
 # ----------------------------------------------------------------------------- speed
@@ -411,23 +351,21 @@ def quality_rows(results: list[VariantResult], loaded_label: str) -> list[dict[s
 
 # ----------------------------------------------------------------------------- a big model, a small GPU
 
-# vLLM's default --gpu-memory-utilization is 0.9: it leaves 10 % of the device for the CUDA context,
-# activations, CUDA graphs and the allocator. We reserve the same share.
-RUNTIME_RESERVE_SHARE = 0.10
 # openai/gpt-oss-120b on the Hub: the safetensors tensors' total (model.safetensors.index.json
 # total_size; helpers/presets/SOURCES.md).
 GPT_OSS_120B_CHECKPOINT_BYTES = 65_248_815_744
 
 
 def fit_on_gpu(model: str = "gpt-oss-120b", schemes=("bf16", "fp8", "mxfp4"), gpu_bytes: float = 80e9,
-               reserve_share: float = RUNTIME_RESERVE_SHARE, kv_dtype: str = "bf16") -> list[dict[str, Any]]:
+               kv_dtype: str = "bf16") -> list[dict[str, Any]]:
     """Does the model fit on one GPU under each scheme? Weight bytes from helpers.memory against the
-    GPU's memory less a runtime reserve, and what is left for the KV cache: in bytes, and as the longest
-    single sequence whose cache fits there (sliding windows honoured; capped at the model's context)."""
-    if not gpu_bytes > 0 or not 0 <= reserve_share < 1:
-        raise ValueError(f"gpu_bytes must be > 0 and reserve_share in [0, 1), got {gpu_bytes!r}, {reserve_share!r}")
+    GPU's memory less the runtime reserve the capacity planner counts (helpers.capacity.usable_bytes),
+    and what is left for the KV cache: in bytes, and as the longest single sequence whose cache fits
+    there (sliding windows honoured; capped at the model's context)."""
+    from .capacity import usable_bytes
+
     spec = get_spec(model)
-    usable = gpu_bytes * (1 - reserve_share)
+    usable = usable_bytes(gpu_bytes)
     rows = []
     for s in schemes:
         w = weight_bytes(spec, s)

@@ -9,10 +9,10 @@ def _():
     import marimo as mo
     import pandas as pd
 
-    from helpers import memory, models, notebook, plots, quant
+    from helpers import capacity, memory, models, notebook, plots, quant
 
     notebook.setup()
-    return memory, mo, models, pd, plots, quant
+    return capacity, memory, mo, models, pd, plots, quant
 
 
 @app.cell
@@ -213,12 +213,12 @@ def _(loaded, pd, quant, results):
 
 
 @app.cell
-def _(memory, mo, quant):
+def _(capacity, memory, mo, quant):
     _rows = quant.fit_on_gpu("gpt-oss-120b")
     _mx = next(r for r in _rows if r["scheme"] == "mxfp4")
     _pub = quant.GPT_OSS_120B_CHECKPOINT_BYTES
     _ctx = _mx["KV cache room (bf16), one sequence up to (tokens)"]
-    _left = 80e9 * (1 - quant.RUNTIME_RESERVE_SHARE) - _mx["weight bytes"]
+    _left = capacity.usable_bytes(80e9) - _mx["weight bytes"]
     _users4k = int(_left // memory.kv_cache_bytes("gpt-oss-120b", 4096))
     mo.md(f"""
     ## A big model on one GPU: GPT-OSS-120B
@@ -227,8 +227,10 @@ def _(memory, mo, quant):
     experts in **MXFP4** — 4-bit values in blocks of 32 sharing one 8-bit scale — and everything else
     (attention, router, embeddings, norms) in bf16. From its config, with `helpers.memory.weight_bytes`:
     bf16 everywhere, fp8 for every matrix, or MXFP4 experts. The GPU: 80 GB (80 × 10⁹ bytes), less a
-    runtime reserve of {quant.RUNTIME_RESERVE_SHARE:.0%} for the CUDA context, activations and the
-    allocator (vLLM's default `gpu_memory_utilization` is 0.9 for the same reason).
+    runtime reserve for the CUDA context, activations and the allocator — the same one the capacity
+    planner counts (`helpers.capacity.usable_bytes`: vLLM's default `gpu_memory_utilization` of
+    {capacity.GPU_MEMORY_UTILIZATION} less {capacity.RUNTIME_OVERHEAD_BYTES / 1e9:.1f} GB), leaving
+    {_mx['usable after reserve (GB)']:.1f} GB.
 
     **Independent check:** the MXFP4 prediction is {_mx['weight bytes']:,} bytes; the checkpoint on
     the Hub holds {_pub:,} bytes of tensors (`total_size` of its safetensors index) — a difference of
@@ -260,7 +262,7 @@ def _(gpt_oss, plots):
     _ax.axhline(gpt_oss["usable after reserve (GB)"].iloc[0], color="k", lw=1, ls="--")
     _ax.annotate("one 80 GB GPU", (1.01, gpt_oss["GPU (GB)"].iloc[0]), xycoords=("axes fraction", "data"),
                  va="bottom", fontsize=8)
-    _ax.annotate("less 10 % reserve", (1.01, gpt_oss["usable after reserve (GB)"].iloc[0]),
+    _ax.annotate("less the runtime reserve", (1.01, gpt_oss["usable after reserve (GB)"].iloc[0]),
                  xycoords=("axes fraction", "data"), va="top", fontsize=8)
     for _i, _w in enumerate(gpt_oss["weights (GB)"]):
         _ax.text(_i, _w / 2, f"{_w:,.1f} GB", ha="center", color="white", fontsize=9)

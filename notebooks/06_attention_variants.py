@@ -9,10 +9,10 @@ def _():
     import marimo as mo
     import pandas as pd
 
-    from helpers import attention, notebook, plots
+    from helpers import attention, mla, notebook, plots
 
     notebook.setup()
-    return attention, mo, pd, plots
+    return attention, mla, mo, pd, plots
 
 
 @app.cell
@@ -150,8 +150,8 @@ def _(plots, sliding):
 
 
 @app.cell
-def _(attention, mo):
-    _c = attention.TINY_MLA_CONFIG
+def _(mla, mo):
+    _c = mla.TINY_MLA_CONFIG
     mo.md(f"""
     ## Measured: MLA caches a latent, not heads
 
@@ -159,7 +159,7 @@ def _(attention, mo):
     **c** of `kv_lora_rank` numbers and caches it, together with one small **decoupled RoPE key**
     k_R of `qk_rope_head_dim` numbers shared by all heads (position information cannot pass through
     the compression, so it travels beside it). At attention time up-projections rebuild every head's
-    key and value from c. `helpers.attention.MLAttention` is a small, readable MLA in torch
+    key and value from c. `helpers.mla.MLAttention` is a small, readable MLA in torch
     ({_c['num_hidden_layers']} layers, {_c['num_attention_heads']} heads, latent {_c['kv_lora_rank']}
     + rope key {_c['qk_rope_head_dim']}); its cache holds only `[c | k_R]` per token per layer.
     It attends straight from the cache with the key up-projection *absorbed* into the query — the
@@ -170,10 +170,10 @@ def _(attention, mo):
 
 
 @app.cell
-def _(attention, pd):
-    mla = pd.DataFrame(attention.measure_mla())
-    mla["measured on"] = "helpers.attention.TinyMLA (random weights) · fp32 · cpu"
-    mla
+def _(mla, pd):
+    mla_cache = pd.DataFrame(mla.measure_mla())
+    mla_cache["measured on"] = "helpers.mla.TinyMLA (random weights) · fp32 · cpu"
+    mla_cache
     return
 
 
@@ -187,8 +187,8 @@ def _(mo):
 
 
 @app.cell
-def _(attention, pd):
-    hf_mla = pd.DataFrame(attention.measure_hf_mla())
+def _(mla, pd):
+    hf_mla = pd.DataFrame(mla.measure_hf_mla())
     hf_mla["measured on"] = "transformers DeepseekV3ForCausalLM, toy config (random weights) · fp32 · cpu"
     hf_mla
     return

@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 
-from helpers import attention, memory, specs
+from helpers import attention, memory, mla, specs
 from helpers.__main__ import main as cli
 from helpers.models import TINY_CONFIG
 
@@ -116,28 +116,28 @@ def test_sliding_window_caps_a_real_cache(tmp_path):
 # ----------------------------------------------------------------------- measured: MLA
 
 def test_mla_latent_cache_equals_formula_and_holds_no_heads():
-    cfg = attention.TINY_MLA_CONFIG
-    rows = attention.measure_mla(cases=((16, 1), (40, 3)), prompt=5)
+    cfg = mla.TINY_MLA_CONFIG
+    rows = mla.measure_mla(cases=((16, 1), (40, 3)), prompt=5)
     assert all(r["equal"] for r in rows)
     per_token = cfg["num_hidden_layers"] * (cfg["kv_lora_rank"] + cfg["qk_rope_head_dim"]) * 4   # fp32
     assert [r["measured latent cache (B)"] for r in rows] == [16 * per_token, 40 * 3 * per_token]
     assert all(r["max |cached − expanded| output"] < 1e-4 * r["output scale (max |x|)"] for r in rows)
-    model = attention.tiny_mla()
-    _, _, cache = attention.run_mla(model, 10, 2, prompt=4)
+    model = mla.tiny_mla()
+    _, _, cache = mla.run_mla(model, 10, 2, prompt=4)
     assert [tuple(layer.latent.shape) for layer in cache.layers] == [(2, 10, 48)] * 4
 
 
 def test_mla_absorbed_attention_equals_expanded_heads_in_float64():
-    model = attention.tiny_mla(dtype=torch.float64)
-    out, ref, _ = attention.run_mla(model, 24, 2, prompt=6, dtype=torch.float64)
+    model = mla.tiny_mla(dtype=torch.float64)
+    out, ref, _ = mla.run_mla(model, 24, 2, prompt=6, dtype=torch.float64)
     torch.testing.assert_close(out, ref, rtol=1e-10, atol=1e-10)
     # token by token from the first gives the same
-    out1, ref1, _ = attention.run_mla(model, 12, 1, prompt=1, dtype=torch.float64)
+    out1, ref1, _ = mla.run_mla(model, 12, 1, prompt=1, dtype=torch.float64)
     torch.testing.assert_close(out1, ref1, rtol=1e-10, atol=1e-10)
 
 
 def test_transformers_deepseek_v3_caches_the_latent_too():
-    rows = attention.measure_hf_mla(cases=((9, 2),))
+    rows = mla.measure_hf_mla(cases=((9, 2),))
     assert rows[0]["equal"] and rows[0]["measured (B)"] == 9 * 2 * 4 * 48 * 4
 
 

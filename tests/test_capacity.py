@@ -259,3 +259,12 @@ def test_bench_capacity_reports_predicted_measured_and_ratio():
     import json
 
     json.dumps(r)   # make bench prints it as JSON
+
+
+def test_usable_bytes_is_the_reserve_every_notebook_counts():
+    from helpers import capacity
+
+    assert capacity.usable_bytes(80e9) == pytest.approx(0.9 * 80e9 - 1.5e9)   # 70.5 GB
+    assert capacity.usable_bytes(16e9) == pytest.approx(12.9e9)               # a T4: less than 14.48 GB of weights
+    with pytest.raises(ValueError):
+        capacity.usable_bytes(0)

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from helpers import memory, models, quant, specs
+from helpers import memory, models, quality, quant, specs
 from helpers.specs import PRESETS
 
 SCHEMES = ("bf16", "int8", "nf4", "nf4-dq")
@@ -78,28 +78,28 @@ def test_embedding_share_tiny_against_mistral(tiny):
 def test_perplexity_of_uniform_is_vocab_size():
     v = 50
     lp = torch.full((10, v), -math.log(v), dtype=torch.float64)
-    assert quant.perplexity(lp, list(range(10))) == pytest.approx(v, rel=1e-9)
+    assert quality.perplexity(lp, list(range(10))) == pytest.approx(v, rel=1e-9)
 
 
 def test_kl_and_top1_hand_computed():
     ref = torch.log(torch.tensor([[0.5, 0.5], [0.9, 0.1]]))
     q = torch.log(torch.tensor([[0.9, 0.1], [0.9, 0.1]]))
-    kl = quant.kl_per_position(ref, q)
+    kl = quality.kl_per_position(ref, q)
     assert kl[0].item() == pytest.approx(0.5 * math.log(0.5 / 0.9) + 0.5 * math.log(0.5 / 0.1), rel=1e-6)
     assert kl[1].item() == pytest.approx(0.0, abs=1e-12)
     # argmax of [0.5, 0.5] is token 0, as for [0.9, 0.1]
-    assert quant.top1_agreement(ref, q) == 1.0
-    assert quant.top1_agreement(ref, torch.log(torch.tensor([[0.1, 0.9], [0.9, 0.1]]))) == 0.5
-    same = quant.quality(ref, ref, [0, 1])
+    assert quality.top1_agreement(ref, q) == 1.0
+    assert quality.top1_agreement(ref, torch.log(torch.tensor([[0.1, 0.9], [0.9, 0.1]]))) == 0.5
+    same = quality.quality(ref, ref, [0, 1])
     assert same["kl_mean"] == 0 and same["top1_agreement"] == 1 and same["perplexity"] == same["reference_perplexity"]
 
 
 def test_eval_text_is_shipped_and_tokenizes(tiny):
-    text = quant.eval_text()
+    text = quality.eval_text()
     assert 2_000 < len(text.encode()) < 20_000
-    ids = quant.eval_ids(tiny.tokenizer)
+    ids = quality.eval_ids(tiny.tokenizer)
     assert len(ids) > 500 and all(isinstance(i, int) for i in ids)
-    assert quant.eval_ids(tiny.tokenizer, 100) == ids[:100]
+    assert quality.eval_ids(tiny.tokenizer, 100) == ids[:100]
 
 
 # ----------------------------------------------------------------------- the comparison on the tiny model
@@ -155,10 +155,11 @@ def test_gpt_oss_fits_one_80gb_gpu_only_in_mxfp4():
     rows = {r["scheme"]: r for r in quant.fit_on_gpu("gpt-oss-120b", gpu_bytes=80e9)}
     assert not rows["bf16"]["fits"] and not rows["fp8"]["fits"] and rows["mxfp4"]["fits"]
     assert rows["bf16"]["weights (GB)"] == pytest.approx(233.66, abs=0.01)   # "about 234 GB"
-    assert rows["mxfp4"]["usable after reserve (GB)"] == pytest.approx(72.0)
-    assert rows["mxfp4"]["left for KV cache (GB)"] == pytest.approx(72.0 - 65.248815744, abs=0.005)
-    # 6.75 GB of KV room holds more than the model's 131,072-token context (half its layers slide)
-    left = 72e9 - 65_248_815_744
+    # the capacity planner's reserve: 0.9 × 80 GB − 1.5 GB = 70.5 GB usable
+    assert rows["mxfp4"]["usable after reserve (GB)"] == pytest.approx(70.5)
+    assert rows["mxfp4"]["left for KV cache (GB)"] == pytest.approx(70.5 - 65.248815744, abs=0.005)
+    # 5.25 GB of KV room holds more than the model's 131,072-token context (half its layers slide)
+    left = 70.5e9 - 65_248_815_744
     n = quant.max_context_in(left, "gpt-oss-120b")
     assert memory.kv_cache_bytes("gpt-oss-120b", n) <= left < memory.kv_cache_bytes("gpt-oss-120b", n + 1)
     assert n > 131072 and rows["mxfp4"]["KV cache room (bf16), one sequence up to (tokens)"] == 131072
