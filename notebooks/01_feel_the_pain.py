@@ -92,8 +92,9 @@ def _(fmt_bytes, kv_bytes_per_token, label, loaded, memory, mo):
     Per token this model caches **{fmt_bytes(kv_bytes_per_token(loaded.spec, loaded.dtype))}**
     ({loaded.dtype}). The measured bytes {'equal the formula at every point' if _match else '**differ from the formula**'}
     ({len(_ok)} points{f", up to {fmt_bytes(int(_ok['cache_bytes'].max()))} at {int(_ok['tokens'].max()):,} tokens" if len(_ok) else ""}).{_note}{_peak}
-    For Mistral 7B in bf16 the same formula gives 131,072 B = 128 KiB per token: 0.5 GiB for one 4k-token
-    conversation. Measured on {label}.
+    For Mistral 7B in bf16 the same formula gives {fmt_bytes(kv_bytes_per_token("mistral-7b-v0.1", "bf16"))} per
+    token: {kv_bytes_per_token("mistral-7b-v0.1", "bf16") * 4096 / 2**30:.1f} GiB for one 4k-token conversation.
+    Measured on {label}.
     """)
     return
 

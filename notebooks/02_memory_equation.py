@@ -42,13 +42,14 @@ def _(get_spec, models):
 
 
 @app.cell
-def _(mo):
-    mo.md("""
+def _(memory, mo):
+    _w = memory.weight_bytes("mistral-7b-v0.1", "bf16")
+    mo.md(f"""
     ## 1 · Weights: parameters × bytes per parameter
 
     The parameter count is exact, counted from the architecture itself (built by `transformers` on
-    the `meta` device: shapes, no storage). Mistral 7B v0.1 has 7,241,732,096 parameters: 14.48 GB
-    (13.49 GiB) in bf16 — not "14.6 GB". Quantized schemes add their scales and code books
+    the `meta` device: shapes, no storage). Mistral 7B v0.1 has {_w.params:,} parameters: {_w.bytes / 1e9:.2f} GB
+    ({_w.bytes / 2**30:.2f} GiB) in bf16 — not "14.6 GB". Quantized schemes add their scales and code books
     (`helpers.memory.weight_bytes`; notebook 05 measures them).
     """)
     return

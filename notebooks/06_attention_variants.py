@@ -219,14 +219,15 @@ def _(attention, pd):
     ratios = pd.DataFrame(attention.mla_ratios("deepseek-v3", "mistral-7b-v0.1"))
     ratios["source"] = "computed from deepseek-v3 and mistral-7b-v0.1 config.json"
     ratios
-    return
+    return (ratios,)
 
 
 @app.cell
-def _(mo):
-    mo.md("""
-    So: **≈ 57× against MHA of the same model** (71× if the MHA keys carry the 64 rope dims too), but
-    only **≈ 1.9× against Mistral 7B's GQA cache** — and Mistral 7B is a far smaller model. Both are
+def _(mo, ratios):
+    _x = ratios["baseline ÷ MLA"].tolist()   # rows: MLA itself, MHA 128×128, MHA with rope keys, GQA
+    mo.md(f"""
+    So: **≈ {_x[1]:.0f}× against MHA of the same model** ({_x[2]:.0f}× if the MHA keys carry the 64 rope dims too), but
+    only **≈ {_x[3]:.1f}× against Mistral 7B's GQA cache** — and Mistral 7B is a far smaller model. Both are
     true; quote the one whose baseline you name.
 
     The same figures from the command line, for any preset or `config.json`, any context — MLA and
