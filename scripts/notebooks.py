@@ -94,11 +94,15 @@ def stale() -> list[str]:
 
 def _execute(ipynb: Path, timeout: int) -> tuple[bool, float, object, str]:
     import nbformat
+    from jupyter_client import KernelManager
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
 
     nb = nbformat.read(ipynb, as_version=4)
-    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(ROOT)}})
+    # IPC sockets: the kernel is local, and TCP would make it warn about unencrypted traffic.
+    km = KernelManager(kernel_name="python3", transport="ipc")
+    client = NotebookClient(nb, km=km, timeout=timeout, kernel_name="python3",
+                            resources={"metadata": {"path": str(ROOT)}})
     t0 = time.perf_counter()
     try:
         client.execute()
@@ -107,6 +111,9 @@ def _execute(ipynb: Path, timeout: int) -> tuple[bool, float, object, str]:
         ok, err = False, str(exc).strip().splitlines()[-1][:500]
     except Exception as exc:  # noqa: BLE001 - a kernel death or timeout is a failed notebook in the report
         ok, err = False, f"{type(exc).__name__}: {exc}"[:500]
+    finally:
+        if km.has_kernel:  # we own the kernel manager, so the kernel is ours to stop
+            km.shutdown_kernel(now=True)
     return ok, time.perf_counter() - t0, nb, err
 
 
