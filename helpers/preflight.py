@@ -3,6 +3,7 @@ whether the weights are present, and a go/no-go line for each notebook."""
 from __future__ import annotations
 
 import importlib
+import os
 import platform
 import re
 import time
@@ -45,7 +46,7 @@ class ModelCheck:
     message: str
 
 
-def check_model(profile: str | None = None) -> ModelCheck:
+def check_model(profile: str | None = None, device: str | None = None) -> ModelCheck:
     """Load the profile's model and run one forward pass; report instead of raising."""
     from .models import ProfileUnavailable, load
 
@@ -53,7 +54,7 @@ def check_model(profile: str | None = None) -> ModelCheck:
     try:
         import torch
 
-        loaded = load(profile)
+        loaded = load(profile, device)
         ids = loaded.tokenizer("Preflight check.", return_tensors="pt")["input_ids"].to(loaded.device)
         with torch.inference_mode():
             loaded.model(input_ids=ids)
@@ -98,11 +99,22 @@ def go_no_go(model_ok: bool, versions: dict[str, str], device: str, folder: Path
 
 
 def summary() -> dict:
-    """Everything the preflight notebook shows, as plain data."""
-    dev = pick_device()
+    """Everything the preflight notebook shows, as plain data. A wrong WORKSHOP_DEVICE or
+    WORKSHOP_PROFILE is reported (and the defaults used), not raised: the preflight must always answer."""
+    problems = []
+    try:
+        dev = pick_device()
+    except ValueError as exc:
+        problems.append(f"WORKSHOP_DEVICE: {exc}; using auto")
+        dev = pick_device("auto")
     info = device_info(dev)
-    profile, reason = resolve_profile()
+    try:
+        profile, reason = resolve_profile(device=dev)
+    except ValueError as exc:
+        problems.append(f"{exc}; using auto")
+        profile, reason = resolve_profile("auto", device=dev)
+        reason = f"{reason} (WORKSHOP_PROFILE is not valid: {os.environ.get('WORKSHOP_PROFILE')!r})"
     status = weights_status(probe_hub=(dev == "cuda"), timeout=5)
     return {"device": info.to_dict(), "profile": profile, "reason": reason,
             "weights": {"available": status.available, "where": status.where, "message": status.message},
-            "versions": library_versions()}
+            "versions": library_versions(), "problems": problems}

@@ -37,7 +37,9 @@ def _(preflight):
 
 @app.cell
 def _(mo):
-    mo.md("""## This machine and the profile""")
+    mo.md("""
+    ## This machine and the profile
+    """)
     return
 
 
@@ -54,6 +56,7 @@ def _(fmt_bytes, info, pd):
             ("profile", info["profile"]),
             ("why this profile", info["reason"]),
             ("Mistral 7B weights", info["weights"]["message"]),
+            *[("⚠ setting ignored", p) for p in info["problems"]],
         ],
         columns=["what", "this machine"],
     ).set_index("what")
@@ -63,7 +66,9 @@ def _(fmt_bytes, info, pd):
 
 @app.cell
 def _(mo):
-    mo.md("""## Library versions""")
+    mo.md("""
+    ## Library versions
+    """)
     return
 
 
@@ -75,8 +80,8 @@ def _(info, pd):
 
 
 @app.cell
-def _(preflight):
-    model_check = preflight.check_model()
+def _(info, preflight):
+    model_check = preflight.check_model(info["profile"], info["device"]["kind"])
     return (model_check,)
 
 

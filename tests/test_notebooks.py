@@ -46,3 +46,16 @@ def test_marimo_notebook_runs_in_marimo(src, tmp_path):
     env = dict(os.environ, HF_HUB_OFFLINE="1", WORKSHOP_PROFILE="tiny", MPLBACKEND="Agg")
     r = subprocess.run([sys.executable, str(src)], capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env)
     assert r.returncode == 0, f"{src.name} failed under marimo:\n{r.stderr[-3000:]}"
+
+
+def test_preflight_reports_a_wrong_profile_instead_of_failing(monkeypatch):
+    from helpers import preflight
+
+    monkeypatch.setenv("WORKSHOP_PROFILE", "mistral-70b")
+    monkeypatch.setenv("WORKSHOP_DEVICE", "tpu")
+    info = preflight.summary()
+    assert info["profile"] == "tiny" and "not valid: 'mistral-70b'" in info["reason"]
+    assert any("allowed: auto, tiny, mistral-7b, mistral-7b-random" in p for p in info["problems"])
+    assert any("WORKSHOP_DEVICE" in p for p in info["problems"])
+    check = preflight.check_model(info["profile"], info["device"]["kind"])
+    assert check.ok and check.profile == "tiny"
