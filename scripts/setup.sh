@@ -3,9 +3,8 @@
 # - A host that already has torch (Colab, Molab, a GPU box) keeps it: the venv sees the system
 #   site-packages and pip does not replace torch.
 # - A machine without torch gets a CPU build pinned to TORCH_VERSION, so pip never pulls a
-#   multi-GB CUDA wheel there; a CUDA host without torch gets PyPI's default (CUDA) build.
-#   Elsewhere than this workshop's machines, TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
-#   makes the CPU build explicit.
+#   multi-GB CUDA wheel there (on Linux the "+cpu" wheel from PyTorch's CPU index, TORCH_INDEX_URL
+#   to use a mirror); a CUDA host without torch gets PyPI's default (CUDA) build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -32,10 +31,18 @@ if ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
   if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
     echo "setup: CUDA GPU found; installing torch with CUDA"
     "${pip[@]}" torch
-  elif [ -n "${TORCH_INDEX_URL:-}" ]; then
-    "${pip[@]}" "torch==$TORCH_VERSION" --index-url "$TORCH_INDEX_URL"
+  elif [ "$(uname -s)" = Linux ]; then
+    # PyPI's Linux wheel bundles CUDA (GBs); the CPU build is "+cpu" on PyTorch's CPU index.
+    echo "setup: no GPU; installing the CPU build torch==$TORCH_VERSION+cpu"
+    # torch alone from there (its dependencies then come from PyPI as usual).
+    if "${pip[@]}" --no-deps --retries 1 --timeout 15 "torch==$TORCH_VERSION+cpu" \
+         --extra-index-url "${TORCH_INDEX_URL:-https://download.pytorch.org/whl/cpu}" 2>/dev/null; then
+      "${pip[@]}" "torch==$TORCH_VERSION+cpu"
+    else
+      "${pip[@]}" "torch==$TORCH_VERSION"
+    fi
   else
-    echo "setup: no GPU; installing the CPU build torch==$TORCH_VERSION"
+    echo "setup: no GPU; installing torch==$TORCH_VERSION (PyPI's macOS and Windows wheels have no CUDA)"
     "${pip[@]}" "torch==$TORCH_VERSION"
   fi
 fi
