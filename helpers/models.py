@@ -120,6 +120,37 @@ def _offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes")
 
 
+def _probe_hub(model_id: str, timeout: float) -> None:
+    """Ask the Hub whether this machine may download model_id; raise what it answered, or TimeoutError
+    after `timeout` seconds. huggingface_hub's auth_check takes no timeout (its HTTP client has none),
+    so a stalled connection would hang the caller: the probe runs in a daemon thread that is left
+    behind when it does not answer in time."""
+    import threading
+
+    outcome: dict[str, BaseException] = {}
+
+    def probe() -> None:
+        try:
+            try:
+                from huggingface_hub import auth_check
+            except ImportError:
+                from huggingface_hub import HfApi
+
+                HfApi().model_info(model_id, timeout=timeout)
+            else:
+                auth_check(model_id)
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=probe, name="workshop-hub-probe", daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive():
+        raise TimeoutError(f"no answer from the Hub within {timeout:g} s")
+    if "error" in outcome:
+        raise outcome["error"]
+
+
 def weights_status(model_id: str | None = None, probe_hub: bool = True, timeout: float = 10.0) -> WeightsStatus:
     """Whether a model's weights can be loaded: in the local Hugging Face cache, or reachable on the Hub
     with access granted. Never downloads, and answers within ``timeout`` seconds."""
@@ -139,18 +170,10 @@ def weights_status(model_id: str | None = None, probe_hub: bool = True, timeout:
             f"{model_id} weights are not in the local cache and the Hub is switched off (HF_HUB_OFFLINE=1). "
             f"Fix: on a machine with internet run `hf download {model_id}` (accept the licence at {page} "
             "and set HF_TOKEN first if it is gated), or use WORKSHOP_PROFILE=tiny or mistral-7b-random."))
-    os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", str(int(timeout)))
     try:
-        from huggingface_hub import HfApi
         from huggingface_hub.utils import GatedRepoError, RepositoryNotFoundError
 
-        api = HfApi()
-        try:
-            from huggingface_hub import auth_check
-
-            auth_check(model_id)
-        except ImportError:
-            api.model_info(model_id, timeout=timeout)
+        _probe_hub(model_id, timeout)
         return WeightsStatus(True, "hub", f"{model_id} is reachable on the Hub; the first load downloads about 15 GB")
     except Exception as exc:  # noqa: BLE001 - classify below
         name = type(exc).__name__
@@ -212,9 +235,18 @@ def resolve_profile(profile: str | None = None, device: str | None = None) -> tu
 
 
 def default_dtype(profile: str, device: str) -> str:
-    """bf16 on a GPU; fp32 for the tiny model on a CPU, where bf16 matmuls are slow."""
+    """bf16 on a GPU that computes it natively (Ampere and later), fp16 on older ones (a T4, a V100:
+    bf16 there is emulated and slow); fp32 for the tiny model on a CPU, where bf16 matmuls are slow."""
     if device == "cpu" and profile == "tiny":
         return "fp32"
+    if device == "cuda":
+        import torch
+
+        try:
+            native = torch.cuda.is_bf16_supported(including_emulation=False)
+        except TypeError:  # older torch: no including_emulation argument
+            native = torch.cuda.get_device_capability()[0] >= 8
+        return "bf16" if native else "fp16"
     return "bf16"
 
 

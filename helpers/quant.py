@@ -16,6 +16,7 @@ import gc
 import json
 import logging
 import os
+import shutil
 import time
 import warnings
 from dataclasses import asdict, dataclass
@@ -65,12 +66,27 @@ def model_source(loaded) -> str | Path:
     if loaded.profile == "tiny":
         return models.build_tiny()
     if loaded.profile == "mistral-7b-random":
+        import torch
+        import transformers
+
         folder = models.cache_dir() / "mistral-7b-random"
-        stamp = {"config": loaded.config, "seed": models.TINY_SEED}
+        # The random weights depend on more than config and seed: torch's CUDA generator fills a tensor
+        # with a launch grid sized by the GPU's SM count, and init code changes between versions. A
+        # copy saved under another GPU or version holds different weights, and the quality columns
+        # would compare two unrelated models: save again then.
+        gpu = torch.cuda.get_device_name() if str(loaded.device).startswith("cuda") else str(loaded.device)
+        stamp = {"config": loaded.config, "seed": models.TINY_SEED, "device": gpu,
+                 "torch": torch.__version__, "transformers": transformers.__version__}
         marker = folder / "workshop-build.json"
         if not (marker.exists() and json.loads(marker.read_text()) == stamp):
+            # start from an empty folder: an interrupted save then leaves no marker, and no weights file
+            # of an earlier save stays beside the new ones (from_pretrained would prefer a stale single
+            # model.safetensors to a new sharded index)
+            shutil.rmtree(folder, ignore_errors=True)
             folder.mkdir(parents=True, exist_ok=True)
-            loaded.model.save_pretrained(folder)
+            # shards of 2 GB: safetensors copies a whole shard from the GPU to host memory before it
+            # writes it, and one 14.5 GB shard (transformers' default allows 50 GB) needs that much RAM
+            loaded.model.save_pretrained(folder, max_shard_size="2GB")
             marker.write_text(json.dumps(stamp, indent=1))
         return folder
     return os.environ.get("WORKSHOP_MODEL_ID") or loaded.model_name
@@ -202,10 +218,11 @@ class Sizes:
 
 
 def sizes_for(profile: str, device: str) -> Sizes:
-    """A CPU gets a short prompt and few tokens (seconds); a GPU a 512-token prompt and 64 new tokens."""
+    """A CPU gets a short prompt and few tokens (seconds); a GPU a 512-token prompt and 64 new tokens,
+    3 repeats (four 7B variants must time within the recorded-results script's budget)."""
     if device == "cpu":
         return Sizes(prompt_tokens=128, new_tokens=16, repeats=3, eval_tokens=None)
-    return Sizes(prompt_tokens=512, new_tokens=64, repeats=5, eval_tokens=None)
+    return Sizes(prompt_tokens=512, new_tokens=64, repeats=3, eval_tokens=None)
 
 
 @dataclass

@@ -75,7 +75,7 @@ def sweep_sizes(profile: str, device: str, free_bytes: int | None = None) -> Swe
             memory_tokens=_doubling(16, 2048), ttft_tokens=_doubling(16, 2048), ttft_repeats=3,
             itl_contexts=(16, 64, 256, 1024, 2048), itl_steps=12,
             requests=8, prompt_range=(24, 160), new_tokens_range=(8, 40),
-            users_context=256, users_batches=(1, 2, 4, 8, 16) if not cuda else _doubling(64, 2**17),
+            users_context=256, users_batches=(1, 2, 4, 8, 16) if not cuda else _doubling(64, 2**15),  # CUDA kernels cap grids near 65k
             decode_batches=(1, 4, 16, 32), efficiency_context=128, efficiency_sizes=("probe", "small"),
         )
     if cuda and (free_bytes is None or free_bytes >= BIG_GPU_FREE_BYTES):

@@ -207,6 +207,7 @@ def _(mo):
 
 @app.cell
 def _(capacity_measured, mo):
+    from helpers.hardware import is_out_of_memory
     from helpers.models import ProfileUnavailable, load
 
     try:
@@ -217,6 +218,11 @@ def _(capacity_measured, mo):
         measured_view = mo.md(f"⚠️ The bandwidth microbenchmark is not available here: {_exc}")
     except (ProfileUnavailable, ValueError) as _exc:
         measured_view = mo.md(f"⚠️ **The profile's model cannot run here:** {_exc}")
+    except (RuntimeError, MemoryError) as _exc:
+        if not is_out_of_memory(_exc):
+            raise
+        measured_view = mo.md(f"⚠️ **The device ran out of memory measuring the step** — a result, not a "
+                              f"crash: this GPU cannot also hold the measurement's batch. ({_exc})")
     measured_view
     return
 

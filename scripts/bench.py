@@ -55,6 +55,18 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _release() -> None:
+    """Give back what a section loaded before the next one loads its own model: a transformers model
+    sits in reference cycles, so without a collection a 7B model (14.5 GB) would still hold the GPU
+    while the next section loads another."""
+    import gc
+
+    gc.collect()
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
 def run(names: list[str], out: Path) -> int:
     from helpers import bench
 
@@ -71,6 +83,7 @@ def run(names: list[str], out: Path) -> int:
                     "traceback": traceback.format_exc()[-4000:]}
         data["seconds"] = time.perf_counter() - t0
         data["machine"] = machine
+        _release()
         path = out / f"{name}.json"
         path.write_text(json.dumps(_plain(data), indent=1) + "\n")
         print(f"bench: {name} {'ok' if data['ok'] else 'FAILED'} in {data['seconds']:.1f} s -> {path}", flush=True)

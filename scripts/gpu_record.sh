@@ -26,8 +26,8 @@ export WORKSHOP_PROFILE="${WORKSHOP_PROFILE:-mistral-7b-random}"
 export HF_HUB_OFFLINE="${HF_HUB_OFFLINE:-1}"          # the random profile needs no download
 export HF_HUB_DISABLE_TELEMETRY=1 TOKENIZERS_PARALLELISM=false
 unset MPLBACKEND                                        # the kernels draw figures inline
-NOTEBOOK_LIMIT_S="${NOTEBOOK_LIMIT_S:-360}"             # all notebooks together
-BENCH_LIMIT_S="${BENCH_LIMIT_S:-90}"
+NOTEBOOK_LIMIT_S="${NOTEBOOK_LIMIT_S:-390}"             # all notebooks together
+BENCH_LIMIT_S="${BENCH_LIMIT_S:-75}"
 
 if [ -n "$DRY" ]; then
     GPU_NAME="dry run on $("$PY" -c "import sys; sys.path.insert(0, '.'); from helpers.hardware import device_info; print(device_info().label)")"
@@ -48,7 +48,7 @@ echo "gpu-record: $GPU_NAME -> $OUT (profile $WORKSHOP_PROFILE, notebooks ${NOTE
 T0=$(date +%s)
 NB_RC=0
 rm -f build/executed/[0-9][0-9]_*.ipynb
-timeout --signal=INT -k 20 "$NOTEBOOK_LIMIT_S" "$PY" scripts/notebooks.py run "${NOTEBOOKS[@]}" --timeout 240 || NB_RC=$?
+timeout --signal=INT -k 20 "$NOTEBOOK_LIMIT_S" "$PY" scripts/notebooks.py run "${NOTEBOOKS[@]}" --timeout 300 || NB_RC=$?
 T1=$(date +%s)
 BENCH_RC=0
 timeout --signal=INT -k 20 "$BENCH_LIMIT_S" "$PY" scripts/bench.py --out "$OUT" || BENCH_RC=$?

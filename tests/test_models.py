@@ -142,3 +142,35 @@ def test_unreachable_hub_is_not_a_hang(tmp_path):
     out = _load_message({"HF_ENDPOINT": "http://127.0.0.1:9", "HF_HUB_CACHE": str(tmp_path)})
     assert "cannot be reached" in out and "Fix:" in out
     assert time.perf_counter() - t0 < 30
+
+
+def test_stalled_hub_is_not_a_hang(tmp_path):
+    """A Hub that accepts the connection and never answers: huggingface_hub's auth_check has no timeout
+    of its own, so weights_status must give up after its `timeout` and say the Hub cannot be reached."""
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as srv:
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(8)   # the kernel completes the handshake; nothing ever reads or answers
+        env = {k: v for k, v in os.environ.items() if k != "HF_HUB_OFFLINE"}
+        env.update(HF_ENDPOINT=f"http://127.0.0.1:{srv.getsockname()[1]}", HF_HUB_CACHE=str(tmp_path))
+        code = "from helpers import models\nprint(models.weights_status(probe_hub=True, timeout=2).message)\n"
+        t0 = time.perf_counter()
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    assert "cannot be reached (TimeoutError)" in r.stdout and "Fix:" in r.stdout, r.stdout + r.stderr
+    assert time.perf_counter() - t0 < 30
+
+
+def test_default_dtype_by_device(monkeypatch):
+    import torch
+
+    assert models.default_dtype("tiny", "cpu") == "fp32"
+    assert models.default_dtype("mistral-7b", "mps") == "bf16"
+    # a CUDA GPU without native bf16 (a T4: compute capability 7.5) gets fp16, a newer one bf16
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: False)
+    assert models.default_dtype("mistral-7b", "cuda") == "fp16"
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: True)
+    assert models.default_dtype("mistral-7b-random", "cuda") == "bf16"

@@ -174,3 +174,27 @@ def test_max_context_honours_sliding_windows():
     per = memory.kv_bytes_per_token("llama-3.1-8b")
     assert quant.max_context_in(per * 1000, "llama-3.1-8b") == 1000
     assert quant.max_context_in(per - 1, "llama-3.1-8b") == 0
+
+
+def test_random_7b_copy_is_saved_again_when_it_may_hold_other_weights(tiny, tmp_path, monkeypatch):
+    """mistral-7b-random is saved once to be quantized while loading. Here the tiny model stands in for
+    it: a copy stamped by an older run (no GPU or library versions in the stamp) is replaced, without
+    leaving its single model.safetensors beside the new shards; a matching copy is reused."""
+    import dataclasses
+    import json
+
+    monkeypatch.setenv("WORKSHOP_CACHE", str(tmp_path))
+    loaded = dataclasses.replace(tiny, profile="mistral-7b-random")
+    folder = tmp_path / "mistral-7b-random"
+    folder.mkdir()
+    (folder / "model.safetensors").write_bytes(b"stale")
+    (folder / "workshop-build.json").write_text(json.dumps({"config": tiny.config, "seed": 0}))
+    assert quant.model_source(loaded) == folder
+    stamp = json.loads((folder / "workshop-build.json").read_text())
+    assert {"device", "torch", "transformers"} <= stamp.keys() and stamp["device"] == "cpu"
+    assert (folder / "model.safetensors").stat().st_size > 1000   # written again, not the stale bytes
+    before = (folder / "model.safetensors").stat().st_mtime_ns
+    assert quant.model_source(loaded) == folder
+    assert (folder / "model.safetensors").stat().st_mtime_ns == before   # reused
+    model = quant.load_quantized(folder, "nf4")
+    assert quant.footprint(model, tiny.spec, "nf4", "fp32")["exact"]
