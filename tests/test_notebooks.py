@@ -59,3 +59,13 @@ def test_preflight_reports_a_wrong_profile_instead_of_failing(monkeypatch):
     assert any("WORKSHOP_DEVICE" in p for p in info["problems"])
     check = preflight.check_model(info["profile"], info["device"]["kind"])
     assert check.ok and check.profile == "tiny"
+
+
+def test_readme_describes_the_tiny_profile_as_built():
+    """The README's profile table states the tiny model's shape: it must be the one helpers builds."""
+    from helpers.models import DEFAULT_MODEL_ID, TINY_CONFIG
+
+    readme = (ROOT / "README.md").read_text()
+    assert (f"{TINY_CONFIG['num_hidden_layers']} layers, hidden {TINY_CONFIG['hidden_size']}, random weights, "
+            f"real {TINY_CONFIG['vocab_size'] // 1000}k Mistral tokenizer") in readme
+    assert f"`{DEFAULT_MODEL_ID}`" in readme
