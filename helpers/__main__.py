@@ -117,7 +117,7 @@ def _register_topic_commands() -> None:
     """Topic modules (capacity, …) add their own commands when present."""
     import importlib
 
-    for mod in ("helpers.capacity_cli",):
+    for mod in ("helpers.capacity.cli",):
         try:
             importlib.import_module(mod)
         except ModuleNotFoundError as exc:

@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 
 # The commands of ``python -m helpers``: name -> (help, add_args, run, render). Kept here, in a
-# module imported once, so topic modules (helpers.capacity_cli, …) register into the same dict
+# module imported once, so topic modules (helpers.capacity.cli, …) register into the same dict
 # that main() reads — under ``python -m`` the running __main__ is not helpers.__main__.
 COMMANDS: dict[str, tuple[str, Callable[[Any], None], Callable[[Any], dict], Callable[[dict], str]]] = {}
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from .memory import kv_cache_bytes
-from .serving import ServeResult
+from .serving.naive import ServeResult
 from .workloads import GrowthFit, _window_slots
 
 

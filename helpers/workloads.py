@@ -9,7 +9,7 @@
 
 Sizes come from sweep_sizes(profile, device): small and fast for the tiny model on a CPU, the big
 ranges for Mistral 7B on a GPU. Every sweep stops at an out-of-memory error and records where.
-N requests served one after another, then together in one real batch, are in helpers.serving; the
+N requests served one after another, then together in one real batch, are in helpers.serving.naive; the
 figures of every sweep are in helpers.workload_figures.
 """
 from __future__ import annotations

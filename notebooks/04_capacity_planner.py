@@ -8,7 +8,8 @@ app = marimo.App(width="medium")
 def _():
     import marimo as mo
 
-    from helpers import capacity, capacity_measured, capacity_views, notebook
+    from helpers import capacity, notebook
+    from helpers.capacity import measured as capacity_measured, views as capacity_views
     from helpers.memory import KV_DTYPES, WEIGHT_SCHEMES
     from helpers.specs import PRESETS, get_spec
 

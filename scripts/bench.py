@@ -30,7 +30,7 @@ def _roofline() -> dict:
 
 
 def _capacity() -> dict:
-    from helpers import capacity_measured
+    from helpers.capacity import measured as capacity_measured
 
     return capacity_measured.bench_capacity()
 

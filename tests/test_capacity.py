@@ -4,7 +4,8 @@ import math
 
 import pytest
 
-from helpers import capacity, capacity_measured, capacity_ranking, capacity_views, gpus
+from helpers import capacity, gpus
+from helpers.capacity import measured as capacity_measured, ranking as capacity_ranking, views as capacity_views
 from helpers.memory import kv_cache_bytes, weight_bytes
 from helpers.specs import get_spec
 

@@ -1,7 +1,7 @@
 """Capacity and cost: does a model fit a GPU (or N of them in tensor parallel), how large a batch,
 how long a decode step and a prefill take at the floor the hardware sets, and what a million output
 tokens cost. Every catalogued GPU ranked by that cost once a latency SLO or a minimum batch is fixed:
-helpers.capacity_ranking.
+helpers.capacity.ranking.
 
 The memory of one GPU, as vLLM accounts for it (engine argument ``gpu_memory_utilization``, default
 0.9, https://docs.vllm.ai/en/latest/configuration/engine_args.html; the profiling in
@@ -35,8 +35,8 @@ The time of one step (a roofline, Williams et al. 2009; for LLM decoding e.g. Po
 The FP8 peak is used when the weights are fp8 and the GPU has FP8, else the BF16 peak. All
 figures are floors: engines reach roughly 60–80 % of peak bandwidth in decode.
 
-Built on plan(): the ranking (helpers.capacity_ranking), the planner's tables and figures
-(helpers.capacity_views) and its decode step against a measured one (helpers.capacity_measured).
+Built on plan(): the ranking (helpers.capacity.ranking), the planner's tables and figures
+(helpers.capacity.views) and its decode step against a measured one (helpers.capacity.measured).
 """
 from __future__ import annotations
 
@@ -45,10 +45,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from .gpus import GPU, get_gpu
-from .memory import KV_DTYPES, WEIGHT_SCHEMES, cached_tokens, kv_cache_bytes, weight_bytes
-from .specs import ModelSpec, get_spec, param_breakdown
-from .units import DTYPE_BYTES, normalize_dtype
+from ..gpus import GPU, get_gpu
+from ..memory import KV_DTYPES, WEIGHT_SCHEMES, cached_tokens, kv_cache_bytes, weight_bytes
+from ..specs import ModelSpec, get_spec, param_breakdown
+from ..units import DTYPE_BYTES, normalize_dtype
 
 GPU_MEMORY_UTILIZATION = 0.9          # vLLM's default gpu_memory_utilization
 RUNTIME_OVERHEAD_BYTES = 1.5e9        # activation peak + CUDA context etc., per GPU (see module doc)

@@ -10,7 +10,7 @@ catalogued GPU at that count) prints one line and exits 2.
 """
 from __future__ import annotations
 
-from .cli import command, positive_float, positive_int, table
+from ..cli import command, positive_float, positive_int, table
 
 
 def _register(name: str, help_: str, add_args, render, run) -> None:
@@ -28,7 +28,7 @@ def _num(x, fmt: str = "{:,.2f}") -> str:
 # ------------------------------------------------------------------ capacity
 
 def _capacity_args(p) -> None:
-    from .memory import KV_DTYPES, WEIGHT_SCHEMES
+    from ..memory import KV_DTYPES, WEIGHT_SCHEMES
 
     p.add_argument("--model", required=True, help="preset name or path to a config.json")
     p.add_argument("--gpu", required=True,
@@ -87,8 +87,8 @@ def _capacity_render(r: dict) -> str:
 
 
 def _capacity(a) -> dict:
-    from . import capacity, capacity_ranking, capacity_views
-    from .specs import get_spec
+    from . import planner as capacity, ranking as capacity_ranking, views as capacity_views
+    from ..specs import get_spec
 
     spec = get_spec(a.model)
     capacity.check_context(spec, a.context)
@@ -100,7 +100,7 @@ def _capacity(a) -> dict:
         return {"model": spec.name, "weight_dtype": a.dtype, "kv_dtype": a.kv_dtype, "context": a.context,
                 "gpus": a.gpus, "slo_ms": a.slo_ms, "min_batch": a.batch,
                 "source": capacity_views.source_text(spec, a.dtype, a.kv_dtype, a.gpus, a.context), "ranking": rows}
-    from .gpus import get_gpu
+    from ..gpus import get_gpu
 
     gpu = get_gpu(a.gpu)
     capacity.sharding(spec, a.gpus)
@@ -127,7 +127,7 @@ def _gpus_render(rows: list) -> str:
 
 
 def _gpus(a) -> list:
-    from .gpus import catalog_rows
+    from ..gpus import catalog_rows
 
     return catalog_rows()
 

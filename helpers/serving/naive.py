@@ -10,8 +10,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from .hardware import free_memory, is_out_of_memory, synchronize
-from .workloads import prefill
+from ..hardware import free_memory, is_out_of_memory, synchronize
+from ..workloads import prefill
 
 
 @dataclass(frozen=True)

@@ -8,10 +8,10 @@ from __future__ import annotations
 import math
 from typing import Iterable
 
-from .capacity import (GPU_COUNTS, Plan, _positive, _spec, _whole, check_context, plan, plan_for_slo,
+from .planner import (GPU_COUNTS, Plan, _positive, _spec, _whole, check_context, plan, plan_for_slo,
                        sharding)
-from .gpus import catalog, get_gpu
-from .specs import ModelSpec
+from ..gpus import catalog, get_gpu
+from ..specs import ModelSpec
 
 
 def _fits_somewhere(spec, weight_dtype, kv_dtype, context, gpus) -> bool:

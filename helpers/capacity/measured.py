@@ -5,8 +5,8 @@ step measured with a real KV cache, as a table for notebook 04 and as the capaci
 """
 from __future__ import annotations
 
-from .capacity import _positive, _whole, decode_attention_flops
-from .memory import KV_DTYPES, kv_cache_bytes
+from .planner import _positive, _whole, decode_attention_flops
+from ..memory import KV_DTYPES, kv_cache_bytes
 
 
 def measure_sizes(device: str) -> dict:
@@ -30,8 +30,8 @@ def predict_vs_measure(loaded, bandwidth: float | None = None, batch: int | None
     """
     import torch
 
-    from .memory import measured_weight_bytes
-    from .timing import timed_generate
+    from ..memory import measured_weight_bytes
+    from ..timing import timed_generate
 
     sizes = measure_sizes(loaded.device)
     batch = _whole(batch or sizes["batch"], "batch")
@@ -40,7 +40,7 @@ def predict_vs_measure(loaded, bandwidth: float | None = None, batch: int | None
     if new < 2:
         raise ValueError("new_tokens must be ≥ 2: the first token is the prefill, the rest are decode steps")
     if bandwidth is None:
-        from .microbench import measure_bandwidth
+        from ..microbench import measure_bandwidth
 
         bandwidth = float(measure_bandwidth(loaded.device))
         bw_source = "measured (helpers.roofline.measure_bandwidth)"
@@ -78,7 +78,7 @@ def comparison_table(result: dict):
     """predict_vs_measure() as a two-column DataFrame for a notebook."""
     import pandas as pd
 
-    from .units import fmt_bytes
+    from ..units import fmt_bytes
 
     rows = [("model · dtype · device · profile", result["label"]),
             ("batch × prompt, decode steps", f"{result['batch']} × {result['prompt_tokens']}, "
@@ -95,7 +95,7 @@ def comparison_table(result: dict):
 def bench_capacity() -> dict:
     """For `make bench`: the planner's predicted decode step for the active profile on this device,
     the measured step, and their ratio (measured ÷ predicted)."""
-    from .models import load
+    from ..models import load
 
     loaded = load()
     r = predict_vs_measure(loaded)

@@ -1,0 +1,146 @@
+"""Request workloads ("traces"), reproducible from a seed, shared by the serving notebook (07) and the
+engine benchmark (08).
+
+Two shapes of traffic, the two the talk contrasts:
+- `chat_trace`: independent chat requests, ShareGPT-like — prompt and output lengths drawn from
+  log-normal distributions (ShareGPT's conversations are long-tailed: most turns are short, a few are
+  very long), nothing shared between requests beyond a short chat preamble.
+- `agentic_trace`: the branching agent workload of the talk — one long shared system prompt, a
+  proposal round (each agent: system prompt + task + its own role), then review rounds in which every
+  reviewer reads the system prompt, the task and the whole transcript so far, and is asked to
+  "review and rate 1-10". Later requests share ever longer prefixes with earlier ones: the case a
+  radix-tree prefix cache is built for.
+
+Prompts are text (what an OpenAI-compatible server takes) built from a fixed English word list; a
+consumer that needs token ids tokenizes them (`token_ids`). Lengths are in words as generated; the
+token count follows from the tokenizer (about 1.3 tokens a word for Mistral's).
+"""
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+from typing import Sequence
+
+# Common English words (no punctuation): enough variety that the tokenizer sees ordinary text.
+_WORDS = (
+    "the of and to in is that for it as with was on be by this are or from at have an not they which one you "
+    "were all we can her has there been if more when will would who so no out up into do only new some could "
+    "time these two may first then any like other than its also now our made after many over such where most "
+    "people year work between back system program data model memory token cache server request user answer "
+    "question review plan code test design value result step fast slow large small long short simple clear "
+    "write read build check measure compare improve explain describe summary detail reason choice option "
+    "number table figure graph text word line page list group order state change start end "
+    "because while before under again still each every both few same different important possible good best"
+).split()
+
+SYSTEM_PROMPT_HEAD = "You are the best software engineer in the world."
+REVIEW_INSTRUCTION = "Review the proposals above and rate each one from 1 to 10 with one reason."
+
+
+@dataclass(frozen=True)
+class TraceRequest:
+    """One request of a trace: its text prompt, how many tokens to generate, when it arrives (seconds
+    after the trace starts) and, for the agentic trace, which round and agent it belongs to."""
+
+    rid: int
+    prompt: str
+    max_new_tokens: int
+    arrival_s: float = 0.0
+    round: int = 0          # agentic: 0 = proposal round, 1.. = review rounds; chat: always 0
+    agent: int = 0          # agentic: which agent; chat: the request's index
+
+
+def _words(rng: random.Random, n: int) -> str:
+    return " ".join(rng.choice(_WORDS) for _ in range(max(1, n)))
+
+
+def _lognormal_int(rng: random.Random, median: float, sigma: float, lo: int, hi: int) -> int:
+    return int(min(hi, max(lo, round(median * math.exp(sigma * rng.gauss(0.0, 1.0))))))
+
+
+def _arrivals(rng: random.Random, n: int, rate_per_s: float | None) -> list[float]:
+    """All at 0 (a closed burst) when rate_per_s is None, else a Poisson process of that rate."""
+    if rate_per_s is None:
+        return [0.0] * n
+    if not rate_per_s > 0 or math.isinf(rate_per_s):
+        raise ValueError(f"rate_per_s must be a positive number of requests per second, got {rate_per_s}")
+    t, out = 0.0, []
+    for _ in range(n):
+        out.append(t)
+        t += rng.expovariate(rate_per_s)
+    return out
+
+
+def _check_count(n: int, what: str) -> int:
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"{what} must be a whole number ≥ 1, got {n!r}")
+    return n
+
+
+def chat_trace(n: int, seed: int = 0, prompt_words_median: float = 60, output_tokens_median: float = 48,
+               sigma: float = 0.6, max_prompt_words: int = 400, max_output_tokens: int = 256,
+               rate_per_s: float | None = None) -> list[TraceRequest]:
+    """n independent chat requests with long-tailed prompt and output lengths (log-normal, `sigma` the
+    spread of the underlying normal), the same for the same seed."""
+    _check_count(n, "the number of requests")
+    rng = random.Random(seed)
+    arrivals = _arrivals(rng, n, rate_per_s)
+    out = []
+    for i in range(n):
+        words = _lognormal_int(rng, prompt_words_median, sigma, 4, max_prompt_words)
+        new = _lognormal_int(rng, output_tokens_median, sigma, 1, max_output_tokens)
+        out.append(TraceRequest(i, f"User: {_words(rng, words)}\nAssistant:", new, arrivals[i], 0, i))
+    return out
+
+
+def agentic_trace(agents: int = 4, review_rounds: int = 1, seed: int = 0, system_words: int = 600,
+                  task_words: int = 40, proposal_tokens: int = 32, review_tokens: int = 16) -> list[TraceRequest]:
+    """The branching agent workload: `agents` proposals, then `review_rounds` rounds in which every
+    agent reviews the transcript so far. A proposal's text in the transcript stands in for what the
+    model would have written (seeded words of `proposal_tokens` length), so the trace is fixed before
+    anything runs. All requests of a round arrive together, rounds one after another (arrival_s is the
+    round number: a consumer serves round r only after round r-1)."""
+    _check_count(agents, "the number of agents")
+    if isinstance(review_rounds, bool) or not isinstance(review_rounds, int) or review_rounds < 0:
+        raise ValueError(f"review_rounds must be a whole number ≥ 0, got {review_rounds!r}")
+    rng = random.Random(seed)
+    system = f"{SYSTEM_PROMPT_HEAD} {_words(rng, system_words)}"
+    task = f"Task: {_words(rng, task_words)}"
+    out: list[TraceRequest] = []
+    transcript: list[str] = []
+    for a in range(agents):
+        prompt = f"{system}\n{task}\nYou are agent {a + 1} of {agents}. Propose a solution.\n"
+        out.append(TraceRequest(len(out), prompt, proposal_tokens, 0.0, 0, a))
+    for a in range(agents):
+        transcript.append(f"Proposal {a + 1}: {_words(rng, proposal_tokens)}")
+    for r in range(1, review_rounds + 1):
+        shared = f"{system}\n{task}\n" + "\n".join(transcript) + "\n"
+        for a in range(agents):
+            out.append(TraceRequest(len(out), f"{shared}{REVIEW_INSTRUCTION} You are reviewer {a + 1}.\n",
+                                    review_tokens, float(r), r, a))
+        for a in range(agents):
+            transcript.append(f"Review {r}.{a + 1}: {_words(rng, review_tokens)}")
+    return out
+
+
+def token_ids(tokenizer, requests: Sequence[TraceRequest]) -> list[list[int]]:
+    """Each request's prompt as token ids, with the tokenizer's own encode (a Hugging Face tokenizer:
+    `tokenizer(text).input_ids`; anything else with `.encode(text)`)."""
+    ids = []
+    for r in requests:
+        if hasattr(tokenizer, "__call__") and hasattr(tokenizer, "pad_token_id"):
+            ids.append(list(tokenizer(r.prompt).input_ids))
+        else:
+            ids.append(list(tokenizer.encode(r.prompt)))
+    return ids
+
+
+def shared_prefix_tokens(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many leading tokens two prompts share (the brute-force longest common prefix)."""
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n

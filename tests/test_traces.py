@@ -1,0 +1,49 @@
+"""helpers.serving.traces: the same trace for the same seed, the shapes the notebooks rely on."""
+import pytest
+
+from helpers.serving import traces
+
+
+def test_chat_trace_is_reproducible_and_long_tailed():
+    a, b = traces.chat_trace(200, seed=3), traces.chat_trace(200, seed=3)
+    assert a == b
+    assert traces.chat_trace(200, seed=4) != a
+    outs = sorted(r.max_new_tokens for r in a)
+    median, p95 = outs[100], outs[190]
+    assert 30 <= median <= 70            # log-normal around the asked median of 48
+    assert p95 > 1.8 * median            # a long tail, as in ShareGPT
+    assert all(r.arrival_s == 0.0 for r in a)
+
+
+def test_chat_trace_poisson_arrivals_have_the_asked_rate():
+    reqs = traces.chat_trace(2000, seed=0, rate_per_s=4.0)
+    span = reqs[-1].arrival_s
+    assert 1999 / span == pytest.approx(4.0, rel=0.1)
+    assert all(x.arrival_s <= y.arrival_s for x, y in zip(reqs, reqs[1:]))
+
+
+def test_agentic_trace_rounds_share_growing_prefixes():
+    reqs = traces.agentic_trace(agents=3, review_rounds=2, seed=0)
+    assert [r.round for r in reqs] == [0, 0, 0, 1, 1, 1, 2, 2, 2]
+    words = [r.prompt.split(" ") for r in reqs]
+    # every prompt starts with the same system prompt
+    assert all(r.prompt.startswith(traces.SYSTEM_PROMPT_HEAD) for r in reqs)
+    # reviewers of one round share everything up to their own line; later rounds extend earlier ones
+    same_round = traces.shared_prefix_tokens(words[3], words[4])
+    cross_round = traces.shared_prefix_tokens(words[0], words[3])
+    assert same_round > cross_round > 600
+    assert traces.shared_prefix_tokens(words[6], words[7]) > same_round
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.5, True, "3"])
+def test_bad_counts_are_clear_errors(bad):
+    with pytest.raises(ValueError, match="whole number"):
+        traces.chat_trace(bad)
+    with pytest.raises(ValueError, match="whole number"):
+        traces.agentic_trace(agents=bad)
+
+
+def test_shared_prefix_is_brute_force_lcp():
+    assert traces.shared_prefix_tokens([1, 2, 3], [1, 2, 4]) == 2
+    assert traces.shared_prefix_tokens([], [1]) == 0
+    assert traces.shared_prefix_tokens([5, 6], [5, 6, 7]) == 2
