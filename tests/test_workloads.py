@@ -285,7 +285,7 @@ def test_compare_serving_records_out_of_memory(tiny, monkeypatch):
             raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
         return serving.ServeResult("together (one batch)", [], 0.0, 0)
 
-    monkeypatch.setattr(serving, "serve_batched", boom)
+    monkeypatch.setattr(serving.naive, "serve_batched", boom)
     cmp = serving.compare_serving(tiny.model, reqs, "cpu")
     assert cmp.batched is None and cmp.sequential is not None and cmp.results == [cmp.sequential]
     assert cmp.oom_message.startswith("batched: OutOfMemoryError")
