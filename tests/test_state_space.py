@@ -1,0 +1,69 @@
+"""Attention beyond the KV cache: Mamba state bytes against hand-worked numbers and real caches,
+linear attention's two forms, sparse attention's trade."""
+import pytest
+import torch
+
+from helpers import state_space as ss
+
+
+def test_falcon_mamba_state_by_hand():
+    # tiiuae/falcon-mamba-7b: 64 layers, intermediate 8192, state 16, conv kernel 4, bf16:
+    # 64 × 8192 × (16 + 4) × 2 B = 20,971,520 B, at any context
+    assert ss.ssm_state_bytes("falcon-mamba-7b") == 20_971_520
+    assert ss.sequence_state_bytes("falcon-mamba-7b", 1) == ss.sequence_state_bytes("falcon-mamba-7b", 262_144)
+
+
+def test_jamba_state_and_kv_by_hand():
+    # ai21labs/AI21-Jamba-1.5-Mini: 32 layers, attention where i % 8 == 4 → layers 4, 12, 20, 28
+    s = ss.ssm_shape("jamba-1.5-mini")
+    assert s.attention_layers == (4, 12, 20, 28) and len(s.mamba_layers) == 28
+    # Mamba: 28 × (2 × 4096) × (16 + 4) × 2 B = 9,175,040 B
+    assert ss.ssm_state_bytes(s) == 9_175_040
+    # KV of 4 attention layers: 2 × 4 × 8 KV heads × 128 × 2 B = 16,384 B per token; at 4,096 tokens 67,108,864 B
+    assert ss.sequence_state_bytes(s, 4096) == 9_175_040 + 67_108_864
+
+
+def test_against_mistral_kv_by_hand():
+    # Mistral 7B v0.3 (no window): 131,072 B per token; at 32k tokens 4,294,967,296 B
+    rows = {(r["model"], r["tokens"]): r["bytes"] for r in ss.state_vs_kv(contexts=(32768,))}
+    assert rows[("mistral-7b-v0.3", 32768)] == 4_294_967_296
+    assert rows[("mistral-7b-v0.1", 32768)] == 4096 * 131_072          # the 4,096-token window caps v0.1
+    assert rows[("falcon-mamba-7b", 32768)] == 20_971_520
+    assert ss.break_even_tokens(20_971_520) == pytest.approx(160.0)    # 20,971,520 / 131,072
+
+
+@pytest.mark.parametrize("kind", ["falcon_mamba", "jamba"])
+def test_formula_equals_a_real_transformers_cache(kind):
+    rows = ss.measure_toy_states(kind, lengths=(5, 40))
+    assert all(r["equal"] for r in rows), rows
+    if kind == "falcon_mamba":
+        assert rows[0]["measured total (B)"] == rows[1]["measured total (B)"] == 2 * 128 * (16 + 4) * 4
+    else:  # the attention layer grows by 2 × 2 KV heads × 16 × 4 B = 256 B per token
+        assert rows[1]["measured KV (B)"] - rows[0]["measured KV (B)"] == 35 * 256
+
+
+def test_linear_attention_recurrent_equals_parallel_and_state_is_fixed():
+    g = torch.Generator().manual_seed(0)
+    q, k, v = torch.randn(3, 2, 3, 40, 16, generator=g).unbind(0)
+    out, s, z = ss.linear_attention_recurrent(q, k, v)
+    torch.testing.assert_close(out, ss.linear_attention_parallel(q, k, v), rtol=1e-5, atol=1e-5)
+    assert s.shape == (2, 3, 16, 16) and z.shape == (2, 3, 16)
+    # Mistral-shaped: 32 layers × 8 KV heads × (128·128 + 128) × 2 B = 8,454,144 B
+    assert ss.linear_attention_state_bytes(32, 8, 128, 128) == 8_454_144
+
+
+def test_sparse_attention_saves_and_risks():
+    rows = {(r["query"], r["pattern"]): r for r in ss.sparse_attention_demo(context=1024, keep=64, needle_at=200,
+                                                                           queries=8)}
+    assert rows[("needle", "dense")]["output error (÷ ‖v‖)"] == pytest.approx(0, abs=1e-6)
+    assert rows[("needle", "top-64")]["needle kept"] and not rows[("needle", "4 sinks + window")]["needle kept"]
+    assert rows[("needle", "top-64")]["output error (÷ ‖v‖)"] < 0.05 < rows[("needle", "4 sinks + window")]["output error (÷ ‖v‖)"]
+    assert rows[("diffuse", "top-64")]["share of keys"] == 64 / 1024
+    assert rows[("diffuse", "top-64")]["dense softmax mass kept"] < 0.9
+    with pytest.raises(ValueError, match="needle_at"):
+        ss.sparse_attention_demo(context=1024, keep=64, needle_at=1000)
+
+
+def test_unknown_model_type_says_what_is_allowed():
+    with pytest.raises(ValueError, match="mamba, falcon_mamba, jamba"):
+        ss.ssm_shape("mistral-7b-v0.1")
