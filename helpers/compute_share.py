@@ -255,3 +255,43 @@ def side_by_side(flops_rows: list[dict], time_rows: list[dict]) -> list[dict[str
     for r in time_rows:
         out[group(r["part"])]["time share"] += r["share"]
     return [{"part": g, **v} for g, v in out.items()]
+
+
+def share_figure(sweep, source: Any, threshold: float = TALK_LAYER_SHARE):
+    """Share of FLOPs in all layers and in attention over the context, by length, prefill and decode."""
+    from . import plots
+
+    fig, axes = plots.figure(ncols=2, width=5.2, height=4)
+    for ax, phase in zip(axes, ("prefill", "decode")):
+        part = sweep[sweep["phase"] == phase]
+        for (name, g), style in zip(part.groupby("model", sort=False), ("-", "--", ":", "-.")):
+            ax.plot(g["tokens"], 100 * g["layers"], style, color="tab:orange", lw=2, label=f"{name}: all layers")
+            ax.plot(g["tokens"], 100 * g["layers: attention over the context (QKᵀ, softmax·V)"], style,
+                    color="tab:purple", label=f"{name}: attention over the context")
+        ax.axhline(100 * threshold, color="grey", lw=1, ls="-.", label=f"the talk's {threshold:.0%}")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("prompt tokens" if phase == "prefill" else "context (tokens in the cache)")
+        ax.set_ylabel("share of the forward pass's FLOPs (%)")
+        ax.set_title(f"{phase}: one {'prompt' if phase == 'prefill' else 'decode step'}", fontsize=10)
+        ax.set_ylim(0, 101)
+    axes[1].legend(fontsize=6.5, loc="lower right")
+    fig.suptitle("Where the FLOPs go, by context length")
+    return plots.finish(fig, source)
+
+
+def parts_figure(table, tokens: int, source: Any):
+    """FLOP share (computed) beside time share (measured) for each part, prefill and decode side by side."""
+    from . import plots
+
+    fig, axes = plots.figure(ncols=2, width=5, height=3.6)
+    for ax, (phase, g) in zip(axes, table.groupby("phase", sort=False)):
+        y = range(len(g))
+        ax.barh([i + 0.2 for i in y], 100 * g["FLOP share"], height=0.4, color="tab:orange", label="FLOPs (computed)")
+        ax.barh([i - 0.2 for i in y], 100 * g["time share"], height=0.4, color="tab:blue", label="time (measured)")
+        ax.set_yticks(list(y), g["part"])
+        ax.invert_yaxis()
+        ax.set_xlabel("share (%)")
+        ax.set_title(f"{phase}, {tokens} tokens", fontsize=10)
+    axes[0].legend(fontsize=8)
+    fig.suptitle("FLOPs against time, part by part")
+    return plots.finish(fig, source)

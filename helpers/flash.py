@@ -180,8 +180,8 @@ def attention_inputs(n: int, shape: AttentionShape, device: str = "cpu", seed: i
 
     dt = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[
         normalize_dtype(shape.dtype, MATMUL_DTYPES)]
-    g = torch.Generator(device="cpu").manual_seed(seed)
-    return [torch.randn(shape.batch, shape.heads, n, shape.head_dim, generator=g).to(device=device, dtype=dt)
+    g = torch.Generator(device=device).manual_seed(seed)  # drawn on the device: no host copy of GBs of inputs
+    return [torch.randn(shape.batch, shape.heads, n, shape.head_dim, generator=g, device=device, dtype=dt)
             for _ in range(3)]
 
 
@@ -208,4 +208,40 @@ def time_attention(lengths: Sequence[int], shape: AttentionShape, device: str = 
         row["naive ÷ sdpa"] = row["naive_s"] / row["sdpa_s"]
         return row
 
-    return guarded_sweep(lengths, point, device, "tokens")
+    return guarded_sweep(lengths, point, device, "tokens", desc="attention lengths")
+
+
+def hbm_figure(table, block_r: int, block_c: int, source: Any):
+    """Bytes to and from HBM by sequence length (log–log): standard against tiled, with one N×N matrix."""
+    from . import plots
+
+    fig, ax = plots.figure(width=7, height=4)
+    ax.loglog(table["tokens"], table["standard bytes"] / 1e9, "o-", color="tab:red", label="standard (S and P through HBM)")
+    ax.loglog(table["tokens"], table["tiled bytes"] / 1e9, "o-", color="tab:green", label=f"tiled, blocks {block_r} × {block_c}")
+    ax.loglog(table["tokens"], table["N×N matrix, all heads (bytes)"] / 1e9, ":", color="grey",
+              label="one N×N matrix, all heads")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("sequence length N (tokens)")
+    ax.set_ylabel("bytes to and from HBM, one layer (GB)")
+    ax.set_title("Attention's HBM traffic: standard against tiled")
+    ax.legend(fontsize=8)
+    return plots.finish(fig, source)
+
+
+def timing_figure(df, source: Any):
+    """Median time per call by length (log–log): naive, fused SDPA, and the readable tiled version."""
+    from . import plots
+
+    ok = df[~df["oom"]]
+    fig, ax = plots.figure(width=7, height=4)
+    ax.loglog(ok["tokens"], ok["naive_s"] * 1e3, "o-", color="tab:red", label="naive (S and P materialised)")
+    ax.loglog(ok["tokens"], ok["sdpa_s"] * 1e3, "o-", color="tab:green", label="scaled_dot_product_attention (fused)")
+    if "tiled_s" in ok:
+        t = ok.dropna(subset=["tiled_s"])
+        ax.loglog(t["tokens"], t["tiled_s"] * 1e3, "s--", color="tab:grey", label="tiled_attention (Python loops)")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("sequence length (tokens)")
+    ax.set_ylabel("ms per call (median)")
+    ax.set_title("Attention time: materialised against fused")
+    ax.legend(fontsize=8)
+    return plots.finish(fig, source)

@@ -250,3 +250,25 @@ def sparse_attention_demo(context: int = 4096, head_dim: int = 64, keep: int = 2
                          "output error (÷ ‖v‖)": float((out - dense).norm(dim=-1).mean() / v.norm(dim=-1).mean()),
                          "needle kept": bool(mask[..., needle_at].all()) if kind == "needle" else None})
     return rows
+
+
+def state_figure(rows, linear_state_bytes: int | None, source: Any):
+    """Bytes one sequence carries against context (log–log), one line per model, plus a flat linear-attention state."""
+    from . import plots
+
+    colours = {"mistral-7b-v0.3": ("tab:red", "-"), "mistral-7b-v0.1": ("tab:red", "--"),
+               "jamba-1.5-mini": ("tab:purple", "-"), "falcon-mamba-7b": ("tab:green", "-")}
+    fig, ax = plots.figure(width=7.5, height=4.3)
+    for name in dict.fromkeys(r["model"] for r in rows):
+        pts = [r for r in rows if r["model"] == name]
+        colour, style = colours.get(name, ("black", "-"))
+        ax.loglog([r["tokens"] for r in pts], [r["bytes"] / 2**30 for r in pts], style, color=colour, marker=".", label=name)
+    if linear_state_bytes:
+        ax.axhline(linear_state_bytes / 2**30, color="tab:blue", ls=":",
+                   label="linear attention, Mistral-shaped (32 layers × 8 heads × 128²)")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("context length (tokens, one sequence)")
+    ax.set_ylabel("bytes carried per sequence (GiB, 2³⁰ B)")
+    ax.set_title("KV cache against fixed-size state")
+    ax.legend(fontsize=7)
+    return plots.finish(fig, source)

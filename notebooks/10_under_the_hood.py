@@ -75,25 +75,11 @@ def _(compute_share, pd):
 
 
 @app.cell
-def _(compute_share, loaded, pd, plots):
+def _(compute_share, loaded, pd):
     _lengths = [2**k for k in range(6, 19)]
     sweep = pd.DataFrame(compute_share.share_sweep(["mistral-7b-v0.1", "mistral-7b-v0.3", loaded.spec], _lengths))
-    _fig, _axes = plots.figure(ncols=2, width=5.2, height=4)
-    for _ax, _phase in zip(_axes, ("prefill", "decode")):
-        for (_name, _g), _style in zip(sweep[sweep["phase"] == _phase].groupby("model", sort=False), ("-", "--", ":")):
-            _ax.plot(_g["tokens"], 100 * _g["layers"], _style, color="tab:orange", lw=2, label=f"{_name}: all layers")
-            _ax.plot(_g["tokens"], 100 * _g["layers: attention over the context (QKᵀ, softmax·V)"], _style,
-                     color="tab:purple", label=f"{_name}: attention over the context")
-        _ax.axhline(100 * compute_share.TALK_LAYER_SHARE, color="grey", lw=1, ls="-.", label="the talk's 95 %")
-        _ax.set_xscale("log", base=2)
-        _ax.set_xlabel("prompt tokens" if _phase == "prefill" else "context (tokens in the cache)")
-        _ax.set_ylabel("share of the forward pass's FLOPs (%)")
-        _ax.set_title(f"{_phase}: one {'prompt' if _phase == 'prefill' else 'decode step'}", fontsize=10)
-        _ax.set_ylim(0, 101)
-    _axes[1].legend(fontsize=6.5, loc="lower right")
-    _fig.suptitle("Where the FLOPs go, by context length")
-    plots.finish(_fig, f"computed (helpers.roofline FLOPs): Mistral 7B v0.1 and v0.3 configs, and {loaded.spec.name}")
-    _fig
+    compute_share.share_figure(sweep, "computed (helpers.roofline FLOPs): Mistral 7B v0.1 and v0.3 configs, and "
+                               + loaded.spec.name)
     return (sweep,)
 
 
@@ -154,20 +140,8 @@ def _(compute_share, loaded, on_gpu, pd):
 
 
 @app.cell
-def _(label, part_tokens, parts_table, plots):
-    _fig, _axes = plots.figure(ncols=2, width=5, height=3.6)
-    for _ax, (_phase, _g) in zip(_axes, parts_table.groupby("phase", sort=False)):
-        _y = range(len(_g))
-        _ax.barh([y + 0.2 for y in _y], 100 * _g["FLOP share"], height=0.4, color="tab:orange", label="FLOPs (computed)")
-        _ax.barh([y - 0.2 for y in _y], 100 * _g["time share"], height=0.4, color="tab:blue", label="time (measured)")
-        _ax.set_yticks(list(_y), _g["part"])
-        _ax.invert_yaxis()
-        _ax.set_xlabel("share (%)")
-        _ax.set_title(f"{_phase}, {part_tokens} tokens", fontsize=10)
-    _axes[0].legend(fontsize=8)
-    _fig.suptitle("FLOPs against time, part by part")
-    plots.finish(_fig, "measured: " + label)
-    _fig
+def _(compute_share, label, part_tokens, parts_table):
+    compute_share.parts_figure(parts_table, part_tokens, "measured: " + label)
     return
 
 
@@ -338,22 +312,13 @@ def _(mo):
 
 
 @app.cell
-def _(flash, gpu_levels, pd, plots):
+def _(flash, gpu_levels, pd):
     _smem = int(gpu_levels.set_index("GPU").loc["H100 SXM", "shared memory per SM (KiB)"]) * 1024
     block_r, block_c = flash.paper_block_sizes(_smem, 128, "bf16")
     mistral_attn = flash.AttentionShape(batch=1, heads=32, head_dim=128, dtype="bf16")
     hbm = pd.DataFrame(flash.hbm_bytes_table(mistral_attn, [2**k for k in range(9, 18)], block_r, block_c, causal=True))
-    _fig, _ax = plots.figure(width=7, height=4)
-    _ax.loglog(hbm["tokens"], hbm["standard bytes"] / 1e9, "o-", color="tab:red", label="standard (S and P through HBM)")
-    _ax.loglog(hbm["tokens"], hbm["tiled bytes"] / 1e9, "o-", color="tab:green", label=f"tiled, blocks {block_r} × {block_c}")
-    _ax.loglog(hbm["tokens"], hbm["N×N matrix, all heads (bytes)"] / 1e9, ":", color="grey", label="one N×N matrix, 32 heads")
-    _ax.set_xscale("log", base=2)
-    _ax.set_xlabel("sequence length N (tokens)")
-    _ax.set_ylabel("bytes to and from HBM, one layer (GB)")
-    _ax.set_title("Attention's HBM traffic: standard against tiled")
-    _ax.legend(fontsize=8)
-    plots.finish(_fig, "computed: Mistral 7B attention shape (32 heads × 128), bf16, causal; H100 SXM block size")
-    _fig
+    flash.hbm_figure(hbm, block_r, block_c,
+                     "computed: Mistral 7B attention shape (32 heads × 128), bf16, causal; H100 SXM block size")
     return block_c, block_r, hbm, mistral_attn
 
 
@@ -385,26 +350,13 @@ def _(mo):
 
 
 @app.cell
-def _(flash, loaded, mistral_attn, on_gpu, plots):
+def _(flash, loaded, mistral_attn, on_gpu):
     timing_shape = mistral_attn if on_gpu else flash.AttentionShape(1, 8, 32, loaded.dtype)
     _lengths = [1024 * 2**k for k in range(6)] if on_gpu else [256, 512, 1024, 2048]
     attn_times = flash.time_attention(_lengths, timing_shape, loaded.device, causal=True, repeats=3,
                                       tiled_up_to=0 if on_gpu else 512).frame()
-    _ok = attn_times[~attn_times["oom"]]
-    _fig, _ax = plots.figure(width=7, height=4)
-    _ax.loglog(_ok["tokens"], _ok["naive_s"] * 1e3, "o-", color="tab:red", label="naive (S and P materialised)")
-    _ax.loglog(_ok["tokens"], _ok["sdpa_s"] * 1e3, "o-", color="tab:green", label="scaled_dot_product_attention (fused)")
-    if "tiled_s" in _ok:
-        _t = _ok.dropna(subset=["tiled_s"])
-        _ax.loglog(_t["tokens"], _t["tiled_s"] * 1e3, "s--", color="tab:grey", label="tiled_attention (Python loops)")
-    _ax.set_xscale("log", base=2)
-    _ax.set_xlabel("sequence length (tokens)")
-    _ax.set_ylabel("ms per call (median)")
-    _ax.set_title("Attention time: materialised against fused")
-    _ax.legend(fontsize=8)
-    plots.finish(_fig, f"measured: {timing_shape.heads} heads × {timing_shape.head_dim}, {timing_shape.dtype}, causal · "
-                 f"{loaded.device} · profile {loaded.profile}")
-    _fig
+    flash.timing_figure(attn_times, f"measured: {timing_shape.heads} heads × {timing_shape.head_dim}, "
+                        f"{timing_shape.dtype}, causal · {loaded.device} · profile {loaded.profile}")
     return attn_times, timing_shape
 
 
@@ -416,19 +368,23 @@ def _(attn_times, timing_shape):
 
 
 @app.cell
-def _(attn_times, mo):
+def _(attn_times, flash, mistral_attn, mo):
     _ok = attn_times[~attn_times["oom"]]
     _oom = attn_times.attrs.get("oom_at")
+    _first, _last = _ok.iloc[0], _ok.iloc[-1]
+    _trend = ("grew" if _last["naive ÷ sdpa"] > _first["naive ÷ sdpa"] else "did not grow")
+    _nxn_32k = 2 * flash.hbm_bytes_table(mistral_attn, [32768], 128, 128)[0]["N×N matrix, all heads (bytes)"]
     mo.md(f"""
-    At {int(_ok.iloc[-1]['tokens']):,} tokens the fused kernel took **{_ok.iloc[-1]['sdpa_s'] * 1e3:,.2f} ms** against
-    **{_ok.iloc[-1]['naive_s'] * 1e3:,.2f} ms** for the naive one ({_ok.iloc[-1]['naive ÷ sdpa']:.1f}×).
+    At {int(_last['tokens']):,} tokens the fused kernel took **{_last['sdpa_s'] * 1e3:,.2f} ms** against
+    **{_last['naive_s'] * 1e3:,.2f} ms** for the naive one ({_last['naive ÷ sdpa']:.1f}×; at {int(_first['tokens']):,} tokens
+    {_first['naive ÷ sdpa']:.1f}×: the advantage {_trend} with length).
     {f"The naive version ran out of memory at {_oom:,} tokens — its N×N matrices no longer fit." if _oom else ""}
 
     **What you should see.** *On a CPU (tiny shapes):* the fused kernel ahead of the naive one by a factor
     that grows with length (its tiles stay in the caches measured above); the Python-loop tiled version
     slowest — the mechanism, not the speed. *On a GPU (Mistral's 32 × 128 heads, bf16):* the fused kernel
     several times faster at long lengths, and the naive one running out of memory once 2 × N² × 32 × 2 bytes
-    no longer fit (N = 32k needs about 137 GB).
+    no longer fit (S and P at N = 32k: {_nxn_32k / 1e9:,.0f} GB in bf16).
     """)
     return
 
@@ -503,24 +459,11 @@ def _(pd, state_space, torch):
 
 
 @app.cell
-def _(pd, plots, state_space):
+def _(pd, state_space):
     _contexts = [2**k for k in range(8, 19)]
     per_sequence = pd.DataFrame(state_space.state_vs_kv(contexts=_contexts))
-    _fig, _ax = plots.figure(width=7.5, height=4.3)
-    _styles = {"mistral-7b-v0.3": ("tab:red", "-"), "mistral-7b-v0.1": ("tab:red", "--"),
-               "jamba-1.5-mini": ("tab:purple", "-"), "falcon-mamba-7b": ("tab:green", "-")}
-    for _name, _g in per_sequence.groupby("model", sort=False):
-        _c, _ls = _styles[_name]
-        _ax.loglog(_g["tokens"], _g["bytes"] / 2**30, _ls, color=_c, marker=".", label=_name)
-    _lin = state_space.linear_attention_state_bytes(32, 8, 128, 128)
-    _ax.axhline(_lin / 2**30, color="tab:blue", ls=":", label="linear attention, Mistral-shaped (32 layers × 8 heads × 128²)")
-    _ax.set_xscale("log", base=2)
-    _ax.set_xlabel("context length (tokens, one sequence)")
-    _ax.set_ylabel("bytes carried per sequence (GiB, 2³⁰ B)")
-    _ax.set_title("KV cache against fixed-size state")
-    _ax.legend(fontsize=7)
-    plots.finish(_fig, "computed from published config.json files (presets/SOURCES.md), bf16 states and caches")
-    _fig
+    state_space.state_figure(per_sequence.to_dict("records"), state_space.linear_attention_state_bytes(32, 8, 128, 128),
+                             "computed from published config.json files (presets/SOURCES.md), bf16 states and caches")
     return (per_sequence,)
 
 
@@ -581,32 +524,38 @@ def _(compute_share, flash, mo, state_space):
     _kv = lambda b: flash.tiled_hbm_elements(32768, 128, b[0], b[1], True)["total"]  # noqa: E731
     _jamba4k = state_space.sequence_state_bytes("jamba-1.5-mini", 4096)
     _fixed = state_space.ssm_state_bytes("jamba-1.5-mini")
-    _per_tok_gap = 131072 - 16384
+    _jamba_tok = state_space.sequence_state_bytes("jamba-1.5-mini", 2) - state_space.sequence_state_bytes("jamba-1.5-mini", 1)
+    _mistral_tok = state_space.sequence_state_bytes("mistral-7b-v0.3", 1)
+    _per_tok_gap = _mistral_tok - _jamba_tok
     mo.accordion({
         "Solution 1": mo.md(f"""Llama's head is 4,096 × 128,256 weights — four times Mistral's — and its layers
         take **{_llama:.1%}** of a decode step at 4,096 tokens: the 95 % {"still holds" if _llama >= compute_share.TALK_LAYER_SHARE else "no longer holds"}."""),
         "Solution 2": mo.md(f"""A100: B_r × B_c = {_a100[0]} × {_a100[1]}; RTX 4090: {_rtx[0]} × {_rtx[1]}; H100: {_h100[0]} × {_h100[1]}.
-        B_r is capped at d = 128 on all three, so at 32k tokens the tiled traffic is the same
-        ({_kv(_rtx):,} vs {_kv(_h100):,} elements per head): beyond B_r = d the paper's Algorithm 1 gains nothing from more
-        memory — real kernels spend it on pipelining (loading the next tile while computing this one)."""),
-        "Solution 3": mo.md(f"""Jamba carries a fixed {_fixed:,} B of Mamba state plus 16,384 B per token (4 attention
-        layers); Mistral v0.3 carries 131,072 B per token. Equal where {_fixed:,} = (131,072 − 16,384) × n:
+        B_r = min(⌈M / 4d⌉, d): once the memory allows d query rows, more of it no longer shortens the K/V passes.
+        At 32k tokens the 4090's tiles move {_kv(_rtx):,} elements per head against the H100's {_kv(_h100):,}
+        ({_kv(_rtx) / _kv(_h100):.2f}×). Real kernels spend the extra memory on pipelining instead (loading the
+        next tile while computing this one)."""),
+        "Solution 3": mo.md(f"""Jamba carries a fixed {_fixed:,} B of Mamba state plus {_jamba_tok:,} B per token (4 attention
+        layers); Mistral v0.3 carries {_mistral_tok:,} B per token. Equal where {_fixed:,} = ({_mistral_tok:,} − {_jamba_tok:,}) × n:
         **n ≈ {_fixed / _per_tok_gap:,.0f} tokens**. (At 4,096 tokens Jamba carries {_jamba4k / 2**20:,.1f} MiB.)"""),
     })
     return
 
 
 @app.cell
-def _(mo):
-    mo.md("""
+def _(compute_share, gpu_levels, mo, steps):
+    _mistral = compute_share.layer_share("mistral-7b-v0.1", 1, 4095)
+    _h = gpu_levels.set_index("GPU").loc["H100 SXM"]
+    _top = steps.iloc[0]
+    mo.md(f"""
     ## What to take away
 
-    - A forward pass's FLOPs are a formula of the shape: layers dominate a 7B model (about 98 % at batch 1),
-      but not a tiny model with a big vocabulary, and attention over the context overtakes the linear
-      layers only at tens of thousands of tokens without a window.
-    - Memory comes in levels: small and fast on chip, large and slow off it. Measured here, the fastest
-      cache level is many times faster than DRAM; on an H100 shared memory is about 9× faster than HBM and
-      thousands of times smaller.
+    - A forward pass's FLOPs are a formula of the shape: the layers take {_mistral:.1%} of a Mistral 7B decode
+      step at 4k tokens, but not most of a tiny model's with a big vocabulary, and attention over the context
+      overtakes the linear layers only at tens of thousands of tokens without a window.
+    - Memory comes in levels: small and fast on chip, large and slow off it. Measured here, {_top['level']} read
+      {f"{_top['× DRAM']:.0f}× faster than DRAM" if isinstance(_top['× DRAM'], float) and _top['× DRAM'] == _top['× DRAM'] else "fastest"}; on an H100 SXM
+      shared memory streams {_h['on-chip ÷ HBM bandwidth']:.1f}× faster than HBM and is {_h['HBM ÷ on-chip size']:,.0f}× smaller.
     - FlashAttention computes exact attention tile by tile with the online softmax: the N×N matrix never
       goes to HBM, the traffic drops by the tile height and the memory from N² to N.
     - A KV cache grows with the context; a sparse pattern, a linear-attention state or a Mamba state does
