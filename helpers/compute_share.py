@@ -196,12 +196,21 @@ def _timed_forward(model, ids, device: str, cache=None):
     return dict(spent), out.logits
 
 
-def measure_parts(loaded, text: str, tokens: int, phase: str = "prefill", repeats: int = 5) -> list[dict[str, Any]]:
+def measure_parts(loaded, text: str, tokens: int, phase: str = "prefill", repeats: int = 5,
+                  cpu_threads: int | None = 1) -> list[dict[str, Any]]:
     """Median seconds per part of the pipeline on the loaded model, over `repeats` runs after a warm-up.
 
     prefill: tokenize the text, one forward pass over `tokens` tokens, pick the next token.
     decode: the same text prefilled into a cache (untimed), then one step of one token at that context.
+    On a CPU it runs on `cpu_threads` threads (helpers.hierarchy.cpu_threads).
     """
+    from .hierarchy import cpu_threads as _threads
+
+    with _threads(cpu_threads, loaded.device):
+        return _measure_parts(loaded, text, tokens, phase, repeats)
+
+
+def _measure_parts(loaded, text: str, tokens: int, phase: str, repeats: int) -> list[dict[str, Any]]:
     import statistics
 
     import torch

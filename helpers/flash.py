@@ -186,13 +186,15 @@ def attention_inputs(n: int, shape: AttentionShape, device: str = "cpu", seed: i
 
 
 def time_attention(lengths: Sequence[int], shape: AttentionShape, device: str = "cpu", causal: bool = True,
-                   repeats: int = 3, tiled_up_to: int = 0, block: int = 64):
+                   repeats: int = 3, tiled_up_to: int = 0, block: int = 64, cpu_threads: int | None = 1):
     """Median time of naive attention (N×N materialised) against PyTorch's fused
     scaled_dot_product_attention at each length, and of tiled_attention (Python loops: for reading,
-    not speed) up to `tiled_up_to` tokens. Running out of memory ends the sweep as a marked result."""
+    not speed) up to `tiled_up_to` tokens. Running out of memory ends the sweep as a marked result.
+    On a CPU the timings run on `cpu_threads` threads (helpers.hierarchy.cpu_threads)."""
     import torch
     import torch.nn.functional as F
 
+    from .hierarchy import cpu_threads as _threads
     from .timing import measure
     from .workloads import guarded_sweep
 
@@ -208,7 +210,8 @@ def time_attention(lengths: Sequence[int], shape: AttentionShape, device: str = 
         row["naive ÷ sdpa"] = row["naive_s"] / row["sdpa_s"]
         return row
 
-    return guarded_sweep(lengths, point, device, "tokens", desc="attention lengths")
+    with _threads(cpu_threads, device):
+        return guarded_sweep(lengths, point, device, "tokens", desc="attention lengths")
 
 
 def hbm_figure(table, block_r: int, block_c: int, source: Any):

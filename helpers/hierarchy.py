@@ -14,6 +14,7 @@ takes well under a microsecond, far less than a Python call.
 """
 from __future__ import annotations
 
+import contextlib
 import csv
 import math
 import subprocess
@@ -126,6 +127,24 @@ def data_caches(levels: Sequence[CacheLevel] | None = None) -> list[CacheLevel]:
 
 # ============================================================================ the staircase, measured
 
+@contextlib.contextmanager
+def cpu_threads(n: int | None, device: str = "cpu"):
+    """Run torch on `n` CPU threads inside the block (on a CPU device; a GPU or n=None changes nothing).
+    One thread keeps CPU timings steady on a machine that other programs share: several threads
+    waiting on each other are slowed by every other process, one thread only by its share of a core."""
+    import torch
+
+    if n is None or not device.startswith("cpu"):
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def read_bandwidth(nbytes: int, bytes_per_sample: int = 128 * MiB, repeats: int = 5, threads: int = 1) -> float:
     """Read bandwidth (bytes/s, best of `repeats`) over a working set of `nbytes`, re-read until about
     `bytes_per_sample` bytes are read per sample, on `threads` CPU threads."""
@@ -139,12 +158,8 @@ def read_bandwidth(nbytes: int, bytes_per_sample: int = 128 * MiB, repeats: int 
     x = torch.ones(n, dtype=torch.float32)          # touched now: no page faults in the timed reads
     passes = max(1, bytes_per_sample // (n * 4))
     view = x.expand(passes, n)                      # the same buffer `passes` times: one call, many passes
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
+    with cpu_threads(threads):
         stats = measure(lambda: view.sum(), "cpu", warmup=1, repeats=repeats)
-    finally:
-        torch.set_num_threads(before)
     return passes * n * 4 / stats.min
 
 

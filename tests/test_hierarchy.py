@@ -56,3 +56,14 @@ def test_gpu_hierarchy_against_published_figures():
     a100 = rows["A100 80GB"]
     assert a100["SMs"] == 108 and a100["on-chip bandwidth (TB/s)"] == 19
     assert 1.5 <= a100["HBM bandwidth (TB/s)"] <= 2.1
+
+
+def test_cpu_threads_sets_and_restores():
+    import torch
+
+    before = torch.get_num_threads()
+    with h.cpu_threads(1):
+        assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == before
+    with h.cpu_threads(1, "cuda"):      # a GPU device leaves the CPU threads alone
+        assert torch.get_num_threads() == before
