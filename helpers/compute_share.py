@@ -283,7 +283,7 @@ def share_figure(sweep, source: Any, threshold: float = TALK_LAYER_SHARE):
         ax.set_ylabel("share of the forward pass's FLOPs (%)")
         ax.set_title(f"{phase}: one {'prompt' if phase == 'prefill' else 'decode step'}", fontsize=10)
         ax.set_ylim(0, 101)
-    axes[1].legend(fontsize=6.5, loc="lower right")
+    axes[0].legend(fontsize=6.5, loc="center left")   # the empty middle-left of the prefill panel
     fig.suptitle("Where the FLOPs go, by context length")
     return plots.finish(fig, source)
 

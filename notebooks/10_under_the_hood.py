@@ -77,7 +77,8 @@ def _(compute_share, pd):
 @app.cell
 def _(compute_share, loaded, pd):
     _lengths = [2**k for k in range(6, 19)]
-    sweep = pd.DataFrame(compute_share.share_sweep(["mistral-7b-v0.1", "mistral-7b-v0.3", loaded.spec], _lengths))
+    _models = ["mistral-7b-v0.1", "mistral-7b-v0.3"] + ([loaded.spec] if loaded.profile == "tiny" else [])
+    sweep = pd.DataFrame(compute_share.share_sweep(_models, _lengths))
     compute_share.share_figure(sweep, "computed (helpers.roofline FLOPs): Mistral 7B v0.1 and v0.3 configs, and "
                                + loaded.spec.name)
     return (sweep,)
