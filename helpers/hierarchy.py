@@ -224,3 +224,14 @@ def staircase_figure(rows: Sequence[dict[str, Any]], caches: Sequence[CacheLevel
     ax.set_title("This CPU's memory hierarchy: bandwidth falls at each cache size")
     ax.legend(fontsize=8)
     return plots.finish(fig, source)
+
+
+def bench_staircase(repeats: int = 3) -> dict[str, Any]:
+    """`make bench` section: this CPU's data caches and the measured read bandwidth per level (one core)."""
+    caches = data_caches()
+    rows = staircase(working_set_sizes(per_octave=1), repeats=repeats, bytes_per_sample=64 * MiB, levels=caches)
+    return {"caches": [{"level": c.name, "bytes": c.size_bytes, "shared_by": c.shared_by} for c in caches],
+            "staircase": rows, "plateaus": plateaus(rows),
+            "definitions": {"read bandwidth": "bytes summed ÷ seconds, float32 sum re-reading one buffer, "
+                                              "best of repeats, one CPU thread",
+                            "× DRAM": "a level's median bandwidth ÷ the median of the sizes beyond the last cache"}}

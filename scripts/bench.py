@@ -35,10 +35,24 @@ def _capacity() -> dict:
     return capacity_measured.bench_capacity()
 
 
+def _hierarchy() -> dict:
+    from helpers import hierarchy
+
+    return hierarchy.bench_staircase()
+
+
+def _attention() -> dict:
+    from helpers import flash
+
+    return flash.bench_attention()
+
+
 # name -> a function returning a dict; each is written to <out>/<name>.json with the machine added.
 SECTIONS: dict[str, Callable[[], dict]] = {
     "roofline": _roofline,
     "capacity": _capacity,
+    "hierarchy": _hierarchy,
+    "attention": _attention,
 }
 
 

@@ -67,3 +67,13 @@ def test_cpu_threads_sets_and_restores():
     assert torch.get_num_threads() == before
     with h.cpu_threads(1, "cuda"):      # a GPU device leaves the CPU threads alone
         assert torch.get_num_threads() == before
+
+
+def test_bench_sections_are_registered():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+    import bench as bench_script
+
+    assert {"hierarchy", "attention"} <= set(bench_script.SECTIONS)
