@@ -272,3 +272,20 @@ def state_figure(rows, linear_state_bytes: int | None, source: Any):
     ax.set_title("KV cache against fixed-size state")
     ax.legend(fontsize=7)
     return plots.finish(fig, source)
+
+
+def sparse_decode_saving(model: str = "mistral-7b-v0.3", context: int = 131072, keep: int = 2048) -> dict[str, Any]:
+    """FLOPs of one decode step at `context` tokens, attending to all keys against `keep` chosen ones
+    (helpers.compute_share.flop_terms; the linear layers and the head are unchanged). Choosing the keys
+    costs extra (scoring them, or a cheaper index) and is not counted."""
+    from .compute_share import flop_terms
+
+    if not 0 < keep <= context:
+        raise ValueError(f"keep must be between 1 and the context ({context}), got {keep}")
+    dense = flop_terms(model, 1, context - 1)                  # the new token is the context-th
+    sparse = flop_terms(model, 1, keep - 1)                    # as if only `keep` keys were there
+    key = "layers: attention over the context (QKᵀ, softmax·V)"
+    total_dense, total_sparse = sum(dense.values()), sum(sparse.values())
+    return {"model": model, "context": context, "keep": keep, "dense FLOPs": total_dense,
+            "attention share (dense)": dense[key] / total_dense, "sparse FLOPs": total_sparse,
+            "FLOPs saved": 1 - total_sparse / total_dense}

@@ -67,3 +67,15 @@ def test_sparse_attention_saves_and_risks():
 def test_unknown_model_type_says_what_is_allowed():
     with pytest.raises(ValueError, match="mamba, falcon_mamba, jamba"):
         ss.ssm_shape("mistral-7b-v0.1")
+
+
+def test_sparse_decode_saving_by_hand():
+    # Mistral 7B v0.3 at 131,072 tokens: linear 13,958,643,712 + head 2 × 4096 × 32,768 = 268,435,456
+    # + attention 524,288 × 131,072 = 68,719,476,736; with 2,048 keys: 524,288 × 2,048 = 1,073,741,824
+    r = ss.sparse_decode_saving("mistral-7b-v0.3", 131072, 2048)
+    dense = 13_958_643_712 + 268_435_456 + 68_719_476_736
+    sparse = 13_958_643_712 + 268_435_456 + 1_073_741_824
+    assert (r["dense FLOPs"], r["sparse FLOPs"]) == (dense, sparse)
+    assert r["FLOPs saved"] == pytest.approx(1 - sparse / dense)
+    with pytest.raises(ValueError, match="keep"):
+        ss.sparse_decode_saving(keep=0)
