@@ -11,7 +11,7 @@ PY=${PYTHON:-python3}
 TORCH_VERSION=${TORCH_VERSION:-2.13.0}
 VENV=.venv
 stamp=$VENV/.workshop-installed
-want=$(cat requirements.txt pyproject.toml | sha256sum | cut -c1-16)
+want=$(cat requirements.txt requirements-test.txt pyproject.toml | sha256sum | cut -c1-16)
 
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && "$VENV/bin/python" -c "import torch, helpers" 2>/dev/null; then
   exit 0
@@ -48,7 +48,7 @@ if ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
 fi
 
 # The requirements never name torch, so an installed torch is kept as it is.
-"${pip[@]}" -r requirements.txt
+"${pip[@]}" -r requirements.txt -r requirements-test.txt
 "${pip[@]}" --no-deps -e .
 echo "$want" > "$stamp"
 "$VENV/bin/python" -c "import torch, transformers, marimo; print(f'setup: torch {torch.__version__}, transformers {transformers.__version__}, marimo {marimo.__version__}')"
