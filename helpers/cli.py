@@ -69,6 +69,7 @@ def bounded_int(lo: int, hi: int):
 def bounded_float(lo: float, hi: float, lo_open: bool = True):
     """An argparse type: a finite number in (lo, hi] (or [lo, hi]), or one line saying so."""
     low = "(" if lo_open else "["
+    span = f"{low}{lo:,.{0 if float(lo).is_integer() else 3}f}, {hi:,.0f}]"
 
     def parse(text: str) -> float:
         try:
@@ -76,9 +77,9 @@ def bounded_float(lo: float, hi: float, lo_open: bool = True):
         except ValueError:
             value = math.nan
         if not math.isfinite(value):
-            raise argparse.ArgumentTypeError(f"expected a finite number in {low}{lo:g}, {hi:g}], got {_quoted(text)}")
+            raise argparse.ArgumentTypeError(f"expected a finite number in {span}, got {_quoted(text)}")
         if not (lo < value if lo_open else lo <= value) or value > hi:
-            raise argparse.ArgumentTypeError(f"must be in {low}{lo:g}, {hi:g}], got {_quoted(text)}")
+            raise argparse.ArgumentTypeError(f"must be in {span}, got {_quoted(text)}")
         return value
     return parse
 
@@ -120,7 +121,7 @@ def emit(result: Any, as_json: bool, render: Callable[[Any], str]) -> None:
 
 # What an ASCII-only terminal gets instead of the symbols the tables use.
 ASCII = {"×": "x", "≥": ">=", "≤": "<=", "÷": "/", "→": "->", "…": "...", "—": "-", "–": "-", "µ": "u",
-         "±": "+/-", "≈": "~", "‘": "'", "’": "'", "“": '"', "”": '"', "⚠": "!"}
+         "±": "+/-", "≈": "~", "‘": "'", "’": "'", "“": '"', "”": '"', "⚠": "!", "·": "-"}
 
 
 def _fallback(err: UnicodeError):

@@ -48,7 +48,7 @@ REQUIRED = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_si
 MLA_FIELDS = ("qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
 LAYER_TYPES = ("full_attention", "sliding_attention")
 # What a null means, said in the message of a field that may be null.
-NULL_MEANS = {"num_key_value_heads": "same as num_attention_heads (MHA)",
+NULL_MEANS = {"num_key_value_heads": "as many as the attention heads: MHA",
               "head_dim": "hidden_size ÷ num_attention_heads", "sliding_window": "no layer slides",
               "kv_lora_rank": "not MLA", "max_position_embeddings": "no limit known"}
 
