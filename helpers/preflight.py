@@ -27,6 +27,7 @@ NOTEBOOK_DIR = Path(__file__).resolve().parent.parent / "notebooks"
 NEEDS: dict[str, tuple[str, ...]] = {
     "00": (),
     "04": ("no-model",),
+    "06": ("own-models",),   # builds its own tiny attention variants on the CPU, whatever the profile
     "05": ("bitsandbytes",),
     "08": ("server",),
 }
@@ -97,6 +98,8 @@ def go_no_go(model_ok: bool, versions: dict[str, str], device: str, folder: Path
             why.append("bitsandbytes is not installed")
         if "server" in needs and device != "cuda":
             why.append("without a CUDA GPU the serving benchmark uses recorded results")
+        if "own-models" in needs:
+            why.append("builds its own small models on the CPU, whatever the profile")
         if "no-model" in needs:
             why.append("the planner needs no model" + ("" if model_ok else
                        "; its last section, predicted against measured, shows a note instead"))
