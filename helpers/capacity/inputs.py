@@ -23,7 +23,7 @@ MAX_MIN_BATCH = 4096  # the notebook's "minimum batch" control stops there
 
 def unreadable_note(text: str) -> str:
     return (f"cannot use {show(text, 80)} as a model: the box takes a preset name or the path of a Hugging Face "
-            f"config file ending in .json, at most {MAX_CONFIG_BYTES // 1000:,} kB, that this app can read")
+            f"config file ending in .json, at most {MAX_CONFIG_BYTES / 1e6:g} MB, that this app can read")
 
 
 def read_model(text: str) -> tuple[ModelSpec | None, str]:
