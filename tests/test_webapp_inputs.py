@@ -37,6 +37,8 @@ def configs(tmp_path_factory):
     out["nested"].write_text("[" * 100_000 + "]" * 100_000)
     out["notjson"] = d / "notes.txt"
     out["notjson"].write_text("hello")
+    out["badjson"] = d / "bad.json"
+    out["badjson"].write_text("hello")
     return out
 
 
@@ -83,7 +85,7 @@ def test_the_note_does_not_tell_whether_a_path_exists(page, configs, tmp_path):
     before = ranked_rows(page)
     notes = {}
     for path in ("/no/such/dir/config.json", "/etc/passwd", "/etc", str(configs["notjson"]),
-                 str(tmp_path / "missing.json"), "/dev/zero", "/proc/self/environ"):
+                 str(configs["badjson"]), str(tmp_path / "missing.json"), "/dev/zero", "/proc/self/environ"):
         type_path(page, path)
         notes[path] = note_text(page, f"cannot use '{path}'").replace(path, "PATH")
         assert ranked_rows(page) == before
