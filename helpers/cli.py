@@ -16,11 +16,14 @@ import os
 import sys
 from typing import Any, Callable
 
+from .config_schema import MAX_TOKENS
+
 BAD_INPUT, ENVIRONMENT = 2, 1
 
 # Bounds of numbers typed on the command line: beyond any real deployment, inside what the arithmetic
-# carries exactly (token counts of 10^9 by batches of 10^9 stay finite in every formula).
-MAX_COUNT = 1_000_000_000
+# carries (token counts of 10^9 by batches of 10^9 stay finite in every formula). The same bound as a
+# config's max_position_embeddings.
+MAX_COUNT = MAX_TOKENS
 MAX_MS = 1e9
 
 # The commands of ``python -m helpers``: name -> (help, add_args, run, render). Kept here, in a
@@ -68,18 +71,18 @@ def bounded_int(lo: int, hi: int):
 
 def bounded_float(lo: float, hi: float, lo_open: bool = True):
     """An argparse type: a finite number in (lo, hi] (or [lo, hi]), or one line saying so."""
-    low = "(" if lo_open else "["
-    span = f"{low}{lo:,.{0 if float(lo).is_integer() else 3}f}, {hi:,.0f}]"
+    if lo == 0 and lo_open:
+        span = f"a positive finite number, at most {hi:,.0f}"
+    else:
+        span = f"a finite number from {lo:,g}{' (excluded)' if lo_open else ''} to {hi:,.0f}"
 
     def parse(text: str) -> float:
         try:
             value = float(text) if len(text) <= 40 else math.nan
         except ValueError:
             value = math.nan
-        if not math.isfinite(value):
-            raise argparse.ArgumentTypeError(f"expected a finite number in {span}, got {_quoted(text)}")
-        if not (lo < value if lo_open else lo <= value) or value > hi:
-            raise argparse.ArgumentTypeError(f"must be in {span}, got {_quoted(text)}")
+        if not math.isfinite(value) or not (lo < value if lo_open else lo <= value) or value > hi:
+            raise argparse.ArgumentTypeError(f"must be {span}, got {_quoted(text)}")
         return value
     return parse
 

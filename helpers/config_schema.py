@@ -228,8 +228,9 @@ def read_config_file(path: Path, limit: int = MAX_CONFIG_BYTES) -> dict:
             raise ConfigError(f"{path} is {st.st_size:,} bytes; allowed: a config.json of at most {limit:,} bytes")
         with open(path, "rb") as f:
             data = f.read(limit + 1)
-    except OSError as exc:
-        raise ConfigError(f"cannot read {path}: {exc.strerror or type(exc).__name__}") from None
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ConfigError(f"cannot read {show(str(path), 200)}: {why}") from None
     if len(data) > limit:
         raise ConfigError(f"{path} is over {limit:,} bytes; allowed: a config.json of at most {limit:,} bytes")
     try:

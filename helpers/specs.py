@@ -56,10 +56,15 @@ def load_config(model: str | Path | dict) -> tuple[str, dict]:
     key = ALIASES.get(text.lower(), text.lower())
     if key in PRESETS:
         return key, read_config_file(preset_path(key))
-    path = Path(text).expanduser()
-    if path.is_dir():
-        path = path / "config.json"
-    if not path.exists():
+    try:
+        path = Path(text).expanduser()
+        if path.is_dir():
+            path = path / "config.json"
+        found = path.exists()
+    except (OSError, RuntimeError, ValueError) as exc:  # a name too long, ~nosuchuser, a NUL byte
+        raise ValueError(f"cannot use {show(text, 200)} as a model path ({exc}); presets: {', '.join(PRESETS)}; "
+                         "or give the path to a Hugging Face config.json") from None
+    if not found:
         raise ValueError(
             f"unknown model {show(text, 200)}: not a preset and no such file; "
             f"presets: {', '.join(PRESETS)}; or give the path to a Hugging Face config.json"

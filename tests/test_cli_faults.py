@@ -79,10 +79,13 @@ def test_dtype_spellings_the_library_accepts(spelling):
     (["kv", "--model", "mistral-7b-v0.1", "--tokens", "1" + "0" * 400], "expected a whole number from 1 to"),
     (["kv", "--model", "mistral-7b-v0.1", "--tokens", "2000000000"], "from 1 to 1,000,000,000, got '2000000000'"),
     (["capacity", "--model", "mistral-7b-v0.1", "--gpu", "all", "--context", "4096", "--slo-ms", "nan"],
-     "expected a finite number"),
+     "must be a positive finite number, at most 1,000,000,000, got 'nan'"),
     (["capacity", "--model", "mistral-7b-v0.1", "--gpu", "all", "--context", "40000", "--batch", "1"],
      "exceeds mistral-7b-v0.1's maximum of 32,768"),
     (["kv", "--model", "/dev/zero"], "not a regular file"),
+    (["kv", "--model", "a" * 5000], "cannot use 'aaaa"),
+    (["kv", "--model", "~nosuchuser-workshop/config.json"], "as a model path"),
+    (["kv", "--model", "mistral-7b-v0.1", "--dtype", "\udcff"], "unknown dtype"),
 ])
 def test_bad_input_is_exit_2_and_one_line(args, needle):
     r = cli(args)

@@ -31,12 +31,12 @@ def read_model(text: str) -> tuple[ModelSpec | None, str]:
     text = str(text).strip()
     if ALIASES.get(text.lower(), text.lower()) in PRESETS:
         return get_spec(text), ""
-    path = Path(text).expanduser()
-    if path.suffix.lower() != ".json":
-        return None, unreadable_note(text)
     try:
+        path = Path(text).expanduser()
+        if path.suffix.lower() != ".json":
+            return None, unreadable_note(text)
         cfg = read_config_file(path)
-    except ConfigError:
+    except (ConfigError, OSError, RuntimeError, ValueError):  # whatever the reason: the same note
         return None, unreadable_note(text)
     try:
         return spec_from_config(cfg, config_name(path)), ""
