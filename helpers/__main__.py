@@ -12,7 +12,7 @@ import os
 import sys
 import warnings
 
-from .cli import (COMMANDS, ENVIRONMENT, Parser, CliError, classify, command, dtype_type, fail, positive_int,
+from .cli import (BAD_INPUT, COMMANDS, ENVIRONMENT, Parser, CliError, classify, command, dtype_type, fail, positive_int,
                   prepare_streams, render_text, silence_stdout, table)
 from .units import fmt_bytes, fmt_count
 
@@ -160,16 +160,19 @@ def main(argv: list[str] | None = None) -> int:
     prepare_streams()
     try:
         text = _answer(argv)
-    except SystemExit as exc:  # --help and friends
-        return exc.code if isinstance(exc.code, int) else 0
+    except SystemExit as exc:  # --help: argparse printed it; only the flush below is left
+        if exc.code not in (0, None):
+            return exc.code if isinstance(exc.code, int) else BAD_INPUT
+        text = None
     except KeyboardInterrupt:
         return fail("interrupted", 130)
     except Exception as exc:  # noqa: BLE001 - every fault is one line and a status, never a traceback
         return fail(*classify(exc))
     if sys.stdout is None:
-        return fail("stdout is closed: nowhere to print the answer", ENVIRONMENT)
+        return 0 if text is None else fail("stdout is closed: nowhere to print the answer", ENVIRONMENT)
     try:
-        sys.stdout.write(text + "\n")
+        if text is not None:
+            sys.stdout.write(text + "\n")
         sys.stdout.flush()
     except BrokenPipeError:  # output piped into `head` and cut short: not an error
         silence_stdout()
