@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 
 import pytest
 
@@ -59,10 +60,14 @@ def assert_no_crash(pg) -> None:
     assert pg.get_by_text("An internal error occurred").count() == 0
 
 
-def back_to_the_preset(pg, before) -> None:
+def back_to_the_preset(pg, before, timeout: float = 45.0) -> None:
+    """Clear the path box and wait until the preset's ranking is back."""
     type_path(pg, "")
     pg.get_by_text(NOTE).first.wait_for(state="detached")
-    assert ranked_rows(pg) == before
+    deadline = time.monotonic() + timeout
+    while ranked_rows(pg) != before:
+        assert time.monotonic() < deadline, "the preset's ranking did not come back"
+        time.sleep(0.5)
 
 
 @pytest.mark.parametrize("case,needle", [
