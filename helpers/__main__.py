@@ -1,13 +1,19 @@
 """The command line over the calculators: ``python -m helpers <command> … [--json]``.
 
 Commands register themselves in helpers.cli.COMMANDS: each has a function that adds its arguments and one
-that returns a JSON-able result and a renderer for the readable table. Bad input prints one line
-on stderr and exits 2.
+that returns a JSON-able result and a renderer for the readable table.
+
+Exit status: 0 the answer was printed; 2 bad input; 1 a fault of the environment (a closed or full
+stdout, a missing library, no memory). Either way one line on stderr, never a traceback.
 """
 from __future__ import annotations
 
+import os
 import sys
-from .cli import COMMANDS, CliError, Parser, command, emit, fail, positive_int, table
+import warnings
+
+from .cli import (BAD_INPUT, COMMANDS, ENVIRONMENT, Parser, CliError, classify, command, dtype_type, fail, positive_int,
+                  prepare_streams, render_text, silence_stdout, table)
 from .units import fmt_bytes, fmt_count
 
 
@@ -17,7 +23,8 @@ def _kv_args(p) -> None:
     from .memory import KV_DTYPES
 
     p.add_argument("--model", required=True, help="preset name or path to a config.json")
-    p.add_argument("--dtype", default="bf16", choices=KV_DTYPES, help="KV-cache element type")
+    p.add_argument("--dtype", default="bf16", type=dtype_type(KV_DTYPES),
+                   help=f"KV-cache element type: {', '.join(KV_DTYPES)} (also bfloat16, BF16, …)")
     p.add_argument("--tokens", type=positive_int, default=4096, help="tokens per sequence (default 4096)")
     p.add_argument("--batch", type=positive_int, default=1, help="sequences (default 1)")
 
@@ -66,7 +73,8 @@ def _weights_args(p) -> None:
     from .memory import WEIGHT_SCHEMES
 
     p.add_argument("--model", required=True, help="preset name or path to a config.json")
-    p.add_argument("--dtype", default="bf16", choices=WEIGHT_SCHEMES, help="weight dtype or quantization scheme")
+    p.add_argument("--dtype", default="bf16", type=dtype_type(WEIGHT_SCHEMES),
+                   help=f"weight dtype or quantization scheme: {', '.join(WEIGHT_SCHEMES)}")
 
 
 def _weights_render(r: dict) -> str:
@@ -125,31 +133,55 @@ def _register_topic_commands() -> None:
                 raise
 
 
-def main(argv: list[str] | None = None) -> int:
-    _register_topic_commands()
-    parser = Parser(prog="python -m helpers", description="Calculators of the LLM inference workshop.")
-    sub = parser.add_subparsers(dest="command", parser_class=Parser)
-    for name, (help_, add_args, _run, _render) in COMMANDS.items():
-        p = sub.add_parser(name, help=help_, description=help_)
-        add_args(p)
-        p.add_argument("--json", action="store_true", help="print one JSON object")
-    try:
+def _answer(argv: list[str] | None) -> str:
+    """Parse, run, render: the text to print. Library warnings are kept off stderr (one line or none)."""
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _register_topic_commands()
+        parser = Parser(prog="python -m helpers", description="Calculators of the LLM inference workshop.")
+        sub = parser.add_subparsers(dest="command", parser_class=Parser)
+        for name, (help_, add_args, _run, _render) in COMMANDS.items():
+            p = sub.add_parser(name, help=help_, description=help_)
+            add_args(p)
+            p.add_argument("--json", action="store_true", help="print one JSON object")
         args = parser.parse_args(argv)
         if not args.command:
             raise CliError(f"python -m helpers: choose a command: {', '.join(COMMANDS)}")
         _help, _add, run, render = COMMANDS[args.command]
         result = run(args)
-        emit(result, args.json, render)
-        return 0
-    except BrokenPipeError:  # output piped into `head` and cut short: not an error
-        import os
+    try:
+        return render_text(result, args.json, render)
+    except (ValueError, TypeError, ArithmeticError) as exc:  # a result that cannot be shown is our bug
+        raise RuntimeError(f"the answer could not be rendered ({exc})") from None
 
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+def main(argv: list[str] | None = None) -> int:
+    prepare_streams()
+    try:
+        text = _answer(argv)
+    except SystemExit as exc:  # --help: argparse printed it; only the flush below is left
+        if exc.code not in (0, None):
+            return exc.code if isinstance(exc.code, int) else BAD_INPUT
+        text = None
+    except KeyboardInterrupt:
+        return fail("interrupted", 130)
+    except Exception as exc:  # noqa: BLE001 - every fault is one line and a status, never a traceback
+        return fail(*classify(exc))
+    if sys.stdout is None:
+        return 0 if text is None else fail("stdout is closed: nowhere to print the answer", ENVIRONMENT)
+    try:
+        if text is not None:
+            sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:  # output piped into `head` and cut short: not an error
+        silence_stdout()
         return 0
-    except CliError as exc:
-        return fail(str(exc))
-    except ValueError as exc:
-        return fail(str(exc))
+    except (OSError, ValueError) as exc:  # /dev/full, a closed descriptor
+        silence_stdout()
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        return fail(f"cannot write the answer to stdout: {why}", ENVIRONMENT)
+    return 0
 
 
 if __name__ == "__main__":

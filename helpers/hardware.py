@@ -21,9 +21,11 @@ def pick_device(prefer: str | None = None) -> str:
     torch = _torch()
     want = (prefer or os.environ.get("WORKSHOP_DEVICE") or "auto").lower()
     if want not in ("auto", "cuda", "mps", "cpu"):
-        raise ValueError(f"unknown device {want!r}; allowed: auto, cuda, mps, cpu")
+        raise ValueError(f"unknown device {want[:40]!r}; allowed: auto, cuda, mps, cpu. Fix: set WORKSHOP_DEVICE "
+                         "to one of them, or unset it for auto")
     if want == "cuda" and not torch.cuda.is_available():
-        raise ValueError("WORKSHOP_DEVICE=cuda but no CUDA GPU is visible to torch")
+        raise ValueError("WORKSHOP_DEVICE=cuda but no CUDA GPU is visible to torch. Fix: unset WORKSHOP_DEVICE "
+                         "(auto uses the best device here) or run on a machine with a CUDA GPU")
     if want != "auto":
         return want
     if torch.cuda.is_available():

@@ -166,8 +166,12 @@ def weights_status(model_id: str | None = None, probe_hub: bool = True, timeout:
     except Exception:  # noqa: BLE001 - any failure here means "not cached"
         pass
     if _offline() or not probe_hub:
+        from huggingface_hub.constants import HF_HUB_CACHE
+
+        asked = ("the Hub was not asked: it is switched off (HF_HUB_OFFLINE=1)" if _offline()
+                 else "the Hub was not asked (only the local cache was checked)")
         return WeightsStatus(False, None, (
-            f"{model_id} weights are not in the local cache and the Hub is switched off (HF_HUB_OFFLINE=1). "
+            f"{model_id} weights are not in the local Hugging Face cache ({HF_HUB_CACHE}); {asked}. "
             f"Fix: on a machine with internet run `hf download {model_id}` (accept the licence at {page} "
             "and set HF_TOKEN first if it is gated), or use WORKSHOP_PROFILE=tiny or mistral-7b-random."))
     try:
@@ -222,7 +226,9 @@ def resolve_profile(profile: str | None = None, device: str | None = None) -> tu
     """(profile, reason): the environment's WORKSHOP_PROFILE, or what ``auto`` picks here and why."""
     want = (profile or os.environ.get("WORKSHOP_PROFILE") or "auto").strip().lower()
     if want not in PROFILES:
-        raise ValueError(f"unknown WORKSHOP_PROFILE {want!r}; allowed: {', '.join(PROFILES)}")
+        where = "profile" if profile else "WORKSHOP_PROFILE"
+        raise ValueError(f"unknown {where} {want[:40]!r}; allowed: {', '.join(PROFILES)}. Fix: set "
+                         f"WORKSHOP_PROFILE to one of them, or unset it for auto")
     if want != "auto":
         return want, f"WORKSHOP_PROFILE={want} was set"
     dev = pick_device(device)

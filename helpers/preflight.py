@@ -1,5 +1,10 @@
 """Preflight: what this machine is, which profile will run and why, library versions, memory,
-whether the weights are present, and a go/no-go line for each notebook."""
+whether the weights are present, and a go/no-go line for each notebook.
+
+It predicts what the notebooks do: it loads the model exactly as they do (``models.load()`` with the
+environment's WORKSHOP_PROFILE and WORKSHOP_DEVICE), so a setting the notebooks refuse is refused here
+too, with the same message and its fix — never "ignored" here and fatal there.
+"""
 from __future__ import annotations
 
 import importlib
@@ -22,6 +27,7 @@ NOTEBOOK_DIR = Path(__file__).resolve().parent.parent / "notebooks"
 NEEDS: dict[str, tuple[str, ...]] = {
     "00": (),
     "04": ("no-model",),
+    "06": ("own-models",),   # builds its own tiny attention variants on the CPU, whatever the profile
     "05": ("bitsandbytes",),
     "08": ("server",),
 }
@@ -47,7 +53,8 @@ class ModelCheck:
 
 
 def check_model(profile: str | None = None, device: str | None = None) -> ModelCheck:
-    """Load the profile's model and run one forward pass; report instead of raising."""
+    """Load the profile's model and run one forward pass; report instead of raising. Without arguments
+    it loads what every notebook loads (``models.load()``, from the environment's settings)."""
     from .models import ProfileUnavailable, load
 
     t0 = time.perf_counter()
@@ -62,7 +69,7 @@ def check_model(profile: str | None = None, device: str | None = None) -> ModelC
         name = loaded.profile
         del loaded
         return ModelCheck(True, name, time.perf_counter() - t0, msg)
-    except ProfileUnavailable as exc:
+    except (ProfileUnavailable, ValueError) as exc:  # what the notebooks' load() raises, word for word
         return ModelCheck(False, profile or "auto", time.perf_counter() - t0, str(exc))
     except Exception as exc:  # noqa: BLE001 - reported in the table
         return ModelCheck(False, profile or "auto", time.perf_counter() - t0, f"{type(exc).__name__}: {exc}")
@@ -91,6 +98,8 @@ def go_no_go(model_ok: bool, versions: dict[str, str], device: str, folder: Path
             why.append("bitsandbytes is not installed")
         if "server" in needs and device != "cuda":
             why.append("without a CUDA GPU the serving benchmark uses recorded results")
+        if "own-models" in needs:
+            why.append("builds its own small models on the CPU, whatever the profile")
         if "no-model" in needs:
             why.append("the planner needs no model" + ("" if model_ok else
                        "; its last section, predicted against measured, shows a note instead"))
@@ -100,22 +109,30 @@ def go_no_go(model_ok: bool, versions: dict[str, str], device: str, folder: Path
 
 
 def summary() -> dict:
-    """Everything the preflight notebook shows, as plain data. A wrong WORKSHOP_DEVICE or
-    WORKSHOP_PROFILE is reported (and the defaults used), not raised: the preflight must always answer."""
+    """Everything the preflight notebook shows, as plain data; it always answers.
+
+    A WORKSHOP_DEVICE or WORKSHOP_PROFILE that ``models.load()`` refuses is listed in ``problems`` with
+    load()'s own message (the notebooks stop on it, and check_model() reports it); the machine is still
+    described, as auto would see it.
+    """
     problems = []
     try:
         dev = pick_device()
     except ValueError as exc:
-        problems.append(f"WORKSHOP_DEVICE: {exc}; using auto")
+        problems.append(str(exc))
         dev = pick_device("auto")
     info = device_info(dev)
     try:
         profile, reason = resolve_profile(device=dev)
     except ValueError as exc:
-        problems.append(f"{exc}; using auto")
-        profile, reason = resolve_profile("auto", device=dev)
-        reason = f"{reason} (WORKSHOP_PROFILE is not valid: {os.environ.get('WORKSHOP_PROFILE')!r})"
+        problems.append(str(exc))
+        profile = "none"
+    if problems:
+        reason = "a setting is refused (below): the notebooks that load a model stop with the same message"
     status = weights_status(probe_hub=(dev == "cuda"), timeout=5)
+    weights = status.message
+    if not status.available and dev != "cuda":
+        weights += " No CUDA GPU here, so no profile needs these weights on this machine."
     return {"device": info.to_dict(), "profile": profile, "reason": reason,
-            "weights": {"available": status.available, "where": status.where, "message": status.message},
+            "weights": {"available": status.available, "where": status.where, "message": weights},
             "versions": library_versions(), "problems": problems}

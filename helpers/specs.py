@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .config_schema import read_config_file, show, validate_config
+
 PRESET_DIR = Path(__file__).parent / "presets"
 
 # Short names of the presets shipped in helpers/presets/ (sources: presets/SOURCES.md).
@@ -37,37 +39,45 @@ def preset_path(name: str) -> Path:
 def load_config(model: str | Path | dict) -> tuple[str, dict]:
     """(name, config dict) for a preset name, a path to a config.json (or its folder), or a dict.
 
-    Raises ValueError saying what was wrong and what is allowed.
+    Files are read safely (helpers.config_schema.read_config_file: regular files up to 1 MB, no NaN,
+    no deep nesting). Raises ValueError saying what was wrong and what is allowed.
     """
+    if isinstance(model, ModelSpec):
+        return model.name, model.config
     if isinstance(model, dict):
-        return str(model.get("_name_or_path") or model.get("model_type") or "config"), dict(model)
+        name = model.get("_name_or_path") or model.get("model_type") or "config"
+        return (name if isinstance(name, str) else "config")[:100], dict(model)
+    if not isinstance(model, (str, Path)):
+        raise ValueError(f"model must be a preset name, a path to a config.json or a dict, got a "
+                         f"{type(model).__name__}")
     text = str(model).strip()
     if not text:
         raise ValueError(f"empty model name; use a preset ({', '.join(PRESETS)}) or a path to a config.json")
     key = ALIASES.get(text.lower(), text.lower())
     if key in PRESETS:
-        return key, json.loads(preset_path(key).read_text())
-    path = Path(text).expanduser()
-    if path.is_dir():
-        path = path / "config.json"
-    if not path.exists():
+        return key, read_config_file(preset_path(key))
+    try:
+        path = Path(text).expanduser()
+        if path.is_dir():
+            path = path / "config.json"
+        found = path.exists()
+    except (OSError, RuntimeError, ValueError) as exc:  # a name too long, ~nosuchuser, a NUL byte
+        raise ValueError(f"cannot use {show(text, 200)} as a model path ({exc}); presets: {', '.join(PRESETS)}; "
+                         "or give the path to a Hugging Face config.json") from None
+    if not found:
         raise ValueError(
-            f"unknown model {text!r}: not a preset and no such file; "
+            f"unknown model {show(text, 200)}: not a preset and no such file; "
             f"presets: {', '.join(PRESETS)}; or give the path to a Hugging Face config.json"
         )
-    try:
-        cfg = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"cannot read {path} as a JSON config: {exc}") from None
-    if not isinstance(cfg, dict):
-        raise ValueError(f"{path} is not a Hugging Face config (expected a JSON object)")
-    return path.parent.name or path.stem, cfg
+    return config_name(path), read_config_file(path)
 
 
-def _text_config(cfg: dict) -> dict:
-    """Multimodal configs nest the language model's config under text_config."""
-    inner = cfg.get("text_config")
-    return {**cfg, **inner} if isinstance(inner, dict) else cfg
+def config_name(path: Path) -> str:
+    """How a config file is named in tables: its folder for a config.json (the Hub's layout), else the file's
+    own name, so two files in one folder are told apart."""
+    if path.name == "config.json" and path.parent.name:
+        return path.parent.name
+    return path.stem or path.name
 
 
 @dataclass(frozen=True)
@@ -136,81 +146,64 @@ class ModelSpec:
         return d
 
 
-def _req(cfg: dict, key: str, name: str):
-    if key not in cfg or cfg[key] is None:
-        raise ValueError(f"unsupported config for {name!r}: it has no {key!r} (need a decoder-only LM config.json)")
-    val = cfg[key]
-    if not isinstance(val, int) or isinstance(val, bool) or val <= 0:
-        raise ValueError(f"unsupported config for {name!r}: {key!r} must be a positive integer, got {val!r}")
-    return val
-
-
-def _layer_types(cfg: dict, n_layers: int) -> tuple[tuple[str, ...], int | None]:
-    window = cfg.get("sliding_window")
+def _layer_types(c, n_layers: int) -> tuple[tuple[str, ...], int | None]:
+    """Per-layer attention kinds and the window, from checked fields (helpers.config_schema)."""
+    window = c.sliding_window
     # Qwen2-style configs carry a window but switch it off with use_sliding_window=false.
-    if cfg.get("use_sliding_window") is False:
+    if c.use_sliding_window is False:
         window = None
-    types = cfg.get("layer_types")
-    if types:
-        types = tuple("sliding_attention" if "sliding" in t else "full_attention" for t in types[:n_layers])
-        if len(types) != n_layers:
-            raise ValueError(f"config's layer_types has {len(types)} entries for {n_layers} layers")
+    if c.layer_types:
+        types = tuple(c.layer_types)
         if window is None:
-            types = tuple("full_attention" for _ in types)
+            types = ("full_attention",) * n_layers
     elif window is not None:
-        first_full = cfg.get("max_window_layers") if cfg.get("use_sliding_window") else 0
+        first_full = c.max_window_layers if c.use_sliding_window else 0
         types = tuple("sliding_attention" if i >= (first_full or 0) else "full_attention" for i in range(n_layers))
     else:
         types = ("full_attention",) * n_layers
     if "sliding_attention" not in types:
         window = None
-    elif not isinstance(window, int) or window <= 0:
-        raise ValueError(f"config's sliding_window must be a positive integer, got {window!r}")
     return types, window
 
 
 def spec_from_config(cfg: dict, name: str = "config") -> ModelSpec:
-    """Parse a Hugging Face config dict into a ModelSpec (ValueError on what it cannot use)."""
-    c = _text_config(cfg)
-    hidden = _req(c, "hidden_size", name)
-    layers = _req(c, "num_hidden_layers", name)
-    heads = _req(c, "num_attention_heads", name)
-    kv_heads = c.get("num_key_value_heads") or heads
-    if kv_heads > heads or heads % kv_heads:
-        raise ValueError(f"config {name!r}: {heads} attention heads cannot be shared by {kv_heads} KV heads")
-    head_dim = c.get("head_dim") or hidden // heads
-    types, window = _layer_types(c, layers)
-    n_experts = c.get("n_routed_experts") or c.get("num_local_experts") or c.get("num_experts")
+    """Parse a Hugging Face config dict into a ModelSpec, validated by helpers.config_schema: one
+    ValueError naming the field, its value and what is allowed, on anything it cannot use."""
+    c = validate_config(cfg, name)
+    heads = c.num_attention_heads
+    types, window = _layer_types(c, c.num_hidden_layers)
     return ModelSpec(
         name=name,
-        model_type=str(c.get("model_type", "unknown")),
-        hidden_size=hidden,
-        num_layers=layers,
+        model_type=c.model_type or "unknown",
+        hidden_size=c.hidden_size,
+        num_layers=c.num_hidden_layers,
         num_heads=heads,
-        num_kv_heads=kv_heads,
-        head_dim=head_dim,
-        vocab_size=_req(c, "vocab_size", name),
-        intermediate_size=int(c.get("intermediate_size") or 0),
-        max_position_embeddings=c.get("max_position_embeddings"),
-        tie_word_embeddings=bool(c.get("tie_word_embeddings", False)),
+        num_kv_heads=c.num_key_value_heads or heads,
+        head_dim=c.head_dim or c.hidden_size // heads,
+        vocab_size=c.vocab_size,
+        intermediate_size=c.intermediate_size or 0,
+        max_position_embeddings=c.max_position_embeddings,
+        tie_word_embeddings=bool(c.tie_word_embeddings),
         layer_types=types,
         sliding_window=window,
-        kv_lora_rank=c.get("kv_lora_rank"),
-        qk_rope_head_dim=c.get("qk_rope_head_dim"),
-        qk_nope_head_dim=c.get("qk_nope_head_dim"),
-        v_head_dim=c.get("v_head_dim"),
-        q_lora_rank=c.get("q_lora_rank"),
-        num_experts=n_experts,
-        experts_per_token=c.get("num_experts_per_tok") or c.get("experts_per_token"),
-        num_shared_experts=c.get("n_shared_experts"),
-        moe_intermediate_size=c.get("moe_intermediate_size"),
-        first_k_dense_replace=c.get("first_k_dense_replace"),
+        kv_lora_rank=c.kv_lora_rank,
+        qk_rope_head_dim=c.qk_rope_head_dim,
+        qk_nope_head_dim=c.qk_nope_head_dim,
+        v_head_dim=c.v_head_dim,
+        q_lora_rank=c.q_lora_rank,
+        num_experts=c.n_routed_experts or c.num_local_experts or c.num_experts or None,
+        experts_per_token=c.num_experts_per_tok or c.experts_per_token,
+        num_shared_experts=c.n_shared_experts,
+        moe_intermediate_size=c.moe_intermediate_size,
+        first_k_dense_replace=c.first_k_dense_replace,
         config=cfg,
     )
 
 
-def get_spec(model: str | Path | dict) -> ModelSpec:
-    """ModelSpec for a preset name, a config.json path, or a config dict."""
+def get_spec(model: str | Path | dict | ModelSpec) -> ModelSpec:
+    """ModelSpec for a preset name, a config.json path, or a config dict (a ModelSpec is returned as is)."""
+    if isinstance(model, ModelSpec):
+        return model
     name, cfg = load_config(model)
     return spec_from_config(cfg, name)
 
@@ -298,7 +291,7 @@ def _breakdown(cfg_json: str) -> ParamBreakdown:
 
 def param_breakdown(model: str | Path | dict | ModelSpec) -> ParamBreakdown:
     """Exact parameter counts by kind, from the architecture built on the meta device."""
-    cfg = model.config if isinstance(model, ModelSpec) else load_config(model)[1]
+    cfg = get_spec(model).config  # validated where it enters
     return _breakdown(json.dumps(cfg, sort_keys=True))
 
 

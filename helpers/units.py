@@ -22,21 +22,27 @@ DTYPE_BYTES: dict[str, float] = {
 }
 
 _ALIASES = {
-    "float32": "fp32", "float": "fp32", "torch.float32": "fp32",
-    "bfloat16": "bf16", "torch.bfloat16": "bf16",
-    "float16": "fp16", "half": "fp16", "torch.float16": "fp16",
-    "float8": "fp8", "float8_e4m3fn": "fp8", "torch.float8_e4m3fn": "fp8", "e4m3": "fp8",
-    "torch.int8": "int8", "uint4": "int4", "fp4": "mxfp4",
+    "float32": "fp32", "float": "fp32", "f32": "fp32",
+    "bfloat16": "bf16",
+    "float16": "fp16", "half": "fp16", "f16": "fp16",
+    "float8": "fp8", "float8_e4m3fn": "fp8", "float8_e4m3": "fp8", "fp8_e4m3": "fp8", "e4m3": "fp8", "e4m3fn": "fp8",
+    "uint4": "int4", "fp4": "mxfp4", "mx_fp4": "mxfp4", "nf4_dq": "nf4-dq", "nf4dq": "nf4-dq",
 }
 
 
 def normalize_dtype(name: str, allowed: tuple[str, ...] | None = None) -> str:
-    """Canonical short name of a dtype ('bfloat16' -> 'bf16'); ValueError listing what is allowed."""
+    """Canonical short name of a dtype, whatever the spelling: 'bfloat16', 'BF16', 'torch.bfloat16' -> 'bf16'.
+
+    ValueError listing what is allowed.
+    """
     allowed = allowed or tuple(DTYPE_BYTES)
-    key = str(name).strip().lower()
-    key = _ALIASES.get(key, key)
+    key = str(name).strip().lower().replace("-", "_")
+    key = key.removeprefix("torch.")
+    key = _ALIASES.get(key, key).replace("_", "-")
     if key not in allowed:
-        raise ValueError(f"unknown dtype {name!r}; allowed: {', '.join(allowed)}")
+        shown = repr(name) if len(repr(name)) <= 40 else repr(name)[:40] + "…"
+        raise ValueError(f"unknown dtype {shown}; allowed: {', '.join(allowed)} (also spelled e.g. bfloat16, "
+                         "float16, float32)")
     return key
 
 

@@ -62,13 +62,20 @@ def _(fmt_bytes, info, pd):
             ("CPU threads / CUDA SMs", dev["cores"]),
             ("CUDA capability", dev["capability"] or "-"),
             ("profile", info["profile"]),
-            ("why this profile", info["reason"]),
-            ("Mistral 7B weights", info["weights"]["message"]),
-            *[("⚠ setting ignored", p) for p in info["problems"]],
         ],
         columns=["what", "this machine"],
     ).set_index("what")
     machine
+    return
+
+
+@app.cell
+def _(info, mo):
+    # Long messages (the reason, the weights check, a refused setting and its fix) as text, shown whole:
+    # a table cell would cut them short.
+    _lines = [f"**Why this profile:** {info['reason']}", f"**Mistral 7B weights:** {info['weights']['message']}",
+              *[f"⛔ **Setting refused:** {p}" for p in info["problems"]]]
+    mo.md("\n\n".join(_lines))
     return
 
 
@@ -89,7 +96,7 @@ def _(info, pd):
 
 @app.cell
 def _(info, preflight):
-    model_check = preflight.check_model(info["profile"], info["device"]["kind"])
+    model_check = preflight.check_model()  # loads exactly what the notebooks load (models.load())
     return (model_check,)
 
 

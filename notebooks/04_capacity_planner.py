@@ -20,9 +20,12 @@ def _():
     from helpers.capacity import measured as capacity_measured, views as capacity_views
     from helpers.memory import KV_DTYPES, WEIGHT_SCHEMES
     from helpers.specs import PRESETS, get_spec
+    from helpers.capacity.inputs import LastGood
 
     notebook.setup()
-    return KV_DTYPES, PRESETS, WEIGHT_SCHEMES, capacity, capacity_measured, capacity_views, get_spec, mo
+    planner_inputs = LastGood()  # this session's last good inputs: a bad value keeps the answer on the page
+    return (KV_DTYPES, PRESETS, WEIGHT_SCHEMES, capacity, capacity_measured, capacity_views, get_spec, mo,
+            planner_inputs)
 
 
 @app.cell
@@ -74,14 +77,15 @@ def _(config_path, context_choice, gpus_choice, kv_choice, min_batch_choice, mo,
 
 
 @app.cell
-def _(config_path, context_choice, gpus_choice, kv_choice, min_batch_choice, model_choice, slo_choice,
-      weight_choice):
-    model = config_path.value.strip() or model_choice.value
-    weights, kv = weight_choice.value, kv_choice.value
-    context = int(context_choice.value)
-    slo_ms = float(slo_choice.value) or None
-    min_batch = int(min_batch_choice.value or 1)
-    n_gpus = int(gpus_choice.value)
+def _(config_path, context_choice, gpus_choice, kv_choice, min_batch_choice, mo, model_choice, planner_inputs,
+      slo_choice, weight_choice):
+    # Every control checked together (helpers.capacity.inputs): a bad value gives the note below the
+    # controls, and the cells that follow keep the last good inputs.
+    _inputs, _note = planner_inputs.resolve(config_path.value, model_choice.value, weight_choice.value,
+                                            kv_choice.value, context_choice.value, slo_choice.value,
+                                            min_batch_choice.value, gpus_choice.value)
+    model, weights, kv, context, slo_ms, min_batch, n_gpus = _inputs.astuple()
+    mo.md(_note) if _note else None
     return context, kv, min_batch, model, n_gpus, slo_ms, weights
 
 

@@ -15,6 +15,7 @@ import datetime as dt
 import html
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -172,6 +173,14 @@ def stale() -> list[str]:
 
 # ------------------------------------------------------------------ run the workshop
 
+ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")  # colour and cursor codes in tracebacks (ECMA-48 CSI)
+
+
+def strip_ansi(text: str) -> str:
+    """Text without terminal colour codes, for the HTML report's error column."""
+    return ANSI.sub("", text)
+
+
 def _execute(ipynb: Path, timeout: int) -> tuple[bool, float, object, str]:
     import nbformat
     from jupyter_client import KernelManager
@@ -188,9 +197,9 @@ def _execute(ipynb: Path, timeout: int) -> tuple[bool, float, object, str]:
         client.execute()
         ok, err = True, ""
     except CellExecutionError as exc:
-        ok, err = False, str(exc).strip().splitlines()[-1][:500]
+        ok, err = False, strip_ansi(str(exc)).strip().splitlines()[-1][:500]
     except Exception as exc:  # noqa: BLE001 - a kernel death or timeout is a failed notebook in the report
-        ok, err = False, f"{type(exc).__name__}: {exc}"[:500]
+        ok, err = False, strip_ansi(f"{type(exc).__name__}: {exc}")[:500]
     finally:
         if km.has_kernel:  # we own the kernel manager, so the kernel is ours to stop
             km.shutdown_kernel(now=True)

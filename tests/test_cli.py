@@ -55,8 +55,8 @@ def test_presets_listed():
 
 @pytest.mark.parametrize("args,needle", [
     (("kv", "--model", "gpt-5"), "presets: mistral-7b-v0.1"),
-    (("kv", "--model", "mistral-7b-v0.1", "--dtype", "fp6"), "choose from"),
-    (("weights", "--model", "mistral-7b-v0.1", "--dtype", "int4"), "choose from"),
+    (("kv", "--model", "mistral-7b-v0.1", "--dtype", "fp6"), "allowed: fp32, bf16"),
+    (("weights", "--model", "mistral-7b-v0.1", "--dtype", "int4"), "allowed: fp32, bf16"),
     (("kv", "--model", "mistral-7b-v0.1", "--tokens", "0"), "positive"),
     (("kv", "--model", "mistral-7b-v0.1", "--batch", "-3"), "positive"),
     (("kv", "--model", "mistral-7b-v0.1", "--tokens", "many"), "whole number"),

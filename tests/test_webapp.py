@@ -174,5 +174,5 @@ def test_bad_input_in_the_app_is_a_note_not_a_traceback(page):
     path = page.get_by_placeholder("path/to/config.json")
     path.fill("no/such/config.json")
     path.press("Enter")
-    page.get_by_text("unknown model 'no/such/config.json'").first.wait_for()
+    page.get_by_text("cannot use 'no/such/config.json'").first.wait_for()
     assert page.get_by_text("Traceback").count() == 0

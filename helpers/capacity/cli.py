@@ -10,7 +10,7 @@ catalogued GPU at that count) prints one line and exits 2.
 """
 from __future__ import annotations
 
-from ..cli import command, positive_float, positive_int, table
+from ..cli import command, dtype_type, positive_float, positive_int, table
 
 
 def _register(name: str, help_: str, add_args, render, run) -> None:
@@ -34,8 +34,10 @@ def _capacity_args(p) -> None:
     p.add_argument("--gpu", required=True,
                    help="a catalogued GPU (see `python -m helpers gpus`), or 'all' to rank every GPU")
     p.add_argument("--gpus", type=positive_int, default=1, help="GPUs in tensor parallel (default 1)")
-    p.add_argument("--dtype", default="bf16", choices=WEIGHT_SCHEMES, help="weight dtype or quantization scheme")
-    p.add_argument("--kv-dtype", default="bf16", choices=KV_DTYPES, help="KV-cache element type (default bf16)")
+    p.add_argument("--dtype", default="bf16", type=dtype_type(WEIGHT_SCHEMES),
+                   help=f"weight dtype or quantization scheme: {', '.join(WEIGHT_SCHEMES)}")
+    p.add_argument("--kv-dtype", default="bf16", type=dtype_type(KV_DTYPES),
+                   help=f"KV-cache element type: {', '.join(KV_DTYPES)} (default bf16)")
     p.add_argument("--context", type=positive_int, required=True, help="tokens each sequence holds")
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("--batch", type=positive_int,

@@ -1,0 +1,105 @@
+"""The planner web app's inputs (notebook 04 under ``marimo run``): the config path typed into its box,
+read safely, and every control checked together — a bad value gives a note next to the controls while
+the last good answer stays on the page.
+
+The path box reads only JSON config files (``*.json``, at most helpers.config_schema.MAX_CONFIG_BYTES,
+regular files). Whatever stops a file from being read — no such path, a folder, a device, no permission,
+too large, not JSON — gives the same note, so the box does not tell whether an arbitrary path exists on
+the server. A file that is a JSON object gets the schema's note naming the field, its value and what is
+allowed.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..config_schema import MAX_CONFIG_BYTES, ConfigError, read_config_file, show
+from ..specs import ALIASES, PRESETS, ModelSpec, config_name, get_spec, spec_from_config
+from .planner import _whole, check_context, sharding
+from .ranking import rank
+
+MAX_MIN_BATCH = 4096  # the notebook's "minimum batch" control stops there
+
+
+def unreadable_note(text: str) -> str:
+    return (f"cannot use {show(text, 80)} as a model: the box takes a preset name or the path of a Hugging Face "
+            f"config file ending in .json, at most {MAX_CONFIG_BYTES / 1e6:g} MB, that this app can read")
+
+
+def read_model(text: str) -> tuple[ModelSpec | None, str]:
+    """(spec, "") for a preset name or a readable, valid JSON config file; (None, note) otherwise."""
+    text = str(text).strip()
+    if ALIASES.get(text.lower(), text.lower()) in PRESETS:
+        return get_spec(text), ""
+    try:
+        path = Path(text).expanduser()
+        if path.suffix.lower() != ".json":
+            return None, unreadable_note(text)
+        cfg = read_config_file(path)
+    except (ConfigError, OSError, RuntimeError, ValueError):  # whatever the reason: the same note
+        return None, unreadable_note(text)
+    try:
+        return spec_from_config(cfg, config_name(path)), ""
+    except ValueError as exc:
+        return None, str(exc)
+
+
+@dataclass(frozen=True)
+class PlannerInputs:
+    """Every value the planner's cells read, checked together."""
+
+    model: ModelSpec
+    weights: str
+    kv: str
+    context: int
+    slo_ms: float | None
+    min_batch: int
+    gpus: int
+
+    def astuple(self) -> tuple:
+        return (self.model, self.weights, self.kv, self.context, self.slo_ms, self.min_batch, self.gpus)
+
+    def label(self) -> str:
+        slo = f"SLO {self.slo_ms:g} ms" if self.slo_ms else "no SLO"
+        return (f"{self.model.name}, weights {self.weights}, KV {self.kv}, {self.context:,} tokens, {slo}, "
+                f"minimum batch {self.min_batch}, {self.gpus} GPU{'s' if self.gpus > 1 else ''}")
+
+
+def check(path_text: str, preset: str, weights: str, kv: str, context, slo_ms, min_batch, gpus) -> PlannerInputs:
+    """The controls' values as PlannerInputs, or ValueError saying what is wrong and what is allowed.
+
+    Checks what the ranking needs: the context within the model's maximum, the GPU count dividing the
+    heads, a minimum batch from 1 to 4,096, and the model fitting some catalogued GPU at that count.
+    """
+    spec, note = read_model(path_text) if str(path_text or "").strip() else (get_spec(preset), "")
+    if spec is None:
+        raise ValueError(note)
+    if min_batch is None:
+        min_batch = 1
+    min_batch = _whole(min_batch, "minimum batch")
+    if min_batch > MAX_MIN_BATCH:
+        raise ValueError(f"minimum batch must be from 1 to {MAX_MIN_BATCH:,}, got {min_batch:,}")
+    slo = float(slo_ms) if slo_ms else None
+    gpus = _whole(int(gpus), "GPU count")
+    context = check_context(spec, int(context))
+    sharding(spec, gpus)
+    rank(spec, weights, kv, context, slo_ms=slo, min_batch=min_batch, gpus=gpus)  # raises when it fits no GPU
+    return PlannerInputs(spec, weights, kv, context, slo, min_batch, gpus)
+
+
+class LastGood:
+    """Keeps the last inputs that gave an answer. Create one per session (in a notebook cell: a module-level
+    one would be shared by every visitor of the web app)."""
+
+    def __init__(self, default: PlannerInputs | None = None):
+        self.last = default or PlannerInputs(get_spec("mistral-7b-v0.1"), "bf16", "bf16", 4096, 10.0, 1, 1)
+
+    def resolve(self, *values) -> tuple[PlannerInputs, str]:
+        """(inputs to show, note): the new inputs and "" when they are good; else the last good ones and a
+        note (markdown) saying what was wrong and what is shown instead. Arguments as for check()."""
+        try:
+            self.last = check(*values)
+            return self.last, ""
+        except (ValueError, TypeError, OverflowError) as exc:
+            why = str(exc) if isinstance(exc, ValueError) else f"a value the planner cannot use ({exc})"
+            return self.last, f"⚠️ **Cannot plan this:** {why}. Showing the last good answer: {self.last.label()}."

@@ -1,0 +1,96 @@
+"""Preflight predicts what the notebooks do: for a bad WORKSHOP_PROFILE and a bad WORKSHOP_DEVICE its
+verdict is checked against real notebook runs (marimo's script mode); its weights row says what was
+checked; the workshop report's error column carries no terminal colour codes."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from helpers import preflight
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+
+
+def _bad_device() -> str:
+    import torch
+
+    return "tpu" if torch.cuda.is_available() else "cuda"   # cuda is refused only where there is none
+
+
+def run_notebook(name: str, env: dict) -> subprocess.CompletedProcess:
+    full = dict(os.environ, HF_HUB_OFFLINE="1", MPLBACKEND="Agg", PYTHONPATH=str(ROOT), **env)
+    return subprocess.run([sys.executable, str(ROOT / "notebooks" / name)], capture_output=True, text=True,
+                          timeout=600, cwd=ROOT, env=full)
+
+
+def verdicts(monkeypatch, env: dict) -> tuple[dict, preflight.ModelCheck, dict]:
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    info = preflight.summary()
+    check = preflight.check_model()
+    rows = {r["notebook"][:2]: r for r in preflight.go_no_go(check.ok, info["versions"], info["device"]["kind"])}
+    return info, check, rows
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("setting", ["profile", "device"])
+def test_verdict_matches_a_real_notebook_run(monkeypatch, setting):
+    env = {"WORKSHOP_PROFILE": "garbage"} if setting == "profile" else {"WORKSHOP_PROFILE": "tiny",
+                                                                          "WORKSHOP_DEVICE": _bad_device()}
+    info, check, rows = verdicts(monkeypatch, env)
+    assert not check.ok and "Fix:" in check.message
+    assert info["problems"] == [check.message]            # the same words in the table and in the notebooks
+    assert rows["01"]["verdict"] == "no-go" and rows["04"]["verdict"] == "go"
+
+    r = run_notebook("01_feel_the_pain.py", env)           # predicted no-go: it stops, with that message
+    assert r.returncode != 0
+    assert check.message in r.stderr.strip().splitlines()[-1]
+    if setting == "profile":                                # predicted go: it runs to the end, with a note
+        r = run_notebook("04_capacity_planner.py", env)
+        assert r.returncode == 0, r.stderr[-2000:]
+
+
+def test_preflight_itself_always_answers(monkeypatch):
+    info, check, rows = verdicts(monkeypatch, {"WORKSHOP_PROFILE": "mistral-70b", "WORKSHOP_DEVICE": "tpu"})
+    assert info["profile"] == "none"
+    assert any("WORKSHOP_DEVICE" in p and "Fix:" in p for p in info["problems"])
+    assert any("allowed: auto, tiny" in p and "Fix:" in p for p in info["problems"])
+    assert rows["00"]["verdict"] == "go"
+
+
+def test_notebooks_that_never_load_the_profile_are_not_stopped_by_it():
+    """A notebook whose source never calls load() runs whatever the profile: preflight must not say no-go."""
+    rows = {r["notebook"]: r for r in preflight.go_no_go(False, preflight.library_versions(), "cpu")}
+    for name, row in rows.items():
+        source = (ROOT / "notebooks" / name).read_text()
+        if "load()" not in source and "check_model()" not in source:
+            assert row["verdict"] == "go", (name, row)
+
+
+def test_weights_row_says_what_was_checked(monkeypatch):
+    from helpers.models import weights_status
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setenv("WORKSHOP_MODEL_ID", "workshop-tests/not-a-model")
+    msg = weights_status(probe_hub=False).message
+    assert "not in the local Hugging Face cache" in msg and "the Hub was not asked (only the local cache" in msg
+    assert "HF_HUB_OFFLINE=1" not in msg
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert "switched off (HF_HUB_OFFLINE=1)" in weights_status(probe_hub=False).message
+
+
+def test_report_error_column_has_no_colour_codes(tmp_path):
+    """A real failing notebook through the report's runner: the error is plain text."""
+    import nbformat
+
+    import notebooks
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("raise ValueError('boom')")])
+    path = tmp_path / "fail.ipynb"
+    nbformat.write(nb, path)
+    ok, _secs, _nb, err = notebooks._execute(path, 120)
+    assert not ok and err == "ValueError: boom"
+    assert notebooks.strip_ansi("\x1b[0;31mValueError\x1b[0m: boom\x1b[?25h") == "ValueError: boom"
