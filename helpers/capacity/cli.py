@@ -57,7 +57,7 @@ def _new_capacity_args(p) -> None:
     p.add_argument("--efficiency", type=positive_float, default=DEFAULT_EFFICIENCY,
                    help=f"share of the datasheet's bandwidth and FLOP/s an engine reaches, in (0, 1]: "
                         f"step_ms = step_floor_ms ÷ efficiency; the SLO, ranking and cost use step_ms "
-                        f"(default {DEFAULT_EFFICIENCY:g}: {EFFICIENCY_SOURCE})")
+                        f"(default {DEFAULT_EFFICIENCY:g}: {EFFICIENCY_SOURCE})".replace("%", "%%"))
     p.add_argument("--provider", default=None,
                    help="with --gpu all: rank only the GPUs this provider prices (see `python -m helpers gpus`); "
                         "without it the ranking mixes providers and says so")
