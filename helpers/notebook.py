@@ -22,3 +22,13 @@ def setup() -> None:
     logging.getLogger("bitsandbytes").setLevel(logging.ERROR)
     warnings.filterwarnings("ignore", message=".*IProgress not found.*")
     warnings.filterwarnings("ignore", message=".*MatMul8bitLt: inputs will be cast.*")
+
+
+def folded(title: str, body: str):
+    """A solution that stays folded until opened: a marimo accordion in marimo; in Jupyter and Colab
+    (which cannot draw marimo's accordion) an HTML <details> block, folded the same way."""
+    import marimo as mo
+
+    if mo.running_in_notebook():
+        return mo.accordion({title: mo.md(body)})
+    return mo.md(f"<details><summary>{title}</summary>\n\n{body}\n\n</details>")

@@ -332,6 +332,44 @@ def efficiency_table(sizes: Sequence[str], device: str, dtype: str, bandwidth: f
     return df
 
 
+# Words for shares, chosen by rule (notebook 03, section 5): a share is "most" above one half,
+# "about half" within a tenth of it, "a minority" below; a step is "at its floor" from 80 %.
+AT_FLOOR = 0.8
+
+
+def share_words(share: float) -> str:
+    """'most' (> 60 %), 'about half' (40–60 %), 'a minority' (10–40 %), 'little' (< 10 %)."""
+    if share > 0.6:
+        return "most"
+    if share >= 0.4:
+        return "about half"
+    return "a minority" if share >= 0.1 else "little"
+
+
+def step_explained(row, probe_s: float | None) -> dict[str, Any]:
+    """What the memory floor and the overhead probe explain of one measured step, and the words for it.
+
+    floor_share = floor ÷ step; overhead_share = probe's step ÷ step; rest = 1 − both (negative: the two
+    overlap — the overhead is paid while bytes stream, so they do not simply add).
+    """
+    step = float(row["step_s"])
+    floor_share = float(row["floor_s"]) / step
+    over = None if probe_s is None else probe_s / step
+    rest = None if over is None else 1.0 - floor_share - over
+    if floor_share >= AT_FLOOR:
+        words = f"at its memory floor ({100 * floor_share:,.0f} % of the step is moving bytes)"
+    else:
+        words = f"{share_words(1 - floor_share)} of its step ({100 * (1 - floor_share):,.0f} %) is not moving bytes"
+    if over is not None:
+        words += f"; the fixed overhead alone is {share_words(over)} of it ({100 * over:,.0f} %)"
+        if rest is not None and rest >= 0.1:
+            words += (f", and {100 * rest:,.0f} % is explained by neither: kernels that stream memory below the "
+                      "copy's bandwidth (small matrices, attention, norms)")
+        elif rest is not None and rest < -0.1:
+            words += ": floor and overhead add up to more than the step, so they overlap"
+    return {"floor_share": floor_share, "overhead_share": over, "rest_share": rest, "words": words}
+
+
 def efficiency_figure(df, source: Any):
     """Each model's measured decode step split into its memory floor, the fixed overhead (the probe's
     step) and the rest; log scale, since the sizes differ by orders of magnitude."""
