@@ -26,9 +26,13 @@ def setup() -> None:
 
 def folded(title: str, body: str):
     """A solution that stays folded until opened: a marimo accordion in marimo; in Jupyter and Colab
-    (which cannot draw marimo's accordion) an HTML <details> block, folded the same way."""
+    (which cannot draw marimo's accordion) an HTML <details> block, folded the same way. `body` is
+    markdown (indentation removed)."""
+    import textwrap
+
     import marimo as mo
 
+    text = textwrap.dedent(body).strip()
     if mo.running_in_notebook():
-        return mo.accordion({title: mo.md(body)})
-    return mo.md(f"<details><summary>{title}</summary>\n\n{body}\n\n</details>")
+        return mo.accordion({title: mo.md(text)})
+    return mo.Html(f"<details><summary>{mo.md(title).text}</summary>{mo.md(text).text}</details>")

@@ -141,7 +141,7 @@ def _(capacity_ranking, mo, ranked):
         _ok = ranked[ranked["status"] == "ok"]
         _note = capacity_ranking.providers_note([{"provider": p} for p in ranked["price from"]])
         _first = (f"**{_ok.iloc[0]['GPU']}** ({_ok.iloc[0]['price from']}) at "
-                  f"${_ok.iloc[0]['$ per M output tokens']:.3f} per million output tokens, batch {_ok.iloc[0]['batch']:,}"
+                  f"\\${_ok.iloc[0]['$ per M output tokens']:.3f} per million output tokens, batch {_ok.iloc[0]['batch']:,}"
                   if len(_ok) else "no GPU meets these constraints")
         _md = mo.md(f"""
         The cheapest here: {_first}. {_note[0].upper() + _note[1:]}.
@@ -221,17 +221,17 @@ def _(capacity_views, context, kv, mo, model, n_gpus, slo_ms, weights):
         slo_row = tri.iloc[1]
         low = tri.loc["throughput, less precision"] if "throughput, less precision" in tri.index else None
         low_text = (f"Giving up precision — fp8 weights and cache — fits **batch {low['batch']:,}** and brings "
-                    f"the cost to **${low['$ per M output tokens']:.3f}**; whether the answers stay as good is "
+                    f"the cost to **\\${low['$ per M output tokens']:.3f}**; whether the answers stay as good is "
                     "a benchmark question (notebook 05)." if low is not None else "")
         tri_md = mo.md(f"""
         ## The quality–latency–throughput triangle, in numbers
 
         On one H100 SXM with these settings ({context:,} tokens): serving **one user** gives the
         fastest tokens, **{lat['ms per token']:.2f} ms** each, but costs
-        **${lat['$ per M output tokens']:.2f}** per million. Filling the memory with
+        **\\${lat['$ per M output tokens']:.2f}** per million. Filling the memory with
         **{thr['batch']:,} sequences** makes each token slower (**{thr['ms per token']:.2f} ms**) and
         the million tokens **{lat['$ per M output tokens'] / thr['$ per M output tokens']:.0f}× cheaper**
-        (**${thr['$ per M output tokens']:.3f}**). A latency SLO sits in between: batch
+        (**\\${thr['$ per M output tokens']:.3f}**). A latency SLO sits in between: batch
         **{slo_row['batch']:,}** at {slo_row['ms per token']:.2f} ms. {low_text}
         Premium chat buys the latency corner; agents and batch jobs the throughput corner; both can
         trade quality for either.
@@ -372,8 +372,8 @@ def _(capacity_ranking, notebook):
     notebook.folded("1 · Comparable prices. Run `python -m helpers capacity --model mistral-7b-v0.1 --gpu all "
                     "--context 4096 --slo-ms 20`, then add `--provider RunPod`. Does the winner change, and why "
                     "should you care?", f"""
-    Across every provider the cheapest is **{_a['gpu']}** ({_a['provider']}, ${_a['usd_per_million_tokens']:.3f} per
-    million output tokens); within RunPod it is **{_b['gpu']}** (${_b['usd_per_million_tokens']:.3f}).
+    Across every provider the cheapest is **{_a['gpu']}** ({_a['provider']}, \\${_a['usd_per_million_tokens']:.3f} per
+    million output tokens); within RunPod it is **{_b['gpu']}** (\\${_b['usd_per_million_tokens']:.3f}).
     {"The winner changes: " if _a['gpu'] != _b['gpu'] else "The same GPU wins, but "}a mixed ranking compares one
     provider's discount with another's list price — rank within the provider you would actually buy from.
     """)
@@ -387,8 +387,8 @@ def _(capacity, notebook):
     notebook.folded("2 · The datasheet's promise. With an SLO of 10 ms on one H100 SXM at 4,096 tokens, what "
                     "batch does the planner allow at efficiency 1.0 and at 0.5 (`--efficiency`)?", f"""
     At 1.0 (the datasheet's floor): batch **{_hi.batch}**, {_hi.step_ms:.2f} ms per token,
-    ${_hi.usd_per_million_tokens:.3f} per million output tokens. At 0.5: batch **{_lo.batch}**, {_lo.step_ms:.2f} ms,
-    ${_lo.usd_per_million_tokens:.3f}. Planning at the floor promises a batch the engine cannot serve within
+    \\${_hi.usd_per_million_tokens:.3f} per million output tokens. At 0.5: batch **{_lo.batch}**, {_lo.step_ms:.2f} ms,
+    \\${_lo.usd_per_million_tokens:.3f}. Planning at the floor promises a batch the engine cannot serve within
     the SLO, at a cost it cannot reach.
     """)
     return
@@ -401,10 +401,12 @@ def _(capacity, notebook):
                     "batch 16 (`--context 8192 --batch 16 --prompt-tokens 6000 --output-tokens 500`). Which part "
                     "of the request costs more?", f"""
     Prefill {1e3 * _r.request_prefill_s:,.1f} ms of GPU time, decode {1e3 * _r.request_decode_s:,.1f} ms (its share of
-    batch 16): ${_r.usd_per_request:.6f} per request, ${_r.usd_per_million_input_tokens:.3f} per million input and
-    ${_r.usd_per_million_output_tokens:.3f} per million output tokens. The
-    {"prefill" if _r.request_prefill_s > _r.request_decode_s else "decode"} costs more here: long prompts make
-    prefill, not decode, the bill's larger part.
+    batch 16): \\${_r.usd_per_request:.6f} per request, \\${_r.usd_per_million_input_tokens:.3f} per million input and
+    \\${_r.usd_per_million_output_tokens:.3f} per million output tokens. {
+        "The prefill costs more: a long prompt makes it the larger part of the bill, though each input token is "
+        "still the cheaper one." if _r.request_prefill_s > _r.request_decode_s else
+        "The decode still costs more: 500 output tokens, even sharing each step with 15 other requests, take "
+        "more GPU time than one 6,000-token prefill — and each output token costs far more than an input token."}
     """)
     return
 
