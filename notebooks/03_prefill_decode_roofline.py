@@ -101,12 +101,11 @@ def _(dtype_bytes, label, loaded, microbench, pd, roofline):
 def _(bandwidth, expectations, label, mo, peak, ridge):
     h100 = expectations.on_gpu("H100 SXM")
     mo.md(f"""
-    **What you should see.** On a CPU (tiny profile): tens of GB/s and a peak of a few hundred GFLOP/s
-    to a few TFLOP/s, so a ridge of a few to a few tens of FLOP per byte — here {bandwidth / 1e9:,.1f} GB/s,
-    {peak / 1e12:,.3f} TFLOP/s, ridge {ridge:,.1f} FLOP/B ({label}). On a GPU with Mistral 7B: an
-    {h100['gpu']}'s datasheet gives {h100['bandwidth'] / 1e12:,.2f} TB/s and {h100['peak_flops'] / 1e12:,.1f}
-    TFLOP/s (dense bf16), a ridge of {h100['ridge']:,.0f} FLOP/B; the microbenchmarks measure less than the
-    datasheet, so the measured ridge moves accordingly.
+    **What you should see.** On a CPU (tiny profile) a ridge of a few FLOP per byte: this run measured
+    {bandwidth / 1e9:,.1f} GB/s and {peak / 1e12:,.3f} TFLOP/s, a ridge of {ridge:,.1f} FLOP/B ({label}); a CPU
+    shared with other work measures less. On a GPU with Mistral 7B: an {h100['gpu']}'s datasheet gives
+    {h100['bandwidth'] / 1e12:,.2f} TB/s and {h100['peak_flops'] / 1e12:,.1f} TFLOP/s (dense bf16), a ridge of
+    {h100['ridge']:,.0f} FLOP/B; expect the measured roofs below the datasheet's, and the measured ridge with them.
     """)
     return (h100,)
 
@@ -149,12 +148,16 @@ def _(decode_intensity):
 @app.cell
 def _(decode_intensity, intensity_summary, mo):
     _lines = "\n".join(f"- {decode_intensity.verdict(s)}." for s in intensity_summary)
-    _never = all(not s["reaches_ridge"] for s in intensity_summary)
+    _reach = [s["context"] for s in intensity_summary if s["reaches_ridge"]]
+    _miss = [s["context"] for s in intensity_summary if not s["reaches_ridge"]]
     _cross = intensity_summary[0]["weights_only_crosses_at"]
+    _words = ("decode **never reaches the ridge** on this GPU at these contexts" if not _reach else
+              f"decode reaches the ridge only at {', '.join(f'{c:,}' for c in _reach)} tokens, with a batch of "
+              f"{intensity_summary[0]['max_batch']:,} sequences" if _miss else "decode reaches the ridge at every context shown")
     mo.md(f"""
     {_lines}
 
-    {"With real contexts decode **never reaches the ridge** on this GPU: the batch that would get it there does not fit, and long before, the cache reads — which grow with the batch — set the intensity." if _never else "Only the shortest context reaches the ridge, with a batch the memory just holds."}
+    With the cache counted, {_words}{f"; at {', '.join(f'{c:,}' for c in _miss)} tokens the batch that would get it there does not fit, and the cache reads — which grow with the batch — hold the intensity down" if _miss else ""}.
     Without a cache the weights-only line passes the ridge by batch {_cross:,}; with one, the
     intensity levels off near FLOPs ÷ KV bytes per sequence (about {intensity_summary[-1]['ceiling_with_kv']:,.0f}
     FLOP/B at {intensity_summary[-1]['context']:,} tokens), whatever the batch. (Mistral 7B v0.1 slides a
@@ -190,15 +193,17 @@ def _(label, prefill):
 
 
 @app.cell
-def _(h100, mo, peak, prefill, roofline, spec):
+def _(fmt_seconds, h100, mo, peak, prefill, roofline, spec):
     _ok = prefill[~prefill["oom"]]
     _share = [roofline.forward_flops(spec, int(r.tokens)) / r.ttft_s / peak for r in _ok.itertuples()]
     _best = max(_share) if _share else float("nan")
+    _a, _z = _ok.iloc[0], _ok.iloc[-1]
+    _nt, _tt = _z["tokens"] / _a["tokens"], _z["ttft_s"] / _a["ttft_s"]
     mo.md(f"""
-    **What you should see.** The prefill time grows with the prompt, more slowly than the prompt at
-    first (a short prompt leaves the arithmetic units idle) and about in proportion once they are busy;
-    the FLOP/s it keeps busy climbs toward the matmul peak. Here the best prefill reaches
-    **{100 * _best:,.0f} %** of the measured peak. On a GPU with Mistral 7B, a {h100['prompt']:,}-token
+    **What you should see.** Prefill time grows with the prompt: here from {fmt_seconds(_a['ttft_s'])} for
+    {int(_a['tokens']):,} tokens to {fmt_seconds(_z['ttft_s'])} for {int(_z['tokens']):,} — {_nt:,.0f}× the tokens,
+    {_tt:,.0f}× the time, {"less than in proportion: longer prompts keep the arithmetic units busier" if _tt < _nt else "more than in proportion: attention's cost grows with the square of the prompt"}.
+    The best prefill reaches **{100 * _best:,.0f} %** of the measured matmul peak. On a GPU with Mistral 7B, a {h100['prompt']:,}-token
     prompt does {h100['prefill_intensity']:,.0f} FLOP per byte — past the {h100['gpu']}'s ridge of
     {h100['ridge']:,.0f} — so its floor is the arithmetic: {1e3 * h100['prefill_floor_s']:,.1f} ms at the datasheet's peak.
     """)
@@ -244,10 +249,11 @@ def _(decode, decode_floor, h100, mo):
     _ratio = [r.itl_s / decode_floor(int(r.context)) for r in _ok.itertuples()]
     _lo, _hi = (min(_ratio), max(_ratio)) if _ratio else (float("nan"), float("nan"))
     _c = sorted(h100["decode_floor_s"])
+    _a, _z = _ok.iloc[0], _ok.iloc[-1]
     mo.md(f"""
-    **What you should see.** Decode steps are far shorter than a prefill and grow slowly with the
-    context, since only the cache read grows. Here each measured step takes **{_lo:,.1f}–{_hi:,.1f}×** its
-    floor (the tiny model on a CPU is dominated by the fixed cost of a step, section 5). On a GPU with
+    **What you should see.** A decode step grows with the context only through the cache it reads: here
+    from {1e3 * _a['itl_s']:,.2f} ms at {int(_a['context']):,} tokens to {1e3 * _z['itl_s']:,.2f} ms at
+    {int(_z['context']):,}, each step **{_lo:,.1f}–{_hi:,.1f}×** its floor (section 5 measures what the rest is). On a GPU with
     Mistral 7B the floor is {1e3 * h100['decode_floor_s'][_c[0]]:,.2f} ms at {_c[0]:,} tokens and
     {1e3 * h100['decode_floor_s'][_c[-1]]:,.2f} ms at {_c[-1]:,} on an {h100['gpu']} (datasheet bandwidth); at the
     {100 * h100['efficiency']:,.0f} % of it that notebook 04 assumes by default, {1e3 * h100['decode_at_efficiency_s'][_c[0]]:,.1f} and
@@ -309,8 +315,8 @@ def _(h100, mo, points, ridge):
     under its roof is losing time to something neither roof counts — the next section measures what.
 
     **What you should see.** Prefill points right of decode's, climbing with the prompt; decode at batch 1
-    near 1 FLOP/B whatever the device (the ratio of FLOPs to bytes depends on the model, not the
-    hardware); batched decode further right. On a GPU with Mistral 7B: decode at batch 1 does
+    near 2 FLOPs per parameter ÷ its bytes — 1 FLOP/B in bf16, 0.5 in fp32 — on any device (the ratio
+    of FLOPs to bytes depends on the model and its dtype, not the hardware); batched decode further right. On a GPU with Mistral 7B: decode at batch 1 does
     {min(h100['decode_intensity'].values()):,.2f}–{max(h100['decode_intensity'].values()):,.2f} FLOP/B, a
     {h100['prompt']:,}-token prefill {h100['prefill_intensity']:,.0f} FLOP/B, against an {h100['gpu']} ridge of
     {h100['ridge']:,.0f}.
@@ -386,18 +392,21 @@ def _(bandwidth, efficiency, fmt_seconds, mo, read, roofline):
 
 
 @app.cell
-def _(fmt_seconds, h100, mo, stepcost):
+def _(efficiency, fmt_seconds, h100, mo, stepcost):
     from helpers.models import TINY_CONFIG as _TINY
 
     _tiny_floor = stepcost.decode_cost(_TINY, 128, 1, "bf16").bytes / h100["bandwidth"]
+    _mistral = stepcost.decode_cost("mistral-7b-v0.1", 128, 1, "bf16").bytes / h100["bandwidth"]
     _c = sorted(h100["decode_floor_s"])[0]
+    _real = efficiency[efficiency["model"] != "probe"]
     mo.md(f"""
-    **What you should see.** On a CPU (tiny profile): the probe's step is of the same order as the tiny
-    model's, and the small model's step is a larger multiple of its floor's bytes but a smaller multiple
-    of the overhead. On a GPU with Mistral 7B: the tiny model's floor on an {h100['gpu']} would be
-    {fmt_seconds(_tiny_floor)}, far below what any step costs in launches, while Mistral 7B's floor at
-    {_c:,} tokens is {fmt_seconds(h100['decode_floor_s'][_c])} — there the bytes dominate and the
-    efficiency is high; notebook 04's planner assumes {100 * h100['efficiency']:,.0f} % of the datasheet by default.
+    **What you should see.** On a CPU (tiny profile): efficiencies well under 100 % — here
+    {", ".join(f"{r.model} {100 * r.efficiency:,.1f} %" for r in _real.itertuples())}. On a GPU with Mistral
+    7B: the tiny model's floor on an {h100['gpu']} would be {fmt_seconds(_tiny_floor)}, so there it measures
+    the fixed cost of a step and little else, while Mistral 7B reads {_mistral / _tiny_floor:,.0f}× the bytes
+    (floor {fmt_seconds(h100['decode_floor_s'][_c])} at {_c:,} tokens) and the same fixed cost weighs
+    {_mistral / _tiny_floor:,.0f}× less against it; notebook 04's planner assumes {100 * h100['efficiency']:,.0f} % of
+    the datasheet by default.
     """)
     return
 
@@ -419,6 +428,7 @@ def _(gpus, h100, notebook, roofline):
         f"{roofline.ridge_point(g.peak_flops('bf16')[0], g.bandwidth):,.0f} FLOP/B | "
         f"{roofline.crossover_batch(g.peak_flops('bf16')[0], g.bandwidth, 2):,.0f} |"
         for name, g in ((n, gpus.get_gpu(n)) for n in ("L4", "A100 80GB", "H100 SXM", "H200", "B200")))
+    _low = min(gpus.catalog(), key=lambda g: roofline.ridge_point(g.peak_flops("bf16")[0], g.bandwidth))
     notebook.folded("1 · The ridge of other GPUs. Which catalogued GPU has the lowest ridge, and what does "
                     "that mean for decode? (`python -m helpers gpus`)", f"""
     The ridge is peak ÷ bandwidth, from `helpers/data/gpus.csv` (dense bf16):
@@ -427,8 +437,9 @@ def _(gpus, h100, notebook, roofline):
     | --- | --- | --- | --- | --- |
     {_rows}
 
-    A lower ridge means decode reaches compute-bound at a smaller batch — but with a KV cache (section
-    1b) decode levels off far below any of these ridges. The {h100['gpu']} is the reference used above.
+    Lowest of the whole catalog: **{_low.name}**, {roofline.ridge_point(_low.peak_flops('bf16')[0], _low.bandwidth):,.0f}
+    FLOP/B. A lower ridge means decode turns compute-bound at a smaller batch — if the cache did not
+    hold the intensity down (section 1b). The {h100['gpu']} is the reference used above.
     """)
     return
 
@@ -469,17 +480,19 @@ def _(notebook, stepcost):
 
 
 @app.cell
-def _(h100, mo):
+def _(efficiency, h100, intensity_summary, mo):
+    _s = intensity_summary[-1]
+    _eff = ", ".join(f"{100 * r.efficiency:,.1f} % for {r.model}" for r in efficiency[efficiency["model"] != "probe"].itertuples())
     mo.md(f"""
     ## Takeaways
 
     - Prefill is compute-bound: every weight read serves every prompt token. Decode at batch 1 does
-      about one FLOP per byte, whatever the device: it is memory-bound, and its floor is bytes ÷ bandwidth.
+      about one FLOP per byte in bf16, on any device: it is memory-bound, and its floor is bytes ÷ bandwidth.
     - Batching shares the weights, not the caches. Without a cache decode would cross an {h100['gpu']}'s
-      ridge near batch {h100['crossover_batch']:,.0f}; with real contexts it levels off far below it, and the
-      batch that would reach it does not fit in memory.
-    - A measured step is the floor plus a fixed cost per step plus kernels slower than the copy; on a
-      small model the fixed cost weighs most — batching, fused kernels and CUDA graphs attack it.
+      ridge near batch {h100['crossover_batch']:,.0f}; with Mistral 7B's cache at {_s['context']:,} tokens the
+      largest batch that fits reaches {_s['intensity_at_max_batch']:,.1f} FLOP/B, {100 * _s['share_of_ridge']:,.0f} % of the ridge.
+    - A measured step is the floor plus a fixed cost per step plus kernels slower than the copy; here the
+      floor explains {_eff} of the step — batching, fused kernels and CUDA graphs attack the rest.
     - One model of a step's bytes (`helpers.stepcost`) gives this notebook's floor, notebook 04's planner
       and `make bench` the same numbers.
     """)
