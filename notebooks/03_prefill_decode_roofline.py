@@ -33,7 +33,7 @@ def _(mo):
        [KV cache](../workshop/glossary.md#kv-cache) is counted, decode stays [memory-bound](../workshop/glossary.md#memory-bound) on an H100.
     4. To compare a decode step with its memory-bound floor, and tell the floor from a step's fixed overhead.
 
-    **Run time**: about a minute on a CPU (tiny profile, two cores); a few minutes on a GPU with
+    **Run time**: one to four minutes on a CPU (tiny profile, two cores, longer when the CPU is shared); a few minutes on a GPU with
     Mistral 7B (notebooks 01–03 and 05 together take under 8 minutes on an H100, `workshop/results/README.md`).
 
     Generation has two phases. **[Prefill](../workshop/glossary.md#prefill)** runs the whole prompt through the model in one forward
