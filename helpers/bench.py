@@ -36,6 +36,18 @@ def prefill_lengths(profile: str, device: str) -> tuple[int, ...]:
     return (64, 256)
 
 
+def decode_floor_figures(spec, dtype: str, context: int, bandwidth: float) -> dict[str, Any]:
+    """The decode floor at `context` (batch 1) that `make bench` reports: helpers.stepcost's bytes,
+    the same that notebook 03's floor and the capacity planner use."""
+    from . import roofline
+    from .stepcost import decode_cost
+
+    cost = decode_cost(spec, context, 1, dtype)
+    return {"decode_weight_bytes": cost.weight_read_bytes, "decode_kv_bytes": cost.kv_bytes,
+            "decode_step_bytes": cost.bytes,
+            "decode_floor_s": roofline.decode_floor_s(cost.weight_read_bytes, cost.kv_bytes, bandwidth)}
+
+
 def roofline_figures(loaded=None, repeats: int = 5, with_sizes: bool = True) -> dict[str, Any]:
     """The roofline figures of notebook 03 for the active profile on this device:
 
@@ -49,7 +61,6 @@ def roofline_figures(loaded=None, repeats: int = 5, with_sizes: bool = True) -> 
     decode_efficiency_by_model  the same for other model sizes (random weights) and the overhead probe
     """
     from . import microbench, models, roofline, workloads
-    from .memory import kv_cache_bytes
     from .timing import Stats
     from .units import dtype_bytes
 
@@ -65,9 +76,8 @@ def roofline_figures(loaded=None, repeats: int = 5, with_sizes: bool = True) -> 
     prefill_ok = prefill[~prefill["oom"]]
     context = sizes.efficiency_context
     steps = roofline.decode_step_stats(loaded.model, context, dev, steps=16)
-    weights = roofline.streamed_weight_bytes(spec, dtype)
-    kv = kv_cache_bytes(spec, context, 1, dtype)
-    floor = roofline.decode_floor_s(weights, kv, bandwidth)
+    floor_fig = decode_floor_figures(spec, dtype, context, bandwidth)
+    floor = floor_fig["decode_floor_s"]
     out: dict[str, Any] = {
         "profile": loaded.profile,
         "model": loaded.model_name,
@@ -89,15 +99,14 @@ def roofline_figures(loaded=None, repeats: int = 5, with_sizes: bool = True) -> 
         "decode_context": context,
         "decode_step_s": steps.median,
         "decode_step": Stats(steps.samples).to_dict(),
-        "decode_weight_bytes": weights,
-        "decode_kv_bytes": kv,
-        "decode_floor_s": floor,
+        **floor_fig,
         "decode_efficiency": roofline.decode_efficiency(floor, steps.median),
         "definitions": {
             "bandwidth_bytes_per_s": "device-to-device copy, (bytes read + bytes written) / best time",
             "read_bandwidth_bytes_per_s": "sum of an fp32 buffer, bytes read / best time (for comparison)",
             "peak_flops": "square matmul in the model's dtype, 2*n^3 FLOPs / best time",
-            "decode_floor_s": "(weight bytes streamed per step + KV bytes at decode_context) / bandwidth_bytes_per_s",
+            "decode_floor_s": "decode_step_bytes / bandwidth_bytes_per_s: weights streamed once per step (embedding "
+                              "by rows) + KV read at decode_context and written (helpers.stepcost)",
             "decode_efficiency": "decode_floor_s / decode_step_s, a fraction in 0..1 (1 = at the memory floor)",
             "crossover_batch": "ridge (peak / bandwidth) * bytes per parameter / 2",
         },

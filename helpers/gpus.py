@@ -2,8 +2,12 @@
 each figure with its source, from the data file ``helpers/data/gpus.csv``.
 
 Conventions of the file (checked by tests/test_gpus.py):
-- ``memory_gb`` is the vendor's label in GB; bytes = memory_gb × 10^9. HBM parts labelled "80 GB"
-  hold 80 GiB physically, so this reads them up to 7 % low — the conservative side for "does it fit".
+- ``memory_gb`` is the vendor's label in GB (10^9 B). What a program can plan with is what the device
+  reports (CUDA's cudaMemGetInfo total, which vLLM multiplies by gpu_memory_utilization and PyTorch
+  prints as "total capacity"): an H100 labelled "80 GB" reports 79.11 GiB = 84.9·10^9 B, an H200
+  labelled "141 GB" 139.81 GiB = 150.1·10^9 B. Those reported figures, each with its source, are in
+  ``helpers/data/gpu_memory.csv``; ``GPU.usable_memory_bytes`` uses them, and the label × 10^9 (the
+  conservative side for "does it fit") where none was found.
 - ``bandwidth_tbs`` is peak memory bandwidth in TB/s (10^12 B/s), from the vendor's sheet.
 - ``bf16_tflops`` / ``fp8_tflops`` are **dense** tensor-core TFLOP/s (10^12). Vendors print several
   of these with 2:4 structured sparsity; the file stores half of those. ``fp8_tflops`` is empty
@@ -21,6 +25,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 DATA_FILE = Path(__file__).parent / "data" / "gpus.csv"
+MEMORY_FILE = Path(__file__).parent / "data" / "gpu_memory.csv"
+GIB = 2**30
 
 
 @dataclass(frozen=True)
@@ -41,10 +47,25 @@ class GPU:
     price_read: str
     price_source: str
     price_note: str
+    memory_reported_gib: float | None = None   # what CUDA reports (cudaMemGetInfo total), GiB
+    memory_source: str = ""
 
     @property
     def memory_bytes(self) -> float:
+        """The vendor's label in bytes (memory_gb × 10^9)."""
         return self.memory_gb * 1e9
+
+    @property
+    def usable_memory_bytes(self) -> float:
+        """The memory a program can plan with: what the device reports (GiB × 2^30), else the label."""
+        return self.memory_reported_gib * GIB if self.memory_reported_gib else self.memory_bytes
+
+    @property
+    def usable_memory_note(self) -> str:
+        if self.memory_reported_gib:
+            return (f"{self.memory_reported_gib:g} GiB as the device reports it (labelled {self.memory_gb:g} GB); "
+                    f"source: {self.memory_source}")
+        return f"no reported figure found: the label, {self.memory_gb:g} GB (10^9 B), is used"
 
     @property
     def bandwidth(self) -> float:
@@ -85,8 +106,17 @@ def _num(text: str, field: str, name: str) -> float | None:
 
 
 @functools.lru_cache(maxsize=1)
+def reported_memory() -> dict[str, tuple[float, str]]:
+    """name -> (GiB the device reports, source), from helpers/data/gpu_memory.csv."""
+    with open(MEMORY_FILE, newline="", encoding="utf-8") as f:
+        return {r["name"].strip(): (_num(r["reported_gib"], "reported_gib", r["name"]), r["source"].strip())
+                for r in csv.DictReader(f)}
+
+
+@functools.lru_cache(maxsize=1)
 def catalog() -> tuple[GPU, ...]:
     """Every catalogued GPU, in the file's order."""
+    reported = reported_memory()
     out = []
     with open(DATA_FILE, newline="", encoding="utf-8") as f:
         for row in csv.DictReader(f):
@@ -106,6 +136,8 @@ def catalog() -> tuple[GPU, ...]:
                 price_read=row["price_read"].strip(),
                 price_source=row["price_source"].strip(),
                 price_note=row["price_note"].strip(),
+                memory_reported_gib=reported.get(name, (None, ""))[0],
+                memory_source=reported.get(name, (None, ""))[1],
             ))
     return tuple(out)
 
@@ -143,4 +175,9 @@ def catalog_label() -> str:
 
 def catalog_rows() -> list[dict]:
     """The catalog as plain dicts (the `gpus` command's JSON)."""
-    return [g.to_dict() for g in catalog()]
+    return [{**g.to_dict(), "usable_memory_bytes": g.usable_memory_bytes} for g in catalog()]
+
+
+def providers() -> list[str]:
+    """The providers whose prices the catalog holds, in the file's order."""
+    return list(dict.fromkeys(g.price_provider for g in catalog()))

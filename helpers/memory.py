@@ -273,20 +273,57 @@ def measured_model_param_bytes(model) -> int:
 
 # ----------------------------------------------------------------------------- context × users
 
+# The runtime's reserve on one GPU, as vLLM accounts for it (engine argument gpu_memory_utilization,
+# default 0.9, https://docs.vllm.ai/en/latest/configuration/engine_args.html; the profiling in
+# vllm/v1/worker/gpu_worker.py determine_available_memory): it plans with 90 % of the memory the device
+# reports, and of that the activation peak of its profiling forward pass plus non-torch memory (CUDA
+# context, cuBLAS workspace, NCCL) are not KV cache — vLLM's logs for an 8 B model report about
+# 1.25 GiB + 0.3 GiB, about 1.5 GB.
+GPU_MEMORY_UTILIZATION = 0.9
+RUNTIME_OVERHEAD_BYTES = 1.5e9
+
+
+def _finite(value: Any, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or not math.isfinite(value):
+        raise ValueError(f"{what} must be a finite number ≥ 0 bytes, got {value!r}")
+    return value
+
+
+def runtime_reserve_bytes(gpu_memory: float, utilization: float = GPU_MEMORY_UTILIZATION,
+                          overhead_bytes: float = RUNTIME_OVERHEAD_BYTES) -> float:
+    """What the serving runtime keeps of one GPU for anything but weights and KV cache:
+    (1 − utilization) × memory + overhead. An 80 GB GPU at vLLM's defaults: 8 + 1.5 = 9.5 GB."""
+    _finite(gpu_memory, "GPU memory")
+    _finite(overhead_bytes, "overhead")
+    if isinstance(utilization, bool) or not isinstance(utilization, (int, float)) or not 0 < utilization <= 1:
+        raise ValueError(f"utilization must be a fraction in (0, 1], got {utilization!r}")
+    return (1 - utilization) * gpu_memory + overhead_bytes
+
+
+def usable_bytes(gpu_memory: float, utilization: float = GPU_MEMORY_UTILIZATION,
+                 overhead_bytes: float = RUNTIME_OVERHEAD_BYTES) -> float:
+    """What one GPU offers weights and KV cache: memory − runtime_reserve_bytes (utilization ×
+    memory − overhead). Raises ValueError for memory ≤ 0."""
+    if not _finite(gpu_memory, "GPU memory") > 0:
+        raise ValueError(f"GPU memory must be > 0 bytes, got {gpu_memory!r}")
+    return gpu_memory - runtime_reserve_bytes(gpu_memory, utilization, overhead_bytes)
+
+
 def kv_budget_bytes(gpu_memory: float, weight_bytes: float, overhead_bytes: float) -> float:
-    """What is left for the KV cache: GPU memory − weights − overhead (never below 0)."""
+    """What is left for the KV cache: GPU memory − weights − reserve (never below 0). The one
+    memory budget: notebook 02 and the capacity planner both pass runtime_reserve_bytes() as the
+    reserve, so the same GPU and model give the same users everywhere."""
     for value, what in ((gpu_memory, "GPU memory"), (weight_bytes, "weight bytes"), (overhead_bytes, "overhead")):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or not math.isfinite(value):
-            raise ValueError(f"{what} must be a finite number ≥ 0 bytes, got {value!r}")
+        _finite(value, what)
     return max(0.0, gpu_memory - weight_bytes - overhead_bytes)
 
 
 def max_users(gpu_memory: float, weight_bytes: float, overhead_bytes: float, kv_per_token: float,
               context: int) -> int:
-    """Concurrent sequences of `context` tokens that fit: ⌊(memory − weights − overhead) / (KV per token × context)⌋.
+    """Concurrent sequences of `context` tokens that fit: ⌊kv_budget_bytes / (KV per token × context)⌋.
 
-    Mistral 7B v0.1 in bf16 on an 80 GB GPU with 8 GB overhead at 4,096 tokens:
-    ⌊(80e9 − 14,483,464,192 − 8e9) / (131,072 × 4,096)⌋ = 107.
+    Mistral 7B v0.1 in bf16 on an 80 GB GPU with the runtime's reserve (runtime_reserve_bytes:
+    8 GB + 1.5 GB) at 4,096 tokens: ⌊(80e9 − 14,483,464,192 − 9.5e9) / (131,072 × 4,096)⌋ = 104.
     """
     context = _positive_int(context, "context")
     if isinstance(kv_per_token, bool) or not isinstance(kv_per_token, (int, float)) or kv_per_token <= 0:

@@ -22,3 +22,17 @@ def setup() -> None:
     logging.getLogger("bitsandbytes").setLevel(logging.ERROR)
     warnings.filterwarnings("ignore", message=".*IProgress not found.*")
     warnings.filterwarnings("ignore", message=".*MatMul8bitLt: inputs will be cast.*")
+
+
+def folded(title: str, body: str):
+    """A solution that stays folded until opened: a marimo accordion in marimo; in Jupyter and Colab
+    (which cannot draw marimo's accordion) an HTML <details> block, folded the same way. `body` is
+    markdown (indentation removed)."""
+    import textwrap
+
+    import marimo as mo
+
+    text = textwrap.dedent(body).strip()
+    if mo.running_in_notebook():
+        return mo.accordion({title: mo.md(text)})
+    return mo.Html(f"<details><summary>{mo.md(title).text}</summary>{mo.md(text).text}</details>")

@@ -4,13 +4,15 @@ The two roofs are measured by the microbenchmarks in helpers.microbench (memory 
 device-to-device copy, peak matmul FLOP/s in a dtype; measure_bandwidth and measure_peak_flops are
 importable from here too). Measured workloads use medians.
 
-Computed from a model's shape (helpers.specs) — each formula cites its source:
+Computed from a model's shape by helpers.stepcost, the one owner of a forward step's cost (the
+planner and `make bench` use it too):
 - FLOPs per token: 2 per parameter a token is multiplied by (Kaplan et al. 2020, "Scaling Laws for
   Neural Language Models", §2.1: C_forward ≈ 2N), plus attention's two context-length products,
   QKᵀ and softmax·V, 2·ctx·head_dim FLOPs each per query head and layer: 4·layers·heads·head_dim·ctx
   (the JAX scaling book, "All the Transformer Math You Need": 4·B·T·S·N·H attention FLOPs per layer).
-- Bytes per forward: the weights streamed once (shared by every sequence of a batch) plus the KV
-  cache read and written; activations are left out (they stay on chip or are small beside weights).
+- Bytes per forward: the weights streamed once (shared by every sequence of a batch; the input
+  embedding by the rows read; MoE experts by those touched) plus the KV cache read and written;
+  activations are left out (they stay on chip or are small beside weights).
 - Arithmetic intensity = FLOPs / bytes; the ridge point = peak FLOP/s / bandwidth (Williams, Waterman
   & Patterson 2009, "Roofline", CACM 52(4)); attainable FLOP/s = min(peak, intensity × bandwidth).
 - Decode's memory-bound floor = (weight bytes + KV bytes) / bandwidth: no step can be faster than
@@ -22,12 +24,13 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
-from .memory import kv_bytes_per_token, kv_cache_bytes
+from . import stepcost
 from .microbench import MATMUL_DTYPES
 from .microbench import measure_bandwidth, measure_peak_flops  # noqa: F401  (re-exported)
 from .specs import ModelSpec, get_spec, param_breakdown
+from .stepcost import attended_keys, attention_flops_per_key, decode_cost, forward_cost, matmul_params  # noqa: F401
 from .timing import Stats
-from .units import DTYPE_BYTES, normalize_dtype
+from .units import normalize_dtype
 
 
 def _spec(model) -> ModelSpec:
@@ -47,106 +50,32 @@ def _positive(value: float, what: str) -> float:
 
 
 # ============================================================================ FLOPs and bytes
-
-def matmul_params(model) -> int:
-    """Parameters each token is multiplied by in the decoder blocks: every nn.Linear weight, and of
-    fused expert tensors the active share (experts_per_token / num_experts). Excludes the input
-    embedding (a lookup, no FLOPs) and the output head (see head_flops)."""
-    spec = _spec(model)
-    pb = param_breakdown(spec)
-    experts = pb.experts
-    if experts and spec.num_experts and spec.experts_per_token:
-        experts = experts * spec.experts_per_token // spec.num_experts
-    return pb.linear + experts
-
-
-def head_flops(model) -> int:
-    """FLOPs of the output head for one token's logits: 2 × hidden × vocab."""
-    spec = _spec(model)
-    return 2 * spec.hidden_size * spec.vocab_size
-
-
-def attention_flops_per_key(model) -> int:
-    """FLOPs of one query token against one cached key, summed over heads and layers.
-
-    QKᵀ and softmax·V, 2·head_dim FLOPs each per head: 4 × layers × heads × head_dim (MLA: its
-    query/key width qk_nope + qk_rope and value width v_head_dim instead of 2 × head_dim).
-    """
-    spec = _spec(model)
-    if spec.is_mla:
-        per_head = 2 * ((spec.qk_nope_head_dim or 0) + (spec.qk_rope_head_dim or 0)) + 2 * (spec.v_head_dim or 0)
-    else:
-        per_head = 4 * spec.head_dim
-    return spec.num_heads * per_head  # per layer; layers are summed in attended_keys
-
-
-def _keys_in_span(first: int, last: int, window: int | None) -> int:
-    """Σ_{k=first..last} min(k, window): keys attended by queries at positions first..last (1-based)."""
-    if last < first:
-        return 0
-    if window is None or last <= window:
-        return (first + last) * (last - first + 1) // 2
-    if first > window:
-        return (last - first + 1) * window
-    return (first + window) * (window - first + 1) // 2 + (last - window) * window
-
-
-def attended_keys(model, new_tokens: int, past_tokens: int = 0) -> int:
-    """Query–key pairs of a causal forward over `new_tokens` after `past_tokens`, summed over layers.
-
-    The query at position p (1-based) sees p keys, or at most the window on a sliding layer:
-    Σ_layers Σ_{i=1..new} min(past + i, window).
-    """
-    spec = _spec(model)
-    total = 0
-    for layer_type in spec.layer_types:
-        window = spec.sliding_window if layer_type == "sliding_attention" else None
-        total += _keys_in_span(past_tokens + 1, past_tokens + new_tokens, window)
-    return total
-
+# One owner: helpers.stepcost. These names stay for the notebooks and the tests that use them.
 
 def forward_flops(model, new_tokens: int, past_tokens: int = 0, batch: int = 1, logits_tokens: int = 1) -> int:
-    """FLOPs of one forward pass: `batch` sequences, each `new_tokens` new after `past_tokens` cached.
-
-    = batch × [2 × matmul_params × new_tokens            (Kaplan et al. 2020: 2N per token)
-               + 4·heads·head_dim × Σ attended keys       (QKᵀ and softmax·V)
-               + 2 × hidden × vocab × logits_tokens]      (output head; generation computes the
-                                                           logits of the last position only)
-    Prefill of n tokens: forward_flops(m, n). One decode step at context c: forward_flops(m, 1, c).
-    """
-    for value, what in ((new_tokens, "new_tokens"), (batch, "batch")):
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise ValueError(f"{what} must be a positive integer, got {value!r}")
-    if isinstance(past_tokens, bool) or not isinstance(past_tokens, int) or past_tokens < 0:
-        raise ValueError(f"past_tokens must be an integer ≥ 0, got {past_tokens!r}")
-    spec = _spec(model)
-    per_seq = (2 * matmul_params(spec) * new_tokens
-               + attention_flops_per_key(spec) * attended_keys(spec, new_tokens, past_tokens)
-               + head_flops(spec) * logits_tokens)
-    return batch * per_seq
-
-
-def streamed_weight_bytes(model, dtype: str = "bf16") -> int:
-    """Weight bytes one forward pass reads: every parameter except the input embedding table, of
-    which only the rows of the current tokens are read (with tied embeddings the table is read in
-    full, as the output head)."""
-    spec = _spec(model)
-    pb = param_breakdown(spec)
-    size = DTYPE_BYTES[normalize_dtype(dtype)]
-    params = pb.total if spec.tie_word_embeddings else pb.total - pb.embedding
-    return int(params * size)
+    """FLOPs of one forward pass (helpers.stepcost.forward_cost): `batch` sequences, each `new_tokens`
+    new after `past_tokens` cached. Prefill of n tokens: forward_flops(m, n); one decode step at
+    context c: forward_flops(m, 1, c)."""
+    return forward_cost(model, new_tokens, past_tokens, batch, logits_tokens=logits_tokens).flops
 
 
 def forward_bytes(model, new_tokens: int, past_tokens: int = 0, batch: int = 1, dtype: str = "bf16",
                   kv_dtype: str | None = None) -> int:
-    """Bytes one forward pass moves: the streamed weights once (shared by the batch), plus per
-    sequence the KV cache read (past tokens, at most the window on sliding layers) and the new
-    tokens' K/V written. Activations are left out."""
-    spec = _spec(model)
-    kv_dtype = kv_dtype or dtype
-    read = kv_cache_bytes(spec, past_tokens, batch, kv_dtype) if past_tokens > 0 else 0
-    written = batch * new_tokens * kv_bytes_per_token(spec, kv_dtype)
-    return streamed_weight_bytes(spec, dtype) + read + written
+    """Bytes one forward pass moves (helpers.stepcost.forward_cost): the weights streamed once, the
+    embedding rows read, every sequence's KV cache read and the new tokens' K/V written."""
+    return forward_cost(model, new_tokens, past_tokens, batch, dtype, kv_dtype).bytes
+
+
+def streamed_weight_bytes(model, dtype: str = "bf16", tokens: int = 1) -> int:
+    """Weight bytes a forward over `tokens` tokens reads (helpers.stepcost): every weight once, of
+    the untied input embedding only the tokens' rows, of MoE experts the ones the tokens touch."""
+    w, emb, _ = stepcost.streamed_weight_bytes(model, dtype, tokens)
+    return w + emb
+
+
+def decode_floor_bytes(model, context: int, dtype: str = "bf16", batch: int = 1, kv_dtype: str | None = None) -> int:
+    """Bytes one decode step must move at `context` cached tokens: the numerator of its floor."""
+    return decode_cost(model, context, batch, dtype, kv_dtype).bytes
 
 
 # ============================================================================ the roofline
@@ -361,11 +290,11 @@ def efficiency_row(name: str, model, config: dict, dtype: str, device: str, band
 
     spec = spec_from_config(config, name)
     stats = decode_step_stats(model, context, device, steps)
-    weights = streamed_weight_bytes(spec, dtype)
-    kv = kv_cache_bytes(spec, context, 1, dtype)
-    floor = decode_floor_s(weights, kv, bandwidth)
+    cost = decode_cost(spec, context, 1, dtype)
+    floor = decode_floor_s(cost.weight_read_bytes, cost.kv_bytes, bandwidth)
     return {"model": name, "params": param_breakdown(spec).total, "dtype": dtype, "device": device,
-            "context": context, "weight_bytes_read": weights, "kv_bytes_read": kv, "floor_s": floor,
+            "context": context, "weight_bytes_read": cost.weight_read_bytes, "kv_bytes_read": cost.kv_read_bytes,
+            "step_bytes": cost.bytes, "floor_s": floor,
             "step_s": stats.median, "step_p90_s": stats.p90, "efficiency": decode_efficiency(floor, stats.median)}
 
 
@@ -401,6 +330,44 @@ def efficiency_table(sizes: Sequence[str], device: str, dtype: str, bandwidth: f
         df["overhead_share"] = df["overhead_s"] / df["step_s"]
     df["floor_share"] = df["efficiency"]
     return df
+
+
+# Words for shares, chosen by rule (notebook 03, section 5): a share is "most" above one half,
+# "about half" within a tenth of it, "a minority" below; a step is "at its floor" from 80 %.
+AT_FLOOR = 0.8
+
+
+def share_words(share: float) -> str:
+    """'most' (> 60 %), 'about half' (40–60 %), 'a minority' (10–40 %), 'little' (< 10 %)."""
+    if share > 0.6:
+        return "most"
+    if share >= 0.4:
+        return "about half"
+    return "a minority" if share >= 0.1 else "little"
+
+
+def step_explained(row, probe_s: float | None) -> dict[str, Any]:
+    """What the memory floor and the overhead probe explain of one measured step, and the words for it.
+
+    floor_share = floor ÷ step; overhead_share = probe's step ÷ step; rest = 1 − both (negative: the two
+    overlap — the overhead is paid while bytes stream, so they do not simply add).
+    """
+    step = float(row["step_s"])
+    floor_share = float(row["floor_s"]) / step
+    over = None if probe_s is None else probe_s / step
+    rest = None if over is None else 1.0 - floor_share - over
+    if floor_share >= AT_FLOOR:
+        words = f"at its memory floor ({100 * floor_share:,.0f} % of the step is moving bytes)"
+    else:
+        words = f"{share_words(1 - floor_share)} of its step ({100 * (1 - floor_share):,.0f} %) is not moving bytes"
+    if over is not None:
+        words += f"; the fixed overhead alone is {share_words(over)} of it ({100 * over:,.0f} %)"
+        if rest is not None and rest >= 0.1:
+            words += (f", and {100 * rest:,.0f} % is explained by neither: kernels that stream memory below the "
+                      "copy's bandwidth (small matrices, attention, norms)")
+        elif rest is not None and rest < -0.1:
+            words += ": floor and overhead add up to more than the step, so they overlap"
+    return {"floor_share": floor_share, "overhead_share": over, "rest_share": rest, "words": words}
 
 
 def efficiency_figure(df, source: Any):

@@ -204,7 +204,7 @@ def _(mo):
 @app.cell
 def _(GB, context_pick, gpu_gb, memory, mistral, overhead_pct, users_pick):
     gpu_bytes = gpu_gb.value * GB
-    overhead_bytes = gpu_bytes * overhead_pct.value / 100
+    overhead_bytes = memory.runtime_reserve_bytes(gpu_bytes, 1 - overhead_pct.value / 100)
     mistral_weight_bytes = memory.weight_bytes(mistral, "bf16").bytes
     kv_token = memory.kv_bytes_per_token(mistral, "bf16")
     budget = memory.kv_budget_bytes(gpu_bytes, mistral_weight_bytes, overhead_bytes)

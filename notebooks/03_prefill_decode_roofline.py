@@ -17,13 +17,13 @@ def _():
     import marimo as mo
     import pandas as pd
 
-    from helpers import microbench, models, notebook, roofline, workload_figures, workloads
-    from helpers.memory import kv_cache_bytes
+    from helpers import (decode_intensity, expectations, gpus, microbench, models, notebook, roofline, stepcost,
+                         workload_figures, workloads)
     from helpers.units import dtype_bytes, fmt_bytes, fmt_seconds
 
     notebook.setup()
-    return (dtype_bytes, fmt_bytes, fmt_seconds, kv_cache_bytes, microbench, mo, models, pd, roofline,
-            workload_figures, workloads)
+    return (decode_intensity, dtype_bytes, expectations, fmt_bytes, fmt_seconds, gpus, microbench, mo, models,
+            notebook, pd, roofline, stepcost, workload_figures, workloads)
 
 
 @app.cell
@@ -31,12 +31,25 @@ def _(mo):
     mo.md("""
     # 03 · Prefill against decode, on the roofline of your own hardware
 
-    Generation has two phases. **Prefill** runs the whole prompt through the model in one forward
+    **What you will learn**
+
+    1. To measure this device's two roofs — memory bandwidth and peak matmul FLOP/s — and the
+       [ridge point](../workshop/glossary.md#ridge-point) where they meet.
+    2. To place measured prefill and decode steps on the [roofline](../workshop/glossary.md#roofline) by their
+       [arithmetic intensity](../workshop/glossary.md#arithmetic-intensity), and to read which roof binds.
+    3. Why batching lifts decode's intensity — and why, once every sequence's
+       [KV cache](../workshop/glossary.md#kv-cache) is counted, decode stays [memory-bound](../workshop/glossary.md#memory-bound) on an H100.
+    4. To compare a decode step with its memory-bound floor, and tell the floor from a step's fixed overhead.
+
+    **Run time**: one to four minutes on a CPU (tiny profile, two cores, longer when the CPU is shared); a few minutes on a GPU with
+    Mistral 7B (notebooks 01–03 and 05 together take under 8 minutes on an H100, `workshop/results/README.md`).
+
+    Generation has two phases. **[Prefill](../workshop/glossary.md#prefill)** runs the whole prompt through the model in one forward
     pass: every weight is read once and used for every prompt token — lots of arithmetic per byte,
-    *compute-bound*; its duration is the time to first token. **Decode** then produces one token per
+    *compute-bound*; its duration is the [time to first token](../workshop/glossary.md#ttft). **[Decode](../workshop/glossary.md#decode)** then produces one token per
     step, reusing the cached keys and values: every weight (and the cache) is read to produce one
-    token per sequence — little arithmetic per byte, *memory-bound*; its duration is the inter-token
-    latency.
+    token per sequence — little arithmetic per byte, *memory-bound*; its duration is the
+    [inter-token latency](../workshop/glossary.md#itl).
 
     The roofline makes that precise. This notebook measures this device's two roofs — memory
     bandwidth and peak matmul FLOP/s — places measured prefill and decode steps under them, and
@@ -93,14 +106,70 @@ def _(dtype_bytes, label, loaded, microbench, pd, roofline):
 
 
 @app.cell
-def _(crossover, loaded, mo, ridge):
+def _(bandwidth, expectations, label, mo, peak, ridge):
+    h100 = expectations.on_gpu("H100 SXM")
+    mo.md(f"""
+    **What you should see.** On a CPU (tiny profile) a ridge of a few FLOP per byte: this run measured
+    {bandwidth / 1e9:,.1f} GB/s and {peak / 1e12:,.3f} TFLOP/s, a ridge of {ridge:,.1f} FLOP/B ({label}); a CPU
+    shared with other work measures less. On a GPU with Mistral 7B: an {h100['gpu']}'s datasheet gives
+    {h100['bandwidth'] / 1e12:,.2f} TB/s and {h100['peak_flops'] / 1e12:,.1f} TFLOP/s (dense bf16), a ridge of
+    {h100['ridge']:,.0f} FLOP/B; expect the measured roofs below the datasheet's, and the measured ridge with them.
+    """)
+    return (h100,)
+
+
+@app.cell
+def _(crossover, h100, loaded, mo, ridge):
     mo.md(f"""
     Below **{ridge:,.1f} FLOP per byte** a computation on this device waits for memory; above it, for the
     arithmetic units. A decode step of batch *B* does 2 FLOPs per parameter per sequence and reads each
-    parameter's {loaded.dtype} bytes once for the whole batch, so its intensity is about
-    2·*B* ÷ bytes per parameter: it reaches the ridge at **batch ≈ {crossover:,.0f}** here. For comparison, an
-    H100 SXM's datasheet gives 989 TFLOP/s (dense bf16) ÷ 3.35 TB/s ≈ 295 FLOP/B: in bf16 (2 B per
-    parameter) decode stays memory-bound up to a batch of about 295.
+    parameter's {loaded.dtype} bytes once for the whole batch, so **if the weights were all it read** its
+    intensity would be about 2·*B* ÷ bytes per parameter, reaching the ridge at **batch ≈ {crossover:,.0f}**
+    here — and at batch ≈ {h100['crossover_batch']:,.0f} on an {h100['gpu']} (ridge
+    {h100['ridge']:,.0f} FLOP/B, from the GPU catalog). But every sequence also reads its own
+    KV cache, which the batch does not share. The next section counts it.
+    """)
+    return
+
+
+@app.cell
+def _(mo):
+    mo.md("""
+    ## 1b · Batching against the KV cache (computed for Mistral 7B on an H100 SXM)
+
+    Decode's intensity against the batch, from the model's config and the GPU catalog
+    (`helpers.decode_intensity`, bytes and FLOPs from `helpers.stepcost`): dashed, the weights alone;
+    solid, with each sequence's cache read at three contexts. Filled markers fit the H100's memory
+    (the capacity planner's budget, notebook 04); hollow ones do not.
+    """)
+    return
+
+
+@app.cell
+def _(decode_intensity):
+    intensity = decode_intensity.intensity_table("mistral-7b-v0.1", "H100 SXM", contexts=(256, 1024, 4096))
+    intensity_summary = decode_intensity.summary(intensity)
+    decode_intensity.figure(intensity, "mistral-7b-v0.1", "bf16")
+    return intensity, intensity_summary
+
+
+@app.cell
+def _(decode_intensity, intensity_summary, mo):
+    _lines = "\n".join(f"- {decode_intensity.verdict(s)}." for s in intensity_summary)
+    _reach = [s["context"] for s in intensity_summary if s["reaches_ridge"]]
+    _miss = [s["context"] for s in intensity_summary if not s["reaches_ridge"]]
+    _cross = intensity_summary[0]["weights_only_crosses_at"]
+    _words = ("decode **never reaches the ridge** on this GPU at these contexts" if not _reach else
+              f"decode reaches the ridge only at {', '.join(f'{c:,}' for c in _reach)} tokens, with a batch of "
+              f"{intensity_summary[0]['max_batch']:,} sequences" if _miss else "decode reaches the ridge at every context shown")
+    mo.md(f"""
+    {_lines}
+
+    With the cache counted, {_words}{f"; at {', '.join(f'{c:,}' for c in _miss)} tokens the batch that would get it there does not fit, and the cache reads — which grow with the batch — hold the intensity down" if _miss else ""}.
+    Without a cache the weights-only line passes the ridge by batch {_cross:,}; with one, the
+    intensity levels off near FLOPs ÷ KV bytes per sequence (about {intensity_summary[-1]['ceiling_with_kv']:,.0f}
+    FLOP/B at {intensity_summary[-1]['context']:,} tokens), whatever the batch. (Mistral 7B v0.1 slides a
+    4,096-token window: longer contexts read no more cache.)
     """)
     return
 
@@ -132,27 +201,46 @@ def _(label, prefill):
 
 
 @app.cell
+def _(fmt_seconds, h100, mo, peak, prefill, roofline, spec):
+    _ok = prefill[~prefill["oom"]]
+    _share = [roofline.forward_flops(spec, int(r.tokens)) / r.ttft_s / peak for r in _ok.itertuples()]
+    _best = max(_share) if _share else float("nan")
+    _a, _z = _ok.iloc[0], _ok.iloc[-1]
+    _nt, _tt = _z["tokens"] / _a["tokens"], _z["ttft_s"] / _a["ttft_s"]
+    mo.md(f"""
+    **What you should see.** Prefill time grows with the prompt: here from {fmt_seconds(_a['ttft_s'])} for
+    {int(_a['tokens']):,} tokens to {fmt_seconds(_z['ttft_s'])} for {int(_z['tokens']):,} — {_nt:,.0f}× the tokens,
+    {_tt:,.0f}× the time, {"less than in proportion: longer prompts keep the arithmetic units busier" if _tt < _nt else "more than in proportion: attention's cost grows with the square of the prompt"}.
+    The best prefill reaches **{100 * _best:,.0f} %** of the measured matmul peak. On a GPU with Mistral 7B, a {h100['prompt']:,}-token
+    prompt does {h100['prefill_intensity']:,.0f} FLOP per byte — past the {h100['gpu']}'s ridge of
+    {h100['ridge']:,.0f} — so its floor is the arithmetic: {1e3 * h100['prefill_floor_s']:,.1f} ms at the datasheet's peak.
+    """)
+    return
+
+
+@app.cell
 def _(mo):
     mo.md("""
     ## 3 · Decode step time against context
 
     A prefill of *c* tokens, then one token per step through the model, each step reusing the cache
     (`helpers.timing.timed_generate`); the median step. The dashed line is the memory-bound floor of a
-    step: (weight bytes + KV bytes) ÷ the measured bandwidth.
+    step: the bytes it must move ÷ the measured bandwidth — the weights once (of the input embedding only
+    the new token's row), the cache read and the new token's K/V written (`helpers.stepcost`, the same
+    bytes notebook 04's planner and `make bench` count).
     """)
     return
 
 
 @app.cell
-def _(bandwidth, kv_cache_bytes, loaded, roofline, sizes, spec, workload_figures, workloads):
+def _(bandwidth, loaded, roofline, sizes, spec, workload_figures, workloads):
     decode = workloads.itl_sweep(loaded, sizes.itl_contexts, sizes.itl_steps)
-    weights_read = roofline.streamed_weight_bytes(spec, loaded.dtype)
 
     def decode_floor(context):
-        return roofline.decode_floor_s(weights_read, kv_cache_bytes(spec, context, 1, loaded.dtype), bandwidth)
+        return roofline.decode_floor_bytes(spec, context, loaded.dtype) / bandwidth
 
     workload_figures.itl_figure(decode, loaded, decode_floor)
-    return decode, decode_floor, weights_read
+    return decode, decode_floor
 
 
 @app.cell
@@ -164,13 +252,32 @@ def _(decode, decode_floor, label):
 
 
 @app.cell
+def _(decode, decode_floor, h100, mo):
+    _ok = decode[~decode["oom"]]
+    _ratio = [r.itl_s / decode_floor(int(r.context)) for r in _ok.itertuples()]
+    _lo, _hi = (min(_ratio), max(_ratio)) if _ratio else (float("nan"), float("nan"))
+    _c = sorted(h100["decode_floor_s"])
+    _a, _z = _ok.iloc[0], _ok.iloc[-1]
+    mo.md(f"""
+    **What you should see.** A decode step grows with the context only through the cache it reads: here
+    from {1e3 * _a['itl_s']:,.2f} ms at {int(_a['context']):,} tokens to {1e3 * _z['itl_s']:,.2f} ms at
+    {int(_z['context']):,}, each step **{_lo:,.1f}–{_hi:,.1f}×** its floor (section 5 measures what the rest is). On a GPU with
+    Mistral 7B the floor is {1e3 * h100['decode_floor_s'][_c[0]]:,.2f} ms at {_c[0]:,} tokens and
+    {1e3 * h100['decode_floor_s'][_c[-1]]:,.2f} ms at {_c[-1]:,} on an {h100['gpu']} (datasheet bandwidth); at the
+    {100 * h100['efficiency']:,.0f} % of it that notebook 04 assumes by default, {1e3 * h100['decode_at_efficiency_s'][_c[0]]:,.1f} and
+    {1e3 * h100['decode_at_efficiency_s'][_c[-1]]:,.1f} ms.
+    """)
+    return
+
+
+@app.cell
 def _(mo):
     mo.md("""
     ## 4 · Both on the roofline
 
     Each measured forward pass becomes a point: its FLOPs and bytes from the model's shape
-    (`helpers.roofline.forward_flops`, `forward_bytes`; weights read once per pass, the cache read and
-    written), its time measured. x = FLOPs ÷ bytes (arithmetic intensity), y = FLOPs ÷ seconds. Decode is
+    (`helpers.roofline.forward_flops`, `forward_bytes`, from `helpers.stepcost`; weights read once per
+    pass, the cache read and written), its time measured. x = FLOPs ÷ bytes (arithmetic intensity), y = FLOPs ÷ seconds. Decode is
     also measured at growing batch: more sequences share each read of the weights.
     """)
     return
@@ -202,7 +309,7 @@ def _(bandwidth, label, peak, points, roofline):
 
 
 @app.cell
-def _(mo, points, ridge):
+def _(h100, mo, points, ridge):
     _pre = [p for p in points if p.kind == "prefill"]
     _dec = [p for p in points if p.kind == "decode"]
     _bat = [p for p in points if p.kind == "decode, batched"]
@@ -213,7 +320,14 @@ def _(mo, points, ridge):
     (every weight byte serves every prompt token); decode at batch 1 stays near
     {_dec[0].intensity:,.2f}–{_dec[-1].intensity:,.2f} FLOP/B, {ridge / _dec[-1].intensity:,.0f}× left of the ridge at
     {ridge:,.1f} FLOP/B: each step reads all the weights to produce one token per sequence.{_bat_text} A point
-    well under its roof is losing time to something neither roof counts — the next section measures what.
+    under its roof is losing time to something neither roof counts — the next section measures what.
+
+    **What you should see.** Prefill points right of decode's, climbing with the prompt; decode at batch 1
+    near 2 FLOPs per parameter ÷ its bytes — 1 FLOP/B in bf16, 0.5 in fp32 — on any device (the ratio
+    of FLOPs to bytes depends on the model and its dtype, not the hardware); batched decode further right. On a GPU with Mistral 7B: decode at batch 1 does
+    {min(h100['decode_intensity'].values()):,.2f}–{max(h100['decode_intensity'].values()):,.2f} FLOP/B, a
+    {h100['prompt']:,}-token prefill {h100['prefill_intensity']:,.0f} FLOP/B, against an {h100['gpu']} ridge of
+    {h100['ridge']:,.0f}.
     """)
     return
 
@@ -251,41 +365,144 @@ def _(efficiency, efficiency_source):
 
 
 @app.cell
-def _(bandwidth, efficiency, fmt_seconds, mo, read):
+def _(bandwidth, efficiency, fmt_seconds, mo, read, roofline):
     _real = efficiency[efficiency["model"] != "probe"].sort_values("weight_bytes_read")
     _small, _big = _real.iloc[0], _real.iloc[-1]
     _probe = efficiency[efficiency["model"] == "probe"]
     _over = float(_probe["step_s"].iloc[0]) if len(_probe) else None
-
-    def _verdict(r):
-        if r["efficiency"] >= 0.5:
-            return "close to its memory floor"
-        return "overhead-bound: most of its step is not spent moving bytes"
-
-    _probe_text = (f" The probe's step alone takes **{fmt_seconds(_over)}** — "
-                   f"{100 * _over / _small['step_s']:,.0f} % of {_small['model']}'s step and "
-                   f"{100 * _over / _big['step_s']:,.1f} % of {_big['model']}'s: a fixed toll per step, paid whatever the "
-                   "model's size." if _over else "")
+    _s, _b = roofline.step_explained(_small, _over), roofline.step_explained(_big, _over)
+    _closer = _big["efficiency"] > _small["efficiency"]
+    _probe_text = (f" The probe's step alone takes **{fmt_seconds(_over)}**: a fixed toll per step, paid whatever "
+                   "the model's size." if _over else "")
     mo.md(f"""
     **{_small['model']}** reads {_small['weight_bytes_read'] / 1e6:,.1f} MB per step: its floor is
     **{fmt_seconds(_small['floor_s'])}** but a step takes **{fmt_seconds(_small['step_s'])}** —
-    {100 * _small['efficiency']:,.1f} % efficiency, {_verdict(_small)}.
+    {100 * _small['efficiency']:,.1f} % efficiency: {_s['words']}.
     **{_big['model']}** reads {_big['weight_bytes_read'] / 1e6:,.0f} MB per step: floor
     {fmt_seconds(_big['floor_s'])}, step {fmt_seconds(_big['step_s'])}, **{100 * _big['efficiency']:,.1f} %** —
-    {_verdict(_big)}.{_probe_text}
+    {_b['words']}.{_probe_text}
 
-    Why: a decode step is a few dozen small operations per layer — matrix–vector products, norms, rotary
-    embeddings, attention over the cache — each dispatched from Python. Each pays a fixed cost (the
-    interpreter, operator dispatch, waking threads on a CPU, launching a kernel on a GPU), and a
-    matrix–vector product on a matrix of a few hundred rows is over before it streams memory at full
-    speed. For the smallest model those costs are most of the step; as the matrices grow, the bytes take
-    over and the step closes in on the floor. (The floor uses the copy's bandwidth, bytes read + written;
-    a decode step mostly reads, and reading alone this device streams {read.bandwidth / 1e9:,.1f} GB/s against
-    the copy's {bandwidth / 1e9:,.1f} GB/s — a floor {bandwidth / read.bandwidth:,.2f}× as long, if read-only
-    were the roof.) On a GPU the gap is starker:
-    with terabytes per second the tiny model's floor is microseconds while its step still costs
-    milliseconds of launches. This is why serving engines batch, fuse kernels and capture CUDA graphs —
-    and why the tiny model's timings say little about a 7B model's: they measure mostly overhead.
+    **What the floor and the probe explain, and what they don't.** The floor counts bytes at the copy's
+    bandwidth; the probe counts the fixed cost of a step's few dozen small operations per layer —
+    matrix–vector products, norms, rotary embeddings, attention over the cache — each dispatched from
+    Python (the interpreter, operator dispatch, waking threads on a CPU, launching a kernel on a GPU).
+    Neither counts kernels that stream memory below the copy's speed: a matrix–vector product on a
+    matrix of a few hundred rows is over before it reaches full bandwidth. Here the larger model is
+    {"closer to" if _closer else "no closer to"} its floor than the smaller one
+    ({100 * _big['efficiency']:,.1f} % against {100 * _small['efficiency']:,.1f} %){": the bytes take over as the matrices grow" if _closer else ""}.
+    (The floor uses the copy's bandwidth, bytes read + written; a decode step mostly reads, and reading
+    alone this device streams {read.bandwidth / 1e9:,.1f} GB/s against the copy's {bandwidth / 1e9:,.1f} GB/s — a floor
+    {bandwidth / read.bandwidth:,.2f}× as long, if read-only were the roof.) This is why serving engines
+    batch, fuse kernels and capture CUDA graphs — and why the tiny model's timings say little about a
+    7B model's.
+    """)
+    return
+
+
+@app.cell
+def _(efficiency, fmt_seconds, h100, mo, stepcost):
+    from helpers.models import TINY_CONFIG as _TINY
+
+    _tiny_floor = stepcost.decode_cost(_TINY, 128, 1, "bf16").bytes / h100["bandwidth"]
+    _mistral = stepcost.decode_cost("mistral-7b-v0.1", 128, 1, "bf16").bytes / h100["bandwidth"]
+    _c = sorted(h100["decode_floor_s"])[0]
+    _real = efficiency[efficiency["model"] != "probe"]
+    mo.md(f"""
+    **What you should see.** On a CPU (tiny profile): efficiencies well under 100 % — here
+    {", ".join(f"{r.model} {100 * r.efficiency:,.1f} %" for r in _real.itertuples())}. On a GPU with Mistral
+    7B: the tiny model's floor on an {h100['gpu']} would be {fmt_seconds(_tiny_floor)}, so there it measures
+    the fixed cost of a step and little else, while Mistral 7B reads {_mistral / _tiny_floor:,.0f}× the bytes
+    (floor {fmt_seconds(h100['decode_floor_s'][_c])} at {_c:,} tokens) and the same fixed cost weighs
+    {_mistral / _tiny_floor:,.0f}× less against it; notebook 04's planner assumes {100 * h100['efficiency']:,.0f} % of
+    the datasheet by default.
+    """)
+    return
+
+
+@app.cell
+def _(mo):
+    mo.md("""
+    ## Exercises
+
+    Try each before opening its solution.
+    """)
+    return
+
+
+@app.cell
+def _(gpus, h100, notebook, roofline):
+    _rows = "\n".join(
+        f"| {name} | {g.bandwidth / 1e12:,.2f} TB/s | {g.peak_flops('bf16')[0] / 1e12:,.0f} TFLOP/s | "
+        f"{roofline.ridge_point(g.peak_flops('bf16')[0], g.bandwidth):,.0f} FLOP/B | "
+        f"{roofline.crossover_batch(g.peak_flops('bf16')[0], g.bandwidth, 2):,.0f} |"
+        for name, g in ((n, gpus.get_gpu(n)) for n in ("L4", "A100 80GB", "H100 SXM", "H200", "B200")))
+    _low = min(gpus.catalog(), key=lambda g: roofline.ridge_point(g.peak_flops("bf16")[0], g.bandwidth))
+    notebook.folded("1 · The ridge of other GPUs. Which catalogued GPU has the lowest ridge, and what does "
+                    "that mean for decode? (`python -m helpers gpus`)", f"""
+    The ridge is peak ÷ bandwidth, from `helpers/data/gpus.csv` (dense bf16):
+
+    | GPU | bandwidth | peak | ridge | weights-only crossover batch (bf16) |
+    | --- | --- | --- | --- | --- |
+    {_rows}
+
+    Lowest of the whole catalog: **{_low.name}**, {roofline.ridge_point(_low.peak_flops('bf16')[0], _low.bandwidth):,.0f}
+    FLOP/B. A lower ridge means decode turns compute-bound at a smaller batch — if the cache did not
+    hold the intensity down (section 1b). The {h100['gpu']} is the reference used above.
+    """)
+    return
+
+
+@app.cell
+def _(decode_intensity, notebook):
+    _d = decode_intensity.intensity_table("llama-3.1-8b", "H100 SXM", contexts=(1024, 8192, 32768))
+    _lines = "\n".join(f"- {decode_intensity.verdict(s)}" for s in decode_intensity.summary(_d))
+    notebook.folded("2 · A model without a sliding window. Does Llama 3.1 8B (128k context, no window) reach "
+                    "the ridge at long contexts? Use `helpers.decode_intensity.intensity_table`.", f"""
+    ```python
+    from helpers import decode_intensity
+    d = decode_intensity.intensity_table("llama-3.1-8b", "H100 SXM", contexts=(1024, 8192, 32768))
+    [decode_intensity.verdict(s) for s in decode_intensity.summary(d)]
+    ```
+
+    {_lines}
+
+    The longer the context, the more each sequence reads of its own cache and the fewer sequences fit:
+    the intensity falls, and decode moves further from the ridge.
+    """)
+    return
+
+
+@app.cell
+def _(notebook, stepcost):
+    _c = stepcost.decode_cost("mistral-7b-v0.1", 4096, 1, "bf16")
+    notebook.folded("3 · One floor everywhere. Run `python -m helpers capacity --model mistral-7b-v0.1 --gpu \"H100 SXM\" "
+                    "--context 4096 --batch 1 --efficiency 1 --json` and compare `step_bytes_per_gpu` with the "
+                    "bytes this notebook's floor counts. Why do they agree?", f"""
+    Both come from `helpers.stepcost.decode_cost`: {_c.weight_bytes:,} B of weights (every weight but the
+    input embedding table) + {_c.embedding_bytes:,} B (the new token's row of it) + {_c.kv_read_bytes:,} B of
+    cache read + {_c.kv_write_bytes:,} B written = **{_c.bytes:,} B**. At 3.35 TB/s that is
+    {1e3 * _c.bytes / 3.35e12:,.3f} ms — the planner's `step_floor_ms`. The planner's `step_ms` divides it by the
+    efficiency (`--efficiency`), the share of the datasheet an engine reaches.
+    """)
+    return
+
+
+@app.cell
+def _(efficiency, h100, intensity_summary, mo):
+    _s = intensity_summary[-1]
+    _eff = ", ".join(f"{100 * r.efficiency:,.1f} % for {r.model}" for r in efficiency[efficiency["model"] != "probe"].itertuples())
+    mo.md(f"""
+    ## Takeaways
+
+    - Prefill is compute-bound: every weight read serves every prompt token. Decode at batch 1 does
+      about one FLOP per byte in bf16, on any device: it is memory-bound, and its floor is bytes ÷ bandwidth.
+    - Batching shares the weights, not the caches. Without a cache decode would cross an {h100['gpu']}'s
+      ridge near batch {h100['crossover_batch']:,.0f}; with Mistral 7B's cache at {_s['context']:,} tokens the
+      largest batch that fits reaches {_s['intensity_at_max_batch']:,.1f} FLOP/B, {100 * _s['share_of_ridge']:,.0f} % of the ridge.
+    - A measured step is the floor plus a fixed cost per step plus kernels slower than the copy; here the
+      floor explains {_eff} of the step — batching, fused kernels and CUDA graphs attack the rest.
+    - One model of a step's bytes (`helpers.stepcost`) gives this notebook's floor, notebook 04's planner
+      and `make bench` the same numbers.
     """)
     return
 

@@ -16,16 +16,16 @@ app = marimo.App(width="medium")
 def _():
     import marimo as mo
 
-    from helpers import capacity, notebook
-    from helpers.capacity import measured as capacity_measured, views as capacity_views
+    from helpers import capacity, expectations, gpus, notebook
+    from helpers.capacity import measured as capacity_measured, ranking as capacity_ranking, views as capacity_views
     from helpers.memory import KV_DTYPES, WEIGHT_SCHEMES
     from helpers.specs import PRESETS, get_spec
     from helpers.capacity.inputs import LastGood
 
     notebook.setup()
     planner_inputs = LastGood()  # this session's last good inputs: a bad value keeps the answer on the page
-    return (KV_DTYPES, PRESETS, WEIGHT_SCHEMES, capacity, capacity_measured, capacity_views, get_spec, mo,
-            planner_inputs)
+    return (KV_DTYPES, PRESETS, WEIGHT_SCHEMES, capacity, capacity_measured, capacity_ranking, capacity_views,
+            expectations, get_spec, gpus, mo, notebook, planner_inputs)
 
 
 @app.cell
@@ -33,23 +33,39 @@ def _(mo):
     mo.md("""
     # 04 · Capacity and cost planner
 
+    **What you will learn**
+
+    1. How much of a GPU's memory the KV cache gets — the memory the device reports, less the runtime's
+       reserve and the weights — and so how many sequences fit.
+    2. The decode step's floor at the datasheet's bandwidth, and the step at an efficiency an engine
+       actually reaches; why the [SLO](../workshop/glossary.md#slo) search and the cost must use the second.
+    3. To rank GPUs by dollars per million tokens under a [latency SLO](../workshop/glossary.md#tpot) or a minimum batch,
+       within one provider or across several, and to price a request (prompt and output) as API
+       providers do.
+    4. To check the planner against a decode step measured on this machine.
+
+    **Run time**: under a minute on a CPU (everything but the last section is computed, not measured);
+    the same on a GPU, where the last section measures Mistral 7B.
+
     Which GPU serves a model most cheaply? First fix what you care about most: a **latency SLO**
     per output token (premium chat: about 10 ms) or a **minimum batch** (batch jobs, agents).
     Then the planner fits the model on every catalogued GPU — weights, the runtime's reserve and
     the KV cache for that context — picks the largest batch that meets the constraint, and ranks
     the GPUs by **dollars per million output tokens**.
 
-    Every number is a floor computed by `helpers.capacity` from the model's `config.json` and the
-    GPU catalog in `helpers/data/gpus.csv` (memory, bandwidth, dense FLOP/s and a dated price, each
-    with its source): a decode step cannot be faster than reading the weights and the cache once,
-    `bytes ÷ bandwidth`, nor than its arithmetic, `FLOPs ÷ peak`. The same numbers come from the
+    Every number is computed by `helpers.capacity` from the model's `config.json` and the GPU catalog
+    in `helpers/data/gpus.csv` (memory, bandwidth, dense FLOP/s and a dated price, each with its
+    source). A decode step cannot be faster than reading the weights and the cache once,
+    `bytes ÷ bandwidth`, nor than its arithmetic, `FLOPs ÷ peak`: that is its **floor** at the
+    datasheet's figures. No engine reaches the datasheet, so the planner also reports the step at an
+    **efficiency** — a share of the datasheet — and plans with that one. The same numbers come from the
     command line: `python -m helpers capacity --model mistral-7b-v0.1 --gpu all --context 4096 --slo-ms 10`.
     """)
     return
 
 
 @app.cell
-def _(KV_DTYPES, PRESETS, WEIGHT_SCHEMES, mo):
+def _(KV_DTYPES, PRESETS, WEIGHT_SCHEMES, capacity, gpus, mo):
     model_choice = mo.ui.dropdown(options=list(PRESETS), value="mistral-7b-v0.1", label="model")
     config_path = mo.ui.text(value="", placeholder="path/to/config.json", label="or a config.json")
     weight_choice = mo.ui.dropdown(options=list(WEIGHT_SCHEMES), value="bf16", label="weights")
@@ -60,45 +76,54 @@ def _(KV_DTYPES, PRESETS, WEIGHT_SCHEMES, mo):
                               label="latency SLO, ms per output token (0: none)")
     min_batch_choice = mo.ui.number(start=1, stop=4096, step=1, value=1, label="minimum batch")
     gpus_choice = mo.ui.dropdown(options=["1", "2", "4", "8"], value="1", label="GPUs (tensor parallel)")
-    return (config_path, context_choice, gpus_choice, kv_choice, min_batch_choice, model_choice, slo_choice,
-            weight_choice)
+    efficiency_choice = mo.ui.slider(start=0.2, stop=1.0, step=0.05, value=capacity.DEFAULT_EFFICIENCY,
+                                     show_value=True, label="efficiency (share of the datasheet)")
+    provider_choice = mo.ui.dropdown(options=["all (mixed)", *gpus.providers()], value="all (mixed)",
+                                     label="prices from")
+    return (config_path, context_choice, efficiency_choice, gpus_choice, kv_choice, min_batch_choice, model_choice,
+            provider_choice, slo_choice, weight_choice)
 
 
 @app.cell
-def _(config_path, context_choice, gpus_choice, kv_choice, min_batch_choice, mo, model_choice, slo_choice,
-      weight_choice):
+def _(config_path, context_choice, efficiency_choice, gpus_choice, kv_choice, min_batch_choice, mo, model_choice,
+      provider_choice, slo_choice, weight_choice):
     mo.vstack([
         mo.hstack([model_choice, config_path], justify="start"),
         mo.hstack([weight_choice, kv_choice, gpus_choice], justify="start"),
         context_choice,
         mo.hstack([slo_choice, min_batch_choice], justify="start"),
+        mo.hstack([efficiency_choice, provider_choice], justify="start"),
     ])
     return
 
 
 @app.cell
-def _(config_path, context_choice, gpus_choice, kv_choice, min_batch_choice, mo, model_choice, planner_inputs,
-      slo_choice, weight_choice):
+def _(config_path, context_choice, efficiency_choice, gpus_choice, kv_choice, min_batch_choice, mo, model_choice,
+      planner_inputs, provider_choice, slo_choice, weight_choice):
     # Every control checked together (helpers.capacity.inputs): a bad value gives the note below the
     # controls, and the cells that follow keep the last good inputs.
     _inputs, _note = planner_inputs.resolve(config_path.value, model_choice.value, weight_choice.value,
                                             kv_choice.value, context_choice.value, slo_choice.value,
                                             min_batch_choice.value, gpus_choice.value)
     model, weights, kv, context, slo_ms, min_batch, n_gpus = _inputs.astuple()
+    efficiency = float(efficiency_choice.value)
+    provider = None if provider_choice.value.startswith("all") else provider_choice.value
     mo.md(_note) if _note else None
-    return context, kv, min_batch, model, n_gpus, slo_ms, weights
+    return context, efficiency, kv, min_batch, model, n_gpus, provider, slo_ms, weights
 
 
 @app.cell
-def _(capacity_views, context, kv, min_batch, mo, model, n_gpus, slo_ms, weights):
+def _(capacity, capacity_views, context, efficiency, kv, min_batch, mo, model, n_gpus, slo_ms, weights):
     try:
         caption = capacity_views.source_text(model, weights, kv, n_gpus, context)
         fixed = f"SLO {slo_ms:g} ms per output token" if slo_ms else "no latency SLO"
+        _src = capacity.EFFICIENCY_SOURCE if efficiency == capacity.DEFAULT_EFFICIENCY else "your choice"
         caption_md = mo.md(f"""
         ## GPUs ranked by $ per million output tokens
 
         {fixed}, at least {min_batch} sequence{'s' if min_batch > 1 else ''}; each GPU runs the
-        largest batch that fits and meets the SLO. *{caption}*
+        largest batch that fits and meets the SLO, with the step at **{efficiency:.0%} of the datasheet**
+        (efficiency from: {_src}). *{caption}*
         """)
     except ValueError as _exc:
         caption_md = mo.md(f"## GPUs ranked by $ per million output tokens\n\n⚠️ **Cannot plan this:** {_exc}")
@@ -107,31 +132,61 @@ def _(capacity_views, context, kv, min_batch, mo, model, n_gpus, slo_ms, weights
 
 
 @app.cell
-def _(capacity_views, context, kv, min_batch, mo, model, n_gpus, slo_ms, weights):
+def _(capacity_views, context, efficiency, kv, min_batch, mo, model, n_gpus, provider, slo_ms, weights):
     try:
-        ranked = capacity_views.rank_table(model, weights, kv, context, slo_ms=slo_ms, min_batch=min_batch, gpus=n_gpus)
+        ranked = capacity_views.rank_table(model, weights, kv, context, slo_ms=slo_ms, min_batch=min_batch, gpus=n_gpus,
+                                           efficiency=efficiency, provider=provider)
         ranked_view = ranked
     except ValueError as _exc:
         ranked = None
         ranked_view = mo.md(f"⚠️ **No ranking:** {_exc}")
     ranked_view
+    return (ranked,)
+
+
+@app.cell
+def _(capacity_ranking, mo, ranked):
+    if ranked is None:
+        _md = mo.md("")
+    else:
+        _ok = ranked[ranked["status"] == "ok"]
+        _note = capacity_ranking.providers_note([{"provider": p} for p in ranked["price from"]])
+        _first = (f"**{_ok.iloc[0]['GPU']}** ({_ok.iloc[0]['price from']}) at "
+                  f"\\${_ok.iloc[0]['$ per M output tokens']:.3f} per million output tokens, batch {_ok.iloc[0]['batch']:,}"
+                  if len(_ok) else "no GPU meets these constraints")
+        _md = mo.md(f"""
+        The cheapest here: {_first}. {_note[0].upper() + _note[1:]}.
+
+        **What you should see.** The same table on a CPU and on a GPU: it is computed, not measured. Here
+        {len(_ok)} of {len(ranked)} GPUs meet the constraints ({", ".join(_ok["GPU"]) or "none"}); the others
+        follow with the reason. Raising the efficiency divides every step by the same factor; at 100 % the
+        steps are the column "ms per token (datasheet floor)", and more GPUs meet an SLO at larger batches —
+        which is why a plan at the datasheet's floor promises more than an engine delivers.
+        """)
+    _md
     return
 
 
 @app.cell
-def _(capacity, get_spec, mo, model, n_gpus):
+def _(capacity, get_spec, gpus, mo, model, n_gpus):
     try:
         split_note = capacity.sharding(get_spec(model), n_gpus).note
     except ValueError as _exc:
         split_note = f"⚠️ {_exc}"
+    _h = gpus.get_gpu("H100 SXM")
     mo.md(f"""
-    **What the planner counts.** Of each GPU's memory the runtime plans with
-    {capacity.GPU_MEMORY_UTILIZATION:.0%} (vLLM's default `gpu_memory_utilization`), less about
-    {capacity.RUNTIME_OVERHEAD_BYTES / 1e9:.1f} GB for activations and the CUDA context; the weights
-    come next, and what is left holds the KV cache — so `max batch` = KV budget ÷ one sequence's
-    cache. Tensor parallel here: {split_note}. The step is a floor: `max(bytes ÷ bandwidth,
-    FLOPs ÷ peak)`, the FP8 peak only for fp8 weights on GPUs that have it; communication
-    between GPUs is not counted.
+    **What the planner counts.** A GPU's memory is what the device reports to CUDA, not the label: an
+    {_h.name} labelled {_h.memory_gb:g} GB reports {_h.memory_reported_gib:g} GiB =
+    {_h.usable_memory_bytes / 1e9:,.2f}·10⁹ B (sources in `helpers/data/gpu_memory.csv`; GPUs without a
+    reported figure use the label). Of it the runtime plans with {capacity.GPU_MEMORY_UTILIZATION:.0%}
+    (vLLM's default `gpu_memory_utilization`), less about {capacity.RUNTIME_OVERHEAD_BYTES / 1e9:.1f} GB
+    for activations and the CUDA context — the same budget notebook 02 counts
+    (`helpers.memory.runtime_reserve_bytes`); the weights come next, and what is left holds the
+    [KV cache](../workshop/glossary.md#kv-cache) — so `max batch` = KV budget ÷ one sequence's cache.
+    Tensor parallel here: {split_note}. The step's floor is `max(bytes ÷ bandwidth, FLOPs ÷ peak)`
+    with the bytes and FLOPs of `helpers.stepcost` (the same as notebook 03's floor), the FP8 peak only
+    for fp8 weights on GPUs that have it; communication between GPUs is not counted. The step the
+    ranking uses is that floor ÷ the efficiency.
     """)
     return
 
@@ -177,17 +232,17 @@ def _(capacity_views, context, kv, mo, model, n_gpus, slo_ms, weights):
         slo_row = tri.iloc[1]
         low = tri.loc["throughput, less precision"] if "throughput, less precision" in tri.index else None
         low_text = (f"Giving up precision — fp8 weights and cache — fits **batch {low['batch']:,}** and brings "
-                    f"the cost to **${low['$ per M output tokens']:.3f}**; whether the answers stay as good is "
+                    f"the cost to **\\${low['$ per M output tokens']:.3f}**; whether the answers stay as good is "
                     "a benchmark question (notebook 05)." if low is not None else "")
         tri_md = mo.md(f"""
         ## The quality–latency–throughput triangle, in numbers
 
         On one H100 SXM with these settings ({context:,} tokens): serving **one user** gives the
         fastest tokens, **{lat['ms per token']:.2f} ms** each, but costs
-        **${lat['$ per M output tokens']:.2f}** per million. Filling the memory with
+        **\\${lat['$ per M output tokens']:.2f}** per million. Filling the memory with
         **{thr['batch']:,} sequences** makes each token slower (**{thr['ms per token']:.2f} ms**) and
         the million tokens **{lat['$ per M output tokens'] / thr['$ per M output tokens']:.0f}× cheaper**
-        (**${thr['$ per M output tokens']:.3f}**). A latency SLO sits in between: batch
+        (**\\${thr['$ per M output tokens']:.3f}**). A latency SLO sits in between: batch
         **{slo_row['batch']:,}** at {slo_row['ms per token']:.2f} ms. {low_text}
         Premium chat buys the latency corner; agents and batch jobs the throughput corner; both can
         trade quality for either.
@@ -199,6 +254,54 @@ def _(capacity_views, context, kv, mo, model, n_gpus, slo_ms, weights):
 @app.cell
 def _(mo, tri):
     tri if tri is not None else mo.md("")
+    return
+
+
+@app.cell
+def _(mo):
+    prompt_choice = mo.ui.number(start=1, stop=100_000, step=1, value=1000, label="prompt tokens")
+    output_choice = mo.ui.number(start=1, stop=100_000, step=1, value=200, label="output tokens")
+    mo.vstack([mo.md("""
+    ## What a request costs, prefill counted
+
+    API providers price input and output tokens apart. For requests of *P* prompt and *O* output
+    tokens (the context is their sum), each GPU's GPU-time per request is its prefill (the GPU busy
+    with it alone) plus its share of *O* decode steps at the request's mean context (*O* × step ÷
+    batch): $ per million input tokens prices the first, $ per million output tokens the second, next
+    to the decode-only figure of the ranking above (`--prompt-tokens`, `--output-tokens` on the command line).
+    """), mo.hstack([prompt_choice, output_choice], justify="start")])
+    return output_choice, prompt_choice
+
+
+@app.cell
+def _(capacity_views, efficiency, kv, min_batch, mo, model, n_gpus, output_choice, prompt_choice, provider, slo_ms,
+      weights):
+    _p, _o = int(prompt_choice.value or 1000), int(output_choice.value or 200)
+    try:
+        requests = capacity_views.request_table(model, _p, _o, weights, kv, slo_ms=slo_ms, min_batch=min_batch,
+                                                gpus=n_gpus, efficiency=efficiency, provider=provider)
+        request_view = requests
+    except ValueError as _exc:
+        requests, request_view = None, mo.md(f"⚠️ **No request costs:** {_exc}")
+    request_view
+    return (requests,)
+
+
+@app.cell
+def _(mo, requests):
+    if requests is None or not (requests["status"] == "ok").any():
+        _md = mo.md("")
+    else:
+        _r = requests[requests["status"] == "ok"].iloc[0]
+        _ratio = _r["$ per M output tokens (request)"] / _r["$ per M input tokens"]
+        _md = mo.md(f"""
+        **What you should see** (computed, the same on any machine): on the cheapest GPU here,
+        {_r['GPU']}, an output token costs **{_ratio:,.1f}×** an input token — prefill processes a whole
+        prompt in one compute-bound pass, decode one token per sequence per step. API price lists show
+        the same asymmetry. The decode-only column is a little higher than the request's output price:
+        it is timed at the full context, the request at its mean.
+        """)
+    _md
     return
 
 
@@ -223,6 +326,7 @@ def _(capacity_measured, mo):
     from helpers.hardware import is_out_of_memory
     from helpers.models import ProfileUnavailable, load
 
+    measured = None
     try:
         loaded = load()
         measured = capacity_measured.predict_vs_measure(loaded)
@@ -237,6 +341,101 @@ def _(capacity_measured, mo):
         measured_view = mo.md(f"⚠️ **The device ran out of memory measuring the step** — a result, not a "
                               f"crash: this GPU cannot also hold the measurement's batch. ({_exc})")
     measured_view
+    return (measured,)
+
+
+@app.cell
+def _(expectations, measured, mo):
+    _h = expectations.on_gpu("H100 SXM", contexts=(512,))
+    if measured is None:
+        _md = mo.md("")
+    else:
+        _eff = 1 / measured["ratio"]
+        _md = mo.md(f"""
+        **Measured efficiency here: {100 * _eff:,.1f} %** of the floor at this device's measured bandwidth
+        (predicted ÷ measured). On a GPU that is the figure to pass as `--efficiency` to plan with this
+        engine (the planner's default is {100 * _h['efficiency']:,.0f} %, from a published worked example).
+
+        **What you should see.** On a CPU (tiny profile): a ratio well above 1 — the fixed cost per step
+        (Python, operator dispatch; notebook 03, section 5) dwarfs a few MB of weights. On a GPU with
+        Mistral 7B: the floor at 512 tokens on an {_h['gpu']} is {1e3 * _h['decode_floor_s'][512]:,.2f} ms at
+        the datasheet's bandwidth; transformers' eager decode adds launch overhead on top of it.
+        """)
+    _md
+    return
+
+
+@app.cell
+def _(mo):
+    mo.md("""
+    ## Exercises
+
+    Try each before opening its solution. The command line gives the same numbers as this notebook.
+    """)
+    return
+
+
+@app.cell
+def _(capacity_ranking, notebook):
+    _all = capacity_ranking.rank("mistral-7b-v0.1", context=4096, slo_ms=20)
+    _rp = capacity_ranking.rank("mistral-7b-v0.1", context=4096, slo_ms=20, provider="RunPod")
+    _a, _b = [r for r in _all if r["rank"] == 1][0], [r for r in _rp if r["rank"] == 1][0]
+    notebook.folded("1 · Comparable prices. Run `python -m helpers capacity --model mistral-7b-v0.1 --gpu all "
+                    "--context 4096 --slo-ms 20`, then add `--provider RunPod`. Does the winner change, and why "
+                    "should you care?", f"""
+    Across every provider the cheapest is **{_a['gpu']}** ({_a['provider']}, \\${_a['usd_per_million_tokens']:.3f} per
+    million output tokens); within RunPod it is **{_b['gpu']}** (\\${_b['usd_per_million_tokens']:.3f}).
+    {"The winner changes: " if _a['gpu'] != _b['gpu'] else "The same GPU wins, but "}a mixed ranking compares one
+    provider's discount with another's list price — rank within the provider you would actually buy from.
+    """)
+    return
+
+
+@app.cell
+def _(capacity, notebook):
+    _lo = capacity.plan_for_slo("mistral-7b-v0.1", "H100 SXM", 10, context=4096, efficiency=0.5)[0]
+    _hi = capacity.plan_for_slo("mistral-7b-v0.1", "H100 SXM", 10, context=4096, efficiency=1.0)[0]
+    notebook.folded("2 · The datasheet's promise. With an SLO of 10 ms on one H100 SXM at 4,096 tokens, what "
+                    "batch does the planner allow at efficiency 1.0 and at 0.5 (`--efficiency`)?", f"""
+    At 1.0 (the datasheet's floor): batch **{_hi.batch}**, {_hi.step_ms:.2f} ms per token,
+    \\${_hi.usd_per_million_tokens:.3f} per million output tokens. At 0.5: batch **{_lo.batch}**, {_lo.step_ms:.2f} ms,
+    \\${_lo.usd_per_million_tokens:.3f}. Planning at the floor promises a batch the engine cannot serve within
+    the SLO, at a cost it cannot reach.
+    """)
+    return
+
+
+@app.cell
+def _(capacity, notebook):
+    _r = capacity.plan("mistral-7b-v0.1", "H100 SXM", context=8192, batch=16, prompt_tokens=6000, output_tokens=500)
+    notebook.folded("3 · A long prompt. Price a request of 6,000 prompt and 500 output tokens on one H100 SXM at "
+                    "batch 16 (`--context 8192 --batch 16 --prompt-tokens 6000 --output-tokens 500`). Which part "
+                    "of the request costs more?", f"""
+    Prefill {1e3 * _r.request_prefill_s:,.1f} ms of GPU time, decode {1e3 * _r.request_decode_s:,.1f} ms (its share of
+    batch 16): \\${_r.usd_per_request:.6f} per request, \\${_r.usd_per_million_input_tokens:.3f} per million input and
+    \\${_r.usd_per_million_output_tokens:.3f} per million output tokens. {
+        "The prefill costs more: a long prompt makes it the larger part of the bill, though each input token is "
+        "still the cheaper one." if _r.request_prefill_s > _r.request_decode_s else
+        "The decode still costs more: 500 output tokens, even sharing each step with 15 other requests, take "
+        "more GPU time than one 6,000-token prefill — and each output token costs far more than an input token."}
+    """)
+    return
+
+
+@app.cell
+def _(mo):
+    mo.md("""
+    ## Takeaways
+
+    - The KV cache gets what is left of the memory the GPU reports after the runtime's reserve and the
+      weights; that, divided by one sequence's cache, is the largest batch.
+    - A step's floor (bytes ÷ bandwidth, FLOPs ÷ peak) is a bound no engine reaches: plan with the step
+      at an efficiency, measured on your engine where you can.
+    - Larger batches cost little latency per token until the cache reads take over, and divide the cost
+      per token; an SLO picks the batch.
+    - Compare prices within one provider, and price requests as input and output tokens: prefill and
+      decode cost differently.
+    """)
     return
 
 

@@ -12,6 +12,9 @@ from helpers.specs import get_spec
 MISTRAL = "mistral-7b-v0.1"
 W_BF16 = 14_483_464_192          # 7,241,732,096 parameters × 2 B (published count)
 KV_4096 = 4096 * 131_072         # 4,096 tokens × 131,072 B per token (bf16)
+# What one decode step reads of the weights: all but the 32,000 × 4,096 input table, plus one row of it.
+W_READ = W_BF16 - 32_000 * 4096 * 2 + 4096 * 2      # 14,221,328,384 B
+H100_BYTES = 79.11 * 2**30       # what an H100 SXM reports (helpers/data/gpu_memory.csv): 84.94e9 B
 
 
 # ----------------------------------------------------------------------------- hand-worked cases
@@ -19,13 +22,19 @@ KV_4096 = 4096 * 131_072         # 4,096 tokens × 131,072 B per token (bf16)
 def test_mistral_bf16_on_one_h100_sxm_batch_1():
     p = capacity.plan(MISTRAL, "H100 SXM", context=4096, batch=1)
     assert p.fits and p.bound == "memory"
-    # The floor the issue works by hand: 14.48 GB ÷ 3.35 TB/s = 4.32 ms, plus the cache read.
-    assert p.step_s >= 14.48e9 / 3.35e12
-    assert p.step_ms >= 4.32
-    assert p.step_s == pytest.approx((W_BF16 + KV_4096) / 3.35e12, rel=1e-12)
-    assert p.step_ms == pytest.approx(4.4837, abs=1e-3)
+    # The floor by hand: the weights read (one embedding row) + 4,096 cached tokens read + 1 written,
+    # (14,221,328,384 + 4,097 × 131,072) B ÷ 3.35 TB/s = 4.4055 ms at the datasheet's bandwidth.
+    assert p.step_bytes_per_gpu == W_READ + 4097 * 131_072 == 14_758_330_368
+    assert p.step_floor_s == pytest.approx(14_758_330_368 / 3.35e12, rel=1e-12)
+    assert p.step_floor_ms == pytest.approx(4.4055, abs=1e-4)
+    # The step the SLO and the cost use: at the default efficiency (0.5, cited), twice the floor.
+    assert p.efficiency == capacity.DEFAULT_EFFICIENCY == 0.5 and "Databricks" in p.efficiency_source
+    assert p.step_ms == pytest.approx(8.8110, abs=1e-4)
     assert p.tokens_per_s == pytest.approx(1 / p.step_s)
     assert p.usd_per_million_tokens == pytest.approx(3.49 / (p.tokens_per_s * 3600) * 1e6)
+    assert p.provider == "RunPod"
+    full = capacity.plan(MISTRAL, "H100 SXM", context=4096, batch=1, efficiency=1.0)
+    assert full.step_s == full.step_floor_s == p.step_floor_s
 
 
 def test_mistral_bf16_does_not_fit_a_t4_once_the_reserve_is_counted():
@@ -39,13 +48,16 @@ def test_mistral_bf16_does_not_fit_a_t4_once_the_reserve_is_counted():
 
 
 def test_max_batch_is_the_kv_budget_over_one_sequence():
+    # The H100 SXM is labelled 80 GB and reports 79.11 GiB = 84.94e9 B: the budget is 90 % of what it
+    # reports, less 1.5 GB and the weights: 60.47e9 B, 112 sequences of 4,096 tokens (not 104).
     p = capacity.plan(MISTRAL, "H100 SXM", context=4096, batch=1)
-    budget = 0.9 * 80e9 - 1.5e9 - W_BF16
+    assert p.memory_bytes_per_gpu == pytest.approx(H100_BYTES) and p.memory_label_gb == 80
+    budget = 0.9 * H100_BYTES - 1.5e9 - W_BF16
     assert p.kv_budget_bytes_per_gpu == pytest.approx(budget)
-    assert p.max_batch == int(budget // KV_4096) == 104
-    assert capacity.plan(MISTRAL, "H100 SXM", context=4096, batch=104).fits
-    over = capacity.plan(MISTRAL, "H100 SXM", context=4096, batch=105)
-    assert not over.fits and "enough for batch 104" in over.reason
+    assert p.max_batch == int(budget // KV_4096) == 112
+    assert capacity.plan(MISTRAL, "H100 SXM", context=4096, batch=112).fits
+    over = capacity.plan(MISTRAL, "H100 SXM", context=4096, batch=113)
+    assert not over.fits and "enough for batch 112" in over.reason
 
 
 def test_kv_dtype_is_chosen_apart_from_the_weights():
@@ -60,13 +72,17 @@ def test_kv_dtype_is_chosen_apart_from_the_weights():
 
 def test_prefill_is_compute_bound_for_a_long_prompt():
     spec = get_spec(MISTRAL)
-    p = capacity.plan(spec, "H100 SXM", context=4096, batch=1)
-    flops = 2 * 7_241_732_096 * 4096 + capacity.prefill_attention_flops(spec, 4096)
+    p = capacity.plan(spec, "H100 SXM", context=4096, batch=1, efficiency=1.0)
+    # 2 × 6,979,321,856 linear weights × 4,096 tokens + causal attention (4 × 32 heads × 128 per key,
+    # 32 layers × 4,096·4,097/2 keys) + one position's logits (2 × 4,096 × 32,000)
+    flops = 2 * 6_979_321_856 * 4096 + 4 * 32 * 128 * 32 * (4096 * 4097 // 2) + 2 * 4096 * 32000
     assert p.prefill_s == pytest.approx(flops / 989.5e12)
     assert p.prefill_s > (W_BF16 + KV_4096) / 3.35e12   # compute beats reading the weights once
-    # A one-token prompt costs about one read of the weights.
-    short = capacity.plan(spec, "H100 SXM", context=4096, batch=1, prompt_tokens=1)
-    assert short.prefill_s == pytest.approx((W_BF16 + 131_072) / 3.35e12)
+    # A one-token prompt costs about one read of the weights (and writes one token's K/V).
+    short = capacity.plan(spec, "H100 SXM", context=4096, batch=1, prompt_tokens=1, efficiency=1.0)
+    assert short.prefill_s == pytest.approx((W_READ + 131_072) / 3.35e12)
+    assert capacity.plan(spec, "H100 SXM", context=4096, prompt_tokens=1).prefill_s == pytest.approx(
+        2 * short.prefill_s)                          # at the default efficiency of 0.5
 
 
 def test_fp8_weights_use_the_fp8_peak_where_it_exists():
@@ -79,9 +95,10 @@ def test_fp8_weights_use_the_fp8_peak_where_it_exists():
 def test_compute_bound_at_large_batch_and_short_context():
     p = capacity.plan(MISTRAL, "B200", context=128, batch=2048)
     assert p.fits and p.bound == "compute"
-    assert p.step_s == pytest.approx(p.step_compute_s)
-    assert p.step_compute_s == pytest.approx(
-        (2 * 7_241_732_096 * 2048 + capacity.decode_attention_flops(get_spec(MISTRAL), 128, 2048)) / 2250e12)
+    assert p.step_floor_s == pytest.approx(p.step_compute_s)
+    # per sequence: 2 × linear weights + attention over 128 cached keys and the new one's + the logits
+    per_seq = 2 * 6_979_321_856 + 4 * 32 * 128 * 32 * 129 + 2 * 4096 * 32000
+    assert p.step_compute_s == pytest.approx(2048 * per_seq / 2250e12)
 
 
 def test_sliding_window_caps_the_cache():
@@ -99,7 +116,7 @@ def test_two_gpus_split_weights_and_kv_heads():
     assert two.weight_bytes_per_gpu == W_BF16 / 2
     assert two.kv_bytes_per_seq_per_gpu == KV_4096 / 2
     assert "4 KV heads each" in two.sharding
-    assert two.step_s == pytest.approx((W_BF16 / 2 + KV_4096 / 2) / 0.32e12)
+    assert two.step_floor_s == pytest.approx((W_READ / 2 + 4097 * 131_072 / 2) / 0.32e12)
     assert two.usd_per_million_tokens == pytest.approx(0.59 * 2 / (two.tokens_per_s * 3600) * 1e6)
 
 
@@ -133,7 +150,9 @@ def test_moe_decode_reads_only_the_experts_the_batch_touches():
     p1 = capacity.plan(spec, "H100 SXM", weight_dtype="mxfp4", context=2048, batch=1)
     assert p1.fits   # the talk's claim: GPT-OSS-120B with MXFP4 experts fits one 80 GB H100
     assert p1.step_memory_s * p1.bandwidth < p1.weight_bytes / 3
-    assert 5e9 < capacity.active_params(spec) < 6.5e9
+    from helpers.stepcost import matmul_params
+
+    assert 4e9 < matmul_params(spec) < 6.5e9       # "5.1B active parameters", less embeddings and head
 
 
 # ----------------------------------------------------------------------------- SLO and ranking
@@ -158,7 +177,9 @@ def test_rank_orders_by_cost_and_explains_the_rest():
     assert by["T4"]["status"] == "does not fit" and by["L4"]["status"] == "misses SLO"
     assert rows[-1]["status"] != "ok"
     # The talk's point: the most expensive GPU per hour is not the most expensive per token.
-    assert by["B200"]["usd_per_million_tokens"] < by["A100 40GB"]["usd_per_million_tokens"]
+    by20 = {r["gpu"]: r for r in capacity_ranking.rank(MISTRAL, context=4096, slo_ms=20)}
+    assert by20["B200"]["usd_per_hour"] > by20["A100 40GB"]["usd_per_hour"]
+    assert by20["B200"]["usd_per_million_tokens"] < by20["A100 40GB"]["usd_per_million_tokens"]
 
 
 def test_rank_with_minimum_batch_and_a_relaxed_slo_changes_the_table():
@@ -173,7 +194,8 @@ def test_rank_with_minimum_batch_and_a_relaxed_slo_changes_the_table():
 
 def test_rank_table_is_a_labelled_dataframe():
     df = capacity_views.rank_table(MISTRAL, context=4096, slo_ms=10)
-    assert "$ per M output tokens" in df.columns and "ms per token" in df.columns
+    assert "$ per M output tokens" in df.columns and "ms per token (at efficiency)" in df.columns
+    assert "ms per token (datasheet floor)" in df.columns and "price from" in df.columns
     assert len(df) == len(gpus.names())
     text = capacity_views.source_text(MISTRAL, "bf16", "bf16", 1, 4096)
     assert "mistral-7b-v0.1" in text and "prices read" in text
@@ -191,13 +213,13 @@ def test_a_model_that_fits_no_gpu_says_which_count_would():
 def test_curve_and_triangle():
     df = capacity_views.curve(MISTRAL, ["H100 SXM", "T4"], context=4096)
     h = df[df.gpu == "H100 SXM"]
-    assert list(h.batch)[0] == 1 and list(h.batch)[-1] == 104
+    assert list(h.batch)[0] == 1 and list(h.batch)[-1] == 112
     assert h.step_ms.is_monotonic_increasing and h.tokens_per_s.is_monotonic_increasing
     assert df[df.gpu == "T4"].empty          # does not fit: no points
     tri = capacity_views.triangle(MISTRAL, "H100 SXM", context=4096, slo_ms=10)
-    assert tri.loc["latency", "batch"] == 1 and tri.loc["throughput", "batch"] == 104
+    assert tri.loc["latency", "batch"] == 1 and tri.loc["throughput", "batch"] == 112
     assert tri.loc["throughput", "$ per M output tokens"] < tri.loc["latency", "$ per M output tokens"]
-    assert tri.loc["throughput, less precision", "max batch"] > 104
+    assert tri.loc["throughput, less precision", "max batch"] > 112
 
 
 # ----------------------------------------------------------------------------- bad input
@@ -236,9 +258,13 @@ def test_predict_vs_measure_on_the_tiny_model(tiny):
     r = capacity_measured.predict_vs_measure(tiny, bandwidth=20e9)
     assert r["bandwidth_source"] == "given" and r["profile"] == "tiny"
     from helpers.memory import measured_weight_bytes
+    from helpers.stepcost import decode_cost
 
-    assert r["weight_bytes"] == measured_weight_bytes(tiny.model)
-    assert r["predicted_step_s"] == pytest.approx((r["weight_bytes"] + r["kv_bytes"]) / 20e9)
+    # the loaded weights are the bytes helpers.memory counts; a step reads them but the embedding table
+    assert r["loaded_weight_bytes"] == measured_weight_bytes(tiny.model)
+    cost = decode_cost(tiny.spec, r["mean_cached_tokens"], 1, "fp32")
+    assert r["step_bytes"] == cost.bytes == r["weight_bytes"] + r["kv_bytes"]
+    assert r["predicted_step_s"] == pytest.approx(cost.bytes / 20e9)
     assert r["measured_step_s"] > 0 and r["ratio"] == pytest.approx(r["measured_step_s"] / r["predicted_step_s"])
     table = capacity_measured.comparison_table(r)
     assert "measured ÷ predicted" in table.index

@@ -27,7 +27,7 @@ def test_capacity_json_through_python_dash_m():
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert KEYS <= set(d)
-    assert d["fits"] is True and d["max_batch"] == 104
+    assert d["fits"] is True and d["max_batch"] == 112   # 90 % of the 79.11 GiB an H100 reports
     assert d["step_ms"] >= 14.48e9 / 3.35e12 * 1e3
     assert d["tokens_per_s"] == pytest.approx(1e3 / d["step_ms"])
 
@@ -76,7 +76,7 @@ def test_rank_all_gpus(capsys):
     assert code == 0 and len(d["ranking"]) == len(gpus.names()) and d["ranking"][0]["rank"] == 1
     code, out, _ = run_main(capsys, "capacity", "--model", "mistral-7b-v0.1", "--gpu", "all", "--context", "4096",
                             "--batch", "8")
-    assert code == 0 and "$/M tokens" in out and "prices read" in out
+    assert code == 0 and "$/M out" in out and "prices read" in out
 
 
 def test_gpus_lists_the_catalog():

@@ -5,7 +5,7 @@ import time
 import numpy as np
 import pytest
 
-from helpers import microbench, roofline
+from helpers import microbench, roofline, stepcost
 from helpers.specs import get_spec
 
 H100_BF16 = 989e12   # FLOP/s, dense bf16, NVIDIA H100 SXM datasheet
@@ -37,11 +37,12 @@ def test_arithmetic_intensity_and_efficiency():
 
 
 def test_mistral_decode_floor_on_h100():
-    # (14,221,320,192 B of weights read + 4,096 tokens × 131,072 B of cache) / 3.35e12 B/s = 4.4054 ms
+    # weights read: every parameter but the 32,000 × 4,096 input table, of which one row (4,096 values);
+    # (14,221,328,384 B + 4,096 tokens × 131,072 B of cache) / 3.35e12 B/s = 4.4054 ms
     weights = roofline.streamed_weight_bytes(get_spec("mistral-7b-v0.1"), "bf16")
-    assert weights == (7_241_732_096 - 32_000 * 4096) * 2 == 14_221_320_192
+    assert weights == (7_241_732_096 - 32_000 * 4096 + 4096) * 2 == 14_221_328_384
     floor = roofline.decode_floor_s(weights, 4096 * 131_072, H100_BW)
-    assert floor == pytest.approx((14_221_320_192 + 536_870_912) / 3.35e12)
+    assert floor == pytest.approx((14_221_328_384 + 536_870_912) / 3.35e12)
     assert floor == pytest.approx(4.4054e-3, rel=1e-4)
 
 
@@ -80,7 +81,7 @@ def test_attended_keys_by_hand_and_against_a_loop():
         for past in (0, 3, 20):
             for new in (1, 7, 30):
                 loop = sum(min(past + i, window) if window else past + i for i in range(1, new + 1))
-                assert roofline._keys_in_span(past + 1, past + new, window) == loop
+                assert stepcost._keys_in_span(past + 1, past + new, window) == loop
 
 
 def test_prefill_flops_of_the_tiny_model(tiny_config):
@@ -94,9 +95,10 @@ def test_prefill_flops_of_the_tiny_model(tiny_config):
 def test_forward_bytes_decode_reads_weights_and_cache():
     m = get_spec("mistral-7b-v0.1")
     weights = roofline.streamed_weight_bytes(m, "bf16")
-    # 1,000 cached tokens read + 1 new token's K/V written, per sequence; weights once for the batch
+    # 1,000 cached tokens read + 1 new token's K/V written, per sequence; weights once for the batch,
+    # the input embedding by the rows of the batch's tokens (4,096 bf16 values each)
     assert roofline.forward_bytes(m, 1, 1000) == weights + 1001 * 131_072
-    assert roofline.forward_bytes(m, 1, 1000, batch=4) == weights + 4 * 1001 * 131_072
+    assert roofline.forward_bytes(m, 1, 1000, batch=4) == weights + 3 * 4096 * 2 + 4 * 1001 * 131_072
 
 
 def test_tied_embeddings_are_streamed_in_full():
@@ -190,8 +192,9 @@ def test_efficiency_table_with_the_probe_and_the_loaded_model(tiny):
     assert list(df["model"]) == ["probe", "tiny (loaded)"]
     row = df.iloc[1]
     assert row["weight_bytes_read"] == roofline.streamed_weight_bytes(tiny.spec, "fp32")
-    assert row["kv_bytes_read"] == 16 * 2048
-    assert row["floor_s"] == pytest.approx((row["weight_bytes_read"] + row["kv_bytes_read"]) / 2e10)
+    assert row["kv_bytes_read"] == 16 * 2048                 # 16 cached tokens × 2,048 B (fp32), and 1 written
+    assert row["step_bytes"] == row["weight_bytes_read"] + 17 * 2048
+    assert row["floor_s"] == pytest.approx(row["step_bytes"] / 2e10)
     assert row["efficiency"] == pytest.approx(row["floor_s"] / row["step_s"])
     assert df.iloc[0]["overhead_share"] == 1.0
     fig = roofline.efficiency_figure(df, "test")

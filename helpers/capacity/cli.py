@@ -1,8 +1,9 @@
 """Commands `capacity` and `gpus` of ``python -m helpers``.
 
     python -m helpers capacity --model M --gpu G [--gpus N] [--dtype D] [--kv-dtype D] --context C
-                               (--batch B | --slo-ms S) [--prompt P] [--json]
-    python -m helpers capacity --model M --gpu all ...   # every catalogued GPU, cheapest first
+                               (--batch B | --slo-ms S) [--prompt-tokens P] [--output-tokens O]
+                               [--efficiency E] [--json]
+    python -m helpers capacity --model M --gpu all [--provider NAME] ...   # every GPU, cheapest first
     python -m helpers gpus [--json]
 
 Bad input (unknown GPU, context beyond the model, zero or negative numbers, a model that fits no
@@ -17,8 +18,8 @@ def _register(name: str, help_: str, add_args, render, run) -> None:
     command(name, help_, add_args, render)(run)
 
 
-def _money(x) -> str:
-    return "-" if x is None else f"${x:,.3f}"
+def _money(x, nd: int = 3) -> str:
+    return "-" if x is None else f"${x:,.{nd}f}"
 
 
 def _num(x, fmt: str = "{:,.2f}") -> str:
@@ -44,8 +45,24 @@ def _capacity_args(p) -> None:
                    help="sequences decoded together (with --gpu all: the minimum batch)")
     g.add_argument("--slo-ms", type=positive_float,
                    help="latency SLO in ms per output token: the largest batch within it")
-    p.add_argument("--prompt", type=positive_int, default=None,
+    p.add_argument("--prompt", "--prompt-tokens", dest="prompt", type=positive_int, default=None,
                    help="prompt tokens for the prefill time (default: the whole context)")
+    _new_capacity_args(p)
+
+
+def _new_capacity_args(p) -> None:
+    from .planner import DEFAULT_EFFICIENCY, EFFICIENCY_SOURCE
+
+    p.add_argument("--output-tokens", type=positive_int, default=None,
+                   help="output tokens per request: adds the cost of a request (prompt + output ≤ context), "
+                        "prefill counted, as $ per million input and per million output tokens")
+    p.add_argument("--efficiency", type=positive_float, default=DEFAULT_EFFICIENCY,
+                   help=f"share of the datasheet's bandwidth and FLOP/s an engine reaches, in (0, 1]: "
+                        f"step_ms = step_floor_ms ÷ efficiency; the SLO, ranking and cost use step_ms "
+                        f"(default {DEFAULT_EFFICIENCY:g}: {EFFICIENCY_SOURCE})".replace("%", "%%"))
+    p.add_argument("--provider", default=None,
+                   help="with --gpu all: rank only the GPUs this provider prices (see `python -m helpers gpus`); "
+                        "without it the ranking mixes providers and says so")
 
 
 def _plan_dict(p, meets_slo=None, slo_ms=None) -> dict:
@@ -57,19 +74,28 @@ def _plan_dict(p, meets_slo=None, slo_ms=None) -> dict:
 
 def _capacity_render(r: dict) -> str:
     if "ranking" in r:
-        lines = [f"{r['source']}",
-                 f"{'rank':>4}  {'GPU':<23} {'status':<15} {'batch':>5} {'ms/token':>9} {'tokens/s':>10} "
-                 f"{'$/hour':>8} {'$/M tokens':>11}  why"]
+        lines = [f"{r['source']}", r["providers_note"],
+                 f"ms/token at {r['efficiency']:.0%} of the datasheet (floor: at 100 %); $/M out: decode only",
+                 f"{'rank':>4}  {'GPU':<23} {'price from':<14} {'status':<15} {'batch':>5} {'floor ms':>8} "
+                 f"{'ms/token':>9} {'tokens/s':>10} {'$/hour':>8} {'$/M out':>9}"
+                 + (f" {'$/M in':>8} {'req $/M out':>11} {'$/request':>10}" if r.get("output_tokens") else "") + "  why"]
         for row in r["ranking"]:
+            req = (f" {_money(row['usd_per_million_input_tokens']):>8} {_money(row['usd_per_million_output_tokens']):>11}"
+                   f" {_money(row['usd_per_request'], 5):>10}") if r.get("output_tokens") else ""
             lines.append(
-                f"{row['rank'] if row['rank'] else '-':>4}  {row['gpu']:<23} {row['status']:<15} "
-                f"{row['batch'] if row['batch'] else '-':>5} {_num(row['step_ms']):>9} "
+                f"{row['rank'] if row['rank'] else '-':>4}  {row['gpu']:<23} {row['provider']:<14} {row['status']:<15} "
+                f"{row['batch'] if row['batch'] else '-':>5} {_num(row['step_floor_ms']):>8} {_num(row['step_ms']):>9} "
                 f"{_num(row['tokens_per_s'], '{:,.0f}'):>10} {_num(row['usd_per_hour']):>8} "
-                f"{_money(row['usd_per_million_tokens']):>11}  {row['note']}")
+                f"{_money(row['usd_per_million_tokens']):>9}{req}  {row['note']}")
+        if r.get("output_tokens"):
+            lines.append(f"a request: {r['prompt_tokens']:,} prompt + {r['output_tokens']:,} output tokens, prefill "
+                         "counted; $/M in and $/M out price its prefill and its decode apart")
         return "\n".join(lines)
     where = f"{r['gpus']}× {r['gpu']}" if r["gpus"] > 1 else r["gpu"]
     rows = [("model", f"{r['model']} (weights {r['weight_dtype']}, KV {r['kv_dtype']})"),
-            ("GPU", f"{where}, {r['memory_bytes_per_gpu'] / 1e9:g} GB each"),
+            ("GPU", f"{where}, labelled {r['memory_label_gb']:g} GB, {r['memory_bytes_per_gpu'] / 2**30:,.2f} GiB "
+                    f"usable each; prices from {r['provider']}"),
+            ("memory source", r["memory_source"]),
             ("context, batch", f"{r['context']:,} tokens × {r['batch']} sequences")]
     if r["slo_ms"] is not None:
         rows.append(("SLO", f"{r['slo_ms']:g} ms per output token: {'met' if r['meets_slo'] else 'MISSED'}"))
@@ -80,11 +106,21 @@ def _capacity_render(r: dict) -> str:
              ("KV per sequence per GPU", f"{r['kv_bytes_per_seq_per_gpu'] / 1e9:,.3f} GB"),
              ("tensor parallel", r["sharding"])]
     if r["fits"]:
-        rows += [("decode step", f"{r['step_ms']:,.2f} ms per output token ({r['bound']}-bound floor)"),
+        rows += [("decode step, datasheet floor", f"{r['step_floor_ms']:,.2f} ms per output token ({r['bound']}-bound)"),
+                 ("decode step", f"{r['step_ms']:,.2f} ms per output token at {r['efficiency']:.0%} of the datasheet"),
+                 ("efficiency from", r["efficiency_source"]),
                  ("prefill of one prompt", f"{r['prefill_ms']:,.1f} ms ({r['prompt_tokens']:,} tokens)"),
                  ("tokens/s", f"{r['tokens_per_s']:,.0f} (all sequences)"),
                  ("price", f"${r['usd_per_hour_total']:,.2f} per hour"),
-                 ("$ per million output tokens", _money(r["usd_per_million_tokens"]))]
+                 ("$ per million output tokens", f"{_money(r['usd_per_million_tokens'])} (decode only)")]
+        if r.get("output_tokens"):
+            rows += [("a request", f"{r['prompt_tokens']:,} prompt + {r['output_tokens']:,} output tokens: "
+                                   f"{r['request_prefill_s'] * 1e3:,.1f} ms prefill + {r['request_decode_s'] * 1e3:,.1f} ms "
+                                   "of GPU time decoding (its share of the batch)"),
+                     ("$ per request", _money(r["usd_per_request"], 6)),
+                     ("$ per million input tokens", f"{_money(r['usd_per_million_input_tokens'])} (prefill)"),
+                     ("$ per million output tokens, request", f"{_money(r['usd_per_million_output_tokens'])} "
+                                                              "(decode at the request's mean context)")]
     return table(rows)
 
 
@@ -98,22 +134,34 @@ def _capacity(a) -> dict:
         raise ValueError(f"--prompt {a.prompt:,} is longer than --context {a.context:,}")
     if a.gpu.strip().lower() == "all":
         rows = capacity_ranking.rank(spec, a.dtype, a.kv_dtype, a.context, slo_ms=a.slo_ms, min_batch=a.batch,
-                                     gpus=a.gpus)
+                                     gpus=a.gpus, **_request_kw(a), provider=a.provider)
         return {"model": spec.name, "weight_dtype": a.dtype, "kv_dtype": a.kv_dtype, "context": a.context,
                 "gpus": a.gpus, "slo_ms": a.slo_ms, "min_batch": a.batch,
-                "source": capacity_views.source_text(spec, a.dtype, a.kv_dtype, a.gpus, a.context), "ranking": rows}
+                "source": capacity_views.source_text(spec, a.dtype, a.kv_dtype, a.gpus, a.context), "ranking": rows,
+                "efficiency": a.efficiency, "prompt_tokens": a.prompt, "output_tokens": a.output_tokens,
+                "provider": a.provider, "providers_note": capacity_ranking.providers_note(rows),
+                "providers_mixed": len({row["provider"] for row in rows}) > 1}
     from ..gpus import get_gpu
 
     gpu = get_gpu(a.gpu)
     capacity.sharding(spec, a.gpus)
-    first = capacity.plan(spec, gpu, a.gpus, a.dtype, a.kv_dtype, a.context, 1, a.prompt)
+    first = capacity.plan(spec, gpu, a.gpus, a.dtype, a.kv_dtype, a.context, 1, **_request_kw(a))
     if first.max_batch < 1 and not capacity_ranking._fits_somewhere(spec, a.dtype, a.kv_dtype, a.context, a.gpus):
         raise ValueError(capacity_ranking.no_fit_message(spec, a.dtype, a.kv_dtype, a.context, a.gpus))
     if a.slo_ms is not None:
-        p, ok = capacity.plan_for_slo(spec, gpu, a.slo_ms, a.gpus, a.dtype, a.kv_dtype, a.context,
-                                      prompt_tokens=a.prompt)
+        p, ok = capacity.plan_for_slo(spec, gpu, a.slo_ms, a.gpus, a.dtype, a.kv_dtype, a.context, **_request_kw(a))
         return _plan_dict(p, ok if p.fits else False, a.slo_ms)
-    return _plan_dict(capacity.plan(spec, gpu, a.gpus, a.dtype, a.kv_dtype, a.context, a.batch, a.prompt))
+    return _plan_dict(capacity.plan(spec, gpu, a.gpus, a.dtype, a.kv_dtype, a.context, a.batch, **_request_kw(a)))
+
+
+def _request_kw(a) -> dict:
+    """The planner's keyword arguments from the new options (efficiency, request size)."""
+    if a.efficiency > 1:
+        raise ValueError(f"--efficiency must be a fraction of the datasheet in (0, 1], got {a.efficiency:g}")
+    if a.output_tokens is not None and (a.prompt or a.context) + a.output_tokens > a.context:
+        raise ValueError(f"--prompt-tokens + --output-tokens ({a.prompt or a.context:,} + {a.output_tokens:,}) "
+                         f"exceed --context {a.context:,}; give a context that holds the whole request")
+    return {"prompt_tokens": a.prompt, "efficiency": a.efficiency, "output_tokens": a.output_tokens}
 
 
 # ------------------------------------------------------------------ gpus

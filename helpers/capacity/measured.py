@@ -5,8 +5,9 @@ step measured with a real KV cache, as a table for notebook 04 and as the capaci
 """
 from __future__ import annotations
 
-from .planner import _positive, _whole, decode_attention_flops
-from ..memory import KV_DTYPES, kv_cache_bytes
+from .planner import _positive, _whole
+from ..memory import KV_DTYPES, WEIGHT_SCHEMES
+from ..stepcost import decode_cost
 
 
 def measure_sizes(device: str) -> dict:
@@ -21,9 +22,9 @@ def predict_vs_measure(loaded, bandwidth: float | None = None, batch: int | None
                        peak_flops: float | None = None, seed: int = 0) -> dict:
     """The planner's decode step for the loaded model on its own device against the measured one.
 
-    Prediction: the same roofline as plan(), with the bytes of the loaded weights
-    (helpers.memory.measured_weight_bytes) plus the KV cache read at the mean cached length, over
-    the device's measured bandwidth (helpers.microbench.measure_bandwidth, the microbenchmark of
+    Prediction: the same decode step as plan() and notebook 03 (helpers.stepcost.decode_cost: the
+    weights streamed once, the embedding by rows, the KV cache at the mean cached length read and the
+    new token's written), over the device's measured bandwidth (helpers.microbench.measure_bandwidth, the microbenchmark of
     notebook 03) unless `bandwidth` (bytes/s) is given; the compute term only when `peak_flops` is.
     Measurement: the median inter-token latency of a greedy generation with a real KV cache
     (helpers.timing.timed_generate). ratio = measured ÷ predicted (1 = the floor reached).
@@ -48,15 +49,12 @@ def predict_vs_measure(loaded, bandwidth: float | None = None, batch: int | None
         bandwidth = _positive(bandwidth, "bandwidth (bytes/s)")
         bw_source = "given"
     spec = loaded.spec
-    w = measured_weight_bytes(loaded.model)
     mean_cached = prompt + new // 2       # step j of 1…new−1 attends over prompt + j tokens
     kv_dtype = loaded.dtype if loaded.dtype in KV_DTYPES else "bf16"
-    kv = kv_cache_bytes(spec, mean_cached, batch, kv_dtype)
-    mem_s = (w + kv) / bandwidth
-    comp_s = 0.0
-    if peak_flops:
-        n_params = sum(p.numel() for p in loaded.model.parameters())
-        comp_s = (2 * n_params * batch + decode_attention_flops(spec, mean_cached, batch)) / peak_flops
+    weights = loaded.dtype if loaded.dtype in WEIGHT_SCHEMES else "bf16"
+    cost = decode_cost(spec, mean_cached, batch, weights, kv_dtype)
+    mem_s = cost.bytes / bandwidth
+    comp_s = cost.flops / peak_flops if peak_flops else 0.0
     predicted = max(mem_s, comp_s)
 
     gen = torch.Generator().manual_seed(seed)
@@ -67,7 +65,8 @@ def predict_vs_measure(loaded, bandwidth: float | None = None, batch: int | None
     return {
         "label": loaded.label, "profile": loaded.profile, "device": loaded.device, "dtype": loaded.dtype,
         "batch": batch, "prompt_tokens": prompt, "new_tokens": new, "mean_cached_tokens": mean_cached,
-        "weight_bytes": w, "kv_bytes": kv, "bandwidth": bandwidth, "bandwidth_source": bw_source,
+        "weight_bytes": cost.weight_read_bytes, "kv_bytes": cost.kv_bytes, "step_bytes": cost.bytes,
+        "loaded_weight_bytes": measured_weight_bytes(loaded.model), "bandwidth": bandwidth, "bandwidth_source": bw_source,
         "predicted_step_s": predicted, "predicted_memory_s": mem_s, "predicted_compute_s": comp_s or None,
         "measured_step_s": measured, "measured_p90_s": sorted(t.step_s)[int(0.9 * (len(t.step_s) - 1))],
         "ratio": measured / predicted,
@@ -84,7 +83,7 @@ def comparison_table(result: dict):
             ("batch × prompt, decode steps", f"{result['batch']} × {result['prompt_tokens']}, "
                                             f"{result['new_tokens'] - 1} steps"),
             ("weights read per step", fmt_bytes(result["weight_bytes"])),
-            ("KV read per step (mean length)", fmt_bytes(result["kv_bytes"])),
+            ("KV read and written per step (mean length)", fmt_bytes(result["kv_bytes"])),
             ("bandwidth", f"{result['bandwidth'] / 1e9:,.1f} GB/s ({result['bandwidth_source']})"),
             ("predicted step (floor)", f"{result['predicted_step_s'] * 1e3:,.3f} ms"),
             ("measured step (median)", f"{result['measured_step_s'] * 1e3:,.3f} ms"),
@@ -102,5 +101,6 @@ def bench_capacity() -> dict:
     return {"profile": r["profile"], "label": r["label"], "device": r["device"], "dtype": r["dtype"],
             "batch": r["batch"], "prompt_tokens": r["prompt_tokens"],
             "bandwidth_gbs": r["bandwidth"] / 1e9, "bandwidth_source": r["bandwidth_source"],
-            "predicted_step_ms": r["predicted_step_s"] * 1e3, "measured_step_ms": r["measured_step_s"] * 1e3,
+            "predicted_step_ms": r["predicted_step_s"] * 1e3, "predicted_step_bytes": r["step_bytes"],
+            "mean_cached_tokens": r["mean_cached_tokens"], "measured_step_ms": r["measured_step_s"] * 1e3,
             "ratio_measured_over_predicted": r["ratio"]}

@@ -3,15 +3,12 @@ how long a decode step and a prefill take at the floor the hardware sets, and wh
 tokens cost. Every catalogued GPU ranked by that cost once a latency SLO or a minimum batch is fixed:
 helpers.capacity.ranking.
 
-The memory of one GPU, as vLLM accounts for it (engine argument ``gpu_memory_utilization``, default
-0.9, https://docs.vllm.ai/en/latest/configuration/engine_args.html; the profiling in
-vllm/v1/worker/gpu_worker.py ``determine_available_memory``)::
+The memory of one GPU is what the device reports (helpers.gpus: an H100 labelled "80 GB" reports
+79.11 GiB), and what the KV cache gets of it is the one memory budget of helpers.memory
+(runtime_reserve_bytes, kv_budget_bytes), as vLLM accounts for it::
 
-    budget    = gpu_memory_utilization × memory                 (vLLM never plans beyond 90 %)
-    KV budget = budget − weights per GPU − runtime overhead
-    runtime overhead ≈ 1.5 GB per GPU: the activation peak of vLLM's profiling forward pass plus
-                       non-torch memory (CUDA context, cuBLAS workspace, NCCL). vLLM logs for an
-                       8 B model report about 1.25 GiB + 0.3 GiB.
+    reserve   = (1 − gpu_memory_utilization) × memory + runtime overhead   (0.9 and 1.5 GB by default)
+    KV budget = memory − weights per GPU − reserve
 
 Tensor parallelism over N GPUs (Megatron-LM, Shoeybi et al. 2019, arXiv:1909.08053, §3; as vLLM
 shards): weights split evenly (embeddings vocab-parallel; norms replicated and ignored here), query
@@ -22,18 +19,22 @@ SGLang tensor parallel; the reason SGLang added data-parallel attention, LMSYS b
 2024-12). The all-reduces between GPUs are not counted: the step here is a floor.
 
 The time of one step (a roofline, Williams et al. 2009; for LLM decoding e.g. Pope et al. 2022,
-"Efficiently Scaling Transformer Inference", arXiv:2211.05102, §2)::
+"Efficiently Scaling Transformer Inference", arXiv:2211.05102, §2), its bytes and FLOPs from
+helpers.stepcost (the one owner, shared with notebook 03 and `make bench`)::
 
-    decode step = max(bytes moved ÷ bandwidth, FLOPs ÷ peak FLOP/s)
-      bytes = weight bytes per GPU (MoE: the experts the batch touches) + KV bytes read for the batch
-      FLOPs = 2 × active parameters × batch + attention (4 × head_dim × cached tokens per head, layer)
-    prefill (one prompt) = max(2 × active parameters × prompt + causal attention, in FLOPs ÷ peak,
-                              weight bytes per GPU ÷ bandwidth)
-    tokens/s = batch ÷ decode step
-    $ per million output tokens = price per GPU-hour × GPUs ÷ (tokens/s × 3600) × 10^6
+    step floor  = max(bytes moved ÷ datasheet bandwidth, FLOPs ÷ datasheet peak FLOP/s)
+      bytes = weights per GPU (embedding by rows, MoE experts the batch touches) + KV read and written
+      FLOPs = 2 × parameters multiplied through × batch + attention (MLA absorbed, as engines decode)
+    step        = step floor ÷ efficiency   (the achievable share of the datasheet; DEFAULT_EFFICIENCY)
+    prefill     = max(prefill FLOPs ÷ peak, weights + the prompt's KV ÷ bandwidth) ÷ efficiency
+    tokens/s = batch ÷ step;  $ per million output tokens (decode only) = $ per hour ÷ (tokens/s × 3600) × 10^6
 
-The FP8 peak is used when the weights are fp8 and the GPU has FP8, else the BF16 peak. All
-figures are floors: engines reach roughly 60–80 % of peak bandwidth in decode.
+Per request of P prompt and O output tokens at that batch: the GPU time is its prefill (the GPU
+busy with it alone) plus its share of O decode steps at the mean context P + O/2 (O × step ÷ batch);
+$ per million input tokens = $ per second × prefill ÷ P × 10^6, $ per million output tokens =
+$ per second × O × step ÷ batch ÷ O × 10^6, as API providers price the two apart.
+
+The FP8 peak is used when the weights are fp8 and the GPU has FP8, else the BF16 peak.
 
 Built on plan(): the ranking (helpers.capacity.ranking), the planner's tables and figures
 (helpers.capacity.views) and its decode step against a measured one (helpers.capacity.measured).
@@ -46,13 +47,21 @@ from pathlib import Path
 from typing import Any
 
 from ..gpus import GPU, get_gpu
-from ..memory import KV_DTYPES, WEIGHT_SCHEMES, cached_tokens, kv_cache_bytes, weight_bytes
-from ..specs import ModelSpec, get_spec, param_breakdown
-from ..units import DTYPE_BYTES, normalize_dtype
+from ..memory import (GPU_MEMORY_UTILIZATION, KV_DTYPES, RUNTIME_OVERHEAD_BYTES, WEIGHT_SCHEMES,  # noqa: F401
+                      kv_budget_bytes, kv_cache_bytes, runtime_reserve_bytes, usable_bytes, weight_bytes)
+from ..specs import ModelSpec, get_spec
+from ..stepcost import decode_cost, experts_touched, forward_cost  # noqa: F401  (experts_touched re-exported)
+from ..units import normalize_dtype
 
-GPU_MEMORY_UTILIZATION = 0.9          # vLLM's default gpu_memory_utilization
-RUNTIME_OVERHEAD_BYTES = 1.5e9        # activation peak + CUDA context etc., per GPU (see module doc)
 GPU_COUNTS = (1, 2, 4, 8)             # what the notebook and the "fits no GPU" hint offer
+
+# The share of the datasheet a serving engine reaches, for step_ms (step_floor_ms is at 100 %).
+DEFAULT_EFFICIENCY = 0.5
+EFFICIENCY_SOURCE = (
+    "Databricks (MosaicML), \"LLM Inference Performance Engineering: Best Practices\", 2023-10-12, "
+    "https://www.databricks.com/blog/llm-inference-performance-engineering-best-practices: model bandwidth "
+    "utilization (MBU) = achieved ÷ peak memory bandwidth; its worked example, a 7B model in 16 bit at 14 ms "
+    "per token on a 2 TB/s GPU, runs at 50 % MBU. Measure your own engine and pass --efficiency")
 
 
 # ----------------------------------------------------------------------------- checks
@@ -129,72 +138,17 @@ def sharding(spec: ModelSpec, gpus: int) -> Sharding:
         f"{n // kv}×, so the KV cache per GPU is 1/{kv} of the whole, not 1/{n}"))
 
 
-# ----------------------------------------------------------------------------- bytes and FLOPs
-
-def _expert_bytes(spec: ModelSpec, scheme: str) -> float:
-    """Bytes of the routed-expert tensors under a weight scheme (what helpers.memory.weight_bytes
-    quantizes: fp8 and mxfp4 quantize experts; bitsandbytes int8/nf4 leave 3-D experts in bf16)."""
-    pb = param_breakdown(spec)
-    if not pb.experts:
-        return 0.0
-    w = weight_bytes(spec, scheme)
-    if scheme in ("fp32", "bf16", "fp16"):
-        return pb.experts * DTYPE_BYTES[scheme]
-    if scheme == "mxfp4":
-        return float(w.data_bytes + w.metadata_bytes)
-    if scheme == "fp8":
-        return (w.data_bytes + w.metadata_bytes) * pb.experts / w.quantized_params
-    return pb.experts * DTYPE_BYTES["bf16"]
-
-
-def experts_touched(spec: ModelSpec, tokens: int) -> float:
-    """Expected fraction of a layer's routed experts that `tokens` tokens touch, each choosing k of E
-    independently and uniformly: 1 − (1 − k/E)^tokens (1 for a dense model)."""
-    if not spec.num_experts or not spec.experts_per_token:
-        return 1.0
-    return 1.0 - (1.0 - spec.experts_per_token / spec.num_experts) ** tokens
-
-
-def active_params(spec: ModelSpec) -> float:
-    """Parameters one token multiplies through: all but the routed experts, plus k/E of them."""
-    pb = param_breakdown(spec)
-    if pb.experts and spec.num_experts and spec.experts_per_token:
-        return pb.total - pb.experts + pb.experts * spec.experts_per_token / spec.num_experts
-    return float(pb.total)
-
-
-def _attn_flops_per_cached_token(spec: ModelSpec) -> float:
-    """FLOPs per query head per cached token: QKᵀ and AV, 2 FLOPs per multiply-add each.
-    MLA (absorbed form, DeepSeek-V2 §2.1): scores over latent + rope dims, values over the latent."""
-    if spec.is_mla:
-        return 2 * (spec.kv_lora_rank + (spec.qk_rope_head_dim or 0)) + 2 * spec.kv_lora_rank
-    return 4 * spec.head_dim
-
-
-def decode_attention_flops(spec: ModelSpec, context: int, batch: int) -> float:
-    """Attention FLOPs of one decode step: every query head of every layer over its cached tokens."""
-    per = _attn_flops_per_cached_token(spec) * spec.num_heads
-    return batch * per * sum(cached_tokens(context, t, spec.sliding_window) for t in spec.layer_types)
-
-
-def prefill_attention_flops(spec: ModelSpec, prompt: int) -> float:
-    """Causal attention FLOPs of one prompt: token t attends to min(t, window) tokens."""
-    per = _attn_flops_per_cached_token(spec) * spec.num_heads
-    total = 0
-    for t in spec.layer_types:
-        w = spec.sliding_window if t == "sliding_attention" and spec.sliding_window else None
-        if w is None or prompt <= w:
-            total += prompt * (prompt + 1) // 2
-        else:
-            total += w * (w + 1) // 2 + (prompt - w) * w
-    return per * total
-
-
 # ----------------------------------------------------------------------------- the plan
 
 @dataclass
 class Plan:
-    """One configuration: a model on `gpus` × `gpu`, at a context and a batch. Bytes, seconds, USD."""
+    """One configuration: a model on `gpus` × `gpu`, at a context and a batch. Bytes, seconds, USD.
+
+    step_s is the step at `efficiency` of the datasheet (what the SLO, ranking and cost use);
+    step_floor_s the step at 100 % of it, whose two terms are step_memory_s and step_compute_s.
+    usd_per_million_tokens counts decode alone; the request_* and usd_per_million_input/output_tokens
+    fields count a request of prompt_tokens + output_tokens, prefill included (None without output_tokens).
+    """
 
     model: str
     weight_dtype: str
@@ -207,8 +161,8 @@ class Plan:
     fits: bool
     reason: str
     max_batch: int
-    memory_bytes_per_gpu: float
-    budget_bytes_per_gpu: float
+    memory_bytes_per_gpu: float           # what the device reports (helpers.gpus), bytes
+    budget_bytes_per_gpu: float           # utilization × memory
     overhead_bytes_per_gpu: float
     weight_bytes: int
     weight_bytes_per_gpu: float
@@ -227,54 +181,75 @@ class Plan:
     usd_per_hour: float
     usd_per_million_tokens: float | None
     sharding: str
+    provider: str = ""
+    memory_label_gb: float = 0.0
+    memory_source: str = ""
+    efficiency: float = 1.0
+    efficiency_source: str = ""
+    step_floor_s: float | None = None
+    prefill_floor_s: float | None = None
+    step_bytes_per_gpu: float | None = None
+    step_flops_per_gpu: float | None = None
+    output_tokens: int | None = None
+    request_prefill_s: float | None = None
+    request_decode_s: float | None = None
+    usd_per_request: float | None = None
+    usd_per_million_input_tokens: float | None = None
+    usd_per_million_output_tokens: float | None = None
 
     @property
     def step_ms(self) -> float | None:
         return None if self.step_s is None else self.step_s * 1e3
 
+    @property
+    def step_floor_ms(self) -> float | None:
+        return None if self.step_floor_s is None else self.step_floor_s * 1e3
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["step_ms"] = self.step_ms
+        d["step_floor_ms"] = self.step_floor_ms
         d["prefill_ms"] = None if self.prefill_s is None else self.prefill_s * 1e3
         d["usd_per_hour_total"] = self.usd_per_hour * self.gpus
         return d
 
 
-def usable_bytes(gpu_bytes: float, utilization: float = GPU_MEMORY_UTILIZATION,
-                 overhead_bytes: float = RUNTIME_OVERHEAD_BYTES) -> float:
-    """What one GPU offers weights and KV cache once the runtime's reserve is counted:
-    utilization × memory − overhead (vLLM's default 0.9, and the fixed overhead of the module doc)."""
-    if not gpu_bytes > 0 or not 0 < utilization <= 1 or overhead_bytes < 0:
-        raise ValueError(f"need GPU memory > 0, utilization in (0, 1] and overhead ≥ 0; got "
-                         f"{gpu_bytes!r}, {utilization!r}, {overhead_bytes!r}")
-    return utilization * gpu_bytes - overhead_bytes
-
-
 def _memory(spec: ModelSpec, gpu: GPU, gpus: int, weight_dtype: str, kv_dtype: str, context: int,
             utilization: float, overhead: float):
+    """The memory budget of one GPU (helpers.memory's, on the memory the device reports)."""
     shard = sharding(spec, gpus)
     w = weight_bytes(spec, weight_dtype).bytes
     w_gpu = w * shard.weight_fraction
-    budget = utilization * gpu.memory_bytes
-    kv_budget = budget - w_gpu - overhead
+    memory = gpu.usable_memory_bytes
+    reserve = runtime_reserve_bytes(memory, utilization, overhead)
+    kv_budget = kv_budget_bytes(memory, w_gpu, reserve)
     kv_seq = kv_cache_bytes(spec, context, 1, kv_dtype) * shard.kv_fraction
-    max_batch = max(0, int(kv_budget // kv_seq)) if kv_budget > 0 else 0
-    return shard, w, w_gpu, budget, kv_budget, kv_seq, max_batch
+    max_batch = int(kv_budget // kv_seq)
+    return shard, w, w_gpu, memory - reserve + overhead, kv_budget, kv_seq, max_batch
 
 
 def _gb(x: float) -> str:
     return f"{x / 1e9:,.2f} GB"
 
 
+def _efficiency(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+        raise ValueError(f"efficiency must be a fraction of the datasheet in (0, 1], got {value!r}")
+    return float(value)
+
+
 def plan(model: str | Path | dict | ModelSpec, gpu: str | GPU, gpus: int = 1, weight_dtype: str = "bf16",
          kv_dtype: str = "bf16", context: int = 4096, batch: int = 1, prompt_tokens: int | None = None,
-         utilization: float = GPU_MEMORY_UTILIZATION, overhead_bytes: float = RUNTIME_OVERHEAD_BYTES) -> Plan:
+         utilization: float = GPU_MEMORY_UTILIZATION, overhead_bytes: float = RUNTIME_OVERHEAD_BYTES,
+         efficiency: float = DEFAULT_EFFICIENCY, output_tokens: int | None = None) -> Plan:
     """Whether `batch` sequences of `context` tokens fit, and if so the decode step, prefill, tokens/s
     and $ per million output tokens (see the module docstring for every formula).
 
     context: tokens each sequence holds in the cache (the decode step is timed at this length, the
     slowest step of a sequence that grows to it). prompt_tokens: the prompt whose prefill is timed
-    (default: the whole context), for one request alone (the TTFT floor).
+    (default: the whole context), for one request alone (the TTFT floor). output_tokens: with it, the
+    cost of one request of prompt_tokens + output_tokens (at most the context), prefill counted.
+    efficiency: the share of the datasheet's bandwidth and FLOP/s reached (step = floor ÷ efficiency).
     Raises ValueError on bad input (unknown GPU or dtype, context beyond the model, zero or negative).
     """
     spec = _spec(model)
@@ -284,9 +259,14 @@ def plan(model: str | Path | dict | ModelSpec, gpu: str | GPU, gpus: int = 1, we
     context = check_context(spec, context)
     batch = _whole(batch, "batch")
     gpus = _whole(gpus, "GPU count")
+    eff = _efficiency(efficiency)
     prompt = context if prompt_tokens is None else _whole(prompt_tokens, "prompt tokens")
     if prompt > context:
         raise ValueError(f"prompt of {prompt:,} tokens is longer than the context of {context:,}")
+    output = None if output_tokens is None else _whole(output_tokens, "output tokens")
+    if output is not None and prompt + output > context:
+        raise ValueError(f"prompt {prompt:,} + output {output:,} tokens exceed the context of {context:,}; "
+                         "raise the context or shorten the request")
     if not 0 < utilization <= 1:
         raise ValueError(f"utilization must be in (0, 1], got {utilization!r}")
     if not overhead_bytes >= 0:
@@ -294,10 +274,11 @@ def plan(model: str | Path | dict | ModelSpec, gpu: str | GPU, gpus: int = 1, we
     shard, w, w_gpu, budget, kv_budget, kv_seq, max_batch = _memory(
         spec, g, gpus, weight_dtype, kv_dtype, context, utilization, overhead_bytes)
     peak, peak_kind = g.peak_flops(weight_dtype)
+    memory = g.usable_memory_bytes
     if w_gpu + overhead_bytes > budget:
         split = f" (1/{gpus} of {_gb(w)})" if gpus > 1 else ""
         reason = (f"the {weight_dtype} weights need {_gb(w_gpu)} per GPU{split} but one {g.name} offers "
-                  f"{_gb(budget)} ({utilization:.0%} of {g.memory_gb:g} GB) less {_gb(overhead_bytes)} "
+                  f"{_gb(budget)} ({utilization:.0%} of the {_gb(memory)} it reports) less {_gb(overhead_bytes)} "
                   "runtime overhead")
     elif max_batch < 1:
         reason = (f"one sequence of {context:,} tokens needs {_gb(kv_seq)} of KV cache per GPU but only "
@@ -309,40 +290,55 @@ def plan(model: str | Path | dict | ModelSpec, gpu: str | GPU, gpus: int = 1, we
         reason = (f"fits: weights {_gb(w_gpu)} + KV {_gb(batch * kv_seq)} + overhead {_gb(overhead_bytes)} "
                   f"per GPU within {_gb(budget)}")
     fits = batch <= max_batch
-    step = mem_s = comp_s = bound = prefill = tps = usd = None
-    if fits:
-        mem_s, comp_s = _decode_terms(spec, g, shard, weight_dtype, kv_dtype, context, batch)
-        step = max(mem_s, comp_s)
-        bound = "memory" if mem_s >= comp_s else "compute"
-        prefill = _prefill_s(spec, g, shard, weight_dtype, kv_dtype, prompt)
-        tps = batch / step
-        usd = g.usd_per_hour * gpus / (tps * 3600) * 1e6
-    return Plan(spec.name, weight_dtype, kv_dtype, g.name, gpus, context, batch, prompt, fits, reason, max_batch,
-                g.memory_bytes, budget, overhead_bytes, w, w_gpu, kv_seq, kv_budget, batch * kv_seq,
-                g.bandwidth, peak, peak_kind, step, mem_s, comp_s, bound, prefill, tps, g.usd_per_hour, usd,
-                shard.note)
+    p = Plan(spec.name, weight_dtype, kv_dtype, g.name, gpus, context, batch, prompt, fits, reason, max_batch,
+             memory, budget, overhead_bytes, w, w_gpu, kv_seq, kv_budget, batch * kv_seq,
+             g.bandwidth, peak, peak_kind, None, None, None, None, None, None, g.usd_per_hour, None,
+             shard.note, provider=g.price_provider, memory_label_gb=g.memory_gb, memory_source=g.usable_memory_note,
+             efficiency=eff, efficiency_source=EFFICIENCY_SOURCE if eff == DEFAULT_EFFICIENCY else "given",
+             output_tokens=output)
+    if not fits:
+        return p
+    moved, flops = step_bytes_flops(spec, shard, weight_dtype, kv_dtype, context, batch)
+    p.step_bytes_per_gpu, p.step_flops_per_gpu = moved, flops
+    p.step_memory_s, p.step_compute_s = moved / g.bandwidth, flops / peak
+    p.step_floor_s = max(p.step_memory_s, p.step_compute_s)
+    p.bound = "memory" if p.step_memory_s >= p.step_compute_s else "compute"
+    p.step_s = p.step_floor_s / eff
+    p.prefill_floor_s = _prefill_floor_s(spec, g, shard, weight_dtype, kv_dtype, prompt)
+    p.prefill_s = p.prefill_floor_s / eff
+    p.tokens_per_s = batch / p.step_s
+    usd_per_s = g.usd_per_hour * gpus / 3600
+    p.usd_per_million_tokens = usd_per_s / p.tokens_per_s * 1e6
+    if output is not None:
+        mean = prompt + output // 2             # decode steps run at contexts prompt … prompt + output − 1
+        m, f = step_bytes_flops(spec, shard, weight_dtype, kv_dtype, mean, batch)
+        step_mean = max(m / g.bandwidth, f / peak) / eff
+        p.request_prefill_s = p.prefill_s
+        p.request_decode_s = output * step_mean / batch
+        p.usd_per_request = usd_per_s * (p.request_prefill_s + p.request_decode_s)
+        p.usd_per_million_input_tokens = usd_per_s * p.request_prefill_s / prompt * 1e6
+        p.usd_per_million_output_tokens = usd_per_s * p.request_decode_s / output * 1e6
+    return p
 
 
-def _decode_terms(spec: ModelSpec, g: GPU, shard: Sharding, weight_dtype: str, kv_dtype: str, context: int,
-                  batch: int) -> tuple[float, float]:
-    """(memory term, compute term) of one decode step, in seconds."""
-    w = weight_bytes(spec, weight_dtype).bytes
-    experts = _expert_bytes(spec, weight_dtype)
-    read = (w - experts + experts * experts_touched(spec, batch)) * shard.weight_fraction
-    kv = kv_cache_bytes(spec, context, batch, kv_dtype) * shard.kv_fraction
-    flops = (2 * active_params(spec) * batch + decode_attention_flops(spec, context, batch)) / shard.gpus
+def step_bytes_flops(spec: ModelSpec, shard: Sharding, weight_dtype: str, kv_dtype: str, context: int,
+                     batch: int) -> tuple[float, float]:
+    """(bytes, FLOPs) per GPU of one decode step at `context` cached tokens: helpers.stepcost's
+    decode_cost (MLA absorbed, as serving engines decode), weights split 1/N, the KV cache by the
+    sharding's fraction, FLOPs 1/N."""
+    c = decode_cost(spec, context, batch, weight_dtype, kv_dtype, mla_absorbed=True)
+    return c.weight_read_bytes * shard.weight_fraction + c.kv_bytes * shard.kv_fraction, c.flops / shard.gpus
+
+
+def _prefill_floor_s(spec: ModelSpec, g: GPU, shard: Sharding, weight_dtype: str, kv_dtype: str,
+                     prompt: int) -> float:
+    """Floor of one prompt's prefill (TTFT without queueing): its FLOPs (helpers.stepcost, MLA as
+    engines prefill it, not absorbed) ÷ peak, or reading the weights once and writing the prompt's
+    KV ÷ bandwidth, whichever takes longer."""
     peak, _ = g.peak_flops(weight_dtype)
-    return (read + kv) / g.bandwidth, flops / peak
-
-
-def _prefill_s(spec: ModelSpec, g: GPU, shard: Sharding, weight_dtype: str, kv_dtype: str, prompt: int) -> float:
-    """Floor of one prompt's prefill (TTFT without queueing): compute, or reading every weight once
-    and writing the prompt's KV, whichever takes longer."""
-    peak, _ = g.peak_flops(weight_dtype)
-    flops = (2 * active_params(spec) * prompt + prefill_attention_flops(spec, prompt)) / shard.gpus
-    moved = weight_bytes(spec, weight_dtype).bytes * shard.weight_fraction \
-        + kv_cache_bytes(spec, prompt, 1, kv_dtype) * shard.kv_fraction
-    return max(flops / peak, moved / g.bandwidth)
+    c = forward_cost(spec, prompt, 0, 1, weight_dtype, kv_dtype)
+    moved = c.weight_read_bytes * shard.weight_fraction + c.kv_bytes * shard.kv_fraction
+    return max(c.flops / shard.gpus / peak, moved / g.bandwidth)
 
 
 def max_batch(model, gpu, gpus: int = 1, weight_dtype: str = "bf16", kv_dtype: str = "bf16",

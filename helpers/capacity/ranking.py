@@ -8,9 +8,9 @@ from __future__ import annotations
 import math
 from typing import Iterable
 
-from .planner import (GPU_COUNTS, Plan, _positive, _spec, _whole, check_context, plan, plan_for_slo,
-                       sharding)
-from ..gpus import catalog, get_gpu
+from .planner import (DEFAULT_EFFICIENCY, GPU_COUNTS, Plan, _positive, _spec, _whole, check_context, plan,
+                       plan_for_slo, sharding)
+from ..gpus import catalog, get_gpu, providers
 from ..specs import ModelSpec
 
 
@@ -43,14 +43,39 @@ def no_fit_message(spec: ModelSpec, weight_dtype: str, kv_dtype: str, context: i
             "or choose a smaller weight dtype (fp8, nf4) or a shorter context")
 
 
+def provider_names(provider: str | None = None) -> list[str]:
+    """The catalog's providers, or the one named (case ignored); ValueError listing them otherwise."""
+    known = providers()
+    if provider is None:
+        return known
+    for name in known:
+        if name.lower() == str(provider).strip().lower():
+            return [name]
+    raise ValueError(f"unknown provider {provider!r}; the catalog's prices come from: {', '.join(known)}")
+
+
+def providers_note(rows: list[dict]) -> str:
+    """Says whether a ranking's prices come from one provider or mix several (not comparable as such)."""
+    names = list(dict.fromkeys(r["provider"] for r in rows))
+    if len(names) == 1:
+        return f"prices from one provider: {names[0]}"
+    return (f"prices from {len(names)} providers ({', '.join(names)}): the ranking mixes them, and one "
+            "provider's discount can outrank another's faster GPU; --provider NAME ranks within one")
+
+
 def rank(model, weight_dtype: str = "bf16", kv_dtype: str = "bf16", context: int = 4096,
          slo_ms: float | None = None, min_batch: int | None = None, gpus: int = 1,
-         gpu_names: Iterable[str] | None = None) -> list[dict]:
-    """Every catalogued GPU (or `gpu_names`) at the cheapest batch the constraints allow, cheapest first.
+         gpu_names: Iterable[str] | None = None, efficiency: float = DEFAULT_EFFICIENCY,
+         provider: str | None = None, prompt_tokens: int | None = None,
+         output_tokens: int | None = None) -> list[dict]:
+    """Every catalogued GPU (or `gpu_names`, or those `provider` prices) at the cheapest batch the
+    constraints allow, cheapest first. Steps are at `efficiency` of the datasheet; with
+    `output_tokens` each row also prices a request (prefill counted, helpers.capacity.planner).
 
     slo_ms: the step must stay within it (latency first: premium chat); min_batch: at least this many
     sequences must fit (throughput first: batch jobs, agents). Each GPU runs at the largest batch that
-    fits and meets the SLO — the largest batch gives the lowest cost per token. GPUs that cannot
+    fits and meets the SLO — the largest batch gives the lowest cost per token (ranked by $ per
+    request when output_tokens is given, else by $ per million output tokens). GPUs that cannot
     meet the constraints follow, with the reason. Raises ValueError when the model fits no
     catalogued GPU at this count, with the count that would work.
     """
@@ -62,31 +87,34 @@ def rank(model, weight_dtype: str = "bf16", kv_dtype: str = "bf16", context: int
     if slo_ms is not None:
         _positive(slo_ms, "SLO (ms per output token)")
     gs = [get_gpu(n) for n in gpu_names] if gpu_names is not None else list(catalog())
+    if provider is not None:
+        gs = [g for g in gs if g.price_provider in provider_names(provider)]
     if not _fits_somewhere(spec, weight_dtype, kv_dtype, context, gpus):
         raise ValueError(no_fit_message(spec, weight_dtype, kv_dtype, context, gpus))
+    kw = {"efficiency": efficiency, "prompt_tokens": prompt_tokens, "output_tokens": output_tokens}
     rows = []
     for g in gs:
-        first = plan(spec, g, gpus, weight_dtype, kv_dtype, context, 1)
+        first = plan(spec, g, gpus, weight_dtype, kv_dtype, context, 1, **kw)
         if first.max_batch < 1:
             rows.append(_row(first, "does not fit", first.reason))
             continue
         if first.max_batch < need:
-            p = plan(spec, g, gpus, weight_dtype, kv_dtype, context, need)
+            p = plan(spec, g, gpus, weight_dtype, kv_dtype, context, need, **kw)
             rows.append(_row(p, "batch too small", f"fits batch {first.max_batch} < minimum {need}"))
             continue
         if slo_ms is not None:
-            p, ok = plan_for_slo(spec, g, slo_ms, gpus, weight_dtype, kv_dtype, context, need)
+            p, ok = plan_for_slo(spec, g, slo_ms, gpus, weight_dtype, kv_dtype, context, need, **kw)
             if not ok:
                 rows.append(_row(p, "misses SLO", f"batch {p.batch} already takes {p.step_ms:.2f} ms per token "
                                  f"> SLO {slo_ms:g} ms"))
                 continue
             note = f"largest batch within {slo_ms:g} ms (fits {first.max_batch})"
         else:
-            p = plan(spec, g, gpus, weight_dtype, kv_dtype, context, first.max_batch)
+            p = plan(spec, g, gpus, weight_dtype, kv_dtype, context, first.max_batch, **kw)
             note = "largest batch that fits"
         rows.append(_row(p, "ok", note))
-    rows.sort(key=lambda r: (r["status"] != "ok", r["usd_per_million_tokens"]
-                             if r["status"] == "ok" else math.inf, r["gpu"]))
+    by = "usd_per_request" if output_tokens is not None else "usd_per_million_tokens"
+    rows.sort(key=lambda r: (r["status"] != "ok", r[by] if r["status"] == "ok" else math.inf, r["gpu"]))
     for i, r in enumerate(rows, 1):
         r["rank"] = i if r["status"] == "ok" else None
     return rows
@@ -94,12 +122,17 @@ def rank(model, weight_dtype: str = "bf16", kv_dtype: str = "bf16", context: int
 
 def _row(p: Plan, status: str, note: str) -> dict:
     ok = status == "ok"
-    return {"rank": None, "gpu": p.gpu, "gpus": p.gpus, "status": status,
+    return {"rank": None, "gpu": p.gpu, "gpus": p.gpus, "provider": p.provider, "status": status,
             "batch": p.batch if ok else None, "max_batch": p.max_batch,
             "step_ms": p.step_ms if (ok or status == "misses SLO") else None,
+            "step_floor_ms": p.step_floor_ms if (ok or status == "misses SLO") else None,
+            "efficiency": p.efficiency,
             "tokens_per_s": p.tokens_per_s if ok else None,
             "prefill_ms": p.prefill_s * 1e3 if (ok and p.prefill_s is not None) else None,
             "bound": p.bound if ok else None,
             "usd_per_hour": p.usd_per_hour * p.gpus,
             "usd_per_million_tokens": p.usd_per_million_tokens if ok else None,
+            "usd_per_million_input_tokens": p.usd_per_million_input_tokens if ok else None,
+            "usd_per_million_output_tokens": p.usd_per_million_output_tokens if ok else None,
+            "usd_per_request": p.usd_per_request if ok else None,
             "note": note}

@@ -7,26 +7,29 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from .planner import Plan, _spec, max_batch, plan, plan_for_slo
+from .planner import DEFAULT_EFFICIENCY, Plan, _spec, max_batch, plan, plan_for_slo
 from .ranking import rank
 from ..gpus import catalog_label
 
 
-RANK_COLUMNS = {"rank": "rank", "gpu": "GPU", "gpus": "GPUs", "status": "status", "batch": "batch",
-                "step_ms": "ms per token", "tokens_per_s": "tokens/s", "usd_per_hour": "$ per hour",
+RANK_COLUMNS = {"rank": "rank", "gpu": "GPU", "gpus": "GPUs", "provider": "price from", "status": "status",
+                "batch": "batch", "step_floor_ms": "ms per token (datasheet floor)",
+                "step_ms": "ms per token (at efficiency)", "tokens_per_s": "tokens/s", "usd_per_hour": "$ per hour",
                 "usd_per_million_tokens": "$ per M output tokens", "max_batch": "max batch",
                 "prefill_ms": "prefill ms (1 prompt)", "bound": "bound", "note": "why"}
 
 
 def rank_table(model, weight_dtype: str = "bf16", kv_dtype: str = "bf16", context: int = 4096,
-               slo_ms: float | None = None, min_batch: int | None = None, gpus: int = 1):
+               slo_ms: float | None = None, min_batch: int | None = None, gpus: int = 1,
+               efficiency: float = DEFAULT_EFFICIENCY, provider: str | None = None):
     """rank() as a pandas DataFrame with readable headers (units in the names), rounded for reading."""
     import pandas as pd
 
-    df = pd.DataFrame(rank(model, weight_dtype, kv_dtype, context, slo_ms, min_batch, gpus))
+    df = pd.DataFrame(rank(model, weight_dtype, kv_dtype, context, slo_ms, min_batch, gpus,
+                           efficiency=efficiency, provider=provider))
     df = df[list(RANK_COLUMNS)].rename(columns=RANK_COLUMNS)
-    for col, nd in (("ms per token", 2), ("tokens/s", 0), ("$ per hour", 2), ("$ per M output tokens", 3),
-                    ("prefill ms (1 prompt)", 1)):
+    for col, nd in (("ms per token (datasheet floor)", 2), ("ms per token (at efficiency)", 2), ("tokens/s", 0),
+                    ("$ per hour", 2), ("$ per M output tokens", 3), ("prefill ms (1 prompt)", 1)):
         df[col] = df[col].astype(float).round(nd)
     df["rank"] = df["rank"].astype("Int64")
     df["batch"] = df["batch"].astype("Int64")
@@ -129,3 +132,28 @@ def triangle(model, gpu: str = "H100 SXM", weight_dtype: str = "bf16", kv_dtype:
     for col, nd in (("ms per token", 2), ("tokens/s", 0), ("$ per M output tokens", 3)):
         df[col] = df[col].astype(float).round(nd)
     return df.set_index("corner")
+
+
+REQUEST_COLUMNS = {"rank": "rank", "gpu": "GPU", "provider": "price from", "status": "status", "batch": "batch",
+                   "step_ms": "ms per token (at efficiency)", "usd_per_million_input_tokens": "$ per M input tokens",
+                   "usd_per_million_output_tokens": "$ per M output tokens (request)",
+                   "usd_per_million_tokens": "$ per M output tokens (decode only)", "usd_per_request": "$ per request"}
+
+
+def request_table(model, prompt_tokens: int, output_tokens: int, weight_dtype: str = "bf16", kv_dtype: str = "bf16",
+                  context: int | None = None, slo_ms: float | None = None, min_batch: int | None = None,
+                  gpus: int = 1, efficiency: float = DEFAULT_EFFICIENCY, provider: str | None = None):
+    """rank() for requests of prompt + output tokens (context: their sum unless given), cheapest
+    request first: $ per million input and output tokens the way API providers price them, prefill
+    counted, next to the decode-only figure."""
+    import pandas as pd
+
+    context = context or prompt_tokens + output_tokens
+    rows = rank(model, weight_dtype, kv_dtype, context, slo_ms, min_batch, gpus, efficiency=efficiency,
+                provider=provider, prompt_tokens=prompt_tokens, output_tokens=output_tokens)
+    df = pd.DataFrame(rows)[list(REQUEST_COLUMNS)].rename(columns=REQUEST_COLUMNS)
+    for col in list(REQUEST_COLUMNS.values())[5:]:
+        df[col] = df[col].astype(float).round(6 if col == "$ per request" else 3)
+    df["rank"] = df["rank"].astype("Int64")
+    df["batch"] = df["batch"].astype("Int64")
+    return df.set_index("rank")

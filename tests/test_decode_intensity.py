@@ -1,0 +1,89 @@
+"""Notebook 03's conclusions, computed: decode intensity against batch with and without the KV cache
+(hand-worked for Mistral 7B on an H100), the words of section 5 chosen by rule, the GPU figures a
+learner should expect, and the folded solutions."""
+import pytest
+
+from helpers import decode_intensity, expectations, notebook, roofline
+from helpers.capacity import views as capacity_views
+
+MISTRAL = "mistral-7b-v0.1"
+
+
+def test_mistral_at_4k_on_an_h100_stays_far_under_the_ridge():
+    df = decode_intensity.intensity_table(MISTRAL, "H100 SXM", contexts=(4096,))
+    s = decode_intensity.summary(df)[0]
+    assert s["max_batch"] == 112                      # the planner's budget on the 79.11 GiB an H100 reports
+    # By hand: 112 × 16,368,271,360 FLOPs ÷ (14,221,320,192 B of weights
+    #          + 112 × (8,192 B embedding row + 4,097 × 131,072 B of cache read and written))
+    flops = 112 * 16_368_271_360
+    nbytes = 14_221_320_192 + 112 * (8192 + 4097 * 131_072)
+    assert s["intensity_at_max_batch"] == pytest.approx(flops / nbytes) == pytest.approx(24.65, abs=0.01)
+    assert s["ridge"] == pytest.approx(989.5e12 / 3.35e12)          # from the catalog, not typed
+    assert not s["reaches_ridge"] and s["share_of_ridge"] == pytest.approx(24.65 / 295.37, abs=1e-3)
+    # the cache puts a ceiling on the intensity whatever the batch: FLOPs ÷ KV bytes per sequence
+    assert s["ceiling_with_kv"] < 16_368_271_360 / (4097 * 131_072)
+    assert decode_intensity.verdict(s) == ("at 4,096 tokens the largest batch that fits (112) reaches 24.7 FLOP/B, "
+                                           "8 % of the ridge (295): still memory-bound")
+
+
+def test_weights_only_intensity_grows_with_the_batch_and_crosses_near_the_crossover():
+    df = decode_intensity.intensity_table(MISTRAL, "H100 SXM", contexts=(1024,), batches=[1, 256, 512])
+    w = dict(zip(df["batch"], df["intensity_weights_only"]))
+    assert w[1] == pytest.approx(1.0, abs=0.01)                  # 2 FLOPs per 2-byte parameter
+    assert w[256] < w[512] and w[256] < df["ridge"].iloc[0] < w[512]   # crossover ≈ 295
+    assert all(df["intensity_with_kv"] < df["intensity_weights_only"] + 0.2)
+
+
+def test_a_short_context_with_a_huge_batch_can_reach_the_ridge():
+    s = decode_intensity.summary(decode_intensity.intensity_table(MISTRAL, "H100 SXM", contexts=(256,)))[0]
+    assert s["reaches_ridge"] and "compute-bound" in decode_intensity.verdict(s)
+
+
+def test_intensity_figure_is_titled_and_stamped():
+    df = decode_intensity.intensity_table(MISTRAL, "H100 SXM", contexts=(512, 4096), batches=[1, 8, 64])
+    fig = decode_intensity.figure(df, MISTRAL, "bf16")
+    assert "Decode's arithmetic intensity" in fig.axes[0].get_title()
+    assert any("H100 SXM figures from the GPU catalog" in t.get_text() for t in fig.texts)
+
+
+# ----------------------------------------------------------------------------- section 5's words
+
+@pytest.mark.parametrize("share,words", [(0.95, "most"), (0.61, "most"), (0.6, "about half"), (0.4, "about half"),
+                                         (0.39, "a minority"), (0.1, "a minority"), (0.05, "little")])
+def test_share_words_rule(share, words):
+    assert roofline.share_words(share) == words
+
+
+def test_step_explained_by_hand():
+    # floor 1 ms, probe 2 ms, step 10 ms: the floor explains 10 %, the overhead 20 %, 70 % neither
+    e = roofline.step_explained({"step_s": 0.010, "floor_s": 0.001}, 0.002)
+    assert e["floor_share"] == pytest.approx(0.1) and e["overhead_share"] == pytest.approx(0.2)
+    assert e["rest_share"] == pytest.approx(0.7)
+    assert e["words"].startswith("most of its step (90 %) is not moving bytes; the fixed overhead alone is a minority")
+    assert "70 % is explained by neither" in e["words"]
+    at = roofline.step_explained({"step_s": 0.010, "floor_s": 0.009}, None)
+    assert at["words"] == "at its memory floor (90 % of the step is moving bytes)"
+    over = roofline.step_explained({"step_s": 0.010, "floor_s": 0.005}, 0.008)
+    assert "they overlap" in over["words"]
+
+
+# ----------------------------------------------------------------------------- expectations, solutions, tables
+
+def test_what_you_should_see_on_an_h100():
+    e = expectations.on_gpu("H100 SXM", contexts=(4096,))
+    assert e["ridge"] == pytest.approx(295.37, abs=0.01) and e["crossover_batch"] == pytest.approx(e["ridge"])
+    assert e["decode_floor_s"][4096] == pytest.approx(14_758_330_368 / 3.35e12)
+    assert e["decode_at_efficiency_s"][4096] == pytest.approx(e["decode_floor_s"][4096] / e["efficiency"])
+    assert e["prefill_intensity"] > e["ridge"] > e["decode_intensity"][4096]
+
+
+def test_folded_solution_outside_marimo_is_a_details_block():
+    html = notebook.folded("Solution", "**42**, because\n\n- one\n- two").text
+    assert html.startswith("<details>") and "<strong>42</strong>" in html and "<li>" in html
+
+
+def test_request_table_prices_input_and_output():
+    df = capacity_views.request_table(MISTRAL, 1000, 200, slo_ms=20)
+    ok = df[df["status"] == "ok"]
+    assert list(ok["$ per request"]) == sorted(ok["$ per request"])
+    assert (ok["$ per M output tokens (request)"] > ok["$ per M input tokens"]).all()
