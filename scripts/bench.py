@@ -35,10 +35,17 @@ def _capacity() -> dict:
     return capacity_measured.bench_capacity()
 
 
+def _serving() -> dict:
+    from helpers.serving import bench as serving_bench
+
+    return serving_bench.bench_serving()
+
+
 # name -> a function returning a dict; each is written to <out>/<name>.json with the machine added.
 SECTIONS: dict[str, Callable[[], dict]] = {
     "roofline": _roofline,
     "capacity": _capacity,
+    "serving": _serving,
 }
 
 

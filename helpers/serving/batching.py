@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Sequence
 
 from ..memory import kv_bytes_per_token
@@ -58,6 +58,25 @@ def cb_config(model, requests: Sequence[Request], max_batch_tokens: int = 512, p
     return cfg, CacheSize(blocks, page_size, max_batch_tokens, blocks * page_size * per_token)
 
 
+@dataclass
+class ContinuousResult(ServeResult):
+    """A ServeResult plus the paged cache's size and its blocks in use, sampled while it ran."""
+
+    cache: CacheSize | None = None
+    block_samples: list[tuple[float, int]] = field(default_factory=list)   # (seconds, blocks in use)
+
+    @property
+    def peak_blocks(self) -> int:
+        return max((b for _, b in self.block_samples), default=0)
+
+
+def _blocks_in_use(mgr) -> int | None:
+    cache = getattr(getattr(mgr, "batch_processor", None), "cache", None)
+    if cache is None:
+        return None
+    return round((1 - cache.compute_free_capacity()) * cache.num_blocks)
+
+
 def serve_continuous(model, requests: Sequence[Request], max_batch_tokens: int = 512, page_size: int = PAGE_SIZE,
                      arrivals_s: Sequence[float] | None = None, timeout_s: float = 300.0,
                      concurrent: int | None = None) -> ServeResult:
@@ -69,13 +88,14 @@ def serve_continuous(model, requests: Sequence[Request], max_batch_tokens: int =
     from transformers import GenerationConfig
 
     gen = GenerationConfig(do_sample=False, eos_token_id=-1, max_new_tokens=max(r.max_new_tokens for r in requests))
-    cfg, _ = cb_config(model, requests, max_batch_tokens, page_size, concurrent)
+    cfg, size = cb_config(model, requests, max_batch_tokens, page_size, concurrent)
     arrivals = list(arrivals_s) if arrivals_s is not None else [0.0] * len(requests)
     order = sorted(range(len(requests)), key=lambda i: arrivals[i])
     mgr = model.init_continuous_batching(generation_config=gen, continuous_batching_config=cfg)
     counter = _ForwardCounter(model)
     outs: dict[str, object] = {}
     ids: dict[str, int] = {}
+    samples: list[tuple[float, int]] = []
     try:
         with torch.inference_mode():
             mgr.start()
@@ -90,8 +110,10 @@ def serve_continuous(model, requests: Sequence[Request], max_batch_tokens: int =
                     rid = mgr.add_request(list(r.prompt), request_id=f"r{r.rid}", max_new_tokens=r.max_new_tokens,
                                           record_timestamps=True)
                     ids[rid] = i
-                wait = 0.05 if pending else 1.0
-                o = mgr.get_result(timeout=wait)
+                o = mgr.get_result(timeout=0.02)
+                used = _blocks_in_use(mgr)
+                if used is not None:
+                    samples.append((time.perf_counter() - t0, used))
                 if o is not None and o.is_finished():
                     if o.error:
                         raise RuntimeError(f"continuous batching failed on {o.request_id}: {o.error}")
@@ -114,7 +136,7 @@ def serve_continuous(model, requests: Sequence[Request], max_batch_tokens: int =
         timings[-1].token_times = ts   # every token's time, for inter-token latency
     timings.sort(key=lambda t: t.rid)
     wall = max(t.finish_s for t in timings)
-    return ServeResult("continuous batching", timings, wall, counter.calls)
+    return ContinuousResult("continuous batching", timings, wall, counter.calls, size, samples)
 
 
 def serve_static(model, requests: Sequence[Request], batch_size: int, device: str | None = None) -> ServeResult:

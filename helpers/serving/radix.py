@@ -177,4 +177,5 @@ def hit_rate(prompts: Sequence[Sequence[int]], block_size: int = 16, capacity_to
         tree.insert(ids)
     total = sum(len(p) for p in prompts)
     return {"requests": len(prompts), "prompt tokens": total, "cached tokens": sum(hits),
-            "hit rate": sum(hits) / total if total else 0.0, "hits": hits, "tree tokens": tree.tokens}
+            "hit rate": sum(hits) / total if total else 0.0, "hits": hits,
+            "lengths": [len(p) for p in prompts], "tree tokens": tree.tokens}
