@@ -136,3 +136,39 @@ def test_simulation_paged_runs_more_at_once_and_wastes_less():
     assert sum(r["running"] for r in cont.rows) == sum(r.output_tokens for r in reqs)
     assert p["used share of reserved"] > c["used share of reserved"]
     assert math.isclose(c["mean internal waste (slots)"], c["mean slots reserved"] - c["mean slots used by tokens"])
+
+
+def test_bench_paged_fit_on_the_chat_trace(tiny):
+    """The bench's paged_over_contiguous_sequences: the seeded chat trace's real token counts against a
+    contiguous reservation of prompt + max_output, recomputed here from the same requests by hand."""
+    from helpers.serving import bench
+
+    w = bench.workload("tiny")
+    fit = bench.paged_fit(tiny.tokenizer, w, capacity_slots=4096)
+    reqs = bench.chat_requests(tiny.tokenizer, bench.Workload(requests=64))
+    room, contiguous = 4096, 0
+    for r in reqs:
+        if len(r.prompt) + w.max_output > room:
+            break
+        room -= len(r.prompt) + w.max_output
+        contiguous += 1
+    room, paged = 4096 // 16, 0
+    for r in reqs:
+        need = math.ceil((len(r.prompt) + r.max_new_tokens) / 16)
+        if need > room:
+            break
+        room -= need
+        paged += 1
+    assert fit == {"contiguous": contiguous, "paged": paged, "ratio": paged / contiguous}
+    assert fit["ratio"] > 1
+    assert bench.workload("mistral-7b").slots > w.slots
+
+
+def test_bench_has_a_serving_section():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+    import bench as bench_script
+
+    assert "serving" in bench_script.SECTIONS
