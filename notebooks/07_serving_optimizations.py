@@ -10,14 +10,14 @@ def _():
     import pandas as pd
     import torch
 
-    from helpers import models, notebook, quality
+    from helpers import memory, models, notebook, quality
     from helpers.serving import (batching, blocks, figures, kv_cache, kv_quant, prefix_reuse, radix,
                                  speculative, traces)
     from helpers.serving.bench import chat_requests, workload
 
     notebook.setup()
-    return (batching, blocks, chat_requests, figures, kv_cache, kv_quant, mo, models, pd, prefix_reuse,
-            quality, radix, speculative, torch, traces, workload)
+    return (batching, blocks, chat_requests, figures, kv_cache, kv_quant, memory, mo, models, pd,
+            prefix_reuse, quality, radix, speculative, torch, traces, workload)
 
 
 @app.cell
@@ -234,7 +234,7 @@ def _(batching, figures, loaded, served, w):
 
 
 @app.cell
-def _(batch_reqs, batch_table, batching, mo, pd, w):
+def _(batch_reqs, batch_table, batching, memory, mo, pd, w):
     _pad = batching.padding_tokens(batch_reqs, w.slots)
     _t = batch_table.set_index("mode")
     _cb, _st = _t.iloc[2]["speed-up (tokens/s)"], _t.iloc[1]["speed-up (tokens/s)"]
@@ -247,7 +247,7 @@ def _(batch_reqs, batch_table, batching, mo, pd, w):
 
     **What you should see.** *CPU, tiny:* a few times the sequential throughput; the tiny model's step costs
     nearly the same for 1 or {w.slots} rows, so batching is almost free. A busy machine (other processes on the
-    cores) shrinks every figure. *GPU, Mistral 7B:* a decode step reads all 14.5 GB of weights whatever the
+    cores) shrinks every figure. *GPU, Mistral 7B:* a decode step reads all {memory.weight_bytes('mistral-7b-v0.1', 'bf16').bytes / 1e9:.1f} GB of weights whatever the
     batch, so throughput grows nearly linearly with the batch until the step turns compute-bound — continuous
     batching keeps the batch full.
     """)
@@ -429,25 +429,30 @@ def _(figures, kvq_bytes, loaded):
 
 
 @app.cell
-def _(kvq_bytes, kvq_quality, mo, trained):
-    _b = kvq_bytes.set_index("scheme")
-    _exact = bool((_b["measured values bytes"] == _b["formula bytes (values)"]).all())
-    _q = kvq_quality.set_index("scheme")
-    mo.md(f"""
-    **Measured:** the stored values match the formula **{"to the byte" if _exact else "NOT exactly"}** for every
-    scheme; the rest is metadata: fp8 {_b.loc["fp8", "scales & zero points bytes"]:,} bytes of scales; 4 and 2 bits
-    {_b.loc["4-bit", "scales & zero points bytes"]:,} bytes of scales and zero points plus
-    {_b.loc["4-bit", "full-precision residual bytes"]:,} bytes of not-yet-quantized tokens. The whole cache is
-    {_b.loc["fp8", "share of full precision"]:.0%}, {_b.loc["4-bit", "share of full precision"]:.0%} and
-    {_b.loc["2-bit", "share of full precision"]:.0%} of full precision. Top-1 agreement with the full-precision
-    cache: fp8 {_q.loc["fp8", "top-1 agreement"]:.0%}, 4-bit {_q.loc["4-bit", "top-1 agreement"]:.0%}, 2-bit
-    {_q.loc["2-bit", "top-1 agreement"]:.0%}{"" if trained else " (random weights: near-ties flip the top token, so these mean little)"}.
+def _(kv_quant, kvq_bytes, kvq_quality, memory, mo, trained):
+    _missing = [s for s in kv_quant.SCHEMES if kv_quant.available(s)]
+    if _missing:
+        _out = mo.md(f"**Not measured here:** {', '.join(_missing)} — {kv_quant.available(_missing[0])}.")
+    else:
+        _b = kvq_bytes.set_index("scheme")
+        _exact = bool((_b["measured values bytes"] == _b["formula bytes (values)"]).all())
+        _q = kvq_quality.set_index("scheme")
+        _out = mo.md(f"""
+        **Measured:** the stored values match the formula **{"to the byte" if _exact else "NOT exactly"}** for every
+        scheme; the rest is metadata: fp8 {_b.loc["fp8", "scales & zero points bytes"]:,} bytes of scales; 4 and 2 bits
+        {_b.loc["4-bit", "scales & zero points bytes"]:,} bytes of scales and zero points plus
+        {_b.loc["4-bit", "full-precision residual bytes"]:,} bytes of not-yet-quantized tokens. The whole cache is
+        {_b.loc["fp8", "share of full precision"]:.0%}, {_b.loc["4-bit", "share of full precision"]:.0%} and
+        {_b.loc["2-bit", "share of full precision"]:.0%} of full precision. Top-1 agreement with the full-precision
+        cache: fp8 {_q.loc["fp8", "top-1 agreement"]:.0%}, 4-bit {_q.loc["4-bit", "top-1 agreement"]:.0%}, 2-bit
+        {_q.loc["2-bit", "top-1 agreement"]:.0%}{"" if trained else " (random weights: near-ties flip the top token, so these mean little)"}.
 
-    **What you should see.** *CPU, tiny:* bytes shrink as computed; speed barely moves (or worsens: the
-    (de)quantization is not fused into attention); quality falls with the bits, 2-bit most. *GPU, Mistral 7B:*
-    the same bytes ratios on a 7B's cache (128 kB per token in bf16) — that is twice or four times the users or
-    context; speed gains need fused kernels (vLLM's fp8 KV cache), not this reference path.
-    """)
+        **What you should see.** *CPU, tiny:* bytes shrink as computed; speed barely moves (or worsens: the
+        (de)quantization is not fused into attention); quality falls with the bits, 2-bit most. *GPU, Mistral 7B:*
+        the same bytes ratios on a 7B's cache ({memory.kv_bytes_per_token('mistral-7b-v0.1', 'bf16') / 1e3:.0f} kB per token in bf16) — that is twice or four times the users or
+        context; speed gains need fused kernels (vLLM's fp8 KV cache), not this reference path.
+        """)
+    _out
     return
 
 
@@ -507,9 +512,10 @@ def _(mo, spec_table, trained):
     Prompt lookup costs nothing to draft, and pays off when the output repeats the context.
 
     **What you should see.** *CPU, tiny:* prompt lookup above 1 token per pass; the draft model at about 1 and
-    slower than plain. *GPU, Mistral 7B:* with a real small draft model of the same family (a few hundred MB)
-    α of 0.6–0.8 is common on ordinary text, and decoding — bound by reading the big model's weights — gets
-    faster by 1.5–2.5×.
+    slower than plain. *GPU, Mistral 7B:* the draft is the first quarter of its layers; trained weights agree
+    far more often than random ones, but an early exit never trained to predict is a weak drafter, so prompt
+    lookup often wins on repetitive text. Decoding is bound by reading the weights, so each accepted token is
+    nearly free: with a separately trained small draft model, Leviathan et al. (ICML 2023) report 2–3×.
     """)
     return
 
