@@ -135,7 +135,7 @@ def _(blocks, chat_requests, tok, w):
     _reqs = chat_requests(tok, type(w)(requests=64, slots=w.slots, prompt_words=w.prompt_words,
                                        output_tokens=w.output_tokens, max_output=w.max_output))
     sims_in = blocks.sim_requests([len(r.prompt) for r in _reqs], [r.max_new_tokens for r in _reqs], w.max_output)
-    capacity = 16 * (w.max_output + max(r.prompt_tokens for r in sims_in))
+    capacity = 6 * (w.max_output + max(r.prompt_tokens for r in sims_in))   # a few of the longest at once
     sims = [blocks.simulate(sims_in, capacity, scheme) for scheme in ("contiguous", "paged")]
     fit = blocks.fit_counts(sims_in, capacity)
     return capacity, fit, sims

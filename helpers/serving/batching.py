@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from ..memory import kv_bytes_per_token
+from ..timing import percentile
+from ..units import torch_dtype_name
 from .naive import Request, RequestTiming, ServeResult, _ForwardCounter, serve_batched, serve_sequential
 
 PAGE_SIZE = 16   # tokens per block of the paged cache (vLLM's default block size)
@@ -25,10 +27,6 @@ def requests_from_ids(prompts: Sequence[Sequence[int]], new_tokens: Sequence[int
     if len(prompts) != len(new_tokens):
         raise ValueError(f"{len(prompts)} prompts but {len(new_tokens)} output lengths")
     return [Request(i, tuple(int(t) for t in p), int(n)) for i, (p, n) in enumerate(zip(prompts, new_tokens))]
-
-
-def _dtype_name(model) -> str:
-    return {"torch.float32": "fp32", "torch.bfloat16": "bf16", "torch.float16": "fp16"}[str(model.dtype)]
 
 
 @dataclass(frozen=True)
@@ -54,7 +52,7 @@ def cb_config(model, requests: Sequence[Request], max_batch_tokens: int = 512, p
     cfg = ContinuousBatchingConfig(num_blocks=blocks, max_batch_tokens=max_batch_tokens, page_size=page_size,
                                    max_memory_percent=0.2, use_async_batching=False, use_cuda_graph=False,
                                    max_requests_per_batch=n)
-    per_token = kv_bytes_per_token(dict(model.config.to_dict()), _dtype_name(model))
+    per_token = kv_bytes_per_token(dict(model.config.to_dict()), torch_dtype_name(model.dtype))
     return cfg, CacheSize(blocks, page_size, max_batch_tokens, blocks * page_size * per_token)
 
 
@@ -203,10 +201,10 @@ def padding_tokens(requests: Sequence[Request], batch_size: int) -> dict:
 
 def summary_row(result: ServeResult, baseline: ServeResult | None = None) -> dict:
     s = result.summary()
-    ttft = sorted(t.first_token_s for t in result.timings)
+    ttft = [t.first_token_s for t in result.timings]
     row = {"mode": s["mode"], "requests": s["requests"], "new tokens": s["new tokens"], "wall s": s["wall s"],
            "tokens/s": s["tokens/s"], "forward calls": s["forward calls"], "median TTFT s": s["median TTFT s"],
-           "p90 TTFT s": ttft[min(len(ttft) - 1, math.ceil(0.9 * len(ttft)) - 1)]}
+           "p90 TTFT s": percentile(ttft, 90)}
     if baseline is not None:
         row["speed-up (tokens/s)"] = result.tokens_per_s / baseline.tokens_per_s
     return row

@@ -18,6 +18,8 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from .traces import shared_prefix_tokens
+
 
 @dataclass(eq=False)
 class Node:
@@ -48,7 +50,7 @@ class RadixTree:
             child = node.children.get(ids[n])
             if child is None:
                 break
-            k = _common(child.key, ids[n:])
+            k = shared_prefix_tokens(child.key, ids[n:])
             n += k
             if k < len(child.key):
                 path.append(child)   # a partial edge still uses this node's K/V
@@ -80,7 +82,7 @@ class RadixTree:
                 node.children[ids[n]] = leaf
                 added += len(leaf.key)
                 break
-            k = _common(child.key, ids[n:])
+            k = shared_prefix_tokens(child.key, ids[n:])
             if k < len(child.key):
                 child = self._split(child, k)
             child.last_used = now
@@ -156,15 +158,6 @@ class RadixTree:
 
         walk(self.root, ())
         return out
-
-
-def _common(a: Sequence[int], b: Sequence[int]) -> int:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
 
 
 def hit_rate(prompts: Sequence[Sequence[int]], block_size: int = 16, capacity_tokens: int | None = None) -> dict:
