@@ -413,12 +413,17 @@ def _(kvq_speed, loaded):
 
 
 @app.cell
-def _(kv_quant, loaded, models, pd, quality, quality_profile):
-    _q = loaded if quality_profile == loaded.profile else models.load(quality_profile, device=loaded.device)
-    kvq_quality = pd.DataFrame(kv_quant.quality_rows(_q.model, quality.eval_ids(_q.tokenizer, 400)))
-    kvq_quality_label = _q.label
-    kvq_quality.assign(**{"measured on": _q.label})
-    return kvq_quality, kvq_quality_label
+def _(loaded, models, quality_profile):
+    # the model the quality figures need (a trained one when helpers.models offers it), loaded once
+    qloaded = loaded if quality_profile == loaded.profile else models.load(quality_profile, device=loaded.device)
+    return (qloaded,)
+
+
+@app.cell
+def _(kv_quant, pd, qloaded, quality):
+    kvq_quality = pd.DataFrame(kv_quant.quality_rows(qloaded.model, quality.eval_ids(qloaded.tokenizer, 400)))
+    kvq_quality.assign(**{"measured on": qloaded.label})
+    return (kvq_quality,)
 
 
 @app.cell
@@ -463,7 +468,7 @@ def _(mo):
 
     A cheap drafter proposes k tokens; the target checks all of them in **one** forward pass and keeps the
     longest prefix it agrees with, plus one token of its own — so the output is exactly the target's greedy
-    output. Two drafters through transformers' assisted generation: a **draft model** (here the target's own
+    output, on the same model as the quality figures above. Two drafters through transformers' assisted generation: a **draft model** (here the target's own
     first layers sharing its weights: no separately trained small model of this vocabulary is available
     offline) and **prompt lookup** (copy what followed the last n-gram earlier in the context). Counted: the
     tokens drafted and accepted (α = accepted ÷ drafted), the target's forward passes, against the expected
@@ -473,21 +478,22 @@ def _(mo):
 
 
 @app.cell
-def _(loaded, model, pd, quality, speculative, tok, w):
-    _text = quality.eval_ids(tok, 160)
-    spec_rows = [speculative.speculate(model, _text, w.decode_tokens, k=w.spec_k, draft_layers=w.draft_layers),
-                 speculative.speculate(model, _text, w.decode_tokens, k=w.spec_k, prompt_lookup=True)]
-    spec_table = pd.DataFrame(spec_rows).assign(**{"measured on": loaded.label})
+def _(pd, qloaded, quality, speculative, w):
+    _text = quality.eval_ids(qloaded.tokenizer, 160)
+    _m = qloaded.model
+    spec_rows = [speculative.speculate(_m, _text, w.decode_tokens, k=w.spec_k, draft_layers=w.draft_layers),
+                 speculative.speculate(_m, _text, w.decode_tokens, k=w.spec_k, prompt_lookup=True)]
+    spec_table = pd.DataFrame(spec_rows).assign(**{"measured on": qloaded.label})
     spec_table
     return (spec_table,)
 
 
 @app.cell
-def _(figures, loaded, spec_table):
+def _(figures, qloaded, spec_table):
     figures.bars_figure(list(spec_table["drafter"]) + ["expected at measured α (prompt lookup)"],
                         list(spec_table["tokens per target pass"])
                         + [spec_table["expected tokens per pass (1−α^(k+1))/(1−α)"].iloc[1]],
-                        "tokens per target forward pass", "speculative decoding: tokens per target pass", loaded,
+                        "tokens per target forward pass", "speculative decoding: tokens per target pass", qloaded,
                         colours=[figures.MEASURED, figures.MEASURED, figures.COMPUTED], reference=1.0)
     return
 
