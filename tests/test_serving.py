@@ -115,3 +115,11 @@ def test_draft_model_shares_the_target_weights(tiny):
     assert tiny.model.config.num_hidden_layers == 4 and len(tiny.model.model.layers) == 4
     with pytest.raises(ValueError, match="from 1 to 3"):
         speculative.draft_model(tiny.model, 4)
+
+
+def test_chunked_prefill_splits_the_long_prompt_by_the_token_budget(tiny):
+    ids = quality.eval_ids(tiny.tokenizer, 200)
+    rows = batching.chunked_prefill(tiny.model, [ids[:10], ids[3:15]], ids[:150], 6, 0.0, [256, 32])
+    assert [r["chunks"] for r in rows] == [1, math.ceil(150 / 32)]
+    assert all(r["long prompt tokens"] == 150 and r["long prompt TTFT (ms)"] > 0 for r in rows)
+    assert all(r["median ITL, whole run (ms)"] > 0 for r in rows)
