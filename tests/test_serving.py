@@ -123,3 +123,4 @@ def test_chunked_prefill_splits_the_long_prompt_by_the_token_budget(tiny):
     assert [r["chunks"] for r in rows] == [1, math.ceil(150 / 32)]
     assert all(r["long prompt tokens"] == 150 and r["long prompt TTFT (ms)"] > 0 for r in rows)
     assert all(r["median ITL, whole run (ms)"] > 0 for r in rows)
+    assert all(r["same tokens as the first budget"] for r in rows)       # chunking is lossless

@@ -238,8 +238,10 @@ def chunked_prefill(model, short_prompts: Sequence[Sequence[int]], long_prompt: 
     rows = []
     reqs = requests_from_ids(list(short_prompts) + [long_prompt], [new_tokens] * len(short_prompts) + [new_tokens])
     arrivals = [0.0] * len(short_prompts) + [arrive_after_s]
+    first = None
     for budget in budgets:
         res = serve_continuous(model, reqs, budget, arrivals_s=arrivals)
+        first = first or res
         long_t = res.timings[-1]
         gaps = []
         for t in res.timings[:-1]:
@@ -250,5 +252,6 @@ def chunked_prefill(model, short_prompts: Sequence[Sequence[int]], long_prompt: 
                      "chunks": math.ceil(len(long_prompt) / budget),
                      "worst ITL during its prefill (ms)": 1e3 * max(gaps) if gaps else None,
                      "median ITL, whole run (ms)": 1e3 * statistics.median(every),
-                     "long prompt TTFT (ms)": 1e3 * (long_t.first_token_s - long_t.start_s)})
+                     "long prompt TTFT (ms)": 1e3 * (long_t.first_token_s - long_t.start_s),
+                     "same tokens as the first budget": same_tokens(res, first) == 1.0})
     return rows
