@@ -21,7 +21,7 @@ from .specs import ModelSpec, get_spec, param_breakdown
 from .units import DTYPE_BYTES, normalize_dtype
 
 WEIGHT_SCHEMES = ("fp32", "bf16", "fp16", "fp8", "int8", "nf4", "nf4-dq", "mxfp4")
-KV_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")
+KV_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "int2")
 
 # bitsandbytes constants (bitsandbytes/functional.py, nn/modules.py): 4-bit blocks of 64
 # weights with an fp32 absmax each; a 16-entry fp32 code book (quant_map); with double
@@ -210,14 +210,35 @@ def _unique_bytes(tensors: Iterable) -> int:
     return total
 
 
+def _plain_tensors(value) -> list:
+    """The plain tensors inside a stored value: a tensor; a tensor subclass that wraps others (optimum-quanto's
+    packed QTensor, flattened with __tensor_flatten__); or a tuple, list or dict of them (transformers' fp8 and
+    HQQ quantized caches store (data, scale) and (data, {scale, zero, …}))."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        if type(value) is not torch.Tensor and hasattr(value, "__tensor_flatten__"):
+            names = value.__tensor_flatten__()[0]
+            return [t for n in names for t in _plain_tensors(getattr(value, n))]
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [t for v in value for t in _plain_tensors(v)]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _plain_tensors(v)]
+    return []
+
+
 def cache_tensors(cache) -> list:
-    """The tensors a transformers Cache holds, layer by layer (keys, values, and quantized stores)."""
+    """The tensors a transformers Cache holds, layer by layer (keys, values, and quantized stores with their
+    scales and zero points)."""
     import torch
 
     out = []
     for layer in getattr(cache, "layers", []):
         for name, value in vars(layer).items():
-            if isinstance(value, torch.Tensor) and value.dim() >= 3 and not name.startswith("_sliding"):
+            if name.startswith("_quantized"):
+                out.extend(_plain_tensors(value))
+            elif isinstance(value, torch.Tensor) and value.dim() >= 3 and not name.startswith("_sliding"):
                 out.append(value)
     return out
 

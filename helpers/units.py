@@ -17,6 +17,7 @@ DTYPE_BYTES: dict[str, float] = {
     "fp8": 1.0,
     "int8": 1.0,
     "int4": 0.5,
+    "int2": 0.25,         # 2-bit KV-cache quantization (KIVI; transformers QuantizedCache nbits=2)
     "nf4": 0.5,
     "mxfp4": 0.5,
 }

@@ -45,6 +45,10 @@ def _attention() -> dict:
     from helpers import flash
 
     return flash.bench_attention()
+def _serving() -> dict:
+    from helpers.serving import bench as serving_bench
+
+    return serving_bench.bench_serving()
 
 
 # name -> a function returning a dict; each is written to <out>/<name>.json with the machine added.
@@ -53,6 +57,7 @@ SECTIONS: dict[str, Callable[[], dict]] = {
     "capacity": _capacity,
     "hierarchy": _hierarchy,
     "attention": _attention,
+    "serving": _serving,
 }
 
 

@@ -4,6 +4,16 @@
   pain point): the baseline every optimization is measured against.
 - `traces` — request workloads reproducible from a seed (independent chat, agentic branching), shared
   by the serving notebook (07) and the engine benchmark (08).
+- `kv_cache` — greedy decoding with the KV cache on and off: time per token and the quadratic work.
+- `blocks` — paged attention's block allocator (free list, block tables, reference counts, copy-on-write)
+  against contiguous reservation, and a step-by-step simulation of both on a trace.
+- `batching` — one after another, static batches and transformers' continuous-batching manager (its
+  paged cache bounded from the model), slot timelines, padding, chunked prefill.
+- `radix` — the prefix cache's radix tree (longest-prefix match, block-aligned hits, LRU eviction).
+- `prefix_reuse` — the TTFT a real prefilled-cache hit saves.
+- `kv_quant` — KV-cache quantization (fp8, 4, 2 bits): bytes against the formula, speed, KL and top-1.
+- `speculative` — draft model and prompt lookup: acceptance, tokens per target pass, wall-clock speed-up.
+- `figures` — notebook 07's figures; `bench` — `make bench`'s serving section.
 
 `from helpers import serving; serving.compare_serving(...)` reaches the naive baseline directly.
 """

@@ -1,0 +1,257 @@
+"""Continuous batching, measured: the same requests one after another, as static batches, and through
+transformers' continuous-batching manager (`model.init_continuous_batching`, a paged KV cache and a
+scheduler that admits a waiting request the moment a slot frees up — Orca's iteration-level
+scheduling, Yu et al., OSDI 2022). Then chunked prefill: what a long prompt arriving mid-run does to
+the others' inter-token latency when it is prefilled in one step or in chunks.
+
+The manager's paged cache is always sized here from the model and the requests (`cb_config`), never
+from the machine's RAM (transformers' default would take most of it).
+"""
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from ..memory import kv_bytes_per_token
+from ..timing import percentile
+from ..units import torch_dtype_name
+from .naive import Request, RequestTiming, ServeResult, _ForwardCounter, serve_batched, serve_sequential
+
+PAGE_SIZE = 16   # tokens per block of the paged cache (vLLM's default block size)
+
+
+def requests_from_ids(prompts: Sequence[Sequence[int]], new_tokens: Sequence[int]) -> list[Request]:
+    if len(prompts) != len(new_tokens):
+        raise ValueError(f"{len(prompts)} prompts but {len(new_tokens)} output lengths")
+    return [Request(i, tuple(int(t) for t in p), int(n)) for i, (p, n) in enumerate(zip(prompts, new_tokens))]
+
+
+@dataclass(frozen=True)
+class CacheSize:
+    num_blocks: int
+    page_size: int
+    max_batch_tokens: int
+    bytes: int                     # KV bytes of the blocks (helpers.memory.kv_bytes_per_token × slots)
+
+
+def cb_config(model, requests: Sequence[Request], max_batch_tokens: int = 512, page_size: int = PAGE_SIZE,
+              concurrent: int | None = None):
+    """A ContinuousBatchingConfig whose paged KV cache holds `concurrent` (default: all) of the longest
+    requests at full length, in blocks of `page_size` tokens: sized from the model and the work, not RAM.
+    Returns (config, CacheSize)."""
+    from transformers.generation.configuration_utils import ContinuousBatchingConfig
+
+    if not requests:
+        raise ValueError("need at least one request to size the cache")
+    longest = max(len(r.prompt) + r.max_new_tokens for r in requests)
+    n = len(requests) if concurrent is None else max(1, min(concurrent, len(requests)))
+    blocks = n * math.ceil(longest / page_size) + 2
+    cfg = ContinuousBatchingConfig(num_blocks=blocks, max_batch_tokens=max_batch_tokens, page_size=page_size,
+                                   max_memory_percent=0.2, use_async_batching=False, use_cuda_graph=False,
+                                   max_requests_per_batch=n)
+    per_token = kv_bytes_per_token(dict(model.config.to_dict()), torch_dtype_name(model.dtype))
+    return cfg, CacheSize(blocks, page_size, max_batch_tokens, blocks * page_size * per_token)
+
+
+@dataclass
+class ContinuousResult(ServeResult):
+    """A ServeResult plus the paged cache's size and its blocks in use, sampled while it ran."""
+
+    cache: CacheSize | None = None
+    block_samples: list[tuple[float, int]] = field(default_factory=list)   # (seconds, blocks in use)
+
+    @property
+    def peak_blocks(self) -> int:
+        return max((b for _, b in self.block_samples), default=0)
+
+
+def _blocks_in_use(mgr) -> int | None:
+    cache = getattr(getattr(mgr, "batch_processor", None), "cache", None)
+    if cache is None:
+        return None
+    return round((1 - cache.compute_free_capacity()) * cache.num_blocks)
+
+
+def serve_continuous(model, requests: Sequence[Request], max_batch_tokens: int = 512, page_size: int = PAGE_SIZE,
+                     arrivals_s: Sequence[float] | None = None, timeout_s: float = 300.0,
+                     concurrent: int | None = None) -> ServeResult:
+    """Serve the requests through transformers' continuous-batching manager (greedy, no end-of-sequence
+    stop, so every request makes exactly its max_new_tokens). `arrivals_s`: when each request is
+    submitted, seconds after the start (default all at 0). Each token's time comes from the manager's
+    own timestamps (record_timestamps)."""
+    import torch
+    from transformers import GenerationConfig
+
+    gen = GenerationConfig(do_sample=False, eos_token_id=-1, max_new_tokens=max(r.max_new_tokens for r in requests))
+    cfg, size = cb_config(model, requests, max_batch_tokens, page_size, concurrent)
+    arrivals = list(arrivals_s) if arrivals_s is not None else [0.0] * len(requests)
+    order = sorted(range(len(requests)), key=lambda i: arrivals[i])
+    mgr = model.init_continuous_batching(generation_config=gen, continuous_batching_config=cfg)
+    counter = _ForwardCounter(model)
+    outs: dict[str, object] = {}
+    ids: dict[str, int] = {}
+    samples: list[tuple[float, int]] = []
+    try:
+        with torch.inference_mode():
+            mgr.start()
+            t0 = time.perf_counter()
+            pending = list(order)
+            deadline = t0 + timeout_s
+            while len(outs) < len(requests):
+                now = time.perf_counter() - t0
+                while pending and arrivals[pending[0]] <= now:
+                    i = pending.pop(0)
+                    r = requests[i]
+                    rid = mgr.add_request(list(r.prompt), request_id=f"r{r.rid}", max_new_tokens=r.max_new_tokens,
+                                          record_timestamps=True)
+                    ids[rid] = i
+                o = mgr.get_result(timeout=0.02)
+                used = _blocks_in_use(mgr)
+                if used is not None:
+                    samples.append((time.perf_counter() - t0, used))
+                if o is not None and o.is_finished():
+                    if o.error:
+                        raise RuntimeError(f"continuous batching failed on {o.request_id}: {o.error}")
+                    outs[o.request_id] = o
+                err = mgr.background_thread_status.fatal_error
+                if err is not None:
+                    raise RuntimeError(f"the continuous-batching thread died: {err}")
+                if time.perf_counter() > deadline:
+                    raise RuntimeError(f"continuous batching did not finish in {timeout_s:.0f} s "
+                                       f"({len(outs)} of {len(requests)} requests done)")
+    finally:
+        mgr.stop(block=True, timeout=30)
+        counter.close()
+    timings = []
+    for rid, o in outs.items():
+        r = requests[ids[rid]]
+        ts = [t - t0 for t in (o.timestamps or [])]
+        timings.append(RequestTiming(r.rid, len(r.prompt), len(o.generated_tokens), arrivals[ids[rid]], ts[0],
+                                     ts[-1], list(o.generated_tokens)))
+        timings[-1].token_times = ts   # every token's time, for inter-token latency
+    timings.sort(key=lambda t: t.rid)
+    wall = max(t.finish_s for t in timings)
+    return ContinuousResult("continuous batching", timings, wall, counter.calls, size, samples)
+
+
+def serve_static(model, requests: Sequence[Request], batch_size: int, device: str | None = None) -> ServeResult:
+    """Static batching: requests in arrival order, `batch_size` at a time, each batch through
+    helpers.serving.naive.serve_batched (left-padded); the next batch starts only when the slowest of the
+    previous one is done."""
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a whole number ≥ 1, got {batch_size!r}")
+    timings, calls, offset = [], 0, 0.0
+    for k in range(0, len(requests), batch_size):
+        res = serve_batched(model, requests[k:k + batch_size], device)
+        for t in res.timings:
+            timings.append(RequestTiming(t.rid, t.prompt_tokens, t.new_tokens, offset, offset + t.first_token_s,
+                                         offset + t.finish_s, t.tokens))
+        calls += res.forward_calls
+        offset += res.wall_s
+    return ServeResult(f"static batches of {batch_size}", timings, offset, calls)
+
+
+# ---------------------------------------------------------------------------- slots and padding
+
+def slot_segments(result: ServeResult, slots: int, static_batch: int | None = None) -> list[dict]:
+    """The timeline of `slots` batch slots: for each request, the slot it ran in, when it was busy
+    (start → finish) and, in a static batch, how long its slot sat idle waiting for the batch's slowest
+    request (finish → end of batch). Continuous batching: a freed slot goes to the next request."""
+    rows = []
+    ts = sorted(result.timings, key=lambda t: (t.start_s, t.rid))
+    if static_batch:
+        for k in range(0, len(ts), static_batch):
+            group = ts[k:k + static_batch]
+            end = max(t.finish_s for t in group)
+            for j, t in enumerate(group):
+                rows.append({"slot": j, "request": t.rid, "start_s": t.start_s, "finish_s": t.finish_s, "idle_until_s": end})
+        return rows
+    free_at = [0.0] * slots
+    for t in ts:
+        j = min(range(slots), key=lambda s: free_at[s] if free_at[s] <= t.start_s + 1e-9 else math.inf + s)
+        if free_at[j] > t.start_s + 1e-9:      # more in flight than slots: put it on the earliest-free slot
+            j = min(range(slots), key=lambda s: free_at[s])
+        rows.append({"slot": j, "request": t.rid, "start_s": t.start_s, "finish_s": t.finish_s, "idle_until_s": t.finish_s})
+        free_at[j] = t.finish_s
+    return rows
+
+
+def idle_share(segments: list[dict], wall_s: float, slots: int) -> float:
+    """Share of the slot-time (slots × wall) that no request used."""
+    busy = sum(s["finish_s"] - s["start_s"] for s in segments)
+    return max(0.0, 1 - busy / (slots * wall_s))
+
+
+def padding_tokens(requests: Sequence[Request], batch_size: int) -> dict:
+    """What static batching computes for nothing: prompt padding (each prompt padded to its batch's
+    longest) and decode steps of finished rows riding along until the batch's longest output is done."""
+    pad = ride = useful = 0
+    for k in range(0, len(requests), batch_size):
+        g = requests[k:k + batch_size]
+        width, steps = max(len(r.prompt) for r in g), max(r.max_new_tokens for r in g)
+        pad += sum(width - len(r.prompt) for r in g)
+        ride += sum(steps - r.max_new_tokens for r in g)
+        useful += sum(len(r.prompt) + r.max_new_tokens for r in g)
+    return {"prompt padding tokens": pad, "finished rows' decode steps": ride, "useful tokens": useful,
+            "wasted share": (pad + ride) / (pad + ride + useful)}
+
+
+def summary_row(result: ServeResult, baseline: ServeResult | None = None) -> dict:
+    s = result.summary()
+    ttft = [t.first_token_s for t in result.timings]
+    row = {"mode": s["mode"], "requests": s["requests"], "new tokens": s["new tokens"], "wall s": s["wall s"],
+           "tokens/s": s["tokens/s"], "forward calls": s["forward calls"], "median TTFT s": s["median TTFT s"],
+           "p90 TTFT s": percentile(ttft, 90)}
+    if baseline is not None:
+        row["speed-up (tokens/s)"] = result.tokens_per_s / baseline.tokens_per_s
+    return row
+
+
+def same_tokens(a: ServeResult, b: ServeResult) -> float:
+    """Share of requests whose generated tokens are identical in both results."""
+    ta, tb = {t.rid: t.tokens for t in a.timings}, {t.rid: t.tokens for t in b.timings}
+    return sum(ta[k] == tb.get(k) for k in ta) / len(ta)
+
+
+def compare_batching(model, requests: Sequence[Request], batch_size: int, max_batch_tokens: int = 512) -> dict:
+    """Warm-up, then the three ways back to back on the same requests: {'sequential', 'static', 'continuous'}."""
+    warm = requests[:2]
+    serve_sequential(model, warm)
+    serve_continuous(model, warm, max_batch_tokens)
+    return {"sequential": serve_sequential(model, requests),
+            "static": serve_static(model, requests, batch_size),
+            "continuous": serve_continuous(model, requests, max_batch_tokens, concurrent=batch_size)}
+
+
+# ---------------------------------------------------------------------------- chunked prefill
+
+def chunked_prefill(model, short_prompts: Sequence[Sequence[int]], long_prompt: Sequence[int], new_tokens: int,
+                    arrive_after_s: float, budgets: Sequence[int]) -> list[dict]:
+    """Short requests decoding, then a long prompt arriving `arrive_after_s` later; served through the
+    manager once per token budget (max_batch_tokens). A budget ≥ the long prompt prefills it in one step
+    (no chunking); a smaller one splits it into chunks of at most the budget, interleaved with the
+    others' decode steps (transformers' scheduler does this on its own). For each: the short requests'
+    inter-token latencies while the long prompt was being prefilled (worst and median) and its TTFT."""
+    rows = []
+    reqs = requests_from_ids(list(short_prompts) + [long_prompt], [new_tokens] * len(short_prompts) + [new_tokens])
+    arrivals = [0.0] * len(short_prompts) + [arrive_after_s]
+    first = None
+    for budget in budgets:
+        res = serve_continuous(model, reqs, budget, arrivals_s=arrivals)
+        first = first or res
+        long_t = res.timings[-1]
+        gaps = []
+        for t in res.timings[:-1]:
+            ts = t.token_times
+            gaps += [b - a for a, b in zip(ts, ts[1:]) if b >= long_t.start_s and a <= long_t.first_token_s]
+        every = [b - a for t in res.timings[:-1] for a, b in zip(t.token_times, t.token_times[1:])]
+        rows.append({"max_batch_tokens": budget, "long prompt tokens": len(long_prompt),
+                     "chunks": math.ceil(len(long_prompt) / budget),
+                     "worst ITL during its prefill (ms)": 1e3 * max(gaps) if gaps else None,
+                     "median ITL, whole run (ms)": 1e3 * statistics.median(every),
+                     "long prompt TTFT (ms)": 1e3 * (long_t.first_token_s - long_t.start_s),
+                     "same tokens as the first budget": same_tokens(res, first) == 1.0})
+    return rows

@@ -1,0 +1,93 @@
+"""`make bench`'s serving section: the headline figure of each optimization, measured on the active
+profile (tiny on a CPU), written to build/bench/serving.json by scripts/bench.py.
+
+Workloads and sizes are the notebook's (`workload`), so the bench and notebook 07 measure the same thing.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Sizes of every measurement, chosen for the profile: small on the tiny model and a CPU."""
+
+    requests: int = 16            # chat trace requests for batching
+    slots: int = 8                # batch slots: static batch size = continuous batching's concurrency
+    prompt_words: int = 40        # chat trace median prompt words
+    output_tokens: int = 32       # chat trace median output tokens
+    max_output: int = 96
+    prefix_tokens: int = 1000     # shared prefix for the prefix-reuse TTFT
+    suffix_tokens: int = 32
+    decode_tokens: int = 48       # KV cache on/off and speculative decoding
+    spec_k: int = 4
+    draft_layers: int = 2
+    long_prompt: int = 512        # chunked prefill
+    chunk_budget: int = 64
+
+
+def workload(profile: str) -> Workload:
+    """The tiny sizes everywhere but on a GPU profile, where batches and prompts grow."""
+    if profile in ("tiny", "tiny-trained"):
+        return Workload()
+    return Workload(requests=32, slots=16, prompt_words=200, output_tokens=128, max_output=512,
+                    prefix_tokens=4000, suffix_tokens=64, decode_tokens=128, spec_k=5, draft_layers=8,
+                    long_prompt=4096, chunk_budget=512)
+
+
+def chat_requests(tokenizer, w: Workload, seed: int = 1):
+    from . import batching, traces
+
+    reqs = traces.chat_trace(w.requests, seed=seed, prompt_words_median=w.prompt_words,
+                             output_tokens_median=w.output_tokens, max_output_tokens=w.max_output)
+    return batching.requests_from_ids(traces.token_ids(tokenizer, reqs), [r.max_new_tokens for r in reqs])
+
+
+def paged_fit(tokenizer, w: Workload, capacity_slots: int = 4096, block_size: int = 16) -> dict:
+    """How many of the chat trace's requests fit at once, contiguous (prompt + max_output reserved)
+    against paged (their real lengths, in blocks)."""
+    from .blocks import fit_counts, sim_requests
+
+    reqs = chat_requests(tokenizer, Workload(requests=64, slots=w.slots, prompt_words=w.prompt_words,
+                                             output_tokens=w.output_tokens, max_output=w.max_output))
+    sims = sim_requests([len(r.prompt) for r in reqs], [r.max_new_tokens for r in reqs], w.max_output)
+    return fit_counts(sims, capacity_slots, block_size)
+
+
+def bench_serving() -> dict:
+    import torch
+
+    from .. import models
+    from . import batching, prefix_reuse, speculative
+
+    loaded = models.load()
+    w = workload(loaded.profile)
+    m, tok = loaded.model, loaded.tokenizer
+    reqs = chat_requests(tok, w)
+    res = batching.compare_batching(m, reqs, w.slots)
+    seq, static, cont = res["sequential"], res["static"], res["continuous"]
+    g = torch.Generator().manual_seed(0)
+    vocab = m.config.vocab_size
+    prefix = torch.randint(3, vocab, (w.prefix_tokens,), generator=g)
+    suffix = torch.randint(3, vocab, (w.suffix_tokens,), generator=g)
+    pre = prefix_reuse.prefix_reuse(m, prefix, suffix)
+    from ..quality import eval_ids
+
+    text = eval_ids(tok, 160)
+    spec = speculative.speculate(m, text, w.decode_tokens, k=w.spec_k, prompt_lookup=True)
+    fit = paged_fit(tok, w)
+    return {
+        "model": loaded.label, "profile": loaded.profile,
+        "continuous_batching_speedup": cont.tokens_per_s / seq.tokens_per_s,
+        "static_batching_speedup": static.tokens_per_s / seq.tokens_per_s,
+        "prefix_cache_ttft_ratio": pre["TTFT ratio"],
+        "spec_tokens_per_target_pass": spec["tokens per target pass"],
+        "paged_over_contiguous_sequences": fit["ratio"],
+        "details": {
+            "batching": {k: batching.summary_row(v, seq) for k, v in res.items()},
+            "batching_identical_to_sequential": {"continuous": batching.same_tokens(cont, seq),
+                                                 "static": batching.same_tokens(static, seq)},
+            "slots": w.slots, "requests": w.requests,
+            "prefix_reuse": pre, "speculative_prompt_lookup": spec, "paged_fit": fit,
+        },
+    }

@@ -1,0 +1,102 @@
+"""Figures of notebook 07, one per mechanism; each is stamped with what produced it (helpers.plots)."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from .. import plots
+
+MEASURED, COMPUTED, BASELINE = "tab:blue", "tab:orange", "tab:grey"
+
+
+def cache_on_off_figure(result: dict, source: Any):
+    fig, (a, b) = plots.figure(ncols=2, width=5.2)
+    rows = result["rows"]
+    pos = [r["position"] for r in rows]
+    a.plot(pos[1:], [1e3 * r["seconds without cache"] for r in rows[1:]], color=BASELINE, label="no cache (recompute all)")
+    a.plot(pos[1:], [1e3 * r["seconds with cache"] for r in rows[1:]], color=MEASURED, label="KV cache")
+    a.set_xlabel("position of the token generated")
+    a.set_ylabel("time of the step (ms)")
+    a.set_title("time per token", fontsize=9)
+    a.legend(fontsize=8)
+    cum_off, cum_on, s1, s2 = [], [], 0, 0
+    for r in rows:
+        s1 += r["tokens processed without cache"]
+        s2 += r["tokens processed with cache"]
+        cum_off.append(s1)
+        cum_on.append(s2)
+    b.plot(range(1, len(rows) + 1), cum_off, color=BASELINE, label="no cache: n·p + n(n−1)/2")
+    b.plot(range(1, len(rows) + 1), cum_on, color=MEASURED, label="KV cache: p + n − 1")
+    b.set_xlabel("tokens generated n")
+    b.set_ylabel("tokens run through the model (cumulative)")
+    b.set_title(f"work, prompt p = {result['prompt tokens']}", fontsize=9)
+    b.legend(fontsize=8)
+    return plots.finish(fig, source)
+
+
+def paged_figure(sims: Sequence, source: Any):
+    """Per decode step, for each scheme: slots holding tokens, reserved, and sequences running."""
+    fig, (a, b) = plots.figure(ncols=2, width=5.2)
+    colours = {"contiguous": BASELINE, "paged": MEASURED}
+    for s in sims:
+        steps = [r["step"] for r in s.rows]
+        c = colours.get(s.scheme, COMPUTED)
+        a.plot(steps, [r["reserved"] for r in s.rows], color=c, ls="--", label=f"{s.scheme}: reserved")
+        a.plot(steps, [r["used"] for r in s.rows], color=c, label=f"{s.scheme}: holding tokens")
+        b.plot(steps, [r["running"] for r in s.rows], color=c, label=s.scheme)
+    a.axhline(sims[0].capacity_slots, color="k", lw=0.8)
+    a.set_xlabel("decode step")
+    a.set_ylabel("KV slots (tokens)")
+    a.set_title("memory reserved vs holding tokens", fontsize=9)
+    a.legend(fontsize=7)
+    b.set_xlabel("decode step")
+    b.set_ylabel("sequences running")
+    b.set_title("sequences running at once (same memory)", fontsize=9)
+    b.legend(fontsize=8)
+    return plots.finish(fig, source)
+
+
+def slots_figure(panels: Sequence[tuple[str, list[dict], float]], slots: int, source: Any):
+    """Slot occupancy: for each mode, each slot's busy spans (a request decoding) and, in static batches,
+    the idle spans (hatched) where a finished request's slot waits for its batch's slowest."""
+    fig, axes = plots.figure(nrows=len(panels), width=9, height=1.2 + 0.3 * slots, sharex=True, squeeze=False)
+    for ax, (title, segs, wall) in zip(axes[:, 0], panels):
+        for s in segs:
+            ax.barh(s["slot"], s["finish_s"] - s["start_s"], left=s["start_s"], color=MEASURED, height=0.7,
+                    edgecolor="white", lw=0.5)
+            if s["idle_until_s"] > s["finish_s"]:
+                ax.barh(s["slot"], s["idle_until_s"] - s["finish_s"], left=s["finish_s"], color="white",
+                        hatch="////", edgecolor="#c44e52", height=0.7, lw=0)
+        ax.set_yticks(range(slots), [f"slot {i}" for i in range(slots)], fontsize=7)
+        ax.invert_yaxis()
+        ax.set_xlim(left=0)
+        ax.set_title(title, fontsize=9)
+    axes[-1, 0].set_xlabel("seconds since all requests arrived")
+    return plots.finish(fig, source)
+
+
+def bars_figure(labels: Sequence[str], values: Sequence[float], ylabel: str, title: str, source: Any,
+                colours: Sequence[str] | None = None, reference: float | None = None):
+    fig, ax = plots.figure(width=6.5)
+    ax.bar(list(labels), list(values), color=list(colours) if colours else MEASURED)
+    for i, v in enumerate(values):
+        ax.text(i, v, f"{v:,.3g}", ha="center", va="bottom", fontsize=8)
+    if reference is not None:
+        ax.axhline(reference, color="k", lw=0.8)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.tick_params(axis="x", labelsize=8)
+    return plots.finish(fig, source)
+
+
+def hit_rate_figure(results: dict[str, dict], source: Any):
+    """Per request of each trace: prompt tokens and the cached part."""
+    fig, axes = plots.figure(ncols=len(results), width=4.8, squeeze=False)
+    for ax, (name, r) in zip(axes[0], results.items()):
+        lens = r["lengths"]
+        ax.bar(range(len(lens)), lens, color="#dddddd", label="prompt tokens")
+        ax.bar(range(len(lens)), r["hits"], color=MEASURED, label="cached (reused)")
+        ax.set_xlabel("request, in arrival order")
+        ax.set_ylabel("tokens")
+        ax.set_title(f"{name}: hit rate {r['hit rate']:.0%}", fontsize=9)
+        ax.legend(fontsize=7)
+    return plots.finish(fig, source)

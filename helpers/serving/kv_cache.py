@@ -1,0 +1,62 @@
+"""The KV cache on and off: greedy decoding that recomputes the whole sequence at every step (no cache)
+against one that feeds only the newest token and reuses the cached keys and values
+(helpers.timing.timed_generate). Without the cache, step t processes t tokens, so generating n tokens
+after a prompt of p processes Σ (p + t) ≈ n·p + n²/2 tokens — quadratic work; with it, n tokens.
+"""
+from __future__ import annotations
+
+import time
+
+from ..hardware import synchronize
+from ..timing import timed_generate
+
+
+def generate_without_cache(model, input_ids, max_new_tokens: int) -> tuple[list[int], list[float], list[int]]:
+    """Greedy decoding with use_cache=False: each step runs the full sequence so far. Returns (tokens,
+    seconds per step, tokens processed per step); step 0 is the prefill."""
+    import torch
+
+    if max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be ≥ 1, got {max_new_tokens}")
+    device = str(next(model.parameters()).device)
+    ids = input_ids.to(device)
+    out, secs, work = [], [], []
+    with torch.inference_mode():
+        for _ in range(max_new_tokens):
+            synchronize(device)
+            t0 = time.perf_counter()
+            logits = model(input_ids=ids, use_cache=False, logits_to_keep=1).logits
+            nxt = logits[:, -1, :].argmax(dim=-1, keepdim=True)
+            synchronize(device)
+            secs.append(time.perf_counter() - t0)
+            work.append(ids.shape[1])
+            out.append(int(nxt[0, 0]))
+            ids = torch.cat([ids, nxt], dim=1)
+    return out, secs, work
+
+
+def cache_on_off(model, input_ids, max_new_tokens: int) -> dict:
+    """Both ways on the same prompt: per-step rows (position, seconds, tokens processed) and a summary."""
+    if input_ids.shape[0] != 1:
+        raise ValueError(f"one sequence at a time, got a batch of {input_ids.shape[0]}")
+    # untimed warm-up of both paths
+    timed_generate(model, input_ids[:, :8], 2)
+    generate_without_cache(model, input_ids[:, :8], 2)
+    off_tokens, off_s, off_work = generate_without_cache(model, input_ids, max_new_tokens)
+    on = timed_generate(model, input_ids, max_new_tokens)
+    p = input_ids.shape[1]
+    on_s = [on.ttft_s] + on.step_s
+    rows = [{"step": i, "position": p + i, "seconds without cache": off_s[i], "seconds with cache": on_s[i],
+             "tokens processed without cache": off_work[i], "tokens processed with cache": p if i == 0 else 1}
+            for i in range(max_new_tokens)]
+    return {"rows": rows, "prompt tokens": p, "new tokens": max_new_tokens,
+            "identical tokens": off_tokens == on.token_ids[0],
+            "total s without cache": sum(off_s), "total s with cache": sum(on_s),
+            "tokens processed without cache": sum(off_work), "tokens processed with cache": p + max_new_tokens - 1,
+            "predicted tokens processed without cache": work_without_cache(p, max_new_tokens)}
+
+
+def work_without_cache(prompt_tokens: int, new_tokens: int) -> int:
+    """Tokens run through the model to generate new_tokens greedily with no cache: step t (0-based)
+    processes prompt + t tokens, so Σ_{t<n} (p + t) = n·p + n(n−1)/2."""
+    return new_tokens * prompt_tokens + new_tokens * (new_tokens - 1) // 2

@@ -1,0 +1,49 @@
+"""Reusing a real prefilled KV cache: the time to first token a cache hit saves.
+
+A prompt = a long shared prefix (a system prompt) + a short suffix (this request). Cold: prefill all of
+it. Warm: the prefix's cache is already there (a copy of a cache prefilled earlier — a server shares
+the blocks instead of copying, so the copy is timed separately), and only the suffix is prefilled on
+top of it. Same last-position logits either way (the suffix attends to the same keys and values).
+"""
+from __future__ import annotations
+
+import copy
+
+from ..timing import measure
+from ..workloads import new_cache
+
+
+def _prefill_logits(model, ids, cache):
+    import torch
+
+    with torch.inference_mode():
+        return model(input_ids=ids, cache=cache, use_cache=True, logits_to_keep=1).logits[:, -1, :].float()
+
+
+def prefix_reuse(model, prefix_ids, suffix_ids, repeats: int = 3) -> dict:
+    """Median TTFT cold (prefill prefix + suffix) and warm (suffix over a copy of the prefix's cache),
+    their ratio, the time of the copy itself, and whether the logits agree."""
+    import torch
+
+    prefix_ids = torch.as_tensor(prefix_ids).reshape(1, -1)
+    suffix_ids = torch.as_tensor(suffix_ids).reshape(1, -1)
+    if prefix_ids.shape[1] < 1 or suffix_ids.shape[1] < 1:
+        raise ValueError("prefix and suffix must each have at least one token")
+    device = next(model.parameters()).device
+    prefix_ids, suffix_ids = prefix_ids.to(device), suffix_ids.to(device)
+    full = torch.cat([prefix_ids, suffix_ids], dim=1)
+    dev = device.type
+    stored = new_cache(model)
+    _prefill_logits(model, prefix_ids, stored)           # the prefix, prefilled once (as by an earlier request)
+
+    cold = measure(lambda: _prefill_logits(model, full, new_cache(model)), dev, warmup=1, repeats=repeats)
+    copy_t = measure(lambda: copy.deepcopy(stored), dev, warmup=1, repeats=repeats)
+    warm = measure(lambda: _prefill_logits(model, suffix_ids, copy.deepcopy(stored)), dev, warmup=1, repeats=repeats)
+    a = _prefill_logits(model, full, new_cache(model))
+    b = _prefill_logits(model, suffix_ids, copy.deepcopy(stored))
+    warm_s = max(warm.median - copy_t.median, 1e-9)
+    return {"prefix tokens": prefix_ids.shape[1], "suffix tokens": suffix_ids.shape[1],
+            "TTFT cold (ms)": 1e3 * cold.median, "TTFT warm, suffix only (ms)": 1e3 * warm_s,
+            "cache copy (ms)": 1e3 * copy_t.median, "TTFT ratio": cold.median / warm_s,
+            "same next token": bool((a.argmax(-1) == b.argmax(-1)).all()),
+            "max |logit difference|": float((a - b).abs().max())}

@@ -1,0 +1,174 @@
+"""Prefix caching, written out: a radix tree over token ids.
+
+Every prompt a server has prefilled leaves its K/V behind; a later prompt that starts with the same
+tokens can reuse them and prefill only the rest. A radix tree (a trie whose edges carry runs of
+tokens) finds the longest cached prefix of a new prompt in time proportional to its length. This is
+SGLang's RadixAttention (Zheng et al., 2024, "SGLang: Efficient Execution of Structured Language Model
+Programs", §3). Servers that page their cache reuse only whole blocks (vLLM hashes full blocks), so
+`match` rounds a hit down to a multiple of `block_size`.
+
+Memory is bounded: `evict` drops least-recently-used *leaves* whose reference count is 0 — a request
+in flight holds references (`lock`) on the path it is using, and those nodes are never evicted.
+
+`hit_rate` replays a trace's prompts through a tree: the share of prompt tokens that need no prefill.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from .traces import shared_prefix_tokens
+
+
+@dataclass(eq=False)
+class Node:
+    key: tuple[int, ...] = ()                 # the tokens on the edge into this node
+    parent: "Node | None" = None
+    children: dict[int, "Node"] = field(default_factory=dict)   # first token of the child's edge -> child
+    refs: int = 0                              # requests in flight using this node
+    last_used: int = 0
+
+
+class RadixTree:
+    def __init__(self, block_size: int = 1, capacity_tokens: int | None = None):
+        if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
+            raise ValueError(f"block_size must be a whole number ≥ 1, got {block_size!r}")
+        if capacity_tokens is not None and (not isinstance(capacity_tokens, int) or capacity_tokens < 0):
+            raise ValueError(f"capacity_tokens must be None (unbounded) or a whole number ≥ 0, got {capacity_tokens!r}")
+        self.block_size = block_size
+        self.capacity_tokens = capacity_tokens
+        self.root = Node()
+        self.tokens = 0            # tokens stored (sum of edge lengths)
+        self._clock = itertools.count(1)
+
+    # ------------------------------------------------------------------ lookup
+    def _walk(self, ids: Sequence[int]) -> tuple[int, list[Node]]:
+        """Tokens matched from the root, and the nodes whose whole edge matched."""
+        node, n, path = self.root, 0, []
+        while n < len(ids):
+            child = node.children.get(ids[n])
+            if child is None:
+                break
+            k = shared_prefix_tokens(child.key, ids[n:])
+            n += k
+            if k < len(child.key):
+                path.append(child)   # a partial edge still uses this node's K/V
+                break
+            path.append(child)
+            node = child
+        return n, path
+
+    def match(self, ids: Sequence[int]) -> int:
+        """Cached tokens at the start of `ids`, rounded down to whole blocks (and at most len(ids) − 1:
+        the last prompt token is always computed, its logits give the first new token)."""
+        n, path = self._walk(ids)
+        now = next(self._clock)
+        for node in path:
+            node.last_used = now
+        n = min(n, max(0, len(ids) - 1))
+        return n - n % self.block_size
+
+    # ------------------------------------------------------------------ update
+    def insert(self, ids: Sequence[int]) -> int:
+        """Add a prefilled sequence; returns how many tokens were new. Evicts when over capacity."""
+        ids = tuple(int(t) for t in ids)
+        node, n, now = self.root, 0, next(self._clock)
+        added = 0
+        while n < len(ids):
+            child = node.children.get(ids[n])
+            if child is None:
+                leaf = Node(ids[n:], node, last_used=now)
+                node.children[ids[n]] = leaf
+                added += len(leaf.key)
+                break
+            k = shared_prefix_tokens(child.key, ids[n:])
+            if k < len(child.key):
+                child = self._split(child, k)
+            child.last_used = now
+            node, n = child, n + k
+        self.tokens += added
+        if self.capacity_tokens is not None and self.tokens > self.capacity_tokens:
+            self.evict(self.tokens - self.capacity_tokens)
+        return added
+
+    def _split(self, child: Node, k: int) -> Node:
+        """Cut child's edge after k tokens: a new middle node takes the first k, child keeps the rest."""
+        parent = child.parent
+        mid = Node(child.key[:k], parent, {child.key[k]: child}, child.refs, child.last_used)
+        parent.children[child.key[0]] = mid
+        child.key, child.parent = child.key[k:], mid
+        return mid
+
+    def lock(self, ids: Sequence[int]) -> int:
+        """A request starts using the cached prefix of `ids`: its nodes cannot be evicted until `unlock(ids)`.
+        A prefix that ends inside an edge splits it there, so a lock always covers whole nodes (as
+        SGLang's match_prefix does). Returns the tokens locked."""
+        n, path = self._walk(ids)
+        if path:
+            done = sum(len(x.key) for x in path[:-1])
+            if n - done < len(path[-1].key):
+                path[-1] = self._split(path[-1], n - done)
+        for node in path:
+            node.refs += 1
+        return n
+
+    def unlock(self, ids: Sequence[int]) -> None:
+        """The request that locked `ids` is done with it."""
+        _, path = self._walk(ids)
+        for node in path:
+            if node.refs <= 0:
+                raise ValueError("unlock of a prefix that is not locked")
+        for node in path:
+            node.refs -= 1
+
+    def evict(self, tokens: int) -> int:
+        """Drop least-recently-used unreferenced leaves until `tokens` tokens are freed (or none is left
+        to drop); a parent left childless becomes a leaf and a candidate in turn. Returns tokens freed."""
+        freed = 0
+        while freed < tokens:
+            leaves = [n for n in self.nodes() if not n.children and n.refs == 0]
+            if not leaves:
+                break
+            victim = min(leaves, key=lambda n: n.last_used)
+            del victim.parent.children[victim.key[0]]
+            freed += len(victim.key)
+            self.tokens -= len(victim.key)
+        return freed
+
+    # ------------------------------------------------------------------ views
+    def nodes(self) -> list[Node]:
+        out, stack = [], list(self.root.children.values())
+        while stack:
+            n = stack.pop()
+            out.append(n)
+            stack.extend(n.children.values())
+        return out
+
+    def sequences(self) -> list[tuple[int, ...]]:
+        """Every root-to-leaf token sequence stored (for checks)."""
+        out = []
+
+        def walk(node: Node, prefix: tuple[int, ...]) -> None:
+            here = prefix + node.key
+            if not node.children and node is not self.root:
+                out.append(here)
+            for c in node.children.values():
+                walk(c, here)
+
+        walk(self.root, ())
+        return out
+
+
+def hit_rate(prompts: Sequence[Sequence[int]], block_size: int = 16, capacity_tokens: int | None = None) -> dict:
+    """Replay prompts in order: each looks up its cached prefix, then is inserted. Returns prompt tokens,
+    cached (hit) tokens, the hit rate (hit ÷ prompt tokens) and per-request hits."""
+    tree = RadixTree(block_size, capacity_tokens)
+    hits = []
+    for ids in prompts:
+        hits.append(tree.match(ids))
+        tree.insert(ids)
+    total = sum(len(p) for p in prompts)
+    return {"requests": len(prompts), "prompt tokens": total, "cached tokens": sum(hits),
+            "hit rate": sum(hits) / total if total else 0.0, "hits": hits,
+            "lengths": [len(p) for p in prompts], "tree tokens": tree.tokens}

@@ -1,0 +1,157 @@
+"""Speculative decoding with transformers' assisted generation: a cheap drafter proposes k tokens, the
+target model checks them all in one forward pass and keeps the longest prefix it agrees with, plus one
+token of its own (Leviathan et al., ICML 2023; Chen et al., 2023). Greedy, so the output is exactly the
+target's greedy output.
+
+Two drafters:
+- a **draft model**: here the target's own first layers (embeddings, the first `draft_layers` decoder
+  layers, final norm and head, sharing the target's weights — self-speculative / early-exit drafting,
+  as in LayerSkip, Elhoushi et al., ACL 2024), since a separately trained small model of the same
+  vocabulary is not available offline;
+- **prompt lookup**: the continuation of the last n-gram's earlier occurrence in the context (no model).
+
+Counted, not inferred: the target's forward calls (a hook), tokens drafted and accepted (wrapping the
+candidate generator's two methods). With acceptance rate α = accepted ÷ drafted and k drafted per pass,
+the expected tokens per target pass is (1 − α^(k+1)) ÷ (1 − α) (Leviathan et al., eq. 1), assuming
+each drafted token is accepted independently with probability α.
+"""
+from __future__ import annotations
+
+import contextlib
+import time
+
+from .naive import _ForwardCounter
+
+
+def expected_tokens_per_pass(alpha: float, k: int) -> float:
+    """(1 − α^(k+1)) ÷ (1 − α): expected tokens a target pass yields when each of k drafted tokens is
+    accepted with probability α until the first rejection (k + 1 at α = 1)."""
+    if not 0 <= alpha <= 1:
+        raise ValueError(f"alpha must be between 0 and 1, got {alpha}")
+    if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+        raise ValueError(f"k must be a whole number ≥ 0, got {k!r}")
+    if alpha == 1:
+        return float(k + 1)
+    return (1 - alpha ** (k + 1)) / (1 - alpha)
+
+
+def draft_model(target, layers: int):
+    """A model of the target's class with its first `layers` decoder layers, sharing the target's
+    embedding, those layers, the final norm and the head (no weights copied)."""
+    import copy
+
+    n = target.config.num_hidden_layers
+    if isinstance(layers, bool) or not isinstance(layers, int) or not 1 <= layers < n:
+        raise ValueError(f"draft layers must be a whole number from 1 to {n - 1}, got {layers!r}")
+    import torch
+
+    def shallow(module):
+        """A copy sharing the submodules, with its own module dict and no hooks (a counter hooked on the
+        target must not count the draft's calls)."""
+        out = copy.copy(module)
+        out._modules = dict(module._modules)
+        for name in ("_forward_hooks", "_forward_pre_hooks", "_forward_hooks_with_kwargs",
+                     "_forward_pre_hooks_with_kwargs", "_forward_hooks_always_called"):
+            if hasattr(module, name):
+                setattr(out, name, type(getattr(module, name))())
+        return out
+
+    draft = shallow(target)                   # shares every submodule
+    base = shallow(target.model)
+
+    base.layers = torch.nn.ModuleList(list(target.model.layers)[:layers])
+    base.config = copy.deepcopy(target.config)
+    base.config.num_hidden_layers = layers
+    draft.model = base
+    draft.config = base.config
+    draft.generation_config = copy.deepcopy(target.generation_config)
+    return draft
+
+
+@contextlib.contextmanager
+def _count_drafts(stats: dict):
+    """Wrap the candidate generators' get_candidates and update_candidate_strategy to count drafted and
+    accepted tokens (restored on exit)."""
+    from transformers.generation import candidate_generator as cg
+
+    classes = [cg.AssistedCandidateGenerator, cg.PromptLookupCandidateGenerator]
+    saved = [(c, c.get_candidates, c.update_candidate_strategy) for c in classes]
+
+    def wrap(get, update):
+        def get_candidates(self, input_ids, *a, **kw):
+            out = get(self, input_ids, *a, **kw)
+            drafted = out[0].shape[1] - input_ids.shape[1]
+            stats["drafted"] += drafted
+            stats["passes with a draft"] += drafted > 0
+            return out
+
+        def update_candidate_strategy(self, input_ids, scores, num_matches):
+            stats["accepted"] += int(num_matches)
+            return update(self, input_ids, scores, num_matches)
+
+        return get_candidates, update_candidate_strategy
+
+    try:
+        for c, get, update in saved:
+            c.get_candidates, c.update_candidate_strategy = wrap(get, update)
+        yield stats
+    finally:
+        for c, get, update in saved:
+            c.get_candidates, c.update_candidate_strategy = get, update
+
+
+def _generate(model, ids, new_tokens: int, **kw):
+    import torch
+
+    with torch.inference_mode():
+        return model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=new_tokens,
+                              min_new_tokens=new_tokens, do_sample=False, **kw)
+
+
+def speculate(model, ids, new_tokens: int, k: int = 4, draft_layers: int | None = None,
+              prompt_lookup: bool = False, ngram: int = 3) -> dict:
+    """One greedy generation with a drafter (a draft model of `draft_layers` layers, or prompt lookup)
+    against plain greedy generation, both timed, back to back: acceptance, target passes, tokens per
+    pass (measured and expected from α), wall-clock speed-up, identical output."""
+    import torch
+
+    ids = torch.as_tensor(ids).reshape(1, -1).to(next(model.parameters()).device)
+    if (draft_layers is None) == (not prompt_lookup):
+        raise ValueError("choose one drafter: draft_layers=<n> or prompt_lookup=True")
+    if prompt_lookup:
+        kw = {"prompt_lookup_num_tokens": k, "max_matching_ngram_size": ngram}
+        name = f"prompt lookup (n-gram ≤ {ngram})"
+    else:
+        draft = draft_model(model, draft_layers)
+        g = draft.generation_config
+        g.num_assistant_tokens, g.num_assistant_tokens_schedule = k, "constant"
+        g.assistant_confidence_threshold = 0.0      # always draft k (random weights: flat, low-confidence logits)
+        kw = {"assistant_model": draft}
+        name = f"draft model ({draft_layers} of {model.config.num_hidden_layers} layers)"
+    _generate(model, ids[:, :8], 4)                 # warm-up, untimed
+    _generate(model, ids[:, :8], 4, **kw)
+    counter = _ForwardCounter(model)
+    try:
+        t0 = time.perf_counter()
+        plain = _generate(model, ids, new_tokens)
+        plain_s = time.perf_counter() - t0
+        plain_calls = counter.calls
+        counter.calls = 0
+        stats = {"drafted": 0, "accepted": 0, "passes with a draft": 0}
+        with _count_drafts(stats):
+            t0 = time.perf_counter()
+            spec = _generate(model, ids, new_tokens, **kw)
+            spec_s = time.perf_counter() - t0
+        spec_calls = counter.calls
+    finally:
+        counter.close()
+    made = spec.shape[1] - ids.shape[1]
+    alpha = stats["accepted"] / stats["drafted"] if stats["drafted"] else 0.0
+    k_eff = stats["drafted"] / stats["passes with a draft"] if stats["passes with a draft"] else 0.0
+    return {"drafter": name, "k": k, "new tokens": made, "drafted": stats["drafted"], "accepted": stats["accepted"],
+            "acceptance rate α": alpha, "target passes": spec_calls, "plain target passes": plain_calls,
+            "tokens per target pass": made / spec_calls,
+            "expected tokens per pass (1−α^(k+1))/(1−α)": expected_tokens_per_pass(alpha, k),
+            "mean drafted per drafting pass": k_eff,
+            "plain s": plain_s, "speculative s": spec_s, "wall-clock speed-up": plain_s / spec_s,
+            "identical to greedy": bool(torch.equal(plain, spec))}

@@ -1,0 +1,126 @@
+"""Serving optimizations on the tiny model: each lossless one gives the same greedy tokens as without
+it; KV-cache bytes against the formula and the bytes of the real tensors; speculative decoding's counts."""
+import math
+
+import pytest
+import torch
+
+from helpers import memory, quality
+from helpers.serving import batching, kv_cache, kv_quant, naive, prefix_reuse, speculative
+
+
+def test_work_without_cache_by_hand():
+    # prompt 3, 4 new tokens: steps process 3, 4, 5, 6 tokens
+    assert kv_cache.work_without_cache(3, 4) == 18
+
+
+def test_kv_cache_is_lossless_and_the_work_is_quadratic(tiny):
+    r = kv_cache.cache_on_off(tiny.model, torch.tensor([quality.eval_ids(tiny.tokenizer, 16)]), 12)
+    assert r["identical tokens"]
+    assert r["tokens processed without cache"] == kv_cache.work_without_cache(r["prompt tokens"], 12)
+    assert r["tokens processed with cache"] == r["prompt tokens"] + 11
+    assert [x["tokens processed without cache"] for x in r["rows"]] == list(range(r["prompt tokens"], r["prompt tokens"] + 12))
+
+
+def test_continuous_batching_gives_the_sequential_greedy_tokens(tiny):
+    prompts = [quality.eval_ids(tiny.tokenizer, 40)[i:i + n] for i, n in ((0, 12), (5, 30), (9, 7), (2, 20))]
+    reqs = batching.requests_from_ids(prompts, [9, 3, 14, 6])
+    seq = naive.serve_sequential(tiny.model, reqs)
+    cont = batching.serve_continuous(tiny.model, reqs, max_batch_tokens=64, concurrent=2)
+    assert batching.same_tokens(cont, seq) == 1.0
+    assert [t.new_tokens for t in cont.timings] == [9, 3, 14, 6]
+    # the paged cache was bounded from the model: 2 of the longest requests in blocks of 16, + 2 spare
+    assert cont.cache.num_blocks == 2 * math.ceil((30 + 3) / 16) + 2
+    assert cont.cache.bytes == cont.cache.num_blocks * 16 * memory.kv_bytes_per_token(tiny.config, "fp32")
+    assert 0 < cont.peak_blocks <= cont.cache.num_blocks + 1
+    # all four rows share forward passes: fewer calls than one per token
+    assert cont.forward_calls < sum(t.new_tokens for t in seq.timings)
+
+
+def test_static_batches_and_slot_timeline(tiny):
+    prompts = [quality.eval_ids(tiny.tokenizer, 30)[:n] for n in (5, 9, 12, 7)]
+    reqs = batching.requests_from_ids(prompts, [4, 2, 6, 3])
+    res = batching.serve_static(tiny.model, reqs, 2)
+    assert res.forward_calls == 4 + 6       # a batch runs until its longest: 4 then 6 steps
+    segs = batching.slot_segments(res, 2, static_batch=2)
+    # in each batch the shorter request's slot idles until the longer one finishes
+    assert sum(s["idle_until_s"] > s["finish_s"] for s in segs) == 2
+    pad = batching.padding_tokens(reqs, 2)
+    assert pad["prompt padding tokens"] == (9 - 5) + (12 - 7)
+    assert pad["finished rows' decode steps"] == (4 - 2) + (6 - 3)
+    with pytest.raises(ValueError, match="batch_size"):
+        batching.serve_static(tiny.model, reqs, 0)
+
+
+def test_prefix_reuse_gives_the_same_next_token(tiny):
+    g = torch.Generator().manual_seed(0)
+    r = prefix_reuse.prefix_reuse(tiny.model, torch.randint(3, 32000, (200,), generator=g),
+                                  torch.randint(3, 32000, (8,), generator=g), repeats=1)
+    assert r["same next token"] and r["max |logit difference|"] < 1e-3
+    assert r["prefix tokens"] == 200 and r["suffix tokens"] == 8
+
+
+def test_quantized_cache_bytes_match_the_formula_and_the_tensors(tiny):
+    spec = tiny.spec
+    ids = quality.eval_ids(tiny.tokenizer, 100)
+    rows = {r["scheme"]: r for r in kv_quant.bytes_rows(tiny.model, spec, ids, "fp32")}
+    tokens = len(ids) + 1
+    # by hand: 4 layers × 2 (K, V) × 2 KV heads × 32 head_dim = 512 values per token
+    assert rows["full precision"]["measured bytes"] == tokens * 512 * 4 == memory.kv_cache_bytes(spec, tokens, dtype="fp32")
+    assert rows["fp8"]["measured values bytes"] == tokens * 512 == rows["fp8"]["formula bytes (values)"]
+    assert rows["fp8"]["scales & zero points bytes"] == 4 * 2 * 4        # one fp32 scale per K and V tensor
+    for scheme, bits in (("4-bit", 4), ("2-bit", 2)):
+        r = rows[scheme]
+        quantized = tokens - 1                # the prompt was quantized; the decoded token waits in the residual
+        assert r["measured values bytes"] == quantized * 512 * bits // 8 == r["formula bytes (values)"]
+        assert r["full-precision residual bytes"] == 1 * 512 * 4
+        # optimum-quanto: an fp32 scale and shift per group of 64 values
+        assert r["scales & zero points bytes"] == quantized * 512 // 64 * 2 * 4
+        assert r["measured bytes"] == r["measured values bytes"] + r["scales & zero points bytes"] + r["full-precision residual bytes"]
+    with pytest.raises(ValueError, match="allowed: full precision, fp8, 4-bit, 2-bit"):
+        kv_quant.make_cache(tiny.model, "3-bit")
+
+
+def test_quantized_cache_quality_degrades_with_fewer_bits(tiny):
+    rows = {r["scheme"]: r for r in kv_quant.quality_rows(tiny.model, quality.eval_ids(tiny.tokenizer, 120),
+                                                            prefill=32, chunk=16)}
+    assert rows["fp8"]["positions"] == 120 - 32
+    assert 0 <= rows["fp8"]["KL mean (nats)"] < rows["2-bit"]["KL mean (nats)"]
+    assert rows["4-bit"]["KL mean (nats)"] < rows["2-bit"]["KL mean (nats)"]
+
+
+def test_expected_tokens_per_pass_by_hand():
+    assert speculative.expected_tokens_per_pass(0.5, 2) == pytest.approx(1 + 0.5 + 0.25)
+    assert speculative.expected_tokens_per_pass(0.0, 4) == 1.0
+    assert speculative.expected_tokens_per_pass(1.0, 4) == 5.0
+    with pytest.raises(ValueError, match="alpha"):
+        speculative.expected_tokens_per_pass(1.5, 2)
+
+
+@pytest.mark.parametrize("kw", [{"draft_layers": 2}, {"prompt_lookup": True}], ids=["draft", "lookup"])
+def test_speculative_decoding_is_lossless_and_counted(tiny, kw):
+    r = speculative.speculate(tiny.model, quality.eval_ids(tiny.tokenizer, 60), 20, k=3, **kw)
+    assert r["identical to greedy"] and r["new tokens"] == 20
+    assert r["plain target passes"] == 20                       # one per token without speculation
+    assert 0 <= r["accepted"] <= r["drafted"]
+    # every target pass yields its accepted tokens plus one of its own
+    assert r["target passes"] + r["accepted"] == 20
+    assert r["tokens per target pass"] == pytest.approx(20 / r["target passes"])
+
+
+def test_draft_model_shares_the_target_weights(tiny):
+    d = speculative.draft_model(tiny.model, 2)
+    assert len(d.model.layers) == 2 and d.config.num_hidden_layers == 2
+    assert d.lm_head.weight.data_ptr() == tiny.model.lm_head.weight.data_ptr()
+    assert tiny.model.config.num_hidden_layers == 4 and len(tiny.model.model.layers) == 4
+    with pytest.raises(ValueError, match="from 1 to 3"):
+        speculative.draft_model(tiny.model, 4)
+
+
+def test_chunked_prefill_splits_the_long_prompt_by_the_token_budget(tiny):
+    ids = quality.eval_ids(tiny.tokenizer, 200)
+    rows = batching.chunked_prefill(tiny.model, [ids[:10], ids[3:15]], ids[:150], 6, 0.0, [256, 32])
+    assert [r["chunks"] for r in rows] == [1, math.ceil(150 / 32)]
+    assert all(r["long prompt tokens"] == 150 and r["long prompt TTFT (ms)"] > 0 for r in rows)
+    assert all(r["median ITL, whole run (ms)"] > 0 for r in rows)
+    assert all(r["same tokens as the first budget"] for r in rows)       # chunking is lossless
