@@ -76,7 +76,7 @@ def attention_parity_tokens(model, limit: int | None = None) -> int | None:
 def attention_share_rows(models: Iterable = SHARE_MODELS, tokens: Iterable[int] = SHARE_TOKENS,
                          extra: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """One row per model: its width, where attention's FLOPs reach the matmuls' in a prefill, and
-    attention's share of the prefill at each prompt length (a length beyond the model's context is NaN).
+    attention's share of the prefill at each prompt length, in % (a length beyond the model's context is NaN).
     `extra` adds named specs (e.g. {"tiny (this run)": loaded.spec}) before the presets."""
     named = list((extra or {}).items()) + [(m, m) for m in models]
     rows = []
@@ -90,7 +90,7 @@ def attention_share_rows(models: Iterable = SHARE_MODELS, tokens: Iterable[int] 
                "within its context": parity is not None and parity <= (spec.max_position_embeddings or parity)}
         for n in tokens:
             ok = spec.max_position_embeddings is None or n <= spec.max_position_embeddings
-            row[f"attention share at {n:,}"] = attention_share(spec, n) if ok else float("nan")
+            row[f"attention share at {n:,} (%)"] = round(100 * attention_share(spec, n), 1) if ok else float("nan")
         rows.append(row)
     return rows
 
@@ -106,22 +106,37 @@ def gpu_plan(model=REFERENCE_MODEL, gpu: str = REFERENCE_GPU, weight_dtype: str 
     return plan(model, gpu, weight_dtype=weight_dtype, context=context, batch=batch, prompt_tokens=prompt_tokens)
 
 
-def gpu_expectations(model=REFERENCE_MODEL, gpu: str = REFERENCE_GPU) -> dict[str, Any]:
-    """The floors a GPU run of notebook 01 should come near (never beat), computed: TTFT of one prompt
-    (prefill alone) at 1k, 4k and 16k tokens; the decode step at 128, 4k and 16k tokens of context;
-    the largest batch of 4k-token sequences that fits; the bf16 KV bytes per token and weights."""
+def gpu_sizes():
+    """The sweep sizes notebook 01 uses for Mistral 7B on a large GPU (helpers.workloads.sweep_sizes)."""
+    from .workloads import sweep_sizes
+
+    return sweep_sizes("mistral-7b", "cuda")
+
+
+def gpu_expectations(model=REFERENCE_MODEL, gpu: str = REFERENCE_GPU, sizes=None) -> dict[str, Any]:
+    """What a GPU run of notebook 01 should show, computed for its sweep sizes: the cache at the
+    longest sequence; floors it should come near but never beat — TTFT of one prompt alone (prefill)
+    and the decode step, at the shortest and longest lengths, and the step at batches 1, 8 and 64;
+    how many sequences of the users sweep's context fit in the whole memory, and so the first batch of
+    its doubling sweep that cannot."""
     from .gpus import get_gpu
-    from .memory import kv_bytes_per_token, weight_bytes
+    from .memory import kv_bytes_per_token, kv_cache_bytes, max_users, weight_bytes
 
     spec, g = _spec(model), get_gpu(gpu)
-    top = spec.max_position_embeddings or 32768
-    ctx = [c for c in (1024, 4096, 16384) if c <= top]
+    sizes = sizes or gpu_sizes()
+    w = weight_bytes(spec, "bf16").bytes
+    longest = sizes.memory_tokens[-1]
+    ttft = (sizes.ttft_tokens[0], sizes.ttft_tokens[-1])
+    itl = (sizes.itl_contexts[0], sizes.itl_contexts[-1])
+    users = max_users(g.memory_bytes, w, 0, kv_bytes_per_token(spec, "bf16"), sizes.users_context)
     return {"model": spec.name, "gpu": g.name, "bandwidth": g.bandwidth, "peak_flops": g.peak_flops("bf16")[0],
-            "weight_bytes": weight_bytes(spec, "bf16").bytes, "kv_bytes_per_token": kv_bytes_per_token(spec, "bf16"),
-            "ttft_floor_s": {c: gpu_plan(spec, g.name, context=c).prefill_s for c in ctx},
-            "step_floor_s": {c: gpu_plan(spec, g.name, context=c).step_s for c in [128] + ctx[1:]},
-            "max_batch_4k": gpu_plan(spec, g.name, context=4096).max_batch,
-            "batched_step_s": {b: gpu_plan(spec, g.name, context=1024, batch=b).step_s for b in (1, 8, 64)}}
+            "memory_bytes": g.memory_bytes, "weight_bytes": w, "window": spec.sliding_window, "kv_bytes_per_token": kv_bytes_per_token(spec, "bf16"),
+            "longest": longest, "cache_at_longest": kv_cache_bytes(spec, longest, 1, "bf16"),
+            "ttft_floor_s": {n: gpu_plan(spec, g.name, context=n).prefill_s for n in ttft},
+            "step_floor_s": {c: gpu_plan(spec, g.name, context=c).step_s for c in itl},
+            "batched_step_s": {b: gpu_plan(spec, g.name, context=1024, batch=b).step_s for b in (1, 8, 64)},
+            "users_context": sizes.users_context, "users_fit": users,
+            "users_oom_at": next((b for b in sizes.users_batches if b > users), None)}
 
 
 def quantized_decode_rows(model=REFERENCE_MODEL, gpu: str = REFERENCE_GPU,

@@ -22,3 +22,23 @@ def setup() -> None:
     logging.getLogger("bitsandbytes").setLevel(logging.ERROR)
     warnings.filterwarnings("ignore", message=".*IProgress not found.*")
     warnings.filterwarnings("ignore", message=".*MatMul8bitLt: inputs will be cast.*")
+
+
+def exercise(number: int, question: str, solution: str, label: str = "Solution"):
+    """An exercise (markdown) with its solution folded until opened: a marimo accordion in marimo, a
+    <details> block in Jupyter and in the HTML report (where marimo's accordion element cannot unfold)."""
+    import marimo as mo
+
+    head = mo.md(f"**Exercise {number}.** {question}")
+    if mo.running_in_notebook():
+        return mo.vstack([head, mo.accordion({label: mo.md(solution)})])
+    return mo.Html(f"<div>{head.text}<details><summary><b>{label}</b> (click to open)</summary>"
+                   f"{mo.md(solution).text}</details></div>")
+
+
+def elapsed(start: float) -> str:
+    """Seconds since `start` (time.perf_counter()), for a notebook's closing line 'this run took …'."""
+    import time
+
+    s = time.perf_counter() - start
+    return f"{s:,.0f} s" if s < 120 else f"{s / 60:,.1f} min"

@@ -102,6 +102,15 @@ def byte_unit(max_bytes: float) -> tuple[float, str]:
     return 1.0, "B"
 
 
+_POWERS = {"TB": "10¹²", "GB": "10⁹", "MB": "10⁶", "kB": "10³"}
+
+
+def byte_label(unit: str, what: str = "") -> str:
+    """An axis label for bytes in a decimal unit: 'KV cache, MB (10⁶ bytes)'."""
+    tail = f"{unit} ({_POWERS[unit]} bytes)" if unit in _POWERS else "bytes"
+    return f"{what}, {tail}" if what else tail
+
+
 def tick_label(value: float) -> str:
     """A readable tick: powers of two from 1,024 as '1k', '4k', '128k' (token counts); other values
     with thousands separators and no trailing zeros ('1,000', '0.5')."""
@@ -114,8 +123,8 @@ def tick_label(value: float) -> str:
 
 def log_axis(ax, axis: str = "x", ticks: Iterable[float] | None = None, base: float = 10) -> None:
     """Put `axis` ('x' or 'y') on a log scale with readable labels: at `ticks` when given (e.g. the
-    measured prompt lengths), else at the decades, labelled 1, 10, 100, 1,000 — never 10⁰ or 2¹⁰."""
-    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
+    measured prompt lengths), else at 1, 2, 5 × each decade, labelled 1, 2, 5, 10, … 1,000 — never 10⁰ or 2¹⁰."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter
 
     if axis not in ("x", "y"):
         raise ValueError(f"axis must be 'x' or 'y', got {axis!r}")
@@ -127,6 +136,8 @@ def log_axis(ax, axis: str = "x", ticks: Iterable[float] | None = None, base: fl
             step = math.ceil(len(vals) / 8)
             vals = sorted(set(vals[::step]) | {vals[-1]})
         target.set_major_locator(FixedLocator(vals))
+    elif base == 10:
+        target.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
     target.set_major_formatter(FuncFormatter(lambda v, _: tick_label(v)))
     target.set_minor_formatter(NullFormatter())
 
@@ -141,23 +152,41 @@ def table(df, caption: str, precision: int = 3, hide_index: bool = True):
     import pandas as pd
 
     shown = df.dropna(axis=1, how="all")
-    ints = [c for c in shown.columns if pd.api.types.is_integer_dtype(shown[c].dtype)]
-    floats = [c for c in shown.columns if pd.api.types.is_float_dtype(shown[c].dtype)]
     styler = shown.style.set_caption(caption).set_table_styles(
         [{"selector": "caption", "props": "caption-side: top; text-align: left; font-style: italic; color: #555;"}])
-    if ints:
-        styler = styler.format(lambda v: "–" if pd.isna(v) else f"{int(v):,}", subset=ints)
-    if floats:
-        styler = styler.format(lambda v: "–" if pd.isna(v) else _float(v, precision), subset=floats)
+    styler = styler.format(lambda v: cell_text(v, precision))
     if hide_index:
         styler = styler.hide(axis="index")
     return styler
 
 
+def cell_text(v: Any, precision: int = 3) -> str:
+    """How a table cell reads: integers with thousands separators, floats to `precision` significant
+    digits (large ones whole, with separators), missing values as '–', everything else as str()."""
+    import numbers
+
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "–"
+    if isinstance(v, (bool,)) or type(v).__name__ == "bool_":
+        return str(bool(v))
+    if isinstance(v, numbers.Integral):
+        return f"{int(v):,}"
+    if isinstance(v, numbers.Real):
+        return _float(float(v), precision)
+    try:
+        import pandas as pd
+
+        if pd.isna(v):
+            return "–"
+    except (TypeError, ValueError):
+        pass
+    return str(v)
+
+
 def _float(v: float, precision: int) -> str:
     if v != 0 and abs(v) >= 10 ** precision:
         return f"{v:,.0f}"
-    return f"{v:,.{precision}g}" if abs(v) < 1 else f"{v:,.{max(0, precision - 1 - int(math.log10(abs(v))))}f}"
+    return f"{v:.{precision}g}"
 
 
 def heatmap(ax, values, xlabels, ylabels, fmt=str, cmap: str = "viridis", mask=None, colorbar_label: str = ""):
