@@ -41,9 +41,9 @@ def _(gpu, mo, term):
     4. Why each {term("decode")} step — the {term("inter-token latency", "itl")} (ITL) — grows with the
        context, and where a GPU runs out of memory.
 
-    **Run time**: on a CPU with the tiny profile about a minute (two cores); on a GPU with Mistral 7B a
-    few minutes, most of it loading the weights and the out-of-memory hunt of section 5. The last
-    cell says how long this run took.
+    **Run time**: a few minutes on two CPU cores with the tiny profile; on a GPU with Mistral 7B a few
+    minutes, most of it loading the weights and the out-of-memory hunt of section 5. The last cell
+    says how long this run took.
 
     Serving a language model hurts in four places, and each one is measured here on the model this
     machine runs. Words in blue link to the glossary (`workshop/glossary.md`). On a GPU a fifth result

@@ -34,7 +34,7 @@ def _(mo, term):
     3. To state a saving against a named baseline, and to tell a fair ratio from an unfair one.
     4. What the papers report each variant costs in quality.
 
-    **Run time**: under a minute on a CPU; the same on a GPU — the measured caches are toy models that
+    **Run time**: one to two minutes on two CPU cores; the same on a GPU — the measured caches are toy models that
     always run on the CPU, and everything else is computed.
 
     Every generated token reads the keys and values of every earlier token, so the
