@@ -368,9 +368,10 @@ def _(gpu, latency, mo, term):
 @app.cell
 def _(mo):
     mo.md("""
-    **What you should see.** *Tiny model on a CPU*: batching gains several times the tokens per second;
-    the batched step costs a few times a single one (a CPU has little spare compute to share), and the
-    hatched idle rows show the static batch waiting for its longest request. *Mistral 7B on a GPU*: a
+    **What you should see.** *Tiny model on a CPU*: more tokens per second together than one after
+    another, but batched steps that take longer than single ones — a CPU has little spare compute to
+    share, so the gain stays far below the batch size — and hatched idle rows where the static batch
+    waits for its longest request. *Mistral 7B on a GPU*: a
     larger gain, and batched steps barely longer than single ones — the figures above.
     """)
     return
