@@ -29,7 +29,7 @@ CONTEXTS = (4096, 32768, 131072)
 # ----------------------------------------------------------------------------- presets, computed
 
 def kv_table(models=PRESETS, dtype: str = "bf16", contexts=CONTEXTS) -> list[dict[str, Any]]:
-    """KV bytes per token (short context) and GiB (2^30 bytes) per sequence at each context, for each
+    """KV bytes per token (short context) and GB (10^9 bytes) per sequence at each context, for each
     preset, honouring sliding windows (helpers.memory.kv_cache_bytes)."""
     rows = []
     for name in models:
@@ -39,7 +39,7 @@ def kv_table(models=PRESETS, dtype: str = "bf16", contexts=CONTEXTS) -> list[dic
                "what is cached per layer": _cached_per_layer(spec), "formula": t["formula"],
                "KV bytes per token": t["bytes_per_token"]}
         for n in contexts:
-            row[f"one sequence of {n // 1024}k tokens (GiB)"] = round(kv_cache_bytes(spec, n, 1, dtype) / 2**30, 3)
+            row[f"one sequence of {n // 1024}k tokens (GB)"] = round(kv_cache_bytes(spec, n, 1, dtype) / 1e9, 3)
         rows.append(row)
     return rows
 
@@ -120,6 +120,69 @@ def mla_equivalent_gqa_groups(model: str = "deepseek-v3") -> float:
         raise ValueError(f"{spec.name} does not use MLA (attention: {spec.attention})")
     d_h = spec.v_head_dim or spec.qk_nope_head_dim
     return (spec.kv_lora_rank + spec.qk_rope_head_dim) / (2 * d_h)
+
+
+TALK_MLA_RATIOS = (474, 56, 14)   # the savings the original talk quoted for MLA, without baselines
+MATCH_TOLERANCE = 0.03            # a quoted ratio "is" a computed one when within 3 % (56 for 56.9)
+
+
+def mla_baselines(model: str = "deepseek-v3", gqa_baseline: str = "mistral-7b-v0.1",
+                  dtype: str = "bf16") -> list[dict[str, Any]]:
+    """Every baseline a "MLA saves N×" claim can hide, each ratio computed from the configs and marked
+    fair or not by one rule: **fair = the same model on both sides, counted the same way** (per layer
+    on both sides, or every layer on both sides) **with the heads that model would have** — only the
+    attention differs. MHA with DeepSeek's 192-dim keys fails the last part: the extra 64 dims are MLA's
+    own decoupled RoPE key; an MHA model rotates its 128-dim keys instead.
+
+    Same model (DeepSeek V3's 61 layers): MHA 128 heads × 128 (the paper's Table 1 baseline), MHA with
+    DeepSeek's real head sizes (K 192, V 128), and GQA with 8 KV heads × 128 (what most models use).
+    Another model: MHA of 32 heads × 128 per layer (a 7B-class MHA model, e.g. Llama 2 7B, or Mistral 7B's
+    32 query heads each with its own K/V); Mistral 7B's whole GQA cache against DeepSeek V3's whole cache.
+    Mixed counts: a whole model's MHA cache against one layer's latent — how a ratio reaches the hundreds
+    or thousands.
+    """
+    spec = get_spec(model)
+    named = {r["cache"].split(":")[0]: r for r in mla_ratios(model, gqa_baseline, dtype)}
+    mla = kv_bytes_per_token(spec, dtype)
+    per_layer = mla / spec.num_layers
+    d_h = spec.v_head_dim or spec.qk_nope_head_dim
+    mha = kv_bytes_per_token(dataclasses.replace(spec, kv_lora_rank=None, num_kv_heads=spec.num_heads, head_dim=d_h), dtype)
+    gqa8 = kv_bytes_per_token(dataclasses.replace(spec, kv_lora_rank=None, num_kv_heads=8, head_dim=d_h), dtype)
+    mha32 = mha_kv_bytes_per_token(1, 32, d_h, d_h, dtype)
+    g = get_spec(gqa_baseline)
+    mha32_model = mha_kv_bytes_per_token(g.num_layers, 32, g.head_dim, g.head_dim, dtype)
+    mha_real = next(r for k, r in named.items() if k.startswith("MHA with"))["bytes per token"]
+
+    def row(baseline: str, counted: str, same_model: bool, same_count: bool, base: float, mine: float,
+            real_heads: bool = True) -> dict:
+        return {"baseline": baseline, "counted": counted, "same model": same_model, "same count": same_count,
+                "fair": same_model and same_count and real_heads, "baseline bytes": int(base), "MLA bytes": int(mine),
+                "baseline ÷ MLA": base / mine}
+
+    rows = [
+        row(f"MHA of the same model: {spec.num_heads} heads × {d_h}, K and V", "per layer", True, True,
+            mha / spec.num_layers, per_layer),
+        row(f"MHA with DeepSeek's head sizes: K {(spec.qk_nope_head_dim or 0) + (spec.qk_rope_head_dim or 0)}, "
+            f"V {spec.v_head_dim}, {spec.num_heads} heads", "per layer", True, True, mha_real / spec.num_layers, per_layer,
+            real_heads=False),
+        row(f"GQA of the same model: 8 KV heads × {d_h}", "per layer", True, True, gqa8 / spec.num_layers, per_layer),
+        row(f"MHA of a 7B-class model: 32 heads × {d_h}, K and V", "per layer", False, True, mha32, per_layer),
+        row(f"{g.name} GQA, whole model ({g.num_layers} layers) against {spec.name}'s ({spec.num_layers})",
+            "whole model", False, True, kv_bytes_per_token(g, dtype), mla),
+        row(f"MHA of the same model, all {spec.num_layers} layers, against one layer's latent", "mixed", True, False,
+            mha, per_layer),
+        row(f"MHA of a 7B-class model, all {g.num_layers} layers (32 heads × {g.head_dim}), against one layer's latent",
+            "mixed", False, False, mha32_model, per_layer),
+    ]
+    for r in rows:
+        r["dtype"] = dtype
+    return rows
+
+
+def match_quoted(quoted: float, rows: list[dict[str, Any]], tolerance: float = MATCH_TOLERANCE) -> dict | None:
+    """The baseline row whose ratio a quoted figure is (within `tolerance`, relative), or None."""
+    best = min(rows, key=lambda r: abs(r["baseline ÷ MLA"] - quoted) / quoted)
+    return best if abs(best["baseline ÷ MLA"] - quoted) / quoted <= tolerance else None
 
 
 # ----------------------------------------------------------------------------- measured: KV heads

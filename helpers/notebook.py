@@ -36,3 +36,23 @@ def folded(title: str, body: str):
     if mo.running_in_notebook():
         return mo.accordion({title: mo.md(text)})
     return mo.Html(f"<details><summary>{mo.md(title).text}</summary>{mo.md(text).text}</details>")
+
+
+def exercise(number: int, question: str, solution: str, label: str = "Solution"):
+    """An exercise (markdown) with its solution folded until opened: a marimo accordion in marimo, a
+    <details> block in Jupyter and in the HTML report (where marimo's accordion element cannot unfold)."""
+    import marimo as mo
+
+    head = mo.md(f"**Exercise {number}.** {question}")
+    solution_view = folded(label, solution)
+    if mo.running_in_notebook():
+        return mo.vstack([head, solution_view])
+    return mo.Html(f"<div>{head.text}{solution_view.text}</div>")
+
+
+def elapsed(start: float) -> str:
+    """Seconds since `start` (time.perf_counter()), for a notebook's closing line 'this run took …'."""
+    import time
+
+    s = time.perf_counter() - start
+    return f"{s:,.0f} s" if s < 120 else f"{s / 60:,.1f} min"

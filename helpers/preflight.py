@@ -108,6 +108,13 @@ def go_no_go(model_ok: bool, versions: dict[str, str], device: str, folder: Path
     return rows
 
 
+def split_fix(message: str) -> tuple[str, str | None]:
+    """(what is wrong, the fix) of a weights message: the fix is everything from 'Fix:' on, shown whole
+    by notebook 00 rather than cut off in a table cell; (message, None) when there is no fix."""
+    head, sep, fix = message.partition("Fix:")
+    return (head.strip(), fix.strip()) if sep else (message.strip(), None)
+
+
 def summary() -> dict:
     """Everything the preflight notebook shows, as plain data; it always answers.
 

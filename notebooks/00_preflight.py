@@ -14,25 +14,40 @@ app = marimo.App(width="medium")
 
 @app.cell
 def _():
+    import time
+
     import marimo as mo
     import pandas as pd
 
-    from helpers import notebook, preflight
+    from helpers import notebook, plots, preflight
+    from helpers.glossary import term
+    from helpers.memory import weight_bytes
     from helpers.units import fmt_bytes
 
     notebook.setup()
-    return fmt_bytes, mo, pd, preflight
+    started = time.perf_counter()
+    return fmt_bytes, mo, notebook, pd, plots, preflight, started, term, weight_bytes
 
 
 @app.cell
-def _(mo):
-    mo.md("""
+def _(mo, term, weight_bytes):
+    mo.md(f"""
     # 00 · Preflight
 
-    Run this first, on the machine you will use. It says what this machine is, which model
-    profile the notebooks will run (set `WORKSHOP_PROFILE` to choose: `tiny`, `mistral-7b`,
-    `mistral-7b-random`, or `auto`), the library versions, the memory at hand, whether the
-    Mistral 7B weights are present, and whether each later notebook will work here.
+    **What you will learn**
+
+    1. Which model {term("profile")} the notebooks will run on this machine, and why.
+    2. Whether the device, its memory and the libraries are what the notebooks need.
+    3. Whether the Mistral 7B weights are here — and, if not, the exact fix.
+    4. Which later notebooks will work here (go / no-go).
+
+    **Run time**: a few seconds on a CPU (the tiny model loads from a config, no download); on a GPU
+    with Mistral 7B about a minute, loading {weight_bytes("mistral-7b-v0.1", "bf16").bytes / 1e9:,.1f} GB of bf16
+    weights for one forward pass.
+
+    Run this first, on the machine you will use. Set `WORKSHOP_PROFILE` to choose the model: `tiny`,
+    `mistral-7b`, `mistral-7b-random` or `auto` (the default: Mistral 7B when a CUDA GPU and the
+    weights are available, else tiny). Terms in blue link to the glossary (`workshop/glossary.md`).
     """)
     return
 
@@ -52,29 +67,34 @@ def _(mo):
 
 
 @app.cell
-def _(fmt_bytes, info, pd):
+def _(fmt_bytes, info, pd, plots):
     dev = info["device"]
     machine = pd.DataFrame(
         [
             ("device", f"{dev['kind']}: {dev['name']}"),
             ("memory (total)", fmt_bytes(dev["total_memory"]) if dev["total_memory"] else "unknown"),
             ("memory (free now)", fmt_bytes(dev["free_memory"]) if dev["free_memory"] else "unknown"),
-            ("CPU threads / CUDA SMs", dev["cores"]),
+            ("CPU threads / CUDA SMs", str(dev["cores"])),
             ("CUDA capability", dev["capability"] or "-"),
             ("profile", info["profile"]),
         ],
         columns=["what", "this machine"],
-    ).set_index("what")
-    machine
+    )
+    plots.table(machine, "measured on this machine by helpers.preflight.summary")
     return
 
 
 @app.cell
-def _(info, mo):
-    # Long messages (the reason, the weights check, a refused setting and its fix) as text, shown whole:
+def _(info, mo, preflight):
+    # Long messages (the reason, the weights check and its fix, a refused setting) as text, shown whole:
     # a table cell would cut them short.
-    _lines = [f"**Why this profile:** {info['reason']}", f"**Mistral 7B weights:** {info['weights']['message']}",
-              *[f"⛔ **Setting refused:** {p}" for p in info["problems"]]]
+    _weights, _fix = preflight.split_fix(info["weights"]["message"])
+    _lines = [f"**Why this profile:** {info['reason']}", f"**Mistral 7B weights:** {_weights}"]
+    if _fix:
+        _lines += [f"**The fix, whole:** {_fix}",
+                   "Nothing else needs them: every notebook runs on the tiny profile, and `mistral-7b-random` "
+                   "measures the full-size architecture on a GPU without a download."]
+    _lines += [f"⛔ **Setting refused:** {p}" for p in info["problems"]]
     mo.md("\n\n".join(_lines))
     return
 
@@ -88,9 +108,9 @@ def _(mo):
 
 
 @app.cell
-def _(info, pd):
-    versions = pd.DataFrame(sorted(info["versions"].items()), columns=["library", "version"]).set_index("library")
-    versions
+def _(info, pd, plots):
+    versions = pd.DataFrame(sorted(info["versions"].items()), columns=["library", "version"])
+    plots.table(versions, "installed in this Python environment")
     return
 
 
@@ -111,9 +131,81 @@ def _(mo, model_check):
 
 
 @app.cell
-def _(info, model_check, pd, preflight):
-    go = pd.DataFrame(preflight.go_no_go(model_check.ok, info["versions"], info["device"]["kind"])).set_index("notebook")
-    go
+def _(info, model_check, pd, plots, preflight):
+    go = pd.DataFrame(preflight.go_no_go(model_check.ok, info["versions"], info["device"]["kind"]))
+    plots.table(go, f"for profile {info['profile']} on {info['device']['kind']}")
+    return (go,)
+
+
+@app.cell
+def _(go, mo):
+    _ok = int((go["verdict"] == "go").sum())
+    mo.md(f"""
+    **What you should see.** *A laptop or CI (tiny profile, CPU)*: device `cpu`, profile `tiny`, the
+    model check passing in seconds, and every notebook "go" — here {_ok} of {len(go)} are. The weights
+    line says Mistral 7B is missing, with the fix above; nothing on the tiny profile needs them.
+    *A workshop GPU (Mistral 7B)*: device `cuda` with the GPU's name and its memory as the driver
+    reports it (in GiB, a little more than the GB on the label), profile `mistral-7b`, weights "in the
+    local cache", and every notebook "go";
+    the serving benchmark's line notes it needs a CUDA GPU, which it has.
+    """)
+    return
+
+
+@app.cell
+def _(mo):
+    mo.md("""
+    ## Exercises
+    """)
+    return
+
+
+@app.cell
+def _(notebook):
+    from helpers.gpus import catalog as _catalog
+    from helpers.specs import PRESETS as _PRESETS, param_count as _param_count
+
+    _big = max(_PRESETS, key=_param_count)
+    _gpu = max(_catalog(), key=lambda g: g.memory_gb)
+    notebook.exercise(1, """From a terminal, list the models and GPUs the calculators know:
+    `python -m helpers presets` and `python -m helpers gpus`. Which preset is the largest, and which
+    GPU has the most memory?""", f"""
+    `presets` lists every shipped `config.json` ({", ".join(_PRESETS)}) with its parameter count:
+    **{_big}** is the largest, at {_param_count(_big):,} parameters. `gpus` prints the catalog with each
+    figure's source: the **{_gpu.name}** has the most memory, {_gpu.memory_gb:,g} GB (10⁹ bytes, as vendors label
+    it). Every later notebook draws from these two lists.""")
+    return
+
+
+@app.cell
+def _(notebook, weight_bytes):
+    notebook.exercise(2, """Ask the preflight about other profiles from a terminal:
+    `python -c "from helpers import preflight; print(preflight.check_model('mistral-7b-random'))"`, then
+    `WORKSHOP_PROFILE=mistral-70b python -c "from helpers import preflight; print(preflight.summary()['problems'])"`.
+    What does each report?""", f"""
+    On a machine without a GPU, `mistral-7b-random` is refused with a message, not loaded: it would build
+    the full architecture ({weight_bytes("mistral-7b-v0.1", "fp32").params:,} parameters,
+    {weight_bytes("mistral-7b-v0.1", "bf16").bytes / 1e9:,.1f} GB even in bf16) and is meant for a CUDA GPU; the
+    model check shows ❌ with that reason and the go/no-go table turns the model notebooks to no-go.
+    `mistral-70b` is not a profile: the preflight does not fail, it says the setting was
+    ignored ("⚠ setting ignored", with the allowed values) and runs `auto`. A wrong input is a message,
+    never a traceback.""")
+    return
+
+
+@app.cell
+def _(mo, notebook, started):
+    mo.md(f"""
+    ## Takeaways
+
+    - The profile decides everything the later notebooks measure: the tiny model on a CPU shows the
+      mechanisms in seconds; Mistral 7B on a GPU shows the real figures.
+    - Missing weights are a message with its fix, never a hang: the tiny and `mistral-7b-random`
+      profiles need no download.
+    - Every plot and table from here on says which model, dtype, device and profile produced it.
+
+    *This run took {notebook.elapsed(started)}.*
+    """)
     return
 
 

@@ -14,37 +14,51 @@ app = marimo.App(width="medium")
 
 @app.cell
 def _():
+    import time
+
     import marimo as mo
     import pandas as pd
 
-    from helpers import models, notebook, serving, workload_figures, workloads
+    from helpers import expected, models, notebook, plots, serving, workload_figures, workloads
+    from helpers.glossary import term
     from helpers.hardware import device_info
-    from helpers.memory import kv_bytes_per_token, measured_model_bytes
+    from helpers.memory import kv_bytes_per_token, kv_cache_bytes, measured_model_bytes
     from helpers.roofline import streamed_weight_bytes
-    from helpers.units import fmt_bytes
+    from helpers.units import fmt_bytes, fmt_seconds
 
     notebook.setup()
-    return (device_info, fmt_bytes, kv_bytes_per_token, measured_model_bytes, mo, models, pd, serving,
-            streamed_weight_bytes, workload_figures, workloads)
+    started = time.perf_counter()
+    gpu = expected.gpu_expectations()
+    return (device_info, expected, fmt_bytes, fmt_seconds, gpu, kv_bytes_per_token, kv_cache_bytes,
+            measured_model_bytes, mo, models, notebook, pd, plots, serving, started, streamed_weight_bytes, term,
+            workload_figures, workloads)
 
 
 @app.cell
-def _(mo):
-    mo.md("""
+def _(gpu, mo, term):
+    mo.md(f"""
     # 01 · Feel the pain
 
+    **What you will learn**
+
+    1. Why memory grows with every {term("token")} a model holds: the {term("KV cache", "kv-cache")}.
+    2. Why the {term("time to first token", "ttft")} (TTFT) grows with the prompt, and why attention's
+       quadratic cost matters less for a wide model than for a narrow one.
+    3. What serving requests together in a {term("batch")} gains in {term("throughput")} and what it
+       costs each request in latency.
+    4. Why each {term("decode")} step — the {term("inter-token latency", "itl")} (ITL) — grows with the
+       context, and where a GPU runs out of memory.
+
+    **Run time**: a few minutes on two CPU cores with the tiny profile; on a GPU with Mistral 7B a few
+    minutes, most of it loading the weights and the out-of-memory hunt of section 5. The last cell
+    says how long this run took.
+
     Serving a language model hurts in four places, and each one is measured here on the model this
-    machine runs:
-
-    1. **memory grows with every token** — the KV cache keeps a key and a value vector per token, layer
-       and KV head;
-    2. **time to first token (TTFT) grows with the prompt** — the prefill reads every prompt token;
-    3. **throughput** — a naive server handles requests one after another; serving them *together*
-       in one batch produces far more tokens per second from the same hardware;
-    4. **inter-token latency (ITL)** — each decode step reads the weights and the whole cache, so it
-       grows with the context.
-
-    On a GPU a fifth result appears: the device **runs out of memory**, and that point is a result.
+    machine runs. Words in blue link to the glossary (`workshop/glossary.md`). On a GPU a fifth result
+    appears: the device **runs out of memory** ({term("OOM")}), and that point is a result.
+    "What you should see" after each measurement gives the figures for the tiny model on a CPU and
+    for Mistral 7B on a GPU — the GPU figures computed for an {gpu["gpu"]} from its datasheet
+    (`helpers.expected`, which asks the capacity planner): floors a real run comes near, never beats.
     """)
     return
 
@@ -69,13 +83,17 @@ def _(loaded, mo, sizes):
 
 
 @app.cell
-def _(mo):
-    mo.md("""
+def _(mo, term):
+    mo.md(f"""
     ## 1 · Memory grows with every token
 
-    Prefill a prompt of *n* tokens into a real `transformers` `DynamicCache` and count the bytes of
-    the key and value tensors it holds. The line is the formula,
-    `tokens × 2 (K and V) × layers × KV heads × head_dim × bytes per element`.
+    To produce each new token, attention compares it with a *key* vector of every earlier token and
+    mixes their *value* vectors. Recomputing those for the whole history at every step would be
+    wasteful, so the model keeps them: the {term("KV cache", "kv-cache")}. Run the
+    {term("prefill")} (one {term("forward pass")} over a prompt of *n* tokens) into a real
+    `transformers` `DynamicCache` and count the bytes of the key and value tensors it holds. The
+    line is the formula, `tokens × 2 (K and V) × layers × KV heads × head_dim × bytes per element`
+    ("KV heads": the key/value heads, fewer than the query heads under {term("GQA")}).
     """)
     return
 
@@ -102,26 +120,42 @@ def _(fmt_bytes, kv_bytes_per_token, label, loaded, memory, mo):
     ({len(_ok)} points{f", up to {fmt_bytes(int(_ok['cache_bytes'].max()))} at {int(_ok['tokens'].max()):,} tokens" if len(_ok) else ""}).{_note}{_peak}
     For Mistral 7B in bf16 the same formula gives {fmt_bytes(kv_bytes_per_token("mistral-7b-v0.1", "bf16"))} per
     token: {kv_bytes_per_token("mistral-7b-v0.1", "bf16") * 4096 / 2**30:.1f} GiB for one 4k-token conversation.
-    Measured on {label}.
     """)
     return
 
 
 @app.cell
-def _(label, memory):
-    memory_table = memory.assign(**{"measured on": label})
-    memory_table
+def _(label, memory, plots):
+    plots.table(memory, f"measured: {label}")
     return
 
 
 @app.cell
-def _(mo):
-    mo.md("""
+def _(fmt_bytes, gpu, kv_bytes_per_token, kv_cache_bytes, loaded, mo, sizes):
+    _tiny = kv_bytes_per_token(loaded.spec, loaded.dtype)
+    _n = sizes.memory_tokens[-1]
+    mo.md(f"""
+    **What you should see.** Every blue point (measured) on the orange line (computed), and
+    `cache_bytes` equal to `formula_bytes` in every row: the formula is exact, not an estimate.
+    *Tiny model on a CPU* (fp32): {fmt_bytes(_tiny)} per token, so {fmt_bytes(kv_cache_bytes(loaded.spec, _n, 1, loaded.dtype))}
+    at {_n:,} tokens — a straight line. *Mistral 7B on a GPU* (bf16): {fmt_bytes(gpu["kv_bytes_per_token"])}
+    per token; v0.1 slides a {gpu["window"]:,}-token window, so the line bends flat there and stays at
+    {fmt_bytes(gpu["cache_at_longest"])} up to {gpu["longest"]:,} tokens. On CUDA the crosses (the allocator's
+    peak) sit above the points: the prefill's activations come on top of the cache.
+    """)
+    return
+
+
+@app.cell
+def _(mo, term):
+    mo.md(f"""
     ## 2 · Time to first token grows with the prompt
 
-    TTFT is the prefill: one forward pass over the whole prompt that fills the cache and yields the
-    first token. Every prompt token goes through every weight matrix (work ∝ *n*), and attention
-    compares every token with every earlier one (work ∝ *n²*).
+    {term("TTFT")} (time to first token), for a request served alone, is its prefill: one forward pass
+    over the whole prompt that fills the cache and yields the first token. Every prompt token goes
+    through every weight matrix (work ∝ *n*), and attention compares every token with every earlier
+    one (work ∝ *n²*). Counted in {term("FLOP", "flop")}s (floating-point operations), a forward pass
+    costs about 2 per parameter per token plus attention's share.
     """)
     return
 
@@ -149,9 +183,70 @@ def _(mo, ttft_fit):
 
 
 @app.cell
-def _(label, ttft):
-    ttft_table = ttft.assign(**{"measured on": label})
-    ttft_table
+def _(label, plots, ttft):
+    plots.table(ttft, f"measured: {label}; times in seconds (median and p90 of the repeats)")
+    return
+
+
+@app.cell
+def _(expected, fmt_seconds, gpu, loaded, mo, sizes):
+    _n = sizes.ttft_tokens[-1]
+    _lo, _hi = gpu["ttft_floor_s"].items()
+    mo.md(f"""
+    **What you should see.** *Tiny model on a CPU*: short prompts take about the same time (a fixed cost
+    per forward: Python and operator dispatch), then the time rises with the prompt; by {_n:,} tokens
+    attention is {expected.attention_share(loaded.spec, _n):.0%} of this model's prefill FLOPs — on a
+    CPU, though, the fixed cost and a busy machine's noise can hide that, so the fit may or may not
+    keep an n² term. *Mistral 7B on an {gpu["gpu"]}*: at least {fmt_seconds(_lo[1])} for
+    {_lo[0]:,} tokens (reading {gpu["weight_bytes"] / 1e9:,.1f} GB of weights once) and {fmt_seconds(_hi[1])} for {_hi[0]:,} tokens
+    (compute at the datasheet's peak) — real kernels reach a fraction of the peak, so expect a few
+    times more; there attention is only {expected.attention_share("mistral-7b-v0.1", _hi[0]):.0%} of the
+    FLOPs and the curve stays close to linear. The next section says why.
+    """)
+    return
+
+
+@app.cell
+def _(mo):
+    mo.md("""
+    ### Attention's share of the prefill falls as the model gets wider
+
+    Per prompt token, the weight matmuls cost 2 FLOPs per parameter — and the parameters of a layer
+    grow with the *square* of its width — while attention costs 4 × heads × head_dim per earlier
+    token, which grows only *linearly* with the width. So the wider the model, the longer the prompt
+    must be before attention's FLOPs catch up with the matmuls'. Computed from each config
+    (`helpers.expected.attention_share_rows`, over the FLOP counts of `helpers.roofline`):
+    """)
+    return
+
+
+@app.cell
+def _(expected, loaded, pd, plots):
+    share_rows = pd.DataFrame(expected.attention_share_rows(extra={f"{loaded.profile} (this run)": loaded.spec}))
+    plots.table(share_rows, "computed from each config.json: attention's share of one prompt's prefill FLOPs "
+                            "(matmuls + attention + output head)")
+    return (share_rows,)
+
+
+@app.cell
+def _(expected, loaded, mo, share_rows):
+    _rows = share_rows.set_index("model")
+    _mine = _rows.iloc[0]
+    _v1 = expected.attention_parity_tokens("mistral-7b-v0.1")
+    _v3 = expected.attention_parity_tokens("mistral-7b-v0.3")
+    _tiny = expected.attention_parity_tokens(loaded.spec)
+    _ctx3 = _rows.loc["mistral-7b-v0.3", "context (tokens)"]
+    _w = int(_rows.loc["mistral-7b-v0.1", "window"])
+    mo.md(f"""
+    The model running here (hidden size {int(_mine["hidden size"]):,}) reaches attention = matmuls at
+    **{f"{_tiny:,} tokens" if _tiny else "no length"}**. Mistral 7B (hidden size 4,096) would need
+    **{f"{_v3:,} tokens" if _v3 else "more than a million tokens"}** without a window (v0.3's shape), which is
+    {"beyond" if _v3 and _v3 > _ctx3 else "within"} v0.3's {int(_ctx3):,}-token context; v0.1, whose layers see at most
+    {_w:,} earlier tokens, gets there **{"never" if _v1 is None else f"at {_v1:,} tokens"}** — at its window attention
+    is {expected.attention_share("mistral-7b-v0.1", _w):.0%} of the prefill. On a large model the TTFT curve is
+    dominated by the linear term over every prompt a chat sees; quadratic attention is the tiny model's story,
+    and the long-context story of wide ones.
+    """)
     return
 
 
@@ -184,9 +279,9 @@ def _(loaded, serving, sizes, workload_figures):
 
 
 @app.cell
-def _(label, pd, served):
-    throughput = pd.DataFrame([r.summary() for r in served.results]).assign(**{"measured on": label})
-    throughput
+def _(label, pd, plots, served):
+    throughput = pd.DataFrame([r.summary() for r in served.results])
+    plots.table(throughput, f"measured: {label}; times in seconds after all requests arrived")
     return
 
 
@@ -219,20 +314,86 @@ def _(loaded, mo, served):
 
 
 @app.cell
-def _(pd, served):
+def _(label, pd, plots, served):
     timeline = pd.concat([r.frame() for r in served.results], ignore_index=True)
-    timeline
+    plots.table(timeline, f"measured: {label}; every request, seconds after all arrived")
+    return
+
+
+@app.cell
+def _(mo, term):
+    mo.md(f"""
+    ### What batching costs each request
+
+    Throughput is the server's view. Each user sees latency: the {term("TTFT")} and the {term("ITL")}
+    (here the median decode step of a request). Side by side, per mode
+    (`helpers.serving.latency_cost`):
+    """)
+    return
+
+
+@app.cell
+def _(label, pd, plots, served, serving):
+    latency = pd.DataFrame(serving.latency_cost(served))
+    plots.table(latency, f"measured: {label}; the time to first token includes waiting, the prefill does not")
+    return (latency,)
+
+
+@app.cell
+def _(gpu, latency, mo, term):
+    _m = latency.set_index("mode")
+    if len(_m) < 2:
+        _text = "Only one mode ran (out of memory), so there is nothing to set side by side."
+    else:
+        _s, _b = _m.iloc[0], _m.iloc[1]
+        _step = _b["median decode step (ms)"] / _s["median decode step (ms)"]
+        _pre = _b["median prefill (ms)"] / _s["median prefill (ms)"]
+        _wait = _s["median time to first token (ms)"] / _b["median time to first token (ms)"]
+        _gain = _b["tokens/s"] / _s["tokens/s"]
+        _text = f"""
+        Batching multiplies throughput by **{_gain:,.1f}×**. Its price: each decode step takes
+        **{_step:,.1f}×** {"as long as" if _step >= 1 else "the time of"} one sequence's step, and the one prefill of the
+        whole padded batch takes {_pre:,.1f}× a single prompt's. The median user still gets the first
+        token {_wait:,.1f}× {"sooner" if _wait >= 1 else "later"}, because one after another most requests *wait* for the ones
+        ahead — the worst latency of all comes from a queue, not from a batch.
+
+        On a GPU the step grows much less than the batch: for Mistral 7B on an {gpu["gpu"]} the planner's
+        floor is {gpu["batched_step_s"][1] * 1e3:,.2f} ms at batch 1, {gpu["batched_step_s"][8] * 1e3:,.2f} ms at batch 8 and
+        {gpu["batched_step_s"][64] * 1e3:,.2f} ms at batch 64 (1,024 tokens cached each): 64 users for
+        {gpu["batched_step_s"][64] / gpu["batched_step_s"][1]:,.1f}× the step time, because a decode step mostly
+        reads the weights, once for the whole batch.
+
+        This is the {term("quality–latency–throughput triangle", "quality-latency-throughput-triangle")}:
+        with a GPU and a model fixed, a bigger batch buys throughput (users, cost per token) with latency;
+        a better model (bigger, longer contexts, less compressed) costs both. Premium chat sets a latency
+        target ({term("SLO")}) first and batches as much as it allows; agents running in the background
+        batch hard and accept slower steps.
+        """
+    mo.md(_text)
     return
 
 
 @app.cell
 def _(mo):
     mo.md("""
+    **What you should see.** *Tiny model on a CPU*: more tokens per second together than one after
+    another, but batched steps that take longer than single ones — a CPU has little spare compute to
+    share, so the gain stays far below the batch size — and hatched idle rows where the static batch
+    waits for its longest request. *Mistral 7B on a GPU*: a
+    larger gain, and batched steps barely longer than single ones — the figures above.
+    """)
+    return
+
+
+@app.cell
+def _(mo, term):
+    mo.md(f"""
     ## 4 · Inter-token latency as the context grows
 
-    After the prefill, each new token is one decode step: one token per sequence goes through the
-    model and attends to every cached key and value (reused, not recomputed). The step reads all the
-    weights plus the whole cache, so it grows with the context.
+    After the prefill, each new token is one {term("decode")} step: one token per sequence goes through
+    the model and attends to every cached key and value (reused, not recomputed). Its duration is the
+    {term("ITL")}. The step reads all the weights plus the whole cache from memory and does little
+    arithmetic with each byte — it is {term("memory-bound")} — so it grows with the context.
     """)
     return
 
@@ -261,9 +422,29 @@ def _(fmt_bytes, itl, kv_bytes_per_token, loaded, mo, streamed_weight_bytes):
 
 
 @app.cell
-def _(itl, label):
-    itl_table = itl.assign(**{"measured on": label})
-    itl_table
+def _(itl, label, plots):
+    plots.table(itl, f"measured: {label}; step times in seconds (median and p90)")
+    return
+
+
+@app.cell
+def _(gpu, kv_cache_bytes, loaded, mo, sizes, streamed_weight_bytes, term):
+    _c0, _c1 = gpu["step_floor_s"]
+    _lw = streamed_weight_bytes(loaded.spec, loaded.dtype)
+    _kv = [kv_cache_bytes(loaded.spec, c, 1, loaded.dtype) for c in (sizes.itl_contexts[0], sizes.itl_contexts[-1])]
+    _tiny_growth = (_lw + _kv[1]) / (_lw + _kv[0]) - 1
+    mo.md(f"""
+    **What you should see.** *Tiny model on a CPU*: the bytes a step reads grow by only
+    {_tiny_growth:.0%} from the shortest to the longest context here (the cache beside
+    {_lw / 1e6:,.0f} MB of weights), so a steeper rise is the CPU's attention arithmetic, fixed cost
+    per operation and a busy machine's noise. *Mistral 7B on an
+    {gpu["gpu"]}*: a step can be no shorter than reading its bytes at {gpu["bandwidth"] / 1e12:,.2f} TB/s
+    (the {term("memory-bound floor")}): {gpu["step_floor_s"][_c0] * 1e3:,.2f} ms at {_c0:,} tokens of context,
+    {gpu["step_floor_s"][_c1] * 1e3:,.2f} ms at {_c1:,} (v0.1's window stops the cache at {gpu["window"]:,} tokens).
+    Expect measured steps somewhat above these — no kernel reaches the datasheet bandwidth — and
+    nearly flat, because {gpu["weight_bytes"] / 1e9:,.1f} GB of weights dwarf a cache of at most
+    {gpu["kv_bytes_per_token"] * gpu["window"] / 1e9:,.2f} GB.
+    """)
     return
 
 
@@ -309,9 +490,97 @@ def _(fmt_bytes, mo, sizes, users):
 
 
 @app.cell
-def _(label, users):
-    users_table = users.assign(**{"measured on": label})
-    users_table
+def _(label, plots, users):
+    plots.table(users, f"measured: {label}")
+    return
+
+
+@app.cell
+def _(gpu, mo, sizes):
+    mo.md(f"""
+    **What you should see.** *Tiny model on a CPU*: all {len(sizes.users_batches)} batches run, the cache on the
+    formula's line. *Mistral 7B on an {gpu["gpu"]}* ({gpu["memory_bytes"] / 1e9:,.0f} GB): beside
+    {gpu["weight_bytes"] / 1e9:,.2f} GB of weights the whole memory holds about {gpu["users_fit"]:,} sequences of
+    {gpu["users_context"]:,} tokens (`helpers.memory.max_users`, no overhead), so the doubling sweep should run out
+    of memory at {gpu["users_oom_at"]:,} sequences, or one step earlier once activations and the allocator take
+    their share.
+    """)
+    return
+
+
+@app.cell
+def _(mo):
+    mo.md("""
+    ## Exercises
+    """)
+    return
+
+
+@app.cell
+def _(fmt_bytes, kv_cache_bytes, notebook):
+    _b = kv_cache_bytes("mistral-7b-v0.1", 4096, 8, "bf16")
+    _b16 = kv_cache_bytes("mistral-7b-v0.3", 16384, 8, "bf16")
+    _b1 = kv_cache_bytes("mistral-7b-v0.1", 16384, 8, "bf16")
+    notebook.exercise(1, """How much KV cache do 8 users with 4,096 tokens each need on Mistral 7B v0.1 in bf16?
+    And with 16,384 tokens each, on v0.1 and on v0.3? Use the command line:
+    `python -m helpers kv --model mistral-7b-v0.1 --tokens 4096 --batch 8`.""", f"""
+    4,096 tokens × 8 users: **{fmt_bytes(_b)}** (131,072 B per token). At 16,384 tokens v0.3 needs
+    **{fmt_bytes(_b16)}** — four times as much — but v0.1 stays at **{fmt_bytes(_b1)}**: its sliding window keeps at
+    most 4,096 tokens per layer (`--model mistral-7b-v0.3 --tokens 16384 --batch 8` against
+    `--model mistral-7b-v0.1 …`).""")
+    return
+
+
+@app.cell
+def _(expected, notebook):
+    from helpers.specs import get_spec as _get_spec
+
+    _l = expected.attention_parity_tokens("llama-3.1-8b")
+    _q = expected.attention_parity_tokens("qwen2.5-7b")
+    _qs, _ls = _get_spec("qwen2.5-7b"), _get_spec("llama-3.1-8b")
+    notebook.exercise(2, """Llama 3.1 8B reads up to 128k tokens. From what prompt length does its prefill spend more
+    FLOPs in attention than in the weight matmuls? Call `helpers.expected.attention_parity_tokens("llama-3.1-8b")`,
+    then try `"qwen2.5-7b"` (a smaller hidden size, a wider MLP). What decides it?""", f"""
+    Llama 3.1 8B: **{_l:,} tokens**; Qwen 2.5 7B: **{_q:,} tokens**, later although its hidden size is smaller.
+    What decides it is the ratio of parameters per layer (the matmuls' cost per token) to
+    heads × head_dim (attention's cost per earlier token): Qwen's hidden size is {_qs.hidden_size:,} against
+    Llama's {_ls.hidden_size:,}, but its MLP is {_qs.intermediate_size:,} wide against {_ls.intermediate_size:,} —
+    parameters, not attention. Roughly, the crossing sits at parameters ÷ (layers × heads × head_dim) tokens.""")
+    return
+
+
+@app.cell
+def _(gpu, notebook):
+    notebook.exercise(3, """Ask the capacity planner what batching does on a GPU:
+    `python -m helpers capacity --model mistral-7b-v0.1 --gpu "H100 SXM" --context 1024 --batch 1`, then
+    `--batch 64`. How much longer is a decode step of 64 sequences than a step of one, and how many more
+    tokens per second does it give?""", f"""
+    The planner's floors on an {gpu["gpu"]}: {gpu["batched_step_s"][1] * 1e3:,.2f} ms for one sequence,
+    {gpu["batched_step_s"][64] * 1e3:,.2f} ms for 64 — {gpu["batched_step_s"][64] / gpu["batched_step_s"][1]:,.2f}× the
+    time for 64× the tokens, so about {64 * gpu["batched_step_s"][1] / gpu["batched_step_s"][64]:,.0f}× the throughput.
+    Each user's ITL rises by the same {gpu["batched_step_s"][64] / gpu["batched_step_s"][1]:,.2f}×: that is the
+    latency side of the triangle. On a CPU the measured step grows much faster with the batch.""")
+    return
+
+
+@app.cell
+def _(fmt_bytes, gpu, mo, notebook, started):
+    mo.md(f"""
+    ## Takeaways
+
+    - The KV cache grows by a fixed number of bytes per token ({fmt_bytes(gpu["kv_bytes_per_token"])} for Mistral 7B in
+      bf16), and the formula matches the real cache to the byte.
+    - TTFT is the prefill: linear in the prompt for a wide model over everyday lengths; attention's
+      quadratic term takes over only past tens of thousands of tokens — sooner on a narrow model.
+    - Batching multiplies throughput because a decode step reads the weights once for everyone; it
+      costs each request a slower step and a padded prefill. A queue costs far more.
+    - Each decode step reads the weights and the cache: on a GPU its floor is bytes ÷ bandwidth
+      ({gpu["step_floor_s"][min(gpu["step_floor_s"])] * 1e3:,.2f} ms for Mistral 7B on an {gpu["gpu"]}).
+    - Memory, not compute, decides how many users fit: notebook 02 turns that into an equation,
+      notebook 03 puts prefill and decode on the roofline.
+
+    *This run took {notebook.elapsed(started)}.*
+    """)
     return
 
 

@@ -14,21 +14,35 @@ app = marimo.App(width="medium")
 
 @app.cell
 def _():
+    import time
+
     import marimo as mo
     import pandas as pd
 
     from helpers import memory, models, notebook, plots, workloads
+    from helpers.glossary import term
     from helpers.specs import get_spec, param_count
     from helpers.units import GB, GiB, fmt_bytes
 
     notebook.setup()
-    return GB, GiB, fmt_bytes, get_spec, memory, mo, models, param_count, pd, plots, workloads
+    started = time.perf_counter()
+    return GB, GiB, fmt_bytes, get_spec, memory, mo, models, notebook, param_count, pd, plots, started, term, workloads
 
 
 @app.cell
-def _(mo):
-    mo.md("""
+def _(mo, term):
+    mo.md(f"""
     # 02 · The memory equation
+
+    **What you will learn**
+
+    1. To compute a model's weight bytes exactly from its `config.json`, for every dtype and
+       {term("quantization")} scheme.
+    2. To compute the {term("KV cache", "kv-cache")} per token, term by term, and check it against a real cache.
+    3. To turn the equation around: how many concurrent users fit at each context length.
+
+    **Run time**: under a minute on a CPU; the same on a GPU (the map is computed, and the checks
+    prefill two short prompts).
 
     A GPU's memory holds three things while it serves:
 
@@ -36,7 +50,8 @@ def _(mo):
 
     This notebook computes each term from a model's `config.json`, checks the computation against the
     bytes of the model loaded here and of a real `transformers` cache, then turns the equation around:
-    for a given GPU, how many users fit at each context length?
+    for a given GPU, how many users fit at each context length? Sizes are in bytes with their unit
+    said: GB = 10⁹ bytes, as GPU memory is labelled; GiB = 2³⁰ bytes ({term("GB and GiB", "gb-and-gib")}).
     """)
     return
 
@@ -64,15 +79,14 @@ def _(memory, mo):
 
 
 @app.cell
-def _(GB, GiB, memory, mistral, param_count, pd):
+def _(GB, memory, mistral, param_count, pd, plots):
     _rows = []
     for _scheme in ("fp32", "bf16", "fp16", "int8", "nf4"):
         _w = memory.weight_bytes(mistral, _scheme)
         _rows.append({"scheme": _scheme, "parameters": param_count(mistral), "bytes": _w.bytes,
-                      "GB": round(_w.bytes / GB, 2), "GiB": round(_w.bytes / GiB, 2),
-                      "of which scales / code books": _w.metadata_bytes})
-    mistral_weights = pd.DataFrame(_rows).assign(source="computed from mistral-7b-v0.1 config.json")
-    mistral_weights
+                      "GB": round(_w.bytes / GB, 2), "of which scales / code books (bytes)": _w.metadata_bytes})
+    mistral_weights = pd.DataFrame(_rows)
+    plots.table(mistral_weights, "computed from mistral-7b-v0.1 config.json (helpers.memory.weight_bytes)")
     return
 
 
@@ -87,7 +101,7 @@ def _(loaded, mo):
 
 
 @app.cell
-def _(loaded, memory, param_count, pd, spec):
+def _(loaded, memory, param_count, pd, plots, spec):
     _measured = memory.measured_weight_bytes(loaded.model)
     _buffers = memory.measured_model_bytes(loaded.model) - _measured
     _rows = []
@@ -99,18 +113,29 @@ def _(loaded, memory, param_count, pd, spec):
                       "equal": (_w.bytes == _measured) if _is_loaded else None,
                       "buffers (not weights)": _buffers if _is_loaded else None})
     profile_weights = pd.DataFrame(_rows).astype({"measured bytes": "Int64", "buffers (not weights)": "Int64"})
-    profile_weights["measured on"] = loaded.label
-    profile_weights
+    plots.table(profile_weights, f"computed from the config; measured: {loaded.label} (only its own dtype is loaded)")
+    return (profile_weights,)
+
+
+@app.cell
+def _(fmt_bytes, memory, mistral, mo, profile_weights):
+    _row = profile_weights[profile_weights["measured bytes"].notna()].iloc[0]
+    mo.md(f"""
+    **What you should see.** The loaded dtype's row with `equal` true: the bytes the model holds are the
+    count times the bytes per parameter, to the byte. *Tiny model on a CPU*: fp32,
+    {int(_row["measured bytes"]):,} bytes ({_row["parameters (exact)"]:,} × 4), plus the rotary tables as buffers.
+    *Mistral 7B on a GPU*: bf16, {fmt_bytes(memory.weight_bytes(mistral, "bf16").bytes)} — the same equality.
+    """)
     return
 
 
 @app.cell
-def _(mo):
-    mo.md("""
+def _(mo, term):
+    mo.md(f"""
     ## 2 · KV cache per token, term by term
 
-    For every token, every layer caches one key and one value vector per **KV head** (grouped-query
-    attention shares them between query heads):
+    For every token, every layer caches one key and one value vector per **KV head** —
+    {term("grouped-query attention", "gqa")} (GQA) lets several query heads share one:
 
     `KV bytes per token = 2 (K and V) × layers × KV heads × head_dim × bytes per element`
     """)
@@ -118,17 +143,17 @@ def _(mo):
 
 
 @app.cell
-def _(fmt_bytes, loaded, memory, mistral, pd, spec):
-    def _terms(s, dtype, source):
+def _(fmt_bytes, loaded, memory, mistral, pd, plots, spec):
+    def _terms(s, dtype, model):
         t = memory.kv_terms(s, dtype)
-        return {**{k: v for k, v in t["terms"].items()}, "bytes per token": t["bytes_per_token"],
-                "shown": fmt_bytes(t["bytes_per_token"]), "source": source}
+        return {"model": model, **{k: v for k, v in t["terms"].items()}, "bytes per token": t["bytes_per_token"],
+                "shown": fmt_bytes(t["bytes_per_token"])}
 
     kv_per_token = pd.DataFrame([
-        _terms(mistral, "bf16", "computed from mistral-7b-v0.1 config.json, bf16"),
-        _terms(spec, loaded.dtype, f"computed from the config of {loaded.model_name}, {loaded.dtype}"),
+        _terms(mistral, "bf16", "mistral-7b-v0.1, bf16"),
+        _terms(spec, loaded.dtype, f"{loaded.model_name}, {loaded.dtype}"),
     ])
-    kv_per_token
+    plots.table(kv_per_token, "computed from each config.json (helpers.memory.kv_terms)")
     return
 
 
@@ -150,7 +175,7 @@ def _(fmt_bytes, memory, mistral, mo):
 
 
 @app.cell
-def _(loaded, memory, pd, spec, workloads):
+def _(loaded, memory, pd, plots, spec, workloads):
     _window = spec.sliding_window
     _checks = (100, _window + 500) if _window else (100, 1000)
     _rows = []
@@ -166,8 +191,21 @@ def _(loaded, memory, pd, spec, workloads):
                       "values per layer (shape)": tuple(_layer0.values.shape),
                       "measured bytes": _measured, "formula bytes": _formula, "equal": _measured == _formula})
         del _cache
-    cache_check = pd.DataFrame(_rows).assign(**{"measured on": loaded.label})
-    cache_check
+    cache_check = pd.DataFrame(_rows)
+    plots.table(cache_check, f"measured: {loaded.label}; formula: helpers.memory.kv_cache_bytes")
+    return (cache_check,)
+
+
+@app.cell
+def _(cache_check, fmt_bytes, memory, mistral, mo):
+    _w = mistral.sliding_window
+    mo.md(f"""
+    **What you should see.** `equal` true in both rows ({int(cache_check["equal"].sum())} of {len(cache_check)} here).
+    *Tiny model on a CPU*: keys and values of shape (batch, KV heads, tokens, head_dim) per layer, fp32.
+    *Mistral 7B on a GPU*: the window case — a prompt of {_w + 500:,} tokens leaves {_w - 1:,} tokens per layer
+    (transformers keeps window − 1 between steps), {fmt_bytes(memory.kv_cache_bytes(mistral, _w + 500, 1, "bf16", window_slots=_w - 1))}
+    in bf16 — and the formula says the same.
+    """)
     return
 
 
@@ -259,7 +297,27 @@ def _(GiB, contexts, gpu_bytes, kv_token, memory, mistral_weight_bytes, overhead
          "source": f"computed from mistral-7b-v0.1 config.json, bf16; {gpu_bytes / 1e9:,.0f} GB GPU, "
                    f"{overhead_bytes / 1e9:,.1f} GB overhead"}
         for _c in contexts])
-    max_users_table
+    return (max_users_table,)
+
+
+@app.cell
+def _(GB, kv_token, max_users_table, plots):
+    _shown = max_users_table.drop(columns=["source", "KV per user (GiB)"])
+    _shown.insert(1, "KV per user (GB)", _shown["context"] * kv_token / GB)
+    plots.table(_shown, max_users_table["source"].iloc[0])
+    return
+
+
+@app.cell
+def _(GB, gpu_bytes, kv_token, max_users_table, mo, overhead_bytes):
+    _u = max_users_table.set_index("context")["max users"]
+    mo.md(f"""
+    **What you should see.** The same on a CPU and on a GPU — this section is computed, not measured.
+    For the GPU chosen above ({gpu_bytes / GB:,.0f} GB, {overhead_bytes / GB:,.1f} GB overhead; 80 GB and 10 % by
+    default) a ceiling of {_u[4096]:,} users at 4,096 tokens and {_u[16384]:,} at 16,384: each doubling of the
+    context halves the users, so the hatched region's edge runs diagonally. The talk's "80 users at 4k ≈
+    43 GB" is the cell at 80 users × 4k: {80 * 4096 * kv_token / GB:,.1f} GB.
+    """)
     return
 
 
@@ -270,6 +328,59 @@ def _(mo):
     Only three things move the whole curve: a bigger GPU, smaller weights (notebook 05: quantization) or
     fewer bytes per token (notebook 06: GQA, MLA, sliding windows, a quantized cache). Notebook 01 ran this
     experiment for real on the model loaded here, until the device ran out.
+    """)
+    return
+
+
+@app.cell
+def _(mo):
+    mo.md("""
+    ## Exercises
+    """)
+    return
+
+
+@app.cell
+def _(fmt_bytes, get_spec, memory, notebook):
+    _l = memory.kv_cache_bytes("llama-3.1-8b", 131072, 1, "bf16")
+    _m = memory.kv_cache_bytes("mistral-7b-v0.3", 32768, 1, "bf16")
+    _lw = memory.weight_bytes("llama-3.1-8b", "bf16").bytes
+    _s = get_spec("llama-3.1-8b")
+    notebook.exercise(1, """How big is one full-context conversation's cache for Llama 3.1 8B (128k tokens) and for
+    Mistral 7B v0.3 (32k)? `python -m helpers kv --model llama-3.1-8b --tokens 131072`.""", f"""
+    Llama 3.1 8B: **{fmt_bytes(_l)}** for one 131,072-token sequence — {_l / _lw:.2f}× its own bf16 weights
+    ({fmt_bytes(_lw)}). Mistral 7B v0.3 at 32,768 tokens: **{fmt_bytes(_m)}**. Both cache
+    {_s.num_kv_heads} KV heads × {_s.head_dim} × {_s.num_layers} layers, so the same bytes per token; only the context differs.""")
+    return
+
+
+@app.cell
+def _(GB, memory, mistral, notebook):
+    _kv = memory.kv_bytes_per_token(mistral, "bf16")
+    _rows = {s: memory.weight_bytes(mistral, s).bytes for s in ("bf16", "int8", "nf4")}
+    _users = {s: memory.max_users(80 * GB, w, 8 * GB, _kv, 8192) for s, w in _rows.items()}
+    notebook.exercise(2, """On an 80 GB GPU with 10 % overhead, how many users of 8,192 tokens fit beside Mistral 7B's
+    weights in bf16, in int8 and in nf4? Get the weight bytes with
+    `python -m helpers weights --model mistral-7b-v0.1 --dtype int8`, then apply the equation.""", f"""
+    bf16: {_rows["bf16"] / GB:,.2f} GB of weights, **{_users["bf16"]:,} users**; int8: {_rows["int8"] / GB:,.2f} GB,
+    **{_users["int8"]:,} users**; nf4: {_rows["nf4"] / GB:,.2f} GB, **{_users["nf4"]:,} users**
+    (`helpers.memory.max_users`). Quantizing the weights frees memory for the cache, but the cache per
+    user does not shrink: at long contexts the cache, not the weights, sets the limit — notebook 06 attacks it.""")
+    return
+
+
+@app.cell
+def _(mo, notebook, started):
+    mo.md(f"""
+    ## Takeaways
+
+    - GPU memory = weights (fixed) + overhead (about fixed) + KV cache (context × users × bytes per token).
+    - Weights and cache are exact formulas of the config: they match the loaded model and a real cache
+      to the byte, so they can be trusted for models you have not loaded.
+    - Users × context is a budget: halve one, double the other. To move the whole budget, shrink the
+      weights (05), the bytes per token (06) or buy memory (04).
+
+    *This run took {notebook.elapsed(started)}.*
     """)
     return
 

@@ -14,19 +14,38 @@ app = marimo.App(width="medium")
 
 @app.cell
 def _():
+    import time
+
     import marimo as mo
     import pandas as pd
 
-    from helpers import capacity, memory, models, notebook, plots, quant
+    from helpers import capacity, expected, memory, models, notebook, plots, quant
+    from helpers.glossary import term
+    from helpers.units import fmt_bytes
 
     notebook.setup()
-    return capacity, memory, mo, models, pd, plots, quant
+    started = time.perf_counter()
+    return capacity, expected, fmt_bytes, memory, mo, models, notebook, pd, plots, quant, started, term
 
 
 @app.cell
-def _(mo):
-    mo.md("""
+def _(mo, term):
+    mo.md(f"""
     # 05 · Weight quantization
+
+    **What you will learn**
+
+    1. What {term("int8")}, {term("nf4")} and {term("double quantization")} store, and to predict a quantized
+       model's bytes exactly — {term("scales", "scale")} included.
+    2. Why quantized decode can be *slower* on a CPU and faster on a GPU: {term("dequantization")} kernels.
+    3. How to check quality against the unquantized model ({term("perplexity")}, {term("KL divergence")},
+       {term("top-1 agreement")}), and which formats serving engines use ({term("AWQ")}, {term("GPTQ")} with
+       {term("Marlin")}, {term("FP8")}).
+    4. Whether a 120 B-parameter model fits on one 80 GB GPU ({term("MXFP4")}).
+
+    **Run time**: a few minutes on two CPU cores (four tiny models loaded and timed in turns); a few
+    minutes on a GPU with Mistral 7B (four loads of the full model, one after another). The last cell
+    says how long this run took.
 
     Store the weights in fewer bits and the model takes less memory — and, where decoding is limited
     by how fast the weights stream from memory, it can run faster. This notebook loads the active
@@ -87,10 +106,23 @@ def _(mo):
 
 
 @app.cell
-def _(loaded, pd, quant, results):
+def _(loaded, pd, plots, quant, results):
     footprints = pd.DataFrame(quant.footprint_rows(results, loaded.spec, loaded.label))
-    footprints
+    plots.table(footprints.drop(columns="measured on", errors="ignore"), f"measured: {loaded.label}; "
+                "predicted: helpers.memory.weight_bytes")
     return (footprints,)
+
+
+@app.cell
+def _(footprints, mo, pd):
+    _ok = footprints[footprints["exact"].notna()] if "exact" in footprints else pd.DataFrame()
+    mo.md(f"""
+    **What you should see.** `exact` true in every row ({int(_ok["exact"].sum()) if len(_ok) else 0} of {len(_ok)} here):
+    the measured bytes are the predicted bytes, metadata included. *Tiny model on a CPU*: the quantized
+    models shrink far less than "half" and "a quarter" — the reason is just below. *Mistral 7B on a GPU*:
+    the same equality, with savings close to the rule of thumb (the computed table below).
+    """)
+    return
 
 
 @app.cell
@@ -109,10 +141,10 @@ def _(loaded, mo, quant):
 
 
 @app.cell
-def _(pd, quant):
+def _(pd, plots, quant):
     mistral_footprints = pd.DataFrame(quant.preset_footprints("mistral-7b-v0.1"))
-    mistral_footprints["source"] = "computed from mistral-7b-v0.1 config.json, bf16 base"
-    mistral_footprints
+    plots.table(mistral_footprints.drop(columns="GiB", errors="ignore"),
+                "computed from mistral-7b-v0.1 config.json, bf16 base (helpers.quant.preset_footprints)")
     return (mistral_footprints,)
 
 
@@ -128,10 +160,9 @@ def _(mo):
 
 
 @app.cell
-def _(pd, quant):
+def _(pd, plots, quant):
     all_presets = pd.DataFrame(quant.presets_table())
-    all_presets["source"] = "computed from each config.json, bf16 base"
-    all_presets
+    plots.table(all_presets, "computed from each config.json, bf16 base (helpers.quant.presets_table)")
     return
 
 
@@ -139,13 +170,14 @@ def _(pd, quant):
 def _(footprints, loaded, mistral_footprints, plots):
     _fig, (_a, _b) = plots.figure(ncols=2, width=5.5)
     _ok = footprints.dropna(subset=["model total (MB)"]) if "model total (MB)" in footprints else footprints
-    _a.bar(_ok["scheme"].str.replace("bitsandbytes ", ""), _ok["model total (MB)"], color="#4c72b0")
-    _a.set_ylabel("MB (10⁶ bytes)")
+    plots.bars(_a, _ok["scheme"].str.replace("bitsandbytes ", ""), _ok["model total (MB)"], plots.MEASURED)
+    _a.set_ylabel(plots.byte_label("MB", "model"))
     _a.set_title(f"measured: {loaded.model_name}", fontsize=9)
-    _b.bar(mistral_footprints["scheme"], mistral_footprints["GB"], color="#dd8452")
-    _b.set_ylabel("GB (10⁹ bytes)")
+    plots.bars(_b, mistral_footprints["scheme"], mistral_footprints["GB"], plots.COMPUTED)
+    _b.set_ylabel(plots.byte_label("GB", "weights"))
     _b.set_title("computed: Mistral 7B v0.1, bf16 base", fontsize=9)
-    plots.finish(_fig, f"left: measured: {loaded.label} · right: computed from mistral-7b-v0.1 config.json")  # stamped, and closed so Jupyter shows it once
+    plots.finish(_fig, f"left: measured: {loaded.label} · right: computed from mistral-7b-v0.1 config.json",
+                 title="Footprint by scheme")  # stamped, and closed so Jupyter shows it once
     _fig
     return
 
@@ -166,9 +198,9 @@ def _(mo):
 
 
 @app.cell
-def _(loaded, pd, quant, results):
+def _(loaded, pd, plots, quant, results):
     speeds = pd.DataFrame(quant.speed_rows(results, loaded.label))
-    speeds
+    plots.table(speeds.drop(columns="measured on", errors="ignore"), f"measured: {loaded.label}; medians")
     return (speeds,)
 
 
@@ -176,12 +208,80 @@ def _(loaded, pd, quant, results):
 def _(loaded, plots, speeds):
     _fig, (_a, _b) = plots.figure(ncols=2, width=5.0)
     _names = speeds["scheme"].str.replace("bitsandbytes ", "")
-    _a.bar(_names, speeds["prefill (ms)"], color="#4c72b0")
+    plots.bars(_a, _names, speeds["prefill (ms)"], plots.MEASURED)
     _a.set_ylabel(f"prefill of {int(speeds['prompt tokens'].iloc[0])} tokens (ms)")
-    _b.bar(_names, speeds["decode (tokens/s)"], color="#55a868")
+    _a.set_title("prefill (lower is faster)", fontsize=9)
+    plots.bars(_b, _names, speeds["decode (tokens/s)"], plots.MEASURED)
     _b.set_ylabel("decode (tokens/s, batch 1)")
-    plots.finish(_fig, loaded)  # stamped, and closed so Jupyter shows it once
+    _b.set_title("decode (higher is faster)", fontsize=9)
+    plots.finish(_fig, loaded, title="Speed by scheme")  # stamped, and closed so Jupyter shows it once
     _fig
+    return
+
+
+@app.cell
+def _(loaded, mo, speeds):
+    _ref = speeds.iloc[0]
+    _q = speeds.iloc[1:]
+    _ratios = {r["scheme"]: _ref["decode (tokens/s)"] / r["decode (tokens/s)"] for _, r in _q.iterrows()}
+    _slower = {k: v for k, v in _ratios.items() if v > 1}
+    _cpu = loaded.device == "cpu"
+    if not _ratios:
+        _verdict = "Only the reference ran, so there is nothing to compare."
+    else:
+        _each = ", ".join(f"{k} {v:,.1f}× slower" if v > 1 else f"{k} {1 / v:,.1f}× faster" for k, v in _ratios.items())
+        _verdict = (f"against the reference, {_each}. "
+                    + ("Every quantized scheme is **slower**. " if len(_slower) == len(_ratios) else
+                       f"{len(_slower)} of {len(_ratios)} schemes are slower; on a busy machine noise can flip close cases. "
+                       if _slower else "No quantized scheme is slower here. "))
+    _why = ("""On a CPU that is expected. bitsandbytes' CPU path **dequantizes** each weight matrix back to
+    fp32 before its matmul: every step does the rounding's inverse on top of the same fp32 matmul, and
+    writes the full-size matrix it just rebuilt. Quantization can only speed up a step that is bound by
+    reading the weights, and only with a kernel that dequantizes on the fly in registers; a CPU running
+    the tiny model has neither — its step is mostly fixed overhead, not bytes."""
+            if _cpu else """On a GPU the picture depends on the kernel: a step bound by reading the weights speeds up
+    in proportion to the bytes *if* the kernel dequantizes in registers as it reads (Marlin, FP8 tensor
+    cores); bitsandbytes' int8 (LLM.int8()) splits every matmul around outlier features and is known to
+    decode slower than bf16 at batch 1, while its nf4 kernel gains less than the bytes promise.""")
+    mo.md(f"""
+    **What you should see.** *Tiny model on a CPU*: the quantized models decode slower than the fp32
+    reference. *Mistral 7B on a GPU*: every scheme above the floors computed below, int8 usually the
+    slowest (LLM.int8() splits each matmul around outlier features). **What you measured here:** {_verdict}
+
+    {_why}
+    """)
+    return
+
+
+@app.cell
+def _(expected, pd, plots):
+    quant_floors = pd.DataFrame(expected.quantized_decode_rows())
+    plots.table(quant_floors, f"computed: Mistral 7B v0.1 on an {expected.REFERENCE_GPU}, batch 1, 1,024 tokens "
+                              "cached — the capacity planner's memory-bound floor at the datasheet's bandwidth")
+    return (quant_floors,)
+
+
+@app.cell
+def _(expected, mo, quant_floors, term):
+    _f = quant_floors.set_index("scheme")["vs bf16 (×)"]
+    mo.md(f"""
+    **What a GPU shows.** For Mistral 7B a decode step at batch 1 is {term("memory-bound")}, so its floor
+    falls with the weight bytes: fp8 and int8 could be {_f["fp8"]:,.1f}× faster than bf16, nf4
+    {_f["nf4"]:,.1f}× — *if* the kernel reads the packed weights at full bandwidth and dequantizes in
+    registers. Run this notebook on a GPU (`WORKSHOP_PROFILE=mistral-7b`, or `mistral-7b-random`
+    without a download) to see how close bitsandbytes gets; `make gpu-record` saves that run under
+    `workshop/results/<gpu>/`. Serving engines use formats built for this:
+
+    | format | what it stores | kernel in vLLM / SGLang | trades |
+    | --- | --- | --- | --- |
+    | {term("AWQ")} (Lin et al. 2024) | 4-bit weights in groups of 128, one fp16 scale and zero point per group; salient channels scaled before rounding | Marlin (or AWQ's own GEMM) | a small calibration set; weight-only, activations stay 16-bit; large batches become compute-bound and gain little |
+    | {term("GPTQ")} + {term("Marlin")} (Frantar et al. 2023, 2024) | 4-bit (or 8-bit) weights per group, rounded column by column with error correction from calibration data | Marlin: dequantizes in registers, near the memory-bound floor up to batches of about 16–32 | calibration time and data; accuracy a little below AWQ's at 4 bits on some models; weight-only |
+    | {term("FP8")} (E4M3) | 8-bit floats for weights and, optionally, activations, with per-tensor or per-channel scales | native FP8 tensor cores (Hopper, Ada, Blackwell) | halves weights *and* matmul cost, so prefill speeds up too; needs a GPU with FP8; twice the bytes of 4-bit |
+
+    bitsandbytes (this notebook) needs no calibration and quantizes while loading — convenient for
+    fitting a model into memory, not the fastest way to serve it. The planner prices fp8 with the GPU's
+    FP8 peak (`python -m helpers capacity --model mistral-7b-v0.1 --gpu "H100 SXM" --dtype fp8`).
+    """)
     return
 
 
@@ -254,27 +354,26 @@ def _(capacity, memory, mo, quant):
 
 
 @app.cell
-def _(pd, quant):
+def _(pd, plots, quant):
     gpt_oss = pd.DataFrame(quant.fit_on_gpu("gpt-oss-120b"))
-    gpt_oss["source"] = "computed from gpt-oss-120b config.json"
-    gpt_oss
+    plots.table(gpt_oss, "computed from gpt-oss-120b config.json (helpers.quant.fit_on_gpu)")
     return (gpt_oss,)
 
 
 @app.cell
 def _(gpt_oss, plots):
     _fig, _ax = plots.figure(width=6.5)
-    _colors = ["#55a868" if f else "#c44e52" for f in gpt_oss["fits"]]
+    _colors = [plots.FITS if f else plots.DOES_NOT_FIT for f in gpt_oss["fits"]]
     _ax.bar(gpt_oss["scheme"], gpt_oss["weights (GB)"], color=_colors)
-    _ax.axhline(gpt_oss["GPU (GB)"].iloc[0], color="k", lw=1)
-    _ax.axhline(gpt_oss["usable after reserve (GB)"].iloc[0], color="k", lw=1, ls="--")
+    _ax.axhline(gpt_oss["GPU (GB)"].iloc[0], **{**plots.DATASHEET_STYLE, "ls": "-"})
+    _ax.axhline(gpt_oss["usable after reserve (GB)"].iloc[0], **plots.DATASHEET_STYLE)
     _ax.annotate("one 80 GB GPU", (1.01, gpt_oss["GPU (GB)"].iloc[0]), xycoords=("axes fraction", "data"),
                  va="bottom", fontsize=8)
     _ax.annotate("less the runtime reserve", (1.01, gpt_oss["usable after reserve (GB)"].iloc[0]),
                  xycoords=("axes fraction", "data"), va="top", fontsize=8)
     for _i, _w in enumerate(gpt_oss["weights (GB)"]):
         _ax.text(_i, _w / 2, f"{_w:,.1f} GB", ha="center", color="white", fontsize=9)
-    _ax.set_ylabel("weights (GB, 10⁹ bytes)")
+    _ax.set_ylabel(plots.byte_label("GB", "weights"))
     _ax.set_title("GPT-OSS-120B weights by scheme (green: fits)", fontsize=10)
     plots.finish(_fig, "computed from gpt-oss-120b config.json (helpers.memory.weight_bytes)")  # stamped, and closed so Jupyter shows it once
     _fig
@@ -282,10 +381,45 @@ def _(gpt_oss, plots):
 
 
 @app.cell
-def _(mistral_footprints, mo):
+def _(mo):
+    mo.md("""
+    ## Exercises
+    """)
+    return
+
+
+@app.cell
+def _(fmt_bytes, memory, notebook):
+    _n, _dq = memory.weight_bytes("mistral-7b-v0.1", "nf4"), memory.weight_bytes("mistral-7b-v0.1", "nf4-dq")
+    notebook.exercise(1, """How many bytes does double quantization save on Mistral 7B?
+    `python -m helpers weights --model mistral-7b-v0.1 --dtype nf4`, then `--dtype nf4-dq`. Where do the
+    saved bytes come from?""", f"""
+    nf4: {fmt_bytes(_n.bytes)}, of which {fmt_bytes(_n.metadata_bytes)} of metadata; nf4-dq: {fmt_bytes(_dq.bytes)},
+    metadata {fmt_bytes(_dq.metadata_bytes)}. The **{fmt_bytes(_n.bytes - _dq.bytes)}** saved are all metadata: the
+    4-bit codes are the same, but the per-block absmax scales are stored in 8 bits (with a second, small
+    level of fp32 scales) instead of 32.""")
+    return
+
+
+@app.cell
+def _(expected, notebook):
+    _b = expected.gpu_plan(weight_dtype="bf16", context=4096)
+    _q = expected.gpu_plan(weight_dtype="nf4", context=4096)
+    notebook.exercise(2, f"""On an {expected.REFERENCE_GPU}, what does nf4 change for serving Mistral 7B at 4,096 tokens:
+    the decode step's floor and the largest batch? `python -m helpers capacity --model mistral-7b-v0.1 --gpu
+    "H100 SXM" --context 4096 --dtype nf4`, against `--dtype bf16`.""", f"""
+    Step floor at batch 1: {_b.step_s * 1e3:,.2f} ms in bf16, {_q.step_s * 1e3:,.2f} ms in nf4
+    ({_b.step_s / _q.step_s:,.1f}× shorter, if a kernel reads 4-bit weights at full bandwidth). Largest batch of
+    4,096-token sequences: {_b.max_batch:,} in bf16, {_q.max_batch:,} in nf4 — the weights shrink, the cache per
+    sequence does not, so the batch grows by the freed memory ÷ the cache per sequence, not 4×.""")
+    return
+
+
+@app.cell
+def _(mistral_footprints, mo, notebook, started):
     _f = mistral_footprints.set_index("scheme")
     mo.md(f"""
-    ## What to take away
+    ## Takeaways
 
     - Quantization shrinks what it touches: on Mistral 7B, where the linear layers are
       {_f.loc["int8", "quantized_share"]:.0%} of the parameters, int8 takes the weights to
@@ -301,6 +435,10 @@ def _(mistral_footprints, mo):
       Training with the quantization in the loop learns weights that survive the rounding: GPT-OSS
       was post-trained with its MoE weights already in MXFP4, and its published evaluations are of
       that MXFP4 model (OpenAI's gpt-oss model card).
+    - Serving engines quantize with kernels built for it — AWQ or GPTQ through Marlin, FP8 on tensor
+      cores — so the bytes saved become time saved.
+
+    *This run took {notebook.elapsed(started)}.*
     """)
     return
 

@@ -14,21 +14,39 @@ app = marimo.App(width="medium")
 
 @app.cell
 def _():
+    import time
+
     import marimo as mo
     import pandas as pd
 
     from helpers import attention, mla, notebook, plots
+    from helpers.glossary import term
+    from helpers.units import fmt_bytes
 
     notebook.setup()
-    return attention, mla, mo, pd, plots
+    started = time.perf_counter()
+    return attention, fmt_bytes, mla, mo, notebook, pd, plots, started, term
 
 
 @app.cell
-def _(mo):
-    mo.md("""
+def _(mo, term):
+    mo.md(f"""
     # 06 · Attention variants and the KV cache
 
-    Every generated token reads the keys and values of every earlier token, so the KV cache grows
+    **What you will learn**
+
+    1. What each attention variant — {term("MHA")}, {term("MQA")}, {term("GQA")}, {term("MLA")},
+       {term("sliding windows", "sliding-window-attention")} — caches per token, and how much that is for
+       every preset model up to 128k tokens.
+    2. To check each formula against a real cache, byte for byte.
+    3. To state a saving against a named baseline, and to tell a fair ratio from an unfair one.
+    4. What the papers report each variant costs in quality.
+
+    **Run time**: one to two minutes on two CPU cores; the same on a GPU — the measured caches are toy models that
+    always run on the CPU, and everything else is computed.
+
+    Every generated token reads the keys and values of every earlier token, so the
+    {term("KV cache", "kv-cache")} grows
     with context × users and often, not the weights, decides how many requests fit on a GPU. The
     attention variants differ in **what they cache per token per layer**:
 
@@ -58,10 +76,9 @@ def _(mo):
 
 
 @app.cell
-def _(attention, pd):
+def _(attention, pd, plots):
     kv = pd.DataFrame(attention.kv_table())
-    kv["source"] = "computed from each config.json, bf16 KV"
-    kv
+    plots.table(kv, "computed from each config.json, bf16 KV (helpers.attention.kv_table)")
     return
 
 
@@ -73,20 +90,20 @@ def _(attention, pd, plots):
     for _name, _g in _rows.groupby("model", sort=False):
         _label = f"{_name} ({_g['attention'].iloc[0]})"
         for _ax in (_log, _lin):
-            _ax.plot(_g["tokens"], _g["bytes"] / 2**30, _styles.get(_name, "-"), marker="." if _ax is _log else None,
+            _ax.plot(_g["tokens"], _g["bytes"] / 1e9, _styles.get(_name, "-"), marker="." if _ax is _log else None,
                      label=_label, lw=2.5 if _name == "mistral-7b-v0.3" else 1.5)
     _ticks = [64, 1024, 4096, 32768, 131072]
-    _log.set_xscale("log", base=2)
-    _log.set_yscale("log")
-    _log.set_xticks(_ticks, ["64", "1k", "4k", "32k", "128k"])
+    plots.log_axis(_log, "x", ticks=_ticks, base=2)
+    plots.log_axis(_log, "y")
     _log.set_title("log–log: every preset", fontsize=10)
     _lin.set_xticks(_ticks[2:], ["4k", "32k", "128k"])
     _lin.set_title("linear: caps and slopes", fontsize=10)
     for _ax in (_log, _lin):
         _ax.set_xlabel("context length (tokens, one sequence)")
-        _ax.set_ylabel("KV cache (GiB, 2³⁰ bytes, bf16)")
+        _ax.set_ylabel(plots.byte_label("GB", "KV cache of one sequence (bf16)"))
     _lin.legend(fontsize=7, title="Llama 3.1 8B and Mistral v0.3 coincide", title_fontsize=7)
-    plots.finish(_fig, "computed from each preset's config.json with helpers.memory.kv_cache_bytes, bf16")  # stamped, and closed so Jupyter shows it once
+    plots.finish(_fig, "computed from each preset's config.json with helpers.memory.kv_cache_bytes, bf16",
+                 title="KV cache of one sequence against context, every preset")
     _fig
     return
 
@@ -112,10 +129,20 @@ def _(mo):
 
 
 @app.cell
-def _(attention, pd):
+def _(attention, pd, plots):
     kv_heads = pd.DataFrame(attention.measure_kv_heads())
-    kv_heads["measured on"] = "tiny Mistral variants (random weights) · fp32 · cpu"
-    kv_heads
+    plots.table(kv_heads, "measured: tiny Mistral variants (random weights) · fp32 · cpu; formula: helpers.memory")
+    return (kv_heads,)
+
+
+@app.cell
+def _(kv_heads, mo):
+    _by = kv_heads[kv_heads["tokens"] == kv_heads["tokens"].iloc[0]].set_index("kv_heads")["measured (B)"]
+    mo.md(f"""
+    **What you should see** (the same on a CPU and a GPU: these toy models run on the CPU): `equal` true
+    in every row ({int(kv_heads["equal"].sum())} of {len(kv_heads)} here), and the cache in proportion to the K/V
+    heads — MHA's {int(_by.index.max())} heads cache {int(_by.max() // _by.min())}× MQA's one.
+    """)
     return
 
 
@@ -135,22 +162,26 @@ def _(mo):
 
 
 @app.cell
-def _(attention, pd):
+def _(attention, pd, plots):
     sliding = pd.DataFrame(attention.measure_sliding(window=16, prompt=4, total=48))
-    sliding["measured on"] = "tiny Mistral, sliding_window=16 (random weights) · fp32 · cpu"
-    sliding.iloc[[0, 10, 11, 12, 13, 20, len(sliding) - 1]]
+    plots.table(sliding.iloc[[0, 10, 11, 12, 13, 20, len(sliding) - 1]],
+                "measured: tiny Mistral, sliding_window=16 (random weights) · fp32 · cpu; a few of the steps")
     return (sliding,)
 
 
 @app.cell
 def _(plots, sliding):
     _fig, _ax = plots.figure(width=6.5)
-    _ax.plot(sliding["tokens seen"], sliding["no window (B)"] / 1e3, "--", color="#999", label="no window (formula)")
-    _ax.plot(sliding["tokens seen"], sliding["formula, 15 slots (B)"] / 1e3, color="#4c72b0", lw=3, alpha=0.5,
+    _div, _unit = plots.byte_unit(float(sliding["no window (B)"].max()))
+    _ax.plot(sliding["tokens seen"], sliding["no window (B)"] / _div, "--", color=plots.COMPUTED, lw=1,
+             label="no window (formula)")
+    _ax.plot(sliding["tokens seen"], sliding["formula, 15 slots (B)"] / _div, color=plots.COMPUTED, lw=3, alpha=0.5,
              label="formula, window − 1 = 15 slots")
-    _ax.plot(sliding["tokens seen"], sliding["measured (B)"] / 1e3, ".", color="k", label="measured DynamicCache")
+    _ax.plot(sliding["tokens seen"], sliding["measured (B)"] / _div, ".", color=plots.MEASURED, label="measured DynamicCache")
+    _ax.set_ylim(bottom=0)
     _ax.set_xlabel("tokens seen")
-    _ax.set_ylabel("cache (kB, 10³ bytes)")
+    _ax.set_ylabel(plots.byte_label(_unit, "cache"))
+    _ax.set_title("A sliding window caps the cache", fontsize=10)
     _ax.legend(fontsize=8)
     plots.finish(_fig, "measured: tiny Mistral, sliding_window=16 (random weights) · fp32 · cpu")  # stamped, and closed so Jupyter shows it once
     _fig
@@ -178,10 +209,9 @@ def _(mla, mo):
 
 
 @app.cell
-def _(mla, pd):
+def _(mla, pd, plots):
     mla_cache = pd.DataFrame(mla.measure_mla())
-    mla_cache["measured on"] = "helpers.mla.TinyMLA (random weights) · fp32 · cpu"
-    mla_cache
+    plots.table(mla_cache, "measured: helpers.mla.TinyMLA (random weights) · fp32 · cpu")
     return
 
 
@@ -195,48 +225,93 @@ def _(mo):
 
 
 @app.cell
-def _(mla, pd):
+def _(mla, pd, plots):
     hf_mla = pd.DataFrame(mla.measure_hf_mla())
-    hf_mla["measured on"] = "transformers DeepseekV3ForCausalLM, toy config (random weights) · fp32 · cpu"
-    hf_mla
+    plots.table(hf_mla, "measured: transformers DeepseekV3ForCausalLM, toy config (random weights) · fp32 · cpu")
     return
 
 
 @app.cell
-def _(attention, mo):
-    mo.md(f"""
-    ## MLA's saving, stated honestly
-
-    "MLA saves N×" means nothing without the baseline. DeepSeek V3 caches 61 layers × (512 + 64)
-    elements per token. Against:
-
-    1. **MHA of the same model**, with its 128 heads × 128 dims, K and V per layer — the comparison in
-       the DeepSeek-V2 paper's Table 1 (MHA caches 2 n_h d_h l elements per token, MLA (d_c + d_h^R) l);
-    2. the same, with the head sizes DeepSeek's attention actually computes — keys of 192 dims
-       (128 + 64 rope), values of 128;
-    3. a real **GQA** model of today, Mistral 7B (8 K/V heads × 128, 32 layers).
-
-    The paper's own summary: MLA's cache equals GQA with only {attention.mla_equivalent_gqa_groups("deepseek-v3")}
-    groups (of 128-dim heads).
+def _(mo):
+    mo.md("""
+    **What you should see** (on a CPU and a GPU alike): in both MLA tables the measured bytes equal the
+    formula for a latent-plus-rope-key cache in every row (`equal` true), and in the first table the
+    absorbed attention's output matches the expanded reference's: `max |cached − expanded| output` at
+    rounding level, many orders of magnitude below the output's own scale — while the expanded K/V
+    would take many times the latent's bytes.
     """)
     return
 
 
 @app.cell
-def _(attention, pd):
-    ratios = pd.DataFrame(attention.mla_ratios("deepseek-v3", "mistral-7b-v0.1"))
-    ratios["source"] = "computed from deepseek-v3 and mistral-7b-v0.1 config.json"
-    ratios
-    return (ratios,)
+def _(mo):
+    from helpers.specs import get_spec as _get_spec
+
+    _s = _get_spec("deepseek-v3")
+    _m = _get_spec("mistral-7b-v0.1")
+    _k = (_s.qk_nope_head_dim or 0) + (_s.qk_rope_head_dim or 0)
+    mo.md(f"""
+    ## MLA's saving, stated honestly
+
+    "MLA saves N×" means nothing without the baseline. DeepSeek V3 caches {_s.num_layers} layers ×
+    ({_s.kv_lora_rank} + {_s.qk_rope_head_dim}) elements per token. Against:
+
+    1. **MHA of the same model**, with its {_s.num_heads} heads × {_s.v_head_dim} dims, K and V per layer — the
+       comparison in the DeepSeek-V2 paper's Table 1 (MHA caches 2 n_h d_h l elements per token, MLA (d_c + d_h^R) l);
+    2. the same, with the head sizes DeepSeek's attention actually computes — keys of {_k} dims
+       ({_s.qk_nope_head_dim} + {_s.qk_rope_head_dim} rope), values of {_s.v_head_dim};
+    3. **GQA of the same model**, 8 K/V heads × {_s.v_head_dim} — what most models use today;
+    4. other models: an MHA model of the 7B class ({_m.num_heads} heads × {_m.head_dim} per layer), Mistral 7B's
+       GQA cache;
+    5. mixed counts: a whole model's MHA cache against one layer's latent.
+    """)
+    return
 
 
 @app.cell
-def _(mo, ratios):
-    _x = ratios["baseline ÷ MLA"].tolist()   # rows: MLA itself, MHA 128×128, MHA with rope keys, GQA
+def _(attention, pd, plots):
+    baselines = pd.DataFrame(attention.mla_baselines("deepseek-v3", "mistral-7b-v0.1"))
+    plots.table(baselines, "computed from deepseek-v3 and mistral-7b-v0.1 config.json, bf16 "
+                           "(helpers.attention.mla_baselines); fair = same model, counted the same way")
+    return (baselines,)
+
+
+@app.cell
+def _(attention, baselines, mo):
+    _rows = baselines.to_dict("records")
+    _lines = []
+    for _q in attention.TALK_MLA_RATIOS:
+        _m = attention.match_quoted(_q, _rows)
+        if _m is None:
+            _near = min(_rows, key=lambda r: abs(r["baseline ÷ MLA"] - _q))
+            _lines.append(f"- **{_q}×** — no baseline computed from the configs gives it (within "
+                          f"{attention.MATCH_TOLERANCE:.0%}); the nearest is {_near['baseline ÷ MLA']:,.0f}× "
+                          f"({_near['baseline']}, {'fair' if _near['fair'] else 'not fair'}). Ratios in the hundreds come "
+                          "only from counting every layer on one side and one layer on the other: do not quote it.")
+        else:
+            _lines.append(f"- **{_q}×** is {_m['baseline ÷ MLA']:,.1f}×: against *{_m['baseline']}*, counted {_m['counted']} — "
+                          + ("**fair**: the same model, only the attention differs." if _m["fair"] else
+                             "**not a fair comparison**: " + "; ".join(
+                                 (["a different model"] if not _m["same model"] else [])
+                                 + (["counted differently on each side"] if not _m["same count"] else [])
+                                 + (["heads the model would not have"] if _m["same model"] and _m["same count"] else []))
+                             + "."))
+    _fair = baselines[baselines["fair"]]
+    _hi = _fair.loc[_fair["baseline ÷ MLA"].idxmax()]
+    _lo = _fair.loc[_fair["baseline ÷ MLA"].idxmin()]
+    _newline = chr(10)
     mo.md(f"""
-    So: **≈ {_x[1]:.0f}× against MHA of the same model** ({_x[2]:.0f}× if the MHA keys carry the 64 rope dims too), but
-    only **≈ {_x[3]:.1f}× against Mistral 7B's GQA cache** — and Mistral 7B is a far smaller model. Both are
-    true; quote the one whose baseline you name.
+    The talk quoted three savings. Each one, matched by rule to the baseline that gives it:
+
+    {_newline.join(_lines)}
+
+    **Which to quote.** {len(_fair)} rows are fair — the same model, counted the same way, with the heads it
+    would have — and they answer two questions: against the MHA DeepSeek would otherwise have trained,
+    MLA caches **{_hi["baseline ÷ MLA"]:,.0f}× less** ({_hi["baseline"]}, the DeepSeek-V2 paper's baseline);
+    against the GQA most models use today, **{_lo["baseline ÷ MLA"]:,.1f}× less** ({_lo["baseline"]}). The
+    paper's own summary agrees with the second: MLA's cache equals GQA with only
+    {attention.mla_equivalent_gqa_groups("deepseek-v3")} groups of 128-dim heads. Every other row compares
+    different models, one layer with a whole model, or widens MHA's keys with MLA's own rope part.
 
     The same figures from the command line, for any preset or `config.json`, any context — MLA and
     hybrid sliding/full layers included:
@@ -245,7 +320,13 @@ def _(mo, ratios):
     .venv/bin/python -m helpers kv --model deepseek-v3 --tokens 131072
     .venv/bin/python -m helpers kv --model gpt-oss-120b --tokens 131072 --json
     ```
+    """)
+    return
 
+
+@app.cell
+def _(mo):
+    mo.md("""
     ## Quality: what the papers report
 
     Cache size is half the story; the other half is what the model loses. Published comparisons,
@@ -256,9 +337,9 @@ def _(mo, ratios):
 
 
 @app.cell
-def _(attention, pd):
+def _(attention, pd, plots):
     scorecard = pd.DataFrame(attention.scorecard())
-    scorecard
+    plots.table(scorecard, "published results, each row with its source (helpers/data/attention_scorecard.csv)")
     return
 
 
@@ -272,14 +353,68 @@ def _(mo):
     reports its 4,096-token window cuts the cache 8× at 32k tokens without hurting quality, and gives
     no side-by-side score.
 
-    ## What to take away
+    """)
+    return
+
+
+@app.cell
+def _(mo):
+    mo.md("""
+    ## Exercises
+    """)
+    return
+
+
+@app.cell
+def _(fmt_bytes, notebook):
+    from helpers.memory import kv_cache_bytes as _kv
+    from helpers.specs import get_spec as _gs, param_count as _pc
+
+    _d, _l = _kv("deepseek-v3", 131072, 1, "bf16"), _kv("llama-3.1-8b", 131072, 1, "bf16")
+    _g = _kv("gpt-oss-120b", 131072, 1, "bf16")
+    notebook.exercise(1, """Compare one 128k-token sequence's cache across three very different models:
+    `python -m helpers kv --model deepseek-v3 --tokens 131072`, then `--model llama-3.1-8b` and
+    `--model gpt-oss-120b`. Which caches least, and why?""", f"""
+    DeepSeek V3 ({_pc("deepseek-v3") / 1e9:,.0f} B parameters, MLA): **{fmt_bytes(_d)}**; Llama 3.1 8B (GQA): **{fmt_bytes(_l)}**;
+    GPT-OSS-120B (GQA, {_gs("gpt-oss-120b").sliding_layers} of {_gs("gpt-oss-120b").num_layers} layers sliding over
+    {_gs("gpt-oss-120b").sliding_window} tokens): **{fmt_bytes(_g)}**. The largest model caches
+    {"less" if _d < _l else "more"} than the 8B one: MLA's latent replaces per-head keys and values, and GPT-OSS's sliding
+    layers stop growing at their window, so only its full-attention layers pay for the context.""")
+    return
+
+
+@app.cell
+def _(attention, notebook):
+    from helpers.specs import get_spec as _gs2
+
+    _v2, _v3 = _gs2("deepseek-v2-lite"), _gs2("deepseek-v3")
+    _b = {r["baseline"]: r["baseline ÷ MLA"] for r in attention.mla_baselines("deepseek-v2-lite", "mistral-7b-v0.1")}
+    _same = next(v for k, v in _b.items() if k.startswith("MHA of the same model:"))
+    _gqa = next(v for k, v in _b.items() if k.startswith("GQA of the same model"))
+    notebook.exercise(2, """DeepSeek V2 Lite uses MLA with fewer heads than V3. Compute its fair ratios with
+    `helpers.attention.mla_baselines("deepseek-v2-lite")`. Is MLA's saving against MHA of the same
+    model larger or smaller than V3's, and why?""", f"""
+    Against MHA of the same model: **{_same:,.1f}×**; against GQA-8 of the same model: **{_gqa:,.1f}×**. Smaller than
+    V3's, because the saving against MHA is 2 × heads × head_dim ÷ (latent + rope key): the latent is the
+    same {_v2.kv_lora_rank} + {_v2.qk_rope_head_dim}, but V2 Lite has {_v2.num_heads} heads to replace where
+    V3 has {_v3.num_heads}. MLA pays off most on models with many heads.""")
+    return
+
+
+@app.cell
+def _(mo, notebook, started):
+    mo.md(f"""
+    ## Takeaways
 
     - The KV cache per token is a formula of the config — layers, K/V heads, head size, bytes — and
       the formula matches real caches to the byte, for every variant.
     - GQA and MQA cut the cache by sharing heads; MLA by compressing; a sliding window by forgetting.
       Each trades something: quality (MQA), compute at attention time (MLA's up-projections, mostly
       absorbed), or long-range recall within a layer (sliding windows).
-    - A ratio is only as honest as its baseline: name it.
+    - A ratio is only as honest as its baseline: name it, and compare the same model counted the same
+      way on both sides.
+
+    *This run took {notebook.elapsed(started)}.*
     """)
     return
 

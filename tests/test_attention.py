@@ -180,3 +180,31 @@ def test_scorecard_rows_are_cited():
     assert all(float(r["variant_value"]) > 0 and float(r["baseline_value"]) > 0 for r in numeric)
     gqa = next(r for r in rows if r["variant"] == "GQA-8-XXL")
     assert (gqa["variant_value"], gqa["baseline_value"], gqa["where"]) == ("47.1", "47.2", "Table 1")
+
+
+def test_mla_baselines_by_hand_and_the_fairness_rule():
+    """DeepSeek V3 caches 512 + 64 elements per layer. By hand, per layer: MHA of the same model
+    2 × 128 × 128 = 32,768 → 56.9×; a 32-head × 128 MHA model 2 × 32 × 128 = 8,192 → 14.2×; GQA-8 of the
+    same model 2 × 8 × 128 = 2,048 → 3.56×. Whole models: Mistral 7B 131,072 B against 61 × 576 × 2 = 70,272 B."""
+    rows = attention.mla_baselines("deepseek-v3", "mistral-7b-v0.1")
+    ratio = {r["baseline"].split(":")[0]: r["baseline ÷ MLA"] for r in rows}
+    assert ratio["MHA of the same model"] == pytest.approx(32768 / 576)
+    assert ratio["MHA with DeepSeek's head sizes"] == pytest.approx(128 * (192 + 128) / 576)
+    assert ratio["GQA of the same model"] == pytest.approx(2048 / 576)
+    assert ratio["MHA of a 7B-class model"] == pytest.approx(8192 / 576)
+    whole = next(r for r in rows if r["counted"] == "whole model")
+    assert (whole["baseline bytes"], whole["MLA bytes"]) == (131_072, 70_272)
+    mixed = [r for r in rows if r["counted"] == "mixed"]
+    assert [round(r["baseline ÷ MLA"]) for r in mixed] == [round(61 * 32768 / 576), round(32 * 8192 / 576)]
+    fair = [r["baseline"].split(":")[0] for r in rows if r["fair"]]
+    assert fair == ["MHA of the same model", "GQA of the same model"]
+
+
+def test_the_talks_quoted_ratios_map_to_named_baselines():
+    rows = attention.mla_baselines("deepseek-v3")
+    assert attention.match_quoted(56, rows)["baseline"].startswith("MHA of the same model")
+    assert attention.match_quoted(14, rows)["baseline"].startswith("MHA of a 7B-class model: 32 heads × 128")
+    assert attention.match_quoted(474, rows) is None  # no baseline from the configs reproduces it
+    assert attention.match_quoted(474, rows, tolerance=0.05)["counted"] == "mixed"
+    with pytest.raises(ValueError, match="does not use MLA"):
+        attention.mla_baselines("mistral-7b-v0.1")

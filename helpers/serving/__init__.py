@@ -17,5 +17,5 @@
 
 `from helpers import serving; serving.compare_serving(...)` reaches the naive baseline directly.
 """
-from .naive import (Request, RequestTiming, ServeResult, ServingComparison, compare_serving,  # noqa: F401
+from .naive import (Request, RequestTiming, ServeResult, ServingComparison, compare_serving, latency_cost,  # noqa: F401
                     make_requests, serve_batched, serve_sequential)

@@ -203,6 +203,32 @@ class ServingComparison:
         return [r for r in (self.sequential, self.batched) if r is not None]
 
 
+def _median(xs) -> float:
+    import statistics
+
+    return statistics.median(xs)
+
+
+def latency_cost(comparison: ServingComparison) -> list[dict]:
+    """What batching costs each request next to what it gains the server, per mode that ran:
+
+    - time to first token as the user sees it (arrival to first token, waiting included);
+    - the prefill that produced it (one prompt alone, or every prompt of the batch padded together);
+    - the decode step, (finish − first token) ÷ (new tokens − 1), median over requests with ≥ 2 tokens;
+    - tokens per second of the whole run (throughput).
+    Batching shortens the wait and raises throughput; each of its steps and its prefill take longer.
+    """
+    rows = []
+    for res in comparison.results:
+        steps = [(t.finish_s - t.first_token_s) / (t.new_tokens - 1) for t in res.timings if t.new_tokens > 1]
+        rows.append({"mode": res.mode,
+                     "median time to first token (ms)": _median(t.first_token_s for t in res.timings) * 1e3,
+                     "median prefill (ms)": _median(t.first_token_s - t.start_s for t in res.timings) * 1e3,
+                     "median decode step (ms)": _median(steps) * 1e3 if steps else float("nan"),
+                     "tokens/s": res.tokens_per_s})
+    return rows
+
+
 def compare_serving(model, requests: Sequence[Request], device: str) -> ServingComparison:
     """A short untimed warm-up, then the requests one after another and together; running out of memory
     in either mode is recorded (the other mode's result is kept), not raised."""

@@ -1,0 +1,84 @@
+"""helpers.expected: the figures the notebooks' 'what you should see' notes and conclusions quote,
+against hand-worked values from published configs and datasheets."""
+import math
+
+import pytest
+
+from helpers import expected
+from helpers.models import TINY_CONFIG
+from helpers.roofline import forward_flops
+from helpers.specs import spec_from_config
+
+MISTRAL_PARAMS = 7_241_732_096                    # published parameter count (talk outline, helpers tests)
+MISTRAL_EMBED_AND_HEAD = 2 * 32000 * 4096          # untied input embedding and output head
+MISTRAL_NORMS = (2 * 32 + 1) * 4096                # two RMSNorms per layer and the final one
+H100_BANDWIDTH = 3.35e12                           # NVIDIA H100 SXM datasheet, B/s
+MISTRAL_BF16_BYTES = 14_483_464_192                # 7,241,732,096 × 2
+
+
+def _tiny_linear_params():
+    c = TINY_CONFIG
+    h, hd = c["hidden_size"], c["head_dim"]
+    attn = h * c["num_attention_heads"] * hd * 2 + h * c["num_key_value_heads"] * hd * 2
+    mlp = 3 * h * c["intermediate_size"]
+    return c["num_hidden_layers"] * (attn + mlp)
+
+
+def test_flop_split_sums_to_forward_flops():
+    for model in ("mistral-7b-v0.1", "llama-3.1-8b", "deepseek-v3"):
+        for n in (1, 100, 5000):
+            assert sum(expected.flop_split(model, n).values()) == forward_flops(model, n)
+    with pytest.raises(ValueError, match="positive integer"):
+        expected.flop_split("mistral-7b-v0.1", 0)
+
+
+def test_attention_reaches_the_matmuls_near_53k_for_mistral_shape():
+    """By hand: prefill attention 4·L·H·hd·n(n+1)/2 ≥ 2·P·n  ⇔  n + 1 ≥ P / (L·H·hd)."""
+    p = MISTRAL_PARAMS - MISTRAL_EMBED_AND_HEAD - MISTRAL_NORMS
+    n = math.ceil(p / (32 * 32 * 128)) - 1
+    assert n == 53_247
+    assert expected.attention_parity_tokens("mistral-7b-v0.3") == n   # no window: beyond its 32k context
+    assert expected.attention_parity_tokens("llama-3.1-8b") == n      # same layer shapes, 128k context
+    assert expected.attention_parity_tokens("mistral-7b-v0.1") is None  # the 4,096-token window caps it
+
+
+def test_attention_parity_for_the_tiny_model_by_hand():
+    n = math.ceil(_tiny_linear_params() / (4 * 8 * 32)) - 1
+    assert n == 3_327
+    assert expected.attention_parity_tokens(spec_from_config(TINY_CONFIG, "tiny")) == n
+
+
+def test_attention_share_rows_fall_with_width():
+    rows = {r["model"]: r for r in expected.attention_share_rows(
+        extra={"tiny": spec_from_config(TINY_CONFIG, "tiny")})}
+    assert rows["tiny"]["attention share at 2,048 (%)"] > 10 * rows["mistral-7b-v0.3"]["attention share at 2,048 (%)"]
+    assert rows["mistral-7b-v0.1"]["attention = matmuls at (tokens)"] == "never"
+    assert rows["mistral-7b-v0.3"]["within its context"] is False and rows["llama-3.1-8b"]["within its context"] is True
+    # v0.1 and v0.3 agree below the window and part beyond it
+    assert rows["mistral-7b-v0.1"]["attention share at 2,048 (%)"] == rows["mistral-7b-v0.3"]["attention share at 2,048 (%)"]
+    assert rows["mistral-7b-v0.1"]["attention share at 32,768 (%)"] < rows["mistral-7b-v0.3"]["attention share at 32,768 (%)"]
+
+
+def test_gpu_expectations_by_hand():
+    e = expected.gpu_expectations()
+    assert e["gpu"] == "H100 SXM" and e["bandwidth"] == H100_BANDWIDTH and e["weight_bytes"] == MISTRAL_BF16_BYTES
+    assert e["kv_bytes_per_token"] == 131_072
+    assert e["cache_at_longest"] == 4096 * 131_072  # a window of 4,096 tokens: the cache stops growing there
+    # 128 tokens: memory-bound, read the weights once and write 128 tokens' K/V
+    assert math.isclose(e["ttft_floor_s"][128], (MISTRAL_BF16_BYTES + 128 * 131_072) / H100_BANDWIDTH, rel_tol=1e-9)
+    # decode at 16,384 tokens of context: weights + a cache capped at the window
+    assert math.isclose(e["step_floor_s"][16384], (MISTRAL_BF16_BYTES + 4096 * 131_072) / H100_BANDWIDTH, rel_tol=1e-3)
+    # whole 80 GB beside the weights, 1,024-token sequences
+    assert e["users_fit"] == (80 * 10**9 - MISTRAL_BF16_BYTES) // (1024 * 131_072) == 488
+    assert e["users_oom_at"] == 512
+    assert e["batched_step_s"][1] < e["batched_step_s"][8] < e["batched_step_s"][64] < 2 * e["batched_step_s"][1]
+
+
+def test_quantized_decode_floors_by_hand():
+    rows = {r["scheme"]: r for r in expected.quantized_decode_rows()}
+    kv = 1024 * 131_072
+    assert math.isclose(rows["bf16"]["step floor (ms)"], (MISTRAL_BF16_BYTES + kv) / H100_BANDWIDTH * 1e3, rel_tol=1e-9)
+    assert math.isclose(rows["nf4"]["step floor (ms)"], (rows["nf4"]["weight bytes"] + kv) / H100_BANDWIDTH * 1e3,
+                        rel_tol=1e-9)
+    assert rows["bf16"]["vs bf16 (×)"] == 1.0 and 3 < rows["nf4"]["vs bf16 (×)"] < 3.5
+    assert all(r["bound"] == "memory" for r in rows.values())

@@ -1,0 +1,94 @@
+"""workshop/glossary.md: every term the notebooks link exists, its anchors follow the lowercase-hyphen
+rule, and the figures it quotes are the ones helpers compute."""
+import re
+from pathlib import Path
+
+import pytest
+
+from helpers import glossary
+
+ROOT = Path(__file__).resolve().parent.parent
+TEXT = " ".join(glossary.GLOSSARY.read_text(encoding="utf-8").split())   # one line: wrapping does not matter
+TERM_CALL = re.compile(r"""term\(\s*(["'])(.+?)\1\s*(?:,\s*(["'])(.+?)\3\s*)?\)""")
+
+REQUIRED = ["ttft", "itl", "tpot", "throughput", "goodput", "arithmetic-intensity", "ridge-point", "roofline",
+            "prefill", "decode", "kv-cache", "gqa", "mqa", "mla", "paged-attention", "continuous-batching",
+            "prefix-caching", "speculative-decoding", "quantization", "int8", "nf4", "fp8", "awq", "gptq", "marlin",
+            "dequantization", "quality-latency-throughput-triangle"]
+
+
+def test_slug_is_githubs_rule():
+    assert glossary.slug("TTFT") == "ttft"
+    assert glossary.slug("Arithmetic intensity") == "arithmetic-intensity"
+    assert glossary.slug("Peak FLOP/s") == "peak-flops"
+    assert glossary.slug("GB and GiB") == "gb-and-gib"
+
+
+def test_the_glossary_has_the_terms_the_issue_asks_for():
+    missing = [a for a in REQUIRED if a not in glossary.anchors()]
+    assert not missing, missing
+
+
+def test_every_notebook_link_resolves():
+    used = set()
+    for src in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.py")):
+        for m in TERM_CALL.finditer(src.read_text(encoding="utf-8")):
+            used.add((src.name, m.group(4) or glossary.slug(m.group(2))))
+    assert used, "no notebook links to the glossary"
+    broken = sorted((n, a) for n, a in used if a not in glossary.anchors())
+    assert not broken, broken
+
+
+def test_term_makes_a_link_and_refuses_an_unknown_anchor(monkeypatch):
+    monkeypatch.delenv("WORKSHOP_REPO_URL", raising=False)
+    assert glossary.term("TTFT") == "[TTFT](../workshop/glossary.md#ttft)"
+    assert glossary.term("time to first token", "ttft") == "[time to first token](../workshop/glossary.md#ttft)"
+    monkeypatch.setenv("WORKSHOP_REPO_URL", "https://github.com/acme/llm-inference.git")
+    assert glossary.url("kv-cache") == "https://github.com/acme/llm-inference/blob/main/workshop/glossary.md#kv-cache"
+    with pytest.raises(ValueError, match="no glossary entry 'ttfx'"):
+        glossary.term("TTFX")
+
+
+def test_the_glossary_figures_are_the_computed_ones():
+    from helpers.gpus import get_gpu
+    from helpers.memory import kv_bytes_per_token
+    from helpers.roofline import ridge_point
+    from helpers.specs import get_spec, param_count
+
+    h100 = get_gpu("H100 SXM")
+    assert f"{h100.bandwidth_tbs:g} TB/s" in TEXT
+    assert f"{h100.bf16_tflops:g} TFLOP/s" in TEXT
+    assert f"≈ {ridge_point(h100.peak_flops('bf16')[0], h100.bandwidth):,.0f} FLOP/B" in TEXT
+    assert f"{kv_bytes_per_token('mistral-7b-v0.1', 'bf16'):,} B" in TEXT
+    assert f"{param_count('mistral-7b-v0.1'):,}" in TEXT
+    assert f"{get_spec('mistral-7b-v0.3').vocab_size:,} entries for Mistral 7B v0.3" in TEXT
+    assert f"{get_spec('mistral-7b-v0.1').vocab_size:,} for v0.1" in TEXT
+    assert f"Mistral 7B v0.1: {get_spec('mistral-7b-v0.1').sliding_window:,}" in TEXT
+    oss = get_spec("gpt-oss-120b")
+    assert f"GPT-OSS-120B: {oss.experts_per_token} of {oss.num_experts}" in TEXT
+    v3 = get_spec("deepseek-v3")
+    assert f"({v3.kv_lora_rank} numbers in DeepSeek V2/V3)" in TEXT and f"key ({v3.qk_rope_head_dim})" in TEXT
+    m = get_spec("mistral-7b-v0.1")
+    assert f"Mistral 7B: {m.num_heads} query heads, {m.num_kv_heads} KV heads" in TEXT
+    assert f"{m.num_heads // m.num_kv_heads}× smaller than MHA" in TEXT
+
+
+def test_preflight_shows_the_weights_fix_whole():
+    from helpers.preflight import split_fix
+
+    msg = ("mistralai/Mistral-7B-v0.1 weights are not in the local cache and the Hub is switched off "
+           "(HF_HUB_OFFLINE=1). Fix: on a machine with internet run `hf download mistralai/Mistral-7B-v0.1` "
+           "(accept the licence at https://huggingface.co/mistralai/Mistral-7B-v0.1 and set HF_TOKEN first if "
+           "it is gated), or use WORKSHOP_PROFILE=tiny or mistral-7b-random.")
+    head, fix = split_fix(msg)
+    assert head.endswith("(HF_HUB_OFFLINE=1).") and fix.startswith("on a machine with internet")
+    assert fix.endswith("or use WORKSHOP_PROFILE=tiny or mistral-7b-random.")
+    assert split_fix("weights are in the local cache") == ("weights are in the local cache", None)
+
+
+def test_exercise_solution_is_folded_outside_marimo():
+    from helpers.notebook import exercise
+
+    html = exercise(2, "What is `x`?", "**x** = 42").text
+    assert "<details>" in html and "Exercise 2." in html
+    assert html.index("<details>") < html.index("42")  # the answer sits inside the folded block

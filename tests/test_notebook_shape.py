@@ -1,0 +1,36 @@
+"""Every notebook has the shape the workshop promises: objectives and run time at the top, "What you
+should see" after measurements, two or three exercises with folded solutions, takeaways, glossary
+links, and tables captioned through helpers.plots.table instead of a "measured on" column per row."""
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SHAPED = ("00", "01", "02", "05", "06")   # 03 and 04 join when their restructuring lands
+
+
+def _source(number: str) -> str:
+    (path,) = (ROOT / "notebooks").glob(f"{number}_*.py")
+    return path.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("number", SHAPED)
+def test_notebook_has_the_teaching_shape(number):
+    src = _source(number)
+    top = src[:src.index("## ")] if "## " in src else src
+    assert "**What you will learn**" in top and "**Run time**" in top
+    objectives = re.findall(r"^\s{4}\d\. ", top[top.index("**What you will learn**"):top.index("**Run time**")], re.M)
+    assert 3 <= len(objectives) <= 4, objectives
+    assert src.count("What you should see") >= 1
+    assert 2 <= src.count("notebook.exercise(") <= 3
+    assert "## Takeaways" in src and "notebook.elapsed(started)" in src
+    assert "term(" in src, "no glossary link"
+
+
+@pytest.mark.parametrize("number", SHAPED)
+def test_tables_say_their_source_once(number):
+    src = _source(number)
+    assert '["measured on"] =' not in src and '**{"measured on": label}' not in src
+    assert 'assign(source=' not in src and '["source"] = "computed' not in src
+    assert "plots.table(" in src

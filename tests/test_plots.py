@@ -1,0 +1,93 @@
+"""The visual style (helpers.plots): one colour per meaning, decimal byte units, readable log ticks,
+a title on every figure, captioned tables without empty columns."""
+import math
+import warnings
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+
+from helpers import plots  # noqa: E402
+
+
+def test_one_colour_per_meaning():
+    meanings = [plots.MEASURED, plots.COMPUTED, plots.DATASHEET, plots.FIT, plots.OOM]
+    assert len(set(meanings)) == len(meanings)
+    phases = [plots.WAITING, plots.PREFILL, plots.DECODE, plots.IDLE]
+    assert not set(phases) & set(meanings), "request phases must not reuse a meaning's colour"
+    assert plots.MEANINGS["measured"] == plots.MEASURED and plots.DATASHEET_STYLE["ls"] == "--"
+
+
+@pytest.mark.parametrize("n,expected", [(999, (1.0, "B")), (1000, (1e3, "kB")), (4_194_304, (1e6, "MB")),
+                                        (14_483_464_192, (1e9, "GB")), (1.342e12, (1e12, "TB"))])
+def test_byte_unit_is_decimal(n, expected):
+    assert plots.byte_unit(n) == expected
+
+
+def test_byte_label_names_the_power():
+    assert plots.byte_label("MB", "KV cache") == "KV cache, MB (10⁶ bytes)"
+    assert plots.byte_label("GB") == "GB (10⁹ bytes)"
+
+
+@pytest.mark.parametrize("value,text", [(16, "16"), (1024, "1k"), (4096, "4k"), (131072, "128k"), (1000, "1,000"),
+                                        (1536, "1,536"), (0.5, "0.5"), (2.0, "2")])
+def test_tick_labels_read_like_the_text(value, text):
+    assert plots.tick_label(value) == text
+
+
+def test_log_axis_ticks_at_the_data_with_readable_labels():
+    fig, ax = plots.figure()
+    xs = [16, 64, 256, 1024, 4096]
+    ax.plot(xs, [1, 2, 3, 4, 5])
+    plots.log_axis(ax, "x", ticks=xs)
+    assert ax.get_xscale() == "log"
+    assert list(ax.get_xticks()) == xs
+    fig.canvas.draw()
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["16", "64", "256", "1k", "4k"]
+    with pytest.raises(ValueError, match="axis must be"):
+        plots.log_axis(ax, "z")
+
+
+def test_finish_warns_on_a_figure_without_title_and_sets_one_when_given():
+    fig, ax = plots.figure()
+    ax.plot([0, 1], [0, 1])
+    with pytest.warns(UserWarning, match="without a title"):
+        plots.finish(fig, "computed")
+    fig, ax = plots.figure()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        plots.finish(fig, "computed", title="A title")
+    assert fig._suptitle.get_text() == "A title" and plots.has_title(fig)
+    fig, (a, b) = plots.figure(ncols=2)
+    a.set_title("left")
+    assert not plots.has_title(fig)  # one panel untitled
+    b.set_title("right")
+    assert plots.has_title(fig)
+
+
+def test_table_caption_once_no_empty_columns_thousands_separators():
+    df = pd.DataFrame({"tokens": [16, 4096], "bytes": [32768, 8_388_608], "cuda peak": [None, None],
+                       "ratio": [0.5, 12.3456], "ok": [True, False], "measured": pd.array([1234, None], dtype="Int64")})
+    styler = plots.table(df, "measured: tiny · fp32 · cpu")
+    html = styler.to_html()
+    assert html.count("measured: tiny · fp32 · cpu") == 1
+    assert "cuda peak" not in html                 # an all-None column is left out
+    assert "8,388,608" in html and "4,096" in html and "1,234" in html
+    assert "12.3" in html and "0.5" in html and "True" in html and "–" in html   # missing cell reads "–"
+
+
+@pytest.mark.parametrize("value,text", [(None, "–"), (float("nan"), "–"), (7_241_732_096, "7,241,732,096"),
+                                        (3.14159, "3.14"), (270.93, "271"), (123456.7, "123,457"),
+                                        ("never", "never"), (True, "True")])
+def test_cell_text(value, text):
+    assert plots.cell_text(value) == text
+
+
+def test_bars_start_at_zero_on_a_linear_axis():
+    fig, ax = plots.figure()
+    plots.bars(ax, ["a", "b"], [10.0, 20.0], plots.MEASURED)
+    assert ax.get_yscale() == "linear" and ax.get_ylim()[0] == 0 and math.isclose(ax.get_ylim()[1], 23.0)
+    assert [t.get_text() for t in ax.texts] == ["10", "20"]
