@@ -65,6 +65,10 @@ def model_source(loaded) -> str | Path:
 
     if loaded.profile == "tiny":
         return models.build_tiny()
+    if loaded.profile == "tiny-trained":
+        from .training import build_trained
+
+        return build_trained()
     if loaded.profile == "mistral-7b-random":
         import torch
         import transformers
@@ -269,7 +273,7 @@ def compare(loaded, schemes=SCHEMES, sizes: Sizes | None = None, progress: bool 
 
     sizes = sizes or sizes_for(loaded.profile, loaded.device)
     hold_all = loaded.device == "cpu" if hold_all is None else hold_all
-    ids = eval_ids(loaded.tokenizer, sizes.eval_tokens)
+    ids = eval_ids(loaded.tokenizer, sizes.eval_tokens, loaded.profile)
     prompt = ids[: sizes.prompt_tokens]
     spec = loaded.spec
     ref_name = loaded.dtype
