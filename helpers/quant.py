@@ -260,14 +260,15 @@ def _error_text(exc: BaseException) -> str:
 
 
 def compare(loaded, schemes=SCHEMES, sizes: Sizes | None = None, progress: bool = True,
-            hold_all: bool | None = None) -> list[VariantResult]:
+            hold_all: bool | None = None, timing: bool = True) -> list[VariantResult]:
     """The reference (the loaded model as it is) and each bitsandbytes scheme, side by side in one run:
     footprint, prefill and decode speed, quality on the fixed text against the reference.
 
     hold_all (default: on a CPU): keep every variant loaded and time them in alternating rounds.
     Otherwise (a GPU, where a 7B model and its copies may not fit together) each quantized model is
     loaded, measured, timed and freed before the next. A scheme that fails (no kernel for this
-    device, out of memory) gives a row with its error instead of a crash.
+    device, out of memory) gives a row with its error instead of a crash. timing=False: footprint
+    and quality only, no speed figures (their rows stay empty).
     """
     from tqdm.auto import tqdm
 
@@ -284,6 +285,8 @@ def compare(loaded, schemes=SCHEMES, sizes: Sizes | None = None, progress: bool 
     held = {ref_name: loaded.model}
 
     def timed(models: dict) -> None:
+        if not timing:
+            return
         for k, v in speed(models, prompt, sizes.new_tokens, sizes.repeats, loaded.device).items():
             results[k].speed = v
 

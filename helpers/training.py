@@ -34,7 +34,7 @@ EVAL_CHARS = 4000                # the evaluation text: the held-out chapter's p
 RECIPE: dict[str, Any] = {
     "seq_len": 128,        # tokens per training window, BOS first
     "batch_size": 8,       # windows per step
-    "steps": 100,
+    "steps": 120,
     "lr": 6e-3,            # peak AdamW learning rate, after a linear warm-up
     "warmup_steps": 5,
     "min_lr_ratio": 0.1,   # cosine decay to this share of the peak
@@ -131,7 +131,7 @@ def build_trained(config: dict | None = None, recipe: dict | None = None, progre
     folder = trained_folder(config, recipe)
     if (folder / "training.json").exists():
         return folder
-    with _lock(folder.parent / ".tiny-trained.lock"):
+    with _lock(folder.parent / f".{folder.name}.lock"):
         if (folder / "training.json").exists():  # another process built it while this one waited
             return folder
         tmp = Path(tempfile.mkdtemp(prefix=".tiny-trained-", dir=folder.parent))
@@ -231,3 +231,28 @@ def train(out: Path, config: dict, recipe: dict, progress: bool = True) -> dict[
             "heldout_loss_before": before, "heldout_loss_after": after,
             "train_wall_s": round(wall, 2), "train_cpu_s": round(cpu, 2), "torch_threads": torch.get_num_threads(),
             "torch": torch.__version__}
+
+
+# ----------------------------------------------------------------------------- what training bought
+
+def perplexity_rows(*loaded) -> list[dict[str, Any]]:
+    """Perplexity of each loaded model on its profile's evaluation text (for tiny and tiny-trained the
+    same held-out chapter), its ratio to the first model's, and the computed perplexity of a uniform
+    guess over the vocabulary (exactly its size: a model that knows nothing)."""
+    from .quality import eval_ids, next_token_logprobs, perplexity
+
+    if not loaded:
+        raise ValueError("perplexity_rows needs at least one loaded model")
+    rows = []
+    for m in loaded:
+        ids = eval_ids(m.tokenizer, profile=m.profile)
+        rows.append({"model": m.model_name, "profile": m.profile,
+                     "perplexity": round(perplexity(next_token_logprobs(m.model, ids), ids), 2),
+                     "tokens": len(ids), "measured on": m.label})
+    for r in rows:
+        r["times lower than the first"] = round(rows[0]["perplexity"] / r["perplexity"], 1)
+    vocab = int(loaded[0].config["vocab_size"])
+    rows.append({"model": f"uniform guess over {vocab:,} tokens", "profile": "", "perplexity": float(vocab),
+                 "tokens": rows[0]["tokens"], "measured on": "computed: exp(ln V) = V",
+                 "times lower than the first": round(rows[0]["perplexity"] / vocab, 1)})
+    return rows

@@ -22,8 +22,9 @@ def _(mo):
     # 00 · Preflight
 
     Run this first, on the machine you will use. It says what this machine is, which model
-    profile the notebooks will run (set `WORKSHOP_PROFILE` to choose: `tiny`, `mistral-7b`,
-    `mistral-7b-random`, or `auto`), the library versions, the memory at hand, whether the
+    profile the notebooks will run (set `WORKSHOP_PROFILE` to choose: `tiny`, `tiny-trained`,
+    `mistral-7b`, `mistral-7b-random`, or `auto`; without a CUDA GPU `auto` picks `tiny-trained`,
+    trained once per machine in about a minute), the library versions, the memory at hand, whether the
     Mistral 7B weights are present, and whether each later notebook will work here.
     """)
     return

@@ -54,11 +54,11 @@ def test_preflight_reports_a_wrong_profile_instead_of_failing(monkeypatch):
     monkeypatch.setenv("WORKSHOP_PROFILE", "mistral-70b")
     monkeypatch.setenv("WORKSHOP_DEVICE", "tpu")
     info = preflight.summary()
-    assert info["profile"] == "tiny" and "not valid: 'mistral-70b'" in info["reason"]
+    assert info["profile"] == "tiny-trained" and "not valid: 'mistral-70b'" in info["reason"]
     assert any("allowed: auto, tiny, mistral-7b, mistral-7b-random" in p for p in info["problems"])
     assert any("WORKSHOP_DEVICE" in p for p in info["problems"])
     check = preflight.check_model(info["profile"], info["device"]["kind"])
-    assert check.ok and check.profile == "tiny"
+    assert check.ok and check.profile == "tiny-trained"
 
 
 def test_readme_describes_the_tiny_profile_as_built():
