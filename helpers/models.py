@@ -19,6 +19,7 @@ import json
 import os
 import shutil
 import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -87,9 +88,7 @@ def build_tiny(folder: Path | None = None, config: dict | None = None, seed: int
     stamp = {"config": config, "seed": seed}
     if marker.exists() and json.loads(marker.read_text()) == stamp:
         return folder
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".tiny-", dir=folder.parent))
-    try:
+    with atomic_folder(folder) as tmp:
         cfg = dict(config)
         hf_config = AutoConfig.for_model(cfg.pop("model_type"), **cfg)
         torch.manual_seed(seed)
@@ -97,12 +96,22 @@ def build_tiny(folder: Path | None = None, config: dict | None = None, seed: int
         model.save_pretrained(tmp)
         shutil.copy(tokenizer_source(), tmp / TOKENIZER_FILE)
         (tmp / "workshop-build.json").write_text(json.dumps(stamp, indent=1))
+    return folder
+
+
+@contextmanager
+def atomic_folder(folder: Path):
+    """Build a folder's content in a temporary sibling, then put it in place in one rename: a build
+    that fails or is interrupted leaves no half-written folder behind."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
+    try:
+        yield tmp
         if folder.exists():
             shutil.rmtree(folder)
         os.replace(tmp, folder)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return folder
 
 
 def load_tokenizer(folder: str | Path):

@@ -246,24 +246,22 @@ def _(mo, pd, tiny_pair):
     from helpers import training as _training
 
     if tiny_pair is None:
-        perplexities = None
+        perplexities, training_log = None, None
         _out = mo.md("*The random-against-trained comparison runs on the tiny profiles (`tiny`, `tiny-trained`).*")
     else:
-        perplexities = pd.DataFrame(_training.perplexity_rows(*tiny_pair))
+        perplexities, training_log = pd.DataFrame(_training.perplexity_rows(*tiny_pair)), _training.log()
         _out = perplexities
     _out
-    return (perplexities,)
+    return perplexities, training_log
 
 
 @app.cell
-def _(mo, perplexities):
-    from helpers import training as _training
-
+def _(mo, perplexities, training_log):
     if perplexities is None:
         _md = ""
     else:
         _p = perplexities.set_index("profile")["perplexity"]
-        _log = _training.log()
+        _log = training_log
         _md = f"""
     ### Random against trained, same architecture, same text
 

@@ -35,10 +35,17 @@ def _capacity() -> dict:
     return capacity_measured.bench_capacity()
 
 
+def _training() -> dict:
+    from helpers import training
+
+    return training.bench_figures()
+
+
 # name -> a function returning a dict; each is written to <out>/<name>.json with the machine added.
 SECTIONS: dict[str, Callable[[], dict]] = {
     "roofline": _roofline,
     "capacity": _capacity,
+    "training": _training,
 }
 
 

@@ -85,6 +85,13 @@ def test_training_is_reproducible_from_its_seed(tmp_path, monkeypatch):
     assert training.build_trained(recipe=small, progress=False) == folder
     assert (folder / "training.json").stat().st_mtime_ns == stamp
     assert folder.name == f"tiny-trained-{training.cache_key(models.TINY_CONFIG, training.text(), small)}"
+    # the bench section trains the recipe afresh, outside the cache, and reports its time against the budget
+    monkeypatch.setattr(training, "RECIPE", small)
+    fig = training.bench_figures()
+    assert fig["tokens_seen"] == 2 * 2 * 16 and fig["budget_s"] == 180
+    assert fig["within_budget"] == (fig["train_wall_s"] <= 180) and fig["tokens_per_s"] > 0
+    assert fig["heldout_perplexity_random"] > 10_000 and fig["heldout_perplexity_trained"] > 0
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("tiny-trained-")) == [folder.name]
 
 
 # ----------------------------------------------------------------------------- the real build
