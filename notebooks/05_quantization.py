@@ -247,7 +247,8 @@ def _(mo, pd, tiny_pair):
 
     if tiny_pair is None:
         perplexities, training_log = None, None
-        _out = mo.md("*The random-against-trained comparison runs on the tiny profiles (`tiny`, `tiny-trained`).*")
+        _out = mo.md("*The random-against-trained comparison runs on the tiny profiles (`tiny`, `tiny-trained`); "
+                     "this profile's table above is its own.*")
     else:
         perplexities, training_log = pd.DataFrame(_training.perplexity_rows(*tiny_pair)), _training.log()
         _out = perplexities
@@ -274,7 +275,7 @@ def _(mo, perplexities, training_log):
     peaked, and that is what makes the quantization figures below mean something.
 
     **What you should see:** on a CPU, the trained model at least 20× lower than the random one
-    (a test pins it). On a GPU with Mistral 7B, the table above is already a trained model.
+    (a test pins it).
     """
     mo.md(_md)
     return
@@ -297,7 +298,7 @@ def _(loaded, pd, quality, quant, tiny_pair):
 
 
 @app.cell
-def _(mo, trained_quality):
+def _(loaded, mo, quality, trained_quality):
     _md = ""
     if trained_quality is not None:
         _q = trained_quality.set_index("scheme")
@@ -306,14 +307,19 @@ def _(mo, trained_quality):
             _kl = "KL(ref ‖ q) mean (nats)"
             _closer, _other = ("int8", "nf4") if _i8[_kl] < _n4[_kl] else ("nf4", "int8")
             _ratio = max(_i8[_kl], _n4[_kl]) / min(_i8[_kl], _n4[_kl])
+            _random = ""
+            if loaded.profile == "tiny" and "bitsandbytes nf4" in set(quality["scheme"]):
+                _r = quality.set_index("scheme").loc["bitsandbytes nf4", "top-1 agreement"]
+                _random = (f" Here nf4's top-1 agreement is {_n4['top-1 agreement']:.1%} on the trained model "
+                           f"against {_r:.1%} on the random one.")
             _md = f"""
     **On the trained model** ({_q["measured on"].iloc[0]}): int8's mean KL is {_i8[_kl]:.2e} nats with
     top-1 agreement {_i8["top-1 agreement"]:.1%}; nf4's {_n4[_kl]:.2e} nats with {_n4["top-1 agreement"]:.1%}.
-    **{_closer} stays closer to the reference — {_ratio:.0f}× smaller KL than {_other}.**
+    **{_closer} stays closer to the reference — {_ratio:.1f}× smaller KL than {_other}.**
 
     **What you should see:** int8 closer than nf4 (8 bits per weight against 4; a test pins it on
-    the trained tiny model), and top-1 agreement well above the random model's, because a trained
-    model's top token usually leads by a margin that rounding does not overturn.
+    the trained tiny model), and a higher top-1 agreement than on random weights: a trained model's
+    top token usually leads by a margin that rounding does not overturn.{_random}
     """
     mo.md(_md)
     return

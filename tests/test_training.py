@@ -158,3 +158,19 @@ def test_target_int8_kl_smaller_than_nf4(tiny_trained):
         kl[scheme] = q["kl_mean"]
         assert q["top1_agreement"] > 0.5, (scheme, q)
     assert 0 < kl["int8"] < kl["nf4"], kl
+
+
+def test_perplexity_rows_put_random_trained_and_uniform_side_by_side(tiny, tiny_trained):
+    rows = training.perplexity_rows(tiny, tiny_trained)
+    assert [r["profile"] for r in rows] == ["tiny", "tiny-trained", ""]
+    assert rows[2]["perplexity"] == 32000.0 and rows[2]["measured on"] == "computed: exp(ln V) = V"
+    assert rows[0]["tokens"] == rows[1]["tokens"] == len(training.heldout_ids(tiny.tokenizer))
+    assert rows[1]["times lower than the first"] == round(rows[0]["perplexity"] / rows[1]["perplexity"], 1) >= 20
+    assert rows[1]["measured on"] == tiny_trained.label
+    with pytest.raises(ValueError, match="at least one loaded model"):
+        training.perplexity_rows()
+
+
+def test_draft_acceptance_rejects_bad_sizes(tiny):
+    with pytest.raises(ValueError, match="new_tokens and draft_tokens must be at least 1"):
+        quality.draft_acceptance(tiny.model, tiny.model, [1, 2, 3], new_tokens=0)
