@@ -216,7 +216,12 @@ def train(out: Path, config: dict, recipe: dict, progress: bool = True) -> dict[
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
     after = heldout_loss()
     model.eval()
-    model.save_pretrained(out)
+    hf_logging.disable_progress_bar()
+    try:
+        model.save_pretrained(out)
+    finally:
+        if bars:
+            hf_logging.enable_progress_bar()
     shutil.copy(tokenizer_source(), out / TOKENIZER_FILE)
     return {"text": TEXT_SOURCE, "text_file": TEXT_FILE.name, "text_sha256": hashlib.sha256(text().encode()).hexdigest(),
             "train_tokens": int(len(data)), "heldout_tokens": int(held.shape[1]), "recipe": recipe,
