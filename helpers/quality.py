@@ -106,6 +106,9 @@ def draft_acceptance(target, draft, prompt_ids, new_tokens: int = 64, draft_toke
 
     if new_tokens < 1 or draft_tokens < 1:
         raise ValueError(f"new_tokens and draft_tokens must be at least 1, got {new_tokens} and {draft_tokens}")
+    if draft is target:
+        raise ValueError("the draft must be a model object of its own (for an identical draft, load the profile "
+                         "twice): the target's forward calls are counted by a hook, which would count the draft's too")
     device = next(target.parameters()).device
     x = torch.as_tensor(prompt_ids, dtype=torch.long).reshape(1, -1).to(device)
     counts = {"drafted": 0, "accepted": 0, "rounds": 0, "target_calls": 0}

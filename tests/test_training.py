@@ -182,3 +182,5 @@ def test_perplexity_rows_put_random_trained_and_uniform_side_by_side(tiny, tiny_
 def test_draft_acceptance_rejects_bad_sizes(tiny):
     with pytest.raises(ValueError, match="new_tokens and draft_tokens must be at least 1"):
         quality.draft_acceptance(tiny.model, tiny.model, [1, 2, 3], new_tokens=0)
+    with pytest.raises(ValueError, match="a model object of its own"):
+        quality.draft_acceptance(tiny.model, tiny.model, [1, 2, 3])
