@@ -29,7 +29,9 @@ def machine(device: str | None = None) -> dict[str, Any]:
 
 def prefill_lengths(profile: str, device: str) -> tuple[int, ...]:
     """Prompt lengths for the prefill tokens/s figure: short, middle and long for the profile."""
-    if profile == "tiny":
+    from .models import TINY_PROFILES  # tiny and tiny-trained: the same config and sizes
+
+    if profile in TINY_PROFILES:
         return (128, 512, 2048)
     if device.startswith("cuda"):
         return (512, 2048, 8192)

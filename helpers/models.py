@@ -7,7 +7,11 @@
   repository). Missing, gated or unreachable weights give a clear message and the fix; never a hang.
 - ``mistral-7b-random``: the full-size architecture with random weights, for timing and memory
   on a GPU without a download.
-- ``auto``: a CUDA GPU with Mistral 7B weights reachable → ``mistral-7b``, else ``tiny``.
+- ``tiny-trained``: the tiny model trained briefly on a public-domain novel (helpers.training): same
+  architecture and size as ``tiny``, so timing and memory are the same, but its quality figures
+  (perplexity, KL, acceptance) mean something. Trained once per machine (about a minute), cached.
+- ``auto``: a CUDA GPU with Mistral 7B weights reachable → ``mistral-7b``; a CUDA GPU without them →
+  ``tiny``; no CUDA GPU → ``tiny-trained``.
 """
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ import json
 import os
 import shutil
 import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,7 +27,8 @@ from typing import Any
 from .hardware import pick_device
 from .specs import ModelSpec, load_config, spec_from_config
 
-PROFILES = ("auto", "tiny", "mistral-7b", "mistral-7b-random")
+PROFILES = ("auto", "tiny", "mistral-7b", "mistral-7b-random", "tiny-trained")
+TINY_PROFILES = ("tiny", "tiny-trained")  # the tiny config: same sizes, timing and memory
 DEFAULT_MODEL_ID = "mistralai/Mistral-7B-v0.1"
 TOKENIZER_FILE = "tokenizer.model.v1"  # Mistral 7B v0.1's SentencePiece tokenizer, 32,000 tokens
 
@@ -82,9 +88,7 @@ def build_tiny(folder: Path | None = None, config: dict | None = None, seed: int
     stamp = {"config": config, "seed": seed}
     if marker.exists() and json.loads(marker.read_text()) == stamp:
         return folder
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".tiny-", dir=folder.parent))
-    try:
+    with atomic_folder(folder) as tmp:
         cfg = dict(config)
         hf_config = AutoConfig.for_model(cfg.pop("model_type"), **cfg)
         torch.manual_seed(seed)
@@ -92,12 +96,22 @@ def build_tiny(folder: Path | None = None, config: dict | None = None, seed: int
         model.save_pretrained(tmp)
         shutil.copy(tokenizer_source(), tmp / TOKENIZER_FILE)
         (tmp / "workshop-build.json").write_text(json.dumps(stamp, indent=1))
+    return folder
+
+
+@contextmanager
+def atomic_folder(folder: Path):
+    """Build a folder's content in a temporary sibling, then put it in place in one rename: a build
+    that fails or is interrupted leaves no half-written folder behind."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
+    try:
+        yield tmp
         if folder.exists():
             shutil.rmtree(folder)
         os.replace(tmp, folder)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return folder
 
 
 def load_tokenizer(folder: str | Path):
@@ -233,7 +247,8 @@ def resolve_profile(profile: str | None = None, device: str | None = None) -> tu
         return want, f"WORKSHOP_PROFILE={want} was set"
     dev = pick_device(device)
     if dev != "cuda":
-        return "tiny", f"no CUDA GPU here (device: {dev}), so the tiny model runs"
+        return "tiny-trained", (f"no CUDA GPU here (device: {dev}), so the tiny model runs, trained on a novel "
+                                "(trained once per machine, then cached)")
     status = weights_status(probe_hub=True)
     if status.available:
         return "mistral-7b", f"a CUDA GPU and Mistral 7B weights ({status.where}) are available"
@@ -243,7 +258,7 @@ def resolve_profile(profile: str | None = None, device: str | None = None) -> tu
 def default_dtype(profile: str, device: str) -> str:
     """bf16 on a GPU that computes it natively (Ampere and later), fp16 on older ones (a T4, a V100:
     bf16 there is emulated and slow); fp32 for the tiny model on a CPU, where bf16 matmuls are slow."""
-    if device == "cpu" and profile == "tiny":
+    if device == "cpu" and profile in TINY_PROFILES:
         return "fp32"
     if device == "cuda":
         import torch
@@ -268,10 +283,12 @@ def load(profile: str | None = None, device: str | None = None, dtype: str | Non
     dt = normalize_dtype(dtype or os.environ.get("WORKSHOP_DTYPE") or default_dtype(name, dev),
                          ("fp32", "bf16", "fp16"))
     torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dt]
-    if name == "tiny":
+    if name in TINY_PROFILES:
         from transformers.utils import logging as hf_logging
 
-        folder = build_tiny()
+        from .training import build_trained
+
+        folder = build_trained() if name == "tiny-trained" else build_tiny()
         hf_logging.disable_progress_bar()  # a 20 MB model loads in a blink; no bar needed
         try:
             model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch_dtype).to(dev).eval()
@@ -279,7 +296,8 @@ def load(profile: str | None = None, device: str | None = None, dtype: str | Non
             hf_logging.enable_progress_bar()
         tok = load_tokenizer(folder)
         cfg = json.loads((folder / "config.json").read_text())
-        return Loaded(model, tok, name, "tiny (Mistral architecture, random weights)", dev, dt, reason, cfg)
+        what = "random weights" if name == "tiny" else "trained on Persuasion"
+        return Loaded(model, tok, name, f"tiny (Mistral architecture, {what})", dev, dt, reason, cfg)
     if name == "mistral-7b-random":
         if dev != "cuda":
             raise ProfileUnavailable(

@@ -65,6 +65,10 @@ def model_source(loaded) -> str | Path:
 
     if loaded.profile == "tiny":
         return models.build_tiny()
+    if loaded.profile == "tiny-trained":
+        from .training import build_trained
+
+        return build_trained()
     if loaded.profile == "mistral-7b-random":
         import torch
         import transformers
@@ -256,20 +260,21 @@ def _error_text(exc: BaseException) -> str:
 
 
 def compare(loaded, schemes=SCHEMES, sizes: Sizes | None = None, progress: bool = True,
-            hold_all: bool | None = None) -> list[VariantResult]:
+            hold_all: bool | None = None, timing: bool = True) -> list[VariantResult]:
     """The reference (the loaded model as it is) and each bitsandbytes scheme, side by side in one run:
     footprint, prefill and decode speed, quality on the fixed text against the reference.
 
     hold_all (default: on a CPU): keep every variant loaded and time them in alternating rounds.
     Otherwise (a GPU, where a 7B model and its copies may not fit together) each quantized model is
     loaded, measured, timed and freed before the next. A scheme that fails (no kernel for this
-    device, out of memory) gives a row with its error instead of a crash.
+    device, out of memory) gives a row with its error instead of a crash. timing=False: footprint
+    and quality only, no speed figures (their rows stay empty).
     """
     from tqdm.auto import tqdm
 
     sizes = sizes or sizes_for(loaded.profile, loaded.device)
     hold_all = loaded.device == "cpu" if hold_all is None else hold_all
-    ids = eval_ids(loaded.tokenizer, sizes.eval_tokens)
+    ids = eval_ids(loaded.tokenizer, sizes.eval_tokens, loaded.profile)
     prompt = ids[: sizes.prompt_tokens]
     spec = loaded.spec
     ref_name = loaded.dtype
@@ -280,6 +285,8 @@ def compare(loaded, schemes=SCHEMES, sizes: Sizes | None = None, progress: bool 
     held = {ref_name: loaded.model}
 
     def timed(models: dict) -> None:
+        if not timing:
+            return
         for k, v in speed(models, prompt, sizes.new_tokens, sizes.repeats, loaded.device).items():
             results[k].speed = v
 

@@ -70,7 +70,9 @@ def sweep_sizes(profile: str, device: str, free_bytes: int | None = None) -> Swe
     point. A 7B model elsewhere (CPU/MPS): modest sizes, no out-of-memory hunt.
     """
     cuda = device.startswith("cuda")
-    if profile == "tiny":
+    from .models import TINY_PROFILES  # tiny and tiny-trained: the same config and sizes
+
+    if profile in TINY_PROFILES:
         return SweepSizes(
             memory_tokens=_doubling(16, 2048), ttft_tokens=_doubling(16, 2048), ttft_repeats=3,
             itl_contexts=(16, 64, 256, 1024, 2048), itl_steps=12,

@@ -46,8 +46,9 @@ def _(mo, term, weight_bytes):
     weights for one forward pass.
 
     Run this first, on the machine you will use. Set `WORKSHOP_PROFILE` to choose the model: `tiny`,
-    `mistral-7b`, `mistral-7b-random` or `auto` (the default: Mistral 7B when a CUDA GPU and the
-    weights are available, else tiny). Terms in blue link to the glossary (`workshop/glossary.md`).
+    `tiny-trained`, `mistral-7b`, `mistral-7b-random` or `auto` (the default: Mistral 7B when a CUDA GPU
+    and the weights are available; without a CUDA GPU `tiny-trained`, trained once per machine in about
+    a minute). Terms in blue link to the glossary (`workshop/glossary.md`).
     """)
     return
 

@@ -45,10 +45,18 @@ def _attention() -> dict:
     from helpers import flash
 
     return flash.bench_attention()
+
+
 def _serving() -> dict:
     from helpers.serving import bench as serving_bench
 
     return serving_bench.bench_serving()
+
+
+def _training() -> dict:
+    from helpers import training
+
+    return training.bench_figures()
 
 
 # name -> a function returning a dict; each is written to <out>/<name>.json with the machine added.
@@ -58,6 +66,7 @@ SECTIONS: dict[str, Callable[[], dict]] = {
     "hierarchy": _hierarchy,
     "attention": _attention,
     "serving": _serving,
+    "training": _training,
 }
 
 

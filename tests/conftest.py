@@ -25,3 +25,13 @@ def tiny_config():
     from helpers.models import TINY_CONFIG
 
     return dict(TINY_CONFIG)
+
+
+@pytest.fixture(scope="session")
+def tiny_trained():
+    """The tiny-trained profile, loaded once for the whole session (fp32 on CPU). The first use on a
+    machine trains it (about a minute on two idle cores, helpers.training); later sessions, the
+    notebooks included, reuse the cached build."""
+    from helpers import models
+
+    return models.load("tiny-trained", device="cpu")

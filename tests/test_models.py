@@ -47,7 +47,7 @@ def test_profile_from_environment(monkeypatch):
     assert models.resolve_profile() == ("tiny", "WORKSHOP_PROFILE=tiny was set")
     monkeypatch.setenv("WORKSHOP_PROFILE", "auto")
     name, reason = models.resolve_profile(device="cpu")
-    assert name == "tiny" and "no CUDA GPU" in reason
+    assert name == "tiny-trained" and "no CUDA GPU" in reason
 
 
 def test_unknown_profile(monkeypatch):
