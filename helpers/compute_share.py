@@ -1,6 +1,6 @@
 """Where the compute goes: text → tokens → embeddings → layers → head → next token.
 
-Computed: the FLOPs of one forward pass split by part, from helpers.roofline (the owner of a forward
+Computed: the FLOPs of one forward pass split by part, from helpers.stepcost (the owner of a forward
 pass's FLOPs: 2 per parameter a token is multiplied by, plus attention's two context products, plus
 the output head). The only split added here is which nn.Linear weights belong to the attention block
 (q/k/v/o projections), read from the architecture built on the meta device; the MLP is the rest.
@@ -43,25 +43,23 @@ def attention_projection_params(model) -> int:
 
 
 def flop_terms(model, new_tokens: int, past_tokens: int = 0, logits_tokens: int = 1) -> dict[str, int]:
-    """FLOPs of one forward pass by part; their sum is helpers.roofline.forward_flops (batch 1).
+    """FLOPs of one forward pass by part; their sum is helpers.stepcost.forward_cost's FLOPs (batch 1).
 
-    Every FLOP formula is helpers.roofline's; this is the one place that calls it for this module.
+    Every FLOP formula is helpers.stepcost's (forward_cost); this is the one place that calls it for this
+    module. The weight matmuls are split into the attention projections and the MLP by parameter count.
     """
-    from .roofline import attended_keys, attention_flops_per_key, forward_flops, head_flops, matmul_params
+    from .stepcost import forward_cost
 
     spec = _spec(model)
-    proj = attention_projection_params(spec)
+    cost = forward_cost(spec, new_tokens, past_tokens, 1, logits_tokens=logits_tokens)
+    proj = 2 * attention_projection_params(spec) * new_tokens
     terms = {
         "embedding (a lookup)": 0,
-        "layers: attention projections (q, k, v, o)": 2 * proj * new_tokens,
-        "layers: attention over the context (QKᵀ, softmax·V)":
-            attention_flops_per_key(spec) * attended_keys(spec, new_tokens, past_tokens),
-        "layers: MLP": 2 * (matmul_params(spec) - proj) * new_tokens,
-        "head (logits)": head_flops(spec) * logits_tokens,
+        "layers: attention projections (q, k, v, o)": proj,
+        "layers: attention over the context (QKᵀ, softmax·V)": cost.attention_flops,
+        "layers: MLP": cost.matmul_flops - proj,
+        "head (logits)": cost.head_flops,
     }
-    total = forward_flops(spec, new_tokens, past_tokens, 1, logits_tokens)
-    if sum(terms.values()) != total:  # pragma: no cover - the split must add up to the owner's total
-        raise AssertionError(f"FLOP parts {sum(terms.values())} ≠ forward_flops {total}")
     return terms
 
 

@@ -4,7 +4,7 @@ reference GPU of the catalog.
 
 Each cost is reached through one function here, so a change of owner is a one-line change:
 - FLOPs of a forward pass, split into weight matmuls, attention and the output head: `flop_split`
-  (calls helpers.roofline's FLOP functions);
+  (calls helpers.stepcost's forward_cost);
 - a GPU's step, prefill and batch from the capacity planner: `gpu_plan` (calls helpers.capacity.plan).
 """
 from __future__ import annotations
@@ -29,15 +29,14 @@ def flop_split(model, new_tokens: int, past_tokens: int = 0) -> dict[str, int]:
     """FLOPs of one sequence's forward pass over `new_tokens` after `past_tokens`, split three ways:
     the weight matmuls (2 per parameter per token), attention's QKᵀ and softmax·V over the keys each
     query sees (windows honoured), and the output head for the last position. The single call into the
-    FLOP cost model (helpers.roofline), so the sum is helpers.roofline.forward_flops."""
-    from .roofline import attended_keys, attention_flops_per_key, head_flops, matmul_params
+    FLOP cost model (helpers.stepcost.forward_cost), so the sum is its total."""
+    from .stepcost import forward_cost
 
     spec = _spec(model)
     if isinstance(new_tokens, bool) or not isinstance(new_tokens, int) or new_tokens < 1:
         raise ValueError(f"new_tokens must be a positive integer, got {new_tokens!r}")
-    return {"matmul": 2 * matmul_params(spec) * new_tokens,
-            "attention": attention_flops_per_key(spec) * attended_keys(spec, new_tokens, past_tokens),
-            "head": head_flops(spec)}
+    c = forward_cost(spec, new_tokens, past_tokens)
+    return {"matmul": c.matmul_flops, "attention": c.attention_flops, "head": c.head_flops}
 
 
 def attention_share(model, tokens: int) -> float:
@@ -132,9 +131,9 @@ def gpu_expectations(model=REFERENCE_MODEL, gpu: str = REFERENCE_GPU, sizes=None
     return {"model": spec.name, "gpu": g.name, "bandwidth": g.bandwidth, "peak_flops": g.peak_flops("bf16")[0],
             "memory_bytes": g.memory_bytes, "weight_bytes": w, "window": spec.sliding_window, "kv_bytes_per_token": kv_bytes_per_token(spec, "bf16"),
             "longest": longest, "cache_at_longest": kv_cache_bytes(spec, longest, 1, "bf16"),
-            "ttft_floor_s": {n: gpu_plan(spec, g.name, context=n).prefill_s for n in ttft},
-            "step_floor_s": {c: gpu_plan(spec, g.name, context=c).step_s for c in itl},
-            "batched_step_s": {b: gpu_plan(spec, g.name, context=1024, batch=b).step_s for b in (1, 8, 64)},
+            "ttft_floor_s": {n: gpu_plan(spec, g.name, context=n).prefill_floor_s for n in ttft},
+            "step_floor_s": {c: gpu_plan(spec, g.name, context=c).step_floor_s for c in itl},
+            "batched_step_s": {b: gpu_plan(spec, g.name, context=1024, batch=b).step_floor_s for b in (1, 8, 64)},
             "users_context": sizes.users_context, "users_fit": users,
             "users_oom_at": next((b for b in sizes.users_batches if b > users), None)}
 
@@ -147,7 +146,7 @@ def quantized_decode_rows(model=REFERENCE_MODEL, gpu: str = REFERENCE_GPU,
     rows = []
     for s in schemes:
         p = gpu_plan(model, gpu, weight_dtype=s, context=context)
-        rows.append({"scheme": s, "weight bytes": p.weight_bytes, "step floor (ms)": p.step_s * 1e3,
+        rows.append({"scheme": s, "weight bytes": p.weight_bytes, "step floor (ms)": p.step_floor_s * 1e3,
                      "bound": p.bound})
     base = rows[0]["step floor (ms)"]
     for r in rows:
