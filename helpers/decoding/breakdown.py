@@ -120,12 +120,12 @@ def _step_times(events, cuda: bool) -> tuple[list[float], list[dict[str, float]]
 
 
 def step_breakdown(model, context: int = 128, steps: int = 12, device: str | None = None,
-                   floor_s: float | None = None, warmup: int = 3) -> StepBreakdown:
+                   floor_s: float | None = None, warmup: int = 3, rounds: int = 2) -> StepBreakdown:
     """Profile `steps` eager decode steps at `context` cached tokens (batch 1) and split each into PARTS.
 
-    The measured step is the median of as many steps timed without the profiler, run just before
-    and just after the profiled ones (the same loop, the same cache length), so that a slow phase of
-    the machine weighs on both alike.
+    The measured step is the median of steps timed without the profiler in blocks that alternate with
+    the `rounds` profiled blocks (the same loop, each block from the same prefilled context), so that a
+    slow phase of the machine weighs on both alike.
     """
     import time
 
@@ -135,7 +135,7 @@ def step_breakdown(model, context: int = 128, steps: int = 12, device: str | Non
     from ..hardware import synchronize
     from ..workloads import prefill, prompt_ids
 
-    for value, what in ((context, "context"), (steps, "steps")):
+    for value, what in ((context, "context"), (steps, "steps"), (rounds, "rounds")):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{what} must be a positive integer, got {value!r}")
     device = device or str(next(model.parameters()).device)
@@ -167,17 +167,21 @@ def step_breakdown(model, context: int = 128, steps: int = 12, device: str | Non
 
     cache, nxt = fresh()
     run(warmup, cache, nxt, False)
-    cache, nxt = fresh()
-    before, _ = run(steps, cache, nxt, False)
+    # unprofiled and profiled blocks alternate (U P U P U): a slow phase of a shared machine lands on both
+    plain: list[float] = []
+    events = []
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    cache, nxt = fresh()
-    with profile(activities=activities, record_shapes=False, with_stack=False, profile_memory=False) as prof:
-        run(steps, cache, nxt, True)
-    cache, nxt = fresh()
-    after, _ = run(steps, cache, nxt, False)
-    walls, parts = _step_times(prof.events(), cuda)
+    for block in range(2 * rounds + 1):
+        cache, nxt = fresh()
+        if block % 2 == 0:
+            plain += run(steps, cache, nxt, False)[0]
+            continue
+        with profile(activities=activities, record_shapes=False, with_stack=False, profile_memory=False) as prof:
+            run(steps, cache, nxt, True)
+        events += list(prof.events())
+    walls, parts = _step_times(events, cuda)
     if not walls:
         raise RuntimeError("the profiler recorded no decode step; is torch.profiler available here?")
     med = {k: statistics.median(p[k] for p in parts) for k in PARTS}
-    return StepBreakdown(device, context, med, statistics.median(walls), statistics.median(before + after),
-                         floor_s, steps)
+    return StepBreakdown(device, context, med, statistics.median(walls), statistics.median(plain),
+                         floor_s, len(walls))

@@ -20,9 +20,9 @@ PLANNER_BAND = (0.8, 1.25)   # the issue's target: measured ÷ predicted step wi
 
 
 def compile_allowed(device: str) -> bool:
-    """torch.compile runs on a CUDA GPU (CUDA graphs, seconds to compile a step); on a CPU its compile
-    time (about a minute or more on 2 cores, `make bench`: decode_compile_s) does not fit a notebook's
-    one-minute budget, so it runs only when WORKSHOP_COMPILE=1 asks for it."""
+    """torch.compile runs on a CUDA GPU (with CUDA graphs); on a CPU its compile time — inductor writes
+    and builds C++ for every kernel; `make bench` records it as decode_implementations_small[…].compile_s —
+    exceeds the one-minute budget of notebook 03 on 2 cores, so it runs only when WORKSHOP_COMPILE=1."""
     if str(device).startswith("cuda"):
         return True
     return os.environ.get("WORKSHOP_COMPILE", "").strip().lower() in ("1", "true", "yes")
@@ -212,4 +212,37 @@ def measure_regimes(loaded, bandwidth: float, peak_flops: float, profiles: Seque
         if other is not loaded:
             del other
             free_memory(loaded.device)
+    return out
+
+
+def bench_figures(loaded, bandwidth: float, peak_flops: float) -> dict[str, Any]:
+    """For `make bench` (the roofline section): the small profile's decode efficiency with the best
+    implementation and the planner's ratio (keys ending in _small), every implementation of the
+    active profile (keys ending in _active). On a CPU the small model is also compiled, to record
+    what torch.compile costs there (decode_implementations_small[…].compile_s)."""
+    from .. import models
+    from ..hardware import free_memory
+    from .views import figures_for_bench
+
+    dev = loaded.device
+    out: dict[str, Any] = {}
+    if loaded.profile != "small":
+        active = measure_regime(loaded, bandwidth, peak_flops)
+        out.update(figures_for_bench(active, "_active"))
+        del active
+    small = loaded if loaded.profile == "small" else models.load("small", device=dev)
+    impls = tuple(IMPLEMENTATIONS) if not dev.startswith("cuda") else ("eager", "generate", "static")
+    reg = measure_regime(small, bandwidth, peak_flops, impls)
+    out.update(figures_for_bench(reg, "_small"))
+    if loaded.profile == "small":
+        out.update({k.replace("_small", "_active"): v for k, v in figures_for_bench(reg, "_small").items()})
+    del small, reg
+    free_memory(dev)
+    out["definitions_decoding"] = {
+        "decode_efficiency_small": "floor / median step of the fastest implementation, small profile, batch 1",
+        "planner_ratio_small": "measured step (fastest implementation) / helpers.capacity.plan's step at the "
+                               "measured bandwidth and peak, small profile, batch 1",
+        "decode_implementations_*": "helpers.decoding.impls: eager loop, generate, static cache, static + torch.compile",
+        "decode_breakdown_*": "helpers.decoding.breakdown: the eager step profiled, parts in ms per step",
+    }
     return out

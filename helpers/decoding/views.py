@@ -1,0 +1,156 @@
+"""Tables and figures of the decode regimes (helpers.decoding.regimes) for notebook 03 and `make bench`."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from .breakdown import PARTS
+from .regimes import PLANNER_BAND, Regime
+
+_MARKERS = {"eager": "^", "generate": "v", "static": "s", "static+compile": "*"}
+_PART_COLOURS = {"weight matmuls": "tab:blue", "attention": "tab:cyan", "other operators": "tab:orange",
+                 "outside operators": "tab:red"}
+
+
+def source(regimes: Sequence[Regime]) -> str:
+    """The stamp of a figure over several models: each model · dtype, the device, the profiles."""
+    models = ", ".join(f"{r.name} ({r.dtype})" for r in regimes)
+    return f"measured: {models} · {regimes[0].device} · profiles {', '.join(r.name for r in regimes)}"
+
+
+def implementations_frame(regimes: Sequence[Regime]):
+    """One row per model × implementation: step, floor, efficiency, same tokens as the eager loop."""
+    import pandas as pd
+
+    rows = []
+    for reg in regimes:
+        for r in reg.results:
+            rows.append({"model": reg.name, "implementation": r.impl, "step_ms": r.step_s * 1e3,
+                         "floor_ms": r.floor_s * 1e3, "efficiency": r.efficiency, "tokens_per_s": 1 / r.step_s,
+                         "same_tokens_as_eager": r.same_tokens, "kv_slots_read": r.kv_slots,
+                         "compile_s": r.compile_s, "steps_timed": r.steps, "measured on": reg.label})
+        for impl in reg.skipped:
+            rows.append({"model": reg.name, "implementation": impl, "step_ms": None, "floor_ms": None,
+                         "efficiency": None, "tokens_per_s": None, "same_tokens_as_eager": None,
+                         "kv_slots_read": None, "compile_s": None, "steps_timed": 0,
+                         "measured on": "skipped on this device (see compile_allowed)"})
+    return pd.DataFrame(rows)
+
+
+def breakdown_frame(regimes: Sequence[Regime]):
+    """One row per model × part of the profiled eager step (ms per step and share of Σ parts)."""
+    import pandas as pd
+
+    rows = []
+    for reg in regimes:
+        if reg.breakdown is None:
+            continue
+        for row in reg.breakdown.rows():
+            rows.append({"model": reg.name, **row, "measured on": reg.label})
+    return pd.DataFrame(rows)
+
+
+def planner_frame(regimes: Sequence[Regime]):
+    """The planner's predicted step against the measured one, per model."""
+    import pandas as pd
+
+    rows = [{"model": reg.name, "planner_step_ms": reg.planner["predicted_step_s"] * 1e3,
+             "measured_step_ms": reg.planner["measured_step_s"] * 1e3, "measured_with": reg.planner["measured_impl"],
+             "measured_over_predicted": reg.planner["ratio"],
+             f"within {PLANNER_BAND[0]}–{PLANNER_BAND[1]}": reg.planner["within_band"],
+             "planner_counts_MB": reg.planner["predicted_bytes"] / 1e6, "step_must_read_MB": reg.planner["floor_bytes"] / 1e6,
+             "context": reg.planner["context"], "measured on": reg.label} for reg in regimes]
+    return pd.DataFrame(rows)
+
+
+def roofline_figure(regimes: Sequence[Regime], peak_flops: float, bandwidth: float, dtype: str = ""):
+    """Left: every implementation of every model on this device's roofline (zoomed on decode).
+    Right: each one's efficiency, floor ÷ measured step, against 100 % (the memory floor)."""
+    import numpy as np
+
+    from .. import plots
+    from ..roofline import attainable_flops
+
+    fig, (ax, bars) = plots.figure(ncols=2, width=5.2, height=4.2)
+    pts = [(reg, r) for reg in regimes for r in reg.results]
+    xs = [r.point.intensity for _, r in pts]
+    ys = [r.point.achieved_flops for _, r in pts]
+    grid = np.logspace(np.log10(min(xs) / 3), np.log10(max(xs) * 3), 100)
+    ax.loglog(grid, [attainable_flops(x, peak_flops, bandwidth) for x in grid], color="black", lw=2,
+              label=f"memory roof: {bandwidth / 1e9:,.1f} GB/s × intensity")
+    colours = dict(zip([reg.name for reg in regimes], ["tab:blue", "tab:green", "tab:purple", "tab:brown"]))
+    for k, (reg, r) in enumerate(pts):
+        ax.scatter(r.point.intensity, r.point.achieved_flops, marker=_MARKERS.get(r.impl, "o"), s=60,
+                   color=colours[reg.name], zorder=3, label=f"{reg.name} · {r.impl}")
+    ax.set_ylim(min(ys) / 3, max(max(ys), max(attainable_flops(x, peak_flops, bandwidth) for x in xs)) * 3)
+    ax.set_xlabel("arithmetic intensity (FLOP per byte)")
+    ax.set_ylabel("FLOP/s achieved")
+    ax.set_title("Decode implementations on the roofline")
+    ax.grid(True, which="both", alpha=0.2)
+    ax.legend(fontsize=7, loc="lower right")
+    names = [f"{reg.name} · {r.impl}" for reg, r in pts]
+    effs = [100 * r.efficiency for _, r in pts]
+    y = range(len(names))
+    bars.barh(list(y), effs, color=[colours[reg.name] for reg, _ in pts])
+    bars.axvline(100, color="black", lw=1.5, ls="--", label="memory floor (100 %)")
+    for i, e in enumerate(effs):
+        bars.annotate(f"{e:,.1f} %", (e, i), textcoords="offset points", xytext=(3, -3), fontsize=8)
+    bars.set_yticks(list(y), names, fontsize=8)
+    bars.invert_yaxis()
+    bars.set_xlim(0, max(110, max(effs) * 1.2))
+    bars.set_xlabel("efficiency: floor ÷ measured step, %")
+    bars.set_title(f"How close each gets to the floor (batch 1, {dtype})".replace(", )", ")"))
+    bars.legend(fontsize=8, loc="lower right")
+    return plots.finish(fig, source(regimes))
+
+
+def breakdown_figure(regimes: Sequence[Regime]):
+    """Each model's profiled eager step as one bar of 100 %: the four parts, the memory floor marked."""
+    from .. import plots
+
+    regs = [r for r in regimes if r.breakdown is not None]
+    fig, ax = plots.figure(width=8, height=1.2 + 0.8 * len(regs))
+    for i, reg in enumerate(regs):
+        b = reg.breakdown
+        left = 0.0
+        for part in PARTS:
+            share = 100 * b.parts_s[part] / b.parts_sum_s
+            ax.barh(i, share, left=left, color=_PART_COLOURS[part], label=part if i == 0 else None)
+            if share >= 7:
+                ax.text(left + share / 2, i, f"{b.parts_s[part] * 1e3:,.2f} ms", ha="center", va="center",
+                        fontsize=7, color="white")
+            left += share
+        if b.floor_s is not None:
+            x = 100 * b.floor_s / b.parts_sum_s
+            ax.plot([x, x], [i - 0.45, i + 0.45], color="black", lw=2.5,
+                    label="memory floor (bytes ÷ bandwidth)" if i == 0 else None)
+    ax.set_yticks(range(len(regs)),
+                  [f"{r.name}\n{r.breakdown.parts_sum_s * 1e3:,.2f} ms profiled\n"
+                   f"{r.breakdown.measured_step_s * 1e3:,.2f} ms measured" for r in regs], fontsize=8)
+    ax.set_xlim(0, 100)
+    ax.set_xlabel("share of one decode step (profiled, eager loop, batch 1), %")
+    ax.set_title("Where one decode step's time goes")
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.35), ncol=5)
+    return plots.finish(fig, source(regimes))
+
+
+def figures_for_bench(reg: Regime, suffix: str) -> dict[str, Any]:
+    """A regime as plain numbers for `make bench`, keys ending in `suffix` (e.g. "_small")."""
+    best = reg.best
+    out: dict[str, Any] = {
+        f"decode_efficiency{suffix}": best.efficiency,
+        f"decode_best_impl{suffix}": best.impl,
+        f"decode_best_step_s{suffix}": best.step_s,
+        f"decode_floor_s{suffix}": best.floor_s,
+        f"planner_ratio{suffix}": reg.planner["ratio"],
+        f"planner_step_s{suffix}": reg.planner["predicted_step_s"],
+        f"decode_implementations{suffix}": [
+            {"impl": r.impl, "step_s": r.step_s, "floor_s": r.floor_s, "efficiency": r.efficiency,
+             "same_tokens_as_eager": r.same_tokens, "kv_slots_read": r.kv_slots, "context": r.context,
+             "compile_s": r.compile_s, "steps_timed": r.steps} for r in reg.results],
+        f"decode_skipped{suffix}": reg.skipped,
+        f"decode_label{suffix}": reg.label,
+    }
+    if reg.breakdown is not None:
+        out[f"decode_breakdown{suffix}"] = reg.breakdown.rows()
+        out[f"decode_breakdown_sum_over_measured{suffix}"] = reg.breakdown.sum_over_measured
+    return out
