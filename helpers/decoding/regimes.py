@@ -219,7 +219,8 @@ def bench_figures(loaded, bandwidth: float, peak_flops: float) -> dict[str, Any]
     """For `make bench` (the roofline section): the small profile's decode efficiency with the best
     implementation and the planner's ratio (keys ending in _small), every implementation of the
     active profile (keys ending in _active). On a CPU the small model is also compiled, to record
-    what torch.compile costs there (decode_implementations_small[…].compile_s)."""
+    what torch.compile costs there (decode_implementations_small[…].compile_s), unless
+    WORKSHOP_BENCH_COMPILE=0."""
     from .. import models
     from ..hardware import free_memory
     from .views import figures_for_bench
@@ -231,7 +232,12 @@ def bench_figures(loaded, bandwidth: float, peak_flops: float) -> dict[str, Any]
         out.update(figures_for_bench(active, "_active"))
         del active
     small = loaded if loaded.profile == "small" else models.load("small", device=dev)
-    impls = tuple(IMPLEMENTATIONS) if not dev.startswith("cuda") else ("eager", "generate", "static")
+    if dev.startswith("cuda"):
+        impls = ("eager", "generate", "static")      # the GPU story is the active model's; small stays quick
+    elif os.environ.get("WORKSHOP_BENCH_COMPILE", "1").strip() == "0":
+        impls = implementations_for(dev)             # e.g. gpu_record.sh's dry run: no CPU compile
+    else:
+        impls = tuple(IMPLEMENTATIONS)               # record what torch.compile costs on this CPU
     reg = measure_regime(small, bandwidth, peak_flops, impls)
     out.update(figures_for_bench(reg, "_small"))
     if loaded.profile == "small":
