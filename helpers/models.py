@@ -114,6 +114,14 @@ def build_tiny(folder: Path | None = None, config: dict | None = None, seed: int
     return folder
 
 
+def built_folder(profile: str) -> Path:
+    """The folder of a profile built locally from its config (BUILT_PROFILES), built on first use."""
+    if profile not in BUILT_PROFILES:
+        raise ValueError(f"profile {profile!r} is not built locally; built profiles: {', '.join(BUILT_PROFILES)}")
+    config, folder_name, _ = BUILT_PROFILES[profile]
+    return build_tiny(cache_dir() / folder_name, config)
+
+
 def load_tokenizer(folder: str | Path):
     """The Mistral tokenizer from a local folder, through transformers' MistralCommonBackend."""
     from transformers import MistralCommonBackend
@@ -279,8 +287,7 @@ def load(profile: str | None = None, device: str | None = None, dtype: str | Non
     if name in BUILT_PROFILES:
         from transformers.utils import logging as hf_logging
 
-        config, folder_name, model_name = BUILT_PROFILES[name]
-        folder = build_tiny(cache_dir() / folder_name, config)
+        folder, model_name = built_folder(name), BUILT_PROFILES[name][2]
         hf_logging.disable_progress_bar()  # a 20–700 MB local model loads in seconds; no bar needed
         try:
             model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch_dtype).to(dev).eval()

@@ -63,8 +63,8 @@ def model_source(loaded) -> str | Path:
     model is saved to once (bitsandbytes quantizes while loading a checkpoint)."""
     from . import models
 
-    if loaded.profile == "tiny":
-        return models.build_tiny()
+    if loaded.profile in models.BUILT_PROFILES:   # tiny, small: built locally from a config
+        return models.built_folder(loaded.profile)
     if loaded.profile == "mistral-7b-random":
         import torch
         import transformers

@@ -325,26 +325,8 @@ def _(decoding_views, regimes_measured):
 
 
 @app.cell
-def _(mo, regimes_measured):
-    def _line(reg):
-        eager, gen, best = reg.result("eager"), reg.result("generate"), reg.best
-        regime = ("memory-bound: the bytes set the pace" if best.efficiency >= 0.5
-                  else "overhead-bound: most of the step is not moving bytes")
-        same = "identical" if all(r.same_tokens for r in reg.results) else "**not identical**"
-        gen_text = ""
-        if gen is not None:
-            gen_text = (f" `generate` takes {(gen.step_s - eager.step_s) * 1e3:+,.2f} ms per step against the bare "
-                        f"loop ({100 * (gen.step_s / eager.step_s - 1):+,.0f} %): its input preparation, mask update, "
-                        "logits processors and stopping checks run every step.")
-        comp = reg.result("static+compile")
-        comp_text = (f" Compiling took {comp.compile_s:,.1f} s." if comp is not None and comp.compile_s else
-                     (f" Skipped here: {', '.join(reg.skipped)}." if reg.skipped else ""))
-        return (f"- **{reg.name}**: the bare loop runs at {100 * eager.efficiency:,.1f} % of its floor "
-                f"({eager.step_s * 1e3:,.2f} ms against {eager.floor_s * 1e3:,.2f} ms); the fastest here is "
-                f"**{best.impl}** at **{100 * best.efficiency:,.1f} %** — {regime}. Greedy tokens of every "
-                f"implementation: {same}.{gen_text}{comp_text}")
-
-    mo.md("\n".join(_line(r) for r in regimes_measured) + """
+def _(decoding_views, mo, regimes_measured):
+    mo.md("\n".join(decoding_views.implementations_summary(r) for r in regimes_measured) + """
 
     **What you should see.** On a CPU (tiny and small, fp32): the tiny model far below its floor, the
     small one close to it — on an idle 2-core machine the bare loop reaches about 85–90 % of the copy
@@ -371,20 +353,8 @@ def _(decoding_views, regimes_measured):
 
 
 @app.cell
-def _(mo, regimes_measured):
-    def _line(reg):
-        b = reg.breakdown
-        if b is None:
-            return f"- **{reg.name}**: no breakdown measured."
-        part, secs = max(b.beyond_floor().items(), key=lambda kv: kv[1])
-        check = "within" if abs(b.sum_over_measured - 1) <= 0.10 else "**outside**"
-        return (f"- **{reg.name}**: at best {100 * b.memory_share:,.0f} % of the step waits for memory (floor "
-                f"{b.floor_s * 1e3:,.2f} ms of a {b.measured_step_s * 1e3:,.2f} ms step); "
-                f"{100 * b.fixed_share:,.0f} % goes to other operators and to no operator at all; the largest part "
-                f"beyond the floor is *{part}* ({secs * 1e3:,.2f} ms). The parts add up to "
-                f"{100 * b.sum_over_measured:,.0f} % of the step measured without the profiler ({check} ±10 %).")
-
-    mo.md("**Where the step goes.**\n\n" + "\n".join(_line(r) for r in regimes_measured) + """
+def _(decoding_views, mo, regimes_measured):
+    mo.md("**Where the step goes.**\n\n" + "\n".join(decoding_views.breakdown_summary(r) for r in regimes_measured) + """
 
     **What you should see.** On a CPU: the tiny model's step dominated by the parts that do not read
     weights — operators on vectors of a few hundred numbers and the Python around them — the small

@@ -62,6 +62,42 @@ def planner_frame(regimes: Sequence[Regime]):
     return pd.DataFrame(rows)
 
 
+def implementations_summary(reg: Regime) -> str:
+    """One markdown bullet per model: the eager loop and the fastest implementation against the floor, the
+    regime by a rule (efficiency ≥ 0.5: memory-bound), generate's cost per step, compilation."""
+    eager, gen, best = reg.result("eager"), reg.result("generate"), reg.best
+    regime = ("memory-bound: the bytes set the pace" if best.efficiency >= 0.5
+              else "overhead-bound: most of the step is not moving bytes")
+    same = "identical" if all(r.same_tokens for r in reg.results) else "**not identical**"
+    gen_text = ""
+    if gen is not None:
+        gen_text = (f" `generate` takes {(gen.step_s - eager.step_s) * 1e3:+,.2f} ms per step against the bare "
+                    f"loop ({100 * (gen.step_s / eager.step_s - 1):+,.0f} %): its input preparation, mask update, "
+                    "logits processors and stopping checks run every step.")
+    comp = reg.result("static+compile")
+    comp_text = (f" Compiling took {comp.compile_s:,.1f} s." if comp is not None and comp.compile_s else
+                 (f" Skipped here: {', '.join(reg.skipped)}." if reg.skipped else ""))
+    return (f"- **{reg.name}**: the bare loop runs at {100 * eager.efficiency:,.1f} % of its floor "
+            f"({eager.step_s * 1e3:,.2f} ms against {eager.floor_s * 1e3:,.2f} ms); the fastest here is "
+            f"**{best.impl}** at **{100 * best.efficiency:,.1f} %** — {regime}. Greedy tokens of every "
+            f"implementation: {same}.{gen_text}{comp_text}")
+
+
+def breakdown_summary(reg: Regime) -> str:
+    """One markdown bullet per model: the share of the step waiting for memory, the fixed share, the
+    largest part beyond the floor, and whether the parts add up to the measured step within 10 %."""
+    b = reg.breakdown
+    if b is None:
+        return f"- **{reg.name}**: no breakdown measured."
+    part, secs = max(b.beyond_floor().items(), key=lambda kv: kv[1])
+    check = "within" if abs(b.sum_over_measured - 1) <= 0.10 else "**outside**"
+    return (f"- **{reg.name}**: at best {100 * b.memory_share:,.0f} % of the step waits for memory (floor "
+            f"{b.floor_s * 1e3:,.2f} ms of a {b.measured_step_s * 1e3:,.2f} ms step); "
+            f"{100 * b.fixed_share:,.0f} % goes to other operators and to no operator at all; the largest part "
+            f"beyond the floor is *{part}* ({secs * 1e3:,.2f} ms). The parts add up to "
+            f"{100 * b.sum_over_measured:,.0f} % of the step measured without the profiler ({check} ±10 %).")
+
+
 def roofline_figure(regimes: Sequence[Regime], peak_flops: float, bandwidth: float, dtype: str = ""):
     """Left: every implementation of every model on this device's roofline (zoomed on decode).
     Right: each one's efficiency, floor ÷ measured step, against 100 % (the memory floor)."""
