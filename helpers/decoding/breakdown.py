@@ -97,7 +97,10 @@ class StepBreakdown:
 
 def _step_times(events, cuda: bool) -> tuple[list[float], list[dict[str, float]]]:
     """(each step's wall time, each step's parts) from the profiler's events, in seconds."""
-    steps = sorted((e for e in events if e.name == STEP_RANGE), key=lambda e: e.time_range.start)
+    def on_device(e) -> bool:   # kernels, and the GPU's copy of a record_function range
+        return str(getattr(e, "device_type", "")).endswith("CUDA")
+
+    steps = sorted((e for e in events if e.name == STEP_RANGE and not on_device(e)), key=lambda e: e.time_range.start)
     walls = [e.time_range.elapsed_us() / 1e6 for e in steps]
     parts = [dict.fromkeys(PARTS, 0.0) for _ in steps]
     starts = [e.time_range.start for e in steps]
@@ -107,7 +110,7 @@ def _step_times(events, cuda: bool) -> tuple[list[float], list[dict[str, float]]
     for e in events:
         if e.name == STEP_RANGE or getattr(e, "is_user_annotation", False):
             continue
-        if str(getattr(e, "device_type", "")).endswith("CUDA"):
+        if on_device(e):
             continue   # kernels themselves: counted through the operator that launched them
         i = bisect.bisect_right(starts, e.time_range.start) - 1
         if i < 0 or e.time_range.start >= ends[i]:

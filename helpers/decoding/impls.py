@@ -120,16 +120,26 @@ def _static(model, input_ids, new_tokens: int, device: str, compiled: bool) -> D
     ids = input_ids.to(device)
     batch, p = ids.shape
     slots = p + new_tokens                      # the buffer every step's attention reads
-    cache = StaticCache(config=model.config, max_cache_len=slots)
+    # One static cache per model and shape, reset between runs (as transformers' generate does): its
+    # buffers keep their addresses, so a compiled step (and its CUDA graph) is reused, not rebuilt.
+    # Kept in the module's __dict__, not as a registered attribute: neither is a submodule or a buffer.
+    key = (batch, slots, str(device))
+    held = model.__dict__.get("_workshop_static_cache")
+    if held is not None and held[0] == key:
+        cache = held[1]
+        cache.reset()
+    else:
+        cache = StaticCache(config=model.config, max_cache_len=slots)
+        model.__dict__["_workshop_static_cache"] = (key, cache)
     forward = model
     compile_s = None
     notes: list[str] = []
     if compiled:
-        # one compiled callable per model, kept on it: a second run reuses the compiled graph
-        forward = getattr(model, "_workshop_compiled_decode", None)
+        # one compiled callable per model: a second run reuses the compiled graph
+        forward = model.__dict__.get("_workshop_compiled_decode")
         if forward is None:
             forward = torch.compile(model, mode=compile_mode(device), fullgraph=False, dynamic=False)
-            model._workshop_compiled_decode = forward
+            model.__dict__["_workshop_compiled_decode"] = forward
         notes.append(f"torch.compile mode={compile_mode(device)!r}")
     tokens = []
     with torch.inference_mode():
