@@ -127,7 +127,8 @@ def _static(model, input_ids, new_tokens: int, device: str, compiled: bool) -> D
     held = model.__dict__.get("_workshop_static_cache")
     if held is not None and held[0] == key:
         cache = held[1]
-        cache.reset()
+        with torch.inference_mode():   # its buffers were made in inference mode
+            cache.reset()
     else:
         cache = StaticCache(config=model.config, max_cache_len=slots)
         model.__dict__["_workshop_static_cache"] = (key, cache)
