@@ -34,6 +34,16 @@ def test_small_profile_is_the_tiny_recipe_widened_and_reads_half_a_gigabyte_per_
     assert 0.5e9 <= roofline.streamed_weight_bytes(spec, "fp32") <= 1e9   # the range
 
 
+def test_readme_describes_the_small_profile_as_built():
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    cfg, spec = models.SMALL_CONFIG, spec_from_config(models.SMALL_CONFIG, "small")
+    assert (f"`small` | Mistral architecture, {cfg['num_hidden_layers']} layers, hidden {cfg['hidden_size']}, "
+            f"{param_breakdown(spec).total / 1e6:,.0f} M parameters") in readme
+    assert f"reads {roofline.streamed_weight_bytes(spec, 'fp32') / 1e9:.2f} GB (fp32)" in readme
+
+
 def test_small_profile_resolves_and_runs_in_fp32_on_a_cpu():
     assert "small" in models.PROFILES
     assert models.resolve_profile("small")[0] == "small"
