@@ -122,6 +122,31 @@ def _step_times(events, cuda: bool) -> tuple[list[float], list[dict[str, float]]
     return walls, parts
 
 
+class _QuietNativeStderr:
+    """Silence file descriptor 2 for a block: the profiler's native library prints a line to it at each
+    start and stop ("profiler_start"/"profiler_stop"), which would land in a notebook's output."""
+
+    def __enter__(self):
+        import os
+        import sys
+
+        sys.stderr.flush()
+        self._saved = os.dup(2)
+        self._null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(self._null, 2)
+        return self
+
+    def __exit__(self, *exc):
+        import os
+        import sys
+
+        sys.stderr.flush()
+        os.dup2(self._saved, 2)
+        os.close(self._saved)
+        os.close(self._null)
+        return False
+
+
 def step_breakdown(model, context: int = 128, steps: int = 12, device: str | None = None,
                    floor_s: float | None = None, warmup: int = 3, rounds: int = 2) -> StepBreakdown:
     """Profile `steps` eager decode steps at `context` cached tokens (batch 1) and split each into PARTS.
@@ -179,7 +204,8 @@ def step_breakdown(model, context: int = 128, steps: int = 12, device: str | Non
         if block % 2 == 0:
             plain += run(steps, cache, nxt, False)[0]
             continue
-        with profile(activities=activities, record_shapes=False, with_stack=False, profile_memory=False) as prof:
+        with _QuietNativeStderr(), profile(activities=activities, record_shapes=False, with_stack=False,
+                                           profile_memory=False) as prof:
             run(steps, cache, nxt, True)
         events += list(prof.events())
     walls, parts = _step_times(events, cuda)
