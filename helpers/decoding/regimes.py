@@ -45,7 +45,7 @@ def decode_sizes(device: str) -> dict[str, int]:
     realistic on a GPU."""
     if str(device).startswith("cuda"):
         return {"prompt": 512, "new_tokens": 40, "rounds": 2}
-    return {"prompt": 64, "new_tokens": 10, "rounds": 2}
+    return {"prompt": 32, "new_tokens": 10, "rounds": 2}
 
 
 # ----------------------------------------------------------------------------- the planner's step
