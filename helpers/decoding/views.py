@@ -70,10 +70,13 @@ def implementations_summary(reg: Regime) -> str:
               else "overhead-bound: most of the step is not moving bytes")
     same = "identical" if all(r.same_tokens for r in reg.results) else "**not identical**"
     gen_text = ""
-    if gen is not None:
-        gen_text = (f" `generate` takes {(gen.step_s - eager.step_s) * 1e3:+,.2f} ms per step against the bare "
-                    f"loop ({100 * (gen.step_s / eager.step_s - 1):+,.0f} %): its input preparation, mask update, "
+    if gen is not None and gen.step_s > eager.step_s:
+        gen_text = (f" `generate` takes {(gen.step_s - eager.step_s) * 1e3:,.2f} ms more per step than the bare "
+                    f"loop (+{100 * (gen.step_s / eager.step_s - 1):,.0f} %): its input preparation, mask update, "
                     "logits processors and stopping checks run every step.")
+    elif gen is not None:
+        gen_text = (f" `generate` is no slower than the bare loop here ({100 * (gen.step_s / eager.step_s - 1):+,.0f} %): "
+                    "its per-step bookkeeping is lost in this step's other costs.")
     comp = reg.result("static+compile")
     comp_text = (f" Compiling took {comp.compile_s:,.1f} s." if comp is not None and comp.compile_s else
                  (f" Skipped here: {', '.join(reg.skipped)}." if reg.skipped else ""))
@@ -106,7 +109,7 @@ def roofline_figure(regimes: Sequence[Regime], peak_flops: float, bandwidth: flo
     from .. import plots
     from ..roofline import attainable_flops
 
-    fig, (ax, bars) = plots.figure(ncols=2, width=5.2, height=4.2)
+    fig, (ax, bars) = plots.figure(ncols=2, width=5.2, height=5.2)
     pts = [(reg, r) for reg in regimes for r in reg.results]
     xs = [r.point.intensity for _, r in pts]
     ys = [r.point.achieved_flops for _, r in pts]
@@ -122,7 +125,10 @@ def roofline_figure(regimes: Sequence[Regime], peak_flops: float, bandwidth: flo
     ax.set_ylabel("FLOP/s achieved")
     ax.set_title("Decode implementations on the roofline")
     ax.grid(True, which="both", alpha=0.2)
-    ax.legend(fontsize=7, loc="lower right")
+    from matplotlib.ticker import NullFormatter
+
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2)
     names = [f"{reg.name} · {r.impl}" for reg, r in pts]
     effs = [100 * r.efficiency for _, r in pts]
     y = range(len(names))
@@ -144,7 +150,7 @@ def breakdown_figure(regimes: Sequence[Regime]):
     from .. import plots
 
     regs = [r for r in regimes if r.breakdown is not None]
-    fig, ax = plots.figure(width=8, height=1.2 + 0.8 * len(regs))
+    fig, ax = plots.figure(width=8, height=1.8 + 0.8 * len(regs))
     for i, reg in enumerate(regs):
         b = reg.breakdown
         left = 0.0
@@ -162,10 +168,11 @@ def breakdown_figure(regimes: Sequence[Regime]):
     ax.set_yticks(range(len(regs)),
                   [f"{r.name}\n{r.breakdown.parts_sum_s * 1e3:,.2f} ms profiled\n"
                    f"{r.breakdown.measured_step_s * 1e3:,.2f} ms measured" for r in regs], fontsize=8)
+    ax.invert_yaxis()   # the first model on top
     ax.set_xlim(0, 100)
     ax.set_xlabel("share of one decode step (profiled, eager loop, batch 1), %")
     ax.set_title("Where one decode step's time goes")
-    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.35), ncol=5)
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=3)
     return plots.finish(fig, source(regimes))
 
 
