@@ -50,7 +50,8 @@ def decode_floor_figures(spec, dtype: str, context: int, bandwidth: float) -> di
             "decode_floor_s": roofline.decode_floor_s(cost.weight_read_bytes, cost.kv_bytes, bandwidth)}
 
 
-def roofline_figures(loaded=None, repeats: int = 5, with_sizes: bool = True) -> dict[str, Any]:
+def roofline_figures(loaded=None, repeats: int = 5, with_sizes: bool = True,
+                     with_decoding: bool = True) -> dict[str, Any]:
     """The roofline figures of notebook 03 for the active profile on this device:
 
     bandwidth_bytes_per_s   copy microbenchmark, read + write bytes, best of `repeats`
@@ -61,6 +62,7 @@ def roofline_figures(loaded=None, repeats: int = 5, with_sizes: bool = True) -> 
     decode_floor_s          (streamed weight bytes + KV bytes at decode_context) ÷ bandwidth
     decode_efficiency       decode_floor_s ÷ decode_step_s, a fraction in 0..1 (1 = at the memory floor)
     decode_efficiency_by_model  the same for other model sizes (random weights) and the overhead probe
+    decode_efficiency_small, planner_ratio_small, decode_implementations_*  helpers.decoding.regimes.bench_figures
     """
     from . import microbench, models, roofline, workloads
     from .timing import Stats
@@ -113,6 +115,10 @@ def roofline_figures(loaded=None, repeats: int = 5, with_sizes: bool = True) -> 
             "crossover_batch": "ridge (peak / bandwidth) * bytes per parameter / 2",
         },
     }
+    if with_decoding:  # helpers.decoding: both regimes, every implementation, the planner's check
+        from .decoding.regimes import bench_figures
+
+        out.update(bench_figures(loaded, bandwidth, peak))
     if with_sizes:
         table = roofline.efficiency_table(sizes.efficiency_sizes, dev, dtype, bandwidth, context, extra=[loaded])
         out["decode_efficiency_by_model"] = [

@@ -3,6 +3,8 @@
 - ``tiny``: a Mistral-architecture model built from a config with random weights, with the real
   Mistral tokenizer shipped in the ``mistral-common`` package, saved to a local folder and
   loaded back through ``from_pretrained`` (the real loading path). Runs anywhere in seconds.
+- ``small``: the same recipe at 175 M parameters (hidden 1,024, 8 layers): one decode step reads
+  about 0.57 GB in fp32, enough that decode on a CPU is bound by memory, not by per-step overhead.
 - ``mistral-7b``: Mistral 7B weights from the Hugging Face Hub (WORKSHOP_MODEL_ID to change the
   repository). Missing, gated or unreachable weights give a clear message and the fix; never a hang.
 - ``mistral-7b-random``: the full-size architecture with random weights, for timing and memory
@@ -27,8 +29,9 @@ from typing import Any
 from .hardware import pick_device
 from .specs import ModelSpec, load_config, spec_from_config
 
-PROFILES = ("auto", "tiny", "mistral-7b", "mistral-7b-random", "tiny-trained")
+PROFILES = ("auto", "tiny", "mistral-7b", "mistral-7b-random", "tiny-trained", "small")
 TINY_PROFILES = ("tiny", "tiny-trained")  # the tiny config: same sizes, timing and memory
+LOCAL_PROFILES = ("tiny", "tiny-trained", "small")  # built on this machine, no download; fp32 on a CPU
 DEFAULT_MODEL_ID = "mistralai/Mistral-7B-v0.1"
 TOKENIZER_FILE = "tokenizer.model.v1"  # Mistral 7B v0.1's SentencePiece tokenizer, 32,000 tokens
 
@@ -55,6 +58,18 @@ TINY_CONFIG: dict[str, Any] = {
     "initializer_range": 0.02,
 }
 TINY_SEED = 0
+
+# The small profile: the tiny recipe widened until one decode step streams 0.5–1 GB of weights (fp32),
+# so a CPU's decode step waits for memory rather than for Python. Mistral 7B's ratios are kept
+# (4 query heads per KV head, MLP 3.5× the hidden size, head_dim 64 as in many 1B-class models).
+SMALL_OVERRIDES: dict[str, Any] = {"hidden_size": 1024, "intermediate_size": 3584, "num_hidden_layers": 8,
+                                   "num_attention_heads": 16, "num_key_value_heads": 4, "head_dim": 64}
+SMALL_CONFIG: dict[str, Any] = {**TINY_CONFIG, **SMALL_OVERRIDES}
+# the profiles built locally from a config with random weights: (config, cache folder name, display name)
+BUILT_PROFILES: dict[str, tuple[dict[str, Any], str, str]] = {
+    "tiny": (TINY_CONFIG, "tiny-mistral", "tiny (Mistral architecture, random weights)"),
+    "small": (SMALL_CONFIG, "small-mistral", "small (Mistral architecture, random weights)"),
+}
 
 
 class ProfileUnavailable(RuntimeError):
@@ -112,6 +127,26 @@ def atomic_folder(folder: Path):
         os.replace(tmp, folder)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def built_folder(profile: str) -> Path:
+    """The folder of a profile built on this machine (LOCAL_PROFILES), built on first use: from its config
+    with random weights (BUILT_PROFILES), or trained once (tiny-trained, helpers.training)."""
+    if profile == "tiny-trained":
+        from .training import build_trained
+
+        return build_trained()
+    if profile not in BUILT_PROFILES:
+        raise ValueError(f"profile {profile!r} is not built locally; built profiles: {', '.join(LOCAL_PROFILES)}")
+    config, folder_name, _ = BUILT_PROFILES[profile]
+    return build_tiny(cache_dir() / folder_name, config)
+
+
+def display_name(profile: str) -> str:
+    """What a locally built profile's model is, for labels."""
+    if profile == "tiny-trained":
+        return "tiny (Mistral architecture, trained on Persuasion)"
+    return BUILT_PROFILES[profile][2]
 
 
 def load_tokenizer(folder: str | Path):
@@ -257,8 +292,8 @@ def resolve_profile(profile: str | None = None, device: str | None = None) -> tu
 
 def default_dtype(profile: str, device: str) -> str:
     """bf16 on a GPU that computes it natively (Ampere and later), fp16 on older ones (a T4, a V100:
-    bf16 there is emulated and slow); fp32 for the tiny model on a CPU, where bf16 matmuls are slow."""
-    if device == "cpu" and profile in TINY_PROFILES:
+    bf16 there is emulated and slow); fp32 for the locally built models on a CPU, where bf16 matmuls are slow."""
+    if device == "cpu" and profile in LOCAL_PROFILES:
         return "fp32"
     if device == "cuda":
         import torch
@@ -283,21 +318,18 @@ def load(profile: str | None = None, device: str | None = None, dtype: str | Non
     dt = normalize_dtype(dtype or os.environ.get("WORKSHOP_DTYPE") or default_dtype(name, dev),
                          ("fp32", "bf16", "fp16"))
     torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dt]
-    if name in TINY_PROFILES:
+    if name in LOCAL_PROFILES:
         from transformers.utils import logging as hf_logging
 
-        from .training import build_trained
-
-        folder = build_trained() if name == "tiny-trained" else build_tiny()
-        hf_logging.disable_progress_bar()  # a 20 MB model loads in a blink; no bar needed
+        folder, model_name = built_folder(name), display_name(name)
+        hf_logging.disable_progress_bar()  # a 20–700 MB local model loads in seconds; no bar needed
         try:
             model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch_dtype).to(dev).eval()
         finally:
             hf_logging.enable_progress_bar()
         tok = load_tokenizer(folder)
         cfg = json.loads((folder / "config.json").read_text())
-        what = "random weights" if name == "tiny" else "trained on Persuasion"
-        return Loaded(model, tok, name, f"tiny (Mistral architecture, {what})", dev, dt, reason, cfg)
+        return Loaded(model, tok, name, model_name, dev, dt, reason, cfg)
     if name == "mistral-7b-random":
         if dev != "cuda":
             raise ProfileUnavailable(

@@ -63,12 +63,8 @@ def model_source(loaded) -> str | Path:
     model is saved to once (bitsandbytes quantizes while loading a checkpoint)."""
     from . import models
 
-    if loaded.profile == "tiny":
-        return models.build_tiny()
-    if loaded.profile == "tiny-trained":
-        from .training import build_trained
-
-        return build_trained()
+    if loaded.profile in models.LOCAL_PROFILES:   # tiny, tiny-trained, small: built on this machine
+        return models.built_folder(loaded.profile)
     if loaded.profile == "mistral-7b-random":
         import torch
         import transformers

@@ -26,6 +26,7 @@ from typing import Any, Iterable, Sequence
 
 from . import stepcost
 from .microbench import MATMUL_DTYPES
+from .models import SMALL_OVERRIDES
 from .microbench import measure_bandwidth, measure_peak_flops  # noqa: F401  (re-exported)
 from .specs import ModelSpec, get_spec, param_breakdown
 from .stepcost import attended_keys, attention_flops_per_key, decode_cost, forward_cost, matmul_params  # noqa: F401
@@ -243,8 +244,7 @@ SIZE_OVERRIDES: dict[str, dict[str, Any]] = {
     "probe": {"hidden_size": 16, "intermediate_size": 32, "num_attention_heads": 2, "num_key_value_heads": 1,
               "head_dim": 8, "vocab_size": 256},
     "tiny": {},
-    "small": {"hidden_size": 1024, "intermediate_size": 3584, "num_hidden_layers": 8, "num_attention_heads": 16,
-              "num_key_value_heads": 4, "head_dim": 64},
+    "small": SMALL_OVERRIDES,  # the small profile's own widths (helpers.models)
 }
 
 

@@ -507,5 +507,162 @@ def _(efficiency, h100, intensity_summary, mo):
     return
 
 
+@app.cell
+def _(mo):
+    mo.md("""
+    ## 6 · Decode at the roof: two regimes, four implementations, the planner's check
+
+    Section 5 showed that a small model's step is mostly fixed cost. Here the same question is asked
+    of two models side by side on a CPU — **tiny** (46 MB read per step) and **small** (the `small`
+    profile: 175 M parameters, 567 MB read per step in fp32) — and on a GPU of the active model:
+
+    - **four ways to decode** the same greedy tokens (`helpers.decoding.impls`): the bare loop over a
+      `DynamicCache`; Hugging Face's `generate`; a **static cache** (K/V buffers preallocated, shapes
+      fixed); the static cache with the step compiled by **`torch.compile`** (on a CUDA GPU with CUDA
+      graphs, `mode="reduce-overhead"`: the whole step replayed by one launch). Each is placed on the
+      roofline and against its floor; their tokens are checked to be identical;
+    - **where one step's time goes**: the eager step under `torch.profiler`, split into weight
+      matmuls, attention, other operators and the time in no operator at all (Python, dispatch);
+    - **the planner's check**: `helpers.capacity.plan` for this device (its measured bandwidth and
+      peak) against the fastest measured step.
+
+    On a CPU, `torch.compile` takes longer to compile than this notebook's one-minute budget; it is
+    skipped unless `WORKSHOP_COMPILE=1` (`make bench` measures it and records its compile time).
+    """)
+    return
+
+
+@app.cell
+def _(bandwidth, loaded, peak):
+    from helpers.decoding import regimes as decoding_regimes
+    from helpers.decoding import views as decoding_views
+
+    regimes_measured = decoding_regimes.measure_regimes(loaded, bandwidth, peak)
+    decoding_views.roofline_figure(regimes_measured, peak, bandwidth, loaded.dtype)
+    return decoding_regimes, decoding_views, regimes_measured
+
+
+@app.cell
+def _(decoding_views, regimes_measured):
+    implementations_table = decoding_views.implementations_frame(regimes_measured)
+    implementations_table
+    return
+
+
+@app.cell
+def _(decoding_views, mo, regimes_measured):
+    mo.md("\n".join(decoding_views.implementations_summary(r) for r in regimes_measured) + """
+
+    **What you should see.** On a CPU (tiny and small, fp32): the tiny model far below its floor, the
+    small one close to it — on an idle 2-core machine the bare loop reaches about 85–90 % of the copy
+    bandwidth's floor; `generate` a few milliseconds behind it; the static cache no faster than the
+    dynamic one (it reads a whole preallocated buffer, and without compilation nothing else changes).
+    A machine shared with other work shows lower, noisier figures. On a GPU (Mistral 7B, bf16): the
+    eager loop and the static cache near a quarter of the floor — hundreds of kernel launches per step,
+    each waiting on Python — and the compiled static cache with CUDA graphs at 80 % or more.
+    """)
+    return
+
+
+@app.cell
+def _(decoding_views, regimes_measured):
+    decoding_views.breakdown_figure(regimes_measured)
+    return
+
+
+@app.cell
+def _(decoding_views, regimes_measured):
+    breakdown_table = decoding_views.breakdown_frame(regimes_measured)
+    breakdown_table
+    return
+
+
+@app.cell
+def _(decoding_views, mo, regimes_measured):
+    mo.md("**Where the step goes.**\n\n" + "\n".join(decoding_views.breakdown_summary(r) for r in regimes_measured) + """
+
+    **What you should see.** On a CPU: the tiny model's step dominated by the parts that do not read
+    weights — operators on vectors of a few hundred numbers and the Python around them — the small
+    model's by its weight matmuls, with the memory floor most of their length. On a GPU (eager loop):
+    the device idle for most of the step (*outside operators*: it waits for Python to launch the next
+    kernel) — which is what CUDA graphs remove.
+    """)
+    return
+
+
+@app.cell
+def _(decoding_views, regimes_measured):
+    planner_check = decoding_views.planner_frame(regimes_measured)
+    planner_check
+    return
+
+
+@app.cell
+def _(mo, regimes_measured):
+    mo.md("**The planner against this device.** " + " ".join(r.planner["sentence"] for r in regimes_measured) + """
+
+    **What you should see.** On a CPU: the small model within 0.8–1.25 (on an idle machine); the
+    tiny one well above it — the planner counts bytes, the tiny step is mostly fixed cost. On a GPU:
+    the eager loop several times the planner's step, the compiled one within the band.
+    """)
+    return
+
+
+@app.cell
+def _(mo, regimes_measured):
+    _last = regimes_measured[-1]
+    _b = _last.breakdown
+    _no_python = (_b.parts_sum_s - _b.parts_s["outside operators"]) if _b is not None else None
+    _first = regimes_measured[0]
+    _solution_1 = ("No breakdown was measured." if _b is None else
+                   f"For {_last.name}: Σ parts without *outside operators* is {_no_python * 1e3:,.2f} ms, so at best "
+                   f"{100 * _b.floor_s / _no_python:,.0f} % of the floor instead of {100 * _b.memory_share:,.0f} %. "
+                   "What is left beyond the floor sits inside operators: matmuls short of the copy bandwidth, "
+                   "the small operators between them. Compilation fuses those; CUDA graphs remove the launches.")
+    from helpers.specs import get_spec, param_breakdown
+
+    def _embedding_share(spec):
+        _pb = param_breakdown(spec)
+        return _pb.embedding / _pb.total
+
+    _solution_2 = (f"The planner counts {_first.planner['predicted_bytes'] / 1e6:,.0f} MB for {_first.name}, the step reads "
+                   f"{_first.planner['floor_bytes'] / 1e6:,.0f} MB: the input embedding table is counted in full although "
+                   "a step reads one row of it (helpers.roofline.streamed_weight_bytes leaves it out). For "
+                   f"{_first.name} that table is {100 * _embedding_share(_first.spec):,.0f} % of the weights; for Mistral 7B "
+                   f"{100 * _embedding_share(get_spec('mistral-7b-v0.1')):,.1f} %.")
+    mo.accordion({
+        "Exercise 1 — if Python cost nothing: from the breakdown, how close could the last model get to its "
+        "floor without the time outside operators? Then run with WORKSHOP_COMPILE=1 (CPU) and compare.": mo.md(_solution_1),
+        "Exercise 2 — the planner's bytes: compare `planner_counts_MB` with `step_must_read_MB` in the table "
+        "above. Where does the difference come from, and for which model does it matter?": mo.md(_solution_2),
+        "Exercise 3 — the static cache: it reads a whole preallocated buffer (`kv_slots_read` in the table) "
+        "yet it is the base of the fastest GPU implementation. Why does it not help on its own?": mo.md(
+            "On its own it changes only where K/V live: the same operators run, launched the same way, and "
+            "attention reads the empty slots too (masked). What it buys is fixed shapes and fixed addresses "
+            "from step to step — the condition for compiling the step once and, on a GPU, for recording it "
+            "as a CUDA graph that replays every kernel with one launch."),
+    })
+    return
+
+
+@app.cell
+def _(mo):
+    mo.md("""
+    ## Takeaways
+
+    - A decode step has two costs: the bytes it must read (weights + KV cache, ÷ bandwidth) and a fixed
+      cost per step (operators, Python, launches). Small models live in the second regime, large ones in
+      the first — the tiny and small models above show both on the same machine.
+    - The implementation decides which regime a large model ends up in: the same greedy tokens come out
+      of each, at very different distances from the floor. On a GPU it takes a static cache *and* CUDA
+      graphs to get near the roof.
+    - The profiler turns "overhead" into named parts that add up to the measured step; the floor is
+      the one part no implementation removes.
+    - The planner's bytes ÷ bandwidth is a floor, not a forecast: it holds where the step waits for
+      memory, and says nothing about the fixed cost.
+    """)
+    return
+
+
 if __name__ == "__main__":
     app.run()

@@ -439,5 +439,27 @@ def _(mo):
     return
 
 
+@app.cell
+def _(mo):
+    from helpers import microbench as _microbench
+    from helpers.decoding import regimes as _regimes, views as _views
+    from helpers.models import ProfileUnavailable as _Unavailable, load as _load
+
+    # The planner at the roof (helpers.decoding.regimes): the same check on a model whose decode step waits
+    # for memory — on a CPU the small profile, on a GPU the active model — measured with its fastest
+    # implementation (notebook 03, section 6); the verdict column applies the rule of 0.8–1.25.
+    try:
+        _active = _load()
+        _here = _active if _active.device.startswith("cuda") else _load("small", device=_active.device)
+        _bw = _microbench.copy_benchmark(_here.device).bandwidth
+        _peak = _microbench.matmul_benchmark(_here.device, _here.dtype).flops_per_s
+        _reg = _regimes.measure_regime(_here, _bw, _peak, with_breakdown=False)
+        roof_check_view = _views.planner_frame([_reg]).assign(verdict=_reg.planner["sentence"].replace("**", ""))
+    except (_Unavailable, ValueError) as _exc:
+        roof_check_view = mo.md(f"⚠️ **The planner's check at the roof cannot run here:** {_exc}")
+    roof_check_view
+    return
+
+
 if __name__ == "__main__":
     app.run()

@@ -1,0 +1,216 @@
+"""Where one decode step's time goes, measured with torch.profiler.
+
+The eager step (one token, a real DynamicCache: the loop of helpers.timing.timed_generate) is run
+under the profiler, each step inside a ``record_function`` range. Every operator's *self* time — its
+own time, its children's excluded — is summed by what the operator does; on a CUDA GPU the time its
+kernels ran on the device is used instead (self device time):
+
+    weight matmuls      aten::mm / addmm / bmm / linear kernels: reading the weights (and multiplying)
+    attention           scaled_dot_product_attention and its kernels: reading the KV cache
+    other operators     norms, rotary embedding, SiLU, residual adds, cache appends, argmax, copies
+    outside operators   the step's time in no operator: Python, module calls, transformers' mask and
+                        cache bookkeeping, operator dispatch — on a GPU, the device idle between kernels
+
+The four parts add up to the profiled step by construction; the check that matters is that they add up
+to the step measured *without* the profiler (within 10 %, tests/test_decoding.py), so that the
+profiler's own cost does not distort the picture. Beside them, the memory floor (bytes the step must
+read ÷ the measured bandwidth, helpers.roofline.decode_floor_s) says how much of the step is waiting
+for memory at best: floor ÷ step.
+"""
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+STEP_RANGE = "workshop decode step"
+PARTS = ("weight matmuls", "attention", "other operators", "outside operators")
+_MATMUL = ("aten::mm", "aten::addmm", "aten::bmm", "aten::linear", "aten::matmul", "aten::_mkl_linear",
+           "aten::mkldnn_linear", "aten::_addmm_activation")
+_ATTENTION = ("attention",)   # aten::scaled_dot_product_attention, _scaled_dot_product_*_attention*
+
+
+def category(op_name: str) -> str:
+    """The part of PARTS an operator's time belongs to, by its name."""
+    name = op_name.lower()
+    if op_name in _MATMUL or "gemm" in name or "gemv" in name:
+        return "weight matmuls"
+    if any(k in name for k in _ATTENTION):
+        return "attention"
+    return "other operators"
+
+
+@dataclass
+class StepBreakdown:
+    """One decode step split into PARTS (seconds per step, medians over the profiled steps)."""
+
+    device: str
+    context: int
+    parts_s: dict[str, float]          # PARTS -> seconds per step
+    profiled_step_s: float             # median step under the profiler
+    measured_step_s: float             # median step without the profiler (the step the notebook reports)
+    floor_s: float | None              # memory floor of the step (weights + KV) ÷ bandwidth
+    steps: int
+
+    @property
+    def parts_sum_s(self) -> float:
+        return sum(self.parts_s.values())
+
+    @property
+    def sum_over_measured(self) -> float:
+        """Σ parts ÷ the step measured without the profiler (1 = the parts explain the step exactly)."""
+        return self.parts_sum_s / self.measured_step_s
+
+    @property
+    def memory_share(self) -> float | None:
+        """Share of the measured step that is, at best, waiting for memory: floor ÷ step."""
+        return None if self.floor_s is None else self.floor_s / self.measured_step_s
+
+    @property
+    def fixed_share(self) -> float:
+        """Share of the parts spent outside the weight and attention reads: other operators and the
+        time outside any operator — the per-step fixed cost."""
+        return (self.parts_s["other operators"] + self.parts_s["outside operators"]) / self.parts_sum_s
+
+    def beyond_floor(self) -> dict[str, float]:
+        """Each part's time beyond what the memory floor accounts for (seconds per step): the floor is
+        taken from the weight matmuls first, then from attention (which reads the KV cache)."""
+        left = self.floor_s or 0.0
+        out = {}
+        for part in PARTS:
+            take = min(left, self.parts_s[part]) if part in ("weight matmuls", "attention") else 0.0
+            left -= take
+            out[part] = self.parts_s[part] - take
+        return out
+
+    def rows(self) -> list[dict]:
+        """The breakdown as table rows: part, ms per step, share of Σ parts."""
+        total = self.parts_sum_s
+        out = [{"part": k, "ms_per_step": v * 1e3, "share": v / total} for k, v in self.parts_s.items()]
+        out.append({"part": "Σ parts (profiled)", "ms_per_step": total * 1e3, "share": 1.0})
+        out.append({"part": "measured step (no profiler)", "ms_per_step": self.measured_step_s * 1e3,
+                    "share": self.measured_step_s / total})
+        if self.floor_s is not None:
+            out.append({"part": "memory floor (bytes ÷ bandwidth)", "ms_per_step": self.floor_s * 1e3,
+                        "share": self.floor_s / total})
+        return out
+
+
+def _step_times(events, cuda: bool) -> tuple[list[float], list[dict[str, float]]]:
+    """(each step's wall time, each step's parts) from the profiler's events, in seconds."""
+    def on_device(e) -> bool:   # kernels, and the GPU's copy of a record_function range
+        return str(getattr(e, "device_type", "")).endswith("CUDA")
+
+    steps = sorted((e for e in events if e.name == STEP_RANGE and not on_device(e)), key=lambda e: e.time_range.start)
+    walls = [e.time_range.elapsed_us() / 1e6 for e in steps]
+    parts = [dict.fromkeys(PARTS, 0.0) for _ in steps]
+    starts = [e.time_range.start for e in steps]
+    ends = [e.time_range.end for e in steps]
+    import bisect
+
+    for e in events:
+        if e.name == STEP_RANGE or getattr(e, "is_user_annotation", False):
+            continue
+        if on_device(e):
+            continue   # kernels themselves: counted through the operator that launched them
+        i = bisect.bisect_right(starts, e.time_range.start) - 1
+        if i < 0 or e.time_range.start >= ends[i]:
+            continue
+        us = e.self_device_time_total if cuda else e.self_cpu_time_total
+        parts[i][category(e.name)] += us / 1e6
+    for wall, p in zip(walls, parts):
+        p["outside operators"] = max(0.0, wall - sum(p.values()))
+    return walls, parts
+
+
+class _QuietNativeStderr:
+    """Silence file descriptor 2 for a block: the profiler's native library prints a line to it at each
+    start and stop ("profiler_start"/"profiler_stop"), which would land in a notebook's output."""
+
+    def __enter__(self):
+        import os
+        import sys
+
+        sys.stderr.flush()
+        self._saved = os.dup(2)
+        self._null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(self._null, 2)
+        return self
+
+    def __exit__(self, *exc):
+        import os
+        import sys
+
+        sys.stderr.flush()
+        os.dup2(self._saved, 2)
+        os.close(self._saved)
+        os.close(self._null)
+        return False
+
+
+def step_breakdown(model, context: int = 128, steps: int = 12, device: str | None = None,
+                   floor_s: float | None = None, warmup: int = 3, rounds: int = 2) -> StepBreakdown:
+    """Profile `steps` eager decode steps at `context` cached tokens (batch 1) and split each into PARTS.
+
+    The measured step is the median of steps timed without the profiler in blocks that alternate with
+    the `rounds` profiled blocks (the same loop, each block from the same prefilled context), so that a
+    slow phase of the machine weighs on both alike.
+    """
+    import time
+
+    import torch
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    from ..hardware import synchronize
+    from ..workloads import prefill, prompt_ids
+
+    for value, what in ((context, "context"), (steps, "steps"), (rounds, "rounds")):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{what} must be a positive integer, got {value!r}")
+    device = device or str(next(model.parameters()).device)
+    cuda = device.startswith("cuda")
+    ids = prompt_ids(context, vocab=model.config.vocab_size, device=device)
+
+    def run(n: int, cache, nxt, annotate: bool) -> tuple[list[float], object]:
+        times = []
+        with torch.inference_mode():
+            for _ in range(n):
+                synchronize(device)
+                t0 = time.perf_counter()
+                if annotate:
+                    with record_function(STEP_RANGE):
+                        out = model(input_ids=nxt, cache=cache, use_cache=True)
+                        nxt = out.logits[:, -1, :].argmax(dim=-1, keepdim=True)
+                        synchronize(device)
+                else:
+                    out = model(input_ids=nxt, cache=cache, use_cache=True)
+                    nxt = out.logits[:, -1, :].argmax(dim=-1, keepdim=True)
+                    synchronize(device)
+                times.append(time.perf_counter() - t0)
+        return times, nxt
+
+    # each phase restarts from the same prefilled context, so every step sees context … context+n
+    def fresh():
+        nxt, cache = prefill(model, ids)
+        return cache, nxt
+
+    cache, nxt = fresh()
+    run(warmup, cache, nxt, False)
+    # unprofiled and profiled blocks alternate (U P U P U): a slow phase of a shared machine lands on both
+    plain: list[float] = []
+    events = []
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    for block in range(2 * rounds + 1):
+        cache, nxt = fresh()
+        if block % 2 == 0:
+            plain += run(steps, cache, nxt, False)[0]
+            continue
+        with _QuietNativeStderr(), profile(activities=activities, record_shapes=False, with_stack=False,
+                                           profile_memory=False) as prof:
+            run(steps, cache, nxt, True)
+        events += list(prof.events())
+    walls, parts = _step_times(events, cuda)
+    if not walls:
+        raise RuntimeError("the profiler recorded no decode step; is torch.profiler available here?")
+    med = {k: statistics.median(p[k] for p in parts) for k in PARTS}
+    return StepBreakdown(device, context, med, statistics.median(walls), statistics.median(plain),
+                         floor_s, len(walls))

@@ -1,0 +1,187 @@
+"""Greedy decode, four ways, each timed step by step on the same model and prompt.
+
+- ``eager``: the bare loop — one forward per token over a transformers ``DynamicCache``, argmax in
+  Python (helpers.timing.timed_generate, the loop notebooks 01 and 03 time everywhere).
+- ``generate``: Hugging Face's ``model.generate`` (greedy, DynamicCache): the same forward, plus the
+  bookkeeping of a general-purpose generation loop (input preparation, attention-mask update, logits
+  processors, stopping criteria) each step. Its steps are timed by a streamer, called once per token.
+- ``static``: a ``StaticCache`` — K/V buffers preallocated to prompt + new tokens, updated in place;
+  attention reads the whole buffer every step (the empty slots masked), so its shapes never change.
+- ``static+compile``: the static cache with the decode forward compiled by ``torch.compile``; on a CUDA
+  GPU with ``mode="reduce-overhead"`` (CUDA graphs: the whole step replayed by one launch, the recipe of
+  gpt-fast and of transformers' own static-cache generation). Its compile time is measured and reported.
+
+All four are greedy and return the same tokens (tests/test_decoding.py pins it): only the time differs.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from ..hardware import synchronize
+
+IMPLEMENTATIONS: dict[str, str] = {
+    "eager": "eager loop over a DynamicCache",
+    "generate": "Hugging Face generate() (greedy, DynamicCache)",
+    "static": "static cache (preallocated K/V, shapes fixed)",
+    "static+compile": "static cache + torch.compile",
+}
+COMPILE_MODES = {"cuda": "reduce-overhead", "cpu": "default"}  # CUDA graphs need a CUDA device
+
+
+@dataclass
+class DecodeRun:
+    """One greedy generation: `new_tokens` tokens after a prompt, the first from the prefill."""
+
+    impl: str
+    prompt_tokens: int
+    tokens: list[list[int]]                     # (batch, new_tokens) generated ids
+    step_s: tuple[float, ...]                   # each decode step after the first token
+    prefill_s: float | None                     # prompt forward + first token (None: not separable)
+    kv_slots: int                               # K/V positions each step's attention reads (mean)
+    compile_s: float | None = None              # torch.compile's first calls (compile + warm-up)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def median_step_s(self) -> float:
+        import statistics
+
+        return statistics.median(self.step_s)
+
+    @property
+    def mean_context(self) -> int:
+        """Mean tokens in the cache over the decode steps: step j (1-based) attends prompt + j tokens."""
+        return self.prompt_tokens + (len(self.step_s) + 1) // 2
+
+
+def check_impl(impl: str) -> str:
+    if impl not in IMPLEMENTATIONS:
+        raise ValueError(f"unknown decode implementation {impl!r}; allowed: {', '.join(IMPLEMENTATIONS)}")
+    return impl
+
+
+def _check_sizes(input_ids, new_tokens: int) -> None:
+    if getattr(input_ids, "ndim", None) != 2 or input_ids.shape[1] < 1:
+        raise ValueError(f"input_ids must be a (batch, prompt) tensor of token ids, got shape "
+                         f"{tuple(getattr(input_ids, 'shape', ()))}")
+    if isinstance(new_tokens, bool) or not isinstance(new_tokens, int) or new_tokens < 2:
+        raise ValueError(f"new_tokens must be an integer ≥ 2 (the first token comes from the prefill), got {new_tokens!r}")
+
+
+def compile_mode(device: str) -> str:
+    """torch.compile's mode for the decode step: CUDA graphs on a CUDA GPU, the default elsewhere."""
+    return COMPILE_MODES["cuda" if str(device).startswith("cuda") else "cpu"]
+
+
+def _eager(model, input_ids, new_tokens: int, device: str) -> DecodeRun:
+    from ..timing import timed_generate
+
+    g = timed_generate(model, input_ids, new_tokens, device)
+    p = input_ids.shape[1]
+    return DecodeRun("eager", p, g.token_ids, tuple(g.step_s), g.ttft_s, p + new_tokens // 2)
+
+
+class _StepClock:
+    """A generate() streamer that notes the time each token arrives (the prompt arrives first)."""
+
+    def __init__(self, device: str):
+        self.device, self.times = device, []
+
+    def put(self, value) -> None:
+        synchronize(self.device)
+        self.times.append(time.perf_counter())
+
+    def end(self) -> None:
+        pass
+
+
+def _generate(model, input_ids, new_tokens: int, device: str) -> DecodeRun:
+    import torch
+    from transformers import GenerationConfig
+
+    cfg = GenerationConfig(do_sample=False, max_new_tokens=new_tokens, min_new_tokens=0, eos_token_id=None,
+                           pad_token_id=model.config.pad_token_id or 0, num_beams=1, cache_implementation=None)
+    clock = _StepClock(device)
+    ids = input_ids.to(device)
+    with torch.inference_mode():
+        synchronize(device)
+        t0 = time.perf_counter()
+        out = model.generate(ids, attention_mask=torch.ones_like(ids), generation_config=cfg, streamer=clock)
+    arrivals = [t0] + clock.times[1:]          # the streamer's first call is the prompt itself
+    gaps = [b - a for a, b in zip(arrivals, arrivals[1:])]
+    p = ids.shape[1]
+    return DecodeRun("generate", p, out[:, p:].tolist(), tuple(gaps[1:]), gaps[0], p + new_tokens // 2)
+
+
+def _static(model, input_ids, new_tokens: int, device: str, compiled: bool) -> DecodeRun:
+    import torch
+    from transformers import StaticCache
+
+    ids = input_ids.to(device)
+    batch, p = ids.shape
+    slots = p + new_tokens                      # the buffer every step's attention reads
+    # One static cache per model and shape, reset between runs (as transformers' generate does): its
+    # buffers keep their addresses, so a compiled step (and its CUDA graph) is reused, not rebuilt.
+    # Kept in the module's __dict__, not as a registered attribute: neither is a submodule or a buffer.
+    key = (batch, slots, str(device))
+    held = model.__dict__.get("_workshop_static_cache")
+    if held is not None and held[0] == key:
+        cache = held[1]
+        with torch.inference_mode():   # its buffers were made in inference mode
+            cache.reset()
+    else:
+        cache = StaticCache(config=model.config, max_cache_len=slots)
+        model.__dict__["_workshop_static_cache"] = (key, cache)
+    forward = model
+    compile_s = None
+    notes: list[str] = []
+    if compiled:
+        # one compiled callable per model: a second run reuses the compiled graph
+        forward = model.__dict__.get("_workshop_compiled_decode")
+        if forward is None:
+            forward = torch.compile(model, mode=compile_mode(device), fullgraph=False, dynamic=False)
+            model.__dict__["_workshop_compiled_decode"] = forward
+        notes.append(f"torch.compile mode={compile_mode(device)!r}")
+    tokens = []
+    with torch.inference_mode():
+        synchronize(device)
+        t0 = time.perf_counter()
+        out = model(input_ids=ids, cache=cache, use_cache=True, logits_to_keep=1)   # prefill: eager
+        nxt = out.logits[:, -1, :].argmax(dim=-1, keepdim=True)
+        synchronize(device)
+        prefill_s = time.perf_counter() - t0
+        tokens.append(nxt)
+        steps = []
+        for j in range(new_tokens - 1):
+            pos = torch.full((batch, 1), p + j, dtype=torch.long, device=device)
+            t0 = time.perf_counter()
+            out = forward(input_ids=nxt, position_ids=pos, cache=cache, use_cache=True)
+            nxt = out.logits[:, -1, :].argmax(dim=-1, keepdim=True).clone()
+            synchronize(device)
+            steps.append(time.perf_counter() - t0)
+            tokens.append(nxt)
+    ids_out = torch.cat(tokens, dim=1).tolist()
+    if compiled:
+        # the first calls compile (and on a GPU record the CUDA graph): report them apart, time the rest
+        warm = min(3, len(steps) - 1)
+        compile_s, steps = sum(steps[:warm]), steps[warm:]
+    return DecodeRun("static+compile" if compiled else "static", p, ids_out, tuple(steps), prefill_s, slots,
+                     compile_s, notes)
+
+
+def decode(model, impl: str, input_ids, new_tokens: int, device: str | None = None) -> DecodeRun:
+    """Greedy decode of `new_tokens` tokens after `input_ids` with one implementation (IMPLEMENTATIONS).
+
+    Every step's time is measured (device synchronised); for ``static+compile`` the first three
+    steps, which compile, are reported as ``compile_s`` and left out of ``step_s``.
+    """
+    check_impl(impl)
+    _check_sizes(input_ids, new_tokens)
+    device = device or str(next(model.parameters()).device)
+    if impl == "static+compile" and new_tokens < 6:
+        raise ValueError(f"static+compile needs new_tokens ≥ 6 (3 compile steps, then timed ones), got {new_tokens}")
+    if impl == "eager":
+        return _eager(model, input_ids, new_tokens, device)
+    if impl == "generate":
+        return _generate(model, input_ids, new_tokens, device)
+    return _static(model, input_ids, new_tokens, device, compiled=impl == "static+compile")

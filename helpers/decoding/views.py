@@ -1,0 +1,199 @@
+"""Tables and figures of the decode regimes (helpers.decoding.regimes) for notebook 03 and `make bench`."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from .breakdown import PARTS
+from .regimes import PLANNER_BAND, Regime
+
+_MARKERS = {"eager": "^", "generate": "v", "static": "s", "static+compile": "*"}
+_PART_COLOURS = {"weight matmuls": "tab:blue", "attention": "tab:cyan", "other operators": "tab:orange",
+                 "outside operators": "tab:red"}
+
+
+def source(regimes: Sequence[Regime]) -> str:
+    """The stamp of a figure over several models: each model · dtype, the device, the profiles."""
+    models = ", ".join(f"{r.name} ({r.dtype})" for r in regimes)
+    return f"measured: {models} · {regimes[0].device} · profiles {', '.join(r.name for r in regimes)}"
+
+
+def implementations_frame(regimes: Sequence[Regime]):
+    """One row per model × implementation: step, floor, efficiency, same tokens as the eager loop."""
+    import pandas as pd
+
+    rows = []
+    for reg in regimes:
+        for r in reg.results:
+            rows.append({"model": reg.name, "implementation": r.impl, "step_ms": r.step_s * 1e3,
+                         "floor_ms": r.floor_s * 1e3, "efficiency": r.efficiency, "tokens_per_s": 1 / r.step_s,
+                         "same_tokens_as_eager": r.same_tokens, "kv_slots_read": r.kv_slots,
+                         "compile_s": r.compile_s, "steps_timed": r.steps, "measured on": reg.label})
+        for impl in reg.skipped:
+            rows.append({"model": reg.name, "implementation": impl, "step_ms": None, "floor_ms": None,
+                         "efficiency": None, "tokens_per_s": None, "same_tokens_as_eager": None,
+                         "kv_slots_read": None, "compile_s": None, "steps_timed": 0,
+                         "measured on": "skipped on this device (see compile_allowed)"})
+    return pd.DataFrame(rows)
+
+
+def breakdown_frame(regimes: Sequence[Regime]):
+    """One row per model × part of the profiled eager step (ms per step and share of Σ parts)."""
+    import pandas as pd
+
+    rows = []
+    for reg in regimes:
+        if reg.breakdown is None:
+            continue
+        for row in reg.breakdown.rows():
+            rows.append({"model": reg.name, **row, "measured on": reg.label})
+    return pd.DataFrame(rows)
+
+
+def planner_frame(regimes: Sequence[Regime]):
+    """The planner's predicted step against the measured one, per model."""
+    import pandas as pd
+
+    rows = [{"model": reg.name, "planner_step_ms": reg.planner["predicted_step_s"] * 1e3,
+             "measured_step_ms": reg.planner["measured_step_s"] * 1e3, "measured_with": reg.planner["measured_impl"],
+             "measured_over_predicted": reg.planner["ratio"],
+             f"within {PLANNER_BAND[0]}–{PLANNER_BAND[1]}": reg.planner["within_band"],
+             "planner_counts_MB": reg.planner["predicted_bytes"] / 1e6, "step_must_read_MB": reg.planner["floor_bytes"] / 1e6,
+             "context": reg.planner["context"], "measured on": reg.label} for reg in regimes]
+    return pd.DataFrame(rows)
+
+
+def implementations_summary(reg: Regime) -> str:
+    """One markdown bullet per model: the eager loop and the fastest implementation against the floor, the
+    regime by a rule (efficiency ≥ 0.5: memory-bound), generate's cost per step, compilation."""
+    eager, gen, best = reg.result("eager"), reg.result("generate"), reg.best
+    regime = ("memory-bound: the bytes set the pace" if best.efficiency >= 0.5
+              else "overhead-bound: most of the step is not moving bytes")
+    same = "identical" if all(r.same_tokens for r in reg.results) else "**not identical**"
+    gen_text = ""
+    if gen is not None and gen.step_s > eager.step_s:
+        gen_text = (f" `generate` takes {(gen.step_s - eager.step_s) * 1e3:,.2f} ms more per step than the bare "
+                    f"loop (+{100 * (gen.step_s / eager.step_s - 1):,.0f} %): its input preparation, mask update, "
+                    "logits processors and stopping checks run every step.")
+    elif gen is not None:
+        gen_text = (f" `generate` is no slower than the bare loop here ({100 * (gen.step_s / eager.step_s - 1):+,.0f} %): "
+                    "its per-step bookkeeping is lost in this step's other costs.")
+    comp = reg.result("static+compile")
+    comp_text = (f" Compiling took {comp.compile_s:,.1f} s." if comp is not None and comp.compile_s else
+                 (f" Skipped here: {', '.join(reg.skipped)}." if reg.skipped else ""))
+    return (f"- **{reg.name}**: the bare loop runs at {100 * eager.efficiency:,.1f} % of its floor "
+            f"({eager.step_s * 1e3:,.2f} ms against {eager.floor_s * 1e3:,.2f} ms); the fastest here is "
+            f"**{best.impl}** at **{100 * best.efficiency:,.1f} %** — {regime}. Greedy tokens of every "
+            f"implementation: {same}.{gen_text}{comp_text}")
+
+
+def breakdown_summary(reg: Regime) -> str:
+    """One markdown bullet per model: the share of the step waiting for memory, the fixed share, the
+    largest part beyond the floor, and whether the parts add up to the measured step within 10 %."""
+    b = reg.breakdown
+    if b is None:
+        return f"- **{reg.name}**: no breakdown measured."
+    part, secs = max(b.beyond_floor().items(), key=lambda kv: kv[1])
+    check = "within" if abs(b.sum_over_measured - 1) <= 0.10 else "**outside**"
+    return (f"- **{reg.name}**: at best {100 * b.memory_share:,.0f} % of the step waits for memory (floor "
+            f"{b.floor_s * 1e3:,.2f} ms of a {b.measured_step_s * 1e3:,.2f} ms step); "
+            f"{100 * b.fixed_share:,.0f} % goes to other operators and to no operator at all; the largest part "
+            f"beyond the floor is *{part}* ({secs * 1e3:,.2f} ms). The parts add up to "
+            f"{100 * b.sum_over_measured:,.0f} % of the step measured without the profiler ({check} ±10 %).")
+
+
+def roofline_figure(regimes: Sequence[Regime], peak_flops: float, bandwidth: float, dtype: str = ""):
+    """Left: every implementation of every model on this device's roofline (zoomed on decode).
+    Right: each one's efficiency, floor ÷ measured step, against 100 % (the memory floor)."""
+    import numpy as np
+
+    from .. import plots
+    from ..roofline import attainable_flops
+
+    fig, (ax, bars) = plots.figure(ncols=2, width=5.2, height=5.2)
+    pts = [(reg, r) for reg in regimes for r in reg.results]
+    xs = [r.point.intensity for _, r in pts]
+    ys = [r.point.achieved_flops for _, r in pts]
+    grid = np.logspace(np.log10(min(xs) / 3), np.log10(max(xs) * 3), 100)
+    ax.loglog(grid, [attainable_flops(x, peak_flops, bandwidth) for x in grid], color="black", lw=2,
+              label=f"memory roof: {bandwidth / 1e9:,.1f} GB/s × intensity")
+    colours = dict(zip([reg.name for reg in regimes], ["tab:blue", "tab:green", "tab:purple", "tab:brown"]))
+    for k, (reg, r) in enumerate(pts):
+        ax.scatter(r.point.intensity, r.point.achieved_flops, marker=_MARKERS.get(r.impl, "o"), s=60,
+                   color=colours[reg.name], zorder=3, label=f"{reg.name} · {r.impl}")
+    ax.set_ylim(min(ys) / 3, max(max(ys), max(attainable_flops(x, peak_flops, bandwidth) for x in xs)) * 3)
+    ax.set_xlabel("arithmetic intensity (FLOP per byte)")
+    ax.set_ylabel("FLOP/s achieved")
+    ax.set_title("Decode implementations on the roofline")
+    ax.grid(True, which="both", alpha=0.2)
+    from matplotlib.ticker import NullFormatter
+
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2)
+    names = [f"{reg.name} · {r.impl}" for reg, r in pts]
+    effs = [100 * r.efficiency for _, r in pts]
+    y = range(len(names))
+    bars.barh(list(y), effs, color=[colours[reg.name] for reg, _ in pts])
+    bars.axvline(100, color="black", lw=1.5, ls="--", label="memory floor (100 %)")
+    for i, e in enumerate(effs):
+        bars.annotate(f"{e:,.1f} %", (e, i), textcoords="offset points", xytext=(3, -3), fontsize=8)
+    bars.set_yticks(list(y), names, fontsize=8)
+    bars.invert_yaxis()
+    bars.set_xlim(0, max(110, max(effs) * 1.2))
+    bars.set_xlabel("efficiency: floor ÷ measured step, %")
+    bars.set_title(f"How close each gets to the floor (batch 1, {dtype})".replace(", )", ")"))
+    bars.legend(fontsize=8, loc="lower right")
+    return plots.finish(fig, source(regimes))
+
+
+def breakdown_figure(regimes: Sequence[Regime]):
+    """Each model's profiled eager step as one bar of 100 %: the four parts, the memory floor marked."""
+    from .. import plots
+
+    regs = [r for r in regimes if r.breakdown is not None]
+    fig, ax = plots.figure(width=8, height=1.8 + 0.8 * len(regs))
+    for i, reg in enumerate(regs):
+        b = reg.breakdown
+        left = 0.0
+        for part in PARTS:
+            share = 100 * b.parts_s[part] / b.parts_sum_s
+            ax.barh(i, share, left=left, color=_PART_COLOURS[part], label=part if i == 0 else None)
+            if share >= 7:
+                ax.text(left + share / 2, i, f"{b.parts_s[part] * 1e3:,.2f} ms", ha="center", va="center",
+                        fontsize=7, color="white")
+            left += share
+        if b.floor_s is not None:
+            x = 100 * b.floor_s / b.parts_sum_s
+            ax.plot([x, x], [i - 0.45, i + 0.45], color="black", lw=2.5,
+                    label="memory floor (bytes ÷ bandwidth)" if i == 0 else None)
+    ax.set_yticks(range(len(regs)),
+                  [f"{r.name}\n{r.breakdown.parts_sum_s * 1e3:,.2f} ms profiled\n"
+                   f"{r.breakdown.measured_step_s * 1e3:,.2f} ms measured" for r in regs], fontsize=8)
+    ax.invert_yaxis()   # the first model on top
+    ax.set_xlim(0, 100)
+    ax.set_xlabel("share of one decode step (profiled, eager loop, batch 1), %")
+    ax.set_title("Where one decode step's time goes")
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=3)
+    return plots.finish(fig, source(regimes))
+
+
+def figures_for_bench(reg: Regime, suffix: str) -> dict[str, Any]:
+    """A regime as plain numbers for `make bench`, keys ending in `suffix` (e.g. "_small")."""
+    best = reg.best
+    out: dict[str, Any] = {
+        f"decode_efficiency{suffix}": best.efficiency,
+        f"decode_best_impl{suffix}": best.impl,
+        f"decode_best_step_s{suffix}": best.step_s,
+        f"decode_floor_s{suffix}": best.floor_s,
+        f"planner_ratio{suffix}": reg.planner["ratio"],
+        f"planner_step_s{suffix}": reg.planner["predicted_step_s"],
+        f"decode_implementations{suffix}": [
+            {"impl": r.impl, "step_s": r.step_s, "floor_s": r.floor_s, "efficiency": r.efficiency,
+             "same_tokens_as_eager": r.same_tokens, "kv_slots_read": r.kv_slots, "context": r.context,
+             "compile_s": r.compile_s, "steps_timed": r.steps} for r in reg.results],
+        f"decode_skipped{suffix}": reg.skipped,
+        f"decode_label{suffix}": reg.label,
+    }
+    if reg.breakdown is not None:
+        out[f"decode_breakdown{suffix}"] = reg.breakdown.rows()
+        out[f"decode_breakdown_sum_over_measured{suffix}"] = reg.breakdown.sum_over_measured
+    return out
