@@ -67,10 +67,10 @@ def planner_prediction(spec, dtype: str, device: str, bandwidth: float, peak_flo
                price_product="", price_read="", price_source="", price_note="")
     kv_dtype = dtype if dtype in ("fp32", "bf16", "fp16") else "bf16"
     p = plan(spec, here, weight_dtype=dtype, kv_dtype=kv_dtype, context=context, batch=batch,
-             utilization=1.0, overhead_bytes=0)
+             utilization=1.0, overhead_bytes=0, efficiency=1.0)  # the measured bandwidth is this device's roof
     if p.step_s is None:
         raise ValueError(f"the planner says {spec.name} does not fit this {info.kind}: {p.reason}")
-    return {"predicted_step_s": p.step_s, "predicted_bytes": p.weight_bytes_per_gpu + p.kv_bytes_per_gpu,
+    return {"predicted_step_s": p.step_floor_s, "predicted_bytes": p.step_bytes_per_gpu,
             "predicted_bound": p.bound, "source": "helpers.capacity.plan at the measured bandwidth and peak"}
 
 
