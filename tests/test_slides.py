@@ -42,7 +42,8 @@ def built(tmp_path_factory):
 
 
 def _visible_text(page: str) -> str:
-    page = re.sub(r"<(script|style)\b.*?</\1>", " ", page, flags=re.S)
+    # a recorded run's caption is its provenance (device, date, note from meta.json), checked below
+    page = re.sub(r"<(script|style|figcaption)\b.*?</\1>", " ", page, flags=re.S)
     page = re.sub(r"src='data:[^']*'", " ", page)
     return re.sub(r"<[^>]+>", " ", page)
 
@@ -114,3 +115,17 @@ def test_unknown_placeholder_is_refused():
     build = _load("build")
     with pytest.raises(ValueError, match="no_such_figure"):
         build.fill("a {{no_such_figure}}", {"x": {"text": "1"}})
+
+
+def test_recorded_figures_are_captioned_with_their_record(built):
+    from helpers import recorded
+
+    _, _, page = built
+    captions = re.findall(r"<figcaption>(.*?)</figcaption>", page, flags=re.S)
+    rec = recorded.pick("03_prefill_decode_roofline")
+    if rec is None:
+        assert "no recorded run of 03_prefill_decode_roofline" in page
+    else:
+        import html
+
+        assert html.escape(rec.label) in captions
