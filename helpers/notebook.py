@@ -5,25 +5,6 @@ import logging
 import warnings
 
 
-def setup() -> None:
-    """Pandas shows whole cells, matplotlib uses the workshop's style, and libraries keep their
-    routine chatter (loading bars of a 20 MB model, optional-kernel notices) to themselves."""
-    import pandas as pd
-
-    pd.set_option("display.max_colwidth", 160)
-    pd.set_option("display.width", 160)
-    try:
-        import matplotlib as mpl
-
-        mpl.rcParams.update({"figure.dpi": 100, "axes.grid": True, "grid.alpha": 0.3,
-                             "axes.spines.top": False, "axes.spines.right": False})
-    except ImportError:
-        pass
-    logging.getLogger("bitsandbytes").setLevel(logging.ERROR)
-    warnings.filterwarnings("ignore", message=".*IProgress not found.*")
-    warnings.filterwarnings("ignore", message=".*MatMul8bitLt: inputs will be cast.*")
-
-
 # ----------------------------------------------------------------------------- controls outside marimo
 
 def in_marimo() -> bool:
@@ -69,3 +50,22 @@ def static_note(variables: dict[str, str]):
         "_These controls are static outside marimo (Jupyter, Colab, a headless run). To change them, set the "
         "environment variable in a cell above and rerun from there (`%env NAME=value`), or open the notebook "
         f"in marimo or Molab:_\n\n{items}")
+
+
+def setup() -> None:
+    """Pandas shows whole cells, matplotlib uses the workshop's style, and libraries keep their
+    routine chatter (loading bars of a 20 MB model, optional-kernel notices) to themselves."""
+    import pandas as pd
+
+    pd.set_option("display.max_colwidth", 160)
+    pd.set_option("display.width", 160)
+    try:
+        import matplotlib as mpl
+
+        mpl.rcParams.update({"figure.dpi": 100, "axes.grid": True, "grid.alpha": 0.3,
+                             "axes.spines.top": False, "axes.spines.right": False})
+    except ImportError:
+        pass
+    logging.getLogger("bitsandbytes").setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore", message=".*IProgress not found.*")
+    warnings.filterwarnings("ignore", message=".*MatMul8bitLt: inputs will be cast.*")

@@ -47,20 +47,15 @@ def _(mo):
 
 @app.cell
 def _(KV_DTYPES, PRESETS, WEIGHT_SCHEMES, mo):
-    from helpers.notebook import env_default as _env
-
-    model_choice = mo.ui.dropdown(options=list(PRESETS), value=_env("WORKSHOP_PLAN_MODEL", "mistral-7b-v0.1", PRESETS),
-                                  label="model")
+    model_choice = mo.ui.dropdown(options=list(PRESETS), value="mistral-7b-v0.1", label="model")
     config_path = mo.ui.text(value="", placeholder="path/to/config.json", label="or a config.json")
     weight_choice = mo.ui.dropdown(options=list(WEIGHT_SCHEMES), value="bf16", label="weights")
     kv_choice = mo.ui.dropdown(options=list(KV_DTYPES), value="bf16", label="KV cache")
-    _contexts, _slos = [512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072], [0, 5, 10, 15, 20, 30, 50, 100, 200]
-    context_choice = mo.ui.slider(steps=_contexts, value=_env("WORKSHOP_PLAN_CONTEXT", 4096, _contexts),
+    context_choice = mo.ui.slider(steps=[512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072], value=4096,
                                   show_value=True, label="context (tokens per sequence)")
-    slo_choice = mo.ui.slider(steps=_slos, value=_env("WORKSHOP_PLAN_SLO_MS", 10, _slos), show_value=True,
+    slo_choice = mo.ui.slider(steps=[0, 5, 10, 15, 20, 30, 50, 100, 200], value=10, show_value=True,
                               label="latency SLO, ms per output token (0: none)")
-    min_batch_choice = mo.ui.number(start=1, stop=4096, step=1, value=_env("WORKSHOP_PLAN_MIN_BATCH", 1, range(1, 4097)),
-                                    label="minimum batch")
+    min_batch_choice = mo.ui.number(start=1, stop=4096, step=1, value=1, label="minimum batch")
     gpus_choice = mo.ui.dropdown(options=["1", "2", "4", "8"], value="1", label="GPUs (tensor parallel)")
     return (config_path, context_choice, gpus_choice, kv_choice, min_batch_choice, model_choice, slo_choice,
             weight_choice)
@@ -69,17 +64,11 @@ def _(KV_DTYPES, PRESETS, WEIGHT_SCHEMES, mo):
 @app.cell
 def _(config_path, context_choice, gpus_choice, kv_choice, min_batch_choice, mo, model_choice, slo_choice,
       weight_choice):
-    from helpers.notebook import static_note as _static_note
-
     mo.vstack([
         mo.hstack([model_choice, config_path], justify="start"),
         mo.hstack([weight_choice, kv_choice, gpus_choice], justify="start"),
         context_choice,
         mo.hstack([slo_choice, min_batch_choice], justify="start"),
-        _static_note({"WORKSHOP_PLAN_MODEL": "model preset (python -m helpers presets)",
-                      "WORKSHOP_PLAN_CONTEXT": "context per sequence (512 … 131072)",
-                      "WORKSHOP_PLAN_SLO_MS": "latency SLO in ms per output token (0: none)",
-                      "WORKSHOP_PLAN_MIN_BATCH": "minimum batch (1 … 4096)"}),
     ])
     return
 

@@ -35,8 +35,8 @@ def test_guide_agenda_follows_the_talk_with_timings():
     assert [low.find(p) for p in parts] == sorted(low.find(p) for p in parts) and min(low.find(p) for p in parts) >= 0
     for src in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.py")):
         assert f"`{src.stem}`" in agenda, f"{src.stem} missing from the agenda"
-    for planned in ("serving optimizations", "serving engines", "beyond one GPU"):
-        assert planned in agenda
+    for planned in ("serving optimizations", "serving engines", "beyond one gpu"):   # 07, 08, 09
+        assert planned in low
 
 
 def test_guide_has_run_times_checklist_fallbacks_and_self_paced_path():
