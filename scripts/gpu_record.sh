@@ -35,6 +35,7 @@ if [ -n "${RECORD_ANY_DEVICE:-}" ] && [ "$HAS_CUDA" = 0 ] && [ -z "$DRY" ]; then
     # make record without a GPU: the tiny profile on this CPU (or Apple GPU), into workshop/results/cpu-<name>/
     export WORKSHOP_PROFILE="${RECORD_PROFILE:-tiny}"
     NOTEBOOK_LIMIT_S="${RECORD_NOTEBOOK_LIMIT_S:-2400}"   # a CPU (and a shared one above all) is slower
+    BENCH_LIMIT_S="${RECORD_BENCH_LIMIT_S:-400}"
     GPU_NAME="$("$PY" -c "import sys; sys.path.insert(0, '.'); from helpers.hardware import device_info; print(device_info().label)")"
     SLUG="$(printf '%s' "$GPU_NAME" | tr '[:upper:]' '[:lower:]' | sed -E 's/\(r\)|\(tm\)|cpu @.*$//g; s/[^a-z0-9]+/-/g; s/^-+//; s/-+$//')"
     OUT="workshop/results/${SLUG:-cpu}"
