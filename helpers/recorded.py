@@ -125,7 +125,8 @@ def beside_live_html(notebook: str, live: dict[str, Any] | None = None, results:
     labelled with where and when they were recorded. Says so when no record holds this notebook."""
     rec = pick(notebook, results)
     if rec is None:
-        return (f"<p><b>Recorded run:</b> none holds {html.escape(notebook)} in {html.escape(str(results))} "
+        where = "workshop/results/" if Path(results) == RESULTS else str(results)
+        return (f"<p><b>Recorded run:</b> none holds {html.escape(notebook)} in {html.escape(where)} "
                 "(<code>make record</code> or <code>make gpu-record</code> makes one).</p>")
     recorded = rec.key_figures(notebook)
     names = list(dict.fromkeys([*(live or {}), *recorded]))
