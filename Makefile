@@ -3,7 +3,7 @@ PY      := .venv/bin/python
 export HF_HUB_DISABLE_TELEMETRY := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup run test test-fast bench export check-exports edit slides gpu-record clean
+.PHONY: setup run test test-fast bench export check-exports edit slides gpu-record clean record
 
 setup:            ## create .venv and install what the workshop needs (idempotent, fast when done)
 	@bash scripts/setup.sh
@@ -35,3 +35,10 @@ clean:
 
 gpu-record: setup ## on a CUDA GPU: notebooks 01–03, 05 on mistral-7b-random + bench -> workshop/results/<gpu>/ (< 8 min)
 	@bash scripts/gpu_record.sh
+
+slides: setup     ## the deck: slides/deck.md + figures and numbers from helpers -> build/slides/index.html (offline)
+	$(PY) slides/figures.py
+	$(PY) slides/build.py
+
+record: setup     ## the notebooks' measurements on whatever device is here -> workshop/results/<device>/ (GPU: make gpu-record)
+	RECORD_ANY_DEVICE=1 bash scripts/gpu_record.sh

@@ -5,6 +5,53 @@ import logging
 import warnings
 
 
+# ----------------------------------------------------------------------------- controls outside marimo
+
+def in_marimo() -> bool:
+    """True when the notebook runs in marimo's own runtime (edit, run, Molab), where controls are live."""
+    try:
+        import marimo as mo
+
+        return bool(mo.running_in_notebook())
+    except Exception:  # noqa: BLE001 - no marimo, or an older one: not live
+        return False
+
+
+def env_default(name: str, default, allowed=None):
+    """A control's starting value: the environment variable `name` when set (parsed like `default`:
+    int, float or text), else `default`. Outside marimo controls are static, so this is how a Jupyter,
+    Colab or headless run changes them (``%env WORKSHOP_GPU_GB=141`` in a cell above, or the shell).
+    Raises ValueError naming the variable and what is allowed when the value does not parse or is not
+    one of `allowed`."""
+    import os
+
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    kind = type(default)
+    try:
+        value = kind(float(raw)) if kind in (int, float) else kind(raw.strip())
+    except ValueError:
+        raise ValueError(f"{name}={raw!r} is not a {kind.__name__}; unset it or give e.g. {default!r}") from None
+    if allowed is not None and value not in list(allowed):
+        raise ValueError(f"{name}={raw!r} is not allowed; allowed: {', '.join(map(str, allowed))}")
+    return value
+
+
+def static_note(variables: dict[str, str]):
+    """Under marimo nothing; elsewhere (Jupyter, Colab, a script) a note that the controls above are
+    static and which environment variable sets each one: {variable: what it sets}."""
+    import marimo as mo
+
+    if in_marimo():
+        return mo.md("")
+    items = "\n".join(f"- `{k}` — {v}" for k, v in variables.items())
+    return mo.md(
+        "_These controls are static outside marimo (Jupyter, Colab, a headless run). To change them, set the "
+        "environment variable in a cell above and rerun from there (`%env NAME=value`), or open the notebook "
+        f"in marimo or Molab:_\n\n{items}")
+
+
 def setup() -> None:
     """Pandas shows whole cells, matplotlib uses the workshop's style, and libraries keep their
     routine chatter (loading bars of a 20 MB model, optional-kernel notices) to themselves."""

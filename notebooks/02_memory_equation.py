@@ -229,13 +229,20 @@ def _(mo):
 
 @app.cell
 def _(mo):
-    gpu_gb = mo.ui.slider(start=16, stop=192, step=8, value=80, show_value=True, label="GPU memory (GB)")
-    overhead_pct = mo.ui.slider(start=0, stop=30, step=1, value=10, show_value=True, label="overhead (% of memory)")
-    context_pick = mo.ui.slider(steps=[512, 1024, 2048, 4096, 8192, 16384, 32768], value=4096, show_value=True,
+    from helpers.notebook import env_default as _env, static_note as _static_note
+
+    gpu_gb = mo.ui.slider(start=16, stop=192, step=8, value=_env("WORKSHOP_GPU_GB", 80, range(16, 193, 8)),
+                          show_value=True, label="GPU memory (GB)")
+    overhead_pct = mo.ui.slider(start=0, stop=30, step=1, value=_env("WORKSHOP_OVERHEAD_PCT", 10, range(0, 31)),
+                                show_value=True, label="overhead (% of memory)")
+    context_pick = mo.ui.slider(steps=[512, 1024, 2048, 4096, 8192, 16384, 32768], value=_env(
+        "WORKSHOP_CONTEXT", 4096, [512, 1024, 2048, 4096, 8192, 16384, 32768]), show_value=True,
                                 label="context (tokens per user)")
-    users_pick = mo.ui.slider(steps=[1, 2, 4, 8, 16, 32, 64, 80, 128, 256], value=80, show_value=True,
-                              label="concurrent users")
-    mo.vstack([gpu_gb, overhead_pct, context_pick, users_pick])
+    users_pick = mo.ui.slider(steps=[1, 2, 4, 8, 16, 32, 64, 80, 128, 256], value=_env(
+        "WORKSHOP_USERS", 80, [1, 2, 4, 8, 16, 32, 64, 80, 128, 256]), show_value=True, label="concurrent users")
+    mo.vstack([gpu_gb, overhead_pct, context_pick, users_pick, _static_note({
+        "WORKSHOP_GPU_GB": "GPU memory in GB (16–192, steps of 8)", "WORKSHOP_OVERHEAD_PCT": "overhead, % of memory (0–30)",
+        "WORKSHOP_CONTEXT": "context per user (512 … 32768)", "WORKSHOP_USERS": "concurrent users (1 … 256)"})])
     return context_pick, gpu_gb, overhead_pct, users_pick
 
 

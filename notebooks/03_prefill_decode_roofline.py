@@ -664,5 +664,19 @@ def _(mo):
     return
 
 
+@app.cell
+def _(bandwidth, crossover, efficiency, loaded, peak, ridge):
+    # Recorded run beside this one (helpers.recorded): the key figures side by side, then the record's figures.
+    from helpers import recorded as _recorded
+
+    _own = efficiency[efficiency["model"].str.endswith("(loaded)")]
+    _live = {"profile": loaded.profile, "device": loaded.device, "bandwidth (GB/s)": bandwidth / 1e9,
+             "peak matmul (TFLOP/s)": peak / 1e12, "ridge (FLOP/B)": ridge, "crossover batch": crossover,
+             "decode efficiency (loaded model)": float(_own["efficiency"].iloc[0]) if len(_own) else None}
+    _recorded.note_figures("03_prefill_decode_roofline", _live)
+    _recorded.beside_live("03_prefill_decode_roofline", _live)
+    return
+
+
 if __name__ == "__main__":
     app.run()

@@ -32,7 +32,17 @@ NOTEBOOK_LIMIT_S="${NOTEBOOK_LIMIT_S:-480}"             # all notebooks together
 BENCH_LIMIT_S="${BENCH_LIMIT_S:-180}"                   # the decode implementations compile once (helpers.decoding)
 if [ -n "$DRY" ]; then export WORKSHOP_BENCH_COMPILE="${WORKSHOP_BENCH_COMPILE:-0}"; fi   # CPU: no compile
 
-if [ -n "$DRY" ]; then
+HAS_CUDA=0
+"$PY" -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null && HAS_CUDA=1
+if [ -n "${RECORD_ANY_DEVICE:-}" ] && [ "$HAS_CUDA" = 0 ] && [ -z "$DRY" ]; then
+    # make record without a GPU: the tiny profile on this CPU (or Apple GPU), into workshop/results/cpu-<name>/
+    export WORKSHOP_PROFILE="${RECORD_PROFILE:-tiny}"
+    NOTEBOOK_LIMIT_S="${RECORD_NOTEBOOK_LIMIT_S:-2400}"   # a CPU (and a shared one above all) is slower
+    BENCH_LIMIT_S="${RECORD_BENCH_LIMIT_S:-400}"
+    GPU_NAME="$("$PY" -c "import sys; sys.path.insert(0, '.'); from helpers.hardware import device_info; print(device_info().label)")"
+    SLUG="$(printf '%s' "$GPU_NAME" | tr '[:upper:]' '[:lower:]' | sed -E 's/\(r\)|\(tm\)|cpu @.*$//g; s/[^a-z0-9]+/-/g; s/^-+//; s/-+$//')"
+    OUT="workshop/results/${SLUG:-cpu}"
+elif [ -n "$DRY" ]; then
     GPU_NAME="dry run on $("$PY" -c "import sys; sys.path.insert(0, '.'); from helpers.hardware import device_info; print(device_info().label)")"
     OUT="build/results-dry-run"
 else
@@ -45,7 +55,10 @@ else
     SLUG="$(printf '%s' "$GPU_NAME" | tr '[:upper:]' '[:lower:]' | sed -E 's/^nvidia //; s/[^a-z0-9]+/-/g; s/^-+//; s/-+$//')"
     OUT="workshop/results/${SLUG:-gpu}"
 fi
+rm -f "$OUT"/figures/*.png
 mkdir -p "$OUT/figures"
+export WORKSHOP_FIGURES_DIR="build/figures"           # notebooks note their key figures here (helpers.recorded)
+rm -rf "$WORKSHOP_FIGURES_DIR"
 echo "gpu-record: $GPU_NAME -> $OUT (profile $WORKSHOP_PROFILE, notebooks ${NOTEBOOKS[*]})"
 
 T0=$(date +%s)
@@ -106,8 +119,19 @@ meta = {
     "notebooks_seconds": int(nb_s),
     "bench_exit_code": int(bench_rc),
     "bench_seconds": int(bench_s),
-    "bench_files": sorted(p.name for p in out.glob("*.json") if p.name != "meta.json"),
+    "bench_files": sorted(p.name for p in out.glob("*.json") if p.name not in ("meta.json", "key_figures.json")),
 }
+# per-notebook seconds (build/run.json, written by scripts/notebooks.py run) and the key figures noted
+from helpers.recorded import KEY_FIGURES, noted_figures
+run_json = build / "run.json"
+if run_json.is_file():
+    secs = {r["notebook"]: r["seconds"] for r in json.loads(run_json.read_text()).get("notebooks", [])}
+    for n in notebooks:
+        n["seconds"] = secs.get(n["notebook"])
+if os.environ.get("RECORD_NOTE"):
+    meta["note"] = os.environ["RECORD_NOTE"]
+figs = noted_figures(build / "figures")
+(out / KEY_FIGURES).write_text(json.dumps(figs, indent=1) + "\n")
 (out / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
 print(json.dumps({k: meta[k] for k in ("gpu", "recorded_at", "notebooks_seconds", "bench_seconds")}))
 for n in notebooks:

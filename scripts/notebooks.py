@@ -224,6 +224,7 @@ def run(only: list[str], timeout: int) -> int:
     profile, reason = resolve_profile()
     info = device_info()
     rows, failed = [], 0
+    os.environ.setdefault("WORKSHOP_FIGURES_DIR", str(BUILD / "figures"))  # notebooks note key figures there
     for src in sources():
         if only and src.name[:2] not in only:
             continue
@@ -252,6 +253,10 @@ device {html.escape(info.label)} · torch {html.escape(info.torch_version)}</p>
 {items}
 </table></body></html>
 """
+    from helpers import report  # key figures per notebook, machine and profile, links (helpers/report.py)
+
+    page = page.replace("</body></html>", report.section(rows, BUILD, profile, info.label) + "\n</body></html>")
+    report.write_run_json(rows, BUILD, profile, info.to_dict())
     (BUILD / "index.html").write_text(page)
     print(f"run: {len(rows) - failed} of {len(rows)} notebooks ran; report: {BUILD / 'index.html'}")
     return 1 if failed else 0

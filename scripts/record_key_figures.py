@@ -1,0 +1,80 @@
+"""A minimal recorded run: notebook 03's key figures measured with torch and transformers alone.
+
+For a GPU machine that lacks the notebook tooling (marimo, nbclient, the Mistral tokenizer), where
+`make gpu-record` cannot run the notebooks: measures this device's copy bandwidth and bf16 matmul peak
+(helpers.microbench), the ridge, and the decode efficiency (helpers.roofline.efficiency_row) of the
+probe, tiny and small sizes and of the full Mistral 7B v0.1 architecture with random weights; writes
+workshop/results/<device>/key_figures.json, decode_efficiency.json and meta.json (the same layout as
+`make gpu-record`, with no executed notebooks).
+
+    python scripts/record_key_figures.py [--context 1024] [--out DIR]
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import re
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def main(argv=None) -> int:
+    import torch
+
+    from helpers import microbench, roofline
+    from helpers.hardware import device_info, free_memory
+    from helpers.specs import load_config
+
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--context", type=int, default=1024)
+    ap.add_argument("--out", type=Path)
+    ap.add_argument("--big", default="mistral-7b-v0.1", help="preset measured last ('tiny' size to try the script on a CPU)")
+    a = ap.parse_args(argv)
+    t0 = time.time()
+    info = device_info()
+    device = info.kind
+    dtype = "bf16" if device == "cuda" else "fp32"
+    slug = re.sub(r"[^a-z0-9]+", "-", info.name.lower().removeprefix("nvidia ")).strip("-")
+    out = a.out or ROOT / "workshop" / "results" / slug
+    out.mkdir(parents=True, exist_ok=True)
+    bw = microbench.measure_bandwidth(device)
+    peak = microbench.measure_peak_flops(device, dtype)
+    rows = []
+    for name in ("probe", "tiny", "small"):
+        cfg = roofline.size_config(name)
+        m = roofline.random_model(cfg, device, dtype)
+        rows.append(roofline.efficiency_row(name, m, cfg, dtype, device, bw, a.context))
+        del m
+        free_memory(device)
+    cfg = roofline.size_config("tiny") if a.big == "tiny" else load_config(a.big)[1]
+    m = roofline.random_model(cfg, device, dtype)
+    rows.append(roofline.efficiency_row(f"{a.big} (random weights)", m, cfg, dtype, device, bw, a.context))
+    del m
+    free_memory(device)
+    ridge = roofline.ridge_point(peak, bw)
+    figures = {"03_prefill_decode_roofline": {
+        "profile": "mistral-7b-random", "device": device, "bandwidth (GB/s)": bw / 1e9,
+        "peak matmul (TFLOP/s)": peak / 1e12, "ridge (FLOP/B)": ridge,
+        "crossover batch": roofline.crossover_batch(peak, bw, 2 if dtype == "bf16" else 4),
+        "decode efficiency (loaded model)": rows[-1]["efficiency"]}}
+    (out / "key_figures.json").write_text(json.dumps(figures, indent=1) + "\n")
+    (out / "decode_efficiency.json").write_text(json.dumps(rows, indent=1, default=float) + "\n")
+    meta = {"recorded_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "gpu": info.name,
+            "device": info.to_dict(), "profile": "mistral-7b-random", "dtype": dtype, "context": a.context,
+            "versions": {"torch": torch.__version__, "transformers": __import__("transformers").__version__},
+            "how": "scripts/record_key_figures.py (no notebook tooling on this machine: key figures only)",
+            "notebooks": [], "seconds": round(time.time() - t0, 1)}
+    (out / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+    print(json.dumps(figures, indent=1))
+    for r in rows:
+        print(f"  {r['model']}: step {r['step_s'] * 1e3:.3f} ms, floor {r['floor_s'] * 1e3:.3f} ms, efficiency {r['efficiency']:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,129 @@
+"""Recorded runs (workshop/results/<device>/), the helper that shows one beside the live run, the
+report's key figures, and the static-control note."""
+from __future__ import annotations
+
+import json
+import re
+import struct
+from pathlib import Path
+
+import pytest
+
+from helpers import notebook, recorded, report
+
+ROOT = Path(__file__).resolve().parent.parent
+RECORDS = sorted(p.parent for p in (ROOT / "workshop" / "results").glob("*/meta.json"))
+
+
+def _png_size(path: Path) -> tuple[int, int]:
+    head = path.read_bytes()[:24]
+    assert head[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
+    return struct.unpack(">II", head[16:24])
+
+
+def test_a_cpu_record_is_committed():
+    assert any(json.loads((r / "meta.json").read_text())["device"]["kind"] == "cpu" for r in RECORDS)
+
+
+@pytest.mark.parametrize("folder", RECORDS, ids=lambda p: p.name)
+def test_record_layout(folder):
+    meta = json.loads((folder / "meta.json").read_text())
+    for key in ("recorded_at", "device", "profile", "versions", "notebooks"):
+        assert key in meta, f"{folder.name}/meta.json lacks {key}"
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d", meta["recorded_at"])
+    assert meta["device"]["kind"] in ("cuda", "cpu", "mps") and meta["device"]["name"]
+    for nb in meta["notebooks"]:
+        figs = sorted((folder / "figures").glob(f"{nb['notebook']}-*.png"))
+        assert len(figs) == nb["figures"], nb["notebook"]
+        assert all(min(_png_size(f)) > 50 for f in figs)
+        if nb.get("html"):
+            assert (folder / nb["html"]).is_file()
+        assert nb["seconds"] is None or nb["seconds"] > 0
+    rec = recorded.Record(folder, meta)
+    assert meta["profile"] in rec.label and rec.device in rec.label and meta["recorded_at"][:10] in rec.label
+    kf = rec.key_figures()
+    if any(n["notebook"].startswith("03_") and n["ok"] for n in meta["notebooks"]):
+        f = kf["03_prefill_decode_roofline"]
+        assert f["ridge (FLOP/B)"] == pytest.approx(f["peak matmul (TFLOP/s)"] * 1e12 / (f["bandwidth (GB/s)"] * 1e9))
+        assert 0 < f["decode efficiency (loaded model)"] <= 1
+
+
+def _fake_record(tmp_path: Path, kind: str, when: str, name: str) -> Path:
+    folder = tmp_path / name
+    (folder / "figures").mkdir(parents=True)
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(2, 2))
+    ax.plot([0, 1], [0, 1])
+    fig.savefig(folder / "figures" / "03_x-01.png")
+    plt.close(fig)
+    meta = {"recorded_at": when, "gpu": name.upper(), "device": {"kind": kind, "name": name.upper()},
+            "profile": "mistral-7b-random", "notebooks": [{"notebook": "03_x", "ok": True, "figures": 1}]}
+    (folder / "meta.json").write_text(json.dumps(meta))
+    (folder / "key_figures.json").write_text(json.dumps({"03_x": {"ridge (FLOP/B)": 295.5}}))
+    return folder
+
+
+def test_beside_live_labels_where_and_when(tmp_path):
+    _fake_record(tmp_path, "cpu", "2026-11-30T12:00:00+00:00", "cpu-box")
+    _fake_record(tmp_path, "cuda", "2026-11-01T09:30:00+00:00", "h200")
+    assert recorded.pick("03_x", tmp_path).folder.name == "h200"          # a GPU first, even if older
+    assert recorded.pick("03_x", tmp_path, prefer_gpu=False).folder.name == "cpu-box"
+    page = recorded.beside_live_html("03_x", {"ridge (FLOP/B)": 12.0}, tmp_path)
+    assert "recorded on H200" in page and "2026-11-01 09:30" in page and "mistral-7b-random" in page
+    assert "12" in page and "295.5" in page and page.count("data:image/png;base64,") == 1
+    assert "none holds 99_y" in recorded.beside_live_html("99_y", {}, tmp_path)
+
+
+def test_note_figures_writes_only_when_asked(tmp_path, monkeypatch):
+    monkeypatch.delenv(recorded.FIGURES_ENV, raising=False)
+    assert recorded.note_figures("03_x", {"a": 1}) is None
+    monkeypatch.setenv(recorded.FIGURES_ENV, str(tmp_path))
+    import numpy as np
+
+    path = recorded.note_figures("03_x", {"a": np.float64(2.5), "b": float("nan"), "c": "cpu"})
+    assert json.loads(path.read_text()) == {"a": 2.5, "b": None, "c": "cpu"}
+    assert recorded.noted_figures(tmp_path) == {"03_x": {"a": 2.5, "b": None, "c": "cpu"}}
+    with pytest.raises(ValueError, match="non-empty dict"):
+        recorded.note_figures("03_x", {})
+
+
+def test_report_section_has_each_notebooks_figures_machine_and_links(tmp_path):
+    (tmp_path / "figures").mkdir()
+    (tmp_path / "figures" / "03_prefill_decode_roofline.json").write_text(json.dumps({"ridge (FLOP/B)": 7.25}))
+    rows = [(s, True, 1.0, "") for s in ("02_memory_equation", "03_prefill_decode_roofline", "04_capacity_planner",
+                                         "05_quantization", "06_attention_variants")] + [("01_feel_the_pain", False, 2.0, "boom")]
+    page = report.section(rows, tmp_path, "tiny", "cpu: Test CPU")
+    from helpers import keyfigures
+
+    expected = [keyfigures.foundations()["kv_bytes_per_token"].text, keyfigures.roofline_figures()["ridge"].text,
+                keyfigures.planner()["best_gpu"].text, keyfigures.quantization()["mistral_nf4_gb"].text,
+                keyfigures.mla()["mla_vs_mistral_gqa"].text]
+    for text in expected:
+        assert text in page
+    assert "7.25" in page and "cpu: Test CPU" in page and "<b>tiny</b>" in page
+    for stem, *_ in rows:
+        assert f"href='{stem}.html'" in page and f"href='executed/{stem}.ipynb'" in page
+    assert "failed" in page and not re.search(r"(?:src|href)='(?:https?:)?//", page)
+    run = json.loads(report.write_run_json(rows, tmp_path, "tiny", {"kind": "cpu"}).read_text())
+    assert [n["notebook"] for n in run["notebooks"]] == [r[0] for r in rows] and run["notebooks"][-1]["ok"] is False
+
+
+def test_env_default_and_static_note(monkeypatch):
+    monkeypatch.delenv("WORKSHOP_TEST_N", raising=False)
+    assert notebook.env_default("WORKSHOP_TEST_N", 80) == 80
+    monkeypatch.setenv("WORKSHOP_TEST_N", "141")
+    assert notebook.env_default("WORKSHOP_TEST_N", 80) == 141
+    with pytest.raises(ValueError, match="WORKSHOP_TEST_N.*allowed: 1, 2"):
+        notebook.env_default("WORKSHOP_TEST_N", 1, [1, 2])
+    monkeypatch.setenv("WORKSHOP_TEST_N", "lots")
+    with pytest.raises(ValueError, match="not a int"):
+        notebook.env_default("WORKSHOP_TEST_N", 80)
+    assert not notebook.in_marimo()
+    note = notebook.static_note({"WORKSHOP_GPU_GB": "GPU memory"})._repr_html_()
+    assert "static outside marimo" in note and "WORKSHOP_GPU_GB" in note
+    monkeypatch.setattr(notebook, "in_marimo", lambda: True)
+    assert "WORKSHOP_GPU_GB" not in notebook.static_note({"WORKSHOP_GPU_GB": "GPU memory"})._repr_html_()
