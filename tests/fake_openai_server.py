@@ -7,6 +7,7 @@
         [--hang-every K]                     every K-th request never answers
         [--die-after K]                      the process exits when the K-th request arrives
         [--never-ready]                      /health always answers 503
+        [--strict-fields]                    unknown request fields get 422, as transformers serve does
         [--exit-at-start]                    exits at once with code 3
 """
 from __future__ import annotations
@@ -19,6 +20,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 ARGS = None
+KNOWN_FIELDS = {"model", "prompt", "max_tokens", "stream", "stream_options", "temperature", "top_p", "seed", "stop"}
 COUNT = 0
 LOCK = threading.Lock()
 
@@ -57,6 +59,15 @@ class Handler(BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(msg)
             return
+        unknown = set(body) - KNOWN_FIELDS
+        if ARGS.strict_fields and unknown:
+            msg = json.dumps({"detail": f"Unexpected fields in the request: {unknown}"}).encode()
+            self.send_response(422)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(msg)))
+            self.end_headers()
+            self.wfile.write(msg)
+            return
         tokens = int(body.get("max_tokens", 8))
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
@@ -85,6 +96,7 @@ def main():
     p.add_argument("--hang-every", type=int, default=0)
     p.add_argument("--die-after", type=int, default=0)
     p.add_argument("--never-ready", action="store_true")
+    p.add_argument("--strict-fields", action="store_true")
     p.add_argument("--exit-at-start", action="store_true")
     ARGS = p.parse_args()
     if ARGS.exit_at_start:
