@@ -3,7 +3,7 @@ PY      := .venv/bin/python
 export HF_HUB_DISABLE_TELEMETRY := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup run test test-fast bench export check-exports edit slides gpu-record clean
+.PHONY: setup run test test-fast bench export check-exports edit slides gpu-record clean engines
 
 setup:            ## create .venv and install what the workshop needs (idempotent, fast when done)
 	@bash scripts/setup.sh
@@ -35,3 +35,6 @@ clean:
 
 gpu-record: setup ## on a CUDA GPU: notebooks 01–03, 05 on mistral-7b-random + bench -> workshop/results/<gpu>/ (< 8 min)
 	@bash scripts/gpu_record.sh
+
+engines: setup    ## every serving configuration available here (transformers serve; vLLM, SGLang on a GPU) -> build/engines/engines.json
+	HF_HUB_OFFLINE=$${HF_HUB_OFFLINE:-1} $(PY) -m helpers.engines --out build/engines/engines.json

@@ -3,6 +3,7 @@ whether the weights are present, and a go/no-go line for each notebook."""
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import platform
 import re
@@ -89,8 +90,15 @@ def go_no_go(model_ok: bool, versions: dict[str, str], device: str, folder: Path
         if "bitsandbytes" in needs and versions.get("bitsandbytes", "").startswith("missing"):
             verdict = "no-go"
             why.append("bitsandbytes is not installed")
-        if "server" in needs and device != "cuda":
-            why.append("without a CUDA GPU the serving benchmark uses recorded results")
+        if "server" in needs:
+            if importlib.util.find_spec("fastapi") is None or importlib.util.find_spec("uvicorn") is None:
+                verdict = "no-go"
+                why.append("`transformers serve` needs the transformers[serving] extra (pip install 'transformers[serving]')")
+            if not model_ok:
+                verdict = "no-go"
+                why.append("the profile's model does not load (see above)")
+            if device != "cuda":
+                why.append("transformers serve on this CPU; vLLM and SGLang need a CUDA GPU")
         if "no-model" in needs:
             why.append("the planner needs no model" + ("" if model_ok else
                        "; its last section, predicted against measured, shows a note instead"))

@@ -9,7 +9,8 @@
 #   RECORD_DRY_RUN=1 bash scripts/gpu_record.sh   # no GPU: the tiny profile into build/results-dry-run/,
 #                                                 # to check the script itself
 #
-# Budget: under 8 minutes on an H100/H200 (sweep sizes for a GPU: helpers.workloads.sweep_sizes).
+# Budget: under 8 minutes on an H100/H200 (sweep sizes for a GPU: helpers.workloads.sweep_sizes), plus
+# the serving engines (make engines, ENGINES_LIMIT_S, default 900 s) into engines.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,6 +29,7 @@ export HF_HUB_DISABLE_TELEMETRY=1 TOKENIZERS_PARALLELISM=false
 unset MPLBACKEND                                        # the kernels draw figures inline
 NOTEBOOK_LIMIT_S="${NOTEBOOK_LIMIT_S:-390}"             # all notebooks together
 BENCH_LIMIT_S="${BENCH_LIMIT_S:-75}"
+ENGINES_LIMIT_S="${ENGINES_LIMIT_S:-900}"               # make engines: every serving configuration installed here
 
 if [ -n "$DRY" ]; then
     GPU_NAME="dry run on $("$PY" -c "import sys; sys.path.insert(0, '.'); from helpers.hardware import device_info; print(device_info().label)")"
@@ -53,6 +55,14 @@ T1=$(date +%s)
 BENCH_RC=0
 timeout --signal=INT -k 20 "$BENCH_LIMIT_S" "$PY" scripts/bench.py --out "$OUT" || BENCH_RC=$?
 T2=$(date +%s)
+# The serving engines (make engines): engines.json is rewritten after each configuration, so a time
+# limit keeps what finished. Its exit code is recorded in engines-exit-code.txt, not fatal here.
+ENGINES_RC=0
+if [ -n "$DRY" ]; then ENGINES_ARGS=(--quick --engines transformers); else ENGINES_ARGS=(); fi
+timeout --signal=INT -k 30 "$ENGINES_LIMIT_S" "$PY" -m helpers.engines --out "$OUT/engines.json" "${ENGINES_ARGS[@]}" \
+    || ENGINES_RC=$?
+echo "$ENGINES_RC" > "$OUT/engines-exit-code.txt"
+echo "gpu-record: engines exit code $ENGINES_RC in $(( $(date +%s) - T2 )) s -> $OUT/engines.json"
 
 "$PY" - "$OUT" "$GPU_NAME" "$NB_RC" "$BENCH_RC" "$((T1 - T0))" "$((T2 - T1))" "${NOTEBOOKS[@]}" <<'PYEOF'
 """Copy the executed notebooks' HTML, extract their figures as PNG, and write meta.json."""

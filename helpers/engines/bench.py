@@ -56,6 +56,17 @@ def plan_for(device: str, quick: bool = False) -> Plan:
                 (1, 10, 32, 64), SLO(ttft_s=0.5, tpot_s=0.05), timeout_s=300.0)
 
 
+def notebook_plan(device: str) -> Plan:
+    """Notebook 08's run: one workload of one prompt and output length (so guidellm, which takes one
+    max_tokens, sends the same requests as the client), three concurrency levels. On a CPU with the
+    tiny model: 8 requests × 32 tokens per level, about a minute and a half per two servers."""
+    if device == "cpu":
+        return Plan({"fixed": chat_trace(8, seed=1, prompt_words_median=48, output_tokens_median=32, sigma=0.0)},
+                    (1, 4, 8), SLO(ttft_s=1.0, tpot_s=0.1), timeout_s=120.0)
+    return Plan({"fixed": chat_trace(64, seed=1, prompt_words_median=400, output_tokens_median=128, sigma=0.0)},
+                (1, 10, 32), SLO(ttft_s=0.5, tpot_s=0.05), timeout_s=300.0)
+
+
 def warm_up(srv: ServerProcess, model: str, timeout_s: float = 60.0) -> None:
     """One short request, so that lazy initialisation is not timed as the first request's TTFT."""
     client.run_load(srv.base_url, model, [TraceRequest(0, "Hello", 4)], 1, timeout_s)
@@ -65,7 +76,7 @@ def run_config(cfg: EngineConfig, plan: Plan, out_dir: Path | None = None, token
                progress=None) -> dict:
     """Start one configuration's server, run every workload at every level, stop it. Returns a dict:
     config, ready seconds, runs (RunSummary dicts, client and guidellm), faults."""
-    result = {"config": cfg.to_dict(), "ready_s": None, "runs": [], "faults": []}
+    result = {"config": cfg.to_dict(), "ready_s": None, "runs": [], "faults": [], "example": None}
     srv = ServerProcess(cfg.command, name=cfg.engine, health_path=cfg.health_path,
                         ready_timeout_s=cfg.ready_timeout_s, env=cfg.env)
     try:
@@ -76,6 +87,12 @@ def run_config(cfg: EngineConfig, plan: Plan, out_dir: Path | None = None, token
     try:
         result["ready_s"] = srv.ready_s
         warm_up(srv, cfg.model)
+        first = next(iter(plan.workloads.values()))[0]
+        ex = client.run_load(srv.base_url, cfg.model, [first], 1, plan.timeout_s)[0]
+        result["example"] = {"sent_s": 0.0, "token_s": [t - ex.sent_s for t in ex.token_times],
+                             "end_s": None if ex.end_s is None else ex.end_s - ex.sent_s,
+                             "output_tokens": ex.output_tokens, "ttft_s": ex.ttft_s, "itl_s": ex.itl_s,
+                             "error": ex.error}
         for wname, reqs in plan.workloads.items():
             for c in plan.concurrencies:
                 if not srv.alive():
@@ -141,7 +158,8 @@ def versions() -> dict:
 
 
 def run_all(profile: str | None = None, out: str | Path = "build/engines/engines.json", quick: bool = False,
-            include: Sequence[str] = ("transformers", "vllm", "sglang"), use_guidellm: bool = True) -> dict:
+            include: Sequence[str] = ("transformers", "vllm", "sglang"), use_guidellm: bool = True,
+            plan=None) -> dict:
     """Every configuration available here, in turn; the whole result written atomically to `out` (and
     rewritten after each configuration, so an interrupted run keeps what finished)."""
     from tqdm.auto import tqdm
@@ -152,7 +170,7 @@ def run_all(profile: str | None = None, out: str | Path = "build/engines/engines
 
     configs, skipped = servers.available(profile, tuple(include))
     device = "cuda" if any(c.needs_cuda for c in configs) else "cpu"
-    plan = plan_for(device, quick)
+    plan = plan(device) if callable(plan) else plan or plan_for(device, quick)   # a Plan, or a function of the device
     name, reason = resolve_profile(profile)
     tokenizer = None
     if use_guidellm and guidellm_runner.guidellm_bin():
@@ -194,3 +212,16 @@ def runs_table(data: dict):
             s = RunSummary(**{k: v for k, v in r.items() if k in RunSummary.__dataclass_fields__})
             rows.append(dict(s.row(), workload=r.get("workload")))
     return pd.DataFrame(rows)
+
+
+def source_label(data: dict) -> str:
+    """What produced a benchmark's figures: model · dtype · device · profile, and the servers."""
+    from ..models import default_dtype
+
+    profile = data.get("profile", "?")
+    device = "cuda" if (data.get("machine") or {}).get("kind") == "cuda" else "cpu"
+    model = {"tiny": "tiny (Mistral architecture, random weights)",
+             "mistral-7b-random": "Mistral 7B v0.1 architecture, random weights"}.get(profile, profile)
+    engines = sorted({c["config"]["engine"] for c in data.get("configs", [])})
+    return (f"measured: {model} · {default_dtype(profile, device)} · {device} · profile {profile} · "
+            f"servers: {', '.join(engines) or 'none'}")

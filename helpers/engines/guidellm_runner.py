@@ -132,7 +132,7 @@ def run(base_url: str, tokenizer: str | Path, requests: Sequence[TraceRequest], 
     if len(lengths) != 1:
         raise ValueError(f"guidellm takes one output length (max_tokens) per run; this workload has {sorted(lengths)}. "
                          "Use a trace with one output length (chat_trace(..., sigma=0)).")
-    out_dir = Path(out_dir)
+    out_dir = Path(out_dir).resolve()   # guidellm runs in out_dir: every path it gets is absolute
     out_dir.mkdir(parents=True, exist_ok=True)
     data = write_prompts(requests, out_dir / "prompts.jsonl")
     out_json = out_dir / "guidellm.json"

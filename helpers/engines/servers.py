@@ -64,12 +64,15 @@ def serve_folder(profile: str | None = None, folder: Path | None = None) -> Path
         return os.environ.get("WORKSHOP_MODEL_ID") or models.DEFAULT_MODEL_ID
     if name == "tiny":
         src = models.build_tiny()
-    else:  # mistral-7b-random: the folder notebook 05 saves the random 7B to (helpers.quant.model_source)
+    else:  # mistral-7b-random: the folder notebook 05 saves the random 7B to (helpers.quant.model_source);
+        # without it, the preset config alone: vLLM and SGLang then load random weights themselves
+        # (--load-format dummy), transformers serve cannot run (random_weights_only says so)
         src = models.cache_dir() / "mistral-7b-random"
         if not (src / "config.json").exists():
-            raise models.ProfileUnavailable(
-                f"no saved mistral-7b-random weights at {src}: run notebook 05 on this GPU first (it saves them "
-                "once), or use WORKSHOP_PROFILE=mistral-7b")
+            from ..specs import load_config
+
+            src.mkdir(parents=True, exist_ok=True)
+            (src / "config.json").write_text(json.dumps(load_config("mistral-7b-v0.1")[1], indent=1))
     dst = Path(folder or models.cache_dir() / f"{src.name}-serve")
     dst.mkdir(parents=True, exist_ok=True)
     for item in src.iterdir():
@@ -178,13 +181,20 @@ def available(profile: str | None = None, include: tuple[str, ...] = ("transform
         model = serve_folder(profile)
     except models.ProfileUnavailable as exc:
         return [], [{"name": "all engines", "why": str(exc)}]
+    name, _ = models.resolve_profile(profile)
+    dummy = name == "mistral-7b-random"            # vLLM/SGLang make the random weights themselves
+    has_weights = not dummy or any(Path(model).glob("*.safetensors"))
     if "transformers" in include:
-        if _installed("fastapi") and _installed("uvicorn"):
+        if not has_weights:
+            skipped.append({"name": "transformers serve", "why": "no saved mistral-7b-random weights: run notebook 05 "
+                            "on this GPU first (it saves them once)"})
+        elif _installed("fastapi") and _installed("uvicorn"):
             runnable += [transformers_serve(model, False, device), transformers_serve(model, True, device)]
         else:
             skipped.append({"name": "transformers serve", "why": "the transformers[serving] extra is not installed"})
-    for engine, module, build in (("vllm", "vllm", lambda: vllm_configs(model)), ("sglang", "sglang",
-                                                                               lambda: [sglang_config(model)])):
+    fmt = "dummy" if dummy else None
+    for engine, module, build in (("vllm", "vllm", lambda: vllm_configs(model, load_format=fmt)),
+                                  ("sglang", "sglang", lambda: [sglang_config(model, load_format=fmt)])):
         if engine not in include:
             continue
         if not cuda:
