@@ -34,6 +34,8 @@ class Handler(BaseHTTPRequestHandler):
     def do_GET(self):
         code = 503 if ARGS.never_ready else 200
         body = b'{"status": "ok"}'
+        if self.path.startswith("/v1/models"):
+            body = b'{"object": "list", "data": [{"id": "m", "object": "model"}]}'
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))

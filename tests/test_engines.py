@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.engines import bench, client, guidellm_runner, metrics, process
+from helpers.engines import bench, client, guidellm_runner, metrics, process, tap
 from helpers.engines.metrics import SLO, RequestRecord, summarize
 from helpers.engines.servers import EngineConfig
 from helpers.serving.traces import TraceRequest, chat_trace
@@ -264,7 +264,7 @@ def _cfg(*flags, timeout=20.0):
 
 def test_the_benchmark_reports_a_server_dying_mid_run_and_goes_on(tmp_path):
     plan = bench.Plan({"w": trace(4)}, (1, 2), SLO(1.0, 0.5), guidellm_workload=None, timeout_s=5)
-    died = bench.run_config(_cfg("--die-after", "6"), plan)          # warm-up + 4 + 1: dies in the 2nd level
+    died = bench.run_config(_cfg("--die-after", "7"), plan)   # warm-up + example + 4, then dies in the 2nd level
     assert [r["concurrency"] for r in died["runs"]] == [1, 2]
     assert died["runs"][0]["ok"] == 4 and died["runs"][1]["errors"] == {"connection": 4}
     assert died["runs"][1]["run_failed"] and any(f["kind"] == "ServerDied" for f in died["faults"])
@@ -286,3 +286,18 @@ def test_results_are_written_atomically(tmp_path):
     with pytest.raises(RuntimeError):
         bench.write_json_atomic({"a": 2, "b": Boom()}, path)
     assert json.loads(path.read_text()) == {"a": 1} and len(list(path.parent.iterdir())) == 1   # old file intact
+
+
+def test_the_tap_records_what_passes_through_it():
+    """Our client through the tap to a server: the tap sees every request, its tokens and its errors."""
+    with fake("--fail-every", "4", "--fail-status", "503", "--token-s", "0.02") as srv:
+        with tap.Tap(srv.base_url) as t:
+            mine = client.run_load(t.base_url, "m", trace(8, 6), concurrency=2, timeout_s=20)
+        seen = summarize(t.records, "tap", 2)
+    assert summarize(mine, "client", 2).errors == seen.errors == {"http 503": 2}
+    assert seen.ok == 6 and seen.output_tokens == 36
+    for r in t.records:
+        if r.ok:   # 6 tokens 20 ms apart: the tap's ITL is the server's pace
+            assert 0.015 <= r.itl_s <= 0.2
+    parts = tap.split_by_benchmark(t.records, {"benchmarks": [{"start_time": 0, "end_time": 1e12}]})
+    assert len(parts) == 1 and len(parts[0]) == 8

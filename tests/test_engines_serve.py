@@ -1,5 +1,5 @@
-"""Against a real `transformers serve` process on the tiny model (continuous batching off): our streaming
-client and guidellm agree on the same server and workload; the server's 4xx answers are counted; the
+"""Against a real `transformers serve` process on the tiny model (continuous batching off): our metric
+definitions and guidellm's agree on the same run (guidellm through the tap); the server's 4xx answers are counted; the
 guidellm `ignore_eos` pitfall is caught; and the server is gone afterwards. Bounded: one server start
 (≈ 10 s on 2 cores), a few dozen short requests, every subprocess with a timeout."""
 import json
@@ -35,15 +35,20 @@ def served(request):
         os.kill(pid, 0)
 
 
-def test_client_and_guidellm_agree_on_the_same_server(served, tmp_path):
+def test_our_definitions_and_guidellm_agree_on_the_same_run(served, tmp_path):
+    """guidellm drives the server through the tap: our parsing and metrics on its very requests give
+    the same mean TTFT and ITL as guidellm's report, within 15 %."""
     srv, cfg, folder = served
-    ours = summarize(client.run_load(srv.base_url, cfg.model, WORKLOAD, 4, 240), cfg.name, 4)
-    theirs, raw = guidellm_runner.run(srv.base_url, folder, WORKLOAD, [4], tmp_path, cfg.name, timeout_s=400)
-    assert ours.ok == 8 and theirs[0].ok == 8 and theirs[0].concurrency == 4
-    assert theirs[0].output_tokens == ours.output_tokens == 8 * 16
-    for key, col in (("ttft_mean", "ttft_s"), ("itl_mean", "itl_s")):
-        a, b = getattr(ours, col)[key], getattr(theirs[0], col)[key]
-        assert guide.relative_gap(a, b) <= guide.AGREEMENT_TOLERANCE, f"{key}: client {a:.4f} s, guidellm {b:.4f} s"
+    theirs, ours, raw = guidellm_runner.run_tapped(srv.base_url, folder, WORKLOAD, [4], tmp_path, cfg.name,
+                                                    timeout_s=400)
+    assert len(theirs) == len(ours) == 1 and theirs[0].concurrency == ours[0].concurrency == 4
+    assert theirs[0].ok == ours[0].ok == 8 and theirs[0].output_tokens == ours[0].output_tokens == 8 * 16
+    for col, key in (("ttft_s", "ttft_mean"), ("itl_s", "itl_mean")):
+        a, b = getattr(ours[0], col)[key], getattr(theirs[0], col)[key]
+        assert guide.relative_gap(a, b) <= guide.AGREEMENT_TOLERANCE, f"{key}: ours {a:.4f} s, guidellm {b:.4f} s"
+    # and our own client, on the same server with the same prompts, counts the same tokens
+    mine = summarize(client.run_load(srv.base_url, cfg.model, WORKLOAD, 4, 240), cfg.name, 4)
+    assert mine.ok == 8 and mine.output_tokens == 8 * 16
 
 
 def test_real_server_4xx_answers_are_counted(served):

@@ -108,10 +108,11 @@ def run_config(cfg: EngineConfig, plan: Plan, out_dir: Path | None = None, token
                 from . import guidellm_runner
 
                 try:
-                    sums, _ = guidellm_runner.run(srv.base_url, tokenizer, reqs, plan.concurrencies,
-                                                  Path(out_dir or tempfile.mkdtemp()) / _slug(cfg.name), cfg.name,
-                                                  plan.slo)
-                    result["runs"] += [dict(s.to_dict(), workload=wname) for s in sums]
+                    # guidellm through a tap: our definitions on guidellm's own requests (the same run)
+                    theirs, ours, _ = guidellm_runner.run_tapped(
+                        srv.base_url, tokenizer, reqs, plan.concurrencies,
+                        Path(out_dir or tempfile.mkdtemp()) / _slug(cfg.name), cfg.name, plan.slo)
+                    result["runs"] += [dict(s.to_dict(), workload=wname) for s in theirs + ours]
                 except guidellm_runner.GuidellmError as exc:
                     result["faults"].append({"kind": "GuidellmError", "detail": str(exc)[-1500:]})
         if not srv.alive():

@@ -24,10 +24,11 @@ from .metrics import RequestRecord
 
 
 def completion_body(model: str, prompt: str, max_tokens: int, extra: dict | None = None) -> dict:
-    """The body of a streamed /v1/completions request. Only standard fields: `transformers serve`
-    answers 422 to a field it does not know (e.g. vLLM's `ignore_eos`)."""
+    """The body of a streamed /v1/completions request: the fields guidellm sends (so both clients put the
+    same load on a server), the usage asked for in the last chunk. Only standard fields: `transformers
+    serve` answers 422 to a field it does not know (e.g. vLLM's `ignore_eos`)."""
     body = {"model": model, "prompt": prompt, "max_tokens": int(max_tokens), "stream": True,
-            "temperature": 0.0}
+            "stream_options": {"include_usage": True}}
     body.update(extra or {})
     return body
 

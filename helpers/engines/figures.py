@@ -31,7 +31,8 @@ def curve_figure(table, source: Any, workload: str | None = None, tool: str = "c
 
 
 def tools_figure(table, source: Any, workload: str | None = None):
-    """Mean TTFT and mean ITL per configuration and level, the streaming client's bar beside guidellm's."""
+    """Mean TTFT and mean ITL per configuration and level: our client's own run, our definitions on
+    guidellm's requests (the tap), and guidellm's figures."""
     import numpy as np
 
     t = table if workload is None else table[table["workload"] == workload]
@@ -39,17 +40,18 @@ def tools_figure(table, source: Any, workload: str | None = None):
     fig, axes = plots.figure(ncols=2, width=6.0, height=4.0)
     x = np.arange(len(keys))
     for ax, col in zip(axes, ("TTFT mean ms", "ITL mean ms")):
-        for i, tool in enumerate(("client", "guidellm")):
+        for i, tool in enumerate(("client", "tap", "guidellm")):
             vals = []
             for name, c in keys:
                 row = t[(t["configuration"] == name) & (t["concurrency"] == c) & (t["source"] == tool)]
                 vals.append(float(row[col].iloc[0]) if len(row) and row[col].iloc[0] is not None else np.nan)
-            ax.bar(x + (i - 0.5) * 0.38, vals, 0.38, label=tool)
+            ax.bar(x + (i - 1) * 0.27, vals, 0.27, label={"client": "our client (its own run)",
+                                                           "tap": "our definitions, guidellm's run (tap)"}.get(tool, tool))
         ax.set_xticks(x, [f"{'CB' if 'continuous' in n else 'no CB'}\nc={int(c)}" for n, c in keys], fontsize=8)
         ax.set_ylabel(col.replace(" mean ms", " mean (ms)"))
         ax.set_yscale("log")
     axes[0].legend(fontsize=8)
-    fig.suptitle("The same server measured by two clients: our streaming client and guidellm")
+    fig.suptitle("One server, two load generators: our streaming client and guidellm")
     return plots.finish(fig, source)
 
 

@@ -133,21 +133,22 @@ def batching_effect(table, workload: str, concurrency: int) -> dict | None:
             "off TTFT ms": off["TTFT mean ms"], "on TTFT ms": on["TTFT mean ms"]}
 
 
-def agreement(table, workload: str | None = None):
-    """The client's mean TTFT and ITL against guidellm's, per configuration and level: the relative
-    gap and whether it is within AGREEMENT_TOLERANCE."""
+def agreement(table, workload: str | None = None, ours: str = "tap"):
+    """Our mean TTFT and ITL against guidellm's, per configuration and level: the relative gap and
+    whether it is within AGREEMENT_TOLERANCE. ours="tap": our definitions on guidellm's own requests
+    (the same run); ours="client": our client's own run, just before guidellm's (back to back)."""
     import pandas as pd
 
     t = table if workload is None else table[table["workload"] == workload]
     rows = []
     for (name, c), g in t.groupby(["configuration", "concurrency"], sort=False):
-        cl, gl = g[g["source"] == "client"], g[g["source"] == "guidellm"]
+        cl, gl = g[g["source"] == ours], g[g["source"] == "guidellm"]
         if not len(cl) or not len(gl):
             continue
-        row = {"configuration": name, "concurrency": c}
+        row = {"configuration": name, "concurrency": c, "compared": "same run" if ours == "tap" else "back to back"}
         for col in ("TTFT mean ms", "ITL mean ms"):
             a, b = cl[col].iloc[0], gl[col].iloc[0]
-            row[f"client {col}"], row[f"guidellm {col}"] = a, b
+            row[f"{ours} {col}"], row[f"guidellm {col}"] = a, b
             row[f"{col.split()[0]} gap"] = None if a is None or b is None else relative_gap(a, b)
         row["agree"] = all(row[k] is not None and row[k] <= AGREEMENT_TOLERANCE for k in ("TTFT gap", "ITL gap"))
         rows.append(row)

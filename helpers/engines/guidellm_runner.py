@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Sequence
 
 from ..serving.traces import TraceRequest
-from .metrics import RequestRecord, RunSummary, SLO, summarize
+from .metrics import RequestRecord, RunSummary, SLO
+from .process import _die_with_parent, _kill_group
 
 
 class GuidellmError(RuntimeError):
@@ -140,14 +141,39 @@ def run(base_url: str, tokenizer: str | Path, requests: Sequence[TraceRequest], 
     cmd = command(base_url, tokenizer, data, lengths.pop(), streams, len(requests), out_json)
     env = dict(os.environ, HF_HUB_OFFLINE="1", GUIDELLM__LOGGING__CONSOLE_LOG_LEVEL="ERROR")
     t0 = time.perf_counter()
-    try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env, cwd=out_dir)
-    except subprocess.TimeoutExpired as exc:
-        raise GuidellmError(f"guidellm did not finish within {timeout_s:g} s") from exc
-    log = (p.stdout or "") + (p.stderr or "")
-    (out_dir / "guidellm.log").write_text(log)
+    # its own process group, killed with its workers on a timeout, an exception or an interrupt, and by
+    # the kernel if this process dies (as the servers are: helpers.engines.process)
+    with open(out_dir / "guidellm.log", "w") as logf:
+        p = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                             cwd=out_dir, preexec_fn=_die_with_parent)
+        try:
+            p.wait(timeout_s)
+        except subprocess.TimeoutExpired as exc:
+            raise GuidellmError(f"guidellm did not finish within {timeout_s:g} s") from exc
+        finally:
+            _kill_group(p, 5.0)
+    log = (out_dir / "guidellm.log").read_text(errors="replace")
     if p.returncode != 0 or not out_json.exists():
         raise GuidellmError(f"guidellm exited with {p.returncode} after {time.perf_counter() - t0:.0f} s and wrote "
                             f"no results. End of its output:\n{log[-2000:]}")
     raw = json.loads(out_json.read_text())
     return [reported(b, label, slo) for b in raw.get("benchmarks", [])], raw
+
+
+def run_tapped(base_url: str, tokenizer: str | Path, requests: Sequence[TraceRequest], streams: Sequence[int],
+               out_dir: str | Path, label: str = "", slo: SLO | None = None, timeout_s: float = 600.0
+               ) -> tuple[list[RunSummary], list[RunSummary], dict]:
+    """guidellm through a tap (helpers.engines.tap): (guidellm's figures, ours on the same requests,
+    guidellm's JSON), one summary per concurrency level each. Ours carry source "tap"."""
+    from .metrics import summarize
+    from .tap import Tap, split_by_benchmark
+
+    with Tap(base_url, timeout_s=timeout_s) as tap:
+        theirs, raw = run(tap.base_url, tokenizer, requests, streams, out_dir, label, slo, timeout_s)
+    ours = []
+    for g, recs in zip(theirs, split_by_benchmark(tap.records, raw)):
+        if recs:
+            s = summarize(recs, label, g.concurrency, slo)
+            s.source = "tap"
+            ours.append(s)
+    return theirs, ours, raw
