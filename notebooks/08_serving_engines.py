@@ -81,7 +81,7 @@ def _(mo):
 def _(bench):
     # Every configuration of `transformers serve` in turn: start, warm up, one example request, the
     # workload at each concurrency with our client, then the same with guidellm; stop.
-    data = bench.run_all(out="build/engines/notebook08.json", include=("transformers",), plan=bench.notebook_plan)
+    data = bench.run_all(out=bench.RESULTS_DIR / "notebook08.json", include=("transformers",), plan=bench.notebook_plan)
     table = bench.runs_table(data)
     source = bench.source_label(data)
     return data, source, table

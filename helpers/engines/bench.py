@@ -24,6 +24,9 @@ from .process import ServerError, ServerProcess
 from .servers import EngineConfig
 
 
+RESULTS_DIR = Path(__file__).resolve().parents[2] / "build" / "engines"   # the repository's build/engines
+
+
 @dataclass
 class Plan:
     """What to run: named workloads, concurrency levels, the SLO for goodput, guidellm or not."""
