@@ -301,3 +301,22 @@ def test_the_tap_records_what_passes_through_it():
             assert 0.015 <= r.itl_s <= 0.2
     parts = tap.split_by_benchmark(t.records, {"benchmarks": [{"start_time": 0, "end_time": 1e12}]})
     assert len(parts) == 1 and len(parts[0]) == 8
+
+
+def test_agentic_rounds_run_one_after_another_and_poisson_arrivals_are_honoured():
+    from helpers.serving.traces import agentic_trace
+
+    reqs = agentic_trace(agents=3, review_rounds=1, system_words=20, proposal_tokens=3, review_tokens=2)
+    with fake("--token-s", "0.005") as srv:
+        recs = {r.rid: r for r in client.run_load(srv.base_url, "m", reqs, concurrency=3)}
+        assert len(recs) == 6 and all(r.ok for r in recs.values())
+        round0 = [recs[q.rid] for q in reqs if q.round == 0]
+        round1 = [recs[q.rid] for q in reqs if q.round == 1]
+        assert min(r.sent_s for r in round1) >= max(r.end_s for r in round0)     # reviews read the proposals
+        assert {r.output_tokens for r in round0} == {3} and {r.output_tokens for r in round1} == {2}
+        timed = chat_trace(4, seed=3, rate_per_s=20.0, output_tokens_median=2, sigma=0.0)
+        got = sorted(client.run_load(srv.base_url, "m", timed, concurrency=4, honour_arrivals=True),
+                     key=lambda r: r.rid)
+    t0 = got[0].sent_s
+    for q, r in zip(timed, got):
+        assert r.sent_s - t0 >= q.arrival_s - 0.02        # never sent before its arrival time

@@ -12,9 +12,9 @@ from helpers.engines import client, guide, guidellm_runner, process, servers
 from helpers.engines.metrics import summarize
 from helpers.serving.traces import TraceRequest, chat_trace
 
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(
     guidellm_runner.guidellm_bin() is None or not servers._installed("fastapi"),
-    reason="needs transformers[serving] and guidellm (requirements.txt)")
+    reason="needs transformers[serving] and guidellm (requirements.txt)")]
 
 WORKLOAD = chat_trace(8, seed=1, prompt_words_median=48, output_tokens_median=16, sigma=0.0)
 

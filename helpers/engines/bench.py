@@ -139,6 +139,7 @@ def write_json_atomic(data: dict, path: str | Path) -> Path:
         with os.fdopen(fd, "w") as f:
             json.dump(data, f, indent=1, default=str)
             f.write("\n")
+        os.chmod(tmp, 0o644)     # mkstemp makes it private; a result is for everyone to read
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
