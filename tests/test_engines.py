@@ -264,7 +264,7 @@ def _cfg(*flags, timeout=20.0):
 
 def test_the_benchmark_reports_a_server_dying_mid_run_and_goes_on(tmp_path):
     plan = bench.Plan({"w": trace(4)}, (1, 2), SLO(1.0, 0.5), guidellm_workload=None, timeout_s=5)
-    died = bench.run_config(_cfg("--die-after", "7"), plan)   # warm-up + example + 4, then dies in the 2nd level
+    died = bench.run_config(_cfg("--die-after", "9"), plan)   # warm-ups 1 + 2, example, 4; dies in the 2nd level
     assert [r["concurrency"] for r in died["runs"]] == [1, 2]
     assert died["runs"][0]["ok"] == 4 and died["runs"][1]["errors"] == {"connection": 4}
     assert died["runs"][1]["run_failed"] and any(f["kind"] == "ServerDied" for f in died["faults"])

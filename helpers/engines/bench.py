@@ -70,9 +70,13 @@ def notebook_plan(device: str) -> Plan:
                 (1, 10, 32), SLO(ttft_s=0.5, tpot_s=0.05), timeout_s=300.0)
 
 
-def warm_up(srv: ServerProcess, model: str, timeout_s: float = 60.0) -> None:
-    """One short request, so that lazy initialisation is not timed as the first request's TTFT."""
+def warm_up(srv: ServerProcess, model: str, concurrency: int = 1, timeout_s: float = 120.0) -> None:
+    """Short requests, one alone and then `concurrency` together, so that lazy initialisation and the
+    first batches of each size (on a CPU, kernels are set up per shape) are not timed in the first run."""
     client.run_load(srv.base_url, model, [TraceRequest(0, "Hello", 4)], 1, timeout_s)
+    if concurrency > 1:
+        burst = [TraceRequest(i, f"Hello number {i}, how are you today?", 8) for i in range(concurrency)]
+        client.run_load(srv.base_url, model, burst, concurrency, timeout_s)
 
 
 def run_config(cfg: EngineConfig, plan: Plan, out_dir: Path | None = None, tokenizer: str | None = None,
@@ -89,7 +93,7 @@ def run_config(cfg: EngineConfig, plan: Plan, out_dir: Path | None = None, token
         return result
     try:
         result["ready_s"] = srv.ready_s
-        warm_up(srv, cfg.model)
+        warm_up(srv, cfg.model, max(plan.concurrencies))
         first = next(iter(plan.workloads.values()))[0]
         ex = client.run_load(srv.base_url, cfg.model, [first], 1, plan.timeout_s)[0]
         result["example"] = {"sent_s": 0.0, "token_s": [t - ex.sent_s for t in ex.token_times],
