@@ -6,6 +6,7 @@
 - `client`   — a small async streaming client: TTFT and ITL from the arrival times of streamed chunks.
 - `metrics`  — TTFT, ITL, TPOT, end-to-end latency, throughput, goodput under an SLO; errors counted.
 - `guidellm_runner` — guidellm, the established load generator, driven from Python; its figures.
+- `tap`      — a relay that applies our definitions to guidellm's own requests (the same run).
 - `bench`    — every configuration in turn, several concurrency levels, JSON written atomically.
 - `guide`    — the decision guide: measured and published figures side by side, and the rule applied.
 - `figures`  — throughput against latency as concurrency grows, one curve per configuration.
