@@ -267,9 +267,10 @@ def _(agreement_table, back_to_back, data, guide, mo):
     Faults recorded during the benchmark: {"; ".join(_faults) or "none"}.
 
     **What you should see** — on the same run, within a few per cent everywhere (the tap's relay adds
-    well under a millisecond per chunk on a quiet machine). Back to back, close at concurrency 1; with a
-    queue (no continuous batching, concurrency 4–8) TTFT can differ more: it depends on how quickly a
-    load generator sends its next request, and on what else the machine runs. One pitfall: asking
+    well under a millisecond per chunk on a quiet machine). Back to back, close on a quiet machine; on
+    a busy one (the development machine, at a load average of 12–14, saw gaps of 20–80 %, either way)
+    two runs of the same load are two measurements: with a queue, TTFT also depends on how quickly a
+    load generator sends its next request. One pitfall: asking
     guidellm for a fixed *output length* makes it send vLLM's `ignore_eos` field, which `transformers
     serve` rejects with 422 for every request — and guidellm still exits 0.
     `helpers.engines.guidellm_runner` passes the length as `max_tokens` instead, and a run whose
