@@ -3,7 +3,7 @@ PY      := .venv/bin/python
 export HF_HUB_DISABLE_TELEMETRY := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup run test test-fast bench export check-exports edit slides gpu-record clean record
+.PHONY: setup run test test-fast bench export check-exports edit slides gpu-record clean record engines
 
 setup:            ## create .venv and install what the workshop needs (idempotent, fast when done)
 	@bash scripts/setup.sh
@@ -42,3 +42,6 @@ slides: setup     ## the deck: slides/deck.md + figures and numbers from helpers
 
 record: setup     ## the notebooks' measurements on whatever device is here -> workshop/results/<device>/ (GPU: make gpu-record)
 	RECORD_ANY_DEVICE=1 bash scripts/gpu_record.sh
+
+engines: setup    ## every serving configuration available here (transformers serve; vLLM, SGLang on a GPU) -> build/engines/engines.json
+	HF_HUB_OFFLINE=$${HF_HUB_OFFLINE:-1} $(PY) -m helpers.engines --out build/engines/engines.json

@@ -8,6 +8,7 @@ too, with the same message and its fix — never "ignored" here and fatal there.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import platform
 import re
@@ -96,8 +97,15 @@ def go_no_go(model_ok: bool, versions: dict[str, str], device: str, folder: Path
         if "bitsandbytes" in needs and versions.get("bitsandbytes", "").startswith("missing"):
             verdict = "no-go"
             why.append("bitsandbytes is not installed")
-        if "server" in needs and device != "cuda":
-            why.append("without a CUDA GPU the serving benchmark uses recorded results")
+        if "server" in needs:
+            if importlib.util.find_spec("fastapi") is None or importlib.util.find_spec("uvicorn") is None:
+                verdict = "no-go"
+                why.append("`transformers serve` needs the transformers[serving] extra (pip install 'transformers[serving]')")
+            if not model_ok:
+                verdict = "no-go"
+                why.append("the profile's model does not load (see above)")
+            if device != "cuda":
+                why.append("transformers serve on this CPU; vLLM and SGLang need a CUDA GPU")
         if "own-models" in needs:
             why.append("builds its own small models on the CPU, whatever the profile")
         if "no-model" in needs:

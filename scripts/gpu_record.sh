@@ -12,6 +12,7 @@
 # Budget: under 8 minutes on an H100/H200 (sweep sizes for a GPU: helpers.workloads.sweep_sizes), plus
 # about two for torch.compile of the decode step (notebook 03's section 6 and the bench's decode
 # implementations: eager loop, generate, static cache, static cache + CUDA graphs, helpers.decoding).
+# the serving engines (make engines, ENGINES_LIMIT_S, default 900 s) into engines.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,6 +32,7 @@ unset MPLBACKEND                                        # the kernels draw figur
 NOTEBOOK_LIMIT_S="${NOTEBOOK_LIMIT_S:-480}"             # all notebooks together
 BENCH_LIMIT_S="${BENCH_LIMIT_S:-180}"                   # the decode implementations compile once (helpers.decoding)
 if [ -n "$DRY" ]; then export WORKSHOP_BENCH_COMPILE="${WORKSHOP_BENCH_COMPILE:-0}"; fi   # CPU: no compile
+ENGINES_LIMIT_S="${ENGINES_LIMIT_S:-900}"               # make engines: every serving configuration installed here
 
 HAS_CUDA=0
 "$PY" -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null && HAS_CUDA=1
@@ -69,6 +71,14 @@ T1=$(date +%s)
 BENCH_RC=0
 timeout --signal=INT -k 20 "$BENCH_LIMIT_S" "$PY" scripts/bench.py --out "$OUT" || BENCH_RC=$?
 T2=$(date +%s)
+# The serving engines (make engines): engines.json is rewritten after each configuration, so a time
+# limit keeps what finished. Its exit code is recorded in engines-exit-code.txt, not fatal here.
+ENGINES_RC=0
+if [ -n "$DRY" ]; then ENGINES_ARGS=(--quick --engines transformers); else ENGINES_ARGS=(); fi
+timeout --signal=INT -k 30 "$ENGINES_LIMIT_S" "$PY" -m helpers.engines --out "$OUT/engines.json" "${ENGINES_ARGS[@]}" \
+    || ENGINES_RC=$?
+echo "$ENGINES_RC" > "$OUT/engines-exit-code.txt"
+echo "gpu-record: engines exit code $ENGINES_RC in $(( $(date +%s) - T2 )) s -> $OUT/engines.json"
 
 "$PY" - "$OUT" "$GPU_NAME" "$NB_RC" "$BENCH_RC" "$((T1 - T0))" "$((T2 - T1))" "${NOTEBOOKS[@]}" <<'PYEOF'
 """Copy the executed notebooks' HTML, extract their figures as PNG, and write meta.json."""

@@ -47,8 +47,12 @@ if ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
   fi
 fi
 
-# The requirements never name torch, so an installed torch is kept as it is.
-"${pip[@]}" -r requirements.txt -r requirements-test.txt
+# The requirements never name torch, so an installed torch is kept as it is; packages that depend on
+# torch (guidellm, transformers[serving], optimum-quanto) are installed under a constraint that pins the installed build.
+torch_pin=$(mktemp)
+"$VENV/bin/python" -c "import torch; print('torch==' + torch.__version__)" > "$torch_pin"
+"${pip[@]}" -r requirements.txt -r requirements-test.txt -c "$torch_pin"
+rm -f "$torch_pin"
 "${pip[@]}" --no-deps -e .
 echo "$want" > "$stamp"
 "$VENV/bin/python" -c "import torch, transformers, marimo; print(f'setup: torch {torch.__version__}, transformers {transformers.__version__}, marimo {marimo.__version__}')"

@@ -1,0 +1,39 @@
+"""`python -m helpers.engines [--quick] [--out build/engines/engines.json]`: run every serving
+configuration available on this machine (make engines)."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m helpers.engines", description=__doc__)
+    p.add_argument("--out", default="build/engines/engines.json", help="where the JSON result goes")
+    p.add_argument("--quick", action="store_true", help="fewer requests and levels (a check of the pipeline)")
+    p.add_argument("--engines", default="transformers,vllm,sglang", help="comma-separated: transformers, vllm, sglang")
+    p.add_argument("--no-guidellm", action="store_true", help="the streaming client only")
+    p.add_argument("--profile", default=None, help="WORKSHOP_PROFILE to use (default: the environment's)")
+    a = p.parse_args(argv)
+    include = tuple(x.strip() for x in a.engines.split(",") if x.strip())
+    bad = set(include) - {"transformers", "vllm", "sglang"}
+    if bad:
+        print(f"error: unknown engine(s) {sorted(bad)}; allowed: transformers, vllm, sglang", file=sys.stderr)
+        return 2
+    from .bench import run_all, runs_table
+
+    data = run_all(a.profile, a.out, a.quick, include, not a.no_guidellm)
+    table = runs_table(data)
+    if not table.empty:
+        print(table.to_string(index=False))
+    for s in data["skipped"]:
+        print(f"skipped {s['name']}: {s['why']}")
+    faults = [(c["config"]["name"], f["kind"]) for c in data["configs"] for f in c["faults"]]
+    for name, kind in faults:
+        print(f"fault in {name}: {kind}")
+    print(f"wrote {a.out} ({data['seconds']} s)")
+    failed = [r for c in data["configs"] for r in c["runs"] if r["run_failed"]]
+    return 1 if failed or not data["configs"] or any(not c["runs"] for c in data["configs"]) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,236 @@
+"""The engine benchmark: every configuration this machine can run, one after another, each in its own
+server process (started, warmed up, measured at several concurrency levels, stopped), no manual
+restarts. `make engines` runs it and writes one JSON file, atomically, with the machine and versions.
+
+Faults are results, not crashes: a request that fails is counted in its run; a server that dies
+mid-run ends that configuration (the levels it did not reach are recorded as not run, with why) and
+the benchmark goes on with the next; a server that never becomes ready is recorded with its log tail.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from ..serving.traces import TraceRequest, agentic_trace, chat_trace
+from . import client
+from .metrics import SLO, RunSummary, summarize
+from .process import ServerError, ServerProcess
+from .servers import EngineConfig
+
+
+RESULTS_DIR = Path(__file__).resolve().parents[2] / "build" / "engines"   # the repository's build/engines
+
+
+@dataclass
+class Plan:
+    """What to run: named workloads, concurrency levels, the SLO for goodput, guidellm or not."""
+
+    workloads: dict[str, list[TraceRequest]]
+    concurrencies: tuple[int, ...]
+    slo: SLO
+    guidellm_workload: str | None = "fixed"
+    timeout_s: float = 120.0
+    notes: list[str] = field(default_factory=list)
+
+
+def plan_for(device: str, quick: bool = False) -> Plan:
+    """Workloads and levels sized for the device: a CPU with the tiny model (seconds per run) or a GPU
+    with Mistral 7B (the talk's workload: 10 concurrent requests × 50 tokens behind a shared prefix of
+    about 1,656 tokens — 1,270 words at about 1.3 tokens a word)."""
+    if device == "cpu":
+        n = 8 if quick else 16
+        return Plan({"fixed": chat_trace(n, seed=1, prompt_words_median=48, output_tokens_median=32, sigma=0.0),
+                     "chat": chat_trace(n, seed=0, prompt_words_median=48, output_tokens_median=24, max_output_tokens=64),
+                     "agentic": agentic_trace(agents=4, review_rounds=1, system_words=200, proposal_tokens=24,
+                                              review_tokens=12)},
+                    (1, 4) if quick else (1, 4, 8), SLO(ttft_s=1.0, tpot_s=0.1), timeout_s=120.0)
+    return Plan({"fixed": chat_trace(64, seed=1, prompt_words_median=400, output_tokens_median=128, sigma=0.0),
+                 "talk": agentic_trace(agents=10, review_rounds=0, system_words=1270, proposal_tokens=50),
+                 "chat": chat_trace(128, seed=0, prompt_words_median=200, output_tokens_median=160,
+                                    max_output_tokens=1024),
+                 "agentic": agentic_trace(agents=8, review_rounds=2, system_words=1270, proposal_tokens=128,
+                                          review_tokens=32)},
+                (1, 10, 32, 64), SLO(ttft_s=0.5, tpot_s=0.05), timeout_s=300.0)
+
+
+def notebook_plan(device: str) -> Plan:
+    """Notebook 08's run: one workload of one prompt and output length (so guidellm, which takes one
+    max_tokens, sends the same requests as the client), three concurrency levels. On a CPU with the
+    tiny model: 8 requests × 32 tokens per level, about a minute and a half per two servers."""
+    if device == "cpu":
+        return Plan({"fixed": chat_trace(8, seed=1, prompt_words_median=48, output_tokens_median=32, sigma=0.0)},
+                    (1, 4, 8), SLO(ttft_s=1.0, tpot_s=0.1), timeout_s=120.0)
+    return Plan({"fixed": chat_trace(64, seed=1, prompt_words_median=400, output_tokens_median=128, sigma=0.0)},
+                (1, 10, 32), SLO(ttft_s=0.5, tpot_s=0.05), timeout_s=300.0)
+
+
+def warm_up(srv: ServerProcess, model: str, concurrency: int = 1, timeout_s: float = 120.0) -> None:
+    """Short requests, one alone and then `concurrency` together, so that lazy initialisation and the
+    first batches of each size (on a CPU, kernels are set up per shape) are not timed in the first run."""
+    client.run_load(srv.base_url, model, [TraceRequest(0, "Hello", 4)], 1, timeout_s)
+    if concurrency > 1:
+        burst = [TraceRequest(i, f"Hello number {i}, how are you today?", 8) for i in range(concurrency)]
+        client.run_load(srv.base_url, model, burst, concurrency, timeout_s)
+
+
+def run_config(cfg: EngineConfig, plan: Plan, out_dir: Path | None = None, tokenizer: str | None = None,
+               progress=None) -> dict:
+    """Start one configuration's server, run every workload at every level, stop it. Returns a dict:
+    config, ready seconds, runs (RunSummary dicts, client and guidellm), faults."""
+    result = {"config": cfg.to_dict(), "ready_s": None, "runs": [], "faults": [], "example": None}
+    srv = ServerProcess(cfg.command, name=cfg.engine, health_path=cfg.health_path,
+                        ready_timeout_s=cfg.ready_timeout_s, env=cfg.env)
+    try:
+        srv.start()
+    except ServerError as exc:
+        result["faults"].append({"kind": type(exc).__name__, "detail": str(exc)[-1500:]})
+        return result
+    try:
+        result["ready_s"] = srv.ready_s
+        warm_up(srv, cfg.model, max(plan.concurrencies))
+        first = next(iter(plan.workloads.values()))[0]
+        ex = client.run_load(srv.base_url, cfg.model, [first], 1, plan.timeout_s)[0]
+        result["example"] = {"sent_s": 0.0, "token_s": [t - ex.sent_s for t in ex.token_times],
+                             "end_s": None if ex.end_s is None else ex.end_s - ex.sent_s,
+                             "output_tokens": ex.output_tokens, "ttft_s": ex.ttft_s, "itl_s": ex.itl_s,
+                             "error": ex.error}
+        for wname, reqs in plan.workloads.items():
+            for c in plan.concurrencies:
+                if not srv.alive():
+                    result["faults"].append({"kind": "ServerDied", "detail": f"not run: {wname} at concurrency {c}; "
+                                             f"the server exited with {srv.proc.returncode}. Log:\n{srv.log_tail(10)}"})
+                    continue
+                recs = client.run_load(srv.base_url, cfg.model, reqs, c, plan.timeout_s)
+                s = summarize(recs, cfg.name, c, plan.slo)
+                result["runs"].append(dict(s.to_dict(), workload=wname))
+                if progress is not None:
+                    progress.update(1)
+            if wname == plan.guidellm_workload and tokenizer and srv.alive():
+                from . import guidellm_runner
+
+                try:
+                    # guidellm through a tap: our definitions on guidellm's own requests (the same run)
+                    theirs, ours, _ = guidellm_runner.run_tapped(
+                        srv.base_url, tokenizer, reqs, plan.concurrencies,
+                        Path(out_dir or tempfile.mkdtemp()) / _slug(cfg.name), cfg.name, plan.slo)
+                    result["runs"] += [dict(s.to_dict(), workload=wname) for s in theirs + ours]
+                except guidellm_runner.GuidellmError as exc:
+                    result["faults"].append({"kind": "GuidellmError", "detail": str(exc)[-1500:]})
+        if not srv.alive():
+            result["faults"].append({"kind": "ServerDied", "detail": f"exited with {srv.proc.returncode}"})
+    finally:
+        srv.stop()
+    return result
+
+
+def _slug(name: str) -> str:
+    return "".join(ch if ch.isalnum() else "-" for ch in name.lower()).strip("-")
+
+
+def write_json_atomic(data: dict, path: str | Path) -> Path:
+    """Write JSON to a temporary file beside `path`, then rename it over `path` (a reader never sees a
+    half-written file, and an interrupted run leaves the last complete one)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=1, default=str)
+            f.write("\n")
+        os.chmod(tmp, 0o644)     # mkstemp makes it private; a result is for everyone to read
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def versions() -> dict:
+    """Library versions that shape the figures: the preflight's list plus the serving stack."""
+    from importlib import metadata
+
+    from ..preflight import library_versions
+
+    out = library_versions()
+    for pkg in ("guidellm", "fastapi", "uvicorn", "httpx", "vllm", "sglang"):
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            out[pkg] = "not installed"
+    return out
+
+
+def run_all(profile: str | None = None, out: str | Path = "build/engines/engines.json", quick: bool = False,
+            include: Sequence[str] = ("transformers", "vllm", "sglang"), use_guidellm: bool = True,
+            plan=None) -> dict:
+    """Every configuration available here, in turn; the whole result written atomically to `out` (and
+    rewritten after each configuration, so an interrupted run keeps what finished)."""
+    from tqdm.auto import tqdm
+
+    from ..hardware import device_info
+    from ..models import resolve_profile
+    from . import guidellm_runner, servers
+
+    configs, skipped = servers.available(profile, tuple(include))
+    device = "cuda" if any(c.needs_cuda for c in configs) else "cpu"
+    plan = plan(device) if callable(plan) else plan or plan_for(device, quick)   # a Plan, or a function of the device
+    name, reason = resolve_profile(profile)
+    tokenizer = None
+    if use_guidellm and guidellm_runner.guidellm_bin():
+        try:
+            tokenizer = str(servers.serve_folder(profile))
+        except Exception as exc:  # noqa: BLE001 - recorded
+            skipped.append({"name": "guidellm", "why": str(exc)})
+    elif use_guidellm:
+        skipped.append({"name": "guidellm", "why": "guidellm is not installed"})
+    out = Path(out)
+    data = {"recorded_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "machine": device_info(device).to_dict(), "profile": name, "profile_reason": reason,
+            "versions": versions(), "slo": plan.slo.describe(), "concurrencies": list(plan.concurrencies),
+            "workloads": {k: {"requests": len(v), "prompt_words_total": sum(len(r.prompt.split()) for r in v),
+                              "output_tokens_asked": sum(r.max_new_tokens for r in v)} for k, v in plan.workloads.items()},
+            "skipped": skipped, "configs": [], "complete": False}
+    t0 = time.perf_counter()
+    bar = tqdm(total=len(configs) * len(plan.workloads) * len(plan.concurrencies), desc="engines", unit="run")
+    try:
+        for cfg in configs:
+            data["configs"].append(run_config(cfg, plan, out.parent / "guidellm", tokenizer, bar))
+            data["seconds"] = round(time.perf_counter() - t0, 1)
+            write_json_atomic(data, out)
+    finally:
+        bar.close()
+    data["complete"] = True
+    data["seconds"] = round(time.perf_counter() - t0, 1)
+    write_json_atomic(data, out)
+    return data
+
+
+def runs_table(data: dict):
+    """Every run of a benchmark result as a DataFrame (one row per configuration, tool and level)."""
+    import pandas as pd
+
+    rows = []
+    for c in data.get("configs", []):
+        for r in c["runs"]:
+            s = RunSummary(**{k: v for k, v in r.items() if k in RunSummary.__dataclass_fields__})
+            rows.append(dict(s.row(), workload=r.get("workload")))
+    return pd.DataFrame(rows)
+
+
+def source_label(data: dict) -> str:
+    """What produced a benchmark's figures: model · dtype · device · profile, and the servers."""
+    from ..models import default_dtype
+
+    profile = data.get("profile", "?")
+    device = "cuda" if (data.get("machine") or {}).get("kind") == "cuda" else "cpu"
+    model = {"tiny": "tiny (Mistral architecture, random weights)",
+             "mistral-7b-random": "Mistral 7B v0.1 architecture, random weights"}.get(profile, profile)
+    engines = sorted({c["config"]["engine"] for c in data.get("configs", [])})
+    return (f"measured: {model} · {default_dtype(profile, device)} · {device} · profile {profile} · "
+            f"servers: {', '.join(engines) or 'none'}")

@@ -1,0 +1,71 @@
+"""Figures of the engine benchmark: throughput against latency as concurrency grows (one curve per
+configuration), and the client's figures beside guidellm's for the same configuration and level."""
+from __future__ import annotations
+
+from typing import Any
+
+from .. import plots
+
+
+def curve_figure(table, source: Any, workload: str | None = None, tool: str = "client"):
+    """Output tokens/s against mean TTFT (left) and mean ITL (right); each point a concurrency level
+    (annotated), one line per configuration. `table`: helpers.engines.bench.runs_table(...)."""
+    t = table[table["source"] == tool]
+    if workload is not None:
+        t = t[t["workload"] == workload]
+    fig, axes = plots.figure(ncols=2, width=6.0, height=4.0)
+    for name, g in t.groupby("configuration", sort=False):
+        g = g.sort_values("concurrency")
+        for ax, col in zip(axes, ("TTFT mean ms", "ITL mean ms")):
+            ax.plot(g[col], g["output tok/s"], marker="o", label=name)
+            for _, r in g.iterrows():
+                ax.annotate(f"c={int(r['concurrency'])}", (r[col], r["output tok/s"]), textcoords="offset points",
+                            xytext=(4, 4), fontsize=8)
+    for ax, what in zip(axes, ("mean TTFT (ms)", "mean ITL (ms)")):
+        ax.set_xlabel(what)
+        ax.set_ylabel("output tokens/s")
+        ax.set_xscale("log")
+    axes[0].legend(fontsize=8)
+    fig.suptitle(f"Throughput against latency as concurrency grows ({tool}, workload {workload or 'all'})")
+    return plots.finish(fig, source)
+
+
+def tools_figure(table, source: Any, workload: str | None = None):
+    """Mean TTFT and mean ITL per configuration and level: our client's own run, our definitions on
+    guidellm's requests (the tap), and guidellm's figures."""
+    import numpy as np
+
+    t = table if workload is None else table[table["workload"] == workload]
+    keys = t[["configuration", "concurrency"]].drop_duplicates().values.tolist()
+    fig, axes = plots.figure(ncols=2, width=6.0, height=4.0)
+    x = np.arange(len(keys))
+    for ax, col in zip(axes, ("TTFT mean ms", "ITL mean ms")):
+        for i, tool in enumerate(("client", "tap", "guidellm")):
+            vals = []
+            for name, c in keys:
+                row = t[(t["configuration"] == name) & (t["concurrency"] == c) & (t["source"] == tool)]
+                vals.append(float(row[col].iloc[0]) if len(row) and row[col].iloc[0] is not None else np.nan)
+            ax.bar(x + (i - 1) * 0.27, vals, 0.27, label={"client": "our client (its own run)",
+                                                           "tap": "our definitions, guidellm's run (tap)"}.get(tool, tool))
+        ax.set_xticks(x, [f"{'CB' if 'continuous' in n else 'no CB'}\nc={int(c)}" for n, c in keys], fontsize=8)
+        ax.set_ylabel(col.replace(" mean ms", " mean (ms)"))
+        ax.set_yscale("log")
+    axes[0].legend(fontsize=8)
+    fig.suptitle("One server, two load generators: our streaming client and guidellm")
+    return plots.finish(fig, source)
+
+
+def chunks_figure(example: dict, source: Any, title: str = "One streamed request: where TTFT and ITL come from"):
+    """The arrival time of every streamed token of one request (bench.run_config's `example`): the first
+    arrival is the TTFT, the gaps after it the inter-token latencies."""
+    fig, ax = plots.figure(width=8.0, height=3.2)
+    times_ms = [t * 1e3 for t in example["token_s"]]
+    ax.eventplot([times_ms], lineoffsets=0.5, linelengths=0.8, colors="C0")
+    ax.axvspan(0, times_ms[0], color="C1", alpha=0.2, label=f"TTFT {times_ms[0]:.1f} ms")
+    if example.get("itl_s") is not None:
+        ax.plot([], [], color="C0", label=f"{len(times_ms)} tokens; mean ITL {example['itl_s'] * 1e3:.1f} ms")
+    ax.set_yticks([])
+    ax.set_xlabel("ms after the request was sent")
+    ax.legend(fontsize=8, loc="upper right")
+    ax.set_title(title)
+    return plots.finish(fig, source)

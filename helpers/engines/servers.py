@@ -1,0 +1,206 @@
+"""The server configurations the benchmark compares, as command lines for `ServerProcess`.
+
+- `transformers serve` (Hugging Face's own OpenAI-compatible server, the `transformers[serving]`
+  extra) on the active profile's model: one request at a time (continuous batching off, the talk's
+  "HF baseline"), and with continuous batching and paged attention on — bounded, because by default
+  it sizes its KV cache from the machine's memory (on a CPU: gigabytes resident, and a server that
+  slowed for good) — `--cb-num-blocks`, `--cb-max-batch-tokens`.
+- vLLM, on a CUDA host where it is installed, in the talk's four configurations: default (prefix
+  caching off, as in the talk's vLLM of the time: vLLM ≥ 0.8 turns it on by default), + prefix caching,
+  + fp8 KV cache, + n-gram speculative decoding.
+- SGLang on a CUDA host where it is installed (radix-tree prefix cache, on by default).
+
+`available(profile)` lists what this machine can run and why the others cannot.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import models
+
+# A Mistral [INST] chat template (what Mistral 7B Instruct's tokenizer_config.json carries), for the
+# chat endpoint; the benchmark itself uses /v1/completions (plain text prompts, no template).
+CHAT_TEMPLATE = ("{{ bos_token }}{% for m in messages %}{% if m['role'] == 'user' %}[INST] {{ m['content'] }} [/INST]"
+                 "{% elif m['role'] == 'assistant' %}{{ m['content'] }}{{ eos_token }}{% endif %}{% endfor %}")
+
+# Continuous batching's KV cache, bounded on a CPU: 64 blocks (transformers' default page holds 256 tokens:
+# ContinuousBatchingConfig.page_size) and at most 512 tokens per step keep the server near 0.6 GB resident.
+CPU_CB_LIMITS = {"num_blocks": 64, "max_batch_tokens": 512}
+
+
+@dataclass
+class EngineConfig:
+    """One server configuration: a command line with {port}, and what it needs to run."""
+
+    name: str
+    engine: str                      # "transformers", "vllm", "sglang"
+    command: list[str]
+    model: str                       # the model name requests must carry
+    description: str
+    ready_timeout_s: float = 120.0
+    health_path: str = "/health"
+    env: dict = field(default_factory=dict)
+    needs_cuda: bool = False
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "engine": self.engine, "command": " ".join(self.command),
+                "model": self.model, "description": self.description}
+
+
+def serve_folder(profile: str | None = None, folder: Path | None = None) -> Path | str:
+    """A model folder `transformers serve` (and vLLM, SGLang) can load: the weights and config of the
+    profile's model, plus what AutoTokenizer needs — `tokenizer.model` (the SentencePiece file) and a
+    `tokenizer_config.json` naming the Llama tokenizer class, the special tokens and a chat template.
+    The tiny model's folder (helpers.models.build_tiny) has only mistral-common's tokenizer file.
+    For `mistral-7b` the Hub repository id is returned as it is (it has all of that)."""
+    name, _ = models.resolve_profile(profile)
+    if name == "mistral-7b":
+        return os.environ.get("WORKSHOP_MODEL_ID") or models.DEFAULT_MODEL_ID
+    if name == "tiny":
+        src = models.build_tiny()
+    else:  # mistral-7b-random: the folder notebook 05 saves the random 7B to (helpers.quant.model_source);
+        # without it, the preset config alone: vLLM and SGLang then load random weights themselves
+        # (--load-format dummy), transformers serve cannot run (random_weights_only says so)
+        src = models.cache_dir() / "mistral-7b-random"
+        if not (src / "config.json").exists():
+            from ..specs import load_config
+
+            src.mkdir(parents=True, exist_ok=True)
+            (src / "config.json").write_text(json.dumps(load_config("mistral-7b-v0.1")[1], indent=1))
+    dst = Path(folder or models.cache_dir() / f"{src.name}-serve")
+    dst.mkdir(parents=True, exist_ok=True)
+    for item in src.iterdir():
+        if item.suffix in (".json", ".safetensors") and item.name != "workshop-build.json":
+            link = dst / item.name
+            if link.is_symlink() or link.exists():
+                link.unlink()
+            link.symlink_to(item.resolve())
+    shutil.copyfile(models.tokenizer_source(), dst / "tokenizer.model")
+    tok_config = {"tokenizer_class": "LlamaTokenizer", "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>",
+                  "add_bos_token": True, "add_eos_token": False, "legacy": False, "model_max_length": 32768,
+                  "chat_template": CHAT_TEMPLATE}
+    tmp = dst / "tokenizer_config.json.tmp"
+    tmp.write_text(json.dumps(tok_config, indent=1))
+    os.replace(tmp, dst / "tokenizer_config.json")
+    return dst
+
+
+def _bin(name: str) -> str:
+    """An executable of this Python's environment (the venv's `transformers`), else from PATH."""
+    here = Path(sys.executable).parent / name
+    return str(here) if here.exists() else (shutil.which(name) or name)
+
+
+def transformers_serve(model: str | Path, continuous_batching: bool, device: str = "cpu",
+                       num_blocks: int | None = None, max_batch_tokens: int | None = None) -> EngineConfig:
+    """`transformers serve MODEL` pinned to one model, on 127.0.0.1. With continuous batching on, the KV
+    cache is bounded by num_blocks × block size and max_batch_tokens (defaults: CPU_CB_LIMITS on a CPU,
+    the server's own on a GPU)."""
+    if device not in ("cpu", "cuda"):
+        raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
+    cmd = [_bin("transformers"), "serve", str(model), "--host", "{host}", "--port", "{port}",
+           "--device", device, "--log-level", "info"]
+    name = "HF transformers serve"
+    if continuous_batching:
+        if device == "cpu":
+            num_blocks = num_blocks or CPU_CB_LIMITS["num_blocks"]
+            max_batch_tokens = max_batch_tokens or CPU_CB_LIMITS["max_batch_tokens"]
+        cmd.append("--continuous-batching")
+        if num_blocks:
+            cmd += ["--cb-num-blocks", str(int(num_blocks))]
+        if max_batch_tokens:
+            cmd += ["--cb-max-batch-tokens", str(int(max_batch_tokens))]
+        name += " + continuous batching"
+        desc = (f"transformers serve, continuous batching with paged attention (KV cache bounded: "
+                f"{num_blocks or 'server default'} blocks, {max_batch_tokens or 'server default'} tokens per step)")
+    else:
+        desc = "transformers serve, one request at a time (the talk's HF baseline)"
+    return EngineConfig(name, "transformers", cmd, str(model), desc, ready_timeout_s=180.0 if device == "cpu" else 600.0,
+                        env={"HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1")}, needs_cuda=device == "cuda")
+
+
+# The talk's vLLM configurations (section 7 of the talk outline): each adds one flag to the last.
+VLLM_STEPS = (
+    ("vLLM default", ["--no-enable-prefix-caching"], "paged attention and continuous batching; prefix caching off"),
+    ("+ prefix caching", ["--enable-prefix-caching"], "reuses the KV blocks of a shared prompt prefix (hashed blocks)"),
+    ("+ fp8 KV cache", ["--enable-prefix-caching", "--kv-cache-dtype", "fp8"], "KV cache stored in fp8: half the bytes"),
+    ("+ n-gram speculation", ["--enable-prefix-caching", "--kv-cache-dtype", "fp8", "--speculative-config",
+                              json.dumps({"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4})],
+     "drafts tokens by matching n-grams of the prompt, verified by the model in one pass"),
+)
+
+
+def vllm_configs(model: str | Path, max_model_len: int = 4096, load_format: str | None = None) -> list[EngineConfig]:
+    """The talk's four vLLM servers (`vllm serve`), bf16, on 127.0.0.1. `load_format="dummy"` serves a
+    config folder with random weights (vLLM's own option), the mistral-7b-random way."""
+    base = [_bin("vllm"), "serve", str(model), "--host", "{host}", "--port", "{port}", "--dtype", "bfloat16",
+            "--max-model-len", str(max_model_len), "--gpu-memory-utilization", "0.85"]
+    if load_format:
+        base += ["--load-format", load_format]
+    return [EngineConfig(n, "vllm", base + flags, str(model), d, ready_timeout_s=600.0, needs_cuda=True)
+            for n, flags, d in VLLM_STEPS]
+
+
+def sglang_config(model: str | Path, load_format: str | None = None) -> EngineConfig:
+    """SGLang's server (radix-tree prefix cache on by default), bf16, on 127.0.0.1."""
+    cmd = [sys.executable, "-m", "sglang.launch_server", "--model-path", str(model), "--host", "{host}",
+           "--port", "{port}", "--dtype", "bfloat16", "--mem-fraction-static", "0.85"]
+    if load_format:
+        cmd += ["--load-format", load_format]
+    return EngineConfig("SGLang", "sglang", cmd, str(model), "SGLang: radix-tree prefix cache, continuous batching",
+                        ready_timeout_s=600.0, needs_cuda=True)
+
+
+def _installed(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+def _cuda() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def available(profile: str | None = None, include: tuple[str, ...] = ("transformers", "vllm", "sglang")
+              ) -> tuple[list[EngineConfig], list[dict]]:
+    """(the configurations this machine can run, [{name, why not}] for the others)."""
+    cuda = _cuda()
+    device = "cuda" if cuda else "cpu"
+    runnable: list[EngineConfig] = []
+    skipped: list[dict] = []
+    try:
+        model = serve_folder(profile)
+    except models.ProfileUnavailable as exc:
+        return [], [{"name": "all engines", "why": str(exc)}]
+    name, _ = models.resolve_profile(profile)
+    dummy = name == "mistral-7b-random"            # vLLM/SGLang make the random weights themselves
+    has_weights = not dummy or any(Path(model).glob("*.safetensors"))
+    if "transformers" in include:
+        if not has_weights:
+            skipped.append({"name": "transformers serve", "why": "no saved mistral-7b-random weights: run notebook 05 "
+                            "on this GPU first (it saves them once)"})
+        elif _installed("fastapi") and _installed("uvicorn"):
+            runnable += [transformers_serve(model, False, device), transformers_serve(model, True, device)]
+        else:
+            skipped.append({"name": "transformers serve", "why": "the transformers[serving] extra is not installed"})
+    fmt = "dummy" if dummy else None
+    for engine, module, build in (("vllm", "vllm", lambda: vllm_configs(model, load_format=fmt)),
+                                  ("sglang", "sglang", lambda: [sglang_config(model, load_format=fmt)])):
+        if engine not in include:
+            continue
+        if not cuda:
+            skipped.append({"name": engine, "why": f"{engine}'s wheels need a CUDA GPU; none here"})
+        elif not _installed(module):
+            skipped.append({"name": engine, "why": f"{engine} is not installed (pip install {engine})"})
+        else:
+            runnable += build()
+    return runnable, skipped

@@ -1,0 +1,114 @@
+"""A stand-in OpenAI-compatible server for the fault tests (standard library only): it streams
+`/v1/completions` like `transformers serve` (one token per SSE chunk, `usage` in the last chunk, no
+[DONE]) at a fixed pace, and misbehaves on demand.
+
+    python tests/fake_openai_server.py --port N [--token-s 0.01] [--ttft-s 0.02]
+        [--fail-every K --fail-status 500]   every K-th request answers with that status
+        [--hang-every K]                     every K-th request never answers
+        [--die-after K]                      the process exits when the K-th request arrives
+        [--never-ready]                      /health always answers 503
+        [--strict-fields]                    unknown request fields get 422, as transformers serve does
+        [--exit-at-start]                    exits at once with code 3
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+ARGS = None
+KNOWN_FIELDS = {"model", "prompt", "max_tokens", "stream", "stream_options", "temperature", "top_p", "seed", "stop"}
+COUNT = 0
+LOCK = threading.Lock()
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, fmt, *args):  # quiet
+        pass
+
+    def do_GET(self):
+        code = 503 if ARGS.never_ready else 200
+        body = b'{"status": "ok"}'
+        if self.path.startswith("/v1/models"):
+            body = b'{"object": "list", "data": [{"id": "m", "object": "model"}]}'
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self):
+        global COUNT
+        n = int(self.headers.get("Content-Length", 0))
+        body = json.loads(self.rfile.read(n) or b"{}")
+        with LOCK:
+            COUNT += 1
+            k = COUNT
+        if ARGS.die_after and k >= ARGS.die_after:
+            os._exit(1)
+        if ARGS.hang_every and k % ARGS.hang_every == 0:
+            time.sleep(3600)
+        if ARGS.fail_every and k % ARGS.fail_every == 0:
+            msg = json.dumps({"detail": "injected fault"}).encode()
+            self.send_response(ARGS.fail_status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(msg)))
+            self.end_headers()
+            self.wfile.write(msg)
+            return
+        unknown = set(body) - KNOWN_FIELDS
+        if ARGS.strict_fields and unknown:
+            msg = json.dumps({"detail": f"Unexpected fields in the request: {unknown}"}).encode()
+            self.send_response(422)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(msg)))
+            self.end_headers()
+            self.wfile.write(msg)
+            return
+        tokens = int(body.get("max_tokens", 8))
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        time.sleep(ARGS.ttft_s)
+        for i in range(tokens):
+            if i:
+                time.sleep(ARGS.token_s)
+            chunk = {"choices": [{"index": 0, "text": f" t{i}"}]}
+            if i == tokens - 1:
+                chunk["usage"] = {"prompt_tokens": 5, "completion_tokens": tokens, "total_tokens": 5 + tokens}
+            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+            self.wfile.flush()
+        self.close_connection = True
+
+
+def main():
+    global ARGS
+    p = argparse.ArgumentParser()
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--token-s", type=float, default=0.01)
+    p.add_argument("--ttft-s", type=float, default=0.02)
+    p.add_argument("--fail-every", type=int, default=0)
+    p.add_argument("--fail-status", type=int, default=500)
+    p.add_argument("--hang-every", type=int, default=0)
+    p.add_argument("--die-after", type=int, default=0)
+    p.add_argument("--never-ready", action="store_true")
+    p.add_argument("--strict-fields", action="store_true")
+    p.add_argument("--exit-at-start", action="store_true")
+    ARGS = p.parse_args()
+    if ARGS.exit_at_start:
+        print("fake server: exiting at start as asked", flush=True)
+        raise SystemExit(3)
+    srv = ThreadingHTTPServer(("127.0.0.1", ARGS.port), Handler)
+    srv.daemon_threads = True
+    print(f"fake server on 127.0.0.1:{ARGS.port}", flush=True)
+    srv.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,322 @@
+"""helpers.engines without a model: the metric definitions on recorded timestamps (worked by hand, and
+guidellm's own figures), and every fault against a stand-in server process (tests/fake_openai_server.py)
+— a server that dies mid-run, a request that times out, 4xx/5xx answers, a port already taken, a
+server that never becomes ready — and that no server process outlives a test."""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from helpers.engines import bench, client, guidellm_runner, metrics, process, tap
+from helpers.engines.metrics import SLO, RequestRecord, summarize
+from helpers.engines.servers import EngineConfig
+from helpers.serving.traces import TraceRequest, chat_trace
+
+HERE = Path(__file__).resolve().parent
+FAKE = [sys.executable, str(HERE / "fake_openai_server.py"), "--port", "{port}"]
+
+
+def _gone(pid: int, within_s: float = 10.0) -> bool:
+    t0 = time.time()
+    while time.time() - t0 < within_s:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        try:  # a zombie child of ours counts as gone once reaped
+            if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                return True
+        except ChildProcessError:
+            pass
+        time.sleep(0.1)
+    return False
+
+
+@pytest.fixture(autouse=True)
+def no_server_left_behind():
+    yield
+    left = process.live_servers()
+    process.stop_all()
+    assert left == [], f"servers still running after the test: {left}"
+
+
+def fake(*flags, **kw) -> process.ServerProcess:
+    return process.ServerProcess(FAKE + list(flags), name="fake", ready_timeout_s=kw.pop("ready_timeout_s", 20), **kw)
+
+
+def trace(n: int, tokens: int = 4) -> list[TraceRequest]:
+    return [TraceRequest(i, f"prompt {i}", tokens) for i in range(n)]
+
+
+# ------------------------------------------------------------------ metric definitions, by hand
+
+def _hand_records():
+    a = RequestRecord(0, sent_s=10.0, end_s=10.55, token_times=[10.2, 10.3, 10.5], output_tokens=3)
+    b = RequestRecord(1, sent_s=10.0, end_s=10.5, token_times=[10.4, 10.45], output_tokens=2)
+    c = RequestRecord(2, sent_s=10.05, end_s=10.1, status=500, error="http 500")
+    return [a, b, c]
+
+
+def test_request_metrics_worked_by_hand():
+    a, b, c = _hand_records()
+    assert a.ttft_s == pytest.approx(0.2) and a.e2e_s == pytest.approx(0.55)
+    assert a.itl_s == pytest.approx((10.5 - 10.2) / 2)          # (last − first) / (tokens − 1) = 0.15
+    assert a.gaps_s == pytest.approx([0.1, 0.2])
+    assert b.ttft_s == pytest.approx(0.4) and b.itl_s == pytest.approx(0.05)
+    assert not c.ok and c.ttft_s is None and c.itl_s is None
+    one = RequestRecord(3, 0.0, 1.0, [0.5], 1)
+    assert one.ok and one.itl_s is None                           # one token: no inter-token gap
+
+
+def test_run_summary_worked_by_hand():
+    s = summarize(_hand_records(), "hand", 2, SLO(ttft_s=0.3, tpot_s=0.1))
+    assert (s.requests, s.ok, s.failed, s.errors) == (3, 2, 1, {"http 500": 1})
+    assert s.duration_s == pytest.approx(0.55)                    # first sent 10.0 → last end 10.55
+    assert s.output_tokens == 5 and s.output_tok_per_s == pytest.approx(5 / 0.55)
+    assert s.ttft_s["ttft_mean"] == pytest.approx(0.3) and s.itl_s["itl_mean"] == pytest.approx(0.1)
+    assert s.goodput_rps == 0.0                                   # a: TPOT 0.15 > 0.1; b: TTFT 0.4 > 0.3
+    loose = summarize(_hand_records(), "hand", 2, SLO(ttft_s=0.5, tpot_s=0.2))
+    assert loose.goodput_rps == pytest.approx(2 / 0.55)
+    assert metrics.goodput(_hand_records(), SLO(0.25, 0.2), 0.55) == pytest.approx(1 / 0.55)  # only a
+    assert not s.run_failed
+
+
+def test_a_run_whose_requests_all_failed_is_a_failed_run():
+    recs = [RequestRecord(i, 0.0, 0.1, status=422, error="http 422") for i in range(3)]
+    s = summarize(recs, "x", 1)
+    assert s.run_failed and s.ok == 0 and s.errors == {"http 422": 3} and s.output_tok_per_s == 0
+    assert s.to_dict()["run_failed"] is True
+
+
+def test_bad_inputs_say_what_is_allowed():
+    with pytest.raises(ValueError, match="at least one"):
+        summarize([], "x")
+    with pytest.raises(ValueError, match="positive"):
+        SLO(0, 0.1)
+    with pytest.raises(ValueError, match="concurrency"):
+        client.run_load("http://127.0.0.1:1", "m", trace(1), concurrency=0)
+    with pytest.raises(ValueError, match="empty"):
+        client.run_load("http://127.0.0.1:1", "m", [], concurrency=1)
+    with pytest.raises(ValueError, match="'{port}'"):
+        process.ServerProcess(["python", "-m", "http.server"])
+    with pytest.raises(ValueError, match="1..65535"):
+        process.ServerProcess(FAKE, port=70000)
+    with pytest.raises(ValueError, match="one output length"):
+        guidellm_runner.run("http://x", "tok", chat_trace(4, sigma=0.6), [1], "/tmp")
+
+
+def test_our_definitions_reproduce_guidellms_figures_from_its_own_timestamps():
+    """guidellm computes TTFT and ITL itself; recomputed by `metrics` from the per-request timestamps it
+    recorded (a real run against transformers serve), the means and medians are the same numbers."""
+    raw = json.loads((HERE / "data" / "guidellm_run.json").read_text())
+    for bench_ in raw["benchmarks"]:
+        theirs = guidellm_runner.reported(bench_, "recorded")
+        ours = summarize(guidellm_runner.records(bench_), "recorded", theirs.concurrency)
+        assert ours.requests == theirs.requests == bench_["metrics"]["request_totals"]["total"]
+        g = bench_["metrics"]
+        assert ours.ttft_s["ttft_mean"] * 1e3 == pytest.approx(g["time_to_first_token_ms"]["successful"]["mean"], rel=1e-9)
+        # medians: ours interpolates (numpy's default), guidellm takes a sample; both lie between the middle two
+        ttfts = sorted(r.ttft_s * 1e3 for r in guidellm_runner.records(bench_))
+        mid = ttfts[(len(ttfts) - 1) // 2], ttfts[len(ttfts) // 2]
+        assert mid[0] - 1e-6 <= g["time_to_first_token_ms"]["successful"]["median"] <= mid[1] + 1e-6
+        assert mid[0] <= ours.ttft_s["ttft_median"] * 1e3 <= mid[1]
+        # guidellm weights each request's ITL by its tokens − 1; every request here made the same count
+        assert ours.itl_s["itl_mean"] * 1e3 == pytest.approx(g["inter_token_latency_ms"]["successful"]["mean"], rel=1e-9)
+        assert theirs.output_tokens == ours.output_tokens == g["output_token_count"]["successful"]["total_sum"]
+        assert not theirs.run_failed
+    assert [b["config"]["strategy"]["streams"] for b in raw["benchmarks"]] == [1, 4]
+
+
+def test_guidellm_command_never_asks_for_output_tokens(tmp_path):
+    if guidellm_runner.guidellm_bin() is None:
+        pytest.skip("guidellm not installed")
+    cmd = guidellm_runner.command("http://127.0.0.1:1", "tok", tmp_path / "p.jsonl", 32, [1, 8], 16, tmp_path / "o.json")
+    line = " ".join(cmd)
+    assert "max_tokens=32" in line and "output_tokens" not in line and "profile.streams 1,8" in line
+    guidellm_runner.write_prompts(trace(2), tmp_path / "p.jsonl")
+    assert [json.loads(x) for x in (tmp_path / "p.jsonl").read_text().splitlines()] == [{"prompt": "prompt 0"},
+                                                                                          {"prompt": "prompt 1"}]
+
+
+# ------------------------------------------------------------------ the server process
+
+def test_server_starts_on_a_free_local_port_and_stops(tmp_path):
+    with fake(log_dir=tmp_path) as srv:
+        assert srv.alive() and srv.base_url.startswith("http://127.0.0.1:") and srv.ready_s is not None
+        pid = srv.pid
+        assert process.live_servers() == [srv]
+        recs = client.run_load(srv.base_url, "m", trace(3, 5), concurrency=2)
+        assert [r.ok for r in recs] == [True] * 3 and {r.output_tokens for r in recs} == {5}
+    assert not srv.alive() and _gone(pid)
+    assert "fake server on 127.0.0.1" in srv.log_tail()            # the log was captured
+    assert srv.stop() is not None                                   # stopping twice is harmless
+
+
+@pytest.mark.parametrize("exc", [RuntimeError, KeyboardInterrupt])
+def test_server_is_stopped_when_the_block_fails_or_is_interrupted(exc):
+    srv = fake()
+    with pytest.raises(exc):
+        with srv:
+            pid = srv.pid
+            raise exc("a cell failed / the kernel was interrupted")
+    assert not srv.alive() and _gone(pid)
+
+
+def test_server_dies_with_its_parent_even_on_sigkill(tmp_path):
+    """A kernel killed with SIGKILL runs no cleanup: the kernel's death signal (PR_SET_PDEATHSIG) stops
+    the server anyway."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("PR_SET_PDEATHSIG is Linux-only")
+    script = tmp_path / "parent.py"
+    script.write_text(f"""
+import sys, time
+sys.path.insert(0, {str(HERE.parent)!r})
+from helpers.engines.process import ServerProcess
+srv = ServerProcess({FAKE!r}, name="fake", ready_timeout_s=20).start()
+print(srv.pid, flush=True)
+time.sleep(120)
+""")
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        server_pid = int(parent.stdout.readline())
+        os.kill(server_pid, 0)                                      # running
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(10)
+        assert _gone(server_pid, 15), "the server outlived its killed parent"
+    finally:
+        parent.kill()
+
+
+def test_a_port_already_taken_is_reported(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        taken = s.getsockname()[1]
+        with pytest.raises(process.PortInUse, match=f"port {taken} .* already taken"):
+            fake(port=taken).start()
+
+
+def test_a_free_port_lost_to_a_race_is_retried(monkeypatch):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        taken = s.getsockname()[1]
+        ports = iter([taken])
+        real = process.free_port
+        monkeypatch.setattr(process, "free_port", lambda: next(ports, None) or real())
+        with fake() as srv:
+            assert srv.port != taken and srv.alive()
+
+
+def test_a_server_that_never_becomes_ready_is_stopped_and_reported():
+    srv = fake("--never-ready", ready_timeout_s=2)
+    t0 = time.time()
+    with pytest.raises(process.ServerNotReady, match="within 2 s"):
+        srv.start()
+    assert time.time() - t0 < 15 and not srv.alive() and _gone(srv.pid)
+
+
+def test_a_server_that_exits_at_start_is_reported_with_its_log():
+    with pytest.raises(process.ServerDied, match="exited with code 3(.|\n)*exiting at start"):
+        fake("--exit-at-start").start()
+
+
+# ------------------------------------------------------------------ faults during a run
+
+def test_http_errors_are_counted_and_the_run_goes_on():
+    with fake("--fail-every", "3", "--fail-status", "500") as srv:
+        s = summarize(client.run_load(srv.base_url, "m", trace(9), concurrency=3), "fake", 3)
+    assert (s.requests, s.ok, s.failed, s.errors) == (9, 6, 3, {"http 500": 3}) and not s.run_failed
+
+
+def test_a_rejected_request_4xx_is_counted_and_all_rejected_is_a_failed_run():
+    with fake("--fail-every", "1", "--fail-status", "422") as srv:
+        recs = client.run_load(srv.base_url, "m", trace(4), concurrency=2)
+    s = summarize(recs, "fake", 2)
+    assert s.run_failed and s.errors == {"http 422": 4}
+    assert all(r.status == 422 and "injected fault" in r.detail for r in recs)
+
+
+def test_a_request_that_times_out_is_counted():
+    with fake("--hang-every", "4") as srv:
+        t0 = time.time()
+        s = summarize(client.run_load(srv.base_url, "m", trace(8), concurrency=4, timeout_s=1.5), "fake", 4)
+    assert s.errors == {"timeout": 2} and s.ok == 6 and time.time() - t0 < 20
+
+
+def test_a_server_that_dies_mid_run_leaves_counted_failures():
+    with fake("--die-after", "4") as srv:
+        recs = client.run_load(srv.base_url, "m", trace(8), concurrency=1, timeout_s=5)
+        s = summarize(recs, "fake", 1)
+        assert not srv.alive()
+    assert s.ok == 3 and s.failed == 5 and set(s.errors) == {"connection"}
+
+
+def _cfg(*flags, timeout=20.0):
+    return EngineConfig("fake" + "".join(flags), "fake", FAKE + list(flags), "m", "stand-in", ready_timeout_s=timeout)
+
+
+def test_the_benchmark_reports_a_server_dying_mid_run_and_goes_on(tmp_path):
+    plan = bench.Plan({"w": trace(4)}, (1, 2), SLO(1.0, 0.5), guidellm_workload=None, timeout_s=5)
+    died = bench.run_config(_cfg("--die-after", "9"), plan)   # warm-ups 1 + 2, example, 4; dies in the 2nd level
+    assert [r["concurrency"] for r in died["runs"]] == [1, 2]
+    assert died["runs"][0]["ok"] == 4 and died["runs"][1]["errors"] == {"connection": 4}
+    assert died["runs"][1]["run_failed"] and any(f["kind"] == "ServerDied" for f in died["faults"])
+    never = bench.run_config(_cfg("--never-ready", timeout=1.5), plan)
+    assert never["runs"] == [] and never["faults"][0]["kind"] == "ServerNotReady"
+    fine = bench.run_config(_cfg(), plan)
+    assert [r["ok"] for r in fine["runs"]] == [4, 4] and fine["faults"] == []
+    assert fine["runs"][1]["goodput_rps"] > 0
+
+
+def test_results_are_written_atomically(tmp_path):
+    path = bench.write_json_atomic({"a": 1}, tmp_path / "r" / "engines.json")
+    assert json.loads(path.read_text()) == {"a": 1} and [p.name for p in path.parent.iterdir()] == ["engines.json"]
+
+    class Boom:
+        def __str__(self):
+            raise RuntimeError("interrupted half-way")
+
+    with pytest.raises(RuntimeError):
+        bench.write_json_atomic({"a": 2, "b": Boom()}, path)
+    assert json.loads(path.read_text()) == {"a": 1} and len(list(path.parent.iterdir())) == 1   # old file intact
+
+
+def test_the_tap_records_what_passes_through_it():
+    """Our client through the tap to a server: the tap sees every request, its tokens and its errors."""
+    with fake("--fail-every", "4", "--fail-status", "503", "--token-s", "0.02") as srv:
+        with tap.Tap(srv.base_url) as t:
+            mine = client.run_load(t.base_url, "m", trace(8, 6), concurrency=2, timeout_s=20)
+        seen = summarize(t.records, "tap", 2)
+    assert summarize(mine, "client", 2).errors == seen.errors == {"http 503": 2}
+    assert seen.ok == 6 and seen.output_tokens == 36
+    for r in t.records:
+        if r.ok:   # 6 tokens 20 ms apart: the tap's ITL is the server's pace
+            assert 0.015 <= r.itl_s <= 0.2
+    parts = tap.split_by_benchmark(t.records, {"benchmarks": [{"start_time": 0, "end_time": 1e12}]})
+    assert len(parts) == 1 and len(parts[0]) == 8
+
+
+def test_agentic_rounds_run_one_after_another_and_poisson_arrivals_are_honoured():
+    from helpers.serving.traces import agentic_trace
+
+    reqs = agentic_trace(agents=3, review_rounds=1, system_words=20, proposal_tokens=3, review_tokens=2)
+    with fake("--token-s", "0.005") as srv:
+        recs = {r.rid: r for r in client.run_load(srv.base_url, "m", reqs, concurrency=3)}
+        assert len(recs) == 6 and all(r.ok for r in recs.values())
+        round0 = [recs[q.rid] for q in reqs if q.round == 0]
+        round1 = [recs[q.rid] for q in reqs if q.round == 1]
+        assert min(r.sent_s for r in round1) >= max(r.end_s for r in round0)     # reviews read the proposals
+        assert {r.output_tokens for r in round0} == {3} and {r.output_tokens for r in round1} == {2}
+        timed = chat_trace(4, seed=3, rate_per_s=20.0, output_tokens_median=2, sigma=0.0)
+        got = sorted(client.run_load(srv.base_url, "m", timed, concurrency=4, honour_arrivals=True),
+                     key=lambda r: r.rid)
+    t0 = got[0].sent_s
+    for q, r in zip(timed, got):
+        assert r.sent_s - t0 >= q.arrival_s - 0.02        # never sent before its arrival time

@@ -1,0 +1,126 @@
+"""helpers.engines configuration and guide: the model folder `transformers serve` loads, the command
+lines of every configuration (the talk's vLLM steps, SGLang), what this machine can run, the decision
+guide's figures against the talk's table and the capacity planner, and the command line's errors."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from helpers.engines import bench, guide, servers
+from helpers.engines.metrics import RequestRecord, summarize
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_serve_folder_has_what_autotokenizer_and_the_server_need():
+    folder = servers.serve_folder("tiny")
+    names = {p.name for p in folder.iterdir()}
+    assert {"config.json", "model.safetensors", "tokenizer.model", "tokenizer_config.json"} <= names
+    cfg = json.loads((folder / "tokenizer_config.json").read_text())
+    assert cfg["tokenizer_class"] == "LlamaTokenizer" and "[INST]" in cfg["chat_template"]
+    from transformers import AutoTokenizer
+
+    from helpers.models import build_tiny, load_tokenizer
+
+    auto = AutoTokenizer.from_pretrained(folder)
+    ref = load_tokenizer(build_tiny())               # mistral-common's tokenizer: the independent reference
+    text = "The KV cache grows with every token."
+    assert auto(text).input_ids == ref(text).input_ids and len(auto) == 32000
+    assert auto.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False) == "<s>[INST] hi [/INST]"
+
+
+def test_transformers_serve_command_lines():
+    off = servers.transformers_serve("/m", continuous_batching=False)
+    on = servers.transformers_serve("/m", continuous_batching=True)
+    assert off.command[1:4] == ["serve", "/m", "--host"] and "{port}" in off.command and "--device" in off.command
+    assert "--continuous-batching" not in off.command
+    line = " ".join(on.command)
+    assert "--continuous-batching --cb-num-blocks 64 --cb-max-batch-tokens 512" in line   # bounded on a CPU
+    assert on.model == "/m" and not on.needs_cuda
+    with pytest.raises(ValueError, match="'cpu' or 'cuda'"):
+        servers.transformers_serve("/m", True, device="tpu")
+
+
+def test_the_talks_vllm_steps_and_sglang():
+    v = servers.vllm_configs("/m")
+    assert [c.name for c in v] == ["vLLM default", "+ prefix caching", "+ fp8 KV cache", "+ n-gram speculation"]
+    assert "--no-enable-prefix-caching" in v[0].command
+    assert "--enable-prefix-caching" in v[1].command and "--kv-cache-dtype" not in v[1].command
+    assert v[2].command[-2:] == ["--kv-cache-dtype", "fp8"]
+    spec = json.loads(v[3].command[v[3].command.index("--speculative-config") + 1])
+    assert spec["method"] == "ngram" and spec["num_speculative_tokens"] >= 1
+    assert all(c.needs_cuda and "{port}" in c.command and "{host}" in c.command for c in v)
+    assert "--load-format" in servers.vllm_configs("/m", load_format="dummy")[0].command
+    sg = servers.sglang_config("/m")
+    assert sg.command[1:3] == ["-m", "sglang.launch_server"] and sg.needs_cuda
+
+
+def test_available_here_says_why_the_others_are_not():
+    runnable, skipped = servers.available("tiny")
+    import torch
+
+    if not torch.cuda.is_available():
+        assert [c.engine for c in runnable] == ["transformers", "transformers"]
+        why = {s["name"]: s["why"] for s in skipped}
+        assert "CUDA" in why["vllm"] and "CUDA" in why["sglang"]
+
+
+def test_the_talks_speedups_are_its_table():
+    s = guide.talk_speedups()
+    assert s["vLLM default (paged attention, continuous batching)"] == pytest.approx(736 / 51)   # "almost 15×"
+    assert max(s.values()) == pytest.approx(1034 / 51)
+    assert len(guide.talk_table()) == 5 and all(guide.published_table()["source"].str.len() > 10)
+    assert set(guide.decision_table().columns) == {"workload", "engine", "why", "evidence"}
+
+
+def test_tensor_parallel_table_is_the_planners():
+    from helpers.capacity.planner import plan
+
+    t = guide.tensor_parallel_table("gpt-oss-120b", "H100 SXM", (1, 4))
+    assert list(t["fits"]) == [False, True]
+    p4 = plan("gpt-oss-120b", "H100 SXM", gpus=4, weight_dtype="bf16", context=4096, batch=16)
+    assert t.iloc[1]["max batch"] == p4.max_batch and t.iloc[1]["weights per GPU GB"] == round(p4.weight_bytes_per_gpu / 1e9, 1)
+
+
+def _table(rows):
+    data = {"configs": [{"runs": [dict(summarize(recs, name, c).to_dict(), workload="w") for name, c, recs in rows]}]}
+    return bench.runs_table(data)
+
+
+def _recs(ttft, itl, n=3, tokens=5):
+    return [RequestRecord(i, 0.0, ttft + itl * (tokens - 1), [ttft + itl * k for k in range(tokens)], tokens)
+            for i in range(n)]
+
+
+def test_batching_effect_and_agreement_rules():
+    t = _table([("HF transformers serve", 8, _recs(2.0, 0.05)),
+                ("HF transformers serve + continuous batching", 8, _recs(0.2, 0.05, n=3, tokens=5))])
+    eff = guide.batching_effect(t, "w", 8)
+    assert eff["TTFT ÷"] == pytest.approx(10.0) and eff["verdict"] == "raised throughput"
+    assert eff["throughput ×"] == pytest.approx((15 / 0.4) / (15 / 2.2), rel=0.01)
+    t["source"] = ["client", "guidellm"]
+    t["configuration"] = "x"
+    a = guide.agreement(t, "w", ours="client")
+    assert len(a) == 1 and not a.iloc[0]["agree"] and a.iloc[0]["ITL gap"] == pytest.approx(0.0)
+
+
+def test_command_line_rejects_unknown_engines():
+    r = subprocess.run([sys.executable, "-m", "helpers.engines", "--engines", "tgi"], capture_output=True, text=True,
+                       cwd=ROOT, timeout=120)
+    assert r.returncode == 2 and "allowed: transformers, vllm, sglang" in r.stderr
+
+
+def test_figures_have_titles_and_stamps():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from helpers.engines import figures
+
+    t = _table([("HF transformers serve", 1, _recs(0.1, 0.02)), ("HF transformers serve", 4, _recs(0.4, 0.02))])
+    fig = figures.curve_figure(t, "measured: test", workload="w")
+    assert "concurrency" in fig._suptitle.get_text() and any("measured: test" in x.get_text() for x in fig.texts)
+    ex = {"token_s": [0.1, 0.12, 0.14], "itl_s": 0.02, "output_tokens": 3}
+    fig2 = figures.chunks_figure(ex, "measured: test")
+    assert "TTFT 100.0 ms" in [x.get_text() for x in fig2.axes[0].get_legend().get_texts()][0]
