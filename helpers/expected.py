@@ -5,7 +5,9 @@ reference GPU of the catalog.
 Each cost is reached through one function here, so a change of owner is a one-line change:
 - FLOPs of a forward pass, split into weight matmuls, attention and the output head: `flop_split`
   (calls helpers.stepcost's forward_cost);
-- a GPU's step, prefill and batch from the capacity planner: `gpu_plan` (calls helpers.capacity.plan).
+- a GPU's step, prefill and batch from the capacity planner: `gpu_plan` (calls helpers.capacity.plan);
+- the roofline figures notebooks 03 and 04 quote for a GPU: `on_gpu` (helpers.stepcost bytes and FLOPs,
+  helpers.roofline ridge, at the datasheet and at the planner's default efficiency).
 """
 from __future__ import annotations
 
@@ -152,3 +154,30 @@ def quantized_decode_rows(model=REFERENCE_MODEL, gpu: str = REFERENCE_GPU,
     for r in rows:
         r["vs bf16 (×)"] = base / r["step floor (ms)"]
     return rows
+
+
+# ----------------------------------------------------------------------------- notebooks 03 and 04 on a GPU
+
+def on_gpu(gpu: str = "H100 SXM", model: str = REFERENCE_MODEL, contexts=(512, 4096), prompt: int = 2048) -> dict[str, Any]:
+    """The roofline figures of `model` in bf16 on a catalogued GPU: ridge, crossover batch, decode
+    floor (batch 1) at `contexts`, the prefill floor of a `prompt`-token prompt, and the decode step at
+    the planner's default efficiency."""
+    from .capacity.planner import DEFAULT_EFFICIENCY
+    from .gpus import get_gpu
+    from .roofline import crossover_batch, ridge_point
+    from .stepcost import decode_cost, forward_cost
+
+    g = get_gpu(gpu)
+    peak, _ = g.peak_flops("bf16")
+    decode = {c: decode_cost(model, c, 1, "bf16") for c in contexts}
+    pre = forward_cost(model, prompt, 0, 1, "bf16")
+    return {
+        "gpu": g.name, "model": model, "bandwidth": g.bandwidth, "peak_flops": peak,
+        "ridge": ridge_point(peak, g.bandwidth), "crossover_batch": crossover_batch(peak, g.bandwidth, 2),
+        "decode_floor_s": {c: d.bytes / g.bandwidth for c, d in decode.items()},
+        "decode_intensity": {c: d.intensity for c, d in decode.items()},
+        "decode_at_efficiency_s": {c: d.bytes / g.bandwidth / DEFAULT_EFFICIENCY for c, d in decode.items()},
+        "efficiency": DEFAULT_EFFICIENCY,
+        "prompt": prompt, "prefill_floor_s": max(pre.flops / peak, pre.bytes / g.bandwidth),
+        "prefill_intensity": pre.intensity,
+    }

@@ -17,12 +17,12 @@ def _():
     import marimo as mo
     import pandas as pd
 
-    from helpers import (decode_intensity, expectations, gpus, microbench, models, notebook, roofline, stepcost,
+    from helpers import (decode_intensity, expected, gpus, microbench, models, notebook, roofline, stepcost,
                          workload_figures, workloads)
     from helpers.units import dtype_bytes, fmt_bytes, fmt_seconds
 
     notebook.setup()
-    return (decode_intensity, dtype_bytes, expectations, fmt_bytes, fmt_seconds, gpus, microbench, mo, models,
+    return (decode_intensity, dtype_bytes, expected, fmt_bytes, fmt_seconds, gpus, microbench, mo, models,
             notebook, pd, roofline, stepcost, workload_figures, workloads)
 
 
@@ -106,8 +106,8 @@ def _(dtype_bytes, label, loaded, microbench, pd, roofline):
 
 
 @app.cell
-def _(bandwidth, expectations, label, mo, peak, ridge):
-    h100 = expectations.on_gpu("H100 SXM")
+def _(bandwidth, expected, label, mo, peak, ridge):
+    h100 = expected.on_gpu("H100 SXM")
     mo.md(f"""
     **What you should see.** On a CPU (tiny profile) a ridge of a few FLOP per byte: this run measured
     {bandwidth / 1e9:,.1f} GB/s and {peak / 1e12:,.3f} TFLOP/s, a ridge of {ridge:,.1f} FLOP/B ({label}); a CPU

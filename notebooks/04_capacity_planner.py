@@ -16,7 +16,7 @@ app = marimo.App(width="medium")
 def _():
     import marimo as mo
 
-    from helpers import capacity, expectations, gpus, notebook
+    from helpers import capacity, expected, gpus, notebook
     from helpers.capacity import measured as capacity_measured, ranking as capacity_ranking, views as capacity_views
     from helpers.memory import KV_DTYPES, WEIGHT_SCHEMES
     from helpers.specs import PRESETS, get_spec
@@ -25,7 +25,7 @@ def _():
     notebook.setup()
     planner_inputs = LastGood()  # this session's last good inputs: a bad value keeps the answer on the page
     return (KV_DTYPES, PRESETS, WEIGHT_SCHEMES, capacity, capacity_measured, capacity_ranking, capacity_views,
-            expectations, get_spec, gpus, mo, notebook, planner_inputs)
+            expected, get_spec, gpus, mo, notebook, planner_inputs)
 
 
 @app.cell
@@ -345,8 +345,8 @@ def _(capacity_measured, mo):
 
 
 @app.cell
-def _(expectations, measured, mo):
-    _h = expectations.on_gpu("H100 SXM", contexts=(512,))
+def _(expected, measured, mo):
+    _h = expected.on_gpu("H100 SXM", contexts=(512,))
     if measured is None:
         _md = mo.md("")
     else:

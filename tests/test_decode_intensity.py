@@ -3,7 +3,7 @@
 learner should expect, and the folded solutions."""
 import pytest
 
-from helpers import decode_intensity, expectations, notebook, roofline
+from helpers import decode_intensity, expected, notebook, roofline
 from helpers.capacity import views as capacity_views
 
 MISTRAL = "mistral-7b-v0.1"
@@ -67,10 +67,10 @@ def test_step_explained_by_hand():
     assert "they overlap" in over["words"]
 
 
-# ----------------------------------------------------------------------------- expectations, solutions, tables
+# ----------------------------------------------------------------------------- expected, solutions, tables
 
 def test_what_you_should_see_on_an_h100():
-    e = expectations.on_gpu("H100 SXM", contexts=(4096,))
+    e = expected.on_gpu("H100 SXM", contexts=(4096,))
     assert e["ridge"] == pytest.approx(295.37, abs=0.01) and e["crossover_batch"] == pytest.approx(e["ridge"])
     assert e["decode_floor_s"][4096] == pytest.approx(14_758_330_368 / 3.35e12)
     assert e["decode_at_efficiency_s"][4096] == pytest.approx(e["decode_floor_s"][4096] / e["efficiency"])
