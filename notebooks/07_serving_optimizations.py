@@ -565,7 +565,7 @@ def _(batch_table, fit, mo, on_off, prefix_hits, reuse, spec_table):
     _t = batch_table.set_index("mode")
     _best = spec_table.loc[spec_table["tokens per target pass"].idxmax()]
     mo.md(f"""
-    ## What to take away
+    ## Takeaways
 
     - **The KV cache** turns quadratic work into linear: {on_off["tokens processed without cache"]:,} tokens run
       through the model without it, {on_off["tokens processed with cache"]:,} with, same tokens out.

@@ -565,7 +565,7 @@ def _(compute_share, gpu_levels, mo, steps):
     _h = gpu_levels.set_index("GPU").loc["H100 SXM"]
     _top = steps.iloc[0]
     mo.md(f"""
-    ## What to take away
+    ## Takeaways
 
     - A forward pass's FLOPs are a formula of the shape: the layers take {_mistral:.1%} of a Mistral 7B decode
       step at 4k tokens, but not most of a tiny model's with a big vocabulary, and attention over the context
