@@ -519,7 +519,7 @@ def _(figures, qloaded, spec_table):
 
 
 @app.cell
-def _(mo, spec_table, trained):
+def _(mo, qloaded, spec_table, trained, w):
     _d, _p = spec_table.iloc[0], spec_table.iloc[1]
 
     def _verdict(r):
@@ -533,12 +533,14 @@ def _(mo, spec_table, trained):
     Output identical to greedy: {bool(_d["identical to greedy"])} and {bool(_p["identical to greedy"])}.
 
     Why a speed-up can fall below 1: each pass pays the drafter's k steps too. Here the draft model is
-    half the target's layers but the same 32,000-word output head, which dominates a tiny model's step, so a
+    {w.draft_layers} of the target's {qloaded.model.config.num_hidden_layers} layers but the same
+    {qloaded.model.config.vocab_size:,}-word output head, which dominates a tiny model's step, so a
     draft token costs nearly a target token{"" if trained else "; and with random weights the draft agrees with the target almost never (flat logits: near-ties)"}.
     Prompt lookup costs nothing to draft, and pays off when the output repeats the context.
 
-    **What you should see.** *CPU, tiny:* prompt lookup above 1 token per pass; the draft model at about 1 and
-    slower than plain. *GPU, Mistral 7B:* the draft is the first quarter of its layers; trained weights agree
+    **What you should see.** *CPU, tiny (measured on tiny-trained):* both drafters above 1 token per pass — the
+    trained model's first layers often agree with all of them — but only prompt lookup faster than plain
+    decoding: the draft model's k steps cost nearly as much as the target's. *GPU, Mistral 7B:* the draft is the first quarter of its layers; trained weights agree
     far more often than random ones, but an early exit never trained to predict is a weak drafter, so prompt
     lookup often wins on repetitive text. Decoding is bound by reading the weights, so each accepted token is
     nearly free: with a separately trained small draft model, Leviathan et al. (ICML 2023) report 2–3×.
