@@ -154,6 +154,9 @@ def test_quality_profile_is_trained_weights_whenever_offered(monkeypatch):
     assert kv_quant.quality_profile("mistral-7b-random") == ("tiny-trained", True)
     assert kv_quant.quality_profile("mistral-7b") == ("mistral-7b", True)
     assert kv_quant.quality_profile("tiny-trained") == ("tiny-trained", True)
+    for p in models.PROFILES:           # any other profile (random weights, auto) measures on tiny-trained
+        if p not in ("mistral-7b", "tiny-trained"):
+            assert kv_quant.quality_profile(p) == ("tiny-trained", True), p
     with pytest.raises(ValueError, match="unknown profile"):
         kv_quant.quality_profile("llama")
     monkeypatch.setattr(models, "PROFILES", tuple(p for p in models.PROFILES if p != "tiny-trained"))

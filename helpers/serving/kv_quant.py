@@ -22,7 +22,7 @@ SCHEMES: dict[str, tuple[str | None, int | None, str | None]] = {
 }
 
 
-RANDOM_PROFILES = ("tiny", "mistral-7b-random")   # helpers.models profiles whose weights are random
+TRAINED_PROFILES = ("mistral-7b", "tiny-trained")   # helpers.models profiles with trained weights; the rest are random
 
 
 def quality_profile(current: str | None = None) -> tuple[str, bool]:
@@ -33,7 +33,7 @@ def quality_profile(current: str | None = None) -> tuple[str, bool]:
 
     if current is not None and current not in models.PROFILES:
         raise ValueError(f"unknown profile {current!r}; allowed: {', '.join(models.PROFILES)}")
-    if current not in (None, "auto", *RANDOM_PROFILES):
+    if current in TRAINED_PROFILES:
         return current, True
     if "tiny-trained" in models.PROFILES:
         return "tiny-trained", True
