@@ -45,21 +45,19 @@ def attention_projection_params(model) -> int:
 def flop_terms(model, new_tokens: int, past_tokens: int = 0, logits_tokens: int = 1) -> dict[str, int]:
     """FLOPs of one forward pass by part; their sum is helpers.roofline.forward_flops (batch 1).
 
-    Every FLOP formula is helpers.stepcost's (forward_cost); this is the one place that calls it for this
-    module.
+    Every FLOP formula is helpers.roofline's; this is the one place that calls it for this module.
     """
-    from .roofline import forward_flops
-    from .stepcost import forward_cost
+    from .roofline import attended_keys, attention_flops_per_key, forward_flops, head_flops, matmul_params
 
     spec = _spec(model)
     proj = attention_projection_params(spec)
-    c = forward_cost(spec, new_tokens, past_tokens, 1, logits_tokens=logits_tokens)
     terms = {
         "embedding (a lookup)": 0,
         "layers: attention projections (q, k, v, o)": 2 * proj * new_tokens,
-        "layers: attention over the context (QKᵀ, softmax·V)": c.attention_flops,
-        "layers: MLP": c.matmul_flops - 2 * proj * new_tokens,
-        "head (logits)": c.head_flops,
+        "layers: attention over the context (QKᵀ, softmax·V)":
+            attention_flops_per_key(spec) * attended_keys(spec, new_tokens, past_tokens),
+        "layers: MLP": 2 * (matmul_params(spec) - proj) * new_tokens,
+        "head (logits)": head_flops(spec) * logits_tokens,
     }
     total = forward_flops(spec, new_tokens, past_tokens, 1, logits_tokens)
     if sum(terms.values()) != total:  # pragma: no cover - the split must add up to the owner's total

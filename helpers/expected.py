@@ -29,14 +29,15 @@ def flop_split(model, new_tokens: int, past_tokens: int = 0) -> dict[str, int]:
     """FLOPs of one sequence's forward pass over `new_tokens` after `past_tokens`, split three ways:
     the weight matmuls (2 per parameter per token), attention's QKᵀ and softmax·V over the keys each
     query sees (windows honoured), and the output head for the last position. The single call into the
-    FLOP cost model (helpers.stepcost.forward_cost), so the sum is helpers.roofline.forward_flops."""
-    from .stepcost import forward_cost
+    FLOP cost model (helpers.roofline), so the sum is helpers.roofline.forward_flops."""
+    from .roofline import attended_keys, attention_flops_per_key, head_flops, matmul_params
 
     spec = _spec(model)
     if isinstance(new_tokens, bool) or not isinstance(new_tokens, int) or new_tokens < 1:
         raise ValueError(f"new_tokens must be a positive integer, got {new_tokens!r}")
-    c = forward_cost(spec, new_tokens, past_tokens)
-    return {"matmul": c.matmul_flops, "attention": c.attention_flops, "head": c.head_flops}
+    return {"matmul": 2 * matmul_params(spec) * new_tokens,
+            "attention": attention_flops_per_key(spec) * attended_keys(spec, new_tokens, past_tokens),
+            "head": head_flops(spec)}
 
 
 def attention_share(model, tokens: int) -> float:
