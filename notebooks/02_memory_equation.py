@@ -210,8 +210,9 @@ def _(cache_check, fmt_bytes, memory, mistral, mo):
 
 
 @app.cell
-def _(mo):
-    mo.md("""
+def _(GB, memory, mo):
+    _u, _fixed = memory.GPU_MEMORY_UTILIZATION, memory.RUNTIME_OVERHEAD_BYTES
+    mo.md(f"""
     ## 3 · Context × concurrent users
 
     What is left after the weights and the overhead holds the cache, and every user needs
@@ -220,28 +221,34 @@ def _(mo):
     **max users = (GPU memory − weights − overhead) ÷ (KV bytes per token × context)**
 
     The map is **computed** for Mistral 7B v0.1 (bf16 weights and cache) whatever model runs here.
-    *Overhead* defaults to 10 % of the GPU's memory — what vLLM leaves aside by default
-    (`gpu_memory_utilization=0.9`) for the CUDA context, activations of the running batch and allocator
-    fragmentation. Move the controls in marimo; in Jupyter the defaults (an 80 GB GPU) are used.
+    *Overhead* is what the serving runtime keeps for anything but weights and cache
+    (`helpers.memory.runtime_reserve_bytes`): **(1 − utilization) × GPU memory + {_fixed / GB:,.1f} GB**.
+    vLLM plans with `gpu_memory_utilization={_u}` of the memory by default, so it leaves {1 - _u:.0%} aside;
+    of what it plans with, the activations of its profiling forward pass and the memory outside torch (CUDA
+    context, cuBLAS workspace) are not cache either — about {_fixed / GB:,.1f} GB. On an 80 GB GPU:
+    {memory.runtime_reserve_bytes(80 * GB, overhead_bytes=0) / GB:,.0f} + {_fixed / GB:,.1f} = **{memory.runtime_reserve_bytes(80 * GB) / GB:,.1f} GB**.
+    Move the controls in marimo; in Jupyter the defaults (an 80 GB GPU, vLLM's utilization) are used.
     """)
     return
 
 
 @app.cell
-def _(mo):
+def _(memory, mo):
     from helpers.notebook import env_default as _env, static_note as _static_note
 
     gpu_gb = mo.ui.slider(start=16, stop=192, step=8, value=_env("WORKSHOP_GPU_GB", 80, range(16, 193, 8)),
                           show_value=True, label="GPU memory (GB)")
-    overhead_pct = mo.ui.slider(start=0, stop=30, step=1, value=_env("WORKSHOP_OVERHEAD_PCT", 10, range(0, 31)),
-                                show_value=True, label="overhead (% of memory)")
+    overhead_pct = mo.ui.slider(start=0, stop=30, step=1,
+                                value=_env("WORKSHOP_OVERHEAD_PCT", round((1 - memory.GPU_MEMORY_UTILIZATION) * 100),
+                                           range(0, 31)), show_value=True,
+                                label=f"left aside: 1 − utilization (% of memory; + {memory.RUNTIME_OVERHEAD_BYTES / 1e9:,.1f} GB)")
     context_pick = mo.ui.slider(steps=[512, 1024, 2048, 4096, 8192, 16384, 32768], value=_env(
         "WORKSHOP_CONTEXT", 4096, [512, 1024, 2048, 4096, 8192, 16384, 32768]), show_value=True,
                                 label="context (tokens per user)")
     users_pick = mo.ui.slider(steps=[1, 2, 4, 8, 16, 32, 64, 80, 128, 256], value=_env(
         "WORKSHOP_USERS", 80, [1, 2, 4, 8, 16, 32, 64, 80, 128, 256]), show_value=True, label="concurrent users")
     mo.vstack([gpu_gb, overhead_pct, context_pick, users_pick, _static_note({
-        "WORKSHOP_GPU_GB": "GPU memory in GB (16–192, steps of 8)", "WORKSHOP_OVERHEAD_PCT": "overhead, % of memory (0–30)",
+        "WORKSHOP_GPU_GB": "GPU memory in GB (16–192, steps of 8)", "WORKSHOP_OVERHEAD_PCT": "1 − utilization, % of memory (0–30)",
         "WORKSHOP_CONTEXT": "context per user (512 … 32768)", "WORKSHOP_USERS": "concurrent users (1 … 256)"})])
     return context_pick, gpu_gb, overhead_pct, users_pick
 
@@ -316,12 +323,12 @@ def _(GB, kv_token, max_users_table, plots):
 
 
 @app.cell
-def _(GB, gpu_bytes, kv_token, max_users_table, mo, overhead_bytes):
+def _(GB, gpu_bytes, kv_token, max_users_table, memory, mo, overhead_bytes):
     _u = max_users_table.set_index("context")["max users"]
     mo.md(f"""
     **What you should see.** The same on a CPU and on a GPU — this section is computed, not measured.
-    For the GPU chosen above ({gpu_bytes / GB:,.0f} GB, {overhead_bytes / GB:,.1f} GB overhead; 80 GB and 10 % by
-    default) a ceiling of {_u[4096]:,} users at 4,096 tokens and {_u[16384]:,} at 16,384: each doubling of the
+    For the GPU chosen above ({gpu_bytes / GB:,.0f} GB, {overhead_bytes / GB:,.1f} GB overhead; by default 80 GB and
+    {memory.runtime_reserve_bytes(80 * GB) / GB:,.1f} GB) a ceiling of {_u[4096]:,} users at 4,096 tokens and {_u[16384]:,} at 16,384: each doubling of the
     context halves the users, so the hatched region's edge runs diagonally. The talk's "80 users at 4k ≈
     43 GB" is the cell at 80 users × 4k: {80 * 4096 * kv_token / GB:,.1f} GB.
     """)
@@ -365,9 +372,10 @@ def _(fmt_bytes, get_spec, memory, notebook):
 def _(GB, memory, mistral, notebook):
     _kv = memory.kv_bytes_per_token(mistral, "bf16")
     _rows = {s: memory.weight_bytes(mistral, s).bytes for s in ("bf16", "int8", "nf4")}
-    _users = {s: memory.max_users(80 * GB, w, 8 * GB, _kv, 8192) for s, w in _rows.items()}
-    notebook.exercise(2, """On an 80 GB GPU with 10 % overhead, how many users of 8,192 tokens fit beside Mistral 7B's
-    weights in bf16, in int8 and in nf4? Get the weight bytes with
+    _reserve = memory.runtime_reserve_bytes(80 * GB)
+    _users = {s: memory.max_users(80 * GB, w, _reserve, _kv, 8192) for s, w in _rows.items()}
+    notebook.exercise(2, f"""On an 80 GB GPU with vLLM's default reserve ({_reserve / GB:,.1f} GB, as above), how many
+    users of 8,192 tokens fit beside Mistral 7B's weights in bf16, in int8 and in nf4? Get the weight bytes with
     `python -m helpers weights --model mistral-7b-v0.1 --dtype int8`, then apply the equation.""", f"""
     bf16: {_rows["bf16"] / GB:,.2f} GB of weights, **{_users["bf16"]:,} users**; int8: {_rows["int8"] / GB:,.2f} GB,
     **{_users["int8"]:,} users**; nf4: {_rows["nf4"] / GB:,.2f} GB, **{_users["nf4"]:,} users**

@@ -14,42 +14,46 @@ app = marimo.App(width="medium")
 
 @app.cell
 def _():
+    import time
+
     import marimo as mo
     import pandas as pd
 
     from helpers import (decode_intensity, expected, gpus, microbench, models, notebook, roofline, stepcost,
                          workload_figures, workloads)
+    from helpers.glossary import term
     from helpers.units import dtype_bytes, fmt_bytes, fmt_seconds
 
     notebook.setup()
+    started = time.perf_counter()
     return (decode_intensity, dtype_bytes, expected, fmt_bytes, fmt_seconds, gpus, microbench, mo, models,
-            notebook, pd, roofline, stepcost, workload_figures, workloads)
+            notebook, pd, roofline, started, stepcost, term, workload_figures, workloads)
 
 
 @app.cell
-def _(mo):
-    mo.md("""
+def _(mo, term):
+    mo.md(f"""
     # 03 · Prefill against decode, on the roofline of your own hardware
 
     **What you will learn**
 
     1. To measure this device's two roofs — memory bandwidth and peak matmul FLOP/s — and the
-       [ridge point](../workshop/glossary.md#ridge-point) where they meet.
-    2. To place measured prefill and decode steps on the [roofline](../workshop/glossary.md#roofline) by their
-       [arithmetic intensity](../workshop/glossary.md#arithmetic-intensity), and to read which roof binds.
+       {term("ridge point")} where they meet.
+    2. To place measured prefill and decode steps on the {term("roofline")} by their
+       {term("arithmetic intensity")}, and to read which roof binds.
     3. Why batching lifts decode's intensity — and why, once every sequence's
-       [KV cache](../workshop/glossary.md#kv-cache) is counted, decode stays [memory-bound](../workshop/glossary.md#memory-bound) on an H100.
+       {term("KV cache")} is counted, decode stays {term("memory-bound")} on an H100.
     4. To compare a decode step with its memory-bound floor, and tell the floor from a step's fixed overhead.
 
     **Run time**: one to four minutes on a CPU (tiny profile, two cores, longer when the CPU is shared); a few minutes on a GPU with
     Mistral 7B (notebooks 01–03 and 05 together take under 8 minutes on an H100, `workshop/results/README.md`).
 
-    Generation has two phases. **[Prefill](../workshop/glossary.md#prefill)** runs the whole prompt through the model in one forward
+    Generation has two phases. **{term("Prefill")}** runs the whole prompt through the model in one forward
     pass: every weight is read once and used for every prompt token — lots of arithmetic per byte,
-    *compute-bound*; its duration is the [time to first token](../workshop/glossary.md#ttft). **[Decode](../workshop/glossary.md#decode)** then produces one token per
+    *compute-bound*; its duration is the {term("time to first token", "ttft")}. **{term("Decode")}** then produces one token per
     step, reusing the cached keys and values: every weight (and the cache) is read to produce one
     token per sequence — little arithmetic per byte, *memory-bound*; its duration is the
-    [inter-token latency](../workshop/glossary.md#itl).
+    {term("inter-token latency", "itl")}.
 
     The roofline makes that precise. This notebook measures this device's two roofs — memory
     bandwidth and peak matmul FLOP/s — places measured prefill and decode steps under them, and
@@ -437,7 +441,7 @@ def _(gpus, h100, notebook, roofline):
         f"{roofline.crossover_batch(g.peak_flops('bf16')[0], g.bandwidth, 2):,.0f} |"
         for name, g in ((n, gpus.get_gpu(n)) for n in ("L4", "A100 80GB", "H100 SXM", "H200", "B200")))
     _low = min(gpus.catalog(), key=lambda g: roofline.ridge_point(g.peak_flops("bf16")[0], g.bandwidth))
-    notebook.folded("1 · The ridge of other GPUs. Which catalogued GPU has the lowest ridge, and what does "
+    notebook.exercise(1, "The ridge of other GPUs. Which catalogued GPU has the lowest ridge, and what does "
                     "that mean for decode? (`python -m helpers gpus`)", f"""
     The ridge is peak ÷ bandwidth, from `helpers/data/gpus.csv` (dense bf16):
 
@@ -456,7 +460,7 @@ def _(gpus, h100, notebook, roofline):
 def _(decode_intensity, notebook):
     _d = decode_intensity.intensity_table("llama-3.1-8b", "H100 SXM", contexts=(1024, 8192, 32768))
     _lines = "\n".join(f"- {decode_intensity.verdict(s)}" for s in decode_intensity.summary(_d))
-    notebook.folded("2 · A model without a sliding window. Does Llama 3.1 8B (128k context, no window) reach "
+    notebook.exercise(2, "A model without a sliding window. Does Llama 3.1 8B (128k context, no window) reach "
                     "the ridge at long contexts? Use `helpers.decode_intensity.intensity_table`.", f"""
     ```python
     from helpers import decode_intensity
@@ -475,7 +479,7 @@ def _(decode_intensity, notebook):
 @app.cell
 def _(notebook, stepcost):
     _c = stepcost.decode_cost("mistral-7b-v0.1", 4096, 1, "bf16")
-    notebook.folded("3 · One floor everywhere. Run `python -m helpers capacity --model mistral-7b-v0.1 --gpu \"H100 SXM\" "
+    notebook.exercise(3, "One floor everywhere. Run `python -m helpers capacity --model mistral-7b-v0.1 --gpu \"H100 SXM\" "
                     "--context 4096 --batch 1 --efficiency 1 --json` and compare `step_bytes_per_gpu` with the "
                     "bytes this notebook's floor counts. Why do they agree?", f"""
     Both come from `helpers.stepcost.decode_cost`: {_c.weight_bytes:,} B of weights (every weight but the
@@ -488,7 +492,7 @@ def _(notebook, stepcost):
 
 
 @app.cell
-def _(efficiency, h100, intensity_summary, mo):
+def _(efficiency, h100, intensity_summary, mo, notebook, started):
     _s = intensity_summary[-1]
     _eff = ", ".join(f"{100 * r.efficiency:,.1f} % for {r.model}" for r in efficiency[efficiency["model"] != "probe"].itertuples())
     mo.md(f"""
@@ -503,6 +507,8 @@ def _(efficiency, h100, intensity_summary, mo):
       floor explains {_eff} of the step — batching, fused kernels and CUDA graphs attack the rest.
     - One model of a step's bytes (`helpers.stepcost`) gives this notebook's floor, notebook 04's planner
       and `make bench` the same numbers.
+
+    *This run took {notebook.elapsed(started)}.*
     """)
     return
 

@@ -14,23 +14,27 @@ app = marimo.App(width="medium")
 
 @app.cell
 def _():
+    import time
+
     import marimo as mo
 
     from helpers import capacity, expected, gpus, notebook
+    from helpers.glossary import term
     from helpers.capacity import measured as capacity_measured, ranking as capacity_ranking, views as capacity_views
     from helpers.memory import KV_DTYPES, WEIGHT_SCHEMES
     from helpers.specs import PRESETS, get_spec
     from helpers.capacity.inputs import LastGood
 
     notebook.setup()
+    started = time.perf_counter()
     planner_inputs = LastGood()  # this session's last good inputs: a bad value keeps the answer on the page
     return (KV_DTYPES, PRESETS, WEIGHT_SCHEMES, capacity, capacity_measured, capacity_ranking, capacity_views,
-            expected, get_spec, gpus, mo, notebook, planner_inputs)
+            expected, get_spec, gpus, mo, notebook, planner_inputs, started, term)
 
 
 @app.cell
-def _(mo):
-    mo.md("""
+def _(mo, term):
+    mo.md(f"""
     # 04 · Capacity and cost planner
 
     **What you will learn**
@@ -38,8 +42,8 @@ def _(mo):
     1. How much of a GPU's memory the KV cache gets — the memory the device reports, less the runtime's
        reserve and the weights — and so how many sequences fit.
     2. The decode step's floor at the datasheet's bandwidth, and the step at an efficiency an engine
-       actually reaches; why the [SLO](../workshop/glossary.md#slo) search and the cost must use the second.
-    3. To rank GPUs by dollars per million tokens under a [latency SLO](../workshop/glossary.md#tpot) or a minimum batch,
+       actually reaches; why the {term("SLO")} search and the cost must use the second.
+    3. To rank GPUs by dollars per million tokens under a {term("latency SLO", "tpot")} or a minimum batch,
        within one provider or across several, and to price a request (prompt and output) as API
        providers do.
     4. To check the planner against a decode step measured on this machine.
@@ -380,7 +384,7 @@ def _(capacity_ranking, notebook):
     _all = capacity_ranking.rank("mistral-7b-v0.1", context=4096, slo_ms=20)
     _rp = capacity_ranking.rank("mistral-7b-v0.1", context=4096, slo_ms=20, provider="RunPod")
     _a, _b = [r for r in _all if r["rank"] == 1][0], [r for r in _rp if r["rank"] == 1][0]
-    notebook.folded("1 · Comparable prices. Run `python -m helpers capacity --model mistral-7b-v0.1 --gpu all "
+    notebook.exercise(1, "Comparable prices. Run `python -m helpers capacity --model mistral-7b-v0.1 --gpu all "
                     "--context 4096 --slo-ms 20`, then add `--provider RunPod`. Does the winner change, and why "
                     "should you care?", f"""
     Across every provider the cheapest is **{_a['gpu']}** ({_a['provider']}, \\${_a['usd_per_million_tokens']:.3f} per
@@ -395,7 +399,7 @@ def _(capacity_ranking, notebook):
 def _(capacity, notebook):
     _lo = capacity.plan_for_slo("mistral-7b-v0.1", "H100 SXM", 10, context=4096, efficiency=0.5)[0]
     _hi = capacity.plan_for_slo("mistral-7b-v0.1", "H100 SXM", 10, context=4096, efficiency=1.0)[0]
-    notebook.folded("2 · The datasheet's promise. With an SLO of 10 ms on one H100 SXM at 4,096 tokens, what "
+    notebook.exercise(2, "The datasheet's promise. With an SLO of 10 ms on one H100 SXM at 4,096 tokens, what "
                     "batch does the planner allow at efficiency 1.0 and at 0.5 (`--efficiency`)?", f"""
     At 1.0 (the datasheet's floor): batch **{_hi.batch}**, {_hi.step_ms:.2f} ms per token,
     \\${_hi.usd_per_million_tokens:.3f} per million output tokens. At 0.5: batch **{_lo.batch}**, {_lo.step_ms:.2f} ms,
@@ -408,7 +412,7 @@ def _(capacity, notebook):
 @app.cell
 def _(capacity, notebook):
     _r = capacity.plan("mistral-7b-v0.1", "H100 SXM", context=8192, batch=16, prompt_tokens=6000, output_tokens=500)
-    notebook.folded("3 · A long prompt. Price a request of 6,000 prompt and 500 output tokens on one H100 SXM at "
+    notebook.exercise(3, "A long prompt. Price a request of 6,000 prompt and 500 output tokens on one H100 SXM at "
                     "batch 16 (`--context 8192 --batch 16 --prompt-tokens 6000 --output-tokens 500`). Which part "
                     "of the request costs more?", f"""
     Prefill {1e3 * _r.request_prefill_s:,.1f} ms of GPU time, decode {1e3 * _r.request_decode_s:,.1f} ms (its share of
@@ -423,8 +427,8 @@ def _(capacity, notebook):
 
 
 @app.cell
-def _(mo):
-    mo.md("""
+def _(mo, notebook, started):
+    mo.md(f"""
     ## Takeaways
 
     - The KV cache gets what is left of the memory the GPU reports after the runtime's reserve and the
@@ -435,6 +439,8 @@ def _(mo):
       per token; an SLO picks the batch.
     - Compare prices within one provider, and price requests as input and output tokens: prefill and
       decode cost differently.
+
+    *This run took {notebook.elapsed(started)}.*
     """)
     return
 

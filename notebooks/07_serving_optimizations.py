@@ -14,40 +14,51 @@ app = marimo.App(width="medium")
 
 @app.cell
 def _():
+    import time
+
     import marimo as mo
     import pandas as pd
     import torch
 
     from helpers import memory, models, notebook, quality
+    from helpers.glossary import term
     from helpers.serving import (batching, blocks, figures, kv_cache, kv_quant, prefix_reuse, radix,
                                  speculative, traces)
     from helpers.serving.bench import chat_requests, workload
 
     notebook.setup()
-    return (batching, blocks, chat_requests, figures, kv_cache, kv_quant, memory, mo, models, pd,
-            prefix_reuse, quality, radix, speculative, torch, traces, workload)
+    started = time.perf_counter()
+    return (batching, blocks, chat_requests, figures, kv_cache, kv_quant, memory, mo, models, notebook, pd,
+            prefix_reuse, quality, radix, speculative, started, term, torch, traces, workload)
 
 
 @app.cell
-def _(mo):
-    mo.md("""
+def _(mo, term):
+    mo.md(f"""
     # 07 · Serving optimizations, measured
+
+    **What you will learn**
+
+    1. To say what each serving mechanism buys — throughput, memory or latency — by measuring it here,
+       before and after, side by side.
+    2. To read the {term("KV cache")}, {term("paged attention")} and {term("continuous batching")} as
+       bookkeeping around the same forward passes: what they store, and what they stop recomputing or waiting for.
+    3. To tell when a mechanism does not pay: {term("prefix caching")} without shared prefixes,
+       {term("KV-cache quantization")} without fused kernels, {term("speculative decoding")} with a costly or
+       often-wrong draft.
+
+    **Run time**: about 1–2 minutes on a 2-core CPU (tiny profile); about 3 minutes on one GPU (Mistral 7B).
 
     How a server makes one device serve many users. Six mechanisms, each in code you can read in
     `helpers/serving/`, each with a before/after measured side by side **in this run**:
 
-    1. **KV cache** on and off — why every server keeps one;
-    2. **paged attention** — a block allocator against contiguous reservation;
-    3. **continuous batching** — one after another, static batches, and transformers' continuous-batching
-       manager; then **chunked prefill**;
-    4. **prefix caching** — a radix tree over token ids, and the time to first token a cache hit saves;
-    5. **KV-cache quantization** — fp8, 4 and 2 bits: bytes, speed, quality;
-    6. **speculative decoding** — a draft model and prompt lookup.
-
-    **Objectives:** after this notebook you can say what each mechanism buys (throughput, memory, latency),
-    measure it, and tell when it does not pay.
-
-    **Run time:** about 1–2 minutes on a 2-core CPU (tiny profile); about 3 minutes on one GPU (Mistral 7B).
+    - **KV cache** on and off — why every server keeps one;
+    - **paged attention** — a block allocator against contiguous reservation;
+    - **continuous batching** — one after another, static batches, and transformers' continuous-batching
+      manager; then **chunked prefill**;
+    - **prefix caching** — a radix tree over token ids, and the time to first token a cache hit saves;
+    - **KV-cache quantization** — fp8, 4 and 2 bits: bytes, speed, quality;
+    - **speculative decoding** — a draft model and prompt lookup.
     """)
     return
 
@@ -390,8 +401,8 @@ def _(mo, prefix_hits, reuse):
 
 
 @app.cell
-def _(kv_quant, mo):
-    quality_profile, trained = kv_quant.quality_profile()
+def _(kv_quant, loaded, mo):
+    quality_profile, trained = kv_quant.quality_profile(loaded.profile)
     mo.md(f"""
     ## 5 · KV-cache quantization
 
@@ -429,7 +440,8 @@ def _(loaded, models, quality_profile):
 
 @app.cell
 def _(kv_quant, pd, qloaded, quality):
-    kvq_quality = pd.DataFrame(kv_quant.quality_rows(qloaded.model, quality.eval_ids(qloaded.tokenizer, 400)))
+    kvq_quality = pd.DataFrame(kv_quant.quality_rows(
+        qloaded.model, quality.eval_ids(qloaded.tokenizer, 400, profile=qloaded.profile)))
     kvq_quality.assign(**{"measured on": qloaded.label})
     return (kvq_quality,)
 
@@ -487,7 +499,7 @@ def _(mo):
 
 @app.cell
 def _(pd, qloaded, quality, speculative, w):
-    _text = quality.eval_ids(qloaded.tokenizer, 160)
+    _text = quality.eval_ids(qloaded.tokenizer, 160, profile=qloaded.profile)
     _m = qloaded.model
     spec_rows = [speculative.speculate(_m, _text, w.decode_tokens, k=w.spec_k, draft_layers=w.draft_layers),
                  speculative.speculate(_m, _text, w.decode_tokens, k=w.spec_k, prompt_lookup=True)]
@@ -507,7 +519,7 @@ def _(figures, qloaded, spec_table):
 
 
 @app.cell
-def _(mo, spec_table, trained):
+def _(mo, qloaded, spec_table, trained, w):
     _d, _p = spec_table.iloc[0], spec_table.iloc[1]
 
     def _verdict(r):
@@ -521,12 +533,14 @@ def _(mo, spec_table, trained):
     Output identical to greedy: {bool(_d["identical to greedy"])} and {bool(_p["identical to greedy"])}.
 
     Why a speed-up can fall below 1: each pass pays the drafter's k steps too. Here the draft model is
-    half the target's layers but the same 32,000-word output head, which dominates a tiny model's step, so a
+    {w.draft_layers} of the target's {qloaded.model.config.num_hidden_layers} layers but the same
+    {qloaded.model.config.vocab_size:,}-word output head, which dominates a tiny model's step, so a
     draft token costs nearly a target token{"" if trained else "; and with random weights the draft agrees with the target almost never (flat logits: near-ties)"}.
     Prompt lookup costs nothing to draft, and pays off when the output repeats the context.
 
-    **What you should see.** *CPU, tiny:* prompt lookup above 1 token per pass; the draft model at about 1 and
-    slower than plain. *GPU, Mistral 7B:* the draft is the first quarter of its layers; trained weights agree
+    **What you should see.** *CPU, tiny (measured on tiny-trained):* both drafters above 1 token per pass — the
+    trained model's first layers often agree with all of them — but only prompt lookup faster than plain
+    decoding: the draft model's k steps cost nearly as much as the target's. *GPU, Mistral 7B:* the draft is the first quarter of its layers; trained weights agree
     far more often than random ones, but an early exit never trained to predict is a weak drafter, so prompt
     lookup often wins on repetitive text. Decoding is bound by reading the weights, so each accepted token is
     nearly free: with a separately trained small draft model, Leviathan et al. (ICML 2023) report 2–3×.
@@ -535,33 +549,29 @@ def _(mo, spec_table, trained):
 
 
 @app.cell
-def _(mo):
-    mo.accordion({
-        "Exercise 1 — when does the KV cache stop paying on a GPU?": mo.md("""
-        Re-run section 1 with a longer prompt (`quality.eval_ids(tok, 512)`). Which line moves, and why?
-
-        *Solution:* the no-cache line: each step recomputes p + t tokens, so its time grows with the prompt; the
-        cached step reads p + t cached tokens but computes one, and stays almost flat.
-        """),
-        "Exercise 2 — static batching's waste": mo.md("""
-        With `batching.padding_tokens(batch_reqs, k)` try k = 1, 4, 16. Why does the wasted share grow with k?
-
-        *Solution:* a bigger batch pads to a longer longest prompt and waits for a longer longest answer; at
-        k = 1 nothing is wasted but nothing is batched. Continuous batching gets the batch without the waste.
-        """),
-        "Exercise 3 — acceptance and k": mo.md("""
-        With `speculative.expected_tokens_per_pass(alpha, k)`, compare α = 0.6 at k = 2, 4, 8. What limits a
-        long draft?
-
-        *Solution:* 2.0, 2.3, 2.5 tokens per pass: the chance that all k are accepted is α^k, so extra drafted
-        tokens are mostly rejected, while each costs a draft step.
-        """),
-    })
+def _(mo, notebook, speculative):
+    _alpha, _ks = 0.6, (2, 4, 8)
+    _e = [speculative.expected_tokens_per_pass(_alpha, _k) for _k in _ks]
+    mo.vstack([
+        mo.md("## Exercises"),
+        notebook.exercise(1, "When does the KV cache stop paying on a GPU? Re-run section 1 with a longer prompt "
+                          "(`quality.eval_ids(tok, 512)`). Which line moves, and why?", """
+        The no-cache line: each step recomputes p + t tokens, so its time grows with the prompt; the cached step
+        reads p + t cached tokens but computes one, and stays almost flat."""),
+        notebook.exercise(2, "Static batching's waste. With `batching.padding_tokens(batch_reqs, k)` try k = 1, 4, "
+                          "16. Why does the wasted share grow with k?", """
+        A bigger batch pads to a longer longest prompt and waits for a longer longest answer; at k = 1 nothing is
+        wasted but nothing is batched. Continuous batching gets the batch without the waste."""),
+        notebook.exercise(3, f"Acceptance and k. With `speculative.expected_tokens_per_pass(alpha, k)`, compare "
+                          f"α = {_alpha} at k = {', '.join(map(str, _ks))}. What limits a long draft?", f"""
+        {", ".join(f"{_x:.2f}" for _x in _e)} tokens per pass: the chance that all k are accepted is α^k, so extra
+        drafted tokens are mostly rejected, while each costs a draft step."""),
+    ])
     return
 
 
 @app.cell
-def _(batch_table, fit, mo, on_off, prefix_hits, reuse, spec_table):
+def _(batch_table, fit, mo, notebook, on_off, prefix_hits, reuse, spec_table, started):
     _t = batch_table.set_index("mode")
     _best = spec_table.loc[spec_table["tokens per target pass"].idxmax()]
     mo.md(f"""
@@ -579,6 +589,8 @@ def _(batch_table, fit, mo, on_off, prefix_hits, reuse, spec_table):
     - **KV-cache quantization** buys memory (users, context) at a quality cost to measure; speed needs fused kernels.
     - **Speculative decoding** is lossless and pays only when drafts are cheap and often right: best here
       {_best["drafter"]}, {_best["tokens per target pass"]:.2f} tokens per target pass.
+
+    *This run took {notebook.elapsed(started)}.*
     """)
     return
 

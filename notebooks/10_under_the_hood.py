@@ -15,35 +15,42 @@ app = marimo.App(width="medium")
 @app.cell
 def _():
     import inspect
+    import time
 
     import marimo as mo
     import pandas as pd
     import torch
 
     from helpers import compute_share, flash, hierarchy, models, notebook, plots, state_space
+    from helpers.glossary import term
 
     notebook.setup()
-    return compute_share, flash, hierarchy, inspect, mo, models, pd, plots, state_space, torch
+    started = time.perf_counter()
+    return (compute_share, flash, hierarchy, inspect, mo, models, notebook, pd, plots, started, state_space, term,
+            torch)
 
 
 @app.cell
-def _(mo):
-    mo.md("""
+def _(mo, term):
+    mo.md(f"""
     # 10 · Under the hood: where the compute goes, the memory hierarchy, FlashAttention, and attention beyond the KV cache
 
-    The foundations in depth, after notebook 03. **You will learn:**
+    The foundations in depth, after notebook 03.
+
+    **What you will learn**
 
     1. where a forward pass spends its FLOPs and its time — text → tokens → embeddings → layers → head →
        next token — and where the talk's "about 95 % of compute is in the transformer layers" holds and
        where it stops holding;
-    2. the memory hierarchy: a GPU's large, slow [HBM](../workshop/glossary.md#hbm) against its small,
-       fast on-chip shared memory, and the same staircase measured on this machine's CPU caches;
-    3. FlashAttention as a mechanism: attention in tiles with running softmax statistics, equal to
+    2. the memory hierarchy: a GPU's large, slow {term("HBM")} against its small,
+       fast on-chip {term("shared memory")}, and the same staircase measured on this machine's CPU caches;
+    3. {term("FlashAttention")} as a mechanism: attention in tiles with running softmax statistics, equal to
        standard attention, and the bytes it does not move;
-    4. what replaces a growing [KV cache](../workshop/glossary.md#kv-cache): sparse attention, linear
-       attention and state-space models (Mamba), with the bytes each carries per sequence.
+    4. what replaces a growing {term("KV cache")}: {term("sparse attention")},
+       {term("linear attention")} and {term("state-space models", "state-space-model")} (Mamba), with the
+       bytes each carries per sequence.
 
-    **Run time:** about 40 s on a laptop CPU (tiny profile); about 1–2 min on a GPU with Mistral 7B.
+    **Run time**: about 40 s on a laptop CPU (tiny profile); about 1–2 min on a GPU with Mistral 7B.
     """)
     return
 
@@ -518,22 +525,7 @@ def _(mo):
 
 
 @app.cell
-def _(mo):
-    mo.md("""
-    1. **The head's share.** Llama 3.1 8B has a 128,256-word vocabulary. Predict whether the layers take
-       more or less than 95 % of a decode step's FLOPs, then check with
-       `helpers.compute_share.layer_share("llama-3.1-8b", 1, 4096)`.
-    2. **Tiles and shared memory.** With `helpers.flash.paper_block_sizes`, find the block size on an A100
-       (164 KiB per SM) and an RTX 4090 (100 KiB) for head_dim 128 in bf16, and how many times more K/V
-       bytes the 4090's tiles move than the H100's at 32k tokens (`tiled_hbm_elements`).
-    3. **Break-even.** At what context does Jamba 1.5 Mini's whole per-sequence state equal Mistral 7B
-       v0.3's KV cache? (`state_space.sequence_state_bytes` for both, or reason with 131,072 B per token.)
-    """)
-    return
-
-
-@app.cell
-def _(compute_share, flash, mo, state_space):
+def _(compute_share, flash, mo, notebook, state_space):
     _llama = compute_share.layer_share("llama-3.1-8b", 1, 4096)
     _a100 = flash.paper_block_sizes(164 * 1024, 128, "bf16")
     _rtx = flash.paper_block_sizes(100 * 1024, 128, "bf16")
@@ -544,23 +536,29 @@ def _(compute_share, flash, mo, state_space):
     _jamba_tok = state_space.sequence_state_bytes("jamba-1.5-mini", 2) - state_space.sequence_state_bytes("jamba-1.5-mini", 1)
     _mistral_tok = state_space.sequence_state_bytes("mistral-7b-v0.3", 1)
     _per_tok_gap = _mistral_tok - _jamba_tok
-    mo.accordion({
-        "Solution 1": mo.md(f"""Llama's head is 4,096 × 128,256 weights — four times Mistral's — and its layers
+    mo.vstack([
+        notebook.exercise(1, """**The head's share.** Llama 3.1 8B has a 128,256-word vocabulary. Predict whether the
+        layers take more or less than 95 % of a decode step's FLOPs, then check with
+        `helpers.compute_share.layer_share("llama-3.1-8b", 1, 4096)`.""", f"""Llama's head is 4,096 × 128,256 weights — four times Mistral's — and its layers
         take **{_llama:.1%}** of a decode step at 4,096 tokens: the 95 % {"still holds" if _llama >= compute_share.TALK_LAYER_SHARE else "no longer holds"}."""),
-        "Solution 2": mo.md(f"""A100: B_r × B_c = {_a100[0]} × {_a100[1]}; RTX 4090: {_rtx[0]} × {_rtx[1]}; H100: {_h100[0]} × {_h100[1]}.
+        notebook.exercise(2, """**Tiles and shared memory.** With `helpers.flash.paper_block_sizes`, find the block size
+        on an A100 (164 KiB per SM) and an RTX 4090 (100 KiB) for head_dim 128 in bf16, and how many times more K/V
+        bytes the 4090's tiles move than the H100's at 32k tokens (`tiled_hbm_elements`).""", f"""A100: B_r × B_c = {_a100[0]} × {_a100[1]}; RTX 4090: {_rtx[0]} × {_rtx[1]}; H100: {_h100[0]} × {_h100[1]}.
         B_r = min(⌈M / 4d⌉, d): once the memory allows d query rows, more of it no longer shortens the K/V passes.
         At 32k tokens the 4090's tiles move {_kv(_rtx):,} elements per head against the H100's {_kv(_h100):,}
         ({_kv(_rtx) / _kv(_h100):.2f}×). Real kernels spend the extra memory on pipelining instead (loading the
         next tile while computing this one)."""),
-        "Solution 3": mo.md(f"""Jamba carries a fixed {_fixed:,} B of Mamba state plus {_jamba_tok:,} B per token (4 attention
+        notebook.exercise(3, f"""**Break-even.** At what context does Jamba 1.5 Mini's whole per-sequence state equal
+        Mistral 7B v0.3's KV cache? (`state_space.sequence_state_bytes` for both, or reason with {_mistral_tok:,} B per
+        token.)""", f"""Jamba carries a fixed {_fixed:,} B of Mamba state plus {_jamba_tok:,} B per token (4 attention
         layers); Mistral v0.3 carries {_mistral_tok:,} B per token. Equal where {_fixed:,} = ({_mistral_tok:,} − {_jamba_tok:,}) × n:
         **n ≈ {_fixed / _per_tok_gap:,.0f} tokens**. (At 4,096 tokens Jamba carries {_jamba4k / 2**20:,.1f} MiB.)"""),
-    })
+    ])
     return
 
 
 @app.cell
-def _(compute_share, gpu_levels, mo, steps):
+def _(compute_share, gpu_levels, mo, notebook, started, steps):
     _mistral = compute_share.layer_share("mistral-7b-v0.1", 1, 4095)
     _h = gpu_levels.set_index("GPU").loc["H100 SXM"]
     _top = steps.iloc[0]
@@ -577,6 +575,8 @@ def _(compute_share, gpu_levels, mo, steps):
       goes to HBM, the traffic drops by the tile height and the memory from N² to N.
     - A KV cache grows with the context; a sparse pattern, a linear-attention state or a Mamba state does
       not — at the price of what the model can recall. Hybrids keep a little attention for that.
+
+    *This run took {notebook.elapsed(started)}.*
     """)
     return
 

@@ -39,6 +39,24 @@ def test_every_notebook_link_resolves():
     assert not broken, broken
 
 
+def test_every_written_glossary_link_resolves():
+    """Links written out (`workshop/glossary.md#anchor`, not through term()) in every notebook source and
+    in helpers point at an anchor the glossary has; so do the glossary's own links (its contents)."""
+    link = re.compile(r"workshop/glossary\.md#([^\s)\]\"'`]+)")
+    sources = sorted((ROOT / "notebooks").glob("*.py")) + sorted((ROOT / "helpers").rglob("*.py"))
+    used = {(src.relative_to(ROOT).as_posix(), a) for src in sources
+            for a in link.findall(src.read_text(encoding="utf-8"))}
+    assert link.findall("a [KV cache](../workshop/glossary.md#kv-cache), and") == ["kv-cache"]
+    used |= {("workshop/glossary.md", a) for a in re.findall(r"\]\(#([^)]+)\)", glossary.GLOSSARY.read_text(encoding="utf-8"))}
+    broken = sorted((n, a) for n, a in used if a not in glossary.anchors())
+    assert not broken, broken
+
+
+def test_the_notebooks_new_terms_have_entries():
+    for anchor in ("shared-memory", "sparse-attention", "linear-attention", "state-space-model"):
+        assert anchor in glossary.anchors(), anchor
+
+
 def test_term_makes_a_link_and_refuses_an_unknown_anchor(monkeypatch):
     monkeypatch.delenv("WORKSHOP_REPO_URL", raising=False)
     assert glossary.term("TTFT") == "[TTFT](../workshop/glossary.md#ttft)"

@@ -113,8 +113,25 @@ def test_draft_model_shares_the_target_weights(tiny):
     assert len(d.model.layers) == 2 and d.config.num_hidden_layers == 2
     assert d.lm_head.weight.data_ptr() == tiny.model.lm_head.weight.data_ptr()
     assert tiny.model.config.num_hidden_layers == 4 and len(tiny.model.model.layers) == 4
-    with pytest.raises(ValueError, match="from 1 to 3"):
-        speculative.draft_model(tiny.model, 4)
+    with pytest.raises(ValueError, match="from 1 to 4"):
+        speculative.draft_model(tiny.model, 5)
+    same = speculative.draft_model(tiny.model, 4)          # all the layers: identical, its own object
+    assert same is not tiny.model and list(same.model.layers) == list(tiny.model.model.layers)
+    assert not same._forward_pre_hooks and not same._forward_hooks
+
+
+def test_speculate_takes_an_explicit_draft_and_gives_its_config_back(tiny):
+    """draft=<model>: the same counts as draft_layers=<n> for the same draft, and the draft's own generation
+    config is the caller's again afterwards."""
+    ids = quality.eval_ids(tiny.tokenizer, 60)
+    d = speculative.draft_model(tiny.model, 2)
+    before = d.generation_config
+    r = speculative.speculate(tiny.model, ids, 20, k=3, draft=d)
+    assert d.generation_config is before
+    by_layers = speculative.speculate(tiny.model, ids, 20, k=3, draft_layers=2)
+    for key in ("new tokens", "drafted", "accepted", "rounds", "target passes", "identical to greedy"):
+        assert r[key] == by_layers[key], key
+    assert r["accepted"] + r["target passes"] == 20 and r["rounds"] == r["target passes"]
 
 
 def test_chunked_prefill_splits_the_long_prompt_by_the_token_budget(tiny):
@@ -124,3 +141,23 @@ def test_chunked_prefill_splits_the_long_prompt_by_the_token_budget(tiny):
     assert all(r["long prompt tokens"] == 150 and r["long prompt TTFT (ms)"] > 0 for r in rows)
     assert all(r["median ITL, whole run (ms)"] > 0 for r in rows)
     assert all(r["same tokens as the first budget"] for r in rows)       # chunking is lossless
+
+
+def test_quality_profile_is_trained_weights_whenever_offered(monkeypatch):
+    """The quality figures run on trained weights: the current profile's when they are trained, else
+    tiny-trained (helpers.models offers it); random weights only when no trained model is offered."""
+    from helpers import models
+
+    assert "tiny-trained" in models.PROFILES
+    assert kv_quant.quality_profile() == ("tiny-trained", True)
+    assert kv_quant.quality_profile("tiny") == ("tiny-trained", True)
+    assert kv_quant.quality_profile("mistral-7b-random") == ("tiny-trained", True)
+    assert kv_quant.quality_profile("mistral-7b") == ("mistral-7b", True)
+    assert kv_quant.quality_profile("tiny-trained") == ("tiny-trained", True)
+    for p in models.PROFILES:           # any other profile (random weights, auto) measures on tiny-trained
+        if p not in ("mistral-7b", "tiny-trained"):
+            assert kv_quant.quality_profile(p) == ("tiny-trained", True), p
+    with pytest.raises(ValueError, match="unknown profile"):
+        kv_quant.quality_profile("llama")
+    monkeypatch.setattr(models, "PROFILES", tuple(p for p in models.PROFILES if p != "tiny-trained"))
+    assert kv_quant.quality_profile("tiny") == ("tiny", False)     # the only case labelled random

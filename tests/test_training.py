@@ -8,6 +8,7 @@ import math
 import pytest
 
 from helpers import models, quality, quant, training
+from helpers.serving import speculative
 
 
 # ----------------------------------------------------------------------------- the text
@@ -143,15 +144,16 @@ def test_target_heldout_perplexity_20x_lower_than_random(tiny, tiny_trained):
 
 def test_target_identical_draft_accepts_95_percent(tiny_trained):
     """Issue #11: greedy speculative decoding (transformers' assisted generation) with a draft identical
-    to the target accepts at least 95 % of the drafted tokens."""
-    draft = models.load("tiny-trained", device="cpu").model   # a second copy: same weights, own object
+    to the target accepts at least 95 % of the drafted tokens. The draft is the target's own layers, all
+    of them (helpers.serving.speculative.draft_model: same weights, a model object of its own)."""
+    m = tiny_trained.model
     prompt = training.heldout_ids(tiny_trained.tokenizer, 32)
-    r = quality.draft_acceptance(tiny_trained.model, draft, prompt, new_tokens=64, draft_tokens=4)
-    assert r["new_tokens"] == 64 and r["same_as_greedy"]
+    r = speculative.speculate(m, prompt, 64, k=4, draft_layers=m.config.num_hidden_layers)
+    assert r["new tokens"] == 64 and r["identical to greedy"]
     # independent of the generator's own counts: each target forward pass adds exactly one token of its own
-    assert r["accepted"] + r["target_calls"] == r["new_tokens"] and r["rounds"] == r["target_calls"]
+    assert r["accepted"] + r["target passes"] == r["new tokens"] and r["rounds"] == r["target passes"]
     assert r["drafted"] >= 4 * (r["rounds"] - 1)
-    assert r["acceptance"] >= 0.95, r
+    assert r["acceptance rate α"] >= 0.95, r
 
 
 def test_target_int8_kl_smaller_than_nf4(tiny_trained):
@@ -179,8 +181,12 @@ def test_perplexity_rows_put_random_trained_and_uniform_side_by_side(tiny, tiny_
         training.perplexity_rows()
 
 
-def test_draft_acceptance_rejects_bad_sizes(tiny):
-    with pytest.raises(ValueError, match="new_tokens and draft_tokens must be at least 1"):
-        quality.draft_acceptance(tiny.model, tiny.model, [1, 2, 3], new_tokens=0)
+def test_speculate_rejects_bad_sizes_and_the_target_as_its_own_draft(tiny):
+    with pytest.raises(ValueError, match="new_tokens must be a whole number ≥ 1"):
+        speculative.speculate(tiny.model, [1, 2, 3], 0, draft_layers=2)
+    with pytest.raises(ValueError, match="k must be a whole number ≥ 1"):
+        speculative.speculate(tiny.model, [1, 2, 3], 4, k=0, draft_layers=2)
     with pytest.raises(ValueError, match="a model object of its own"):
-        quality.draft_acceptance(tiny.model, tiny.model, [1, 2, 3])
+        speculative.speculate(tiny.model, [1, 2, 3], 4, draft=tiny.model)
+    with pytest.raises(ValueError, match="choose one drafter"):
+        speculative.speculate(tiny.model, [1, 2, 3], 4, draft_layers=2, prompt_lookup=True)

@@ -22,11 +22,19 @@ SCHEMES: dict[str, tuple[str | None, int | None, str | None]] = {
 }
 
 
-def quality_profile() -> tuple[str, bool]:
-    """(profile, trained) for the quality figures: a trained tiny model when helpers.models offers one
-    ('tiny-trained'), else the random tiny model (whose quality figures mean nothing)."""
+TRAINED_PROFILES = ("mistral-7b", "tiny-trained")   # helpers.models profiles with trained weights; the rest are random
+
+
+def quality_profile(current: str | None = None) -> tuple[str, bool]:
+    """(profile, trained) for the quality figures: the `current` profile when its weights are trained
+    (mistral-7b, tiny-trained), else a trained tiny model when helpers.models offers one ('tiny-trained'),
+    else the random tiny model (whose quality figures mean nothing: trained is False)."""
     from .. import models
 
+    if current is not None and current not in models.PROFILES:
+        raise ValueError(f"unknown profile {current!r}; allowed: {', '.join(models.PROFILES)}")
+    if current in TRAINED_PROFILES:
+        return current, True
     if "tiny-trained" in models.PROFILES:
         return "tiny-trained", True
     return "tiny", False

@@ -7,7 +7,8 @@ Two drafters:
 - a **draft model**: here the target's own first layers (embeddings, the first `draft_layers` decoder
   layers, final norm and head, sharing the target's weights — self-speculative / early-exit drafting,
   as in LayerSkip, Elhoushi et al., ACL 2024), since a separately trained small model of the same
-  vocabulary is not available offline;
+  vocabulary is not available offline; all the layers make a draft identical to the target (it must
+  accept every token: a check of the counting); or any model object of the same vocabulary (`draft=`);
 - **prompt lookup**: the continuation of the last n-gram's earlier occurrence in the context (no model).
 
 Counted, not inferred: the target's forward calls (a hook), tokens drafted and accepted (wrapping the
@@ -37,12 +38,15 @@ def expected_tokens_per_pass(alpha: float, k: int) -> float:
 
 def draft_model(target, layers: int):
     """A model of the target's class with its first `layers` decoder layers, sharing the target's
-    embedding, those layers, the final norm and the head (no weights copied)."""
+    embedding, those layers, the final norm and the head (no weights copied). `layers` equal to the
+    target's layer count gives a draft identical to the target, a model object of its own (without the
+    target's hooks, so a counter hooked on the target never counts the draft's calls)."""
     import copy
 
     n = target.config.num_hidden_layers
-    if isinstance(layers, bool) or not isinstance(layers, int) or not 1 <= layers < n:
-        raise ValueError(f"draft layers must be a whole number from 1 to {n - 1}, got {layers!r}")
+    if isinstance(layers, bool) or not isinstance(layers, int) or not 1 <= layers <= n:
+        raise ValueError(f"draft layers must be a whole number from 1 to {n} (all of them: a draft identical "
+                         f"to the target), got {layers!r}")
     import torch
 
     def shallow(module):
@@ -87,6 +91,7 @@ def _count_drafts(stats: dict):
 
         def update_candidate_strategy(self, input_ids, scores, num_matches):
             stats["accepted"] += int(num_matches)
+            stats["rounds"] += 1
             return update(self, input_ids, scores, num_matches)
 
         return get_candidates, update_candidate_strategy
@@ -108,48 +113,80 @@ def _generate(model, ids, new_tokens: int, **kw):
                               min_new_tokens=new_tokens, do_sample=False, **kw)
 
 
-def speculate(model, ids, new_tokens: int, k: int = 4, draft_layers: int | None = None,
-              prompt_lookup: bool = False, ngram: int = 3) -> dict:
-    """One greedy generation with a drafter (a draft model of `draft_layers` layers, or prompt lookup)
-    against plain greedy generation, both timed, back to back: acceptance, target passes, tokens per
-    pass (measured and expected from α), wall-clock speed-up, identical output."""
-    import torch
+def _whole(name: str, value, least: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise ValueError(f"{name} must be a whole number ≥ {least}, got {value!r}")
 
+
+def speculate(model, ids, new_tokens: int, k: int = 4, draft_layers: int | None = None,
+              prompt_lookup: bool = False, ngram: int = 3, draft=None) -> dict:
+    """One greedy generation with a drafter against plain greedy generation, both timed, back to back:
+    acceptance, target passes, tokens per pass (measured and expected from α), wall-clock speed-up,
+    identical output. One drafter: `draft_layers=<n>` (the target's first n layers, sharing its
+    weights; n = all of them for an identical draft), `draft=<model>` (a model object of the same
+    vocabulary, not the target itself) or `prompt_lookup=True`.
+
+    Counted: `drafted` and `accepted` from the candidate generator, `rounds` (its update calls), and
+    independently `target passes` (a hook on the target); tokens generated = accepted + target passes."""
+    import torch
+    from transformers.utils import logging as hf_logging
+
+    _whole("new_tokens", new_tokens, 1)
+    _whole("k", k, 1)
+    if sum([draft_layers is not None, draft is not None, bool(prompt_lookup)]) != 1:
+        raise ValueError("choose one drafter: draft_layers=<n>, draft=<model> or prompt_lookup=True")
+    if draft is model:
+        raise ValueError("the draft must be a model object of its own (for an identical draft, "
+                         "draft_layers=<all the target's layers> shares the weights): the target's forward "
+                         "calls are counted by a hook, which would count the draft's too")
     ids = torch.as_tensor(ids).reshape(1, -1).to(next(model.parameters()).device)
-    if (draft_layers is None) == (not prompt_lookup):
-        raise ValueError("choose one drafter: draft_layers=<n> or prompt_lookup=True")
+    saved_config = None
     if prompt_lookup:
         kw = {"prompt_lookup_num_tokens": k, "max_matching_ngram_size": ngram}
         name = f"prompt lookup (n-gram ≤ {ngram})"
     else:
-        draft = draft_model(model, draft_layers)
-        g = draft.generation_config
+        if draft is None:
+            draft = draft_model(model, draft_layers)
+            name = f"draft model ({draft_layers} of {model.config.num_hidden_layers} layers)"
+        else:
+            saved_config = draft.generation_config        # the caller's object: restored on exit
+            name = f"draft model ({type(draft).__name__}, {draft.config.num_hidden_layers} layers)"
+        import copy
+
+        g = draft.generation_config = copy.deepcopy(draft.generation_config)
         g.num_assistant_tokens, g.num_assistant_tokens_schedule = k, "constant"
         g.assistant_confidence_threshold = 0.0      # always draft k (random weights: flat, low-confidence logits)
         kw = {"assistant_model": draft}
-        name = f"draft model ({draft_layers} of {model.config.num_hidden_layers} layers)"
-    _generate(model, ids[:, :8], 4)                 # warm-up, untimed
-    _generate(model, ids[:, :8], 4, **kw)
-    counter = _ForwardCounter(model)
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()   # the draft's generate() call warns about its own arguments every round
+    counter = None
     try:
+        _generate(model, ids[:, :8], 4)                 # warm-up, untimed
+        _generate(model, ids[:, :8], 4, **kw)
+        counter = _ForwardCounter(model)
         t0 = time.perf_counter()
         plain = _generate(model, ids, new_tokens)
         plain_s = time.perf_counter() - t0
         plain_calls = counter.calls
         counter.calls = 0
-        stats = {"drafted": 0, "accepted": 0, "passes with a draft": 0}
+        stats = {"drafted": 0, "accepted": 0, "passes with a draft": 0, "rounds": 0}
         with _count_drafts(stats):
             t0 = time.perf_counter()
             spec = _generate(model, ids, new_tokens, **kw)
             spec_s = time.perf_counter() - t0
         spec_calls = counter.calls
     finally:
-        counter.close()
+        if counter is not None:
+            counter.close()
+        if saved_config is not None:
+            draft.generation_config = saved_config
+        hf_logging.set_verbosity(verbosity)
     made = spec.shape[1] - ids.shape[1]
     alpha = stats["accepted"] / stats["drafted"] if stats["drafted"] else 0.0
     k_eff = stats["drafted"] / stats["passes with a draft"] if stats["passes with a draft"] else 0.0
     return {"drafter": name, "k": k, "new tokens": made, "drafted": stats["drafted"], "accepted": stats["accepted"],
-            "acceptance rate α": alpha, "target passes": spec_calls, "plain target passes": plain_calls,
+            "acceptance rate α": alpha, "rounds": stats["rounds"], "target passes": spec_calls,
+            "plain target passes": plain_calls,
             "tokens per target pass": made / spec_calls,
             "expected tokens per pass (1−α^(k+1))/(1−α)": expected_tokens_per_pass(alpha, k),
             "mean drafted per drafting pass": k_eff,
