@@ -209,3 +209,40 @@ def parse_parallel(text: str) -> dict[str, int]:
             raise ValueError(f"--parallel: {m.group(1)} must be ≥ 1, got {value}")
         out[m.group(1)] = value
     return out
+
+
+# ----------------------------------------------------------------------------- `python -m helpers capacity --parallel`
+
+def capacity_parallel(a, spec, gpu) -> dict:
+    """The capacity command's result with `--parallel tp=T,pp=P[,mb=M]`: the plan on T GPUs per
+    stage and P stages (memory per GPU), and under "parallel" the decode step with its communication."""
+    from ..capacity.cli import _plan_dict, _request_kw
+
+    par = parse_parallel(a.parallel)
+    tp, pp, mb = par["tp"], par["pp"], par["mb"]
+    if a.gpus not in (1, tp * pp):
+        raise ValueError(f"--gpus {a.gpus} disagrees with --parallel tp={tp},pp={pp} ({tp * pp} GPUs); "
+                         "give one or the other")
+    if a.batch is None:
+        raise ValueError("--parallel takes --batch B (not --slo-ms): the batch the pipeline splits into micro-batches")
+    d = _plan_dict(plan(spec, gpu, tp, a.dtype, a.kv_dtype, a.context, a.batch, pipeline_stages=pp, **_request_kw(a)))
+    d["parallel"] = parallel_step(spec, gpu, tp, pp, mb, a.batch, a.context, a.dtype, a.kv_dtype,
+                                  getattr(a, "link", None), efficiency=a.efficiency).to_dict()
+    return d
+
+
+def render_rows(p: dict) -> list[tuple[str, str]]:
+    """Rows the capacity command prints for its "parallel" part."""
+    rows = [("parallel", f"tp={p['tp']} × pp={p['pp']} = {p['gpus']} GPUs, {p['micro_batches']} micro-batch(es); "
+                         f"link {p['link']}")]
+    if not p["fits"]:
+        return rows
+    rows += [("per micro-batch per stage", f"work {p['stage_s'] * 1e3:,.3f} ms + all-reduces {p['all_reduce_s'] * 1e3:,.3f} ms "
+                                           f"({p['all_reduces_per_step']} per token, {p['all_reduce_bytes']:,} B each) + "
+                                           f"send to next stage {p['send_s'] * 1e3:,.4f} ms"),
+             ("communication share", f"{p['communication_share']:.1%} of each slot"),
+             ("pipeline bubble", f"{p['bubble_share']:.1%} of the step ((pp−1)/(mb+pp−1))"),
+             ("decode step with communication", f"{p['step_s'] * 1e3:,.2f} ms one batch through the pipeline; "
+                                                f"{p['steady_step_s'] * 1e3:,.2f} ms with the pipeline kept full"),
+             ("tokens/s with communication", f"{p['tokens_per_s']:,.0f} (one batch); {p['steady_tokens_per_s']:,.0f} (pipeline full)")]
+    return rows
