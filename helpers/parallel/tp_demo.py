@@ -107,6 +107,7 @@ def _worker(rank: int, world: int, port: int, folder: str, ids, reps: int, queue
     try:
         dist.init_process_group("gloo", rank=rank, world_size=world)
         model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+        ids = torch.tensor(ids, dtype=torch.long)
         spent: list[float] = []
         waited: list[float] = []
         shard_model(model, rank, world, lambda w, r: (waited.append(w), spent.append(r)))
@@ -125,7 +126,7 @@ def _worker(rank: int, world: int, port: int, folder: str, ids, reps: int, queue
         calls = len(spent)
         tiny = _time_all_reduce(TINY_MESSAGE_BYTES, 4 * reps)
         big = _time_all_reduce(BIG_MESSAGE_BYTES, reps)
-        queue.put((rank, {"logits": logits if rank == 0 else None, "forward_s": statistics.median(forwards),
+        queue.put((rank, {"logits": logits.numpy() if rank == 0 else None, "forward_s": statistics.median(forwards),
                           "all_reduce_s": statistics.median(reduces), "calls": calls,
                           "wait_s": statistics.median(waits),
                           "tiny_s": tiny, "big_s": big}))
@@ -196,7 +197,7 @@ def run_tp(world: int = 2, tokens: int = 32, reps: int = 5, seed: int = 0, timeo
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     port = free_port()
-    procs = [ctx.Process(target=_worker, args=(r, world, port, folder, ids, reps, queue), daemon=True)
+    procs = [ctx.Process(target=_worker, args=(r, world, port, folder, ids.tolist(), reps, queue), daemon=True)
              for r in range(world)]
     for p in procs:
         p.start()
@@ -220,7 +221,8 @@ def run_tp(world: int = 2, tokens: int = 32, reps: int = 5, seed: int = 0, timeo
     bandwidth = bandwidth_from_all_reduce(BIG_MESSAGE_BYTES, world, r0["big_s"], r0["tiny_s"])
     link = custom_link("loopback (gloo, 127.0.0.1)", bandwidth, hop)
     predicted = r0["calls"] * all_reduce_s(message, world, link, base_s=0.0)
-    diff = (r0["logits"] - ref).abs().max().item()
-    same = bool((r0["logits"].argmax(-1) == ref.argmax(-1)).all())
+    tp_logits = torch.from_numpy(r0["logits"])
+    diff = (tp_logits - ref).abs().max().item()
+    same = bool((tp_logits.argmax(-1) == ref.argmax(-1)).all())
     return TPRun(world, tokens, diff, same, r0["forward_s"], statistics.median(times), r0["all_reduce_s"], r0["wait_s"],
                  r0["calls"], message, r0["tiny_s"], bandwidth, predicted)
