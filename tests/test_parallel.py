@@ -148,6 +148,6 @@ def test_capacity_cli_parallel():
     r = _cli(*base, "--parallel", "tp=4,pp=2,mb=2")
     assert r.returncode == 0, r.stderr
     assert "communication share" in r.stdout and "pipeline bubble" in r.stdout and "33.3%" in r.stdout
-    for bad in (["--parallel", "tp=4,pp=x"], ["--parallel", "tp=4", "--gpus", "2"]):
+    for bad in (["--parallel", "tp=4,pp=x"], ["--parallel", "tp=4", "--gpus", "2"], ["--link", "pcie"]):
         r = _cli(*base, *bad)
         assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr

@@ -141,6 +141,8 @@ def _capacity(a) -> dict:
     capacity.check_context(spec, a.context)
     if a.prompt is not None and a.prompt > a.context:
         raise ValueError(f"--prompt {a.prompt:,} is longer than --context {a.context:,}")
+    if getattr(a, "link", None) and getattr(a, "parallel", None) is None:
+        raise ValueError("--link chooses the link between GPUs for --parallel; give --parallel tp=N (or pp=N) with it")
     if a.gpu.strip().lower() == "all":
         if getattr(a, "parallel", None) is not None:
             raise ValueError("--parallel needs one --gpu, not 'all'")
