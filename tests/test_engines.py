@@ -320,3 +320,27 @@ def test_agentic_rounds_run_one_after_another_and_poisson_arrivals_are_honoured(
     t0 = got[0].sent_s
     for q, r in zip(timed, got):
         assert r.sent_s - t0 >= q.arrival_s - 0.02        # never sent before its arrival time
+
+
+# ------------------------------------------------------------------ an external server (the multi-GPU case)
+
+def test_the_benchmark_measures_a_server_that_is_already_running(tmp_path, monkeypatch):
+    """`python -m helpers.engines --target URL --model NAME`: the same workloads and levels against a
+    server started elsewhere; nothing is started or stopped, faults are counted, the JSON is written."""
+    from helpers.engines import bench
+    from helpers.engines.__main__ import main
+
+    small = bench.Plan({"fixed": trace(4, tokens=3)}, (1, 2), bench.SLO(ttft_s=1.0, tpot_s=0.1), timeout_s=10)
+    monkeypatch.setattr(bench, "plan_for", lambda device, quick=False: small)
+    with fake("--token-s", "0.005", "--fail-every", "5", "--fail-status", "503") as srv:
+        out = tmp_path / "target.json"
+        data = bench.run_target(srv.base_url, "m", out)
+        assert srv.alive()                                    # measured, not stopped
+    saved = json.loads(out.read_text())
+    runs = saved["configs"][0]["runs"]
+    assert [r["concurrency"] for r in runs] == [1, 2] and saved["configs"][0]["config"]["engine"] == "external"
+    # 3 warm-up requests (one, then two together), then 4 + 4 measured: the 5th and 10th answer 503 → one each
+    assert [r["failed"] for r in runs] == [1, 1] and [r["ok"] for r in runs] == [3, 3]
+    assert data["complete"] is True
+    assert main(["--target", "http://127.0.0.1:9", "--out", str(tmp_path / "x.json")]) == 2      # no --model
+    assert main(["--target", "ftp://x", "--model", "m", "--out", str(tmp_path / "x.json")]) == 2  # not http

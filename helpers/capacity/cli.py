@@ -60,6 +60,11 @@ def _new_capacity_args(p) -> None:
                    help=f"share of the datasheet's bandwidth and FLOP/s an engine reaches, in (0, 1]: "
                         f"step_ms = step_floor_ms ÷ efficiency; the SLO, ranking and cost use step_ms "
                         f"(default {DEFAULT_EFFICIENCY:g}: {EFFICIENCY_SOURCE})".replace("%", "%%"))
+    p.add_argument("--parallel", default=None,
+                   help="tensor × pipeline parallel, e.g. tp=4,pp=2 (optionally mb=M micro-batches): adds the decode "
+                        "step with its all-reduces, the pipeline bubble and the communication share (helpers.parallel)")
+    p.add_argument("--link", default=None, choices=("nvlink", "pcie", "infiniband", "infinity fabric"),
+                   help="with --parallel: the link between the GPUs (default: the fastest inside one server)")
     p.add_argument("--provider", default=None,
                    help="with --gpu all: rank only the GPUs this provider prices (see `python -m helpers gpus`); "
                         "without it the ranking mixes providers and says so")
@@ -121,6 +126,10 @@ def _capacity_render(r: dict) -> str:
                      ("$ per million input tokens", f"{_money(r['usd_per_million_input_tokens'])} (prefill)"),
                      ("$ per million output tokens, request", f"{_money(r['usd_per_million_output_tokens'])} "
                                                               "(decode at the request's mean context)")]
+    if r.get("parallel"):
+        from ..parallel.plan import render_rows
+
+        rows += render_rows(r["parallel"])
     return table(rows)
 
 
@@ -132,7 +141,11 @@ def _capacity(a) -> dict:
     capacity.check_context(spec, a.context)
     if a.prompt is not None and a.prompt > a.context:
         raise ValueError(f"--prompt {a.prompt:,} is longer than --context {a.context:,}")
+    if getattr(a, "link", None) and getattr(a, "parallel", None) is None:
+        raise ValueError("--link chooses the link between GPUs for --parallel; give --parallel tp=N (or pp=N) with it")
     if a.gpu.strip().lower() == "all":
+        if getattr(a, "parallel", None) is not None:
+            raise ValueError("--parallel needs one --gpu, not 'all'")
         rows = capacity_ranking.rank(spec, a.dtype, a.kv_dtype, a.context, slo_ms=a.slo_ms, min_batch=a.batch,
                                      gpus=a.gpus, **_request_kw(a), provider=a.provider)
         return {"model": spec.name, "weight_dtype": a.dtype, "kv_dtype": a.kv_dtype, "context": a.context,
@@ -144,6 +157,10 @@ def _capacity(a) -> dict:
     from ..gpus import get_gpu
 
     gpu = get_gpu(a.gpu)
+    if getattr(a, "parallel", None) is not None:
+        from ..parallel.plan import capacity_parallel
+
+        return capacity_parallel(a, spec, gpu)
     capacity.sharding(spec, a.gpus)
     first = capacity.plan(spec, gpu, a.gpus, a.dtype, a.kv_dtype, a.context, 1, **_request_kw(a))
     if first.max_batch < 1 and not capacity_ranking._fits_somewhere(spec, a.dtype, a.kv_dtype, a.context, a.gpus):

@@ -196,6 +196,7 @@ class Plan:
     usd_per_request: float | None = None
     usd_per_million_input_tokens: float | None = None
     usd_per_million_output_tokens: float | None = None
+    pipeline_stages: int = 1              # helpers.parallel: layers split over this many stages of `gpus` each
 
     @property
     def step_ms(self) -> float | None:
@@ -210,20 +211,21 @@ class Plan:
         d["step_ms"] = self.step_ms
         d["step_floor_ms"] = self.step_floor_ms
         d["prefill_ms"] = None if self.prefill_s is None else self.prefill_s * 1e3
-        d["usd_per_hour_total"] = self.usd_per_hour * self.gpus
+        d["usd_per_hour_total"] = self.usd_per_hour * self.gpus * self.pipeline_stages
         return d
 
 
 def _memory(spec: ModelSpec, gpu: GPU, gpus: int, weight_dtype: str, kv_dtype: str, context: int,
-            utilization: float, overhead: float):
-    """The memory budget of one GPU (helpers.memory's, on the memory the device reports)."""
+            utilization: float, overhead: float, stages: int = 1):
+    """The memory budget of one GPU (helpers.memory's, on the memory the device reports); with
+    pipeline stages each GPU holds 1/stages of the layers (their weights and KV cache)."""
     shard = sharding(spec, gpus)
     w = weight_bytes(spec, weight_dtype).bytes
-    w_gpu = w * shard.weight_fraction
+    w_gpu = w * shard.weight_fraction / stages
     memory = gpu.usable_memory_bytes
     reserve = runtime_reserve_bytes(memory, utilization, overhead)
     kv_budget = kv_budget_bytes(memory, w_gpu, reserve)
-    kv_seq = kv_cache_bytes(spec, context, 1, kv_dtype) * shard.kv_fraction
+    kv_seq = kv_cache_bytes(spec, context, 1, kv_dtype) * shard.kv_fraction / stages
     max_batch = int(kv_budget // kv_seq)
     return shard, w, w_gpu, memory - reserve + overhead, kv_budget, kv_seq, max_batch
 
@@ -241,7 +243,8 @@ def _efficiency(value: Any) -> float:
 def plan(model: str | Path | dict | ModelSpec, gpu: str | GPU, gpus: int = 1, weight_dtype: str = "bf16",
          kv_dtype: str = "bf16", context: int = 4096, batch: int = 1, prompt_tokens: int | None = None,
          utilization: float = GPU_MEMORY_UTILIZATION, overhead_bytes: float = RUNTIME_OVERHEAD_BYTES,
-         efficiency: float = DEFAULT_EFFICIENCY, output_tokens: int | None = None) -> Plan:
+         efficiency: float = DEFAULT_EFFICIENCY, output_tokens: int | None = None,
+         pipeline_stages: int = 1) -> Plan:
     """Whether `batch` sequences of `context` tokens fit, and if so the decode step, prefill, tokens/s
     and $ per million output tokens (see the module docstring for every formula).
 
@@ -250,6 +253,9 @@ def plan(model: str | Path | dict | ModelSpec, gpu: str | GPU, gpus: int = 1, we
     (default: the whole context), for one request alone (the TTFT floor). output_tokens: with it, the
     cost of one request of prompt_tokens + output_tokens (at most the context), prefill counted.
     efficiency: the share of the datasheet's bandwidth and FLOP/s reached (step = floor ÷ efficiency).
+    pipeline_stages: layers split over this many stages of `gpus` GPUs each (memory per GPU ÷ stages;
+    the step is still one token's pass through every layer; helpers.parallel.plan adds the
+    communication, micro-batches and the bubble).
     Raises ValueError on bad input (unknown GPU or dtype, context beyond the model, zero or negative).
     """
     spec = _spec(model)
@@ -260,6 +266,7 @@ def plan(model: str | Path | dict | ModelSpec, gpu: str | GPU, gpus: int = 1, we
     batch = _whole(batch, "batch")
     gpus = _whole(gpus, "GPU count")
     eff = _efficiency(efficiency)
+    stages = _whole(pipeline_stages, "pipeline stages")
     prompt = context if prompt_tokens is None else _whole(prompt_tokens, "prompt tokens")
     if prompt > context:
         raise ValueError(f"prompt of {prompt:,} tokens is longer than the context of {context:,}")
@@ -272,7 +279,7 @@ def plan(model: str | Path | dict | ModelSpec, gpu: str | GPU, gpus: int = 1, we
     if not overhead_bytes >= 0:
         raise ValueError(f"overhead_bytes must be ≥ 0, got {overhead_bytes!r}")
     shard, w, w_gpu, budget, kv_budget, kv_seq, max_batch = _memory(
-        spec, g, gpus, weight_dtype, kv_dtype, context, utilization, overhead_bytes)
+        spec, g, gpus, weight_dtype, kv_dtype, context, utilization, overhead_bytes, stages)
     peak, peak_kind = g.peak_flops(weight_dtype)
     memory = g.usable_memory_bytes
     if w_gpu + overhead_bytes > budget:
@@ -295,7 +302,7 @@ def plan(model: str | Path | dict | ModelSpec, gpu: str | GPU, gpus: int = 1, we
              g.bandwidth, peak, peak_kind, None, None, None, None, None, None, g.usd_per_hour, None,
              shard.note, provider=g.price_provider, memory_label_gb=g.memory_gb, memory_source=g.usable_memory_note,
              efficiency=eff, efficiency_source=EFFICIENCY_SOURCE if eff == DEFAULT_EFFICIENCY else "given",
-             output_tokens=output)
+             output_tokens=output, pipeline_stages=stages)
     if not fits:
         return p
     moved, flops = step_bytes_flops(spec, shard, weight_dtype, kv_dtype, context, batch)
@@ -307,7 +314,7 @@ def plan(model: str | Path | dict | ModelSpec, gpu: str | GPU, gpus: int = 1, we
     p.prefill_floor_s = _prefill_floor_s(spec, g, shard, weight_dtype, kv_dtype, prompt)
     p.prefill_s = p.prefill_floor_s / eff
     p.tokens_per_s = batch / p.step_s
-    usd_per_s = g.usd_per_hour * gpus / 3600
+    usd_per_s = g.usd_per_hour * gpus * stages / 3600
     p.usd_per_million_tokens = usd_per_s / p.tokens_per_s * 1e6
     if output is not None:
         mean = prompt + output // 2             # decode steps run at contexts prompt … prompt + output − 1

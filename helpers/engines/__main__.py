@@ -1,5 +1,8 @@
 """`python -m helpers.engines [--quick] [--out build/engines/engines.json]`: run every serving
-configuration available on this machine (make engines)."""
+configuration available on this machine (make engines).
+
+`python -m helpers.engines --target http://HOST:8000 --model NAME`: the same workloads and levels against a
+server already running elsewhere (a multi-GPU vLLM or SGLang deployment); nothing is started or stopped."""
 from __future__ import annotations
 
 import argparse
@@ -13,7 +16,24 @@ def main(argv=None) -> int:
     p.add_argument("--engines", default="transformers,vllm,sglang", help="comma-separated: transformers, vllm, sglang")
     p.add_argument("--no-guidellm", action="store_true", help="the streaming client only")
     p.add_argument("--profile", default=None, help="WORKSHOP_PROFILE to use (default: the environment's)")
+    p.add_argument("--target", default=None, help="base URL of a running OpenAI-compatible server to measure instead")
+    p.add_argument("--model", default=None, help="with --target: the model name the server serves")
+    p.add_argument("--device", default="cuda", choices=("cuda", "cpu"), help="with --target: size the workloads for it")
     a = p.parse_args(argv)
+    if a.target:
+        if not a.model:
+            print("error: --target needs --model (the name the server serves)", file=sys.stderr)
+            return 2
+        from .bench import run_target, runs_table
+
+        try:
+            data = run_target(a.target, a.model, a.out, a.device, a.quick)
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        print(runs_table(data).to_string(index=False))
+        print(f"wrote {a.out}")
+        return 1 if any(r["run_failed"] for r in data["configs"][0]["runs"]) else 0
     include = tuple(x.strip() for x in a.engines.split(",") if x.strip())
     bad = set(include) - {"transformers", "vllm", "sglang"}
     if bad:

@@ -73,10 +73,52 @@ def notebook_plan(device: str) -> Plan:
 def warm_up(srv: ServerProcess, model: str, concurrency: int = 1, timeout_s: float = 120.0) -> None:
     """Short requests, one alone and then `concurrency` together, so that lazy initialisation and the
     first batches of each size (on a CPU, kernels are set up per shape) are not timed in the first run."""
-    client.run_load(srv.base_url, model, [TraceRequest(0, "Hello", 4)], 1, timeout_s)
+    warm_up_url(srv.base_url, model, concurrency, timeout_s)
+
+
+def warm_up_url(base_url: str, model: str, concurrency: int = 1, timeout_s: float = 120.0) -> None:
+    client.run_load(base_url, model, [TraceRequest(0, "Hello", 4)], 1, timeout_s)
     if concurrency > 1:
         burst = [TraceRequest(i, f"Hello number {i}, how are you today?", 8) for i in range(concurrency)]
-        client.run_load(srv.base_url, model, burst, concurrency, timeout_s)
+        client.run_load(base_url, model, burst, concurrency, timeout_s)
+
+
+def measure_levels(base_url: str, model: str, name: str, wname: str, reqs: Sequence[TraceRequest], plan: Plan,
+                   result: dict, progress=None, alive=lambda: True, died=lambda: "the server is gone") -> None:
+    """One workload at every concurrency level of the plan against a server at base_url: each level's
+    RunSummary appended to result["runs"]; a level the server did not live to see recorded as a fault."""
+    for c in plan.concurrencies:
+        if not alive():
+            result["faults"].append({"kind": "ServerDied", "detail": f"not run: {wname} at concurrency {c}; {died()}"})
+            continue
+        recs = client.run_load(base_url, model, reqs, c, plan.timeout_s)
+        result["runs"].append(dict(summarize(recs, name, c, plan.slo).to_dict(), workload=wname))
+        if progress is not None:
+            progress.update(1)
+
+
+def run_target(base_url: str, model: str, out: str | Path = "build/engines/target.json", device: str = "cuda",
+               quick: bool = False, name: str | None = None) -> dict:
+    """The same workloads and levels against a server that is already running — a multi-GPU vLLM or
+    SGLang deployment, say (`vllm serve MODEL --tensor-parallel-size 4`) — written like run_all's result.
+    Nothing is started or stopped here; `device` sizes the plan ("cuda": the talk's workloads)."""
+    from ..hardware import device_info
+
+    if not str(base_url).startswith(("http://", "https://")):
+        raise ValueError(f"the target must be an http(s) URL such as http://HOST:8000, got {base_url!r}")
+    plan = plan_for(device, quick)
+    name = name or f"target {base_url}"
+    result = {"config": {"name": name, "engine": "external", "model": model, "base_url": base_url},
+              "ready_s": None, "runs": [], "faults": [], "example": None}
+    warm_up_url(base_url, model, max(plan.concurrencies), plan.timeout_s)
+    for wname, reqs in plan.workloads.items():
+        measure_levels(base_url, model, name, wname, reqs, plan, result)
+    data = {"recorded_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "machine": {"client": device_info("cpu").to_dict(), "server": base_url}, "profile": model,
+            "profile_reason": "an external server", "versions": versions(), "slo": plan.slo.describe(),
+            "concurrencies": list(plan.concurrencies), "skipped": [], "configs": [result], "complete": True}
+    write_json_atomic(data, out)
+    return data
 
 
 def run_config(cfg: EngineConfig, plan: Plan, out_dir: Path | None = None, tokenizer: str | None = None,
@@ -101,16 +143,9 @@ def run_config(cfg: EngineConfig, plan: Plan, out_dir: Path | None = None, token
                              "output_tokens": ex.output_tokens, "ttft_s": ex.ttft_s, "itl_s": ex.itl_s,
                              "error": ex.error}
         for wname, reqs in plan.workloads.items():
-            for c in plan.concurrencies:
-                if not srv.alive():
-                    result["faults"].append({"kind": "ServerDied", "detail": f"not run: {wname} at concurrency {c}; "
-                                             f"the server exited with {srv.proc.returncode}. Log:\n{srv.log_tail(10)}"})
-                    continue
-                recs = client.run_load(srv.base_url, cfg.model, reqs, c, plan.timeout_s)
-                s = summarize(recs, cfg.name, c, plan.slo)
-                result["runs"].append(dict(s.to_dict(), workload=wname))
-                if progress is not None:
-                    progress.update(1)
+            measure_levels(srv.base_url, cfg.model, cfg.name, wname, reqs, plan, result, progress,
+                           alive=srv.alive, died=lambda: f"the server exited with {srv.proc.returncode}. "
+                                                         f"Log:\n{srv.log_tail(10)}")
             if wname == plan.guidellm_workload and tokenizer and srv.alive():
                 from . import guidellm_runner
 

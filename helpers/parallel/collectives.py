@@ -1,0 +1,76 @@
+"""What collectives cost over a link: the alpha–beta model NCCL itself uses to pick an algorithm
+(NVIDIA/nccl, src/graph/tuning.cc: time = latency + bytes ÷ bandwidth).
+
+Ring all-reduce of a message of M bytes over N GPUs (Patarasuk & Yuan 2009, "Bandwidth optimal
+all-reduce algorithms for clusters of workstations", J. Parallel Distrib. Comput. 69(2)): a
+reduce-scatter then an all-gather, 2·(N−1) steps, each sending M/N bytes to the next GPU, so each
+GPU sends 2·(N−1)/N · M bytes::
+
+    all_reduce = base + 2·(N−1) · hop + 2·(N−1)/N · M ÷ B        (B: one-way bandwidth, bytes/s)
+
+All-to-all (expert parallelism: each GPU sends each token's hidden state to the GPUs holding its
+experts, then gets the results back): each GPU keeps 1/N of its M bytes and sends the rest, N−1
+exchanges over a switch that gives every pair the full rate::
+
+    all_to_all = base + (N−1) · hop + (N−1)/N · M ÷ B
+
+Point to point (a pipeline stage's activations, a request's KV cache to a decode GPU)::
+
+    send = base + hop + M ÷ B
+
+base = 3.6 µs and the per-hop latencies are NCCL's (tuning.cc, baseLat and hwLat, Ring with the LL
+protocol small messages use). One GPU: no communication (0).
+"""
+from __future__ import annotations
+
+from .links import Link
+
+BASE_LATENCY_S = 3.6e-6   # NCCL tuning.cc baseLat, Ring / LL
+BASE_LATENCY_SOURCE = ("NVIDIA/nccl src/graph/tuning.cc (commit 01afd20a): baseLat Ring/LL 3.6 µs; hwLat Ring/LL "
+                       "0.47 µs NVLink, 1.0 µs PCI, 2.7 µs network")
+
+
+def _n(n) -> int:
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"the number of GPUs must be a whole number ≥ 1, got {n!r}")
+    return n
+
+
+def _bytes(m) -> float:
+    if isinstance(m, bool) or not isinstance(m, (int, float)) or not m >= 0:
+        raise ValueError(f"a message size must be a number of bytes ≥ 0, got {m!r}")
+    return float(m)
+
+
+def all_reduce_s(message_bytes: float, n: int, link: Link, base_s: float = BASE_LATENCY_S) -> float:
+    """Seconds of one ring all-reduce of `message_bytes` over `n` GPUs joined by `link`."""
+    n, m = _n(n), _bytes(message_bytes)
+    if n == 1:
+        return 0.0
+    return base_s + 2 * (n - 1) * link.hop_latency_s + 2 * (n - 1) / n * m / link.bandwidth
+
+
+def all_reduce_wire_bytes(message_bytes: float, n: int) -> float:
+    """Bytes each GPU sends in a ring all-reduce: 2·(N−1)/N of the message."""
+    return 2 * (_n(n) - 1) / n * _bytes(message_bytes)
+
+
+def all_to_all_s(bytes_per_gpu: float, n: int, link: Link, base_s: float = BASE_LATENCY_S) -> float:
+    """Seconds of one all-to-all in which each GPU holds `bytes_per_gpu` and sends (N−1)/N of it."""
+    n, m = _n(n), _bytes(bytes_per_gpu)
+    if n == 1:
+        return 0.0
+    return base_s + (n - 1) * link.hop_latency_s + (n - 1) / n * m / link.bandwidth
+
+
+def send_s(message_bytes: float, link: Link, base_s: float = BASE_LATENCY_S) -> float:
+    """Seconds to send `message_bytes` from one GPU to another over `link`."""
+    return base_s + link.hop_latency_s + _bytes(message_bytes) / link.bandwidth
+
+
+def bandwidth_from_all_reduce(message_bytes: float, n: int, seconds: float, latency_s: float = 0.0) -> float:
+    """The one-way link bandwidth (B/s) a measured all-reduce implies: the ring's bytes on the wire
+    ÷ (time − latency). The inverse of all_reduce_s, for measuring a link."""
+    if not seconds > latency_s:
+        raise ValueError(f"the measured time {seconds!r} s must exceed the latency {latency_s!r} s")
+    return all_reduce_wire_bytes(message_bytes, n) / (seconds - latency_s)

@@ -1,0 +1,128 @@
+"""KV offload and eviction: what moving the KV cache to host memory costs, and what keeping only
+attention sinks plus a recent window saves and loses.
+
+Offload: transformers' offloaded cache (``DynamicCache(config=..., offloading=True)``) keeps each
+layer's keys and values in host memory and brings them back over PCIe before the layer runs
+(prefetching the next layer on a side stream). A decode step then moves the whole cache across the
+link once: its bytes (helpers.memory.kv_cache_bytes) ÷ the PCIe link's one-way bandwidth
+(helpers.parallel.links), against the same bytes read from HBM (helpers.gpus bandwidth).
+``measure_offloaded`` runs the real thing on this machine's device; on a CPU "host memory" is the
+same memory, so it shows the mechanism's overhead, never the PCIe cost.
+
+Eviction (StreamingLLM, Xiao et al. 2023, "Efficient Streaming Language Models with Attention
+Sinks", arXiv:2309.17453, §3): keep the first `sinks` tokens (which attention piles onto) and the
+last `window` tokens, drop the middle. Here the kept keys keep their original rotary positions (no
+re-rotation, unlike the paper's cache-relative positions); the quality cost is the KL divergence and
+top-1 agreement of the next-token distributions against the full cache (helpers.quality).
+"""
+from __future__ import annotations
+
+import statistics
+import time
+
+from ..gpus import get_gpu
+from ..memory import kv_cache_bytes, measured_cache_bytes
+from ..specs import get_spec
+from .links import get_link
+
+
+def offload_rows(model, gpu, contexts=(4096, 32768, 131072), batch: int = 1, kv_dtype: str = "bf16") -> list[dict]:
+    """Per decode step: the KV cache's bytes read from HBM against brought over PCIe (offloaded)."""
+    spec, g = get_spec(model), get_gpu(gpu)
+    pcie = get_link(g, "pcie")
+    rows = []
+    for c in contexts:
+        kv = kv_cache_bytes(spec, c, batch, kv_dtype)
+        rows.append({"context": c, "kv_GB": kv / 1e9, "from_hbm_ms": kv / g.bandwidth * 1e3,
+                     "over_pcie_ms": kv / pcie.bandwidth * 1e3, "slower": g.bandwidth / pcie.bandwidth})
+    return rows
+
+
+def evict(cache, sinks: int, window: int) -> None:
+    """Keep the first `sinks` and the last `window` cached tokens of every layer (in place)."""
+    import torch
+
+    for layer in cache.layers:
+        k = getattr(layer, "keys", None)
+        if k is None or k.dim() < 3 or k.shape[-2] <= sinks + window:
+            continue
+        keep = lambda t: torch.cat([t[..., :sinks, :], t[..., t.shape[-2] - window:, :]], dim=-2)  # noqa: E731
+        layer.keys, layer.values = keep(layer.keys), keep(layer.values)
+
+
+def _step_logprobs(model, cache, token: int, position: int):
+    import torch
+
+    dev = next(model.parameters()).device
+    out = model(input_ids=torch.tensor([[token]], device=dev), cache=cache, use_cache=True,
+                position_ids=torch.tensor([[position]], device=dev))
+    return torch.log_softmax(out.logits[0, -1].float(), dim=-1).cpu()
+
+
+def eviction_quality(loaded, prompt_tokens: int = 256, new_tokens: int = 64, sinks: int = 4, window: int = 60) -> dict:
+    """Teacher-forced over the evaluation text: the first prompt_tokens in one forward, then
+    new_tokens one at a time with the cache cut to sinks + window after every step, against the full
+    cache. Returns the KV bytes kept and full (measured on the real cache), and helpers.quality's figures."""
+    import torch
+    from transformers import DynamicCache
+
+    from ..quality import eval_ids, next_token_logprobs, quality
+
+    for v, what in ((prompt_tokens, "prompt_tokens"), (new_tokens, "new_tokens"), (window, "window")):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{what} must be a whole number ≥ 1, got {v!r}")
+    if isinstance(sinks, bool) or not isinstance(sinks, int) or sinks < 0:
+        raise ValueError(f"sinks must be a whole number ≥ 0, got {sinks!r}")
+    model, spec = loaded.model, loaded.spec
+    ids = eval_ids(loaded.tokenizer, prompt_tokens + new_tokens, profile=loaded.profile)
+    if len(ids) < prompt_tokens + new_tokens:
+        raise ValueError(f"the evaluation text has {len(ids)} tokens; ask for at most that many")
+    ref = next_token_logprobs(model, ids)[prompt_tokens:prompt_tokens + new_tokens - 1]
+    dev = next(model.parameters()).device
+    cache = DynamicCache(config=model.config)
+    rows = []
+    with torch.inference_mode():
+        model(input_ids=torch.tensor([ids[:prompt_tokens]], device=dev), cache=cache, use_cache=True)
+        evict(cache, sinks, window)
+        for pos in range(prompt_tokens, prompt_tokens + new_tokens - 1):
+            rows.append(_step_logprobs(model, cache, ids[pos], pos))
+            evict(cache, sinks, window)
+    got = torch.stack(rows)
+    q = quality(ref, got, ids[prompt_tokens:prompt_tokens + new_tokens - 1])   # row i: position prompt + i
+    full = kv_cache_bytes(spec, prompt_tokens + new_tokens - 1, 1, loaded.dtype)
+    kept = measured_cache_bytes(cache)
+    return {"sinks": sinks, "window": window, "tokens": prompt_tokens + new_tokens - 1, "kv_bytes_full": full,
+            "kv_bytes_kept": kept, "saved": 1 - kept / full, "model": loaded.label, **q}
+
+
+def measure_offloaded(loaded, context: int = 256, steps: int = 16) -> dict:
+    """Decode steps with transformers' offloaded cache against a plain one on this machine's device
+    (median seconds per step). Where offloading does not run (it needs a CUDA stream), says why."""
+    import torch
+    from transformers import DynamicCache
+
+    model = loaded.model
+    dev = next(model.parameters()).device
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(3, model.config.vocab_size, (1, context + steps), generator=g).to(dev)
+    out = {"device": str(dev), "context": context, "steps": steps}
+    for name, kw in (("plain", {}), ("offloaded", {"offloading": True})):
+        try:
+            cache = DynamicCache(config=model.config, **kw)
+            times = []
+            with torch.inference_mode():
+                model(input_ids=ids[:, :context], cache=cache, use_cache=True)
+                for i in range(steps):
+                    if dev.type == "cuda":
+                        torch.cuda.synchronize()
+                    t0 = time.perf_counter()
+                    model(input_ids=ids[:, context + i:context + i + 1], cache=cache, use_cache=True)
+                    if dev.type == "cuda":
+                        torch.cuda.synchronize()
+                    times.append(time.perf_counter() - t0)
+            out[f"{name}_step_s"] = statistics.median(times)
+            out[f"{name}_error"] = None
+        except Exception as exc:  # reported, not raised: the notebook says what ran
+            out[f"{name}_step_s"] = None
+            out[f"{name}_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
+    return out

@@ -1,0 +1,106 @@
+"""The links between GPUs, per catalogued GPU, from ``helpers/data/gpu_links.csv`` (kept apart from
+gpus.csv so that the two files never conflict).
+
+Conventions of the file (checked by tests/test_parallel.py):
+- one row per (GPU, link); ``scope`` is ``node`` (GPUs in one server: NVLink / NVSwitch, PCIe,
+  AMD Infinity Fabric) or ``cluster`` (between servers: one InfiniBand NIC per GPU);
+- ``bidirectional_gbs`` is the vendor's figure, GB/s (10^9 B/s) summed over both directions, as
+  datasheets print it ("NVLink 900 GB/s"); a ring sends one way at a time, so the model uses half
+  (``Link.bandwidth``, bytes per second each way);
+- ``hop_latency_us`` is the latency of one step of a ring, from NCCL's own cost model
+  (NVIDIA/nccl, src/graph/tuning.cc, ``hwLat``, Ring with the low-latency LL protocol that small
+  messages use: 0.47 µs over NVLink, 1.0 µs over PCIe, 2.7 µs over the network);
+- a link named "(pairs)" joins two GPUs only (the H100 PCIe NVLink bridge).
+"""
+from __future__ import annotations
+
+import csv
+import functools
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from ..gpus import get_gpu
+
+DATA_FILE = Path(__file__).resolve().parent.parent / "data" / "gpu_links.csv"
+KINDS = ("nvlink", "pcie", "infiniband", "infinity fabric")
+
+
+@dataclass(frozen=True)
+class Link:
+    """One link a GPU talks over; ``bandwidth`` is bytes per second each way."""
+
+    gpu: str
+    name: str
+    scope: str
+    bidirectional_gbs: float
+    hop_latency_us: float
+    source: str = ""
+    note: str = ""
+
+    @property
+    def bandwidth(self) -> float:
+        """Bytes per second in one direction: half the vendor's bidirectional figure."""
+        return self.bidirectional_gbs * 1e9 / 2
+
+    @property
+    def hop_latency_s(self) -> float:
+        return self.hop_latency_us * 1e-6
+
+    @property
+    def pairs_only(self) -> bool:
+        return "(pairs)" in self.name
+
+    @property
+    def label(self) -> str:
+        return f"{self.name}, {self.bandwidth / 1e9:,.0f} GB/s each way"
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "bandwidth_gbs_each_way": self.bandwidth / 1e9}
+
+
+def custom_link(name: str, bandwidth_bytes_per_s: float, hop_latency_s: float, source: str = "measured") -> Link:
+    """A link of given one-way bandwidth (B/s) and hop latency (s): e.g. the loopback measured here."""
+    if not bandwidth_bytes_per_s > 0 or not hop_latency_s >= 0:
+        raise ValueError(f"a link needs a positive bandwidth and a latency ≥ 0, got {bandwidth_bytes_per_s!r} B/s "
+                         f"and {hop_latency_s!r} s")
+    return Link("this machine", name, "node", 2 * bandwidth_bytes_per_s / 1e9, hop_latency_s * 1e6, source)
+
+
+@functools.lru_cache(maxsize=1)
+def _rows() -> tuple[Link, ...]:
+    with open(DATA_FILE, newline="", encoding="utf-8") as f:
+        return tuple(Link(r["gpu"], r["link"], r["scope"], float(r["bidirectional_gbs"]), float(r["hop_latency_us"]),
+                          r["source"], r["note"]) for r in csv.DictReader(f))
+
+
+def all_links() -> list[Link]:
+    return list(_rows())
+
+
+def links(gpu) -> list[Link]:
+    """Every link catalogued for a GPU (a name or alias helpers.gpus knows), fastest first."""
+    name = get_gpu(gpu).name
+    out = [link for link in _rows() if link.gpu == name]
+    if not out:
+        raise ValueError(f"no links catalogued for {name}; see helpers/data/gpu_links.csv")
+    return sorted(out, key=lambda link: -link.bandwidth)
+
+
+def get_link(gpu, kind: str | None = None, gpus: int = 2) -> Link:
+    """The link `gpus` GPUs of this kind talk over: the fastest one inside a server that joins that
+    many (a bridge joins pairs only), or the one whose name contains `kind` (nvlink, pcie,
+    infiniband, infinity fabric)."""
+    candidates = links(gpu)
+    if kind is None:
+        for link in candidates:
+            if link.scope == "node" and not (link.pairs_only and gpus > 2):
+                return link
+        raise ValueError(f"no link inside a server joins {gpus} {get_gpu(gpu).name} GPUs")
+    want = str(kind).strip().lower()
+    if want not in KINDS:
+        raise ValueError(f"unknown link kind {str(kind)[:30]!r}; allowed: {', '.join(KINDS)}")
+    for link in candidates:
+        if want in link.name.lower() and not (link.pairs_only and gpus > 2):
+            return link
+    have = ", ".join(link.name for link in candidates)
+    raise ValueError(f"{get_gpu(gpu).name} has no {want} link for {gpus} GPUs in the catalog; it has: {have}")

@@ -1,0 +1,248 @@
+"""Tensor, pipeline and expert parallelism with their communication, on top of the capacity planner.
+
+Tensor parallelism over T GPUs (Megatron-LM, Shoeybi et al. 2019, arXiv:1909.08053, §3): each
+layer's attention and MLP end in a row-parallel matmul whose partial sums the T GPUs add up — **two
+all-reduces per layer**, each of the step's activations, batch × hidden × 2 bytes (bf16) in a decode
+step. Pipeline parallelism over P stages (GPipe, Huang et al. 2019, arXiv:1811.06965, §2.2): each
+stage holds L/P layers; a batch cut into m micro-batches flows through the stages, and the first
+and last stages idle while the pipeline fills and drains — the **bubble**, (P−1)/(m+P−1) of the time.
+
+A decode step (every figure from helpers.capacity.planner.plan, the one owner of the step's floor,
+and helpers.parallel.collectives)::
+
+    slot       = plan(T GPUs, P stages, batch b/m).step ÷ P          one micro-batch through one stage
+               + 2 · L/P · all_reduce(b/m × hidden × 2 B, T, link)     tensor parallel's all-reduces
+               + send(b/m × hidden × 2 B, link)                        to the next stage (P > 1)
+    step       = (m + P − 1) · slot                                    one batch through the pipeline
+    steady     = m · slot                                              the pipeline kept full (engines
+                                                                       keep P batches in flight)
+    communication share = (all-reduces + send) ÷ slot
+
+Memory: each GPU holds 1/(T·P) of the weights and 1/P of its tensor-parallel share of the KV
+cache (plan(..., pipeline_stages=P)). The stages are taken as equal (the embedding and the output
+head, on the first and last stage, are spread evenly) and the communication as not overlapped with
+compute (engines overlap some of it: this is the upper side).
+
+Expert parallelism over E GPUs for an MoE model (DeepSeek-V3 report, arXiv:2412.19437, §3.4): the
+routed experts are split over the GPUs; each token's hidden state goes to the GPUs of its k experts
+and comes back — **two all-to-alls per MoE layer** of (tokens per GPU) × k × hidden × 2 bytes. How
+many experts a step reads grows with the batch (helpers.stepcost.experts_touched).
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import asdict, dataclass
+
+from ..capacity.planner import DEFAULT_EFFICIENCY, plan
+from ..gpus import get_gpu
+from ..specs import ModelSpec, get_spec
+from ..stepcost import expert_bytes, experts_touched
+from .collectives import all_reduce_s, all_to_all_s, send_s
+from .links import Link, get_link
+
+ACTIVATION_BYTES = 2          # bf16 activations on the wire
+FLATTEN_GAIN = 1.5            # the speed-up "flattens" where doubling the GPUs gains less than 1.5× (¾ of the ideal 2×)
+
+
+def _spec(model) -> ModelSpec:
+    return model if isinstance(model, ModelSpec) else get_spec(model)
+
+
+def _link(gpu, link, gpus: int) -> Link:
+    return link if isinstance(link, Link) else get_link(gpu, link, gpus)
+
+
+@dataclass
+class ParallelStep:
+    """One decode step of `batch` sequences on tp × pp GPUs; seconds unless named otherwise."""
+
+    model: str
+    gpu: str
+    link: str
+    tp: int
+    pp: int
+    micro_batches: int
+    batch: int
+    context: int
+    fits: bool
+    reason: str
+    max_batch: int
+    stage_s: float | None = None          # one micro-batch through one stage, no communication
+    all_reduce_s: float | None = None     # tensor parallel's all-reduces of one micro-batch in one stage
+    send_s: float | None = None           # one micro-batch's activations to the next stage
+    all_reduces_per_step: int = 0
+    all_reduce_bytes: int = 0             # one all-reduce's message
+    slot_s: float | None = None
+    step_s: float | None = None
+    steady_step_s: float | None = None
+    bubble_share: float | None = None
+    communication_share: float | None = None
+    tokens_per_s: float | None = None
+    steady_tokens_per_s: float | None = None
+    efficiency: float = DEFAULT_EFFICIENCY
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "gpus": self.gpus}
+
+
+def parallel_step(model, gpu, tp: int = 1, pp: int = 1, micro_batches: int = 1, batch: int = 1,
+                  context: int = 4096, weight_dtype: str = "bf16", kv_dtype: str = "bf16",
+                  link: str | Link | None = None, pp_link: str | Link | None = None,
+                  efficiency: float = DEFAULT_EFFICIENCY) -> ParallelStep:
+    """The decode step on tp × pp GPUs with its communication (module docstring). link: the link of
+    the tensor-parallel group (a Link, a kind such as "pcie", or None for the fastest in a server);
+    pp_link: between stages (default: the same)."""
+    spec = _spec(model)
+    g = get_gpu(gpu)
+    for v, what in ((tp, "tp"), (pp, "pp"), (micro_batches, "micro-batches")):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{what} must be a whole number ≥ 1, got {v!r}")
+    if pp > spec.num_layers:
+        raise ValueError(f"pp={pp} stages exceed {spec.name}'s {spec.num_layers} layers")
+    if batch % micro_batches:
+        raise ValueError(f"batch {batch} does not split into {micro_batches} equal micro-batches; "
+                         "give a batch divisible by the micro-batches")
+    whole = plan(spec, g, tp, weight_dtype, kv_dtype, context, batch, efficiency=efficiency, pipeline_stages=pp)
+    tp_link = _link(g, link, tp)
+    stage_link = _link(g, pp_link if pp_link is not None else link, 2) if pp > 1 else tp_link
+    out = ParallelStep(spec.name, g.name, tp_link.label, tp, pp, micro_batches, batch, context, whole.fits,
+                       whole.reason, whole.max_batch, efficiency=efficiency)
+    if not whole.fits:
+        return out
+    mb = batch // micro_batches
+    one = plan(spec, g, tp, weight_dtype, kv_dtype, context, mb, efficiency=efficiency, pipeline_stages=pp)
+    message = mb * spec.hidden_size * ACTIVATION_BYTES
+    layers = spec.num_layers / pp
+    out.stage_s = one.step_s / pp
+    out.all_reduce_bytes = message
+    out.all_reduces_per_step = 2 * spec.num_layers if tp > 1 else 0
+    out.all_reduce_s = 2 * layers * all_reduce_s(message, tp, tp_link) if tp > 1 else 0.0
+    out.send_s = send_s(message, stage_link) if pp > 1 else 0.0
+    out.slot_s = out.stage_s + out.all_reduce_s + out.send_s
+    out.step_s = (micro_batches + pp - 1) * out.slot_s
+    out.steady_step_s = micro_batches * out.slot_s
+    out.bubble_share = (pp - 1) / (micro_batches + pp - 1)
+    out.communication_share = (out.all_reduce_s + out.send_s) / out.slot_s
+    out.tokens_per_s = batch / out.step_s
+    out.steady_tokens_per_s = batch / out.steady_step_s
+    return out
+
+
+def tp_scaling(model, gpu, batch: int = 1, context: int = 4096, link: str | Link | None = None,
+               counts=(1, 2, 4, 8), weight_dtype: str = "bf16", kv_dtype: str = "bf16",
+               efficiency: float = DEFAULT_EFFICIENCY) -> list[dict]:
+    """The decode step against the tensor-parallel degree: work, all-reduces, step and speed-up over
+    the first count that fits. Counts that do not divide the heads or do not fit are skipped."""
+    rows, first = [], None
+    for n in counts:
+        try:
+            s = parallel_step(model, gpu, n, 1, 1, batch, context, weight_dtype, kv_dtype, link, efficiency=efficiency)
+        except ValueError:
+            continue
+        if not s.fits:
+            continue
+        first = first or s
+        rows.append({"tp": n, "link": s.link, "work_ms": s.stage_s * 1e3, "all_reduce_ms": s.all_reduce_s * 1e3,
+                     "step_ms": s.step_s * 1e3, "communication_share": s.communication_share,
+                     "speed_up": first.step_s / s.step_s})
+    for prev, row in zip(rows, rows[1:]):
+        gain = row["speed_up"] / prev["speed_up"]
+        row["gain_over_previous"] = gain
+    if rows:
+        rows[0]["gain_over_previous"] = None
+    return rows
+
+
+def flattens_at(rows: list[dict], gain: float = FLATTEN_GAIN) -> int | None:
+    """The first tensor-parallel degree whose step gains less than `gain`× over the previous one."""
+    for row in rows[1:]:
+        if row["gain_over_previous"] < gain:
+            return row["tp"]
+    return None
+
+
+def moe_rows(model, gpu, batches=(1, 8, 64, 256), ep: int = 8, weight_dtype: str = "bf16",
+             link: str | Link | None = None) -> list[dict]:
+    """Per decode step of an MoE model, against the batch: the share of experts touched
+    (helpers.stepcost), the expert bytes read and their time at the GPU's bandwidth per GPU over
+    `ep` GPUs, and the two all-to-alls per MoE layer (dispatch, combine) over the link."""
+    spec = _spec(model)
+    if not spec.num_experts or not spec.experts_per_token:
+        raise ValueError(f"{spec.name} is not a mixture-of-experts model (no routed experts in its config)")
+    g = get_gpu(gpu)
+    lk = _link(g, link, ep)
+    moe_layers = spec.num_layers - (spec.first_k_dense_replace or 0)
+    experts = expert_bytes(spec, weight_dtype)
+    rows = []
+    for b in batches:
+        touched = experts_touched(spec, b)
+        per_gpu = math.ceil(b / ep) * spec.experts_per_token * spec.hidden_size * ACTIVATION_BYTES
+        a2a = 2 * moe_layers * all_to_all_s(per_gpu, ep, lk)
+        read = experts * touched / ep
+        rows.append({"batch": b, "experts_touched": touched, "expert_GB_read_per_gpu": read / 1e9,
+                     "expert_read_ms": read / g.bandwidth * 1e3, "all_to_all_ms": a2a * 1e3,
+                     "all_to_all_share": a2a / (a2a + read / g.bandwidth)})
+    return rows
+
+
+_PARALLEL = re.compile(r"^\s*(tp|pp|mb|ep)\s*=\s*(\d+)\s*$")
+
+
+def parse_parallel(text: str) -> dict[str, int]:
+    """'tp=4,pp=2' (and optionally mb=M micro-batches) → {'tp': 4, 'pp': 2, 'mb': 1}."""
+    out = {"tp": 1, "pp": 1, "mb": 1}
+    parts = [p for p in str(text).split(",") if p.strip()]
+    if not parts:
+        raise ValueError("--parallel needs tp=N and/or pp=N (and optionally mb=M), e.g. tp=4,pp=2")
+    for part in parts:
+        m = _PARALLEL.match(part)
+        if not m or m.group(1) == "ep":
+            raise ValueError(f"--parallel: cannot read {part.strip()[:30]!r}; write tp=N,pp=N[,mb=M] with whole "
+                             "numbers ≥ 1, e.g. tp=4,pp=2")
+        value = int(m.group(2))
+        if value < 1:
+            raise ValueError(f"--parallel: {m.group(1)} must be ≥ 1, got {value}")
+        out[m.group(1)] = value
+    return out
+
+
+# ----------------------------------------------------------------------------- `python -m helpers capacity --parallel`
+
+def capacity_parallel(a, spec, gpu) -> dict:
+    """The capacity command's result with `--parallel tp=T,pp=P[,mb=M]`: the plan on T GPUs per
+    stage and P stages (memory per GPU), and under "parallel" the decode step with its communication."""
+    from ..capacity.cli import _plan_dict, _request_kw
+
+    par = parse_parallel(a.parallel)
+    tp, pp, mb = par["tp"], par["pp"], par["mb"]
+    if a.gpus not in (1, tp * pp):
+        raise ValueError(f"--gpus {a.gpus} disagrees with --parallel tp={tp},pp={pp} ({tp * pp} GPUs); "
+                         "give one or the other")
+    if a.batch is None:
+        raise ValueError("--parallel takes --batch B (not --slo-ms): the batch the pipeline splits into micro-batches")
+    d = _plan_dict(plan(spec, gpu, tp, a.dtype, a.kv_dtype, a.context, a.batch, pipeline_stages=pp, **_request_kw(a)))
+    d["parallel"] = parallel_step(spec, gpu, tp, pp, mb, a.batch, a.context, a.dtype, a.kv_dtype,
+                                  getattr(a, "link", None), efficiency=a.efficiency).to_dict()
+    return d
+
+
+def render_rows(p: dict) -> list[tuple[str, str]]:
+    """Rows the capacity command prints for its "parallel" part."""
+    rows = [("parallel", f"tp={p['tp']} × pp={p['pp']} = {p['gpus']} GPUs, {p['micro_batches']} micro-batch(es); "
+                         f"link {p['link']}")]
+    if not p["fits"]:
+        return rows
+    rows += [("per micro-batch per stage", f"work {p['stage_s'] * 1e3:,.3f} ms + all-reduces {p['all_reduce_s'] * 1e3:,.3f} ms "
+                                           f"({p['all_reduces_per_step']} per token, {p['all_reduce_bytes']:,} B each) + "
+                                           f"send to next stage {p['send_s'] * 1e3:,.4f} ms"),
+             ("communication share", f"{p['communication_share']:.1%} of each slot"),
+             ("pipeline bubble", f"{p['bubble_share']:.1%} of the step ((pp−1)/(mb+pp−1))"),
+             ("decode step with communication", f"{p['step_s'] * 1e3:,.2f} ms one batch through the pipeline; "
+                                                f"{p['steady_step_s'] * 1e3:,.2f} ms with the pipeline kept full"),
+             ("tokens/s with communication", f"{p['tokens_per_s']:,.0f} (one batch); {p['steady_tokens_per_s']:,.0f} (pipeline full)")]
+    return rows

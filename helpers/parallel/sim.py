@@ -1,0 +1,261 @@
+"""Disaggregated prefill and decode against one shared pool: a small discrete-event simulation,
+deterministic (no randomness inside; the requests come from a seeded trace).
+
+Two ways to serve the same requests on G GPUs, each GPU one engine:
+- **shared** (colocated, continuous batching, prefill first as vLLM's default scheduler does): a GPU
+  starts a step; if a request waits and its batch has room it runs that request's prefill (its
+  running sequences wait: the decode stall that lengthens their inter-token latency), else one decode
+  step for all its running sequences;
+- **split** (disaggregated, DistServe: Zhong et al. 2024, arXiv:2401.09670; Splitwise: Patel et al.
+  2024, arXiv:2311.18677): P GPUs only prefill, one request at a time, first come first served;
+  each request's KV cache then crosses the link to a decode GPU (helpers.parallel.collectives.send_s
+  of its bytes, helpers.memory.kv_cache_bytes; links taken as uncontended), where it joins that
+  GPU's batch at the next step; the G−P decode GPUs never prefill.
+
+The prefill makes the first output token. Per request: TTFT = first token − arrival; ITL = (last −
+first token) ÷ (output tokens − 1). A request **meets the SLO** when TTFT ≤ ttft_slo and ITL ≤ itl_slo;
+**goodput** = requests meeting it ÷ the time from the first arrival to the last completion (DistServe's
+measure of what a deployment is worth: throughput that meets the SLO).
+
+Step costs: ``PlannerCosts`` asks helpers.capacity.planner.plan (the one owner of the decode step
+and prefill floors, at its efficiency) — decode step at the batch and its mean context (rounded up to
+`bucket` tokens, so that the plans can be cached) — and ``FixedCosts`` gives constant costs for
+cases worked by hand.
+"""
+from __future__ import annotations
+
+import functools
+import heapq
+import math
+import statistics
+from collections import deque
+from dataclasses import dataclass, field
+
+from ..capacity.planner import DEFAULT_EFFICIENCY, plan
+from ..memory import kv_cache_bytes
+from ..specs import get_spec
+from .collectives import send_s
+from .links import Link
+
+
+@dataclass(frozen=True)
+class Request:
+    rid: int
+    arrival_s: float
+    prompt_tokens: int
+    output_tokens: int
+
+
+@dataclass(frozen=True)
+class FixedCosts:
+    """Constant costs for hand-worked cases: prefill = per-token × prompt; decode step = step_s +
+    per_sequence_s × batch; KV = bytes per token × tokens."""
+
+    prefill_per_token_s: float
+    decode_step_s: float
+    kv_bytes_per_token: float = 0.0
+    per_sequence_s: float = 0.0
+
+    def prefill_s(self, prompt: int) -> float:
+        return self.prefill_per_token_s * prompt
+
+    def decode_s(self, batch: int, context: float) -> float:
+        return self.decode_step_s + self.per_sequence_s * batch
+
+    def kv_bytes(self, tokens: int) -> float:
+        return self.kv_bytes_per_token * tokens
+
+
+class PlannerCosts:
+    """Step costs of `model` on one `gpu` from the capacity planner (see the module docstring)."""
+
+    def __init__(self, model, gpu, weight_dtype: str = "bf16", kv_dtype: str = "bf16",
+                 efficiency: float = DEFAULT_EFFICIENCY, bucket: int = 256):
+        self.spec = get_spec(model)
+        self.gpu, self.weight_dtype, self.kv_dtype = gpu, weight_dtype, kv_dtype
+        self.efficiency, self.bucket = efficiency, bucket
+        self._plan = functools.lru_cache(maxsize=4096)(self._plan_uncached)
+
+    def _plan_uncached(self, context: int, batch: int, prompt: int | None):
+        p = plan(self.spec, self.gpu, 1, self.weight_dtype, self.kv_dtype, context, batch, prompt_tokens=prompt,
+                 efficiency=self.efficiency)
+        if not p.fits:
+            raise ValueError(f"the simulation's batch does not fit: {p.reason}; lower max_batch")
+        return p
+
+    def prefill_s(self, prompt: int) -> float:
+        return self._plan(prompt, 1, prompt).prefill_s
+
+    def decode_s(self, batch: int, context: float) -> float:
+        c = max(self.bucket, int(math.ceil(context / self.bucket)) * self.bucket)
+        return self._plan(c, batch, None).step_s
+
+    def kv_bytes(self, tokens: int) -> float:
+        return kv_cache_bytes(self.spec, tokens, 1, self.kv_dtype)
+
+
+@dataclass
+class _Seq:
+    req: Request
+    times: list = field(default_factory=list)   # each output token's time
+    done_s: float | None = None
+
+    @property
+    def context(self) -> int:
+        return self.req.prompt_tokens + len(self.times)
+
+
+def _decode_step(running: list, t: float, costs, finished: list) -> float:
+    dt = costs.decode_s(len(running), statistics.fmean(s.context for s in running))
+    for s in running:
+        s.times.append(t + dt)
+    for s in [s for s in running if len(s.times) >= s.req.output_tokens]:
+        s.done_s = t + dt
+        running.remove(s)
+        finished.append(s)
+    return dt
+
+
+def _prefill(s: _Seq, t: float, costs) -> float:
+    dt = costs.prefill_s(s.req.prompt_tokens)
+    s.times.append(t + dt)
+    if s.req.output_tokens == 1:
+        s.done_s = t + dt
+    return dt
+
+
+def _check(requests, gpus, max_batch):
+    if not requests:
+        raise ValueError("the simulation needs at least one request")
+    for v, what in ((gpus, "gpus"), (max_batch, "max_batch")):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{what} must be a whole number ≥ 1, got {v!r}")
+    for r in requests:
+        if r.prompt_tokens < 1 or r.output_tokens < 1 or r.arrival_s < 0:
+            raise ValueError(f"request {r.rid}: prompt and output tokens must be ≥ 1 and arrival ≥ 0, got {r}")
+    return sorted(requests, key=lambda r: (r.arrival_s, r.rid))
+
+
+def simulate_shared(requests, costs, gpus: int = 2, max_batch: int = 64) -> list[_Seq]:
+    """Every GPU prefills and decodes (prefill first when a request waits and the batch has room)."""
+    reqs = _check(requests, gpus, max_batch)
+    arrivals, waiting, finished, order = deque(reqs), deque(), [], 0
+    running = {g: [] for g in range(gpus)}
+    heap = [(0.0, g, g) for g in range(gpus)]
+    order = gpus
+    while heap:
+        t, _, g = heapq.heappop(heap)
+        while arrivals and arrivals[0].arrival_s <= t:
+            waiting.append(_Seq(arrivals.popleft()))
+        if waiting and len(running[g]) < max_batch:
+            s = waiting.popleft()
+            dt = _prefill(s, t, costs)
+            (finished if s.done_s is not None else running[g]).append(s)
+        elif running[g]:
+            dt = _decode_step(running[g], t, costs, finished)
+        elif arrivals:
+            dt = arrivals[0].arrival_s - t
+        else:
+            continue                          # nothing left for this GPU
+        heapq.heappush(heap, (t + dt, order, g))
+        order += 1
+    return finished
+
+
+def simulate_split(requests, costs, prefill_gpus: int = 1, decode_gpus: int = 1, link: Link | None = None,
+                   max_batch: int = 64) -> list[_Seq]:
+    """P GPUs prefill, D decode; each request's KV crosses `link` (None: free and instant)."""
+    reqs = _check(requests, prefill_gpus + decode_gpus, max_batch)
+    for v, what in ((prefill_gpus, "prefill GPUs"), (decode_gpus, "decode GPUs")):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{what} must be a whole number ≥ 1, got {v!r}")
+    arrivals, waiting, finished = deque(reqs), deque(), []
+    ready: list = []                                  # (ready time, rid, seq)
+    running = {g: [] for g in range(prefill_gpus, prefill_gpus + decode_gpus)}
+    alive = {g: 0.0 for g in range(prefill_gpus)}     # prefill GPUs still working → their next time
+    heap = [(0.0, g, g) for g in range(prefill_gpus + decode_gpus)]
+    order = len(heap)
+    while heap:
+        t, _, g = heapq.heappop(heap)
+        while arrivals and arrivals[0].arrival_s <= t:
+            waiting.append(_Seq(arrivals.popleft()))
+        if g < prefill_gpus:
+            if waiting:
+                s = waiting.popleft()
+                dt = _prefill(s, t, costs)
+                if s.done_s is not None:
+                    finished.append(s)
+                else:
+                    move = send_s(costs.kv_bytes(s.req.prompt_tokens), link) if link is not None else 0.0
+                    heapq.heappush(ready, (t + dt + move, s.req.rid, s))
+            elif arrivals:
+                dt = arrivals[0].arrival_s - t
+            else:
+                del alive[g]
+                continue
+            alive[g] = t + dt
+        else:
+            while ready and ready[0][0] <= t and len(running[g]) < max_batch:
+                running[g].append(heapq.heappop(ready)[2])
+            if running[g]:
+                dt = _decode_step(running[g], t, costs, finished)
+            else:
+                later = [x for x in [ready[0][0] if ready else None, *alive.values()] if x is not None]
+                if not later:
+                    continue                  # no prefill GPU left and nothing in flight
+                dt = max(0.0, min(later) - t)
+        heapq.heappush(heap, (t + dt, order, g))
+        order += 1
+    return finished
+
+
+def summarize(finished: list[_Seq], ttft_slo_s: float, itl_slo_s: float) -> dict:
+    """TTFT and ITL percentiles, SLO attainment and goodput of a finished simulation."""
+    rows = per_request(finished, ttft_slo_s, itl_slo_s)
+    ttft = sorted(r["ttft_s"] for r in rows)
+    itl = sorted(r["itl_s"] for r in rows if r["itl_s"] is not None)
+    start = min(s.req.arrival_s for s in finished)
+    span = max(s.done_s for s in finished) - start
+    met = sum(r["meets_slo"] for r in rows)
+
+    def pct(xs, q):
+        return xs[min(len(xs) - 1, int(math.ceil(q * len(xs))) - 1)] if xs else None
+
+    return {"requests": len(rows), "ttft_p50_s": pct(ttft, 0.5), "ttft_p90_s": pct(ttft, 0.9),
+            "itl_p50_s": pct(itl, 0.5), "itl_p90_s": pct(itl, 0.9), "slo_attainment": met / len(rows),
+            "goodput_rps": met / span if span > 0 else float("inf"), "makespan_s": span}
+
+
+def per_request(finished: list[_Seq], ttft_slo_s: float, itl_slo_s: float) -> list[dict]:
+    out = []
+    for s in sorted(finished, key=lambda s: s.req.rid):
+        ttft = s.times[0] - s.req.arrival_s
+        itl = (s.times[-1] - s.times[0]) / (len(s.times) - 1) if len(s.times) > 1 else None
+        ok = ttft <= ttft_slo_s and (itl is None or itl <= itl_slo_s)
+        out.append({"rid": s.req.rid, "ttft_s": ttft, "itl_s": itl, "done_s": s.done_s, "meets_slo": ok})
+    return out
+
+
+def compare(requests, costs, gpus: int, link: Link | None, ttft_slo_s: float, itl_slo_s: float,
+            max_batch: int = 64) -> list[dict]:
+    """The shared pool of `gpus` against every split P prefill + (gpus − P) decode GPUs, one row each."""
+    rows = [{"deployment": f"shared × {gpus}", "prefill_gpus": 0,
+             **summarize(simulate_shared(requests, costs, gpus, max_batch), ttft_slo_s, itl_slo_s)}]
+    for p in range(1, gpus):
+        rows.append({"deployment": f"split {p} prefill + {gpus - p} decode", "prefill_gpus": p,
+                     **summarize(simulate_split(requests, costs, p, gpus - p, link, max_batch), ttft_slo_s, itl_slo_s)})
+    return rows
+
+
+def split_pays(rows: list[dict]) -> bool:
+    """The rule: splitting pays when the best split's goodput exceeds the shared pool's."""
+    return max(r["goodput_rps"] for r in rows[1:]) > rows[0]["goodput_rps"] if len(rows) > 1 else False
+
+
+def from_trace(trace, tokenizer, prompt_scale: int = 1) -> list[Request]:
+    """Requests from a helpers.serving.traces trace: prompt tokens from the tokenizer (× prompt_scale,
+    to stand for long prompts), its output lengths and Poisson arrivals."""
+    from ..serving.traces import token_ids
+
+    ids = token_ids(tokenizer, trace)
+    return [Request(r.rid, r.arrival_s, len(i) * prompt_scale, r.max_new_tokens) for r, i in zip(trace, ids)]

@@ -1,0 +1,228 @@
+"""Tensor parallelism for real: the tiny model's forward split over two processes on this machine
+(torch.distributed, gloo backend, 127.0.0.1), its logits set against the single-process model's,
+and the time its all-reduces take set against the collectives model calibrated on the same link.
+
+Each process loads the same model (helpers.models.build_tiny: seeded random weights) and keeps its
+share of every layer, as Megatron-LM splits a layer (Shoeybi et al. 2019, arXiv:1909.08053, §3):
+q/k/v projections by heads and the MLP's gate/up projections by columns (column parallel), the
+attention output and MLP down projections by rows (row parallel), whose partial outputs the processes
+add with **one all-reduce each — two per layer**. Embedding, norms and the output head are replicated.
+
+The "link" here is the loopback between two processes (gloo over TCP on 127.0.0.1): it is measured
+the way a GPU link is, with an all-reduce of a tiny message (its latency) and of a large one (its
+bandwidth: helpers.parallel.collectives.bandwidth_from_all_reduce), and the model's own all-reduces
+are then predicted with helpers.parallel.collectives.all_reduce_s over that measured link.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import statistics
+import time
+from dataclasses import asdict, dataclass
+
+from .collectives import all_reduce_s, bandwidth_from_all_reduce
+from .links import custom_link
+
+BIG_MESSAGE_BYTES = 4 * 2**20     # 4 MiB: bandwidth dominates
+TINY_MESSAGE_BYTES = 4            # one float: latency dominates
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def shard_model(model, rank: int, world: int, on_all_reduce=None) -> None:
+    """Keep this rank's share of every decoder layer (column-parallel q/k/v and gate/up, row-parallel
+    o_proj and down_proj) and all-reduce the row-parallel outputs. on_all_reduce(wait_s, reduce_s) is
+    called with each all-reduce's time, apart from the time spent first waiting for the other ranks
+    (a barrier: on a shared machine one process often lags)."""
+    import torch
+    import torch.distributed as dist
+
+    cfg = model.config
+    hd = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+    nq, nkv, inter = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.intermediate_size
+    for what, n in (("attention heads", nq), ("KV heads", nkv), ("MLP columns", inter)):
+        if n % world:
+            raise ValueError(f"tensor parallel over {world} processes needs the {n} {what} divisible by {world}")
+
+    def rows(lin, start, stop):
+        lin.weight = torch.nn.Parameter(lin.weight.data[start:stop].clone(), requires_grad=False)
+        lin.out_features = stop - start
+
+    def cols(lin, start, stop):
+        lin.weight = torch.nn.Parameter(lin.weight.data[:, start:stop].clone(), requires_grad=False)
+        lin.in_features = stop - start
+
+    def reduce_hook(_module, _inputs, output):
+        t0 = time.perf_counter()
+        dist.barrier()                      # waiting for the other process, timed apart
+        t1 = time.perf_counter()
+        dist.all_reduce(output)
+        if on_all_reduce is not None:
+            on_all_reduce(t1 - t0, time.perf_counter() - t1)
+        return output
+
+    q, kv, mlp = nq // world * hd, nkv // world * hd, inter // world
+    for layer in model.model.layers:
+        a, m = layer.self_attn, layer.mlp
+        rows(a.q_proj, rank * q, (rank + 1) * q)
+        rows(a.k_proj, rank * kv, (rank + 1) * kv)
+        rows(a.v_proj, rank * kv, (rank + 1) * kv)
+        cols(a.o_proj, rank * q, (rank + 1) * q)
+        rows(m.gate_proj, rank * mlp, (rank + 1) * mlp)
+        rows(m.up_proj, rank * mlp, (rank + 1) * mlp)
+        cols(m.down_proj, rank * mlp, (rank + 1) * mlp)
+        a.o_proj.register_forward_hook(reduce_hook)
+        m.down_proj.register_forward_hook(reduce_hook)
+
+
+def _time_all_reduce(nbytes: int, reps: int) -> float:
+    import torch
+    import torch.distributed as dist
+
+    x = torch.ones(max(1, nbytes // 4), dtype=torch.float32)
+    dist.all_reduce(x)                      # warm-up
+    times = []
+    for _ in range(reps):
+        dist.barrier()
+        t0 = time.perf_counter()
+        dist.all_reduce(x)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def _worker(rank: int, world: int, port: int, folder: str, ids, reps: int, queue) -> None:
+    import torch
+    import torch.distributed as dist
+    from transformers import AutoModelForCausalLM
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
+    torch.set_num_threads(1)
+    try:
+        dist.init_process_group("gloo", rank=rank, world_size=world)
+        model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+        ids = torch.tensor(ids, dtype=torch.long)
+        spent: list[float] = []
+        waited: list[float] = []
+        shard_model(model, rank, world, lambda w, r: (waited.append(w), spent.append(r)))
+        forwards, reduces, waits = [], [], []
+        with torch.no_grad():
+            logits = model(ids).logits      # warm-up, and the logits to compare
+            for _ in range(reps):
+                spent.clear()
+                waited.clear()
+                dist.barrier()
+                t0 = time.perf_counter()
+                model(ids)
+                forwards.append(time.perf_counter() - t0)
+                reduces.append(sum(spent))
+                waits.append(sum(waited))
+        calls = len(spent)
+        tiny = _time_all_reduce(TINY_MESSAGE_BYTES, 4 * reps)
+        big = _time_all_reduce(BIG_MESSAGE_BYTES, reps)
+        queue.put((rank, {"logits": logits.numpy() if rank == 0 else None, "forward_s": statistics.median(forwards),
+                          "all_reduce_s": statistics.median(reduces), "calls": calls,
+                          "wait_s": statistics.median(waits),
+                          "tiny_s": tiny, "big_s": big}))
+        dist.destroy_process_group()
+    except Exception as exc:  # reported by the parent, one line
+        queue.put((rank, {"error": f"{type(exc).__name__}: {exc}"}))
+
+
+@dataclass
+class TPRun:
+    """What the two-process run measured (seconds are medians over `reps` forwards)."""
+
+    world: int
+    tokens: int
+    max_abs_diff: float          # largest |tensor-parallel logit − single-process logit|
+    same_argmax: bool            # every position predicts the same next token
+    forward_s: float             # one tensor-parallel forward (rank 0)
+    single_forward_s: float      # the same forward in one process (same threads per process)
+    all_reduce_s: float          # time inside the all-reduces of one forward (rank 0), after the barrier
+    wait_s: float                # time waiting at the barrier before them (the other process lagging)
+    all_reduces: int             # per forward: 2 per layer
+    message_bytes: int           # one all-reduce's message: tokens × hidden × 4 B (fp32)
+    link_latency_s: float        # measured: an all-reduce of one float
+    link_bandwidth: float        # measured: B/s one way, from an all-reduce of 4 MiB
+    predicted_all_reduce_s: float  # all_reduces × all_reduce_s(message, world, measured link)
+
+    @property
+    def all_reduce_share(self) -> float:
+        return self.all_reduce_s / self.forward_s
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "all_reduce_share": self.all_reduce_share}
+
+
+def run_tp(world: int = 2, tokens: int = 32, reps: int = 5, seed: int = 0, timeout_s: float = 120.0) -> TPRun:
+    """Run the tiny model's forward over `tokens` tokens in `world` processes and in this one."""
+    import multiprocessing as mp
+
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from ..models import build_tiny
+
+    for v, what in ((world, "world"), (tokens, "tokens"), (reps, "reps")):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{what} must be a whole number ≥ 1, got {v!r}")
+    if world < 2:
+        raise ValueError(f"tensor parallelism needs at least 2 processes, got world={world}")
+    from transformers.utils import logging as hf_logging
+
+    folder = str(build_tiny())
+    hf_logging.disable_progress_bar()
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(3, model.config.vocab_size, (1, tokens), generator=g)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with torch.no_grad():
+            ref = model(ids).logits
+            times = []
+            for _ in range(reps):
+                t0 = time.perf_counter()
+                model(ids)
+                times.append(time.perf_counter() - t0)
+    finally:
+        torch.set_num_threads(threads)
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    port = free_port()
+    procs = [ctx.Process(target=_worker, args=(r, world, port, folder, ids.tolist(), reps, queue), daemon=True)
+             for r in range(world)]
+    for p in procs:
+        p.start()
+    results = {}
+    try:
+        for _ in range(world):
+            rank, res = queue.get(timeout=timeout_s)
+            results[rank] = res
+    finally:
+        for p in procs:
+            p.join(timeout=10)
+            if p.is_alive():
+                p.terminate()
+    errors = [r["error"] for r in results.values() if "error" in r]
+    if errors:
+        raise RuntimeError(f"tensor-parallel worker failed: {errors[0]}")
+    r0 = results[0]
+    hidden = model.config.hidden_size
+    message = tokens * hidden * 4
+    hop = r0["tiny_s"] / (2 * (world - 1))
+    bandwidth = bandwidth_from_all_reduce(BIG_MESSAGE_BYTES, world, r0["big_s"], r0["tiny_s"])
+    link = custom_link("loopback (gloo, 127.0.0.1)", bandwidth, hop)
+    predicted = r0["calls"] * all_reduce_s(message, world, link, base_s=0.0)
+    tp_logits = torch.from_numpy(r0["logits"])
+    diff = (tp_logits - ref).abs().max().item()
+    same = bool((tp_logits.argmax(-1) == ref.argmax(-1)).all())
+    return TPRun(world, tokens, diff, same, r0["forward_s"], statistics.median(times), r0["all_reduce_s"], r0["wait_s"],
+                 r0["calls"], message, r0["tiny_s"], bandwidth, predicted)

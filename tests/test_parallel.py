@@ -1,0 +1,153 @@
+"""helpers.parallel: the links catalog, the collectives model and the parallel decode step, against
+values worked by hand from the datasheets and NCCL's latencies."""
+import csv
+import subprocess
+import sys
+
+import pytest
+
+from helpers.capacity.planner import plan
+from helpers.gpus import catalog_rows
+from helpers.parallel.collectives import (all_reduce_s, all_reduce_wire_bytes, all_to_all_s,
+                                          bandwidth_from_all_reduce, send_s)
+from helpers.parallel.links import DATA_FILE, custom_link, get_link, links
+from helpers.parallel.plan import flattens_at, moe_rows, parallel_step, parse_parallel, tp_scaling
+
+M7 = "mistral-7b-v0.1"
+
+
+def test_links_file_names_catalogued_gpus_with_sources():
+    names = {g["name"] for g in catalog_rows()}
+    rows = list(csv.DictReader(open(DATA_FILE, encoding="utf-8")))
+    assert {r["gpu"] for r in rows} == names          # every GPU has a link, no stray names
+    for r in rows:
+        assert r["scope"] in ("node", "cluster")
+        assert "http" in r["source"], r
+        assert float(r["bidirectional_gbs"]) > 0 and float(r["hop_latency_us"]) > 0
+
+
+def test_datasheet_links_each_way():
+    # H100 SXM datasheet: NVLink 900 GB/s, PCIe Gen5 128 GB/s (both directions): 450 and 64 each way
+    assert get_link("H100 SXM").bandwidth == 450e9
+    assert get_link("H100 SXM", "pcie").bandwidth == 64e9
+    assert get_link("B200").bandwidth == 900e9
+    assert get_link("L4").name.startswith("PCIe Gen4")
+    # the H100 PCIe's NVLink bridge joins pairs only: 4 GPUs fall back to PCIe
+    assert get_link("H100 PCIe", gpus=2).name.startswith("NVLink bridge")
+    assert get_link("H100 PCIe", gpus=4).name.startswith("PCIe")
+    assert links("H100 SXM")[0].bandwidth >= links("H100 SXM")[-1].bandwidth
+    with pytest.raises(ValueError, match="no nvlink"):
+        get_link("L4", "nvlink")
+    with pytest.raises(ValueError, match="allowed"):
+        get_link("L4", "carrier pigeon")
+
+
+def test_ring_all_reduce_by_hand():
+    nv = get_link("H100 SXM")                     # 450e9 B/s, 0.47 µs a hop
+    # 1 GB over 4 GPUs: 2·3/4 · 1e9 / 450e9 = 3.3333 ms; latency 3.6 µs + 6 × 0.47 µs = 6.42 µs
+    assert all_reduce_s(1e9, 4, nv) == pytest.approx(1.5e9 / 450e9 + 6.42e-6, rel=1e-12)
+    assert all_reduce_wire_bytes(1e9, 4) == 1.5e9
+    assert all_reduce_s(1e9, 1, nv) == 0.0
+    # 2 GPUs send half as much as 8 over the wire per byte of message: (N−1)/N
+    assert all_reduce_wire_bytes(800, 2) == 800 and all_reduce_wire_bytes(800, 8) == 1400
+    with pytest.raises(ValueError):
+        all_reduce_s(-1, 2, nv)
+    with pytest.raises(ValueError):
+        all_reduce_s(10, 0, nv)
+
+
+def test_all_to_all_and_send_by_hand():
+    pcie = get_link("H100 SXM", "pcie")           # 64e9 B/s, 1.0 µs a hop
+    # 8 MB per GPU over 8 GPUs: 7/8 · 8e6 / 64e9 = 109.375 µs; latency 3.6 + 7 × 1.0 µs
+    assert all_to_all_s(8e6, 8, pcie) == pytest.approx(109.375e-6 + 10.6e-6, rel=1e-12)
+    assert send_s(64e6, pcie) == pytest.approx(1e-3 + 4.6e-6, rel=1e-12)
+
+
+def test_bandwidth_from_all_reduce_inverts_the_model():
+    link = custom_link("test", 10e9, 5e-6)
+    t = all_reduce_s(4e6, 2, link, base_s=0.0)    # 4e6/10e9 + 2 × 5 µs = 410 µs
+    assert t == pytest.approx(410e-6)
+    assert bandwidth_from_all_reduce(4e6, 2, t, 10e-6) == pytest.approx(10e9)
+    with pytest.raises(ValueError):
+        bandwidth_from_all_reduce(4e6, 2, 1e-6, 1e-5)
+
+
+def test_tp1_is_the_planner_step():
+    s = parallel_step(M7, "H100 SXM", batch=8, context=4096)
+    p = plan(M7, "H100 SXM", 1, context=4096, batch=8)
+    assert s.step_s == p.step_s and s.communication_share == 0 and s.bubble_share == 0
+
+
+def test_tp2_all_reduces_by_hand():
+    # Mistral 7B: 32 layers, hidden 4096; batch 8 → message 8 × 4096 × 2 B = 65,536 B
+    # one all-reduce over NVLink: 3.6 µs + 2 × 0.47 µs + 65,536 / 450e9 s; 64 per step
+    s = parallel_step(M7, "H100 SXM", tp=2, batch=8, context=4096)
+    one = 3.6e-6 + 0.94e-6 + 65536 / 450e9
+    assert s.all_reduce_bytes == 65536 and s.all_reduces_per_step == 64
+    assert s.all_reduce_s == pytest.approx(64 * one, rel=1e-12)
+    work = plan(M7, "H100 SXM", 2, context=4096, batch=8).step_s
+    assert s.step_s == pytest.approx(work + 64 * one, rel=1e-12)
+    assert s.communication_share == pytest.approx(64 * one / (work + 64 * one))
+
+
+def test_pcie_flattens_before_nvlink():
+    nv = tp_scaling(M7, "H100 SXM", batch=8, context=4096)
+    pc = tp_scaling(M7, "H100 SXM", batch=8, context=4096, link="pcie")
+    assert [r["tp"] for r in nv] == [1, 2, 4, 8]
+    for a, b in zip(nv[1:], pc[1:]):
+        assert b["all_reduce_ms"] > a["all_reduce_ms"] and b["speed_up"] < a["speed_up"]
+    # the work part halves with each doubling; communication grows with N
+    assert nv[2]["work_ms"] == pytest.approx(nv[1]["work_ms"] / 2, rel=1e-9)
+    assert nv[3]["all_reduce_ms"] > nv[1]["all_reduce_ms"]
+    f_nv, f_pc = flattens_at(nv), flattens_at(pc)
+    assert f_pc is not None and (f_nv is None or f_nv >= f_pc)
+
+
+def test_pipeline_bubble_and_memory():
+    s = parallel_step(M7, "H100 SXM", tp=2, pp=2, micro_batches=2, batch=8, context=4096)
+    assert s.bubble_share == pytest.approx(1 / 3)            # (2−1)/(2+2−1)
+    stage = plan(M7, "H100 SXM", 2, context=4096, batch=4, pipeline_stages=2).step_s / 2
+    assert s.stage_s == pytest.approx(stage)
+    assert s.step_s == pytest.approx(3 * s.slot_s) and s.steady_step_s == pytest.approx(2 * s.slot_s)
+    one, two = plan(M7, "H100 SXM", 2, context=4096, batch=1), plan(M7, "H100 SXM", 2, context=4096, batch=1,
+                                                                     pipeline_stages=2)
+    assert two.weight_bytes_per_gpu == pytest.approx(one.weight_bytes_per_gpu / 2)
+    assert two.kv_bytes_per_seq_per_gpu == pytest.approx(one.kv_bytes_per_seq_per_gpu / 2)
+    assert two.max_batch > one.max_batch
+    with pytest.raises(ValueError, match="micro-batches"):
+        parallel_step(M7, "H100 SXM", tp=2, pp=2, micro_batches=3, batch=8)
+    with pytest.raises(ValueError, match="layers"):
+        parallel_step(M7, "H100 SXM", pp=64, batch=8)
+
+
+def test_moe_experts_touched_and_all_to_all():
+    rows = moe_rows("deepseek-v3", "H200", batches=(1, 64), ep=8, weight_dtype="fp8")
+    assert rows[0]["experts_touched"] == pytest.approx(8 / 256)          # one token: k of E
+    assert rows[1]["experts_touched"] == pytest.approx(1 - (1 - 8 / 256) ** 64)
+    # batch 1 over 8 GPUs: 1 token × 8 experts × 7168 × 2 B per GPU, 2 all-to-alls × 58 MoE layers
+    link = get_link("H200")
+    assert rows[0]["all_to_all_ms"] == pytest.approx(2 * 58 * all_to_all_s(8 * 7168 * 2, 8, link) * 1e3)
+    with pytest.raises(ValueError, match="mixture-of-experts"):
+        moe_rows(M7, "H200")
+
+
+def test_parse_parallel():
+    assert parse_parallel("tp=4,pp=2") == {"tp": 4, "pp": 2, "mb": 1}
+    assert parse_parallel(" tp = 2 , mb=4") == {"tp": 2, "pp": 1, "mb": 4}
+    for bad in ("", "tp=0", "tp=two", "dp=2", "ep=2"):
+        with pytest.raises(ValueError):
+            parse_parallel(bad)
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "helpers", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_capacity_cli_parallel():
+    base = ["capacity", "--model", M7, "--gpu", "H100 SXM", "--context", "4096", "--batch", "8"]
+    r = _cli(*base, "--parallel", "tp=4,pp=2,mb=2")
+    assert r.returncode == 0, r.stderr
+    assert "communication share" in r.stdout and "pipeline bubble" in r.stdout and "33.3%" in r.stdout
+    for bad in (["--parallel", "tp=4,pp=x"], ["--parallel", "tp=4", "--gpus", "2"], ["--link", "pcie"]):
+        r = _cli(*base, *bad)
+        assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
