@@ -167,11 +167,29 @@ def serving_reported(path: Path = SERVING_CSV) -> dict[str, Figure]:
     return out
 
 
+def compute_share_figures() -> dict[str, Figure]:
+    """Notebook 10: the share of a forward pass's FLOPs inside the transformer layers (the talk's "about
+    95 %"), for Mistral 7B's decode step and prefill at the talk's context."""
+    from .compute_share import TALK_LAYER_SHARE, layer_share
+
+    decode = layer_share(MODEL, 1, CONTEXT)
+    prefill = layer_share(MODEL, CONTEXT, 0)
+    holds = min(decode, prefill) >= TALK_LAYER_SHARE
+    return {
+        "talk_layers_share": Figure(100 * TALK_LAYER_SHARE, f"{100 * TALK_LAYER_SHARE:,.0f} %", "the talk's claim"),
+        "layers_share_verdict": Figure(holds, "holds" if holds else "does not hold",
+                                       "both shares ≥ the talk's claim (compute_share.TALK_LAYER_SHARE)"),
+        "layers_share_decode": Figure(100 * decode, f"{100 * decode:,.1f} %", f"compute_share.layer_share('{MODEL}', 1, {CONTEXT})"),
+        "layers_share_prefill": Figure(100 * prefill, f"{100 * prefill:,.1f} %",
+                                       f"compute_share.layer_share('{MODEL}', {CONTEXT}, 0)"),
+    }
+
+
 def by_notebook() -> dict[str, dict[str, Figure]]:
     """Key figures grouped by the notebook that shows them (stems of notebooks/NN_*.py)."""
     return {"02_memory_equation": foundations(), "03_prefill_decode_roofline": roofline_figures(),
             "04_capacity_planner": planner(), "05_quantization": quantization(),
-            "06_attention_variants": mla()}
+            "06_attention_variants": mla(), "10_under_the_hood": compute_share_figures()}
 
 
 def all_figures() -> dict[str, Figure]:
