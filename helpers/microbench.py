@@ -105,6 +105,70 @@ def read_benchmark(device: str | None = None, nbytes: int | None = None, repeats
     return CopyBenchmark(dev, x.numel() * 4, x.numel() * 4, iters, stats)
 
 
+GEMV_SHAPE = (3584, 1024)   # one weight matrix of the stack: the small profile's MLP projection
+
+
+def gemv_benchmark(device: str | None = None, dtype: str = "fp32", nbytes: int | None = None,
+                   packed: bool = False, repeats: int = 5) -> CopyBenchmark:
+    """The bandwidth a decode step's own kernel attains: one activation row times a stack of weight
+    matrices (GEMV_SHAPE each) holding `nbytes` in all, every matrix read once per pass, so that nothing
+    is left in a cache between passes — a decode step at batch 1 in miniature, without the rest of it.
+
+    `packed=False` times ``torch.nn.functional.linear`` (what ``nn.Linear`` calls: the BLAS on a CPU,
+    cuBLAS on a GPU); `packed=True` times oneDNN on prepacked weights (helpers.decoding.packed, CPU
+    only). Bytes counted: the weights read (the input row and outputs are a few KB).
+    Against the copy's bandwidth it says how much of the memory roof the kernel itself can use.
+    """
+    import torch
+
+    from .decoding import packed as packing
+
+    dev = _device(device)
+    dt = normalize_dtype(dtype, MATMUL_DTYPES)
+    nbytes = default_copy_bytes(dev) if nbytes is None else nbytes
+    torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dt]
+    per = GEMV_SHAPE[0] * GEMV_SHAPE[1] * torch.empty((), dtype=torch_dtype).element_size()
+    if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < per:
+        raise ValueError(f"nbytes must be an integer ≥ {per:,} (one {GEMV_SHAPE[0]} × {GEMV_SHAPE[1]} {dt} matrix), "
+                         f"got {nbytes!r}")
+    if packed:
+        ok, why = packing.available(dev, dt)
+        if not ok:
+            raise ValueError(f"packed weights cannot run here: {why}")
+    weights = [torch.randn(GEMV_SHAPE, device=dev).to(torch_dtype) for _ in range(nbytes // per)]
+    x = torch.randn(1, GEMV_SHAPE[1], device=dev).to(torch_dtype)
+    if packed:
+        stack = [torch.ops.mkldnn._reorder_linear_weight(w, 1) for w in weights]
+        del weights
+
+        def run():
+            for w in stack:
+                torch.ops.mkldnn._linear_pointwise(x, w, None, "none", [], "")
+    else:
+        stack = weights
+
+        def run():
+            for w in stack:
+                torch.nn.functional.linear(x, w)
+
+    read = len(stack) * per
+    with torch.inference_mode():
+        stats = measure(run, dev, warmup=1, repeats=repeats)
+    return CopyBenchmark(dev, read, read, 1, stats)
+
+
+def kernel_bandwidths(device: str | None = None, dtype: str = "fp32", repeats: int = 5) -> dict[str, float]:
+    """Bytes/s a decode step's matrix–vector kernel reads here: {"linear": F.linear's} and, where oneDNN
+    prepacking runs (CPU, fp32/bf16), {"packed": …} too."""
+    from .decoding import packed as packing
+
+    dev = _device(device)
+    out = {"linear": gemv_benchmark(dev, dtype, repeats=repeats).bandwidth}
+    if packing.available(dev, normalize_dtype(dtype))[0]:
+        out["packed"] = gemv_benchmark(dev, dtype, packed=True, repeats=repeats).bandwidth
+    return out
+
+
 def measure_bandwidth(device: str | None = None, nbytes: int | None = None, repeats: int = 5) -> float:
     """This device's memory bandwidth in bytes/s: a device-to-device copy, read + write bytes counted."""
     return copy_benchmark(device, nbytes, repeats).bandwidth

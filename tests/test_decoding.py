@@ -70,7 +70,7 @@ def test_small_profile_loads_from_its_built_folder():
 
 def test_greedy_tokens_are_identical_across_implementations(tiny):
     ids = prompt_ids(24, vocab=tiny.model.config.vocab_size)
-    runs = {i: impls.decode(tiny.model, i, ids, 9, "cpu") for i in ("eager", "generate", "static")}
+    runs = {i: impls.decode(tiny.model, i, ids, 9, "cpu") for i in ("eager", "generate", "packed", "static")}
     ref = runs["eager"].tokens
     assert len(ref) == 1 and len(ref[0]) == 9
     assert len(set(ref[0])) > 1                       # a real sequence, not one token repeated
@@ -79,6 +79,43 @@ def test_greedy_tokens_are_identical_across_implementations(tiny):
         assert len(run.step_s) == 8 and all(s > 0 for s in run.step_s), name
     assert runs["static"].kv_slots == 24 + 9           # the static buffer: prompt + new tokens, every step
     assert runs["eager"].kv_slots == runs["eager"].mean_context == 24 + 4
+    # the packed loop put every original nn.Linear back, and dropped nothing
+    assert all(type(m).__name__ != "PackedLinear" for m in tiny.model.modules())
+
+
+def test_packed_weights_give_the_same_logits_and_put_the_model_back(tiny):
+    import torch
+
+    from helpers.decoding import packed
+
+    model = tiny.model
+    linears = {n: m for n, m in model.named_modules() if type(m) is torch.nn.Linear}
+    assert len(linears) == 4 * 7 + 1                     # q k v o gate up down per layer, and the head
+    ids = prompt_ids(16, vocab=model.config.vocab_size)
+    with torch.inference_mode():
+        ref = model(input_ids=ids).logits
+        with packed.packed_weights(model, "cpu", "fp32"):
+            swapped = [n for n, m in model.named_modules() if type(m).__name__ == "PackedLinear"]
+            got = model(input_ids=ids).logits
+    assert sorted(swapped) == sorted(linears)
+    assert (got - ref).abs().max().item() < 1e-4
+    # the packed copies hold the linear weights' bytes again (oneDNN's blocked layout)
+    assert packed.packed_bytes(model) == sum(m.weight.numel() * 4 for m in linears.values())
+    packed.release(model)
+    assert packed.packed_bytes(model) == 0
+    assert {n: m for n, m in model.named_modules() if type(m) is torch.nn.Linear} == linears
+
+
+def test_packed_weights_say_where_they_cannot_run():
+    from helpers.decoding import packed
+
+    assert packed.available("cpu", "fp32") == (True, "")
+    ok, why = packed.available("cuda:0", "bf16")
+    assert not ok and "CPU technique" in why
+    ok, why = packed.available("cpu", "int8")
+    assert not ok and "not int8" in why
+    assert regimes.skip_reason("packed", "cuda", "bf16") == packed.available("cuda", "bf16")[1]
+    assert "packed" not in regimes.implementations_for("cuda", "bf16")
 
 
 @pytest.mark.slow
@@ -94,7 +131,7 @@ def test_compiled_static_decode_gives_the_same_tokens():
 
 def test_decode_rejects_bad_input(tiny):
     ids = prompt_ids(8)
-    with pytest.raises(ValueError, match="allowed: eager, generate, static, static\\+compile"):
+    with pytest.raises(ValueError, match="allowed: eager, generate, packed, static, static\\+compile"):
         impls.decode(tiny.model, "vllm", ids, 4)
     with pytest.raises(ValueError, match="new_tokens must be an integer ≥ 2"):
         impls.decode(tiny.model, "eager", ids, 1)
@@ -107,7 +144,8 @@ def test_decode_rejects_bad_input(tiny):
 def test_compile_runs_on_cuda_and_on_a_cpu_only_when_asked(monkeypatch):
     monkeypatch.delenv("WORKSHOP_COMPILE", raising=False)
     assert regimes.compile_allowed("cuda") and not regimes.compile_allowed("cpu")
-    assert regimes.implementations_for("cpu") == ("eager", "generate", "static")
+    assert regimes.implementations_for("cpu") == ("eager", "generate", "packed", "static")
+    assert "WORKSHOP_COMPILE=1" in regimes.skip_reason("static+compile", "cpu")
     monkeypatch.setenv("WORKSHOP_COMPILE", "1")
     assert "static+compile" in regimes.implementations_for("cpu")
     assert impls.compile_mode("cuda:0") == "reduce-overhead" and impls.compile_mode("cpu") == "default"
@@ -117,6 +155,7 @@ def test_compile_runs_on_cuda_and_on_a_cpu_only_when_asked(monkeypatch):
 
 def test_operators_fall_into_their_parts():
     assert breakdown.category("aten::mm") == breakdown.category("aten::addmm") == "weight matmuls"
+    assert breakdown.category("mkldnn::_linear_pointwise") == "weight matmuls"   # the packed loop's matmul
     assert breakdown.category("aten::scaled_dot_product_attention") == "attention"
     assert breakdown.category("aten::_scaled_dot_product_flash_attention_for_cpu") == "attention"
     assert breakdown.category("aten::rsqrt") == breakdown.category("aten::silu") == "other operators"
@@ -172,11 +211,18 @@ def test_planner_sentence_follows_the_ratio():
 
 @pytest.mark.slow
 def test_measure_regime_on_the_tiny_model(tiny):
-    reg = regimes.measure_regime(tiny, bandwidth=10e9, peak_flops=1e11, impls=("eager", "static"),
-                                 sizes={"prompt": 16, "new_tokens": 6, "rounds": 1})
-    assert [r.impl for r in reg.results] == ["eager", "static"]
+    kernels = {"linear": 5e9, "packed": 8e9}       # given: the kernel microbenchmark has its own test
+    reg = regimes.measure_regime(tiny, bandwidth=10e9, peak_flops=1e11, impls=("eager", "packed", "static"),
+                                 sizes={"prompt": 16, "new_tokens": 6, "rounds": 1}, kernel_bandwidth=kernels)
+    assert [r.impl for r in reg.results] == ["eager", "packed", "static"]
     assert all(r.same_tokens for r in reg.results)
     assert reg.skipped == ["generate", "static+compile"]
+    assert reg.kernel_ceiling() == ("packed", 0.8)
+    fastest_loop = min((r for r in reg.results if r.impl in ("eager", "packed")), key=lambda r: r.step_s).impl
+    assert reg.breakdown.impl == fastest_loop
+    assert reg.breakdown.weight_bytes == roofline.streamed_weight_bytes(tiny.spec, "fp32")
+    assert reg.breakdown.matmul_bandwidth == pytest.approx(
+        reg.breakdown.weight_bytes / reg.breakdown.parts_s["weight matmuls"])
     best = reg.best
     assert best.step_s == min(r.step_s for r in reg.results)
     floor = roofline.decode_floor_s(roofline.streamed_weight_bytes(tiny.spec, "fp32"),
@@ -188,9 +234,12 @@ def test_measure_regime_on_the_tiny_model(tiny):
     assert bench["decode_efficiency_small"] == best.efficiency
     assert bench["planner_ratio_small"] == reg.planner["ratio"]
     assert math.isfinite(bench["decode_breakdown_sum_over_measured_small"])
+    assert bench["gemv_over_copy_small"] == 0.8
+    assert bench["decode_efficiency_vs_kernel_small"] == pytest.approx(best.efficiency / 0.8)
     frame = views.implementations_frame([reg])
-    assert list(frame["implementation"]) == ["eager", "static", "generate", "static+compile"]
+    assert list(frame["implementation"]) == ["eager", "packed", "static", "generate", "static+compile"]
     assert frame["step_ms"].isna().sum() == 2
+    assert "80 %" in views.kernel_sentence(reg) and "kernel's, not the loop's" in views.kernel_sentence(reg)
     views.roofline_figure([reg], 1e11, 10e9, "fp32")
     views.breakdown_figure([reg])
     assert len(views.planner_frame([reg])) == 1 and len(views.breakdown_frame([reg])) == 7

@@ -211,3 +211,21 @@ def test_roofline_figure_draws(tiny):
 def test_unknown_size_is_a_value_error():
     with pytest.raises(ValueError, match="allowed: probe, tiny, small"):
         roofline.size_config("huge")
+
+
+def test_gemv_benchmark_counts_the_weights_read_by_both_kernels():
+    per = 3584 * 1024 * 4                                  # one fp32 matrix of the stack
+    for packed in (False, True):
+        b = microbench.gemv_benchmark("cpu", "fp32", nbytes=3 * per + 5, packed=packed, repeats=2)
+        assert b.nbytes == b.bytes_moved == 3 * per      # whole matrices only
+        assert b.bandwidth == pytest.approx(3 * per / b.stats.min)
+        assert 1e8 < b.bandwidth < 1e13
+    with pytest.raises(ValueError, match="one 3584 × 1024 fp32 matrix"):
+        microbench.gemv_benchmark("cpu", nbytes=1000)
+    with pytest.raises(ValueError, match="packed weights cannot run here: .*not fp16"):
+        microbench.gemv_benchmark("cpu", "fp16", nbytes=per, packed=True)
+
+
+def test_kernel_bandwidths_name_each_kernel_and_skip_what_cannot_run():
+    assert set(microbench.kernel_bandwidths("cpu", "fp32", repeats=1)) == {"linear", "packed"}
+    assert set(microbench.kernel_bandwidths("cpu", "fp16", repeats=1)) == {"linear"}

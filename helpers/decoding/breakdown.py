@@ -1,7 +1,8 @@
 """Where one decode step's time goes, measured with torch.profiler.
 
-The eager step (one token, a real DynamicCache: the loop of helpers.timing.timed_generate) is run
-under the profiler, each step inside a ``record_function`` range. Every operator's *self* time — its
+The eager step (one token, a real DynamicCache: the loop of helpers.timing.timed_generate; with
+``packed=True`` the same loop with oneDNN-prepacked weights, helpers.decoding.packed) is run under the
+profiler, each step inside a ``record_function`` range. Every operator's *self* time — its
 own time, its children's excluded — is summed by what the operator does; on a CUDA GPU the time its
 kernels ran on the device is used instead (self device time):
 
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 STEP_RANGE = "workshop decode step"
 PARTS = ("weight matmuls", "attention", "other operators", "outside operators")
 _MATMUL = ("aten::mm", "aten::addmm", "aten::bmm", "aten::linear", "aten::matmul", "aten::_mkl_linear",
-           "aten::mkldnn_linear", "aten::_addmm_activation")
+           "aten::mkldnn_linear", "aten::_addmm_activation", "mkldnn::_linear_pointwise")
 _ATTENTION = ("attention",)   # aten::scaled_dot_product_attention, _scaled_dot_product_*_attention*
 
 
@@ -50,6 +51,14 @@ class StepBreakdown:
     measured_step_s: float             # median step without the profiler (the step the notebook reports)
     floor_s: float | None              # memory floor of the step (weights + KV) ÷ bandwidth
     steps: int
+    impl: str = "eager"                # the loop profiled: "eager" or "packed"
+    weight_bytes: int | None = None    # streamed weight bytes the matmuls read per step
+
+    @property
+    def matmul_bandwidth(self) -> float | None:
+        """Bytes/s the step's weight matmuls read at: streamed weight bytes ÷ their profiled time."""
+        t = self.parts_s["weight matmuls"]
+        return None if not self.weight_bytes or t <= 0 else self.weight_bytes / t
 
     @property
     def parts_sum_s(self) -> float:
@@ -148,13 +157,23 @@ class _QuietNativeStderr:
 
 
 def step_breakdown(model, context: int = 128, steps: int = 12, device: str | None = None,
-                   floor_s: float | None = None, warmup: int = 3, rounds: int = 2) -> StepBreakdown:
+                   floor_s: float | None = None, warmup: int = 3, rounds: int = 2, packed: bool = False,
+                   weight_bytes: int | None = None) -> StepBreakdown:
     """Profile `steps` eager decode steps at `context` cached tokens (batch 1) and split each into PARTS.
 
     The measured step is the median of steps timed without the profiler in blocks that alternate with
     the `rounds` profiled blocks (the same loop, each block from the same prefilled context), so that a
-    slow phase of the machine weighs on both alike.
+    slow phase of the machine weighs on both alike. `packed`: the loop with oneDNN-prepacked weights.
     """
+    if packed:
+        from ..units import normalize_dtype
+        from .packed import packed_weights
+
+        dev = device or str(next(model.parameters()).device)
+        with packed_weights(model, dev, normalize_dtype(str(next(model.parameters()).dtype))):
+            b = step_breakdown(model, context, steps, dev, floor_s, warmup, rounds, False, weight_bytes)
+        b.impl = "packed"
+        return b
     import time
 
     import torch
@@ -197,7 +216,8 @@ def step_breakdown(model, context: int = 128, steps: int = 12, device: str | Non
     run(warmup, cache, nxt, False)
     # unprofiled and profiled blocks alternate (U P U P U): a slow phase of a shared machine lands on both
     plain: list[float] = []
-    events = []
+    walls: list[float] = []
+    parts: list[dict[str, float]] = []
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     for block in range(2 * rounds + 1):
         cache, nxt = fresh()
@@ -207,10 +227,12 @@ def step_breakdown(model, context: int = 128, steps: int = 12, device: str | Non
         with _QuietNativeStderr(), profile(activities=activities, record_shapes=False, with_stack=False,
                                            profile_memory=False) as prof:
             run(steps, cache, nxt, True)
-        events += list(prof.events())
-    walls, parts = _step_times(events, cuda)
+        # each profile's clock starts at its own start: its events are matched to its own steps only
+        w, p = _step_times(list(prof.events()), cuda)
+        walls += w
+        parts += p
     if not walls:
         raise RuntimeError("the profiler recorded no decode step; is torch.profiler available here?")
     med = {k: statistics.median(p[k] for p in parts) for k in PARTS}
     return StepBreakdown(device, context, med, statistics.median(walls), statistics.median(plain),
-                         floor_s, len(walls))
+                         floor_s, len(walls), "eager", weight_bytes)

@@ -5,13 +5,15 @@
 - ``generate``: Hugging Face's ``model.generate`` (greedy, DynamicCache): the same forward, plus the
   bookkeeping of a general-purpose generation loop (input preparation, attention-mask update, logits
   processors, stopping criteria) each step. Its steps are timed by a streamer, called once per token.
+- ``packed``: the eager loop with every linear layer's weight prepacked for oneDNN (helpers.decoding.packed):
+  the same loop, a matrix–vector kernel that reads the weights with every core. CPU only.
 - ``static``: a ``StaticCache`` — K/V buffers preallocated to prompt + new tokens, updated in place;
   attention reads the whole buffer every step (the empty slots masked), so its shapes never change.
 - ``static+compile``: the static cache with the decode forward compiled by ``torch.compile``; on a CUDA
   GPU with ``mode="reduce-overhead"`` (CUDA graphs: the whole step replayed by one launch, the recipe of
   gpt-fast and of transformers' own static-cache generation). Its compile time is measured and reported.
 
-All four are greedy and return the same tokens (tests/test_decoding.py pins it): only the time differs.
+All are greedy and return the same tokens (tests/test_decoding.py pins it): only the time differs.
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from ..hardware import synchronize
 IMPLEMENTATIONS: dict[str, str] = {
     "eager": "eager loop over a DynamicCache",
     "generate": "Hugging Face generate() (greedy, DynamicCache)",
+    "packed": "eager loop, weights prepacked for oneDNN (CPU)",
     "static": "static cache (preallocated K/V, shapes fixed)",
     "static+compile": "static cache + torch.compile",
 }
@@ -73,12 +76,28 @@ def compile_mode(device: str) -> str:
     return COMPILE_MODES["cuda" if str(device).startswith("cuda") else "cpu"]
 
 
-def _eager(model, input_ids, new_tokens: int, device: str) -> DecodeRun:
+def _eager(model, input_ids, new_tokens: int, device: str, packed: bool = False) -> DecodeRun:
     from ..timing import timed_generate
+    from .packed import packed_weights
 
-    g = timed_generate(model, input_ids, new_tokens, device)
     p = input_ids.shape[1]
+    if packed:
+        dtype = _dtype_name(model)
+        with packed_weights(model, device, dtype):
+            g = timed_generate(model, input_ids, new_tokens, device)
+        return DecodeRun("packed", p, g.token_ids, tuple(g.step_s), g.ttft_s, p + new_tokens // 2,
+                         notes=["every nn.Linear through oneDNN on a prepacked weight"])
+    g = timed_generate(model, input_ids, new_tokens, device)
     return DecodeRun("eager", p, g.token_ids, tuple(g.step_s), g.ttft_s, p + new_tokens // 2)
+
+
+def _dtype_name(model) -> str:
+    from ..units import normalize_dtype
+
+    try:
+        return normalize_dtype(str(next(model.parameters()).dtype))
+    except ValueError:          # e.g. a quantized model's uint8 storage: not packable
+        return str(next(model.parameters()).dtype)
 
 
 class _StepClock:
@@ -180,8 +199,8 @@ def decode(model, impl: str, input_ids, new_tokens: int, device: str | None = No
     device = device or str(next(model.parameters()).device)
     if impl == "static+compile" and new_tokens < 6:
         raise ValueError(f"static+compile needs new_tokens ≥ 6 (3 compile steps, then timed ones), got {new_tokens}")
-    if impl == "eager":
-        return _eager(model, input_ids, new_tokens, device)
+    if impl in ("eager", "packed"):
+        return _eager(model, input_ids, new_tokens, device, packed=impl == "packed")
     if impl == "generate":
         return _generate(model, input_ids, new_tokens, device)
     return _static(model, input_ids, new_tokens, device, compiled=impl == "static+compile")

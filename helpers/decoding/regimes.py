@@ -28,9 +28,22 @@ def compile_allowed(device: str) -> bool:
     return os.environ.get("WORKSHOP_COMPILE", "").strip().lower() in ("1", "true", "yes")
 
 
-def implementations_for(device: str) -> tuple[str, ...]:
-    """The implementations measured on a device: all four, or without static+compile where it is skipped."""
-    return tuple(i for i in IMPLEMENTATIONS if i != "static+compile" or compile_allowed(device))
+def skip_reason(impl: str, device: str, dtype: str = "fp32") -> str | None:
+    """Why an implementation is not measured on this device and dtype (None: it is)."""
+    from .packed import available
+
+    if impl == "static+compile" and not compile_allowed(device):
+        return ("torch.compile skipped on a CPU: its compile time exceeds notebook 03's budget "
+                "(WORKSHOP_COMPILE=1 runs it)")
+    if impl == "packed":
+        ok, why = available(device, dtype)
+        return None if ok else why
+    return None
+
+
+def implementations_for(device: str, dtype: str = "fp32") -> tuple[str, ...]:
+    """The implementations measured on a device: every one that skip_reason does not rule out."""
+    return tuple(i for i in IMPLEMENTATIONS if skip_reason(i, device, dtype) is None)
 
 
 def regime_profiles(loaded) -> tuple[str, ...]:
@@ -74,7 +87,8 @@ def planner_prediction(spec, dtype: str, device: str, bandwidth: float, peak_flo
             "predicted_bound": p.bound, "source": "helpers.capacity.plan at the measured bandwidth and peak"}
 
 
-def planner_sentence(ratio: float, predicted_bytes: float, floor_bytes: float, breakdown, model: str) -> str:
+def planner_sentence(ratio: float, predicted_bytes: float, floor_bytes: float, breakdown, model: str,
+                     kernel_ceiling: tuple[str, float] | None = None) -> str:
     """What the planner's ratio (measured ÷ predicted step) says, by a rule on the numbers: within the
     band, the planner holds; above it, the largest part of the profiled step beyond the memory floor is
     named (helpers.decoding.breakdown); below it, the bytes the planner counts beyond what a step reads."""
@@ -89,6 +103,10 @@ def planner_sentence(ratio: float, predicted_bytes: float, floor_bytes: float, b
             part, secs = max(extra.items(), key=lambda kv: kv[1])
             why = (f" The largest part of the step beyond the memory floor is **{part}**: {secs * 1e3:,.2f} ms of a "
                    f"{breakdown.parts_sum_s * 1e3:,.2f} ms profiled step ({100 * secs / breakdown.parts_sum_s:.0f} %).")
+        if kernel_ceiling is not None and kernel_ceiling[1] < 1 / hi:
+            why += (f" Even its fastest matrix–vector kernel ({kernel_ceiling[0]}) reads at only "
+                    f"{100 * kernel_ceiling[1]:,.0f} % of the copy's bandwidth, so the band is out of reach of any "
+                    f"loop built on it: {1 / kernel_ceiling[1]:.2f}× is the least the ratio could be here.")
         return (f"For {model} the measured step is {ratio:.2f}× the planner's: the planner counts bytes ÷ bandwidth "
                 f"only, and this step is not waiting for bytes alone.{why}")
     over = predicted_bytes / floor_bytes if floor_bytes else float("nan")
@@ -128,10 +146,20 @@ class Regime:
     breakdown: Any = None
     planner: dict = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)
+    kernel_bandwidth: dict = field(default_factory=dict)   # helpers.microbench.kernel_bandwidths
+    bandwidth: float | None = None                         # the copy's: the floor's roof
 
     @property
     def best(self) -> ImplResult:
         return min(self.results, key=lambda r: r.step_s)
+
+    def kernel_ceiling(self) -> tuple[str, float] | None:
+        """(kernel, its bandwidth ÷ the copy's) for the fastest matrix–vector kernel measured: the highest
+        efficiency a step whose bytes are all weights could reach with it, with nothing else to do."""
+        if not self.kernel_bandwidth or not self.bandwidth:
+            return None
+        name, bw = max(self.kernel_bandwidth.items(), key=lambda kv: kv[1])
+        return name, bw / self.bandwidth
 
     def result(self, impl: str) -> ImplResult | None:
         return next((r for r in self.results if r.impl == impl), None)
@@ -170,32 +198,51 @@ def measure_implementations(model, spec, dtype: str, device: str, bandwidth: flo
     return out
 
 
+def kernel_roofs(device: str, dtype: str) -> dict[str, float]:
+    """What a decode step's matrix–vector kernels read at here (helpers.microbench.kernel_bandwidths);
+    empty for a dtype the microbenchmark does not cover (a quantized model's)."""
+    from ..microbench import MATMUL_DTYPES, kernel_bandwidths
+
+    return kernel_bandwidths(device, dtype) if dtype in MATMUL_DTYPES else {}
+
+
 def measure_regime(loaded, bandwidth: float, peak_flops: float, impls: Sequence[str] | None = None,
-                   sizes: dict | None = None, with_breakdown: bool = True) -> Regime:
-    """One loaded model (helpers.models.Loaded): implementations, breakdown of the eager step, planner."""
+                   sizes: dict | None = None, with_breakdown: bool = True,
+                   kernel_bandwidth: dict | None = None) -> Regime:
+    """One loaded model (helpers.models.Loaded): implementations, breakdown of the fastest loop (eager,
+    or packed where measured), the planner, and the kernels' own bandwidth (measured unless given)."""
     from .. import roofline
     from ..memory import kv_cache_bytes
     from .breakdown import step_breakdown
 
     dev, dtype, spec = loaded.device, loaded.dtype, loaded.spec
     sizes = sizes or decode_sizes(dev)
-    impls = tuple(impls or implementations_for(dev))
+    impls = tuple(impls or implementations_for(dev, dtype))
     skipped = [i for i in IMPLEMENTATIONS if i not in impls]
     results = measure_implementations(loaded.model, spec, dtype, dev, bandwidth, impls, sizes["prompt"],
                                       sizes["new_tokens"], sizes["rounds"])
     weights = roofline.streamed_weight_bytes(spec, dtype)
-    reg = Regime(loaded.profile, loaded.label, dtype, dev, spec, weights, results, skipped=skipped)
+    reg = Regime(loaded.profile, loaded.label, dtype, dev, spec, weights, results, skipped=skipped,
+                 kernel_bandwidth=dict(kernel_roofs(dev, dtype) if kernel_bandwidth is None else kernel_bandwidth),
+                 bandwidth=bandwidth)
     context = results[0].context
     if with_breakdown:
         floor = roofline.decode_floor_s(weights, kv_cache_bytes(spec, context, 1, dtype), bandwidth)
-        reg.breakdown = step_breakdown(loaded.model, context, steps=sizes["new_tokens"], device=dev, floor_s=floor)
+        loops = [r for r in results if r.impl in ("eager", "packed")]
+        fastest = min(loops, key=lambda r: r.step_s).impl if loops else "eager"
+        reg.breakdown = step_breakdown(loaded.model, context, steps=sizes["new_tokens"], device=dev, floor_s=floor,
+                                       packed=fastest == "packed", weight_bytes=weights)
+    from .packed import release
+
+    release(loaded.model)   # the packed copies of the weights: not held beyond the measurement
     best = reg.best
     pred = planner_prediction(spec, dtype, dev, bandwidth, peak_flops, context)
     ratio = best.step_s / pred["predicted_step_s"]
     floor_bytes = weights + kv_cache_bytes(spec, context, 1, dtype)
     reg.planner = {**pred, "measured_step_s": best.step_s, "measured_impl": best.impl, "context": context,
                    "ratio": ratio, "floor_bytes": floor_bytes, "within_band": PLANNER_BAND[0] <= ratio <= PLANNER_BAND[1],
-                   "sentence": planner_sentence(ratio, pred["predicted_bytes"], floor_bytes, reg.breakdown, loaded.profile)}
+                   "sentence": planner_sentence(ratio, pred["predicted_bytes"], floor_bytes, reg.breakdown, loaded.profile,
+                                                reg.kernel_ceiling())}
     return reg
 
 
@@ -206,9 +253,13 @@ def measure_regimes(loaded, bandwidth: float, peak_flops: float, profiles: Seque
     from ..hardware import free_memory
 
     out = []
+    kernels: dict[str, dict] = {}     # measured once per dtype, shared by the models of that dtype
     for name in profiles or regime_profiles(loaded):
         other = loaded if name == loaded.profile else models.load(name, device=loaded.device)
-        out.append(measure_regime(other, bandwidth, peak_flops, impls, with_breakdown=with_breakdown))
+        if other.dtype not in kernels:
+            kernels[other.dtype] = kernel_roofs(other.device, other.dtype)
+        out.append(measure_regime(other, bandwidth, peak_flops, impls, with_breakdown=with_breakdown,
+                                  kernel_bandwidth=kernels[other.dtype]))
         if other is not loaded:
             del other
             free_memory(loaded.device)
@@ -235,9 +286,10 @@ def bench_figures(loaded, bandwidth: float, peak_flops: float) -> dict[str, Any]
     if dev.startswith("cuda"):
         impls = ("eager", "generate", "static")      # the GPU story is the active model's; small stays quick
     elif os.environ.get("WORKSHOP_BENCH_COMPILE", "1").strip() == "0":
-        impls = implementations_for(dev)             # e.g. gpu_record.sh's dry run: no CPU compile
-    else:
-        impls = tuple(IMPLEMENTATIONS)               # record what torch.compile costs on this CPU
+        impls = implementations_for(dev, small.dtype)    # e.g. gpu_record.sh's dry run: no CPU compile
+    else:   # record what torch.compile costs on this CPU too
+        impls = (*implementations_for(dev, small.dtype), "static+compile")
+        impls = tuple(i for i in IMPLEMENTATIONS if i in impls)
     reg = measure_regime(small, bandwidth, peak_flops, impls)
     out.update(figures_for_bench(reg, "_small"))
     if loaded.profile == "small":
@@ -248,7 +300,12 @@ def bench_figures(loaded, bandwidth: float, peak_flops: float) -> dict[str, Any]
         "decode_efficiency_small": "floor / median step of the fastest implementation, small profile, batch 1",
         "planner_ratio_small": "measured step (fastest implementation) / helpers.capacity.plan's step at the "
                                "measured bandwidth and peak, small profile, batch 1",
-        "decode_implementations_*": "helpers.decoding.impls: eager loop, generate, static cache, static + torch.compile",
-        "decode_breakdown_*": "helpers.decoding.breakdown: the eager step profiled, parts in ms per step",
+        "decode_implementations_*": "helpers.decoding.impls: eager loop, generate, packed (oneDNN-prepacked weights, "
+                                    "CPU), static cache, static + torch.compile",
+        "decode_breakdown_*": "helpers.decoding.breakdown: the fastest loop (eager or packed) profiled, parts in ms per step",
+        "gemv_bandwidth_bytes_per_s_*": "helpers.microbench.gemv_benchmark: one row times a stack of weights bigger "
+                                        "than the caches, bytes read / best time, per kernel (linear, packed)",
+        "gemv_over_copy_*": "fastest kernel's bandwidth / the copy's: the efficiency a step could reach with it at best",
+        "decode_efficiency_vs_kernel_*": "decode_efficiency / gemv_over_copy: how close the loop gets to its kernel",
     }
     return out

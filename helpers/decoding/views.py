@@ -4,9 +4,9 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from .breakdown import PARTS
-from .regimes import PLANNER_BAND, Regime
+from .regimes import PLANNER_BAND, Regime, skip_reason
 
-_MARKERS = {"eager": "^", "generate": "v", "static": "s", "static+compile": "*"}
+_MARKERS = {"eager": "^", "generate": "v", "packed": "D", "static": "s", "static+compile": "*"}
 _PART_COLOURS = {"weight matmuls": "tab:blue", "attention": "tab:cyan", "other operators": "tab:orange",
                  "outside operators": "tab:red"}
 
@@ -32,7 +32,7 @@ def implementations_frame(regimes: Sequence[Regime]):
             rows.append({"model": reg.name, "implementation": impl, "step_ms": None, "floor_ms": None,
                          "efficiency": None, "tokens_per_s": None, "same_tokens_as_eager": None,
                          "kv_slots_read": None, "compile_s": None, "steps_timed": 0,
-                         "measured on": "skipped on this device (see compile_allowed)"})
+                         "measured on": f"skipped: {skip_reason(impl, reg.device, reg.dtype) or 'not asked for'}"})
     return pd.DataFrame(rows)
 
 
@@ -83,7 +83,22 @@ def implementations_summary(reg: Regime) -> str:
     return (f"- **{reg.name}**: the bare loop runs at {100 * eager.efficiency:,.1f} % of its floor "
             f"({eager.step_s * 1e3:,.2f} ms against {eager.floor_s * 1e3:,.2f} ms); the fastest here is "
             f"**{best.impl}** at **{100 * best.efficiency:,.1f} %** — {regime}. Greedy tokens of every "
-            f"implementation: {same}.{gen_text}{comp_text}")
+            f"implementation: {same}.{gen_text}{comp_text}{kernel_sentence(reg)}")
+
+
+def kernel_sentence(reg: Regime) -> str:
+    """Where the gap below the floor starts: the kernels' own bandwidth against the copy's, by rule."""
+    ceiling = reg.kernel_ceiling()
+    if ceiling is None:
+        return ""
+    name, share = ceiling
+    parts = ", ".join(f"{k} {v / 1e9:,.1f} GB/s" for k, v in reg.kernel_bandwidth.items())
+    what = {"linear": "`nn.Linear`'s own kernel", "packed": "oneDNN on prepacked weights"}.get(name, name)
+    gap = (" — so no loop built on these kernels can reach its floor here: the rest of the gap is the "
+           "kernel's, not the loop's" if share < 0.95 else "")
+    return (f" The matrix–vector kernels themselves, alone on a stack of weights bigger than the caches "
+            f"(helpers.microbench.gemv_benchmark), read at {parts}: the fastest, {what}, at "
+            f"**{100 * share:,.0f} %** of the copy's {reg.bandwidth / 1e9:,.1f} GB/s{gap}.")
 
 
 def breakdown_summary(reg: Regime) -> str:
@@ -94,11 +109,16 @@ def breakdown_summary(reg: Regime) -> str:
         return f"- **{reg.name}**: no breakdown measured."
     part, secs = max(b.beyond_floor().items(), key=lambda kv: kv[1])
     check = "within" if abs(b.sum_over_measured - 1) <= 0.10 else "**outside**"
-    return (f"- **{reg.name}**: at best {100 * b.memory_share:,.0f} % of the step waits for memory (floor "
+    mm = ""
+    if b.matmul_bandwidth is not None:
+        mm = (f" Its weight matmuls read {b.weight_bytes / 1e6:,.0f} MB in {b.parts_s['weight matmuls'] * 1e3:,.2f} ms: "
+              f"{b.matmul_bandwidth / 1e9:,.1f} GB/s"
+              + (f", against the copy's {reg.bandwidth / 1e9:,.1f} GB/s" if reg.bandwidth else "") + ".")
+    return (f"- **{reg.name}** ({b.impl} loop): at best {100 * b.memory_share:,.0f} % of the step waits for memory (floor "
             f"{b.floor_s * 1e3:,.2f} ms of a {b.measured_step_s * 1e3:,.2f} ms step); "
             f"{100 * b.fixed_share:,.0f} % goes to other operators and to no operator at all; the largest part "
             f"beyond the floor is *{part}* ({secs * 1e3:,.2f} ms). The parts add up to "
-            f"{100 * b.sum_over_measured:,.0f} % of the step measured without the profiler ({check} ±10 %).")
+            f"{100 * b.sum_over_measured:,.0f} % of the step measured without the profiler ({check} ±10 %).{mm}")
 
 
 def roofline_figure(regimes: Sequence[Regime], peak_flops: float, bandwidth: float, dtype: str = ""):
@@ -116,6 +136,10 @@ def roofline_figure(regimes: Sequence[Regime], peak_flops: float, bandwidth: flo
     grid = np.logspace(np.log10(min(xs) / 3), np.log10(max(xs) * 3), 100)
     ax.loglog(grid, [attainable_flops(x, peak_flops, bandwidth) for x in grid], color="black", lw=2,
               label=f"memory roof: {bandwidth / 1e9:,.1f} GB/s × intensity")
+    kernels = regimes[0].kernel_bandwidth if regimes and regimes[0].kernel_bandwidth else {}
+    for (name, bw), ls in zip(kernels.items(), (":", "--")):
+        ax.loglog(grid, [attainable_flops(x, peak_flops, bw) for x in grid], color="dimgray", lw=1.2, ls=ls,
+                  label=f"kernel roof, {name}: {bw / 1e9:,.1f} GB/s (matrix–vector alone)")
     colours = dict(zip([reg.name for reg in regimes], ["tab:blue", "tab:green", "tab:purple", "tab:brown"]))
     for k, (reg, r) in enumerate(pts):
         ax.scatter(r.point.intensity, r.point.achieved_flops, marker=_MARKERS.get(r.impl, "o"), s=60,
@@ -166,11 +190,11 @@ def breakdown_figure(regimes: Sequence[Regime]):
             ax.plot([x, x], [i - 0.45, i + 0.45], color="black", lw=2.5,
                     label="memory floor (bytes ÷ bandwidth)" if i == 0 else None)
     ax.set_yticks(range(len(regs)),
-                  [f"{r.name}\n{r.breakdown.parts_sum_s * 1e3:,.2f} ms profiled\n"
+                  [f"{r.name} · {r.breakdown.impl}\n{r.breakdown.parts_sum_s * 1e3:,.2f} ms profiled\n"
                    f"{r.breakdown.measured_step_s * 1e3:,.2f} ms measured" for r in regs], fontsize=8)
     ax.invert_yaxis()   # the first model on top
     ax.set_xlim(0, 100)
-    ax.set_xlabel("share of one decode step (profiled, eager loop, batch 1), %")
+    ax.set_xlabel("share of one decode step (profiled, fastest loop, batch 1), %")
     ax.set_title("Where one decode step's time goes")
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=3)
     return plots.finish(fig, source(regimes))
@@ -193,7 +217,14 @@ def figures_for_bench(reg: Regime, suffix: str) -> dict[str, Any]:
         f"decode_skipped{suffix}": reg.skipped,
         f"decode_label{suffix}": reg.label,
     }
+    if reg.kernel_bandwidth:
+        out[f"gemv_bandwidth_bytes_per_s{suffix}"] = dict(reg.kernel_bandwidth)
+        name, share = reg.kernel_ceiling()
+        out[f"gemv_over_copy{suffix}"] = share
+        out[f"decode_efficiency_vs_kernel{suffix}"] = best.efficiency / share
     if reg.breakdown is not None:
+        out[f"decode_breakdown_impl{suffix}"] = reg.breakdown.impl
+        out[f"decode_breakdown_matmul_bandwidth{suffix}"] = reg.breakdown.matmul_bandwidth
         out[f"decode_breakdown{suffix}"] = reg.breakdown.rows()
         out[f"decode_breakdown_sum_over_measured{suffix}"] = reg.breakdown.sum_over_measured
     return out

@@ -1,0 +1,105 @@
+"""Weights prepacked for the CPU's matrix library: what CPU inference stacks do before they decode.
+
+A decode step at batch 1 multiplies one activation row by every weight matrix: a matrix–vector product
+whose speed is how fast the kernel streams the weights. PyTorch's ``nn.Linear`` on a CPU calls the BLAS
+(MKL) for it, and MKL's fp32 matrix–vector product runs on one thread: on a 2-core machine it reads
+about half what the memory delivers. oneDNN (PyTorch's ``mkldnn`` backend, what ``torch.compile`` on a
+CPU uses for bf16 and what Intel's extension uses throughout) reads a weight it has reordered once into
+its own blocked layout with every core. ``packed_weights(model)`` swaps each ``nn.Linear`` for one
+that calls oneDNN on its prepacked weight, for the duration of a ``with`` block, and puts the originals
+back after; the packed copies are made once per model and kept (they cost the linear weights' bytes
+again, in host memory). The arithmetic is the same multiply–add in another order: logits agree to
+about 1e-5 and greedy tokens are identical (tests/test_decoding.py).
+
+The ops used (``torch.ops.mkldnn._reorder_linear_weight`` and ``_linear_pointwise``) are the ones
+``torch.compile``'s CPU backend emits; they are internal to PyTorch, so ``available`` checks for them
+and says why when they are missing (a GPU, a build without oneDNN, a dtype it does not pack).
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+PACKABLE_DTYPES = ("fp32", "bf16")
+_HELD = "_workshop_packed_linears"   # model.__dict__ key: {module path: PackedLinear}, made once
+
+
+def available(device: str, dtype: str) -> tuple[bool, str]:
+    """(whether packed weights can run here, why not when they cannot)."""
+    import torch
+
+    if not str(device).startswith("cpu"):
+        return False, (f"prepacking is a CPU technique; on {device} the vendor library (cuBLAS) already reads "
+                       "the weights at full bandwidth as they are")
+    if dtype not in PACKABLE_DTYPES:
+        return False, f"oneDNN prepacking here covers {' and '.join(PACKABLE_DTYPES)} weights, not {dtype}"
+    if not torch.backends.mkldnn.is_available():
+        return False, "this PyTorch build has no oneDNN (mkldnn) backend"
+    ops = torch.ops.mkldnn
+    if not all(hasattr(ops, name) for name in ("_reorder_linear_weight", "_linear_pointwise")):
+        return False, "this PyTorch build lacks oneDNN's linear ops (torch.ops.mkldnn._linear_pointwise)"
+    return True, ""
+
+
+def _module():
+    import torch
+
+    class PackedLinear(torch.nn.Module):
+        """``y = x Wᵀ + b`` through oneDNN, on a weight reordered once into oneDNN's blocked layout."""
+
+        def __init__(self, linear: torch.nn.Linear, batch_hint: int = 1):
+            super().__init__()
+            with torch.no_grad():
+                self.packed = torch.ops.mkldnn._reorder_linear_weight(linear.weight.detach(), batch_hint)
+            self.bias = None if linear.bias is None else linear.bias.detach()
+            self.in_features, self.out_features = linear.in_features, linear.out_features
+
+        def forward(self, x):
+            return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
+
+        def extra_repr(self) -> str:
+            return f"in_features={self.in_features}, out_features={self.out_features}, oneDNN prepacked"
+
+    return PackedLinear
+
+
+def _packed_modules(model) -> dict:
+    import torch
+
+    held = model.__dict__.get(_HELD)
+    if held is None:
+        packed_linear = _module()
+        held = {name: packed_linear(mod) for name, mod in model.named_modules() if type(mod) is torch.nn.Linear}
+        model.__dict__[_HELD] = held
+    return held
+
+
+def packed_bytes(model) -> int:
+    """Bytes of the weights the packed copies hold (0 until packed_weights has run on this model); the
+    blocked layout is opaque (PyTorch shows no storage), so this counts its elements, not its padding."""
+    held = model.__dict__.get(_HELD) or {}
+    return sum(m.packed.numel() * m.packed.element_size() for m in held.values())
+
+
+def release(model) -> None:
+    """Drop the packed copies of a model's weights."""
+    model.__dict__.pop(_HELD, None)
+
+
+@contextmanager
+def packed_weights(model, device: str = "cpu", dtype: str = "fp32"):
+    """Within the block, every ``nn.Linear`` of `model` runs through oneDNN on a prepacked weight."""
+    ok, why = available(device, dtype)
+    if not ok:
+        raise ValueError(f"packed weights cannot run here: {why}")
+    swaps = _packed_modules(model)
+    originals = {}
+    try:
+        for name, packed in swaps.items():
+            parent_name, _, attr = name.rpartition(".")
+            parent = model.get_submodule(parent_name) if parent_name else model
+            originals[name] = (parent, attr, getattr(parent, attr))
+            setattr(parent, attr, packed)
+        yield model
+    finally:
+        for parent, attr, original in originals.values():
+            setattr(parent, attr, original)
