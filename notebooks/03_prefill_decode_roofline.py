@@ -516,18 +516,24 @@ def _(efficiency, h100, intensity_summary, mo, notebook, started):
 @app.cell
 def _(mo):
     mo.md("""
-    ## 6 · Decode at the roof: two regimes, four implementations, the planner's check
+    ## 6 · Decode at the roof: two regimes, five implementations, the planner's check
 
     Section 5 showed that a small model's step is mostly fixed cost. Here the same question is asked
     of two models side by side on a CPU — **tiny** (46 MB read per step) and **small** (the `small`
     profile: 175 M parameters, 567 MB read per step in fp32) — and on a GPU of the active model:
 
-    - **four ways to decode** the same greedy tokens (`helpers.decoding.impls`): the bare loop over a
-      `DynamicCache`; Hugging Face's `generate`; a **static cache** (K/V buffers preallocated, shapes
-      fixed); the static cache with the step compiled by **`torch.compile`** (on a CUDA GPU with CUDA
-      graphs, `mode="reduce-overhead"`: the whole step replayed by one launch). Each is placed on the
-      roofline and against its floor; their tokens are checked to be identical;
-    - **where one step's time goes**: the eager step under `torch.profiler`, split into weight
+    - **five ways to decode** the same greedy tokens (`helpers.decoding.impls`): the bare loop over a
+      `DynamicCache`; Hugging Face's `generate`; the bare loop with every weight **prepacked for oneDNN**
+      (CPU only: `nn.Linear` on a CPU calls MKL, whose fp32 matrix–vector product uses one core;
+      oneDNN reads a weight it reordered once with every core — what CPU inference stacks do); a
+      **static cache** (K/V buffers preallocated, shapes fixed); the static cache with the step compiled
+      by **`torch.compile`** (on a CUDA GPU with CUDA graphs, `mode="reduce-overhead"`: the whole step
+      replayed by one launch). Each is placed on the roofline and against its floor; their tokens are
+      checked to be identical;
+    - **the kernels' own roof**: the matrix–vector product alone, over a stack of weights bigger than
+      the caches (`helpers.microbench.gemv_benchmark`), for each kernel — how much of the memory's
+      bandwidth the kernel itself can use, before any loop is built on it;
+    - **where one step's time goes**: the fastest loop's step under `torch.profiler`, split into weight
       matmuls, attention, other operators and the time in no operator at all (Python, dispatch);
     - **the planner's check**: `helpers.capacity.plan` for this device (its measured bandwidth and
       peak) against the fastest measured step.
@@ -560,14 +566,17 @@ def _(decoding_views, mo, regimes_measured):
     mo.md("\n".join(decoding_views.implementations_summary(r) for r in regimes_measured) + """
 
     **What you should see.** On a CPU (tiny and small, fp32): the tiny model far below its floor and the
-    small one several times closer to it (the sentences above give this run's fractions; the goal for the
-    small model's best loop is 85 % of the floor, which this repository's loop does not reach yet — the
-    breakdown below shows where the rest of its step goes); `generate` a few milliseconds behind the bare
-    loop; the static cache no faster than the dynamic one (it reads a whole preallocated buffer, and
-    without compilation nothing else changes). A machine shared with other work shows lower, noisier
-    figures. On a GPU (Mistral 7B, bf16): the eager loop and the static cache far below the floor —
-    hundreds of kernel launches per step, each waiting on Python — and the compiled static cache with CUDA
-    graphs much closer (gpt-fast reports 69 % of an A100's datasheet bandwidth; not yet measured here).
+    small one much closer to it; **packed** the fastest by far on the small model (about 1.7× the bare
+    loop on the 2-core machine this was written on: 0.72 of the floor against 0.42), because the kernel
+    roofs differ by about 2× — `nn.Linear`'s kernel reads at under half the copy's bandwidth, oneDNN's
+    at about 90 % of it; `generate` a few milliseconds behind the bare loop; the static cache no faster
+    than the dynamic one (it reads a whole preallocated buffer, and without compilation nothing else
+    changes). A goal of 85 % of the floor is out of reach there: the fastest kernel's own
+    ceiling (about 0.9) leaves no room for the step's other operators. A machine shared with other work
+    shows lower, noisier figures. On a GPU (Mistral 7B, bf16): no packed loop (cuBLAS reads the weights
+    as they are); the eager loop and the static cache far below the floor — hundreds of kernel launches
+    per step, each waiting on Python — and the compiled static cache with CUDA graphs much closer
+    (gpt-fast reports 69 % of an A100's datasheet bandwidth; not yet measured here).
     """)
     return
 
@@ -591,7 +600,8 @@ def _(decoding_views, mo, regimes_measured):
 
     **What you should see.** On a CPU: the tiny model's step dominated by the parts that do not read
     weights — operators on vectors of a few hundred numbers and the Python around them — the small
-    model's by its weight matmuls, with the memory floor most of their length. On a GPU (eager loop):
+    model's by its weight matmuls, with the memory floor most of their length, and those matmuls
+    reading at close to the packed kernel's roof (the last sentence of each bullet gives the rate). On a GPU (eager loop):
     the device idle for most of the step (*outside operators*: it waits for Python to launch the next
     kernel) — which is what CUDA graphs remove.
     """)
@@ -609,8 +619,10 @@ def _(decoding_views, regimes_measured):
 def _(mo, regimes_measured):
     mo.md("**The planner against this device.** " + " ".join(r.planner["sentence"] for r in regimes_measured) + """
 
-    **What you should see.** On a CPU: the small model within 0.8–1.25 (on an idle machine); the
-    tiny one well above it — the planner counts bytes, the tiny step is mostly fixed cost. On a GPU:
+    **What you should see.** On a CPU: the small model close to the band but above it (about 1.4 on
+    the machine this was written on: the sentence above says which part of the step is beyond the
+    floor, and when the kernel's own roof alone rules the band out); the tiny one well above it — the
+    planner counts bytes, the tiny step is mostly fixed cost. On a GPU:
     the eager loop several times the planner's step, the compiled one within the band.
     """)
     return

@@ -94,11 +94,15 @@ def kernel_sentence(reg: Regime) -> str:
     name, share = ceiling
     parts = ", ".join(f"{k} {v / 1e9:,.1f} GB/s" for k, v in reg.kernel_bandwidth.items())
     what = {"linear": "`nn.Linear`'s own kernel", "packed": "oneDNN on prepacked weights"}.get(name, name)
-    gap = (" — so no loop built on these kernels can reach its floor here: the rest of the gap is the "
-           "kernel's, not the loop's" if share < 0.95 else "")
+    best = reg.best
+    split = (f" Of the fastest loop's {100 * (1 - best.efficiency):,.0f} points below its floor, "
+             f"{100 * (1 - share):,.0f} are the kernel's (even a step that did nothing but these products "
+             f"would stop at {100 * share:,.0f} %) and {100 * (share - best.efficiency):,.0f} the rest of the step's "
+             "(other operators, Python)" if share < 1 and best.efficiency < share else "")
     return (f" The matrix–vector kernels themselves, alone on a stack of weights bigger than the caches "
             f"(helpers.microbench.gemv_benchmark), read at {parts}: the fastest, {what}, at "
-            f"**{100 * share:,.0f} %** of the copy's {reg.bandwidth / 1e9:,.1f} GB/s{gap}.")
+            f"**{100 * share:,.0f} %** of the copy's {reg.bandwidth / 1e9:,.1f} GB/s."
+            + (split + "." if split else ""))
 
 
 def breakdown_summary(reg: Regime) -> str:
@@ -158,6 +162,10 @@ def roofline_figure(regimes: Sequence[Regime], peak_flops: float, bandwidth: flo
     y = range(len(names))
     bars.barh(list(y), effs, color=[colours[reg.name] for reg, _ in pts])
     bars.axvline(100, color="black", lw=1.5, ls="--", label="memory floor (100 %)")
+    ceiling = regimes[0].kernel_ceiling() if regimes else None
+    if ceiling is not None:
+        bars.axvline(100 * ceiling[1], color="dimgray", lw=1.2, ls=":",
+                     label=f"fastest kernel alone ({ceiling[0]}): {100 * ceiling[1]:,.0f} %")
     for i, e in enumerate(effs):
         bars.annotate(f"{e:,.1f} %", (e, i), textcoords="offset points", xytext=(3, -3), fontsize=8)
     bars.set_yticks(list(y), names, fontsize=8)
