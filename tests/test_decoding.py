@@ -123,10 +123,22 @@ def test_compiled_static_decode_gives_the_same_tokens():
     cfg = {**models.TINY_CONFIG, "num_hidden_layers": 1, "vocab_size": 512}   # compiles in seconds
     model = roofline.random_model(cfg)
     ids = prompt_ids(12, vocab=512)
+    from torch._dynamo.utils import counters
+
+    counters.clear()
     eager = impls.decode(model, "eager", ids, 8, "cpu")
     compiled = impls.decode(model, "static+compile", ids, 8, "cpu")
     assert compiled.tokens == eager.tokens
     assert compiled.compile_s > 0 and len(compiled.step_s) == 8 - 1 - 3
+    # on a CPU the step is compiled over the packed weights, in one graph (no break at the custom operator)
+    from helpers.decoding import packed
+
+    assert compiled.notes[-1] == "compiled over oneDNN-prepacked weights (helpers.decoding.packed)"
+    assert not counters["graph_break"], dict(counters["graph_break"])
+    assert all(type(m).__name__ != "PackedLinear" for m in model.modules())       # put back after the run
+    keys = [m.key for m in model.__dict__[packed._HELD].values()]
+    packed.release(model)
+    assert packed.COMPILED not in model.__dict__ and not any(k in packed._WEIGHTS for k in keys)
 
 
 def test_decode_rejects_bad_input(tiny):

@@ -40,11 +40,36 @@ def available(device: str, dtype: str) -> tuple[bool, str]:
     return True, ""
 
 
+_WEIGHTS: dict[int, object] = {}     # key -> packed weight, for the compiled path's custom op
+_OP = None
+
+
+def _compiled_op():
+    """``workshop::packed_linear(x, key)``: the packed product as a custom operator, so that
+    ``torch.compile`` can trace a model whose weights are oneDNN's opaque tensors (it cannot fake them):
+    the graph holds the key, the weight stays here. Registered once per process."""
+    global _OP
+    if _OP is None:
+        import torch
+
+        @torch.library.custom_op("workshop::packed_linear", mutates_args=(), schema="(Tensor x, int key) -> Tensor")
+        def packed_linear(x: torch.Tensor, key: int) -> torch.Tensor:
+            return torch.ops.mkldnn._linear_pointwise(x, _WEIGHTS[key], None, "none", [], "")
+
+        @packed_linear.register_fake
+        def _(x, key):
+            return x.new_empty((*x.shape[:-1], _WEIGHTS[key].shape[0]))
+
+        _OP = packed_linear
+    return _OP
+
+
 def _module():
     import torch
 
     class PackedLinear(torch.nn.Module):
-        """``y = x Wᵀ + b`` through oneDNN, on a weight reordered once into oneDNN's blocked layout."""
+        """``y = x Wᵀ + b`` through oneDNN, on a weight reordered once into oneDNN's blocked layout.
+        Run eagerly it calls oneDNN directly; traced by ``torch.compile`` it calls the custom operator."""
 
         def __init__(self, linear: torch.nn.Linear, batch_hint: int = 1):
             super().__init__()
@@ -52,8 +77,14 @@ def _module():
                 self.packed = torch.ops.mkldnn._reorder_linear_weight(linear.weight.detach(), batch_hint)
             self.bias = None if linear.bias is None else linear.bias.detach()
             self.in_features, self.out_features = linear.in_features, linear.out_features
+            self.key = id(self)
+            _WEIGHTS[self.key] = self.packed
+            self._op = _compiled_op()          # registered here, never while a compiler traces
 
         def forward(self, x):
+            if torch.compiler.is_compiling():
+                y = self._op(x, self.key)
+                return y if self.bias is None else y + self.bias
             return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
 
         def extra_repr(self) -> str:
@@ -80,9 +111,14 @@ def packed_bytes(model) -> int:
     return sum(m.packed.numel() * m.packed.element_size() for m in held.values())
 
 
+COMPILED = "_workshop_compiled_packed"   # model.__dict__ key of a compiled forward over packed weights
+
+
 def release(model) -> None:
-    """Drop the packed copies of a model's weights."""
-    model.__dict__.pop(_HELD, None)
+    """Drop the packed copies of a model's weights (and a compiled forward built over them)."""
+    for packed in (model.__dict__.pop(_HELD, None) or {}).values():
+        _WEIGHTS.pop(packed.key, None)
+    model.__dict__.pop(COMPILED, None)
 
 
 @contextmanager
