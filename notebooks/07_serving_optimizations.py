@@ -226,6 +226,11 @@ def _(mo):
       request does, and the next batch only starts then;
     - **continuous batching** — transformers' manager (`model.init_continuous_batching`): a scheduler
       that, at every step, puts a waiting request into any slot that freed up (at most `slots` at once here).
+
+    All three compute in a thread of their own, as the manager always does: PyTorch's CPU operators run
+    on OpenMP thread teams, one per calling thread, and a thread that computes while the notebook's own
+    team exists runs slower than one that computes alone (`helpers.serving.batching.in_worker_thread`
+    says why) — the comparison holds only under the same conditions.
     """)
     return
 
@@ -253,10 +258,14 @@ def _(batching, figures, loaded, served, w):
 
 
 @app.cell
-def _(batch_reqs, batch_table, batching, memory, mo, pd, w):
+def _(batch_reqs, batch_table, batching, memory, mo, pd, served, w):
     _pad = batching.padding_tokens(batch_reqs, w.slots)
     _t = batch_table.set_index("mode")
     _cb, _st = _t.iloc[2]["speed-up (tokens/s)"], _t.iloc[1]["speed-up (tokens/s)"]
+
+    def _step(r):
+        return r.wall_s / r.forward_calls
+
     mo.md(f"""
     **Measured:** continuous batching served {_cb:.1f}× the tokens/s of one after another, static batching
     {_st:.1f}× — continuous batching **{"beat" if _cb > _st else "did not beat"}** static batching here. Static
@@ -264,8 +273,14 @@ def _(batch_reqs, batch_table, batching, memory, mo, pd, w):
     decode rows for requests already done ({_pad["wasted share"]:.0%} of its work), and its hatched slots
     sat idle waiting for each batch's slowest request.
 
-    **What you should see.** *CPU, tiny:* a few times the sequential throughput; the tiny model's step costs
-    nearly the same for 1 or {w.slots} rows, so batching is almost free. A busy machine (other processes on the
+    One step of the continuous-batching manager took **{1e3 * _step(served["continuous"]):,.1f} ms** on average
+    (up to {w.slots} rows, prefill chunks included) against **{1e3 * _step(served["sequential"]):,.1f} ms** for one
+    row: {w.slots} rows for {_step(served["continuous"]) / _step(served["sequential"]):,.1f}× the time of one.
+
+    **What you should see.** *CPU, tiny:* four to six times the sequential throughput for continuous
+    batching, a little less for static batches (their idle slots); a batched step costs about twice a
+    single row's, so batching is cheap but not free — the tiny model's fp32 arithmetic on two cores is
+    no longer negligible at {w.slots} rows. A busy machine (other processes on the
     cores) shrinks every figure. *GPU, Mistral 7B:* a decode step reads all {memory.weight_bytes('mistral-7b-v0.1', 'bf16').bytes / 1e9:.1f} GB of weights whatever the
     batch, so throughput grows nearly linearly with the batch until the step turns compute-bound — continuous
     batching keeps the batch full.

@@ -37,6 +37,44 @@ def test_continuous_batching_gives_the_sequential_greedy_tokens(tiny):
     assert cont.forward_calls < sum(t.new_tokens for t in seq.timings)
 
 
+def test_compare_batching_runs_every_way_off_the_callers_thread_and_keeps_the_fastest_round(tiny, monkeypatch):
+    import threading
+
+    caller = threading.get_ident()
+    seen, walls = [], iter([3.0, 2.0, 1.0, 5.0, 4.0, 0.5])
+
+    def fake(mode):
+        def serve(model, requests, *args, **kwargs):
+            seen.append((mode, threading.get_ident() != caller))
+            return naive.ServeResult(mode, [], next(walls) if len(requests) > 2 else 9.9, 0)
+        return serve
+
+    monkeypatch.setattr(batching, "serve_sequential", fake("sequential"))
+    monkeypatch.setattr(batching, "serve_static", fake("static"))
+    monkeypatch.setattr(batching, "serve_continuous", fake("continuous"))
+    reqs = batching.requests_from_ids([[5, 6, 7]] * 4, [3] * 4)
+    best = batching.compare_batching(tiny.model, reqs, 2, rounds=2)
+    assert {k: v.wall_s for k, v in best.items()} == {"sequential": 3.0, "static": 2.0, "continuous": 0.5}
+    # the baselines in a worker thread; the manager (here faked) makes its own, as transformers' does
+    assert all(off for mode, off in seen if mode != "continuous")
+    assert [m for m, _ in seen] == ["sequential", "static", "continuous"] * 3     # warm-up, then 2 rounds
+    with pytest.raises(ValueError, match="rounds must be"):
+        batching.compare_batching(tiny.model, reqs, 2, rounds=0)
+
+
+def test_a_worker_thread_hands_back_its_result_and_its_error():
+    import threading
+
+    assert batching.in_worker_thread(lambda a, b=0: (a + b, threading.current_thread().name), 2, b=3)[0] == 5
+    assert batching.in_worker_thread(threading.current_thread).name != threading.current_thread().name
+
+    def boom():
+        raise KeyError("lost")
+
+    with pytest.raises(KeyError, match="lost"):
+        batching.in_worker_thread(boom)
+
+
 def test_static_batches_and_slot_timeline(tiny):
     prompts = [quality.eval_ids(tiny.tokenizer, 30)[:n] for n in (5, 9, 12, 7)]
     reqs = batching.requests_from_ids(prompts, [4, 2, 6, 3])
