@@ -118,7 +118,7 @@ def roofline_figures(loaded=None, repeats: int = 5, with_sizes: bool = True,
     if with_decoding:  # helpers.decoding: both regimes, every implementation, the planner's check
         from .decoding.regimes import bench_figures
 
-        out.update(bench_figures(loaded, bandwidth, peak))
+        out.update(bench_figures(loaded, None, peak))   # the floor's bandwidth measured alongside its steps
     if with_sizes:
         table = roofline.efficiency_table(sizes.efficiency_sizes, dev, dtype, bandwidth, context, extra=[loaded])
         out["decode_efficiency_by_model"] = [

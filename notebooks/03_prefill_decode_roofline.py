@@ -539,6 +539,10 @@ def _(mo):
     - **the planner's check**: `helpers.capacity.plan` for this device (its measured bandwidth and
       peak) against the fastest measured step.
 
+    Each model's floor uses the copy bandwidth measured **alongside its own steps** (before each round of
+    implementations and after the last, the best sample), not section 1's: a machine shared with other
+    work can change its bandwidth by half within minutes, and floor and steps must see the same memory.
+
     On a CPU, `torch.compile` takes longer to compile than this notebook's one-minute budget; it is
     skipped unless `WORKSHOP_COMPILE=1` (`make bench` measures it and records its compile time: on the
     2-core machine this was written on, 7–11 s, and a step about 7 % shorter than the packed loop's).
@@ -547,12 +551,13 @@ def _(mo):
 
 
 @app.cell
-def _(bandwidth, loaded, peak):
+def _(loaded, peak):
     from helpers.decoding import regimes as decoding_regimes
     from helpers.decoding import views as decoding_views
 
-    regimes_measured = decoding_regimes.measure_regimes(loaded, bandwidth, peak)
-    decoding_views.roofline_figure(regimes_measured, peak, bandwidth, loaded.dtype)
+    # bandwidth None: each model's floor at the copy bandwidth measured alongside its own steps
+    regimes_measured = decoding_regimes.measure_regimes(loaded, None, peak)
+    decoding_views.roofline_figure(regimes_measured, peak, dtype=loaded.dtype)
     return decoding_regimes, decoding_views, regimes_measured
 
 

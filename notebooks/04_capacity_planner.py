@@ -457,9 +457,9 @@ def _(mo):
     try:
         _active = _load()
         _here = _active if _active.device.startswith("cuda") else _load("small", device=_active.device)
-        _bw = _microbench.copy_benchmark(_here.device).bandwidth
         _peak = _microbench.matmul_benchmark(_here.device, _here.dtype).flops_per_s
-        _reg = _regimes.measure_regime(_here, _bw, _peak, with_breakdown=False)
+        # bandwidth None: measured alongside the decode steps, so floor and steps see the same memory
+        _reg = _regimes.measure_regime(_here, None, _peak, with_breakdown=False)
         roof_check_view = _views.planner_frame([_reg]).assign(verdict=_reg.planner["sentence"].replace("**", ""))
     except (_Unavailable, ValueError) as _exc:
         roof_check_view = mo.md(f"⚠️ **The planner's check at the roof cannot run here:** {_exc}")

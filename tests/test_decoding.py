@@ -229,6 +229,7 @@ def test_measure_regime_on_the_tiny_model(tiny):
     assert [r.impl for r in reg.results] == ["eager", "packed", "static"]
     assert all(r.same_tokens for r in reg.results)
     assert reg.skipped == ["generate", "static+compile"]
+    assert reg.bandwidth == 10e9                    # given: used as it is
     assert reg.kernel_ceiling() == ("packed", 0.8)
     fastest_loop = min((r for r in reg.results if r.impl in ("eager", "packed")), key=lambda r: r.step_s).impl
     assert reg.breakdown.impl == fastest_loop
@@ -256,5 +257,28 @@ def test_measure_regime_on_the_tiny_model(tiny):
     if best.efficiency < 0.8:   # the points below the floor split into the kernel's 20 and the loop's rest
         assert f"{100 * (1 - best.efficiency):,.0f} points below" in sentence and "20 are the kernel's" in sentence
     views.roofline_figure([reg], 1e11, 10e9, "fp32")
+    views.roofline_figure([reg], 1e11, dtype="fp32")     # the roof from the regime's own bandwidth
     views.breakdown_figure([reg])
     assert len(views.planner_frame([reg])) == 1 and len(views.breakdown_frame([reg])) == 7
+
+
+def test_the_floor_bandwidth_is_measured_alongside_the_steps_when_not_given(tiny, monkeypatch):
+    from helpers import microbench
+
+    samples = iter([30e9, 50e9, 40e9])        # before round 1, before round 2, after the last
+
+    class Copy:
+        def __init__(self):
+            self.bandwidth = next(samples)
+
+    monkeypatch.setattr(microbench, "copy_benchmark", lambda device, repeats=3: Copy())
+    reg = regimes.measure_regime(tiny, None, 1e11, impls=("eager",), with_breakdown=False,
+                                 sizes={"prompt": 8, "new_tokens": 3, "rounds": 2}, kernel_bandwidth={"linear": 20e9})
+    assert reg.bandwidth == 50e9                                   # the best sample of the window
+    floor = roofline.decode_floor_s(roofline.streamed_weight_bytes(tiny.spec, "fp32"),
+                                    kv_cache_bytes(tiny.spec, reg.results[0].context, 1, "fp32"), 50e9)
+    assert reg.results[0].floor_s == pytest.approx(floor)
+    pred = regimes.planner_prediction(tiny.spec, "fp32", "cpu", 50e9, 1e11, reg.results[0].context)
+    assert reg.planner["predicted_step_s"] == pytest.approx(pred["predicted_step_s"])
+    assert reg.kernel_ceiling() == ("linear", 0.4)
+    assert views.figures_for_bench(reg, "_x")["decode_floor_bandwidth_bytes_per_s_x"] == 50e9

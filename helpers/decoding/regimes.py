@@ -165,22 +165,38 @@ class Regime:
         return next((r for r in self.results if r.impl == impl), None)
 
 
-def measure_implementations(model, spec, dtype: str, device: str, bandwidth: float,
-                            impls: Sequence[str], prompt: int, new_tokens: int, rounds: int = 2) -> list[ImplResult]:
+def measure_implementations(model, spec, dtype: str, device: str, bandwidth: float | None,
+                            impls: Sequence[str], prompt: int, new_tokens: int,
+                            rounds: int = 2) -> tuple[list[ImplResult], float]:
     """Every implementation on the same prompt, `rounds` times interleaved (a slow phase of a shared
-    machine then weighs on all alike); the median of all timed steps; tokens checked against eager."""
+    machine then weighs on all alike); the median of all timed steps; tokens checked against eager.
+
+    The floor's bandwidth: `bandwidth` if given; if None, the copy benchmark run alongside the steps —
+    before each round and after the last — and its best sample taken, so that the floor and the steps
+    see the same memory (a host whose other tenants take bandwidth slows both alike; measured here, the
+    copy of this shared machine ranged 33–71 GB/s within an hour). Returns (results, bandwidth used)."""
     from .. import roofline
     from ..memory import kv_cache_bytes
+    from ..microbench import copy_benchmark
     from ..workloads import prompt_ids
 
     if "eager" not in impls:
         impls = ("eager", *impls)
     ids = prompt_ids(prompt, vocab=spec.vocab_size, device=device)
     decode(model, "eager", ids[:, :8], 3, device)    # warm-up: first touch of every weight
+    window: list[float] = []
+
+    def copy_now() -> None:
+        if bandwidth is None:
+            window.append(copy_benchmark(device, repeats=3).bandwidth)
+
     runs: dict[str, list] = {i: [] for i in impls}
     for _ in range(rounds):
+        copy_now()
         for impl in impls:
             runs[impl].append(decode(model, impl, ids, new_tokens, device))
+    copy_now()
+    bandwidth = bandwidth if bandwidth is not None else max(window)
     reference = runs["eager"][0].tokens
     weights = roofline.streamed_weight_bytes(spec, dtype)
     out = []
@@ -195,7 +211,7 @@ def measure_implementations(model, spec, dtype: str, device: str, bandwidth: flo
         out.append(ImplResult(impl, step, len(samples), rs[0].kv_slots, context, floor,
                               roofline.decode_efficiency(floor, step), all(r.tokens == reference for r in rs),
                               compiles[0] if compiles else None, point))
-    return out
+    return out, bandwidth
 
 
 def kernel_roofs(device: str, dtype: str) -> dict[str, float]:
@@ -206,11 +222,14 @@ def kernel_roofs(device: str, dtype: str) -> dict[str, float]:
     return kernel_bandwidths(device, dtype) if dtype in MATMUL_DTYPES else {}
 
 
-def measure_regime(loaded, bandwidth: float, peak_flops: float, impls: Sequence[str] | None = None,
+def measure_regime(loaded, bandwidth: float | None, peak_flops: float, impls: Sequence[str] | None = None,
                    sizes: dict | None = None, with_breakdown: bool = True,
                    kernel_bandwidth: dict | None = None) -> Regime:
     """One loaded model (helpers.models.Loaded): implementations, breakdown of the fastest loop (eager,
-    or packed where measured), the planner, and the kernels' own bandwidth (measured unless given)."""
+    or packed where measured), the planner, and the kernels' own bandwidth (measured unless given).
+    `bandwidth`: the floor's roof; None (what the notebooks and the bench pass) measures it alongside the
+    steps (measure_implementations), and every figure of the regime — floor, breakdown, planner, kernel
+    ceiling — uses that one value (Regime.bandwidth)."""
     from .. import roofline
     from ..memory import kv_cache_bytes
     from .breakdown import step_breakdown
@@ -219,12 +238,12 @@ def measure_regime(loaded, bandwidth: float, peak_flops: float, impls: Sequence[
     sizes = sizes or decode_sizes(dev)
     impls = tuple(impls or implementations_for(dev, dtype))
     skipped = [i for i in IMPLEMENTATIONS if i not in impls]
-    results = measure_implementations(loaded.model, spec, dtype, dev, bandwidth, impls, sizes["prompt"],
-                                      sizes["new_tokens"], sizes["rounds"])
+    kernel_bandwidth = dict(kernel_roofs(dev, dtype) if kernel_bandwidth is None else kernel_bandwidth)
+    results, bandwidth = measure_implementations(loaded.model, spec, dtype, dev, bandwidth, impls, sizes["prompt"],
+                                                 sizes["new_tokens"], sizes["rounds"])
     weights = roofline.streamed_weight_bytes(spec, dtype)
     reg = Regime(loaded.profile, loaded.label, dtype, dev, spec, weights, results, skipped=skipped,
-                 kernel_bandwidth=dict(kernel_roofs(dev, dtype) if kernel_bandwidth is None else kernel_bandwidth),
-                 bandwidth=bandwidth)
+                 kernel_bandwidth=kernel_bandwidth, bandwidth=bandwidth)
     context = results[0].context
     if with_breakdown:
         floor = roofline.decode_floor_s(weights, kv_cache_bytes(spec, context, 1, dtype), bandwidth)
@@ -246,7 +265,7 @@ def measure_regime(loaded, bandwidth: float, peak_flops: float, impls: Sequence[
     return reg
 
 
-def measure_regimes(loaded, bandwidth: float, peak_flops: float, profiles: Sequence[str] | None = None,
+def measure_regimes(loaded, bandwidth: float | None, peak_flops: float, profiles: Sequence[str] | None = None,
                     impls: Sequence[str] | None = None, with_breakdown: bool = True) -> list[Regime]:
     """Every profile of regime_profiles (the loaded one reused, the others loaded and released)."""
     from .. import models
@@ -266,7 +285,7 @@ def measure_regimes(loaded, bandwidth: float, peak_flops: float, profiles: Seque
     return out
 
 
-def bench_figures(loaded, bandwidth: float, peak_flops: float) -> dict[str, Any]:
+def bench_figures(loaded, bandwidth: float | None, peak_flops: float) -> dict[str, Any]:
     """For `make bench` (the roofline section): the small profile's decode efficiency with the best
     implementation and the planner's ratio (keys ending in _small), every implementation of the
     active profile (keys ending in _active). On a CPU the small model is also compiled, to record
@@ -297,7 +316,9 @@ def bench_figures(loaded, bandwidth: float, peak_flops: float) -> dict[str, Any]
     del small, reg
     free_memory(dev)
     out["definitions_decoding"] = {
-        "decode_efficiency_small": "floor / median step of the fastest implementation, small profile, batch 1",
+        "decode_efficiency_small": "floor / median step of the fastest implementation, small profile, batch 1; "
+                                   "the floor at the copy bandwidth measured alongside the steps "
+                                   "(decode_floor_bandwidth_bytes_per_s_small)",
         "planner_ratio_small": "measured step (fastest implementation) / helpers.capacity.plan's step at the "
                                "measured bandwidth and peak, small profile, batch 1",
         "decode_implementations_*": "helpers.decoding.impls: eager loop, generate, packed (oneDNN-prepacked weights, "

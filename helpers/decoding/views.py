@@ -125,14 +125,17 @@ def breakdown_summary(reg: Regime) -> str:
             f"{100 * b.sum_over_measured:,.0f} % of the step measured without the profiler ({check} ±10 %).{mm}")
 
 
-def roofline_figure(regimes: Sequence[Regime], peak_flops: float, bandwidth: float, dtype: str = ""):
+def roofline_figure(regimes: Sequence[Regime], peak_flops: float, bandwidth: float | None = None, dtype: str = ""):
     """Left: every implementation of every model on this device's roofline (zoomed on decode).
-    Right: each one's efficiency, floor ÷ measured step, against 100 % (the memory floor)."""
+    Right: each one's efficiency, floor ÷ measured step, against 100 % (the memory floor).
+    The memory roof: `bandwidth`, or by default the regimes' own (measured alongside their steps)."""
     import numpy as np
 
     from .. import plots
     from ..roofline import attainable_flops
 
+    if bandwidth is None:
+        bandwidth = max(r.bandwidth for r in regimes if r.bandwidth)
     fig, (ax, bars) = plots.figure(ncols=2, width=5.2, height=5.2)
     pts = [(reg, r) for reg in regimes for r in reg.results]
     xs = [r.point.intensity for _, r in pts]
@@ -216,6 +219,7 @@ def figures_for_bench(reg: Regime, suffix: str) -> dict[str, Any]:
         f"decode_best_impl{suffix}": best.impl,
         f"decode_best_step_s{suffix}": best.step_s,
         f"decode_floor_s{suffix}": best.floor_s,
+        f"decode_floor_bandwidth_bytes_per_s{suffix}": reg.bandwidth,
         f"planner_ratio{suffix}": reg.planner["ratio"],
         f"planner_step_s{suffix}": reg.planner["predicted_step_s"],
         f"decode_implementations{suffix}": [
