@@ -544,8 +544,8 @@ def _(mo):
     work can change its bandwidth by half within minutes, and floor and steps must see the same memory.
 
     On a CPU, `torch.compile` takes longer to compile than this notebook's one-minute budget; it is
-    skipped unless `WORKSHOP_COMPILE=1` (`make bench` measures it and records its compile time: on the
-    2-core machine this was written on, 7–11 s, and a step about 7 % shorter than the packed loop's).
+    skipped unless `WORKSHOP_COMPILE=1` (`make bench` measures it and records its compile time, with
+    the step it gives).
     """)
     return
 
@@ -573,13 +573,13 @@ def _(decoding_views, mo, regimes_measured):
     mo.md("\n".join(decoding_views.implementations_summary(r) for r in regimes_measured) + """
 
     **What you should see.** On a CPU (tiny and small, fp32): the tiny model far below its floor and the
-    small one much closer to it; **packed** the fastest by far on the small model (about 1.7× the bare
-    loop on the 2-core machine this was written on: 0.72 of the floor against 0.42), because the kernel
-    roofs differ by about 2× — `nn.Linear`'s kernel reads at under half the copy's bandwidth, oneDNN's
-    at about 90 % of it; `generate` a few milliseconds behind the bare loop; the static cache no faster
+    small one much closer to it; **packed** much faster than the bare loop on the small model (the
+    table gives this run's factor), because the kernel roofs differ — on a 2-core machine `nn.Linear`'s
+    kernel reads at well under the copy's bandwidth, oneDNN's close to it (the sentences above give this
+    run's fractions); `generate` a few milliseconds behind the bare loop; the static cache no faster
     than the dynamic one (it reads a whole preallocated buffer, and without compilation nothing else
-    changes). A goal of 85 % of the floor is out of reach there: the fastest kernel's own
-    ceiling (about 0.9) leaves no room for the step's other operators. A machine shared with other work
+    changes). A goal of 85 % of the floor sits at or above the fastest kernel's own ceiling there,
+    which leaves no room for the step's other operators. A machine shared with other work
     shows lower, noisier figures. On a GPU (Mistral 7B, bf16): no packed loop (cuBLAS reads the weights
     as they are); the eager loop and the static cache far below the floor — hundreds of kernel launches
     per step, each waiting on Python — and the compiled static cache with CUDA graphs much closer
@@ -626,9 +626,9 @@ def _(decoding_views, regimes_measured):
 def _(mo, regimes_measured):
     mo.md("**The planner against this device.** " + " ".join(r.planner["sentence"] for r in regimes_measured) + """
 
-    **What you should see.** On a CPU: the small model close to the band but above it (about 1.4 on
-    the machine this was written on: the sentence above says which part of the step is beyond the
-    floor, and when the kernel's own roof alone rules the band out); the tiny one well above it — the
+    **What you should see.** On a CPU: the small model above the band but far closer to it than the
+    tiny one (the sentence above says which part of the step is beyond the floor, and when the kernel's
+    own roof alone rules the band out); the tiny one well above it — the
     planner counts bytes, the tiny step is mostly fixed cost. On a GPU:
     the eager loop several times the planner's step, the compiled one within the band.
     """)

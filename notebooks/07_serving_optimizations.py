@@ -277,10 +277,10 @@ def _(batch_reqs, batch_table, batching, memory, mo, pd, served, w):
     (up to {w.slots} rows, prefill chunks included) against **{1e3 * _step(served["sequential"]):,.1f} ms** for one
     row: {w.slots} rows for {_step(served["continuous"]) / _step(served["sequential"]):,.1f}× the time of one.
 
-    **What you should see.** *CPU, tiny:* four to six times the sequential throughput for continuous
-    batching, a little less for static batches (their idle slots); a batched step costs about twice a
-    single row's, so batching is cheap but not free — the tiny model's fp32 arithmetic on two cores is
-    no longer negligible at {w.slots} rows. A busy machine (other processes on the
+    **What you should see.** *CPU, tiny:* several times the sequential throughput for continuous
+    batching, less for static batches (their idle slots); a batched step costs more than a single row's
+    (the sentence above gives this run's ratio), so batching is cheap but not free — the tiny model's
+    fp32 arithmetic on two cores is no longer negligible at {w.slots} rows. A busy machine (other processes on the
     cores) shrinks every figure. *GPU, Mistral 7B:* a decode step reads all {memory.weight_bytes('mistral-7b-v0.1', 'bf16').bytes / 1e9:.1f} GB of weights whatever the
     batch, so throughput grows nearly linearly with the batch until the step turns compute-bound — continuous
     batching keeps the batch full.
