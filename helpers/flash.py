@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from .units import DTYPE_BYTES, normalize_dtype
+from .units import DTYPE_BYTES, normalize_dtype, torch_dtype
 
 
 def _check(q, k, v, causal: bool) -> None:
@@ -178,8 +178,7 @@ def attention_inputs(n: int, shape: AttentionShape, device: str = "cpu", seed: i
 
     from .microbench import MATMUL_DTYPES
 
-    dt = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[
-        normalize_dtype(shape.dtype, MATMUL_DTYPES)]
+    dt = torch_dtype(normalize_dtype(shape.dtype, MATMUL_DTYPES))
     g = torch.Generator(device=device).manual_seed(seed)  # drawn on the device: no host copy of GBs of inputs
     return [torch.randn(shape.batch, shape.heads, n, shape.head_dim, generator=g, device=device, dtype=dt)
             for _ in range(3)]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .timing import Stats, measure
-from .units import normalize_dtype
+from .units import normalize_dtype, torch_dtype
 
 MATMUL_DTYPES = ("fp32", "bf16", "fp16")
 
@@ -126,8 +126,8 @@ def gemv_benchmark(device: str | None = None, dtype: str = "fp32", nbytes: int |
     dev = _device(device)
     dt = normalize_dtype(dtype, MATMUL_DTYPES)
     nbytes = default_copy_bytes(dev) if nbytes is None else nbytes
-    torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dt]
-    per = GEMV_SHAPE[0] * GEMV_SHAPE[1] * torch.empty((), dtype=torch_dtype).element_size()
+    tdt = torch_dtype(dt)
+    per = GEMV_SHAPE[0] * GEMV_SHAPE[1] * torch.empty((), dtype=tdt).element_size()
     if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < per:
         raise ValueError(f"nbytes must be an integer ≥ {per:,} (one {GEMV_SHAPE[0]} × {GEMV_SHAPE[1]} {dt} matrix), "
                          f"got {nbytes!r}")
@@ -135,8 +135,8 @@ def gemv_benchmark(device: str | None = None, dtype: str = "fp32", nbytes: int |
         ok, why = packing.available(dev, dt)
         if not ok:
             raise ValueError(f"packed weights cannot run here: {why}")
-    weights = [torch.randn(GEMV_SHAPE, device=dev).to(torch_dtype) for _ in range(nbytes // per)]
-    x = torch.randn(1, GEMV_SHAPE[1], device=dev).to(torch_dtype)
+    weights = [torch.randn(GEMV_SHAPE, device=dev).to(tdt) for _ in range(nbytes // per)]
+    x = torch.randn(1, GEMV_SHAPE[1], device=dev).to(tdt)
     if packed:
         stack = [torch.ops.mkldnn._reorder_linear_weight(w, 1) for w in weights]
         del weights
@@ -223,10 +223,10 @@ def matmul_benchmark(device: str | None = None, dtype: str = "fp32", n: int | No
     if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
         raise ValueError(f"n must be a positive integer, got {n!r}")
     iters = iters or (10 if dev.startswith(("cuda", "mps")) else 1)
-    torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dt]
-    a = torch.randn(n, n, device=dev, dtype=torch_dtype)  # the values do not change the time
-    b = torch.randn(n, n, device=dev, dtype=torch_dtype)
-    c = torch.empty(n, n, device=dev, dtype=torch_dtype)
+    tdt = torch_dtype(dt)
+    a = torch.randn(n, n, device=dev, dtype=tdt)  # the values do not change the time
+    b = torch.randn(n, n, device=dev, dtype=tdt)
+    c = torch.empty(n, n, device=dev, dtype=tdt)
 
     def run():
         for _ in range(iters):

@@ -311,20 +311,20 @@ def load(profile: str | None = None, device: str | None = None, dtype: str | Non
     import torch
     from transformers import AutoModelForCausalLM
 
-    from .units import normalize_dtype
+    from .units import normalize_dtype, torch_dtype
 
     name, reason = resolve_profile(profile, device)
     dev = pick_device(device)
     dt = normalize_dtype(dtype or os.environ.get("WORKSHOP_DTYPE") or default_dtype(name, dev),
                          ("fp32", "bf16", "fp16"))
-    torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dt]
+    dtype_t = torch_dtype(dt)
     if name in LOCAL_PROFILES:
         from transformers.utils import logging as hf_logging
 
         folder, model_name = built_folder(name), display_name(name)
         hf_logging.disable_progress_bar()  # a 20–700 MB local model loads in seconds; no bar needed
         try:
-            model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch_dtype).to(dev).eval()
+            model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype_t).to(dev).eval()
         finally:
             hf_logging.enable_progress_bar()
         tok = load_tokenizer(folder)
@@ -342,7 +342,7 @@ def load(profile: str | None = None, device: str | None = None, dtype: str | Non
         hf_config = AutoConfig.for_model(cfg["model_type"], **c)
         torch.manual_seed(TINY_SEED)
         with torch.device(dev):
-            model = AutoModelForCausalLM.from_config(hf_config, dtype=torch_dtype).eval()
+            model = AutoModelForCausalLM.from_config(hf_config, dtype=dtype_t).eval()
         tok = load_tokenizer(build_tiny())  # the same Mistral 7B v0.1 tokenizer
         return Loaded(model, tok, name, "Mistral 7B v0.1 architecture, random weights", dev, dt, reason, cfg)
     # mistral-7b from the Hub
@@ -352,6 +352,6 @@ def load(profile: str | None = None, device: str | None = None, dtype: str | Non
         raise ProfileUnavailable(status.message)
     from transformers import AutoTokenizer
 
-    model = AutoModelForCausalLM.from_pretrained(model_id, dtype=torch_dtype, device_map=dev).eval()
+    model = AutoModelForCausalLM.from_pretrained(model_id, dtype=dtype_t, device_map=dev).eval()
     tok = AutoTokenizer.from_pretrained(model_id)
     return Loaded(model, tok, "mistral-7b", model_id, dev, dt, reason, model.config.to_dict())

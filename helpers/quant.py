@@ -26,7 +26,7 @@ from typing import Any
 from .memory import measured_model_bytes, measured_weight_bytes, weight_bytes
 from .quality import eval_ids, next_token_logprobs, quality
 from .specs import ModelSpec, get_spec, param_breakdown
-from .units import GB
+from .units import GB, torch_dtype
 
 SCHEMES = ("int8", "nf4", "nf4-dq")
 
@@ -111,13 +111,13 @@ def load_quantized(source: str | Path, scheme: str, device: str = "cpu", dtype: 
     from transformers.utils import logging as hf_logging
 
     _check_scheme(scheme)
-    torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
+    dt = torch_dtype(dtype)
     bars = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()
     try:
         model = AutoModelForCausalLM.from_pretrained(
-            source, dtype=torch_dtype, device_map=_device_map(device),
-            quantization_config=bnb_config(scheme, torch_dtype))
+            source, dtype=dt, device_map=_device_map(device),
+            quantization_config=bnb_config(scheme, dt))
     finally:
         if bars:
             hf_logging.enable_progress_bar()

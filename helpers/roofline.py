@@ -31,7 +31,7 @@ from .microbench import measure_bandwidth, measure_peak_flops  # noqa: F401  (re
 from .specs import ModelSpec, get_spec, param_breakdown
 from .stepcost import attended_keys, attention_flops_per_key, decode_cost, forward_cost, matmul_params  # noqa: F401
 from .timing import Stats
-from .units import normalize_dtype
+from .units import normalize_dtype, torch_dtype
 
 
 def _spec(model) -> ModelSpec:
@@ -264,11 +264,10 @@ def random_model(config: dict, device: str = "cpu", dtype: str = "fp32", seed: i
 
     c = {k: v for k, v in config.items() if k != "model_type"}
     hf_config = AutoConfig.for_model(config["model_type"], **c)
-    torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[
-        normalize_dtype(dtype, MATMUL_DTYPES)]
+    dt = torch_dtype(normalize_dtype(dtype, MATMUL_DTYPES))
     torch.manual_seed(seed)
     with torch.device(device):
-        return AutoModelForCausalLM.from_config(hf_config, dtype=torch_dtype).eval()
+        return AutoModelForCausalLM.from_config(hf_config, dtype=dt).eval()
 
 
 def decode_step_stats(model, context: int, device: str, steps: int = 16, batch: int = 1) -> Stats:

@@ -57,6 +57,17 @@ def torch_dtype_name(dtype) -> str:
     return normalize_dtype(str(dtype))
 
 
+FLOAT_DTYPES = ("fp32", "bf16", "fp16")
+
+
+def torch_dtype(name: str):
+    """The torch dtype of a floating-point dtype name, any spelling: 'bf16', 'bfloat16' -> torch.bfloat16.
+    ValueError for anything but fp32, bf16 and fp16."""
+    import torch
+
+    return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[normalize_dtype(name, FLOAT_DTYPES)]
+
+
 def _trim(x: float) -> str:
     if x >= 100 or float(x).is_integer():
         return f"{x:,.0f}"

@@ -263,9 +263,6 @@ def _(batch_reqs, batch_table, batching, memory, mo, pd, served, w):
     _t = batch_table.set_index("mode")
     _cb, _st = _t.iloc[2]["speed-up (tokens/s)"], _t.iloc[1]["speed-up (tokens/s)"]
 
-    def _step(r):
-        return r.wall_s / r.forward_calls
-
     mo.md(f"""
     **Measured:** continuous batching served {_cb:.1f}× the tokens/s of one after another, static batching
     {_st:.1f}× — continuous batching **{"beat" if _cb > _st else "did not beat"}** static batching here. Static
@@ -273,9 +270,9 @@ def _(batch_reqs, batch_table, batching, memory, mo, pd, served, w):
     decode rows for requests already done ({_pad["wasted share"]:.0%} of its work), and its hatched slots
     sat idle waiting for each batch's slowest request.
 
-    One step of the continuous-batching manager took **{1e3 * _step(served["continuous"]):,.1f} ms** on average
-    (up to {w.slots} rows, prefill chunks included) against **{1e3 * _step(served["sequential"]):,.1f} ms** for one
-    row: {w.slots} rows for {_step(served["continuous"]) / _step(served["sequential"]):,.1f}× the time of one.
+    One step of the continuous-batching manager took **{1e3 * served["continuous"].mean_step_s:,.1f} ms** on average
+    (up to {w.slots} rows, prefill chunks included) against **{1e3 * served["sequential"].mean_step_s:,.1f} ms** for one
+    row: {w.slots} rows for {served["continuous"].mean_step_s / served["sequential"].mean_step_s:,.1f}× the time of one.
 
     **What you should see.** *CPU, tiny:* several times the sequential throughput for continuous
     batching, less for static batches (their idle slots); a batched step costs more than a single row's

@@ -153,3 +153,15 @@ def test_loaded_model_bytes_equal_formula(tiny):
     assert memory.measured_weight_bytes(tiny.model) == memory.weight_bytes(tiny.spec, "fp32").bytes
     # buffers (rotary inverse frequencies) come on top
     assert memory.measured_model_bytes(tiny.model) > memory.measured_weight_bytes(tiny.model)
+
+
+def test_torch_dtype_is_the_inverse_of_torch_dtype_name():
+    import torch
+
+    from helpers.units import torch_dtype, torch_dtype_name
+
+    for t in (torch.float32, torch.bfloat16, torch.float16):
+        assert torch_dtype(torch_dtype_name(t)) is t
+    assert torch_dtype("bfloat16") is torch.bfloat16 and torch_dtype("FP16") is torch.float16
+    with pytest.raises(ValueError, match="allowed: fp32, bf16, fp16"):
+        torch_dtype("int8")

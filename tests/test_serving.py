@@ -80,6 +80,7 @@ def test_static_batches_and_slot_timeline(tiny):
     reqs = batching.requests_from_ids(prompts, [4, 2, 6, 3])
     res = batching.serve_static(tiny.model, reqs, 2)
     assert res.forward_calls == 4 + 6       # a batch runs until its longest: 4 then 6 steps
+    assert res.mean_step_s == res.wall_s / 10
     segs = batching.slot_segments(res, 2, static_batch=2)
     # in each batch the shorter request's slot idles until the longer one finishes
     assert sum(s["idle_until_s"] > s["finish_s"] for s in segs) == 2

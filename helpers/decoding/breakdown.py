@@ -166,11 +166,11 @@ def step_breakdown(model, context: int = 128, steps: int = 12, device: str | Non
     slow phase of the machine weighs on both alike. `packed`: the loop with oneDNN-prepacked weights.
     """
     if packed:
-        from ..units import normalize_dtype
+        from ..units import torch_dtype_name
         from .packed import packed_weights
 
         dev = device or str(next(model.parameters()).device)
-        with packed_weights(model, dev, normalize_dtype(str(next(model.parameters()).dtype))):
+        with packed_weights(model, dev, torch_dtype_name(next(model.parameters()).dtype)):
             b = step_breakdown(model, context, steps, dev, floor_s, warmup, rounds, False, weight_bytes)
         b.impl = "packed"
         return b

@@ -94,12 +94,13 @@ def _eager(model, input_ids, new_tokens: int, device: str, packed: bool = False)
 
 
 def _dtype_name(model) -> str:
-    from ..units import normalize_dtype
+    from ..units import torch_dtype_name
 
+    dtype = next(model.parameters()).dtype
     try:
-        return normalize_dtype(str(next(model.parameters()).dtype))
+        return torch_dtype_name(dtype)
     except ValueError:          # e.g. a quantized model's uint8 storage: not packable
-        return str(next(model.parameters()).dtype)
+        return str(dtype)
 
 
 class _StepClock:

@@ -69,6 +69,11 @@ class ServeResult:
     def tokens_per_s(self) -> float:
         return self.new_tokens / self.wall_s
 
+    @property
+    def mean_step_s(self) -> float:
+        """Wall time per forward call: what one step (one row, or a whole batch) cost on average."""
+        return self.wall_s / self.forward_calls
+
     def frame(self):
         import pandas as pd
 
