@@ -6,6 +6,8 @@
         [--fail-every K --fail-status 500]   every K-th request answers with that status
         [--hang-every K]                     every K-th request never answers
         [--die-after K]                      the process exits when the K-th request arrives
+        [--exit-delay-s S]                   ... S seconds after dropping that request's connection, as a
+                                             server that takes a moment to exit does
         [--never-ready]                      /health always answers 503
         [--strict-fields]                    unknown request fields get 422, as transformers serve does
         [--exit-at-start]                    exits at once with code 3
@@ -15,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -50,6 +53,9 @@ class Handler(BaseHTTPRequestHandler):
             COUNT += 1
             k = COUNT
         if ARGS.die_after and k >= ARGS.die_after:
+            if ARGS.exit_delay_s:
+                self.connection.shutdown(socket.SHUT_RDWR)   # the client sees the connection drop ...
+                time.sleep(ARGS.exit_delay_s)                # ... before the process is gone
             os._exit(1)
         if ARGS.hang_every and k % ARGS.hang_every == 0:
             time.sleep(3600)
@@ -97,6 +103,7 @@ def main():
     p.add_argument("--fail-status", type=int, default=500)
     p.add_argument("--hang-every", type=int, default=0)
     p.add_argument("--die-after", type=int, default=0)
+    p.add_argument("--exit-delay-s", type=float, default=0.0)
     p.add_argument("--never-ready", action="store_true")
     p.add_argument("--strict-fields", action="store_true")
     p.add_argument("--exit-at-start", action="store_true")

@@ -254,8 +254,17 @@ def test_a_server_that_dies_mid_run_leaves_counted_failures():
     with fake("--die-after", "4") as srv:
         recs = client.run_load(srv.base_url, "m", trace(8), concurrency=1, timeout_s=5)
         s = summarize(recs, "fake", 1)
-        assert not srv.alive()
+        assert not srv.alive(grace_s=3)
     assert s.ok == 3 and s.failed == 5 and set(s.errors) == {"connection"}
+
+
+def test_alive_waits_out_a_server_that_is_still_exiting():
+    with fake("--die-after", "1", "--exit-delay-s", "1.0") as srv:
+        recs = client.run_load(srv.base_url, "m", trace(1), concurrency=1, timeout_s=5)
+        assert recs[0].error == "connection"
+        assert srv.alive()                               # the connection dropped; the process not yet gone
+        t0 = time.time()
+        assert not srv.alive(grace_s=5) and time.time() - t0 < 3
 
 
 def _cfg(*flags, timeout=20.0):
@@ -264,7 +273,8 @@ def _cfg(*flags, timeout=20.0):
 
 def test_the_benchmark_reports_a_server_dying_mid_run_and_goes_on(tmp_path):
     plan = bench.Plan({"w": trace(4)}, (1, 2), SLO(1.0, 0.5), guidellm_workload=None, timeout_s=5)
-    died = bench.run_config(_cfg("--die-after", "9"), plan)   # warm-ups 1 + 2, example, 4; dies in the 2nd level
+    # warm-ups 1 + 2, example, 4; dies in the 2nd level, its connections dropped half a second before it exits
+    died = bench.run_config(_cfg("--die-after", "9", "--exit-delay-s", "0.5"), plan)
     assert [r["concurrency"] for r in died["runs"]] == [1, 2]
     assert died["runs"][0]["ok"] == 4 and died["runs"][1]["errors"] == {"connection": 4}
     assert died["runs"][1]["run_failed"] and any(f["kind"] == "ServerDied" for f in died["faults"])

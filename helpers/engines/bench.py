@@ -24,6 +24,7 @@ from .process import ServerError, ServerProcess
 from .servers import EngineConfig
 
 
+DEATH_GRACE_S = 3.0   # how long a server that refused connections is given to be seen exiting
 RESULTS_DIR = Path(__file__).resolve().parents[2] / "build" / "engines"   # the repository's build/engines
 
 
@@ -84,7 +85,7 @@ def warm_up_url(base_url: str, model: str, concurrency: int = 1, timeout_s: floa
 
 
 def measure_levels(base_url: str, model: str, name: str, wname: str, reqs: Sequence[TraceRequest], plan: Plan,
-                   result: dict, progress=None, alive=lambda: True, died=lambda: "the server is gone") -> None:
+                   result: dict, progress=None, alive=lambda grace_s=0.0: True, died=lambda: "the server is gone") -> None:
     """One workload at every concurrency level of the plan against a server at base_url: each level's
     RunSummary appended to result["runs"]; a level the server did not live to see recorded as a fault."""
     for c in plan.concurrencies:
@@ -92,7 +93,10 @@ def measure_levels(base_url: str, model: str, name: str, wname: str, reqs: Seque
             result["faults"].append({"kind": "ServerDied", "detail": f"not run: {wname} at concurrency {c}; {died()}"})
             continue
         recs = client.run_load(base_url, model, reqs, c, plan.timeout_s)
-        result["runs"].append(dict(summarize(recs, name, c, plan.slo).to_dict(), workload=wname))
+        summary = summarize(recs, name, c, plan.slo)
+        result["runs"].append(dict(summary.to_dict(), workload=wname))
+        if summary.errors.get("connection"):
+            alive(DEATH_GRACE_S)   # refused connections: let a dying server finish exiting before it is asked
         if progress is not None:
             progress.update(1)
 
@@ -157,11 +161,15 @@ def run_config(cfg: EngineConfig, plan: Plan, out_dir: Path | None = None, token
                     result["runs"] += [dict(s.to_dict(), workload=wname) for s in theirs + ours]
                 except guidellm_runner.GuidellmError as exc:
                     result["faults"].append({"kind": "GuidellmError", "detail": str(exc)[-1500:]})
-        if not srv.alive():
+        if not srv.alive(DEATH_GRACE_S if _connection_errors(result) else 0.0):
             result["faults"].append({"kind": "ServerDied", "detail": f"exited with {srv.proc.returncode}"})
     finally:
         srv.stop()
     return result
+
+
+def _connection_errors(result: dict) -> bool:
+    return any(run.get("errors", {}).get("connection") for run in result["runs"])
 
 
 def _slug(name: str) -> str:

@@ -135,8 +135,18 @@ class ServerProcess:
     def pid(self) -> int | None:
         return self.proc.pid if self.proc else None
 
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+    def alive(self, grace_s: float = 0.0) -> bool:
+        """Whether the process is running. With grace_s > 0, a process on its way out is waited for up to
+        that long: a server that died closes its sockets (the client sees connection errors) a moment before
+        the kernel reports it exited, and a check made in that moment would call it alive."""
+        if self.proc is None:
+            return False
+        if grace_s > 0:
+            try:
+                self.proc.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                pass
+        return self.proc.poll() is None
 
     def start(self) -> "ServerProcess":
         """Start the process and wait until it is ready; on any failure it is stopped and a ServerError
