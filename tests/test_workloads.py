@@ -267,7 +267,7 @@ def test_heatmap_masks_what_does_not_fit():
                   colorbar_label="GB")
     assert [t.get_text() for t in ax.texts] == ["1.0", "2.0", "3.0", "4.0"]
     assert len(ax.patches) == 1   # the hatched cell
-    assert plots.finish(fig, "computed from test") is fig
+    assert plots.finish(fig, "computed from test", title="heatmap test") is fig
 
 
 def test_small_gpus_get_smaller_sweeps():
