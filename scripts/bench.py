@@ -103,13 +103,15 @@ def run(names: list[str], out: Path) -> int:
     failed = 0
     for name in names:
         t0 = time.perf_counter()
-        try:
-            data = {"section": name, "ok": True, **SECTIONS[name]()}
-        except Exception as exc:  # noqa: BLE001 - a failed section is written down, the others still run
-            failed += 1
-            data = {"section": name, "ok": False, "error": f"{type(exc).__name__}: {exc}",
-                    "traceback": traceback.format_exc()[-4000:]}
+        with bench.PeakMemory() as mem:
+            try:
+                data = {"section": name, "ok": True, **SECTIONS[name]()}
+            except Exception as exc:  # noqa: BLE001 - a failed section is written down, the others still run
+                failed += 1
+                data = {"section": name, "ok": False, "error": f"{type(exc).__name__}: {exc}",
+                        "traceback": traceback.format_exc()[-4000:]}
         data["seconds"] = time.perf_counter() - t0
+        data["peak_rss_bytes"], data["peak_rss_method"] = mem.peak_bytes, mem.method   # this section's, see PeakMemory
         data["machine"] = machine
         _release()
         path = out / f"{name}.json"

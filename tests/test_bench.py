@@ -2,8 +2,10 @@
 the machine, keeps going past a failed section, and refuses unknown sections."""
 import json
 import sys
+import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,15 +43,54 @@ def test_script_writes_each_section_with_the_machine(tmp_path, monkeypatch):
     def broken():
         raise RuntimeError("no such device")
 
+    def big():
+        block = np.ones(300 * 2**20 // 8)   # 300 MiB, touched
+        return {"sum": float(block.sum())}
+
     monkeypatch.setattr(bench_script, "SECTIONS", {"fake": lambda: {"decode_efficiency": 0.5, "nan": float("nan")},
-                                                   "broken": broken})
-    rc = bench_script.run(["fake", "broken"], tmp_path)
+                                                   "broken": broken, "big": big})
+    rc = bench_script.run(["big", "fake", "broken"], tmp_path)
     assert rc == 1  # a failed section is reported, the others are still written
     fake = json.loads((tmp_path / "fake.json").read_text())
     assert fake["ok"] and fake["decode_efficiency"] == 0.5 and fake["nan"] is None
+    big_peak = json.loads((tmp_path / "big.json").read_text())["peak_rss_bytes"]
+    assert big_peak > 300 * 2**20
+    if fake["peak_rss_method"] != "process peak so far":      # each section's own peak, not the process's
+        assert fake["peak_rss_bytes"] < big_peak - 250 * 2**20
     assert fake["machine"]["device"]["kind"] and fake["machine"]["versions"]["torch"]
     bad = json.loads((tmp_path / "broken.json").read_text())
     assert not bad["ok"] and "no such device" in bad["error"]
+
+
+def _touch(mib: int) -> float:
+    return float(np.ones(mib * 2**20 // 8).sum())
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads Linux's /proc/self/status")
+def test_peak_memory_is_each_blocks_own_peak():
+    with bench.PeakMemory() as first:
+        _touch(400)
+    with bench.PeakMemory() as second:
+        _touch(50)
+    assert first.method in ("VmHWM reset", "sampled VmRSS") and second.method == first.method
+    base = bench._status_bytes("VmRSS")
+    assert first.peak_bytes >= base + 390 * 2**20            # the 400 MiB array was resident at once
+    assert second.peak_bytes < first.peak_bytes - 300 * 2**20  # reset: the first block's peak is not carried over
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads Linux's /proc/self/status")
+def test_peak_memory_samples_where_the_reset_is_refused(monkeypatch):
+    class Refused:
+        def write_text(self, _):
+            raise PermissionError("clear_refs not writable")
+
+    monkeypatch.setattr(bench, "_CLEAR_REFS", Refused())
+    base = bench._status_bytes("VmRSS")
+    with bench.PeakMemory(interval_s=0.005) as mem:
+        block = np.ones(200 * 2**20 // 8)
+        time.sleep(0.05)                                    # held long enough for several samples
+        del block
+    assert mem.method == "sampled VmRSS" and mem.peak_bytes >= base + 190 * 2**20
 
 
 def test_script_refuses_unknown_sections(monkeypatch, capsys):
