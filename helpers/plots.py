@@ -214,11 +214,19 @@ def heatmap(ax, values, xlabels, ylabels, fmt=str, cmap: str = "viridis", mask=N
     return im
 
 
-def bars(ax, labels: Sequence[str], values: Sequence[float], color: str, fmt=None) -> None:
+def bars(ax, labels: Sequence[str], values: Sequence[float], color: str | Sequence[str], fmt=None) -> None:
     """Bars on a linear axis from zero, each labelled with fmt(value) above it (default: 3 significant
-    digits with thousands separators)."""
+    digits with thousands separators). One bar per label, in order, even where labels repeat (matplotlib's
+    categorical axis would stack bars of the same label); `color` one for all or one per bar."""
     fmt = fmt or (lambda v: _float(float(v), 3))
-    ax.bar(list(labels), list(values), color=color)
+    labels, values = [str(x) for x in labels], list(values)
+    if len(labels) != len(values):
+        raise ValueError(f"{len(labels)} labels for {len(values)} values")
+    colors = [color] * len(values) if isinstance(color, str) else list(color)
+    if len(colors) != len(values):
+        raise ValueError(f"{len(colors)} colours for {len(values)} bars")
+    ax.bar(range(len(values)), values, color=colors)
+    ax.set_xticks(range(len(values)), labels)
     ax.set_yscale("linear")
     ax.set_ylim(bottom=0, top=max([float(v) for v in values] + [0]) * 1.15 or 1)
     for i, v in enumerate(values):

@@ -502,9 +502,13 @@ def _(mo):
     longest prefix it agrees with, plus one token of its own — so the output is exactly the target's greedy
     output, on the same model as the quality figures above. Two drafters through transformers' assisted generation: a **draft model** (here the target's own
     first layers sharing its weights: no separately trained small model of this vocabulary is available
-    offline) and **prompt lookup** (copy what followed the last n-gram earlier in the context). Counted: the
-    tokens drafted and accepted (α = accepted ÷ drafted), the target's forward passes, against the expected
-    (1 − α^(k+1)) ÷ (1 − α) tokens per pass.
+    offline) and **prompt lookup** (copy what followed the last n-gram earlier in the context). Counted,
+    round by round: the tokens drafted and accepted, the target's forward passes. Two acceptance figures:
+    the **acceptance rate** (accepted ÷ drafted: how much drafting was kept) and the **per-token
+    acceptance α** (accepted ÷ checked: the target stops at the first rejection, so tokens drafted after
+    it are never checked). Leviathan et al.'s model — each checked token accepted independently with
+    probability α — expects (1 − α^(k+1)) ÷ (1 − α) tokens per target pass
+    (`speculative.acceptance_model`).
     """)
     return
 
@@ -522,26 +526,31 @@ def _(pd, qloaded, quality, speculative, w):
 
 @app.cell
 def _(figures, qloaded, spec_table):
-    figures.bars_figure(list(spec_table["drafter"]) + ["expected at measured α (prompt lookup)"],
-                        list(spec_table["tokens per target pass"])
-                        + [spec_table["expected tokens per pass (1−α^(k+1))/(1−α)"].iloc[1]],
-                        "tokens per target forward pass", "speculative decoding: tokens per target pass", qloaded,
-                        colours=[figures.MEASURED, figures.MEASURED, figures.COMPUTED], reference=1.0)
+    figures.speculative_figure(spec_table.to_dict("records"), qloaded)
     return
 
 
 @app.cell
-def _(mo, qloaded, spec_table, trained, w):
+def _(mo, qloaded, spec_table, speculative, trained, w):
     _d, _p = spec_table.iloc[0], spec_table.iloc[1]
 
     def _verdict(r):
         s = r["wall-clock speed-up"]
         return f"{s:.2f}× — {'faster' if s > 1 else 'slower than plain decoding'}"
 
+    def _line(name, r):
+        _e = r["expected tokens per pass (1−α^(k+1))/(1−α)"]
+        return (f"- **{name}:** kept {r['acceptance rate (accepted ÷ drafted)']:.0%} of its drafted tokens; "
+                f"α = {r['per-token acceptance α (accepted ÷ checked)']:.2f} per checked token; "
+                f"{r['tokens per target pass']:.2f} tokens per target pass against {_e:.2f} expected at that α — "
+                f"{speculative.fit_sentence(r['tokens per target pass'], _e)}. Wall clock {_verdict(r)}.")
+
     mo.md(f"""
-    **Measured:** the draft model's tokens were accepted at α = {_d["acceptance rate α"]:.2f}, prompt lookup's at
-    α = {_p["acceptance rate α"]:.2f}; tokens per target pass {_d["tokens per target pass"]:.2f} and
-    {_p["tokens per target pass"]:.2f}. Wall clock: draft model {_verdict(_d)}; prompt lookup {_verdict(_p)}.
+    **Measured:**
+
+    {_line("Draft model", _d)}
+    {_line("Prompt lookup", _p)}
+
     Output identical to greedy: {bool(_d["identical to greedy"])} and {bool(_p["identical to greedy"])}.
 
     Why a speed-up can fall below 1: each pass pays the drafter's k steps too. Here the draft model is

@@ -91,3 +91,16 @@ def test_bars_start_at_zero_on_a_linear_axis():
     plots.bars(ax, ["a", "b"], [10.0, 20.0], plots.MEASURED)
     assert ax.get_yscale() == "linear" and ax.get_ylim()[0] == 0 and math.isclose(ax.get_ylim()[1], 23.0)
     assert [t.get_text() for t in ax.texts] == ["10", "20"]
+
+
+def test_bars_keep_one_bar_per_label_even_when_labels_repeat():
+    fig, ax = plots.figure()
+    plots.bars(ax, ["measured", "expected", "measured", "expected"], [3.0, 2.6, 3.2, 3.5],
+               [plots.MEASURED, plots.COMPUTED] * 2)
+    assert [p.get_x() + p.get_width() / 2 for p in ax.patches] == [0, 1, 2, 3]
+    assert [p.get_height() for p in ax.patches] == [3.0, 2.6, 3.2, 3.5]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["measured", "expected", "measured", "expected"]
+    with pytest.raises(ValueError, match="2 labels for 3 values"):
+        plots.bars(ax, ["a", "b"], [1, 2, 3], plots.MEASURED)
+    with pytest.raises(ValueError, match="1 colours for 2 bars"):
+        plots.bars(ax, ["a", "b"], [1, 2], [plots.MEASURED])

@@ -136,6 +136,40 @@ def test_expected_tokens_per_pass_by_hand():
         speculative.expected_tokens_per_pass(1.5, 2)
 
 
+def test_acceptance_model_on_worked_rounds():
+    # one round kept all 4, one rejected the first: 4 accepted, 1 rejection, 5 checked -> α = 0.8
+    fit = speculative.acceptance_model([(4, 4), (4, 0)])
+    assert (fit["rejections"], fit["alpha"]) == (1, pytest.approx(0.8))
+    assert fit["expected"] == pytest.approx(1 + 0.8 + 0.64 + 0.512 + 0.4096)   # eq. 1 at k = 4: 3.3616
+    assert fit["measured"] == pytest.approx((4 + 2) / 2)
+    # the acceptance rate (accepted ÷ drafted) expected at α = 0.8, k = 4: 59 %, not 80 % (module docstring)
+    assert (speculative.expected_tokens_per_pass(0.8, 4) - 1) / 4 == pytest.approx(0.5904)
+    # rounds without a draft (prompt lookup found no n-gram) yield one token and count no rejection
+    empty = speculative.acceptance_model([(0, 0), (0, 0), (2, 1)])
+    assert (empty["rejections"], empty["alpha"]) == (1, pytest.approx(0.5))
+    assert empty["expected"] == pytest.approx((1 + 1 + (1 + 0.5 + 0.25)) / 3) and empty["measured"] == pytest.approx(4 / 3)
+    # each round at its own draft length: a short last round is not held to k
+    short = speculative.acceptance_model([(4, 4), (1, 1)])
+    assert short["alpha"] == 1.0 and short["expected"] == pytest.approx((5 + 2) / 2) == short["measured"]
+    for bad in ([], [(2, 3)], [(-1, 0)]):
+        with pytest.raises(ValueError):
+            speculative.acceptance_model(bad)
+
+
+def test_fit_sentence_follows_its_rule():
+    assert "within 15%" in speculative.fit_sentence(3.0, 3.3616)
+    # all or nothing, k = 16: α = 16/17, independence predicts a rejection in 1 − α^16 = 62 % of rounds, half had one
+    clustered = speculative.acceptance_model([(16, 16), (16, 0)])
+    assert clustered["measured"] == 9.0 and clustered["expected"] == pytest.approx(10.93, abs=0.01)
+    assert "cluster" in speculative.fit_sentence(clustered["measured"], clustered["expected"])
+    # 3 of 4 every round, then a rejection: α = 0.75, every round rejects where 68 % would
+    regular = speculative.acceptance_model([(4, 3)] * 4)
+    assert regular["measured"] == 4.0 and regular["expected"] == pytest.approx(3.05, abs=0.01)
+    assert "similar part" in speculative.fit_sentence(regular["measured"], regular["expected"])
+    with pytest.raises(ValueError):
+        speculative.fit_sentence(1.0, 0.0)
+
+
 @pytest.mark.parametrize("kw", [{"draft_layers": 2}, {"prompt_lookup": True}], ids=["draft", "lookup"])
 def test_speculative_decoding_is_lossless_and_counted(tiny, kw):
     r = speculative.speculate(tiny.model, quality.eval_ids(tiny.tokenizer, 60), 20, k=3, **kw)
@@ -145,6 +179,9 @@ def test_speculative_decoding_is_lossless_and_counted(tiny, kw):
     # every target pass yields its accepted tokens plus one of its own
     assert r["target passes"] + r["accepted"] == 20
     assert r["tokens per target pass"] == pytest.approx(20 / r["target passes"])
+    # checked tokens never exceed drafted ones: α per checked token ≥ the share of drafted tokens kept
+    assert r["rejections"] <= r["rounds"]
+    assert r["per-token acceptance α (accepted ÷ checked)"] >= r["acceptance rate (accepted ÷ drafted)"]
 
 
 def test_draft_model_shares_the_target_weights(tiny):
@@ -200,3 +237,18 @@ def test_quality_profile_is_trained_weights_whenever_offered(monkeypatch):
         kv_quant.quality_profile("llama")
     monkeypatch.setattr(models, "PROFILES", tuple(p for p in models.PROFILES if p != "tiny-trained"))
     assert kv_quant.quality_profile("tiny") == ("tiny", False)     # the only case labelled random
+
+
+def test_speculative_figure_draws_each_drafter_measured_beside_expected():
+    from helpers.serving import figures
+
+    rows = [{"drafter": "draft model (2 of 4 layers)", "tokens per target pass": 3.0,
+             "expected tokens per pass (1−α^(k+1))/(1−α)": 2.61, "wall-clock speed-up": 0.6},
+            {"drafter": "prompt lookup (n-gram ≤ 3)", "tokens per target pass": 3.2,
+             "expected tokens per pass (1−α^(k+1))/(1−α)": 3.5, "wall-clock speed-up": 1.6}]
+    fig = figures.speculative_figure(rows, "measured: test")
+    passes, clock = fig.axes[:2]
+    assert sorted((round(p.get_x() + p.get_width() / 2, 2), p.get_height()) for p in passes.patches) == [
+        (-0.2, 3.0), (0.2, 2.61), (0.8, 3.2), (1.2, 3.5)]
+    assert [p.get_height() for p in clock.patches] == [0.6, 1.6]
+    assert [t.get_text() for t in clock.texts] == ["0.60×", "1.60×"]

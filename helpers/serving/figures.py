@@ -77,14 +77,39 @@ def slots_figure(panels: Sequence[tuple[str, list[dict], float]], slots: int, so
 def bars_figure(labels: Sequence[str], values: Sequence[float], ylabel: str, title: str, source: Any,
                 colours: Sequence[str] | None = None, reference: float | None = None):
     fig, ax = plots.figure(width=6.5)
-    ax.bar(list(labels), list(values), color=list(colours) if colours else MEASURED)
-    for i, v in enumerate(values):
-        ax.text(i, v, f"{v:,.3g}", ha="center", va="bottom", fontsize=8)
+    plots.bars(ax, labels, values, list(colours) if colours else MEASURED)
     if reference is not None:
         ax.axhline(reference, color="k", lw=0.8)
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)
     ax.tick_params(axis="x", labelsize=8)
+    return plots.finish(fig, source)
+
+
+def speculative_figure(rows: Sequence[dict], source: Any):
+    """Per drafter: tokens per target pass measured against eq. 1 at its fitted per-token α (left), and
+    the wall-clock speed-up over plain decoding (right); 1 marks plain decoding on both."""
+    fig, (a, b) = plots.figure(ncols=2, width=5.5)
+    names = [r["drafter"].replace(" (", "\n(") for r in rows]
+    x = range(len(rows))
+    for shift, key, colour, label in ((-0.2, "tokens per target pass", MEASURED, "measured"),
+                                      (0.2, "expected tokens per pass (1−α^(k+1))/(1−α)", COMPUTED,
+                                       "expected at its α (eq. 1)")):
+        vals = [r[key] for r in rows]
+        a.bar([i + shift for i in x], vals, width=0.4, color=colour, label=label)
+        for i, v in zip(x, vals):
+            a.text(i + shift, v, f"{v:.2f}", ha="center", va="bottom", fontsize=8)
+    a.set_xticks(list(x), names, fontsize=8)
+    a.set_ylabel("tokens per target forward pass")
+    a.set_title("tokens per target pass", fontsize=10)
+    a.legend(fontsize=8, loc="lower right")
+    speed = [r["wall-clock speed-up"] for r in rows]
+    plots.bars(b, names, speed, [MEASURED if v > 1 else BASELINE for v in speed], fmt=lambda v: f"{v:.2f}×")
+    b.tick_params(axis="x", labelsize=8)
+    b.set_ylabel("wall-clock speed-up over plain decoding")
+    b.set_title("wall clock", fontsize=10)
+    for ax in (a, b):
+        ax.axhline(1.0, color="k", lw=0.8)
     return plots.finish(fig, source)
 
 
