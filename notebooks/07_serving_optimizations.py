@@ -24,12 +24,14 @@ def _():
     from helpers.glossary import term
     from helpers.serving import (batching, blocks, figures, kv_cache, kv_quant, prefix_reuse, radix,
                                  speculative, traces)
-    from helpers.serving.bench import chat_requests, workload
+    from helpers.serving import bench as serving_bench
+    from helpers.serving.bench import chat_requests, paged_fit, paged_trace, workload
 
     notebook.setup()
     started = time.perf_counter()
-    return (batching, blocks, chat_requests, figures, kv_cache, kv_quant, memory, mo, models, notebook, pd,
-            prefix_reuse, quality, radix, speculative, started, term, torch, traces, workload)
+    return (batching, blocks, chat_requests, figures, kv_cache, kv_quant, memory, mo, models, notebook, paged_fit,
+            paged_trace, pd, prefix_reuse, quality, radix, serving_bench, speculative, started, term, torch, traces,
+            workload)
 
 
 @app.cell
@@ -116,18 +118,18 @@ def _(figures, loaded, on_off):
 
 
 @app.cell
-def _(mo, on_off):
+def _(mo, model, notebook, on_off):
     _ratio = on_off["total s without cache"] / on_off["total s with cache"]
     _work = on_off["tokens processed without cache"] / on_off["tokens processed with cache"]
     mo.md(f"""
-    **Measured:** the cache did {_work:.0f}× less work and was {_ratio:.1f}× faster here; the work without
+    **Measured:** the cache did {_work:.0f}× less work and was {notebook.speedup_phrase(_ratio)} here; the work without
     it matches the formula n·p + n(n−1)/2 = {on_off["predicted tokens processed without cache"]:,} tokens
     ({"exactly" if on_off["predicted tokens processed without cache"] == on_off["tokens processed without cache"] else "NOT"}).
     Greedy tokens identical: **{on_off["identical tokens"]}**.
 
     **What you should see.** *CPU, tiny:* the no-cache step time climbs with position while the cached step
     stays flat; the speed-up is smaller than the work ratio because a tiny model's step is dominated by fixed
-    overhead (the 32,000-word output head, Python). *GPU, Mistral 7B:* both are flat at first (a short
+    overhead (the {model.config.vocab_size:,}-word output head, Python). *GPU, Mistral 7B:* both are flat at first (a short
     sequence is one weight read either way), then the no-cache line climbs once the recomputed tokens make
     the step compute-bound.
     """)
@@ -135,28 +137,25 @@ def _(mo, on_off):
 
 
 @app.cell
-def _(mo):
-    mo.md("""
+def _(batching, mo, serving_bench):
+    mo.md(f"""
     ## 2 · Paged attention: blocks instead of contiguous reservations
 
     A server that does not know how long an answer will be must, with contiguous memory, reserve the
     longest possible (`prompt + max_tokens`) for every sequence. `helpers.serving.blocks.BlockAllocator`
-    does what vLLM does instead: fixed blocks of 16 token slots, a free list, a block table per sequence,
-    reference counts and copy-on-write for shared prefixes. Below, both serve the same 64 chat requests
-    (seeded `traces.chat_trace`, real token counts) one decode step at a time in the same KV memory; a
-    request is admitted as soon as memory allows.
+    does what vLLM does instead: fixed blocks of {batching.PAGE_SIZE} token slots, a free list, a block table per
+    sequence, reference counts and copy-on-write for shared prefixes. Below, both serve the same
+    {serving_bench.PAGED_REQUESTS} chat requests (seeded `traces.chat_trace`, real token counts) one decode step at a
+    time in the same KV memory; a request is admitted as soon as memory allows.
     """)
     return
 
 
 @app.cell
-def _(blocks, chat_requests, tok, w):
-    _reqs = chat_requests(tok, type(w)(requests=64, slots=w.slots, prompt_words=w.prompt_words,
-                                       output_tokens=w.output_tokens, max_output=w.max_output))
-    sims_in = blocks.sim_requests([len(r.prompt) for r in _reqs], [r.max_new_tokens for r in _reqs], w.max_output)
-    capacity = 6 * (w.max_output + max(r.prompt_tokens for r in sims_in))   # a few of the longest at once
-    sims = [blocks.simulate(sims_in, capacity, scheme) for scheme in ("contiguous", "paged")]
-    fit = blocks.fit_counts(sims_in, capacity)
+def _(batching, blocks, paged_fit, paged_trace, tok, w):
+    sims_in, capacity = paged_trace(tok, w)      # the bench's paged_over_contiguous_sequences uses the same
+    sims = [blocks.simulate(sims_in, capacity, scheme, batching.PAGE_SIZE) for scheme in ("contiguous", "paged")]
+    fit = paged_fit(tok, w)
     return capacity, fit, sims
 
 
@@ -169,7 +168,7 @@ def _(pd, sims):
 @app.cell
 def _(capacity, figures, loaded, sims):
     figures.paged_figure(sims, f"simulated on the chat trace tokenized by {loaded.model_name}'s tokenizer, "
-                         f"{capacity:,} KV slots, blocks of 16")
+                         f"{capacity:,} KV slots, blocks of {batching.PAGE_SIZE}")
     return
 
 
@@ -178,13 +177,14 @@ def _(fit, mo, sims):
     _c, _p = sims[0].summary(), sims[1].summary()
     mo.md(f"""
     **Measured in the simulation:** contiguous reservation used {_c["used share of reserved"]:.0%} of what it
-    reserved (the rest: internal waste for answers shorter than `max_tokens`, and
-    {_c["mean external fragmentation (slots)"]:,.0f} slots on average stranded in holes too small for the next
-    request); paging used {_p["used share of reserved"]:.0%} (at most one partly filled block per sequence).
+    reserved — the rest is internal waste: room for tokens an answer has not generated yet, or never will
+    (answers shorter than `max_tokens`); besides, {_c["mean external fragmentation (slots)"]:,.0f} free slots on
+    average sat stranded in holes too small for the next request. Paging used {_p["used share of reserved"]:.0%}
+    of what it held (at most one partly filled block per sequence).
     Paged ran {_p["mean sequences running"]:.1f} sequences at once on average against {_c["mean sequences running"]:.1f}
     and finished in {_p["decode steps to finish"]} steps against {_c["decode steps to finish"]}
     ({_p["preemptions"]} preemptions: paging admits optimistically and, when blocks run out, evicts the newest
-    sequence to recompute it later). At their full lengths, **{fit["paged"]} sequences fit paged against
+    sequence to recompute it later — the simulation counts steps, not that recomputation's cost). At their full lengths, **{fit["paged"]} sequences fit paged against
     {fit["contiguous"]} contiguous ({fit["ratio"]:.1f}×).**
 
     **What you should see.** The same on any device: this is bookkeeping, not compute. The gap grows with
@@ -271,8 +271,10 @@ def _(batch_reqs, batch_table, batching, memory, mo, pd, served, w):
     sat idle waiting for each batch's slowest request.
 
     One step of the continuous-batching manager took **{1e3 * served["continuous"].mean_step_s:,.1f} ms** on average
-    (up to {w.slots} rows, prefill chunks included) against **{1e3 * served["sequential"].mean_step_s:,.1f} ms** for one
-    row: {w.slots} rows for {served["continuous"].mean_step_s / served["sequential"].mean_step_s:,.1f}× the time of one.
+    and made {served["continuous"].tokens_per_step:.1f} tokens (its mean batch, of at most {w.slots}; prefills
+    included) against **{1e3 * served["sequential"].mean_step_s:,.1f} ms** for one request's step (one token,
+    prefills included): {served["continuous"].tokens_per_step:.1f} tokens for
+    {served["continuous"].mean_step_s / served["sequential"].mean_step_s:,.1f}× the time of one.
 
     **What you should see.** *CPU, tiny:* several times the sequential throughput for continuous
     batching, less for static batches (their idle slots); a batched step costs more than a single row's
@@ -313,13 +315,20 @@ def _(batching, model, pd, quality, tok, torch, w):
 @app.cell
 def _(chunk_table, mo):
     _one, _chunked = chunk_table.iloc[0], chunk_table.iloc[1]
-    _better = _chunked["worst ITL during its prefill (ms)"] < _one["worst ITL during its prefill (ms)"]
+    _gap = "worst ITL during its prefill (ms)"
+    _seen = _one[_gap] is not None and _chunked[_gap] is not None    # None: no other token fell in its prefill
+    _better = _seen and _chunked[_gap] < _one[_gap]
+    _later = _chunked["long prompt TTFT (ms)"] > _one["long prompt TTFT (ms)"]
+    _gaps = (f"the others' worst inter-token gap while the long prompt was prefilled was {_one[_gap]:,.0f} ms in one "
+             f"step and {_chunked[_gap]:,.0f} ms in {int(_chunked['prefill steps (measured)'])} steps — chunking "
+             f"**{'lowered' if _better else 'did not lower'}** it" if _seen else
+             "no other request made a token while the long prompt was prefilled, so there is no gap to compare")
     mo.md(f"""
-    **Measured:** the others' worst inter-token gap while the long prompt was prefilled was
-    {_one["worst ITL during its prefill (ms)"]:,.0f} ms in one step and {_chunked["worst ITL during its prefill (ms)"]:,.0f} ms
-    in {int(_chunked["chunks"])} chunks — chunking **{"lowered" if _better else "did not lower"}** it, and the long
-    prompt's own TTFT went from {_one["long prompt TTFT (ms)"]:,.0f} to {_chunked["long prompt TTFT (ms)"]:,.0f} ms
-    (chunks trade its TTFT for everyone else's smoothness).
+    **Measured:** {_gaps}; the long prompt's own TTFT went from {_one["long prompt TTFT (ms)"]:,.0f} to
+    {_chunked["long prompt TTFT (ms)"]:,.0f} ms{" (chunks trade its TTFT for everyone else's smoothness)" if _later else ""}.
+    Its {_chunked["long prompt tokens"]:,} tokens at {_chunked["max_batch_tokens"]:,} per step need at least
+    {_chunked["chunks (fewest: ⌈prompt ÷ budget⌉)"]} steps; the scheduler took {_chunked["prefill steps (measured)"]}, as the
+    others' decode tokens share each step's budget.
 
     **What you should see.** *CPU, tiny:* a prefill of a few hundred tokens is short, and timings jitter with
     load, so the gap is small and can flip on a busy machine. *GPU, Mistral 7B:* a 4k-token prefill takes
@@ -329,13 +338,13 @@ def _(chunk_table, mo):
 
 
 @app.cell
-def _(mo):
-    mo.md("""
+def _(batching, mo):
+    mo.md(f"""
     ## 4 · Prefix caching
 
     `helpers.serving.radix.RadixTree` stores every prefilled prompt in a radix tree over token ids (SGLang's
     RadixAttention): a new prompt finds its longest cached prefix in one walk; hits count in whole blocks of
-    16 (paged caches reuse whole blocks); least-recently-used unreferenced leaves are evicted when memory is
+    {batching.PAGE_SIZE} (paged caches reuse whole blocks); least-recently-used unreferenced leaves are evicted when memory is
     short. Its hit rate on two seeded workloads from `helpers.serving.traces`:
 
     - **chat** — independent conversations (nothing shared but a few tokens of chat template);
@@ -346,11 +355,11 @@ def _(mo):
 
 
 @app.cell
-def _(radix, tok, traces):
+def _(batching, radix, tok, traces):
     prefix_hits = {
-        "chat": radix.hit_rate(traces.token_ids(tok, traces.chat_trace(16, seed=0)), block_size=16),
+        "chat": radix.hit_rate(traces.token_ids(tok, traces.chat_trace(16, seed=0)), block_size=batching.PAGE_SIZE),
         "agentic": radix.hit_rate(traces.token_ids(tok, traces.agentic_trace(agents=4, review_rounds=2, seed=0)),
-                                  block_size=16),
+                                  block_size=batching.PAGE_SIZE),
     }
     return (prefix_hits,)
 
@@ -363,8 +372,8 @@ def _(loaded, pd, prefix_hits):
 
 
 @app.cell
-def _(figures, loaded, prefix_hits):
-    figures.hit_rate_figure(prefix_hits, f"computed: radix tree over {loaded.model_name}'s tokenizer, blocks of 16")
+def _(batching, figures, loaded, prefix_hits):
+    figures.hit_rate_figure(prefix_hits, f"computed: radix tree over {loaded.model_name}'s tokenizer, blocks of {batching.PAGE_SIZE}")
     return
 
 
@@ -390,24 +399,28 @@ def _(loaded, model, pd, prefix_reuse, torch, w):
 
 
 @app.cell
-def _(figures, loaded, reuse):
+def _(figures, loaded, notebook, reuse):
     figures.bars_figure(["cold: prefix + suffix", "warm: suffix over cached prefix"],
                         [reuse["TTFT cold (ms)"], reuse["TTFT warm, suffix only (ms)"]], "time to first token (ms)",
                         f"prefix reuse: {reuse['prefix tokens']:,}-token prefix, {reuse['suffix tokens']}-token suffix, "
-                        f"{reuse['TTFT ratio']:.1f}× faster", loaded, colours=[figures.BASELINE, figures.MEASURED])
+                        f"{notebook.speedup_phrase(reuse['TTFT ratio'])}", loaded, colours=[figures.BASELINE, figures.MEASURED])
     return
 
 
 @app.cell
-def _(mo, prefix_hits, reuse):
+def _(mo, notebook, prefix_hits, reuse):
+    _tokens = (reuse["prefix tokens"] + reuse["suffix tokens"]) / reuse["suffix tokens"]
     mo.md(f"""
     **Measured:** the agentic trace reused {prefix_hits["agentic"]["hit rate"]:.0%} of its prompt tokens, the chat
-    trace {prefix_hits["chat"]["hit rate"]:.0%}. Reusing a prefilled {reuse["prefix tokens"]:,}-token prefix cut the
-    time to first token {reuse["TTFT ratio"]:.1f}× with the **same next token: {reuse["same next token"]}** (largest
-    logit difference {reuse["max |logit difference|"]:.1e}: the same arithmetic in a different order).
+    trace {prefix_hits["chat"]["hit rate"]:.0%}. With a prefilled {reuse["prefix tokens"]:,}-token prefix reused, the
+    time to first token was {notebook.speedup_phrase(reuse["TTFT ratio"])} than prefilling everything
+    ({reuse["TTFT ratio"]:.1f}× against a token ratio of {_tokens:.1f}×), with the **same next token:
+    {reuse["same next token"]}** (largest logit difference {reuse["max |logit difference|"]:.1e}: the same arithmetic in
+    a different order).
 
-    **What you should see.** *CPU and GPU:* the ratio approaches (prefix + suffix) ÷ suffix while prefill is
-    compute-bound; on a GPU a short suffix is latency-bound, so the ratio is smaller than the token ratio.
+    **What you should see.** *CPU and GPU:* at most the token ratio (prefix + suffix) ÷ suffix — and less,
+    because the suffix still attends to the whole prefix and a short prefill pays fixed per-step costs; on a
+    GPU a short suffix is latency-bound, so the ratio falls further below the token ratio.
     """)
     return
 
@@ -472,11 +485,13 @@ def _(kv_quant, kvq_bytes, kvq_quality, memory, mo, trained):
         _out = mo.md(f"**Not measured here:** {', '.join(_missing)} — {kv_quant.available(_missing[0])}.")
     else:
         _b = kvq_bytes.set_index("scheme")
-        _exact = bool((_b["measured values bytes"] == _b["formula bytes (values)"]).all())
+        _exact = bool((_b["measured bytes"] == _b["formula bytes (all parts)"]).all())
+        _proj_tokens = 4096
+        _proj = kv_quant.projected_shares("mistral-7b-v0.1", _proj_tokens, "bf16")
         _q = kvq_quality.set_index("scheme")
         _out = mo.md(f"""
-        **Measured:** the stored values match the formula **{"to the byte" if _exact else "NOT exactly"}** for every
-        scheme; the rest is metadata: fp8 {_b.loc["fp8", "scales & zero points bytes"]:,} bytes of scales; 4 and 2 bits
+        **Measured:** every scheme's cache matches the formula (`kv_quant.cache_bytes`: values, scales, residual)
+        **{"to the byte" if _exact else "NOT exactly"}**. Besides the values: fp8 {_b.loc["fp8", "scales & zero points bytes"]:,} bytes of scales; 4 and 2 bits
         {_b.loc["4-bit", "scales & zero points bytes"]:,} bytes of scales and zero points plus
         {_b.loc["4-bit", "full-precision residual bytes"]:,} bytes of not-yet-quantized tokens. The whole cache is
         {_b.loc["fp8", "share of full precision"]:.0%}, {_b.loc["4-bit", "share of full precision"]:.0%} and
@@ -485,9 +500,13 @@ def _(kv_quant, kvq_bytes, kvq_quality, memory, mo, trained):
         {_q.loc["2-bit", "top-1 agreement"]:.0%}{"" if trained else " (random weights: near-ties flip the top token, so these mean little)"}.
 
         **What you should see.** *CPU, tiny:* bytes shrink as computed; speed barely moves (or worsens: the
-        (de)quantization is not fused into attention); quality falls with the bits, 2-bit most. *GPU, Mistral 7B:*
-        the same bytes ratios on a 7B's cache ({memory.kv_bytes_per_token('mistral-7b-v0.1', 'bf16') / 1e3:.0f} kB per token in bf16) — that is twice or four times the users or
-        context; speed gains need fused kernels (vLLM's fp8 KV cache), not this reference path.
+        (de)quantization is not fused into attention); quality falls with the bits, 2-bit most. The shares
+        above are of an fp32 cache. *GPU, Mistral 7B:* its bf16 cache ({memory.kv_bytes_per_token('mistral-7b-v0.1', 'bf16') / 1e3:.0f} kB per
+        token) at {_proj_tokens:,} tokens would shrink to {_proj["fp8"]:.0%} (fp8), {_proj["4-bit"]:.0%} (4-bit) and
+        {_proj["2-bit"]:.0%} (2-bit) — {1 / _proj["fp8"]:.1f}×, {1 / _proj["4-bit"]:.1f}× and {1 / _proj["2-bit"]:.1f}× the users or
+        context (`kv_quant.projected_shares`: the same formula that matches the cache above to the byte, with
+        bf16 scales and half the residual window in full precision); speed gains need fused kernels (vLLM's
+        fp8 KV cache), not this reference path.
         """)
     _out
     return
@@ -520,8 +539,9 @@ def _(pd, qloaded, quality, speculative, w):
     spec_rows = [speculative.speculate(_m, _text, w.decode_tokens, k=w.spec_k, draft_layers=w.draft_layers),
                  speculative.speculate(_m, _text, w.decode_tokens, k=w.spec_k, prompt_lookup=True)]
     spec_table = pd.DataFrame(spec_rows).assign(**{"measured on": qloaded.label})
+    spec_context = len(_text) + w.decode_tokens // 2       # cached tokens at a typical draft step
     spec_table
-    return (spec_table,)
+    return spec_context, spec_table
 
 
 @app.cell
@@ -531,8 +551,10 @@ def _(figures, qloaded, spec_table):
 
 
 @app.cell
-def _(mo, qloaded, spec_table, speculative, trained, w):
+def _(mo, qloaded, spec_context, spec_table, speculative, trained, w):
     _d, _p = spec_table.iloc[0], spec_table.iloc[1]
+    _share = speculative.draft_step_share(qloaded.spec, w.draft_layers, spec_context, qloaded.dtype)
+    _pass = 1 + _d["mean drafted per drafting pass"] * _share       # a pass's cost, in target steps
 
     def _verdict(r):
         s = r["wall-clock speed-up"]
@@ -553,10 +575,12 @@ def _(mo, qloaded, spec_table, speculative, trained, w):
 
     Output identical to greedy: {bool(_d["identical to greedy"])} and {bool(_p["identical to greedy"])}.
 
-    Why a speed-up can fall below 1: each pass pays the drafter's k steps too. Here the draft model is
-    {w.draft_layers} of the target's {qloaded.model.config.num_hidden_layers} layers but the same
-    {qloaded.model.config.vocab_size:,}-word output head, which dominates a tiny model's step, so a
-    draft token costs nearly a target token{"" if trained else "; and with random weights the draft agrees with the target almost never (flat logits: near-ties)"}.
+    Each pass pays the drafter's steps too. The draft model is {w.draft_layers} of the target's
+    {qloaded.model.config.num_hidden_layers} layers with the same {qloaded.model.config.vocab_size:,}-word output head: a
+    draft step reads **{_share:.0%}** of what a target step reads (`speculative.draft_step_share`, from
+    `helpers.stepcost`), so a pass — {_d["mean drafted per drafting pass"]:.1f} draft steps and one target step —
+    costs about {_pass:.1f} target steps for its {_d["tokens per target pass"]:.2f} tokens: by bytes read, a
+    speed-up of {_d["tokens per target pass"] / _pass:.2f}× (measured: {_d["wall-clock speed-up"]:.2f}×{"; lower, as every step also pays fixed costs the bytes do not count" if _d["wall-clock speed-up"] < _d["tokens per target pass"] / _pass else ""}){"" if trained else "; and with random weights the draft agrees with the target almost never (flat logits: near-ties)"}.
     Prompt lookup costs nothing to draft, and pays off when the output repeats the context.
 
     **What you should see.** *CPU, tiny (measured on tiny-trained):* both drafters above 1 token per pass — the
@@ -594,22 +618,26 @@ def _(mo, notebook, speculative):
 @app.cell
 def _(batch_table, fit, mo, notebook, on_off, prefix_hits, reuse, spec_table, started):
     _t = batch_table.set_index("mode")
-    _best = spec_table.loc[spec_table["tokens per target pass"].idxmax()]
+    _best = spec_table.loc[spec_table["wall-clock speed-up"].idxmax()]
+    _lossless = bool(spec_table["identical to greedy"].all())
     mo.md(f"""
     ## Takeaways
 
     - **The KV cache** turns quadratic work into linear: {on_off["tokens processed without cache"]:,} tokens run
-      through the model without it, {on_off["tokens processed with cache"]:,} with, same tokens out.
+      through the model without it, {on_off["tokens processed with cache"]:,} with;
+      {"the same tokens out" if on_off["identical tokens"] else "**different tokens out** (near-ties)"}.
     - **Paging** stores what sequences hold, not what they might: {fit["ratio"]:.1f}× as many sequences fit in
       the same memory here.
     - **Continuous batching** fills freed slots at once: {_t.iloc[2]["speed-up (tokens/s)"]:.1f}× the throughput
       of serving one after another, against {_t.iloc[1]["speed-up (tokens/s)"]:.1f}× for static batches.
     - **Prefix caching** pays where prompts share prefixes — {prefix_hits["agentic"]["hit rate"]:.0%} of the agentic
-      trace's prompt tokens, {prefix_hits["chat"]["hit rate"]:.0%} of the chat trace's — and a hit cut TTFT
-      {reuse["TTFT ratio"]:.1f}× here.
+      trace's prompt tokens, {prefix_hits["chat"]["hit rate"]:.0%} of the chat trace's — and a hit made the time
+      to first token {notebook.speedup_phrase(reuse["TTFT ratio"])} here.
     - **KV-cache quantization** buys memory (users, context) at a quality cost to measure; speed needs fused kernels.
-    - **Speculative decoding** is lossless and pays only when drafts are cheap and often right: best here
-      {_best["drafter"]}, {_best["tokens per target pass"]:.2f} tokens per target pass.
+    - **Speculative decoding** {"kept the target's greedy output exactly" if _lossless else "changed the output here (near-ties)"}
+      and pays only when drafts are cheap and often right: best here {_best["drafter"]},
+      {_best["tokens per target pass"]:.2f} tokens per target pass, {notebook.speedup_phrase(_best["wall-clock speed-up"])}
+      on the wall clock.
 
     *This run took {notebook.elapsed(started)}.*
     """)

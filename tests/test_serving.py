@@ -35,6 +35,18 @@ def test_continuous_batching_gives_the_sequential_greedy_tokens(tiny):
     assert 0 < cont.peak_blocks <= cont.cache.num_blocks + 1
     # all four rows share forward passes: fewer calls than one per token
     assert cont.forward_calls < sum(t.new_tokens for t in seq.timings)
+    assert len(cont.forward_times) == cont.forward_calls and cont.forward_times == sorted(cont.forward_times)
+    # a request holds a slot from when the manager took it off the queue: with 2 slots, never 3 at once,
+    # and the two queued requests start only after others began
+    for t in cont.timings:
+        assert t.arrival_s == 0.0 and 0 <= t.start_s <= t.first_token_s <= t.finish_s
+    edges = sorted([(t.start_s, 1) for t in cont.timings] + [(t.finish_s, -1) for t in cont.timings],
+                   key=lambda e: (e[0], e[1]))
+    running = [sum(d for _, d in edges[:i + 1]) for i in range(len(edges))]
+    assert max(running) <= 2
+    segs = batching.slot_segments(cont, 2)
+    assert 0 <= batching.idle_share(segs, cont.wall_s, 2) < 1
+    assert {s["slot"] for s in segs} == {0, 1}
 
 
 def test_compare_batching_runs_every_way_off_the_callers_thread_and_keeps_the_fastest_round(tiny, monkeypatch):
@@ -87,6 +99,8 @@ def test_static_batches_and_slot_timeline(tiny):
     pad = batching.padding_tokens(reqs, 2)
     assert pad["prompt padding tokens"] == (9 - 5) + (12 - 7)
     assert pad["finished rows' decode steps"] == (4 - 2) + (6 - 3)
+    # rows computed: 2 × (9 + 4 − 1) + 2 × (12 + 6 − 1) = 58, of which useful (5 + 9 + 3 + 1) + (12 + 7 + 5 + 2) = 44
+    assert pad["useful tokens"] == 44 and pad["wasted share"] == pytest.approx(14 / 58)
     with pytest.raises(ValueError, match="batch_size"):
         batching.serve_static(tiny.model, reqs, 0)
 
@@ -116,8 +130,29 @@ def test_quantized_cache_bytes_match_the_formula_and_the_tensors(tiny):
         # optimum-quanto: an fp32 scale and shift per group of 64 values
         assert r["scales & zero points bytes"] == quantized * 512 // 64 * 2 * 4
         assert r["measured bytes"] == r["measured values bytes"] + r["scales & zero points bytes"] + r["full-precision residual bytes"]
+    for r in rows.values():                   # the formula with every part is the real cache to the byte
+        assert r["formula bytes (all parts)"] == r["measured bytes"], r["scheme"]
     with pytest.raises(ValueError, match="allowed: full precision, fp8, 4-bit, 2-bit"):
         kv_quant.make_cache(tiny.model, "3-bit")
+
+
+def test_projected_kv_shares_for_mistral_in_bf16():
+    """By hand, Mistral 7B at 4,096 tokens in bf16 (131,072 B per token): fp8 stores 1 of 2 bytes per value
+    plus 64 two-byte scales; 4 bits store 0.5 B per value plus a 2-byte scale and zero point per 64 values
+    (1/16 B per value), and 64 tokens waiting in full precision."""
+    full = 4096 * 131072
+    shares = kv_quant.projected_shares("mistral-7b-v0.1", 4096, "bf16")
+    assert shares["full precision"] == 1.0
+    assert shares["fp8"] == pytest.approx((full / 2 + 32 * 2 * 2) / full)
+    per_value = 131072 // 2                                  # values per token
+    four = 4032 * per_value * (0.5 + 4 / 64) + 64 * 131072
+    two = 4032 * per_value * (0.25 + 4 / 64) + 64 * 131072
+    assert shares["4-bit"] == pytest.approx(four / full) and shares["2-bit"] == pytest.approx(two / full)
+    assert 3.4 < 1 / shares["4-bit"] < 3.6 and 5.7 < 1 / shares["2-bit"] < 6.0
+    with pytest.raises(ValueError, match="residual_tokens"):
+        kv_quant.cache_bytes("mistral-7b-v0.1", 10, "bf16", "4-bit", residual_tokens=11)
+    with pytest.raises(ValueError, match="allowed"):
+        kv_quant.cache_bytes("mistral-7b-v0.1", 10, "bf16", "3-bit")
 
 
 def test_quantized_cache_quality_degrades_with_fewer_bits(tiny):
@@ -213,7 +248,12 @@ def test_speculate_takes_an_explicit_draft_and_gives_its_config_back(tiny):
 def test_chunked_prefill_splits_the_long_prompt_by_the_token_budget(tiny):
     ids = quality.eval_ids(tiny.tokenizer, 200)
     rows = batching.chunked_prefill(tiny.model, [ids[:10], ids[3:15]], ids[:150], 6, 0.0, [256, 32])
-    assert [r["chunks"] for r in rows] == [1, math.ceil(150 / 32)]
+    assert [r["chunks (fewest: ⌈prompt ÷ budget⌉)"] for r in rows] == [1, math.ceil(150 / 32)]
+    # counted from the model's steps: one prefill step without chunking; with a budget of 32, at least the
+    # 5 chunks, and more when the others' tokens share the steps — at most all of them: their prompts
+    # (10 + 12, arriving with it) and their 6 new tokens each
+    assert rows[0]["prefill steps (measured)"] == 1
+    assert math.ceil(150 / 32) <= rows[1]["prefill steps (measured)"] <= math.ceil((150 + 10 + 12 + 2 * 6) / 32)
     assert all(r["long prompt tokens"] == 150 and r["long prompt TTFT (ms)"] > 0 for r in rows)
     assert all(r["median ITL, whole run (ms)"] > 0 for r in rows)
     assert all(r["same tokens as the first budget"] for r in rows)       # chunking is lossless
@@ -252,3 +292,33 @@ def test_speculative_figure_draws_each_drafter_measured_beside_expected():
         (-0.2, 3.0), (0.2, 2.61), (0.8, 3.2), (1.2, 3.5)]
     assert [p.get_height() for p in clock.patches] == [0.6, 1.6]
     assert [t.get_text() for t in clock.texts] == ["0.60×", "1.60×"]
+
+
+def test_draft_step_share_by_hand_for_mistral():
+    """Mistral 7B, the first 8 of 32 layers as the draft, 300 cached tokens, bf16: a layer holds
+    4096 × (4096 + 1024 + 1024 + 4096) attention + 3 × 4096 × 14,336 MLP + 2 × 4096 norm weights =
+    218,112,000; every step also reads the 32,000 × 4096 head, the final norm and one embedding row, and
+    the cache of 301 tokens (131,072 B each over 32 layers)."""
+    layer, shared = 218_112_000, 32_000 * 4096 + 4096 + 4096
+    draft = 2 * (8 * layer + shared) + 301 * 131_072 * 8 // 32
+    full = 2 * (32 * layer + shared) + 301 * 131_072
+    assert speculative.draft_step_share("mistral-7b-v0.1", 8, 300) == pytest.approx(draft / full)
+    assert speculative.draft_step_share("mistral-7b-v0.1", 32, 300) == 1.0
+    with pytest.raises(ValueError, match="from 1 to 32"):
+        speculative.draft_step_share("mistral-7b-v0.1", 33, 300)
+
+
+def test_prefix_reuse_keeps_the_copy_in_when_it_is_most_of_the_warm_time(tiny, monkeypatch):
+    """The copy of the stored cache is taken out of the warm time, unless the difference would be noise:
+    then the warm time with the copy in it stands (a lower ratio), and the result says so."""
+    from types import SimpleNamespace
+
+    times = iter([0.100, 0.0095, 0.010])           # cold, copy, warm (seconds, medians)
+    monkeypatch.setattr(prefix_reuse, "measure", lambda *a, **k: SimpleNamespace(median=next(times)))
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(3, 32000, (40,), generator=g)
+    r = prefix_reuse.prefix_reuse(tiny.model, ids[:32], ids[32:], repeats=1)
+    assert not r["copy taken out"] and r["TTFT ratio"] == pytest.approx(10.0)
+    times = iter([0.100, 0.005, 0.015])
+    r = prefix_reuse.prefix_reuse(tiny.model, ids[:32], ids[32:], repeats=1)
+    assert r["copy taken out"] and r["TTFT ratio"] == pytest.approx(10.0) and r["TTFT warm, suffix only (ms)"] == pytest.approx(10.0)

@@ -144,15 +144,17 @@ def test_bench_paged_fit_on_the_chat_trace(tiny):
     from helpers.serving import bench
 
     w = bench.workload("tiny")
-    fit = bench.paged_fit(tiny.tokenizer, w, capacity_slots=4096)
+    fit = bench.paged_fit(tiny.tokenizer, w)
     reqs = bench.chat_requests(tiny.tokenizer, bench.Workload(requests=64))
-    room, contiguous = 4096, 0
+    slots = 6 * (w.max_output + max(len(r.prompt) for r in reqs))      # notebook 07's memory: six of the longest
+    assert bench.paged_trace(tiny.tokenizer, w)[1] == slots
+    room, contiguous = slots, 0
     for r in reqs:
         if len(r.prompt) + w.max_output > room:
             break
         room -= len(r.prompt) + w.max_output
         contiguous += 1
-    room, paged = 4096 // 16, 0
+    room, paged = slots // 16, 0
     for r in reqs:
         need = math.ceil((len(r.prompt) + r.max_new_tokens) / 16)
         if need > room:

@@ -50,15 +50,31 @@ def chat_requests(tokenizer, w: Workload, seed: int = 1):
     return batching.requests_from_ids(traces.token_ids(tokenizer, reqs), [r.max_new_tokens for r in reqs])
 
 
-def paged_fit(tokenizer, w: Workload, capacity_slots: int = 4096, block_size: int = 16) -> dict:
-    """How many of the chat trace's requests fit at once, contiguous (prompt + max_output reserved)
-    against paged (their real lengths, in blocks)."""
-    from .blocks import fit_counts, sim_requests
+PAGED_REQUESTS = 64         # the chat trace the paged-attention comparison replays
+PAGED_CAPACITY_LONGEST = 6  # its KV memory: room for this many of the longest possible requests at once
 
-    reqs = chat_requests(tokenizer, Workload(requests=64, slots=w.slots, prompt_words=w.prompt_words,
-                                             output_tokens=w.output_tokens, max_output=w.max_output))
+
+def paged_trace(tokenizer, w: Workload) -> tuple[list, int]:
+    """The paged-attention comparison's input, for notebook 07 and the bench alike: the seeded chat
+    trace's requests as blocks.SimRequest (real token counts, max_tokens = w.max_output) and the KV
+    capacity in token slots both schemes share, PAGED_CAPACITY_LONGEST × (max_output + longest prompt)."""
+    from dataclasses import replace
+
+    from .blocks import sim_requests
+
+    reqs = chat_requests(tokenizer, replace(w, requests=PAGED_REQUESTS))
     sims = sim_requests([len(r.prompt) for r in reqs], [r.max_new_tokens for r in reqs], w.max_output)
-    return fit_counts(sims, capacity_slots, block_size)
+    return sims, PAGED_CAPACITY_LONGEST * (w.max_output + max(r.prompt_tokens for r in sims))
+
+
+def paged_fit(tokenizer, w: Workload, capacity_slots: int | None = None, block_size: int | None = None) -> dict:
+    """How many of the chat trace's requests fit at once, contiguous (prompt + max_output reserved)
+    against paged (their real lengths, in blocks of PAGE_SIZE), in paged_trace's capacity unless given."""
+    from .batching import PAGE_SIZE
+    from .blocks import fit_counts
+
+    sims, capacity = paged_trace(tokenizer, w)
+    return fit_counts(sims, capacity if capacity_slots is None else capacity_slots, block_size or PAGE_SIZE)
 
 
 def bench_serving() -> dict:

@@ -8,6 +8,7 @@ Only full-attention models: transformers' QuantizedCache rejects sliding-window 
 """
 from __future__ import annotations
 
+import math
 import time
 
 from ..memory import _plain_tensors, kv_cache_bytes, measured_cache_bytes
@@ -20,6 +21,49 @@ SCHEMES: dict[str, tuple[str | None, int | None, str | None]] = {
     "4-bit": ("quanto", 4, "int4"),
     "2-bit": ("quanto", 2, "int2"),
 }
+
+
+GROUP_SIZE = 64        # values per scale and zero point (QuantizedCache's q_group_size for quanto)
+RESIDUAL_LENGTH = 128  # the newest tokens kept in full precision until they are quantized together
+
+
+def cache_bytes(model, tokens: int, dtype: str, scheme: str, residual_tokens: int = 0) -> dict[str, int]:
+    """The bytes of a `scheme` cache holding `tokens` tokens of a model whose activations are `dtype`, by
+    part: packed values (helpers.memory.kv_cache_bytes at the scheme's storage dtype), metadata (quanto:
+    a scale and a zero point in `dtype` per group of GROUP_SIZE values; fp8: one scale per K and V tensor
+    per layer) and `residual_tokens` not yet quantized (full precision, at most RESIDUAL_LENGTH − 1).
+    Pinned against the bytes of a real QuantizedCache (tests); used to project the measured shares onto
+    a 7B model's cache."""
+    from ..memory import _positive_int, _spec
+    from ..units import dtype_bytes
+
+    backend, _, kv_dtype = SCHEMES[_check(scheme)]
+    _positive_int(tokens, "tokens")
+    if isinstance(residual_tokens, bool) or not isinstance(residual_tokens, int) or not 0 <= residual_tokens <= tokens:
+        raise ValueError(f"residual_tokens must be a whole number from 0 to tokens ({tokens}), got {residual_tokens!r}")
+    spec = _spec(model)
+    if backend is None:
+        return {"values": kv_cache_bytes(spec, tokens, dtype=dtype), "metadata": 0, "residual": 0,
+                "total": kv_cache_bytes(spec, tokens, dtype=dtype)}
+    quantized = tokens - residual_tokens
+    values = kv_cache_bytes(spec, quantized, dtype=kv_dtype) if quantized else 0
+    size = int(dtype_bytes(dtype))
+    if backend == "fp8":
+        meta = spec.num_layers * 2 * size
+    else:
+        elements = kv_cache_bytes(spec, quantized, dtype="int8") if quantized else 0   # 1 byte per element
+        meta = math.ceil(elements / GROUP_SIZE) * 2 * size
+    residual = kv_cache_bytes(spec, residual_tokens, dtype=dtype) if residual_tokens else 0
+    return {"values": values, "metadata": meta, "residual": residual, "total": values + meta + residual}
+
+
+def projected_shares(model, tokens: int, dtype: str) -> dict[str, float]:
+    """Each scheme's cache as a share of full precision for `model` at `tokens` tokens in `dtype`, with
+    half the residual window still in full precision (its average over a long generation)."""
+    full = cache_bytes(model, tokens, dtype, "full precision")["total"]
+    resid = min(tokens, RESIDUAL_LENGTH // 2)
+    return {s: cache_bytes(model, tokens, dtype, s, 0 if SCHEMES[s][0] in (None, "fp8") else resid)["total"] / full
+            for s in SCHEMES}
 
 
 TRAINED_PROFILES = ("mistral-7b", "tiny-trained")   # helpers.models profiles with trained weights; the rest are random
@@ -57,7 +101,7 @@ def _check(scheme: str) -> str:
     return scheme
 
 
-def make_cache(model, scheme: str, residual_length: int = 128):
+def make_cache(model, scheme: str, residual_length: int = RESIDUAL_LENGTH):
     from transformers import DynamicCache, QuantizedCache
 
     backend, nbits, _ = SCHEMES[_check(scheme)]
@@ -65,7 +109,7 @@ def make_cache(model, scheme: str, residual_length: int = 128):
         return DynamicCache(config=model.config)
     if backend == "fp8":
         return QuantizedCache("fp8", model.config)
-    return QuantizedCache(backend, model.config, nbits=nbits, residual_length=residual_length)
+    return QuantizedCache(backend, model.config, nbits=nbits, residual_length=residual_length, q_group_size=GROUP_SIZE)
 
 
 def _store_split(cache) -> dict[str, int]:
@@ -93,7 +137,7 @@ def bytes_rows(model, spec, ids, dtype: str) -> list[dict]:
 
     x = torch.as_tensor(ids).reshape(1, -1).to(next(model.parameters()).device)
     rows = []
-    for scheme, (backend, nbits, kv_dtype) in SCHEMES.items():
+    for scheme, (backend, _, _) in SCHEMES.items():
         if available(scheme):
             continue
         cache = make_cache(model, scheme)
@@ -103,16 +147,17 @@ def bytes_rows(model, spec, ids, dtype: str) -> list[dict]:
         tokens = x.shape[1] + 1
         measured = measured_cache_bytes(cache)
         if backend is None:
+            formula = cache_bytes(spec, tokens, dtype, scheme)["total"]
             rows.append({"scheme": scheme, "tokens": tokens, "measured bytes": measured,
-                         "formula bytes (values)": kv_cache_bytes(spec, tokens, dtype=dtype),
+                         "formula bytes (values)": formula, "formula bytes (all parts)": formula,
                          "measured values bytes": measured, "scales & zero points bytes": 0,
                          "full-precision residual bytes": 0})
             continue
         split = _store_split(cache)
         resid_tokens = split["residual"] // max(1, kv_cache_bytes(spec, 1, dtype=dtype)) if split["residual"] else 0
-        quantized_tokens = tokens - resid_tokens
+        formula = cache_bytes(spec, tokens, dtype, scheme, resid_tokens)
         rows.append({"scheme": scheme, "tokens": tokens, "measured bytes": measured,
-                     "formula bytes (values)": kv_cache_bytes(spec, quantized_tokens, dtype=kv_dtype),
+                     "formula bytes (values)": formula["values"], "formula bytes (all parts)": formula["total"],
                      "measured values bytes": split["data"], "scales & zero points bytes": split["metadata"],
                      "full-precision residual bytes": split["residual"]})
     full = rows[0]["measured bytes"]

@@ -42,8 +42,8 @@ def make_requests(n: int, prompt_range: tuple[int, int], new_tokens_range: tuple
 
 @dataclass
 class RequestTiming:
-    """When one request started being served, got its first token and finished (seconds after all
-    requests arrived at 0), and its output."""
+    """When one request started being served (got a batch slot), got its first token and finished, and its
+    output; seconds after the run began, when every request had arrived unless `arrival_s` says later."""
 
     rid: int
     prompt_tokens: int
@@ -52,6 +52,7 @@ class RequestTiming:
     first_token_s: float
     finish_s: float
     tokens: list[int] = field(default_factory=list, repr=False)
+    arrival_s: float = 0.0
 
 
 @dataclass
@@ -74,6 +75,11 @@ class ServeResult:
         """Wall time per forward call: what one step (one row, or a whole batch) cost on average."""
         return self.wall_s / self.forward_calls
 
+    @property
+    def tokens_per_step(self) -> float:
+        """New tokens per forward call: the mean batch a step served (1 one request at a time)."""
+        return self.new_tokens / self.forward_calls
+
     def frame(self):
         import pandas as pd
 
@@ -92,14 +98,17 @@ class ServeResult:
 
 
 class _ForwardCounter:
-    """Counts the model's forward calls (a forward pre-hook), to show what 'batched' means."""
+    """Counts the model's forward calls (a forward pre-hook), to show what 'batched' means, and keeps
+    when each began (`times`, time.perf_counter)."""
 
     def __init__(self, model):
         self.calls = 0
+        self.times: list[float] = []
         self._h = model.register_forward_pre_hook(self._hook)
 
     def _hook(self, *_):
         self.calls += 1
+        self.times.append(time.perf_counter())
 
     def close(self) -> None:
         self._h.remove()

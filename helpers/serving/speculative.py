@@ -90,6 +90,26 @@ def fit_sentence(measured: float, expected: float, tolerance: float = FIT_TOLERA
             f"regularly than independent tokens would")
 
 
+def draft_step_share(spec, draft_layers: int, context: int, dtype: str = "bf16") -> float:
+    """Bytes a decode step of the early-exit draft (the target's first `draft_layers` layers, its
+    embeddings, norm and output head) reads ÷ a target step's, at `context` cached tokens: both from
+    helpers.stepcost.decode_cost, the owner of what a step reads. A decode step is bound by these reads,
+    so this is roughly what each draft token costs in target steps."""
+    from ..specs import get_spec
+    from ..stepcost import decode_cost
+
+    spec = get_spec(spec)
+    if isinstance(draft_layers, bool) or not isinstance(draft_layers, int) or not 1 <= draft_layers <= spec.num_layers:
+        raise ValueError(f"draft_layers must be a whole number from 1 to {spec.num_layers}, got {draft_layers!r}")
+    cfg = dict(spec.config, num_hidden_layers=draft_layers)          # the draft's shape, as a config
+    if cfg.get("layer_types"):
+        cfg["layer_types"] = list(cfg["layer_types"])[:draft_layers]
+    draft = get_spec(cfg)
+    full = decode_cost(spec, context, 1, dtype)
+    part = decode_cost(draft, context, 1, dtype)
+    return (part.weight_read_bytes + part.kv_bytes) / (full.weight_read_bytes + full.kv_bytes)
+
+
 def draft_model(target, layers: int):
     """A model of the target's class with its first `layers` decoder layers, sharing the target's
     embedding, those layers, the final norm and the head (no weights copied). `layers` equal to the
