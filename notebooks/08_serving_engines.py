@@ -122,12 +122,14 @@ def _(data, figures, source):
 
 
 @app.cell
-def _(mo):
-    mo.md("""
-    **What you should see** — on a CPU (tiny model): a short orange band (the prefill of a 60-token
-    prompt, tens of milliseconds on a quiet machine) and evenly spaced ticks, one per decode step.
-    On a GPU with Mistral 7B: TTFT of tens of milliseconds, ticks 7–20 ms apart (the talk measured
-    19 ms for the baseline and about 7 ms in vLLM).
+def _(data, guide, mo):
+    _w = data["workloads"]["fixed"]
+    _base, _vllm = guide.talk("baseline", "ITL ms"), guide.talk("vLLM default", "ITL ms")
+    mo.md(f"""
+    **What you should see** — on a CPU (tiny model): a short orange band (the prefill of a
+    {_w['prompt_words_total'] / _w['requests']:.0f}-word prompt, tens of milliseconds on a quiet machine) and evenly spaced
+    ticks, one per decode step. On a GPU with Mistral 7B: TTFT of tens of milliseconds, ticks
+    {min(_base, _vllm):.0f}–{max(_base, _vllm):.0f} ms apart (the talk measured {_base:g} ms for the baseline and {_vllm:g} ms in vLLM).
     """)
     return
 
@@ -168,15 +170,15 @@ def _(data, guide, mo, table):
         _text = (f"At concurrency {_top}, continuous batching **{_eff['verdict']}**: {_eff['on tok/s']:.1f} against "
                  f"{_eff['off tok/s']:.1f} output tokens/s (× {_eff['throughput ×']:.2f}), and mean TTFT "
                  f"{_eff['on TTFT ms']:,.0f} ms against {_eff['off TTFT ms']:,.0f} ms (÷ {_eff['TTFT ÷']:.1f}). "
-                 "(A change counts when it exceeds 10 %.)")
+                 f"(A change counts when it exceeds {guide.CHANGE_MARGIN:.0%}.)")
     mo.md(f"""
     {_text} Failed requests in all runs: **{_failed}** (counted in the `failed` column, never dropped).
 
     **What you should see** — on a CPU: at concurrency 1 both configurations alike; at 4 and 8 the
     baseline's throughput stays flat while its TTFT grows with the queue, and continuous batching gives
-    several times the throughput with a far lower TTFT (the issue measured ≈ 75 against ≈ 240 tok/s and
-    2.1 s against 0.14 s at concurrency 8; other processes on the machine slow both). On a GPU the same
-    shape, larger: the talk's 51 tok/s baseline against 736 tok/s for vLLM.
+    several times the throughput with a far lower TTFT (other processes on the machine slow both). On a
+    GPU the same shape, larger: the talk's {guide.talk("baseline", "tok/s"):,} tok/s baseline against
+    {guide.talk("vLLM default", "tok/s"):,} tok/s for vLLM.
     """)
     return
 
@@ -288,14 +290,17 @@ def _(agreement_table, back_to_back, data, guide, mo):
 
 
 @app.cell
-def _(mo):
-    mo.md("""
+def _(guide, mo):
+    _f = guide.talk_factors()
+    mo.md(f"""
     ## 6 · The decision guide
 
     Which engine for which workload — measured here where this machine can, published elsewhere
-    (each row cites its source). The talk's own table comes first: note that its baseline ran one
-    request at a time against vLLM's ten, which is most of the "15×" (section 3 measures exactly that
-    effect).
+    (each row cites its source). The talk's own table comes first: its baseline ran one request at a
+    time against vLLM's {_f['concurrent']}. vLLM's "almost 15×" is **{_f['total ×']:.1f}×** in tokens/s; per request its
+    ITL is only {_f['per-request ITL ×']:.1f}× shorter, so the other **{_f['concurrency ×']:.1f}×** comes from serving
+    {_f['concurrent']} requests at once — {_f['concurrency share']} of the speed-up (the larger factor; section 3 measures
+    exactly that effect).
     """)
     return
 
@@ -323,15 +328,34 @@ def _(mo):
     mo.md("""
     **When one GPU is outgrown** — tensor parallelism (Megatron-LM) splits every weight matrix and the
     KV heads over N GPUs, with two all-reduces per layer; vLLM and SGLang take `--tensor-parallel-size N`
-    / `--tp N`. On paper, with the capacity planner (`helpers.capacity.planner.plan`), GPT-OSS-120B in
-    bf16 on H100s — the same benchmark would then run across the GPUs of one node:
+    / `--tp N`. On paper, with notebook 09's model of the step (`helpers.parallel.plan.parallel_step`:
+    the capacity planner's floor ÷ its efficiency, **plus** the all-reduces over the server's fastest
+    link) — the same benchmark would then run across the GPUs of one node. tokens/s is an upper bound:
+    every step runs the full batch and no prefill.
     """)
     return
 
 
 @app.cell
 def _(guide):
-    guide.tensor_parallel_table()
+    tp_table = guide.tensor_parallel_table()
+    tp_table
+    return (tp_table,)
+
+
+@app.cell
+def _(mo, tp_table):
+    _fit = tp_table[tp_table["fits"]]
+    _step = "decode step ms (floor ÷ efficiency + all-reduces)"
+    if len(_fit) >= 2:
+        _a, _b = _fit.iloc[-2], _fit.iloc[-1]
+        _text = (f"From {_a['GPUs']} to {_b['GPUs']} GPUs the step goes from {_a[_step]:.2f} to {_b[_step]:.2f} ms — "
+                 f"× {_b[_step] / _a[_step]:.2f}, not × {_a['GPUs'] / _b['GPUs']:.2f}: the weights per GPU shrink in "
+                 f"proportion, the all-reduces do not ({_b['all-reduces ms']:.2f} ms, {_b['communication share']:.0%} of "
+                 f"the step at {_b['GPUs']} GPUs).")
+    else:
+        _text = "Fewer than two of these GPU counts fit the model: no scaling to compare."
+    mo.md(f"**What you should see** (computed, the same on every machine): {_text}")
     return
 
 

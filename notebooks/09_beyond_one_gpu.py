@@ -87,28 +87,38 @@ def _(links, pd):
 
 
 @app.cell
-def _(collectives, links, plots):
+def _(collectives, links, par, plots):
     _fig, _ax = plots.figure()
     _sizes = [2**k for k in range(10, 31, 2)]
-    for _kind in ("nvlink", "pcie", "infiniband"):
-        _l = links.get_link("H100 SXM", _kind, 8)
-        _ax.loglog(_sizes, [collectives.all_reduce_s(m, 8, _l) * 1e6 for m in _sizes], marker="o", label=_l.label)
-    _ax.axvline(8 * 4096 * 2, color="#888", ls=":", label="one decode all-reduce: batch 8 × 4096 × 2 B")
+    ar_gpus = 8
+    ar_links = {_kind: links.get_link("H100 SXM", _kind, ar_gpus) for _kind in ("nvlink", "pcie", "infiniband")}
+    for _l in ar_links.values():
+        _ax.loglog(_sizes, [collectives.all_reduce_s(m, ar_gpus, _l) * 1e6 for m in _sizes], marker="o", label=_l.label)
+    # one decode all-reduce's message, from the step model itself: batch × hidden × bytes per activation
+    decode_message = par.parallel_step("mistral-7b-v0.1", "H100 SXM", tp=ar_gpus, batch=8).all_reduce_bytes
+    _ax.axvline(decode_message, color="#888", ls=":",
+                label=f"one decode all-reduce, Mistral 7B batch 8: {decode_message:,} B")
     _ax.set_xlabel("message (bytes)")
-    _ax.set_ylabel("ring all-reduce over 8 GPUs (µs)")
+    _ax.set_ylabel(f"ring all-reduce over {ar_gpus} GPUs (µs)")
     _ax.set_title("All-reduce time: latency-bound below ~1 MB, bandwidth-bound above")
     _ax.legend(fontsize=8)
     plots.finish(_fig, "computed: helpers.parallel.collectives, H100 SXM links from gpu_links.csv")
-    return
+    return ar_gpus, ar_links, decode_message
 
 
 @app.cell
-def _(links, mo):
-    _ratio = links.get_link("H100 SXM", "nvlink").bandwidth / links.get_link("H100 SXM", "pcie").bandwidth
+def _(ar_gpus, ar_links, collectives, decode_message, mo):
+    _nv, _pc, _ib = (ar_links[k] for k in ("nvlink", "pcie", "infiniband"))
+    _at = {k: collectives.all_reduce_s(decode_message, ar_gpus, l) * 1e6 for k, l in ar_links.items()}
+    _ratio = _nv.bandwidth / _pc.bandwidth
     mo.md(f"""
     **What you should see** (computed, the same on a CPU and a GPU): flat lines on the left — a decode
-    step's all-reduce (tens of kB) is paid in **latency** (microseconds), whatever the link; the lines part
-    only above about a megabyte, where bandwidth rules and PCIe is {_ratio:.1f}× slower than NVLink.
+    step's all-reduce ({decode_message / 1e3:,.0f} kB) is paid in **latency** (microseconds), not bandwidth. The
+    flat parts are not on top of each other: a ring over {ar_gpus} GPUs pays 2·({ar_gpus}−1) hops, and a hop costs
+    {_nv.hop_latency_us:g} µs over NVLink, {_pc.hop_latency_us:g} µs over PCIe and {_ib.hop_latency_us:g} µs over InfiniBand — at
+    that message {_at['nvlink']:.1f}, {_at['pcie']:.1f} and {_at['infiniband']:.1f} µs, InfiniBand
+    {_at['infiniband'] / _at['nvlink']:.1f}× NVLink. The lines part by bandwidth only above about a megabyte, where
+    PCIe is {_ratio:.1f}× slower than NVLink.
     """)
     return
 
@@ -138,6 +148,7 @@ def _(par, pd):
 
 @app.cell
 def _(par, plots, scaling):
+    flat = {k: par.flattens_at(rows) for k, rows in scaling.items()}
     _fig, _ax = plots.figure()
     for _k, _rows in scaling.items():
         _ax.plot([r["tp"] for r in _rows], [r["speed_up"] for r in _rows], marker="o", label=_rows[0]["link"])
@@ -145,23 +156,24 @@ def _(par, plots, scaling):
     _ax.plot(_n, _n, ls=":", color="#888", label="ideal (N×)")
     _ax.set_xlabel("GPUs in tensor parallel")
     _ax.set_ylabel("decode speed-up over one GPU")
-    _ax.set_title("Mistral 7B decode, batch 8: communication flattens the speed-up")
+    _where = [f"{k} at {v} GPUs" for k, v in flat.items() if v]
+    _ax.set_title("Mistral 7B decode, batch 8: " + ("communication flattens the speed-up (" + ", ".join(_where) + ")"
+                                                    if _where else f"the speed-up does not flatten up to {max(_n)} GPUs"))
     _ax.legend(fontsize=8)
-    plots.finish(_fig, "computed from mistral-7b-v0.1 config.json, bf16, H100 SXM, efficiency 0.5")
-    flat = {k: par.flattens_at(rows) for k, rows in scaling.items()}
+    plots.finish(_fig, f"computed from mistral-7b-v0.1 config.json, bf16, H100 SXM, efficiency {par.DEFAULT_EFFICIENCY:g}")
     return (flat,)
 
 
 @app.cell
 def _(flat, mo, par, scaling):
-    _say = {k: (f"flattens at **{v} GPUs**" if v else "does not flatten up to 8 GPUs") for k, v in flat.items()}
     _last = {k: rows[-1] for k, rows in scaling.items()}
+    _say = {k: (f"flattens at **{v} GPUs**" if v else f"does not flatten up to {_last[k]['tp']} GPUs") for k, v in flat.items()}
     mo.md(f"""
     **What you should see** (computed, the same on a CPU and a GPU): the work halves with each doubling
     but the all-reduces do not: their latency is paid per step, whatever N. Over NVLink the speed-up
     {_say['nvlink']}, over PCIe it {_say['pcie']} (the rule the code applies: doubling the GPUs gains less
-    than {par.FLATTEN_GAIN}×). At 8 GPUs communication is {_last['nvlink']['communication_share']:.0%} of the step
-    over NVLink and {_last['pcie']['communication_share']:.0%} over PCIe.
+    than {par.FLATTEN_GAIN}×). Communication is {_last['nvlink']['communication_share']:.0%} of the step over NVLink at
+    {_last['nvlink']['tp']} GPUs and {_last['pcie']['communication_share']:.0%} over PCIe at {_last['pcie']['tp']} GPUs.
 
     The same from the command line:
     `python -m helpers capacity --model mistral-7b-v0.1 --gpu "H100 SXM" --context 4096 --batch 8 --parallel tp=4 --link pcie`.
@@ -307,21 +319,23 @@ def _(mo):
 def _(links, loaded, sim, traces):
     costs = sim.PlannerCosts("mistral-7b-v0.1", "H100 SXM")
     kv_link = links.get_link("H100 SXM", "infiniband")
-    disagg = {}
+    disagg_gpus, ttft_slo_s, itl_slo_s = 4, 1.0, 0.020
+    disagg, disagg_reqs = {}, {}
     for _rate in (8.0, 24.0):
-        _reqs = sim.from_trace(traces.chat_trace(48, seed=0, rate_per_s=_rate, output_tokens_median=128),
-                               loaded.tokenizer, prompt_scale=60)
-        disagg[_rate] = sim.compare(_reqs, costs, 4, kv_link, ttft_slo_s=1.0, itl_slo_s=0.020)
-    mean_prompt = sum(r.prompt_tokens for r in _reqs) / len(_reqs)
-    return costs, disagg, kv_link, mean_prompt
+        disagg_reqs[_rate] = sim.from_trace(traces.chat_trace(48, seed=0, rate_per_s=_rate, output_tokens_median=128),
+                                            loaded.tokenizer, prompt_scale=60)
+        disagg[_rate] = sim.compare(disagg_reqs[_rate], costs, disagg_gpus, kv_link, ttft_slo_s=ttft_slo_s, itl_slo_s=itl_slo_s)
+    mean_prompt = {r: sum(q.prompt_tokens for q in reqs) / len(reqs) for r, reqs in disagg_reqs.items()}
+    return costs, disagg, disagg_gpus, disagg_reqs, itl_slo_s, kv_link, mean_prompt, ttft_slo_s
 
 
 @app.cell
-def _(disagg, pd):
+def _(costs, disagg, disagg_gpus, itl_slo_s, kv_link, pd, ttft_slo_s):
     disagg_table = pd.DataFrame([{"arrivals per s": rate, **{k: v for k, v in r.items() if k != "prefill_gpus"}}
                                  for rate, rows in disagg.items() for r in rows])
-    disagg_table.attrs["source"] = ("simulated: mistral-7b-v0.1, bf16, 4 × H100 SXM, planner step costs at efficiency 0.5; "
-                                    "KV over InfiniBand NDR; SLO TTFT ≤ 1 s, ITL ≤ 20 ms")
+    disagg_table.attrs["source"] = (f"simulated: {costs.spec.name}, {costs.weight_dtype}, {disagg_gpus} × {costs.gpu}, planner step "
+                                    f"costs at efficiency {costs.efficiency:g}; KV over {kv_link.label}; "
+                                    f"SLO TTFT ≤ {ttft_slo_s:g} s, ITL ≤ {itl_slo_s * 1e3:g} ms")
     disagg_table
     return
 
@@ -332,15 +346,16 @@ def _(collectives, costs, disagg, kv_link, mean_prompt, mo, sim):
     for _rate, _rows in disagg.items():
         _best = max(_rows[1:], key=lambda r: r["goodput_rps"])
         _lines.append(f"- at {_rate:g} requests/s: shared goodput {_rows[0]['goodput_rps']:.2f}/s, best split "
-                      f"({_best['deployment']}) {_best['goodput_rps']:.2f}/s — splitting "
-                      f"**{'pays' if sim.split_pays(_rows) else 'does not pay'}**")
+                      f"({_best['deployment']}) {_best['goodput_rps']:.2f}/s — splitting **{sim.split_verdict(_rows)}**")
+    _mp = mean_prompt[max(mean_prompt)]
     mo.md("**What you should see** (simulated, the same on a CPU and a GPU; the rule: splitting pays when the "
-          "best split's goodput beats the shared pool's):\n\n" + "\n".join(_lines) + f"""
+          f"best split's goodput beats the shared pool's by more than {sim.CHANGE_MARGIN:.0%}, and reads *about equal* "
+          f"within {sim.CHANGE_MARGIN:.0%} either way):\n\n" + "\n".join(_lines) + f"""
 
     The split's decode GPUs keep a steady ITL, the shared pool's ITL carries every prefill it runs between
     decode steps; the split pays when those stalls break the ITL SLO, and costs TTFT when a single prefill
-    GPU queues. Moving a mean prompt's KV ({mean_prompt:,.0f} tokens, {costs.kv_bytes(int(mean_prompt)) / 1e6:,.0f} MB) over
-    {kv_link.label} takes {collectives.send_s(costs.kv_bytes(int(mean_prompt)), kv_link) * 1e3:.1f} ms.
+    GPU queues. Moving a mean prompt's KV ({_mp:,.0f} tokens, {costs.kv_bytes(int(_mp)) / 1e6:,.0f} MB) over
+    {kv_link.label} takes {collectives.send_s(costs.kv_bytes(int(_mp)), kv_link) * 1e3:.1f} ms.
     """)
     return
 
@@ -478,16 +493,18 @@ def _(mo):
 
 
 @app.cell
-def _(notebook, par):
+def _(links, notebook, par):
     _nv = par.tp_scaling("llama-3.1-8b", "L40S", batch=1, context=4096)
     _n = par.flattens_at(_nv)
+    _link = links.get_link("L40S", None, _nv[-1]["tp"])
+    _step = par.parallel_step("llama-3.1-8b", "L40S", tp=_nv[-1]["tp"], batch=1, context=4096)
     notebook.folded("1 · A PCIe-only GPU. Run `python -m helpers capacity --model llama-3.1-8b --gpu L40S --context 4096 "
                     "--batch 1 --parallel tp=4`. What share of the step is communication, and where does the speed-up flatten?", f"""
-    The L40S has no NVLink, only PCIe Gen4 (32 GB/s each way). At batch 1 the speed-up over one GPU is
+    The L40S has no NVLink; its GPUs talk over {_link.label}. At batch 1 the speed-up over one GPU is
     {', '.join(f"tp={r['tp']}: {r['speed_up']:.2f}×" for r in _nv)}; communication is
     {_nv[-1]['communication_share']:.0%} of the step at tp={_nv[-1]['tp']}.
     {"It flattens at " + str(_n) + " GPUs." if _n else "It does not flatten within these counts."} At batch 1 the messages are
-    tiny: the latency per all-reduce, 64 of them per token, is what costs.
+    tiny ({_step.all_reduce_bytes:,} B): the latency per all-reduce, {_step.all_reduces_per_step} of them per token, is what costs.
     """)
     return
 
@@ -509,19 +526,28 @@ def _(notebook, par):
 
 
 @app.cell
-def _(costs, links, loaded, notebook, sim, traces):
-    _reqs = sim.from_trace(traces.chat_trace(48, seed=0, rate_per_s=24.0, output_tokens_median=128),
-                           loaded.tokenizer, prompt_scale=60)
-    _slow = sim.compare(_reqs, costs, 4, links.custom_link("slow", 1e9, 5e-6), ttft_slo_s=1.0, itl_slo_s=0.020)
+def _(collectives, costs, disagg, disagg_gpus, disagg_reqs, itl_slo_s, kv_link, links, mean_prompt, notebook, sim,
+      ttft_slo_s):
+    _rate = 24.0
+    _slow_link = links.custom_link("slow", 1e9, 5e-6)
+    _slow = sim.compare(disagg_reqs[_rate], costs, disagg_gpus, _slow_link, ttft_slo_s=ttft_slo_s, itl_slo_s=itl_slo_s)
+    _fast = disagg[_rate]
     _best = max(_slow[1:], key=lambda r: r["goodput_rps"])
-    notebook.folded("3 · A slow KV link. Rerun section 6 at 24 requests/s with the KV moving at 1 GB/s "
-                    "(`links.custom_link('slow', 1e9, 5e-6)`). Does the split still pay?", f"""
-    Shared pool: goodput {_slow[0]['goodput_rps']:.2f}/s, TTFT p90 {_slow[0]['ttft_p90_s']:.2f} s. Best split
-    ({_best['deployment']}): {_best['goodput_rps']:.2f}/s, ITL p90 {_best['itl_p90_s'] * 1e3:.1f} ms — splitting
-    **{"still pays" if sim.split_pays(_slow) else "no longer pays"}**. Each request's KV (Mistral 7B holds {costs.kv_bytes(1) / 1e3:.0f} kB a
-    token: a 4,000-token prompt {costs.kv_bytes(4000) / 1e9:.2f} GB) now takes {costs.kv_bytes(4000) / 1e9:.2f} s to cross
-    at 1 GB/s, and that wait lands between its first and second token (TTFT p90 of that split: {_best['ttft_p90_s']:.2f} s). The split pays only when the link moves a prompt's cache
-    faster than the stalls it removes.
+    _same = next(r for r in _fast if r["deployment"] == _best["deployment"])
+    _kv = costs.kv_bytes(int(mean_prompt[_rate]))
+    _before, _now = sim.split_verdict(_fast), sim.split_verdict(_slow)
+    notebook.folded(f"3 · A slow KV link. Rerun section 6 at {_rate:g} requests/s with the KV moving at "
+                    f"{_slow_link.bandwidth / 1e9:g} GB/s (`links.custom_link('slow', 1e9, 5e-6)`). Does the split still pay?", f"""
+    Shared pool: goodput {_slow[0]['goodput_rps']:.2f}/s, SLO met by {_slow[0]['slo_attainment']:.0%}. Best split
+    ({_best['deployment']}): {_best['goodput_rps']:.2f}/s, SLO met by {_best['slo_attainment']:.0%} — splitting
+    **{_now}** (over {kv_link.label} it read **{_before}**). Each request's KV ({costs.spec.name} holds
+    {costs.kv_bytes(1) / 1e3:.0f} kB a token: the mean prompt of {mean_prompt[_rate]:,.0f} tokens, {_kv / 1e9:.2f} GB) now takes
+    {collectives.send_s(_kv, _slow_link):.2f} s to cross instead of {collectives.send_s(_kv, kv_link) * 1e3:.1f} ms. The simulation
+    stamps the first token when the prefill ends, so the wait lands between the first and second token: that
+    split's TTFT p90 is {_same['ttft_p90_s']:.2f} s over {kv_link.name} and {_best['ttft_p90_s']:.2f} s over the slow link,
+    {"unchanged" if abs(_same['ttft_p90_s'] - _best['ttft_p90_s']) < 5e-3 else "changed by the queue"}, while its ITL p90 goes from
+    {_same['itl_p90_s'] * 1e3:.1f} ms to {_best['itl_p90_s'] * 1e3:.1f} ms (SLO {itl_slo_s * 1e3:g} ms). The split pays only when the link
+    moves a prompt's cache faster than the stalls it removes.
     """)
     return
 

@@ -75,13 +75,42 @@ def test_the_talks_speedups_are_its_table():
     assert set(guide.decision_table().columns) == {"workload", "engine", "why", "evidence"}
 
 
-def test_tensor_parallel_table_is_the_planners():
-    from helpers.capacity.planner import plan
+def test_the_talks_15x_splits_into_per_request_speed_and_concurrency():
+    f = guide.talk_factors()
+    assert f["total ×"] == pytest.approx(736 / 51) and f["per-request ITL ×"] == pytest.approx(19.0 / 6.7)
+    # by hand: (736 / 51) ÷ (19.0 / 6.7) = 736 × 6.7 / (51 × 19.0) = 4,931.2 / 969 = 5.089
+    assert f["concurrency ×"] == pytest.approx(5.089, abs=1e-3) and f["concurrency share"] == "most"
+    assert guide.talk("prefix caching", "ITL ms") == 6.8
+    ev = [d["evidence"] for d in guide.DECISIONS]
+    assert any("736 → 1,034 tok/s" in e for e in ev) and any("1,034 → 1,010 tok/s" in e for e in ev)
+    assert any("ITL 6.8 → 8.2 ms" in e for e in ev)
+    with pytest.raises(ValueError, match="no row of the talk's table contains 'TGI'"):
+        guide.talk("TGI", "tok/s")
+    with pytest.raises(ValueError, match="no column"):
+        guide.talk("baseline", "TPOT ms")
 
-    t = guide.tensor_parallel_table("gpt-oss-120b", "H100 SXM", (1, 4))
-    assert list(t["fits"]) == [False, True]
+
+def test_tensor_parallel_table_is_parallel_steps_and_counts_the_all_reduces():
+    from helpers.capacity.planner import plan
+    from helpers.parallel.plan import parallel_step
+
+    t = guide.tensor_parallel_table("gpt-oss-120b", "H100 SXM", (1, 4, 8))
+    step = "decode step ms (floor ÷ efficiency + all-reduces)"
+    assert list(t["fits"]) == [False, True, True]
     p4 = plan("gpt-oss-120b", "H100 SXM", gpus=4, weight_dtype="bf16", context=4096, batch=16)
     assert t.iloc[1]["max batch"] == p4.max_batch and t.iloc[1]["weights per GPU GB"] == round(p4.weight_bytes_per_gpu / 1e9, 1)
+    # the table's step is parallel_step's (the one owner, notebook 09's too)
+    for i, n in ((1, 4), (2, 8)):
+        s = parallel_step("gpt-oss-120b", "H100 SXM", tp=n, batch=16, context=4096)
+        assert t.iloc[i][step] == round(s.step_s * 1e3, 2) and t.iloc[i]["tok/s (upper bound)"] == round(16 / s.step_s)
+    # by hand: 2 × 36 layers all-reduce 16 × 2880 × 2 B = 92,160 B over 8 GPUs on NVLink 4 (450 GB/s each
+    # way, 0.47 µs a hop): 3.6 + 14 × 0.47 + 2 · 7/8 · 92,160 / 450e9 s = 10.538 µs, × 72 = 0.759 ms
+    assert t.iloc[2]["all-reduces ms"] == pytest.approx(72 * (3.6e-6 + 14 * 0.47e-6 + 1.75 * 92_160 / 450e9) * 1e3, abs=1e-3)
+    # communication is counted: the planner's floor alone halves with the GPUs, the step does not
+    p8 = plan("gpt-oss-120b", "H100 SXM", gpus=8, weight_dtype="bf16", context=4096, batch=16)
+    assert p8.step_ms / p4.step_ms == pytest.approx(0.5, abs=0.01)
+    assert t.iloc[2][step] > 0.5 * t.iloc[1][step]
+    assert t.iloc[2][step] == pytest.approx(p8.step_ms + t.iloc[2]["all-reduces ms"], abs=0.01)
 
 
 def _table(rows):
@@ -100,6 +129,13 @@ def test_batching_effect_and_agreement_rules():
     eff = guide.batching_effect(t, "w", 8)
     assert eff["TTFT ÷"] == pytest.approx(10.0) and eff["verdict"] == "raised throughput"
     assert eff["throughput ×"] == pytest.approx((15 / 0.4) / (15 / 2.2), rel=0.01)
+    # the margin: a change counts above 10 % either way (1.10 itself does not)
+    from helpers.engines.metrics import change_verdict
+
+    assert [change_verdict(r) for r in (1.11, 1.10, 1.0, 0.91, 0.90)] == ["higher", "about equal", "about equal",
+                                                                         "about equal", "lower"]
+    with pytest.raises(ValueError, match="ratio of two figures"):
+        change_verdict(-1.0)
     t["source"] = ["client", "guidellm"]
     t["configuration"] = "x"
     a = guide.agreement(t, "w", ours="client")
@@ -124,3 +160,6 @@ def test_figures_have_titles_and_stamps():
     ex = {"token_s": [0.1, 0.12, 0.14], "itl_s": 0.02, "output_tokens": 3}
     fig2 = figures.chunks_figure(ex, "measured: test")
     assert "TTFT 100.0 ms" in [x.get_text() for x in fig2.axes[0].get_legend().get_texts()][0]
+    # the legend counts chunks and, apart, the tokens the server reported (a chunk may carry several)
+    fig3 = figures.chunks_figure(dict(ex, output_tokens=5), "measured: test")
+    assert "3 chunks, 5 tokens; mean ITL 20.0 ms" in [x.get_text() for x in fig3.axes[0].get_legend().get_texts()]

@@ -56,14 +56,16 @@ def tools_figure(table, source: Any, workload: str | None = None):
 
 
 def chunks_figure(example: dict, source: Any, title: str = "One streamed request: where TTFT and ITL come from"):
-    """The arrival time of every streamed token of one request (bench.run_config's `example`): the first
+    """The arrival time of every streamed chunk with text of one request (bench.run_config's `example`): the first
     arrival is the TTFT, the gaps after it the inter-token latencies."""
     fig, ax = plots.figure(width=8.0, height=3.2)
     times_ms = [t * 1e3 for t in example["token_s"]]
     ax.eventplot([times_ms], lineoffsets=0.5, linelengths=0.8, colors="C0")
     ax.axvspan(0, times_ms[0], color="C1", alpha=0.2, label=f"TTFT {times_ms[0]:.1f} ms")
     if example.get("itl_s") is not None:
-        ax.plot([], [], color="C0", label=f"{len(times_ms)} tokens; mean ITL {example['itl_s'] * 1e3:.1f} ms")
+        tokens = example.get("output_tokens")
+        counted = f"{len(times_ms)} chunks" + (f", {tokens} tokens" if tokens is not None else "")
+        ax.plot([], [], color="C0", label=f"{counted}; mean ITL {example['itl_s'] * 1e3:.1f} ms")
     ax.set_yticks([])
     ax.set_xlabel("ms after the request was sent")
     ax.legend(fontsize=8, loc="upper right")

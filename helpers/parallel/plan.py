@@ -81,6 +81,8 @@ class ParallelStep:
     tokens_per_s: float | None = None
     steady_tokens_per_s: float | None = None
     efficiency: float = DEFAULT_EFFICIENCY
+    weight_bytes_per_gpu: float | None = None   # the planner's, memory does not depend on the links
+    usd_per_million_tokens: float | None = None  # decode only, at tokens_per_s (communication counted)
 
     @property
     def gpus(self) -> int:
@@ -111,7 +113,8 @@ def parallel_step(model, gpu, tp: int = 1, pp: int = 1, micro_batches: int = 1, 
     tp_link = _link(g, link, tp)
     stage_link = _link(g, pp_link if pp_link is not None else link, 2) if pp > 1 else tp_link
     out = ParallelStep(spec.name, g.name, tp_link.label, tp, pp, micro_batches, batch, context, whole.fits,
-                       whole.reason, whole.max_batch, efficiency=efficiency)
+                       whole.reason, whole.max_batch, efficiency=efficiency,
+                       weight_bytes_per_gpu=whole.weight_bytes_per_gpu)
     if not whole.fits:
         return out
     mb = batch // micro_batches
@@ -130,6 +133,8 @@ def parallel_step(model, gpu, tp: int = 1, pp: int = 1, micro_batches: int = 1, 
     out.communication_share = (out.all_reduce_s + out.send_s) / out.slot_s
     out.tokens_per_s = batch / out.step_s
     out.steady_tokens_per_s = batch / out.steady_step_s
+    # the planner's $ per million tokens (its $ per second over all tp × pp GPUs) at this slower step
+    out.usd_per_million_tokens = whole.usd_per_million_tokens * whole.tokens_per_s / out.tokens_per_s
     return out
 
 

@@ -32,6 +32,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from ..capacity.planner import DEFAULT_EFFICIENCY, plan
+from ..engines.metrics import CHANGE_MARGIN, change_verdict
 from ..memory import kv_cache_bytes
 from ..specs import get_spec
 from .collectives import send_s
@@ -247,9 +248,23 @@ def compare(requests, costs, gpus: int, link: Link | None, ttft_slo_s: float, it
     return rows
 
 
-def split_pays(rows: list[dict]) -> bool:
-    """The rule: splitting pays when the best split's goodput exceeds the shared pool's."""
-    return max(r["goodput_rps"] for r in rows[1:]) > rows[0]["goodput_rps"] if len(rows) > 1 else False
+def split_verdict(rows: list[dict], margin: float = CHANGE_MARGIN) -> str:
+    """The rule: "pays" when the best split's goodput beats the shared pool's by more than `margin`
+    (10 %, the margin helpers.engines.guide.batching_effect reads its results with), "does not pay"
+    when it falls short by as much, else "about equal". rows: compare()'s, the shared pool first."""
+    if len(rows) < 2:
+        raise ValueError("split_verdict needs compare()'s rows: the shared pool and at least one split")
+    best, shared = max(r["goodput_rps"] for r in rows[1:]), rows[0]["goodput_rps"]
+    if shared == 0:
+        ratio = math.inf if best > 0 else 1.0
+    else:
+        ratio = best / shared
+    return {"higher": "pays", "lower": "does not pay", "about equal": "about equal"}[change_verdict(ratio, margin)]
+
+
+def split_pays(rows: list[dict], margin: float = CHANGE_MARGIN) -> bool:
+    """True when split_verdict says "pays" (better by more than the margin)."""
+    return len(rows) > 1 and split_verdict(rows, margin) == "pays"
 
 
 def from_trace(trace, tokenizer, prompt_scale: int = 1) -> list[Request]:
