@@ -32,8 +32,9 @@ def cache_bytes(model, tokens: int, dtype: str, scheme: str, residual_tokens: in
     part: packed values (helpers.memory.kv_cache_bytes at the scheme's storage dtype), metadata (quanto:
     a scale and a zero point in `dtype` per group of GROUP_SIZE values; fp8: one scale per K and V tensor
     per layer) and `residual_tokens` not yet quantized (full precision, at most RESIDUAL_LENGTH − 1).
-    Pinned against the bytes of a real QuantizedCache (tests); used to project the measured shares onto
-    a 7B model's cache."""
+    Pinned against the bytes of a real QuantizedCache of an fp32 model (tests; the scales' width in bf16
+    is assumed to follow the model's, as it does in fp32); used to project the measured shares onto a 7B
+    model's cache."""
     from ..memory import _positive_int, _spec
     from ..units import dtype_bytes
 
