@@ -505,7 +505,7 @@ def _(kv_quant, kvq_bytes, kvq_quality, memory, mo, trained):
         token) at {_proj_tokens:,} tokens would shrink to {_proj["fp8"]:.0%} (fp8), {_proj["4-bit"]:.0%} (4-bit) and
         {_proj["2-bit"]:.0%} (2-bit) — {1 / _proj["fp8"]:.1f}×, {1 / _proj["4-bit"]:.1f}× and {1 / _proj["2-bit"]:.1f}× the users or
         context (`kv_quant.projected_shares`: the same formula that matches the cache above to the byte, with
-        bf16 scales and half the residual window in full precision); speed gains need fused kernels (vLLM's
+        the scales as wide as a bf16 cache keeps them, half the residual window in full precision); speed gains need fused kernels (vLLM's
         fp8 KV cache), not this reference path.
         """)
     _out

@@ -136,6 +136,21 @@ def test_quantized_cache_bytes_match_the_formula_and_the_tensors(tiny):
         kv_quant.make_cache(tiny.model, "3-bit")
 
 
+def test_quantized_cache_formula_holds_for_a_bf16_model(tiny):
+    """The formula's parts in bf16: quanto's scales and zero points take the model's width (2 B), fp8's
+    per-tensor scale stays fp32 — measured on a bf16 copy of the tiny model."""
+    import copy
+
+    m = copy.deepcopy(tiny.model).to(torch.bfloat16)
+    ids = quality.eval_ids(tiny.tokenizer, 100)
+    rows = {r["scheme"]: r for r in kv_quant.bytes_rows(m, tiny.spec, ids, "bf16")}
+    quantized = len(ids)                                      # the decoded token waits in the residual
+    assert rows["fp8"]["scales & zero points bytes"] == 4 * 2 * 4
+    assert rows["4-bit"]["scales & zero points bytes"] == quantized * 512 // 64 * 2 * 2
+    for r in rows.values():
+        assert r["formula bytes (all parts)"] == r["measured bytes"], r["scheme"]
+
+
 def test_projected_kv_shares_for_mistral_in_bf16():
     """By hand, Mistral 7B at 4,096 tokens in bf16 (131,072 B per token): fp8 stores 1 of 2 bytes per value
     plus 64 two-byte scales; 4 bits store 0.5 B per value plus a 2-byte scale and zero point per 64 values
@@ -143,7 +158,7 @@ def test_projected_kv_shares_for_mistral_in_bf16():
     full = 4096 * 131072
     shares = kv_quant.projected_shares("mistral-7b-v0.1", 4096, "bf16")
     assert shares["full precision"] == 1.0
-    assert shares["fp8"] == pytest.approx((full / 2 + 32 * 2 * 2) / full)
+    assert shares["fp8"] == pytest.approx((full / 2 + 32 * 2 * 4) / full)        # fp32 scales
     per_value = 131072 // 2                                  # values per token
     four = 4032 * per_value * (0.5 + 4 / 64) + 64 * 131072
     two = 4032 * per_value * (0.25 + 4 / 64) + 64 * 131072

@@ -25,16 +25,16 @@ SCHEMES: dict[str, tuple[str | None, int | None, str | None]] = {
 
 GROUP_SIZE = 64        # values per scale and zero point (QuantizedCache's q_group_size for quanto)
 RESIDUAL_LENGTH = 128  # the newest tokens kept in full precision until they are quantized together
+FP8_SCALE_BYTES = 4    # transformers' fp8 KV cache keeps an fp32 scale per K and V tensor (measured, fp32 and bf16)
 
 
 def cache_bytes(model, tokens: int, dtype: str, scheme: str, residual_tokens: int = 0) -> dict[str, int]:
     """The bytes of a `scheme` cache holding `tokens` tokens of a model whose activations are `dtype`, by
     part: packed values (helpers.memory.kv_cache_bytes at the scheme's storage dtype), metadata (quanto:
-    a scale and a zero point in `dtype` per group of GROUP_SIZE values; fp8: one scale per K and V tensor
-    per layer) and `residual_tokens` not yet quantized (full precision, at most RESIDUAL_LENGTH − 1).
-    Pinned against the bytes of a real QuantizedCache of an fp32 model (tests; the scales' width in bf16
-    is assumed to follow the model's, as it does in fp32); used to project the measured shares onto a 7B
-    model's cache."""
+    a scale and a zero point in `dtype` per group of GROUP_SIZE values; fp8: one fp32 scale per K and V
+    tensor per layer, whatever the model's dtype) and `residual_tokens` not yet quantized (full precision,
+    at most RESIDUAL_LENGTH − 1). Pinned against the bytes of real QuantizedCaches of an fp32 and a bf16
+    model (tests); used to project the measured shares onto a 7B model's cache."""
     from ..memory import _positive_int, _spec
     from ..units import dtype_bytes
 
@@ -50,7 +50,7 @@ def cache_bytes(model, tokens: int, dtype: str, scheme: str, residual_tokens: in
     values = kv_cache_bytes(spec, quantized, dtype=kv_dtype) if quantized else 0
     size = int(dtype_bytes(dtype))
     if backend == "fp8":
-        meta = spec.num_layers * 2 * size
+        meta = spec.num_layers * 2 * FP8_SCALE_BYTES
     else:
         elements = kv_cache_bytes(spec, quantized, dtype="int8") if quantized else 0   # 1 byte per element
         meta = math.ceil(elements / GROUP_SIZE) * 2 * size
