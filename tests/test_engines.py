@@ -306,9 +306,11 @@ def test_the_tap_records_what_passes_through_it():
         seen = summarize(t.records, "tap", 2)
     assert summarize(mine, "client", 2).errors == seen.errors == {"http 503": 2}
     assert seen.ok == 6 and seen.output_tokens == 36
-    for r in t.records:
-        if r.ok:   # 6 tokens 20 ms apart: the tap's ITL is the server's pace
-            assert 0.015 <= r.itl_s <= 0.2
+    # 6 tokens 20 ms apart: the tap's ITL is the server's pace. One request's first chunk can reach the tap
+    # late on a loaded machine (which shortens its mean gap), so each is bounded loosely and the median tightly
+    itls = sorted(r.itl_s for r in t.records if r.ok)
+    assert len(itls) == 6 and all(0.01 <= x <= 0.2 for x in itls)
+    assert 0.015 <= (itls[2] + itls[3]) / 2 <= 0.05
     parts = tap.split_by_benchmark(t.records, {"benchmarks": [{"start_time": 0, "end_time": 1e12}]})
     assert len(parts) == 1 and len(parts[0]) == 8
 
