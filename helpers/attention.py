@@ -306,3 +306,35 @@ def scorecard() -> list[dict[str, str]]:
     """Published quality of the attention variants, each row with its source (helpers/data/attention_scorecard.csv)."""
     with SCORECARD.open(newline="", encoding="utf-8") as f:
         return [dict(r) for r in csv.DictReader(f)]
+
+
+def scorecard_summary(rows: list[dict[str, str]] | None = None) -> dict[str, Any]:
+    """What the scorecard's rows say, counted from them (helpers/data/attention_scorecard.csv):
+    MLA against MHA — comparisons won (higher score), the ones lost, and MLA's cache as a share of MHA's
+    (from each setting's 'KV cache per token …K elements (MLA) vs …K (MHA)' note, lowest and highest);
+    the sliding window — how many times smaller its cache is (the variant's value, '1/8' → 8) and at
+    what sequence length (the setting's 'a 32k-token sequence')."""
+    import re
+
+    rows = scorecard() if rows is None else rows
+    mla = [r for r in rows if r["variant"] == "MLA" and r["baseline"] == "MHA"]
+    if not mla:
+        raise ValueError("the scorecard has no MLA-against-MHA rows")
+    won = [r for r in mla if float(r["variant_value"]) > float(r["baseline_value"])]
+    lost = [r for r in mla if float(r["variant_value"]) <= float(r["baseline_value"])]
+    shares = []
+    for r in mla:
+        m = re.search(r"([\d.]+)K elements \(MLA\) vs ([\d.]+)K", r["kv_cache_note"])
+        if m:
+            shares.append(float(m.group(1)) / float(m.group(2)))
+    window = next((r for r in rows if r["variant"].startswith("sliding window")), None)
+    smaller = at = None
+    if window is not None:
+        num, _, den = window["variant_value"].partition("/")
+        smaller = float(den) / float(num) if den else 1 / float(num)
+        m = re.search(r"(\d+)k-token", window["setting"])
+        at = int(m.group(1)) * 1024 if m else None
+    return {"mla_comparisons": len(mla), "mla_won": len(won),
+            "mla_lost": [(r["metric"].split()[0], r["setting"].split(" (")[0]) for r in lost],
+            "mla_cache_share": (min(shares), max(shares)) if shares else None,
+            "window_cache_smaller": smaller, "window_at_tokens": at}

@@ -101,7 +101,9 @@ def attention_share_rows(models: Iterable = SHARE_MODELS, tokens: Iterable[int] 
 def gpu_plan(model=REFERENCE_MODEL, gpu: str = REFERENCE_GPU, weight_dtype: str = "bf16", context: int = 4096,
              batch: int = 1, prompt_tokens: int | None = None):
     """The capacity planner's plan (helpers.capacity.plan): the single call for a GPU's decode step,
-    prefill floor and largest batch, at the datasheet's bandwidth and peak."""
+    prefill and largest batch. Its step_floor_s and prefill_floor_s are at the datasheet's bandwidth and
+    peak; its step_s and prefill_s at the planner's default efficiency (DEFAULT_EFFICIENCY, 0.5 of the
+    datasheet), i.e. the floor ÷ 0.5."""
     from .capacity import plan
 
     return plan(model, gpu, weight_dtype=weight_dtype, context=context, batch=batch, prompt_tokens=prompt_tokens)

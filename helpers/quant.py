@@ -376,24 +376,32 @@ def quality_rows(results: list[VariantResult], loaded_label: str) -> list[dict[s
 GPT_OSS_120B_CHECKPOINT_BYTES = 65_248_815_744
 
 
-def fit_on_gpu(model: str = "gpt-oss-120b", schemes=("bf16", "fp8", "mxfp4"), gpu_bytes: float = 80e9,
-               kv_dtype: str = "bf16") -> list[dict[str, Any]]:
-    """Does the model fit on one GPU under each scheme? Weight bytes from helpers.memory against the
-    GPU's memory less the runtime reserve the capacity planner counts (helpers.capacity.usable_bytes),
-    and what is left for the KV cache: in bytes, and as the longest single sequence whose cache fits
-    there (sliding windows honoured; capped at the model's context)."""
-    from .capacity import usable_bytes
+def fit_on_gpu(model: str = "gpt-oss-120b", schemes=("bf16", "fp8", "mxfp4"), gpu: Any = "H100 SXM",
+               kv_dtype: str = "bf16", context: int = 4096) -> list[dict[str, Any]]:
+    """Does the model fit on one GPU under each scheme? The capacity planner's answer (helpers.capacity.plan,
+    the one owner of the memory budget): weight bytes from helpers.memory against the memory the GPU
+    reports (its usable_memory_bytes: 79.11 GiB for an H100 SXM, not the 80 GB label) less the runtime
+    reserve, and what is left for the KV cache (the plan's kv_budget_bytes_per_gpu). 'fits' is the
+    planner's: at least one sequence of `context` tokens fits beside the weights (max_batch ≥ 1); the row
+    also gives that max batch and the longest single sequence whose cache fits the budget (sliding windows
+    honoured; capped at the model's context). gpu: a catalogued GPU (helpers.gpus) or its name; an
+    unknown name raises ValueError."""
+    from .capacity import plan
+    from .gpus import get_gpu
 
+    g = get_gpu(gpu)
     spec = get_spec(model)
-    usable = usable_bytes(gpu_bytes)
     rows = []
     for s in schemes:
-        w = weight_bytes(spec, s)
-        left = usable - w.bytes
+        p = plan(spec, g, weight_dtype=s, kv_dtype=kv_dtype, context=context)
+        usable = p.budget_bytes_per_gpu - p.overhead_bytes_per_gpu      # weights + KV cache
+        left = p.kv_budget_bytes_per_gpu
         longest = min(max_context_in(left, spec, kv_dtype), spec.max_position_embeddings or 2**24) if left > 0 else 0
-        rows.append({"model": spec.name, "scheme": s, "weight bytes": w.bytes, "weights (GB)": round(w.bytes / GB, 2),
-                     "GPU (GB)": round(gpu_bytes / GB, 2), "usable after reserve (GB)": round(usable / GB, 2),
-                     "fits": left > 0, "left for KV cache (GB)": round(left / GB, 2),
+        rows.append({"model": spec.name, "scheme": s, "gpu": g.name, "weight bytes": p.weight_bytes,
+                     "weights (GB)": round(p.weight_bytes / GB, 2),
+                     "GPU reports (GB)": round(p.memory_bytes_per_gpu / GB, 2), "usable after reserve (GB)": round(usable / GB, 2),
+                     "fits": p.max_batch >= 1, "left for KV cache (GB)": round(left / GB, 2),
+                     f"sequences of {context:,} tokens": p.max_batch,
                      f"KV cache room ({kv_dtype}), one sequence up to (tokens)": longest})
     return rows
 

@@ -209,11 +209,12 @@ def _(mo):
 
 
 @app.cell
-def _(capacity_views, context, kv, mo, model, n_gpus, slo_ms, weights):
+def _(capacity_views, context, efficiency, kv, mo, model, n_gpus, slo_ms, weights):
     curve_gpus = ["L4", "L40S", "A100 80GB", "H100 SXM", "H200", "MI300X"]
     try:
-        curve = capacity_views.curve(model, curve_gpus, weights, kv, context, n_gpus)
-        curve_view = (capacity_views.plot_curve(curve, f"decode step and throughput over batch, {context:,} tokens",
+        curve = capacity_views.curve(model, curve_gpus, weights, kv, context, n_gpus, efficiency)
+        curve_view = (capacity_views.plot_curve(curve, f"decode step at {efficiency:.0%} of the datasheet and "
+                                                f"throughput over batch, {context:,} tokens",
                                                 capacity_views.source_text(model, weights, kv, n_gpus, context), slo_ms)
                       if not curve.empty else mo.md("⚠️ The model fits none of " + ", ".join(curve_gpus) + " here."))
     except ValueError as _exc:
@@ -223,9 +224,10 @@ def _(capacity_views, context, kv, mo, model, n_gpus, slo_ms, weights):
 
 
 @app.cell
-def _(capacity_views, context, kv, mo, model, n_gpus, slo_ms, weights):
+def _(capacity_views, context, efficiency, kv, mo, model, n_gpus, slo_ms, weights):
+    tri_slo = slo_ms or 10.0          # with no SLO chosen above, 10 ms stands in for one
     try:
-        tri = capacity_views.triangle(model, "H100 SXM", weights, kv, context, slo_ms or 10.0, n_gpus)
+        tri = capacity_views.triangle(model, "H100 SXM", weights, kv, context, tri_slo, n_gpus, efficiency)
         tri_error = None
     except ValueError as _exc:
         tri, tri_error = None, str(_exc)
@@ -238,16 +240,22 @@ def _(capacity_views, context, kv, mo, model, n_gpus, slo_ms, weights):
         low_text = (f"Giving up precision — fp8 weights and cache — fits **batch {low['batch']:,}** and brings "
                     f"the cost to **\\${low['$ per M output tokens']:.3f}**; whether the answers stay as good is "
                     "a benchmark question (notebook 05)." if low is not None else "")
+        _slo_name = (f"Your SLO of {tri_slo:g} ms" if slo_ms else
+                     f"A latency SLO ({tri_slo:g} ms here, a stand-in: no SLO is set above)")
+        _slo_text = (f"{_slo_name} sits in between: batch **{slo_row['batch']:,}** at {slo_row['ms per token']:.2f} ms."
+                     if slo_row["meets SLO"] else
+                     f"{_slo_name} is out of reach: even batch 1 takes {lat['ms per token']:.2f} ms per token "
+                     f"at this efficiency.")
         tri_md = mo.md(f"""
         ## The quality–latency–throughput triangle, in numbers
 
-        On one H100 SXM with these settings ({context:,} tokens): serving **one user** gives the
+        On one H100 SXM with these settings ({context:,} tokens, the step at {efficiency:.0%} of the
+        datasheet, as the ranking): serving **one user** gives the
         fastest tokens, **{lat['ms per token']:.2f} ms** each, but costs
         **\\${lat['$ per M output tokens']:.2f}** per million. Filling the memory with
         **{thr['batch']:,} sequences** makes each token slower (**{thr['ms per token']:.2f} ms**) and
         the million tokens **{lat['$ per M output tokens'] / thr['$ per M output tokens']:.0f}× cheaper**
-        (**\\${thr['$ per M output tokens']:.3f}**). A latency SLO sits in between: batch
-        **{slo_row['batch']:,}** at {slo_row['ms per token']:.2f} ms. {low_text}
+        (**\\${thr['$ per M output tokens']:.3f}**). {_slo_text} {low_text}
         Premium chat buys the latency corner; agents and batch jobs the throughput corner; both can
         trade quality for either.
         """)
@@ -292,18 +300,29 @@ def _(capacity_views, efficiency, kv, min_batch, mo, model, n_gpus, output_choic
 
 
 @app.cell
-def _(mo, requests):
+def _(capacity, efficiency, kv, mo, model, n_gpus, output_choice, prompt_choice, requests, weights):
     if requests is None or not (requests["status"] == "ok").any():
         _md = mo.md("")
     else:
         _r = requests[requests["status"] == "ok"].iloc[0]
+        _p, _o = int(prompt_choice.value or 1000), int(output_choice.value or 200)
+        _plan = capacity.plan(model, _r["GPU"], n_gpus, weights, kv, context=_p + _o, batch=int(_r["batch"]),
+                              prompt_tokens=_p, efficiency=efficiency)
         _ratio = _r["$ per M output tokens (request)"] / _r["$ per M input tokens"]
+        _word = "more" if _ratio > 1 else "no more"
+        _dec_word = ("higher than" if _r["$ per M output tokens (decode only)"] > _r["$ per M output tokens (request)"]
+                     else "no higher than")
+        _why = (f"The {_p:,}-token prefill is **{_plan.prefill_bound}-bound** here (floor: "
+                f"{1e3 * _plan.prefill_memory_s:,.2f} ms to move the weights and the prompt's cache, "
+                f"{1e3 * _plan.prefill_compute_s:,.2f} ms of arithmetic): one pass serves all {_p:,} prompt tokens, "
+                f"while each decode step reads the weights again for {int(_r['batch']):,} token"
+                f"{'s' if int(_r['batch']) > 1 else ''}, one per sequence.")
         _md = mo.md(f"""
         **What you should see** (computed, the same on any machine): on the cheapest GPU here,
-        {_r['GPU']}, an output token costs **{_ratio:,.1f}×** an input token — prefill processes a whole
-        prompt in one compute-bound pass, decode one token per sequence per step. API price lists show
-        the same asymmetry. The decode-only column is a little higher than the request's output price:
-        it is timed at the full context, the request at its mean.
+        {_r['GPU']}, an output token costs **{_ratio:,.1f}×** what an input token does — {_word} than
+        an input token. {_why} {"API price lists show the same asymmetry. " if _ratio > 1 else ""}The
+        decode-only column is {_dec_word} the request's output price (\\${_r['$ per M output tokens (decode only)']:.3f}
+        against \\${_r['$ per M output tokens (request)']:.3f}): it is timed at the full context, the request at its mean.
         """)
     _md
     return
@@ -349,16 +368,26 @@ def _(capacity_measured, mo):
 
 
 @app.cell
-def _(expected, measured, mo):
+def _(capacity_measured, expected, measured, mo):
     _h = expected.on_gpu("H100 SXM", contexts=(512,))
     if measured is None:
         _md = mo.md("")
     else:
-        _eff = 1 / measured["ratio"]
+        _e = capacity_measured.efficiency(measured)
+        if _e["gpu"] is not None:
+            _ds = (f"Against the {_e['gpu'].name} datasheet's {_e['datasheet_bandwidth'] / 1e12:,.2f} TB/s (the "
+                   f"share the planner's `--efficiency` means) that is **{100 * _e['datasheet_efficiency']:,.1f} %** "
+                   f"(× {measured['bandwidth'] / 1e9:,.0f} GB/s measured ÷ {_e['datasheet_bandwidth'] / 1e9:,.0f} GB/s): "
+                   + (f"pass `--efficiency {_e['datasheet_efficiency']:.2f}` to plan with this engine"
+                      if _e["datasheet_efficiency"] <= 1 else "above 1, so the datasheet figure is not a bound here"))
+        else:
+            _ds = (f"This device ({measured.get('device_name') or measured['device']}) has no datasheet in the GPU "
+                   "catalog, and the planner's `--efficiency` is a share of a catalogued GPU's datasheet, so this "
+                   "figure is not a value to pass there; measure on the GPU you plan for")
         _md = mo.md(f"""
-        **Measured efficiency here: {100 * _eff:,.1f} %** of the floor at this device's measured bandwidth
-        (predicted ÷ measured). On a GPU that is the figure to pass as `--efficiency` to plan with this
-        engine (the planner's default is {100 * _h['efficiency']:,.0f} %, from a published worked example).
+        **Measured efficiency here: {100 * _e['vs_measured_bandwidth']:,.1f} %** of the floor at this device's
+        measured bandwidth (predicted ÷ measured). {_ds} (the planner's default is
+        {100 * _h['efficiency']:,.0f} %, from a published worked example).
 
         **What you should see.** On a CPU (tiny profile): a ratio well above 1 — the fixed cost per step
         (Python, operator dispatch; notebook 03, section 5) dwarfs a few MB of weights. On a GPU with
@@ -418,10 +447,13 @@ def _(capacity, notebook):
     Prefill {1e3 * _r.request_prefill_s:,.1f} ms of GPU time, decode {1e3 * _r.request_decode_s:,.1f} ms (its share of
     batch 16): \\${_r.usd_per_request:.6f} per request, \\${_r.usd_per_million_input_tokens:.3f} per million input and
     \\${_r.usd_per_million_output_tokens:.3f} per million output tokens. {
-        "The prefill costs more: a long prompt makes it the larger part of the bill, though each input token is "
-        "still the cheaper one." if _r.request_prefill_s > _r.request_decode_s else
+        "The prefill costs more: a long prompt makes it the larger part of the bill" if _r.request_prefill_s >
+        _r.request_decode_s else
         "The decode still costs more: 500 output tokens, even sharing each step with 15 other requests, take "
-        "more GPU time than one 6,000-token prefill — and each output token costs far more than an input token."}
+        "more GPU time than one 6,000-token prefill"}; each output token costs
+    {_r.usd_per_million_output_tokens / _r.usd_per_million_input_tokens:,.1f}× an input token ({
+        "more" if _r.usd_per_million_output_tokens > _r.usd_per_million_input_tokens else "no more"}), the prefill
+    being {_r.prefill_bound}-bound at 6,000 tokens.
     """)
     return
 

@@ -37,7 +37,8 @@ def _(mo, term):
 
     1. What {term("int8")}, {term("nf4")} and {term("double quantization")} store, and to predict a quantized
        model's bytes exactly — {term("scales", "scale")} included.
-    2. Why quantized decode can be *slower* on a CPU and faster on a GPU: {term("dequantization")} kernels.
+    2. Why quantized decode can be *slower* on a CPU and can be faster on a GPU, with a kernel that
+       dequantizes as it reads: {term("dequantization")} kernels.
     3. How to check quality against the unquantized model ({term("perplexity")}, {term("KL divergence")},
        {term("top-1 agreement")}), and which formats serving engines use ({term("AWQ")}, {term("GPTQ")} with
        {term("Marlin")}, {term("FP8")}).
@@ -434,24 +435,33 @@ def _(loaded, mo, quality, trained_quality):
 
 
 @app.cell
-def _(capacity, memory, mo, quant):
+def _(capacity, mo, quant):
+    from helpers.specs import get_spec as _get_spec, param_breakdown as _param_breakdown
+
     _rows = quant.fit_on_gpu("gpt-oss-120b")
     _mx = next(r for r in _rows if r["scheme"] == "mxfp4")
     _pub = quant.GPT_OSS_120B_CHECKPOINT_BYTES
     _ctx = _mx["KV cache room (bf16), one sequence up to (tokens)"]
-    _left = capacity.usable_bytes(80e9) - _mx["weight bytes"]
-    _users4k = int(_left // memory.kv_cache_bytes("gpt-oss-120b", 4096))
+    _users4k = _mx["sequences of 4,096 tokens"]
+    _spec, _pb = _get_spec("gpt-oss-120b"), _param_breakdown("gpt-oss-120b")
+    _sliding = sum(t == "sliding_attention" for t in _spec.layer_types)
+    _full_share = (_spec.num_layers - _sliding) / _spec.num_layers
+    _g = capacity.plan("gpt-oss-120b", _mx["gpu"], weight_dtype="mxfp4")
+    _fits_text = (f"{_users4k} sequences of 4,096 tokens at once, or one full {_ctx:,}-token context"
+                  if _mx["fits"] else "not one sequence of 4,096 tokens")
     mo.md(f"""
     ## A big model on one GPU: GPT-OSS-120B
 
-    GPT-OSS-120B has 116.8 B parameters, 98 % of them in its 128 experts per layer. OpenAI ships the
+    GPT-OSS-120B has {_pb.total / 1e9:,.1f} B parameters, {_pb.experts / _pb.total:.0%} of them in its
+    {_spec.num_experts} experts per layer. OpenAI ships the
     experts in **MXFP4** — 4-bit values in blocks of 32 sharing one 8-bit scale — and everything else
     (attention, router, embeddings, norms) in bf16. From its config, with `helpers.memory.weight_bytes`:
-    bf16 everywhere, fp8 for every matrix, or MXFP4 experts. The GPU: 80 GB (80 × 10⁹ bytes), less a
-    runtime reserve for the CUDA context, activations and the allocator — the same one the capacity
-    planner counts (`helpers.capacity.usable_bytes`: vLLM's default `gpu_memory_utilization` of
-    {capacity.GPU_MEMORY_UTILIZATION} less {capacity.RUNTIME_OVERHEAD_BYTES / 1e9:.1f} GB), leaving
-    {_mx['usable after reserve (GB)']:.1f} GB.
+    bf16 everywhere, fp8 for every matrix, or MXFP4 experts. The GPU: an {_mx['gpu']}, labelled
+    {_g.memory_label_gb:g} GB but reporting {_mx['GPU reports (GB)']:.2f} GB to CUDA, less a runtime reserve
+    for the CUDA context, activations and the allocator — the budget the capacity planner counts
+    (`helpers.capacity.plan`, which `helpers.quant.fit_on_gpu` calls: vLLM's default
+    `gpu_memory_utilization` of {capacity.GPU_MEMORY_UTILIZATION} less
+    {capacity.RUNTIME_OVERHEAD_BYTES / 1e9:.1f} GB), leaving {_mx['usable after reserve (GB)']:.2f} GB.
 
     **Independent check:** the MXFP4 prediction is {_mx['weight bytes']:,} bytes; the checkpoint on
     the Hub holds {_pub:,} bytes of tensors (`total_size` of its safetensors index) — a difference of
@@ -460,8 +470,9 @@ def _(capacity, memory, mo, quant):
     scale byte per 32 values, the rest at 2 bytes.
 
     **What is left.** In MXFP4 the weights leave {_mx['left for KV cache (GB)']:.2f} GB for the KV
-    cache: {_users4k} sequences of 4,096 tokens at once, or one full {_ctx:,}-token context (half of
-    GPT-OSS's layers slide over 128 tokens, so a long sequence costs half as much per token).
+    cache (the planner's `kv_budget_bytes_per_gpu`): {_fits_text}
+    ({_sliding} of GPT-OSS's {_spec.num_layers} layers slide over {_spec.sliding_window:,} tokens, so a long
+    sequence costs {_full_share:.0%} as much per token as it would with every layer full).
     """)
     return
 
@@ -478,9 +489,10 @@ def _(gpt_oss, plots):
     _fig, _ax = plots.figure(width=6.5)
     _colors = [plots.FITS if f else plots.DOES_NOT_FIT for f in gpt_oss["fits"]]
     _ax.bar(gpt_oss["scheme"], gpt_oss["weights (GB)"], color=_colors)
-    _ax.axhline(gpt_oss["GPU (GB)"].iloc[0], **{**plots.DATASHEET_STYLE, "ls": "-"})
+    _ax.axhline(gpt_oss["GPU reports (GB)"].iloc[0], **{**plots.DATASHEET_STYLE, "ls": "-"})
     _ax.axhline(gpt_oss["usable after reserve (GB)"].iloc[0], **plots.DATASHEET_STYLE)
-    _ax.annotate("one 80 GB GPU", (1.01, gpt_oss["GPU (GB)"].iloc[0]), xycoords=("axes fraction", "data"),
+    _ax.annotate(f"one {gpt_oss['gpu'].iloc[0]}, as CUDA reports it", (1.01, gpt_oss["GPU reports (GB)"].iloc[0]),
+                 xycoords=("axes fraction", "data"),
                  va="bottom", fontsize=8)
     _ax.annotate("less the runtime reserve", (1.01, gpt_oss["usable after reserve (GB)"].iloc[0]),
                  xycoords=("axes fraction", "data"), va="top", fontsize=8)
@@ -488,7 +500,7 @@ def _(gpt_oss, plots):
         _ax.text(_i, _w / 2, f"{_w:,.1f} GB", ha="center", color="white", fontsize=9)
     _ax.set_ylabel(plots.byte_label("GB", "weights"))
     _ax.set_title("GPT-OSS-120B weights by scheme (green: fits)", fontsize=10)
-    plots.finish(_fig, "computed from gpt-oss-120b config.json (helpers.memory.weight_bytes)")  # stamped, and closed so Jupyter shows it once
+    plots.finish(_fig, "computed from gpt-oss-120b config.json (helpers.memory.weight_bytes; budget: helpers.capacity.plan)")  # stamped, and closed so Jupyter shows it once
     _fig
     return
 
@@ -521,8 +533,10 @@ def _(expected, notebook):
     notebook.exercise(2, f"""On an {expected.REFERENCE_GPU}, what does nf4 change for serving Mistral 7B at 4,096 tokens:
     the decode step's floor and the largest batch? `python -m helpers capacity --model mistral-7b-v0.1 --gpu
     "H100 SXM" --context 4096 --dtype nf4`, against `--dtype bf16`.""", f"""
-    Step floor at batch 1: {_b.step_s * 1e3:,.2f} ms in bf16, {_q.step_s * 1e3:,.2f} ms in nf4
-    ({_b.step_s / _q.step_s:,.1f}× shorter, if a kernel reads 4-bit weights at full bandwidth). Largest batch of
+    Step floor at batch 1 (the datasheet's bandwidth): {_b.step_floor_s * 1e3:,.2f} ms in bf16,
+    {_q.step_floor_s * 1e3:,.2f} ms in nf4 ({_b.step_floor_s / _q.step_floor_s:,.1f}× shorter, if a kernel reads
+    4-bit weights at full bandwidth); the step the planner prints at efficiency {_b.efficiency:g} is
+    {_b.step_s * 1e3:,.2f} ms and {_q.step_s * 1e3:,.2f} ms. Largest batch of
     4,096-token sequences: {_b.max_batch:,} in bf16, {_q.max_batch:,} in nf4 — the weights shrink, the cache per
     sequence does not, so the batch grows by the freed memory ÷ the cache per sequence, not 4×.""")
     return

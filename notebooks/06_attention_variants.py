@@ -110,13 +110,21 @@ def _(attention, pd, plots):
 
 @app.cell
 def _(mo):
-    mo.md("""
-    Reading the plots: the GQA models grow linearly all the way; **Mistral 7B v0.1 flattens at 4,096
-    tokens** (its window is on every layer — v0.3 dropped it); **GPT-OSS-120B** grows at half its
-    short-context rate past 128 tokens, when its 18 sliding layers stop growing and only its 18
-    full-attention layers keep going (on the log–log plot, a line shifted down 2×); the **DeepSeek**
-    models sit low for their size because MLA caches a 576-wide latent per layer instead of per-head
-    K and V — DeepSeek V3, at 671 B parameters, caches less per token than Llama 3.1 8B.
+    from helpers.memory import kv_bytes_per_token as _kvt
+    from helpers.specs import get_spec as _gs0, param_count as _pc0
+
+    _m1, _go, _v3 = _gs0("mistral-7b-v0.1"), _gs0("gpt-oss-120b"), _gs0("deepseek-v3")
+    _full = _go.num_layers - _go.sliding_layers
+    _v3_vs_llama = "less" if _kvt(_v3, "bf16") < _kvt("llama-3.1-8b", "bf16") else "more"
+    mo.md(f"""
+    Reading the plots: the GQA models grow linearly all the way; **Mistral 7B v0.1 flattens at
+    {_m1.sliding_window:,} tokens** (its window is on every layer — v0.3 dropped it); **GPT-OSS-120B** grows at
+    {_full}/{_go.num_layers} of its short-context rate past {_go.sliding_window:,} tokens, when its
+    {_go.sliding_layers} sliding layers stop growing and only its {_full} full-attention layers keep going (on
+    the log–log plot, a line shifted down {_go.num_layers / _full:g}×); the **DeepSeek** models sit low for their
+    size because MLA caches a {_v3.kv_lora_rank + _v3.qk_rope_head_dim}-wide latent per layer instead of
+    per-head K and V — DeepSeek V3, at {_pc0(_v3) / 1e9:,.0f} B parameters, caches {_v3_vs_llama} per token
+    than Llama 3.1 8B.
 
     ## Measured: MHA, GQA, MQA on real caches
 
@@ -297,6 +305,9 @@ def _(attention, baselines, mo):
                                  + (["heads the model would not have"] if _m["same model"] and _m["same count"] else []))
                              + "."))
     _fair = baselines[baselines["fair"]]
+    from helpers.specs import get_spec as _gs1
+
+    _v3h = _gs1("deepseek-v3")
     _hi = _fair.loc[_fair["baseline ÷ MLA"].idxmax()]
     _lo = _fair.loc[_fair["baseline ÷ MLA"].idxmin()]
     _newline = chr(10)
@@ -310,7 +321,8 @@ def _(attention, baselines, mo):
     MLA caches **{_hi["baseline ÷ MLA"]:,.0f}× less** ({_hi["baseline"]}, the DeepSeek-V2 paper's baseline);
     against the GQA most models use today, **{_lo["baseline ÷ MLA"]:,.1f}× less** ({_lo["baseline"]}). The
     paper's own summary agrees with the second: MLA's cache equals GQA with only
-    {attention.mla_equivalent_gqa_groups("deepseek-v3")} groups of 128-dim heads. Every other row compares
+    {attention.mla_equivalent_gqa_groups("deepseek-v3")} groups of
+    {_v3h.v_head_dim or _v3h.qk_nope_head_dim}-dim heads. Every other row compares
     different models, one layer with a whole model, or widens MHA's keys with MLA's own rope part.
 
     The same figures from the command line, for any preset or `config.json`, any context — MLA and
@@ -340,18 +352,24 @@ def _(mo):
 def _(attention, pd, plots):
     scorecard = pd.DataFrame(attention.scorecard())
     plots.table(scorecard, "published results, each row with its source (helpers/data/attention_scorecard.csv)")
-    return
+    return (scorecard,)
 
 
 @app.cell
-def _(mo):
-    mo.md("""
+def _(attention, mo, scorecard):
+    from helpers.specs import get_spec as _gs3
+
+    _s = attention.scorecard_summary(scorecard.to_dict("records"))
+    _w = _gs3("mistral-7b-v0.1").sliding_window
+    _lo, _hi = _s["mla_cache_share"]
+    _lost = "; ".join(f"behind on {m} at the {where}" for m, where in _s["mla_lost"]) or "behind on none"
+    mo.md(f"""
     What the rows say: an **uptrained** GQA-8 model keeps nearly all of MHA's quality at close to
     MQA's speed (GQA paper, T5-XXL); trained from scratch at 7B, DeepSeek found MHA clearly ahead of
-    GQA and MQA on hard benchmarks — and MLA ahead of MHA in five of the six comparisons listed
-    (behind on C-Eval at the small scale) with 4–14 % of its cache. Mistral
-    reports its 4,096-token window cuts the cache 8× at 32k tokens without hurting quality, and gives
-    no side-by-side score.
+    GQA and MQA on hard benchmarks — and MLA ahead of MHA in {_s["mla_won"]} of the {_s["mla_comparisons"]}
+    comparisons listed ({_lost}) with {100 * _lo:.0f}–{100 * _hi:.0f} % of its cache. Mistral
+    reports its {_w:,}-token window cuts the cache {_s["window_cache_smaller"]:g}× at
+    {_s["window_at_tokens"] // 1024}k tokens without hurting quality, and gives no side-by-side score.
 
     """)
     return
@@ -390,14 +408,18 @@ def _(attention, notebook):
     _v2, _v3 = _gs2("deepseek-v2-lite"), _gs2("deepseek-v3")
     _b = {r["baseline"]: r["baseline ÷ MLA"] for r in attention.mla_baselines("deepseek-v2-lite", "mistral-7b-v0.1")}
     _same = next(v for k, v in _b.items() if k.startswith("MHA of the same model:"))
+    _b3 = {r["baseline"]: r["baseline ÷ MLA"] for r in attention.mla_baselines("deepseek-v3", "mistral-7b-v0.1")}
+    _same3 = next(v for k, v in _b3.items() if k.startswith("MHA of the same model:"))
     _gqa = next(v for k, v in _b.items() if k.startswith("GQA of the same model"))
     notebook.exercise(2, """DeepSeek V2 Lite uses MLA with fewer heads than V3. Compute its fair ratios with
     `helpers.attention.mla_baselines("deepseek-v2-lite")`. Is MLA's saving against MHA of the same
     model larger or smaller than V3's, and why?""", f"""
-    Against MHA of the same model: **{_same:,.1f}×**; against GQA-8 of the same model: **{_gqa:,.1f}×**. Smaller than
-    V3's, because the saving against MHA is 2 × heads × head_dim ÷ (latent + rope key): the latent is the
-    same {_v2.kv_lora_rank} + {_v2.qk_rope_head_dim}, but V2 Lite has {_v2.num_heads} heads to replace where
-    V3 has {_v3.num_heads}. MLA pays off most on models with many heads.""")
+    Against MHA of the same model: **{_same:,.1f}×** (V3: {_same3:,.1f}×); against GQA-8 of the same model:
+    **{_gqa:,.1f}×**. {"Smaller" if _same < _same3 else "Larger" if _same > _same3 else "The same as"}{" than" if _same != _same3 else ""}
+    V3's, because the saving against MHA is 2 × heads × head_dim ÷ (latent + rope key): the latent is
+    {_v2.kv_lora_rank} + {_v2.qk_rope_head_dim} in V2 Lite and {_v3.kv_lora_rank} + {_v3.qk_rope_head_dim} in V3, and
+    V2 Lite has {_v2.num_heads} heads to replace where V3 has {_v3.num_heads}. MLA pays off most on the model
+    with {"more" if (_same3 > _same) == (_v3.num_heads > _v2.num_heads) else "fewer"} heads.""")
     return
 
 

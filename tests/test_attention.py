@@ -208,3 +208,14 @@ def test_the_talks_quoted_ratios_map_to_named_baselines():
     assert attention.match_quoted(474, rows, tolerance=0.05)["counted"] == "mixed"
     with pytest.raises(ValueError, match="does not use MLA"):
         attention.mla_baselines("mistral-7b-v0.1")
+
+
+def test_scorecard_summary_by_hand():
+    s = attention.scorecard_summary()
+    # DeepSeek-V2 Tables 9: MLA ahead on 5 of 6 (50.0>48.7, 39.0>37.9, 50.9<51.6, 59.0>57.5, 50.7>46.6, 59.2>57.9)
+    assert s["mla_comparisons"] == 6 and s["mla_won"] == 5 and s["mla_lost"] == [("C-Eval", "small MoE")]
+    lo, hi = s["mla_cache_share"]
+    assert lo == pytest.approx(34.6 / 860.2) and hi == pytest.approx(15.6 / 110.6)   # 4 % and 14 %
+    assert s["window_cache_smaller"] == 8 and s["window_at_tokens"] == 32 * 1024
+    with pytest.raises(ValueError, match="no MLA"):
+        attention.scorecard_summary([])

@@ -222,6 +222,40 @@ def test_curve_and_triangle():
     assert tri.loc["throughput, less precision", "max batch"] > 112
 
 
+def test_prefill_bound_by_hand():
+    # 100 tokens on an H100 SXM: moving the weights (the embedding by 100 rows) and 100 tokens' K/V takes
+    # (14,221,320,192 + 100 × 8,192 + 100 × 131,072) ÷ 3.35e12 = 4.25 ms; the arithmetic, 2 FLOPs per
+    # linear weight per token (the lm_head for the last token only) ÷ 989.5e12, about 1.41 ms: memory-bound
+    short = capacity.plan(MISTRAL, "H100 SXM", context=8192, prompt_tokens=100)
+    assert short.prefill_memory_s == pytest.approx((14_221_320_192 + 100 * 8192 + 100 * 131_072) / 3.35e12, rel=1e-12)
+    linear = 6_979_321_856
+    assert short.prefill_compute_s == pytest.approx((2 * linear * 100 + 2 * 131_072_000) / 989.5e12, rel=0.01)
+    assert short.prefill_bound == "memory" and short.prefill_floor_s == short.prefill_memory_s
+    # 6,000 tokens: 2 × 6.98e9 × 6,000 ÷ 989.5e12 ≈ 85 ms of arithmetic against 4.5 ms of bytes: compute-bound
+    long = capacity.plan(MISTRAL, "H100 SXM", context=8192, prompt_tokens=6000)
+    assert long.prefill_compute_s > 2 * linear * 6000 / 989.5e12
+    assert long.prefill_bound == "compute" and long.prefill_floor_s == long.prefill_compute_s
+    assert long.prefill_s == pytest.approx(long.prefill_floor_s / 0.5)
+
+
+def test_triangle_and_curve_follow_the_efficiency():
+    # step at batch b = (weights streamed + b × (one embedding row + 4,096 tokens' K/V + the new token's)) ÷ 3.35e12
+    # ÷ efficiency ≤ 10 ms: b ≤ (3.35e10 × eff − 14,221,320,192) ÷ 537,010,176 → 35 at 1.0, 4 at 0.5
+    per_seq = 4096 * 2 + 4097 * 131_072
+    for eff, by_hand in ((1.0, 35), (0.5, 4)):
+        assert int((3.35e12 * 0.010 * eff - 14_221_320_192) // per_seq) == by_hand
+        tri = capacity_views.triangle(MISTRAL, "H100 SXM", context=4096, slo_ms=10, efficiency=eff)
+        p, ok = capacity.plan_for_slo(MISTRAL, "H100 SXM", 10, context=4096, efficiency=eff)
+        assert ok and tri.iloc[1]["batch"] == p.batch == by_hand and bool(tri.iloc[1]["meets SLO"])
+        assert tri.loc["latency", "ms per token"] == round(capacity.plan(MISTRAL, "H100 SXM", efficiency=eff).step_ms, 2)
+    curve_1 = capacity_views.curve(MISTRAL, ["H100 SXM"], context=4096, efficiency=1.0)
+    curve_half = capacity_views.curve(MISTRAL, ["H100 SXM"], context=4096, efficiency=0.5)
+    assert list(curve_half.step_ms) == pytest.approx([2 * x for x in curve_1.step_ms])
+    # an SLO below batch 1's step: the SLO row says it misses
+    tri = capacity_views.triangle(MISTRAL, "H100 SXM", context=4096, slo_ms=5, efficiency=0.5)
+    assert tri.iloc[1]["batch"] == 1 and not tri.iloc[1]["meets SLO"]
+
+
 # ----------------------------------------------------------------------------- bad input
 
 @pytest.mark.parametrize("kwargs,match", [
@@ -268,6 +302,32 @@ def test_predict_vs_measure_on_the_tiny_model(tiny):
     assert r["measured_step_s"] > 0 and r["ratio"] == pytest.approx(r["measured_step_s"] / r["predicted_step_s"])
     table = capacity_measured.comparison_table(r)
     assert "measured ÷ predicted" in table.index
+
+
+def test_measured_efficiency_against_the_datasheet_by_hand():
+    # a step of 15e9 B measured at 10 ms on an H100 SXM whose microbenchmark read 3.0e12 B/s:
+    # floor at the measured bandwidth 5 ms → 50 %; at the datasheet's 3.35e12 B/s 4.478 ms → 44.8 %
+    r = {"device": "cuda", "device_name": "NVIDIA H100 80GB HBM3", "step_bytes": 15e9, "bandwidth": 3.0e12,
+         "predicted_step_s": 15e9 / 3.0e12, "measured_step_s": 0.010}
+    e = capacity_measured.efficiency(r)
+    assert e["gpu"].name == "H100 SXM" and e["datasheet_bandwidth"] == 3.35e12
+    assert e["vs_measured_bandwidth"] == pytest.approx(0.5)
+    assert e["datasheet_efficiency"] == pytest.approx(15e9 / 3.35e12 / 0.010)
+    assert e["datasheet_efficiency"] == pytest.approx(0.5 * 3.0e12 / 3.35e12)      # eff × measured ÷ datasheet
+    # a CPU has no datasheet: no value for --efficiency
+    cpu = capacity_measured.efficiency({**r, "device": "cpu", "device_name": "AMD EPYC"})
+    assert cpu["gpu"] is None and cpu["datasheet_efficiency"] is None
+    assert cpu["vs_measured_bandwidth"] == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("reported, name", [("NVIDIA H100 80GB HBM3", "H100 SXM"), ("NVIDIA H100 PCIe", "H100 PCIe"),
+                                            ("NVIDIA A100-SXM4-80GB", "A100 80GB"), ("NVIDIA L40S", "L40S"),
+                                            ("NVIDIA L4", "L4"), ("Tesla T4", "T4"), ("NVIDIA H200", "H200"),
+                                            ("NVIDIA GeForce RTX 4090", "RTX 4090"), ("Some Future GPU", None)])
+def test_datasheet_gpu_from_the_name_cuda_reports(reported, name):
+    g = capacity_measured.datasheet_gpu("cuda", reported)
+    assert (g.name if g else None) == name
+    assert capacity_measured.datasheet_gpu("cpu", reported) is None
 
 
 def test_predict_vs_measure_with_the_measured_bandwidth(tiny):

@@ -87,3 +87,20 @@ def test_quantized_decode_floors_by_hand():
     assert rows["nf4"]["step floor (ms)"] < rows["bf16"]["step floor (ms)"] / 3
     assert rows["bf16"]["vs bf16 (×)"] == 1.0 and 3 < rows["nf4"]["vs bf16 (×)"] < 3.5
     assert all(r["bound"] == "memory" for r in rows.values())
+
+
+def test_gpu_plan_step_floor_by_hand():
+    """Notebook 05, exercise 2: the step floor at 4,096 tokens is (weights streamed + KV) ÷ datasheet
+    bandwidth; the planner's step_s is that floor ÷ its default efficiency 0.5."""
+    kv = 4096 * 131_072 + 131_072                   # the cache read at 4,096 tokens and the new token's K/V
+    bf16 = expected.gpu_plan(weight_dtype="bf16", context=4096)
+    assert math.isclose(bf16.step_floor_s, (MISTRAL_STREAMED + ROW + kv) / H100_BANDWIDTH, rel_tol=1e-12)
+    assert round(bf16.step_floor_s * 1e3, 2) == 4.41 and round(bf16.step_s * 1e3, 2) == 8.81
+    # nf4 (bitsandbytes): 6,979,321,856 linear weights at 4 bits + an fp32 absmax per 64 + a 16-entry fp32
+    # code book per Linear (32 layers × 7); the lm_head stays bf16, the embedding read by one row, norms bf16
+    linear = 32 * (2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 14336)
+    nf4_streamed = linear // 2 + linear // 64 * 4 + 32 * 7 * 64 + 32000 * 4096 * 2 + (2 * 32 + 1) * 4096 * 2 + ROW
+    nf4 = expected.gpu_plan(weight_dtype="nf4", context=4096)
+    assert math.isclose(nf4.step_floor_s, (nf4_streamed + kv) / H100_BANDWIDTH, rel_tol=1e-12)
+    assert round(nf4.step_floor_s * 1e3, 2) == 1.41 and round(nf4.step_s * 1e3, 2) == 2.82
+    assert bf16.efficiency == nf4.efficiency == 0.5

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from helpers import memory, models, quality, quant, specs
+from helpers import capacity, memory, models, quality, quant, specs
 from helpers.specs import PRESETS
 
 SCHEMES = ("bf16", "int8", "nf4", "nf4-dq")
@@ -151,21 +151,31 @@ def test_gpt_oss_mxfp4_matches_published_checkpoint():
     assert pred == published  # the expert blocks + scales, the rest bf16: byte for byte
 
 
-def test_gpt_oss_fits_one_80gb_gpu_only_in_mxfp4():
-    rows = {r["scheme"]: r for r in quant.fit_on_gpu("gpt-oss-120b", gpu_bytes=80e9)}
+def test_gpt_oss_fits_one_h100_only_in_mxfp4_by_the_planners_budget():
+    rows = {r["scheme"]: r for r in quant.fit_on_gpu("gpt-oss-120b")}
     assert not rows["bf16"]["fits"] and not rows["fp8"]["fits"] and rows["mxfp4"]["fits"]
     assert rows["bf16"]["weights (GB)"] == pytest.approx(233.66, abs=0.01)   # "about 234 GB"
-    # the capacity planner's reserve: 0.9 × 80 GB − 1.5 GB = 70.5 GB usable
-    assert rows["mxfp4"]["usable after reserve (GB)"] == pytest.approx(70.5)
-    assert rows["mxfp4"]["left for KV cache (GB)"] == pytest.approx(70.5 - 65.248815744, abs=0.005)
-    # 5.25 GB of KV room holds more than the model's 131,072-token context (half its layers slide)
-    left = 70.5e9 - 65_248_815_744
+    # an H100 SXM reports 79.11 GiB; the planner keeps 0.9 of it less 1.5 GB: 0.9 × 79.11 × 2^30 − 1.5e9
+    usable = 0.9 * 79.11 * 2**30 - 1.5e9
+    assert rows["mxfp4"]["GPU reports (GB)"] == pytest.approx(79.11 * 2**30 / 1e9, abs=0.005)
+    assert rows["mxfp4"]["usable after reserve (GB)"] == pytest.approx(usable / 1e9, abs=0.005)
+    left = usable - 65_248_815_744
+    assert rows["mxfp4"]["left for KV cache (GB)"] == pytest.approx(left / 1e9, abs=0.005)
+    # the notebook's figures are the planner's: its KV budget, its max batch, its fits (max_batch ≥ 1)
+    for s, r in rows.items():
+        p = capacity.plan("gpt-oss-120b", "H100 SXM", weight_dtype=s, context=4096)
+        assert r["left for KV cache (GB)"] == round(p.kv_budget_bytes_per_gpu / 1e9, 2)
+        assert r["sequences of 4,096 tokens"] == p.max_batch and r["fits"] == (p.max_batch >= 1) == p.fits
+    assert rows["mxfp4"]["sequences of 4,096 tokens"] == int(left // memory.kv_cache_bytes("gpt-oss-120b", 4096))
     n = quant.max_context_in(left, "gpt-oss-120b")
     assert memory.kv_cache_bytes("gpt-oss-120b", n) <= left < memory.kv_cache_bytes("gpt-oss-120b", n + 1)
     assert n > 131072 and rows["mxfp4"]["KV cache room (bf16), one sequence up to (tokens)"] == 131072
     assert rows["fp8"]["KV cache room (bf16), one sequence up to (tokens)"] == 0
-    with pytest.raises(ValueError):
-        quant.fit_on_gpu(gpu_bytes=0)
+
+
+def test_gpt_oss_fit_refuses_an_unknown_gpu():
+    with pytest.raises(ValueError, match="unknown GPU"):
+        quant.fit_on_gpu(gpu="H800")
 
 
 def test_max_context_honours_sliding_windows():

@@ -5,7 +5,10 @@ step measured with a real KV cache, as a table for notebook 04 and as the capaci
 """
 from __future__ import annotations
 
+import re
+
 from .planner import _positive, _whole
+from ..gpus import GPU, catalog
 from ..memory import KV_DTYPES, WEIGHT_SCHEMES
 from ..stepcost import decode_cost
 
@@ -57,13 +60,17 @@ def predict_vs_measure(loaded, bandwidth: float | None = None, batch: int | None
     comp_s = cost.flops / peak_flops if peak_flops else 0.0
     predicted = max(mem_s, comp_s)
 
+    from ..hardware import device_info
+
+    device_name = device_info(loaded.device).name
     gen = torch.Generator().manual_seed(seed)
     ids = torch.randint(3, spec.vocab_size, (batch, prompt), generator=gen)
     timed_generate(loaded.model, ids[:, : min(prompt, 16)], 3, device=loaded.device)   # warm-up
     t = timed_generate(loaded.model, ids, new, device=loaded.device)
     measured = t.itl_median_s
     return {
-        "label": loaded.label, "profile": loaded.profile, "device": loaded.device, "dtype": loaded.dtype,
+        "label": loaded.label, "profile": loaded.profile, "device": loaded.device, "device_name": device_name,
+        "dtype": loaded.dtype,
         "batch": batch, "prompt_tokens": prompt, "new_tokens": new, "mean_cached_tokens": mean_cached,
         "weight_bytes": cost.weight_read_bytes, "kv_bytes": cost.kv_bytes, "step_bytes": cost.bytes,
         "loaded_weight_bytes": measured_weight_bytes(loaded.model), "bandwidth": bandwidth, "bandwidth_source": bw_source,
@@ -71,6 +78,50 @@ def predict_vs_measure(loaded, bandwidth: float | None = None, batch: int | None
         "measured_step_s": measured, "measured_p90_s": sorted(t.step_s)[int(0.9 * (len(t.step_s) - 1))],
         "ratio": measured / predicted,
     }
+
+
+def _key(text: str) -> str:
+    return re.sub(r"[\s\-_.]+", "", str(text).lower())
+
+
+# CUDA's names that contain no catalogued name or alias: the H100 SXM5 reports itself as "H100 80GB HBM3"
+# (the PCIe card as "H100 PCIe"), per nvidia-smi on each.
+_CUDA_NAMES = {"h10080gbhbm3": "H100 SXM"}
+
+
+def datasheet_gpu(device: str, device_name: str | None) -> GPU | None:
+    """The catalogued GPU (helpers.gpus) whose datasheet describes this device, or None: a CPU, an
+    Apple GPU, or a CUDA device the catalog lacks. Matches the longest catalogued name or alias
+    contained in the name the device reports ('NVIDIA A100-SXM4-80GB' → 'A100 80GB')."""
+    if not str(device).startswith("cuda") or not device_name:
+        return None
+    key = _key(device_name)
+    for cuda_key, name in _CUDA_NAMES.items():
+        if cuda_key in key:
+            return next(g for g in catalog() if g.name == name)
+    best, length = None, 0
+    for g in catalog():
+        for k in (_key(g.name), *(_key(a) for a in g.aliases)):
+            if k and k in key and len(k) > length:
+                best, length = g, len(k)
+    return best
+
+
+def efficiency(result: dict, gpu: GPU | str | None = None) -> dict:
+    """The measured step as an efficiency, two ways: against the floor at the bandwidth measured on this
+    device (predicted ÷ measured), and — where the device is a catalogued GPU (`gpu`, else found from
+    result['device_name']) — against the floor at its datasheet bandwidth, the share the planner's
+    --efficiency means: measured-bandwidth efficiency × measured bandwidth ÷ datasheet bandwidth.
+    datasheet_efficiency is None without a datasheet (a CPU has none: nothing to pass as --efficiency)."""
+    from ..gpus import get_gpu
+
+    vs_measured = result["predicted_step_s"] / result["measured_step_s"]
+    g = get_gpu(gpu) if gpu is not None else datasheet_gpu(result["device"], result.get("device_name"))
+    # the floor at the datasheet's bandwidth ÷ the measured step; for the memory-bound floor predicted here
+    # (bytes ÷ measured bandwidth) this is vs_measured × measured bandwidth ÷ datasheet bandwidth
+    vs_datasheet = None if g is None else result["step_bytes"] / g.bandwidth / result["measured_step_s"]
+    return {"vs_measured_bandwidth": vs_measured, "gpu": g, "datasheet_bandwidth": None if g is None else g.bandwidth,
+            "datasheet_efficiency": vs_datasheet}
 
 
 def comparison_table(result: dict):

@@ -197,6 +197,9 @@ class Plan:
     usd_per_million_input_tokens: float | None = None
     usd_per_million_output_tokens: float | None = None
     pipeline_stages: int = 1              # helpers.parallel: layers split over this many stages of `gpus` each
+    prefill_memory_s: float | None = None   # the prefill floor's two terms: bytes ÷ bandwidth,
+    prefill_compute_s: float | None = None  # FLOPs ÷ peak
+    prefill_bound: str | None = None        # which of them sets the prefill floor: "memory" or "compute"
 
     @property
     def step_ms(self) -> float | None:
@@ -311,7 +314,9 @@ def plan(model: str | Path | dict | ModelSpec, gpu: str | GPU, gpus: int = 1, we
     p.step_floor_s = max(p.step_memory_s, p.step_compute_s)
     p.bound = "memory" if p.step_memory_s >= p.step_compute_s else "compute"
     p.step_s = p.step_floor_s / eff
-    p.prefill_floor_s = _prefill_floor_s(spec, g, shard, weight_dtype, kv_dtype, prompt)
+    p.prefill_memory_s, p.prefill_compute_s = _prefill_terms_s(spec, g, shard, weight_dtype, kv_dtype, prompt)
+    p.prefill_floor_s = max(p.prefill_memory_s, p.prefill_compute_s)
+    p.prefill_bound = "memory" if p.prefill_memory_s >= p.prefill_compute_s else "compute"
     p.prefill_s = p.prefill_floor_s / eff
     p.tokens_per_s = batch / p.step_s
     usd_per_s = g.usd_per_hour * gpus * stages / 3600
@@ -337,15 +342,15 @@ def step_bytes_flops(spec: ModelSpec, shard: Sharding, weight_dtype: str, kv_dty
     return c.weight_read_bytes * shard.weight_fraction + c.kv_bytes * shard.kv_fraction, c.flops / shard.gpus
 
 
-def _prefill_floor_s(spec: ModelSpec, g: GPU, shard: Sharding, weight_dtype: str, kv_dtype: str,
-                     prompt: int) -> float:
-    """Floor of one prompt's prefill (TTFT without queueing): its FLOPs (helpers.stepcost, MLA as
-    engines prefill it, not absorbed) ÷ peak, or reading the weights once and writing the prompt's
-    KV ÷ bandwidth, whichever takes longer."""
+def _prefill_terms_s(spec: ModelSpec, g: GPU, shard: Sharding, weight_dtype: str, kv_dtype: str,
+                     prompt: int) -> tuple[float, float]:
+    """(memory, compute) terms of one prompt's prefill (TTFT without queueing): reading the weights
+    once and writing the prompt's KV ÷ bandwidth, and its FLOPs (helpers.stepcost, MLA as engines
+    prefill it, not absorbed) ÷ peak. The floor is the longer of the two."""
     peak, _ = g.peak_flops(weight_dtype)
     c = forward_cost(spec, prompt, 0, 1, weight_dtype, kv_dtype)
     moved = c.weight_read_bytes * shard.weight_fraction + c.kv_bytes * shard.kv_fraction
-    return max(c.flops / shard.gpus / peak, moved / g.bandwidth)
+    return moved / g.bandwidth, c.flops / shard.gpus / peak
 
 
 def max_batch(model, gpu, gpus: int = 1, weight_dtype: str = "bf16", kv_dtype: str = "bf16",

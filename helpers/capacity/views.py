@@ -61,8 +61,9 @@ def batch_points(max_b: int) -> list[int]:
 
 
 def curve(model, gpu_names: Iterable[str], weight_dtype: str = "bf16", kv_dtype: str = "bf16",
-          context: int = 4096, gpus: int = 1):
-    """Latency (ms per token) and throughput (tokens/s) over batch size, per GPU, up to its max batch."""
+          context: int = 4096, gpus: int = 1, efficiency: float = DEFAULT_EFFICIENCY):
+    """Latency (ms per token) and throughput (tokens/s) over batch size, per GPU, up to its max batch,
+    with the step at `efficiency` of the datasheet (as the ranking)."""
     import pandas as pd
 
     spec = _spec(model)
@@ -70,7 +71,7 @@ def curve(model, gpu_names: Iterable[str], weight_dtype: str = "bf16", kv_dtype:
     for name in gpu_names:
         top = max_batch(spec, name, gpus, weight_dtype, kv_dtype, context)
         for b in batch_points(top):
-            p = plan(spec, name, gpus, weight_dtype, kv_dtype, context, b)
+            p = plan(spec, name, gpus, weight_dtype, kv_dtype, context, b, efficiency=efficiency)
             rows.append({"gpu": p.gpu, "batch": b, "step_ms": p.step_ms, "tokens_per_s": p.tokens_per_s,
                          "usd_per_million_tokens": p.usd_per_million_tokens, "bound": p.bound})
     return pd.DataFrame(rows, columns=["gpu", "batch", "step_ms", "tokens_per_s", "usd_per_million_tokens", "bound"])
@@ -103,10 +104,11 @@ def plot_curve(df, title: str, stamp_text: str, slo_ms: float | None = None):
 
 
 def triangle(model, gpu: str = "H100 SXM", weight_dtype: str = "bf16", kv_dtype: str = "bf16",
-             context: int = 4096, slo_ms: float = 10.0, gpus: int = 1):
+             context: int = 4096, slo_ms: float = 10.0, gpus: int = 1, efficiency: float = DEFAULT_EFFICIENCY):
     """The quality–latency–throughput triangle on one GPU, in numbers: the same model served for
     latency (batch 1), within an SLO, for throughput (largest batch), and with less precise weights
-    and cache (fp8: more batch, less cost, a quality cost to check on a benchmark)."""
+    and cache (fp8: more batch, less cost, a quality cost to check on a benchmark). Every step at
+    `efficiency` of the datasheet. The SLO row's 'meets SLO' says whether plan_for_slo met it."""
     import pandas as pd
 
     spec = _spec(model)
@@ -114,19 +116,21 @@ def triangle(model, gpu: str = "H100 SXM", weight_dtype: str = "bf16", kv_dtype:
 
     def add(corner: str, p: Plan, what: str):
         rows.append({"corner": corner, "weights": p.weight_dtype, "KV": p.kv_dtype, "batch": p.batch,
+                     "meets SLO": p.step_s <= slo_ms / 1e3,
                      "ms per token": p.step_ms, "tokens/s": p.tokens_per_s,
                      "$ per M output tokens": p.usd_per_million_tokens, "max batch": p.max_batch, "what": what})
 
     top = max_batch(spec, gpu, gpus, weight_dtype, kv_dtype, context)
     if top < 1:
         raise ValueError(plan(spec, gpu, gpus, weight_dtype, kv_dtype, context, 1).reason)
-    add("latency", plan(spec, gpu, gpus, weight_dtype, kv_dtype, context, 1), "one user, fastest tokens")
-    p, ok = plan_for_slo(spec, gpu, slo_ms, gpus, weight_dtype, kv_dtype, context)
+    kw = {"efficiency": efficiency}
+    add("latency", plan(spec, gpu, gpus, weight_dtype, kv_dtype, context, 1, **kw), "one user, fastest tokens")
+    p, ok = plan_for_slo(spec, gpu, slo_ms, gpus, weight_dtype, kv_dtype, context, **kw)
     add(f"latency ≤ {slo_ms:g} ms", p, "largest batch within the SLO" if ok else "misses the SLO even at batch 1")
-    add("throughput", plan(spec, gpu, gpus, weight_dtype, kv_dtype, context, top), "largest batch that fits")
+    add("throughput", plan(spec, gpu, gpus, weight_dtype, kv_dtype, context, top, **kw), "largest batch that fits")
     q = max_batch(spec, gpu, gpus, "fp8", "fp8", context)
     if q >= 1 and (weight_dtype, kv_dtype) != ("fp8", "fp8"):
-        add("throughput, less precision", plan(spec, gpu, gpus, "fp8", "fp8", context, q),
+        add("throughput, less precision", plan(spec, gpu, gpus, "fp8", "fp8", context, q, **kw),
             "fp8 weights and cache: quality to check on a benchmark")
     df = pd.DataFrame(rows)
     for col, nd in (("ms per token", 2), ("tokens/s", 0), ("$ per M output tokens", 3)):
