@@ -19,13 +19,13 @@ def _():
     import marimo as mo
     import pandas as pd
 
-    from helpers import capacity, expected, memory, models, notebook, plots, quant
+    from helpers import capacity, expected, memory, models, notebook, plots, quant, specs
     from helpers.glossary import term
     from helpers.units import fmt_bytes
 
     notebook.setup()
     started = time.perf_counter()
-    return capacity, expected, fmt_bytes, memory, mo, models, notebook, pd, plots, quant, started, term
+    return capacity, expected, fmt_bytes, memory, mo, models, notebook, pd, plots, quant, specs, started, term
 
 
 @app.cell
@@ -435,15 +435,13 @@ def _(loaded, mo, quality, trained_quality):
 
 
 @app.cell
-def _(capacity, mo, quant):
-    from helpers.specs import get_spec as _get_spec, param_breakdown as _param_breakdown
-
+def _(capacity, mo, quant, specs):
     _rows = quant.fit_on_gpu("gpt-oss-120b")
     _mx = next(r for r in _rows if r["scheme"] == "mxfp4")
     _pub = quant.GPT_OSS_120B_CHECKPOINT_BYTES
     _ctx = _mx["KV cache room (bf16), one sequence up to (tokens)"]
     _users4k = _mx["sequences of 4,096 tokens"]
-    _spec, _pb = _get_spec("gpt-oss-120b"), _param_breakdown("gpt-oss-120b")
+    _spec, _pb = specs.get_spec("gpt-oss-120b"), specs.param_breakdown("gpt-oss-120b")
     _sliding = sum(t == "sliding_attention" for t in _spec.layer_types)
     _full_share = (_spec.num_layers - _sliding) / _spec.num_layers
     _g = capacity.plan("gpt-oss-120b", _mx["gpu"], weight_dtype="mxfp4")

@@ -19,13 +19,13 @@ def _():
     import marimo as mo
     import pandas as pd
 
-    from helpers import attention, mla, notebook, plots
+    from helpers import attention, memory, mla, notebook, plots, specs
     from helpers.glossary import term
     from helpers.units import fmt_bytes
 
     notebook.setup()
     started = time.perf_counter()
-    return attention, fmt_bytes, mla, mo, notebook, pd, plots, started, term
+    return attention, fmt_bytes, memory, mla, mo, notebook, pd, plots, specs, started, term
 
 
 @app.cell
@@ -109,21 +109,19 @@ def _(attention, pd, plots):
 
 
 @app.cell
-def _(mo):
-    from helpers.memory import kv_bytes_per_token as _kvt
-    from helpers.specs import get_spec as _gs0, param_count as _pc0
-
-    _m1, _go, _v3 = _gs0("mistral-7b-v0.1"), _gs0("gpt-oss-120b"), _gs0("deepseek-v3")
+def _(memory, mo, specs):
+    _m1, _go, _v3 = specs.get_spec("mistral-7b-v0.1"), specs.get_spec("gpt-oss-120b"), specs.get_spec("deepseek-v3")
     _full = _go.num_layers - _go.sliding_layers
-    _v3_vs_llama = "less" if _kvt(_v3, "bf16") < _kvt("llama-3.1-8b", "bf16") else "more"
+    _v3_vs_llama = ("less" if memory.kv_bytes_per_token(_v3, "bf16") < memory.kv_bytes_per_token("llama-3.1-8b", "bf16")
+                    else "more")
     mo.md(f"""
     Reading the plots: the GQA models grow linearly all the way; **Mistral 7B v0.1 flattens at
     {_m1.sliding_window:,} tokens** (its window is on every layer — v0.3 dropped it); **GPT-OSS-120B** grows at
     {_full}/{_go.num_layers} of its short-context rate past {_go.sliding_window:,} tokens, when its
     {_go.sliding_layers} sliding layers stop growing and only its {_full} full-attention layers keep going (on
     the log–log plot, a line shifted down {_go.num_layers / _full:g}×); the **DeepSeek** models sit low for their
-    size because MLA caches a {_v3.kv_lora_rank + _v3.qk_rope_head_dim}-wide latent per layer instead of
-    per-head K and V — DeepSeek V3, at {_pc0(_v3) / 1e9:,.0f} B parameters, caches {_v3_vs_llama} per token
+    size because MLA caches a {memory.kv_elements_per_token_layer(_v3)}-wide latent per layer instead of
+    per-head K and V — DeepSeek V3, at {specs.param_count(_v3) / 1e9:,.0f} B parameters, caches {_v3_vs_llama} per token
     than Llama 3.1 8B.
 
     ## Measured: MHA, GQA, MQA on real caches
@@ -252,11 +250,9 @@ def _(mo):
 
 
 @app.cell
-def _(mo):
-    from helpers.specs import get_spec as _get_spec
-
-    _s = _get_spec("deepseek-v3")
-    _m = _get_spec("mistral-7b-v0.1")
+def _(mo, specs):
+    _s = specs.get_spec("deepseek-v3")
+    _m = specs.get_spec("mistral-7b-v0.1")
     _k = (_s.qk_nope_head_dim or 0) + (_s.qk_rope_head_dim or 0)
     mo.md(f"""
     ## MLA's saving, stated honestly
@@ -285,7 +281,7 @@ def _(attention, pd, plots):
 
 
 @app.cell
-def _(attention, baselines, mo):
+def _(attention, baselines, mo, specs):
     _rows = baselines.to_dict("records")
     _lines = []
     for _q in attention.TALK_MLA_RATIOS:
@@ -305,9 +301,7 @@ def _(attention, baselines, mo):
                                  + (["heads the model would not have"] if _m["same model"] and _m["same count"] else []))
                              + "."))
     _fair = baselines[baselines["fair"]]
-    from helpers.specs import get_spec as _gs1
-
-    _v3h = _gs1("deepseek-v3")
+    _v3h = specs.get_spec("deepseek-v3")
     _hi = _fair.loc[_fair["baseline ÷ MLA"].idxmax()]
     _lo = _fair.loc[_fair["baseline ÷ MLA"].idxmin()]
     _newline = chr(10)
@@ -356,11 +350,9 @@ def _(attention, pd, plots):
 
 
 @app.cell
-def _(attention, mo, scorecard):
-    from helpers.specs import get_spec as _gs3
-
+def _(attention, mo, scorecard, specs):
     _s = attention.scorecard_summary(scorecard.to_dict("records"))
-    _w = _gs3("mistral-7b-v0.1").sliding_window
+    _w = specs.get_spec("mistral-7b-v0.1").sliding_window
     _lo, _hi = _s["mla_cache_share"]
     _lost = "; ".join(f"behind on {m} at the {where}" for m, where in _s["mla_lost"]) or "behind on none"
     mo.md(f"""
@@ -384,10 +376,8 @@ def _(mo):
 
 
 @app.cell
-def _(fmt_bytes, notebook):
-    from helpers.memory import kv_cache_bytes as _kv
-    from helpers.specs import get_spec as _gs, param_count as _pc
-
+def _(fmt_bytes, memory, notebook, specs):
+    _kv, _gs, _pc = memory.kv_cache_bytes, specs.get_spec, specs.param_count
     _d, _l = _kv("deepseek-v3", 131072, 1, "bf16"), _kv("llama-3.1-8b", 131072, 1, "bf16")
     _g = _kv("gpt-oss-120b", 131072, 1, "bf16")
     notebook.exercise(1, """Compare one 128k-token sequence's cache across three very different models:
@@ -402,10 +392,8 @@ def _(fmt_bytes, notebook):
 
 
 @app.cell
-def _(attention, notebook):
-    from helpers.specs import get_spec as _gs2
-
-    _v2, _v3 = _gs2("deepseek-v2-lite"), _gs2("deepseek-v3")
+def _(attention, notebook, specs):
+    _v2, _v3 = specs.get_spec("deepseek-v2-lite"), specs.get_spec("deepseek-v3")
     _b = {r["baseline"]: r["baseline ÷ MLA"] for r in attention.mla_baselines("deepseek-v2-lite", "mistral-7b-v0.1")}
     _same = next(v for k, v in _b.items() if k.startswith("MHA of the same model:"))
     _b3 = {r["baseline"]: r["baseline ÷ MLA"] for r in attention.mla_baselines("deepseek-v3", "mistral-7b-v0.1")}

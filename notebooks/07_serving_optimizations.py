@@ -554,7 +554,8 @@ def _(figures, qloaded, spec_table):
 def _(mo, qloaded, spec_context, spec_table, speculative, trained, w):
     _d, _p = spec_table.iloc[0], spec_table.iloc[1]
     _share = speculative.draft_step_share(qloaded.spec, w.draft_layers, spec_context, qloaded.dtype)
-    _pass = 1 + _d["mean drafted per drafting pass"] * _share       # a pass's cost, in target steps
+    _by_bytes = speculative.speedup_by_bytes(_d["tokens per target pass"], _d["mean drafted per drafting pass"], _share)
+    _pass, _predicted = _by_bytes["pass cost (target steps)"], _by_bytes["predicted speed-up"]
 
     def _verdict(r):
         s = r["wall-clock speed-up"]
@@ -580,7 +581,7 @@ def _(mo, qloaded, spec_context, spec_table, speculative, trained, w):
     draft step reads **{_share:.0%}** of what a target step reads (`speculative.draft_step_share`, from
     `helpers.stepcost`), so a pass — {_d["mean drafted per drafting pass"]:.1f} draft steps and one target step —
     costs about {_pass:.1f} target steps for its {_d["tokens per target pass"]:.2f} tokens: by bytes read, a
-    speed-up of {_d["tokens per target pass"] / _pass:.2f}× (measured: {_d["wall-clock speed-up"]:.2f}×{"; lower, as every step also pays fixed costs the bytes do not count" if _d["wall-clock speed-up"] < _d["tokens per target pass"] / _pass else ""}){"" if trained else "; and with random weights the draft agrees with the target almost never (flat logits: near-ties)"}.
+    speed-up of {_predicted:.2f}× (measured: {_d["wall-clock speed-up"]:.2f}×{"; lower, as every step also pays fixed costs the bytes do not count" if _d["wall-clock speed-up"] < _predicted else ""}){"" if trained else "; and with random weights the draft agrees with the target almost never (flat logits: near-ties)"}.
     Prompt lookup costs nothing to draft, and pays off when the output repeats the context.
 
     **What you should see.** *CPU, tiny (measured on tiny-trained):* both drafters above 1 token per pass — the

@@ -337,3 +337,14 @@ def test_prefix_reuse_keeps_the_copy_in_when_it_is_most_of_the_warm_time(tiny, m
     times = iter([0.100, 0.005, 0.015])
     r = prefix_reuse.prefix_reuse(tiny.model, ids[:32], ids[32:], repeats=1)
     assert r["copy taken out"] and r["TTFT ratio"] == pytest.approx(10.0) and r["TTFT warm, suffix only (ms)"] == pytest.approx(10.0)
+
+
+def test_speedup_by_bytes_worked():
+    # 3 tokens a pass, 3.8 drafted at 85 % of a target step each: a pass costs 1 + 3.23 = 4.23 steps -> 0.709×
+    r = speculative.speedup_by_bytes(3.0, 3.8, 0.85)
+    assert r["pass cost (target steps)"] == pytest.approx(4.23) and r["predicted speed-up"] == pytest.approx(3 / 4.23)
+    assert speculative.speedup_by_bytes(5.0, 4, 0.0)["predicted speed-up"] == 5.0      # free drafts: tokens per pass
+    with pytest.raises(ValueError, match="tokens_per_pass"):
+        speculative.speedup_by_bytes(0.5, 4, 0.3)
+    with pytest.raises(ValueError, match="draft_share"):
+        speculative.speedup_by_bytes(2.0, 4, -0.1)

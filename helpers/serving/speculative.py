@@ -110,6 +110,19 @@ def draft_step_share(spec, draft_layers: int, context: int, dtype: str = "bf16")
     return (part.weight_read_bytes + part.kv_bytes) / (full.weight_read_bytes + full.kv_bytes)
 
 
+def speedup_by_bytes(tokens_per_pass: float, drafted_per_pass: float, draft_share: float) -> dict[str, float]:
+    """What a bandwidth-bound model of a step predicts for speculative decoding: a pass costs one target
+    step plus `drafted_per_pass` draft steps of `draft_share` of a target step each (draft_step_share),
+    and yields `tokens_per_pass` tokens; plain decoding pays one target step a token. Returns the pass's
+    cost in target steps and the predicted speed-up, tokens ÷ cost."""
+    for name, v, low in (("tokens_per_pass", tokens_per_pass, 1), ("drafted_per_pass", drafted_per_pass, 0),
+                         ("draft_share", draft_share, 0)):
+        if not (isinstance(v, (int, float)) and v >= low and v == v):
+            raise ValueError(f"{name} must be a number ≥ {low}, got {v!r}")
+    cost = 1 + drafted_per_pass * draft_share
+    return {"pass cost (target steps)": cost, "predicted speed-up": tokens_per_pass / cost}
+
+
 def draft_model(target, layers: int):
     """A model of the target's class with its first `layers` decoder layers, sharing the target's
     embedding, those layers, the final norm and the head (no weights copied). `layers` equal to the
