@@ -241,3 +241,45 @@ def test_figures_have_titles_and_stamps():
     # the legend counts chunks and, apart, the tokens the server reported (a chunk may carry several)
     fig3 = figures.chunks_figure(dict(ex, output_tokens=5), "measured: test")
     assert "3 chunks, 5 tokens; mean ITL 20.0 ms" in [x.get_text() for x in fig3.axes[0].get_legend().get_texts()]
+
+
+def test_figures_and_rules_given_no_run_say_so_instead_of_raising():
+    """Every server failed: the table of runs is empty but has its columns; the figures draw a titled note;
+    the guide's rules find nothing to compare (notebook 08 then shows its later cells)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from helpers.engines import figures
+
+    empty = bench.runs_table({"configs": [{"config": {"name": "x"}, "runs": [], "faults": []}]})
+    assert empty.empty and {"source", "workload", "TTFT mean ms", "goodput req/s"} <= set(empty.columns)
+    for fig, title in ((figures.curve_figure(empty, "measured: nothing", workload="fixed"), figures.CURVE_TITLE),
+                       (figures.tools_figure(empty, "measured: nothing", workload="fixed"), figures.TOOLS_TITLE),
+                       (figures.chunks_figure(None, "measured: nothing"), figures.CHUNKS_TITLE)):
+        texts = [t.get_text() for ax in fig.axes for t in ax.texts]
+        assert fig._suptitle.get_text() == title and any(t.startswith("Nothing to draw") for t in texts)
+    assert guide.batching_effect(empty, "fixed", 8) is None and guide.agreement(empty, "fixed").empty
+    # rows whose requests all failed have no latency: the curve says so rather than plotting nothing
+    failed = _table([("HF transformers serve", 1, [RequestRecord(0, 0.0, 0.1, error="http 500")])])
+    fig = figures.curve_figure(failed, "measured: all failed", workload="w")
+    assert any("no run of client on workload w had a successful request" in t.get_text()
+               for ax in fig.axes for t in ax.texts)
+
+
+def test_status_says_what_ran_what_failed_and_why():
+    plan = bench.Plan({"fixed": [bench.TraceRequest(0, "a b c", 4)]}, (1, 4), bench.SLO(1.0, 0.1))
+    data = bench.new_result(plan, "cpu", "tiny-trained", "set", [{"name": "vllm", "why": "needs CUDA"}])
+    assert data["workloads"]["fixed"] == {"requests": 1, "prompt_words_total": 3, "output_tokens_asked": 4}
+    data["configs"].append({"config": {"name": "HF off"}, "ready_s": None, "runs": [], "faults": [
+        {"kind": "ServerDied", "detail": "transformers exited with code 1 before it was ready. End of its log:\n"
+                                         "OSError: no file named model.safetensors"}]})
+    md = bench.status_markdown(data)
+    assert "**HF off** — ServerDied: transformers exited with code 1" in md
+    assert "no file named model.safetensors" in md and "vllm: not here — needs CUDA" in md
+    assert "No server produced a measurement here" in md
+    assert bench.status_markdown(data, "ValueError: unknown WORKSHOP_PROFILE").startswith(
+        "- **the benchmark did not run**: ValueError: unknown WORKSHOP_PROFILE")
+    run = dict(summarize(_recs(0.1, 0.02), "HF on", 1).to_dict(), workload="fixed")
+    data["configs"].append({"config": {"name": "HF on"}, "ready_s": 9.5, "runs": [run], "faults": []})
+    md = bench.status_markdown(data)
+    assert "**HF on**: ready in 9.5 s; 1 runs, 0 failed requests" in md and "No server produced" not in md

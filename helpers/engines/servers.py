@@ -76,7 +76,7 @@ def serve_folder(profile: str | None = None, folder: Path | None = None, weights
     if name in models.LOCAL_PROFILES:
         src = models.built_folder(name)
     else:
-        src = models.cache_dir() / "mistral-7b-random"
+        src = random_7b_folder()
         saved = (src / "workshop-build.json").exists() and any(src.glob("*.safetensors"))
         if not saved and weights:
             raise models.ProfileUnavailable(unsaved_random_weights(src))
@@ -111,6 +111,11 @@ def _write_atomic(path: Path, data: bytes) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_bytes(data)
     os.replace(tmp, path)
+
+
+def random_7b_folder() -> Path:
+    """Where notebook 05 saves the random 7B once (helpers.quant.model_source writes it)."""
+    return models.cache_dir() / "mistral-7b-random"
 
 
 def unsaved_random_weights(folder: Path) -> str:
@@ -214,7 +219,7 @@ def available(profile: str | None = None, include: tuple[str, ...] = ("transform
     has_weights = isinstance(model, str) or any(Path(model).glob("*.safetensors"))   # a str: a Hub repository
     if "transformers" in include:
         if not has_weights:                       # transformers serve makes no weights: serve_folder says why
-            skipped.append({"name": "transformers serve", "why": unsaved_random_weights(Path(model))})
+            skipped.append({"name": "transformers serve", "why": unsaved_random_weights(random_7b_folder())})
         elif _installed("fastapi") and _installed("uvicorn"):
             runnable += [transformers_serve(model, False, device), transformers_serve(model, True, device)]
         else:
