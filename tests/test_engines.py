@@ -11,31 +11,17 @@ import sys
 import time
 from pathlib import Path
 
+import fake_openai_server
 import pytest
 
 from helpers.engines import bench, client, guidellm_runner, metrics, process, tap
 from helpers.engines.metrics import SLO, RequestRecord, summarize
 from helpers.engines.servers import EngineConfig
-from helpers.serving.traces import TraceRequest, chat_trace
+from helpers.serving.traces import chat_trace
 
 HERE = Path(__file__).resolve().parent
-FAKE = [sys.executable, str(HERE / "fake_openai_server.py"), "--port", "{port}"]
-
-
-def _gone(pid: int, within_s: float = 10.0) -> bool:
-    t0 = time.time()
-    while time.time() - t0 < within_s:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        try:  # a zombie child of ours counts as gone once reaped
-            if os.waitpid(pid, os.WNOHANG)[0] == pid:
-                return True
-        except ChildProcessError:
-            pass
-        time.sleep(0.1)
-    return False
+FAKE = fake_openai_server.COMMAND
+fake, trace, _gone = fake_openai_server.start, fake_openai_server.trace, fake_openai_server.gone
 
 
 @pytest.fixture(autouse=True)
@@ -44,14 +30,6 @@ def no_server_left_behind():
     left = process.live_servers()
     process.stop_all()
     assert left == [], f"servers still running after the test: {left}"
-
-
-def fake(*flags, **kw) -> process.ServerProcess:
-    return process.ServerProcess(FAKE + list(flags), name="fake", ready_timeout_s=kw.pop("ready_timeout_s", 20), **kw)
-
-
-def trace(n: int, tokens: int = 4) -> list[TraceRequest]:
-    return [TraceRequest(i, f"prompt {i}", tokens) for i in range(n)]
 
 
 # ------------------------------------------------------------------ metric definitions, by hand

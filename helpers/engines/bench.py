@@ -36,7 +36,8 @@ class Plan:
     concurrencies: tuple[int, ...]
     slo: SLO
     guidellm_workload: str | None = "fixed"
-    timeout_s: float = 120.0
+    timeout_s: float = 120.0          # one request at most
+    deadline_s: float = 1800.0        # one configuration's whole run (after its server is ready) at most
     notes: list[str] = field(default_factory=list)
 
 
@@ -50,14 +51,15 @@ def plan_for(device: str, quick: bool = False) -> Plan:
                      "chat": chat_trace(n, seed=0, prompt_words_median=48, output_tokens_median=24, max_output_tokens=64),
                      "agentic": agentic_trace(agents=4, review_rounds=1, system_words=200, proposal_tokens=24,
                                               review_tokens=12)},
-                    (1, 4) if quick else (1, 4, 8), SLO(ttft_s=1.0, tpot_s=0.1), timeout_s=120.0)
+                    (1, 4) if quick else (1, 4, 8), SLO(ttft_s=1.0, tpot_s=0.1), timeout_s=120.0,
+                    deadline_s=600.0 if quick else 1800.0)
     return Plan({"fixed": chat_trace(64, seed=1, prompt_words_median=400, output_tokens_median=128, sigma=0.0),
                  "talk": agentic_trace(agents=10, review_rounds=0, system_words=1270, proposal_tokens=50),
                  "chat": chat_trace(128, seed=0, prompt_words_median=200, output_tokens_median=160,
                                     max_output_tokens=1024),
                  "agentic": agentic_trace(agents=8, review_rounds=2, system_words=1270, proposal_tokens=128,
                                           review_tokens=32)},
-                (1, 10, 32, 64), SLO(ttft_s=0.5, tpot_s=0.05), timeout_s=300.0)
+                (1, 10, 32, 64), SLO(ttft_s=0.5, tpot_s=0.05), timeout_s=300.0, deadline_s=3600.0)
 
 
 def notebook_plan(device: str) -> Plan:
@@ -66,70 +68,143 @@ def notebook_plan(device: str) -> Plan:
     tiny model: 8 requests × 32 tokens per level, about a minute and a half per two servers."""
     if device == "cpu":
         return Plan({"fixed": chat_trace(8, seed=1, prompt_words_median=48, output_tokens_median=32, sigma=0.0)},
-                    (1, 4, 8), SLO(ttft_s=1.0, tpot_s=0.1), timeout_s=120.0)
+                    (1, 4, 8), SLO(ttft_s=1.0, tpot_s=0.1), timeout_s=120.0, deadline_s=600.0)
     return Plan({"fixed": chat_trace(64, seed=1, prompt_words_median=400, output_tokens_median=128, sigma=0.0)},
-                (1, 10, 32), SLO(ttft_s=0.5, tpot_s=0.05), timeout_s=300.0)
+                (1, 10, 32), SLO(ttft_s=0.5, tpot_s=0.05), timeout_s=300.0, deadline_s=1200.0)
 
 
-def warm_up(srv: ServerProcess, model: str, concurrency: int = 1, timeout_s: float = 120.0) -> None:
+def warm_up(srv: ServerProcess, model: str, concurrency: int = 1, timeout_s: float = 120.0,
+            deadline_s: float | None = None) -> None:
     """Short requests, one alone and then `concurrency` together, so that lazy initialisation and the
     first batches of each size (on a CPU, kernels are set up per shape) are not timed in the first run."""
-    warm_up_url(srv.base_url, model, concurrency, timeout_s)
+    warm_up_url(srv.base_url, model, concurrency, timeout_s, deadline_s)
 
 
-def warm_up_url(base_url: str, model: str, concurrency: int = 1, timeout_s: float = 120.0) -> None:
-    client.run_load(base_url, model, [TraceRequest(0, "Hello", 4)], 1, timeout_s)
+def warm_up_url(base_url: str, model: str, concurrency: int = 1, timeout_s: float = 120.0,
+                deadline_s: float | None = None) -> None:
+    client.run_load(base_url, model, [TraceRequest(0, "Hello", 4)], 1, timeout_s, deadline_s=deadline_s)
     if concurrency > 1:
         burst = [TraceRequest(i, f"Hello number {i}, how are you today?", 8) for i in range(concurrency)]
-        client.run_load(base_url, model, burst, concurrency, timeout_s)
+        client.run_load(base_url, model, burst, concurrency, timeout_s, deadline_s=deadline_s)
+
+
+class Deadline:
+    """The time a configuration's whole run may take (Plan.deadline_s), counted from its creation."""
+
+    def __init__(self, seconds: float):
+        self.seconds, self.end = seconds, time.perf_counter() + seconds
+
+    def left(self) -> float:
+        return self.end - time.perf_counter()
+
+    def passed(self) -> bool:
+        return self.left() <= 0
+
+    def why(self) -> str:
+        return f"the run's deadline of {self.seconds:g} s had passed (Plan.deadline_s, --deadline-s)"
 
 
 def measure_levels(base_url: str, model: str, name: str, wname: str, reqs: Sequence[TraceRequest], plan: Plan,
-                   result: dict, progress=None, alive=lambda grace_s=0.0: True, died=lambda: "the server is gone") -> None:
+                   result: dict, progress=None, alive=lambda grace_s=0.0: True, died=lambda: "the server is gone",
+                   deadline: Deadline | None = None, on_level=None) -> None:
     """One workload at every concurrency level of the plan against a server at base_url: each level's
-    RunSummary appended to result["runs"]; a level the server did not live to see recorded as a fault."""
+    RunSummary appended to result["runs"] (and `on_level()` called, which writes the result so far); a
+    level the server did not live to see, or that the deadline left no time for, recorded as a fault."""
+    deadline = deadline or Deadline(plan.deadline_s)
     for c in plan.concurrencies:
         if not alive():
             result["faults"].append({"kind": "ServerDied", "detail": f"not run: {wname} at concurrency {c}; {died()}"})
             continue
-        recs = client.run_load(base_url, model, reqs, c, plan.timeout_s)
+        if deadline.passed():
+            result["faults"].append({"kind": "Deadline", "detail": f"not run: {wname} at concurrency {c}; "
+                                                                   f"{deadline.why()}"})
+            continue
+        recs = client.run_load(base_url, model, reqs, c, plan.timeout_s, deadline_s=deadline.left())
         summary = summarize(recs, name, c, plan.slo)
         result["runs"].append(dict(summary.to_dict(), workload=wname))
         if summary.errors.get("connection"):
             alive(DEATH_GRACE_S)   # refused connections: let a dying server finish exiting before it is asked
         if progress is not None:
             progress.update(1)
+        if on_level is not None:
+            on_level()
+
+
+def check_out_path(out: str | Path) -> Path:
+    """`out` as a Path if a result can be written there (its folder made when missing), else a ValueError
+    that says why — checked before a run, not after it."""
+    path = Path(out)
+    if path.is_dir():
+        raise ValueError(f"--out {str(out)!r} is a folder; give a file such as build/engines/engines.json")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as exc:
+        raise ValueError(f"cannot write the result to {str(out)!r}: {exc.strerror or exc}") from None
+    return path
+
+
+def _interrupted(data: dict, out: Path) -> None:
+    data["interrupted"] = True
+    write_json_atomic(data, out)
 
 
 def run_target(base_url: str, model: str, out: str | Path = "build/engines/target.json", device: str = "cuda",
-               quick: bool = False, name: str | None = None) -> dict:
+               quick: bool = False, name: str | None = None, deadline_s: float | None = None) -> dict:
     """The same workloads and levels against a server that is already running — a multi-GPU vLLM or
-    SGLang deployment, say (`vllm serve MODEL --tensor-parallel-size 4`) — written like run_all's result.
-    Nothing is started or stopped here; `device` sizes the plan ("cuda": the talk's workloads)."""
+    SGLang deployment, say (`vllm serve MODEL --tensor-parallel-size 4`) — written like run_all's result,
+    after every level. Nothing is started or stopped here; `device` sizes the plan ("cuda": the talk's
+    workloads); the whole run ends by the plan's deadline (or `deadline_s`), however the server stalls."""
     from ..hardware import device_info
 
-    if not str(base_url).startswith(("http://", "https://")):
-        raise ValueError(f"the target must be an http(s) URL such as http://HOST:8000, got {base_url!r}")
+    client.check_base_url(base_url)
+    if not isinstance(model, str) or not model.strip():
+        raise ValueError(f"the model name the server serves is needed (--model), got {model!r}")
+    out = check_out_path(out)
     plan = plan_for(device, quick)
+    if deadline_s is not None:
+        plan.deadline_s = check_seconds(deadline_s, "deadline_s")
     name = name or f"target {base_url}"
     result = {"config": {"name": name, "engine": "external", "model": model, "base_url": base_url},
               "ready_s": None, "runs": [], "faults": [], "example": None}
-    warm_up_url(base_url, model, max(plan.concurrencies), plan.timeout_s)
-    for wname, reqs in plan.workloads.items():
-        measure_levels(base_url, model, name, wname, reqs, plan, result)
     data = {"recorded_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             "machine": {"client": device_info("cpu").to_dict(), "server": base_url}, "profile": model,
             "profile_reason": "an external server", "versions": versions(), "slo": plan.slo.describe(),
-            "concurrencies": list(plan.concurrencies), "skipped": [], "configs": [result], "complete": True}
+            "concurrencies": list(plan.concurrencies), "deadline_s": plan.deadline_s, "skipped": [],
+            "configs": [result], "complete": False}
+    deadline = Deadline(plan.deadline_s)
+    try:
+        warm_up_url(base_url, model, max(plan.concurrencies), plan.timeout_s, deadline.left())
+        for wname, reqs in plan.workloads.items():
+            measure_levels(base_url, model, name, wname, reqs, plan, result, deadline=deadline,
+                           on_level=lambda: write_json_atomic(data, out))
+    except KeyboardInterrupt:
+        _interrupted(data, out)
+        raise
+    data["complete"] = True
     write_json_atomic(data, out)
     return data
 
 
+def check_seconds(value, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+        raise ValueError(f"{what} must be a finite number of seconds > 0, got {value!r}")
+    return float(value)
+
+
+def new_config_result(cfg: EngineConfig) -> dict:
+    return {"config": cfg.to_dict(), "ready_s": None, "runs": [], "faults": [], "example": None}
+
+
 def run_config(cfg: EngineConfig, plan: Plan, out_dir: Path | None = None, tokenizer: str | None = None,
-               progress=None) -> dict:
+               progress=None, result: dict | None = None, on_level=None) -> dict:
     """Start one configuration's server, run every workload at every level, stop it. Returns a dict:
-    config, ready seconds, runs (RunSummary dicts, client and guidellm), faults."""
-    result = {"config": cfg.to_dict(), "ready_s": None, "runs": [], "faults": [], "example": None}
+    config, ready seconds, runs (RunSummary dicts, client and guidellm), faults — `result`, when given,
+    filled in place as each level ends (`on_level()` called then). Everything after the server is ready
+    ends by the plan's deadline."""
+    result = new_config_result(cfg) if result is None else result
     srv = ServerProcess(cfg.command, name=cfg.engine, health_path=cfg.health_path,
                         ready_timeout_s=cfg.ready_timeout_s, env=cfg.env)
     try:
@@ -138,10 +213,11 @@ def run_config(cfg: EngineConfig, plan: Plan, out_dir: Path | None = None, token
         result["faults"].append({"kind": type(exc).__name__, "detail": str(exc)[-1500:]})
         return result
     try:
+        deadline = Deadline(plan.deadline_s)
         result["ready_s"] = srv.ready_s
-        warm_up(srv, cfg.model, max(plan.concurrencies))
+        warm_up(srv, cfg.model, max(plan.concurrencies), plan.timeout_s, deadline.left())
         first = next(iter(plan.workloads.values()))[0]
-        ex = client.run_load(srv.base_url, cfg.model, [first], 1, plan.timeout_s)[0]
+        ex = client.run_load(srv.base_url, cfg.model, [first], 1, plan.timeout_s, deadline_s=max(deadline.left(), 1))[0]
         result["example"] = {"sent_s": 0.0, "token_s": [t - ex.sent_s for t in ex.token_times],
                              "end_s": None if ex.end_s is None else ex.end_s - ex.sent_s,
                              "output_tokens": ex.output_tokens, "ttft_s": ex.ttft_s, "itl_s": ex.itl_s,
@@ -149,18 +225,22 @@ def run_config(cfg: EngineConfig, plan: Plan, out_dir: Path | None = None, token
         for wname, reqs in plan.workloads.items():
             measure_levels(srv.base_url, cfg.model, cfg.name, wname, reqs, plan, result, progress,
                            alive=srv.alive, died=lambda: f"the server exited with {srv.proc.returncode}. "
-                                                         f"Log:\n{srv.log_tail(10)}")
-            if wname == plan.guidellm_workload and tokenizer and srv.alive():
+                                                         f"Log:\n{srv.log_tail(10)}",
+                           deadline=deadline, on_level=on_level)
+            if wname == plan.guidellm_workload and tokenizer and srv.alive() and not deadline.passed():
                 from . import guidellm_runner
 
                 try:
                     # guidellm through a tap: our definitions on guidellm's own requests (the same run)
                     theirs, ours, _ = guidellm_runner.run_tapped(
                         srv.base_url, tokenizer, reqs, plan.concurrencies,
-                        Path(out_dir or tempfile.mkdtemp()) / _slug(cfg.name), cfg.name, plan.slo)
+                        Path(out_dir or tempfile.mkdtemp()) / _slug(cfg.name), cfg.name, plan.slo,
+                        timeout_s=min(600.0, deadline.left()))
                     result["runs"] += [dict(s.to_dict(), workload=wname) for s in theirs + ours]
                 except guidellm_runner.GuidellmError as exc:
                     result["faults"].append({"kind": "GuidellmError", "detail": str(exc)[-1500:]})
+                if on_level is not None:
+                    on_level()
         if not srv.alive(DEATH_GRACE_S if _connection_errors(result) else 0.0):
             result["faults"].append({"kind": "ServerDied", "detail": f"exited with {srv.proc.returncode}"})
     finally:
@@ -225,18 +305,22 @@ def new_result(plan: Plan, device: str, profile: str, reason: str, skipped: list
 
 def run_all(profile: str | None = None, out: str | Path = "build/engines/engines.json", quick: bool = False,
             include: Sequence[str] = ("transformers", "vllm", "sglang"), use_guidellm: bool = True,
-            plan=None) -> dict:
-    """Every configuration available here, in turn; the whole result written atomically to `out` (and
-    rewritten after each configuration, so an interrupted run keeps what finished)."""
+            plan=None, deadline_s: float | None = None) -> dict:
+    """Every configuration available here, in turn; the whole result written atomically to `out` as each
+    level ends, so that a run interrupted (Ctrl-C: the file says `interrupted`) or stopped keeps every
+    level that finished. `out` is checked before anything runs; each configuration ends by its deadline."""
     from tqdm.auto import tqdm
 
     from ..models import resolve_profile
     from . import guidellm_runner, servers
 
+    out = check_out_path(out)
+    name, reason = resolve_profile(profile)
     configs, skipped = servers.available(profile, tuple(include))
     device = "cuda" if any(c.needs_cuda for c in configs) else "cpu"
     plan = plan(device) if callable(plan) else plan or plan_for(device, quick)   # a Plan, or a function of the device
-    name, reason = resolve_profile(profile)
+    if deadline_s is not None:
+        plan.deadline_s = check_seconds(deadline_s, "deadline_s")
     tokenizer = None
     if use_guidellm and guidellm_runner.guidellm_bin():
         try:
@@ -245,20 +329,29 @@ def run_all(profile: str | None = None, out: str | Path = "build/engines/engines
             skipped.append({"name": "guidellm", "why": str(exc)})
     elif use_guidellm:
         skipped.append({"name": "guidellm", "why": "guidellm is not installed"})
-    out = Path(out)
     data = new_result(plan, device, name, reason, skipped)
+    data["deadline_s"] = plan.deadline_s
     t0 = time.perf_counter()
+
+    def save():
+        data["seconds"] = round(time.perf_counter() - t0, 1)
+        write_json_atomic(data, out)
+
     bar = tqdm(total=len(configs) * len(plan.workloads) * len(plan.concurrencies), desc="engines", unit="run")
     try:
         for cfg in configs:
-            data["configs"].append(run_config(cfg, plan, out.parent / "guidellm", tokenizer, bar))
-            data["seconds"] = round(time.perf_counter() - t0, 1)
-            write_json_atomic(data, out)
+            result = new_config_result(cfg)
+            data["configs"].append(result)           # in the file from its first level on
+            run_config(cfg, plan, out.parent / "guidellm", tokenizer, bar, result=result, on_level=save)
+            save()
+    except KeyboardInterrupt:
+        data["seconds"] = round(time.perf_counter() - t0, 1)
+        _interrupted(data, out)
+        raise
     finally:
         bar.close()
     data["complete"] = True
-    data["seconds"] = round(time.perf_counter() - t0, 1)
-    write_json_atomic(data, out)
+    save()
     return data
 
 
