@@ -16,6 +16,10 @@
                                              choices-string, no-usage (neither usage nor finish_reason:
                                              a stream that just stops), not-json
         [--cut-after K]                      closes the connection after K tokens, mid-stream
+        [--empty-first]                      a first chunk with a choice but empty text, at once (before TTFT)
+        [--no-text]                          every chunk's text empty (a 200 stream with no text at all)
+        [--vllm-end --tail-s S]              ends as vLLM does: the last text chunk carries finish_reason,
+                                             then (S seconds later) a usage chunk with no choices, [DONE]
         [--spawn-child group|session]        starts a sleeping child (in its process group, or in a session
                                              of its own) and logs its pid: "child pid N"
         [--ignore-sigterm]                   ignores SIGTERM (as vLLM does while it starts)
@@ -134,6 +138,10 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Connection", "close")       # a close-delimited body: no length, no chunks
         self.end_headers()
+        if ARGS.empty_first:
+            self.wfile.write(f"data: {json.dumps({'choices': [{'index': 0, 'text': '', 'finish_reason': None}]})}\n\n"
+                             .encode())
+            self.wfile.flush()
         time.sleep(ARGS.ttft_s)
         for i in range(tokens):
             if i:
@@ -142,13 +150,19 @@ class Handler(BaseHTTPRequestHandler):
                 self.connection.shutdown(socket.SHUT_RDWR)
                 self.close_connection = True
                 return
-            chunk = {"choices": [{"index": 0, "text": f" t{i}", "finish_reason": None}]}
+            chunk = {"choices": [{"index": 0, "text": "" if ARGS.no_text else f" t{i}", "finish_reason": None}]}
+            usage = {"prompt_tokens": 5, "completion_tokens": tokens, "total_tokens": 5 + tokens}
             if i == tokens - 1:
                 chunk["choices"][0]["finish_reason"] = "length"
-                chunk["usage"] = {"prompt_tokens": 5, "completion_tokens": tokens, "total_tokens": 5 + tokens}
+                if not ARGS.vllm_end:
+                    chunk["usage"] = usage
                 chunk = malformed(chunk) if ARGS.reply else chunk
             line = chunk if isinstance(chunk, str) else json.dumps(chunk)
             self.wfile.write(f"data: {line}\n\n".encode())
+            self.wfile.flush()
+        if ARGS.vllm_end:
+            time.sleep(ARGS.tail_s)
+            self.wfile.write(f"data: {json.dumps({'choices': [], 'usage': usage})}\n\ndata: [DONE]\n\n".encode())
             self.wfile.flush()
         self.close_connection = True
 
@@ -186,6 +200,10 @@ def main():
     p.add_argument("--reply", default=None, choices=("usage-number", "usage-string", "usage-nan", "usage-huge",
                                                     "chunk-list", "choices-string", "no-usage", "not-json"))
     p.add_argument("--cut-after", type=int, default=0)
+    p.add_argument("--empty-first", action="store_true")
+    p.add_argument("--no-text", action="store_true")
+    p.add_argument("--vllm-end", action="store_true")
+    p.add_argument("--tail-s", type=float, default=0.0)
     p.add_argument("--spawn-child", default=None, choices=("group", "session"))
     p.add_argument("--ignore-sigterm", action="store_true")
     ARGS = p.parse_args()

@@ -121,16 +121,24 @@ def test_transformers_serve_command_lines():
         servers.transformers_serve("/m", True, device="tpu")
 
 
-def test_the_talks_vllm_steps_and_sglang():
-    v = servers.vllm_configs("/m")
-    assert [c.name for c in v] == ["vLLM default", "+ prefix caching", "+ fp8 KV cache", "+ n-gram speculation"]
-    assert "--no-enable-prefix-caching" in v[0].command
-    assert "--enable-prefix-caching" in v[1].command and "--kv-cache-dtype" not in v[1].command
-    assert v[2].command[-2:] == ["--kv-cache-dtype", "fp8"]
+def test_the_talks_vllm_steps_each_one_change_from_the_default():
+    v = servers.vllm_configs("/m", "cuda")
+    assert [c.name for c in v] == ["vLLM, prefix caching off", "vLLM default", "vLLM + fp8 KV cache",
+                                   "vLLM + n-gram speculation"]
+    assert "--no-enable-prefix-caching" in v[0].command and "--enable-prefix-caching" in v[1].command
+    assert v[2].command[-2:] == ["--kv-cache-dtype", "fp8"] and "--kv-cache-dtype" not in v[3].command
     spec = json.loads(v[3].command[v[3].command.index("--speculative-config") + 1])
     assert spec["method"] == "ngram" and spec["num_speculative_tokens"] >= 1
     assert all(c.needs_cuda and "{port}" in c.command and "{host}" in c.command for c in v)
+    assert v[0].command[1:3] == ["-m", "vllm.entrypoints.openai.api_server"] and "bfloat16" in v[0].command
     assert "--load-format" in servers.vllm_configs("/m", load_format="dummy")[0].command
+    cpu = servers.vllm_configs("/m", "cpu")
+    assert all(not c.needs_cuda and c.command[0].endswith(".venv-vllm/bin/python") for c in cpu)
+    line = " ".join(cpu[1].command)
+    assert "--dtype float32 --max-model-len 2048 --enforce-eager" in line
+    assert cpu[1].env["VLLM_HOST_IP"] == "127.0.0.1" and cpu[1].env["VLLM_CPU_KVCACHE_SPACE"] == "1"
+    with pytest.raises(ValueError, match="'cpu' or 'cuda'"):
+        servers.vllm_configs("/m", "tpu")
     sg = servers.sglang_config("/m")
     assert sg.command[1:3] == ["-m", "sglang.launch_server"] and sg.needs_cuda
 
@@ -140,9 +148,12 @@ def test_available_here_says_why_the_others_are_not():
     import torch
 
     if not torch.cuda.is_available():
-        assert [c.engine for c in runnable] == ["transformers", "transformers"]
+        from helpers.engines import vllm_env
+
+        vllm_here = vllm_env.cpu_unavailable() is None
+        assert [c.engine for c in runnable] == ["transformers"] * 2 + ["vllm"] * (4 if vllm_here else 0)
         why = {s["name"]: s["why"] for s in skipped}
-        assert "CUDA" in why["vllm"] and "CUDA" in why["sglang"]
+        assert "CUDA" in why["sglang"] and ("vllm" in why) != vllm_here
 
 
 def test_the_talks_speedups_are_its_table():
@@ -252,7 +263,7 @@ def test_figures_and_rules_given_no_run_say_so_instead_of_raising():
     from helpers.engines import figures
 
     empty = bench.runs_table({"configs": [{"config": {"name": "x"}, "runs": [], "faults": []}]})
-    assert empty.empty and {"source", "workload", "TTFT mean ms", "goodput req/s"} <= set(empty.columns)
+    assert empty.empty and {"source", "workload", "TTFT mean ms", "req/s in SLO"} <= set(empty.columns)
     for fig, title in ((figures.curve_figure(empty, "measured: nothing", workload="fixed"), figures.CURVE_TITLE),
                        (figures.tools_figure(empty, "measured: nothing", workload="fixed"), figures.TOOLS_TITLE),
                        (figures.chunks_figure(None, "measured: nothing"), figures.CHUNKS_TITLE)):
@@ -269,7 +280,8 @@ def test_figures_and_rules_given_no_run_say_so_instead_of_raising():
 def test_status_says_what_ran_what_failed_and_why():
     plan = bench.Plan({"fixed": [bench.TraceRequest(0, "a b c", 4)]}, (1, 4), bench.SLO(1.0, 0.1))
     data = bench.new_result(plan, "cpu", "tiny-trained", "set", [{"name": "vllm", "why": "needs CUDA"}])
-    assert data["workloads"]["fixed"] == {"requests": 1, "prompt_words_total": 3, "output_tokens_asked": 4}
+    assert data["workloads"]["fixed"] == {"requests": 1, "prompt_words_total": 3, "output_tokens_asked": 4,
+                                          "rounds": 1, "fresh trace per level": False, "rates req/s": []}
     data["configs"].append({"config": {"name": "HF off"}, "ready_s": None, "runs": [], "faults": [
         {"kind": "ServerDied", "detail": "transformers exited with code 1 before it was ready. End of its log:\n"
                                          "OSError: no file named model.safetensors"}]})

@@ -158,6 +158,8 @@ class StreamReader:
             text.append(t or "")
             if c.get("finish_reason") is not None:
                 self.complete = True
+        if choices:
+            self.rec.chunk_times.append(now)        # vLLM bench's events: any chunk with a choice
         if "".join(text):
             self.rec.token_times.append(now)
             self.chunks += 1
