@@ -161,7 +161,6 @@ def test_the_talks_speedups_are_its_table():
     assert s["vLLM default (paged attention, continuous batching)"] == pytest.approx(736 / 51)   # "almost 15×"
     assert max(s.values()) == pytest.approx(1034 / 51)
     assert len(guide.talk_table()) == 5 and all(guide.published_table()["source"].str.len() > 10)
-    assert set(guide.decision_table().columns) == {"workload", "engine", "why", "evidence"}
 
 
 def test_the_talks_15x_splits_into_per_request_speed_and_concurrency():
@@ -170,9 +169,6 @@ def test_the_talks_15x_splits_into_per_request_speed_and_concurrency():
     # by hand: (736 / 51) ÷ (19.0 / 6.7) = 736 × 6.7 / (51 × 19.0) = 4,931.2 / 969 = 5.089
     assert f["concurrency ×"] == pytest.approx(5.089, abs=1e-3) and f["concurrency share"] == "most"
     assert guide.talk("prefix caching", "ITL ms") == 6.8
-    ev = [d["evidence"] for d in guide.DECISIONS]
-    assert any("736 → 1,034 tok/s" in e for e in ev) and any("1,034 → 1,010 tok/s" in e for e in ev)
-    assert any("ITL 6.8 → 8.2 ms" in e for e in ev)
     with pytest.raises(ValueError, match="no row of the talk's table contains 'TGI'"):
         guide.talk("TGI", "tok/s")
     with pytest.raises(ValueError, match="no column"):

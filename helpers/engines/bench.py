@@ -44,6 +44,8 @@ class Plan:
     rates: dict[str, tuple[float, ...]] = field(default_factory=dict)   # open loop: workload -> req/s
     tools_configs: tuple[str, ...] | None = None   # configurations guidellm measures too (None: every one)
     crosscheck: str | None = None     # the vLLM configuration `vllm bench serve` measures (guidellm's workload)
+    only: dict[str, tuple[str, ...]] = field(default_factory=dict)   # workload -> the configurations that run it
+    configs: tuple[str, ...] | None = None    # the configurations to run (None: every one available)
     notes: list[str] = field(default_factory=list)
 
     def trace(self, name: str, level: int = 0) -> list[TraceRequest]:
@@ -51,24 +53,24 @@ class Plan:
         return list(w(level) if callable(w) else w)
 
 
-CPU_SHAREGPT_SCALE = 0.25   # the tiny model on a CPU: ShareGPT's lengths ÷ 4 (means ≈ 40 prompt, 84 output tokens)
+CPU_SHAREGPT_SCALE = 0.1    # the tiny model on a shared 2-core CPU: ShareGPT's lengths ÷ 10 (≈ 16 prompt, 34 output tokens)
+TOOLS_CONFIGS = ("HF transformers serve + continuous batching", "vLLM default")
 
 
 def plan_for(device: str, quick: bool = False) -> Plan:
     """Workloads and levels sized for the device. A CPU with the tiny model: a one-length workload for
-    guidellm and vLLM bench, ShareGPT-like chat (lengths × CPU_SHAREGPT_SCALE) closed loop and open loop,
-    the agentic workload behind a 1,200-token system prompt (the model's 2,048-token limit). A GPU with
-    Mistral 7B: the talk's own (10 concurrent requests × 50 tokens behind a 1,656-token shared prefix)
-    and ShareGPT at its published lengths."""
+    guidellm and vLLM bench (on the configurations they measure), ShareGPT-like chat (lengths ×
+    CPU_SHAREGPT_SCALE) closed loop and open loop, the agentic workload behind a 1,200-token system prompt
+    (within the 2,048 tokens vLLM is given). A GPU with Mistral 7B: the talk's own (10 concurrent requests
+    × 50 tokens behind a 1,656-token shared prefix) and ShareGPT at its published lengths."""
     if device == "cpu":
-        n = 8 if quick else 16
         return Plan({"fixed": chat_trace(8, seed=1, prompt_words_median=48, output_tokens_median=32, sigma=0.0),
-                     "chat": lambda level: workloads.sharegpt_trace(n, seed=level, scale=CPU_SHAREGPT_SCALE),
-                     "agentic": lambda level: workloads.agentic(4 if quick else 8, 1, 1200, 24, 12, seed=level)},
+                     "chat": lambda level: workloads.sharegpt_trace(8, seed=level, scale=CPU_SHAREGPT_SCALE,
+                                                                    max_output_tokens=128),
+                     "agentic": lambda level: workloads.agentic(4, 1, 1200, 24, 12, seed=level)},
                     (1, 4) if quick else (1, 4, 8), SLO(ttft_s=1.0, tpot_s=0.1), timeout_s=120.0,
-                    deadline_s=600.0 if quick else 1800.0, rates={"chat": (2.0, 8.0) if quick else (1.0, 2.0, 4.0, 8.0)},
-                    tools_configs=("HF transformers serve", "HF transformers serve + continuous batching",
-                                   "vLLM default"), crosscheck="vLLM default")
+                    deadline_s=600.0 if quick else 900.0, rates={"chat": (2.0, 8.0) if quick else (1.0, 4.0, 16.0)},
+                    tools_configs=TOOLS_CONFIGS, crosscheck="vLLM default", only={"fixed": TOOLS_CONFIGS})
     return Plan({"fixed": chat_trace(64, seed=1, prompt_words_median=400, output_tokens_median=128, sigma=0.0),
                  "talk": workloads.agentic(10, 0, 1656, 50, 16),
                  "chat": lambda level: workloads.sharegpt_trace(128, seed=level, max_prompt_tokens=3072,
@@ -81,13 +83,16 @@ def plan_for(device: str, quick: bool = False) -> Plan:
 def notebook_plan(device: str) -> Plan:
     """Notebook 08's live run: on a CPU with the tiny model, the agentic workload (4 agents, a review round)
     and ShareGPT-like chat at concurrency 1 and 4, chat also open loop at 2 and 8 requests/s; guidellm on
-    the one-length workload for transformers serve. A few minutes in all."""
+    the one-length workload for transformers serve with continuous batching. A few minutes in all."""
     if device == "cpu":
         return Plan({"fixed": chat_trace(8, seed=1, prompt_words_median=48, output_tokens_median=32, sigma=0.0),
-                     "chat": lambda level: workloads.sharegpt_trace(8, seed=level, scale=CPU_SHAREGPT_SCALE),
+                     "chat": lambda level: workloads.sharegpt_trace(6, seed=level, scale=CPU_SHAREGPT_SCALE,
+                                                                    max_output_tokens=96),
                      "agentic": lambda level: workloads.agentic(4, 1, 1200, 24, 12, seed=level)},
                     (1, 4), SLO(ttft_s=1.0, tpot_s=0.1), timeout_s=120.0, deadline_s=600.0, rates={"chat": (2.0, 8.0)},
-                    tools_configs=("HF transformers serve", "HF transformers serve + continuous batching"))
+                    tools_configs=TOOLS_CONFIGS[:1], only={"fixed": TOOLS_CONFIGS[:1]},
+                    configs=("HF transformers serve", "HF transformers serve + continuous batching",
+                             "vLLM, prefix caching off", "vLLM default"))
     return Plan({"fixed": chat_trace(64, seed=1, prompt_words_median=400, output_tokens_median=128, sigma=0.0),
                  "agentic": lambda level: workloads.agentic(8, 1, 1656, 64, 16, seed=level)},
                 (1, 10, 32), SLO(ttft_s=0.5, tpot_s=0.05), timeout_s=300.0, deadline_s=1200.0)
@@ -249,13 +254,15 @@ def run_config(cfg: EngineConfig, plan: Plan, out_dir: Path | None = None, token
         deadline = Deadline(plan.deadline_s)
         result["ready_s"] = srv.ready_s
         warm_up(srv, cfg.model, max(plan.concurrencies), plan.timeout_s, deadline.left())
-        first = plan.trace(next(iter(plan.workloads)))[0]
+        first = plan.trace(next(w for w in plan.workloads if cfg.name in plan.only.get(w, (cfg.name,))))[0]
         ex = client.run_load(srv.base_url, cfg.model, [first], 1, plan.timeout_s, deadline_s=max(deadline.left(), 1))[0]
         result["example"] = {"sent_s": 0.0, "token_s": [t - ex.sent_s for t in ex.token_times],
                              "end_s": None if ex.end_s is None else ex.end_s - ex.sent_s,
                              "output_tokens": ex.output_tokens, "ttft_s": ex.ttft_s, "itl_s": ex.itl_s,
                              "error": ex.error}
         for wname in plan.workloads:
+            if wname in plan.only and cfg.name not in plan.only[wname]:
+                continue
             before = vllm_env.prefix_cache_counters(srv.base_url)
             measure_levels(srv.base_url, cfg.model, cfg.name, wname, plan, result, progress,
                            alive=srv.alive, died=lambda: f"the server exited with {srv.proc.returncode}. "
@@ -395,6 +402,8 @@ def describe_workload(plan: Plan, name: str) -> dict:
            "fresh trace per level": callable(plan.workloads[name]), "rates req/s": list(plan.rates.get(name, ()))}
     if name == "chat":
         out["sharegpt"] = workloads.sharegpt_summary(reqs, CPU_SHAREGPT_SCALE if len(reqs) <= 16 else 1.0)
+    if name in plan.only:
+        out["run by"] = list(plan.only[name])
     return out
 
 
@@ -459,6 +468,10 @@ def run_all(profile: str | None = None, out: str | Path = "build/engines/engines
     plan = plan(device) if callable(plan) else plan or plan_for(device, quick)   # a Plan, or a function of the device
     if deadline_s is not None:
         plan.deadline_s = check_seconds(deadline_s, "deadline_s")
+    if plan.configs is not None:
+        skipped += [{"name": c.name, "why": "not in this plan (make engines runs it)"} for c in configs
+                    if c.name not in plan.configs]
+        configs = [c for c in configs if c.name in plan.configs]
     tokenizer = None
     if use_guidellm and guidellm_runner.guidellm_bin():
         try:
@@ -497,6 +510,26 @@ def run_all(profile: str | None = None, out: str | Path = "build/engines/engines
     data["figures"] = key_figures(data)
     save()
     return data
+
+
+RECORD = Path(__file__).resolve().parents[2] / "workshop" / "results" / "cpu-amd-epyc" / "engines.json"
+
+
+def load_record(here: Path | None = None, committed: Path | None = None) -> tuple[dict | None, str]:
+    """The full comparison to show beside a short live run: this machine's own `make engines` result
+    (build/engines/engines.json) when it is complete, else the committed record of the development
+    machine (workshop/results/...), and a label that says which; (None, why) when neither loads."""
+    for path, what in ((here or RESULTS_DIR / "engines.json", "this machine's make engines run"),
+                       (committed or RECORD, "the committed record")):
+        try:
+            data = json.loads(Path(path).read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and data.get("complete") and data.get("configs"):
+            root = Path(__file__).resolve().parents[2]
+            shown = Path(path).resolve().relative_to(root) if Path(path).resolve().is_relative_to(root) else path
+            return data, f"{what} ({shown}): {data.get('recorded_at', '?')[:16].replace('T', ' ')} UTC"
+    return None, "no complete make engines result here, and no committed record"
 
 
 def runs_table(data: dict):
