@@ -294,8 +294,9 @@ def _(data, source, table, tpot_ms, ttft_ms):
 @app.cell(hide_code=True)
 def _(open_loop, slo, table):
     _t = table[table["rate req/s"].notna() & (table["source"] == "client")]
-    _lines = [f"- **{n}**: DistServe goodput " + (f"**{v['DistServe goodput req/s']:g} req/s**" if v["DistServe goodput req/s"]
-              else "below the lowest rate measured") + "; attainment " +
+    _lines = [f"- **{n}**: DistServe goodput " + guide.goodput_words(
+              {"DistServe goodput req/s": v["DistServe goodput req/s"], "points": [{"rate req/s": p[0]} for p in v["points"]]})
+              + "; attainment " +
               ", ".join(f"{p[1]:.0%} at {p[0]:g}/s" for p in v["points"] if p[1] is not None) for n, v in open_loop.items()]
     mo.md("\n".join(_lines or ["No open-loop run here."]) + f"""
 
@@ -344,8 +345,9 @@ def _(record):
     _lines += [f"- agentic, concurrency {r['concurrency']}: prefix caching off ÷ on mean TTFT **{r['off ÷ on']}** "
                f"({r['verdict']})." for r in _pc]
     _lines.append("- fp8 KV cache: " + ("ran." if _fp8.get("ran") else f"did not run here — {_fp8.get('why', 'not configured')}."))
-    _lines += [f"- n-gram speculation, concurrency {r['concurrency']}: ITL × {r['ITL with ÷ without']} ({r['ITL']}), "
-               f"tok/s × {r['tok/s with ÷ without']} ({r['throughput']}) — random words give it few matches." for r in _sp]
+    _lines += [f"- n-gram speculation, concurrency {r['concurrency']}: latency per token × "
+               f"{r['latency per token with ÷ without']} ({r['latency per token']}), tok/s × {r['tok/s with ÷ without']} "
+               f"({r['throughput']}) — random words give it few matches." for r in _sp]
     mo.md("\n".join(_lines) or "_No record to read._")
     return
 

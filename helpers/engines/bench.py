@@ -89,7 +89,7 @@ def notebook_plan(device: str) -> Plan:
                      "chat": lambda level: workloads.sharegpt_trace(6, seed=level, scale=CPU_SHAREGPT_SCALE,
                                                                     max_output_tokens=96),
                      "agentic": lambda level: workloads.agentic(4, 1, 1200, 24, 12, seed=level)},
-                    (1, 4), SLO(ttft_s=1.0, tpot_s=0.1), timeout_s=120.0, deadline_s=600.0, rates={"chat": (2.0, 8.0)},
+                    (1, 4), SLO(ttft_s=1.0, tpot_s=0.1), timeout_s=60.0, deadline_s=240.0, rates={"chat": (2.0, 8.0)},
                     tools_configs=TOOLS_CONFIGS[:1], only={"fixed": TOOLS_CONFIGS[:1]},
                     configs=("HF transformers serve", "HF transformers serve + continuous batching",
                              "vLLM, prefix caching off", "vLLM default"))

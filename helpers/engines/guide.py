@@ -198,7 +198,9 @@ def key_figures(data: dict) -> dict:
     """The benchmark's headline figures, each computed from the runs of `data` (run_all's result) with
     the rule that reads it; what could not be measured is None with why."""
     figs: dict = {}
-    figs["vllm concurrency scaling"] = concurrency_scaling(data, "vLLM default", "chat")
+    # the issue's measure: one prompt and output length (a mixed batch ends with its longest request)
+    figs["vllm concurrency scaling"] = concurrency_scaling(data, "vLLM default", "fixed")
+    figs["vllm concurrency scaling, chat"] = concurrency_scaling(data, "vLLM default", "chat")
     figs["prefix caching"] = {w: prefix_caching_effect(data, w) for w in ("agentic", "chat")}
     figs["radix against blocks"] = radix_against_blocks(data)
     figs["vllm bench cross-check"] = crosscheck_gaps(data)
@@ -286,7 +288,10 @@ def crosscheck_gaps(data: dict, name: str = "vLLM default") -> list[dict]:
     rows = []
     for lv in ((_config(data, name) or {}).get("crosscheck") or []):
         theirs = lv["vllm bench"]
-        row = {"concurrency": lv["concurrency"]}
+        tap_ttft = (lv.get("vLLM's definitions on the tap") or {}).get("ttft")
+        # what the tap's relay adds to vllm bench's TTFT: vllm bench times the relay hop, the tap does not
+        row = {"concurrency": lv["concurrency"], "relay ms (vllm bench TTFT − the tap's, same requests)":
+               None if tap_ttft is None or theirs.get("ttft") is None else round(theirs["ttft"] - tap_ttft, 2)}
         for what in ("our client's own run", "ours on the tap", "vLLM's definitions on the tap"):
             mine = lv.get(what) or {}
             gaps = {k: _gap(mine.get(k), theirs.get(k)) for k in ("ttft", "tpot", "itl", "e2el")}
@@ -350,15 +355,19 @@ def config_outcome(data: dict, name: str) -> dict:
 
 def speculation_effect(data: dict, workload: str, name: str = "vLLM + n-gram speculation",
                        base: str = "vLLM default") -> list[dict]:
-    """n-gram speculation against the default, level by level: per-request ITL and output tokens/s."""
+    """n-gram speculation against the default, level by level: the normalized latency (E2E ÷ tokens: it
+    does not depend on how tokens are grouped into chunks, which speculation changes, and a loaded server
+    does too) and output tokens/s, each ratio read by the rule."""
     rows, spec, ref = [], _runs(data, name, workload), _runs(data, base, workload)
     for s in spec:
         r = _level(ref, s["concurrency"])
-        if r is None or not _mean(r, "itl") or not _mean(s, "itl") or not r["output_tok_per_s"]:
+        a, b = (r or {}).get("normalized_latency_s"), s.get("normalized_latency_s")
+        if r is None or not a or not b or not r["output_tok_per_s"]:
             continue
-        itl, thr = _mean(s, "itl") / _mean(r, "itl"), s["output_tok_per_s"] / r["output_tok_per_s"]
-        rows.append({"concurrency": s["concurrency"], "ITL with ÷ without": round(itl, 2), "ITL": change_verdict(itl),
-                     "tok/s with ÷ without": round(thr, 2), "throughput": change_verdict(thr)})
+        lat, thr = b / a, s["output_tok_per_s"] / r["output_tok_per_s"]
+        rows.append({"concurrency": s["concurrency"], "latency per token with ÷ without": round(lat, 2),
+                     "latency per token": change_verdict(lat), "tok/s with ÷ without": round(thr, 2),
+                     "throughput": change_verdict(thr)})
     return rows
 
 
@@ -401,7 +410,7 @@ def measured_decisions(data: dict) -> list[dict]:
         rows.append({"workload": f"several users on one CPU machine (chat, {top} at once)", "engine": best,
                      "why": "batches every step; the one-at-a-time server queues them",
                      "evidence": f"measured at concurrency {top}: {ev}; highest {best}{word} — {run}"})
-    sc = f.get("vllm concurrency scaling")
+    sc = f.get("vllm concurrency scaling, chat") or f.get("vllm concurrency scaling")
     rows.append({"workload": "many independent chat users (ShareGPT-like) on NVIDIA GPUs", "engine": "vLLM (SGLang equal)",
                  "why": "paged attention and continuous batching; the production default, widest model support",
                  "evidence": "cited: the talk §7–8 (one H100), Kwon et al., SOSP 2023 (2–4× at the same latency)"
@@ -428,7 +437,8 @@ def measured_decisions(data: dict) -> list[dict]:
                              + "; cited: the talk's table " + _step("prefix caching", "KV-cache quantization", "tok/s", "tok/s")
                              + " at ~2 GB of KV on an 80 GB GPU (no memory pressure: no speed claim follows)"})
     sp = f.get("n-gram speculation") or []
-    ev = "; ".join(f"c={r['concurrency']}: ITL × {r['ITL with ÷ without']:.2f} ({r['ITL']})" for r in sp) or "not measured"
+    ev = "; ".join(f"c={r['concurrency']}: latency per token × {r['latency per token with ÷ without']:.2f} "
+                   f"({r['latency per token']}), tok/s × {r['tok/s with ÷ without']:.2f}" for r in sp) or "not measured"
     rows.append({"workload": "output that copies its input (code edits, extraction), latency first",
                  "engine": "n-gram speculative decoding — after measuring it on your traffic",
                  "why": "draft tokens copied from the prompt, verified in one pass; rejected drafts cost time",
@@ -467,11 +477,13 @@ def guide_markdown(data: dict, record: str) -> str:
     f = data.get("figures") or key_figures(data)
     lines = [GENERATED_START, "", f"From `{record}`, {run_label(data)}.", "", "### The decision guide", "",
              markdown_table(measured_decisions(data)), "", "### Headline figures of that run", ""]
-    sc = f.get("vllm concurrency scaling")
-    if sc:
-        lines.append(f"- vLLM default, chat: {sc['tok/s at 1']} → {sc['tok/s at top']} output tok/s from concurrency 1 "
-                     f"to {sc['concurrency']} (× {sc['ratio']}; the issue's target × {sc['target']:g}: "
-                     f"{'met' if sc['met'] else 'not met'}).")
+    for sc in (f.get("vllm concurrency scaling"), f.get("vllm concurrency scaling, chat")):
+        if not sc:
+            continue
+        lines.append(f"- vLLM default, {sc['workload']}: {sc['tok/s at 1']} → {sc['tok/s at top']} output tok/s from concurrency 1 "
+                     f"to {sc['concurrency']} (× {sc['ratio']}" + (f"; the issue's target × {sc['target']:g}: "
+                     f"{'met' if sc['met'] else 'not met'}" if sc["workload"] == "fixed" else
+                     ": a mixed batch ends with its longest request") + ").")
     for w, rows in (f.get("prefix caching") or {}).items():
         for r in rows:
             lines.append(f"- {w}, concurrency {r['concurrency']}: mean TTFT {r['TTFT off ms']:,.1f} ms with prefix "
@@ -487,16 +499,26 @@ def guide_markdown(data: dict, record: str) -> str:
     for row in f.get("vllm bench cross-check") or []:
         g = row["our client's own run"]
         t = row["ours on the tap"]
-        lines.append(f"- vllm bench serve at concurrency {row['concurrency']}: our client's own run differs by "
-                     f"{_pct(g.get('ttft'))} (TTFT) and {_pct(g.get('tpot'))} (ITL against its TPOT); our definitions on "
-                     f"its own requests by {_pct(t.get('ttft'))} and {_pct(t.get('tpot'))}.")
+        relay = row.get("relay ms (vllm bench TTFT − the tap's, same requests)")
+        lines.append(f"- vllm bench serve at concurrency {row['concurrency']}: our client's own run (a second run, just "
+                     f"before) differs by {_pct(g.get('ttft'))} (TTFT) and {_pct(g.get('tpot'))} (ITL against its TPOT); our "
+                     f"definitions on its own requests by {_pct(t.get('ttft'))}" + (f" (the tap's relay adds {relay:g} ms to "
+                     "what vllm bench times)" if relay is not None else "") + f" and {_pct(t.get('tpot'))}.")
     for name, ol in (f.get("open loop") or {}).items():
-        g = ol["DistServe goodput req/s"]
-        lines.append(f"- {name}, open loop: DistServe goodput "
-                     + (f"{g:g} req/s (the highest rate measured with ≥ 90 % of requests in the SLO)" if g else
-                        "below the lowest rate measured") + ".")
+        lines.append(f"- {name}, open loop: DistServe goodput {goodput_words(ol)}.")
     lines += ["", GENERATED_END]
     return "\n".join(lines)
+
+
+def goodput_words(ol: dict) -> str:
+    """DistServe's goodput of open_loop_table's entry in words: a rate, at least the highest rate measured
+    when every rate met the goal, or below the lowest."""
+    g, rates = ol["DistServe goodput req/s"], [p["rate req/s"] for p in ol["points"]]
+    if g is None:
+        return f"below {min(rates):g} req/s, the lowest rate measured"
+    if g == max(rates):
+        return f"at least {g:g} req/s (every rate measured kept ≥ 90 % of requests within the SLO)"
+    return f"{g:g} req/s (the highest rate measured with ≥ 90 % of requests within the SLO)"
 
 
 def _pct(v):
