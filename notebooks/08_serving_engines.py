@@ -48,9 +48,8 @@ def _():
        and where their definitions differ.
     4. To choose an engine by workload from measured figures, and to tell measured from cited claims.
 
-    **Run time**: the live run below (transformers serve off/on, and vLLM with {term("prefix caching")}
-    on and off where it is installed) takes about 3–6 minutes on 2 CPU cores; in marimo it waits for
-    its button. The full comparison (`make engines`, about 20 minutes here) is shown from its record.
+    **Run time**: the live run below (transformers serve off and on, and vLLM's default where it is
+    installed) takes about 5 minutes on 2 shared CPU cores; in marimo it waits for its button. The full comparison (`make engines`, about 20 minutes here) is shown from its record.
     """)
     return
 
@@ -89,9 +88,10 @@ def _(skipped):
 @app.cell
 def _():
     run = replay.run_button("Run the live benchmark")
-    mo.vstack([run, mo.md("Starts each configuration's server in turn: the agentic workload and ShareGPT-like "
-                          "chat at concurrency 1 and 4, chat also open loop at 2 and 8 requests/s "
-                          "(`bench.notebook_plan`), guidellm on one configuration; then stops it.")])
+    mo.vstack([run, mo.md("Starts each configuration's server in turn (transformers serve off and on, the vLLM "
+                          "default): the agentic workload and ShareGPT-like chat at concurrency 1 and 4, chat also "
+                          "open loop at 2 and 8 requests/s (`bench.notebook_plan`), guidellm on one configuration; "
+                          "then stops it.")])
     return (run,)
 
 
@@ -104,6 +104,13 @@ def _(run):
                             plan=bench.notebook_plan, run=run.value, long=True)
     live.note()
     return (live,)
+
+
+@app.cell
+def _():
+    # the full comparison (make engines): this machine's own complete run, else the committed record
+    record, record_label = bench.load_record()
+    return record, record_label
 
 
 @app.cell
@@ -222,20 +229,25 @@ def _():
 
 
 @app.cell
-def _(data, source):
+def _(data, record, source):
+    # the live run has vLLM's default only; prefix caching off against on comes from the record then
     prefix_rows = guide.prefix_caching_effect(data, "agentic")
-    _model = dict((data.get("prefix_model") or {}).get("agentic") or {})
-    _counted = ((next((c for c in data["configs"] if c["config"]["name"] == "vLLM default"), {}) or {})
+    prefix_data, _src = data, source
+    if not prefix_rows and record:
+        prefix_data, _src = record, f"recorded: {guide.run_label(record)}"
+        prefix_rows = guide.prefix_caching_effect(record, "agentic")
+    _model = dict((prefix_data.get("prefix_model") or {}).get("agentic") or {})
+    _counted = ((next((c for c in prefix_data["configs"] if c["config"]["name"] == "vLLM default"), {}) or {})
                 .get("prefix_cache") or {}).get("agentic")
     if _counted and _counted.get("hit rate") is not None:
         _model["vLLM counted"] = _counted["hit rate"]
-    figures.prefix_figure(prefix_rows, source, _model)
-    return (prefix_rows,)
+    figures.prefix_figure(prefix_rows, _src, _model)
+    return prefix_data, prefix_rows
 
 
 @app.cell(hide_code=True)
-def _(data, prefix_rows):
-    _rb = guide.radix_against_blocks(data)
+def _(prefix_data, prefix_rows):
+    _rb = guide.radix_against_blocks(prefix_data)
     _lines = [f"- concurrency {r['concurrency']}: mean TTFT {r['TTFT off ms']:,.0f} → {r['TTFT on ms']:,.0f} ms "
               f"(÷ {r['off ÷ on']}): **{r['verdict']}**" for r in prefix_rows]
     _radix = ("" if not _rb else
@@ -245,7 +257,8 @@ def _(data, prefix_rows):
               f"leaves at most × {_rb['most prefill a radix tree saves over 16-token blocks ×']:.2f} less to prefill "
               "than 16-token blocks. A 3–4× gap between engines cannot come from hit rates this close; the talk's "
               "SGLang figure is cited, not reproduced. An edit invalidates every later block in both schemes.")
-    mo.md("\n".join(_lines or ["vLLM's two prefix settings did not both run here (see **What ran**)."]) + f"""
+    _from = "" if prefix_data.get("recorded_at") is None else f"From {guide.run_label(prefix_data)}:\n\n"
+    mo.md(_from + "\n".join(_lines or ["vLLM's two prefix settings have not both run here or in the record."]) + f"""
 
     {_radix}
 
@@ -311,13 +324,12 @@ def _(open_loop, slo, table):
     return
 
 
-@app.cell
-def _():
-    record, record_label = bench.load_record()
+@app.cell(hide_code=True)
+def _(record_label):
     mo.md(f"## 6 · The full comparison: `make engines`\n\nShown from {record_label}. Six servers (transformers serve "
           "off/on; vLLM prefix caching off, default, + fp8 KV cache, + n-gram speculation), both workloads, "
           "closed and open loop, guidellm and `vllm bench serve` beside our client.")
-    return record, record_label
+    return
 
 
 @app.cell
@@ -334,7 +346,7 @@ def _(record, record_label):
 
 @app.cell(hide_code=True)
 def _(record):
-    _f = (record or {}).get("figures") or (guide.key_figures(record) if record else {})
+    _f = guide.key_figures(record) if record else {}     # from the record's runs, by this code's rules
     _sc, _fp8 = _f.get("vllm concurrency scaling"), _f.get("fp8 KV cache") or {}
     _pc = (_f.get("prefix caching") or {}).get("agentic") or []
     _sp = _f.get("n-gram speculation") or []
@@ -385,7 +397,7 @@ def _(source, table):
 @app.cell
 def _(record):
     _rows = []
-    for _r in ((record or {}).get("figures") or {}).get("vllm bench cross-check") or []:
+    for _r in (guide.crosscheck_gaps(record) if record else []):
         for _what in ("our client's own run", "ours on the tap", "vLLM's definitions on the tap"):
             _rows.append({"concurrency": _r["concurrency"], "against vllm bench serve": _what,
                           **{f"{k} gap": _r[_what].get(k) for k in ("ttft", "tpot", "itl", "e2el")}})

@@ -393,7 +393,7 @@ def measured_decisions(data: dict) -> list[dict]:
     run = run_label(data)
     top = max(data.get("concurrencies") or [1])
     cb, base, vdef = "HF transformers serve + continuous batching", "HF transformers serve", "vLLM default"
-    f = data.get("figures") or key_figures(data)
+    f = key_figures(data)         # from the runs, by these rules (a stored "figures" may predate them)
     rows = []
     solo = _level(_runs(data, base, "chat"), 1)
     rows.append({"workload": "one user, a laptop or a CPU; a quick local demo", "engine": "transformers serve",
@@ -474,7 +474,7 @@ GENERATED_END = "<!-- end of generated section -->"
 
 def guide_markdown(data: dict, record: str) -> str:
     """The generated part of workshop/engines.md: the decision guide and the headline figures of one run."""
-    f = data.get("figures") or key_figures(data)
+    f = key_figures(data)         # from the runs, by these rules (a stored "figures" may predate them)
     lines = [GENERATED_START, "", f"From `{record}`, {run_label(data)}.", "", "### The decision guide", "",
              markdown_table(measured_decisions(data)), "", "### Headline figures of that run", ""]
     for sc in (f.get("vllm concurrency scaling"), f.get("vllm concurrency scaling, chat")):
