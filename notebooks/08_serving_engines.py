@@ -49,7 +49,7 @@ def _():
     4. To choose an engine by workload from measured figures, and to tell measured from cited claims.
 
     **Run time**: the live run below (transformers serve off and on, and vLLM's default where it is
-    installed) takes about 5 minutes on 2 shared CPU cores; in marimo it waits for its button. The full comparison (`make engines`, about 20 minutes here) is shown from its record.
+    installed) took 7 minutes on 2 CPU cores shared at a load average of 8–11; in marimo it waits for its button. The full comparison (`make engines`, about 20 minutes here) is shown from its record.
     """)
     return
 
@@ -352,8 +352,8 @@ def _(record):
     _sp = _f.get("n-gram speculation") or []
     _lines = []
     if _sc:
-        _lines.append(f"- vLLM default, chat: × **{_sc['ratio']}** output tokens/s from concurrency 1 to {_sc['concurrency']} "
-                      f"({_sc['tok/s at 1']} → {_sc['tok/s at top']}).")
+        _lines.append(f"- vLLM default, {_sc['workload']} workload: × **{_sc['ratio']}** output tokens/s from concurrency 1 "
+                      f"to {_sc['concurrency']} ({_sc['tok/s at 1']} → {_sc['tok/s at top']}).")
     _lines += [f"- agentic, concurrency {r['concurrency']}: prefix caching off ÷ on mean TTFT **{r['off ÷ on']}** "
                f"({r['verdict']})." for r in _pc]
     _lines.append("- fp8 KV cache: " + ("ran." if _fp8.get("ran") else f"did not run here — {_fp8.get('why', 'not configured')}."))
