@@ -49,7 +49,7 @@ def _():
     4. To choose an engine by workload from measured figures, and to tell measured from cited claims.
 
     **Run time**: the live run below (transformers serve off and on, and vLLM's default where it is
-    installed) took 7 minutes on 2 CPU cores shared at a load average of 8–11; in marimo it waits for its button. The full comparison (`make engines`, about 20 minutes here) is shown from its record.
+    installed) took 7 minutes on 2 CPU cores shared at a load average of 8–11; in marimo it waits for its button. The full comparison (`make engines`: 13 minutes here at a load average of 8.5) is shown from its record.
     """)
     return
 
@@ -335,7 +335,7 @@ def _(record_label):
 @app.cell
 def _(record, record_label):
     if record is None:
-        _out = mo.md(f"_Nothing to show: {record_label}. `make engines` measures it (about 20 minutes on 2 cores)._")
+        _out = mo.md(f"_Nothing to show: {record_label}. `make engines` measures it (13 minutes on 2 shared cores)._")
     else:
         _t = bench.runs_table(record)
         _out = plots.table(_t[(_t["source"] == "client") & _t["rate req/s"].isna()].drop(columns=["rate req/s"]),
