@@ -22,7 +22,7 @@ import os
 import shutil
 import tempfile
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -269,6 +269,12 @@ class Loaded:
     def label(self) -> str:
         """e.g. 'tiny (Mistral architecture, random weights) · fp32 · cpu · profile tiny'."""
         return f"{self.model_name} · {self.dtype} · {self.device} · profile {self.profile}"
+
+    def without_weights(self) -> "Loaded":
+        """The same description (profile, device, dtype, config: `spec` and `label` work) with no model or
+        tokenizer: what a recorded measurement keeps of the model it ran on (helpers.replay), so a replay
+        from another machine or profile is read with that model's shape, not the one loaded here."""
+        return replace(self, model=None, tokenizer=None)
 
 
 def resolve_profile(profile: str | None = None, device: str | None = None) -> tuple[str, str]:
