@@ -277,6 +277,13 @@ class Loaded:
         return replace(self, model=None, tokenizer=None)
 
 
+def run_on(loaded: Loaded, fn, *args, **kwargs) -> tuple[Loaded, Any]:
+    """(the model it ran on, without its weights; fn(loaded, *args, **kwargs)): the value a notebook records
+    for a measurement (helpers.replay.measure), so the cells that read it use the shape, dtype and label of
+    the model it was measured on — a replay may come from another machine and profile than the one here."""
+    return loaded.without_weights(), fn(loaded, *args, **kwargs)
+
+
 def resolve_profile(profile: str | None = None, device: str | None = None) -> tuple[str, str]:
     """(profile, reason): the environment's WORKSHOP_PROFILE, or what ``auto`` picks here and why."""
     want = (profile or os.environ.get("WORKSHOP_PROFILE") or "auto").strip().lower()
