@@ -391,7 +391,7 @@ def _(block_c, block_r, hbm, hbm_d, hbm_gpu, hbm_smem):
     no N×N matrix at all. Both grow as N²: the standard moves 4·N² elements of S and P per head, the tiled one
     reads K and V once per query block, about d·N²/B_r elements causal (half of 2·d·N²/B_r: each block visits only
     the keys before it). So the ratio tends to **4·B_r/d = 4 × {block_r} / {hbm_d} = {_limit:g}×** — not to the
-    block's {block_r} rows: the N² term is divided by d/(4·B_r). In the paper's terms FlashAttention moves
+    block's {block_r} rows (with B_r = M/4d, d·N²/B_r = 4·N²·d²/M). In the paper's terms FlashAttention moves
     Θ(N²d²/M) elements against standard attention's Θ(N·d + N²), with M the on-chip memory in elements — here
     {hbm_smem // 1024} KiB per SM on the {hbm_gpu.value}, M = {_m:,} bf16 elements, hence tiles of {block_r} × {block_c}.
     More on-chip memory means larger tiles and fewer passes over K and V, until B_r reaches d.
