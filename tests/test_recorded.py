@@ -120,7 +120,7 @@ def test_env_default_and_static_note(monkeypatch):
     with pytest.raises(ValueError, match="WORKSHOP_TEST_N.*allowed: 1, 2"):
         notebook.env_default("WORKSHOP_TEST_N", 1, [1, 2])
     monkeypatch.setenv("WORKSHOP_TEST_N", "lots")
-    with pytest.raises(ValueError, match="not a int"):
+    with pytest.raises(ValueError, match="WORKSHOP_TEST_N='lots' is not allowed; allowed: a finite whole number"):
         notebook.env_default("WORKSHOP_TEST_N", 80)
     assert not notebook.in_marimo()
     note = notebook.static_note({"WORKSHOP_GPU_GB": "GPU memory"})._repr_html_()
