@@ -46,7 +46,7 @@ def _spec(model: str | Path | dict | ModelSpec) -> ModelSpec:
     return model if isinstance(model, ModelSpec) else get_spec(model)
 
 
-def _count(value: Any, what: str, minimum: int, maximum: int | None = None) -> int:
+def _count(value: Any, what: str, minimum: int = 1, maximum: int | None = None) -> int:
     """A whole number (an int or a numpy integer, not a bool or 2.0) from `minimum` (to `maximum`)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum \
             or (maximum is not None and value > maximum):

@@ -98,14 +98,6 @@ def available(scheme: str) -> str | None:
     return None
 
 
-def _one_sequence(model, ids, new_tokens: int = 0):
-    """ids as one sequence the model can run, with `new_tokens` more (helpers.timing.check_ids)."""
-    x = check_ids(model, ids, new_tokens, "ids")
-    if x.shape[0] != 1:
-        raise ValueError(f"ids must be one sequence of token ids, got a batch of {x.shape[0]}")
-    return x
-
-
 def _check(scheme: str) -> str:
     if not isinstance(scheme, str) or scheme not in SCHEMES:
         raise ValueError(f"unknown KV-cache scheme {scheme!r}; allowed: {', '.join(SCHEMES)}")
@@ -146,7 +138,7 @@ def bytes_rows(model, spec, ids, dtype: str) -> list[dict]:
     the full-precision residual and the scales."""
     import torch
 
-    x = _one_sequence(model, ids, 1).to(next(model.parameters()).device)
+    x = check_ids(model, ids, 1, "ids", one_sequence=True).to(next(model.parameters()).device)
     rows = []
     for scheme, (backend, _, _) in SCHEMES.items():
         if available(scheme):
@@ -197,7 +189,7 @@ def quality_rows(model, ids, prefill: int = 64, chunk: int = 16) -> list[dict]:
     against the full-precision cache, on the same tokens (helpers.quality)."""
     _count(prefill, "prefill", 1)
     _count(chunk, "chunk", 1)
-    n = _one_sequence(model, ids).shape[1]
+    n = check_ids(model, ids, 0, "ids", one_sequence=True).shape[1]
     if n <= prefill + 1:
         raise ValueError(f"need more than prefill + 1 = {prefill + 1} tokens, got {n}")
     ref = _scored_logprobs(model, ids, make_cache(model, "full precision"), prefill, chunk)
@@ -220,7 +212,7 @@ def speed_rows(model, ids, steps: int = 16) -> list[dict]:
     import torch
 
     _count(steps, "steps", 1)
-    x = _one_sequence(model, ids, steps).to(next(model.parameters()).device)
+    x = check_ids(model, ids, steps, "ids", one_sequence=True).to(next(model.parameters()).device)
     rows = []
     for scheme in SCHEMES:
         if available(scheme):

@@ -28,14 +28,12 @@ def prefix_reuse(model, prefix_ids, suffix_ids, repeats: int = 3) -> dict:
     import torch
 
     from ..stepcost import _count
-    from ..timing import check_ids
+    from ..timing import check_ids, check_positions
 
     _count(repeats, "repeats", 1)
-    prefix_ids = check_ids(model, prefix_ids, what="prefix_ids")
-    suffix_ids = check_ids(model, suffix_ids, what="suffix_ids")
-    if prefix_ids.shape[0] != 1 or suffix_ids.shape[0] != 1:
-        raise ValueError("prefix_ids and suffix_ids must each be one sequence of token ids")
-    check_ids(model, torch.cat([prefix_ids, suffix_ids], dim=1), what="prefix + suffix")   # within the positions
+    prefix_ids = check_ids(model, prefix_ids, what="prefix_ids", one_sequence=True)
+    suffix_ids = check_ids(model, suffix_ids, what="suffix_ids", one_sequence=True)
+    check_positions(model, prefix_ids.shape[1] + suffix_ids.shape[1])
     device = next(model.parameters()).device
     prefix_ids, suffix_ids = prefix_ids.to(device), suffix_ids.to(device)
     full = torch.cat([prefix_ids, suffix_ids], dim=1)

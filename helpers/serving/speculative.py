@@ -233,10 +233,7 @@ def speculate(model, ids, new_tokens: int, k: int = 4, draft_layers: int | None 
         raise ValueError("the draft must be a model object of its own (for an identical draft, "
                          "draft_layers=<all the target's layers> shares the weights): the target's forward "
                          "calls are counted by a hook, which would count the draft's too")
-    ids = check_ids(model, ids, new_tokens, "ids")
-    if ids.shape[0] != 1:
-        raise ValueError(f"ids must be one sequence of token ids, got a batch of {ids.shape[0]}")
-    ids = ids.to(next(model.parameters()).device)
+    ids = check_ids(model, ids, new_tokens, "ids", one_sequence=True).to(next(model.parameters()).device)
     saved_config = None
     if prompt_lookup:
         kw = {"prompt_lookup_num_tokens": k, "max_matching_ngram_size": ngram}
