@@ -35,7 +35,7 @@ def _shown(raw: str) -> str:
 def refuse(name: str, raw: str, allowed: str, fix: str = "") -> EnvError:
     """The one-line error for `name`=`raw`: what is allowed and, by default, that unsetting it is the fix."""
     return EnvError(f"{name}={_shown(raw)} is not allowed; allowed: {allowed}. "
-                    f"{fix or f'Fix: give {name} such a value, or unset it for the default'}")
+                    f"{fix or f'Fix: set {name} to an allowed value, or unset it for the default'}")
 
 
 def text(name: str, default: str | None = None) -> str | None:

@@ -41,7 +41,7 @@ import math
 import re
 from dataclasses import asdict, dataclass
 
-from ..capacity.planner import DEFAULT_EFFICIENCY, _whole, plan
+from ..capacity.planner import DEFAULT_EFFICIENCY, _positive, _whole, plan
 from ..config_schema import MAX_TOKENS
 from ..gpus import get_gpu
 from ..specs import ModelSpec, get_spec
@@ -109,8 +109,9 @@ def parallel_step(model, gpu, tp: int = 1, pp: int = 1, micro_batches: int = 1, 
                   link: str | Link | None = None, pp_link: str | Link | None = None,
                   efficiency: float = DEFAULT_EFFICIENCY) -> ParallelStep:
     """The decode step on tp × pp GPUs with its communication (module docstring). link: the link of
-    the tensor-parallel group (a Link, a kind such as "pcie", or None for the fastest in a server);
-    pp_link: between stages (default: the same)."""
+    the tensor-parallel group (a Link, a kind such as "pcie", or None for the fastest that joins tp
+    GPUs: in one server up to GPUS_PER_SERVER, the cluster's beyond); pp_link: between stages (default:
+    the same while the tp × pp GPUs fit in one server, else the cluster's link)."""
     spec = _spec(model)
     g = get_gpu(gpu)
     for v, what in ((tp, "tp"), (pp, "pp"), (micro_batches, "micro-batches"), (batch, "batch")):
@@ -192,8 +193,7 @@ def tp_scaling(model, gpu, batch: int = 1, context: int = 4096, link: str | Link
 
 def flattens_at(rows: list[dict], gain: float = FLATTEN_GAIN) -> int | None:
     """The first tensor-parallel degree whose step gains less than `gain`× over the previous one."""
-    if isinstance(gain, bool) or not isinstance(gain, (int, float)) or not 0 < gain < math.inf:
-        raise ValueError(f"gain must be a positive finite factor such as {FLATTEN_GAIN}, got {gain!r}")
+    _positive(gain, f"gain (a factor such as {FLATTEN_GAIN})")
     for row in rows[1:]:
         if row["gain_over_previous"] < gain:
             return row["tp"]
