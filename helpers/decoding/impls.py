@@ -65,12 +65,14 @@ def check_impl(impl: str) -> str:
     return impl
 
 
-def _check_sizes(input_ids, new_tokens: int) -> None:
-    if getattr(input_ids, "ndim", None) != 2 or input_ids.shape[1] < 1:
-        raise ValueError(f"input_ids must be a (batch, prompt) tensor of token ids, got shape "
-                         f"{tuple(getattr(input_ids, 'shape', ()))}")
+def _check_sizes(model, input_ids, new_tokens: int):
+    """The ids as helpers.timing.check_ids takes them (a batch of prompts within the vocabulary and the
+    model's positions), and at least 2 new tokens."""
+    from ..timing import check_ids
+
     if isinstance(new_tokens, bool) or not isinstance(new_tokens, int) or new_tokens < 2:
         raise ValueError(f"new_tokens must be an integer ≥ 2 (the first token comes from the prefill), got {new_tokens!r}")
+    return check_ids(model, input_ids, new_tokens)
 
 
 def compile_mode(device: str) -> str:
@@ -218,7 +220,7 @@ def decode(model, impl: str, input_ids, new_tokens: int, device: str | None = No
     steps, which compile, are reported as ``compile_s`` and left out of ``step_s``.
     """
     check_impl(impl)
-    _check_sizes(input_ids, new_tokens)
+    input_ids = _check_sizes(model, input_ids, new_tokens)
     device = device or str(next(model.parameters()).device)
     if impl == "static+compile" and new_tokens < 6:
         raise ValueError(f"static+compile needs new_tokens ≥ 6 (3 compile steps, then timed ones), got {new_tokens}")
