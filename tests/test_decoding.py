@@ -312,3 +312,24 @@ def test_the_floor_bandwidth_is_measured_alongside_the_steps_when_not_given(tiny
     assert reg.planner["predicted_step_s"] == pytest.approx(pred["predicted_step_s"])
     assert reg.kernel_ceiling() == ("linear", 0.4)
     assert views.figures_for_bench(reg, "_x")["decode_floor_bandwidth_bytes_per_s_x"] == 50e9
+
+
+def test_bench_compile_off_leaves_the_compiled_step_out_of_the_active_profile(tiny, monkeypatch):
+    """gpu_record.sh's bench sets WORKSHOP_BENCH_COMPILE=0: notebook 03 measured the compile (and its CUDA
+    graphs) already, so the bench's active profile runs the other implementations only."""
+    asked = []
+
+    class Enough(Exception):
+        pass
+
+    def measure(loaded, bandwidth, peak, impls=None, **kw):
+        asked.append(tuple(impls))
+        raise Enough
+
+    monkeypatch.setattr(regimes, "measure_regime", measure)
+    monkeypatch.setenv("WORKSHOP_COMPILE", "1")               # where the compiled step would run (a GPU)
+    for setting, compiled in (("0", False), ("1", True)):
+        monkeypatch.setenv("WORKSHOP_BENCH_COMPILE", setting)
+        with pytest.raises(Enough):
+            regimes.bench_figures(tiny, None, 1e12)
+        assert ("static+compile" in asked[-1]) == compiled and "eager" in asked[-1]
