@@ -7,12 +7,13 @@
 # host, and packs build/gpu-bundle-cp312.tar.xz, at most 24 MiB (what travels to the host is 64 MiB in all).
 #
 #   bash scripts/gpu_bundle.sh                      # cp312, for the GPU host
-#   GPU_BUNDLE_PYTHON=3.11 bash scripts/gpu_bundle.sh   # the same recipe for another Python (the dry run's)
+#   GPU_BUNDLE_PYTHON=3.11.7 bash scripts/gpu_bundle.sh # the same recipe for another Python (the dry run's)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PYV="${GPU_BUNDLE_PYTHON:-3.12}"
-TAG="cp${PYV/./}"
+PYV="${GPU_BUNDLE_PYTHON:-3.12.3}"           # the host's python3 (a full version: pip reads 3.12 as 3.12.0)
+MAJMIN="$(echo "$PYV" | cut -d. -f1-2)"
+TAG="cp${MAJMIN/./}"
 OUT="${GPU_BUNDLE_OUT:-build/gpu-bundle-$TAG.tar.xz}"
 WORK="build/gpu-bundle-$TAG"
 LIMIT=$((24 * 1024 * 1024))
@@ -54,7 +55,7 @@ except ImportError:                     # pip's own copy
     from pip._vendor.packaging.version import Version
 
 wheels, pyv, not_carried = Path(sys.argv[1]), sys.argv[2], set(sys.argv[3].split())
-env = {"python_version": pyv, "python_full_version": pyv + ".0", "sys_platform": "linux", "platform_system": "Linux",
+env = {"python_version": ".".join(pyv.split(".")[:2]), "python_full_version": pyv, "sys_platform": "linux", "platform_system": "Linux",
        "platform_machine": "x86_64", "os_name": "posix", "implementation_name": "cpython",
        "platform_python_implementation": "CPython", "extra": ""}
 carried = {}
@@ -106,7 +107,9 @@ rm -rf "$site/bin"                                  # console scripts, their #! 
 rm -rf "$site/marimo/_lsp"                          # marimo's language servers (Copilot's alone ~87 MB)
 rm -rf "$site/marimo/_static"                       # marimo's editor front-end (~27 MB): `marimo edit` only
 rm -rf "$site/pycountry/locales"                    # pycountry's translations (~22 MB); its databases stay
-tokenizer="$("$PY" -c "import sys; sys.path.insert(0, '.'); from helpers.models import TOKENIZER_FILE; print(TOKENIZER_FILE)")"
+# the one tokenizer helpers loads (helpers.models.TOKENIZER_FILE, read without importing helpers)
+tokenizer="$("$PY" -c "import ast; print(next(n.value.value for n in ast.parse(open('helpers/models.py').read()).body
+    if isinstance(n, ast.Assign) and getattr(n.targets[0], 'id', '') == 'TOKENIZER_FILE'))")"
 find "$site/mistral_common/data" -maxdepth 1 -type f ! -name "$tokenizer" -delete   # other Mistral tokenizers (~36 MB)
 for lib in "$site"/bitsandbytes/libbitsandbytes_*.so; do     # other CUDA and ROCm versions (~150 MB)
     case "$(basename "$lib")" in
