@@ -295,6 +295,23 @@ def test_the_gpu_quick_plan_is_the_talks_workload_at_two_levels():
     assert bench.plan_for("cpu", quick=True).concurrencies == (1, 4)
 
 
+def test_the_command_line_runs_only_the_workloads_asked_for(tmp_path, monkeypatch, capsys):
+    from helpers.engines.__main__ import main
+
+    seen = {}
+
+    def run_all(profile, out, quick, include, guidellm, plan):
+        seen.update(cpu=plan("cpu"), cuda=plan("cuda"))
+        return {"configs": [], "skipped": [], "seconds": 0.0}
+
+    monkeypatch.setattr(bench, "run_all", run_all)
+    assert main(["--quick", "--workloads", "fixed", "--out", str(tmp_path / "e.json")]) == 1   # no configuration ran
+    assert list(seen["cpu"].workloads) == ["fixed"] and seen["cpu"].concurrencies == (1, 4)
+    assert list(seen["cuda"].workloads) == ["talk"]          # the GPU's quick plan has no "fixed": all of it
+    assert main(["--workloads", "fixd", "--out", str(tmp_path / "e.json")]) == 2
+    assert "error: unknown workload(s) ['fixd']; allowed: agentic, chat, fixed, talk" in capsys.readouterr().err
+
+
 def test_the_benchmark_writes_its_file_as_each_level_ends(tmp_path, monkeypatch):
     from helpers.engines import servers
 
