@@ -178,6 +178,7 @@ section notebooks "$NOTEBOOKS_S" "$PY" scripts/notebooks.py run 01 02 --timeout 
 section bench "$BENCH_S" "$PY" scripts/bench.py $BENCH_SECTIONS --out "$DEST"
 section engines "$ENGINES_S" "$PY" -m helpers.engines "${ENGINE_ARGS[@]}"
 
+finish                                                 # with the sections skipped at the end, too
 echo "gpu-record: done in $(( $(date +%s) - T0 )) s; commit $DEST"
 # every selected section that ran exited 0
 ! awk -F'\t' 'NR > 1 && $2 != "" && $2 != "0" {bad = 1} END {exit !bad}' "$DEST/sections.tsv"

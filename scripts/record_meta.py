@@ -71,11 +71,14 @@ def main(argv: list[str]) -> int:
     out, gpu = Path(argv[0]), argv[1]
     build = ROOT / "build"
     (out / "figures").mkdir(parents=True, exist_ok=True)
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True,
-                                cwd=ROOT).stdout.strip()
-    except Exception:  # noqa: BLE001 - not a git checkout (a copy of the tree on a GPU host)
-        commit = None
+    # RECORD_COMMIT: the commit a copy of the tree was made from (a GPU host gets files, not the repository)
+    commit = os.environ.get("RECORD_COMMIT")
+    if not commit:
+        try:
+            commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True,
+                                    cwd=ROOT).stdout.strip()
+        except Exception:  # noqa: BLE001 - not a git checkout
+            commit = None
     nbs = notebooks(out, build)
     meta = {
         "recorded_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
