@@ -18,6 +18,7 @@ from collections import defaultdict
 from typing import Any, Sequence
 
 from .specs import ModelSpec, build_meta_model, get_spec
+from . import plots
 
 TALK_LAYER_SHARE = 0.95  # the talk: "about 95 % of compute is in the transformer layers"
 
@@ -264,6 +265,7 @@ def side_by_side(flops_rows: list[dict], time_rows: list[dict]) -> list[dict[str
     return [{"part": g, **v} for g, v in out.items()]
 
 
+@plots.notes_when_empty('Share of compute in each part of a forward pass')
 def share_figure(sweep, source: Any, threshold: float = TALK_LAYER_SHARE):
     """Share of FLOPs in all layers and in attention over the context, by length, prefill and decode."""
     from . import plots
@@ -286,6 +288,7 @@ def share_figure(sweep, source: Any, threshold: float = TALK_LAYER_SHARE):
     return plots.finish(fig, source)
 
 
+@plots.notes_when_empty('FLOPs by part of a forward pass')
 def parts_figure(table, tokens: int, source: Any):
     """FLOP share (computed) beside time share (measured) for each part, prefill and decode side by side."""
     from . import plots

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from .units import DTYPE_BYTES, normalize_dtype, torch_dtype
+from . import plots
 
 
 def _check(q, k, v, causal: bool) -> None:
@@ -230,6 +231,7 @@ def hbm_figure(table, block_r: int, block_c: int, source: Any):
     return plots.finish(fig, source)
 
 
+@plots.notes_when_empty('Naive against fused attention')
 def timing_figure(df, source: Any):
     """Median time per call by length (log–log): naive, fused SDPA, and the readable tiled version."""
     from . import plots

@@ -22,6 +22,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
+from . import plots
 
 ONCHIP_FILE = Path(__file__).parent / "data" / "gpu_onchip.csv"
 KiB, MiB = 2**10, 2**20
@@ -204,6 +205,7 @@ def plateaus(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
              "× DRAM": statistics.median(v) / dram if dram else None} for k, v in by.items()]
 
 
+@plots.notes_when_empty("This CPU's cache staircase")
 def staircase_figure(rows: Sequence[dict[str, Any]], caches: Sequence[CacheLevel], source: Any):
     """Read bandwidth against working-set size (log x), with the cache sizes marked."""
     from . import plots

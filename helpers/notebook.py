@@ -4,6 +4,8 @@ from __future__ import annotations
 import logging
 import math
 import warnings
+from dataclasses import dataclass
+from typing import Any, Callable
 
 
 # ----------------------------------------------------------------------------- controls outside marimo
@@ -118,3 +120,53 @@ def speedup_phrase(ratio: float, faster: str = "faster", slower: str = "slower")
     if ratio < 1:
         return f"{text} {slower}"
     return f"no {faster}"
+
+
+# ----------------------------------------------------------------------------- a measurement that fails
+
+@dataclass
+class Attempt:
+    """A measurement run by attempt(): its value, or the one-line fault that stopped it (and the
+    traceback, folded). A notebook shows `note()` where it happened and goes on with the cells that do
+    not need the value; those that do show `skipped()`."""
+
+    what: str
+    value: Any = None
+    error: str | None = None
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def note(self):
+        """Where the measurement ran: nothing when it worked, else what failed and what still runs."""
+        import marimo as mo
+
+        if self.ok:
+            return mo.md("")
+        return mo.vstack([
+            mo.callout(mo.md(f"**{self.what} failed here:** {self.error}\n\n"
+                             "The cells that need its result say so below; the rest of the notebook runs. "
+                             "Recorded results from a machine where it ran are in `workshop/results/`."),
+                       kind="danger"),
+            folded("The full error", f"```\n{self.detail.strip()}\n```")])
+
+    def skipped(self, what_needs_it: str):
+        """In a cell that needs the value: a short line saying why it shows nothing."""
+        import marimo as mo
+
+        return mo.md(f"_{what_needs_it} needs {self.what}, which failed above ({self.error})._")
+
+
+def attempt(what: str, fn: Callable[..., Any], *args, **kwargs) -> Attempt:
+    """Run fn(*args, **kwargs) as one measurement of a notebook: an exception becomes Attempt.error
+    (type and message, one line) instead of stopping the notebook, so a server that does not start or a
+    sweep that breaks takes only the cells that need it. KeyboardInterrupt still stops the run."""
+    import traceback
+
+    try:
+        return Attempt(what, fn(*args, **kwargs))
+    except Exception as exc:  # noqa: BLE001 - any fault of a measurement is reported, not raised
+        message = " ".join(str(exc).split())[:400] or "(no message)"
+        return Attempt(what, None, f"{type(exc).__name__}: {message}", traceback.format_exc())

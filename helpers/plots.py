@@ -88,6 +88,54 @@ def finish(fig, source: Any, title: str | None = None) -> Any:
     return fig
 
 
+# ----------------------------------------------------------------------------- nothing to draw
+
+def is_empty(data: Any) -> bool:
+    """No rows to draw: None, an empty sequence or mapping, a DataFrame with no rows."""
+    if data is None:
+        return True
+    empty = getattr(data, "empty", None)      # pandas: a DataFrame or Series
+    if isinstance(empty, bool):
+        return empty
+    try:
+        return len(data) == 0
+    except TypeError:
+        return False
+
+
+def note_figure(source: Any, title: str, why: str = "nothing was measured in this run"):
+    """A figure that says why there is nothing to draw (a failed server, an empty sweep), titled and
+    stamped like the others: a notebook shows it in place of the plot and goes on."""
+    fig, ax = figure(height=1.6)
+    ax.axis("off")
+    ax.text(0.5, 0.5, f"Nothing to draw: {why}", ha="center", va="center", fontsize=10, color="#555", wrap=True,
+            transform=ax.transAxes)
+    return finish(fig, source, title)
+
+
+def notes_when_empty(title: str):
+    """Decorate a figure function whose first argument is its data: given no rows, it returns
+    note_figure(...) titled `title` (its `source` argument, when it has one, stamps the note) instead of
+    failing inside matplotlib or pandas."""
+    import functools
+    import inspect
+
+    def wrap(fn):
+        sig = inspect.signature(fn)
+
+        @functools.wraps(fn)
+        def draw(*args, **kwargs):
+            bound = sig.bind_partial(*args, **kwargs)
+            data = next(iter(bound.arguments.values()), None)
+            if not is_empty(data):
+                return fn(*args, **kwargs)
+            src = bound.arguments.get("source", bound.arguments.get("loaded", "nothing measured"))
+            return note_figure(src, title)
+        draw.empty_title = title       # what the note is titled (tests find the decorated figures by it)
+        return draw
+    return wrap
+
+
 # ----------------------------------------------------------------------------- units and ticks
 
 _DECIMAL = ((1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB"))

@@ -32,6 +32,7 @@ from .specs import ModelSpec, get_spec, param_breakdown
 from .stepcost import attended_keys, attention_flops_per_key, decode_cost, forward_cost, matmul_params  # noqa: F401
 from .timing import Stats
 from .units import normalize_dtype, torch_dtype
+from . import plots
 
 
 def _spec(model) -> ModelSpec:
@@ -213,6 +214,7 @@ def roofline_figure(peak_flops: float, bandwidth: float, points: Sequence[Roofli
     return plots.finish(fig, source)
 
 
+@plots.notes_when_empty('Prefill throughput against prompt length')
 def prefill_figure(df, model, dtype: str, peak_flops: float, source: Any):
     """Prefill time (left, log–log) and the FLOP/s it achieves (right, against the measured peak) by
     prompt length; df has columns tokens, ttft_s, oom (helpers.workloads.ttft_sweep)."""
@@ -384,6 +386,7 @@ def step_explained(row, probe_s: float | None) -> dict[str, Any]:
     return {"floor_share": floor_share, "overhead_share": over, "rest_share": rest, "words": words}
 
 
+@plots.notes_when_empty('Decode efficiency')
 def efficiency_figure(df, source: Any):
     """Each model's measured decode step split into its memory floor, the fixed overhead (the probe's
     step) and the rest; log scale, since the sizes differ by orders of magnitude."""

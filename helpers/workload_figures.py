@@ -10,8 +10,10 @@ from .memory import kv_cache_bytes
 from .serving.naive import ServeResult
 from .plots import OOM as OOM_COLOUR
 from .workloads import GrowthFit, _window_slots
+from . import plots
 
 
+@plots.notes_when_empty('Memory grows with every token')
 def memory_figure(df, loaded, spec=None, dtype: str | None = None):
     """Measured cache bytes (points) and the formula (line) against tokens; CUDA peak when measured."""
     from . import plots
@@ -80,6 +82,7 @@ def _mark_oom(ax, df, key: str) -> None:
                     fontsize=8, ha="right", rotation=90, va="top")
 
 
+@plots.notes_when_empty('Time to first token against prompt length')
 def ttft_figure(df, fit: GrowthFit | None, loaded, what: str = "time to first token"):
     """TTFT medians (with p90 bars) against prompt length, the fitted law through them; log–log."""
     import numpy as np
@@ -104,6 +107,7 @@ def ttft_figure(df, fit: GrowthFit | None, loaded, what: str = "time to first to
     return plots.finish(fig, loaded)
 
 
+@plots.notes_when_empty('Requests over time')
 def timeline_figure(results: Sequence[ServeResult], source: Any):
     """A Gantt chart per serving mode: for each request, waiting (grey), prefill up to its first token
     (orange), decoding up to its last token (blue), and in a static batch the time its row is held
@@ -144,6 +148,7 @@ def timeline_figure(results: Sequence[ServeResult], source: Any):
     return plots.finish(fig, source, title="The same requests served one after another, then together")
 
 
+@plots.notes_when_empty('Inter-token latency against context')
 def itl_figure(df, loaded, floor_fn: Callable[[int], float] | None = None):
     """Decode step time (median, p90 bar) against context; optionally the memory-bound floor as a line."""
     from . import plots
@@ -165,6 +170,7 @@ def itl_figure(df, loaded, floor_fn: Callable[[int], float] | None = None):
     return plots.finish(fig, loaded)
 
 
+@plots.notes_when_empty('Memory and speed against concurrent users')
 def users_figure(df, loaded, total_memory: int | None = None, weight_bytes: int | None = None):
     """Cache bytes (measured and formula) and, on CUDA, the allocator's peak against concurrent sequences,
     log–log; the device's memory less the weights as a line; the out-of-memory point marked."""

@@ -69,7 +69,7 @@ def _(mo, term):
 def _(models, workload):
     loaded = models.load()
     model, tok = loaded.model, loaded.tokenizer
-    w = workload(loaded.profile)
+    w = workload(loaded.profile, loaded.device)
     return loaded, model, tok, w
 
 

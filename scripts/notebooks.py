@@ -259,6 +259,9 @@ device {html.escape(info.label)} · torch {html.escape(info.torch_version)}</p>
     report.write_run_json(rows, BUILD, profile, info.to_dict())
     (BUILD / "index.html").write_text(page)
     print(f"run: {len(rows) - failed} of {len(rows)} notebooks ran; report: {BUILD / 'index.html'}")
+    for name, ok, _, err in rows:
+        if not ok:  # CI's log ends with what failed and why; the executed notebook holds the traceback
+            print(f"run: FAILED {name}: {err or 'see the report'} ({BUILD / 'executed' / (name + '.ipynb')})")
     return 1 if failed else 0
 
 

@@ -104,3 +104,53 @@ def test_bars_keep_one_bar_per_label_even_when_labels_repeat():
         plots.bars(ax, ["a", "b"], [1, 2, 3], plots.MEASURED)
     with pytest.raises(ValueError, match="1 colours for 2 bars"):
         plots.bars(ax, ["a", "b"], [1, 2], [plots.MEASURED])
+
+
+# ----------------------------------------------------------------------------- nothing to draw
+
+def _figure_functions():
+    import importlib
+    import inspect
+
+    names = ("workload_figures", "serving.figures", "roofline", "decoding.views", "flash", "hierarchy",
+             "compute_share", "engines.figures")
+    for name in names:
+        mod = importlib.import_module(f"helpers.{name}")
+        for fname, fn in inspect.getmembers(mod, inspect.isfunction):
+            if getattr(fn, "empty_title", None):
+                yield f"{name}.{fname}", fn
+
+
+def test_every_measured_figure_draws_a_note_when_it_has_nothing_to_draw():
+    import pandas as pd
+
+    found = dict(_figure_functions())
+    assert {"workload_figures.ttft_figure", "serving.figures.slots_figure", "decoding.views.roofline_figure",
+            "roofline.efficiency_figure"} <= set(found)
+    import inspect
+
+    for name, fn in found.items():
+        params = inspect.signature(fn).parameters
+        kw = {"source": "measured: nothing"} if "source" in params else {}
+        for empty in (None, [], pd.DataFrame()):
+            fig = fn(empty, **kw)
+            texts = [t.get_text() for t in fig.texts] + [t.get_text() for ax in fig.axes for t in ax.texts]
+            assert fig._suptitle.get_text() == fn.empty_title, name
+            assert any(t.startswith("Nothing to draw: nothing was measured") for t in texts), name
+            assert ("measured: nothing" if kw else "nothing measured") in texts, name
+
+
+def test_a_figure_with_data_is_drawn_as_before():
+    import pandas as pd
+
+    from helpers import plots
+
+    @plots.notes_when_empty("never shown")
+    def draw(df, source):
+        fig, ax = plots.figure()
+        ax.plot(df["x"], df["y"])
+        return plots.finish(fig, source, "drawn")
+
+    fig = draw(pd.DataFrame({"x": [1, 2], "y": [3, 4]}), "measured: two points")
+    assert fig._suptitle.get_text() == "drawn" and len(fig.axes[0].lines) == 1
+    assert plots.is_empty(pd.DataFrame({"x": []})) and not plots.is_empty([0]) and not plots.is_empty(3.0)

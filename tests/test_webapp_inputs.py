@@ -13,7 +13,7 @@ import time
 import pytest
 
 from helpers.specs import preset_path
-from test_webapp import app_url, page, ranked_rows, wait_for_change  # noqa: F401  (fixtures)
+from test_webapp import WAIT_S, app_url, page, page_text, ranked_rows, wait_for_change, wait_shown  # noqa: F401
 
 pytestmark = pytest.mark.browser
 
@@ -50,9 +50,7 @@ def type_path(pg, text: str) -> None:
 
 
 def note_text(pg, needle: str) -> str:
-    loc = pg.get_by_text(needle).first
-    loc.wait_for()
-    return loc.inner_text()
+    return wait_shown(pg, needle).inner_text()
 
 
 def assert_no_crash(pg) -> None:
@@ -60,14 +58,20 @@ def assert_no_crash(pg) -> None:
     assert pg.get_by_text("An internal error occurred").count() == 0
 
 
-def back_to_the_preset(pg, before, timeout: float = 45.0) -> None:
+def wait_ranking(pg, want, what: str) -> None:
+    """Wait (up to WAIT_S) until the ranked table is `want`; fail with what the page showed."""
+    deadline = time.monotonic() + WAIT_S
+    while ranked_rows(pg) != want:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} within {WAIT_S:.0f} s; the page showed: {page_text(pg)}")
+        time.sleep(0.5)
+
+
+def back_to_the_preset(pg, before) -> None:
     """Clear the path box and wait until the preset's ranking is back."""
     type_path(pg, "")
-    pg.get_by_text(NOTE).first.wait_for(state="detached")
-    deadline = time.monotonic() + timeout
-    while ranked_rows(pg) != before:
-        assert time.monotonic() < deadline, "the preset's ranking did not come back"
-        time.sleep(0.5)
+    wait_shown(pg, NOTE, state="detached")
+    wait_ranking(pg, before, "the preset's ranking did not come back")
 
 
 @pytest.mark.parametrize("case,needle", [
@@ -110,13 +114,10 @@ def test_context_beyond_the_model_keeps_the_ranking(page):
     assert NOTE in text and "4,096 tokens" in text       # the last good answer it still shows
     assert ranked_rows(page) == before
     page.keyboard.press("Home")                          # 512: valid again
-    page.get_by_text(NOTE).first.wait_for(state="detached")
+    wait_shown(page, NOTE, state="detached")
     for _ in range(3):                                   # 512 -> 4096, back where the module's page started
         page.keyboard.press("ArrowRight")
-    deadline = time.monotonic() + 60
-    while ranked_rows(page) != before and time.monotonic() < deadline:
-        page.wait_for_timeout(250)
-    assert ranked_rows(page) == before, "the 4,096-token ranking did not come back"
+    wait_ranking(page, before, "the 4,096-token ranking did not come back")
     assert_no_crash(page)
 
 

@@ -47,10 +47,13 @@ def implementations_for(device: str, dtype: str = "fp32") -> tuple[str, ...]:
 
 
 def regime_profiles(loaded) -> tuple[str, ...]:
-    """The profiles measured side by side: tiny and small on a CPU (or MPS), the active one on a CUDA GPU."""
+    """The profiles measured side by side: tiny (the loaded one when it is tiny-trained: the same sizes
+    and timings, no second load) and small on a CPU (or MPS), the active one on a CUDA GPU."""
+    from ..models import TINY_PROFILES
+
     if loaded.device.startswith("cuda"):
         return (loaded.profile,)
-    return ("tiny", "small")
+    return (loaded.profile if loaded.profile in TINY_PROFILES else "tiny", "small")
 
 
 def decode_sizes(device: str) -> dict[str, int]:

@@ -5,6 +5,7 @@ from typing import Any, Sequence
 
 from .breakdown import PARTS
 from .regimes import PLANNER_BAND, Regime, skip_reason
+from .. import plots
 
 _MARKERS = {"eager": "^", "generate": "v", "packed": "D", "static": "s", "static+compile": "*"}
 _PART_COLOURS = {"weight matmuls": "tab:blue", "attention": "tab:cyan", "other operators": "tab:orange",
@@ -125,6 +126,7 @@ def breakdown_summary(reg: Regime) -> str:
             f"{100 * b.sum_over_measured:,.0f} % of the step measured without the profiler ({check} ±10 %).{mm}")
 
 
+@plots.notes_when_empty('Decode on the roofline')
 def roofline_figure(regimes: Sequence[Regime], peak_flops: float, bandwidth: float | None = None, dtype: str = ""):
     """Left: every implementation of every model on this device's roofline (zoomed on decode).
     Right: each one's efficiency, floor ÷ measured step, against 100 % (the memory floor).
@@ -180,6 +182,7 @@ def roofline_figure(regimes: Sequence[Regime], peak_flops: float, bandwidth: flo
     return plots.finish(fig, source(regimes))
 
 
+@plots.notes_when_empty('Where one decode step goes')
 def breakdown_figure(regimes: Sequence[Regime]):
     """Each model's profiled eager step as one bar of 100 %: the four parts, the memory floor marked."""
     from .. import plots

@@ -19,7 +19,7 @@ from typing import Sequence
 
 from ..serving.traces import TraceRequest, agentic_trace, chat_trace
 from . import client
-from .metrics import SLO, RunSummary, summarize
+from .metrics import ROW_COLUMNS, SLO, RunSummary, summarize
 from .process import ServerError, ServerProcess
 from .servers import EngineConfig
 
@@ -218,6 +218,20 @@ def versions() -> dict:
     return out
 
 
+def new_result(plan: Plan, device: str, profile: str, reason: str, skipped: list[dict] | None = None) -> dict:
+    """A benchmark result before any configuration ran: the machine, the profile, the versions, the plan's
+    SLO, levels and workloads; `configs` empty, `complete` False (run_all fills it in)."""
+    from ..hardware import device_info
+
+    return {"recorded_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "machine": device_info(device).to_dict(), "profile": profile, "profile_reason": reason,
+            "versions": versions(), "slo": plan.slo.describe(), "concurrencies": list(plan.concurrencies),
+            "workloads": {k: {"requests": len(v), "prompt_words_total": sum(len(r.prompt.split()) for r in v),
+                              "output_tokens_asked": sum(r.max_new_tokens for r in v)}
+                          for k, v in plan.workloads.items()},
+            "skipped": list(skipped or []), "configs": [], "complete": False}
+
+
 def run_all(profile: str | None = None, out: str | Path = "build/engines/engines.json", quick: bool = False,
             include: Sequence[str] = ("transformers", "vllm", "sglang"), use_guidellm: bool = True,
             plan=None) -> dict:
@@ -225,7 +239,6 @@ def run_all(profile: str | None = None, out: str | Path = "build/engines/engines
     rewritten after each level of each configuration, so an interrupted run keeps what finished)."""
     from tqdm.auto import tqdm
 
-    from ..hardware import device_info
     from ..models import resolve_profile
     from . import guidellm_runner, servers
 
@@ -236,18 +249,13 @@ def run_all(profile: str | None = None, out: str | Path = "build/engines/engines
     tokenizer = None
     if use_guidellm and guidellm_runner.guidellm_bin():
         try:
-            tokenizer = str(servers.serve_folder(profile))
+            tokenizer = str(servers.serve_folder(profile, weights=False))   # guidellm reads the tokenizer only
         except Exception as exc:  # noqa: BLE001 - recorded
             skipped.append({"name": "guidellm", "why": str(exc)})
     elif use_guidellm:
         skipped.append({"name": "guidellm", "why": "guidellm is not installed"})
     out = Path(out)
-    data = {"recorded_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-            "machine": device_info(device).to_dict(), "profile": name, "profile_reason": reason,
-            "versions": versions(), "slo": plan.slo.describe(), "concurrencies": list(plan.concurrencies),
-            "workloads": {k: {"requests": len(v), "prompt_words_total": sum(len(r.prompt.split()) for r in v),
-                              "output_tokens_asked": sum(r.max_new_tokens for r in v)} for k, v in plan.workloads.items()},
-            "skipped": skipped, "configs": [], "complete": False}
+    data = new_result(plan, device, name, reason, skipped)
     t0 = time.perf_counter()
     bar = tqdm(total=len(configs) * len(plan.workloads) * len(plan.concurrencies), desc="engines", unit="run")
     try:
@@ -268,7 +276,9 @@ def run_all(profile: str | None = None, out: str | Path = "build/engines/engines
 
 
 def runs_table(data: dict):
-    """Every run of a benchmark result as a DataFrame (one row per configuration, tool and level)."""
+    """Every run of a benchmark result as a DataFrame (one row per configuration, tool and level). With no
+    run at all (every server failed), an empty table that still has every column, so that what reads it
+    (figures, guide rules, pivots) finds nothing to compare rather than a missing column."""
     import pandas as pd
 
     rows = []
@@ -276,7 +286,34 @@ def runs_table(data: dict):
         for r in c["runs"]:
             s = RunSummary(**{k: v for k, v in r.items() if k in RunSummary.__dataclass_fields__})
             rows.append(dict(s.row(), workload=r.get("workload")))
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=[*ROW_COLUMNS, "workload"])
+
+
+def status_markdown(data: dict, error: str | None = None) -> str:
+    """What a benchmark run did, configuration by configuration, in markdown: ready and measured, or the
+    fault that stopped it (its kind, the detail with the end of the server's log), and what was not
+    available here and why. `error`: the exception that stopped the whole run, if one did."""
+    lines = []
+    if error:
+        lines.append(f"- **the benchmark did not run**: {error}")
+    for c in data.get("configs", []):
+        name, runs = c["config"]["name"], c["runs"]
+        failed = sum(r["failed"] for r in runs)
+        if runs:
+            ready = f"ready in {c['ready_s']:.1f} s; " if c.get("ready_s") else ""
+            lines.append(f"- **{name}**: {ready}{len(runs)} runs, {failed} failed requests "
+                         f"({sum(r['run_failed'] for r in runs)} runs without any success)")
+        for f in c["faults"]:
+            head, _, rest = str(f["detail"]).partition("\n")
+            lines.append(f"- **{name}** — {f['kind']}: {head}")
+            if rest.strip():
+                lines.append("\n  ```text\n" + "\n".join("  " + x for x in rest.strip().splitlines()[-12:]) + "\n  ```")
+    for sk in data.get("skipped", []):
+        lines.append(f"- {sk['name']}: not here — {sk['why']}")
+    if not any(c["runs"] for c in data.get("configs", [])):
+        lines.append("\n**No server produced a measurement here.** The figures and tables that need one say so in "
+                     "place; the decision guide, the exercises and the takeaways below do not need a server.")
+    return "\n".join(lines) or "- nothing was configured to run"
 
 
 def source_label(data: dict) -> str:

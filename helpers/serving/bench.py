@@ -31,9 +31,13 @@ class Workload:
 BATCHING_ROUNDS = 2   # the bench's batching figures: each way's fastest of two interleaved rounds
 
 
-def workload(profile: str) -> Workload:
-    """The tiny sizes everywhere but on a GPU profile, where batches and prompts grow."""
-    if profile in ("tiny", "tiny-trained"):
+def workload(profile: str, device: str = "cpu") -> Workload:
+    """The tiny sizes for the tiny profiles anywhere and for every locally built profile on a CPU (the
+    small model too: the GPU sizes would take it an hour there); on a 7B profile or a CUDA GPU, batches
+    and prompts grow."""
+    from ..models import LOCAL_PROFILES, TINY_PROFILES
+
+    if profile in TINY_PROFILES or (profile in LOCAL_PROFILES and not str(device).startswith("cuda")):
         return Workload()
     # twice the CPU's slots and a queue as long, outputs kept short enough that serving the 64 one after
     # another stays under two minutes for Mistral 7B (64 × 64 tokens at ~20 ms a step)
@@ -84,7 +88,7 @@ def bench_serving() -> dict:
     from . import batching, prefix_reuse, speculative
 
     loaded = models.load()
-    w = workload(loaded.profile)
+    w = workload(loaded.profile, loaded.device)
     m, tok = loaded.model, loaded.tokenizer
     reqs = chat_requests(tok, w)
     res = batching.compare_batching(m, reqs, w.slots, rounds=BATCHING_ROUNDS)

@@ -8,6 +8,7 @@ from .. import plots
 MEASURED, COMPUTED, BASELINE = "tab:blue", "tab:orange", "tab:grey"
 
 
+@plots.notes_when_empty('KV cache on and off')
 def cache_on_off_figure(result: dict, source: Any):
     fig, (a, b) = plots.figure(ncols=2, width=5.2)
     rows = result["rows"]
@@ -33,6 +34,7 @@ def cache_on_off_figure(result: dict, source: Any):
     return plots.finish(fig, source)
 
 
+@plots.notes_when_empty('Paged against contiguous KV memory')
 def paged_figure(sims: Sequence, source: Any):
     """Per decode step, for each scheme: slots holding tokens, reserved, and sequences running."""
     fig, (a, b) = plots.figure(ncols=2, width=5.2)
@@ -55,6 +57,7 @@ def paged_figure(sims: Sequence, source: Any):
     return plots.finish(fig, source)
 
 
+@plots.notes_when_empty('Batch slots over time')
 def slots_figure(panels: Sequence[tuple[str, list[dict], float]], slots: int, source: Any):
     """Slot occupancy: for each mode, each slot's busy spans (a request decoding) and, in static batches,
     the idle spans (hatched) where a finished request's slot waits for its batch's slowest."""
@@ -86,6 +89,7 @@ def bars_figure(labels: Sequence[str], values: Sequence[float], ylabel: str, tit
     return plots.finish(fig, source)
 
 
+@plots.notes_when_empty('Speculative decoding')
 def speculative_figure(rows: Sequence[dict], source: Any):
     """Per drafter: tokens per target pass measured against eq. 1 at its fitted per-token α (left), and
     the wall-clock speed-up over plain decoding (right); 1 marks plain decoding on both."""
@@ -113,6 +117,7 @@ def speculative_figure(rows: Sequence[dict], source: Any):
     return plots.finish(fig, source)
 
 
+@plots.notes_when_empty('Prefix-cache hit rates')
 def hit_rate_figure(results: dict[str, dict], source: Any):
     """Per request of each trace: prompt tokens and the cached part."""
     fig, axes = plots.figure(ncols=len(results), width=4.8, squeeze=False)
