@@ -148,6 +148,22 @@ def is_out_of_memory(exc: BaseException) -> bool:
     return isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower()
 
 
+# What CUDA's libraries say when they cannot allocate (cuBLAS, cuDNN, cuFFT, cuSOLVER, cuSPARSE workspaces and
+# handles; the runtime's own code), and what a kernel says when a batch is past its launch grid: a sweep that
+# grows a batch meets these before or instead of torch's OutOfMemoryError, and each is its end, not a crash.
+DEVICE_LIMIT_MESSAGES = ("alloc_failed", "cudaerrormemoryallocation", "memory allocation",
+                         "invalid configuration argument")
+
+
+def is_device_limit(exc: BaseException) -> bool:
+    """True for out of memory (is_out_of_memory) and for the other ways a device refuses a size: a CUDA
+    library's allocation failure (e.g. ``CUBLAS_STATUS_ALLOC_FAILED when calling cublasCreate``) or a
+    launch grid too large (``CUDA error: invalid configuration argument``). Other errors are bugs."""
+    if is_out_of_memory(exc):
+        return True
+    return isinstance(exc, RuntimeError) and any(m in str(exc).lower() for m in DEVICE_LIMIT_MESSAGES)
+
+
 def free_memory(device: str) -> None:
     """Return cached blocks to the device after an out-of-memory or a big sweep."""
     import gc

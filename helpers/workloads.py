@@ -19,7 +19,8 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Iterable, Sequence
 
-from .hardware import allocated, free_memory, is_out_of_memory, peak_allocated, reset_peak, synchronize
+from .hardware import (allocated, free_memory, is_device_limit, is_out_of_memory, peak_allocated, reset_peak,
+                       synchronize)
 from .memory import kv_cache_bytes, measured_cache_bytes
 from .stepcost import _count
 from .timing import Stats, check_positions, measure, timed_generate
@@ -167,13 +168,15 @@ class SweepResult:
 
         df = pd.DataFrame(self.rows)
         df.attrs["oom_at"] = self.oom_at
+        df.attrs["oom_message"] = self.oom_message
         return df
 
 
 def guarded_sweep(points: Iterable, run_point: Callable[[Any], dict], device: str, key: str,
-                  desc: str | None = None) -> SweepResult:
-    """Run run_point(p) for each point in order; an out-of-memory error ends the sweep with that point
-    recorded as {key: p, "oom": True} and the device's cached memory returned. Other errors propagate."""
+                  desc: str | None = None, is_limit: Callable[[BaseException], bool] = is_out_of_memory) -> SweepResult:
+    """Run run_point(p) for each point in order; an out-of-memory error (or whatever `is_limit` accepts)
+    ends the sweep with that point recorded as {key: p, "oom": True}, its message kept (oom_message) and
+    the device's cached memory returned. Other errors propagate."""
     from tqdm.auto import tqdm
 
     if isinstance(points, (str, bytes)) or not isinstance(points, Iterable):
@@ -187,8 +190,8 @@ def guarded_sweep(points: Iterable, run_point: Callable[[Any], dict], device: st
         failed = False
         try:
             rows.append({key: p, **run_point(p), "oom": False})
-        except Exception as exc:  # noqa: BLE001 - only out-of-memory is a result; the rest re-raise
-            if not is_out_of_memory(exc):
+        except Exception as exc:  # noqa: BLE001 - only out-of-memory (is_limit) is a result; the rest re-raise
+            if not is_limit(exc):
                 raise
             failed, message = True, f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:200]}"
         if failed:  # outside the except block, so the traceback no longer pins the tensors
@@ -376,7 +379,9 @@ def users_sweep(loaded, context: int, batches: Sequence[int]):
     """Concurrent sequences of `context` tokens: for each batch, a prefill of all of them into one
     DynamicCache and one decode step; the cache's bytes, the formula, and on CUDA the allocator's
     peak above the weights. On a GPU the batches grow until the device runs out of memory: that
-    point ends the sweep, marked (oom = True), and the memory is given back."""
+    point ends the sweep, marked (oom = True), and the memory is given back. So does any other refusal of a
+    size (hardware.is_device_limit: a CUDA library that cannot allocate its workspace, a launch grid too
+    large at thousands of sequences); its message is the frame's attrs["oom_message"]."""
     model, dev, spec = loaded.model, loaded.device, loaded.spec
     _longest_within(model, [context], 2)
     batches = [_count(b, "a batch", 1) for b in batches]
@@ -394,4 +399,4 @@ def users_sweep(loaded, context: int, batches: Sequence[int]):
                 "formula_bytes": kv_cache_bytes(spec, context + 1, b, loaded.dtype, window_slots=_window_slots(spec)),
                 "peak_above_weights_bytes": (peak - base) if peak is not None else None, "seconds": secs}
 
-    return guarded_sweep(batches, point, dev, "batch", "users").frame()
+    return guarded_sweep(batches, point, dev, "batch", "users", is_limit=is_device_limit).frame()

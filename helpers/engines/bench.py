@@ -51,6 +51,10 @@ def plan_for(device: str, quick: bool = False) -> Plan:
                      "agentic": agentic_trace(agents=4, review_rounds=1, system_words=200, proposal_tokens=24,
                                               review_tokens=12)},
                     (1, 4) if quick else (1, 4, 8), SLO(ttft_s=1.0, tpot_s=0.1), timeout_s=120.0)
+    if quick:   # a lent GPU's minutes (scripts/gpu_record.sh): the talk's workload alone, alone and all at once
+        return Plan({"talk": agentic_trace(agents=10, review_rounds=0, system_words=1270, proposal_tokens=50)},
+                    (1, 10), SLO(ttft_s=0.5, tpot_s=0.05), timeout_s=120.0, guidellm_workload=None,
+                    notes=["quick: the talk's workload at concurrency 1 and 10"])
     return Plan({"fixed": chat_trace(64, seed=1, prompt_words_median=400, output_tokens_median=128, sigma=0.0),
                  "talk": agentic_trace(agents=10, review_rounds=0, system_words=1270, proposal_tokens=50),
                  "chat": chat_trace(128, seed=0, prompt_words_median=200, output_tokens_median=160,
@@ -85,9 +89,11 @@ def warm_up_url(base_url: str, model: str, concurrency: int = 1, timeout_s: floa
 
 
 def measure_levels(base_url: str, model: str, name: str, wname: str, reqs: Sequence[TraceRequest], plan: Plan,
-                   result: dict, progress=None, alive=lambda grace_s=0.0: True, died=lambda: "the server is gone") -> None:
+                   result: dict, progress=None, alive=lambda grace_s=0.0: True, died=lambda: "the server is gone",
+                   on_level=None) -> None:
     """One workload at every concurrency level of the plan against a server at base_url: each level's
-    RunSummary appended to result["runs"]; a level the server did not live to see recorded as a fault."""
+    RunSummary appended to result["runs"]; a level the server did not live to see recorded as a fault.
+    on_level(result), when given, is called after each level (run_all writes the file then)."""
     for c in plan.concurrencies:
         if not alive():
             result["faults"].append({"kind": "ServerDied", "detail": f"not run: {wname} at concurrency {c}; {died()}"})
@@ -99,6 +105,8 @@ def measure_levels(base_url: str, model: str, name: str, wname: str, reqs: Seque
             alive(DEATH_GRACE_S)   # refused connections: let a dying server finish exiting before it is asked
         if progress is not None:
             progress.update(1)
+        if on_level is not None:
+            on_level(result)
 
 
 def run_target(base_url: str, model: str, out: str | Path = "build/engines/target.json", device: str = "cuda",
@@ -126,9 +134,10 @@ def run_target(base_url: str, model: str, out: str | Path = "build/engines/targe
 
 
 def run_config(cfg: EngineConfig, plan: Plan, out_dir: Path | None = None, tokenizer: str | None = None,
-               progress=None) -> dict:
+               progress=None, on_level=None) -> dict:
     """Start one configuration's server, run every workload at every level, stop it. Returns a dict:
-    config, ready seconds, runs (RunSummary dicts, client and guidellm), faults."""
+    config, ready seconds, runs (RunSummary dicts, client and guidellm), faults. on_level(result): called
+    with the result so far after each level (see measure_levels)."""
     result = {"config": cfg.to_dict(), "ready_s": None, "runs": [], "faults": [], "example": None}
     srv = ServerProcess(cfg.command, name=cfg.engine, health_path=cfg.health_path,
                         ready_timeout_s=cfg.ready_timeout_s, env=cfg.env)
@@ -149,7 +158,7 @@ def run_config(cfg: EngineConfig, plan: Plan, out_dir: Path | None = None, token
         for wname, reqs in plan.workloads.items():
             measure_levels(srv.base_url, cfg.model, cfg.name, wname, reqs, plan, result, progress,
                            alive=srv.alive, died=lambda: f"the server exited with {srv.proc.returncode}. "
-                                                         f"Log:\n{srv.log_tail(10)}")
+                                                         f"Log:\n{srv.log_tail(10)}", on_level=on_level)
             if wname == plan.guidellm_workload and tokenizer and srv.alive():
                 from . import guidellm_runner
 
@@ -227,7 +236,7 @@ def run_all(profile: str | None = None, out: str | Path = "build/engines/engines
             include: Sequence[str] = ("transformers", "vllm", "sglang"), use_guidellm: bool = True,
             plan=None) -> dict:
     """Every configuration available here, in turn; the whole result written atomically to `out` (and
-    rewritten after each configuration, so an interrupted run keeps what finished)."""
+    rewritten after each level of each configuration, so an interrupted run keeps what finished)."""
     from tqdm.auto import tqdm
 
     from ..models import resolve_profile
@@ -251,7 +260,11 @@ def run_all(profile: str | None = None, out: str | Path = "build/engines/engines
     bar = tqdm(total=len(configs) * len(plan.workloads) * len(plan.concurrencies), desc="engines", unit="run")
     try:
         for cfg in configs:
-            data["configs"].append(run_config(cfg, plan, out.parent / "guidellm", tokenizer, bar))
+            def level_done(partial: dict) -> None:   # this configuration so far, beside the finished ones
+                write_json_atomic({**data, "configs": [*data["configs"], partial],
+                                   "seconds": round(time.perf_counter() - t0, 1)}, out)
+
+            data["configs"].append(run_config(cfg, plan, out.parent / "guidellm", tokenizer, bar, level_done))
             data["seconds"] = round(time.perf_counter() - t0, 1)
             write_json_atomic(data, out)
     finally:
