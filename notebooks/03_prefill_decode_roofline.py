@@ -449,7 +449,7 @@ def _():
     No decode step can be faster than reading what it must read: **floor = (weight bytes + KV bytes) ÷
     bandwidth**. *Efficiency* = floor ÷ measured step (100 % = at the floor; notebook 04's planner assumes 50 %
     of the datasheet's bandwidth by default). Measured here for models of different sizes, all with random
-    weights (timing does not depend on the values), batch 1, and a **probe**: the tiny model's layers and
+    weights (timing does not depend on the values), batch 1, and a **probe**: the loaded model's layer count and
     operations with every width shrunk until its bytes are negligible — its step time is the fixed cost of
     a step (Python, operator dispatch, kernel launches) and nothing else. Each floor uses the copy bandwidth
     measured just before these steps.
