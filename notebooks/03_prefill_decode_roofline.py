@@ -255,7 +255,7 @@ def _():
     roof_gpu = mo.ui.dropdown(options=_gpus, value=notebook.env_default("WORKSHOP_ROOF_GPU", "H100 SXM", _gpus), label="GPU")
     roof_context = mo.ui.slider(steps=_contexts, value=notebook.env_default("WORKSHOP_ROOF_CONTEXT", 4096, _contexts),
                                 show_value=True, label="context (tokens per sequence)")
-    roof_batch = mo.ui.number(start=1, stop=4096, step=1, value=notebook.env_default("WORKSHOP_ROOF_BATCH", 295),
+    roof_batch = mo.ui.number(start=1, stop=4096, step=1, value=notebook.env_default("WORKSHOP_ROOF_BATCH", 295, range(1, 4097)),
                               label="batch (sequences)")
     mo.vstack([mo.md("**Batch × context on the roofline.** Pick a step; the point sits on the GPU's roof at its "
                      "intensity (computed, `helpers.decode_intensity.point`):"),
@@ -449,9 +449,9 @@ def _():
     No decode step can be faster than reading what it must read: **floor = (weight bytes + KV bytes) ÷
     bandwidth**. *Efficiency* = floor ÷ measured step (100 % = at the floor; notebook 04's planner assumes 50 %
     of the datasheet's bandwidth by default). Measured here for models of different sizes, all with random
-    weights (timing does not depend on the values), batch 1, and a **probe**: the loaded model's layer count and
-    operations with every width shrunk until its bytes are negligible — its step time is the fixed cost of
-    a step (Python, operator dispatch, kernel launches) and nothing else. Each floor uses the copy bandwidth
+    weights (timing does not depend on the values), batch 1, and a **probe**: the loaded model's layer count
+    and operations with every width shrunk until its bytes are negligible — its step time is the fixed cost
+    of a step (Python, operator dispatch, kernel launches) and nothing else. Each floor uses the copy bandwidth
     measured just before these steps.
     """), efficiency_button])
     return (efficiency_button,)
