@@ -187,7 +187,7 @@ def _():
 @app.cell
 def _(loaded, sizes, ttft_button):
     ttft_run = replay.measure("01/ttft", models.run_on, loaded, workloads.ttft_sweep, sizes.ttft_tokens,
-                              sizes.ttft_repeats, run=ttft_button.value, long=True, profile=loaded.profile,
+                              sizes.ttft_repeats, run=ttft_button.value, profile=loaded.profile,
                               device=loaded.device)
     ttft_on, ttft = ttft_run.value
     ttft_fit = workloads.fit_or_none(ttft)

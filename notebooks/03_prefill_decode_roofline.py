@@ -123,7 +123,7 @@ def _():
 @app.cell
 def _(loaded, roofline_button, sizes):
     roofline_run = replay.measure("03/roofline", models.run_on, loaded, roofline_sweeps, sizes,
-                                  run=roofline_button.value, long=True, profile=loaded.profile, device=loaded.device)
+                                  run=roofline_button.value, profile=loaded.profile, device=loaded.device)
     measured_on, sweeps = roofline_run.value
     source = roofline_run.source(measured_on)
     spec, dtype = measured_on.spec, measured_on.dtype

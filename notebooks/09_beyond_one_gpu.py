@@ -63,7 +63,6 @@ def _():
 @app.cell
 def _():
     loaded = models.load()
-    on_gpu = loaded.device.startswith("cuda")
     return (loaded,)
 
 
@@ -618,7 +617,7 @@ def _():
 
 @app.cell
 def _(loaded, offload_button):
-    evict_run = replay.measure("09/eviction", eviction_measured, loaded, run=offload_button.value,
+    evict_run = replay.measure("09/eviction", eviction_measured, loaded, run=offload_button.value, long=True,
                                profile=loaded.profile, device=loaded.device)
     evict = evict_run.value
     evict_table = pd.DataFrame([{k: r[k] for k in ("sinks", "window", "tokens", "kv_bytes_full", "kv_bytes_kept", "saved",
