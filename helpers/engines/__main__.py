@@ -38,6 +38,7 @@ def parse(argv=None):
     p.add_argument("--quick", action="store_true", help="fewer requests and levels (a check of the pipeline)")
     p.add_argument("--engines", default=",".join(ENGINES), help="comma-separated: " + ", ".join(ENGINES))
     p.add_argument("--no-guidellm", action="store_true", help="the streaming client only")
+    p.add_argument("--workloads", default=None, help="comma-separated workloads of the plan to run (default: all)")
     p.add_argument("--profile", default=None, help="WORKSHOP_PROFILE to use (default: the environment's)")
     p.add_argument("--target", default=None, help="base URL of a running OpenAI-compatible server to measure instead")
     p.add_argument("--model", default=None, help="with --target: the model name the server serves")
@@ -64,7 +65,35 @@ def _check(a) -> tuple[str, ...]:
     bad = sorted(set(include) - set(ENGINES))
     if bad or not include:
         raise ValueError(f"unknown engine(s) {bad or [a.engines]}; allowed: {', '.join(ENGINES)}")
+    from .bench import plan_for
+
+    known = set(plan_for("cpu", a.quick).workloads) | set(plan_for("cuda", a.quick).workloads)
+    unknown = sorted(set(_workloads(a)) - known)
+    if unknown:
+        raise ValueError(f"unknown workload(s) {unknown}; allowed: {', '.join(sorted(known))}")
     return include
+
+
+def _workloads(a) -> tuple[str, ...]:
+    return tuple(x.strip() for x in (a.workloads or "").split(",") if x.strip())
+
+
+def _plan(a):
+    """The device's plan with only the workloads asked for (gpu_record.sh's dry run: one), or all of them
+    when the device's plan has none of those."""
+    from .bench import plan_for
+
+    wanted = _workloads(a)
+
+    def plan(device: str):
+        full = plan_for(device, a.quick)
+        keep = {k: v for k, v in full.workloads.items() if k in wanted}
+        if keep:
+            full.workloads = keep
+        elif wanted:
+            full.notes.append(f"none of {', '.join(wanted)} in the {device} plan: all of its workloads run")
+        return full
+    return plan
 
 
 def main(argv=None) -> int:
@@ -83,7 +112,7 @@ def main(argv=None) -> int:
         if a.target:
             data = run_target(a.target, a.model, a.out, a.device, a.quick, deadline_s=a.deadline_s)
         else:
-            data = run_all(a.profile, a.out, a.quick, include, not a.no_guidellm, deadline_s=a.deadline_s)
+            data = run_all(a.profile, a.out, a.quick, include, not a.no_guidellm, plan=_plan(a), deadline_s=a.deadline_s)
     except KeyboardInterrupt:
         print(f"interrupted: the levels that finished are in {a.out}", file=sys.stderr)
         return 130

@@ -71,6 +71,9 @@ def plan_for(device: str, quick: bool = False) -> Plan:
                     (1, 4) if quick else (1, 4, 8), SLO(ttft_s=1.0, tpot_s=0.1), timeout_s=120.0,
                     deadline_s=600.0 if quick else 900.0, rates={"chat": (2.0, 8.0) if quick else (1.0, 4.0, 16.0)},
                     tools_configs=TOOLS_CONFIGS, crosscheck="vLLM default", only={"fixed": TOOLS_CONFIGS})
+    if quick:   # a lent GPU's minutes (scripts/gpu_record.sh): the talk's workload alone, alone and all at once
+        return Plan({"talk": workloads.agentic(10, 0, 1656, 50, 16)}, (1, 10), SLO(ttft_s=0.5, tpot_s=0.05),
+                    timeout_s=120.0, guidellm_workload=None, notes=["quick: the talk's workload at concurrency 1 and 10"])
     return Plan({"fixed": chat_trace(64, seed=1, prompt_words_median=400, output_tokens_median=128, sigma=0.0),
                  "talk": workloads.agentic(10, 0, 1656, 50, 16),
                  "chat": lambda level: workloads.sharegpt_trace(128, seed=level, max_prompt_tokens=3072,
