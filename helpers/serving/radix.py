@@ -129,8 +129,10 @@ class RadixTree:
             done = sum(len(x.key) for x in path[:-1])
             if n - done < len(path[-1].key):
                 path[-1] = self._split(path[-1], n - done)
+        now = next(self._clock)
         for node in path:
             node.refs += 1
+            node.last_used = now
         return Lock(path[-1] if path else self.root, n)
 
     def unlock(self, lock: Lock) -> None:
