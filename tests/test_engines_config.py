@@ -62,7 +62,7 @@ def test_available_here_says_why_the_others_are_not():
     import torch
 
     if not torch.cuda.is_available():
-        assert [c.engine for c in runnable] == ["transformers", "transformers"]
+        assert [c.engine for c in runnable] == ["transformers", "transformers", "readable"]
         why = {s["name"]: s["why"] for s in skipped}
         assert "CUDA" in why["vllm"] and "CUDA" in why["sglang"]
 

@@ -9,6 +9,7 @@
   caching off, as in the talk's vLLM of the time: vLLM ≥ 0.8 turns it on by default), + prefix caching,
   + fp8 KV cache, + n-gram speculative decoding.
 - SGLang on a CUDA host where it is installed (radix-tree prefix cache, on by default).
+- the workshop's own readable engine (`helpers.serving.engine.server`), on any device.
 
 `available(profile)` lists what this machine can run and why the others cannot.
 """
@@ -170,7 +171,7 @@ def _cuda() -> bool:
         return False
 
 
-def available(profile: str | None = None, include: tuple[str, ...] = ("transformers", "vllm", "sglang")
+def available(profile: str | None = None, include: tuple[str, ...] = ("transformers", "readable", "vllm", "sglang")
               ) -> tuple[list[EngineConfig], list[dict]]:
     """(the configurations this machine can run, [{name, why not}] for the others)."""
     cuda = _cuda()
@@ -192,6 +193,10 @@ def available(profile: str | None = None, include: tuple[str, ...] = ("transform
             runnable += [transformers_serve(model, False, device), transformers_serve(model, True, device)]
         else:
             skipped.append({"name": "transformers serve", "why": "the transformers[serving] extra is not installed"})
+    if "readable" in include and has_weights:    # the workshop's own engine (helpers.serving.engine)
+        from ..serving.engine.server import engine_config
+
+        runnable.append(engine_config(model, device))
     fmt = "dummy" if dummy else None
     for engine, module, build in (("vllm", "vllm", lambda: vllm_configs(model, load_format=fmt)),
                                   ("sglang", "sglang", lambda: [sglang_config(model, load_format=fmt)])):
