@@ -130,3 +130,36 @@ def hit_rate_figure(results: dict[str, dict], source: Any):
         ax.set_title(f"{name}: hit rate {r['hit rate']:.0%}", fontsize=9)
         ax.legend(fontsize=7)
     return plots.finish(fig, source)
+
+
+STATE_COLOURS = {"prefill": "tab:orange", "decode": MEASURED, "waiting": "#dddddd", "preempted": "#c44e52"}
+
+
+@plots.notes_when_empty('The engine, step by step')
+def timeline_figure(rows: Sequence[dict], log: Sequence[dict], source: Any, title: str = ""):
+    """The engine's step log (helpers.serving.engine.measure.timeline): one lane per request, each step a
+    span coloured by what the request did in it — prefilling a chunk, decoding, waiting, preempted —
+    and below, per step, the tokens computed and the KV blocks in use."""
+    fig, (a, b) = plots.figure(nrows=2, width=9, height=2.2, sharex=True,
+                               gridspec_kw={"height_ratios": [3, 1]})
+    fig.set_figheight(1.6 + 0.22 * len({r["request"] for r in rows}) + 1.6)
+    for r in rows:
+        a.barh(r["request"], r["end_s"] - r["start_s"], left=r["start_s"], height=0.75, lw=0,
+               color=STATE_COLOURS[r["state"]])
+    for state, colour in STATE_COLOURS.items():
+        a.barh([], [], color=colour, label=state)
+    a.invert_yaxis()
+    a.set_ylabel("request")
+    a.legend(fontsize=7, ncols=4, loc="lower right")
+    a.set_title(title or "who is prefilling, decoding, waiting, preempted", fontsize=9)
+    t0 = log[0]["start_s"]
+    mid = [(s["start_s"] + s["end_s"]) / 2 - t0 for s in log]
+    b.step(mid, [s["tokens"] for s in log], where="mid", color=COMPUTED, label="tokens computed")
+    b.set_ylabel("tokens / step", fontsize=8)
+    c = b.twinx()
+    c.plot(mid, [s["blocks used"] for s in log], color="k", lw=1, label="KV blocks in use")
+    c.set_ylabel("blocks in use", fontsize=8)
+    b.set_xlabel("seconds since the first step")
+    b.legend(fontsize=7, loc="upper left")
+    c.legend(fontsize=7, loc="upper right")
+    return plots.finish(fig, source)

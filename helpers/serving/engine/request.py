@@ -59,6 +59,7 @@ class Request:
     preemptions: int = 0
     finish_reason: str | None = None   # "length" or "stop", as OpenAI's API says
     arrival_s: float = field(default_factory=time.perf_counter)
+    admitted_s: float | None = None     # when it first got a slot
     token_times: list[float] = field(default_factory=list)   # when each generated token was made
     generator: object = None      # torch.Generator for sampled requests
 

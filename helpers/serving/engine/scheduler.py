@@ -86,6 +86,7 @@ class Scheduler:
             self.kv.reserve(req.rid, n)
             self.waiting.popleft()
             req.status, req.hit, req.computed, req.cached_tokens = Status.RUNNING, hit, hit.tokens, hit.tokens
+            req.admitted_s = req.admitted_s or time.perf_counter()
             self.running.append(req)
             plan.work.append((req, n))
             plan.admitted.append(req)
