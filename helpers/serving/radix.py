@@ -156,16 +156,23 @@ class RadixTree:
             node = node.parent
         return out
 
+    def prefix_values(self, ids: Sequence[int]) -> list:
+        """The values of the longest cached prefix of `ids`, one per matched token (no lock taken)."""
+        n, path = self._walk(ids)
+        return [v for node in path for v in node.value][:n]
+
     def values(self, lock: Lock) -> list:
         """The values of the tokens `lock` covers, from the first token on."""
         return [v for node in reversed(self._path(lock.node)) for v in node.value]
 
-    def evict(self, tokens: int) -> int:
+    def evict(self, tokens: int, can_evict=None) -> int:
         """Drop least-recently-used unreferenced leaves until `tokens` tokens are freed (or none is left
-        to drop); a parent left childless becomes a leaf and a candidate in turn. Returns tokens freed."""
+        to drop); a parent left childless becomes a leaf and a candidate in turn. `can_evict(node)`, when
+        given, rules out more (the engine's: a node whose K/V blocks a running request still reads).
+        Returns tokens freed."""
         freed = 0
         while freed < tokens:
-            leaves = [n for n in self.nodes() if not n.children and n.refs == 0]
+            leaves = [n for n in self.nodes() if not n.children and n.refs == 0 and (can_evict is None or can_evict(n))]
             if not leaves:
                 break
             victim = min(leaves, key=lambda n: n.last_used)

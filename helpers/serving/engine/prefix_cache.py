@@ -11,7 +11,9 @@ Two ways to find them, switchable so they can be compared on one trace:
 
 Both hold one reference on each block they keep (BlockAllocator.retain), so a finished request's
 blocks stay in the cache until `evict` lets them go, least recently used first, when the scheduler
-runs short of free blocks. A hit is capped at the prompt's length − 1: the last prompt token is always
+runs short of free blocks. A block a running request reads has its table's reference too: the
+allocator's reference counts say what is idle, so no separate lock is needed.
+A hit is capped at the prompt's length − 1: the last prompt token is always
 computed, its logits give the first new token.
 """
 from __future__ import annotations
@@ -28,7 +30,6 @@ from .kv import PagedKVCache
 class Hit:
     tokens: int                 # prompt tokens whose K/V is reused
     blocks: list[int]           # the blocks holding them, in order (the last may be partly filled)
-    lock: object = None         # what `release` needs (the radix tree's lock handle)
 
 
 class NoCache:
@@ -44,15 +45,16 @@ class NoCache:
         self.queried += len(tokens)
         return Hit(0, [])
 
-    def insert(self, tokens, table, hit: Hit) -> Hit:
-        """Keep the K/V of `tokens` (in the blocks of `table`); returns the hit the request holds now."""
-        return hit
-
-    def release(self, hit: Hit) -> None:
-        pass
+    def insert(self, tokens, table) -> None:
+        """Keep the K/V of `tokens`, which sits in the blocks of `table`."""
 
     def evict(self, blocks: int) -> int:
+        """Let go of up to `blocks` blocks no request reads; returns how many were freed."""
         return 0
+
+    def flush(self) -> None:
+        """Let go of everything (what running requests read stays in their own tables)."""
+        self.evict(self.kv.num_blocks)
 
 
 class HashCache(NoCache):
@@ -83,7 +85,7 @@ class HashCache(NoCache):
         self.hit_tokens += len(blocks) * self.kv.block_size
         return Hit(len(blocks) * self.kv.block_size, blocks)
 
-    def insert(self, tokens, table, hit: Hit) -> Hit:
+    def insert(self, tokens, table) -> None:
         """Keep the full blocks of `tokens` (whose K/V is in `table`), those not cached already."""
         now = next(self.clock)
         for j, h in self._hashes(tokens):
@@ -91,7 +93,6 @@ class HashCache(NoCache):
                 self.by_hash[h], self.hash_of[table[j]] = table[j], h
                 self.kv.alloc.retain(table[j])
             self.used[self.by_hash[h]] = (now, -j)
-        return hit
 
     def evict(self, blocks: int) -> int:
         """Let go of up to `blocks` cached blocks no request uses (only the cache references them)."""
@@ -112,16 +113,16 @@ class RadixCache(NoCache):
 
     def match(self, tokens) -> Hit:
         self.queried += len(tokens)
-        lock = self.tree.lock(tokens[:-1])        # held until `release`: these nodes cannot be evicted
-        n, values, bs = lock.tokens, self.tree.values(lock), self.kv.block_size
+        n = self.tree.match(tokens)               # longest cached prefix, at most len − 1 (block_size 1)
+        values, bs = self.tree.prefix_values(tokens[:n]), self.kv.block_size
         # block j of the hit: the block of its last matched token, written by a request whose tokens
         # equal the prompt's up to there (earlier tokens of block j may carry an older copy's id)
         blocks = [values[min(n, (j + 1) * bs) - 1] for j in range(self.kv.blocks_for(n))]
         self.hit_tokens += n
-        return Hit(n, blocks, lock)
+        return Hit(n, blocks)
 
-    def insert(self, tokens, table, hit: Hit) -> Hit:
-        """Store `tokens` with the block of each; the request's lock moves to the whole inserted path."""
+    def insert(self, tokens, table) -> None:
+        """Store `tokens` with the block of each (tokens already stored keep theirs)."""
         bs = self.kv.block_size
         ids = [table[i // bs] for i in range(len(tokens))]
         added = self.tree.insert(tokens, ids)
@@ -129,13 +130,6 @@ class RadixCache(NoCache):
             self.tokens_in[b] = self.tokens_in.get(b, 0) + 1
             if self.tokens_in[b] == 1:
                 self.kv.alloc.retain(b)
-        lock = self.tree.lock(tokens)
-        self.release(hit)
-        return Hit(hit.tokens, hit.blocks, lock)
-
-    def release(self, hit: Hit) -> None:
-        if hit.lock is not None:
-            self.tree.unlock(hit.lock)
 
     def _dropped(self, node) -> None:
         for b in node.value:
@@ -145,13 +139,16 @@ class RadixCache(NoCache):
                 self.kv.alloc.release(b)
 
     def evict(self, blocks: int) -> int:
-        """Drop least-recently-used unlocked leaves until `blocks` more blocks are free (or none is left)."""
-        want = self.kv.free + blocks
-        while self.kv.free < want and self.tree.evict(1):
+        """Drop least-recently-used leaves whose blocks no request reads until `blocks` more blocks are
+        free (an idle block under a node still in use stays: a radix tree drops leaves only)."""
+        want, before = self.kv.free + blocks, self.kv.free
+        idle = lambda node: all(self.kv.alloc.refcount[b] == 1 for b in node.value)  # noqa: E731
+        while self.kv.free < want and self.tree.evict(1, idle):
             pass
-        return self.kv.free - (want - blocks)
+        return self.kv.free - before
 
-
+    def flush(self) -> None:
+        self.tree.evict(self.tree.tokens)
 CACHES = {"off": NoCache, "hash": HashCache, "radix": RadixCache}
 
 

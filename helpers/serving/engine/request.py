@@ -54,7 +54,6 @@ class Request:
     tokens: list[int] = field(default_factory=list)     # prompt + generated
     computed: int = 0             # tokens whose K/V is in the cache
     status: Status = Status.WAITING
-    hit: object = None            # the prefix-cache hit it holds (released when it finishes or is preempted)
     cached_tokens: int = 0        # prompt tokens found in the prefix cache at its (last) admission
     preemptions: int = 0
     finish_reason: str | None = None   # "length" or "stop", as OpenAI's API says

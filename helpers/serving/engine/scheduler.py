@@ -53,10 +53,14 @@ class Scheduler:
     def has_work(self) -> bool:
         return bool(self.waiting or self.running)
 
-    def _room(self, req: Request, n: int) -> bool:
-        """Whether `req` can take `n` more tokens' slots, after evicting idle prefix-cache blocks."""
-        short = self.kv.cost(req.rid, n) - self.kv.free
-        return short <= 0 or self.cache.evict(short) >= short
+    def _room(self, req: Request, n: int, alone: bool) -> bool:
+        """Whether `req` can take `n` more tokens' slots, after evicting idle prefix-cache blocks; a
+        request that runs alone may empty the prefix cache (no preemption could help it)."""
+        if self.kv.cost(req.rid, n) > self.kv.free:
+            self.cache.evict(self.kv.cost(req.rid, n) - self.kv.free)
+        if self.kv.cost(req.rid, n) > self.kv.free and alone:
+            self.cache.flush()
+        return self.kv.cost(req.rid, n) <= self.kv.free        # (an eviction may have spared a copy)
 
     def schedule(self) -> Plan:
         plan, budget = Plan(), self.max_batch_tokens
@@ -64,7 +68,7 @@ class Scheduler:
             if budget == 0 or req.status is not Status.RUNNING:
                 continue
             n = min(req.to_compute, budget)
-            while not self._room(req, n):
+            while not self._room(req, n, alone=len(self.running) == 1):
                 victim = self.running[-1]
                 self._preempt(victim)
                 plan.preempted.append(victim)
@@ -79,13 +83,12 @@ class Scheduler:
             hit = self.cache.match(req.tokens)
             self.kv.alloc.allocate(req.rid, hit.tokens, shared=hit.blocks)
             n = min(len(req.tokens) - hit.tokens, budget)
-            if not self._room(req, n):               # no room: it waits, nothing else changed
+            if not self._room(req, n, alone=not self.running):   # no room: it waits, nothing changed
                 self.kv.alloc.free(req.rid)
-                self.cache.release(hit)
                 break
             self.kv.reserve(req.rid, n)
             self.waiting.popleft()
-            req.status, req.hit, req.computed, req.cached_tokens = Status.RUNNING, hit, hit.tokens, hit.tokens
+            req.status, req.computed, req.cached_tokens = Status.RUNNING, hit.tokens, hit.tokens
             req.admitted_s = req.admitted_s or time.perf_counter()
             self.running.append(req)
             plan.work.append((req, n))
@@ -96,10 +99,9 @@ class Scheduler:
 
     def _preempt(self, req: Request) -> None:
         """Recompute preemption: free the request's blocks; it waits at the front of the queue."""
-        self.cache.release(req.hit)
         self.kv.alloc.free(req.rid)
         self.running.remove(req)
-        req.status, req.hit, req.computed = Status.WAITING, None, 0
+        req.status, req.computed = Status.WAITING, 0
         req.preemptions += 1
         self.waiting.appendleft(req)
 
@@ -111,7 +113,7 @@ class Scheduler:
             prompt_done = req.computed < len(req.prompt) <= req.computed + n
             req.computed += n
             if prompt_done:                           # its prompt's K/V is complete: share it from now on
-                req.hit = self.cache.insert(req.prompt, self.kv.table(req.rid), req.hit)
+                self.cache.insert(req.prompt, self.kv.table(req.rid))
             if req.rid not in sampled:
                 continue                              # a prefill chunk short of the end: no token yet
             assert req.computed == len(req.tokens)
@@ -134,9 +136,8 @@ class Scheduler:
 
     def _finish(self, req: Request) -> None:
         """Leave what it computed in the prefix cache, give the blocks back."""
-        hit = self.cache.insert(req.tokens[:req.computed], self.kv.table(req.rid), req.hit)
-        self.cache.release(hit)
+        self.cache.insert(req.tokens[:req.computed], self.kv.table(req.rid))
         self.kv.alloc.free(req.rid)
         self.running.remove(req)
-        req.status, req.hit = Status.FINISHED, None
+        req.status = Status.FINISHED
         self.finished.append(req)
