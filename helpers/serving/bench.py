@@ -153,9 +153,11 @@ def engine_figures(loaded, w: Workload) -> dict:
     ids = traces.token_ids(tok, trace)
     rounds = [[p for p, r in zip(ids, trace) if r.round == k] for k in sorted({r.round for r in trace})]
     caches = measure.cache_hits(m, rounds)
-    spec = measure.speculative_figures(m, eval_ids(tok, 160), w.decode_tokens, k=w.spec_k, draft_layers=w.draft_layers)
+    spec = measure.speculative_figures(m, eval_ids(tok, 160), w.decode_tokens, k=w.spec_k,
+                                       draft_layers=w.draft_layers)
     lookup = next(r for r in spec if r["drafter"].startswith("prompt lookup"))
-    return {"headline": {"engine_identical_to_generate": same["identical"], "engine_over_transformers_cb": vs["ratio"],
+    return {"headline": {"engine_identical_to_generate": same["identical"],
+                         "engine_over_transformers_cb": vs["ratio"],
                          "engine_prefix_ttft_ratio": ttft["TTFT ratio"],
                          "engine_spec_prompt_lookup_tokens_per_pass": lookup["tokens per target pass"],
                          "engine_spec_prompt_lookup_speedup": lookup["wall-clock speed-up"],

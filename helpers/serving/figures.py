@@ -160,6 +160,29 @@ def timeline_figure(rows: Sequence[dict], log: Sequence[dict], source: Any, titl
     c.plot(mid, [s["blocks used"] for s in log], color="k", lw=1, label="KV blocks in use")
     c.set_ylabel("blocks in use", fontsize=8)
     b.set_xlabel("seconds since the first step")
+    b.set_title("per step: tokens computed, KV blocks in use", fontsize=9)
+    c.set_title(" ")
     b.legend(fontsize=7, loc="upper left")
     c.legend(fontsize=7, loc="upper right")
+    return plots.finish(fig, source)
+
+
+@plots.notes_when_empty('Tokens per target pass against draft length')
+def expected_tokens_figure(rows: Sequence[dict], alpha: float, k_max: int, source: Any):
+    """Leviathan et al.'s expected tokens per target pass, (1 − α^(k+1)) ÷ (1 − α), against the draft length
+    k at the chosen per-token acceptance α, with k + 1 (every draft kept) as the ceiling, and each measured
+    drafter as a point at its k."""
+    from .speculative import expected_tokens_per_pass
+
+    fig, ax = plots.figure(width=6.5, height=3.6)
+    ks = list(range(0, k_max + 1))
+    ax.plot(ks, [k + 1 for k in ks], color=BASELINE, ls="--", lw=1, label="ceiling: every draft kept (k + 1)")
+    ax.plot(ks, [expected_tokens_per_pass(alpha, k) for k in ks], color=COMPUTED, marker="o", ms=3,
+            label=f"expected at α = {alpha:.2f}: (1 − α^(k+1)) ÷ (1 − α)")
+    for r, m in zip(rows, "sDv^"):
+        ax.plot([r["k"]], [r["tokens per target pass"]], m, color=MEASURED, ms=7, label=f"measured: {r['drafter']}")
+    ax.set_xlabel("draft length k")
+    ax.set_ylabel("tokens per target pass")
+    ax.set_title("tokens per target pass: Leviathan et al.'s eq. 1 and the measured drafters", fontsize=9)
+    ax.legend(fontsize=7)
     return plots.finish(fig, source)

@@ -37,8 +37,8 @@ class EngineArgs:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"{name} must be a whole number ≥ 1, got {v!r}")
-        if self.num_blocks is not None and (isinstance(self.num_blocks, bool) or not isinstance(self.num_blocks, int)
-                                            or self.num_blocks < 1):
+        n = self.num_blocks
+        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
             raise ValueError(f"num_blocks must be a whole number ≥ 1 or None, got {self.num_blocks!r}")
         if self.prefix_cache not in prefix_cache.CACHES and self.prefix_cache is not None:
             raise ValueError(f"prefix_cache must be one of {', '.join(prefix_cache.CACHES)} or None, "
@@ -102,14 +102,16 @@ class Engine:
                          "decode": decoding, "waiting": [r.rid for r in self.scheduler.waiting],
                          "preempted": [r.rid for r in plan.preempted],
                          "cache hits": {r.rid: r.cached_tokens for r in plan.admitted},
-                         "blocks used": self.kv.alloc.used_blocks, "tokens": sum(n for _, n in plan.work)})
+                         "blocks used": self.kv.alloc.used_blocks, "tokens held": self.kv.alloc.stored_tokens(),
+                         "tokens": sum(n for _, n in plan.work)})
         return out
 
     def run(self) -> None:
         while self.has_work():
             self.step()
 
-    def generate(self, prompts, params: SamplingParams | list[SamplingParams] = SamplingParams()) -> list[list[int]]:
+    def generate(self, prompts, params: SamplingParams | list[SamplingParams] = SamplingParams()
+                 ) -> list[list[int]]:
         """Serve all prompts together (continuous batching) and return each one's generated tokens."""
         many = params if isinstance(params, list) else [params] * len(prompts)
         reqs = [self.add(p, s) for p, s in zip(prompts, many)]

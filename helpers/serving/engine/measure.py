@@ -19,7 +19,8 @@ def serve(model, requests: Sequence[ServeRequest], args: EngineArgs = EngineArgs
     max_new_tokens each; their timings in seconds after the start, as the other ways of serving report."""
     e = Engine(model, args)
     t0 = time.perf_counter()
-    reqs = [e.add(r.prompt, SamplingParams(max_tokens=r.max_new_tokens, ignore_eos=True), rid=r.rid) for r in requests]
+    reqs = [e.add(r.prompt, SamplingParams(max_tokens=r.max_new_tokens, ignore_eos=True), rid=r.rid)
+            for r in requests]
     e.run()
     timings = [RequestTiming(r.rid, len(r.prompt), len(r.output), r.admitted_s - t0, r.token_times[0] - t0,
                              r.token_times[-1] - t0, r.output) for r in reqs]
@@ -27,6 +28,25 @@ def serve(model, requests: Sequence[ServeRequest], args: EngineArgs = EngineArgs
         t.token_times = [x - t0 for x in r.token_times]
     wall = max(t.finish_s for t in timings)
     return ServeResult("readable engine", timings, wall, e.runner.forwards), e
+
+
+def blocks_needed(requests: Sequence[ServeRequest], block_size: int) -> int:
+    """The fewest KV blocks that let each request run alone (its prompt and every token it makes)."""
+    return max(-(-(len(r.prompt) + r.max_new_tokens) // block_size) for r in requests)
+
+
+def log_summary(e: Engine, result: ServeResult) -> dict:
+    """What an engine run's step log says: steps, prefill chunks, steps mixing prefill and decode rows,
+    preemptions and the tokens they made it compute again, the peak of blocks in use, block copies."""
+    log = e.log
+    peak = max(log, key=lambda s: s["blocks used"])
+    return {"requests": len(result.timings), "steps": len(log), "tokens/s": result.tokens_per_s,
+            "prefill chunks": sum(len(s["prefill"]) for s in log),
+            "steps mixing prefill and decode": sum(1 for s in log if s["prefill"] and s["decode"]),
+            "preemptions": sum(len(s["preempted"]) for s in log),
+            "recomputed tokens": sum(r.lost_tokens for r in e.scheduler.finished),
+            "peak blocks in use": peak["blocks used"], "tokens held at the peak": peak["tokens held"],
+            "copy-on-write copies": e.kv.alloc.copies}
 
 
 def identical_to_generate(model, prompts: Sequence[Sequence[int]], new_tokens: int,
@@ -113,17 +133,51 @@ def prefix_ttft(model, prefix: Sequence[int], suffixes: Sequence[Sequence[int]],
 def cache_hits(model, prompts_by_round: Sequence[Sequence[Sequence[int]]], block_size: int = 16,
                new_tokens: int = 4) -> dict:
     """The same rounds of prompts (each round served after the last) through the radix and the hash
-    cache: prompt tokens reused by each, and whether both gave the same tokens."""
+    cache: prompt tokens reused by each (in all and per request, in arrival order), and whether both
+    gave the same tokens."""
     out, tokens = {}, {}
+    prompts = [list(p) for r in prompts_by_round for p in r]
     for kind in ("radix", "hash"):
         e = Engine(model, EngineArgs(block_size=block_size, prefix_cache=kind))
-        tokens[kind] = [e.generate(list(r), SamplingParams(max_tokens=new_tokens, ignore_eos=True))
-                        for r in prompts_by_round]
-        total = sum(len(p) for r in prompts_by_round for p in r)
+        reqs, tokens[kind] = [], []
+        for r in prompts_by_round:
+            batch = [e.add(list(p), SamplingParams(max_tokens=new_tokens, ignore_eos=True)) for p in r]
+            e.run()
+            reqs += batch
+            tokens[kind] += [q.output for q in batch]
+        total = sum(len(p) for p in prompts)
         out[kind] = {"prompt tokens": total, "reused tokens": e.cache.hit_tokens,
-                     "hit rate": e.cache.hit_tokens / total, "copy-on-write copies": e.kv.alloc.copies}
+                     "hit rate": e.cache.hit_tokens / total, "copy-on-write copies": e.kv.alloc.copies,
+                     "hits": [q.cached_tokens for q in reqs], "lengths": [len(p) for p in prompts]}
     out["same tokens"] = tokens["radix"] == tokens["hash"]
     return out
+
+
+def chunked_prefill(model, shorts: Sequence[Sequence[int]], long_prompt: Sequence[int], new_tokens: int,
+                    arrive_after_steps: int, budgets: Sequence[int], block_size: int = 16) -> list[dict]:
+    """Short requests decoding, then a long prompt arriving `arrive_after_steps` steps later, once per
+    token budget: the short ones' worst and median gap between tokens while the long one is prefilled,
+    its own TTFT and the steps its prefill took (chunks of at most the budget, less the decode rows)."""
+    one = SamplingParams(max_tokens=new_tokens, ignore_eos=True)
+    rows = []
+    for budget in budgets:
+        e = Engine(model, EngineArgs(block_size, max_num_seqs=len(shorts) + 1, max_batch_tokens=budget,
+                                     prefix_cache=None))
+        e.generate([list(long_prompt)[:budget]], SamplingParams(max_tokens=2, ignore_eos=True))   # warm-up
+        first = len(e.log)
+        rs = [e.add(list(p), one) for p in shorts]
+        for _ in range(arrive_after_steps):
+            e.step()
+        long = e.add(list(long_prompt), one)
+        e.run()
+        t0, t1 = long.arrival_s, long.token_times[0]
+        gaps = [b - a for r in rs for a, b in zip(r.token_times, r.token_times[1:]) if b >= t0 and a <= t1]
+        steps = sum(long.rid in s["prefill"] for s in e.log[first:])
+        rows.append({"token budget": budget, "long prompt tokens": len(long_prompt),
+                     "prefill steps": steps, "worst gap during its prefill (ms)": 1e3 * max(gaps) if gaps else None,
+                     "median gap during its prefill (ms)": 1e3 * statistics.median(gaps) if gaps else None,
+                     "long prompt TTFT (ms)": 1e3 * (t1 - t0)})
+    return rows
 
 
 def speculative_figures(model, prompt: Sequence[int], new_tokens: int, k: int = 4, draft_layers: int = 2,
@@ -169,3 +223,20 @@ def timeline(log: list[dict]) -> list[dict]:
         rows += [{**span, "request": r, "state": "waiting", "tokens": 0} for r in s["waiting"]
                  if r not in s["preempted"]]
     return rows
+
+
+def edit_hits(model, prompt: Sequence[int], edit_at: int, block_size: int = 16) -> dict:
+    """A prompt served once, then again with the token at `edit_at` changed: the tokens each cache
+    reuses for the edited prompt (radix: up to the edit; hashes: up to the last whole block before it)."""
+    if not 0 <= edit_at < len(prompt) - 1:
+        raise ValueError(f"edit_at must be a position in 0..{len(prompt) - 2}, got {edit_at}")
+    edited = list(prompt)
+    edited[edit_at] = (edited[edit_at] + 1) % model.config.vocab_size
+    out = {"prompt tokens": len(prompt), "edited position": edit_at, "block size": block_size}
+    for kind in ("radix", "hash"):
+        e = Engine(model, EngineArgs(block_size=block_size, prefix_cache=kind))
+        e.generate([list(prompt)], SamplingParams(max_tokens=1, ignore_eos=True))
+        r = e.add(edited, SamplingParams(max_tokens=1, ignore_eos=True))
+        e.run()
+        out[f"{kind}: reused tokens"] = r.cached_tokens
+    return out

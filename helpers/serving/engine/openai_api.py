@@ -31,7 +31,8 @@ def parse(body: dict, tokenizer, model_name: str, chat: bool) -> tuple[list[int]
     """The prompt's token ids, the sampling parameters and the output options of one request body."""
     unknown = sorted(set(body) - FIELDS)
     if unknown:
-        raise BadRequest(f"unsupported field(s) {', '.join(unknown)}; this engine takes {', '.join(sorted(FIELDS))}")
+        raise BadRequest(f"unsupported field(s) {', '.join(unknown)}; "
+                         f"this engine takes {', '.join(sorted(FIELDS))}")
     if body.get("model") != model_name:
         raise LookupError(f"model {body.get('model')!r} is not served here; the model is {model_name!r}")
     if body.get("n", 1) != 1:
@@ -61,8 +62,8 @@ def parse(body: dict, tokenizer, model_name: str, chat: bool) -> tuple[list[int]
                             temperature=float(_number(body, "temperature", 1.0, 0, 100)),
                             top_p=float(_number(body, "top_p", 1.0, 1e-9, 1)),
                             ignore_eos=bool(body.get("ignore_eos", False)),
-                            seed=_number(body, "seed", None, 0, 2 ** 63 - 1, whole=True) if body.get("seed") is not None
-                            else None)
+                            seed=None if body.get("seed") is None else
+                            _number(body, "seed", None, 0, 2 ** 63 - 1, whole=True))
     opts = {"stream": bool(body.get("stream", False)), "stop": stop,
             "usage": bool((body.get("stream_options") or {}).get("include_usage", False))}
     return ids, params, opts

@@ -56,6 +56,7 @@ class Request:
     status: Status = Status.WAITING
     cached_tokens: int = 0        # prompt tokens found in the prefix cache at its (last) admission
     preemptions: int = 0
+    lost_tokens: int = 0          # K/V computed, then freed by preemptions (recomputed later)
     finish_reason: str | None = None   # "length" or "stop", as OpenAI's API says
     arrival_s: float = field(default_factory=time.perf_counter)
     admitted_s: float | None = None     # when it first got a slot

@@ -101,6 +101,7 @@ class Scheduler:
         """Recompute preemption: free the request's blocks; it waits at the front of the queue."""
         self.kv.alloc.free(req.rid)
         self.running.remove(req)
+        req.lost_tokens += req.computed - req.cached_tokens
         req.status, req.computed = Status.WAITING, 0
         req.preemptions += 1
         self.waiting.appendleft(req)

@@ -179,7 +179,8 @@ def engine_config(model_folder, device: str = "cpu", prefix_cache: str = "radix"
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("model", help="a model folder (weights, config, tokenizer files: helpers.engines.servers.serve_folder)")
+    ap.add_argument("model", help="a model folder: weights, config and tokenizer files "
+                                  "(helpers.engines.servers.serve_folder makes one)")
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=8000)
     ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
@@ -203,7 +204,8 @@ def main(argv=None) -> int:
 
     from ...units import normalize_dtype, torch_dtype
 
-    dtype = torch_dtype(normalize_dtype(a.dtype or ("fp32" if a.device == "cpu" else "bf16"), ("fp32", "bf16", "fp16")))
+    dtype = torch_dtype(normalize_dtype(a.dtype or ("fp32" if a.device == "cpu" else "bf16"),
+                                        ("fp32", "bf16", "fp16")))
     try:
         model = AutoModelForCausalLM.from_pretrained(a.model, dtype=dtype).to(a.device).eval()
         tokenizer = AutoTokenizer.from_pretrained(a.model)
