@@ -248,3 +248,26 @@ def test_bad_settings_say_what_is_allowed(tiny):
     with pytest.raises(ValueError, match="k must be"):
         speculative.generate(tiny.model, [[1, 2]], GREEDY, k=-1)
     assert math.isclose(e.kv.bytes, 2 * 4 * 4 * 4 * 2 * 32 * 4)   # 2 × layers × blocks × slots × heads × dim × fp32
+
+
+def test_measurements_report_what_the_engine_did(micro):
+    """measure.py on the small model: chunked prefill takes the chunks the budget allows, a warm prefix
+    is reused whole, an edit stops both caches where it should, the timeline has a row per request per
+    step it was in, and the engine's tokens equal generate's."""
+    from helpers.serving.engine import measure
+    from helpers.serving.naive import Request as ServeRequest
+
+    rows = measure.chunked_prefill(micro, [[1, 2, 3]] * 2, list(range(8)) * 8, 6, 2, [80, 18], repeats=1)
+    assert [r["prefill steps"] for r in rows] == [1, math.ceil(64 / 16)]     # 18 tokens a step, less 2 decodes
+    ttft = measure.prefix_ttft(micro, [3] * 40, [[1, 2], [2, 1], [4, 4]], block_size=4)
+    assert ttft["cached tokens per warm request"] == [40, 40] and ttft["same first token"]
+    edit = measure.edit_hits(micro, [1, 2, 3, 4, 5, 6, 7] * 6, 22, block_size=4)
+    assert edit["radix: reused tokens"] == 22 and edit["hash: reused tokens"] == 20
+    reqs = [ServeRequest(i, tuple([1 + i, 2, 3] * (i + 1)), 4) for i in range(5)]
+    res, e = measure.serve(micro, reqs, EngineArgs(block_size=4, max_num_seqs=2, max_batch_tokens=8))
+    tl = measure.timeline(e.log)
+    assert {r["request"] for r in tl} == set(range(5)) and sum(r["state"] == "decode" for r in tl) == 5 * 3
+    summary = measure.log_summary(e, res)
+    assert summary["steps"] == len(e.log) and summary["requests"] == 5 and summary["preemptions"] == 0
+    same = measure.identical_to_generate(micro, [list(r.prompt) for r in reqs], 5)
+    assert same["identical"] and same["identical requests"] == 5

@@ -87,6 +87,7 @@ class PagedKVCache:
         """K and V of several requests through their block tables (a [requests, blocks] tensor, padded with
         any block id): [requests, kv_heads, blocks × block_size, head_dim] each, position j at column j."""
         s, b = tables.shape
-        k = self.k[layer][tables].view(s, b * self.block_size, *self.k.shape[3:])
-        v = self.v[layer][tables].view(s, b * self.block_size, *self.v.shape[3:])
+        flat = tables.reshape(-1)
+        k = self.k[layer].index_select(0, flat).view(s, b * self.block_size, *self.k.shape[3:])
+        v = self.v[layer].index_select(0, flat).view(s, b * self.block_size, *self.v.shape[3:])
         return k.transpose(1, 2), v.transpose(1, 2)

@@ -80,32 +80,36 @@ class Runner:
             return torch.nn.functional.linear(rms_norm(x[b["logit_rows"]], self.norm, self.eps), self.head)
 
     def _prepare(self, chunks: list[Chunk]) -> dict:
-        """Flat token ids, positions, cache slots and rows asked for logits; rotary cos/sin per row; and per
-        group of equal-length chunks their rows, padded block tables and attention mask."""
+        """Flat token ids, positions and cache slots, chunks of one length side by side; the rows asked for
+        logits (in chunk order); rotary cos/sin per row; per group of equal-length chunks its first row,
+        size, padded block tables and attention mask."""
         import torch
 
         dev = self.embed.device
-        ids, pos, slots, logit_rows, by_len, row = [], [], [], [], {}, 0
-        for c in chunks:
+        by_len: dict[int, list[int]] = {}
+        for i, c in enumerate(chunks):
             n = len(c.tokens)
             assert n >= 1 and 0 <= c.logits <= n and len(c.table) * self.kv.block_size >= c.start + n
-            ids += c.tokens
-            pos += range(c.start, c.start + n)
-            slots += self.kv.slots(c.table, c.start, n)
-            logit_rows += range(row + n - c.logits, row + n)
-            by_len.setdefault(n, []).append((row, c))
-            row += n
-        groups = []
+            by_len.setdefault(n, []).append(i)
+        ids, pos, slots, first, groups = [], [], [], {}, []
         for n, members in by_len.items():
-            width = max(len(c.table) for _, c in members)
-            tables = torch.tensor([c.table + [0] * (width - len(c.table)) for _, c in members], device=dev)
-            rows = torch.tensor([[r + i for i in range(n)] for r, _ in members], device=dev)
-            q_pos = torch.tensor([[c.start + i for i in range(n)] for _, c in members], device=dev)
-            k_pos = torch.arange(width * self.kv.block_size, device=dev)
+            width = max(len(chunks[i].table) for i in members)
+            groups.append([len(ids), len(members), n, [chunks[i].table + [0] * (width - len(chunks[i].table))
+                                                       for i in members], [chunks[i].start for i in members]])
+            for i in members:
+                c, first[i] = chunks[i], len(ids)
+                ids += c.tokens
+                pos += range(c.start, c.start + n)
+                slots += self.kv.slots(c.table, c.start, n)
+        logit_rows = [first[i] + len(c.tokens) - c.logits + j for i, c in enumerate(chunks) for j in range(c.logits)]
+        for g in groups:
+            row, s, n, tables, starts = g
+            q_pos = torch.tensor(starts, device=dev)[:, None] + torch.arange(n, device=dev)[None]
+            k_pos = torch.arange(len(tables[0]) * self.kv.block_size, device=dev)
             mask = k_pos[None, None, :] <= q_pos[:, :, None]              # causal: j ≤ p (also j < length)
             if self.window:
                 mask &= k_pos[None, None, :] > q_pos[:, :, None] - self.window
-            groups.append((rows, tables, mask[:, None]))                 # mask [requests, 1, n, keys]
+            g[3:] = [torch.tensor(tables, device=dev), mask[:, None]]     # mask [requests, 1, n, keys]
         freqs = torch.tensor(pos, device=dev, dtype=torch.float32)[:, None] * self.inv_freq.float()[None]
         emb = torch.cat((freqs, freqs), dim=-1)
         dt = self.embed.dtype
@@ -126,11 +130,11 @@ class Runner:
         v = F.linear(h, wv).view(t, self.kv_heads, self.head_dim)
         self.kv.write(i, b["slots"], k, v)                   # the new tokens' K/V go into their blocks first
         out = torch.empty_like(q)
-        for rows, tables, mask in b["groups"]:
+        for row, s, n, tables, mask in b["groups"]:           # s requests of n rows each, side by side
             keys, values = self.kv.gather(i, tables)          # [requests, kv_heads, keys, head_dim]
-            o = F.scaled_dot_product_attention(q[rows].transpose(1, 2), keys, values, attn_mask=mask,
-                                               enable_gqa=self.heads != self.kv_heads)
-            out[rows] = o.transpose(1, 2)
+            o = F.scaled_dot_product_attention(q[row:row + s * n].view(s, n, self.heads, -1).transpose(1, 2),
+                                               keys, values, attn_mask=mask, enable_gqa=self.heads != self.kv_heads)
+            out[row:row + s * n] = o.transpose(1, 2).reshape(s * n, self.heads, -1)
         x = x + F.linear(out.view(t, -1), wo)
         h = rms_norm(x, ln2, self.eps)
         return x + F.linear(F.silu(F.linear(h, wg)) * F.linear(h, wu), wd)
