@@ -281,7 +281,7 @@ def _():
     seqs_pick = mo.ui.slider(start=1, stop=12, step=1, show_value=True, label="requests running at once",
                              value=notebook.env_default("WORKSHOP_MAX_SEQS", 4, range(1, 13)))
     kv_pick = mo.ui.slider(steps=[256, 384, 512, 768, 1024, 2048], show_value=True, label="KV cache (token slots)",
-                           value=notebook.env_default("WORKSHOP_KV_TOKENS", 384, (256, 384, 512, 768, 1024, 2048)))
+                           value=notebook.env_default("WORKSHOP_KV_TOKENS", 512, (256, 384, 512, 768, 1024, 2048)))
     mo.vstack([mo.hstack([block_pick, budget_pick]), mo.hstack([seqs_pick, kv_pick]), notebook.static_note({
         "WORKSHOP_BLOCK_SIZE": "block size (4, 8, 16, 32, 64)", "WORKSHOP_TOKEN_BUDGET": "token budget per step",
         "WORKSHOP_MAX_SEQS": "requests running at once (1–12)", "WORKSHOP_KV_TOKENS": "KV cache in token slots"})])

@@ -137,29 +137,29 @@ STATE_COLOURS = {"prefill": "tab:orange", "decode": MEASURED, "waiting": "#ddddd
 
 @plots.notes_when_empty('The engine, step by step')
 def timeline_figure(rows: Sequence[dict], log: Sequence[dict], source: Any, title: str = ""):
-    """The engine's step log (helpers.serving.engine.measure.timeline): one lane per request, each step a
-    span coloured by what the request did in it — prefilling a chunk, decoding, waiting, preempted —
-    and below, per step, the tokens computed and the KV blocks in use."""
-    fig, (a, b) = plots.figure(nrows=2, width=9, height=2.2, sharex=True,
-                               gridspec_kw={"height_ratios": [3, 1]})
-    fig.set_figheight(1.6 + 0.22 * len({r["request"] for r in rows}) + 1.6)
+    """The engine's step log (helpers.serving.engine.measure.timeline): one lane per request, one column
+    per step, coloured by what the request did in it — prefilling a chunk, decoding, waiting, preempted —
+    and below, per step, the tokens computed and the KV blocks in use. Steps, not seconds, on the x axis:
+    the schedule is the same on a loaded machine, its timing is not."""
+    from matplotlib.patches import Patch
+
+    lanes = len({r["request"] for r in rows})
+    fig, (a, b) = plots.figure(nrows=2, width=9, height=1.0, sharex=True, gridspec_kw={"height_ratios": [3, 1]})
+    fig.set_figheight(2.6 + 0.22 * lanes)
     for r in rows:
-        a.barh(r["request"], r["end_s"] - r["start_s"], left=r["start_s"], height=0.75, lw=0,
-               color=STATE_COLOURS[r["state"]])
-    for state, colour in STATE_COLOURS.items():
-        a.barh([], [], color=colour, label=state)
+        a.barh(r["request"], 1, left=r["step"], height=0.75, lw=0, color=STATE_COLOURS[r["state"]])
     a.invert_yaxis()
     a.set_ylabel("request")
-    a.legend(fontsize=7, ncols=4, loc="lower right")
+    a.legend(handles=[Patch(color=c, label=s) for s, c in STATE_COLOURS.items()], fontsize=7,
+             loc="upper left", bbox_to_anchor=(1.01, 1))
     a.set_title(title or "who is prefilling, decoding, waiting, preempted", fontsize=9)
-    t0 = log[0]["start_s"]
-    mid = [(s["start_s"] + s["end_s"]) / 2 - t0 for s in log]
-    b.step(mid, [s["tokens"] for s in log], where="mid", color=COMPUTED, label="tokens computed")
+    steps = [s["step"] + 0.5 for s in log]
+    b.step(steps, [s["tokens"] for s in log], where="mid", color=COMPUTED, label="tokens computed")
     b.set_ylabel("tokens / step", fontsize=8)
     c = b.twinx()
-    c.plot(mid, [s["blocks used"] for s in log], color="k", lw=1, label="KV blocks in use")
+    c.plot(steps, [s["blocks used"] for s in log], color="k", lw=1, label="KV blocks in use")
     c.set_ylabel("blocks in use", fontsize=8)
-    b.set_xlabel("seconds since the first step")
+    b.set_xlabel("engine step")
     b.set_title("per step: tokens computed, KV blocks in use", fontsize=9)
     c.set_title(" ")
     b.legend(fontsize=7, loc="upper left")

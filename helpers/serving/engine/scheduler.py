@@ -113,8 +113,9 @@ class Scheduler:
         for req, n in plan.work:
             prompt_done = req.computed < len(req.prompt) <= req.computed + n
             req.computed += n
-            if prompt_done:                           # its prompt's K/V is complete: share it from now on
-                self.cache.insert(req.prompt, self.kv.table(req.rid))
+            if prompt_done:           # its prompt's K/V is complete: share its whole blocks from now on (its
+                whole = len(req.prompt) // self.kv.block_size * self.kv.block_size    # last one it still writes)
+                self.cache.insert(req.prompt[:whole], self.kv.table(req.rid))
             if req.rid not in sampled:
                 continue                              # a prefill chunk short of the end: no token yet
             assert req.computed == len(req.tokens)
