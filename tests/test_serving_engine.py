@@ -271,3 +271,23 @@ def test_measurements_report_what_the_engine_did(micro):
     assert summary["steps"] == len(e.log) and summary["requests"] == 5 and summary["preemptions"] == 0
     same = measure.identical_to_generate(micro, [list(r.prompt) for r in reqs], 5)
     assert same["identical"] and same["identical requests"] == 5
+
+
+def test_runner_logits_equal_transformers_also_without_native_gqa(micro):
+    """One mixed forward (a prefill chunk, the rest of another prompt after its first chunk) gives
+    transformers' logits; the same with the K/V heads repeated by hand (torch < 2.5 has no enable_gqa)."""
+    from helpers.serving.engine.kv import PagedKVCache
+    from helpers.serving.engine.runner import Chunk, Runner
+
+    kv = PagedKVCache.for_model(micro, 16, 4)
+    r = Runner(micro, kv)
+    a, b = [1, 5, 2, 7, 3, 3, 0, 6, 4], [2, 2, 6]
+    kv.alloc.allocate("a", len(a))
+    kv.alloc.allocate("b", len(b))
+    r.forward([Chunk(kv.table("a"), a[:4], 0, 0)])
+    for gqa in (r.gqa, {}):
+        r.gqa = gqa
+        got = r.forward([Chunk(kv.table("a"), a[4:], 4, 5), Chunk(kv.table("b"), b, 0, 3)])
+        with torch.inference_mode():
+            want = torch.cat([micro(torch.tensor([a])).logits[0, 4:], micro(torch.tensor([b])).logits[0]])
+        assert torch.allclose(got, want.float(), atol=1e-5)
