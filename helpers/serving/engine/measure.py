@@ -187,8 +187,9 @@ def _chunked_run(model, shorts, long_prompt, new_tokens, arrive_after_steps, bud
     e.run()
     t0, t1 = long.arrival_s, long.token_times[0]
     gaps = [b - a for r in rs for a, b in zip(r.token_times, r.token_times[1:]) if b >= t0 and a <= t1]
-    steps = sum(long.rid in s["prefill"] for s in e.log[first:])
-    return {"token budget": budget, "long prompt tokens": len(long_prompt), "prefill steps": steps,
+    during = [s for s in e.log[first:] if long.rid in s["prefill"]]
+    return {"token budget": budget, "long prompt tokens": len(long_prompt), "prefill steps": len(during),
+            "largest step during its prefill (tokens)": max(s["tokens"] for s in during),
             "worst gap during its prefill (ms)": 1e3 * max(gaps) if gaps else None,
             "median gap during its prefill (ms)": 1e3 * statistics.median(gaps) if gaps else None,
             "long prompt TTFT (ms)": 1e3 * (t1 - t0)}
@@ -259,3 +260,30 @@ def edit_hits(model, prompt: Sequence[int], edit_at: int, block_size: int = 16) 
         e.run()
         out[f"{kind}: reused tokens"] = r.cached_tokens
     return out
+
+
+def verify_cost(model, k: int, context: int, batch: int, repeats: int = 5) -> dict:
+    """What a verify pass costs on this machine: one forward of `batch` sequences with `context` cached
+    tokens each, k + 1 new rows per sequence, against the same with one row (a decode step); each the
+    fastest of `repeats`. The measured twin of helpers.serving.speculative.verify_step_ratio."""
+    from .kv import PagedKVCache
+    from .runner import Chunk, Runner
+
+    kv = PagedKVCache.for_model(model, batch * -(-(context + k + 1) // 16), 16)
+    runner = Runner(model, kv)
+    for b in range(batch):
+        kv.alloc.allocate(b, context + k + 1)
+
+    def best(n: int) -> float:
+        chunks = [Chunk(kv.table(b), [5] * n, context, n) for b in range(batch)]
+        runner.forward(chunks)                              # warm-up (first shapes)
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            runner.forward(chunks)
+            times.append(time.perf_counter() - t0)
+        return min(times)
+
+    one, many = best(1), best(k + 1)
+    return {"context": context, "batch": batch, "k": k, "decode step (ms)": 1e3 * one,
+            "verify pass (ms)": 1e3 * many, "verify ÷ decode": many / one}
