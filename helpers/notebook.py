@@ -4,6 +4,8 @@ from __future__ import annotations
 import logging
 import math
 import warnings
+from dataclasses import dataclass
+from typing import Any, Callable
 
 
 # ----------------------------------------------------------------------------- controls outside marimo
@@ -22,20 +24,15 @@ def env_default(name: str, default, allowed=None):
     """A control's starting value: the environment variable `name` when set (parsed like `default`:
     int, float or text), else `default`. Outside marimo controls are static, so this is how a Jupyter,
     Colab or headless run changes them (``%env WORKSHOP_GPU_GB=141`` in a cell above, or the shell).
-    Raises ValueError naming the variable and what is allowed when the value does not parse or is not
-    one of `allowed`."""
-    import os
+    Raises ValueError naming the variable, its value and what is allowed when the value does not
+    parse, is not finite, or is not one of `allowed` (helpers.env, which reads every variable)."""
+    from . import env
 
-    raw = os.environ.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    kind = type(default)
-    try:
-        value = kind(float(raw)) if kind in (int, float) else kind(raw.strip())
-    except ValueError:
-        raise ValueError(f"{name}={raw!r} is not a {kind.__name__}; unset it or give e.g. {default!r}") from None
+    if isinstance(default, (int, float)) and not isinstance(default, bool):
+        return env.number(name, default, type(default), allowed=allowed)
+    value = env.text(name, default)
     if allowed is not None and value not in list(allowed):
-        raise ValueError(f"{name}={raw!r} is not allowed; allowed: {', '.join(map(str, allowed))}")
+        raise env.refuse(name, value, ", ".join(map(str, allowed)))
     return value
 
 
@@ -118,6 +115,56 @@ def speedup_phrase(ratio: float, faster: str = "faster", slower: str = "slower")
     if ratio < 1:
         return f"{text} {slower}"
     return f"no {faster}"
+
+
+# ----------------------------------------------------------------------------- a measurement that fails
+
+@dataclass
+class Attempt:
+    """A measurement run by attempt(): its value, or the one-line fault that stopped it (and the
+    traceback, folded). A notebook shows `note()` where it happened and goes on with the cells that do
+    not need the value; those that do show `skipped()`."""
+
+    what: str
+    value: Any = None
+    error: str | None = None
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def note(self):
+        """Where the measurement ran: nothing when it worked, else what failed and what still runs."""
+        import marimo as mo
+
+        if self.ok:
+            return mo.md("")
+        return mo.vstack([
+            mo.callout(mo.md(f"**{self.what} failed here:** {self.error}\n\n"
+                             "The cells that need its result say so below; the rest of the notebook runs. "
+                             "Recorded results from a machine where it ran are in `workshop/results/`."),
+                       kind="danger"),
+            folded("The full error", f"```\n{self.detail.strip()}\n```")])
+
+    def skipped(self, what_needs_it: str):
+        """In a cell that needs the value: a short line saying why it shows nothing."""
+        import marimo as mo
+
+        return mo.md(f"_{what_needs_it} needs {self.what}, which failed above ({self.error})._")
+
+
+def attempt(what: str, fn: Callable[..., Any], *args, **kwargs) -> Attempt:
+    """Run fn(*args, **kwargs) as one measurement of a notebook: an exception becomes Attempt.error
+    (type and message, one line) instead of stopping the notebook, so a server that does not start or a
+    sweep that breaks takes only the cells that need it. KeyboardInterrupt still stops the run."""
+    import traceback
+
+    try:
+        return Attempt(what, fn(*args, **kwargs))
+    except Exception as exc:  # noqa: BLE001 - any fault of a measurement is reported, not raised
+        message = " ".join(str(exc).split())[:400] or "(no message)"
+        return Attempt(what, None, f"{type(exc).__name__}: {message}", traceback.format_exc())
 
 
 def code(obj, title: str | None = None, folded_: bool = True):

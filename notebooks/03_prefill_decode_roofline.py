@@ -344,7 +344,7 @@ def _(mo):
     No decode step can be faster than reading what it must read: **floor = (weight bytes + KV bytes) ÷
     bandwidth**. *Efficiency* = floor ÷ measured step (100 % = at the floor). Measured here for models of
     different sizes, all with random weights (timing does not depend on the values), batch 1, and a
-    **probe**: the tiny model's layers and operations with every width shrunk until its bytes are
+    **probe**: the loaded model's layer count and operations with every width shrunk until its bytes are
     negligible — its step time is the fixed cost of a step (Python, operator dispatch, kernel launches)
     and nothing else.
     """)
