@@ -66,10 +66,6 @@ class Runner:
                         l.self_attn.v_proj.weight, l.self_attn.o_proj.weight, l.post_attention_layernorm.weight,
                         l.mlp.gate_proj.weight, l.mlp.up_proj.weight, l.mlp.down_proj.weight) for l in m.layers[:n]]
         self.forwards = 0       # forward passes run (each one step of the whole batch)
-        import torch
-
-        major, minor = (int(x) for x in torch.__version__.split(".")[:2])
-        self.gqa = {"enable_gqa": True} if self.heads != self.kv_heads and (major, minor) >= (2, 5) else {}
 
     def forward(self, chunks: list[Chunk]):
         """Logits [rows asked for, vocab] of the chunks' last `logits` rows, in chunk order."""
@@ -136,10 +132,8 @@ class Runner:
         out = torch.empty_like(q)
         for row, s, n, tables, mask in b["groups"]:           # s requests of n rows each, side by side
             keys, values = self.kv.gather(i, tables)          # [requests, kv_heads, keys, head_dim]
-            if self.heads != self.kv_heads and not self.gqa:  # torch < 2.5: each K/V head repeated by hand
-                keys, values = (t.repeat_interleave(self.heads // self.kv_heads, 1) for t in (keys, values))
             o = F.scaled_dot_product_attention(q[row:row + s * n].view(s, n, self.heads, -1).transpose(1, 2),
-                                               keys, values, attn_mask=mask, **self.gqa)
+                                               keys, values, attn_mask=mask, enable_gqa=self.heads != self.kv_heads)
             out[row:row + s * n] = o.transpose(1, 2).reshape(s * n, self.heads, -1)
         x = x + F.linear(out.view(t, -1), wo)
         h = rms_norm(x, ln2, self.eps)
