@@ -289,3 +289,20 @@ def test_runner_logits_equal_transformers_on_a_mixed_batch(micro):
     with torch.inference_mode():
         want = torch.cat([micro(torch.tensor([a])).logits[0, 4:], micro(torch.tensor([b])).logits[0]])
     assert torch.allclose(got, want.float(), atol=1e-5)
+
+
+def test_verify_step_ratio_worked_by_hand():
+    """Mistral 7B on an H100 (3.35 TB/s, 989 TFLOP/s bf16): at batch 1, 512 tokens, a decode step reads the
+    weights less the input embedding table (7,241,732,096 − 32,000 × 4,096 parameters × 2 B) and 512 tokens
+    of K/V (131,072 B each): 14.29 GB / 3.35 TB/s = 4.27 ms, and verifying 4 drafts reads the same: ratio 1.
+    At batch 256 the 5-token pass does 5 × 256 × 2 × 7.24e9 ≈ 18.5 TFLOP (18.7 ms at peak): compute-bound."""
+    from helpers.serving.speculative import verify_step_ratio
+
+    one = verify_step_ratio("mistral-7b-v0.1", 4, 512, 1)
+    weights = (7_241_732_096 - 32_000 * 4_096) * 2
+    assert one["decode step (ms)"] == pytest.approx(1e3 * (weights + 512 * 131_072) / 3.35e12, rel=0.01)
+    assert one["verify ÷ decode"] == pytest.approx(1.0, abs=0.01) and one["verify bound by"] == "memory"
+    big = verify_step_ratio("mistral-7b-v0.1", 4, 512, 256)
+    assert big["verify bound by"] == "compute" and 1.5 < big["verify ÷ decode"] < 5
+    with pytest.raises(ValueError, match="k must be"):
+        verify_step_ratio("mistral-7b-v0.1", 0, 512, 1)

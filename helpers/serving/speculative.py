@@ -139,7 +139,7 @@ def verify_step_ratio(spec, k: int, context: int, batch: int, gpu: str = "H100 S
     from ..gpus import get_gpu
     from ..stepcost import forward_cost
 
-    _whole("k", k, 1)
+    _count(k, "k", 1)
     g = get_gpu(gpu)
     peak, _ = g.peak_flops(dtype)
 
