@@ -180,7 +180,8 @@ def expected_tokens_figure(rows: Sequence[dict], alpha: float, k_max: int, sourc
     ax.plot(ks, [expected_tokens_per_pass(alpha, k) for k in ks], color=COMPUTED, marker="o", ms=3,
             label=f"expected at α = {alpha:.2f}: (1 − α^(k+1)) ÷ (1 − α)")
     for r, m in zip(rows, "sDv^"):
-        ax.plot([r["k"]], [r["tokens per target pass"]], m, color=MEASURED, ms=7, label=f"measured: {r['drafter']}")
+        ax.plot([r["k"]], [r["tokens per target pass"]], m, color=MEASURED, ms=7,
+                label=f"measured: {r['drafter']}")
     ax.set_xlabel("draft length k")
     ax.set_ylabel("tokens per target pass")
     ax.set_title("tokens per target pass: Leviathan et al.'s eq. 1 and the measured drafters", fontsize=9)

@@ -39,8 +39,8 @@ def parse(body: dict, tokenizer, model_name: str, chat: bool) -> tuple[list[int]
         raise BadRequest("n must be 1 (one choice per request)")
     if chat:
         msgs = body.get("messages")
-        if not isinstance(msgs, list) or not msgs or not all(isinstance(m, dict) and isinstance(m.get("content"), str)
-                                                             for m in msgs):
+        texts = isinstance(msgs, list) and all(isinstance(m, dict) and isinstance(m.get("content"), str) for m in msgs)
+        if not msgs or not texts:
             raise BadRequest("messages must be a non-empty list of {role, content} with text content")
         text = tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
         ids = list(tokenizer(text, add_special_tokens=False).input_ids)      # the template writes <s>
@@ -106,7 +106,8 @@ class Reply:
         return {"id": self.id, "object": kind, "created": int(time.time()), "model": self.model}
 
     def usage(self, n: int) -> dict:
-        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": n, "total_tokens": self.prompt_tokens + n}
+        p = self.prompt_tokens
+        return {"prompt_tokens": p, "completion_tokens": n, "total_tokens": p + n}
 
     def choice(self, text: str, reason, chunk: bool) -> dict:
         if not self.chat:

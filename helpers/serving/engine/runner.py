@@ -62,9 +62,10 @@ class Runner:
         self.head_dim = kv.k.shape[-1]
         self.embed, self.norm, self.head = m.embed_tokens.weight, m.norm.weight, model.lm_head.weight
         self.inv_freq, self.rope_scale = m.rotary_emb.inv_freq, m.rotary_emb.attention_scaling
-        self.layers = [(l.input_layernorm.weight, l.self_attn.q_proj.weight, l.self_attn.k_proj.weight,
-                        l.self_attn.v_proj.weight, l.self_attn.o_proj.weight, l.post_attention_layernorm.weight,
-                        l.mlp.gate_proj.weight, l.mlp.up_proj.weight, l.mlp.down_proj.weight) for l in m.layers[:n]]
+        self.layers = [(d.input_layernorm.weight, d.self_attn.q_proj.weight, d.self_attn.k_proj.weight,
+                        d.self_attn.v_proj.weight, d.self_attn.o_proj.weight, d.post_attention_layernorm.weight,
+                        d.mlp.gate_proj.weight, d.mlp.up_proj.weight, d.mlp.down_proj.weight)
+                       for d in m.layers[:n]]
         self.forwards = 0       # forward passes run (each one step of the whole batch)
 
     def forward(self, chunks: list[Chunk]):
@@ -101,7 +102,8 @@ class Runner:
                 ids += c.tokens
                 pos += range(c.start, c.start + n)
                 slots += self.kv.slots(c.table, c.start, n)
-        logit_rows = [first[i] + len(c.tokens) - c.logits + j for i, c in enumerate(chunks) for j in range(c.logits)]
+        logit_rows = [first[i] + len(c.tokens) - c.logits + j                 # in chunk order
+                      for i, c in enumerate(chunks) for j in range(c.logits)]
         for g in groups:
             row, s, n, tables, starts = g
             q_pos = torch.tensor(starts, device=dev)[:, None] + torch.arange(n, device=dev)[None]
@@ -132,8 +134,9 @@ class Runner:
         out = torch.empty_like(q)
         for row, s, n, tables, mask in b["groups"]:           # s requests of n rows each, side by side
             keys, values = self.kv.gather(i, tables)          # [requests, kv_heads, keys, head_dim]
-            o = F.scaled_dot_product_attention(q[row:row + s * n].view(s, n, self.heads, -1).transpose(1, 2),
-                                               keys, values, attn_mask=mask, enable_gqa=self.heads != self.kv_heads)
+            queries = q[row:row + s * n].view(s, n, self.heads, -1).transpose(1, 2)
+            o = F.scaled_dot_product_attention(queries, keys, values, attn_mask=mask,
+                                               enable_gqa=self.heads != self.kv_heads)
             out[row:row + s * n] = o.transpose(1, 2).reshape(s * n, self.heads, -1)
         x = x + F.linear(out.view(t, -1), wo)
         h = rms_norm(x, ln2, self.eps)
