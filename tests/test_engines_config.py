@@ -151,7 +151,7 @@ def test_available_here_says_why_the_others_are_not():
         from helpers.engines import vllm_env
 
         vllm_here = vllm_env.cpu_unavailable() is None
-        assert [c.engine for c in runnable] == ["transformers"] * 2 + ["vllm"] * (4 if vllm_here else 0)
+        assert [c.engine for c in runnable] == ["transformers"] * 2 + ["readable"] + ["vllm"] * (4 if vllm_here else 0)
         why = {s["name"]: s["why"] for s in skipped}
         assert "CUDA" in why["sglang"] and ("vllm" in why) != vllm_here
 

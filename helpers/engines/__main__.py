@@ -13,7 +13,7 @@ import argparse
 import math
 import sys
 
-ENGINES = ("transformers", "vllm", "sglang")
+ENGINES = ("transformers", "readable", "vllm", "sglang")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -455,7 +455,7 @@ def _load() -> list[float] | None:
 
 
 def run_all(profile: str | None = None, out: str | Path = "build/engines/engines.json", quick: bool = False,
-            include: Sequence[str] = ("transformers", "vllm", "sglang"), use_guidellm: bool = True,
+            include: Sequence[str] = ("transformers", "readable", "vllm", "sglang"), use_guidellm: bool = True,
             plan=None, deadline_s: float | None = None) -> dict:
     """Every configuration available here, in turn; the whole result written atomically to `out` as each
     level ends, so that a run interrupted (Ctrl-C: the file says `interrupted`) or stopped keeps every

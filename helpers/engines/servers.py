@@ -10,6 +10,7 @@
   "vLLM default": vLLM < 0.8 had it off, vLLM ≥ 0.8 turns it on), the default (prefix caching on),
   + fp8 KV cache, + n-gram speculative decoding.
 - SGLang on a CUDA host where it is installed (radix-tree prefix cache, on by default); no CPU wheel.
+- the workshop's own readable engine (`helpers.serving.engine.server`), on any device.
 
 `available(profile)` lists what this machine can run and why the others cannot.
 """
@@ -217,7 +218,7 @@ def _cuda() -> bool:
         return False
 
 
-def available(profile: str | None = None, include: tuple[str, ...] = ("transformers", "vllm", "sglang")
+def available(profile: str | None = None, include: tuple[str, ...] = ("transformers", "readable", "vllm", "sglang")
               ) -> tuple[list[EngineConfig], list[dict]]:
     """(the configurations this machine can run, [{name, why not}] for the others)."""
     cuda = _cuda()
@@ -236,6 +237,10 @@ def available(profile: str | None = None, include: tuple[str, ...] = ("transform
             runnable += [transformers_serve(model, False, device), transformers_serve(model, True, device)]
         else:
             skipped.append({"name": "transformers serve", "why": "the transformers[serving] extra is not installed"})
+    if "readable" in include and has_weights:    # the workshop's own engine (helpers.serving.engine)
+        from ..serving.engine.server import engine_config
+
+        runnable.append(engine_config(model, device))
     fmt = None if has_weights else "dummy"      # vLLM/SGLang make random weights themselves
     if "vllm" in include:
         from . import vllm_env
