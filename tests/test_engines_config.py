@@ -230,7 +230,7 @@ def test_batching_effect_and_agreement_rules():
 def test_command_line_rejects_unknown_engines():
     r = subprocess.run([sys.executable, "-m", "helpers.engines", "--engines", "tgi"], capture_output=True, text=True,
                        cwd=ROOT, timeout=120)
-    assert r.returncode == 2 and "allowed: transformers, vllm, sglang" in r.stderr
+    assert r.returncode == 2 and "allowed: transformers, readable, vllm, sglang" in r.stderr
 
 
 def test_figures_have_titles_and_stamps():
