@@ -42,7 +42,11 @@ def test_our_definitions_and_guidellm_agree_on_the_same_run(served, tmp_path):
     theirs, ours, raw = guidellm_runner.run_tapped(srv.base_url, folder, WORKLOAD, [4], tmp_path, cfg.name,
                                                     timeout_s=400)
     assert len(theirs) == len(ours) == 1 and theirs[0].concurrency == ours[0].concurrency == 4
-    assert theirs[0].ok == ours[0].ok == 8 and theirs[0].output_tokens == ours[0].output_tokens == 8 * 16
+    # The tap sees every request guidellm sends. guidellm's report can leave out the last one to finish
+    # when its max-requests constraint closes the benchmark (seen on a loaded machine: 7 of 8 reported,
+    # none failed), so its count may be one short; what it reports must add up.
+    assert ours[0].ok == 8 and ours[0].output_tokens == 8 * 16 and ours[0].failed == 0
+    assert 7 <= theirs[0].ok <= 8 and theirs[0].failed == 0 and theirs[0].output_tokens == theirs[0].ok * 16
     for col, key in (("ttft_s", "ttft_mean"), ("itl_s", "itl_mean")):
         a, b = getattr(ours[0], col)[key], getattr(theirs[0], col)[key]
         assert guide.relative_gap(a, b) <= guide.AGREEMENT_TOLERANCE, f"{key}: ours {a:.4f} s, guidellm {b:.4f} s"
