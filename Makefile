@@ -3,7 +3,8 @@ PY      := .venv/bin/python
 export HF_HUB_DISABLE_TELEMETRY := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup run test test-fast bench export check-exports edit slides gpu-record clean record engines record-times record-replay
+.PHONY: setup run test test-fast bench export check-exports edit slides gpu-record gpu-bundle gpu-dry-run clean record engines \
+        record-times record-replay
 
 setup:            ## create .venv and install what the workshop needs (idempotent, fast when done)
 	@bash scripts/setup.sh
@@ -33,8 +34,14 @@ edit: setup       ## open the notebooks interactively in marimo
 clean:
 	rm -rf build .pytest_cache
 
-gpu-record: setup ## on a CUDA GPU: notebooks 01–03, 05 on mistral-7b-random + bench -> workshop/results/<gpu>/ (< 8 min)
-	@bash scripts/gpu_record.sh
+gpu-record:       ## on a CUDA GPU, no pip: notebooks 03, 05, 01, 02 (mistral-7b-random), bench, engines -> workshop/results/<gpu>/ (< 10 min)
+	@bash scripts/gpu_record.sh $(RECORD_ARGS)
+
+gpu-bundle:       ## the packages a bare GPU host lacks, for its Python 3.12 -> build/gpu-bundle-cp312.tar.xz (<= 24 MiB)
+	@bash scripts/gpu_bundle.sh
+
+gpu-dry-run:      ## the bare GPU host imitated here (torch + its packages, no index, no network) + the record, tiny profile
+	@bash scripts/gpu_dry_run.sh
 
 slides: setup     ## the deck: slides/deck.md + figures and numbers from helpers -> build/slides/index.html (offline)
 	$(PY) slides/figures.py
@@ -51,3 +58,4 @@ record-times: setup  ## the guide's run times: make run twice on the default pro
 
 record-replay: setup ## replay mode's recordings: every long measurement of make run saved (helpers.replay)
 	$(PY) scripts/record_room.py replay
+

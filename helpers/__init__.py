@@ -4,6 +4,20 @@ One job per module (see ../shared/DESIGN.md): units, specs, memory, models, hard
 timing, and one module per topic as the notebooks need them. Bytes and seconds inside.
 """
 import logging as _logging
+import sys as _sys
+
+from .versions import LibraryVersionError, require as _require
+
+# An older transformers gives plausible, wrong numbers rather than an error (helpers/versions.py):
+# stop here, in one line. Under `python -m helpers …` (the package is imported while argv[0] is
+# still "-m") that line is the command line's: `error: …` and exit status 1, a fault of the environment.
+try:
+    _require()
+except LibraryVersionError as _exc:
+    if _sys.argv[:1] == ["-m"]:
+        _sys.stderr.write(f"error: {_exc}\n")
+        raise SystemExit(1) from None
+    raise
 
 # bitsandbytes announces optional CPU kernels it did not find at import; the notebooks' readers
 # need not see that on every run.

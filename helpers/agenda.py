@@ -18,7 +18,8 @@ AGENDA = ROOT / "workshop" / "agenda.toml"
 NOTEBOOKS = ROOT / "notebooks"
 RESULTS = ROOT / "workshop" / "results"
 ROOM_MINUTES = 120          # the workshop's length, breaks included
-HEADING = re.compile(r"^\s*## (.+?)\s*$", re.M)
+# a section heading: a line of prose "## …", or a cell that builds its heading, mo.md("## …") (double quotes)
+HEADING = re.compile(r"""^[ \t]*## (.+?)[ \t]*$|mo\.md\(f?"(?:"")?## ([^"\n\\]+?)[ \t]*(?=["\\])""", re.M)
 KINDS = ("slides", "notebook", "break", "questions")
 
 
@@ -138,8 +139,14 @@ def notebook_file(number: str) -> Path:
 
 
 def notebook_sections(number: str) -> list[str]:
-    """The `## ` headings of a notebook's prose, in order."""
-    return HEADING.findall(notebook_file(number).read_text(encoding="utf-8"))
+    """The `## ` headings of a notebook's prose, in order, each once (a cell may draw its heading in two
+    branches)."""
+    return list(dict.fromkeys(headings(notebook_file(number).read_text(encoding="utf-8"))))
+
+
+def headings(text: str) -> list[str]:
+    """Every section heading in a text, in order (HEADING's two forms)."""
+    return [m.group(1) or m.group(2) for m in HEADING.finditer(text)]
 
 
 def match_heading(ref: str, headings: list[str]) -> str | None:
@@ -205,10 +212,9 @@ def section_times(executed_nb: dict) -> dict[str, float]:
     out: dict[str, float] = {}
     current = "set-up"
     for cell in executed_nb.get("cells", []):
-        src = "".join(cell.get("source", ""))
-        m = HEADING.search(src)
-        if m:
-            current = m.group(1)
+        found = headings("".join(cell.get("source", "")))
+        if found:
+            current = found[0]
         t = cell.get("metadata", {}).get("execution", {})
         start, end = t.get("iopub.execute_input"), t.get("shell.execute_reply")
         if start and end:

@@ -142,6 +142,14 @@ def paper_block_sizes(sram_bytes: int, head_dim: int, dtype: str = "bf16") -> tu
     return min(b_c, head_dim), b_c
 
 
+def traffic_ratio_limit(block_q: int, head_dim: int, causal: bool = True) -> float:
+    """What standard ÷ tiled HBM traffic tends to as N grows: both are Θ(N²) — standard moves 4·N² elements
+    of S and P, tiled moves K and V once per query block, 2·d·N²/B_r elements (half that when causal: a block
+    visits only the keys before it) — so the ratio is 4·B_r/d causal, 2·B_r/d not. Tiling divides the
+    N² traffic by d/(4·B_r), not by the block height: with B_r = d = 128, 4×."""
+    return (4 if causal else 2) * _positive_int(block_q, "block_q") / _positive_int(head_dim, "head_dim")
+
+
 @dataclass(frozen=True)
 class AttentionShape:
     """The attention of one layer: sequences, query heads, head size, dtype."""
@@ -220,7 +228,8 @@ def hbm_figure(table, block_r: int, block_c: int, source: Any):
 
     fig, ax = plots.figure(width=7, height=4)
     ax.loglog(table["tokens"], table["standard bytes"] / 1e9, "o-", color="tab:red", label="standard (S and P through HBM)")
-    ax.loglog(table["tokens"], table["tiled bytes"] / 1e9, "o-", color="tab:green", label=f"tiled, blocks {block_r} × {block_c}")
+    ax.loglog(table["tokens"], table["tiled bytes"] / 1e9, "o-", color="tab:green",
+              label=f"tiled, blocks {block_r} × {block_c} (an upper bound: every K/V block from HBM, no L2 reuse)")
     ax.loglog(table["tokens"], table["N×N matrix, all heads (bytes)"] / 1e9, ":", color="grey",
               label="one N×N matrix, all heads")
     ax.set_xscale("log", base=2)

@@ -11,7 +11,6 @@ cloned from it), links point at the published file; otherwise they are relative 
 from __future__ import annotations
 
 import functools
-import os
 import re
 from pathlib import Path
 
@@ -36,7 +35,9 @@ def anchors(path: Path = GLOSSARY) -> frozenset[str]:
 def url(anchor: str) -> str:
     """Where a glossary anchor lives: the published file when WORKSHOP_REPO_URL is set, else the path
     relative to a notebook in notebooks/."""
-    base = os.environ.get("WORKSHOP_REPO_URL", "").strip().rstrip("/")
+    from . import env
+
+    base = (env.text("WORKSHOP_REPO_URL") or "").rstrip("/")
     if base.endswith(".git"):
         base = base[:-4]
     where = f"{base}/blob/main/workshop/glossary.md" if base else "../workshop/glossary.md"

@@ -16,22 +16,35 @@ def _torch():
     return torch
 
 
+DEVICES = ("auto", "cuda", "mps", "cpu")
+
+
 def pick_device(prefer: str | None = None) -> str:
-    """'cuda', 'mps' or 'cpu': the environment's WORKSHOP_DEVICE, else the best available."""
+    """'cuda', 'mps' or 'cpu': `prefer`, else the environment's WORKSHOP_DEVICE (helpers.env), else the
+    best available. A device this machine does not have is refused, with the fix."""
+    from . import env
+
     torch = _torch()
-    want = (prefer or os.environ.get("WORKSHOP_DEVICE") or "auto").lower()
-    if want not in ("auto", "cuda", "mps", "cpu"):
-        raise ValueError(f"unknown device {want[:40]!r}; allowed: auto, cuda, mps, cpu. Fix: set WORKSHOP_DEVICE "
-                         "to one of them, or unset it for auto")
+    if prefer is not None:
+        want = str(prefer).strip().lower()
+        if want not in DEVICES:
+            raise ValueError(f"unknown device {want[:40]!r}; allowed: {', '.join(DEVICES)}. Fix: set WORKSHOP_DEVICE "
+                             "to one of them, or unset it for auto")
+    else:
+        want = env.choice("WORKSHOP_DEVICE", DEVICES, "auto")
+    mps = getattr(torch.backends, "mps", None)
+    has_mps = mps is not None and mps.is_available()
     if want == "cuda" and not torch.cuda.is_available():
         raise ValueError("WORKSHOP_DEVICE=cuda but no CUDA GPU is visible to torch. Fix: unset WORKSHOP_DEVICE "
                          "(auto uses the best device here) or run on a machine with a CUDA GPU")
+    if want == "mps" and not has_mps:
+        raise ValueError("WORKSHOP_DEVICE=mps but torch sees no Apple-silicon GPU (MPS) here. Fix: unset "
+                         "WORKSHOP_DEVICE (auto uses the best device here) or run on a Mac with Apple silicon")
     if want != "auto":
         return want
     if torch.cuda.is_available():
         return "cuda"
-    mps = getattr(torch.backends, "mps", None)
-    if mps is not None and mps.is_available():
+    if has_mps:
         return "mps"
     return "cpu"
 
@@ -133,6 +146,22 @@ def is_out_of_memory(exc: BaseException) -> bool:
     if isinstance(exc, getattr(torch, "OutOfMemoryError", ())) or isinstance(exc, MemoryError):
         return True
     return isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower()
+
+
+# What CUDA's libraries say when they cannot allocate (cuBLAS, cuDNN, cuFFT, cuSOLVER, cuSPARSE workspaces and
+# handles; the runtime's own code), and what a kernel says when a batch is past its launch grid: a sweep that
+# grows a batch meets these before or instead of torch's OutOfMemoryError, and each is its end, not a crash.
+DEVICE_LIMIT_MESSAGES = ("alloc_failed", "cudaerrormemoryallocation", "memory allocation",
+                         "invalid configuration argument")
+
+
+def is_device_limit(exc: BaseException) -> bool:
+    """True for out of memory (is_out_of_memory) and for the other ways a device refuses a size: a CUDA
+    library's allocation failure (e.g. ``CUBLAS_STATUS_ALLOC_FAILED when calling cublasCreate``) or a
+    launch grid too large (``CUDA error: invalid configuration argument``). Other errors are bugs."""
+    if is_out_of_memory(exc):
+        return True
+    return isinstance(exc, RuntimeError) and any(m in str(exc).lower() for m in DEVICE_LIMIT_MESSAGES)
 
 
 def free_memory(device: str) -> None:

@@ -304,9 +304,12 @@ GPU_MEMORY_UTILIZATION = 0.9
 RUNTIME_OVERHEAD_BYTES = 1.5e9
 
 
-def _finite(value: Any, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or not math.isfinite(value):
-        raise ValueError(f"{what} must be a finite number ≥ 0 bytes, got {value!r}")
+def _finite(value: Any, what: str, unit: str = "bytes", positive: bool = False) -> float:
+    """A finite real number (an int or a float, not a bool) ≥ 0, or > 0 when `positive`, of `unit`."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or value < 0 or (positive and value == 0):
+        raise ValueError(f"{what} must be a finite number {'>' if positive else '≥'} 0{' ' + unit if unit else ''}, "
+                         f"got {value!r}")
     return value
 
 

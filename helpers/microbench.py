@@ -105,13 +105,22 @@ def read_benchmark(device: str | None = None, nbytes: int | None = None, repeats
     return CopyBenchmark(dev, x.numel() * 4, x.numel() * 4, iters, stats)
 
 
-GEMV_SHAPE = (3584, 1024)   # one weight matrix of the stack: the small profile's MLP projection
+GEMV_SHAPE = (3584, 1024)        # one weight matrix of the stack on a CPU: the small profile's MLP projection
+GEMV_SHAPE_CUDA = (14336, 4096)  # on a GPU: Mistral 7B's MLP projection (config.json: intermediate × hidden)
+
+
+def gemv_shape(device: str) -> tuple[int, int]:
+    """The weight matrix the kernel-bandwidth probe reads, per device. A GPU reads the CPU's 14.7 MB
+    (7.3 MB in bf16) in a couple of microseconds, about what one kernel launch costs, so the probe would
+    time launches, not the memory (an H200 would read as ~1 TB/s of its 4.8): on CUDA each matrix is the
+    7B's own MLP projection, 117 MB in bf16, tens of microseconds per launch at the datasheet's bandwidth."""
+    return GEMV_SHAPE_CUDA if str(device).startswith("cuda") else GEMV_SHAPE
 
 
 def gemv_benchmark(device: str | None = None, dtype: str = "fp32", nbytes: int | None = None,
                    packed: bool = False, repeats: int = 5) -> CopyBenchmark:
     """The bandwidth a decode step's own kernel attains: one activation row times a stack of weight
-    matrices (GEMV_SHAPE each) holding `nbytes` in all, every matrix read once per pass, so that nothing
+    matrices (gemv_shape(device) each) holding `nbytes` in all, every matrix read once per pass, so that nothing
     is left in a cache between passes — a decode step at batch 1 in miniature, without the rest of it.
 
     `packed=False` times ``torch.nn.functional.linear`` (what ``nn.Linear`` calls: the BLAS on a CPU,
@@ -127,16 +136,17 @@ def gemv_benchmark(device: str | None = None, dtype: str = "fp32", nbytes: int |
     dt = normalize_dtype(dtype, MATMUL_DTYPES)
     nbytes = default_copy_bytes(dev) if nbytes is None else nbytes
     tdt = torch_dtype(dt)
-    per = GEMV_SHAPE[0] * GEMV_SHAPE[1] * torch.empty((), dtype=tdt).element_size()
+    shape = gemv_shape(dev)
+    per = shape[0] * shape[1] * torch.empty((), dtype=tdt).element_size()
     if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < per:
-        raise ValueError(f"nbytes must be an integer ≥ {per:,} (one {GEMV_SHAPE[0]} × {GEMV_SHAPE[1]} {dt} matrix), "
+        raise ValueError(f"nbytes must be an integer ≥ {per:,} (one {shape[0]} × {shape[1]} {dt} matrix), "
                          f"got {nbytes!r}")
     if packed:
         ok, why = packing.available(dev, dt)
         if not ok:
             raise ValueError(f"packed weights cannot run here: {why}")
-    weights = [torch.randn(GEMV_SHAPE, device=dev).to(tdt) for _ in range(nbytes // per)]
-    x = torch.randn(1, GEMV_SHAPE[1], device=dev).to(tdt)
+    weights = [torch.randn(shape, device=dev).to(tdt) for _ in range(nbytes // per)]
+    x = torch.randn(1, shape[1], device=dev).to(tdt)
     if packed:
         stack = [torch.ops.mkldnn._reorder_linear_weight(w, 1) for w in weights]
         del weights

@@ -22,10 +22,11 @@ import os
 import shutil
 import tempfile
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from . import env
 from .hardware import pick_device
 from .specs import ModelSpec, load_config, spec_from_config
 
@@ -78,7 +79,7 @@ class ProfileUnavailable(RuntimeError):
 
 def cache_dir() -> Path:
     """Where built models live: WORKSHOP_CACHE, else ~/.cache/llm-inference-workshop."""
-    return Path(os.environ.get("WORKSHOP_CACHE") or Path.home() / ".cache" / "llm-inference-workshop")
+    return Path(env.text("WORKSHOP_CACHE") or Path.home() / ".cache" / "llm-inference-workshop").expanduser()
 
 
 def tokenizer_source() -> Path:
@@ -166,7 +167,7 @@ class WeightsStatus:
 
 
 def _offline() -> bool:
-    return os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes")
+    return (env.text("HF_HUB_OFFLINE") or "").lower() in env.TRUE   # huggingface_hub's own reading
 
 
 def _probe_hub(model_id: str, timeout: float) -> None:
@@ -203,7 +204,7 @@ def _probe_hub(model_id: str, timeout: float) -> None:
 def weights_status(model_id: str | None = None, probe_hub: bool = True, timeout: float = 10.0) -> WeightsStatus:
     """Whether a model's weights can be loaded: in the local Hugging Face cache, or reachable on the Hub
     with access granted. Never downloads, and answers within ``timeout`` seconds."""
-    model_id = model_id or os.environ.get("WORKSHOP_MODEL_ID") or DEFAULT_MODEL_ID
+    model_id = model_id or env.text("WORKSHOP_MODEL_ID", DEFAULT_MODEL_ID)
     page = f"https://huggingface.co/{model_id}"
     try:
         from huggingface_hub import snapshot_download
@@ -270,10 +271,23 @@ class Loaded:
         """e.g. 'tiny (Mistral architecture, random weights) · fp32 · cpu · profile tiny'."""
         return f"{self.model_name} · {self.dtype} · {self.device} · profile {self.profile}"
 
+    def without_weights(self) -> "Loaded":
+        """The same description (profile, device, dtype, config: `spec` and `label` work) with no model or
+        tokenizer: what a recorded measurement keeps of the model it ran on (helpers.replay), so a replay
+        from another machine or profile is read with that model's shape, not the one loaded here."""
+        return replace(self, model=None, tokenizer=None)
+
+
+def run_on(loaded: Loaded, fn, *args, **kwargs) -> tuple[Loaded, Any]:
+    """(the model it ran on, without its weights; fn(loaded, *args, **kwargs)): the value a notebook records
+    for a measurement (helpers.replay.measure), so the cells that read it use the shape, dtype and label of
+    the model it was measured on — a replay may come from another machine and profile than the one here."""
+    return loaded.without_weights(), fn(loaded, *args, **kwargs)
+
 
 def resolve_profile(profile: str | None = None, device: str | None = None) -> tuple[str, str]:
     """(profile, reason): the environment's WORKSHOP_PROFILE, or what ``auto`` picks here and why."""
-    want = (profile or os.environ.get("WORKSHOP_PROFILE") or "auto").strip().lower()
+    want = str(profile).strip().lower() if profile else (env.text("WORKSHOP_PROFILE") or "auto").lower()
     if want not in PROFILES:
         where = "profile" if profile else "WORKSHOP_PROFILE"
         raise ValueError(f"unknown {where} {want[:40]!r}; allowed: {', '.join(PROFILES)}. Fix: set "
@@ -311,12 +325,16 @@ def load(profile: str | None = None, device: str | None = None, dtype: str | Non
     import torch
     from transformers import AutoModelForCausalLM
 
-    from .units import normalize_dtype, torch_dtype
+    from .units import FLOAT_DTYPES, normalize_dtype, torch_dtype
 
     name, reason = resolve_profile(profile, device)
     dev = pick_device(device)
-    dt = normalize_dtype(dtype or os.environ.get("WORKSHOP_DTYPE") or default_dtype(name, dev),
-                         ("fp32", "bf16", "fp16"))
+    if dtype is None and env.text("WORKSHOP_DTYPE") is not None:
+        try:
+            dtype = normalize_dtype(env.text("WORKSHOP_DTYPE"), FLOAT_DTYPES)
+        except ValueError:
+            raise env.refuse("WORKSHOP_DTYPE", os.environ["WORKSHOP_DTYPE"], ", ".join(FLOAT_DTYPES)) from None
+    dt = normalize_dtype(dtype or default_dtype(name, dev), FLOAT_DTYPES)
     dtype_t = torch_dtype(dt)
     if name in LOCAL_PROFILES:
         from transformers.utils import logging as hf_logging
@@ -346,7 +364,7 @@ def load(profile: str | None = None, device: str | None = None, dtype: str | Non
         tok = load_tokenizer(build_tiny())  # the same Mistral 7B v0.1 tokenizer
         return Loaded(model, tok, name, "Mistral 7B v0.1 architecture, random weights", dev, dt, reason, cfg)
     # mistral-7b from the Hub
-    model_id = os.environ.get("WORKSHOP_MODEL_ID") or DEFAULT_MODEL_ID
+    model_id = env.text("WORKSHOP_MODEL_ID", DEFAULT_MODEL_ID)
     status = weights_status(model_id)
     if not status.available:
         raise ProfileUnavailable(status.message)

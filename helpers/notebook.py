@@ -24,20 +24,15 @@ def env_default(name: str, default, allowed=None):
     """A control's starting value: the environment variable `name` when set (parsed like `default`:
     int, float or text), else `default`. Outside marimo controls are static, so this is how a Jupyter,
     Colab or headless run changes them (``%env WORKSHOP_GPU_GB=141`` in a cell above, or the shell).
-    Raises ValueError naming the variable and what is allowed when the value does not parse or is not
-    one of `allowed`."""
-    import os
+    Raises ValueError naming the variable, its value and what is allowed when the value does not
+    parse, is not finite, or is not one of `allowed` (helpers.env, which reads every variable)."""
+    from . import env
 
-    raw = os.environ.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    kind = type(default)
-    try:
-        value = kind(float(raw)) if kind in (int, float) else kind(raw.strip())
-    except ValueError:
-        raise ValueError(f"{name}={raw!r} is not a {kind.__name__}; unset it or give e.g. {default!r}") from None
+    if isinstance(default, (int, float)) and not isinstance(default, bool):
+        return env.number(name, default, type(default), allowed=allowed)
+    value = env.text(name, default)
     if allowed is not None and value not in list(allowed):
-        raise ValueError(f"{name}={raw!r} is not allowed; allowed: {', '.join(map(str, allowed))}")
+        raise env.refuse(name, value, ", ".join(map(str, allowed)))
     return value
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import gc
 import json
 import logging
-import os
 import shutil
 import time
 import warnings
@@ -89,7 +88,9 @@ def model_source(loaded) -> str | Path:
             loaded.model.save_pretrained(folder, max_shard_size="2GB")
             marker.write_text(json.dumps(stamp, indent=1))
         return folder
-    return os.environ.get("WORKSHOP_MODEL_ID") or loaded.model_name
+    from . import env
+
+    return env.text("WORKSHOP_MODEL_ID", loaded.model_name)
 
 
 def _device_map(device: str) -> dict:

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any, Iterable
 
-from .recorded import noted_figures
+from .recorded import fmt_value, noted_figures, write_text_atomic
 
 HOW = {"computed": "computed by helpers (Mistral 7B v0.1, bf16; datasheet GPUs)",
        "measured": "measured in this run"}
@@ -21,23 +21,21 @@ HOW = {"computed": "computed by helpers (Mistral 7B v0.1, bf16; datasheet GPUs)"
 def _fmt(v: Any) -> str:
     if isinstance(v, bool):
         return "yes" if v else "no"
-    if isinstance(v, float):
-        return f"{v:,.4g}"
-    if isinstance(v, int):
-        return f"{v:,}"
-    return "—" if v is None else str(v)
+    return fmt_value(v)
 
 
-def notebook_figures(stem: str, build: Path, computed: dict[str, dict] | None = None) -> list[dict[str, str]]:
-    """The rows of one notebook's key figures: name, value text, how (computed or measured), source."""
+def notebook_figures(stem: str, build: Path, computed: dict[str, dict] | None = None,
+                     measured: dict[str, dict] | None = None) -> list[dict[str, str]]:
+    """The rows of one notebook's key figures: name, value text, how (computed or measured), source.
+    measured: what the notebooks noted ({stem: {name: value}}; default: read from build/figures)."""
     if computed is None:
         from .keyfigures import by_notebook
 
         computed = by_notebook()
     rows = [{"figure": k, "value": f.text, "how": "computed", "source": f.source}
             for k, f in computed.get(stem, {}).items()]
-    measured = noted_figures(build / "figures").get(stem, {})
-    rows += [{"figure": k, "value": _fmt(v), "how": "measured", "source": "this run"} for k, v in measured.items()]
+    noted = (noted_figures(build / "figures") if measured is None else measured).get(stem, {})
+    rows += [{"figure": k, "value": _fmt(v), "how": "measured", "source": "this run"} for k, v in noted.items()]
     return rows
 
 
@@ -51,11 +49,14 @@ def section(rows: Iterable[tuple], build: Path, profile: str, device_label: str)
         computed, note = {}, f"<p class='bad'>computed figures unavailable: {html.escape(str(exc))}</p>"
     else:
         note = ""
+    skipped: list[str] = []
+    measured = noted_figures(build / "figures", skipped)
+    note += "".join(f"<p class='bad'>measured figures unreadable, left out: {html.escape(why)}</p>" for why in skipped)
     parts = [f"<h2>Key figures</h2>{note}<p>Machine: {html.escape(device_label)} · profile "
              f"<b>{html.escape(profile)}</b>. Computed figures are the talk's (Mistral 7B v0.1, bf16, "
              "catalogued GPUs) and the same on every machine; measured ones are this run's.</p>"]
     for stem, ok, _secs, _err in rows:
-        figs = notebook_figures(stem, build, computed)
+        figs = notebook_figures(stem, build, computed, measured)
         links = (f"<a href='{html.escape(stem)}.html'>executed notebook (HTML)</a> · "
                  f"<a href='executed/{html.escape(stem)}.ipynb'>.ipynb</a>")
         body = ("<table><tr><th>figure</th><th>value</th><th>how</th><th>source</th></tr>" + "".join(
@@ -76,5 +77,5 @@ def write_run_json(rows: Iterable[tuple], build: Path, profile: str, device: dic
     data = {"profile": profile, "device": device,
             "notebooks": [{"notebook": s, "ok": bool(ok), "seconds": round(float(t), 1), "error": e,
                            "sections": sections.get(s, {})} for s, ok, t, e in rows]}
-    path.write_text(json.dumps(data, indent=1) + "\n")
+    write_text_atomic(path, json.dumps(data, indent=1) + "\n")
     return path

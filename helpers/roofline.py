@@ -240,8 +240,9 @@ def prefill_figure(df, model, dtype: str, peak_flops: float, source: Any):
 # ============================================================================ decode efficiency by model size
 
 # Mistral-architecture configs with random weights for the decode-efficiency comparison. "probe" keeps
-# the tiny model's layer count and operations but shrinks every width until the bytes are negligible:
-# its step time is the per-step overhead (Python, operator dispatch, kernel launches) alone.
+# the tiny model's operations but shrinks every width until the bytes are negligible: its step time is
+# the per-step overhead (Python, operator dispatch, kernel launches) alone; efficiency_table gives it
+# the loaded model's layer count (probe_config).
 SIZE_OVERRIDES: dict[str, dict[str, Any]] = {
     "probe": {"hidden_size": 16, "intermediate_size": 32, "num_attention_heads": 2, "num_key_value_heads": 1,
               "head_dim": 8, "vocab_size": 256},
@@ -257,6 +258,19 @@ def size_config(name: str) -> dict[str, Any]:
     if name not in SIZE_OVERRIDES:
         raise ValueError(f"unknown model size {name!r}; allowed: {', '.join(SIZE_OVERRIDES)}")
     return {**TINY_CONFIG, **SIZE_OVERRIDES[name]}
+
+
+def probe_config(layers: int | None = None) -> dict[str, Any]:
+    """The overhead probe's config: the tiny model's operations with negligible widths, and `layers`
+    decoder layers (default the tiny model's 4). A step's fixed toll is paid per layer (a few dozen
+    operator calls and kernel launches each), so the probe beside a model has that model's layer count:
+    a 4-layer probe beside Mistral 7B's 32 layers would show an eighth of its toll."""
+    cfg = size_config("probe")
+    if layers is None:
+        return cfg
+    if isinstance(layers, bool) or not isinstance(layers, int) or layers < 1:
+        raise ValueError(f"layers must be a positive integer, got {layers!r}")
+    return {**cfg, "num_hidden_layers": layers}
 
 
 def random_model(config: dict, device: str = "cpu", dtype: str = "fp32", seed: int = 0):
@@ -303,7 +317,7 @@ def efficiency_table(sizes: Sequence[str], device: str, dtype: str, bandwidth: f
                      steps: int = 16, extra: Sequence[Any] = ()):
     """Decode efficiency (floor ÷ measured step) for named sizes built with random weights, plus
     already-loaded models (helpers.models.Loaded) in `extra`. Adds the overhead probe's step time
-    (same layers, negligible bytes) and what it leaves unexplained:
+    (the first loaded model's layer count, negligible bytes: probe_config) and what it leaves unexplained:
 
         measured step ≈ floor + fixed overhead + the rest (kernels short of the copy bandwidth).
     """
@@ -313,8 +327,9 @@ def efficiency_table(sizes: Sequence[str], device: str, dtype: str, bandwidth: f
 
     rows = []
     probe_s = None
+    layers = extra[0].config["num_hidden_layers"] if extra else None   # the probe beside the loaded model
     for name in sizes:
-        cfg = size_config(name)
+        cfg = probe_config(layers) if name == "probe" else size_config(name)
         model = random_model(cfg, device, dtype)
         row = efficiency_row(name, model, cfg, dtype, device, bandwidth, context, steps)
         del model

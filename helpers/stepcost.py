@@ -30,6 +30,7 @@ runtime_reserve_bytes), used by notebooks 02 and 04 and the planner alike.
 """
 from __future__ import annotations
 
+import numbers
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -45,10 +46,14 @@ def _spec(model: str | Path | dict | ModelSpec) -> ModelSpec:
     return model if isinstance(model, ModelSpec) else get_spec(model)
 
 
-def _count(value: Any, what: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{what} must be a whole number ≥ {minimum}, got {value!r}")
-    return value
+def _count(value: Any, what: str, minimum: int = 1, maximum: int | None = None) -> int:
+    """A whole number (an int or a numpy integer, not a bool or 2.0) from `minimum` (to `maximum`)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum \
+            or (maximum is not None and value > maximum):
+        span = f"≥ {minimum:,}" if maximum is None else f"from {minimum:,} to {maximum:,}"
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "…"
+        raise ValueError(f"{what} must be a whole number {span}, got {shown}")
+    return int(value)
 
 
 def _scheme(weights: str) -> str:

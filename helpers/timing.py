@@ -107,6 +107,48 @@ class GenerationTiming:
         return d
 
 
+def check_positions(model, prompt_tokens: int, new_tokens: int = 0) -> None:
+    """ValueError when a prompt of `prompt_tokens` plus `new_tokens` generated would run past the
+    model's positions (max_position_embeddings in its config)."""
+    limit = getattr(model.config, "max_position_embeddings", None)
+    if limit and prompt_tokens + new_tokens > limit:
+        raise ValueError(f"{prompt_tokens:,} prompt tokens + {new_tokens:,} new exceed the model's {limit:,} positions "
+                         "(max_position_embeddings in its config); shorten the prompt or the output")
+
+
+def check_ids(model, input_ids, new_tokens: int = 0, what: str = "input_ids", one_sequence: bool = False):
+    """`input_ids` as a (batch, prompt) tensor of token ids a model can run, or ValueError saying what is
+    wrong and what is allowed: at least one sequence of at least one token, integer ids from 0 to the
+    vocabulary's size − 1, and prompt + `new_tokens` within the model's positions (check_positions).
+    A list becomes a tensor. `one_sequence`: a single prompt, given as ids in a row (1-D) or (1, n)."""
+    import torch
+
+    from .stepcost import _count
+
+    new_tokens = _count(new_tokens, "new_tokens", 0)
+    if not isinstance(input_ids, torch.Tensor):
+        try:
+            input_ids = torch.as_tensor(input_ids)
+        except (TypeError, ValueError, RuntimeError, OverflowError):
+            raise ValueError(f"{what} must be token ids (a (batch, prompt) tensor or a list of ids), got "
+                             f"{type(input_ids).__name__}") from None
+    if one_sequence and input_ids.ndim == 1:
+        input_ids = input_ids.reshape(1, -1)
+    shape = tuple(input_ids.shape)
+    if input_ids.ndim != 2 or shape[0] < 1 or shape[1] < 1:
+        raise ValueError(f"{what} must be a (batch, prompt) tensor of at least one token, got shape {shape}")
+    if one_sequence and shape[0] != 1:
+        raise ValueError(f"{what} must be one sequence of token ids, got a batch of {shape[0]}")
+    if input_ids.dtype.is_floating_point or input_ids.dtype.is_complex or input_ids.dtype == torch.bool:
+        raise ValueError(f"{what} must hold integer token ids, got {input_ids.dtype}")
+    vocab = getattr(model.config, "vocab_size", None)
+    lo, hi = int(input_ids.min()), int(input_ids.max())
+    if lo < 0 or (vocab and hi >= vocab):
+        raise ValueError(f"{what} holds the id {lo if lo < 0 else hi}; allowed: 0 to {vocab - 1:,} (the vocabulary)")
+    check_positions(model, shape[1], new_tokens)
+    return input_ids.long()
+
+
 def timed_generate(model, input_ids, max_new_tokens: int, device: str | None = None,
                    track_cache: bool = False) -> GenerationTiming:
     """Greedy generation with a real DynamicCache, timing the prefill and every decode step.
@@ -119,10 +161,11 @@ def timed_generate(model, input_ids, max_new_tokens: int, device: str | None = N
 
     from .memory import measured_cache_bytes
 
-    if max_new_tokens < 1:
-        raise ValueError(f"max_new_tokens must be ≥ 1, got {max_new_tokens}")
+    from .stepcost import _count
+
+    _count(max_new_tokens, "max_new_tokens", 1)
     device = device or str(next(model.parameters()).device)
-    input_ids = input_ids.to(device)
+    input_ids = check_ids(model, input_ids, max_new_tokens).to(device)
     cache = DynamicCache(config=model.config)
     tokens: list[torch.Tensor] = []
     sizes: list[int] = []

@@ -19,9 +19,11 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Iterable, Sequence
 
-from .hardware import allocated, free_memory, is_out_of_memory, peak_allocated, reset_peak, synchronize
+from .hardware import (allocated, free_memory, is_device_limit, is_out_of_memory, peak_allocated, reset_peak,
+                       synchronize)
 from .memory import kv_cache_bytes, measured_cache_bytes
-from .timing import Stats, measure, timed_generate
+from .stepcost import _count
+from .timing import Stats, check_positions, measure, timed_generate
 
 
 # ============================================================================ sizes
@@ -124,8 +126,9 @@ def prompt_ids(n: int, batch: int = 1, vocab: int = 32000, seed: int = 0, device
     Mistral's <unk>, <s>, </s>), with a fixed seed: the content does not change the timing."""
     import torch
 
-    if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
-        raise ValueError(f"prompt length must be a positive integer, got {n!r}")
+    _count(n, "prompt length", 1)
+    _count(batch, "batch", 1)
+    _count(vocab, "vocab", 1)
     gen = torch.Generator(device="cpu").manual_seed(seed)
     low = 3 if vocab > 3 else 0
     return torch.randint(low, vocab, (batch, n), generator=gen).to(device)
@@ -165,24 +168,30 @@ class SweepResult:
 
         df = pd.DataFrame(self.rows)
         df.attrs["oom_at"] = self.oom_at
+        df.attrs["oom_message"] = self.oom_message
         return df
 
 
 def guarded_sweep(points: Iterable, run_point: Callable[[Any], dict], device: str, key: str,
-                  desc: str | None = None) -> SweepResult:
-    """Run run_point(p) for each point in order; an out-of-memory error ends the sweep with that point
-    recorded as {key: p, "oom": True} and the device's cached memory returned. Other errors propagate."""
+                  desc: str | None = None, is_limit: Callable[[BaseException], bool] = is_out_of_memory) -> SweepResult:
+    """Run run_point(p) for each point in order; an out-of-memory error (or whatever `is_limit` accepts)
+    ends the sweep with that point recorded as {key: p, "oom": True}, its message kept (oom_message) and
+    the device's cached memory returned. Other errors propagate."""
     from tqdm.auto import tqdm
 
+    if isinstance(points, (str, bytes)) or not isinstance(points, Iterable):
+        raise ValueError(f"the sweep's points ({key}) must be a list, got {points!r}"[:200])
+    points = list(points)
+    if not points:
+        raise ValueError(f"the sweep has no points ({key}); give at least one")
     rows: list[dict] = []
     oom_at, message = None, None
-    points = list(points)
     for p in tqdm(points, desc=desc, leave=False, disable=desc is None):
         failed = False
         try:
             rows.append({key: p, **run_point(p), "oom": False})
-        except Exception as exc:  # noqa: BLE001 - only out-of-memory is a result; the rest re-raise
-            if not is_out_of_memory(exc):
+        except Exception as exc:  # noqa: BLE001 - only out-of-memory (is_limit) is a result; the rest re-raise
+            if not is_limit(exc):
                 raise
             failed, message = True, f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:200]}"
         if failed:  # outside the except block, so the traceback no longer pins the tensors
@@ -191,6 +200,16 @@ def guarded_sweep(points: Iterable, run_point: Callable[[Any], dict], device: st
             rows.append({key: p, "oom": True})
             break
     return SweepResult(rows, oom_at, message)
+
+
+def _longest_within(model, lengths: Sequence[int], new_tokens: int = 0) -> None:
+    """Before a sweep starts: its longest prompt (whole numbers ≥ 1) plus `new_tokens` within the
+    model's positions (helpers.timing.check_positions), so a bad point fails first, not last."""
+    if isinstance(lengths, (str, bytes)) or not isinstance(lengths, Iterable):
+        raise ValueError(f"lengths must be a list of whole numbers ≥ 1, got {lengths!r}"[:200])
+    lengths = [_count(n, "a prompt length", 1) for n in lengths]
+    if lengths:
+        check_positions(model, max(lengths), new_tokens)
 
 
 # ============================================================================ 1. memory grows with tokens
@@ -204,6 +223,7 @@ def memory_growth(loaded, lengths: Sequence[int]):
     (helpers.memory.kv_cache_bytes, sliding layers keeping window − 1 tokens as transformers'
     DynamicCache does); on CUDA also the allocator's peak above the weights (cache + activations)."""
     model, dev, spec = loaded.model, loaded.device, loaded.spec
+    _longest_within(model, lengths)
 
     def point(n: int) -> dict:
         ids = prompt_ids(n, vocab=model.config.vocab_size, device=dev)
@@ -227,6 +247,7 @@ def ttft_sweep(loaded, lengths: Sequence[int], repeats: int = 3):
     """Time to first token (a prefill into a fresh DynamicCache plus the first token's argmax) for each
     prompt length: one untimed warm-up, then the median and p90 of `repeats` runs."""
     model, dev = loaded.model, loaded.device
+    _longest_within(model, lengths)
 
     def point(n: int) -> dict:
         ids = prompt_ids(n, vocab=model.config.vocab_size, device=dev)
@@ -322,6 +343,8 @@ def itl_sweep(loaded, contexts: Sequence[int], steps: int = 12):
     steps of one token each that reuse the real DynamicCache (helpers.timing.timed_generate);
     median and p90 of the steps. A short warm-up generation runs first."""
     model, dev = loaded.model, loaded.device
+    _count(steps, "steps", 1)
+    _longest_within(model, contexts, steps + 1)
     timed_generate(model, prompt_ids(8, vocab=model.config.vocab_size, device=dev), 3, dev)  # warm-up
 
     def point(c: int) -> dict:
@@ -337,6 +360,9 @@ def itl_sweep(loaded, contexts: Sequence[int], steps: int = 12):
 def decode_batch_sweep(loaded, context: int, batches: Sequence[int], steps: int = 8):
     """Decode step time for `batch` sequences of `context` tokens each, one token per sequence per step."""
     model, dev = loaded.model, loaded.device
+    _count(steps, "steps", 1)
+    _longest_within(model, [context], steps + 1)
+    batches = [_count(b, "a batch", 1) for b in batches]
 
     def point(b: int) -> dict:
         g = timed_generate(model, prompt_ids(context, batch=b, vocab=model.config.vocab_size, device=dev),
@@ -353,8 +379,12 @@ def users_sweep(loaded, context: int, batches: Sequence[int]):
     """Concurrent sequences of `context` tokens: for each batch, a prefill of all of them into one
     DynamicCache and one decode step; the cache's bytes, the formula, and on CUDA the allocator's
     peak above the weights. On a GPU the batches grow until the device runs out of memory: that
-    point ends the sweep, marked (oom = True), and the memory is given back."""
+    point ends the sweep, marked (oom = True), and the memory is given back. So does any other refusal of a
+    size (hardware.is_device_limit: a CUDA library that cannot allocate its workspace, a launch grid too
+    large at thousands of sequences); its message is the frame's attrs["oom_message"]."""
     model, dev, spec = loaded.model, loaded.device, loaded.spec
+    _longest_within(model, [context], 2)
+    batches = [_count(b, "a batch", 1) for b in batches]
 
     def point(b: int) -> dict:
         free_memory(dev)
@@ -369,4 +399,4 @@ def users_sweep(loaded, context: int, batches: Sequence[int]):
                 "formula_bytes": kv_cache_bytes(spec, context + 1, b, loaded.dtype, window_slots=_window_slots(spec)),
                 "peak_above_weights_bytes": (peak - base) if peak is not None else None, "seconds": secs}
 
-    return guarded_sweep(batches, point, dev, "batch", "users").frame()
+    return guarded_sweep(batches, point, dev, "batch", "users", is_limit=is_device_limit).frame()

@@ -11,9 +11,7 @@ import marimo
 __generated_with = "0.25.2"
 app = marimo.App(width="medium")
 
-
-@app.cell
-def _():
+with app.setup:
     import time
 
     import marimo as mo
@@ -26,11 +24,23 @@ def _():
 
     notebook.setup()
     started = time.perf_counter()
-    return fmt_bytes, mo, notebook, pd, plots, preflight, started, term, weight_bytes
 
 
-@app.cell
-def _(mo, term, weight_bytes):
+@app.function
+def first_training() -> str:
+    """How long training the tiny-trained model took on this machine, from its log; an estimate before it ran."""
+    from helpers import training
+
+    folder = training.trained_folder()
+    if not (folder / "training.json").exists():
+        return "not trained here yet — expect one to three minutes on two CPU cores"
+    log = training.log(folder)
+    return (f"here it took {log['train_wall_s']:,.0f} s on {log['torch_threads']} threads "
+            "(its log, `training.json`, in the workshop cache)")
+
+
+@app.cell(hide_code=True)
+def _():
     mo.md(f"""
     # 00 · Preflight
 
@@ -41,9 +51,10 @@ def _(mo, term, weight_bytes):
     3. Whether the Mistral 7B weights are here — and, if not, the exact fix.
     4. Which later notebooks will work here (go / no-go).
 
-    **Run time**: a few seconds on a CPU (the tiny model loads from a config, no download); on a GPU
-    with Mistral 7B about a minute, loading {weight_bytes("mistral-7b-v0.1", "bf16").bytes / 1e9:,.1f} GB of bf16
-    weights for one forward pass.
+    **Run time**: a few seconds on a CPU once the tiny models are built (no download). The first run on a
+    machine without a GPU also trains the `tiny-trained` model, once: {first_training()}. On a GPU with Mistral 7B
+    about a minute, loading {weight_bytes("mistral-7b-v0.1", "bf16").bytes / 1e9:,.1f} GB of bf16 weights for one
+    forward pass.
 
     Run this first, on the machine you will use. Set `WORKSHOP_PROFILE` to choose the model: `tiny`,
     `tiny-trained`, `mistral-7b`, `mistral-7b-random` or `auto` (the default: Mistral 7B when a CUDA GPU
@@ -54,13 +65,13 @@ def _(mo, term, weight_bytes):
 
 
 @app.cell
-def _(preflight):
+def _():
     info = preflight.summary()
     return (info,)
 
 
-@app.cell
-def _(mo):
+@app.cell(hide_code=True)
+def _():
     mo.md("""
     ## This machine and the profile
     """)
@@ -68,7 +79,7 @@ def _(mo):
 
 
 @app.cell
-def _(fmt_bytes, info, pd, plots):
+def _(info):
     dev = info["device"]
     machine = pd.DataFrame(
         [
@@ -86,7 +97,7 @@ def _(fmt_bytes, info, pd, plots):
 
 
 @app.cell
-def _(info, mo, preflight):
+def _(info):
     # Long messages (the reason, the weights check and its fix, a refused setting) as text, shown whole:
     # a table cell would cut them short.
     _weights, _fix = preflight.split_fix(info["weights"]["message"])
@@ -100,8 +111,8 @@ def _(info, mo, preflight):
     return
 
 
-@app.cell
-def _(mo):
+@app.cell(hide_code=True)
+def _():
     mo.md("""
     ## Library versions
     """)
@@ -109,20 +120,20 @@ def _(mo):
 
 
 @app.cell
-def _(info, pd, plots):
+def _(info):
     versions = pd.DataFrame(sorted(info["versions"].items()), columns=["library", "version"])
     plots.table(versions, "installed in this Python environment")
     return
 
 
 @app.cell
-def _(info, preflight):
+def _():
     model_check = preflight.check_model()  # loads exactly what the notebooks load (models.load())
     return (model_check,)
 
 
-@app.cell
-def _(mo, model_check):
+@app.cell(hide_code=True)
+def _(model_check):
     mo.md(f"""
     ## Go / no-go
 
@@ -132,14 +143,14 @@ def _(mo, model_check):
 
 
 @app.cell
-def _(info, model_check, pd, plots, preflight):
+def _(info, model_check):
     go = pd.DataFrame(preflight.go_no_go(model_check.ok, info["versions"], info["device"]["kind"]))
     plots.table(go, f"for profile {info['profile']} on {info['device']['kind']}")
     return (go,)
 
 
-@app.cell
-def _(go, mo):
+@app.cell(hide_code=True)
+def _(go):
     _ok = int((go["verdict"] == "go").sum())
     mo.md(f"""
     **What you should see.** *A laptop or CI (tiny profile, CPU)*: device `cpu`, profile `tiny`, the
@@ -153,8 +164,8 @@ def _(go, mo):
     return
 
 
-@app.cell
-def _(mo):
+@app.cell(hide_code=True)
+def _():
     mo.md("""
     ## Exercises
     """)
@@ -162,7 +173,7 @@ def _(mo):
 
 
 @app.cell
-def _(notebook):
+def _():
     from helpers.gpus import catalog as _catalog
     from helpers.specs import PRESETS as _PRESETS, param_count as _param_count
 
@@ -179,7 +190,7 @@ def _(notebook):
 
 
 @app.cell
-def _(notebook, weight_bytes):
+def _():
     notebook.exercise(2, """Ask the preflight about other profiles from a terminal:
     `python -c "from helpers import preflight; print(preflight.check_model('mistral-7b-random'))"`, then
     `WORKSHOP_PROFILE=mistral-70b python -c "from helpers import preflight; print(preflight.summary()['problems'])"`.
@@ -194,8 +205,8 @@ def _(notebook, weight_bytes):
     return
 
 
-@app.cell
-def _(mo, notebook, started):
+@app.cell(hide_code=True)
+def _():
     mo.md(f"""
     ## Takeaways
 

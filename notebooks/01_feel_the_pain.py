@@ -11,15 +11,13 @@ import marimo
 __generated_with = "0.25.2"
 app = marimo.App(width="medium")
 
-
-@app.cell
-def _():
+with app.setup:
     import time
 
     import marimo as mo
     import pandas as pd
 
-    from helpers import expected, models, notebook, plots, serving, workload_figures, workloads
+    from helpers import expected, models, notebook, plots, replay, serving, workload_figures, workloads
     from helpers.glossary import term
     from helpers.hardware import device_info
     from helpers.memory import kv_bytes_per_token, kv_cache_bytes, measured_model_bytes
@@ -29,13 +27,10 @@ def _():
     notebook.setup()
     started = time.perf_counter()
     gpu = expected.gpu_expectations()
-    return (device_info, expected, fmt_bytes, fmt_seconds, gpu, kv_bytes_per_token, kv_cache_bytes,
-            measured_model_bytes, mo, models, notebook, pd, plots, serving, started, streamed_weight_bytes, term,
-            workload_figures, workloads)
 
 
-@app.cell
-def _(gpu, mo, term):
+@app.cell(hide_code=True)
+def _():
     mo.md(f"""
     # 01 · Feel the pain
 
@@ -64,27 +59,47 @@ def _(gpu, mo, term):
 
 
 @app.cell
-def _(models, workloads):
+def _():
     loaded = models.load()
     sizes = workloads.sizes_for(loaded)
-    label = loaded.label
-    return label, loaded, sizes
+    return loaded, sizes
 
 
-@app.cell
-def _(loaded, mo, sizes):
+@app.function
+def serve_both(loaded, requests):
+    """The same requests served one after another and together (helpers.serving.compare_serving)."""
+    return serving.compare_serving(loaded.model, requests, loaded.device)
+
+
+@app.function
+def users_measured(loaded, context: int, batches) -> dict:
+    """The users sweep (helpers.workloads.users_sweep) with what its figure needs of the device it ran on:
+    on CUDA the device's memory and the model's bytes, so the figure can draw memory − weights."""
+    cuda = loaded.device.startswith("cuda")
+    return {"users": workloads.users_sweep(loaded, context, batches), "context": context,
+            "total_memory": device_info(loaded.device).total_memory if cuda else None,
+            "model_bytes": measured_model_bytes(loaded.model) if cuda else None}
+
+
+@app.cell(hide_code=True)
+def _(loaded, sizes):
     mo.md(f"""
     Running **{loaded.label}** ({loaded.reason}). Sweep sizes are chosen for this profile and device
     by `helpers.workloads.sweep_sizes`: prompts of {sizes.ttft_tokens[0]:,} to {sizes.ttft_tokens[-1]:,}
     tokens, {sizes.requests} requests. Timings are medians of repeats after a warm-up, with the device
     synchronised (`helpers.timing`).
+
+    Each measurement has a **Run live** button. Headless and in Jupyter every measurement runs here, as
+    always; with `WORKSHOP_REPLAY=1` (a room with a slow laptop) a recorded run's values show at once,
+    labelled with where and when they were recorded, and the button measures them here instead.
     """)
     return
 
 
-@app.cell
-def _(mo, term):
-    mo.md(f"""
+@app.cell(hide_code=True)
+def _():
+    memory_button = replay.run_button()
+    mo.vstack([mo.md(f"""
     ## 1 · Memory grows with every token
 
     To produce each new token, attention compares it with a *key* vector of every earlier token and
@@ -94,29 +109,37 @@ def _(mo, term):
     `transformers` `DynamicCache` and count the bytes of the key and value tensors it holds. The
     line is the formula, `tokens × 2 (K and V) × layers × KV heads × head_dim × bytes per element`
     ("KV heads": the key/value heads, fewer than the query heads under {term("GQA")}).
-    """)
+    """), memory_button])
+    return (memory_button,)
+
+
+@app.cell
+def _(loaded, memory_button, sizes):
+    memory_run = replay.measure("01/memory", models.run_on, loaded, workloads.memory_growth, sizes.memory_tokens,
+                                run=memory_button.value, profile=loaded.profile, device=loaded.device)
+    memory_on, memory = memory_run.value
+    workload_figures.memory_figure(memory, memory_run.source(memory_on), memory_on.spec, memory_on.dtype)
+    return memory, memory_on, memory_run
+
+
+@app.cell(hide_code=True)
+def _(memory_run):
+    memory_run.note()
     return
 
 
-@app.cell
-def _(loaded, sizes, workload_figures, workloads):
-    memory = workloads.memory_growth(loaded, sizes.memory_tokens)
-    workload_figures.memory_figure(memory, loaded)
-    return (memory,)
-
-
-@app.cell
-def _(fmt_bytes, kv_bytes_per_token, label, loaded, memory, mo):
+@app.cell(hide_code=True)
+def _(memory, memory_on):
     _ok = memory[~memory["oom"]]
     _match = bool((_ok["cache_bytes"] == _ok["formula_bytes"]).all()) and not _ok.empty
-    _window = loaded.spec.sliding_window
+    _window = memory_on.spec.sliding_window
     _note = (f" This model's layers slide over a {_window:,}-token window, so past {_window - 1:,} tokens "
              "the cache stops growing (the formula honours the window)." if _window else "")
     _peak = (" On CUDA the red crosses are the allocator's peak above the weights: the cache plus the "
              "prefill's activations." if _ok["peak_above_weights_bytes"].notna().any() else "")
     mo.md(f"""
-    Per token this model caches **{fmt_bytes(kv_bytes_per_token(loaded.spec, loaded.dtype))}**
-    ({loaded.dtype}). The measured bytes {'equal the formula at every point' if _match else '**differ from the formula**'}
+    Per token this model caches **{fmt_bytes(kv_bytes_per_token(memory_on.spec, memory_on.dtype))}**
+    ({memory_on.dtype}). The measured bytes {'equal the formula at every point' if _match else '**differ from the formula**'}
     ({len(_ok)} points{f", up to {fmt_bytes(int(_ok['cache_bytes'].max()))} at {int(_ok['tokens'].max()):,} tokens" if len(_ok) else ""}).{_note}{_peak}
     For Mistral 7B in bf16 the same formula gives {fmt_bytes(kv_bytes_per_token("mistral-7b-v0.1", "bf16"))} per
     token: {kv_bytes_per_token("mistral-7b-v0.1", "bf16") * 4096 / 2**30:.1f} GiB for one 4k-token conversation.
@@ -125,19 +148,19 @@ def _(fmt_bytes, kv_bytes_per_token, label, loaded, memory, mo):
 
 
 @app.cell
-def _(label, memory, plots):
-    plots.table(memory, f"measured: {label}")
+def _(memory, memory_on, memory_run):
+    plots.table(memory, plots.source_label(memory_run.source(memory_on)))
     return
 
 
-@app.cell
-def _(fmt_bytes, gpu, kv_bytes_per_token, kv_cache_bytes, loaded, mo, sizes):
-    _tiny = kv_bytes_per_token(loaded.spec, loaded.dtype)
-    _n = sizes.memory_tokens[-1]
+@app.cell(hide_code=True)
+def _(memory, memory_on):
+    _tiny = kv_bytes_per_token(memory_on.spec, memory_on.dtype)
+    _n = int(memory["tokens"].max())
     mo.md(f"""
     **What you should see.** Every blue point (measured) on the orange line (computed), and
     `cache_bytes` equal to `formula_bytes` in every row: the formula is exact, not an estimate.
-    *Tiny model on a CPU* (fp32): {fmt_bytes(_tiny)} per token, so {fmt_bytes(kv_cache_bytes(loaded.spec, _n, 1, loaded.dtype))}
+    *Tiny model on a CPU* (fp32): {fmt_bytes(_tiny)} per token, so {fmt_bytes(kv_cache_bytes(memory_on.spec, _n, 1, memory_on.dtype))}
     at {_n:,} tokens — a straight line. *Mistral 7B on a GPU* (bf16): {fmt_bytes(gpu["kv_bytes_per_token"])}
     per token; v0.1 slides a {gpu["window"]:,}-token window, so the line bends flat there and stays at
     {fmt_bytes(gpu["cache_at_longest"])} up to {gpu["longest"]:,} tokens. On CUDA the crosses (the allocator's
@@ -146,9 +169,10 @@ def _(fmt_bytes, gpu, kv_bytes_per_token, kv_cache_bytes, loaded, mo, sizes):
     return
 
 
-@app.cell
-def _(mo, term):
-    mo.md(f"""
+@app.cell(hide_code=True)
+def _():
+    ttft_button = replay.run_button()
+    mo.vstack([mo.md(f"""
     ## 2 · Time to first token grows with the prompt
 
     {term("TTFT")} (time to first token), for a request served alone, is its prefill: one forward pass
@@ -156,20 +180,29 @@ def _(mo, term):
     through every weight matrix (work ∝ *n*), and attention compares every token with every earlier
     one (work ∝ *n²*). Counted in {term("FLOP", "flop")}s (floating-point operations), a forward pass
     costs about 2 per parameter per token plus attention's share.
-    """)
+    """), ttft_button])
+    return (ttft_button,)
+
+
+@app.cell
+def _(loaded, sizes, ttft_button):
+    ttft_run = replay.measure("01/ttft", models.run_on, loaded, workloads.ttft_sweep, sizes.ttft_tokens,
+                              sizes.ttft_repeats, run=ttft_button.value, profile=loaded.profile,
+                              device=loaded.device)
+    ttft_on, ttft = ttft_run.value
+    ttft_fit = workloads.fit_or_none(ttft)
+    workload_figures.ttft_figure(ttft, ttft_fit, ttft_run.source(ttft_on))
+    return ttft, ttft_fit, ttft_on, ttft_run
+
+
+@app.cell(hide_code=True)
+def _(ttft_run):
+    ttft_run.note()
     return
 
 
-@app.cell
-def _(loaded, sizes, workload_figures, workloads):
-    ttft = workloads.ttft_sweep(loaded, sizes.ttft_tokens, sizes.ttft_repeats)
-    ttft_fit = workloads.fit_or_none(ttft)
-    workload_figures.ttft_figure(ttft, ttft_fit, loaded)
-    return ttft, ttft_fit
-
-
-@app.cell
-def _(mo, ttft_fit):
+@app.cell(hide_code=True)
+def _(ttft_fit):
     _law = ttft_fit.describe() if ttft_fit else "fewer than three prompt lengths ran, too few to fit a law."
     mo.md(f"""
     **Growth law, fitted** (`helpers.workloads.fit_growth`, non-negative least squares on relative error
@@ -183,19 +216,19 @@ def _(mo, ttft_fit):
 
 
 @app.cell
-def _(label, plots, ttft):
-    plots.table(ttft, f"measured: {label}; times in seconds (median and p90 of the repeats)")
+def _(ttft, ttft_on, ttft_run):
+    plots.table(ttft, f"{plots.source_label(ttft_run.source(ttft_on))}; times in seconds (median and p90 of the repeats)")
     return
 
 
-@app.cell
-def _(expected, fmt_seconds, gpu, loaded, mo, sizes):
-    _n = sizes.ttft_tokens[-1]
+@app.cell(hide_code=True)
+def _(ttft, ttft_on):
+    _n = int(ttft["tokens"].max())
     _lo, _hi = gpu["ttft_floor_s"].items()
     mo.md(f"""
     **What you should see.** *Tiny model on a CPU*: short prompts take about the same time (a fixed cost
     per forward: Python and operator dispatch), then the time rises with the prompt; by {_n:,} tokens
-    attention is {expected.attention_share(loaded.spec, _n):.0%} of this model's prefill FLOPs — on a
+    attention is {expected.attention_share(ttft_on.spec, _n):.0%} of this model's prefill FLOPs — on a
     CPU, though, the fixed cost and a busy machine's noise can hide that, so the fit may or may not
     keep an n² term. *Mistral 7B on an {gpu["gpu"]}*: at least {fmt_seconds(_lo[1])} for
     {_lo[0]:,} tokens (reading {gpu["weight_bytes"] / 1e9:,.1f} GB of weights once) and {fmt_seconds(_hi[1])} for {_hi[0]:,} tokens
@@ -206,40 +239,49 @@ def _(expected, fmt_seconds, gpu, loaded, mo, sizes):
     return
 
 
-@app.cell
-def _(mo):
-    mo.md("""
+@app.cell(hide_code=True)
+def _():
+    share_lengths = [512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072]
+    share_prompt = mo.ui.slider(steps=share_lengths, value=notebook.env_default("WORKSHOP_SHARE_PROMPT", 4096, share_lengths),
+                                show_value=True, label="prompt length (tokens)")
+    mo.vstack([mo.md("""
     ### Attention's share of the prefill falls as the model gets wider
 
     Per prompt token, the weight matmuls cost 2 FLOPs per parameter — and the parameters of a layer
     grow with the *square* of its width — while attention costs 4 × heads × head_dim per earlier
     token, which grows only *linearly* with the width. So the wider the model, the longer the prompt
     must be before attention's FLOPs catch up with the matmuls'. Computed from each config
-    (`helpers.expected.attention_share_rows`, over the FLOP counts of `helpers.roofline`):
-    """)
-    return
+    (`helpers.expected.attention_share_rows`, over the FLOP counts of `helpers.roofline`) at the prompt
+    length you pick (a length beyond a model's context is left empty):
+    """), share_prompt, notebook.static_note({"WORKSHOP_SHARE_PROMPT": "the prompt length (512 … 131072 tokens)"})])
+    return (share_prompt,)
 
 
 @app.cell
-def _(expected, loaded, pd, plots):
-    share_rows = pd.DataFrame(expected.attention_share_rows(extra={f"{loaded.profile} (this run)": loaded.spec}))
+def _(loaded, share_prompt):
+    share_rows = pd.DataFrame(expected.attention_share_rows(tokens=(share_prompt.value,),
+                                                            extra={f"{loaded.profile} (this run)": loaded.spec}))
     plots.table(share_rows, "computed from each config.json: attention's share of one prompt's prefill FLOPs "
                             "(matmuls + attention + output head)")
     return (share_rows,)
 
 
-@app.cell
-def _(expected, loaded, mo, share_rows):
+@app.cell(hide_code=True)
+def _(loaded, share_prompt, share_rows):
     _rows = share_rows.set_index("model")
     _mine = _rows.iloc[0]
+    _n = share_prompt.value
     _v1 = expected.attention_parity_tokens("mistral-7b-v0.1")
     _v3 = expected.attention_parity_tokens("mistral-7b-v0.3")
     _tiny = expected.attention_parity_tokens(loaded.spec)
     _ctx3 = _rows.loc["mistral-7b-v0.3", "context (tokens)"]
     _w = int(_rows.loc["mistral-7b-v0.1", "window"])
+    _at = _rows[f"attention share at {_n:,} (%)"]
     mo.md(f"""
-    The model running here (hidden size {int(_mine["hidden size"]):,}) reaches attention = matmuls at
-    **{f"{_tiny:,} tokens" if _tiny else "no length"}**. Mistral 7B (hidden size 4,096) would need
+    At **{_n:,} tokens** attention is {_at.iloc[0]:.1f} % of the prefill's FLOPs for the model running here and
+    {_at["mistral-7b-v0.3"]:.1f} % for Mistral 7B v0.3 (v0.1, whose window caps what each token attends to:
+    {_at["mistral-7b-v0.1"]:.1f} %). The model running here (hidden size {int(_mine["hidden size"]):,}) reaches
+    attention = matmuls at **{f"{_tiny:,} tokens" if _tiny else "no length"}**. Mistral 7B (hidden size 4,096) would need
     **{f"{_v3:,} tokens" if _v3 else "more than a million tokens"}** without a window (v0.3's shape), which is
     {"beyond" if _v3 and _v3 > _ctx3 else "within"} v0.3's {int(_ctx3):,}-token context; v0.1, whose layers see at most
     {_w:,} earlier tokens, gets there **{"never" if _v1 is None else f"at {_v1:,} tokens"}** — at its window attention
@@ -250,9 +292,10 @@ def _(expected, loaded, mo, share_rows):
     return
 
 
-@app.cell
-def _(mo):
-    mo.md("""
+@app.cell(hide_code=True)
+def _():
+    serving_button = replay.run_button()
+    mo.vstack([mo.md("""
     ## 3 · Throughput: one after another, then together
 
     The same requests, all arriving at time 0, served two ways:
@@ -265,28 +308,37 @@ def _(mo):
     The timeline shows, for each request, the time it waited (grey), its prefill up to the first
     token (orange), its decoding up to its last token (blue) and, in the batch, the time its row sat
     idle until the longest request was done (hatched).
-    """)
-    return
+    """), serving_button])
+    return (serving_button,)
 
 
 @app.cell
-def _(loaded, serving, sizes, workload_figures):
+def _(loaded, serving_button, sizes):
     requests = serving.make_requests(sizes.requests, sizes.prompt_range, sizes.new_tokens_range,
                                      vocab=loaded.model.config.vocab_size)
-    served = serving.compare_serving(loaded.model, requests, loaded.device)
-    workload_figures.timeline_figure(served.results, loaded)
-    return (served,)
+    served_run = replay.measure("01/serving", models.run_on, loaded, serve_both, requests, run=serving_button.value,
+                                profile=loaded.profile, device=loaded.device)
+    served_on, served = served_run.value
+    served_source = served_run.source(served_on)
+    workload_figures.timeline_figure(served.results, served_source)
+    return served, served_on, served_run, served_source
 
 
-@app.cell
-def _(label, pd, plots, served):
-    throughput = pd.DataFrame([r.summary() for r in served.results])
-    plots.table(throughput, f"measured: {label}; times in seconds after all requests arrived")
+@app.cell(hide_code=True)
+def _(served_run):
+    served_run.note()
     return
 
 
 @app.cell
-def _(loaded, mo, served):
+def _(served, served_source):
+    throughput = pd.DataFrame([r.summary() for r in served.results])
+    plots.table(throughput, f"{plots.source_label(served_source)}; times in seconds after all requests arrived")
+    return
+
+
+@app.cell(hide_code=True)
+def _(served, served_on):
     _seq, _bat = served.sequential, served.batched
     if _seq is None or _bat is None:
         _out = mo.md(f"**The device ran out of memory** serving these requests ({served.oom_message}); the mode "
@@ -294,7 +346,7 @@ def _(loaded, mo, served):
     else:
         _same = sum(a.tokens == b.tokens for a, b in zip(_seq.timings, _bat.timings))
         _check = ("identical in both modes, so the padding, mask and positions are right" if _same == len(_seq.timings)
-                  else f"identical for {_same} of {len(_seq.timings)} requests: in {loaded.dtype}, batched kernels round "
+                  else f"identical for {_same} of {len(_seq.timings)} requests: in {served_on.dtype}, batched kernels round "
                   "differently and random weights leave near-ties between the top two tokens, so greedy paths can part "
                   "(the tests check exact agreement on the tiny model in fp32)")
         _wasted = sum(max(t.new_tokens for t in _bat.timings) - t.new_tokens for t in _bat.timings)
@@ -314,54 +366,59 @@ def _(loaded, mo, served):
 
 
 @app.cell
-def _(label, pd, plots, served):
+def _(served, served_source):
     timeline = pd.concat([r.frame() for r in served.results], ignore_index=True)
-    plots.table(timeline, f"measured: {label}; every request, seconds after all arrived")
+    plots.table(timeline, f"{plots.source_label(served_source)}; every request, seconds after all arrived")
     return
 
 
-@app.cell
-def _(mo, term):
+@app.cell(hide_code=True)
+def _():
     mo.md(f"""
     ### What batching costs each request
 
     Throughput is the server's view. Each user sees latency: the {term("TTFT")} and the {term("ITL")}
     (here the median decode step of a request). Side by side, per mode
-    (`helpers.serving.latency_cost`):
+    (`helpers.serving.latency_cost`), and below it each figure of the batch against the same figure one
+    after another:
     """)
     return
 
 
 @app.cell
-def _(label, pd, plots, served, serving):
+def _(served, served_source):
     latency = pd.DataFrame(serving.latency_cost(served))
-    plots.table(latency, f"measured: {label}; the time to first token includes waiting, the prefill does not")
+    plots.table(latency, f"{plots.source_label(served_source)}; the time to first token includes waiting, "
+                         "the prefill does not")
     return (latency,)
 
 
 @app.cell
-def _(gpu, latency, mo, term):
+def _(latency):
+    # Each figure of the batch ÷ the same figure one after another: the reasoning below reads these.
     _m = latency.set_index("mode")
-    if len(_m) < 2:
+    batch_cost = (None if len(_m) < 2 else pd.Series({
+        "throughput (tokens/s)": _m.iloc[1]["tokens/s"] / _m.iloc[0]["tokens/s"],
+        "decode step": _m.iloc[1]["median decode step (ms)"] / _m.iloc[0]["median decode step (ms)"],
+        "prefill": _m.iloc[1]["median prefill (ms)"] / _m.iloc[0]["median prefill (ms)"],
+        "time to first token": _m.iloc[1]["median time to first token (ms)"] / _m.iloc[0]["median time to first token (ms)"],
+    }, name="together ÷ one after another"))
+    batch_cost.to_frame().round(2) if batch_cost is not None else mo.md("Only one mode ran (out of memory).")
+    return (batch_cost,)
+
+
+@app.cell(hide_code=True)
+def _(batch_cost):
+    if batch_cost is None:
         _text = "Only one mode ran (out of memory), so there is nothing to set side by side."
     else:
-        _s, _b = _m.iloc[0], _m.iloc[1]
-        _step = _b["median decode step (ms)"] / _s["median decode step (ms)"]
-        _pre = _b["median prefill (ms)"] / _s["median prefill (ms)"]
-        _wait = _s["median time to first token (ms)"] / _b["median time to first token (ms)"]
-        _gain = _b["tokens/s"] / _s["tokens/s"]
+        _step, _pre, _ttft = batch_cost["decode step"], batch_cost["prefill"], batch_cost["time to first token"]
         _text = f"""
-        Batching multiplies throughput by **{_gain:,.1f}×**. Its price: each decode step takes
-        **{_step:,.1f}×** {"as long as" if _step >= 1 else "the time of"} one sequence's step, and the one prefill of the
-        whole padded batch takes {_pre:,.1f}× a single prompt's. The median user still gets the first
-        token {_wait:,.1f}× {"sooner" if _wait >= 1 else "later"}, because one after another most requests *wait* for the ones
-        ahead — the worst latency of all comes from a queue, not from a batch.
-
-        On a GPU the step grows much less than the batch: for Mistral 7B on an {gpu["gpu"]} the planner's
-        floor is {gpu["batched_step_s"][1] * 1e3:,.2f} ms at batch 1, {gpu["batched_step_s"][8] * 1e3:,.2f} ms at batch 8 and
-        {gpu["batched_step_s"][64] * 1e3:,.2f} ms at batch 64 (1,024 tokens cached each): 64 users for
-        {gpu["batched_step_s"][64] / gpu["batched_step_s"][1]:,.1f}× the step time, because a decode step mostly
-        reads the weights, once for the whole batch.
+        Batching multiplies throughput by **{batch_cost["throughput (tokens/s)"]:,.1f}×**. Its price: each decode step
+        takes **{_step:,.1f}×** {"as long as" if _step >= 1 else "the time of"} one sequence's step, and the one prefill
+        of the whole padded batch takes {_pre:,.1f}× a single prompt's. The median user still gets the first
+        token {1 / _ttft:,.1f}× {"sooner" if _ttft <= 1 else "later"}, because one after another most requests *wait* for
+        the ones ahead — the worst latency of all comes from a queue, not from a batch.
 
         This is the {term("quality–latency–throughput triangle", "quality-latency-throughput-triangle")}:
         with a GPU and a model fixed, a bigger batch buys throughput (users, cost per token) with latency;
@@ -373,8 +430,34 @@ def _(gpu, latency, mo, term):
     return
 
 
+@app.cell(hide_code=True)
+def _():
+    gpu_batches = [1, 2, 4, 8, 16, 32, 64, 128, 256]
+    gpu_batch = mo.ui.slider(steps=gpu_batches, value=notebook.env_default("WORKSHOP_GPU_BATCH", 64, gpu_batches), show_value=True,
+                             label=f"batch on an {gpu['gpu']} (sequences of 1,024 tokens)")
+    mo.vstack([mo.md(f"""
+    **On a GPU the step grows much less than the batch.** The capacity planner's floor for Mistral 7B on
+    an {gpu["gpu"]} (`helpers.expected.gpu_plan`: the bytes a step reads ÷ the datasheet's bandwidth, or its
+    FLOPs ÷ the peak), for the batch you pick, against batch 1:
+    """), gpu_batch, notebook.static_note({"WORKSHOP_GPU_BATCH": "the batch (1 … 256)"})])
+    return (gpu_batch,)
+
+
 @app.cell
-def _(mo):
+def _(gpu_batch):
+    gpu_one, gpu_many = expected.gpu_plan(context=1024, batch=1), expected.gpu_plan(context=1024, batch=gpu_batch.value)
+    mo.md(f"""
+    **Batch {gpu_batch.value:,}**: {"a step of " + f"{gpu_many.step_floor_s * 1e3:,.2f} ms ({gpu_many.bound}-bound) against "
+    f"{gpu_one.step_floor_s * 1e3:,.2f} ms at batch 1 — **{gpu_many.step_floor_s / gpu_one.step_floor_s:,.2f}× the step for "
+    f"{gpu_batch.value:,}× the tokens**, {gpu_many.batch / gpu_many.step_floor_s:,.0f} tokens/s against "
+    f"{1 / gpu_one.step_floor_s:,.0f}. A decode step mostly reads the weights, once for the whole batch; each sequence "
+    "adds only its own cache." if gpu_many.fits else f"does not fit: {gpu_many.reason}."}
+    """)
+    return
+
+
+@app.cell(hide_code=True)
+def _():
     mo.md("""
     **What you should see.** *Tiny model on a CPU*: more tokens per second together than one after
     another, but batched steps that take longer than single ones — a CPU has little spare compute to
@@ -385,32 +468,41 @@ def _(mo):
     return
 
 
-@app.cell
-def _(mo, term):
-    mo.md(f"""
+@app.cell(hide_code=True)
+def _():
+    itl_button = replay.run_button()
+    mo.vstack([mo.md(f"""
     ## 4 · Inter-token latency as the context grows
 
     After the prefill, each new token is one {term("decode")} step: one token per sequence goes through
     the model and attends to every cached key and value (reused, not recomputed). Its duration is the
     {term("ITL")}. The step reads all the weights plus the whole cache from memory and does little
     arithmetic with each byte — it is {term("memory-bound")} — so it grows with the context.
-    """)
+    """), itl_button])
+    return (itl_button,)
+
+
+@app.cell
+def _(itl_button, loaded, sizes):
+    itl_run = replay.measure("01/itl", models.run_on, loaded, workloads.itl_sweep, sizes.itl_contexts, sizes.itl_steps,
+                             run=itl_button.value, profile=loaded.profile, device=loaded.device)
+    itl_on, itl = itl_run.value
+    workload_figures.itl_figure(itl, itl_run.source(itl_on))
+    return itl, itl_on, itl_run
+
+
+@app.cell(hide_code=True)
+def _(itl_run):
+    itl_run.note()
     return
 
 
-@app.cell
-def _(loaded, sizes, workload_figures, workloads):
-    itl = workloads.itl_sweep(loaded, sizes.itl_contexts, sizes.itl_steps)
-    workload_figures.itl_figure(itl, loaded)
-    return (itl,)
-
-
-@app.cell
-def _(fmt_bytes, itl, kv_bytes_per_token, loaded, mo, streamed_weight_bytes):
+@app.cell(hide_code=True)
+def _(itl, itl_on):
     _ok = itl[~itl["oom"]]
     _lo, _hi = (_ok.iloc[0], _ok.iloc[-1]) if len(_ok) else (None, None)
-    _w = streamed_weight_bytes(loaded.spec, loaded.dtype)
-    _kv = kv_bytes_per_token(loaded.spec, loaded.dtype) * int(_hi["context"]) if len(_ok) else 0
+    _w = streamed_weight_bytes(itl_on.spec, itl_on.dtype)
+    _kv = kv_bytes_per_token(itl_on.spec, itl_on.dtype) * int(_hi["context"]) if len(_ok) else 0
     mo.md("No context ran: the device was out of memory at the first point." if _hi is None else f"""
     From {int(_lo['context']):,} to {int(_hi['context']):,} tokens of context the median step goes from
     {_lo['itl_s'] * 1e3:,.2f} ms to {_hi['itl_s'] * 1e3:,.2f} ms. Each step reads the weights
@@ -422,16 +514,16 @@ def _(fmt_bytes, itl, kv_bytes_per_token, loaded, mo, streamed_weight_bytes):
 
 
 @app.cell
-def _(itl, label, plots):
-    plots.table(itl, f"measured: {label}; step times in seconds (median and p90)")
+def _(itl, itl_on, itl_run):
+    plots.table(itl, f"{plots.source_label(itl_run.source(itl_on))}; step times in seconds (median and p90)")
     return
 
 
-@app.cell
-def _(gpu, kv_cache_bytes, loaded, mo, sizes, streamed_weight_bytes, term):
+@app.cell(hide_code=True)
+def _(itl, itl_on):
     _c0, _c1 = gpu["step_floor_s"]
-    _lw = streamed_weight_bytes(loaded.spec, loaded.dtype)
-    _kv = [kv_cache_bytes(loaded.spec, c, 1, loaded.dtype) for c in (sizes.itl_contexts[0], sizes.itl_contexts[-1])]
+    _lw = streamed_weight_bytes(itl_on.spec, itl_on.dtype)
+    _kv = [kv_cache_bytes(itl_on.spec, int(c), 1, itl_on.dtype) for c in (itl["context"].min(), itl["context"].max())]
     _tiny_growth = (_lw + _kv[1]) / (_lw + _kv[0]) - 1
     mo.md(f"""
     **What you should see.** *Tiny model on a CPU*: the bytes a step reads grow by only
@@ -448,40 +540,50 @@ def _(gpu, kv_cache_bytes, loaded, mo, sizes, streamed_weight_bytes, term):
     return
 
 
-@app.cell
-def _(mo):
-    mo.md("""
+@app.cell(hide_code=True)
+def _():
+    users_button = replay.run_button()
+    mo.vstack([mo.md("""
     ## 5 · How many users fit — until the device runs out
 
     Concurrent sequences of a fixed context, prefilled together into one cache, then one decode step.
     On a GPU the batch doubles until the device runs out of memory: the sweep stops there and marks
     the point. On a CPU the sweep stays small: host memory is not something to exhaust on purpose.
-    """)
+    """), users_button])
+    return (users_button,)
+
+
+@app.cell
+def _(loaded, sizes, users_button):
+    users_run = replay.measure("01/users", models.run_on, loaded, users_measured, sizes.users_context,
+                               sizes.users_batches, run=users_button.value, profile=loaded.profile, device=loaded.device)
+    users_on, users_result = users_run.value
+    users = users_result["users"]
+    workload_figures.users_figure(users, users_run.source(users_on), users_result["total_memory"],
+                                  users_result["model_bytes"])
+    return users, users_on, users_result, users_run
+
+
+@app.cell(hide_code=True)
+def _(users_run):
+    users_run.note()
     return
 
 
-@app.cell
-def _(device_info, loaded, measured_model_bytes, sizes, workload_figures, workloads):
-    users = workloads.users_sweep(loaded, sizes.users_context, sizes.users_batches)
-    _cuda = loaded.device.startswith("cuda")
-    workload_figures.users_figure(users, loaded, device_info(loaded.device).total_memory if _cuda else None,
-                                  measured_model_bytes(loaded.model) if _cuda else None)
-    return (users,)
-
-
-@app.cell
-def _(fmt_bytes, mo, sizes, users):
+@app.cell(hide_code=True)
+def _(users, users_result):
     _ok = users[~users["oom"]]
     _oom = users.attrs.get("oom_at")
+    _ctx = users_result["context"]
     if _oom is not None and _ok.empty:
         _text = (f"The device **ran out of memory at the first batch** ({_oom:,} sequences of "
-                 f"{sizes.users_context:,} tokens): nothing is left beside the weights.")
+                 f"{_ctx:,} tokens): nothing is left beside the weights.")
     elif _oom is not None:
-        _text = (f"The device **ran out of memory at {_oom:,} sequences** of {sizes.users_context:,} tokens; the "
+        _text = (f"The device **ran out of memory at {_oom:,} sequences** of {_ctx:,} tokens; the "
                  f"largest batch that ran was {int(_ok['batch'].max()):,}, with a cache of "
                  f"{fmt_bytes(int(_ok['cache_bytes'].max()))}. The sweep ended there and the memory was given back.")
     else:
-        _text = (f"All {len(_ok)} batches ran (up to {int(_ok['batch'].max()):,} sequences × {sizes.users_context:,} "
+        _text = (f"All {len(_ok)} batches ran (up to {int(_ok['batch'].max()):,} sequences × {_ctx:,} "
                  f"tokens, a cache of {fmt_bytes(int(_ok['cache_bytes'].max()))}); no out-of-memory point on this "
                  "device with these sizes.")
     mo.md(_text + " Notebook 02 turns this into an equation: memory − weights − overhead, divided by the "
@@ -490,15 +592,15 @@ def _(fmt_bytes, mo, sizes, users):
 
 
 @app.cell
-def _(label, plots, users):
-    plots.table(users, f"measured: {label}")
+def _(users, users_on, users_run):
+    plots.table(users, plots.source_label(users_run.source(users_on)))
     return
 
 
-@app.cell
-def _(gpu, mo, sizes):
+@app.cell(hide_code=True)
+def _(users):
     mo.md(f"""
-    **What you should see.** *Tiny model on a CPU*: all {len(sizes.users_batches)} batches run, the cache on the
+    **What you should see.** *Tiny model on a CPU*: all {len(users)} batches run, the cache on the
     formula's line. *Mistral 7B on an {gpu["gpu"]}* ({gpu["memory_bytes"] / 1e9:,.0f} GB): beside
     {gpu["weight_bytes"] / 1e9:,.2f} GB of weights the whole memory holds about {gpu["users_fit"]:,} sequences of
     {gpu["users_context"]:,} tokens (`helpers.memory.max_users`, no overhead), so the doubling sweep should run out
@@ -508,8 +610,8 @@ def _(gpu, mo, sizes):
     return
 
 
-@app.cell
-def _(mo):
+@app.cell(hide_code=True)
+def _():
     mo.md("""
     ## Exercises
     """)
@@ -517,7 +619,7 @@ def _(mo):
 
 
 @app.cell
-def _(fmt_bytes, kv_cache_bytes, notebook):
+def _():
     _b = kv_cache_bytes("mistral-7b-v0.1", 4096, 8, "bf16")
     _b16 = kv_cache_bytes("mistral-7b-v0.3", 16384, 8, "bf16")
     _b1 = kv_cache_bytes("mistral-7b-v0.1", 16384, 8, "bf16")
@@ -532,7 +634,7 @@ def _(fmt_bytes, kv_cache_bytes, notebook):
 
 
 @app.cell
-def _(expected, notebook):
+def _():
     from helpers.specs import get_spec as _get_spec
 
     _l = expected.attention_parity_tokens("llama-3.1-8b")
@@ -550,7 +652,7 @@ def _(expected, notebook):
 
 
 @app.cell
-def _(gpu, notebook):
+def _():
     notebook.exercise(3, """Ask the capacity planner what batching does on a GPU:
     `python -m helpers capacity --model mistral-7b-v0.1 --gpu "H100 SXM" --context 1024 --batch 1`, then
     `--batch 64`. How much longer is a decode step of 64 sequences than a step of one, and how many more
@@ -563,8 +665,8 @@ def _(gpu, notebook):
     return
 
 
-@app.cell
-def _(fmt_bytes, gpu, mo, notebook, started):
+@app.cell(hide_code=True)
+def _():
     mo.md(f"""
     ## Takeaways
 

@@ -11,9 +11,7 @@ import marimo
 __generated_with = "0.25.2"
 app = marimo.App(width="medium")
 
-
-@app.cell
-def _():
+with app.setup:
     import time
 
     import marimo as mo
@@ -26,11 +24,10 @@ def _():
 
     notebook.setup()
     started = time.perf_counter()
-    return GB, GiB, fmt_bytes, get_spec, memory, mo, models, notebook, param_count, pd, plots, started, term, workloads
 
 
-@app.cell
-def _(mo, term):
+@app.cell(hide_code=True)
+def _():
     mo.md(f"""
     # 02 · The memory equation
 
@@ -57,15 +54,15 @@ def _(mo, term):
 
 
 @app.cell
-def _(get_spec, models):
+def _():
     loaded = models.load()
     spec = loaded.spec
     mistral = get_spec("mistral-7b-v0.1")
     return loaded, mistral, spec
 
 
-@app.cell
-def _(memory, mo):
+@app.cell(hide_code=True)
+def _():
     _w = memory.weight_bytes("mistral-7b-v0.1", "bf16")
     mo.md(f"""
     ## 1 · Weights: parameters × bytes per parameter
@@ -79,7 +76,7 @@ def _(memory, mo):
 
 
 @app.cell
-def _(GB, memory, mistral, param_count, pd, plots):
+def _(mistral):
     _rows = []
     for _scheme in ("fp32", "bf16", "fp16", "int8", "nf4"):
         _w = memory.weight_bytes(mistral, _scheme)
@@ -90,8 +87,8 @@ def _(GB, memory, mistral, param_count, pd, plots):
     return
 
 
-@app.cell
-def _(loaded, mo):
+@app.cell(hide_code=True)
+def _(loaded):
     mo.md(f"""
     **The check on this machine**: the model loaded here is **{loaded.label}**. Its weights computed from
     its config, per dtype, against the bytes of the tensors it actually holds
@@ -101,7 +98,7 @@ def _(loaded, mo):
 
 
 @app.cell
-def _(loaded, memory, param_count, pd, plots, spec):
+def _(loaded, spec):
     _measured = memory.measured_weight_bytes(loaded.model)
     _buffers = memory.measured_model_bytes(loaded.model) - _measured
     _rows = []
@@ -117,8 +114,8 @@ def _(loaded, memory, param_count, pd, plots, spec):
     return (profile_weights,)
 
 
-@app.cell
-def _(fmt_bytes, memory, mistral, mo, profile_weights):
+@app.cell(hide_code=True)
+def _(mistral, profile_weights):
     _row = profile_weights[profile_weights["measured bytes"].notna()].iloc[0]
     mo.md(f"""
     **What you should see.** The loaded dtype's row with `equal` true: the bytes the model holds are the
@@ -129,8 +126,8 @@ def _(fmt_bytes, memory, mistral, mo, profile_weights):
     return
 
 
-@app.cell
-def _(mo, term):
+@app.cell(hide_code=True)
+def _():
     mo.md(f"""
     ## 2 · KV cache per token, term by term
 
@@ -143,7 +140,7 @@ def _(mo, term):
 
 
 @app.cell
-def _(fmt_bytes, loaded, memory, mistral, pd, plots, spec):
+def _(loaded, mistral, spec):
     def _terms(s, dtype, model):
         t = memory.kv_terms(s, dtype)
         return {"model": model, **{k: v for k, v in t["terms"].items()}, "bytes per token": t["bytes_per_token"],
@@ -157,8 +154,8 @@ def _(fmt_bytes, loaded, memory, mistral, pd, plots, spec):
     return
 
 
-@app.cell
-def _(fmt_bytes, memory, mistral, mo):
+@app.cell(hide_code=True)
+def _(mistral):
     _per = memory.kv_bytes_per_token(mistral, "bf16")
     mo.md(f"""
     Mistral 7B: 2 × 32 × 8 × 128 × 2 B = **{fmt_bytes(_per)}** per token — "128 KB" and "131 KB" are the same
@@ -175,7 +172,7 @@ def _(fmt_bytes, memory, mistral, mo):
 
 
 @app.cell
-def _(loaded, memory, pd, plots, spec, workloads):
+def _(loaded, spec):
     _window = spec.sliding_window
     _checks = (100, _window + 500) if _window else (100, 1000)
     _rows = []
@@ -196,8 +193,8 @@ def _(loaded, memory, pd, plots, spec, workloads):
     return (cache_check,)
 
 
-@app.cell
-def _(cache_check, fmt_bytes, memory, mistral, mo):
+@app.cell(hide_code=True)
+def _(cache_check, mistral):
     _w = mistral.sliding_window
     mo.md(f"""
     **What you should see.** `equal` true in both rows ({int(cache_check["equal"].sum())} of {len(cache_check)} here).
@@ -209,8 +206,8 @@ def _(cache_check, fmt_bytes, memory, mistral, mo):
     return
 
 
-@app.cell
-def _(GB, memory, mo):
+@app.cell(hide_code=True)
+def _():
     _u, _fixed = memory.GPU_MEMORY_UTILIZATION, memory.RUNTIME_OVERHEAD_BYTES
     mo.md(f"""
     ## 3 · Context × concurrent users
@@ -233,28 +230,26 @@ def _(GB, memory, mo):
 
 
 @app.cell
-def _(memory, mo):
-    from helpers.notebook import env_default as _env, static_note as _static_note
-
-    gpu_gb = mo.ui.slider(start=16, stop=192, step=8, value=_env("WORKSHOP_GPU_GB", 80, range(16, 193, 8)),
+def _():
+    gpu_gb = mo.ui.slider(start=16, stop=192, step=8, value=notebook.env_default("WORKSHOP_GPU_GB", 80, range(16, 193, 8)),
                           show_value=True, label="GPU memory (GB)")
     overhead_pct = mo.ui.slider(start=0, stop=30, step=1,
-                                value=_env("WORKSHOP_OVERHEAD_PCT", round((1 - memory.GPU_MEMORY_UTILIZATION) * 100),
+                                value=notebook.env_default("WORKSHOP_OVERHEAD_PCT", round((1 - memory.GPU_MEMORY_UTILIZATION) * 100),
                                            range(0, 31)), show_value=True,
                                 label=f"left aside: 1 − utilization (% of memory; + {memory.RUNTIME_OVERHEAD_BYTES / 1e9:,.1f} GB)")
-    context_pick = mo.ui.slider(steps=[512, 1024, 2048, 4096, 8192, 16384, 32768], value=_env(
+    context_pick = mo.ui.slider(steps=[512, 1024, 2048, 4096, 8192, 16384, 32768], value=notebook.env_default(
         "WORKSHOP_CONTEXT", 4096, [512, 1024, 2048, 4096, 8192, 16384, 32768]), show_value=True,
                                 label="context (tokens per user)")
-    users_pick = mo.ui.slider(steps=[1, 2, 4, 8, 16, 32, 64, 80, 128, 256], value=_env(
+    users_pick = mo.ui.slider(steps=[1, 2, 4, 8, 16, 32, 64, 80, 128, 256], value=notebook.env_default(
         "WORKSHOP_USERS", 80, [1, 2, 4, 8, 16, 32, 64, 80, 128, 256]), show_value=True, label="concurrent users")
-    mo.vstack([gpu_gb, overhead_pct, context_pick, users_pick, _static_note({
+    mo.vstack([gpu_gb, overhead_pct, context_pick, users_pick, notebook.static_note({
         "WORKSHOP_GPU_GB": "GPU memory in GB (16–192, steps of 8)", "WORKSHOP_OVERHEAD_PCT": "1 − utilization, % of memory (0–30)",
         "WORKSHOP_CONTEXT": "context per user (512 … 32768)", "WORKSHOP_USERS": "concurrent users (1 … 256)"})])
     return context_pick, gpu_gb, overhead_pct, users_pick
 
 
 @app.cell
-def _(GB, context_pick, gpu_gb, memory, mistral, overhead_pct, users_pick):
+def _(context_pick, gpu_gb, mistral, overhead_pct, users_pick):
     gpu_bytes = gpu_gb.value * GB
     overhead_bytes = memory.runtime_reserve_bytes(gpu_bytes, 1 - overhead_pct.value / 100)
     mistral_weight_bytes = memory.weight_bytes(mistral, "bf16").bytes
@@ -263,13 +258,31 @@ def _(GB, context_pick, gpu_gb, memory, mistral, overhead_pct, users_pick):
     contexts = [512, 1024, 2048, 4096, 8192, 16384, 32768]
     user_counts = [1, 2, 4, 8, 16, 32, 64, 80, 128, 256]
     chosen_context, chosen_users = int(context_pick.value), int(users_pick.value)
-    return (budget, chosen_context, chosen_users, contexts, gpu_bytes, kv_token, mistral_weight_bytes,
-            overhead_bytes, user_counts)
+    return (
+        budget,
+        chosen_context,
+        chosen_users,
+        contexts,
+        gpu_bytes,
+        kv_token,
+        mistral_weight_bytes,
+        overhead_bytes,
+        user_counts,
+    )
 
 
 @app.cell
-def _(GB, budget, chosen_context, chosen_users, contexts, gpu_bytes, kv_token, memory, mistral_weight_bytes,
-      overhead_bytes, plots, user_counts):
+def _(
+    budget,
+    chosen_context,
+    chosen_users,
+    contexts,
+    gpu_bytes,
+    kv_token,
+    mistral_weight_bytes,
+    overhead_bytes,
+    user_counts,
+):
     from matplotlib.patches import Rectangle as _Rectangle
 
     _grid = memory.context_users_grid(kv_token, contexts, user_counts)
@@ -288,9 +301,16 @@ def _(GB, budget, chosen_context, chosen_users, contexts, gpu_bytes, kv_token, m
     return
 
 
-@app.cell
-def _(GB, budget, chosen_context, chosen_users, fmt_bytes, kv_token, memory, mistral_weight_bytes, mo,
-      gpu_bytes, overhead_bytes):
+@app.cell(hide_code=True)
+def _(
+    budget,
+    chosen_context,
+    chosen_users,
+    gpu_bytes,
+    kv_token,
+    mistral_weight_bytes,
+    overhead_bytes,
+):
     _need = chosen_users * chosen_context * kv_token
     _max = memory.max_users(gpu_bytes, mistral_weight_bytes, overhead_bytes, kv_token, chosen_context)
     mo.md(f"""
@@ -304,7 +324,7 @@ def _(GB, budget, chosen_context, chosen_users, fmt_bytes, kv_token, memory, mis
 
 
 @app.cell
-def _(GiB, contexts, gpu_bytes, kv_token, memory, mistral_weight_bytes, overhead_bytes, pd):
+def _(contexts, gpu_bytes, kv_token, mistral_weight_bytes, overhead_bytes):
     max_users_table = pd.DataFrame([
         {"context": _c, "KV per user (GiB)": round(_c * kv_token / GiB, 3),
          "max users": memory.max_users(gpu_bytes, mistral_weight_bytes, overhead_bytes, kv_token, _c),
@@ -315,15 +335,15 @@ def _(GiB, contexts, gpu_bytes, kv_token, memory, mistral_weight_bytes, overhead
 
 
 @app.cell
-def _(GB, kv_token, max_users_table, plots):
+def _(kv_token, max_users_table):
     _shown = max_users_table.drop(columns=["source", "KV per user (GiB)"])
     _shown.insert(1, "KV per user (GB)", _shown["context"] * kv_token / GB)
     plots.table(_shown, max_users_table["source"].iloc[0])
     return
 
 
-@app.cell
-def _(GB, gpu_bytes, kv_token, max_users_table, memory, mo, overhead_bytes):
+@app.cell(hide_code=True)
+def _(gpu_bytes, kv_token, max_users_table, overhead_bytes):
     _u = max_users_table.set_index("context")["max users"]
     mo.md(f"""
     **What you should see.** The same on a CPU and on a GPU — this section is computed, not measured.
@@ -335,8 +355,8 @@ def _(GB, gpu_bytes, kv_token, max_users_table, memory, mo, overhead_bytes):
     return
 
 
-@app.cell
-def _(mo):
+@app.cell(hide_code=True)
+def _():
     mo.md("""
     Context and users trade against each other one for one: halve the context, double the users.
     Only three things move the whole curve: a bigger GPU, smaller weights (notebook 05: quantization) or
@@ -346,8 +366,8 @@ def _(mo):
     return
 
 
-@app.cell
-def _(mo):
+@app.cell(hide_code=True)
+def _():
     mo.md("""
     ## Exercises
     """)
@@ -355,7 +375,7 @@ def _(mo):
 
 
 @app.cell
-def _(fmt_bytes, get_spec, memory, notebook):
+def _():
     _l = memory.kv_cache_bytes("llama-3.1-8b", 131072, 1, "bf16")
     _m = memory.kv_cache_bytes("mistral-7b-v0.3", 32768, 1, "bf16")
     _lw = memory.weight_bytes("llama-3.1-8b", "bf16").bytes
@@ -369,7 +389,7 @@ def _(fmt_bytes, get_spec, memory, notebook):
 
 
 @app.cell
-def _(GB, memory, mistral, notebook):
+def _(mistral):
     _kv = memory.kv_bytes_per_token(mistral, "bf16")
     _rows = {s: memory.weight_bytes(mistral, s).bytes for s in ("bf16", "int8", "nf4")}
     _reserve = memory.runtime_reserve_bytes(80 * GB)
@@ -384,8 +404,8 @@ def _(GB, memory, mistral, notebook):
     return
 
 
-@app.cell
-def _(mo, notebook, started):
+@app.cell(hide_code=True)
+def _():
     mo.md(f"""
     ## Takeaways
 

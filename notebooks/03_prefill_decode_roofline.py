@@ -11,27 +11,59 @@ import marimo
 __generated_with = "0.25.2"
 app = marimo.App(width="medium")
 
-
-@app.cell
-def _():
+with app.setup:
     import time
 
     import marimo as mo
     import pandas as pd
 
-    from helpers import (decode_intensity, expected, gpus, microbench, models, notebook, roofline, stepcost,
-                         workload_figures, workloads)
+    from helpers import (decode_intensity, expected, gpus, microbench, models, notebook, plots, recorded, replay,
+                         roofline, stepcost, workload_figures, workloads)
+    from helpers.decoding import regimes as decoding_regimes
+    from helpers.decoding import views as decoding_views
     from helpers.glossary import term
-    from helpers.units import dtype_bytes, fmt_bytes, fmt_seconds
+    from helpers.units import dtype_bytes, fmt_seconds
 
     notebook.setup()
     started = time.perf_counter()
-    return (decode_intensity, dtype_bytes, expected, fmt_bytes, fmt_seconds, gpus, microbench, mo, models,
-            notebook, pd, roofline, started, stepcost, term, workload_figures, workloads)
+    h100 = expected.on_gpu("H100 SXM")
 
 
-@app.cell
-def _(mo, term):
+@app.function
+def roofline_sweeps(loaded, sizes) -> dict:
+    """Sections 1–4 measured in one run, so the roofs and the steps placed under them come from the same
+    machine at the same time: the copy, read and matmul benchmarks (helpers.microbench), prefill against
+    prompt length, decode against context and decode against batch (helpers.workloads)."""
+    return {"copy": microbench.copy_benchmark(loaded.device), "read": microbench.read_benchmark(loaded.device),
+            "matmul": microbench.matmul_benchmark(loaded.device, loaded.dtype),
+            "prefill": workloads.ttft_sweep(loaded, sizes.ttft_tokens, sizes.ttft_repeats),
+            "decode": workloads.itl_sweep(loaded, sizes.itl_contexts, sizes.itl_steps),
+            "decode_batches": workloads.decode_batch_sweep(loaded, sizes.efficiency_context, sizes.decode_batches),
+            "batch_context": sizes.efficiency_context}
+
+
+@app.function
+def efficiency_measured(loaded, sizes) -> dict:
+    """Section 5: decode efficiency of models of several sizes and of the probe (roofline.efficiency_table),
+    each floor at the copy bandwidth measured just before — not section 1's: a shared machine's bandwidth
+    drifts, and floor and steps must see the same memory."""
+    copy, read = microbench.copy_benchmark(loaded.device), microbench.read_benchmark(loaded.device)
+    table = roofline.efficiency_table(sizes.efficiency_sizes, loaded.device, loaded.dtype, copy.bandwidth,
+                                      sizes.efficiency_context, extra=[loaded])
+    return {"table": table, "bandwidth": copy.bandwidth, "read_bandwidth": read.bandwidth}
+
+
+@app.function
+def regimes_measured(loaded) -> dict:
+    """Section 6: each regime's model (helpers.decoding.regimes: tiny and small on a CPU, the active model on
+    a GPU), its floor at the copy bandwidth measured alongside its own steps; the matmul peak measured here
+    for the planner's check."""
+    peak = microbench.matmul_benchmark(loaded.device, loaded.dtype).flops_per_s
+    return {"regimes": decoding_regimes.measure_regimes(loaded, None, peak), "peak": peak}
+
+
+@app.cell(hide_code=True)
+def _():
     mo.md(f"""
     # 03 · Prefill against decode, on the roofline of your own hardware
 
@@ -42,11 +74,13 @@ def _(mo, term):
     2. To place measured prefill and decode steps on the {term("roofline")} by their
        {term("arithmetic intensity")}, and to read which roof binds.
     3. Why batching lifts decode's intensity — and why, once every sequence's
-       {term("KV cache")} is counted, decode stays {term("memory-bound")} on an H100.
+       {term("KV cache")} is counted, decode at a 4k-token context never reaches an H100's ridge, whatever the batch.
     4. To compare a decode step with its memory-bound floor, and tell the floor from a step's fixed overhead.
 
-    **Run time**: one to four minutes on a CPU (tiny profile, two cores, longer when the CPU is shared); a few minutes on a GPU with
-    Mistral 7B (notebooks 01–03 and 05 together take under 8 minutes on an H100, `workshop/results/README.md`).
+    **Run time**: one to four minutes on a CPU (the `tiny-trained` profile, two cores, longer when the CPU is
+    shared); a few minutes on a GPU with Mistral 7B (notebooks 01–03 and 05 together take under 8 minutes on
+    an H100, `workshop/results/README.md`). With `WORKSHOP_REPLAY=1` and a recorded run, seconds: the recorded
+    values show, labelled, and each **Run live** button measures here.
 
     Generation has two phases. **{term("Prefill")}** runs the whole prompt through the model in one forward
     pass: every weight is read once and used for every prompt token — lots of arithmetic per byte,
@@ -63,17 +97,16 @@ def _(mo, term):
 
 
 @app.cell
-def _(models, workloads):
+def _():
     loaded = models.load()
     sizes = workloads.sizes_for(loaded)
-    spec = loaded.spec
-    label = loaded.label
-    return label, loaded, sizes, spec
+    return loaded, sizes
 
 
-@app.cell
-def _(mo):
-    mo.md("""
+@app.cell(hide_code=True)
+def _():
+    roofline_button = replay.run_button()
+    mo.vstack([mo.md("""
     ## 1 · This device's two roofs, measured
 
     - **Bandwidth**: a device-to-device copy of a buffer far larger than the caches; bytes read +
@@ -81,53 +114,78 @@ def _(mo):
     - **Peak FLOP/s**: a square matmul in the model's dtype, 2·n³ FLOPs (`measure_peak_flops`).
 
     A roof is the best the device sustains, so each is the best of its repeats (as the STREAM benchmark
-    reports); the workloads below are medians.
-    """)
+    reports); the workloads below are medians. **Run live** measures sections 1 to 4 together — the roofs
+    and the prefill and decode steps placed under them come from one run on one machine.
+    """), roofline_button])
+    return (roofline_button,)
+
+
+@app.cell
+def _(loaded, roofline_button, sizes):
+    roofline_run = replay.measure("03/roofline", models.run_on, loaded, roofline_sweeps, sizes,
+                                  run=roofline_button.value, profile=loaded.profile, device=loaded.device)
+    measured_on, sweeps = roofline_run.value
+    source = roofline_run.source(measured_on)
+    spec, dtype = measured_on.spec, measured_on.dtype
+    bandwidth, peak = sweeps["copy"].bandwidth, sweeps["matmul"].flops_per_s
+    ridge = roofline.ridge_point(peak, bandwidth)
+    crossover = roofline.crossover_batch(peak, bandwidth, dtype_bytes(dtype))
+    return (
+        bandwidth,
+        crossover,
+        dtype,
+        measured_on,
+        peak,
+        ridge,
+        roofline_run,
+        source,
+        spec,
+        sweeps,
+    )
+
+
+@app.cell(hide_code=True)
+def _(roofline_run):
+    roofline_run.note()
     return
 
 
 @app.cell
-def _(dtype_bytes, label, loaded, microbench, pd, roofline):
-    copy = microbench.copy_benchmark(loaded.device)
-    read = microbench.read_benchmark(loaded.device)
-    matmul = microbench.matmul_benchmark(loaded.device, loaded.dtype)
-    bandwidth, peak = copy.bandwidth, matmul.flops_per_s
-    ridge = roofline.ridge_point(peak, bandwidth)
-    crossover = roofline.crossover_batch(peak, bandwidth, dtype_bytes(loaded.dtype))
+def _(bandwidth, crossover, dtype, peak, ridge, source, sweeps):
+    _copy, _read, _matmul = sweeps["copy"], sweeps["read"], sweeps["matmul"]
     roofs = pd.DataFrame([
         {"what": "memory bandwidth", "measured": f"{bandwidth / 1e9:,.1f} GB/s",
-         "how": f"copy of {copy.nbytes / 2**20:,.0f} MiB, read + write, best of {len(copy.stats.samples)}"},
-        {"what": "read-only bandwidth (for comparison)", "measured": f"{read.bandwidth / 1e9:,.1f} GB/s",
-         "how": f"sum of a {read.nbytes / 2**20:,.0f} MiB fp32 buffer, bytes read, best of {len(read.stats.samples)}"},
-        {"what": f"peak matmul ({loaded.dtype})", "measured": f"{peak / 1e12:,.3f} TFLOP/s",
-         "how": f"{matmul.n} × {matmul.n} matmul, 2·n³ FLOPs, best of {len(matmul.stats.samples)}"},
+         "how": f"copy of {_copy.nbytes / 2**20:,.0f} MiB, read + write, best of {len(_copy.stats.samples)}"},
+        {"what": "read-only bandwidth (for comparison)", "measured": f"{_read.bandwidth / 1e9:,.1f} GB/s",
+         "how": f"sum of a {_read.nbytes / 2**20:,.0f} MiB fp32 buffer, bytes read, best of {len(_read.stats.samples)}"},
+        {"what": f"peak matmul ({dtype})", "measured": f"{peak / 1e12:,.3f} TFLOP/s",
+         "how": f"{_matmul.n} × {_matmul.n} matmul, 2·n³ FLOPs, best of {len(_matmul.stats.samples)}"},
         {"what": "ridge point (peak ÷ bandwidth)", "measured": f"{ridge:,.1f} FLOP/B", "how": "computed"},
-        {"what": f"crossover decode batch ({loaded.dtype})", "measured": f"{crossover:,.0f}",
-         "how": f"ridge × {dtype_bytes(loaded.dtype):g} B per parameter ÷ 2"},
-    ]).assign(**{"measured on": label})
-    roofs
-    return bandwidth, crossover, peak, read, ridge
+        {"what": f"crossover decode batch ({dtype})", "measured": f"{crossover:,.0f}",
+         "how": f"ridge × {dtype_bytes(dtype):g} B per parameter ÷ 2"},
+    ])
+    plots.table(roofs, plots.source_label(source))
+    return
 
 
-@app.cell
-def _(bandwidth, expected, label, mo, peak, ridge):
-    h100 = expected.on_gpu("H100 SXM")
+@app.cell(hide_code=True)
+def _(bandwidth, measured_on, peak, ridge):
     mo.md(f"""
     **What you should see.** On a CPU (tiny profile) a ridge of a few FLOP per byte: this run measured
-    {bandwidth / 1e9:,.1f} GB/s and {peak / 1e12:,.3f} TFLOP/s, a ridge of {ridge:,.1f} FLOP/B ({label}); a CPU
+    {bandwidth / 1e9:,.1f} GB/s and {peak / 1e12:,.3f} TFLOP/s, a ridge of {ridge:,.1f} FLOP/B ({measured_on.label}); a CPU
     shared with other work measures less. On a GPU with Mistral 7B: an {h100['gpu']}'s datasheet gives
     {h100['bandwidth'] / 1e12:,.2f} TB/s and {h100['peak_flops'] / 1e12:,.1f} TFLOP/s (dense bf16), a ridge of
     {h100['ridge']:,.0f} FLOP/B; expect the measured roofs below the datasheet's, and the measured ridge with them.
     """)
-    return (h100,)
+    return
 
 
-@app.cell
-def _(crossover, h100, loaded, mo, ridge):
+@app.cell(hide_code=True)
+def _(crossover, dtype, ridge):
     mo.md(f"""
     Below **{ridge:,.1f} FLOP per byte** a computation on this device waits for memory; above it, for the
     arithmetic units. A decode step of batch *B* does 2 FLOPs per parameter per sequence and reads each
-    parameter's {loaded.dtype} bytes once for the whole batch, so **if the weights were all it read** its
+    parameter's {dtype} bytes once for the whole batch, so **if the weights were all it read** its
     intensity would be about 2·*B* ÷ bytes per parameter, reaching the ridge at **batch ≈ {crossover:,.0f}**
     here — and at batch ≈ {h100['crossover_batch']:,.0f} on an {h100['gpu']} (ridge
     {h100['ridge']:,.0f} FLOP/B, from the GPU catalog). But every sequence also reads its own
@@ -136,8 +194,8 @@ def _(crossover, h100, loaded, mo, ridge):
     return
 
 
-@app.cell
-def _(mo):
+@app.cell(hide_code=True)
+def _():
     mo.md("""
     ## 1b · Batching against the KV cache (computed for Mistral 7B on an H100 SXM)
 
@@ -150,36 +208,90 @@ def _(mo):
 
 
 @app.cell
-def _(decode_intensity):
+def _():
     intensity = decode_intensity.intensity_table("mistral-7b-v0.1", "H100 SXM", contexts=(256, 1024, 4096))
     intensity_summary = decode_intensity.summary(intensity)
     decode_intensity.figure(intensity, "mistral-7b-v0.1", "bf16")
-    return intensity, intensity_summary
+    return (intensity_summary,)
 
 
 @app.cell
-def _(decode_intensity, intensity_summary, mo):
+def _(intensity_summary):
+    # Per context: the largest batch that fits, its intensity with the cache, and the cache's limit — the
+    # intensity an unlimited batch would tend to (decode_intensity.limit_intensity). The sentences read these.
+    intensity_verdicts = pd.DataFrame([{k: s[k] for k in ("context", "max_batch", "intensity_at_max_batch",
+                                                             "limit_with_kv", "ridge", "reaches_ridge")}
+                                       for s in intensity_summary])
+    plots.table(intensity_verdicts, "computed from mistral-7b-v0.1 config.json, bf16 · H100 SXM from the GPU catalog")
+    return
+
+
+@app.cell(hide_code=True)
+def _(intensity_summary):
     _lines = "\n".join(f"- {decode_intensity.verdict(s)}." for s in intensity_summary)
-    _reach = [s["context"] for s in intensity_summary if s["reaches_ridge"]]
-    _miss = [s["context"] for s in intensity_summary if not s["reaches_ridge"]]
-    _cross = intensity_summary[0]["weights_only_crosses_at"]
-    _words = ("decode **never reaches the ridge** on this GPU at these contexts" if not _reach else
-              f"decode reaches the ridge only at {', '.join(f'{c:,}' for c in _reach)} tokens, with a batch of "
-              f"{intensity_summary[0]['max_batch']:,} sequences" if _miss else "decode reaches the ridge at every context shown")
+    _cross = round(h100["crossover_batch"])
+    _at = decode_intensity.point("mistral-7b-v0.1", "H100 SXM", context=4096, batch=_cross)
+    _never = [s["context"] for s in intensity_summary if s["limit_with_kv"] < s["ridge"]]
     mo.md(f"""
     {_lines}
 
-    With the cache counted, {_words}{f"; at {', '.join(f'{c:,}' for c in _miss)} tokens the batch that would get it there does not fit, and the cache reads — which grow with the batch — hold the intensity down" if _miss else ""}.
-    Without a cache the weights-only line passes the ridge by batch {_cross:,}; with one, the
-    intensity levels off near FLOPs ÷ KV bytes per sequence (about {intensity_summary[-1]['ceiling_with_kv']:,.0f}
-    FLOP/B at {intensity_summary[-1]['context']:,} tokens), whatever the batch. (Mistral 7B v0.1 slides a
-    4,096-token window: longer contexts read no more cache.)
+    Without a cache the weights-only line reaches the ridge at batch {_cross:,}. With it, the intensity levels
+    off near FLOPs ÷ KV bytes per sequence, whatever the batch{f": at {' and '.join(f'{c:,}' for c in _never)} tokens that limit is under the ridge, so **no batch reaches it**" if _never else ""}.
+    At **4,096 tokens** batch {_cross:,} would do {_at['intensity_with_kv']:,.1f} FLOP/B — and does not fit
+    ({_at['max_batch']:,} sequences do, at {intensity_summary[-1]['intensity_at_max_batch']:,.1f} FLOP/B): decode at an
+    everyday context stays memory-bound on an {h100['gpu']}. (Mistral 7B v0.1 slides a 4,096-token window: longer
+    contexts read no more cache.) Try your own batch and context below.
     """)
     return
 
 
+@app.cell(hide_code=True)
+def _():
+    _contexts = [256, 512, 1024, 2048, 4096, 8192, 16384, 32768]
+    _models = ["mistral-7b-v0.1", "mistral-7b-v0.3", "llama-3.1-8b", "qwen2.5-7b"]
+    _gpus = ["L4", "A100 80GB", "H100 SXM", "H200", "B200"]
+    roof_model = mo.ui.dropdown(options=_models, value=notebook.env_default("WORKSHOP_ROOF_MODEL", "mistral-7b-v0.1", _models),
+                                label="model")
+    roof_gpu = mo.ui.dropdown(options=_gpus, value=notebook.env_default("WORKSHOP_ROOF_GPU", "H100 SXM", _gpus), label="GPU")
+    roof_context = mo.ui.slider(steps=_contexts, value=notebook.env_default("WORKSHOP_ROOF_CONTEXT", 4096, _contexts),
+                                show_value=True, label="context (tokens per sequence)")
+    roof_batch = mo.ui.number(start=1, stop=4096, step=1, value=notebook.env_default("WORKSHOP_ROOF_BATCH", 295, range(1, 4097)),
+                              label="batch (sequences)")
+    mo.vstack([mo.md("**Batch × context on the roofline.** Pick a step; the point sits on the GPU's roof at its "
+                     "intensity (computed, `helpers.decode_intensity.point`):"),
+               mo.hstack([roof_model, roof_gpu, roof_batch], justify="start"), roof_context,
+               notebook.static_note({"WORKSHOP_ROOF_MODEL": "the model (" + ", ".join(_models) + ")",
+                                     "WORKSHOP_ROOF_GPU": "the GPU (" + ", ".join(_gpus) + ")",
+                                     "WORKSHOP_ROOF_BATCH": "the batch (1 … 4096)",
+                                     "WORKSHOP_ROOF_CONTEXT": "the context (256 … 32768 tokens)"})])
+    return roof_batch, roof_context, roof_gpu, roof_model
+
+
 @app.cell
-def _(mo):
+def _(roof_batch, roof_context, roof_gpu, roof_model):
+    roof_point = decode_intensity.point(roof_model.value, roof_gpu.value, context=int(roof_context.value),
+                                        batch=int(roof_batch.value or 1))
+    decode_intensity.point_figure(roof_point)
+    return (roof_point,)
+
+
+@app.cell(hide_code=True)
+def _(roof_point):
+    _p = roof_point
+    _fit = "fits" if _p["fits"] else f"does **not** fit (at most {_p['max_batch']:,} sequences of {_p['context']:,} tokens)"
+    _limit = ("above the ridge: a large enough batch turns compute-bound" if _p["limit_with_kv"] >= _p["ridge"] else
+              "under the ridge: **no batch** turns this step compute-bound")
+    mo.md(f"""
+    {_p['model']}, batch {_p['batch']:,} × {_p['context']:,} tokens on an {_p['gpu']}: **{_p['intensity_with_kv']:,.1f} FLOP/B**
+    with the cache ({_p['intensity_weights_only']:,.1f} if the weights were all it read) against a ridge of
+    {_p['ridge']:,.0f} — **{_p['bound']}-bound**; the batch {_fit}. The cache's limit at this context is
+    {_p['limit_with_kv']:,.1f} FLOP/B, {_limit}.
+    """)
+    return
+
+
+@app.cell(hide_code=True)
+def _():
     mo.md("""
     ## 2 · Prefill time against prompt length
 
@@ -191,21 +303,20 @@ def _(mo):
 
 
 @app.cell
-def _(loaded, peak, roofline, sizes, spec, workloads):
-    prefill = workloads.ttft_sweep(loaded, sizes.ttft_tokens, sizes.ttft_repeats)
-    roofline.prefill_figure(prefill, spec, loaded.dtype, peak, loaded)
+def _(dtype, peak, source, spec, sweeps):
+    prefill = sweeps["prefill"]
+    roofline.prefill_figure(prefill, spec, dtype, peak, source)
     return (prefill,)
 
 
 @app.cell
-def _(label, prefill):
-    prefill_table = prefill.assign(**{"measured on": label})
-    prefill_table
+def _(prefill, source):
+    plots.table(prefill, f"{plots.source_label(source)}; times in seconds")
     return
 
 
-@app.cell
-def _(fmt_seconds, h100, mo, peak, prefill, roofline, spec):
+@app.cell(hide_code=True)
+def _(peak, prefill, spec):
     _ok = prefill[~prefill["oom"]]
     _share = [roofline.forward_flops(spec, int(r.tokens)) / r.ttft_s / peak for r in _ok.itertuples()]
     _best = max(_share) if _share else float("nan")
@@ -222,8 +333,8 @@ def _(fmt_seconds, h100, mo, peak, prefill, roofline, spec):
     return
 
 
-@app.cell
-def _(mo):
+@app.cell(hide_code=True)
+def _():
     mo.md("""
     ## 3 · Decode step time against context
 
@@ -237,26 +348,25 @@ def _(mo):
 
 
 @app.cell
-def _(bandwidth, loaded, roofline, sizes, spec, workload_figures, workloads):
-    decode = workloads.itl_sweep(loaded, sizes.itl_contexts, sizes.itl_steps)
+def _(bandwidth, dtype, source, spec, sweeps):
+    decode = sweeps["decode"]
 
     def decode_floor(context):
-        return roofline.decode_floor_bytes(spec, context, loaded.dtype) / bandwidth
+        return roofline.decode_floor_bytes(spec, context, dtype) / bandwidth
 
-    workload_figures.itl_figure(decode, loaded, decode_floor)
+    workload_figures.itl_figure(decode, source, decode_floor)
     return decode, decode_floor
 
 
 @app.cell
-def _(decode, decode_floor, label):
-    decode_table = decode.assign(floor_s=[decode_floor(int(c)) for c in decode["context"]],
-                                 **{"measured on": label})
-    decode_table
+def _(decode, decode_floor, source):
+    decode_table = decode.assign(floor_s=[decode_floor(int(c)) for c in decode["context"]])
+    plots.table(decode_table, f"{plots.source_label(source)}; step times and floor in seconds")
     return
 
 
-@app.cell
-def _(decode, decode_floor, h100, mo):
+@app.cell(hide_code=True)
+def _(decode, decode_floor):
     _ok = decode[~decode["oom"]]
     _ratio = [r.itl_s / decode_floor(int(r.context)) for r in _ok.itertuples()]
     _lo, _hi = (min(_ratio), max(_ratio)) if _ratio else (float("nan"), float("nan"))
@@ -268,14 +378,15 @@ def _(decode, decode_floor, h100, mo):
     {int(_z['context']):,}, each step **{_lo:,.1f}–{_hi:,.1f}×** its floor (section 5 measures what the rest is). On a GPU with
     Mistral 7B the floor is {1e3 * h100['decode_floor_s'][_c[0]]:,.2f} ms at {_c[0]:,} tokens and
     {1e3 * h100['decode_floor_s'][_c[-1]]:,.2f} ms at {_c[-1]:,} on an {h100['gpu']} (datasheet bandwidth); at the
-    {100 * h100['efficiency']:,.0f} % of it that notebook 04 assumes by default, {1e3 * h100['decode_at_efficiency_s'][_c[0]]:,.1f} and
+    efficiency of {h100['efficiency']:g} that notebook 04 assumes by default (a step takes floor ÷ 0.5: half the
+    datasheet's bandwidth is reached), {1e3 * h100['decode_at_efficiency_s'][_c[0]]:,.1f} and
     {1e3 * h100['decode_at_efficiency_s'][_c[-1]]:,.1f} ms.
     """)
     return
 
 
-@app.cell
-def _(mo):
+@app.cell(hide_code=True)
+def _():
     mo.md("""
     ## 4 · Both on the roofline
 
@@ -288,37 +399,30 @@ def _(mo):
 
 
 @app.cell
-def _(loaded, sizes, workloads):
-    decode_batches = workloads.decode_batch_sweep(loaded, sizes.efficiency_context, sizes.decode_batches)
-    return (decode_batches,)
-
-
-@app.cell
-def _(bandwidth, decode, decode_batches, loaded, peak, prefill, roofline, sizes, spec):
-    points = [roofline.prefill_point(spec, int(r.tokens), r.ttft_s, loaded.dtype)
-              for r in prefill[~prefill["oom"]].itertuples()]
-    points += [roofline.decode_point(spec, int(r.context), r.itl_s, loaded.dtype)
-               for r in decode[~decode["oom"]].itertuples()]
-    points += [roofline.decode_point(spec, sizes.efficiency_context, r.step_s, loaded.dtype, batch=int(r.batch))
-               for r in decode_batches[~decode_batches["oom"]].itertuples() if r.batch > 1]
-    roofline.roofline_figure(peak, bandwidth, points, loaded, loaded.dtype)
+def _(bandwidth, decode, dtype, peak, prefill, source, spec, sweeps):
+    _batches = sweeps["decode_batches"]
+    points = [roofline.prefill_point(spec, int(r.tokens), r.ttft_s, dtype) for r in prefill[~prefill["oom"]].itertuples()]
+    points += [roofline.decode_point(spec, int(r.context), r.itl_s, dtype) for r in decode[~decode["oom"]].itertuples()]
+    points += [roofline.decode_point(spec, sweeps["batch_context"], r.step_s, dtype, batch=int(r.batch))
+               for r in _batches[~_batches["oom"]].itertuples() if r.batch > 1]
+    roofline.roofline_figure(peak, bandwidth, points, source, dtype)
     return (points,)
 
 
 @app.cell
-def _(bandwidth, label, peak, points, roofline):
-    roofline_table = roofline.points_frame(points, peak, bandwidth).assign(**{"measured on": label})
-    roofline_table
+def _(bandwidth, peak, points, source):
+    plots.table(roofline.points_frame(points, peak, bandwidth), plots.source_label(source))
     return
 
 
-@app.cell
-def _(h100, mo, points, ridge):
+@app.cell(hide_code=True)
+def _(points, ridge):
     _pre = [p for p in points if p.kind == "prefill"]
     _dec = [p for p in points if p.kind == "decode"]
     _bat = [p for p in points if p.kind == "decode, batched"]
     _bat_text = (f" At batch {_bat[-1].label.split('batch ')[-1]} decode's intensity is {_bat[-1].intensity:,.1f} FLOP/B: "
-                 "batching is how decode climbs toward the ridge." if _bat else "")
+                 "batching is how decode climbs toward the ridge — on a model whose cache is small beside its "
+                 "weights, as here (section 1b: a long context stops the climb)." if _bat else "")
     mo.md("Too few points ran (out of memory) to compare prefill and decode here." if not (_pre and _dec) else f"""
     Prefill's intensity grows with the prompt, from {_pre[0].intensity:,.0f} to {_pre[-1].intensity:,.0f} FLOP/B
     (every weight byte serves every prompt token); decode at batch 1 stays near
@@ -336,48 +440,70 @@ def _(h100, mo, points, ridge):
     return
 
 
-@app.cell
-def _(mo):
-    mo.md("""
+@app.cell(hide_code=True)
+def _():
+    efficiency_button = replay.run_button()
+    mo.vstack([mo.md("""
     ## 5 · Decode efficiency: the measured step against its floor
 
     No decode step can be faster than reading what it must read: **floor = (weight bytes + KV bytes) ÷
-    bandwidth**. *Efficiency* = floor ÷ measured step (100 % = at the floor). Measured here for models of
-    different sizes, all with random weights (timing does not depend on the values), batch 1, and a
-    **probe**: the tiny model's layers and operations with every width shrunk until its bytes are
-    negligible — its step time is the fixed cost of a step (Python, operator dispatch, kernel launches)
-    and nothing else.
-    """)
-    return
+    bandwidth**. *Efficiency* = floor ÷ measured step (100 % = at the floor; notebook 04's planner assumes 50 %
+    of the datasheet's bandwidth by default). Measured here for models of different sizes, all with random
+    weights (timing does not depend on the values), batch 1, and a **probe**: the loaded model's layer count
+    and operations with every width shrunk until its bytes are negligible — its step time is the fixed cost
+    of a step (Python, operator dispatch, kernel launches) and nothing else. Each floor uses the copy bandwidth
+    measured just before these steps.
+    """), efficiency_button])
+    return (efficiency_button,)
 
 
 @app.cell
-def _(bandwidth, loaded, roofline, sizes):
-    efficiency = roofline.efficiency_table(sizes.efficiency_sizes, loaded.device, loaded.dtype, bandwidth,
-                                           sizes.efficiency_context, extra=[loaded])
-    efficiency_source = (f"measured: {', '.join(efficiency['model'])} · {loaded.dtype} · {loaded.device} · "
-                         f"profile {loaded.profile}")
+def _(efficiency_button, loaded, sizes):
+    efficiency_run = replay.measure("03/efficiency", models.run_on, loaded, efficiency_measured, sizes,
+                                    run=efficiency_button.value, profile=loaded.profile, device=loaded.device)
+    efficiency_on, efficiency_result = efficiency_run.value
+    efficiency = efficiency_result["table"]
+    efficiency_source = (f"measured: {', '.join(efficiency['model'])} · {efficiency_on.dtype} · {efficiency_on.device} · "
+                         f"profile {efficiency_on.profile}" if not efficiency_run.replayed else
+                         efficiency_run.source(efficiency_on))
     roofline.efficiency_figure(efficiency, efficiency_source)
-    return efficiency, efficiency_source
+    return efficiency, efficiency_result, efficiency_run, efficiency_source
+
+
+@app.cell(hide_code=True)
+def _(efficiency_run):
+    efficiency_run.note()
+    return
 
 
 @app.cell
 def _(efficiency, efficiency_source):
-    efficiency_table = efficiency.assign(**{"measured on": efficiency_source})
-    efficiency_table
+    plots.table(efficiency, plots.source_label(efficiency_source))
     return
 
 
 @app.cell
-def _(bandwidth, efficiency, fmt_seconds, mo, read, roofline):
+def _(efficiency):
+    # What the floor and the probe explain of the smallest and the largest model's step (roofline.step_explained):
+    # the shares the sentences below read.
+    _real = efficiency[efficiency["model"] != "probe"].sort_values("weight_bytes_read")
+    _probe = efficiency[efficiency["model"] == "probe"]
+    probe_s = float(_probe["step_s"].iloc[0]) if len(_probe) else None
+    explained = {r["model"]: roofline.step_explained(r, probe_s) for r in (_real.iloc[0], _real.iloc[-1])}
+    pd.DataFrame([{"model": m, "floor ÷ step": e["floor_share"], "probe ÷ step": e["overhead_share"],
+                   "neither": e["rest_share"]} for m, e in explained.items()]).round(3)
+    return explained, probe_s
+
+
+@app.cell(hide_code=True)
+def _(efficiency, efficiency_result, explained, probe_s):
     _real = efficiency[efficiency["model"] != "probe"].sort_values("weight_bytes_read")
     _small, _big = _real.iloc[0], _real.iloc[-1]
-    _probe = efficiency[efficiency["model"] == "probe"]
-    _over = float(_probe["step_s"].iloc[0]) if len(_probe) else None
-    _s, _b = roofline.step_explained(_small, _over), roofline.step_explained(_big, _over)
+    _s, _b = explained[_small["model"]], explained[_big["model"]]
     _closer = _big["efficiency"] > _small["efficiency"]
-    _probe_text = (f" The probe's step alone takes **{fmt_seconds(_over)}**: a fixed toll per step, paid whatever "
-                   "the model's size." if _over else "")
+    _bw, _read = efficiency_result["bandwidth"], efficiency_result["read_bandwidth"]
+    _probe_text = (f" The probe's step alone takes **{fmt_seconds(probe_s)}**: a fixed toll per step, paid whatever "
+                   "the model's size." if probe_s else "")
     mo.md(f"""
     **{_small['model']}** reads {_small['weight_bytes_read'] / 1e6:,.1f} MB per step: its floor is
     **{fmt_seconds(_small['floor_s'])}** but a step takes **{fmt_seconds(_small['step_s'])}** —
@@ -395,16 +521,16 @@ def _(bandwidth, efficiency, fmt_seconds, mo, read, roofline):
     {"closer to" if _closer else "no closer to"} its floor than the smaller one
     ({100 * _big['efficiency']:,.1f} % against {100 * _small['efficiency']:,.1f} %){": the bytes take over as the matrices grow" if _closer else ""}.
     (The floor uses the copy's bandwidth, bytes read + written; a decode step mostly reads, and reading
-    alone this device streams {read.bandwidth / 1e9:,.1f} GB/s against the copy's {bandwidth / 1e9:,.1f} GB/s — a floor
-    {bandwidth / read.bandwidth:,.2f}× as long, if read-only were the roof.) This is why serving engines
+    alone this device streams {_read / 1e9:,.1f} GB/s against the copy's {_bw / 1e9:,.1f} GB/s — a floor
+    {_bw / _read:,.2f}× as long, if read-only were the roof.) This is why serving engines
     batch, fuse kernels and capture CUDA graphs — and why the tiny model's timings say little about a
     7B model's.
     """)
     return
 
 
-@app.cell
-def _(efficiency, fmt_seconds, h100, mo, stepcost):
+@app.cell(hide_code=True)
+def _(efficiency):
     from helpers.models import TINY_CONFIG as _TINY
 
     _tiny_floor = stepcost.decode_cost(_TINY, 128, 1, "bf16").bytes / h100["bandwidth"]
@@ -417,105 +543,16 @@ def _(efficiency, fmt_seconds, h100, mo, stepcost):
     7B: the tiny model's floor on an {h100['gpu']} would be {fmt_seconds(_tiny_floor)}, so there it measures
     the fixed cost of a step and little else, while Mistral 7B reads {_mistral / _tiny_floor:,.0f}× the bytes
     (floor {fmt_seconds(h100['decode_floor_s'][_c])} at {_c:,} tokens) and the same fixed cost weighs
-    {_mistral / _tiny_floor:,.0f}× less against it; notebook 04's planner assumes {100 * h100['efficiency']:,.0f} % of
-    the datasheet by default.
+    {_mistral / _tiny_floor:,.0f}× less against it; notebook 04's planner assumes an efficiency of
+    {h100['efficiency']:g} of the datasheet by default.
     """)
     return
 
 
-@app.cell
-def _(mo):
-    mo.md("""
-    ## Exercises
-
-    Try each before opening its solution.
-    """)
-    return
-
-
-@app.cell
-def _(gpus, h100, notebook, roofline):
-    _rows = "\n".join(
-        f"| {name} | {g.bandwidth / 1e12:,.2f} TB/s | {g.peak_flops('bf16')[0] / 1e12:,.0f} TFLOP/s | "
-        f"{roofline.ridge_point(g.peak_flops('bf16')[0], g.bandwidth):,.0f} FLOP/B | "
-        f"{roofline.crossover_batch(g.peak_flops('bf16')[0], g.bandwidth, 2):,.0f} |"
-        for name, g in ((n, gpus.get_gpu(n)) for n in ("L4", "A100 80GB", "H100 SXM", "H200", "B200")))
-    _low = min(gpus.catalog(), key=lambda g: roofline.ridge_point(g.peak_flops("bf16")[0], g.bandwidth))
-    notebook.exercise(1, "The ridge of other GPUs. Which catalogued GPU has the lowest ridge, and what does "
-                    "that mean for decode? (`python -m helpers gpus`)", f"""
-    The ridge is peak ÷ bandwidth, from `helpers/data/gpus.csv` (dense bf16):
-
-    | GPU | bandwidth | peak | ridge | weights-only crossover batch (bf16) |
-    | --- | --- | --- | --- | --- |
-    {_rows}
-
-    Lowest of the whole catalog: **{_low.name}**, {roofline.ridge_point(_low.peak_flops('bf16')[0], _low.bandwidth):,.0f}
-    FLOP/B. A lower ridge means decode turns compute-bound at a smaller batch — if the cache did not
-    hold the intensity down (section 1b). The {h100['gpu']} is the reference used above.
-    """)
-    return
-
-
-@app.cell
-def _(decode_intensity, notebook):
-    _d = decode_intensity.intensity_table("llama-3.1-8b", "H100 SXM", contexts=(1024, 8192, 32768))
-    _lines = "\n".join(f"- {decode_intensity.verdict(s)}" for s in decode_intensity.summary(_d))
-    notebook.exercise(2, "A model without a sliding window. Does Llama 3.1 8B (128k context, no window) reach "
-                    "the ridge at long contexts? Use `helpers.decode_intensity.intensity_table`.", f"""
-    ```python
-    from helpers import decode_intensity
-    d = decode_intensity.intensity_table("llama-3.1-8b", "H100 SXM", contexts=(1024, 8192, 32768))
-    [decode_intensity.verdict(s) for s in decode_intensity.summary(d)]
-    ```
-
-    {_lines}
-
-    The longer the context, the more each sequence reads of its own cache and the fewer sequences fit:
-    the intensity falls, and decode moves further from the ridge.
-    """)
-    return
-
-
-@app.cell
-def _(notebook, stepcost):
-    _c = stepcost.decode_cost("mistral-7b-v0.1", 4096, 1, "bf16")
-    notebook.exercise(3, "One floor everywhere. Run `python -m helpers capacity --model mistral-7b-v0.1 --gpu \"H100 SXM\" "
-                    "--context 4096 --batch 1 --efficiency 1 --json` and compare `step_bytes_per_gpu` with the "
-                    "bytes this notebook's floor counts. Why do they agree?", f"""
-    Both come from `helpers.stepcost.decode_cost`: {_c.weight_bytes:,} B of weights (every weight but the
-    input embedding table) + {_c.embedding_bytes:,} B (the new token's row of it) + {_c.kv_read_bytes:,} B of
-    cache read + {_c.kv_write_bytes:,} B written = **{_c.bytes:,} B**. At 3.35 TB/s that is
-    {1e3 * _c.bytes / 3.35e12:,.3f} ms — the planner's `step_floor_ms`. The planner's `step_ms` divides it by the
-    efficiency (`--efficiency`), the share of the datasheet an engine reaches.
-    """)
-    return
-
-
-@app.cell
-def _(efficiency, h100, intensity_summary, mo, notebook, started):
-    _s = intensity_summary[-1]
-    _eff = ", ".join(f"{100 * r.efficiency:,.1f} % for {r.model}" for r in efficiency[efficiency["model"] != "probe"].itertuples())
-    mo.md(f"""
-    ## Takeaways
-
-    - Prefill is compute-bound: every weight read serves every prompt token. Decode at batch 1 does
-      about one FLOP per byte in bf16, on any device: it is memory-bound, and its floor is bytes ÷ bandwidth.
-    - Batching shares the weights, not the caches. Without a cache decode would cross an {h100['gpu']}'s
-      ridge near batch {h100['crossover_batch']:,.0f}; with Mistral 7B's cache at {_s['context']:,} tokens the
-      largest batch that fits reaches {_s['intensity_at_max_batch']:,.1f} FLOP/B, {100 * _s['share_of_ridge']:,.0f} % of the ridge.
-    - A measured step is the floor plus a fixed cost per step plus kernels slower than the copy; here the
-      floor explains {_eff} of the step — batching, fused kernels and CUDA graphs attack the rest.
-    - One model of a step's bytes (`helpers.stepcost`) gives this notebook's floor, notebook 04's planner
-      and `make bench` the same numbers.
-
-    *This run took {notebook.elapsed(started)}.*
-    """)
-    return
-
-
-@app.cell
-def _(mo):
-    mo.md("""
+@app.cell(hide_code=True)
+def _():
+    regimes_button = replay.run_button()
+    mo.vstack([mo.md("""
     ## 6 · Decode at the roof: two regimes, five implementations, the planner's check
 
     Section 5 showed that a small model's step is mostly fixed cost. Here the same question is asked
@@ -545,32 +582,39 @@ def _(mo):
 
     On a CPU, `torch.compile` takes longer to compile than this notebook's one-minute budget; it is
     skipped unless `WORKSHOP_COMPILE=1` (`make bench` measures it and records its compile time, with
-    the step it gives).
-    """)
+    the step it gives). The static cache alone changes only where K/V live — the same operators run,
+    launched the same way, and attention reads the empty slots too (masked); what it buys is fixed shapes
+    and addresses from step to step, the condition for compiling the step once and, on a GPU, recording it
+    as a CUDA graph.
+    """), regimes_button])
+    return (regimes_button,)
+
+
+@app.cell
+def _(loaded, regimes_button):
+    regimes_run = replay.measure("03/regimes", regimes_measured, loaded, run=regimes_button.value, long=True,
+                                 profile=loaded.profile, device=loaded.device)
+    regimes = regimes_run.value["regimes"]
+    decoding_views.roofline_figure(regimes, regimes_run.value["peak"], dtype=regimes[0].dtype)
+    return regimes, regimes_run
+
+
+@app.cell(hide_code=True)
+def _(regimes_run):
+    regimes_run.note()
     return
 
 
 @app.cell
-def _(loaded, peak):
-    from helpers.decoding import regimes as decoding_regimes
-    from helpers.decoding import views as decoding_views
-
-    # bandwidth None: each model's floor at the copy bandwidth measured alongside its own steps
-    regimes_measured = decoding_regimes.measure_regimes(loaded, None, peak)
-    decoding_views.roofline_figure(regimes_measured, peak, dtype=loaded.dtype)
-    return decoding_regimes, decoding_views, regimes_measured
-
-
-@app.cell
-def _(decoding_views, regimes_measured):
-    implementations_table = decoding_views.implementations_frame(regimes_measured)
-    implementations_table
+def _(regimes, regimes_run):
+    plots.table(decoding_views.implementations_frame(regimes),
+                regimes_run.source("measured: " + "; ".join(r.label for r in regimes)))
     return
 
 
-@app.cell
-def _(decoding_views, mo, regimes_measured):
-    mo.md("\n".join(decoding_views.implementations_summary(r) for r in regimes_measured) + """
+@app.cell(hide_code=True)
+def _(regimes):
+    mo.md("\n".join(decoding_views.implementations_summary(r) for r in regimes) + """
 
     **What you should see.** On a CPU (tiny and small, fp32): the tiny model far below its floor and the
     small one much closer to it; **packed** much faster than the bare loop on the small model (the
@@ -589,21 +633,39 @@ def _(decoding_views, mo, regimes_measured):
 
 
 @app.cell
-def _(decoding_views, regimes_measured):
-    decoding_views.breakdown_figure(regimes_measured)
+def _(regimes):
+    decoding_views.breakdown_figure(regimes)
     return
 
 
 @app.cell
-def _(decoding_views, regimes_measured):
-    breakdown_table = decoding_views.breakdown_frame(regimes_measured)
-    breakdown_table
+def _(regimes, regimes_run):
+    plots.table(decoding_views.breakdown_frame(regimes),
+                regimes_run.source("measured: " + "; ".join(r.label for r in regimes)))
     return
 
 
 @app.cell
-def _(decoding_views, mo, regimes_measured):
-    mo.md("**Where the step goes.**\n\n" + "\n".join(decoding_views.breakdown_summary(r) for r in regimes_measured) + """
+def _(regimes):
+    # If Python cost nothing: the last model's step without the time outside operators, against its floor.
+    _b = regimes[-1].breakdown
+    without_python = None if _b is None else {
+        "model": regimes[-1].name, "parts without 'outside operators' (ms)": 1e3 * (_b.parts_sum_s - _b.parts_s["outside operators"]),
+        "floor (ms)": 1e3 * _b.floor_s, "floor ÷ step, measured": _b.memory_share,
+        "floor ÷ step, without Python": _b.floor_s / (_b.parts_sum_s - _b.parts_s["outside operators"])}
+    pd.DataFrame([without_python]).round(3) if without_python else mo.md("No breakdown was measured.")
+    return (without_python,)
+
+
+@app.cell(hide_code=True)
+def _(regimes, without_python):
+    _py = ("" if without_python is None else
+           f"\n\n**If Python cost nothing** (the table above): {without_python['model']} would reach at best "
+           f"{100 * without_python['floor ÷ step, without Python']:,.0f} % of its floor instead of "
+           f"{100 * without_python['floor ÷ step, measured']:,.0f} %. What is left beyond the floor sits inside operators: "
+           "matmuls short of the copy bandwidth, the small operators between them. Compilation fuses those; CUDA graphs "
+           "remove the launches (try `WORKSHOP_COMPILE=1` on a CPU).")
+    mo.md("**Where the step goes.**\n\n" + "\n".join(decoding_views.breakdown_summary(r) for r in regimes) + _py + """
 
     **What you should see.** On a CPU: the tiny model's step dominated by the parts that do not read
     weights — operators on vectors of a few hundred numbers and the Python around them — the small
@@ -616,15 +678,15 @@ def _(decoding_views, mo, regimes_measured):
 
 
 @app.cell
-def _(decoding_views, regimes_measured):
-    planner_check = decoding_views.planner_frame(regimes_measured)
-    planner_check
+def _(regimes, regimes_run):
+    plots.table(decoding_views.planner_frame(regimes),
+                regimes_run.source("measured: " + "; ".join(r.label for r in regimes)))
     return
 
 
-@app.cell
-def _(mo, regimes_measured):
-    mo.md("**The planner against this device.** " + " ".join(r.planner["sentence"] for r in regimes_measured) + """
+@app.cell(hide_code=True)
+def _(regimes):
+    mo.md("**The planner against this device.** " + " ".join(r.planner["sentence"] for r in regimes) + """
 
     **What you should see.** On a CPU: the small model above the band but far closer to it than the
     tiny one (the sentence above says which part of the step is beyond the floor, and when the kernel's
@@ -635,73 +697,125 @@ def _(mo, regimes_measured):
     return
 
 
-@app.cell
-def _(mo, regimes_measured):
-    _last = regimes_measured[-1]
-    _b = _last.breakdown
-    _no_python = (_b.parts_sum_s - _b.parts_s["outside operators"]) if _b is not None else None
-    _first = regimes_measured[0]
-    _solution_1 = ("No breakdown was measured." if _b is None else
-                   f"For {_last.name}: Σ parts without *outside operators* is {_no_python * 1e3:,.2f} ms, so at best "
-                   f"{100 * _b.floor_s / _no_python:,.0f} % of the floor instead of {100 * _b.memory_share:,.0f} %. "
-                   "What is left beyond the floor sits inside operators: matmuls short of the copy bandwidth, "
-                   "the small operators between them. Compilation fuses those; CUDA graphs remove the launches.")
-    from helpers.specs import get_spec, param_breakdown
-
-    def _embedding_share(spec):
-        _pb = param_breakdown(spec)
-        return _pb.embedding / _pb.total
-
-    _solution_2 = (f"The planner counts {_first.planner['predicted_bytes'] / 1e6:,.0f} MB for {_first.name}, the step reads "
-                   f"{_first.planner['floor_bytes'] / 1e6:,.0f} MB: the input embedding table is counted in full although "
-                   "a step reads one row of it (helpers.roofline.streamed_weight_bytes leaves it out). For "
-                   f"{_first.name} that table is {100 * _embedding_share(_first.spec):,.0f} % of the weights; for Mistral 7B "
-                   f"{100 * _embedding_share(get_spec('mistral-7b-v0.1')):,.1f} %.")
-    mo.accordion({
-        "Exercise 1 — if Python cost nothing: from the breakdown, how close could the last model get to its "
-        "floor without the time outside operators? Then run with WORKSHOP_COMPILE=1 (CPU) and compare.": mo.md(_solution_1),
-        "Exercise 2 — the planner's bytes: compare `planner_counts_MB` with `step_must_read_MB` in the table "
-        "above. Where does the difference come from, and for which model does it matter?": mo.md(_solution_2),
-        "Exercise 3 — the static cache: it reads a whole preallocated buffer (`kv_slots_read` in the table) "
-        "yet it is the base of the fastest GPU implementation. Why does it not help on its own?": mo.md(
-            "On its own it changes only where K/V live: the same operators run, launched the same way, and "
-            "attention reads the empty slots too (masked). What it buys is fixed shapes and fixed addresses "
-            "from step to step — the condition for compiling the step once and, on a GPU, for recording it "
-            "as a CUDA graph that replays every kernel with one launch."),
-    })
+@app.cell(hide_code=True)
+def _(
+    bandwidth,
+    crossover,
+    efficiency,
+    efficiency_run,
+    loaded,
+    peak,
+    ridge,
+    roofline_run,
+):
+    # This run beside a recorded one (helpers.recorded): the key figures side by side, then the record's figures.
+    # Only figures measured here are noted for the run's report; replayed ones are the record's, not this run's.
+    _own = efficiency[efficiency["model"].str.endswith("(loaded)")]
+    _live = {"profile": loaded.profile, "device": loaded.device, "bandwidth (GB/s)": bandwidth / 1e9,
+             "peak matmul (TFLOP/s)": peak / 1e12, "ridge (FLOP/B)": ridge, "crossover batch": crossover,
+             "decode efficiency (loaded model)": float(_own["efficiency"].iloc[0]) if len(_own) else None}
+    _here = not (roofline_run.replayed or efficiency_run.replayed)
+    if _here:
+        recorded.note_figures("03_prefill_decode_roofline", _live)
+    recorded.beside_live("03_prefill_decode_roofline", _live if _here else None)
     return
 
 
-@app.cell
-def _(mo):
+@app.cell(hide_code=True)
+def _():
     mo.md("""
-    ## Takeaways
+    ## Exercises
 
-    - A decode step has two costs: the bytes it must read (weights + KV cache, ÷ bandwidth) and a fixed
-      cost per step (operators, Python, launches). Small models live in the second regime, large ones in
-      the first — the tiny and small models above show both on the same machine.
-    - The implementation decides which regime a large model ends up in: the same greedy tokens come out
-      of each, at very different distances from the floor. On a GPU it takes a static cache *and* CUDA
-      graphs to get near the roof.
-    - The profiler turns "overhead" into named parts that add up to the measured step; the floor is
-      the one part no implementation removes.
-    - The planner's bytes ÷ bandwidth is a floor, not a forecast: it holds where the step waits for
-      memory, and says nothing about the fixed cost.
+    Try each before opening its solution.
     """)
     return
 
 
 @app.cell
-def _(bandwidth, crossover, efficiency, loaded, peak, ridge):
-    # Recorded run beside this one (helpers.recorded): the key figures side by side, then the record's figures.
-    from helpers import recorded as _recorded
+def _():
+    _rows = "\n".join(
+        f"| {name} | {g.bandwidth / 1e12:,.2f} TB/s | {g.peak_flops('bf16')[0] / 1e12:,.0f} TFLOP/s | "
+        f"{roofline.ridge_point(g.peak_flops('bf16')[0], g.bandwidth):,.0f} FLOP/B | "
+        f"{roofline.crossover_batch(g.peak_flops('bf16')[0], g.bandwidth, 2):,.0f} |"
+        for name, g in ((n, gpus.get_gpu(n)) for n in ("L4", "A100 80GB", "H100 SXM", "H200", "B200")))
+    _low = min(gpus.catalog(), key=lambda g: roofline.ridge_point(g.peak_flops("bf16")[0], g.bandwidth))
+    notebook.exercise(1, "The ridge of other GPUs. Which catalogued GPU has the lowest ridge, and what does "
+                    "that mean for decode? (`python -m helpers gpus`; then pick it in the control of section 1b)", f"""
+    The ridge is peak ÷ bandwidth, from `helpers/data/gpus.csv` (dense bf16):
 
-    _own = efficiency[efficiency["model"].str.endswith("(loaded)")]
-    _live = {"profile": loaded.profile, "device": loaded.device, "bandwidth (GB/s)": bandwidth / 1e9,
-             "peak matmul (TFLOP/s)": peak / 1e12, "ridge (FLOP/B)": ridge, "crossover batch": crossover,
-             "decode efficiency (loaded model)": float(_own["efficiency"].iloc[0]) if len(_own) else None}
-    _recorded.note_figures("03_prefill_decode_roofline", _live)
-    _recorded.beside_live("03_prefill_decode_roofline", _live)
+    | GPU | bandwidth | peak | ridge | weights-only crossover batch (bf16) |
+    | --- | --- | --- | --- | --- |
+    {_rows}
+
+    Lowest of the whole catalog: **{_low.name}**, {roofline.ridge_point(_low.peak_flops('bf16')[0], _low.bandwidth):,.0f}
+    FLOP/B. A lower ridge means decode turns compute-bound at a smaller batch — if the cache did not
+    hold the intensity down (section 1b). The {h100['gpu']} is the reference used above.
+    """)
+    return
+
+
+@app.cell
+def _():
+    _d = decode_intensity.intensity_table("llama-3.1-8b", "H100 SXM", contexts=(1024, 8192, 32768))
+    _lines = "\n".join(f"- {decode_intensity.verdict(s)}" for s in decode_intensity.summary(_d))
+    notebook.exercise(2, "A model without a sliding window. Does Llama 3.1 8B (128k context, no window) reach "
+                    "the ridge at long contexts? Pick it in section 1b's control, or use "
+                    "`helpers.decode_intensity.intensity_table`.", f"""
+    ```python
+    from helpers import decode_intensity
+    d = decode_intensity.intensity_table("llama-3.1-8b", "H100 SXM", contexts=(1024, 8192, 32768))
+    [decode_intensity.verdict(s) for s in decode_intensity.summary(d)]
+    ```
+
+    {_lines}
+
+    The longer the context, the more each sequence reads of its own cache and the fewer sequences fit:
+    the intensity falls, and decode moves further from the ridge.
+    """)
+    return
+
+
+@app.cell
+def _():
+    _c = stepcost.decode_cost("mistral-7b-v0.1", 4096, 1, "bf16")
+    notebook.exercise(3, "One floor everywhere. Run `python -m helpers capacity --model mistral-7b-v0.1 --gpu \"H100 SXM\" "
+                    "--context 4096 --batch 1 --efficiency 1 --json` and compare `step_bytes_per_gpu` with the "
+                    "bytes this notebook's floor counts. Why do they agree?", f"""
+    Both come from `helpers.stepcost.decode_cost`: {_c.weight_bytes:,} B of weights (every weight but the
+    input embedding table) + {_c.embedding_bytes:,} B (the new token's row of it) + {_c.kv_read_bytes:,} B of
+    cache read + {_c.kv_write_bytes:,} B written = **{_c.bytes:,} B**. At {h100['bandwidth'] / 1e12:,.2f} TB/s that is
+    {1e3 * _c.bytes / h100['bandwidth']:,.3f} ms — the planner's `step_floor_ms`. The planner's `step_ms` divides it by
+    the efficiency (`--efficiency`, 0.5 by default: half the datasheet's bandwidth), the share of the datasheet an
+    engine reaches.
+    """)
+    return
+
+
+@app.cell(hide_code=True)
+def _(efficiency, intensity_summary):
+    _s = intensity_summary[-1]
+    _eff = ", ".join(f"{100 * r.efficiency:,.1f} % for {r.model}" for r in efficiency[efficiency["model"] != "probe"].itertuples())
+    mo.md(f"""
+    ## Takeaways
+
+    - Prefill is compute-bound: every weight read serves every prompt token. Decode at batch 1 does
+      about one FLOP per byte in bf16, on any device: it is memory-bound, and its floor is bytes ÷ bandwidth.
+    - Batching shares the weights, not the caches. Without a cache decode would cross an {h100['gpu']}'s
+      ridge near batch {h100['crossover_batch']:,.0f}; with Mistral 7B's cache at {_s['context']:,} tokens the
+      largest batch that fits reaches {_s['intensity_at_max_batch']:,.1f} FLOP/B, {100 * _s['share_of_ridge']:,.0f} % of the
+      ridge, and no batch gets past {_s['limit_with_kv']:,.1f}.
+    - A decode step has two costs: the bytes it must read (weights + KV cache, ÷ bandwidth) and a fixed cost
+      per step (operators, Python, launches) — here the floor explains {_eff} of the step. Small models live in
+      the second regime, large ones in the first.
+    - The implementation decides which regime a large model ends up in: the same greedy tokens come out of
+      each, at very different distances from the floor. On a GPU it takes a static cache *and* CUDA graphs
+      to get near the roof; the profiler turns "overhead" into named parts that add up to the measured step.
+    - One model of a step's bytes (`helpers.stepcost`) gives this notebook's floor, notebook 04's planner
+      and `make bench` the same numbers — a floor, not a forecast: it holds where the step waits for
+      memory, and says nothing about the fixed cost.
+
+    *This run took {notebook.elapsed(started)}.*
+    """)
     return
 
 

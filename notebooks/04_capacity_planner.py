@@ -11,14 +11,12 @@ import marimo
 __generated_with = "0.25.2"
 app = marimo.App(width="medium")
 
-
-@app.cell
-def _():
+with app.setup:
     import time
 
     import marimo as mo
 
-    from helpers import capacity, expected, gpus, notebook
+    from helpers import capacity, expected, gpus, notebook, plots, replay
     from helpers.glossary import term
     from helpers.capacity import measured as capacity_measured, ranking as capacity_ranking, views as capacity_views
     from helpers.memory import KV_DTYPES, WEIGHT_SCHEMES
@@ -27,13 +25,11 @@ def _():
 
     notebook.setup()
     started = time.perf_counter()
-    planner_inputs = LastGood()  # this session's last good inputs: a bad value keeps the answer on the page
-    return (KV_DTYPES, PRESETS, WEIGHT_SCHEMES, capacity, capacity_measured, capacity_ranking, capacity_views,
-            expected, get_spec, gpus, mo, notebook, planner_inputs, started, term)
+    planner_inputs = LastGood()
 
 
-@app.cell
-def _(mo, term):
+@app.cell(hide_code=True)
+def _():
     mo.md(f"""
     # 04 · Capacity and cost planner
 
@@ -69,7 +65,7 @@ def _(mo, term):
 
 
 @app.cell
-def _(KV_DTYPES, PRESETS, WEIGHT_SCHEMES, capacity, gpus, mo):
+def _():
     model_choice = mo.ui.dropdown(options=list(PRESETS), value="mistral-7b-v0.1", label="model")
     config_path = mo.ui.text(value="", placeholder="path/to/config.json", label="or a config.json")
     weight_choice = mo.ui.dropdown(options=list(WEIGHT_SCHEMES), value="bf16", label="weights")
@@ -84,13 +80,33 @@ def _(KV_DTYPES, PRESETS, WEIGHT_SCHEMES, capacity, gpus, mo):
                                      show_value=True, label="efficiency (share of the datasheet)")
     provider_choice = mo.ui.dropdown(options=["all (mixed)", *gpus.providers()], value="all (mixed)",
                                      label="prices from")
-    return (config_path, context_choice, efficiency_choice, gpus_choice, kv_choice, min_batch_choice, model_choice,
-            provider_choice, slo_choice, weight_choice)
+    return (
+        config_path,
+        context_choice,
+        efficiency_choice,
+        gpus_choice,
+        kv_choice,
+        min_batch_choice,
+        model_choice,
+        provider_choice,
+        slo_choice,
+        weight_choice,
+    )
 
 
 @app.cell
-def _(config_path, context_choice, efficiency_choice, gpus_choice, kv_choice, min_batch_choice, mo, model_choice,
-      provider_choice, slo_choice, weight_choice):
+def _(
+    config_path,
+    context_choice,
+    efficiency_choice,
+    gpus_choice,
+    kv_choice,
+    min_batch_choice,
+    model_choice,
+    provider_choice,
+    slo_choice,
+    weight_choice,
+):
     mo.vstack([
         mo.hstack([model_choice, config_path], justify="start"),
         mo.hstack([weight_choice, kv_choice, gpus_choice], justify="start"),
@@ -102,8 +118,18 @@ def _(config_path, context_choice, efficiency_choice, gpus_choice, kv_choice, mi
 
 
 @app.cell
-def _(config_path, context_choice, efficiency_choice, gpus_choice, kv_choice, min_batch_choice, mo, model_choice,
-      planner_inputs, provider_choice, slo_choice, weight_choice):
+def _(
+    config_path,
+    context_choice,
+    efficiency_choice,
+    gpus_choice,
+    kv_choice,
+    min_batch_choice,
+    model_choice,
+    provider_choice,
+    slo_choice,
+    weight_choice,
+):
     # Every control checked together (helpers.capacity.inputs): a bad value gives the note below the
     # controls, and the cells that follow keep the last good inputs.
     _inputs, _note = planner_inputs.resolve(config_path.value, model_choice.value, weight_choice.value,
@@ -113,11 +139,21 @@ def _(config_path, context_choice, efficiency_choice, gpus_choice, kv_choice, mi
     efficiency = float(efficiency_choice.value)
     provider = None if provider_choice.value.startswith("all") else provider_choice.value
     mo.md(_note) if _note else None
-    return context, efficiency, kv, min_batch, model, n_gpus, provider, slo_ms, weights
+    return (
+        context,
+        efficiency,
+        kv,
+        min_batch,
+        model,
+        n_gpus,
+        provider,
+        slo_ms,
+        weights,
+    )
 
 
 @app.cell
-def _(capacity, capacity_views, context, efficiency, kv, min_batch, mo, model, n_gpus, slo_ms, weights):
+def _(context, efficiency, kv, min_batch, model, n_gpus, slo_ms, weights):
     try:
         caption = capacity_views.source_text(model, weights, kv, n_gpus, context)
         fixed = f"SLO {slo_ms:g} ms per output token" if slo_ms else "no latency SLO"
@@ -136,7 +172,17 @@ def _(capacity, capacity_views, context, efficiency, kv, min_batch, mo, model, n
 
 
 @app.cell
-def _(capacity_views, context, efficiency, kv, min_batch, mo, model, n_gpus, provider, slo_ms, weights):
+def _(
+    context,
+    efficiency,
+    kv,
+    min_batch,
+    model,
+    n_gpus,
+    provider,
+    slo_ms,
+    weights,
+):
     try:
         ranked = capacity_views.rank_table(model, weights, kv, context, slo_ms=slo_ms, min_batch=min_batch, gpus=n_gpus,
                                            efficiency=efficiency, provider=provider)
@@ -149,7 +195,7 @@ def _(capacity_views, context, efficiency, kv, min_batch, mo, model, n_gpus, pro
 
 
 @app.cell
-def _(capacity_ranking, mo, ranked):
+def _(ranked):
     if ranked is None:
         _md = mo.md("")
     else:
@@ -172,7 +218,7 @@ def _(capacity_ranking, mo, ranked):
 
 
 @app.cell
-def _(capacity, get_spec, gpus, mo, model, n_gpus):
+def _(model, n_gpus):
     try:
         split_note = capacity.sharding(get_spec(model), n_gpus).note
     except ValueError as _exc:
@@ -195,8 +241,8 @@ def _(capacity, get_spec, gpus, mo, model, n_gpus):
     return
 
 
-@app.cell
-def _(mo):
+@app.cell(hide_code=True)
+def _():
     mo.md("""
     ## Latency against throughput: the batch decides
 
@@ -209,7 +255,7 @@ def _(mo):
 
 
 @app.cell
-def _(capacity_views, context, efficiency, kv, mo, model, n_gpus, slo_ms, weights):
+def _(context, efficiency, kv, model, n_gpus, slo_ms, weights):
     curve_gpus = ["L4", "L40S", "A100 80GB", "H100 SXM", "H200", "MI300X"]
     try:
         curve = capacity_views.curve(model, curve_gpus, weights, kv, context, n_gpus, efficiency)
@@ -224,7 +270,7 @@ def _(capacity_views, context, efficiency, kv, mo, model, n_gpus, slo_ms, weight
 
 
 @app.cell
-def _(capacity_views, context, efficiency, kv, mo, model, n_gpus, slo_ms, weights):
+def _(context, efficiency, kv, model, n_gpus, slo_ms, weights):
     tri_slo = slo_ms or 10.0          # with no SLO chosen above, 10 ms stands in for one
     try:
         tri = capacity_views.triangle(model, "H100 SXM", weights, kv, context, tri_slo, n_gpus, efficiency)
@@ -264,13 +310,13 @@ def _(capacity_views, context, efficiency, kv, mo, model, n_gpus, slo_ms, weight
 
 
 @app.cell
-def _(mo, tri):
+def _(tri):
     tri if tri is not None else mo.md("")
     return
 
 
 @app.cell
-def _(mo):
+def _():
     prompt_choice = mo.ui.number(start=1, stop=100_000, step=1, value=1000, label="prompt tokens")
     output_choice = mo.ui.number(start=1, stop=100_000, step=1, value=200, label="output tokens")
     mo.vstack([mo.md("""
@@ -286,8 +332,18 @@ def _(mo):
 
 
 @app.cell
-def _(capacity_views, efficiency, kv, min_batch, mo, model, n_gpus, output_choice, prompt_choice, provider, slo_ms,
-      weights):
+def _(
+    efficiency,
+    kv,
+    min_batch,
+    model,
+    n_gpus,
+    output_choice,
+    prompt_choice,
+    provider,
+    slo_ms,
+    weights,
+):
     _p, _o = int(prompt_choice.value or 1000), int(output_choice.value or 200)
     try:
         requests = capacity_views.request_table(model, _p, _o, weights, kv, slo_ms=slo_ms, min_batch=min_batch,
@@ -300,7 +356,16 @@ def _(capacity_views, efficiency, kv, min_batch, mo, model, n_gpus, output_choic
 
 
 @app.cell
-def _(capacity, efficiency, kv, mo, model, n_gpus, output_choice, prompt_choice, requests, weights):
+def _(
+    efficiency,
+    kv,
+    model,
+    n_gpus,
+    output_choice,
+    prompt_choice,
+    requests,
+    weights,
+):
     if requests is None or not (requests["status"] == "ok").any():
         _md = mo.md("")
     else:
@@ -328,9 +393,25 @@ def _(capacity, efficiency, kv, mo, model, n_gpus, output_choice, prompt_choice,
     return
 
 
-@app.cell
-def _(mo):
-    mo.md("""
+@app.function
+def roof_check(active) -> dict:
+    """The planner at the roof (helpers.decoding.regimes): the same check on a model whose decode step waits
+    for memory — on a CPU the small profile, on a GPU the active model — measured with its fastest
+    implementation (notebook 03, section 6), the floor at the copy bandwidth measured alongside its steps;
+    its planner row and the verdict, by the rule of 0.8–1.25."""
+    from helpers import microbench, models
+    from helpers.decoding import regimes, views
+
+    here = active if active.device.startswith("cuda") else models.load("small", device=active.device)
+    peak = microbench.matmul_benchmark(here.device, here.dtype).flops_per_s
+    reg = regimes.measure_regime(here, None, peak, with_breakdown=False)
+    return {"table": views.planner_frame([reg]), "sentence": reg.planner["sentence"], "label": reg.label}
+
+
+@app.cell(hide_code=True)
+def _():
+    measured_button = replay.run_button()
+    mo.vstack([mo.md("""
     ## Prediction against measurement, on this machine
 
     The planner's floor for the model this notebook's profile loads (`WORKSHOP_PROFILE`), on the
@@ -340,19 +421,21 @@ def _(mo):
     That overhead is about fixed per step, so it weighs most on the tiny model (a few MB of weights
     per layer); the bigger the model, the larger the share of each step the floor explains.
     `make bench` reports the same ratio for the active profile.
-    """)
-    return
+    """), measured_button])
+    return (measured_button,)
 
 
 @app.cell
-def _(capacity_measured, mo):
+def _(measured_button):
     from helpers.hardware import is_out_of_memory
     from helpers.models import ProfileUnavailable, load
 
-    measured = None
+    loaded, measured, measured_run = None, None, None   # None when the profile's model cannot load here
     try:
         loaded = load()
-        measured = capacity_measured.predict_vs_measure(loaded)
+        measured_run = replay.measure("04/predict_vs_measure", capacity_measured.predict_vs_measure, loaded,
+                                      run=measured_button.value, profile=loaded.profile, device=loaded.device)
+        measured = measured_run.value
         measured_view = capacity_measured.comparison_table(measured)
     except ImportError as _exc:
         measured_view = mo.md(f"⚠️ The bandwidth microbenchmark is not available here: {_exc}")
@@ -364,16 +447,23 @@ def _(capacity_measured, mo):
         measured_view = mo.md(f"⚠️ **The device ran out of memory measuring the step** — a result, not a "
                               f"crash: this GPU cannot also hold the measurement's batch. ({_exc})")
     measured_view
-    return (measured,)
+    return loaded, measured, measured_run
 
 
-@app.cell
-def _(capacity_measured, expected, measured, mo):
+@app.cell(hide_code=True)
+def _(measured_run):
+    measured_run.note() if measured_run is not None else mo.md("")
+    return
+
+
+@app.cell(hide_code=True)
+def _(measured, measured_run):
     _h = expected.on_gpu("H100 SXM", contexts=(512,))
     if measured is None:
         _md = mo.md("")
     else:
         _e = capacity_measured.efficiency(measured)
+        _where = "in the recorded run" if measured_run.replayed else "here"
         if _e["gpu"] is not None:
             _ds = (f"Against the {_e['gpu'].name} datasheet's {_e['datasheet_bandwidth'] / 1e12:,.2f} TB/s (the "
                    f"share the planner's `--efficiency` means) that is **{100 * _e['datasheet_efficiency']:,.1f} %** "
@@ -385,7 +475,7 @@ def _(capacity_measured, expected, measured, mo):
                    "catalog, and the planner's `--efficiency` is a share of a catalogued GPU's datasheet, so this "
                    "figure is not a value to pass there; measure on the GPU you plan for")
         _md = mo.md(f"""
-        **Measured efficiency here: {100 * _e['vs_measured_bandwidth']:,.1f} %** of the floor at this device's
+        **Measured efficiency {_where}: {100 * _e['vs_measured_bandwidth']:,.1f} %** of the floor at the device's
         measured bandwidth (predicted ÷ measured). {_ds} (the planner's default is
         {100 * _h['efficiency']:,.0f} %, from a published worked example).
 
@@ -398,8 +488,47 @@ def _(capacity_measured, expected, measured, mo):
     return
 
 
+@app.cell(hide_code=True)
+def _():
+    roof_button = replay.run_button()
+    mo.vstack([mo.md("""
+    ### The planner at the roof
+
+    The same check on a model whose decode step waits for memory — on a CPU the `small` profile (175 M
+    parameters, 567 MB read per step), on a GPU the active model — decoded with its fastest implementation
+    (notebook 03, section 6). The verdict applies the rule of 0.8–1.25: a measured step within that band of
+    the planner's is one the planner predicts.
+    """), roof_button])
+    return (roof_button,)
+
+
 @app.cell
-def _(mo):
+def _(loaded, roof_button):
+    from helpers.models import ProfileUnavailable as _Unavailable
+
+    roof_run = None
+    try:
+        if loaded is None:
+            raise ValueError("the profile's model did not load (the section above says why)")
+        roof_run = replay.measure("04/roof_check", roof_check, loaded, run=roof_button.value, long=True,
+                                  profile=loaded.profile, device=loaded.device)
+        _check = roof_run.value
+        roof_check_view = plots.table(_check["table"].assign(verdict=_check["sentence"].replace("**", "")),
+                                      plots.source_label(roof_run.source("measured: " + _check["label"])))
+    except (_Unavailable, ValueError) as _exc:
+        roof_check_view = mo.md(f"⚠️ **The planner's check at the roof cannot run here:** {_exc}")
+    roof_check_view
+    return (roof_run,)
+
+
+@app.cell(hide_code=True)
+def _(roof_run):
+    roof_run.note() if roof_run is not None else mo.md("")
+    return
+
+
+@app.cell(hide_code=True)
+def _():
     mo.md("""
     ## Exercises
 
@@ -409,7 +538,7 @@ def _(mo):
 
 
 @app.cell
-def _(capacity_ranking, notebook):
+def _():
     _all = capacity_ranking.rank("mistral-7b-v0.1", context=4096, slo_ms=20)
     _rp = capacity_ranking.rank("mistral-7b-v0.1", context=4096, slo_ms=20, provider="RunPod")
     _a, _b = [r for r in _all if r["rank"] == 1][0], [r for r in _rp if r["rank"] == 1][0]
@@ -425,7 +554,7 @@ def _(capacity_ranking, notebook):
 
 
 @app.cell
-def _(capacity, notebook):
+def _():
     _lo = capacity.plan_for_slo("mistral-7b-v0.1", "H100 SXM", 10, context=4096, efficiency=0.5)[0]
     _hi = capacity.plan_for_slo("mistral-7b-v0.1", "H100 SXM", 10, context=4096, efficiency=1.0)[0]
     notebook.exercise(2, "The datasheet's promise. With an SLO of 10 ms on one H100 SXM at 4,096 tokens, what "
@@ -439,7 +568,7 @@ def _(capacity, notebook):
 
 
 @app.cell
-def _(capacity, notebook):
+def _():
     _r = capacity.plan("mistral-7b-v0.1", "H100 SXM", context=8192, batch=16, prompt_tokens=6000, output_tokens=500)
     notebook.exercise(3, "A long prompt. Price a request of 6,000 prompt and 500 output tokens on one H100 SXM at "
                     "batch 16 (`--context 8192 --batch 16 --prompt-tokens 6000 --output-tokens 500`). Which part "
@@ -458,8 +587,8 @@ def _(capacity, notebook):
     return
 
 
-@app.cell
-def _(mo, notebook, started):
+@app.cell(hide_code=True)
+def _():
     mo.md(f"""
     ## Takeaways
 
@@ -474,28 +603,6 @@ def _(mo, notebook, started):
 
     *This run took {notebook.elapsed(started)}.*
     """)
-    return
-
-
-@app.cell
-def _(mo):
-    from helpers import microbench as _microbench
-    from helpers.decoding import regimes as _regimes, views as _views
-    from helpers.models import ProfileUnavailable as _Unavailable, load as _load
-
-    # The planner at the roof (helpers.decoding.regimes): the same check on a model whose decode step waits
-    # for memory — on a CPU the small profile, on a GPU the active model — measured with its fastest
-    # implementation (notebook 03, section 6); the verdict column applies the rule of 0.8–1.25.
-    try:
-        _active = _load()
-        _here = _active if _active.device.startswith("cuda") else _load("small", device=_active.device)
-        _peak = _microbench.matmul_benchmark(_here.device, _here.dtype).flops_per_s
-        # bandwidth None: measured alongside the decode steps, so floor and steps see the same memory
-        _reg = _regimes.measure_regime(_here, None, _peak, with_breakdown=False)
-        roof_check_view = _views.planner_frame([_reg]).assign(verdict=_reg.planner["sentence"].replace("**", ""))
-    except (_Unavailable, ValueError) as _exc:
-        roof_check_view = mo.md(f"⚠️ **The planner's check at the roof cannot run here:** {_exc}")
-    roof_check_view
     return
 
 

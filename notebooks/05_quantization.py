@@ -11,25 +11,22 @@ import marimo
 __generated_with = "0.25.2"
 app = marimo.App(width="medium")
 
-
-@app.cell
-def _():
+with app.setup:
     import time
 
     import marimo as mo
     import pandas as pd
 
-    from helpers import capacity, expected, memory, models, notebook, plots, quant, specs
+    from helpers import capacity, expected, memory, models, notebook, plots, quant, replay, specs
     from helpers.glossary import term
     from helpers.units import fmt_bytes
 
     notebook.setup()
     started = time.perf_counter()
-    return capacity, expected, fmt_bytes, memory, mo, models, notebook, pd, plots, quant, specs, started, term
 
 
-@app.cell
-def _(mo, term):
+@app.cell(hide_code=True)
+def _():
     mo.md(f"""
     # 05 · Weight quantization
 
@@ -68,32 +65,44 @@ def _(mo, term):
 
 
 @app.cell
-def _(models):
+def _():
     loaded = models.load()
     return (loaded,)
 
 
-@app.cell
-def _(loaded, mo):
+@app.cell(hide_code=True)
+def _(loaded):
     _ref = ("fp32 — on a CPU bf16 matmuls are slow, so the reference (and what bitsandbytes leaves "
             "unquantized) is fp32 here" if loaded.dtype == "fp32" else loaded.dtype)
-    mo.md(f"""
+    compare_button = replay.run_button()
+    mo.vstack([mo.md(f"""
     **Model:** {loaded.label}
     **Reference dtype:** {_ref}.
     bitsandbytes quantizes while loading a checkpoint, so each quantized copy is loaded from the
     same weights as the reference{" (for `mistral-7b-random`, a copy saved once to the workshop cache)" if loaded.profile == "mistral-7b-random" else ""}.
-    """)
+    **Run live** loads and measures the four models (`helpers.quant.compare`): the footprint, speed and
+    quality sections below all read that one run.
+    """), compare_button])
+    return (compare_button,)
+
+
+@app.cell
+def _(compare_button, loaded):
+    compare_run = replay.measure("05/compare", models.run_on, loaded, quant.compare, run=compare_button.value,
+                                 long=True, profile=loaded.profile, device=loaded.device)
+    results_on, results = compare_run.value
+    results_source = compare_run.source(results_on)
+    return compare_run, results, results_on, results_source
+
+
+@app.cell(hide_code=True)
+def _(compare_run):
+    compare_run.note()
     return
 
 
-@app.cell
-def _(loaded, quant):
-    results = quant.compare(loaded)
-    return (results,)
-
-
-@app.cell
-def _(mo):
+@app.cell(hide_code=True)
+def _():
     mo.md("""
     ## Footprint of each model
 
@@ -107,15 +116,15 @@ def _(mo):
 
 
 @app.cell
-def _(loaded, pd, plots, quant, results):
-    footprints = pd.DataFrame(quant.footprint_rows(results, loaded.spec, loaded.label))
-    plots.table(footprints.drop(columns="measured on", errors="ignore"), f"measured: {loaded.label}; "
+def _(results, results_on, results_source):
+    footprints = pd.DataFrame(quant.footprint_rows(results, results_on.spec, results_on.label))
+    plots.table(footprints.drop(columns="measured on", errors="ignore"), f"{plots.source_label(results_source)}; "
                 "predicted: helpers.memory.weight_bytes")
     return (footprints,)
 
 
-@app.cell
-def _(footprints, mo, pd):
+@app.cell(hide_code=True)
+def _(footprints):
     _ok = footprints[footprints["exact"].notna()] if "exact" in footprints else pd.DataFrame()
     mo.md(f"""
     **What you should see.** `exact` true in every row ({int(_ok["exact"].sum()) if len(_ok) else 0} of {len(_ok)} here):
@@ -126,9 +135,9 @@ def _(footprints, mo, pd):
     return
 
 
-@app.cell
-def _(loaded, mo, quant):
-    _tiny = quant.embedding_share(loaded.spec)
+@app.cell(hide_code=True)
+def _(results_on):
+    _tiny = quant.embedding_share(results_on.spec)
     _m7 = quant.embedding_share("mistral-7b-v0.1")
     mo.md(f"""
     **Why the saving is smaller than "int8 halves, nf4 quarters".** bitsandbytes quantizes the
@@ -141,16 +150,24 @@ def _(loaded, mo, quant):
     return
 
 
-@app.cell
-def _(pd, plots, quant):
-    mistral_footprints = pd.DataFrame(quant.preset_footprints("mistral-7b-v0.1"))
-    plots.table(mistral_footprints.drop(columns="GiB", errors="ignore"),
-                "computed from mistral-7b-v0.1 config.json, bf16 base (helpers.quant.preset_footprints)")
-    return (mistral_footprints,)
+@app.cell(hide_code=True)
+def _():
+    footprint_model = mo.ui.dropdown(options=list(specs.PRESETS), value=notebook.env_default(
+        "WORKSHOP_QUANT_MODEL", "mistral-7b-v0.1", list(specs.PRESETS)), label="model (computed from its config)")
+    mo.vstack([footprint_model, notebook.static_note({"WORKSHOP_QUANT_MODEL": "the preset (" + ", ".join(specs.PRESETS) + ")"})])
+    return (footprint_model,)
 
 
 @app.cell
-def _(mo):
+def _(footprint_model):
+    preset_footprints = pd.DataFrame(quant.preset_footprints(footprint_model.value))
+    plots.table(preset_footprints.drop(columns="GiB", errors="ignore"),
+                f"computed from {footprint_model.value} config.json, bf16 base (helpers.quant.preset_footprints)")
+    return (preset_footprints,)
+
+
+@app.cell(hide_code=True)
+def _():
     mo.md("""
     Every preset, computed the same way. Mixture-of-experts models barely shrink: transformers 5
     keeps their experts as fused 3-D tensors, and bitsandbytes replaces only `nn.Linear` layers —
@@ -161,30 +178,36 @@ def _(mo):
 
 
 @app.cell
-def _(pd, plots, quant):
+def _():
     all_presets = pd.DataFrame(quant.presets_table())
     plots.table(all_presets, "computed from each config.json, bf16 base (helpers.quant.presets_table)")
     return
 
 
 @app.cell
-def _(footprints, loaded, mistral_footprints, plots):
+def _(
+    footprint_model,
+    footprints,
+    preset_footprints,
+    results_on,
+    results_source,
+):
     _fig, (_a, _b) = plots.figure(ncols=2, width=5.5)
     _ok = footprints.dropna(subset=["model total (MB)"]) if "model total (MB)" in footprints else footprints
     plots.bars(_a, _ok["scheme"].str.replace("bitsandbytes ", ""), _ok["model total (MB)"], plots.MEASURED)
     _a.set_ylabel(plots.byte_label("MB", "model"))
-    _a.set_title(f"measured: {loaded.model_name}", fontsize=9)
-    plots.bars(_b, mistral_footprints["scheme"], mistral_footprints["GB"], plots.COMPUTED)
+    _a.set_title(f"measured: {results_on.model_name}", fontsize=9)
+    plots.bars(_b, preset_footprints["scheme"], preset_footprints["GB"], plots.COMPUTED)
     _b.set_ylabel(plots.byte_label("GB", "weights"))
-    _b.set_title("computed: Mistral 7B v0.1, bf16 base", fontsize=9)
-    plots.finish(_fig, f"left: measured: {loaded.label} · right: computed from mistral-7b-v0.1 config.json",
+    _b.set_title(f"computed: {footprint_model.value}, bf16 base", fontsize=9)
+    plots.finish(_fig, f"left: {plots.source_label(results_source)} · right: computed from {footprint_model.value} config.json",
                  title="Footprint by scheme")  # stamped, and closed so Jupyter shows it once
     _fig
     return
 
 
-@app.cell
-def _(mo):
+@app.cell(hide_code=True)
+def _():
     mo.md("""
     ## Speed: prefill and decode, side by side
 
@@ -199,14 +222,14 @@ def _(mo):
 
 
 @app.cell
-def _(loaded, pd, plots, quant, results):
-    speeds = pd.DataFrame(quant.speed_rows(results, loaded.label))
-    plots.table(speeds.drop(columns="measured on", errors="ignore"), f"measured: {loaded.label}; medians")
+def _(results, results_on, results_source):
+    speeds = pd.DataFrame(quant.speed_rows(results, results_on.label))
+    plots.table(speeds.drop(columns="measured on", errors="ignore"), f"{plots.source_label(results_source)}; medians")
     return (speeds,)
 
 
 @app.cell
-def _(loaded, plots, speeds):
+def _(results_source, speeds):
     _fig, (_a, _b) = plots.figure(ncols=2, width=5.0)
     _names = speeds["scheme"].str.replace("bitsandbytes ", "")
     plots.bars(_a, _names, speeds["prefill (ms)"], plots.MEASURED)
@@ -215,18 +238,18 @@ def _(loaded, plots, speeds):
     plots.bars(_b, _names, speeds["decode (tokens/s)"], plots.MEASURED)
     _b.set_ylabel("decode (tokens/s, batch 1)")
     _b.set_title("decode (higher is faster)", fontsize=9)
-    plots.finish(_fig, loaded, title="Speed by scheme")  # stamped, and closed so Jupyter shows it once
+    plots.finish(_fig, results_source, title="Speed by scheme")  # stamped, and closed so Jupyter shows it once
     _fig
     return
 
 
 @app.cell
-def _(loaded, mo, speeds):
+def _(results_on, speeds):
     _ref = speeds.iloc[0]
     _q = speeds.iloc[1:]
     _ratios = {r["scheme"]: _ref["decode (tokens/s)"] / r["decode (tokens/s)"] for _, r in _q.iterrows()}
     _slower = {k: v for k, v in _ratios.items() if v > 1}
-    _cpu = loaded.device == "cpu"
+    _cpu = results_on.device == "cpu"
     if not _ratios:
         _verdict = "Only the reference ran, so there is nothing to compare."
     else:
@@ -255,15 +278,15 @@ def _(loaded, mo, speeds):
 
 
 @app.cell
-def _(expected, pd, plots):
+def _():
     quant_floors = pd.DataFrame(expected.quantized_decode_rows())
     plots.table(quant_floors, f"computed: Mistral 7B v0.1 on an {expected.REFERENCE_GPU}, batch 1, 1,024 tokens "
                               "cached — the capacity planner's memory-bound floor at the datasheet's bandwidth")
     return (quant_floors,)
 
 
-@app.cell
-def _(expected, mo, quant_floors, term):
+@app.cell(hide_code=True)
+def _(quant_floors):
     _f = quant_floors.set_index("scheme")["vs bf16 (×)"]
     mo.md(f"""
     **What a GPU shows.** For Mistral 7B a decode step at batch 1 is {term("memory-bound")}, so its floor
@@ -286,8 +309,8 @@ def _(expected, mo, quant_floors, term):
     return
 
 
-@app.cell
-def _(loaded, mo):
+@app.cell(hide_code=True)
+def _(results_on):
     _caveat = {
         "tiny": """
     **This model has random weights: its absolute figures mean nothing.** Its perplexity is about the
@@ -308,12 +331,12 @@ def _(loaded, mo):
     mean something for this text — a toy model, but one whose next-token distributions are peaked,
     so a flipped top token is a real change, not a tie broken by rounding.
     """,
-    }.get(loaded.profile, """
+    }.get(results_on.profile, """
     Trained weights: these figures mean what they say, for this text. A few thousand characters are
     a smoke test, not a benchmark — check a scheme on your own task before you ship it.
     """)
     _text = ("the opening of the last chapter of *Persuasion* (held out from the tiny model's training; "
-             "`helpers.training.eval_text()`)" if loaded.profile in ("tiny", "tiny-trained") else
+             "`helpers.training.eval_text()`)" if results_on.profile in ("tiny", "tiny-trained") else
              "the fixed text in `helpers/data/eval_text.txt` (original prose written for this repository, "
              "public domain)")
     mo.md(f"""
@@ -331,42 +354,55 @@ def _(loaded, mo):
 
 
 @app.cell
-def _(loaded, pd, quant, results):
-    quality = pd.DataFrame(quant.quality_rows(results, loaded.label))
+def _(results, results_on):
+    quality = pd.DataFrame(quant.quality_rows(results, results_on.label))
     quality
     return (quality,)
 
 
-@app.cell
-def _(loaded, models):
-    # On the tiny profiles: the random and the trained model side by side, on the same held-out text.
-    # The trained one is built once per machine (about a minute on two cores) and cached.
-    if loaded.profile in models.TINY_PROFILES:
-        _other = "tiny" if loaded.profile == "tiny-trained" else "tiny-trained"
-        _both = {loaded.profile: loaded, _other: models.load(_other, device=loaded.device)}
-        tiny_pair = (_both["tiny"], _both["tiny-trained"])
-    else:
-        tiny_pair = None
-    return (tiny_pair,)
+@app.function
+def random_against_trained(loaded) -> dict | None:
+    """On the tiny profiles: the random and the trained tiny model's perplexity on the same held-out text
+    (the trained one built once per machine, about a minute on two cores, and cached), the training log, and
+    on the random profile int8 and nf4 measured on the trained model too (footprint and quality, no timing).
+    None on other profiles."""
+    from helpers import training
+
+    if loaded.profile not in models.TINY_PROFILES:
+        return None
+    other = "tiny" if loaded.profile == "tiny-trained" else "tiny-trained"
+    both = {loaded.profile: loaded, other: models.load(other, device=loaded.device)}
+    trained = both["tiny-trained"]
+    return {"perplexities": pd.DataFrame(training.perplexity_rows(both["tiny"], trained)), "log": training.log(),
+            "trained_quality": (quant.quality_rows(quant.compare(trained, timing=False), trained.label)
+                                if loaded.profile == "tiny" else None)}
 
 
 @app.cell
-def _(mo, pd, tiny_pair):
-    from helpers import training as _training
-
-    if tiny_pair is None:
+def _(compare_button, loaded):
+    pair_run = replay.measure("05/random_vs_trained", random_against_trained, loaded, run=compare_button.value,
+                              profile=loaded.profile, device=loaded.device)
+    pair = pair_run.value
+    if pair is None:
         perplexities, training_log = None, None
         _out = mo.md("*The random-against-trained comparison runs on the tiny profiles (`tiny`, `tiny-trained`); "
                      "this profile's table above is its own.*")
     else:
-        perplexities, training_log = pd.DataFrame(_training.perplexity_rows(*tiny_pair)), _training.log()
-        _out = perplexities
+        perplexities, training_log = pair["perplexities"], pair["log"]
+        _out = plots.table(perplexities, plots.source_label(pair_run.source("measured: tiny and tiny-trained · fp32 · "
+                                                                             + loaded.device)))
     _out
-    return perplexities, training_log
+    return pair, pair_run, perplexities, training_log
+
+
+@app.cell(hide_code=True)
+def _(pair_run):
+    pair_run.note()
+    return
 
 
 @app.cell
-def _(mo, perplexities, training_log):
+def _(perplexities, training_log):
     if perplexities is None:
         _md = ""
     else:
@@ -391,14 +427,13 @@ def _(mo, perplexities, training_log):
 
 
 @app.cell
-def _(loaded, pd, quality, quant, tiny_pair):
-    # int8 and nf4 on the trained model: the table above when the profile is tiny-trained; measured
-    # here (footprint and quality, no timing) when the profile is the random tiny.
-    if loaded.profile == "tiny-trained":
+def _(pair, quality, results_on):
+    # int8 and nf4 on the trained model: the table above when the profile is tiny-trained; measured with the
+    # random-against-trained comparison (footprint and quality, no timing) when the profile is the random tiny.
+    if results_on.profile == "tiny-trained":
         trained_quality, _out = quality, None
-    elif tiny_pair is not None:
-        trained_quality = pd.DataFrame(quant.quality_rows(quant.compare(tiny_pair[1], timing=False),
-                                                          tiny_pair[1].label))
+    elif pair is not None and pair["trained_quality"] is not None:
+        trained_quality = pd.DataFrame(pair["trained_quality"])
         _out = trained_quality
     else:
         trained_quality, _out = None, None
@@ -407,7 +442,7 @@ def _(loaded, pd, quality, quant, tiny_pair):
 
 
 @app.cell
-def _(loaded, mo, quality, trained_quality):
+def _(quality, results_on, trained_quality):
     _md = ""
     if trained_quality is not None:
         _q = trained_quality.set_index("scheme")
@@ -417,7 +452,7 @@ def _(loaded, mo, quality, trained_quality):
             _closer, _other = ("int8", "nf4") if _i8[_kl] < _n4[_kl] else ("nf4", "int8")
             _ratio = max(_i8[_kl], _n4[_kl]) / min(_i8[_kl], _n4[_kl])
             _random = ""
-            if loaded.profile == "tiny" and "bitsandbytes nf4" in set(quality["scheme"]):
+            if results_on.profile == "tiny" and "bitsandbytes nf4" in set(quality["scheme"]):
                 _r = quality.set_index("scheme").loc["bitsandbytes nf4", "top-1 agreement"]
                 _random = (f" Here nf4's top-1 agreement is {_n4['top-1 agreement']:.1%} on the trained model "
                            f"against {_r:.1%} on the random one.")
@@ -434,9 +469,19 @@ def _(loaded, mo, quality, trained_quality):
     return
 
 
-@app.cell
-def _(capacity, mo, quant, specs):
-    _rows = quant.fit_on_gpu("gpt-oss-120b")
+@app.cell(hide_code=True)
+def _():
+    _gpus = ["H100 SXM", "H200", "B200", "MI300X", "A100 80GB", "L40S"]
+    big_gpu = mo.ui.dropdown(options=_gpus, value=notebook.env_default("WORKSHOP_BIG_GPU", "H100 SXM", _gpus),
+                             label="the one GPU")
+    mo.vstack([mo.md("## A big model on one GPU: GPT-OSS-120B"), big_gpu,
+               notebook.static_note({"WORKSHOP_BIG_GPU": "the GPU (" + ", ".join(_gpus) + ")"})])
+    return (big_gpu,)
+
+
+@app.cell(hide_code=True)
+def _(big_gpu):
+    _rows = quant.fit_on_gpu("gpt-oss-120b", gpu=big_gpu.value)
     _mx = next(r for r in _rows if r["scheme"] == "mxfp4")
     _pub = quant.GPT_OSS_120B_CHECKPOINT_BYTES
     _ctx = _mx["KV cache room (bf16), one sequence up to (tokens)"]
@@ -448,8 +493,6 @@ def _(capacity, mo, quant, specs):
     _fits_text = (f"{_users4k} sequences of 4,096 tokens at once, or one full {_ctx:,}-token context"
                   if _mx["fits"] else "not one sequence of 4,096 tokens")
     mo.md(f"""
-    ## A big model on one GPU: GPT-OSS-120B
-
     GPT-OSS-120B has {_pb.total / 1e9:,.1f} B parameters, {_pb.experts / _pb.total:.0%} of them in its
     {_spec.num_experts} experts per layer. OpenAI ships the
     experts in **MXFP4** — 4-bit values in blocks of 32 sharing one 8-bit scale — and everything else
@@ -476,14 +519,14 @@ def _(capacity, mo, quant, specs):
 
 
 @app.cell
-def _(pd, plots, quant):
-    gpt_oss = pd.DataFrame(quant.fit_on_gpu("gpt-oss-120b"))
+def _(big_gpu):
+    gpt_oss = pd.DataFrame(quant.fit_on_gpu("gpt-oss-120b", gpu=big_gpu.value))
     plots.table(gpt_oss, "computed from gpt-oss-120b config.json (helpers.quant.fit_on_gpu)")
     return (gpt_oss,)
 
 
 @app.cell
-def _(gpt_oss, plots):
+def _(gpt_oss):
     _fig, _ax = plots.figure(width=6.5)
     _colors = [plots.FITS if f else plots.DOES_NOT_FIT for f in gpt_oss["fits"]]
     _ax.bar(gpt_oss["scheme"], gpt_oss["weights (GB)"], color=_colors)
@@ -503,8 +546,8 @@ def _(gpt_oss, plots):
     return
 
 
-@app.cell
-def _(mo):
+@app.cell(hide_code=True)
+def _():
     mo.md("""
     ## Exercises
     """)
@@ -512,7 +555,7 @@ def _(mo):
 
 
 @app.cell
-def _(fmt_bytes, memory, notebook):
+def _():
     _n, _dq = memory.weight_bytes("mistral-7b-v0.1", "nf4"), memory.weight_bytes("mistral-7b-v0.1", "nf4-dq")
     notebook.exercise(1, """How many bytes does double quantization save on Mistral 7B?
     `python -m helpers weights --model mistral-7b-v0.1 --dtype nf4`, then `--dtype nf4-dq`. Where do the
@@ -525,7 +568,7 @@ def _(fmt_bytes, memory, notebook):
 
 
 @app.cell
-def _(expected, notebook):
+def _():
     _b = expected.gpu_plan(weight_dtype="bf16", context=4096)
     _q = expected.gpu_plan(weight_dtype="nf4", context=4096)
     notebook.exercise(2, f"""On an {expected.REFERENCE_GPU}, what does nf4 change for serving Mistral 7B at 4,096 tokens:
@@ -540,9 +583,9 @@ def _(expected, notebook):
     return
 
 
-@app.cell
-def _(mistral_footprints, mo, notebook, started):
-    _f = mistral_footprints.set_index("scheme")
+@app.cell(hide_code=True)
+def _():
+    _f = pd.DataFrame(quant.preset_footprints("mistral-7b-v0.1")).set_index("scheme")
     mo.md(f"""
     ## Takeaways
 

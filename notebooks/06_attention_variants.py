@@ -11,25 +11,22 @@ import marimo
 __generated_with = "0.25.2"
 app = marimo.App(width="medium")
 
-
-@app.cell
-def _():
+with app.setup:
     import time
 
     import marimo as mo
     import pandas as pd
 
-    from helpers import attention, memory, mla, notebook, plots, specs
+    from helpers import attention, capacity, memory, mla, notebook, plots, replay, specs
     from helpers.glossary import term
     from helpers.units import fmt_bytes
 
     notebook.setup()
     started = time.perf_counter()
-    return attention, fmt_bytes, memory, mla, mo, notebook, pd, plots, specs, started, term
 
 
-@app.cell
-def _(mo, term):
+@app.cell(hide_code=True)
+def _():
     mo.md(f"""
     # 06 · Attention variants and the KV cache
 
@@ -63,8 +60,8 @@ def _(mo, term):
     return
 
 
-@app.cell
-def _(mo):
+@app.cell(hide_code=True)
+def _():
     mo.md("""
     ## KV bytes per token, every preset
 
@@ -76,14 +73,14 @@ def _(mo):
 
 
 @app.cell
-def _(attention, pd, plots):
+def _():
     kv = pd.DataFrame(attention.kv_table())
     plots.table(kv, "computed from each config.json, bf16 KV (helpers.attention.kv_table)")
     return
 
 
 @app.cell
-def _(attention, pd, plots):
+def _():
     _rows = pd.DataFrame(attention.kv_vs_context(max_tokens=131072))
     _fig, (_log, _lin) = plots.figure(ncols=2, width=6.0, height=4.5)
     _styles = {"mistral-7b-v0.3": ":", "deepseek-v2-lite": "--"}
@@ -108,8 +105,8 @@ def _(attention, pd, plots):
     return
 
 
-@app.cell
-def _(memory, mo, specs):
+@app.cell(hide_code=True)
+def _():
     _m1, _go, _v3 = specs.get_spec("mistral-7b-v0.1"), specs.get_spec("gpt-oss-120b"), specs.get_spec("deepseek-v3")
     _full = _go.num_layers - _go.sliding_layers
     _v3_vs_llama = ("less" if memory.kv_bytes_per_token(_v3, "bf16") < memory.kv_bytes_per_token("llama-3.1-8b", "bf16")
@@ -123,26 +120,86 @@ def _(memory, mo, specs):
     size because MLA caches a {memory.kv_elements_per_token_layer(_v3)}-wide latent per layer instead of
     per-head K and V — DeepSeek V3, at {specs.param_count(_v3) / 1e9:,.0f} B parameters, caches {_v3_vs_llama} per token
     than Llama 3.1 8B.
+    """)
+    return
 
+
+@app.cell(hide_code=True)
+def _():
+    _contexts = [1024, 4096, 8192, 16384, 32768, 65536, 131072]
+    kv_context = mo.ui.slider(steps=_contexts, value=notebook.env_default("WORKSHOP_KV_CONTEXT", 32768, _contexts),
+                              show_value=True, label="context (tokens, one sequence)")
+    mo.vstack([mo.md("""
+    **Pick a context.** One sequence's cache for every preset there (bf16, windows honoured), against Mistral
+    7B v0.3's (full attention, GQA-8), and how many such sequences fit on one H100 SXM beside the model's own
+    bf16 weights (the capacity planner's budget, notebook 04; 0: the weights alone do not fit):
+    """), kv_context, notebook.static_note({"WORKSHOP_KV_CONTEXT": "the context (1024 … 131072 tokens)"})])
+    return (kv_context,)
+
+
+@app.cell
+def _(kv_context):
+    _n = int(kv_context.value)
+    _ref = memory.kv_cache_bytes("mistral-7b-v0.3", _n, 1, "bf16")
+    kv_at_context = pd.DataFrame([{
+        "model": name, "attention": specs.get_spec(name).attention,
+        f"KV of one {_n:,}-token sequence (GB)": memory.kv_cache_bytes(name, _n, 1, "bf16") / 1e9,
+        "÷ Mistral 7B v0.3": memory.kv_cache_bytes(name, _n, 1, "bf16") / _ref,
+        "within its context": _n <= (specs.get_spec(name).max_position_embeddings or _n),
+        "sequences on one H100 SXM": (capacity.max_batch(name, "H100 SXM", context=_n)
+                                      if _n <= (specs.get_spec(name).max_position_embeddings or _n) else None)}
+        for name in specs.PRESETS])
+    plots.table(kv_at_context, "computed from each config.json, bf16 weights and KV (helpers.memory, helpers.capacity); "
+                               "past a model's context the formula still counts, the planner does not")
+    return (kv_at_context,)
+
+
+@app.cell(hide_code=True)
+def _(kv_at_context, kv_context):
+    _col = f"KV of one {int(kv_context.value):,}-token sequence (GB)"
+    _least = kv_at_context.loc[kv_at_context[_col].idxmin()]
+    _most = kv_at_context.loc[kv_at_context[_col].idxmax()]
+    mo.md(f"""
+    At {int(kv_context.value):,} tokens **{_least['model']}** ({_least['attention']}) caches least,
+    {_least[_col]:,.3f} GB; **{_most['model']}** ({_most['attention']}) most, {_most[_col]:,.2f} GB —
+    {_most[_col] / _least[_col]:,.0f}× as much for one sequence. Where the cache per sequence is small, the
+    memory left beside the weights holds many sequences; a model too big for one GPU holds none, whatever its cache.
+    """)
+    return
+
+
+@app.cell(hide_code=True)
+def _():
+    kv_heads_button = replay.run_button()
+    mo.vstack([mo.md("""
     ## Measured: MHA, GQA, MQA on real caches
 
     Three tiny Mistral models that differ **only** in their number of K/V heads — all 8 (MHA), 2 (GQA,
     the tiny profile's own), 1 (MQA) — built with random weights, loaded through `from_pretrained`,
     and run forward with transformers' `DynamicCache`. The measured bytes are those of the cache's
     tensors; the formula is `helpers.memory.kv_cache_bytes` at fp32.
-    """)
+    """), kv_heads_button])
+    return (kv_heads_button,)
+
+
+@app.cell
+def _(kv_heads_button):
+    kv_heads_run = replay.measure("06/kv_heads", attention.measure_kv_heads, run=kv_heads_button.value,
+                                  profile="tiny", device="cpu")
+    kv_heads = pd.DataFrame(kv_heads_run.value)
+    plots.table(kv_heads, kv_heads_run.source("measured: tiny Mistral variants (random weights) · fp32 · cpu") +
+                "; formula: helpers.memory")
+    return kv_heads, kv_heads_run
+
+
+@app.cell(hide_code=True)
+def _(kv_heads_run):
+    kv_heads_run.note()
     return
 
 
-@app.cell
-def _(attention, pd, plots):
-    kv_heads = pd.DataFrame(attention.measure_kv_heads())
-    plots.table(kv_heads, "measured: tiny Mistral variants (random weights) · fp32 · cpu; formula: helpers.memory")
-    return (kv_heads,)
-
-
-@app.cell
-def _(kv_heads, mo):
+@app.cell(hide_code=True)
+def _(kv_heads):
     _by = kv_heads[kv_heads["tokens"] == kv_heads["tokens"].iloc[0]].set_index("kv_heads")["measured (B)"]
     mo.md(f"""
     **What you should see** (the same on a CPU and a GPU: these toy models run on the CPU): `equal` true
@@ -152,8 +209,8 @@ def _(kv_heads, mo):
     return
 
 
-@app.cell
-def _(mo):
+@app.cell(hide_code=True)
+def _():
     mo.md("""
     ## Measured: a sliding window caps the cache
 
@@ -168,7 +225,7 @@ def _(mo):
 
 
 @app.cell
-def _(attention, pd, plots):
+def _():
     sliding = pd.DataFrame(attention.measure_sliding(window=16, prompt=4, total=48))
     plots.table(sliding.iloc[[0, 10, 11, 12, 13, 20, len(sliding) - 1]],
                 "measured: tiny Mistral, sliding_window=16 (random weights) · fp32 · cpu; a few of the steps")
@@ -176,7 +233,7 @@ def _(attention, pd, plots):
 
 
 @app.cell
-def _(plots, sliding):
+def _(sliding):
     _fig, _ax = plots.figure(width=6.5)
     _div, _unit = plots.byte_unit(float(sliding["no window (B)"].max()))
     _ax.plot(sliding["tokens seen"], sliding["no window (B)"] / _div, "--", color=plots.COMPUTED, lw=1,
@@ -194,8 +251,8 @@ def _(plots, sliding):
     return
 
 
-@app.cell
-def _(mla, mo):
+@app.cell(hide_code=True)
+def _():
     _c = mla.TINY_MLA_CONFIG
     mo.md(f"""
     ## Measured: MLA caches a latent, not heads
@@ -215,14 +272,14 @@ def _(mla, mo):
 
 
 @app.cell
-def _(mla, pd, plots):
+def _():
     mla_cache = pd.DataFrame(mla.measure_mla())
     plots.table(mla_cache, "measured: helpers.mla.TinyMLA (random weights) · fp32 · cpu")
     return
 
 
-@app.cell
-def _(mo):
+@app.cell(hide_code=True)
+def _():
     mo.md("""
     The same check on transformers' own DeepSeek-V3 implementation at toy size: its cache, too,
     holds the latent and the rope key per token per layer.
@@ -231,14 +288,14 @@ def _(mo):
 
 
 @app.cell
-def _(mla, pd, plots):
+def _():
     hf_mla = pd.DataFrame(mla.measure_hf_mla())
     plots.table(hf_mla, "measured: transformers DeepseekV3ForCausalLM, toy config (random weights) · fp32 · cpu")
     return
 
 
-@app.cell
-def _(mo):
+@app.cell(hide_code=True)
+def _():
     mo.md("""
     **What you should see** (on a CPU and a GPU alike): in both MLA tables the measured bytes equal the
     formula for a latent-plus-rope-key cache in every row (`equal` true), and in the first table the
@@ -249,8 +306,8 @@ def _(mo):
     return
 
 
-@app.cell
-def _(mo, specs):
+@app.cell(hide_code=True)
+def _():
     _s = specs.get_spec("deepseek-v3")
     _m = specs.get_spec("mistral-7b-v0.1")
     _k = (_s.qk_nope_head_dim or 0) + (_s.qk_rope_head_dim or 0)
@@ -273,7 +330,7 @@ def _(mo, specs):
 
 
 @app.cell
-def _(attention, pd, plots):
+def _():
     baselines = pd.DataFrame(attention.mla_baselines("deepseek-v3", "mistral-7b-v0.1"))
     plots.table(baselines, "computed from deepseek-v3 and mistral-7b-v0.1 config.json, bf16 "
                            "(helpers.attention.mla_baselines); fair = same model, counted the same way")
@@ -281,7 +338,7 @@ def _(attention, pd, plots):
 
 
 @app.cell
-def _(attention, baselines, mo, specs):
+def _(baselines):
     _rows = baselines.to_dict("records")
     _lines = []
     for _q in attention.TALK_MLA_RATIOS:
@@ -330,8 +387,8 @@ def _(attention, baselines, mo, specs):
     return
 
 
-@app.cell
-def _(mo):
+@app.cell(hide_code=True)
+def _():
     mo.md("""
     ## Quality: what the papers report
 
@@ -343,14 +400,14 @@ def _(mo):
 
 
 @app.cell
-def _(attention, pd, plots):
+def _():
     scorecard = pd.DataFrame(attention.scorecard())
     plots.table(scorecard, "published results, each row with its source (helpers/data/attention_scorecard.csv)")
     return (scorecard,)
 
 
-@app.cell
-def _(attention, mo, scorecard, specs):
+@app.cell(hide_code=True)
+def _(scorecard):
     _s = attention.scorecard_summary(scorecard.to_dict("records"))
     _w = specs.get_spec("mistral-7b-v0.1").sliding_window
     _lo, _hi = _s["mla_cache_share"]
@@ -367,8 +424,8 @@ def _(attention, mo, scorecard, specs):
     return
 
 
-@app.cell
-def _(mo):
+@app.cell(hide_code=True)
+def _():
     mo.md("""
     ## Exercises
     """)
@@ -376,7 +433,7 @@ def _(mo):
 
 
 @app.cell
-def _(fmt_bytes, memory, notebook, specs):
+def _():
     _kv, _gs, _pc = memory.kv_cache_bytes, specs.get_spec, specs.param_count
     _d, _l = _kv("deepseek-v3", 131072, 1, "bf16"), _kv("llama-3.1-8b", 131072, 1, "bf16")
     _g = _kv("gpt-oss-120b", 131072, 1, "bf16")
@@ -392,7 +449,7 @@ def _(fmt_bytes, memory, notebook, specs):
 
 
 @app.cell
-def _(attention, notebook, specs):
+def _():
     _v2, _v3 = specs.get_spec("deepseek-v2-lite"), specs.get_spec("deepseek-v3")
     _b = {r["baseline"]: r["baseline ÷ MLA"] for r in attention.mla_baselines("deepseek-v2-lite", "mistral-7b-v0.1")}
     _same = next(v for k, v in _b.items() if k.startswith("MHA of the same model:"))
@@ -411,8 +468,8 @@ def _(attention, notebook, specs):
     return
 
 
-@app.cell
-def _(mo, notebook, started):
+@app.cell(hide_code=True)
+def _():
     mo.md(f"""
     ## Takeaways
 

@@ -88,23 +88,38 @@ def _(mo):
 @app.cell
 def _(bench):
     # Every configuration of `transformers serve` in turn: start, warm up, one example request, the
-    # workload at each concurrency with our client, then the same with guidellm; stop.
-    data = bench.run_all(out=bench.RESULTS_DIR / "notebook08.json", include=("transformers",), plan=bench.notebook_plan)
+    # workload at each concurrency with our client, then the same with guidellm; stop. A server that fails
+    # is a recorded fault; anything else that stops the run is shown below, and the cells that need no
+    # server (the decision guide, the exercises, the takeaways) still run.
+    run_error = None
+    try:
+        data = bench.run_all(out=bench.RESULTS_DIR / "notebook08.json", include=("transformers",),
+                             plan=bench.notebook_plan)
+    except Exception as _exc:  # noqa: BLE001 - shown in the next cell
+        run_error = f"{type(_exc).__name__}: {_exc}"
+        data = bench.new_result(bench.notebook_plan("cpu"), "cpu", "unknown", "the run did not start")
     table = bench.runs_table(data)
     source = bench.source_label(data)
-    return data, source, table
+    return data, run_error, source, table
+
+
+@app.cell
+def _(bench, data, mo, run_error):
+    mo.md("**What ran** (each configuration's own server process):\n\n" + bench.status_markdown(data, run_error))
+    return
 
 
 @app.cell
 def _(data, mo):
     _w = data["workloads"]["fixed"]
     _ready = ", ".join(f"{c['config']['name']}: {c['ready_s']:.1f} s" for c in data["configs"] if c["ready_s"])
+    _ready = f"Servers became ready in {_ready}." if _ready else "No server became ready here (see **What ran**)."
     mo.md(f"""
     ## 2 · TTFT and ITL come from the arrival of streamed chunks
 
     The workload: {_w['requests']} chat-style prompts of one length (`helpers.serving.traces.chat_trace`,
     seeded) asking for {_w['output_tokens_asked'] // _w['requests']} tokens each, at concurrency
-    {", ".join(map(str, data["concurrencies"]))}. Servers became ready in {_ready}.
+    {", ".join(map(str, data["concurrencies"]))}. {_ready}
 
     Each request is sent with `"stream": true`. The server answers with Server-Sent Events, one
     `data: {{json}}` line per token; the client notes the clock when each chunk with text arrives.
@@ -117,7 +132,7 @@ def _(data, mo):
 @app.cell
 def _(data, figures, source):
     _ex = next((c["example"] for c in data["configs"] if c.get("example") and not c["example"]["error"]), None)
-    figures.chunks_figure(_ex, source) if _ex else None
+    figures.chunks_figure(_ex, source)
     return
 
 
@@ -199,7 +214,7 @@ def _(mo):
 def _(data, table):
     goodput_table = (table[table["source"] == "client"]
                      .pivot_table(index="concurrency", columns="configuration", values="goodput req/s")
-                     .assign(SLO=data["slo"]))
+                     .assign(SLO=data["slo"]))    # empty when no server ran: the next cell says so
     goodput_table
     return (goodput_table,)
 
@@ -209,10 +224,13 @@ def _(data, goodput_table, mo):
     _cols = [c for c in goodput_table.columns if c != "SLO"]
     _best = {c: goodput_table[c].max() for c in _cols}
     _winner = max(_best, key=_best.get) if _best else None
-    _text = (f"The highest goodput: **{_winner}**, {_best[_winner]:.2f} requests/s within {data['slo']}."
-             if _winner and _best[_winner] > 0 else
-             f"No configuration met {data['slo']} for any request on this machine at these levels: the SLO "
-             "is tighter than what it can serve (a result too — relax it, or serve fewer users).")
+    if not _best:
+        _text = "No configuration was measured here (see **What ran** above): there is no goodput to compare."
+    elif _best[_winner] > 0:
+        _text = f"The highest goodput: **{_winner}**, {_best[_winner]:.2f} requests/s within {data['slo']}."
+    else:
+        _text = (f"No configuration met {data['slo']} for any request on this machine at these levels: the SLO "
+                 "is tighter than what it can serve (a result too — relax it, or serve fewer users).")
     mo.md(f"""
     {_text}
 

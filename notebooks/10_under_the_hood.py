@@ -11,9 +11,7 @@ import marimo
 __generated_with = "0.25.2"
 app = marimo.App(width="medium")
 
-
-@app.cell
-def _():
+with app.setup:
     import inspect
     import time
 
@@ -21,17 +19,15 @@ def _():
     import pandas as pd
     import torch
 
-    from helpers import compute_share, flash, hierarchy, models, notebook, plots, state_space
+    from helpers import compute_share, flash, hierarchy, models, notebook, plots, replay, state_space
     from helpers.glossary import term
 
     notebook.setup()
     started = time.perf_counter()
-    return (compute_share, flash, hierarchy, inspect, mo, models, notebook, pd, plots, started, state_space, term,
-            torch)
 
 
-@app.cell
-def _(mo, term):
+@app.cell(hide_code=True)
+def _():
     mo.md(f"""
     # 10 · Under the hood: where the compute goes, the memory hierarchy, FlashAttention, and attention beyond the KV cache
 
@@ -56,15 +52,13 @@ def _(mo, term):
 
 
 @app.cell
-def _(models):
+def _():
     loaded = models.load()
-    label = loaded.label
-    on_gpu = loaded.device.startswith("cuda")
-    return label, loaded, on_gpu
+    return (loaded,)
 
 
-@app.cell
-def _(mo):
+@app.cell(hide_code=True)
+def _():
     mo.md("""
     ## 1 · Where the compute goes
 
@@ -79,7 +73,7 @@ def _(mo):
 
 
 @app.cell
-def _(compute_share, pd):
+def _():
     mistral_now = pd.DataFrame(
         [{"phase": p, "tokens": n, **{r["part"]: r["share"] for r in compute_share.compute_shares("mistral-7b-v0.1", *compute_share.phase_args(p, n))}}
          for p, n in (("prefill", 512), ("prefill", 4096), ("decode", 512), ("decode", 4096))])
@@ -90,17 +84,17 @@ def _(compute_share, pd):
 
 
 @app.cell
-def _(compute_share, loaded, pd):
+def _(loaded):
     _lengths = [2**k for k in range(6, 19)]
     _models = ["mistral-7b-v0.1", "mistral-7b-v0.3"] + ([loaded.spec] if loaded.profile == "tiny" else [])
     sweep = pd.DataFrame(compute_share.share_sweep(_models, _lengths))
     compute_share.share_figure(sweep, "computed (helpers.roofline FLOPs): Mistral 7B v0.1 and v0.3 configs, and "
                                + loaded.spec.name)
-    return (sweep,)
+    return
 
 
-@app.cell
-def _(compute_share, loaded, mistral_now, mo):
+@app.cell(hide_code=True)
+def _(loaded, mistral_now):
     _decode_4k = float(mistral_now.query("phase == 'decode' and tokens == 4096")[
         [c for c in mistral_now.columns if c.startswith("layers")]].sum(axis=1).iloc[0])
     _tiny = compute_share.layer_share(loaded.spec, 1, 0)
@@ -122,9 +116,34 @@ def _(compute_share, loaded, mistral_now, mo):
     return
 
 
-@app.cell
-def _(mo):
-    mo.md("""
+@app.function
+def parts_measured(loaded) -> dict:
+    """The forward pass timed part by part (compute_share.measure_parts) for a prefill and one decode step at
+    the same context — 2,048 tokens on a GPU, 256 on a CPU — with the evaluation text as input."""
+    from pathlib import Path
+
+    import helpers
+
+    text = (Path(helpers.__file__).parent / "data" / "eval_text.txt").read_text()
+    tokens = 2048 if loaded.device.startswith("cuda") else 256
+    return {"tokens": tokens, **{phase: compute_share.measure_parts(loaded, text, tokens, phase, repeats=5)
+                                 for phase in ("prefill", "decode")}}
+
+
+@app.function
+def staircase_measured() -> dict:
+    """This machine's data caches (as the operating system reports them) and the read bandwidth of one core
+    against the working set (hierarchy.staircase): a recording carries the caches of the machine it ran on."""
+    caches = hierarchy.data_caches()
+    stairs = hierarchy.staircase(hierarchy.working_set_sizes(per_octave=1), repeats=3, bytes_per_sample=64 * 2**20,
+                                 levels=caches)
+    return {"caches": caches, "stairs": stairs}
+
+
+@app.cell(hide_code=True)
+def _():
+    parts_button = replay.run_button()
+    mo.vstack([mo.md("""
     ### Measured on this profile: time per part
 
     The same pipeline on the loaded model, timed: the tokenizer, then one forward pass with a hook
@@ -132,38 +151,41 @@ def _(mo):
     boundary), then the greedy pick of the next token. Median of 5 runs after a warm-up, on one thread
     on a CPU (steady when other programs share the machine). Left: a prefill; right: one decode step at
     the same context.
-    """)
-    return
+    """), parts_button])
+    return (parts_button,)
 
 
 @app.cell
-def _(compute_share, loaded, on_gpu, pd):
-    from pathlib import Path as _Path
-
-    import helpers as _helpers
-
-    text = (_Path(_helpers.__file__).parent / "data" / "eval_text.txt").read_text()
-    part_tokens = 2048 if on_gpu else 256
+def _(loaded, parts_button):
+    parts_run = replay.measure("10/parts", models.run_on, loaded, parts_measured, run=parts_button.value,
+                               profile=loaded.profile, device=loaded.device)
+    parts_on, _measured = parts_run.value
+    part_tokens = _measured["tokens"]
+    parts_source = plots.source_label(parts_run.source(parts_on))
     parts = {}
     for _phase in ("prefill", "decode"):
-        _time = compute_share.measure_parts(loaded, text, part_tokens, _phase, repeats=5)
-        _flops = compute_share.compute_shares(loaded.spec, *compute_share.phase_args(_phase, part_tokens))
-        parts[_phase] = pd.DataFrame(compute_share.side_by_side(_flops, _time)).assign(phase=_phase)
-        parts[_phase + " detail"] = pd.DataFrame(_time)
+        _flops = compute_share.compute_shares(parts_on.spec, *compute_share.phase_args(_phase, part_tokens))
+        parts[_phase] = pd.DataFrame(compute_share.side_by_side(_flops, _measured[_phase])).assign(phase=_phase)
     parts_table = pd.concat([parts["prefill"], parts["decode"]], ignore_index=True)
     parts_table.style.format({"FLOP share": "{:.1%}", "time share": "{:.1%}"}).set_caption(
-        f"measured: {loaded.label}; {part_tokens} tokens; FLOPs computed")
-    return part_tokens, parts, parts_table, text
+        f"{parts_source}; {part_tokens} tokens; FLOPs computed")
+    return part_tokens, parts_on, parts_run, parts_source, parts_table
 
 
-@app.cell
-def _(compute_share, label, part_tokens, parts_table):
-    compute_share.parts_figure(parts_table, part_tokens, "measured: " + label)
+@app.cell(hide_code=True)
+def _(parts_run):
+    parts_run.note()
     return
 
 
 @app.cell
-def _(mo, on_gpu, parts_table):
+def _(part_tokens, parts_source, parts_table):
+    compute_share.parts_figure(parts_table, part_tokens, parts_source)
+    return
+
+
+@app.cell(hide_code=True)
+def _(parts_on, parts_table):
     _t = parts_table.set_index(["phase", "part"])["time share"]
     _f = parts_table.set_index(["phase", "part"])["FLOP share"]
     _gap = _t[("decode", "everything else")]
@@ -177,13 +199,13 @@ def _(mo, on_gpu, parts_table):
     the fixed cost per operation (dispatch, Python) weighs as much as the arithmetic. *On a GPU with
     Mistral 7B:* the layers take about 98 % of the FLOPs and most of the time; the head about 2 %; at
     batch 1 a decode step's time follows bytes read rather than FLOPs (notebook 03), so the attention and
-    MLP time shares track their weight bytes. {"(This run is on a GPU.)" if on_gpu else "(This run is on a CPU.)"}
+    MLP time shares track their weight bytes. {"(This run is on a GPU.)" if parts_on.device.startswith("cuda") else "(This run is on a CPU.)"}
     """)
     return
 
 
-@app.cell
-def _(mo):
+@app.cell(hide_code=True)
+def _():
     mo.md("""
     ## 2 · The memory hierarchy
 
@@ -198,15 +220,15 @@ def _(mo):
 
 
 @app.cell
-def _(hierarchy, pd):
+def _():
     gpu_levels = pd.DataFrame(hierarchy.gpu_hierarchy())
     gpu_levels.drop(columns=["source (sizes)", "source (on-chip bandwidth)"]).style.format(
         precision=2, na_rep="—").set_caption("datasheets, architecture whitepapers and tuning guides, papers (see the sources below)")
     return (gpu_levels,)
 
 
-@app.cell
-def _(gpu_levels, mo):
+@app.cell(hide_code=True)
+def _(gpu_levels):
     _h = gpu_levels.set_index("GPU").loc["H100 SXM"]
     mo.md(f"""
     On an H100 SXM the shared memory of all {int(_h['SMs'])} SMs together is **{_h['shared memory, all SMs (MiB)']:.1f} MiB**
@@ -219,46 +241,54 @@ def _(gpu_levels, mo):
     return
 
 
-@app.cell
-def _(mo):
-    mo.md("""
+@app.cell(hide_code=True)
+def _():
+    stairs_button = replay.run_button()
+    mo.vstack([mo.md("""
     ### The same staircase, measured on this machine's CPU
 
     A CPU has the same structure: L1, L2 and L3 caches on the chip, DRAM off it. The cache sizes come
     from the operating system; the bandwidth is measured by re-reading a buffer of growing size (one
     core, best of repeats): while the buffer fits a cache level, every pass reads from that level.
-    """)
+    """), stairs_button])
+    return (stairs_button,)
+
+
+@app.cell
+def _(loaded, stairs_button):
+    stairs_run = replay.measure("10/staircase", staircase_measured, run=stairs_button.value, profile=loaded.profile,
+                                device=loaded.device)
+    caches = stairs_run.value["caches"]
+    pd.DataFrame([{"level": c.name, "kind": c.kind, "size (bytes)": f"{c.size_bytes:,}",
+                   "size": f"{c.size_bytes / 2**10:,.0f} KiB" if c.size_bytes < 2**20 else f"{c.size_bytes / 2**20:,.0f} MiB",
+                   "shared by CPUs": c.shared_by} for c in caches]).style.set_caption(
+        stairs_run.source("this machine's data caches, as the operating system reports them (/sys/devices/system/cpu)"))
+    return caches, stairs_run
+
+
+@app.cell(hide_code=True)
+def _(stairs_run):
+    stairs_run.note()
     return
 
 
 @app.cell
-def _(hierarchy, pd):
-    caches = hierarchy.data_caches()
-    pd.DataFrame([{"level": c.name, "kind": c.kind, "size (bytes)": f"{c.size_bytes:,}",
-                   "size": f"{c.size_bytes / 2**10:,.0f} KiB" if c.size_bytes < 2**20 else f"{c.size_bytes / 2**20:,.0f} MiB",
-                   "shared by CPUs": c.shared_by} for c in caches]).style.set_caption(
-        "this machine's data caches, as the operating system reports them (/sys/devices/system/cpu)")
-    return (caches,)
-
-
-@app.cell
-def _(caches, hierarchy, label, pd):
-    stairs = pd.DataFrame(hierarchy.staircase(hierarchy.working_set_sizes(per_octave=1), repeats=3,
-                                              bytes_per_sample=64 * 2**20, levels=caches))
-    hierarchy.staircase_figure(stairs.to_dict("records"), caches, "measured: read bandwidth, one CPU core, float32 sum, "
-                               + label.split(" · ")[-2] + " host")
+def _(caches, loaded, stairs_run):
+    stairs = pd.DataFrame(stairs_run.value["stairs"])
+    hierarchy.staircase_figure(stairs.to_dict("records"), caches, stairs_run.source(
+        "measured: read bandwidth, one CPU core, float32 sum, " + loaded.label.split(" · ")[-2] + " host"))
     return (stairs,)
 
 
 @app.cell
-def _(hierarchy, pd, stairs):
+def _(stairs):
     steps = pd.DataFrame(hierarchy.plateaus(stairs.to_dict("records")))
     steps.style.format(precision=1).set_caption("measured: median read bandwidth per level, one CPU core")
     return (steps,)
 
 
-@app.cell
-def _(mo, steps):
+@app.cell(hide_code=True)
+def _(steps):
     _fast = steps.iloc[0]
     _dram = steps[steps["level"] == "DRAM"]
     mo.md(f"""
@@ -275,8 +305,8 @@ def _(mo, steps):
     return
 
 
-@app.cell
-def _(mo):
+@app.cell(hide_code=True)
+def _():
     mo.md("""
     ## 3 · FlashAttention as a mechanism
 
@@ -290,15 +320,15 @@ def _(mo):
     return
 
 
-@app.cell
-def _(flash, inspect, mo):
+@app.cell(hide_code=True)
+def _():
     _src = inspect.getsource(flash.tiled_attention)
     mo.md(f"```python\n{_src}```")
     return
 
 
 @app.cell
-def _(flash, pd):
+def _():
     import torch.nn.functional as _F
 
     _rows = []
@@ -309,53 +339,70 @@ def _(flash, pd):
                       "max |tiled − SDPA|": float((flash.tiled_attention(_q, _k, _v, _causal) - _ref).abs().max())})
     equal = pd.DataFrame(_rows)
     equal.style.format({"max |tiled − SDPA|": "{:.1e}"}).set_caption("measured: fp32 · cpu, 8 heads × 32 dims, random inputs")
-    return (equal,)
+    return
 
 
-@app.cell
-def _(mo):
-    mo.md("""
+@app.cell(hide_code=True)
+def _(gpu_levels):
+    _gpus = [g for g in gpu_levels["GPU"] if gpu_levels.set_index("GPU").loc[g, "shared memory per SM (KiB)"] > 0]
+    hbm_gpu = mo.ui.dropdown(options=_gpus, value=notebook.env_default("WORKSHOP_FLASH_GPU", "H100 SXM", _gpus), label="GPU")
+    hbm_head_dim = mo.ui.dropdown(options=["64", "128", "256"], value=str(notebook.env_default(
+        "WORKSHOP_FLASH_HEAD_DIM", 128, [64, 128, 256])), label="head size d")
+    mo.vstack([mo.md("""
     Equal to PyTorch's `scaled_dot_product_attention` to float rounding (about 10⁻⁷ in fp32;
     `tests/test_flash.py` checks several shapes, causal and not, GQA and bf16).
 
     ### The bytes each moves to and from HBM
 
-    Counted for one layer of Mistral 7B (32 heads × 128 dims, bf16, causal), with the block size
-    FlashAttention's Algorithm 1 picks for an H100's 228 KiB of shared memory per SM. Standard: 4·N·d + 4·N²
+    Counted for one layer of Mistral 7B's width (4,096 = heads × head size; bf16, causal), with the block size
+    FlashAttention's Algorithm 1 picks for a GPU's shared memory per SM: with **M** the on-chip memory in
+    elements (shared memory ÷ bytes per element), B_c = ⌈M / 4d⌉ and B_r = min(B_c, d). Standard: 4·N·d + 4·N²
     elements per head (read Q, K; write S; read S; write P; read P, V; write O). Tiled: Q read once, O written
-    once, each K/V block read once per query block that needs it.
-    """)
-    return
+    once, each K/V block read once per query block that needs it — an **upper bound** on its HBM traffic: it
+    assumes every K/V block comes from HBM each time, while a real kernel finds some of them still in the L2
+    cache. Pick the GPU and the head size (computed, `helpers.flash`):
+    """), mo.hstack([hbm_gpu, hbm_head_dim], justify="start"),
+               notebook.static_note({"WORKSHOP_FLASH_GPU": "the GPU (" + ", ".join(_gpus) + ")",
+                                     "WORKSHOP_FLASH_HEAD_DIM": "the head size (64, 128 or 256)"})])
+    return hbm_gpu, hbm_head_dim
 
 
 @app.cell
-def _(flash, gpu_levels, pd):
-    _smem = int(gpu_levels.set_index("GPU").loc["H100 SXM", "shared memory per SM (KiB)"]) * 1024
-    block_r, block_c = flash.paper_block_sizes(_smem, 128, "bf16")
-    mistral_attn = flash.AttentionShape(batch=1, heads=32, head_dim=128, dtype="bf16")
-    hbm = pd.DataFrame(flash.hbm_bytes_table(mistral_attn, [2**k for k in range(9, 18)], block_r, block_c, causal=True))
-    flash.hbm_figure(hbm, block_r, block_c,
-                     "computed: Mistral 7B attention shape (32 heads × 128), bf16, causal; H100 SXM block size")
-    return block_c, block_r, hbm, mistral_attn
+def _(gpu_levels, hbm_gpu, hbm_head_dim):
+    hbm_d = int(hbm_head_dim.value)
+    hbm_smem = int(gpu_levels.set_index("GPU").loc[hbm_gpu.value, "shared memory per SM (KiB)"]) * 1024
+    block_r, block_c = flash.paper_block_sizes(hbm_smem, hbm_d, "bf16")
+    hbm_shape = flash.AttentionShape(batch=1, heads=4096 // hbm_d, head_dim=hbm_d, dtype="bf16")
+    hbm = pd.DataFrame(flash.hbm_bytes_table(hbm_shape, [2**k for k in range(9, 18)], block_r, block_c, causal=True))
+    flash.hbm_figure(hbm, block_r, block_c, f"computed: {hbm_shape.heads} heads × {hbm_d} (Mistral 7B's width), bf16, "
+                                            f"causal; {hbm_gpu.value} block size")
+    return block_c, block_r, hbm, hbm_d, hbm_smem
 
 
-@app.cell
-def _(block_c, block_r, hbm, mo):
+@app.cell(hide_code=True)
+def _(block_c, block_r, hbm, hbm_d, hbm_gpu, hbm_smem):
     _last = hbm.iloc[-1]
+    _limit = flash.traffic_ratio_limit(block_r, hbm_d, causal=True)
+    _m = hbm_smem // 2
     mo.md(f"""
     At **{int(_last['tokens']):,} tokens** the standard algorithm moves **{_last['standard bytes'] / 1e9:,.0f} GB** per
     layer to and from HBM and must hold an N×N matrix of **{_last['N×N matrix, all heads (bytes)'] / 1e9:,.0f} GB**;
-    the tiled one moves **{_last['tiled bytes'] / 1e9:,.1f} GB** ({_last['standard ÷ tiled']:.1f}× less) and holds no
-    N×N matrix at all. Both grow as N², but the tiled count is divided by the query block ({block_r} rows):
-    FlashAttention's Θ(N²d²/M) against Θ(N²). The tile size itself ({block_r} × {block_c}) is set by the
-    shared memory per SM: more on-chip memory, fewer passes over K and V.
+    the tiled one moves at most **{_last['tiled bytes'] / 1e9:,.1f} GB** ({_last['standard ÷ tiled']:.1f}× less) and holds
+    no N×N matrix at all. Both grow as N²: the standard moves 4·N² elements of S and P per head, the tiled one
+    reads K and V once per query block, about d·N²/B_r elements causal (half of 2·d·N²/B_r: each block visits only
+    the keys before it). So the ratio tends to **4·B_r/d = 4 × {block_r} / {hbm_d} = {_limit:g}×** — not to the
+    block's {block_r} rows (with B_r = M/4d, d·N²/B_r = 4·N²·d²/M). In the paper's terms FlashAttention moves
+    Θ(N²d²/M) elements against standard attention's Θ(N·d + N²), with M the on-chip memory in elements — here
+    {hbm_smem // 1024} KiB per SM on the {hbm_gpu.value}, M = {_m:,} bf16 elements, hence tiles of {block_r} × {block_c}.
+    More on-chip memory means larger tiles and fewer passes over K and V, until B_r reaches d.
     """)
     return
 
 
-@app.cell
-def _(mo):
-    mo.md("""
+@app.cell(hide_code=True)
+def _():
+    attention_button = replay.run_button()
+    mo.vstack([mo.md("""
     ### Timed here: naive against PyTorch's fused attention
 
     `naive_attention` materialises S and P; `torch.nn.functional.scaled_dot_product_attention` picks a
@@ -363,19 +410,39 @@ def _(mo):
     (one thread on a CPU);
     the readable `tiled_attention` (Python loops) is timed on the short lengths only — it shows the
     mechanism, not the speed. Running out of memory ends the sweep as a result.
-    """)
-    return
+    """), attention_button])
+    return (attention_button,)
+
+
+@app.function
+def attention_times(loaded) -> dict:
+    """Naive against fused attention timed on the loaded model's device (flash.time_attention): Mistral's
+    32 × 128 heads in bf16 on a GPU; 8 × 32 in the model's dtype on a CPU, the readable tiled version on the
+    short lengths there."""
+    gpu = loaded.device.startswith("cuda")
+    shape = (flash.AttentionShape(batch=1, heads=32, head_dim=128, dtype="bf16") if gpu
+             else flash.AttentionShape(1, 8, 32, loaded.dtype))
+    lengths = [1024 * 2**k for k in range(6)] if gpu else [256, 512, 1024, 2048]
+    frame = flash.time_attention(lengths, shape, loaded.device, causal=True, repeats=3, tiled_up_to=0 if gpu else 512).frame()
+    return {"shape": shape, "times": frame, "gpu": gpu}
 
 
 @app.cell
-def _(flash, loaded, mistral_attn, on_gpu):
-    timing_shape = mistral_attn if on_gpu else flash.AttentionShape(1, 8, 32, loaded.dtype)
-    _lengths = [1024 * 2**k for k in range(6)] if on_gpu else [256, 512, 1024, 2048]
-    attn_times = flash.time_attention(_lengths, timing_shape, loaded.device, causal=True, repeats=3,
-                                      tiled_up_to=0 if on_gpu else 512).frame()
-    flash.timing_figure(attn_times, f"measured: {timing_shape.heads} heads × {timing_shape.head_dim}, "
-                        f"{timing_shape.dtype}, causal · {loaded.device}{'' if on_gpu else ', one thread'} · profile {loaded.profile}")
-    return attn_times, timing_shape
+def _(attention_button, loaded):
+    attn_run = replay.measure("10/attention_times", models.run_on, loaded, attention_times, run=attention_button.value,
+                              profile=loaded.profile, device=loaded.device)
+    attn_on, _measured = attn_run.value
+    attn_times, timing_shape = _measured["times"], _measured["shape"]
+    flash.timing_figure(attn_times, attn_run.source(
+        f"measured: {timing_shape.heads} heads × {timing_shape.head_dim}, {timing_shape.dtype}, causal · {attn_on.device}"
+        f"{'' if _measured['gpu'] else ', one thread'} · profile {attn_on.profile}"))
+    return attn_run, attn_times, timing_shape
+
+
+@app.cell(hide_code=True)
+def _(attn_run):
+    attn_run.note()
+    return
 
 
 @app.cell
@@ -385,13 +452,14 @@ def _(attn_times, timing_shape):
     return
 
 
-@app.cell
-def _(attn_times, flash, mistral_attn, mo):
+@app.cell(hide_code=True)
+def _(attn_times):
     _ok = attn_times[~attn_times["oom"]]
     _oom = attn_times.attrs.get("oom_at")
     _first, _last = _ok.iloc[0], _ok.iloc[-1]
     _trend = ("grew" if _last["naive ÷ sdpa"] > _first["naive ÷ sdpa"] else "did not grow")
-    _nxn_32k = 2 * flash.hbm_bytes_table(mistral_attn, [32768], 128, 128)[0]["N×N matrix, all heads (bytes)"]
+    _mistral = flash.AttentionShape(batch=1, heads=32, head_dim=128, dtype="bf16")
+    _nxn_32k = 2 * flash.hbm_bytes_table(_mistral, [32768], 128, 128)[0]["N×N matrix, all heads (bytes)"]
     mo.md(f"""
     At {int(_last['tokens']):,} tokens the fused kernel took **{_last['sdpa_s'] * 1e3:,.2f} ms** against
     **{_last['naive_s'] * 1e3:,.2f} ms** for the naive one ({_last['naive ÷ sdpa']:.1f}×; at {int(_first['tokens']):,} tokens
@@ -407,9 +475,12 @@ def _(attn_times, flash, mistral_attn, mo):
     return
 
 
-@app.cell
-def _(mo):
-    mo.md("""
+@app.cell(hide_code=True)
+def _():
+    _keeps = [16, 64, 256, 1024]
+    sparse_keep = mo.ui.dropdown(options=[str(k) for k in _keeps], value=str(notebook.env_default(
+        "WORKSHOP_SPARSE_KEEP", 256, _keeps)), label="keys kept (k)")
+    mo.vstack([mo.md("""
     ## 4 · Beyond the KV cache
 
     Notebook 06 showed caches that share heads (GQA, MQA), compress (MLA) or forget (sliding window).
@@ -420,31 +491,33 @@ def _(mo):
     Each query attends to *k* of the *N* cached keys: the top-*k* scores (dynamic), or a fixed pattern —
     the first few "sink" tokens plus a recent window (StreamingLLM). It **saves** the products with the
     keys left out (and, for a fixed pattern, the cache of the tokens it will never attend to again). It
-    **risks** the keys it leaves out. One decode query against 4,096 keys, 256 kept:
-    """)
-    return
+    **risks** the keys it leaves out. One decode query against 4,096 keys, as many kept as you pick:
+    """), sparse_keep, notebook.static_note({"WORKSHOP_SPARSE_KEEP": "keys kept (" + ", ".join(map(str, _keeps)) + ")"})])
+    return (sparse_keep,)
 
 
 @app.cell
-def _(pd, state_space):
-    sparse = pd.DataFrame(state_space.sparse_attention_demo(context=4096, head_dim=64, keep=256, sinks=4, needle_at=1000))
+def _(sparse_keep):
+    sparse = pd.DataFrame(state_space.sparse_attention_demo(context=4096, head_dim=64, keep=int(sparse_keep.value), sinks=4,
+                                                            needle_at=1000))
     sparse.style.format({"share of keys": "{:.1%}", "dense softmax mass kept": "{:.1%}", "output error (÷ ‖v‖)": "{:.3f}"},
                         na_rep="—").set_caption("measured: random keys/values, 64 dims, fp32 · cpu; 32 queries averaged")
     return (sparse,)
 
 
-@app.cell
-def _(mo, sparse, state_space):
+@app.cell(hide_code=True)
+def _(sparse, sparse_keep):
     _save = state_space.sparse_decode_saving("mistral-7b-v0.3", 131072, 2048)
+    _k = f"top-{sparse_keep.value}"
     _s = sparse.set_index(["query", "pattern"])
     _win = _s.loc[("needle", "4 sinks + window")]
-    _top = _s.loc[("needle", "top-256")]
-    _dif = _s.loc[("diffuse", "top-256")]
+    _top = _s.loc[("needle", _k)]
+    _dif = _s.loc[("diffuse", _k)]
     mo.md(f"""
-    With a **needle** (one early key that matches the query), top-256 keeps it and the output barely moves
-    (error {_top['output error (÷ ‖v‖)']:.3f} of a value's length); the fixed sinks + window pattern
+    With a **needle** (one early key that matches the query), {_k} {"keeps" if _top['needle kept'] else "drops"} it and
+    the output is off by {_top['output error (÷ ‖v‖)']:.3f} of a value's length; the fixed sinks + window pattern
     {"keeps" if _win['needle kept'] else "drops"} it and the output is wrong by {_win['output error (÷ ‖v‖)']:.2f} of a value's length.
-    With **diffuse** attention, top-256 keeps only {_dif['dense softmax mass kept']:.0%} of the softmax mass: when attention is spread
+    With **diffuse** attention, {_k} keeps only {_dif['dense softmax mass kept']:.0%} of the softmax mass: when attention is spread
     thin there is no small set of keys that carries it. Top-*k* still has to score every key to choose
     (unless a cheaper index picks them, as DeepSeek's sparse attention does), and keeps the whole cache.
 
@@ -468,22 +541,44 @@ def _(mo, sparse, state_space):
     return
 
 
-@app.cell
-def _(pd, state_space, torch):
-    _g = torch.Generator().manual_seed(0)
-    _q, _k, _v = torch.randn(3, 1, 8, 512, 32, generator=_g).unbind(0)
-    _out, _s, _z = state_space.linear_attention_recurrent(_q, _k, _v)
-    toy_states = pd.DataFrame(state_space.measure_toy_states("falcon_mamba", (8, 64, 256))
-                              + state_space.measure_toy_states("jamba", (8, 64, 256)))
-    linear_check = {"max |recurrent − parallel|": float((_out - state_space.linear_attention_parallel(_q, _k, _v)).abs().max()),
-                    "state per head (elements)": _s[0, 0].numel() + _z[0, 0].numel()}
-    toy_states.style.set_caption("measured: toy Mamba and Jamba (random weights) · fp32 · cpu, transformers' cache "
-                                 f"against the formula; linear attention, 512 tokens: {linear_check}")
-    return linear_check, toy_states
+@app.function
+def state_checks() -> dict:
+    """Toy Mamba and Jamba (random weights) run through transformers, their caches against the formula
+    (state_space.measure_toy_states); linear attention's recurrent form against its parallel form, 512 tokens."""
+    g = torch.Generator().manual_seed(0)
+    q, k, v = torch.randn(3, 1, 8, 512, 32, generator=g).unbind(0)
+    out, state, norm = state_space.linear_attention_recurrent(q, k, v)
+    return {"toy_states": state_space.measure_toy_states("falcon_mamba", (8, 64, 256))
+            + state_space.measure_toy_states("jamba", (8, 64, 256)),
+            "linear_check": {"max |recurrent − parallel|": float((out - state_space.linear_attention_parallel(q, k, v)).abs().max()),
+                             "state per head (elements)": state[0, 0].numel() + norm[0, 0].numel()}}
+
+
+@app.cell(hide_code=True)
+def _():
+    states_button = replay.run_button("Run live: the toy state checks")
+    states_button
+    return (states_button,)
 
 
 @app.cell
-def _(pd, state_space):
+def _(loaded, states_button):
+    states_run = replay.measure("10/state_checks", state_checks, run=states_button.value, profile=loaded.profile,
+                                device=loaded.device)
+    toy_states, linear_check = pd.DataFrame(states_run.value["toy_states"]), states_run.value["linear_check"]
+    toy_states.style.set_caption(states_run.source("measured: toy Mamba and Jamba (random weights) · fp32 · cpu") +
+                                 f", transformers' cache against the formula; linear attention, 512 tokens: {linear_check}")
+    return linear_check, states_run, toy_states
+
+
+@app.cell(hide_code=True)
+def _(states_run):
+    states_run.note()
+    return
+
+
+@app.cell
+def _():
     _contexts = [2**k for k in range(8, 19)]
     per_sequence = pd.DataFrame(state_space.state_vs_kv(contexts=_contexts))
     state_space.state_figure(per_sequence.to_dict("records"), state_space.linear_attention_state_bytes(32, 8, 128, 128),
@@ -491,8 +586,8 @@ def _(pd, state_space):
     return (per_sequence,)
 
 
-@app.cell
-def _(linear_check, mo, per_sequence, state_space, toy_states):
+@app.cell(hide_code=True)
+def _(linear_check, per_sequence, toy_states):
     _b = per_sequence.pivot(index="tokens", columns="model", values="bytes")
     _n = int(_b.index.max())
     _mamba = state_space.ssm_state_bytes("falcon-mamba-7b")
@@ -516,8 +611,8 @@ def _(linear_check, mo, per_sequence, state_space, toy_states):
     return
 
 
-@app.cell
-def _(mo):
+@app.cell(hide_code=True)
+def _():
     mo.md("""
     ## Exercises
     """)
@@ -525,7 +620,7 @@ def _(mo):
 
 
 @app.cell
-def _(compute_share, flash, mo, notebook, state_space):
+def _():
     _llama = compute_share.layer_share("llama-3.1-8b", 1, 4096)
     _a100 = flash.paper_block_sizes(164 * 1024, 128, "bf16")
     _rtx = flash.paper_block_sizes(100 * 1024, 128, "bf16")
@@ -557,8 +652,8 @@ def _(compute_share, flash, mo, notebook, state_space):
     return
 
 
-@app.cell
-def _(compute_share, gpu_levels, mo, notebook, started, steps):
+@app.cell(hide_code=True)
+def _(gpu_levels, steps):
     _mistral = compute_share.layer_share("mistral-7b-v0.1", 1, 4095)
     _h = gpu_levels.set_index("GPU").loc["H100 SXM"]
     _top = steps.iloc[0]
@@ -572,7 +667,8 @@ def _(compute_share, gpu_levels, mo, notebook, started, steps):
       {f"{_top['× DRAM']:.0f}× faster than DRAM" if isinstance(_top['× DRAM'], float) and _top['× DRAM'] == _top['× DRAM'] else "fastest"}; on an H100 SXM
       shared memory streams {_h['on-chip ÷ HBM bandwidth']:.1f}× faster than HBM and is {_h['HBM ÷ on-chip size']:,.0f}× smaller.
     - FlashAttention computes exact attention tile by tile with the online softmax: the N×N matrix never
-      goes to HBM, the traffic drops by the tile height and the memory from N² to N.
+      goes to HBM; its traffic is still Θ(N²) but smaller by 4·B_r/d (4× for Mistral's heads on an H100, an upper
+      bound that ignores L2 reuse), and the memory it holds drops from N² to N.
     - A KV cache grows with the context; a sparse pattern, a linear-attention state or a Mamba state does
       not — at the price of what the model can recall. Hybrids keep a little attention for that.
 

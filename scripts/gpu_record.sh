@@ -1,27 +1,67 @@
 #!/usr/bin/env bash
-# Record reference results on a CUDA GPU, for facilitators without one on stage:
-# notebooks 01–03 and 05 with the full-size Mistral 7B architecture (WORKSHOP_PROFILE=mistral-7b-random:
-# random weights, no download) and `make bench`, saved under workshop/results/<gpu>/ with a meta.json
-# (date, GPU, library versions, what ran and how long). Commit what it records.
+# Record reference results on a CUDA GPU, for facilitators without one on stage: notebooks 03, 05, 01
+# and 02 with the full-size Mistral 7B architecture (WORKSHOP_PROFILE=mistral-7b-random: random weights,
+# no download), the bench's GPU-sized sections and a quick engines plan, under workshop/results/<gpu>/
+# with a meta.json (date, GPU, library versions, each section's time and exit status). Commit what it records.
 #
-#   make gpu-record                      # or: bash scripts/gpu_record.sh
-#   bash scripts/gpu_record.sh 01 03     # only some notebooks
-#   RECORD_DRY_RUN=1 bash scripts/gpu_record.sh   # no GPU: the tiny profile into build/results-dry-run/,
-#                                                 # to check the script itself
+# It runs with a plain Python that already has torch: no venv, no pip, no network. A host that lacks the
+# other packages gets them from the bundle (`make gpu-bundle` here: build/gpu-bundle-cp312.tar.xz),
+# unpacked onto PYTHONPATH (JUPYTER_PATH names nbconvert's templates inside it).
 #
-# Budget: under 8 minutes on an H100/H200 (sweep sizes for a GPU: helpers.workloads.sweep_sizes), plus
-# about two for torch.compile of the decode step (notebook 03's section 6 and the bench's decode
-# implementations: eager loop, generate, static cache, static cache + CUDA graphs, helpers.decoding).
-# the serving engines (make engines, ENGINES_LIMIT_S, default 900 s) into engines.json.
+#   bash scripts/gpu_record.sh                                   # with .venv/bin/python, else python3
+#   PY=python3 bash scripts/gpu_record.sh --bundle build/gpu-bundle-cp312.tar.xz --archive /some/dir/record.tar.gz
+#   bash scripts/gpu_record.sh --only engines                    # some sections: first notebooks bench engines
+#   bash scripts/gpu_record.sh --skip bench,engines
+#   RECORD_DRY_RUN=1 bash scripts/gpu_record.sh                  # no GPU: the tiny profile into build/results-dry-run/
+#
+# Sections, in order, each with its own budget (seconds, RECORD_<NAME>_S) and its results written as it ends:
+#   first      notebooks 03 and 05: the paths no CPU takes (CUDA timing, torch.compile with CUDA graphs,
+#              bitsandbytes on CUDA); 05 saves the random 7B once (~14.5 GB) to quantize it while loading
+#   notebooks  notebooks 01 and 02
+#   bench      scripts/bench.py's GPU-sized sections (RECORD_BENCH_SECTIONS), no second compile
+#   engines    `transformers serve`, continuous batching off and on, the talk's workload (--quick)
+# RECORD_TOTAL_S (default 560) bounds the whole run: a section gets what is left of it if that is less than
+# its budget, and none starts with under 20 s left. After each section the archive (--archive) is packed
+# again, so a run cut short still leaves everything that finished.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+ROOT="$(pwd)"
+
+BUNDLE="${RECORD_BUNDLE:-}"
+ARCHIVE="${RECORD_ARCHIVE:-}"
+ONLY="" SKIP=""
+while [ "$#" -gt 0 ]; do
+    case "$1" in
+        --bundle) BUNDLE="$2"; shift 2 ;;
+        --archive) ARCHIVE="$2"; shift 2 ;;
+        --only) ONLY="$2"; shift 2 ;;
+        --skip) SKIP="$2"; shift 2 ;;
+        -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+        *) echo "gpu-record: unknown argument $1; allowed: --bundle FILE, --archive FILE, --only/--skip SECTIONS" >&2; exit 2 ;;
+    esac
+done
+SECTIONS="first notebooks bench engines"
+for s in ${ONLY//,/ } ${SKIP//,/ }; do
+    case " $SECTIONS " in *" $s "*) ;; *) echo "gpu-record: unknown section $s; allowed: ${SECTIONS// /, }" >&2; exit 2 ;; esac
+done
 
 PY="${PY:-.venv/bin/python}"
 [ -x "$PY" ] || PY="$(command -v python3)"
 
-# ---- the notebooks to record --------------------------------------------------------------------
-NOTEBOOKS=(01 02 03 05)   # 05 last: it saves the random 7B once (~14.5 GB) to quantize it while loading
-if [ "$#" -gt 0 ]; then NOTEBOOKS=("$@"); fi
+# ---- the bundle: the packages this Python lacks, onto PYTHONPATH ----------------------------------
+if [ -n "$BUNDLE" ]; then
+    [ -f "$BUNDLE" ] || { echo "gpu-record: no bundle at $BUNDLE (make gpu-bundle builds it)" >&2; exit 1; }
+    SITE="${RECORD_SITE:-${TMPDIR:-/tmp}/workshop-site}"
+    rm -rf "$SITE" && mkdir -p "$SITE"
+    # tarfile (Python's own lzma): the host needs no xz
+    "$PY" -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2], filter='data')" "$BUNDLE" "$SITE"
+    export PYTHONPATH="$SITE:$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+    # nbconvert installed with --target finds its 'lab' template only here
+    export JUPYTER_PATH="$SITE/share/jupyter${JUPYTER_PATH:+:$JUPYTER_PATH}"
+    echo "gpu-record: bundle $BUNDLE unpacked into $SITE"
+else
+    export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+fi
 
 DRY="${RECORD_DRY_RUN:-}"
 if [ -n "$DRY" ]; then export WORKSHOP_PROFILE="${WORKSHOP_PROFILE:-tiny}"; fi
@@ -29,124 +69,116 @@ export WORKSHOP_PROFILE="${WORKSHOP_PROFILE:-mistral-7b-random}"
 export HF_HUB_OFFLINE="${HF_HUB_OFFLINE:-1}"          # the random profile needs no download
 export HF_HUB_DISABLE_TELEMETRY=1 TOKENIZERS_PARALLELISM=false
 unset MPLBACKEND                                        # the kernels draw figures inline
-NOTEBOOK_LIMIT_S="${NOTEBOOK_LIMIT_S:-480}"             # all notebooks together
-BENCH_LIMIT_S="${BENCH_LIMIT_S:-180}"                   # the decode implementations compile once (helpers.decoding)
-if [ -n "$DRY" ]; then export WORKSHOP_BENCH_COMPILE="${WORKSHOP_BENCH_COMPILE:-0}"; fi   # CPU: no compile
-ENGINES_LIMIT_S="${ENGINES_LIMIT_S:-900}"               # make engines: every serving configuration installed here
+export WORKSHOP_BENCH_COMPILE=0                         # notebook 03 measures torch.compile; the bench does not again
+TOTAL_S="${RECORD_TOTAL_S:-560}"
+FIRST_S="${RECORD_FIRST_S:-330}" NOTEBOOKS_S="${RECORD_NOTEBOOKS_S:-75}"
+BENCH_S="${RECORD_BENCH_S:-60}" ENGINES_S="${RECORD_ENGINES_S:-100}"
+CELL_S="${RECORD_CELL_S:-300}"                          # one notebook cell
+BENCH_SECTIONS="${RECORD_BENCH_SECTIONS:-roofline attention capacity}"   # serving alone needs ~230 s on a 7B
+ENGINE_WORKLOADS="${RECORD_ENGINE_WORKLOADS:-}"         # default: the quick plan's (on a GPU, the talk's)
+
+# ---- where: this GPU, or a CPU for make record / the dry run ---------------------------------------
+# Nothing else is importable without the bundle: say what is missing before any time is spent.
+if ! missing="$("$PY" - <<'PYEOF' 2>&1
+import importlib.util, sys
+need = ("torch", "helpers", "transformers", "nbclient", "nbconvert", "ipykernel", "marimo", "bitsandbytes",
+        "mistral_common", "pydantic", "pandas", "matplotlib")
+gone = [n for n in need if importlib.util.find_spec(n) is None]
+if gone:
+    sys.exit("missing: " + ", ".join(gone) + " (make gpu-bundle, then --bundle build/gpu-bundle-cp312.tar.xz)")
+import helpers    # refuses a transformers that would ignore cache= (helpers/versions.py), in one line
+PYEOF
+)"; then
+    echo "gpu-record: this Python ($PY) cannot run the record: $(printf '%s' "$missing" | tail -1)" >&2
+    exit 1
+fi
 
 HAS_CUDA=0
 "$PY" -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null && HAS_CUDA=1
+label() { "$PY" -c "from helpers.hardware import device_info; print(device_info().label)"; }
 if [ -n "${RECORD_ANY_DEVICE:-}" ] && [ "$HAS_CUDA" = 0 ] && [ -z "$DRY" ]; then
     # make record without a GPU: the tiny profile on this CPU (or Apple GPU), into workshop/results/cpu-<name>/
     export WORKSHOP_PROFILE="${RECORD_PROFILE:-tiny}"
-    NOTEBOOK_LIMIT_S="${RECORD_NOTEBOOK_LIMIT_S:-2400}"   # a CPU (and a shared one above all) is slower
-    BENCH_LIMIT_S="${RECORD_BENCH_LIMIT_S:-400}"
-    GPU_NAME="$("$PY" -c "import sys; sys.path.insert(0, '.'); from helpers.hardware import device_info; print(device_info().label)")"
+    TOTAL_S="${RECORD_TOTAL_S:-3600}" FIRST_S="${RECORD_FIRST_S:-1800}" NOTEBOOKS_S="${RECORD_NOTEBOOKS_S:-600}"
+    BENCH_S="${RECORD_BENCH_S:-400}" ENGINES_S="${RECORD_ENGINES_S:-600}"
+    GPU_NAME="$(label)"
     SLUG="$(printf '%s' "$GPU_NAME" | tr '[:upper:]' '[:lower:]' | sed -E 's/\(r\)|\(tm\)|cpu @.*$//g; s/[^a-z0-9]+/-/g; s/^-+//; s/-+$//')"
-    OUT="workshop/results/${SLUG:-cpu}"
+    DEST="workshop/results/${SLUG:-cpu}"
 elif [ -n "$DRY" ]; then
-    GPU_NAME="dry run on $("$PY" -c "import sys; sys.path.insert(0, '.'); from helpers.hardware import device_info; print(device_info().label)")"
-    OUT="build/results-dry-run"
+    # the CPU stands in for the GPU: the same sections and switches, budgets that only stop a hang (a
+    # loaded 2-core machine runs the tiny profile 5-10 times slower than an idle one), one engines workload
+    TOTAL_S="${RECORD_TOTAL_S:-2400}" FIRST_S="${RECORD_FIRST_S:-1200}" NOTEBOOKS_S="${RECORD_NOTEBOOKS_S:-600}"
+    BENCH_S="${RECORD_BENCH_S:-600}" ENGINES_S="${RECORD_ENGINES_S:-600}"
+    ENGINE_WORKLOADS="${RECORD_ENGINE_WORKLOADS:-fixed}"
+    GPU_NAME="dry run on $(label)"
+    DEST="${RECORD_DEST:-build/results-dry-run}"
 else
-    if ! "$PY" -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)"; then
+    if [ "$HAS_CUDA" = 0 ]; then
         echo "gpu-record: no CUDA GPU is visible to torch here; run it on a GPU machine (the results it" >&2
         echo "records are what facilitators show when there is none), or RECORD_DRY_RUN=1 to test the script." >&2
         exit 1
     fi
     GPU_NAME="$("$PY" -c "import torch; print(torch.cuda.get_device_name(0))")"
     SLUG="$(printf '%s' "$GPU_NAME" | tr '[:upper:]' '[:lower:]' | sed -E 's/^nvidia //; s/[^a-z0-9]+/-/g; s/^-+//; s/-+$//')"
-    OUT="workshop/results/${SLUG:-gpu}"
+    DEST="workshop/results/${SLUG:-gpu}"
 fi
-rm -f "$OUT"/figures/*.png
-mkdir -p "$OUT/figures"
+rm -rf "$DEST/figures" "$DEST"/*.html "$DEST"/*.json "$DEST"/sections.tsv "$DEST"/record.log
+mkdir -p "$DEST/figures"
 export WORKSHOP_FIGURES_DIR="build/figures"           # notebooks note their key figures here (helpers.recorded)
-rm -rf "$WORKSHOP_FIGURES_DIR"
-echo "gpu-record: $GPU_NAME -> $OUT (profile $WORKSHOP_PROFILE, notebooks ${NOTEBOOKS[*]})"
+rm -rf "$WORKSHOP_FIGURES_DIR" build/executed/[0-9][0-9]_*.ipynb
+exec > >(tee -a "$DEST/record.log") 2>&1               # the run's own log travels with its results
+echo "gpu-record: $GPU_NAME -> $DEST (profile $WORKSHOP_PROFILE, python $("$PY" -c 'import sys; print(sys.version.split()[0])'))"
+printf 'section\texit_code\tseconds\tlimit_s\tnote\n' > "$DEST/sections.tsv"
 
 T0=$(date +%s)
-NB_RC=0
-rm -f build/executed/[0-9][0-9]_*.ipynb
-timeout --signal=INT -k 20 "$NOTEBOOK_LIMIT_S" "$PY" scripts/notebooks.py run "${NOTEBOOKS[@]}" --timeout 300 || NB_RC=$?
-T1=$(date +%s)
-BENCH_RC=0
-timeout --signal=INT -k 20 "$BENCH_LIMIT_S" "$PY" scripts/bench.py --out "$OUT" || BENCH_RC=$?
-T2=$(date +%s)
-# The serving engines (make engines): engines.json is rewritten after each configuration, so a time
-# limit keeps what finished. Its exit code is recorded in engines-exit-code.txt, not fatal here.
-ENGINES_RC=0
-if [ -n "$DRY" ]; then ENGINES_ARGS=(--quick --engines transformers); else ENGINES_ARGS=(); fi
-timeout --signal=INT -k 30 "$ENGINES_LIMIT_S" "$PY" -m helpers.engines --out "$OUT/engines.json" "${ENGINES_ARGS[@]}" \
-    || ENGINES_RC=$?
-echo "$ENGINES_RC" > "$OUT/engines-exit-code.txt"
-echo "gpu-record: engines exit code $ENGINES_RC in $(( $(date +%s) - T2 )) s -> $OUT/engines.json"
+RESERVE_S=15                                           # for the last meta.json and archive
 
-"$PY" - "$OUT" "$GPU_NAME" "$NB_RC" "$BENCH_RC" "$((T1 - T0))" "$((T2 - T1))" "${NOTEBOOKS[@]}" <<'PYEOF'
-"""Copy the executed notebooks' HTML, extract their figures as PNG, and write meta.json."""
-import base64, datetime as dt, json, os, shutil, subprocess, sys
-from pathlib import Path
-
-sys.path.insert(0, os.getcwd())
-import nbformat
-
-from helpers.hardware import device_info
-from helpers.preflight import library_versions
-
-out, gpu, nb_rc, bench_rc, nb_s, bench_s, *wanted = sys.argv[1:]
-out = Path(out)
-build = Path("build")
-notebooks = []
-for ipynb in sorted((build / "executed").glob("[0-9][0-9]_*.ipynb")):
-    if ipynb.name[:2] not in wanted:
-        continue
-    nb = nbformat.read(ipynb, as_version=4)
-    errors, figures = [], 0
-    for cell in nb.cells:
-        for o in cell.get("outputs", []):
-            if o.get("output_type") == "error":
-                errors.append(f"{o.get('ename')}: {o.get('evalue', '')[:300]}")
-            png = o.get("data", {}).get("image/png")
-            if png:
-                figures += 1
-                (out / "figures" / f"{ipynb.stem}-{figures:02d}.png").write_bytes(base64.b64decode(png))
-    html = build / f"{ipynb.stem}.html"
-    if html.exists():
-        shutil.copy(html, out / html.name)
-    notebooks.append({"notebook": ipynb.stem, "ok": not errors, "errors": errors, "figures": figures,
-                      "html": html.name if html.exists() else None})
-try:
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
-except Exception:  # noqa: BLE001 - not a git checkout
-    commit = None
-meta = {
-    "recorded_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-    "gpu": gpu,
-    "device": device_info().to_dict(),
-    "profile": os.environ.get("WORKSHOP_PROFILE"),
-    "versions": library_versions(),
-    "git_commit": commit,
-    "notebooks": notebooks,
-    "notebooks_exit_code": int(nb_rc),
-    "notebooks_seconds": int(nb_s),
-    "bench_exit_code": int(bench_rc),
-    "bench_seconds": int(bench_s),
-    "bench_files": sorted(p.name for p in out.glob("*.json") if p.name not in ("meta.json", "key_figures.json")),
+selected() {
+    local s="$1"
+    if [ -n "$ONLY" ] && [[ ",$ONLY," != *",$s,"* ]]; then return 1; fi
+    if [ -n "$SKIP" ] && [[ ",$SKIP," == *",$s,"* ]]; then return 1; fi
+    return 0
 }
-# per-notebook seconds (build/run.json, written by scripts/notebooks.py run) and the key figures noted
-from helpers.recorded import KEY_FIGURES, noted_figures
-run_json = build / "run.json"
-if run_json.is_file():
-    secs = {r["notebook"]: r["seconds"] for r in json.loads(run_json.read_text()).get("notebooks", [])}
-    for n in notebooks:
-        n["seconds"] = secs.get(n["notebook"])
-if os.environ.get("RECORD_NOTE"):
-    meta["note"] = os.environ["RECORD_NOTE"]
-figs = noted_figures(build / "figures")
-(out / KEY_FIGURES).write_text(json.dumps(figs, indent=1) + "\n")
-(out / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
-print(json.dumps({k: meta[k] for k in ("gpu", "recorded_at", "notebooks_seconds", "bench_seconds")}))
-for n in notebooks:
-    print(f"  {n['notebook']}: {'ok' if n['ok'] else 'FAILED'}, {n['figures']} figures")
-PYEOF
 
-echo "gpu-record: done in $(( $(date +%s) - T0 )) s; commit $OUT"
-[ "$NB_RC" -eq 0 ] && [ "$BENCH_RC" -eq 0 ]
+finish() {   # meta.json from what has run so far, then the archive
+    "$PY" scripts/record_meta.py "$DEST" "$GPU_NAME" || echo "gpu-record: meta.json not written" >&2
+    if [ -n "$ARCHIVE" ]; then
+        mkdir -p "$(dirname "$ARCHIVE")"
+        tar -czf "$ARCHIVE.tmp" -C "$(dirname "$DEST")" "$(basename "$DEST")" && mv "$ARCHIVE.tmp" "$ARCHIVE"
+        echo "gpu-record: packed $ARCHIVE ($(( $(stat -c %s "$ARCHIVE") / 1024 )) KiB)"
+    fi
+}
+
+section() {   # section NAME BUDGET_S COMMAND...: run it within its budget and what is left of the total
+    local name="$1" budget="$2"; shift 2
+    if ! selected "$name"; then
+        printf '%s\t\t0\t0\tnot selected\n' "$name" >> "$DEST/sections.tsv"; return 0
+    fi
+    local left=$(( TOTAL_S - RESERVE_S - ($(date +%s) - T0) ))
+    if [ "$left" -lt 20 ]; then
+        echo "gpu-record: $name skipped: ${left} s left of RECORD_TOTAL_S=$TOTAL_S"
+        printf '%s\t\t0\t0\tskipped: %s s left of %s\n' "$name" "$left" "$TOTAL_S" >> "$DEST/sections.tsv"; return 0
+    fi
+    local limit=$(( budget < left ? budget : left )) t=$(date +%s) rc=0
+    echo "gpu-record: section $name (limit $limit s of $budget s)"
+    timeout --signal=INT -k 20 "$limit" "$@" || rc=$?
+    local secs=$(( $(date +%s) - t )) note=""
+    if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then note="stopped at its limit"; fi
+    printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$rc" "$secs" "$limit" "$note" >> "$DEST/sections.tsv"
+    echo "gpu-record: section $name exit $rc in $secs s $note"
+    finish
+}
+
+ENGINE_ARGS=(--quick --no-guidellm --engines "${RECORD_ENGINES:-transformers}" --out "$DEST/engines.json")
+if [ -n "$ENGINE_WORKLOADS" ]; then ENGINE_ARGS+=(--workloads "$ENGINE_WORKLOADS"); fi
+
+section first "$FIRST_S" "$PY" scripts/notebooks.py run 03 05 --timeout "$CELL_S"
+section notebooks "$NOTEBOOKS_S" "$PY" scripts/notebooks.py run 01 02 --timeout "$CELL_S"
+# shellcheck disable=SC2086  # the section names are words
+section bench "$BENCH_S" "$PY" scripts/bench.py $BENCH_SECTIONS --out "$DEST"
+section engines "$ENGINES_S" "$PY" -m helpers.engines "${ENGINE_ARGS[@]}"
+
+finish                                                 # with the sections skipped at the end, too
+echo "gpu-record: done in $(( $(date +%s) - T0 )) s; commit $DEST"
+# every selected section that ran exited 0
+! awk -F'\t' 'NR > 1 && $2 != "" && $2 != "0" {bad = 1} END {exit !bad}' "$DEST/sections.tsv"

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from helpers.cli import bounded_int  # noqa: E402
 from helpers.links import PACKAGE, PLACEHOLDER_OWNER as PLACEHOLDER  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -231,22 +232,52 @@ def _to_html(nb, title: str) -> str:
     return body
 
 
-def run(only: list[str], timeout: int) -> int:
+CELL_TIMEOUT_S, MAX_CELL_TIMEOUT_S = 1200, 86_400
+
+
+def cell_timeout(given: int | None) -> int:
+    """Seconds a cell may run: --timeout, else $WORKSHOP_CELL_TIMEOUT (1 to a day), else 1200."""
+    from helpers import env
+
+    return given or env.number("WORKSHOP_CELL_TIMEOUT", CELL_TIMEOUT_S, int, lo=1, hi=MAX_CELL_TIMEOUT_S)
+
+
+def chosen(only: list[str]) -> list[Path]:
+    """The notebooks to run: all, or those whose numbers are given ('01', '3' and '03' alike)."""
+    numbers = {s.name[:2]: s for s in sources()}
+    want = []
+    for n in only:
+        key = n.strip().zfill(2) if n.strip().isascii() and n.strip().isdigit() else n
+        if key not in numbers:
+            raise ValueError(f"no notebook numbered {n[:20]!r}; allowed: {', '.join(numbers)}")
+        want.append(key)
+    return [s for k, s in numbers.items() if not only or k in want]
+
+
+def run(only: list[str], timeout: int | None = None) -> int:
     sys.path.insert(0, str(ROOT))
+    from helpers import env
     from helpers.hardware import device_info
     from helpers.models import resolve_profile
 
+    try:  # bad settings stop here, in one line, before a notebook runs
+        timeout = cell_timeout(timeout)
+        todo = chosen(only)
+        profile, reason = resolve_profile()
+        os.environ.setdefault("WORKSHOP_FIGURES_DIR", str(BUILD / "figures"))  # notebooks note key figures there
+        figures = env.folder("WORKSHOP_FIGURES_DIR")
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     BUILD.mkdir(exist_ok=True)
     (BUILD / "executed").mkdir(exist_ok=True)
-    profile, reason = resolve_profile()
     info = device_info()
     from helpers.agenda import section_times
 
     rows, failed, sections = [], 0, {}
-    os.environ.setdefault("WORKSHOP_FIGURES_DIR", str(BUILD / "figures"))  # notebooks note key figures there
-    for src in sources():
-        if only and src.name[:2] not in only:
-            continue
+    for src in todo:  # a notebook that fails before it notes its figures shows none, not the last run's
+        (figures / f"{src.stem}.json").unlink(missing_ok=True)
+    for src in todo:
         ipynb = target(src)
         print(f"run: {src.name} …", flush=True)
         ok, secs, nb, err = _execute(ipynb, timeout)
@@ -273,11 +304,14 @@ device {html.escape(info.label)} · torch {html.escape(info.torch_version)}</p>
 {items}
 </table></body></html>
 """
-    from helpers import report  # key figures per notebook, machine and profile, links (helpers/report.py)
+    from helpers import recorded, report  # key figures per notebook, machine and profile, links (helpers/report.py)
 
-    page = page.replace("</body></html>", report.section(rows, BUILD, profile, info.label) + "\n</body></html>")
     report.write_run_json(rows, BUILD, profile, info.to_dict(), sections)
-    (BUILD / "index.html").write_text(page)
+    try:
+        section = report.section(rows, BUILD, profile, info.label)
+    except Exception as exc:  # noqa: BLE001 - the runs table is written whatever the key figures do
+        section = f"<p class='bad'>key figures unavailable: {html.escape(f'{type(exc).__name__}: {exc}')}</p>"
+    recorded.write_text_atomic(BUILD / "index.html", page.replace("</body></html>", section + "\n</body></html>"))
     print(f"run: {len(rows) - failed} of {len(rows)} notebooks ran; report: {BUILD / 'index.html'}")
     for name, ok, _, err in rows:
         if not ok:  # CI's log ends with what failed and why; the executed notebook holds the traceback
@@ -292,7 +326,8 @@ def main() -> int:
     sub.add_parser("check")
     r = sub.add_parser("run")
     r.add_argument("only", nargs="*", help="notebook numbers, e.g. 01 03 (default: all)")
-    r.add_argument("--timeout", type=int, default=int(os.environ.get("WORKSHOP_CELL_TIMEOUT", "1200")))
+    r.add_argument("--timeout", type=bounded_int(1, MAX_CELL_TIMEOUT_S), default=None,
+                   help=f"seconds a cell may run (default: $WORKSHOP_CELL_TIMEOUT, else {CELL_TIMEOUT_S})")
     a = ap.parse_args()
     if a.cmd == "export":
         for p in export():

@@ -355,3 +355,46 @@ def test_usable_bytes_is_the_reserve_every_notebook_counts():
     assert capacity.usable_bytes(16e9) == pytest.approx(12.9e9)               # a T4: less than 14.48 GB of weights
     with pytest.raises(ValueError):
         capacity.usable_bytes(0)
+
+
+# ----------------------------------------------------------------------------- hostile input (issue 20)
+
+@pytest.mark.parametrize("kw, needle", [
+    ({"context": math.inf}, "context"), ({"context": math.nan}, "context"), ({"batch": math.inf}, "batch"),
+    ({"utilization": None}, "utilization"), ({"utilization": "0.9"}, "utilization"),
+    ({"overhead_bytes": math.inf}, "overhead_bytes"), ({"overhead_bytes": "1"}, "overhead_bytes"),
+    ({"pipeline_stages": 33}, "32 layers"),
+])
+def test_plan_refuses_non_finite_wrong_typed_and_impossible_values(kw, needle):
+    with pytest.raises(ValueError, match=needle):   # not OverflowError/TypeError from inside
+        capacity.plan(MISTRAL, "H100 SXM", **{"context": 4096, "batch": 1, **kw})
+
+
+def test_slo_and_views_refuse_bool_text_and_infinite_values():
+    for bad in (True, "8", math.inf, math.nan):
+        with pytest.raises(ValueError, match="SLO"):
+            capacity.plan_for_slo(MISTRAL, "H100 SXM", bad)
+        with pytest.raises(ValueError, match="SLO"):
+            capacity_views.triangle(MISTRAL, slo_ms=bad)
+    with pytest.raises(ValueError, match="max batch"):
+        capacity_views.batch_points(math.inf)        # used to loop for ever
+    assert capacity_views.batch_points(0) == [] and capacity_views.batch_points(5) == [1, 2, 4, 5]
+    with pytest.raises(ValueError, match="max batch"):
+        capacity_views.batch_points(2.5)
+    with pytest.raises(ValueError, match="prompt tokens"):
+        capacity_views.request_table(MISTRAL, "1000", 100)
+    for names in ([], "", 3):
+        with pytest.raises(ValueError, match="gpu_names"):
+            capacity_ranking.rank(MISTRAL, gpu_names=names)
+
+
+def test_planner_inputs_refuse_fractions_and_infinities():
+    from helpers.capacity.inputs import check
+
+    good = ("", MISTRAL, "bf16", "bf16", 4096, 10, 1, "2")
+    assert check(*good).gpus == 2
+    for i, bad in ((4, 4096.5), (4, math.inf), (7, 1.5), (7, math.inf), (7, "٢"), (5, "abc")):
+        values = list(good)
+        values[i] = bad
+        with pytest.raises(ValueError):               # was truncated to 4096 / 1, or OverflowError
+            check(*values)

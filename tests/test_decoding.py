@@ -141,6 +141,36 @@ def test_compiled_static_decode_gives_the_same_tokens():
     assert packed.COMPILED not in model.__dict__ and not any(k in packed._WEIGHTS for k in keys)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("prompt,new_tokens", [(6, 8), (12, 10)], ids=["inside-the-window", "past-the-window"])
+def test_windowed_static_cache_compiles_one_graph(prompt, new_tokens):
+    """Mistral 7B slides a 4,096-token window: transformers' StaticCache for it counts tokens in a Python
+    int that torch.compile(dynamic=False) guards on (8 graphs, then eager). impls.static_cache builds
+    full layers instead: one graph, the same tokens as the eager loop over the windowed DynamicCache."""
+    import torch
+    from torch._dynamo.utils import counters
+    from transformers import StaticCache
+
+    window = 16
+    cfg = {**models.TINY_CONFIG, "num_hidden_layers": 1, "vocab_size": 512, "sliding_window": window}
+    model = roofline.random_model(cfg)
+    slots = prompt + new_tokens
+    assert any(StaticCache(config=model.config, max_cache_len=slots).is_sliding)   # the trap is armed
+    cache = impls.static_cache(model.config, slots)
+    assert not any(cache.is_sliding) and model.config.sliding_window == window     # the model's own kept
+    ids = prompt_ids(prompt, vocab=512)
+    eager = impls.decode(model, "eager", ids, new_tokens, "cpu")
+    torch._dynamo.reset()
+    counters.clear()
+    compiled = impls.decode(model, "static+compile", ids, new_tokens, "cpu")
+    assert counters["stats"]["unique_graphs"] == 1, dict(counters["stats"])
+    assert compiled.tokens == eager.tokens
+    assert compiled.kv_slots == slots
+    assert any("masked to it" in n for n in compiled.notes) == (slots > window)
+    with pytest.raises(ValueError, match="slots must be a positive number"):
+        impls.static_cache(model.config, 0)
+
+
 def test_decode_rejects_bad_input(tiny):
     ids = prompt_ids(8)
     with pytest.raises(ValueError, match="allowed: eager, generate, packed, static, static\\+compile"):
@@ -282,3 +312,24 @@ def test_the_floor_bandwidth_is_measured_alongside_the_steps_when_not_given(tiny
     assert reg.planner["predicted_step_s"] == pytest.approx(pred["predicted_step_s"])
     assert reg.kernel_ceiling() == ("linear", 0.4)
     assert views.figures_for_bench(reg, "_x")["decode_floor_bandwidth_bytes_per_s_x"] == 50e9
+
+
+def test_bench_compile_off_leaves_the_compiled_step_out_of_the_active_profile(tiny, monkeypatch):
+    """gpu_record.sh's bench sets WORKSHOP_BENCH_COMPILE=0: notebook 03 measured the compile (and its CUDA
+    graphs) already, so the bench's active profile runs the other implementations only."""
+    asked = []
+
+    class Enough(Exception):
+        pass
+
+    def measure(loaded, bandwidth, peak, impls=None, **kw):
+        asked.append(tuple(impls))
+        raise Enough
+
+    monkeypatch.setattr(regimes, "measure_regime", measure)
+    monkeypatch.setenv("WORKSHOP_COMPILE", "1")               # where the compiled step would run (a GPU)
+    for setting, compiled in (("0", False), ("1", True)):
+        monkeypatch.setenv("WORKSHOP_BENCH_COMPILE", setting)
+        with pytest.raises(Enough):
+            regimes.bench_figures(tiny, None, 1e12)
+        assert ("static+compile" in asked[-1]) == compiled and "eager" in asked[-1]

@@ -285,6 +285,51 @@ def test_the_benchmark_reports_a_server_dying_mid_run_and_goes_on(tmp_path):
     assert fine["runs"][1]["goodput_rps"] > 0
 
 
+def test_the_gpu_quick_plan_is_the_talks_workload_at_two_levels():
+    full, quick = bench.plan_for("cuda"), bench.plan_for("cuda", quick=True)
+    asked = lambda plan: sum(r.max_new_tokens for reqs in plan.workloads.values() for r in reqs) * len(plan.concurrencies)
+    assert list(quick.workloads) == ["talk"] and quick.concurrencies == (1, 10)
+    assert [r.max_new_tokens for r in quick.workloads["talk"]] == [r.max_new_tokens for r in full.workloads["talk"]]
+    assert asked(quick) == 2 * 10 * 50 and asked(full) > 30 * asked(quick)   # ~36,000 tokens against 1,000
+    assert quick.guidellm_workload is None and quick.slo == full.slo
+    assert bench.plan_for("cpu", quick=True).concurrencies == (1, 4)
+
+
+def test_the_command_line_runs_only_the_workloads_asked_for(tmp_path, monkeypatch, capsys):
+    from helpers.engines.__main__ import main
+
+    seen = {}
+
+    def run_all(profile, out, quick, include, guidellm, plan):
+        seen.update(cpu=plan("cpu"), cuda=plan("cuda"))
+        return {"configs": [], "skipped": [], "seconds": 0.0}
+
+    monkeypatch.setattr(bench, "run_all", run_all)
+    assert main(["--quick", "--workloads", "fixed", "--out", str(tmp_path / "e.json")]) == 1   # no configuration ran
+    assert list(seen["cpu"].workloads) == ["fixed"] and seen["cpu"].concurrencies == (1, 4)
+    assert list(seen["cuda"].workloads) == ["talk"]          # the GPU's quick plan has no "fixed": all of it
+    assert main(["--workloads", "fixd", "--out", str(tmp_path / "e.json")]) == 2
+    assert "error: unknown workload(s) ['fixd']; allowed: agentic, chat, fixed, talk" in capsys.readouterr().err
+
+
+def test_the_benchmark_writes_its_file_as_each_level_ends(tmp_path, monkeypatch):
+    from helpers.engines import servers
+
+    plan = bench.Plan({"w": trace(3)}, (1, 2), SLO(1.0, 0.5), guidellm_workload=None, timeout_s=5)
+    monkeypatch.setattr(servers, "available", lambda profile, include: ([_cfg(), _cfg("--token-s", "0.001")], []))
+    written, real = [], bench.write_json_atomic
+
+    def spy(data, path):
+        written.append([len(c["runs"]) for c in data["configs"]])
+        return real(data, path)
+
+    monkeypatch.setattr(bench, "write_json_atomic", spy)
+    data = bench.run_all(out=tmp_path / "engines.json", use_guidellm=False, plan=plan)
+    # each level of each configuration, then each configuration's end, then the end
+    assert written == [[1], [2], [2], [2, 1], [2, 2], [2, 2], [2, 2]]
+    assert data["complete"] and json.loads((tmp_path / "engines.json").read_text())["complete"]
+
+
 def test_results_are_written_atomically(tmp_path):
     path = bench.write_json_atomic({"a": 1}, tmp_path / "r" / "engines.json")
     assert json.loads(path.read_text()) == {"a": 1} and [p.name for p in path.parent.iterdir()] == ["engines.json"]

@@ -31,6 +31,84 @@ def test_serve_folder_has_what_autotokenizer_and_the_server_need():
     assert auto.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False) == "<s>[INST] hi [/INST]"
 
 
+@pytest.mark.parametrize("profile", ["tiny", "tiny-trained", "small"])
+def test_serve_folder_of_every_cpu_profile_holds_its_own_weights(profile):
+    """Every profile a CPU runs gets a folder transformers serve can load: the profile's config and weights
+    (the very files helpers.models built or trained: linked, not copied), the tokenizer files. Checked
+    against the model the profile's config describes: every tensor it needs is in the weights file."""
+    from safetensors import safe_open
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from helpers import models
+
+    built = models.built_folder(profile)
+    folder = servers.serve_folder(profile)
+    assert folder.name == f"{built.name}-serve"
+    names = {p.name for p in folder.iterdir()}
+    assert {"config.json", "model.safetensors", "tokenizer.model", "tokenizer_config.json"} <= names
+    assert (folder / "model.safetensors").resolve() == (built / "model.safetensors").resolve()
+    config = AutoConfig.from_pretrained(folder)
+    assert config.to_dict()["hidden_size"] == json.loads((built / "config.json").read_text())["hidden_size"]
+    import torch
+
+    with torch.device("meta"):
+        wanted = set(AutoModelForCausalLM.from_config(config).state_dict())
+    with safe_open(str(folder / "model.safetensors"), "pt") as f:
+        assert set(f.keys()) == wanted
+    assert {p.name for p in folder.iterdir() if p.name.endswith((".tmp", ".link"))} == set()
+
+
+def test_serve_folder_drops_links_an_earlier_build_left(tmp_path):
+    folder = tmp_path / "serve"
+    folder.mkdir()
+    (folder / "model-00001-of-00002.safetensors").symlink_to(tmp_path / "gone")
+    servers.serve_folder("tiny", folder=folder)
+    assert "model-00001-of-00002.safetensors" not in {p.name for p in folder.iterdir()}
+    assert (folder / "model.safetensors").exists()
+
+
+def test_serve_folder_for_the_7b_profiles_says_what_to_do(tmp_path, monkeypatch):
+    """mistral-7b-random: refused (naming the profile and the fix) until notebook 05 has saved its random
+    weights; a config-only folder for vLLM/SGLang's --load-format dummy when asked; the saved weights linked
+    once there. mistral-7b: the Hub id when its weights are cached, else the weights' own message."""
+    from helpers import models
+
+    monkeypatch.setenv("WORKSHOP_CACHE", str(tmp_path))
+    with pytest.raises(models.ProfileUnavailable, match="profile mistral-7b-random .*notebook 05.*tiny-trained"):
+        servers.serve_folder("mistral-7b-random")
+    dummy = servers.serve_folder("mistral-7b-random", weights=False)
+    assert not list(dummy.glob("*.safetensors"))
+    assert json.loads((dummy / "config.json").read_text())["hidden_size"] == 4096
+    saved = tmp_path / "mistral-7b-random"        # what helpers.quant.model_source leaves (sharded)
+    for name in ("model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"):
+        (saved / name).write_bytes(b"x")
+    (saved / "model.safetensors.index.json").write_text("{}")
+    (saved / "workshop-build.json").write_text("{}")
+    folder = servers.serve_folder("mistral-7b-random")
+    assert {p.name for p in folder.glob("*.safetensors")} == {"model-00001-of-00002.safetensors",
+                                                              "model-00002-of-00002.safetensors"}
+    assert (folder / "model.safetensors.index.json").exists() and not (folder / "workshop-build.json").exists()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(tmp_path / "hub"))
+    with pytest.raises(models.ProfileUnavailable, match="profile mistral-7b cannot be served: .*hf download"):
+        servers.serve_folder("mistral-7b")
+    monkeypatch.setattr(models, "weights_status", lambda model_id: models.WeightsStatus(True, "cache", "cached"))
+    monkeypatch.setenv("WORKSHOP_MODEL_ID", "someone/Model-7B")
+    assert servers.serve_folder("mistral-7b") == "someone/Model-7B"
+
+
+def test_available_never_offers_transformers_serve_without_weights(tmp_path, monkeypatch):
+    from helpers import models
+
+    monkeypatch.setenv("WORKSHOP_CACHE", str(tmp_path))
+    runnable, skipped = servers.available("mistral-7b-random", ("transformers",))
+    assert runnable == [] and "notebook 05" in skipped[0]["why"]
+    monkeypatch.setattr(models, "weights_status", lambda model_id=None, **kw: models.WeightsStatus(False, None, "no"))
+    runnable, skipped = servers.available("mistral-7b")
+    assert runnable == [] and skipped == [{"name": "all engines", "why": "profile mistral-7b cannot be served: no"}]
+
+
 def test_transformers_serve_command_lines():
     off = servers.transformers_serve("/m", continuous_batching=False)
     on = servers.transformers_serve("/m", continuous_batching=True)
@@ -163,3 +241,45 @@ def test_figures_have_titles_and_stamps():
     # the legend counts chunks and, apart, the tokens the server reported (a chunk may carry several)
     fig3 = figures.chunks_figure(dict(ex, output_tokens=5), "measured: test")
     assert "3 chunks, 5 tokens; mean ITL 20.0 ms" in [x.get_text() for x in fig3.axes[0].get_legend().get_texts()]
+
+
+def test_figures_and_rules_given_no_run_say_so_instead_of_raising():
+    """Every server failed: the table of runs is empty but has its columns; the figures draw a titled note;
+    the guide's rules find nothing to compare (notebook 08 then shows its later cells)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from helpers.engines import figures
+
+    empty = bench.runs_table({"configs": [{"config": {"name": "x"}, "runs": [], "faults": []}]})
+    assert empty.empty and {"source", "workload", "TTFT mean ms", "goodput req/s"} <= set(empty.columns)
+    for fig, title in ((figures.curve_figure(empty, "measured: nothing", workload="fixed"), figures.CURVE_TITLE),
+                       (figures.tools_figure(empty, "measured: nothing", workload="fixed"), figures.TOOLS_TITLE),
+                       (figures.chunks_figure(None, "measured: nothing"), figures.CHUNKS_TITLE)):
+        texts = [t.get_text() for ax in fig.axes for t in ax.texts]
+        assert fig._suptitle.get_text() == title and any(t.startswith("Nothing to draw") for t in texts)
+    assert guide.batching_effect(empty, "fixed", 8) is None and guide.agreement(empty, "fixed").empty
+    # rows whose requests all failed have no latency: the curve says so rather than plotting nothing
+    failed = _table([("HF transformers serve", 1, [RequestRecord(0, 0.0, 0.1, error="http 500")])])
+    fig = figures.curve_figure(failed, "measured: all failed", workload="w")
+    assert any("no run of client on workload w had a successful request" in t.get_text()
+               for ax in fig.axes for t in ax.texts)
+
+
+def test_status_says_what_ran_what_failed_and_why():
+    plan = bench.Plan({"fixed": [bench.TraceRequest(0, "a b c", 4)]}, (1, 4), bench.SLO(1.0, 0.1))
+    data = bench.new_result(plan, "cpu", "tiny-trained", "set", [{"name": "vllm", "why": "needs CUDA"}])
+    assert data["workloads"]["fixed"] == {"requests": 1, "prompt_words_total": 3, "output_tokens_asked": 4}
+    data["configs"].append({"config": {"name": "HF off"}, "ready_s": None, "runs": [], "faults": [
+        {"kind": "ServerDied", "detail": "transformers exited with code 1 before it was ready. End of its log:\n"
+                                         "OSError: no file named model.safetensors"}]})
+    md = bench.status_markdown(data)
+    assert "**HF off** — ServerDied: transformers exited with code 1" in md
+    assert "no file named model.safetensors" in md and "vllm: not here — needs CUDA" in md
+    assert "No server produced a measurement here" in md
+    assert bench.status_markdown(data, "ValueError: unknown WORKSHOP_PROFILE").startswith(
+        "- **the benchmark did not run**: ValueError: unknown WORKSHOP_PROFILE")
+    run = dict(summarize(_recs(0.1, 0.02), "HF on", 1).to_dict(), workload="fixed")
+    data["configs"].append({"config": {"name": "HF on"}, "ready_s": 9.5, "runs": [run], "faults": []})
+    md = bench.status_markdown(data)
+    assert "**HF on**: ready in 9.5 s; 1 runs, 0 failed requests" in md and "No server produced" not in md

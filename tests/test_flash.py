@@ -81,6 +81,20 @@ def test_byte_table_in_bytes_and_ratio():
     assert row["standard ÷ tiled"] == pytest.approx(69_206_016 / 34_603_008)
 
 
+def test_the_traffic_ratio_tends_to_4_br_over_d_not_the_block_height():
+    """Notebook 10's figure: at 131,072 tokens, Mistral's 128-dim heads, H100 blocks 128 × 228, causal —
+    4,402 GB against 1,104.6 GB, 3.99× — tends to 4·B_r/d = 4, not to B_r = 128."""
+    assert flash.traffic_ratio_limit(128, 128) == 4.0 and flash.traffic_ratio_limit(128, 128, causal=False) == 2.0
+    assert flash.traffic_ratio_limit(64, 128) == 2.0
+    shape = flash.AttentionShape(batch=1, heads=32, head_dim=128, dtype="bf16")
+    row = flash.hbm_bytes_table(shape, [131072], 128, 228, causal=True)[0]
+    assert row["standard bytes"] / 1e9 == pytest.approx(4402, abs=1)
+    assert row["tiled bytes"] / 1e9 == pytest.approx(1104.6, abs=0.1)
+    assert row["standard ÷ tiled"] == pytest.approx(flash.traffic_ratio_limit(128, 128), rel=0.01)
+    with pytest.raises(ValueError):
+        flash.traffic_ratio_limit(0, 128)
+
+
 def test_paper_block_sizes_by_hand():
     # Algorithm 1: M = 228 KiB of bf16 = 116,736 elements; d = 128: B_c = ⌈116,736 / 512⌉ = 228, B_r = min(228, 128)
     assert flash.paper_block_sizes(228 * 1024, 128, "bf16") == (128, 228)

@@ -151,3 +151,99 @@ def test_capacity_cli_parallel():
     for bad in (["--parallel", "tp=4,pp=x"], ["--parallel", "tp=4", "--gpus", "2"], ["--link", "pcie"]):
         r = _cli(*base, *bad)
         assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+# ----------------------------------------------------------------------------- hostile input (issue 20)
+
+@pytest.mark.parametrize("text, needle", [
+    ("tp=2,tp=4", "tp is given twice"),            # used to take the last one silently
+    ("pp=2,mb=2,pp=4", "pp is given twice"),
+    ("tp=\u0664", "ASCII digits"),                  # an Arabic-Indic 4: int() reads it, the CLI must not
+    ("tp=\uff12", "ASCII digits"),                  # a full-width 2
+    ("tp=" + "9" * 30, "from 1 to"),
+    ("pp=0", "from 1 to"),
+])
+def test_parse_parallel_refuses_repeats_foreign_digits_and_huge_counts(text, needle):
+    with pytest.raises(ValueError, match=needle):
+        parse_parallel(text)
+
+
+def test_pipeline_full_only_when_the_micro_batches_in_flight_fit():
+    # pp=2 with one micro-batch: keeping both stages busy takes two batches in flight
+    fits = parallel_step(M7, "H100 SXM", pp=2, batch=8, context=4096)
+    assert fits.in_flight == 16 and fits.steady_fits
+    assert fits.steady_step_s == pytest.approx(fits.slot_s) and fits.steady_tokens_per_s == pytest.approx(8 / fits.slot_s)
+    top = fits.max_batch                                   # sequences whose KV fits per GPU with 2 stages
+    big = top // 2 + 1                                     # one batch fits, two in flight do not
+    s = parallel_step(M7, "H100 SXM", pp=2, batch=big, context=4096)
+    assert s.fits and s.tokens_per_s is not None
+    assert s.in_flight == 2 * big > top and s.steady_fits is False
+    assert s.steady_step_s is None and s.steady_tokens_per_s is None
+    assert f"{2 * big:,} sequences" in s.steady_reason and f"holds {top:,}" in s.steady_reason
+    # with as many micro-batches as stages the batch itself keeps the pipeline full
+    even = big + big % 2
+    m = parallel_step(M7, "H100 SXM", pp=2, micro_batches=2, batch=even, context=4096)
+    assert m.in_flight == even and m.steady_fits and m.steady_step_s == pytest.approx(2 * m.slot_s)
+    out = _cli("capacity", "--model", M7, "--gpu", "H100 SXM", "--context", "4096", "--batch", str(big),
+               "--parallel", "pp=2")
+    assert out.returncode == 0, out.stderr
+    assert "pipeline full: does not fit" in out.stdout and "(pipeline full," not in out.stdout
+
+
+def test_more_gpus_than_one_server_talk_over_the_cluster_link():
+    from helpers.parallel.links import GPUS_PER_SERVER
+
+    assert GPUS_PER_SERVER == 8
+    assert get_link("H100 SXM", None, 8).name.startswith("NVLink")
+    ib = get_link("H100 SXM", None, 16)
+    assert ib.name.startswith("InfiniBand") and ib.bandwidth == 50e9
+    with pytest.raises(ValueError, match="one server"):
+        get_link("H100 SXM", "nvlink", 16)
+    with pytest.raises(ValueError, match="no catalogued link joins 16"):
+        get_link("L40S", None, 16)                         # PCIe only, no link between servers catalogued
+    tp16 = parallel_step(M7, "H100 SXM", tp=16, batch=8, context=4096)
+    assert tp16.link == ib.label
+    assert tp16.all_reduce_s == pytest.approx(2 * 32 * all_reduce_s(8 * 4096 * 2, 16, ib))
+    # tp=8 in one server on NVLink, the second stage in another: the stages send over InfiniBand
+    s = parallel_step(M7, "H100 SXM", tp=8, pp=2, batch=8, context=4096)
+    assert s.link == get_link("H100 SXM").label and s.pp_link == ib.label
+    assert s.send_s == pytest.approx(send_s(8 * 4096 * 2, ib))
+    r = _cli("capacity", "--model", M7, "--gpu", "H100 SXM", "--context", "4096", "--batch", "8",
+             "--parallel", "tp=16", "--link", "nvlink")
+    assert r.returncode == 2 and "one server" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_capacity_header_counts_every_gpu_it_prices():
+    from helpers.gpus import get_gpu
+
+    r = _cli("capacity", "--model", M7, "--gpu", "H100 SXM", "--context", "4096", "--batch", "8",
+             "--parallel", "tp=1,pp=4")
+    assert r.returncode == 0, r.stderr
+    header = next(line for line in r.stdout.splitlines() if line.startswith("GPU "))
+    price = next(line for line in r.stdout.splitlines() if line.startswith("price "))
+    assert "4× H100 SXM (4 pipeline stages of 1 GPU)" in header
+    assert f"${4 * get_gpu('H100 SXM').usd_per_hour:,.2f} per hour" in price
+
+
+@pytest.mark.parametrize("kw, needle", [
+    ({"ep": 0}, "ep"), ({"ep": True}, "ep"), ({"ep": 2.5}, "ep"), ({"ep": 512}, "256 routed experts"),
+    ({"batches": ()}, "non-empty"), ({"batches": (0, 8)}, "batch"), ({"batches": 8}, "non-empty"),
+])
+def test_moe_rows_refuses_bad_ep_and_batches(kw, needle):
+    with pytest.raises(ValueError, match=needle):
+        moe_rows("deepseek-v3", "H200", **{"batches": (1, 8), "ep": 8, "weight_dtype": "fp8", **kw})
+
+
+def test_tp_scaling_refuses_what_it_used_to_skip():
+    with pytest.raises(ValueError, match="batch"):
+        tp_scaling(M7, "H100 SXM", batch=0)                # was [] without a word
+    with pytest.raises(ValueError, match="tensor-parallel degree"):
+        tp_scaling(M7, "H100 SXM", counts=(1, 0))
+    with pytest.raises(ValueError, match="non-empty"):
+        tp_scaling(M7, "H100 SXM", counts=4)
+    with pytest.raises(ValueError, match="no tensor-parallel degree"):
+        tp_scaling(M7, "H100 SXM", batch=10**6)            # fits at no count
+    with pytest.raises(ValueError, match="gain"):
+        flattens_at(tp_scaling(M7, "H100 SXM"), gain=float("nan"))
+    with pytest.raises(ValueError, match="batch"):
+        parallel_step(M7, "H100 SXM", batch=8.5)           # was "does not split into 1 equal micro-batches"

@@ -4,7 +4,7 @@ import pytest
 
 from helpers.memory import kv_cache_bytes
 from helpers.parallel.collectives import all_reduce_s
-from helpers.parallel.kv_offload import eviction_quality, measure_offloaded, offload_rows
+from helpers.parallel.kv_offload import context_use, eviction_quality, measure_offloaded, offload_rows
 from helpers.parallel.links import get_link
 
 
@@ -19,6 +19,17 @@ def test_tensor_parallel_forward_equals_single_process():
     # the prediction is the collectives model over the measured link, 8 all-reduces
     assert r.predicted_all_reduce_s == pytest.approx(
         8 * (r.link_latency_s + r.message_bytes / r.link_bandwidth), rel=1e-9)
+    # where the forward went, measured: every part timed, the shard's compute what is left of the forward
+    # after its waiting and all-reduces, the same message timed alone and right after a matmul
+    for v in (r.single_forward_s, r.compute_s, r.compute_alone_s, r.message_all_reduce_s, r.after_compute_all_reduce_s):
+        assert v > 0
+    assert r.wait_s >= 0 and r.compute_s < r.forward_s
+    assert [b["part"] for b in r.breakdown()][:2] == ["one process: the whole model", "two processes: the forward"]
+    # the output head is not split: by hand 2 × 256 × 32,000 FLOPs per position against 2 × 3,407,872 for the
+    # layers' linear weights (attention over 8 tokens is a rounding error), so ~70 % of the forward is replicated
+    head, layers = 2 * 256 * 32000, 2 * 3_407_872
+    assert r.replicated_flop_share == pytest.approx(head / (head + layers), rel=0.01)
+    assert r.expected_compute_ratio == pytest.approx(r.replicated_flop_share + (1 - r.replicated_flop_share) / 2)
 
 
 def test_tensor_parallel_bad_input():
@@ -61,3 +72,13 @@ def test_offloaded_cache_reports_what_ran(tiny):
     r = measure_offloaded(tiny, context=16, steps=2)
     assert r["plain_step_s"] > 0
     assert (r["offloaded_step_s"] is None) == (r["offloaded_error"] is not None)
+
+
+def test_a_random_model_does_not_read_its_context(tiny):
+    """The passage twice: random weights cannot copy, so the second copy is no better predicted than the first
+    (a model that reads its context, such as Mistral 7B, predicts a repeat far better: ratio well under 0.5)."""
+    r = context_use(tiny, tokens=48, skip=16)
+    assert 0.8 < r["second_over_first"] < 1.25 and not r["uses_context"]
+    assert r["second_over_first"] == pytest.approx(r["second_copy_perplexity"] / r["first_copy_perplexity"])
+    with pytest.raises(ValueError, match="skip"):
+        context_use(tiny, tokens=48, skip=47)

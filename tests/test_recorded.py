@@ -120,10 +120,104 @@ def test_env_default_and_static_note(monkeypatch):
     with pytest.raises(ValueError, match="WORKSHOP_TEST_N.*allowed: 1, 2"):
         notebook.env_default("WORKSHOP_TEST_N", 1, [1, 2])
     monkeypatch.setenv("WORKSHOP_TEST_N", "lots")
-    with pytest.raises(ValueError, match="not a int"):
+    with pytest.raises(ValueError, match="WORKSHOP_TEST_N='lots' is not allowed; allowed: a finite whole number"):
         notebook.env_default("WORKSHOP_TEST_N", 80)
     assert not notebook.in_marimo()
     note = notebook.static_note({"WORKSHOP_GPU_GB": "GPU memory"})._repr_html_()
     assert "static outside marimo" in note and "WORKSHOP_GPU_GB" in note
     monkeypatch.setattr(notebook, "in_marimo", lambda: True)
     assert "WORKSHOP_GPU_GB" not in notebook.static_note({"WORKSHOP_GPU_GB": "GPU memory"})._repr_html_()
+
+
+# ----------------------------------------------------------------------------- hostile records (issue 20)
+
+BROKEN = [b"", b"{", b'{"recorded_at": "2026-', b"[]", b"null", b"7", b"\xff\xfe{}", b'{"a": NaN}', b"[" * 5000]
+
+
+@pytest.mark.parametrize("content", BROKEN, ids=lambda b: repr(b[:12]))
+def test_a_corrupt_meta_json_is_skipped_with_a_note(tmp_path, content):
+    _fake_record(tmp_path, "cpu", "2026-11-30T12:00:00+00:00", "cpu-box")
+    broken = _fake_record(tmp_path, "cuda", "2026-12-01T09:30:00+00:00", "broken")
+    (broken / "meta.json").write_bytes(content)
+    skipped = []
+    assert [r.folder.name for r in recorded.records(tmp_path, skipped)] == ["cpu-box"]
+    assert len(skipped) == 1 and "broken/meta.json" in skipped[0]
+    page = recorded.beside_live_html("03_x", {"ridge (FLOP/B)": 12.0}, tmp_path)  # used to raise for every notebook
+    assert "recorded on CPU-BOX" in page and "skipped a record" in page and "broken/meta.json" in page
+
+
+@pytest.mark.parametrize("content", [b"", b"{", b"[]", b'{"03_x": []}', b'{"03_x": "fast"}', b"\xff",
+                                     b'{"03_x": {"a": 1e999}}'], ids=repr)
+def test_a_corrupt_key_figures_json_is_skipped_with_a_note(tmp_path, content):
+    _fake_record(tmp_path, "cpu", "2026-11-30T12:00:00+00:00", "cpu-box")
+    broken = _fake_record(tmp_path, "cuda", "2026-12-01T09:30:00+00:00", "h200")   # a GPU: picked first if readable
+    (broken / "key_figures.json").write_bytes(content)
+    page = recorded.beside_live_html("03_x", {}, tmp_path)
+    assert "recorded on CPU-BOX" in page and "h200/key_figures.json" in page
+
+
+def test_wrong_typed_meta_fields_still_label_the_record(tmp_path):
+    folder = _fake_record(tmp_path, "cpu", "2026-11-30T12:00:00+00:00", "odd")
+    (folder / "meta.json").write_text(json.dumps({"device": "a string", "recorded_at": 5, "profile": [1],
+                                                  "note": {"x": 1}, "gpu": True}))
+    rec = recorded.pick("03_x", tmp_path)
+    assert rec.label == "recorded on ?: ? · profile ? · 5" and not rec.is_gpu
+
+
+def test_report_leaves_out_a_truncated_figures_file_and_says_which(tmp_path):
+    (tmp_path / "figures").mkdir()
+    (tmp_path / "figures" / "02_memory_equation.json").write_text('{"users that fit": 4')      # truncated
+    (tmp_path / "figures" / "03_prefill_decode_roofline.json").write_text(json.dumps({"ridge (FLOP/B)": 7.25}))
+    rows = [("02_memory_equation", True, 1.0, ""), ("03_prefill_decode_roofline", True, 1.0, "")]
+    page = report.section(rows, tmp_path, "tiny", "cpu: Test CPU")
+    assert "7.25" in page and "measured figures unreadable" in page and "02_memory_equation.json" in page
+    skipped = []
+    assert list(recorded.noted_figures(tmp_path / "figures", skipped)) == ["03_prefill_decode_roofline"]
+    assert "not valid JSON" in skipped[0]
+
+
+def test_figures_are_written_atomically(tmp_path, monkeypatch):
+    monkeypatch.setenv(recorded.FIGURES_ENV, str(tmp_path))
+    path = recorded.note_figures("03_x", {"a": 1})
+    import os
+
+    def crash(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(recorded.os, "replace", crash)
+    with pytest.raises(OSError):
+        recorded.note_figures("03_x", {"a": 2})
+    assert json.loads(path.read_text()) == {"a": 1}                   # the old file whole, not half a new one
+    assert [p.name for p in tmp_path.iterdir()] == ["03_x.json"]       # and no temporary file left
+    assert oct(os.stat(path).st_mode & 0o777) == "0o644"
+
+
+def test_run_clears_stale_figures_and_writes_the_report_whatever_the_figures(tmp_path, monkeypatch):
+    """scripts/notebooks.py run with one notebook that fails in its first cell: last run's figures of it
+    are gone (not shown as "measured in this run"), and a truncated figures file of another notebook no
+    longer stops index.html and run.json from being written."""
+    import importlib.util
+
+    import nbformat
+
+    spec = importlib.util.spec_from_file_location("notebooks_script", ROOT / "scripts" / "notebooks.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    src, colab, build = tmp_path / "notebooks", tmp_path / "colab", tmp_path / "build"
+    for d in (src, colab, build / "figures"):
+        d.mkdir(parents=True)
+    (src / "98_fails.py").write_text("# a notebook that fails at once\n")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("raise RuntimeError('boom early')")])
+    nbformat.write(nb, colab / "98_fails.ipynb")
+    (build / "figures" / "98_fails.json").write_text(json.dumps({"ridge (FLOP/B)": 123.0}))   # last run's
+    (build / "figures" / "97_other.json").write_text('{"truncat')
+    monkeypatch.setattr(mod, "NOTEBOOKS", src)
+    monkeypatch.setattr(mod, "COLAB", colab)
+    monkeypatch.setattr(mod, "BUILD", build)
+    monkeypatch.setenv("WORKSHOP_FIGURES_DIR", str(build / "figures"))
+    assert mod.run(["98"], 120) == 1
+    assert not (build / "figures" / "98_fails.json").exists()
+    page = (build / "index.html").read_text()
+    assert "123" not in page and "97_other.json" in page and "boom early" in page
+    run = json.loads((build / "run.json").read_text())
+    assert run["notebooks"][0]["notebook"] == "98_fails" and run["notebooks"][0]["ok"] is False

@@ -1,6 +1,7 @@
 """helpers.roofline: the arithmetic against hand-worked cases; helpers.microbench: the microbenchmarks
 against known sizes (measure_bandwidth and measure_peak_flops through helpers.roofline, which re-exports them)."""
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -201,6 +202,26 @@ def test_efficiency_table_with_the_probe_and_the_loaded_model(tiny):
     assert len(fig.axes) == 1
 
 
+def test_the_overhead_probe_has_the_loaded_models_layer_count(tiny_config):
+    from types import SimpleNamespace
+
+    from helpers.specs import param_breakdown, spec_from_config
+
+    assert roofline.probe_config() == roofline.size_config("probe")
+    assert roofline.probe_config(32)["num_hidden_layers"] == 32            # Mistral 7B's, on a GPU
+    assert roofline.probe_config(32)["hidden_size"] == roofline.size_config("probe")["hidden_size"] == 16
+    with pytest.raises(ValueError, match="layers must be a positive integer"):
+        roofline.probe_config(0)
+    cfg = {**tiny_config, "num_hidden_layers": 6, "hidden_size": 64, "intermediate_size": 128,
+           "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 512}
+    six = SimpleNamespace(profile="six", model=roofline.random_model(cfg), config=cfg, dtype="fp32", device="cpu")
+    df = roofline.efficiency_table(["probe"], "cpu", "fp32", bandwidth=2e10, context=8, steps=2, extra=[six])
+    probe = df[df["model"] == "probe"].iloc[0]
+    # the probe built has six layers: its parameters, counted by helpers.specs from its config
+    assert probe["params"] == param_breakdown(spec_from_config(roofline.probe_config(6), "probe")).total
+    assert probe["params"] != param_breakdown(spec_from_config(roofline.probe_config(), "probe")).total
+
+
 def test_roofline_figure_draws(tiny):
     m = tiny.spec
     pts = [roofline.prefill_point(m, 64, 0.01, "fp32"), roofline.decode_point(m, 64, 0.004, "fp32")]
@@ -224,6 +245,26 @@ def test_gemv_benchmark_counts_the_weights_read_by_both_kernels():
         microbench.gemv_benchmark("cpu", nbytes=1000)
     with pytest.raises(ValueError, match="packed weights cannot run here: .*not fp16"):
         microbench.gemv_benchmark("cpu", "fp16", nbytes=per, packed=True)
+
+
+def test_the_kernel_probe_reads_a_matrix_a_gpu_takes_longer_to_read_than_to_launch():
+    import json
+
+    from helpers import gpus
+
+    assert microbench.gemv_shape("cpu") == (3584, 1024)
+    # on CUDA: Mistral 7B's MLP projection, as its published config.json gives it
+    cfg = json.loads((Path(microbench.__file__).parent / "presets" / "mistral-7b-v0.1.json").read_text())
+    assert microbench.gemv_shape("cuda:0") == microbench.gemv_shape("cuda") == \
+        (cfg["intermediate_size"], cfg["hidden_size"]) == (14336, 4096)
+    per = 14336 * 4096 * 2                                 # bytes of one bf16 matrix: 117 MB
+    h200 = gpus.get_gpu("H200")
+    # at the datasheet's 4.8 TB/s one matrix takes ~24 µs, several kernel launches (a few µs each);
+    # the CPU's matrix would take 1.5 µs, under one launch
+    assert per / h200.bandwidth > 20e-6
+    assert 3584 * 1024 * 2 / h200.bandwidth < 2e-6
+    # the stack the probe reads on a GPU (default_copy_bytes: up to 1 GiB) holds several of them
+    assert 2**30 // per >= 8
 
 
 def test_kernel_bandwidths_name_each_kernel_and_skip_what_cannot_run():

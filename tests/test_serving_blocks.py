@@ -174,3 +174,112 @@ def test_bench_has_a_serving_section():
     import bench as bench_script
 
     assert "serving" in bench_script.SECTIONS
+
+
+# ----------------------------------------------------------------------------- hostile input (issue 20)
+
+@pytest.mark.parametrize("call, needle", [
+    (lambda: simulate(sim_requests([4], [4], 8), 64, block_size=0), "block_size must be a whole number from 1 to 64"),
+    (lambda: fit_counts(sim_requests([4], [4], 8), 64, block_size=0), "block_size"),      # was ZeroDivisionError
+    (lambda: simulate([], 64), "non-empty list of SimRequest"),                            # was an empty result
+    (lambda: fit_counts([], 64), "non-empty list of SimRequest"),                          # was ratio 0.0
+    (lambda: simulate(sim_requests([4], [4], 8), 0), "capacity_slots"),
+    (lambda: simulate(sim_requests([4], [4], 8), 64, max_steps=0), "max_steps"),
+    (lambda: sim_requests([4], [4], 0), "max_tokens"),                                     # was output 0
+    (lambda: sim_requests([4], [4], math.inf), "max_tokens"),                              # was OverflowError
+    (lambda: sim_requests([4, -1], [4, 4], 8), r"prompt_lens\[1\]"),
+    (lambda: sim_requests([4], [2.5], 8), r"output_lens\[0\]"),
+    (lambda: sim_requests(4, [4], 8), "prompt_lens must be a list"),
+    (lambda: BlockAllocator(10**30), "from 1 to 10,000,000"),                              # was SystemError
+    (lambda: ContiguousPool(64).reserve("s", 0), "length"),                                # was reserved at 0
+    (lambda: ContiguousPool(64).reserve("s", -1), "length"),
+    (lambda: ContiguousPool(64).stranded(0), "next_length"),
+    (lambda: ContiguousPool(64).free("nobody"), "unknown sequence"),
+])
+def test_block_and_simulation_inputs_are_refused_in_words(call, needle):
+    with pytest.raises(ValueError, match=needle):
+        call()
+    pool = ContiguousPool(64)
+    pool.reserve("s", 8)
+    with pytest.raises(ValueError, match="already holds"):
+        pool.reserve("s", 8)                                                               # was a silent overwrite
+
+
+@pytest.mark.parametrize("kw, needle", [
+    ({"n": 10**30}, "from 1 to 100,000"), ({"sigma": math.inf}, "sigma"), ({"sigma": -1}, "sigma"),
+    ({"prompt_words_median": math.inf}, "prompt_words_median"), ({"output_tokens_median": 0}, "output_tokens_median"),
+    ({"max_prompt_words": 0}, "max_prompt_words"), ({"rate_per_s": "8"}, "rate_per_s"), ({"seed": []}, "seed"),
+    ({"prompt_words_median": 500}, "must not exceed"),
+])
+def test_chat_trace_refuses_what_would_overflow_or_hang(kw, needle):
+    from helpers.serving import traces
+
+    with pytest.raises(ValueError, match=needle):
+        traces.chat_trace(**{"n": 4, **kw})
+
+
+@pytest.mark.parametrize("kw, needle", [
+    ({"agents": 10**30}, "agents"), ({"review_rounds": 10**30}, "review_rounds"), ({"system_words": 1.5}, "system_words"),
+    ({"review_tokens": 10**30}, "review_tokens"), ({"proposal_tokens": -1}, "proposal_tokens"),
+])
+def test_agentic_trace_refuses_what_would_overflow_or_hang(kw, needle):
+    from helpers.serving import traces
+
+    with pytest.raises(ValueError, match=needle):
+        traces.agentic_trace(**kw)
+
+
+@pytest.mark.parametrize("kw, needle", [
+    ({"prompt_range": (8, 4)}, "prompt_range's highest must be a whole number from 8"),   # inverted: was accepted
+    ({"prompt_range": (-4, 8)}, "prompt_range's lowest"),                                 # negative: was accepted
+    ({"new_tokens_range": (0, 0)}, "new_tokens_range's lowest"),
+    ({"new_tokens_range": (4,)}, "pair"), ({"n": 0}, "number of requests"), ({"n": 2.0}, "number of requests"),
+    ({"prompt_range": (1.5, 8)}, "prompt_range's lowest"), ({"vocab": 3}, "vocab"),
+])
+def test_make_requests_refuses_inverted_negative_and_fractional_ranges(kw, needle):
+    from helpers.serving import make_requests
+
+    with pytest.raises(ValueError, match=needle):
+        make_requests(**{"n": 3, "prompt_range": (4, 8), "new_tokens_range": (2, 4), **kw})
+
+
+def test_batching_arithmetic_refuses_zero_slots_wall_and_budgets():
+    from helpers.serving import batching, naive
+
+    one = naive.ServeResult("x", [naive.RequestTiming(0, 1, 1, 0.0, 0.1, 0.2)], 0.2, 1)
+    reqs = naive.make_requests(3, (4, 8), (2, 4))
+    for call, needle in ((lambda: batching.idle_share([], 0.0, 2), "wall_s must be a finite number > 0"),
+                         (lambda: batching.idle_share([], 1.0, 0), "slots"),
+                         (lambda: batching.slot_segments(one, 0), "slots"),                 # was min() of nothing
+                         (lambda: batching.padding_tokens(reqs, 0), "batch_size"),          # was range() step 0
+                         (lambda: batching.padding_tokens([], 2), "non-empty"),             # was 0/0
+                         (lambda: batching.same_tokens(naive.ServeResult("x", [], 1.0, 1), one), "no requests"),
+                         (lambda: naive.ServeResult("x", [], 0.0, 0).tokens_per_s, "no wall time"),
+                         (lambda: naive.ServeResult("x", [], 1.0, 0).mean_step_s, "no forward calls"),
+                         (lambda: batching.requests_from_ids([[1, 2], []], [2, 2]), "prompt 1 must be a non-empty"),
+                         (lambda: batching.requests_from_ids([[1, -2]], [2]), "token id"),
+                         (lambda: batching.requests_from_ids([[1, 2]], [0]), r"new_tokens\[0\]")):
+        with pytest.raises(ValueError, match=needle):
+            call()
+
+
+def test_speculative_arithmetic_refuses_non_finite_and_wrong_typed_values():
+    from helpers.serving import speculative as s
+
+    for call, needle in ((lambda: s.expected_tokens_per_pass("0.5", 4), "alpha"),        # was TypeError
+                         (lambda: s.expected_tokens_per_pass(True, 4), "alpha"),         # was read as 1
+                         (lambda: s.acceptance_model([(4, 2.5)]), "accepted"),           # was cut to 2
+                         (lambda: s.acceptance_model([(math.inf, 1)]), "drafted"),       # was OverflowError
+                         (lambda: s.acceptance_model(5), "pairs"),
+                         (lambda: s.fit_sentence(math.nan, 2.0), "measured"),            # was "nan× the model"
+                         (lambda: s.speedup_by_bytes(2.0, math.inf, 0.1), "drafted_per_pass"),
+                         (lambda: s.speedup_by_bytes(math.inf, 4.0, 0.1), "tokens_per_pass")):
+        with pytest.raises(ValueError, match=needle):
+            call()
+
+
+def test_kv_quant_scheme_of_the_wrong_type_is_a_value_error():
+    from helpers.serving import kv_quant
+
+    with pytest.raises(ValueError, match="unknown KV-cache scheme"):
+        kv_quant.cache_bytes("mistral-7b-v0.1", 100, "bf16", ["4-bit"])                  # was TypeError: unhashable

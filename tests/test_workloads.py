@@ -50,6 +50,29 @@ def test_users_sweep_cache_equals_formula(tiny):
     assert workload_figures.users_figure(df, tiny).axes
 
 
+def test_users_sweep_ends_at_a_cuda_allocation_failure_and_reraises_a_bug(tiny, monkeypatch):
+    real = workloads.timed_generate
+    refusal = "CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`"
+
+    def generate(model, ids, *a, **k):
+        if ids.shape[0] >= 3:
+            raise RuntimeError(refusal)
+        return real(model, ids, *a, **k)
+
+    monkeypatch.setattr(workloads, "timed_generate", generate)
+    df = workloads.users_sweep(tiny, 8, (1, 3, 6))
+    assert df["batch"].tolist() == [1, 3] and df["oom"].tolist() == [False, True]
+    assert df.attrs["oom_at"] == 3 and df.attrs["oom_message"] == "RuntimeError: " + refusal
+    assert df["cache_bytes"].iloc[0] == 9 * 2048
+
+    def broken(model, ids, *a, **k):
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    monkeypatch.setattr(workloads, "timed_generate", broken)
+    with pytest.raises(RuntimeError, match="illegal memory access"):
+        workloads.users_sweep(tiny, 8, (1,))
+
+
 # ----------------------------------------------------------------------------- out of memory is a result
 
 def test_guarded_sweep_stops_at_out_of_memory():

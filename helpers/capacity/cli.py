@@ -96,7 +96,10 @@ def _capacity_render(r: dict) -> str:
             lines.append(f"a request: {r['prompt_tokens']:,} prompt + {r['output_tokens']:,} output tokens, prefill "
                          "counted; $/M in and $/M out price its prefill and its decode apart")
         return "\n".join(lines)
-    where = f"{r['gpus']}× {r['gpu']}" if r["gpus"] > 1 else r["gpu"]
+    total, stages = r["gpus"] * r.get("pipeline_stages", 1), r.get("pipeline_stages", 1)
+    where = f"{total}× {r['gpu']}" if total > 1 else r["gpu"]
+    if stages > 1:
+        where += f" ({stages} pipeline stages of {r['gpus']} GPU{'s' if r['gpus'] > 1 else ''})"
     rows = [("model", f"{r['model']} (weights {r['weight_dtype']}, KV {r['kv_dtype']})"),
             ("GPU", f"{where}, labelled {r['memory_label_gb']:g} GB, {r['memory_bytes_per_gpu'] / 2**30:,.2f} GiB "
                     f"usable each; prices from {r['provider']}"),

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..config_schema import MAX_CONFIG_BYTES, ConfigError, read_config_file, show
 from ..specs import ALIASES, PRESETS, ModelSpec, config_name, get_spec, spec_from_config
-from .planner import _whole, check_context, sharding
+from .planner import _positive, _whole, check_context, sharding
 from .ranking import rank
 
 MAX_MIN_BATCH = 4096  # the notebook's "minimum batch" control stops there
@@ -79,9 +79,11 @@ def check(path_text: str, preset: str, weights: str, kv: str, context, slo_ms, m
     min_batch = _whole(min_batch, "minimum batch")
     if min_batch > MAX_MIN_BATCH:
         raise ValueError(f"minimum batch must be from 1 to {MAX_MIN_BATCH:,}, got {min_batch:,}")
-    slo = float(slo_ms) if slo_ms else None
-    gpus = _whole(int(gpus), "GPU count")
-    context = check_context(spec, int(context))
+    slo = _positive(slo_ms, "SLO (ms per output token)") if slo_ms else None
+    if isinstance(gpus, str) and gpus.strip().isascii() and gpus.strip().isdigit():  # the dropdown's "1" … "8"
+        gpus = int(gpus)
+    gpus = _whole(gpus, "GPU count")
+    context = check_context(spec, context)
     sharding(spec, gpus)
     rank(spec, weights, kv, context, slo_ms=slo, min_batch=min_batch, gpus=gpus)  # raises when it fits no GPU
     return PlannerInputs(spec, weights, kv, context, slo, min_batch, gpus)

@@ -67,19 +67,17 @@ EFFICIENCY_SOURCE = (
 # ----------------------------------------------------------------------------- checks
 
 def _whole(value: Any, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value) or value <= 0:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or (isinstance(value, float) and not value.is_integer()) or value <= 0:  # inf, NaN: not integers
         raise ValueError(f"{what} must be a positive whole number (≥ 1), got {value!r}")
     return int(value)
 
 
 def _positive(value: Any, what: str) -> float:
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{what} must be a positive number, got {value!r}") from None
-    if not x > 0 or math.isinf(x):
-        raise ValueError(f"{what} must be a positive number, got {value!r}")
-    return x
+    """A positive finite number (an int or a float, not a bool or a string)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+        raise ValueError(f"{what} must be a positive finite number, got {value!r}")
+    return float(value)
 
 
 def _spec(model: str | Path | dict | ModelSpec) -> ModelSpec:
@@ -270,6 +268,9 @@ def plan(model: str | Path | dict | ModelSpec, gpu: str | GPU, gpus: int = 1, we
     gpus = _whole(gpus, "GPU count")
     eff = _efficiency(efficiency)
     stages = _whole(pipeline_stages, "pipeline stages")
+    if stages > spec.num_layers:
+        raise ValueError(f"{stages} pipeline stages exceed {spec.name}'s {spec.num_layers} layers; allowed: 1 to "
+                         f"{spec.num_layers}")
     prompt = context if prompt_tokens is None else _whole(prompt_tokens, "prompt tokens")
     if prompt > context:
         raise ValueError(f"prompt of {prompt:,} tokens is longer than the context of {context:,}")
@@ -277,10 +278,11 @@ def plan(model: str | Path | dict | ModelSpec, gpu: str | GPU, gpus: int = 1, we
     if output is not None and prompt + output > context:
         raise ValueError(f"prompt {prompt:,} + output {output:,} tokens exceed the context of {context:,}; "
                          "raise the context or shorten the request")
-    if not 0 < utilization <= 1:
-        raise ValueError(f"utilization must be in (0, 1], got {utilization!r}")
-    if not overhead_bytes >= 0:
-        raise ValueError(f"overhead_bytes must be ≥ 0, got {overhead_bytes!r}")
+    if isinstance(utilization, bool) or not isinstance(utilization, (int, float)) or not 0 < utilization <= 1:
+        raise ValueError(f"utilization must be a fraction of the GPU's memory in (0, 1], got {utilization!r}")
+    if isinstance(overhead_bytes, bool) or not isinstance(overhead_bytes, (int, float)) \
+            or not 0 <= overhead_bytes < math.inf:
+        raise ValueError(f"overhead_bytes must be a finite number of bytes ≥ 0, got {overhead_bytes!r}")
     shard, w, w_gpu, budget, kv_budget, kv_seq, max_batch = _memory(
         spec, g, gpus, weight_dtype, kv_dtype, context, utilization, overhead_bytes, stages)
     peak, peak_kind = g.peak_flops(weight_dtype)

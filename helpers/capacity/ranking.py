@@ -86,7 +86,11 @@ def rank(model, weight_dtype: str = "bf16", kv_dtype: str = "bf16", context: int
     need = 1 if min_batch is None else _whole(min_batch, "minimum batch")
     if slo_ms is not None:
         _positive(slo_ms, "SLO (ms per output token)")
+    if gpu_names is not None and (isinstance(gpu_names, str) or not isinstance(gpu_names, Iterable)):
+        raise ValueError(f"gpu_names must be a list of catalogued GPU names, got {str(gpu_names)[:40]!r}")
     gs = [get_gpu(n) for n in gpu_names] if gpu_names is not None else list(catalog())
+    if not gs:
+        raise ValueError("gpu_names is empty; allowed: one or more catalogued GPUs (`python -m helpers gpus`)")
     if provider is not None:
         gs = [g for g in gs if g.price_provider in provider_names(provider)]
     if not _fits_somewhere(spec, weight_dtype, kv_dtype, context, gpus):

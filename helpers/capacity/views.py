@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from .planner import DEFAULT_EFFICIENCY, Plan, _spec, max_batch, plan, plan_for_slo
+from .planner import DEFAULT_EFFICIENCY, Plan, _positive, _spec, _whole, max_batch, plan, plan_for_slo
 from .ranking import rank
 from ..gpus import catalog_label
 
@@ -50,13 +50,15 @@ def source_text(model, weight_dtype: str, kv_dtype: str, gpus: int = 1, context:
 # ----------------------------------------------------------------------------- curves and the triangle
 
 def batch_points(max_b: int) -> list[int]:
-    """1, 2, 4, … up to max_b, and max_b itself."""
+    """1, 2, 4, … up to max_b, and max_b itself; none for a max batch of 0 (nothing fits)."""
+    if max_b == 0 and not isinstance(max_b, bool):
+        return []
+    max_b = _whole(max_b, "max batch")
     pts, b = [], 1
     while b < max_b:
         pts.append(b)
         b *= 2
-    if max_b >= 1:
-        pts.append(max_b)
+    pts.append(max_b)
     return pts
 
 
@@ -112,6 +114,7 @@ def triangle(model, gpu: str = "H100 SXM", weight_dtype: str = "bf16", kv_dtype:
     import pandas as pd
 
     spec = _spec(model)
+    _positive(slo_ms, "SLO (ms per output token)")
     rows = []
 
     def add(corner: str, p: Plan, what: str):
@@ -152,7 +155,7 @@ def request_table(model, prompt_tokens: int, output_tokens: int, weight_dtype: s
     counted, next to the decode-only figure."""
     import pandas as pd
 
-    context = context or prompt_tokens + output_tokens
+    context = context or _whole(prompt_tokens, "prompt tokens") + _whole(output_tokens, "output tokens")
     rows = rank(model, weight_dtype, kv_dtype, context, slo_ms, min_batch, gpus, efficiency=efficiency,
                 provider=provider, prompt_tokens=prompt_tokens, output_tokens=output_tokens)
     df = pd.DataFrame(rows)[list(REQUEST_COLUMNS)].rename(columns=REQUEST_COLUMNS)

@@ -164,7 +164,22 @@ def step_breakdown(model, context: int = 128, steps: int = 12, device: str | Non
     The measured step is the median of steps timed without the profiler in blocks that alternate with
     the `rounds` profiled blocks (the same loop, each block from the same prefilled context), so that a
     slow phase of the machine weighs on both alike. `packed`: the loop with oneDNN-prepacked weights.
+    ValueError for counts that are not whole numbers ≥ 1 (warmup ≥ 0), a floor that is not a finite
+    number of seconds, and a context that, with the steps after it, exceeds the model's positions.
     """
+    from ..memory import _finite
+    from ..stepcost import _count
+    from ..timing import check_ids
+    from ..workloads import prompt_ids
+
+    for value, what in ((context, "context"), (steps, "steps"), (rounds, "rounds")):
+        _count(value, what, 1)
+    _count(warmup, "warmup", 0)
+    if floor_s is not None:
+        _finite(floor_s, "floor_s", "seconds")
+    if weight_bytes is not None:
+        _count(weight_bytes, "weight_bytes", 0)
+    ids = check_ids(model, prompt_ids(context, vocab=model.config.vocab_size), max(steps, warmup))
     if packed:
         from ..units import torch_dtype_name
         from .packed import packed_weights
@@ -180,14 +195,11 @@ def step_breakdown(model, context: int = 128, steps: int = 12, device: str | Non
     from torch.profiler import ProfilerActivity, profile, record_function
 
     from ..hardware import synchronize
-    from ..workloads import prefill, prompt_ids
+    from ..workloads import prefill
 
-    for value, what in ((context, "context"), (steps, "steps"), (rounds, "rounds")):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{what} must be a positive integer, got {value!r}")
     device = device or str(next(model.parameters()).device)
     cuda = device.startswith("cuda")
-    ids = prompt_ids(context, vocab=model.config.vocab_size, device=device)
+    ids = ids.to(device)
 
     def run(n: int, cache, nxt, annotate: bool) -> tuple[list[float], object]:
         times = []

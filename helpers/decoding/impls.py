@@ -65,12 +65,14 @@ def check_impl(impl: str) -> str:
     return impl
 
 
-def _check_sizes(input_ids, new_tokens: int) -> None:
-    if getattr(input_ids, "ndim", None) != 2 or input_ids.shape[1] < 1:
-        raise ValueError(f"input_ids must be a (batch, prompt) tensor of token ids, got shape "
-                         f"{tuple(getattr(input_ids, 'shape', ()))}")
+def _check_sizes(model, input_ids, new_tokens: int):
+    """The ids as helpers.timing.check_ids takes them (a batch of prompts within the vocabulary and the
+    model's positions), and at least 2 new tokens."""
+    from ..timing import check_ids
+
     if isinstance(new_tokens, bool) or not isinstance(new_tokens, int) or new_tokens < 2:
         raise ValueError(f"new_tokens must be an integer ≥ 2 (the first token comes from the prefill), got {new_tokens!r}")
+    return check_ids(model, input_ids, new_tokens)
 
 
 def compile_mode(device: str) -> str:
@@ -152,9 +154,36 @@ def _static(model, input_ids, new_tokens: int, device: str, compiled: bool) -> D
     return run
 
 
+def static_cache(config, slots: int):
+    """A ``StaticCache`` of `slots` positions whose layers are all full-attention ones, also for a model
+    with a sliding window (Mistral 7B: 4,096 tokens).
+
+    transformers builds a window's layers as ``StaticSlidingWindowLayer``, which counts the tokens it
+    has seen in a Python int; ``torch.compile(dynamic=False)`` guards on that int, so every decode step
+    compiles a new graph until the recompile limit (8), and the rest of the run is eager: "compiled"
+    timings that are not (reproduced on a CPU; tests/test_decoding.py counts the graphs). When prompt +
+    new tokens fit in the window, a full layer holds exactly what the window's would. When they do not,
+    the full layer holds every position and the model's own sliding-window mask
+    (``create_sliding_window_causal_mask``, chosen from ``config.sliding_window``) still keeps
+    attention inside the window: the same tokens, at the cost of `slots` rather than `window` K/V
+    positions per layer."""
+    import copy
+
+    from transformers import StaticCache
+
+    if isinstance(slots, bool) or not isinstance(slots, int) or slots < 1:
+        raise ValueError(f"slots must be a positive number of K/V positions, got {slots!r}")
+    full = copy.deepcopy(config)
+    full.sliding_window = None
+    if getattr(full, "layer_types", None) is not None:
+        full.layer_types = ["full_attention"] * len(full.layer_types)
+    cache = StaticCache(config=full, max_cache_len=slots)
+    assert not any(cache.is_sliding), "a sliding layer left in the static cache would recompile every step"
+    return cache
+
+
 def _static_run(model, input_ids, new_tokens: int, device: str, compiled: bool, over_packed: bool) -> DecodeRun:
     import torch
-    from transformers import StaticCache
 
     from . import packed as packing
 
@@ -171,11 +200,14 @@ def _static_run(model, input_ids, new_tokens: int, device: str, compiled: bool, 
         with torch.inference_mode():   # its buffers were made in inference mode
             cache.reset()
     else:
-        cache = StaticCache(config=model.config, max_cache_len=slots)
+        cache = static_cache(model.config, slots)
         model.__dict__["_workshop_static_cache"] = (key, cache)
     forward = model
     compile_s = None
     notes: list[str] = []
+    window = getattr(model.config, "sliding_window", None)
+    if window is not None and slots > window:
+        notes.append(f"{slots} K/V positions per layer past the {window}-token window, masked to it (static_cache)")
     if compiled:
         # one compiled callable per model: a second run reuses the compiled graph
         held = packing.COMPILED if over_packed else "_workshop_compiled_decode"
@@ -218,7 +250,7 @@ def decode(model, impl: str, input_ids, new_tokens: int, device: str | None = No
     steps, which compile, are reported as ``compile_s`` and left out of ``step_s``.
     """
     check_impl(impl)
-    _check_sizes(input_ids, new_tokens)
+    input_ids = _check_sizes(model, input_ids, new_tokens)
     device = device or str(next(model.parameters()).device)
     if impl == "static+compile" and new_tokens < 6:
         raise ValueError(f"static+compile needs new_tokens ≥ 6 (3 compile steps, then timed ones), got {new_tokens}")

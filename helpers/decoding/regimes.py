@@ -9,11 +9,11 @@ planner's step by helpers.capacity.plan (planner_prediction, the one place that 
 """
 from __future__ import annotations
 
-import os
 import statistics
 from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
+from .. import env
 from .impls import IMPLEMENTATIONS, decode
 
 PLANNER_BAND = (0.8, 1.25)   # the issue's target: measured ÷ predicted step within it
@@ -25,7 +25,7 @@ def compile_allowed(device: str) -> bool:
     exceeds the one-minute budget of notebook 03 on 2 cores, so it runs only when WORKSHOP_COMPILE=1."""
     if str(device).startswith("cuda"):
         return True
-    return os.environ.get("WORKSHOP_COMPILE", "").strip().lower() in ("1", "true", "yes")
+    return env.flag("WORKSHOP_COMPILE")
 
 
 def skip_reason(impl: str, device: str, dtype: str = "fp32") -> str | None:
@@ -293,21 +293,24 @@ def bench_figures(loaded, bandwidth: float | None, peak_flops: float) -> dict[st
     implementation and the planner's ratio (keys ending in _small), every implementation of the
     active profile (keys ending in _active). On a CPU the small model is also compiled, to record
     what torch.compile costs there (decode_implementations_small[…].compile_s), unless
-    WORKSHOP_BENCH_COMPILE=0."""
+    WORKSHOP_BENCH_COMPILE=0, which also leaves static+compile out of the active profile's on a GPU."""
     from .. import models
     from ..hardware import free_memory
     from .views import figures_for_bench
 
     dev = loaded.device
     out: dict[str, Any] = {}
+    no_compile = not env.flag("WORKSHOP_BENCH_COMPILE", default=True)
     if loaded.profile != "small":
-        active = measure_regime(loaded, bandwidth, peak_flops)
+        # WORKSHOP_BENCH_COMPILE=0 on a GPU too: gpu_record.sh's bench, after notebook 03 measured the compile
+        impls = tuple(i for i in implementations_for(dev, loaded.dtype) if not (no_compile and i == "static+compile"))
+        active = measure_regime(loaded, bandwidth, peak_flops, impls)
         out.update(figures_for_bench(active, "_active"))
         del active
     small = loaded if loaded.profile == "small" else models.load("small", device=dev)
     if dev.startswith("cuda"):
         impls = ("eager", "generate", "static")      # the GPU story is the active model's; small stays quick
-    elif os.environ.get("WORKSHOP_BENCH_COMPILE", "1").strip() == "0":
+    elif no_compile:
         impls = implementations_for(dev, small.dtype)    # e.g. gpu_record.sh's dry run: no CPU compile
     else:   # record what torch.compile costs on this CPU too
         impls = (*implementations_for(dev, small.dtype), "static+compile")

@@ -15,6 +15,7 @@ def main(argv=None) -> int:
     p.add_argument("--quick", action="store_true", help="fewer requests and levels (a check of the pipeline)")
     p.add_argument("--engines", default="transformers,vllm,sglang", help="comma-separated: transformers, vllm, sglang")
     p.add_argument("--no-guidellm", action="store_true", help="the streaming client only")
+    p.add_argument("--workloads", default=None, help="comma-separated workloads of the plan to run (default: all)")
     p.add_argument("--profile", default=None, help="WORKSHOP_PROFILE to use (default: the environment's)")
     p.add_argument("--target", default=None, help="base URL of a running OpenAI-compatible server to measure instead")
     p.add_argument("--model", default=None, help="with --target: the model name the server serves")
@@ -39,9 +40,27 @@ def main(argv=None) -> int:
     if bad:
         print(f"error: unknown engine(s) {sorted(bad)}; allowed: transformers, vllm, sglang", file=sys.stderr)
         return 2
-    from .bench import run_all, runs_table
+    from .bench import plan_for, run_all, runs_table
 
-    data = run_all(a.profile, a.out, a.quick, include, not a.no_guidellm)
+    wanted = tuple(x.strip() for x in (a.workloads or "").split(",") if x.strip())
+    known = set(plan_for("cpu", a.quick).workloads) | set(plan_for("cuda", a.quick).workloads)
+    if set(wanted) - known:
+        print(f"error: unknown workload(s) {sorted(set(wanted) - known)}; allowed: {', '.join(sorted(known))}",
+              file=sys.stderr)
+        return 2
+
+    def plan(device: str):
+        """The device's plan with only the workloads asked for (gpu_record.sh's dry run: one), or all of
+        them when the device's plan has none of those."""
+        full = plan_for(device, a.quick)
+        keep = {k: v for k, v in full.workloads.items() if k in wanted}
+        if keep:
+            full.workloads = keep
+        elif wanted:
+            full.notes.append(f"none of {', '.join(wanted)} in the {device} plan: all of its workloads run")
+        return full
+
+    data = run_all(a.profile, a.out, a.quick, include, not a.no_guidellm, plan=plan)
     table = runs_table(data)
     if not table.empty:
         print(table.to_string(index=False))

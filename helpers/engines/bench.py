@@ -19,7 +19,7 @@ from typing import Sequence
 
 from ..serving.traces import TraceRequest, agentic_trace, chat_trace
 from . import client
-from .metrics import SLO, RunSummary, summarize
+from .metrics import ROW_COLUMNS, SLO, RunSummary, summarize
 from .process import ServerError, ServerProcess
 from .servers import EngineConfig
 
@@ -51,6 +51,10 @@ def plan_for(device: str, quick: bool = False) -> Plan:
                      "agentic": agentic_trace(agents=4, review_rounds=1, system_words=200, proposal_tokens=24,
                                               review_tokens=12)},
                     (1, 4) if quick else (1, 4, 8), SLO(ttft_s=1.0, tpot_s=0.1), timeout_s=120.0)
+    if quick:   # a lent GPU's minutes (scripts/gpu_record.sh): the talk's workload alone, alone and all at once
+        return Plan({"talk": agentic_trace(agents=10, review_rounds=0, system_words=1270, proposal_tokens=50)},
+                    (1, 10), SLO(ttft_s=0.5, tpot_s=0.05), timeout_s=120.0, guidellm_workload=None,
+                    notes=["quick: the talk's workload at concurrency 1 and 10"])
     return Plan({"fixed": chat_trace(64, seed=1, prompt_words_median=400, output_tokens_median=128, sigma=0.0),
                  "talk": agentic_trace(agents=10, review_rounds=0, system_words=1270, proposal_tokens=50),
                  "chat": chat_trace(128, seed=0, prompt_words_median=200, output_tokens_median=160,
@@ -85,9 +89,11 @@ def warm_up_url(base_url: str, model: str, concurrency: int = 1, timeout_s: floa
 
 
 def measure_levels(base_url: str, model: str, name: str, wname: str, reqs: Sequence[TraceRequest], plan: Plan,
-                   result: dict, progress=None, alive=lambda grace_s=0.0: True, died=lambda: "the server is gone") -> None:
+                   result: dict, progress=None, alive=lambda grace_s=0.0: True, died=lambda: "the server is gone",
+                   on_level=None) -> None:
     """One workload at every concurrency level of the plan against a server at base_url: each level's
-    RunSummary appended to result["runs"]; a level the server did not live to see recorded as a fault."""
+    RunSummary appended to result["runs"]; a level the server did not live to see recorded as a fault.
+    on_level(result), when given, is called after each level (run_all writes the file then)."""
     for c in plan.concurrencies:
         if not alive():
             result["faults"].append({"kind": "ServerDied", "detail": f"not run: {wname} at concurrency {c}; {died()}"})
@@ -99,6 +105,8 @@ def measure_levels(base_url: str, model: str, name: str, wname: str, reqs: Seque
             alive(DEATH_GRACE_S)   # refused connections: let a dying server finish exiting before it is asked
         if progress is not None:
             progress.update(1)
+        if on_level is not None:
+            on_level(result)
 
 
 def run_target(base_url: str, model: str, out: str | Path = "build/engines/target.json", device: str = "cuda",
@@ -126,9 +134,10 @@ def run_target(base_url: str, model: str, out: str | Path = "build/engines/targe
 
 
 def run_config(cfg: EngineConfig, plan: Plan, out_dir: Path | None = None, tokenizer: str | None = None,
-               progress=None) -> dict:
+               progress=None, on_level=None) -> dict:
     """Start one configuration's server, run every workload at every level, stop it. Returns a dict:
-    config, ready seconds, runs (RunSummary dicts, client and guidellm), faults."""
+    config, ready seconds, runs (RunSummary dicts, client and guidellm), faults. on_level(result): called
+    with the result so far after each level (see measure_levels)."""
     result = {"config": cfg.to_dict(), "ready_s": None, "runs": [], "faults": [], "example": None}
     srv = ServerProcess(cfg.command, name=cfg.engine, health_path=cfg.health_path,
                         ready_timeout_s=cfg.ready_timeout_s, env=cfg.env)
@@ -149,7 +158,7 @@ def run_config(cfg: EngineConfig, plan: Plan, out_dir: Path | None = None, token
         for wname, reqs in plan.workloads.items():
             measure_levels(srv.base_url, cfg.model, cfg.name, wname, reqs, plan, result, progress,
                            alive=srv.alive, died=lambda: f"the server exited with {srv.proc.returncode}. "
-                                                         f"Log:\n{srv.log_tail(10)}")
+                                                         f"Log:\n{srv.log_tail(10)}", on_level=on_level)
             if wname == plan.guidellm_workload and tokenizer and srv.alive():
                 from . import guidellm_runner
 
@@ -209,14 +218,27 @@ def versions() -> dict:
     return out
 
 
+def new_result(plan: Plan, device: str, profile: str, reason: str, skipped: list[dict] | None = None) -> dict:
+    """A benchmark result before any configuration ran: the machine, the profile, the versions, the plan's
+    SLO, levels and workloads; `configs` empty, `complete` False (run_all fills it in)."""
+    from ..hardware import device_info
+
+    return {"recorded_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "machine": device_info(device).to_dict(), "profile": profile, "profile_reason": reason,
+            "versions": versions(), "slo": plan.slo.describe(), "concurrencies": list(plan.concurrencies),
+            "workloads": {k: {"requests": len(v), "prompt_words_total": sum(len(r.prompt.split()) for r in v),
+                              "output_tokens_asked": sum(r.max_new_tokens for r in v)}
+                          for k, v in plan.workloads.items()},
+            "skipped": list(skipped or []), "configs": [], "complete": False}
+
+
 def run_all(profile: str | None = None, out: str | Path = "build/engines/engines.json", quick: bool = False,
             include: Sequence[str] = ("transformers", "vllm", "sglang"), use_guidellm: bool = True,
             plan=None) -> dict:
     """Every configuration available here, in turn; the whole result written atomically to `out` (and
-    rewritten after each configuration, so an interrupted run keeps what finished)."""
+    rewritten after each level of each configuration, so an interrupted run keeps what finished)."""
     from tqdm.auto import tqdm
 
-    from ..hardware import device_info
     from ..models import resolve_profile
     from . import guidellm_runner, servers
 
@@ -227,23 +249,22 @@ def run_all(profile: str | None = None, out: str | Path = "build/engines/engines
     tokenizer = None
     if use_guidellm and guidellm_runner.guidellm_bin():
         try:
-            tokenizer = str(servers.serve_folder(profile))
+            tokenizer = str(servers.serve_folder(profile, weights=False))   # guidellm reads the tokenizer only
         except Exception as exc:  # noqa: BLE001 - recorded
             skipped.append({"name": "guidellm", "why": str(exc)})
     elif use_guidellm:
         skipped.append({"name": "guidellm", "why": "guidellm is not installed"})
     out = Path(out)
-    data = {"recorded_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-            "machine": device_info(device).to_dict(), "profile": name, "profile_reason": reason,
-            "versions": versions(), "slo": plan.slo.describe(), "concurrencies": list(plan.concurrencies),
-            "workloads": {k: {"requests": len(v), "prompt_words_total": sum(len(r.prompt.split()) for r in v),
-                              "output_tokens_asked": sum(r.max_new_tokens for r in v)} for k, v in plan.workloads.items()},
-            "skipped": skipped, "configs": [], "complete": False}
+    data = new_result(plan, device, name, reason, skipped)
     t0 = time.perf_counter()
     bar = tqdm(total=len(configs) * len(plan.workloads) * len(plan.concurrencies), desc="engines", unit="run")
     try:
         for cfg in configs:
-            data["configs"].append(run_config(cfg, plan, out.parent / "guidellm", tokenizer, bar))
+            def level_done(partial: dict) -> None:   # this configuration so far, beside the finished ones
+                write_json_atomic({**data, "configs": [*data["configs"], partial],
+                                   "seconds": round(time.perf_counter() - t0, 1)}, out)
+
+            data["configs"].append(run_config(cfg, plan, out.parent / "guidellm", tokenizer, bar, level_done))
             data["seconds"] = round(time.perf_counter() - t0, 1)
             write_json_atomic(data, out)
     finally:
@@ -255,7 +276,9 @@ def run_all(profile: str | None = None, out: str | Path = "build/engines/engines
 
 
 def runs_table(data: dict):
-    """Every run of a benchmark result as a DataFrame (one row per configuration, tool and level)."""
+    """Every run of a benchmark result as a DataFrame (one row per configuration, tool and level). With no
+    run at all (every server failed), an empty table that still has every column, so that what reads it
+    (figures, guide rules, pivots) finds nothing to compare rather than a missing column."""
     import pandas as pd
 
     rows = []
@@ -263,7 +286,34 @@ def runs_table(data: dict):
         for r in c["runs"]:
             s = RunSummary(**{k: v for k, v in r.items() if k in RunSummary.__dataclass_fields__})
             rows.append(dict(s.row(), workload=r.get("workload")))
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=[*ROW_COLUMNS, "workload"])
+
+
+def status_markdown(data: dict, error: str | None = None) -> str:
+    """What a benchmark run did, configuration by configuration, in markdown: ready and measured, or the
+    fault that stopped it (its kind, the detail with the end of the server's log), and what was not
+    available here and why. `error`: the exception that stopped the whole run, if one did."""
+    lines = []
+    if error:
+        lines.append(f"- **the benchmark did not run**: {error}")
+    for c in data.get("configs", []):
+        name, runs = c["config"]["name"], c["runs"]
+        failed = sum(r["failed"] for r in runs)
+        if runs:
+            ready = f"ready in {c['ready_s']:.1f} s; " if c.get("ready_s") else ""
+            lines.append(f"- **{name}**: {ready}{len(runs)} runs, {failed} failed requests "
+                         f"({sum(r['run_failed'] for r in runs)} runs without any success)")
+        for f in c["faults"]:
+            head, _, rest = str(f["detail"]).partition("\n")
+            lines.append(f"- **{name}** — {f['kind']}: {head}")
+            if rest.strip():
+                lines.append("\n  ```text\n" + "\n".join("  " + x for x in rest.strip().splitlines()[-12:]) + "\n  ```")
+    for sk in data.get("skipped", []):
+        lines.append(f"- {sk['name']}: not here — {sk['why']}")
+    if not any(c["runs"] for c in data.get("configs", [])):
+        lines.append("\n**No server produced a measurement here.** The figures and tables that need one say so in "
+                     "place; the decision guide, the exercises and the takeaways below do not need a server.")
+    return "\n".join(lines) or "- nothing was configured to run"
 
 
 def source_label(data: dict) -> str:

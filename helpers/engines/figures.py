@@ -7,12 +7,26 @@ from typing import Any
 from .. import plots
 
 
+CURVE_TITLE = "Throughput against latency as concurrency grows"
+TOOLS_TITLE = "One server, two load generators: our streaming client and guidellm"
+CHUNKS_TITLE = "One streamed request: where TTFT and ITL come from"
+
+
+def _rows(table, tool: str | None, workload: str | None):
+    t = table if tool is None else table[table["source"] == tool]
+    t = t if workload is None else t[t["workload"] == workload]
+    return t[t["TTFT mean ms"].notna()] if "TTFT mean ms" in t else t
+
+
+@plots.notes_when_empty(CURVE_TITLE)
 def curve_figure(table, source: Any, workload: str | None = None, tool: str = "client"):
     """Output tokens/s against mean TTFT (left) and mean ITL (right); each point a concurrency level
-    (annotated), one line per configuration. `table`: helpers.engines.bench.runs_table(...)."""
-    t = table[table["source"] == tool]
-    if workload is not None:
-        t = t[t["workload"] == workload]
+    (annotated), one line per configuration. `table`: helpers.engines.bench.runs_table(...). Runs in
+    which no request succeeded have no latency to draw; with none left, a note says so."""
+    t = _rows(table, tool, workload)
+    if t.empty:
+        return plots.note_figure(source, CURVE_TITLE, f"no run of {tool} on workload {workload or 'any'} had a "
+                                                      "successful request")
     fig, axes = plots.figure(ncols=2, width=6.0, height=4.0)
     for name, g in t.groupby("configuration", sort=False):
         g = g.sort_values("concurrency")
@@ -26,16 +40,19 @@ def curve_figure(table, source: Any, workload: str | None = None, tool: str = "c
         ax.set_ylabel("output tokens/s")
         ax.set_xscale("log")
     axes[0].legend(fontsize=8)
-    fig.suptitle(f"Throughput against latency as concurrency grows ({tool}, workload {workload or 'all'})")
+    fig.suptitle(f"{CURVE_TITLE} ({tool}, workload {workload or 'all'})")
     return plots.finish(fig, source)
 
 
+@plots.notes_when_empty(TOOLS_TITLE)
 def tools_figure(table, source: Any, workload: str | None = None):
     """Mean TTFT and mean ITL per configuration and level: our client's own run, our definitions on
     guidellm's requests (the tap), and guidellm's figures."""
     import numpy as np
 
-    t = table if workload is None else table[table["workload"] == workload]
+    t = _rows(table, None, workload)
+    if t.empty or not (t["source"] == "guidellm").any():
+        return plots.note_figure(source, TOOLS_TITLE, f"guidellm has no successful run on workload {workload or 'any'}")
     keys = t[["configuration", "concurrency"]].drop_duplicates().values.tolist()
     fig, axes = plots.figure(ncols=2, width=6.0, height=4.0)
     x = np.arange(len(keys))
@@ -51,13 +68,16 @@ def tools_figure(table, source: Any, workload: str | None = None):
         ax.set_ylabel(col.replace(" mean ms", " mean (ms)"))
         ax.set_yscale("log")
     axes[0].legend(fontsize=8)
-    fig.suptitle("One server, two load generators: our streaming client and guidellm")
+    fig.suptitle(TOOLS_TITLE)
     return plots.finish(fig, source)
 
 
-def chunks_figure(example: dict, source: Any, title: str = "One streamed request: where TTFT and ITL come from"):
+@plots.notes_when_empty(CHUNKS_TITLE)
+def chunks_figure(example: dict, source: Any, title: str = CHUNKS_TITLE):
     """The arrival time of every streamed chunk with text of one request (bench.run_config's `example`): the first
     arrival is the TTFT, the gaps after it the inter-token latencies."""
+    if not example.get("token_s"):
+        return plots.note_figure(source, title, f"the example request streamed no text ({example.get('error')})")
     fig, ax = plots.figure(width=8.0, height=3.2)
     times_ms = [t * 1e3 for t in example["token_s"]]
     ax.eventplot([times_ms], lineoffsets=0.5, linelengths=0.8, colors="C0")

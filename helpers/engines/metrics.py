@@ -98,6 +98,11 @@ def _stats(xs: Sequence[float], prefix: str) -> dict:
             f"{prefix}_p90": percentile(list(xs), 90), f"{prefix}_p99": percentile(list(xs), 99)}
 
 
+# the columns of RunSummary.row(), in order: a table of runs has them even when no run produced a row
+ROW_COLUMNS = ("configuration", "source", "concurrency", "requests", "failed", "output tok/s", "req/s",
+               "TTFT mean ms", "TTFT p90 ms", "ITL mean ms", "ITL p90 ms", "E2E mean ms", "goodput req/s")
+
+
 @dataclass
 class RunSummary:
     """The figures of one run (one configuration, one concurrency, one workload)."""
@@ -132,13 +137,15 @@ class RunSummary:
     def row(self) -> dict:
         """A flat row for a table: ms and tokens/s."""
         ms = lambda v: None if v is None else round(v * 1e3, 2)  # noqa: E731
-        return {"configuration": self.label, "source": self.source, "concurrency": self.concurrency,
+        row = {"configuration": self.label, "source": self.source, "concurrency": self.concurrency,
                 "requests": self.requests, "failed": self.failed,
                 "output tok/s": round(self.output_tok_per_s, 1), "req/s": round(self.requests_per_s, 2),
                 "TTFT mean ms": ms(self.ttft_s["ttft_mean"]), "TTFT p90 ms": ms(self.ttft_s["ttft_p90"]),
                 "ITL mean ms": ms(self.itl_s["itl_mean"]), "ITL p90 ms": ms(self.itl_s["itl_p90"]),
                 "E2E mean ms": ms(self.e2e_s["e2e_mean"]),
                 "goodput req/s": None if self.goodput_rps is None else round(self.goodput_rps, 2)}
+        assert tuple(row) == ROW_COLUMNS, "RunSummary.row and ROW_COLUMNS disagree"
+        return row
 
 
 def summarize(records: Sequence[RequestRecord], label: str = "", concurrency: int = 1,

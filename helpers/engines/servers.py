@@ -53,42 +53,77 @@ class EngineConfig:
                 "model": self.model, "description": self.description}
 
 
-def serve_folder(profile: str | None = None, folder: Path | None = None) -> Path | str:
+def serve_folder(profile: str | None = None, folder: Path | None = None, weights: bool = True) -> Path | str:
     """A model folder `transformers serve` (and vLLM, SGLang) can load: the weights and config of the
     profile's model, plus what AutoTokenizer needs — `tokenizer.model` (the SentencePiece file) and a
     `tokenizer_config.json` naming the Llama tokenizer class, the special tokens and a chat template.
-    The tiny model's folder (helpers.models.build_tiny) has only mistral-common's tokenizer file.
-    For `mistral-7b` the Hub repository id is returned as it is (it has all of that)."""
+    The folders helpers.models builds (tiny, small, tiny-trained) hold only mistral-common's tokenizer file.
+
+    - tiny, small, tiny-trained: the profile's own folder (helpers.models.built_folder: built, or trained
+      once, on first use), its weights linked;
+    - mistral-7b-random: the folder notebook 05 saves the random 7B to (helpers.quant.model_source). Without
+      saved weights, ProfileUnavailable says what to do — unless `weights=False`: then a folder holding the
+      preset config alone, for vLLM and SGLang, which make random weights themselves (--load-format dummy);
+    - mistral-7b: the Hub repository id as it is (it has all of that), once its weights are in the local
+      cache or the Hub can be reached (else ProfileUnavailable with the fix, never a server that dies)."""
     name, _ = models.resolve_profile(profile)
     if name == "mistral-7b":
-        return os.environ.get("WORKSHOP_MODEL_ID") or models.DEFAULT_MODEL_ID
-    if name == "tiny":
-        src = models.build_tiny()
-    else:  # mistral-7b-random: the folder notebook 05 saves the random 7B to (helpers.quant.model_source);
-        # without it, the preset config alone: vLLM and SGLang then load random weights themselves
-        # (--load-format dummy), transformers serve cannot run (random_weights_only says so)
-        src = models.cache_dir() / "mistral-7b-random"
-        if not (src / "config.json").exists():
+        model_id = os.environ.get("WORKSHOP_MODEL_ID") or models.DEFAULT_MODEL_ID
+        status = models.weights_status(model_id)
+        if not status.available:
+            raise models.ProfileUnavailable(f"profile mistral-7b cannot be served: {status.message}")
+        return model_id
+    if name in models.LOCAL_PROFILES:
+        src = models.built_folder(name)
+    else:
+        src = random_7b_folder()
+        saved = (src / "workshop-build.json").exists() and any(src.glob("*.safetensors"))
+        if not saved and weights:
+            raise models.ProfileUnavailable(unsaved_random_weights(src))
+        if not saved:
             from ..specs import load_config
 
             src.mkdir(parents=True, exist_ok=True)
-            (src / "config.json").write_text(json.dumps(load_config("mistral-7b-v0.1")[1], indent=1))
+            _write_atomic(src / "config.json", json.dumps(load_config("mistral-7b-v0.1")[1], indent=1).encode())
     dst = Path(folder or models.cache_dir() / f"{src.name}-serve")
     dst.mkdir(parents=True, exist_ok=True)
-    for item in src.iterdir():
-        if item.suffix in (".json", ".safetensors") and item.name != "workshop-build.json":
-            link = dst / item.name
-            if link.is_symlink() or link.exists():
-                link.unlink()
-            link.symlink_to(item.resolve())
-    shutil.copyfile(models.tokenizer_source(), dst / "tokenizer.model")
+    wanted = {item.name: item for item in src.iterdir()
+              if item.suffix in (".json", ".safetensors") and item.name not in ("workshop-build.json", "training.json")}
+    for old in dst.iterdir():   # links of an earlier build (a sharded save replaced by one file, say)
+        if old.is_symlink() and old.name not in wanted:
+            old.unlink()
+    for item_name, item in wanted.items():
+        tmp_link = dst / f".{item_name}.{os.getpid()}.link"   # a rename: a reader never sees no link
+        tmp_link.unlink(missing_ok=True)
+        tmp_link.symlink_to(item.resolve())
+        os.replace(tmp_link, dst / item_name)
+    _write_atomic(dst / "tokenizer.model", models.tokenizer_source().read_bytes())
     tok_config = {"tokenizer_class": "LlamaTokenizer", "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>",
                   "add_bos_token": True, "add_eos_token": False, "legacy": False, "model_max_length": 32768,
                   "chat_template": CHAT_TEMPLATE}
-    tmp = dst / "tokenizer_config.json.tmp"
-    tmp.write_text(json.dumps(tok_config, indent=1))
-    os.replace(tmp, dst / "tokenizer_config.json")
+    _write_atomic(dst / "tokenizer_config.json", json.dumps(tok_config, indent=1).encode())
     return dst
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    """Write beside `path` under a name of this process, then rename: two processes preparing the same
+    folder (a notebook and a test) never see, or leave, a half-written file."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def random_7b_folder() -> Path:
+    """Where notebook 05 saves the random 7B once (helpers.quant.model_source writes it)."""
+    return models.cache_dir() / "mistral-7b-random"
+
+
+def unsaved_random_weights(folder: Path) -> str:
+    """Why mistral-7b-random cannot be served by transformers serve here, and the fix."""
+    return (f"profile mistral-7b-random cannot be served by transformers serve: no saved random weights in "
+            f"{folder} (it loads weights from a folder and makes none). Fix: run notebook 05 once on a CUDA GPU "
+            "(it saves them there), serve with vLLM or SGLang, which make random weights themselves "
+            "(--load-format dummy), or use WORKSHOP_PROFILE=tiny-trained")
 
 
 def _bin(name: str) -> str:
@@ -178,21 +213,18 @@ def available(profile: str | None = None, include: tuple[str, ...] = ("transform
     runnable: list[EngineConfig] = []
     skipped: list[dict] = []
     try:
-        model = serve_folder(profile)
+        model = serve_folder(profile, weights=False)
     except models.ProfileUnavailable as exc:
         return [], [{"name": "all engines", "why": str(exc)}]
-    name, _ = models.resolve_profile(profile)
-    dummy = name == "mistral-7b-random"            # vLLM/SGLang make the random weights themselves
-    has_weights = not dummy or any(Path(model).glob("*.safetensors"))
+    has_weights = isinstance(model, str) or any(Path(model).glob("*.safetensors"))   # a str: a Hub repository
     if "transformers" in include:
-        if not has_weights:
-            skipped.append({"name": "transformers serve", "why": "no saved mistral-7b-random weights: run notebook 05 "
-                            "on this GPU first (it saves them once)"})
+        if not has_weights:                       # transformers serve makes no weights: serve_folder says why
+            skipped.append({"name": "transformers serve", "why": unsaved_random_weights(random_7b_folder())})
         elif _installed("fastapi") and _installed("uvicorn"):
             runnable += [transformers_serve(model, False, device), transformers_serve(model, True, device)]
         else:
             skipped.append({"name": "transformers serve", "why": "the transformers[serving] extra is not installed"})
-    fmt = "dummy" if dummy else None
+    fmt = None if has_weights else "dummy"      # vLLM/SGLang make random weights themselves
     for engine, module, build in (("vllm", "vllm", lambda: vllm_configs(model, load_format=fmt)),
                                   ("sglang", "sglang", lambda: [sglang_config(model, load_format=fmt)])):
         if engine not in include:

@@ -95,6 +95,32 @@ def eviction_quality(loaded, prompt_tokens: int = 256, new_tokens: int = 64, sin
             "kv_bytes_kept": kept, "saved": 1 - kept / full, "model": loaded.label, **q}
 
 
+USES_CONTEXT_BELOW = 0.5   # second copy ÷ first copy perplexity under this: the model reads its context
+
+
+def context_use(loaded, tokens: int = 160, skip: int = 100) -> dict:
+    """Does the model use what is in its cache? The first `tokens` of the evaluation text, then the same
+    passage again, in one forward: a model that reads its context predicts the second copy far better than
+    the first (it can copy it: induction). Perplexity of each copy over its positions past `skip` (both with
+    as much text before them as the other's opening), and their ratio, second ÷ first."""
+    from ..quality import eval_ids, next_token_logprobs, perplexity
+
+    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 2:
+        raise ValueError(f"tokens must be a whole number ≥ 2, got {tokens!r}")
+    if isinstance(skip, bool) or not isinstance(skip, int) or not 0 <= skip < tokens - 1:
+        raise ValueError(f"skip must be a whole number from 0 to tokens − 2, got {skip!r}")
+    passage = eval_ids(loaded.tokenizer, tokens, profile=loaded.profile)[:tokens]
+    if len(passage) < tokens:
+        raise ValueError(f"the evaluation text has {len(passage)} tokens; ask for at most that many")
+    ids = passage + passage
+    lp = next_token_logprobs(loaded.model, ids)        # row t predicts ids[t + 1]
+    first = perplexity(lp[skip:tokens], ids[skip:tokens])
+    second = perplexity(lp[tokens + skip:2 * tokens], ids[tokens + skip:2 * tokens])
+    return {"tokens": tokens, "first_copy_perplexity": first, "second_copy_perplexity": second,
+            "second_over_first": second / first, "uses_context": second / first < USES_CONTEXT_BELOW,
+            "model": loaded.label}
+
+
 def measure_offloaded(loaded, context: int = 256, steps: int = 16) -> dict:
     """Decode steps with transformers' offloaded cache against a plain one on this machine's device
     (median seconds per step). Where offloading does not run (it needs a CUDA stream), says why."""

@@ -10,7 +10,10 @@ Conventions of the file (checked by tests/test_parallel.py):
 - ``hop_latency_us`` is the latency of one step of a ring, from NCCL's own cost model
   (NVIDIA/nccl, src/graph/tuning.cc, ``hwLat``, Ring with the low-latency LL protocol that small
   messages use: 0.47 µs over NVLink, 1.0 µs over PCIe, 2.7 µs over the network);
-- a link named "(pairs)" joins two GPUs only (the H100 PCIe NVLink bridge).
+- a link named "(pairs)" joins two GPUs only (the H100 PCIe NVLink bridge);
+- a ``node`` link joins the GPUs of one server, at most ``GPUS_PER_SERVER`` (8: DGX/HGX A100, H100,
+  H200 and B200 put 8 GPUs on one NVSwitch, an MI300X platform 8 on Infinity Fabric; their datasheets,
+  cited in the file, give 8 NICs for 8 GPUs); more GPUs than that talk over the ``cluster`` link.
 """
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ from ..gpus import get_gpu
 
 DATA_FILE = Path(__file__).resolve().parent.parent / "data" / "gpu_links.csv"
 KINDS = ("nvlink", "pcie", "infiniband", "infinity fabric")
+GPUS_PER_SERVER = 8
 
 
 @dataclass(frozen=True)
@@ -88,19 +92,34 @@ def links(gpu) -> list[Link]:
 
 def get_link(gpu, kind: str | None = None, gpus: int = 2) -> Link:
     """The link `gpus` GPUs of this kind talk over: the fastest one inside a server that joins that
-    many (a bridge joins pairs only), or the one whose name contains `kind` (nvlink, pcie,
-    infiniband, infinity fabric)."""
+    many (a bridge joins pairs only; a server holds at most GPUS_PER_SERVER), the cluster's link
+    between servers beyond that, or the one whose name contains `kind` (nvlink, pcie, infiniband,
+    infinity fabric). ValueError when no catalogued link of that kind joins that many GPUs."""
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
+        raise ValueError(f"the number of GPUs a link joins must be a whole number ≥ 1, got {gpus!r}")
     candidates = links(gpu)
+    name = get_gpu(gpu).name
+
+    def joins(link: Link) -> bool:
+        if link.scope == "node" and gpus > GPUS_PER_SERVER:
+            return False
+        return not (link.pairs_only and gpus > 2)
+
     if kind is None:
-        for link in candidates:
-            if link.scope == "node" and not (link.pairs_only and gpus > 2):
-                return link
-        raise ValueError(f"no link inside a server joins {gpus} {get_gpu(gpu).name} GPUs")
+        for scope in ("node", "cluster"):
+            for link in candidates:
+                if link.scope == scope and joins(link):
+                    return link
+        raise ValueError(f"no catalogued link joins {gpus} {name} GPUs: one server holds at most {GPUS_PER_SERVER} "
+                         "and the catalog has no link between servers for this GPU")
     want = str(kind).strip().lower()
     if want not in KINDS:
         raise ValueError(f"unknown link kind {str(kind)[:30]!r}; allowed: {', '.join(KINDS)}")
     for link in candidates:
-        if want in link.name.lower() and not (link.pairs_only and gpus > 2):
+        if want in link.name.lower() and joins(link):
             return link
+    if gpus > GPUS_PER_SERVER and any(want in link.name.lower() for link in candidates):
+        raise ValueError(f"{want} joins the GPUs of one server, at most {GPUS_PER_SERVER}; {gpus} {name} GPUs span "
+                         f"{-(-gpus // GPUS_PER_SERVER)} servers: choose infiniband, or at most {GPUS_PER_SERVER} GPUs")
     have = ", ".join(link.name for link in candidates)
-    raise ValueError(f"{get_gpu(gpu).name} has no {want} link for {gpus} GPUs in the catalog; it has: {have}")
+    raise ValueError(f"{name} has no {want} link for {gpus} GPUs in the catalog; it has: {have}")

@@ -18,6 +18,13 @@ and helpers.parallel.collectives)::
                                                                        keep P batches in flight)
     communication share = (all-reduces + send) ÷ slot
 
+A micro-batch's next token enters the first stage only once its last one has left the last stage, so
+m ≥ P micro-batches keep every stage busy, and with m < P the pipeline is full only with P micro-batches
+in flight: max(m, P) · b/m sequences whose KV cache must fit (the "pipeline full" figures are None when
+it does not). The tensor-parallel group talks over one server's link up to
+helpers.parallel.links.GPUS_PER_SERVER GPUs, and over the cluster's beyond; the stages likewise, by
+the tp × P GPUs of the whole pipeline.
+
 Memory: each GPU holds 1/(T·P) of the weights and 1/P of its tensor-parallel share of the KV
 cache (plan(..., pipeline_stages=P)). The stages are taken as equal (the embedding and the output
 head, on the first and last stage, are spread evenly) and the communication as not overlapped with
@@ -34,12 +41,13 @@ import math
 import re
 from dataclasses import asdict, dataclass
 
-from ..capacity.planner import DEFAULT_EFFICIENCY, plan
+from ..capacity.planner import DEFAULT_EFFICIENCY, _positive, _whole, plan
+from ..config_schema import MAX_TOKENS
 from ..gpus import get_gpu
 from ..specs import ModelSpec, get_spec
 from ..stepcost import expert_bytes, experts_touched
 from .collectives import all_reduce_s, all_to_all_s, send_s
-from .links import Link, get_link
+from .links import GPUS_PER_SERVER, Link, get_link
 
 ACTIVATION_BYTES = 2          # bf16 activations on the wire
 FLATTEN_GAIN = 1.5            # the speed-up "flattens" where doubling the GPUs gains less than 1.5× (¾ of the ideal 2×)
@@ -59,7 +67,7 @@ class ParallelStep:
 
     model: str
     gpu: str
-    link: str
+    link: str                             # the tensor-parallel group's link
     tp: int
     pp: int
     micro_batches: int
@@ -83,6 +91,10 @@ class ParallelStep:
     efficiency: float = DEFAULT_EFFICIENCY
     weight_bytes_per_gpu: float | None = None   # the planner's, memory does not depend on the links
     usd_per_million_tokens: float | None = None  # decode only, at tokens_per_s (communication counted)
+    pp_link: str = ""                     # between stages ("" without pipeline stages)
+    in_flight: int = 0                    # sequences in flight to keep the pipeline full: max(m, P) · b/m
+    steady_fits: bool | None = None       # whether their KV cache fits (steady_* are None when not)
+    steady_reason: str = ""
 
     @property
     def gpus(self) -> int:
@@ -97,11 +109,12 @@ def parallel_step(model, gpu, tp: int = 1, pp: int = 1, micro_batches: int = 1, 
                   link: str | Link | None = None, pp_link: str | Link | None = None,
                   efficiency: float = DEFAULT_EFFICIENCY) -> ParallelStep:
     """The decode step on tp × pp GPUs with its communication (module docstring). link: the link of
-    the tensor-parallel group (a Link, a kind such as "pcie", or None for the fastest in a server);
-    pp_link: between stages (default: the same)."""
+    the tensor-parallel group (a Link, a kind such as "pcie", or None for the fastest that joins tp
+    GPUs: in one server up to GPUS_PER_SERVER, the cluster's beyond); pp_link: between stages (default:
+    the same while the tp × pp GPUs fit in one server, else the cluster's link)."""
     spec = _spec(model)
     g = get_gpu(gpu)
-    for v, what in ((tp, "tp"), (pp, "pp"), (micro_batches, "micro-batches")):
+    for v, what in ((tp, "tp"), (pp, "pp"), (micro_batches, "micro-batches"), (batch, "batch")):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise ValueError(f"{what} must be a whole number ≥ 1, got {v!r}")
     if pp > spec.num_layers:
@@ -111,13 +124,18 @@ def parallel_step(model, gpu, tp: int = 1, pp: int = 1, micro_batches: int = 1, 
                          "give a batch divisible by the micro-batches")
     whole = plan(spec, g, tp, weight_dtype, kv_dtype, context, batch, efficiency=efficiency, pipeline_stages=pp)
     tp_link = _link(g, link, tp)
-    stage_link = _link(g, pp_link if pp_link is not None else link, 2) if pp > 1 else tp_link
+    stage_link = None
+    if pp > 1:  # the stages span tp × pp GPUs: one server's link while they fit in one, else the cluster's
+        kind = pp_link if pp_link is not None else link if tp * pp <= GPUS_PER_SERVER else None
+        stage_link = _link(g, kind, tp * pp)
+    mb = batch // micro_batches
+    in_flight = max(micro_batches, pp) * mb
     out = ParallelStep(spec.name, g.name, tp_link.label, tp, pp, micro_batches, batch, context, whole.fits,
                        whole.reason, whole.max_batch, efficiency=efficiency,
-                       weight_bytes_per_gpu=whole.weight_bytes_per_gpu)
+                       weight_bytes_per_gpu=whole.weight_bytes_per_gpu,
+                       pp_link=stage_link.label if stage_link else "", in_flight=in_flight)
     if not whole.fits:
         return out
-    mb = batch // micro_batches
     one = plan(spec, g, tp, weight_dtype, kv_dtype, context, mb, efficiency=efficiency, pipeline_stages=pp)
     message = mb * spec.hidden_size * ACTIVATION_BYTES
     layers = spec.num_layers / pp
@@ -128,13 +146,19 @@ def parallel_step(model, gpu, tp: int = 1, pp: int = 1, micro_batches: int = 1, 
     out.send_s = send_s(message, stage_link) if pp > 1 else 0.0
     out.slot_s = out.stage_s + out.all_reduce_s + out.send_s
     out.step_s = (micro_batches + pp - 1) * out.slot_s
-    out.steady_step_s = micro_batches * out.slot_s
     out.bubble_share = (pp - 1) / (micro_batches + pp - 1)
     out.communication_share = (out.all_reduce_s + out.send_s) / out.slot_s
     out.tokens_per_s = batch / out.step_s
-    out.steady_tokens_per_s = batch / out.steady_step_s
     # the planner's $ per million tokens (its $ per second over all tp × pp GPUs) at this slower step
     out.usd_per_million_tokens = whole.usd_per_million_tokens * whole.tokens_per_s / out.tokens_per_s
+    out.steady_fits = in_flight <= whole.max_batch
+    if not out.steady_fits:
+        out.steady_reason = (f"keeping the {pp} stages full takes {max(micro_batches, pp)} micro-batches of {mb} in "
+                             f"flight, {in_flight:,} sequences of {context:,} tokens; the KV cache holds "
+                             f"{whole.max_batch:,}")
+        return out
+    out.steady_step_s = micro_batches * out.slot_s
+    out.steady_tokens_per_s = batch / out.steady_step_s
     return out
 
 
@@ -142,7 +166,10 @@ def tp_scaling(model, gpu, batch: int = 1, context: int = 4096, link: str | Link
                counts=(1, 2, 4, 8), weight_dtype: str = "bf16", kv_dtype: str = "bf16",
                efficiency: float = DEFAULT_EFFICIENCY) -> list[dict]:
     """The decode step against the tensor-parallel degree: work, all-reduces, step and speed-up over
-    the first count that fits. Counts that do not divide the heads or do not fit are skipped."""
+    the first count that fits. Counts that do not divide the heads or do not fit are skipped; other
+    bad input (a count that is not a whole number ≥ 1, the batch, context, GPU or link) raises."""
+    counts = _counts(counts, "counts", "a tensor-parallel degree", "(1, 2, 4, 8)")
+    one = parallel_step(model, gpu, 1, 1, 1, batch, context, weight_dtype, kv_dtype, link, efficiency=efficiency)
     rows, first = [], None
     for n in counts:
         try:
@@ -158,13 +185,15 @@ def tp_scaling(model, gpu, batch: int = 1, context: int = 4096, link: str | Link
     for prev, row in zip(rows, rows[1:]):
         gain = row["speed_up"] / prev["speed_up"]
         row["gain_over_previous"] = gain
-    if rows:
-        rows[0]["gain_over_previous"] = None
+    if not rows:
+        raise ValueError(f"no tensor-parallel degree of {tuple(counts)} fits: on one GPU {one.reason}")
+    rows[0]["gain_over_previous"] = None
     return rows
 
 
 def flattens_at(rows: list[dict], gain: float = FLATTEN_GAIN) -> int | None:
     """The first tensor-parallel degree whose step gains less than `gain`× over the previous one."""
+    _positive(gain, f"gain (a factor such as {FLATTEN_GAIN})")
     for row in rows[1:]:
         if row["gain_over_previous"] < gain:
             return row["tp"]
@@ -179,6 +208,11 @@ def moe_rows(model, gpu, batches=(1, 8, 64, 256), ep: int = 8, weight_dtype: str
     spec = _spec(model)
     if not spec.num_experts or not spec.experts_per_token:
         raise ValueError(f"{spec.name} is not a mixture-of-experts model (no routed experts in its config)")
+    ep = _whole(ep, "ep (GPUs the experts are split over)")
+    if ep > spec.num_experts:
+        raise ValueError(f"ep={ep} GPUs exceed {spec.name}'s {spec.num_experts} routed experts; allowed: 1 to "
+                         f"{spec.num_experts}")
+    batches = _counts(batches, "batches", "a batch", "(1, 8, 64)")
     g = get_gpu(gpu)
     lk = _link(g, link, ep)
     moe_layers = spec.num_layers - (spec.first_k_dense_replace or 0)
@@ -195,24 +229,39 @@ def moe_rows(model, gpu, batches=(1, 8, 64, 256), ep: int = 8, weight_dtype: str
     return rows
 
 
-_PARALLEL = re.compile(r"^\s*(tp|pp|mb|ep)\s*=\s*(\d+)\s*$")
+def _counts(values, name: str, each: str, example: str) -> list[int]:
+    """A non-empty list or tuple of whole numbers ≥ 1 (the planner's check of each)."""
+    if not isinstance(values, (list, tuple, range)) or not len(values):
+        raise ValueError(f"{name} must be a non-empty list of whole numbers ≥ 1, e.g. {example}; got {values!r}")
+    return [_whole(v, each) for v in values]
+
+
+_PARALLEL = re.compile(r"^\s*(tp|pp|mb|ep)\s*=\s*([0-9]+)\s*$", re.ASCII)
 
 
 def parse_parallel(text: str) -> dict[str, int]:
-    """'tp=4,pp=2' (and optionally mb=M micro-batches) → {'tp': 4, 'pp': 2, 'mb': 1}."""
+    """'tp=4,pp=2' (and optionally mb=M micro-batches) → {'tp': 4, 'pp': 2, 'mb': 1}. Each key once,
+    ASCII digits, values from 1 to MAX_TOKENS (the bound of every count typed on the command line)."""
     out = {"tp": 1, "pp": 1, "mb": 1}
     parts = [p for p in str(text).split(",") if p.strip()]
     if not parts:
         raise ValueError("--parallel needs tp=N and/or pp=N (and optionally mb=M), e.g. tp=4,pp=2")
+    seen: dict[str, str] = {}
     for part in parts:
         m = _PARALLEL.match(part)
         if not m or m.group(1) == "ep":
             raise ValueError(f"--parallel: cannot read {part.strip()[:30]!r}; write tp=N,pp=N[,mb=M] with whole "
-                             "numbers ≥ 1, e.g. tp=4,pp=2")
-        value = int(m.group(2))
-        if value < 1:
-            raise ValueError(f"--parallel: {m.group(1)} must be ≥ 1, got {value}")
-        out[m.group(1)] = value
+                             "numbers ≥ 1 in ASCII digits, e.g. tp=4,pp=2")
+        key, digits = m.group(1), m.group(2)
+        value = int(digits) if len(digits) <= 10 else MAX_TOKENS + 1
+        if key in seen:
+            raise ValueError(f"--parallel: {key} is given twice ({seen[key]}, {part.strip()}); give each of tp, pp, "
+                             "mb at most once")
+        seen[key] = part.strip()
+        if not 1 <= value <= MAX_TOKENS:
+            raise ValueError(f"--parallel: {key} must be a whole number from 1 to {MAX_TOKENS:,}, got {digits[:20]}"
+                             + ("…" if len(digits) > 20 else ""))
+        out[key] = value
     return out
 
 
@@ -238,16 +287,23 @@ def capacity_parallel(a, spec, gpu) -> dict:
 
 def render_rows(p: dict) -> list[tuple[str, str]]:
     """Rows the capacity command prints for its "parallel" part."""
+    between = f"; between stages {p['pp_link']}" if p.get("pp_link") and p["pp_link"] != p["link"] else ""
     rows = [("parallel", f"tp={p['tp']} × pp={p['pp']} = {p['gpus']} GPUs, {p['micro_batches']} micro-batch(es); "
-                         f"link {p['link']}")]
+                         f"link {p['link']}{between}")]
     if not p["fits"]:
         return rows
+    if p["steady_fits"]:
+        full_step = f"{p['steady_step_s'] * 1e3:,.2f} ms with the pipeline kept full"
+        full_rate = f"{p['steady_tokens_per_s']:,.0f} (pipeline full, {p['in_flight']:,} sequences in flight)"
+    else:
+        full_step = f"pipeline full: does not fit ({p['steady_reason']})"
+        full_rate = "pipeline full: - (its KV cache does not fit, above)"
     rows += [("per micro-batch per stage", f"work {p['stage_s'] * 1e3:,.3f} ms + all-reduces {p['all_reduce_s'] * 1e3:,.3f} ms "
                                            f"({p['all_reduces_per_step']} per token, {p['all_reduce_bytes']:,} B each) + "
                                            f"send to next stage {p['send_s'] * 1e3:,.4f} ms"),
              ("communication share", f"{p['communication_share']:.1%} of each slot"),
              ("pipeline bubble", f"{p['bubble_share']:.1%} of the step ((pp−1)/(mb+pp−1))"),
              ("decode step with communication", f"{p['step_s'] * 1e3:,.2f} ms one batch through the pipeline; "
-                                                f"{p['steady_step_s'] * 1e3:,.2f} ms with the pipeline kept full"),
-             ("tokens/s with communication", f"{p['tokens_per_s']:,.0f} (one batch); {p['steady_tokens_per_s']:,.0f} (pipeline full)")]
+                                                f"{full_step}"),
+             ("tokens/s with communication", f"{p['tokens_per_s']:,.0f} (one batch); {full_rate}")]
     return rows

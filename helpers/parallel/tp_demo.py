@@ -12,6 +12,12 @@ The "link" here is the loopback between two processes (gloo over TCP on 127.0.0.
 the way a GPU link is, with an all-reduce of a tiny message (its latency) and of a large one (its
 bandwidth: helpers.parallel.collectives.bandwidth_from_all_reduce), and the model's own all-reduces
 are then predicted with helpers.parallel.collectives.all_reduce_s over that measured link.
+
+Where the two-process forward's time goes is measured, not guessed: each process's forward with the
+communication switched off (its shard's compute alone, against what its share of the FLOPs predicts: the
+output head and the embedding are not split), the time spent waiting for the other process at each
+all-reduce, the all-reduces themselves, and one all-reduce of exactly the model's message timed on its own
+(gloo's cost at that size, against the latency + bandwidth line through the two calibration sizes).
 """
 from __future__ import annotations
 
@@ -34,11 +40,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def shard_model(model, rank: int, world: int, on_all_reduce=None) -> None:
+def shard_model(model, rank: int, world: int, on_all_reduce=None) -> dict:
     """Keep this rank's share of every decoder layer (column-parallel q/k/v and gate/up, row-parallel
     o_proj and down_proj) and all-reduce the row-parallel outputs. on_all_reduce(wait_s, reduce_s) is
     called with each all-reduce's time, apart from the time spent first waiting for the other ranks
-    (a barrier: on a shared machine one process often lags)."""
+    (a barrier: on a shared machine one process often lags). Returns the switch {"communicate": True}:
+    set it False to time the shard's compute alone (its outputs are then partial sums, not the model's)."""
     import torch
     import torch.distributed as dist
 
@@ -57,7 +64,11 @@ def shard_model(model, rank: int, world: int, on_all_reduce=None) -> None:
         lin.weight = torch.nn.Parameter(lin.weight.data[:, start:stop].clone(), requires_grad=False)
         lin.in_features = stop - start
 
+    switch = {"communicate": True}
+
     def reduce_hook(_module, _inputs, output):
+        if not switch["communicate"]:
+            return output
         t0 = time.perf_counter()
         dist.barrier()                      # waiting for the other process, timed apart
         t1 = time.perf_counter()
@@ -78,9 +89,12 @@ def shard_model(model, rank: int, world: int, on_all_reduce=None) -> None:
         cols(m.down_proj, rank * mlp, (rank + 1) * mlp)
         a.o_proj.register_forward_hook(reduce_hook)
         m.down_proj.register_forward_hook(reduce_hook)
+    return switch
 
 
-def _time_all_reduce(nbytes: int, reps: int) -> float:
+def _time_all_reduce(nbytes: int, reps: int, before=None) -> float:
+    """Median time of one all-reduce of `nbytes` (fp32), each after a barrier; `before()` runs first each
+    time when given (untimed: the work a process did just before the call)."""
     import torch
     import torch.distributed as dist
 
@@ -88,6 +102,9 @@ def _time_all_reduce(nbytes: int, reps: int) -> float:
     dist.all_reduce(x)                      # warm-up
     times = []
     for _ in range(reps):
+        if before is not None:
+            with torch.no_grad():
+                before()
         dist.barrier()
         t0 = time.perf_counter()
         dist.all_reduce(x)
@@ -107,14 +124,23 @@ def _worker(rank: int, world: int, port: int, folder: str, ids, reps: int, queue
     try:
         dist.init_process_group("gloo", rank=rank, world_size=world)
         model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+        # rank 0 also keeps the whole model, timed in turn with the shards: one process's forward at the same
+        # moment, on the same machine, with the same thread (the other rank waits meanwhile)
+        whole = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval() if rank == 0 else None
         ids = torch.tensor(ids, dtype=torch.long)
         spent: list[float] = []
         waited: list[float] = []
-        shard_model(model, rank, world, lambda w, r: (waited.append(w), spent.append(r)))
+        switch = shard_model(model, rank, world, lambda w, r: (waited.append(w), spent.append(r)))
         forwards, reduces, waits = [], [], []
         with torch.no_grad():
             logits = model(ids).logits      # warm-up, and the logits to compare
-            for _ in range(reps):
+            computes, wholes = [], []
+            for _ in range(reps):                   # in turn: one process, the real forward, its compute alone
+                dist.barrier()
+                if whole is not None:
+                    t0 = time.perf_counter()
+                    whole(ids)
+                    wholes.append(time.perf_counter() - t0)
                 spent.clear()
                 waited.clear()
                 dist.barrier()
@@ -123,13 +149,29 @@ def _worker(rank: int, world: int, port: int, folder: str, ids, reps: int, queue
                 forwards.append(time.perf_counter() - t0)
                 reduces.append(sum(spent))
                 waits.append(sum(waited))
-        calls = len(spent)
+                calls = len(spent)
+                switch["communicate"] = False       # the shard's compute alone, same inputs
+                dist.barrier()
+                t0 = time.perf_counter()
+                model(ids)
+                computes.append(time.perf_counter() - t0)
+                switch["communicate"] = True
+            hidden = torch.randn(ids.numel(), model.config.hidden_size)
+            head = model.lm_head.weight
+        nbytes = ids.numel() * model.config.hidden_size * 4
         tiny = _time_all_reduce(TINY_MESSAGE_BYTES, 4 * reps)
         big = _time_all_reduce(BIG_MESSAGE_BYTES, reps)
+        message = _time_all_reduce(nbytes, 4 * reps)
+        # the same call, each time right after the process computed (the output head's matmul): what a
+        # call inside the forward meets, which a tight loop of calls does not
+        after = _time_all_reduce(nbytes, 4 * reps, before=lambda: hidden @ head.T)
         queue.put((rank, {"logits": logits.numpy() if rank == 0 else None, "forward_s": statistics.median(forwards),
                           "all_reduce_s": statistics.median(reduces), "calls": calls,
                           "wait_s": statistics.median(waits),
-                          "tiny_s": tiny, "big_s": big}))
+                          "tiny_s": tiny, "big_s": big, "message_s": message, "after_compute_s": after,
+                          "compute_alone_s": statistics.median(computes),
+                          "compute_s": statistics.median(f - r - w for f, r, w in zip(forwards, reduces, waits)),
+                          "whole_s": statistics.median(wholes) if wholes else None}))
         dist.destroy_process_group()
     except Exception as exc:  # reported by the parent, one line
         queue.put((rank, {"error": f"{type(exc).__name__}: {exc}"}))
@@ -144,7 +186,7 @@ class TPRun:
     max_abs_diff: float          # largest |tensor-parallel logit − single-process logit|
     same_argmax: bool            # every position predicts the same next token
     forward_s: float             # one tensor-parallel forward (rank 0)
-    single_forward_s: float      # the same forward in one process (same threads per process)
+    single_forward_s: float      # the same forward in one process (rank 0, whole model, in turn with the shards)
     all_reduce_s: float          # time inside the all-reduces of one forward (rank 0), after the barrier
     wait_s: float                # time waiting at the barrier before them (the other process lagging)
     all_reduces: int             # per forward: 2 per layer
@@ -152,13 +194,36 @@ class TPRun:
     link_latency_s: float        # measured: an all-reduce of one float
     link_bandwidth: float        # measured: B/s one way, from an all-reduce of 4 MiB
     predicted_all_reduce_s: float  # all_reduces × all_reduce_s(message, world, measured link)
+    compute_s: float = float("nan")            # rank 0's forward less its waiting and all-reduces: the shard's compute
+    compute_alone_s: float = float("nan")      # rank 0's forward with the all-reduces switched off (a cross-check)
+    message_all_reduce_s: float = float("nan")  # one all-reduce of message_bytes timed on its own (after a barrier)
+    after_compute_all_reduce_s: float = float("nan")  # the same, each right after the output head's matmul
+    replicated_flop_share: float = float("nan")  # FLOPs not split (output head over every position): share of the forward
+    load_per_core: float | None = None         # the machine's 1-minute load average ÷ its cores, when it ran
 
     @property
     def all_reduce_share(self) -> float:
         return self.all_reduce_s / self.forward_s
 
+    @property
+    def expected_compute_ratio(self) -> float:
+        """The shard's FLOPs ÷ one process's: the replicated share whole, the rest ÷ world."""
+        return self.replicated_flop_share + (1 - self.replicated_flop_share) / self.world
+
+    def breakdown(self) -> list[dict]:
+        """Where rank 0's forward went (ms; medians over the repeats, so the parts add up only about), beside
+        one process's whole forward and the shard's forward with its all-reduces switched off."""
+        parts = [("one process: the whole model", self.single_forward_s),
+                 ("two processes: the forward", self.forward_s),
+                 ("  of which computing its shard", self.compute_s),
+                 ("  of which waiting for the other process", self.wait_s),
+                 (f"  of which in its {self.all_reduces} all-reduces", self.all_reduce_s),
+                 ("the shard alone, all-reduces switched off", self.compute_alone_s)]
+        return [{"part": k, "ms": 1e3 * v} for k, v in parts]
+
     def to_dict(self) -> dict:
-        return {**asdict(self), "all_reduce_share": self.all_reduce_share}
+        return {**asdict(self), "all_reduce_share": self.all_reduce_share,
+                "expected_compute_ratio": self.expected_compute_ratio}
 
 
 def run_tp(world: int = 2, tokens: int = 32, reps: int = 5, seed: int = 0, timeout_s: float = 120.0) -> TPRun:
@@ -182,18 +247,8 @@ def run_tp(world: int = 2, tokens: int = 32, reps: int = 5, seed: int = 0, timeo
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(3, model.config.vocab_size, (1, tokens), generator=g)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        with torch.no_grad():
-            ref = model(ids).logits
-            times = []
-            for _ in range(reps):
-                t0 = time.perf_counter()
-                model(ids)
-                times.append(time.perf_counter() - t0)
-    finally:
-        torch.set_num_threads(threads)
+    with torch.no_grad():
+        ref = model(ids).logits        # the reference logits; one process's time is taken by rank 0, in turn
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     port = free_port()
@@ -221,8 +276,25 @@ def run_tp(world: int = 2, tokens: int = 32, reps: int = 5, seed: int = 0, timeo
     bandwidth = bandwidth_from_all_reduce(BIG_MESSAGE_BYTES, world, r0["big_s"], r0["tiny_s"])
     link = custom_link("loopback (gloo, 127.0.0.1)", bandwidth, hop)
     predicted = r0["calls"] * all_reduce_s(message, world, link, base_s=0.0)
+    replicated = _replicated_flop_share(model.config, tokens)
     tp_logits = torch.from_numpy(r0["logits"])
     diff = (tp_logits - ref).abs().max().item()
     same = bool((tp_logits.argmax(-1) == ref.argmax(-1)).all())
-    return TPRun(world, tokens, diff, same, r0["forward_s"], statistics.median(times), r0["all_reduce_s"], r0["wait_s"],
-                 r0["calls"], message, r0["tiny_s"], bandwidth, predicted)
+    try:
+        load = os.getloadavg()[0] / (os.cpu_count() or 1)
+    except OSError:                  # no load average on this platform
+        load = None
+    return TPRun(world, tokens, diff, same, r0["forward_s"], r0["whole_s"], r0["all_reduce_s"], r0["wait_s"],
+                 r0["calls"], message, r0["tiny_s"], bandwidth, predicted, r0["compute_s"], r0["compute_alone_s"],
+                 r0["message_s"], r0["after_compute_s"], replicated, load)
+
+
+def _replicated_flop_share(config, tokens: int) -> float:
+    """The share of one forward's FLOPs that tensor parallelism here does not split: the output head,
+    run over every position (the forward returns every position's logits); the decoder layers' matmuls
+    and attention are split (helpers.stepcost.forward_cost counts them)."""
+    from ..specs import spec_from_config
+    from ..stepcost import forward_cost
+
+    c = forward_cost(spec_from_config(config.to_dict(), "tiny"), tokens, 0, logits_tokens=tokens)
+    return c.head_flops / (c.matmul_flops + c.attention_flops + c.head_flops)

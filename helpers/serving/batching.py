@@ -15,18 +15,30 @@ import time
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from ..memory import kv_bytes_per_token
+from ..memory import _finite, kv_bytes_per_token
+from ..stepcost import _count
 from ..timing import percentile
 from ..units import torch_dtype_name
-from .naive import Request, RequestTiming, ServeResult, _ForwardCounter, serve_batched, serve_sequential
+from .naive import (Request, RequestTiming, ServeResult, _ForwardCounter, check_requests, serve_batched,
+                    serve_sequential)
 
 PAGE_SIZE = 16   # tokens per block of the paged cache (vLLM's default block size)
 
 
 def requests_from_ids(prompts: Sequence[Sequence[int]], new_tokens: Sequence[int]) -> list[Request]:
+    """One Request per prompt (a list of token ids, at least one) and its output length (≥ 1)."""
+    if not isinstance(prompts, (list, tuple)) or not isinstance(new_tokens, (list, tuple)) or not prompts:
+        raise ValueError("prompts and new_tokens must be non-empty lists of equal length")
     if len(prompts) != len(new_tokens):
         raise ValueError(f"{len(prompts)} prompts but {len(new_tokens)} output lengths")
-    return [Request(i, tuple(int(t) for t in p), int(n)) for i, (p, n) in enumerate(zip(prompts, new_tokens))]
+    out = []
+    for i, (p, n) in enumerate(zip(prompts, new_tokens)):
+        ids = p.tolist() if hasattr(p, "tolist") else p
+        if isinstance(ids, (str, bytes)) or not isinstance(ids, (list, tuple)) or not ids:
+            raise ValueError(f"prompt {i} must be a non-empty list of token ids, got {str(p)[:40]!r}")
+        out.append(Request(i, tuple(_count(t, f"prompt {i}'s token id", 0) for t in ids),
+                           _count(n, f"new_tokens[{i}]", 1)))
+    return out
 
 
 @dataclass(frozen=True)
@@ -44,8 +56,11 @@ def cb_config(model, requests: Sequence[Request], max_batch_tokens: int = 512, p
     Returns (config, CacheSize)."""
     from transformers.generation.configuration_utils import ContinuousBatchingConfig
 
-    if not requests:
-        raise ValueError("need at least one request to size the cache")
+    requests = check_requests(model, requests)
+    _count(max_batch_tokens, "max_batch_tokens (the token budget of a step)", 1)
+    _count(page_size, "page_size", 1)
+    if concurrent is not None:
+        _count(concurrent, "concurrent", 1)
     longest = max(len(r.prompt) + r.max_new_tokens for r in requests)
     n = len(requests) if concurrent is None else max(1, min(concurrent, len(requests)))
     blocks = n * math.ceil(longest / page_size) + 2
@@ -86,9 +101,14 @@ def serve_continuous(model, requests: Sequence[Request], max_batch_tokens: int =
     import torch
     from transformers import GenerationConfig
 
-    gen = GenerationConfig(do_sample=False, eos_token_id=-1, max_new_tokens=max(r.max_new_tokens for r in requests))
-    cfg, size = cb_config(model, requests, max_batch_tokens, page_size, concurrent)
+    cfg, size = cb_config(model, requests, max_batch_tokens, page_size, concurrent)   # checks the requests
+    _finite(timeout_s, "timeout_s", "seconds", positive=True)
     arrivals = list(arrivals_s) if arrivals_s is not None else [0.0] * len(requests)
+    if len(arrivals) != len(requests):
+        raise ValueError(f"{len(arrivals)} arrival times for {len(requests)} requests; give one per request")
+    for a in arrivals:
+        _finite(a, "an arrival time", "seconds")
+    gen = GenerationConfig(do_sample=False, eos_token_id=-1, max_new_tokens=max(r.max_new_tokens for r in requests))
     order = sorted(range(len(requests)), key=lambda i: arrivals[i])
     mgr = model.init_continuous_batching(generation_config=gen, continuous_batching_config=cfg)
     counter = _ForwardCounter(model)
@@ -146,8 +166,8 @@ def serve_static(model, requests: Sequence[Request], batch_size: int, device: st
     """Static batching: requests in arrival order, `batch_size` at a time, each batch through
     helpers.serving.naive.serve_batched (left-padded); the next batch starts only when the slowest of the
     previous one is done."""
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be a whole number ≥ 1, got {batch_size!r}")
+    _count(batch_size, "batch_size", 1)
+    requests = check_requests(model, requests)
     timings, calls, offset = [], 0, 0.0
     for k in range(0, len(requests), batch_size):
         res = serve_batched(model, requests[k:k + batch_size], device)
@@ -165,6 +185,9 @@ def slot_segments(result: ServeResult, slots: int, static_batch: int | None = No
     """The timeline of `slots` batch slots: for each request, the slot it ran in, when it was busy
     (start → finish) and, in a static batch, how long its slot sat idle waiting for the batch's slowest
     request (finish → end of batch). Continuous batching: a freed slot goes to the next request."""
+    _count(slots, "slots", 1)
+    if static_batch is not None:
+        _count(static_batch, "static_batch", 1)
     rows = []
     ts = sorted(result.timings, key=lambda t: (t.start_s, t.rid))
     if static_batch:
@@ -186,6 +209,8 @@ def slot_segments(result: ServeResult, slots: int, static_batch: int | None = No
 
 def idle_share(segments: list[dict], wall_s: float, slots: int) -> float:
     """Share of the slot-time (slots × wall) that no request used."""
+    _count(slots, "slots", 1)
+    _finite(wall_s, "wall_s", "seconds", positive=True)
     busy = sum(s["finish_s"] - s["start_s"] for s in segments)
     return max(0.0, 1 - busy / (slots * wall_s))
 
@@ -195,6 +220,9 @@ def padding_tokens(requests: Sequence[Request], batch_size: int) -> dict:
     longest) and decode steps of finished rows riding along until the batch's longest output is done.
     Useful rows: each prompt's tokens and its max_new_tokens − 1 decode steps; the three add up to the
     token rows the batches computed, Σ batch size × (longest prompt + longest output − 1)."""
+    _count(batch_size, "batch_size", 1)
+    if not isinstance(requests, (list, tuple)) or not requests:
+        raise ValueError("requests must be a non-empty list of Request")
     pad = ride = useful = 0
     for k in range(0, len(requests), batch_size):
         g = requests[k:k + batch_size]
@@ -220,6 +248,8 @@ def summary_row(result: ServeResult, baseline: ServeResult | None = None) -> dic
 def same_tokens(a: ServeResult, b: ServeResult) -> float:
     """Share of requests whose generated tokens are identical in both results."""
     ta, tb = {t.rid: t.tokens for t in a.timings}, {t.rid: t.tokens for t in b.timings}
+    if not ta:
+        raise ValueError(f"{a.mode} holds no requests to compare")
     return sum(ta[k] == tb.get(k) for k in ta) / len(ta)
 
 
@@ -258,8 +288,9 @@ def compare_batching(model, requests: Sequence[Request], batch_size: int, max_ba
     ever slows a run, so the fastest is the closest to what the method costs — as a microbenchmark takes
     its best sample; with rounds=1, the one run). Every way computes in a thread other than the caller's,
     as the continuous-batching manager does (in_worker_thread says why)."""
-    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
-        raise ValueError(f"rounds must be a whole number ≥ 1, got {rounds!r}")
+    _count(rounds, "rounds", 1)
+    _count(batch_size, "batch_size", 1)
+    requests = check_requests(model, requests)
     warm = requests[:2]
     in_worker_thread(serve_sequential, model, warm)
     in_worker_thread(serve_static, model, warm, batch_size)
@@ -281,8 +312,16 @@ def chunked_prefill(model, short_prompts: Sequence[Sequence[int]], long_prompt: 
     (no chunking); a smaller one splits it into chunks of at most the budget, interleaved with the
     others' decode steps (transformers' scheduler does this on its own). For each: the short requests'
     inter-token latencies while the long prompt was being prefilled (worst and median) and its TTFT."""
+    _count(new_tokens, "new_tokens", 2)     # inter-token latency needs two tokens a request
+    _finite(arrive_after_s, "arrive_after_s", "seconds")
+    if not isinstance(budgets, (list, tuple)) or not budgets:
+        raise ValueError(f"budgets must be a non-empty list of token budgets (max_batch_tokens), got {budgets!r}")
+    budgets = [_count(b, "a token budget (max_batch_tokens)", 1) for b in budgets]
+    if not isinstance(short_prompts, (list, tuple)) or not short_prompts:
+        raise ValueError("short_prompts must be a non-empty list of prompts (token ids): their latency is measured")
     rows = []
     reqs = requests_from_ids(list(short_prompts) + [long_prompt], [new_tokens] * len(short_prompts) + [new_tokens])
+    check_requests(model, reqs)
     arrivals = [0.0] * len(short_prompts) + [arrive_after_s]
     first = None
     for budget in budgets:

@@ -24,22 +24,24 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 
+from ..config_schema import MAX_TOKENS
+from ..stepcost import _count
+
+# A pool's blocks are a Python list here: 10 M blocks of 16 tokens is 160 M token slots, 2,000 times
+# what an 80 GB GPU holds of Mistral 7B's cache (about 38,000 blocks), and a list that still fits a laptop.
+MAX_BLOCKS = 10_000_000
+
+
 class OutOfBlocks(RuntimeError):
     """No free block is left: the scheduler must wait, preempt or swap."""
-
-
-def _count(value, what: str, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{what} must be a whole number ≥ {minimum}, got {value!r}")
-    return value
 
 
 class BlockAllocator:
     """Fixed-size blocks, a free list, a block table per sequence, reference counts, copy-on-write."""
 
     def __init__(self, num_blocks: int, block_size: int = 16):
-        self.num_blocks = _count(num_blocks, "num_blocks")
-        self.block_size = _count(block_size, "block_size")
+        self.num_blocks = _count(num_blocks, "num_blocks", 1, MAX_BLOCKS)
+        self.block_size = _count(block_size, "block_size", 1, MAX_TOKENS)
         self.free_list: deque[int] = deque(range(num_blocks))
         self.refcount = [0] * num_blocks
         self.tables: dict[object, list[int]] = {}
@@ -98,7 +100,7 @@ class BlockAllocator:
         """Write `tokens` more tokens of `seq`: a new block when the last is full, a copy when the last
         is shared and partly filled (copy-on-write). On OutOfBlocks nothing has changed."""
         table = self._table(seq)
-        _count(tokens, "tokens")
+        _count(tokens, "tokens", 1)
         n, bs = self.lengths[seq], self.block_size
         cow = bool(table) and n % bs != 0 and self.refcount[table[-1]] > 1
         need = self.blocks_for(n + tokens) - len(table) + (1 if cow else 0)
@@ -156,7 +158,7 @@ class ContiguousPool:
     placed first-fit in a linear address space of `slots` token slots."""
 
     def __init__(self, slots: int):
-        self.slots = _count(slots, "slots")
+        self.slots = _count(slots, "slots", 1)
         self.runs: dict[object, tuple[int, int]] = {}   # seq -> (start, length)
 
     def _holes(self) -> list[tuple[int, int]]:
@@ -170,9 +172,13 @@ class ContiguousPool:
         return out
 
     def can_reserve(self, length: int) -> bool:
+        length = _count(length, "length", 1)
         return any(h >= length for _, h in self._holes())
 
     def reserve(self, seq, length: int) -> int:
+        length = _count(length, "length", 1)
+        if seq in self.runs:
+            raise ValueError(f"sequence {seq!r} already holds a run of slots")
         for start, h in self._holes():
             if h >= length:
                 self.runs[seq] = (start, length)
@@ -181,6 +187,8 @@ class ContiguousPool:
                           f"{max((h for _, h in self._holes()), default=0)})")
 
     def free(self, seq) -> None:
+        if seq not in self.runs:
+            raise ValueError(f"unknown sequence {seq!r}; it holds no run of slots")
         del self.runs[seq]
 
     @property
@@ -191,6 +199,7 @@ class ContiguousPool:
         """Free slots in holes too small for a request of `next_length` slots (external fragmentation)."""
         if next_length is None:
             return 0
+        next_length = _count(next_length, "next_length", 1)
         return sum(h for _, h in self._holes() if h < next_length)
 
 
@@ -226,10 +235,31 @@ class SimResult:
 
 
 def sim_requests(prompt_lens: Sequence[int], output_lens: Sequence[int], max_tokens: int) -> list[SimRequest]:
-    if len(prompt_lens) != len(output_lens):
-        raise ValueError(f"{len(prompt_lens)} prompt lengths but {len(output_lens)} output lengths")
-    return [SimRequest(i, int(p), int(min(o, max_tokens)), int(max_tokens)) for i, (p, o) in
-            enumerate(zip(prompt_lens, output_lens))]
+    """One SimRequest per (prompt, output) length, each output capped at max_tokens (all whole ≥ 1)."""
+    max_tokens = _count(max_tokens, "max_tokens", 1)
+    prompts, outputs = _lengths(prompt_lens, "prompt_lens"), _lengths(output_lens, "output_lens")
+    if len(prompts) != len(outputs):
+        raise ValueError(f"{len(prompts)} prompt lengths but {len(outputs)} output lengths")
+    return [SimRequest(i, p, min(o, max_tokens), max_tokens) for i, (p, o) in enumerate(zip(prompts, outputs))]
+
+
+def _lengths(values, what: str) -> list[int]:
+    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) and not hasattr(values, "tolist"):
+        raise ValueError(f"{what} must be a list of whole numbers ≥ 1, got {type(values).__name__}")
+    values = values.tolist() if hasattr(values, "tolist") else list(values)
+    return [_count(v, f"{what}[{i}]", 1) for i, v in enumerate(values)]
+
+
+def _check_requests(requests: Sequence[SimRequest]) -> list[SimRequest]:
+    """A non-empty list of SimRequests (helpers.serving.blocks.sim_requests makes them) that can finish."""
+    requests = list(requests) if isinstance(requests, (list, tuple)) else None
+    if not requests or not all(isinstance(r, SimRequest) for r in requests):
+        raise ValueError("requests must be a non-empty list of SimRequest (make them with sim_requests)")
+    for r in requests:
+        _count(r.prompt_tokens, f"request {r.rid}'s prompt_tokens", 0)
+        _count(r.output_tokens, f"request {r.rid}'s output_tokens", 1)
+        _count(r.max_tokens, f"request {r.rid}'s max_tokens", r.output_tokens)
+    return requests
 
 
 def simulate(requests: Sequence[SimRequest], capacity_slots: int, scheme: str = "paged",
@@ -242,6 +272,10 @@ def simulate(requests: Sequence[SimRequest], capacity_slots: int, scheme: str = 
     readmitted — vLLM's default recompute preemption); contiguous never needs to preempt."""
     if scheme not in ("paged", "contiguous"):
         raise ValueError(f"scheme must be 'paged' or 'contiguous', got {scheme!r}")
+    requests = _check_requests(requests)
+    capacity_slots = _count(capacity_slots, "capacity_slots", 1)
+    block_size = _count(block_size, "block_size", 1, capacity_slots)
+    max_steps = _count(max_steps, "max_steps", 1)
     for r in requests:
         need = r.prompt_tokens + (r.max_tokens if scheme == "contiguous" else r.output_tokens)
         if need > capacity_slots:
@@ -314,6 +348,9 @@ def fit_counts(requests: Sequence[SimRequest], capacity_slots: int, block_size: 
             n += 1
         return n
 
+    requests = _check_requests(requests)
+    capacity_slots = _count(capacity_slots, "capacity_slots", 1)
+    block_size = _count(block_size, "block_size", 1, capacity_slots)
     contiguous = count((r.prompt_tokens + r.max_tokens for r in requests), capacity_slots)
     paged = count((math.ceil((r.prompt_tokens + r.output_tokens) / block_size) for r in requests),
                   capacity_slots // block_size)

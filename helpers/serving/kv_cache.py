@@ -9,7 +9,8 @@ from __future__ import annotations
 import time
 
 from ..hardware import synchronize
-from ..timing import timed_generate
+from ..stepcost import _count
+from ..timing import check_ids, timed_generate
 
 
 def generate_without_cache(model, input_ids, max_new_tokens: int) -> tuple[list[int], list[float], list[int]]:
@@ -17,10 +18,9 @@ def generate_without_cache(model, input_ids, max_new_tokens: int) -> tuple[list[
     seconds per step, tokens processed per step); step 0 is the prefill."""
     import torch
 
-    if max_new_tokens < 1:
-        raise ValueError(f"max_new_tokens must be ≥ 1, got {max_new_tokens}")
+    _count(max_new_tokens, "max_new_tokens", 1)
     device = str(next(model.parameters()).device)
-    ids = input_ids.to(device)
+    ids = check_ids(model, input_ids, max_new_tokens).to(device)
     out, secs, work = [], [], []
     with torch.inference_mode():
         for _ in range(max_new_tokens):
@@ -40,10 +40,11 @@ def cache_on_off(model, input_ids, max_new_tokens: int, repeats: int = 3) -> dic
     """Both ways on the same prompt: per-step rows (position, seconds, tokens processed) and a summary.
     Each way runs `repeats` times, alternating, and each step keeps its fastest time: another process on
     the cores only ever slows a step, so a single run could show either way ahead by accident."""
+    _count(max_new_tokens, "max_new_tokens", 1)
+    input_ids = check_ids(model, input_ids, max_new_tokens)
     if input_ids.shape[0] != 1:
         raise ValueError(f"one sequence at a time, got a batch of {input_ids.shape[0]}")
-    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
-        raise ValueError(f"repeats must be a whole number ≥ 1, got {repeats!r}")
+    _count(repeats, "repeats", 1)
     # untimed warm-up of both paths
     timed_generate(model, input_ids[:, :8], 2)
     generate_without_cache(model, input_ids[:, :8], 2)
@@ -68,4 +69,6 @@ def cache_on_off(model, input_ids, max_new_tokens: int, repeats: int = 3) -> dic
 def work_without_cache(prompt_tokens: int, new_tokens: int) -> int:
     """Tokens run through the model to generate new_tokens greedily with no cache: step t (0-based)
     processes prompt + t tokens, so Σ_{t<n} (p + t) = n·p + n(n−1)/2."""
+    _count(prompt_tokens, "prompt_tokens", 1)
+    _count(new_tokens, "new_tokens", 1)
     return new_tokens * prompt_tokens + new_tokens * (new_tokens - 1) // 2

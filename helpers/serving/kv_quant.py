@@ -13,6 +13,8 @@ import time
 
 from ..memory import _plain_tensors, kv_cache_bytes, measured_cache_bytes
 from ..quality import kl_per_position, top1_agreement
+from ..stepcost import _count
+from ..timing import check_ids
 
 # name -> (QuantizedCache backend, nbits, helpers.memory KV dtype of the stored values)
 SCHEMES: dict[str, tuple[str | None, int | None, str | None]] = {
@@ -97,7 +99,7 @@ def available(scheme: str) -> str | None:
 
 
 def _check(scheme: str) -> str:
-    if scheme not in SCHEMES:
+    if not isinstance(scheme, str) or scheme not in SCHEMES:
         raise ValueError(f"unknown KV-cache scheme {scheme!r}; allowed: {', '.join(SCHEMES)}")
     return scheme
 
@@ -136,7 +138,7 @@ def bytes_rows(model, spec, ids, dtype: str) -> list[dict]:
     the full-precision residual and the scales."""
     import torch
 
-    x = torch.as_tensor(ids).reshape(1, -1).to(next(model.parameters()).device)
+    x = check_ids(model, ids, 1, "ids", one_sequence=True).to(next(model.parameters()).device)
     rows = []
     for scheme, (backend, _, _) in SCHEMES.items():
         if available(scheme):
@@ -185,8 +187,11 @@ def _scored_logprobs(model, ids, cache, prefill: int, chunk: int):
 def quality_rows(model, ids, prefill: int = 64, chunk: int = 16) -> list[dict]:
     """KL(p_full ‖ p_scheme) and top-1 agreement at every position after the prefill, each scheme's cache
     against the full-precision cache, on the same tokens (helpers.quality)."""
-    if len(ids) <= prefill + 1:
-        raise ValueError(f"need more than prefill + 1 = {prefill + 1} tokens, got {len(ids)}")
+    _count(prefill, "prefill", 1)
+    _count(chunk, "chunk", 1)
+    n = check_ids(model, ids, 0, "ids", one_sequence=True).shape[1]
+    if n <= prefill + 1:
+        raise ValueError(f"need more than prefill + 1 = {prefill + 1} tokens, got {n}")
     ref = _scored_logprobs(model, ids, make_cache(model, "full precision"), prefill, chunk)
     rows = []
     for scheme in SCHEMES:
@@ -206,7 +211,8 @@ def speed_rows(model, ids, steps: int = 16) -> list[dict]:
 
     import torch
 
-    x = torch.as_tensor(ids).reshape(1, -1).to(next(model.parameters()).device)
+    _count(steps, "steps", 1)
+    x = check_ids(model, ids, steps, "ids", one_sequence=True).to(next(model.parameters()).device)
     rows = []
     for scheme in SCHEMES:
         if available(scheme):

@@ -27,10 +27,13 @@ def prefix_reuse(model, prefix_ids, suffix_ids, repeats: int = 3) -> dict:
     their ratio, the time of the copy itself, and whether the logits agree."""
     import torch
 
-    prefix_ids = torch.as_tensor(prefix_ids).reshape(1, -1)
-    suffix_ids = torch.as_tensor(suffix_ids).reshape(1, -1)
-    if prefix_ids.shape[1] < 1 or suffix_ids.shape[1] < 1:
-        raise ValueError("prefix and suffix must each have at least one token")
+    from ..stepcost import _count
+    from ..timing import check_ids, check_positions
+
+    _count(repeats, "repeats", 1)
+    prefix_ids = check_ids(model, prefix_ids, what="prefix_ids", one_sequence=True)
+    suffix_ids = check_ids(model, suffix_ids, what="suffix_ids", one_sequence=True)
+    check_positions(model, prefix_ids.shape[1] + suffix_ids.shape[1])
     device = next(model.parameters()).device
     prefix_ids, suffix_ids = prefix_ids.to(device), suffix_ids.to(device)
     full = torch.cat([prefix_ids, suffix_ids], dim=1)

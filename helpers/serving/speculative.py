@@ -34,16 +34,17 @@ from __future__ import annotations
 import contextlib
 import time
 
+from ..memory import _finite
+from ..stepcost import _count
 from .naive import _ForwardCounter
 
 
 def expected_tokens_per_pass(alpha: float, k: int) -> float:
     """(1 − α^(k+1)) ÷ (1 − α): expected tokens a target pass yields when each of k drafted tokens is
     accepted with probability α until the first rejection (k + 1 at α = 1)."""
-    if not 0 <= alpha <= 1:
-        raise ValueError(f"alpha must be between 0 and 1, got {alpha}")
-    if isinstance(k, bool) or not isinstance(k, int) or k < 0:
-        raise ValueError(f"k must be a whole number ≥ 0, got {k!r}")
+    if not _finite(alpha, "alpha", "") <= 1:
+        raise ValueError(f"alpha must be a number from 0 to 1, got {alpha!r}")
+    _count(k, "k", 0)
     if alpha == 1:
         return float(k + 1)
     return (1 - alpha ** (k + 1)) / (1 - alpha)
@@ -55,7 +56,12 @@ def acceptance_model(rounds) -> dict:
     α = accepted ÷ (accepted + rejections) (the maximum-likelihood α of eq. 1's model), the expected tokens
     per pass — eq. 1 at that α and each round's own draft length, averaged over rounds — and the measured
     one, (accepted + rounds) ÷ rounds."""
-    rounds = [(int(d), int(a)) for d, a in rounds]
+    if isinstance(rounds, (str, bytes)) or not hasattr(rounds, "__iter__"):
+        raise ValueError(f"rounds must be a list of (drafted, accepted) pairs, got {rounds!r}"[:200])
+    rounds = list(rounds)
+    if not all(isinstance(r, (tuple, list)) and len(r) == 2 for r in rounds):
+        raise ValueError("rounds must be a list of (drafted, accepted) pairs of whole numbers")
+    rounds = [(_count(d, "drafted", 0), _count(a, "accepted", 0)) for d, a in rounds]
     if not rounds:
         raise ValueError("no rounds to fit: speculative decoding made no target pass")
     for d, a in rounds:
@@ -78,8 +84,9 @@ def fit_sentence(measured: float, expected: float, tolerance: float = FIT_TOLERA
     `tolerance` (relative) independent acceptances describe them; below, acceptances cluster (more rounds
     end without a rejection than 1 − α^k predicts, and a round can keep at most k); above, rounds end in a
     rejection more often than predicted, after accepting a similar part of the draft each time."""
-    if expected <= 0:
-        raise ValueError(f"expected tokens per pass must be positive, got {expected}")
+    _finite(expected, "expected tokens per pass", "", positive=True)
+    _finite(measured, "measured tokens per pass", "", positive=True)
+    _finite(tolerance, "tolerance", "")
     ratio = measured / expected
     if abs(ratio - 1) <= tolerance:
         return f"within {tolerance:.0%} of the model (measured ÷ expected {ratio:.3f}): independent acceptances describe it"
@@ -117,8 +124,8 @@ def speedup_by_bytes(tokens_per_pass: float, drafted_per_pass: float, draft_shar
     cost in target steps and the predicted speed-up, tokens ÷ cost."""
     for name, v, low in (("tokens_per_pass", tokens_per_pass, 1), ("drafted_per_pass", drafted_per_pass, 0),
                          ("draft_share", draft_share, 0)):
-        if not (isinstance(v, (int, float)) and v >= low and v == v):
-            raise ValueError(f"{name} must be a number ≥ {low}, got {v!r}")
+        if _finite(v, name, "") < low:
+            raise ValueError(f"{name} must be a finite number ≥ {low}, got {v!r}")
     cost = 1 + drafted_per_pass * draft_share
     return {"pass cost (target steps)": cost, "predicted speed-up": tokens_per_pass / cost}
 
@@ -202,11 +209,6 @@ def _generate(model, ids, new_tokens: int, **kw):
                               min_new_tokens=new_tokens, do_sample=False, **kw)
 
 
-def _whole(name: str, value, least: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < least:
-        raise ValueError(f"{name} must be a whole number ≥ {least}, got {value!r}")
-
-
 def speculate(model, ids, new_tokens: int, k: int = 4, draft_layers: int | None = None,
               prompt_lookup: bool = False, ngram: int = 3, draft=None) -> dict:
     """One greedy generation with a drafter against plain greedy generation, both timed, back to back:
@@ -220,15 +222,18 @@ def speculate(model, ids, new_tokens: int, k: int = 4, draft_layers: int | None 
     import torch
     from transformers.utils import logging as hf_logging
 
-    _whole("new_tokens", new_tokens, 1)
-    _whole("k", k, 1)
+    from ..timing import check_ids
+
+    _count(new_tokens, "new_tokens", 1)
+    _count(k, "k", 1, 64)
+    _count(ngram, "ngram", 1, 64)
     if sum([draft_layers is not None, draft is not None, bool(prompt_lookup)]) != 1:
         raise ValueError("choose one drafter: draft_layers=<n>, draft=<model> or prompt_lookup=True")
     if draft is model:
         raise ValueError("the draft must be a model object of its own (for an identical draft, "
                          "draft_layers=<all the target's layers> shares the weights): the target's forward "
                          "calls are counted by a hook, which would count the draft's too")
-    ids = torch.as_tensor(ids).reshape(1, -1).to(next(model.parameters()).device)
+    ids = check_ids(model, ids, new_tokens, "ids", one_sequence=True).to(next(model.parameters()).device)
     saved_config = None
     if prompt_lookup:
         kw = {"prompt_lookup_num_tokens": k, "max_matching_ngram_size": ngram}

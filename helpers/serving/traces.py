@@ -22,6 +22,10 @@ import random
 from dataclasses import dataclass
 from typing import Sequence
 
+from ..config_schema import MAX_TOKENS
+from ..memory import _finite
+from ..stepcost import _count
+
 # Common English words (no punctuation): enough variety that the tokenizer sees ordinary text.
 _WORDS = (
     "the of and to in is that for it as with was on be by this are or from at have an not they which one you "
@@ -63,8 +67,7 @@ def _arrivals(rng: random.Random, n: int, rate_per_s: float | None) -> list[floa
     """All at 0 (a closed burst) when rate_per_s is None, else a Poisson process of that rate."""
     if rate_per_s is None:
         return [0.0] * n
-    if not rate_per_s > 0 or math.isinf(rate_per_s):
-        raise ValueError(f"rate_per_s must be a positive number of requests per second, got {rate_per_s}")
+    _finite(rate_per_s, "rate_per_s", "requests per second", positive=True)
     t, out = 0.0, []
     for _ in range(n):
         out.append(t)
@@ -72,10 +75,8 @@ def _arrivals(rng: random.Random, n: int, rate_per_s: float | None) -> list[floa
     return out
 
 
-def _check_count(n: int, what: str) -> int:
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"{what} must be a whole number ≥ 1, got {n!r}")
-    return n
+MAX_REQUESTS = 100_000      # a trace is built in memory, word by word
+MAX_WORDS = 1_000_000       # words of one prompt part (a long system prompt is thousands)
 
 
 def chat_trace(n: int, seed: int = 0, prompt_words_median: float = 60, output_tokens_median: float = 48,
@@ -83,7 +84,17 @@ def chat_trace(n: int, seed: int = 0, prompt_words_median: float = 60, output_to
                rate_per_s: float | None = None) -> list[TraceRequest]:
     """n independent chat requests with long-tailed prompt and output lengths (log-normal, `sigma` the
     spread of the underlying normal), the same for the same seed."""
-    _check_count(n, "the number of requests")
+    _count(n, "the number of requests", 1, MAX_REQUESTS)
+    _count(seed, "seed", 0)
+    _finite(prompt_words_median, "prompt_words_median", "words", positive=True)
+    _finite(output_tokens_median, "output_tokens_median", "tokens", positive=True)
+    if isinstance(sigma, bool) or not isinstance(sigma, (int, float)) or not 0 <= sigma <= 10:
+        raise ValueError(f"sigma must be a number from 0 to 10 (the log-normal's spread), got {sigma!r}")
+    _count(max_prompt_words, "max_prompt_words", 4, MAX_WORDS)
+    _count(max_output_tokens, "max_output_tokens", 1, MAX_TOKENS)
+    if prompt_words_median > max_prompt_words or output_tokens_median > max_output_tokens:
+        raise ValueError(f"the medians ({prompt_words_median:g} words, {output_tokens_median:g} tokens) must not exceed "
+                         f"the maxima ({max_prompt_words:,} words, {max_output_tokens:,} tokens)")
     rng = random.Random(seed)
     arrivals = _arrivals(rng, n, rate_per_s)
     out = []
@@ -101,9 +112,13 @@ def agentic_trace(agents: int = 4, review_rounds: int = 1, seed: int = 0, system
     model would have written (seeded words of `proposal_tokens` length), so the trace is fixed before
     anything runs. All requests of a round arrive together, rounds one after another (arrival_s is the
     round number: a consumer serves round r only after round r-1)."""
-    _check_count(agents, "the number of agents")
-    if isinstance(review_rounds, bool) or not isinstance(review_rounds, int) or review_rounds < 0:
-        raise ValueError(f"review_rounds must be a whole number ≥ 0, got {review_rounds!r}")
+    _count(agents, "the number of agents", 1, 1000)
+    _count(seed, "seed", 0)
+    _count(review_rounds, "review_rounds", 0, 100)
+    for value, what in ((system_words, "system_words"), (task_words, "task_words")):
+        _count(value, what, 1, MAX_WORDS)
+    for value, what in ((proposal_tokens, "proposal_tokens"), (review_tokens, "review_tokens")):
+        _count(value, what, 1, MAX_WORDS)
     rng = random.Random(seed)
     system = f"{SYSTEM_PROMPT_HEAD} {_words(rng, system_words)}"
     task = f"Task: {_words(rng, task_words)}"

@@ -1,0 +1,76 @@
+"""The library versions helpers cannot run correctly without, checked when ``helpers`` is imported.
+
+An older library here does not always fail: it can give plausible, wrong numbers. transformers 5.24
+renamed the model forward's ``past_key_values=`` to ``cache=`` (read in every release's
+``models/mistral/modeling_mistral.py``: 5.17 to 5.23 take ``past_key_values``, 5.24 takes ``cache``
+and keeps the old name as a deprecated alias). Under 5.23 or older, ``model(..., cache=cache)`` falls
+into ``**kwargs`` and is ignored: every decode step runs without its KV history, and its timings look
+fine (helpers.timing, workloads, decoding, serving, breakdown all pass ``cache=``). transformers 5.24
+in turn turns PyTorch off below 2.6 with only a logged warning (``utils/import_utils.py``,
+``is_torch_available``). So ``import helpers`` stops on a GPU host, on Colab and on a laptop alike,
+with one line: the version found, the version needed, and the fix.
+
+requirements.txt states the same floors (tests/test_versions.py holds them together); torch is not in
+it (the host's build is kept, scripts/setup.sh installs a CPU build elsewhere).
+"""
+from __future__ import annotations
+
+import importlib.metadata
+import re
+
+# distribution -> (lowest version allowed, first version not allowed or None), and why
+FLOORS: dict[str, tuple[str, str | None, str]] = {
+    "transformers": ("5.24", "6", "the model forward takes cache= from 5.24 on; older releases ignore it"),
+    "torch": ("2.6", None, "transformers 5.24 turns PyTorch off below 2.6"),
+}
+
+
+class LibraryVersionError(ImportError):
+    """An installed library outside the range helpers needs (FLOORS)."""
+
+
+def version_tuple(version: str) -> tuple[int, ...]:
+    """The release numbers of a version string: '5.24.0' -> (5, 24, 0), '2.13.0+cpu' -> (2, 13, 0),
+    '5.25.0.dev0' -> (5, 25, 0)."""
+    m = re.match(r"\s*v?(\d+(?:\.\d+)*)", version)
+    if not m:
+        raise ValueError(f"not a version number: {version!r}")
+    return tuple(int(p) for p in m.group(1).split("."))
+
+
+def requirement(name: str) -> str:
+    """The pip requirement for one floor: 'transformers>=5.24,<6'."""
+    low, high, _ = FLOORS[name]
+    return f"{name}>={low}" + (f",<{high}" if high else "")
+
+
+def problem(name: str, found: str | None) -> str | None:
+    """One line saying why `found` (a version of `name`, None when not installed) will not do, or None
+    when it will. A library that is not installed is not this check's business: importing it fails
+    loudly where it is used."""
+    if found is None:
+        return None
+    low, high, why = FLOORS[name]
+    v = version_tuple(found)
+    if v >= version_tuple(low) and (high is None or v < version_tuple(high)):
+        return None
+    fix = f'pip install -U "{requirement(name)}"' if name != "torch" else f"install torch {low} or newer"
+    return (f"helpers needs {requirement(name)} ({why}), found {name} {found}; "
+            f"fix: {fix}, then restart the kernel or process")
+
+
+def installed(name: str) -> str | None:
+    """The version of the distribution Python would import first (the first on sys.path), or None."""
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def require() -> None:
+    """Raise LibraryVersionError (one line) when an installed library is outside FLOORS. Reads package
+    metadata only: it imports neither torch nor transformers."""
+    for name in FLOORS:
+        line = problem(name, installed(name))
+        if line:
+            raise LibraryVersionError(line)

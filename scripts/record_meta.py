@@ -1,0 +1,107 @@
+"""meta.json of a recorded run (scripts/gpu_record.sh calls it after each section): the executed notebooks'
+HTML copied and their figures extracted as PNG, each notebook's time and errors, each section's exit status
+and time (sections.tsv), the bench and engines files, the key figures the notebooks noted, the device and
+library versions.
+
+    python scripts/record_meta.py DEST GPU_NAME
+"""
+from __future__ import annotations
+
+import base64
+import csv
+import datetime as dt
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def notebooks(out: Path, build: Path) -> list[dict]:
+    """Each executed notebook of this run: errors, figures (written as PNG), HTML copied, seconds. The
+    seconds come from build/run.json, which each `notebooks.py run` rewrites: merged into notebooks.json."""
+    import nbformat
+
+    seen = out / "notebooks.json"
+    secs = json.loads(seen.read_text()) if seen.is_file() else {}
+    run_json = build / "run.json"
+    if run_json.is_file():
+        secs.update({r["notebook"]: r["seconds"] for r in json.loads(run_json.read_text()).get("notebooks", [])})
+    seen.write_text(json.dumps(secs, indent=1) + "\n")
+    rows = []
+    for ipynb in sorted((build / "executed").glob("[0-9][0-9]_*.ipynb")):
+        nb = nbformat.read(ipynb, as_version=4)
+        errors, figures = [], 0
+        for cell in nb.cells:
+            for o in cell.get("outputs", []):
+                if o.get("output_type") == "error":
+                    errors.append(f"{o.get('ename')}: {o.get('evalue', '')[:300]}")
+                png = o.get("data", {}).get("image/png")
+                if png:
+                    figures += 1
+                    (out / "figures" / f"{ipynb.stem}-{figures:02d}.png").write_bytes(base64.b64decode(png))
+        html = build / f"{ipynb.stem}.html"
+        if html.exists():
+            shutil.copy(html, out / html.name)
+        rows.append({"notebook": ipynb.stem, "ok": not errors, "errors": errors, "figures": figures,
+                     "html": html.name if html.exists() else None, "seconds": secs.get(ipynb.stem)})
+    return rows
+
+
+def sections(out: Path) -> list[dict]:
+    path = out / "sections.tsv"
+    if not path.is_file():
+        return []
+    rows = []
+    for r in csv.DictReader(path.open(), delimiter="\t"):
+        rows.append({"section": r["section"], "exit_code": int(r["exit_code"]) if r["exit_code"] else None,
+                     "seconds": int(r["seconds"]), "limit_s": int(r["limit_s"]), "note": r["note"]})
+    return rows
+
+
+def main(argv: list[str]) -> int:
+    from helpers.hardware import device_info
+    from helpers.preflight import library_versions
+    from helpers.recorded import KEY_FIGURES, noted_figures
+
+    out, gpu = Path(argv[0]), argv[1]
+    build = ROOT / "build"
+    (out / "figures").mkdir(parents=True, exist_ok=True)
+    # RECORD_COMMIT: the commit a copy of the tree was made from (a GPU host gets files, not the repository)
+    commit = os.environ.get("RECORD_COMMIT")
+    if not commit:
+        try:
+            commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True,
+                                    cwd=ROOT).stdout.strip()
+        except Exception:  # noqa: BLE001 - not a git checkout
+            commit = None
+    nbs = notebooks(out, build)
+    meta = {
+        "recorded_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "gpu": gpu,
+        "device": device_info().to_dict(),
+        "profile": os.environ.get("WORKSHOP_PROFILE"),
+        "versions": library_versions(),
+        "python": sys.version.split()[0],
+        "git_commit": commit,
+        "sections": sections(out),
+        "notebooks": nbs,
+        "bench_files": sorted(p.name for p in out.glob("*.json")
+                              if p.name not in ("meta.json", KEY_FIGURES, "notebooks.json", "engines.json")),
+        "engines": "engines.json" if (out / "engines.json").is_file() else None,
+    }
+    if os.environ.get("RECORD_NOTE"):
+        meta["note"] = os.environ["RECORD_NOTE"]
+    (out / KEY_FIGURES).write_text(json.dumps(noted_figures(build / "figures"), indent=1) + "\n")
+    (out / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+    for n in nbs:
+        print(f"  {n['notebook']}: {'ok' if n['ok'] else 'FAILED'}, {n['figures']} figures, {n['seconds']} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

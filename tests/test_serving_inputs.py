@@ -1,0 +1,114 @@
+"""Bad input to the functions that run a model (serving, decoding, the step breakdown) is refused at
+the entry point in one ValueError saying what is allowed — never an IndexError from the embedding, a
+ZeroDivisionError from a rate, or a run past the model's positions (issue 20's hostile user). Each
+case is refused before the model runs, so the file takes seconds."""
+import math
+
+import pytest
+import torch
+
+from helpers.decoding.breakdown import step_breakdown
+from helpers.decoding.impls import decode
+from helpers.serving import batching, kv_cache, kv_quant, naive, prefix_reuse, speculative
+from helpers.serving.naive import Request
+from helpers.timing import check_ids, timed_generate
+
+OK = torch.tensor([[5, 6, 7, 8]])
+
+
+def test_check_ids_says_what_is_wrong(tiny):
+    m = tiny.model
+    vocab, positions = m.config.vocab_size, m.config.max_position_embeddings
+    assert torch.equal(check_ids(m, [5, 6, 7], one_sequence=True), torch.tensor([[5, 6, 7]]))  # a batch of one
+    assert torch.equal(check_ids(m, [[5, 6], [7, 8]]), torch.tensor([[5, 6], [7, 8]]))
+    with pytest.raises(ValueError, match="one sequence of token ids, got a batch of 2"):
+        check_ids(m, [[5, 6], [7, 8]], one_sequence=True)
+    for ids, needle in ((torch.empty(1, 0, dtype=torch.long), r"at least one token, got shape \(1, 0\)"),
+                        (torch.empty(0, 4, dtype=torch.long), r"got shape \(0, 4\)"),
+                        ([], r"got shape \(0,\)"),
+                        (torch.tensor([5, 6]), r"got shape \(2,\)"),                       # 1-D: not a batch
+                        (OK.float(), "integer token ids"),
+                        (torch.tensor([[vocab]]), f"holds the id {vocab}; allowed: 0 to {vocab - 1:,}"),
+                        (torch.tensor([[-1]]), "holds the id -1"),
+                        ("hello", "token ids"),
+                        (torch.full((1, positions), 5), f"exceed the model's {positions:,} positions")):
+        with pytest.raises(ValueError, match=needle):
+            check_ids(m, ids, 1)
+
+
+def test_generation_and_decoding_refuse_empty_out_of_vocabulary_and_too_long_prompts(tiny):
+    m, vocab, positions = tiny.model, tiny.model.config.vocab_size, tiny.model.config.max_position_embeddings
+    empty = torch.empty(1, 0, dtype=torch.long)
+    for call, needle in ((lambda: timed_generate(m, empty, 3), "at least one token"),      # was IndexError
+                         (lambda: timed_generate(m, torch.tensor([[vocab + 5]]), 3), "the vocabulary"),
+                         (lambda: timed_generate(m, OK, 0), "max_new_tokens"),
+                         (lambda: timed_generate(m, OK, True), "max_new_tokens"),
+                         (lambda: timed_generate(m, torch.full((1, positions), 5), 3), "positions"),
+                         (lambda: decode(m, "eager", empty, 3), "at least one token"),
+                         (lambda: decode(m, "static", torch.tensor([[vocab]]), 3), "the vocabulary"),
+                         (lambda: kv_cache.cache_on_off(m, empty, 3), "at least one token"),
+                         (lambda: kv_cache.generate_without_cache(m, torch.tensor([[vocab]]), 2), "the vocabulary"),
+                         (lambda: prefix_reuse.prefix_reuse(m, [], [1]), "prefix_ids"),
+                         (lambda: prefix_reuse.prefix_reuse(m, [1, 2], [vocab]), "suffix_ids"),
+                         (lambda: prefix_reuse.prefix_reuse(m, [5] * positions, [5]), "positions"),
+                         (lambda: speculative.speculate(m, [], 4, prompt_lookup=True), "at least one token"),
+                         (lambda: speculative.speculate(m, [5, 6], 4, prompt_lookup=True, ngram=0), "ngram"),
+                         (lambda: kv_quant.quality_rows(m, list(range(5, 80)), chunk=0), "chunk"),    # was range()
+                         (lambda: kv_quant.speed_rows(m, [5, 6], steps=0), "steps"),                  # was median([])
+                         (lambda: kv_quant.bytes_rows(m, "mistral-7b-v0.1", [], "fp32"), "at least one token")):
+        with pytest.raises(ValueError, match=needle):
+            call()
+
+
+def test_step_breakdown_checks_the_context_against_the_models_positions(tiny):
+    m = tiny.model
+    limit = m.config.max_position_embeddings                      # 32,768 for the Mistral architecture
+    with pytest.raises(ValueError, match=f"{limit + 8:,} prompt tokens \\+ 2 new exceed the model's {limit:,}"):
+        step_breakdown(m, context=limit + 8, steps=2, rounds=1, warmup=0)     # used to run on past the limit
+    with pytest.raises(ValueError, match=f"{limit - 1:,} prompt tokens \\+ 12 new"):
+        step_breakdown(m, context=limit - 1)                      # the steps after the context count too
+    for kw, needle in (({"warmup": -1}, "warmup"), ({"floor_s": math.nan}, "floor_s"), ({"steps": 0}, "steps"),
+                       ({"context": 8.0}, "context"), ({"weight_bytes": -1}, "weight_bytes")):
+        with pytest.raises(ValueError, match=needle):
+            step_breakdown(m, **{"context": 8, "steps": 2, "rounds": 1, **kw})
+
+
+def test_serving_refuses_empty_requests_prompts_and_budgets(tiny):
+    m, vocab = tiny.model, tiny.model.config.vocab_size
+    good = [Request(0, (1, 2), 2)]
+    for call, needle in ((lambda: naive.serve_sequential(m, []), "non-empty list of Request"),   # was 0/0
+                         (lambda: naive.serve_batched(m, []), "non-empty list of Request"),      # was max() of nothing
+                         (lambda: naive.serve_sequential(m, [Request(0, (), 3)]), "request 0's prompt"),
+                         (lambda: naive.serve_sequential(m, [Request(0, (1, 2), 0)]), "max_new_tokens"),
+                         (lambda: naive.serve_sequential(m, [Request(0, (vocab,), 2)]), "the vocabulary"),
+                         (lambda: naive.serve_batched(m, good, pad_id=vocab), "pad_id"),
+                         (lambda: naive.compare_serving(m, [], "cpu"), "non-empty list"),
+                         (lambda: batching.serve_static(m, good, 0), "batch_size"),
+                         (lambda: batching.cb_config(m, good, page_size=0), "page_size"),        # was ZeroDivisionError
+                         (lambda: batching.cb_config(m, good, max_batch_tokens=0), "token budget"),
+                         (lambda: batching.serve_continuous(m, good, arrivals_s=[]), "arrival times"),
+                         (lambda: batching.serve_continuous(m, good, timeout_s=math.nan), "timeout_s"),
+                         (lambda: batching.chunked_prefill(m, [[1, 2]], [3] * 10, 4, 0.0, [0]), "token budget"),
+                         (lambda: batching.chunked_prefill(m, [[1, 2]], [3] * 10, 4, 0.0, []), "budgets"),
+                         (lambda: batching.chunked_prefill(m, [[1, 2]], [], 4, 0.0, [8]), "prompt 1"),
+                         (lambda: batching.chunked_prefill(m, [[1, 2]], [3] * 10, 4, -1.0, [8]), "arrive_after_s"),
+                         (lambda: batching.compare_batching(m, [], 2), "non-empty list")):
+        with pytest.raises(ValueError, match=needle):
+            call()
+
+
+def test_sweeps_check_every_point_before_the_first_runs(tiny):
+    from helpers import workloads
+
+    limit = tiny.model.config.max_position_embeddings
+    for call, needle in ((lambda: workloads.ttft_sweep(tiny, [8, limit + 1]), "positions"),   # ran 8, then failed
+                         (lambda: workloads.memory_growth(tiny, [8, 0]), "prompt length"),
+                         (lambda: workloads.memory_growth(tiny, []), "no points"),
+                         (lambda: workloads.itl_sweep(tiny, [limit - 4], steps=12), "positions"),
+                         (lambda: workloads.itl_sweep(tiny, [8], steps=0), "steps"),
+                         (lambda: workloads.decode_batch_sweep(tiny, 8, [1, 0]), "a batch"),
+                         (lambda: workloads.users_sweep(tiny, 8, [2.5]), "a batch"),
+                         (lambda: workloads.prompt_ids(8, batch=0), "batch"),                   # was a (0, 8) tensor
+                         (lambda: workloads.prompt_ids(8, vocab=0), "vocab")):
+        with pytest.raises(ValueError, match=needle):
+            call()
