@@ -3,16 +3,19 @@ PY      := .venv/bin/python
 export HF_HUB_DISABLE_TELEMETRY := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup run test test-fast bench export check-exports edit slides gpu-record gpu-bundle gpu-dry-run clean record engines \
-        record-times record-replay
+.PHONY: setup setup-vllm run test test-fast bench export check-exports edit slides gpu-record gpu-bundle gpu-dry-run clean \
+        record engines record-times record-replay
 
 setup:            ## create .venv and install what the workshop needs (idempotent, fast when done)
 	@bash scripts/setup.sh
 
-run: setup        ## run every notebook headless on the default profile: build/index.html + one HTML each
+setup-vllm:       ## .venv-vllm: vLLM's CPU build where this machine can run it (idempotent; says why not elsewhere)
+	@bash scripts/setup-vllm.sh
+
+run: setup setup-vllm ## run every notebook headless on the default profile: build/index.html + one HTML each
 	$(PY) scripts/notebooks.py run
 
-test: setup       ## unit tests, notebook runs (nbmake, tiny profile, Hub off), export freshness, browser tests
+test: setup setup-vllm ## unit tests, notebook runs (nbmake, tiny profile, Hub off), export freshness, browser tests
 	@bash scripts/setup-system.sh
 	HF_HUB_OFFLINE=1 WORKSHOP_PROFILE=tiny $(PY) -m pytest tests notebooks/colab --nbmake --nbmake-timeout=900 -q
 
@@ -50,7 +53,7 @@ slides: setup     ## the deck: slides/deck.md + figures and numbers from helpers
 record: setup     ## the notebooks' measurements on whatever device is here -> workshop/results/<device>/ (GPU: make gpu-record)
 	RECORD_ANY_DEVICE=1 bash scripts/gpu_record.sh
 
-engines: setup    ## every serving configuration available here (transformers serve; vLLM, SGLang on a GPU) -> build/engines/engines.json
+engines: setup setup-vllm ## every serving configuration available here (transformers serve, vLLM; SGLang on a GPU) -> build/engines/engines.json
 	HF_HUB_OFFLINE=$${HF_HUB_OFFLINE:-1} $(PY) -m helpers.engines --out build/engines/engines.json
 
 record-times: setup  ## the guide's run times: make run twice on the default profile (nothing cached, then cached)

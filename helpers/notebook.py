@@ -165,3 +165,19 @@ def attempt(what: str, fn: Callable[..., Any], *args, **kwargs) -> Attempt:
     except Exception as exc:  # noqa: BLE001 - any fault of a measurement is reported, not raised
         message = " ".join(str(exc).split())[:400] or "(no message)"
         return Attempt(what, None, f"{type(exc).__name__}: {message}", traceback.format_exc())
+
+
+def code(obj, title: str | None = None, folded_: bool = True):
+    """The source of a function, class or module as a code block, so a mechanism is read as its own code:
+    folded under `title` (default: its name and line count) unless `folded_` is False."""
+    import inspect
+    import textwrap
+
+    import marimo as mo
+
+    src = textwrap.dedent(inspect.getsource(obj)).rstrip()
+    name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", "source")
+    block = f"```python\n{src}\n```"
+    if not folded_:
+        return mo.md(block)
+    return folded(title or f"`{name}` — {src.count(chr(10)) + 1} lines", block)

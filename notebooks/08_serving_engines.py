@@ -11,418 +11,550 @@ import marimo
 __generated_with = "0.25.2"
 app = marimo.App(width="medium")
 
+with app.setup:
+    import textwrap
+    import time
 
-@app.cell
-def _():
     import marimo as mo
     import pandas as pd
 
-    from helpers import notebook
-    from helpers.engines import bench, figures, guide, process, servers
+    from helpers import notebook, plots, replay
+    from helpers.engines import bench, figures, guide, metrics, process, servers, vllm_env
+    from helpers.glossary import term
 
     notebook.setup()
-    return bench, figures, guide, mo, pd, process, servers
+    started = time.perf_counter()
 
 
-@app.cell
-def _(mo):
-    mo.md("""
+@app.cell(hide_code=True)
+def _():
+    mo.md(f"""
     # 08 · Serving engines: a benchmark against real server processes
 
     The talk compared a Hugging Face baseline with vLLM (default, + prefix caching, + fp8 KV cache,
     + n-gram speculation) and SGLang — an hour of manual server restarts, and the SGLang part failed
-    live. Here every configuration runs as a **real server process** started, measured and stopped by
-    `helpers.engines`, and the load comes from two clients: **guidellm**, the established load
-    generator, and a **small streaming client** of our own that shows where TTFT and ITL come from.
+    live. Here every configuration runs as a **real server process**, started, measured and stopped by
+    `helpers.engines`: `transformers serve` with {term("continuous batching")} off and on, and **vLLM**
+    itself (its CPU build, in an environment of its own), on the same two workloads — ShareGPT-like chat
+    and the talk's agentic branching.
 
-    You will:
-    1. start servers as child processes on a free port of 127.0.0.1 and stop them, always;
-    2. see TTFT and inter-token latency (ITL) appear in the arrival times of streamed chunks;
-    3. measure `transformers serve` with **continuous batching off and on**, side by side, at several
-       concurrency levels — throughput against latency, and **goodput** under an SLO;
-    4. check our client against guidellm on the same server and workload;
-    5. read the **decision guide**: which engine for which workload, measured and published figures.
+    **What you will learn**
 
-    **Run time**: about 2 minutes on 2 CPU cores with the tiny model (two `transformers serve`
-    processes, a few dozen requests each); on a GPU host `make engines` runs every configuration
-    installed there (vLLM, SGLang) in minutes.
+    1. To measure a server as its users see it: {term("TTFT")} and {term("ITL")} from the arrival times of
+       streamed chunks, throughput against latency as concurrency grows, and open-loop arrivals.
+    2. To read {term("goodput")} under an {term("SLO")} two ways — the share of requests within it at each
+       request rate (DistServe's goodput: the highest rate with ≥ 90 %) and vLLM bench's requests/s within it.
+    3. To check a benchmark against others: our client, guidellm and `vllm bench serve` on the same server,
+       and where their definitions differ.
+    4. To choose an engine by workload from measured figures, and to tell measured from cited claims.
+
+    **Run time**: the live run below (transformers serve off and on, and vLLM's default where it is
+    installed) took 7 minutes on 2 CPU cores shared at a load average of 8–11; in marimo it waits for its button. The full comparison (`make engines`: 13 minutes here at a load average of 8.5) is shown from its record.
     """)
     return
 
 
 @app.cell
-def _(servers):
+def _():
     configs, skipped = servers.available()
+    plots.table(pd.DataFrame(
+        [{"configuration": c.name, "engine": c.engine, "command": " ".join(c.command)} for c in configs]
+        + [{"configuration": s["name"], "engine": "—", "command": "not here: " + s["why"]} for s in skipped]),
+        "servers.available(): what this machine can run, and why not the others")
     return configs, skipped
 
 
-@app.cell
-def _(configs, pd, skipped):
-    engines_table = pd.DataFrame([c.to_dict() for c in configs] +
-                                 [{"name": s["name"], "engine": s["name"], "command": "—", "description": "not here: " + s["why"]}
-                                  for s in skipped])
-    engines_table
-    return
-
-
-@app.cell
-def _(mo):
-    mo.md("""
+@app.cell(hide_code=True)
+def _(skipped):
+    _why = next((s["why"] for s in skipped if s["name"] == "vllm"), None)
+    mo.md(f"""
     ## 1 · A server is a child process
 
-    `helpers.engines.process.ServerProcess` takes a command line with `{port}`, picks a free port on
-    127.0.0.1, starts the process in its own process group with its log in a file, and polls
-    `GET /health` until it answers (or a timeout, or the process exits — each a clear error with the
-    end of the log). It is stopped when the `with` block ends — also when a cell fails or the kernel
-    is interrupted — at interpreter exit, and, on Linux, by the kernel if this notebook's process
-    dies (a parent-death signal). The table above lists the configurations this machine can run and
-    why the others cannot.
+    `helpers.engines.process.ServerProcess` takes a command line with `{{port}}`, picks a free port on
+    127.0.0.1, and starts it under a small **supervisor** (`engines/supervise.py`): a process that is the
+    subreaper of the server's whole tree, so vLLM's API server, its engine core and their workers, a
+    child in a session of its own, or a worker orphaned by a SIGKILL are all ended with it — when the
+    `with` block ends, when a cell fails or the kernel is interrupted, at interpreter exit, and when
+    this notebook's process dies (a pipe the supervisor watches closes). Readiness is `GET /health`
+    within a timeout; the log goes to a file; requests to 127.0.0.1 bypass any proxy.
 
-    **What you should see** — on a CPU: the two `transformers serve` configurations; vLLM and SGLang
-    skipped (their wheels need CUDA). On a GPU host with vLLM and SGLang installed: the talk's four
-    vLLM steps and SGLang as well.
+    **What you should see** — on a CPU: two `transformers serve` configurations and four vLLM ones
+    {"(vLLM is installed here)" if _why is None else f"— not vLLM here: {_why}"}; SGLang skipped (no CPU
+    wheel). On a GPU host with vLLM and SGLang installed: those, in bf16, and SGLang.
     """)
     return
 
 
 @app.cell
-def _(bench):
-    # Every configuration of `transformers serve` in turn: start, warm up, one example request, the
-    # workload at each concurrency with our client, then the same with guidellm; stop. A server that fails
-    # is a recorded fault; anything else that stops the run is shown below, and the cells that need no
-    # server (the decision guide, the exercises, the takeaways) still run.
-    run_error = None
-    try:
-        data = bench.run_all(out=bench.RESULTS_DIR / "notebook08.json", include=("transformers",),
-                             plan=bench.notebook_plan)
-    except Exception as _exc:  # noqa: BLE001 - shown in the next cell
-        run_error = f"{type(_exc).__name__}: {_exc}"
-        data = bench.new_result(bench.notebook_plan("cpu"), "cpu", "unknown", "the run did not start")
+def _():
+    run = replay.run_button("Run the live benchmark")
+    mo.vstack([run, mo.md("Starts each configuration's server in turn (transformers serve off and on, the vLLM "
+                          "default): the agentic workload and ShareGPT-like chat at concurrency 1 and 4, chat also "
+                          "open loop at 2 and 8 requests/s (`bench.notebook_plan`), guidellm on one configuration; "
+                          "then stops it.")])
+    return (run,)
+
+
+@app.cell
+def _(run):
+    # transformers serve off and on, then vLLM with prefix caching off and on (where installed): start,
+    # warm up, one example request, every workload and level, stop. A failed server is a recorded fault.
+    live = notebook.attempt("The live benchmark", replay.measure, "08/engines", bench.run_all,
+                            out=bench.RESULTS_DIR / "notebook08.json", include=("transformers", "vllm"),
+                            plan=bench.notebook_plan, run=run.value, long=True)
+    live.note()
+    return (live,)
+
+
+@app.cell
+def _():
+    # the full comparison (make engines): this machine's own complete run, else the committed record
+    record, record_label = bench.load_record()
+    return record, record_label
+
+
+@app.cell
+def _(live):
+    data = live.value.value if live.ok else bench.new_result(bench.notebook_plan("cpu"), "cpu", "unknown",
+                                                             "the run failed")
     table = bench.runs_table(data)
-    source = bench.source_label(data)
-    return data, run_error, source, table
+    source = live.value.source(bench.source_label(data)) if live.ok else "nothing measured"
+    mo.md("**What ran** (each configuration's own server process):\n\n" + bench.status_markdown(data, live.error))
+    return data, source, table
 
 
-@app.cell
-def _(bench, data, mo, run_error):
-    mo.md("**What ran** (each configuration's own server process):\n\n" + bench.status_markdown(data, run_error))
-    return
-
-
-@app.cell
-def _(data, mo):
-    _w = data["workloads"]["fixed"]
-    _ready = ", ".join(f"{c['config']['name']}: {c['ready_s']:.1f} s" for c in data["configs"] if c["ready_s"])
-    _ready = f"Servers became ready in {_ready}." if _ready else "No server became ready here (see **What ran**)."
+@app.cell(hide_code=True)
+def _(data):
+    _ready = ", ".join(f"{c['config']['name']}: {c['ready_s']:.0f} s" for c in data["configs"] if c["ready_s"])
     mo.md(f"""
     ## 2 · TTFT and ITL come from the arrival of streamed chunks
 
-    The workload: {_w['requests']} chat-style prompts of one length (`helpers.serving.traces.chat_trace`,
-    seeded) asking for {_w['output_tokens_asked'] // _w['requests']} tokens each, at concurrency
-    {", ".join(map(str, data["concurrencies"]))}. {_ready}
-
-    Each request is sent with `"stream": true`. The server answers with Server-Sent Events, one
-    `data: {{json}}` line per token; the client notes the clock when each chunk with text arrives.
-    **TTFT** = first arrival − send time (queueing + prefill); **ITL** = the gaps after it; a request's
-    mean ITL is (last − first) / (tokens − 1) — guidellm's definition, and vLLM's "TPOT".
+    Each request is sent with `"stream": true`; the server answers with Server-Sent Events, one
+    `data: {{json}}` line per chunk, and the client notes the clock when each chunk with text arrives.
+    **TTFT** = first arrival − send time (queueing + prefill); a request's **ITL** = (last − first) ÷
+    (tokens − 1) — guidellm's definition, and vLLM bench's "TPOT". A stream counts only when it says it
+    is complete (a `finish_reason`, the usage chunk or `[DONE]`): one cut mid-way is a failure, as is a
+    reply that is not a completion chunk or a token count the stream contradicts.
+    {"Servers became ready in " + _ready + "." if _ready else "No server became ready here (see **What ran**)."}
     """)
     return
 
 
 @app.cell
-def _(data, figures, source):
+def _(data, source):
     _ex = next((c["example"] for c in data["configs"] if c.get("example") and not c["example"]["error"]), None)
     figures.chunks_figure(_ex, source)
     return
 
 
-@app.cell
-def _(data, guide, mo):
-    _w = data["workloads"]["fixed"]
+@app.cell(hide_code=True)
+def _():
     _base, _vllm = guide.talk("baseline", "ITL ms"), guide.talk("vLLM default", "ITL ms")
     mo.md(f"""
-    **What you should see** — on a CPU (tiny model): a short orange band (the prefill of a
-    {_w['prompt_words_total'] / _w['requests']:.0f}-word prompt, tens of milliseconds on a quiet machine) and evenly spaced
-    ticks, one per decode step. On a GPU with Mistral 7B: TTFT of tens of milliseconds, ticks
-    {min(_base, _vllm):.0f}–{max(_base, _vllm):.0f} ms apart (the talk measured {_base:g} ms for the baseline and {_vllm:g} ms in vLLM).
+    **What you should see** — on a CPU (tiny model): a short orange band (the prefill) and ticks, one per
+    decode step or a few per chunk (a loaded machine delivers several tokens at once). On a GPU with
+    Mistral 7B: TTFT of tens of milliseconds, ticks {min(_base, _vllm):.0f}–{max(_base, _vllm):.0f} ms apart
+    (the talk measured {_base:g} ms for the baseline and {_vllm:g} ms in vLLM).
+
+    ## 3 · Continuous batching and vLLM, as concurrency grows
+
+    Without continuous batching `transformers serve` runs one request at a time: with 4 in flight, 3
+    wait, and their TTFT is the time the others take. With it, the server admits new requests into the
+    running batch at every step (paged KV cache, bounded here: `--cb-num-blocks 64
+    --cb-max-batch-tokens 512`). vLLM does the same, with chunked prefill and its own kernels.
     """)
     return
 
 
 @app.cell
-def _(mo):
-    mo.md("""
-    ## 3 · Continuous batching off and on, as concurrency grows
+def _():
+    workload = mo.ui.dropdown(["chat", "agentic"], value="chat", label="workload")
+    workload
+    return (workload,)
 
-    Without continuous batching `transformers serve` runs one request at a time: with 8 requests in
-    flight, 7 wait, and their TTFT is the time the others take. With it, the server admits new requests
-    into the running batch at every step (paged KV cache, bounded here: `--cb-num-blocks 64
-    --cb-max-batch-tokens 512`, since by default it sizes its cache from the machine's memory).
-    """)
+
+@app.cell
+def _(source, table, workload):
+    figures.curve_figure(table, source, workload=workload.value, tool="client")
     return
 
 
 @app.cell
-def _(table):
-    table
+def _(source, table, workload):
+    plots.table(table[(table["workload"] == workload.value) & table["rate req/s"].isna()]
+                .drop(columns=["rate req/s", "workload"]), source)
     return
 
 
-@app.cell
-def _(figures, source, table):
-    figures.curve_figure(table, source, workload="fixed", tool="client")
-    return
-
-
-@app.cell
-def _(data, guide, mo, table):
-    _top = max(data["concurrencies"])
-    _eff = guide.batching_effect(table, "fixed", _top)
-    _failed = int(table["failed"].sum())
+@app.cell(hide_code=True)
+def _(data, workload):
+    _eff = guide.batching_effect_data(data, workload.value)
+    _sc = guide.concurrency_scaling(data, "vLLM default", workload.value)
     if _eff is None:
-        _text = "One of the two configurations produced no result at this level: see the faults below."
+        _text = "transformers serve did not produce both configurations' runs here: see **What ran**."
     else:
-        _text = (f"At concurrency {_top}, continuous batching **{_eff['verdict']}**: {_eff['on tok/s']:.1f} against "
-                 f"{_eff['off tok/s']:.1f} output tokens/s (× {_eff['throughput ×']:.2f}), and mean TTFT "
-                 f"{_eff['on TTFT ms']:,.0f} ms against {_eff['off TTFT ms']:,.0f} ms (÷ {_eff['TTFT ÷']:.1f}). "
-                 f"(A change counts when it exceeds {guide.CHANGE_MARGIN:.0%}.)")
+        _text = (f"At concurrency {_eff['concurrency']}, continuous batching gave × {_eff['throughput on ÷ off']} the "
+                 f"output tokens/s (**{_eff['throughput']}**), a mean TTFT **{_eff['TTFT']}** (off ÷ on "
+                 f"{_eff['TTFT off ÷ on']}) — and a per-request ITL {_eff['ITL off ms']} → {_eff['ITL on ms']} ms "
+                 f"(**{_eff['ITL']}**): each request shares every step with the others, so batching trades "
+                 "per-request speed for total speed.")
+    if _sc:
+        _text += (f" vLLM (default) went from {_sc['tok/s at 1']} to {_sc['tok/s at top']} output tokens/s between "
+                  f"concurrency 1 and {_sc['concurrency']} (× {_sc['ratio']}).")
     mo.md(f"""
-    {_text} Failed requests in all runs: **{_failed}** (counted in the `failed` column, never dropped).
+    {_text} (A change counts when it exceeds {guide.CHANGE_MARGIN:.0%}; failed requests are counted in the
+    `failed` column, never dropped.)
 
-    **What you should see** — on a CPU: at concurrency 1 both configurations alike; at 4 and 8 the
-    baseline's throughput stays flat while its TTFT grows with the queue, and continuous batching gives
-    several times the throughput with a far lower TTFT (other processes on the machine slow both). On a
-    GPU the same shape, larger: the talk's {guide.talk("baseline", "tok/s"):,} tok/s baseline against
-    {guide.talk("vLLM default", "tok/s"):,} tok/s for vLLM.
+    **What you should see** — at concurrency 1 the two transformers configurations alike; at 4 the
+    one-at-a-time server's throughput stays flat while its TTFT grows with the queue, and continuous
+    batching serves several times the tokens, each request a little slower per token. vLLM higher
+    still. Other processes on the machine slow every figure (see each run's load average).
+    """)
+    return
+
+
+@app.cell(hide_code=True)
+def _():
+    mo.md(f"""
+    ## 4 · Prefix caching on the agentic workload
+
+    The agentic trace: a 1,200-token system prompt shared by every request, a proposal per agent, then
+    a review round in which every reviewer reads the system prompt and all proposals. vLLM's
+    {term("prefix caching")} (on by default since vLLM 0.8) hashes full blocks of the prompt — 128
+    tokens in its CPU build, 16 on a GPU — and reuses the ones already computed; SGLang matches the
+    longest cached prefix token by token in a {term("radix tree")}. Each level runs a fresh trace (other
+    words, same shape), so a cache warmed by one level does not serve the next.
     """)
     return
 
 
 @app.cell
-def _(mo):
-    mo.md("""
-    ## 4 · Goodput under an SLO
+def _(data, record, source):
+    # the live run has vLLM's default only; prefix caching off against on comes from the record then
+    prefix_rows = guide.prefix_caching_effect(data, "agentic")
+    prefix_data, _src = data, source
+    if not prefix_rows and record:
+        prefix_data, _src = record, f"recorded: {guide.run_label(record)}"
+        prefix_rows = guide.prefix_caching_effect(record, "agentic")
+    _model = dict((prefix_data.get("prefix_model") or {}).get("agentic") or {})
+    _counted = ((next((c for c in prefix_data["configs"] if c["config"]["name"] == "vLLM default"), {}) or {})
+                .get("prefix_cache") or {}).get("agentic")
+    if _counted and _counted.get("hit rate") is not None:
+        _model["vLLM counted"] = _counted["hit rate"]
+    figures.prefix_figure(prefix_rows, _src, _model)
+    return prefix_data, prefix_rows
 
-    Raw tokens per second hides users who waited too long. **Goodput** counts only the requests that
-    met the service-level objective — a TTFT limit *and* a TPOT (mean ITL) limit — per second
-    (DistServe, OSDI 2024). The SLO here is sized for the device (`bench.notebook_plan`).
+
+@app.cell(hide_code=True)
+def _(prefix_data, prefix_rows):
+    _rb = guide.radix_against_blocks(prefix_data)
+    _lines = [f"- concurrency {r['concurrency']}: mean TTFT {r['TTFT off ms']:,.0f} → {r['TTFT on ms']:,.0f} ms "
+              f"(÷ {r['off ÷ on']}): **{r['verdict']}**" for r in prefix_rows]
+    _radix = ("" if not _rb else
+              f"Replayed through a radix tree, the trace's prompts find {_rb['radix (token-granular)']:.1%} of their "
+              f"tokens cached token by token, {_rb['blocks of 16']:.1%} in 16-token blocks and "
+              f"{_rb['blocks of 128']:.1%} in 128-token ones: **{_rb['verdict']}** — token-granular matching "
+              f"leaves at most × {_rb['most prefill a radix tree saves over 16-token blocks ×']:.2f} less to prefill "
+              "than 16-token blocks. A 3–4× gap between engines cannot come from hit rates this close; the talk's "
+              "SGLang figure is cited, not reproduced. An edit invalidates every later block in both schemes.")
+    _from = "" if prefix_data.get("recorded_at") is None else f"From {guide.run_label(prefix_data)}:\n\n"
+    mo.md(_from + "\n".join(_lines or ["vLLM's two prefix settings have not both run here or in the record."]) + f"""
+
+    {_radix}
+
+    **What you should see** — prefix caching cuts the agentic workload's mean TTFT most at concurrency 1
+    (each request finds the previous one's prefix computed); with 4 in flight, the first round's
+    requests arrive together and none can reuse blocks the others have not yet computed.
+    """)
+    return
+
+
+@app.cell(hide_code=True)
+def _():
+    mo.md(f"""
+    ## 5 · Open loop: requests that do not wait for each other
+
+    A closed loop sends the next request when one finishes, so a slow server slows its own load. Users
+    do not wait: an **open loop** sends each request at its time — Poisson arrivals at a fixed rate —
+    and a server that cannot keep up builds a queue. The vLLM paper plots **normalized latency** (each
+    request's end-to-end latency ÷ its output tokens, averaged) against the rate; DistServe plots **SLO
+    attainment** (the share of requests within the {term("SLO")}) and calls the highest rate with ≥ 90 %
+    the **goodput**. vLLM bench's "goodput" is another figure: requests/s within the SLO in one run.
+    Move the SLO: attainment is recomputed from every request's own figures.
     """)
     return
 
 
 @app.cell
-def _(data, table):
-    goodput_table = (table[table["source"] == "client"]
-                     .pivot_table(index="concurrency", columns="configuration", values="goodput req/s")
-                     .assign(SLO=data["slo"]))    # empty when no server ran: the next cell says so
-    goodput_table
-    return (goodput_table,)
+def _(data):
+    _ttft, _tpot = (data.get("slo_s") or [1.0, 0.1])
+    ttft_ms = mo.ui.slider(100, 5000, step=100, value=int(_ttft * 1e3), label="SLO: TTFT ≤ (ms)")
+    tpot_ms = mo.ui.slider(10, 500, step=10, value=int(_tpot * 1e3), label="SLO: TPOT ≤ (ms)")
+    mo.vstack([ttft_ms, tpot_ms, mo.md("" if notebook.in_marimo() else
+                                       "_Static here (Jupyter, a headless run): the plan's SLO. In marimo the sliders "
+                                       "recompute the attainment below._")])
+    return tpot_ms, ttft_ms
 
 
 @app.cell
-def _(data, goodput_table, mo):
-    _cols = [c for c in goodput_table.columns if c != "SLO"]
-    _best = {c: goodput_table[c].max() for c in _cols}
-    _winner = max(_best, key=_best.get) if _best else None
-    if not _best:
-        _text = "No configuration was measured here (see **What ran** above): there is no goodput to compare."
-    elif _best[_winner] > 0:
-        _text = f"The highest goodput: **{_winner}**, {_best[_winner]:.2f} requests/s within {data['slo']}."
+def _(data, source, table, tpot_ms, ttft_ms):
+    slo = metrics.SLO(ttft_ms.value / 1e3, tpot_ms.value / 1e3)
+    open_loop = guide.attainment_points(data, "chat", slo)
+    figures.open_loop_figure(table, source, "chat", {k: v["points"] for k, v in open_loop.items()})
+    return open_loop, slo
+
+
+@app.cell(hide_code=True)
+def _(open_loop, slo, table):
+    _t = table[table["rate req/s"].notna() & (table["source"] == "client")]
+    _lines = [f"- **{n}**: DistServe goodput " + guide.goodput_words(
+              {"DistServe goodput req/s": v["DistServe goodput req/s"], "points": [{"rate req/s": p[0]} for p in v["points"]]})
+              + "; attainment " +
+              ", ".join(f"{p[1]:.0%} at {p[0]:g}/s" for p in v["points"] if p[1] is not None) for n, v in open_loop.items()]
+    mo.md("\n".join(_lines or ["No open-loop run here."]) + f"""
+
+    Under {slo.describe()}. vLLM bench's figure for the same runs (requests/s within the plan's SLO) is the
+    table's `req/s in SLO` column: it grows with the rate while attainment falls, which is why the two must
+    not share a name. Runs: {len(_t)}.
+
+    **What you should see** — normalized latency flat at low rates and climbing once a server's capacity
+    is passed; the one-at-a-time server passes it first. Tighten the TPOT limit and continuous batching
+    loses attainment first (its requests share steps); loosen the TTFT limit and the queueing servers gain.
+    """)
+    return
+
+
+@app.cell(hide_code=True)
+def _(record_label):
+    mo.md(f"## 6 · The full comparison: `make engines`\n\nShown from {record_label}. Six servers (transformers serve "
+          "off/on; vLLM prefix caching off, default, + fp8 KV cache, + n-gram speculation), both workloads, "
+          "closed and open loop, guidellm and `vllm bench serve` beside our client.")
+    return
+
+
+@app.cell
+def _(record, record_label):
+    if record is None:
+        _out = mo.md(f"_Nothing to show: {record_label}. `make engines` measures it (13 minutes on 2 shared cores)._")
     else:
-        _text = (f"No configuration met {data['slo']} for any request on this machine at these levels: the SLO "
-                 "is tighter than what it can serve (a result too — relax it, or serve fewer users).")
+        _t = bench.runs_table(record)
+        _out = plots.table(_t[(_t["source"] == "client") & _t["rate req/s"].isna()].drop(columns=["rate req/s"]),
+                           f"recorded: {bench.source_label(record)} · {guide.run_label(record)}")
+    _out
+    return
+
+
+@app.cell(hide_code=True)
+def _(record):
+    _f = guide.key_figures(record) if record else {}     # from the record's runs, by this code's rules
+    _sc, _fp8 = _f.get("vllm concurrency scaling"), _f.get("fp8 KV cache") or {}
+    _pc = (_f.get("prefix caching") or {}).get("agentic") or []
+    _sp = _f.get("n-gram speculation") or []
+    _lines = []
+    if _sc:
+        _lines.append(f"- vLLM default, {_sc['workload']} workload: × **{_sc['ratio']}** output tokens/s from concurrency 1 "
+                      f"to {_sc['concurrency']} ({_sc['tok/s at 1']} → {_sc['tok/s at top']}).")
+    _lines += [f"- agentic, concurrency {r['concurrency']}: prefix caching off ÷ on mean TTFT **{r['off ÷ on']}** "
+               f"({r['verdict']})." for r in _pc]
+    _lines.append("- fp8 KV cache: " + ("ran." if _fp8.get("ran") else f"did not run here — {_fp8.get('why', 'not configured')}."))
+    _lines += [f"- n-gram speculation, concurrency {r['concurrency']}: latency per token × "
+               f"{r['latency per token with ÷ without']} ({r['latency per token']}), tok/s × {r['tok/s with ÷ without']} "
+               f"({r['throughput']}) — random words give it few matches." for r in _sp]
+    mo.md("\n".join(_lines) or "_No record to read._")
+    return
+
+
+@app.cell(hide_code=True)
+def _():
     mo.md(f"""
-    {_text}
+    ## 7 · Three load generators on one server
 
-    **What you should see** — on a CPU: the baseline's goodput collapses as concurrency grows (queued
-    requests miss the TTFT limit); continuous batching holds it up until the per-token time passes the
-    TPOT limit. On a GPU: the same, at tens of requests per second.
+    guidellm and `vllm bench serve` each drive the same server **through a tap** (`helpers.engines.tap`): a
+    relay that timestamps every chunk with our client's parsing, so each of their requests is measured
+    twice — by them and by our definitions, on the same run. Our client's own run of the same load, just
+    before, is a second run: it agrees only as far as the machine is steady.
+
+    Where vLLM bench's definitions differ from ours (each pinned by a test, `tests/test_engines_vllm.py`
+    against vLLM's own request function): {bench.DEFINITIONS["vLLM bench's view"]}.
     """)
     return
 
 
 @app.cell
-def _(mo):
-    mo.md("""
-    ## 5 · Our client against guidellm
-
-    guidellm drove the same server with the same prompts and `max_tokens` right after our client
-    (closed loop at each concurrency), **through a tap** (`helpers.engines.tap`): a relay that
-    timestamps every chunk with our client's parsing. So each guidellm request is measured twice, by
-    guidellm and by our definitions — the same run. guidellm's definitions
-    (guidellm/schemas/base/request_stats.py) are ours: they should agree. Our client's own run, just
-    before, is a second run of the same load: it agrees only as far as the machine is steady.
-    """)
+def _(source, table):
+    figures.tools_figure(table, source, workload="fixed")
     return
 
 
 @app.cell
-def _(figures, source, table):
-    figures.tools_figure(table, source, workload="fixed") if (table["source"] == "guidellm").any() else None
-    return
-
-
-@app.cell
-def _(guide, table):
+def _(source, table):
     agreement_table = guide.agreement(table, "fixed", ours="tap")
-    agreement_table
+    plots.table(agreement_table, f"our definitions on guidellm's requests (the tap) against guidellm's · {source}") \
+        if not agreement_table.empty else mo.md("_guidellm did not run here._")
     return (agreement_table,)
 
 
 @app.cell
-def _(guide, table):
-    back_to_back = guide.agreement(table, "fixed", ours="client")
-    back_to_back
-    return (back_to_back,)
+def _(record):
+    _rows = []
+    for _r in (guide.crosscheck_gaps(record) if record else []):
+        for _what in ("our client's own run", "ours on the tap", "vLLM's definitions on the tap"):
+            _rows.append({"concurrency": _r["concurrency"], "against vllm bench serve": _what,
+                          **{f"{k} gap": _r[_what].get(k) for k in ("ttft", "tpot", "itl", "e2el")}})
+    plots.table(pd.DataFrame(_rows), "recorded: relative gaps to vllm bench serve's own means (TTFT; our ITL "
+                "against its TPOT; our pooled ITL against its ITL; E2E against E2EL)") if _rows else \
+        mo.md("_No vllm bench cross-check in the record._")
+    return
 
 
-@app.cell
-def _(agreement_table, back_to_back, data, guide, mo):
-    _faults = [f"{c['config']['name']}: {f['kind']}" for c in data["configs"] for f in c["faults"]]
-
-    def _say(t, what):
-        if t.empty:
-            return f"{what}: guidellm did not run here (" + ("; ".join(_faults) or "not installed") + ")."
-        return (f"{what}: **{int(t['agree'].sum())} of {len(t)}** configuration × concurrency pairs agree within "
-                f"{guide.AGREEMENT_TOLERANCE:.0%} on both mean TTFT and mean ITL (largest gaps: TTFT "
-                f"{t['TTFT gap'].max():.0%}, ITL {t['ITL gap'].max():.0%}).")
-
+@app.cell(hide_code=True)
+def _(agreement_table):
+    _agree = ("guidellm did not run here." if agreement_table.empty else
+              f"Same run: **{int(agreement_table['agree'].sum())} of {len(agreement_table)}** configuration × level pairs "
+              f"agree within {guide.AGREEMENT_TOLERANCE:.0%} on mean TTFT and ITL.")
     mo.md(f"""
-    {_say(agreement_table, "Same run (our definitions on guidellm's requests)")}
+    {_agree}
 
-    {_say(back_to_back, "Back to back (our client's own run against guidellm's)")}
-
-    Faults recorded during the benchmark: {"; ".join(_faults) or "none"}.
-
-    **What you should see** — on the same run, within a few per cent everywhere (the tap's relay adds
-    well under a millisecond per chunk on a quiet machine). Back to back, close on a quiet machine; on
-    a busy one (the development machine, at a load average of 12–14, saw gaps of 20–80 %, either way)
-    two runs of the same load are two measurements: with a queue, TTFT also depends on how quickly a
-    load generator sends its next request. One pitfall: asking
-    guidellm for a fixed *output length* makes it send vLLM's `ignore_eos` field, which `transformers
-    serve` rejects with 422 for every request — and guidellm still exits 0.
-    `helpers.engines.guidellm_runner` passes the length as `max_tokens` instead, and a run whose
-    requests all failed is reported as a failed run.
+    **What you should see** — on the same run, our definitions and guidellm's within a few per cent; vLLM's
+    definitions applied to the tap's records reproduce vllm bench's own means, and ours differ from them
+    only by the documented edge cases (at most a chunk's worth at each end). Back to back, two runs of the
+    same load on a busy machine can differ by tens of per cent either way. One pitfall: asking guidellm for
+    a fixed *output length* makes it send vLLM's `ignore_eos`, which `transformers serve` rejects with 422 for
+    every request — and guidellm still exits 0; `guidellm_runner` passes the length as `max_tokens` instead.
     """)
     return
 
 
-@app.cell
-def _(guide, mo):
+@app.cell(hide_code=True)
+def _(record, record_label):
     _f = guide.talk_factors()
     mo.md(f"""
-    ## 6 · The decision guide
+    ## 8 · The decision guide
 
-    Which engine for which workload — measured here where this machine can, published elsewhere
-    (each row cites its source). The talk's own table comes first: its baseline ran one request at a
-    time against vLLM's {_f['concurrent']}. vLLM's "almost 15×" is **{_f['total ×']:.1f}×** in tokens/s; per request its
-    ITL is only {_f['per-request ITL ×']:.1f}× shorter, so the other **{_f['concurrency ×']:.1f}×** comes from serving
-    {_f['concurrent']} requests at once — {_f['concurrency share']} of the speed-up (the larger factor; section 3 measures
-    exactly that effect).
+    Rebuilt from {record_label}: each row cites that run; GPU claims are marked **cited** with their source.
+    The talk's own table: its baseline ran one request at a time against vLLM's {_f['concurrent']}. vLLM's
+    "almost 15×" is **{_f['total ×']:.1f}×** in tokens/s; per request its ITL is only {_f['per-request ITL ×']:.1f}×
+    shorter, so the other **{_f['concurrency ×']:.1f}×** comes from serving {_f['concurrent']} requests at once —
+    {_f['concurrency share']} of the speed-up (section 3 measures that effect).
     """)
     return
 
 
 @app.cell
-def _(guide):
-    guide.talk_table().assign(**{"× baseline": [1.0] + [round(v, 1) for v in guide.talk_speedups().values()]})
+def _(record):
+    plots.table(guide.decision_table(record), f"the decision guide · {guide.run_label(record)}") if record else \
+        mo.md("_No record: the guide's measured rows need `make engines`._")
     return
 
 
 @app.cell
-def _(guide):
-    guide.decision_table()
+def _():
+    plots.table(guide.talk_table().drop(columns=["source"]).assign(
+        **{"× baseline": [1.0] + [round(v, 1) for v in guide.talk_speedups().values()]}), "cited: " + guide.TALK_SOURCE)
     return
 
 
 @app.cell
-def _(guide):
-    guide.published_table()
+def _():
+    plots.table(guide.published_table(), "cited: published figures, each with its source")
     return
 
 
 @app.cell
-def _(mo):
-    mo.md("""
-    **When one GPU is outgrown** — tensor parallelism (Megatron-LM) splits every weight matrix and the
-    KV heads over N GPUs, with two all-reduces per layer; vLLM and SGLang take `--tensor-parallel-size N`
-    / `--tp N`. On paper, with notebook 09's model of the step (`helpers.parallel.plan.parallel_step`:
-    the capacity planner's floor ÷ its efficiency, **plus** the all-reduces over the server's fastest
-    link) — the same benchmark would then run across the GPUs of one node. tokens/s is an upper bound:
-    every step runs the full batch and no prefill.
-    """)
-    return
-
-
-@app.cell
-def _(guide):
+def _():
     tp_table = guide.tensor_parallel_table()
-    tp_table
+    plots.table(tp_table.drop(columns=["computed"]), "computed: " + tp_table["computed"].iloc[0])
     return (tp_table,)
 
 
-@app.cell
-def _(mo, tp_table):
+@app.cell(hide_code=True)
+def _(tp_table):
     _fit = tp_table[tp_table["fits"]]
     _step = "decode step ms (floor ÷ efficiency + all-reduces)"
     if len(_fit) >= 2:
         _a, _b = _fit.iloc[-2], _fit.iloc[-1]
         _text = (f"From {_a['GPUs']} to {_b['GPUs']} GPUs the step goes from {_a[_step]:.2f} to {_b[_step]:.2f} ms — "
                  f"× {_b[_step] / _a[_step]:.2f}, not × {_a['GPUs'] / _b['GPUs']:.2f}: the weights per GPU shrink in "
-                 f"proportion, the all-reduces do not ({_b['all-reduces ms']:.2f} ms, {_b['communication share']:.0%} of "
-                 f"the step at {_b['GPUs']} GPUs).")
+                 f"proportion, the all-reduces do not ({_b['all-reduces ms']:.2f} ms, {_b['communication share']:.0%} "
+                 f"of the step at {_b['GPUs']} GPUs).")
     else:
         _text = "Fewer than two of these GPU counts fit the model: no scaling to compare."
-    mo.md(f"**What you should see** (computed, the same on every machine): {_text}")
+    mo.md(f"""
+    **When one GPU is outgrown** — {term("tensor parallelism")} splits every weight matrix and the KV heads over
+    N GPUs, with two all-reduces per layer (`--tensor-parallel-size N` / `--tp N`). On paper, with notebook 09's
+    step model (`helpers.parallel.plan.parallel_step`); tokens/s is an upper bound (every step the full batch).
+
+    **What you should see** (computed, the same on every machine): {_text}
+    """)
     return
 
 
 @app.cell
-def _(mo):
-    _ex1 = mo.md("""
-    Call `bench.run_all(include=("transformers",), plan=lambda d: bench.Plan({"w": traces.chat_trace(8, sigma=0,
-    output_tokens_median=128)}, (1, 8), bench.SLO(1.0, 0.1)))`. Longer outputs spread the decode over
-    more steps: continuous batching's advantage in throughput grows (more steps shared), while TTFT
-    without it grows in proportion to the queue ahead.
-    """)
-    _ex2 = mo.md("""
-    `goodput` is requests meeting *both* limits per second: with a TPOT limit below the server's
-    per-token time at concurrency 8, continuous batching loses its goodput even as its throughput is
-    highest — batching trades per-user speed for total speed. `helpers.engines.metrics.goodput(records,
-    SLO(ttft_s, tpot_s), duration_s)` recomputes it from the request records.
-    """)
-    _ex3 = mo.md("""
-    Run `helpers.serving.traces.agentic_trace(agents=4, review_rounds=1)` through `bench.run_config`:
-    its review round shares a long prefix with the proposals. `transformers serve` has no prefix cache,
-    so every review pays the full prefill; on a GPU, vLLM with prefix caching and SGLang (radix tree)
-    reuse it — the 3–4× the talk measured for SGLang on this workload.
-    """)
-    mo.accordion({
-        "Exercise 1 — longer outputs: how do throughput and TTFT change with 128 output tokens?": _ex1,
-        "Exercise 2 — tighten the SLO: when does the faster configuration lose on goodput?": _ex2,
-        "Exercise 3 — the agentic workload: why would a prefix cache help it, and what does transformers serve lack?": _ex3,
-    })
+def _():
+    _ex1 = notebook.exercise(1, textwrap.dedent("""
+    Longer outputs: how do throughput, TTFT and ITL change with 128 output tokens?
+
+    ```python
+    from helpers.engines import bench
+    from helpers.serving.traces import chat_trace
+
+    plan = bench.Plan({"w": chat_trace(8, sigma=0, output_tokens_median=128)}, (1, 4), bench.SLO(1.0, 0.1))
+    long = bench.run_all(include=("transformers",), plan=plan, out="build/engines/exercise1.json")
+    bench.runs_table(long)
+    ```"""), """Each request now spends most of its time in decode: continuous batching's throughput
+    advantage grows (more steps shared by the batch), the one-at-a-time server's TTFT grows with the
+    queue ahead (each request ahead takes 128 steps), and the per-request ITL with batching rises a
+    little more than with 32 tokens (longer sequences, more attention per step).""")
+    _ex2 = notebook.exercise(2, textwrap.dedent("""
+    Tighten the SLO with the sliders of section 5 (TPOT ≤ 30 ms, say): which
+    configuration loses its attainment first, and why? Recompute one run by hand:
+
+    ```python
+    run = next(r for c in data["configs"] for r in c["runs"] if r.get("rate"))
+    metrics.attainment(run["requests_detail"], metrics.SLO(1.0, 0.03))
+    ```"""), """The configurations that batch hardest: their requests share every step, so each
+    request's per-token time (TPOT) is the step time of a full batch. A one-at-a-time server keeps
+    TPOT low but misses the TTFT limit once a queue forms. Goodput under an SLO rewards the
+    configuration that keeps both limits at the rate asked, not the one with the most tokens/s.""")
+    _ex3 = notebook.exercise(3, textwrap.dedent("""
+    The agentic workload with more reviews: does prefix caching pay more
+    when every review shares a longer transcript?
+
+    ```python
+    from helpers.engines import bench, servers
+    from helpers.engines.workloads import agentic
+
+    plan = bench.Plan({"agentic": lambda level: agentic(4, 2, 1200, 24, 12, seed=level)}, (1,),
+                      bench.SLO(1.0, 0.1))
+    cfgs = [c for c in servers.available(include=("vllm",))[0] if "default" in c.name or "off" in c.name]
+    runs = {c.name: bench.run_config(c, plan) for c in cfgs}
+    {n: r["runs"][0]["ttft_s"]["ttft_mean"] for n, r in runs.items()}
+    ```"""), """Yes: the second review round's prompts share the system prompt, the proposals and the
+    first round's reviews — a longer prefix, so the cached share of every prompt grows and the TTFT
+    ratio (off ÷ on) with it. `transformers serve` has no prefix cache: every review pays its full
+    prefill. Where vLLM is not installed, the record's `prefix caching` figures answer it.""")
+    mo.vstack([_ex1, _ex2, _ex3])
     return
 
 
-@app.cell
-def _(mo, process):
+@app.cell(hide_code=True)
+def _():
     _left = process.live_servers()
     mo.md(f"""
     ## Takeaways
 
-    - Measure serving **as a server**: a real process, a real HTTP client, streamed chunks — TTFT and
-      ITL are arrival times, not function timings.
-    - **Continuous batching** is the first win: with requests one at a time, throughput stays flat and
-      TTFT grows with the queue.
-    - Report **goodput under an SLO** and the **curve across concurrency**, not one throughput number;
-      count every failed request, and call a run whose requests all failed a failed run.
-    - Two clients (ours and guidellm) agreeing is the check that the numbers are the server's, not the
-      client's.
-    - Choose the engine by workload: vLLM for general chat, SGLang (or prefix caching) for shared
-      prefixes, fp8 KV for memory, tensor parallelism when one GPU is outgrown.
+    - Measure serving **as a server**: a real process, a real HTTP client, streamed chunks — TTFT and ITL
+      are arrival times, and a stream counts only when it says it is complete.
+    - **Continuous batching** is the first win: with requests one at a time, throughput stays flat and TTFT
+      grows with the queue; with it, total speed rises while each request's ITL rises a little.
+    - Report **SLO attainment against the request rate** (DistServe's goodput is the highest rate with
+      ≥ 90 %), not one throughput number — and do not confuse it with vLLM bench's requests/s within the SLO.
+    - **Prefix caching** pays on shared prompts when a request arrives after its prefix was computed;
+      token-granular and block-granular matching are within a few points on the agentic trace.
+    - Three load generators agreeing on the same run is the check that the numbers are the server's.
 
     Servers still running now: **{len(_left)}** (each configuration was stopped when its run ended).
+    This notebook took {notebook.elapsed(started)}.
     """)
     return
 

@@ -11,16 +11,73 @@
         [--never-ready]                      /health always answers 503
         [--strict-fields]                    unknown request fields get 422, as transformers serve does
         [--exit-at-start]                    exits at once with code 3
+        [--reply KIND]                       the last chunk is malformed: usage-number, usage-string,
+                                             usage-nan, usage-huge (100,000 tokens), chunk-list,
+                                             choices-string, no-usage (neither usage nor finish_reason:
+                                             a stream that just stops), not-json
+        [--cut-after K]                      closes the connection after K tokens, mid-stream
+        [--empty-first]                      a first chunk with a choice but empty text, at once (before TTFT)
+        [--no-text]                          every chunk's text empty (a 200 stream with no text at all)
+        [--vllm-end --tail-s S]              ends as vLLM does: the last text chunk carries finish_reason,
+                                             then (S seconds later) a usage chunk with no choices, [DONE]
+        [--spawn-child group|session]        starts a sleeping child (in its process group, or in a session
+                                             of its own) and logs its pid: "child pid N"
+        [--ignore-sigterm]                   ignores SIGTERM (as vLLM does while it starts)
+
+Imported by the tests (standard library only at import time, so the server starts fast): COMMAND, the
+command line for helpers.engines.process.ServerProcess; start(*flags); trace(n); gone(pid).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+COMMAND = [sys.executable, os.path.abspath(__file__), "--port", "{port}"]
+
+
+def start(*flags: str, **kw):
+    """A ServerProcess for this stand-in (not started yet), with `flags` of the list above."""
+    from helpers.engines import process
+
+    return process.ServerProcess(COMMAND + list(flags), name="fake", ready_timeout_s=kw.pop("ready_timeout_s", 20),
+                                 **kw)
+
+
+def trace(n: int, tokens: int = 4):
+    """n short requests asking for `tokens` tokens each."""
+    from helpers.serving.traces import TraceRequest
+
+    return [TraceRequest(i, f"prompt {i}", tokens) for i in range(n)]
+
+
+def gone(pid: int, within_s: float = 15.0) -> bool:
+    """Whether `pid` is gone (or a zombie: dead, not yet reaped) within `within_s` seconds."""
+    t0 = time.time()
+    while time.time() - t0 < within_s:
+        try:
+            os.kill(pid, 0)
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return True
+        except (ProcessLookupError, FileNotFoundError):
+            return True
+        except OSError:    # no /proc (macOS): reap it if it is our child
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                    return True
+            except ChildProcessError:
+                pass
+        time.sleep(0.1)
+    return False
+
 
 ARGS = None
 KNOWN_FIELDS = {"model", "prompt", "max_tokens", "stream", "stream_options", "temperature", "top_p", "seed", "stop"}
@@ -79,18 +136,51 @@ class Handler(BaseHTTPRequestHandler):
         tokens = int(body.get("max_tokens", 8))
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Connection", "close")
+        self.send_header("Connection", "close")       # a close-delimited body: no length, no chunks
         self.end_headers()
+        if ARGS.empty_first:
+            self.wfile.write(f"data: {json.dumps({'choices': [{'index': 0, 'text': '', 'finish_reason': None}]})}\n\n"
+                             .encode())
+            self.wfile.flush()
         time.sleep(ARGS.ttft_s)
         for i in range(tokens):
             if i:
                 time.sleep(ARGS.token_s)
-            chunk = {"choices": [{"index": 0, "text": f" t{i}"}]}
+            if ARGS.cut_after and i == ARGS.cut_after:
+                self.connection.shutdown(socket.SHUT_RDWR)
+                self.close_connection = True
+                return
+            chunk = {"choices": [{"index": 0, "text": "" if ARGS.no_text else f" t{i}", "finish_reason": None}]}
+            usage = {"prompt_tokens": 5, "completion_tokens": tokens, "total_tokens": 5 + tokens}
             if i == tokens - 1:
-                chunk["usage"] = {"prompt_tokens": 5, "completion_tokens": tokens, "total_tokens": 5 + tokens}
-            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                chunk["choices"][0]["finish_reason"] = "length"
+                if not ARGS.vllm_end:
+                    chunk["usage"] = usage
+                chunk = malformed(chunk) if ARGS.reply else chunk
+            line = chunk if isinstance(chunk, str) else json.dumps(chunk)
+            self.wfile.write(f"data: {line}\n\n".encode())
+            self.wfile.flush()
+        if ARGS.vllm_end:
+            time.sleep(ARGS.tail_s)
+            self.wfile.write(f"data: {json.dumps({'choices': [], 'usage': usage})}\n\ndata: [DONE]\n\n".encode())
             self.wfile.flush()
         self.close_connection = True
+
+
+def malformed(chunk: dict):
+    """The last chunk as --reply asks: valid JSON that is no completion chunk, or a count no server makes."""
+    kind = ARGS.reply
+    if kind == "not-json":
+        return "{not json"
+    if kind == "chunk-list":
+        return [chunk]
+    if kind == "choices-string":
+        return dict(chunk, choices="oops")
+    if kind == "no-usage":
+        return {"choices": [{"index": 0, "text": chunk["choices"][0]["text"], "finish_reason": None}]}
+    usage = {"usage-number": 7, "usage-string": "seven", "usage-nan": {"completion_tokens": float("nan")},
+             "usage-huge": {"prompt_tokens": 5, "completion_tokens": 100_000, "total_tokens": 100_005}}[kind]
+    return dict(chunk, usage=usage)
 
 
 def main():
@@ -107,7 +197,22 @@ def main():
     p.add_argument("--never-ready", action="store_true")
     p.add_argument("--strict-fields", action="store_true")
     p.add_argument("--exit-at-start", action="store_true")
+    p.add_argument("--reply", default=None, choices=("usage-number", "usage-string", "usage-nan", "usage-huge",
+                                                    "chunk-list", "choices-string", "no-usage", "not-json"))
+    p.add_argument("--cut-after", type=int, default=0)
+    p.add_argument("--empty-first", action="store_true")
+    p.add_argument("--no-text", action="store_true")
+    p.add_argument("--vllm-end", action="store_true")
+    p.add_argument("--tail-s", type=float, default=0.0)
+    p.add_argument("--spawn-child", default=None, choices=("group", "session"))
+    p.add_argument("--ignore-sigterm", action="store_true")
     ARGS = p.parse_args()
+    if ARGS.ignore_sigterm:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if ARGS.spawn_child:
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
+                                 start_new_session=ARGS.spawn_child == "session")
+        print(f"child pid {child.pid}", flush=True)
     if ARGS.exit_at_start:
         print("fake server: exiting at start as asked", flush=True)
         raise SystemExit(3)

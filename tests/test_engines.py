@@ -11,31 +11,17 @@ import sys
 import time
 from pathlib import Path
 
+import fake_openai_server
 import pytest
 
 from helpers.engines import bench, client, guidellm_runner, metrics, process, tap
 from helpers.engines.metrics import SLO, RequestRecord, summarize
 from helpers.engines.servers import EngineConfig
-from helpers.serving.traces import TraceRequest, chat_trace
+from helpers.serving.traces import chat_trace
 
 HERE = Path(__file__).resolve().parent
-FAKE = [sys.executable, str(HERE / "fake_openai_server.py"), "--port", "{port}"]
-
-
-def _gone(pid: int, within_s: float = 10.0) -> bool:
-    t0 = time.time()
-    while time.time() - t0 < within_s:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        try:  # a zombie child of ours counts as gone once reaped
-            if os.waitpid(pid, os.WNOHANG)[0] == pid:
-                return True
-        except ChildProcessError:
-            pass
-        time.sleep(0.1)
-    return False
+FAKE = fake_openai_server.COMMAND
+fake, trace, _gone = fake_openai_server.start, fake_openai_server.trace, fake_openai_server.gone
 
 
 @pytest.fixture(autouse=True)
@@ -44,14 +30,6 @@ def no_server_left_behind():
     left = process.live_servers()
     process.stop_all()
     assert left == [], f"servers still running after the test: {left}"
-
-
-def fake(*flags, **kw) -> process.ServerProcess:
-    return process.ServerProcess(FAKE + list(flags), name="fake", ready_timeout_s=kw.pop("ready_timeout_s", 20), **kw)
-
-
-def trace(n: int, tokens: int = 4) -> list[TraceRequest]:
-    return [TraceRequest(i, f"prompt {i}", tokens) for i in range(n)]
 
 
 # ------------------------------------------------------------------ metric definitions, by hand
@@ -287,7 +265,7 @@ def test_the_benchmark_reports_a_server_dying_mid_run_and_goes_on(tmp_path):
 
 def test_the_gpu_quick_plan_is_the_talks_workload_at_two_levels():
     full, quick = bench.plan_for("cuda"), bench.plan_for("cuda", quick=True)
-    asked = lambda plan: sum(r.max_new_tokens for reqs in plan.workloads.values() for r in reqs) * len(plan.concurrencies)
+    asked = lambda plan: sum(r.max_new_tokens for w in plan.workloads for r in plan.trace(w)) * len(plan.concurrencies)
     assert list(quick.workloads) == ["talk"] and quick.concurrencies == (1, 10)
     assert [r.max_new_tokens for r in quick.workloads["talk"]] == [r.max_new_tokens for r in full.workloads["talk"]]
     assert asked(quick) == 2 * 10 * 50 and asked(full) > 30 * asked(quick)   # ~36,000 tokens against 1,000
@@ -300,7 +278,7 @@ def test_the_command_line_runs_only_the_workloads_asked_for(tmp_path, monkeypatc
 
     seen = {}
 
-    def run_all(profile, out, quick, include, guidellm, plan):
+    def run_all(profile, out, quick, include, guidellm, plan, deadline_s=None):
         seen.update(cpu=plan("cpu"), cuda=plan("cuda"))
         return {"configs": [], "skipped": [], "seconds": 0.0}
 

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SHAPED = ("00", "01", "02", "03", "04", "05", "06", "07", "09", "10")
-# tables captioned once through helpers.plots.table; 04, 07 and 10 still add a "measured on"/"source" column
-CAPTIONED_TABLES = ("00", "01", "02", "03", "05", "06")
+SHAPED = ("00", "01", "02", "03", "04", "05", "06", "07", "08", "09", "10")
+# tables captioned once through helpers.plots.table; 04 and 10 still add a "measured on"/"source" column
+CAPTIONED_TABLES = ("00", "01", "02", "03", "05", "06", "07", "08")
 
 
 def _source(number: str) -> str:

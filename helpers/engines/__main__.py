@@ -2,56 +2,90 @@
 configuration available on this machine (make engines).
 
 `python -m helpers.engines --target http://HOST:8000 --model NAME`: the same workloads and levels against a
-server already running elsewhere (a multi-GPU vLLM or SGLang deployment); nothing is started or stopped."""
+server already running elsewhere (a multi-GPU vLLM or SGLang deployment); nothing is started or stopped.
+
+The result is written after every level; Ctrl-C keeps the levels that finished. Exit codes: 0 every run
+had successes; 1 a fault of the environment or a run in which every request failed; 2 bad input (one
+line, `error: …`); 130 interrupted."""
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
+ENGINES = ("transformers", "readable", "vllm", "sglang")
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m helpers.engines", description=__doc__)
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line and exit 2, as the workshop's other command lines
+        self.exit(2, f"error: {message}\n")
+
+
+def _seconds(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 < v < math.inf:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a finite number of seconds > 0")
+    return v
+
+
+def parse(argv=None):
+    p = _Parser(prog="python -m helpers.engines", description=__doc__,
+                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default="build/engines/engines.json", help="where the JSON result goes")
     p.add_argument("--quick", action="store_true", help="fewer requests and levels (a check of the pipeline)")
-    p.add_argument("--engines", default="transformers,vllm,sglang", help="comma-separated: transformers, vllm, sglang")
+    p.add_argument("--engines", default=",".join(ENGINES), help="comma-separated: " + ", ".join(ENGINES))
     p.add_argument("--no-guidellm", action="store_true", help="the streaming client only")
     p.add_argument("--workloads", default=None, help="comma-separated workloads of the plan to run (default: all)")
     p.add_argument("--profile", default=None, help="WORKSHOP_PROFILE to use (default: the environment's)")
     p.add_argument("--target", default=None, help="base URL of a running OpenAI-compatible server to measure instead")
     p.add_argument("--model", default=None, help="with --target: the model name the server serves")
     p.add_argument("--device", default="cuda", choices=("cuda", "cpu"), help="with --target: size the workloads for it")
-    a = p.parse_args(argv)
+    p.add_argument("--deadline-s", type=_seconds, default=None,
+                   help="the most one configuration's run may take, all levels together (default: the plan's)")
+    return p.parse_args(argv)
+
+
+def _check(a) -> tuple[str, ...]:
+    """Bad input refused before anything runs (ValueError, exit 2)."""
+    from ..models import resolve_profile
+    from .bench import check_out_path
+    from .client import check_base_url
+
+    check_out_path(a.out)
     if a.target:
-        if not a.model:
-            print("error: --target needs --model (the name the server serves)", file=sys.stderr)
-            return 2
-        from .bench import run_target, runs_table
-
-        try:
-            data = run_target(a.target, a.model, a.out, a.device, a.quick)
-        except ValueError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
-        print(runs_table(data).to_string(index=False))
-        print(f"wrote {a.out}")
-        return 1 if any(r["run_failed"] for r in data["configs"][0]["runs"]) else 0
+        check_base_url(a.target)
+        if not (a.model or "").strip():
+            raise ValueError("--target needs --model (the name the server serves)")
+        return ()
+    resolve_profile(a.profile)
     include = tuple(x.strip() for x in a.engines.split(",") if x.strip())
-    bad = set(include) - {"transformers", "vllm", "sglang"}
-    if bad:
-        print(f"error: unknown engine(s) {sorted(bad)}; allowed: transformers, vllm, sglang", file=sys.stderr)
-        return 2
-    from .bench import plan_for, run_all, runs_table
+    bad = sorted(set(include) - set(ENGINES))
+    if bad or not include:
+        raise ValueError(f"unknown engine(s) {bad or [a.engines]}; allowed: {', '.join(ENGINES)}")
+    from .bench import plan_for
 
-    wanted = tuple(x.strip() for x in (a.workloads or "").split(",") if x.strip())
     known = set(plan_for("cpu", a.quick).workloads) | set(plan_for("cuda", a.quick).workloads)
-    if set(wanted) - known:
-        print(f"error: unknown workload(s) {sorted(set(wanted) - known)}; allowed: {', '.join(sorted(known))}",
-              file=sys.stderr)
-        return 2
+    unknown = sorted(set(_workloads(a)) - known)
+    if unknown:
+        raise ValueError(f"unknown workload(s) {unknown}; allowed: {', '.join(sorted(known))}")
+    return include
+
+
+def _workloads(a) -> tuple[str, ...]:
+    return tuple(x.strip() for x in (a.workloads or "").split(",") if x.strip())
+
+
+def _plan(a):
+    """The device's plan with only the workloads asked for (gpu_record.sh's dry run: one), or all of them
+    when the device's plan has none of those."""
+    from .bench import plan_for
+
+    wanted = _workloads(a)
 
     def plan(device: str):
-        """The device's plan with only the workloads asked for (gpu_record.sh's dry run: one), or all of
-        them when the device's plan has none of those."""
         full = plan_for(device, a.quick)
         keep = {k: v for k, v in full.workloads.items() if k in wanted}
         if keep:
@@ -59,17 +93,44 @@ def main(argv=None) -> int:
         elif wanted:
             full.notes.append(f"none of {', '.join(wanted)} in the {device} plan: all of its workloads run")
         return full
+    return plan
 
-    data = run_all(a.profile, a.out, a.quick, include, not a.no_guidellm, plan=plan)
+
+def main(argv=None) -> int:
+    try:
+        a = parse(argv)
+    except SystemExit as exc:       # --help (0) or a bad argument (2, its line printed): a code, as below
+        return exc.code
+    try:
+        include = _check(a)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    from .bench import run_all, run_target, runs_table
+
+    try:
+        if a.target:
+            data = run_target(a.target, a.model, a.out, a.device, a.quick, deadline_s=a.deadline_s)
+        else:
+            data = run_all(a.profile, a.out, a.quick, include, not a.no_guidellm, plan=_plan(a), deadline_s=a.deadline_s)
+    except KeyboardInterrupt:
+        print(f"interrupted: the levels that finished are in {a.out}", file=sys.stderr)
+        return 130
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except (OSError, RuntimeError) as exc:     # the environment: a disk, a library, a profile unavailable here
+        print(f"error: {type(exc).__name__}: {exc}".splitlines()[0], file=sys.stderr)
+        return 1
     table = runs_table(data)
     if not table.empty:
         print(table.to_string(index=False))
     for s in data["skipped"]:
         print(f"skipped {s['name']}: {s['why']}")
-    faults = [(c["config"]["name"], f["kind"]) for c in data["configs"] for f in c["faults"]]
-    for name, kind in faults:
-        print(f"fault in {name}: {kind}")
-    print(f"wrote {a.out} ({data['seconds']} s)")
+    for c in data["configs"]:
+        for f in c["faults"]:
+            print(f"fault in {c['config']['name']}: {f['kind']}: {str(f['detail']).splitlines()[0][:200]}")
+    print(f"wrote {a.out}" + (f" ({data['seconds']} s)" if "seconds" in data else ""))
     failed = [r for c in data["configs"] for r in c["runs"] if r["run_failed"]]
     return 1 if failed or not data["configs"] or any(not c["runs"] for c in data["configs"]) else 0
 

@@ -10,17 +10,61 @@ Load is closed-loop: `concurrency` requests in flight at once, the next one sent
 sent before their time; the agentic trace's rounds run one after another.
 
 Faults are results: an HTTP error (4xx/5xx), a request that takes longer than `timeout_s`, a
-connection refused or cut (a server that died) — each request keeps its error, the run goes on.
+connection refused or cut (a server that died), a reply that is valid JSON but no completion chunk, a
+stream that stops before it says it is complete, a token count the stream contradicts — each request
+keeps its error, the run goes on. A whole load can be bounded too (`deadline_s`).
 """
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
+import math
+import os
 import time
+import urllib.parse
 from typing import Sequence
 
 from ..serving.traces import TraceRequest
 from .metrics import RequestRecord
+
+PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")
+LOOPBACK_NAMES = ("localhost", "localhost.localdomain")
+
+
+def check_base_url(url: str) -> str:
+    """`url` if it is a usable base URL (http or https, a host, a port in 1..65535 when given), else a
+    ValueError that says what is wrong: `http://[::1` and `:99999` are refused here, not deep in httpx."""
+    if not isinstance(url, str) or not url.strip():
+        raise ValueError(f"a server URL such as http://127.0.0.1:8000 is needed, got {url!r}")
+    try:
+        parts = urllib.parse.urlsplit(url.strip())
+        port = parts.port
+    except ValueError as exc:
+        raise ValueError(f"{url[:80]!r} is not a valid URL ({exc}); e.g. http://127.0.0.1:8000 or "
+                         "http://[::1]:8000") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"the server URL must be http(s)://HOST[:PORT] such as http://HOST:8000, got {url[:80]!r}")
+    if port == 0:
+        raise ValueError(f"port 0 in {url[:80]!r}: a port is a whole number in 1..65535")
+    return url.strip()
+
+
+def is_loopback(url: str) -> bool:
+    """Whether `url` names this machine (127.0.0.0/8, ::1, localhost): such requests never go through a
+    proxy (an http_proxy in the environment would otherwise send them to the proxy, which cannot reach them)."""
+    host = urllib.parse.urlsplit(url).hostname or ""
+    if host.lower() in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def proxy_in_environment() -> str | None:
+    """The first proxy variable set in the environment, for error messages ("through the proxy in ...")."""
+    return next((v for v in PROXY_VARIABLES if os.environ.get(v)), None)
 
 
 def completion_body(model: str, prompt: str, max_tokens: int, extra: dict | None = None) -> dict:
@@ -33,35 +77,129 @@ def completion_body(model: str, prompt: str, max_tokens: int, extra: dict | None
     return body
 
 
-def _parse_sse_line(line: str) -> dict | None:
+class MalformedReply(ValueError):
+    """A server's reply that is valid JSON but not an OpenAI completion chunk (or holds impossible counts)."""
+
+
+DONE = "[DONE]"
+
+
+def parse_sse_line(line: str) -> dict | str | None:
+    """One line of a Server-Sent Events stream: the chunk's JSON, DONE for `data: [DONE]`, None for
+    anything else (blank lines, comments, other fields). A `data:` line that is not JSON is malformed."""
     line = line.strip()
     if not line.startswith("data:"):
         return None
     payload = line[5:].strip()
-    if not payload or payload == "[DONE]":
+    if not payload:
         return None
+    if payload == DONE:
+        return DONE
     try:
         return json.loads(payload)
     except json.JSONDecodeError:
-        return None
+        raise MalformedReply(f"a data line that is not JSON: {payload[:80]!r}") from None
 
 
-def _chunk_text(chunk: dict) -> str:
-    out = []
-    for c in chunk.get("choices") or []:
-        out.append(c.get("text") or (c.get("delta") or {}).get("content") or "")
-    return "".join(out)
+def _count(value, what: str) -> int:
+    """A token count from `usage`: a whole number ≥ 0 (not a bool, a float, a string or NaN)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise MalformedReply(f"usage.{what} must be a whole number ≥ 0, got {value!r}"[:160])
+    return value
+
+
+class StreamReader:
+    """The state of one streamed completion, fed line by line (the client and the tap share it, so both
+    apply one definition): the arrival time of each chunk that carries text, the server's token count,
+    and whether the stream said it was complete.
+
+    A stream is complete when it sent `data: [DONE]` (vLLM), a choice with a `finish_reason`, or the
+    `usage` chunk (transformers serve ends with both, without [DONE]). A stream that stops before any
+    of them — a connection closed mid-way, which an HTTP client reading a close-delimited body cannot
+    tell from an end — is cut, and counted as a failure. `usage.completion_tokens` must be at least the
+    number of text chunks (each carries a token or more) and at most the `max_tokens` asked."""
+
+    def __init__(self, rec: RequestRecord, max_tokens: int | None = None, clock=time.perf_counter):
+        self.rec, self.max_tokens, self.clock = rec, max_tokens, clock
+        self.chunks = 0
+        self.complete = False
+        self.usage_tokens: int | None = None
+
+    def feed(self, line: str) -> None:
+        """One line of the stream; raises MalformedReply for a reply no OpenAI server sends."""
+        chunk = parse_sse_line(line)
+        if chunk is None:
+            return
+        now = self.clock()
+        if chunk == DONE:
+            self.complete = True
+            return
+        if not isinstance(chunk, dict):
+            raise MalformedReply(f"a chunk that is a JSON {type(chunk).__name__}, not an object: {str(chunk)[:80]}")
+        if "error" in chunk and not chunk.get("choices"):
+            self.rec.error, self.rec.detail = "stream error", str(chunk["error"])[:300]
+            self.complete = True
+            return
+        choices = chunk.get("choices")
+        if choices is None:
+            choices = []
+        if not isinstance(choices, list) or not all(isinstance(c, dict) for c in choices):
+            raise MalformedReply(f"'choices' must be a list of objects, got {str(choices)[:80]!r}")
+        text = []
+        for c in choices:
+            t = c.get("text")
+            if t is None:
+                delta = c.get("delta")
+                if delta is not None and not isinstance(delta, dict):
+                    raise MalformedReply(f"'delta' must be an object, got {str(delta)[:80]!r}")
+                t = (delta or {}).get("content")
+            if t is not None and not isinstance(t, str):
+                raise MalformedReply(f"a choice's text must be a string, got {str(t)[:80]!r}")
+            text.append(t or "")
+            if c.get("finish_reason") is not None:
+                self.complete = True
+        if choices:
+            self.rec.chunk_times.append(now)        # vLLM bench's events: any chunk with a choice
+        if "".join(text):
+            self.rec.token_times.append(now)
+            self.chunks += 1
+        usage = chunk.get("usage")
+        if usage is not None:
+            if not isinstance(usage, dict):
+                raise MalformedReply(f"'usage' must be an object, got {str(usage)[:80]!r}")
+            self.usage_tokens = _count(usage.get("completion_tokens", 0), "completion_tokens")
+            if usage.get("prompt_tokens") is not None:
+                self.rec.prompt_tokens = _count(usage["prompt_tokens"], "prompt_tokens")
+            self.complete = True
+
+    def finish(self) -> None:
+        """The stream ended (no exception): set the token count and, if it was not a good answer, why."""
+        rec = self.rec
+        if rec.error:
+            return
+        n = self.usage_tokens
+        if n is not None and not (self.chunks <= n and (self.max_tokens is None or n <= self.max_tokens)):
+            rec.error, rec.detail = "implausible usage", (
+                f"usage.completion_tokens = {n} for {self.chunks} text chunks and max_tokens = {self.max_tokens}: "
+                "a count must be ≥ the chunks (each carries a token or more) and ≤ max_tokens")
+            return
+        rec.output_tokens = n if n else self.chunks
+        if not self.complete:
+            rec.error, rec.detail = "cut", (f"the stream stopped after {self.chunks} text chunks without a "
+                                            "finish_reason, a usage chunk or [DONE]: cut mid-way")
+        elif not rec.token_times:
+            rec.error, rec.detail = "no tokens", "the stream ended without any text"
 
 
 async def stream_one(client, url: str, body: dict, rid: int, timeout_s: float) -> RequestRecord:
-    """Send one streamed request; return what was seen, an error included (never raises for a fault)."""
+    """Send one streamed request; return what was seen, an error included (never raises for a fault:
+    an HTTP error, a timeout, a lost connection, a malformed or cut reply each become the record's error)."""
     import httpx
 
     rec = RequestRecord(rid=rid, sent_s=time.perf_counter())
-    chunks = 0
+    reader = StreamReader(rec, body.get("max_tokens"))
 
     async def consume():
-        nonlocal chunks
         async with client.stream("POST", url, json=body) as resp:
             rec.status = resp.status_code
             if resp.status_code >= 400:
@@ -69,47 +207,46 @@ async def stream_one(client, url: str, body: dict, rid: int, timeout_s: float) -
                 rec.error, rec.detail = f"http {resp.status_code}", text[:300]
                 return
             async for line in resp.aiter_lines():
-                chunk = _parse_sse_line(line)
-                if chunk is None:
-                    continue
-                now = time.perf_counter()
-                if "error" in chunk and not chunk.get("choices"):
-                    rec.error, rec.detail = "stream error", str(chunk["error"])[:300]
+                reader.feed(line)
+                if rec.error:
                     return
-                if _chunk_text(chunk):
-                    rec.token_times.append(now)
-                    chunks += 1
-                usage = chunk.get("usage")
-                if usage:
-                    rec.output_tokens = int(usage.get("completion_tokens") or 0)
-                    rec.prompt_tokens = usage.get("prompt_tokens")
 
     try:
         await asyncio.wait_for(consume(), timeout_s)
     except asyncio.TimeoutError:
         rec.error, rec.detail = "timeout", f"no complete answer within {timeout_s:g} s"
+    except MalformedReply as exc:
+        rec.error, rec.detail = "malformed reply", str(exc)[:300]
     except (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError,
-            httpx.ConnectTimeout, ConnectionError) as exc:
-        rec.error, rec.detail = "connection", f"{type(exc).__name__}: {exc}"[:300]
+            httpx.ConnectTimeout, httpx.ProxyError, ConnectionError) as exc:
+        proxy = proxy_in_environment() if getattr(client, "trust_env", False) else None
+        via = f" (through the proxy in {proxy}: set no_proxy for this host if it should be reached directly)" \
+            if proxy else ""
+        rec.error, rec.detail = "connection", f"{type(exc).__name__}: {exc}{via}"[:400]
     except httpx.HTTPError as exc:
         rec.error, rec.detail = "http error", f"{type(exc).__name__}: {exc}"[:300]
+    except Exception as exc:  # noqa: BLE001 - any other reply a server can send is a counted fault, not a crash
+        rec.error, rec.detail = "client error", f"{type(exc).__name__}: {exc}"[:300]
     rec.end_s = time.perf_counter()
-    if not rec.error:
-        if not rec.output_tokens:
-            rec.output_tokens = chunks
-        if not rec.token_times:
-            rec.error, rec.detail = "no tokens", "the stream ended without any text"
+    reader.finish()
     return rec
 
 
+def _unsent(req: TraceRequest, why: str) -> RequestRecord:
+    now = time.perf_counter()
+    return RequestRecord(rid=req.rid, sent_s=now, end_s=now, error="deadline", detail=why)
+
+
 async def _run(base_url: str, model: str, requests: Sequence[TraceRequest], concurrency: int,
-               timeout_s: float, honour_arrivals: bool, endpoint: str) -> list[RequestRecord]:
+               timeout_s: float, honour_arrivals: bool, endpoint: str, deadline: float) -> list[RequestRecord]:
     import httpx
 
     url = base_url.rstrip("/") + endpoint
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     records: list[RequestRecord] = []
-    async with httpx.AsyncClient(timeout=httpx.Timeout(timeout_s, connect=5.0), limits=limits) as client:
+    # this machine's servers are reached directly, whatever proxy the environment names
+    async with httpx.AsyncClient(timeout=httpx.Timeout(timeout_s, connect=5.0), limits=limits,
+                                 trust_env=not is_loopback(url)) as client:
         rounds = sorted({r.round for r in requests})
         for rnd in rounds:
             batch = [r for r in requests if r.round == rnd]
@@ -118,10 +255,16 @@ async def _run(base_url: str, model: str, requests: Sequence[TraceRequest], conc
 
             async def one(req: TraceRequest):
                 if honour_arrivals and req.arrival_s > 0 and len(rounds) == 1:
-                    await asyncio.sleep(max(0.0, t0 + req.arrival_s - time.perf_counter()))
+                    wait = t0 + req.arrival_s - time.perf_counter()
+                    if time.perf_counter() + max(wait, 0.0) >= deadline:
+                        return _unsent(req, "not sent: its arrival time is past the run's deadline")
+                    await asyncio.sleep(max(0.0, wait))
                 async with sem:
+                    left = deadline - time.perf_counter()
+                    if left <= 0:
+                        return _unsent(req, "not sent: the run's deadline had passed")
                     return await stream_one(client, url, completion_body(model, req.prompt, req.max_new_tokens),
-                                            req.rid, timeout_s)
+                                            req.rid, min(timeout_s, left))
 
             records += await asyncio.gather(*(one(r) for r in batch))
     return records
@@ -129,17 +272,25 @@ async def _run(base_url: str, model: str, requests: Sequence[TraceRequest], conc
 
 def run_load(base_url: str, model: str, requests: Sequence[TraceRequest], concurrency: int = 1,
              timeout_s: float = 60.0, honour_arrivals: bool = False,
-             endpoint: str = "/v1/completions") -> list[RequestRecord]:
+             endpoint: str = "/v1/completions", deadline_s: float | None = None) -> list[RequestRecord]:
     """Send `requests` to a server, `concurrency` at a time, streaming each; one record per request in
-    the order they finished. Works from a plain script, a test and a running notebook kernel (where an
-    event loop already runs: the load then runs in a worker thread with its own loop)."""
+    the order they finished. Each request may take `timeout_s`; the whole load at most `deadline_s`
+    (requests not sent by then are recorded with the error "deadline", in-flight ones cut short).
+    Works from a plain script, a test and a running notebook kernel (where an event loop already runs:
+    the load then runs in a worker thread with its own loop)."""
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise ValueError(f"concurrency must be a whole number ≥ 1, got {concurrency!r}")
     if not requests:
         raise ValueError("requests is empty: give at least one TraceRequest (helpers.serving.traces)")
-    if not timeout_s > 0:
-        raise ValueError(f"timeout_s must be positive seconds, got {timeout_s}")
-    coro = lambda: _run(base_url, model, requests, concurrency, timeout_s, honour_arrivals, endpoint)  # noqa: E731
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not 0 < timeout_s < math.inf:
+        raise ValueError(f"timeout_s must be a finite number of seconds > 0, got {timeout_s!r}")
+    if deadline_s is not None and (isinstance(deadline_s, bool) or not isinstance(deadline_s, (int, float))
+                                   or not 0 < deadline_s < math.inf):
+        raise ValueError(f"deadline_s must be a finite number of seconds > 0 or None, got {deadline_s!r}")
+    check_base_url(base_url)
+    deadline = time.perf_counter() + (deadline_s if deadline_s is not None else math.inf)
+    coro = lambda: _run(base_url, model, requests, concurrency, timeout_s, honour_arrivals, endpoint,  # noqa: E731
+                        deadline)
     try:
         asyncio.get_running_loop()
     except RuntimeError:

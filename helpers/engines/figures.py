@@ -91,3 +91,64 @@ def chunks_figure(example: dict, source: Any, title: str = CHUNKS_TITLE):
     ax.legend(fontsize=8, loc="upper right")
     ax.set_title(title)
     return plots.finish(fig, source)
+
+
+OPEN_LOOP_TITLE = "Open loop: latency and SLO attainment against the request rate"
+PREFIX_TITLE = "Prefix caching on the agentic workload"
+
+
+@plots.notes_when_empty(OPEN_LOOP_TITLE)
+def open_loop_figure(table, source: Any, workload: str = "chat", attainment: dict | None = None):
+    """Left: normalized latency (each request's end-to-end latency ÷ its output tokens, averaged: the vLLM
+    paper's Fig. 12 axis) against the Poisson request rate. Right: the share of requests within the SLO
+    (`attainment`: {configuration: [(rate, share)]}, recomputed for the SLO chosen; else the table's)."""
+    t = table[(table["source"] == "client") & table["rate req/s"].notna() & (table["workload"] == workload)]
+    if t.empty:
+        return plots.note_figure(source, OPEN_LOOP_TITLE, f"no open-loop run of workload {workload}")
+    fig, axes = plots.figure(ncols=2, width=6.0, height=4.0)
+    for name, g in t.groupby("configuration", sort=False):
+        g = g.sort_values("rate req/s")
+        axes[0].plot(g["rate req/s"], g["norm. latency ms/token"], marker="o", label=name)
+        pts = (attainment or {}).get(name) or list(zip(g["rate req/s"], g["SLO attained"]))
+        axes[1].plot([p[0] for p in pts], [None if p[1] is None else 100 * p[1] for p in pts], marker="o", label=name)
+    axes[0].set_ylabel("normalized latency (ms per output token)")
+    axes[1].set_ylabel("requests within the SLO (%)")
+    axes[1].axhline(90, **plots.DATASHEET_STYLE)
+    axes[1].text(axes[1].get_xlim()[0], 91, "90 %: DistServe's attainment goal", fontsize=8, color="#555")
+    axes[1].set_ylim(0, 105)
+    for ax in axes:
+        ax.set_xlabel("request rate (requests/s, Poisson arrivals)")
+        ax.set_xscale("log")
+    axes[0].set_yscale("log")
+    axes[0].legend(fontsize=7)
+    fig.suptitle(f"{OPEN_LOOP_TITLE} (workload {workload})")
+    return plots.finish(fig, source)
+
+
+@plots.notes_when_empty(PREFIX_TITLE)
+def prefix_figure(rows: list, source: Any, hit_rates: dict | None = None):
+    """Mean TTFT with vLLM's prefix caching off and on at each concurrency (guide.prefix_caching_effect's
+    rows), and beside it the share of prompt tokens a cache could serve on the same trace: a radix tree,
+    16-token and 128-token blocks (bench.prefix_model) and what vLLM counted."""
+    import numpy as np
+
+    fig, axes = plots.figure(ncols=2, width=6.0, height=4.0)
+    x = np.arange(len(rows))
+    axes[0].bar(x - 0.2, [r["TTFT off ms"] for r in rows], 0.4, label="prefix caching off", color=plots.DATASHEET)
+    axes[0].bar(x + 0.2, [r["TTFT on ms"] for r in rows], 0.4, label="prefix caching on (default)", color=plots.MEASURED)
+    axes[0].set_xticks(x, [f"c={r['concurrency']}\n÷ {r['off ÷ on']:.1f}" for r in rows])
+    axes[0].set_ylabel("mean TTFT (ms)")
+    axes[0].legend(fontsize=8)
+    axes[0].set_title("vLLM, measured", fontsize=10)
+    rates = {k: v for k, v in (hit_rates or {}).items() if isinstance(v, (int, float)) and k != "prompt tokens"}
+    if rates:
+        labels = list(rates)
+        plots.bars(axes[1], labels, [100 * v for v in rates.values()],
+                   [plots.MEASURED if "vLLM" in k else plots.COMPUTED for k in labels], fmt=lambda v: f"{v:.1f} %")
+        axes[1].set_ylabel("prompt tokens served from the cache (%)")
+        axes[1].tick_params(axis="x", labelsize=7)
+    else:
+        axes[1].axis("off")
+    axes[1].set_title("the same trace: replayed (orange), counted by vLLM (blue)", fontsize=10)
+    fig.suptitle(PREFIX_TITLE)
+    return plots.finish(fig, source)

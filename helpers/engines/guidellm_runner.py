@@ -30,7 +30,7 @@ from typing import Sequence
 
 from ..serving.traces import TraceRequest
 from .metrics import RequestRecord, RunSummary, SLO
-from .process import _die_with_parent, _kill_group
+from .process import _kill_group, spawn_supervised
 
 
 class GuidellmError(RuntimeError):
@@ -67,13 +67,18 @@ def command(base_url: str, tokenizer: str | Path, data: str | Path, max_tokens: 
             "--output", f"kind=json,path={out_json}"]
 
 
+NO_COUNT = "no token count"
+
+
 def records(benchmark: dict) -> list[RequestRecord]:
     """guidellm's per-request timestamps as RequestRecords (the first and last token times, the token
-    count), so that `metrics.summarize` can recompute its figures by our definitions."""
+    count), so that `metrics.summarize` can recompute its figures by our definitions. A request guidellm
+    counted successful without a token count (the server sent no usage) keeps the error NO_COUNT: its
+    ITL, and so whether it met a TPOT limit, cannot be known."""
     out = []
     reqs = benchmark.get("requests", {})
     for kind in ("successful", "errored", "incomplete"):
-        for i, r in enumerate(reqs.get(kind) or []):
+        for r in reqs.get(kind) or []:
             t = (r.get("info") or {}).get("timings") or {}
             start = t.get("request_start")
             if start is None:
@@ -84,8 +89,10 @@ def records(benchmark: dict) -> list[RequestRecord]:
                                 token_times=[x for x in (first, last) if x is not None][: max(1, min(n, 2))],
                                 output_tokens=int(n))
             if kind != "successful":
-                err = (r.get("info") or {}).get("error") or kind
-                rec.error, rec.detail = ("http " + err.split()[0] if err[:3].isdigit() else kind), str(err)[:300]
+                err = str((r.get("info") or {}).get("error") or kind)
+                rec.error, rec.detail = ("http " + err.split()[0] if err[:3].isdigit() else kind), err[:300]
+            elif not n:
+                rec.error, rec.detail = NO_COUNT, "guidellm counted it successful, but the server reported no usage"
             out.append(rec)
     return out
 
@@ -106,14 +113,21 @@ def reported(benchmark: dict, label: str, slo: SLO | None = None) -> RunSummary:
     out_tokens = int(((m.get("output_token_count") or {}).get("successful") or {}).get("total_sum") or 0)
     streams = (benchmark.get("config", {}).get("strategy") or {}).get("streams") or \
         (benchmark.get("config", {}).get("strategy") or {}).get("max_concurrency") or 0
-    errors = {}
     recs = records(benchmark)
+    total = int(totals.get("total", len(recs)))
+    # ok, failed and errors from one source, the per-request records, so that they add up; requests
+    # guidellm counted but left out of its per-request sample keep its own verdict
+    unsampled_ok = max(0, int(totals.get("successful", 0)) - sum(1 for r in recs if r.error in (None, NO_COUNT)))
+    good = sum(r.ok for r in recs) + unsampled_ok
+    errors: dict = {}
     for r in recs:
         if not r.ok:
             errors[r.error or "failed"] = errors.get(r.error or "failed", 0) + 1
-    good = int(totals.get("successful", 0))
-    total = int(totals.get("total", good))
-    goodput = sum(r.meets(slo) for r in recs) / duration if slo else None
+    if total - len(recs) - unsampled_ok > 0:
+        errors["failed (not in guidellm's sample)"] = total - len(recs) - unsampled_ok
+    # goodput needs every request's TTFT and TPOT: unknown when a count is missing or a request unsampled
+    judged = not errors.get(NO_COUNT) and len(recs) == total
+    goodput = sum(r.meets(slo) for r in recs) / duration if slo is not None and judged else None
     return RunSummary(label, int(streams), total, good, total - good, errors, duration, out_tokens,
                       out_tokens / duration, good / duration, goodput, slo.describe() if slo else None,
                       _stat(m.get("time_to_first_token_ms"), "ttft", 1e-3),
@@ -141,17 +155,16 @@ def run(base_url: str, tokenizer: str | Path, requests: Sequence[TraceRequest], 
     cmd = command(base_url, tokenizer, data, lengths.pop(), streams, len(requests), out_json)
     env = dict(os.environ, HF_HUB_OFFLINE="1", GUIDELLM__LOGGING__CONSOLE_LOG_LEVEL="ERROR")
     t0 = time.perf_counter()
-    # its own process group, killed with its workers on a timeout, an exception or an interrupt, and by
-    # the kernel if this process dies (as the servers are: helpers.engines.process)
+    # under the supervisor, as the servers are (helpers.engines.process): its worker processes are ended
+    # with it on a timeout, an exception or an interrupt, and when this process dies
     with open(out_dir / "guidellm.log", "w") as logf:
-        p = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                             cwd=out_dir, preexec_fn=_die_with_parent)
+        p, parent_fd = spawn_supervised(cmd, logf, env, 5.0, cwd=out_dir)
         try:
             p.wait(timeout_s)
         except subprocess.TimeoutExpired as exc:
             raise GuidellmError(f"guidellm did not finish within {timeout_s:g} s") from exc
         finally:
-            _kill_group(p, 5.0)
+            _kill_group(p, 5.0, parent_fd)
     log = (out_dir / "guidellm.log").read_text(errors="replace")
     if p.returncode != 0 or not out_json.exists():
         raise GuidellmError(f"guidellm exited with {p.returncode} after {time.perf_counter() - t0:.0f} s and wrote "

@@ -7,20 +7,24 @@ health check, its log captured to a file, and always stopped.
 Stopping is guaranteed four ways, from the most to the least orderly: leaving the `with` block (also
 on an exception or a KeyboardInterrupt — a failed notebook cell, an interrupted kernel, a failed
 test), an `atexit` hook when the Python process ends, a finalizer when the object is collected, and
-on Linux the kernel itself (PR_SET_PDEATHSIG: the child gets SIGTERM when the thread that started it
-dies, so even a kernel killed with SIGKILL leaves no server behind). Each server runs in its own
-process group, and stopping signals the whole group (SIGTERM, then SIGKILL after a grace period).
+the supervisor (`supervise.py`), the process actually started: it runs the server in a session of
+its own, is the subreaper of the server's whole tree (a worker in a session of its own or orphaned by
+a SIGKILL stays within reach), and ends that tree — SIGTERM, then SIGKILL after a grace period — when
+it is asked to stop, when the server exits, and when this process is gone (a pipe it watches reaches
+end-of-file: even a kernel killed with SIGKILL, from whichever thread it started the server, leaves no
+server behind). Requests to 127.0.0.1 never go through a proxy named in the environment.
 """
 from __future__ import annotations
 
 import atexit
+import math
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -29,6 +33,8 @@ from pathlib import Path
 from typing import Sequence
 
 HOST = "127.0.0.1"
+SUPERVISOR = Path(__file__).with_name("supervise.py")
+LOOPBACK_NO_PROXY = "127.0.0.1,localhost,::1"
 _LIVE: "weakref.WeakSet[ServerProcess]" = weakref.WeakSet()
 
 
@@ -48,6 +54,57 @@ class ServerDied(ServerError):
     """The server process exited while it was expected to run."""
 
 
+class ServerMissing(ServerError):
+    """The server's program is not installed here, or is not executable."""
+
+
+def check_executable(program: str, name: str = "server") -> str:
+    """The path of `program` (a name on PATH or a path), or ServerMissing saying why it cannot run."""
+    found = shutil.which(program)
+    if found:
+        return found
+    path = Path(program)
+    why = ("is not executable (chmod +x it)" if path.is_file() else
+           "is a folder, not a program" if path.is_dir() else
+           "was not found" + ("" if os.sep in program else " on PATH"))
+    raise ServerMissing(f"{name}: {program!r} {why}; install it (make setup) or give its full path")
+
+
+def no_proxy_env(env: dict) -> dict:
+    """`env` with 127.0.0.1, localhost and ::1 added to no_proxy / NO_PROXY: a server's own requests to
+    itself and a load generator's to this machine's servers never go to a proxy the environment names."""
+    out = dict(env)
+    for key in ("no_proxy", "NO_PROXY"):
+        have = [x for x in out.get(key, "").split(",") if x.strip()]
+        out[key] = ",".join(have + [h for h in LOOPBACK_NO_PROXY.split(",") if h not in have])
+    return out
+
+
+def descendants(pid: int) -> list[int]:
+    """The live processes below `pid` in the process tree (the supervisor's own function)."""
+    from .supervise import descendants as tree
+
+    return tree(pid)
+
+
+def spawn_supervised(argv: Sequence[str], log, env: dict, grace_s: float, cwd: str | Path | None = None
+                     ) -> tuple[subprocess.Popen, int]:
+    """Start `argv` under the supervisor, in a session of its own, output to `log`. Returns (the
+    supervisor's Popen, the write end of the pipe it watches: close it, or die, and the tree is ended)."""
+    read_fd, write_fd = os.pipe()
+    try:
+        proc = subprocess.Popen([sys.executable, str(SUPERVISOR), "--grace-s", f"{grace_s:g}", "--parent-fd",
+                                 str(read_fd), "--", *argv], stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, env=no_proxy_env(env), cwd=cwd, pass_fds=(read_fd,),
+                                start_new_session=True)
+    except BaseException:
+        os.close(write_fd)
+        raise
+    finally:
+        os.close(read_fd)
+    return proc, write_fd
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on now (the OS picks it)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -65,32 +122,36 @@ def port_in_use(port: int) -> bool:
         return False
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
-    os.setsid()
-    if sys.platform.startswith("linux"):
-        try:
-            import ctypes
-
-            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG = 1
-        except Exception:  # noqa: BLE001 - best effort: the other three guards remain
-            pass
-
-
-def _kill_group(proc: subprocess.Popen, grace_s: float) -> None:
-    if proc.poll() is not None:
-        return
+def _kill_group(proc: subprocess.Popen, grace_s: float, parent_fd: int | None = None) -> None:
+    """Stop a supervised process: SIGTERM to its group (the supervisor then ends the server's tree within
+    its grace period), and — should it not be gone a few seconds after that — SIGKILL to it, its group
+    and every process below it. Closes the pipe's write end."""
     try:
-        os.killpg(proc.pid, signal.SIGTERM)
-    except (ProcessLookupError, PermissionError):
-        proc.terminate()
-    try:
-        proc.wait(grace_s)
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            proc.kill()
-        proc.wait(10)
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+            except (ProcessLookupError, PermissionError):
+                proc.terminate()
+            try:
+                proc.wait(grace_s + 10)
+            except subprocess.TimeoutExpired:
+                left = descendants(proc.pid)
+                for sig_target in left:
+                    try:
+                        os.kill(sig_target, signal.SIGKILL)
+                    except (ProcessLookupError, PermissionError):
+                        pass
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    proc.kill()
+                proc.wait(10)
+    finally:
+        if parent_fd is not None:
+            try:
+                os.close(parent_fd)
+            except OSError:
+                pass
 
 
 class ServerProcess:
@@ -105,8 +166,9 @@ class ServerProcess:
             raise ValueError("command must be a non-empty list of arguments, e.g. ['transformers', 'serve', ...]")
         if not any("{port}" in str(a) for a in command):
             raise ValueError("command must contain '{port}' where the port goes, e.g. ['--port', '{port}']")
-        if ready_timeout_s <= 0:
-            raise ValueError(f"ready_timeout_s must be > 0 seconds, got {ready_timeout_s}")
+        for what, v in (("ready_timeout_s", ready_timeout_s), ("stop_grace_s", stop_grace_s)):
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < math.inf:
+                raise ValueError(f"{what} must be a finite number of seconds > 0, got {v!r}")
         if port is not None and not (isinstance(port, int) and 1 <= port <= 65535):
             raise ValueError(f"port must be a whole number in 1..65535 or None (pick a free one), got {port!r}")
         self.command = [str(a) for a in command]
@@ -119,7 +181,9 @@ class ServerProcess:
         self.stop_grace_s = stop_grace_s
         self._log_dir = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix=f"workshop-{name}-"))
         self.log_path = self._log_dir / f"{name}.log"
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen | None = None       # the supervisor (supervise.py), which runs the server
+        self.argv: list[str] = []                       # the server's command line, as started
+        self._parent_fd: int | None = None
         self.ready_s: float | None = None
         self._log = None
         self._finalizer = None
@@ -133,7 +197,14 @@ class ServerProcess:
 
     @property
     def pid(self) -> int | None:
+        """The supervisor's process id (the server and its workers are below it: tree())."""
         return self.proc.pid if self.proc else None
+
+    def tree(self) -> list[int]:
+        """The live processes of this server: the supervisor, the server, every worker below them."""
+        if self.proc is None or self.proc.poll() is not None:
+            return []
+        return [self.proc.pid, *descendants(self.proc.pid)]
 
     def alive(self, grace_s: float = 0.0) -> bool:
         """Whether the process is running. With grace_s > 0, a process on its way out is waited for up to
@@ -178,25 +249,26 @@ class ServerProcess:
 
     def _spawn(self) -> None:
         argv = [a.replace("{port}", str(self.port)).replace("{host}", HOST) for a in self.command]
+        argv[0] = check_executable(argv[0], self.name)
+        self.argv = argv
         self._log_dir.mkdir(parents=True, exist_ok=True)
         self._log = open(self.log_path, "ab", buffering=0)
         env = dict(os.environ, **(self.env or {}))
         env.setdefault("PYTHONUNBUFFERED", "1")
-        main = threading.current_thread() is threading.main_thread()
-        self.proc = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     env=env, preexec_fn=_die_with_parent if main else os.setsid)
+        self.proc, self._parent_fd = spawn_supervised(argv, self._log, env, self.stop_grace_s)
         _LIVE.add(self)
-        self._finalizer = weakref.finalize(self, _kill_group, self.proc, 2.0)
+        self._finalizer = weakref.finalize(self, _kill_group, self.proc, 2.0, self._parent_fd)
 
     def _wait_ready(self) -> None:
         url = self.base_url + self.health_path
+        direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))   # never through a proxy
         t0 = time.perf_counter()
         while True:
             if self.proc.poll() is not None:
                 raise ServerDied(f"{self.name} exited with code {self.proc.returncode} before it was ready "
-                                 f"(command: {' '.join(self.proc.args)}). End of its log:\n{self.log_tail()}")
+                                 f"(command: {' '.join(self.argv)}). End of its log:\n{self.log_tail()}")
             try:
-                with urllib.request.urlopen(url, timeout=2) as r:
+                with direct.open(url, timeout=2) as r:
                     if r.status == 200:
                         self.ready_s = time.perf_counter() - t0
                         return
@@ -212,7 +284,8 @@ class ServerProcess:
         code, None if it never started. Safe to call twice."""
         if self.proc is None:
             return None
-        _kill_group(self.proc, self.stop_grace_s)
+        _kill_group(self.proc, self.stop_grace_s, self._parent_fd)
+        self._parent_fd = None
         if self._finalizer is not None:
             self._finalizer.detach()
         if self._log is not None:

@@ -5,10 +5,12 @@
   "HF baseline"), and with continuous batching and paged attention on — bounded, because by default
   it sizes its KV cache from the machine's memory (on a CPU: gigabytes resident, and a server that
   slowed for good) — `--cb-num-blocks`, `--cb-max-batch-tokens`.
-- vLLM, on a CUDA host where it is installed, in the talk's four configurations: default (prefix
-  caching off, as in the talk's vLLM of the time: vLLM ≥ 0.8 turns it on by default), + prefix caching,
+- vLLM — its CPU build from .venv-vllm on a CPU (helpers.engines.vllm_env), this Python's on a CUDA host
+  — in the talk's configurations, each one change from today's default: prefix caching off (the talk's
+  "vLLM default": vLLM < 0.8 had it off, vLLM ≥ 0.8 turns it on), the default (prefix caching on),
   + fp8 KV cache, + n-gram speculative decoding.
-- SGLang on a CUDA host where it is installed (radix-tree prefix cache, on by default).
+- SGLang on a CUDA host where it is installed (radix-tree prefix cache, on by default); no CPU wheel.
+- the workshop's own readable engine (`helpers.serving.engine.server`), on any device.
 
 `available(profile)` lists what this machine can run and why the others cannot.
 """
@@ -160,25 +162,36 @@ def transformers_serve(model: str | Path, continuous_batching: bool, device: str
                         env={"HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1")}, needs_cuda=device == "cuda")
 
 
-# The talk's vLLM configurations (section 7 of the talk outline): each adds one flag to the last.
+# The talk's vLLM configurations (section 7 of the talk outline), each one change from today's default.
+# The talk added n-gram speculation on top of fp8 KV; here it is added to the default alone, so that
+# each row measures one change.
+NGRAM = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4, "prompt_lookup_min": 2}
 VLLM_STEPS = (
-    ("vLLM default", ["--no-enable-prefix-caching"], "paged attention and continuous batching; prefix caching off"),
-    ("+ prefix caching", ["--enable-prefix-caching"], "reuses the KV blocks of a shared prompt prefix (hashed blocks)"),
-    ("+ fp8 KV cache", ["--enable-prefix-caching", "--kv-cache-dtype", "fp8"], "KV cache stored in fp8: half the bytes"),
-    ("+ n-gram speculation", ["--enable-prefix-caching", "--kv-cache-dtype", "fp8", "--speculative-config",
-                              json.dumps({"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4})],
-     "drafts tokens by matching n-grams of the prompt, verified by the model in one pass"),
+    ("vLLM, prefix caching off", ["--no-enable-prefix-caching"],
+     "paged attention and continuous batching, no prefix cache (the talk's 'vLLM default': vLLM < 0.8)"),
+    ("vLLM default", ["--enable-prefix-caching"],
+     "paged attention, continuous batching, chunked prefill and prefix caching (hashed blocks): vLLM ≥ 0.8"),
+    ("vLLM + fp8 KV cache", ["--enable-prefix-caching", "--kv-cache-dtype", "fp8"],
+     "the default with its KV cache stored in fp8: half the bytes of bf16, a quarter of fp32"),
+    ("vLLM + n-gram speculation", ["--enable-prefix-caching", "--speculative-config", json.dumps(NGRAM)],
+     "the default, drafting up to 4 tokens by matching n-grams of the prompt, verified in one pass"),
 )
 
 
-def vllm_configs(model: str | Path, max_model_len: int = 4096, load_format: str | None = None) -> list[EngineConfig]:
-    """The talk's four vLLM servers (`vllm serve`), bf16, on 127.0.0.1. `load_format="dummy"` serves a
-    config folder with random weights (vLLM's own option), the mistral-7b-random way."""
-    base = [_bin("vllm"), "serve", str(model), "--host", "{host}", "--port", "{port}", "--dtype", "bfloat16",
-            "--max-model-len", str(max_model_len), "--gpu-memory-utilization", "0.85"]
-    if load_format:
-        base += ["--load-format", load_format]
-    return [EngineConfig(n, "vllm", base + flags, str(model), d, ready_timeout_s=600.0, needs_cuda=True)
+def vllm_configs(model: str | Path, device: str = "cuda", load_format: str | None = None,
+                 python: str | Path | None = None) -> list[EngineConfig]:
+    """The talk's vLLM servers (VLLM_STEPS) on 127.0.0.1: on a CPU vLLM's CPU build from .venv-vllm (fp32,
+    eager, 2,048 tokens), on a GPU this Python's vLLM (bf16). `load_format="dummy"` serves a config folder
+    with random weights (vLLM's own option), the mistral-7b-random way."""
+    from . import vllm_env
+
+    if device not in ("cpu", "cuda"):
+        raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
+    python = python or (vllm_env.venv_python() if device == "cpu" else sys.executable)
+    extra = ["--load-format", load_format] if load_format else []
+    return [EngineConfig(n, "vllm", vllm_env.server_command(python, model, extra + flags, device), str(model), d,
+                         ready_timeout_s=300.0 if device == "cpu" else 600.0, env=vllm_env.server_env(device),
+                         needs_cuda=device == "cuda")
             for n, flags, d in VLLM_STEPS]
 
 
@@ -205,7 +218,7 @@ def _cuda() -> bool:
         return False
 
 
-def available(profile: str | None = None, include: tuple[str, ...] = ("transformers", "vllm", "sglang")
+def available(profile: str | None = None, include: tuple[str, ...] = ("transformers", "readable", "vllm", "sglang")
               ) -> tuple[list[EngineConfig], list[dict]]:
     """(the configurations this machine can run, [{name, why not}] for the others)."""
     cuda = _cuda()
@@ -224,15 +237,32 @@ def available(profile: str | None = None, include: tuple[str, ...] = ("transform
             runnable += [transformers_serve(model, False, device), transformers_serve(model, True, device)]
         else:
             skipped.append({"name": "transformers serve", "why": "the transformers[serving] extra is not installed"})
+    if "readable" in include and has_weights:    # the workshop's own engine (helpers.serving.engine)
+        from ..serving.engine.server import engine_config
+
+        runnable.append(engine_config(model, device))
     fmt = None if has_weights else "dummy"      # vLLM/SGLang make random weights themselves
-    for engine, module, build in (("vllm", "vllm", lambda: vllm_configs(model, load_format=fmt)),
-                                  ("sglang", "sglang", lambda: [sglang_config(model, load_format=fmt)])):
-        if engine not in include:
-            continue
-        if not cuda:
-            skipped.append({"name": engine, "why": f"{engine}'s wheels need a CUDA GPU; none here"})
-        elif not _installed(module):
-            skipped.append({"name": engine, "why": f"{engine} is not installed (pip install {engine})"})
+    if "vllm" in include:
+        from . import vllm_env
+
+        why = vllm_env.cpu_unavailable() if not cuda else (None if _installed("vllm") else
+                                                           "vllm is not installed in this Python (pip install vllm)")
+        if why is None and not cuda and name_of(profile) not in models.LOCAL_PROFILES:
+            why = f"vLLM on a CPU serves the locally built models (tiny, tiny-trained, small), not {name_of(profile)}"
+        if why:
+            skipped.append({"name": "vllm", "why": why})
         else:
-            runnable += build()
+            runnable += vllm_configs(model, device, load_format=fmt)
+    if "sglang" in include:
+        if not cuda:
+            skipped.append({"name": "sglang", "why": "SGLang has no CPU wheel on PyPI (its wheels need CUDA); "
+                                                     "its GPU command line is kept (servers.sglang_config)"})
+        elif not _installed("sglang"):
+            skipped.append({"name": "sglang", "why": "sglang is not installed (pip install sglang)"})
+        else:
+            runnable.append(sglang_config(model, load_format=fmt))
     return runnable, skipped
+
+
+def name_of(profile: str | None) -> str:
+    return models.resolve_profile(profile)[0]

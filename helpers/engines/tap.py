@@ -1,5 +1,5 @@
 """A tap: a small relay between a load generator and a server that timestamps every streamed chunk with
-the streaming client's own parsing (`client._parse_sse_line`, `client._chunk_text`), on the wall clock
+the streaming client's own parsing (`client.StreamReader`), on the wall clock
 guidellm uses (time.time), so that our
 definitions and guidellm's are compared **on the same run** — the same requests, the same moment —
 instead of two runs one after the other (which differ by more than their definitions when the machine
@@ -15,10 +15,11 @@ what guidellm sees, not to what the tap records.
 """
 from __future__ import annotations
 
+import json
 import threading
 import time
 
-from .client import _chunk_text, _parse_sse_line
+from .client import MalformedReply, StreamReader, is_loopback
 from .metrics import RequestRecord
 from .process import HOST, free_port
 
@@ -47,7 +48,8 @@ class Tap:
         from starlette.routing import Route
 
         http = httpx.AsyncClient(timeout=httpx.Timeout(self.timeout_s, connect=5.0),
-                                 limits=httpx.Limits(max_connections=256, max_keepalive_connections=256))
+                                 limits=httpx.Limits(max_connections=256, max_keepalive_connections=256),
+                                 trust_env=not is_loopback(self.upstream))
 
         async def relay(request):
             body = await request.body()
@@ -59,7 +61,11 @@ class Tap:
             with self._lock:
                 rec = RequestRecord(rid=len(self.records), sent_s=time.time())
                 self.records.append(rec)
-            upstream = await http.send(http.build_request("POST", url, content=body, headers=headers), stream=True)
+            try:
+                upstream = await http.send(http.build_request("POST", url, content=body, headers=headers), stream=True)
+            except Exception as exc:  # noqa: BLE001 - the server is unreachable: recorded, and a 502 for the caller
+                rec.end_s, rec.error, rec.detail = time.time(), "connection", f"{type(exc).__name__}: {exc}"[:300]
+                return Response(rec.detail, 502)
             rec.status = upstream.status_code
             if upstream.status_code >= 400:
                 content = await upstream.aread()
@@ -68,28 +74,27 @@ class Tap:
                     errors="replace")[:300]
                 return Response(content, upstream.status_code, media_type=upstream.headers.get("content-type"))
 
+            try:
+                asked = json.loads(body).get("max_tokens")
+            except (ValueError, AttributeError):
+                asked = None
+            reader = StreamReader(rec, asked if isinstance(asked, int) else None, clock=time.time)
+
             async def chunks():
-                n = 0
                 try:
                     async for line in upstream.aiter_lines():
-                        chunk = _parse_sse_line(line)
-                        if chunk is not None:
-                            if _chunk_text(chunk):
-                                rec.token_times.append(time.time())
-                                n += 1
-                            usage = chunk.get("usage")
-                            if usage and usage.get("completion_tokens"):
-                                rec.output_tokens = int(usage["completion_tokens"])
+                        if not rec.error:
+                            try:
+                                reader.feed(line)
+                            except MalformedReply as exc:
+                                rec.error, rec.detail = "malformed reply", str(exc)[:300]
                         yield line + "\n"
                 except Exception as exc:  # noqa: BLE001 - the upstream failed mid-stream: recorded
                     rec.error, rec.detail = "connection", f"{type(exc).__name__}: {exc}"[:300]
                 finally:
                     await upstream.aclose()
                     rec.end_s = time.time()
-                    if not rec.output_tokens:
-                        rec.output_tokens = n
-                    if not rec.error and not rec.token_times:
-                        rec.error = "no tokens"
+                    reader.finish()
 
             return StreamingResponse(chunks(), upstream.status_code, media_type="text/event-stream")
 

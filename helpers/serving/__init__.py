@@ -13,6 +13,9 @@
 - `prefix_reuse` — the TTFT a real prefilled-cache hit saves.
 - `kv_quant` — KV-cache quantization (fp8, 4, 2 bits): bytes against the formula, speed, KL and top-1.
 - `speculative` — draft model and prompt lookup: acceptance, tokens per target pass, wall-clock speed-up.
+- `engine` — a serving engine you can read (sub-package): scheduler with a token budget, chunked prefill
+  and preemption, a paged KV cache tensor over `blocks`' allocator, a radix or block-hash prefix cache, one
+  forward over the mixed batch, speculative decoding, an OpenAI-compatible server.
 - `figures` — notebook 07's figures; `bench` — `make bench`'s serving section.
 
 `from helpers import serving; serving.compare_serving(...)` reaches the naive baseline directly.

@@ -103,6 +103,7 @@ def bench_serving() -> dict:
     text = eval_ids(tok, 160)
     spec = speculative.speculate(m, text, w.decode_tokens, k=w.spec_k, prompt_lookup=True)
     fit = paged_fit(tok, w)
+    eng = engine_figures(loaded, w)
     return {
         "model": loaded.label, "profile": loaded.profile,
         "continuous_batching_speedup": cont.tokens_per_s / seq.tokens_per_s,
@@ -110,7 +111,9 @@ def bench_serving() -> dict:
         "prefix_cache_ttft_ratio": pre["TTFT ratio"],
         "spec_tokens_per_target_pass": spec["tokens per target pass"],
         "paged_over_contiguous_sequences": fit["ratio"],
+        **eng.pop("headline"),
         "details": {
+            "engine": eng,
             "batching": {k: batching.summary_row(v, seq) for k, v in res.items()},
             "batching_identical_to_sequential": {"continuous": batching.same_tokens(cont, seq),
                                                  "static": batching.same_tokens(static, seq)},
@@ -118,3 +121,47 @@ def bench_serving() -> dict:
             "prefix_reuse": pre, "speculative_prompt_lookup": spec, "paged_fit": fit,
         },
     }
+
+
+ENGINE_REQUESTS = 16      # the engine against transformers' continuous batching: chat requests ...
+ENGINE_CONCURRENT = 8     # ... at most this many at once, in both
+ENGINE_ROUNDS = 3         # interleaved rounds, each way's fastest
+
+
+def engine_figures(loaded, w: Workload) -> dict:
+    """The readable engine's (helpers.serving.engine) figures: greedy tokens identical to generate; output
+    tokens/s at ENGINE_CONCURRENT requests ÷ transformers' continuous-batching manager on the same ones;
+    TTFT with a w.prefix_tokens shared prefix cold ÷ warm; the radix and hash caches on the agentic trace;
+    prompt lookup's tokens per target pass and wall-clock speed-up. `headline` holds the flat numbers."""
+    import torch
+    from dataclasses import replace
+
+    from . import traces
+    from ..quality import eval_ids
+    from .engine import measure
+
+    m, tok = loaded.model, loaded.tokenizer
+    reqs = chat_requests(tok, replace(w, requests=ENGINE_REQUESTS))
+    same = measure.identical_to_generate(m, [r.prompt for r in reqs[:8]], 16)
+    vs = measure.against_transformers_cb(m, reqs, ENGINE_CONCURRENT, rounds=ENGINE_ROUNDS)
+    vs = {k: v for k, v in vs.items() if not hasattr(v, "timings")}
+    g = torch.Generator().manual_seed(0)
+    prefix = torch.randint(3, m.config.vocab_size, (w.prefix_tokens,), generator=g).tolist()
+    suffixes = [torch.randint(3, m.config.vocab_size, (w.suffix_tokens,), generator=g).tolist() for _ in range(4)]
+    ttft = measure.prefix_ttft(m, prefix, suffixes)
+    trace = traces.agentic_trace(agents=4, review_rounds=2, seed=0)
+    ids = traces.token_ids(tok, trace)
+    rounds = [[p for p, r in zip(ids, trace) if r.round == k] for k in sorted({r.round for r in trace})]
+    caches = measure.cache_hits(m, rounds)
+    spec = measure.speculative_figures(m, eval_ids(tok, 160), w.decode_tokens, k=w.spec_k,
+                                       draft_layers=w.draft_layers)
+    lookup = next(r for r in spec if r["drafter"].startswith("prompt lookup"))
+    return {"headline": {"engine_identical_to_generate": same["identical"],
+                         "engine_over_transformers_cb": vs["ratio"],
+                         "engine_prefix_ttft_ratio": ttft["TTFT ratio"],
+                         "engine_spec_prompt_lookup_tokens_per_pass": lookup["tokens per target pass"],
+                         "engine_spec_prompt_lookup_speedup": lookup["wall-clock speed-up"],
+                         "engine_radix_over_hash_reused_tokens": caches["radix"]["reused tokens"]
+                         / max(1, caches["hash"]["reused tokens"])},
+            "identical_to_generate": same, "against_transformers_cb": vs, "prefix_ttft": ttft,
+            "prefix_caches_agentic": caches, "speculative": spec}

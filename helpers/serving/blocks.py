@@ -46,6 +46,7 @@ class BlockAllocator:
         self.refcount = [0] * num_blocks
         self.tables: dict[object, list[int]] = {}
         self.lengths: dict[object, int] = {}
+        self.held: dict[int, int] = {}   # references held outside any table (a prefix cache's), per block
         self.copies = 0     # copy-on-write copies made so far (each one block of K and V per layer)
 
     # ------------------------------------------------------------------ state
@@ -85,35 +86,75 @@ class BlockAllocator:
         if self.refcount[b] == 0:
             self.free_list.append(b)
 
-    def allocate(self, seq, tokens: int) -> list[int]:
-        """A new sequence holding `tokens` tokens (its prompt); all-or-nothing."""
+    def allocate(self, seq, tokens: int, shared: Sequence[int] = ()) -> list[int]:
+        """A new sequence holding `tokens` tokens (its prompt); all-or-nothing. `shared`: blocks already
+        holding its first tokens (a prefix-cache hit), referenced rather than taken from the free list."""
         if seq in self.tables:
             raise ValueError(f"sequence {seq!r} already has a block table")
         _count(tokens, "tokens", 0)
-        if not self.can_allocate(tokens):
-            raise OutOfBlocks(f"{tokens} tokens need {self.blocks_for(tokens)} blocks, {self.free_blocks} free")
-        self.tables[seq] = [self._take() for _ in range(self.blocks_for(tokens))]
+        if len(shared) > self.blocks_for(tokens) or any(not 0 <= b < self.num_blocks or self.refcount[b] < 1
+                                                        for b in shared):
+            raise ValueError(f"shared blocks {list(shared)} must be in use and at most {self.blocks_for(tokens)}")
+        new = self.blocks_for(tokens) - len(shared)
+        if new > self.free_blocks:
+            raise OutOfBlocks(f"{tokens} tokens need {new} new blocks, {self.free_blocks} free")
+        for b in shared:
+            self.refcount[b] += 1
+        self.tables[seq] = list(shared) + [self._take() for _ in range(new)]
         self.lengths[seq] = tokens
         return list(self.tables[seq])
 
-    def append(self, seq, tokens: int = 1) -> None:
+    def append_cost(self, seq, tokens: int = 1) -> int:
+        """Free blocks that `append(seq, tokens)` would take (a new block per one filled, one for a copy)."""
+        table, n = self._table(seq), self.lengths[seq]
+        cow = bool(table) and n % self.block_size != 0 and self.refcount[table[-1]] > 1
+        return self.blocks_for(n + tokens) - len(table) + (1 if cow else 0)
+
+    def append(self, seq, tokens: int = 1) -> tuple[int, int] | None:
         """Write `tokens` more tokens of `seq`: a new block when the last is full, a copy when the last
-        is shared and partly filled (copy-on-write). On OutOfBlocks nothing has changed."""
+        is shared and partly filled (copy-on-write). Returns (source, copy) when a block was copied (the
+        cache must copy its data), else None. On OutOfBlocks nothing has changed."""
         table = self._table(seq)
         _count(tokens, "tokens", 1)
-        n, bs = self.lengths[seq], self.block_size
-        cow = bool(table) and n % bs != 0 and self.refcount[table[-1]] > 1
-        need = self.blocks_for(n + tokens) - len(table) + (1 if cow else 0)
+        n, need = self.lengths[seq], self.append_cost(seq, tokens)
+        cow = bool(table) and n % self.block_size != 0 and self.refcount[table[-1]] > 1
         if need > self.free_blocks:
             raise OutOfBlocks(f"sequence {seq!r} needs {need} more blocks, {self.free_blocks} free")
+        copied = None
         if cow:
             old = table[-1]
             table[-1] = self._take()
             self._release(old)
             self.copies += 1
+            copied = (old, table[-1])
         while len(table) < self.blocks_for(n + tokens):
             table.append(self._take())
         self.lengths[seq] = n + tokens
+        return copied
+
+    def truncate(self, seq, tokens: int) -> None:
+        """Keep only the first `tokens` tokens of `seq` (rejected speculative tokens); blocks past them
+        lose this sequence's reference."""
+        table = self._table(seq)
+        if isinstance(tokens, bool) or not isinstance(tokens, int) or not 0 <= tokens <= self.lengths[seq]:
+            raise ValueError(f"tokens must be a whole number from 0 to {self.lengths[seq]}, got {tokens!r}")
+        while len(table) > self.blocks_for(tokens):
+            self._release(table.pop())
+        self.lengths[seq] = tokens
+
+    def retain(self, b: int) -> None:
+        """A holder outside the tables (a prefix cache) keeps block `b` alive."""
+        assert self.refcount[b] >= 1, f"block {b} is free: nothing to retain"
+        self.refcount[b] += 1
+        self.held[b] = self.held.get(b, 0) + 1
+
+    def release(self, b: int) -> None:
+        """That holder lets go of block `b`; it is free again when nothing else references it."""
+        assert self.held.get(b, 0) >= 1, f"block {b} is not retained"
+        self.held[b] -= 1
+        if not self.held[b]:
+            del self.held[b]
+        self._release(b)
 
     def fork(self, parent, child) -> None:
         """`child` starts as a copy of `parent` that shares every block (no data copied)."""
@@ -139,8 +180,8 @@ class BlockAllocator:
 
     def check(self) -> None:
         """Invariants (raise AssertionError): every block is free xor referenced, reference counts equal
-        the number of tables holding the block, each table is just long enough for its tokens."""
-        held: dict[int, int] = {}
+        the number of tables holding the block plus its retains, each table is just long enough."""
+        held: dict[int, int] = dict(self.held)
         for seq, table in self.tables.items():
             assert len(table) == self.blocks_for(self.lengths[seq]), f"table of {seq!r} has the wrong length"
             assert len(set(table)) == len(table), f"table of {seq!r} holds a block twice"

@@ -130,3 +130,60 @@ def hit_rate_figure(results: dict[str, dict], source: Any):
         ax.set_title(f"{name}: hit rate {r['hit rate']:.0%}", fontsize=9)
         ax.legend(fontsize=7)
     return plots.finish(fig, source)
+
+
+STATE_COLOURS = {"prefill": "tab:orange", "decode": MEASURED, "waiting": "#dddddd", "preempted": "#c44e52"}
+
+
+@plots.notes_when_empty('The engine, step by step')
+def timeline_figure(rows: Sequence[dict], log: Sequence[dict], source: Any, title: str = ""):
+    """The engine's step log (helpers.serving.engine.measure.timeline): one lane per request, one column
+    per step, coloured by what the request did in it — prefilling a chunk, decoding, waiting, preempted —
+    and below, per step, the tokens computed and the KV blocks in use. Steps, not seconds, on the x axis:
+    the schedule is the same on a loaded machine, its timing is not."""
+    from matplotlib.patches import Patch
+
+    lanes = len({r["request"] for r in rows})
+    fig, (a, b) = plots.figure(nrows=2, width=9, height=1.0, sharex=True, gridspec_kw={"height_ratios": [3, 1]})
+    fig.set_figheight(2.6 + 0.22 * lanes)
+    for r in rows:
+        a.barh(r["request"], 1, left=r["step"], height=0.75, lw=0, color=STATE_COLOURS[r["state"]])
+    a.invert_yaxis()
+    a.set_ylabel("request")
+    a.legend(handles=[Patch(color=c, label=s) for s, c in STATE_COLOURS.items()], fontsize=7,
+             loc="upper left", bbox_to_anchor=(1.01, 1))
+    a.set_title(title or "who is prefilling, decoding, waiting, preempted", fontsize=9)
+    steps = [s["step"] + 0.5 for s in log]
+    b.step(steps, [s["tokens"] for s in log], where="mid", color=COMPUTED, label="tokens computed")
+    b.set_ylabel("tokens / step", fontsize=8)
+    c = b.twinx()
+    c.plot(steps, [s["blocks used"] for s in log], color="k", lw=1, label="KV blocks in use")
+    c.set_ylabel("blocks in use", fontsize=8)
+    b.set_xlabel("engine step")
+    b.set_title("per step: tokens computed, KV blocks in use", fontsize=9)
+    c.set_title(" ")
+    b.legend(fontsize=7, loc="upper left")
+    c.legend(fontsize=7, loc="upper right")
+    return plots.finish(fig, source)
+
+
+@plots.notes_when_empty('Tokens per target pass against draft length')
+def expected_tokens_figure(rows: Sequence[dict], alpha: float, k_max: int, source: Any):
+    """Leviathan et al.'s expected tokens per target pass, (1 − α^(k+1)) ÷ (1 − α), against the draft length
+    k at the chosen per-token acceptance α, with k + 1 (every draft kept) as the ceiling, and each measured
+    drafter as a point at its k."""
+    from .speculative import expected_tokens_per_pass
+
+    fig, ax = plots.figure(width=6.5, height=3.6)
+    ks = list(range(0, k_max + 1))
+    ax.plot(ks, [k + 1 for k in ks], color=BASELINE, ls="--", lw=1, label="ceiling: every draft kept (k + 1)")
+    ax.plot(ks, [expected_tokens_per_pass(alpha, k) for k in ks], color=COMPUTED, marker="o", ms=3,
+            label=f"expected at α = {alpha:.2f}: (1 − α^(k+1)) ÷ (1 − α)")
+    for r, m in zip(rows, "sDv^"):
+        ax.plot([r["k"]], [r["tokens per target pass"]], m, color=MEASURED, ms=7,
+                label=f"measured: {r['drafter']}")
+    ax.set_xlabel("draft length k")
+    ax.set_ylabel("tokens per target pass")
+    ax.set_title("tokens per target pass: Leviathan et al.'s eq. 1 and the measured drafters", fontsize=9)
+    ax.legend(fontsize=7)
+    return plots.finish(fig, source)

@@ -130,6 +130,29 @@ def speedup_by_bytes(tokens_per_pass: float, drafted_per_pass: float, draft_shar
     return {"pass cost (target steps)": cost, "predicted speed-up": tokens_per_pass / cost}
 
 
+def verify_step_ratio(spec, k: int, context: int, batch: int, gpu: str = "H100 SXM", dtype: str = "bf16") -> dict:
+    """What verifying k drafts costs: a target pass over k + 1 tokens per sequence ÷ a decode step of one,
+    both at a GPU's roofline floor, max(bytes ÷ bandwidth, FLOPs ÷ peak) (helpers.stepcost.forward_cost:
+    the same weights and cached K/V are read either way; the FLOPs grow k + 1 times). About 1 while the
+    verify pass stays bound by memory — each accepted token nearly free — and up to k + 1 once the batch
+    makes it compute-bound, when speculation stops paying."""
+    from ..gpus import get_gpu
+    from ..stepcost import forward_cost
+
+    _count(k, "k", 1)
+    g = get_gpu(gpu)
+    peak, _ = g.peak_flops(dtype)
+
+    def floor(n: int) -> tuple[float, str]:
+        c = forward_cost(spec, n, context, batch, dtype, logits_tokens=n)
+        return max(c.bytes / g.bandwidth, c.flops / peak), "memory" if c.bytes / g.bandwidth >= c.flops / peak \
+            else "compute"
+
+    (t1, b1), (tk, bk) = floor(1), floor(k + 1)
+    return {"context": context, "batch": batch, "k": k, "decode step (ms)": 1e3 * t1, "verify pass (ms)": 1e3 * tk,
+            "verify ÷ decode": tk / t1, "verify bound by": bk, "decode bound by": b1, "gpu": g.name}
+
+
 def draft_model(target, layers: int):
     """A model of the target's class with its first `layers` decoder layers, sharing the target's
     embedding, those layers, the final norm and the head (no weights copied). `layers` equal to the

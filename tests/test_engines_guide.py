@@ -1,0 +1,202 @@
+"""The measured decision guide and the headline figures of `make engines`, on a run built by hand
+(summaries of hand-made request records), so every ratio and verdict below is worked out here: vLLM's
+scaling with concurrency, prefix caching off ÷ on, continuous batching's effect on throughput, TTFT and
+each request's ITL, open-loop attainment and DistServe's goodput, the radix-against-blocks bound, the
+vllm bench cross-check gaps, and the workloads (ShareGPT-like lengths from the published means)."""
+import json
+import math
+
+import pytest
+
+from helpers.engines import bench, guide, metrics, workloads
+from helpers.engines.metrics import SLO, RequestRecord, summarize
+
+SLO_ = SLO(1.0, 0.1)
+
+
+def _recs(ttft, itl, n=4, tokens=5, t0=0.0):
+    return [RequestRecord(i, t0, t0 + ttft + itl * (tokens - 1), [t0 + ttft + itl * k for k in range(tokens)], tokens)
+            for i in range(n)]
+
+
+def _run(name, workload, c, ttft, itl, rate=None, n=4, duration=None):
+    s = summarize(_recs(ttft, itl, n), name, c, SLO_, duration_s=duration, rate=rate, detail=True)
+    return dict(s.to_dict(), workload=workload)
+
+
+def _data():
+    base, cb = "HF transformers serve", "HF transformers serve + continuous batching"
+    off, on = "vLLM, prefix caching off", "vLLM default"
+    cfgs = {
+        base: [_run(base, "chat", 1, 0.2, 0.05), _run(base, "chat", 8, 2.0, 0.05, duration=8.0)],
+        cb: [_run(cb, "chat", 1, 0.2, 0.05), _run(cb, "chat", 8, 0.4, 0.08, duration=2.0)],
+        off: [_run(off, "agentic", 1, 0.6, 0.01), _run(off, "agentic", 4, 0.9, 0.01)],
+        on: [_run(on, "chat", 1, 0.1, 0.01, duration=1.0), _run(on, "chat", 8, 0.2, 0.02, duration=0.2),
+             _run(on, "agentic", 1, 0.1, 0.01), _run(on, "agentic", 4, 0.85, 0.01),
+             _run(on, "chat", 4, 0.1, 0.01, rate=1.0), _run(on, "chat", 4, 0.5, 0.05, rate=4.0),
+             _run(on, "chat", 4, 3.0, 0.2, rate=16.0)],
+    }
+    data = {"recorded_at": "2026-12-01T10:00:00+00:00", "profile": "tiny-trained", "concurrencies": [1, 8],
+            "machine": {"kind": "cpu", "name": "AMD EPYC", "cores": 2}, "load_average_at_start": [3.5, 3, 2],
+            "configs": [{"config": {"name": n, "engine": "vllm" if "vLLM" in n else "transformers"}, "runs": r,
+                         "faults": [], "ready_s": 1.0} for n, r in cfgs.items()],
+            "prefix_model": {"agentic": {"prompt tokens": 1000, "radix (token-granular)": 0.895, "blocks of 16": 0.884,
+                                         "blocks of 128": 0.80}}}
+    data["configs"].append({"config": {"name": "vLLM + fp8 KV cache", "engine": "vllm"}, "runs": [], "ready_s": None,
+                            "faults": [{"kind": "ServerDied", "detail": "vllm exited with code 1. End of its log:\n"
+                                        "NotImplementedError: FP8 KV cache on CPU requires x86 with AVX-512 or AMX."}]})
+    on_cfg = next(c for c in data["configs"] if c["config"]["name"] == on)
+    on_cfg["prefix_cache"] = {"agentic": {"queried tokens": 1000, "hit tokens": 600, "hit rate": 0.6}}
+    on_cfg["crosscheck"] = [{"concurrency": 1, "vllm bench": {"ttft": 100.0, "tpot": 10.0, "itl": 10.0, "e2el": 140.0},
+                             "our client's own run": {"ttft": 104.0, "tpot": 10.2, "itl": 10.1, "e2el": 141.0},
+                             "ours on the tap": {"ttft": 99.0, "tpot": 10.0, "itl": 10.0, "e2el": 141.0},
+                             "vLLM's definitions on the tap": {"ttft": 100.0, "tpot": 10.0, "itl": 10.0, "e2el": 140.0}}]
+    return data
+
+
+def test_key_figures_worked_by_hand():
+    f = guide.key_figures(_data())
+    assert f["vllm concurrency scaling"] is None                 # no one-length ("fixed") runs in this data
+    sc = f["vllm concurrency scaling, chat"]
+    # 4 requests × 5 tokens: 20 tokens in 1.0 s at concurrency 1, in 0.2 s at 8: × 5.0, the target × 4 met
+    assert (sc["tok/s at 1"], sc["tok/s at top"], sc["ratio"], sc["met"]) == (20.0, 100.0, 5.0, True)
+    pc = f["prefix caching"]["agentic"]
+    assert [(r["concurrency"], r["off ÷ on"], r["verdict"]) for r in pc] == [
+        (1, 6.0, "prefix caching cut TTFT"), (4, round(0.9 / 0.85, 2), "prefix caching left TTFT unchanged")]
+    assert pc[0]["target met"] and not pc[1]["target met"] and pc[0]["vLLM hit rate on"] == 0.6
+    cb = f["continuous batching"]["chat"]
+    # at 8: off 20 tokens in 8 s, on in 2 s: × 4 throughput; TTFT 2.0 ÷ 0.4 = 5; ITL 0.05 → 0.08 s: × 1.6
+    assert (cb["throughput on ÷ off"], cb["throughput"], cb["TTFT off ÷ on"], cb["TTFT"]) == (4.0, "higher", 5.0,
+                                                                                             "lower with it")
+    assert (cb["per-request ITL on ÷ off"], cb["ITL"], cb["ITL off ms"], cb["ITL on ms"]) == (1.6, "higher", 50.0, 80.0)
+    ol = f["open loop"]["vLLM default"]
+    # SLO TTFT ≤ 1 s, TPOT ≤ 0.1 s: met at 1/s (0.1, 0.01) and 4/s (0.5, 0.05), missed at 16/s (3.0 s)
+    assert [p["SLO attained"] for p in ol["points"]] == [1.0, 1.0, 0.0] and ol["DistServe goodput req/s"] == 4.0
+    rb = f["radix against blocks"]
+    assert rb["most prefill a radix tree saves over 16-token blocks ×"] == pytest.approx(round(0.116 / 0.105, 3))
+    assert rb["verdict"] == "a radix tree could cut the prefill work"      # × 1.105: just past the 10 % margin
+    cc = f["vllm bench cross-check"][0]
+    assert cc["our client's own run"]["ttft"] == pytest.approx(0.04) and cc["our client's own run"]["tpot"] == 0.02
+    assert cc["our client's own run: TTFT and ITL within 5%"] and cc["vLLM's definitions on the tap"]["e2el"] == 0.0
+    assert f["fp8 KV cache"] == {"ran": False,
+                                 "why": "NotImplementedError: FP8 KV cache on CPU requires x86 with AVX-512 or AMX."}
+
+
+def test_the_measured_guide_cites_its_run_and_labels_gpu_claims_cited():
+    data = _data()
+    rows = guide.measured_decisions(data)
+    label = guide.run_label(data)
+    assert label == "make engines of 2026-12-01 10:00 UTC (cpu: AMD EPYC, 2 cores; profile tiny-trained; load average 3.5)"
+    by = {r["workload"].split(",")[0].split(" (")[0]: r for r in rows}
+    several = next(r for r in rows if r["workload"].startswith("several users"))
+    assert several["engine"] == "vLLM default" and label in several["evidence"]
+    assert "vLLM default: 100.0 tok/s" in several["evidence"] and "higher than the next, × 10.0" in several["evidence"]   # 100 ÷ 10 (20 tokens in 2 s)
+    agents = next(r for r in rows if r["workload"].startswith("agents"))
+    assert "c=1: TTFT 600 → 100 ms (÷ 6.0)" in agents["evidence"] and "cited: the talk §8" in agents["evidence"]
+    assert "a radix tree could cut the prefill work (at most × 1.10 less prefill)" in agents["evidence"]
+    fp8 = next(r for r in rows if "fp8" in r["engine"])
+    assert "not measured here: NotImplementedError" in fp8["evidence"] and "no speed claim" in fp8["evidence"]
+    trt = next(r for r in rows if "TensorRT" in r["engine"])
+    assert trt["evidence"].startswith("cited") and "20" not in trt["evidence"]
+    gpu = next(r for r in rows if "NVIDIA GPUs" in r["workload"])
+    assert gpu["evidence"].startswith("cited:") and "× 5.0" in gpu["evidence"]
+    assert all(r["evidence"] for r in rows) and by
+
+
+def test_engines_md_holds_the_guide_generated_from_the_committed_record(tmp_path):
+    """The committed workshop/engines.md is what `python -m helpers.engines.guide` writes from the committed
+    record (regenerate it after a new make engines record); a file without the markers is refused."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    md = root / "workshop" / "engines.md"
+    copy = tmp_path / "engines.md"
+    copy.write_text(md.read_text())
+    guide.write_guide(bench.RECORD, copy)
+    assert copy.read_text() == md.read_text(), "workshop/engines.md is stale: python -m helpers.engines.guide"
+    (tmp_path / "bare.md").write_text("no markers")
+    with pytest.raises(ValueError, match="no generated section"):
+        guide.write_guide(bench.RECORD, tmp_path / "bare.md")
+    record = json.loads(bench.RECORD.read_text())
+    assert record["complete"] and record["figures"] == guide.key_figures(record)
+
+
+def test_distserve_goodput_and_attainment_rules():
+    assert metrics.distserve_goodput([(1, 1.0), (2, 0.95), (4, 0.89), (8, 0.95)]) == 2     # stops at the first miss
+    assert metrics.distserve_goodput([(1, 0.5)]) is None
+    assert metrics.distserve_goodput([(2, 0.9), (1, 1.0)]) == 2                             # sorted by rate; ≥ goal
+    with pytest.raises(ValueError, match="goal"):
+        metrics.distserve_goodput([(1, 1.0)], goal=0)
+    detail = [[0.5, 0.05, 1.0, 10], [2.0, 0.05, 3.0, 10], None, [0.5, None, 0.6, 1]]
+    assert metrics.attainment(detail, SLO(1.0, 0.1)) == 0.5 and metrics.attainment([], SLO_) is None
+    s = summarize(_recs(0.2, 0.05, n=2, tokens=5), "x", 2, SLO_, detail=True)
+    # E2E 0.2 + 4 × 0.05 = 0.4 s over 5 tokens: 0.08 s a token; pooled ITL = 2 × 0.2 s ÷ 2 × 4 gaps = 0.05
+    assert s.normalized_latency_s == pytest.approx(0.08) and s.itl_pooled_s == pytest.approx(0.05)
+    assert s.slo_attainment == 1.0 and s.requests_detail[0] == pytest.approx([0.2, 0.05, 0.4, 5])
+
+
+def test_vllm_bench_view_worked_by_hand():
+    """Our records read by vLLM bench's definitions: an empty first chunk is its TTFT, the last chunk with
+    choices its end, every chunk gap its ITL, a stream with choices but no text a success."""
+    a = RequestRecord(0, 0.0, 1.0, [0.3, 0.4, 0.5], 3, chunk_times=[0.1, 0.3, 0.4, 0.5, 0.7])
+    b = RequestRecord(1, 0.0, 0.5, [], 0, error="no tokens", chunk_times=[0.2, 0.4])
+    c = RequestRecord(2, 0.0, 0.1, error="http 500")
+    v = metrics.vllm_bench_view([a, b, c])
+    assert v["completed"] == 2 and v["ttft_mean"] == pytest.approx((0.1 + 0.2) / 2)
+    assert v["e2el_mean"] == pytest.approx((0.7 + 0.4) / 2)
+    assert v["tpot_mean"] == pytest.approx((0.7 - 0.1) / 2)                 # b has no tokens: no TPOT
+    assert v["itl_mean"] == pytest.approx((0.2 + 0.1 + 0.1 + 0.2 + 0.2) / 5)
+    assert a.ttft_s == pytest.approx(0.3) and a.e2e_s == 1.0 and not b.ok   # ours: text chunks, stream close
+
+
+def test_sharegpt_like_lengths_follow_the_published_means():
+    reqs = workloads.sharegpt_trace(4000, seed=0, max_prompt_tokens=100_000, max_output_tokens=100_000)
+    prompt = sum(len(r.prompt.split()) for r in reqs) * workloads.TOKENS_PER_WORD / len(reqs)
+    output = sum(r.max_new_tokens for r in reqs) / len(reqs)
+    # a log-normal of σ = 1 has a heavy tail: 4,000 draws put the sample mean within about 5 % of the target
+    assert prompt == pytest.approx(workloads.SHAREGPT_MEAN_PROMPT_TOKENS + 3 * workloads.TOKENS_PER_WORD, rel=0.08)
+    assert output == pytest.approx(workloads.SHAREGPT_MEAN_OUTPUT_TOKENS, rel=0.08)
+    small = workloads.sharegpt_trace(8, seed=1, scale=0.1)
+    assert small == workloads.sharegpt_trace(8, seed=1, scale=0.1) and len({r.prompt for r in small}) == 8
+    with pytest.raises(ValueError, match="scale"):
+        workloads.sharegpt_trace(4, scale=2)
+    timed = workloads.poisson(small, 4.0, seed=3)
+    gaps = [b.arrival_s - a.arrival_s for a, b in zip(timed, timed[1:])]
+    assert timed[0].arrival_s == 0 and all(g > 0 for g in gaps) and [r.prompt for r in timed] == [r.prompt for r in small]
+    assert math.isclose(workloads.words_for(105), 100)
+
+
+def test_tokens_per_word_is_the_tokenizers_rate_on_the_word_list():
+    from helpers import models
+    from helpers.serving.traces import chat_trace
+
+    tok = models.load_tokenizer(models.build_tiny())
+    reqs = chat_trace(100, seed=0, prompt_words_median=100, sigma=0.0)
+    words = sum(len(r.prompt.split()) for r in reqs)
+    tokens = sum(len(tok(r.prompt).input_ids) for r in reqs)
+    assert tokens / words == pytest.approx(workloads.TOKENS_PER_WORD, abs=0.02)
+    agentic = workloads.agentic(4, 1, 1200, 24, 12)
+    assert len(tok(agentic[0].prompt).input_ids) == pytest.approx(1200 + 40 * 1.05, rel=0.05)   # + the task's words
+
+
+def test_open_loop_and_prefix_figures_draw_what_they_are_given():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from helpers.engines import figures
+
+    data = _data()
+    table = bench.runs_table(data)
+    pts = guide.attainment_points(data, "chat", SLO(0.2, 0.1))
+    # TTFT ≤ 0.2 s: only the 1/s run (0.1 s) meets it: attainment 1, 0, 0 and DistServe goodput 1/s
+    assert pts["vLLM default"] == {"points": [(1.0, 1.0), (4.0, 0.0), (16.0, 0.0)], "DistServe goodput req/s": 1.0}
+    fig = figures.open_loop_figure(table, "measured: by hand", "chat", {k: v["points"] for k, v in pts.items()})
+    assert fig._suptitle.get_text().startswith(figures.OPEN_LOOP_TITLE)
+    assert [list(line.get_ydata()) for line in fig.axes[1].lines if line.get_label() == "vLLM default"] == [[100, 0, 0]]
+    rows = guide.prefix_caching_effect(data, "agentic")
+    fig = figures.prefix_figure(rows, "measured: by hand", data["prefix_model"]["agentic"])
+    heights = [round(b.get_height(), 1) for b in fig.axes[0].patches]
+    assert heights == [600.0, 900.0, 100.0, 850.0]          # off at c=1, 4; on at c=1, 4 (ms)
+    assert fig._suptitle.get_text() == figures.PREFIX_TITLE
+    note = figures.open_loop_figure(table[table["rate req/s"].isna()], "measured: closed only", "chat")
+    assert any("no open-loop run" in t.get_text() for ax in note.axes for t in ax.texts)
