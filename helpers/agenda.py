@@ -292,6 +292,8 @@ def run_time_table(times: RunTimes | None) -> str:
         rows.append(f"| `{name}` | {'–' if first is None else f'{first:,.0f} s'} | {times.cached[name]['seconds']:,.0f} s |")
     m = times.meta
     rows.append("")
+    load = f", load average {m['load_average_after']:g} at the end" if m.get("load_average_after") is not None else ""
     rows.append(f"_Recorded by `make record-times` on {m.get('device', '?')}, profile {m.get('profile', '?')}, "
-                f"{m.get('recorded_at', '?')} (`{m.get('path', '?')}`); the first run trains the tiny model once._")
+                f"{m.get('recorded_at', '?')}{load} (`{m.get('path', '?')}`); the first run trains the tiny model "
+                "once._")
     return "\n".join(rows)

@@ -108,3 +108,15 @@ def test_the_deck_follows_the_agenda_and_says_each_slots_time():
     for s in a.slots:
         assert "{{time_" + s.id + "}}" in deck, s.id          # every slot's time is said, generated
     assert "{{agenda_outline}}" in deck
+
+
+def test_every_slot_covers_its_talk_and_its_live_sections_measured_run_time():
+    times = agenda.run_times()
+    assert times is not None, "no recorded run times: make record-times"
+    assert times.meta.get("profile") == "tiny-trained"          # the default profile a participant gets
+    a = agenda.load()
+    for f in agenda.fit(a, times):
+        assert f.run_minutes is not None, f"{f.slot.id}: a live section has no recorded run time"
+        assert f.fits, f"{f.slot.id}: needs {f.need_minutes:.1f} min, has {f.slot.minutes:g}"
+    every = {agenda.notebook_file(s.notebook).stem for s in a.slots if s.notebook}
+    assert every <= set(times.cached) and every <= set(times.first)
