@@ -3,7 +3,8 @@ PY      := .venv/bin/python
 export HF_HUB_DISABLE_TELEMETRY := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup setup-vllm run test test-fast bench export check-exports edit slides gpu-record gpu-bundle gpu-dry-run clean record engines
+.PHONY: setup setup-vllm run test test-fast bench export check-exports edit slides gpu-record gpu-bundle gpu-dry-run clean \
+        record engines record-times record-replay
 
 setup:            ## create .venv and install what the workshop needs (idempotent, fast when done)
 	@bash scripts/setup.sh
@@ -54,3 +55,10 @@ record: setup     ## the notebooks' measurements on whatever device is here -> w
 
 engines: setup setup-vllm ## every serving configuration available here (transformers serve, vLLM; SGLang on a GPU) -> build/engines/engines.json
 	HF_HUB_OFFLINE=$${HF_HUB_OFFLINE:-1} $(PY) -m helpers.engines --out build/engines/engines.json
+
+record-times: setup  ## the guide's run times: make run twice on the default profile (nothing cached, then cached)
+	$(PY) scripts/record_room.py times
+
+record-replay: setup ## replay mode's recordings: every long measurement of make run saved (helpers.replay)
+	$(PY) scripts/record_room.py replay
+

@@ -91,6 +91,31 @@ def roofline_figures(gpu: str = GPU) -> dict[str, Figure]:
         "crossover_batch": Figure(crossover_batch(peak, g.bandwidth, 2), _n(crossover_batch(peak, g.bandwidth, 2)),
                                   "crossover_batch(peak, bandwidth, 2 B per parameter)"),
         "decode_floor_ms": Figure(floor * 1e3, f"{floor * 1e3:,.2f} ms", f"decode_floor_s(weights + KV at {CONTEXT}) / bandwidth"),
+        **decode_batch_figures(g, peak, ridge),
+    }
+
+
+def decode_batch_figures(g, peak: float, ridge: float) -> dict[str, Figure]:
+    """Batching against the KV cache at the talk's context: decode's intensity at the largest batch whose
+    KV cache fits (helpers.capacity.max_batch) and at the weights-only crossover batch, against the ridge.
+    Each sequence brings its own cache to read, so a batch raises FLOPs faster than bytes only while the
+    weights dominate: at 4,096 tokens decode stays memory-bound at any batch that fits."""
+    from .capacity.planner import max_batch
+    from .roofline import arithmetic_intensity, crossover_batch, forward_bytes, forward_flops
+
+    def intensity(batch: int) -> float:
+        return arithmetic_intensity(forward_flops(MODEL, 1, CONTEXT - 1, batch), forward_bytes(MODEL, 1, CONTEXT - 1, batch))
+
+    fit = max_batch(MODEL, g.name, context=CONTEXT)
+    cross = round(crossover_batch(peak, g.bandwidth, 2))
+    src = f"arithmetic_intensity(forward_flops/forward_bytes('{MODEL}', 1 new token, {CONTEXT - 1} past, batch))"
+    return {
+        "decode_batch_fit": Figure(fit, _n(fit), f"capacity.planner.max_batch('{MODEL}', '{g.name}', context={CONTEXT})"),
+        "decode_intensity_at_fit": Figure(intensity(fit), f"{intensity(fit):,.1f} FLOP/B", src),
+        "decode_intensity_at_crossover": Figure(intensity(cross), f"{intensity(cross):,.1f} FLOP/B", src),
+        "decode_reaches_ridge_at_fit": Figure(intensity(fit) >= ridge,
+                                              "reaches" if intensity(fit) >= ridge else "stays below",
+                                              "decode_intensity_at_fit against ridge"),
     }
 
 
@@ -185,17 +210,86 @@ def compute_share_figures() -> dict[str, Figure]:
     }
 
 
+CHUNK = 512   # the chunk of a chunked prefill on the slide (vLLM's default token budget is larger on a GPU)
+
+
+def chunked_prefill_figures() -> dict[str, Figure]:
+    """Notebook 07's chunked prefill at the talk's scale (helpers.capacity.plan): a whole prompt of the
+    talk's context prefilled in one step stalls every running decode for its prefill; in chunks of
+    CHUNK tokens each decode step waits for one chunk only."""
+    from .capacity import plan
+
+    whole = plan(MODEL, GPU, context=CONTEXT, batch=1, prompt_tokens=CONTEXT)
+    chunk = plan(MODEL, GPU, context=CONTEXT, batch=1, prompt_tokens=CHUNK)
+    step = plan(MODEL, GPU, context=CONTEXT, batch=8)
+    src = f"capacity.plan('{MODEL}', '{GPU}', prompt_tokens=…).prefill_s (efficiency {whole.efficiency:g})"
+    return {
+        "prefill_whole_floor_ms": Figure(whole.prefill_floor_s * 1e3, f"{whole.prefill_floor_s * 1e3:,.0f} ms",
+                                         f"capacity.plan(prompt_tokens={CONTEXT}).prefill_floor_s (datasheet peak)"),
+        "prefill_whole_ms": Figure(whole.prefill_s * 1e3, f"{whole.prefill_s * 1e3:,.0f} ms", src),
+        "prefill_chunk_tokens": Figure(CHUNK, _n(CHUNK), "the slide's chunk"),
+        "prefill_chunk_ms": Figure(chunk.prefill_s * 1e3, f"{chunk.prefill_s * 1e3:,.0f} ms", src),
+        "prefill_chunks": Figure(CONTEXT // CHUNK, _n(CONTEXT // CHUNK), f"{CONTEXT} ÷ {CHUNK}"),
+        "decode_step_b8_ms": Figure(step.step_s * 1e3, f"{step.step_s * 1e3:,.1f} ms",
+                                    f"capacity.plan('{MODEL}', '{GPU}', context={CONTEXT}, batch=8).step_s"),
+        "efficiency": Figure(whole.efficiency, f"{whole.efficiency:g}", "capacity.planner.DEFAULT_EFFICIENCY"),
+    }
+
+
+def parallel_figures() -> dict[str, Figure]:
+    """Notebook 09: Mistral 7B's decode step under tensor parallelism on H100 SXMs (batch 8, the talk's
+    context) over NVLink and PCIe, where the speed-up flattens, and pipeline parallelism's bubble."""
+    from .parallel import plan as par
+
+    out: dict[str, Figure] = {}
+    for kind in ("nvlink", "pcie"):
+        rows = par.tp_scaling(MODEL, GPU, batch=8, context=CONTEXT, link=kind)
+        last, flat = rows[-1], par.flattens_at(rows)
+        src = f"parallel.plan.tp_scaling('{MODEL}', '{GPU}', batch=8, context={CONTEXT}, link='{kind}')"
+        out[f"tp_{kind}_gpus"] = Figure(last["tp"], _n(last["tp"]), src)
+        out[f"tp_{kind}_speedup"] = Figure(last["speed_up"], f"{last['speed_up']:,.1f}×", src)
+        out[f"tp_{kind}_comm_share"] = Figure(last["communication_share"], f"{last['communication_share']:.0%}", src)
+        out[f"tp_{kind}_flattens"] = Figure(flat, f"flattens at {flat} GPUs" if flat else "does not flatten", src)
+    one = par.parallel_step("llama-3.1-8b", GPU, 1, 1, 1, 32, 8192)
+    two = par.parallel_step("llama-3.1-8b", GPU, 1, 2, 1, 32, 8192)
+    src = "parallel.plan.parallel_step('llama-3.1-8b', 'H100 SXM', pp=2, micro_batches=1, batch=32, context=8192)"
+    out["pp2_step_ratio"] = Figure(two.step_s / one.step_s, f"{two.step_s / one.step_s:,.2f}×", src)
+    out["pp2_bubble"] = Figure(two.bubble_share, f"{two.bubble_share:.0%}", src)
+    out["pp2_batch_ratio"] = Figure(two.max_batch / one.max_batch, f"{two.max_batch / one.max_batch:,.1f}×", src)
+    return out
+
+
+def agenda_figures() -> dict[str, Figure]:
+    """The room's timings (helpers.agenda, from workshop/agenda.toml): `time_<slot>` ('0:08–0:20 · 12 min')
+    for each slot, and `agenda_outline`, the agenda slide's list."""
+    from . import agenda
+
+    a = agenda.load()
+    out: dict[str, Figure] = {}
+    lines = []
+    for s in a.slots:
+        start = a.start(s.id)
+        when = f"{agenda.clock(start)}–{agenda.clock(start + s.minutes)} · {s.minutes:g} min"
+        out[f"time_{s.id}"] = Figure(start, when, f"helpers.agenda.load().start({s.id!r}), workshop/agenda.toml")
+        lines.append(f"- **{agenda.clock(start)}** {s.title}" + (f" — `{agenda.notebook_file(s.notebook).stem}`"
+                                                                  if s.notebook else ""))
+    out["agenda_outline"] = Figure(a.total_minutes, "\n".join(lines), "helpers.agenda.load(), workshop/agenda.toml")
+    return out
+
+
 def by_notebook() -> dict[str, dict[str, Figure]]:
     """Key figures grouped by the notebook that shows them (stems of notebooks/NN_*.py)."""
     return {"02_memory_equation": foundations(), "03_prefill_decode_roofline": roofline_figures(),
             "04_capacity_planner": planner(), "05_quantization": quantization(),
-            "06_attention_variants": mla(), "10_under_the_hood": compute_share_figures()}
+            "06_attention_variants": mla(), "07_serving_optimizations": chunked_prefill_figures(),
+            "09_beyond_one_gpu": parallel_figures(),
+            "10_under_the_hood": compute_share_figures()}
 
 
 def all_figures() -> dict[str, Figure]:
     """Every key figure under one flat name (the slides' placeholders)."""
     out: dict[str, Figure] = {}
-    for group in (*by_notebook().values(), serving_reported()):
+    for group in (*by_notebook().values(), serving_reported(), agenda_figures()):
         for k, v in group.items():
             if k in out and out[k] != v:  # pragma: no cover - names are chosen unique
                 raise ValueError(f"two figures named {k}")

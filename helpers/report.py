@@ -68,11 +68,14 @@ def section(rows: Iterable[tuple], build: Path, profile: str, device_label: str)
     return "\n".join(parts)
 
 
-def write_run_json(rows: Iterable[tuple], build: Path, profile: str, device: dict) -> Path:
-    """build/run.json: which notebooks ran, ok or not, how long — for records and the guide's run times."""
+def write_run_json(rows: Iterable[tuple], build: Path, profile: str, device: dict,
+                   sections: dict[str, dict[str, float]] | None = None) -> Path:
+    """build/run.json: which notebooks ran, ok or not, how long (and each section, helpers.agenda's
+    section_times) — for records and the guide's run times."""
     path = build / "run.json"
+    sections = sections or {}
     data = {"profile": profile, "device": device,
-            "notebooks": [{"notebook": s, "ok": bool(ok), "seconds": round(float(t), 1), "error": e}
-                          for s, ok, t, e in rows]}
+            "notebooks": [{"notebook": s, "ok": bool(ok), "seconds": round(float(t), 1), "error": e,
+                           "sections": sections.get(s, {})} for s, ok, t, e in rows]}
     write_text_atomic(path, json.dumps(data, indent=1) + "\n")
     return path

@@ -126,11 +126,28 @@ def links_block(w) -> str:
     return LINKS_START + "\n" + "\n".join(rows) + note + "\n" + LINKS_END
 
 
-def with_links(text: str, block: str) -> str:
-    if LINKS_START in text and LINKS_END in text:
-        a, rest = text.split(LINKS_START, 1)
-        return a + block + rest.split(LINKS_END, 1)[1]
+def with_links(text: str, block: str, start: str = LINKS_START, end: str = LINKS_END) -> str:
+    """`text` with the generated block between `start` and `end` replaced (appended when absent)."""
+    if start in text and end in text:
+        a, rest = text.split(start, 1)
+        return a + block + rest.split(end, 1)[1]
     return text.rstrip("\n") + "\n\n" + block + "\n"
+
+
+AGENDA_START, AGENDA_END = "<!-- agenda:start (generated from workshop/agenda.toml by make export) -->", "<!-- agenda:end -->"
+TIMES_START, TIMES_END = ("<!-- run-times:start (generated from the recorded run times by make export) -->",
+                          "<!-- run-times:end -->")
+
+
+def guide_text(text: str, w) -> str:
+    """The guide with its generated blocks current: notebook links, the agenda, the run times."""
+    from helpers import agenda
+
+    text = with_links(text, links_block(w))
+    text = with_links(text, AGENDA_START + "\n" + agenda.guide_table(agenda.load()) + "\n" + AGENDA_END,
+                      AGENDA_START, AGENDA_END)
+    return with_links(text, TIMES_START + "\n" + agenda.run_time_table(agenda.run_times()) + "\n" + TIMES_END,
+                      TIMES_START, TIMES_END)
 
 
 def target(src: Path) -> Path:
@@ -155,8 +172,8 @@ def export() -> list[Path]:
         stale.unlink()
         written.append(stale)
     guide = GUIDE.read_text()
-    if with_links(guide, links_block(w)) != guide:
-        GUIDE.write_text(with_links(guide, links_block(w)))
+    if guide_text(guide, w) != guide:
+        GUIDE.write_text(guide_text(guide, w))
         written.append(GUIDE)
     return written
 
@@ -167,8 +184,8 @@ def stale() -> list[str]:
     bad = [s.name for s in sources() if with_header(s.read_text(), molab_header(w)) != s.read_text()]
     bad += [target(s).name for s in sources() if not target(s).exists() or target(s).read_text() != export_text(s, w)]
     bad += [p.name for p in set(COLAB.glob("*.ipynb")) - {target(s) for s in sources()}]
-    if with_links(GUIDE.read_text(), links_block(w)) != GUIDE.read_text():
-        bad.append("workshop/README.md (notebook links)")
+    if guide_text(GUIDE.read_text(), w) != GUIDE.read_text():
+        bad.append("workshop/README.md (notebook links, agenda or run times)")
     return sorted(bad)
 
 
@@ -255,7 +272,9 @@ def run(only: list[str], timeout: int | None = None) -> int:
     BUILD.mkdir(exist_ok=True)
     (BUILD / "executed").mkdir(exist_ok=True)
     info = device_info()
-    rows, failed = [], 0
+    from helpers.agenda import section_times
+
+    rows, failed, sections = [], 0, {}
     for src in todo:  # a notebook that fails before it notes its figures shows none, not the last run's
         (figures / f"{src.stem}.json").unlink(missing_ok=True)
     for src in todo:
@@ -265,6 +284,7 @@ def run(only: list[str], timeout: int | None = None) -> int:
         import nbformat
 
         nbformat.write(nb, BUILD / "executed" / ipynb.name)
+        sections[src.stem] = section_times(nb)   # seconds per `## ` section, from the cells' timings
         (BUILD / f"{src.stem}.html").write_text(_to_html(nb, src.stem))
         failed += not ok
         rows.append((src.stem, ok, secs, err))
@@ -286,7 +306,7 @@ device {html.escape(info.label)} · torch {html.escape(info.torch_version)}</p>
 """
     from helpers import recorded, report  # key figures per notebook, machine and profile, links (helpers/report.py)
 
-    report.write_run_json(rows, BUILD, profile, info.to_dict())
+    report.write_run_json(rows, BUILD, profile, info.to_dict(), sections)
     try:
         section = report.section(rows, BUILD, profile, info.label)
     except Exception as exc:  # noqa: BLE001 - the runs table is written whatever the key figures do

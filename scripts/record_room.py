@@ -1,0 +1,101 @@
+"""Record what the room needs, on the default profile, into workshop/results/<device>/ (commit it):
+
+    python scripts/record_room.py times     # make record-times: run_times.json
+    python scripts/record_room.py replay    # make record-replay: replay/ (helpers.replay)
+
+- times: `make run` twice — first with nothing cached (a fresh model cache, so the tiny model is built and
+  trained as on a newcomer's machine), then cached — seconds per notebook and per section, with the
+  device, date and commit. `make export` then regenerates the guide's tables from it.
+- replay: `make run` once with WORKSHOP_REPLAY_RECORD set: every measurement behind helpers.replay is
+  saved, for replay mode (WORKSHOP_REPLAY=1) on a machine with no GPU or no time.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def one_run(env: dict) -> dict:
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "notebooks.py"), "run"], cwd=ROOT, env=env)
+    data = json.loads((ROOT / "build" / "run.json").read_text())
+    failed = [n["notebook"] for n in data["notebooks"] if not n["ok"]]
+    if r.returncode or failed:
+        raise SystemExit(f"record-times: a notebook failed ({', '.join(failed) or r.returncode}); nothing recorded")
+    return data
+
+
+def record_folder() -> Path:
+    """workshop/results/<device>: 'cpu-amd-epyc' on this CPU, 'h200' on an NVIDIA H200 (as make record names it)."""
+    from helpers.hardware import device_info
+
+    info = device_info()
+    slug = re.sub(r"[^a-z0-9]+", "-", re.sub(r"\(r\)|\(tm\)|cpu @.*$|^nvidia ", "", info.name.lower())).strip("-")
+    return ROOT / "workshop" / "results" / f"{'cpu-' if info.kind == 'cpu' else ''}{slug or info.kind}"
+
+
+def base_env() -> dict:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("WORKSHOP_PROFILE", "WORKSHOP_REPLAY", "WORKSHOP_REPLAY_RECORD")}
+    env["HF_HUB_OFFLINE"] = env.get("HF_HUB_OFFLINE", "1")
+    return env
+
+
+def replay() -> int:
+    import shutil
+
+    folder = record_folder()
+    shutil.rmtree(folder / "replay", ignore_errors=True)      # a new set, not a mix with an older one
+    env = base_env()
+    env["WORKSHOP_REPLAY_RECORD"] = str(folder)
+    one_run(env)
+    n = len(list((folder / "replay").glob("*.pkl")))
+    print(f"record-replay: {n} measurements in {(folder / 'replay').relative_to(ROOT)}")
+    return 0
+
+
+def times() -> int:
+    from helpers.hardware import device_info
+
+    env = base_env()
+    with tempfile.TemporaryDirectory(prefix="workshop-cache-") as cache:
+        env["WORKSHOP_CACHE"] = cache
+        first = one_run(env)
+        cached = one_run(env)
+    info = device_info()
+    out = record_folder() / "run_times.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
+
+    def per_notebook(run: dict) -> dict:
+        return {n["notebook"]: {"seconds": n["seconds"], "sections": n.get("sections", {})} for n in run["notebooks"]}
+
+    data = {"recorded_at": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
+            "meta": {"device": f"{info.kind}: {info.name} ({info.cores} cores)", "profile": cached["profile"],
+                     "recorded_at": dt.date.today().isoformat(), "git_commit": commit,
+                     "load_average_after": round(os.getloadavg()[0], 1)},
+            "first": per_notebook(first), "cached": per_notebook(cached)}
+    out.write_text(json.dumps(data, indent=1) + "\n")
+    print(f"record-times: wrote {out.relative_to(ROOT)}; run `make export` to regenerate the guide's tables")
+    return 0
+
+
+def main(argv=None) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("what", choices=("times", "replay"))
+    a = ap.parse_args(argv)
+    return times() if a.what == "times" else replay()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
