@@ -182,7 +182,7 @@ def test_run_all_writes_the_result_as_each_level_ends(tmp_path, monkeypatch):
     (["--target", "http://127.0.0.1:99999", "--model", "m"], "is not a valid URL"),
     (["--target", "ftp://x", "--model", "m"], "http(s)://HOST[:PORT]"),
     (["--target", "http://127.0.0.1:8000"], "--target needs --model"),
-    (["--engines", "tgi"], "allowed: transformers, vllm, sglang"),
+    (["--engines", "tgi"], "allowed: transformers, readable, vllm, sglang"),
     (["--deadline-s", "nan"], "finite number of seconds"),
     (["--deadline-s", "-1"], "finite number of seconds"),
 ])
