@@ -59,6 +59,6 @@ engines: setup setup-vllm ## every serving configuration available here (transfo
 record-times: setup  ## the guide's run times: make run twice on the default profile (nothing cached, then cached)
 	$(PY) scripts/record_room.py times
 
-record-replay: setup ## replay mode's recordings: every long measurement of make run saved (helpers.replay)
+record-replay: setup ## replay mode's recordings: every long measurement of make run saved (helpers.present.replay)
 	$(PY) scripts/record_room.py replay
 

@@ -1,7 +1,9 @@
 """helpers: the small package every workshop notebook imports.
 
-One job per module (see ../shared/DESIGN.md): units, specs, memory, models, hardware,
-timing, and one module per topic as the notebooks need them. Bytes and seconds inside.
+In layers (ARCHITECTURE.md, at the repository's root, is the map and tests/test_architecture.py keeps it
+true): formulas in ``helpers.cost`` (no torch), measurement in ``helpers.measure``, presentation in
+``helpers.present``, and the families ``capacity``, ``serving``, ``decoding``, ``engines``, ``parallel``.
+Bytes and seconds inside.
 """
 import logging as _logging
 import sys as _sys

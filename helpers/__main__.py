@@ -1,6 +1,6 @@
 """The command line over the calculators: ``python -m helpers <command> … [--json]``.
 
-Commands register themselves in helpers.cli.COMMANDS: each has a function that adds its arguments and one
+Commands register themselves in helpers.command.COMMANDS: each has a function that adds its arguments and one
 that returns a JSON-able result and a renderer for the readable table.
 
 Exit status: 0 the answer was printed; 2 bad input; 1 a fault of the environment (a closed or full
@@ -12,15 +12,14 @@ import os
 import sys
 import warnings
 
-from .cli import (BAD_INPUT, COMMANDS, ENVIRONMENT, Parser, CliError, classify, command, dtype_type, fail, positive_int,
-                  prepare_streams, render_text, silence_stdout, table)
-from .units import fmt_bytes, fmt_count
+from .command import (BAD_INPUT, COMMANDS, ENVIRONMENT, Parser, CliError, classify, command, dtype_type, fail, positive_int, prepare_streams, render_text, silence_stdout, table)
+from .cost.units import fmt_bytes, fmt_count
 
 
 # ------------------------------------------------------------------ kv
 
 def _kv_args(p) -> None:
-    from .memory import KV_DTYPES
+    from .cost.memory import KV_DTYPES
 
     p.add_argument("--model", required=True, help="preset name or path to a config.json")
     p.add_argument("--dtype", default="bf16", type=dtype_type(KV_DTYPES),
@@ -41,8 +40,8 @@ def _kv_render(r: dict) -> str:
 
 @command("kv", "KV-cache bytes per token and for (tokens, batch)", _kv_args, _kv_render)
 def _kv(a) -> dict:
-    from .memory import kv_bytes_per_token, kv_cache_bytes, kv_terms
-    from .specs import get_spec
+    from .cost.memory import kv_bytes_per_token, kv_cache_bytes, kv_terms
+    from .cost.specs import get_spec
 
     spec = get_spec(a.model)
     terms = kv_terms(spec, a.dtype)
@@ -70,7 +69,7 @@ def _kv(a) -> dict:
 # ------------------------------------------------------------------ weights
 
 def _weights_args(p) -> None:
-    from .memory import WEIGHT_SCHEMES
+    from .cost.memory import WEIGHT_SCHEMES
 
     p.add_argument("--model", required=True, help="preset name or path to a config.json")
     p.add_argument("--dtype", default="bf16", type=dtype_type(WEIGHT_SCHEMES),
@@ -90,8 +89,8 @@ def _weights_render(r: dict) -> str:
 @command("weights", "weight bytes per dtype or quantization scheme, from the exact parameter count",
          _weights_args, _weights_render)
 def _weights(a) -> dict:
-    from .memory import weight_bytes
-    from .specs import get_spec
+    from .cost.memory import weight_bytes
+    from .cost.specs import get_spec
 
     spec = get_spec(a.model)
     w = weight_bytes(spec, a.dtype)
@@ -111,7 +110,7 @@ def _presets_render(r: dict) -> str:
 
 @command("presets", "the model presets shipped with helpers", lambda p: None, _presets_render)
 def _presets(a) -> dict:
-    from .specs import PRESETS, get_spec
+    from .cost.specs import PRESETS, get_spec
 
     out = []
     for name in PRESETS:

@@ -2,15 +2,15 @@
 bad one refused with one line naming the variable, its value and what is allowed (``EnvError``, a
 ValueError). An unset or empty variable means its default.
 
-    WORKSHOP_PROFILE, WORKSHOP_DEVICE, WORKSHOP_DTYPE   which model, device and dtype (helpers.models,
-                                                       helpers.hardware)
+    WORKSHOP_PROFILE, WORKSHOP_DEVICE, WORKSHOP_DTYPE   which model, device and dtype (helpers.measure.models,
+                                                       helpers.measure.hardware)
     WORKSHOP_MODEL_ID, WORKSHOP_CACHE                  the Hub id of mistral-7b; where built models live
     WORKSHOP_COMPILE, WORKSHOP_BENCH_COMPILE           torch.compile on a CPU (flags: 1/0, true/false,
                                                        yes/no, on/off)
-    WORKSHOP_FIGURES_DIR                               where a run notes key figures (helpers.recorded)
+    WORKSHOP_FIGURES_DIR                               where a run notes key figures (helpers.present.recorded)
     WORKSHOP_CELL_TIMEOUT                              seconds a notebook cell may run (scripts/notebooks.py)
     WORKSHOP_GPU_GB, WORKSHOP_CONTEXT, …               a notebook control's starting value outside marimo
-                                                       (helpers.notebook.env_default)
+                                                       (helpers.present.notebook.env_default)
 
 Nothing here imports the rest of helpers, so every layer may read its variables through it.
 """

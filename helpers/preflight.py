@@ -16,8 +16,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .hardware import device_info, pick_device
-from .models import resolve_profile, weights_status
+from .measure.hardware import device_info, pick_device
+from .measure.models import resolve_profile, weights_status
 
 LIBRARIES = ("torch", "transformers", "accelerate", "bitsandbytes", "mistral_common", "marimo",
              "pandas", "matplotlib", "numpy", "huggingface_hub")
@@ -56,7 +56,7 @@ class ModelCheck:
 def check_model(profile: str | None = None, device: str | None = None) -> ModelCheck:
     """Load the profile's model and run one forward pass; report instead of raising. Without arguments
     it loads what every notebook loads (``models.load()``, from the environment's settings)."""
-    from .models import ProfileUnavailable, load
+    from .measure.models import ProfileUnavailable, load
 
     t0 = time.perf_counter()
     try:

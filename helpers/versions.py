@@ -5,7 +5,7 @@ renamed the model forward's ``past_key_values=`` to ``cache=`` (read in every re
 ``models/mistral/modeling_mistral.py``: 5.17 to 5.23 take ``past_key_values``, 5.24 takes ``cache``
 and keeps the old name as a deprecated alias). Under 5.23 or older, ``model(..., cache=cache)`` falls
 into ``**kwargs`` and is ignored: every decode step runs without its KV history, and its timings look
-fine (helpers.timing, workloads, decoding, serving, breakdown all pass ``cache=``). transformers 5.24
+fine (helpers.measure.timing, workloads, decoding, serving, breakdown all pass ``cache=``). transformers 5.24
 in turn turns PyTorch off below 2.6 with only a logged warning (``utils/import_utils.py``,
 ``is_torch_available``). So ``import helpers`` stops on a GPU host, on Colab and on a laptop alike,
 with one line: the version found, the version needed, and the fix.

@@ -17,10 +17,11 @@ with app.setup:
     import marimo as mo
     import pandas as pd
 
-    from helpers import notebook, plots, preflight
-    from helpers.glossary import term
-    from helpers.memory import weight_bytes
-    from helpers.units import fmt_bytes
+    from helpers.present import notebook, plots
+    from helpers import preflight
+    from helpers.present.glossary import term
+    from helpers.cost.memory import weight_bytes
+    from helpers.cost.units import fmt_bytes
 
     notebook.setup()
     started = time.perf_counter()
@@ -29,7 +30,7 @@ with app.setup:
 @app.function
 def first_training() -> str:
     """How long training the tiny-trained model took on this machine, from its log; an estimate before it ran."""
-    from helpers import training
+    from helpers.measure import training
 
     folder = training.trained_folder()
     if not (folder / "training.json").exists():
@@ -174,8 +175,8 @@ def _():
 
 @app.cell
 def _():
-    from helpers.gpus import catalog as _catalog
-    from helpers.specs import PRESETS as _PRESETS, param_count as _param_count
+    from helpers.cost.gpus import catalog as _catalog
+    from helpers.cost.specs import PRESETS as _PRESETS, param_count as _param_count
 
     _big = max(_PRESETS, key=_param_count)
     _gpu = max(_catalog(), key=lambda g: g.memory_gb)

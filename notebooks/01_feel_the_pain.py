@@ -17,12 +17,14 @@ with app.setup:
     import marimo as mo
     import pandas as pd
 
-    from helpers import expected, models, notebook, plots, replay, serving, workload_figures, workloads
-    from helpers.glossary import term
-    from helpers.hardware import device_info
-    from helpers.memory import kv_bytes_per_token, kv_cache_bytes, measured_model_bytes
-    from helpers.roofline import streamed_weight_bytes
-    from helpers.units import fmt_bytes, fmt_seconds
+    from helpers.present import expected, notebook, plots, replay, sweep_figures
+    from helpers.measure import models, sweeps
+    from helpers import serving
+    from helpers.present.glossary import term
+    from helpers.measure.hardware import device_info
+    from helpers.cost.memory import kv_bytes_per_token, kv_cache_bytes, measured_model_bytes
+    from helpers.cost.roofline import streamed_weight_bytes
+    from helpers.cost.units import fmt_bytes, fmt_seconds
 
     notebook.setup()
     started = time.perf_counter()
@@ -53,7 +55,7 @@ def _():
     appears: the device **runs out of memory** ({term("OOM")}), and that point is a result.
     "What you should see" after each measurement gives the figures for the tiny model on a CPU and
     for Mistral 7B on a GPU — the GPU figures computed for an {gpu["gpu"]} from its datasheet
-    (`helpers.expected`, which asks the capacity planner): floors a real run comes near, never beats.
+    (`helpers.present.expected`, which asks the capacity planner): floors a real run comes near, never beats.
     """)
     return
 
@@ -61,7 +63,7 @@ def _():
 @app.cell
 def _():
     loaded = models.load()
-    sizes = workloads.sizes_for(loaded)
+    sizes = sweeps.sizes_for(loaded)
     return loaded, sizes
 
 
@@ -73,10 +75,10 @@ def serve_both(loaded, requests):
 
 @app.function
 def users_measured(loaded, context: int, batches) -> dict:
-    """The users sweep (helpers.workloads.users_sweep) with what its figure needs of the device it ran on:
+    """The users sweep (helpers.measure.sweeps.users_sweep) with what its figure needs of the device it ran on:
     on CUDA the device's memory and the model's bytes, so the figure can draw memory − weights."""
     cuda = loaded.device.startswith("cuda")
-    return {"users": workloads.users_sweep(loaded, context, batches), "context": context,
+    return {"users": sweeps.users_sweep(loaded, context, batches), "context": context,
             "total_memory": device_info(loaded.device).total_memory if cuda else None,
             "model_bytes": measured_model_bytes(loaded.model) if cuda else None}
 
@@ -85,9 +87,9 @@ def users_measured(loaded, context: int, batches) -> dict:
 def _(loaded, sizes):
     mo.md(f"""
     Running **{loaded.label}** ({loaded.reason}). Sweep sizes are chosen for this profile and device
-    by `helpers.workloads.sweep_sizes`: prompts of {sizes.ttft_tokens[0]:,} to {sizes.ttft_tokens[-1]:,}
+    by `helpers.measure.sweeps.sweep_sizes`: prompts of {sizes.ttft_tokens[0]:,} to {sizes.ttft_tokens[-1]:,}
     tokens, {sizes.requests} requests. Timings are medians of repeats after a warm-up, with the device
-    synchronised (`helpers.timing`).
+    synchronised (`helpers.measure.timing`).
 
     Each measurement has a **Run live** button. Headless and in Jupyter every measurement runs here, as
     always; with `WORKSHOP_REPLAY=1` (a room with a slow laptop) a recorded run's values show at once,
@@ -115,10 +117,10 @@ def _():
 
 @app.cell
 def _(loaded, memory_button, sizes):
-    memory_run = replay.measure("01/memory", models.run_on, loaded, workloads.memory_growth, sizes.memory_tokens,
+    memory_run = replay.measure("01/memory", models.run_on, loaded, sweeps.memory_growth, sizes.memory_tokens,
                                 run=memory_button.value, profile=loaded.profile, device=loaded.device)
     memory_on, memory = memory_run.value
-    workload_figures.memory_figure(memory, memory_run.source(memory_on), memory_on.spec, memory_on.dtype)
+    sweep_figures.memory_figure(memory, memory_run.source(memory_on), memory_on.spec, memory_on.dtype)
     return memory, memory_on, memory_run
 
 
@@ -186,12 +188,12 @@ def _():
 
 @app.cell
 def _(loaded, sizes, ttft_button):
-    ttft_run = replay.measure("01/ttft", models.run_on, loaded, workloads.ttft_sweep, sizes.ttft_tokens,
+    ttft_run = replay.measure("01/ttft", models.run_on, loaded, sweeps.ttft_sweep, sizes.ttft_tokens,
                               sizes.ttft_repeats, run=ttft_button.value, profile=loaded.profile,
                               device=loaded.device)
     ttft_on, ttft = ttft_run.value
-    ttft_fit = workloads.fit_or_none(ttft)
-    workload_figures.ttft_figure(ttft, ttft_fit, ttft_run.source(ttft_on))
+    ttft_fit = sweeps.fit_or_none(ttft)
+    sweep_figures.ttft_figure(ttft, ttft_fit, ttft_run.source(ttft_on))
     return ttft, ttft_fit, ttft_on, ttft_run
 
 
@@ -205,7 +207,7 @@ def _(ttft_run):
 def _(ttft_fit):
     _law = ttft_fit.describe() if ttft_fit else "fewer than three prompt lengths ran, too few to fit a law."
     mo.md(f"""
-    **Growth law, fitted** (`helpers.workloads.fit_growth`, non-negative least squares on relative error
+    **Growth law, fitted** (`helpers.measure.sweeps.fit_growth`, non-negative least squares on relative error
     over the medians): {_law}
 
     A constant term is fixed cost per forward (on a CPU with the tiny model: Python and operator
@@ -251,7 +253,7 @@ def _():
     grow with the *square* of its width — while attention costs 4 × heads × head_dim per earlier
     token, which grows only *linearly* with the width. So the wider the model, the longer the prompt
     must be before attention's FLOPs catch up with the matmuls'. Computed from each config
-    (`helpers.expected.attention_share_rows`, over the FLOP counts of `helpers.roofline`) at the prompt
+    (`helpers.present.expected.attention_share_rows`, over the FLOP counts of `helpers.cost.roofline`) at the prompt
     length you pick (a length beyond a model's context is left empty):
     """), share_prompt, notebook.static_note({"WORKSHOP_SHARE_PROMPT": "the prompt length (512 … 131072 tokens)"})])
     return (share_prompt,)
@@ -320,7 +322,7 @@ def _(loaded, serving_button, sizes):
                                 profile=loaded.profile, device=loaded.device)
     served_on, served = served_run.value
     served_source = served_run.source(served_on)
-    workload_figures.timeline_figure(served.results, served_source)
+    sweep_figures.timeline_figure(served.results, served_source)
     return served, served_on, served_run, served_source
 
 
@@ -437,7 +439,7 @@ def _():
                              label=f"batch on an {gpu['gpu']} (sequences of 1,024 tokens)")
     mo.vstack([mo.md(f"""
     **On a GPU the step grows much less than the batch.** The capacity planner's floor for Mistral 7B on
-    an {gpu["gpu"]} (`helpers.expected.gpu_plan`: the bytes a step reads ÷ the datasheet's bandwidth, or its
+    an {gpu["gpu"]} (`helpers.present.expected.gpu_plan`: the bytes a step reads ÷ the datasheet's bandwidth, or its
     FLOPs ÷ the peak), for the batch you pick, against batch 1:
     """), gpu_batch, notebook.static_note({"WORKSHOP_GPU_BATCH": "the batch (1 … 256)"})])
     return (gpu_batch,)
@@ -484,10 +486,10 @@ def _():
 
 @app.cell
 def _(itl_button, loaded, sizes):
-    itl_run = replay.measure("01/itl", models.run_on, loaded, workloads.itl_sweep, sizes.itl_contexts, sizes.itl_steps,
+    itl_run = replay.measure("01/itl", models.run_on, loaded, sweeps.itl_sweep, sizes.itl_contexts, sizes.itl_steps,
                              run=itl_button.value, profile=loaded.profile, device=loaded.device)
     itl_on, itl = itl_run.value
-    workload_figures.itl_figure(itl, itl_run.source(itl_on))
+    sweep_figures.itl_figure(itl, itl_run.source(itl_on))
     return itl, itl_on, itl_run
 
 
@@ -559,7 +561,7 @@ def _(loaded, sizes, users_button):
                                sizes.users_batches, run=users_button.value, profile=loaded.profile, device=loaded.device)
     users_on, users_result = users_run.value
     users = users_result["users"]
-    workload_figures.users_figure(users, users_run.source(users_on), users_result["total_memory"],
+    sweep_figures.users_figure(users, users_run.source(users_on), users_result["total_memory"],
                                   users_result["model_bytes"])
     return users, users_on, users_result, users_run
 
@@ -603,7 +605,7 @@ def _(users):
     **What you should see.** *Tiny model on a CPU*: all {len(users)} batches run, the cache on the
     formula's line. *Mistral 7B on an {gpu["gpu"]}* ({gpu["memory_bytes"] / 1e9:,.0f} GB): beside
     {gpu["weight_bytes"] / 1e9:,.2f} GB of weights the whole memory holds about {gpu["users_fit"]:,} sequences of
-    {gpu["users_context"]:,} tokens (`helpers.memory.max_users`, no overhead), so the doubling sweep should run out
+    {gpu["users_context"]:,} tokens (`helpers.cost.memory.max_users`, no overhead), so the doubling sweep should run out
     of memory at {gpu["users_oom_at"]:,} sequences, or one step earlier once activations and the allocator take
     their share.
     """)
@@ -635,13 +637,13 @@ def _():
 
 @app.cell
 def _():
-    from helpers.specs import get_spec as _get_spec
+    from helpers.cost.specs import get_spec as _get_spec
 
     _l = expected.attention_parity_tokens("llama-3.1-8b")
     _q = expected.attention_parity_tokens("qwen2.5-7b")
     _qs, _ls = _get_spec("qwen2.5-7b"), _get_spec("llama-3.1-8b")
     notebook.exercise(2, """Llama 3.1 8B reads up to 128k tokens. From what prompt length does its prefill spend more
-    FLOPs in attention than in the weight matmuls? Call `helpers.expected.attention_parity_tokens("llama-3.1-8b")`,
+    FLOPs in attention than in the weight matmuls? Call `helpers.present.expected.attention_parity_tokens("llama-3.1-8b")`,
     then try `"qwen2.5-7b"` (a smaller hidden size, a wider MLP). What decides it?""", f"""
     Llama 3.1 8B: **{_l:,} tokens**; Qwen 2.5 7B: **{_q:,} tokens**, later although its hidden size is smaller.
     What decides it is the ratio of parameters per layer (the matmuls' cost per token) to

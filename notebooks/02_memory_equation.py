@@ -17,10 +17,12 @@ with app.setup:
     import marimo as mo
     import pandas as pd
 
-    from helpers import memory, models, notebook, plots, workloads
-    from helpers.glossary import term
-    from helpers.specs import get_spec, param_count
-    from helpers.units import GB, GiB, fmt_bytes
+    from helpers.cost import memory
+    from helpers.measure import models, sweeps
+    from helpers.present import notebook, plots
+    from helpers.present.glossary import term
+    from helpers.cost.specs import get_spec, param_count
+    from helpers.cost.units import GB, GiB, fmt_bytes
 
     notebook.setup()
     started = time.perf_counter()
@@ -70,7 +72,7 @@ def _():
     The parameter count is exact, counted from the architecture itself (built by `transformers` on
     the `meta` device: shapes, no storage). Mistral 7B v0.1 has {_w.params:,} parameters: {_w.bytes / 1e9:.2f} GB
     ({_w.bytes / 2**30:.2f} GiB) in bf16 — not "14.6 GB". Quantized schemes add their scales and code books
-    (`helpers.memory.weight_bytes`; notebook 05 measures them).
+    (`helpers.cost.memory.weight_bytes`; notebook 05 measures them).
     """)
     return
 
@@ -83,7 +85,7 @@ def _(mistral):
         _rows.append({"scheme": _scheme, "parameters": param_count(mistral), "bytes": _w.bytes,
                       "GB": round(_w.bytes / GB, 2), "of which scales / code books (bytes)": _w.metadata_bytes})
     mistral_weights = pd.DataFrame(_rows)
-    plots.table(mistral_weights, "computed from mistral-7b-v0.1 config.json (helpers.memory.weight_bytes)")
+    plots.table(mistral_weights, "computed from mistral-7b-v0.1 config.json (helpers.cost.memory.weight_bytes)")
     return
 
 
@@ -92,7 +94,7 @@ def _(loaded):
     mo.md(f"""
     **The check on this machine**: the model loaded here is **{loaded.label}**. Its weights computed from
     its config, per dtype, against the bytes of the tensors it actually holds
-    (`helpers.memory.measured_weight_bytes`; buffers such as the rotary tables counted separately):
+    (`helpers.cost.memory.measured_weight_bytes`; buffers such as the rotary tables counted separately):
     """)
     return
 
@@ -150,7 +152,7 @@ def _(loaded, mistral, spec):
         _terms(mistral, "bf16", "mistral-7b-v0.1, bf16"),
         _terms(spec, loaded.dtype, f"{loaded.model_name}, {loaded.dtype}"),
     ])
-    plots.table(kv_per_token, "computed from each config.json (helpers.memory.kv_terms)")
+    plots.table(kv_per_token, "computed from each config.json (helpers.cost.memory.kv_terms)")
     return
 
 
@@ -177,7 +179,7 @@ def _(loaded, spec):
     _checks = (100, _window + 500) if _window else (100, 1000)
     _rows = []
     for _n in _checks:
-        _, _cache = workloads.prefill(loaded.model, workloads.prompt_ids(_n, vocab=spec.vocab_size,
+        _, _cache = sweeps.prefill(loaded.model, sweeps.prompt_ids(_n, vocab=spec.vocab_size,
                                                                          device=loaded.device))
         _layer0 = _cache.layers[0]
         _formula = memory.kv_cache_bytes(spec, _n, 1, loaded.dtype,
@@ -189,7 +191,7 @@ def _(loaded, spec):
                       "measured bytes": _measured, "formula bytes": _formula, "equal": _measured == _formula})
         del _cache
     cache_check = pd.DataFrame(_rows)
-    plots.table(cache_check, f"measured: {loaded.label}; formula: helpers.memory.kv_cache_bytes")
+    plots.table(cache_check, f"measured: {loaded.label}; formula: helpers.cost.memory.kv_cache_bytes")
     return (cache_check,)
 
 
@@ -219,7 +221,7 @@ def _():
 
     The map is **computed** for Mistral 7B v0.1 (bf16 weights and cache) whatever model runs here.
     *Overhead* is what the serving runtime keeps for anything but weights and cache
-    (`helpers.memory.runtime_reserve_bytes`): **(1 − utilization) × GPU memory + {_fixed / GB:,.1f} GB**.
+    (`helpers.cost.memory.runtime_reserve_bytes`): **(1 − utilization) × GPU memory + {_fixed / GB:,.1f} GB**.
     vLLM plans with `gpu_memory_utilization={_u}` of the memory by default, so it leaves {1 - _u:.0%} aside;
     of what it plans with, the activations of its profiling forward pass and the memory outside torch (CUDA
     context, cuBLAS workspace) are not cache either — about {_fixed / GB:,.1f} GB. On an 80 GB GPU:
@@ -297,7 +299,7 @@ def _(
     _ax.set_title(f"KV cache of Mistral 7B; hatched: more than the {budget / GB:,.1f} GB left on a "
                   f"{gpu_bytes / GB:,.0f} GB GPU\n(after {mistral_weight_bytes / GB:,.2f} GB of bf16 weights and {overhead_bytes / GB:,.1f} GB overhead)",
                   fontsize=10)
-    plots.finish(_fig, "computed from mistral-7b-v0.1 config.json, bf16 weights and KV cache (helpers.memory)")
+    plots.finish(_fig, "computed from mistral-7b-v0.1 config.json, bf16 weights and KV cache (helpers.cost.memory)")
     return
 
 
@@ -399,7 +401,7 @@ def _(mistral):
     `python -m helpers weights --model mistral-7b-v0.1 --dtype int8`, then apply the equation.""", f"""
     bf16: {_rows["bf16"] / GB:,.2f} GB of weights, **{_users["bf16"]:,} users**; int8: {_rows["int8"] / GB:,.2f} GB,
     **{_users["int8"]:,} users**; nf4: {_rows["nf4"] / GB:,.2f} GB, **{_users["nf4"]:,} users**
-    (`helpers.memory.max_users`). Quantizing the weights frees memory for the cache, but the cache per
+    (`helpers.cost.memory.max_users`). Quantizing the weights frees memory for the cache, but the cache per
     user does not shrink: at long contexts the cache, not the weights, sets the limit — notebook 06 attacks it.""")
     return
 

@@ -17,12 +17,13 @@ with app.setup:
     import marimo as mo
     import pandas as pd
 
-    from helpers import (decode_intensity, expected, gpus, microbench, models, notebook, plots, recorded, replay,
-                         roofline, stepcost, workload_figures, workloads)
+    from helpers.cost import decode_intensity, gpus, roofline, stepcost
+    from helpers.present import expected, notebook, plots, recorded, replay, sweep_figures
+    from helpers.measure import microbench, models, sweeps
     from helpers.decoding import regimes as decoding_regimes
     from helpers.decoding import views as decoding_views
-    from helpers.glossary import term
-    from helpers.units import dtype_bytes, fmt_seconds
+    from helpers.present.glossary import term
+    from helpers.cost.units import dtype_bytes, fmt_seconds
 
     notebook.setup()
     started = time.perf_counter()
@@ -32,13 +33,13 @@ with app.setup:
 @app.function
 def roofline_sweeps(loaded, sizes) -> dict:
     """Sections 1–4 measured in one run, so the roofs and the steps placed under them come from the same
-    machine at the same time: the copy, read and matmul benchmarks (helpers.microbench), prefill against
-    prompt length, decode against context and decode against batch (helpers.workloads)."""
+    machine at the same time: the copy, read and matmul benchmarks (helpers.measure.microbench), prefill against
+    prompt length, decode against context and decode against batch (helpers.measure.sweeps)."""
     return {"copy": microbench.copy_benchmark(loaded.device), "read": microbench.read_benchmark(loaded.device),
             "matmul": microbench.matmul_benchmark(loaded.device, loaded.dtype),
-            "prefill": workloads.ttft_sweep(loaded, sizes.ttft_tokens, sizes.ttft_repeats),
-            "decode": workloads.itl_sweep(loaded, sizes.itl_contexts, sizes.itl_steps),
-            "decode_batches": workloads.decode_batch_sweep(loaded, sizes.efficiency_context, sizes.decode_batches),
+            "prefill": sweeps.ttft_sweep(loaded, sizes.ttft_tokens, sizes.ttft_repeats),
+            "decode": sweeps.itl_sweep(loaded, sizes.itl_contexts, sizes.itl_steps),
+            "decode_batches": sweeps.decode_batch_sweep(loaded, sizes.efficiency_context, sizes.decode_batches),
             "batch_context": sizes.efficiency_context}
 
 
@@ -99,7 +100,7 @@ def _():
 @app.cell
 def _():
     loaded = models.load()
-    sizes = workloads.sizes_for(loaded)
+    sizes = sweeps.sizes_for(loaded)
     return loaded, sizes
 
 
@@ -110,7 +111,7 @@ def _():
     ## 1 · This device's two roofs, measured
 
     - **Bandwidth**: a device-to-device copy of a buffer far larger than the caches; bytes read +
-      bytes written, divided by the time (`helpers.microbench.measure_bandwidth`).
+      bytes written, divided by the time (`helpers.measure.microbench.measure_bandwidth`).
     - **Peak FLOP/s**: a square matmul in the model's dtype, 2·n³ FLOPs (`measure_peak_flops`).
 
     A roof is the best the device sustains, so each is the best of its repeats (as the STREAM benchmark
@@ -124,10 +125,10 @@ def _():
 def _(loaded, roofline_button, sizes):
     roofline_run = replay.measure("03/roofline", models.run_on, loaded, roofline_sweeps, sizes,
                                   run=roofline_button.value, profile=loaded.profile, device=loaded.device)
-    measured_on, sweeps = roofline_run.value
+    measured_on, measured_sweeps = roofline_run.value
     source = roofline_run.source(measured_on)
     spec, dtype = measured_on.spec, measured_on.dtype
-    bandwidth, peak = sweeps["copy"].bandwidth, sweeps["matmul"].flops_per_s
+    bandwidth, peak = measured_sweeps["copy"].bandwidth, measured_sweeps["matmul"].flops_per_s
     ridge = roofline.ridge_point(peak, bandwidth)
     crossover = roofline.crossover_batch(peak, bandwidth, dtype_bytes(dtype))
     return (
@@ -140,7 +141,7 @@ def _(loaded, roofline_button, sizes):
         roofline_run,
         source,
         spec,
-        sweeps,
+        measured_sweeps,
     )
 
 
@@ -151,8 +152,8 @@ def _(roofline_run):
 
 
 @app.cell
-def _(bandwidth, crossover, dtype, peak, ridge, source, sweeps):
-    _copy, _read, _matmul = sweeps["copy"], sweeps["read"], sweeps["matmul"]
+def _(bandwidth, crossover, dtype, peak, ridge, source, measured_sweeps):
+    _copy, _read, _matmul = measured_sweeps["copy"], measured_sweeps["read"], measured_sweeps["matmul"]
     roofs = pd.DataFrame([
         {"what": "memory bandwidth", "measured": f"{bandwidth / 1e9:,.1f} GB/s",
          "how": f"copy of {_copy.nbytes / 2**20:,.0f} MiB, read + write, best of {len(_copy.stats.samples)}"},
@@ -200,7 +201,7 @@ def _():
     ## 1b · Batching against the KV cache (computed for Mistral 7B on an H100 SXM)
 
     Decode's intensity against the batch, from the model's config and the GPU catalog
-    (`helpers.decode_intensity`, bytes and FLOPs from `helpers.stepcost`): dashed, the weights alone;
+    (`helpers.cost.decode_intensity`, bytes and FLOPs from `helpers.cost.stepcost`): dashed, the weights alone;
     solid, with each sequence's cache read at three contexts. Filled markers fit the H100's memory
     (the capacity planner's budget, notebook 04); hollow ones do not.
     """)
@@ -258,7 +259,7 @@ def _():
     roof_batch = mo.ui.number(start=1, stop=4096, step=1, value=notebook.env_default("WORKSHOP_ROOF_BATCH", 295, range(1, 4097)),
                               label="batch (sequences)")
     mo.vstack([mo.md("**Batch × context on the roofline.** Pick a step; the point sits on the GPU's roof at its "
-                     "intensity (computed, `helpers.decode_intensity.point`):"),
+                     "intensity (computed, `helpers.cost.decode_intensity.point`):"),
                mo.hstack([roof_model, roof_gpu, roof_batch], justify="start"), roof_context,
                notebook.static_note({"WORKSHOP_ROOF_MODEL": "the model (" + ", ".join(_models) + ")",
                                      "WORKSHOP_ROOF_GPU": "the GPU (" + ", ".join(_gpus) + ")",
@@ -303,8 +304,8 @@ def _():
 
 
 @app.cell
-def _(dtype, peak, source, spec, sweeps):
-    prefill = sweeps["prefill"]
+def _(dtype, peak, source, spec, measured_sweeps):
+    prefill = measured_sweeps["prefill"]
     roofline.prefill_figure(prefill, spec, dtype, peak, source)
     return (prefill,)
 
@@ -339,22 +340,22 @@ def _():
     ## 3 · Decode step time against context
 
     A prefill of *c* tokens, then one token per step through the model, each step reusing the cache
-    (`helpers.timing.timed_generate`); the median step. The dashed line is the memory-bound floor of a
+    (`helpers.measure.timing.timed_generate`); the median step. The dashed line is the memory-bound floor of a
     step: the bytes it must move ÷ the measured bandwidth — the weights once (of the input embedding only
-    the new token's row), the cache read and the new token's K/V written (`helpers.stepcost`, the same
+    the new token's row), the cache read and the new token's K/V written (`helpers.cost.stepcost`, the same
     bytes notebook 04's planner and `make bench` count).
     """)
     return
 
 
 @app.cell
-def _(bandwidth, dtype, source, spec, sweeps):
-    decode = sweeps["decode"]
+def _(bandwidth, dtype, source, spec, measured_sweeps):
+    decode = measured_sweeps["decode"]
 
     def decode_floor(context):
         return roofline.decode_floor_bytes(spec, context, dtype) / bandwidth
 
-    workload_figures.itl_figure(decode, source, decode_floor)
+    sweep_figures.itl_figure(decode, source, decode_floor)
     return decode, decode_floor
 
 
@@ -391,7 +392,7 @@ def _():
     ## 4 · Both on the roofline
 
     Each measured forward pass becomes a point: its FLOPs and bytes from the model's shape
-    (`helpers.roofline.forward_flops`, `forward_bytes`, from `helpers.stepcost`; weights read once per
+    (`helpers.cost.roofline.forward_flops`, `forward_bytes`, from `helpers.cost.stepcost`; weights read once per
     pass, the cache read and written), its time measured. x = FLOPs ÷ bytes (arithmetic intensity), y = FLOPs ÷ seconds. Decode is
     also measured at growing batch: more sequences share each read of the weights.
     """)
@@ -399,11 +400,11 @@ def _():
 
 
 @app.cell
-def _(bandwidth, decode, dtype, peak, prefill, source, spec, sweeps):
-    _batches = sweeps["decode_batches"]
+def _(bandwidth, decode, dtype, peak, prefill, source, spec, measured_sweeps):
+    _batches = measured_sweeps["decode_batches"]
     points = [roofline.prefill_point(spec, int(r.tokens), r.ttft_s, dtype) for r in prefill[~prefill["oom"]].itertuples()]
     points += [roofline.decode_point(spec, int(r.context), r.itl_s, dtype) for r in decode[~decode["oom"]].itertuples()]
-    points += [roofline.decode_point(spec, sweeps["batch_context"], r.step_s, dtype, batch=int(r.batch))
+    points += [roofline.decode_point(spec, measured_sweeps["batch_context"], r.step_s, dtype, batch=int(r.batch))
                for r in _batches[~_batches["oom"]].itertuples() if r.batch > 1]
     roofline.roofline_figure(peak, bandwidth, points, source, dtype)
     return (points,)
@@ -531,7 +532,7 @@ def _(efficiency, efficiency_result, explained, probe_s):
 
 @app.cell(hide_code=True)
 def _(efficiency):
-    from helpers.models import TINY_CONFIG as _TINY
+    from helpers.measure.models import TINY_CONFIG as _TINY
 
     _tiny_floor = stepcost.decode_cost(_TINY, 128, 1, "bf16").bytes / h100["bandwidth"]
     _mistral = stepcost.decode_cost("mistral-7b-v0.1", 128, 1, "bf16").bytes / h100["bandwidth"]
@@ -569,7 +570,7 @@ def _():
       fused and the Python around them gone). Each is placed on the roofline and against its floor; their tokens are
       checked to be identical;
     - **the kernels' own roof**: the matrix–vector product alone, over a stack of weights bigger than
-      the caches (`helpers.microbench.gemv_benchmark`), for each kernel — how much of the memory's
+      the caches (`helpers.measure.microbench.gemv_benchmark`), for each kernel — how much of the memory's
       bandwidth the kernel itself can use, before any loop is built on it;
     - **where one step's time goes**: the fastest loop's step under `torch.profiler`, split into weight
       matmuls, attention, other operators and the time in no operator at all (Python, dispatch);
@@ -708,7 +709,7 @@ def _(
     ridge,
     roofline_run,
 ):
-    # This run beside a recorded one (helpers.recorded): the key figures side by side, then the record's figures.
+    # This run beside a recorded one (helpers.present.recorded): the key figures side by side, then the record's figures.
     # Only figures measured here are noted for the run's report; replayed ones are the record's, not this run's.
     _own = efficiency[efficiency["model"].str.endswith("(loaded)")]
     _live = {"profile": loaded.profile, "device": loaded.device, "bandwidth (GB/s)": bandwidth / 1e9,
@@ -760,9 +761,9 @@ def _():
     _lines = "\n".join(f"- {decode_intensity.verdict(s)}" for s in decode_intensity.summary(_d))
     notebook.exercise(2, "A model without a sliding window. Does Llama 3.1 8B (128k context, no window) reach "
                     "the ridge at long contexts? Pick it in section 1b's control, or use "
-                    "`helpers.decode_intensity.intensity_table`.", f"""
+                    "`helpers.cost.decode_intensity.intensity_table`.", f"""
     ```python
-    from helpers import decode_intensity
+    from helpers.cost import decode_intensity
     d = decode_intensity.intensity_table("llama-3.1-8b", "H100 SXM", contexts=(1024, 8192, 32768))
     [decode_intensity.verdict(s) for s in decode_intensity.summary(d)]
     ```
@@ -781,7 +782,7 @@ def _():
     notebook.exercise(3, "One floor everywhere. Run `python -m helpers capacity --model mistral-7b-v0.1 --gpu \"H100 SXM\" "
                     "--context 4096 --batch 1 --efficiency 1 --json` and compare `step_bytes_per_gpu` with the "
                     "bytes this notebook's floor counts. Why do they agree?", f"""
-    Both come from `helpers.stepcost.decode_cost`: {_c.weight_bytes:,} B of weights (every weight but the
+    Both come from `helpers.cost.stepcost.decode_cost`: {_c.weight_bytes:,} B of weights (every weight but the
     input embedding table) + {_c.embedding_bytes:,} B (the new token's row of it) + {_c.kv_read_bytes:,} B of
     cache read + {_c.kv_write_bytes:,} B written = **{_c.bytes:,} B**. At {h100['bandwidth'] / 1e12:,.2f} TB/s that is
     {1e3 * _c.bytes / h100['bandwidth']:,.3f} ms — the planner's `step_floor_ms`. The planner's `step_ms` divides it by
@@ -810,7 +811,7 @@ def _(efficiency, intensity_summary):
     - The implementation decides which regime a large model ends up in: the same greedy tokens come out of
       each, at very different distances from the floor. On a GPU it takes a static cache *and* CUDA graphs
       to get near the roof; the profiler turns "overhead" into named parts that add up to the measured step.
-    - One model of a step's bytes (`helpers.stepcost`) gives this notebook's floor, notebook 04's planner
+    - One model of a step's bytes (`helpers.cost.stepcost`) gives this notebook's floor, notebook 04's planner
       and `make bench` the same numbers — a floor, not a forecast: it holds where the step waits for
       memory, and says nothing about the fixed cost.
 

@@ -16,11 +16,13 @@ with app.setup:
 
     import marimo as mo
 
-    from helpers import capacity, expected, gpus, notebook, plots, replay
-    from helpers.glossary import term
+    from helpers import capacity
+    from helpers.present import expected, notebook, plots, replay
+    from helpers.cost import gpus
+    from helpers.present.glossary import term
     from helpers.capacity import measured as capacity_measured, ranking as capacity_ranking, views as capacity_views
-    from helpers.memory import KV_DTYPES, WEIGHT_SCHEMES
-    from helpers.specs import PRESETS, get_spec
+    from helpers.cost.memory import KV_DTYPES, WEIGHT_SCHEMES
+    from helpers.cost.specs import PRESETS, get_spec
     from helpers.capacity.inputs import LastGood
 
     notebook.setup()
@@ -231,10 +233,10 @@ def _(model, n_gpus):
     reported figure use the label). Of it the runtime plans with {capacity.GPU_MEMORY_UTILIZATION:.0%}
     (vLLM's default `gpu_memory_utilization`), less about {capacity.RUNTIME_OVERHEAD_BYTES / 1e9:.1f} GB
     for activations and the CUDA context — the same budget notebook 02 counts
-    (`helpers.memory.runtime_reserve_bytes`); the weights come next, and what is left holds the
+    (`helpers.cost.memory.runtime_reserve_bytes`); the weights come next, and what is left holds the
     [KV cache](../workshop/glossary.md#kv-cache) — so `max batch` = KV budget ÷ one sequence's cache.
     Tensor parallel here: {split_note}. The step's floor is `max(bytes ÷ bandwidth, FLOPs ÷ peak)`
-    with the bytes and FLOPs of `helpers.stepcost` (the same as notebook 03's floor), the FP8 peak only
+    with the bytes and FLOPs of `helpers.cost.stepcost` (the same as notebook 03's floor), the FP8 peak only
     for fp8 weights on GPUs that have it; communication between GPUs is not counted. The step the
     ranking uses is that floor ÷ the efficiency.
     """)
@@ -399,7 +401,7 @@ def roof_check(active) -> dict:
     for memory — on a CPU the small profile, on a GPU the active model — measured with its fastest
     implementation (notebook 03, section 6), the floor at the copy bandwidth measured alongside its steps;
     its planner row and the verdict, by the rule of 0.8–1.25."""
-    from helpers import microbench, models
+    from helpers.measure import microbench, models
     from helpers.decoding import regimes, views
 
     here = active if active.device.startswith("cuda") else models.load("small", device=active.device)
@@ -427,8 +429,8 @@ def _():
 
 @app.cell
 def _(measured_button):
-    from helpers.hardware import is_out_of_memory
-    from helpers.models import ProfileUnavailable, load
+    from helpers.measure.hardware import is_out_of_memory
+    from helpers.measure.models import ProfileUnavailable, load
 
     loaded, measured, measured_run = None, None, None   # None when the profile's model cannot load here
     try:
@@ -504,7 +506,7 @@ def _():
 
 @app.cell
 def _(loaded, roof_button):
-    from helpers.models import ProfileUnavailable as _Unavailable
+    from helpers.measure.models import ProfileUnavailable as _Unavailable
 
     roof_run = None
     try:

@@ -17,9 +17,12 @@ with app.setup:
     import marimo as mo
     import pandas as pd
 
-    from helpers import capacity, expected, memory, models, notebook, plots, quant, replay, specs
-    from helpers.glossary import term
-    from helpers.units import fmt_bytes
+    from helpers import capacity
+    from helpers.present import expected, notebook, plots, replay
+    from helpers.cost import memory, specs
+    from helpers.measure import models, quant
+    from helpers.present.glossary import term
+    from helpers.cost.units import fmt_bytes
 
     notebook.setup()
     started = time.perf_counter()
@@ -56,7 +59,7 @@ def _():
     | `nf4` | 4-bit NormalFloat: ½ byte per weight + one fp32 absmax per block of 64 |
     | `nf4-dq` | nf4 with *double quantization*: the absmax themselves stored in 8 bits |
 
-    Three questions for each: **how big** is the loaded model (measured, against `helpers.memory`'s
+    Three questions for each: **how big** is the loaded model (measured, against `helpers.cost.memory`'s
     prediction), **how fast** (prefill and decode), and **how different** its predictions are from
     the reference on a fixed text shipped in the repository. Then the headline case: does GPT-OSS-120B
     fit on one 80 GB GPU?
@@ -80,7 +83,7 @@ def _(loaded):
     **Reference dtype:** {_ref}.
     bitsandbytes quantizes while loading a checkpoint, so each quantized copy is loaded from the
     same weights as the reference{" (for `mistral-7b-random`, a copy saved once to the workshop cache)" if loaded.profile == "mistral-7b-random" else ""}.
-    **Run live** loads and measures the four models (`helpers.quant.compare`): the footprint, speed and
+    **Run live** loads and measures the four models (`helpers.measure.quant.compare`): the footprint, speed and
     quality sections below all read that one run.
     """), compare_button])
     return (compare_button,)
@@ -109,7 +112,7 @@ def _():
     The model's own bytes — its parameters as stored (packed when quantized), bitsandbytes'
     quantization states (row scales, absmax, code books) and its buffers (the rotary tables) — not
     the device's total, which also counts the allocator's cache and everything else running.
-    `predicted` is `helpers.memory.weight_bytes(spec, scheme)`, metadata included; the two must agree
+    `predicted` is `helpers.cost.memory.weight_bytes(spec, scheme)`, metadata included; the two must agree
     to the byte.
     """)
     return
@@ -119,7 +122,7 @@ def _():
 def _(results, results_on, results_source):
     footprints = pd.DataFrame(quant.footprint_rows(results, results_on.spec, results_on.label))
     plots.table(footprints.drop(columns="measured on", errors="ignore"), f"{plots.source_label(results_source)}; "
-                "predicted: helpers.memory.weight_bytes")
+                "predicted: helpers.cost.memory.weight_bytes")
     return (footprints,)
 
 
@@ -162,7 +165,7 @@ def _():
 def _(footprint_model):
     preset_footprints = pd.DataFrame(quant.preset_footprints(footprint_model.value))
     plots.table(preset_footprints.drop(columns="GiB", errors="ignore"),
-                f"computed from {footprint_model.value} config.json, bf16 base (helpers.quant.preset_footprints)")
+                f"computed from {footprint_model.value} config.json, bf16 base (helpers.measure.quant.preset_footprints)")
     return (preset_footprints,)
 
 
@@ -180,7 +183,7 @@ def _():
 @app.cell
 def _():
     all_presets = pd.DataFrame(quant.presets_table())
-    plots.table(all_presets, "computed from each config.json, bf16 base (helpers.quant.presets_table)")
+    plots.table(all_presets, "computed from each config.json, bf16 base (helpers.measure.quant.presets_table)")
     return
 
 
@@ -336,7 +339,7 @@ def _(results_on):
     a smoke test, not a benchmark — check a scheme on your own task before you ship it.
     """)
     _text = ("the opening of the last chapter of *Persuasion* (held out from the tiny model's training; "
-             "`helpers.training.eval_text()`)" if results_on.profile in ("tiny", "tiny-trained") else
+             "`helpers.measure.training.eval_text()`)" if results_on.profile in ("tiny", "tiny-trained") else
              "the fixed text in `helpers/data/eval_text.txt` (original prose written for this repository, "
              "public domain)")
     mo.md(f"""
@@ -366,7 +369,7 @@ def random_against_trained(loaded) -> dict | None:
     (the trained one built once per machine, about a minute on two cores, and cached), the training log, and
     on the random profile int8 and nf4 measured on the trained model too (footprint and quality, no timing).
     None on other profiles."""
-    from helpers import training
+    from helpers.measure import training
 
     if loaded.profile not in models.TINY_PROFILES:
         return None
@@ -496,11 +499,11 @@ def _(big_gpu):
     GPT-OSS-120B has {_pb.total / 1e9:,.1f} B parameters, {_pb.experts / _pb.total:.0%} of them in its
     {_spec.num_experts} experts per layer. OpenAI ships the
     experts in **MXFP4** — 4-bit values in blocks of 32 sharing one 8-bit scale — and everything else
-    (attention, router, embeddings, norms) in bf16. From its config, with `helpers.memory.weight_bytes`:
+    (attention, router, embeddings, norms) in bf16. From its config, with `helpers.cost.memory.weight_bytes`:
     bf16 everywhere, fp8 for every matrix, or MXFP4 experts. The GPU: an {_mx['gpu']}, labelled
     {_g.memory_label_gb:g} GB but reporting {_mx['GPU reports (GB)']:.2f} GB to CUDA, less a runtime reserve
     for the CUDA context, activations and the allocator — the budget the capacity planner counts
-    (`helpers.capacity.plan`, which `helpers.quant.fit_on_gpu` calls: vLLM's default
+    (`helpers.capacity.plan`, which `helpers.measure.quant.fit_on_gpu` calls: vLLM's default
     `gpu_memory_utilization` of {capacity.GPU_MEMORY_UTILIZATION} less
     {capacity.RUNTIME_OVERHEAD_BYTES / 1e9:.1f} GB), leaving {_mx['usable after reserve (GB)']:.2f} GB.
 
@@ -521,7 +524,7 @@ def _(big_gpu):
 @app.cell
 def _(big_gpu):
     gpt_oss = pd.DataFrame(quant.fit_on_gpu("gpt-oss-120b", gpu=big_gpu.value))
-    plots.table(gpt_oss, "computed from gpt-oss-120b config.json (helpers.quant.fit_on_gpu)")
+    plots.table(gpt_oss, "computed from gpt-oss-120b config.json (helpers.measure.quant.fit_on_gpu)")
     return (gpt_oss,)
 
 
@@ -541,7 +544,7 @@ def _(gpt_oss):
         _ax.text(_i, _w / 2, f"{_w:,.1f} GB", ha="center", color="white", fontsize=9)
     _ax.set_ylabel(plots.byte_label("GB", "weights"))
     _ax.set_title("GPT-OSS-120B weights by scheme (green: fits)", fontsize=10)
-    plots.finish(_fig, "computed from gpt-oss-120b config.json (helpers.memory.weight_bytes; budget: helpers.capacity.plan)")  # stamped, and closed so Jupyter shows it once
+    plots.finish(_fig, "computed from gpt-oss-120b config.json (helpers.cost.memory.weight_bytes; budget: helpers.capacity.plan)")  # stamped, and closed so Jupyter shows it once
     _fig
     return
 

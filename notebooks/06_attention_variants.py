@@ -17,9 +17,12 @@ with app.setup:
     import marimo as mo
     import pandas as pd
 
-    from helpers import attention, capacity, memory, mla, notebook, plots, replay, specs
-    from helpers.glossary import term
-    from helpers.units import fmt_bytes
+    from helpers.cost import attention, memory, specs
+    from helpers import capacity
+    from helpers.measure import mla
+    from helpers.present import notebook, plots, replay
+    from helpers.present.glossary import term
+    from helpers.cost.units import fmt_bytes
 
     notebook.setup()
     started = time.perf_counter()
@@ -65,7 +68,7 @@ def _():
     mo.md("""
     ## KV bytes per token, every preset
 
-    From each model's `config.json` with `helpers.memory` (bf16 cache). "Per token" is at short
+    From each model's `config.json` with `helpers.cost.memory` (bf16 cache). "Per token" is at short
     context; the per-sequence columns honour sliding windows — a sliding layer stops growing at its
     window.
     """)
@@ -75,7 +78,7 @@ def _():
 @app.cell
 def _():
     kv = pd.DataFrame(attention.kv_table())
-    plots.table(kv, "computed from each config.json, bf16 KV (helpers.attention.kv_table)")
+    plots.table(kv, "computed from each config.json, bf16 KV (helpers.cost.attention.kv_table)")
     return
 
 
@@ -99,7 +102,7 @@ def _():
         _ax.set_xlabel("context length (tokens, one sequence)")
         _ax.set_ylabel(plots.byte_label("GB", "KV cache of one sequence (bf16)"))
     _lin.legend(fontsize=7, title="Llama 3.1 8B and Mistral v0.3 coincide", title_fontsize=7)
-    plots.finish(_fig, "computed from each preset's config.json with helpers.memory.kv_cache_bytes, bf16",
+    plots.finish(_fig, "computed from each preset's config.json with helpers.cost.memory.kv_cache_bytes, bf16",
                  title="KV cache of one sequence against context, every preset")
     _fig
     return
@@ -149,7 +152,7 @@ def _(kv_context):
         "sequences on one H100 SXM": (capacity.max_batch(name, "H100 SXM", context=_n)
                                       if _n <= (specs.get_spec(name).max_position_embeddings or _n) else None)}
         for name in specs.PRESETS])
-    plots.table(kv_at_context, "computed from each config.json, bf16 weights and KV (helpers.memory, helpers.capacity); "
+    plots.table(kv_at_context, "computed from each config.json, bf16 weights and KV (helpers.cost.memory, helpers.capacity); "
                                "past a model's context the formula still counts, the planner does not")
     return (kv_at_context,)
 
@@ -177,7 +180,7 @@ def _():
     Three tiny Mistral models that differ **only** in their number of K/V heads — all 8 (MHA), 2 (GQA,
     the tiny profile's own), 1 (MQA) — built with random weights, loaded through `from_pretrained`,
     and run forward with transformers' `DynamicCache`. The measured bytes are those of the cache's
-    tensors; the formula is `helpers.memory.kv_cache_bytes` at fp32.
+    tensors; the formula is `helpers.cost.memory.kv_cache_bytes` at fp32.
     """), kv_heads_button])
     return (kv_heads_button,)
 
@@ -188,7 +191,7 @@ def _(kv_heads_button):
                                   profile="tiny", device="cpu")
     kv_heads = pd.DataFrame(kv_heads_run.value)
     plots.table(kv_heads, kv_heads_run.source("measured: tiny Mistral variants (random weights) · fp32 · cpu") +
-                "; formula: helpers.memory")
+                "; formula: helpers.cost.memory")
     return kv_heads, kv_heads_run
 
 
@@ -261,7 +264,7 @@ def _():
     **c** of `kv_lora_rank` numbers and caches it, together with one small **decoupled RoPE key**
     k_R of `qk_rope_head_dim` numbers shared by all heads (position information cannot pass through
     the compression, so it travels beside it). At attention time up-projections rebuild every head's
-    key and value from c. `helpers.mla.MLAttention` is a small, readable MLA in torch
+    key and value from c. `helpers.measure.mla.MLAttention` is a small, readable MLA in torch
     ({_c['num_hidden_layers']} layers, {_c['num_attention_heads']} heads, latent {_c['kv_lora_rank']}
     + rope key {_c['qk_rope_head_dim']}); its cache holds only `[c | k_R]` per token per layer.
     It attends straight from the cache with the key up-projection *absorbed* into the query — the
@@ -274,7 +277,7 @@ def _():
 @app.cell
 def _():
     mla_cache = pd.DataFrame(mla.measure_mla())
-    plots.table(mla_cache, "measured: helpers.mla.TinyMLA (random weights) · fp32 · cpu")
+    plots.table(mla_cache, "measured: helpers.measure.mla.TinyMLA (random weights) · fp32 · cpu")
     return
 
 
@@ -333,7 +336,7 @@ def _():
 def _():
     baselines = pd.DataFrame(attention.mla_baselines("deepseek-v3", "mistral-7b-v0.1"))
     plots.table(baselines, "computed from deepseek-v3 and mistral-7b-v0.1 config.json, bf16 "
-                           "(helpers.attention.mla_baselines); fair = same model, counted the same way")
+                           "(helpers.cost.attention.mla_baselines); fair = same model, counted the same way")
     return (baselines,)
 
 
@@ -457,7 +460,7 @@ def _():
     _same3 = next(v for k, v in _b3.items() if k.startswith("MHA of the same model:"))
     _gqa = next(v for k, v in _b.items() if k.startswith("GQA of the same model"))
     notebook.exercise(2, """DeepSeek V2 Lite uses MLA with fewer heads than V3. Compute its fair ratios with
-    `helpers.attention.mla_baselines("deepseek-v2-lite")`. Is MLA's saving against MHA of the same
+    `helpers.cost.attention.mla_baselines("deepseek-v2-lite")`. Is MLA's saving against MHA of the same
     model larger or smaller than V3's, and why?""", f"""
     Against MHA of the same model: **{_same:,.1f}×** (V3: {_same3:,.1f}×); against GQA-8 of the same model:
     **{_gqa:,.1f}×**. {"Smaller" if _same < _same3 else "Larger" if _same > _same3 else "The same as"}{" than" if _same != _same3 else ""}

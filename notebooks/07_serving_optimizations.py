@@ -18,17 +18,19 @@ with app.setup:
     import pandas as pd
     import torch
 
-    from helpers import decode_intensity, memory, models, notebook, plots, quality
+    from helpers.cost import decode_intensity, memory
+    from helpers.measure import models, quality
+    from helpers.present import notebook, plots
     from helpers.capacity import planner
-    from helpers.glossary import term
+    from helpers.present.glossary import term
     from helpers.serving import batching, blocks, engine, figures, kv_cache, kv_quant, speculative, traces
-    from helpers.serving import bench as serving_bench
-    from helpers.serving.bench import chat_requests, paged_fit, paged_trace, workload
+    from helpers.serving import measured as serving_bench
+    from helpers.serving.measured import chat_requests, paged_fit, paged_trace, workload
     from helpers.serving.engine import kv as engine_kv
     from helpers.serving.engine import llm, measure, prefix_cache, runner, scheduler
     from helpers.serving.engine import speculative as spec_loop
     from helpers.serving.engine.llm import EngineArgs
-    from helpers.stepcost import forward_cost
+    from helpers.cost.stepcost import forward_cost
 
     notebook.setup()
     started = time.perf_counter()
@@ -80,7 +82,7 @@ def _():
 @app.cell(hide_code=True)
 def _(loaded, w):
     mo.md(f"""
-    **Model:** {loaded.label}. Sizes for this profile (`helpers.serving.bench.workload`): {w.requests}
+    **Model:** {loaded.label}. Sizes for this profile (`helpers.serving.measured.workload`): {w.requests}
     chat requests on {w.slots} batch slots, a {w.prefix_tokens:,}-token shared prefix, {w.decode_tokens}
     generated tokens for the decoding experiments.
     """)
@@ -418,7 +420,7 @@ def _(batch_reqs, served, w):
     shrinks every figure. *GPU, Mistral 7B:* a decode step reads all
     {memory.weight_bytes('mistral-7b-v0.1', 'bf16').bytes / 1e9:.1f} GB of weights whatever the batch, plus each
     sequence's cached keys and values, so throughput grows with the batch while the weights dominate the bytes —
-    then the cache reads take over: {decode_intensity.verdict(_s)} (`helpers.decode_intensity`), so at that
+    then the cache reads take over: {decode_intensity.verdict(_s)} (`helpers.cost.decode_intensity`), so at that
     context decode never becomes compute-bound; continuous batching keeps the batch full.
     """), plots.table(pd.DataFrame([_pad]), "computed: helpers.serving.batching.padding_tokens")])
     return
@@ -607,8 +609,8 @@ def _(loaded):
     transformers' `QuantizedCache` stores keys and values in **fp8** (one scale per tensor), or in **4 and 2
     bits** (optimum-quanto: a scale and a zero point per group of 64 values; the newest 128 tokens stay in full
     precision until they are quantized, as in KIVI). Bytes of the real cache are measured
-    (`helpers.memory.measured_cache_bytes`) against `helpers.memory.kv_cache_bytes`; quality is KL divergence
-    and top-1 agreement against the full-precision cache (`helpers.quality`), on the evaluation text, with the
+    (`helpers.cost.memory.measured_cache_bytes`) against `helpers.cost.memory.kv_cache_bytes`; quality is KL divergence
+    and top-1 agreement against the full-precision cache (`helpers.measure.quality`), on the evaluation text, with the
     profile **{quality_profile}**{"" if trained else " — **random weights: quality figures meaningless**"}.
     """)
     return quality_profile, trained
@@ -631,7 +633,7 @@ def _(kvq_speed, loaded):
 
 @app.cell
 def _(loaded, quality_profile):
-    # the model the quality figures need (a trained one when helpers.models offers it), loaded once
+    # the model the quality figures need (a trained one when helpers.measure.models offers it), loaded once
     qloaded = loaded if quality_profile == loaded.profile else models.load(quality_profile, device=loaded.device)
     return (qloaded,)
 
@@ -761,7 +763,7 @@ def _(k_pick, qloaded, spec_context):
                                 for c in (512, 4096) for b in (1, 16, 64, 256)])
     mo.vstack([plots.table(verify_here, f"measured: the engine's runner on {qloaded.label}, fastest of 5"),
                plots.table(verify_cost, "computed: helpers.serving.speculative.verify_step_ratio "
-                                        "(helpers.stepcost at the H100's roofline)")])
+                                        "(helpers.cost.stepcost at the H100's roofline)")])
     return verify_cost, verify_here
 
 

@@ -17,8 +17,9 @@ with app.setup:
     import marimo as mo
     import pandas as pd
 
-    from helpers import models, notebook, plots, replay
-    from helpers.glossary import term
+    from helpers.measure import models
+    from helpers.present import notebook, plots, replay
+    from helpers.present.glossary import term
     from helpers.parallel import collectives, kv_offload, links, sim, tp_demo
     from helpers.parallel import plan as par
     from helpers.serving import traces
@@ -262,7 +263,7 @@ def _():
     ## 4 · Expert parallelism: how many experts a step reads, and the all-to-all
 
     A mixture-of-experts layer sends each token to k of E experts. One token reads k/E of the expert
-    weights; a batch of b tokens touches 1 − (1 − k/E)^b of them (`helpers.stepcost.experts_touched`), so
+    weights; a batch of b tokens touches 1 − (1 − k/E)^b of them (`helpers.cost.stepcost.experts_touched`), so
     the bytes per step climb with the batch towards the whole model. With the experts split over 8 GPUs,
     each MoE layer sends every token's hidden state to its experts' GPUs and back: two all-to-alls.
     DeepSeek V3 in FP8 on 8 H200s (NVLink).
@@ -498,7 +499,7 @@ def _(costs, disagg, disagg_gpus, itl_slo_s, kv_link, ttft_slo_s):
 @app.cell
 def _(costs, kv_link, mean_prompt):
     # What one mean prompt's KV cache is, and what crosses the link: Mistral 7B v0.1's window keeps at most
-    # 4,096 tokens per layer (helpers.memory.kv_cache_bytes honours it), so a longer prompt moves the window's worth.
+    # 4,096 tokens per layer (helpers.cost.memory.kv_cache_bytes honours it), so a longer prompt moves the window's worth.
     _n = int(mean_prompt[max(mean_prompt)])
     kv_moved = {"mean prompt (tokens)": _n, "KV per token (B)": costs.kv_bytes(1),
                 "prompt × KV per token (GB)": _n * costs.kv_bytes(1) / 1e9,

@@ -19,8 +19,10 @@ with app.setup:
     import pandas as pd
     import torch
 
-    from helpers import compute_share, flash, hierarchy, models, notebook, plots, replay, state_space
-    from helpers.glossary import term
+    from helpers.cost import compute_share, state_space
+    from helpers.measure import flash, hierarchy, models
+    from helpers.present import notebook, plots, replay
+    from helpers.present.glossary import term
 
     notebook.setup()
     started = time.perf_counter()
@@ -65,7 +67,7 @@ def _():
     A forward pass turns token ids into vectors (the **embedding**: a table lookup, no arithmetic),
     runs them through the **layers** (attention: four projections plus the products with every cached
     key and value; then the MLP), and multiplies the last vector by the **head** to get one score per
-    vocabulary entry. The FLOPs of each part come from `helpers.roofline` — 2 per weight a token
+    vocabulary entry. The FLOPs of each part come from `helpers.cost.roofline` — 2 per weight a token
     meets, plus attention's context products ([arithmetic intensity](../workshop/glossary.md#arithmetic-intensity)
     needs exactly these counts). Computed for Mistral 7B first, across prompt lengths.
     """)
@@ -77,7 +79,7 @@ def _():
     mistral_now = pd.DataFrame(
         [{"phase": p, "tokens": n, **{r["part"]: r["share"] for r in compute_share.compute_shares("mistral-7b-v0.1", *compute_share.phase_args(p, n))}}
          for p, n in (("prefill", 512), ("prefill", 4096), ("decode", 512), ("decode", 4096))])
-    mistral_now.attrs["source"] = "computed from mistral-7b-v0.1 config.json (helpers.roofline FLOPs)"
+    mistral_now.attrs["source"] = "computed from mistral-7b-v0.1 config.json (helpers.cost.roofline FLOPs)"
     mistral_now.style.format({c: "{:.2%}" for c in mistral_now.columns if c not in ("phase", "tokens")}).set_caption(
         mistral_now.attrs["source"])
     return (mistral_now,)
@@ -88,7 +90,7 @@ def _(loaded):
     _lengths = [2**k for k in range(6, 19)]
     _models = ["mistral-7b-v0.1", "mistral-7b-v0.3"] + ([loaded.spec] if loaded.profile == "tiny" else [])
     sweep = pd.DataFrame(compute_share.share_sweep(_models, _lengths))
-    compute_share.share_figure(sweep, "computed (helpers.roofline FLOPs): Mistral 7B v0.1 and v0.3 configs, and "
+    compute_share.share_figure(sweep, "computed (helpers.cost.roofline FLOPs): Mistral 7B v0.1 and v0.3 configs, and "
                                + loaded.spec.name)
     return
 
@@ -315,7 +317,7 @@ def _():
     block of queries, streams the keys and values past it block by block, and keeps, per query, the
     running maximum *m* and running sum ℓ of the softmax. When a new block raises the maximum, the
     partial sum and output are rescaled by exp(m_old − m_new) — the **online softmax** — so the result
-    is exact. Here it is, short enough to read (`helpers.flash.tiled_attention`):
+    is exact. Here it is, short enough to read (`helpers.measure.flash.tiled_attention`):
     """)
     return
 
@@ -360,7 +362,7 @@ def _(gpu_levels):
     elements per head (read Q, K; write S; read S; write P; read P, V; write O). Tiled: Q read once, O written
     once, each K/V block read once per query block that needs it — an **upper bound** on its HBM traffic: it
     assumes every K/V block comes from HBM each time, while a real kernel finds some of them still in the L2
-    cache. Pick the GPU and the head size (computed, `helpers.flash`):
+    cache. Pick the GPU and the head size (computed, `helpers.measure.flash`):
     """), mo.hstack([hbm_gpu, hbm_head_dim], justify="start"),
                notebook.static_note({"WORKSHOP_FLASH_GPU": "the GPU (" + ", ".join(_gpus) + ")",
                                      "WORKSHOP_FLASH_HEAD_DIM": "the head size (64, 128 or 256)"})])
@@ -524,7 +526,7 @@ def _(sparse, sparse_keep):
     What it saves at scale: one decode step of Mistral 7B v0.3 at {_save['context']:,} tokens spends
     {_save['attention share (dense)']:.0%} of its FLOPs on attention over the context; attending to
     {_save['keep']:,} chosen keys instead would cut the step's FLOPs by **{_save['FLOPs saved']:.0%}**
-    (computed with `helpers.compute_share`; choosing the keys is not counted).
+    (computed with `helpers.cost.compute_share`; choosing the keys is not counted).
 
     **What you should see** (CPU and GPU alike; this is computed on the CPU): the needle kept by top-*k* and
     lost by the window; diffuse attention poorly served by any small set of keys.
@@ -634,9 +636,9 @@ def _():
     mo.vstack([
         notebook.exercise(1, """**The head's share.** Llama 3.1 8B has a 128,256-word vocabulary. Predict whether the
         layers take more or less than 95 % of a decode step's FLOPs, then check with
-        `helpers.compute_share.layer_share("llama-3.1-8b", 1, 4096)`.""", f"""Llama's head is 4,096 × 128,256 weights — four times Mistral's — and its layers
+        `helpers.cost.compute_share.layer_share("llama-3.1-8b", 1, 4096)`.""", f"""Llama's head is 4,096 × 128,256 weights — four times Mistral's — and its layers
         take **{_llama:.1%}** of a decode step at 4,096 tokens: the 95 % {"still holds" if _llama >= compute_share.TALK_LAYER_SHARE else "no longer holds"}."""),
-        notebook.exercise(2, """**Tiles and shared memory.** With `helpers.flash.paper_block_sizes`, find the block size
+        notebook.exercise(2, """**Tiles and shared memory.** With `helpers.measure.flash.paper_block_sizes`, find the block size
         on an A100 (164 KiB per SM) and an RTX 4090 (100 KiB) for head_dim 128 in bf16, and how many times more K/V
         bytes the 4090's tiles move than the H100's at 32k tokens (`tiled_hbm_elements`).""", f"""A100: B_r × B_c = {_a100[0]} × {_a100[1]}; RTX 4090: {_rtx[0]} × {_rtx[1]}; H100: {_h100[0]} × {_h100[1]}.
         B_r = min(⌈M / 4d⌉, d): once the memory allows d query rows, more of it no longer shortens the K/V passes.

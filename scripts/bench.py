@@ -1,9 +1,9 @@
 """`make bench`: measured figures as JSON under build/bench/ — one file per section, each with the
 machine it ran on. Not a pass/fail test: it prints what it measured.
 
-    python scripts/bench.py                 # every section, on the active WORKSHOP_PROFILE
-    python scripts/bench.py roofline        # only some sections
-    python scripts/bench.py --out DIR       # somewhere else than build/bench
+    python scripts/roofline_bench.py                 # every section, on the active WORKSHOP_PROFILE
+    python scripts/roofline_bench.py roofline        # only some sections
+    python scripts/roofline_bench.py --out DIR       # somewhere else than build/bench
 
 To add a section: write a function in helpers/<topic>.py that returns a dict of plain numbers and
 strings, and add one line to SECTIONS below. Its JSON lands in build/bench/<name>.json.
@@ -24,9 +24,9 @@ sys.path.insert(0, str(ROOT))
 
 
 def _roofline() -> dict:
-    from helpers import bench
+    from helpers.measure import roofline_bench
 
-    return bench.roofline_figures()
+    return roofline_bench.roofline_figures()
 
 
 def _capacity() -> dict:
@@ -36,25 +36,25 @@ def _capacity() -> dict:
 
 
 def _hierarchy() -> dict:
-    from helpers import hierarchy
+    from helpers.measure import hierarchy
 
     return hierarchy.bench_staircase()
 
 
 def _attention() -> dict:
-    from helpers import flash
+    from helpers.measure import flash
 
     return flash.bench_attention()
 
 
 def _serving() -> dict:
-    from helpers.serving import bench as serving_bench
+    from helpers.serving import measured as serving_bench
 
     return serving_bench.bench_serving()
 
 
 def _training() -> dict:
-    from helpers import training
+    from helpers.measure import training
 
     return training.bench_figures()
 
@@ -96,14 +96,14 @@ def _release() -> None:
 
 
 def run(names: list[str], out: Path) -> int:
-    from helpers import bench
+    from helpers.measure import roofline_bench
 
     out.mkdir(parents=True, exist_ok=True)
-    machine = bench.machine()
+    machine = roofline_bench.machine()
     failed = 0
     for name in names:
         t0 = time.perf_counter()
-        with bench.PeakMemory() as mem:
+        with roofline_bench.PeakMemory() as mem:
             try:
                 data = {"section": name, "ok": True, **SECTIONS[name]()}
             except Exception as exc:  # noqa: BLE001 - a failed section is written down, the others still run

@@ -30,7 +30,7 @@ ARCHIVE="$WORK/out/gpu-record.tar.gz"
 # ---- 1. the bundle, for this Python (the host's recipe) ------------------------------------------------
 # built again unless it is newer than everything its recipe reads (a fresh clone, as in CI, always builds)
 if [ -n "$(find "$BUNDLE" -newer scripts/gpu_bundle.sh 2>/dev/null)" ] && \
-   [ -z "$(find scripts/gpu_bundle.sh scripts/gpu_bundle.txt scripts/gpu_host.txt helpers/models.py -newer "$BUNDLE")" ]; then
+   [ -z "$(find scripts/gpu_bundle.sh scripts/gpu_bundle.txt scripts/gpu_host.txt helpers/measure/models.py -newer "$BUNDLE")" ]; then
     echo "gpu-dry-run: $BUNDLE is newer than its recipe; kept"
 else
     GPU_BUNDLE_PYTHON="$PYV" bash scripts/gpu_bundle.sh

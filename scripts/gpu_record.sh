@@ -95,7 +95,7 @@ fi
 
 HAS_CUDA=0
 "$PY" -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null && HAS_CUDA=1
-label() { "$PY" -c "from helpers.hardware import device_info; print(device_info().label)"; }
+label() { "$PY" -c "from helpers.measure.hardware import device_info; print(device_info().label)"; }
 if [ -n "${RECORD_ANY_DEVICE:-}" ] && [ "$HAS_CUDA" = 0 ] && [ -z "$DRY" ]; then
     # make record without a GPU: the tiny profile on this CPU (or Apple GPU), into workshop/results/cpu-<name>/
     export WORKSHOP_PROFILE="${RECORD_PROFILE:-tiny}"
@@ -124,7 +124,7 @@ else
 fi
 rm -rf "$DEST/figures" "$DEST"/*.html "$DEST"/*.json "$DEST"/sections.tsv "$DEST"/record.log
 mkdir -p "$DEST/figures"
-export WORKSHOP_FIGURES_DIR="build/figures"           # notebooks note their key figures here (helpers.recorded)
+export WORKSHOP_FIGURES_DIR="build/figures"           # notebooks note their key figures here (helpers.present.recorded)
 rm -rf "$WORKSHOP_FIGURES_DIR" build/executed/[0-9][0-9]_*.ipynb
 exec > >(tee -a "$DEST/record.log") 2>&1               # the run's own log travels with its results
 echo "gpu-record: $GPU_NAME -> $DEST (profile $WORKSHOP_PROFILE, python $("$PY" -c 'import sys; print(sys.version.split()[0])'))"

@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from helpers.cli import bounded_int  # noqa: E402
-from helpers.links import PACKAGE, PLACEHOLDER_OWNER as PLACEHOLDER  # noqa: E402
+from helpers.command import bounded_int  # noqa: E402
+from helpers.repository import PACKAGE, PLACEHOLDER_OWNER as PLACEHOLDER  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
@@ -35,7 +35,7 @@ HEADER_START, HEADER_END = "# /// script", "# ///"
 
 def _where():
     sys.path.insert(0, str(ROOT))
-    from helpers.links import where
+    from helpers.repository import where
 
     return where()
 
@@ -141,7 +141,7 @@ TIMES_START, TIMES_END = ("<!-- run-times:start (generated from the recorded run
 
 def guide_text(text: str, w) -> str:
     """The guide with its generated blocks current: notebook links, the agenda, the run times."""
-    from helpers import agenda
+    from helpers.present import agenda
 
     text = with_links(text, links_block(w))
     text = with_links(text, AGENDA_START + "\n" + agenda.guide_table(agenda.load()) + "\n" + AGENDA_END,
@@ -257,8 +257,8 @@ def chosen(only: list[str]) -> list[Path]:
 def run(only: list[str], timeout: int | None = None) -> int:
     sys.path.insert(0, str(ROOT))
     from helpers import env
-    from helpers.hardware import device_info
-    from helpers.models import resolve_profile
+    from helpers.measure.hardware import device_info
+    from helpers.measure.models import resolve_profile
 
     try:  # bad settings stop here, in one line, before a notebook runs
         timeout = cell_timeout(timeout)
@@ -272,7 +272,7 @@ def run(only: list[str], timeout: int | None = None) -> int:
     BUILD.mkdir(exist_ok=True)
     (BUILD / "executed").mkdir(exist_ok=True)
     info = device_info()
-    from helpers.agenda import section_times
+    from helpers.present.agenda import section_times
 
     rows, failed, sections = [], 0, {}
     for src in todo:  # a notebook that fails before it notes its figures shows none, not the last run's
@@ -304,7 +304,7 @@ device {html.escape(info.label)} · torch {html.escape(info.torch_version)}</p>
 {items}
 </table></body></html>
 """
-    from helpers import recorded, report  # key figures per notebook, machine and profile, links (helpers/report.py)
+    from helpers.present import recorded, report  # key figures per notebook, machine and profile, links (helpers/present/report.py)
 
     report.write_run_json(rows, BUILD, profile, info.to_dict(), sections)
     try:

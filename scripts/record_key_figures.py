@@ -2,7 +2,7 @@
 
 For a GPU machine that lacks the notebook tooling (marimo, nbclient, the Mistral tokenizer), where
 `make gpu-record` cannot run the notebooks: measures this device's copy bandwidth and bf16 matmul peak
-(helpers.microbench), the ridge, and the decode efficiency (helpers.roofline.efficiency_row) of the
+(helpers.measure.microbench), the ridge, and the decode efficiency (helpers.cost.roofline.efficiency_row) of the
 probe, tiny and small sizes and of the full Mistral 7B v0.1 architecture with random weights; writes
 workshop/results/<device>/key_figures.json, decode_efficiency.json and meta.json (the same layout as
 `make gpu-record`, with no executed notebooks).
@@ -26,9 +26,10 @@ sys.path.insert(0, str(ROOT))
 def main(argv=None) -> int:
     import torch
 
-    from helpers import microbench, roofline
-    from helpers.hardware import device_info, free_memory
-    from helpers.specs import load_config
+    from helpers.measure import microbench
+    from helpers.cost import roofline
+    from helpers.measure.hardware import device_info, free_memory
+    from helpers.cost.specs import load_config
 
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--context", type=int, default=1024)

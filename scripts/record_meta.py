@@ -64,9 +64,9 @@ def sections(out: Path) -> list[dict]:
 
 
 def main(argv: list[str]) -> int:
-    from helpers.hardware import device_info
+    from helpers.measure.hardware import device_info
     from helpers.preflight import library_versions
-    from helpers.recorded import KEY_FIGURES, noted_figures
+    from helpers.present.recorded import KEY_FIGURES, noted_figures
 
     out, gpu = Path(argv[0]), argv[1]
     build = ROOT / "build"

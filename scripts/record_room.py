@@ -1,12 +1,12 @@
 """Record what the room needs, on the default profile, into workshop/results/<device>/ (commit it):
 
     python scripts/record_room.py times     # make record-times: run_times.json
-    python scripts/record_room.py replay    # make record-replay: replay/ (helpers.replay)
+    python scripts/record_room.py replay    # make record-replay: replay/ (helpers.present.replay)
 
 - times: `make run` twice — first with nothing cached (a fresh model cache, so the tiny model is built and
   trained as on a newcomer's machine), then cached — seconds per notebook and per section, with the
   device, date and commit. `make export` then regenerates the guide's tables from it.
-- replay: `make run` once with WORKSHOP_REPLAY_RECORD set: every measurement behind helpers.replay is
+- replay: `make run` once with WORKSHOP_REPLAY_RECORD set: every measurement behind helpers.present.replay is
   saved, for replay mode (WORKSHOP_REPLAY=1) on a machine with no GPU or no time.
 """
 from __future__ import annotations
@@ -35,7 +35,7 @@ def one_run(env: dict) -> dict:
 
 def record_folder() -> Path:
     """workshop/results/<device>: 'cpu-amd-epyc' on this CPU, 'h200' on an NVIDIA H200 (as make record names it)."""
-    from helpers.hardware import device_info
+    from helpers.measure.hardware import device_info
 
     info = device_info()
     slug = re.sub(r"[^a-z0-9]+", "-", re.sub(r"\(r\)|\(tm\)|cpu @.*$|^nvidia ", "", info.name.lower())).strip("-")
@@ -63,7 +63,7 @@ def replay() -> int:
 
 
 def times() -> int:
-    from helpers.hardware import device_info
+    from helpers.measure.hardware import device_info
 
     env = base_env()
     with tempfile.TemporaryDirectory(prefix="workshop-cache-") as cache:

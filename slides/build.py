@@ -7,7 +7,7 @@
 - `{{name}}` is replaced by numbers.json's text for that key figure (unknown name: an error);
 - `![alt](figures/x.png)` embeds build/slides/figures/x.png as a data URI;
 - `![alt](recorded:NN_topic)` embeds the first figure of that notebook's recorded run
-  (helpers.recorded), captioned with where and when it was recorded; without one, a line says so.
+  (helpers.present.recorded), captioned with where and when it was recorded; without one, a line says so.
 No network: CSS and the keyboard navigation are inline, images are data URIs.
 """
 from __future__ import annotations
@@ -53,7 +53,7 @@ def _data_uri(path: Path) -> str:
 
 def _image(alt: str, target: str, figures: Path) -> str:
     if target.startswith("recorded:"):
-        from helpers import recorded
+        from helpers.present import recorded
 
         nb = target.split(":", 1)[1]
         rec = recorded.pick(nb)

@@ -15,14 +15,14 @@ sys.path.insert(0, str(ROOT))
 @pytest.fixture(scope="session")
 def tiny():
     """The tiny profile, loaded once for the whole session (fp32 on CPU)."""
-    from helpers import models
+    from helpers.measure import models
 
     return models.load("tiny", device="cpu")
 
 
 @pytest.fixture(scope="session")
 def tiny_config():
-    from helpers.models import TINY_CONFIG
+    from helpers.measure.models import TINY_CONFIG
 
     return dict(TINY_CONFIG)
 
@@ -30,8 +30,8 @@ def tiny_config():
 @pytest.fixture(scope="session")
 def tiny_trained():
     """The tiny-trained profile, loaded once for the whole session (fp32 on CPU). The first use on a
-    machine trains it (about a minute on two idle cores, helpers.training); later sessions, the
+    machine trains it (about a minute on two idle cores, helpers.measure.training); later sessions, the
     notebooks included, reuse the cached build."""
-    from helpers import models
+    from helpers.measure import models
 
     return models.load("tiny-trained", device="cpu")

@@ -1,11 +1,11 @@
-"""The room from data (helpers.agenda, workshop/agenda.toml): two hours with the break, every section it
+"""The room from data (helpers.present.agenda, workshop/agenda.toml): two hours with the break, every section it
 names present in its notebook, the guide's tables generated from it, section run times read from an
 executed notebook's own cell timings, and bad agenda files refused with what is wrong."""
 from __future__ import annotations
 
 import pytest
 
-from helpers import agenda
+from helpers.present import agenda
 
 
 def test_the_room_fits_in_two_hours_with_a_break():

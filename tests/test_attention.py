@@ -1,13 +1,14 @@
-"""helpers.attention: KV bytes of every preset pinned by hand from the configs; measured caches of
+"""helpers.cost.attention: KV bytes of every preset pinned by hand from the configs; measured caches of
 MHA/GQA/MQA, a sliding window and MLA equal to the formula exactly; MLA's ratios against named baselines."""
 import json
 
 import pytest
 import torch
 
-from helpers import attention, memory, mla, specs
+from helpers.cost import attention, memory, specs
+from helpers.measure import mla
 from helpers.__main__ import main as cli
-from helpers.models import TINY_CONFIG
+from helpers.measure.models import TINY_CONFIG
 
 # KV bytes per token in bf16, by hand from each config.json:
 #   GQA/MHA: 2 (K, V) × layers × kv_heads × head_dim × 2 B;  MLA: layers × (kv_lora_rank + qk_rope_head_dim) × 2 B

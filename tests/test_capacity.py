@@ -4,10 +4,11 @@ import math
 
 import pytest
 
-from helpers import capacity, gpus
+from helpers import capacity
+from helpers.cost import gpus
 from helpers.capacity import measured as capacity_measured, ranking as capacity_ranking, views as capacity_views
-from helpers.memory import kv_cache_bytes, weight_bytes
-from helpers.specs import get_spec
+from helpers.cost.memory import kv_cache_bytes, weight_bytes
+from helpers.cost.specs import get_spec
 
 MISTRAL = "mistral-7b-v0.1"
 W_BF16 = 14_483_464_192          # 7,241,732,096 parameters × 2 B (published count)
@@ -150,7 +151,7 @@ def test_moe_decode_reads_only_the_experts_the_batch_touches():
     p1 = capacity.plan(spec, "H100 SXM", weight_dtype="mxfp4", context=2048, batch=1)
     assert p1.fits   # the talk's claim: GPT-OSS-120B with MXFP4 experts fits one 80 GB H100
     assert p1.step_memory_s * p1.bandwidth < p1.weight_bytes / 3
-    from helpers.stepcost import matmul_params
+    from helpers.cost.stepcost import matmul_params
 
     assert 4e9 < matmul_params(spec) < 6.5e9       # "5.1B active parameters", less embeddings and head
 
@@ -291,10 +292,10 @@ def test_unknown_model_is_a_value_error():
 def test_predict_vs_measure_on_the_tiny_model(tiny):
     r = capacity_measured.predict_vs_measure(tiny, bandwidth=20e9)
     assert r["bandwidth_source"] == "given" and r["profile"] == "tiny"
-    from helpers.memory import measured_weight_bytes
-    from helpers.stepcost import decode_cost
+    from helpers.cost.memory import measured_weight_bytes
+    from helpers.cost.stepcost import decode_cost
 
-    # the loaded weights are the bytes helpers.memory counts; a step reads them but the embedding table
+    # the loaded weights are the bytes helpers.cost.memory counts; a step reads them but the embedding table
     assert r["loaded_weight_bytes"] == measured_weight_bytes(tiny.model)
     cost = decode_cost(tiny.spec, r["mean_cached_tokens"], 1, "fp32")
     assert r["step_bytes"] == cost.bytes == r["weight_bytes"] + r["kv_bytes"]
@@ -331,7 +332,7 @@ def test_datasheet_gpu_from_the_name_cuda_reports(reported, name):
 
 
 def test_predict_vs_measure_with_the_measured_bandwidth(tiny):
-    pytest.importorskip("helpers.microbench", reason="helpers.microbench (notebook 03) is not in this tree yet")
+    pytest.importorskip("helpers.measure.microbench", reason="helpers.measure.microbench (notebook 03) is not in this tree yet")
     r = capacity_measured.predict_vs_measure(tiny)
     assert r["bandwidth_source"].startswith("measured") and r["bandwidth"] > 1e8
     assert math.isfinite(r["ratio"]) and r["ratio"] > 0
@@ -339,7 +340,7 @@ def test_predict_vs_measure_with_the_measured_bandwidth(tiny):
 
 @pytest.mark.slow
 def test_bench_capacity_reports_predicted_measured_and_ratio():
-    pytest.importorskip("helpers.microbench", reason="helpers.microbench (notebook 03) is not in this tree yet")
+    pytest.importorskip("helpers.measure.microbench", reason="helpers.measure.microbench (notebook 03) is not in this tree yet")
     r = capacity_measured.bench_capacity()
     assert r["profile"] == "tiny" and r["predicted_step_ms"] > 0 and r["measured_step_ms"] > 0
     assert r["ratio_measured_over_predicted"] == pytest.approx(r["measured_step_ms"] / r["predicted_step_ms"])

@@ -1,8 +1,8 @@
 """Where the compute goes: FLOP shares for Mistral 7B against hand-worked values, and per-part timing."""
 import pytest
 
-from helpers import compute_share as cs
-from helpers.models import TINY_CONFIG
+from helpers.cost import compute_share as cs
+from helpers.measure.models import TINY_CONFIG
 
 # Mistral 7B (paper, arXiv:2310.06825, Table 1): dim 4096, 32 layers, head_dim 128, 32 heads, 8 KV heads,
 # hidden_dim 14336, vocab 32000, window 4096. By hand, per layer:
@@ -69,7 +69,7 @@ def test_share_sweep_and_bad_phase():
 
 
 def test_measured_parts_on_the_tiny_model():
-    from helpers import models
+    from helpers.measure import models
 
     loaded = models.load("tiny", "cpu")
     rows = cs.measure_parts(loaded, "The lighthouse keeper wrote in his ledger every night.", 32, "prefill", repeats=2)

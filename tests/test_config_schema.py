@@ -1,4 +1,4 @@
-"""The typed config schema (helpers.config_schema) where a config enters helpers.specs: every case of
+"""The typed config schema (helpers.cost.config_schema) where a config enters helpers.cost.specs: every case of
 issue 8 gives one ValueError naming the field, its value and what is allowed — or a valid ModelSpec."""
 import json
 import os
@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
-from helpers import memory, specs
-from helpers.config_schema import MAX_CONFIG_BYTES, MAX_DEPTH, ConfigError, validate_config
+from helpers.cost import memory, specs
+from helpers.cost.config_schema import MAX_CONFIG_BYTES, MAX_DEPTH, ConfigError, validate_config
 
 
 def preset(name="mistral-7b-v0.1"):
@@ -25,8 +25,8 @@ def test_transformers_own_config_dicts_pass():
     """Dicts that transformers writes (every default field, nulls included) are valid configs."""
     from transformers import AutoConfig
 
-    from helpers.models import TINY_CONFIG
-    from helpers.mla import TINY_MLA_CONFIG
+    from helpers.measure.models import TINY_CONFIG
+    from helpers.measure.mla import TINY_MLA_CONFIG
 
     for cfg in (TINY_CONFIG, TINY_MLA_CONFIG, preset("gpt-oss-120b"), preset("qwen2.5-7b")):
         c = dict(cfg)

@@ -3,7 +3,8 @@
 learner should expect, and the folded solutions."""
 import pytest
 
-from helpers import decode_intensity, expected, notebook, roofline
+from helpers.cost import decode_intensity, roofline
+from helpers.present import expected, notebook
 from helpers.capacity import views as capacity_views
 
 MISTRAL = "mistral-7b-v0.1"

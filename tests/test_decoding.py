@@ -4,11 +4,12 @@ import math
 
 import pytest
 
-from helpers import models, roofline
+from helpers.measure import models
+from helpers.cost import roofline
 from helpers.decoding import breakdown, impls, regimes, views
-from helpers.memory import kv_cache_bytes
-from helpers.specs import param_breakdown, spec_from_config
-from helpers.workloads import prompt_ids
+from helpers.cost.memory import kv_cache_bytes
+from helpers.cost.specs import param_breakdown, spec_from_config
+from helpers.measure.sweeps import prompt_ids
 
 
 # ----------------------------------------------------------------------------- the small profile
@@ -21,7 +22,7 @@ def test_small_profile_is_the_tiny_recipe_widened_and_reads_half_a_gigabyte_per_
     assert {k: v for k, v in cfg.items() if k not in models.SMALL_OVERRIDES} == \
         {k: v for k, v in models.TINY_CONFIG.items() if k not in models.SMALL_OVERRIDES}
     assert roofline.size_config("small") == cfg            # one owner: the bench's "small" is the profile
-    # parameters counted by the architecture itself (meta device, no weights) against helpers.specs
+    # parameters counted by the architecture itself (meta device, no weights) against helpers.cost.specs
     c = {k: v for k, v in cfg.items() if k != "model_type"}
     with torch.device("meta"):
         m = AutoModelForCausalLM.from_config(AutoConfig.for_model(cfg["model_type"], **c))
@@ -57,7 +58,7 @@ def test_small_profile_resolves_and_runs_in_fp32_on_a_cpu():
 
 @pytest.mark.slow
 def test_small_profile_loads_from_its_built_folder():
-    from helpers.memory import measured_weight_bytes
+    from helpers.cost.memory import measured_weight_bytes
 
     loaded = models.load("small", device="cpu")
     assert loaded.profile == "small" and loaded.dtype == "fp32"
@@ -227,7 +228,7 @@ def test_breakdown_parts_add_up_to_the_step_measured_without_the_profiler(tiny):
 def test_planner_prediction_is_the_bytes_by_hand_over_the_bandwidth(tiny_config):
     spec = spec_from_config(tiny_config, "tiny")
     got = regimes.planner_prediction(spec, "fp32", "cpu", bandwidth=20e9, peak_flops=1e15, context=100)
-    # by hand: every weight in fp32 but the embedding table, of which the one row the token uses (helpers.stepcost)
+    # by hand: every weight in fp32 but the embedding table, of which the one row the token uses (helpers.cost.stepcost)
     # + K and V of 100 cached tokens read and of the new one written: 4 layers × 2 × 2 KV heads × 32 dims × 4 B
     params = 32000 * 256 + 256 + 4 * (256 * 256 * 2 + 2 * 256 * 64 + 3 * 256 * 896 + 2 * 256) + 256
     kv = 4 * 2 * 2 * 32 * 4 * (100 + 1)
@@ -293,7 +294,7 @@ def test_measure_regime_on_the_tiny_model(tiny):
 
 
 def test_the_floor_bandwidth_is_measured_alongside_the_steps_when_not_given(tiny, monkeypatch):
-    from helpers import microbench
+    from helpers.measure import microbench
 
     samples = iter([30e9, 50e9, 40e9])        # before round 1, before round 2, after the last
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import fake_openai_server
 import pytest
 
-from helpers.engines import bench, client, guidellm_runner, metrics, process, tap
+from helpers.engines import harness, client, guidellm_runner, metrics, process, tap
 from helpers.engines.metrics import SLO, RequestRecord, summarize
 from helpers.engines.servers import EngineConfig
 from helpers.serving.traces import chat_trace
@@ -250,27 +250,27 @@ def _cfg(*flags, timeout=20.0):
 
 
 def test_the_benchmark_reports_a_server_dying_mid_run_and_goes_on(tmp_path):
-    plan = bench.Plan({"w": trace(4)}, (1, 2), SLO(1.0, 0.5), guidellm_workload=None, timeout_s=5)
+    plan = harness.Plan({"w": trace(4)}, (1, 2), SLO(1.0, 0.5), guidellm_workload=None, timeout_s=5)
     # warm-ups 1 + 2, example, 4; dies in the 2nd level, its connections dropped half a second before it exits
-    died = bench.run_config(_cfg("--die-after", "9", "--exit-delay-s", "0.5"), plan)
+    died = harness.run_config(_cfg("--die-after", "9", "--exit-delay-s", "0.5"), plan)
     assert [r["concurrency"] for r in died["runs"]] == [1, 2]
     assert died["runs"][0]["ok"] == 4 and died["runs"][1]["errors"] == {"connection": 4}
     assert died["runs"][1]["run_failed"] and any(f["kind"] == "ServerDied" for f in died["faults"])
-    never = bench.run_config(_cfg("--never-ready", timeout=1.5), plan)
+    never = harness.run_config(_cfg("--never-ready", timeout=1.5), plan)
     assert never["runs"] == [] and never["faults"][0]["kind"] == "ServerNotReady"
-    fine = bench.run_config(_cfg(), plan)
+    fine = harness.run_config(_cfg(), plan)
     assert [r["ok"] for r in fine["runs"]] == [4, 4] and fine["faults"] == []
     assert fine["runs"][1]["goodput_rps"] > 0
 
 
 def test_the_gpu_quick_plan_is_the_talks_workload_at_two_levels():
-    full, quick = bench.plan_for("cuda"), bench.plan_for("cuda", quick=True)
+    full, quick = harness.plan_for("cuda"), harness.plan_for("cuda", quick=True)
     asked = lambda plan: sum(r.max_new_tokens for w in plan.workloads for r in plan.trace(w)) * len(plan.concurrencies)
     assert list(quick.workloads) == ["talk"] and quick.concurrencies == (1, 10)
     assert [r.max_new_tokens for r in quick.workloads["talk"]] == [r.max_new_tokens for r in full.workloads["talk"]]
     assert asked(quick) == 2 * 10 * 50 and asked(full) > 30 * asked(quick)   # ~36,000 tokens against 1,000
     assert quick.guidellm_workload is None and quick.slo == full.slo
-    assert bench.plan_for("cpu", quick=True).concurrencies == (1, 4)
+    assert harness.plan_for("cpu", quick=True).concurrencies == (1, 4)
 
 
 def test_the_command_line_runs_only_the_workloads_asked_for(tmp_path, monkeypatch, capsys):
@@ -282,7 +282,7 @@ def test_the_command_line_runs_only_the_workloads_asked_for(tmp_path, monkeypatc
         seen.update(cpu=plan("cpu"), cuda=plan("cuda"))
         return {"configs": [], "skipped": [], "seconds": 0.0}
 
-    monkeypatch.setattr(bench, "run_all", run_all)
+    monkeypatch.setattr(harness, "run_all", run_all)
     assert main(["--quick", "--workloads", "fixed", "--out", str(tmp_path / "e.json")]) == 1   # no configuration ran
     assert list(seen["cpu"].workloads) == ["fixed"] and seen["cpu"].concurrencies == (1, 4)
     assert list(seen["cuda"].workloads) == ["talk"]          # the GPU's quick plan has no "fixed": all of it
@@ -293,23 +293,23 @@ def test_the_command_line_runs_only_the_workloads_asked_for(tmp_path, monkeypatc
 def test_the_benchmark_writes_its_file_as_each_level_ends(tmp_path, monkeypatch):
     from helpers.engines import servers
 
-    plan = bench.Plan({"w": trace(3)}, (1, 2), SLO(1.0, 0.5), guidellm_workload=None, timeout_s=5)
+    plan = harness.Plan({"w": trace(3)}, (1, 2), SLO(1.0, 0.5), guidellm_workload=None, timeout_s=5)
     monkeypatch.setattr(servers, "available", lambda profile, include: ([_cfg(), _cfg("--token-s", "0.001")], []))
-    written, real = [], bench.write_json_atomic
+    written, real = [], harness.write_json_atomic
 
     def spy(data, path):
         written.append([len(c["runs"]) for c in data["configs"]])
         return real(data, path)
 
-    monkeypatch.setattr(bench, "write_json_atomic", spy)
-    data = bench.run_all(out=tmp_path / "engines.json", use_guidellm=False, plan=plan)
+    monkeypatch.setattr(harness, "write_json_atomic", spy)
+    data = harness.run_all(out=tmp_path / "engines.json", use_guidellm=False, plan=plan)
     # each level of each configuration, then each configuration's end, then the end
     assert written == [[1], [2], [2], [2, 1], [2, 2], [2, 2], [2, 2]]
     assert data["complete"] and json.loads((tmp_path / "engines.json").read_text())["complete"]
 
 
 def test_results_are_written_atomically(tmp_path):
-    path = bench.write_json_atomic({"a": 1}, tmp_path / "r" / "engines.json")
+    path = harness.write_json_atomic({"a": 1}, tmp_path / "r" / "engines.json")
     assert json.loads(path.read_text()) == {"a": 1} and [p.name for p in path.parent.iterdir()] == ["engines.json"]
 
     class Boom:
@@ -317,7 +317,7 @@ def test_results_are_written_atomically(tmp_path):
             raise RuntimeError("interrupted half-way")
 
     with pytest.raises(RuntimeError):
-        bench.write_json_atomic({"a": 2, "b": Boom()}, path)
+        harness.write_json_atomic({"a": 2, "b": Boom()}, path)
     assert json.loads(path.read_text()) == {"a": 1} and len(list(path.parent.iterdir())) == 1   # old file intact
 
 
@@ -362,14 +362,14 @@ def test_agentic_rounds_run_one_after_another_and_poisson_arrivals_are_honoured(
 def test_the_benchmark_measures_a_server_that_is_already_running(tmp_path, monkeypatch):
     """`python -m helpers.engines --target URL --model NAME`: the same workloads and levels against a
     server started elsewhere; nothing is started or stopped, faults are counted, the JSON is written."""
-    from helpers.engines import bench
+    from helpers.engines import harness
     from helpers.engines.__main__ import main
 
-    small = bench.Plan({"fixed": trace(4, tokens=3)}, (1, 2), bench.SLO(ttft_s=1.0, tpot_s=0.1), timeout_s=10)
-    monkeypatch.setattr(bench, "plan_for", lambda device, quick=False: small)
+    small = harness.Plan({"fixed": trace(4, tokens=3)}, (1, 2), harness.SLO(ttft_s=1.0, tpot_s=0.1), timeout_s=10)
+    monkeypatch.setattr(harness, "plan_for", lambda device, quick=False: small)
     with fake("--token-s", "0.005", "--fail-every", "5", "--fail-status", "503") as srv:
         out = tmp_path / "target.json"
-        data = bench.run_target(srv.base_url, "m", out)
+        data = harness.run_target(srv.base_url, "m", out)
         assert srv.alive()                                    # measured, not stopped
     saved = json.loads(out.read_text())
     runs = saved["configs"][0]["runs"]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.engines import bench, guide, servers
+from helpers.engines import harness, guide, servers
 from helpers.engines.metrics import RequestRecord, summarize
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -22,7 +22,7 @@ def test_serve_folder_has_what_autotokenizer_and_the_server_need():
     assert cfg["tokenizer_class"] == "LlamaTokenizer" and "[INST]" in cfg["chat_template"]
     from transformers import AutoTokenizer
 
-    from helpers.models import build_tiny, load_tokenizer
+    from helpers.measure.models import build_tiny, load_tokenizer
 
     auto = AutoTokenizer.from_pretrained(folder)
     ref = load_tokenizer(build_tiny())               # mistral-common's tokenizer: the independent reference
@@ -34,12 +34,12 @@ def test_serve_folder_has_what_autotokenizer_and_the_server_need():
 @pytest.mark.parametrize("profile", ["tiny", "tiny-trained", "small"])
 def test_serve_folder_of_every_cpu_profile_holds_its_own_weights(profile):
     """Every profile a CPU runs gets a folder transformers serve can load: the profile's config and weights
-    (the very files helpers.models built or trained: linked, not copied), the tokenizer files. Checked
+    (the very files helpers.measure.models built or trained: linked, not copied), the tokenizer files. Checked
     against the model the profile's config describes: every tensor it needs is in the weights file."""
     from safetensors import safe_open
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from helpers import models
+    from helpers.measure import models
 
     built = models.built_folder(profile)
     folder = servers.serve_folder(profile)
@@ -71,7 +71,7 @@ def test_serve_folder_for_the_7b_profiles_says_what_to_do(tmp_path, monkeypatch)
     """mistral-7b-random: refused (naming the profile and the fix) until notebook 05 has saved its random
     weights; a config-only folder for vLLM/SGLang's --load-format dummy when asked; the saved weights linked
     once there. mistral-7b: the Hub id when its weights are cached, else the weights' own message."""
-    from helpers import models
+    from helpers.measure import models
 
     monkeypatch.setenv("WORKSHOP_CACHE", str(tmp_path))
     with pytest.raises(models.ProfileUnavailable, match="profile mistral-7b-random .*notebook 05.*tiny-trained"):
@@ -79,7 +79,7 @@ def test_serve_folder_for_the_7b_profiles_says_what_to_do(tmp_path, monkeypatch)
     dummy = servers.serve_folder("mistral-7b-random", weights=False)
     assert not list(dummy.glob("*.safetensors"))
     assert json.loads((dummy / "config.json").read_text())["hidden_size"] == 4096
-    saved = tmp_path / "mistral-7b-random"        # what helpers.quant.model_source leaves (sharded)
+    saved = tmp_path / "mistral-7b-random"        # what helpers.measure.quant.model_source leaves (sharded)
     for name in ("model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"):
         (saved / name).write_bytes(b"x")
     (saved / "model.safetensors.index.json").write_text("{}")
@@ -99,7 +99,7 @@ def test_serve_folder_for_the_7b_profiles_says_what_to_do(tmp_path, monkeypatch)
 
 
 def test_available_never_offers_transformers_serve_without_weights(tmp_path, monkeypatch):
-    from helpers import models
+    from helpers.measure import models
 
     monkeypatch.setenv("WORKSHOP_CACHE", str(tmp_path))
     runnable, skipped = servers.available("mistral-7b-random", ("transformers",))
@@ -200,7 +200,7 @@ def test_tensor_parallel_table_is_parallel_steps_and_counts_the_all_reduces():
 
 def _table(rows):
     data = {"configs": [{"runs": [dict(summarize(recs, name, c).to_dict(), workload="w") for name, c, recs in rows]}]}
-    return bench.runs_table(data)
+    return harness.runs_table(data)
 
 
 def _recs(ttft, itl, n=3, tokens=5):
@@ -258,7 +258,7 @@ def test_figures_and_rules_given_no_run_say_so_instead_of_raising():
     matplotlib.use("Agg")
     from helpers.engines import figures
 
-    empty = bench.runs_table({"configs": [{"config": {"name": "x"}, "runs": [], "faults": []}]})
+    empty = harness.runs_table({"configs": [{"config": {"name": "x"}, "runs": [], "faults": []}]})
     assert empty.empty and {"source", "workload", "TTFT mean ms", "req/s in SLO"} <= set(empty.columns)
     for fig, title in ((figures.curve_figure(empty, "measured: nothing", workload="fixed"), figures.CURVE_TITLE),
                        (figures.tools_figure(empty, "measured: nothing", workload="fixed"), figures.TOOLS_TITLE),
@@ -274,22 +274,22 @@ def test_figures_and_rules_given_no_run_say_so_instead_of_raising():
 
 
 def test_status_says_what_ran_what_failed_and_why():
-    plan = bench.Plan({"fixed": [bench.TraceRequest(0, "a b c", 4)]}, (1, 4), bench.SLO(1.0, 0.1))
-    data = bench.new_result(plan, "cpu", "tiny-trained", "set", [{"name": "vllm", "why": "needs CUDA"}])
+    plan = harness.Plan({"fixed": [harness.TraceRequest(0, "a b c", 4)]}, (1, 4), harness.SLO(1.0, 0.1))
+    data = harness.new_result(plan, "cpu", "tiny-trained", "set", [{"name": "vllm", "why": "needs CUDA"}])
     assert data["workloads"]["fixed"] == {"requests": 1, "prompt_words_total": 3, "output_tokens_asked": 4,
                                           "rounds": 1, "fresh trace per level": False, "rates req/s": []}
     data["configs"].append({"config": {"name": "HF off"}, "ready_s": None, "runs": [], "faults": [
         {"kind": "ServerDied", "detail": "transformers exited with code 1 before it was ready. End of its log:\n"
                                          "OSError: no file named model.safetensors"}]})
-    md = bench.status_markdown(data)
+    md = harness.status_markdown(data)
     assert "**HF off** — ServerDied: transformers exited with code 1" in md
     assert "no file named model.safetensors" in md and "vllm: not here — needs CUDA" in md
     assert "No server produced a measurement here" in md
-    assert bench.status_markdown(data, "ValueError: unknown WORKSHOP_PROFILE").startswith(
+    assert harness.status_markdown(data, "ValueError: unknown WORKSHOP_PROFILE").startswith(
         "- **the benchmark did not run**: ValueError: unknown WORKSHOP_PROFILE")
     run = dict(summarize(_recs(0.1, 0.02), "HF on", 1).to_dict(), workload="fixed")
     data["configs"].append({"config": {"name": "HF on"}, "ready_s": 9.5, "runs": [run], "faults": []})
-    md = bench.status_markdown(data)
+    md = harness.status_markdown(data)
     assert "**HF on**: ready in 9.5 s; 1 runs, 0 failed requests" in md and "No server produced" not in md
 
 

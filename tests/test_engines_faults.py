@@ -15,7 +15,7 @@ from pathlib import Path
 import fake_openai_server
 import pytest
 
-from helpers.engines import bench, client, guidellm_runner, process, tap
+from helpers.engines import harness, client, guidellm_runner, process, tap
 from helpers.engines.__main__ import main
 from helpers.engines.metrics import SLO, summarize
 from helpers.engines.servers import EngineConfig
@@ -51,9 +51,9 @@ def test_a_malformed_reply_is_a_counted_fault_not_a_crash(kind):
 
 
 def test_a_malformed_reply_leaves_the_benchmark_running_and_writing(tmp_path):
-    plan = bench.Plan({"w": trace(2)}, (1, 2), SLO(1.0, 0.5), guidellm_workload=None, timeout_s=10)
+    plan = harness.Plan({"w": trace(2)}, (1, 2), SLO(1.0, 0.5), guidellm_workload=None, timeout_s=10)
     cfg = EngineConfig("fake", "fake", FAKE + ["--reply", "chunk-list"], "m", "stand-in", ready_timeout_s=20)
-    result = bench.run_config(cfg, plan)
+    result = harness.run_config(cfg, plan)
     assert [r["errors"] for r in result["runs"]] == [{"malformed reply": 2}] * 2
 
 
@@ -122,12 +122,12 @@ def test_guidellm_rows_add_up_and_goodput_is_unknown_without_token_counts():
 def test_a_stalling_target_ends_by_the_runs_deadline(tmp_path, monkeypatch):
     """Every request hangs: per-request timeouts alone would take levels × requests × 60 s; the run's
     deadline ends it in seconds, each level recorded (failed requests) or recorded as not run."""
-    small = bench.Plan({"fixed": trace(4)}, (1, 2, 4), SLO(1.0, 0.1), timeout_s=60, deadline_s=3.0)
-    monkeypatch.setattr(bench, "plan_for", lambda device, quick=False: small)
+    small = harness.Plan({"fixed": trace(4)}, (1, 2, 4), SLO(1.0, 0.1), timeout_s=60, deadline_s=3.0)
+    monkeypatch.setattr(harness, "plan_for", lambda device, quick=False: small)
     out = tmp_path / "t.json"
     with fake("--hang-every", "1") as srv:
         t0 = time.time()
-        data = bench.run_target(srv.base_url, "m", out)
+        data = harness.run_target(srv.base_url, "m", out)
         took = time.time() - t0
     assert took < 20, f"took {took:.0f} s"
     res = data["configs"][0]
@@ -138,8 +138,8 @@ def test_a_stalling_target_ends_by_the_runs_deadline(tmp_path, monkeypatch):
 
 
 def test_ctrl_c_keeps_the_levels_that_finished(tmp_path, monkeypatch):
-    small = bench.Plan({"fixed": trace(3)}, (1, 2, 3), SLO(1.0, 0.1), timeout_s=10)
-    monkeypatch.setattr(bench, "plan_for", lambda device, quick=False: small)
+    small = harness.Plan({"fixed": trace(3)}, (1, 2, 3), SLO(1.0, 0.1), timeout_s=10)
+    monkeypatch.setattr(harness, "plan_for", lambda device, quick=False: small)
     real, calls = client.run_load, []
 
     def interrupt_on_the_fourth(*a, **kw):       # two warm-ups, level 1, then Ctrl-C in level 2
@@ -148,7 +148,7 @@ def test_ctrl_c_keeps_the_levels_that_finished(tmp_path, monkeypatch):
             raise KeyboardInterrupt
         return real(*a, **kw)
 
-    monkeypatch.setattr(bench.client, "run_load", interrupt_on_the_fourth)
+    monkeypatch.setattr(harness.client, "run_load", interrupt_on_the_fourth)
     out = tmp_path / "t.json"
     with fake("--token-s", "0.002") as srv:
         assert main(["--target", srv.base_url, "--model", "m", "--out", str(out)]) == 130
@@ -165,12 +165,12 @@ def test_run_all_writes_the_result_as_each_level_ends(tmp_path, monkeypatch):
     monkeypatch.setattr(servers, "available", lambda profile, include: ([cfg], []))
     out = tmp_path / "e.json"
     seen = []
-    real = bench.write_json_atomic
-    monkeypatch.setattr(bench, "write_json_atomic",
+    real = harness.write_json_atomic
+    monkeypatch.setattr(harness, "write_json_atomic",
                         lambda data, path: (seen.append(len(data["configs"][0]["runs"]) if data["configs"] else 0),
                                             real(data, path))[1])
-    plan = bench.Plan({"w": trace(2)}, (1, 2), SLO(1.0, 0.5), guidellm_workload=None, timeout_s=10)
-    data = bench.run_all("tiny", out, plan=plan, use_guidellm=False)
+    plan = harness.Plan({"w": trace(2)}, (1, 2), SLO(1.0, 0.5), guidellm_workload=None, timeout_s=10)
+    data = harness.run_all("tiny", out, plan=plan, use_guidellm=False)
     assert seen[:2] == [1, 2] and data["complete"] and json.loads(out.read_text())["complete"]
 
 
@@ -203,7 +203,7 @@ def test_a_bad_out_path_is_refused_before_anything_runs(out, says, capsys, monke
     err = capsys.readouterr().err
     assert err.startswith("error: ") and says in err and err.count("\n") == 1
     with pytest.raises(ValueError, match=says):
-        bench.run_all("tiny", out)
+        harness.run_all("tiny", out)
 
 
 def test_loopback_servers_are_reached_directly_whatever_proxy_the_environment_names(monkeypatch):
@@ -300,11 +300,11 @@ def test_ready_timeout_must_be_finite_and_positive(value):
 def test_a_missing_or_non_executable_binary_is_a_recorded_fault(tmp_path):
     plain = tmp_path / "server.sh"
     plain.write_text("#!/bin/sh\nexit 0\n")
-    plan = bench.Plan({"w": trace(1)}, (1,), SLO(1.0, 0.5), guidellm_workload=None, timeout_s=5)
+    plan = harness.Plan({"w": trace(1)}, (1,), SLO(1.0, 0.5), guidellm_workload=None, timeout_s=5)
     for program, says in (("no-such-server-binary", "was not found on PATH"), (str(plain), "is not executable"),
                           (str(tmp_path), "is a folder")):
         with pytest.raises(process.ServerMissing, match=says):
             process.ServerProcess([program, "--port", "{port}"]).start()
         cfg = EngineConfig("missing", "fake", [program, "--port", "{port}"], "m", "absent", ready_timeout_s=5)
-        result = bench.run_config(cfg, plan)
+        result = harness.run_config(cfg, plan)
         assert result["runs"] == [] and result["faults"][0]["kind"] == "ServerMissing"

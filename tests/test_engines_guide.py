@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from helpers.engines import bench, guide, metrics, workloads
+from helpers.engines import harness, guide, metrics, workloads
 from helpers.engines.metrics import SLO, RequestRecord, summarize
 
 SLO_ = SLO(1.0, 0.1)
@@ -112,12 +112,12 @@ def test_engines_md_holds_the_guide_generated_from_the_committed_record(tmp_path
     md = root / "workshop" / "engines.md"
     copy = tmp_path / "engines.md"
     copy.write_text(md.read_text())
-    guide.write_guide(bench.RECORD, copy)
+    guide.write_guide(harness.RECORD, copy)
     assert copy.read_text() == md.read_text(), "workshop/engines.md is stale: python -m helpers.engines.guide"
     (tmp_path / "bare.md").write_text("no markers")
     with pytest.raises(ValueError, match="no generated section"):
-        guide.write_guide(bench.RECORD, tmp_path / "bare.md")
-    record = json.loads(bench.RECORD.read_text())
+        guide.write_guide(harness.RECORD, tmp_path / "bare.md")
+    record = json.loads(harness.RECORD.read_text())
     assert record["complete"] and record["figures"] == guide.key_figures(record)
 
 
@@ -167,7 +167,7 @@ def test_sharegpt_like_lengths_follow_the_published_means():
 
 
 def test_tokens_per_word_is_the_tokenizers_rate_on_the_word_list():
-    from helpers import models
+    from helpers.measure import models
     from helpers.serving.traces import chat_trace
 
     tok = models.load_tokenizer(models.build_tiny())
@@ -186,7 +186,7 @@ def test_open_loop_and_prefix_figures_draw_what_they_are_given():
     from helpers.engines import figures
 
     data = _data()
-    table = bench.runs_table(data)
+    table = harness.runs_table(data)
     pts = guide.attainment_points(data, "chat", SLO(0.2, 0.1))
     # TTFT ≤ 0.2 s: only the 1/s run (0.1 s) meets it: attainment 1, 0, 0 and DistServe goodput 1/s
     assert pts["vLLM default"] == {"points": [(1.0, 1.0), (4.0, 0.0), (16.0, 0.0)], "DistServe goodput req/s": 1.0}

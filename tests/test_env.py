@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from helpers import env, hardware, notebook, recorded
+from helpers import env
+from helpers.measure import hardware
+from helpers.present import notebook, recorded
 from helpers.decoding import regimes
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,7 +35,7 @@ def test_values_are_stripped(monkeypatch):
     assert env.text("WORKSHOP_MODEL_ID") == "someone/model"
     monkeypatch.setenv("WORKSHOP_MODEL_ID", "   ")
     assert env.text("WORKSHOP_MODEL_ID", "default/id") == "default/id"      # blank means unset
-    from helpers import models
+    from helpers.measure import models
 
     monkeypatch.setenv("WORKSHOP_CACHE", " /tmp/somewhere ")
     assert models.cache_dir() == Path("/tmp/somewhere")

@@ -1,13 +1,13 @@
-"""helpers.expected: the figures the notebooks' 'what you should see' notes and conclusions quote,
+"""helpers.present.expected: the figures the notebooks' 'what you should see' notes and conclusions quote,
 against hand-worked values from published configs and datasheets."""
 import math
 
 import pytest
 
-from helpers import expected
-from helpers.models import TINY_CONFIG
-from helpers.roofline import forward_flops
-from helpers.specs import spec_from_config
+from helpers.present import expected
+from helpers.measure.models import TINY_CONFIG
+from helpers.cost.roofline import forward_flops
+from helpers.cost.specs import spec_from_config
 
 MISTRAL_PARAMS = 7_241_732_096                    # published parameter count (talk outline, helpers tests)
 MISTRAL_EMBED_AND_HEAD = 2 * 32000 * 4096          # untied input embedding and output head

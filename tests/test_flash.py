@@ -3,7 +3,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers import flash
+from helpers.measure import flash
 
 
 @pytest.mark.parametrize("batch,heads,kv_heads,n,d,bq,bk", [

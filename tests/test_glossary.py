@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import glossary
+from helpers.present import glossary
 
 ROOT = Path(__file__).resolve().parent.parent
 TEXT = " ".join(glossary.GLOSSARY.read_text(encoding="utf-8").split())   # one line: wrapping does not matter
@@ -68,10 +68,10 @@ def test_term_makes_a_link_and_refuses_an_unknown_anchor(monkeypatch):
 
 
 def test_the_glossary_figures_are_the_computed_ones():
-    from helpers.gpus import get_gpu
-    from helpers.memory import kv_bytes_per_token
-    from helpers.roofline import ridge_point
-    from helpers.specs import get_spec, param_count
+    from helpers.cost.gpus import get_gpu
+    from helpers.cost.memory import kv_bytes_per_token
+    from helpers.cost.roofline import ridge_point
+    from helpers.cost.specs import get_spec, param_count
 
     h100 = get_gpu("H100 SXM")
     assert f"{h100.bandwidth_tbs:g} TB/s" in TEXT
@@ -105,7 +105,7 @@ def test_preflight_shows_the_weights_fix_whole():
 
 
 def test_exercise_solution_is_folded_outside_marimo():
-    from helpers.notebook import exercise
+    from helpers.present.notebook import exercise
 
     html = exercise(2, "What is `x`?", "**x** = 42").text
     assert "<details>" in html and "Exercise 2." in html

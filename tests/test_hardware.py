@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from helpers import hardware
+from helpers.measure import hardware
 
 
 def test_cpu_device_info():

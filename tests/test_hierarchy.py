@@ -1,8 +1,8 @@
 """The memory hierarchy: cache sizes from the system, the measured staircase, the cited GPU figures."""
 import pytest
 
-from helpers import hierarchy as h
-from helpers.gpus import catalog
+from helpers.measure import hierarchy as h
+from helpers.cost.gpus import catalog
 
 
 def test_cache_sizes_read_like_the_kernel_writes_them(tmp_path):

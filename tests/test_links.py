@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from helpers import links
+from helpers import repository
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 import notebooks  # noqa: E402  (scripts/notebooks.py)
 
-W = links.where()
+W = repository.where()
 
 
 def test_pyproject_states_the_repository_once():
@@ -25,19 +25,19 @@ def test_pyproject_states_the_repository_once():
 
 
 def test_links_are_built_from_owner_repo_and_branch():
-    w = links.Where("https://github.com/acme/workshop", "dev")
+    w = repository.Where("https://github.com/acme/workshop", "dev")
     assert w.colab_url("01_feel_the_pain") == \
         "https://colab.research.google.com/github/acme/workshop/blob/dev/notebooks/colab/01_feel_the_pain.ipynb"
     assert w.molab_url("01_feel_the_pain") == \
         "https://molab.marimo.io/github/acme/workshop/blob/dev/notebooks/01_feel_the_pain.py"
     assert w.pip_requirement() == "llm-inference-workshop-helpers @ git+https://github.com/acme/workshop@dev"
-    assert not w.is_placeholder and links.Where(f"https://github.com/{links.PLACEHOLDER_OWNER}/x", "main").is_placeholder
+    assert not w.is_placeholder and repository.Where(f"https://github.com/{repository.PLACEHOLDER_OWNER}/x", "main").is_placeholder
 
 
 @pytest.mark.parametrize("bad", ["https://gitlab.com/a/b", "github.com/a/b", "https://github.com/only-owner"])
 def test_a_repository_that_is_not_a_github_url_is_a_clear_error(bad):
     with pytest.raises(ValueError, match="https://github.com/OWNER/NAME"):
-        links.Where(bad, "main").owner_repo
+        repository.Where(bad, "main").owner_repo
 
 
 def test_every_export_sets_up_from_the_stated_repository():

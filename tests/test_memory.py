@@ -3,7 +3,8 @@ and the bytes of real tensors (transformers caches, bitsandbytes-quantized model
 import pytest
 import torch
 
-from helpers import memory, models, specs
+from helpers.cost import memory, specs
+from helpers.measure import models
 
 
 # ----------------------------------------------------------------------- KV formula
@@ -73,7 +74,7 @@ def test_tiny_cache_bytes_equal_formula(tiny, tokens, batch):
 
 
 def test_tiny_cache_grows_by_one_token_per_decode_step(tiny):
-    from helpers.timing import timed_generate
+    from helpers.measure.timing import timed_generate
 
     ids = torch.randint(3, 32000, (2, 10))
     g = timed_generate(tiny.model, ids, max_new_tokens=5, track_cache=True)
@@ -158,7 +159,7 @@ def test_loaded_model_bytes_equal_formula(tiny):
 def test_torch_dtype_is_the_inverse_of_torch_dtype_name():
     import torch
 
-    from helpers.units import torch_dtype, torch_dtype_name
+    from helpers.cost.units import torch_dtype, torch_dtype_name
 
     for t in (torch.float32, torch.bfloat16, torch.float16):
         assert torch_dtype(torch_dtype_name(t)) is t

@@ -5,7 +5,8 @@ import time
 
 import pytest
 
-from helpers import models, specs
+from helpers.measure import models
+from helpers.cost import specs
 
 
 def test_tiny_loads_through_from_pretrained(tiny):
@@ -28,7 +29,7 @@ def test_without_weights_keeps_the_description_and_records_small(tiny):
     bare = tiny.without_weights()
     assert bare.model is None and bare.tokenizer is None and tiny.model is not None   # the original keeps its model
     assert bare.label == tiny.label and bare.spec == tiny.spec and bare.spec.hidden_size == models.TINY_CONFIG["hidden_size"]
-    assert len(pickle.dumps(bare)) < 20_000   # a recording keeps this beside its result (helpers.replay)
+    assert len(pickle.dumps(bare)) < 20_000   # a recording keeps this beside its result (helpers.present.replay)
     on, value = models.run_on(tiny, lambda m, x, y=0: (m.model is not None, x + y), 3, y=4)
     assert value == (True, 7) and on.model is None and on.label == tiny.label   # fn saw the weights; the record does not
 
@@ -134,7 +135,7 @@ def _load_message(env_extra):
 
     env = {k: v for k, v in os.environ.items() if k != "HF_HUB_OFFLINE"}
     env.update(env_extra)
-    code = ("from helpers import models\n"
+    code = ("from helpers.measure import models\n"
             "try:\n    models.load('mistral-7b')\nexcept models.ProfileUnavailable as e:\n    print(e)\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
     return r.stdout + r.stderr
@@ -168,7 +169,7 @@ def test_stalled_hub_is_not_a_hang(tmp_path):
         srv.listen(8)   # the kernel completes the handshake; nothing ever reads or answers
         env = {k: v for k, v in os.environ.items() if k != "HF_HUB_OFFLINE"}
         env.update(HF_ENDPOINT=f"http://127.0.0.1:{srv.getsockname()[1]}", HF_HUB_CACHE=str(tmp_path))
-        code = "from helpers import models\nprint(models.weights_status(probe_hub=True, timeout=2).message)\n"
+        code = "from helpers.measure import models\nprint(models.weights_status(probe_hub=True, timeout=2).message)\n"
         t0 = time.perf_counter()
         r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
     assert "cannot be reached (TimeoutError)" in r.stdout and "Fix:" in r.stdout, r.stdout + r.stderr

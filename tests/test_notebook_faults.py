@@ -1,5 +1,5 @@
 """A notebook never loses its later cells to one failed measurement: the measurement's fault is shown
-where it happened (helpers.notebook.attempt), the cells that need its value say so, and every other cell
+where it happened (helpers.present.notebook.attempt), the cells that need its value say so, and every other cell
 still runs. Checked on the real notebook in the marimo runtime with the measurement made to fail."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import notebook
+from helpers.present import notebook
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -1,9 +1,9 @@
-"""helpers.notebook's small rules that notebooks' sentences rely on."""
+"""helpers.present.notebook's small rules that notebooks' sentences rely on."""
 import math
 
 import pytest
 
-from helpers.notebook import speedup_phrase
+from helpers.present.notebook import speedup_phrase
 
 
 @pytest.mark.parametrize("ratio, text", [(1.7, "1.7× faster"), (1 / 1.7, "1.7× slower"), (1.04, "1.04× faster"),

@@ -1,6 +1,6 @@
 """Every notebook has the shape the workshop promises: objectives and run time at the top, "What you
 should see" after measurements, two or three exercises with folded solutions, takeaways, glossary
-links, and tables captioned through helpers.plots.table instead of a "measured on" column per row."""
+links, and tables captioned through helpers.present.plots.table instead of a "measured on" column per row."""
 import re
 from pathlib import Path
 
@@ -8,7 +8,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SHAPED = ("00", "01", "02", "03", "04", "05", "06", "07", "08", "09", "10")
-# tables captioned once through helpers.plots.table; 04 and 10 still add a "measured on"/"source" column
+# tables captioned once through helpers.present.plots.table; 04 and 10 still add a "measured on"/"source" column
 CAPTIONED_TABLES = ("00", "01", "02", "03", "05", "06", "07", "08")
 
 

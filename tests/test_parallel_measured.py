@@ -2,7 +2,7 @@
 model equals the single-process one; the eviction keeps exactly sinks + window tokens."""
 import pytest
 
-from helpers.memory import kv_cache_bytes
+from helpers.cost.memory import kv_cache_bytes
 from helpers.parallel.collectives import all_reduce_s
 from helpers.parallel.kv_offload import context_use, eviction_quality, measure_offloaded, offload_rows
 from helpers.parallel.links import get_link
@@ -41,7 +41,7 @@ def test_tensor_parallel_bad_input():
 
 @pytest.fixture(scope="module")
 def tiny():
-    from helpers.models import load
+    from helpers.measure.models import load
 
     return load("tiny")
 

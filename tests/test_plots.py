@@ -1,4 +1,4 @@
-"""The visual style (helpers.plots): one colour per meaning, decimal byte units, readable log ticks,
+"""The visual style (helpers.present.plots): one colour per meaning, decimal byte units, readable log ticks,
 a title on every figure, captioned tables without empty columns."""
 import math
 import warnings
@@ -10,7 +10,7 @@ matplotlib.use("Agg")
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from helpers import plots  # noqa: E402
+from helpers.present import plots  # noqa: E402
 
 
 def test_one_colour_per_meaning():
@@ -112,8 +112,8 @@ def _figure_functions():
     import importlib
     import inspect
 
-    names = ("workload_figures", "serving.figures", "roofline", "decoding.views", "flash", "hierarchy",
-             "compute_share", "engines.figures")
+    names = ("present.sweep_figures", "serving.figures", "cost.roofline", "decoding.views", "measure.flash", "measure.hierarchy",
+             "cost.compute_share", "engines.figures")
     for name in names:
         mod = importlib.import_module(f"helpers.{name}")
         for fname, fn in inspect.getmembers(mod, inspect.isfunction):
@@ -125,8 +125,8 @@ def test_every_measured_figure_draws_a_note_when_it_has_nothing_to_draw():
     import pandas as pd
 
     found = dict(_figure_functions())
-    assert {"workload_figures.ttft_figure", "serving.figures.slots_figure", "decoding.views.roofline_figure",
-            "roofline.efficiency_figure"} <= set(found)
+    assert {"present.sweep_figures.ttft_figure", "serving.figures.slots_figure", "decoding.views.roofline_figure",
+            "cost.roofline.efficiency_figure"} <= set(found)
     import inspect
 
     for name, fn in found.items():
@@ -143,7 +143,7 @@ def test_every_measured_figure_draws_a_note_when_it_has_nothing_to_draw():
 def test_a_figure_with_data_is_drawn_as_before():
     import pandas as pd
 
-    from helpers import plots
+    from helpers.present import plots
 
     @plots.notes_when_empty("never shown")
     def draw(df, source):

@@ -76,7 +76,7 @@ def test_notebooks_that_never_load_the_profile_are_not_stopped_by_it():
 
 
 def test_weights_row_says_what_was_checked(monkeypatch):
-    from helpers.models import weights_status
+    from helpers.measure.models import weights_status
 
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.setenv("WORKSHOP_MODEL_ID", "workshop-tests/not-a-model")

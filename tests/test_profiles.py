@@ -1,16 +1,16 @@
 """Every function whose behaviour depends on the profile, for every profile a CPU can run (tiny,
 tiny-trained — the default without a GPU —, small), and the 7B profiles as far as a CPU allows: the
 message when their weights or their GPU are missing. Each expectation is the profile's own definition
-(helpers.models' configs, the training split, the notebooks' sizes), not a copy of the function."""
+(helpers.measure.models' configs, the training split, the notebooks' sizes), not a copy of the function."""
 from __future__ import annotations
 
 import json
 
 import pytest
 
-from helpers import bench, models, quality, quant, training, workloads
+from helpers.measure import roofline_bench, models, quality, quant, training, sweeps
 from helpers.decoding import regimes
-from helpers.serving import bench as serving_bench
+from helpers.serving import measured as serving_bench
 from helpers.serving import kv_quant
 
 CPU_PROFILES = ("tiny", "tiny-trained", "small")
@@ -72,7 +72,7 @@ def test_evaluation_text_by_profile(profile):
 
 @pytest.mark.parametrize("profile", CPU_PROFILES)
 def test_sweep_sizes_on_a_cpu_stay_small(profile):
-    s = workloads.sweep_sizes(profile, "cpu")
+    s = sweeps.sweep_sizes(profile, "cpu")
     if profile in models.TINY_PROFILES:
         assert max(s.memory_tokens) == 2048 and s.requests == 8
     else:   # the small model's forward costs ~40× the tiny one's: modest sizes
@@ -89,7 +89,7 @@ def test_serving_workload_on_a_cpu_is_the_cpu_one(profile):
 
 @pytest.mark.parametrize("profile", CPU_PROFILES)
 def test_prefill_lengths_by_profile(profile):
-    lengths = bench.prefill_lengths(profile, "cpu")
+    lengths = roofline_bench.prefill_lengths(profile, "cpu")
     ctx = CONFIGS[profile]["max_position_embeddings"]
     assert lengths == tuple(sorted(lengths)) and max(lengths) <= ctx
     assert lengths == ((128, 512, 2048) if profile in models.TINY_PROFILES else (64, 256))

@@ -1,12 +1,14 @@
-"""helpers.quant: bitsandbytes footprints measured against the formula, the quality measures against
+"""helpers.measure.quant: bitsandbytes footprints measured against the formula, the quality measures against
 hand-computed values, and GPT-OSS-120B's MXFP4 size against its published checkpoint."""
 import math
 
 import pytest
 import torch
 
-from helpers import capacity, memory, models, quality, quant, specs
-from helpers.specs import PRESETS
+from helpers import capacity
+from helpers.cost import memory, specs
+from helpers.measure import models, quality, quant
+from helpers.cost.specs import PRESETS
 
 SCHEMES = ("bf16", "int8", "nf4", "nf4-dq")
 

@@ -1,4 +1,4 @@
-"""helpers.replay: live by default, recorded values in replay mode (labelled, the Run live button
+"""helpers.present.replay: live by default, recorded values in replay mode (labelled, the Run live button
 measures here), long sweeps waiting for their button in marimo, recordings written atomically with their
 meta, and a missing or stale recording never an error."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from helpers import replay
+from helpers.present import replay
 
 
 @dataclass

@@ -1,13 +1,14 @@
-"""helpers.roofline: the arithmetic against hand-worked cases; helpers.microbench: the microbenchmarks
-against known sizes (measure_bandwidth and measure_peak_flops through helpers.roofline, which re-exports them)."""
+"""helpers.cost.roofline: the arithmetic against hand-worked cases; helpers.measure.microbench: the microbenchmarks
+against known sizes (measure_bandwidth and measure_peak_flops through helpers.cost.roofline, which re-exports them)."""
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from helpers import microbench, roofline, stepcost
-from helpers.specs import get_spec
+from helpers.measure import microbench
+from helpers.cost import roofline, stepcost
+from helpers.cost.specs import get_spec
 
 H100_BF16 = 989e12   # FLOP/s, dense bf16, NVIDIA H100 SXM datasheet
 H100_BW = 3.35e12    # B/s, HBM3, same datasheet
@@ -104,7 +105,7 @@ def test_forward_bytes_decode_reads_weights_and_cache():
 
 def test_tied_embeddings_are_streamed_in_full():
     cfg = {**get_spec("mistral-7b-v0.1").config, "tie_word_embeddings": True}
-    from helpers.specs import param_count
+    from helpers.cost.specs import param_count
 
     assert roofline.streamed_weight_bytes(cfg, "bf16") == 2 * param_count(cfg)
 
@@ -205,7 +206,7 @@ def test_efficiency_table_with_the_probe_and_the_loaded_model(tiny):
 def test_the_overhead_probe_has_the_loaded_models_layer_count(tiny_config):
     from types import SimpleNamespace
 
-    from helpers.specs import param_breakdown, spec_from_config
+    from helpers.cost.specs import param_breakdown, spec_from_config
 
     assert roofline.probe_config() == roofline.size_config("probe")
     assert roofline.probe_config(32)["num_hidden_layers"] == 32            # Mistral 7B's, on a GPU
@@ -217,7 +218,7 @@ def test_the_overhead_probe_has_the_loaded_models_layer_count(tiny_config):
     six = SimpleNamespace(profile="six", model=roofline.random_model(cfg), config=cfg, dtype="fp32", device="cpu")
     df = roofline.efficiency_table(["probe"], "cpu", "fp32", bandwidth=2e10, context=8, steps=2, extra=[six])
     probe = df[df["model"] == "probe"].iloc[0]
-    # the probe built has six layers: its parameters, counted by helpers.specs from its config
+    # the probe built has six layers: its parameters, counted by helpers.cost.specs from its config
     assert probe["params"] == param_breakdown(spec_from_config(roofline.probe_config(6), "probe")).total
     assert probe["params"] != param_breakdown(spec_from_config(roofline.probe_config(), "probe")).total
 
@@ -250,11 +251,11 @@ def test_gemv_benchmark_counts_the_weights_read_by_both_kernels():
 def test_the_kernel_probe_reads_a_matrix_a_gpu_takes_longer_to_read_than_to_launch():
     import json
 
-    from helpers import gpus
+    from helpers.cost import gpus
 
     assert microbench.gemv_shape("cpu") == (3584, 1024)
     # on CUDA: Mistral 7B's MLP projection, as its published config.json gives it
-    cfg = json.loads((Path(microbench.__file__).parent / "presets" / "mistral-7b-v0.1.json").read_text())
+    cfg = json.loads((Path(microbench.__file__).parents[1] / "presets" / "mistral-7b-v0.1.json").read_text())
     assert microbench.gemv_shape("cuda:0") == microbench.gemv_shape("cuda") == \
         (cfg["intermediate_size"], cfg["hidden_size"]) == (14336, 4096)
     per = 14336 * 4096 * 2                                 # bytes of one bf16 matrix: 117 MB

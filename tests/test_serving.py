@@ -5,7 +5,8 @@ import math
 import pytest
 import torch
 
-from helpers import memory, quality
+from helpers.cost import memory
+from helpers.measure import quality
 from helpers.serving import batching, kv_cache, kv_quant, naive, prefix_reuse, speculative
 
 
@@ -276,8 +277,8 @@ def test_chunked_prefill_splits_the_long_prompt_by_the_token_budget(tiny):
 
 def test_quality_profile_is_trained_weights_whenever_offered(monkeypatch):
     """The quality figures run on trained weights: the current profile's when they are trained, else
-    tiny-trained (helpers.models offers it); random weights only when no trained model is offered."""
-    from helpers import models
+    tiny-trained (helpers.measure.models offers it); random weights only when no trained model is offered."""
+    from helpers.measure import models
 
     assert "tiny-trained" in models.PROFILES
     assert kv_quant.quality_profile() == ("tiny-trained", True)

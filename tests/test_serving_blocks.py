@@ -141,13 +141,13 @@ def test_simulation_paged_runs_more_at_once_and_wastes_less():
 def test_bench_paged_fit_on_the_chat_trace(tiny):
     """The bench's paged_over_contiguous_sequences: the seeded chat trace's real token counts against a
     contiguous reservation of prompt + max_output, recomputed here from the same requests by hand."""
-    from helpers.serving import bench
+    from helpers.serving import measured
 
-    w = bench.workload("tiny")
-    fit = bench.paged_fit(tiny.tokenizer, w)
-    reqs = bench.chat_requests(tiny.tokenizer, bench.Workload(requests=64))
+    w = measured.workload("tiny")
+    fit = measured.paged_fit(tiny.tokenizer, w)
+    reqs = measured.chat_requests(tiny.tokenizer, measured.Workload(requests=64))
     slots = 6 * (w.max_output + max(len(r.prompt) for r in reqs))      # notebook 07's memory: six of the longest
-    assert bench.paged_trace(tiny.tokenizer, w)[1] == slots
+    assert measured.paged_trace(tiny.tokenizer, w)[1] == slots
     room, contiguous = slots, 0
     for r in reqs:
         if len(r.prompt) + w.max_output > room:
@@ -163,7 +163,7 @@ def test_bench_paged_fit_on_the_chat_trace(tiny):
         paged += 1
     assert fit == {"contiguous": contiguous, "paged": paged, "ratio": paged / contiguous}
     assert fit["ratio"] > 1
-    assert bench.workload("mistral-7b").slots > w.slots
+    assert measured.workload("mistral-7b").slots > w.slots
 
 
 def test_bench_has_a_serving_section():

@@ -149,7 +149,7 @@ def test_radix_and_hash_caches_compared_on_the_agentic_trace(tiny):
 def test_speculative_greedy_equals_generate_with_transformers_pass_counts(tiny):
     """Greedy speculative decoding keeps the target's tokens; with prompt lookup and an early-exit draft
     it takes as many target passes as transformers' assisted generation with the same drafter."""
-    from helpers import quality
+    from helpers.measure import quality
     from helpers.serving import speculative as assisted
 
     text = quality.eval_ids(tiny.tokenizer, 60)

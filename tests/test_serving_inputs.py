@@ -11,7 +11,7 @@ from helpers.decoding.breakdown import step_breakdown
 from helpers.decoding.impls import decode
 from helpers.serving import batching, kv_cache, kv_quant, naive, prefix_reuse, speculative
 from helpers.serving.naive import Request
-from helpers.timing import check_ids, timed_generate
+from helpers.measure.timing import check_ids, timed_generate
 
 OK = torch.tensor([[5, 6, 7, 8]])
 
@@ -98,17 +98,17 @@ def test_serving_refuses_empty_requests_prompts_and_budgets(tiny):
 
 
 def test_sweeps_check_every_point_before_the_first_runs(tiny):
-    from helpers import workloads
+    from helpers.measure import sweeps
 
     limit = tiny.model.config.max_position_embeddings
-    for call, needle in ((lambda: workloads.ttft_sweep(tiny, [8, limit + 1]), "positions"),   # ran 8, then failed
-                         (lambda: workloads.memory_growth(tiny, [8, 0]), "prompt length"),
-                         (lambda: workloads.memory_growth(tiny, []), "no points"),
-                         (lambda: workloads.itl_sweep(tiny, [limit - 4], steps=12), "positions"),
-                         (lambda: workloads.itl_sweep(tiny, [8], steps=0), "steps"),
-                         (lambda: workloads.decode_batch_sweep(tiny, 8, [1, 0]), "a batch"),
-                         (lambda: workloads.users_sweep(tiny, 8, [2.5]), "a batch"),
-                         (lambda: workloads.prompt_ids(8, batch=0), "batch"),                   # was a (0, 8) tensor
-                         (lambda: workloads.prompt_ids(8, vocab=0), "vocab")):
+    for call, needle in ((lambda: sweeps.ttft_sweep(tiny, [8, limit + 1]), "positions"),   # ran 8, then failed
+                         (lambda: sweeps.memory_growth(tiny, [8, 0]), "prompt length"),
+                         (lambda: sweeps.memory_growth(tiny, []), "no points"),
+                         (lambda: sweeps.itl_sweep(tiny, [limit - 4], steps=12), "positions"),
+                         (lambda: sweeps.itl_sweep(tiny, [8], steps=0), "steps"),
+                         (lambda: sweeps.decode_batch_sweep(tiny, 8, [1, 0]), "a batch"),
+                         (lambda: sweeps.users_sweep(tiny, 8, [2.5]), "a batch"),
+                         (lambda: sweeps.prompt_ids(8, batch=0), "batch"),                   # was a (0, 8) tensor
+                         (lambda: sweeps.prompt_ids(8, vocab=0), "vocab")):
         with pytest.raises(ValueError, match=needle):
             call()

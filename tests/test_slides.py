@@ -67,7 +67,7 @@ def test_every_number_in_the_built_deck_is_generated(built):
 
 
 def test_numbers_json_is_what_helpers_compute(built):
-    from helpers import keyfigures
+    from helpers.present import keyfigures
 
     _, numbers, _ = built
     assert numbers == json.loads(json.dumps({k: f.to_dict() for k, f in keyfigures.all_figures().items()}))
@@ -118,7 +118,7 @@ def test_unknown_placeholder_is_refused():
 
 
 def test_recorded_figures_are_captioned_with_their_record(built):
-    from helpers import recorded
+    from helpers.present import recorded
 
     _, _, page = built
     captions = re.findall(r"<figcaption>(.*?)</figcaption>", page, flags=re.S)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import links
+from helpers import repository
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK = ROOT / "notebooks" / "02_memory_equation.py"   # loads the tiny model: a real run, in seconds
@@ -25,7 +25,7 @@ def _header_deps(text: str) -> list[str]:
 
 def _stand_in_repository(dst: Path) -> str:
     """A git repository holding this working tree's package files, on the stated branch: the URL pip gets."""
-    w = links.where()
+    w = repository.where()
     subprocess.run(["git", "init", "-q", "-b", w.branch, str(dst)], check=True)
     for name in ("pyproject.toml", "requirements.txt", "README.md"):
         (dst / name).write_bytes((ROOT / name).read_bytes())
@@ -41,7 +41,7 @@ def _stand_in_repository(dst: Path) -> str:
 def test_a_notebook_runs_from_its_pep723_header_alone(tmp_path):
     import torch
 
-    w = links.where()
+    w = repository.where()
     deps = _header_deps(NOTEBOOK.read_text())
     assert w.pip_requirement() in deps
     url = _stand_in_repository(tmp_path / "repo")

@@ -3,7 +3,7 @@ linear attention's two forms, sparse attention's trade."""
 import pytest
 import torch
 
-from helpers import state_space as ss
+from helpers.cost import state_space as ss
 
 
 def test_falcon_mamba_state_by_hand():

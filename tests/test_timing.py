@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import timing
+from helpers.measure import timing
 
 
 @pytest.mark.parametrize("q", [0, 10, 50, 90, 100])

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from helpers import models, quality, quant, training
+from helpers.measure import models, quality, quant, training
 from helpers.serving import speculative
 
 

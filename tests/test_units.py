@@ -1,6 +1,6 @@
 import pytest
 
-from helpers import units
+from helpers.cost import units
 
 
 def test_kv_bytes_shown_three_ways():

@@ -1,22 +1,24 @@
-"""helpers.workloads: the pain-point sweeps on the tiny model with small sizes, the growth-law fit on
+"""helpers.measure.sweeps: the pain-point sweeps on the tiny model with small sizes, the growth-law fit on
 hand-made data, out-of-memory as a result, and the batched server really batching."""
 from types import SimpleNamespace
 
 import pytest
 import torch
 
-from helpers import serving, workload_figures, workloads
-from helpers.memory import kv_cache_bytes
-from helpers.roofline import random_model
-from helpers.specs import get_spec, spec_from_config
+from helpers import serving
+from helpers.present import sweep_figures
+from helpers.measure import sweeps
+from helpers.cost.memory import kv_cache_bytes
+from helpers.cost.roofline import random_model
+from helpers.cost.specs import get_spec, spec_from_config
 
 
 # ----------------------------------------------------------------------------- sizes
 
 def test_tiny_sizes_are_small_and_cuda_sizes_reach_out_of_memory():
-    tiny = workloads.sweep_sizes("tiny", "cpu")
+    tiny = sweeps.sweep_sizes("tiny", "cpu")
     assert max(tiny.ttft_tokens) <= 2048 and max(tiny.memory_tokens) <= 2048 and tiny.requests <= 8
-    big = workloads.sweep_sizes("mistral-7b-random", "cuda")
+    big = sweeps.sweep_sizes("mistral-7b-random", "cuda")
     assert big.ttft_tokens[0] == 128 and big.ttft_tokens[-1] == 16384
     # the users sweep must go past the memory of the largest GPU in use (H200, 141 GB) to end in an OOM
     mistral = get_spec("mistral-7b-v0.1")
@@ -27,31 +29,31 @@ def test_tiny_sizes_are_small_and_cuda_sizes_reach_out_of_memory():
 # ----------------------------------------------------------------------------- memory
 
 def test_memory_growth_equals_the_formula(tiny):
-    df = workloads.memory_growth(tiny, (8, 33, 100))
+    df = sweeps.memory_growth(tiny, (8, 33, 100))
     assert list(df["tokens"]) == [8, 33, 100] and not df["oom"].any()
     assert list(df["cache_bytes"]) == list(df["formula_bytes"]) == [n * 2048 for n in (8, 33, 100)]
     assert df["peak_above_weights_bytes"].isna().all()  # no allocator statistics on a CPU
-    assert workload_figures.memory_figure(df, tiny).axes
+    assert sweep_figures.memory_figure(df, tiny).axes
 
 
 def test_memory_growth_with_a_sliding_window(tiny_config):
     """A windowed layer holds window − 1 tokens after a prefill, as the formula says."""
     cfg = {**tiny_config, "sliding_window": 16}
     loaded = SimpleNamespace(model=random_model(cfg), device="cpu", dtype="fp32", spec=spec_from_config(cfg, "w16"))
-    df = workloads.memory_growth(loaded, (8, 40))
+    df = sweeps.memory_growth(loaded, (8, 40))
     assert list(df["cache_bytes"]) == list(df["formula_bytes"]) == [8 * 2048, 15 * 2048]
 
 
 def test_users_sweep_cache_equals_formula(tiny):
-    df = workloads.users_sweep(tiny, 8, (1, 3))
+    df = sweeps.users_sweep(tiny, 8, (1, 3))
     # after the prefill and one decode step each sequence holds context + 1 tokens
     assert list(df["cache_bytes"]) == list(df["formula_bytes"]) == [9 * 2048, 3 * 9 * 2048]
     assert list(df["tokens"]) == [8, 24]
-    assert workload_figures.users_figure(df, tiny).axes
+    assert sweep_figures.users_figure(df, tiny).axes
 
 
 def test_users_sweep_ends_at_a_cuda_allocation_failure_and_reraises_a_bug(tiny, monkeypatch):
-    real = workloads.timed_generate
+    real = sweeps.timed_generate
     refusal = "CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`"
 
     def generate(model, ids, *a, **k):
@@ -59,8 +61,8 @@ def test_users_sweep_ends_at_a_cuda_allocation_failure_and_reraises_a_bug(tiny, 
             raise RuntimeError(refusal)
         return real(model, ids, *a, **k)
 
-    monkeypatch.setattr(workloads, "timed_generate", generate)
-    df = workloads.users_sweep(tiny, 8, (1, 3, 6))
+    monkeypatch.setattr(sweeps, "timed_generate", generate)
+    df = sweeps.users_sweep(tiny, 8, (1, 3, 6))
     assert df["batch"].tolist() == [1, 3] and df["oom"].tolist() == [False, True]
     assert df.attrs["oom_at"] == 3 and df.attrs["oom_message"] == "RuntimeError: " + refusal
     assert df["cache_bytes"].iloc[0] == 9 * 2048
@@ -68,9 +70,9 @@ def test_users_sweep_ends_at_a_cuda_allocation_failure_and_reraises_a_bug(tiny, 
     def broken(model, ids, *a, **k):
         raise RuntimeError("CUDA error: an illegal memory access was encountered")
 
-    monkeypatch.setattr(workloads, "timed_generate", broken)
+    monkeypatch.setattr(sweeps, "timed_generate", broken)
     with pytest.raises(RuntimeError, match="illegal memory access"):
-        workloads.users_sweep(tiny, 8, (1,))
+        sweeps.users_sweep(tiny, 8, (1,))
 
 
 # ----------------------------------------------------------------------------- out of memory is a result
@@ -84,7 +86,7 @@ def test_guarded_sweep_stops_at_out_of_memory():
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
         return {"value": p * 10}
 
-    res = workloads.guarded_sweep([1, 2, 3, 4, 5], point, "cpu", "batch")
+    res = sweeps.guarded_sweep([1, 2, 3, 4, 5], point, "cpu", "batch")
     assert ran == [1, 2, 3] and res.oom_at == 3
     assert res.rows == [{"batch": 1, "value": 10, "oom": False}, {"batch": 2, "value": 20, "oom": False},
                         {"batch": 3, "oom": True}]
@@ -97,35 +99,35 @@ def test_guarded_sweep_treats_runtime_oom_as_result_and_reraises_other_errors():
     def oom(p):
         raise RuntimeError("CUDA error: out of memory")
 
-    assert workloads.guarded_sweep([7], oom, "cpu", "tokens").oom_at == 7
+    assert sweeps.guarded_sweep([7], oom, "cpu", "tokens").oom_at == 7
 
     def broken(p):
         raise ValueError("a real bug")
 
     with pytest.raises(ValueError, match="a real bug"):
-        workloads.guarded_sweep([1], broken, "cpu", "tokens")
+        sweeps.guarded_sweep([1], broken, "cpu", "tokens")
 
 
 def test_a_real_sweep_marks_its_out_of_memory_point(tiny, monkeypatch):
-    real = workloads.prefill
+    real = sweeps.prefill
 
     def prefill(model, ids, *a, **k):
         if ids.shape[1] > 50:
             raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
         return real(model, ids, *a, **k)
 
-    monkeypatch.setattr(workloads, "prefill", prefill)
-    df = workloads.memory_growth(tiny, (16, 32, 64, 128))
+    monkeypatch.setattr(sweeps, "prefill", prefill)
+    df = sweeps.memory_growth(tiny, (16, 32, 64, 128))
     assert df["tokens"].tolist() == [16, 32, 64] and df["oom"].tolist() == [False, False, True]
     assert df.attrs["oom_at"] == 64
-    fig = workload_figures.memory_figure(df, tiny)
+    fig = sweep_figures.memory_figure(df, tiny)
     assert any("out of memory at 64" in t.get_text() for t in fig.axes[0].texts)
 
 
 # ----------------------------------------------------------------------------- TTFT and the growth law
 
 def test_ttft_sweep(tiny):
-    df = workloads.ttft_sweep(tiny, (8, 64), repeats=2)
+    df = sweeps.ttft_sweep(tiny, (8, 64), repeats=2)
     assert df["tokens"].tolist() == [8, 64]
     assert (df["ttft_s"] > 0).all() and (df["ttft_p90_s"] >= df["ttft_s"]).all()
     assert df["tokens_per_s"].tolist() == pytest.approx((df["tokens"] / df["ttft_s"]).tolist())
@@ -134,7 +136,7 @@ def test_ttft_sweep(tiny):
 def test_fit_recovers_a_quadratic():
     ns = [16, 32, 64, 128, 256, 512, 1024, 2048]
     ts = [0.002 + 1e-5 * n + 3e-9 * n * n for n in ns]
-    fit = workloads.fit_growth(ns, ts)
+    fit = sweeps.fit_growth(ns, ts)
     assert (fit.a, fit.b, fit.c) == pytest.approx((0.002, 1e-5, 3e-9), rel=1e-6)
     assert fit.r2 == pytest.approx(1.0)
     assert fit.predict(4096) == pytest.approx(0.002 + 1e-5 * 4096 + 3e-9 * 4096**2)
@@ -144,22 +146,22 @@ def test_fit_recovers_a_quadratic():
 
 def test_fit_keeps_coefficients_non_negative():
     ns = [10, 20, 40, 80, 160]
-    fit = workloads.fit_growth(ns, [0.01 + 2e-4 * n for n in ns])   # linear: no quadratic term
+    fit = sweeps.fit_growth(ns, [0.01 + 2e-4 * n for n in ns])   # linear: no quadratic term
     assert fit.c == 0 and fit.a == pytest.approx(0.01) and fit.b == pytest.approx(2e-4)
 
 
 def test_fit_local_exponent():
     ns = [64, 128, 256, 512, 1024]
-    assert workloads.fit_growth(ns, [3e-9 * n * n for n in ns]).exponent == pytest.approx(2)     # quadratic
-    assert workloads.fit_growth(ns, [2e-6 * n for n in ns]).exponent == pytest.approx(1)         # linear
+    assert sweeps.fit_growth(ns, [3e-9 * n * n for n in ns]).exponent == pytest.approx(2)     # quadratic
+    assert sweeps.fit_growth(ns, [2e-6 * n for n in ns]).exponent == pytest.approx(1)         # linear
     # a + b·n with a = b·1024: at n = 1024 half the time grows with n, exponent 1/2
-    assert workloads.fit_growth(ns, [1e-3 * (1 + n / 1024) for n in ns]).exponent == pytest.approx(0.5)
+    assert sweeps.fit_growth(ns, [1e-3 * (1 + n / 1024) for n in ns]).exponent == pytest.approx(0.5)
 
 
 @pytest.mark.parametrize("ns, ts", [([1, 2], [1, 2]), ([1, 2, 3], [1, 0, 2]), ([1, 2, 3], [1, 2])])
 def test_fit_rejects_bad_input(ns, ts):
     with pytest.raises(ValueError):
-        workloads.fit_growth(ns, ts)
+        sweeps.fit_growth(ns, ts)
 
 
 # ----------------------------------------------------------------------------- throughput and the timeline
@@ -226,36 +228,36 @@ def test_timeline_table_and_figure(served, tiny):
     assert list(df.columns) == ["mode", "request", "prompt tokens", "new tokens", "start s", "first token s (TTFT)",
                                 "finish s"]
     assert seq.summary()["forward calls"] == seq.forward_calls
-    fig = workload_figures.timeline_figure([seq, bat], tiny)
+    fig = sweep_figures.timeline_figure([seq, bat], tiny)
     assert len(fig.axes) == 2
 
 
 # ----------------------------------------------------------------------------- inter-token latency
 
 def test_itl_sweep(tiny):
-    df = workloads.itl_sweep(tiny, (4, 32), steps=3)
+    df = sweeps.itl_sweep(tiny, (4, 32), steps=3)
     assert df["context"].tolist() == [4, 32] and (df["itl_s"] > 0).all()
-    assert workload_figures.itl_figure(df, tiny, lambda c: 1e-3).axes
+    assert sweep_figures.itl_figure(df, tiny, lambda c: 1e-3).axes
 
 
 def test_decode_batch_sweep(tiny):
-    df = workloads.decode_batch_sweep(tiny, 8, (1, 4), steps=2)
+    df = sweeps.decode_batch_sweep(tiny, 8, (1, 4), steps=2)
     assert df["batch"].tolist() == [1, 4]
     assert df["tokens_per_s"].tolist() == pytest.approx((df["batch"] / df["step_s"]).tolist())
 
 
 def test_prompt_ids_are_ordinary_tokens():
-    ids = workloads.prompt_ids(50, batch=2, vocab=1000, seed=3)
+    ids = sweeps.prompt_ids(50, batch=2, vocab=1000, seed=3)
     assert ids.shape == (2, 50) and int(ids.min()) >= 3 and int(ids.max()) < 1000
-    assert torch.equal(ids, workloads.prompt_ids(50, batch=2, vocab=1000, seed=3))
+    assert torch.equal(ids, sweeps.prompt_ids(50, batch=2, vocab=1000, seed=3))
     with pytest.raises(ValueError, match="prompt length"):
-        workloads.prompt_ids(0)
+        sweeps.prompt_ids(0)
 
 
 # ----------------------------------------------------------------------------- the memory equation (notebook 02)
 
 def test_max_users_worked_example():
-    from helpers.memory import kv_budget_bytes, max_users, weight_bytes
+    from helpers.cost.memory import kv_budget_bytes, max_users, weight_bytes
 
     w = weight_bytes("mistral-7b-v0.1", "bf16").bytes
     assert w == 14_483_464_192
@@ -267,7 +269,7 @@ def test_max_users_worked_example():
 
 
 def test_context_users_grid():
-    from helpers.memory import context_users_grid
+    from helpers.cost.memory import context_users_grid
 
     grid = context_users_grid(131_072, [1024, 4096], [1, 80])
     assert grid == [[131_072 * 1024, 131_072 * 4096], [80 * 131_072 * 1024, 80 * 131_072 * 4096]]
@@ -276,14 +278,14 @@ def test_context_users_grid():
 
 @pytest.mark.parametrize("args", [(-1, 0, 0, 1, 1), (80e9, 1e9, 1e9, 0, 1), (80e9, 1e9, 1e9, 1, 0)])
 def test_max_users_rejects_bad_input(args):
-    from helpers.memory import max_users
+    from helpers.cost.memory import max_users
 
     with pytest.raises(ValueError):
         max_users(*args)
 
 
 def test_heatmap_masks_what_does_not_fit():
-    from helpers import plots
+    from helpers.present import plots
 
     fig, ax = plots.figure()
     plots.heatmap(ax, [[1, 2], [3, 4]], ["a", "b"], ["x", "y"], mask=[[False, False], [False, True]],
@@ -294,8 +296,8 @@ def test_heatmap_masks_what_does_not_fit():
 
 
 def test_small_gpus_get_smaller_sweeps():
-    small = workloads.sweep_sizes("mistral-7b", "cuda", free_bytes=2 * 10**9)     # a 16 GB card after 14.5 GB
-    big = workloads.sweep_sizes("mistral-7b", "cuda", free_bytes=120 * 10**9)
+    small = sweeps.sweep_sizes("mistral-7b", "cuda", free_bytes=2 * 10**9)     # a 16 GB card after 14.5 GB
+    big = sweeps.sweep_sizes("mistral-7b", "cuda", free_bytes=120 * 10**9)
     assert max(small.ttft_tokens) == 4096 and max(big.ttft_tokens) == 16384
     assert small.users_batches[0] == 1   # the users sweep starts at one sequence and doubles to OOM
 
@@ -312,5 +314,5 @@ def test_compare_serving_records_out_of_memory(tiny, monkeypatch):
     cmp = serving.compare_serving(tiny.model, reqs, "cpu")
     assert cmp.batched is None and cmp.sequential is not None and cmp.results == [cmp.sequential]
     assert cmp.oom_message.startswith("batched: OutOfMemoryError")
-    assert workload_figures.timeline_figure(cmp.results, tiny).axes
-    assert workload_figures.timeline_figure([], tiny).axes
+    assert sweep_figures.timeline_figure(cmp.results, tiny).axes
+    assert sweep_figures.timeline_figure([], tiny).axes

@@ -8,9 +8,9 @@ from __future__ import annotations
 import re
 
 from .planner import _positive, _whole
-from ..gpus import GPU, catalog
-from ..memory import KV_DTYPES, WEIGHT_SCHEMES
-from ..stepcost import decode_cost
+from ..cost.gpus import GPU, catalog
+from ..cost.memory import KV_DTYPES, WEIGHT_SCHEMES
+from ..cost.stepcost import decode_cost
 
 
 def measure_sizes(device: str) -> dict:
@@ -25,17 +25,17 @@ def predict_vs_measure(loaded, bandwidth: float | None = None, batch: int | None
                        peak_flops: float | None = None, seed: int = 0) -> dict:
     """The planner's decode step for the loaded model on its own device against the measured one.
 
-    Prediction: the same decode step as plan() and notebook 03 (helpers.stepcost.decode_cost: the
+    Prediction: the same decode step as plan() and notebook 03 (helpers.cost.stepcost.decode_cost: the
     weights streamed once, the embedding by rows, the KV cache at the mean cached length read and the
-    new token's written), over the device's measured bandwidth (helpers.microbench.measure_bandwidth, the microbenchmark of
+    new token's written), over the device's measured bandwidth (helpers.measure.microbench.measure_bandwidth, the microbenchmark of
     notebook 03) unless `bandwidth` (bytes/s) is given; the compute term only when `peak_flops` is.
     Measurement: the median inter-token latency of a greedy generation with a real KV cache
-    (helpers.timing.timed_generate). ratio = measured ÷ predicted (1 = the floor reached).
+    (helpers.measure.timing.timed_generate). ratio = measured ÷ predicted (1 = the floor reached).
     """
     import torch
 
-    from ..memory import measured_weight_bytes
-    from ..timing import timed_generate
+    from ..cost.memory import measured_weight_bytes
+    from ..measure.timing import timed_generate
 
     sizes = measure_sizes(loaded.device)
     batch = _whole(batch or sizes["batch"], "batch")
@@ -44,10 +44,10 @@ def predict_vs_measure(loaded, bandwidth: float | None = None, batch: int | None
     if new < 2:
         raise ValueError("new_tokens must be ≥ 2: the first token is the prefill, the rest are decode steps")
     if bandwidth is None:
-        from ..microbench import measure_bandwidth
+        from ..measure.microbench import measure_bandwidth
 
         bandwidth = float(measure_bandwidth(loaded.device))
-        bw_source = "measured (helpers.roofline.measure_bandwidth)"
+        bw_source = "measured (helpers.cost.roofline.measure_bandwidth)"
     else:
         bandwidth = _positive(bandwidth, "bandwidth (bytes/s)")
         bw_source = "given"
@@ -60,7 +60,7 @@ def predict_vs_measure(loaded, bandwidth: float | None = None, batch: int | None
     comp_s = cost.flops / peak_flops if peak_flops else 0.0
     predicted = max(mem_s, comp_s)
 
-    from ..hardware import device_info
+    from ..measure.hardware import device_info
 
     device_name = device_info(loaded.device).name
     gen = torch.Generator().manual_seed(seed)
@@ -90,7 +90,7 @@ _CUDA_NAMES = {"h10080gbhbm3": "H100 SXM"}
 
 
 def datasheet_gpu(device: str, device_name: str | None) -> GPU | None:
-    """The catalogued GPU (helpers.gpus) whose datasheet describes this device, or None: a CPU, an
+    """The catalogued GPU (helpers.cost.gpus) whose datasheet describes this device, or None: a CPU, an
     Apple GPU, or a CUDA device the catalog lacks. Matches the longest catalogued name or alias
     contained in the name the device reports ('NVIDIA A100-SXM4-80GB' → 'A100 80GB')."""
     if not str(device).startswith("cuda") or not device_name:
@@ -113,7 +113,7 @@ def efficiency(result: dict, gpu: GPU | str | None = None) -> dict:
     result['device_name']) — against the floor at its datasheet bandwidth, the share the planner's
     --efficiency means: measured-bandwidth efficiency × measured bandwidth ÷ datasheet bandwidth.
     datasheet_efficiency is None without a datasheet (a CPU has none: nothing to pass as --efficiency)."""
-    from ..gpus import get_gpu
+    from ..cost.gpus import get_gpu
 
     vs_measured = result["predicted_step_s"] / result["measured_step_s"]
     g = get_gpu(gpu) if gpu is not None else datasheet_gpu(result["device"], result.get("device_name"))
@@ -128,7 +128,7 @@ def comparison_table(result: dict):
     """predict_vs_measure() as a two-column DataFrame for a notebook."""
     import pandas as pd
 
-    from ..units import fmt_bytes
+    from ..cost.units import fmt_bytes
 
     rows = [("model · dtype · device · profile", result["label"]),
             ("batch × prompt, decode steps", f"{result['batch']} × {result['prompt_tokens']}, "
@@ -145,7 +145,7 @@ def comparison_table(result: dict):
 def bench_capacity() -> dict:
     """For `make bench`: the planner's predicted decode step for the active profile on this device,
     the measured step, and their ratio (measured ÷ predicted)."""
-    from ..models import load
+    from ..measure.models import load
 
     loaded = load()
     r = predict_vs_measure(loaded)

@@ -10,8 +10,8 @@ from typing import Iterable
 
 from .planner import (DEFAULT_EFFICIENCY, GPU_COUNTS, Plan, _positive, _spec, _whole, check_context, plan,
                        plan_for_slo, sharding)
-from ..gpus import catalog, get_gpu, providers
-from ..specs import ModelSpec
+from ..cost.gpus import catalog, get_gpu, providers
+from ..cost.specs import ModelSpec
 
 
 def _fits_somewhere(spec, weight_dtype, kv_dtype, context, gpus) -> bool:

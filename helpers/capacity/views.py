@@ -9,7 +9,7 @@ from typing import Iterable
 
 from .planner import DEFAULT_EFFICIENCY, Plan, _positive, _spec, _whole, max_batch, plan, plan_for_slo
 from .ranking import rank
-from ..gpus import catalog_label
+from ..cost.gpus import catalog_label
 
 
 RANK_COLUMNS = {"rank": "rank", "gpu": "GPU", "gpus": "GPUs", "provider": "price from", "status": "status",
@@ -82,7 +82,7 @@ def curve(model, gpu_names: Iterable[str], weight_dtype: str = "bf16", kv_dtype:
 def plot_curve(df, title: str, stamp_text: str, slo_ms: float | None = None):
     """Two panels: ms per token against batch (with the SLO as a line), tokens/s against batch,
     one line per GPU."""
-    from .. import plots
+    from ..present import plots
 
     fig, (ax1, ax2) = plots.figure(ncols=2, width=6.0, height=4.0)
     for gpu_name, d in df.groupby("gpu", sort=False):

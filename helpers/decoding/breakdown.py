@@ -1,6 +1,6 @@
 """Where one decode step's time goes, measured with torch.profiler.
 
-The eager step (one token, a real DynamicCache: the loop of helpers.timing.timed_generate; with
+The eager step (one token, a real DynamicCache: the loop of helpers.measure.timing.timed_generate; with
 ``packed=True`` the same loop with oneDNN-prepacked weights, helpers.decoding.packed) is run under the
 profiler, each step inside a ``record_function`` range. Every operator's *self* time — its
 own time, its children's excluded — is summed by what the operator does; on a CUDA GPU the time its
@@ -15,7 +15,7 @@ kernels ran on the device is used instead (self device time):
 The four parts add up to the profiled step by construction; the check that matters is that they add up
 to the step measured *without* the profiler (within 10 %, tests/test_decoding.py), so that the
 profiler's own cost does not distort the picture. Beside them, the memory floor (bytes the step must
-read ÷ the measured bandwidth, helpers.roofline.decode_floor_s) says how much of the step is waiting
+read ÷ the measured bandwidth, helpers.cost.roofline.decode_floor_s) says how much of the step is waiting
 for memory at best: floor ÷ step.
 """
 from __future__ import annotations
@@ -167,10 +167,10 @@ def step_breakdown(model, context: int = 128, steps: int = 12, device: str | Non
     ValueError for counts that are not whole numbers ≥ 1 (warmup ≥ 0), a floor that is not a finite
     number of seconds, and a context that, with the steps after it, exceeds the model's positions.
     """
-    from ..memory import _finite
-    from ..stepcost import _count
-    from ..timing import check_ids
-    from ..workloads import prompt_ids
+    from ..cost.memory import _finite
+    from ..cost.stepcost import _count
+    from ..measure.timing import check_ids
+    from ..measure.sweeps import prompt_ids
 
     for value, what in ((context, "context"), (steps, "steps"), (rounds, "rounds")):
         _count(value, what, 1)
@@ -181,7 +181,7 @@ def step_breakdown(model, context: int = 128, steps: int = 12, device: str | Non
         _count(weight_bytes, "weight_bytes", 0)
     ids = check_ids(model, prompt_ids(context, vocab=model.config.vocab_size), max(steps, warmup))
     if packed:
-        from ..units import torch_dtype_name
+        from ..cost.units import torch_dtype_name
         from .packed import packed_weights
 
         dev = device or str(next(model.parameters()).device)
@@ -194,8 +194,8 @@ def step_breakdown(model, context: int = 128, steps: int = 12, device: str | Non
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    from ..hardware import synchronize
-    from ..workloads import prefill
+    from ..measure.hardware import synchronize
+    from ..measure.sweeps import prefill
 
     device = device or str(next(model.parameters()).device)
     cuda = device.startswith("cuda")

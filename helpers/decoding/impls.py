@@ -1,7 +1,7 @@
 """Greedy decode, four ways, each timed step by step on the same model and prompt.
 
 - ``eager``: the bare loop — one forward per token over a transformers ``DynamicCache``, argmax in
-  Python (helpers.timing.timed_generate, the loop notebooks 01 and 03 time everywhere).
+  Python (helpers.measure.timing.timed_generate, the loop notebooks 01 and 03 time everywhere).
 - ``generate``: Hugging Face's ``model.generate`` (greedy, DynamicCache): the same forward, plus the
   bookkeeping of a general-purpose generation loop (input preparation, attention-mask update, logits
   processors, stopping criteria) each step. Its steps are timed by a streamer, called once per token.
@@ -22,7 +22,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from ..hardware import synchronize
+from ..measure.hardware import synchronize
 
 IMPLEMENTATIONS: dict[str, str] = {
     "eager": "eager loop over a DynamicCache",
@@ -66,9 +66,9 @@ def check_impl(impl: str) -> str:
 
 
 def _check_sizes(model, input_ids, new_tokens: int):
-    """The ids as helpers.timing.check_ids takes them (a batch of prompts within the vocabulary and the
+    """The ids as helpers.measure.timing.check_ids takes them (a batch of prompts within the vocabulary and the
     model's positions), and at least 2 new tokens."""
-    from ..timing import check_ids
+    from ..measure.timing import check_ids
 
     if isinstance(new_tokens, bool) or not isinstance(new_tokens, int) or new_tokens < 2:
         raise ValueError(f"new_tokens must be an integer ≥ 2 (the first token comes from the prefill), got {new_tokens!r}")
@@ -81,7 +81,7 @@ def compile_mode(device: str) -> str:
 
 
 def _eager(model, input_ids, new_tokens: int, device: str, packed: bool = False) -> DecodeRun:
-    from ..timing import timed_generate
+    from ..measure.timing import timed_generate
     from .packed import packed_weights
 
     p = input_ids.shape[1]
@@ -96,7 +96,7 @@ def _eager(model, input_ids, new_tokens: int, device: str, packed: bool = False)
 
 
 def _dtype_name(model) -> str:
-    from ..units import torch_dtype_name
+    from ..cost.units import torch_dtype_name
 
     dtype = next(model.parameters()).dtype
     try:

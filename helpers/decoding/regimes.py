@@ -2,9 +2,9 @@
 and the capacity planner's predicted step against the measured one.
 
 On a CPU the tiny model (20 M parameters, 46 MB streamed per step) is bound by per-step fixed costs and
-the small model (175 M, 567 MB per step, helpers.models.SMALL_CONFIG) by memory; on a GPU the active
+the small model (175 M, 567 MB per step, helpers.measure.models.SMALL_CONFIG) by memory; on a GPU the active
 profile (Mistral 7B) is measured. Every figure is measured here or computed by the owners of its
-formula: the floor by helpers.roofline (streamed weight bytes + KV bytes ÷ the copy bandwidth), the
+formula: the floor by helpers.cost.roofline (streamed weight bytes + KV bytes ÷ the copy bandwidth), the
 planner's step by helpers.capacity.plan (planner_prediction, the one place that asks the planner).
 """
 from __future__ import annotations
@@ -49,7 +49,7 @@ def implementations_for(device: str, dtype: str = "fp32") -> tuple[str, ...]:
 def regime_profiles(loaded) -> tuple[str, ...]:
     """The profiles measured side by side: tiny (the loaded one when it is tiny-trained: the same sizes
     and timings, no second load) and small on a CPU (or MPS), the active one on a CUDA GPU."""
-    from ..models import TINY_PROFILES
+    from ..measure.models import TINY_PROFILES
 
     if loaded.device.startswith("cuda"):
         return (loaded.profile,)
@@ -73,13 +73,13 @@ def planner_prediction(spec, dtype: str, device: str, bandwidth: float, peak_flo
     runtime reserve, every byte usable). The one function that asks the planner — repoint it when the
     planner's cost model moves. Returns the predicted step and the bytes the planner counts."""
     from ..capacity import plan
-    from ..gpus import GPU
-    from ..hardware import device_info
+    from ..cost.gpus import GPU
+    from ..measure.hardware import device_info
 
     info = device_info(device)
     here = GPU(name=f"this {info.kind}", aliases=(), memory_gb=(info.total_memory or 1e12) / 1e9,
                bandwidth_tbs=bandwidth / 1e12, bf16_tflops=peak_flops / 1e12, fp8_tflops=None,
-               spec_source="measured (helpers.microbench)", spec_note="", usd_per_hour=0.0, price_provider="",
+               spec_source="measured (helpers.measure.microbench)", spec_note="", usd_per_hour=0.0, price_provider="",
                price_product="", price_read="", price_source="", price_note="")
     kv_dtype = dtype if dtype in ("fp32", "bf16", "fp16") else "bf16"
     p = plan(spec, here, weight_dtype=dtype, kv_dtype=kv_dtype, context=context, batch=batch,
@@ -132,7 +132,7 @@ class ImplResult:
     efficiency: float             # floor ÷ step
     same_tokens: bool             # identical greedy tokens to the eager loop
     compile_s: float | None
-    point: Any                    # helpers.roofline.RooflinePoint
+    point: Any                    # helpers.cost.roofline.RooflinePoint
 
 
 @dataclass
@@ -149,7 +149,7 @@ class Regime:
     breakdown: Any = None
     planner: dict = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)
-    kernel_bandwidth: dict = field(default_factory=dict)   # helpers.microbench.kernel_bandwidths
+    kernel_bandwidth: dict = field(default_factory=dict)   # helpers.measure.microbench.kernel_bandwidths
     bandwidth: float | None = None                         # the copy's: the floor's roof
 
     @property
@@ -178,10 +178,10 @@ def measure_implementations(model, spec, dtype: str, device: str, bandwidth: flo
     before each round and after the last — and its best sample taken, so that the floor and the steps
     see the same memory (a host whose other tenants take bandwidth slows both alike; measured here, the
     copy of this shared machine ranged 33–71 GB/s within an hour). Returns (results, bandwidth used)."""
-    from .. import roofline
-    from ..memory import kv_cache_bytes
-    from ..microbench import copy_benchmark
-    from ..workloads import prompt_ids
+    from ..cost import roofline
+    from ..cost.memory import kv_cache_bytes
+    from ..measure.microbench import copy_benchmark
+    from ..measure.sweeps import prompt_ids
 
     if "eager" not in impls:
         impls = ("eager", *impls)
@@ -218,9 +218,9 @@ def measure_implementations(model, spec, dtype: str, device: str, bandwidth: flo
 
 
 def kernel_roofs(device: str, dtype: str) -> dict[str, float]:
-    """What a decode step's matrix–vector kernels read at here (helpers.microbench.kernel_bandwidths);
+    """What a decode step's matrix–vector kernels read at here (helpers.measure.microbench.kernel_bandwidths);
     empty for a dtype the microbenchmark does not cover (a quantized model's)."""
-    from ..microbench import MATMUL_DTYPES, kernel_bandwidths
+    from ..measure.microbench import MATMUL_DTYPES, kernel_bandwidths
 
     return kernel_bandwidths(device, dtype) if dtype in MATMUL_DTYPES else {}
 
@@ -228,13 +228,13 @@ def kernel_roofs(device: str, dtype: str) -> dict[str, float]:
 def measure_regime(loaded, bandwidth: float | None, peak_flops: float, impls: Sequence[str] | None = None,
                    sizes: dict | None = None, with_breakdown: bool = True,
                    kernel_bandwidth: dict | None = None) -> Regime:
-    """One loaded model (helpers.models.Loaded): implementations, breakdown of the fastest loop (eager,
+    """One loaded model (helpers.measure.models.Loaded): implementations, breakdown of the fastest loop (eager,
     or packed where measured), the planner, and the kernels' own bandwidth (measured unless given).
     `bandwidth`: the floor's roof; None (what the notebooks and the bench pass) measures it alongside the
     steps (measure_implementations), and every figure of the regime — floor, breakdown, planner, kernel
     ceiling — uses that one value (Regime.bandwidth)."""
-    from .. import roofline
-    from ..memory import kv_cache_bytes
+    from ..cost import roofline
+    from ..cost.memory import kv_cache_bytes
     from .breakdown import step_breakdown
 
     dev, dtype, spec = loaded.device, loaded.dtype, loaded.spec
@@ -271,8 +271,8 @@ def measure_regime(loaded, bandwidth: float | None, peak_flops: float, impls: Se
 def measure_regimes(loaded, bandwidth: float | None, peak_flops: float, profiles: Sequence[str] | None = None,
                     impls: Sequence[str] | None = None, with_breakdown: bool = True) -> list[Regime]:
     """Every profile of regime_profiles (the loaded one reused, the others loaded and released)."""
-    from .. import models
-    from ..hardware import free_memory
+    from ..measure import models
+    from ..measure.hardware import free_memory
 
     out = []
     kernels: dict[str, dict] = {}     # measured once per dtype, shared by the models of that dtype
@@ -294,8 +294,8 @@ def bench_figures(loaded, bandwidth: float | None, peak_flops: float) -> dict[st
     active profile (keys ending in _active). On a CPU the small model is also compiled, to record
     what torch.compile costs there (decode_implementations_small[…].compile_s), unless
     WORKSHOP_BENCH_COMPILE=0, which also leaves static+compile out of the active profile's on a GPU."""
-    from .. import models
-    from ..hardware import free_memory
+    from ..measure import models
+    from ..measure.hardware import free_memory
     from .views import figures_for_bench
 
     dev = loaded.device
@@ -330,7 +330,7 @@ def bench_figures(loaded, bandwidth: float | None, peak_flops: float) -> dict[st
         "decode_implementations_*": "helpers.decoding.impls: eager loop, generate, packed (oneDNN-prepacked weights, "
                                     "CPU), static cache, static + torch.compile",
         "decode_breakdown_*": "helpers.decoding.breakdown: the fastest loop (eager or packed) profiled, parts in ms per step",
-        "gemv_bandwidth_bytes_per_s_*": "helpers.microbench.gemv_benchmark: one row times a stack of weights bigger "
+        "gemv_bandwidth_bytes_per_s_*": "helpers.measure.microbench.gemv_benchmark: one row times a stack of weights bigger "
                                         "than the caches, bytes read / best time, per kernel (linear, packed)",
         "gemv_over_copy_*": "fastest kernel's bandwidth / the copy's: the efficiency a step could reach with it at best",
         "decode_efficiency_vs_kernel_*": "decode_efficiency / gemv_over_copy: how close the loop gets to its kernel",

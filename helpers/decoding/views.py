@@ -5,7 +5,7 @@ from typing import Any, Sequence
 
 from .breakdown import PARTS
 from .regimes import PLANNER_BAND, Regime, skip_reason
-from .. import plots
+from ..present import plots
 
 _MARKERS = {"eager": "^", "generate": "v", "packed": "D", "static": "s", "static+compile": "*"}
 _PART_COLOURS = {"weight matmuls": "tab:blue", "attention": "tab:cyan", "other operators": "tab:orange",
@@ -101,7 +101,7 @@ def kernel_sentence(reg: Regime) -> str:
              f"would stop at {100 * share:,.0f} %) and {100 * (share - best.efficiency):,.0f} the rest of the step's "
              "(other operators, Python)" if share < 1 and best.efficiency < share else "")
     return (f" The matrix–vector kernels themselves, alone on a stack of weights bigger than the caches "
-            f"(helpers.microbench.gemv_benchmark), read at {parts}: the fastest, {what}, at "
+            f"(helpers.measure.microbench.gemv_benchmark), read at {parts}: the fastest, {what}, at "
             f"**{100 * share:,.0f} %** of the copy's {reg.bandwidth / 1e9:,.1f} GB/s."
             + (split + "." if split else ""))
 
@@ -133,8 +133,8 @@ def roofline_figure(regimes: Sequence[Regime], peak_flops: float, bandwidth: flo
     The memory roof: `bandwidth`, or by default the regimes' own (measured alongside their steps)."""
     import numpy as np
 
-    from .. import plots
-    from ..roofline import attainable_flops
+    from ..present import plots
+    from ..cost.roofline import attainable_flops
 
     if bandwidth is None:
         bandwidth = max(r.bandwidth for r in regimes if r.bandwidth)
@@ -185,7 +185,7 @@ def roofline_figure(regimes: Sequence[Regime], peak_flops: float, bandwidth: flo
 @plots.notes_when_empty('Where one decode step goes')
 def breakdown_figure(regimes: Sequence[Regime]):
     """Each model's profiled eager step as one bar of 100 %: the four parts, the memory floor marked."""
-    from .. import plots
+    from ..present import plots
 
     regs = [r for r in regimes if r.breakdown is not None]
     fig, ax = plots.figure(width=8, height=1.8 + 0.8 * len(regs))

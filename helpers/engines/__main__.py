@@ -50,8 +50,8 @@ def parse(argv=None):
 
 def _check(a) -> tuple[str, ...]:
     """Bad input refused before anything runs (ValueError, exit 2)."""
-    from ..models import resolve_profile
-    from .bench import check_out_path
+    from ..measure.models import resolve_profile
+    from .harness import check_out_path
     from .client import check_base_url
 
     check_out_path(a.out)
@@ -65,7 +65,7 @@ def _check(a) -> tuple[str, ...]:
     bad = sorted(set(include) - set(ENGINES))
     if bad or not include:
         raise ValueError(f"unknown engine(s) {bad or [a.engines]}; allowed: {', '.join(ENGINES)}")
-    from .bench import plan_for
+    from .harness import plan_for
 
     known = set(plan_for("cpu", a.quick).workloads) | set(plan_for("cuda", a.quick).workloads)
     unknown = sorted(set(_workloads(a)) - known)
@@ -81,7 +81,7 @@ def _workloads(a) -> tuple[str, ...]:
 def _plan(a):
     """The device's plan with only the workloads asked for (gpu_record.sh's dry run: one), or all of them
     when the device's plan has none of those."""
-    from .bench import plan_for
+    from .harness import plan_for
 
     wanted = _workloads(a)
 
@@ -106,7 +106,7 @@ def main(argv=None) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    from .bench import run_all, run_target, runs_table
+    from .harness import run_all, run_target, runs_table
 
     try:
         if a.target:

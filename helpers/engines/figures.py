@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import plots
+from ..present import plots
 
 
 CURVE_TITLE = "Throughput against latency as concurrency grows"
@@ -21,7 +21,7 @@ def _rows(table, tool: str | None, workload: str | None):
 @plots.notes_when_empty(CURVE_TITLE)
 def curve_figure(table, source: Any, workload: str | None = None, tool: str = "client"):
     """Output tokens/s against mean TTFT (left) and mean ITL (right); each point a concurrency level
-    (annotated), one line per configuration. `table`: helpers.engines.bench.runs_table(...). Runs in
+    (annotated), one line per configuration. `table`: helpers.engines.harness.runs_table(...). Runs in
     which no request succeeded have no latency to draw; with none left, a note says so."""
     t = _rows(table, tool, workload)
     if t.empty:

@@ -31,7 +31,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Sequence
 
-from ..timing import percentile
+from ..measure.timing import percentile
 
 
 @dataclass

@@ -24,7 +24,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import models
+from ..measure import models
 
 # A Mistral [INST] chat template (what Mistral 7B Instruct's tokenizer_config.json carries), for the
 # chat endpoint; the benchmark itself uses /v1/completions (plain text prompts, no template).
@@ -59,11 +59,11 @@ def serve_folder(profile: str | None = None, folder: Path | None = None, weights
     """A model folder `transformers serve` (and vLLM, SGLang) can load: the weights and config of the
     profile's model, plus what AutoTokenizer needs — `tokenizer.model` (the SentencePiece file) and a
     `tokenizer_config.json` naming the Llama tokenizer class, the special tokens and a chat template.
-    The folders helpers.models builds (tiny, small, tiny-trained) hold only mistral-common's tokenizer file.
+    The folders helpers.measure.models builds (tiny, small, tiny-trained) hold only mistral-common's tokenizer file.
 
-    - tiny, small, tiny-trained: the profile's own folder (helpers.models.built_folder: built, or trained
+    - tiny, small, tiny-trained: the profile's own folder (helpers.measure.models.built_folder: built, or trained
       once, on first use), its weights linked;
-    - mistral-7b-random: the folder notebook 05 saves the random 7B to (helpers.quant.model_source). Without
+    - mistral-7b-random: the folder notebook 05 saves the random 7B to (helpers.measure.quant.model_source). Without
       saved weights, ProfileUnavailable says what to do — unless `weights=False`: then a folder holding the
       preset config alone, for vLLM and SGLang, which make random weights themselves (--load-format dummy);
     - mistral-7b: the Hub repository id as it is (it has all of that), once its weights are in the local
@@ -83,7 +83,7 @@ def serve_folder(profile: str | None = None, folder: Path | None = None, weights
         if not saved and weights:
             raise models.ProfileUnavailable(unsaved_random_weights(src))
         if not saved:
-            from ..specs import load_config
+            from ..cost.specs import load_config
 
             src.mkdir(parents=True, exist_ok=True)
             _write_atomic(src / "config.json", json.dumps(load_config("mistral-7b-v0.1")[1], indent=1).encode())
@@ -116,7 +116,7 @@ def _write_atomic(path: Path, data: bytes) -> None:
 
 
 def random_7b_folder() -> Path:
-    """Where notebook 05 saves the random 7B once (helpers.quant.model_source writes it)."""
+    """Where notebook 05 saves the random 7B once (helpers.measure.quant.model_source writes it)."""
     return models.cache_dir() / "mistral-7b-random"
 
 

@@ -4,8 +4,8 @@ attention sinks plus a recent window saves and loses.
 Offload: transformers' offloaded cache (``DynamicCache(config=..., offloading=True)``) keeps each
 layer's keys and values in host memory and brings them back over PCIe before the layer runs
 (prefetching the next layer on a side stream). A decode step then moves the whole cache across the
-link once: its bytes (helpers.memory.kv_cache_bytes) ÷ the PCIe link's one-way bandwidth
-(helpers.parallel.links), against the same bytes read from HBM (helpers.gpus bandwidth).
+link once: its bytes (helpers.cost.memory.kv_cache_bytes) ÷ the PCIe link's one-way bandwidth
+(helpers.parallel.links), against the same bytes read from HBM (helpers.cost.gpus bandwidth).
 ``measure_offloaded`` runs the real thing on this machine's device; on a CPU "host memory" is the
 same memory, so it shows the mechanism's overhead, never the PCIe cost.
 
@@ -13,16 +13,16 @@ Eviction (StreamingLLM, Xiao et al. 2023, "Efficient Streaming Language Models w
 Sinks", arXiv:2309.17453, §3): keep the first `sinks` tokens (which attention piles onto) and the
 last `window` tokens, drop the middle. Here the kept keys keep their original rotary positions (no
 re-rotation, unlike the paper's cache-relative positions); the quality cost is the KL divergence and
-top-1 agreement of the next-token distributions against the full cache (helpers.quality).
+top-1 agreement of the next-token distributions against the full cache (helpers.measure.quality).
 """
 from __future__ import annotations
 
 import statistics
 import time
 
-from ..gpus import get_gpu
-from ..memory import kv_cache_bytes, measured_cache_bytes
-from ..specs import get_spec
+from ..cost.gpus import get_gpu
+from ..cost.memory import kv_cache_bytes, measured_cache_bytes
+from ..cost.specs import get_spec
 from .links import get_link
 
 
@@ -62,11 +62,11 @@ def _step_logprobs(model, cache, token: int, position: int):
 def eviction_quality(loaded, prompt_tokens: int = 256, new_tokens: int = 64, sinks: int = 4, window: int = 60) -> dict:
     """Teacher-forced over the evaluation text: the first prompt_tokens in one forward, then
     new_tokens one at a time with the cache cut to sinks + window after every step, against the full
-    cache. Returns the KV bytes kept and full (measured on the real cache), and helpers.quality's figures."""
+    cache. Returns the KV bytes kept and full (measured on the real cache), and helpers.measure.quality's figures."""
     import torch
     from transformers import DynamicCache
 
-    from ..quality import eval_ids, next_token_logprobs, quality
+    from ..measure.quality import eval_ids, next_token_logprobs, quality
 
     for v, what in ((prompt_tokens, "prompt_tokens"), (new_tokens, "new_tokens"), (window, "window")):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
@@ -103,7 +103,7 @@ def context_use(loaded, tokens: int = 160, skip: int = 100) -> dict:
     passage again, in one forward: a model that reads its context predicts the second copy far better than
     the first (it can copy it: induction). Perplexity of each copy over its positions past `skip` (both with
     as much text before them as the other's opening), and their ratio, second ÷ first."""
-    from ..quality import eval_ids, next_token_logprobs, perplexity
+    from ..measure.quality import eval_ids, next_token_logprobs, perplexity
 
     if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 2:
         raise ValueError(f"tokens must be a whole number ≥ 2, got {tokens!r}")

@@ -9,7 +9,7 @@ Two ways to serve the same requests on G GPUs, each GPU one engine:
 - **split** (disaggregated, DistServe: Zhong et al. 2024, arXiv:2401.09670; Splitwise: Patel et al.
   2024, arXiv:2311.18677): P GPUs only prefill, one request at a time, first come first served;
   each request's KV cache then crosses the link to a decode GPU (helpers.parallel.collectives.send_s
-  of its bytes, helpers.memory.kv_cache_bytes; links taken as uncontended), where it joins that
+  of its bytes, helpers.cost.memory.kv_cache_bytes; links taken as uncontended), where it joins that
   GPU's batch at the next step; the G−P decode GPUs never prefill.
 
 The prefill makes the first output token. Per request: TTFT = first token − arrival; ITL = (last −
@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 
 from ..capacity.planner import DEFAULT_EFFICIENCY, plan
 from ..engines.metrics import CHANGE_MARGIN, change_verdict
-from ..memory import kv_cache_bytes
-from ..specs import get_spec
+from ..cost.memory import kv_cache_bytes
+from ..cost.specs import get_spec
 from .collectives import send_s
 from .links import Link
 

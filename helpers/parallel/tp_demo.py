@@ -2,7 +2,7 @@
 (torch.distributed, gloo backend, 127.0.0.1), its logits set against the single-process model's,
 and the time its all-reduces take set against the collectives model calibrated on the same link.
 
-Each process loads the same model (helpers.models.build_tiny: seeded random weights) and keeps its
+Each process loads the same model (helpers.measure.models.build_tiny: seeded random weights) and keeps its
 share of every layer, as Megatron-LM splits a layer (Shoeybi et al. 2019, arXiv:1909.08053, §3):
 q/k/v projections by heads and the MLP's gate/up projections by columns (column parallel), the
 attention output and MLP down projections by rows (row parallel), whose partial outputs the processes
@@ -233,7 +233,7 @@ def run_tp(world: int = 2, tokens: int = 32, reps: int = 5, seed: int = 0, timeo
     import torch
     from transformers import AutoModelForCausalLM
 
-    from ..models import build_tiny
+    from ..measure.models import build_tiny
 
     for v, what in ((world, "world"), (tokens, "tokens"), (reps, "reps")):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
@@ -292,9 +292,9 @@ def run_tp(world: int = 2, tokens: int = 32, reps: int = 5, seed: int = 0, timeo
 def _replicated_flop_share(config, tokens: int) -> float:
     """The share of one forward's FLOPs that tensor parallelism here does not split: the output head,
     run over every position (the forward returns every position's logits); the decoder layers' matmuls
-    and attention are split (helpers.stepcost.forward_cost counts them)."""
-    from ..specs import spec_from_config
-    from ..stepcost import forward_cost
+    and attention are split (helpers.cost.stepcost.forward_cost counts them)."""
+    from ..cost.specs import spec_from_config
+    from ..cost.stepcost import forward_cost
 
     c = forward_cost(spec_from_config(config.to_dict(), "tiny"), tokens, 0, logits_tokens=tokens)
     return c.head_flops / (c.matmul_flops + c.attention_flops + c.head_flops)

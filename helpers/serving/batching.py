@@ -15,10 +15,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from ..memory import _finite, kv_bytes_per_token
-from ..stepcost import _count
-from ..timing import percentile
-from ..units import torch_dtype_name
+from ..cost.memory import _finite, kv_bytes_per_token
+from ..cost.stepcost import _count
+from ..measure.timing import percentile
+from ..cost.units import torch_dtype_name
 from .naive import (Request, RequestTiming, ServeResult, _ForwardCounter, check_requests, serve_batched,
                     serve_sequential)
 
@@ -46,7 +46,7 @@ class CacheSize:
     num_blocks: int
     page_size: int
     max_batch_tokens: int
-    bytes: int                     # KV bytes of the blocks (helpers.memory.kv_bytes_per_token × slots)
+    bytes: int                     # KV bytes of the blocks (helpers.cost.memory.kv_bytes_per_token × slots)
 
 
 def cb_config(model, requests: Sequence[Request], max_batch_tokens: int = 512, page_size: int = PAGE_SIZE,

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 
-from ..config_schema import MAX_TOKENS
-from ..stepcost import _count
+from ..cost.config_schema import MAX_TOKENS
+from ..cost.stepcost import _count
 
 # A pool's blocks are a Python list here: 10 M blocks of 16 tokens is 160 M token slots, 2,000 times
 # what an 80 GB GPU holds of Mistral 7B's cache (about 38,000 blocks), and a list that still fits a laptop.

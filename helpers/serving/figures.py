@@ -1,9 +1,9 @@
-"""Figures of notebook 07, one per mechanism; each is stamped with what produced it (helpers.plots)."""
+"""Figures of notebook 07, one per mechanism; each is stamped with what produced it (helpers.present.plots)."""
 from __future__ import annotations
 
 from typing import Any, Sequence
 
-from .. import plots
+from ..present import plots
 
 MEASURED, COMPUTED, BASELINE = "tab:blue", "tab:orange", "tab:grey"
 

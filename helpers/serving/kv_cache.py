@@ -1,6 +1,6 @@
 """The KV cache on and off: greedy decoding that recomputes the whole sequence at every step (no cache)
 against one that feeds only the newest token and reuses the cached keys and values
-(helpers.timing.timed_generate). Without the cache, step t processes t tokens, so generating n tokens
+(helpers.measure.timing.timed_generate). Without the cache, step t processes t tokens, so generating n tokens
 after a prompt of p processes Σ (p + t) = n·p + n(n−1)/2 tokens — quadratic work; with it, p + n − 1 (the
 prompt once, then one token a step).
 """
@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import time
 
-from ..hardware import synchronize
-from ..stepcost import _count
-from ..timing import check_ids, timed_generate
+from ..measure.hardware import synchronize
+from ..cost.stepcost import _count
+from ..measure.timing import check_ids, timed_generate
 
 
 def generate_without_cache(model, input_ids, max_new_tokens: int) -> tuple[list[int], list[float], list[int]]:

@@ -1,7 +1,7 @@
 """KV-cache quantization with transformers' QuantizedCache: fp8 (per-tensor scale, built in), 4 and 2
 bits (optimum-quanto, group-wise with a scale and a zero point per group of 64, the newest
 `residual_length` tokens kept in full precision — KIVI, Liu et al., ICML 2024). For each: the bytes of
-the real cache against helpers.memory's formula, decode speed, and the quality cost (helpers.quality:
+the real cache against helpers.cost.memory's formula, decode speed, and the quality cost (helpers.measure.quality:
 KL divergence and top-1 agreement against the full-precision cache) on the evaluation text.
 
 Only full-attention models: transformers' QuantizedCache rejects sliding-window layers.
@@ -11,12 +11,12 @@ from __future__ import annotations
 import math
 import time
 
-from ..memory import _plain_tensors, kv_cache_bytes, measured_cache_bytes
-from ..quality import kl_per_position, top1_agreement
-from ..stepcost import _count
-from ..timing import check_ids
+from ..cost.memory import _plain_tensors, kv_cache_bytes, measured_cache_bytes
+from ..measure.quality import kl_per_position, top1_agreement
+from ..cost.stepcost import _count
+from ..measure.timing import check_ids
 
-# name -> (QuantizedCache backend, nbits, helpers.memory KV dtype of the stored values)
+# name -> (QuantizedCache backend, nbits, helpers.cost.memory KV dtype of the stored values)
 SCHEMES: dict[str, tuple[str | None, int | None, str | None]] = {
     "full precision": (None, None, None),
     "fp8": ("fp8", None, "fp8"),
@@ -32,13 +32,13 @@ FP8_SCALE_BYTES = 4    # transformers' fp8 KV cache keeps an fp32 scale per K an
 
 def cache_bytes(model, tokens: int, dtype: str, scheme: str, residual_tokens: int = 0) -> dict[str, int]:
     """The bytes of a `scheme` cache holding `tokens` tokens of a model whose activations are `dtype`, by
-    part: packed values (helpers.memory.kv_cache_bytes at the scheme's storage dtype), metadata (quanto:
+    part: packed values (helpers.cost.memory.kv_cache_bytes at the scheme's storage dtype), metadata (quanto:
     a scale and a zero point in `dtype` per group of GROUP_SIZE values; fp8: one fp32 scale per K and V
     tensor per layer, whatever the model's dtype) and `residual_tokens` not yet quantized (full precision,
     at most RESIDUAL_LENGTH − 1). Pinned against the bytes of real QuantizedCaches of an fp32 and a bf16
     model (tests); used to project the measured shares onto a 7B model's cache."""
-    from ..memory import _positive_int, _spec
-    from ..units import dtype_bytes
+    from ..cost.memory import _positive_int, _spec
+    from ..cost.units import dtype_bytes
 
     backend, _, kv_dtype = SCHEMES[_check(scheme)]
     _positive_int(tokens, "tokens")
@@ -69,14 +69,14 @@ def projected_shares(model, tokens: int, dtype: str) -> dict[str, float]:
             for s in SCHEMES}
 
 
-TRAINED_PROFILES = ("mistral-7b", "tiny-trained")   # helpers.models profiles with trained weights; the rest are random
+TRAINED_PROFILES = ("mistral-7b", "tiny-trained")   # helpers.measure.models profiles with trained weights; the rest are random
 
 
 def quality_profile(current: str | None = None) -> tuple[str, bool]:
     """(profile, trained) for the quality figures: the `current` profile when its weights are trained
-    (mistral-7b, tiny-trained), else a trained tiny model when helpers.models offers one ('tiny-trained'),
+    (mistral-7b, tiny-trained), else a trained tiny model when helpers.measure.models offers one ('tiny-trained'),
     else the random tiny model (whose quality figures mean nothing: trained is False)."""
-    from .. import models
+    from ..measure import models
 
     if current is not None and current not in models.PROFILES:
         raise ValueError(f"unknown profile {current!r}; allowed: {', '.join(models.PROFILES)}")
@@ -134,7 +134,7 @@ def _store_split(cache) -> dict[str, int]:
 
 def bytes_rows(model, spec, ids, dtype: str) -> list[dict]:
     """Prefill `ids` (one sequence) then decode one token into each scheme's cache; the measured bytes
-    (helpers.memory.measured_cache_bytes) against helpers.memory.kv_cache_bytes for the packed values,
+    (helpers.cost.memory.measured_cache_bytes) against helpers.cost.memory.kv_cache_bytes for the packed values,
     the full-precision residual and the scales."""
     import torch
 
@@ -186,7 +186,7 @@ def _scored_logprobs(model, ids, cache, prefill: int, chunk: int):
 
 def quality_rows(model, ids, prefill: int = 64, chunk: int = 16) -> list[dict]:
     """KL(p_full ‖ p_scheme) and top-1 agreement at every position after the prefill, each scheme's cache
-    against the full-precision cache, on the same tokens (helpers.quality)."""
+    against the full-precision cache, on the same tokens (helpers.measure.quality)."""
     _count(prefill, "prefill", 1)
     _count(chunk, "chunk", 1)
     n = check_ids(model, ids, 0, "ids", one_sequence=True).shape[1]

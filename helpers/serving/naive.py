@@ -2,7 +2,7 @@
 one after another, as a naive local server does, then together in one real static batch
 (left-padded, attention-masked, position ids counted from each prompt's first real token, one
 forward per step for all of them), with when each request started, got its first token and
-finished. The timeline of both is helpers.workload_figures.timeline_figure.
+finished. The timeline of both is helpers.present.sweep_figures.timeline_figure.
 """
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from ..hardware import free_memory, is_out_of_memory, synchronize
-from ..stepcost import _count
-from ..timing import check_ids
-from ..workloads import prefill
+from ..measure.hardware import free_memory, is_out_of_memory, synchronize
+from ..cost.stepcost import _count
+from ..measure.timing import check_ids
+from ..measure.sweeps import prefill
 
 MAX_REQUESTS = 100_000          # requests of one run, built in memory
 MAX_PROMPT_TOKENS = 1_000_000   # tokens of one made-up prompt or output (a model's positions stop far earlier)
@@ -53,7 +53,7 @@ def make_requests(n: int, prompt_range: tuple[int, int], new_tokens_range: tuple
 
 def check_requests(model, requests: Sequence[Request]) -> list[Request]:
     """The requests as a non-empty list, each a Request whose prompt the model can run
-    (helpers.timing.check_ids: ids within the vocabulary, prompt + max_new_tokens within its positions)
+    (helpers.measure.timing.check_ids: ids within the vocabulary, prompt + max_new_tokens within its positions)
     and max_new_tokens ≥ 1; ValueError naming the first that is not."""
     if not isinstance(requests, (list, tuple)) or not requests:
         raise ValueError(f"requests must be a non-empty list of Request (make_requests makes them), got "

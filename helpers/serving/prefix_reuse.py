@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import copy
 
-from ..timing import measure
-from ..workloads import new_cache
+from ..measure.timing import measure
+from ..measure.sweeps import new_cache
 
 COPY_NOISE_SHARE = 0.1   # the copy is taken out of the warm time only when what is left is ≥ 10 % of it
 
@@ -27,8 +27,8 @@ def prefix_reuse(model, prefix_ids, suffix_ids, repeats: int = 3) -> dict:
     their ratio, the time of the copy itself, and whether the logits agree."""
     import torch
 
-    from ..stepcost import _count
-    from ..timing import check_ids, check_positions
+    from ..cost.stepcost import _count
+    from ..measure.timing import check_ids, check_positions
 
     _count(repeats, "repeats", 1)
     prefix_ids = check_ids(model, prefix_ids, what="prefix_ids", one_sequence=True)

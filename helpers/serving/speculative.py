@@ -34,8 +34,8 @@ from __future__ import annotations
 import contextlib
 import time
 
-from ..memory import _finite
-from ..stepcost import _count
+from ..cost.memory import _finite
+from ..cost.stepcost import _count
 from .naive import _ForwardCounter
 
 
@@ -100,10 +100,10 @@ def fit_sentence(measured: float, expected: float, tolerance: float = FIT_TOLERA
 def draft_step_share(spec, draft_layers: int, context: int, dtype: str = "bf16") -> float:
     """Bytes a decode step of the early-exit draft (the target's first `draft_layers` layers, its
     embeddings, norm and output head) reads ÷ a target step's, at `context` cached tokens: both from
-    helpers.stepcost.decode_cost, the owner of what a step reads. A decode step is bound by these reads,
+    helpers.cost.stepcost.decode_cost, the owner of what a step reads. A decode step is bound by these reads,
     so this is roughly what each draft token costs in target steps."""
-    from ..specs import get_spec
-    from ..stepcost import decode_cost
+    from ..cost.specs import get_spec
+    from ..cost.stepcost import decode_cost
 
     spec = get_spec(spec)
     if isinstance(draft_layers, bool) or not isinstance(draft_layers, int) or not 1 <= draft_layers <= spec.num_layers:
@@ -132,12 +132,12 @@ def speedup_by_bytes(tokens_per_pass: float, drafted_per_pass: float, draft_shar
 
 def verify_step_ratio(spec, k: int, context: int, batch: int, gpu: str = "H100 SXM", dtype: str = "bf16") -> dict:
     """What verifying k drafts costs: a target pass over k + 1 tokens per sequence ÷ a decode step of one,
-    both at a GPU's roofline floor, max(bytes ÷ bandwidth, FLOPs ÷ peak) (helpers.stepcost.forward_cost:
+    both at a GPU's roofline floor, max(bytes ÷ bandwidth, FLOPs ÷ peak) (helpers.cost.stepcost.forward_cost:
     the same weights and cached K/V are read either way; the FLOPs grow k + 1 times). About 1 while the
     verify pass stays bound by memory — each accepted token nearly free — and up to k + 1 once the batch
     makes it compute-bound, when speculation stops paying."""
-    from ..gpus import get_gpu
-    from ..stepcost import forward_cost
+    from ..cost.gpus import get_gpu
+    from ..cost.stepcost import forward_cost
 
     _count(k, "k", 1)
     g = get_gpu(gpu)
@@ -245,7 +245,7 @@ def speculate(model, ids, new_tokens: int, k: int = 4, draft_layers: int | None 
     import torch
     from transformers.utils import logging as hf_logging
 
-    from ..timing import check_ids
+    from ..measure.timing import check_ids
 
     _count(new_tokens, "new_tokens", 1)
     _count(k, "k", 1, 64)

@@ -22,9 +22,9 @@ import random
 from dataclasses import dataclass
 from typing import Sequence
 
-from ..config_schema import MAX_TOKENS
-from ..memory import _finite
-from ..stepcost import _count
+from ..cost.config_schema import MAX_TOKENS
+from ..cost.memory import _finite
+from ..cost.stepcost import _count
 
 # Common English words (no punctuation): enough variety that the tokenizer sees ordinary text.
 _WORDS = (

@@ -1,6 +1,6 @@
 """The engine measured: against transformers (`generate`, its continuous-batching manager), its prefix
 cache's time to first token, its two caches on one trace, its speculative decoding — the figures of
-`make bench` (helpers.serving.bench) and notebook 07. Not part of the engine's mechanism.
+`make bench` (helpers.serving.measured) and notebook 07. Not part of the engine's mechanism.
 """
 from __future__ import annotations
 

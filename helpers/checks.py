@@ -1,0 +1,64 @@
+"""Validation at the edges, written once: the checks every public entry point applies to what it is given.
+
+A public function checks its arguments here, in one line each, and the mechanism under it trusts
+them (an ``assert`` at most). Each check returns the value it accepted, so it reads as an assignment:
+
+    tokens = checks.count(tokens, "tokens")                   # a whole number ≥ 1
+    seconds = checks.number(seconds, "seconds", positive=True)
+
+A bad value is a ``ValueError`` whose one line names the argument, what is allowed and what came,
+cut to 40 characters. This module imports nothing from the rest of ``helpers``.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any
+
+
+def shown(value: Any) -> str:
+    """What came, as the error line shows it: its repr, cut to 40 characters."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:40] + "…"
+
+
+def count(value: Any, what: str, minimum: int = 1, maximum: int | None = None) -> int:
+    """A whole number (an int or a numpy integer, not a bool or 2.0) from `minimum` (to `maximum`)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum \
+            or (maximum is not None and value > maximum):
+        span = f"≥ {minimum:,}" if maximum is None else f"from {minimum:,} to {maximum:,}"
+        raise ValueError(f"{what} must be a whole number {span}, got {shown(value)}")
+    return int(value)
+
+
+def number(value: Any, what: str, minimum: float | None = 0.0, maximum: float | None = None,
+           positive: bool = False, unit: str = "") -> float:
+    """A finite real number (an int, a float or a numpy number, not a bool) ≥ `minimum` (> it when
+    `positive`) and ≤ `maximum`; `minimum=None` for any sign. `unit` is named in the message."""
+    ok = not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(value)
+    if ok and minimum is not None:
+        ok = value > minimum if positive else value >= minimum
+    if ok and maximum is not None:
+        ok = value <= maximum
+    if not ok:
+        parts = []
+        if minimum is not None:
+            parts.append(f"{'>' if positive else '≥'} {minimum:g}")
+        if maximum is not None:
+            parts.append(f"≤ {maximum:g}")
+        bounds = (" " + " and ".join(parts)) if parts else ""
+        raise ValueError(f"{what} must be a finite number{bounds}{' ' + unit if unit else ''}, got {shown(value)}")
+    return float(value)
+
+
+def fraction(value: Any, what: str, open_low: bool = False) -> float:
+    """A share from 0 to 1 (above 0 when `open_low`)."""
+    return number(value, what, 0.0, 1.0, positive=open_low)
+
+
+def choice(value: Any, what: str, allowed) -> Any:
+    """One of `allowed`, compared as given."""
+    allowed = tuple(allowed)
+    if not isinstance(value, (str, int)) or isinstance(value, bool) or value not in allowed:
+        raise ValueError(f"{what} must be one of {', '.join(map(str, allowed))}, got {shown(value)}")
+    return value

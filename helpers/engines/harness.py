@@ -1,0 +1,590 @@
+"""The engine benchmark: every configuration this machine can run, one after another, each in its own
+server process (started, warmed up, measured at several concurrency levels, stopped), no manual
+restarts. `make engines` runs it and writes one JSON file, atomically, with the machine and versions.
+
+Faults are results, not crashes: a request that fails is counted in its run; a server that dies
+mid-run ends that configuration (the levels it did not reach are recorded as not run, with why) and
+the benchmark goes on with the next; a server that never becomes ready is recorded with its log tail.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..serving.traces import TraceRequest, chat_trace
+from . import client, workloads
+from .metrics import ROW_COLUMNS, SLO, RunSummary, summarize, vllm_bench_view
+from .process import ServerError, ServerProcess
+from .servers import EngineConfig
+
+
+DEATH_GRACE_S = 3.0   # how long a server that refused connections is given to be seen exiting
+RESULTS_DIR = Path(__file__).resolve().parents[2] / "build" / "engines"   # the repository's build/engines
+
+
+@dataclass
+class Plan:
+    """What to run: named workloads, closed-loop concurrency levels, open-loop request rates, the SLO,
+    which configurations guidellm and vLLM bench also measure. A workload is a list of requests, or a
+    function of the level's index that returns one: a fresh trace per level (same shape, other words), so
+    that a prefix cache warmed by one level does not serve the next."""
+
+    workloads: dict[str, Any]
+    concurrencies: tuple[int, ...]
+    slo: SLO
+    guidellm_workload: str | None = "fixed"
+    timeout_s: float = 120.0          # one request at most
+    deadline_s: float = 1800.0        # one configuration's whole run (after its server is ready) at most
+    rates: dict[str, tuple[float, ...]] = field(default_factory=dict)   # open loop: workload -> req/s
+    tools_configs: tuple[str, ...] | None = None   # configurations guidellm measures too (None: every one)
+    crosscheck: str | None = None     # the vLLM configuration `vllm bench serve` measures (guidellm's workload)
+    only: dict[str, tuple[str, ...]] = field(default_factory=dict)   # workload -> the configurations that run it
+    configs: tuple[str, ...] | None = None    # the configurations to run (None: every one available)
+    notes: list[str] = field(default_factory=list)
+
+    def trace(self, name: str, level: int = 0) -> list[TraceRequest]:
+        w = self.workloads[name]
+        return list(w(level) if callable(w) else w)
+
+
+CPU_SHAREGPT_SCALE = 0.1    # the tiny model on a shared 2-core CPU: ShareGPT's lengths ÷ 10 (≈ 16 prompt, 34 output tokens)
+TOOLS_CONFIGS = ("HF transformers serve + continuous batching", "vLLM default")
+
+
+def plan_for(device: str, quick: bool = False) -> Plan:
+    """Workloads and levels sized for the device. A CPU with the tiny model: a one-length workload for
+    guidellm and vLLM bench (on the configurations they measure), ShareGPT-like chat (lengths ×
+    CPU_SHAREGPT_SCALE) closed loop and open loop, the agentic workload behind a 1,200-token system prompt
+    (within the 2,048 tokens vLLM is given). A GPU with Mistral 7B: the talk's own (10 concurrent requests
+    × 50 tokens behind a 1,656-token shared prefix) and ShareGPT at its published lengths."""
+    if device == "cpu":
+        return Plan({"fixed": chat_trace(8, seed=1, prompt_words_median=48, output_tokens_median=32, sigma=0.0),
+                     "chat": lambda level: workloads.sharegpt_trace(8, seed=level, scale=CPU_SHAREGPT_SCALE,
+                                                                    max_output_tokens=128),
+                     "agentic": lambda level: workloads.agentic(4, 1, 1200, 24, 12, seed=level)},
+                    (1, 4) if quick else (1, 4, 8), SLO(ttft_s=1.0, tpot_s=0.1), timeout_s=120.0,
+                    deadline_s=600.0 if quick else 900.0, rates={"chat": (2.0, 8.0) if quick else (1.0, 4.0, 16.0)},
+                    tools_configs=TOOLS_CONFIGS, crosscheck="vLLM default", only={"fixed": TOOLS_CONFIGS})
+    if quick:   # a lent GPU's minutes (scripts/gpu_record.sh): the talk's workload alone, alone and all at once
+        return Plan({"talk": workloads.agentic(10, 0, 1656, 50, 16)}, (1, 10), SLO(ttft_s=0.5, tpot_s=0.05),
+                    timeout_s=120.0, guidellm_workload=None, notes=["quick: the talk's workload at concurrency 1 and 10"])
+    return Plan({"fixed": chat_trace(64, seed=1, prompt_words_median=400, output_tokens_median=128, sigma=0.0),
+                 "talk": workloads.agentic(10, 0, 1656, 50, 16),
+                 "chat": lambda level: workloads.sharegpt_trace(128, seed=level, max_prompt_tokens=3072,
+                                                                max_output_tokens=1024),
+                 "agentic": lambda level: workloads.agentic(8, 2, 1656, 128, 32, seed=level)},
+                (1, 10, 32, 64), SLO(ttft_s=0.5, tpot_s=0.05), timeout_s=300.0, deadline_s=3600.0,
+                rates={"chat": (2.0, 4.0, 8.0, 16.0, 32.0)}, crosscheck="vLLM default")
+
+
+def notebook_plan(device: str) -> Plan:
+    """Notebook 08's live run, kept short (it runs in CI twice): on a CPU with the tiny model, the agentic
+    workload (4 agents, a review round) and ShareGPT-like chat at concurrency 1 and 4, chat also open loop
+    at 2 and 8 requests/s, on transformers serve off and on and the vLLM default; guidellm on the
+    one-length workload for transformers serve with continuous batching. The other vLLM configurations
+    (prefix caching off, fp8 KV, n-gram) are make engines' (its record is shown beside)."""
+    if device == "cpu":
+        return Plan({"fixed": chat_trace(8, seed=1, prompt_words_median=48, output_tokens_median=32, sigma=0.0),
+                     "chat": lambda level: workloads.sharegpt_trace(4, seed=level, scale=CPU_SHAREGPT_SCALE,
+                                                                    max_output_tokens=64),
+                     "agentic": lambda level: workloads.agentic(4, 1, 1200, 24, 12, seed=level)},
+                    (1, 4), SLO(ttft_s=1.0, tpot_s=0.1), timeout_s=120.0, deadline_s=420.0, rates={"chat": (2.0, 8.0)},
+                    tools_configs=TOOLS_CONFIGS[:1], only={"fixed": TOOLS_CONFIGS[:1]},
+                    configs=("HF transformers serve", "HF transformers serve + continuous batching", "vLLM default"))
+    return Plan({"fixed": chat_trace(64, seed=1, prompt_words_median=400, output_tokens_median=128, sigma=0.0),
+                 "agentic": lambda level: workloads.agentic(8, 1, 1656, 64, 16, seed=level)},
+                (1, 10, 32), SLO(ttft_s=0.5, tpot_s=0.05), timeout_s=300.0, deadline_s=1200.0)
+
+
+def warm_up(srv: ServerProcess, model: str, concurrency: int = 1, timeout_s: float = 120.0,
+            deadline_s: float | None = None) -> None:
+    """Short requests, one alone and then `concurrency` together, so that lazy initialisation and the
+    first batches of each size (on a CPU, kernels are set up per shape) are not timed in the first run."""
+    warm_up_url(srv.base_url, model, concurrency, timeout_s, deadline_s)
+
+
+def warm_up_url(base_url: str, model: str, concurrency: int = 1, timeout_s: float = 120.0,
+                deadline_s: float | None = None) -> None:
+    client.run_load(base_url, model, [TraceRequest(0, "Hello", 4)], 1, timeout_s, deadline_s=deadline_s)
+    if concurrency > 1:
+        burst = [TraceRequest(i, f"Hello number {i}, how are you today?", 8) for i in range(concurrency)]
+        client.run_load(base_url, model, burst, concurrency, timeout_s, deadline_s=deadline_s)
+
+
+class Deadline:
+    """The time a configuration's whole run may take (Plan.deadline_s), counted from its creation."""
+
+    def __init__(self, seconds: float):
+        self.seconds, self.end = seconds, time.perf_counter() + seconds
+
+    def left(self) -> float:
+        return self.end - time.perf_counter()
+
+    def passed(self) -> bool:
+        return self.left() <= 0
+
+    def why(self) -> str:
+        return f"the run's deadline of {self.seconds:g} s had passed (Plan.deadline_s, --deadline-s)"
+
+
+def measure_levels(base_url: str, model: str, name: str, wname: str, plan: Plan, result: dict, progress=None,
+                   alive=lambda grace_s=0.0: True, died=lambda: "the server is gone",
+                   deadline: Deadline | None = None, on_level=None) -> None:
+    """One workload at every closed-loop concurrency level of the plan, then at every open-loop request
+    rate it has, against a server at base_url: each level's RunSummary (with every request's figures)
+    appended to result["runs"] and `on_level()` called (it writes the result so far); a level the server
+    did not live to see, or that the deadline left no time for, recorded as a fault."""
+    deadline = deadline or Deadline(plan.deadline_s)
+    levels = [(i, c, None) for i, c in enumerate(plan.concurrencies)]
+    levels += [(100 + j, None, rate) for j, rate in enumerate(plan.rates.get(wname, ()))]
+    for index, c, rate in levels:
+        what = f"{wname} at concurrency {c}" if rate is None else f"{wname} at {rate:g} requests/s"
+        if not alive():
+            result["faults"].append({"kind": "ServerDied", "detail": f"not run: {what}; {died()}"})
+            continue
+        if deadline.passed():
+            result["faults"].append({"kind": "Deadline", "detail": f"not run: {what}; {deadline.why()}"})
+            continue
+        reqs = plan.trace(wname, index)
+        if rate is not None:     # open loop: every request sent at its Poisson time, none waits for another
+            reqs = workloads.poisson(reqs, rate, seed=index)
+            c = len(reqs)
+        recs = client.run_load(base_url, model, reqs, c, plan.timeout_s, honour_arrivals=rate is not None,
+                               deadline_s=deadline.left())
+        summary = summarize(recs, name, c, plan.slo, rate=rate, detail=True)
+        result["runs"].append(dict(summary.to_dict(), workload=wname, vllm_view=vllm_bench_view(recs)))
+        if summary.errors.get("connection"):
+            alive(DEATH_GRACE_S)   # refused connections: let a dying server finish exiting before it is asked
+        if progress is not None:
+            progress.update(1)
+        if on_level is not None:
+            on_level()
+
+
+def check_out_path(out: str | Path) -> Path:
+    """`out` as a Path if a result can be written there (its folder made when missing), else a ValueError
+    that says why — checked before a run, not after it."""
+    path = Path(out)
+    if path.is_dir():
+        raise ValueError(f"--out {str(out)!r} is a folder; give a file such as build/engines/engines.json")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as exc:
+        raise ValueError(f"cannot write the result to {str(out)!r}: {exc.strerror or exc}") from None
+    return path
+
+
+def _interrupted(data: dict, out: Path) -> None:
+    data["interrupted"] = True
+    write_json_atomic(data, out)
+
+
+def run_target(base_url: str, model: str, out: str | Path = "build/engines/target.json", device: str = "cuda",
+               quick: bool = False, name: str | None = None, deadline_s: float | None = None) -> dict:
+    """The same workloads and levels against a server that is already running — a multi-GPU vLLM or
+    SGLang deployment, say (`vllm serve MODEL --tensor-parallel-size 4`) — written like run_all's result,
+    after every level. Nothing is started or stopped here; `device` sizes the plan ("cuda": the talk's
+    workloads); the whole run ends by the plan's deadline (or `deadline_s`), however the server stalls."""
+    from ..measure.hardware import device_info
+
+    client.check_base_url(base_url)
+    if not isinstance(model, str) or not model.strip():
+        raise ValueError(f"the model name the server serves is needed (--model), got {model!r}")
+    out = check_out_path(out)
+    plan = plan_for(device, quick)
+    if deadline_s is not None:
+        plan.deadline_s = check_seconds(deadline_s, "deadline_s")
+    name = name or f"target {base_url}"
+    result = {"config": {"name": name, "engine": "external", "model": model, "base_url": base_url},
+              "ready_s": None, "runs": [], "faults": [], "example": None}
+    data = {"recorded_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "machine": {"client": device_info("cpu").to_dict(), "server": base_url}, "profile": model,
+            "profile_reason": "an external server", "versions": versions(), "slo": plan.slo.describe(),
+            "concurrencies": list(plan.concurrencies), "deadline_s": plan.deadline_s, "skipped": [],
+            "configs": [result], "complete": False}
+    deadline = Deadline(plan.deadline_s)
+    try:
+        warm_up_url(base_url, model, max(plan.concurrencies), plan.timeout_s, deadline.left())
+        for wname in plan.workloads:
+            measure_levels(base_url, model, name, wname, plan, result, deadline=deadline,
+                           on_level=lambda: write_json_atomic(data, out))
+    except KeyboardInterrupt:
+        _interrupted(data, out)
+        raise
+    data["complete"] = True
+    write_json_atomic(data, out)
+    return data
+
+
+def check_seconds(value, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+        raise ValueError(f"{what} must be a finite number of seconds > 0, got {value!r}")
+    return float(value)
+
+
+def new_config_result(cfg: EngineConfig) -> dict:
+    return {"config": cfg.to_dict(), "ready_s": None, "runs": [], "faults": [], "example": None}
+
+
+def run_config(cfg: EngineConfig, plan: Plan, out_dir: Path | None = None, tokenizer: str | None = None,
+               progress=None, result: dict | None = None, on_level=None) -> dict:
+    """Start one configuration's server, run every workload at every level, stop it. Returns a dict:
+    config, ready seconds, runs (RunSummary dicts: our client's, and guidellm's and ours on its requests
+    where the plan asks), the server's own prefix-cache counters per workload (vLLM's /metrics), the
+    `vllm bench serve` cross-check (plan.crosscheck), faults — `result`, when given, filled in place as
+    each level ends (`on_level()` called then). Everything after the server is ready ends by the
+    plan's deadline."""
+    from . import vllm_env
+
+    result = new_config_result(cfg) if result is None else result
+    srv = ServerProcess(cfg.command, name=cfg.engine, health_path=cfg.health_path,
+                        ready_timeout_s=cfg.ready_timeout_s, env=cfg.env)
+    try:
+        srv.start()
+    except ServerError as exc:
+        result["faults"].append({"kind": type(exc).__name__, "detail": str(exc)[-1500:]})
+        return result
+    work = Path(out_dir or tempfile.mkdtemp()) / _slug(cfg.name)
+    try:
+        deadline = Deadline(plan.deadline_s)
+        result["ready_s"] = srv.ready_s
+        warm_up(srv, cfg.model, max(plan.concurrencies), plan.timeout_s, deadline.left())
+        first = plan.trace(next(w for w in plan.workloads if cfg.name in plan.only.get(w, (cfg.name,))))[0]
+        ex = client.run_load(srv.base_url, cfg.model, [first], 1, plan.timeout_s, deadline_s=max(deadline.left(), 1))[0]
+        result["example"] = {"sent_s": 0.0, "token_s": [t - ex.sent_s for t in ex.token_times],
+                             "end_s": None if ex.end_s is None else ex.end_s - ex.sent_s,
+                             "output_tokens": ex.output_tokens, "ttft_s": ex.ttft_s, "itl_s": ex.itl_s,
+                             "error": ex.error}
+        for wname in plan.workloads:
+            if wname in plan.only and cfg.name not in plan.only[wname]:
+                continue
+            before = vllm_env.prefix_cache_counters(srv.base_url)
+            measure_levels(srv.base_url, cfg.model, cfg.name, wname, plan, result, progress,
+                           alive=srv.alive, died=lambda: f"the server exited with {srv.proc.returncode}. "
+                                                         f"Log:\n{srv.log_tail(10)}",
+                           deadline=deadline, on_level=on_level)
+            hits = vllm_env.counter_delta(before, vllm_env.prefix_cache_counters(srv.base_url))
+            if hits is not None:
+                result.setdefault("prefix_cache", {})[wname] = hits
+            if wname != plan.guidellm_workload or not srv.alive() or deadline.passed():
+                continue
+            if tokenizer and (plan.tools_configs is None or cfg.name in plan.tools_configs):
+                from . import guidellm_runner
+
+                try:
+                    # guidellm through a tap: our definitions on guidellm's own requests (the same run)
+                    theirs, ours, _ = guidellm_runner.run_tapped(
+                        srv.base_url, tokenizer, plan.trace(wname), plan.concurrencies, work, cfg.name, plan.slo,
+                        timeout_s=min(600.0, deadline.left()))
+                    result["runs"] += [dict(s.to_dict(), workload=wname) for s in theirs + ours]
+                except guidellm_runner.GuidellmError as exc:
+                    result["faults"].append({"kind": "GuidellmError", "detail": str(exc)[-1500:]})
+            if cfg.name == plan.crosscheck and cfg.engine == "vllm":
+                result["crosscheck"] = crosscheck_vllm_bench(srv.base_url, cfg, plan, wname, result, work, deadline,
+                                                             tokenizer)
+            if on_level is not None:
+                on_level()
+        if not srv.alive(DEATH_GRACE_S if _connection_errors(result) else 0.0):
+            result["faults"].append({"kind": "ServerDied", "detail": f"exited with {srv.proc.returncode}"})
+    finally:
+        srv.stop()
+    return result
+
+
+def crosscheck_vllm_bench(base_url: str, cfg: EngineConfig, plan: Plan, wname: str, result: dict, work: Path,
+                          deadline: Deadline, tokenizer: str | None) -> list[dict]:
+    """`vllm bench serve` on the same workload and levels, through a tap: per level, its own figures
+    (mean TTFT, TPOT, ITL, E2EL), vLLM's definitions applied by us to the tap's records of its requests
+    (the definitions reproduced), ours on those requests (the definitions compared) and our client's own
+    run just before (a second run of the same load). A failure is a recorded fault, not a crash."""
+    from . import vllm_env
+    from .tap import Tap
+
+    ours = {r["concurrency"]: r for r in result["runs"] if r["workload"] == wname and r["source"] == "client"
+            and r.get("rate") is None}
+    reqs = plan.trace(wname)
+    out = []
+    for c in plan.concurrencies:
+        if deadline.passed():
+            result["faults"].append({"kind": "Deadline", "detail": f"vllm bench serve at concurrency {c} not run"})
+            break
+        try:
+            with Tap(base_url, timeout_s=plan.timeout_s) as tap:
+                theirs = vllm_env.run_bench_serve(tap.base_url, cfg.model, tokenizer or cfg.model, reqs, c, work,
+                                                  plan.slo, timeout_s=min(600.0, deadline.left()))
+        except (vllm_env.BenchServeError, RuntimeError) as exc:
+            result["faults"].append({"kind": "BenchServeError", "detail": str(exc)[-1500:]})
+            break
+        tapped = summarize(tap.records, cfg.name, c, plan.slo)
+        ms = lambda v: None if v is None else v * 1e3  # noqa: E731
+        view = vllm_bench_view(tap.records)
+        own = ours.get(c)
+        out.append({
+            "concurrency": c, "requests": len(reqs), "completed (vllm bench)": theirs.get("completed"),
+            "vllm bench": {k: theirs.get(f"mean_{k}_ms") for k in ("ttft", "tpot", "itl", "e2el")},
+            "vllm bench goodput req/s": theirs.get("request_goodput"),
+            "vLLM's definitions on the tap": {k: ms(view[f"{k}_mean"]) for k in ("ttft", "tpot", "itl", "e2el")},
+            "ours on the tap": {"ttft": ms(tapped.ttft_s["ttft_mean"]), "tpot": ms(tapped.itl_s["itl_mean"]),
+                                "itl": ms(tapped.itl_pooled_s), "e2el": ms(tapped.e2e_s["e2e_mean"])},
+            "our client's own run": None if own is None else {
+                "ttft": ms(own["ttft_s"]["ttft_mean"]), "tpot": ms(own["itl_s"]["itl_mean"]),
+                "itl": ms(own.get("itl_pooled_s")), "e2el": ms(own["e2e_s"]["e2e_mean"])}})
+    return out
+
+
+def _connection_errors(result: dict) -> bool:
+    return any(run.get("errors", {}).get("connection") for run in result["runs"])
+
+
+def _slug(name: str) -> str:
+    return "".join(ch if ch.isalnum() else "-" for ch in name.lower()).strip("-")
+
+
+def write_json_atomic(data: dict, path: str | Path) -> Path:
+    """Write JSON to a temporary file beside `path`, then rename it over `path` (a reader never sees a
+    half-written file, and an interrupted run leaves the last complete one)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=1, default=str)
+            f.write("\n")
+        os.chmod(tmp, 0o644)     # mkstemp makes it private; a result is for everyone to read
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def versions() -> dict:
+    """Library versions that shape the figures: the preflight's list plus the serving stack."""
+    from importlib import metadata
+
+    from ..preflight import library_versions
+
+    out = library_versions()
+    for pkg in ("guidellm", "fastapi", "uvicorn", "httpx", "vllm", "sglang"):
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            out[pkg] = "not installed"
+    return out
+
+
+DEFINITIONS = {
+    "TTFT": "first chunk with text − request sent (queueing + prefill)",
+    "ITL (per request)": "(last text chunk − first) ÷ (output tokens − 1); vLLM bench calls it TPOT, guidellm ITL",
+    "ITL pooled": "every inter-token gap of every request, pooled: Σ(last − first) ÷ Σ(tokens − 1)",
+    "E2E": "stream closed − request sent",
+    "normalized latency": "mean of E2E ÷ output tokens per request (Kwon et al., SOSP 2023, §6.1)",
+    "SLO attainment": "share of the run's requests (failed ones included) with TTFT and per-request ITL within the SLO",
+    "req/s in SLO": "requests meeting the SLO ÷ the run's wall time (vLLM bench's --goodput)",
+    "DistServe goodput": "the highest open-loop request rate whose SLO attainment is ≥ 90 % (Zhong et al., OSDI 2024, §2)",
+    "a failed request": "an HTTP error, a timeout, a lost connection, a malformed reply, a stream cut before it said "
+                        "it was complete, a token count the stream contradicts, or no text",
+    "vLLM bench's view": "its TTFT counts a first chunk with empty text, its E2EL ends at the last chunk with choices "
+                         "(not the stream's close), its ITL pools every gap between such chunks, and a 200 stream "
+                         "with choices but no text is a success (metrics.vllm_bench_view)",
+}
+
+
+def describe_workload(plan: Plan, name: str) -> dict:
+    reqs = plan.trace(name)
+    out = {"requests": len(reqs), "prompt_words_total": sum(len(r.prompt.split()) for r in reqs),
+           "output_tokens_asked": sum(r.max_new_tokens for r in reqs), "rounds": len({r.round for r in reqs}),
+           "fresh trace per level": callable(plan.workloads[name]), "rates req/s": list(plan.rates.get(name, ()))}
+    if name == "chat":
+        out["sharegpt"] = workloads.sharegpt_summary(reqs, CPU_SHAREGPT_SCALE if len(reqs) <= 16 else 1.0)
+    if name in plan.only:
+        out["run by"] = list(plan.only[name])
+    return out
+
+
+def prefix_model(plan: Plan, name: str, block_sizes=(16, 128)) -> dict | None:
+    """The workload's prompts (its first level, in the order one client sends them) replayed through a radix
+    tree, token-granular and rounded to whole blocks (helpers.serving.radix.hit_rate): the share of prompt
+    tokens a prefix cache could serve. 128 is the block vLLM's CPU build uses here, 16 its GPU default.
+    An upper bound for a server: requests in flight together cannot hit each other's uncomputed blocks."""
+    from ..measure import models
+    from ..serving.radix import hit_rate
+
+    try:
+        tok = models.load_tokenizer(models.build_tiny())
+    except Exception:  # noqa: BLE001 - the replay is a side figure; the benchmark goes on without it
+        return None
+    ids = [list(tok(r.prompt).input_ids) for r in plan.trace(name)]
+    out = {"prompt tokens": sum(map(len, ids)), "radix (token-granular)": hit_rate(ids, block_size=1)["hit rate"]}
+    for b in block_sizes:
+        out[f"blocks of {b}"] = hit_rate(ids, block_size=b)["hit rate"]
+    return out
+
+
+def new_result(plan: Plan, device: str, profile: str, reason: str, skipped: list[dict] | None = None) -> dict:
+    """A benchmark result before any configuration ran: the machine, the profile, the versions, the plan's
+    SLO, levels, rates and workloads, the definitions used; `configs` empty, `complete` False (run_all
+    fills it in)."""
+    from ..measure.hardware import device_info
+
+    return {"recorded_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "machine": device_info(device).to_dict(), "profile": profile, "profile_reason": reason,
+            "versions": versions(), "slo": plan.slo.describe(), "slo_s": [plan.slo.ttft_s, plan.slo.tpot_s],
+            "concurrencies": list(plan.concurrencies), "rates": {k: list(v) for k, v in plan.rates.items()},
+            "workloads": {k: describe_workload(plan, k) for k in plan.workloads},
+            "definitions": DEFINITIONS, "load_average_at_start": _load(), "skipped": list(skipped or []),
+            "configs": [], "complete": False}
+
+
+def _load() -> list[float] | None:
+    """The machine's 1, 5 and 15-minute load averages (how busy it was: figures measured on a loaded
+    machine are slower, and two runs of one load differ more)."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
+
+
+def run_all(profile: str | None = None, out: str | Path = "build/engines/engines.json", quick: bool = False,
+            include: Sequence[str] = ("transformers", "readable", "vllm", "sglang"), use_guidellm: bool = True,
+            plan=None, deadline_s: float | None = None) -> dict:
+    """Every configuration available here, in turn; the whole result written atomically to `out` as each
+    level ends, so that a run interrupted (Ctrl-C: the file says `interrupted`) or stopped keeps every
+    level that finished. `out` is checked before anything runs; each configuration ends by its deadline."""
+    from tqdm.auto import tqdm
+
+    from ..measure.models import resolve_profile
+    from . import guidellm_runner, servers
+
+    out = check_out_path(out)
+    name, reason = resolve_profile(profile)
+    configs, skipped = servers.available(profile, tuple(include))
+    device = "cuda" if any(c.needs_cuda for c in configs) else "cpu"
+    plan = plan(device) if callable(plan) else plan or plan_for(device, quick)   # a Plan, or a function of the device
+    if deadline_s is not None:
+        plan.deadline_s = check_seconds(deadline_s, "deadline_s")
+    if plan.configs is not None:
+        skipped += [{"name": c.name, "why": "not in this plan (make engines runs it)"} for c in configs
+                    if c.name not in plan.configs]
+        configs = [c for c in configs if c.name in plan.configs]
+    tokenizer = None
+    if use_guidellm and guidellm_runner.guidellm_bin():
+        try:
+            tokenizer = str(servers.serve_folder(profile, weights=False))   # guidellm reads the tokenizer only
+        except Exception as exc:  # noqa: BLE001 - recorded
+            skipped.append({"name": "guidellm", "why": str(exc)})
+    elif use_guidellm:
+        skipped.append({"name": "guidellm", "why": "guidellm is not installed"})
+    data = new_result(plan, device, name, reason, skipped)
+    data["deadline_s"] = plan.deadline_s
+    data["prefix_model"] = {w: prefix_model(plan, w) for w in plan.workloads if w == "agentic"}
+    t0 = time.perf_counter()
+
+    def save():
+        data["seconds"] = round(time.perf_counter() - t0, 1)
+        data["load_average_now"] = _load()
+        write_json_atomic(data, out)
+
+    levels = sum(len(plan.concurrencies) + len(plan.rates.get(w, ())) for w in plan.workloads)
+    bar = tqdm(total=len(configs) * levels, desc="engines", unit="run")
+    try:
+        for cfg in configs:
+            result = new_config_result(cfg)
+            data["configs"].append(result)           # in the file from its first level on
+            run_config(cfg, plan, out.parent / "guidellm", tokenizer, bar, result=result, on_level=save)
+            save()
+    except KeyboardInterrupt:
+        data["seconds"] = round(time.perf_counter() - t0, 1)
+        _interrupted(data, out)
+        raise
+    finally:
+        bar.close()
+    data["complete"] = True
+    from .guide import key_figures
+
+    data["figures"] = key_figures(data)
+    save()
+    return data
+
+
+RECORD = Path(__file__).resolve().parents[2] / "workshop" / "results" / "cpu-amd-epyc" / "engines.json"
+
+
+def load_record(here: Path | None = None, committed: Path | None = None) -> tuple[dict | None, str]:
+    """The full comparison to show beside a short live run: this machine's own `make engines` result
+    (build/engines/engines.json) when it is complete, else the committed record of the development
+    machine (workshop/results/...), and a label that says which; (None, why) when neither loads."""
+    for path, what in ((here or RESULTS_DIR / "engines.json", "this machine's make engines run"),
+                       (committed or RECORD, "the committed record")):
+        try:
+            data = json.loads(Path(path).read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and data.get("complete") and data.get("configs"):
+            root = Path(__file__).resolve().parents[2]
+            shown = Path(path).resolve().relative_to(root) if Path(path).resolve().is_relative_to(root) else path
+            return data, f"{what} ({shown}): {data.get('recorded_at', '?')[:16].replace('T', ' ')} UTC"
+    return None, "no complete make engines result here, and no committed record"
+
+
+def runs_table(data: dict):
+    """Every run of a benchmark result as a DataFrame (one row per configuration, tool and level). With no
+    run at all (every server failed), an empty table that still has every column, so that what reads it
+    (figures, guide rules, pivots) finds nothing to compare rather than a missing column."""
+    import pandas as pd
+
+    rows = []
+    for c in data.get("configs", []):
+        for r in c["runs"]:
+            s = RunSummary(**{k: v for k, v in r.items() if k in RunSummary.__dataclass_fields__})
+            rows.append(dict(s.row(), workload=r.get("workload")))
+    return pd.DataFrame(rows, columns=[*ROW_COLUMNS, "workload"])
+
+
+def status_markdown(data: dict, error: str | None = None) -> str:
+    """What a benchmark run did, configuration by configuration, in markdown: ready and measured, or the
+    fault that stopped it (its kind, the detail with the end of the server's log), and what was not
+    available here and why. `error`: the exception that stopped the whole run, if one did."""
+    lines = []
+    if error:
+        lines.append(f"- **the benchmark did not run**: {error}")
+    for c in data.get("configs", []):
+        name, runs = c["config"]["name"], c["runs"]
+        failed = sum(r["failed"] for r in runs)
+        if runs:
+            ready = f"ready in {c['ready_s']:.1f} s; " if c.get("ready_s") else ""
+            lines.append(f"- **{name}**: {ready}{len(runs)} runs, {failed} failed requests "
+                         f"({sum(r['run_failed'] for r in runs)} runs without any success)")
+        for f in c["faults"]:
+            head, _, rest = str(f["detail"]).partition("\n")
+            lines.append(f"- **{name}** — {f['kind']}: {head}")
+            if rest.strip():
+                lines.append("\n  ```text\n" + "\n".join("  " + x for x in rest.strip().splitlines()[-12:]) + "\n  ```")
+    for sk in data.get("skipped", []):
+        lines.append(f"- {sk['name']}: not here — {sk['why']}")
+    if not any(c["runs"] for c in data.get("configs", [])):
+        lines.append("\n**No server produced a measurement here.** The figures and tables that need one say so in "
+                     "place; the decision guide, the exercises and the takeaways below do not need a server.")
+    return "\n".join(lines) or "- nothing was configured to run"
+
+
+def source_label(data: dict) -> str:
+    """What produced a benchmark's figures: model · dtype · device · profile, and the servers."""
+    from ..measure.models import default_dtype
+
+    profile = data.get("profile", "?")
+    device = "cuda" if (data.get("machine") or {}).get("kind") == "cuda" else "cpu"
+    model = {"tiny": "tiny (Mistral architecture, random weights)",
+             "mistral-7b-random": "Mistral 7B v0.1 architecture, random weights"}.get(profile, profile)
+    engines = sorted({c["config"]["engine"] for c in data.get("configs", [])})
+    return (f"measured: {model} · {default_dtype(profile, device)} · {device} · profile {profile} · "
+            f"servers: {', '.join(engines) or 'none'}")

@@ -1,0 +1,252 @@
+"""Microbenchmarks of this device: the two roofs of the roofline (helpers.cost.roofline), measured with
+helpers.measure.timing (warm-up, synchronisation, repeats):
+- memory bandwidth: a device-to-device copy of a buffer larger than the caches, counting the bytes
+  read plus the bytes written (the STREAM "copy" convention, McCalpin 1995); a read-only sum for
+  comparison;
+- peak matmul FLOP/s in a dtype: a square n × n matmul, 2·n³ FLOPs (n³ multiply–adds).
+Both roofs use the best of the repeats (as STREAM reports its best rate).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .timing import Stats, measure
+from ..cost.units import normalize_dtype, torch_dtype
+
+MATMUL_DTYPES = ("fp32", "bf16", "fp16")
+
+
+def _device(device: str | None) -> str:
+    from .hardware import pick_device
+
+    return pick_device(device)
+
+
+def default_copy_bytes(device: str) -> int:
+    """Bytes copied by the bandwidth benchmark: well above any CPU's last-level cache (256 MiB) or a
+    GPU's L2 (1 GiB on CUDA, capped at a tenth of the free memory)."""
+    if device.startswith("cuda"):
+        import torch
+
+        free, _ = torch.cuda.mem_get_info()
+        return int(min(2**30, max(64 * 2**20, free // 10)))
+    return 256 * 2**20
+
+
+@dataclass(frozen=True)
+class CopyBenchmark:
+    """One bandwidth measurement: `iters` copies of `nbytes` per timed sample."""
+
+    device: str
+    nbytes: int          # size of the buffer copied
+    bytes_moved: int     # per copy: nbytes read + nbytes written
+    iters: int
+    stats: Stats         # seconds per timed sample (iters copies)
+
+    @property
+    def seconds_per_copy(self) -> float:
+        """The best (shortest) sample per copy: a roof is the best the device sustains, and STREAM
+        reports its best rate the same way; interference from other work only ever slows a sample."""
+        return self.stats.min / self.iters
+
+    @property
+    def bandwidth(self) -> float:
+        """Bytes per second, read + write, from the best sample."""
+        return self.bytes_moved / self.seconds_per_copy
+
+    def to_dict(self) -> dict:
+        return {"device": self.device, "nbytes": self.nbytes, "bytes_moved_per_copy": self.bytes_moved,
+                "iters": self.iters, "seconds_per_copy": self.seconds_per_copy,
+                "bandwidth_bytes_per_s": self.bandwidth, **{f"sample_{k}": v for k, v in self.stats.to_dict().items()}}
+
+
+def copy_benchmark(device: str | None = None, nbytes: int | None = None, repeats: int = 5,
+                   iters: int | None = None) -> CopyBenchmark:
+    """Time dst.copy_(src) for two device buffers of `nbytes`; each copy moves 2 × nbytes."""
+    import torch
+
+    dev = _device(device)
+    nbytes = default_copy_bytes(dev) if nbytes is None else nbytes
+    if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes <= 0:
+        raise ValueError(f"nbytes must be a positive integer, got {nbytes!r}")
+    iters = iters or (20 if dev.startswith(("cuda", "mps")) else 1)
+    src = torch.ones(nbytes, dtype=torch.uint8, device=dev)
+    dst = torch.zeros(nbytes, dtype=torch.uint8, device=dev)  # touched now, so no page faults are timed
+
+    def run():
+        for _ in range(iters):
+            dst.copy_(src)
+
+    stats = measure(run, dev, warmup=1, repeats=repeats)
+    return CopyBenchmark(dev, nbytes, 2 * nbytes, iters, stats)
+
+
+def read_benchmark(device: str | None = None, nbytes: int | None = None, repeats: int = 5,
+                   iters: int | None = None) -> CopyBenchmark:
+    """Read-only bandwidth, for comparison: the sum of an fp32 buffer of `nbytes` (bytes read only).
+
+    Decode mostly reads; on many CPUs reading alone streams more slowly than a copy's read + write
+    total, so the copy benchmark (the roofline's bandwidth) can sit above what a decode step can read.
+    """
+    import torch
+
+    dev = _device(device)
+    nbytes = default_copy_bytes(dev) if nbytes is None else nbytes
+    if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 4:
+        raise ValueError(f"nbytes must be an integer ≥ 4, got {nbytes!r}")
+    iters = iters or (20 if dev.startswith(("cuda", "mps")) else 1)
+    x = torch.ones(nbytes // 4, dtype=torch.float32, device=dev)
+
+    def run():
+        for _ in range(iters):
+            x.sum()
+
+    stats = measure(run, dev, warmup=1, repeats=repeats)
+    return CopyBenchmark(dev, x.numel() * 4, x.numel() * 4, iters, stats)
+
+
+GEMV_SHAPE = (3584, 1024)        # one weight matrix of the stack on a CPU: the small profile's MLP projection
+GEMV_SHAPE_CUDA = (14336, 4096)  # on a GPU: Mistral 7B's MLP projection (config.json: intermediate × hidden)
+
+
+def gemv_shape(device: str) -> tuple[int, int]:
+    """The weight matrix the kernel-bandwidth probe reads, per device. A GPU reads the CPU's 14.7 MB
+    (7.3 MB in bf16) in a couple of microseconds, about what one kernel launch costs, so the probe would
+    time launches, not the memory (an H200 would read as ~1 TB/s of its 4.8): on CUDA each matrix is the
+    7B's own MLP projection, 117 MB in bf16, tens of microseconds per launch at the datasheet's bandwidth."""
+    return GEMV_SHAPE_CUDA if str(device).startswith("cuda") else GEMV_SHAPE
+
+
+def gemv_benchmark(device: str | None = None, dtype: str = "fp32", nbytes: int | None = None,
+                   packed: bool = False, repeats: int = 5) -> CopyBenchmark:
+    """The bandwidth a decode step's own kernel attains: one activation row times a stack of weight
+    matrices (gemv_shape(device) each) holding `nbytes` in all, every matrix read once per pass, so that nothing
+    is left in a cache between passes — a decode step at batch 1 in miniature, without the rest of it.
+
+    `packed=False` times ``torch.nn.functional.linear`` (what ``nn.Linear`` calls: the BLAS on a CPU,
+    cuBLAS on a GPU); `packed=True` times oneDNN on prepacked weights (helpers.decoding.packed, CPU
+    only). Bytes counted: the weights read (the input row and outputs are a few KB).
+    Against the copy's bandwidth it says how much of the memory roof the kernel itself can use.
+    """
+    import torch
+
+    from ..decoding import packed as packing
+
+    dev = _device(device)
+    dt = normalize_dtype(dtype, MATMUL_DTYPES)
+    nbytes = default_copy_bytes(dev) if nbytes is None else nbytes
+    tdt = torch_dtype(dt)
+    shape = gemv_shape(dev)
+    per = shape[0] * shape[1] * torch.empty((), dtype=tdt).element_size()
+    if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < per:
+        raise ValueError(f"nbytes must be an integer ≥ {per:,} (one {shape[0]} × {shape[1]} {dt} matrix), "
+                         f"got {nbytes!r}")
+    if packed:
+        ok, why = packing.available(dev, dt)
+        if not ok:
+            raise ValueError(f"packed weights cannot run here: {why}")
+    weights = [torch.randn(shape, device=dev).to(tdt) for _ in range(nbytes // per)]
+    x = torch.randn(1, shape[1], device=dev).to(tdt)
+    if packed:
+        stack = [torch.ops.mkldnn._reorder_linear_weight(w, 1) for w in weights]
+        del weights
+
+        def run():
+            for w in stack:
+                torch.ops.mkldnn._linear_pointwise(x, w, None, "none", [], "")
+    else:
+        stack = weights
+
+        def run():
+            for w in stack:
+                torch.nn.functional.linear(x, w)
+
+    read = len(stack) * per
+    with torch.inference_mode():
+        stats = measure(run, dev, warmup=1, repeats=repeats)
+    return CopyBenchmark(dev, read, read, 1, stats)
+
+
+def kernel_bandwidths(device: str | None = None, dtype: str = "fp32", repeats: int = 5) -> dict[str, float]:
+    """Bytes/s a decode step's matrix–vector kernel reads here: {"linear": F.linear's} and, where oneDNN
+    prepacking runs (CPU, fp32/bf16), {"packed": …} too."""
+    from ..decoding import packed as packing
+
+    dev = _device(device)
+    out = {"linear": gemv_benchmark(dev, dtype, repeats=repeats).bandwidth}
+    if packing.available(dev, normalize_dtype(dtype))[0]:
+        out["packed"] = gemv_benchmark(dev, dtype, packed=True, repeats=repeats).bandwidth
+    return out
+
+
+def measure_bandwidth(device: str | None = None, nbytes: int | None = None, repeats: int = 5) -> float:
+    """This device's memory bandwidth in bytes/s: a device-to-device copy, read + write bytes counted."""
+    return copy_benchmark(device, nbytes, repeats).bandwidth
+
+
+def default_matmul_n(device: str, dtype: str) -> int:
+    """Matrix size for the FLOP/s benchmark: big enough to saturate the device, quick to run."""
+    if device.startswith("cuda"):
+        return 8192
+    if device.startswith("mps"):
+        return 4096
+    return 2048 if dtype == "fp32" else 1024
+
+
+@dataclass(frozen=True)
+class MatmulBenchmark:
+    """One peak-FLOP/s measurement: `iters` n × n matmuls per timed sample."""
+
+    device: str
+    dtype: str
+    n: int
+    iters: int
+    stats: Stats
+
+    @property
+    def flops_per_matmul(self) -> int:
+        return 2 * self.n**3
+
+    @property
+    def flops_per_s(self) -> float:
+        """FLOP/s of the best (shortest) sample, as for the bandwidth: a peak is the best sustained rate."""
+        return self.flops_per_matmul * self.iters / self.stats.min
+
+    def to_dict(self) -> dict:
+        return {"device": self.device, "dtype": self.dtype, "n": self.n, "iters": self.iters,
+                "flops_per_matmul": self.flops_per_matmul, "flops_per_s": self.flops_per_s,
+                **{f"sample_{k}": v for k, v in self.stats.to_dict().items()}}
+
+
+def matmul_benchmark(device: str | None = None, dtype: str = "fp32", n: int | None = None, repeats: int = 5,
+                     iters: int | None = None) -> MatmulBenchmark:
+    """Time torch.mm(a, b, out=c) on n × n matrices of a dtype (fp32, bf16 or fp16).
+
+    On CUDA, fp32 runs as true fp32 unless torch's TF32 switch is on (off by default); bf16/fp16 use
+    the tensor cores. Compare with a GPU's dense (not sparse) tensor-core figure.
+    """
+    import torch
+
+    dev = _device(device)
+    dt = normalize_dtype(dtype, MATMUL_DTYPES)
+    n = default_matmul_n(dev, dt) if n is None else n
+    if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
+        raise ValueError(f"n must be a positive integer, got {n!r}")
+    iters = iters or (10 if dev.startswith(("cuda", "mps")) else 1)
+    tdt = torch_dtype(dt)
+    a = torch.randn(n, n, device=dev, dtype=tdt)  # the values do not change the time
+    b = torch.randn(n, n, device=dev, dtype=tdt)
+    c = torch.empty(n, n, device=dev, dtype=tdt)
+
+    def run():
+        for _ in range(iters):
+            torch.mm(a, b, out=c)
+
+    stats = measure(run, dev, warmup=1, repeats=repeats)
+    return MatmulBenchmark(dev, dt, n, iters, stats)
+
+
+def measure_peak_flops(device: str | None = None, dtype: str = "fp32", n: int | None = None,
+                       repeats: int = 5) -> float:
+    """Peak matmul FLOP/s of this device in a dtype: a square n × n matmul, 2·n³ FLOPs each."""
+    return matmul_benchmark(device, dtype, n, repeats).flops_per_s

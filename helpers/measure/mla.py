@@ -1,0 +1,263 @@
+"""Multi-head latent attention (MLA, DeepSeek-V2 arXiv:2405.04434 §2.1), small and readable.
+
+MLA caches one compressed latent per token per layer — kv_lora_rank + qk_rope_head_dim elements,
+the latent and the decoupled, already-rotated RoPE key — and rebuilds per-head K and V from it at
+attention time. ``MLAttention`` here keeps exactly that in its cache, so its bytes can be measured
+against helpers.cost.memory.kv_cache_bytes; transformers' own DeepSeek-V3 model is measured the same way.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ..cost.attention import measured_cache, mha_kv_bytes_per_token
+from ..cost.memory import kv_cache_bytes, measured_cache_bytes
+from ..cost.specs import ModelSpec
+
+
+# A DeepSeek-style MLA at toy scale: 4 layers, 8 heads, latent 32 + rope key 16 per token per layer.
+TINY_MLA_CONFIG: dict[str, Any] = {
+    "model_type": "deepseek_v3",
+    "vocab_size": 1000,
+    "hidden_size": 256,
+    "intermediate_size": 512,
+    "moe_intermediate_size": 128,
+    "num_hidden_layers": 4,
+    "first_k_dense_replace": 4,    # every layer dense: the MLP plays no part in the cache
+    "num_attention_heads": 8,
+    "num_key_value_heads": 8,
+    "n_routed_experts": 4,
+    "n_shared_experts": 1,
+    "num_experts_per_tok": 2,
+    "n_group": 1,
+    "topk_group": 1,
+    "q_lora_rank": None,
+    "kv_lora_rank": 32,
+    "qk_nope_head_dim": 32,
+    "qk_rope_head_dim": 16,
+    "v_head_dim": 32,
+    "max_position_embeddings": 4096,
+    "rope_theta": 10000.0,
+    "rope_scaling": None,
+    "rms_norm_eps": 1e-6,
+    "tie_word_embeddings": False,
+}
+
+
+class LatentCache:
+    """MLA's whole cache: per layer one tensor (batch, tokens, kv_lora_rank + qk_rope_head_dim) —
+    the compressed latent and the decoupled, already-rotated RoPE key, nothing per head.
+
+    Its ``layers`` hold the tensors as attributes, like a transformers Cache, so
+    helpers.cost.memory.measured_cache_bytes measures it the same way.
+    """
+
+    class Layer:
+        def __init__(self) -> None:
+            self.latent = None
+
+    def __init__(self, num_layers: int) -> None:
+        self.layers = [LatentCache.Layer() for _ in range(num_layers)]
+
+    def update(self, layer: int, new):
+        import torch
+
+        old = self.layers[layer].latent
+        self.layers[layer].latent = new if old is None else torch.cat([old, new], dim=1)
+        return self.layers[layer].latent
+
+    def get_seq_length(self) -> int:
+        lat = self.layers[0].latent
+        return 0 if lat is None else lat.shape[1]
+
+
+def _rope(x, positions, theta: float):
+    """Rotary position embedding on the last dimension (halves rotated), positions: (tokens,)."""
+    import torch
+
+    d = x.shape[-1]
+    inv = 1.0 / (theta ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
+    ang = positions.to(torch.float64)[:, None] * inv[None, :]
+    cos, sin = torch.cos(ang).to(x.dtype), torch.sin(ang).to(x.dtype)
+    cos, sin = torch.cat([cos, cos], -1), torch.cat([sin, sin], -1)
+    x1, x2 = x[..., : d // 2], x[..., d // 2:]
+    return x * cos + torch.cat([-x2, x1], -1) * sin
+
+
+def _mla_module_class():
+    import torch
+    import torch.nn as nn
+
+    class MLAttention(nn.Module):
+        """One MLA layer (DeepSeek-V2 §2.1.2–2.1.3), without query compression.
+
+        Down-projection: c = RMSNorm(W_DKV x) (kv_lora_rank) and a shared RoPE key k_R = RoPE(W_KR x)
+        (qk_rope_head_dim); only [c | k_R] is cached. Up-projections rebuild per-head keys and values:
+        k_C = W_UK c, v = W_UV c (kv_b_proj). ``forward`` attends straight from the cache with W_UK
+        absorbed into the query and W_UV applied after the weighted sum; ``forward_expanded`` expands
+        K and V to every head first, as MHA would — the reference it must agree with.
+        """
+
+        def __init__(self, cfg: dict) -> None:
+            super().__init__()
+            self.h = cfg["num_attention_heads"]
+            self.nope, self.rope_dim = cfg["qk_nope_head_dim"], cfg["qk_rope_head_dim"]
+            self.v_dim, self.rank = cfg["v_head_dim"], cfg["kv_lora_rank"]
+            self.theta = float(cfg.get("rope_theta", 10000.0))
+            hidden = cfg["hidden_size"]
+            self.q_proj = nn.Linear(hidden, self.h * (self.nope + self.rope_dim), bias=False)
+            self.kv_a_proj_with_mqa = nn.Linear(hidden, self.rank + self.rope_dim, bias=False)
+            self.kv_a_layernorm = nn.RMSNorm(self.rank, eps=cfg.get("rms_norm_eps", 1e-6))
+            self.kv_b_proj = nn.Linear(self.rank, self.h * (self.nope + self.v_dim), bias=False)
+            self.o_proj = nn.Linear(self.h * self.v_dim, hidden, bias=False)
+            self.scale = (self.nope + self.rope_dim) ** -0.5
+
+        def _q(self, x, pos):
+            b, t, _ = x.shape
+            q = self.q_proj(x).view(b, t, self.h, self.nope + self.rope_dim).transpose(1, 2)
+            return q[..., : self.nope], _rope(q[..., self.nope:], pos, self.theta)
+
+        def latent(self, x, pos):
+            """What MLA caches for these tokens: [c | k_R], (batch, tokens, rank + rope)."""
+            ckv = self.kv_a_proj_with_mqa(x)
+            c, k_r = ckv[..., : self.rank], ckv[..., self.rank:]
+            return torch.cat([self.kv_a_layernorm(c), _rope(k_r, pos, self.theta)], dim=-1)
+
+        def _weights(self):
+            w = self.kv_b_proj.weight.view(self.h, self.nope + self.v_dim, self.rank)
+            return w[:, : self.nope], w[:, self.nope:]          # W_UK (h, nope, rank), W_UV (h, v, rank)
+
+        @staticmethod
+        def _mask(t: int, s: int, start: int, device):
+            q_pos = torch.arange(start, start + t, device=device)[:, None]
+            return torch.arange(s, device=device)[None, :] <= q_pos   # (t, s) causal
+
+        def forward(self, x, cache: LatentCache, layer: int):
+            b, t, _ = x.shape
+            prev = cache.layers[layer].latent
+            start = 0 if prev is None else prev.shape[1]                # tokens already cached here
+            pos = torch.arange(start, start + t, device=x.device)
+            q_nope, q_rope = self._q(x, pos)
+            lat = cache.update(layer, self.latent(x, pos))              # (b, s, rank + rope)
+            c, k_r = lat[..., : self.rank], lat[..., self.rank:]
+            w_uk, w_uv = self._weights()
+            q_lat = torch.einsum("bhtn,hnr->bhtr", q_nope, w_uk)        # absorb W_UK into the query
+            scores = (torch.einsum("bhtr,bsr->bhts", q_lat, c)
+                      + torch.einsum("bhtp,bsp->bhts", q_rope, k_r)) * self.scale
+            scores = scores.masked_fill(~self._mask(t, lat.shape[1], start, x.device), float("-inf"))
+            o_lat = torch.einsum("bhts,bsr->bhtr", scores.softmax(-1), c)
+            o = torch.einsum("bhtr,hvr->bthv", o_lat, w_uv).reshape(b, t, self.h * self.v_dim)
+            return self.o_proj(o)
+
+        def forward_expanded(self, x):
+            """The reference: every token's K and V rebuilt for every head (an MHA-sized cache), no latent."""
+            b, s, _ = x.shape
+            pos = torch.arange(s, device=x.device)
+            q_nope, q_rope = self._q(x, pos)
+            lat = self.latent(x, pos)
+            c, k_r = lat[..., : self.rank], lat[..., self.rank:]
+            kv = self.kv_b_proj(c).view(b, s, self.h, self.nope + self.v_dim).transpose(1, 2)
+            k = torch.cat([kv[..., : self.nope], k_r[:, None].expand(b, self.h, s, self.rope_dim)], dim=-1)
+            v = kv[..., self.nope:]
+            q = torch.cat([q_nope, q_rope], dim=-1)
+            o = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, scale=self.scale)
+            return self.o_proj(o.transpose(1, 2).reshape(b, s, self.h * self.v_dim))
+
+    class TinyMLA(nn.Module):
+        """A stack of MLA layers with residual connections: enough to fill and measure a real latent cache."""
+
+        def __init__(self, cfg: dict) -> None:
+            super().__init__()
+            self.cfg = dict(cfg)
+            self.layers = nn.ModuleList(MLAttention(cfg) for _ in range(cfg["num_hidden_layers"]))
+
+        def forward(self, x, cache: LatentCache):
+            for i, layer in enumerate(self.layers):
+                x = x + layer(x, cache, i)
+            return x
+
+        def forward_expanded(self, x):
+            for layer in self.layers:
+                x = x + layer.forward_expanded(x)
+            return x
+
+        def new_cache(self) -> LatentCache:
+            return LatentCache(len(self.layers))
+
+    return MLAttention, TinyMLA
+
+
+def tiny_mla(cfg: dict | None = None, dtype=None, seed: int = 0):
+    """A TinyMLA with random weights (fixed seed)."""
+    import torch
+
+    _, TinyMLA = _mla_module_class()
+    torch.manual_seed(seed)
+    model = TinyMLA(cfg or TINY_MLA_CONFIG).eval()
+    return model.to(dtype) if dtype is not None else model
+
+
+def run_mla(model, tokens: int, batch: int = 1, prompt: int | None = None, seed: int = 0, dtype=None):
+    """Feed `batch` random sequences through TinyMLA: a prompt at once, then one token per step.
+    Returns (hidden states of every token from the cached path, the same from the expanded reference, cache)."""
+    import torch
+
+    dtype = dtype or next(model.parameters()).dtype
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(batch, tokens, model.cfg["hidden_size"], generator=g).to(dtype)
+    prompt = tokens if prompt is None else min(prompt, tokens)
+    cache = model.new_cache()
+    with torch.inference_mode():
+        outs = [model(x[:, :prompt], cache)]
+        for i in range(prompt, tokens):
+            outs.append(model(x[:, i:i + 1], cache))
+        ref = model.forward_expanded(x)
+    return torch.cat(outs, dim=1), ref, cache
+
+
+def mla_spec(cfg: dict | None = None) -> ModelSpec:
+    from ..cost.specs import spec_from_config
+
+    return spec_from_config(cfg or TINY_MLA_CONFIG, "tiny MLA")
+
+
+def measure_mla(cases=((16, 1), (100, 1), (64, 4)), prompt: int = 8, cfg: dict | None = None) -> list[dict[str, Any]]:
+    """TinyMLA's measured latent cache against helpers.cost.memory.kv_cache_bytes (MLA: layers ×
+    (kv_lora_rank + qk_rope_head_dim) × bytes × tokens × batch), and how far the cached path's output
+    is from the expanded-heads reference."""
+    cfg = cfg or TINY_MLA_CONFIG
+    model = tiny_mla(cfg)
+    spec = mla_spec(cfg)
+    rows = []
+    for tokens, batch in cases:
+        out, ref, cache = run_mla(model, tokens, batch, prompt=prompt)
+        measured = measured_cache_bytes(cache)
+        formula = kv_cache_bytes(spec, tokens, batch, "fp32")
+        mha = mha_kv_bytes_per_token(spec.num_layers, spec.num_heads, cfg["qk_nope_head_dim"] + cfg["qk_rope_head_dim"],
+                                     cfg["v_head_dim"], "fp32") * tokens * batch
+        rows.append({"tokens": tokens, "batch": batch, "measured latent cache (B)": measured,
+                     "formula (B)": formula, "equal": measured == formula,
+                     "expanded K/V would be (B)": mha,
+                     "max |cached − expanded| output": (out - ref).abs().max().item(),
+                     "output scale (max |x|)": ref.abs().max().item()})
+    return rows
+
+
+def measure_hf_mla(cases=((16, 1), (64, 4)), cfg: dict | None = None) -> list[dict[str, Any]]:
+    """The same check on transformers' own DeepSeek-V3 implementation (random weights, toy size):
+    its DynamicCache holds the latent and the rope key, not per-head K and V."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    cfg = dict(cfg or TINY_MLA_CONFIG)
+    c = {k: v for k, v in cfg.items() if k != "model_type"}
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(AutoConfig.for_model(cfg["model_type"], **c),
+                                             dtype=torch.float32).eval()
+    spec = mla_spec(cfg)
+    rows = []
+    for tokens, batch in cases:
+        measured = measured_cache_bytes(measured_cache(model, tokens, batch))
+        formula = kv_cache_bytes(spec, tokens, batch, "fp32")
+        rows.append({"implementation": "transformers DeepseekV3ForCausalLM", "tokens": tokens, "batch": batch,
+                     "measured (B)": measured, "formula (B)": formula, "equal": measured == formula})
+    return rows

@@ -1,0 +1,375 @@
+"""Model profiles and loading, chosen by WORKSHOP_PROFILE (default ``auto``).
+
+- ``tiny``: a Mistral-architecture model built from a config with random weights, with the real
+  Mistral tokenizer shipped in the ``mistral-common`` package, saved to a local folder and
+  loaded back through ``from_pretrained`` (the real loading path). Runs anywhere in seconds.
+- ``small``: the same recipe at 175 M parameters (hidden 1,024, 8 layers): one decode step reads
+  about 0.57 GB in fp32, enough that decode on a CPU is bound by memory, not by per-step overhead.
+- ``mistral-7b``: Mistral 7B weights from the Hugging Face Hub (WORKSHOP_MODEL_ID to change the
+  repository). Missing, gated or unreachable weights give a clear message and the fix; never a hang.
+- ``mistral-7b-random``: the full-size architecture with random weights, for timing and memory
+  on a GPU without a download.
+- ``tiny-trained``: the tiny model trained briefly on a public-domain novel (helpers.measure.training): same
+  architecture and size as ``tiny``, so timing and memory are the same, but its quality figures
+  (perplexity, KL, acceptance) mean something. Trained once per machine (about a minute), cached.
+- ``auto``: a CUDA GPU with Mistral 7B weights reachable → ``mistral-7b``; a CUDA GPU without them →
+  ``tiny``; no CUDA GPU → ``tiny-trained``.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from .. import env
+from .hardware import pick_device
+from ..cost.specs import ModelSpec, load_config, spec_from_config
+
+PROFILES = ("auto", "tiny", "mistral-7b", "mistral-7b-random", "tiny-trained", "small")
+TINY_PROFILES = ("tiny", "tiny-trained")  # the tiny config: same sizes, timing and memory
+LOCAL_PROFILES = ("tiny", "tiny-trained", "small")  # built on this machine, no download; fp32 on a CPU
+DEFAULT_MODEL_ID = "mistralai/Mistral-7B-v0.1"
+TOKENIZER_FILE = "tokenizer.model.v1"  # Mistral 7B v0.1's SentencePiece tokenizer, 32,000 tokens
+
+# The tiny model keeps Mistral 7B's proportions where they matter for the lessons: grouped-query
+# attention with 4 query heads per KV head, SwiGLU MLP 3.5× wide, the real 32,000-token vocabulary.
+TINY_CONFIG: dict[str, Any] = {
+    "architectures": ["MistralForCausalLM"],
+    "model_type": "mistral",
+    "vocab_size": 32000,
+    "hidden_size": 256,
+    "intermediate_size": 896,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 2,
+    "head_dim": 32,
+    "hidden_act": "silu",
+    "max_position_embeddings": 32768,
+    "rms_norm_eps": 1e-5,
+    "rope_theta": 10000.0,
+    "sliding_window": None,
+    "tie_word_embeddings": False,
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+    "initializer_range": 0.02,
+}
+TINY_SEED = 0
+
+# The small profile: the tiny recipe widened until one decode step streams 0.5–1 GB of weights (fp32),
+# so a CPU's decode step waits for memory rather than for Python. Mistral 7B's ratios are kept
+# (4 query heads per KV head, MLP 3.5× the hidden size, head_dim 64 as in many 1B-class models).
+SMALL_OVERRIDES: dict[str, Any] = {"hidden_size": 1024, "intermediate_size": 3584, "num_hidden_layers": 8,
+                                   "num_attention_heads": 16, "num_key_value_heads": 4, "head_dim": 64}
+SMALL_CONFIG: dict[str, Any] = {**TINY_CONFIG, **SMALL_OVERRIDES}
+# the profiles built locally from a config with random weights: (config, cache folder name, display name)
+BUILT_PROFILES: dict[str, tuple[dict[str, Any], str, str]] = {
+    "tiny": (TINY_CONFIG, "tiny-mistral", "tiny (Mistral architecture, random weights)"),
+    "small": (SMALL_CONFIG, "small-mistral", "small (Mistral architecture, random weights)"),
+}
+
+
+class ProfileUnavailable(RuntimeError):
+    """A profile cannot run here; the message says why and how to fix it."""
+
+
+def cache_dir() -> Path:
+    """Where built models live: WORKSHOP_CACHE, else ~/.cache/llm-inference-workshop."""
+    return Path(env.text("WORKSHOP_CACHE") or Path.home() / ".cache" / "llm-inference-workshop").expanduser()
+
+
+def tokenizer_source() -> Path:
+    """The Mistral 7B tokenizer file shipped inside the mistral-common package."""
+    import mistral_common
+
+    path = Path(mistral_common.__file__).parent / "data" / TOKENIZER_FILE
+    if not path.exists():
+        raise ProfileUnavailable(f"mistral-common has no {TOKENIZER_FILE} at {path}; reinstall mistral-common")
+    return path
+
+
+def build_tiny(folder: Path | None = None, config: dict | None = None, seed: int = TINY_SEED) -> Path:
+    """Build the tiny model (random weights, fixed seed) and its tokenizer in a folder; reuse it when
+    the folder already holds the same config. Returns the folder for ``from_pretrained``."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    config = dict(config or TINY_CONFIG)
+    folder = Path(folder or cache_dir() / "tiny-mistral")
+    marker = folder / "workshop-build.json"
+    stamp = {"config": config, "seed": seed}
+    if marker.exists() and json.loads(marker.read_text()) == stamp:
+        return folder
+    with atomic_folder(folder) as tmp:
+        cfg = dict(config)
+        hf_config = AutoConfig.for_model(cfg.pop("model_type"), **cfg)
+        torch.manual_seed(seed)
+        model = AutoModelForCausalLM.from_config(hf_config, dtype=torch.float32)
+        model.save_pretrained(tmp)
+        shutil.copy(tokenizer_source(), tmp / TOKENIZER_FILE)
+        (tmp / "workshop-build.json").write_text(json.dumps(stamp, indent=1))
+    return folder
+
+
+@contextmanager
+def atomic_folder(folder: Path):
+    """Build a folder's content in a temporary sibling, then put it in place in one rename: a build
+    that fails or is interrupted leaves no half-written folder behind."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
+    try:
+        yield tmp
+        if folder.exists():
+            shutil.rmtree(folder)
+        os.replace(tmp, folder)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def built_folder(profile: str) -> Path:
+    """The folder of a profile built on this machine (LOCAL_PROFILES), built on first use: from its config
+    with random weights (BUILT_PROFILES), or trained once (tiny-trained, helpers.measure.training)."""
+    if profile == "tiny-trained":
+        from .training import build_trained
+
+        return build_trained()
+    if profile not in BUILT_PROFILES:
+        raise ValueError(f"profile {profile!r} is not built locally; built profiles: {', '.join(LOCAL_PROFILES)}")
+    config, folder_name, _ = BUILT_PROFILES[profile]
+    return build_tiny(cache_dir() / folder_name, config)
+
+
+def display_name(profile: str) -> str:
+    """What a locally built profile's model is, for labels."""
+    if profile == "tiny-trained":
+        return "tiny (Mistral architecture, trained on Persuasion)"
+    return BUILT_PROFILES[profile][2]
+
+
+def load_tokenizer(folder: str | Path):
+    """The Mistral tokenizer from a local folder, through transformers' MistralCommonBackend."""
+    from transformers import MistralCommonBackend
+
+    return MistralCommonBackend.from_pretrained(str(folder))
+
+
+# --------------------------------------------------------------------- Hub weights
+
+@dataclass
+class WeightsStatus:
+    available: bool
+    where: str | None      # "cache" (on disk already) or "hub" (downloadable now) or None
+    message: str
+
+
+def _offline() -> bool:
+    return (env.text("HF_HUB_OFFLINE") or "").lower() in env.TRUE   # huggingface_hub's own reading
+
+
+def _probe_hub(model_id: str, timeout: float) -> None:
+    """Ask the Hub whether this machine may download model_id; raise what it answered, or TimeoutError
+    after `timeout` seconds. huggingface_hub's auth_check takes no timeout (its HTTP client has none),
+    so a stalled connection would hang the caller: the probe runs in a daemon thread that is left
+    behind when it does not answer in time."""
+    import threading
+
+    outcome: dict[str, BaseException] = {}
+
+    def probe() -> None:
+        try:
+            try:
+                from huggingface_hub import auth_check
+            except ImportError:
+                from huggingface_hub import HfApi
+
+                HfApi().model_info(model_id, timeout=timeout)
+            else:
+                auth_check(model_id)
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=probe, name="workshop-hub-probe", daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive():
+        raise TimeoutError(f"no answer from the Hub within {timeout:g} s")
+    if "error" in outcome:
+        raise outcome["error"]
+
+
+def weights_status(model_id: str | None = None, probe_hub: bool = True, timeout: float = 10.0) -> WeightsStatus:
+    """Whether a model's weights can be loaded: in the local Hugging Face cache, or reachable on the Hub
+    with access granted. Never downloads, and answers within ``timeout`` seconds."""
+    model_id = model_id or env.text("WORKSHOP_MODEL_ID", DEFAULT_MODEL_ID)
+    page = f"https://huggingface.co/{model_id}"
+    try:
+        from huggingface_hub import snapshot_download
+
+        path = Path(snapshot_download(model_id, local_files_only=True,
+                                      allow_patterns=["config.json", "*.safetensors", "*.json"]))
+        if list(path.glob("*.safetensors")):
+            return WeightsStatus(True, "cache", f"{model_id} weights are in the local cache ({path})")
+    except Exception:  # noqa: BLE001 - any failure here means "not cached"
+        pass
+    if _offline() or not probe_hub:
+        from huggingface_hub.constants import HF_HUB_CACHE
+
+        asked = ("the Hub was not asked: it is switched off (HF_HUB_OFFLINE=1)" if _offline()
+                 else "the Hub was not asked (only the local cache was checked)")
+        return WeightsStatus(False, None, (
+            f"{model_id} weights are not in the local Hugging Face cache ({HF_HUB_CACHE}); {asked}. "
+            f"Fix: on a machine with internet run `hf download {model_id}` (accept the licence at {page} "
+            "and set HF_TOKEN first if it is gated), or use WORKSHOP_PROFILE=tiny or mistral-7b-random."))
+    try:
+        from huggingface_hub.utils import GatedRepoError, RepositoryNotFoundError
+
+        _probe_hub(model_id, timeout)
+        return WeightsStatus(True, "hub", f"{model_id} is reachable on the Hub; the first load downloads about 15 GB")
+    except Exception as exc:  # noqa: BLE001 - classify below
+        name = type(exc).__name__
+        try:
+            if isinstance(exc, GatedRepoError):
+                return WeightsStatus(False, None, (
+                    f"{model_id} is gated and this machine has no access. Fix: accept the licence at {page}, "
+                    "create a read token, and set it as HF_TOKEN in the environment (never in a notebook cell)."))
+            if isinstance(exc, RepositoryNotFoundError):
+                return WeightsStatus(False, None, (
+                    f"{model_id} was not found on the Hub (or it is private). Fix: check WORKSHOP_MODEL_ID, "
+                    "or set HF_TOKEN if the repository needs one."))
+        except NameError:
+            pass
+        return WeightsStatus(False, None, (
+            f"the Hugging Face Hub cannot be reached ({name}), and {model_id} is not in the local cache. "
+            f"Fix: connect and run `hf download {model_id}`, or use WORKSHOP_PROFILE=tiny or mistral-7b-random."))
+
+
+# --------------------------------------------------------------------- profiles
+
+@dataclass
+class Loaded:
+    """A loaded model and everything a plot needs to say what produced it."""
+
+    model: Any
+    tokenizer: Any
+    profile: str
+    model_name: str
+    device: str
+    dtype: str
+    reason: str
+    config: dict = field(repr=False, default_factory=dict)
+
+    @property
+    def spec(self) -> ModelSpec:
+        return spec_from_config(self.config, self.model_name)
+
+    @property
+    def label(self) -> str:
+        """e.g. 'tiny (Mistral architecture, random weights) · fp32 · cpu · profile tiny'."""
+        return f"{self.model_name} · {self.dtype} · {self.device} · profile {self.profile}"
+
+    def without_weights(self) -> "Loaded":
+        """The same description (profile, device, dtype, config: `spec` and `label` work) with no model or
+        tokenizer: what a recorded measurement keeps of the model it ran on (helpers.present.replay), so a replay
+        from another machine or profile is read with that model's shape, not the one loaded here."""
+        return replace(self, model=None, tokenizer=None)
+
+
+def run_on(loaded: Loaded, fn, *args, **kwargs) -> tuple[Loaded, Any]:
+    """(the model it ran on, without its weights; fn(loaded, *args, **kwargs)): the value a notebook records
+    for a measurement (helpers.present.replay.measure), so the cells that read it use the shape, dtype and label of
+    the model it was measured on — a replay may come from another machine and profile than the one here."""
+    return loaded.without_weights(), fn(loaded, *args, **kwargs)
+
+
+def resolve_profile(profile: str | None = None, device: str | None = None) -> tuple[str, str]:
+    """(profile, reason): the environment's WORKSHOP_PROFILE, or what ``auto`` picks here and why."""
+    want = str(profile).strip().lower() if profile else (env.text("WORKSHOP_PROFILE") or "auto").lower()
+    if want not in PROFILES:
+        where = "profile" if profile else "WORKSHOP_PROFILE"
+        raise ValueError(f"unknown {where} {want[:40]!r}; allowed: {', '.join(PROFILES)}. Fix: set "
+                         f"WORKSHOP_PROFILE to one of them, or unset it for auto")
+    if want != "auto":
+        return want, f"WORKSHOP_PROFILE={want} was set"
+    dev = pick_device(device)
+    if dev != "cuda":
+        return "tiny-trained", (f"no CUDA GPU here (device: {dev}), so the tiny model runs, trained on a novel "
+                                "(trained once per machine, then cached)")
+    status = weights_status(probe_hub=True)
+    if status.available:
+        return "mistral-7b", f"a CUDA GPU and Mistral 7B weights ({status.where}) are available"
+    return "tiny", f"a CUDA GPU is here but Mistral 7B weights are not: {status.message}"
+
+
+def default_dtype(profile: str, device: str) -> str:
+    """bf16 on a GPU that computes it natively (Ampere and later), fp16 on older ones (a T4, a V100:
+    bf16 there is emulated and slow); fp32 for the locally built models on a CPU, where bf16 matmuls are slow."""
+    if device == "cpu" and profile in LOCAL_PROFILES:
+        return "fp32"
+    if device == "cuda":
+        import torch
+
+        try:
+            native = torch.cuda.is_bf16_supported(including_emulation=False)
+        except TypeError:  # older torch: no including_emulation argument
+            native = torch.cuda.get_device_capability()[0] >= 8
+        return "bf16" if native else "fp16"
+    return "bf16"
+
+
+def load(profile: str | None = None, device: str | None = None, dtype: str | None = None) -> Loaded:
+    """Load the model of a profile on a device; ProfileUnavailable says why one cannot run here."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from ..cost.units import FLOAT_DTYPES, normalize_dtype, torch_dtype
+
+    name, reason = resolve_profile(profile, device)
+    dev = pick_device(device)
+    if dtype is None and env.text("WORKSHOP_DTYPE") is not None:
+        try:
+            dtype = normalize_dtype(env.text("WORKSHOP_DTYPE"), FLOAT_DTYPES)
+        except ValueError:
+            raise env.refuse("WORKSHOP_DTYPE", os.environ["WORKSHOP_DTYPE"], ", ".join(FLOAT_DTYPES)) from None
+    dt = normalize_dtype(dtype or default_dtype(name, dev), FLOAT_DTYPES)
+    dtype_t = torch_dtype(dt)
+    if name in LOCAL_PROFILES:
+        from transformers.utils import logging as hf_logging
+
+        folder, model_name = built_folder(name), display_name(name)
+        hf_logging.disable_progress_bar()  # a 20–700 MB local model loads in seconds; no bar needed
+        try:
+            model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype_t).to(dev).eval()
+        finally:
+            hf_logging.enable_progress_bar()
+        tok = load_tokenizer(folder)
+        cfg = json.loads((folder / "config.json").read_text())
+        return Loaded(model, tok, name, model_name, dev, dt, reason, cfg)
+    if name == "mistral-7b-random":
+        if dev != "cuda":
+            raise ProfileUnavailable(
+                "mistral-7b-random builds the full 7.24 B-parameter model (14.5 GB in bf16) and is meant for a "
+                f"CUDA GPU; this device is {dev}. Fix: run on a GPU, or use WORKSHOP_PROFILE=tiny.")
+        from transformers import AutoConfig
+
+        _, cfg = load_config("mistral-7b-v0.1")
+        c = {k: v for k, v in cfg.items() if k != "model_type"}
+        hf_config = AutoConfig.for_model(cfg["model_type"], **c)
+        torch.manual_seed(TINY_SEED)
+        with torch.device(dev):
+            model = AutoModelForCausalLM.from_config(hf_config, dtype=dtype_t).eval()
+        tok = load_tokenizer(build_tiny())  # the same Mistral 7B v0.1 tokenizer
+        return Loaded(model, tok, name, "Mistral 7B v0.1 architecture, random weights", dev, dt, reason, cfg)
+    # mistral-7b from the Hub
+    model_id = env.text("WORKSHOP_MODEL_ID", DEFAULT_MODEL_ID)
+    status = weights_status(model_id)
+    if not status.available:
+        raise ProfileUnavailable(status.message)
+    from transformers import AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(model_id, dtype=dtype_t, device_map=dev).eval()
+    tok = AutoTokenizer.from_pretrained(model_id)
+    return Loaded(model, tok, "mistral-7b", model_id, dev, dt, reason, model.config.to_dict())

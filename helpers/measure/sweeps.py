@@ -1,0 +1,401 @@
+"""The pain points of serving an LLM, measured: sweeps over a loaded model (helpers.measure.models.Loaded).
+
+- memory_growth: the KV cache's measured bytes (and on CUDA the allocator's peak) as the sequence grows,
+  beside the formula (helpers.cost.memory.kv_cache_bytes);
+- ttft_sweep + fit_growth: time to first token against prompt length, with the growth law fitted;
+- itl_sweep: inter-token latency (one decode step reusing the cache) as the context grows;
+- users_sweep: concurrent sequences at a fixed context until the device runs out of memory — the
+  out-of-memory point is a result, marked in the table, not a crash.
+
+Sizes come from sweep_sizes(profile, device): small and fast for the tiny model on a CPU, the big
+ranges for Mistral 7B on a GPU. Every sweep stops at an out-of-memory error and records where.
+N requests served one after another, then together in one real batch, are in helpers.serving.naive; the
+figures of every sweep are in helpers.present.sweep_figures.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Iterable, Sequence
+
+from .hardware import (allocated, free_memory, is_device_limit, is_out_of_memory, peak_allocated, reset_peak, synchronize)
+from ..cost.memory import kv_cache_bytes, measured_cache_bytes
+from ..cost.stepcost import _count
+from .timing import Stats, check_positions, measure, timed_generate
+
+
+# ============================================================================ sizes
+
+@dataclass(frozen=True)
+class SweepSizes:
+    """Sizes of every sweep in notebooks 01 and 03, chosen for a profile and a device."""
+
+    memory_tokens: tuple[int, ...]       # sequence lengths for memory growth (batch 1)
+    ttft_tokens: tuple[int, ...]         # prompt lengths for TTFT / prefill
+    ttft_repeats: int
+    itl_contexts: tuple[int, ...]        # contexts for inter-token latency / decode step
+    itl_steps: int                       # decode steps timed at each context
+    requests: int                        # N requests for the throughput comparison
+    prompt_range: tuple[int, int]        # their prompt lengths (min, max)
+    new_tokens_range: tuple[int, int]    # their output lengths (min, max)
+    users_context: int                   # context of each sequence in the users (out-of-memory) sweep
+    users_batches: tuple[int, ...]       # concurrent sequences tried, in order
+    decode_batches: tuple[int, ...]      # batch sizes for decode on the roofline
+    efficiency_context: int              # context of the decode-efficiency comparison
+    efficiency_sizes: tuple[str, ...]    # model sizes built for it (helpers.cost.roofline.SIZE_OVERRIDES)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _doubling(lo: int, hi: int) -> tuple[int, ...]:
+    out, n = [], lo
+    while n <= hi:
+        out.append(n)
+        n *= 2
+    return tuple(out)
+
+
+BIG_GPU_FREE_BYTES = 40 * 10**9  # free memory after loading from which the full GPU sizes are used
+
+
+def sweep_sizes(profile: str, device: str, free_bytes: int | None = None) -> SweepSizes:
+    """Sweep sizes for a profile on a device.
+
+    tiny (any device): 16 … 2,048 tokens, 8 short requests — each notebook in well under a minute
+    on two CPU cores. A 7B model on CUDA with ≥ 40 GB free after loading (A100/H100/H200): 128 … 16k
+    tokens, and a users sweep that doubles the batch until the GPU runs out of memory, all three
+    notebooks in a few minutes. On a smaller GPU (a 16–24 GB card holds little beside 14.5 GB of
+    weights): up to 4k tokens; whatever still does not fit ends its sweep as a marked out-of-memory
+    point. A 7B model elsewhere (CPU/MPS): modest sizes, no out-of-memory hunt.
+    """
+    cuda = device.startswith("cuda")
+    from .models import TINY_PROFILES  # tiny and tiny-trained: the same config and sizes
+
+    if profile in TINY_PROFILES:
+        return SweepSizes(
+            memory_tokens=_doubling(16, 2048), ttft_tokens=_doubling(16, 2048), ttft_repeats=3,
+            itl_contexts=(16, 64, 256, 1024, 2048), itl_steps=12,
+            requests=8, prompt_range=(24, 160), new_tokens_range=(8, 40),
+            users_context=256, users_batches=(1, 2, 4, 8, 16) if not cuda else _doubling(64, 2**15),  # CUDA kernels cap grids near 65k
+            decode_batches=(1, 4, 16, 32), efficiency_context=128, efficiency_sizes=("probe", "small"),
+        )
+    if cuda and (free_bytes is None or free_bytes >= BIG_GPU_FREE_BYTES):
+        return SweepSizes(
+            memory_tokens=_doubling(128, 16384), ttft_tokens=_doubling(128, 16384), ttft_repeats=3,
+            itl_contexts=(128, 512, 2048, 4096, 8192, 16384), itl_steps=12,
+            requests=8, prompt_range=(128, 1024), new_tokens_range=(16, 96),
+            users_context=1024, users_batches=_doubling(8, 8192),
+            decode_batches=(1, 4, 16, 64, 256), efficiency_context=512,
+            efficiency_sizes=("probe", "tiny", "small"),
+        )
+    if cuda:
+        return SweepSizes(
+            memory_tokens=_doubling(128, 4096), ttft_tokens=_doubling(128, 4096), ttft_repeats=3,
+            itl_contexts=(128, 512, 2048, 4096), itl_steps=12,
+            requests=8, prompt_range=(64, 512), new_tokens_range=(16, 64),
+            users_context=512, users_batches=_doubling(1, 4096),
+            decode_batches=(1, 4, 16, 64), efficiency_context=512,
+            efficiency_sizes=("probe", "tiny", "small"),
+        )
+    return SweepSizes(
+        memory_tokens=_doubling(16, 1024), ttft_tokens=_doubling(16, 512), ttft_repeats=2,
+        itl_contexts=(16, 128, 512), itl_steps=4,
+        requests=4, prompt_range=(16, 64), new_tokens_range=(4, 12),
+        users_context=128, users_batches=(1, 2, 4),
+        decode_batches=(1, 4, 16), efficiency_context=128, efficiency_sizes=("probe", "tiny"),
+    )
+
+
+def sizes_for(loaded) -> SweepSizes:
+    """sweep_sizes for a loaded model, given the device memory still free (on CUDA)."""
+    free = None
+    if loaded.device.startswith("cuda"):
+        import torch
+
+        free = int(torch.cuda.mem_get_info()[0])
+    return sweep_sizes(loaded.profile, loaded.device, free)
+
+
+# ============================================================================ building blocks
+
+def prompt_ids(n: int, batch: int = 1, vocab: int = 32000, seed: int = 0, device: str = "cpu"):
+    """A (batch, n) tensor of token ids drawn at random from the ordinary vocabulary (ids ≥ 3, after
+    Mistral's <unk>, <s>, </s>), with a fixed seed: the content does not change the timing."""
+    import torch
+
+    _count(n, "prompt length", 1)
+    _count(batch, "batch", 1)
+    _count(vocab, "vocab", 1)
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    low = 3 if vocab > 3 else 0
+    return torch.randint(low, vocab, (batch, n), generator=gen).to(device)
+
+
+def new_cache(model):
+    """A fresh transformers DynamicCache for a model (sliding-window layers honoured)."""
+    from transformers import DynamicCache
+
+    return DynamicCache(config=model.config)
+
+
+def prefill(model, ids, cache=None, attention_mask=None, position_ids=None):
+    """One prefill forward into a DynamicCache; returns (next token ids (batch, 1), cache).
+
+    Only the last position's logits are computed (logits_to_keep=1), as transformers' generate does.
+    """
+    import torch
+
+    cache = new_cache(model) if cache is None else cache
+    with torch.inference_mode():
+        out = model(input_ids=ids, attention_mask=attention_mask, position_ids=position_ids, cache=cache,
+                    use_cache=True, logits_to_keep=1)
+    return out.logits[:, -1, :].argmax(dim=-1, keepdim=True), cache
+
+
+@dataclass
+class SweepResult:
+    """Rows of a sweep (dicts) and, when the device ran out of memory, the point where it did."""
+
+    rows: list[dict]
+    oom_at: Any = None
+    oom_message: str | None = None
+
+    def frame(self):
+        import pandas as pd
+
+        df = pd.DataFrame(self.rows)
+        df.attrs["oom_at"] = self.oom_at
+        df.attrs["oom_message"] = self.oom_message
+        return df
+
+
+def guarded_sweep(points: Iterable, run_point: Callable[[Any], dict], device: str, key: str,
+                  desc: str | None = None, is_limit: Callable[[BaseException], bool] = is_out_of_memory) -> SweepResult:
+    """Run run_point(p) for each point in order; an out-of-memory error (or whatever `is_limit` accepts)
+    ends the sweep with that point recorded as {key: p, "oom": True}, its message kept (oom_message) and
+    the device's cached memory returned. Other errors propagate."""
+    from tqdm.auto import tqdm
+
+    if isinstance(points, (str, bytes)) or not isinstance(points, Iterable):
+        raise ValueError(f"the sweep's points ({key}) must be a list, got {points!r}"[:200])
+    points = list(points)
+    if not points:
+        raise ValueError(f"the sweep has no points ({key}); give at least one")
+    rows: list[dict] = []
+    oom_at, message = None, None
+    for p in tqdm(points, desc=desc, leave=False, disable=desc is None):
+        failed = False
+        try:
+            rows.append({key: p, **run_point(p), "oom": False})
+        except Exception as exc:  # noqa: BLE001 - only out-of-memory (is_limit) is a result; the rest re-raise
+            if not is_limit(exc):
+                raise
+            failed, message = True, f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:200]}"
+        if failed:  # outside the except block, so the traceback no longer pins the tensors
+            free_memory(device)
+            oom_at = p
+            rows.append({key: p, "oom": True})
+            break
+    return SweepResult(rows, oom_at, message)
+
+
+def _longest_within(model, lengths: Sequence[int], new_tokens: int = 0) -> None:
+    """Before a sweep starts: its longest prompt (whole numbers ≥ 1) plus `new_tokens` within the
+    model's positions (helpers.measure.timing.check_positions), so a bad point fails first, not last."""
+    if isinstance(lengths, (str, bytes)) or not isinstance(lengths, Iterable):
+        raise ValueError(f"lengths must be a list of whole numbers ≥ 1, got {lengths!r}"[:200])
+    lengths = [_count(n, "a prompt length", 1) for n in lengths]
+    if lengths:
+        check_positions(model, max(lengths), new_tokens)
+
+
+# ============================================================================ 1. memory grows with tokens
+
+def _window_slots(spec) -> int | None:
+    return spec.sliding_window - 1 if spec.sliding_window else None
+
+
+def memory_growth(loaded, lengths: Sequence[int]):
+    """The cache's measured bytes after a prefill of n tokens (batch 1), for each n, beside the formula
+    (helpers.cost.memory.kv_cache_bytes, sliding layers keeping window − 1 tokens as transformers'
+    DynamicCache does); on CUDA also the allocator's peak above the weights (cache + activations)."""
+    model, dev, spec = loaded.model, loaded.device, loaded.spec
+    _longest_within(model, lengths)
+
+    def point(n: int) -> dict:
+        ids = prompt_ids(n, vocab=model.config.vocab_size, device=dev)
+        reset_peak(dev)
+        base = allocated(dev)
+        _, cache = prefill(model, ids)
+        synchronize(dev)
+        peak = peak_allocated(dev)
+        row = {"cache_bytes": measured_cache_bytes(cache),
+               "formula_bytes": kv_cache_bytes(spec, n, 1, loaded.dtype, window_slots=_window_slots(spec)),
+               "peak_above_weights_bytes": (peak - base) if peak is not None else None}
+        del cache
+        return row
+
+    return guarded_sweep(lengths, point, dev, "tokens", "memory").frame()
+
+
+# ============================================================================ 2. TTFT grows with context
+
+def ttft_sweep(loaded, lengths: Sequence[int], repeats: int = 3):
+    """Time to first token (a prefill into a fresh DynamicCache plus the first token's argmax) for each
+    prompt length: one untimed warm-up, then the median and p90 of `repeats` runs."""
+    model, dev = loaded.model, loaded.device
+    _longest_within(model, lengths)
+
+    def point(n: int) -> dict:
+        ids = prompt_ids(n, vocab=model.config.vocab_size, device=dev)
+        stats = measure(lambda: prefill(model, ids), dev, warmup=1, repeats=repeats)
+        return {"ttft_s": stats.median, "ttft_p90_s": stats.p90, "ttft_min_s": stats.min,
+                "tokens_per_s": n / stats.median}
+
+    return guarded_sweep(lengths, point, dev, "tokens", "TTFT").frame()
+
+
+@dataclass(frozen=True)
+class GrowthFit:
+    """t(n) = a + b·n + c·n², fitted with non-negative coefficients, and its local growth exponent."""
+
+    a: float
+    b: float
+    c: float
+    exponent: float        # local exponent at the largest length: d ln t / d ln n of the fitted law
+    r2: float              # of log t against log t̂
+    n_max: int
+
+    def predict(self, n: float) -> float:
+        return self.a + self.b * n + self.c * n * n
+
+    @property
+    def quadratic_share(self) -> float:
+        """Share of the fitted time at the largest length that the n² term explains."""
+        t = self.predict(self.n_max)
+        return self.c * self.n_max**2 / t if t > 0 else 0.0
+
+    def describe(self, what: str = "TTFT", unit: float = 1e-3, unit_name: str = "ms") -> str:
+        n = self.n_max
+        doubling = self.predict(n) / self.predict(n / 2) if self.predict(n / 2) > 0 else float("nan")
+        return (f"{what}(n) ≈ {self.a / unit:,.3g} {unit_name} + {self.b / unit:,.3g} {unit_name} × n"
+                f" + {self.c / unit:,.3g} {unit_name} × n²  (n = prompt tokens). Going from {n // 2:,} to {n:,} "
+                f"tokens multiplies it by {doubling:,.2f}; at {n:,} tokens it grows like n^{self.exponent:,.2f} "
+                f"(1 = linear, 2 = quadratic) and the n² term (attention) is "
+                f"{100 * self.quadratic_share:,.0f} % of it.")
+
+
+def fit_growth(ns: Sequence[float], ts: Sequence[float]) -> GrowthFit:
+    """Fit t = a + b·n + c·n² by least squares on relative error (rows weighted by 1/t, so short and
+    long prompts count alike), with a, b, c ≥ 0: every subset of the three terms is solved and the
+    best fit whose coefficients are all non-negative kept. Also the fitted law's local exponent at
+    the largest length n, p = (b·n + 2c·n²) / (a + b·n + c·n²): t grows like n^p there (0 = flat,
+    1 = linear, 2 = quadratic)."""
+    import itertools
+
+    import numpy as np
+
+    n = np.asarray(ns, dtype=float)
+    t = np.asarray(ts, dtype=float)
+    if n.shape != t.shape or len(n) < 3:
+        raise ValueError(f"need at least 3 (length, time) pairs of equal count, got {len(n)} and {len(t)}")
+    if (n <= 0).any() or (t <= 0).any():
+        raise ValueError("lengths and times must be positive")
+    basis = np.stack([np.ones_like(n), n, n * n], axis=1)
+    w = 1 / t
+    best, best_sse = np.zeros(3), math.inf
+    for k in (1, 2, 3):
+        for cols in itertools.combinations(range(3), k):
+            a = basis[:, cols] * w[:, None]
+            coef, *_ = np.linalg.lstsq(a, t * w, rcond=None)
+            if (coef < 0).any():
+                continue
+            full = np.zeros(3)
+            full[list(cols)] = coef
+            sse = float(((((basis @ full) - t) * w) ** 2).sum())
+            if sse < best_sse - 1e-15:
+                best, best_sse = full, sse
+    # R² on log scale (the fit minimises relative error, whose targets are all 1)
+    pred = basis @ best
+    log_t, log_p = np.log(t), np.log(np.maximum(pred, 1e-30))
+    ss_tot = float(((log_t - log_t.mean()) ** 2).sum())
+    r2 = 1 - float(((log_t - log_p) ** 2).sum()) / ss_tot if ss_tot > 0 else float("nan")
+    a, b, c = (float(x) for x in best)
+    top = float(n.max())
+    total = a + b * top + c * top * top
+    exponent = (b * top + 2 * c * top * top) / total if total > 0 else float("nan")
+    return GrowthFit(a, b, c, exponent, r2, int(top))
+
+
+def fit_or_none(df, x: str = "tokens", y: str = "ttft_s") -> GrowthFit | None:
+    """fit_growth over a sweep's points that ran, or None when fewer than three did."""
+    ok = df[~df["oom"]]
+    return fit_growth(ok[x], ok[y]) if len(ok) >= 3 else None
+
+
+# ============================================================================ 4. inter-token latency
+
+def itl_sweep(loaded, contexts: Sequence[int], steps: int = 12):
+    """Inter-token latency at each context: a prefill of `context` tokens, then `steps` greedy decode
+    steps of one token each that reuse the real DynamicCache (helpers.measure.timing.timed_generate);
+    median and p90 of the steps. A short warm-up generation runs first."""
+    model, dev = loaded.model, loaded.device
+    _count(steps, "steps", 1)
+    _longest_within(model, contexts, steps + 1)
+    timed_generate(model, prompt_ids(8, vocab=model.config.vocab_size, device=dev), 3, dev)  # warm-up
+
+    def point(c: int) -> dict:
+        g = timed_generate(model, prompt_ids(c, vocab=model.config.vocab_size, device=dev), steps + 1, dev)
+        s = Stats(tuple(g.step_s))
+        return {"itl_s": s.median, "itl_p90_s": s.p90, "ttft_s": g.ttft_s}
+
+    return guarded_sweep(contexts, point, dev, "context", "ITL").frame()
+
+
+# ============================================================================ decode at growing batch
+
+def decode_batch_sweep(loaded, context: int, batches: Sequence[int], steps: int = 8):
+    """Decode step time for `batch` sequences of `context` tokens each, one token per sequence per step."""
+    model, dev = loaded.model, loaded.device
+    _count(steps, "steps", 1)
+    _longest_within(model, [context], steps + 1)
+    batches = [_count(b, "a batch", 1) for b in batches]
+
+    def point(b: int) -> dict:
+        g = timed_generate(model, prompt_ids(context, batch=b, vocab=model.config.vocab_size, device=dev),
+                           steps + 1, dev)
+        s = Stats(tuple(g.step_s))
+        return {"step_s": s.median, "step_p90_s": s.p90, "tokens_per_s": b / s.median}
+
+    return guarded_sweep(batches, point, dev, "batch", "decode batch").frame()
+
+
+# ============================================================================ 5. out of memory is a result
+
+def users_sweep(loaded, context: int, batches: Sequence[int]):
+    """Concurrent sequences of `context` tokens: for each batch, a prefill of all of them into one
+    DynamicCache and one decode step; the cache's bytes, the formula, and on CUDA the allocator's
+    peak above the weights. On a GPU the batches grow until the device runs out of memory: that
+    point ends the sweep, marked (oom = True), and the memory is given back. So does any other refusal of a
+    size (hardware.is_device_limit: a CUDA library that cannot allocate its workspace, a launch grid too
+    large at thousands of sequences); its message is the frame's attrs["oom_message"]."""
+    model, dev, spec = loaded.model, loaded.device, loaded.spec
+    _longest_within(model, [context], 2)
+    batches = [_count(b, "a batch", 1) for b in batches]
+
+    def point(b: int) -> dict:
+        free_memory(dev)
+        reset_peak(dev)
+        base = allocated(dev)
+        ids = prompt_ids(context, batch=b, vocab=model.config.vocab_size, device=dev)
+        t0 = time.perf_counter()
+        g = timed_generate(model, ids, 2, dev, track_cache=True)
+        secs = time.perf_counter() - t0
+        peak = peak_allocated(dev)
+        return {"tokens": b * context, "cache_bytes": g.cache_bytes[-1],
+                "formula_bytes": kv_cache_bytes(spec, context + 1, b, loaded.dtype, window_slots=_window_slots(spec)),
+                "peak_above_weights_bytes": (peak - base) if peak is not None else None, "seconds": secs}
+
+    return guarded_sweep(batches, point, dev, "batch", "users", is_limit=is_device_limit).frame()

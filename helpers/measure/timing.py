@@ -1,0 +1,195 @@
+"""Timing done right: warm-up, device synchronisation, repeats, median and p90.
+
+For generation: time to first token (TTFT, the prefill), then each decode step that reuses
+the real transformers KV cache (inter-token latency, ITL), TPOT and tokens/s.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Callable
+
+from .hardware import synchronize
+
+
+def percentile(samples: list[float], q: float) -> float:
+    """Linear-interpolated percentile (numpy's default method), q in [0, 100]."""
+    if not samples:
+        raise ValueError("percentile of no samples")
+    xs = sorted(samples)
+    pos = (len(xs) - 1) * q / 100
+    lo, hi = int(pos), min(int(pos) + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Summary of repeated timings, in seconds."""
+
+    samples: tuple[float, ...]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.samples)
+
+    @property
+    def p90(self) -> float:
+        return percentile(list(self.samples), 90)
+
+    @property
+    def mean(self) -> float:
+        return statistics.fmean(self.samples)
+
+    @property
+    def min(self) -> float:
+        return min(self.samples)
+
+    def to_dict(self) -> dict:
+        return {"median_s": self.median, "p90_s": self.p90, "mean_s": self.mean, "min_s": self.min,
+                "repeats": len(self.samples)}
+
+
+def measure(fn: Callable[[], object], device: str = "cpu", warmup: int = 1, repeats: int = 5) -> Stats:
+    """Run fn `warmup` times untimed, then `repeats` times, synchronising the device around each."""
+    if repeats < 1 or warmup < 0:
+        raise ValueError(f"repeats must be ≥ 1 and warmup ≥ 0, got repeats={repeats}, warmup={warmup}")
+    for _ in range(warmup):
+        fn()
+    synchronize(device)
+    samples = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        synchronize(device)
+        samples.append(time.perf_counter() - t0)
+    return Stats(tuple(samples))
+
+
+@dataclass
+class GenerationTiming:
+    """One greedy generation: TTFT (prefill + first token) and each decode step after it."""
+
+    batch: int
+    prompt_tokens: int
+    ttft_s: float
+    step_s: list[float] = field(default_factory=list)
+    token_ids: list[list[int]] = field(default_factory=list, repr=False)
+    cache_bytes: list[int] = field(default_factory=list, repr=False)  # cache size after each step
+
+    @property
+    def new_tokens(self) -> int:
+        return 1 + len(self.step_s)
+
+    @property
+    def total_s(self) -> float:
+        return self.ttft_s + sum(self.step_s)
+
+    @property
+    def itl_median_s(self) -> float | None:
+        return statistics.median(self.step_s) if self.step_s else None
+
+    @property
+    def tpot_s(self) -> float | None:
+        """Time per output token after the first: (total − TTFT) / (new tokens − 1)."""
+        return sum(self.step_s) / len(self.step_s) if self.step_s else None
+
+    @property
+    def tokens_per_s(self) -> float:
+        """Output tokens per second over the whole generation, all sequences of the batch."""
+        return self.batch * self.new_tokens / self.total_s
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d.pop("token_ids")
+        d.update(new_tokens=self.new_tokens, total_s=self.total_s, itl_median_s=self.itl_median_s,
+                 tpot_s=self.tpot_s, tokens_per_s=self.tokens_per_s)
+        return d
+
+
+def check_positions(model, prompt_tokens: int, new_tokens: int = 0) -> None:
+    """ValueError when a prompt of `prompt_tokens` plus `new_tokens` generated would run past the
+    model's positions (max_position_embeddings in its config)."""
+    limit = getattr(model.config, "max_position_embeddings", None)
+    if limit and prompt_tokens + new_tokens > limit:
+        raise ValueError(f"{prompt_tokens:,} prompt tokens + {new_tokens:,} new exceed the model's {limit:,} positions "
+                         "(max_position_embeddings in its config); shorten the prompt or the output")
+
+
+def check_ids(model, input_ids, new_tokens: int = 0, what: str = "input_ids", one_sequence: bool = False):
+    """`input_ids` as a (batch, prompt) tensor of token ids a model can run, or ValueError saying what is
+    wrong and what is allowed: at least one sequence of at least one token, integer ids from 0 to the
+    vocabulary's size − 1, and prompt + `new_tokens` within the model's positions (check_positions).
+    A list becomes a tensor. `one_sequence`: a single prompt, given as ids in a row (1-D) or (1, n)."""
+    import torch
+
+    from ..cost.stepcost import _count
+
+    new_tokens = _count(new_tokens, "new_tokens", 0)
+    if not isinstance(input_ids, torch.Tensor):
+        try:
+            input_ids = torch.as_tensor(input_ids)
+        except (TypeError, ValueError, RuntimeError, OverflowError):
+            raise ValueError(f"{what} must be token ids (a (batch, prompt) tensor or a list of ids), got "
+                             f"{type(input_ids).__name__}") from None
+    if one_sequence and input_ids.ndim == 1:
+        input_ids = input_ids.reshape(1, -1)
+    shape = tuple(input_ids.shape)
+    if input_ids.ndim != 2 or shape[0] < 1 or shape[1] < 1:
+        raise ValueError(f"{what} must be a (batch, prompt) tensor of at least one token, got shape {shape}")
+    if one_sequence and shape[0] != 1:
+        raise ValueError(f"{what} must be one sequence of token ids, got a batch of {shape[0]}")
+    if input_ids.dtype.is_floating_point or input_ids.dtype.is_complex or input_ids.dtype == torch.bool:
+        raise ValueError(f"{what} must hold integer token ids, got {input_ids.dtype}")
+    vocab = getattr(model.config, "vocab_size", None)
+    lo, hi = int(input_ids.min()), int(input_ids.max())
+    if lo < 0 or (vocab and hi >= vocab):
+        raise ValueError(f"{what} holds the id {lo if lo < 0 else hi}; allowed: 0 to {vocab - 1:,} (the vocabulary)")
+    check_positions(model, shape[1], new_tokens)
+    return input_ids.long()
+
+
+def timed_generate(model, input_ids, max_new_tokens: int, device: str | None = None,
+                   track_cache: bool = False) -> GenerationTiming:
+    """Greedy generation with a real DynamicCache, timing the prefill and every decode step.
+
+    Each decode step feeds one token per sequence and reuses the cache (no recomputation of
+    earlier tokens' K/V). input_ids: a (batch, prompt) tensor of unpadded prompts.
+    """
+    import torch
+    from transformers import DynamicCache
+
+    from ..cost.memory import measured_cache_bytes
+
+    from ..cost.stepcost import _count
+
+    _count(max_new_tokens, "max_new_tokens", 1)
+    device = device or str(next(model.parameters()).device)
+    input_ids = check_ids(model, input_ids, max_new_tokens).to(device)
+    cache = DynamicCache(config=model.config)
+    tokens: list[torch.Tensor] = []
+    sizes: list[int] = []
+    with torch.inference_mode():
+        synchronize(device)
+        t0 = time.perf_counter()
+        # logits for the last position only, as transformers' generate() does: the prompt's other
+        # logits are never used, and computing them (prompt × vocab) would inflate TTFT.
+        out = model(input_ids=input_ids, cache=cache, use_cache=True, logits_to_keep=1)
+        nxt = out.logits[:, -1, :].argmax(dim=-1, keepdim=True)
+        synchronize(device)
+        ttft = time.perf_counter() - t0
+        tokens.append(nxt)
+        if track_cache:
+            sizes.append(measured_cache_bytes(cache))
+        steps = []
+        for _ in range(max_new_tokens - 1):
+            t0 = time.perf_counter()
+            out = model(input_ids=nxt, cache=cache, use_cache=True)
+            nxt = out.logits[:, -1, :].argmax(dim=-1, keepdim=True)
+            synchronize(device)
+            steps.append(time.perf_counter() - t0)
+            tokens.append(nxt)
+            if track_cache:
+                sizes.append(measured_cache_bytes(cache))
+    ids = torch.cat(tokens, dim=1).tolist()
+    return GenerationTiming(input_ids.shape[0], input_ids.shape[1], ttft, steps, ids, sizes)

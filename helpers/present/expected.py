@@ -1,0 +1,185 @@
+"""What you should see: the figures the notebooks' "What you should see" notes and conclusions quote,
+computed from the helpers that own each quantity — for the tiny model on a CPU and for Mistral 7B on a
+reference GPU of the catalog.
+
+Each cost is reached through one function here, so a change of owner is a one-line change:
+- FLOPs of a forward pass, split into weight matmuls, attention and the output head: `flop_split`
+  (calls helpers.cost.stepcost's forward_cost);
+- a GPU's step, prefill and batch from the capacity planner: `gpu_plan` (calls helpers.capacity.plan);
+- the roofline figures notebooks 03 and 04 quote for a GPU: `on_gpu` (helpers.cost.stepcost bytes and FLOPs,
+  helpers.cost.roofline ridge, at the datasheet and at the planner's default efficiency).
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from ..cost.specs import ModelSpec, get_spec
+
+REFERENCE_MODEL = "mistral-7b-v0.1"
+REFERENCE_GPU = "H100 SXM"   # the GPU of the talk's serving benchmark (talk outline, Demo F)
+SHARE_TOKENS = (512, 2048, 4096, 32768)
+SHARE_MODELS = ("mistral-7b-v0.1", "mistral-7b-v0.3", "llama-3.1-8b", "qwen2.5-7b")
+
+
+def _spec(model) -> ModelSpec:
+    return model if isinstance(model, ModelSpec) else get_spec(model)
+
+
+# ----------------------------------------------------------------------------- attention's share of prefill
+
+def flop_split(model, new_tokens: int, past_tokens: int = 0) -> dict[str, int]:
+    """FLOPs of one sequence's forward pass over `new_tokens` after `past_tokens`, split three ways:
+    the weight matmuls (2 per parameter per token), attention's QKᵀ and softmax·V over the keys each
+    query sees (windows honoured), and the output head for the last position. The single call into the
+    FLOP cost model (helpers.cost.stepcost.forward_cost), so the sum is its total."""
+    from ..cost.stepcost import forward_cost
+
+    spec = _spec(model)
+    if isinstance(new_tokens, bool) or not isinstance(new_tokens, int) or new_tokens < 1:
+        raise ValueError(f"new_tokens must be a positive integer, got {new_tokens!r}")
+    c = forward_cost(spec, new_tokens, past_tokens)
+    return {"matmul": c.matmul_flops, "attention": c.attention_flops, "head": c.head_flops}
+
+
+def attention_share(model, tokens: int) -> float:
+    """Attention's share of a prefill's FLOPs (matmuls + attention + head) for a prompt of `tokens`."""
+    f = flop_split(model, tokens)
+    return f["attention"] / sum(f.values())
+
+
+def attention_parity_tokens(model, limit: int | None = None) -> int | None:
+    """The shortest prompt whose prefill spends as many FLOPs in attention as in the weight matmuls,
+    or None when no prompt up to `limit` tokens (default 2²⁰, past any preset's context: the crossing
+    is a property of the shape) gets there — a sliding window caps the keys each query sees, and with
+    them attention's cost per token, so such a model may never get there.
+
+    Attention per prompt token grows with the prompt (or stops growing at the window) while the
+    matmuls' stays fixed, so the ratio only rises: a bisection finds the first length."""
+    spec = _spec(model)
+    top = int(limit or 2**20)
+
+    def reached(n: int) -> bool:
+        f = flop_split(spec, n)
+        return f["attention"] >= f["matmul"]
+
+    if not reached(top):
+        return None
+    lo, hi = 1, top
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if reached(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def attention_share_rows(models: Iterable = SHARE_MODELS, tokens: Iterable[int] = SHARE_TOKENS,
+                         extra: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """One row per model: its width, where attention's FLOPs reach the matmuls' in a prefill, and
+    attention's share of the prefill at each prompt length, in % (a length beyond the model's context is NaN).
+    `extra` adds named specs (e.g. {"tiny (this run)": loaded.spec}) before the presets."""
+    named = list((extra or {}).items()) + [(m, m) for m in models]
+    rows = []
+    for name, model in named:
+        spec = _spec(model)
+        parity = attention_parity_tokens(spec)
+        row = {"model": name, "hidden size": spec.hidden_size, "layers": spec.num_layers,
+               "window": spec.sliding_window or "none",
+               "context (tokens)": spec.max_position_embeddings,
+               "attention = matmuls at (tokens)": parity if parity is not None else "never",
+               "within its context": parity is not None and parity <= (spec.max_position_embeddings or parity)}
+        for n in tokens:
+            ok = spec.max_position_embeddings is None or n <= spec.max_position_embeddings
+            row[f"attention share at {n:,} (%)"] = round(100 * attention_share(spec, n), 1) if ok else float("nan")
+        rows.append(row)
+    return rows
+
+
+# ----------------------------------------------------------------------------- a GPU, from the planner
+
+def gpu_plan(model=REFERENCE_MODEL, gpu: str = REFERENCE_GPU, weight_dtype: str = "bf16", context: int = 4096,
+             batch: int = 1, prompt_tokens: int | None = None):
+    """The capacity planner's plan (helpers.capacity.plan): the single call for a GPU's decode step,
+    prefill and largest batch. Its step_floor_s and prefill_floor_s are at the datasheet's bandwidth and
+    peak; its step_s and prefill_s at the planner's default efficiency (DEFAULT_EFFICIENCY, 0.5 of the
+    datasheet), i.e. the floor ÷ 0.5."""
+    from ..capacity import plan
+
+    return plan(model, gpu, weight_dtype=weight_dtype, context=context, batch=batch, prompt_tokens=prompt_tokens)
+
+
+def gpu_sizes():
+    """The sweep sizes notebook 01 uses for Mistral 7B on a large GPU (helpers.measure.sweeps.sweep_sizes)."""
+    from ..measure.sweeps import sweep_sizes
+
+    return sweep_sizes("mistral-7b", "cuda")
+
+
+def gpu_expectations(model=REFERENCE_MODEL, gpu: str = REFERENCE_GPU, sizes=None) -> dict[str, Any]:
+    """What a GPU run of notebook 01 should show, computed for its sweep sizes: the cache at the
+    longest sequence; floors it should come near but never beat — TTFT of one prompt alone (prefill)
+    and the decode step, at the shortest and longest lengths, and the step at batches 1, 8 and 64;
+    how many sequences of the users sweep's context fit in the whole memory, and so the first batch of
+    its doubling sweep that cannot."""
+    from ..cost.gpus import get_gpu
+    from ..cost.memory import kv_bytes_per_token, kv_cache_bytes, max_users, weight_bytes
+
+    spec, g = _spec(model), get_gpu(gpu)
+    sizes = sizes or gpu_sizes()
+    w = weight_bytes(spec, "bf16").bytes
+    longest = sizes.memory_tokens[-1]
+    ttft = (sizes.ttft_tokens[0], sizes.ttft_tokens[-1])
+    itl = (sizes.itl_contexts[0], sizes.itl_contexts[-1])
+    users = max_users(g.memory_bytes, w, 0, kv_bytes_per_token(spec, "bf16"), sizes.users_context)
+    return {"model": spec.name, "gpu": g.name, "bandwidth": g.bandwidth, "peak_flops": g.peak_flops("bf16")[0],
+            "memory_bytes": g.memory_bytes, "weight_bytes": w, "window": spec.sliding_window, "kv_bytes_per_token": kv_bytes_per_token(spec, "bf16"),
+            "longest": longest, "cache_at_longest": kv_cache_bytes(spec, longest, 1, "bf16"),
+            "ttft_floor_s": {n: gpu_plan(spec, g.name, context=n).prefill_floor_s for n in ttft},
+            "step_floor_s": {c: gpu_plan(spec, g.name, context=c).step_floor_s for c in itl},
+            "batched_step_s": {b: gpu_plan(spec, g.name, context=1024, batch=b).step_floor_s for b in (1, 8, 64)},
+            "users_context": sizes.users_context, "users_fit": users,
+            "users_oom_at": next((b for b in sizes.users_batches if b > users), None)}
+
+
+def quantized_decode_rows(model=REFERENCE_MODEL, gpu: str = REFERENCE_GPU,
+                          schemes: Iterable[str] = ("bf16", "fp8", "int8", "nf4"), context: int = 1024) -> list[dict]:
+    """The decode step's floor on a GPU for each weight scheme (batch 1, `context` tokens cached):
+    a memory-bound step reads the weights once, so fewer bytes per weight means a shorter floor —
+    if a kernel dequantizes on the fly at full bandwidth. 'vs bf16' is bf16's floor ÷ this one."""
+    rows = []
+    for s in schemes:
+        p = gpu_plan(model, gpu, weight_dtype=s, context=context)
+        rows.append({"scheme": s, "weight bytes": p.weight_bytes, "step floor (ms)": p.step_floor_s * 1e3,
+                     "bound": p.bound})
+    base = rows[0]["step floor (ms)"]
+    for r in rows:
+        r["vs bf16 (×)"] = base / r["step floor (ms)"]
+    return rows
+
+
+# ----------------------------------------------------------------------------- notebooks 03 and 04 on a GPU
+
+def on_gpu(gpu: str = "H100 SXM", model: str = REFERENCE_MODEL, contexts=(512, 4096), prompt: int = 2048) -> dict[str, Any]:
+    """The roofline figures of `model` in bf16 on a catalogued GPU: ridge, crossover batch, decode
+    floor (batch 1) at `contexts`, the prefill floor of a `prompt`-token prompt, and the decode step at
+    the planner's default efficiency."""
+    from ..capacity.planner import DEFAULT_EFFICIENCY
+    from ..cost.gpus import get_gpu
+    from ..cost.roofline import crossover_batch, ridge_point
+    from ..cost.stepcost import decode_cost, forward_cost
+
+    g = get_gpu(gpu)
+    peak, _ = g.peak_flops("bf16")
+    decode = {c: decode_cost(model, c, 1, "bf16") for c in contexts}
+    pre = forward_cost(model, prompt, 0, 1, "bf16")
+    return {
+        "gpu": g.name, "model": model, "bandwidth": g.bandwidth, "peak_flops": peak,
+        "ridge": ridge_point(peak, g.bandwidth), "crossover_batch": crossover_batch(peak, g.bandwidth, 2),
+        "decode_floor_s": {c: d.bytes / g.bandwidth for c, d in decode.items()},
+        "decode_intensity": {c: d.intensity for c, d in decode.items()},
+        "decode_at_efficiency_s": {c: d.bytes / g.bandwidth / DEFAULT_EFFICIENCY for c, d in decode.items()},
+        "efficiency": DEFAULT_EFFICIENCY,
+        "prompt": prompt, "prefill_floor_s": max(pre.flops / peak, pre.bytes / g.bandwidth),
+        "prefill_intensity": pre.intensity,
+    }

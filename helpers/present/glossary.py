@@ -1,0 +1,54 @@
+"""Links from the notebooks into the glossary, `workshop/glossary.md`, checked against its anchors.
+
+    from helpers.present.glossary import term
+    mo.md(f"... the {term('TTFT')} grows with the prompt ...")   # -> [TTFT](…/workshop/glossary.md#ttft)
+
+An anchor is the heading in lowercase with words joined by hyphens (GitHub's rule), or an explicit
+`<a id="…">` in the file. A link to an anchor the glossary does not have raises ValueError, so a
+notebook run catches a broken link. With WORKSHOP_REPO_URL set (Colab, where the repository is
+cloned from it), links point at the published file; otherwise they are relative to `notebooks/`.
+"""
+from __future__ import annotations
+
+import functools
+import re
+from pathlib import Path
+
+GLOSSARY = Path(__file__).resolve().parents[2] / "workshop" / "glossary.md"
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lowercase, punctuation dropped (hyphens kept), spaces to hyphens."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+@functools.lru_cache(maxsize=1)
+def anchors(path: Path = GLOSSARY) -> frozenset[str]:
+    """Every anchor of the glossary: its headings' slugs and its explicit ids."""
+    text = Path(path).read_text(encoding="utf-8")
+    found = {slug(m.group(1)) for m in re.finditer(r"^#{2,4}\s+(.+?)\s*$", text, flags=re.M)}
+    found |= set(re.findall(r'<a id="([^"]+)"></a>', text))
+    return frozenset(found)
+
+
+def url(anchor: str) -> str:
+    """Where a glossary anchor lives: the published file when WORKSHOP_REPO_URL is set, else the path
+    relative to a notebook in notebooks/."""
+    from .. import env
+
+    base = (env.text("WORKSHOP_REPO_URL") or "").rstrip("/")
+    if base.endswith(".git"):
+        base = base[:-4]
+    where = f"{base}/blob/main/workshop/glossary.md" if base else "../workshop/glossary.md"
+    return f"{where}#{anchor}"
+
+
+def term(text: str, anchor: str | None = None) -> str:
+    """A markdown link from `text` to its glossary entry (anchor: slug(text) unless given)."""
+    key = anchor or slug(text)
+    if GLOSSARY.exists() and key not in anchors():
+        close = sorted(a for a in anchors() if a[:3] == key[:3])
+        raise ValueError(f"no glossary entry {key!r} in workshop/glossary.md"
+                         + (f"; did you mean: {', '.join(close)}" if close else ""))
+    return f"[{text}]({url(key)})"

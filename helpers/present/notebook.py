@@ -1,0 +1,183 @@
+"""One call at the top of every notebook: readable tables, quiet libraries, plots that fit."""
+from __future__ import annotations
+
+import logging
+import math
+import warnings
+from dataclasses import dataclass
+from typing import Any, Callable
+
+
+# ----------------------------------------------------------------------------- controls outside marimo
+
+def in_marimo() -> bool:
+    """True when the notebook runs in marimo's own runtime (edit, run, Molab), where controls are live."""
+    try:
+        import marimo as mo
+
+        return bool(mo.running_in_notebook())
+    except Exception:  # noqa: BLE001 - no marimo, or an older one: not live
+        return False
+
+
+def env_default(name: str, default, allowed=None):
+    """A control's starting value: the environment variable `name` when set (parsed like `default`:
+    int, float or text), else `default`. Outside marimo controls are static, so this is how a Jupyter,
+    Colab or headless run changes them (``%env WORKSHOP_GPU_GB=141`` in a cell above, or the shell).
+    Raises ValueError naming the variable, its value and what is allowed when the value does not
+    parse, is not finite, or is not one of `allowed` (helpers.env, which reads every variable)."""
+    from .. import env
+
+    if isinstance(default, (int, float)) and not isinstance(default, bool):
+        return env.number(name, default, type(default), allowed=allowed)
+    value = env.text(name, default)
+    if allowed is not None and value not in list(allowed):
+        raise env.refuse(name, value, ", ".join(map(str, allowed)))
+    return value
+
+
+def static_note(variables: dict[str, str]):
+    """Under marimo nothing; elsewhere (Jupyter, Colab, a script) a note that the controls above are
+    static and which environment variable sets each one: {variable: what it sets}."""
+    import marimo as mo
+
+    if in_marimo():
+        return mo.md("")
+    items = "\n".join(f"- `{k}` — {v}" for k, v in variables.items())
+    return mo.md(
+        "_These controls are static outside marimo (Jupyter, Colab, a headless run). To change them, set the "
+        "environment variable in a cell above and rerun from there (`%env NAME=value`), or open the notebook "
+        f"in marimo or Molab:_\n\n{items}")
+
+
+def setup() -> None:
+    """Pandas shows whole cells, matplotlib uses the workshop's style, and libraries keep their
+    routine chatter (loading bars of a 20 MB model, optional-kernel notices) to themselves."""
+    import pandas as pd
+
+    pd.set_option("display.max_colwidth", 160)
+    pd.set_option("display.width", 160)
+    try:
+        import matplotlib as mpl
+
+        mpl.rcParams.update({"figure.dpi": 100, "axes.grid": True, "grid.alpha": 0.3,
+                             "axes.spines.top": False, "axes.spines.right": False})
+    except ImportError:
+        pass
+    logging.getLogger("bitsandbytes").setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore", message=".*IProgress not found.*")
+    warnings.filterwarnings("ignore", message=".*MatMul8bitLt: inputs will be cast.*")
+
+
+def folded(title: str, body: str):
+    """A solution that stays folded until opened: a marimo accordion in marimo; in Jupyter and Colab
+    (which cannot draw marimo's accordion) an HTML <details> block, folded the same way. `body` is
+    markdown (indentation removed)."""
+    import textwrap
+
+    import marimo as mo
+
+    text = textwrap.dedent(body).strip()
+    if mo.running_in_notebook():
+        return mo.accordion({title: mo.md(text)})
+    return mo.Html(f"<details><summary>{mo.md(title).text}</summary>{mo.md(text).text}</details>")
+
+
+def exercise(number: int, question: str, solution: str, label: str = "Solution"):
+    """An exercise (markdown) with its solution folded until opened: a marimo accordion in marimo, a
+    <details> block in Jupyter and in the HTML report (where marimo's accordion element cannot unfold)."""
+    import marimo as mo
+
+    head = mo.md(f"**Exercise {number}.** {question}")
+    solution_view = folded(label, solution)
+    if mo.running_in_notebook():
+        return mo.vstack([head, solution_view])
+    return mo.Html(f"<div>{head.text}{solution_view.text}</div>")
+
+
+def elapsed(start: float) -> str:
+    """Seconds since `start` (time.perf_counter()), for a notebook's closing line 'this run took …'."""
+    import time
+
+    s = time.perf_counter() - start
+    return f"{s:,.0f} s" if s < 120 else f"{s / 60:,.1f} min"
+
+
+def speedup_phrase(ratio: float, faster: str = "faster", slower: str = "slower") -> str:
+    """A measured speed ratio (baseline time ÷ new time) in words, by rule: "2.3× faster" above 1,
+    "1.4× slower" below (the inverse, so both read as a factor ≥ 1), "no faster" at exactly 1."""
+    if not math.isfinite(ratio) or ratio <= 0:
+        raise ValueError(f"a speed ratio must be a positive finite number, got {ratio!r}")
+    factor = ratio if ratio >= 1 else 1 / ratio
+    text = f"{factor:.2f}×" if factor < 1.1 else f"{factor:.1f}×"   # 1.04×, not 1.0×
+    if ratio > 1:
+        return f"{text} {faster}"
+    if ratio < 1:
+        return f"{text} {slower}"
+    return f"no {faster}"
+
+
+# ----------------------------------------------------------------------------- a measurement that fails
+
+@dataclass
+class Attempt:
+    """A measurement run by attempt(): its value, or the one-line fault that stopped it (and the
+    traceback, folded). A notebook shows `note()` where it happened and goes on with the cells that do
+    not need the value; those that do show `skipped()`."""
+
+    what: str
+    value: Any = None
+    error: str | None = None
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def note(self):
+        """Where the measurement ran: nothing when it worked, else what failed and what still runs."""
+        import marimo as mo
+
+        if self.ok:
+            return mo.md("")
+        return mo.vstack([
+            mo.callout(mo.md(f"**{self.what} failed here:** {self.error}\n\n"
+                             "The cells that need its result say so below; the rest of the notebook runs. "
+                             "Recorded results from a machine where it ran are in `workshop/results/`."),
+                       kind="danger"),
+            folded("The full error", f"```\n{self.detail.strip()}\n```")])
+
+    def skipped(self, what_needs_it: str):
+        """In a cell that needs the value: a short line saying why it shows nothing."""
+        import marimo as mo
+
+        return mo.md(f"_{what_needs_it} needs {self.what}, which failed above ({self.error})._")
+
+
+def attempt(what: str, fn: Callable[..., Any], *args, **kwargs) -> Attempt:
+    """Run fn(*args, **kwargs) as one measurement of a notebook: an exception becomes Attempt.error
+    (type and message, one line) instead of stopping the notebook, so a server that does not start or a
+    sweep that breaks takes only the cells that need it. KeyboardInterrupt still stops the run."""
+    import traceback
+
+    try:
+        return Attempt(what, fn(*args, **kwargs))
+    except Exception as exc:  # noqa: BLE001 - any fault of a measurement is reported, not raised
+        message = " ".join(str(exc).split())[:400] or "(no message)"
+        return Attempt(what, None, f"{type(exc).__name__}: {message}", traceback.format_exc())
+
+
+def code(obj, title: str | None = None, folded_: bool = True):
+    """The source of a function, class or module as a code block, so a mechanism is read as its own code:
+    folded under `title` (default: its name and line count) unless `folded_` is False."""
+    import inspect
+    import textwrap
+
+    import marimo as mo
+
+    src = textwrap.dedent(inspect.getsource(obj)).rstrip()
+    name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", "source")
+    block = f"```python\n{src}\n```"
+    if not folded_:
+        return mo.md(block)
+    return folded(title or f"`{name}` — {src.count(chr(10)) + 1} lines", block)

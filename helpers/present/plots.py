@@ -1,0 +1,281 @@
+"""The workshop's one visual style: every figure names what produced it, has a title, uses one colour
+per meaning and one unit family per quantity; every table says once, in its caption, where it was
+measured or computed.
+
+    fig, ax = plots.figure()
+    ax.plot(x, y, color=plots.MEASURED, marker="o", label="measured")
+    ax.plot(x, f, color=plots.COMPUTED, label="formula")
+    plots.log_axis(ax, "x", ticks=x)                     # log scale, ticks at the data, labelled 1k, 4k …
+    div, unit = plots.byte_unit(max_bytes)               # bytes on an axis: always decimal (kB, MB, GB)
+    plots.finish(fig, loaded, title="Memory grows with every token")
+    plots.table(df, "measured: " + loaded.label)         # a captioned table, thousands separators
+
+Conventions (workshop/README.md, "visual style"):
+- colours: MEASURED (blue) for what this machine measured, COMPUTED (orange) for what helpers compute
+  from a config, DATASHEET (grey, dashed) for vendors' figures; FIT (black) for a law fitted through
+  measurements; OOM (red) for where a device ran out; FITS / DOES_NOT_FIT for yes/no bars; the phases of
+  a request (WAITING, PREFILL, DECODE, IDLE) have their own.
+- bytes on axes are decimal (kB, MB, GB: 10³, 10⁶, 10⁹), as GPU memory is labelled; text may add the
+  binary figure through helpers.cost.units.fmt_bytes.
+- bars sit on a linear axis from zero; log axes get ticks at readable values (1k, 4k, 32k).
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Any, Iterable, Sequence
+
+# ----------------------------------------------------------------------------- one colour per meaning
+MEASURED = "#1f77b4"       # measured on this machine (blue)
+COMPUTED = "#ff7f0e"       # computed by helpers from a config (orange)
+DATASHEET = "#7f7f7f"      # a vendor's published figure (grey; draw dashed)
+FIT = "#000000"            # a law fitted through measured points (black, thin)
+OOM = "#d62728"            # out of memory, does not fit (red)
+FITS = "#2ca02c"           # fits / yes (green)
+DOES_NOT_FIT = OOM
+WAITING = "#e5e5e5"        # a request waiting (light grey)
+PREFILL = "#8c564b"        # a request's prefill, up to its first token (brown)
+DECODE = "#17becf"         # a request's decode steps (cyan)
+IDLE = "#9aabbb"           # a row held idle in a static batch (hatched)
+DATASHEET_STYLE = {"color": DATASHEET, "ls": "--", "lw": 1}
+
+MEANINGS = {"measured": MEASURED, "computed": COMPUTED, "datasheet": DATASHEET, "fit": FIT, "oom": OOM}
+
+
+def figure(ncols: int = 1, nrows: int = 1, width: float = 7.0, height: float = 4.0, **kw):
+    """A matplotlib figure with the workshop's size; returns (fig, axes)."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows), **kw)
+    return fig, axes
+
+
+def source_label(source: Any) -> str:
+    """The line that says what produced a figure: a Loaded model's label, or a given text."""
+    label = getattr(source, "label", None)
+    if isinstance(label, str):
+        return "measured: " + label
+    return str(source)
+
+
+def has_title(fig) -> bool:
+    """Whether the figure has a title: a suptitle, or a title on every visible axes."""
+    if fig._suptitle is not None and fig._suptitle.get_text():
+        return True
+    axes = [ax for ax in fig.axes if ax.get_visible() and ax.axison and ax.get_label() != "<colorbar>"]
+    return bool(axes) and all(ax.get_title() or ax.get_title(loc="left") for ax in axes)
+
+
+def stamp(fig, source: Any, title: str | None = None) -> Any:
+    """Write what produced the figure along its bottom edge (and `title` as its suptitle); returns
+    the figure. A figure with no title at all gets a warning: every figure has one."""
+    if title:
+        fig.suptitle(title, fontsize=11)
+    elif not has_title(fig):
+        warnings.warn("figure without a title: pass title= to plots.finish or set one per axes", stacklevel=3)
+    fig.text(0.01, 0.005, source_label(source), fontsize=8, color="#555", ha="left", va="bottom")
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    return fig
+
+
+def finish(fig, source: Any, title: str | None = None) -> Any:
+    """stamp(), then close the figure in pyplot: returned as a cell's value it still renders (marimo and
+    Jupyter draw Figure objects), and Jupyter's inline backend does not draw it a second time."""
+    import matplotlib.pyplot as plt
+
+    stamp(fig, source, title)
+    plt.close(fig)
+    return fig
+
+
+# ----------------------------------------------------------------------------- nothing to draw
+
+def is_empty(data: Any) -> bool:
+    """No rows to draw: None, an empty sequence or mapping, a DataFrame with no rows."""
+    if data is None:
+        return True
+    empty = getattr(data, "empty", None)      # pandas: a DataFrame or Series
+    if isinstance(empty, bool):
+        return empty
+    try:
+        return len(data) == 0
+    except TypeError:
+        return False
+
+
+def note_figure(source: Any, title: str, why: str = "nothing was measured in this run"):
+    """A figure that says why there is nothing to draw (a failed server, an empty sweep), titled and
+    stamped like the others: a notebook shows it in place of the plot and goes on."""
+    fig, ax = figure(height=1.6)
+    ax.axis("off")
+    ax.text(0.5, 0.5, f"Nothing to draw: {why}", ha="center", va="center", fontsize=10, color="#555", wrap=True,
+            transform=ax.transAxes)
+    return finish(fig, source, title)
+
+
+def notes_when_empty(title: str):
+    """Decorate a figure function whose first argument is its data: given no rows, it returns
+    note_figure(...) titled `title` (its `source` argument, when it has one, stamps the note) instead of
+    failing inside matplotlib or pandas."""
+    import functools
+    import inspect
+
+    def wrap(fn):
+        sig = inspect.signature(fn)
+
+        @functools.wraps(fn)
+        def draw(*args, **kwargs):
+            bound = sig.bind_partial(*args, **kwargs)
+            data = next(iter(bound.arguments.values()), None)
+            if not is_empty(data):
+                return fn(*args, **kwargs)
+            src = bound.arguments.get("source", bound.arguments.get("loaded", "nothing measured"))
+            return note_figure(src, title)
+        draw.empty_title = title       # what the note is titled (tests find the decorated figures by it)
+        return draw
+    return wrap
+
+
+# ----------------------------------------------------------------------------- units and ticks
+
+_DECIMAL = ((1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB"))
+
+
+def byte_unit(max_bytes: float) -> tuple[float, str]:
+    """(divisor, unit) in the decimal family for bytes up to max_bytes: 2.4e9 -> (1e9, 'GB'). Every
+    axis of bytes in the notebooks uses this family, so MB never meets MiB."""
+    for size, unit in _DECIMAL:
+        if abs(max_bytes) >= size:
+            return size, unit
+    return 1.0, "B"
+
+
+_POWERS = {"TB": "10¹²", "GB": "10⁹", "MB": "10⁶", "kB": "10³"}
+
+
+def byte_label(unit: str, what: str = "") -> str:
+    """An axis label for bytes in a decimal unit: 'KV cache, MB (10⁶ bytes)'."""
+    tail = f"{unit} ({_POWERS[unit]} bytes)" if unit in _POWERS else "bytes"
+    return f"{what}, {tail}" if what else tail
+
+
+def tick_label(value: float) -> str:
+    """A readable tick: powers of two from 1,024 as '1k', '4k', '128k' (token counts); other values
+    with thousands separators and no trailing zeros ('1,000', '0.5')."""
+    if value >= 1024 and float(value).is_integer() and (int(value) & (int(value) - 1)) == 0:
+        return f"{int(value) // 1024:,}k"
+    if float(value).is_integer():
+        return f"{int(value):,}"
+    return f"{value:,.3g}"
+
+
+def log_axis(ax, axis: str = "x", ticks: Iterable[float] | None = None, base: float = 10) -> None:
+    """Put `axis` ('x' or 'y') on a log scale with readable labels: at `ticks` when given (e.g. the
+    measured prompt lengths), else at 1, 2, 5 × each decade, labelled 1, 2, 5, 10, … 1,000 — never 10⁰ or 2¹⁰."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter
+
+    if axis not in ("x", "y"):
+        raise ValueError(f"axis must be 'x' or 'y', got {axis!r}")
+    target = ax.xaxis if axis == "x" else ax.yaxis
+    (ax.set_xscale if axis == "x" else ax.set_yscale)("log", base=base)
+    if ticks is not None:
+        vals = sorted({float(t) for t in ticks if t and t > 0})
+        if len(vals) > 9:  # thin out: keep about eight, always the ends
+            step = math.ceil(len(vals) / 8)
+            vals = sorted(set(vals[::step]) | {vals[-1]})
+        target.set_major_locator(FixedLocator(vals))
+    elif base == 10:
+        target.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    target.set_major_formatter(FuncFormatter(lambda v, _: tick_label(v)))
+    target.set_minor_formatter(NullFormatter())
+
+
+# ----------------------------------------------------------------------------- tables
+
+def table(df, caption: str, precision: int = 3, hide_index: bool = True):
+    """A table as the workshop shows it: the source said once in the caption (not in a column of
+    every row), columns that hold nothing on this run (all None/NaN, e.g. CUDA-only figures on a CPU)
+    left out, integers with thousands separators, floats to `precision` significant digits.
+    Returns a pandas Styler (renders in marimo, Jupyter and the HTML report)."""
+    import pandas as pd
+
+    shown = df.dropna(axis=1, how="all")
+    styler = shown.style.set_caption(caption).set_table_styles(
+        [{"selector": "caption", "props": "caption-side: top; text-align: left; font-style: italic; color: #555;"}])
+    styler = styler.format(lambda v: cell_text(v, precision))
+    if hide_index:
+        styler = styler.hide(axis="index")
+    return styler
+
+
+def cell_text(v: Any, precision: int = 3) -> str:
+    """How a table cell reads: integers with thousands separators, floats to `precision` significant
+    digits (large ones whole, with separators), missing values as '–', everything else as str()."""
+    import numbers
+
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "–"
+    if isinstance(v, (bool,)) or type(v).__name__ == "bool_":
+        return str(bool(v))
+    if isinstance(v, numbers.Integral):
+        return f"{int(v):,}"
+    if isinstance(v, numbers.Real):
+        return _float(float(v), precision)
+    try:
+        import pandas as pd
+
+        if pd.isna(v):
+            return "–"
+    except (TypeError, ValueError):
+        pass
+    return str(v)
+
+
+def _float(v: float, precision: int) -> str:
+    if v != 0 and abs(v) >= 10 ** precision:
+        return f"{v:,.0f}"
+    return f"{v:.{precision}g}"
+
+
+def heatmap(ax, values, xlabels, ylabels, fmt=str, cmap: str = "viridis", mask=None, colorbar_label: str = ""):
+    """A labelled heat map on `ax`: values[row][col], each cell annotated with fmt(value); cells where
+    mask[row][col] is true are greyed and hatched (e.g. 'does not fit'). Returns the image."""
+    import matplotlib
+    import numpy as np
+    from matplotlib.patches import Rectangle
+
+    data = np.asarray(values, dtype=float)
+    hidden = np.zeros(data.shape, dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
+    colours = matplotlib.colormaps[cmap].with_extremes(bad="#eeeeee")
+    im = ax.imshow(np.ma.masked_array(data, mask=hidden), cmap=colours, aspect="auto", origin="lower")
+    ax.grid(False)
+    ax.set_xticks(range(len(xlabels)), [str(x) for x in xlabels], fontsize=8)
+    ax.set_yticks(range(len(ylabels)), [str(y) for y in ylabels], fontsize=8)
+    top = np.nanmax(np.where(hidden, np.nan, data)) if (~hidden).any() else 1.0
+    for i in range(data.shape[0]):
+        for j in range(data.shape[1]):
+            colour = "#999" if hidden[i, j] else ("white" if data[i, j] < 0.6 * top else "black")
+            ax.text(j, i, fmt(data[i, j]), ha="center", va="center", fontsize=7, color=colour)
+            if hidden[i, j]:
+                ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="///", edgecolor="#ccc", lw=0))
+    ax.figure.colorbar(im, ax=ax).set_label(colorbar_label)
+    return im
+
+
+def bars(ax, labels: Sequence[str], values: Sequence[float], color: str | Sequence[str], fmt=None) -> None:
+    """Bars on a linear axis from zero, each labelled with fmt(value) above it (default: 3 significant
+    digits with thousands separators). One bar per label, in order, even where labels repeat (matplotlib's
+    categorical axis would stack bars of the same label); `color` one for all or one per bar."""
+    fmt = fmt or (lambda v: _float(float(v), 3))
+    labels, values = [str(x) for x in labels], list(values)
+    if len(labels) != len(values):
+        raise ValueError(f"{len(labels)} labels for {len(values)} values")
+    colors = [color] * len(values) if isinstance(color, str) else list(color)
+    if len(colors) != len(values):
+        raise ValueError(f"{len(colors)} colours for {len(values)} bars")
+    ax.bar(range(len(values)), values, color=colors)
+    ax.set_xticks(range(len(values)), labels)
+    ax.set_yscale("linear")
+    ax.set_ylim(bottom=0, top=max([float(v) for v in values] + [0]) * 1.15 or 1)
+    for i, v in enumerate(values):
+        ax.text(i, float(v), fmt(v), ha="center", va="bottom", fontsize=8)

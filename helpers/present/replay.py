@@ -1,0 +1,236 @@
+"""Replay: the room with no Wi-Fi, no GPU and a slow laptop, and long sweeps one click away.
+
+A notebook runs each long measurement through `measure(key, fn, ...)`, which returns a `Measured`:
+the value, how long it took, and whether it was measured here or replayed from a recorded run.
+
+- **live** (the default): `fn` runs here, as it always has — under `make run`, nbmake, Jupyter, Colab.
+- **replay** (`WORKSHOP_REPLAY=1`, the facilitator's mode): the value a committed recorded run measured
+  (`workshop/results/<record>/replay/`) comes back at once, labelled with where and when it was recorded;
+  the notebook's **Run live** button (`run=`) measures it here instead. `WORKSHOP_REPLAY=<record folder>`
+  picks a record (e.g. `h200`); otherwise a GPU record first, then one of the live profile, newest first.
+- **in marimo**, a sweep marked `long=True` waits for its button: a recording of this device kind and
+  profile shows at once instead (labelled), or the cell says what the button will measure and how long
+  it took when recorded. Opening a notebook never starts a minute of measuring by itself.
+- **recording** (`WORKSHOP_REPLAY_RECORD=<folder>`, set by `make record-replay`): every measurement run
+  here is also saved there, one pickle per key, with the record's meta (device, profile, versions, commit).
+
+A recording that is missing or no longer loads (a result type changed since) is not an error: the
+measurement runs live and `Measured.why_live` says why.
+"""
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import re
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from .recorded import RESULTS
+
+REPLAY_ENV = "WORKSHOP_REPLAY"
+RECORD_ENV = "WORKSHOP_REPLAY_RECORD"
+FOLDER = "replay"          # inside a record's folder
+KEY = re.compile(r"^[0-9]{2}/[a-z0-9_]+$")   # '01/ttft_sweep': notebook number / measurement
+MAX_BYTES = 4_000_000      # a recording is a result (timings, tables), never a model: larger is refused
+
+
+@dataclass
+class Measured:
+    """One measurement's value, measured here (`recorded` is None) or replayed from a recording."""
+
+    key: str
+    value: Any
+    seconds: float                 # what it took here, or when it was recorded
+    recorded: dict | None = None   # the recording's meta: device, profile, recorded_at, git_commit
+    why_live: str = ""             # replay was asked for but this ran live: why
+
+    @property
+    def replayed(self) -> bool:
+        return self.recorded is not None
+
+    @property
+    def label(self) -> str:
+        """'recorded on cpu: AMD EPYC · profile tiny-trained · 2026-12-01 10:02 UTC' or 'measured in this run'."""
+        if not self.replayed:
+            return "measured in this run"
+        r = self.recorded
+        when = str(r.get("recorded_at", "?")).replace("T", " ").replace("+00:00", " UTC")
+        return f"recorded on {r.get('device', '?')} · profile {r.get('profile', '?')} · {when}"
+
+    def source(self, live_source: Any) -> Any:
+        """What a figure or table of this value should be stamped with: the live model's label when
+        measured here, the recording's label when replayed."""
+        return live_source if not self.replayed else f"replayed: {self.label}"
+
+    def note(self):
+        """A line under the measurement: replayed (from where, and that Run live measures it here), or
+        why a replay ran live; nothing for an ordinary live run."""
+        import marimo as mo
+
+        if self.replayed:
+            return mo.callout(mo.md(f"**Replayed**, not measured here: {self.label} (it took {self.seconds:,.0f} s "
+                                    "there). Press **Run live** to measure it on this machine."), kind="info")
+        if self.why_live:
+            return mo.callout(mo.md(f"Measured live in replay mode: {self.why_live}."), kind="warn")
+        return mo.md("")
+
+
+# ----------------------------------------------------------------------------- modes
+
+def replay_wanted() -> str | None:
+    """None in the ordinary live mode; else the replay setting ('1', or a record folder's name)."""
+    raw = os.environ.get(REPLAY_ENV, "").strip()
+    if raw.lower() in ("", "0", "false", "no", "off"):
+        return None
+    if raw.lower() not in ("1", "true", "yes", "on") and not (RESULTS / raw / FOLDER).is_dir():
+        have = ", ".join(r.name for r in recordings()) or "none"
+        raise ValueError(f"{REPLAY_ENV}={raw!r} is neither 1 nor a recorded run with replays; recorded: {have}")
+    return raw
+
+
+def _interactive() -> bool:
+    from .notebook import in_marimo
+
+    return in_marimo()
+
+
+# ----------------------------------------------------------------------------- recordings
+
+def recordings(results: Path | None = None) -> list[Path]:
+    """Record folders that hold replays: GPU records first, then newest first."""
+    out = []
+    for meta in Path(results or RESULTS).glob(f"*/{FOLDER}/meta.json"):
+        try:
+            out.append((json.loads(meta.read_text()), meta.parent.parent))
+        except (OSError, ValueError):
+            continue                     # a corrupt meta.json: that record is skipped, not fatal
+    out.sort(key=lambda m: str(m[0].get("recorded_at", "")), reverse=True)
+    out.sort(key=lambda m: m[0].get("device_kind") != "cuda")
+    return [folder for _, folder in out]
+
+
+def _meta(folder: Path) -> dict:
+    return json.loads((folder / FOLDER / "meta.json").read_text())
+
+
+def _path(folder: Path, key: str) -> Path:
+    return folder / FOLDER / (key.replace("/", "__") + ".pkl")
+
+
+def _candidates(setting: str | None, profile: str | None, device_kind: str | None) -> list[Path]:
+    """Record folders to try, in order, for a replay setting (or, in marimo without replay, the records of
+    this device kind and profile only)."""
+    every = recordings()
+    if setting and setting.lower() not in ("1", "true", "yes", "on"):
+        return [RESULTS / setting]
+    if setting:  # replay: a GPU's record first, then the live profile's, then the rest
+        return sorted(every, key=lambda f: (_meta(f).get("device_kind") != "cuda", _meta(f).get("profile") != profile))
+    return [f for f in every if _meta(f).get("device_kind") == device_kind and _meta(f).get("profile") == profile]
+
+
+def load(key: str, folders: list[Path]) -> tuple[Any, dict] | str:
+    """(value, meta) of the first folder that holds a loadable recording of `key`, else why none did."""
+    why = "no recorded run holds it (make record-replay records one)"
+    for folder in folders:
+        path = _path(folder, key)
+        if not path.is_file():
+            continue
+        try:
+            with open(path, "rb") as f:
+                saved = pickle.load(f)
+            return saved["value"], {**_meta(folder), "seconds": saved["seconds"], "record": folder.name}
+        except Exception as exc:  # noqa: BLE001 - a stale or broken recording is a reason to run live
+            why = f"its recording in {folder.name} no longer loads ({type(exc).__name__}: {exc})"
+    return why
+
+
+def save(key: str, value: Any, seconds: float, folder: Path, meta: dict) -> Path:
+    """Write one recording (atomically) and the record's meta beside it."""
+    out = folder / FOLDER
+    out.mkdir(parents=True, exist_ok=True)
+    meta_path = out / "meta.json"
+    tmp = meta_path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(meta, indent=1) + "\n")
+    os.replace(tmp, meta_path)
+    data = pickle.dumps({"key": key, "seconds": seconds, "value": value}, protocol=pickle.HIGHEST_PROTOCOL)
+    if len(data) > MAX_BYTES:
+        raise ValueError(f"the recording of {key} is {len(data):,} bytes (at most {MAX_BYTES:,}): a measurement "
+                         "should return its results, not a model or a cache")
+    path = _path(folder, key)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+    return path
+
+
+def record_meta(profile: str | None, device: str | None) -> dict:
+    """Where and what a recording was made with: device, profile, date, library versions, git commit."""
+    import datetime as dt
+
+    from ..measure.hardware import device_info
+    from ..preflight import library_versions
+
+    info = device_info(device)
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10,
+                                cwd=RESULTS.parent.parent).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        commit = None
+    return {"recorded_at": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
+            "device": f"{info.kind}: {info.name}", "device_kind": info.kind, "profile": profile,
+            "versions": library_versions(), "git_commit": commit}
+
+
+# ----------------------------------------------------------------------------- the one call
+
+@dataclass
+class _Recorder:
+    meta: dict | None = None
+    started: float = field(default_factory=time.time)
+
+
+_RECORDER = _Recorder()
+
+
+def measure(key: str, fn: Callable[..., Any], *args, run: bool | None = None, long: bool = False,
+            profile: str | None = None, device: str | None = None, **kwargs) -> Measured:
+    """fn(*args, **kwargs) as the notebook's measurement `key` ('NN/name'), live or replayed (the module
+    docstring says when). `run`: the value of the cell's Run live button (True: measure here now).
+    `long`: a sweep that in marimo waits for its button. `profile`, `device`: the live model's, to pick a
+    recording that matches and to label a new one."""
+    if not KEY.match(key):
+        raise ValueError(f"a replay key is 'NN/name' (notebook number, lower-case name), got {key!r}")
+    setting = replay_wanted()
+    waits = long and _interactive() and not run
+    why_live = ""
+    if not run and (setting or waits):
+        kind = "cuda" if str(device or "").startswith("cuda") else (str(device).split(":")[0] if device else "cpu")
+        got = load(key, _candidates(setting, profile, kind))
+        if not isinstance(got, str):
+            value, meta = got
+            return Measured(key, value, float(meta.get("seconds", 0.0)), meta)
+        why_live = got
+        if waits and not setting:
+            import marimo as mo
+
+            mo.stop(True, mo.callout(mo.md(f"Press **Run live** to measure this here ({why_live})."), kind="neutral"))
+    t0 = time.perf_counter()
+    value = fn(*args, **kwargs)
+    seconds = time.perf_counter() - t0
+    target = os.environ.get(RECORD_ENV, "").strip()
+    if target:
+        if _RECORDER.meta is None:
+            _RECORDER.meta = record_meta(profile, device)
+        save(key, value, seconds, Path(target), _RECORDER.meta)
+    return Measured(key, value, seconds, None, why_live if setting else "")
+
+
+def run_button(label: str = "Run live"):
+    """The button a replayed or waiting measurement offers (marimo's run button)."""
+    import marimo as mo
+
+    return mo.ui.run_button(label=label, kind="success")

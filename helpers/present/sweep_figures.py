@@ -1,0 +1,198 @@
+"""Figures of the sweeps in helpers.measure.sweeps and of the serving comparison in helpers.serving
+(notebooks 01 and 03): measured points beside the formula or the fitted law, the out-of-memory
+point marked, each stamped with what produced it (helpers.present.plots).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+from ..cost.memory import kv_cache_bytes
+from ..serving.naive import ServeResult
+from .plots import OOM as OOM_COLOUR
+from ..measure.sweeps import GrowthFit, _window_slots
+from . import plots
+
+
+@plots.notes_when_empty('Memory grows with every token')
+def memory_figure(df, loaded, spec=None, dtype: str | None = None):
+    """Measured cache bytes (points) and the formula (line) against tokens; CUDA peak when measured."""
+    from . import plots
+
+    spec = spec or loaded.spec
+    dtype = dtype or loaded.dtype
+    ok, fig, ax = _sweep_axes(df, "tokens", loaded)
+    if ax is None:
+        return fig
+    xs = list(range(int(ok["tokens"].min()), int(ok["tokens"].max()) + 1, max(1, int(ok["tokens"].max()) // 200)))
+    top = max(float(ok["cache_bytes"].max()), float(ok["peak_above_weights_bytes"].astype(float).max())
+              if ok["peak_above_weights_bytes"].notna().any() else 0.0)
+    div, unit = plots.byte_unit(top)
+    line = [kv_cache_bytes(spec, x, 1, dtype, window_slots=_window_slots(spec)) / div for x in xs]
+    ax.plot(xs, line, color=plots.COMPUTED, lw=1.5, label="formula: tokens × 2 × layers × kv_heads × head_dim × bytes")
+    ax.scatter(ok["tokens"], ok["cache_bytes"] / div, color=plots.MEASURED, zorder=3, label="measured cache tensors")
+    if ok["peak_above_weights_bytes"].notna().any():
+        ax.scatter(ok["tokens"], ok["peak_above_weights_bytes"].astype(float) / div, color=plots.MEASURED, marker="x",
+                   label="CUDA allocator peak above the weights (measured)")
+    _mark_oom(ax, df, "tokens")
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("tokens in the sequence")
+    ax.set_ylabel(plots.byte_label(unit, "KV cache"))
+    ax.set_title("Memory grows with every token")
+    ax.legend(fontsize=8)
+    return plots.finish(fig, loaded)
+
+
+def _sweep_axes(df, key: str, source):
+    """(the points that ran, a 7 × 4 figure, its axes) for a sweep's figure; when no point ran, the
+    figure is already finished with _nothing_ran and the axes are None."""
+    from . import plots
+
+    ok = df[~df["oom"]]
+    fig, ax = plots.figure(width=7, height=4)
+    if ok.empty:
+        return ok, _nothing_ran(fig, ax, df, key, source), None
+    return ok, fig, ax
+
+
+def _medians_axes(df, key: str, median: str, p90: str, source, **style):
+    """_sweep_axes with the medians drawn in ms against `key`, each with a bar up to its p90."""
+    ok, fig, ax = _sweep_axes(df, key, source)
+    if ax is not None:
+        ax.errorbar(ok[key], ok[median] * 1e3, yerr=[0 * ok[median], (ok[p90] - ok[median]) * 1e3], **style)
+    return ok, fig, ax
+
+
+def _nothing_ran(fig, ax, df, key: str, source):
+    """The figure of a sweep whose very first point ran out of memory."""
+    from . import plots
+
+    first = df[key].iloc[0] if len(df) else "?"
+    ax.text(0.5, 0.5, f"out of memory at the first point ({key} = {first:,})", ha="center", va="center",
+            transform=ax.transAxes, color=plots.OOM)
+    ax.set_title("Nothing ran")
+    ax.set_axis_off()
+    return plots.finish(fig, source)
+
+
+def _mark_oom(ax, df, key: str) -> None:
+    bad = df[df["oom"]]
+    for x in bad[key]:
+        ax.axvline(x, color=OOM_COLOUR, ls="--", lw=1)
+        ax.annotate(f"out of memory at {x:,}", (x, 0.95), xycoords=("data", "axes fraction"), color=OOM_COLOUR,
+                    fontsize=8, ha="right", rotation=90, va="top")
+
+
+@plots.notes_when_empty('Time to first token against prompt length')
+def ttft_figure(df, fit: GrowthFit | None, loaded, what: str = "time to first token"):
+    """TTFT medians (with p90 bars) against prompt length, the fitted law through them; log–log."""
+    import numpy as np
+
+    from . import plots
+
+    ok, fig, ax = _medians_axes(df, "tokens", "ttft_s", "ttft_p90_s", loaded, fmt="o", color=plots.MEASURED,
+                                label="measured (median, bar to p90)")
+    if ax is None:
+        return fig
+    if fit is not None:
+        xs = np.geomspace(ok["tokens"].min(), ok["tokens"].max(), 100)
+        ax.plot(xs, [fit.predict(x) * 1e3 for x in xs], color=plots.FIT, lw=1,
+                label=f"fit: a + b·n + c·n²  (grows like n^{fit.exponent:.2f} at {fit.n_max:,})")
+    _mark_oom(ax, df, "tokens")
+    plots.log_axis(ax, "x", ticks=df["tokens"])
+    plots.log_axis(ax, "y")
+    ax.set_xlabel("prompt tokens")
+    ax.set_ylabel("ms")
+    ax.set_title(f"{what[0].upper() + what[1:]} grows with the prompt")
+    ax.legend(fontsize=8)
+    return plots.finish(fig, loaded)
+
+
+@plots.notes_when_empty('Requests over time')
+def timeline_figure(results: Sequence[ServeResult], source: Any):
+    """A Gantt chart per serving mode: for each request, waiting (grey), prefill up to its first token
+    (orange), decoding up to its last token (blue), and in a static batch the time its row is held
+    without producing anything until the batch ends (hatched), on one time axis."""
+    from . import plots
+
+    if not results:
+        fig, ax = plots.figure(width=8, height=2)
+        ax.text(0.5, 0.5, "neither serving mode ran (out of memory)", ha="center", va="center", color=plots.OOM)
+        ax.set_axis_off()
+        return plots.finish(fig, source, title="Serving: nothing ran")
+    fig, axes = plots.figure(nrows=len(results), width=8, height=2.4, sharex=True, squeeze=False)
+    for ax, res in zip(axes[:, 0], results):
+        batch_end = max(t.finish_s for t in res.timings)
+        together = len({t.start_s for t in res.timings}) == 1 and len(res.timings) > 1
+        for k, t in enumerate(sorted(res.timings, key=lambda t: t.rid)):
+            ax.barh(k, t.start_s, color=plots.WAITING, height=0.6)
+            ax.barh(k, t.first_token_s - t.start_s, left=t.start_s, color=plots.PREFILL, height=0.6)
+            ax.barh(k, t.finish_s - t.first_token_s, left=t.first_token_s, color=plots.DECODE, height=0.6)
+            if together and batch_end > t.finish_s:
+                ax.barh(k, batch_end - t.finish_s, left=t.finish_s, color="white", hatch="////",
+                        edgecolor=plots.IDLE, height=0.6, lw=0)
+        ax.set_yticks(range(len(res.timings)), [f"req {t.rid}" for t in sorted(res.timings, key=lambda t: t.rid)],
+                      fontsize=7)
+        ax.invert_yaxis()
+        ax.set_title(f"{res.mode}: {res.new_tokens} tokens in {res.wall_s:,.2f} s = {res.tokens_per_s:,.0f} tokens/s, "
+                     f"{res.forward_calls} forward calls", fontsize=9)
+    from matplotlib.patches import Patch
+
+    fastest = min(range(len(results)), key=lambda i: results[i].wall_s)  # its panel has room on the right
+    axes[fastest, 0].legend(handles=[Patch(color=plots.WAITING, label="waiting"),
+                                     Patch(color=plots.PREFILL, label="prefill → first token"),
+                                     Patch(color=plots.DECODE, label="decode → last token"),
+                                     Patch(facecolor="white", hatch="////", edgecolor=plots.IDLE,
+                                           label="row held, idle (static batch)")],
+                            fontsize=7, loc="center right")
+    axes[-1, 0].set_xlabel("seconds after all requests arrived")
+    return plots.finish(fig, source, title="The same requests served one after another, then together")
+
+
+@plots.notes_when_empty('Inter-token latency against context')
+def itl_figure(df, loaded, floor_fn: Callable[[int], float] | None = None):
+    """Decode step time (median, p90 bar) against context; optionally the memory-bound floor as a line."""
+    from . import plots
+
+    ok, fig, ax = _medians_axes(df, "context", "itl_s", "itl_p90_s", loaded, fmt="o-", color=plots.MEASURED,
+                                label="measured step (median, bar to p90)")
+    if ax is None:
+        return fig
+    if floor_fn is not None:
+        ax.plot(ok["context"], [floor_fn(int(c)) * 1e3 for c in ok["context"]], color=plots.COMPUTED, ls="--", lw=1,
+                label="memory-bound floor: (weights + KV) ÷ bandwidth")
+    _mark_oom(ax, df, "context")
+    plots.log_axis(ax, "x", ticks=df["context"])
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("tokens already in the cache (context)")
+    ax.set_ylabel("ms per token")
+    ax.set_title("Inter-token latency as the context grows")
+    ax.legend(fontsize=8, loc="lower right")
+    return plots.finish(fig, loaded)
+
+
+@plots.notes_when_empty('Memory and speed against concurrent users')
+def users_figure(df, loaded, total_memory: int | None = None, weight_bytes: int | None = None):
+    """Cache bytes (measured and formula) and, on CUDA, the allocator's peak against concurrent sequences,
+    log–log; the device's memory less the weights as a line; the out-of-memory point marked."""
+    from . import plots
+
+    ok, fig, ax = _sweep_axes(df, "batch", loaded)
+    if ax is None:
+        return fig
+    top = max([float(ok["cache_bytes"].max())] + ([float(total_memory)] if total_memory else []))
+    unit, name = plots.byte_unit(top)
+    ax.plot(ok["batch"], ok["formula_bytes"] / unit, color=plots.COMPUTED, lw=1.5, label="formula: batch × context × KV per token")
+    ax.scatter(ok["batch"], ok["cache_bytes"] / unit, color=plots.MEASURED, zorder=3, label="KV cache (measured)")
+    if ok["peak_above_weights_bytes"].notna().any():
+        ax.scatter(ok["batch"], ok["peak_above_weights_bytes"].astype(float) / unit, marker="x", color=plots.MEASURED,
+                   label="allocator peak above the weights (cache + activations, measured)")
+    if total_memory and weight_bytes:
+        ax.axhline((total_memory - weight_bytes) / unit, color=plots.MEASURED, lw=1, ls=":", label="device memory − weights (measured)")
+    _mark_oom(ax, df, "batch")
+    plots.log_axis(ax, "x", ticks=df["batch"])
+    plots.log_axis(ax, "y")
+    ax.set_xlabel("concurrent sequences (batch)")
+    ax.set_ylabel(plots.byte_label(name))
+    ax.set_title("How many users fit?")
+    ax.legend(fontsize=8)
+    return plots.finish(fig, loaded)
