@@ -7,7 +7,9 @@
   trained as on a newcomer's machine), then cached — seconds per notebook and per section, with the
   device, date and commit. `make export` then regenerates the guide's tables from it.
 - replay: `make run` once with WORKSHOP_REPLAY_RECORD set: every measurement behind helpers.present.replay is
-  saved, for replay mode (WORKSHOP_REPLAY=1) on a machine with no GPU or no time.
+  saved, for replay mode (WORKSHOP_REPLAY=1) on a machine with no GPU or no time; then `make run` once in
+  replay mode, its seconds per notebook written beside the recordings (replay/run_times.json): what the
+  room waits for when every long cell shows its recording.
 """
 from __future__ import annotations
 
@@ -59,6 +61,15 @@ def replay() -> int:
     one_run(env)
     n = len(list((folder / "replay").glob("*.pkl")))
     print(f"record-replay: {n} measurements in {(folder / 'replay').relative_to(ROOT)}")
+    env = base_env()
+    env["WORKSHOP_REPLAY"] = "1"
+    run = one_run(env)
+    seconds = {nb["notebook"]: nb["seconds"] for nb in run["notebooks"]}
+    data = {"recorded_at": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
+            "profile": run["profile"], "load_average_after": round(os.getloadavg()[0], 1),
+            "total_s": round(sum(seconds.values()), 1), "notebooks": seconds}
+    (folder / "replay" / "run_times.json").write_text(json.dumps(data, indent=1) + "\n")
+    print(f"record-replay: every notebook in replay mode took {data['total_s']:.0f} s in all")
     return 0
 
 
