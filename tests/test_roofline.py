@@ -245,7 +245,8 @@ def test_gemv_benchmark_counts_the_weights_read_by_both_kernels():
         assert b.nbytes == b.bytes_moved == 3 * per      # whole matrices only
         assert b.bandwidth == pytest.approx(3 * per / b.stats.min)
         assert 1e8 < b.bandwidth < 1e13
-    with pytest.raises(ValueError, match="one 3584 × 1024 fp32 matrix"):
+    with pytest.raises(ValueError, match=r"nbytes \(at least one 3584 × 1024 fp32 matrix\) must be a whole number "
+                                         r"≥ 14,680,064, got 1000"):
         microbench.gemv_benchmark("cpu", nbytes=1000)
     with pytest.raises(ValueError, match="packed weights cannot run here: .*not fp16"):
         microbench.gemv_benchmark("cpu", "fp16", nbytes=per, packed=True)
