@@ -23,7 +23,7 @@ with app.setup:
     from helpers.present.glossary import term
     from helpers.measure.hardware import device_info
     from helpers.cost.memory import kv_bytes_per_token, kv_cache_bytes, measured_model_bytes
-    from helpers.cost.roofline import streamed_weight_bytes
+    from helpers.cost.stepcost import decode_cost
     from helpers.cost.units import fmt_bytes, fmt_seconds
 
     notebook.setup()
@@ -503,7 +503,7 @@ def _(itl_run):
 def _(itl, itl_on):
     _ok = itl[~itl["oom"]]
     _lo, _hi = (_ok.iloc[0], _ok.iloc[-1]) if len(_ok) else (None, None)
-    _w = streamed_weight_bytes(itl_on.spec, itl_on.dtype)
+    _w = decode_cost(itl_on.spec, 0, 1, itl_on.dtype).weight_read_bytes
     _kv = kv_bytes_per_token(itl_on.spec, itl_on.dtype) * int(_hi["context"]) if len(_ok) else 0
     mo.md("No context ran: the device was out of memory at the first point." if _hi is None else f"""
     From {int(_lo['context']):,} to {int(_hi['context']):,} tokens of context the median step goes from
@@ -524,7 +524,7 @@ def _(itl, itl_on, itl_run):
 @app.cell(hide_code=True)
 def _(itl, itl_on):
     _c0, _c1 = gpu["step_floor_s"]
-    _lw = streamed_weight_bytes(itl_on.spec, itl_on.dtype)
+    _lw = decode_cost(itl_on.spec, 0, 1, itl_on.dtype).weight_read_bytes
     _kv = [kv_cache_bytes(itl_on.spec, int(c), 1, itl_on.dtype) for c in (itl["context"].min(), itl["context"].max())]
     _tiny_growth = (_lw + _kv[1]) / (_lw + _kv[0]) - 1
     mo.md(f"""

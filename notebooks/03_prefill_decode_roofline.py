@@ -18,8 +18,9 @@ with app.setup:
     import pandas as pd
 
     from helpers.cost import decode_intensity, gpus, roofline, stepcost
-    from helpers.present import expected, notebook, plots, recorded, replay, sweep_figures
-    from helpers.measure import microbench, models, sweeps
+    from helpers.present import (decode_intensity_figures, expected, notebook, plots, recorded, replay,
+                                 roofline_figures, sweep_figures)
+    from helpers.measure import decode_efficiency, microbench, models, sweeps
     from helpers.decoding import regimes as decoding_regimes
     from helpers.decoding import views as decoding_views
     from helpers.present.glossary import term
@@ -45,12 +46,12 @@ def roofline_sweeps(loaded, sizes) -> dict:
 
 @app.function
 def efficiency_measured(loaded, sizes) -> dict:
-    """Section 5: decode efficiency of models of several sizes and of the probe (roofline.efficiency_table),
+    """Section 5: decode efficiency of models of several sizes and of the probe (decode_efficiency.efficiency_table),
     each floor at the copy bandwidth measured just before — not section 1's: a shared machine's bandwidth
     drifts, and floor and steps must see the same memory."""
     copy, read = microbench.copy_benchmark(loaded.device), microbench.read_benchmark(loaded.device)
-    table = roofline.efficiency_table(sizes.efficiency_sizes, loaded.device, loaded.dtype, copy.bandwidth,
-                                      sizes.efficiency_context, extra=[loaded])
+    table = decode_efficiency.efficiency_table(sizes.efficiency_sizes, loaded.device, loaded.dtype, copy.bandwidth,
+                                               sizes.efficiency_context, extra=[loaded])
     return {"table": table, "bandwidth": copy.bandwidth, "read_bandwidth": read.bandwidth}
 
 
@@ -112,7 +113,7 @@ def _():
 
     - **Bandwidth**: a device-to-device copy of a buffer far larger than the caches; bytes read +
       bytes written, divided by the time (`helpers.measure.microbench.measure_bandwidth`).
-    - **Peak FLOP/s**: a square matmul in the model's dtype, 2·n³ FLOPs (`measure_peak_flops`).
+    - **Peak FLOP/s**: a square matmul in the model's dtype, 2·n³ FLOPs (`microbench.measure_peak_flops`).
 
     A roof is the best the device sustains, so each is the best of its repeats (as the STREAM benchmark
     reports); the workloads below are medians. **Run live** measures sections 1 to 4 together — the roofs
@@ -212,7 +213,7 @@ def _():
 def _():
     intensity = decode_intensity.intensity_table("mistral-7b-v0.1", "H100 SXM", contexts=(256, 1024, 4096))
     intensity_summary = decode_intensity.summary(intensity)
-    decode_intensity.figure(intensity, "mistral-7b-v0.1", "bf16")
+    decode_intensity_figures.intensity_figure(intensity, "mistral-7b-v0.1", "bf16")
     return (intensity_summary,)
 
 
@@ -220,26 +221,24 @@ def _():
 def _(intensity_summary):
     # Per context: the largest batch that fits, its intensity with the cache, and the cache's limit — the
     # intensity an unlimited batch would tend to (decode_intensity.limit_intensity). The sentences read these.
-    intensity_verdicts = pd.DataFrame([{k: s[k] for k in ("context", "max_batch", "intensity_at_max_batch",
-                                                             "limit_with_kv", "ridge", "reaches_ridge")}
-                                       for s in intensity_summary])
-    plots.table(intensity_verdicts, "computed from mistral-7b-v0.1 config.json, bf16 · H100 SXM from the GPU catalog")
+    plots.table(decode_intensity_figures.summary_frame(intensity_summary),
+                "computed from mistral-7b-v0.1 config.json, bf16 · H100 SXM from the GPU catalog")
     return
 
 
 @app.cell(hide_code=True)
 def _(intensity_summary):
-    _lines = "\n".join(f"- {decode_intensity.verdict(s)}." for s in intensity_summary)
+    _lines = "\n".join(f"- {decode_intensity_figures.verdict(s)}." for s in intensity_summary)
     _cross = round(h100["crossover_batch"])
     _at = decode_intensity.point("mistral-7b-v0.1", "H100 SXM", context=4096, batch=_cross)
-    _never = [s["context"] for s in intensity_summary if s["limit_with_kv"] < s["ridge"]]
+    _never = [s.context for s in intensity_summary if s.limit_with_kv < s.ridge]
     mo.md(f"""
     {_lines}
 
     Without a cache the weights-only line reaches the ridge at batch {_cross:,}. With it, the intensity levels
     off near FLOPs ÷ KV bytes per sequence, whatever the batch{f": at {' and '.join(f'{c:,}' for c in _never)} tokens that limit is under the ridge, so **no batch reaches it**" if _never else ""}.
-    At **4,096 tokens** batch {_cross:,} would do {_at['intensity_with_kv']:,.1f} FLOP/B — and does not fit
-    ({_at['max_batch']:,} sequences do, at {intensity_summary[-1]['intensity_at_max_batch']:,.1f} FLOP/B): decode at an
+    At **4,096 tokens** batch {_cross:,} would do {_at.intensity_with_kv:,.1f} FLOP/B — and does not fit
+    ({_at.max_batch:,} sequences do, at {intensity_summary[-1].intensity_at_max_batch:,.1f} FLOP/B): decode at an
     everyday context stays memory-bound on an {h100['gpu']}. (Mistral 7B v0.1 slides a 4,096-token window: longer
     contexts read no more cache.) Try your own batch and context below.
     """)
@@ -272,21 +271,21 @@ def _():
 def _(roof_batch, roof_context, roof_gpu, roof_model):
     roof_point = decode_intensity.point(roof_model.value, roof_gpu.value, context=int(roof_context.value),
                                         batch=int(roof_batch.value or 1))
-    decode_intensity.point_figure(roof_point)
+    decode_intensity_figures.point_figure(roof_point)
     return (roof_point,)
 
 
 @app.cell(hide_code=True)
 def _(roof_point):
     _p = roof_point
-    _fit = "fits" if _p["fits"] else f"does **not** fit (at most {_p['max_batch']:,} sequences of {_p['context']:,} tokens)"
-    _limit = ("above the ridge: a large enough batch turns compute-bound" if _p["limit_with_kv"] >= _p["ridge"] else
+    _fit = "fits" if _p.fits else f"does **not** fit (at most {_p.max_batch:,} sequences of {_p.context:,} tokens)"
+    _limit = ("above the ridge: a large enough batch turns compute-bound" if _p.limit_with_kv >= _p.ridge else
               "under the ridge: **no batch** turns this step compute-bound")
     mo.md(f"""
-    {_p['model']}, batch {_p['batch']:,} × {_p['context']:,} tokens on an {_p['gpu']}: **{_p['intensity_with_kv']:,.1f} FLOP/B**
-    with the cache ({_p['intensity_weights_only']:,.1f} if the weights were all it read) against a ridge of
-    {_p['ridge']:,.0f} — **{_p['bound']}-bound**; the batch {_fit}. The cache's limit at this context is
-    {_p['limit_with_kv']:,.1f} FLOP/B, {_limit}.
+    {_p.model}, batch {_p.batch:,} × {_p.context:,} tokens on an {_p.gpu}: **{_p.intensity_with_kv:,.1f} FLOP/B**
+    with the cache ({_p.intensity_weights_only:,.1f} if the weights were all it read) against a ridge of
+    {_p.ridge:,.0f} — **{_p.bound}-bound**; the batch {_fit}. The cache's limit at this context is
+    {_p.limit_with_kv:,.1f} FLOP/B, {_limit}.
     """)
     return
 
@@ -306,7 +305,7 @@ def _():
 @app.cell
 def _(dtype, peak, source, spec, measured_sweeps):
     prefill = measured_sweeps["prefill"]
-    roofline.prefill_figure(prefill, spec, dtype, peak, source)
+    roofline_figures.prefill_figure(prefill, spec, dtype, peak, source)
     return (prefill,)
 
 
@@ -319,7 +318,7 @@ def _(prefill, source):
 @app.cell(hide_code=True)
 def _(peak, prefill, spec):
     _ok = prefill[~prefill["oom"]]
-    _share = [roofline.forward_flops(spec, int(r.tokens)) / r.ttft_s / peak for r in _ok.itertuples()]
+    _share = [stepcost.forward_cost(spec, int(r.tokens)).flops / r.ttft_s / peak for r in _ok.itertuples()]
     _best = max(_share) if _share else float("nan")
     _a, _z = _ok.iloc[0], _ok.iloc[-1]
     _nt, _tt = _z["tokens"] / _a["tokens"], _z["ttft_s"] / _a["ttft_s"]
@@ -353,7 +352,7 @@ def _(bandwidth, dtype, source, spec, measured_sweeps):
     decode = measured_sweeps["decode"]
 
     def decode_floor(context):
-        return roofline.decode_floor_bytes(spec, context, dtype) / bandwidth
+        return stepcost.decode_cost(spec, context, 1, dtype).bytes / bandwidth
 
     sweep_figures.itl_figure(decode, source, decode_floor)
     return decode, decode_floor
@@ -392,7 +391,7 @@ def _():
     ## 4 · Both on the roofline
 
     Each measured forward pass becomes a point: its FLOPs and bytes from the model's shape
-    (`helpers.cost.roofline.forward_flops`, `forward_bytes`, from `helpers.cost.stepcost`; weights read once per
+    (`helpers.cost.stepcost.forward_cost`, its `flops` and `bytes`; weights read once per
     pass, the cache read and written), its time measured. x = FLOPs ÷ bytes (arithmetic intensity), y = FLOPs ÷ seconds. Decode is
     also measured at growing batch: more sequences share each read of the weights.
     """)
@@ -406,13 +405,13 @@ def _(bandwidth, decode, dtype, peak, prefill, source, spec, measured_sweeps):
     points += [roofline.decode_point(spec, int(r.context), r.itl_s, dtype) for r in decode[~decode["oom"]].itertuples()]
     points += [roofline.decode_point(spec, measured_sweeps["batch_context"], r.step_s, dtype, batch=int(r.batch))
                for r in _batches[~_batches["oom"]].itertuples() if r.batch > 1]
-    roofline.roofline_figure(peak, bandwidth, points, source, dtype)
+    roofline_figures.roofline_figure(peak, bandwidth, points, source, dtype)
     return (points,)
 
 
 @app.cell
 def _(bandwidth, peak, points, source):
-    plots.table(roofline.points_frame(points, peak, bandwidth), plots.source_label(source))
+    plots.table(roofline_figures.points_frame(points, peak, bandwidth), plots.source_label(source))
     return
 
 
@@ -467,7 +466,7 @@ def _(efficiency_button, loaded, sizes):
     efficiency_source = (f"measured: {', '.join(efficiency['model'])} · {efficiency_on.dtype} · {efficiency_on.device} · "
                          f"profile {efficiency_on.profile}" if not efficiency_run.replayed else
                          efficiency_run.source(efficiency_on))
-    roofline.efficiency_figure(efficiency, efficiency_source)
+    roofline_figures.efficiency_figure(efficiency, efficiency_source)
     return efficiency, efficiency_result, efficiency_run, efficiency_source
 
 
@@ -485,14 +484,13 @@ def _(efficiency, efficiency_source):
 
 @app.cell
 def _(efficiency):
-    # What the floor and the probe explain of the smallest and the largest model's step (roofline.step_explained):
+    # What the floor and the probe explain of the smallest and the largest model's step (roofline.step_shares):
     # the shares the sentences below read.
     _real = efficiency[efficiency["model"] != "probe"].sort_values("weight_bytes_read")
     _probe = efficiency[efficiency["model"] == "probe"]
     probe_s = float(_probe["step_s"].iloc[0]) if len(_probe) else None
-    explained = {r["model"]: roofline.step_explained(r, probe_s) for r in (_real.iloc[0], _real.iloc[-1])}
-    pd.DataFrame([{"model": m, "floor ÷ step": e["floor_share"], "probe ÷ step": e["overhead_share"],
-                   "neither": e["rest_share"]} for m, e in explained.items()]).round(3)
+    explained = {r["model"]: roofline.step_shares(r["step_s"], r["floor_s"], probe_s) for r in (_real.iloc[0], _real.iloc[-1])}
+    roofline_figures.explained_frame(explained)
     return explained, probe_s
 
 
@@ -508,10 +506,10 @@ def _(efficiency, efficiency_result, explained, probe_s):
     mo.md(f"""
     **{_small['model']}** reads {_small['weight_bytes_read'] / 1e6:,.1f} MB per step: its floor is
     **{fmt_seconds(_small['floor_s'])}** but a step takes **{fmt_seconds(_small['step_s'])}** —
-    {100 * _small['efficiency']:,.1f} % efficiency: {_s['words']}.
+    {100 * _small['efficiency']:,.1f} % efficiency: {roofline_figures.step_words(_s)}.
     **{_big['model']}** reads {_big['weight_bytes_read'] / 1e6:,.0f} MB per step: floor
     {fmt_seconds(_big['floor_s'])}, step {fmt_seconds(_big['step_s'])}, **{100 * _big['efficiency']:,.1f} %** —
-    {_b['words']}.{_probe_text}
+    {roofline_figures.step_words(_b)}.{_probe_text}
 
     **What the floor and the probe explain, and what they don't.** The floor counts bytes at the copy's
     bandwidth; the probe counts the fixed cost of a step's few dozen small operations per layer —
@@ -758,14 +756,15 @@ def _():
 @app.cell
 def _():
     _d = decode_intensity.intensity_table("llama-3.1-8b", "H100 SXM", contexts=(1024, 8192, 32768))
-    _lines = "\n".join(f"- {decode_intensity.verdict(s)}" for s in decode_intensity.summary(_d))
+    _lines = "\n".join(f"- {decode_intensity_figures.verdict(s)}" for s in decode_intensity.summary(_d))
     notebook.exercise(2, "A model without a sliding window. Does Llama 3.1 8B (128k context, no window) reach "
                     "the ridge at long contexts? Pick it in section 1b's control, or use "
                     "`helpers.cost.decode_intensity.intensity_table`.", f"""
     ```python
     from helpers.cost import decode_intensity
+    from helpers.present import decode_intensity_figures
     d = decode_intensity.intensity_table("llama-3.1-8b", "H100 SXM", contexts=(1024, 8192, 32768))
-    [decode_intensity.verdict(s) for s in decode_intensity.summary(d)]
+    [decode_intensity_figures.verdict(s) for s in decode_intensity.summary(d)]
     ```
 
     {_lines}
@@ -802,9 +801,9 @@ def _(efficiency, intensity_summary):
     - Prefill is compute-bound: every weight read serves every prompt token. Decode at batch 1 does
       about one FLOP per byte in bf16, on any device: it is memory-bound, and its floor is bytes ÷ bandwidth.
     - Batching shares the weights, not the caches. Without a cache decode would cross an {h100['gpu']}'s
-      ridge near batch {h100['crossover_batch']:,.0f}; with Mistral 7B's cache at {_s['context']:,} tokens the
-      largest batch that fits reaches {_s['intensity_at_max_batch']:,.1f} FLOP/B, {100 * _s['share_of_ridge']:,.0f} % of the
-      ridge, and no batch gets past {_s['limit_with_kv']:,.1f}.
+      ridge near batch {h100['crossover_batch']:,.0f}; with Mistral 7B's cache at {_s.context:,} tokens the
+      largest batch that fits reaches {_s.intensity_at_max_batch:,.1f} FLOP/B, {100 * _s.share_of_ridge:,.0f} % of the
+      ridge, and no batch gets past {_s.limit_with_kv:,.1f}.
     - A decode step has two costs: the bytes it must read (weights + KV cache, ÷ bandwidth) and a fixed cost
       per step (operators, Python, launches) — here the floor explains {_eff} of the step. Small models live in
       the second regime, large ones in the first.

@@ -20,7 +20,7 @@ with app.setup:
 
     from helpers.cost import decode_intensity, memory
     from helpers.measure import models, quality
-    from helpers.present import notebook, plots
+    from helpers.present import decode_intensity_figures, notebook, plots
     from helpers.capacity import planner
     from helpers.present.glossary import term
     from helpers.serving import batching, blocks, engine, figures, kv_cache, kv_quant, speculative, traces
@@ -420,7 +420,7 @@ def _(batch_reqs, served, w):
     shrinks every figure. *GPU, Mistral 7B:* a decode step reads all
     {memory.weight_bytes('mistral-7b-v0.1', 'bf16').bytes / 1e9:.1f} GB of weights whatever the batch, plus each
     sequence's cached keys and values, so throughput grows with the batch while the weights dominate the bytes —
-    then the cache reads take over: {decode_intensity.verdict(_s)} (`helpers.cost.decode_intensity`), so at that
+    then the cache reads take over: {decode_intensity_figures.verdict(_s)} (`helpers.cost.decode_intensity`), so at that
     context decode never becomes compute-bound; continuous batching keeps the batch full.
     """), plots.table(pd.DataFrame([_pad]), "computed: helpers.serving.batching.padding_tokens")])
     return

@@ -20,8 +20,8 @@ with app.setup:
     import torch
 
     from helpers.cost import compute_share, state_space
-    from helpers.measure import flash, hierarchy, models
-    from helpers.present import notebook, plots, replay
+    from helpers.measure import flash, forward_parts, hierarchy, models
+    from helpers.present import compute_share_figures, notebook, plots, replay
     from helpers.present.glossary import term
 
     notebook.setup()
@@ -67,7 +67,7 @@ def _():
     A forward pass turns token ids into vectors (the **embedding**: a table lookup, no arithmetic),
     runs them through the **layers** (attention: four projections plus the products with every cached
     key and value; then the MLP), and multiplies the last vector by the **head** to get one score per
-    vocabulary entry. The FLOPs of each part come from `helpers.cost.roofline` — 2 per weight a token
+    vocabulary entry. The FLOPs of each part come from `helpers.cost.compute_share` — 2 per weight a token
     meets, plus attention's context products ([arithmetic intensity](../workshop/glossary.md#arithmetic-intensity)
     needs exactly these counts). Computed for Mistral 7B first, across prompt lengths.
     """)
@@ -76,12 +76,10 @@ def _():
 
 @app.cell
 def _():
-    mistral_now = pd.DataFrame(
-        [{"phase": p, "tokens": n, **{r["part"]: r["share"] for r in compute_share.compute_shares("mistral-7b-v0.1", *compute_share.phase_args(p, n))}}
-         for p, n in (("prefill", 512), ("prefill", 4096), ("decode", 512), ("decode", 4096))])
-    mistral_now.attrs["source"] = "computed from mistral-7b-v0.1 config.json (helpers.cost.roofline FLOPs)"
-    mistral_now.style.format({c: "{:.2%}" for c in mistral_now.columns if c not in ("phase", "tokens")}).set_caption(
-        mistral_now.attrs["source"])
+    mistral_now = compute_share.share_sweep(["mistral-7b-v0.1"], [512, 4096])
+    _table = compute_share_figures.shares_frame(mistral_now)
+    _table.style.format({c: "{:.2%}" for c in _table.columns if c not in ("phase", "tokens")}).set_caption(
+        "computed from mistral-7b-v0.1 config.json (helpers.cost.stepcost FLOPs)")
     return (mistral_now,)
 
 
@@ -89,16 +87,15 @@ def _():
 def _(loaded):
     _lengths = [2**k for k in range(6, 19)]
     _models = ["mistral-7b-v0.1", "mistral-7b-v0.3"] + ([loaded.spec] if loaded.profile == "tiny" else [])
-    sweep = pd.DataFrame(compute_share.share_sweep(_models, _lengths))
-    compute_share.share_figure(sweep, "computed (helpers.cost.roofline FLOPs): Mistral 7B v0.1 and v0.3 configs, and "
-                               + loaded.spec.name)
+    _sweep = compute_share.share_sweep(_models, _lengths)
+    compute_share_figures.share_figure(_sweep, "computed (helpers.cost.stepcost FLOPs): Mistral 7B v0.1 and v0.3 "
+                                       "configs, and " + loaded.spec.name)
     return
 
 
 @app.cell(hide_code=True)
 def _(loaded, mistral_now):
-    _decode_4k = float(mistral_now.query("phase == 'decode' and tokens == 4096")[
-        [c for c in mistral_now.columns if c.startswith("layers")]].sum(axis=1).iloc[0])
+    _decode_4k = next(r.terms.layer_share for r in mistral_now if r.phase == "decode" and r.tokens == 4096)
     _tiny = compute_share.layer_share(loaded.spec, 1, 0)
     _x_pre = compute_share.attention_crossover("mistral-7b-v0.3", "prefill")
     _x_dec = compute_share.attention_crossover("mistral-7b-v0.3", "decode")
@@ -120,7 +117,7 @@ def _(loaded, mistral_now):
 
 @app.function
 def parts_measured(loaded) -> dict:
-    """The forward pass timed part by part (compute_share.measure_parts) for a prefill and one decode step at
+    """The forward pass timed part by part (forward_parts.measure_parts) for a prefill and one decode step at
     the same context — 2,048 tokens on a GPU, 256 on a CPU — with the evaluation text as input."""
     from pathlib import Path
 
@@ -128,7 +125,7 @@ def parts_measured(loaded) -> dict:
 
     text = (Path(helpers.__file__).parent / "data" / "eval_text.txt").read_text()
     tokens = 2048 if loaded.device.startswith("cuda") else 256
-    return {"tokens": tokens, **{phase: compute_share.measure_parts(loaded, text, tokens, phase, repeats=5)
+    return {"tokens": tokens, **{phase: forward_parts.measure_parts(loaded, text, tokens, phase, repeats=5)
                                  for phase in ("prefill", "decode")}}
 
 
@@ -164,14 +161,12 @@ def _(loaded, parts_button):
     parts_on, _measured = parts_run.value
     part_tokens = _measured["tokens"]
     parts_source = plots.source_label(parts_run.source(parts_on))
-    parts = {}
-    for _phase in ("prefill", "decode"):
-        _flops = compute_share.compute_shares(parts_on.spec, *compute_share.phase_args(_phase, part_tokens))
-        parts[_phase] = pd.DataFrame(compute_share.side_by_side(_flops, _measured[_phase])).assign(phase=_phase)
-    parts_table = pd.concat([parts["prefill"], parts["decode"]], ignore_index=True)
+    parts = {_phase: forward_parts.compare_parts(parts_on.spec, _measured[_phase], _phase, part_tokens)
+             for _phase in ("prefill", "decode")}
+    parts_table = compute_share_figures.parts_frame(list(parts.values()))
     parts_table.style.format({"FLOP share": "{:.1%}", "time share": "{:.1%}"}).set_caption(
         f"{parts_source}; {part_tokens} tokens; FLOPs computed")
-    return part_tokens, parts_on, parts_run, parts_source, parts_table
+    return part_tokens, parts, parts_on, parts_run, parts_source, parts_table
 
 
 @app.cell(hide_code=True)
@@ -182,19 +177,17 @@ def _(parts_run):
 
 @app.cell
 def _(part_tokens, parts_source, parts_table):
-    compute_share.parts_figure(parts_table, part_tokens, parts_source)
+    compute_share_figures.parts_figure(parts_table, part_tokens, parts_source)
     return
 
 
 @app.cell(hide_code=True)
-def _(parts_on, parts_table):
-    _t = parts_table.set_index(["phase", "part"])["time share"]
-    _f = parts_table.set_index(["phase", "part"])["FLOP share"]
-    _gap = _t[("decode", "everything else")]
+def _(parts, parts_on):
+    _d = parts["decode"]
     mo.md(f"""
-    **Here** (measured): the head took {_t[('decode', 'head')]:.0%} of a decode step's time against
-    {_f[('decode', 'head')]:.0%} of its FLOPs, and everything that is not a matmul — tokenizer, norms,
-    rotary embeddings, masks, Python between kernels — took **{_gap:.0%}** of the step.
+    **Here** (measured): the head took {_d.time.head:.0%} of a decode step's time against
+    {_d.flops.head:.0%} of its FLOPs, and everything that is not a matmul — tokenizer, norms,
+    rotary embeddings, masks, Python between kernels — took **{_d.time.everything_else:.0%}** of the step.
 
     **What you should see.** *On a CPU with the tiny model:* the head dominates the FLOPs of a decode
     step (about 70 %), and "everything else" is a large share of the time — each operation is tiny, so

@@ -1,11 +1,11 @@
 """`make bench`: measured figures as JSON under build/bench/ — one file per section, each with the
 machine it ran on. Not a pass/fail test: it prints what it measured.
 
-    python scripts/roofline_bench.py                 # every section, on the active WORKSHOP_PROFILE
-    python scripts/roofline_bench.py roofline        # only some sections
-    python scripts/roofline_bench.py --out DIR       # somewhere else than build/bench
+    python scripts/bench.py                 # every section, on the active WORKSHOP_PROFILE
+    python scripts/bench.py roofline        # only some sections
+    python scripts/bench.py --out DIR       # somewhere else than build/bench
 
-To add a section: write a function in helpers/<topic>.py that returns a dict of plain numbers and
+To add a section: write a function in a measuring module of helpers that returns a dict of plain numbers and
 strings, and add one line to SECTIONS below. Its JSON lands in build/bench/<name>.json.
 """
 from __future__ import annotations
@@ -96,14 +96,14 @@ def _release() -> None:
 
 
 def run(names: list[str], out: Path) -> int:
-    from helpers.measure import roofline_bench
+    from helpers.measure import machine as machines
 
     out.mkdir(parents=True, exist_ok=True)
-    machine = roofline_bench.machine()
+    machine = machines.machine()
     failed = 0
     for name in names:
         t0 = time.perf_counter()
-        with roofline_bench.PeakMemory() as mem:
+        with machines.PeakMemory() as mem:
             try:
                 data = {"section": name, "ok": True, **SECTIONS[name]()}
             except Exception as exc:  # noqa: BLE001 - a failed section is written down, the others still run

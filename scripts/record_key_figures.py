@@ -2,7 +2,7 @@
 
 For a GPU machine that lacks the notebook tooling (marimo, nbclient, the Mistral tokenizer), where
 `make gpu-record` cannot run the notebooks: measures this device's copy bandwidth and bf16 matmul peak
-(helpers.measure.microbench), the ridge, and the decode efficiency (helpers.cost.roofline.efficiency_row) of the
+(helpers.measure.microbench), the ridge, and the decode efficiency (helpers.measure.decode_efficiency.efficiency_row) of the
 probe, tiny and small sizes and of the full Mistral 7B v0.1 architecture with random weights; writes
 workshop/results/<device>/key_figures.json, decode_efficiency.json and meta.json (the same layout as
 `make gpu-record`, with no executed notebooks).
@@ -26,8 +26,10 @@ sys.path.insert(0, str(ROOT))
 def main(argv=None) -> int:
     import torch
 
-    from helpers.measure import microbench
+    from dataclasses import asdict
+
     from helpers.cost import roofline
+    from helpers.measure import decode_efficiency, microbench
     from helpers.measure.hardware import device_info, free_memory
     from helpers.cost.specs import load_config
 
@@ -47,14 +49,14 @@ def main(argv=None) -> int:
     peak = microbench.measure_peak_flops(device, dtype)
     rows = []
     for name in ("probe", "tiny", "small"):
-        cfg = roofline.size_config(name)
-        m = roofline.random_model(cfg, device, dtype)
-        rows.append(roofline.efficiency_row(name, m, cfg, dtype, device, bw, a.context))
+        cfg = decode_efficiency.size_config(name)
+        m = decode_efficiency.random_model(cfg, device, dtype)
+        rows.append(decode_efficiency.efficiency_row(name, m, cfg, dtype, device, bw, a.context))
         del m
         free_memory(device)
-    cfg = roofline.size_config("tiny") if a.big == "tiny" else load_config(a.big)[1]
-    m = roofline.random_model(cfg, device, dtype)
-    rows.append(roofline.efficiency_row(f"{a.big} (random weights)", m, cfg, dtype, device, bw, a.context))
+    cfg = decode_efficiency.size_config("tiny") if a.big == "tiny" else load_config(a.big)[1]
+    m = decode_efficiency.random_model(cfg, device, dtype)
+    rows.append(decode_efficiency.efficiency_row(f"{a.big} (random weights)", m, cfg, dtype, device, bw, a.context))
     del m
     free_memory(device)
     ridge = roofline.ridge_point(peak, bw)
@@ -62,9 +64,9 @@ def main(argv=None) -> int:
         "profile": "mistral-7b-random", "device": device, "bandwidth (GB/s)": bw / 1e9,
         "peak matmul (TFLOP/s)": peak / 1e12, "ridge (FLOP/B)": ridge,
         "crossover batch": roofline.crossover_batch(peak, bw, 2 if dtype == "bf16" else 4),
-        "decode efficiency (loaded model)": rows[-1]["efficiency"]}}
+        "decode efficiency (loaded model)": rows[-1].efficiency}}
     (out / "key_figures.json").write_text(json.dumps(figures, indent=1) + "\n")
-    (out / "decode_efficiency.json").write_text(json.dumps(rows, indent=1, default=float) + "\n")
+    (out / "decode_efficiency.json").write_text(json.dumps([asdict(r) for r in rows], indent=1, default=float) + "\n")
     meta = {"recorded_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "gpu": info.name,
             "device": info.to_dict(), "profile": "mistral-7b-random", "dtype": dtype, "context": a.context,
             "versions": {"torch": torch.__version__, "transformers": __import__("transformers").__version__},
@@ -73,7 +75,7 @@ def main(argv=None) -> int:
     (out / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
     print(json.dumps(figures, indent=1))
     for r in rows:
-        print(f"  {r['model']}: step {r['step_s'] * 1e3:.3f} ms, floor {r['floor_s'] * 1e3:.3f} ms, efficiency {r['efficiency']:.3f}")
+        print(f"  {r.model}: step {r.step_s * 1e3:.3f} ms, floor {r.floor_s * 1e3:.3f} ms, efficiency {r.efficiency:.3f}")
     return 0
 
 

@@ -59,7 +59,8 @@ def kv_context_users():
 def roofline():
     """The talk GPU's roofline with decode (batch 1, 4, 16, 64) and prefill at the talk's context."""
     from helpers.cost.gpus import get_gpu
-    from helpers.cost.roofline import arithmetic_intensity, attainable_flops, forward_bytes, forward_flops
+    from helpers.cost.roofline import attainable_flops
+    from helpers.cost.stepcost import forward_cost
 
     g = get_gpu(kf.GPU)
     peak, _ = g.peak_flops("bf16")
@@ -67,17 +68,17 @@ def roofline():
     fig, ax = plots.figure(width=7, height=4)
     ax.plot(xs, [attainable_flops(x, peak, g.bandwidth) / 1e12 for x in xs], color="black", label=f"{g.name} roof")
     for b in (1, 4, 16, 64):
-        x = arithmetic_intensity(forward_flops(kf.MODEL, 1, kf.CONTEXT - 1, b), forward_bytes(kf.MODEL, 1, kf.CONTEXT - 1, b))
+        x = forward_cost(kf.MODEL, 1, kf.CONTEXT - 1, b).intensity
         ax.scatter([x], [attainable_flops(x, peak, g.bandwidth) / 1e12], color=COMPUTED, zorder=3)
         ax.annotate(f"decode, batch {b}", (x, attainable_flops(x, peak, g.bandwidth) / 1e12), fontsize=8,
                     xytext=(4, -10), textcoords="offset points")
-    x = arithmetic_intensity(forward_flops(kf.MODEL, kf.CONTEXT), forward_bytes(kf.MODEL, kf.CONTEXT))
+    x = forward_cost(kf.MODEL, kf.CONTEXT).intensity
     ax.scatter([x], [attainable_flops(x, peak, g.bandwidth) / 1e12], color=LIMIT, zorder=3)
     ax.annotate(f"prefill, {kf.CONTEXT:,} tokens", (x, peak / 1e12), fontsize=8, xytext=(-60, -14), textcoords="offset points")
     ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP per byte)", ylabel="attainable TFLOP/s",
            title=f"Roofline of one {g.name}: Mistral 7B decode and prefill (bf16)")
     ax.legend(fontsize=8, loc="lower right")
-    return plots.finish(fig, f"computed: helpers.cost.roofline (forward FLOPs and bytes of {kf.MODEL}, bf16); "
+    return plots.finish(fig, f"computed: helpers.cost.stepcost (forward FLOPs and bytes of {kf.MODEL}, bf16); "
                              f"{g.name} datasheet (helpers/data/gpus.csv)")
 
 

@@ -24,17 +24,6 @@ HEAVY_ALLOWED = {("helpers.cost.specs", "torch"), ("helpers.cost.specs", "transf
 # is gone but still listed (so the lists only shrink).
 KNOWN_UPWARD: set[tuple[str, str]] = {
     ("helpers.cost.attention", "helpers.measure.models"),
-    ("helpers.cost.compute_share", "helpers.measure.hardware"),
-    ("helpers.cost.compute_share", "helpers.measure.hierarchy"),
-    ("helpers.cost.compute_share", "helpers.measure.sweeps"),
-    ("helpers.cost.compute_share", "helpers.present.plots"),
-    ("helpers.cost.decode_intensity", "helpers.present.plots"),
-    ("helpers.cost.roofline", "helpers.measure.hardware"),
-    ("helpers.cost.roofline", "helpers.measure.microbench"),
-    ("helpers.cost.roofline", "helpers.measure.models"),
-    ("helpers.cost.roofline", "helpers.measure.sweeps"),
-    ("helpers.cost.roofline", "helpers.measure.timing"),
-    ("helpers.cost.roofline", "helpers.present.plots"),
     ("helpers.cost.state_space", "helpers.present.plots"),
     ("helpers.decoding.regimes", "helpers.decoding.views"),
     ("helpers.engines.harness", "helpers.engines.guide"),
@@ -52,8 +41,7 @@ KNOWN_CYCLES: set[frozenset[str]] = {
 }
 KNOWN_HEAVY_FORMULAS: set[tuple[str, str]] = {
     ("helpers.cost.attention", "torch"), ("helpers.cost.attention", "transformers"),
-    ("helpers.cost.compute_share", "torch"), ("helpers.cost.memory", "torch"),
-    ("helpers.cost.roofline", "torch"), ("helpers.cost.roofline", "transformers"),
+    ("helpers.cost.memory", "torch"),
     ("helpers.cost.state_space", "torch"), ("helpers.cost.state_space", "transformers"),
     ("helpers.cost.units", "torch"),
 }

@@ -1,4 +1,4 @@
-"""`make bench`: helpers.measure.roofline_bench returns the roofline figures; scripts/roofline_bench.py writes them as JSON with
+"""`make bench`: helpers.measure.roofline_bench returns the roofline figures; scripts/bench.py writes them as JSON with
 the machine, keeps going past a failed section, and refuses unknown sections."""
 import json
 import sys
@@ -11,13 +11,13 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 
-import bench as bench_script  # noqa: E402  (scripts/roofline_bench.py)
+import bench as bench_script  # noqa: E402  (scripts/bench.py)
 
-from helpers.measure import roofline_bench  # noqa: E402
+from helpers.measure import machine, roofline_bench  # noqa: E402
 
 
 def test_machine_names_device_and_versions():
-    m = roofline_bench.machine("cpu")
+    m = machine.machine("cpu")
     assert m["device"]["kind"] == "cpu" and m["device"]["name"]
     assert m["versions"]["torch"] and m["versions"]["transformers"]
     assert m["host"]["torch_threads"] >= 1 and m["measured_at"]
@@ -68,12 +68,12 @@ def _touch(mib: int) -> float:
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads Linux's /proc/self/status")
 def test_peak_memory_is_each_blocks_own_peak():
-    with roofline_bench.PeakMemory() as first:
+    with machine.PeakMemory() as first:
         _touch(400)
-    with roofline_bench.PeakMemory() as second:
+    with machine.PeakMemory() as second:
         _touch(50)
     assert first.method in ("VmHWM reset", "sampled VmRSS") and second.method == first.method
-    base = roofline_bench._status_bytes("VmRSS")
+    base = machine._status_bytes("VmRSS")
     assert first.peak_bytes >= base + 390 * 2**20            # the 400 MiB array was resident at once
     assert second.peak_bytes < first.peak_bytes - 300 * 2**20  # reset: the first block's peak is not carried over
 
@@ -84,9 +84,9 @@ def test_peak_memory_samples_where_the_reset_is_refused(monkeypatch):
         def write_text(self, _):
             raise PermissionError("clear_refs not writable")
 
-    monkeypatch.setattr(roofline_bench, "_CLEAR_REFS", Refused())
-    base = roofline_bench._status_bytes("VmRSS")
-    with roofline_bench.PeakMemory(interval_s=0.005) as mem:
+    monkeypatch.setattr(machine, "_CLEAR_REFS", Refused())
+    base = machine._status_bytes("VmRSS")
+    with machine.PeakMemory(interval_s=0.005) as mem:
         block = np.ones(200 * 2**20 // 8)
         time.sleep(0.05)                                    # held long enough for several samples
         del block

@@ -1,8 +1,12 @@
-"""Where the compute goes: FLOP shares for Mistral 7B against hand-worked values, and per-part timing."""
+"""Where the compute goes: FLOP shares for Mistral 7B against hand-worked values (helpers.cost.compute_share),
+per-part timing (helpers.measure.forward_parts), and their tables (helpers.present.compute_share_figures)."""
 import pytest
 
 from helpers.cost import compute_share as cs
+from helpers.cost.specs import attention_projection_params
+from helpers.measure import forward_parts
 from helpers.measure.models import TINY_CONFIG
+from helpers.present import compute_share_figures
 
 # Mistral 7B (paper, arXiv:2310.06825, Table 1): dim 4096, 32 layers, head_dim 128, 32 heads, 8 KV heads,
 # hidden_dim 14336, vocab 32000, window 4096. By hand, per layer:
@@ -15,18 +19,19 @@ PER_KEY = 32 * 32 * 4 * 128          # QKᵀ and softmax·V: 4·head_dim per hea
 
 
 def test_attention_projection_params_by_hand():
-    assert cs.attention_projection_params("mistral-7b-v0.1") == ATTN_PROJ
+    assert attention_projection_params("mistral-7b-v0.1") == ATTN_PROJ
 
 
 def test_decode_shares_of_mistral_by_hand():
     # one decode step at context 4,095 (the query at position 4,096 sees 4,096 keys, inside the window)
     t = cs.flop_terms("mistral-7b-v0.1", 1, 4095)
-    assert t["layers: attention projections (q, k, v, o)"] == 2 * ATTN_PROJ
-    assert t["layers: MLP"] == 2 * MLP
-    assert t["layers: attention over the context (QKᵀ, softmax·V)"] == PER_KEY * 4096
-    assert t["head (logits)"] == HEAD
+    assert t.attention_projections == 2 * ATTN_PROJ
+    assert t.mlp == 2 * MLP
+    assert t.attention_context == PER_KEY * 4096
+    assert t.head == HEAD and t.embedding == 0
     total = 2 * ATTN_PROJ + 2 * MLP + PER_KEY * 4096 + HEAD   # 16,368,271,360
-    assert sum(t.values()) == total == 16_368_271_360
+    assert t.total == total == 16_368_271_360
+    assert t.layers == total - HEAD and t.linear == 2 * (ATTN_PROJ + MLP)
     assert cs.layer_share("mistral-7b-v0.1", 1, 4095) == pytest.approx((total - HEAD) / total)  # 0.98398…
     # at context 0 the head's share is 262,144,000 / 14,221,312,000 = 1.843 %: layers 98.16 %
     assert cs.layer_share("mistral-7b-v0.1", 1, 0) == pytest.approx(1 - HEAD / 14_221_312_000)
@@ -34,13 +39,13 @@ def test_decode_shares_of_mistral_by_hand():
 
 def test_prefill_shares_of_mistral_by_hand():
     # prefill of 512 tokens, logits of the last position only: keys attended = 512·513/2 per layer
-    rows = {r["part"]: r for r in cs.compute_shares("mistral-7b-v0.1", 512)}
+    t = cs.flop_terms("mistral-7b-v0.1", 512)
     ctx = PER_KEY * (512 * 513 // 2)
     lin = 512 * 2 * (ATTN_PROJ + MLP)
     total = lin + ctx + HEAD
-    assert rows["layers: attention over the context (QKᵀ, softmax·V)"]["FLOPs"] == ctx
-    assert rows["head (logits)"]["share"] == pytest.approx(HEAD / total)
-    assert rows["embedding (a lookup)"]["FLOPs"] == 0
+    assert t.attention_context == ctx and t.context_share == pytest.approx(ctx / total)
+    assert t.groups().head == pytest.approx(HEAD / total)
+    assert t.embedding == 0 and t.groups().everything_else == 0
 
 
 def test_where_the_talks_95_percent_stops_holding():
@@ -59,12 +64,15 @@ def test_where_the_talks_95_percent_stops_holding():
     assert cs.attention_crossover("mistral-7b-v0.1", "prefill") is None   # the 4,096 window caps it
 
 
-def test_share_sweep_and_bad_phase():
+def test_share_sweep_its_table_and_bad_phase():
     rows = cs.share_sweep(["mistral-7b-v0.1"], [128, 4096], phases=("decode",))
-    assert [r["tokens"] for r in rows] == [128, 4096]
-    assert all(abs(sum(v for k, v in r.items() if k.startswith(("embedding", "layers:", "head"))) - 1) < 1e-12
-               for r in rows)
-    with pytest.raises(ValueError, match="prefill' or 'decode"):
+    assert [(r.phase, r.tokens) for r in rows] == [("decode", 128), ("decode", 4096)]
+    assert rows[1].terms == cs.flop_terms("mistral-7b-v0.1", 1, 4096)
+    table = compute_share_figures.shares_frame(rows)
+    shares = table.drop(columns=["phase", "tokens"])
+    assert list(shares.columns) == list(compute_share_figures.FLOP_PARTS.values())
+    assert all(abs(total - 1) < 1e-12 for total in shares.sum(axis=1))
+    with pytest.raises(ValueError, match="phase must be one of prefill, decode, got 'train'"):
         cs.phase_args("train", 3)
 
 
@@ -72,10 +80,18 @@ def test_measured_parts_on_the_tiny_model():
     from helpers.measure import models
 
     loaded = models.load("tiny", "cpu")
-    rows = cs.measure_parts(loaded, "The lighthouse keeper wrote in his ledger every night.", 32, "prefill", repeats=2)
-    assert [r["part"] for r in rows] == list(cs.PARTS)
-    assert abs(sum(r["share"] for r in rows) - 1) < 1e-9 and all(r["seconds"] >= 0 for r in rows)
-    dec = cs.measure_parts(loaded, "A short text.", 16, "decode", repeats=2)
-    assert {r["part"] for r in dec} == set(cs.PARTS)
-    both = cs.side_by_side(cs.compute_shares(loaded.spec, 32), rows)
-    assert abs(sum(r["FLOP share"] for r in both) - 1) < 1e-9 and abs(sum(r["time share"] for r in both) - 1) < 1e-9
+    pre = forward_parts.measure_parts(loaded, "The lighthouse keeper wrote in his ledger every night.", 32, "prefill",
+                                      repeats=2)
+    assert all(getattr(pre, f) >= 0 for f in forward_parts.PartTimes.__dataclass_fields__)
+    assert pre.total > 0 and pre.attention > 0 and pre.head > 0
+    dec = forward_parts.measure_parts(loaded, "A short text.", 16, "decode", repeats=2)
+    both = [forward_parts.compare_parts(loaded.spec, pre, "prefill", 32),
+            forward_parts.compare_parts(loaded.spec, dec, "decode", 16)]
+    for c in both:
+        assert abs(sum(vars(c.flops).values()) - 1) < 1e-9 and abs(sum(vars(c.time).values()) - 1) < 1e-9
+    table = compute_share_figures.parts_frame(both)
+    assert list(table["phase"].unique()) == ["prefill", "decode"] and len(table) == 10
+    fig = compute_share_figures.parts_figure(table, 32, "test")
+    assert len(fig.axes) == 2
+    with pytest.raises(ValueError, match="tokens must be a whole number"):
+        forward_parts.measure_parts(loaded, "A short text.", 0)

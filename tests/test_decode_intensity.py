@@ -4,7 +4,7 @@ learner should expect, and the folded solutions."""
 import pytest
 
 from helpers.cost import decode_intensity, roofline
-from helpers.present import expected, notebook
+from helpers.present import decode_intensity_figures, expected, notebook, roofline_figures
 from helpers.capacity import views as capacity_views
 
 MISTRAL = "mistral-7b-v0.1"
@@ -13,20 +13,20 @@ MISTRAL = "mistral-7b-v0.1"
 def test_mistral_at_4k_on_an_h100_stays_far_under_the_ridge():
     df = decode_intensity.intensity_table(MISTRAL, "H100 SXM", contexts=(4096,))
     s = decode_intensity.summary(df)[0]
-    assert s["max_batch"] == 112                      # the planner's budget on the 79.11 GiB an H100 reports
+    assert s.max_batch == 112                      # the planner's budget on the 79.11 GiB an H100 reports
     # By hand: 112 × 16,368,271,360 FLOPs ÷ (14,221,320,192 B of weights
     #          + 112 × (8,192 B embedding row + 4,097 × 131,072 B of cache read and written))
     flops = 112 * 16_368_271_360
     nbytes = 14_221_320_192 + 112 * (8192 + 4097 * 131_072)
-    assert s["intensity_at_max_batch"] == pytest.approx(flops / nbytes) == pytest.approx(24.65, abs=0.01)
-    assert s["ridge"] == pytest.approx(989.5e12 / 3.35e12)          # from the catalog, not typed
-    assert not s["reaches_ridge"] and s["share_of_ridge"] == pytest.approx(24.65 / 295.37, abs=1e-3)
+    assert s.intensity_at_max_batch == pytest.approx(flops / nbytes) == pytest.approx(24.65, abs=0.01)
+    assert s.ridge == pytest.approx(989.5e12 / 3.35e12)          # from the catalog, not typed
+    assert not s.reaches_ridge and s.share_of_ridge == pytest.approx(24.65 / 295.37, abs=1e-3)
     # the cache puts a ceiling on the intensity whatever the batch: FLOPs ÷ KV bytes per sequence
-    assert s["ceiling_with_kv"] < 16_368_271_360 / (4097 * 131_072)
+    assert s.ceiling_with_kv < 16_368_271_360 / (4097 * 131_072)
     # the limit itself, by hand: 16,368,271,360 FLOPs ÷ (8,192 + 4,097 × 131,072) B per sequence = 30.48
-    assert s["limit_with_kv"] == pytest.approx(16_368_271_360 / (8192 + 4097 * 131_072)) == pytest.approx(30.48, abs=0.01)
-    assert s["ceiling_with_kv"] < s["limit_with_kv"] < s["ridge"]
-    assert decode_intensity.verdict(s) == ("at 4,096 tokens the largest batch that fits (112) reaches 24.7 FLOP/B, "
+    assert s.limit_with_kv == pytest.approx(16_368_271_360 / (8192 + 4097 * 131_072)) == pytest.approx(30.48, abs=0.01)
+    assert s.ceiling_with_kv < s.limit_with_kv < s.ridge
+    assert decode_intensity_figures.verdict(s) == ("at 4,096 tokens the largest batch that fits (112) reaches 24.7 FLOP/B, "
                                            "8 % of the ridge (295): still memory-bound; no batch would reach it — the "
                                            "cache caps the intensity at 30.5 FLOP/B however many sequences share the weights")
 
@@ -36,13 +36,13 @@ def test_at_the_weights_only_crossover_batch_decode_at_4k_is_still_far_under_the
     28 FLOP/B — and does not fit an H100 (112 do)."""
     p = decode_intensity.point(MISTRAL, "H100 SXM", context=4096, batch=295)
     flops, nbytes = 295 * 16_368_271_360, 14_221_320_192 + 295 * (8192 + 4097 * 131_072)
-    assert p["intensity_with_kv"] == pytest.approx(flops / nbytes) == pytest.approx(27.97, abs=0.01)
-    assert p["intensity_weights_only"] == pytest.approx(294.15, abs=0.01) and p["intensity_weights_only"] < p["ridge"]
-    assert not p["fits"] and p["max_batch"] == 112 and p["bound"] == "memory"
-    assert decode_intensity.point(MISTRAL, "H100 SXM", context=256, batch=1024)["bound"] == "compute"
+    assert p.intensity_with_kv == pytest.approx(flops / nbytes) == pytest.approx(27.97, abs=0.01)
+    assert p.intensity_weights_only == pytest.approx(294.15, abs=0.01) and p.intensity_weights_only < p.ridge
+    assert not p.fits and p.max_batch == 112 and p.bound == "memory"
+    assert decode_intensity.point(MISTRAL, "H100 SXM", context=256, batch=1024).bound == "compute"
     with pytest.raises(ValueError, match="batch must be a whole number"):
         decode_intensity.point(MISTRAL, batch=0)
-    fig = decode_intensity.point_figure(p)
+    fig = decode_intensity_figures.point_figure(p)
     assert "does not fit: at most 112" in fig.axes[0].get_title()
 
 
@@ -56,19 +56,19 @@ def test_weights_only_intensity_grows_with_the_batch_and_crosses_near_the_crosso
 
 def test_a_short_context_with_a_huge_batch_can_reach_the_ridge():
     s = decode_intensity.summary(decode_intensity.intensity_table(MISTRAL, "H100 SXM", contexts=(256,)))[0]
-    assert s["reaches_ridge"] and "compute-bound" in decode_intensity.verdict(s)
-    assert s["limit_with_kv"] > s["ridge"]
+    assert s.reaches_ridge and "compute-bound" in decode_intensity_figures.verdict(s)
+    assert s.limit_with_kv > s.ridge
 
 
 def test_a_batch_too_large_to_fit_is_said_to_reach_the_ridge_only_where_the_limit_allows():
     s = decode_intensity.summary(decode_intensity.intensity_table(MISTRAL, "L4", contexts=(256,)))[0]
-    assert not s["reaches_ridge"] and s["limit_with_kv"] > s["ridge"]      # 24 GB: the batch that would does not fit
-    assert decode_intensity.verdict(s).endswith("a batch larger than fits would reach it")
+    assert not s.reaches_ridge and s.limit_with_kv > s.ridge      # 24 GB: the batch that would does not fit
+    assert decode_intensity_figures.verdict(s).endswith("a batch larger than fits would reach it")
 
 
 def test_intensity_figure_is_titled_and_stamped():
     df = decode_intensity.intensity_table(MISTRAL, "H100 SXM", contexts=(512, 4096), batches=[1, 8, 64])
-    fig = decode_intensity.figure(df, MISTRAL, "bf16")
+    fig = decode_intensity_figures.intensity_figure(df, MISTRAL, "bf16")
     assert "Decode's arithmetic intensity" in fig.axes[0].get_title()
     assert any("H100 SXM figures from the GPU catalog" in t.get_text() for t in fig.texts)
 
@@ -78,20 +78,25 @@ def test_intensity_figure_is_titled_and_stamped():
 @pytest.mark.parametrize("share,words", [(0.95, "most"), (0.61, "most"), (0.6, "about half"), (0.4, "about half"),
                                          (0.39, "a minority"), (0.1, "a minority"), (0.05, "little")])
 def test_share_words_rule(share, words):
-    assert roofline.share_words(share) == words
+    assert roofline_figures.share_words(share) == words
 
 
-def test_step_explained_by_hand():
+def test_step_shares_and_their_words_by_hand():
     # floor 1 ms, probe 2 ms, step 10 ms: the floor explains 10 %, the overhead 20 %, 70 % neither
-    e = roofline.step_explained({"step_s": 0.010, "floor_s": 0.001}, 0.002)
-    assert e["floor_share"] == pytest.approx(0.1) and e["overhead_share"] == pytest.approx(0.2)
-    assert e["rest_share"] == pytest.approx(0.7)
-    assert e["words"].startswith("most of its step (90 %) is not moving bytes; the fixed overhead alone is a minority")
-    assert "70 % is explained by neither" in e["words"]
-    at = roofline.step_explained({"step_s": 0.010, "floor_s": 0.009}, None)
-    assert at["words"] == "at its memory floor (90 % of the step is moving bytes)"
-    over = roofline.step_explained({"step_s": 0.010, "floor_s": 0.005}, 0.008)
-    assert "they overlap" in over["words"]
+    e = roofline.step_shares(0.010, 0.001, 0.002)
+    assert e.floor_share == pytest.approx(0.1) and e.overhead_share == pytest.approx(0.2)
+    assert e.rest_share == pytest.approx(0.7)
+    words = roofline_figures.step_words(e)
+    assert words.startswith("most of its step (90 %) is not moving bytes; the fixed overhead alone is a minority")
+    assert "70 % is explained by neither" in words
+    at = roofline.step_shares(0.010, 0.009)
+    assert at.overhead_share is None and at.rest_share is None
+    assert roofline_figures.step_words(at) == "at its memory floor (90 % of the step is moving bytes)"
+    assert "they overlap" in roofline_figures.step_words(roofline.step_shares(0.010, 0.005, 0.008))
+    with pytest.raises(ValueError, match="step_s must be a finite number > 0"):
+        roofline.step_shares(0, 0.001)
+    table = roofline_figures.explained_frame({"tiny": e})
+    assert list(table.columns) == ["model", "floor ÷ step", "probe ÷ step", "neither"]
 
 
 # ----------------------------------------------------------------------------- expected, solutions, tables

@@ -5,7 +5,8 @@ import math
 import pytest
 
 from helpers.measure import models
-from helpers.cost import roofline
+from helpers.cost import roofline, stepcost
+from helpers.measure import decode_efficiency
 from helpers.decoding import breakdown, impls, regimes, views
 from helpers.cost.memory import kv_cache_bytes
 from helpers.cost.specs import param_breakdown, spec_from_config
@@ -21,7 +22,7 @@ def test_small_profile_is_the_tiny_recipe_widened_and_reads_half_a_gigabyte_per_
     cfg = models.SMALL_CONFIG
     assert {k: v for k, v in cfg.items() if k not in models.SMALL_OVERRIDES} == \
         {k: v for k, v in models.TINY_CONFIG.items() if k not in models.SMALL_OVERRIDES}
-    assert roofline.size_config("small") == cfg            # one owner: the bench's "small" is the profile
+    assert decode_efficiency.size_config("small") == cfg            # one owner: the bench's "small" is the profile
     # parameters counted by the architecture itself (meta device, no weights) against helpers.cost.specs
     c = {k: v for k, v in cfg.items() if k != "model_type"}
     with torch.device("meta"):
@@ -32,8 +33,8 @@ def test_small_profile_is_the_tiny_recipe_widened_and_reads_half_a_gigabyte_per_
     # by hand: 8 layers × (q 1024² + k,v 1024·256 each + o 1024² + MLP 3·1024·3584 + 2 norms) + head + norm
     per_layer = 2 * 1024 * 1024 + 2 * 1024 * 256 + 3 * 1024 * 3584 + 2 * 1024
     # … + the head + the final norm + one embedding row (the step's token: the table is read by rows)
-    assert roofline.streamed_weight_bytes(spec, "fp32") == 4 * (8 * per_layer + 32000 * 1024 + 1024 + 1024)
-    assert 0.5e9 <= roofline.streamed_weight_bytes(spec, "fp32") <= 1e9   # the range
+    assert stepcost.decode_cost(spec, 0, 1, "fp32").weight_read_bytes == 4 * (8 * per_layer + 32000 * 1024 + 1024 + 1024)
+    assert 0.5e9 <= stepcost.decode_cost(spec, 0, 1, "fp32").weight_read_bytes <= 1e9   # the range
 
 
 def test_readme_describes_the_small_profile_as_built():
@@ -43,7 +44,7 @@ def test_readme_describes_the_small_profile_as_built():
     cfg, spec = models.SMALL_CONFIG, spec_from_config(models.SMALL_CONFIG, "small")
     assert (f"`small` | Mistral architecture, {cfg['num_hidden_layers']} layers, hidden {cfg['hidden_size']}, "
             f"{param_breakdown(spec).total / 1e6:,.0f} M parameters") in readme
-    assert f"reads {roofline.streamed_weight_bytes(spec, 'fp32') / 1e9:.2f} GB (fp32)" in readme
+    assert f"reads {stepcost.decode_cost(spec, 0, 1, 'fp32').weight_read_bytes / 1e9:.2f} GB (fp32)" in readme
 
 
 def test_small_profile_resolves_and_runs_in_fp32_on_a_cpu():
@@ -122,7 +123,7 @@ def test_packed_weights_say_where_they_cannot_run():
 @pytest.mark.slow
 def test_compiled_static_decode_gives_the_same_tokens():
     cfg = {**models.TINY_CONFIG, "num_hidden_layers": 1, "vocab_size": 512}   # compiles in seconds
-    model = roofline.random_model(cfg)
+    model = decode_efficiency.random_model(cfg)
     ids = prompt_ids(12, vocab=512)
     from torch._dynamo.utils import counters
 
@@ -154,7 +155,7 @@ def test_windowed_static_cache_compiles_one_graph(prompt, new_tokens):
 
     window = 16
     cfg = {**models.TINY_CONFIG, "num_hidden_layers": 1, "vocab_size": 512, "sliding_window": window}
-    model = roofline.random_model(cfg)
+    model = decode_efficiency.random_model(cfg)
     slots = prompt + new_tokens
     assert any(StaticCache(config=model.config, max_cache_len=slots).is_sliding)   # the trap is armed
     cache = impls.static_cache(model.config, slots)
@@ -206,7 +207,7 @@ def test_operators_fall_into_their_parts():
 
 def test_breakdown_parts_add_up_to_the_step_measured_without_the_profiler(tiny):
     spec = tiny.spec
-    floor = roofline.decode_floor_s(roofline.streamed_weight_bytes(spec, "fp32"),
+    floor = roofline.decode_floor_s(stepcost.decode_cost(spec, 0, 1, "fp32").weight_read_bytes,
                                     kv_cache_bytes(spec, 64, 1, "fp32"), 10e9)
     # A machine shared with other jobs can spoil one attempt (a thread descheduled mid-step stalls the
     # step by a time slice, profiled or not): the parts must explain the measured step in one of three.
@@ -264,12 +265,12 @@ def test_measure_regime_on_the_tiny_model(tiny):
     assert reg.kernel_ceiling() == ("packed", 0.8)
     fastest_loop = min((r for r in reg.results if r.impl in ("eager", "packed")), key=lambda r: r.step_s).impl
     assert reg.breakdown.impl == fastest_loop
-    assert reg.breakdown.weight_bytes == roofline.streamed_weight_bytes(tiny.spec, "fp32")
+    assert reg.breakdown.weight_bytes == stepcost.decode_cost(tiny.spec, 0, 1, "fp32").weight_read_bytes
     assert reg.breakdown.matmul_bandwidth == pytest.approx(
         reg.breakdown.weight_bytes / reg.breakdown.parts_s["weight matmuls"])
     best = reg.best
     assert best.step_s == min(r.step_s for r in reg.results)
-    floor = roofline.decode_floor_s(roofline.streamed_weight_bytes(tiny.spec, "fp32"),
+    floor = roofline.decode_floor_s(stepcost.decode_cost(tiny.spec, 0, 1, "fp32").weight_read_bytes,
                                     kv_cache_bytes(tiny.spec, 16 + 3, 1, "fp32"), 10e9)
     assert best.floor_s == pytest.approx(floor) and best.efficiency == pytest.approx(floor / best.step_s)
     pred = regimes.planner_prediction(tiny.spec, "fp32", "cpu", 10e9, 1e11, 19)
@@ -306,7 +307,7 @@ def test_the_floor_bandwidth_is_measured_alongside_the_steps_when_not_given(tiny
     reg = regimes.measure_regime(tiny, None, 1e11, impls=("eager",), with_breakdown=False,
                                  sizes={"prompt": 8, "new_tokens": 3, "rounds": 2}, kernel_bandwidth={"linear": 20e9})
     assert reg.bandwidth == 50e9                                   # the best sample of the window
-    floor = roofline.decode_floor_s(roofline.streamed_weight_bytes(tiny.spec, "fp32"),
+    floor = roofline.decode_floor_s(stepcost.decode_cost(tiny.spec, 0, 1, "fp32").weight_read_bytes,
                                     kv_cache_bytes(tiny.spec, reg.results[0].context, 1, "fp32"), 50e9)
     assert reg.results[0].floor_s == pytest.approx(floor)
     pred = regimes.planner_prediction(tiny.spec, "fp32", "cpu", 50e9, 1e11, reg.results[0].context)

@@ -6,7 +6,7 @@ import pytest
 
 from helpers.present import expected
 from helpers.measure.models import TINY_CONFIG
-from helpers.cost.roofline import forward_flops
+from helpers.cost.stepcost import forward_cost
 from helpers.cost.specs import spec_from_config
 
 MISTRAL_PARAMS = 7_241_732_096                    # published parameter count (talk outline, helpers tests)
@@ -29,7 +29,7 @@ def _tiny_linear_params():
 def test_flop_split_sums_to_forward_flops():
     for model in ("mistral-7b-v0.1", "llama-3.1-8b", "deepseek-v3"):
         for n in (1, 100, 5000):
-            assert sum(expected.flop_split(model, n).values()) == forward_flops(model, n)
+            assert sum(expected.flop_split(model, n).values()) == forward_cost(model, n).flops
     with pytest.raises(ValueError, match="positive integer"):
         expected.flop_split("mistral-7b-v0.1", 0)
 

@@ -112,8 +112,8 @@ def _figure_functions():
     import importlib
     import inspect
 
-    names = ("present.sweep_figures", "serving.figures", "cost.roofline", "decoding.views", "measure.flash", "measure.hierarchy",
-             "cost.compute_share", "engines.figures")
+    names = ("present.sweep_figures", "serving.figures", "present.roofline_figures", "decoding.views", "measure.flash",
+             "measure.hierarchy", "present.compute_share_figures", "engines.figures")
     for name in names:
         mod = importlib.import_module(f"helpers.{name}")
         for fname, fn in inspect.getmembers(mod, inspect.isfunction):
@@ -126,7 +126,7 @@ def test_every_measured_figure_draws_a_note_when_it_has_nothing_to_draw():
 
     found = dict(_figure_functions())
     assert {"present.sweep_figures.ttft_figure", "serving.figures.slots_figure", "decoding.views.roofline_figure",
-            "cost.roofline.efficiency_figure"} <= set(found)
+            "present.roofline_figures.efficiency_figure"} <= set(found)
     import inspect
 
     for name, fn in found.items():

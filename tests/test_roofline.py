@@ -1,13 +1,15 @@
-"""helpers.cost.roofline: the arithmetic against hand-worked cases; helpers.measure.microbench: the microbenchmarks
-against known sizes (measure_bandwidth and measure_peak_flops through helpers.cost.roofline, which re-exports them)."""
+"""helpers.cost.roofline: the arithmetic against hand-worked cases, with the FLOPs and bytes of
+helpers.cost.stepcost; helpers.measure.microbench: the microbenchmarks against known sizes;
+helpers.measure.decode_efficiency: decode steps against their floor; helpers.present.roofline_figures."""
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from helpers.measure import microbench
 from helpers.cost import roofline, stepcost
+from helpers.measure import decode_efficiency, microbench
+from helpers.present import roofline_figures
 from helpers.cost.specs import get_spec
 
 H100_BF16 = 989e12   # FLOP/s, dense bf16, NVIDIA H100 SXM datasheet
@@ -41,7 +43,7 @@ def test_arithmetic_intensity_and_efficiency():
 def test_mistral_decode_floor_on_h100():
     # weights read: every parameter but the 32,000 × 4,096 input table, of which one row (4,096 values);
     # (14,221,328,384 B + 4,096 tokens × 131,072 B of cache) / 3.35e12 B/s = 4.4054 ms
-    weights = roofline.streamed_weight_bytes(get_spec("mistral-7b-v0.1"), "bf16")
+    weights = stepcost.decode_cost(get_spec("mistral-7b-v0.1"), 0, 1, "bf16").weight_read_bytes
     assert weights == (7_241_732_096 - 32_000 * 4096 + 4096) * 2 == 14_221_328_384
     floor = roofline.decode_floor_s(weights, 4096 * 131_072, H100_BW)
     assert floor == pytest.approx((14_221_328_384 + 536_870_912) / 3.35e12)
@@ -63,7 +65,7 @@ def test_ridge_rejects_zero():
 
 def test_mistral_matmul_params_by_hand():
     per_layer = 2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 14336   # q, o; k, v (8 KV heads × 128); gate, up, down
-    assert roofline.matmul_params(get_spec("mistral-7b-v0.1")) == 32 * per_layer == 6_979_321_856
+    assert stepcost.matmul_params(get_spec("mistral-7b-v0.1")) == 32 * per_layer == 6_979_321_856
 
 
 def test_mistral_decode_flops_by_hand():
@@ -71,14 +73,14 @@ def test_mistral_decode_flops_by_hand():
     # + 2 × 4,096 × 32,000 for the logits
     m = get_spec("mistral-7b-v0.1")
     expected = 2 * 6_979_321_856 + 4 * 32 * 128 * 32 * 4096 + 2 * 4096 * 32000
-    assert roofline.forward_flops(m, 1, 4096) == expected == 16_368_271_360
-    assert roofline.forward_flops(m, 1, 4096, batch=8) == 8 * expected
+    assert stepcost.forward_cost(m, 1, 4096).flops == expected == 16_368_271_360
+    assert stepcost.forward_cost(m, 1, 4096, batch=8).flops == 8 * expected
 
 
 def test_attended_keys_by_hand_and_against_a_loop():
     m = get_spec("mistral-7b-v0.1")  # window 4,096 on all 32 layers
-    assert roofline.attended_keys(m, 4) == 32 * (1 + 2 + 3 + 4)
-    assert roofline.attended_keys(m, 3, 4094) == 32 * (4095 + 4096 + 4096)
+    assert stepcost.attended_keys(m, 4) == 32 * (1 + 2 + 3 + 4)
+    assert stepcost.attended_keys(m, 3, 4094) == 32 * (4095 + 4096 + 4096)
     for window in (None, 1, 5, 16):
         for past in (0, 3, 20):
             for new in (1, 7, 30):
@@ -91,32 +93,33 @@ def test_prefill_flops_of_the_tiny_model(tiny_config):
     linear = 4 * (2 * 256 * 256 + 2 * 256 * 64 + 3 * 256 * 896)
     n = 100
     expected = 2 * linear * n + 4 * 8 * 32 * 4 * (n * (n + 1) // 2) + 2 * 256 * 32000
-    assert roofline.forward_flops(tiny_config, n) == expected
+    assert stepcost.forward_cost(tiny_config, n).flops == expected
 
 
-def test_forward_bytes_decode_reads_weights_and_cache():
+def test_forward_cost_bytes_of_decode_read_weights_and_cache():
     m = get_spec("mistral-7b-v0.1")
-    weights = roofline.streamed_weight_bytes(m, "bf16")
+    weights = stepcost.decode_cost(m, 0, 1, "bf16").weight_read_bytes
     # 1,000 cached tokens read + 1 new token's K/V written, per sequence; weights once for the batch,
     # the input embedding by the rows of the batch's tokens (4,096 bf16 values each)
-    assert roofline.forward_bytes(m, 1, 1000) == weights + 1001 * 131_072
-    assert roofline.forward_bytes(m, 1, 1000, batch=4) == weights + 3 * 4096 * 2 + 4 * 1001 * 131_072
+    assert stepcost.forward_cost(m, 1, 1000).bytes == weights + 1001 * 131_072
+    assert stepcost.forward_cost(m, 1, 1000, batch=4).bytes == weights + 3 * 4096 * 2 + 4 * 1001 * 131_072
 
 
 def test_tied_embeddings_are_streamed_in_full():
     cfg = {**get_spec("mistral-7b-v0.1").config, "tie_word_embeddings": True}
     from helpers.cost.specs import param_count
 
-    assert roofline.streamed_weight_bytes(cfg, "bf16") == 2 * param_count(cfg)
+    assert stepcost.decode_cost(cfg, 0, 1, "bf16").weight_read_bytes == 2 * param_count(cfg)
 
 
 def test_decode_intensity_reaches_the_ridge_near_the_crossover_batch():
     """The crossover batch's claim, checked with the full FLOP and byte counts at a short context."""
     m = get_spec("mistral-7b-v0.1")
     b = round(roofline.crossover_batch(H100_BF16, H100_BW, 2))
-    intensity = roofline.arithmetic_intensity(roofline.forward_flops(m, 1, 16, b), roofline.forward_bytes(m, 1, 16, b))
+    step = stepcost.forward_cost(m, 1, 16, b)
+    intensity = roofline.arithmetic_intensity(step.flops, step.bytes)
     assert intensity == pytest.approx(roofline.ridge_point(H100_BF16, H100_BW), rel=0.1)
-    one = roofline.arithmetic_intensity(roofline.forward_flops(m, 1, 16), roofline.forward_bytes(m, 1, 16))
+    one = stepcost.forward_cost(m, 1, 16).intensity
     assert 0.9 < one < 1.1  # batch 1 in bf16: about 1 FLOP per byte
 
 
@@ -124,7 +127,7 @@ def test_roofline_points():
     m = get_spec("mistral-7b-v0.1")
     p = roofline.decode_point(m, 4096, 0.02, "bf16")
     assert p.kind == "decode" and p.tokens == 1
-    assert p.intensity == pytest.approx(16_368_271_360 / roofline.forward_bytes(m, 1, 4096))
+    assert p.intensity == pytest.approx(16_368_271_360 / stepcost.forward_cost(m, 1, 4096).bytes)
     assert p.achieved_flops == pytest.approx(16_368_271_360 / 0.02)
     d = p.to_dict(H100_BF16, H100_BW)
     assert d["bound"] == "memory" and 0 < d["share_of_roof"] < 1
@@ -148,7 +151,7 @@ def test_bandwidth_agrees_with_an_independent_copy():
     """torch's copy and numpy's copyto of the same 64 MiB, best of 5 each, agree in order of magnitude
     (a factor of 8 leaves room for threading differences and a busy machine; a units slip is 1000×)."""
     nbytes = 64 * 2**20
-    bw = roofline.measure_bandwidth("cpu", nbytes=nbytes, repeats=5)
+    bw = microbench.measure_bandwidth("cpu", nbytes=nbytes, repeats=5)
     src, dst = np.ones(nbytes, dtype=np.uint8), np.zeros(nbytes, dtype=np.uint8)
     np.copyto(dst, src)
     best = min(_timed(lambda: np.copyto(dst, src)) for _ in range(5))
@@ -172,7 +175,7 @@ def test_matmul_benchmark_counts_two_n_cubed():
     b = microbench.matmul_benchmark("cpu", "fp32", n=256, repeats=3)
     assert b.flops_per_matmul == 2 * 256**3
     assert b.flops_per_s == pytest.approx(2 * 256**3 / b.stats.min)
-    assert 1e8 < roofline.measure_peak_flops("cpu", "fp32", n=256, repeats=2) < 1e15
+    assert 1e8 < microbench.measure_peak_flops("cpu", "fp32", n=256, repeats=2) < 1e15
 
 
 @pytest.mark.parametrize("kwargs, match", [({"dtype": "fp8"}, "dtype"), ({"n": 0}, "n must"),
@@ -190,16 +193,16 @@ def test_copy_benchmark_rejects_bad_size():
 # ----------------------------------------------------------------------------- decode efficiency
 
 def test_efficiency_table_with_the_probe_and_the_loaded_model(tiny):
-    df = roofline.efficiency_table(["probe"], "cpu", "fp32", bandwidth=2e10, context=16, steps=3, extra=[tiny])
+    df = decode_efficiency.efficiency_table(["probe"], "cpu", "fp32", bandwidth=2e10, context=16, steps=3, extra=[tiny])
     assert list(df["model"]) == ["probe", "tiny (loaded)"]
     row = df.iloc[1]
-    assert row["weight_bytes_read"] == roofline.streamed_weight_bytes(tiny.spec, "fp32")
+    assert row["weight_bytes_read"] == stepcost.decode_cost(tiny.spec, 0, 1, "fp32").weight_read_bytes
     assert row["kv_bytes_read"] == 16 * 2048                 # 16 cached tokens × 2,048 B (fp32), and 1 written
     assert row["step_bytes"] == row["weight_bytes_read"] + 17 * 2048
     assert row["floor_s"] == pytest.approx(row["step_bytes"] / 2e10)
     assert row["efficiency"] == pytest.approx(row["floor_s"] / row["step_s"])
     assert df.iloc[0]["overhead_share"] == 1.0
-    fig = roofline.efficiency_figure(df, "test")
+    fig = roofline_figures.efficiency_figure(df, "test")
     assert len(fig.axes) == 1
 
 
@@ -208,31 +211,31 @@ def test_the_overhead_probe_has_the_loaded_models_layer_count(tiny_config):
 
     from helpers.cost.specs import param_breakdown, spec_from_config
 
-    assert roofline.probe_config() == roofline.size_config("probe")
-    assert roofline.probe_config(32)["num_hidden_layers"] == 32            # Mistral 7B's, on a GPU
-    assert roofline.probe_config(32)["hidden_size"] == roofline.size_config("probe")["hidden_size"] == 16
-    with pytest.raises(ValueError, match="layers must be a positive integer"):
-        roofline.probe_config(0)
+    assert decode_efficiency.probe_config() == decode_efficiency.size_config("probe")
+    assert decode_efficiency.probe_config(32)["num_hidden_layers"] == 32            # Mistral 7B's, on a GPU
+    assert decode_efficiency.probe_config(32)["hidden_size"] == decode_efficiency.size_config("probe")["hidden_size"] == 16
+    with pytest.raises(ValueError, match="layers must be a whole number ≥ 1"):
+        decode_efficiency.probe_config(0)
     cfg = {**tiny_config, "num_hidden_layers": 6, "hidden_size": 64, "intermediate_size": 128,
            "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 512}
-    six = SimpleNamespace(profile="six", model=roofline.random_model(cfg), config=cfg, dtype="fp32", device="cpu")
-    df = roofline.efficiency_table(["probe"], "cpu", "fp32", bandwidth=2e10, context=8, steps=2, extra=[six])
+    six = SimpleNamespace(profile="six", model=decode_efficiency.random_model(cfg), config=cfg, dtype="fp32", device="cpu")
+    df = decode_efficiency.efficiency_table(["probe"], "cpu", "fp32", bandwidth=2e10, context=8, steps=2, extra=[six])
     probe = df[df["model"] == "probe"].iloc[0]
     # the probe built has six layers: its parameters, counted by helpers.cost.specs from its config
-    assert probe["params"] == param_breakdown(spec_from_config(roofline.probe_config(6), "probe")).total
-    assert probe["params"] != param_breakdown(spec_from_config(roofline.probe_config(), "probe")).total
+    assert probe["params"] == param_breakdown(spec_from_config(decode_efficiency.probe_config(6), "probe")).total
+    assert probe["params"] != param_breakdown(spec_from_config(decode_efficiency.probe_config(), "probe")).total
 
 
 def test_roofline_figure_draws(tiny):
     m = tiny.spec
     pts = [roofline.prefill_point(m, 64, 0.01, "fp32"), roofline.decode_point(m, 64, 0.004, "fp32")]
-    fig = roofline.roofline_figure(1e11, 3e10, pts, tiny, "fp32")
+    fig = roofline_figures.roofline_figure(1e11, 3e10, pts, tiny, "fp32")
     assert fig.axes[0].get_xscale() == "log"
 
 
 def test_unknown_size_is_a_value_error():
-    with pytest.raises(ValueError, match="allowed: probe, tiny, small"):
-        roofline.size_config("huge")
+    with pytest.raises(ValueError, match="model size must be one of probe, tiny, small"):
+        decode_efficiency.size_config("huge")
 
 
 def test_gemv_benchmark_counts_the_weights_read_by_both_kernels():
@@ -242,7 +245,8 @@ def test_gemv_benchmark_counts_the_weights_read_by_both_kernels():
         assert b.nbytes == b.bytes_moved == 3 * per      # whole matrices only
         assert b.bandwidth == pytest.approx(3 * per / b.stats.min)
         assert 1e8 < b.bandwidth < 1e13
-    with pytest.raises(ValueError, match="one 3584 × 1024 fp32 matrix"):
+    with pytest.raises(ValueError, match=r"nbytes \(at least one 3584 × 1024 fp32 matrix\) must be a whole number "
+                                         r"≥ 14,680,064, got 1000"):
         microbench.gemv_benchmark("cpu", nbytes=1000)
     with pytest.raises(ValueError, match="packed weights cannot run here: .*not fp16"):
         microbench.gemv_benchmark("cpu", "fp16", nbytes=per, packed=True)

@@ -94,8 +94,8 @@ CASES = [(spec_from_config(TINY_CONFIG, "tiny"), "bf16"), (get_spec(MISTRAL), "b
 def test_notebook_03_floor_planner_and_bench_agree_to_the_byte(spec, dtype, batch):
     context, bw = 1024, 5.3e12
     gpu = gpus.get_gpu("MI300X")
-    floor_03 = roofline.decode_floor_bytes(spec, context, dtype, batch)
-    assert floor_03 == roofline.forward_bytes(spec, 1, context, batch, dtype)
+    floor_03 = stepcost.decode_cost(spec, context, batch, dtype).bytes
+    assert floor_03 == stepcost.forward_cost(spec, 1, context, batch, dtype).bytes
     p = capacity.plan(spec, gpu, context=context, batch=batch, weight_dtype=dtype, kv_dtype="bf16", efficiency=1.0)
     assert p.fits
     assert p.step_bytes_per_gpu == floor_03                          # the planner's step, to the byte

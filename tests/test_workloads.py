@@ -9,7 +9,7 @@ from helpers import serving
 from helpers.present import sweep_figures
 from helpers.measure import sweeps
 from helpers.cost.memory import kv_cache_bytes
-from helpers.cost.roofline import random_model
+from helpers.measure.decode_efficiency import random_model
 from helpers.cost.specs import get_spec, spec_from_config
 
 

@@ -47,7 +47,7 @@ def predict_vs_measure(loaded, bandwidth: float | None = None, batch: int | None
         from ..measure.microbench import measure_bandwidth
 
         bandwidth = float(measure_bandwidth(loaded.device))
-        bw_source = "measured (helpers.cost.roofline.measure_bandwidth)"
+        bw_source = "measured (helpers.measure.microbench.measure_bandwidth)"
     else:
         bandwidth = _positive(bandwidth, "bandwidth (bytes/s)")
         bw_source = "given"

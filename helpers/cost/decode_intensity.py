@@ -10,12 +10,15 @@ far under an H100's ridge. The batch also cannot grow past what the memory holds
 batch comes from the planner's memory budget (helpers.capacity.max_batch).
 
 FLOPs and bytes from helpers.cost.stepcost (the one owner), the GPU's figures from the catalog
-(helpers.cost.gpus), the ridge from helpers.cost.roofline.ridge_point.
+(helpers.cost.gpus), the ridge from helpers.cost.roofline.ridge_point. The figures and the sentences are
+helpers.present.decode_intensity_figures.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from dataclasses import dataclass
+from typing import Sequence
 
+from .. import checks
 from .gpus import get_gpu
 from .roofline import ridge_point
 from .stepcost import decode_cost
@@ -64,9 +67,25 @@ def limit_intensity(model, context: int, dtype: str = "bf16") -> float:
     return one.flops / (two.bytes - one.bytes)
 
 
-def summary(df) -> list[dict[str, Any]]:
-    """Per context: the largest batch that fits, the intensity there with the cache, its share of the
-    ridge, whether it reaches the ridge, and the batch where the weights-only intensity would cross it."""
+@dataclass(frozen=True)
+class IntensitySummary:
+    """One context of an intensity_table: where its largest fitting batch sits against the ridge."""
+
+    context: int
+    max_batch: int                         # the largest batch that fits (0: not one sequence)
+    intensity_at_max_batch: float | None   # FLOP/B with the cache at that batch
+    share_of_ridge: float | None
+    reaches_ridge: bool
+    weights_only_crosses_at: int | None    # the batch where the weights-only intensity reaches the ridge
+    ceiling_with_kv: float                 # the highest intensity with the cache in the table
+    ridge: float
+    limit_with_kv: float                   # limit_intensity: what no batch, fitting or not, gets past
+
+
+def summary(df) -> list[IntensitySummary]:
+    """Per context of an intensity_table, smallest first: the largest batch that fits, the intensity there
+    with the cache, its share of the ridge, whether it reaches the ridge, and the batch where the
+    weights-only intensity would cross it."""
     out = []
     for context, d in df.groupby("context", sort=True):
         top = int(d["max_batch"].iloc[0])
@@ -74,114 +93,46 @@ def summary(df) -> list[dict[str, Any]]:
         model, dtype = d["model"].iloc[0], d["dtype"].iloc[0]
         at = d[d["batch"] == top]
         crossing = d[d["intensity_weights_only"] >= ridge]["batch"]
-        reach = at["intensity_with_kv"].iloc[0] if len(at) else None
-        out.append({"context": int(context), "max_batch": top, "intensity_at_max_batch": reach,
-                    "share_of_ridge": None if reach is None else reach / ridge,
-                    "reaches_ridge": bool(reach is not None and reach >= ridge),
-                    "weights_only_crosses_at": int(crossing.min()) if len(crossing) else None,
-                    "ceiling_with_kv": float(d["intensity_with_kv"].max()), "ridge": ridge,
-                    "limit_with_kv": limit_intensity(model, int(context), dtype)})
+        reach = float(at["intensity_with_kv"].iloc[0]) if len(at) else None
+        out.append(IntensitySummary(
+            int(context), top, reach, None if reach is None else reach / ridge,
+            bool(reach is not None and reach >= ridge), int(crossing.min()) if len(crossing) else None,
+            float(d["intensity_with_kv"].max()), ridge, limit_intensity(model, int(context), dtype)))
     return out
 
 
-def verdict(s: dict[str, Any]) -> str:
-    """The sentence for one context, chosen by rule: reaches the ridge, or how far under it stays."""
-    if s["max_batch"] < 1:
-        return f"at {s['context']:,} tokens not even one sequence fits"
-    where = (f"at {s['context']:,} tokens the largest batch that fits ({s['max_batch']:,}) reaches "
-             f"{s['intensity_at_max_batch']:,.1f} FLOP/B")
-    if s["reaches_ridge"]:
-        return where + f", past the ridge ({s['ridge']:,.0f}): compute-bound"
-    under = where + f", {100 * s['share_of_ridge']:,.0f} % of the ridge ({s['ridge']:,.0f}): still memory-bound"
-    if s["limit_with_kv"] < s["ridge"]:
-        return under + (f"; no batch would reach it — the cache caps the intensity at {s['limit_with_kv']:,.1f} FLOP/B "
-                        "however many sequences share the weights")
-    return under + "; a batch larger than fits would reach it"
+@dataclass(frozen=True)
+class IntensityPoint:
+    """One decode step of `batch` sequences at `context` tokens on a catalogued GPU."""
+
+    model: str
+    gpu: str
+    context: int
+    batch: int
+    intensity_with_kv: float
+    intensity_weights_only: float
+    fits: bool                # whether the batch fits (the planner's budget)
+    max_batch: int            # the largest that does
+    ridge: float
+    limit_with_kv: float      # limit_intensity: the intensity no batch passes at this context
+    bound: str                # "compute" or "memory": the roof that binds at intensity_with_kv
+    peak_flops: float         # the GPU's datasheet roofs
+    bandwidth: float
 
 
-def figure(df, model_name: str, dtype: str):
-    """Intensity against batch (log–log): one colour per context, solid with the cache, the weights-only
-    line dashed, hollow markers past the largest batch that fits; the ridge as a horizontal line."""
-    from ..present import plots
-
-    fig, ax = plots.figure(width=8, height=4.6)
-    colours = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple"]
-    first = df[df["context"] == df["context"].iloc[0]]
-    ax.loglog(first["batch"], first["intensity_weights_only"], ls="--", color="grey", lw=1.5,
-              label="weights only (no KV cache)")
-    for colour, (context, d) in zip(colours, df.groupby("context", sort=True)):
-        fits, over = d[d["fits"]], d[~d["fits"]]
-        ax.loglog(d["batch"], d["intensity_with_kv"], color=colour, lw=1.5, label=f"with the KV cache, {context:,} tokens")
-        ax.scatter(fits["batch"], fits["intensity_with_kv"], color=colour, s=14, zorder=3)
-        ax.scatter(over["batch"], over["intensity_with_kv"], facecolors="none", edgecolors=colour, s=14, zorder=3)
-        top = d[d["batch"] == d["max_batch"]]
-        if len(top):
-            ax.annotate(f"largest batch that fits: {int(top['batch'].iloc[0]):,}",
-                        (top["batch"].iloc[0], top["intensity_with_kv"].iloc[0]), textcoords="offset points",
-                        xytext=(4, -10), fontsize=7, color=colour)
-    ridge, gpu = float(df["ridge"].iloc[0]), df["gpu"].iloc[0]
-    ax.axhline(ridge, color="black", lw=1)
-    ax.annotate(f"{gpu} ridge {ridge:,.0f} FLOP/B (datasheet)", (1, ridge), textcoords="offset points",
-                xytext=(2, 4), fontsize=8)
-    ax.set_xlabel("batch (sequences decoded together)")
-    ax.set_ylabel("FLOP per byte moved")
-    ax.set_title(f"Decode's arithmetic intensity against batch: {model_name}, {dtype}")
-    ax.grid(True, which="both", alpha=0.2)
-    ax.legend(fontsize=8, loc="upper left")
-    return plots.finish(fig, f"computed from {model_name} config.json, {dtype} weights and KV cache · {gpu} "
-                             "figures from the GPU catalog (helpers/data/gpus.csv) · hollow: does not fit")
-
-
-def point(model, gpu: str = "H100 SXM", context: int = 4096, batch: int = 1, dtype: str = "bf16") -> dict[str, Any]:
+def point(model, gpu: str = "H100 SXM", context: int = 4096, batch: int = 1, dtype: str = "bf16") -> IntensityPoint:
     """One decode step of `batch` sequences at `context` tokens on a catalogued GPU: its intensity with the
     cache and with the weights alone, whether the batch fits (the planner's budget) and the largest that
     does, the ridge, the cache's limit (limit_intensity) and the roof that binds at that intensity."""
     from ..capacity import max_batch
 
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-        raise ValueError(f"batch must be a whole number ≥ 1, got {batch!r}")
+    batch = checks.count(batch, "batch")
     g = get_gpu(gpu)
     peak, _ = g.peak_flops(dtype)
     ridge = ridge_point(peak, g.bandwidth)
     with_kv = decode_cost(model, context, batch, dtype)
     top = max_batch(model, g, 1, dtype, dtype, context)
-    return {"model": getattr(model, "name", model), "gpu": g.name, "context": context, "batch": batch,
-            "intensity_with_kv": with_kv.intensity, "intensity_weights_only": decode_cost(model, 0, batch, dtype).intensity,
-            "fits": batch <= top, "max_batch": top, "ridge": ridge, "limit_with_kv": limit_intensity(model, context, dtype),
-            "bound": "compute" if with_kv.intensity >= ridge else "memory", "peak_flops": peak, "bandwidth": g.bandwidth}
-
-
-def point_figure(p: dict[str, Any], dtype: str = "bf16"):
-    """The GPU's roofline (datasheet roofs) with one decode step on it (point()): with the cache (filled
-    when the batch fits, hollow when it does not), with the weights alone, and the cache's limit as a
-    dotted line — the intensity no batch passes."""
-    import numpy as np
-
-    from ..present import plots
-    from .roofline import attainable_flops
-
-    xs = [p["intensity_with_kv"], p["intensity_weights_only"], p["limit_with_kv"], p["ridge"]]
-    grid = np.logspace(np.log10(min(xs) / 4), np.log10(max(xs) * 4), 200)
-    fig, ax = plots.figure(width=8, height=4.6)
-    roof = [attainable_flops(x, p["peak_flops"], p["bandwidth"]) for x in grid]
-    ax.loglog(grid, roof, color="black", lw=2, label=f"{p['gpu']} roof (datasheet, dense {dtype})")
-    ax.axvline(p["ridge"], color="grey", ls=":", lw=1)
-    ax.annotate(f"ridge {p['ridge']:,.0f} FLOP/B", (p["ridge"], p["peak_flops"]), textcoords="offset points",
-                xytext=(4, -14), fontsize=8, color="grey")
-    ax.axvline(p["limit_with_kv"], color=plots.COMPUTED, ls=":", lw=1.5,
-               label=f"the cache's limit at {p['context']:,} tokens: {p['limit_with_kv']:,.1f} FLOP/B (any batch)")
-    for x, style, what in ((p["intensity_weights_only"], dict(marker="s", color="grey"), "weights only"),
-                           (p["intensity_with_kv"], dict(marker="o", color=plots.COMPUTED), "with the KV cache")):
-        y = attainable_flops(x, p["peak_flops"], p["bandwidth"])
-        face = style["color"] if (p["fits"] or what == "weights only") else "none"
-        ax.scatter([x], [y], s=60, zorder=3, marker=style["marker"], facecolors=face, edgecolors=style["color"],
-                   label=f"batch {p['batch']:,}, {what}: {x:,.1f} FLOP/B")
-    ax.set_xlabel("arithmetic intensity (FLOP per byte moved)")
-    ax.set_ylabel("attainable FLOP/s")
-    fits = "fits" if p["fits"] else f"does not fit: at most {p['max_batch']:,}"
-    ax.set_title(f"{p['model']} decode, batch {p['batch']:,} ({fits}) × {p['context']:,} tokens: {p['bound']}-bound",
-                 fontsize=10)
-    ax.grid(True, which="both", alpha=0.2)
-    ax.legend(fontsize=8, loc="lower right")
-    return plots.finish(fig, f"computed from {p['model']} config.json, {dtype} · {p['gpu']}: helpers/data/gpus.csv · "
-                             "hollow: the batch does not fit")
+    return IntensityPoint(getattr(model, "name", model), g.name, context, batch, with_kv.intensity,
+                          decode_cost(model, 0, batch, dtype).intensity, batch <= top, top, ridge,
+                          limit_intensity(model, context, dtype),
+                          "compute" if with_kv.intensity >= ridge else "memory", peak, g.bandwidth)

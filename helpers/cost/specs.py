@@ -298,3 +298,18 @@ def param_breakdown(model: str | Path | dict | ModelSpec) -> ParamBreakdown:
 def param_count(model: str | Path | dict | ModelSpec) -> int:
     """Exact number of parameters (tied weights once), e.g. 7,241,732,096 for Mistral 7B v0.1."""
     return param_breakdown(model).total
+
+
+@functools.lru_cache(maxsize=16)
+def _attention_projections(cfg_json: str) -> int:
+    import torch.nn as nn
+
+    model = build_meta_model(json.loads(cfg_json))
+    return sum(m.weight.numel() for name, m in model.named_modules()
+               if isinstance(m, nn.Linear) and ".self_attn." in f".{name}.")
+
+
+def attention_projection_params(model: str | Path | dict | ModelSpec) -> int:
+    """Parameters of the attention projections (the nn.Linear layers inside each decoder layer's attention
+    block: q, k, v, o), summed over all layers, from the architecture built on the meta device."""
+    return _attention_projections(json.dumps(get_spec(model).config, sort_keys=True))

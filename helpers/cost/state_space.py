@@ -284,8 +284,7 @@ def sparse_decode_saving(model: str = "mistral-7b-v0.3", context: int = 131072, 
         raise ValueError(f"keep must be between 1 and the context ({context}), got {keep}")
     dense = flop_terms(model, 1, context - 1)                  # the new token is the context-th
     sparse = flop_terms(model, 1, keep - 1)                    # as if only `keep` keys were there
-    key = "layers: attention over the context (QKᵀ, softmax·V)"
-    total_dense, total_sparse = sum(dense.values()), sum(sparse.values())
+    total_dense, total_sparse = dense.total, sparse.total
     return {"model": model, "context": context, "keep": keep, "dense FLOPs": total_dense,
-            "attention share (dense)": dense[key] / total_dense, "sparse FLOPs": total_sparse,
+            "attention share (dense)": dense.context_share, "sparse FLOPs": total_sparse,
             "FLOPs saved": 1 - total_sparse / total_dense}

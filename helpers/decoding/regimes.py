@@ -180,6 +180,7 @@ def measure_implementations(model, spec, dtype: str, device: str, bandwidth: flo
     copy of this shared machine ranged 33–71 GB/s within an hour). Returns (results, bandwidth used)."""
     from ..cost import roofline
     from ..cost.memory import kv_cache_bytes
+    from ..cost.stepcost import decode_cost
     from ..measure.microbench import copy_benchmark
     from ..measure.sweeps import prompt_ids
 
@@ -201,7 +202,7 @@ def measure_implementations(model, spec, dtype: str, device: str, bandwidth: flo
     copy_now()
     bandwidth = bandwidth if bandwidth is not None else max(window)
     reference = runs["eager"][0].tokens
-    weights = roofline.streamed_weight_bytes(spec, dtype)
+    weights = decode_cost(spec, 0, 1, dtype).weight_read_bytes
     out = []
     for impl in impls:
         rs = runs[impl]
@@ -235,6 +236,7 @@ def measure_regime(loaded, bandwidth: float | None, peak_flops: float, impls: Se
     ceiling — uses that one value (Regime.bandwidth)."""
     from ..cost import roofline
     from ..cost.memory import kv_cache_bytes
+    from ..cost.stepcost import decode_cost
     from .breakdown import step_breakdown
 
     dev, dtype, spec = loaded.device, loaded.dtype, loaded.spec
@@ -244,7 +246,7 @@ def measure_regime(loaded, bandwidth: float | None, peak_flops: float, impls: Se
     kernel_bandwidth = dict(kernel_roofs(dev, dtype) if kernel_bandwidth is None else kernel_bandwidth)
     results, bandwidth = measure_implementations(loaded.model, spec, dtype, dev, bandwidth, impls, sizes["prompt"],
                                                  sizes["new_tokens"], sizes["rounds"])
-    weights = roofline.streamed_weight_bytes(spec, dtype)
+    weights = decode_cost(spec, 0, 1, dtype).weight_read_bytes
     reg = Regime(loaded.profile, loaded.label, dtype, dev, spec, weights, results, skipped=skipped,
                  kernel_bandwidth=kernel_bandwidth, bandwidth=bandwidth)
     context = results[0].context

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .timing import Stats, measure
+from .. import checks
 from ..cost.units import normalize_dtype, torch_dtype
+from .timing import Stats, measure
 
 MATMUL_DTYPES = ("fp32", "bf16", "fp16")
 
@@ -66,9 +67,7 @@ def copy_benchmark(device: str | None = None, nbytes: int | None = None, repeats
     import torch
 
     dev = _device(device)
-    nbytes = default_copy_bytes(dev) if nbytes is None else nbytes
-    if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes <= 0:
-        raise ValueError(f"nbytes must be a positive integer, got {nbytes!r}")
+    nbytes = default_copy_bytes(dev) if nbytes is None else checks.count(nbytes, "nbytes")
     iters = iters or (20 if dev.startswith(("cuda", "mps")) else 1)
     src = torch.ones(nbytes, dtype=torch.uint8, device=dev)
     dst = torch.zeros(nbytes, dtype=torch.uint8, device=dev)  # touched now, so no page faults are timed
@@ -91,9 +90,7 @@ def read_benchmark(device: str | None = None, nbytes: int | None = None, repeats
     import torch
 
     dev = _device(device)
-    nbytes = default_copy_bytes(dev) if nbytes is None else nbytes
-    if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 4:
-        raise ValueError(f"nbytes must be an integer ≥ 4, got {nbytes!r}")
+    nbytes = default_copy_bytes(dev) if nbytes is None else checks.count(nbytes, "nbytes", minimum=4)
     iters = iters or (20 if dev.startswith(("cuda", "mps")) else 1)
     x = torch.ones(nbytes // 4, dtype=torch.float32, device=dev)
 
@@ -138,9 +135,7 @@ def gemv_benchmark(device: str | None = None, dtype: str = "fp32", nbytes: int |
     tdt = torch_dtype(dt)
     shape = gemv_shape(dev)
     per = shape[0] * shape[1] * torch.empty((), dtype=tdt).element_size()
-    if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < per:
-        raise ValueError(f"nbytes must be an integer ≥ {per:,} (one {shape[0]} × {shape[1]} {dt} matrix), "
-                         f"got {nbytes!r}")
+    nbytes = checks.count(nbytes, f"nbytes (at least one {shape[0]} × {shape[1]} {dt} matrix)", minimum=per)
     if packed:
         ok, why = packing.available(dev, dt)
         if not ok:
@@ -229,9 +224,7 @@ def matmul_benchmark(device: str | None = None, dtype: str = "fp32", n: int | No
 
     dev = _device(device)
     dt = normalize_dtype(dtype, MATMUL_DTYPES)
-    n = default_matmul_n(dev, dt) if n is None else n
-    if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
-        raise ValueError(f"n must be a positive integer, got {n!r}")
+    n = default_matmul_n(dev, dt) if n is None else checks.count(n, "n")
     iters = iters or (10 if dev.startswith(("cuda", "mps")) else 1)
     tdt = torch_dtype(dt)
     a = torch.randn(n, n, device=dev, dtype=tdt)  # the values do not change the time

@@ -1,101 +1,16 @@
-"""Benchmark figures for `make bench` (scripts/bench.py): plain dicts, ready for JSON.
-
-Each function measures one topic on the active profile (WORKSHOP_PROFILE) and returns numbers in
-bytes, seconds and FLOP/s, with the definitions of its derived figures under "definitions".
+"""`make bench`'s roofline section (scripts/bench.py): this device's two roofs, prefill and decode on the
+active profile (WORKSHOP_PROFILE), the decode floor and the efficiency against it — plain dicts, ready for
+JSON, with the definitions of the derived figures under "definitions". The machine they ran on is
+helpers.measure.machine.
 """
 from __future__ import annotations
 
-import datetime as dt
-import os
-import platform
-import sys
-import threading
-from pathlib import Path
 from typing import Any
 
-_STATUS = Path("/proc/self/status")
-_CLEAR_REFS = Path("/proc/self/clear_refs")
-
-
-def machine(device: str | None = None) -> dict[str, Any]:
-    """What the figures were measured on: the device, the host, library versions and the time."""
-    import torch
-
-    from .hardware import device_info
-    from ..preflight import library_versions
-
-    return {
-        "device": device_info(device).to_dict(),
-        "host": {"platform": platform.platform(), "machine": platform.machine(), "cpu_count": os.cpu_count(),
-                 "torch_threads": torch.get_num_threads()},
-        "versions": library_versions(),
-        "measured_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-    }
-
-
-def _status_bytes(field: str) -> int | None:
-    """A memory line of /proc/self/status (VmRSS, VmHWM) in bytes; None where there is none."""
-    try:
-        for line in _STATUS.read_text().splitlines():
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
-
-
-def _lifetime_peak_bytes() -> int:
-    import resource
-
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak if sys.platform == "darwin" else peak * 1024   # bytes on macOS, KiB elsewhere
-
-
-class PeakMemory:
-    """The peak resident memory (RSS) of this process within a `with` block, in bytes (`.peak_bytes`), and
-    how it was found (`.method`):
-
-    - "VmHWM reset": Linux's high-water mark, reset at the start (writing 5 to /proc/self/clear_refs), read
-      at the end — exact, nothing sampled;
-    - "sampled VmRSS": where the reset is refused, the current RSS read every `interval_s` — can miss a
-      peak shorter than the interval;
-    - "process peak so far": elsewhere (macOS), the process's lifetime peak — an upper bound that includes
-      whatever ran before the block."""
-
-    def __init__(self, interval_s: float = 0.02):
-        self.interval_s = interval_s
-        self.peak_bytes: int | None = None
-        self.method: str | None = None
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def __enter__(self) -> "PeakMemory":
-        if _status_bytes("VmHWM") is None:
-            self.method = "process peak so far"
-            return self
-        try:
-            _CLEAR_REFS.write_text("5")
-            self.method = "VmHWM reset"
-        except OSError:
-            self.method = "sampled VmRSS"
-            self.peak_bytes = _status_bytes("VmRSS") or 0
-            self._thread = threading.Thread(target=self._sample, daemon=True, name="peak-memory")
-            self._thread.start()
-        return self
-
-    def _sample(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            self.peak_bytes = max(self.peak_bytes or 0, _status_bytes("VmRSS") or 0)
-
-    def __exit__(self, *exc) -> None:
-        if self.method == "VmHWM reset":
-            self.peak_bytes = _status_bytes("VmHWM")
-        elif self.method == "sampled VmRSS":
-            self._stop.set()
-            self._thread.join()
-            self.peak_bytes = max(self.peak_bytes or 0, _status_bytes("VmRSS") or 0)
-        else:
-            self.peak_bytes = _lifetime_peak_bytes()
+from ..cost import roofline
+from ..cost.stepcost import decode_cost, forward_cost
+from ..cost.units import dtype_bytes
+from .timing import Stats
 
 
 def prefill_lengths(profile: str, device: str) -> tuple[int, ...]:
@@ -112,9 +27,6 @@ def prefill_lengths(profile: str, device: str) -> tuple[int, ...]:
 def decode_floor_figures(spec, dtype: str, context: int, bandwidth: float) -> dict[str, Any]:
     """The decode floor at `context` (batch 1) that `make bench` reports: helpers.cost.stepcost's bytes,
     the same that notebook 03's floor and the capacity planner use."""
-    from ..cost import roofline
-    from ..cost.stepcost import decode_cost
-
     cost = decode_cost(spec, context, 1, dtype)
     return {"decode_weight_bytes": cost.weight_read_bytes, "decode_kv_bytes": cost.kv_bytes,
             "decode_step_bytes": cost.bytes,
@@ -135,10 +47,7 @@ def roofline_figures(loaded=None, repeats: int = 5, with_sizes: bool = True,
     decode_efficiency_by_model  the same for other model sizes (random weights) and the overhead probe
     decode_efficiency_small, planner_ratio_small, decode_implementations_*  helpers.decoding.regimes.bench_figures
     """
-    from . import microbench, models, sweeps
-    from ..cost import roofline
-    from .timing import Stats
-    from ..cost.units import dtype_bytes
+    from . import decode_efficiency, microbench, models, sweeps
 
     loaded = loaded or models.load()
     dev, dtype, spec = loaded.device, loaded.dtype, loaded.spec
@@ -151,7 +60,7 @@ def roofline_figures(loaded=None, repeats: int = 5, with_sizes: bool = True,
     prefill = sweeps.ttft_sweep(loaded, prefill_lengths(loaded.profile, dev), repeats=3)
     prefill_ok = prefill[~prefill["oom"]]
     context = sizes.efficiency_context
-    steps = roofline.decode_step_stats(loaded.model, context, dev, steps=16)
+    steps = decode_efficiency.decode_step_stats(loaded.model, context, dev, steps=16)
     floor_fig = decode_floor_figures(spec, dtype, context, bandwidth)
     floor = floor_fig["decode_floor_s"]
     out: dict[str, Any] = {
@@ -169,7 +78,7 @@ def roofline_figures(loaded=None, repeats: int = 5, with_sizes: bool = True,
         "prefill_tokens_per_s": {str(int(r.tokens)): float(r.tokens_per_s) for r in prefill_ok.itertuples()},
         "prefill": [{"tokens": int(r.tokens), "ttft_s": float(r.ttft_s), "ttft_p90_s": float(r.ttft_p90_s),
                      "tokens_per_s": float(r.tokens_per_s),
-                     "achieved_flops_per_s": roofline.forward_flops(spec, int(r.tokens)) / float(r.ttft_s)}
+                     "achieved_flops_per_s": forward_cost(spec, int(r.tokens)).flops / float(r.ttft_s)}
                     for r in prefill_ok.itertuples()],
         "prefill_oom_at": prefill.attrs.get("oom_at"),
         "decode_context": context,
@@ -192,7 +101,7 @@ def roofline_figures(loaded=None, repeats: int = 5, with_sizes: bool = True,
 
         out.update(bench_figures(loaded, None, peak))   # the floor's bandwidth measured alongside its steps
     if with_sizes:
-        table = roofline.efficiency_table(sizes.efficiency_sizes, dev, dtype, bandwidth, context, extra=[loaded])
+        table = decode_efficiency.efficiency_table(sizes.efficiency_sizes, dev, dtype, bandwidth, context, extra=[loaded])
         out["decode_efficiency_by_model"] = [
             {k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()} for row in table.to_dict("records")]
     return out

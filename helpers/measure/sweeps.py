@@ -43,7 +43,7 @@ class SweepSizes:
     users_batches: tuple[int, ...]       # concurrent sequences tried, in order
     decode_batches: tuple[int, ...]      # batch sizes for decode on the roofline
     efficiency_context: int              # context of the decode-efficiency comparison
-    efficiency_sizes: tuple[str, ...]    # model sizes built for it (helpers.cost.roofline.SIZE_OVERRIDES)
+    efficiency_sizes: tuple[str, ...]    # model sizes built for it (helpers.measure.decode_efficiency.SIZE_OVERRIDES)
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -72,14 +72,15 @@ def roofline_figures(gpu: str = GPU) -> dict[str, Figure]:
     """Notebook 03 on a catalogued GPU: ridge point, decode and prefill intensity, the decode floor."""
     from ..cost.gpus import get_gpu
     from ..cost.memory import kv_cache_bytes
-    from ..cost.roofline import (arithmetic_intensity, crossover_batch, decode_floor_s, forward_bytes, forward_flops, ridge_point, streamed_weight_bytes)
+    from ..cost.roofline import crossover_batch, decode_floor_s, ridge_point
+    from ..cost.stepcost import decode_cost, forward_cost
 
     g = get_gpu(gpu)
     peak, _ = g.peak_flops("bf16")
     ridge = ridge_point(peak, g.bandwidth)
-    dec = arithmetic_intensity(forward_flops(MODEL, 1, CONTEXT - 1), forward_bytes(MODEL, 1, CONTEXT - 1))
-    pre = arithmetic_intensity(forward_flops(MODEL, CONTEXT), forward_bytes(MODEL, CONTEXT))
-    floor = decode_floor_s(streamed_weight_bytes(MODEL), kv_cache_bytes(MODEL, CONTEXT), g.bandwidth)
+    dec = forward_cost(MODEL, 1, CONTEXT - 1).intensity
+    pre = forward_cost(MODEL, CONTEXT).intensity
+    floor = decode_floor_s(decode_cost(MODEL, 0).weight_read_bytes, kv_cache_bytes(MODEL, CONTEXT), g.bandwidth)
     return {
         "gpu": Figure(g.name, g.name, "helpers/data/gpus.csv"),
         "gpu_bandwidth_tbs": Figure(g.bandwidth / 1e12, f"{g.bandwidth / 1e12:,.2f} TB/s", "helpers.cost.gpus (datasheet)"),
@@ -100,14 +101,15 @@ def decode_batch_figures(g, peak: float, ridge: float) -> dict[str, Figure]:
     Each sequence brings its own cache to read, so a batch raises FLOPs faster than bytes only while the
     weights dominate: at 4,096 tokens decode stays memory-bound at any batch that fits."""
     from ..capacity.planner import max_batch
-    from ..cost.roofline import arithmetic_intensity, crossover_batch, forward_bytes, forward_flops
+    from ..cost.roofline import crossover_batch
+    from ..cost.stepcost import forward_cost
 
     def intensity(batch: int) -> float:
-        return arithmetic_intensity(forward_flops(MODEL, 1, CONTEXT - 1, batch), forward_bytes(MODEL, 1, CONTEXT - 1, batch))
+        return forward_cost(MODEL, 1, CONTEXT - 1, batch).intensity
 
     fit = max_batch(MODEL, g.name, context=CONTEXT)
     cross = round(crossover_batch(peak, g.bandwidth, 2))
-    src = f"arithmetic_intensity(forward_flops/forward_bytes('{MODEL}', 1 new token, {CONTEXT - 1} past, batch))"
+    src = f"stepcost.forward_cost('{MODEL}', 1 new token, {CONTEXT - 1} past, batch).intensity"
     return {
         "decode_batch_fit": Figure(fit, _n(fit), f"capacity.planner.max_batch('{MODEL}', '{g.name}', context={CONTEXT})"),
         "decode_intensity_at_fit": Figure(intensity(fit), f"{intensity(fit):,.1f} FLOP/B", src),
