@@ -112,8 +112,8 @@ def _figure_functions():
     import importlib
     import inspect
 
-    names = ("present.sweep_figures", "serving.figures", "cost.roofline", "decoding.views", "measure.flash", "measure.hierarchy",
-             "cost.compute_share", "engines.figures")
+    names = ("present.sweep_figures", "serving.figures", "cost.roofline", "decoding.views", "present.flash_figures",
+             "present.hierarchy_figures", "cost.compute_share", "engines.figures")
     for name in names:
         mod = importlib.import_module(f"helpers.{name}")
         for fname, fn in inspect.getmembers(mod, inspect.isfunction):

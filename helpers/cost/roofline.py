@@ -31,7 +31,7 @@ from ..measure.microbench import measure_bandwidth, measure_peak_flops  # noqa: 
 from .specs import ModelSpec, get_spec, param_breakdown
 from .stepcost import attended_keys, attention_flops_per_key, decode_cost, forward_cost, matmul_params  # noqa: F401
 from ..measure.timing import Stats
-from .units import normalize_dtype, torch_dtype
+from .units import normalize_dtype
 from ..present import plots
 
 
@@ -279,6 +279,8 @@ def random_model(config: dict, device: str = "cpu", dtype: str = "fp32", seed: i
     from transformers import AutoConfig, AutoModelForCausalLM
 
     c = {k: v for k, v in config.items() if k != "model_type"}
+    from ..measure.dtypes import torch_dtype
+
     hf_config = AutoConfig.for_model(config["model_type"], **c)
     dt = torch_dtype(normalize_dtype(dtype, MATMUL_DTYPES))
     torch.manual_seed(seed)
