@@ -145,8 +145,7 @@ def _():
 def _(loaded, mistral, spec):
     def _terms(s, dtype, model):
         t = memory.kv_terms(s, dtype)
-        return {"model": model, **{k: v for k, v in t["terms"].items()}, "bytes per token": t["bytes_per_token"],
-                "shown": fmt_bytes(t["bytes_per_token"])}
+        return {"model": model, **t.terms, "bytes per token": t.bytes_per_token, "shown": fmt_bytes(t.bytes_per_token)}
 
     kv_per_token = pd.DataFrame([
         _terms(mistral, "bf16", "mistral-7b-v0.1, bf16"),

@@ -52,8 +52,8 @@ def kv_table(models=PRESETS, dtype: str = "bf16", contexts=CONTEXTS) -> list[Pre
     for name in models:
         spec = get_spec(name)
         t = kv_terms(spec, dtype)
-        rows.append(PresetKV(spec.name, spec.attention, spec.num_layers, _cached_per_layer(spec), t["formula"],
-                             t["bytes_per_token"], tuple(contexts),
+        rows.append(PresetKV(spec.name, spec.attention, spec.num_layers, _cached_per_layer(spec), t.formula,
+                             t.bytes_per_token, tuple(contexts),
                              tuple(kv_cache_bytes(spec, n, 1, dtype) for n in contexts)))
     return rows
 

@@ -55,7 +55,16 @@ def kv_bytes_per_token(model: str | Path | dict | ModelSpec, dtype: str = "bf16"
     return math.ceil(spec.num_layers * kv_elements_per_token_layer(spec) * size)
 
 
-def kv_terms(model: str | Path | dict | ModelSpec, dtype: str = "bf16") -> dict[str, Any]:
+@dataclass(frozen=True)
+class KVTerms:
+    """The KV-per-token formula of one model, term by term."""
+
+    formula: str                 # in words: "2 × layers × kv_heads × head_dim × bytes"
+    terms: dict[str, float]      # each factor of the formula by its name in `formula`
+    bytes_per_token: int
+
+
+def kv_terms(model: str | Path | dict | ModelSpec, dtype: str = "bf16") -> KVTerms:
     """The KV-per-token formula term by term, for showing it (MLA: latent + rope instead of 2 × heads × dim)."""
     spec = get_spec(model)
     size = DTYPE_BYTES[normalize_dtype(dtype, KV_DTYPES)]
@@ -67,7 +76,7 @@ def kv_terms(model: str | Path | dict | ModelSpec, dtype: str = "bf16") -> dict[
         terms = {"K and V": 2, "layers": spec.num_layers, "kv_heads": spec.num_kv_heads,
                  "head_dim": spec.head_dim, "bytes_per_element": size}
         formula = "2 × layers × kv_heads × head_dim × bytes"
-    return {"formula": formula, "terms": terms, "bytes_per_token": kv_bytes_per_token(spec, dtype)}
+    return KVTerms(formula, terms, kv_bytes_per_token(spec, dtype))
 
 
 def cached_tokens(tokens: int, layer_type: str, window: int | None, window_slots: int | None = None) -> int:
