@@ -222,3 +222,13 @@ def test_scorecard_summary_by_hand():
     assert s.window_cache_smaller == 8 and s.window_at_tokens == 32 * 1024
     with pytest.raises(ValueError, match="no MLA"):
         attention.scorecard_summary([])
+
+
+def test_the_labelled_tables_are_built_from_the_fields():
+    from helpers.present import attention_figures
+
+    kv = attention_figures.kv_table_frame(attention.kv_table(["mistral-7b-v0.1"]))
+    assert kv.loc[0, "KV bytes per token"] == 131_072
+    assert kv.loc[0, "one sequence of 128k tokens (GB)"] == round(4096 * 131_072 / 1e9, 3)   # the 4,096 window
+    baselines = attention_figures.mla_baselines_frame(attention.mla_baselines("deepseek-v3"))
+    assert baselines.loc[0, "baseline ÷ MLA"] == pytest.approx(32768 / 576) and bool(baselines.loc[0, "fair"])

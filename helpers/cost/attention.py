@@ -193,7 +193,7 @@ def mla_baselines(model: str = "deepseek-v3", gqa_baseline: str = "mistral-7b-v0
         return MLABaseline(baseline, counted, same_model, same_count, same_model and same_count and real_heads,
                            int(base), int(mine), base / mine, dtype)
 
-    rows = [
+    return [
         row(f"MHA of the same model: {spec.num_heads} heads × {d_h}, K and V", "per layer", True, True,
             mha / spec.num_layers, per_layer),
         row(f"MHA with DeepSeek's head sizes: K {(spec.qk_nope_head_dim or 0) + (spec.qk_rope_head_dim or 0)}, "
@@ -208,7 +208,6 @@ def mla_baselines(model: str = "deepseek-v3", gqa_baseline: str = "mistral-7b-v0
         row(f"MHA of a 7B-class model, all {g.num_layers} layers (32 heads × {g.head_dim}), against one layer's latent",
             "mixed", False, False, mha32_model, per_layer),
     ]
-    return rows
 
 
 def match_quoted(quoted: float, rows: list[MLABaseline], tolerance: float = MATCH_TOLERANCE) -> MLABaseline | None:

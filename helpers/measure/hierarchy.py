@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .. import checks
+from ..cost.units import KiB, MiB
 
 ONCHIP_FILE = Path(__file__).parents[1] / "data" / "gpu_onchip.csv"
-KiB, MiB = 2**10, 2**20
 
 
 # ============================================================================ GPUs

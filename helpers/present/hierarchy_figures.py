@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from ..cost.units import KiB, MiB
 from ..measure.hierarchy import CacheLevel, GPUMemoryLevels, Plateau, Stair
 from . import plots
-
-KiB, MiB = 2**10, 2**20
 
 
 def gpu_levels_frame(rows: Sequence[GPUMemoryLevels], sources: bool = False):
