@@ -544,14 +544,11 @@ def _(sparse, sparse_keep):
 @app.function
 def state_checks() -> dict:
     """Toy Mamba and Jamba (random weights) run through transformers, their caches against the formula
-    (state_space_toys.measure_toy_states); linear attention's recurrent form against its parallel form, 512 tokens."""
-    g = torch.Generator().manual_seed(0)
-    q, k, v = torch.randn(3, 1, 8, 512, 32, generator=g).unbind(0)
-    out, state, norm = state_space_toys.linear_attention_recurrent(q, k, v)
+    (state_space_toys.measure_toy_states); linear attention's recurrent form against its parallel form, 512 tokens
+    (state_space_toys.check_linear_attention)."""
     return {"toy_states": state_space_toys.measure_toy_states("falcon_mamba", (8, 64, 256))
             + state_space_toys.measure_toy_states("jamba", (8, 64, 256)),
-            "linear_check": {"max |recurrent − parallel|": float((out - state_space_toys.linear_attention_parallel(q, k, v)).abs().max()),
-                             "state per head (elements)": state[0, 0].numel() + norm[0, 0].numel()}}
+            "linear_check": state_space_toys.check_linear_attention(512)}
 
 
 @app.cell(hide_code=True)
@@ -567,7 +564,9 @@ def _(loaded, states_button):
                                 device=loaded.device)
     toy_states, linear_check = states_run.value["toy_states"], states_run.value["linear_check"]
     state_space_figures.toy_states_frame(toy_states).style.set_caption(states_run.source("measured: toy Mamba and Jamba (random weights) · fp32 · cpu") +
-                                 f", transformers' cache against the formula; linear attention, 512 tokens: {linear_check}")
+                                 f", transformers' cache against the formula; linear attention, {linear_check.tokens} tokens: "
+                                 f"max |recurrent − parallel| {linear_check.max_difference:.1e}, state per head "
+                                 f"{linear_check.state_elements_per_head:,} elements")
     return linear_check, states_run, toy_states
 
 
@@ -600,7 +599,7 @@ def _(linear_check, per_sequence, toy_states):
     {state_space.break_even_tokens(_mamba):,.0f} tokens. A Mistral-shaped linear attention would carry
     {_lin / 1e6:,.1f} MB, the KV of {state_space.break_even_tokens(_lin):,.1f} tokens.
     The formula matched transformers' real cache in {sum(r.equal for r in toy_states)} of {len(toy_states)} toy runs; the
-    recurrent and parallel linear attention agreed to {linear_check['max |recurrent − parallel|']:.1e}.
+    recurrent and parallel linear attention agreed to {linear_check.max_difference:.1e}.
 
     What the fixed state costs: everything the model will ever recall must fit in it. Recall of a fact seen
     once, far back, is where pure SSMs trail attention — which is why hybrids keep a few attention layers.

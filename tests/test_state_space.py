@@ -49,6 +49,8 @@ def test_linear_attention_recurrent_equals_parallel_and_state_is_fixed():
     out, s, z = toys.linear_attention_recurrent(q, k, v)
     torch.testing.assert_close(out, toys.linear_attention_parallel(q, k, v), rtol=1e-5, atol=1e-5)
     assert s.shape == (2, 3, 16, 16) and z.shape == (2, 3, 16)
+    c = toys.check_linear_attention(64, heads=2, head_dim=16)
+    assert c.max_difference < 1e-4 and c.state_elements_per_head == 16 * 16 + 16
     # Mistral-shaped: 32 layers × 8 KV heads × (128·128 + 128) × 2 B = 8,454,144 B
     assert ss.linear_attention_state_bytes(32, 8, 128, 128) == 8_454_144
 

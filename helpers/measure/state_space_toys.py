@@ -121,6 +121,27 @@ def linear_attention_recurrent(q, k, v):
     return torch.stack(outs, dim=-2), s, z
 
 
+@dataclass(frozen=True)
+class LinearAttentionCheck:
+    """Linear attention's recurrent form against its parallel form on random inputs."""
+
+    tokens: int
+    max_difference: float          # max |recurrent − parallel| over every output
+    state_elements_per_head: int   # d_k·d_v + d_k: what a decoder carries, whatever the tokens
+
+
+def check_linear_attention(tokens: int = 512, heads: int = 8, head_dim: int = 32, seed: int = 0) -> LinearAttentionCheck:
+    """Both forms of causal linear attention over `tokens` random tokens (fp32): how far apart they are,
+    and the size of the state the recurrent one ends with."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    q, k, v = torch.randn(3, 1, heads, tokens, head_dim, generator=g).unbind(0)
+    out, state, norm = linear_attention_recurrent(q, k, v)
+    return LinearAttentionCheck(tokens, float((out - linear_attention_parallel(q, k, v)).abs().max()),
+                                state[0, 0].numel() + norm[0, 0].numel())
+
+
 # ============================================================================ sparse attention
 
 def _keep_masks(scores, keep: int, sinks: int):
