@@ -61,8 +61,8 @@ def _kv(a) -> dict:
         "qk_rope_head_dim": spec.qk_rope_head_dim,
         "sliding_window": spec.sliding_window,
         "sliding_layers": spec.sliding_layers,
-        "formula": terms["formula"],
-        "terms": terms["terms"],
+        "formula": terms.formula,
+        "terms": terms.terms,
     }
 
 

@@ -22,8 +22,9 @@ with app.setup:
     from helpers import serving
     from helpers.present.glossary import term
     from helpers.measure.hardware import device_info
-    from helpers.cost.memory import kv_bytes_per_token, kv_cache_bytes, measured_model_bytes
+    from helpers.cost.memory import kv_bytes_per_token, kv_cache_bytes
     from helpers.cost.stepcost import decode_cost
+    from helpers.measure.tensor_bytes import measured_model_bytes
     from helpers.cost.units import fmt_bytes, fmt_seconds
 
     notebook.setup()

@@ -18,7 +18,7 @@ with app.setup:
     import pandas as pd
 
     from helpers.cost import memory
-    from helpers.measure import models, sweeps
+    from helpers.measure import models, sweeps, tensor_bytes
     from helpers.present import notebook, plots
     from helpers.present.glossary import term
     from helpers.cost.specs import get_spec, param_count
@@ -94,15 +94,15 @@ def _(loaded):
     mo.md(f"""
     **The check on this machine**: the model loaded here is **{loaded.label}**. Its weights computed from
     its config, per dtype, against the bytes of the tensors it actually holds
-    (`helpers.cost.memory.measured_weight_bytes`; buffers such as the rotary tables counted separately):
+    (`helpers.measure.tensor_bytes.measured_weight_bytes`; buffers such as the rotary tables counted separately):
     """)
     return
 
 
 @app.cell
 def _(loaded, spec):
-    _measured = memory.measured_weight_bytes(loaded.model)
-    _buffers = memory.measured_model_bytes(loaded.model) - _measured
+    _measured = tensor_bytes.measured_weight_bytes(loaded.model)
+    _buffers = tensor_bytes.measured_model_bytes(loaded.model) - _measured
     _rows = []
     for _scheme in ("fp32", "bf16", "fp16"):
         _w = memory.weight_bytes(spec, _scheme)
@@ -145,8 +145,7 @@ def _():
 def _(loaded, mistral, spec):
     def _terms(s, dtype, model):
         t = memory.kv_terms(s, dtype)
-        return {"model": model, **{k: v for k, v in t["terms"].items()}, "bytes per token": t["bytes_per_token"],
-                "shown": fmt_bytes(t["bytes_per_token"])}
+        return {"model": model, **t.terms, "bytes per token": t.bytes_per_token, "shown": fmt_bytes(t.bytes_per_token)}
 
     kv_per_token = pd.DataFrame([
         _terms(mistral, "bf16", "mistral-7b-v0.1, bf16"),
@@ -184,7 +183,7 @@ def _(loaded, spec):
         _layer0 = _cache.layers[0]
         _formula = memory.kv_cache_bytes(spec, _n, 1, loaded.dtype,
                                          window_slots=_window - 1 if _window else None)
-        _measured = memory.measured_cache_bytes(_cache)
+        _measured = tensor_bytes.measured_cache_bytes(_cache)
         _rows.append({"prompt tokens": _n, "layers": len(_cache.layers),
                       "keys per layer (shape)": tuple(_layer0.keys.shape),
                       "values per layer (shape)": tuple(_layer0.values.shape),

@@ -19,8 +19,8 @@ with app.setup:
 
     from helpers.cost import attention, memory, specs
     from helpers import capacity
-    from helpers.measure import mla
-    from helpers.present import notebook, plots, replay
+    from helpers.measure import kv_caches, mla
+    from helpers.present import attention_figures, notebook, plots, replay
     from helpers.present.glossary import term
     from helpers.cost.units import fmt_bytes
 
@@ -77,7 +77,7 @@ def _():
 
 @app.cell
 def _():
-    kv = pd.DataFrame(attention.kv_table())
+    kv = attention_figures.kv_table_frame(attention.kv_table())
     plots.table(kv, "computed from each config.json, bf16 KV (helpers.cost.attention.kv_table)")
     return
 
@@ -187,10 +187,11 @@ def _():
 
 @app.cell
 def _(kv_heads_button):
-    kv_heads_run = replay.measure("06/kv_heads", attention.measure_kv_heads, run=kv_heads_button.value,
+    kv_heads_run = replay.measure("06/kv_heads", kv_caches.measure_kv_heads, run=kv_heads_button.value,
                                   profile="tiny", device="cpu")
-    kv_heads = pd.DataFrame(kv_heads_run.value)
-    plots.table(kv_heads, kv_heads_run.source("measured: tiny Mistral variants (random weights) · fp32 · cpu") +
+    kv_heads = kv_heads_run.value
+    plots.table(attention_figures.cache_checks_frame(kv_heads),
+                kv_heads_run.source("measured: tiny Mistral variants (random weights) · fp32 · cpu") +
                 "; formula: helpers.cost.memory")
     return kv_heads, kv_heads_run
 
@@ -203,11 +204,11 @@ def _(kv_heads_run):
 
 @app.cell(hide_code=True)
 def _(kv_heads):
-    _by = kv_heads[kv_heads["tokens"] == kv_heads["tokens"].iloc[0]].set_index("kv_heads")["measured (B)"]
+    _by = {r.kv_heads: r.measured_bytes for r in kv_heads if r.tokens == kv_heads[0].tokens}
     mo.md(f"""
     **What you should see** (the same on a CPU and a GPU: these toy models run on the CPU): `equal` true
-    in every row ({int(kv_heads["equal"].sum())} of {len(kv_heads)} here), and the cache in proportion to the K/V
-    heads — MHA's {int(_by.index.max())} heads cache {int(_by.max() // _by.min())}× MQA's one.
+    in every row ({sum(r.equal for r in kv_heads)} of {len(kv_heads)} here), and the cache in proportion to the K/V
+    heads — MHA's {max(_by)} heads cache {max(_by.values()) // min(_by.values())}× MQA's one.
     """)
     return
 
@@ -229,27 +230,15 @@ def _():
 
 @app.cell
 def _():
-    sliding = pd.DataFrame(attention.measure_sliding(window=16, prompt=4, total=48))
-    plots.table(sliding.iloc[[0, 10, 11, 12, 13, 20, len(sliding) - 1]],
+    sliding = kv_caches.measure_sliding(window=16, prompt=4, total=48)
+    plots.table(attention_figures.sliding_frame([sliding[i] for i in (0, 10, 11, 12, 13, 20, len(sliding) - 1)]),
                 "measured: tiny Mistral, sliding_window=16 (random weights) · fp32 · cpu; a few of the steps")
     return (sliding,)
 
 
 @app.cell
 def _(sliding):
-    _fig, _ax = plots.figure(width=6.5)
-    _div, _unit = plots.byte_unit(float(sliding["no window (B)"].max()))
-    _ax.plot(sliding["tokens seen"], sliding["no window (B)"] / _div, "--", color=plots.COMPUTED, lw=1,
-             label="no window (formula)")
-    _ax.plot(sliding["tokens seen"], sliding["formula, 15 slots (B)"] / _div, color=plots.COMPUTED, lw=3, alpha=0.5,
-             label="formula, window − 1 = 15 slots")
-    _ax.plot(sliding["tokens seen"], sliding["measured (B)"] / _div, ".", color=plots.MEASURED, label="measured DynamicCache")
-    _ax.set_ylim(bottom=0)
-    _ax.set_xlabel("tokens seen")
-    _ax.set_ylabel(plots.byte_label(_unit, "cache"))
-    _ax.set_title("A sliding window caps the cache", fontsize=10)
-    _ax.legend(fontsize=8)
-    plots.finish(_fig, "measured: tiny Mistral, sliding_window=16 (random weights) · fp32 · cpu")  # stamped, and closed so Jupyter shows it once
+    _fig = attention_figures.sliding_figure(sliding, "measured: tiny Mistral, sliding_window=16 (random weights) · fp32 · cpu")
     _fig
     return
 
@@ -276,8 +265,7 @@ def _():
 
 @app.cell
 def _():
-    mla_cache = pd.DataFrame(mla.measure_mla())
-    plots.table(mla_cache, "measured: helpers.measure.mla.TinyMLA (random weights) · fp32 · cpu")
+    plots.table(attention_figures.mla_checks_frame(mla.measure_mla()), "measured: helpers.measure.mla.TinyMLA (random weights) · fp32 · cpu")
     return
 
 
@@ -292,8 +280,7 @@ def _():
 
 @app.cell
 def _():
-    hf_mla = pd.DataFrame(mla.measure_hf_mla())
-    plots.table(hf_mla, "measured: transformers DeepseekV3ForCausalLM, toy config (random weights) · fp32 · cpu")
+    plots.table(attention_figures.cache_checks_frame(mla.measure_hf_mla()), "measured: transformers DeepseekV3ForCausalLM, toy config (random weights) · fp32 · cpu")
     return
 
 
@@ -334,36 +321,35 @@ def _():
 
 @app.cell
 def _():
-    baselines = pd.DataFrame(attention.mla_baselines("deepseek-v3", "mistral-7b-v0.1"))
-    plots.table(baselines, "computed from deepseek-v3 and mistral-7b-v0.1 config.json, bf16 "
+    baselines = attention.mla_baselines("deepseek-v3", "mistral-7b-v0.1")
+    plots.table(attention_figures.mla_baselines_frame(baselines), "computed from deepseek-v3 and mistral-7b-v0.1 config.json, bf16 "
                            "(helpers.cost.attention.mla_baselines); fair = same model, counted the same way")
     return (baselines,)
 
 
 @app.cell
 def _(baselines):
-    _rows = baselines.to_dict("records")
     _lines = []
     for _q in attention.TALK_MLA_RATIOS:
-        _m = attention.match_quoted(_q, _rows)
+        _m = attention.match_quoted(_q, baselines)
         if _m is None:
-            _near = min(_rows, key=lambda r: abs(r["baseline ÷ MLA"] - _q))
+            _near = attention.nearest_baseline(_q, baselines)
             _lines.append(f"- **{_q}×** — no baseline computed from the configs gives it (within "
-                          f"{attention.MATCH_TOLERANCE:.0%}); the nearest is {_near['baseline ÷ MLA']:,.0f}× "
-                          f"({_near['baseline']}, {'fair' if _near['fair'] else 'not fair'}). Ratios in the hundreds come "
+                          f"{attention.MATCH_TOLERANCE:.0%}); the nearest is {_near.baseline_over_mla:,.0f}× "
+                          f"({_near.baseline}, {'fair' if _near.fair else 'not fair'}). Ratios in the hundreds come "
                           "only from counting every layer on one side and one layer on the other: do not quote it.")
         else:
-            _lines.append(f"- **{_q}×** is {_m['baseline ÷ MLA']:,.1f}×: against *{_m['baseline']}*, counted {_m['counted']} — "
-                          + ("**fair**: the same model, only the attention differs." if _m["fair"] else
+            _lines.append(f"- **{_q}×** is {_m.baseline_over_mla:,.1f}×: against *{_m.baseline}*, counted {_m.counted} — "
+                          + ("**fair**: the same model, only the attention differs." if _m.fair else
                              "**not a fair comparison**: " + "; ".join(
-                                 (["a different model"] if not _m["same model"] else [])
-                                 + (["counted differently on each side"] if not _m["same count"] else [])
-                                 + (["heads the model would not have"] if _m["same model"] and _m["same count"] else []))
+                                 (["a different model"] if not _m.same_model else [])
+                                 + (["counted differently on each side"] if not _m.same_count else [])
+                                 + (["heads the model would not have"] if _m.same_model and _m.same_count else []))
                              + "."))
-    _fair = baselines[baselines["fair"]]
+    _fair = [r for r in baselines if r.fair]
     _v3h = specs.get_spec("deepseek-v3")
-    _hi = _fair.loc[_fair["baseline ÷ MLA"].idxmax()]
-    _lo = _fair.loc[_fair["baseline ÷ MLA"].idxmin()]
+    _hi = max(_fair, key=lambda r: r.baseline_over_mla)
+    _lo = min(_fair, key=lambda r: r.baseline_over_mla)
     _newline = chr(10)
     mo.md(f"""
     The talk quoted three savings. Each one, matched by rule to the baseline that gives it:
@@ -372,8 +358,8 @@ def _(baselines):
 
     **Which to quote.** {len(_fair)} rows are fair — the same model, counted the same way, with the heads it
     would have — and they answer two questions: against the MHA DeepSeek would otherwise have trained,
-    MLA caches **{_hi["baseline ÷ MLA"]:,.0f}× less** ({_hi["baseline"]}, the DeepSeek-V2 paper's baseline);
-    against the GQA most models use today, **{_lo["baseline ÷ MLA"]:,.1f}× less** ({_lo["baseline"]}). The
+    MLA caches **{_hi.baseline_over_mla:,.0f}× less** ({_hi.baseline}, the DeepSeek-V2 paper's baseline);
+    against the GQA most models use today, **{_lo.baseline_over_mla:,.1f}× less** ({_lo.baseline}). The
     paper's own summary agrees with the second: MLA's cache equals GQA with only
     {attention.mla_equivalent_gqa_groups("deepseek-v3")} groups of
     {_v3h.v_head_dim or _v3h.qk_nope_head_dim}-dim heads. Every other row compares
@@ -413,15 +399,15 @@ def _():
 def _(scorecard):
     _s = attention.scorecard_summary(scorecard.to_dict("records"))
     _w = specs.get_spec("mistral-7b-v0.1").sliding_window
-    _lo, _hi = _s["mla_cache_share"]
-    _lost = "; ".join(f"behind on {m} at the {where}" for m, where in _s["mla_lost"]) or "behind on none"
+    _lo, _hi = _s.mla_cache_share
+    _lost = "; ".join(f"behind on {m} at the {where}" for m, where in _s.mla_lost) or "behind on none"
     mo.md(f"""
     What the rows say: an **uptrained** GQA-8 model keeps nearly all of MHA's quality at close to
     MQA's speed (GQA paper, T5-XXL); trained from scratch at 7B, DeepSeek found MHA clearly ahead of
-    GQA and MQA on hard benchmarks — and MLA ahead of MHA in {_s["mla_won"]} of the {_s["mla_comparisons"]}
+    GQA and MQA on hard benchmarks — and MLA ahead of MHA in {_s.mla_won} of the {_s.mla_comparisons}
     comparisons listed ({_lost}) with {100 * _lo:.0f}–{100 * _hi:.0f} % of its cache. Mistral
-    reports its {_w:,}-token window cuts the cache {_s["window_cache_smaller"]:g}× at
-    {_s["window_at_tokens"] // 1024}k tokens without hurting quality, and gives no side-by-side score.
+    reports its {_w:,}-token window cuts the cache {_s.window_cache_smaller:g}× at
+    {_s.window_at_tokens // 1024}k tokens without hurting quality, and gives no side-by-side score.
 
     """)
     return
@@ -454,9 +440,9 @@ def _():
 @app.cell
 def _():
     _v2, _v3 = specs.get_spec("deepseek-v2-lite"), specs.get_spec("deepseek-v3")
-    _b = {r["baseline"]: r["baseline ÷ MLA"] for r in attention.mla_baselines("deepseek-v2-lite", "mistral-7b-v0.1")}
+    _b = {r.baseline: r.baseline_over_mla for r in attention.mla_baselines("deepseek-v2-lite", "mistral-7b-v0.1")}
     _same = next(v for k, v in _b.items() if k.startswith("MHA of the same model:"))
-    _b3 = {r["baseline"]: r["baseline ÷ MLA"] for r in attention.mla_baselines("deepseek-v3", "mistral-7b-v0.1")}
+    _b3 = {r.baseline: r.baseline_over_mla for r in attention.mla_baselines("deepseek-v3", "mistral-7b-v0.1")}
     _same3 = next(v for k, v in _b3.items() if k.startswith("MHA of the same model:"))
     _gqa = next(v for k, v in _b.items() if k.startswith("GQA of the same model"))
     notebook.exercise(2, """DeepSeek V2 Lite uses MLA with fewer heads than V3. Compute its fair ratios with

@@ -609,7 +609,7 @@ def _(loaded):
     transformers' `QuantizedCache` stores keys and values in **fp8** (one scale per tensor), or in **4 and 2
     bits** (optimum-quanto: a scale and a zero point per group of 64 values; the newest 128 tokens stay in full
     precision until they are quantized, as in KIVI). Bytes of the real cache are measured
-    (`helpers.cost.memory.measured_cache_bytes`) against `helpers.cost.memory.kv_cache_bytes`; quality is KL divergence
+    (`helpers.measure.tensor_bytes.measured_cache_bytes`) against `helpers.cost.memory.kv_cache_bytes`; quality is KL divergence
     and top-1 agreement against the full-precision cache (`helpers.measure.quality`), on the evaluation text, with the
     profile **{quality_profile}**{"" if trained else " — **random weights: quality figures meaningless**"}.
     """)

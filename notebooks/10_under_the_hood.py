@@ -19,9 +19,10 @@ with app.setup:
     import pandas as pd
     import torch
 
-    from helpers.cost import compute_share, state_space
-    from helpers.measure import flash, forward_parts, hierarchy, models
-    from helpers.present import compute_share_figures, notebook, plots, replay
+    from helpers.cost import compute_share, flash, state_space
+    from helpers.measure import attention_kernels, forward_parts, hierarchy, models, state_space_toys
+    from helpers.present import (compute_share_figures, flash_figures, hierarchy_figures, notebook, plots, replay,
+                                 state_space_figures)
     from helpers.present.glossary import term
 
     notebook.setup()
@@ -216,22 +217,22 @@ def _():
 
 @app.cell
 def _():
-    gpu_levels = pd.DataFrame(hierarchy.gpu_hierarchy())
-    gpu_levels.drop(columns=["source (sizes)", "source (on-chip bandwidth)"]).style.format(
+    gpu_levels = hierarchy.gpu_hierarchy()
+    hierarchy_figures.gpu_levels_frame(gpu_levels).style.format(
         precision=2, na_rep="—").set_caption("datasheets, architecture whitepapers and tuning guides, papers (see the sources below)")
     return (gpu_levels,)
 
 
 @app.cell(hide_code=True)
 def _(gpu_levels):
-    _h = gpu_levels.set_index("GPU").loc["H100 SXM"]
+    _h = next(g for g in gpu_levels if g.gpu == "H100 SXM")
     mo.md(f"""
-    On an H100 SXM the shared memory of all {int(_h['SMs'])} SMs together is **{_h['shared memory, all SMs (MiB)']:.1f} MiB**
-    — HBM is **{_h['HBM ÷ on-chip size']:,.0f}×** larger — and it streams **{_h['on-chip ÷ HBM bandwidth']:.1f}×** faster
+    On an H100 SXM the shared memory of all {_h.sms} SMs together is **{_h.smem_total_bytes / 2**20:.1f} MiB**
+    — HBM is **{_h.hbm_over_onchip_size:,.0f}×** larger — and it streams **{_h.onchip_over_hbm_bandwidth:.1f}×** faster
     (31 TB/s against 3.35 TB/s, FlashAttention-3's Table 1). Small and fast against large and slow: an
     algorithm that keeps its working set on chip can run far above the HBM roof.
 
-    Sources: {"; ".join(sorted(set(gpu_levels["source (on-chip bandwidth)"]) - {"none published"}))}.
+    Sources: {"; ".join(sorted({g.bandwidth_source for g in gpu_levels} - {"none published"}))}.
     """)
     return
 
@@ -254,9 +255,7 @@ def _(loaded, stairs_button):
     stairs_run = replay.measure("10/staircase", staircase_measured, run=stairs_button.value, profile=loaded.profile,
                                 device=loaded.device)
     caches = stairs_run.value["caches"]
-    pd.DataFrame([{"level": c.name, "kind": c.kind, "size (bytes)": f"{c.size_bytes:,}",
-                   "size": f"{c.size_bytes / 2**10:,.0f} KiB" if c.size_bytes < 2**20 else f"{c.size_bytes / 2**20:,.0f} MiB",
-                   "shared by CPUs": c.shared_by} for c in caches]).style.set_caption(
+    hierarchy_figures.caches_frame(caches).style.set_caption(
         stairs_run.source("this machine's data caches, as the operating system reports them (/sys/devices/system/cpu)"))
     return caches, stairs_run
 
@@ -269,26 +268,26 @@ def _(stairs_run):
 
 @app.cell
 def _(caches, loaded, stairs_run):
-    stairs = pd.DataFrame(stairs_run.value["stairs"])
-    hierarchy.staircase_figure(stairs.to_dict("records"), caches, stairs_run.source(
+    stairs = stairs_run.value["stairs"]
+    hierarchy_figures.staircase_figure(stairs, caches, stairs_run.source(
         "measured: read bandwidth, one CPU core, float32 sum, " + loaded.label.split(" · ")[-2] + " host"))
     return (stairs,)
 
 
 @app.cell
 def _(stairs):
-    steps = pd.DataFrame(hierarchy.plateaus(stairs.to_dict("records")))
-    steps.style.format(precision=1).set_caption("measured: median read bandwidth per level, one CPU core")
+    steps = hierarchy.plateaus(stairs)
+    hierarchy_figures.plateaus_frame(steps).style.format(precision=1).set_caption("measured: median read bandwidth per level, one CPU core")
     return (steps,)
 
 
 @app.cell(hide_code=True)
 def _(steps):
-    _fast = steps.iloc[0]
-    _dram = steps[steps["level"] == "DRAM"]
+    _fast = steps[0]
+    _dram = [p for p in steps if p.level == "DRAM"]
     mo.md(f"""
-    Data re-read from **{_fast['level']}** came back at **{_fast['median read bandwidth (GB/s)']:,.0f} GB/s**
-    {f"— {_fast['× DRAM']:.0f}× the DRAM rate of {_dram.iloc[0]['median read bandwidth (GB/s)']:,.1f} GB/s" if len(_dram) else ""}.
+    Data re-read from **{_fast.level}** came back at **{_fast.median_bandwidth / 1e9:,.0f} GB/s**
+    {f"— {_fast.over_dram:.0f}× the DRAM rate of {_dram[0].median_bandwidth / 1e9:,.1f} GB/s" if _dram else ""}.
     That ratio is why tiling pays: a computation that loads a tile once and reuses it from the fast
     level runs at the fast level's speed.
 
@@ -310,14 +309,14 @@ def _():
     block of queries, streams the keys and values past it block by block, and keeps, per query, the
     running maximum *m* and running sum ℓ of the softmax. When a new block raises the maximum, the
     partial sum and output are rescaled by exp(m_old − m_new) — the **online softmax** — so the result
-    is exact. Here it is, short enough to read (`helpers.measure.flash.tiled_attention`):
+    is exact. Here it is, short enough to read (`helpers.measure.attention_kernels.tiled_attention`):
     """)
     return
 
 
 @app.cell(hide_code=True)
 def _():
-    _src = inspect.getsource(flash.tiled_attention)
+    _src = inspect.getsource(attention_kernels.tiled_attention)
     mo.md(f"```python\n{_src}```")
     return
 
@@ -328,10 +327,10 @@ def _():
 
     _rows = []
     for _n, _causal in ((100, False), (257, True), (1000, True)):
-        _q, _k, _v = flash.attention_inputs(_n, flash.AttentionShape(1, 8, 32, "fp32"), seed=_n)
+        _q, _k, _v = attention_kernels.attention_inputs(_n, flash.AttentionShape(1, 8, 32, "fp32"), seed=_n)
         _ref = _F.scaled_dot_product_attention(_q, _k, _v, is_causal=_causal)
         _rows.append({"tokens": _n, "causal": _causal, "blocks": "64 × 64",
-                      "max |tiled − SDPA|": float((flash.tiled_attention(_q, _k, _v, _causal) - _ref).abs().max())})
+                      "max |tiled − SDPA|": float((attention_kernels.tiled_attention(_q, _k, _v, _causal) - _ref).abs().max())})
     equal = pd.DataFrame(_rows)
     equal.style.format({"max |tiled − SDPA|": "{:.1e}"}).set_caption("measured: fp32 · cpu, 8 heads × 32 dims, random inputs")
     return
@@ -339,7 +338,7 @@ def _():
 
 @app.cell(hide_code=True)
 def _(gpu_levels):
-    _gpus = [g for g in gpu_levels["GPU"] if gpu_levels.set_index("GPU").loc[g, "shared memory per SM (KiB)"] > 0]
+    _gpus = [g.gpu for g in gpu_levels if g.smem_per_sm_bytes]
     hbm_gpu = mo.ui.dropdown(options=_gpus, value=notebook.env_default("WORKSHOP_FLASH_GPU", "H100 SXM", _gpus), label="GPU")
     hbm_head_dim = mo.ui.dropdown(options=["64", "128", "256"], value=str(notebook.env_default(
         "WORKSHOP_FLASH_HEAD_DIM", 128, [64, 128, 256])), label="head size d")
@@ -355,7 +354,7 @@ def _(gpu_levels):
     elements per head (read Q, K; write S; read S; write P; read P, V; write O). Tiled: Q read once, O written
     once, each K/V block read once per query block that needs it — an **upper bound** on its HBM traffic: it
     assumes every K/V block comes from HBM each time, while a real kernel finds some of them still in the L2
-    cache. Pick the GPU and the head size (computed, `helpers.measure.flash`):
+    cache. Pick the GPU and the head size (computed, `helpers.cost.flash`):
     """), mo.hstack([hbm_gpu, hbm_head_dim], justify="start"),
                notebook.static_note({"WORKSHOP_FLASH_GPU": "the GPU (" + ", ".join(_gpus) + ")",
                                      "WORKSHOP_FLASH_HEAD_DIM": "the head size (64, 128 or 256)"})])
@@ -365,24 +364,24 @@ def _(gpu_levels):
 @app.cell
 def _(gpu_levels, hbm_gpu, hbm_head_dim):
     hbm_d = int(hbm_head_dim.value)
-    hbm_smem = int(gpu_levels.set_index("GPU").loc[hbm_gpu.value, "shared memory per SM (KiB)"]) * 1024
+    hbm_smem = next(g for g in gpu_levels if g.gpu == hbm_gpu.value).smem_per_sm_bytes
     block_r, block_c = flash.paper_block_sizes(hbm_smem, hbm_d, "bf16")
     hbm_shape = flash.AttentionShape(batch=1, heads=4096 // hbm_d, head_dim=hbm_d, dtype="bf16")
-    hbm = pd.DataFrame(flash.hbm_bytes_table(hbm_shape, [2**k for k in range(9, 18)], block_r, block_c, causal=True))
-    flash.hbm_figure(hbm, block_r, block_c, f"computed: {hbm_shape.heads} heads × {hbm_d} (Mistral 7B's width), bf16, "
-                                            f"causal; {hbm_gpu.value} block size")
+    hbm = flash.hbm_bytes_table(hbm_shape, [2**k for k in range(9, 18)], block_r, block_c, causal=True)
+    flash_figures.hbm_figure(hbm, block_r, block_c, f"computed: {hbm_shape.heads} heads × {hbm_d} (Mistral 7B's width), "
+                                                    f"bf16, causal; {hbm_gpu.value} block size")
     return block_c, block_r, hbm, hbm_d, hbm_smem
 
 
 @app.cell(hide_code=True)
 def _(block_c, block_r, hbm, hbm_d, hbm_gpu, hbm_smem):
-    _last = hbm.iloc[-1]
+    _last = hbm[-1]
     _limit = flash.traffic_ratio_limit(block_r, hbm_d, causal=True)
     _m = hbm_smem // 2
     mo.md(f"""
-    At **{int(_last['tokens']):,} tokens** the standard algorithm moves **{_last['standard bytes'] / 1e9:,.0f} GB** per
-    layer to and from HBM and must hold an N×N matrix of **{_last['N×N matrix, all heads (bytes)'] / 1e9:,.0f} GB**;
-    the tiled one moves at most **{_last['tiled bytes'] / 1e9:,.1f} GB** ({_last['standard ÷ tiled']:.1f}× less) and holds
+    At **{_last.tokens:,} tokens** the standard algorithm moves **{_last.standard_bytes / 1e9:,.0f} GB** per
+    layer to and from HBM and must hold an N×N matrix of **{_last.nxn_bytes / 1e9:,.0f} GB**;
+    the tiled one moves at most **{_last.tiled_bytes / 1e9:,.1f} GB** ({_last.standard_over_tiled:.1f}× less) and holds
     no N×N matrix at all. Both grow as N²: the standard moves 4·N² elements of S and P per head, the tiled one
     reads K and V once per query block, about d·N²/B_r elements causal (half of 2·d·N²/B_r: each block visits only
     the keys before it). So the ratio tends to **4·B_r/d = 4 × {block_r} / {hbm_d} = {_limit:g}×** — not to the
@@ -411,14 +410,14 @@ def _():
 
 @app.function
 def attention_times(loaded) -> dict:
-    """Naive against fused attention timed on the loaded model's device (flash.time_attention): Mistral's
+    """Naive against fused attention timed on the loaded model's device (attention_kernels.time_attention): Mistral's
     32 × 128 heads in bf16 on a GPU; 8 × 32 in the model's dtype on a CPU, the readable tiled version on the
     short lengths there."""
     gpu = loaded.device.startswith("cuda")
     shape = (flash.AttentionShape(batch=1, heads=32, head_dim=128, dtype="bf16") if gpu
              else flash.AttentionShape(1, 8, 32, loaded.dtype))
     lengths = [1024 * 2**k for k in range(6)] if gpu else [256, 512, 1024, 2048]
-    frame = flash.time_attention(lengths, shape, loaded.device, causal=True, repeats=3, tiled_up_to=0 if gpu else 512).frame()
+    frame = attention_kernels.time_attention(lengths, shape, loaded.device, causal=True, repeats=3, tiled_up_to=0 if gpu else 512).frame()
     return {"shape": shape, "times": frame, "gpu": gpu}
 
 
@@ -428,7 +427,7 @@ def _(attention_button, loaded):
                               profile=loaded.profile, device=loaded.device)
     attn_on, _measured = attn_run.value
     attn_times, timing_shape = _measured["times"], _measured["shape"]
-    flash.timing_figure(attn_times, attn_run.source(
+    flash_figures.timing_figure(attn_times, attn_run.source(
         f"measured: {timing_shape.heads} heads × {timing_shape.head_dim}, {timing_shape.dtype}, causal · {attn_on.device}"
         f"{'' if _measured['gpu'] else ', one thread'} · profile {attn_on.profile}"))
     return attn_run, attn_times, timing_shape
@@ -452,13 +451,13 @@ def _(attn_times):
     _ok = attn_times[~attn_times["oom"]]
     _oom = attn_times.attrs.get("oom_at")
     _first, _last = _ok.iloc[0], _ok.iloc[-1]
-    _trend = ("grew" if _last["naive ÷ sdpa"] > _first["naive ÷ sdpa"] else "did not grow")
+    _trend = ("grew" if _last["naive_over_sdpa"] > _first["naive_over_sdpa"] else "did not grow")
     _mistral = flash.AttentionShape(batch=1, heads=32, head_dim=128, dtype="bf16")
-    _nxn_32k = 2 * flash.hbm_bytes_table(_mistral, [32768], 128, 128)[0]["N×N matrix, all heads (bytes)"]
+    _nxn_32k = 2 * flash.hbm_bytes_table(_mistral, [32768], 128, 128)[0].nxn_bytes
     mo.md(f"""
     At {int(_last['tokens']):,} tokens the fused kernel took **{_last['sdpa_s'] * 1e3:,.2f} ms** against
-    **{_last['naive_s'] * 1e3:,.2f} ms** for the naive one ({_last['naive ÷ sdpa']:.1f}×; at {int(_first['tokens']):,} tokens
-    {_first['naive ÷ sdpa']:.1f}×: the advantage {_trend} with length).
+    **{_last['naive_s'] * 1e3:,.2f} ms** for the naive one ({_last['naive_over_sdpa']:.1f}×; at {int(_first['tokens']):,} tokens
+    {_first['naive_over_sdpa']:.1f}×: the advantage {_trend} with length).
     {f"The naive version ran out of memory at {_oom:,} tokens — its N×N matrices no longer fit." if _oom else ""}
 
     **What you should see.** *On a CPU (tiny shapes, one thread):* the fused kernel ahead of the naive one at
@@ -493,9 +492,9 @@ def _():
 
 @app.cell
 def _(sparse_keep):
-    sparse = pd.DataFrame(state_space.sparse_attention_demo(context=4096, head_dim=64, keep=int(sparse_keep.value), sinks=4,
-                                                            needle_at=1000))
-    sparse.style.format({"share of keys": "{:.1%}", "dense softmax mass kept": "{:.1%}", "output error (÷ ‖v‖)": "{:.3f}"},
+    sparse = state_space_toys.sparse_attention_demo(context=4096, head_dim=64, keep=int(sparse_keep.value), sinks=4,
+                                                    needle_at=1000)
+    state_space_figures.sparse_frame(sparse).style.format({"share of keys": "{:.1%}", "dense softmax mass kept": "{:.1%}", "output error (÷ ‖v‖)": "{:.3f}"},
                         na_rep="—").set_caption("measured: random keys/values, 64 dims, fp32 · cpu; 32 queries averaged")
     return (sparse,)
 
@@ -504,21 +503,21 @@ def _(sparse_keep):
 def _(sparse, sparse_keep):
     _save = state_space.sparse_decode_saving("mistral-7b-v0.3", 131072, 2048)
     _k = f"top-{sparse_keep.value}"
-    _s = sparse.set_index(["query", "pattern"])
-    _win = _s.loc[("needle", "4 sinks + window")]
-    _top = _s.loc[("needle", _k)]
-    _dif = _s.loc[("diffuse", _k)]
+    _s = {(r.query, r.pattern): r for r in sparse}
+    _win = _s[("needle", "4 sinks + window")]
+    _top = _s[("needle", _k)]
+    _dif = _s[("diffuse", _k)]
     mo.md(f"""
-    With a **needle** (one early key that matches the query), {_k} {"keeps" if _top['needle kept'] else "drops"} it and
-    the output is off by {_top['output error (÷ ‖v‖)']:.3f} of a value's length; the fixed sinks + window pattern
-    {"keeps" if _win['needle kept'] else "drops"} it and the output is wrong by {_win['output error (÷ ‖v‖)']:.2f} of a value's length.
-    With **diffuse** attention, {_k} keeps only {_dif['dense softmax mass kept']:.0%} of the softmax mass: when attention is spread
+    With a **needle** (one early key that matches the query), {_k} {"keeps" if _top.needle_kept else "drops"} it and
+    the output is off by {_top.output_error:.3f} of a value's length; the fixed sinks + window pattern
+    {"keeps" if _win.needle_kept else "drops"} it and the output is wrong by {_win.output_error:.2f} of a value's length.
+    With **diffuse** attention, {_k} keeps only {_dif.mass_kept:.0%} of the softmax mass: when attention is spread
     thin there is no small set of keys that carries it. Top-*k* still has to score every key to choose
     (unless a cheaper index picks them, as DeepSeek's sparse attention does), and keeps the whole cache.
 
-    What it saves at scale: one decode step of Mistral 7B v0.3 at {_save['context']:,} tokens spends
-    {_save['attention share (dense)']:.0%} of its FLOPs on attention over the context; attending to
-    {_save['keep']:,} chosen keys instead would cut the step's FLOPs by **{_save['FLOPs saved']:.0%}**
+    What it saves at scale: one decode step of Mistral 7B v0.3 at {_save.context:,} tokens spends
+    {_save.attention_share:.0%} of its FLOPs on attention over the context; attending to
+    {_save.keep:,} chosen keys instead would cut the step's FLOPs by **{_save.flops_saved:.0%}**
     (computed with `helpers.cost.compute_share`; choosing the keys is not counted).
 
     **What you should see** (CPU and GPU alike; this is computed on the CPU): the needle kept by top-*k* and
@@ -539,14 +538,11 @@ def _(sparse, sparse_keep):
 @app.function
 def state_checks() -> dict:
     """Toy Mamba and Jamba (random weights) run through transformers, their caches against the formula
-    (state_space.measure_toy_states); linear attention's recurrent form against its parallel form, 512 tokens."""
-    g = torch.Generator().manual_seed(0)
-    q, k, v = torch.randn(3, 1, 8, 512, 32, generator=g).unbind(0)
-    out, state, norm = state_space.linear_attention_recurrent(q, k, v)
-    return {"toy_states": state_space.measure_toy_states("falcon_mamba", (8, 64, 256))
-            + state_space.measure_toy_states("jamba", (8, 64, 256)),
-            "linear_check": {"max |recurrent − parallel|": float((out - state_space.linear_attention_parallel(q, k, v)).abs().max()),
-                             "state per head (elements)": state[0, 0].numel() + norm[0, 0].numel()}}
+    (state_space_toys.measure_toy_states); linear attention's recurrent form against its parallel form, 512 tokens
+    (state_space_toys.check_linear_attention)."""
+    return {"toy_states": state_space_toys.measure_toy_states("falcon_mamba", (8, 64, 256))
+            + state_space_toys.measure_toy_states("jamba", (8, 64, 256)),
+            "linear_check": state_space_toys.check_linear_attention(512)}
 
 
 @app.cell(hide_code=True)
@@ -560,9 +556,11 @@ def _():
 def _(loaded, states_button):
     states_run = replay.measure("10/state_checks", state_checks, run=states_button.value, profile=loaded.profile,
                                 device=loaded.device)
-    toy_states, linear_check = pd.DataFrame(states_run.value["toy_states"]), states_run.value["linear_check"]
-    toy_states.style.set_caption(states_run.source("measured: toy Mamba and Jamba (random weights) · fp32 · cpu") +
-                                 f", transformers' cache against the formula; linear attention, 512 tokens: {linear_check}")
+    toy_states, linear_check = states_run.value["toy_states"], states_run.value["linear_check"]
+    state_space_figures.toy_states_frame(toy_states).style.set_caption(states_run.source("measured: toy Mamba and Jamba (random weights) · fp32 · cpu") +
+                                 f", transformers' cache against the formula; linear attention, {linear_check.tokens} tokens: "
+                                 f"max |recurrent − parallel| {linear_check.max_difference:.1e}, state per head "
+                                 f"{linear_check.state_elements_per_head:,} elements")
     return linear_check, states_run, toy_states
 
 
@@ -576,8 +574,8 @@ def _(states_run):
 def _():
     _contexts = [2**k for k in range(8, 19)]
     per_sequence = pd.DataFrame(state_space.state_vs_kv(contexts=_contexts))
-    state_space.state_figure(per_sequence.to_dict("records"), state_space.linear_attention_state_bytes(32, 8, 128, 128),
-                             "computed from published config.json files (presets/SOURCES.md), bf16 states and caches")
+    state_space_figures.state_figure(per_sequence.to_dict("records"), state_space.linear_attention_state_bytes(32, 8, 128, 128),
+                                     "computed from published config.json files (presets/SOURCES.md), bf16 states and caches")
     return (per_sequence,)
 
 
@@ -594,8 +592,8 @@ def _(linear_check, per_sequence, toy_states):
     **{_mamba / 1e6:,.1f} MB** in Falcon Mamba 7B — the same at every length: Mistral's cache passes it at
     {state_space.break_even_tokens(_mamba):,.0f} tokens. A Mistral-shaped linear attention would carry
     {_lin / 1e6:,.1f} MB, the KV of {state_space.break_even_tokens(_lin):,.1f} tokens.
-    The formula matched transformers' real cache in {int(toy_states['equal'].sum())} of {len(toy_states)} toy runs; the
-    recurrent and parallel linear attention agreed to {linear_check['max |recurrent − parallel|']:.1e}.
+    The formula matched transformers' real cache in {sum(r.equal for r in toy_states)} of {len(toy_states)} toy runs; the
+    recurrent and parallel linear attention agreed to {linear_check.max_difference:.1e}.
 
     What the fixed state costs: everything the model will ever recall must fit in it. Recall of a fact seen
     once, far back, is where pure SSMs trail attention — which is why hybrids keep a few attention layers.
@@ -620,7 +618,7 @@ def _():
     _a100 = flash.paper_block_sizes(164 * 1024, 128, "bf16")
     _rtx = flash.paper_block_sizes(100 * 1024, 128, "bf16")
     _h100 = flash.paper_block_sizes(228 * 1024, 128, "bf16")
-    _kv = lambda b: flash.tiled_hbm_elements(32768, 128, b[0], b[1], True)["total"]  # noqa: E731
+    _kv = lambda b: flash.tiled_hbm_elements(32768, 128, b[0], b[1], True).total  # noqa: E731
     _jamba4k = state_space.sequence_state_bytes("jamba-1.5-mini", 4096)
     _fixed = state_space.ssm_state_bytes("jamba-1.5-mini")
     _jamba_tok = state_space.sequence_state_bytes("jamba-1.5-mini", 2) - state_space.sequence_state_bytes("jamba-1.5-mini", 1)
@@ -631,7 +629,7 @@ def _():
         layers take more or less than 95 % of a decode step's FLOPs, then check with
         `helpers.cost.compute_share.layer_share("llama-3.1-8b", 1, 4096)`.""", f"""Llama's head is 4,096 × 128,256 weights — four times Mistral's — and its layers
         take **{_llama:.1%}** of a decode step at 4,096 tokens: the 95 % {"still holds" if _llama >= compute_share.TALK_LAYER_SHARE else "no longer holds"}."""),
-        notebook.exercise(2, """**Tiles and shared memory.** With `helpers.measure.flash.paper_block_sizes`, find the block size
+        notebook.exercise(2, """**Tiles and shared memory.** With `helpers.cost.flash.paper_block_sizes`, find the block size
         on an A100 (164 KiB per SM) and an RTX 4090 (100 KiB) for head_dim 128 in bf16, and how many times more K/V
         bytes the 4090's tiles move than the H100's at 32k tokens (`tiled_hbm_elements`).""", f"""A100: B_r × B_c = {_a100[0]} × {_a100[1]}; RTX 4090: {_rtx[0]} × {_rtx[1]}; H100: {_h100[0]} × {_h100[1]}.
         B_r = min(⌈M / 4d⌉, d): once the memory allows d query rows, more of it no longer shortens the K/V passes.
@@ -650,17 +648,17 @@ def _():
 @app.cell(hide_code=True)
 def _(gpu_levels, steps):
     _mistral = compute_share.layer_share("mistral-7b-v0.1", 1, 4095)
-    _h = gpu_levels.set_index("GPU").loc["H100 SXM"]
-    _top = steps.iloc[0]
+    _h = next(g for g in gpu_levels if g.gpu == "H100 SXM")
+    _top = steps[0]
     mo.md(f"""
     ## Takeaways
 
     - A forward pass's FLOPs are a formula of the shape: the layers take {_mistral:.1%} of a Mistral 7B decode
       step at 4k tokens, but not most of a tiny model's with a big vocabulary, and attention over the context
       overtakes the linear layers only at tens of thousands of tokens without a window.
-    - Memory comes in levels: small and fast on chip, large and slow off it. Measured here, {_top['level']} read
-      {f"{_top['× DRAM']:.0f}× faster than DRAM" if isinstance(_top['× DRAM'], float) and _top['× DRAM'] == _top['× DRAM'] else "fastest"}; on an H100 SXM
-      shared memory streams {_h['on-chip ÷ HBM bandwidth']:.1f}× faster than HBM and is {_h['HBM ÷ on-chip size']:,.0f}× smaller.
+    - Memory comes in levels: small and fast on chip, large and slow off it. Measured here, {_top.level} read
+      {f"{_top.over_dram:.0f}× faster than DRAM" if _top.over_dram else "fastest"}; on an H100 SXM
+      shared memory streams {_h.onchip_over_hbm_bandwidth:.1f}× faster than HBM and is {_h.hbm_over_onchip_size:,.0f}× smaller.
     - FlashAttention computes exact attention tile by tile with the online softmax: the N×N matrix never
       goes to HBM; its traffic is still Θ(N²) but smaller by 4·B_r/d (4× for Mistral's heads on an H100, an upper
       bound that ignores L2 reuse), and the memory it holds drops from N² to N.

@@ -42,9 +42,9 @@ def _hierarchy() -> dict:
 
 
 def _attention() -> dict:
-    from helpers.measure import flash
+    from helpers.measure import attention_kernels
 
-    return flash.bench_attention()
+    return attention_kernels.bench_attention()
 
 
 def _serving() -> dict:

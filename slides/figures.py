@@ -106,9 +106,9 @@ def mla():
     rows = mla_ratios("deepseek-v3", kf.MODEL)
     labels = ["DeepSeek V3 MLA", "MHA, same model", "MHA, real head sizes", "Mistral 7B GQA"]
     fig, ax = plots.figure(width=7, height=3.6)
-    ax.barh(labels[::-1], [r["bytes per token"] / 1024 for r in rows][::-1], color=COMPUTED)
+    ax.barh(labels[::-1], [r.bytes_per_token / 1024 for r in rows][::-1], color=COMPUTED)
     for i, r in enumerate(rows[::-1]):
-        ax.annotate(f"{r['baseline ÷ MLA']:,.1f}× MLA", (r["bytes per token"] / 1024, i), fontsize=8,
+        ax.annotate(f"{r.baseline_over_mla:,.1f}× MLA", (r.bytes_per_token / 1024, i), fontsize=8,
                     xytext=(4, -3), textcoords="offset points")
     ax.set(xscale="log", xlabel="KV cache per token (KiB, 2¹⁰ B), bf16", title="MLA's cache against named baselines")
     return plots.finish(fig, "computed: helpers.cost.attention.mla_ratios('deepseek-v3', 'mistral-7b-v0.1'), bf16")

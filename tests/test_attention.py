@@ -1,12 +1,13 @@
-"""helpers.cost.attention: KV bytes of every preset pinned by hand from the configs; measured caches of
-MHA/GQA/MQA, a sliding window and MLA equal to the formula exactly; MLA's ratios against named baselines."""
+"""helpers.cost.attention, helpers.measure.kv_caches and helpers.measure.mla: KV bytes of every preset pinned
+by hand from the configs; measured caches of MHA/GQA/MQA, a sliding window and MLA equal to the formula
+exactly; MLA's ratios against named baselines."""
 import json
 
 import pytest
 import torch
 
 from helpers.cost import attention, memory, specs
-from helpers.measure import mla
+from helpers.measure import kv_caches, mla
 from helpers.__main__ import main as cli
 from helpers.measure.models import TINY_CONFIG
 
@@ -35,7 +36,7 @@ SMALL = {**TINY_CONFIG, "vocab_size": 1000}   # fast to build; the attention is 
 def test_preset_kv_bytes_per_token(name, expected):
     assert memory.kv_bytes_per_token(name) == expected
     row = next(r for r in attention.kv_table([name]))
-    assert row["KV bytes per token"] == expected
+    assert row.bytes_per_token == expected
 
 
 @pytest.mark.parametrize("name,expected", sorted(PRESET_KV_128K.items()))
@@ -86,7 +87,7 @@ def test_cli_kv_answers_for_every_attention_kind(tmp_path, capsys):
 # ----------------------------------------------------------------------- measured: MHA / GQA / MQA
 
 def test_kv_heads_variants_differ_only_in_kv_heads():
-    cfgs = attention.kv_heads_configs(SMALL)
+    cfgs = kv_caches.kv_heads_configs(SMALL)
     assert [c["num_key_value_heads"] for c in cfgs.values()] == [8, 2, 1]
     for c in cfgs.values():
         assert {k: v for k, v in c.items() if k != "num_key_value_heads"} == \
@@ -94,24 +95,24 @@ def test_kv_heads_variants_differ_only_in_kv_heads():
 
 
 def test_measured_kv_heads_caches_equal_formula(tmp_path):
-    rows = attention.measure_kv_heads(cases=((7, 1), (33, 3)), folder=tmp_path,
-                                      configs=attention.kv_heads_configs(SMALL))
-    assert len(rows) == 6 and all(r["equal"] for r in rows), rows
-    by = {(r["kv_heads"], r["tokens"], r["batch"]): r["measured (B)"] for r in rows}
+    rows = kv_caches.measure_kv_heads(cases=((7, 1), (33, 3)), folder=tmp_path,
+                                      configs=kv_caches.kv_heads_configs(SMALL))
+    assert len(rows) == 6 and all(r.equal for r in rows), rows
+    by = {(r.kv_heads, r.tokens, r.batch): r.measured_bytes for r in rows}
     # fp32: 2 × 4 layers × kv_heads × 32 dims × 4 B per token
     assert by[(8, 7, 1)] == 2 * 4 * 8 * 32 * 4 * 7
     assert by[(1, 33, 3)] == 2 * 4 * 1 * 32 * 4 * 33 * 3
 
 
 def test_sliding_window_caps_a_real_cache(tmp_path):
-    rows = attention.measure_sliding(window=8, prompt=3, total=20, folder=tmp_path, base=SMALL)
-    assert all(r["equal"] for r in rows), rows
+    rows = kv_caches.measure_sliding(window=8, prompt=3, total=20, folder=tmp_path, base=SMALL)
+    assert all(r.equal for r in rows), rows
     per_token = 2 * 4 * 2 * 32 * 4
-    measured = {r["tokens seen"]: r["measured (B)"] for r in rows}
+    measured = {r.tokens_seen: r.measured_bytes for r in rows}
     assert measured[5] == 5 * per_token
     # transformers keeps window − 1 = 7 tokens between steps, however long the sequence
     assert measured[7] == measured[8] == measured[20] == 7 * per_token
-    assert rows[-1]["no window (B)"] == 20 * per_token
+    assert rows[-1].no_window_bytes == 20 * per_token
 
 
 # ----------------------------------------------------------------------- measured: MLA
@@ -119,10 +120,10 @@ def test_sliding_window_caps_a_real_cache(tmp_path):
 def test_mla_latent_cache_equals_formula_and_holds_no_heads():
     cfg = mla.TINY_MLA_CONFIG
     rows = mla.measure_mla(cases=((16, 1), (40, 3)), prompt=5)
-    assert all(r["equal"] for r in rows)
+    assert all(r.equal for r in rows)
     per_token = cfg["num_hidden_layers"] * (cfg["kv_lora_rank"] + cfg["qk_rope_head_dim"]) * 4   # fp32
-    assert [r["measured latent cache (B)"] for r in rows] == [16 * per_token, 40 * 3 * per_token]
-    assert all(r["max |cached − expanded| output"] < 1e-4 * r["output scale (max |x|)"] for r in rows)
+    assert [r.measured_bytes for r in rows] == [16 * per_token, 40 * 3 * per_token]
+    assert all(r.max_output_error < 1e-4 * r.output_scale for r in rows)
     model = mla.tiny_mla()
     _, _, cache = mla.run_mla(model, 10, 2, prompt=4)
     assert [tuple(layer.latent.shape) for layer in cache.layers] == [(2, 10, 48)] * 4
@@ -139,7 +140,7 @@ def test_mla_absorbed_attention_equals_expanded_heads_in_float64():
 
 def test_transformers_deepseek_v3_caches_the_latent_too():
     rows = mla.measure_hf_mla(cases=((9, 2),))
-    assert rows[0]["equal"] and rows[0]["measured (B)"] == 9 * 2 * 4 * 48 * 4
+    assert rows[0].equal and rows[0].measured_bytes == 9 * 2 * 4 * 48 * 4
 
 
 # ----------------------------------------------------------------------- MLA's ratios
@@ -147,15 +148,15 @@ def test_transformers_deepseek_v3_caches_the_latent_too():
 def test_mla_ratios_against_named_baselines():
     rows = attention.mla_ratios("deepseek-v3", "mistral-7b-v0.1")
     mla, mha, mha192, gqa = rows
-    assert mla["bytes per token"] == 61 * (512 + 64) * 2 == 70_272
-    assert mha["bytes per token"] == 2 * 128 * 128 * 61 * 2 == 3_997_696
-    assert mha192["bytes per token"] == 128 * (192 + 128) * 61 * 2 == 4_997_120
-    assert gqa["bytes per token"] == 131_072
-    assert mha["baseline ÷ MLA"] == pytest.approx(56.89, abs=0.01)
-    assert mha192["baseline ÷ MLA"] == pytest.approx(71.11, abs=0.01)
-    assert gqa["baseline ÷ MLA"] == pytest.approx(1.87, abs=0.01)
-    assert "MHA of the same model" in mha["cache"] and "128 heads × 128" in mha["cache"]
-    assert "mistral-7b-v0.1 GQA" in gqa["cache"]
+    assert mla.bytes_per_token == 61 * (512 + 64) * 2 == 70_272 and mla.baseline_over_mla == 1.0
+    assert mha.bytes_per_token == 2 * 128 * 128 * 61 * 2 == 3_997_696
+    assert mha192.bytes_per_token == 128 * (192 + 128) * 61 * 2 == 4_997_120
+    assert gqa.bytes_per_token == 131_072
+    assert mha.baseline_over_mla == pytest.approx(56.89, abs=0.01)
+    assert mha192.baseline_over_mla == pytest.approx(71.11, abs=0.01)
+    assert gqa.baseline_over_mla == pytest.approx(1.87, abs=0.01)
+    assert "MHA of the same model" in mha.cache and "128 heads × 128" in mha.cache
+    assert "mistral-7b-v0.1 GQA" in gqa.cache
     assert attention.mla_equivalent_gqa_groups("deepseek-v3") == 2.25
     with pytest.raises(ValueError, match="does not use MLA"):
         attention.mla_ratios("mistral-7b-v0.1")
@@ -188,25 +189,26 @@ def test_mla_baselines_by_hand_and_the_fairness_rule():
     2 × 128 × 128 = 32,768 → 56.9×; a 32-head × 128 MHA model 2 × 32 × 128 = 8,192 → 14.2×; GQA-8 of the
     same model 2 × 8 × 128 = 2,048 → 3.56×. Whole models: Mistral 7B 131,072 B against 61 × 576 × 2 = 70,272 B."""
     rows = attention.mla_baselines("deepseek-v3", "mistral-7b-v0.1")
-    ratio = {r["baseline"].split(":")[0]: r["baseline ÷ MLA"] for r in rows}
+    ratio = {r.baseline.split(":")[0]: r.baseline_over_mla for r in rows}
     assert ratio["MHA of the same model"] == pytest.approx(32768 / 576)
     assert ratio["MHA with DeepSeek's head sizes"] == pytest.approx(128 * (192 + 128) / 576)
     assert ratio["GQA of the same model"] == pytest.approx(2048 / 576)
     assert ratio["MHA of a 7B-class model"] == pytest.approx(8192 / 576)
-    whole = next(r for r in rows if r["counted"] == "whole model")
-    assert (whole["baseline bytes"], whole["MLA bytes"]) == (131_072, 70_272)
-    mixed = [r for r in rows if r["counted"] == "mixed"]
-    assert [round(r["baseline ÷ MLA"]) for r in mixed] == [round(61 * 32768 / 576), round(32 * 8192 / 576)]
-    fair = [r["baseline"].split(":")[0] for r in rows if r["fair"]]
+    whole = next(r for r in rows if r.counted == "whole model")
+    assert (whole.baseline_bytes, whole.mla_bytes) == (131_072, 70_272)
+    mixed = [r for r in rows if r.counted == "mixed"]
+    assert [round(r.baseline_over_mla) for r in mixed] == [round(61 * 32768 / 576), round(32 * 8192 / 576)]
+    fair = [r.baseline.split(":")[0] for r in rows if r.fair]
     assert fair == ["MHA of the same model", "GQA of the same model"]
 
 
 def test_the_talks_quoted_ratios_map_to_named_baselines():
     rows = attention.mla_baselines("deepseek-v3")
-    assert attention.match_quoted(56, rows)["baseline"].startswith("MHA of the same model")
-    assert attention.match_quoted(14, rows)["baseline"].startswith("MHA of a 7B-class model: 32 heads × 128")
+    assert attention.match_quoted(56, rows).baseline.startswith("MHA of the same model")
+    assert attention.match_quoted(14, rows).baseline.startswith("MHA of a 7B-class model: 32 heads × 128")
     assert attention.match_quoted(474, rows) is None  # no baseline from the configs reproduces it
-    assert attention.match_quoted(474, rows, tolerance=0.05)["counted"] == "mixed"
+    assert attention.match_quoted(474, rows, tolerance=0.05).counted == "mixed"
+    assert attention.nearest_baseline(474, rows).counted == "mixed"
     with pytest.raises(ValueError, match="does not use MLA"):
         attention.mla_baselines("mistral-7b-v0.1")
 
@@ -214,9 +216,19 @@ def test_the_talks_quoted_ratios_map_to_named_baselines():
 def test_scorecard_summary_by_hand():
     s = attention.scorecard_summary()
     # DeepSeek-V2 Tables 9: MLA ahead on 5 of 6 (50.0>48.7, 39.0>37.9, 50.9<51.6, 59.0>57.5, 50.7>46.6, 59.2>57.9)
-    assert s["mla_comparisons"] == 6 and s["mla_won"] == 5 and s["mla_lost"] == [("C-Eval", "small MoE")]
-    lo, hi = s["mla_cache_share"]
+    assert s.mla_comparisons == 6 and s.mla_won == 5 and s.mla_lost == (("C-Eval", "small MoE"),)
+    lo, hi = s.mla_cache_share
     assert lo == pytest.approx(34.6 / 860.2) and hi == pytest.approx(15.6 / 110.6)   # 4 % and 14 %
-    assert s["window_cache_smaller"] == 8 and s["window_at_tokens"] == 32 * 1024
+    assert s.window_cache_smaller == 8 and s.window_at_tokens == 32 * 1024
     with pytest.raises(ValueError, match="no MLA"):
         attention.scorecard_summary([])
+
+
+def test_the_labelled_tables_are_built_from_the_fields():
+    from helpers.present import attention_figures
+
+    kv = attention_figures.kv_table_frame(attention.kv_table(["mistral-7b-v0.1"]))
+    assert kv.loc[0, "KV bytes per token"] == 131_072
+    assert kv.loc[0, "one sequence of 128k tokens (GB)"] == round(4096 * 131_072 / 1e9, 3)   # the 4,096 window
+    baselines = attention_figures.mla_baselines_frame(attention.mla_baselines("deepseek-v3"))
+    assert baselines.loc[0, "baseline ÷ MLA"] == pytest.approx(32768 / 576) and bool(baselines.loc[0, "fair"])

@@ -292,7 +292,7 @@ def test_unknown_model_is_a_value_error():
 def test_predict_vs_measure_on_the_tiny_model(tiny):
     r = capacity_measured.predict_vs_measure(tiny, bandwidth=20e9)
     assert r["bandwidth_source"] == "given" and r["profile"] == "tiny"
-    from helpers.cost.memory import measured_weight_bytes
+    from helpers.measure.tensor_bytes import measured_weight_bytes
     from helpers.cost.stepcost import decode_cost
 
     # the loaded weights are the bytes helpers.cost.memory counts; a step reads them but the embedding table

@@ -59,7 +59,7 @@ def test_small_profile_resolves_and_runs_in_fp32_on_a_cpu():
 
 @pytest.mark.slow
 def test_small_profile_loads_from_its_built_folder():
-    from helpers.cost.memory import measured_weight_bytes
+    from helpers.measure.tensor_bytes import measured_weight_bytes
 
     loaded = models.load("small", device="cpu")
     assert loaded.profile == "small" and loaded.dtype == "fp32"

@@ -1,9 +1,11 @@
-"""Tiled attention with the online softmax equals PyTorch's SDPA; its HBM byte counts against hand-worked values."""
+"""Tiled attention with the online softmax equals PyTorch's SDPA (helpers.measure.attention_kernels); its HBM byte
+counts (helpers.cost.flash) against hand-worked values."""
 import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers.measure import flash
+from helpers.cost import flash
+from helpers.measure import attention_kernels as kernels
 
 
 @pytest.mark.parametrize("batch,heads,kv_heads,n,d,bq,bk", [
@@ -20,8 +22,8 @@ def test_tiled_attention_equals_sdpa(batch, heads, kv_heads, n, d, bq, bk, causa
     k = torch.randn(batch, kv_heads, n, d, generator=g)
     v = torch.randn(batch, kv_heads, n, d, generator=g)
     ref = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=kv_heads != heads)
-    torch.testing.assert_close(flash.tiled_attention(q, k, v, causal, bq, bk), ref, rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(flash.naive_attention(q, k, v, causal), ref, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(kernels.tiled_attention(q, k, v, causal, bq, bk), ref, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(kernels.naive_attention(q, k, v, causal), ref, rtol=1e-5, atol=1e-5)
 
 
 def test_tiled_attention_in_bf16_and_non_causal_cross_attention():
@@ -29,22 +31,22 @@ def test_tiled_attention_in_bf16_and_non_causal_cross_attention():
     q = torch.randn(1, 2, 40, 32, generator=g)
     k, v = torch.randn(2, 1, 2, 90, 32, generator=g)          # fewer queries than keys, not causal
     ref = F.scaled_dot_product_attention(q, k, v)
-    torch.testing.assert_close(flash.tiled_attention(q, k, v, False, 16, 32), ref, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(kernels.tiled_attention(q, k, v, False, 16, 32), ref, rtol=1e-5, atol=1e-5)
     qb, kb, vb = (t.bfloat16() for t in (q, k, v))
-    out = flash.tiled_attention(qb, kb, vb, False, 16, 32).float()
+    out = kernels.tiled_attention(qb, kb, vb, False, 16, 32).float()
     torch.testing.assert_close(out, ref, rtol=2e-2, atol=2e-2)
 
 
 def test_bad_inputs_say_what_is_allowed():
     q = torch.zeros(1, 3, 8, 4)
     with pytest.raises(ValueError, match="multiple of K/V heads"):
-        flash.tiled_attention(q, torch.zeros(1, 2, 8, 4), torch.zeros(1, 2, 8, 4))
+        kernels.tiled_attention(q, torch.zeros(1, 2, 8, 4), torch.zeros(1, 2, 8, 4))
     with pytest.raises(ValueError, match="4-D"):
-        flash.tiled_attention(torch.zeros(3, 8, 4), q, q)
+        kernels.tiled_attention(torch.zeros(3, 8, 4), q, q)
     with pytest.raises(ValueError, match="as many queries as keys"):
-        flash.tiled_attention(q, torch.zeros(1, 3, 9, 4), torch.zeros(1, 3, 9, 4), causal=True)
+        kernels.tiled_attention(q, torch.zeros(1, 3, 9, 4), torch.zeros(1, 3, 9, 4), causal=True)
     with pytest.raises(ValueError, match="block_q"):
-        flash.tiled_attention(q, q, q, block_q=0)
+        kernels.tiled_attention(q, q, q, block_q=0)
 
 
 def test_standard_bytes_by_hand():
@@ -52,19 +54,19 @@ def test_standard_bytes_by_hand():
     # read Q, K (2·65,536) + S (1,048,576) + P and V (1,048,576 + 65,536) = 2,293,760
     # write S, P (2·1,048,576) + O (65,536) = 2,162,688; total 4Nd + 4N² = 4,456,448 elements
     e = flash.standard_hbm_elements(1024, 64)
-    assert (e["read"], e["write"], e["total"]) == (2_293_760, 2_162_688, 4_456_448)
-    assert e["nxn_matrix"] == 1_048_576
+    assert (e.read, e.write, e.total) == (2_293_760, 2_162_688, 4_456_448)
+    assert e.nxn_matrix == 1_048_576
 
 
 def test_tiled_bytes_by_hand():
     # N = 1024, d = 64, blocks of 128: 8 query blocks, each reads all 1,024 keys' K and V:
     # Q 65,536 + K/V 8 × 2 × 65,536 = 1,048,576 → read 1,114,112; write O 65,536; total 1,179,648
     e = flash.tiled_hbm_elements(1024, 64, 128, 128, causal=False)
-    assert (e["read"], e["write"], e["total"]) == (1_114_112, 65_536, 1_179_648)
+    assert (e.read, e.write, e.total) == (1_114_112, 65_536, 1_179_648)
     # causal: query block i visits keys up to (i + 1)·128 → 128 × (1 + … + 8) = 4,608 keys
     # K/V 2 × 64 × 4,608 = 589,824; + Q 65,536 + O 65,536 = 720,896
     assert flash.keys_visited(1024, 128, 128, causal=True) == 4_608
-    assert flash.tiled_hbm_elements(1024, 64, 128, 128, causal=True)["total"] == 720_896
+    assert flash.tiled_hbm_elements(1024, 64, 128, 128, causal=True).total == 720_896
     # a ragged end: N = 100, blocks 64 → 2 query blocks × 100 keys = 200; causal: 64 + 100 = 164
     assert flash.keys_visited(100, 64, 64, causal=False) == 200
     assert flash.keys_visited(100, 64, 64, causal=True) == 164
@@ -74,11 +76,11 @@ def test_byte_table_in_bytes_and_ratio():
     shape = flash.AttentionShape(batch=1, heads=32, head_dim=128, dtype="bf16")
     row = flash.hbm_bytes_table(shape, [4096], 128, 128, causal=False)[0]
     # standard: (4·4096·128 + 4·4096²) × 32 heads × 2 B = (2,097,152 + 67,108,864) × 64 = 4,429,185,024
-    assert row["standard bytes"] == 4_429_185_024
+    assert row.standard_bytes == 4_429_185_024
     # tiled: (2·4096·128 + 32 query blocks × 2 × 4096 × 128) × 64 = (1,048,576 + 33,554,432) × 64
-    assert row["tiled bytes"] == 2_214_592_512
-    assert row["N×N matrix, all heads (bytes)"] == 4096 * 4096 * 64
-    assert row["standard ÷ tiled"] == pytest.approx(69_206_016 / 34_603_008)
+    assert row.tiled_bytes == 2_214_592_512
+    assert row.nxn_bytes == 4096 * 4096 * 64
+    assert row.standard_over_tiled == pytest.approx(69_206_016 / 34_603_008)
 
 
 def test_the_traffic_ratio_tends_to_4_br_over_d_not_the_block_height():
@@ -88,10 +90,10 @@ def test_the_traffic_ratio_tends_to_4_br_over_d_not_the_block_height():
     assert flash.traffic_ratio_limit(64, 128) == 2.0
     shape = flash.AttentionShape(batch=1, heads=32, head_dim=128, dtype="bf16")
     row = flash.hbm_bytes_table(shape, [131072], 128, 228, causal=True)[0]
-    assert row["standard bytes"] / 1e9 == pytest.approx(4402, abs=1)
-    assert row["tiled bytes"] / 1e9 == pytest.approx(1104.6, abs=0.1)
-    assert row["standard ÷ tiled"] == pytest.approx(flash.traffic_ratio_limit(128, 128), rel=0.01)
-    with pytest.raises(ValueError):
+    assert row.standard_bytes / 1e9 == pytest.approx(4402, abs=1)
+    assert row.tiled_bytes / 1e9 == pytest.approx(1104.6, abs=0.1)
+    assert row.standard_over_tiled == pytest.approx(flash.traffic_ratio_limit(128, 128), rel=0.01)
+    with pytest.raises(ValueError, match="block_q must be a whole number ≥ 1, got 0"):
         flash.traffic_ratio_limit(0, 128)
 
 
@@ -104,7 +106,16 @@ def test_paper_block_sizes_by_hand():
 
 def test_time_attention_runs_and_reports():
     shape = flash.AttentionShape(1, 2, 16, "fp32")
-    df = flash.time_attention([32, 64], shape, "cpu", causal=True, repeats=1, tiled_up_to=32).frame()
+    df = kernels.time_attention([32, 64], shape, "cpu", causal=True, repeats=1, tiled_up_to=32).frame()
     assert list(df["tokens"]) == [32, 64] and not df["oom"].any()
     assert (df["naive_s"] > 0).all() and (df["sdpa_s"] > 0).all()
     assert df["tiled_s"].notna().tolist() == [True, False]
+
+
+def test_the_hbm_table_is_labelled_where_shown():
+    from helpers.present import flash_figures
+
+    shape = flash.AttentionShape(batch=1, heads=32, head_dim=128, dtype="bf16")
+    frame = flash_figures.hbm_frame(flash.hbm_bytes_table(shape, [4096], 128, 128, causal=False))
+    assert frame.loc[0, "standard bytes"] == 4_429_185_024
+    assert frame.loc[0, "standard ÷ tiled"] == pytest.approx(69_206_016 / 34_603_008)

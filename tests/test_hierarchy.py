@@ -31,7 +31,7 @@ def test_this_machine_reports_its_caches():
 def test_read_bandwidth_is_a_rate_and_rejects_bad_sizes():
     bw = h.read_bandwidth(64 * 1024, bytes_per_sample=8 * 2**20, repeats=2)
     assert 1e8 < bw < 1e13
-    with pytest.raises(ValueError, match="nbytes"):
+    with pytest.raises(ValueError, match="nbytes must be a whole number ≥ 1,024, got 10"):
         h.read_bandwidth(10)
     assert h.working_set_sizes(4096, 32768, 1) == [4096, 8192, 16384, 32768]
 
@@ -47,15 +47,24 @@ def test_gpu_onchip_file_is_complete_and_cited():
 
 
 def test_gpu_hierarchy_against_published_figures():
-    rows = {r["GPU"]: r for r in h.gpu_hierarchy()}
+    rows = {r.gpu: r for r in h.gpu_hierarchy()}
     h100 = rows["H100 SXM"]
     # FlashAttention-3, Table 1: SMEM 228 KiB per SM, 31 TB/s per GPU; GMEM 3.35 TB/s. 132 SMs × 228 KiB
-    assert h100["shared memory, all SMs (MiB)"] == pytest.approx(132 * 228 / 1024)
-    assert h100["on-chip ÷ HBM bandwidth"] == pytest.approx(31 / 3.35)
+    assert h100.smem_total_bytes == 132 * 228 * 1024
+    assert h100.onchip_over_hbm_bandwidth == pytest.approx(31 / 3.35)
     # FlashAttention: A100, 192 KB of SRAM per SM (L1 + shared) on 108 SMs, about 19 TB/s; HBM 1.5–2.0 TB/s
     a100 = rows["A100 80GB"]
-    assert a100["SMs"] == 108 and a100["on-chip bandwidth (TB/s)"] == 19
-    assert 1.5 <= a100["HBM bandwidth (TB/s)"] <= 2.1
+    assert a100.sms == 108 and a100.onchip_bandwidth == 19e12
+    assert 1.5e12 <= a100.hbm_bandwidth <= 2.1e12
+
+
+def test_staircase_plateaus_by_hand():
+    stairs = [h.Stair(4096, 100e9, "L1d"), h.Stair(8192, 120e9, "L1d"), h.Stair(2**26, 10e9, "DRAM"),
+              h.Stair(2**27, 30e9, "DRAM")]
+    l1, dram = h.plateaus(stairs)
+    assert (l1.level, l1.sizes_measured, l1.median_bandwidth, l1.over_dram) == ("L1d", 2, 110e9, 5.5)
+    assert (dram.level, dram.median_bandwidth, dram.over_dram) == ("DRAM", 20e9, 1.0)
+    assert h.plateaus(stairs[:2])[0].over_dram is None
 
 
 def test_cpu_threads_sets_and_restores():

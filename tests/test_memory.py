@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from helpers.cost import memory, specs
-from helpers.measure import models
+from helpers.measure import models, tensor_bytes
 
 
 # ----------------------------------------------------------------------- KV formula
@@ -54,7 +54,7 @@ def test_hybrid_layers_half_slide():
 
 def test_bad_counts_are_value_errors():
     for bad in (0, -5, 1.5, True):
-        with pytest.raises(ValueError, match="positive integer"):
+        with pytest.raises(ValueError, match="tokens must be a whole number ≥ 1"):
             memory.kv_cache_bytes("mistral-7b-v0.1", bad)
     with pytest.raises(ValueError, match="allowed"):
         memory.kv_bytes_per_token("mistral-7b-v0.1", "int3")
@@ -70,7 +70,7 @@ def test_tiny_cache_bytes_equal_formula(tiny, tokens, batch):
     cache = DynamicCache(config=tiny.model.config)
     with torch.inference_mode():
         tiny.model(input_ids=ids, cache=cache, use_cache=True)
-    assert memory.measured_cache_bytes(cache) == memory.kv_cache_bytes(tiny.spec, tokens, batch, "fp32")
+    assert tensor_bytes.measured_cache_bytes(cache) == memory.kv_cache_bytes(tiny.spec, tokens, batch, "fp32")
 
 
 def test_tiny_cache_grows_by_one_token_per_decode_step(tiny):
@@ -94,7 +94,7 @@ def test_sliding_window_cache_measured(tmp_path, tiny_config):
         cache = DynamicCache(config=model.config)
         with torch.inference_mode():
             model(input_ids=torch.randint(3, 32000, (1, tokens)), cache=cache, use_cache=True)
-        assert memory.measured_cache_bytes(cache) == memory.kv_cache_bytes(spec, tokens, 1, "fp32", window_slots=15)
+        assert tensor_bytes.measured_cache_bytes(cache) == memory.kv_cache_bytes(spec, tokens, 1, "fp32", window_slots=15)
 
 
 # ----------------------------------------------------------------------- weights
@@ -147,19 +147,19 @@ def test_bitsandbytes_measured_equals_formula(scheme):
         model = AutoModelForCausalLM.from_pretrained(models.build_tiny(), quantization_config=q,
                                                      dtype=torch.bfloat16, device_map="cpu")
     spec = specs.spec_from_config(models.TINY_CONFIG, "tiny")
-    assert memory.measured_weight_bytes(model) == memory.weight_bytes(spec, scheme).bytes
+    assert tensor_bytes.measured_weight_bytes(model) == memory.weight_bytes(spec, scheme).bytes
 
 
 def test_loaded_model_bytes_equal_formula(tiny):
-    assert memory.measured_weight_bytes(tiny.model) == memory.weight_bytes(tiny.spec, "fp32").bytes
+    assert tensor_bytes.measured_weight_bytes(tiny.model) == memory.weight_bytes(tiny.spec, "fp32").bytes
     # buffers (rotary inverse frequencies) come on top
-    assert memory.measured_model_bytes(tiny.model) > memory.measured_weight_bytes(tiny.model)
+    assert tensor_bytes.measured_model_bytes(tiny.model) > tensor_bytes.measured_weight_bytes(tiny.model)
 
 
 def test_torch_dtype_is_the_inverse_of_torch_dtype_name():
     import torch
 
-    from helpers.cost.units import torch_dtype, torch_dtype_name
+    from helpers.measure.dtypes import torch_dtype, torch_dtype_name
 
     for t in (torch.float32, torch.bfloat16, torch.float16):
         assert torch_dtype(torch_dtype_name(t)) is t

@@ -112,8 +112,9 @@ def _figure_functions():
     import importlib
     import inspect
 
-    names = ("present.sweep_figures", "serving.figures", "present.roofline_figures", "decoding.views", "measure.flash",
-             "measure.hierarchy", "present.compute_share_figures", "engines.figures")
+    names = ("present.sweep_figures", "serving.figures", "present.roofline_figures", "decoding.views",
+             "present.flash_figures", "present.hierarchy_figures", "present.compute_share_figures",
+             "present.state_space_figures", "engines.figures")
     for name in names:
         mod = importlib.import_module(f"helpers.{name}")
         for fname, fn in inspect.getmembers(mod, inspect.isfunction):

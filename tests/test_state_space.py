@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from helpers.cost import state_space as ss
+from helpers.measure import state_space_toys as toys
 
 
 def test_falcon_mamba_state_by_hand():
@@ -34,34 +35,36 @@ def test_against_mistral_kv_by_hand():
 
 @pytest.mark.parametrize("kind", ["falcon_mamba", "jamba"])
 def test_formula_equals_a_real_transformers_cache(kind):
-    rows = ss.measure_toy_states(kind, lengths=(5, 40))
-    assert all(r["equal"] for r in rows), rows
+    rows = toys.measure_toy_states(kind, lengths=(5, 40))
+    assert all(r.equal for r in rows), rows
     if kind == "falcon_mamba":
-        assert rows[0]["measured total (B)"] == rows[1]["measured total (B)"] == 2 * 128 * (16 + 4) * 4
+        assert rows[0].total_bytes == rows[1].total_bytes == 2 * 128 * (16 + 4) * 4
     else:  # the attention layer grows by 2 × 2 KV heads × 16 × 4 B = 256 B per token
-        assert rows[1]["measured KV (B)"] - rows[0]["measured KV (B)"] == 35 * 256
+        assert rows[1].kv_bytes - rows[0].kv_bytes == 35 * 256
 
 
 def test_linear_attention_recurrent_equals_parallel_and_state_is_fixed():
     g = torch.Generator().manual_seed(0)
     q, k, v = torch.randn(3, 2, 3, 40, 16, generator=g).unbind(0)
-    out, s, z = ss.linear_attention_recurrent(q, k, v)
-    torch.testing.assert_close(out, ss.linear_attention_parallel(q, k, v), rtol=1e-5, atol=1e-5)
+    out, s, z = toys.linear_attention_recurrent(q, k, v)
+    torch.testing.assert_close(out, toys.linear_attention_parallel(q, k, v), rtol=1e-5, atol=1e-5)
     assert s.shape == (2, 3, 16, 16) and z.shape == (2, 3, 16)
+    c = toys.check_linear_attention(64, heads=2, head_dim=16)
+    assert c.max_difference < 1e-4 and c.state_elements_per_head == 16 * 16 + 16
     # Mistral-shaped: 32 layers × 8 KV heads × (128·128 + 128) × 2 B = 8,454,144 B
     assert ss.linear_attention_state_bytes(32, 8, 128, 128) == 8_454_144
 
 
 def test_sparse_attention_saves_and_risks():
-    rows = {(r["query"], r["pattern"]): r for r in ss.sparse_attention_demo(context=1024, keep=64, needle_at=200,
-                                                                           queries=8)}
-    assert rows[("needle", "dense")]["output error (÷ ‖v‖)"] == pytest.approx(0, abs=1e-6)
-    assert rows[("needle", "top-64")]["needle kept"] and not rows[("needle", "4 sinks + window")]["needle kept"]
-    assert rows[("needle", "top-64")]["output error (÷ ‖v‖)"] < 0.05 < rows[("needle", "4 sinks + window")]["output error (÷ ‖v‖)"]
-    assert rows[("diffuse", "top-64")]["share of keys"] == 64 / 1024
-    assert rows[("diffuse", "top-64")]["dense softmax mass kept"] < 0.9
+    rows = {(r.query, r.pattern): r for r in toys.sparse_attention_demo(context=1024, keep=64, needle_at=200,
+                                                                        queries=8)}
+    assert rows[("needle", "dense")].output_error == pytest.approx(0, abs=1e-6)
+    assert rows[("needle", "top-64")].needle_kept and not rows[("needle", "4 sinks + window")].needle_kept
+    assert rows[("needle", "top-64")].output_error < 0.05 < rows[("needle", "4 sinks + window")].output_error
+    assert rows[("diffuse", "top-64")].share_of_keys == 64 / 1024
+    assert rows[("diffuse", "top-64")].mass_kept < 0.9
     with pytest.raises(ValueError, match="needle_at"):
-        ss.sparse_attention_demo(context=1024, keep=64, needle_at=1000)
+        toys.sparse_attention_demo(context=1024, keep=64, needle_at=1000)
 
 
 def test_unknown_model_type_says_what_is_allowed():
@@ -75,7 +78,9 @@ def test_sparse_decode_saving_by_hand():
     r = ss.sparse_decode_saving("mistral-7b-v0.3", 131072, 2048)
     dense = 13_958_643_712 + 268_435_456 + 68_719_476_736
     sparse = 13_958_643_712 + 268_435_456 + 1_073_741_824
-    assert (r["dense FLOPs"], r["sparse FLOPs"]) == (dense, sparse)
-    assert r["FLOPs saved"] == pytest.approx(1 - sparse / dense)
-    with pytest.raises(ValueError, match="keep"):
-        ss.sparse_decode_saving(keep=0)
+    assert (r.dense_flops, r.sparse_flops) == (dense, sparse)
+    assert r.flops_saved == pytest.approx(1 - sparse / dense)
+    assert r.attention_share == pytest.approx(68_719_476_736 / dense)
+    for bad in (0, 131073, 1.5):
+        with pytest.raises(ValueError, match="keep must be a whole number from 1 to 131,072"):
+            ss.sparse_decode_saving(keep=bad)

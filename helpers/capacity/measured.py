@@ -34,7 +34,7 @@ def predict_vs_measure(loaded, bandwidth: float | None = None, batch: int | None
     """
     import torch
 
-    from ..cost.memory import measured_weight_bytes
+    from ..measure.tensor_bytes import measured_weight_bytes
     from ..measure.timing import timed_generate
 
     sizes = measure_sizes(loaded.device)

@@ -1,23 +1,26 @@
-"""Attention variants and their KV caches: computed for every preset, measured on tiny models.
+"""Attention variants and their KV caches, computed for every preset: what each caches per token, MLA's
+saving against named baselines, and the published quality of each variant.
 
-- MHA / GQA / MQA differ only in the number of K/V heads: tiny Mistral models built with all,
-  a group, or one K/V head, their real transformers caches measured.
+- MHA / GQA / MQA differ only in the number of K/V heads.
 - Sliding-window attention caps a layer's cache (Mistral 7B paper, arXiv:2310.06825, §2).
 - MLA caches one compressed latent per token per layer — kv_lora_rank + qk_rope_head_dim elements —
   and rebuilds per-head K and V from it at attention time (DeepSeek-V2, arXiv:2405.04434, §2.1 and
-  Table 1). helpers.measure.mla holds a small, readable MLA whose cache holds only that latent.
+  Table 1).
 
-Every byte count comes from helpers.cost.memory; this module measures and compares.
+Every byte count comes from helpers.cost.memory; this module compares. The same caches measured on tiny
+models are helpers.measure.kv_caches and helpers.measure.mla; their tables are helpers.present.attention_figures.
 """
 from __future__ import annotations
 
 import csv
 import dataclasses
 import math
+import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .memory import kv_bytes_per_token, kv_cache_bytes, kv_terms, measured_cache_bytes
+from .memory import kv_bytes_per_token, kv_cache_bytes, kv_terms
 from .specs import PRESETS, ModelSpec, get_spec
 from .units import DTYPE_BYTES, normalize_dtype
 
@@ -28,19 +31,30 @@ CONTEXTS = (4096, 32768, 131072)
 
 # ----------------------------------------------------------------------------- presets, computed
 
-def kv_table(models=PRESETS, dtype: str = "bf16", contexts=CONTEXTS) -> list[dict[str, Any]]:
-    """KV bytes per token (short context) and GB (10^9 bytes) per sequence at each context, for each
-    preset, honouring sliding windows (helpers.cost.memory.kv_cache_bytes)."""
+@dataclass(frozen=True)
+class PresetKV:
+    """One preset's KV cache: what it caches per layer, per token, and for one sequence at each context."""
+
+    model: str
+    attention: str
+    layers: int
+    cached_per_layer: str          # e.g. "K and V: 8 of 32 heads × 128"
+    formula: str                   # the per-token formula, in words
+    bytes_per_token: int           # at short context (no window binding)
+    contexts: tuple[int, ...]      # tokens of one sequence
+    sequence_bytes: tuple[int, ...]  # KV bytes of one sequence at each of `contexts`, windows honoured
+
+
+def kv_table(models=PRESETS, dtype: str = "bf16", contexts=CONTEXTS) -> list[PresetKV]:
+    """KV bytes per token (short context) and per sequence at each context, for each preset, honouring
+    sliding windows (helpers.cost.memory.kv_cache_bytes)."""
     rows = []
     for name in models:
         spec = get_spec(name)
         t = kv_terms(spec, dtype)
-        row = {"model": spec.name, "attention": spec.attention, "layers": spec.num_layers,
-               "what is cached per layer": _cached_per_layer(spec), "formula": t["formula"],
-               "KV bytes per token": t["bytes_per_token"]}
-        for n in contexts:
-            row[f"one sequence of {n // 1024}k tokens (GB)"] = round(kv_cache_bytes(spec, n, 1, dtype) / 1e9, 3)
-        rows.append(row)
+        rows.append(PresetKV(spec.name, spec.attention, spec.num_layers, _cached_per_layer(spec), t.formula,
+                             t.bytes_per_token, tuple(contexts),
+                             tuple(kv_cache_bytes(spec, n, 1, dtype) for n in contexts)))
     return rows
 
 
@@ -78,10 +92,21 @@ def mha_kv_bytes_per_token(layers: int, heads: int, k_dim: int, v_dim: int, dtyp
     return math.ceil(layers * heads * (k_dim + v_dim) * DTYPE_BYTES[normalize_dtype(dtype)])
 
 
+@dataclass(frozen=True)
+class MLARatio:
+    """MLA's cache per token against one named baseline."""
+
+    cache: str                  # what the baseline is, in words ("MHA of the same model: 128 heads × 128 dims, …")
+    bytes_per_token: int
+    baseline_over_mla: float    # this cache ÷ MLA's (1.0 for MLA itself), rounded to 2 decimals
+    dtype: str
+
+
 def mla_ratios(model: str = "deepseek-v3", gqa_baseline: str = "mistral-7b-v0.1",
-               dtype: str = "bf16") -> list[dict[str, Any]]:
+               dtype: str = "bf16") -> list[MLARatio]:
     """MLA's cache per token against named baselines, each ratio saying what it is against.
 
+    0. MLA itself (ratio 1);
     1. MHA of the same model with its 128 heads × 128 dims, K and V (DeepSeek-V2 Table 1's 2 n_h d_h l);
     2. MHA with the head sizes DeepSeek's attention actually computes: K 192 (128 + 64 rope), V 128;
     3. another model's real GQA cache (Mistral 7B: 8 K/V heads × 128 over 32 layers).
@@ -97,20 +122,15 @@ def mla_ratios(model: str = "deepseek-v3", gqa_baseline: str = "mistral-7b-v0.1"
     mha_real = mha_kv_bytes_per_token(spec.num_layers, spec.num_heads, k_real, spec.v_head_dim, dtype)
     g = get_spec(gqa_baseline)
     gqa = kv_bytes_per_token(g, dtype)
-    rows = [
-        {"cache": f"{spec.name} MLA: latent {spec.kv_lora_rank} + rope key {spec.qk_rope_head_dim} per layer, "
-                  f"{spec.num_layers} layers", "bytes per token": mla, "baseline ÷ MLA": 1.0},
-        {"cache": f"MHA of the same model: {spec.num_heads} heads × {d_h} dims, K and V, {spec.num_layers} layers",
-         "bytes per token": mha_same, "baseline ÷ MLA": round(mha_same / mla, 2)},
-        {"cache": f"MHA with DeepSeek's head sizes: K {k_real} ({spec.qk_nope_head_dim} + {spec.qk_rope_head_dim} rope), "
-                  f"V {spec.v_head_dim}, {spec.num_heads} heads, {spec.num_layers} layers",
-         "bytes per token": mha_real, "baseline ÷ MLA": round(mha_real / mla, 2)},
-        {"cache": f"{g.name} GQA: {g.num_kv_heads} K/V heads × {g.head_dim}, K and V, {g.num_layers} layers",
-         "bytes per token": gqa, "baseline ÷ MLA": round(gqa / mla, 2)},
-    ]
-    for r in rows:
-        r["dtype"] = dtype
-    return rows
+    caches = (
+        (f"{spec.name} MLA: latent {spec.kv_lora_rank} + rope key {spec.qk_rope_head_dim} per layer, "
+         f"{spec.num_layers} layers", mla),
+        (f"MHA of the same model: {spec.num_heads} heads × {d_h} dims, K and V, {spec.num_layers} layers", mha_same),
+        (f"MHA with DeepSeek's head sizes: K {k_real} ({spec.qk_nope_head_dim} + {spec.qk_rope_head_dim} rope), "
+         f"V {spec.v_head_dim}, {spec.num_heads} heads, {spec.num_layers} layers", mha_real),
+        (f"{g.name} GQA: {g.num_kv_heads} K/V heads × {g.head_dim}, K and V, {g.num_layers} layers", gqa),
+    )
+    return [MLARatio(what, b, round(b / mla, 2), dtype) for what, b in caches]
 
 
 def mla_equivalent_gqa_groups(model: str = "deepseek-v3") -> float:
@@ -126,8 +146,23 @@ TALK_MLA_RATIOS = (474, 56, 14)   # the savings the original talk quoted for MLA
 MATCH_TOLERANCE = 0.03            # a quoted ratio "is" a computed one when within 3 % (56 for 56.9)
 
 
+@dataclass(frozen=True)
+class MLABaseline:
+    """One baseline a "MLA saves N×" claim can hide, and whether comparing against it is fair."""
+
+    baseline: str               # what is compared, in words
+    counted: str                # "per layer", "whole model" or "mixed" (a whole model against one layer)
+    same_model: bool
+    same_count: bool            # counted the same way on both sides
+    fair: bool                  # same model, same count, heads the model would have
+    baseline_bytes: int
+    mla_bytes: int
+    baseline_over_mla: float
+    dtype: str
+
+
 def mla_baselines(model: str = "deepseek-v3", gqa_baseline: str = "mistral-7b-v0.1",
-                  dtype: str = "bf16") -> list[dict[str, Any]]:
+                  dtype: str = "bf16") -> list[MLABaseline]:
     """Every baseline a "MLA saves N×" claim can hide, each ratio computed from the configs and marked
     fair or not by one rule: **fair = the same model on both sides, counted the same way** (per layer
     on both sides, or every layer on both sides) **with the heads that model would have** — only the
@@ -142,7 +177,7 @@ def mla_baselines(model: str = "deepseek-v3", gqa_baseline: str = "mistral-7b-v0
     or thousands.
     """
     spec = get_spec(model)
-    named = {r["cache"].split(":")[0]: r for r in mla_ratios(model, gqa_baseline, dtype)}
+    named = {r.cache.split(":")[0]: r for r in mla_ratios(model, gqa_baseline, dtype)}
     mla = kv_bytes_per_token(spec, dtype)
     per_layer = mla / spec.num_layers
     d_h = spec.v_head_dim or spec.qk_nope_head_dim
@@ -151,15 +186,14 @@ def mla_baselines(model: str = "deepseek-v3", gqa_baseline: str = "mistral-7b-v0
     mha32 = mha_kv_bytes_per_token(1, 32, d_h, d_h, dtype)
     g = get_spec(gqa_baseline)
     mha32_model = mha_kv_bytes_per_token(g.num_layers, 32, g.head_dim, g.head_dim, dtype)
-    mha_real = next(r for k, r in named.items() if k.startswith("MHA with"))["bytes per token"]
+    mha_real = next(r for k, r in named.items() if k.startswith("MHA with")).bytes_per_token
 
     def row(baseline: str, counted: str, same_model: bool, same_count: bool, base: float, mine: float,
-            real_heads: bool = True) -> dict:
-        return {"baseline": baseline, "counted": counted, "same model": same_model, "same count": same_count,
-                "fair": same_model and same_count and real_heads, "baseline bytes": int(base), "MLA bytes": int(mine),
-                "baseline ÷ MLA": base / mine}
+            real_heads: bool = True) -> MLABaseline:
+        return MLABaseline(baseline, counted, same_model, same_count, same_model and same_count and real_heads,
+                           int(base), int(mine), base / mine, dtype)
 
-    rows = [
+    return [
         row(f"MHA of the same model: {spec.num_heads} heads × {d_h}, K and V", "per layer", True, True,
             mha / spec.num_layers, per_layer),
         row(f"MHA with DeepSeek's head sizes: K {(spec.qk_nope_head_dim or 0) + (spec.qk_rope_head_dim or 0)}, "
@@ -174,130 +208,17 @@ def mla_baselines(model: str = "deepseek-v3", gqa_baseline: str = "mistral-7b-v0
         row(f"MHA of a 7B-class model, all {g.num_layers} layers (32 heads × {g.head_dim}), against one layer's latent",
             "mixed", False, False, mha32_model, per_layer),
     ]
-    for r in rows:
-        r["dtype"] = dtype
-    return rows
 
 
-def match_quoted(quoted: float, rows: list[dict[str, Any]], tolerance: float = MATCH_TOLERANCE) -> dict | None:
-    """The baseline row whose ratio a quoted figure is (within `tolerance`, relative), or None."""
-    best = min(rows, key=lambda r: abs(r["baseline ÷ MLA"] - quoted) / quoted)
-    return best if abs(best["baseline ÷ MLA"] - quoted) / quoted <= tolerance else None
+def match_quoted(quoted: float, rows: list[MLABaseline], tolerance: float = MATCH_TOLERANCE) -> MLABaseline | None:
+    """The baseline whose ratio a quoted figure is (within `tolerance`, relative), or None."""
+    best = nearest_baseline(quoted, rows)
+    return best if abs(best.baseline_over_mla - quoted) / quoted <= tolerance else None
 
 
-# ----------------------------------------------------------------------------- measured: KV heads
-
-def kv_heads_configs(base: dict | None = None) -> dict[str, dict]:
-    """The tiny Mistral config three ways, differing only in num_key_value_heads: MHA (all heads),
-    GQA (the tiny model's groups of 4 query heads) and MQA (one K/V head)."""
-    from ..measure.models import TINY_CONFIG
-
-    base = dict(base or TINY_CONFIG)
-    heads = base["num_attention_heads"]
-    gqa = base.get("num_key_value_heads") or heads
-    if gqa in (1, heads):
-        gqa = max(2, heads // 4)
-    return {f"MHA ({heads} K/V heads)": {**base, "num_key_value_heads": heads},
-            f"GQA ({gqa} K/V heads)": {**base, "num_key_value_heads": gqa},
-            "MQA (1 K/V head)": {**base, "num_key_value_heads": 1}}
-
-
-def _variant_folder(name: str, folder: Path | None) -> Path:
-    from ..measure.models import cache_dir
-
-    slug = "".join(c if c.isalnum() else "-" for c in name.lower()).strip("-")
-    return Path(folder or cache_dir()) / f"tiny-{slug}"
-
-
-def load_variant(name: str, config: dict, folder: Path | None = None):
-    """Build (once, cached on disk) and load a tiny variant through from_pretrained, fp32 on the CPU."""
-    import torch
-    from transformers import AutoModelForCausalLM
-    from transformers.utils import logging as hf_logging
-
-    from ..measure.models import build_tiny
-
-    bars = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()
-    try:
-        path = build_tiny(_variant_folder(name, folder), config)
-        return AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
-    finally:
-        if bars:
-            hf_logging.enable_progress_bar()
-
-
-def measured_cache(model, tokens: int, batch: int = 1, seed: int = 0):
-    """Run one real forward pass of `batch` random sequences of `tokens` tokens; return the DynamicCache."""
-    import torch
-    from transformers import DynamicCache
-
-    g = torch.Generator().manual_seed(seed)
-    ids = torch.randint(3, model.config.vocab_size, (batch, tokens), generator=g)
-    cache = DynamicCache(config=model.config)
-    with torch.inference_mode():
-        model(input_ids=ids, cache=cache, use_cache=True)
-    return cache
-
-
-def measure_kv_heads(cases=((16, 1), (100, 1), (64, 4)), folder: Path | None = None,
-                     configs: dict[str, dict] | None = None) -> list[dict[str, Any]]:
-    """Measured cache bytes of MHA, GQA and MQA tiny models against helpers.cost.memory.kv_cache_bytes."""
-    from .specs import spec_from_config
-
-    rows = []
-    for name, cfg in (configs or kv_heads_configs()).items():
-        model = load_variant(name, cfg, folder)
-        spec = spec_from_config(model.config.to_dict(), name)
-        for tokens, batch in cases:
-            measured = measured_cache_bytes(measured_cache(model, tokens, batch))
-            formula = kv_cache_bytes(spec, tokens, batch, "fp32")
-            rows.append({"variant": name, "kv_heads": spec.num_kv_heads, "tokens": tokens, "batch": batch,
-                         "measured (B)": measured, "formula (B)": formula, "equal": measured == formula})
-        del model
-    return rows
-
-
-# ----------------------------------------------------------------------------- measured: sliding window
-
-def sliding_config(window: int = 16, base: dict | None = None) -> dict:
-    from ..measure.models import TINY_CONFIG
-
-    return {**(base or TINY_CONFIG), "sliding_window": window}
-
-
-def measure_sliding(window: int = 16, prompt: int = 4, total: int = 48, folder: Path | None = None,
-                    seed: int = 0, base: dict | None = None) -> list[dict[str, Any]]:
-    """Decode a tiny sliding-window model token by token with a real cache; after each step compare
-    the measured bytes with the formula at window − 1 slots (what transformers' DynamicSlidingWindowLayer
-    keeps between steps), and show the window and no-window formulas beside it."""
-    import torch
-    from transformers import DynamicCache
-
-    from .specs import spec_from_config
-
-    model = load_variant(f"swa-{window}", sliding_config(window, base), folder)
-    spec = spec_from_config(model.config.to_dict(), f"tiny, sliding window {window}")
-    full = dataclasses.replace(spec, layer_types=("full_attention",) * spec.num_layers, sliding_window=None)
-    g = torch.Generator().manual_seed(seed)
-    ids = torch.randint(3, model.config.vocab_size, (1, total), generator=g)
-    cache = DynamicCache(config=model.config)
-    rows = []
-    with torch.inference_mode():
-        model(input_ids=ids[:, :prompt], cache=cache, use_cache=True)
-        seen = prompt
-        while True:
-            measured = measured_cache_bytes(cache)
-            rows.append({"tokens seen": seen, "measured (B)": measured,
-                         f"formula, {window - 1} slots (B)": kv_cache_bytes(spec, seen, 1, "fp32", window_slots=window - 1),
-                         f"formula, window {window} (B)": kv_cache_bytes(spec, seen, 1, "fp32"),
-                         "no window (B)": kv_cache_bytes(full, seen, 1, "fp32")})
-            rows[-1]["equal"] = measured == rows[-1][f"formula, {window - 1} slots (B)"]
-            if seen >= total:
-                break
-            model(input_ids=ids[:, seen:seen + 1], cache=cache, use_cache=True)
-            seen += 1
-    return rows
+def nearest_baseline(quoted: float, rows: list[MLABaseline]) -> MLABaseline:
+    """The baseline whose ratio is nearest a quoted figure (relative distance)."""
+    return min(rows, key=lambda r: abs(r.baseline_over_mla - quoted) / quoted)
 
 
 # ----------------------------------------------------------------------------- published quality
@@ -308,14 +229,24 @@ def scorecard() -> list[dict[str, str]]:
         return [dict(r) for r in csv.DictReader(f)]
 
 
-def scorecard_summary(rows: list[dict[str, str]] | None = None) -> dict[str, Any]:
+@dataclass(frozen=True)
+class ScorecardSummary:
+    """What the published scorecard says, counted from its rows."""
+
+    mla_comparisons: int                              # MLA-against-MHA rows
+    mla_won: int                                      # of them, where MLA scored higher
+    mla_lost: tuple[tuple[str, str], ...]             # (metric, setting) where it did not
+    mla_cache_share: tuple[float, float] | None       # MLA's cache as a share of MHA's: lowest, highest
+    window_cache_smaller: float | None                # how many times smaller the sliding window's cache is
+    window_at_tokens: int | None                      # at what sequence length
+
+
+def scorecard_summary(rows: list[dict[str, str]] | None = None) -> ScorecardSummary:
     """What the scorecard's rows say, counted from them (helpers/data/attention_scorecard.csv):
     MLA against MHA — comparisons won (higher score), the ones lost, and MLA's cache as a share of MHA's
     (from each setting's 'KV cache per token …K elements (MLA) vs …K (MHA)' note, lowest and highest);
     the sliding window — how many times smaller its cache is (the variant's value, '1/8' → 8) and at
     what sequence length (the setting's 'a 32k-token sequence')."""
-    import re
-
     rows = scorecard() if rows is None else rows
     mla = [r for r in rows if r["variant"] == "MLA" and r["baseline"] == "MHA"]
     if not mla:
@@ -334,7 +265,5 @@ def scorecard_summary(rows: list[dict[str, str]] | None = None) -> dict[str, Any
         smaller = float(den) / float(num) if den else 1 / float(num)
         m = re.search(r"(\d+)k-token", window["setting"])
         at = int(m.group(1)) * 1024 if m else None
-    return {"mla_comparisons": len(mla), "mla_won": len(won),
-            "mla_lost": [(r["metric"].split()[0], r["setting"].split(" (")[0]) for r in lost],
-            "mla_cache_share": (min(shares), max(shares)) if shares else None,
-            "window_cache_smaller": smaller, "window_at_tokens": at}
+    return ScorecardSummary(len(mla), len(won), tuple((r["metric"].split()[0], r["setting"].split(" (")[0]) for r in lost),
+                            (min(shares), max(shares)) if shares else None, smaller, at)

@@ -1,5 +1,6 @@
-"""Bytes: of weights per dtype and quantization scheme, of the KV cache for every attention kind,
-and — measured — of a real transformers cache object and of a loaded model.
+"""Bytes: of weights per dtype and quantization scheme, of the KV cache for every attention kind, and
+the memory budget of one GPU (what the runtime keeps, what is left for the KV cache, how many users fit).
+The same bytes counted on real tensors are helpers.measure.tensor_bytes.
 
 Formulas (each checked by tests against real tensors or published sizes):
 - KV bytes per token = Σ_layers 2 (K and V) × kv_heads × head_dim × bytes per element
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+from .. import checks
 from .specs import ModelSpec, get_spec, param_breakdown
 from .units import DTYPE_BYTES, normalize_dtype
 
@@ -34,16 +36,6 @@ BNB_NESTED_BLOCK = 256
 MX_BLOCK = 32
 
 
-def _spec(model: str | Path | dict | ModelSpec) -> ModelSpec:
-    return model if isinstance(model, ModelSpec) else get_spec(model)
-
-
-def _positive_int(value: Any, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{what} must be a positive integer, got {value!r}")
-    return value
-
-
 # ----------------------------------------------------------------------------- KV cache
 
 def kv_elements_per_token_layer(spec: ModelSpec) -> int:
@@ -58,14 +50,23 @@ def kv_bytes_per_token(model: str | Path | dict | ModelSpec, dtype: str = "bf16"
 
     Mistral 7B: 2 × 32 layers × 8 KV heads × 128 head_dim × 2 B = 131,072 B.
     """
-    spec = _spec(model)
+    spec = get_spec(model)
     size = DTYPE_BYTES[normalize_dtype(dtype, KV_DTYPES)]
     return math.ceil(spec.num_layers * kv_elements_per_token_layer(spec) * size)
 
 
-def kv_terms(model: str | Path | dict | ModelSpec, dtype: str = "bf16") -> dict[str, Any]:
+@dataclass(frozen=True)
+class KVTerms:
+    """The KV-per-token formula of one model, term by term."""
+
+    formula: str                 # in words: "2 × layers × kv_heads × head_dim × bytes"
+    terms: dict[str, float]      # each factor of the formula by its name in `formula`
+    bytes_per_token: int
+
+
+def kv_terms(model: str | Path | dict | ModelSpec, dtype: str = "bf16") -> KVTerms:
     """The KV-per-token formula term by term, for showing it (MLA: latent + rope instead of 2 × heads × dim)."""
-    spec = _spec(model)
+    spec = get_spec(model)
     size = DTYPE_BYTES[normalize_dtype(dtype, KV_DTYPES)]
     if spec.is_mla:
         terms = {"layers": spec.num_layers, "kv_lora_rank": spec.kv_lora_rank,
@@ -75,7 +76,7 @@ def kv_terms(model: str | Path | dict | ModelSpec, dtype: str = "bf16") -> dict[
         terms = {"K and V": 2, "layers": spec.num_layers, "kv_heads": spec.num_kv_heads,
                  "head_dim": spec.head_dim, "bytes_per_element": size}
         formula = "2 × layers × kv_heads × head_dim × bytes"
-    return {"formula": formula, "terms": terms, "bytes_per_token": kv_bytes_per_token(spec, dtype)}
+    return KVTerms(formula, terms, kv_bytes_per_token(spec, dtype))
 
 
 def cached_tokens(tokens: int, layer_type: str, window: int | None, window_slots: int | None = None) -> int:
@@ -97,9 +98,9 @@ def kv_cache_bytes(
     window_slots: tokens a sliding layer keeps; default the window (the attention span). Pass
     window − 1 to match transformers' DynamicSlidingWindowLayer between steps.
     """
-    spec = _spec(model)
-    tokens = _positive_int(tokens, "tokens")
-    batch = _positive_int(batch, "batch")
+    spec = get_spec(model)
+    tokens = checks.count(tokens, "tokens")
+    batch = checks.count(batch, "batch")
     size = DTYPE_BYTES[normalize_dtype(dtype, KV_DTYPES)]
     per_layer = kv_elements_per_token_layer(spec)
     elems = sum(cached_tokens(tokens, t, spec.sliding_window, window_slots) for t in spec.layer_types) * per_layer
@@ -158,7 +159,7 @@ def weight_bytes(
           fp32 scale per matrix; embeddings, lm_head and the rest in base_dtype.
     mxfp4 (OCP MX, as gpt-oss ships): expert tensors at 0.5 B + one byte per 32; the rest in base_dtype.
     """
-    spec = _spec(model)
+    spec = get_spec(model)
     scheme = normalize_dtype(scheme, WEIGHT_SCHEMES) if scheme != "nf4-dq" else scheme
     pb = param_breakdown(spec)
     if scheme in ("fp32", "bf16", "fp16"):
@@ -187,111 +188,6 @@ def weight_bytes(
     return WeightBytes(scheme, pb.total, data + meta + unq_bytes, q, unq, data, meta, unq_bytes)
 
 
-# ----------------------------------------------------------------------------- measured
-
-def _tensor_bytes(t) -> int:
-    return t.numel() * t.element_size()
-
-
-def _unique_bytes(tensors: Iterable) -> int:
-    """Bytes of distinct tensors (a tensor seen twice, or a view of the same storage, counts once)."""
-    import torch
-
-    seen: set[tuple[int, int]] = set()
-    total = 0
-    for t in tensors:
-        if not isinstance(t, torch.Tensor) or t.device.type == "meta":
-            continue
-        key = (t.data_ptr(), _tensor_bytes(t))
-        if key in seen and key[0] != 0:
-            continue
-        seen.add(key)
-        total += _tensor_bytes(t)
-    return total
-
-
-def _plain_tensors(value) -> list:
-    """The plain tensors inside a stored value: a tensor; a tensor subclass that wraps others (optimum-quanto's
-    packed QTensor, flattened with __tensor_flatten__); or a tuple, list or dict of them (transformers' fp8 and
-    HQQ quantized caches store (data, scale) and (data, {scale, zero, …}))."""
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        if type(value) is not torch.Tensor and hasattr(value, "__tensor_flatten__"):
-            names = value.__tensor_flatten__()[0]
-            return [t for n in names for t in _plain_tensors(getattr(value, n))]
-        return [value]
-    if isinstance(value, (tuple, list)):
-        return [t for v in value for t in _plain_tensors(v)]
-    if isinstance(value, dict):
-        return [t for v in value.values() for t in _plain_tensors(v)]
-    return []
-
-
-def cache_tensors(cache) -> list:
-    """The tensors a transformers Cache holds, layer by layer (keys, values, and quantized stores with their
-    scales and zero points)."""
-    import torch
-
-    out = []
-    for layer in getattr(cache, "layers", []):
-        for name, value in vars(layer).items():
-            if name.startswith("_quantized"):
-                out.extend(_plain_tensors(value))
-            elif isinstance(value, torch.Tensor) and value.dim() >= 3 and not name.startswith("_sliding"):
-                out.append(value)
-    return out
-
-
-def measured_cache_bytes(cache) -> int:
-    """Bytes of the key/value tensors a real transformers cache object holds right now."""
-    return _unique_bytes(cache_tensors(cache))
-
-
-def _quant_state_tensors(p) -> list:
-    qs = getattr(p, "quant_state", None)
-    out = []
-    if qs is not None:
-        out += [getattr(qs, "absmax", None), getattr(qs, "code", None), getattr(qs, "offset", None)]
-        s2 = getattr(qs, "state2", None)
-        if s2 is not None:
-            out += [getattr(s2, "absmax", None), getattr(s2, "code", None)]
-    scb = getattr(p, "SCB", None)
-    if scb is not None:
-        out.append(scb)
-    return [t for t in out if t is not None]
-
-
-def measured_weight_bytes(model) -> int:
-    """Bytes of a loaded model's weights: parameters as stored (packed when quantized) plus
-    bitsandbytes' quantization states (absmax, code books, int8 row scales).
-
-    Compare with weight_bytes(): the two agree exactly for the schemes bitsandbytes implements.
-    """
-    tensors = []
-    for p in model.parameters():
-        tensors.append(p)
-        tensors += _quant_state_tensors(p)
-    for module in model.modules():
-        state = getattr(module, "state", None)  # bnb Linear8bitLt keeps SCB on its state too
-        scb = getattr(state, "SCB", None)
-        if scb is not None:
-            tensors.append(scb)
-    return _unique_bytes(tensors)
-
-
-def measured_model_bytes(model) -> int:
-    """The model's own footprint: its weights (with quantization states) and buffers (rotary
-    tables and the like) — not the device's total, which includes the allocator's cache and
-    other processes' memory."""
-    return measured_weight_bytes(model) + _unique_bytes(model.buffers())
-
-
-def measured_model_param_bytes(model) -> int:
-    """Bytes of the parameters alone (as stored, packed when quantized)."""
-    return _unique_bytes(model.parameters())
-
-
 # ----------------------------------------------------------------------------- context × users
 
 # The runtime's reserve on one GPU, as vLLM accounts for it (engine argument gpu_memory_utilization,
@@ -304,23 +200,13 @@ GPU_MEMORY_UTILIZATION = 0.9
 RUNTIME_OVERHEAD_BYTES = 1.5e9
 
 
-def _finite(value: Any, what: str, unit: str = "bytes", positive: bool = False) -> float:
-    """A finite real number (an int or a float, not a bool) ≥ 0, or > 0 when `positive`, of `unit`."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-            or value < 0 or (positive and value == 0):
-        raise ValueError(f"{what} must be a finite number {'>' if positive else '≥'} 0{' ' + unit if unit else ''}, "
-                         f"got {value!r}")
-    return value
-
-
 def runtime_reserve_bytes(gpu_memory: float, utilization: float = GPU_MEMORY_UTILIZATION,
                           overhead_bytes: float = RUNTIME_OVERHEAD_BYTES) -> float:
     """What the serving runtime keeps of one GPU for anything but weights and KV cache:
     (1 − utilization) × memory + overhead. An 80 GB GPU at vLLM's defaults: 8 + 1.5 = 9.5 GB."""
-    _finite(gpu_memory, "GPU memory")
-    _finite(overhead_bytes, "overhead")
-    if isinstance(utilization, bool) or not isinstance(utilization, (int, float)) or not 0 < utilization <= 1:
-        raise ValueError(f"utilization must be a fraction in (0, 1], got {utilization!r}")
+    gpu_memory = checks.number(gpu_memory, "GPU memory", unit="bytes")
+    overhead_bytes = checks.number(overhead_bytes, "overhead", unit="bytes")
+    utilization = checks.fraction(utilization, "utilization", open_low=True)
     return (1 - utilization) * gpu_memory + overhead_bytes
 
 
@@ -328,8 +214,7 @@ def usable_bytes(gpu_memory: float, utilization: float = GPU_MEMORY_UTILIZATION,
                  overhead_bytes: float = RUNTIME_OVERHEAD_BYTES) -> float:
     """What one GPU offers weights and KV cache: memory − runtime_reserve_bytes (utilization ×
     memory − overhead). Raises ValueError for memory ≤ 0."""
-    if not _finite(gpu_memory, "GPU memory") > 0:
-        raise ValueError(f"GPU memory must be > 0 bytes, got {gpu_memory!r}")
+    gpu_memory = checks.number(gpu_memory, "GPU memory", positive=True, unit="bytes")
     return gpu_memory - runtime_reserve_bytes(gpu_memory, utilization, overhead_bytes)
 
 
@@ -337,8 +222,9 @@ def kv_budget_bytes(gpu_memory: float, weight_bytes: float, overhead_bytes: floa
     """What is left for the KV cache: GPU memory − weights − reserve (never below 0). The one
     memory budget: notebook 02 and the capacity planner both pass runtime_reserve_bytes() as the
     reserve, so the same GPU and model give the same users everywhere."""
-    for value, what in ((gpu_memory, "GPU memory"), (weight_bytes, "weight bytes"), (overhead_bytes, "overhead")):
-        _finite(value, what)
+    gpu_memory = checks.number(gpu_memory, "GPU memory", unit="bytes")
+    weight_bytes = checks.number(weight_bytes, "weight bytes", unit="bytes")
+    overhead_bytes = checks.number(overhead_bytes, "overhead", unit="bytes")
     return max(0.0, gpu_memory - weight_bytes - overhead_bytes)
 
 
@@ -349,14 +235,13 @@ def max_users(gpu_memory: float, weight_bytes: float, overhead_bytes: float, kv_
     Mistral 7B v0.1 in bf16 on an 80 GB GPU with the runtime's reserve (runtime_reserve_bytes:
     8 GB + 1.5 GB) at 4,096 tokens: ⌊(80e9 − 14,483,464,192 − 9.5e9) / (131,072 × 4,096)⌋ = 104.
     """
-    context = _positive_int(context, "context")
-    if isinstance(kv_per_token, bool) or not isinstance(kv_per_token, (int, float)) or kv_per_token <= 0:
-        raise ValueError(f"KV bytes per token must be > 0, got {kv_per_token!r}")
+    context = checks.count(context, "context")
+    kv_per_token = checks.number(kv_per_token, "KV bytes per token", positive=True, unit="bytes")
     return int(kv_budget_bytes(gpu_memory, weight_bytes, overhead_bytes) // (kv_per_token * context))
 
 
 def context_users_grid(kv_per_token: float, contexts: Iterable[int], users: Iterable[int]) -> list[list[int]]:
     """KV-cache bytes for every (users, context) pair: rows follow `users`, columns `contexts`;
     each cell = users × context × KV bytes per token (full attention, no window)."""
-    contexts = [_positive_int(c, "context") for c in contexts]
-    return [[int(_positive_int(u, "users") * c * kv_per_token) for c in contexts] for u in users]
+    contexts = [checks.count(c, "context") for c in contexts]
+    return [[int(checks.count(u, "users") * c * kv_per_token) for c in contexts] for u in users]

@@ -52,20 +52,7 @@ def dtype_bytes(name: str) -> float:
     return DTYPE_BYTES[normalize_dtype(name)]
 
 
-def torch_dtype_name(dtype) -> str:
-    """Short name of a torch dtype, e.g. torch.bfloat16 -> 'bf16'."""
-    return normalize_dtype(str(dtype))
-
-
-FLOAT_DTYPES = ("fp32", "bf16", "fp16")
-
-
-def torch_dtype(name: str):
-    """The torch dtype of a floating-point dtype name, any spelling: 'bf16', 'bfloat16' -> torch.bfloat16.
-    ValueError for anything but fp32, bf16 and fp16."""
-    import torch
-
-    return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[normalize_dtype(name, FLOAT_DTYPES)]
+FLOAT_DTYPES = ("fp32", "bf16", "fp16")   # the dtypes torch computes in here (helpers.measure.dtypes.torch_dtype)
 
 
 def _trim(x: float) -> str:

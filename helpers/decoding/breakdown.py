@@ -167,7 +167,7 @@ def step_breakdown(model, context: int = 128, steps: int = 12, device: str | Non
     ValueError for counts that are not whole numbers ≥ 1 (warmup ≥ 0), a floor that is not a finite
     number of seconds, and a context that, with the steps after it, exceeds the model's positions.
     """
-    from ..cost.memory import _finite
+    from .. import checks
     from ..cost.stepcost import _count
     from ..measure.timing import check_ids
     from ..measure.sweeps import prompt_ids
@@ -176,12 +176,12 @@ def step_breakdown(model, context: int = 128, steps: int = 12, device: str | Non
         _count(value, what, 1)
     _count(warmup, "warmup", 0)
     if floor_s is not None:
-        _finite(floor_s, "floor_s", "seconds")
+        checks.number(floor_s, "floor_s", unit="seconds")
     if weight_bytes is not None:
         _count(weight_bytes, "weight_bytes", 0)
     ids = check_ids(model, prompt_ids(context, vocab=model.config.vocab_size), max(steps, warmup))
     if packed:
-        from ..cost.units import torch_dtype_name
+        from ..measure.dtypes import torch_dtype_name
         from .packed import packed_weights
 
         dev = device or str(next(model.parameters()).device)

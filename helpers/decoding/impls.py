@@ -96,7 +96,7 @@ def _eager(model, input_ids, new_tokens: int, device: str, packed: bool = False)
 
 
 def _dtype_name(model) -> str:
-    from ..cost.units import torch_dtype_name
+    from ..measure.dtypes import torch_dtype_name
 
     dtype = next(model.parameters()).dtype
     try:

@@ -18,7 +18,8 @@ from .. import checks
 from ..cost.roofline import decode_efficiency, decode_floor_s
 from ..cost.specs import param_breakdown, spec_from_config
 from ..cost.stepcost import decode_cost
-from ..cost.units import normalize_dtype, torch_dtype
+from ..cost.units import normalize_dtype
+from .dtypes import torch_dtype
 from .microbench import MATMUL_DTYPES
 from .models import SMALL_OVERRIDES, TINY_CONFIG
 from .timing import Stats

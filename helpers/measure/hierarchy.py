@@ -8,6 +8,8 @@
   last-level cache: the staircase that shows why tiling pays — data re-read from a level that holds
   it comes back several times faster than from DRAM.
 
+The figures and labelled tables are helpers.present.hierarchy_figures.
+
 The read benchmark sums a buffer of `nbytes` many times in one call (a stride-0 view repeats it), so
 the per-call overhead of the framework is paid once per sample, not once per pass: at 32 KiB a pass
 takes well under a microsecond, far less than a Python call.
@@ -19,13 +21,14 @@ import csv
 import math
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
-from ..present import plots
+
+from .. import checks
+from ..cost.units import KiB, MiB
 
 ONCHIP_FILE = Path(__file__).parents[1] / "data" / "gpu_onchip.csv"
-KiB, MiB = 2**10, 2**20
 
 
 # ============================================================================ GPUs
@@ -45,9 +48,38 @@ def onchip_rows() -> list[dict[str, Any]]:
     return rows
 
 
-def gpu_hierarchy() -> list[dict[str, Any]]:
-    """One row per catalogued GPU: HBM size and bandwidth (helpers.cost.gpus) beside shared memory per SM,
-    SMs, shared memory in total (SMs × per SM), L2 and the on-chip bandwidth where published."""
+@dataclass(frozen=True)
+class GPUMemoryLevels:
+    """One GPU's two levels: HBM (from the catalog) and on-chip shared memory (from gpu_onchip.csv)."""
+
+    gpu: str
+    hbm_bytes: float
+    hbm_bandwidth: float                 # bytes/s
+    smem_per_sm_bytes: int | None
+    sms: int | None
+    l2_bytes: float | None
+    onchip_bandwidth: float | None       # bytes/s, the whole chip, where a source publishes it
+    size_source: str
+    bandwidth_source: str                # "none published" when none is
+
+    @property
+    def smem_total_bytes(self) -> int | None:
+        """Shared memory of all SMs together."""
+        return self.sms * self.smem_per_sm_bytes if self.sms and self.smem_per_sm_bytes else None
+
+    @property
+    def onchip_over_hbm_bandwidth(self) -> float | None:
+        return self.onchip_bandwidth / self.hbm_bandwidth if self.onchip_bandwidth else None
+
+    @property
+    def hbm_over_onchip_size(self) -> float | None:
+        total = self.smem_total_bytes
+        return self.hbm_bytes / total if total else None
+
+
+def gpu_hierarchy() -> list[GPUMemoryLevels]:
+    """One per catalogued GPU: HBM size and bandwidth (helpers.cost.gpus) beside shared memory per SM,
+    SMs, L2 and the on-chip bandwidth where published."""
     from ..cost.gpus import catalog
 
     onchip = {r["name"]: r for r in onchip_rows()}
@@ -56,17 +88,13 @@ def gpu_hierarchy() -> list[dict[str, Any]]:
         o = onchip.get(gpu.name)
         if o is None:
             continue
-        total = o["sms"] * o["smem_per_sm_kib"] * KiB if o["sms"] and o["smem_per_sm_kib"] else None
-        bw = o["onchip_bandwidth_tbs"] * 1e12 if o["onchip_bandwidth_tbs"] else None
-        rows.append({
-            "GPU": gpu.name, "HBM / device memory (GB)": gpu.memory_gb, "HBM bandwidth (TB/s)": gpu.bandwidth_tbs,
-            "shared memory per SM (KiB)": o["smem_per_sm_kib"], "SMs": o["sms"],
-            "shared memory, all SMs (MiB)": total / MiB if total else None,
-            "L2 (MB)": o["l2_mb"], "on-chip bandwidth (TB/s)": o["onchip_bandwidth_tbs"],
-            "on-chip ÷ HBM bandwidth": bw / gpu.bandwidth if bw else None,
-            "HBM ÷ on-chip size": gpu.memory_bytes / total if total else None,
-            "source (sizes)": o["size_source"], "source (on-chip bandwidth)": o["bandwidth_source"] or "none published",
-        })
+        rows.append(GPUMemoryLevels(
+            gpu.name, gpu.memory_bytes, gpu.bandwidth,
+            int(o["smem_per_sm_kib"] * KiB) if o["smem_per_sm_kib"] else None,
+            int(o["sms"]) if o["sms"] else None,
+            o["l2_mb"] * 1e6 if o["l2_mb"] else None,
+            o["onchip_bandwidth_tbs"] * 1e12 if o["onchip_bandwidth_tbs"] else None,
+            o["size_source"], o["bandwidth_source"] or "none published"))
     return rows
 
 
@@ -153,8 +181,7 @@ def read_bandwidth(nbytes: int, bytes_per_sample: int = 128 * MiB, repeats: int 
 
     from .timing import measure
 
-    if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 1024:
-        raise ValueError(f"nbytes must be an integer ≥ 1024, got {nbytes!r}")
+    nbytes = checks.count(nbytes, "nbytes", minimum=1024)
     n = nbytes // 4
     x = torch.ones(n, dtype=torch.float32)          # touched now: no page faults in the timed reads
     passes = max(1, bytes_per_sample // (n * 4))
@@ -170,8 +197,17 @@ def working_set_sizes(lo: int = 4 * KiB, hi: int = 256 * MiB, per_octave: int = 
     return sorted({int(round(lo * 2 ** (i / per_octave) / KiB)) * KiB for i in range(steps + 1)})
 
 
+@dataclass(frozen=True)
+class Stair:
+    """The read bandwidth measured over one working set, and the smallest cache that holds it."""
+
+    working_set_bytes: int
+    read_bandwidth: float      # bytes/s
+    fits_in: str               # "L1d", "L2", … or "DRAM"
+
+
 def staircase(sizes: Sequence[int] | None = None, threads: int = 1, repeats: int = 5,
-              bytes_per_sample: int = 128 * MiB, levels: Sequence[CacheLevel] | None = None) -> list[dict[str, Any]]:
+              bytes_per_sample: int = 128 * MiB, levels: Sequence[CacheLevel] | None = None) -> list[Stair]:
     """Measured read bandwidth at each working-set size, with the cache level that holds it."""
     from tqdm.auto import tqdm
 
@@ -180,8 +216,7 @@ def staircase(sizes: Sequence[int] | None = None, threads: int = 1, repeats: int
     rows = []
     for nbytes in tqdm(sizes, desc="working sets", leave=False):
         bw = read_bandwidth(nbytes, bytes_per_sample, repeats, threads)
-        rows.append({"working set (bytes)": nbytes, "read bandwidth (GB/s)": bw / 1e9,
-                     "fits in": fits_in(nbytes, caches)})
+        rows.append(Stair(nbytes, bw, fits_in(nbytes, caches)))
     return rows
 
 
@@ -193,39 +228,26 @@ def fits_in(nbytes: int, caches: Sequence[CacheLevel]) -> str:
     return "DRAM"
 
 
-def plateaus(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Median measured bandwidth per level (rows from staircase), and each level's speed over DRAM's."""
+@dataclass(frozen=True)
+class Plateau:
+    """One level of the staircase: the median bandwidth of the working sets it holds."""
+
+    level: str
+    sizes_measured: int
+    median_bandwidth: float          # bytes/s
+    over_dram: float | None          # median_bandwidth ÷ DRAM's, None when no size reached DRAM
+
+
+def plateaus(stairs: Sequence[Stair]) -> list[Plateau]:
+    """Median measured bandwidth per level (from staircase), and each level's speed over DRAM's."""
     import statistics
 
     by: dict[str, list[float]] = {}
-    for r in rows:
-        by.setdefault(r["fits in"], []).append(r["read bandwidth (GB/s)"])
+    for r in stairs:
+        by.setdefault(r.fits_in, []).append(r.read_bandwidth)
     dram = statistics.median(by["DRAM"]) if "DRAM" in by else None
-    return [{"level": k, "sizes measured": len(v), "median read bandwidth (GB/s)": statistics.median(v),
-             "× DRAM": statistics.median(v) / dram if dram else None} for k, v in by.items()]
-
-
-@plots.notes_when_empty("This CPU's cache staircase")
-def staircase_figure(rows: Sequence[dict[str, Any]], caches: Sequence[CacheLevel], source: Any):
-    """Read bandwidth against working-set size (log x), with the cache sizes marked."""
-    from ..present import plots
-
-    fig, ax = plots.figure(width=8, height=4.2)
-    xs = [r["working set (bytes)"] for r in rows]
-    ax.plot(xs, [r["read bandwidth (GB/s)"] for r in rows], "o-", color="tab:blue", label="measured read bandwidth")
-    for c in caches:
-        ax.axvline(c.size_bytes, color="grey", ls=":", lw=1)
-        ax.annotate(f"{c.name} {c.size_bytes // KiB:,} KiB" if c.size_bytes < MiB else f"{c.name} {c.size_bytes // MiB:,} MiB",
-                    (c.size_bytes, 0), textcoords="offset points", xytext=(3, 4), fontsize=8, color="grey", rotation=90)
-    ax.set_xscale("log", base=2)
-    ticks = [t for t in (4 * KiB, 32 * KiB, 256 * KiB, 2 * MiB, 16 * MiB, 128 * MiB, 1024 * MiB) if min(xs) <= t <= max(xs)]
-    ax.set_xticks(ticks, [f"{t // KiB} KiB" if t < MiB else f"{t // MiB} MiB" for t in ticks])
-    ax.set_ylim(bottom=0)
-    ax.set_xlabel("working set re-read (bytes, log scale)")
-    ax.set_ylabel("read bandwidth (GB/s, 10⁹ B/s)")
-    ax.set_title("This CPU's memory hierarchy: bandwidth falls at each cache size")
-    ax.legend(fontsize=8)
-    return plots.finish(fig, source)
+    return [Plateau(k, len(v), statistics.median(v), statistics.median(v) / dram if dram else None)
+            for k, v in by.items()]
 
 
 def bench_staircase(repeats: int = 3) -> dict[str, Any]:
@@ -233,7 +255,7 @@ def bench_staircase(repeats: int = 3) -> dict[str, Any]:
     caches = data_caches()
     rows = staircase(working_set_sizes(per_octave=1), repeats=repeats, bytes_per_sample=64 * MiB, levels=caches)
     return {"caches": [{"level": c.name, "bytes": c.size_bytes, "shared_by": c.shared_by} for c in caches],
-            "staircase": rows, "plateaus": plateaus(rows),
-            "definitions": {"read bandwidth": "bytes summed ÷ seconds, float32 sum re-reading one buffer, "
+            "staircase": [asdict(r) for r in rows], "plateaus": [asdict(p) for p in plateaus(rows)],
+            "definitions": {"read_bandwidth": "bytes/s: bytes summed ÷ seconds, float32 sum re-reading one buffer, "
                                               "best of repeats, one CPU thread",
-                            "× DRAM": "a level's median bandwidth ÷ the median of the sizes beyond the last cache"}}
+                            "over_dram": "a level's median bandwidth ÷ the median of the sizes beyond the last cache"}}

@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import checks
-from ..cost.units import normalize_dtype, torch_dtype
+from ..cost.units import normalize_dtype
+from .dtypes import torch_dtype
 from .timing import Stats, measure
 
 MATMUL_DTYPES = ("fp32", "bf16", "fp16")

@@ -7,11 +7,14 @@ against helpers.cost.memory.kv_cache_bytes; transformers' own DeepSeek-V3 model 
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from ..cost.attention import measured_cache, mha_kv_bytes_per_token
-from ..cost.memory import kv_cache_bytes, measured_cache_bytes
-from ..cost.specs import ModelSpec
+from ..cost.attention import mha_kv_bytes_per_token
+from ..cost.memory import kv_cache_bytes
+from ..cost.specs import ModelSpec, spec_from_config
+from .kv_caches import CacheCheck, measured_cache
+from .tensor_bytes import measured_cache_bytes
 
 
 # A DeepSeek-style MLA at toy scale: 4 layers, 8 heads, latent 32 + rope key 16 per token per layer.
@@ -48,7 +51,7 @@ class LatentCache:
     the compressed latent and the decoupled, already-rotated RoPE key, nothing per head.
 
     Its ``layers`` hold the tensors as attributes, like a transformers Cache, so
-    helpers.cost.memory.measured_cache_bytes measures it the same way.
+    helpers.measure.tensor_bytes.measured_cache_bytes measures it the same way.
     """
 
     class Layer:
@@ -215,12 +218,29 @@ def run_mla(model, tokens: int, batch: int = 1, prompt: int | None = None, seed:
 
 
 def mla_spec(cfg: dict | None = None) -> ModelSpec:
-    from ..cost.specs import spec_from_config
-
+    """The shape of a TinyMLA config, as the formulas read it."""
     return spec_from_config(cfg or TINY_MLA_CONFIG, "tiny MLA")
 
 
-def measure_mla(cases=((16, 1), (100, 1), (64, 4)), prompt: int = 8, cfg: dict | None = None) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class MLACheck:
+    """TinyMLA's latent cache after `tokens` tokens of `batch` sequences, against the formula and against
+    what an expanded (MHA-sized) cache would hold; and how far its output is from the expanded reference."""
+
+    tokens: int
+    batch: int
+    measured_bytes: int        # the latent cache, measured
+    formula_bytes: int         # helpers.cost.memory.kv_cache_bytes
+    expanded_bytes: int        # K and V for every head, as MHA would cache them
+    max_output_error: float    # max |cached − expanded| over the outputs
+    output_scale: float        # max |x| of the reference output
+
+    @property
+    def equal(self) -> bool:
+        return self.measured_bytes == self.formula_bytes
+
+
+def measure_mla(cases=((16, 1), (100, 1), (64, 4)), prompt: int = 8, cfg: dict | None = None) -> list[MLACheck]:
     """TinyMLA's measured latent cache against helpers.cost.memory.kv_cache_bytes (MLA: layers ×
     (kv_lora_rank + qk_rope_head_dim) × bytes × tokens × batch), and how far the cached path's output
     is from the expanded-heads reference."""
@@ -230,19 +250,14 @@ def measure_mla(cases=((16, 1), (100, 1), (64, 4)), prompt: int = 8, cfg: dict |
     rows = []
     for tokens, batch in cases:
         out, ref, cache = run_mla(model, tokens, batch, prompt=prompt)
-        measured = measured_cache_bytes(cache)
-        formula = kv_cache_bytes(spec, tokens, batch, "fp32")
         mha = mha_kv_bytes_per_token(spec.num_layers, spec.num_heads, cfg["qk_nope_head_dim"] + cfg["qk_rope_head_dim"],
                                      cfg["v_head_dim"], "fp32") * tokens * batch
-        rows.append({"tokens": tokens, "batch": batch, "measured latent cache (B)": measured,
-                     "formula (B)": formula, "equal": measured == formula,
-                     "expanded K/V would be (B)": mha,
-                     "max |cached − expanded| output": (out - ref).abs().max().item(),
-                     "output scale (max |x|)": ref.abs().max().item()})
+        rows.append(MLACheck(tokens, batch, measured_cache_bytes(cache), kv_cache_bytes(spec, tokens, batch, "fp32"),
+                             mha, (out - ref).abs().max().item(), ref.abs().max().item()))
     return rows
 
 
-def measure_hf_mla(cases=((16, 1), (64, 4)), cfg: dict | None = None) -> list[dict[str, Any]]:
+def measure_hf_mla(cases=((16, 1), (64, 4)), cfg: dict | None = None) -> list[CacheCheck]:
     """The same check on transformers' own DeepSeek-V3 implementation (random weights, toy size):
     its DynamicCache holds the latent and the rope key, not per-head K and V."""
     import torch
@@ -254,10 +269,7 @@ def measure_hf_mla(cases=((16, 1), (64, 4)), cfg: dict | None = None) -> list[di
     model = AutoModelForCausalLM.from_config(AutoConfig.for_model(cfg["model_type"], **c),
                                              dtype=torch.float32).eval()
     spec = mla_spec(cfg)
-    rows = []
-    for tokens, batch in cases:
-        measured = measured_cache_bytes(measured_cache(model, tokens, batch))
-        formula = kv_cache_bytes(spec, tokens, batch, "fp32")
-        rows.append({"implementation": "transformers DeepseekV3ForCausalLM", "tokens": tokens, "batch": batch,
-                     "measured (B)": measured, "formula (B)": formula, "equal": measured == formula})
-    return rows
+    return [CacheCheck("transformers DeepseekV3ForCausalLM", tokens, batch,
+                       measured_cache_bytes(measured_cache(model, tokens, batch)),
+                       kv_cache_bytes(spec, tokens, batch, "fp32"))
+            for tokens, batch in cases]

@@ -325,7 +325,8 @@ def load(profile: str | None = None, device: str | None = None, dtype: str | Non
     import torch
     from transformers import AutoModelForCausalLM
 
-    from ..cost.units import FLOAT_DTYPES, normalize_dtype, torch_dtype
+    from ..cost.units import FLOAT_DTYPES, normalize_dtype
+    from .dtypes import torch_dtype
 
     name, reason = resolve_profile(profile, device)
     dev = pick_device(device)

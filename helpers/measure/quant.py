@@ -22,10 +22,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ..cost.memory import measured_model_bytes, measured_weight_bytes, weight_bytes
+from ..cost.memory import weight_bytes
 from .quality import eval_ids, next_token_logprobs, quality
 from ..cost.specs import ModelSpec, get_spec, param_breakdown
-from ..cost.units import GB, torch_dtype
+from ..cost.units import GB
+from .dtypes import torch_dtype
+from .tensor_bytes import measured_model_bytes, measured_weight_bytes
 
 SCHEMES = ("int8", "nf4", "nf4-dq")
 

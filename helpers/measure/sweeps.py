@@ -20,7 +20,8 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable, Iterable, Sequence
 
 from .hardware import (allocated, free_memory, is_device_limit, is_out_of_memory, peak_allocated, reset_peak, synchronize)
-from ..cost.memory import kv_cache_bytes, measured_cache_bytes
+from ..cost.memory import kv_cache_bytes
+from .tensor_bytes import measured_cache_bytes
 from ..cost.stepcost import _count
 from .timing import Stats, check_positions, measure, timed_generate
 

@@ -159,7 +159,7 @@ def timed_generate(model, input_ids, max_new_tokens: int, device: str | None = N
     import torch
     from transformers import DynamicCache
 
-    from ..cost.memory import measured_cache_bytes
+    from .tensor_bytes import measured_cache_bytes
 
     from ..cost.stepcost import _count
 

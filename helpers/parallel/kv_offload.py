@@ -21,7 +21,8 @@ import statistics
 import time
 
 from ..cost.gpus import get_gpu
-from ..cost.memory import kv_cache_bytes, measured_cache_bytes
+from ..cost.memory import kv_cache_bytes
+from ..measure.tensor_bytes import measured_cache_bytes
 from ..cost.specs import get_spec
 from .links import get_link
 

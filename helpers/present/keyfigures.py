@@ -162,11 +162,11 @@ def mla() -> dict[str, Figure]:
 
     rows = mla_ratios("deepseek-v3", MODEL)
     keys = ("mla_bytes", "mla_vs_mha", "mla_vs_mha_rope", "mla_vs_mistral_gqa")
-    out = {"mla_bytes": Figure(rows[0]["bytes per token"], f"{rows[0]['bytes per token']:,} B",
+    out = {"mla_bytes": Figure(rows[0].bytes_per_token, f"{rows[0].bytes_per_token:,} B",
                                "mla_ratios('deepseek-v3')[0]")}
     for key, r in zip(keys[1:], rows[1:]):
-        out[key] = Figure(r["baseline ÷ MLA"], f"{r['baseline ÷ MLA']:,.1f}×", f"mla_ratios: {r['cache']}")
-        out[key + "_bytes"] = Figure(r["bytes per token"], f"{r['bytes per token']:,} B", f"mla_ratios: {r['cache']}")
+        out[key] = Figure(r.baseline_over_mla, f"{r.baseline_over_mla:,.1f}×", f"mla_ratios: {r.cache}")
+        out[key + "_bytes"] = Figure(r.bytes_per_token, f"{r.bytes_per_token:,} B", f"mla_ratios: {r.cache}")
     g = mla_equivalent_gqa_groups("deepseek-v3")
     out["mla_gqa_groups"] = Figure(g, f"{g:g}", "mla_equivalent_gqa_groups('deepseek-v3')")
     return out

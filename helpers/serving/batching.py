@@ -15,10 +15,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from ..cost.memory import _finite, kv_bytes_per_token
+from .. import checks
+from ..cost.memory import kv_bytes_per_token
 from ..cost.stepcost import _count
 from ..measure.timing import percentile
-from ..cost.units import torch_dtype_name
+from ..measure.dtypes import torch_dtype_name
 from .naive import (Request, RequestTiming, ServeResult, _ForwardCounter, check_requests, serve_batched,
                     serve_sequential)
 
@@ -102,12 +103,12 @@ def serve_continuous(model, requests: Sequence[Request], max_batch_tokens: int =
     from transformers import GenerationConfig
 
     cfg, size = cb_config(model, requests, max_batch_tokens, page_size, concurrent)   # checks the requests
-    _finite(timeout_s, "timeout_s", "seconds", positive=True)
+    checks.number(timeout_s, "timeout_s", unit="seconds", positive=True)
     arrivals = list(arrivals_s) if arrivals_s is not None else [0.0] * len(requests)
     if len(arrivals) != len(requests):
         raise ValueError(f"{len(arrivals)} arrival times for {len(requests)} requests; give one per request")
     for a in arrivals:
-        _finite(a, "an arrival time", "seconds")
+        checks.number(a, "an arrival time", unit="seconds")
     gen = GenerationConfig(do_sample=False, eos_token_id=-1, max_new_tokens=max(r.max_new_tokens for r in requests))
     order = sorted(range(len(requests)), key=lambda i: arrivals[i])
     mgr = model.init_continuous_batching(generation_config=gen, continuous_batching_config=cfg)
@@ -210,7 +211,7 @@ def slot_segments(result: ServeResult, slots: int, static_batch: int | None = No
 def idle_share(segments: list[dict], wall_s: float, slots: int) -> float:
     """Share of the slot-time (slots × wall) that no request used."""
     _count(slots, "slots", 1)
-    _finite(wall_s, "wall_s", "seconds", positive=True)
+    checks.number(wall_s, "wall_s", unit="seconds", positive=True)
     busy = sum(s["finish_s"] - s["start_s"] for s in segments)
     return max(0.0, 1 - busy / (slots * wall_s))
 
@@ -313,7 +314,7 @@ def chunked_prefill(model, short_prompts: Sequence[Sequence[int]], long_prompt: 
     others' decode steps (transformers' scheduler does this on its own). For each: the short requests'
     inter-token latencies while the long prompt was being prefilled (worst and median) and its TTFT."""
     _count(new_tokens, "new_tokens", 2)     # inter-token latency needs two tokens a request
-    _finite(arrive_after_s, "arrive_after_s", "seconds")
+    checks.number(arrive_after_s, "arrive_after_s", unit="seconds")
     if not isinstance(budgets, (list, tuple)) or not budgets:
         raise ValueError(f"budgets must be a non-empty list of token budgets (max_batch_tokens), got {budgets!r}")
     budgets = [_count(b, "a token budget (max_batch_tokens)", 1) for b in budgets]

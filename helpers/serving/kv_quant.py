@@ -11,7 +11,8 @@ from __future__ import annotations
 import math
 import time
 
-from ..cost.memory import _plain_tensors, kv_cache_bytes, measured_cache_bytes
+from ..cost.memory import kv_cache_bytes
+from ..measure.tensor_bytes import measured_cache_bytes, plain_tensors
 from ..measure.quality import kl_per_position, top1_agreement
 from ..cost.stepcost import _count
 from ..measure.timing import check_ids
@@ -37,14 +38,15 @@ def cache_bytes(model, tokens: int, dtype: str, scheme: str, residual_tokens: in
     tensor per layer, whatever the model's dtype) and `residual_tokens` not yet quantized (full precision,
     at most RESIDUAL_LENGTH − 1). Pinned against the bytes of real QuantizedCaches of an fp32 and a bf16
     model (tests); used to project the measured shares onto a 7B model's cache."""
-    from ..cost.memory import _positive_int, _spec
+    from .. import checks
+    from ..cost.specs import get_spec
     from ..cost.units import dtype_bytes
 
     backend, _, kv_dtype = SCHEMES[_check(scheme)]
-    _positive_int(tokens, "tokens")
+    tokens = checks.count(tokens, "tokens")
     if isinstance(residual_tokens, bool) or not isinstance(residual_tokens, int) or not 0 <= residual_tokens <= tokens:
         raise ValueError(f"residual_tokens must be a whole number from 0 to tokens ({tokens}), got {residual_tokens!r}")
-    spec = _spec(model)
+    spec = get_spec(model)
     if backend is None:
         return {"values": kv_cache_bytes(spec, tokens, dtype=dtype), "metadata": 0, "residual": 0,
                 "total": kv_cache_bytes(spec, tokens, dtype=dtype)}
@@ -122,7 +124,7 @@ def _store_split(cache) -> dict[str, int]:
     for layer in cache.layers:
         for name, value in vars(layer).items():
             if name.startswith("_quantized"):
-                for t in _plain_tensors(value):
+                for t in plain_tensors(value):
                     if t.element_size() == 1:
                         data += t.numel()
                     else:
@@ -134,7 +136,7 @@ def _store_split(cache) -> dict[str, int]:
 
 def bytes_rows(model, spec, ids, dtype: str) -> list[dict]:
     """Prefill `ids` (one sequence) then decode one token into each scheme's cache; the measured bytes
-    (helpers.cost.memory.measured_cache_bytes) against helpers.cost.memory.kv_cache_bytes for the packed values,
+    (helpers.measure.tensor_bytes.measured_cache_bytes) against helpers.cost.memory.kv_cache_bytes for the packed values,
     the full-precision residual and the scales."""
     import torch
 

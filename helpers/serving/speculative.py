@@ -34,7 +34,7 @@ from __future__ import annotations
 import contextlib
 import time
 
-from ..cost.memory import _finite
+from .. import checks
 from ..cost.stepcost import _count
 from .naive import _ForwardCounter
 
@@ -42,7 +42,7 @@ from .naive import _ForwardCounter
 def expected_tokens_per_pass(alpha: float, k: int) -> float:
     """(1 − α^(k+1)) ÷ (1 − α): expected tokens a target pass yields when each of k drafted tokens is
     accepted with probability α until the first rejection (k + 1 at α = 1)."""
-    if not _finite(alpha, "alpha", "") <= 1:
+    if not checks.number(alpha, "alpha") <= 1:
         raise ValueError(f"alpha must be a number from 0 to 1, got {alpha!r}")
     _count(k, "k", 0)
     if alpha == 1:
@@ -84,9 +84,9 @@ def fit_sentence(measured: float, expected: float, tolerance: float = FIT_TOLERA
     `tolerance` (relative) independent acceptances describe them; below, acceptances cluster (more rounds
     end without a rejection than 1 − α^k predicts, and a round can keep at most k); above, rounds end in a
     rejection more often than predicted, after accepting a similar part of the draft each time."""
-    _finite(expected, "expected tokens per pass", "", positive=True)
-    _finite(measured, "measured tokens per pass", "", positive=True)
-    _finite(tolerance, "tolerance", "")
+    checks.number(expected, "expected tokens per pass", positive=True)
+    checks.number(measured, "measured tokens per pass", positive=True)
+    checks.number(tolerance, "tolerance")
     ratio = measured / expected
     if abs(ratio - 1) <= tolerance:
         return f"within {tolerance:.0%} of the model (measured ÷ expected {ratio:.3f}): independent acceptances describe it"
@@ -124,8 +124,7 @@ def speedup_by_bytes(tokens_per_pass: float, drafted_per_pass: float, draft_shar
     cost in target steps and the predicted speed-up, tokens ÷ cost."""
     for name, v, low in (("tokens_per_pass", tokens_per_pass, 1), ("drafted_per_pass", drafted_per_pass, 0),
                          ("draft_share", draft_share, 0)):
-        if _finite(v, name, "") < low:
-            raise ValueError(f"{name} must be a finite number ≥ {low}, got {v!r}")
+        checks.number(v, name, minimum=low)
     cost = 1 + drafted_per_pass * draft_share
     return {"pass cost (target steps)": cost, "predicted speed-up": tokens_per_pass / cost}
 

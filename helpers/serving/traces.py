@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from ..cost.config_schema import MAX_TOKENS
-from ..cost.memory import _finite
+from .. import checks
 from ..cost.stepcost import _count
 
 # Common English words (no punctuation): enough variety that the tokenizer sees ordinary text.
@@ -67,7 +67,7 @@ def _arrivals(rng: random.Random, n: int, rate_per_s: float | None) -> list[floa
     """All at 0 (a closed burst) when rate_per_s is None, else a Poisson process of that rate."""
     if rate_per_s is None:
         return [0.0] * n
-    _finite(rate_per_s, "rate_per_s", "requests per second", positive=True)
+    checks.number(rate_per_s, "rate_per_s", unit="requests per second", positive=True)
     t, out = 0.0, []
     for _ in range(n):
         out.append(t)
@@ -86,8 +86,8 @@ def chat_trace(n: int, seed: int = 0, prompt_words_median: float = 60, output_to
     spread of the underlying normal), the same for the same seed."""
     _count(n, "the number of requests", 1, MAX_REQUESTS)
     _count(seed, "seed", 0)
-    _finite(prompt_words_median, "prompt_words_median", "words", positive=True)
-    _finite(output_tokens_median, "output_tokens_median", "tokens", positive=True)
+    checks.number(prompt_words_median, "prompt_words_median", unit="words", positive=True)
+    checks.number(output_tokens_median, "output_tokens_median", unit="tokens", positive=True)
     if isinstance(sigma, bool) or not isinstance(sigma, (int, float)) or not 0 <= sigma <= 10:
         raise ValueError(f"sigma must be a number from 0 to 10 (the log-normal's spread), got {sigma!r}")
     _count(max_prompt_words, "max_prompt_words", 4, MAX_WORDS)

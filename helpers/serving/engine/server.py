@@ -202,7 +202,8 @@ def main(argv=None) -> int:
     import uvicorn
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from ...cost.units import normalize_dtype, torch_dtype
+    from ...cost.units import normalize_dtype
+    from ...measure.dtypes import torch_dtype
 
     dtype = torch_dtype(normalize_dtype(a.dtype or ("fp32" if a.device == "cpu" else "bf16"),
                                         ("fp32", "bf16", "fp16")))

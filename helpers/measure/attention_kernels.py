@@ -1,0 +1,150 @@
+"""FlashAttention as a mechanism, run: attention computed tile by tile with running softmax statistics,
+checked against the materialised version and PyTorch's fused kernel, and timed against both.
+
+- naive_attention: S = QKᵀ/√d, P = softmax(S), O = PV — the N×N matrices S and P exist in full.
+- tiled_attention: FlashAttention's forward pass (Dao et al. 2022, "FlashAttention: Fast and
+  Memory-Efficient Exact Attention with IO-Awareness", arXiv:2205.14135, Algorithm 1), in the loop
+  order of FlashAttention-2 (Dao 2023, arXiv:2307.08691, Algorithm 1): for each block of queries,
+  stream the K/V blocks past it, keeping per query a running maximum m, a running sum ℓ of
+  exp(s − m) and an unnormalised output; when the maximum grows, rescale both by exp(m_old − m_new)
+  (the online softmax: Milakov & Gimelshein 2018, arXiv:1805.02867). No N×N matrix is ever formed.
+
+The bytes each algorithm moves to and from slow memory (HBM on a GPU) are counted in helpers.cost.flash;
+the figures are helpers.present.flash_figures.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+from .. import checks
+from ..cost.flash import AttentionShape
+from ..cost.units import normalize_dtype
+from .dtypes import torch_dtype
+
+
+def _check(q, k, v, causal: bool) -> None:
+    """Shapes (batch, heads, tokens, head_dim); K/V heads divide the query heads (GQA)."""
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if t.dim() != 4:
+            raise ValueError(f"{name} must be 4-D (batch, heads, tokens, head_dim), got shape {tuple(t.shape)}")
+    if k.shape != v.shape:
+        raise ValueError(f"k and v must have the same shape, got {tuple(k.shape)} and {tuple(v.shape)}")
+    if q.shape[0] != k.shape[0] or q.shape[3] != k.shape[3]:
+        raise ValueError(f"q and k must agree on batch and head_dim, got {tuple(q.shape)} and {tuple(k.shape)}")
+    if q.shape[1] % k.shape[1]:
+        raise ValueError(f"query heads ({q.shape[1]}) must be a multiple of K/V heads ({k.shape[1]})")
+    if causal and q.shape[2] != k.shape[2]:
+        raise ValueError(f"causal attention here needs as many queries as keys, got {q.shape[2]} and {k.shape[2]}")
+
+
+def _expand_kv(k, v, heads: int):
+    """GQA: repeat each K/V head for the query heads of its group."""
+    group = heads // k.shape[1]
+    if group == 1:
+        return k, v
+    return k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+
+
+def naive_attention(q, k, v, causal: bool = False):
+    """Standard attention with the N×N score and probability matrices materialised."""
+    import torch
+
+    _check(q, k, v, causal)
+    k, v = _expand_kv(k, v, q.shape[1])
+    s = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
+    if causal:
+        n = q.shape[2]
+        s = s.masked_fill(torch.ones(n, n, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
+    return torch.softmax(s, dim=-1) @ v
+
+
+def tiled_attention(q, k, v, causal: bool = False, block_q: int = 64, block_k: int = 64):
+    """FlashAttention's forward pass, readable: query blocks × K/V blocks with the online softmax."""
+    import torch
+
+    _check(q, k, v, causal)
+    block_q, block_k = checks.count(block_q, "block_q"), checks.count(block_k, "block_k")
+    k, v = _expand_kv(k, v, q.shape[1])
+    n_q, n_k = q.shape[2], k.shape[2]
+    out = torch.empty_like(q)
+    for i0 in range(0, n_q, block_q):                       # one query block stays "on chip"
+        qi = q[:, :, i0:i0 + block_q] / math.sqrt(q.shape[-1])
+        rows = qi.shape[2]
+        m = torch.full((*qi.shape[:3], 1), float("-inf"), dtype=q.dtype, device=q.device)  # running max
+        l = torch.zeros_like(m)                              # running sum of exp(s - m)
+        acc = torch.zeros_like(qi)                           # unnormalised output
+        last_key = min(n_k, i0 + rows) if causal else n_k    # causal: keys after the block's last query are skipped
+        for j0 in range(0, last_key, block_k):               # stream K/V blocks past it
+            s = qi @ k[:, :, j0:j0 + block_k].transpose(-1, -2)
+            if causal and j0 + s.shape[-1] > i0 + 1:         # the block crosses the diagonal: mask k > q
+                qpos = torch.arange(i0, i0 + rows, device=q.device)[:, None]
+                kpos = torch.arange(j0, j0 + s.shape[-1], device=q.device)[None, :]
+                s = s.masked_fill(kpos > qpos, float("-inf"))
+            m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))
+            p = torch.exp(s - m_new)
+            rescale = torch.exp(m - m_new)                   # how much the old max over-counted
+            l = rescale * l + p.sum(dim=-1, keepdim=True)
+            acc = rescale * acc + p @ v[:, :, j0:j0 + block_k]
+            m = m_new
+        out[:, :, i0:i0 + rows] = acc / l
+    return out
+
+
+# ============================================================================ timed here
+
+def attention_inputs(n: int, shape: AttentionShape, device: str = "cpu", seed: int = 0):
+    """Random q, k, v of (batch, heads, n, head_dim) in the shape's dtype (values do not change timing)."""
+    import torch
+
+    from .microbench import MATMUL_DTYPES
+
+    dt = torch_dtype(normalize_dtype(shape.dtype, MATMUL_DTYPES))
+    g = torch.Generator(device=device).manual_seed(seed)  # drawn on the device: no host copy of GBs of inputs
+    return [torch.randn(shape.batch, shape.heads, n, shape.head_dim, generator=g, device=device, dtype=dt)
+            for _ in range(3)]
+
+
+def time_attention(lengths: Sequence[int], shape: AttentionShape, device: str = "cpu", causal: bool = True,
+                   repeats: int = 3, tiled_up_to: int = 0, block: int = 64, cpu_threads: int | None = 1):
+    """Median time of naive attention (N×N materialised) against PyTorch's fused
+    scaled_dot_product_attention at each length, and of tiled_attention (Python loops: for reading,
+    not speed) up to `tiled_up_to` tokens. Running out of memory ends the sweep as a marked result.
+    On a CPU the timings run on `cpu_threads` threads (helpers.measure.hierarchy.cpu_threads)."""
+    import torch
+    import torch.nn.functional as F
+
+    from .hierarchy import cpu_threads as _threads
+    from .timing import measure
+    from .sweeps import guarded_sweep
+
+    def point(n: int) -> dict:
+        q, k, v = attention_inputs(n, shape, device)
+        with torch.inference_mode():
+            row = {"tokens": n,
+                   "naive_s": measure(lambda: naive_attention(q, k, v, causal), device, 1, repeats).median,
+                   "sdpa_s": measure(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal), device, 1,
+                                     repeats).median}
+            if n <= tiled_up_to:
+                row["tiled_s"] = measure(lambda: tiled_attention(q, k, v, causal, block, block), device, 0, 1).median
+        row["naive_over_sdpa"] = row["naive_s"] / row["sdpa_s"]
+        return row
+
+    with _threads(cpu_threads, device):
+        return guarded_sweep(lengths, point, device, "tokens", desc="attention lengths")
+
+
+def bench_attention(device: str | None = None) -> dict[str, Any]:
+    """`make bench` section: naive attention against PyTorch's fused SDPA on this device (medians).
+    CPU: 8 heads × 32, fp32, 256 … 2,048 tokens, one thread; CUDA: Mistral's 32 × 128 in bf16, 1k … 16k."""
+    from .hardware import pick_device
+
+    dev = pick_device(device)
+    gpu = dev.startswith("cuda")
+    shape = AttentionShape(1, 32, 128, "bf16") if gpu else AttentionShape(1, 8, 32, "fp32")
+    lengths = [1024 * 2**k for k in range(5)] if gpu else [256, 512, 1024, 2048]
+    result = time_attention(lengths, shape, dev, causal=True, repeats=5)
+    return {"device": dev, "shape": {"batch": shape.batch, "heads": shape.heads, "head_dim": shape.head_dim,
+                                     "dtype": shape.dtype, "causal": True},
+            "rows": result.rows, "oom_at": result.oom_at,
+            "definitions": {"naive_over_sdpa": "median seconds of the materialised version ÷ the fused kernel's"}}

@@ -1,0 +1,83 @@
+"""Tables and figures of the attention variants (helpers.cost.attention, helpers.measure.kv_caches,
+helpers.measure.mla) for notebook 06: the labelled columns are made here, from the results' fields."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from ..cost.attention import MLABaseline, PresetKV
+from ..measure.kv_caches import CacheCheck, SlidingStep
+from ..measure.mla import MLACheck
+from . import plots
+
+
+def kv_table_frame(rows: Sequence[PresetKV]):
+    """Each preset's KV cache per token and, in GB (10⁹ B), for one sequence at each context."""
+    import pandas as pd
+
+    out = []
+    for r in rows:
+        row = {"model": r.model, "attention": r.attention, "layers": r.layers,
+               "what is cached per layer": r.cached_per_layer, "formula": r.formula,
+               "KV bytes per token": r.bytes_per_token}
+        for n, b in zip(r.contexts, r.sequence_bytes):
+            row[f"one sequence of {n // 1024}k tokens (GB)"] = round(b / 1e9, 3)
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def cache_checks_frame(rows: Sequence[CacheCheck]):
+    """Measured caches against the formula, one row per (variant, tokens, batch)."""
+    import pandas as pd
+
+    return pd.DataFrame([{"variant": r.variant, **({"K/V heads": r.kv_heads} if r.kv_heads is not None else {}),
+                          "tokens": r.tokens, "batch": r.batch, "measured (B)": r.measured_bytes,
+                          "formula (B)": r.formula_bytes, "equal": r.equal} for r in rows])
+
+
+def sliding_frame(steps: Sequence[SlidingStep]):
+    """A sliding-window cache step by step, against the formulas at window − 1 slots, the window, no window."""
+    import pandas as pd
+
+    return pd.DataFrame([{"tokens seen": s.tokens_seen, "measured (B)": s.measured_bytes,
+                          f"formula, {s.window - 1} slots (B)": s.slots_bytes,
+                          f"formula, window {s.window} (B)": s.window_bytes,
+                          "no window (B)": s.no_window_bytes, "equal": s.equal} for s in steps])
+
+
+def sliding_figure(steps: Sequence[SlidingStep], source: Any):
+    """The measured sliding-window cache against tokens seen, on the formulas with and without the window."""
+    window = steps[0].window
+    seen = [s.tokens_seen for s in steps]
+    fig, ax = plots.figure(width=6.5)
+    div, unit = plots.byte_unit(float(max(s.no_window_bytes for s in steps)))
+    ax.plot(seen, [s.no_window_bytes / div for s in steps], "--", color=plots.COMPUTED, lw=1, label="no window (formula)")
+    ax.plot(seen, [s.slots_bytes / div for s in steps], color=plots.COMPUTED, lw=3, alpha=0.5,
+            label=f"formula, window − 1 = {window - 1} slots")
+    ax.plot(seen, [s.measured_bytes / div for s in steps], ".", color=plots.MEASURED, label="measured DynamicCache")
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("tokens seen")
+    ax.set_ylabel(plots.byte_label(unit, "cache"))
+    ax.set_title("A sliding window caps the cache", fontsize=10)
+    ax.legend(fontsize=8)
+    return plots.finish(fig, source)
+
+
+def mla_checks_frame(rows: Sequence[MLACheck]):
+    """TinyMLA's latent cache against the formula and an expanded cache, and its output against the reference."""
+    import pandas as pd
+
+    return pd.DataFrame([{"tokens": r.tokens, "batch": r.batch, "measured latent cache (B)": r.measured_bytes,
+                          "formula (B)": r.formula_bytes, "equal": r.equal,
+                          "expanded K/V would be (B)": r.expanded_bytes,
+                          "max |cached − expanded| output": r.max_output_error,
+                          "output scale (max |x|)": r.output_scale} for r in rows])
+
+
+def mla_baselines_frame(rows: Sequence[MLABaseline]):
+    """Every baseline of an MLA saving, with how it is counted and whether it is fair."""
+    import pandas as pd
+
+    return pd.DataFrame([{"baseline": r.baseline, "counted": r.counted, "same model": r.same_model,
+                          "same count": r.same_count, "fair": r.fair, "baseline bytes": r.baseline_bytes,
+                          "MLA bytes": r.mla_bytes, "baseline ÷ MLA": r.baseline_over_mla, "dtype": r.dtype}
+                         for r in rows])
