@@ -17,6 +17,7 @@ with app.setup:
     import marimo as mo
     import pandas as pd
 
+    from helpers.cost import verdicts
     from helpers.measure import models
     from helpers.present import notebook, plots, replay
     from helpers.present.glossary import term
@@ -225,8 +226,6 @@ def _(pp_micro):
 
 @app.cell(hide_code=True)
 def _(pp_micro, pp_table):
-    from helpers.engines.metrics import change_verdict as _change
-
     _one = pp_table.iloc[0]
     _by = pp_table.set_index(["tp", "pp", "micro_batches"])
     _m = int(pp_micro.value)
@@ -236,7 +235,7 @@ def _(pp_micro, pp_table):
         _a, _b = _by.loc[(1, _pp, 1)], _by.loc[(1, _pp, _m)]
         _lines.append(
             f"- pp={_pp}: {_m} micro-batches shrink the bubble from {_a['bubble_share']:.0%} to {_b['bubble_share']:.0%} and "
-            f"**{_words[_change(_b['tokens_per_s'] / _a['tokens_per_s'], sim.CHANGE_MARGIN)]}** the throughput of one batch "
+            f"**{_words[verdicts.change_verdict(_b['tokens_per_s'] / _a['tokens_per_s'])]}** the throughput of one batch "
             f"({_a['tokens_per_s']:,.0f} → {_b['tokens_per_s']:,.0f} tokens/s); with the pipeline kept full, "
             f"{_a['steady_tokens_per_s']:,.0f} → {_b['steady_tokens_per_s']:,.0f} tokens/s.")
     _pp2 = _by.loc[(1, 2, 1)]
@@ -250,7 +249,7 @@ def _(pp_micro, pp_table):
 
     In decode every micro-batch reads the stage's weights again, so cutting a batch into m multiplies the weight
     reads: the bubble shrinks, each slot costs almost as much as the whole batch did, and whether throughput
-    rises depends on which wins (the rule: a change under {sim.CHANGE_MARGIN:.0%} reads "about equal"). Keeping
+    rises depends on which wins (the rule: a change under {verdicts.CHANGE_MARGIN:.0%} reads "about equal"). Keeping
     several whole batches in flight fills the pipeline without that cost — what engines do. Tensor parallelism
     is the one that shortens a token's latency.
     """)
@@ -521,7 +520,7 @@ def _(disagg, kv_link, kv_moved):
                       f"{_best['goodput_rps']:.2f}/s ({_best['slo_attainment']:.0%}, {_best['makespan_s']:.2f} s) — "
                       f"splitting **{sim.split_verdict(_rows)}** on goodput")
     _apart = [(r, rows) for r, rows in disagg.items() if sim.split_verdict(rows) == "about equal"
-              and max(x["slo_attainment"] for x in rows[1:]) - rows[0]["slo_attainment"] > sim.CHANGE_MARGIN]
+              and max(x["slo_attainment"] for x in rows[1:]) - rows[0]["slo_attainment"] > verdicts.CHANGE_MARGIN]
     if _apart:
         _r, _rows = _apart[-1]
         _best = max(_rows[1:], key=lambda r: r["goodput_rps"])
@@ -536,8 +535,8 @@ def _(disagg, kv_link, kv_moved):
     _nl = chr(10)
     mo.md(f"""
     **What you should see** (simulated, the same on a CPU and a GPU; the rule: splitting pays when the best
-    split's goodput beats the shared pool's by more than {sim.CHANGE_MARGIN:.0%}, and reads *about equal* within
-    {sim.CHANGE_MARGIN:.0%} either way):
+    split's goodput beats the shared pool's by more than {verdicts.CHANGE_MARGIN:.0%}, and reads *about equal* within
+    {verdicts.CHANGE_MARGIN:.0%} either way):
 
     {_nl.join(_lines)}
 

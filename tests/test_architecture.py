@@ -42,11 +42,9 @@ KNOWN_UPWARD: set[tuple[str, str]] = {
     ("helpers.engines.servers", "helpers.serving.engine.server"),
     ("helpers.measure.flash", "helpers.present.plots"),
     ("helpers.measure.hierarchy", "helpers.present.plots"),
-    ("helpers.parallel.plan", "helpers.capacity.cli"),
 }
 KNOWN_CYCLES: set[frozenset[str]] = {
     frozenset({"helpers.measure.models", "helpers.measure.quality", "helpers.measure.training"}),
-    frozenset({"helpers.capacity.cli", "helpers.parallel.plan"}),
     frozenset({"helpers.engines.servers", "helpers.serving.engine.server"}),
     frozenset({"helpers.decoding.regimes", "helpers.decoding.views"}),
 }

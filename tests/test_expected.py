@@ -30,7 +30,7 @@ def test_flop_split_sums_to_forward_flops():
     for model in ("mistral-7b-v0.1", "llama-3.1-8b", "deepseek-v3"):
         for n in (1, 100, 5000):
             assert sum(expected.flop_split(model, n).values()) == forward_flops(model, n)
-    with pytest.raises(ValueError, match="positive integer"):
+    with pytest.raises(ValueError, match="new_tokens must be a whole number ≥ 1"):
         expected.flop_split("mistral-7b-v0.1", 0)
 
 

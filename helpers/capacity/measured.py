@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from .planner import _positive, _whole
+from .. import checks
 from ..cost.gpus import GPU, catalog
 from ..cost.memory import KV_DTYPES, WEIGHT_SCHEMES
 from ..cost.stepcost import decode_cost
@@ -38,9 +38,9 @@ def predict_vs_measure(loaded, bandwidth: float | None = None, batch: int | None
     from ..measure.timing import timed_generate
 
     sizes = measure_sizes(loaded.device)
-    batch = _whole(batch or sizes["batch"], "batch")
-    prompt = _whole(prompt_tokens or sizes["prompt_tokens"], "prompt tokens")
-    new = _whole(new_tokens or sizes["new_tokens"], "new tokens")
+    batch = checks.count(batch or sizes["batch"], "batch")
+    prompt = checks.count(prompt_tokens or sizes["prompt_tokens"], "prompt tokens")
+    new = checks.count(new_tokens or sizes["new_tokens"], "new tokens")
     if new < 2:
         raise ValueError("new_tokens must be ≥ 2: the first token is the prefill, the rest are decode steps")
     if bandwidth is None:
@@ -49,7 +49,7 @@ def predict_vs_measure(loaded, bandwidth: float | None = None, batch: int | None
         bandwidth = float(measure_bandwidth(loaded.device))
         bw_source = "measured (helpers.cost.roofline.measure_bandwidth)"
     else:
-        bandwidth = _positive(bandwidth, "bandwidth (bytes/s)")
+        bandwidth = checks.number(bandwidth, "bandwidth", positive=True, unit="bytes/s")
         bw_source = "given"
     spec = loaded.spec
     mean_cached = prompt + new // 2       # step j of 1…new−1 attends over prompt + j tokens

@@ -8,13 +8,14 @@ from __future__ import annotations
 import math
 from typing import Iterable
 
-from .planner import (DEFAULT_EFFICIENCY, GPU_COUNTS, Plan, _positive, _spec, _whole, check_context, plan,
-                       plan_for_slo, sharding)
+from .. import checks
+from .planner import DEFAULT_EFFICIENCY, GPU_COUNTS, Plan, check_context, plan, plan_for_slo, sharding
 from ..cost.gpus import catalog, get_gpu, providers
-from ..cost.specs import ModelSpec
+from ..cost.specs import ModelSpec, get_spec
 
 
-def _fits_somewhere(spec, weight_dtype, kv_dtype, context, gpus) -> bool:
+def fits_somewhere(spec, weight_dtype, kv_dtype, context, gpus) -> bool:
+    """Whether batch 1 fits some catalogued GPU at this count (False when the count cannot shard the model)."""
     for g in catalog():
         try:
             if plan(spec, g, gpus, weight_dtype, kv_dtype, context, 1).max_batch >= 1:
@@ -32,7 +33,7 @@ def no_fit_message(spec: ModelSpec, weight_dtype: str, kv_dtype: str, context: i
     for n in GPU_COUNTS:
         if n > gpus:
             try:
-                if _fits_somewhere(spec, weight_dtype, kv_dtype, context, n):
+                if fits_somewhere(spec, weight_dtype, kv_dtype, context, n):
                     hint = f"; it fits on {n} GPUs in tensor parallel (--gpus {n})"
                     break
             except ValueError:
@@ -79,13 +80,13 @@ def rank(model, weight_dtype: str = "bf16", kv_dtype: str = "bf16", context: int
     meet the constraints follow, with the reason. Raises ValueError when the model fits no
     catalogued GPU at this count, with the count that would work.
     """
-    spec = _spec(model)
+    spec = get_spec(model)
     context = check_context(spec, context)
-    gpus = _whole(gpus, "GPU count")
+    gpus = checks.count(gpus, "GPU count")
     sharding(spec, gpus)  # refuses counts that do not divide the heads
-    need = 1 if min_batch is None else _whole(min_batch, "minimum batch")
+    need = 1 if min_batch is None else checks.count(min_batch, "minimum batch")
     if slo_ms is not None:
-        _positive(slo_ms, "SLO (ms per output token)")
+        checks.number(slo_ms, "SLO", positive=True, unit="ms per output token")
     if gpu_names is not None and (isinstance(gpu_names, str) or not isinstance(gpu_names, Iterable)):
         raise ValueError(f"gpu_names must be a list of catalogued GPU names, got {str(gpu_names)[:40]!r}")
     gs = [get_gpu(n) for n in gpu_names] if gpu_names is not None else list(catalog())
@@ -93,7 +94,7 @@ def rank(model, weight_dtype: str = "bf16", kv_dtype: str = "bf16", context: int
         raise ValueError("gpu_names is empty; allowed: one or more catalogued GPUs (`python -m helpers gpus`)")
     if provider is not None:
         gs = [g for g in gs if g.price_provider in provider_names(provider)]
-    if not _fits_somewhere(spec, weight_dtype, kv_dtype, context, gpus):
+    if not fits_somewhere(spec, weight_dtype, kv_dtype, context, gpus):
         raise ValueError(no_fit_message(spec, weight_dtype, kv_dtype, context, gpus))
     kw = {"efficiency": efficiency, "prompt_tokens": prompt_tokens, "output_tokens": output_tokens}
     rows = []

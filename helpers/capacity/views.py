@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from .planner import DEFAULT_EFFICIENCY, Plan, _positive, _spec, _whole, max_batch, plan, plan_for_slo
+from .. import checks
+from .planner import DEFAULT_EFFICIENCY, Plan, max_batch, plan, plan_for_slo
 from .ranking import rank
 from ..cost.gpus import catalog_label
+from ..cost.specs import get_spec
 
 
 RANK_COLUMNS = {"rank": "rank", "gpu": "GPU", "gpus": "GPUs", "provider": "price from", "status": "status",
@@ -38,7 +40,7 @@ def rank_table(model, weight_dtype: str = "bf16", kv_dtype: str = "bf16", contex
 
 def source_text(model, weight_dtype: str, kv_dtype: str, gpus: int = 1, context: int | None = None) -> str:
     """The stamp of a planner figure or table: what it was computed from."""
-    spec = _spec(model)
+    spec = get_spec(model)
     bits = [f"computed from {spec.name} config.json", f"weights {weight_dtype}", f"KV {kv_dtype}"]
     if context:
         bits.append(f"{context:,} tokens")
@@ -53,7 +55,7 @@ def batch_points(max_b: int) -> list[int]:
     """1, 2, 4, … up to max_b, and max_b itself; none for a max batch of 0 (nothing fits)."""
     if max_b == 0 and not isinstance(max_b, bool):
         return []
-    max_b = _whole(max_b, "max batch")
+    max_b = checks.count(max_b, "max batch")
     pts, b = [], 1
     while b < max_b:
         pts.append(b)
@@ -68,7 +70,7 @@ def curve(model, gpu_names: Iterable[str], weight_dtype: str = "bf16", kv_dtype:
     with the step at `efficiency` of the datasheet (as the ranking)."""
     import pandas as pd
 
-    spec = _spec(model)
+    spec = get_spec(model)
     rows = []
     for name in gpu_names:
         top = max_batch(spec, name, gpus, weight_dtype, kv_dtype, context)
@@ -113,8 +115,8 @@ def triangle(model, gpu: str = "H100 SXM", weight_dtype: str = "bf16", kv_dtype:
     `efficiency` of the datasheet. The SLO row's 'meets SLO' says whether plan_for_slo met it."""
     import pandas as pd
 
-    spec = _spec(model)
-    _positive(slo_ms, "SLO (ms per output token)")
+    spec = get_spec(model)
+    checks.number(slo_ms, "SLO", positive=True, unit="ms per output token")
     rows = []
 
     def add(corner: str, p: Plan, what: str):
@@ -155,7 +157,7 @@ def request_table(model, prompt_tokens: int, output_tokens: int, weight_dtype: s
     counted, next to the decode-only figure."""
     import pandas as pd
 
-    context = context or _whole(prompt_tokens, "prompt tokens") + _whole(output_tokens, "output tokens")
+    context = context or checks.count(prompt_tokens, "prompt tokens") + checks.count(output_tokens, "output tokens")
     rows = rank(model, weight_dtype, kv_dtype, context, slo_ms, min_batch, gpus, efficiency=efficiency,
                 provider=provider, prompt_tokens=prompt_tokens, output_tokens=output_tokens)
     df = pd.DataFrame(rows)[list(REQUEST_COLUMNS)].rename(columns=REQUEST_COLUMNS)

@@ -41,20 +41,17 @@ import math
 import re
 from dataclasses import asdict, dataclass
 
-from ..capacity.planner import DEFAULT_EFFICIENCY, _positive, _whole, plan
+from .. import checks
+from ..capacity.planner import DEFAULT_EFFICIENCY, plan
 from ..cost.config_schema import MAX_TOKENS
 from ..cost.gpus import get_gpu
-from ..cost.specs import ModelSpec, get_spec
+from ..cost.specs import get_spec
 from ..cost.stepcost import expert_bytes, experts_touched
 from .collectives import all_reduce_s, all_to_all_s, send_s
 from .links import GPUS_PER_SERVER, Link, get_link
 
 ACTIVATION_BYTES = 2          # bf16 activations on the wire
 FLATTEN_GAIN = 1.5            # the speed-up "flattens" where doubling the GPUs gains less than 1.5× (¾ of the ideal 2×)
-
-
-def _spec(model) -> ModelSpec:
-    return model if isinstance(model, ModelSpec) else get_spec(model)
 
 
 def _link(gpu, link, gpus: int) -> Link:
@@ -112,11 +109,10 @@ def parallel_step(model, gpu, tp: int = 1, pp: int = 1, micro_batches: int = 1, 
     the tensor-parallel group (a Link, a kind such as "pcie", or None for the fastest that joins tp
     GPUs: in one server up to GPUS_PER_SERVER, the cluster's beyond); pp_link: between stages (default:
     the same while the tp × pp GPUs fit in one server, else the cluster's link)."""
-    spec = _spec(model)
+    spec = get_spec(model)
     g = get_gpu(gpu)
-    for v, what in ((tp, "tp"), (pp, "pp"), (micro_batches, "micro-batches"), (batch, "batch")):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{what} must be a whole number ≥ 1, got {v!r}")
+    tp, pp = checks.count(tp, "tp"), checks.count(pp, "pp")
+    micro_batches, batch = checks.count(micro_batches, "micro-batches"), checks.count(batch, "batch")
     if pp > spec.num_layers:
         raise ValueError(f"pp={pp} stages exceed {spec.name}'s {spec.num_layers} layers")
     if batch % micro_batches:
@@ -193,7 +189,7 @@ def tp_scaling(model, gpu, batch: int = 1, context: int = 4096, link: str | Link
 
 def flattens_at(rows: list[dict], gain: float = FLATTEN_GAIN) -> int | None:
     """The first tensor-parallel degree whose step gains less than `gain`× over the previous one."""
-    _positive(gain, f"gain (a factor such as {FLATTEN_GAIN})")
+    gain = checks.number(gain, f"gain (a factor such as {FLATTEN_GAIN})", positive=True)
     for row in rows[1:]:
         if row["gain_over_previous"] < gain:
             return row["tp"]
@@ -205,10 +201,10 @@ def moe_rows(model, gpu, batches=(1, 8, 64, 256), ep: int = 8, weight_dtype: str
     """Per decode step of an MoE model, against the batch: the share of experts touched
     (helpers.cost.stepcost), the expert bytes read and their time at the GPU's bandwidth per GPU over
     `ep` GPUs, and the two all-to-alls per MoE layer (dispatch, combine) over the link."""
-    spec = _spec(model)
+    spec = get_spec(model)
     if not spec.num_experts or not spec.experts_per_token:
         raise ValueError(f"{spec.name} is not a mixture-of-experts model (no routed experts in its config)")
-    ep = _whole(ep, "ep (GPUs the experts are split over)")
+    ep = checks.count(ep, "ep (GPUs the experts are split over)")
     if ep > spec.num_experts:
         raise ValueError(f"ep={ep} GPUs exceed {spec.name}'s {spec.num_experts} routed experts; allowed: 1 to "
                          f"{spec.num_experts}")
@@ -230,10 +226,10 @@ def moe_rows(model, gpu, batches=(1, 8, 64, 256), ep: int = 8, weight_dtype: str
 
 
 def _counts(values, name: str, each: str, example: str) -> list[int]:
-    """A non-empty list or tuple of whole numbers ≥ 1 (the planner's check of each)."""
+    """A non-empty list or tuple of whole numbers ≥ 1 (helpers.checks.count of each)."""
     if not isinstance(values, (list, tuple, range)) or not len(values):
         raise ValueError(f"{name} must be a non-empty list of whole numbers ≥ 1, e.g. {example}; got {values!r}")
-    return [_whole(v, each) for v in values]
+    return [checks.count(v, each) for v in values]
 
 
 _PARALLEL = re.compile(r"^\s*(tp|pp|mb|ep)\s*=\s*([0-9]+)\s*$", re.ASCII)
@@ -263,47 +259,3 @@ def parse_parallel(text: str) -> dict[str, int]:
                              + ("…" if len(digits) > 20 else ""))
         out[key] = value
     return out
-
-
-# ----------------------------------------------------------------------------- `python -m helpers capacity --parallel`
-
-def capacity_parallel(a, spec, gpu) -> dict:
-    """The capacity command's result with `--parallel tp=T,pp=P[,mb=M]`: the plan on T GPUs per
-    stage and P stages (memory per GPU), and under "parallel" the decode step with its communication."""
-    from ..capacity.cli import _plan_dict, _request_kw
-
-    par = parse_parallel(a.parallel)
-    tp, pp, mb = par["tp"], par["pp"], par["mb"]
-    if a.gpus not in (1, tp * pp):
-        raise ValueError(f"--gpus {a.gpus} disagrees with --parallel tp={tp},pp={pp} ({tp * pp} GPUs); "
-                         "give one or the other")
-    if a.batch is None:
-        raise ValueError("--parallel takes --batch B (not --slo-ms): the batch the pipeline splits into micro-batches")
-    d = _plan_dict(plan(spec, gpu, tp, a.dtype, a.kv_dtype, a.context, a.batch, pipeline_stages=pp, **_request_kw(a)))
-    d["parallel"] = parallel_step(spec, gpu, tp, pp, mb, a.batch, a.context, a.dtype, a.kv_dtype,
-                                  getattr(a, "link", None), efficiency=a.efficiency).to_dict()
-    return d
-
-
-def render_rows(p: dict) -> list[tuple[str, str]]:
-    """Rows the capacity command prints for its "parallel" part."""
-    between = f"; between stages {p['pp_link']}" if p.get("pp_link") and p["pp_link"] != p["link"] else ""
-    rows = [("parallel", f"tp={p['tp']} × pp={p['pp']} = {p['gpus']} GPUs, {p['micro_batches']} micro-batch(es); "
-                         f"link {p['link']}{between}")]
-    if not p["fits"]:
-        return rows
-    if p["steady_fits"]:
-        full_step = f"{p['steady_step_s'] * 1e3:,.2f} ms with the pipeline kept full"
-        full_rate = f"{p['steady_tokens_per_s']:,.0f} (pipeline full, {p['in_flight']:,} sequences in flight)"
-    else:
-        full_step = f"pipeline full: does not fit ({p['steady_reason']})"
-        full_rate = "pipeline full: - (its KV cache does not fit, above)"
-    rows += [("per micro-batch per stage", f"work {p['stage_s'] * 1e3:,.3f} ms + all-reduces {p['all_reduce_s'] * 1e3:,.3f} ms "
-                                           f"({p['all_reduces_per_step']} per token, {p['all_reduce_bytes']:,} B each) + "
-                                           f"send to next stage {p['send_s'] * 1e3:,.4f} ms"),
-             ("communication share", f"{p['communication_share']:.1%} of each slot"),
-             ("pipeline bubble", f"{p['bubble_share']:.1%} of the step ((pp−1)/(mb+pp−1))"),
-             ("decode step with communication", f"{p['step_s'] * 1e3:,.2f} ms one batch through the pipeline; "
-                                                f"{full_step}"),
-             ("tokens/s with communication", f"{p['tokens_per_s']:,.0f} (one batch); {full_rate}")]
-    return rows

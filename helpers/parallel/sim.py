@@ -32,9 +32,10 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from ..capacity.planner import DEFAULT_EFFICIENCY, plan
-from ..engines.metrics import CHANGE_MARGIN, change_verdict
+from .. import checks
 from ..cost.memory import kv_cache_bytes
 from ..cost.specs import get_spec
+from ..cost.verdicts import CHANGE_MARGIN, change_verdict
 from .collectives import send_s
 from .links import Link
 
@@ -128,9 +129,8 @@ def _prefill(s: _Seq, t: float, costs) -> float:
 def _check(requests, gpus, max_batch):
     if not requests:
         raise ValueError("the simulation needs at least one request")
-    for v, what in ((gpus, "gpus"), (max_batch, "max_batch")):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{what} must be a whole number ≥ 1, got {v!r}")
+    checks.count(gpus, "gpus")
+    checks.count(max_batch, "max_batch")
     for r in requests:
         if r.prompt_tokens < 1 or r.output_tokens < 1 or r.arrival_s < 0:
             raise ValueError(f"request {r.rid}: prompt and output tokens must be ≥ 1 and arrival ≥ 0, got {r}")
@@ -166,10 +166,9 @@ def simulate_shared(requests, costs, gpus: int = 2, max_batch: int = 64) -> list
 def simulate_split(requests, costs, prefill_gpus: int = 1, decode_gpus: int = 1, link: Link | None = None,
                    max_batch: int = 64) -> list[_Seq]:
     """P GPUs prefill, D decode; each request's KV crosses `link` (None: free and instant)."""
+    prefill_gpus = checks.count(prefill_gpus, "prefill GPUs")
+    decode_gpus = checks.count(decode_gpus, "decode GPUs")
     reqs = _check(requests, prefill_gpus + decode_gpus, max_batch)
-    for v, what in ((prefill_gpus, "prefill GPUs"), (decode_gpus, "decode GPUs")):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{what} must be a whole number ≥ 1, got {v!r}")
     arrivals, waiting, finished = deque(reqs), deque(), []
     ready: list = []                                  # (ready time, rid, seq)
     running = {g: [] for g in range(prefill_gpus, prefill_gpus + decode_gpus)}
@@ -250,7 +249,7 @@ def compare(requests, costs, gpus: int, link: Link | None, ttft_slo_s: float, it
 
 def split_verdict(rows: list[dict], margin: float = CHANGE_MARGIN) -> str:
     """The rule: "pays" when the best split's goodput beats the shared pool's by more than `margin`
-    (10 %, the margin helpers.engines.guide.batching_effect reads its results with), "does not pay"
+    (10 %, helpers.cost.verdicts: the margin every comparison reads its ratio with), "does not pay"
     when it falls short by as much, else "about equal". rows: compare()'s, the shared pool first."""
     if len(rows) < 2:
         raise ValueError("split_verdict needs compare()'s rows: the shared pool and at least one split")

@@ -13,16 +13,13 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from ..cost.specs import ModelSpec, get_spec
+from .. import checks
+from ..cost.specs import get_spec
 
 REFERENCE_MODEL = "mistral-7b-v0.1"
 REFERENCE_GPU = "H100 SXM"   # the GPU of the talk's serving benchmark (talk outline, Demo F)
 SHARE_TOKENS = (512, 2048, 4096, 32768)
 SHARE_MODELS = ("mistral-7b-v0.1", "mistral-7b-v0.3", "llama-3.1-8b", "qwen2.5-7b")
-
-
-def _spec(model) -> ModelSpec:
-    return model if isinstance(model, ModelSpec) else get_spec(model)
 
 
 # ----------------------------------------------------------------------------- attention's share of prefill
@@ -34,9 +31,8 @@ def flop_split(model, new_tokens: int, past_tokens: int = 0) -> dict[str, int]:
     FLOP cost model (helpers.cost.stepcost.forward_cost), so the sum is its total."""
     from ..cost.stepcost import forward_cost
 
-    spec = _spec(model)
-    if isinstance(new_tokens, bool) or not isinstance(new_tokens, int) or new_tokens < 1:
-        raise ValueError(f"new_tokens must be a positive integer, got {new_tokens!r}")
+    spec = get_spec(model)
+    new_tokens = checks.count(new_tokens, "new_tokens")
     c = forward_cost(spec, new_tokens, past_tokens)
     return {"matmul": c.matmul_flops, "attention": c.attention_flops, "head": c.head_flops}
 
@@ -55,7 +51,7 @@ def attention_parity_tokens(model, limit: int | None = None) -> int | None:
 
     Attention per prompt token grows with the prompt (or stops growing at the window) while the
     matmuls' stays fixed, so the ratio only rises: a bisection finds the first length."""
-    spec = _spec(model)
+    spec = get_spec(model)
     top = int(limit or 2**20)
 
     def reached(n: int) -> bool:
@@ -82,7 +78,7 @@ def attention_share_rows(models: Iterable = SHARE_MODELS, tokens: Iterable[int] 
     named = list((extra or {}).items()) + [(m, m) for m in models]
     rows = []
     for name, model in named:
-        spec = _spec(model)
+        spec = get_spec(model)
         parity = attention_parity_tokens(spec)
         row = {"model": name, "hidden size": spec.hidden_size, "layers": spec.num_layers,
                "window": spec.sliding_window or "none",
@@ -125,7 +121,7 @@ def gpu_expectations(model=REFERENCE_MODEL, gpu: str = REFERENCE_GPU, sizes=None
     from ..cost.gpus import get_gpu
     from ..cost.memory import kv_bytes_per_token, kv_cache_bytes, max_users, weight_bytes
 
-    spec, g = _spec(model), get_gpu(gpu)
+    spec, g = get_spec(model), get_gpu(gpu)
     sizes = sizes or gpu_sizes()
     w = weight_bytes(spec, "bf16").bytes
     longest = sizes.memory_tokens[-1]
