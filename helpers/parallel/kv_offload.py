@@ -20,6 +20,7 @@ from __future__ import annotations
 import statistics
 import time
 
+from .. import checks
 from ..cost.gpus import get_gpu
 from ..cost.memory import kv_cache_bytes, measured_cache_bytes
 from ..cost.specs import get_spec
@@ -68,11 +69,8 @@ def eviction_quality(loaded, prompt_tokens: int = 256, new_tokens: int = 64, sin
 
     from ..measure.quality import eval_ids, next_token_logprobs, quality
 
-    for v, what in ((prompt_tokens, "prompt_tokens"), (new_tokens, "new_tokens"), (window, "window")):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{what} must be a whole number ≥ 1, got {v!r}")
-    if isinstance(sinks, bool) or not isinstance(sinks, int) or sinks < 0:
-        raise ValueError(f"sinks must be a whole number ≥ 0, got {sinks!r}")
+    prompt_tokens, new_tokens = checks.count(prompt_tokens, "prompt_tokens"), checks.count(new_tokens, "new_tokens")
+    window, sinks = checks.count(window, "window"), checks.count(sinks, "sinks", minimum=0)
     model, spec = loaded.model, loaded.spec
     ids = eval_ids(loaded.tokenizer, prompt_tokens + new_tokens, profile=loaded.profile)
     if len(ids) < prompt_tokens + new_tokens:
@@ -105,10 +103,8 @@ def context_use(loaded, tokens: int = 160, skip: int = 100) -> dict:
     as much text before them as the other's opening), and their ratio, second ÷ first."""
     from ..measure.quality import eval_ids, next_token_logprobs, perplexity
 
-    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 2:
-        raise ValueError(f"tokens must be a whole number ≥ 2, got {tokens!r}")
-    if isinstance(skip, bool) or not isinstance(skip, int) or not 0 <= skip < tokens - 1:
-        raise ValueError(f"skip must be a whole number from 0 to tokens − 2, got {skip!r}")
+    tokens = checks.count(tokens, "tokens", minimum=2)
+    skip = checks.count(skip, "skip", minimum=0, maximum=tokens - 2)
     passage = eval_ids(loaded.tokenizer, tokens, profile=loaded.profile)[:tokens]
     if len(passage) < tokens:
         raise ValueError(f"the evaluation text has {len(passage)} tokens; ask for at most that many")
