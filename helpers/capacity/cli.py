@@ -11,6 +11,8 @@ catalogued GPU at that count) prints one line and exits 2.
 """
 from __future__ import annotations
 
+from dataclasses import asdict
+
 from ..command import command, dtype_type, positive_float, positive_int, table
 
 
@@ -151,10 +153,11 @@ def _capacity(a) -> dict:
                                      gpus=a.gpus, **_request_kw(a), provider=a.provider)
         return {"model": spec.name, "weight_dtype": a.dtype, "kv_dtype": a.kv_dtype, "context": a.context,
                 "gpus": a.gpus, "slo_ms": a.slo_ms, "min_batch": a.batch,
-                "source": capacity_views.source_text(spec, a.dtype, a.kv_dtype, a.gpus, a.context), "ranking": rows,
+                "source": capacity_views.source_text(spec, a.dtype, a.kv_dtype, a.gpus, a.context),
+                "ranking": [asdict(row) for row in rows],
                 "efficiency": a.efficiency, "prompt_tokens": a.prompt, "output_tokens": a.output_tokens,
                 "provider": a.provider, "providers_note": capacity_ranking.providers_note(rows),
-                "providers_mixed": len({row["provider"] for row in rows}) > 1}
+                "providers_mixed": len({row.provider for row in rows}) > 1}
     from ..cost.gpus import get_gpu
 
     gpu = get_gpu(a.gpu)

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from .. import checks
 from ..capacity.planner import DEFAULT_EFFICIENCY, plan
@@ -160,7 +160,7 @@ def parallel_step(model, gpu, tp: int = 1, pp: int = 1, micro_batches: int = 1, 
 
 def tp_scaling(model, gpu, batch: int = 1, context: int = 4096, link: str | Link | None = None,
                counts=(1, 2, 4, 8), weight_dtype: str = "bf16", kv_dtype: str = "bf16",
-               efficiency: float = DEFAULT_EFFICIENCY) -> list[dict]:
+               efficiency: float = DEFAULT_EFFICIENCY) -> list[TPScaling]:
     """The decode step against the tensor-parallel degree: work, all-reduces, step and speed-up over
     the first count that fits. Counts that do not divide the heads or do not fit are skipped; other
     bad input (a count that is not a whole number ≥ 1, the batch, context, GPU or link) raises."""
@@ -175,29 +175,54 @@ def tp_scaling(model, gpu, batch: int = 1, context: int = 4096, link: str | Link
         if not s.fits:
             continue
         first = first or s
-        rows.append({"tp": n, "link": s.link, "work_ms": s.stage_s * 1e3, "all_reduce_ms": s.all_reduce_s * 1e3,
-                     "step_ms": s.step_s * 1e3, "communication_share": s.communication_share,
-                     "speed_up": first.step_s / s.step_s})
-    for prev, row in zip(rows, rows[1:]):
-        gain = row["speed_up"] / prev["speed_up"]
-        row["gain_over_previous"] = gain
+        rows.append(TPScaling(n, s.link, s.stage_s * 1e3, s.all_reduce_s * 1e3, s.step_s * 1e3,
+                              s.communication_share, first.step_s / s.step_s))
     if not rows:
         raise ValueError(f"no tensor-parallel degree of {tuple(counts)} fits: on one GPU {one.reason}")
-    rows[0]["gain_over_previous"] = None
-    return rows
+    return rows[:1] + [replace(row, gain_over_previous=row.speed_up / prev.speed_up) for prev, row in zip(rows, rows[1:])]
 
 
-def flattens_at(rows: list[dict], gain: float = FLATTEN_GAIN) -> int | None:
+@dataclass(frozen=True)
+class TPScaling:
+    """One tensor-parallel degree of tp_scaling(): the work and the all-reduces of its decode step (ms),
+    the share of the step spent communicating, the speed-up over the first degree that fits and the
+    gain over the previous degree (None for the first)."""
+
+    tp: int
+    link: str
+    work_ms: float
+    all_reduce_ms: float
+    step_ms: float
+    communication_share: float
+    speed_up: float
+    gain_over_previous: float | None = None
+
+
+def flattens_at(rows: list[TPScaling], gain: float = FLATTEN_GAIN) -> int | None:
     """The first tensor-parallel degree whose step gains less than `gain`× over the previous one."""
     gain = checks.number(gain, f"gain (a factor such as {FLATTEN_GAIN})", positive=True)
     for row in rows[1:]:
-        if row["gain_over_previous"] < gain:
-            return row["tp"]
+        if row.gain_over_previous < gain:
+            return row.tp
     return None
 
 
+@dataclass(frozen=True)
+class MoEStep:
+    """One batch of moe_rows(): the share of routed experts the step touches, the expert bytes each GPU
+    reads (GB) and their time, and the two all-to-alls per MoE layer and their share of (all-to-all +
+    expert reads)."""
+
+    batch: int
+    experts_touched: float
+    expert_gb_read_per_gpu: float
+    expert_read_ms: float
+    all_to_all_ms: float
+    all_to_all_share: float
+
+
 def moe_rows(model, gpu, batches=(1, 8, 64, 256), ep: int = 8, weight_dtype: str = "bf16",
-             link: str | Link | None = None) -> list[dict]:
+             link: str | Link | None = None) -> list[MoEStep]:
     """Per decode step of an MoE model, against the batch: the share of experts touched
     (helpers.cost.stepcost), the expert bytes read and their time at the GPU's bandwidth per GPU over
     `ep` GPUs, and the two all-to-alls per MoE layer (dispatch, combine) over the link."""
@@ -219,9 +244,8 @@ def moe_rows(model, gpu, batches=(1, 8, 64, 256), ep: int = 8, weight_dtype: str
         per_gpu = math.ceil(b / ep) * spec.experts_per_token * spec.hidden_size * ACTIVATION_BYTES
         a2a = 2 * moe_layers * all_to_all_s(per_gpu, ep, lk)
         read = experts * touched / ep
-        rows.append({"batch": b, "experts_touched": touched, "expert_GB_read_per_gpu": read / 1e9,
-                     "expert_read_ms": read / g.bandwidth * 1e3, "all_to_all_ms": a2a * 1e3,
-                     "all_to_all_share": a2a / (a2a + read / g.bandwidth)})
+        rows.append(MoEStep(b, touched, read / 1e9, read / g.bandwidth * 1e3, a2a * 1e3,
+                            a2a / (a2a + read / g.bandwidth)))
     return rows
 
 

@@ -29,7 +29,7 @@ import heapq
 import math
 import statistics
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..capacity.planner import DEFAULT_EFFICIENCY, plan
 from .. import checks
@@ -209,51 +209,82 @@ def simulate_split(requests, costs, prefill_gpus: int = 1, decode_gpus: int = 1,
     return finished
 
 
-def summarize(finished: list[_Seq], ttft_slo_s: float, itl_slo_s: float) -> dict:
+@dataclass(frozen=True)
+class Outcome:
+    """One request of a finished simulation: its TTFT, mean ITL (None with one output token), when it
+    finished, and whether it met both SLOs."""
+
+    rid: int
+    ttft_s: float
+    itl_s: float | None
+    done_s: float
+    meets_slo: bool
+
+
+@dataclass(frozen=True)
+class Summary:
+    """A finished simulation: TTFT and ITL percentiles (s), the share of requests meeting the SLO,
+    goodput (requests meeting it per second) and the time from the first arrival to the last
+    completion. From compare(), also which deployment ran ("shared × 4", "split 1 prefill + 3 decode")
+    and its prefill GPUs (0 for the shared pool)."""
+
+    requests: int
+    ttft_p50_s: float | None
+    ttft_p90_s: float | None
+    itl_p50_s: float | None
+    itl_p90_s: float | None
+    slo_attainment: float
+    goodput_rps: float
+    makespan_s: float
+    deployment: str = ""
+    prefill_gpus: int = 0
+
+
+def summarize(finished: list[_Seq], ttft_slo_s: float, itl_slo_s: float) -> Summary:
     """TTFT and ITL percentiles, SLO attainment and goodput of a finished simulation."""
     rows = per_request(finished, ttft_slo_s, itl_slo_s)
-    ttft = sorted(r["ttft_s"] for r in rows)
-    itl = sorted(r["itl_s"] for r in rows if r["itl_s"] is not None)
+    ttft = sorted(r.ttft_s for r in rows)
+    itl = sorted(r.itl_s for r in rows if r.itl_s is not None)
     start = min(s.req.arrival_s for s in finished)
     span = max(s.done_s for s in finished) - start
-    met = sum(r["meets_slo"] for r in rows)
+    met = sum(r.meets_slo for r in rows)
 
     def pct(xs, q):
         return xs[min(len(xs) - 1, int(math.ceil(q * len(xs))) - 1)] if xs else None
 
-    return {"requests": len(rows), "ttft_p50_s": pct(ttft, 0.5), "ttft_p90_s": pct(ttft, 0.9),
-            "itl_p50_s": pct(itl, 0.5), "itl_p90_s": pct(itl, 0.9), "slo_attainment": met / len(rows),
-            "goodput_rps": met / span if span > 0 else float("inf"), "makespan_s": span}
+    return Summary(len(rows), pct(ttft, 0.5), pct(ttft, 0.9), pct(itl, 0.5), pct(itl, 0.9), met / len(rows),
+                   met / span if span > 0 else float("inf"), span)
 
 
-def per_request(finished: list[_Seq], ttft_slo_s: float, itl_slo_s: float) -> list[dict]:
+def per_request(finished: list[_Seq], ttft_slo_s: float, itl_slo_s: float) -> list[Outcome]:
+    """Each finished request's Outcome, by request id."""
     out = []
     for s in sorted(finished, key=lambda s: s.req.rid):
         ttft = s.times[0] - s.req.arrival_s
         itl = (s.times[-1] - s.times[0]) / (len(s.times) - 1) if len(s.times) > 1 else None
         ok = ttft <= ttft_slo_s and (itl is None or itl <= itl_slo_s)
-        out.append({"rid": s.req.rid, "ttft_s": ttft, "itl_s": itl, "done_s": s.done_s, "meets_slo": ok})
+        out.append(Outcome(s.req.rid, ttft, itl, s.done_s, ok))
     return out
 
 
 def compare(requests, costs, gpus: int, link: Link | None, ttft_slo_s: float, itl_slo_s: float,
-            max_batch: int = 64) -> list[dict]:
-    """The shared pool of `gpus` against every split P prefill + (gpus − P) decode GPUs, one row each."""
-    rows = [{"deployment": f"shared × {gpus}", "prefill_gpus": 0,
-             **summarize(simulate_shared(requests, costs, gpus, max_batch), ttft_slo_s, itl_slo_s)}]
+            max_batch: int = 64) -> list[Summary]:
+    """The shared pool of `gpus` against every split P prefill + (gpus − P) decode GPUs, one Summary each."""
+    shared = summarize(simulate_shared(requests, costs, gpus, max_batch), ttft_slo_s, itl_slo_s)
+    rows = [replace(shared, deployment=f"shared × {gpus}", prefill_gpus=0)]
     for p in range(1, gpus):
-        rows.append({"deployment": f"split {p} prefill + {gpus - p} decode", "prefill_gpus": p,
-                     **summarize(simulate_split(requests, costs, p, gpus - p, link, max_batch), ttft_slo_s, itl_slo_s)})
+        split = summarize(simulate_split(requests, costs, p, gpus - p, link, max_batch), ttft_slo_s, itl_slo_s)
+        rows.append(replace(split, deployment=f"split {p} prefill + {gpus - p} decode", prefill_gpus=p))
     return rows
 
 
-def split_verdict(rows: list[dict], margin: float = CHANGE_MARGIN) -> str:
+def split_verdict(rows: list[Summary], margin: float = CHANGE_MARGIN) -> str:
     """The rule: "pays" when the best split's goodput beats the shared pool's by more than `margin`
     (10 %, helpers.cost.verdicts: the margin every comparison reads its ratio with), "does not pay"
     when it falls short by as much, else "about equal". rows: compare()'s, the shared pool first."""
     if len(rows) < 2:
         raise ValueError("split_verdict needs compare()'s rows: the shared pool and at least one split")
-    best, shared = max(r["goodput_rps"] for r in rows[1:]), rows[0]["goodput_rps"]
+    best, shared = max(r.goodput_rps for r in rows[1:]), rows[0].goodput_rps
     if shared == 0:
         ratio = math.inf if best > 0 else 1.0
     else:
@@ -261,7 +292,7 @@ def split_verdict(rows: list[dict], margin: float = CHANGE_MARGIN) -> str:
     return {"higher": "pays", "lower": "does not pay", "about equal": "about equal"}[change_verdict(ratio, margin)]
 
 
-def split_pays(rows: list[dict], margin: float = CHANGE_MARGIN) -> bool:
+def split_pays(rows: list[Summary], margin: float = CHANGE_MARGIN) -> bool:
     """True when split_verdict says "pays" (better by more than the margin)."""
     return len(rows) > 1 and split_verdict(rows, margin) == "pays"
 
