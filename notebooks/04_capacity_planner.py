@@ -466,18 +466,18 @@ def _(measured, measured_run):
     else:
         _e = capacity_measured.efficiency(measured)
         _where = "in the recorded run" if measured_run.replayed else "here"
-        if _e["gpu"] is not None:
-            _ds = (f"Against the {_e['gpu'].name} datasheet's {_e['datasheet_bandwidth'] / 1e12:,.2f} TB/s (the "
-                   f"share the planner's `--efficiency` means) that is **{100 * _e['datasheet_efficiency']:,.1f} %** "
-                   f"(× {measured['bandwidth'] / 1e9:,.0f} GB/s measured ÷ {_e['datasheet_bandwidth'] / 1e9:,.0f} GB/s): "
-                   + (f"pass `--efficiency {_e['datasheet_efficiency']:.2f}` to plan with this engine"
-                      if _e["datasheet_efficiency"] <= 1 else "above 1, so the datasheet figure is not a bound here"))
+        if _e.gpu is not None:
+            _ds = (f"Against the {_e.gpu.name} datasheet's {_e.datasheet_bandwidth / 1e12:,.2f} TB/s (the "
+                   f"share the planner's `--efficiency` means) that is **{100 * _e.datasheet_efficiency:,.1f} %** "
+                   f"(× {measured['bandwidth'] / 1e9:,.0f} GB/s measured ÷ {_e.datasheet_bandwidth / 1e9:,.0f} GB/s): "
+                   + (f"pass `--efficiency {_e.datasheet_efficiency:.2f}` to plan with this engine"
+                      if _e.datasheet_efficiency <= 1 else "above 1, so the datasheet figure is not a bound here"))
         else:
             _ds = (f"This device ({measured.get('device_name') or measured['device']}) has no datasheet in the GPU "
                    "catalog, and the planner's `--efficiency` is a share of a catalogued GPU's datasheet, so this "
                    "figure is not a value to pass there; measure on the GPU you plan for")
         _md = mo.md(f"""
-        **Measured efficiency {_where}: {100 * _e['vs_measured_bandwidth']:,.1f} %** of the floor at the device's
+        **Measured efficiency {_where}: {100 * _e.vs_measured_bandwidth:,.1f} %** of the floor at the device's
         measured bandwidth (predicted ÷ measured). {_ds} (the planner's default is
         {100 * _h['efficiency']:,.0f} %, from a published worked example).
 

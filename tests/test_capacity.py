@@ -315,14 +315,14 @@ def test_measured_efficiency_against_the_datasheet_by_hand():
     r = {"device": "cuda", "device_name": "NVIDIA H100 80GB HBM3", "step_bytes": 15e9, "bandwidth": 3.0e12,
          "predicted_step_s": 15e9 / 3.0e12, "measured_step_s": 0.010}
     e = capacity_measured.efficiency(r)
-    assert e["gpu"].name == "H100 SXM" and e["datasheet_bandwidth"] == 3.35e12
-    assert e["vs_measured_bandwidth"] == pytest.approx(0.5)
-    assert e["datasheet_efficiency"] == pytest.approx(15e9 / 3.35e12 / 0.010)
-    assert e["datasheet_efficiency"] == pytest.approx(0.5 * 3.0e12 / 3.35e12)      # eff × measured ÷ datasheet
+    assert e.gpu.name == "H100 SXM" and e.datasheet_bandwidth == 3.35e12
+    assert e.vs_measured_bandwidth == pytest.approx(0.5)
+    assert e.datasheet_efficiency == pytest.approx(15e9 / 3.35e12 / 0.010)
+    assert e.datasheet_efficiency == pytest.approx(0.5 * 3.0e12 / 3.35e12)      # eff × measured ÷ datasheet
     # a CPU has no datasheet: no value for --efficiency
     cpu = capacity_measured.efficiency({**r, "device": "cpu", "device_name": "AMD EPYC"})
-    assert cpu["gpu"] is None and cpu["datasheet_efficiency"] is None
-    assert cpu["vs_measured_bandwidth"] == pytest.approx(0.5)
+    assert cpu.gpu is None and cpu.datasheet_efficiency is None
+    assert cpu.vs_measured_bandwidth == pytest.approx(0.5)
 
 
 @pytest.mark.parametrize("reported, name", [("NVIDIA H100 80GB HBM3", "H100 SXM"), ("NVIDIA H100 PCIe", "H100 PCIe"),
