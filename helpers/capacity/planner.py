@@ -41,7 +41,7 @@ Built on plan(): the ranking (helpers.capacity.ranking), the planner's tables an
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -119,7 +119,7 @@ def sharding(spec: ModelSpec, gpus: int) -> Sharding:
 
 # ----------------------------------------------------------------------------- the plan
 
-@dataclass
+@dataclass(frozen=True)
 class Plan:
     """One configuration: a model on `gpus` × `gpu`, at a context and a batch. Bytes, seconds, USD.
 
@@ -284,28 +284,29 @@ def plan(model: str | Path | dict | ModelSpec, gpu: str | GPU, gpus: int = 1, we
     if not fits:
         return p
     moved, flops = step_bytes_flops(spec, shard, weight_dtype, kv_dtype, context, batch)
-    p.step_bytes_per_gpu, p.step_flops_per_gpu = moved, flops
-    p.step_memory_s, p.step_compute_s = moved / g.bandwidth, flops / peak
-    p.step_floor_s = max(p.step_memory_s, p.step_compute_s)
-    p.bound = "memory" if p.step_memory_s >= p.step_compute_s else "compute"
-    p.step_s = p.step_floor_s / eff
-    p.prefill_memory_s, p.prefill_compute_s = _prefill_terms_s(spec, g, shard, weight_dtype, kv_dtype, prompt)
-    p.prefill_floor_s = max(p.prefill_memory_s, p.prefill_compute_s)
-    p.prefill_bound = "memory" if p.prefill_memory_s >= p.prefill_compute_s else "compute"
-    p.prefill_s = p.prefill_floor_s / eff
-    p.tokens_per_s = batch / p.step_s
+    step_memory_s, step_compute_s = moved / g.bandwidth, flops / peak
+    step_floor_s = max(step_memory_s, step_compute_s)
+    step_s = step_floor_s / eff
+    prefill_memory_s, prefill_compute_s = _prefill_terms_s(spec, g, shard, weight_dtype, kv_dtype, prompt)
+    prefill_floor_s = max(prefill_memory_s, prefill_compute_s)
+    tokens_per_s = batch / step_s
     usd_per_s = g.usd_per_hour * gpus * stages / 3600
-    p.usd_per_million_tokens = usd_per_s / p.tokens_per_s * 1e6
-    if output is not None:
-        mean = prompt + output // 2             # decode steps run at contexts prompt … prompt + output − 1
-        m, f = step_bytes_flops(spec, shard, weight_dtype, kv_dtype, mean, batch)
-        step_mean = max(m / g.bandwidth, f / peak) / eff
-        p.request_prefill_s = p.prefill_s
-        p.request_decode_s = output * step_mean / batch
-        p.usd_per_request = usd_per_s * (p.request_prefill_s + p.request_decode_s)
-        p.usd_per_million_input_tokens = usd_per_s * p.request_prefill_s / prompt * 1e6
-        p.usd_per_million_output_tokens = usd_per_s * p.request_decode_s / output * 1e6
-    return p
+    p = replace(p, step_bytes_per_gpu=moved, step_flops_per_gpu=flops, step_memory_s=step_memory_s,
+                step_compute_s=step_compute_s, step_floor_s=step_floor_s,
+                bound="memory" if step_memory_s >= step_compute_s else "compute", step_s=step_s,
+                prefill_memory_s=prefill_memory_s, prefill_compute_s=prefill_compute_s, prefill_floor_s=prefill_floor_s,
+                prefill_bound="memory" if prefill_memory_s >= prefill_compute_s else "compute",
+                prefill_s=prefill_floor_s / eff, tokens_per_s=tokens_per_s,
+                usd_per_million_tokens=usd_per_s / tokens_per_s * 1e6)
+    if output is None:
+        return p
+    mean = prompt + output // 2             # decode steps run at contexts prompt … prompt + output − 1
+    m, f = step_bytes_flops(spec, shard, weight_dtype, kv_dtype, mean, batch)
+    request_decode_s = output * max(m / g.bandwidth, f / peak) / eff / batch
+    return replace(p, request_prefill_s=p.prefill_s, request_decode_s=request_decode_s,
+                   usd_per_request=usd_per_s * (p.prefill_s + request_decode_s),
+                   usd_per_million_input_tokens=usd_per_s * p.prefill_s / prompt * 1e6,
+                   usd_per_million_output_tokens=usd_per_s * request_decode_s / output * 1e6)
 
 
 def step_bytes_flops(spec: ModelSpec, shard: Sharding, weight_dtype: str, kv_dtype: str, context: int,

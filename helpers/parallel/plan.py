@@ -58,7 +58,7 @@ def _link(gpu, link, gpus: int) -> Link:
     return link if isinstance(link, Link) else get_link(gpu, link, gpus)
 
 
-@dataclass
+@dataclass(frozen=True)
 class ParallelStep:
     """One decode step of `batch` sequences on tp × pp GPUs; seconds unless named otherwise."""
 
@@ -135,27 +135,23 @@ def parallel_step(model, gpu, tp: int = 1, pp: int = 1, micro_batches: int = 1, 
     one = plan(spec, g, tp, weight_dtype, kv_dtype, context, mb, efficiency=efficiency, pipeline_stages=pp)
     message = mb * spec.hidden_size * ACTIVATION_BYTES
     layers = spec.num_layers / pp
-    out.stage_s = one.step_s / pp
-    out.all_reduce_bytes = message
-    out.all_reduces_per_step = 2 * spec.num_layers if tp > 1 else 0
-    out.all_reduce_s = 2 * layers * all_reduce_s(message, tp, tp_link) if tp > 1 else 0.0
-    out.send_s = send_s(message, stage_link) if pp > 1 else 0.0
-    out.slot_s = out.stage_s + out.all_reduce_s + out.send_s
-    out.step_s = (micro_batches + pp - 1) * out.slot_s
-    out.bubble_share = (pp - 1) / (micro_batches + pp - 1)
-    out.communication_share = (out.all_reduce_s + out.send_s) / out.slot_s
-    out.tokens_per_s = batch / out.step_s
-    # the planner's $ per million tokens (its $ per second over all tp × pp GPUs) at this slower step
-    out.usd_per_million_tokens = whole.usd_per_million_tokens * whole.tokens_per_s / out.tokens_per_s
-    out.steady_fits = in_flight <= whole.max_batch
+    stage = one.step_s / pp
+    reduce_s = 2 * layers * all_reduce_s(message, tp, tp_link) if tp > 1 else 0.0
+    hop_s = send_s(message, stage_link) if pp > 1 else 0.0
+    slot = stage + reduce_s + hop_s
+    step = (micro_batches + pp - 1) * slot
+    out = replace(out, stage_s=stage, all_reduce_bytes=message, all_reduces_per_step=2 * spec.num_layers if tp > 1 else 0,
+                  all_reduce_s=reduce_s, send_s=hop_s, slot_s=slot, step_s=step,
+                  bubble_share=(pp - 1) / (micro_batches + pp - 1), communication_share=(reduce_s + hop_s) / slot,
+                  tokens_per_s=batch / step,
+                  # the planner's $ per million tokens (its $ per second over all tp × pp GPUs) at this slower step
+                  usd_per_million_tokens=whole.usd_per_million_tokens * whole.tokens_per_s * step / batch,
+                  steady_fits=in_flight <= whole.max_batch)
     if not out.steady_fits:
-        out.steady_reason = (f"keeping the {pp} stages full takes {max(micro_batches, pp)} micro-batches of {mb} in "
-                             f"flight, {in_flight:,} sequences of {context:,} tokens; the KV cache holds "
-                             f"{whole.max_batch:,}")
-        return out
-    out.steady_step_s = micro_batches * out.slot_s
-    out.steady_tokens_per_s = batch / out.steady_step_s
-    return out
+        return replace(out, steady_reason=(f"keeping the {pp} stages full takes {max(micro_batches, pp)} micro-batches "
+                                           f"of {mb} in flight, {in_flight:,} sequences of {context:,} tokens; the KV "
+                                           f"cache holds {whole.max_batch:,}"))
+    return replace(out, steady_step_s=micro_batches * slot, steady_tokens_per_s=batch / (micro_batches * slot))
 
 
 def tp_scaling(model, gpu, batch: int = 1, context: int = 4096, link: str | Link | None = None,
