@@ -21,7 +21,7 @@ with app.setup:
     from helpers.measure import models
     from helpers.present import notebook, plots, replay
     from helpers.present.glossary import term
-    from helpers.parallel import collectives, kv_offload, links, sim, tp_demo, views as par_views
+    from helpers.parallel import collectives, kv_offload, links, offload, sim, tp_demo, views as par_views
     from helpers.parallel import plan as par
     from helpers.serving import traces
 
@@ -565,9 +565,10 @@ def _():
 
 @app.cell
 def _():
-    offload_table = pd.DataFrame(kv_offload.offload_rows("llama-3.1-8b", "H100 SXM", contexts=(4096, 32768, 131072)))
-    plots.table(offload_table, "computed from llama-3.1-8b config.json, bf16 KV, batch 1, H100 SXM HBM vs PCIe Gen5")
-    return (offload_table,)
+    offload_computed = offload.offload_steps("llama-3.1-8b", "H100 SXM", contexts=(4096, 32768, 131072))
+    plots.table(par_views.offload_frame(offload_computed),
+                "computed from llama-3.1-8b config.json, bf16 KV, batch 1, H100 SXM HBM vs PCIe Gen5")
+    return (offload_computed,)
 
 
 @app.cell
@@ -586,12 +587,12 @@ def _(offload_measured):
 
 
 @app.cell(hide_code=True)
-def _(offload_run, offload_table):
+def _(offload_computed, offload_run):
     _ran = offload_run["offloaded_step_s"] is not None
     _gpu = str(offload_run["device"]).startswith("cuda")
     mo.md(f"""
-    **What you should see.** Computed: an offloaded step moves the cache {offload_table.iloc[0]['slower']:.0f}× slower
-    than HBM reads it ({offload_table.iloc[-1]['over_pcie_ms']:,.0f} ms a step at {int(offload_table.iloc[-1]['context']):,} tokens), so offloading buys capacity, not speed — worth it for KV that
+    **What you should see.** Computed: an offloaded step moves the cache {offload_computed[0].slower:.0f}× slower
+    than HBM reads it ({offload_computed[-1].over_pcie_ms:,.0f} ms a step at {offload_computed[-1].context:,} tokens), so offloading buys capacity, not speed — worth it for KV that
     is idle (a paused conversation), not for the cache every step reads. Measured:
     {"the offloaded cache ran, " + f"{offload_run['offloaded_step_s'] * 1e3:.1f} ms a step against {offload_run['plain_step_s'] * 1e3:.1f} ms plain" if _ran else
      "the offloaded cache did not run on this device (" + str(offload_run['offloaded_error']) + "): it needs CUDA streams. On a CPU the 'host' is the same memory, so no CPU measurement could show the PCIe cost anyway"}.

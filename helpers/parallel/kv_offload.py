@@ -7,7 +7,8 @@ layer's keys and values in host memory and brings them back over PCIe before the
 link once: its bytes (helpers.cost.memory.kv_cache_bytes) ÷ the PCIe link's one-way bandwidth
 (helpers.parallel.links), against the same bytes read from HBM (helpers.cost.gpus bandwidth).
 ``measure_offloaded`` runs the real thing on this machine's device; on a CPU "host memory" is the
-same memory, so it shows the mechanism's overhead, never the PCIe cost.
+same memory, so it shows the mechanism's overhead, never the PCIe cost. The computed side, bytes over
+bandwidths, is helpers.parallel.offload.
 
 Eviction (StreamingLLM, Xiao et al. 2023, "Efficient Streaming Language Models with Attention
 Sinks", arXiv:2309.17453, §3): keep the first `sinks` tokens (which attention piles onto) and the
@@ -21,22 +22,7 @@ import statistics
 import time
 
 from .. import checks
-from ..cost.gpus import get_gpu
 from ..cost.memory import kv_cache_bytes, measured_cache_bytes
-from ..cost.specs import get_spec
-from .links import get_link
-
-
-def offload_rows(model, gpu, contexts=(4096, 32768, 131072), batch: int = 1, kv_dtype: str = "bf16") -> list[dict]:
-    """Per decode step: the KV cache's bytes read from HBM against brought over PCIe (offloaded)."""
-    spec, g = get_spec(model), get_gpu(gpu)
-    pcie = get_link(g, "pcie")
-    rows = []
-    for c in contexts:
-        kv = kv_cache_bytes(spec, c, batch, kv_dtype)
-        rows.append({"context": c, "kv_GB": kv / 1e9, "from_hbm_ms": kv / g.bandwidth * 1e3,
-                     "over_pcie_ms": kv / pcie.bandwidth * 1e3, "slower": g.bandwidth / pcie.bandwidth})
-    return rows
 
 
 def evict(cache, sinks: int, window: int) -> None:

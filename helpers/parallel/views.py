@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Iterable, Mapping
 
+from .offload import OffloadStep
 from .plan import MoEStep, ParallelStep, TPScaling
 from .sim import Summary
 
@@ -20,6 +21,8 @@ PIPELINE_COLUMNS = {"tp": "tp", "pp": "pp", "micro_batches": "micro-batches", "g
 MOE_COLUMNS = {"batch": "batch", "experts_touched": "experts touched", "expert_gb_read_per_gpu": "expert GB read per GPU",
                "expert_read_ms": "expert reads ms", "all_to_all_ms": "all-to-all ms",
                "all_to_all_share": "all-to-all share"}
+OFFLOAD_COLUMNS = {"context": "context (tokens)", "kv_gb": "KV cache GB", "from_hbm_ms": "from HBM ms",
+                   "over_pcie_ms": "over PCIe ms", "slower": "PCIe slower (×)"}
 SIM_COLUMNS = {"deployment": "deployment", "requests": "requests", "ttft_p50_s": "TTFT p50 s", "ttft_p90_s": "TTFT p90 s",
                "itl_p50_s": "ITL p50 s", "itl_p90_s": "ITL p90 s", "slo_attainment": "SLO attainment",
                "goodput_rps": "goodput (requests/s)", "makespan_s": "makespan s"}
@@ -44,6 +47,11 @@ def pipeline_frame(steps: Iterable[ParallelStep]):
 def moe_frame(rows: Iterable[MoEStep]):
     """moe_rows(), one row per batch."""
     return _frame((asdict(r) for r in rows), MOE_COLUMNS)
+
+
+def offload_frame(steps: Iterable[OffloadStep]):
+    """offload_steps(), one row per context."""
+    return _frame((asdict(s) for s in steps), OFFLOAD_COLUMNS)
 
 
 def deployments_frame(by_rate: Mapping[float, list[Summary]]):
