@@ -254,7 +254,7 @@ def _():
     grow with the *square* of its width — while attention costs 4 × heads × head_dim per earlier
     token, which grows only *linearly* with the width. So the wider the model, the longer the prompt
     must be before attention's FLOPs catch up with the matmuls'. Computed from each config
-    (`helpers.present.expected.attention_share_rows`, over the FLOP counts of `helpers.cost.roofline`) at the prompt
+    (`helpers.present.expected.attention_shares`, over the FLOP counts of `helpers.cost.roofline`) at the prompt
     length you pick (a length beyond a model's context is left empty):
     """), share_prompt, notebook.static_note({"WORKSHOP_SHARE_PROMPT": "the prompt length (512 … 131072 tokens)"})])
     return (share_prompt,)
@@ -262,28 +262,27 @@ def _():
 
 @app.cell
 def _(loaded, share_prompt):
-    share_rows = pd.DataFrame(expected.attention_share_rows(tokens=(share_prompt.value,),
-                                                            extra={f"{loaded.profile} (this run)": loaded.spec}))
-    plots.table(share_rows, "computed from each config.json: attention's share of one prompt's prefill FLOPs "
+    share_rows = expected.attention_shares(tokens=(share_prompt.value,), extra={f"{loaded.profile} (this run)": loaded.spec})
+    plots.table(expected.attention_share_frame(share_rows), "computed from each config.json: attention's share of one prompt's prefill FLOPs "
                             "(matmuls + attention + output head)")
     return (share_rows,)
 
 
 @app.cell(hide_code=True)
 def _(loaded, share_prompt, share_rows):
-    _rows = share_rows.set_index("model")
-    _mine = _rows.iloc[0]
+    _rows = {r.model: r for r in share_rows}
+    _mine = share_rows[0]
     _n = share_prompt.value
     _v1 = expected.attention_parity_tokens("mistral-7b-v0.1")
     _v3 = expected.attention_parity_tokens("mistral-7b-v0.3")
     _tiny = expected.attention_parity_tokens(loaded.spec)
-    _ctx3 = _rows.loc["mistral-7b-v0.3", "context (tokens)"]
-    _w = int(_rows.loc["mistral-7b-v0.1", "window"])
-    _at = _rows[f"attention share at {_n:,} (%)"]
+    _ctx3 = _rows["mistral-7b-v0.3"].context
+    _w = _rows["mistral-7b-v0.1"].window
+    _at = {name: r.share_pct[_n] for name, r in _rows.items()}
     mo.md(f"""
-    At **{_n:,} tokens** attention is {_at.iloc[0]:.1f} % of the prefill's FLOPs for the model running here and
+    At **{_n:,} tokens** attention is {_mine.share_pct[_n]:.1f} % of the prefill's FLOPs for the model running here and
     {_at["mistral-7b-v0.3"]:.1f} % for Mistral 7B v0.3 (v0.1, whose window caps what each token attends to:
-    {_at["mistral-7b-v0.1"]:.1f} %). The model running here (hidden size {int(_mine["hidden size"]):,}) reaches
+    {_at["mistral-7b-v0.1"]:.1f} %). The model running here (hidden size {_mine.hidden_size:,}) reaches
     attention = matmuls at **{f"{_tiny:,} tokens" if _tiny else "no length"}**. Mistral 7B (hidden size 4,096) would need
     **{f"{_v3:,} tokens" if _v3 else "more than a million tokens"}** without a window (v0.3's shape), which is
     {"beyond" if _v3 and _v3 > _ctx3 else "within"} v0.3's {int(_ctx3):,}-token context; v0.1, whose layers see at most

@@ -21,6 +21,7 @@ with app.setup:
     from helpers.cost import gpus
     from helpers.present.glossary import term
     from helpers.capacity import measured as capacity_measured, ranking as capacity_ranking, views as capacity_views
+    from helpers.capacity.triangle import triangle
     from helpers.cost.memory import KV_DTYPES, WEIGHT_SCHEMES
     from helpers.cost.specs import PRESETS, get_spec
     from helpers.capacity.inputs import LastGood
@@ -186,9 +187,9 @@ def _(
     weights,
 ):
     try:
-        ranked = capacity_views.rank_table(model, weights, kv, context, slo_ms=slo_ms, min_batch=min_batch, gpus=n_gpus,
-                                           efficiency=efficiency, provider=provider)
-        ranked_view = ranked
+        ranked = capacity_ranking.rank(model, weights, kv, context, slo_ms=slo_ms, min_batch=min_batch, gpus=n_gpus,
+                                       efficiency=efficiency, provider=provider)
+        ranked_view = capacity_views.rank_frame(ranked)
     except ValueError as _exc:
         ranked = None
         ranked_view = mo.md(f"⚠️ **No ranking:** {_exc}")
@@ -201,16 +202,16 @@ def _(ranked):
     if ranked is None:
         _md = mo.md("")
     else:
-        _ok = ranked[ranked["status"] == "ok"]
-        _note = capacity_ranking.providers_note([{"provider": p} for p in ranked["price from"]])
-        _first = (f"**{_ok.iloc[0]['GPU']}** ({_ok.iloc[0]['price from']}) at "
-                  f"\\${_ok.iloc[0]['$ per M output tokens']:.3f} per million output tokens, batch {_ok.iloc[0]['batch']:,}"
-                  if len(_ok) else "no GPU meets these constraints")
+        _ok = [r for r in ranked if r.status == "ok"]
+        _note = capacity_ranking.providers_note(ranked)
+        _first = (f"**{_ok[0].gpu}** ({_ok[0].provider}) at "
+                  f"\\${_ok[0].usd_per_million_tokens:.3f} per million output tokens, batch {_ok[0].batch:,}"
+                  if _ok else "no GPU meets these constraints")
         _md = mo.md(f"""
         The cheapest here: {_first}. {_note[0].upper() + _note[1:]}.
 
         **What you should see.** The same table on a CPU and on a GPU: it is computed, not measured. Here
-        {len(_ok)} of {len(ranked)} GPUs meet the constraints ({", ".join(_ok["GPU"]) or "none"}); the others
+        {len(_ok)} of {len(ranked)} GPUs meet the constraints ({", ".join(r.gpu for r in _ok) or "none"}); the others
         follow with the reason. Raising the efficiency divides every step by the same factor; at 100 % the
         steps are the column "ms per token (datasheet floor)", and more GPUs meet an SLO at larger batches —
         which is why a plan at the datasheet's floor promises more than an engine delivers.
@@ -275,35 +276,34 @@ def _(context, efficiency, kv, model, n_gpus, slo_ms, weights):
 def _(context, efficiency, kv, model, n_gpus, slo_ms, weights):
     tri_slo = slo_ms or 10.0          # with no SLO chosen above, 10 ms stands in for one
     try:
-        tri = capacity_views.triangle(model, "H100 SXM", weights, kv, context, tri_slo, n_gpus, efficiency)
+        tri = {c.corner: c for c in triangle(model, "H100 SXM", weights, kv, context, tri_slo, n_gpus, efficiency)}
         tri_error = None
     except ValueError as _exc:
         tri, tri_error = None, str(_exc)
     if tri is None:
         tri_md = mo.md(f"## The quality–latency–throughput triangle\n\n⚠️ **Not on H100 SXM:** {tri_error}")
     else:
-        lat, thr = tri.loc["latency"], tri.loc["throughput"]
-        slo_row = tri.iloc[1]
-        low = tri.loc["throughput, less precision"] if "throughput, less precision" in tri.index else None
-        low_text = (f"Giving up precision — fp8 weights and cache — fits **batch {low['batch']:,}** and brings "
-                    f"the cost to **\\${low['$ per M output tokens']:.3f}**; whether the answers stay as good is "
+        lat, slo_row, thr = list(tri.values())[:3]
+        low = tri.get("throughput, less precision")
+        low_text = (f"Giving up precision — fp8 weights and cache — fits **batch {low.batch:,}** and brings "
+                    f"the cost to **\\${low.usd_per_million_tokens:.3f}**; whether the answers stay as good is "
                     "a benchmark question (notebook 05)." if low is not None else "")
         _slo_name = (f"Your SLO of {tri_slo:g} ms" if slo_ms else
                      f"A latency SLO ({tri_slo:g} ms here, a stand-in: no SLO is set above)")
-        _slo_text = (f"{_slo_name} sits in between: batch **{slo_row['batch']:,}** at {slo_row['ms per token']:.2f} ms."
-                     if slo_row["meets SLO"] else
-                     f"{_slo_name} is out of reach: even batch 1 takes {lat['ms per token']:.2f} ms per token "
+        _slo_text = (f"{_slo_name} sits in between: batch **{slo_row.batch:,}** at {slo_row.step_ms:.2f} ms."
+                     if slo_row.meets_slo else
+                     f"{_slo_name} is out of reach: even batch 1 takes {lat.step_ms:.2f} ms per token "
                      f"at this efficiency.")
         tri_md = mo.md(f"""
         ## The quality–latency–throughput triangle, in numbers
 
         On one H100 SXM with these settings ({context:,} tokens, the step at {efficiency:.0%} of the
         datasheet, as the ranking): serving **one user** gives the
-        fastest tokens, **{lat['ms per token']:.2f} ms** each, but costs
-        **\\${lat['$ per M output tokens']:.2f}** per million. Filling the memory with
-        **{thr['batch']:,} sequences** makes each token slower (**{thr['ms per token']:.2f} ms**) and
-        the million tokens **{lat['$ per M output tokens'] / thr['$ per M output tokens']:.0f}× cheaper**
-        (**\\${thr['$ per M output tokens']:.3f}**). {_slo_text} {low_text}
+        fastest tokens, **{lat.step_ms:.2f} ms** each, but costs
+        **\\${lat.usd_per_million_tokens:.2f}** per million. Filling the memory with
+        **{thr.batch:,} sequences** makes each token slower (**{thr.step_ms:.2f} ms**) and
+        the million tokens **{lat.usd_per_million_tokens / thr.usd_per_million_tokens:.0f}× cheaper**
+        (**\\${thr.usd_per_million_tokens:.3f}**). {_slo_text} {low_text}
         Premium chat buys the latency corner; agents and batch jobs the throughput corner; both can
         trade quality for either.
         """)
@@ -313,7 +313,7 @@ def _(context, efficiency, kv, model, n_gpus, slo_ms, weights):
 
 @app.cell
 def _(tri):
-    tri if tri is not None else mo.md("")
+    capacity_views.triangle_frame(tri.values()) if tri is not None else mo.md("")
     return
 
 
@@ -348,9 +348,9 @@ def _(
 ):
     _p, _o = int(prompt_choice.value or 1000), int(output_choice.value or 200)
     try:
-        requests = capacity_views.request_table(model, _p, _o, weights, kv, slo_ms=slo_ms, min_batch=min_batch,
-                                                gpus=n_gpus, efficiency=efficiency, provider=provider)
-        request_view = requests
+        requests = capacity_ranking.rank_requests(model, _p, _o, weights, kv, slo_ms=slo_ms, min_batch=min_batch,
+                                                  gpus=n_gpus, efficiency=efficiency, provider=provider)
+        request_view = capacity_views.request_frame(requests)
     except ValueError as _exc:
         requests, request_view = None, mo.md(f"⚠️ **No request costs:** {_exc}")
     request_view
@@ -368,28 +368,28 @@ def _(
     requests,
     weights,
 ):
-    if requests is None or not (requests["status"] == "ok").any():
+    _ok = [r for r in requests or () if r.status == "ok"]
+    if not _ok:
         _md = mo.md("")
     else:
-        _r = requests[requests["status"] == "ok"].iloc[0]
+        _r = _ok[0]
         _p, _o = int(prompt_choice.value or 1000), int(output_choice.value or 200)
-        _plan = capacity.plan(model, _r["GPU"], n_gpus, weights, kv, context=_p + _o, batch=int(_r["batch"]),
+        _plan = capacity.plan(model, _r.gpu, n_gpus, weights, kv, context=_p + _o, batch=_r.batch,
                               prompt_tokens=_p, efficiency=efficiency)
-        _ratio = _r["$ per M output tokens (request)"] / _r["$ per M input tokens"]
+        _ratio = _r.usd_per_million_output_tokens / _r.usd_per_million_input_tokens
         _word = "more" if _ratio > 1 else "no more"
-        _dec_word = ("higher than" if _r["$ per M output tokens (decode only)"] > _r["$ per M output tokens (request)"]
-                     else "no higher than")
+        _dec_word = "higher than" if _r.usd_per_million_tokens > _r.usd_per_million_output_tokens else "no higher than"
         _why = (f"The {_p:,}-token prefill is **{_plan.prefill_bound}-bound** here (floor: "
                 f"{1e3 * _plan.prefill_memory_s:,.2f} ms to move the weights and the prompt's cache, "
                 f"{1e3 * _plan.prefill_compute_s:,.2f} ms of arithmetic): one pass serves all {_p:,} prompt tokens, "
-                f"while each decode step reads the weights again for {int(_r['batch']):,} token"
-                f"{'s' if int(_r['batch']) > 1 else ''}, one per sequence.")
+                f"while each decode step reads the weights again for {_r.batch:,} token"
+                f"{'s' if _r.batch > 1 else ''}, one per sequence.")
         _md = mo.md(f"""
         **What you should see** (computed, the same on any machine): on the cheapest GPU here,
-        {_r['GPU']}, an output token costs **{_ratio:,.1f}×** what an input token does — {_word} than
+        {_r.gpu}, an output token costs **{_ratio:,.1f}×** what an input token does — {_word} than
         an input token. {_why} {"API price lists show the same asymmetry. " if _ratio > 1 else ""}The
-        decode-only column is {_dec_word} the request's output price (\\${_r['$ per M output tokens (decode only)']:.3f}
-        against \\${_r['$ per M output tokens (request)']:.3f}): it is timed at the full context, the request at its mean.
+        decode-only column is {_dec_word} the request's output price (\\${_r.usd_per_million_tokens:.3f}
+        against \\${_r.usd_per_million_output_tokens:.3f}): it is timed at the full context, the request at its mean.
         """)
     _md
     return
@@ -466,18 +466,18 @@ def _(measured, measured_run):
     else:
         _e = capacity_measured.efficiency(measured)
         _where = "in the recorded run" if measured_run.replayed else "here"
-        if _e["gpu"] is not None:
-            _ds = (f"Against the {_e['gpu'].name} datasheet's {_e['datasheet_bandwidth'] / 1e12:,.2f} TB/s (the "
-                   f"share the planner's `--efficiency` means) that is **{100 * _e['datasheet_efficiency']:,.1f} %** "
-                   f"(× {measured['bandwidth'] / 1e9:,.0f} GB/s measured ÷ {_e['datasheet_bandwidth'] / 1e9:,.0f} GB/s): "
-                   + (f"pass `--efficiency {_e['datasheet_efficiency']:.2f}` to plan with this engine"
-                      if _e["datasheet_efficiency"] <= 1 else "above 1, so the datasheet figure is not a bound here"))
+        if _e.gpu is not None:
+            _ds = (f"Against the {_e.gpu.name} datasheet's {_e.datasheet_bandwidth / 1e12:,.2f} TB/s (the "
+                   f"share the planner's `--efficiency` means) that is **{100 * _e.datasheet_efficiency:,.1f} %** "
+                   f"(× {measured['bandwidth'] / 1e9:,.0f} GB/s measured ÷ {_e.datasheet_bandwidth / 1e9:,.0f} GB/s): "
+                   + (f"pass `--efficiency {_e.datasheet_efficiency:.2f}` to plan with this engine"
+                      if _e.datasheet_efficiency <= 1 else "above 1, so the datasheet figure is not a bound here"))
         else:
             _ds = (f"This device ({measured.get('device_name') or measured['device']}) has no datasheet in the GPU "
                    "catalog, and the planner's `--efficiency` is a share of a catalogued GPU's datasheet, so this "
                    "figure is not a value to pass there; measure on the GPU you plan for")
         _md = mo.md(f"""
-        **Measured efficiency {_where}: {100 * _e['vs_measured_bandwidth']:,.1f} %** of the floor at the device's
+        **Measured efficiency {_where}: {100 * _e.vs_measured_bandwidth:,.1f} %** of the floor at the device's
         measured bandwidth (predicted ÷ measured). {_ds} (the planner's default is
         {100 * _h['efficiency']:,.0f} %, from a published worked example).
 
@@ -543,13 +543,13 @@ def _():
 def _():
     _all = capacity_ranking.rank("mistral-7b-v0.1", context=4096, slo_ms=20)
     _rp = capacity_ranking.rank("mistral-7b-v0.1", context=4096, slo_ms=20, provider="RunPod")
-    _a, _b = [r for r in _all if r["rank"] == 1][0], [r for r in _rp if r["rank"] == 1][0]
+    _a, _b = [r for r in _all if r.rank == 1][0], [r for r in _rp if r.rank == 1][0]
     notebook.exercise(1, "Comparable prices. Run `python -m helpers capacity --model mistral-7b-v0.1 --gpu all "
                     "--context 4096 --slo-ms 20`, then add `--provider RunPod`. Does the winner change, and why "
                     "should you care?", f"""
-    Across every provider the cheapest is **{_a['gpu']}** ({_a['provider']}, \\${_a['usd_per_million_tokens']:.3f} per
-    million output tokens); within RunPod it is **{_b['gpu']}** (\\${_b['usd_per_million_tokens']:.3f}).
-    {"The winner changes: " if _a['gpu'] != _b['gpu'] else "The same GPU wins, but "}a mixed ranking compares one
+    Across every provider the cheapest is **{_a.gpu}** ({_a.provider}, \\${_a.usd_per_million_tokens:.3f} per
+    million output tokens); within RunPod it is **{_b.gpu}** (\\${_b.usd_per_million_tokens:.3f}).
+    {"The winner changes: " if _a.gpu != _b.gpu else "The same GPU wins, but "}a mixed ranking compares one
     provider's discount with another's list price — rank within the provider you would actually buy from.
     """)
     return

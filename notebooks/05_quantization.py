@@ -282,15 +282,15 @@ def _(results_on, speeds):
 
 @app.cell
 def _():
-    quant_floors = pd.DataFrame(expected.quantized_decode_rows())
-    plots.table(quant_floors, f"computed: Mistral 7B v0.1 on an {expected.REFERENCE_GPU}, batch 1, 1,024 tokens "
+    quant_floors = expected.quantized_decode_floors()
+    plots.table(expected.quantized_decode_frame(quant_floors), f"computed: Mistral 7B v0.1 on an {expected.REFERENCE_GPU}, batch 1, 1,024 tokens "
                               "cached — the capacity planner's memory-bound floor at the datasheet's bandwidth")
     return (quant_floors,)
 
 
 @app.cell(hide_code=True)
 def _(quant_floors):
-    _f = quant_floors.set_index("scheme")["vs bf16 (×)"]
+    _f = {r.scheme: r.vs_bf16 for r in quant_floors}
     mo.md(f"""
     **What a GPU shows.** For Mistral 7B a decode step at batch 1 is {term("memory-bound")}, so its floor
     falls with the weight bytes: fp8 and int8 could be {_f["fp8"]:,.1f}× faster than bf16, nf4

@@ -17,10 +17,11 @@ with app.setup:
     import marimo as mo
     import pandas as pd
 
+    from helpers.cost import verdicts
     from helpers.measure import models
     from helpers.present import notebook, plots, replay
     from helpers.present.glossary import term
-    from helpers.parallel import collectives, kv_offload, links, sim, tp_demo
+    from helpers.parallel import collectives, kv_offload, links, offload, sim, tp_demo, views as par_views
     from helpers.parallel import plan as par
     from helpers.serving import traces
 
@@ -153,7 +154,7 @@ def _():
 def _(tp_batch):
     scaling = {kind: par.tp_scaling("mistral-7b-v0.1", "H100 SXM", batch=int(tp_batch.value), context=4096, link=kind)
                for kind in ("nvlink", "pcie")}
-    tp_table = pd.DataFrame([{"link": k, **r} for k, rows in scaling.items() for r in rows])
+    tp_table = par_views.scaling_frame(scaling)
     plots.table(tp_table, f"computed from mistral-7b-v0.1 config.json, bf16, H100 SXM, batch {tp_batch.value}, "
                           f"efficiency {par.DEFAULT_EFFICIENCY:g} at every N (helpers.parallel.plan)")
     return (scaling,)
@@ -164,8 +165,8 @@ def _(scaling, tp_batch):
     flat = {k: par.flattens_at(rows) for k, rows in scaling.items()}
     _fig, _ax = plots.figure()
     for _k, _rows in scaling.items():
-        _ax.plot([r["tp"] for r in _rows], [r["speed_up"] for r in _rows], marker="o", label=_rows[0]["link"])
-    _n = [r["tp"] for r in scaling["nvlink"]]
+        _ax.plot([r.tp for r in _rows], [r.speed_up for r in _rows], marker="o", label=_rows[0].link)
+    _n = [r.tp for r in scaling["nvlink"]]
     _ax.plot(_n, _n, ls=":", color="#888", label="ideal (N×)")
     _ax.set_xlabel("GPUs in tensor parallel")
     _ax.set_ylabel("decode speed-up over one GPU")
@@ -180,13 +181,13 @@ def _(scaling, tp_batch):
 @app.cell(hide_code=True)
 def _(flat, scaling, tp_batch):
     _last = {k: rows[-1] for k, rows in scaling.items()}
-    _say = {k: (f"flattens at **{v} GPUs**" if v else f"does not flatten up to {_last[k]['tp']} GPUs") for k, v in flat.items()}
+    _say = {k: (f"flattens at **{v} GPUs**" if v else f"does not flatten up to {_last[k].tp} GPUs") for k, v in flat.items()}
     mo.md(f"""
     **What you should see** (computed, the same on a CPU and a GPU): the work halves with each doubling
     but the all-reduces do not: their latency is paid per step, whatever N. Over NVLink the speed-up
     {_say['nvlink']}, over PCIe it {_say['pcie']} (the rule the code applies: doubling the GPUs gains less
-    than {par.FLATTEN_GAIN}×). Communication is {_last['nvlink']['communication_share']:.0%} of the step over NVLink at
-    {_last['nvlink']['tp']} GPUs and {_last['pcie']['communication_share']:.0%} over PCIe at {_last['pcie']['tp']} GPUs.
+    than {par.FLATTEN_GAIN}×). Communication is {_last['nvlink'].communication_share:.0%} of the step over NVLink at
+    {_last['nvlink'].tp} GPUs and {_last['pcie'].communication_share:.0%} over PCIe at {_last['pcie'].tp} GPUs.
 
     The same from the command line:
     `python -m helpers capacity --model mistral-7b-v0.1 --gpu "H100 SXM" --context 4096 --batch {tp_batch.value} --parallel tp=4 --link pcie`.
@@ -214,43 +215,39 @@ def _():
 @app.cell
 def _(pp_micro):
     _m = int(pp_micro.value)
-    pp_table = pd.DataFrame([{k: v for k, v in par.parallel_step("llama-3.1-8b", "H100 SXM", tp, pp, mb, 32, 8192).to_dict().items()
-                              if k in ("tp", "pp", "micro_batches", "gpus", "max_batch", "bubble_share", "communication_share",
-                                       "step_s", "steady_step_s", "tokens_per_s", "steady_tokens_per_s")}
-                             for tp, pp, mb in ((1, 1, 1), (1, 2, 1), (1, 2, _m), (1, 4, 1), (1, 4, _m), (2, 2, _m), (4, 1, 1))])
-    plots.table(pp_table, "computed from llama-3.1-8b config.json, bf16, H100 SXM, NVLink, efficiency "
+    pp_steps = {(tp, pp, mb): par.parallel_step("llama-3.1-8b", "H100 SXM", tp, pp, mb, 32, 8192)
+                for tp, pp, mb in ((1, 1, 1), (1, 2, 1), (1, 2, _m), (1, 4, 1), (1, 4, _m), (2, 2, _m), (4, 1, 1))}
+    plots.table(par_views.pipeline_frame(pp_steps.values()), "computed from llama-3.1-8b config.json, bf16, H100 SXM, NVLink, efficiency "
                           f"{par.DEFAULT_EFFICIENCY:g} (helpers.parallel.plan)")
-    return (pp_table,)
+    return (pp_steps,)
 
 
 @app.cell(hide_code=True)
-def _(pp_micro, pp_table):
-    from helpers.engines.metrics import change_verdict as _change
-
-    _one = pp_table.iloc[0]
-    _by = pp_table.set_index(["tp", "pp", "micro_batches"])
+def _(pp_micro, pp_steps):
+    _by = pp_steps
+    _one = _by[(1, 1, 1)]
     _m = int(pp_micro.value)
     _words = {"higher": "raise", "lower": "cut", "about equal": "leave about equal"}
     _lines = []
     for _pp in (2, 4):
-        _a, _b = _by.loc[(1, _pp, 1)], _by.loc[(1, _pp, _m)]
+        _a, _b = _by[(1, _pp, 1)], _by[(1, _pp, _m)]
         _lines.append(
-            f"- pp={_pp}: {_m} micro-batches shrink the bubble from {_a['bubble_share']:.0%} to {_b['bubble_share']:.0%} and "
-            f"**{_words[_change(_b['tokens_per_s'] / _a['tokens_per_s'], sim.CHANGE_MARGIN)]}** the throughput of one batch "
-            f"({_a['tokens_per_s']:,.0f} → {_b['tokens_per_s']:,.0f} tokens/s); with the pipeline kept full, "
-            f"{_a['steady_tokens_per_s']:,.0f} → {_b['steady_tokens_per_s']:,.0f} tokens/s.")
-    _pp2 = _by.loc[(1, 2, 1)]
+            f"- pp={_pp}: {_m} micro-batches shrink the bubble from {_a.bubble_share:.0%} to {_b.bubble_share:.0%} and "
+            f"**{_words[verdicts.change_verdict(_b.tokens_per_s / _a.tokens_per_s)]}** the throughput of one batch "
+            f"({_a.tokens_per_s:,.0f} → {_b.tokens_per_s:,.0f} tokens/s); with the pipeline kept full, "
+            f"{_a.steady_tokens_per_s:,.0f} → {_b.steady_tokens_per_s:,.0f} tokens/s.")
+    _pp2 = _by[(1, 2, 1)]
     _nl = chr(10)
     mo.md(f"""
-    **What you should see** (computed): pp=2 with one micro-batch takes {_pp2['step_s'] / _one['step_s']:.2f}× the
-    single GPU's step (no faster; the bubble is {_pp2['bubble_share']:.0%}), but holds {_pp2['max_batch'] / _one['max_batch']:.1f}×
+    **What you should see** (computed): pp=2 with one micro-batch takes {_pp2.step_s / _one.step_s:.2f}× the
+    single GPU's step (no faster; the bubble is {_pp2.bubble_share:.0%}), but holds {_pp2.max_batch / _one.max_batch:.1f}×
     the batch. Then micro-batches:
 
     {_nl.join(_lines)}
 
     In decode every micro-batch reads the stage's weights again, so cutting a batch into m multiplies the weight
     reads: the bubble shrinks, each slot costs almost as much as the whole batch did, and whether throughput
-    rises depends on which wins (the rule: a change under {sim.CHANGE_MARGIN:.0%} reads "about equal"). Keeping
+    rises depends on which wins (the rule: a change under {verdicts.CHANGE_MARGIN:.0%} reads "about equal"). Keeping
     several whole batches in flight fills the pipeline without that cost — what engines do. Tensor parallelism
     is the one that shortens a token's latency.
     """)
@@ -273,18 +270,18 @@ def _():
 
 @app.cell
 def _():
-    moe_table = pd.DataFrame(par.moe_rows("deepseek-v3", "H200", batches=(1, 8, 32, 128, 512), ep=8, weight_dtype="fp8"))
-    plots.table(moe_table, "computed from deepseek-v3 config.json, fp8, 8 × H200, NVLink (helpers.parallel.plan)")
-    return (moe_table,)
+    moe_steps = par.moe_rows("deepseek-v3", "H200", batches=(1, 8, 32, 128, 512), ep=8, weight_dtype="fp8")
+    plots.table(par_views.moe_frame(moe_steps), "computed from deepseek-v3 config.json, fp8, 8 × H200, NVLink (helpers.parallel.plan)")
+    return (moe_steps,)
 
 
 @app.cell(hide_code=True)
-def _(moe_table):
-    _a, _b = moe_table.iloc[0], moe_table.iloc[-1]
+def _(moe_steps):
+    _a, _b = moe_steps[0], moe_steps[-1]
     mo.md(f"""
-    **What you should see** (computed): batch 1 touches {_a['experts_touched']:.1%} of the experts, batch
-    {int(_b['batch'])} {_b['experts_touched']:.1%} — the "active parameters" figure holds for one token only. At
-    small batches the all-to-all is {_a['all_to_all_share']:.0%} of (all-to-all + expert reads): latency again;
+    **What you should see** (computed): batch 1 touches {_a.experts_touched:.1%} of the experts, batch
+    {_b.batch} {_b.experts_touched:.1%} — the "active parameters" figure holds for one token only. At
+    small batches the all-to-all is {_a.all_to_all_share:.0%} of (all-to-all + expert reads): latency again;
     at large batches the expert reads dominate.
     """)
     return
@@ -360,23 +357,22 @@ def _(tp_measured_run):
 def _(tp_attempt, tp_measured_run, tp_run):
     # Where rank 0's forward went, and one all-reduce of the model's message four ways (µs).
     if tp_run is None:
-        tp_calls = None
         _out = tp_attempt.skipped("The breakdown")
     else:
-        tp_calls = {"inside the forward (per call)": tp_run.all_reduce_s / tp_run.all_reduces,
-                    "alone, right after the output head's matmul": tp_run.after_compute_all_reduce_s,
-                    "alone, in a tight loop": tp_run.message_all_reduce_s,
-                    "predicted: latency + bytes ÷ bandwidth of the loopback": tp_run.predicted_all_reduce_s / tp_run.all_reduces}
-        _calls = pd.DataFrame([{"one all-reduce of " + f"{tp_run.message_bytes:,} B": k, "µs": 1e6 * v} for k, v in tp_calls.items()])
+        _calls = {"inside the forward (per call)": tp_run.all_reduce_s / tp_run.all_reduces,
+                  "alone, right after the output head's matmul": tp_run.after_compute_all_reduce_s,
+                  "alone, in a tight loop": tp_run.message_all_reduce_s,
+                  "predicted: latency + bytes ÷ bandwidth of the loopback": tp_run.predicted_all_reduce_s / tp_run.all_reduces}
+        _calls = pd.DataFrame([{"one all-reduce of " + f"{tp_run.message_bytes:,} B": k, "µs": 1e6 * v} for k, v in _calls.items()])
         _src = tp_measured_run.source("measured: tiny model, fp32, cpu, 2 gloo processes")
         _out = mo.vstack([plots.table(pd.DataFrame(tp_run.breakdown()), f"{_src}; medians of {5} forwards"),
                           plots.table(_calls, _src)])
     _out
-    return (tp_calls,)
+    return
 
 
 @app.cell(hide_code=True)
-def _(tp_attempt, tp_calls, tp_run):
+def _(tp_attempt, tp_run):
     import os as _os
 
     if tp_run is None:
@@ -384,9 +380,9 @@ def _(tp_attempt, tp_calls, tp_run):
     else:
         _c = tp_run.compute_s / tp_run.single_forward_s
         _e = tp_run.expected_compute_ratio
-        _alone, _after, _inside = (tp_calls["alone, in a tight loop"], tp_calls["alone, right after the output head's matmul"],
-                                   tp_calls["inside the forward (per call)"])
-        _pred = tp_calls["predicted: latency + bytes ÷ bandwidth of the loopback"]
+        _alone, _after = tp_run.message_all_reduce_s, tp_run.after_compute_all_reduce_s
+        _inside = tp_run.all_reduce_s / tp_run.all_reduces
+        _pred = tp_run.predicted_all_reduce_s / tp_run.all_reduces
         _load = "" if tp_run.load_per_core is None else f", a load of {tp_run.load_per_core:.1f} per core while it ran"
         if 0.8 <= _c / _e <= 1.25:
             _compute = "about what the FLOPs predict."
@@ -488,8 +484,7 @@ def _(disagg_rate, loaded):
 
 @app.cell
 def _(costs, disagg, disagg_gpus, itl_slo_s, kv_link, ttft_slo_s):
-    disagg_table = pd.DataFrame([{"arrivals per s": rate, **{k: v for k, v in r.items() if k != "prefill_gpus"}}
-                                 for rate, rows in disagg.items() for r in rows])
+    disagg_table = par_views.deployments_frame(disagg)
     plots.table(disagg_table, f"simulated: {costs.spec.name}, {costs.weight_dtype}, {disagg_gpus} × {costs.gpu}, planner "
                               f"step costs at efficiency {costs.efficiency:g}; KV over {kv_link.label}; "
                               f"SLO TTFT ≤ {ttft_slo_s:g} s, ITL ≤ {itl_slo_s * 1e3:g} ms")
@@ -501,12 +496,13 @@ def _(costs, kv_link, mean_prompt):
     # What one mean prompt's KV cache is, and what crosses the link: Mistral 7B v0.1's window keeps at most
     # 4,096 tokens per layer (helpers.cost.memory.kv_cache_bytes honours it), so a longer prompt moves the window's worth.
     _n = int(mean_prompt[max(mean_prompt)])
-    kv_moved = {"mean prompt (tokens)": _n, "KV per token (B)": costs.kv_bytes(1),
-                "prompt × KV per token (GB)": _n * costs.kv_bytes(1) / 1e9,
-                "window (tokens)": costs.spec.sliding_window,
-                "what the cache keeps and moves (GB)": costs.kv_bytes(_n) / 1e9,
-                f"over {kv_link.name} (ms)": collectives.send_s(costs.kv_bytes(_n), kv_link) * 1e3}
-    pd.Series(kv_moved, name="computed").to_frame()
+    kv_moved = {"prompt_tokens": _n, "bytes_per_token": costs.kv_bytes(1), "window": costs.spec.sliding_window,
+                "cache_bytes": costs.kv_bytes(_n), "send_s": collectives.send_s(costs.kv_bytes(_n), kv_link)}
+    pd.Series({"mean prompt (tokens)": _n, "KV per token (B)": kv_moved["bytes_per_token"],
+               "prompt × KV per token (GB)": _n * kv_moved["bytes_per_token"] / 1e9,
+               "window (tokens)": kv_moved["window"],
+               "what the cache keeps and moves (GB)": kv_moved["cache_bytes"] / 1e9,
+               f"over {kv_link.name} (ms)": kv_moved["send_s"] * 1e3}, name="computed").to_frame()
     return (kv_moved,)
 
 
@@ -514,30 +510,30 @@ def _(costs, kv_link, mean_prompt):
 def _(disagg, kv_link, kv_moved):
     _lines = []
     for _rate, _rows in disagg.items():
-        _best = max(_rows[1:], key=lambda r: r["goodput_rps"])
+        _best = max(_rows[1:], key=lambda r: r.goodput_rps)
         _sh = _rows[0]
-        _lines.append(f"- at {_rate:g} requests/s: shared goodput {_sh['goodput_rps']:.2f}/s (SLO met by "
-                      f"{_sh['slo_attainment']:.0%}, makespan {_sh['makespan_s']:.2f} s), best split ({_best['deployment']}) "
-                      f"{_best['goodput_rps']:.2f}/s ({_best['slo_attainment']:.0%}, {_best['makespan_s']:.2f} s) — "
+        _lines.append(f"- at {_rate:g} requests/s: shared goodput {_sh.goodput_rps:.2f}/s (SLO met by "
+                      f"{_sh.slo_attainment:.0%}, makespan {_sh.makespan_s:.2f} s), best split ({_best.deployment}) "
+                      f"{_best.goodput_rps:.2f}/s ({_best.slo_attainment:.0%}, {_best.makespan_s:.2f} s) — "
                       f"splitting **{sim.split_verdict(_rows)}** on goodput")
     _apart = [(r, rows) for r, rows in disagg.items() if sim.split_verdict(rows) == "about equal"
-              and max(x["slo_attainment"] for x in rows[1:]) - rows[0]["slo_attainment"] > sim.CHANGE_MARGIN]
+              and max(x.slo_attainment for x in rows[1:]) - rows[0].slo_attainment > verdicts.CHANGE_MARGIN]
     if _apart:
         _r, _rows = _apart[-1]
-        _best = max(_rows[1:], key=lambda r: r["goodput_rps"])
-        _why = (f"At {_r:g} requests/s the two figures disagree: the split meets the SLO for {_best['slo_attainment']:.0%} of "
-                f"requests against {_rows[0]['slo_attainment']:.0%}, yet its goodput is about equal — it finishes "
-                f"{_best['makespan_s'] - _rows[0]['makespan_s']:.2f} s later ({_best['makespan_s']:.2f} s against "
-                f"{_rows[0]['makespan_s']:.2f} s), so its {round(_best['slo_attainment'] * _best['requests'])} good requests are "
-                f"spread over more seconds than the shared pool's {round(_rows[0]['slo_attainment'] * _rows[0]['requests'])}. "
+        _best = max(_rows[1:], key=lambda r: r.goodput_rps)
+        _why = (f"At {_r:g} requests/s the two figures disagree: the split meets the SLO for {_best.slo_attainment:.0%} of "
+                f"requests against {_rows[0].slo_attainment:.0%}, yet its goodput is about equal — it finishes "
+                f"{_best.makespan_s - _rows[0].makespan_s:.2f} s later ({_best.makespan_s:.2f} s against "
+                f"{_rows[0].makespan_s:.2f} s), so its {round(_best.slo_attainment * _best.requests)} good requests are "
+                f"spread over more seconds than the shared pool's {round(_rows[0].slo_attainment * _rows[0].requests)}. "
                 "Which matters depends on the question: a user sees attainment; capacity planning counts goodput.")
     else:
         _why = "Here attainment and goodput point the same way at every rate."
     _nl = chr(10)
     mo.md(f"""
     **What you should see** (simulated, the same on a CPU and a GPU; the rule: splitting pays when the best
-    split's goodput beats the shared pool's by more than {sim.CHANGE_MARGIN:.0%}, and reads *about equal* within
-    {sim.CHANGE_MARGIN:.0%} either way):
+    split's goodput beats the shared pool's by more than {verdicts.CHANGE_MARGIN:.0%}, and reads *about equal* within
+    {verdicts.CHANGE_MARGIN:.0%} either way):
 
     {_nl.join(_lines)}
 
@@ -545,10 +541,10 @@ def _(disagg, kv_link, kv_moved):
 
     The split's decode GPUs keep a steady ITL; the shared pool's ITL carries every prefill it runs between
     decode steps. The split pays when those stalls break the ITL SLO, and costs TTFT when a single prefill GPU
-    queues. Moving a mean prompt's KV: {kv_moved['mean prompt (tokens)']:,} tokens × {kv_moved['KV per token (B)'] / 1e3:,.0f} kB
-    would be {kv_moved['prompt × KV per token (GB)']:.2f} GB, but Mistral 7B v0.1's {kv_moved['window (tokens)']:,}-token
-    window caps what the cache holds at {kv_moved['what the cache keeps and moves (GB)']:.2f} GB — that crosses
-    {kv_link.label} in {kv_moved[f"over {kv_link.name} (ms)"]:.1f} ms.
+    queues. Moving a mean prompt's KV: {kv_moved['prompt_tokens']:,} tokens × {kv_moved['bytes_per_token'] / 1e3:,.0f} kB
+    would be {kv_moved['prompt_tokens'] * kv_moved['bytes_per_token'] / 1e9:.2f} GB, but Mistral 7B v0.1's
+    {kv_moved['window']:,}-token window caps what the cache holds at {kv_moved['cache_bytes'] / 1e9:.2f} GB — that crosses
+    {kv_link.label} in {kv_moved['send_s'] * 1e3:.1f} ms.
     """)
     return
 
@@ -569,9 +565,10 @@ def _():
 
 @app.cell
 def _():
-    offload_table = pd.DataFrame(kv_offload.offload_rows("llama-3.1-8b", "H100 SXM", contexts=(4096, 32768, 131072)))
-    plots.table(offload_table, "computed from llama-3.1-8b config.json, bf16 KV, batch 1, H100 SXM HBM vs PCIe Gen5")
-    return (offload_table,)
+    offload_computed = offload.offload_steps("llama-3.1-8b", "H100 SXM", contexts=(4096, 32768, 131072))
+    plots.table(par_views.offload_frame(offload_computed),
+                "computed from llama-3.1-8b config.json, bf16 KV, batch 1, H100 SXM HBM vs PCIe Gen5")
+    return (offload_computed,)
 
 
 @app.cell
@@ -590,12 +587,12 @@ def _(offload_measured):
 
 
 @app.cell(hide_code=True)
-def _(offload_run, offload_table):
+def _(offload_computed, offload_run):
     _ran = offload_run["offloaded_step_s"] is not None
     _gpu = str(offload_run["device"]).startswith("cuda")
     mo.md(f"""
-    **What you should see.** Computed: an offloaded step moves the cache {offload_table.iloc[0]['slower']:.0f}× slower
-    than HBM reads it ({offload_table.iloc[-1]['over_pcie_ms']:,.0f} ms a step at {int(offload_table.iloc[-1]['context']):,} tokens), so offloading buys capacity, not speed — worth it for KV that
+    **What you should see.** Computed: an offloaded step moves the cache {offload_computed[0].slower:.0f}× slower
+    than HBM reads it ({offload_computed[-1].over_pcie_ms:,.0f} ms a step at {offload_computed[-1].context:,} tokens), so offloading buys capacity, not speed — worth it for KV that
     is idle (a paused conversation), not for the cache every step reads. Measured:
     {"the offloaded cache ran, " + f"{offload_run['offloaded_step_s'] * 1e3:.1f} ms a step against {offload_run['plain_step_s'] * 1e3:.1f} ms plain" if _ran else
      "the offloaded cache did not run on this device (" + str(offload_run['offloaded_error']) + "): it needs CUDA streams. On a CPU the 'host' is the same memory, so no CPU measurement could show the PCIe cost anyway"}.
@@ -719,13 +716,13 @@ def _():
 def _():
     _nv = par.tp_scaling("llama-3.1-8b", "L40S", batch=1, context=4096)
     _n = par.flattens_at(_nv)
-    _link = links.get_link("L40S", None, _nv[-1]["tp"])
-    _step = par.parallel_step("llama-3.1-8b", "L40S", tp=_nv[-1]["tp"], batch=1, context=4096)
+    _link = links.get_link("L40S", None, _nv[-1].tp)
+    _step = par.parallel_step("llama-3.1-8b", "L40S", tp=_nv[-1].tp, batch=1, context=4096)
     notebook.exercise(1, "A PCIe-only GPU. Run `python -m helpers capacity --model llama-3.1-8b --gpu L40S --context 4096 "
                       "--batch 1 --parallel tp=4`. What share of the step is communication, and where does the speed-up flatten?", f"""
     The L40S has no NVLink; its GPUs talk over {_link.label}. At batch 1 the speed-up over one GPU is
-    {', '.join(f"tp={r['tp']}: {r['speed_up']:.2f}×" for r in _nv)}; communication is
-    {_nv[-1]['communication_share']:.0%} of the step at tp={_nv[-1]['tp']}.
+    {', '.join(f"tp={r.tp}: {r.speed_up:.2f}×" for r in _nv)}; communication is
+    {_nv[-1].communication_share:.0%} of the step at tp={_nv[-1].tp}.
     {"It flattens at " + str(_n) + " GPUs." if _n else "It does not flatten within these counts."} At batch 1 the messages are
     tiny ({_step.all_reduce_bytes:,} B): the latency per all-reduce, {_step.all_reduces_per_step} of them per token, is what costs.
     """)
@@ -763,23 +760,23 @@ def _(
     _slow_link = links.custom_link("slow", 1e9, 5e-6)
     _slow = sim.compare(disagg_reqs[_rate], costs, disagg_gpus, _slow_link, ttft_slo_s=ttft_slo_s, itl_slo_s=itl_slo_s)
     _fast = disagg[_rate]
-    _best = max(_slow[1:], key=lambda r: r["goodput_rps"])
-    _same = next(r for r in _fast if r["deployment"] == _best["deployment"])
+    _best = max(_slow[1:], key=lambda r: r.goodput_rps)
+    _same = next(r for r in _fast if r.deployment == _best.deployment)
     _kv = costs.kv_bytes(int(mean_prompt[_rate]))
     _before, _now = sim.split_verdict(_fast), sim.split_verdict(_slow)
     notebook.exercise(3, f"A slow KV link. Rerun section 6 at {_rate:g} requests/s with the KV moving at "
                       f"{_slow_link.bandwidth / 1e9:g} GB/s (`links.custom_link('slow', 1e9, 5e-6)`). Does the split still pay?", f"""
-    Shared pool: goodput {_slow[0]['goodput_rps']:.2f}/s, SLO met by {_slow[0]['slo_attainment']:.0%}. Best split
-    ({_best['deployment']}): {_best['goodput_rps']:.2f}/s, SLO met by {_best['slo_attainment']:.0%} — splitting
+    Shared pool: goodput {_slow[0].goodput_rps:.2f}/s, SLO met by {_slow[0].slo_attainment:.0%}. Best split
+    ({_best.deployment}): {_best.goodput_rps:.2f}/s, SLO met by {_best.slo_attainment:.0%} — splitting
     **{_now}** (over {kv_link.label} it read **{_before}**). Each request's KV ({costs.spec.name} holds
     {costs.kv_bytes(1) / 1e3:.0f} kB a token: the mean prompt of {mean_prompt[_rate]:,.0f} tokens would be
     {mean_prompt[_rate] * costs.kv_bytes(1) / 1e9:.2f} GB, but the {costs.spec.sliding_window:,}-token window caps the cache at
     {_kv / 1e9:.2f} GB) now takes {collectives.send_s(_kv, _slow_link):.2f} s to cross instead of
     {collectives.send_s(_kv, kv_link) * 1e3:.1f} ms. The simulation
     stamps the first token when the prefill ends, so the wait lands between the first and second token: that
-    split's TTFT p90 is {_same['ttft_p90_s']:.2f} s over {kv_link.name} and {_best['ttft_p90_s']:.2f} s over the slow link,
-    {"unchanged" if abs(_same['ttft_p90_s'] - _best['ttft_p90_s']) < 5e-3 else "changed by the queue"}, while its ITL p90 goes from
-    {_same['itl_p90_s'] * 1e3:.1f} ms to {_best['itl_p90_s'] * 1e3:.1f} ms (SLO {itl_slo_s * 1e3:g} ms). The split pays only when the link
+    split's TTFT p90 is {_same.ttft_p90_s:.2f} s over {kv_link.name} and {_best.ttft_p90_s:.2f} s over the slow link,
+    {"unchanged" if abs(_same.ttft_p90_s - _best.ttft_p90_s) < 5e-3 else "changed by the queue"}, while its ITL p90 goes from
+    {_same.itl_p90_s * 1e3:.1f} ms to {_best.itl_p90_s * 1e3:.1f} ms (SLO {itl_slo_s * 1e3:g} ms). The split pays only when the link
     moves a prompt's cache faster than the stalls it removes.
     """)
     return

@@ -73,12 +73,12 @@ def _write(tmp_path, body: str):
 
 
 @pytest.mark.parametrize("body,needle", [
-    ('[[slot]]\ntitle = "x"\nminutes = 0\n', "minutes must be a number from 1 to 120, got 0"),
+    ('[[slot]]\ntitle = "x"\nminutes = 0\n', "minutes must be a finite number > 0 and ≤ 120, got 0"),
     ('[[slot]]\ntitle = "x"\nminutes = "ten"\n', "got 'ten'"),
     ('[[slot]]\ntitle = "x"\nminutes = 5\nkind = "lunch"\n', "kind 'lunch'; allowed: slides, notebook"),
     ('[[slot]]\ntitle = "x"\nminutes = 5\nnotebook = "01"\nlive = ["9"]\n', "notebook 01 has no section '9'"),
     ('[[slot]]\ntitle = "x"\nminutes = 5\nnotebook = "01"\nlive = [{ section = "1", talk = -1 }]\n',
-     "talk minutes must be a number from 0 to 60"),
+     "talk minutes must be a finite number ≥ 0 and ≤ 60"),
     ('[[slot]]\ntitle = "x"\nminutes = 5\nnotebook = "42"\n', "no notebook '42'"),
     ('[[slot]]\nid = "a"\ntitle = "x"\nminutes = 5\n[[slot]]\nid = "a"\ntitle = "y"\nminutes = 5\n', "slot ids repeat: a"),
 ])

@@ -27,11 +27,9 @@ KNOWN_UPWARD: set[tuple[str, str]] = {
     ("helpers.engines.harness", "helpers.engines.guide"),
     ("helpers.engines.metrics", "helpers.measure.timing"),
     ("helpers.engines.servers", "helpers.serving.engine.server"),
-    ("helpers.parallel.plan", "helpers.capacity.cli"),
 }
 KNOWN_CYCLES: set[frozenset[str]] = {
     frozenset({"helpers.measure.models", "helpers.measure.quality", "helpers.measure.training"}),
-    frozenset({"helpers.capacity.cli", "helpers.parallel.plan"}),
     frozenset({"helpers.engines.servers", "helpers.serving.engine.server"}),
     frozenset({"helpers.decoding.regimes", "helpers.decoding.views"}),
 }

@@ -7,6 +7,7 @@ import pytest
 from helpers import capacity
 from helpers.cost import gpus
 from helpers.capacity import measured as capacity_measured, ranking as capacity_ranking, views as capacity_views
+from helpers.capacity import triangle as capacity_triangle
 from helpers.cost.memory import kv_cache_bytes, weight_bytes
 from helpers.cost.specs import get_spec
 
@@ -169,32 +170,32 @@ def test_slo_search_finds_the_largest_batch_within_it():
 
 def test_rank_orders_by_cost_and_explains_the_rest():
     rows = capacity_ranking.rank(MISTRAL, context=4096, slo_ms=10)
-    assert {r["gpu"] for r in rows} == set(gpus.names())
-    ok = [r for r in rows if r["status"] == "ok"]
-    costs = [r["usd_per_million_tokens"] for r in ok]
-    assert costs == sorted(costs) and [r["rank"] for r in ok] == list(range(1, len(ok) + 1))
-    assert all(r["step_ms"] <= 10 for r in ok)
-    by = {r["gpu"]: r for r in rows}
-    assert by["T4"]["status"] == "does not fit" and by["L4"]["status"] == "misses SLO"
-    assert rows[-1]["status"] != "ok"
+    assert {r.gpu for r in rows} == set(gpus.names())
+    ok = [r for r in rows if r.status == "ok"]
+    costs = [r.usd_per_million_tokens for r in ok]
+    assert costs == sorted(costs) and [r.rank for r in ok] == list(range(1, len(ok) + 1))
+    assert all(r.step_ms <= 10 for r in ok)
+    by = {r.gpu: r for r in rows}
+    assert by["T4"].status == "does not fit" and by["L4"].status == "misses SLO"
+    assert rows[-1].status != "ok"
     # The talk's point: the most expensive GPU per hour is not the most expensive per token.
-    by20 = {r["gpu"]: r for r in capacity_ranking.rank(MISTRAL, context=4096, slo_ms=20)}
-    assert by20["B200"]["usd_per_hour"] > by20["A100 40GB"]["usd_per_hour"]
-    assert by20["B200"]["usd_per_million_tokens"] < by20["A100 40GB"]["usd_per_million_tokens"]
+    by20 = {r.gpu: r for r in capacity_ranking.rank(MISTRAL, context=4096, slo_ms=20)}
+    assert by20["B200"].usd_per_hour > by20["A100 40GB"].usd_per_hour
+    assert by20["B200"].usd_per_million_tokens < by20["A100 40GB"].usd_per_million_tokens
 
 
 def test_rank_with_minimum_batch_and_a_relaxed_slo_changes_the_table():
     strict = capacity_ranking.rank(MISTRAL, context=4096, slo_ms=10)
     relaxed = capacity_ranking.rank(MISTRAL, context=4096, slo_ms=50)
-    assert sum(r["status"] == "ok" for r in relaxed) > sum(r["status"] == "ok" for r in strict)
+    assert sum(r.status == "ok" for r in relaxed) > sum(r.status == "ok" for r in strict)
     big = capacity_ranking.rank(MISTRAL, context=4096, min_batch=64)
-    by = {r["gpu"]: r for r in big}
-    assert by["A100 40GB"]["status"] == "batch too small"
-    assert all(r["batch"] >= 64 for r in big if r["status"] == "ok")
+    by = {r.gpu: r for r in big}
+    assert by["A100 40GB"].status == "batch too small"
+    assert all(r.batch >= 64 for r in big if r.status == "ok")
 
 
-def test_rank_table_is_a_labelled_dataframe():
-    df = capacity_views.rank_table(MISTRAL, context=4096, slo_ms=10)
+def test_rank_frame_is_a_labelled_dataframe():
+    df = capacity_views.rank_frame(capacity_ranking.rank(MISTRAL, context=4096, slo_ms=10))
     assert "$ per M output tokens" in df.columns and "ms per token (at efficiency)" in df.columns
     assert "ms per token (datasheet floor)" in df.columns and "price from" in df.columns
     assert len(df) == len(gpus.names())
@@ -208,7 +209,7 @@ def test_a_model_that_fits_no_gpu_says_which_count_would():
     msg = str(e.value)
     assert "fits no catalogued GPU" in msg and "--gpus 8" in msg
     rows = capacity_ranking.rank("deepseek-v3", "fp8", context=4096, gpus=8)
-    assert rows[0]["status"] == "ok"
+    assert rows[0].status == "ok"
 
 
 def test_curve_and_triangle():
@@ -217,10 +218,12 @@ def test_curve_and_triangle():
     assert list(h.batch)[0] == 1 and list(h.batch)[-1] == 112
     assert h.step_ms.is_monotonic_increasing and h.tokens_per_s.is_monotonic_increasing
     assert df[df.gpu == "T4"].empty          # does not fit: no points
-    tri = capacity_views.triangle(MISTRAL, "H100 SXM", context=4096, slo_ms=10)
-    assert tri.loc["latency", "batch"] == 1 and tri.loc["throughput", "batch"] == 112
-    assert tri.loc["throughput", "$ per M output tokens"] < tri.loc["latency", "$ per M output tokens"]
-    assert tri.loc["throughput, less precision", "max batch"] > 112
+    tri = {c.corner: c for c in capacity_triangle.triangle(MISTRAL, "H100 SXM", context=4096, slo_ms=10)}
+    assert tri["latency"].batch == 1 and tri["throughput"].batch == 112
+    assert tri["throughput"].usd_per_million_tokens < tri["latency"].usd_per_million_tokens
+    assert tri["throughput, less precision"].max_batch > 112
+    df = capacity_views.triangle_frame(tri.values())
+    assert df.loc["throughput", "$ per M output tokens"] == round(tri["throughput"].usd_per_million_tokens, 3)
 
 
 def test_prefill_bound_by_hand():
@@ -245,16 +248,17 @@ def test_triangle_and_curve_follow_the_efficiency():
     per_seq = 4096 * 2 + 4097 * 131_072
     for eff, by_hand in ((1.0, 35), (0.5, 4)):
         assert int((3.35e12 * 0.010 * eff - 14_221_320_192) // per_seq) == by_hand
-        tri = capacity_views.triangle(MISTRAL, "H100 SXM", context=4096, slo_ms=10, efficiency=eff)
+        tri = capacity_triangle.triangle(MISTRAL, "H100 SXM", context=4096, slo_ms=10, efficiency=eff)
         p, ok = capacity.plan_for_slo(MISTRAL, "H100 SXM", 10, context=4096, efficiency=eff)
-        assert ok and tri.iloc[1]["batch"] == p.batch == by_hand and bool(tri.iloc[1]["meets SLO"])
-        assert tri.loc["latency", "ms per token"] == round(capacity.plan(MISTRAL, "H100 SXM", efficiency=eff).step_ms, 2)
+        assert ok and tri[1].batch == p.batch == by_hand and tri[1].meets_slo
+        assert tri[0].corner == "latency"
+        assert tri[0].step_ms == capacity.plan(MISTRAL, "H100 SXM", efficiency=eff).step_ms
     curve_1 = capacity_views.curve(MISTRAL, ["H100 SXM"], context=4096, efficiency=1.0)
     curve_half = capacity_views.curve(MISTRAL, ["H100 SXM"], context=4096, efficiency=0.5)
     assert list(curve_half.step_ms) == pytest.approx([2 * x for x in curve_1.step_ms])
     # an SLO below batch 1's step: the SLO row says it misses
-    tri = capacity_views.triangle(MISTRAL, "H100 SXM", context=4096, slo_ms=5, efficiency=0.5)
-    assert tri.iloc[1]["batch"] == 1 and not tri.iloc[1]["meets SLO"]
+    tri = capacity_triangle.triangle(MISTRAL, "H100 SXM", context=4096, slo_ms=5, efficiency=0.5)
+    assert tri[1].batch == 1 and not tri[1].meets_slo
 
 
 # ----------------------------------------------------------------------------- bad input
@@ -262,10 +266,10 @@ def test_triangle_and_curve_follow_the_efficiency():
 @pytest.mark.parametrize("kwargs,match", [
     ({"gpu": "H800"}, "unknown GPU 'H800'; choose one of: T4"),
     ({"context": 65536}, "exceeds mistral-7b-v0.1's maximum of 32,768"),
-    ({"context": 0}, "context must be a positive whole number"),
-    ({"context": -5}, "context must be a positive whole number"),
-    ({"batch": 0}, "batch must be a positive whole number"),
-    ({"gpus": 0}, "GPU count must be a positive whole number"),
+    ({"context": 0}, "context must be a whole number ≥ 1"),
+    ({"context": -5}, "context must be a whole number ≥ 1"),
+    ({"batch": 0}, "batch must be a whole number ≥ 1"),
+    ({"gpus": 0}, "GPU count must be a whole number ≥ 1"),
     ({"weight_dtype": "int3"}, "unknown dtype 'int3'"),
     ({"kv_dtype": "nf4"}, "unknown dtype 'nf4'"),
     ({"prompt_tokens": 5000}, "longer than the context"),
@@ -311,14 +315,14 @@ def test_measured_efficiency_against_the_datasheet_by_hand():
     r = {"device": "cuda", "device_name": "NVIDIA H100 80GB HBM3", "step_bytes": 15e9, "bandwidth": 3.0e12,
          "predicted_step_s": 15e9 / 3.0e12, "measured_step_s": 0.010}
     e = capacity_measured.efficiency(r)
-    assert e["gpu"].name == "H100 SXM" and e["datasheet_bandwidth"] == 3.35e12
-    assert e["vs_measured_bandwidth"] == pytest.approx(0.5)
-    assert e["datasheet_efficiency"] == pytest.approx(15e9 / 3.35e12 / 0.010)
-    assert e["datasheet_efficiency"] == pytest.approx(0.5 * 3.0e12 / 3.35e12)      # eff × measured ÷ datasheet
+    assert e.gpu.name == "H100 SXM" and e.datasheet_bandwidth == 3.35e12
+    assert e.vs_measured_bandwidth == pytest.approx(0.5)
+    assert e.datasheet_efficiency == pytest.approx(15e9 / 3.35e12 / 0.010)
+    assert e.datasheet_efficiency == pytest.approx(0.5 * 3.0e12 / 3.35e12)      # eff × measured ÷ datasheet
     # a CPU has no datasheet: no value for --efficiency
     cpu = capacity_measured.efficiency({**r, "device": "cpu", "device_name": "AMD EPYC"})
-    assert cpu["gpu"] is None and cpu["datasheet_efficiency"] is None
-    assert cpu["vs_measured_bandwidth"] == pytest.approx(0.5)
+    assert cpu.gpu is None and cpu.datasheet_efficiency is None
+    assert cpu.vs_measured_bandwidth == pytest.approx(0.5)
 
 
 @pytest.mark.parametrize("reported, name", [("NVIDIA H100 80GB HBM3", "H100 SXM"), ("NVIDIA H100 PCIe", "H100 PCIe"),
@@ -376,14 +380,14 @@ def test_slo_and_views_refuse_bool_text_and_infinite_values():
         with pytest.raises(ValueError, match="SLO"):
             capacity.plan_for_slo(MISTRAL, "H100 SXM", bad)
         with pytest.raises(ValueError, match="SLO"):
-            capacity_views.triangle(MISTRAL, slo_ms=bad)
+            capacity_triangle.triangle(MISTRAL, slo_ms=bad)
     with pytest.raises(ValueError, match="max batch"):
         capacity_views.batch_points(math.inf)        # used to loop for ever
     assert capacity_views.batch_points(0) == [] and capacity_views.batch_points(5) == [1, 2, 4, 5]
     with pytest.raises(ValueError, match="max batch"):
         capacity_views.batch_points(2.5)
     with pytest.raises(ValueError, match="prompt tokens"):
-        capacity_views.request_table(MISTRAL, "1000", 100)
+        capacity_ranking.rank_requests(MISTRAL, "1000", 100)
     for names in ([], "", 3):
         with pytest.raises(ValueError, match="gpu_names"):
             capacity_ranking.rank(MISTRAL, gpu_names=names)

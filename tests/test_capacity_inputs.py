@@ -21,9 +21,9 @@ def test_good_inputs_pass_and_become_the_last_good():
 
 
 @pytest.mark.parametrize("values,needle", [
-    (("", "mistral-7b-v0.1", "bf16", "bf16", 4096, 10, 0, "1"), "minimum batch must be a positive whole number"),
-    (("", "mistral-7b-v0.1", "bf16", "bf16", 4096, 10, 5000, "1"), "minimum batch must be from 1 to 4,096"),
-    (("", "mistral-7b-v0.1", "bf16", "bf16", 4096, 10, 1.5, "1"), "minimum batch must be a positive whole number"),
+    (("", "mistral-7b-v0.1", "bf16", "bf16", 4096, 10, 0, "1"), "minimum batch must be a whole number from 1 to 4,096"),
+    (("", "mistral-7b-v0.1", "bf16", "bf16", 4096, 10, 5000, "1"), "minimum batch must be a whole number from 1 to 4,096"),
+    (("", "mistral-7b-v0.1", "bf16", "bf16", 4096, 10, 1.5, "1"), "minimum batch must be a whole number from 1 to 4,096"),
     (("", "mistral-7b-v0.1", "bf16", "bf16", 4096, 10, 1, "3"), "divisible by 3"),
     (("", "deepseek-v3", "bf16", "bf16", 4096, 10, 1, "1"), "fits no catalogued GPU alone"),
     (("", "mistral-7b-v0.1", "bf17", "bf16", 4096, 10, 1, "1"), "unknown dtype 'bf17'"),

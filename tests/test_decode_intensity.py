@@ -5,7 +5,7 @@ import pytest
 
 from helpers.cost import decode_intensity, roofline
 from helpers.present import decode_intensity_figures, expected, notebook, roofline_figures
-from helpers.capacity import views as capacity_views
+from helpers.capacity import ranking as capacity_ranking, views as capacity_views
 
 MISTRAL = "mistral-7b-v0.1"
 
@@ -115,7 +115,7 @@ def test_folded_solution_outside_marimo_is_a_details_block():
 
 
 def test_request_table_prices_input_and_output():
-    df = capacity_views.request_table(MISTRAL, 1000, 200, slo_ms=20)
+    df = capacity_views.request_frame(capacity_ranking.rank_requests(MISTRAL, 1000, 200, slo_ms=20))
     ok = df[df["status"] == "ok"]
     assert list(ok["$ per request"]) == sorted(ok["$ per request"])
     assert (ok["$ per M output tokens (request)"] > ok["$ per M input tokens"]).all()

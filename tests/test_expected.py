@@ -30,7 +30,7 @@ def test_flop_split_sums_to_forward_flops():
     for model in ("mistral-7b-v0.1", "llama-3.1-8b", "deepseek-v3"):
         for n in (1, 100, 5000):
             assert sum(expected.flop_split(model, n).values()) == forward_cost(model, n).flops
-    with pytest.raises(ValueError, match="positive integer"):
+    with pytest.raises(ValueError, match="new_tokens must be a whole number ≥ 1"):
         expected.flop_split("mistral-7b-v0.1", 0)
 
 
@@ -51,14 +51,17 @@ def test_attention_parity_for_the_tiny_model_by_hand():
 
 
 def test_attention_share_rows_fall_with_width():
-    rows = {r["model"]: r for r in expected.attention_share_rows(
-        extra={"tiny": spec_from_config(TINY_CONFIG, "tiny")})}
-    assert rows["tiny"]["attention share at 2,048 (%)"] > 10 * rows["mistral-7b-v0.3"]["attention share at 2,048 (%)"]
-    assert rows["mistral-7b-v0.1"]["attention = matmuls at (tokens)"] == "never"
-    assert rows["mistral-7b-v0.3"]["within its context"] is False and rows["llama-3.1-8b"]["within its context"] is True
+    shares = expected.attention_shares(extra={"tiny": spec_from_config(TINY_CONFIG, "tiny")})
+    rows = {r.model: r for r in shares}
+    assert rows["tiny"].share_pct[2048] > 10 * rows["mistral-7b-v0.3"].share_pct[2048]
+    assert rows["mistral-7b-v0.1"].parity_tokens is None
+    assert rows["mistral-7b-v0.3"].within_context is False and rows["llama-3.1-8b"].within_context is True
     # v0.1 and v0.3 agree below the window and part beyond it
-    assert rows["mistral-7b-v0.1"]["attention share at 2,048 (%)"] == rows["mistral-7b-v0.3"]["attention share at 2,048 (%)"]
-    assert rows["mistral-7b-v0.1"]["attention share at 32,768 (%)"] < rows["mistral-7b-v0.3"]["attention share at 32,768 (%)"]
+    assert rows["mistral-7b-v0.1"].share_pct[2048] == rows["mistral-7b-v0.3"].share_pct[2048]
+    assert rows["mistral-7b-v0.1"].share_pct[32768] < rows["mistral-7b-v0.3"].share_pct[32768]
+    table = expected.attention_share_frame(shares).set_index("model")
+    assert table.loc["mistral-7b-v0.1", "attention = matmuls at (tokens)"] == "never"
+    assert table.loc["tiny", "attention share at 2,048 (%)"] == rows["tiny"].share_pct[2048]
 
 
 def test_gpu_expectations_by_hand():
@@ -79,14 +82,15 @@ def test_gpu_expectations_by_hand():
 
 
 def test_quantized_decode_floors_by_hand():
-    rows = {r["scheme"]: r for r in expected.quantized_decode_rows()}
+    rows = {r.scheme: r for r in expected.quantized_decode_floors()}
     kv = 1024 * 131_072
-    assert math.isclose(rows["bf16"]["step floor (ms)"], (MISTRAL_STREAMED + ROW + kv + 131_072) / H100_BANDWIDTH * 1e3,
+    assert math.isclose(rows["bf16"].step_floor_ms, (MISTRAL_STREAMED + ROW + kv + 131_072) / H100_BANDWIDTH * 1e3,
                         rel_tol=1e-9)
     # nf4 keeps the embedding in bf16 (not quantized): the step reads the quantized rest and one bf16 row
-    assert rows["nf4"]["step floor (ms)"] < rows["bf16"]["step floor (ms)"] / 3
-    assert rows["bf16"]["vs bf16 (×)"] == 1.0 and 3 < rows["nf4"]["vs bf16 (×)"] < 3.5
-    assert all(r["bound"] == "memory" for r in rows.values())
+    assert rows["nf4"].step_floor_ms < rows["bf16"].step_floor_ms / 3
+    assert rows["bf16"].vs_bf16 == 1.0 and 3 < rows["nf4"].vs_bf16 < 3.5
+    assert all(r.bound == "memory" for r in rows.values())
+    assert list(expected.quantized_decode_frame(rows.values())["vs bf16 (×)"]) == [r.vs_bf16 for r in rows.values()]
 
 
 def test_gpu_plan_step_floor_by_hand():

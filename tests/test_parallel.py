@@ -93,12 +93,12 @@ def test_tp2_all_reduces_by_hand():
 def test_pcie_flattens_before_nvlink():
     nv = tp_scaling(M7, "H100 SXM", batch=8, context=4096)
     pc = tp_scaling(M7, "H100 SXM", batch=8, context=4096, link="pcie")
-    assert [r["tp"] for r in nv] == [1, 2, 4, 8]
+    assert [r.tp for r in nv] == [1, 2, 4, 8]
     for a, b in zip(nv[1:], pc[1:]):
-        assert b["all_reduce_ms"] > a["all_reduce_ms"] and b["speed_up"] < a["speed_up"]
+        assert b.all_reduce_ms > a.all_reduce_ms and b.speed_up < a.speed_up
     # the work part halves with each doubling; communication grows with N
-    assert nv[2]["work_ms"] == pytest.approx(nv[1]["work_ms"] / 2, rel=1e-9)
-    assert nv[3]["all_reduce_ms"] > nv[1]["all_reduce_ms"]
+    assert nv[2].work_ms == pytest.approx(nv[1].work_ms / 2, rel=1e-9)
+    assert nv[3].all_reduce_ms > nv[1].all_reduce_ms
     f_nv, f_pc = flattens_at(nv), flattens_at(pc)
     assert f_pc is not None and (f_nv is None or f_nv >= f_pc)
 
@@ -122,11 +122,11 @@ def test_pipeline_bubble_and_memory():
 
 def test_moe_experts_touched_and_all_to_all():
     rows = moe_rows("deepseek-v3", "H200", batches=(1, 64), ep=8, weight_dtype="fp8")
-    assert rows[0]["experts_touched"] == pytest.approx(8 / 256)          # one token: k of E
-    assert rows[1]["experts_touched"] == pytest.approx(1 - (1 - 8 / 256) ** 64)
+    assert rows[0].experts_touched == pytest.approx(8 / 256)          # one token: k of E
+    assert rows[1].experts_touched == pytest.approx(1 - (1 - 8 / 256) ** 64)
     # batch 1 over 8 GPUs: 1 token × 8 experts × 7168 × 2 B per GPU, 2 all-to-alls × 58 MoE layers
     link = get_link("H200")
-    assert rows[0]["all_to_all_ms"] == pytest.approx(2 * 58 * all_to_all_s(8 * 7168 * 2, 8, link) * 1e3)
+    assert rows[0].all_to_all_ms == pytest.approx(2 * 58 * all_to_all_s(8 * 7168 * 2, 8, link) * 1e3)
     with pytest.raises(ValueError, match="mixture-of-experts"):
         moe_rows(M7, "H200")
 

@@ -4,7 +4,8 @@ import pytest
 
 from helpers.cost.memory import kv_cache_bytes
 from helpers.parallel.collectives import all_reduce_s
-from helpers.parallel.kv_offload import context_use, eviction_quality, measure_offloaded, offload_rows
+from helpers.parallel.kv_offload import context_use, eviction_quality, measure_offloaded
+from helpers.parallel.offload import offload_steps
 from helpers.parallel.links import get_link
 
 
@@ -58,14 +59,14 @@ def test_eviction_keeps_sinks_and_window(tiny):
         eviction_quality(tiny, sinks=-1)
 
 
-def test_offload_rows_by_hand():
+def test_offload_steps_by_hand():
     # Llama 3.1 8B at 32k tokens: 32 layers × 2 × 8 KV heads × 128 × 2 B × 32,768 = 4.295 GB;
     # over PCIe Gen5 (64 GB/s each way) 67.1 ms, from HBM (3.35 TB/s) 1.28 ms
-    (row,) = offload_rows("llama-3.1-8b", "H100 SXM", contexts=(32768,))
+    (row,) = offload_steps("llama-3.1-8b", "H100 SXM", contexts=(32768,))
     kv = 32 * 2 * 8 * 128 * 2 * 32768
-    assert row["kv_GB"] == pytest.approx(kv / 1e9)
-    assert row["over_pcie_ms"] == pytest.approx(kv / 64e9 * 1e3)
-    assert row["slower"] == pytest.approx(3.35e12 / 64e9)
+    assert row.kv_gb == pytest.approx(kv / 1e9)
+    assert row.over_pcie_ms == pytest.approx(kv / 64e9 * 1e3)
+    assert row.slower == pytest.approx(3.35e12 / 64e9)
 
 
 def test_offloaded_cache_reports_what_ran(tiny):

@@ -3,7 +3,7 @@ import pytest
 
 from helpers.parallel.links import custom_link
 from helpers.parallel.sim import (FixedCosts, PlannerCosts, Request, compare, per_request, simulate_shared,
-                                  simulate_split, split_pays, split_verdict, summarize)
+                                  simulate_split, split_pays, split_verdict, summarize, Summary)
 
 MS = 1e-3
 COSTS = FixedCosts(prefill_per_token_s=1 * MS, decode_step_s=5 * MS, kv_bytes_per_token=1000)
@@ -11,7 +11,7 @@ TWO = [Request(0, 0.0, 10, 3), Request(1, 0.0, 10, 3)]
 
 
 def _by_rid(finished):
-    return {r["rid"]: r for r in per_request(finished, 1.0, 1.0)}
+    return {r.rid: r for r in per_request(finished, 1.0, 1.0)}
 
 
 def test_one_request_one_gpu():
@@ -23,15 +23,15 @@ def test_one_request_one_gpu():
 def test_shared_pool_stalls_decode_for_a_prefill():
     # r0 prefill 0–10, r1 prefill 10–20 (r0 waits), both decode 20–25 and 25–30
     r = _by_rid(simulate_shared(TWO, COSTS, gpus=1))
-    assert r[0]["ttft_s"] == pytest.approx(10 * MS) and r[0]["itl_s"] == pytest.approx(10 * MS)
-    assert r[1]["ttft_s"] == pytest.approx(20 * MS) and r[1]["itl_s"] == pytest.approx(5 * MS)
+    assert r[0].ttft_s == pytest.approx(10 * MS) and r[0].itl_s == pytest.approx(10 * MS)
+    assert r[1].ttft_s == pytest.approx(20 * MS) and r[1].itl_s == pytest.approx(5 * MS)
 
 
 def test_split_without_link_cost_keeps_itl_steady():
     # prefill GPU: r0 0–10, r1 10–20; decode GPU: r0 at 10 → 15, 20; r1 at 20 → 25, 30
     r = _by_rid(simulate_split(TWO, COSTS, 1, 1, link=None))
-    assert [r[i]["ttft_s"] for i in (0, 1)] == pytest.approx([10 * MS, 20 * MS])
-    assert [r[i]["itl_s"] for i in (0, 1)] == pytest.approx([5 * MS, 5 * MS])
+    assert [r[i].ttft_s for i in (0, 1)] == pytest.approx([10 * MS, 20 * MS])
+    assert [r[i].itl_s for i in (0, 1)] == pytest.approx([5 * MS, 5 * MS])
 
 
 def test_split_pays_for_the_kv_transfer():
@@ -41,26 +41,26 @@ def test_split_pays_for_the_kv_transfer():
     r = _by_rid(simulate_split(TWO, COSTS, 1, 1, link=link))
     # r0 ready at 10 + move (= 20.0036 ms): tokens at 25.0036 and 30.0036 ms;
     # r1 prefilled 10–20, ready at 20 + move (= 30.0036 ms): tokens at 35.0036 and 40.0036 ms
-    assert r[0]["ttft_s"] == pytest.approx(10 * MS)
-    assert r[0]["itl_s"] == pytest.approx((10 * MS + move) / 2)        # (20 + move − 10) / 2
-    assert r[1]["itl_s"] == pytest.approx((10 * MS + move) / 2)        # (30 + move − 20) / 2
+    assert r[0].ttft_s == pytest.approx(10 * MS)
+    assert r[0].itl_s == pytest.approx((10 * MS + move) / 2)        # (20 + move − 10) / 2
+    assert r[1].itl_s == pytest.approx((10 * MS + move) / 2)        # (30 + move − 20) / 2
 
 
 def test_goodput_and_attainment_by_hand():
     # SLO: TTFT ≤ 25 ms, ITL ≤ 6 ms. Shared on 1 GPU: r0 misses (ITL 10 ms), r1 meets; 1 in 30 ms
     s = summarize(simulate_shared(TWO, COSTS, gpus=1), 25 * MS, 6 * MS)
-    assert s["slo_attainment"] == 0.5 and s["goodput_rps"] == pytest.approx(1 / (30 * MS))
+    assert s.slo_attainment == 0.5 and s.goodput_rps == pytest.approx(1 / (30 * MS))
     # shared on 2 GPUs: each request alone on a GPU, done at 20 ms, both meet: 2 in 20 ms
     rows = compare(TWO, COSTS, 2, None, 25 * MS, 6 * MS)
-    assert rows[0]["goodput_rps"] == pytest.approx(2 / (20 * MS))
+    assert rows[0].goodput_rps == pytest.approx(2 / (20 * MS))
     # split 1 + 1: both meet, done at 30 ms
-    assert rows[1]["goodput_rps"] == pytest.approx(2 / (30 * MS))
+    assert rows[1].goodput_rps == pytest.approx(2 / (30 * MS))
     assert split_pays(rows) is False
 
 
 def test_split_verdict_reads_goodput_with_a_ten_percent_margin():
     def rows(shared, *splits):
-        return [{"goodput_rps": shared}] + [{"goodput_rps": g} for g in splits]
+        return [Summary(1, None, None, None, None, 1.0, g, 1.0) for g in (shared, *splits)]
 
     assert split_verdict(rows(10.0, 11.5)) == "pays" and split_pays(rows(10.0, 11.5))      # 1.15 > 1.10
     assert split_verdict(rows(10.0, 10.5, 9.0)) == "about equal"                          # best 1.05: within 10 %
@@ -83,7 +83,7 @@ def test_planner_costs_are_the_planners_and_deterministic():
     reqs = [Request(i, i * 0.01, 2000, 50) for i in range(12)]
     a = compare(reqs, c, 4, custom_link("x", 50e9, 1e-6), 0.5, 0.03)
     b = compare(reqs, c, 4, custom_link("x", 50e9, 1e-6), 0.5, 0.03)
-    assert a == b and len(a) == 4 and all(r["requests"] == 12 for r in a)
+    assert a == b and len(a) == 4 and all(r.requests == 12 for r in a)
 
 
 def test_bad_input():

@@ -3,6 +3,7 @@
 One package, one job per module:
 - `planner`  — the plan for one GPU (memory, decode and prefill step, throughput, $ per million tokens);
 - `ranking`  — every catalogued GPU ranked under a latency SLO or a minimum batch;
+- `triangle` — the quality–latency–throughput triangle on one GPU;
 - `views`    — the planner's tables and figures for notebook 04 and the command line;
 - `measured` — the planner's decode step against one measured on this machine;
 - `cli`      — `python -m helpers capacity` and `python -m helpers gpus`.

@@ -11,6 +11,8 @@ catalogued GPU at that count) prints one line and exits 2.
 """
 from __future__ import annotations
 
+from dataclasses import asdict
+
 from ..command import command, dtype_type, positive_float, positive_int, table
 
 
@@ -130,9 +132,7 @@ def _capacity_render(r: dict) -> str:
                      ("$ per million output tokens, request", f"{_money(r['usd_per_million_output_tokens'])} "
                                                               "(decode at the request's mean context)")]
     if r.get("parallel"):
-        from ..parallel.plan import render_rows
-
-        rows += render_rows(r["parallel"])
+        rows += _parallel_rows(r["parallel"])
     return table(rows)
 
 
@@ -153,20 +153,19 @@ def _capacity(a) -> dict:
                                      gpus=a.gpus, **_request_kw(a), provider=a.provider)
         return {"model": spec.name, "weight_dtype": a.dtype, "kv_dtype": a.kv_dtype, "context": a.context,
                 "gpus": a.gpus, "slo_ms": a.slo_ms, "min_batch": a.batch,
-                "source": capacity_views.source_text(spec, a.dtype, a.kv_dtype, a.gpus, a.context), "ranking": rows,
+                "source": capacity_views.source_text(spec, a.dtype, a.kv_dtype, a.gpus, a.context),
+                "ranking": [asdict(row) for row in rows],
                 "efficiency": a.efficiency, "prompt_tokens": a.prompt, "output_tokens": a.output_tokens,
                 "provider": a.provider, "providers_note": capacity_ranking.providers_note(rows),
-                "providers_mixed": len({row["provider"] for row in rows}) > 1}
+                "providers_mixed": len({row.provider for row in rows}) > 1}
     from ..cost.gpus import get_gpu
 
     gpu = get_gpu(a.gpu)
     if getattr(a, "parallel", None) is not None:
-        from ..parallel.plan import capacity_parallel
-
-        return capacity_parallel(a, spec, gpu)
+        return _capacity_parallel(a, spec, gpu)
     capacity.sharding(spec, a.gpus)
     first = capacity.plan(spec, gpu, a.gpus, a.dtype, a.kv_dtype, a.context, 1, **_request_kw(a))
-    if first.max_batch < 1 and not capacity_ranking._fits_somewhere(spec, a.dtype, a.kv_dtype, a.context, a.gpus):
+    if first.max_batch < 1 and not capacity_ranking.fits_somewhere(spec, a.dtype, a.kv_dtype, a.context, a.gpus):
         raise ValueError(capacity_ranking.no_fit_message(spec, a.dtype, a.kv_dtype, a.context, a.gpus))
     if a.slo_ms is not None:
         p, ok = capacity.plan_for_slo(spec, gpu, a.slo_ms, a.gpus, a.dtype, a.kv_dtype, a.context, **_request_kw(a))
@@ -182,6 +181,51 @@ def _request_kw(a) -> dict:
         raise ValueError(f"--prompt-tokens + --output-tokens ({a.prompt or a.context:,} + {a.output_tokens:,}) "
                          f"exceed --context {a.context:,}; give a context that holds the whole request")
     return {"prompt_tokens": a.prompt, "efficiency": a.efficiency, "output_tokens": a.output_tokens}
+
+
+# ------------------------------------------------------------------ capacity --parallel (helpers.parallel.plan)
+
+def _capacity_parallel(a, spec, gpu) -> dict:
+    """The capacity command's result with `--parallel tp=T,pp=P[,mb=M]`: the plan on T GPUs per
+    stage and P stages (memory per GPU), and under "parallel" the decode step with its communication."""
+    from ..parallel.plan import parallel_step, parse_parallel
+    from .planner import plan
+
+    par = parse_parallel(a.parallel)
+    tp, pp, mb = par["tp"], par["pp"], par["mb"]
+    if a.gpus not in (1, tp * pp):
+        raise ValueError(f"--gpus {a.gpus} disagrees with --parallel tp={tp},pp={pp} ({tp * pp} GPUs); "
+                         "give one or the other")
+    if a.batch is None:
+        raise ValueError("--parallel takes --batch B (not --slo-ms): the batch the pipeline splits into micro-batches")
+    d = _plan_dict(plan(spec, gpu, tp, a.dtype, a.kv_dtype, a.context, a.batch, pipeline_stages=pp, **_request_kw(a)))
+    d["parallel"] = parallel_step(spec, gpu, tp, pp, mb, a.batch, a.context, a.dtype, a.kv_dtype,
+                                  getattr(a, "link", None), efficiency=a.efficiency).to_dict()
+    return d
+
+
+def _parallel_rows(p: dict) -> list[tuple[str, str]]:
+    """Rows the capacity command prints for its "parallel" part."""
+    between = f"; between stages {p['pp_link']}" if p.get("pp_link") and p["pp_link"] != p["link"] else ""
+    rows = [("parallel", f"tp={p['tp']} × pp={p['pp']} = {p['gpus']} GPUs, {p['micro_batches']} micro-batch(es); "
+                         f"link {p['link']}{between}")]
+    if not p["fits"]:
+        return rows
+    if p["steady_fits"]:
+        full_step = f"{p['steady_step_s'] * 1e3:,.2f} ms with the pipeline kept full"
+        full_rate = f"{p['steady_tokens_per_s']:,.0f} (pipeline full, {p['in_flight']:,} sequences in flight)"
+    else:
+        full_step = f"pipeline full: does not fit ({p['steady_reason']})"
+        full_rate = "pipeline full: - (its KV cache does not fit, above)"
+    rows += [("per micro-batch per stage", f"work {p['stage_s'] * 1e3:,.3f} ms + all-reduces {p['all_reduce_s'] * 1e3:,.3f} ms "
+                                           f"({p['all_reduces_per_step']} per token, {p['all_reduce_bytes']:,} B each) + "
+                                           f"send to next stage {p['send_s'] * 1e3:,.4f} ms"),
+             ("communication share", f"{p['communication_share']:.1%} of each slot"),
+             ("pipeline bubble", f"{p['bubble_share']:.1%} of the step ((pp−1)/(mb+pp−1))"),
+             ("decode step with communication", f"{p['step_s'] * 1e3:,.2f} ms one batch through the pipeline; "
+                                                f"{full_step}"),
+             ("tokens/s with communication", f"{p['tokens_per_s']:,.0f} (one batch); {full_rate}")]
+    return rows
 
 
 # ------------------------------------------------------------------ gpus

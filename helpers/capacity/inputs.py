@@ -15,7 +15,8 @@ from pathlib import Path
 
 from ..cost.config_schema import MAX_CONFIG_BYTES, ConfigError, read_config_file, show
 from ..cost.specs import ALIASES, PRESETS, ModelSpec, config_name, get_spec, spec_from_config
-from .planner import _positive, _whole, check_context, sharding
+from .. import checks
+from .planner import check_context, sharding
 from .ranking import rank
 
 MAX_MIN_BATCH = 4096  # the notebook's "minimum batch" control stops there
@@ -76,13 +77,13 @@ def check(path_text: str, preset: str, weights: str, kv: str, context, slo_ms, m
         raise ValueError(note)
     if min_batch is None:
         min_batch = 1
-    min_batch = _whole(min_batch, "minimum batch")
-    if min_batch > MAX_MIN_BATCH:
-        raise ValueError(f"minimum batch must be from 1 to {MAX_MIN_BATCH:,}, got {min_batch:,}")
-    slo = _positive(slo_ms, "SLO (ms per output token)") if slo_ms else None
+    if isinstance(min_batch, float) and min_batch.is_integer():       # the number box's 4.0
+        min_batch = int(min_batch)
+    min_batch = checks.count(min_batch, "minimum batch", maximum=MAX_MIN_BATCH)
+    slo = checks.number(slo_ms, "SLO", positive=True, unit="ms per output token") if slo_ms else None
     if isinstance(gpus, str) and gpus.strip().isascii() and gpus.strip().isdigit():  # the dropdown's "1" … "8"
         gpus = int(gpus)
-    gpus = _whole(gpus, "GPU count")
+    gpus = checks.count(gpus, "GPU count")
     context = check_context(spec, context)
     sharding(spec, gpus)
     rank(spec, weights, kv, context, slo_ms=slo, min_batch=min_batch, gpus=gpus)  # raises when it fits no GPU

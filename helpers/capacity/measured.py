@@ -6,8 +6,9 @@ step measured with a real KV cache, as a table for notebook 04 and as the capaci
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
-from .planner import _positive, _whole
+from .. import checks
 from ..cost.gpus import GPU, catalog
 from ..cost.memory import KV_DTYPES, WEIGHT_SCHEMES
 from ..cost.stepcost import decode_cost
@@ -38,9 +39,9 @@ def predict_vs_measure(loaded, bandwidth: float | None = None, batch: int | None
     from ..measure.timing import timed_generate
 
     sizes = measure_sizes(loaded.device)
-    batch = _whole(batch or sizes["batch"], "batch")
-    prompt = _whole(prompt_tokens or sizes["prompt_tokens"], "prompt tokens")
-    new = _whole(new_tokens or sizes["new_tokens"], "new tokens")
+    batch = checks.count(batch or sizes["batch"], "batch")
+    prompt = checks.count(prompt_tokens or sizes["prompt_tokens"], "prompt tokens")
+    new = checks.count(new_tokens or sizes["new_tokens"], "new tokens")
     if new < 2:
         raise ValueError("new_tokens must be ≥ 2: the first token is the prefill, the rest are decode steps")
     if bandwidth is None:
@@ -49,7 +50,7 @@ def predict_vs_measure(loaded, bandwidth: float | None = None, batch: int | None
         bandwidth = float(measure_bandwidth(loaded.device))
         bw_source = "measured (helpers.measure.microbench.measure_bandwidth)"
     else:
-        bandwidth = _positive(bandwidth, "bandwidth (bytes/s)")
+        bandwidth = checks.number(bandwidth, "bandwidth", positive=True, unit="bytes/s")
         bw_source = "given"
     spec = loaded.spec
     mean_cached = prompt + new // 2       # step j of 1…new−1 attends over prompt + j tokens
@@ -107,7 +108,18 @@ def datasheet_gpu(device: str, device_name: str | None) -> GPU | None:
     return best
 
 
-def efficiency(result: dict, gpu: GPU | str | None = None) -> dict:
+@dataclass(frozen=True)
+class Efficiency:
+    """A measured decode step as a share of its floor: at the bandwidth measured on this device, and at
+    the catalogued GPU's datasheet bandwidth (gpu, datasheet_* None where the device is not catalogued)."""
+
+    vs_measured_bandwidth: float
+    gpu: GPU | None
+    datasheet_bandwidth: float | None
+    datasheet_efficiency: float | None
+
+
+def efficiency(result: dict, gpu: GPU | str | None = None) -> Efficiency:
     """The measured step as an efficiency, two ways: against the floor at the bandwidth measured on this
     device (predicted ÷ measured), and — where the device is a catalogued GPU (`gpu`, else found from
     result['device_name']) — against the floor at its datasheet bandwidth, the share the planner's
@@ -120,8 +132,7 @@ def efficiency(result: dict, gpu: GPU | str | None = None) -> dict:
     # the floor at the datasheet's bandwidth ÷ the measured step; for the memory-bound floor predicted here
     # (bytes ÷ measured bandwidth) this is vs_measured × measured bandwidth ÷ datasheet bandwidth
     vs_datasheet = None if g is None else result["step_bytes"] / g.bandwidth / result["measured_step_s"]
-    return {"vs_measured_bandwidth": vs_measured, "gpu": g, "datasheet_bandwidth": None if g is None else g.bandwidth,
-            "datasheet_efficiency": vs_datasheet}
+    return Efficiency(vs_measured, g, None if g is None else g.bandwidth, vs_datasheet)
 
 
 def comparison_table(result: dict):

@@ -41,11 +41,11 @@ Built on plan(): the ranking (helpers.capacity.ranking), the planner's tables an
 """
 from __future__ import annotations
 
-import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from .. import checks
 from ..cost.gpus import GPU, get_gpu
 from ..cost.memory import (GPU_MEMORY_UTILIZATION, KV_DTYPES, RUNTIME_OVERHEAD_BYTES, WEIGHT_SCHEMES, kv_budget_bytes, kv_cache_bytes, runtime_reserve_bytes, usable_bytes, weight_bytes)
 from ..cost.specs import ModelSpec, get_spec
@@ -65,27 +65,9 @@ EFFICIENCY_SOURCE = (
 
 # ----------------------------------------------------------------------------- checks
 
-def _whole(value: Any, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) \
-            or (isinstance(value, float) and not value.is_integer()) or value <= 0:  # inf, NaN: not integers
-        raise ValueError(f"{what} must be a positive whole number (≥ 1), got {value!r}")
-    return int(value)
-
-
-def _positive(value: Any, what: str) -> float:
-    """A positive finite number (an int or a float, not a bool or a string)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
-        raise ValueError(f"{what} must be a positive finite number, got {value!r}")
-    return float(value)
-
-
-def _spec(model: str | Path | dict | ModelSpec) -> ModelSpec:
-    return model if isinstance(model, ModelSpec) else get_spec(model)
-
-
 def check_context(spec: ModelSpec, context: int) -> int:
     """The context as a positive int within the model's maximum (max_position_embeddings)."""
-    context = _whole(context, "context")
+    context = checks.count(context, "context")
     limit = spec.max_position_embeddings
     if limit and context > limit:
         raise ValueError(f"context {context:,} tokens exceeds {spec.name}'s maximum of {limit:,} "
@@ -112,7 +94,7 @@ def sharding(spec: ModelSpec, gpus: int) -> Sharding:
     Raises ValueError when N does not divide the attention heads, or the KV heads do not divide
     evenly (vLLM's own requirement for tensor parallelism).
     """
-    n = _whole(gpus, "GPU count")
+    n = checks.count(gpus, "GPU count")
     if spec.num_heads % n:
         raise ValueError(f"tensor parallel over {n} GPUs needs {spec.name}'s {spec.num_heads} attention heads "
                          f"divisible by {n}; choose a GPU count that divides {spec.num_heads}")
@@ -137,7 +119,7 @@ def sharding(spec: ModelSpec, gpus: int) -> Sharding:
 
 # ----------------------------------------------------------------------------- the plan
 
-@dataclass
+@dataclass(frozen=True)
 class Plan:
     """One configuration: a model on `gpus` × `gpu`, at a context and a batch. Bytes, seconds, USD.
 
@@ -234,12 +216,6 @@ def _gb(x: float) -> str:
     return f"{x / 1e9:,.2f} GB"
 
 
-def _efficiency(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
-        raise ValueError(f"efficiency must be a fraction of the datasheet in (0, 1], got {value!r}")
-    return float(value)
-
-
 def plan(model: str | Path | dict | ModelSpec, gpu: str | GPU, gpus: int = 1, weight_dtype: str = "bf16",
          kv_dtype: str = "bf16", context: int = 4096, batch: int = 1, prompt_tokens: int | None = None,
          utilization: float = GPU_MEMORY_UTILIZATION, overhead_bytes: float = RUNTIME_OVERHEAD_BYTES,
@@ -258,30 +234,28 @@ def plan(model: str | Path | dict | ModelSpec, gpu: str | GPU, gpus: int = 1, we
     communication, micro-batches and the bubble).
     Raises ValueError on bad input (unknown GPU or dtype, context beyond the model, zero or negative).
     """
-    spec = _spec(model)
+    spec = get_spec(model)
     g = get_gpu(gpu)
     weight_dtype = normalize_dtype(weight_dtype, WEIGHT_SCHEMES)
     kv_dtype = normalize_dtype(kv_dtype, KV_DTYPES)
     context = check_context(spec, context)
-    batch = _whole(batch, "batch")
-    gpus = _whole(gpus, "GPU count")
-    eff = _efficiency(efficiency)
-    stages = _whole(pipeline_stages, "pipeline stages")
+    batch = checks.count(batch, "batch")
+    gpus = checks.count(gpus, "GPU count")
+    eff = checks.fraction(efficiency, "efficiency (the share of the datasheet reached)", open_low=True)
+    stages = checks.count(pipeline_stages, "pipeline stages")
     if stages > spec.num_layers:
         raise ValueError(f"{stages} pipeline stages exceed {spec.name}'s {spec.num_layers} layers; allowed: 1 to "
                          f"{spec.num_layers}")
-    prompt = context if prompt_tokens is None else _whole(prompt_tokens, "prompt tokens")
+    prompt = context if prompt_tokens is None else checks.count(prompt_tokens, "prompt tokens")
     if prompt > context:
         raise ValueError(f"prompt of {prompt:,} tokens is longer than the context of {context:,}")
-    output = None if output_tokens is None else _whole(output_tokens, "output tokens")
+    output = None if output_tokens is None else checks.count(output_tokens, "output tokens")
     if output is not None and prompt + output > context:
         raise ValueError(f"prompt {prompt:,} + output {output:,} tokens exceed the context of {context:,}; "
                          "raise the context or shorten the request")
-    if isinstance(utilization, bool) or not isinstance(utilization, (int, float)) or not 0 < utilization <= 1:
-        raise ValueError(f"utilization must be a fraction of the GPU's memory in (0, 1], got {utilization!r}")
-    if isinstance(overhead_bytes, bool) or not isinstance(overhead_bytes, (int, float)) \
-            or not 0 <= overhead_bytes < math.inf:
-        raise ValueError(f"overhead_bytes must be a finite number of bytes ≥ 0, got {overhead_bytes!r}")
+    utilization = checks.fraction(utilization, "utilization (the share of the GPU's memory planned with)",
+                                  open_low=True)
+    overhead_bytes = checks.number(overhead_bytes, "overhead_bytes", unit="bytes")
     shard, w, w_gpu, budget, kv_budget, kv_seq, max_batch = _memory(
         spec, g, gpus, weight_dtype, kv_dtype, context, utilization, overhead_bytes, stages)
     peak, peak_kind = g.peak_flops(weight_dtype)
@@ -310,28 +284,29 @@ def plan(model: str | Path | dict | ModelSpec, gpu: str | GPU, gpus: int = 1, we
     if not fits:
         return p
     moved, flops = step_bytes_flops(spec, shard, weight_dtype, kv_dtype, context, batch)
-    p.step_bytes_per_gpu, p.step_flops_per_gpu = moved, flops
-    p.step_memory_s, p.step_compute_s = moved / g.bandwidth, flops / peak
-    p.step_floor_s = max(p.step_memory_s, p.step_compute_s)
-    p.bound = "memory" if p.step_memory_s >= p.step_compute_s else "compute"
-    p.step_s = p.step_floor_s / eff
-    p.prefill_memory_s, p.prefill_compute_s = _prefill_terms_s(spec, g, shard, weight_dtype, kv_dtype, prompt)
-    p.prefill_floor_s = max(p.prefill_memory_s, p.prefill_compute_s)
-    p.prefill_bound = "memory" if p.prefill_memory_s >= p.prefill_compute_s else "compute"
-    p.prefill_s = p.prefill_floor_s / eff
-    p.tokens_per_s = batch / p.step_s
+    step_memory_s, step_compute_s = moved / g.bandwidth, flops / peak
+    step_floor_s = max(step_memory_s, step_compute_s)
+    step_s = step_floor_s / eff
+    prefill_memory_s, prefill_compute_s = _prefill_terms_s(spec, g, shard, weight_dtype, kv_dtype, prompt)
+    prefill_floor_s = max(prefill_memory_s, prefill_compute_s)
+    tokens_per_s = batch / step_s
     usd_per_s = g.usd_per_hour * gpus * stages / 3600
-    p.usd_per_million_tokens = usd_per_s / p.tokens_per_s * 1e6
-    if output is not None:
-        mean = prompt + output // 2             # decode steps run at contexts prompt … prompt + output − 1
-        m, f = step_bytes_flops(spec, shard, weight_dtype, kv_dtype, mean, batch)
-        step_mean = max(m / g.bandwidth, f / peak) / eff
-        p.request_prefill_s = p.prefill_s
-        p.request_decode_s = output * step_mean / batch
-        p.usd_per_request = usd_per_s * (p.request_prefill_s + p.request_decode_s)
-        p.usd_per_million_input_tokens = usd_per_s * p.request_prefill_s / prompt * 1e6
-        p.usd_per_million_output_tokens = usd_per_s * p.request_decode_s / output * 1e6
-    return p
+    p = replace(p, step_bytes_per_gpu=moved, step_flops_per_gpu=flops, step_memory_s=step_memory_s,
+                step_compute_s=step_compute_s, step_floor_s=step_floor_s,
+                bound="memory" if step_memory_s >= step_compute_s else "compute", step_s=step_s,
+                prefill_memory_s=prefill_memory_s, prefill_compute_s=prefill_compute_s, prefill_floor_s=prefill_floor_s,
+                prefill_bound="memory" if prefill_memory_s >= prefill_compute_s else "compute",
+                prefill_s=prefill_floor_s / eff, tokens_per_s=tokens_per_s,
+                usd_per_million_tokens=usd_per_s / tokens_per_s * 1e6)
+    if output is None:
+        return p
+    mean = prompt + output // 2             # decode steps run at contexts prompt … prompt + output − 1
+    m, f = step_bytes_flops(spec, shard, weight_dtype, kv_dtype, mean, batch)
+    request_decode_s = output * max(m / g.bandwidth, f / peak) / eff / batch
+    return replace(p, request_prefill_s=p.prefill_s, request_decode_s=request_decode_s,
+                   usd_per_request=usd_per_s * (p.prefill_s + request_decode_s),
+                   usd_per_million_input_tokens=usd_per_s * p.prefill_s / prompt * 1e6,
+                   usd_per_million_output_tokens=usd_per_s * request_decode_s / output * 1e6)
 
 
 def step_bytes_flops(spec: ModelSpec, shard: Sharding, weight_dtype: str, kv_dtype: str, context: int,
@@ -367,8 +342,8 @@ def plan_for_slo(model, gpu, slo_ms: float, gpus: int = 1, weight_dtype: str = "
     The step grows with the batch, so a bisection over 1…max_batch finds it. When even batch 1 (or
     `min_batch`) misses the SLO, returns that batch's plan and False.
     """
-    slo_s = _positive(slo_ms, "SLO (ms per output token)") / 1e3
-    min_batch = _whole(min_batch, "minimum batch")
+    slo_s = checks.number(slo_ms, "SLO", positive=True, unit="ms per output token") / 1e3
+    min_batch = checks.count(min_batch, "minimum batch")
     first = plan(model, gpu, gpus, weight_dtype, kv_dtype, context, 1, **kw)
     if first.max_batch < min_batch:
         return plan(model, gpu, gpus, weight_dtype, kv_dtype, context, min_batch, **kw), False

@@ -1,20 +1,23 @@
 """Every catalogued GPU ranked by the cost of a million output tokens once a latency SLO (ms per output
 token) or a minimum batch is fixed, each at the largest batch the constraints allow; and, when a model
 fits no catalogued GPU at a count, why, with the tensor-parallel count that would work. Each row is
-a plan from helpers.capacity (its module docstring has every formula).
+a RankedGPU, read from a plan of helpers.capacity.planner (its module docstring has every formula); the
+labelled table is helpers.capacity.views.rank_frame (request_frame for requests).
 """
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, replace
 from typing import Iterable
 
-from .planner import (DEFAULT_EFFICIENCY, GPU_COUNTS, Plan, _positive, _spec, _whole, check_context, plan,
-                       plan_for_slo, sharding)
+from .. import checks
+from .planner import DEFAULT_EFFICIENCY, GPU_COUNTS, Plan, check_context, plan, plan_for_slo, sharding
 from ..cost.gpus import catalog, get_gpu, providers
-from ..cost.specs import ModelSpec
+from ..cost.specs import ModelSpec, get_spec
 
 
-def _fits_somewhere(spec, weight_dtype, kv_dtype, context, gpus) -> bool:
+def fits_somewhere(spec, weight_dtype, kv_dtype, context, gpus) -> bool:
+    """Whether batch 1 fits some catalogued GPU at this count (False when the count cannot shard the model)."""
     for g in catalog():
         try:
             if plan(spec, g, gpus, weight_dtype, kv_dtype, context, 1).max_batch >= 1:
@@ -32,7 +35,7 @@ def no_fit_message(spec: ModelSpec, weight_dtype: str, kv_dtype: str, context: i
     for n in GPU_COUNTS:
         if n > gpus:
             try:
-                if _fits_somewhere(spec, weight_dtype, kv_dtype, context, n):
+                if fits_somewhere(spec, weight_dtype, kv_dtype, context, n):
                     hint = f"; it fits on {n} GPUs in tensor parallel (--gpus {n})"
                     break
             except ValueError:
@@ -54,9 +57,9 @@ def provider_names(provider: str | None = None) -> list[str]:
     raise ValueError(f"unknown provider {provider!r}; the catalog's prices come from: {', '.join(known)}")
 
 
-def providers_note(rows: list[dict]) -> str:
+def providers_note(rows: Iterable["RankedGPU"]) -> str:
     """Says whether a ranking's prices come from one provider or mix several (not comparable as such)."""
-    names = list(dict.fromkeys(r["provider"] for r in rows))
+    names = list(dict.fromkeys(r.provider for r in rows))
     if len(names) == 1:
         return f"prices from one provider: {names[0]}"
     return (f"prices from {len(names)} providers ({', '.join(names)}): the ranking mixes them, and one "
@@ -67,7 +70,7 @@ def rank(model, weight_dtype: str = "bf16", kv_dtype: str = "bf16", context: int
          slo_ms: float | None = None, min_batch: int | None = None, gpus: int = 1,
          gpu_names: Iterable[str] | None = None, efficiency: float = DEFAULT_EFFICIENCY,
          provider: str | None = None, prompt_tokens: int | None = None,
-         output_tokens: int | None = None) -> list[dict]:
+         output_tokens: int | None = None) -> list[RankedGPU]:
     """Every catalogued GPU (or `gpu_names`, or those `provider` prices) at the cheapest batch the
     constraints allow, cheapest first. Steps are at `efficiency` of the datasheet; with
     `output_tokens` each row also prices a request (prefill counted, helpers.capacity.planner).
@@ -79,13 +82,13 @@ def rank(model, weight_dtype: str = "bf16", kv_dtype: str = "bf16", context: int
     meet the constraints follow, with the reason. Raises ValueError when the model fits no
     catalogued GPU at this count, with the count that would work.
     """
-    spec = _spec(model)
+    spec = get_spec(model)
     context = check_context(spec, context)
-    gpus = _whole(gpus, "GPU count")
+    gpus = checks.count(gpus, "GPU count")
     sharding(spec, gpus)  # refuses counts that do not divide the heads
-    need = 1 if min_batch is None else _whole(min_batch, "minimum batch")
+    need = 1 if min_batch is None else checks.count(min_batch, "minimum batch")
     if slo_ms is not None:
-        _positive(slo_ms, "SLO (ms per output token)")
+        checks.number(slo_ms, "SLO", positive=True, unit="ms per output token")
     if gpu_names is not None and (isinstance(gpu_names, str) or not isinstance(gpu_names, Iterable)):
         raise ValueError(f"gpu_names must be a list of catalogued GPU names, got {str(gpu_names)[:40]!r}")
     gs = [get_gpu(n) for n in gpu_names] if gpu_names is not None else list(catalog())
@@ -93,7 +96,7 @@ def rank(model, weight_dtype: str = "bf16", kv_dtype: str = "bf16", context: int
         raise ValueError("gpu_names is empty; allowed: one or more catalogued GPUs (`python -m helpers gpus`)")
     if provider is not None:
         gs = [g for g in gs if g.price_provider in provider_names(provider)]
-    if not _fits_somewhere(spec, weight_dtype, kv_dtype, context, gpus):
+    if not fits_somewhere(spec, weight_dtype, kv_dtype, context, gpus):
         raise ValueError(no_fit_message(spec, weight_dtype, kv_dtype, context, gpus))
     kw = {"efficiency": efficiency, "prompt_tokens": prompt_tokens, "output_tokens": output_tokens}
     rows = []
@@ -118,25 +121,61 @@ def rank(model, weight_dtype: str = "bf16", kv_dtype: str = "bf16", context: int
             note = "largest batch that fits"
         rows.append(_row(p, "ok", note))
     by = "usd_per_request" if output_tokens is not None else "usd_per_million_tokens"
-    rows.sort(key=lambda r: (r["status"] != "ok", r[by] if r["status"] == "ok" else math.inf, r["gpu"]))
-    for i, r in enumerate(rows, 1):
-        r["rank"] = i if r["status"] == "ok" else None
-    return rows
+    rows.sort(key=lambda r: (r.status != "ok", getattr(r, by) if r.status == "ok" else math.inf, r.gpu))
+    return [replace(r, rank=i if r.status == "ok" else None) for i, r in enumerate(rows, 1)]
 
 
-def _row(p: Plan, status: str, note: str) -> dict:
+def rank_requests(model, prompt_tokens: int, output_tokens: int, weight_dtype: str = "bf16", kv_dtype: str = "bf16",
+                  context: int | None = None, slo_ms: float | None = None, min_batch: int | None = None,
+                  gpus: int = 1, efficiency: float = DEFAULT_EFFICIENCY,
+                  provider: str | None = None) -> list[RankedGPU]:
+    """rank() for requests of prompt + output tokens (context: their sum unless given), cheapest
+    request first: $ per million input and output tokens the way API providers price them, prefill
+    counted, next to the decode-only figure."""
+    prompt_tokens = checks.count(prompt_tokens, "prompt tokens")
+    output_tokens = checks.count(output_tokens, "output tokens")
+    return rank(model, weight_dtype, kv_dtype, context or prompt_tokens + output_tokens, slo_ms, min_batch, gpus,
+                efficiency=efficiency, provider=provider, prompt_tokens=prompt_tokens, output_tokens=output_tokens)
+
+
+@dataclass(frozen=True)
+class RankedGPU:
+    """One GPU of a ranking (rank: 1 for the cheapest that meets the constraints, None for one that
+    does not; status says why: "ok", "does not fit", "batch too small", "misses SLO"). The figures a
+    GPU without a fit has no value for are None; usd_per_hour counts all its `gpus`."""
+
+    rank: int | None
+    gpu: str
+    gpus: int
+    provider: str
+    status: str
+    batch: int | None
+    max_batch: int
+    step_ms: float | None
+    step_floor_ms: float | None
+    efficiency: float
+    tokens_per_s: float | None
+    prefill_ms: float | None
+    bound: str | None
+    usd_per_hour: float
+    usd_per_million_tokens: float | None
+    usd_per_million_input_tokens: float | None
+    usd_per_million_output_tokens: float | None
+    usd_per_request: float | None
+    note: str
+
+
+def _row(p: Plan, status: str, note: str) -> RankedGPU:
     ok = status == "ok"
-    return {"rank": None, "gpu": p.gpu, "gpus": p.gpus, "provider": p.provider, "status": status,
-            "batch": p.batch if ok else None, "max_batch": p.max_batch,
-            "step_ms": p.step_ms if (ok or status == "misses SLO") else None,
-            "step_floor_ms": p.step_floor_ms if (ok or status == "misses SLO") else None,
-            "efficiency": p.efficiency,
-            "tokens_per_s": p.tokens_per_s if ok else None,
-            "prefill_ms": p.prefill_s * 1e3 if (ok and p.prefill_s is not None) else None,
-            "bound": p.bound if ok else None,
-            "usd_per_hour": p.usd_per_hour * p.gpus,
-            "usd_per_million_tokens": p.usd_per_million_tokens if ok else None,
-            "usd_per_million_input_tokens": p.usd_per_million_input_tokens if ok else None,
-            "usd_per_million_output_tokens": p.usd_per_million_output_tokens if ok else None,
-            "usd_per_request": p.usd_per_request if ok else None,
-            "note": note}
+    timed = ok or status == "misses SLO"
+    return RankedGPU(
+        rank=None, gpu=p.gpu, gpus=p.gpus, provider=p.provider, status=status,
+        batch=p.batch if ok else None, max_batch=p.max_batch,
+        step_ms=p.step_ms if timed else None, step_floor_ms=p.step_floor_ms if timed else None,
+        efficiency=p.efficiency, tokens_per_s=p.tokens_per_s if ok else None,
+        prefill_ms=p.prefill_s * 1e3 if (ok and p.prefill_s is not None) else None,
+        bound=p.bound if ok else None, usd_per_hour=p.usd_per_hour * p.gpus,
+        usd_per_million_tokens=p.usd_per_million_tokens if ok else None,
+        usd_per_million_input_tokens=p.usd_per_million_input_tokens if ok else None,
+        usd_per_million_output_tokens=p.usd_per_million_output_tokens if ok else None,
+        usd_per_request=p.usd_per_request if ok else None, note=note)

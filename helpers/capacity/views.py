@@ -1,15 +1,20 @@
 """Tables and figures of the capacity planner (helpers.capacity), for notebook 04 and the command line:
-the ranking as a DataFrame with readable headers, the stamp saying what a figure was computed from,
-latency and throughput over batch per GPU, and the quality–latency–throughput triangle on one GPU.
-Every number comes from helpers.capacity.plan; the formulas are in that module's docstring.
+the ranking and the triangle (helpers.capacity.ranking, helpers.capacity.triangle) as DataFrames with
+readable headers — the only place their labels are made —, the stamp saying what a figure was computed
+from, and latency and throughput over batch per GPU. Every number comes from
+helpers.capacity.planner.plan; the formulas are in that module's docstring.
 """
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Iterable
 
-from .planner import DEFAULT_EFFICIENCY, Plan, _positive, _spec, _whole, max_batch, plan, plan_for_slo
-from .ranking import rank
+from .. import checks
+from .planner import DEFAULT_EFFICIENCY, max_batch, plan
+from .ranking import RankedGPU
+from .triangle import Corner
 from ..cost.gpus import catalog_label
+from ..cost.specs import get_spec
 
 
 RANK_COLUMNS = {"rank": "rank", "gpu": "GPU", "gpus": "GPUs", "provider": "price from", "status": "status",
@@ -19,26 +24,30 @@ RANK_COLUMNS = {"rank": "rank", "gpu": "GPU", "gpus": "GPUs", "provider": "price
                 "prefill_ms": "prefill ms (1 prompt)", "bound": "bound", "note": "why"}
 
 
-def rank_table(model, weight_dtype: str = "bf16", kv_dtype: str = "bf16", context: int = 4096,
-               slo_ms: float | None = None, min_batch: int | None = None, gpus: int = 1,
-               efficiency: float = DEFAULT_EFFICIENCY, provider: str | None = None):
-    """rank() as a pandas DataFrame with readable headers (units in the names), rounded for reading."""
+def _frame(rows: Iterable, columns: dict[str, str], digits: dict[str, int]):
+    """Dataclass rows as a DataFrame: `columns` (field → header) in that order, floats rounded, indexed
+    by the first column."""
     import pandas as pd
 
-    df = pd.DataFrame(rank(model, weight_dtype, kv_dtype, context, slo_ms, min_batch, gpus,
-                           efficiency=efficiency, provider=provider))
-    df = df[list(RANK_COLUMNS)].rename(columns=RANK_COLUMNS)
-    for col, nd in (("ms per token (datasheet floor)", 2), ("ms per token (at efficiency)", 2), ("tokens/s", 0),
-                    ("$ per hour", 2), ("$ per M output tokens", 3), ("prefill ms (1 prompt)", 1)):
-        df[col] = df[col].astype(float).round(nd)
-    df["rank"] = df["rank"].astype("Int64")
-    df["batch"] = df["batch"].astype("Int64")
-    return df.set_index("rank")
+    df = pd.DataFrame([asdict(r) for r in rows], columns=list(columns))
+    for field, nd in digits.items():
+        df[field] = df[field].astype(float).round(nd)
+    for field in ("rank", "batch"):
+        if field in df:
+            df[field] = df[field].astype("Int64")
+    return df.rename(columns=columns).set_index(columns[next(iter(columns))])
+
+
+def rank_frame(rows: Iterable[RankedGPU]):
+    """A ranking (helpers.capacity.ranking.rank) as a DataFrame with readable headers (units in the
+    names), rounded for reading, indexed by rank."""
+    return _frame(rows, RANK_COLUMNS, {"step_floor_ms": 2, "step_ms": 2, "tokens_per_s": 0, "usd_per_hour": 2,
+                                       "usd_per_million_tokens": 3, "prefill_ms": 1})
 
 
 def source_text(model, weight_dtype: str, kv_dtype: str, gpus: int = 1, context: int | None = None) -> str:
     """The stamp of a planner figure or table: what it was computed from."""
-    spec = _spec(model)
+    spec = get_spec(model)
     bits = [f"computed from {spec.name} config.json", f"weights {weight_dtype}", f"KV {kv_dtype}"]
     if context:
         bits.append(f"{context:,} tokens")
@@ -53,7 +62,7 @@ def batch_points(max_b: int) -> list[int]:
     """1, 2, 4, … up to max_b, and max_b itself; none for a max batch of 0 (nothing fits)."""
     if max_b == 0 and not isinstance(max_b, bool):
         return []
-    max_b = _whole(max_b, "max batch")
+    max_b = checks.count(max_b, "max batch")
     pts, b = [], 1
     while b < max_b:
         pts.append(b)
@@ -68,7 +77,7 @@ def curve(model, gpu_names: Iterable[str], weight_dtype: str = "bf16", kv_dtype:
     with the step at `efficiency` of the datasheet (as the ranking)."""
     import pandas as pd
 
-    spec = _spec(model)
+    spec = get_spec(model)
     rows = []
     for name in gpu_names:
         top = max_batch(spec, name, gpus, weight_dtype, kv_dtype, context)
@@ -105,40 +114,14 @@ def plot_curve(df, title: str, stamp_text: str, slo_ms: float | None = None):
     return plots.finish(fig, stamp_text)
 
 
-def triangle(model, gpu: str = "H100 SXM", weight_dtype: str = "bf16", kv_dtype: str = "bf16",
-             context: int = 4096, slo_ms: float = 10.0, gpus: int = 1, efficiency: float = DEFAULT_EFFICIENCY):
-    """The quality–latency–throughput triangle on one GPU, in numbers: the same model served for
-    latency (batch 1), within an SLO, for throughput (largest batch), and with less precise weights
-    and cache (fp8: more batch, less cost, a quality cost to check on a benchmark). Every step at
-    `efficiency` of the datasheet. The SLO row's 'meets SLO' says whether plan_for_slo met it."""
-    import pandas as pd
+TRIANGLE_COLUMNS = {"corner": "corner", "weight_dtype": "weights", "kv_dtype": "KV", "batch": "batch",
+                    "meets_slo": "meets SLO", "step_ms": "ms per token", "tokens_per_s": "tokens/s",
+                    "usd_per_million_tokens": "$ per M output tokens", "max_batch": "max batch", "what": "what"}
 
-    spec = _spec(model)
-    _positive(slo_ms, "SLO (ms per output token)")
-    rows = []
 
-    def add(corner: str, p: Plan, what: str):
-        rows.append({"corner": corner, "weights": p.weight_dtype, "KV": p.kv_dtype, "batch": p.batch,
-                     "meets SLO": p.step_s <= slo_ms / 1e3,
-                     "ms per token": p.step_ms, "tokens/s": p.tokens_per_s,
-                     "$ per M output tokens": p.usd_per_million_tokens, "max batch": p.max_batch, "what": what})
-
-    top = max_batch(spec, gpu, gpus, weight_dtype, kv_dtype, context)
-    if top < 1:
-        raise ValueError(plan(spec, gpu, gpus, weight_dtype, kv_dtype, context, 1).reason)
-    kw = {"efficiency": efficiency}
-    add("latency", plan(spec, gpu, gpus, weight_dtype, kv_dtype, context, 1, **kw), "one user, fastest tokens")
-    p, ok = plan_for_slo(spec, gpu, slo_ms, gpus, weight_dtype, kv_dtype, context, **kw)
-    add(f"latency ≤ {slo_ms:g} ms", p, "largest batch within the SLO" if ok else "misses the SLO even at batch 1")
-    add("throughput", plan(spec, gpu, gpus, weight_dtype, kv_dtype, context, top, **kw), "largest batch that fits")
-    q = max_batch(spec, gpu, gpus, "fp8", "fp8", context)
-    if q >= 1 and (weight_dtype, kv_dtype) != ("fp8", "fp8"):
-        add("throughput, less precision", plan(spec, gpu, gpus, "fp8", "fp8", context, q, **kw),
-            "fp8 weights and cache: quality to check on a benchmark")
-    df = pd.DataFrame(rows)
-    for col, nd in (("ms per token", 2), ("tokens/s", 0), ("$ per M output tokens", 3)):
-        df[col] = df[col].astype(float).round(nd)
-    return df.set_index("corner")
+def triangle_frame(corners: Iterable[Corner]):
+    """The triangle's corners (helpers.capacity.triangle.triangle) as a labelled DataFrame, indexed by corner."""
+    return _frame(corners, TRIANGLE_COLUMNS, {"step_ms": 2, "tokens_per_s": 0, "usd_per_million_tokens": 3})
 
 
 REQUEST_COLUMNS = {"rank": "rank", "gpu": "GPU", "provider": "price from", "status": "status", "batch": "batch",
@@ -147,20 +130,8 @@ REQUEST_COLUMNS = {"rank": "rank", "gpu": "GPU", "provider": "price from", "stat
                    "usd_per_million_tokens": "$ per M output tokens (decode only)", "usd_per_request": "$ per request"}
 
 
-def request_table(model, prompt_tokens: int, output_tokens: int, weight_dtype: str = "bf16", kv_dtype: str = "bf16",
-                  context: int | None = None, slo_ms: float | None = None, min_batch: int | None = None,
-                  gpus: int = 1, efficiency: float = DEFAULT_EFFICIENCY, provider: str | None = None):
-    """rank() for requests of prompt + output tokens (context: their sum unless given), cheapest
-    request first: $ per million input and output tokens the way API providers price them, prefill
-    counted, next to the decode-only figure."""
-    import pandas as pd
-
-    context = context or _whole(prompt_tokens, "prompt tokens") + _whole(output_tokens, "output tokens")
-    rows = rank(model, weight_dtype, kv_dtype, context, slo_ms, min_batch, gpus, efficiency=efficiency,
-                provider=provider, prompt_tokens=prompt_tokens, output_tokens=output_tokens)
-    df = pd.DataFrame(rows)[list(REQUEST_COLUMNS)].rename(columns=REQUEST_COLUMNS)
-    for col in list(REQUEST_COLUMNS.values())[5:]:
-        df[col] = df[col].astype(float).round(6 if col == "$ per request" else 3)
-    df["rank"] = df["rank"].astype("Int64")
-    df["batch"] = df["batch"].astype("Int64")
-    return df.set_index("rank")
+def request_frame(rows: Iterable[RankedGPU]):
+    """A ranking of requests (helpers.capacity.ranking.rank_requests) as a labelled DataFrame: $ per
+    million input and output tokens, prefill counted, next to the decode-only figure; indexed by rank."""
+    return _frame(rows, REQUEST_COLUMNS, {field: 6 if field == "usd_per_request" else 3
+                                          for field in list(REQUEST_COLUMNS)[5:]})

@@ -31,6 +31,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Sequence
 
+from ..cost.verdicts import CHANGE_MARGIN, change_verdict  # noqa: F401  (the rule's owner; used by guide)
 from ..measure.timing import percentile
 
 
@@ -267,22 +268,3 @@ def relative_gap(a: float, b: float) -> float:
     if not b:
         raise ValueError("relative_gap against zero")
     return abs(a - b) / abs(b)
-
-
-# A change between two figures counts when it exceeds this fraction either way (the rule of
-# helpers.engines.guide.batching_effect and helpers.parallel.sim.split_verdict).
-CHANGE_MARGIN = 0.10
-
-
-def change_verdict(ratio: float, margin: float = CHANGE_MARGIN) -> str:
-    """"higher", "lower" or "about equal": a ratio new ÷ old read with the margin (higher when
-    ratio > 1 + margin, lower when ratio < 1 ÷ (1 + margin))."""
-    if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not ratio >= 0 or ratio != ratio:
-        raise ValueError(f"a ratio of two figures must be a number ≥ 0, got {ratio!r}")
-    if not margin >= 0:
-        raise ValueError(f"the margin must be ≥ 0, got {margin!r}")
-    if ratio > 1 + margin:
-        return "higher"
-    if ratio < 1 / (1 + margin):
-        return "lower"
-    return "about equal"

@@ -23,6 +23,7 @@ protocol small messages use). One GPU: no communication (0).
 """
 from __future__ import annotations
 
+from .. import checks
 from .links import Link
 
 BASE_LATENCY_S = 3.6e-6   # NCCL tuning.cc baseLat, Ring / LL
@@ -31,15 +32,11 @@ BASE_LATENCY_SOURCE = ("NVIDIA/nccl src/graph/tuning.cc (commit 01afd20a): baseL
 
 
 def _n(n) -> int:
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"the number of GPUs must be a whole number ≥ 1, got {n!r}")
-    return n
+    return checks.count(n, "the number of GPUs")
 
 
 def _bytes(m) -> float:
-    if isinstance(m, bool) or not isinstance(m, (int, float)) or not m >= 0:
-        raise ValueError(f"a message size must be a number of bytes ≥ 0, got {m!r}")
-    return float(m)
+    return checks.number(m, "a message size", unit="bytes")
 
 
 def all_reduce_s(message_bytes: float, n: int, link: Link, base_s: float = BASE_LATENCY_S) -> float:

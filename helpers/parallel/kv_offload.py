@@ -7,7 +7,8 @@ layer's keys and values in host memory and brings them back over PCIe before the
 link once: its bytes (helpers.cost.memory.kv_cache_bytes) ÷ the PCIe link's one-way bandwidth
 (helpers.parallel.links), against the same bytes read from HBM (helpers.cost.gpus bandwidth).
 ``measure_offloaded`` runs the real thing on this machine's device; on a CPU "host memory" is the
-same memory, so it shows the mechanism's overhead, never the PCIe cost.
+same memory, so it shows the mechanism's overhead, never the PCIe cost. The computed side, bytes over
+bandwidths, is helpers.parallel.offload.
 
 Eviction (StreamingLLM, Xiao et al. 2023, "Efficient Streaming Language Models with Attention
 Sinks", arXiv:2309.17453, §3): keep the first `sinks` tokens (which attention piles onto) and the
@@ -20,23 +21,9 @@ from __future__ import annotations
 import statistics
 import time
 
-from ..cost.gpus import get_gpu
+from .. import checks
 from ..cost.memory import kv_cache_bytes
 from ..measure.tensor_bytes import measured_cache_bytes
-from ..cost.specs import get_spec
-from .links import get_link
-
-
-def offload_rows(model, gpu, contexts=(4096, 32768, 131072), batch: int = 1, kv_dtype: str = "bf16") -> list[dict]:
-    """Per decode step: the KV cache's bytes read from HBM against brought over PCIe (offloaded)."""
-    spec, g = get_spec(model), get_gpu(gpu)
-    pcie = get_link(g, "pcie")
-    rows = []
-    for c in contexts:
-        kv = kv_cache_bytes(spec, c, batch, kv_dtype)
-        rows.append({"context": c, "kv_GB": kv / 1e9, "from_hbm_ms": kv / g.bandwidth * 1e3,
-                     "over_pcie_ms": kv / pcie.bandwidth * 1e3, "slower": g.bandwidth / pcie.bandwidth})
-    return rows
 
 
 def evict(cache, sinks: int, window: int) -> None:
@@ -69,11 +56,8 @@ def eviction_quality(loaded, prompt_tokens: int = 256, new_tokens: int = 64, sin
 
     from ..measure.quality import eval_ids, next_token_logprobs, quality
 
-    for v, what in ((prompt_tokens, "prompt_tokens"), (new_tokens, "new_tokens"), (window, "window")):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{what} must be a whole number ≥ 1, got {v!r}")
-    if isinstance(sinks, bool) or not isinstance(sinks, int) or sinks < 0:
-        raise ValueError(f"sinks must be a whole number ≥ 0, got {sinks!r}")
+    prompt_tokens, new_tokens = checks.count(prompt_tokens, "prompt_tokens"), checks.count(new_tokens, "new_tokens")
+    window, sinks = checks.count(window, "window"), checks.count(sinks, "sinks", minimum=0)
     model, spec = loaded.model, loaded.spec
     ids = eval_ids(loaded.tokenizer, prompt_tokens + new_tokens, profile=loaded.profile)
     if len(ids) < prompt_tokens + new_tokens:
@@ -106,10 +90,8 @@ def context_use(loaded, tokens: int = 160, skip: int = 100) -> dict:
     as much text before them as the other's opening), and their ratio, second ÷ first."""
     from ..measure.quality import eval_ids, next_token_logprobs, perplexity
 
-    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 2:
-        raise ValueError(f"tokens must be a whole number ≥ 2, got {tokens!r}")
-    if isinstance(skip, bool) or not isinstance(skip, int) or not 0 <= skip < tokens - 1:
-        raise ValueError(f"skip must be a whole number from 0 to tokens − 2, got {skip!r}")
+    tokens = checks.count(tokens, "tokens", minimum=2)
+    skip = checks.count(skip, "skip", minimum=0, maximum=tokens - 2)
     passage = eval_ids(loaded.tokenizer, tokens, profile=loaded.profile)[:tokens]
     if len(passage) < tokens:
         raise ValueError(f"the evaluation text has {len(passage)} tokens; ask for at most that many")

@@ -22,6 +22,7 @@ import functools
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from .. import checks
 from ..cost.gpus import get_gpu
 
 DATA_FILE = Path(__file__).resolve().parent.parent / "data" / "gpu_links.csv"
@@ -95,8 +96,7 @@ def get_link(gpu, kind: str | None = None, gpus: int = 2) -> Link:
     many (a bridge joins pairs only; a server holds at most GPUS_PER_SERVER), the cluster's link
     between servers beyond that, or the one whose name contains `kind` (nvlink, pcie, infiniband,
     infinity fabric). ValueError when no catalogued link of that kind joins that many GPUs."""
-    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
-        raise ValueError(f"the number of GPUs a link joins must be a whole number ≥ 1, got {gpus!r}")
+    gpus = checks.count(gpus, "the number of GPUs a link joins")
     candidates = links(gpu)
     name = get_gpu(gpu).name
 

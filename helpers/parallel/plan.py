@@ -39,12 +39,13 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
-from ..capacity.planner import DEFAULT_EFFICIENCY, _positive, _whole, plan
+from .. import checks
+from ..capacity.planner import DEFAULT_EFFICIENCY, plan
 from ..cost.config_schema import MAX_TOKENS
 from ..cost.gpus import get_gpu
-from ..cost.specs import ModelSpec, get_spec
+from ..cost.specs import get_spec
 from ..cost.stepcost import expert_bytes, experts_touched
 from .collectives import all_reduce_s, all_to_all_s, send_s
 from .links import GPUS_PER_SERVER, Link, get_link
@@ -53,15 +54,11 @@ ACTIVATION_BYTES = 2          # bf16 activations on the wire
 FLATTEN_GAIN = 1.5            # the speed-up "flattens" where doubling the GPUs gains less than 1.5× (¾ of the ideal 2×)
 
 
-def _spec(model) -> ModelSpec:
-    return model if isinstance(model, ModelSpec) else get_spec(model)
-
-
 def _link(gpu, link, gpus: int) -> Link:
     return link if isinstance(link, Link) else get_link(gpu, link, gpus)
 
 
-@dataclass
+@dataclass(frozen=True)
 class ParallelStep:
     """One decode step of `batch` sequences on tp × pp GPUs; seconds unless named otherwise."""
 
@@ -112,11 +109,10 @@ def parallel_step(model, gpu, tp: int = 1, pp: int = 1, micro_batches: int = 1, 
     the tensor-parallel group (a Link, a kind such as "pcie", or None for the fastest that joins tp
     GPUs: in one server up to GPUS_PER_SERVER, the cluster's beyond); pp_link: between stages (default:
     the same while the tp × pp GPUs fit in one server, else the cluster's link)."""
-    spec = _spec(model)
+    spec = get_spec(model)
     g = get_gpu(gpu)
-    for v, what in ((tp, "tp"), (pp, "pp"), (micro_batches, "micro-batches"), (batch, "batch")):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{what} must be a whole number ≥ 1, got {v!r}")
+    tp, pp = checks.count(tp, "tp"), checks.count(pp, "pp")
+    micro_batches, batch = checks.count(micro_batches, "micro-batches"), checks.count(batch, "batch")
     if pp > spec.num_layers:
         raise ValueError(f"pp={pp} stages exceed {spec.name}'s {spec.num_layers} layers")
     if batch % micro_batches:
@@ -139,32 +135,28 @@ def parallel_step(model, gpu, tp: int = 1, pp: int = 1, micro_batches: int = 1, 
     one = plan(spec, g, tp, weight_dtype, kv_dtype, context, mb, efficiency=efficiency, pipeline_stages=pp)
     message = mb * spec.hidden_size * ACTIVATION_BYTES
     layers = spec.num_layers / pp
-    out.stage_s = one.step_s / pp
-    out.all_reduce_bytes = message
-    out.all_reduces_per_step = 2 * spec.num_layers if tp > 1 else 0
-    out.all_reduce_s = 2 * layers * all_reduce_s(message, tp, tp_link) if tp > 1 else 0.0
-    out.send_s = send_s(message, stage_link) if pp > 1 else 0.0
-    out.slot_s = out.stage_s + out.all_reduce_s + out.send_s
-    out.step_s = (micro_batches + pp - 1) * out.slot_s
-    out.bubble_share = (pp - 1) / (micro_batches + pp - 1)
-    out.communication_share = (out.all_reduce_s + out.send_s) / out.slot_s
-    out.tokens_per_s = batch / out.step_s
-    # the planner's $ per million tokens (its $ per second over all tp × pp GPUs) at this slower step
-    out.usd_per_million_tokens = whole.usd_per_million_tokens * whole.tokens_per_s / out.tokens_per_s
-    out.steady_fits = in_flight <= whole.max_batch
+    stage = one.step_s / pp
+    reduce_s = 2 * layers * all_reduce_s(message, tp, tp_link) if tp > 1 else 0.0
+    hop_s = send_s(message, stage_link) if pp > 1 else 0.0
+    slot = stage + reduce_s + hop_s
+    step = (micro_batches + pp - 1) * slot
+    out = replace(out, stage_s=stage, all_reduce_bytes=message, all_reduces_per_step=2 * spec.num_layers if tp > 1 else 0,
+                  all_reduce_s=reduce_s, send_s=hop_s, slot_s=slot, step_s=step,
+                  bubble_share=(pp - 1) / (micro_batches + pp - 1), communication_share=(reduce_s + hop_s) / slot,
+                  tokens_per_s=batch / step,
+                  # the planner's $ per million tokens (its $ per second over all tp × pp GPUs) at this slower step
+                  usd_per_million_tokens=whole.usd_per_million_tokens * whole.tokens_per_s * step / batch,
+                  steady_fits=in_flight <= whole.max_batch)
     if not out.steady_fits:
-        out.steady_reason = (f"keeping the {pp} stages full takes {max(micro_batches, pp)} micro-batches of {mb} in "
-                             f"flight, {in_flight:,} sequences of {context:,} tokens; the KV cache holds "
-                             f"{whole.max_batch:,}")
-        return out
-    out.steady_step_s = micro_batches * out.slot_s
-    out.steady_tokens_per_s = batch / out.steady_step_s
-    return out
+        return replace(out, steady_reason=(f"keeping the {pp} stages full takes {max(micro_batches, pp)} micro-batches "
+                                           f"of {mb} in flight, {in_flight:,} sequences of {context:,} tokens; the KV "
+                                           f"cache holds {whole.max_batch:,}"))
+    return replace(out, steady_step_s=micro_batches * slot, steady_tokens_per_s=batch / (micro_batches * slot))
 
 
 def tp_scaling(model, gpu, batch: int = 1, context: int = 4096, link: str | Link | None = None,
                counts=(1, 2, 4, 8), weight_dtype: str = "bf16", kv_dtype: str = "bf16",
-               efficiency: float = DEFAULT_EFFICIENCY) -> list[dict]:
+               efficiency: float = DEFAULT_EFFICIENCY) -> list[TPScaling]:
     """The decode step against the tensor-parallel degree: work, all-reduces, step and speed-up over
     the first count that fits. Counts that do not divide the heads or do not fit are skipped; other
     bad input (a count that is not a whole number ≥ 1, the batch, context, GPU or link) raises."""
@@ -179,36 +171,61 @@ def tp_scaling(model, gpu, batch: int = 1, context: int = 4096, link: str | Link
         if not s.fits:
             continue
         first = first or s
-        rows.append({"tp": n, "link": s.link, "work_ms": s.stage_s * 1e3, "all_reduce_ms": s.all_reduce_s * 1e3,
-                     "step_ms": s.step_s * 1e3, "communication_share": s.communication_share,
-                     "speed_up": first.step_s / s.step_s})
-    for prev, row in zip(rows, rows[1:]):
-        gain = row["speed_up"] / prev["speed_up"]
-        row["gain_over_previous"] = gain
+        rows.append(TPScaling(n, s.link, s.stage_s * 1e3, s.all_reduce_s * 1e3, s.step_s * 1e3,
+                              s.communication_share, first.step_s / s.step_s))
     if not rows:
         raise ValueError(f"no tensor-parallel degree of {tuple(counts)} fits: on one GPU {one.reason}")
-    rows[0]["gain_over_previous"] = None
-    return rows
+    return rows[:1] + [replace(row, gain_over_previous=row.speed_up / prev.speed_up) for prev, row in zip(rows, rows[1:])]
 
 
-def flattens_at(rows: list[dict], gain: float = FLATTEN_GAIN) -> int | None:
+@dataclass(frozen=True)
+class TPScaling:
+    """One tensor-parallel degree of tp_scaling(): the work and the all-reduces of its decode step (ms),
+    the share of the step spent communicating, the speed-up over the first degree that fits and the
+    gain over the previous degree (None for the first)."""
+
+    tp: int
+    link: str
+    work_ms: float
+    all_reduce_ms: float
+    step_ms: float
+    communication_share: float
+    speed_up: float
+    gain_over_previous: float | None = None
+
+
+def flattens_at(rows: list[TPScaling], gain: float = FLATTEN_GAIN) -> int | None:
     """The first tensor-parallel degree whose step gains less than `gain`× over the previous one."""
-    _positive(gain, f"gain (a factor such as {FLATTEN_GAIN})")
+    gain = checks.number(gain, f"gain (a factor such as {FLATTEN_GAIN})", positive=True)
     for row in rows[1:]:
-        if row["gain_over_previous"] < gain:
-            return row["tp"]
+        if row.gain_over_previous < gain:
+            return row.tp
     return None
 
 
+@dataclass(frozen=True)
+class MoEStep:
+    """One batch of moe_rows(): the share of routed experts the step touches, the expert bytes each GPU
+    reads (GB) and their time, and the two all-to-alls per MoE layer and their share of (all-to-all +
+    expert reads)."""
+
+    batch: int
+    experts_touched: float
+    expert_gb_read_per_gpu: float
+    expert_read_ms: float
+    all_to_all_ms: float
+    all_to_all_share: float
+
+
 def moe_rows(model, gpu, batches=(1, 8, 64, 256), ep: int = 8, weight_dtype: str = "bf16",
-             link: str | Link | None = None) -> list[dict]:
+             link: str | Link | None = None) -> list[MoEStep]:
     """Per decode step of an MoE model, against the batch: the share of experts touched
     (helpers.cost.stepcost), the expert bytes read and their time at the GPU's bandwidth per GPU over
     `ep` GPUs, and the two all-to-alls per MoE layer (dispatch, combine) over the link."""
-    spec = _spec(model)
+    spec = get_spec(model)
     if not spec.num_experts or not spec.experts_per_token:
         raise ValueError(f"{spec.name} is not a mixture-of-experts model (no routed experts in its config)")
-    ep = _whole(ep, "ep (GPUs the experts are split over)")
+    ep = checks.count(ep, "ep (GPUs the experts are split over)")
     if ep > spec.num_experts:
         raise ValueError(f"ep={ep} GPUs exceed {spec.name}'s {spec.num_experts} routed experts; allowed: 1 to "
                          f"{spec.num_experts}")
@@ -223,17 +240,16 @@ def moe_rows(model, gpu, batches=(1, 8, 64, 256), ep: int = 8, weight_dtype: str
         per_gpu = math.ceil(b / ep) * spec.experts_per_token * spec.hidden_size * ACTIVATION_BYTES
         a2a = 2 * moe_layers * all_to_all_s(per_gpu, ep, lk)
         read = experts * touched / ep
-        rows.append({"batch": b, "experts_touched": touched, "expert_GB_read_per_gpu": read / 1e9,
-                     "expert_read_ms": read / g.bandwidth * 1e3, "all_to_all_ms": a2a * 1e3,
-                     "all_to_all_share": a2a / (a2a + read / g.bandwidth)})
+        rows.append(MoEStep(b, touched, read / 1e9, read / g.bandwidth * 1e3, a2a * 1e3,
+                            a2a / (a2a + read / g.bandwidth)))
     return rows
 
 
 def _counts(values, name: str, each: str, example: str) -> list[int]:
-    """A non-empty list or tuple of whole numbers ≥ 1 (the planner's check of each)."""
+    """A non-empty list or tuple of whole numbers ≥ 1 (helpers.checks.count of each)."""
     if not isinstance(values, (list, tuple, range)) or not len(values):
         raise ValueError(f"{name} must be a non-empty list of whole numbers ≥ 1, e.g. {example}; got {values!r}")
-    return [_whole(v, each) for v in values]
+    return [checks.count(v, each) for v in values]
 
 
 _PARALLEL = re.compile(r"^\s*(tp|pp|mb|ep)\s*=\s*([0-9]+)\s*$", re.ASCII)
@@ -263,47 +279,3 @@ def parse_parallel(text: str) -> dict[str, int]:
                              + ("…" if len(digits) > 20 else ""))
         out[key] = value
     return out
-
-
-# ----------------------------------------------------------------------------- `python -m helpers capacity --parallel`
-
-def capacity_parallel(a, spec, gpu) -> dict:
-    """The capacity command's result with `--parallel tp=T,pp=P[,mb=M]`: the plan on T GPUs per
-    stage and P stages (memory per GPU), and under "parallel" the decode step with its communication."""
-    from ..capacity.cli import _plan_dict, _request_kw
-
-    par = parse_parallel(a.parallel)
-    tp, pp, mb = par["tp"], par["pp"], par["mb"]
-    if a.gpus not in (1, tp * pp):
-        raise ValueError(f"--gpus {a.gpus} disagrees with --parallel tp={tp},pp={pp} ({tp * pp} GPUs); "
-                         "give one or the other")
-    if a.batch is None:
-        raise ValueError("--parallel takes --batch B (not --slo-ms): the batch the pipeline splits into micro-batches")
-    d = _plan_dict(plan(spec, gpu, tp, a.dtype, a.kv_dtype, a.context, a.batch, pipeline_stages=pp, **_request_kw(a)))
-    d["parallel"] = parallel_step(spec, gpu, tp, pp, mb, a.batch, a.context, a.dtype, a.kv_dtype,
-                                  getattr(a, "link", None), efficiency=a.efficiency).to_dict()
-    return d
-
-
-def render_rows(p: dict) -> list[tuple[str, str]]:
-    """Rows the capacity command prints for its "parallel" part."""
-    between = f"; between stages {p['pp_link']}" if p.get("pp_link") and p["pp_link"] != p["link"] else ""
-    rows = [("parallel", f"tp={p['tp']} × pp={p['pp']} = {p['gpus']} GPUs, {p['micro_batches']} micro-batch(es); "
-                         f"link {p['link']}{between}")]
-    if not p["fits"]:
-        return rows
-    if p["steady_fits"]:
-        full_step = f"{p['steady_step_s'] * 1e3:,.2f} ms with the pipeline kept full"
-        full_rate = f"{p['steady_tokens_per_s']:,.0f} (pipeline full, {p['in_flight']:,} sequences in flight)"
-    else:
-        full_step = f"pipeline full: does not fit ({p['steady_reason']})"
-        full_rate = "pipeline full: - (its KV cache does not fit, above)"
-    rows += [("per micro-batch per stage", f"work {p['stage_s'] * 1e3:,.3f} ms + all-reduces {p['all_reduce_s'] * 1e3:,.3f} ms "
-                                           f"({p['all_reduces_per_step']} per token, {p['all_reduce_bytes']:,} B each) + "
-                                           f"send to next stage {p['send_s'] * 1e3:,.4f} ms"),
-             ("communication share", f"{p['communication_share']:.1%} of each slot"),
-             ("pipeline bubble", f"{p['bubble_share']:.1%} of the step ((pp−1)/(mb+pp−1))"),
-             ("decode step with communication", f"{p['step_s'] * 1e3:,.2f} ms one batch through the pipeline; "
-                                                f"{full_step}"),
-             ("tokens/s with communication", f"{p['tokens_per_s']:,.0f} (one batch); {full_rate}")]
-    return rows

@@ -29,12 +29,13 @@ import heapq
 import math
 import statistics
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..capacity.planner import DEFAULT_EFFICIENCY, plan
-from ..engines.metrics import CHANGE_MARGIN, change_verdict
+from .. import checks
 from ..cost.memory import kv_cache_bytes
 from ..cost.specs import get_spec
+from ..cost.verdicts import CHANGE_MARGIN, change_verdict
 from .collectives import send_s
 from .links import Link
 
@@ -128,9 +129,8 @@ def _prefill(s: _Seq, t: float, costs) -> float:
 def _check(requests, gpus, max_batch):
     if not requests:
         raise ValueError("the simulation needs at least one request")
-    for v, what in ((gpus, "gpus"), (max_batch, "max_batch")):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{what} must be a whole number ≥ 1, got {v!r}")
+    checks.count(gpus, "gpus")
+    checks.count(max_batch, "max_batch")
     for r in requests:
         if r.prompt_tokens < 1 or r.output_tokens < 1 or r.arrival_s < 0:
             raise ValueError(f"request {r.rid}: prompt and output tokens must be ≥ 1 and arrival ≥ 0, got {r}")
@@ -166,10 +166,9 @@ def simulate_shared(requests, costs, gpus: int = 2, max_batch: int = 64) -> list
 def simulate_split(requests, costs, prefill_gpus: int = 1, decode_gpus: int = 1, link: Link | None = None,
                    max_batch: int = 64) -> list[_Seq]:
     """P GPUs prefill, D decode; each request's KV crosses `link` (None: free and instant)."""
+    prefill_gpus = checks.count(prefill_gpus, "prefill GPUs")
+    decode_gpus = checks.count(decode_gpus, "decode GPUs")
     reqs = _check(requests, prefill_gpus + decode_gpus, max_batch)
-    for v, what in ((prefill_gpus, "prefill GPUs"), (decode_gpus, "decode GPUs")):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{what} must be a whole number ≥ 1, got {v!r}")
     arrivals, waiting, finished = deque(reqs), deque(), []
     ready: list = []                                  # (ready time, rid, seq)
     running = {g: [] for g in range(prefill_gpus, prefill_gpus + decode_gpus)}
@@ -210,51 +209,82 @@ def simulate_split(requests, costs, prefill_gpus: int = 1, decode_gpus: int = 1,
     return finished
 
 
-def summarize(finished: list[_Seq], ttft_slo_s: float, itl_slo_s: float) -> dict:
+@dataclass(frozen=True)
+class Outcome:
+    """One request of a finished simulation: its TTFT, mean ITL (None with one output token), when it
+    finished, and whether it met both SLOs."""
+
+    rid: int
+    ttft_s: float
+    itl_s: float | None
+    done_s: float
+    meets_slo: bool
+
+
+@dataclass(frozen=True)
+class Summary:
+    """A finished simulation: TTFT and ITL percentiles (s), the share of requests meeting the SLO,
+    goodput (requests meeting it per second) and the time from the first arrival to the last
+    completion. From compare(), also which deployment ran ("shared × 4", "split 1 prefill + 3 decode")
+    and its prefill GPUs (0 for the shared pool)."""
+
+    requests: int
+    ttft_p50_s: float | None
+    ttft_p90_s: float | None
+    itl_p50_s: float | None
+    itl_p90_s: float | None
+    slo_attainment: float
+    goodput_rps: float
+    makespan_s: float
+    deployment: str = ""
+    prefill_gpus: int = 0
+
+
+def summarize(finished: list[_Seq], ttft_slo_s: float, itl_slo_s: float) -> Summary:
     """TTFT and ITL percentiles, SLO attainment and goodput of a finished simulation."""
     rows = per_request(finished, ttft_slo_s, itl_slo_s)
-    ttft = sorted(r["ttft_s"] for r in rows)
-    itl = sorted(r["itl_s"] for r in rows if r["itl_s"] is not None)
+    ttft = sorted(r.ttft_s for r in rows)
+    itl = sorted(r.itl_s for r in rows if r.itl_s is not None)
     start = min(s.req.arrival_s for s in finished)
     span = max(s.done_s for s in finished) - start
-    met = sum(r["meets_slo"] for r in rows)
+    met = sum(r.meets_slo for r in rows)
 
     def pct(xs, q):
         return xs[min(len(xs) - 1, int(math.ceil(q * len(xs))) - 1)] if xs else None
 
-    return {"requests": len(rows), "ttft_p50_s": pct(ttft, 0.5), "ttft_p90_s": pct(ttft, 0.9),
-            "itl_p50_s": pct(itl, 0.5), "itl_p90_s": pct(itl, 0.9), "slo_attainment": met / len(rows),
-            "goodput_rps": met / span if span > 0 else float("inf"), "makespan_s": span}
+    return Summary(len(rows), pct(ttft, 0.5), pct(ttft, 0.9), pct(itl, 0.5), pct(itl, 0.9), met / len(rows),
+                   met / span if span > 0 else float("inf"), span)
 
 
-def per_request(finished: list[_Seq], ttft_slo_s: float, itl_slo_s: float) -> list[dict]:
+def per_request(finished: list[_Seq], ttft_slo_s: float, itl_slo_s: float) -> list[Outcome]:
+    """Each finished request's Outcome, by request id."""
     out = []
     for s in sorted(finished, key=lambda s: s.req.rid):
         ttft = s.times[0] - s.req.arrival_s
         itl = (s.times[-1] - s.times[0]) / (len(s.times) - 1) if len(s.times) > 1 else None
         ok = ttft <= ttft_slo_s and (itl is None or itl <= itl_slo_s)
-        out.append({"rid": s.req.rid, "ttft_s": ttft, "itl_s": itl, "done_s": s.done_s, "meets_slo": ok})
+        out.append(Outcome(s.req.rid, ttft, itl, s.done_s, ok))
     return out
 
 
 def compare(requests, costs, gpus: int, link: Link | None, ttft_slo_s: float, itl_slo_s: float,
-            max_batch: int = 64) -> list[dict]:
-    """The shared pool of `gpus` against every split P prefill + (gpus − P) decode GPUs, one row each."""
-    rows = [{"deployment": f"shared × {gpus}", "prefill_gpus": 0,
-             **summarize(simulate_shared(requests, costs, gpus, max_batch), ttft_slo_s, itl_slo_s)}]
+            max_batch: int = 64) -> list[Summary]:
+    """The shared pool of `gpus` against every split P prefill + (gpus − P) decode GPUs, one Summary each."""
+    shared = summarize(simulate_shared(requests, costs, gpus, max_batch), ttft_slo_s, itl_slo_s)
+    rows = [replace(shared, deployment=f"shared × {gpus}", prefill_gpus=0)]
     for p in range(1, gpus):
-        rows.append({"deployment": f"split {p} prefill + {gpus - p} decode", "prefill_gpus": p,
-                     **summarize(simulate_split(requests, costs, p, gpus - p, link, max_batch), ttft_slo_s, itl_slo_s)})
+        split = summarize(simulate_split(requests, costs, p, gpus - p, link, max_batch), ttft_slo_s, itl_slo_s)
+        rows.append(replace(split, deployment=f"split {p} prefill + {gpus - p} decode", prefill_gpus=p))
     return rows
 
 
-def split_verdict(rows: list[dict], margin: float = CHANGE_MARGIN) -> str:
+def split_verdict(rows: list[Summary], margin: float = CHANGE_MARGIN) -> str:
     """The rule: "pays" when the best split's goodput beats the shared pool's by more than `margin`
-    (10 %, the margin helpers.engines.guide.batching_effect reads its results with), "does not pay"
+    (10 %, helpers.cost.verdicts: the margin every comparison reads its ratio with), "does not pay"
     when it falls short by as much, else "about equal". rows: compare()'s, the shared pool first."""
     if len(rows) < 2:
         raise ValueError("split_verdict needs compare()'s rows: the shared pool and at least one split")
-    best, shared = max(r["goodput_rps"] for r in rows[1:]), rows[0]["goodput_rps"]
+    best, shared = max(r.goodput_rps for r in rows[1:]), rows[0].goodput_rps
     if shared == 0:
         ratio = math.inf if best > 0 else 1.0
     else:
@@ -262,7 +292,7 @@ def split_verdict(rows: list[dict], margin: float = CHANGE_MARGIN) -> str:
     return {"higher": "pays", "lower": "does not pay", "about equal": "about equal"}[change_verdict(ratio, margin)]
 
 
-def split_pays(rows: list[dict], margin: float = CHANGE_MARGIN) -> bool:
+def split_pays(rows: list[Summary], margin: float = CHANGE_MARGIN) -> bool:
     """True when split_verdict says "pays" (better by more than the margin)."""
     return len(rows) > 1 and split_verdict(rows, margin) == "pays"
 

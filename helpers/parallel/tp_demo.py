@@ -27,6 +27,7 @@ import statistics
 import time
 from dataclasses import asdict, dataclass
 
+from .. import checks
 from .collectives import all_reduce_s, bandwidth_from_all_reduce
 from .links import custom_link
 
@@ -235,9 +236,7 @@ def run_tp(world: int = 2, tokens: int = 32, reps: int = 5, seed: int = 0, timeo
 
     from ..measure.models import build_tiny
 
-    for v, what in ((world, "world"), (tokens, "tokens"), (reps, "reps")):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{what} must be a whole number ≥ 1, got {v!r}")
+    world, tokens, reps = checks.count(world, "world"), checks.count(tokens, "tokens"), checks.count(reps, "reps")
     if world < 2:
         raise ValueError(f"tensor parallelism needs at least 2 processes, got world={world}")
     from transformers.utils import logging as hf_logging

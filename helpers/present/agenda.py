@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import checks
+
 ROOT = Path(__file__).resolve().parents[2]
 AGENDA = ROOT / "workshop" / "agenda.toml"
 NOTEBOOKS = ROOT / "notebooks"
@@ -87,9 +89,8 @@ def _sections(raw, where: str) -> tuple[Section, ...]:
             out.append(Section(item))
         elif isinstance(item, dict) and set(item) <= {"section", "talk"} and "section" in item:
             talk = item.get("talk", 0)
-            if isinstance(talk, bool) or not isinstance(talk, (int, float)) or not 0 <= talk <= 60:
-                raise ValueError(f"{where}: talk minutes must be a number from 0 to 60, got {talk!r}")
-            out.append(Section(str(item["section"]), float(talk)))
+            talk = checks.number(talk, f"{where}: talk minutes", 0, 60)
+            out.append(Section(str(item["section"]), talk))
         else:
             raise ValueError(f"{where}: a section is a name or {{section = '…', talk = minutes}}, got {item!r}")
     return tuple(out)
@@ -110,8 +111,7 @@ def load(path: Path = AGENDA) -> Agenda:
         minutes = raw.get("minutes")
         if kind not in KINDS:
             raise ValueError(f"{where}: kind {kind!r}; allowed: {', '.join(KINDS)}")
-        if isinstance(minutes, bool) or not isinstance(minutes, (int, float)) or not 0 < minutes <= ROOM_MINUTES:
-            raise ValueError(f"{where}: minutes must be a number from 1 to {ROOM_MINUTES}, got {minutes!r}")
+        minutes = checks.number(minutes, f"{where}: minutes", 0, ROOM_MINUTES, positive=True)
         nb = raw.get("notebook")
         slot = Slot(id=str(raw.get("id") or f"slot{i + 1}"), title=str(raw["title"]), minutes=float(minutes),
                     kind=kind, question=str(raw.get("question", "")), notebook=str(nb) if nb else None,

@@ -11,18 +11,16 @@ Each cost is reached through one function here, so a change of owner is a one-li
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Iterable
 
-from ..cost.specs import ModelSpec, get_spec
+from .. import checks
+from ..cost.specs import get_spec
 
 REFERENCE_MODEL = "mistral-7b-v0.1"
 REFERENCE_GPU = "H100 SXM"   # the GPU of the talk's serving benchmark (talk outline, Demo F)
 SHARE_TOKENS = (512, 2048, 4096, 32768)
 SHARE_MODELS = ("mistral-7b-v0.1", "mistral-7b-v0.3", "llama-3.1-8b", "qwen2.5-7b")
-
-
-def _spec(model) -> ModelSpec:
-    return model if isinstance(model, ModelSpec) else get_spec(model)
 
 
 # ----------------------------------------------------------------------------- attention's share of prefill
@@ -34,9 +32,8 @@ def flop_split(model, new_tokens: int, past_tokens: int = 0) -> dict[str, int]:
     FLOP cost model (helpers.cost.stepcost.forward_cost), so the sum is its total."""
     from ..cost.stepcost import forward_cost
 
-    spec = _spec(model)
-    if isinstance(new_tokens, bool) or not isinstance(new_tokens, int) or new_tokens < 1:
-        raise ValueError(f"new_tokens must be a positive integer, got {new_tokens!r}")
+    spec = get_spec(model)
+    new_tokens = checks.count(new_tokens, "new_tokens")
     c = forward_cost(spec, new_tokens, past_tokens)
     return {"matmul": c.matmul_flops, "attention": c.attention_flops, "head": c.head_flops}
 
@@ -55,7 +52,7 @@ def attention_parity_tokens(model, limit: int | None = None) -> int | None:
 
     Attention per prompt token grows with the prompt (or stops growing at the window) while the
     matmuls' stays fixed, so the ratio only rises: a bisection finds the first length."""
-    spec = _spec(model)
+    spec = get_spec(model)
     top = int(limit or 2**20)
 
     def reached(n: int) -> bool:
@@ -74,26 +71,48 @@ def attention_parity_tokens(model, limit: int | None = None) -> int | None:
     return lo
 
 
-def attention_share_rows(models: Iterable = SHARE_MODELS, tokens: Iterable[int] = SHARE_TOKENS,
-                         extra: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    """One row per model: its width, where attention's FLOPs reach the matmuls' in a prefill, and
-    attention's share of the prefill at each prompt length, in % (a length beyond the model's context is NaN).
-    `extra` adds named specs (e.g. {"tiny (this run)": loaded.spec}) before the presets."""
+@dataclass(frozen=True)
+class AttentionShare:
+    """One model: its width, depth, window and context, the prompt length where attention's FLOPs reach
+    the matmuls' in a prefill (None: never), whether that is within its context, and attention's share
+    of the prefill (%) at each prompt length (NaN beyond the model's context)."""
+
+    model: str
+    hidden_size: int
+    layers: int
+    window: int | None
+    context: int | None
+    parity_tokens: int | None
+    within_context: bool
+    share_pct: dict[int, float]
+
+
+def attention_shares(models: Iterable = SHARE_MODELS, tokens: Iterable[int] = SHARE_TOKENS,
+                     extra: dict[str, Any] | None = None) -> list[AttentionShare]:
+    """One AttentionShare per model. `extra` adds named specs (e.g. {"tiny (this run)": loaded.spec})
+    before the presets."""
     named = list((extra or {}).items()) + [(m, m) for m in models]
     rows = []
     for name, model in named:
-        spec = _spec(model)
+        spec = get_spec(model)
         parity = attention_parity_tokens(spec)
-        row = {"model": name, "hidden size": spec.hidden_size, "layers": spec.num_layers,
-               "window": spec.sliding_window or "none",
-               "context (tokens)": spec.max_position_embeddings,
-               "attention = matmuls at (tokens)": parity if parity is not None else "never",
-               "within its context": parity is not None and parity <= (spec.max_position_embeddings or parity)}
-        for n in tokens:
-            ok = spec.max_position_embeddings is None or n <= spec.max_position_embeddings
-            row[f"attention share at {n:,} (%)"] = round(100 * attention_share(spec, n), 1) if ok else float("nan")
-        rows.append(row)
+        limit = spec.max_position_embeddings
+        shares = {n: round(100 * attention_share(spec, n), 1) if limit is None or n <= limit else float("nan")
+                  for n in tokens}
+        rows.append(AttentionShare(name, spec.hidden_size, spec.num_layers, spec.sliding_window, limit, parity,
+                                   parity is not None and parity <= (limit or parity), shares))
     return rows
+
+
+def attention_share_frame(rows: Iterable[AttentionShare]):
+    """attention_shares() as the table the notebooks show, one row per model."""
+    import pandas as pd
+
+    return pd.DataFrame([{"model": r.model, "hidden size": r.hidden_size, "layers": r.layers,
+                          "window": r.window or "none", "context (tokens)": r.context,
+                          "attention = matmuls at (tokens)": r.parity_tokens if r.parity_tokens is not None else "never",
+                          "within its context": r.within_context,
+                          **{f"attention share at {n:,} (%)": pct for n, pct in r.share_pct.items()}} for r in rows])
 
 
 # ----------------------------------------------------------------------------- a GPU, from the planner
@@ -125,7 +144,7 @@ def gpu_expectations(model=REFERENCE_MODEL, gpu: str = REFERENCE_GPU, sizes=None
     from ..cost.gpus import get_gpu
     from ..cost.memory import kv_bytes_per_token, kv_cache_bytes, max_users, weight_bytes
 
-    spec, g = _spec(model), get_gpu(gpu)
+    spec, g = get_spec(model), get_gpu(gpu)
     sizes = sizes or gpu_sizes()
     w = weight_bytes(spec, "bf16").bytes
     longest = sizes.memory_tokens[-1]
@@ -142,20 +161,35 @@ def gpu_expectations(model=REFERENCE_MODEL, gpu: str = REFERENCE_GPU, sizes=None
             "users_oom_at": next((b for b in sizes.users_batches if b > users), None)}
 
 
-def quantized_decode_rows(model=REFERENCE_MODEL, gpu: str = REFERENCE_GPU,
-                          schemes: Iterable[str] = ("bf16", "fp8", "int8", "nf4"), context: int = 1024) -> list[dict]:
+@dataclass(frozen=True)
+class QuantizedFloor:
+    """One weight scheme's decode-step floor: its weight bytes, the floor (ms), what bounds it, and the
+    first scheme's floor ÷ this one (vs_bf16)."""
+
+    scheme: str
+    weight_bytes: int
+    step_floor_ms: float
+    bound: str
+    vs_bf16: float
+
+
+def quantized_decode_floors(model=REFERENCE_MODEL, gpu: str = REFERENCE_GPU,
+                            schemes: Iterable[str] = ("bf16", "fp8", "int8", "nf4"),
+                            context: int = 1024) -> list[QuantizedFloor]:
     """The decode step's floor on a GPU for each weight scheme (batch 1, `context` tokens cached):
     a memory-bound step reads the weights once, so fewer bytes per weight means a shorter floor —
-    if a kernel dequantizes on the fly at full bandwidth. 'vs bf16' is bf16's floor ÷ this one."""
-    rows = []
-    for s in schemes:
-        p = gpu_plan(model, gpu, weight_dtype=s, context=context)
-        rows.append({"scheme": s, "weight bytes": p.weight_bytes, "step floor (ms)": p.step_floor_s * 1e3,
-                     "bound": p.bound})
-    base = rows[0]["step floor (ms)"]
-    for r in rows:
-        r["vs bf16 (×)"] = base / r["step floor (ms)"]
-    return rows
+    if a kernel dequantizes on the fly at full bandwidth. vs_bf16 is the first scheme's (bf16's) floor ÷ this one."""
+    plans = [(s, gpu_plan(model, gpu, weight_dtype=s, context=context)) for s in schemes]
+    base = plans[0][1].step_floor_s
+    return [QuantizedFloor(s, p.weight_bytes, p.step_floor_s * 1e3, p.bound, base / p.step_floor_s) for s, p in plans]
+
+
+def quantized_decode_frame(rows: Iterable[QuantizedFloor]):
+    """quantized_decode_floors() as the table notebook 05 shows."""
+    import pandas as pd
+
+    return pd.DataFrame([{"scheme": r.scheme, "weight bytes": r.weight_bytes, "step floor (ms)": r.step_floor_ms,
+                          "bound": r.bound, "vs bf16 (×)": r.vs_bf16} for r in rows])
 
 
 # ----------------------------------------------------------------------------- notebooks 03 and 04 on a GPU

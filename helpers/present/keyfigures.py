@@ -124,14 +124,14 @@ def planner() -> dict[str, Figure]:
     """Notebook 04: the cheapest catalogued GPU for Mistral 7B under the talk's 10 ms SLO at 4k context."""
     from ..capacity.ranking import rank
 
-    rows = [r for r in rank(MODEL, context=CONTEXT, slo_ms=SLO_MS) if r["status"] == "ok"]
+    rows = [r for r in rank(MODEL, context=CONTEXT, slo_ms=SLO_MS) if r.status == "ok"]
     best = rows[0]
     src = f"helpers.capacity.rank('{MODEL}', context={CONTEXT}, slo_ms={SLO_MS:g})[0]"
     return {
         "slo_ms": Figure(SLO_MS, f"{SLO_MS:g} ms", "the talk's premium-chat SLO"),
-        "best_gpu": Figure(best["gpu"], best["gpu"], src),
-        "best_gpu_batch": Figure(best["batch"], _n(best["batch"]), src),
-        "best_gpu_usd_per_mtok": Figure(best["usd_per_million_tokens"], f"${best['usd_per_million_tokens']:,.3f}", src),
+        "best_gpu": Figure(best.gpu, best.gpu, src),
+        "best_gpu_batch": Figure(best.batch, _n(best.batch), src),
+        "best_gpu_usd_per_mtok": Figure(best.usd_per_million_tokens, f"${best.usd_per_million_tokens:,.3f}", src),
         "gpus_meeting_slo": Figure(len(rows), _n(len(rows)), "GPUs ranked ok"),
     }
 
@@ -247,9 +247,9 @@ def parallel_figures() -> dict[str, Figure]:
         rows = par.tp_scaling(MODEL, GPU, batch=8, context=CONTEXT, link=kind)
         last, flat = rows[-1], par.flattens_at(rows)
         src = f"parallel.plan.tp_scaling('{MODEL}', '{GPU}', batch=8, context={CONTEXT}, link='{kind}')"
-        out[f"tp_{kind}_gpus"] = Figure(last["tp"], _n(last["tp"]), src)
-        out[f"tp_{kind}_speedup"] = Figure(last["speed_up"], f"{last['speed_up']:,.1f}×", src)
-        out[f"tp_{kind}_comm_share"] = Figure(last["communication_share"], f"{last['communication_share']:.0%}", src)
+        out[f"tp_{kind}_gpus"] = Figure(last.tp, _n(last.tp), src)
+        out[f"tp_{kind}_speedup"] = Figure(last.speed_up, f"{last.speed_up:,.1f}×", src)
+        out[f"tp_{kind}_comm_share"] = Figure(last.communication_share, f"{last.communication_share:.0%}", src)
         out[f"tp_{kind}_flattens"] = Figure(flat, f"flattens at {flat} GPUs" if flat else "does not flatten", src)
     one = par.parallel_step("llama-3.1-8b", GPU, 1, 1, 1, 32, 8192)
     two = par.parallel_step("llama-3.1-8b", GPU, 1, 2, 1, 32, 8192)
