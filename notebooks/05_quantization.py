@@ -20,7 +20,7 @@ with app.setup:
     from helpers import capacity
     from helpers.present import expected, notebook, plots, replay
     from helpers.cost import memory, specs
-    from helpers.measure import models, quant
+    from helpers.measure import local_models, models, quant
     from helpers.present.glossary import term
     from helpers.cost.units import fmt_bytes
 
@@ -339,7 +339,7 @@ def _(results_on):
     a smoke test, not a benchmark — check a scheme on your own task before you ship it.
     """)
     _text = ("the opening of the last chapter of *Persuasion* (held out from the tiny model's training; "
-             "`helpers.measure.training.eval_text()`)" if results_on.profile in ("tiny", "tiny-trained") else
+             "`helpers.measure.texts.heldout_eval_text()`)" if results_on.profile in ("tiny", "tiny-trained") else
              "the fixed text in `helpers/data/eval_text.txt` (original prose written for this repository, "
              "public domain)")
     mo.md(f"""
@@ -371,7 +371,7 @@ def random_against_trained(loaded) -> dict | None:
     None on other profiles."""
     from helpers.measure import training
 
-    if loaded.profile not in models.TINY_PROFILES:
+    if loaded.profile not in local_models.TINY_PROFILES:
         return None
     other = "tiny" if loaded.profile == "tiny-trained" else "tiny-trained"
     both = {loaded.profile: loaded, other: models.load(other, device=loaded.device)}

@@ -2,7 +2,7 @@
 import pytest
 
 from helpers.cost import compute_share as cs
-from helpers.measure.models import TINY_CONFIG
+from helpers.measure.local_models import TINY_CONFIG
 
 # Mistral 7B (paper, arXiv:2310.06825, Table 1): dim 4096, 32 layers, head_dim 128, 32 heads, 8 KV heads,
 # hidden_dim 14336, vocab 32000, window 4096. By hand, per layer:

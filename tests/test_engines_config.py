@@ -22,7 +22,7 @@ def test_serve_folder_has_what_autotokenizer_and_the_server_need():
     assert cfg["tokenizer_class"] == "LlamaTokenizer" and "[INST]" in cfg["chat_template"]
     from transformers import AutoTokenizer
 
-    from helpers.measure.models import build_tiny, load_tokenizer
+    from helpers.measure.local_models import build_tiny, load_tokenizer
 
     auto = AutoTokenizer.from_pretrained(folder)
     ref = load_tokenizer(build_tiny())               # mistral-common's tokenizer: the independent reference
@@ -39,7 +39,7 @@ def test_serve_folder_of_every_cpu_profile_holds_its_own_weights(profile):
     from safetensors import safe_open
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from helpers.measure import models
+    from helpers.measure import local_models, models
 
     built = models.built_folder(profile)
     folder = servers.serve_folder(profile)
@@ -74,7 +74,7 @@ def test_serve_folder_for_the_7b_profiles_says_what_to_do(tmp_path, monkeypatch)
     from helpers.measure import models
 
     monkeypatch.setenv("WORKSHOP_CACHE", str(tmp_path))
-    with pytest.raises(models.ProfileUnavailable, match="profile mistral-7b-random .*notebook 05.*tiny-trained"):
+    with pytest.raises(local_models.ProfileUnavailable, match="profile mistral-7b-random .*notebook 05.*tiny-trained"):
         servers.serve_folder("mistral-7b-random")
     dummy = servers.serve_folder("mistral-7b-random", weights=False)
     assert not list(dummy.glob("*.safetensors"))
@@ -91,7 +91,7 @@ def test_serve_folder_for_the_7b_profiles_says_what_to_do(tmp_path, monkeypatch)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
     monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(tmp_path / "hub"))
-    with pytest.raises(models.ProfileUnavailable, match="profile mistral-7b cannot be served: .*hf download"):
+    with pytest.raises(local_models.ProfileUnavailable, match="profile mistral-7b cannot be served: .*hf download"):
         servers.serve_folder("mistral-7b")
     monkeypatch.setattr(models, "weights_status", lambda model_id: models.WeightsStatus(True, "cache", "cached"))
     monkeypatch.setenv("WORKSHOP_MODEL_ID", "someone/Model-7B")

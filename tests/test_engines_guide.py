@@ -167,10 +167,10 @@ def test_sharegpt_like_lengths_follow_the_published_means():
 
 
 def test_tokens_per_word_is_the_tokenizers_rate_on_the_word_list():
-    from helpers.measure import models
+    from helpers.measure import local_models, models
     from helpers.serving.traces import chat_trace
 
-    tok = models.load_tokenizer(models.build_tiny())
+    tok = local_models.load_tokenizer(local_models.build_tiny())
     reqs = chat_trace(100, seed=0, prompt_words_median=100, sigma=0.0)
     words = sum(len(r.prompt.split()) for r in reqs)
     tokens = sum(len(tok(r.prompt).input_ids) for r in reqs)

@@ -7,7 +7,7 @@ import torch
 
 from helpers import capacity
 from helpers.cost import memory, specs
-from helpers.measure import models, quality, quant
+from helpers.measure import local_models, models, quality, quant, texts
 from helpers.cost.specs import PRESETS
 
 SCHEMES = ("bf16", "int8", "nf4", "nf4-dq")
@@ -20,7 +20,7 @@ def tiny_bf16_variants():
     """The tiny model loaded four ways with a bf16 base: plain bf16 and the three bitsandbytes schemes."""
     from transformers import AutoModelForCausalLM
 
-    folder = models.build_tiny()
+    folder = local_models.build_tiny()
     out = {"bf16": AutoModelForCausalLM.from_pretrained(folder, dtype=torch.bfloat16).eval()}
     for scheme in quant.SCHEMES:
         out[scheme] = quant.load_quantized(folder, scheme, "cpu", "bf16")
@@ -97,7 +97,7 @@ def test_kl_and_top1_hand_computed():
 
 
 def test_eval_text_is_shipped_and_tokenizes(tiny):
-    text = quality.eval_text()
+    text = texts.eval_text()
     assert 2_000 < len(text.encode()) < 20_000
     ids = quality.eval_ids(tiny.tokenizer)
     assert len(ids) > 500 and all(isinstance(i, int) for i in ids)

@@ -190,7 +190,7 @@ def match_quoted(quoted: float, rows: list[dict[str, Any]], tolerance: float = M
 def kv_heads_configs(base: dict | None = None) -> dict[str, dict]:
     """The tiny Mistral config three ways, differing only in num_key_value_heads: MHA (all heads),
     GQA (the tiny model's groups of 4 query heads) and MQA (one K/V head)."""
-    from ..measure.models import TINY_CONFIG
+    from ..measure.local_models import TINY_CONFIG
 
     base = dict(base or TINY_CONFIG)
     heads = base["num_attention_heads"]
@@ -203,7 +203,7 @@ def kv_heads_configs(base: dict | None = None) -> dict[str, dict]:
 
 
 def _variant_folder(name: str, folder: Path | None) -> Path:
-    from ..measure.models import cache_dir
+    from ..measure.local_models import cache_dir
 
     slug = "".join(c if c.isalnum() else "-" for c in name.lower()).strip("-")
     return Path(folder or cache_dir()) / f"tiny-{slug}"
@@ -215,7 +215,7 @@ def load_variant(name: str, config: dict, folder: Path | None = None):
     from transformers import AutoModelForCausalLM
     from transformers.utils import logging as hf_logging
 
-    from ..measure.models import build_tiny
+    from ..measure.local_models import build_tiny
 
     bars = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()
@@ -261,7 +261,7 @@ def measure_kv_heads(cases=((16, 1), (100, 1), (64, 4)), folder: Path | None = N
 # ----------------------------------------------------------------------------- measured: sliding window
 
 def sliding_config(window: int = 16, base: dict | None = None) -> dict:
-    from ..measure.models import TINY_CONFIG
+    from ..measure.local_models import TINY_CONFIG
 
     return {**(base or TINY_CONFIG), "sliding_window": window}
 

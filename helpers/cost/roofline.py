@@ -26,7 +26,7 @@ from typing import Any, Iterable, Sequence
 
 from . import stepcost
 from ..measure.microbench import MATMUL_DTYPES
-from ..measure.models import SMALL_OVERRIDES
+from ..measure.local_models import SMALL_OVERRIDES
 from ..measure.microbench import measure_bandwidth, measure_peak_flops  # noqa: F401  (re-exported)
 from .specs import ModelSpec, get_spec, param_breakdown
 from .stepcost import attended_keys, attention_flops_per_key, decode_cost, forward_cost, matmul_params  # noqa: F401
@@ -247,13 +247,13 @@ SIZE_OVERRIDES: dict[str, dict[str, Any]] = {
     "probe": {"hidden_size": 16, "intermediate_size": 32, "num_attention_heads": 2, "num_key_value_heads": 1,
               "head_dim": 8, "vocab_size": 256},
     "tiny": {},
-    "small": SMALL_OVERRIDES,  # the small profile's own widths (helpers.measure.models)
+    "small": SMALL_OVERRIDES,  # the small profile's own widths (helpers.measure.local_models)
 }
 
 
 def size_config(name: str) -> dict[str, Any]:
     """The config.json dict of a named size (the tiny profile's config with SIZE_OVERRIDES applied)."""
-    from ..measure.models import TINY_CONFIG
+    from ..measure.local_models import TINY_CONFIG
 
     if name not in SIZE_OVERRIDES:
         raise ValueError(f"unknown model size {name!r}; allowed: {', '.join(SIZE_OVERRIDES)}")

@@ -416,11 +416,11 @@ def prefix_model(plan: Plan, name: str, block_sizes=(16, 128)) -> dict | None:
     tree, token-granular and rounded to whole blocks (helpers.serving.radix.hit_rate): the share of prompt
     tokens a prefix cache could serve. 128 is the block vLLM's CPU build uses here, 16 its GPU default.
     An upper bound for a server: requests in flight together cannot hit each other's uncomputed blocks."""
-    from ..measure import models
+    from ..measure import local_models, models
     from ..serving.radix import hit_rate
 
     try:
-        tok = models.load_tokenizer(models.build_tiny())
+        tok = local_models.load_tokenizer(local_models.build_tiny())
     except Exception:  # noqa: BLE001 - the replay is a side figure; the benchmark goes on without it
         return None
     ids = [list(tok(r.prompt).input_ids) for r in plan.trace(name)]

@@ -24,7 +24,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..measure import models
+from ..measure import local_models, models
 
 # A Mistral [INST] chat template (what Mistral 7B Instruct's tokenizer_config.json carries), for the
 # chat endpoint; the benchmark itself uses /v1/completions (plain text prompts, no template).
@@ -73,21 +73,21 @@ def serve_folder(profile: str | None = None, folder: Path | None = None, weights
         model_id = os.environ.get("WORKSHOP_MODEL_ID") or models.DEFAULT_MODEL_ID
         status = models.weights_status(model_id)
         if not status.available:
-            raise models.ProfileUnavailable(f"profile mistral-7b cannot be served: {status.message}")
+            raise local_models.ProfileUnavailable(f"profile mistral-7b cannot be served: {status.message}")
         return model_id
-    if name in models.LOCAL_PROFILES:
+    if name in local_models.LOCAL_PROFILES:
         src = models.built_folder(name)
     else:
         src = random_7b_folder()
         saved = (src / "workshop-build.json").exists() and any(src.glob("*.safetensors"))
         if not saved and weights:
-            raise models.ProfileUnavailable(unsaved_random_weights(src))
+            raise local_models.ProfileUnavailable(unsaved_random_weights(src))
         if not saved:
             from ..cost.specs import load_config
 
             src.mkdir(parents=True, exist_ok=True)
             _write_atomic(src / "config.json", json.dumps(load_config("mistral-7b-v0.1")[1], indent=1).encode())
-    dst = Path(folder or models.cache_dir() / f"{src.name}-serve")
+    dst = Path(folder or local_models.cache_dir() / f"{src.name}-serve")
     dst.mkdir(parents=True, exist_ok=True)
     wanted = {item.name: item for item in src.iterdir()
               if item.suffix in (".json", ".safetensors") and item.name not in ("workshop-build.json", "training.json")}
@@ -99,7 +99,7 @@ def serve_folder(profile: str | None = None, folder: Path | None = None, weights
         tmp_link.unlink(missing_ok=True)
         tmp_link.symlink_to(item.resolve())
         os.replace(tmp_link, dst / item_name)
-    _write_atomic(dst / "tokenizer.model", models.tokenizer_source().read_bytes())
+    _write_atomic(dst / "tokenizer.model", local_models.tokenizer_source().read_bytes())
     tok_config = {"tokenizer_class": "LlamaTokenizer", "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>",
                   "add_bos_token": True, "add_eos_token": False, "legacy": False, "model_max_length": 32768,
                   "chat_template": CHAT_TEMPLATE}
@@ -117,7 +117,7 @@ def _write_atomic(path: Path, data: bytes) -> None:
 
 def random_7b_folder() -> Path:
     """Where notebook 05 saves the random 7B once (helpers.measure.quant.model_source writes it)."""
-    return models.cache_dir() / "mistral-7b-random"
+    return local_models.cache_dir() / "mistral-7b-random"
 
 
 def unsaved_random_weights(folder: Path) -> str:
@@ -227,7 +227,7 @@ def available(profile: str | None = None, include: tuple[str, ...] = ("transform
     skipped: list[dict] = []
     try:
         model = serve_folder(profile, weights=False)
-    except models.ProfileUnavailable as exc:
+    except local_models.ProfileUnavailable as exc:
         return [], [{"name": "all engines", "why": str(exc)}]
     has_weights = isinstance(model, str) or any(Path(model).glob("*.safetensors"))   # a str: a Hub repository
     if "transformers" in include:
@@ -247,7 +247,7 @@ def available(profile: str | None = None, include: tuple[str, ...] = ("transform
 
         why = vllm_env.cpu_unavailable() if not cuda else (None if _installed("vllm") else
                                                            "vllm is not installed in this Python (pip install vllm)")
-        if why is None and not cuda and name_of(profile) not in models.LOCAL_PROFILES:
+        if why is None and not cuda and name_of(profile) not in local_models.LOCAL_PROFILES:
             why = f"vLLM on a CPU serves the locally built models (tiny, tiny-trained, small), not {name_of(profile)}"
         if why:
             skipped.append({"name": "vllm", "why": why})

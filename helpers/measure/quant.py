@@ -60,21 +60,21 @@ def model_source(loaded) -> str | Path:
     """Where the active profile's weights can be loaded from again, quantized on the way in:
     the tiny model's folder, the Hub repository, or — for ``mistral-7b-random`` — a folder the random
     model is saved to once (bitsandbytes quantizes while loading a checkpoint)."""
-    from . import models
+    from . import local_models, models
 
-    if loaded.profile in models.LOCAL_PROFILES:   # tiny, tiny-trained, small: built on this machine
+    if loaded.profile in local_models.LOCAL_PROFILES:   # tiny, tiny-trained, small: built on this machine
         return models.built_folder(loaded.profile)
     if loaded.profile == "mistral-7b-random":
         import torch
         import transformers
 
-        folder = models.cache_dir() / "mistral-7b-random"
+        folder = local_models.cache_dir() / "mistral-7b-random"
         # The random weights depend on more than config and seed: torch's CUDA generator fills a tensor
         # with a launch grid sized by the GPU's SM count, and init code changes between versions. A
         # copy saved under another GPU or version holds different weights, and the quality columns
         # would compare two unrelated models: save again then.
         gpu = torch.cuda.get_device_name() if str(loaded.device).startswith("cuda") else str(loaded.device)
-        stamp = {"config": loaded.config, "seed": models.TINY_SEED, "device": gpu,
+        stamp = {"config": loaded.config, "seed": local_models.TINY_SEED, "device": gpu,
                  "torch": torch.__version__, "transformers": transformers.__version__}
         marker = folder / "workshop-build.json"
         if not (marker.exists() and json.loads(marker.read_text()) == stamp):

@@ -71,7 +71,7 @@ def sweep_sizes(profile: str, device: str, free_bytes: int | None = None) -> Swe
     point. A 7B model elsewhere (CPU/MPS): modest sizes, no out-of-memory hunt.
     """
     cuda = device.startswith("cuda")
-    from .models import TINY_PROFILES  # tiny and tiny-trained: the same config and sizes
+    from .local_models import TINY_PROFILES  # tiny and tiny-trained: the same config and sizes
 
     if profile in TINY_PROFILES:
         return SweepSizes(
