@@ -19,7 +19,7 @@ with app.setup:
     import pandas as pd
 
     from helpers.present import notebook, plots, replay
-    from helpers.engines import harness, figures, guide, metrics, process, servers, vllm_env
+    from helpers.engines import figures, findings, guide, harness, metrics, process, servers, vllm_env
     from helpers.present.glossary import term
 
     notebook.setup()
@@ -188,8 +188,8 @@ def _(source, table, workload):
 
 @app.cell(hide_code=True)
 def _(data, workload):
-    _eff = guide.batching_effect_data(data, workload.value)
-    _sc = guide.concurrency_scaling(data, "vLLM default", workload.value)
+    _eff = findings.batching_effect_data(data, workload.value)
+    _sc = findings.concurrency_scaling(data, "vLLM default", workload.value)
     if _eff is None:
         _text = "transformers serve did not produce both configurations' runs here: see **What ran**."
     else:
@@ -202,7 +202,7 @@ def _(data, workload):
         _text += (f" vLLM (default) went from {_sc['tok/s at 1']} to {_sc['tok/s at top']} output tokens/s between "
                   f"concurrency 1 and {_sc['concurrency']} (× {_sc['ratio']}).")
     mo.md(f"""
-    {_text} (A change counts when it exceeds {guide.CHANGE_MARGIN:.0%}; failed requests are counted in the
+    {_text} (A change counts when it exceeds {metrics.CHANGE_MARGIN:.0%}; failed requests are counted in the
     `failed` column, never dropped.)
 
     **What you should see** — at concurrency 1 the two transformers configurations alike; at 4 the
@@ -231,11 +231,11 @@ def _():
 @app.cell
 def _(data, record, source):
     # the live run has vLLM's default only; prefix caching off against on comes from the record then
-    prefix_rows = guide.prefix_caching_effect(data, "agentic")
+    prefix_rows = findings.prefix_caching_effect(data, "agentic")
     prefix_data, _src = data, source
     if not prefix_rows and record:
         prefix_data, _src = record, f"recorded: {guide.run_label(record)}"
-        prefix_rows = guide.prefix_caching_effect(record, "agentic")
+        prefix_rows = findings.prefix_caching_effect(record, "agentic")
     _model = dict((prefix_data.get("prefix_model") or {}).get("agentic") or {})
     _counted = ((next((c for c in prefix_data["configs"] if c["config"]["name"] == "vLLM default"), {}) or {})
                 .get("prefix_cache") or {}).get("agentic")
@@ -247,7 +247,7 @@ def _(data, record, source):
 
 @app.cell(hide_code=True)
 def _(prefix_data, prefix_rows):
-    _rb = guide.radix_against_blocks(prefix_data)
+    _rb = findings.radix_against_blocks(prefix_data)
     _lines = [f"- concurrency {r['concurrency']}: mean TTFT {r['TTFT off ms']:,.0f} → {r['TTFT on ms']:,.0f} ms "
               f"(÷ {r['off ÷ on']}): **{r['verdict']}**" for r in prefix_rows]
     _radix = ("" if not _rb else
@@ -299,7 +299,7 @@ def _(data):
 @app.cell
 def _(data, source, table, tpot_ms, ttft_ms):
     slo = metrics.SLO(ttft_ms.value / 1e3, tpot_ms.value / 1e3)
-    open_loop = guide.attainment_points(data, "chat", slo)
+    open_loop = findings.attainment_points(data, "chat", slo)
     figures.open_loop_figure(table, source, "chat", {k: v["points"] for k, v in open_loop.items()})
     return open_loop, slo
 
@@ -346,7 +346,7 @@ def _(record, record_label):
 
 @app.cell(hide_code=True)
 def _(record):
-    _f = guide.key_figures(record) if record else {}     # from the record's runs, by this code's rules
+    _f = findings.key_figures(record) if record else {}     # from the record's runs, by this code's rules
     _sc, _fp8 = _f.get("vllm concurrency scaling"), _f.get("fp8 KV cache") or {}
     _pc = (_f.get("prefix caching") or {}).get("agentic") or []
     _sp = _f.get("n-gram speculation") or []
@@ -397,7 +397,7 @@ def _(source, table):
 @app.cell
 def _(record):
     _rows = []
-    for _r in (guide.crosscheck_gaps(record) if record else []):
+    for _r in (findings.crosscheck_gaps(record) if record else []):
         for _what in ("our client's own run", "ours on the tap", "vLLM's definitions on the tap"):
             _rows.append({"concurrency": _r["concurrency"], "against vllm bench serve": _what,
                           **{f"{k} gap": _r[_what].get(k) for k in ("ttft", "tpot", "itl", "e2el")}})

@@ -37,16 +37,12 @@ KNOWN_UPWARD: set[tuple[str, str]] = {
     ("helpers.cost.roofline", "helpers.present.plots"),
     ("helpers.cost.state_space", "helpers.present.plots"),
     ("helpers.decoding.regimes", "helpers.decoding.views"),
-    ("helpers.engines.harness", "helpers.engines.guide"),
-    ("helpers.engines.metrics", "helpers.measure.timing"),
-    ("helpers.engines.servers", "helpers.serving.engine.server"),
     ("helpers.measure.flash", "helpers.present.plots"),
     ("helpers.measure.hierarchy", "helpers.present.plots"),
     ("helpers.parallel.plan", "helpers.capacity.cli"),
 }
 KNOWN_CYCLES: set[frozenset[str]] = {
     frozenset({"helpers.capacity.cli", "helpers.parallel.plan"}),
-    frozenset({"helpers.engines.servers", "helpers.serving.engine.server"}),
     frozenset({"helpers.decoding.regimes", "helpers.decoding.views"}),
 }
 KNOWN_HEAVY_FORMULAS: set[tuple[str, str]] = {

@@ -39,7 +39,7 @@ def test_serve_folder_of_every_cpu_profile_holds_its_own_weights(profile):
     from safetensors import safe_open
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from helpers.measure import local_models, models
+    from helpers.measure import models
 
     built = models.built_folder(profile)
     folder = servers.serve_folder(profile)
@@ -71,7 +71,7 @@ def test_serve_folder_for_the_7b_profiles_says_what_to_do(tmp_path, monkeypatch)
     """mistral-7b-random: refused (naming the profile and the fix) until notebook 05 has saved its random
     weights; a config-only folder for vLLM/SGLang's --load-format dummy when asked; the saved weights linked
     once there. mistral-7b: the Hub id when its weights are cached, else the weights' own message."""
-    from helpers.measure import models
+    from helpers.measure import local_models, models
 
     monkeypatch.setenv("WORKSHOP_CACHE", str(tmp_path))
     with pytest.raises(local_models.ProfileUnavailable, match="profile mistral-7b-random .*notebook 05.*tiny-trained"):

@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from helpers.engines import harness, guide, metrics, workloads
+from helpers.engines import findings, guide, harness, metrics, workloads
 from helpers.engines.metrics import SLO, RequestRecord, summarize
 
 SLO_ = SLO(1.0, 0.1)
@@ -55,7 +55,7 @@ def _data():
 
 
 def test_key_figures_worked_by_hand():
-    f = guide.key_figures(_data())
+    f = findings.key_figures(_data())
     assert f["vllm concurrency scaling"] is None                 # no one-length ("fixed") runs in this data
     sc = f["vllm concurrency scaling, chat"]
     # 4 requests × 5 tokens: 20 tokens in 1.0 s at concurrency 1, in 0.2 s at 8: × 5.0, the target × 4 met
@@ -118,7 +118,7 @@ def test_engines_md_holds_the_guide_generated_from_the_committed_record(tmp_path
     with pytest.raises(ValueError, match="no generated section"):
         guide.write_guide(harness.RECORD, tmp_path / "bare.md")
     record = json.loads(harness.RECORD.read_text())
-    assert record["complete"] and record["figures"] == guide.key_figures(record)
+    assert record["complete"] and record["figures"] == findings.key_figures(record)
 
 
 def test_distserve_goodput_and_attainment_rules():
@@ -167,7 +167,7 @@ def test_sharegpt_like_lengths_follow_the_published_means():
 
 
 def test_tokens_per_word_is_the_tokenizers_rate_on_the_word_list():
-    from helpers.measure import local_models, models
+    from helpers.measure import local_models
     from helpers.serving.traces import chat_trace
 
     tok = local_models.load_tokenizer(local_models.build_tiny())
@@ -187,13 +187,13 @@ def test_open_loop_and_prefix_figures_draw_what_they_are_given():
 
     data = _data()
     table = harness.runs_table(data)
-    pts = guide.attainment_points(data, "chat", SLO(0.2, 0.1))
+    pts = findings.attainment_points(data, "chat", SLO(0.2, 0.1))
     # TTFT ≤ 0.2 s: only the 1/s run (0.1 s) meets it: attainment 1, 0, 0 and DistServe goodput 1/s
     assert pts["vLLM default"] == {"points": [(1.0, 1.0), (4.0, 0.0), (16.0, 0.0)], "DistServe goodput req/s": 1.0}
     fig = figures.open_loop_figure(table, "measured: by hand", "chat", {k: v["points"] for k, v in pts.items()})
     assert fig._suptitle.get_text().startswith(figures.OPEN_LOOP_TITLE)
     assert [list(line.get_ydata()) for line in fig.axes[1].lines if line.get_label() == "vLLM default"] == [[100, 0, 0]]
-    rows = guide.prefix_caching_effect(data, "agentic")
+    rows = findings.prefix_caching_effect(data, "agentic")
     fig = figures.prefix_figure(rows, "measured: by hand", data["prefix_model"]["agentic"])
     heights = [round(b.get_height(), 1) for b in fig.axes[0].patches]
     assert heights == [600.0, 900.0, 100.0, 850.0]          # off at c=1, 4; on at c=1, 4 (ms)

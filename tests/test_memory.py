@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from helpers.cost import memory, specs
-from helpers.measure import local_models, models
+from helpers.measure import local_models
 
 
 # ----------------------------------------------------------------------- KV formula

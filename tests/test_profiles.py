@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from helpers.measure import local_models, models, quality, quant, roofline_bench, sweeps, texts, training
+from helpers.measure import local_models, models, quant, roofline_bench, sweeps, texts
 from helpers.decoding import regimes
 from helpers.serving import measured as serving_bench
 from helpers.serving import kv_quant

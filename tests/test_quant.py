@@ -7,7 +7,7 @@ import torch
 
 from helpers import capacity
 from helpers.cost import memory, specs
-from helpers.measure import local_models, models, quality, quant, texts
+from helpers.measure import local_models, quality, quant, texts
 from helpers.cost.specs import PRESETS
 
 SCHEMES = ("bf16", "int8", "nf4", "nf4-dq")

@@ -127,7 +127,7 @@ def open_loop_figure(table, source: Any, workload: str = "chat", attainment: dic
 
 @plots.notes_when_empty(PREFIX_TITLE)
 def prefix_figure(rows: list, source: Any, hit_rates: dict | None = None):
-    """Mean TTFT with vLLM's prefix caching off and on at each concurrency (guide.prefix_caching_effect's
+    """Mean TTFT with vLLM's prefix caching off and on at each concurrency (findings.prefix_caching_effect's
     rows), and beside it the share of prompt tokens a cache could serve on the same trace: a radix tree,
     16-token and 128-token blocks (bench.prefix_model) and what vLLM counted."""
     import numpy as np

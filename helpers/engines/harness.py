@@ -19,6 +19,7 @@ from typing import Any, Sequence
 
 from ..serving.traces import TraceRequest, chat_trace
 from . import client, workloads
+from .findings import key_figures
 from .metrics import ROW_COLUMNS, SLO, RunSummary, summarize, vllm_bench_view
 from .process import ServerError, ServerProcess
 from .servers import EngineConfig
@@ -416,7 +417,7 @@ def prefix_model(plan: Plan, name: str, block_sizes=(16, 128)) -> dict | None:
     tree, token-granular and rounded to whole blocks (helpers.serving.radix.hit_rate): the share of prompt
     tokens a prefix cache could serve. 128 is the block vLLM's CPU build uses here, 16 its GPU default.
     An upper bound for a server: requests in flight together cannot hit each other's uncomputed blocks."""
-    from ..measure import local_models, models
+    from ..measure import local_models
     from ..serving.radix import hit_rate
 
     try:
@@ -509,8 +510,6 @@ def run_all(profile: str | None = None, out: str | Path = "build/engines/engines
     finally:
         bar.close()
     data["complete"] = True
-    from .guide import key_figures
-
     data["figures"] = key_figures(data)
     save()
     return data

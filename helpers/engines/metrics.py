@@ -31,7 +31,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Sequence
 
-from ..measure.timing import percentile
+from ..cost.stats import percentile
 
 
 @dataclass

@@ -195,6 +195,20 @@ def vllm_configs(model: str | Path, device: str = "cuda", load_format: str | Non
             for n, flags, d in VLLM_STEPS]
 
 
+def readable_engine_config(model_folder: str | Path, device: str = "cpu", prefix_cache: str = "radix",
+                           max_num_seqs: int = 8, max_batch_tokens: int = 256) -> EngineConfig:
+    """The workshop's readable engine behind its OpenAI-compatible server (helpers.serving.engine.server),
+    started by module name like the other servers: nothing of it is imported here."""
+    cmd = [sys.executable, "-m", "helpers.serving.engine.server", str(model_folder), "--host", "{host}",
+           "--port", "{port}", "--device", device, "--prefix-cache", prefix_cache,
+           "--max-num-seqs", str(max_num_seqs), "--max-batch-tokens", str(max_batch_tokens)]
+    return EngineConfig("readable engine", "readable", cmd, str(model_folder),
+                        f"helpers.serving.engine: paged KV, continuous batching with chunked prefill, {prefix_cache} "
+                        f"prefix cache, {max_num_seqs} requests and {max_batch_tokens} tokens per step",
+                        ready_timeout_s=180.0 if device == "cpu" else 600.0, env={"HF_HUB_OFFLINE": "1"},
+                        needs_cuda=device == "cuda")
+
+
 def sglang_config(model: str | Path, load_format: str | None = None) -> EngineConfig:
     """SGLang's server (radix-tree prefix cache on by default), bf16, on 127.0.0.1."""
     cmd = [sys.executable, "-m", "sglang.launch_server", "--model-path", str(model), "--host", "{host}",
@@ -238,9 +252,7 @@ def available(profile: str | None = None, include: tuple[str, ...] = ("transform
         else:
             skipped.append({"name": "transformers serve", "why": "the transformers[serving] extra is not installed"})
     if "readable" in include and has_weights:    # the workshop's own engine (helpers.serving.engine)
-        from ..serving.engine.server import engine_config
-
-        runnable.append(engine_config(model, device))
+        runnable.append(readable_engine_config(model, device))
     fmt = None if has_weights else "dummy"      # vLLM/SGLang make random weights themselves
     if "vllm" in include:
         from . import vllm_env

@@ -10,17 +10,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable
 
+from ..cost.stats import percentile
 from .hardware import synchronize
-
-
-def percentile(samples: list[float], q: float) -> float:
-    """Linear-interpolated percentile (numpy's default method), q in [0, 100]."""
-    if not samples:
-        raise ValueError("percentile of no samples")
-    xs = sorted(samples)
-    pos = (len(xs) - 1) * q / 100
-    lo, hi = int(pos), min(int(pos) + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
 @dataclass(frozen=True)

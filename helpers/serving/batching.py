@@ -17,7 +17,7 @@ from typing import Sequence
 
 from ..cost.memory import _finite, kv_bytes_per_token
 from ..cost.stepcost import _count
-from ..measure.timing import percentile
+from ..cost.stats import percentile
 from ..cost.units import torch_dtype_name
 from .naive import (Request, RequestTiming, ServeResult, _ForwardCounter, check_requests, serve_batched,
                     serve_sequential)
