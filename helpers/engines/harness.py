@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from .. import checks
 from ..serving.traces import TraceRequest, chat_trace
 from . import client, workloads
 from .findings import key_figures
@@ -203,7 +204,7 @@ def run_target(base_url: str, model: str, out: str | Path = "build/engines/targe
     out = check_out_path(out)
     plan = plan_for(device, quick)
     if deadline_s is not None:
-        plan.deadline_s = check_seconds(deadline_s, "deadline_s")
+        plan.deadline_s = checks.number(deadline_s, "deadline_s", positive=True, unit="seconds")
     name = name or f"target {base_url}"
     result = {"config": {"name": name, "engine": "external", "model": model, "base_url": base_url},
               "ready_s": None, "runs": [], "faults": [], "example": None}
@@ -224,12 +225,6 @@ def run_target(base_url: str, model: str, out: str | Path = "build/engines/targe
     data["complete"] = True
     write_json_atomic(data, out)
     return data
-
-
-def check_seconds(value, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
-        raise ValueError(f"{what} must be a finite number of seconds > 0, got {value!r}")
-    return float(value)
 
 
 def new_config_result(cfg: EngineConfig) -> dict:
@@ -472,7 +467,7 @@ def run_all(profile: str | None = None, out: str | Path = "build/engines/engines
     device = "cuda" if any(c.needs_cuda for c in configs) else "cpu"
     plan = plan(device) if callable(plan) else plan or plan_for(device, quick)   # a Plan, or a function of the device
     if deadline_s is not None:
-        plan.deadline_s = check_seconds(deadline_s, "deadline_s")
+        plan.deadline_s = checks.number(deadline_s, "deadline_s", positive=True, unit="seconds")
     if plan.configs is not None:
         skipped += [{"name": c.name, "why": "not in this plan (make engines runs it)"} for c in configs
                     if c.name not in plan.configs]

@@ -24,6 +24,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import checks
 from ..measure import local_models, models
 
 # A Mistral [INST] chat template (what Mistral 7B Instruct's tokenizer_config.json carries), for the
@@ -139,8 +140,7 @@ def transformers_serve(model: str | Path, continuous_batching: bool, device: str
     """`transformers serve MODEL` pinned to one model, on 127.0.0.1. With continuous batching on, the KV
     cache is bounded by num_blocks × block size and max_batch_tokens (defaults: CPU_CB_LIMITS on a CPU,
     the server's own on a GPU)."""
-    if device not in ("cpu", "cuda"):
-        raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
+    checks.choice(device, "device", ("cpu", "cuda"))
     cmd = [_bin("transformers"), "serve", str(model), "--host", "{host}", "--port", "{port}",
            "--device", device, "--log-level", "info"]
     name = "HF transformers serve"
@@ -185,8 +185,7 @@ def vllm_configs(model: str | Path, device: str = "cuda", load_format: str | Non
     with random weights (vLLM's own option), the mistral-7b-random way."""
     from . import vllm_env
 
-    if device not in ("cpu", "cuda"):
-        raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
+    checks.choice(device, "device", ("cpu", "cuda"))
     python = python or (vllm_env.venv_python() if device == "cpu" else sys.executable)
     extra = ["--load-format", load_format] if load_format else []
     return [EngineConfig(n, "vllm", vllm_env.server_command(python, model, extra + flags, device), str(model), d,
