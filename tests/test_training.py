@@ -8,6 +8,7 @@ import math
 import pytest
 
 from helpers.measure import local_models, models, quality, quant, texts, training
+from helpers.present import quant_figures
 from helpers.serving import speculative
 
 
@@ -172,15 +173,17 @@ def test_target_int8_kl_smaller_than_nf4(tiny_trained):
     assert 0 < kl["int8"] < kl["nf4"], kl
 
 
-def test_perplexity_rows_put_random_trained_and_uniform_side_by_side(tiny, tiny_trained):
-    rows = training.perplexity_rows(tiny, tiny_trained)
-    assert [r["profile"] for r in rows] == ["tiny", "tiny-trained", ""]
-    assert rows[2]["perplexity"] == 32000.0 and rows[2]["measured on"] == "computed: exp(ln V) = V"
-    assert rows[0]["tokens"] == rows[1]["tokens"] == len(training.heldout_ids(tiny.tokenizer))
-    assert rows[1]["times lower than the first"] == round(rows[0]["perplexity"] / rows[1]["perplexity"], 1) >= 20
-    assert rows[1]["measured on"] == tiny_trained.label
+def test_perplexities_put_random_trained_and_uniform_side_by_side(tiny, tiny_trained):
+    ps = training.perplexities(tiny, tiny_trained)
+    assert [p.profile for p in ps] == ["tiny", "tiny-trained", ""]
+    assert ps[2].perplexity == 32000.0 and ps[2].measured_on == "computed: exp(ln V) = V"
+    assert ps[0].tokens == ps[1].tokens == len(training.heldout_ids(tiny.tokenizer))
+    assert ps[0].perplexity / ps[1].perplexity >= 20 and ps[1].measured_on == tiny_trained.label
+    rows = quant_figures.perplexity_rows(ps)        # the table notebook 05 draws
+    assert rows[1]["times lower than the first"] == round(ps[0].perplexity / ps[1].perplexity, 1)
+    assert rows[2]["measured on"] == "computed: exp(ln V) = V"
     with pytest.raises(ValueError, match="at least one loaded model"):
-        training.perplexity_rows()
+        training.perplexities()
 
 
 def test_speculate_rejects_bad_sizes_and_the_target_as_its_own_draft(tiny):

@@ -22,6 +22,7 @@ import shutil
 import tempfile
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -195,25 +196,32 @@ def train(out: Path, config: dict, recipe: dict, progress: bool = True) -> dict[
 
 # ----------------------------------------------------------------------------- what training bought
 
-def perplexity_rows(*loaded) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class Perplexity:
+    """One model's perplexity on its profile's evaluation text (or a computed one: the uniform guess)."""
+
+    model: str
+    profile: str
+    perplexity: float
+    tokens: int
+    measured_on: str
+
+
+def perplexities(*loaded) -> list[Perplexity]:
     """Perplexity of each loaded model on its profile's evaluation text (for tiny and tiny-trained the
-    same held-out chapter), its ratio to the first model's, and the computed perplexity of a uniform
-    guess over the vocabulary (exactly its size: a model that knows nothing)."""
+    same held-out chapter), then the computed perplexity of a uniform guess over the vocabulary (exactly
+    its size: a model that knows nothing)."""
     if not loaded:
-        raise ValueError("perplexity_rows needs at least one loaded model")
-    rows = []
+        raise ValueError("perplexities needs at least one loaded model")
+    out = []
     for m in loaded:
         ids = eval_ids(m.tokenizer, profile=m.profile)
-        rows.append({"model": m.model_name, "profile": m.profile,
-                     "perplexity": round(perplexity(next_token_logprobs(m.model, ids), ids), 2),
-                     "tokens": len(ids), "measured on": m.label})
-    for r in rows:
-        r["times lower than the first"] = round(rows[0]["perplexity"] / r["perplexity"], 1)
+        out.append(Perplexity(m.model_name, m.profile, perplexity(next_token_logprobs(m.model, ids), ids), len(ids),
+                              m.label))
     vocab = int(loaded[0].config["vocab_size"])
-    rows.append({"model": f"uniform guess over {vocab:,} tokens", "profile": "", "perplexity": float(vocab),
-                 "tokens": rows[0]["tokens"], "measured on": "computed: exp(ln V) = V",
-                 "times lower than the first": round(rows[0]["perplexity"] / vocab, 1)})
-    return rows
+    out.append(Perplexity(f"uniform guess over {vocab:,} tokens", "", float(vocab), out[0].tokens,
+                          "computed: exp(ln V) = V"))
+    return out
 
 
 TRAINING_BUDGET_S = 180.0   # issue #11: under 3 minutes on 2 CPU cores
