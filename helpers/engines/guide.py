@@ -224,35 +224,34 @@ def measured_decisions(data: dict) -> list[dict]:
         rows.append({"workload": f"several users on one CPU machine (chat, {top} at once)", "engine": best,
                      "why": "batches every step; the one-at-a-time server queues them",
                      "evidence": f"measured at concurrency {top}: {ev}; highest {best}{word} — {run}"})
-    sc = f.get("vllm concurrency scaling, chat") or f.get("vllm concurrency scaling")
+    sc = f.vllm_scaling_chat or f.vllm_scaling
     rows.append({"workload": "many independent chat users (ShareGPT-like) on NVIDIA GPUs", "engine": "vLLM (SGLang equal)",
                  "why": "paged attention and continuous batching; the production default, widest model support",
                  "evidence": "cited: the talk §7–8 (one H100), Kwon et al., SOSP 2023 (2–4× at the same latency)"
-                             + (f"; measured here on a CPU: vLLM × {sc['ratio']:.1f} output tok/s from concurrency 1 to "
-                                f"{sc['concurrency']} — {run}" if sc else "")})
-    pc = (f.get("prefix caching") or {}).get("agentic") or []
-    rb = f.get("radix against blocks") or {}
-    ev = "; ".join(f"c={r['concurrency']}: TTFT {r['TTFT off ms']:,.0f} → {r['TTFT on ms']:,.0f} ms (÷ {r['off ÷ on']:.1f})"
+                             + (f"; measured here on a CPU: vLLM × {sc.ratio:.1f} output tok/s from concurrency 1 to "
+                                f"{sc.concurrency} — {run}" if sc else "")})
+    pc = f.prefix_caching.get("agentic") or []
+    rb = f.radix_against_blocks
+    ev = "; ".join(f"c={r.concurrency}: TTFT {r.ttft_off_ms:,.0f} → {r.ttft_on_ms:,.0f} ms (÷ {r.off_over_on:.1f})"
                    for r in pc) or "vLLM's prefix caching not measured in this run"
     if rb:
-        ev += (f"; the same trace replayed: radix tree {rb['radix (token-granular)']:.1%} of prompt tokens cached, "
-               f"16-token blocks {rb['blocks of 16']:.1%} — {rb['verdict']} (at most × "
-               f"{rb['most prefill a radix tree saves over 16-token blocks ×']:.2f} less prefill)")
+        ev += (f"; the same trace replayed: radix tree {rb.radix:.1%} of prompt tokens cached, "
+               f"16-token blocks {rb.blocks[16]:.1%} — {rb.verdict} (at most × {rb.most_saved:.2f} less prefill)")
     rows.append({"workload": "agents that share long prompts (branching, multi-turn, RAG over the same documents)",
                  "engine": "any engine with prefix caching on (vLLM's default since 0.8, SGLang)",
                  "why": "a shared prefix is prefilled once; an edit invalidates every later block (or tree node) in both",
                  "evidence": f"measured: {ev} — {run}; cited: the talk §8 (SGLang 3–4× on this workload), "
                              "Zheng et al., NeurIPS 2024 (up to 6.4×) — not reproduced by hit rates here"})
-    fp8 = f.get("fp8 KV cache") or {}
+    fp8 = f.fp8_kv_cache
     rows.append({"workload": "long contexts that fill the KV cache", "engine": "an fp8 KV cache (--kv-cache-dtype fp8)",
                  "why": "half the KV bytes of bf16 per token: twice the tokens in the same memory; pays only when "
                         "the cache, not the weights, limits the batch",
-                 "evidence": ("measured here: it ran" if fp8.get("ran") else f"not measured here: {fp8.get('why')}")
+                 "evidence": ("measured here: it ran" if fp8.ran else f"not measured here: {fp8.why}")
                              + "; cited: the talk's table " + _step("prefix caching", "KV-cache quantization", "tok/s", "tok/s")
                              + " at ~2 GB of KV on an 80 GB GPU (no memory pressure: no speed claim follows)"})
-    sp = f.get("n-gram speculation") or []
-    ev = "; ".join(f"c={r['concurrency']}: latency per token × {r['latency per token with ÷ without']:.2f} "
-                   f"({r['latency per token']}), tok/s × {r['tok/s with ÷ without']:.2f}" for r in sp) or "not measured"
+    sp = f.ngram_speculation
+    ev = "; ".join(f"c={r.concurrency}: latency per token × {r.latency_ratio:.2f} "
+                   f"({r.latency}), tok/s × {r.throughput_ratio:.2f}" for r in sp) or "not measured"
     rows.append({"workload": "output that copies its input (code edits, extraction), latency first",
                  "engine": "n-gram speculative decoding — after measuring it on your traffic",
                  "why": "draft tokens copied from the prompt, verified in one pass; rejected drafts cost time",
@@ -291,43 +290,40 @@ def guide_markdown(data: dict, record: str) -> str:
     f = key_figures(data)         # from the runs, by these rules (a stored "figures" may predate them)
     lines = [GENERATED_START, "", f"From `{record}`, {run_label(data)}.", "", "### The decision guide", "",
              markdown_table(measured_decisions(data)), "", "### Headline figures of that run", ""]
-    for sc in (f.get("vllm concurrency scaling"), f.get("vllm concurrency scaling, chat")):
+    for sc in (f.vllm_scaling, f.vllm_scaling_chat):
         if not sc:
             continue
-        lines.append(f"- vLLM default, {sc['workload']}: {sc['tok/s at 1']} → {sc['tok/s at top']} output tok/s from concurrency 1 "
-                     f"to {sc['concurrency']} (× {sc['ratio']}" + (f"; the issue's target × {sc['target']:g}: "
-                     f"{'met' if sc['met'] else 'not met'}" if sc["workload"] == "fixed" else
+        lines.append(f"- vLLM default, {sc.workload}: {sc.tok_s_at_1} → {sc.tok_s_at_top} output tok/s from concurrency 1 "
+                     f"to {sc.concurrency} (× {sc.ratio}" + (f"; the issue's target × {sc.target:g}: "
+                     f"{'met' if sc.met else 'not met'}" if sc.workload == "fixed" else
                      ": a mixed batch ends with its longest request") + ").")
-    for w, rows in (f.get("prefix caching") or {}).items():
+    for w, rows in f.prefix_caching.items():
         for r in rows:
-            lines.append(f"- {w}, concurrency {r['concurrency']}: mean TTFT {r['TTFT off ms']:,.1f} ms with prefix "
-                         f"caching off, {r['TTFT on ms']:,.1f} ms on (÷ {r['off ÷ on']}): {r['verdict']}"
-                         + (f"; vLLM counted {r['vLLM hit rate on']:.1%} of prompt tokens as hits"
-                            if r.get("vLLM hit rate on") is not None else "") + ".")
-    cb = (f.get("continuous batching") or {}).get("chat")
+            lines.append(f"- {w}, concurrency {r.concurrency}: mean TTFT {r.ttft_off_ms:,.1f} ms with prefix "
+                         f"caching off, {r.ttft_on_ms:,.1f} ms on (÷ {r.off_over_on}): {r.verdict}"
+                         + (f"; vLLM counted {r.vllm_hit_rate_on:.1%} of prompt tokens as hits"
+                            if r.vllm_hit_rate_on is not None else "") + ".")
+    cb = f.continuous_batching.get("chat")
     if cb:
-        lines.append(f"- transformers serve, chat at concurrency {cb['concurrency']}: continuous batching × "
-                     f"{cb['throughput on ÷ off']} throughput ({cb['throughput']}), TTFT {cb['TTFT']} (off ÷ on "
-                     f"{cb['TTFT off ÷ on']}), and each request's ITL {cb['ITL off ms']} → {cb['ITL on ms']} ms "
-                     f"({cb['ITL']}: batching trades per-request speed for total speed).")
-    for row in f.get("vllm bench cross-check") or []:
-        g = row["our client's own run"]
-        t = row["ours on the tap"]
-        relay = row.get("relay ms (vllm bench TTFT − the tap's, same requests)")
-        lines.append(f"- vllm bench serve at concurrency {row['concurrency']}: our client's own run (a second run, just "
-                     f"before) differs by {_pct(g.get('ttft'))} (TTFT) and {_pct(g.get('tpot'))} (ITL against its TPOT); our "
-                     f"definitions on its own requests by {_pct(t.get('ttft'))}" + (f" (the tap's relay adds {relay:g} ms to "
-                     "what vllm bench times)" if relay is not None else "") + f" and {_pct(t.get('tpot'))}.")
-    for name, ol in (f.get("open loop") or {}).items():
-        lines.append(f"- {name}, open loop: DistServe goodput {goodput_words(ol)}.")
+        lines.append(f"- transformers serve, chat at concurrency {cb.concurrency}: continuous batching × "
+                     f"{cb.throughput_ratio} throughput ({cb.throughput}), TTFT {cb.ttft} (off ÷ on "
+                     f"{cb.ttft_ratio}), and each request's ITL {cb.itl_off_ms} → {cb.itl_on_ms} ms "
+                     f"({cb.itl}: batching trades per-request speed for total speed).")
+    for row in f.crosscheck:
+        g, t, relay = row.client, row.tap_ours, row.relay_ms
+        lines.append(f"- vllm bench serve at concurrency {row.concurrency}: our client's own run (a second run, just "
+                     f"before) differs by {_pct(g.ttft)} (TTFT) and {_pct(g.tpot)} (ITL against its TPOT); our "
+                     f"definitions on its own requests by {_pct(t.ttft)}" + (f" (the tap's relay adds {relay:g} ms to "
+                     "what vllm bench times)" if relay is not None else "") + f" and {_pct(t.tpot)}.")
+    for name, ol in f.open_loop.items():
+        lines.append(f"- {name}, open loop: DistServe goodput {goodput_words(ol.distserve_goodput, [p.rate for p in ol.points])}.")
     lines += ["", GENERATED_END]
     return "\n".join(lines)
 
 
-def goodput_words(ol: dict) -> str:
-    """DistServe's goodput of open_loop_table's entry in words: a rate, at least the highest rate measured
-    when every rate met the goal, or below the lowest."""
-    g, rates = ol["DistServe goodput req/s"], [p["rate req/s"] for p in ol["points"]]
+def goodput_words(g: float | None, rates: list[float]) -> str:
+    """DistServe's goodput `g` of open-loop runs at `rates`, in words: a rate, at least the highest rate
+    measured when every rate met the goal, or below the lowest."""
     if g is None:
         return f"below {min(rates):g} req/s, the lowest rate measured"
     if g == max(rates):

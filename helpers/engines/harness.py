@@ -20,7 +20,7 @@ from typing import Any, Sequence
 from .. import checks
 from ..serving.traces import TraceRequest, chat_trace
 from . import client, workloads
-from .findings import key_figures
+from .findings import as_json, key_figures
 from .metrics import ROW_COLUMNS, SLO, RunSummary, summarize, vllm_bench_view
 from .process import ServerError, ServerProcess
 from .servers import EngineConfig
@@ -505,7 +505,7 @@ def run_all(profile: str | None = None, out: str | Path = "build/engines/engines
     finally:
         bar.close()
     data["complete"] = True
-    data["figures"] = key_figures(data)
+    data["figures"] = as_json(key_figures(data))
     save()
     return data
 
