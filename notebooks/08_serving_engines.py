@@ -431,10 +431,10 @@ def _(record, record_label):
     ## 8 · The decision guide
 
     Rebuilt from {record_label}: each row cites that run; GPU claims are marked **cited** with their source.
-    The talk's own table: its baseline ran one request at a time against vLLM's {_f['concurrent']}. vLLM's
-    "almost 15×" is **{_f['total ×']:.1f}×** in tokens/s; per request its ITL is only {_f['per-request ITL ×']:.1f}×
-    shorter, so the other **{_f['concurrency ×']:.1f}×** comes from serving {_f['concurrent']} requests at once —
-    {_f['concurrency share']} of the speed-up (section 3 measures that effect).
+    The talk's own table: its baseline ran one request at a time against vLLM's {_f.concurrent}. vLLM's
+    "almost 15×" is **{_f.total:.1f}×** in tokens/s; per request its ITL is only {_f.per_request_itl:.1f}×
+    shorter, so the other **{_f.concurrency:.1f}×** comes from serving {_f.concurrent} requests at once —
+    {_f.concurrency_share} of the speed-up (section 3 measures that effect).
     """)
     return
 

@@ -165,9 +165,9 @@ def test_the_talks_speedups_are_its_table():
 
 def test_the_talks_15x_splits_into_per_request_speed_and_concurrency():
     f = guide.talk_factors()
-    assert f["total ×"] == pytest.approx(736 / 51) and f["per-request ITL ×"] == pytest.approx(19.0 / 6.7)
+    assert f.total == pytest.approx(736 / 51) and f.per_request_itl == pytest.approx(19.0 / 6.7)
     # by hand: (736 / 51) ÷ (19.0 / 6.7) = 736 × 6.7 / (51 × 19.0) = 4,931.2 / 969 = 5.089
-    assert f["concurrency ×"] == pytest.approx(5.089, abs=1e-3) and f["concurrency share"] == "most"
+    assert f.concurrency == pytest.approx(5.089, abs=1e-3) and f.concurrency_share == "most" and f.concurrent == 10
     assert guide.talk("prefix caching", "ITL ms") == 6.8
     with pytest.raises(ValueError, match="no row of the talk's table contains 'TGI'"):
         guide.talk("TGI", "tok/s")
@@ -212,8 +212,8 @@ def test_batching_effect_and_agreement_rules():
     t = _table([("HF transformers serve", 8, _recs(2.0, 0.05)),
                 ("HF transformers serve + continuous batching", 8, _recs(0.2, 0.05, n=3, tokens=5))])
     eff = guide.batching_effect(t, "w", 8)
-    assert eff["TTFT ÷"] == pytest.approx(10.0) and eff["verdict"] == "raised throughput"
-    assert eff["throughput ×"] == pytest.approx((15 / 0.4) / (15 / 2.2), rel=0.01)
+    assert eff.ttft_ratio == pytest.approx(10.0) and eff.verdict == "raised throughput"
+    assert eff.throughput_ratio == pytest.approx((15 / 0.4) / (15 / 2.2), rel=0.01)
     # the margin: a change counts above 10 % either way (1.10 itself does not)
     from helpers.engines.metrics import change_verdict
 

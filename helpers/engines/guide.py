@@ -22,6 +22,7 @@ run and the figures it took (read by the rules of helpers.engines.findings), GPU
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..parallel.plan import parallel_step
@@ -85,16 +86,28 @@ def talk_speedups() -> dict:
     return {r["configuration"]: r["tok/s"] / base for r in TALK_TABLE[1:]}
 
 
-def talk_factors() -> dict:
+@dataclass(frozen=True)
+class TalkFactors:
     """The talk's "almost 15×" (vLLM default against the one-at-a-time baseline) split into its two
     factors: total = per-request speed (baseline ITL ÷ vLLM ITL) × the rest, which comes from serving
-    TALK_CONCURRENT requests at once instead of one. "most" when the rest is the larger factor."""
+    `concurrent` requests at once instead of one."""
+
+    total: float
+    per_request_itl: float
+    concurrency: float
+    concurrent: int
+
+    @property
+    def concurrency_share(self) -> str:
+        """"most" when serving several at once is the larger factor."""
+        return "most" if self.concurrency > self.per_request_itl else "less than half"
+
+
+def talk_factors() -> TalkFactors:
     base, vllm = "baseline", "vLLM default"
     total = talk(vllm, "tok/s") / talk(base, "tok/s")
     per_request = talk(base, "ITL ms") / talk(vllm, "ITL ms")
-    rest = total / per_request
-    return {"total ×": total, "per-request ITL ×": per_request, "concurrency ×": rest,
-            "concurrent": TALK_CONCURRENT, "concurrency share": "most" if rest > per_request else "less than half"}
+    return TalkFactors(total, per_request, total / per_request, TALK_CONCURRENT)
 
 
 def published_table():
@@ -143,7 +156,21 @@ def _row(table, name_has: str, concurrency: int, source: str = "client", workloa
     return t.iloc[0] if len(t) else None
 
 
-def batching_effect(table, workload: str, concurrency: int) -> dict | None:
+@dataclass(frozen=True)
+class TableBatchingEffect:
+    """Continuous batching on against off at one level of a runs table (harness.runs_table)."""
+
+    concurrency: int
+    throughput_ratio: float     # output tokens/s on ÷ off
+    ttft_ratio: float           # mean TTFT off ÷ on
+    verdict: str                # the rule's reading of the throughput ratio
+    off_tok_s: float
+    on_tok_s: float
+    off_ttft_ms: float
+    on_ttft_ms: float
+
+
+def batching_effect(table, workload: str, concurrency: int) -> TableBatchingEffect | None:
     """Continuous batching on against off at one level: throughput and mean-TTFT ratios, and the rule's
     verdict (a change counts when it exceeds CHANGE_MARGIN, 10 %, either way)."""
     t = table[~table["configuration"].str.contains("continuous")]
@@ -152,12 +179,10 @@ def batching_effect(table, workload: str, concurrency: int) -> dict | None:
     if off is None or on is None or not off["output tok/s"] or not on["TTFT mean ms"]:
         return None
     thr = on["output tok/s"] / off["output tok/s"]
-    ttft = off["TTFT mean ms"] / on["TTFT mean ms"]
     verdict = {"higher": "raised throughput", "lower": "lowered throughput",
                "about equal": "left throughput unchanged"}[change_verdict(thr)]
-    return {"concurrency": concurrency, "throughput ×": thr, "TTFT ÷": ttft, "verdict": verdict,
-            "off tok/s": off["output tok/s"], "on tok/s": on["output tok/s"],
-            "off TTFT ms": off["TTFT mean ms"], "on TTFT ms": on["TTFT mean ms"]}
+    return TableBatchingEffect(concurrency, thr, off["TTFT mean ms"] / on["TTFT mean ms"], verdict,
+                               off["output tok/s"], on["output tok/s"], off["TTFT mean ms"], on["TTFT mean ms"])
 
 
 def agreement(table, workload: str | None = None, ours: str = "tap"):
