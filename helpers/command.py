@@ -11,11 +11,11 @@ from __future__ import annotations
 import argparse
 import codecs
 import json
-import math
 import os
 import sys
 from typing import Any, Callable
 
+from . import checks
 from .cost.config_schema import MAX_TOKENS
 
 BAD_INPUT, ENVIRONMENT = 2, 1
@@ -49,28 +49,27 @@ class Parser(argparse.ArgumentParser):
         raise CliError(f"{self.prog}: {message}")
 
 
-def _quoted(text: str, width: int = 40) -> str:
-    return repr(text) if len(text) <= width else repr(text[:width]) + "…"
-
-
 def bounded_int(lo: int, hi: int):
-    """An argparse type: a whole number from lo to hi, or one line saying so."""
+    """An argparse type: a whole number from lo to hi (checked by helpers.checks.count), or one line saying so."""
+    what = "positive whole number" if lo == 1 else "whole number"
+
     def parse(text: str) -> int:
         try:
             value = int(text) if len(text) <= 40 else None
         except ValueError:
             value = None
         if value is None:
-            raise argparse.ArgumentTypeError(f"expected a whole number from {lo:,} to {hi:,}, got {_quoted(text)}")
-        if not lo <= value <= hi:
-            what = "positive whole number" if lo == 1 else "whole number"
-            raise argparse.ArgumentTypeError(f"must be a {what} from {lo:,} to {hi:,}, got {_quoted(text)}")
-        return value
+            raise argparse.ArgumentTypeError(f"expected a whole number from {lo:,} to {hi:,}, got {checks.shown(text)}")
+        try:
+            return checks.count(value, "the value", lo, hi)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a {what} from {lo:,} to {hi:,}, got {checks.shown(text)}") from None
     return parse
 
 
 def bounded_float(lo: float, hi: float, lo_open: bool = True):
-    """An argparse type: a finite number in (lo, hi] (or [lo, hi]), or one line saying so."""
+    """An argparse type: a finite number in (lo, hi] (or [lo, hi]) (checked by helpers.checks.number), or
+    one line saying so."""
     if lo == 0 and lo_open:
         span = f"a positive finite number, at most {hi:,.0f}"
     else:
@@ -78,12 +77,9 @@ def bounded_float(lo: float, hi: float, lo_open: bool = True):
 
     def parse(text: str) -> float:
         try:
-            value = float(text) if len(text) <= 40 else math.nan
+            return checks.number(float(text) if len(text) <= 40 else None, "the value", lo, hi, positive=lo_open)
         except ValueError:
-            value = math.nan
-        if not math.isfinite(value) or not (lo < value if lo_open else lo <= value) or value > hi:
-            raise argparse.ArgumentTypeError(f"must be {span}, got {_quoted(text)}")
-        return value
+            raise argparse.ArgumentTypeError(f"must be {span}, got {checks.shown(text)}") from None
     return parse
 
 

@@ -530,7 +530,7 @@ def _(efficiency, efficiency_result, explained, probe_s):
 
 @app.cell(hide_code=True)
 def _(efficiency):
-    from helpers.measure.models import TINY_CONFIG as _TINY
+    from helpers.measure.local_models import TINY_CONFIG as _TINY
 
     _tiny_floor = stepcost.decode_cost(_TINY, 128, 1, "bf16").bytes / h100["bandwidth"]
     _mistral = stepcost.decode_cost("mistral-7b-v0.1", 128, 1, "bf16").bytes / h100["bandwidth"]

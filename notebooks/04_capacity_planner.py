@@ -430,7 +430,8 @@ def _():
 @app.cell
 def _(measured_button):
     from helpers.measure.hardware import is_out_of_memory
-    from helpers.measure.models import ProfileUnavailable, load
+    from helpers.measure.models import load
+    from helpers.measure.local_models import ProfileUnavailable
 
     loaded, measured, measured_run = None, None, None   # None when the profile's model cannot load here
     try:
@@ -506,7 +507,7 @@ def _():
 
 @app.cell
 def _(loaded, roof_button):
-    from helpers.measure.models import ProfileUnavailable as _Unavailable
+    from helpers.measure.local_models import ProfileUnavailable as _Unavailable
 
     roof_run = None
     try:

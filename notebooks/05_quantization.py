@@ -18,9 +18,9 @@ with app.setup:
     import pandas as pd
 
     from helpers import capacity
-    from helpers.present import expected, notebook, plots, replay
-    from helpers.cost import memory, specs
-    from helpers.measure import models, quant
+    from helpers.present import expected, notebook, plots, quant_figures, replay
+    from helpers.cost import memory, quantization, specs
+    from helpers.measure import local_models, models, quant
     from helpers.present.glossary import term
     from helpers.cost.units import fmt_bytes
 
@@ -120,7 +120,7 @@ def _():
 
 @app.cell
 def _(results, results_on, results_source):
-    footprints = pd.DataFrame(quant.footprint_rows(results, results_on.spec, results_on.label))
+    footprints = pd.DataFrame(quant_figures.footprint_rows(results, results_on.spec, results_on.label))
     plots.table(footprints.drop(columns="measured on", errors="ignore"), f"{plots.source_label(results_source)}; "
                 "predicted: helpers.cost.memory.weight_bytes")
     return (footprints,)
@@ -140,14 +140,14 @@ def _(footprints):
 
 @app.cell(hide_code=True)
 def _(results_on):
-    _tiny = quant.embedding_share(results_on.spec)
-    _m7 = quant.embedding_share("mistral-7b-v0.1")
+    _tiny = quantization.embedding_share(results_on.spec)
+    _m7 = quantization.embedding_share("mistral-7b-v0.1")
     mo.md(f"""
     **Why the saving is smaller than "int8 halves, nf4 quarters".** bitsandbytes quantizes the
     `nn.Linear` layers of the decoder blocks only; the input embedding and the output head stay in
     the reference dtype. In this model they are
-    **{_tiny['embedding_and_head']:,} of {_tiny['params']:,} parameters ({_tiny['share']:.0%})**.
-    In Mistral 7B they are {_m7['embedding_and_head']:,} of {_m7['params']:,} ({_m7['share']:.1%}),
+    **{_tiny.embedding_and_head:,} of {_tiny.params:,} parameters ({_tiny.share:.0%})**.
+    In Mistral 7B they are {_m7.embedding_and_head:,} of {_m7.params:,} ({_m7.share:.1%}),
     so there the rule of thumb nearly holds — computed below from its config, at a bf16 base.
     """)
     return
@@ -163,9 +163,9 @@ def _():
 
 @app.cell
 def _(footprint_model):
-    preset_footprints = pd.DataFrame(quant.preset_footprints(footprint_model.value))
-    plots.table(preset_footprints.drop(columns="GiB", errors="ignore"),
-                f"computed from {footprint_model.value} config.json, bf16 base (helpers.measure.quant.preset_footprints)")
+    preset_footprints = quantization.preset_footprints(footprint_model.value)
+    plots.table(pd.DataFrame(quant_figures.weights_rows(preset_footprints)),
+                f"computed from {footprint_model.value} config.json, bf16 base (helpers.cost.quantization.preset_footprints)")
     return (preset_footprints,)
 
 
@@ -182,8 +182,8 @@ def _():
 
 @app.cell
 def _():
-    all_presets = pd.DataFrame(quant.presets_table())
-    plots.table(all_presets, "computed from each config.json, bf16 base (helpers.measure.quant.presets_table)")
+    all_presets = pd.DataFrame(quant_figures.presets_rows())
+    plots.table(all_presets, "computed from each config.json, bf16 base (helpers.cost.quantization.preset_footprints)")
     return
 
 
@@ -200,7 +200,7 @@ def _(
     plots.bars(_a, _ok["scheme"].str.replace("bitsandbytes ", ""), _ok["model total (MB)"], plots.MEASURED)
     _a.set_ylabel(plots.byte_label("MB", "model"))
     _a.set_title(f"measured: {results_on.model_name}", fontsize=9)
-    plots.bars(_b, preset_footprints["scheme"], preset_footprints["GB"], plots.COMPUTED)
+    plots.bars(_b, [w.scheme for w in preset_footprints], [w.gb for w in preset_footprints], plots.COMPUTED)
     _b.set_ylabel(plots.byte_label("GB", "weights"))
     _b.set_title(f"computed: {footprint_model.value}, bf16 base", fontsize=9)
     plots.finish(_fig, f"left: {plots.source_label(results_source)} · right: computed from {footprint_model.value} config.json",
@@ -226,7 +226,7 @@ def _():
 
 @app.cell
 def _(results, results_on, results_source):
-    speeds = pd.DataFrame(quant.speed_rows(results, results_on.label))
+    speeds = pd.DataFrame(quant_figures.speed_rows(results, results_on.label))
     plots.table(speeds.drop(columns="measured on", errors="ignore"), f"{plots.source_label(results_source)}; medians")
     return (speeds,)
 
@@ -339,7 +339,7 @@ def _(results_on):
     a smoke test, not a benchmark — check a scheme on your own task before you ship it.
     """)
     _text = ("the opening of the last chapter of *Persuasion* (held out from the tiny model's training; "
-             "`helpers.measure.training.eval_text()`)" if results_on.profile in ("tiny", "tiny-trained") else
+             "`helpers.measure.texts.heldout_eval_text()`)" if results_on.profile in ("tiny", "tiny-trained") else
              "the fixed text in `helpers/data/eval_text.txt` (original prose written for this repository, "
              "public domain)")
     mo.md(f"""
@@ -358,7 +358,7 @@ def _(results_on):
 
 @app.cell
 def _(results, results_on):
-    quality = pd.DataFrame(quant.quality_rows(results, results_on.label))
+    quality = pd.DataFrame(quant_figures.quality_rows(results, results_on.label))
     quality
     return (quality,)
 
@@ -371,13 +371,13 @@ def random_against_trained(loaded) -> dict | None:
     None on other profiles."""
     from helpers.measure import training
 
-    if loaded.profile not in models.TINY_PROFILES:
+    if loaded.profile not in local_models.TINY_PROFILES:
         return None
     other = "tiny" if loaded.profile == "tiny-trained" else "tiny-trained"
     both = {loaded.profile: loaded, other: models.load(other, device=loaded.device)}
     trained = both["tiny-trained"]
-    return {"perplexities": pd.DataFrame(training.perplexity_rows(both["tiny"], trained)), "log": training.log(),
-            "trained_quality": (quant.quality_rows(quant.compare(trained, timing=False), trained.label)
+    return {"perplexities": training.perplexities(both["tiny"], trained), "log": training.log(),
+            "trained_quality": (quant_figures.quality_rows(quant.compare(trained, timing=False), trained.label)
                                 if loaded.profile == "tiny" else None)}
 
 
@@ -392,8 +392,8 @@ def _(compare_button, loaded):
                      "this profile's table above is its own.*")
     else:
         perplexities, training_log = pair["perplexities"], pair["log"]
-        _out = plots.table(perplexities, plots.source_label(pair_run.source("measured: tiny and tiny-trained · fp32 · "
-                                                                             + loaded.device)))
+        _out = plots.table(pd.DataFrame(quant_figures.perplexity_rows(perplexities)), plots.source_label(
+            pair_run.source("measured: tiny and tiny-trained · fp32 · " + loaded.device)))
     _out
     return pair, pair_run, perplexities, training_log
 
@@ -409,13 +409,13 @@ def _(perplexities, training_log):
     if perplexities is None:
         _md = ""
     else:
-        _p = perplexities.set_index("profile")["perplexity"]
+        _p = {p.profile: p.perplexity for p in perplexities}
         _log = training_log
         _md = f"""
     ### Random against trained, same architecture, same text
 
     The random model's perplexity is **{_p["tiny"]:,.0f}**, of the order of the vocabulary
-    (a uniform guess scores exactly {perplexities["perplexity"].iloc[-1]:,.0f}); after
+    (a uniform guess scores exactly {perplexities[-1].perplexity:,.0f}); after
     {_log["recipe"]["steps"]} steps on {_log["tokens_seen"]:,} tokens of *Persuasion*, the same model
     scores **{_p["tiny-trained"]:,.1f}** on a chapter it never saw —
     **{_p["tiny"] / _p["tiny-trained"]:,.0f}× lower**. A toy that has learned Austen's commonest words
@@ -484,36 +484,36 @@ def _():
 
 @app.cell(hide_code=True)
 def _(big_gpu):
-    _rows = quant.fit_on_gpu("gpt-oss-120b", gpu=big_gpu.value)
-    _mx = next(r for r in _rows if r["scheme"] == "mxfp4")
-    _pub = quant.GPT_OSS_120B_CHECKPOINT_BYTES
-    _ctx = _mx["KV cache room (bf16), one sequence up to (tokens)"]
-    _users4k = _mx["sequences of 4,096 tokens"]
+    _rows = quantization.fit_on_gpu("gpt-oss-120b", gpu=big_gpu.value)
+    _mx = next(r for r in _rows if r.scheme == "mxfp4")
+    _pub = quantization.GPT_OSS_120B_CHECKPOINT_BYTES
+    _ctx = _mx.longest_sequence
+    _users4k = _mx.max_batch
     _spec, _pb = specs.get_spec("gpt-oss-120b"), specs.param_breakdown("gpt-oss-120b")
     _sliding = sum(t == "sliding_attention" for t in _spec.layer_types)
     _full_share = (_spec.num_layers - _sliding) / _spec.num_layers
-    _g = capacity.plan("gpt-oss-120b", _mx["gpu"], weight_dtype="mxfp4")
+    _g = capacity.plan("gpt-oss-120b", _mx.gpu, weight_dtype="mxfp4")
     _fits_text = (f"{_users4k} sequences of 4,096 tokens at once, or one full {_ctx:,}-token context"
-                  if _mx["fits"] else "not one sequence of 4,096 tokens")
+                  if _mx.fits else "not one sequence of 4,096 tokens")
     mo.md(f"""
     GPT-OSS-120B has {_pb.total / 1e9:,.1f} B parameters, {_pb.experts / _pb.total:.0%} of them in its
     {_spec.num_experts} experts per layer. OpenAI ships the
     experts in **MXFP4** — 4-bit values in blocks of 32 sharing one 8-bit scale — and everything else
     (attention, router, embeddings, norms) in bf16. From its config, with `helpers.cost.memory.weight_bytes`:
-    bf16 everywhere, fp8 for every matrix, or MXFP4 experts. The GPU: an {_mx['gpu']}, labelled
-    {_g.memory_label_gb:g} GB but reporting {_mx['GPU reports (GB)']:.2f} GB to CUDA, less a runtime reserve
+    bf16 everywhere, fp8 for every matrix, or MXFP4 experts. The GPU: an {_mx.gpu}, labelled
+    {_g.memory_label_gb:g} GB but reporting {_mx.memory_bytes / 1e9:.2f} GB to CUDA, less a runtime reserve
     for the CUDA context, activations and the allocator — the budget the capacity planner counts
-    (`helpers.capacity.plan`, which `helpers.measure.quant.fit_on_gpu` calls: vLLM's default
+    (`helpers.capacity.plan`, which `helpers.cost.quantization.fit_on_gpu` calls: vLLM's default
     `gpu_memory_utilization` of {capacity.GPU_MEMORY_UTILIZATION} less
-    {capacity.RUNTIME_OVERHEAD_BYTES / 1e9:.1f} GB), leaving {_mx['usable after reserve (GB)']:.2f} GB.
+    {capacity.RUNTIME_OVERHEAD_BYTES / 1e9:.1f} GB), leaving {_mx.usable_bytes / 1e9:.2f} GB.
 
-    **Independent check:** the MXFP4 prediction is {_mx['weight bytes']:,} bytes; the checkpoint on
+    **Independent check:** the MXFP4 prediction is {_mx.weight_bytes:,} bytes; the checkpoint on
     the Hub holds {_pub:,} bytes of tensors (`total_size` of its safetensors index) — a difference of
-    {_mx['weight bytes'] - _pub:,} bytes ({abs(_mx['weight bytes'] - _pub) / _pub:.2%}). They agree because the
+    {_mx.weight_bytes - _pub:,} bytes ({abs(_mx.weight_bytes - _pub) / _pub:.2%}). They agree because the
     prediction counts what the checkpoint stores: the expert matrices as packed 4-bit blocks plus one
     scale byte per 32 values, the rest at 2 bytes.
 
-    **What is left.** In MXFP4 the weights leave {_mx['left for KV cache (GB)']:.2f} GB for the KV
+    **What is left.** In MXFP4 the weights leave {_mx.kv_budget_bytes / 1e9:.2f} GB for the KV
     cache (the planner's `kv_budget_bytes_per_gpu`): {_fits_text}
     ({_sliding} of GPT-OSS's {_spec.num_layers} layers slide over {_spec.sliding_window:,} tokens, so a long
     sequence costs {_full_share:.0%} as much per token as it would with every layer full).
@@ -523,24 +523,26 @@ def _(big_gpu):
 
 @app.cell
 def _(big_gpu):
-    gpt_oss = pd.DataFrame(quant.fit_on_gpu("gpt-oss-120b", gpu=big_gpu.value))
-    plots.table(gpt_oss, "computed from gpt-oss-120b config.json (helpers.measure.quant.fit_on_gpu)")
+    gpt_oss = quantization.fit_on_gpu("gpt-oss-120b", gpu=big_gpu.value)
+    plots.table(pd.DataFrame(quant_figures.fit_rows(gpt_oss)),
+                "computed from gpt-oss-120b config.json (helpers.cost.quantization.fit_on_gpu)")
     return (gpt_oss,)
 
 
 @app.cell
 def _(gpt_oss):
     _fig, _ax = plots.figure(width=6.5)
-    _colors = [plots.FITS if f else plots.DOES_NOT_FIT for f in gpt_oss["fits"]]
-    _ax.bar(gpt_oss["scheme"], gpt_oss["weights (GB)"], color=_colors)
-    _ax.axhline(gpt_oss["GPU reports (GB)"].iloc[0], **{**plots.DATASHEET_STYLE, "ls": "-"})
-    _ax.axhline(gpt_oss["usable after reserve (GB)"].iloc[0], **plots.DATASHEET_STYLE)
-    _ax.annotate(f"one {gpt_oss['gpu'].iloc[0]}, as CUDA reports it", (1.01, gpt_oss["GPU reports (GB)"].iloc[0]),
+    _colors = [plots.FITS if f.fits else plots.DOES_NOT_FIT for f in gpt_oss]
+    _gb = [f.weight_bytes / 1e9 for f in gpt_oss]
+    _ax.bar([f.scheme for f in gpt_oss], _gb, color=_colors)
+    _ax.axhline(gpt_oss[0].memory_bytes / 1e9, **{**plots.DATASHEET_STYLE, "ls": "-"})
+    _ax.axhline(gpt_oss[0].usable_bytes / 1e9, **plots.DATASHEET_STYLE)
+    _ax.annotate(f"one {gpt_oss[0].gpu}, as CUDA reports it", (1.01, gpt_oss[0].memory_bytes / 1e9),
                  xycoords=("axes fraction", "data"),
                  va="bottom", fontsize=8)
-    _ax.annotate("less the runtime reserve", (1.01, gpt_oss["usable after reserve (GB)"].iloc[0]),
+    _ax.annotate("less the runtime reserve", (1.01, gpt_oss[0].usable_bytes / 1e9),
                  xycoords=("axes fraction", "data"), va="top", fontsize=8)
-    for _i, _w in enumerate(gpt_oss["weights (GB)"]):
+    for _i, _w in enumerate(_gb):
         _ax.text(_i, _w / 2, f"{_w:,.1f} GB", ha="center", color="white", fontsize=9)
     _ax.set_ylabel(plots.byte_label("GB", "weights"))
     _ax.set_title("GPT-OSS-120B weights by scheme (green: fits)", fontsize=10)
@@ -588,13 +590,13 @@ def _():
 
 @app.cell(hide_code=True)
 def _():
-    _f = pd.DataFrame(quant.preset_footprints("mistral-7b-v0.1")).set_index("scheme")
+    _f = {w.scheme: w for w in quantization.preset_footprints("mistral-7b-v0.1")}
     mo.md(f"""
     ## Takeaways
 
     - Quantization shrinks what it touches: on Mistral 7B, where the linear layers are
-      {_f.loc["int8", "quantized_share"]:.0%} of the parameters, int8 takes the weights to
-      {_f.loc["int8", "vs_first"]:.0%} of bf16 and nf4 to {_f.loc["nf4", "vs_first"]:.0%}, scales included
+      {_f["int8"].quantized_share:.0%} of the parameters, int8 takes the weights to
+      {_f["int8"].vs_first:.0%} of bf16 and nf4 to {_f["nf4"].vs_first:.0%}, scales included
       (double quantization trims the scales further). On a model dominated by its embeddings, it
       saves little.
     - Every byte is accounted for: measured equals predicted, metadata included — so the same

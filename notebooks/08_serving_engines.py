@@ -19,7 +19,8 @@ with app.setup:
     import pandas as pd
 
     from helpers.present import notebook, plots, replay
-    from helpers.engines import harness, figures, guide, metrics, process, servers, vllm_env
+    from helpers.cost import verdicts
+    from helpers.engines import figures, findings, guide, harness, metrics, process, servers, vllm_env
     from helpers.present.glossary import term
 
     notebook.setup()
@@ -188,21 +189,21 @@ def _(source, table, workload):
 
 @app.cell(hide_code=True)
 def _(data, workload):
-    _eff = guide.batching_effect_data(data, workload.value)
-    _sc = guide.concurrency_scaling(data, "vLLM default", workload.value)
+    _eff = findings.batching_effect_data(data, workload.value)
+    _sc = findings.concurrency_scaling(data, "vLLM default", workload.value)
     if _eff is None:
         _text = "transformers serve did not produce both configurations' runs here: see **What ran**."
     else:
-        _text = (f"At concurrency {_eff['concurrency']}, continuous batching gave × {_eff['throughput on ÷ off']} the "
-                 f"output tokens/s (**{_eff['throughput']}**), a mean TTFT **{_eff['TTFT']}** (off ÷ on "
-                 f"{_eff['TTFT off ÷ on']}) — and a per-request ITL {_eff['ITL off ms']} → {_eff['ITL on ms']} ms "
-                 f"(**{_eff['ITL']}**): each request shares every step with the others, so batching trades "
+        _text = (f"At concurrency {_eff.concurrency}, continuous batching gave × {_eff.throughput_ratio} the "
+                 f"output tokens/s (**{_eff.throughput}**), a mean TTFT **{_eff.ttft}** (off ÷ on "
+                 f"{_eff.ttft_ratio}) — and a per-request ITL {_eff.itl_off_ms} → {_eff.itl_on_ms} ms "
+                 f"(**{_eff.itl}**): each request shares every step with the others, so batching trades "
                  "per-request speed for total speed.")
     if _sc:
-        _text += (f" vLLM (default) went from {_sc['tok/s at 1']} to {_sc['tok/s at top']} output tokens/s between "
-                  f"concurrency 1 and {_sc['concurrency']} (× {_sc['ratio']}).")
+        _text += (f" vLLM (default) went from {_sc.tok_s_at_1} to {_sc.tok_s_at_top} output tokens/s between "
+                  f"concurrency 1 and {_sc.concurrency} (× {_sc.ratio}).")
     mo.md(f"""
-    {_text} (A change counts when it exceeds {guide.CHANGE_MARGIN:.0%}; failed requests are counted in the
+    {_text} (A change counts when it exceeds {verdicts.CHANGE_MARGIN:.0%}; failed requests are counted in the
     `failed` column, never dropped.)
 
     **What you should see** — at concurrency 1 the two transformers configurations alike; at 4 the
@@ -231,11 +232,11 @@ def _():
 @app.cell
 def _(data, record, source):
     # the live run has vLLM's default only; prefix caching off against on comes from the record then
-    prefix_rows = guide.prefix_caching_effect(data, "agentic")
+    prefix_rows = findings.prefix_caching_effect(data, "agentic")
     prefix_data, _src = data, source
     if not prefix_rows and record:
         prefix_data, _src = record, f"recorded: {guide.run_label(record)}"
-        prefix_rows = guide.prefix_caching_effect(record, "agentic")
+        prefix_rows = findings.prefix_caching_effect(record, "agentic")
     _model = dict((prefix_data.get("prefix_model") or {}).get("agentic") or {})
     _counted = ((next((c for c in prefix_data["configs"] if c["config"]["name"] == "vLLM default"), {}) or {})
                 .get("prefix_cache") or {}).get("agentic")
@@ -247,14 +248,14 @@ def _(data, record, source):
 
 @app.cell(hide_code=True)
 def _(prefix_data, prefix_rows):
-    _rb = guide.radix_against_blocks(prefix_data)
-    _lines = [f"- concurrency {r['concurrency']}: mean TTFT {r['TTFT off ms']:,.0f} → {r['TTFT on ms']:,.0f} ms "
-              f"(÷ {r['off ÷ on']}): **{r['verdict']}**" for r in prefix_rows]
+    _rb = findings.radix_against_blocks(prefix_data)
+    _lines = [f"- concurrency {r.concurrency}: mean TTFT {r.ttft_off_ms:,.0f} → {r.ttft_on_ms:,.0f} ms "
+              f"(÷ {r.off_over_on}): **{r.verdict}**" for r in prefix_rows]
     _radix = ("" if not _rb else
-              f"Replayed through a radix tree, the trace's prompts find {_rb['radix (token-granular)']:.1%} of their "
-              f"tokens cached token by token, {_rb['blocks of 16']:.1%} in 16-token blocks and "
-              f"{_rb['blocks of 128']:.1%} in 128-token ones: **{_rb['verdict']}** — token-granular matching "
-              f"leaves at most × {_rb['most prefill a radix tree saves over 16-token blocks ×']:.2f} less to prefill "
+              f"Replayed through a radix tree, the trace's prompts find {_rb.radix:.1%} of their "
+              f"tokens cached token by token, {_rb.blocks[16]:.1%} in 16-token blocks and "
+              f"{_rb.blocks[128]:.1%} in 128-token ones: **{_rb.verdict}** — token-granular matching "
+              f"leaves at most × {_rb.most_saved:.2f} less to prefill "
               "than 16-token blocks. A 3–4× gap between engines cannot come from hit rates this close; the talk's "
               "SGLang figure is cited, not reproduced. An edit invalidates every later block in both schemes.")
     _from = "" if prefix_data.get("recorded_at") is None else f"From {guide.run_label(prefix_data)}:\n\n"
@@ -299,18 +300,17 @@ def _(data):
 @app.cell
 def _(data, source, table, tpot_ms, ttft_ms):
     slo = metrics.SLO(ttft_ms.value / 1e3, tpot_ms.value / 1e3)
-    open_loop = guide.attainment_points(data, "chat", slo)
-    figures.open_loop_figure(table, source, "chat", {k: v["points"] for k, v in open_loop.items()})
+    open_loop = findings.attainment_points(data, "chat", slo)
+    figures.open_loop_figure(table, source, "chat", {k: v.points for k, v in open_loop.items()})
     return open_loop, slo
 
 
 @app.cell(hide_code=True)
 def _(open_loop, slo, table):
     _t = table[table["rate req/s"].notna() & (table["source"] == "client")]
-    _lines = [f"- **{n}**: DistServe goodput " + guide.goodput_words(
-              {"DistServe goodput req/s": v["DistServe goodput req/s"], "points": [{"rate req/s": p[0]} for p in v["points"]]})
+    _lines = [f"- **{n}**: DistServe goodput " + guide.goodput_words(v.distserve_goodput, [p[0] for p in v.points])
               + "; attainment " +
-              ", ".join(f"{p[1]:.0%} at {p[0]:g}/s" for p in v["points"] if p[1] is not None) for n, v in open_loop.items()]
+              ", ".join(f"{p[1]:.0%} at {p[0]:g}/s" for p in v.points if p[1] is not None) for n, v in open_loop.items()]
     mo.md("\n".join(_lines or ["No open-loop run here."]) + f"""
 
     Under {slo.describe()}. vLLM bench's figure for the same runs (requests/s within the plan's SLO) is the
@@ -346,20 +346,19 @@ def _(record, record_label):
 
 @app.cell(hide_code=True)
 def _(record):
-    _f = guide.key_figures(record) if record else {}     # from the record's runs, by this code's rules
-    _sc, _fp8 = _f.get("vllm concurrency scaling"), _f.get("fp8 KV cache") or {}
-    _pc = (_f.get("prefix caching") or {}).get("agentic") or []
-    _sp = _f.get("n-gram speculation") or []
     _lines = []
-    if _sc:
-        _lines.append(f"- vLLM default, {_sc['workload']} workload: × **{_sc['ratio']}** output tokens/s from concurrency 1 "
-                      f"to {_sc['concurrency']} ({_sc['tok/s at 1']} → {_sc['tok/s at top']}).")
-    _lines += [f"- agentic, concurrency {r['concurrency']}: prefix caching off ÷ on mean TTFT **{r['off ÷ on']}** "
-               f"({r['verdict']})." for r in _pc]
-    _lines.append("- fp8 KV cache: " + ("ran." if _fp8.get("ran") else f"did not run here — {_fp8.get('why', 'not configured')}."))
-    _lines += [f"- n-gram speculation, concurrency {r['concurrency']}: latency per token × "
-               f"{r['latency per token with ÷ without']} ({r['latency per token']}), tok/s × {r['tok/s with ÷ without']} "
-               f"({r['throughput']}) — random words give it few matches." for r in _sp]
+    if record:
+        _f = findings.key_figures(record)     # from the record's runs, by this code's rules
+        _sc, _fp8 = _f.vllm_scaling, _f.fp8_kv_cache
+        if _sc:
+            _lines.append(f"- vLLM default, {_sc.workload} workload: × **{_sc.ratio}** output tokens/s from concurrency 1 "
+                          f"to {_sc.concurrency} ({_sc.tok_s_at_1} → {_sc.tok_s_at_top}).")
+        _lines += [f"- agentic, concurrency {r.concurrency}: prefix caching off ÷ on mean TTFT **{r.off_over_on}** "
+                   f"({r.verdict})." for r in _f.prefix_caching.get("agentic") or []]
+        _lines.append("- fp8 KV cache: " + ("ran." if _fp8.ran else f"did not run here — {_fp8.why}."))
+        _lines += [f"- n-gram speculation, concurrency {r.concurrency}: latency per token × "
+                   f"{r.latency_ratio} ({r.latency}), tok/s × {r.throughput_ratio} "
+                   f"({r.throughput}) — random words give it few matches." for r in _f.ngram_speculation]
     mo.md("\n".join(_lines) or "_No record to read._")
     return
 
@@ -397,10 +396,11 @@ def _(source, table):
 @app.cell
 def _(record):
     _rows = []
-    for _r in (guide.crosscheck_gaps(record) if record else []):
-        for _what in ("our client's own run", "ours on the tap", "vLLM's definitions on the tap"):
-            _rows.append({"concurrency": _r["concurrency"], "against vllm bench serve": _what,
-                          **{f"{k} gap": _r[_what].get(k) for k in ("ttft", "tpot", "itl", "e2el")}})
+    for _r in (findings.crosscheck_gaps(record) if record else []):
+        for _field, _what in findings.CROSSCHECK_READINGS.items():
+            _g = getattr(_r, _field)
+            _rows.append({"concurrency": _r.concurrency, "against vllm bench serve": _what,
+                          **{f"{k} gap": getattr(_g, k) for k in ("ttft", "tpot", "itl", "e2el")}})
     plots.table(pd.DataFrame(_rows), "recorded: relative gaps to vllm bench serve's own means (TTFT; our ITL "
                 "against its TPOT; our pooled ITL against its ITL; E2E against E2EL)") if _rows else \
         mo.md("_No vllm bench cross-check in the record._")
@@ -432,10 +432,10 @@ def _(record, record_label):
     ## 8 · The decision guide
 
     Rebuilt from {record_label}: each row cites that run; GPU claims are marked **cited** with their source.
-    The talk's own table: its baseline ran one request at a time against vLLM's {_f['concurrent']}. vLLM's
-    "almost 15×" is **{_f['total ×']:.1f}×** in tokens/s; per request its ITL is only {_f['per-request ITL ×']:.1f}×
-    shorter, so the other **{_f['concurrency ×']:.1f}×** comes from serving {_f['concurrent']} requests at once —
-    {_f['concurrency share']} of the speed-up (section 3 measures that effect).
+    The talk's own table: its baseline ran one request at a time against vLLM's {_f.concurrent}. vLLM's
+    "almost 15×" is **{_f.total:.1f}×** in tokens/s; per request its ITL is only {_f.per_request_itl:.1f}×
+    shorter, so the other **{_f.concurrency:.1f}×** comes from serving {_f.concurrent} requests at once —
+    {_f.concurrency_share} of the speed-up (section 3 measures that effect).
     """)
     return
 

@@ -107,8 +107,8 @@ rm -rf "$site/bin"                                  # console scripts, their #! 
 rm -rf "$site/marimo/_lsp"                          # marimo's language servers (Copilot's alone ~87 MB)
 rm -rf "$site/marimo/_static"                       # marimo's editor front-end (~27 MB): `marimo edit` only
 rm -rf "$site/pycountry/locales"                    # pycountry's translations (~22 MB); its databases stay
-# the one tokenizer helpers loads (helpers.measure.models.TOKENIZER_FILE, read without importing helpers)
-tokenizer="$("$PY" -c "import ast; print(next(n.value.value for n in ast.parse(open('helpers/measure/models.py').read()).body
+# the one tokenizer helpers loads (helpers.measure.local_models.TOKENIZER_FILE, read without importing helpers)
+tokenizer="$("$PY" -c "import ast; print(next(n.value.value for n in ast.parse(open('helpers/measure/local_models.py').read()).body
     if isinstance(n, ast.Assign) and getattr(n.targets[0], 'id', '') == 'TOKENIZER_FILE'))")"
 find "$site/mistral_common/data" -maxdepth 1 -type f ! -name "$tokenizer" -delete   # other Mistral tokenizers (~36 MB)
 for lib in "$site"/bitsandbytes/libbitsandbytes_*.so; do     # other CUDA and ROCm versions (~150 MB)

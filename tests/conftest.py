@@ -22,7 +22,7 @@ def tiny():
 
 @pytest.fixture(scope="session")
 def tiny_config():
-    from helpers.measure.models import TINY_CONFIG
+    from helpers.measure.local_models import TINY_CONFIG
 
     return dict(TINY_CONFIG)
 

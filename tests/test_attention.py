@@ -9,7 +9,7 @@ import torch
 from helpers.cost import attention, memory, specs
 from helpers.measure import kv_caches, mla
 from helpers.__main__ import main as cli
-from helpers.measure.models import TINY_CONFIG
+from helpers.measure.local_models import TINY_CONFIG
 
 # KV bytes per token in bf16, by hand from each config.json:
 #   GQA/MHA: 2 (K, V) × layers × kv_heads × head_dim × 2 B;  MLA: layers × (kv_lora_rank + qk_rope_head_dim) × 2 B

@@ -5,7 +5,7 @@ import pytest
 from helpers.cost import compute_share as cs
 from helpers.cost.specs import attention_projection_params
 from helpers.measure import forward_parts
-from helpers.measure.models import TINY_CONFIG
+from helpers.measure.local_models import TINY_CONFIG
 from helpers.present import compute_share_figures
 
 # Mistral 7B (paper, arXiv:2310.06825, Table 1): dim 4096, 32 layers, head_dim 128, 32 heads, 8 KV heads,

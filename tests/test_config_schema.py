@@ -25,7 +25,7 @@ def test_transformers_own_config_dicts_pass():
     """Dicts that transformers writes (every default field, nulls included) are valid configs."""
     from transformers import AutoConfig
 
-    from helpers.measure.models import TINY_CONFIG
+    from helpers.measure.local_models import TINY_CONFIG
     from helpers.measure.mla import TINY_MLA_CONFIG
 
     for cfg in (TINY_CONFIG, TINY_MLA_CONFIG, preset("gpt-oss-120b"), preset("qwen2.5-7b")):

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from helpers.measure import models
+from helpers.measure import local_models, models
 from helpers.cost import roofline, stepcost
 from helpers.measure import decode_efficiency
 from helpers.decoding import breakdown, impls, regimes, views
@@ -19,9 +19,9 @@ def test_small_profile_is_the_tiny_recipe_widened_and_reads_half_a_gigabyte_per_
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    cfg = models.SMALL_CONFIG
-    assert {k: v for k, v in cfg.items() if k not in models.SMALL_OVERRIDES} == \
-        {k: v for k, v in models.TINY_CONFIG.items() if k not in models.SMALL_OVERRIDES}
+    cfg = local_models.SMALL_CONFIG
+    assert {k: v for k, v in cfg.items() if k not in local_models.SMALL_OVERRIDES} == \
+        {k: v for k, v in local_models.TINY_CONFIG.items() if k not in local_models.SMALL_OVERRIDES}
     assert decode_efficiency.size_config("small") == cfg            # one owner: the bench's "small" is the profile
     # parameters counted by the architecture itself (meta device, no weights) against helpers.cost.specs
     c = {k: v for k, v in cfg.items() if k != "model_type"}
@@ -41,7 +41,7 @@ def test_readme_describes_the_small_profile_as_built():
     from pathlib import Path
 
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    cfg, spec = models.SMALL_CONFIG, spec_from_config(models.SMALL_CONFIG, "small")
+    cfg, spec = local_models.SMALL_CONFIG, spec_from_config(local_models.SMALL_CONFIG, "small")
     assert (f"`small` | Mistral architecture, {cfg['num_hidden_layers']} layers, hidden {cfg['hidden_size']}, "
             f"{param_breakdown(spec).total / 1e6:,.0f} M parameters") in readme
     assert f"reads {stepcost.decode_cost(spec, 0, 1, 'fp32').weight_read_bytes / 1e9:.2f} GB (fp32)" in readme
@@ -122,7 +122,7 @@ def test_packed_weights_say_where_they_cannot_run():
 
 @pytest.mark.slow
 def test_compiled_static_decode_gives_the_same_tokens():
-    cfg = {**models.TINY_CONFIG, "num_hidden_layers": 1, "vocab_size": 512}   # compiles in seconds
+    cfg = {**local_models.TINY_CONFIG, "num_hidden_layers": 1, "vocab_size": 512}   # compiles in seconds
     model = decode_efficiency.random_model(cfg)
     ids = prompt_ids(12, vocab=512)
     from torch._dynamo.utils import counters
@@ -154,7 +154,7 @@ def test_windowed_static_cache_compiles_one_graph(prompt, new_tokens):
     from transformers import StaticCache
 
     window = 16
-    cfg = {**models.TINY_CONFIG, "num_hidden_layers": 1, "vocab_size": 512, "sliding_window": window}
+    cfg = {**local_models.TINY_CONFIG, "num_hidden_layers": 1, "vocab_size": 512, "sliding_window": window}
     model = decode_efficiency.random_model(cfg)
     slots = prompt + new_tokens
     assert any(StaticCache(config=model.config, max_cache_len=slots).is_sliding)   # the trap is armed

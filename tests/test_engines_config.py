@@ -22,7 +22,7 @@ def test_serve_folder_has_what_autotokenizer_and_the_server_need():
     assert cfg["tokenizer_class"] == "LlamaTokenizer" and "[INST]" in cfg["chat_template"]
     from transformers import AutoTokenizer
 
-    from helpers.measure.models import build_tiny, load_tokenizer
+    from helpers.measure.local_models import build_tiny, load_tokenizer
 
     auto = AutoTokenizer.from_pretrained(folder)
     ref = load_tokenizer(build_tiny())               # mistral-common's tokenizer: the independent reference
@@ -71,10 +71,10 @@ def test_serve_folder_for_the_7b_profiles_says_what_to_do(tmp_path, monkeypatch)
     """mistral-7b-random: refused (naming the profile and the fix) until notebook 05 has saved its random
     weights; a config-only folder for vLLM/SGLang's --load-format dummy when asked; the saved weights linked
     once there. mistral-7b: the Hub id when its weights are cached, else the weights' own message."""
-    from helpers.measure import models
+    from helpers.measure import local_models, models
 
     monkeypatch.setenv("WORKSHOP_CACHE", str(tmp_path))
-    with pytest.raises(models.ProfileUnavailable, match="profile mistral-7b-random .*notebook 05.*tiny-trained"):
+    with pytest.raises(local_models.ProfileUnavailable, match="profile mistral-7b-random .*notebook 05.*tiny-trained"):
         servers.serve_folder("mistral-7b-random")
     dummy = servers.serve_folder("mistral-7b-random", weights=False)
     assert not list(dummy.glob("*.safetensors"))
@@ -91,7 +91,7 @@ def test_serve_folder_for_the_7b_profiles_says_what_to_do(tmp_path, monkeypatch)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
     monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(tmp_path / "hub"))
-    with pytest.raises(models.ProfileUnavailable, match="profile mistral-7b cannot be served: .*hf download"):
+    with pytest.raises(local_models.ProfileUnavailable, match="profile mistral-7b cannot be served: .*hf download"):
         servers.serve_folder("mistral-7b")
     monkeypatch.setattr(models, "weights_status", lambda model_id: models.WeightsStatus(True, "cache", "cached"))
     monkeypatch.setenv("WORKSHOP_MODEL_ID", "someone/Model-7B")
@@ -117,7 +117,7 @@ def test_transformers_serve_command_lines():
     line = " ".join(on.command)
     assert "--continuous-batching --cb-num-blocks 64 --cb-max-batch-tokens 512" in line   # bounded on a CPU
     assert on.model == "/m" and not on.needs_cuda
-    with pytest.raises(ValueError, match="'cpu' or 'cuda'"):
+    with pytest.raises(ValueError, match="device must be one of cpu, cuda"):
         servers.transformers_serve("/m", True, device="tpu")
 
 
@@ -137,7 +137,7 @@ def test_the_talks_vllm_steps_each_one_change_from_the_default():
     line = " ".join(cpu[1].command)
     assert "--dtype float32 --max-model-len 2048 --enforce-eager" in line
     assert cpu[1].env["VLLM_HOST_IP"] == "127.0.0.1" and cpu[1].env["VLLM_CPU_KVCACHE_SPACE"] == "1"
-    with pytest.raises(ValueError, match="'cpu' or 'cuda'"):
+    with pytest.raises(ValueError, match="device must be one of cpu, cuda"):
         servers.vllm_configs("/m", "tpu")
     sg = servers.sglang_config("/m")
     assert sg.command[1:3] == ["-m", "sglang.launch_server"] and sg.needs_cuda
@@ -165,9 +165,9 @@ def test_the_talks_speedups_are_its_table():
 
 def test_the_talks_15x_splits_into_per_request_speed_and_concurrency():
     f = guide.talk_factors()
-    assert f["total ×"] == pytest.approx(736 / 51) and f["per-request ITL ×"] == pytest.approx(19.0 / 6.7)
+    assert f.total == pytest.approx(736 / 51) and f.per_request_itl == pytest.approx(19.0 / 6.7)
     # by hand: (736 / 51) ÷ (19.0 / 6.7) = 736 × 6.7 / (51 × 19.0) = 4,931.2 / 969 = 5.089
-    assert f["concurrency ×"] == pytest.approx(5.089, abs=1e-3) and f["concurrency share"] == "most"
+    assert f.concurrency == pytest.approx(5.089, abs=1e-3) and f.concurrency_share == "most" and f.concurrent == 10
     assert guide.talk("prefix caching", "ITL ms") == 6.8
     with pytest.raises(ValueError, match="no row of the talk's table contains 'TGI'"):
         guide.talk("TGI", "tok/s")
@@ -212,10 +212,10 @@ def test_batching_effect_and_agreement_rules():
     t = _table([("HF transformers serve", 8, _recs(2.0, 0.05)),
                 ("HF transformers serve + continuous batching", 8, _recs(0.2, 0.05, n=3, tokens=5))])
     eff = guide.batching_effect(t, "w", 8)
-    assert eff["TTFT ÷"] == pytest.approx(10.0) and eff["verdict"] == "raised throughput"
-    assert eff["throughput ×"] == pytest.approx((15 / 0.4) / (15 / 2.2), rel=0.01)
+    assert eff.ttft_ratio == pytest.approx(10.0) and eff.verdict == "raised throughput"
+    assert eff.throughput_ratio == pytest.approx((15 / 0.4) / (15 / 2.2), rel=0.01)
     # the margin: a change counts above 10 % either way (1.10 itself does not)
-    from helpers.engines.metrics import change_verdict
+    from helpers.cost.verdicts import change_verdict
 
     assert [change_verdict(r) for r in (1.11, 1.10, 1.0, 0.91, 0.90)] == ["higher", "about equal", "about equal",
                                                                          "about equal", "lower"]

@@ -291,7 +291,7 @@ def test_a_server_that_ignores_sigterm_is_killed_after_the_grace_period():
 
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), 0, -1, True])
 def test_ready_timeout_must_be_finite_and_positive(value):
-    with pytest.raises(ValueError, match="ready_timeout_s must be a finite number of seconds > 0"):
+    with pytest.raises(ValueError, match="ready_timeout_s must be a finite number > 0 seconds"):
         process.ServerProcess(FAKE, ready_timeout_s=value)
     with pytest.raises(ValueError, match="stop_grace_s"):
         process.ServerProcess(FAKE, stop_grace_s=value)

@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from helpers.engines import harness, guide, metrics, workloads
+from helpers.engines import findings, guide, harness, metrics, workloads
 from helpers.engines.metrics import SLO, RequestRecord, summarize
 
 SLO_ = SLO(1.0, 0.1)
@@ -55,31 +55,32 @@ def _data():
 
 
 def test_key_figures_worked_by_hand():
-    f = guide.key_figures(_data())
-    assert f["vllm concurrency scaling"] is None                 # no one-length ("fixed") runs in this data
-    sc = f["vllm concurrency scaling, chat"]
+    f = findings.key_figures(_data())
+    assert f.vllm_scaling is None                 # no one-length ("fixed") runs in this data
+    sc = f.vllm_scaling_chat
     # 4 requests × 5 tokens: 20 tokens in 1.0 s at concurrency 1, in 0.2 s at 8: × 5.0, the target × 4 met
-    assert (sc["tok/s at 1"], sc["tok/s at top"], sc["ratio"], sc["met"]) == (20.0, 100.0, 5.0, True)
-    pc = f["prefix caching"]["agentic"]
-    assert [(r["concurrency"], r["off ÷ on"], r["verdict"]) for r in pc] == [
+    assert (sc.tok_s_at_1, sc.tok_s_at_top, sc.ratio, sc.met) == (20.0, 100.0, 5.0, True)
+    pc = f.prefix_caching["agentic"]
+    assert [(r.concurrency, r.off_over_on, r.verdict) for r in pc] == [
         (1, 6.0, "prefix caching cut TTFT"), (4, round(0.9 / 0.85, 2), "prefix caching left TTFT unchanged")]
-    assert pc[0]["target met"] and not pc[1]["target met"] and pc[0]["vLLM hit rate on"] == 0.6
-    cb = f["continuous batching"]["chat"]
+    assert pc[0].target_met and not pc[1].target_met and pc[0].vllm_hit_rate_on == 0.6
+    cb = f.continuous_batching["chat"]
     # at 8: off 20 tokens in 8 s, on in 2 s: × 4 throughput; TTFT 2.0 ÷ 0.4 = 5; ITL 0.05 → 0.08 s: × 1.6
-    assert (cb["throughput on ÷ off"], cb["throughput"], cb["TTFT off ÷ on"], cb["TTFT"]) == (4.0, "higher", 5.0,
-                                                                                             "lower with it")
-    assert (cb["per-request ITL on ÷ off"], cb["ITL"], cb["ITL off ms"], cb["ITL on ms"]) == (1.6, "higher", 50.0, 80.0)
-    ol = f["open loop"]["vLLM default"]
+    assert (cb.throughput_ratio, cb.throughput, cb.ttft_ratio, cb.ttft) == (4.0, "higher", 5.0, "lower with it")
+    assert (cb.itl_ratio, cb.itl, cb.itl_off_ms, cb.itl_on_ms) == (1.6, "higher", 50.0, 80.0)
+    ol = f.open_loop["vLLM default"]
     # SLO TTFT ≤ 1 s, TPOT ≤ 0.1 s: met at 1/s (0.1, 0.01) and 4/s (0.5, 0.05), missed at 16/s (3.0 s)
-    assert [p["SLO attained"] for p in ol["points"]] == [1.0, 1.0, 0.0] and ol["DistServe goodput req/s"] == 4.0
-    rb = f["radix against blocks"]
-    assert rb["most prefill a radix tree saves over 16-token blocks ×"] == pytest.approx(round(0.116 / 0.105, 3))
-    assert rb["verdict"] == "a radix tree could cut the prefill work"      # × 1.105: just past the 10 % margin
-    cc = f["vllm bench cross-check"][0]
-    assert cc["our client's own run"]["ttft"] == pytest.approx(0.04) and cc["our client's own run"]["tpot"] == 0.02
-    assert cc["our client's own run: TTFT and ITL within 5%"] and cc["vLLM's definitions on the tap"]["e2el"] == 0.0
-    assert f["fp8 KV cache"] == {"ran": False,
-                                 "why": "NotImplementedError: FP8 KV cache on CPU requires x86 with AVX-512 or AMX."}
+    assert [p.slo_attained for p in ol.points] == [1.0, 1.0, 0.0] and ol.distserve_goodput == 4.0
+    rb = f.radix_against_blocks
+    assert rb.most_saved == pytest.approx(round(0.116 / 0.105, 3))
+    assert rb.verdict == "a radix tree could cut the prefill work"      # × 1.105: just past the 10 % margin
+    cc = f.crosscheck[0]
+    assert cc.client.ttft == pytest.approx(0.04) and cc.client.tpot == 0.02
+    assert cc.client.agree and cc.tap_vllm.e2el == 0.0
+    assert f.fp8_kv_cache == findings.Outcome(
+        False, why="NotImplementedError: FP8 KV cache on CPU requires x86 with AVX-512 or AMX.")
+    stored = findings.as_json(f)                  # what a record keeps: plain JSON
+    assert json.loads(json.dumps(stored)) == stored and stored["vllm_scaling_chat"]["ratio"] == 5.0
 
 
 def test_the_measured_guide_cites_its_run_and_labels_gpu_claims_cited():
@@ -118,7 +119,7 @@ def test_engines_md_holds_the_guide_generated_from_the_committed_record(tmp_path
     with pytest.raises(ValueError, match="no generated section"):
         guide.write_guide(harness.RECORD, tmp_path / "bare.md")
     record = json.loads(harness.RECORD.read_text())
-    assert record["complete"] and record["figures"] == guide.key_figures(record)
+    assert record["complete"] and record["figures"] == findings.as_json(findings.key_figures(record))
 
 
 def test_distserve_goodput_and_attainment_rules():
@@ -167,10 +168,10 @@ def test_sharegpt_like_lengths_follow_the_published_means():
 
 
 def test_tokens_per_word_is_the_tokenizers_rate_on_the_word_list():
-    from helpers.measure import models
+    from helpers.measure import local_models
     from helpers.serving.traces import chat_trace
 
-    tok = models.load_tokenizer(models.build_tiny())
+    tok = local_models.load_tokenizer(local_models.build_tiny())
     reqs = chat_trace(100, seed=0, prompt_words_median=100, sigma=0.0)
     words = sum(len(r.prompt.split()) for r in reqs)
     tokens = sum(len(tok(r.prompt).input_ids) for r in reqs)
@@ -187,13 +188,13 @@ def test_open_loop_and_prefix_figures_draw_what_they_are_given():
 
     data = _data()
     table = harness.runs_table(data)
-    pts = guide.attainment_points(data, "chat", SLO(0.2, 0.1))
+    pts = findings.attainment_points(data, "chat", SLO(0.2, 0.1))
     # TTFT ≤ 0.2 s: only the 1/s run (0.1 s) meets it: attainment 1, 0, 0 and DistServe goodput 1/s
-    assert pts["vLLM default"] == {"points": [(1.0, 1.0), (4.0, 0.0), (16.0, 0.0)], "DistServe goodput req/s": 1.0}
-    fig = figures.open_loop_figure(table, "measured: by hand", "chat", {k: v["points"] for k, v in pts.items()})
+    assert pts["vLLM default"] == findings.Attainment(((1.0, 1.0), (4.0, 0.0), (16.0, 0.0)), 1.0)
+    fig = figures.open_loop_figure(table, "measured: by hand", "chat", {k: v.points for k, v in pts.items()})
     assert fig._suptitle.get_text().startswith(figures.OPEN_LOOP_TITLE)
     assert [list(line.get_ydata()) for line in fig.axes[1].lines if line.get_label() == "vLLM default"] == [[100, 0, 0]]
-    rows = guide.prefix_caching_effect(data, "agentic")
+    rows = findings.prefix_caching_effect(data, "agentic")
     fig = figures.prefix_figure(rows, "measured: by hand", data["prefix_model"]["agentic"])
     heights = [round(b.get_height(), 1) for b in fig.axes[0].patches]
     assert heights == [600.0, 900.0, 100.0, 850.0]          # off at c=1, 4; on at c=1, 4 (ms)

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from helpers.engines import client, guide, guidellm_runner, process, servers
+from helpers.engines import client, guide, guidellm_runner, metrics, process, servers
 from helpers.engines.metrics import summarize
 from helpers.serving.traces import TraceRequest, chat_trace
 
@@ -49,7 +49,7 @@ def test_our_definitions_and_guidellm_agree_on_the_same_run(served, tmp_path):
     assert 7 <= theirs[0].ok <= 8 and theirs[0].failed == 0 and theirs[0].output_tokens == theirs[0].ok * 16
     for col, key in (("ttft_s", "ttft_mean"), ("itl_s", "itl_mean")):
         a, b = getattr(ours[0], col)[key], getattr(theirs[0], col)[key]
-        assert guide.relative_gap(a, b) <= guide.AGREEMENT_TOLERANCE, f"{key}: ours {a:.4f} s, guidellm {b:.4f} s"
+        assert metrics.relative_gap(a, b) <= guide.AGREEMENT_TOLERANCE, f"{key}: ours {a:.4f} s, guidellm {b:.4f} s"
     # and our own client, on the same server with the same prompts, counts the same tokens
     mine = summarize(client.run_load(srv.base_url, cfg.model, WORKLOAD, 4, 240), cfg.name, 4)
     assert mine.ok == 8 and mine.output_tokens == 8 * 16

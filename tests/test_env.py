@@ -35,10 +35,10 @@ def test_values_are_stripped(monkeypatch):
     assert env.text("WORKSHOP_MODEL_ID") == "someone/model"
     monkeypatch.setenv("WORKSHOP_MODEL_ID", "   ")
     assert env.text("WORKSHOP_MODEL_ID", "default/id") == "default/id"      # blank means unset
-    from helpers.measure import models
+    from helpers.measure import local_models, models
 
     monkeypatch.setenv("WORKSHOP_CACHE", " /tmp/somewhere ")
-    assert models.cache_dir() == Path("/tmp/somewhere")
+    assert local_models.cache_dir() == Path("/tmp/somewhere")
     monkeypatch.setenv("WORKSHOP_DTYPE", "fp64")
     with pytest.raises(ValueError, match="WORKSHOP_DTYPE='fp64' is not allowed; allowed: fp32, bf16, fp16"):
         models.load("tiny", device="cpu")

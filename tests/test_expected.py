@@ -5,7 +5,7 @@ import math
 import pytest
 
 from helpers.present import expected
-from helpers.measure.models import TINY_CONFIG
+from helpers.measure.local_models import TINY_CONFIG
 from helpers.cost.stepcost import forward_cost
 from helpers.cost.specs import spec_from_config
 

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from helpers.cost import memory, specs
-from helpers.measure import models, tensor_bytes
+from helpers.measure import local_models, models, tensor_bytes
 
 
 # ----------------------------------------------------------------------- KV formula
@@ -86,7 +86,7 @@ def test_sliding_window_cache_measured(tmp_path, tiny_config):
     """A real DynamicSlidingWindowLayer keeps window − 1 tokens between steps."""
     from transformers import AutoModelForCausalLM, DynamicCache
 
-    folder = models.build_tiny(tmp_path / "swa", {**tiny_config, "sliding_window": 16, "num_hidden_layers": 2})
+    folder = local_models.build_tiny(tmp_path / "swa", {**tiny_config, "sliding_window": 16, "num_hidden_layers": 2})
     model = AutoModelForCausalLM.from_pretrained(folder).eval()
     spec = specs.spec_from_config(model.config.to_dict(), "tiny-swa")
     assert spec.sliding_window == 16 and spec.sliding_layers == 2
@@ -144,9 +144,9 @@ def test_bitsandbytes_measured_equals_formula(scheme):
                                       bnb_4bit_use_double_quant=True)}[scheme]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model = AutoModelForCausalLM.from_pretrained(models.build_tiny(), quantization_config=q,
+        model = AutoModelForCausalLM.from_pretrained(local_models.build_tiny(), quantization_config=q,
                                                      dtype=torch.bfloat16, device_map="cpu")
-    spec = specs.spec_from_config(models.TINY_CONFIG, "tiny")
+    spec = specs.spec_from_config(local_models.TINY_CONFIG, "tiny")
     assert tensor_bytes.measured_weight_bytes(model) == memory.weight_bytes(spec, scheme).bytes
 
 

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from helpers.measure import models
+from helpers.measure import local_models, models
 from helpers.cost import specs
 
 
@@ -13,10 +13,10 @@ def test_tiny_loads_through_from_pretrained(tiny):
     assert tiny.profile == "tiny" and tiny.device == "cpu" and tiny.dtype == "fp32"
     assert type(tiny.model).__name__ == "MistralForCausalLM"
     # the folder from_pretrained read holds safetensors weights, the config and the tokenizer file
-    folder = models.build_tiny()
-    assert {"config.json", "model.safetensors", models.TOKENIZER_FILE} <= {p.name for p in folder.iterdir()}
+    folder = local_models.build_tiny()
+    assert {"config.json", "model.safetensors", local_models.TOKENIZER_FILE} <= {p.name for p in folder.iterdir()}
     assert json.loads((folder / "config.json").read_text())["num_key_value_heads"] == 2
-    assert sum(p.numel() for p in tiny.model.parameters()) == specs.param_count(models.TINY_CONFIG)
+    assert sum(p.numel() for p in tiny.model.parameters()) == specs.param_count(local_models.TINY_CONFIG)
 
 
 def test_tiny_label_names_model_dtype_device_profile(tiny):
@@ -28,7 +28,7 @@ def test_without_weights_keeps_the_description_and_records_small(tiny):
 
     bare = tiny.without_weights()
     assert bare.model is None and bare.tokenizer is None and tiny.model is not None   # the original keeps its model
-    assert bare.label == tiny.label and bare.spec == tiny.spec and bare.spec.hidden_size == models.TINY_CONFIG["hidden_size"]
+    assert bare.label == tiny.label and bare.spec == tiny.spec and bare.spec.hidden_size == local_models.TINY_CONFIG["hidden_size"]
     assert len(pickle.dumps(bare)) < 20_000   # a recording keeps this beside its result (helpers.present.replay)
     on, value = models.run_on(tiny, lambda m, x, y=0: (m.model is not None, x + y), 3, y=4)
     assert value == (True, 7) and on.model is None and on.label == tiny.label   # fn saw the weights; the record does not
@@ -37,8 +37,8 @@ def test_without_weights_keeps_the_description_and_records_small(tiny):
 def test_tiny_weights_are_reproducible(tmp_path):
     from safetensors.torch import load_file
 
-    a = load_file(models.build_tiny(tmp_path / "a") / "model.safetensors")
-    b = load_file(models.build_tiny(tmp_path / "b") / "model.safetensors")
+    a = load_file(local_models.build_tiny(tmp_path / "a") / "model.safetensors")
+    b = load_file(local_models.build_tiny(tmp_path / "b") / "model.safetensors")
     assert a.keys() == b.keys() and all((a[k] == b[k]).all() for k in a)
 
 
@@ -46,7 +46,7 @@ def test_real_mistral_tokenizer(tiny):
     """The same ids as mistral-common's own SentencePiece tokenizer (the Mistral 7B v0.1 vocabulary)."""
     from mistral_common.tokens.tokenizers.sentencepiece import SentencePieceTokenizer
 
-    ref = SentencePieceTokenizer(str(models.tokenizer_source()))
+    ref = SentencePieceTokenizer(str(local_models.tokenizer_source()))
     text = "Inference is a recurring cost."
     ids = tiny.tokenizer(text)["input_ids"]
     assert ids == ref.encode(text, bos=True, eos=False)
@@ -72,13 +72,13 @@ def test_mistral_7b_offline_gives_the_fix_fast(monkeypatch, tmp_path):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))   # an empty cache: weights absent
     t0 = time.perf_counter()
-    with pytest.raises(models.ProfileUnavailable, match="HF_HUB_OFFLINE=1.*hf download mistralai/Mistral-7B-v0.1"):
+    with pytest.raises(local_models.ProfileUnavailable, match="HF_HUB_OFFLINE=1.*hf download mistralai/Mistral-7B-v0.1"):
         models.load("mistral-7b")
     assert time.perf_counter() - t0 < 10
 
 
 def test_mistral_7b_random_needs_cuda():
-    with pytest.raises(models.ProfileUnavailable, match="CUDA GPU"):
+    with pytest.raises(local_models.ProfileUnavailable, match="CUDA GPU"):
         models.load("mistral-7b-random", device="cpu")
 
 
@@ -135,8 +135,8 @@ def _load_message(env_extra):
 
     env = {k: v for k, v in os.environ.items() if k != "HF_HUB_OFFLINE"}
     env.update(env_extra)
-    code = ("from helpers.measure import models\n"
-            "try:\n    models.load('mistral-7b')\nexcept models.ProfileUnavailable as e:\n    print(e)\n")
+    code = ("from helpers.measure import local_models, models\n"
+            "try:\n    models.load('mistral-7b')\nexcept local_models.ProfileUnavailable as e:\n    print(e)\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
     return r.stdout + r.stderr
 

@@ -50,7 +50,8 @@ def test_marimo_notebook_runs_in_marimo(src, tmp_path):
 
 def test_readme_describes_the_tiny_profile_as_built():
     """The README's profile table states the tiny model's shape: it must be the one helpers builds."""
-    from helpers.measure.models import DEFAULT_MODEL_ID, TINY_CONFIG
+    from helpers.measure.models import DEFAULT_MODEL_ID
+    from helpers.measure.local_models import TINY_CONFIG
 
     readme = (ROOT / "README.md").read_text()
     assert (f"{TINY_CONFIG['num_hidden_layers']} layers, hidden {TINY_CONFIG['hidden_size']}, random weights, "

@@ -8,18 +8,18 @@ import json
 
 import pytest
 
-from helpers.measure import roofline_bench, models, quality, quant, training, sweeps
+from helpers.measure import local_models, models, quant, roofline_bench, sweeps, texts
 from helpers.decoding import regimes
 from helpers.serving import measured as serving_bench
 from helpers.serving import kv_quant
 
 CPU_PROFILES = ("tiny", "tiny-trained", "small")
-CONFIGS = {"tiny": models.TINY_CONFIG, "tiny-trained": models.TINY_CONFIG, "small": models.SMALL_CONFIG}
+CONFIGS = {"tiny": local_models.TINY_CONFIG, "tiny-trained": local_models.TINY_CONFIG, "small": local_models.SMALL_CONFIG}
 
 
 def test_the_cpu_profiles_are_the_local_ones():
-    assert set(CPU_PROFILES) == set(models.LOCAL_PROFILES)
-    assert set(models.TINY_PROFILES) < set(CPU_PROFILES)
+    assert set(CPU_PROFILES) == set(local_models.LOCAL_PROFILES)
+    assert set(local_models.TINY_PROFILES) < set(CPU_PROFILES)
 
 
 @pytest.mark.parametrize("profile", CPU_PROFILES)
@@ -45,7 +45,7 @@ def test_each_profile_builds_a_folder_that_loads_with_its_own_config(profile):
                 "intermediate_size", "vocab_size"):
         assert cfg[key] == CONFIGS[profile][key], key
     assert (folder / "model.safetensors").stat().st_size > 0
-    assert (folder / models.TOKENIZER_FILE).exists()
+    assert (folder / local_models.TOKENIZER_FILE).exists()
     loaded = models.load(profile, device="cpu")
     assert (loaded.profile, loaded.dtype, loaded.device) == (profile, "fp32", "cpu")
     assert loaded.label.startswith(models.display_name(profile))
@@ -62,18 +62,18 @@ def test_tiny_trained_is_trained_and_the_random_tiny_is_not():
 
 @pytest.mark.parametrize("profile", CPU_PROFILES)
 def test_evaluation_text_by_profile(profile):
-    text = quality.eval_text(profile)
-    if profile in models.TINY_PROFILES:      # the novel's held-out chapter, which tiny-trained never saw
-        assert text == training.eval_text()
+    text = texts.eval_text(profile)
+    if profile in local_models.TINY_PROFILES:      # the novel's held-out chapter, which tiny-trained never saw
+        assert text == texts.heldout_eval_text()
     else:                                    # prose shipped with helpers, which no published model has seen
-        assert text == quality.EVAL_TEXT.read_text(encoding="utf-8")
+        assert text == texts.EVAL_TEXT.read_text(encoding="utf-8")
     assert len(text) > 1000
 
 
 @pytest.mark.parametrize("profile", CPU_PROFILES)
 def test_sweep_sizes_on_a_cpu_stay_small(profile):
     s = sweeps.sweep_sizes(profile, "cpu")
-    if profile in models.TINY_PROFILES:
+    if profile in local_models.TINY_PROFILES:
         assert max(s.memory_tokens) == 2048 and s.requests == 8
     else:   # the small model's forward costs ~40× the tiny one's: modest sizes
         assert max(s.memory_tokens) <= 1024 and max(s.ttft_tokens) <= 512 and max(s.users_batches) <= 4
@@ -92,7 +92,7 @@ def test_prefill_lengths_by_profile(profile):
     lengths = roofline_bench.prefill_lengths(profile, "cpu")
     ctx = CONFIGS[profile]["max_position_embeddings"]
     assert lengths == tuple(sorted(lengths)) and max(lengths) <= ctx
-    assert lengths == ((128, 512, 2048) if profile in models.TINY_PROFILES else (64, 256))
+    assert lengths == ((128, 512, 2048) if profile in local_models.TINY_PROFILES else (64, 256))
 
 
 class _Loaded:
@@ -104,7 +104,7 @@ class _Loaded:
 def test_decode_regimes_measure_tiny_and_small_on_a_cpu(profile):
     got = regimes.regime_profiles(_Loaded(profile))
     assert set(got) <= set(CPU_PROFILES) and "small" in got and len(got) == 2
-    assert got[0] == (profile if profile in models.TINY_PROFILES else "tiny")   # the loaded model reused
+    assert got[0] == (profile if profile in local_models.TINY_PROFILES else "tiny")   # the loaded model reused
     assert regimes.regime_profiles(_Loaded(profile, "cuda")) == (profile,)
 
 # The 7B profiles on a CPU (their missing GPU or weights, each with its fix): tests/test_models.py.

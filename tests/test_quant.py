@@ -6,8 +6,9 @@ import pytest
 import torch
 
 from helpers import capacity
-from helpers.cost import memory, specs
-from helpers.measure import models, quality, quant
+from helpers.cost import memory, quantization, specs
+from helpers.measure import local_models, quality, quant, texts
+from helpers.present import quant_figures
 from helpers.cost.specs import PRESETS
 
 SCHEMES = ("bf16", "int8", "nf4", "nf4-dq")
@@ -20,7 +21,7 @@ def tiny_bf16_variants():
     """The tiny model loaded four ways with a bf16 base: plain bf16 and the three bitsandbytes schemes."""
     from transformers import AutoModelForCausalLM
 
-    folder = models.build_tiny()
+    folder = local_models.build_tiny()
     out = {"bf16": AutoModelForCausalLM.from_pretrained(folder, dtype=torch.bfloat16).eval()}
     for scheme in quant.SCHEMES:
         out[scheme] = quant.load_quantized(folder, scheme, "cpu", "bf16")
@@ -57,22 +58,22 @@ def test_quantized_models_hold_bitsandbytes_layers(tiny_bf16_variants):
 def test_presets_computed_bf16_gt_int8_gt_nf4(name):
     b = [memory.weight_bytes(name, s).bytes for s in SCHEMES]
     assert b[0] > b[1] > b[2] > b[3], dict(zip(SCHEMES, b))
-    rows = quant.preset_footprints(name, SCHEMES)
-    assert [r["bytes"] for r in rows] == b
+    rows = quantization.preset_footprints(name, SCHEMES)
+    assert [r.bytes for r in rows] == b
 
 
 def test_mistral_footprints_worked_example():
-    rows = {r["scheme"]: r for r in quant.preset_footprints("mistral-7b-v0.1")}
-    assert rows["bf16"]["bytes"] == 2 * 7_241_732_096
+    rows = {r.scheme: r for r in quantization.preset_footprints("mistral-7b-v0.1")}
+    assert rows["bf16"].bytes == 2 * 7_241_732_096
     # int8: 6,979,321,856 linear weights at 1 B + 4 B per output row (1,376,256 rows) + the rest at bf16
-    assert rows["int8"]["bytes"] == 6_979_321_856 + 4 * 1_376_256 + 2 * (7_241_732_096 - 6_979_321_856)
-    assert 0.51 < rows["int8"]["vs_first"] < 0.52 and 0.30 < rows["nf4"]["vs_first"] < 0.31
+    assert rows["int8"].bytes == 6_979_321_856 + 4 * 1_376_256 + 2 * (7_241_732_096 - 6_979_321_856)
+    assert 0.51 < rows["int8"].vs_first < 0.52 and 0.30 < rows["nf4"].vs_first < 0.31
 
 
 def test_embedding_share_tiny_against_mistral(tiny):
-    t = quant.embedding_share(tiny.spec)
-    assert t["embedding_and_head"] == 2 * 32000 * 256 and t["share"] > 0.8
-    assert quant.embedding_share("mistral-7b-v0.1")["share"] < 0.04
+    t = quantization.embedding_share(tiny.spec)
+    assert t.embedding_and_head == 2 * 32000 * 256 and t.share > 0.8
+    assert quantization.embedding_share("mistral-7b-v0.1").share < 0.04
 
 
 # ----------------------------------------------------------------------- quality measures
@@ -97,7 +98,7 @@ def test_kl_and_top1_hand_computed():
 
 
 def test_eval_text_is_shipped_and_tokenizes(tiny):
-    text = quality.eval_text()
+    text = texts.eval_text()
     assert 2_000 < len(text.encode()) < 20_000
     ids = quality.eval_ids(tiny.tokenizer)
     assert len(ids) > 500 and all(isinstance(i, int) for i in ids)
@@ -120,8 +121,8 @@ def test_compare_on_tiny_profile(tiny):
         assert r.speed["prefill_s"] > 0 and r.speed["decode_tok_s"] > 0 and r.speed["prompt_tokens"] == 16
     # 8 bits lose less than 4
     assert res[1].quality["kl_mean"] < res[2].quality["kl_mean"]
-    assert len(quant.footprint_rows(res, tiny.spec, tiny.label)) == 4
-    assert len(quant.speed_rows(res, tiny.label)) == 4 and len(quant.quality_rows(res, tiny.label)) == 4
+    assert len(quant_figures.footprint_rows(res, tiny.spec, tiny.label)) == 4
+    assert len(quant_figures.speed_rows(res, tiny.label)) == 4 and len(quant_figures.quality_rows(res, tiny.label)) == 4
 
 
 def test_failed_scheme_is_a_row_not_a_crash(tiny, monkeypatch):
@@ -131,7 +132,7 @@ def test_failed_scheme_is_a_row_not_a_crash(tiny, monkeypatch):
     monkeypatch.setattr(quant, "load_quantized", boom)
     res = quant.compare(tiny, schemes=("nf4",), sizes=quant.Sizes(8, 2, 1, 32), progress=False)
     assert res[1].error == "RuntimeError: no kernel for this device"
-    assert quant.footprint_rows(res, tiny.spec, tiny.label)[1]["error"].startswith("RuntimeError")
+    assert quant_figures.footprint_rows(res, tiny.spec, tiny.label)[1]["error"].startswith("RuntimeError")
 
 
 def test_bad_scheme_and_device():
@@ -148,44 +149,48 @@ def test_bad_scheme_and_device():
 
 def test_gpt_oss_mxfp4_matches_published_checkpoint():
     pred = memory.weight_bytes("gpt-oss-120b", "mxfp4").bytes
-    published = quant.GPT_OSS_120B_CHECKPOINT_BYTES
+    published = quantization.GPT_OSS_120B_CHECKPOINT_BYTES
     assert abs(pred - published) / published < 0.01
     assert pred == published  # the expert blocks + scales, the rest bf16: byte for byte
 
 
 def test_gpt_oss_fits_one_h100_only_in_mxfp4_by_the_planners_budget():
-    rows = {r["scheme"]: r for r in quant.fit_on_gpu("gpt-oss-120b")}
-    assert not rows["bf16"]["fits"] and not rows["fp8"]["fits"] and rows["mxfp4"]["fits"]
-    assert rows["bf16"]["weights (GB)"] == pytest.approx(233.66, abs=0.01)   # "about 234 GB"
+    rows = {r.scheme: r for r in quantization.fit_on_gpu("gpt-oss-120b")}
+    assert not rows["bf16"].fits and not rows["fp8"].fits and rows["mxfp4"].fits
+    assert rows["bf16"].weight_bytes / 1e9 == pytest.approx(233.66, abs=0.01)   # "about 234 GB"
     # an H100 SXM reports 79.11 GiB; the planner keeps 0.9 of it less 1.5 GB: 0.9 × 79.11 × 2^30 − 1.5e9
     usable = 0.9 * 79.11 * 2**30 - 1.5e9
-    assert rows["mxfp4"]["GPU reports (GB)"] == pytest.approx(79.11 * 2**30 / 1e9, abs=0.005)
-    assert rows["mxfp4"]["usable after reserve (GB)"] == pytest.approx(usable / 1e9, abs=0.005)
+    assert rows["mxfp4"].memory_bytes == pytest.approx(79.11 * 2**30, rel=1e-6)
+    assert rows["mxfp4"].usable_bytes == pytest.approx(usable, rel=1e-6)
     left = usable - 65_248_815_744
-    assert rows["mxfp4"]["left for KV cache (GB)"] == pytest.approx(left / 1e9, abs=0.005)
+    assert rows["mxfp4"].kv_budget_bytes == pytest.approx(left, rel=1e-6)
     # the notebook's figures are the planner's: its KV budget, its max batch, its fits (max_batch ≥ 1)
     for s, r in rows.items():
         p = capacity.plan("gpt-oss-120b", "H100 SXM", weight_dtype=s, context=4096)
-        assert r["left for KV cache (GB)"] == round(p.kv_budget_bytes_per_gpu / 1e9, 2)
-        assert r["sequences of 4,096 tokens"] == p.max_batch and r["fits"] == (p.max_batch >= 1) == p.fits
-    assert rows["mxfp4"]["sequences of 4,096 tokens"] == int(left // memory.kv_cache_bytes("gpt-oss-120b", 4096))
-    n = quant.max_context_in(left, "gpt-oss-120b")
+        assert r.kv_budget_bytes == p.kv_budget_bytes_per_gpu
+        assert r.max_batch == p.max_batch and r.fits == (p.max_batch >= 1) == p.fits
+    assert rows["mxfp4"].max_batch == int(left // memory.kv_cache_bytes("gpt-oss-120b", 4096))
+    n = quantization.max_context_in(left, "gpt-oss-120b")
     assert memory.kv_cache_bytes("gpt-oss-120b", n) <= left < memory.kv_cache_bytes("gpt-oss-120b", n + 1)
-    assert n > 131072 and rows["mxfp4"]["KV cache room (bf16), one sequence up to (tokens)"] == 131072
-    assert rows["fp8"]["KV cache room (bf16), one sequence up to (tokens)"] == 0
+    assert n > 131072 and rows["mxfp4"].longest_sequence == 131072
+    assert rows["fp8"].longest_sequence == 0
+    # the table the notebook draws labels the same figures
+    table = {r["scheme"]: r for r in quant_figures.fit_rows(rows.values())}
+    assert table["bf16"]["weights (GB)"] == pytest.approx(233.66, abs=0.01)
+    assert table["mxfp4"]["KV cache room (bf16), one sequence up to (tokens)"] == 131072
 
 
 def test_gpt_oss_fit_refuses_an_unknown_gpu():
     with pytest.raises(ValueError, match="unknown GPU"):
-        quant.fit_on_gpu(gpu="H800")
+        quantization.fit_on_gpu(gpu="H800")
 
 
 def test_max_context_honours_sliding_windows():
     # Mistral 7B v0.1 slides on every layer: beyond 4,096 tokens its cache stops growing
-    assert quant.max_context_in(10e9, "mistral-7b-v0.1", limit=10**6) == 10**6
+    assert quantization.max_context_in(10e9, "mistral-7b-v0.1", limit=10**6) == 10**6
     per = memory.kv_bytes_per_token("llama-3.1-8b")
-    assert quant.max_context_in(per * 1000, "llama-3.1-8b") == 1000
-    assert quant.max_context_in(per - 1, "llama-3.1-8b") == 0
+    assert quantization.max_context_in(per * 1000, "llama-3.1-8b") == 1000
+    assert quantization.max_context_in(per - 1, "llama-3.1-8b") == 0
 
 
 def test_random_7b_copy_is_saved_again_when_it_may_hold_other_weights(tiny, tmp_path, monkeypatch):

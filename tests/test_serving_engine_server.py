@@ -8,7 +8,6 @@ import httpx
 import pytest
 
 from helpers.engines import client, process, servers
-from helpers.serving.engine.server import engine_config
 from helpers.serving.traces import chat_trace
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not servers._installed("fastapi"), reason="needs fastapi")]
@@ -17,7 +16,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.skipif(not servers._installed("fasta
 @pytest.fixture(scope="module")
 def served(request):
     folder = servers.serve_folder("tiny")
-    cfg = engine_config(folder, max_num_seqs=4)
+    cfg = servers.readable_engine_config(folder, max_num_seqs=4)
     srv = process.ServerProcess(cfg.command, name="readable-test", env=cfg.env, ready_timeout_s=240)
     request.addfinalizer(srv.stop)
     srv.start()

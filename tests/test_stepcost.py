@@ -14,7 +14,7 @@ from helpers.measure import roofline_bench
 from helpers import capacity
 from helpers.cost import gpus, memory, roofline, stepcost
 from helpers.capacity import ranking as capacity_ranking
-from helpers.measure.models import TINY_CONFIG
+from helpers.measure.local_models import TINY_CONFIG
 from helpers.cost.specs import get_spec, spec_from_config
 
 MISTRAL = "mistral-7b-v0.1"

@@ -4,13 +4,14 @@ import numpy as np
 import pytest
 import torch
 
+from helpers.cost import stats
 from helpers.measure import timing
 
 
 @pytest.mark.parametrize("q", [0, 10, 50, 90, 100])
 def test_percentile_matches_numpy(q):
     xs = [0.3, 0.1, 0.7, 0.2, 0.9, 0.4]
-    assert timing.percentile(xs, q) == pytest.approx(np.percentile(xs, q))
+    assert stats.percentile(xs, q) == pytest.approx(np.percentile(xs, q))
 
 
 def test_measure_warms_up_then_repeats():

@@ -7,30 +7,31 @@ import math
 
 import pytest
 
-from helpers.measure import models, quality, quant, training
+from helpers.measure import local_models, models, quality, quant, texts, training
+from helpers.present import quant_figures
 from helpers.serving import speculative
 
 
 # ----------------------------------------------------------------------------- the text
 
 def test_text_is_the_shipped_novel_with_its_last_chapter_held_out():
-    full = training.text()
+    full = texts.training_text()
     # the digest helpers/data/README.md names for the file extracted from r-cran-janeaustenr
     assert hashlib.sha256(full.encode()).hexdigest() == "5822e368a17a7167ddc3942a60335da0c1f9ae816ba10e8f26ed38788a4bf43d"
-    train, held = training.split()
+    train, held = texts.split()
     assert train + "\n" + held == full
     assert held.startswith("Chapter 24\n\n") and held.rstrip().endswith("Finis")
     assert "Chapter 23\n" in train and "Chapter 24" not in train
-    ev = training.eval_text()
-    assert held.startswith(ev.rstrip("\n")) and len(ev) >= training.EVAL_CHARS
+    ev = texts.heldout_eval_text()
+    assert held.startswith(ev.rstrip("\n")) and len(ev) >= texts.EVAL_CHARS
     # no sentence of the evaluation text occurs in the training part
     sentences = [s.strip() for s in ev.replace("\n", " ").split(".") if len(s.strip()) > 40]
     assert sentences and not any(s in train for s in sentences)
 
 
 def test_tiny_profiles_evaluate_on_the_held_out_text(tiny):
-    assert quality.eval_text("tiny") == quality.eval_text("tiny-trained") == training.eval_text()
-    assert quality.eval_text("mistral-7b") == quality.eval_text() == quality.EVAL_TEXT.read_text()
+    assert texts.eval_text("tiny") == texts.eval_text("tiny-trained") == texts.heldout_eval_text()
+    assert texts.eval_text("mistral-7b") == texts.eval_text() == texts.EVAL_TEXT.read_text()
     ids = training.heldout_ids(tiny.tokenizer)
     assert ids[0] == 1 and 900 <= len(ids) <= 1300
     assert quality.eval_ids(tiny.tokenizer, 50, profile="tiny") == ids[:50]
@@ -38,18 +39,18 @@ def test_tiny_profiles_evaluate_on_the_held_out_text(tiny):
 
 def test_split_without_the_heading_is_a_clear_error():
     with pytest.raises(ValueError, match="no 'Chapter 24' heading"):
-        training.split("a text with no chapters")
+        texts.split("a text with no chapters")
 
 
 # ----------------------------------------------------------------------------- cache and recipe
 
 def test_cache_key_follows_config_text_and_seed():
-    base = training.cache_key(models.TINY_CONFIG, "text", training.RECIPE)
-    assert base == training.cache_key(dict(models.TINY_CONFIG), "text", dict(training.RECIPE))
-    assert base != training.cache_key({**models.TINY_CONFIG, "num_hidden_layers": 2}, "text", training.RECIPE)
-    assert base != training.cache_key(models.TINY_CONFIG, "text.", training.RECIPE)
-    assert base != training.cache_key(models.TINY_CONFIG, "text", {**training.RECIPE, "seed": 1})
-    assert training.trained_folder().parent == models.cache_dir()
+    base = training.cache_key(local_models.TINY_CONFIG, "text", training.RECIPE)
+    assert base == training.cache_key(dict(local_models.TINY_CONFIG), "text", dict(training.RECIPE))
+    assert base != training.cache_key({**local_models.TINY_CONFIG, "num_hidden_layers": 2}, "text", training.RECIPE)
+    assert base != training.cache_key(local_models.TINY_CONFIG, "text.", training.RECIPE)
+    assert base != training.cache_key(local_models.TINY_CONFIG, "text", {**training.RECIPE, "seed": 1})
+    assert training.trained_folder().parent == local_models.cache_dir()
 
 
 def test_learning_rate_schedule():
@@ -62,7 +63,7 @@ def test_learning_rate_schedule():
 
 def test_a_bad_recipe_is_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match=r"recipe\['steps'\] must be a positive integer"):
-        training.train(tmp_path, models.TINY_CONFIG, {**training.RECIPE, "steps": 0}, progress=False)
+        training.train(tmp_path, local_models.TINY_CONFIG, {**training.RECIPE, "steps": 0}, progress=False)
 
 
 @pytest.mark.slow
@@ -74,7 +75,7 @@ def test_training_is_reproducible_from_its_seed(tmp_path, monkeypatch):
     small = {**training.RECIPE, "steps": 2, "batch_size": 2, "seq_len": 16, "warmup_steps": 1}
 
     def weights(recipe, where):
-        training.train(where, models.TINY_CONFIG, recipe, progress=False)
+        training.train(where, local_models.TINY_CONFIG, recipe, progress=False)
         return load_file(where / "model.safetensors")
 
     a, b = weights(small, tmp_path / "a"), weights(small, tmp_path / "b")
@@ -86,12 +87,12 @@ def test_training_is_reproducible_from_its_seed(tmp_path, monkeypatch):
     stamp = (folder / "training.json").stat().st_mtime_ns
     assert training.build_trained(recipe=small, progress=False) == folder
     assert (folder / "training.json").stat().st_mtime_ns == stamp
-    assert folder.name == f"tiny-trained-{training.cache_key(models.TINY_CONFIG, training.text(), small)}"
+    assert folder.name == f"tiny-trained-{training.cache_key(local_models.TINY_CONFIG, texts.training_text(), small)}"
     # the bench section (`make bench`, build/bench/training.json) trains the recipe afresh, outside the
     # cache, and reports its time against the budget
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("bench_script", training.TEXT_FILE.parents[2] / "scripts" / "bench.py")
+    spec = importlib.util.spec_from_file_location("bench_script", texts.TEXT_FILE.parents[2] / "scripts" / "bench.py")
     bench_script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench_script)
     monkeypatch.setattr(training, "RECIPE", small)
@@ -117,7 +118,7 @@ def test_tiny_trained_profile_is_the_tiny_architecture(tiny, tiny_trained):
 def test_training_record(tiny_trained):
     log = training.log()
     assert log["recipe"] == training.RECIPE and len(log["losses"]) == training.RECIPE["steps"]
-    assert log["text_sha256"] == hashlib.sha256(training.text().encode()).hexdigest()
+    assert log["text_sha256"] == hashlib.sha256(texts.training_text().encode()).hexdigest()
     # a random model over 32,000 tokens starts near ln(32000) = 10.4 nats; training brings it down
     assert log["losses"][0] == pytest.approx(math.log(32000), abs=0.3)
     assert sum(log["losses"][-10:]) / 10 < log["losses"][0] - 3
@@ -172,15 +173,17 @@ def test_target_int8_kl_smaller_than_nf4(tiny_trained):
     assert 0 < kl["int8"] < kl["nf4"], kl
 
 
-def test_perplexity_rows_put_random_trained_and_uniform_side_by_side(tiny, tiny_trained):
-    rows = training.perplexity_rows(tiny, tiny_trained)
-    assert [r["profile"] for r in rows] == ["tiny", "tiny-trained", ""]
-    assert rows[2]["perplexity"] == 32000.0 and rows[2]["measured on"] == "computed: exp(ln V) = V"
-    assert rows[0]["tokens"] == rows[1]["tokens"] == len(training.heldout_ids(tiny.tokenizer))
-    assert rows[1]["times lower than the first"] == round(rows[0]["perplexity"] / rows[1]["perplexity"], 1) >= 20
-    assert rows[1]["measured on"] == tiny_trained.label
+def test_perplexities_put_random_trained_and_uniform_side_by_side(tiny, tiny_trained):
+    ps = training.perplexities(tiny, tiny_trained)
+    assert [p.profile for p in ps] == ["tiny", "tiny-trained", ""]
+    assert ps[2].perplexity == 32000.0 and ps[2].measured_on == "computed: exp(ln V) = V"
+    assert ps[0].tokens == ps[1].tokens == len(training.heldout_ids(tiny.tokenizer))
+    assert ps[0].perplexity / ps[1].perplexity >= 20 and ps[1].measured_on == tiny_trained.label
+    rows = quant_figures.perplexity_rows(ps)        # the table notebook 05 draws
+    assert rows[1]["times lower than the first"] == round(ps[0].perplexity / ps[1].perplexity, 1)
+    assert rows[2]["measured on"] == "computed: exp(ln V) = V"
     with pytest.raises(ValueError, match="at least one loaded model"):
-        training.perplexity_rows()
+        training.perplexities()
 
 
 def test_speculate_rejects_bad_sizes_and_the_target_as_its_own_draft(tiny):

@@ -2,7 +2,7 @@
 and the capacity planner's predicted step against the measured one.
 
 On a CPU the tiny model (20 M parameters, 46 MB streamed per step) is bound by per-step fixed costs and
-the small model (175 M, 567 MB per step, helpers.measure.models.SMALL_CONFIG) by memory; on a GPU the active
+the small model (175 M, 567 MB per step, helpers.measure.local_models.SMALL_CONFIG) by memory; on a GPU the active
 profile (Mistral 7B) is measured. Every figure is measured here or computed by the owners of its
 formula: the floor by helpers.cost.roofline (streamed weight bytes + KV bytes ÷ the copy bandwidth), the
 planner's step by helpers.capacity.plan (planner_prediction, the one place that asks the planner).
@@ -49,7 +49,7 @@ def implementations_for(device: str, dtype: str = "fp32") -> tuple[str, ...]:
 def regime_profiles(loaded) -> tuple[str, ...]:
     """The profiles measured side by side: tiny (the loaded one when it is tiny-trained: the same sizes
     and timings, no second load) and small on a CPU (or MPS), the active one on a CUDA GPU."""
-    from ..measure.models import TINY_PROFILES
+    from ..measure.local_models import TINY_PROFILES
 
     if loaded.device.startswith("cuda"):
         return (loaded.profile,)

@@ -10,8 +10,9 @@ line, `error: …`); 130 interrupted."""
 from __future__ import annotations
 
 import argparse
-import math
 import sys
+
+from .. import checks
 
 ENGINES = ("transformers", "readable", "vllm", "sglang")
 
@@ -23,12 +24,9 @@ class _Parser(argparse.ArgumentParser):
 
 def _seconds(text: str) -> float:
     try:
-        v = float(text)
+        return checks.number(float(text), "--deadline-s", positive=True, unit="seconds")
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not 0 < v < math.inf:
-        raise argparse.ArgumentTypeError(f"{text!r}: give a finite number of seconds > 0")
-    return v
+        raise argparse.ArgumentTypeError(f"{checks.shown(text)}: give a finite number of seconds > 0") from None
 
 
 def parse(argv=None):

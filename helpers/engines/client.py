@@ -25,6 +25,7 @@ import time
 import urllib.parse
 from typing import Sequence
 
+from .. import checks
 from ..serving.traces import TraceRequest
 from .metrics import RequestRecord
 
@@ -101,11 +102,13 @@ def parse_sse_line(line: str) -> dict | str | None:
         raise MalformedReply(f"a data line that is not JSON: {payload[:80]!r}") from None
 
 
-def _count(value, what: str) -> int:
-    """A token count from `usage`: a whole number ≥ 0 (not a bool, a float, a string or NaN)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise MalformedReply(f"usage.{what} must be a whole number ≥ 0, got {value!r}"[:160])
-    return value
+def _usage_count(usage: dict, what: str) -> int:
+    """A token count from the server's `usage`: a whole number ≥ 0 (not a bool, a float, a string or NaN);
+    anything else is a malformed reply, not a bad argument."""
+    try:
+        return checks.count(usage.get(what, 0), f"usage.{what}", minimum=0)
+    except ValueError as exc:
+        raise MalformedReply(str(exc)) from None
 
 
 class StreamReader:
@@ -167,9 +170,9 @@ class StreamReader:
         if usage is not None:
             if not isinstance(usage, dict):
                 raise MalformedReply(f"'usage' must be an object, got {str(usage)[:80]!r}")
-            self.usage_tokens = _count(usage.get("completion_tokens", 0), "completion_tokens")
+            self.usage_tokens = _usage_count(usage, "completion_tokens")
             if usage.get("prompt_tokens") is not None:
-                self.rec.prompt_tokens = _count(usage["prompt_tokens"], "prompt_tokens")
+                self.rec.prompt_tokens = _usage_count(usage, "prompt_tokens")
             self.complete = True
 
     def finish(self) -> None:
@@ -278,15 +281,12 @@ def run_load(base_url: str, model: str, requests: Sequence[TraceRequest], concur
     (requests not sent by then are recorded with the error "deadline", in-flight ones cut short).
     Works from a plain script, a test and a running notebook kernel (where an event loop already runs:
     the load then runs in a worker thread with its own loop)."""
-    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
-        raise ValueError(f"concurrency must be a whole number ≥ 1, got {concurrency!r}")
+    concurrency = checks.count(concurrency, "concurrency")
     if not requests:
         raise ValueError("requests is empty: give at least one TraceRequest (helpers.serving.traces)")
-    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not 0 < timeout_s < math.inf:
-        raise ValueError(f"timeout_s must be a finite number of seconds > 0, got {timeout_s!r}")
-    if deadline_s is not None and (isinstance(deadline_s, bool) or not isinstance(deadline_s, (int, float))
-                                   or not 0 < deadline_s < math.inf):
-        raise ValueError(f"deadline_s must be a finite number of seconds > 0 or None, got {deadline_s!r}")
+    timeout_s = checks.number(timeout_s, "timeout_s", positive=True, unit="seconds")
+    if deadline_s is not None:
+        deadline_s = checks.number(deadline_s, "deadline_s", positive=True, unit="seconds (or None)")
     check_base_url(base_url)
     deadline = time.perf_counter() + (deadline_s if deadline_s is not None else math.inf)
     coro = lambda: _run(base_url, model, requests, concurrency, timeout_s, honour_arrivals, endpoint,  # noqa: E731

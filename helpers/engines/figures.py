@@ -126,17 +126,17 @@ def open_loop_figure(table, source: Any, workload: str = "chat", attainment: dic
 
 
 @plots.notes_when_empty(PREFIX_TITLE)
-def prefix_figure(rows: list, source: Any, hit_rates: dict | None = None):
-    """Mean TTFT with vLLM's prefix caching off and on at each concurrency (guide.prefix_caching_effect's
+def prefix_figure(rows: list, source: Any, hit_rates: dict | None = None):  # rows: list[findings.PrefixLevel]
+    """Mean TTFT with vLLM's prefix caching off and on at each concurrency (findings.prefix_caching_effect's
     rows), and beside it the share of prompt tokens a cache could serve on the same trace: a radix tree,
     16-token and 128-token blocks (bench.prefix_model) and what vLLM counted."""
     import numpy as np
 
     fig, axes = plots.figure(ncols=2, width=6.0, height=4.0)
     x = np.arange(len(rows))
-    axes[0].bar(x - 0.2, [r["TTFT off ms"] for r in rows], 0.4, label="prefix caching off", color=plots.DATASHEET)
-    axes[0].bar(x + 0.2, [r["TTFT on ms"] for r in rows], 0.4, label="prefix caching on (default)", color=plots.MEASURED)
-    axes[0].set_xticks(x, [f"c={r['concurrency']}\n÷ {r['off ÷ on']:.1f}" for r in rows])
+    axes[0].bar(x - 0.2, [r.ttft_off_ms for r in rows], 0.4, label="prefix caching off", color=plots.DATASHEET)
+    axes[0].bar(x + 0.2, [r.ttft_on_ms for r in rows], 0.4, label="prefix caching on (default)", color=plots.MEASURED)
+    axes[0].set_xticks(x, [f"c={r.concurrency}\n÷ {r.off_over_on:.1f}" for r in rows])
     axes[0].set_ylabel("mean TTFT (ms)")
     axes[0].legend(fontsize=8)
     axes[0].set_title("vLLM, measured", fontsize=10)

@@ -16,15 +16,19 @@ Published figures (every row carries its source):
   run, is another quantity).
 
 The decision guide itself (`measured_decisions`) is rebuilt from a make engines run: each row cites the
-run and the figures it took, GPU claims are labelled "cited" with their source.
+run and the figures it took (read by the rules of helpers.engines.findings), GPU claims are labelled
+"cited" with their source.
 """
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..parallel.plan import parallel_step
-from .metrics import CHANGE_MARGIN, change_verdict, relative_gap  # noqa: F401  (CHANGE_MARGIN re-exported)
+from .findings import at_level, config_runs, key_figures
+from ..cost.verdicts import change_verdict
+from .metrics import relative_gap
 
 AGREEMENT_TOLERANCE = 0.15   # the client and guidellm agree when their means differ by at most 15 %
 
@@ -83,16 +87,28 @@ def talk_speedups() -> dict:
     return {r["configuration"]: r["tok/s"] / base for r in TALK_TABLE[1:]}
 
 
-def talk_factors() -> dict:
+@dataclass(frozen=True)
+class TalkFactors:
     """The talk's "almost 15×" (vLLM default against the one-at-a-time baseline) split into its two
     factors: total = per-request speed (baseline ITL ÷ vLLM ITL) × the rest, which comes from serving
-    TALK_CONCURRENT requests at once instead of one. "most" when the rest is the larger factor."""
+    `concurrent` requests at once instead of one."""
+
+    total: float
+    per_request_itl: float
+    concurrency: float
+    concurrent: int
+
+    @property
+    def concurrency_share(self) -> str:
+        """"most" when serving several at once is the larger factor."""
+        return "most" if self.concurrency > self.per_request_itl else "less than half"
+
+
+def talk_factors() -> TalkFactors:
     base, vllm = "baseline", "vLLM default"
     total = talk(vllm, "tok/s") / talk(base, "tok/s")
     per_request = talk(base, "ITL ms") / talk(vllm, "ITL ms")
-    rest = total / per_request
-    return {"total ×": total, "per-request ITL ×": per_request, "concurrency ×": rest,
-            "concurrent": TALK_CONCURRENT, "concurrency share": "most" if rest > per_request else "less than half"}
+    return TalkFactors(total, per_request, total / per_request, TALK_CONCURRENT)
 
 
 def published_table():
@@ -141,7 +157,21 @@ def _row(table, name_has: str, concurrency: int, source: str = "client", workloa
     return t.iloc[0] if len(t) else None
 
 
-def batching_effect(table, workload: str, concurrency: int) -> dict | None:
+@dataclass(frozen=True)
+class TableBatchingEffect:
+    """Continuous batching on against off at one level of a runs table (harness.runs_table)."""
+
+    concurrency: int
+    throughput_ratio: float     # output tokens/s on ÷ off
+    ttft_ratio: float           # mean TTFT off ÷ on
+    verdict: str                # the rule's reading of the throughput ratio
+    off_tok_s: float
+    on_tok_s: float
+    off_ttft_ms: float
+    on_ttft_ms: float
+
+
+def batching_effect(table, workload: str, concurrency: int) -> TableBatchingEffect | None:
     """Continuous batching on against off at one level: throughput and mean-TTFT ratios, and the rule's
     verdict (a change counts when it exceeds CHANGE_MARGIN, 10 %, either way)."""
     t = table[~table["configuration"].str.contains("continuous")]
@@ -150,12 +180,10 @@ def batching_effect(table, workload: str, concurrency: int) -> dict | None:
     if off is None or on is None or not off["output tok/s"] or not on["TTFT mean ms"]:
         return None
     thr = on["output tok/s"] / off["output tok/s"]
-    ttft = off["TTFT mean ms"] / on["TTFT mean ms"]
     verdict = {"higher": "raised throughput", "lower": "lowered throughput",
                "about equal": "left throughput unchanged"}[change_verdict(thr)]
-    return {"concurrency": concurrency, "throughput ×": thr, "TTFT ÷": ttft, "verdict": verdict,
-            "off tok/s": off["output tok/s"], "on tok/s": on["output tok/s"],
-            "off TTFT ms": off["TTFT mean ms"], "on TTFT ms": on["TTFT mean ms"]}
+    return TableBatchingEffect(concurrency, thr, off["TTFT mean ms"] / on["TTFT mean ms"], verdict,
+                               off["output tok/s"], on["output tok/s"], off["TTFT mean ms"], on["TTFT mean ms"])
 
 
 def agreement(table, workload: str | None = None, ours: str = "tap"):
@@ -182,194 +210,6 @@ def agreement(table, workload: str | None = None, ours: str = "tap"):
 
 # ----------------------------------------------------------------------------- measured figures (make engines)
 
-def _runs(data: dict, name: str, workload: str, source: str = "client", open_loop: bool = False) -> list[dict]:
-    for c in data.get("configs", []):
-        if c["config"]["name"] == name:
-            return [r for r in c["runs"] if r.get("workload") == workload and r.get("source") == source
-                    and (r.get("rate") is not None) == open_loop and not r.get("run_failed")]
-    return []
-
-
-def _level(runs: list[dict], concurrency: int) -> dict | None:
-    return next((r for r in runs if r["concurrency"] == concurrency), None)
-
-
-def key_figures(data: dict) -> dict:
-    """The benchmark's headline figures, each computed from the runs of `data` (run_all's result) with
-    the rule that reads it; what could not be measured is None with why."""
-    figs: dict = {}
-    # the issue's measure: one prompt and output length (a mixed batch ends with its longest request)
-    figs["vllm concurrency scaling"] = concurrency_scaling(data, "vLLM default", "fixed")
-    figs["vllm concurrency scaling, chat"] = concurrency_scaling(data, "vLLM default", "chat")
-    figs["prefix caching"] = {w: prefix_caching_effect(data, w) for w in ("agentic", "chat")}
-    figs["radix against blocks"] = radix_against_blocks(data)
-    figs["vllm bench cross-check"] = crosscheck_gaps(data)
-    figs["open loop"] = open_loop_table(data, "chat")
-    figs["continuous batching"] = {w: batching_effect_data(data, w) for w in ("chat", "agentic")}
-    figs["fp8 KV cache"] = config_outcome(data, "vLLM + fp8 KV cache")
-    figs["n-gram speculation"] = speculation_effect(data, "chat")
-    return figs
-
-
-SCALING_TARGET = 4.0          # issue 21: vLLM at concurrency 8 ÷ 1 in output tokens/s, on this CPU
-PREFIX_TTFT_TARGET = 2.0      # issue 21: agentic workload, mean TTFT prefix caching off ÷ on
-CROSSCHECK_TOLERANCE = 0.05   # issue 21: our client against vllm bench serve, TTFT and ITL
-
-
-def _mean(run: dict, key: str):
-    return (run.get(f"{key}_s") or {}).get(f"{key}_mean")
-
-
-def concurrency_scaling(data: dict, name: str, workload: str) -> dict | None:
-    """Output tokens/s at the highest closed-loop level ÷ at concurrency 1, for one configuration."""
-    runs = _runs(data, name, workload)
-    one, top = _level(runs, 1), max(runs, key=lambda r: r["concurrency"], default=None)
-    if one is None or top is None or top is one or not one["output_tok_per_s"]:
-        return None
-    ratio = top["output_tok_per_s"] / one["output_tok_per_s"]
-    return {"configuration": name, "workload": workload, "concurrency": top["concurrency"],
-            "tok/s at 1": round(one["output_tok_per_s"], 1), "tok/s at top": round(top["output_tok_per_s"], 1),
-            "ratio": round(ratio, 2), "target": SCALING_TARGET, "met": ratio >= SCALING_TARGET}
-
-
-def prefix_caching_effect(data: dict, workload: str, off: str = "vLLM, prefix caching off",
-                          on: str = "vLLM default") -> list[dict]:
-    """vLLM with prefix caching off against on, level by level: mean TTFT off ÷ on, the rule's verdict,
-    and the hit rate vLLM itself counted over the workload (its /metrics)."""
-    rows, offs, ons = [], _runs(data, off, workload), _runs(data, on, workload)
-    hits = {n: ((_config(data, n) or {}).get("prefix_cache") or {}).get(workload) for n in (off, on)}
-    for r_on in ons:
-        r_off = _level(offs, r_on["concurrency"])
-        a, b = (_mean(r_off, "ttft") if r_off else None), _mean(r_on, "ttft")
-        if not a or not b:
-            continue
-        ratio = a / b
-        rows.append({"concurrency": r_on["concurrency"], "TTFT off ms": round(a * 1e3, 1), "TTFT on ms": round(b * 1e3, 1),
-                     "off ÷ on": round(ratio, 2), "verdict": {"higher": "prefix caching cut TTFT",
-                                                             "lower": "prefix caching raised TTFT",
-                                                             "about equal": "prefix caching left TTFT unchanged"}[
-                         change_verdict(ratio)],
-                     "target met": ratio >= PREFIX_TTFT_TARGET,
-                     "vLLM hit rate on": (hits[on] or {}).get("hit rate"),
-                     "vLLM hit rate off": (hits[off] or {}).get("hit rate")})
-    return rows
-
-
-def _config(data: dict, name: str) -> dict | None:
-    return next((c for c in data.get("configs", []) if c["config"]["name"] == name), None)
-
-
-def radix_against_blocks(data: dict, workload: str = "agentic") -> dict | None:
-    """The agentic trace replayed through a radix tree, token-granular and in blocks (bench.prefix_model),
-    beside what vLLM counted; the rule: a finer cache can cut the prefill work at most by
-    (1 − block hit rate) ÷ (1 − radix hit rate) — the tokens each leaves to compute."""
-    model = (data.get("prefix_model") or {}).get(workload)
-    if not model:
-        return None
-    radix, blocks = model["radix (token-granular)"], model["blocks of 16"]
-    bound = (1 - blocks) / (1 - radix) if radix < 1 else None
-    measured = ((_config(data, "vLLM default") or {}).get("prefix_cache") or {}).get(workload)
-    verdict = None if bound is None else {"higher": "a radix tree could cut the prefill work",
-                                          "lower": "impossible (a radix tree never caches less)",
-                                          "about equal": "radix tree and hashed blocks are about equal"}[
-        change_verdict(bound)]
-    return dict(model, **{"most prefill a radix tree saves over 16-token blocks ×": None if bound is None else round(bound, 3),
-                          "verdict": verdict, "vLLM counted (default, all levels)": measured})
-
-
-def _gap(a, b):
-    return None if a is None or b is None or not b else round(relative_gap(a, b), 4)
-
-
-def crosscheck_gaps(data: dict, name: str = "vLLM default") -> list[dict]:
-    """Per level of the vllm bench serve cross-check: the relative gap of each of our readings to vLLM
-    bench's own figure (TTFT; our per-request ITL against its TPOT; our pooled ITL against its ITL; E2E
-    against its E2EL), and whether TTFT and ITL agree within CROSSCHECK_TOLERANCE."""
-    rows = []
-    for lv in ((_config(data, name) or {}).get("crosscheck") or []):
-        theirs = lv["vllm bench"]
-        tap_ttft = (lv.get("vLLM's definitions on the tap") or {}).get("ttft")
-        # what the tap's relay adds to vllm bench's TTFT: vllm bench times the relay hop, the tap does not
-        row = {"concurrency": lv["concurrency"], "relay ms (vllm bench TTFT − the tap's, same requests)":
-               None if tap_ttft is None or theirs.get("ttft") is None else round(theirs["ttft"] - tap_ttft, 2)}
-        for what in ("our client's own run", "ours on the tap", "vLLM's definitions on the tap"):
-            mine = lv.get(what) or {}
-            gaps = {k: _gap(mine.get(k), theirs.get(k)) for k in ("ttft", "tpot", "itl", "e2el")}
-            row[what] = gaps
-            row[f"{what}: TTFT and ITL within {CROSSCHECK_TOLERANCE:.0%}"] = all(
-                g is not None and g <= CROSSCHECK_TOLERANCE for g in (gaps["ttft"], gaps["tpot"]))
-        rows.append(row)
-    return rows
-
-
-def open_loop_table(data: dict, workload: str) -> dict:
-    """Per configuration, its open-loop runs: request rate, SLO attainment, normalized latency, requests/s
-    within the SLO; and DistServe's goodput (the highest rate with ≥ 90 % attainment)."""
-    from .metrics import distserve_goodput
-
-    out = {}
-    for c in data.get("configs", []):
-        runs = sorted(_runs(data, c["config"]["name"], workload, open_loop=True), key=lambda r: r["rate"])
-        if not runs:
-            continue
-        pts = [{"rate req/s": r["rate"], "SLO attained": r.get("slo_attainment"),
-                "norm. latency ms/token": None if r.get("normalized_latency_s") is None
-                else round(r["normalized_latency_s"] * 1e3, 2),
-                "req/s in SLO": None if r.get("goodput_rps") is None else round(r["goodput_rps"], 2)} for r in runs]
-        out[c["config"]["name"]] = {"points": pts, "DistServe goodput req/s": distserve_goodput(
-            [(p["rate req/s"], p["SLO attained"]) for p in pts])}
-    return out
-
-
-def batching_effect_data(data: dict, workload: str) -> dict | None:
-    """transformers serve with continuous batching on against off at the top closed-loop level: output
-    tokens/s, mean TTFT and mean per-request ITL, each ratio read by the rule."""
-    off, on = _runs(data, "HF transformers serve", workload), _runs(data, "HF transformers serve + continuous batching",
-                                                                     workload)
-    if not off or not on:
-        return None
-    c = max(r["concurrency"] for r in on)
-    a, b = _level(off, c), _level(on, c)
-    if a is None or b is None or not a["output_tok_per_s"] or not _mean(b, "ttft") or not _mean(a, "itl"):
-        return None
-    thr, ttft, itl = b["output_tok_per_s"] / a["output_tok_per_s"], _mean(a, "ttft") / _mean(b, "ttft"), \
-        _mean(b, "itl") / _mean(a, "itl")
-    return {"concurrency": c, "throughput on ÷ off": round(thr, 2), "throughput": change_verdict(thr),
-            "TTFT off ÷ on": round(ttft, 2), "TTFT": {"higher": "lower with it", "lower": "higher with it",
-                                                     "about equal": "about equal"}[change_verdict(ttft)],
-            "per-request ITL on ÷ off": round(itl, 2), "ITL": change_verdict(itl),
-            "ITL off ms": round(_mean(a, "itl") * 1e3, 2), "ITL on ms": round(_mean(b, "itl") * 1e3, 2)}
-
-
-def config_outcome(data: dict, name: str) -> dict:
-    """Whether a configuration ran here, and if not, the line of its fault that says why."""
-    c = _config(data, name)
-    if c is None:
-        return {"ran": False, "why": "not configured on this machine"}
-    if any(not r.get("run_failed") for r in c["runs"]):
-        return {"ran": True, "runs": len(c["runs"])}
-    detail = " ".join(str(f["detail"]) for f in c["faults"])
-    lines = [ln.strip() for ln in detail.splitlines() if ("Error" in ln or "requires" in ln) and len(ln) < 300]
-    return {"ran": False, "why": (lines[-1] if lines else (c["faults"][0]["kind"] if c["faults"] else "no run succeeded"))}
-
-
-def speculation_effect(data: dict, workload: str, name: str = "vLLM + n-gram speculation",
-                       base: str = "vLLM default") -> list[dict]:
-    """n-gram speculation against the default, level by level: the normalized latency (E2E ÷ tokens: it
-    does not depend on how tokens are grouped into chunks, which speculation changes, and a loaded server
-    does too) and output tokens/s, each ratio read by the rule."""
-    rows, spec, ref = [], _runs(data, name, workload), _runs(data, base, workload)
-    for s in spec:
-        r = _level(ref, s["concurrency"])
-        a, b = (r or {}).get("normalized_latency_s"), s.get("normalized_latency_s")
-        if r is None or not a or not b or not r["output_tok_per_s"]:
-            continue
-        lat, thr = b / a, s["output_tok_per_s"] / r["output_tok_per_s"]
-        rows.append({"concurrency": s["concurrency"], "latency per token with ÷ without": round(lat, 2),
-                     "latency per token": change_verdict(lat), "tok/s with ÷ without": round(thr, 2),
-                     "throughput": change_verdict(thr)})
-    return rows
-
 
 # ----------------------------------------------------------------------------- the guide, from a run
 
@@ -383,7 +223,7 @@ def run_label(data: dict) -> str:
 
 
 def _tok_s(data: dict, name: str, workload: str, c: int):
-    r = _level(_runs(data, name, workload), c)
+    r = at_level(config_runs(data, name, workload), c)
     return None if r is None else r["output_tok_per_s"]
 
 
@@ -395,7 +235,7 @@ def measured_decisions(data: dict) -> list[dict]:
     cb, base, vdef = "HF transformers serve + continuous batching", "HF transformers serve", "vLLM default"
     f = key_figures(data)         # from the runs, by these rules (a stored "figures" may predate them)
     rows = []
-    solo = _level(_runs(data, base, "chat"), 1)
+    solo = at_level(config_runs(data, base, "chat"), 1)
     rows.append({"workload": "one user, a laptop or a CPU; a quick local demo", "engine": "transformers serve",
                  "why": "nothing else to install, any Hub model", "evidence": (
                      f"measured: one at a time, chat: {solo['output_tok_per_s']:.1f} tok/s, mean TTFT "
@@ -410,35 +250,34 @@ def measured_decisions(data: dict) -> list[dict]:
         rows.append({"workload": f"several users on one CPU machine (chat, {top} at once)", "engine": best,
                      "why": "batches every step; the one-at-a-time server queues them",
                      "evidence": f"measured at concurrency {top}: {ev}; highest {best}{word} — {run}"})
-    sc = f.get("vllm concurrency scaling, chat") or f.get("vllm concurrency scaling")
+    sc = f.vllm_scaling_chat or f.vllm_scaling
     rows.append({"workload": "many independent chat users (ShareGPT-like) on NVIDIA GPUs", "engine": "vLLM (SGLang equal)",
                  "why": "paged attention and continuous batching; the production default, widest model support",
                  "evidence": "cited: the talk §7–8 (one H100), Kwon et al., SOSP 2023 (2–4× at the same latency)"
-                             + (f"; measured here on a CPU: vLLM × {sc['ratio']:.1f} output tok/s from concurrency 1 to "
-                                f"{sc['concurrency']} — {run}" if sc else "")})
-    pc = (f.get("prefix caching") or {}).get("agentic") or []
-    rb = f.get("radix against blocks") or {}
-    ev = "; ".join(f"c={r['concurrency']}: TTFT {r['TTFT off ms']:,.0f} → {r['TTFT on ms']:,.0f} ms (÷ {r['off ÷ on']:.1f})"
+                             + (f"; measured here on a CPU: vLLM × {sc.ratio:.1f} output tok/s from concurrency 1 to "
+                                f"{sc.concurrency} — {run}" if sc else "")})
+    pc = f.prefix_caching.get("agentic") or []
+    rb = f.radix_against_blocks
+    ev = "; ".join(f"c={r.concurrency}: TTFT {r.ttft_off_ms:,.0f} → {r.ttft_on_ms:,.0f} ms (÷ {r.off_over_on:.1f})"
                    for r in pc) or "vLLM's prefix caching not measured in this run"
     if rb:
-        ev += (f"; the same trace replayed: radix tree {rb['radix (token-granular)']:.1%} of prompt tokens cached, "
-               f"16-token blocks {rb['blocks of 16']:.1%} — {rb['verdict']} (at most × "
-               f"{rb['most prefill a radix tree saves over 16-token blocks ×']:.2f} less prefill)")
+        ev += (f"; the same trace replayed: radix tree {rb.radix:.1%} of prompt tokens cached, "
+               f"16-token blocks {rb.blocks[16]:.1%} — {rb.verdict} (at most × {rb.most_saved:.2f} less prefill)")
     rows.append({"workload": "agents that share long prompts (branching, multi-turn, RAG over the same documents)",
                  "engine": "any engine with prefix caching on (vLLM's default since 0.8, SGLang)",
                  "why": "a shared prefix is prefilled once; an edit invalidates every later block (or tree node) in both",
                  "evidence": f"measured: {ev} — {run}; cited: the talk §8 (SGLang 3–4× on this workload), "
                              "Zheng et al., NeurIPS 2024 (up to 6.4×) — not reproduced by hit rates here"})
-    fp8 = f.get("fp8 KV cache") or {}
+    fp8 = f.fp8_kv_cache
     rows.append({"workload": "long contexts that fill the KV cache", "engine": "an fp8 KV cache (--kv-cache-dtype fp8)",
                  "why": "half the KV bytes of bf16 per token: twice the tokens in the same memory; pays only when "
                         "the cache, not the weights, limits the batch",
-                 "evidence": ("measured here: it ran" if fp8.get("ran") else f"not measured here: {fp8.get('why')}")
+                 "evidence": ("measured here: it ran" if fp8.ran else f"not measured here: {fp8.why}")
                              + "; cited: the talk's table " + _step("prefix caching", "KV-cache quantization", "tok/s", "tok/s")
                              + " at ~2 GB of KV on an 80 GB GPU (no memory pressure: no speed claim follows)"})
-    sp = f.get("n-gram speculation") or []
-    ev = "; ".join(f"c={r['concurrency']}: latency per token × {r['latency per token with ÷ without']:.2f} "
-                   f"({r['latency per token']}), tok/s × {r['tok/s with ÷ without']:.2f}" for r in sp) or "not measured"
+    sp = f.ngram_speculation
+    ev = "; ".join(f"c={r.concurrency}: latency per token × {r.latency_ratio:.2f} "
+                   f"({r.latency}), tok/s × {r.throughput_ratio:.2f}" for r in sp) or "not measured"
     rows.append({"workload": "output that copies its input (code edits, extraction), latency first",
                  "engine": "n-gram speculative decoding — after measuring it on your traffic",
                  "why": "draft tokens copied from the prompt, verified in one pass; rejected drafts cost time",
@@ -477,43 +316,40 @@ def guide_markdown(data: dict, record: str) -> str:
     f = key_figures(data)         # from the runs, by these rules (a stored "figures" may predate them)
     lines = [GENERATED_START, "", f"From `{record}`, {run_label(data)}.", "", "### The decision guide", "",
              markdown_table(measured_decisions(data)), "", "### Headline figures of that run", ""]
-    for sc in (f.get("vllm concurrency scaling"), f.get("vllm concurrency scaling, chat")):
+    for sc in (f.vllm_scaling, f.vllm_scaling_chat):
         if not sc:
             continue
-        lines.append(f"- vLLM default, {sc['workload']}: {sc['tok/s at 1']} → {sc['tok/s at top']} output tok/s from concurrency 1 "
-                     f"to {sc['concurrency']} (× {sc['ratio']}" + (f"; the issue's target × {sc['target']:g}: "
-                     f"{'met' if sc['met'] else 'not met'}" if sc["workload"] == "fixed" else
+        lines.append(f"- vLLM default, {sc.workload}: {sc.tok_s_at_1} → {sc.tok_s_at_top} output tok/s from concurrency 1 "
+                     f"to {sc.concurrency} (× {sc.ratio}" + (f"; the issue's target × {sc.target:g}: "
+                     f"{'met' if sc.met else 'not met'}" if sc.workload == "fixed" else
                      ": a mixed batch ends with its longest request") + ").")
-    for w, rows in (f.get("prefix caching") or {}).items():
+    for w, rows in f.prefix_caching.items():
         for r in rows:
-            lines.append(f"- {w}, concurrency {r['concurrency']}: mean TTFT {r['TTFT off ms']:,.1f} ms with prefix "
-                         f"caching off, {r['TTFT on ms']:,.1f} ms on (÷ {r['off ÷ on']}): {r['verdict']}"
-                         + (f"; vLLM counted {r['vLLM hit rate on']:.1%} of prompt tokens as hits"
-                            if r.get("vLLM hit rate on") is not None else "") + ".")
-    cb = (f.get("continuous batching") or {}).get("chat")
+            lines.append(f"- {w}, concurrency {r.concurrency}: mean TTFT {r.ttft_off_ms:,.1f} ms with prefix "
+                         f"caching off, {r.ttft_on_ms:,.1f} ms on (÷ {r.off_over_on}): {r.verdict}"
+                         + (f"; vLLM counted {r.vllm_hit_rate_on:.1%} of prompt tokens as hits"
+                            if r.vllm_hit_rate_on is not None else "") + ".")
+    cb = f.continuous_batching.get("chat")
     if cb:
-        lines.append(f"- transformers serve, chat at concurrency {cb['concurrency']}: continuous batching × "
-                     f"{cb['throughput on ÷ off']} throughput ({cb['throughput']}), TTFT {cb['TTFT']} (off ÷ on "
-                     f"{cb['TTFT off ÷ on']}), and each request's ITL {cb['ITL off ms']} → {cb['ITL on ms']} ms "
-                     f"({cb['ITL']}: batching trades per-request speed for total speed).")
-    for row in f.get("vllm bench cross-check") or []:
-        g = row["our client's own run"]
-        t = row["ours on the tap"]
-        relay = row.get("relay ms (vllm bench TTFT − the tap's, same requests)")
-        lines.append(f"- vllm bench serve at concurrency {row['concurrency']}: our client's own run (a second run, just "
-                     f"before) differs by {_pct(g.get('ttft'))} (TTFT) and {_pct(g.get('tpot'))} (ITL against its TPOT); our "
-                     f"definitions on its own requests by {_pct(t.get('ttft'))}" + (f" (the tap's relay adds {relay:g} ms to "
-                     "what vllm bench times)" if relay is not None else "") + f" and {_pct(t.get('tpot'))}.")
-    for name, ol in (f.get("open loop") or {}).items():
-        lines.append(f"- {name}, open loop: DistServe goodput {goodput_words(ol)}.")
+        lines.append(f"- transformers serve, chat at concurrency {cb.concurrency}: continuous batching × "
+                     f"{cb.throughput_ratio} throughput ({cb.throughput}), TTFT {cb.ttft} (off ÷ on "
+                     f"{cb.ttft_ratio}), and each request's ITL {cb.itl_off_ms} → {cb.itl_on_ms} ms "
+                     f"({cb.itl}: batching trades per-request speed for total speed).")
+    for row in f.crosscheck:
+        g, t, relay = row.client, row.tap_ours, row.relay_ms
+        lines.append(f"- vllm bench serve at concurrency {row.concurrency}: our client's own run (a second run, just "
+                     f"before) differs by {_pct(g.ttft)} (TTFT) and {_pct(g.tpot)} (ITL against its TPOT); our "
+                     f"definitions on its own requests by {_pct(t.ttft)}" + (f" (the tap's relay adds {relay:g} ms to "
+                     "what vllm bench times)" if relay is not None else "") + f" and {_pct(t.tpot)}.")
+    for name, ol in f.open_loop.items():
+        lines.append(f"- {name}, open loop: DistServe goodput {goodput_words(ol.distserve_goodput, [p.rate for p in ol.points])}.")
     lines += ["", GENERATED_END]
     return "\n".join(lines)
 
 
-def goodput_words(ol: dict) -> str:
-    """DistServe's goodput of open_loop_table's entry in words: a rate, at least the highest rate measured
-    when every rate met the goal, or below the lowest."""
-    g, rates = ol["DistServe goodput req/s"], [p["rate req/s"] for p in ol["points"]]
+def goodput_words(g: float | None, rates: list[float]) -> str:
+    """DistServe's goodput `g` of open-loop runs at `rates`, in words: a rate, at least the highest rate
+    measured when every rate met the goal, or below the lowest."""
     if g is None:
         return f"below {min(rates):g} req/s, the lowest rate measured"
     if g == max(rates):
@@ -556,15 +392,3 @@ if __name__ == "__main__":
     print(f"wrote {write_guide(a.record, a.write)}")
 
 
-def attainment_points(data: dict, workload: str, slo) -> dict:
-    """Per configuration, (rate, share of requests within `slo`) of its open-loop runs, recomputed from
-    each request's figures (so an SLO chosen after the run applies), and DistServe's goodput under it."""
-    from .metrics import attainment, distserve_goodput
-
-    out = {}
-    for c in data.get("configs", []):
-        runs = sorted(_runs(data, c["config"]["name"], workload, open_loop=True), key=lambda r: r["rate"])
-        pts = [(r["rate"], attainment(r.get("requests_detail") or [], slo)) for r in runs]
-        if pts:
-            out[c["config"]["name"]] = {"points": pts, "DistServe goodput req/s": distserve_goodput(pts)}
-    return out

@@ -17,8 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from .. import checks
 from ..serving.traces import TraceRequest, chat_trace
 from . import client, workloads
+from .findings import as_json, key_figures
 from .metrics import ROW_COLUMNS, SLO, RunSummary, summarize, vllm_bench_view
 from .process import ServerError, ServerProcess
 from .servers import EngineConfig
@@ -202,7 +204,7 @@ def run_target(base_url: str, model: str, out: str | Path = "build/engines/targe
     out = check_out_path(out)
     plan = plan_for(device, quick)
     if deadline_s is not None:
-        plan.deadline_s = check_seconds(deadline_s, "deadline_s")
+        plan.deadline_s = checks.number(deadline_s, "deadline_s", positive=True, unit="seconds")
     name = name or f"target {base_url}"
     result = {"config": {"name": name, "engine": "external", "model": model, "base_url": base_url},
               "ready_s": None, "runs": [], "faults": [], "example": None}
@@ -223,12 +225,6 @@ def run_target(base_url: str, model: str, out: str | Path = "build/engines/targe
     data["complete"] = True
     write_json_atomic(data, out)
     return data
-
-
-def check_seconds(value, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
-        raise ValueError(f"{what} must be a finite number of seconds > 0, got {value!r}")
-    return float(value)
 
 
 def new_config_result(cfg: EngineConfig) -> dict:
@@ -416,11 +412,11 @@ def prefix_model(plan: Plan, name: str, block_sizes=(16, 128)) -> dict | None:
     tree, token-granular and rounded to whole blocks (helpers.serving.radix.hit_rate): the share of prompt
     tokens a prefix cache could serve. 128 is the block vLLM's CPU build uses here, 16 its GPU default.
     An upper bound for a server: requests in flight together cannot hit each other's uncomputed blocks."""
-    from ..measure import models
+    from ..measure import local_models
     from ..serving.radix import hit_rate
 
     try:
-        tok = models.load_tokenizer(models.build_tiny())
+        tok = local_models.load_tokenizer(local_models.build_tiny())
     except Exception:  # noqa: BLE001 - the replay is a side figure; the benchmark goes on without it
         return None
     ids = [list(tok(r.prompt).input_ids) for r in plan.trace(name)]
@@ -471,7 +467,7 @@ def run_all(profile: str | None = None, out: str | Path = "build/engines/engines
     device = "cuda" if any(c.needs_cuda for c in configs) else "cpu"
     plan = plan(device) if callable(plan) else plan or plan_for(device, quick)   # a Plan, or a function of the device
     if deadline_s is not None:
-        plan.deadline_s = check_seconds(deadline_s, "deadline_s")
+        plan.deadline_s = checks.number(deadline_s, "deadline_s", positive=True, unit="seconds")
     if plan.configs is not None:
         skipped += [{"name": c.name, "why": "not in this plan (make engines runs it)"} for c in configs
                     if c.name not in plan.configs]
@@ -509,9 +505,7 @@ def run_all(profile: str | None = None, out: str | Path = "build/engines/engines
     finally:
         bar.close()
     data["complete"] = True
-    from .guide import key_figures
-
-    data["figures"] = key_figures(data)
+    data["figures"] = as_json(key_figures(data))
     save()
     return data
 

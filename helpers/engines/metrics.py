@@ -31,8 +31,8 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Sequence
 
-from ..cost.verdicts import CHANGE_MARGIN, change_verdict  # noqa: F401  (the rule's owner; used by guide)
-from ..measure.timing import percentile
+from .. import checks
+from ..cost.stats import percentile
 
 
 @dataclass
@@ -106,8 +106,8 @@ class SLO:
     tpot_s: float
 
     def __post_init__(self):
-        if not (self.ttft_s > 0 and self.tpot_s > 0):
-            raise ValueError(f"SLO limits must be positive seconds, got ttft_s={self.ttft_s}, tpot_s={self.tpot_s}")
+        checks.number(self.ttft_s, "the SLO's ttft_s", positive=True, unit="seconds")
+        checks.number(self.tpot_s, "the SLO's tpot_s", positive=True, unit="seconds")
 
     def describe(self) -> str:
         return f"TTFT ≤ {self.ttft_s * 1e3:g} ms and TPOT ≤ {self.tpot_s * 1e3:g} ms"
@@ -225,8 +225,7 @@ def summarize(records: Sequence[RequestRecord], label: str = "", concurrency: in
 def goodput(records: Sequence[RequestRecord], slo: SLO, duration_s: float) -> float:
     """Requests per second that met the SLO (what vLLM bench calls goodput; DistServe's is
     `distserve_goodput`, a request rate)."""
-    if duration_s <= 0:
-        raise ValueError(f"duration_s must be positive, got {duration_s}")
+    duration_s = checks.number(duration_s, "duration_s", positive=True, unit="seconds")
     return sum(r.meets(slo) for r in records) / duration_s
 
 
@@ -238,8 +237,7 @@ def distserve_goodput(points: Sequence[tuple[float, float]], goal: float = ATTAI
     measured at which the attainment is ≥ goal, and every lower rate's too (Zhong et al., OSDI 2024,
     §2: "the maximum request rate that can be served adhering to the SLO attainment goal"). None when
     even the lowest rate misses the goal."""
-    if not 0 < goal <= 1:
-        raise ValueError(f"the attainment goal must be in (0, 1], got {goal!r}")
+    goal = checks.fraction(goal, "the attainment goal", open_low=True)
     best = None
     for rate, att in sorted(points):
         if att is None or att < goal:

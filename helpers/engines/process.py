@@ -17,7 +17,6 @@ server behind). Requests to 127.0.0.1 never go through a proxy named in the envi
 from __future__ import annotations
 
 import atexit
-import math
 import os
 import shutil
 import signal
@@ -31,6 +30,8 @@ import urllib.request
 import weakref
 from pathlib import Path
 from typing import Sequence
+
+from .. import checks
 
 HOST = "127.0.0.1"
 SUPERVISOR = Path(__file__).with_name("supervise.py")
@@ -166,11 +167,10 @@ class ServerProcess:
             raise ValueError("command must be a non-empty list of arguments, e.g. ['transformers', 'serve', ...]")
         if not any("{port}" in str(a) for a in command):
             raise ValueError("command must contain '{port}' where the port goes, e.g. ['--port', '{port}']")
-        for what, v in (("ready_timeout_s", ready_timeout_s), ("stop_grace_s", stop_grace_s)):
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < math.inf:
-                raise ValueError(f"{what} must be a finite number of seconds > 0, got {v!r}")
-        if port is not None and not (isinstance(port, int) and 1 <= port <= 65535):
-            raise ValueError(f"port must be a whole number in 1..65535 or None (pick a free one), got {port!r}")
+        ready_timeout_s = checks.number(ready_timeout_s, "ready_timeout_s", positive=True, unit="seconds")
+        stop_grace_s = checks.number(stop_grace_s, "stop_grace_s", positive=True, unit="seconds")
+        if port is not None:
+            port = checks.count(port, "port (None picks a free one)", 1, 65535)
         self.command = [str(a) for a in command]
         self.name = name
         self.requested_port = port

@@ -24,7 +24,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..measure import models
+from .. import checks
+from ..measure import local_models, models
 
 # A Mistral [INST] chat template (what Mistral 7B Instruct's tokenizer_config.json carries), for the
 # chat endpoint; the benchmark itself uses /v1/completions (plain text prompts, no template).
@@ -73,21 +74,21 @@ def serve_folder(profile: str | None = None, folder: Path | None = None, weights
         model_id = os.environ.get("WORKSHOP_MODEL_ID") or models.DEFAULT_MODEL_ID
         status = models.weights_status(model_id)
         if not status.available:
-            raise models.ProfileUnavailable(f"profile mistral-7b cannot be served: {status.message}")
+            raise local_models.ProfileUnavailable(f"profile mistral-7b cannot be served: {status.message}")
         return model_id
-    if name in models.LOCAL_PROFILES:
+    if name in local_models.LOCAL_PROFILES:
         src = models.built_folder(name)
     else:
         src = random_7b_folder()
         saved = (src / "workshop-build.json").exists() and any(src.glob("*.safetensors"))
         if not saved and weights:
-            raise models.ProfileUnavailable(unsaved_random_weights(src))
+            raise local_models.ProfileUnavailable(unsaved_random_weights(src))
         if not saved:
             from ..cost.specs import load_config
 
             src.mkdir(parents=True, exist_ok=True)
             _write_atomic(src / "config.json", json.dumps(load_config("mistral-7b-v0.1")[1], indent=1).encode())
-    dst = Path(folder or models.cache_dir() / f"{src.name}-serve")
+    dst = Path(folder or local_models.cache_dir() / f"{src.name}-serve")
     dst.mkdir(parents=True, exist_ok=True)
     wanted = {item.name: item for item in src.iterdir()
               if item.suffix in (".json", ".safetensors") and item.name not in ("workshop-build.json", "training.json")}
@@ -99,7 +100,7 @@ def serve_folder(profile: str | None = None, folder: Path | None = None, weights
         tmp_link.unlink(missing_ok=True)
         tmp_link.symlink_to(item.resolve())
         os.replace(tmp_link, dst / item_name)
-    _write_atomic(dst / "tokenizer.model", models.tokenizer_source().read_bytes())
+    _write_atomic(dst / "tokenizer.model", local_models.tokenizer_source().read_bytes())
     tok_config = {"tokenizer_class": "LlamaTokenizer", "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>",
                   "add_bos_token": True, "add_eos_token": False, "legacy": False, "model_max_length": 32768,
                   "chat_template": CHAT_TEMPLATE}
@@ -117,7 +118,7 @@ def _write_atomic(path: Path, data: bytes) -> None:
 
 def random_7b_folder() -> Path:
     """Where notebook 05 saves the random 7B once (helpers.measure.quant.model_source writes it)."""
-    return models.cache_dir() / "mistral-7b-random"
+    return local_models.cache_dir() / "mistral-7b-random"
 
 
 def unsaved_random_weights(folder: Path) -> str:
@@ -139,8 +140,7 @@ def transformers_serve(model: str | Path, continuous_batching: bool, device: str
     """`transformers serve MODEL` pinned to one model, on 127.0.0.1. With continuous batching on, the KV
     cache is bounded by num_blocks × block size and max_batch_tokens (defaults: CPU_CB_LIMITS on a CPU,
     the server's own on a GPU)."""
-    if device not in ("cpu", "cuda"):
-        raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
+    checks.choice(device, "device", ("cpu", "cuda"))
     cmd = [_bin("transformers"), "serve", str(model), "--host", "{host}", "--port", "{port}",
            "--device", device, "--log-level", "info"]
     name = "HF transformers serve"
@@ -185,14 +185,27 @@ def vllm_configs(model: str | Path, device: str = "cuda", load_format: str | Non
     with random weights (vLLM's own option), the mistral-7b-random way."""
     from . import vllm_env
 
-    if device not in ("cpu", "cuda"):
-        raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
+    checks.choice(device, "device", ("cpu", "cuda"))
     python = python or (vllm_env.venv_python() if device == "cpu" else sys.executable)
     extra = ["--load-format", load_format] if load_format else []
     return [EngineConfig(n, "vllm", vllm_env.server_command(python, model, extra + flags, device), str(model), d,
                          ready_timeout_s=300.0 if device == "cpu" else 600.0, env=vllm_env.server_env(device),
                          needs_cuda=device == "cuda")
             for n, flags, d in VLLM_STEPS]
+
+
+def readable_engine_config(model_folder: str | Path, device: str = "cpu", prefix_cache: str = "radix",
+                           max_num_seqs: int = 8, max_batch_tokens: int = 256) -> EngineConfig:
+    """The workshop's readable engine behind its OpenAI-compatible server (helpers.serving.engine.server),
+    started by module name like the other servers: nothing of it is imported here."""
+    cmd = [sys.executable, "-m", "helpers.serving.engine.server", str(model_folder), "--host", "{host}",
+           "--port", "{port}", "--device", device, "--prefix-cache", prefix_cache,
+           "--max-num-seqs", str(max_num_seqs), "--max-batch-tokens", str(max_batch_tokens)]
+    return EngineConfig("readable engine", "readable", cmd, str(model_folder),
+                        f"helpers.serving.engine: paged KV, continuous batching with chunked prefill, {prefix_cache} "
+                        f"prefix cache, {max_num_seqs} requests and {max_batch_tokens} tokens per step",
+                        ready_timeout_s=180.0 if device == "cpu" else 600.0, env={"HF_HUB_OFFLINE": "1"},
+                        needs_cuda=device == "cuda")
 
 
 def sglang_config(model: str | Path, load_format: str | None = None) -> EngineConfig:
@@ -227,7 +240,7 @@ def available(profile: str | None = None, include: tuple[str, ...] = ("transform
     skipped: list[dict] = []
     try:
         model = serve_folder(profile, weights=False)
-    except models.ProfileUnavailable as exc:
+    except local_models.ProfileUnavailable as exc:
         return [], [{"name": "all engines", "why": str(exc)}]
     has_weights = isinstance(model, str) or any(Path(model).glob("*.safetensors"))   # a str: a Hub repository
     if "transformers" in include:
@@ -238,16 +251,14 @@ def available(profile: str | None = None, include: tuple[str, ...] = ("transform
         else:
             skipped.append({"name": "transformers serve", "why": "the transformers[serving] extra is not installed"})
     if "readable" in include and has_weights:    # the workshop's own engine (helpers.serving.engine)
-        from ..serving.engine.server import engine_config
-
-        runnable.append(engine_config(model, device))
+        runnable.append(readable_engine_config(model, device))
     fmt = None if has_weights else "dummy"      # vLLM/SGLang make random weights themselves
     if "vllm" in include:
         from . import vllm_env
 
         why = vllm_env.cpu_unavailable() if not cuda else (None if _installed("vllm") else
                                                            "vllm is not installed in this Python (pip install vllm)")
-        if why is None and not cuda and name_of(profile) not in models.LOCAL_PROFILES:
+        if why is None and not cuda and name_of(profile) not in local_models.LOCAL_PROFILES:
             why = f"vLLM on a CPU serves the locally built models (tiny, tiny-trained, small), not {name_of(profile)}"
         if why:
             skipped.append({"name": "vllm", "why": why})

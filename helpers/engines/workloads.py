@@ -21,6 +21,7 @@ import random
 from dataclasses import replace
 from typing import Sequence
 
+from .. import checks
 from ..serving.traces import TraceRequest, agentic_trace, chat_trace
 
 SHAREGPT_MEAN_PROMPT_TOKENS = 161.31    # Kwon et al. 2023, Fig. 11a (ShareGPT)
@@ -40,8 +41,7 @@ def sharegpt_trace(n: int, seed: int = 0, scale: float = 1.0, max_prompt_tokens:
     """n ShareGPT-like chat requests (the module docstring says from what): log-normal lengths whose
     expected means are the published ones × `scale`, clipped to the limits; Poisson arrivals at
     `rate_per_s` when given."""
-    if not (isinstance(scale, (int, float)) and 0 < scale <= 1):
-        raise ValueError(f"scale must be in (0, 1] (a fraction of ShareGPT's lengths), got {scale!r}")
+    scale = checks.fraction(scale, "scale (a fraction of ShareGPT's lengths)", open_low=True)
     shrink = math.exp(SHAREGPT_SIGMA ** 2 / 2)          # a log-normal's mean ÷ its median
     return chat_trace(n, seed=seed, prompt_words_median=words_for(SHAREGPT_MEAN_PROMPT_TOKENS * scale / shrink),
                       output_tokens_median=SHAREGPT_MEAN_OUTPUT_TOKENS * scale / shrink, sigma=SHAREGPT_SIGMA,
@@ -71,8 +71,7 @@ def agentic(agents: int, review_rounds: int, system_tokens: int, proposal_tokens
 def poisson(reqs: Sequence[TraceRequest], rate_per_s: float, seed: int = 0) -> list[TraceRequest]:
     """The same requests arriving as a Poisson process of `rate_per_s` (open loop: each is sent at its
     time, whether or not the earlier ones are answered)."""
-    if not (isinstance(rate_per_s, (int, float)) and 0 < rate_per_s < math.inf):
-        raise ValueError(f"rate_per_s must be a positive number of requests per second, got {rate_per_s!r}")
+    rate_per_s = checks.number(rate_per_s, "rate_per_s", positive=True, unit="requests per second")
     rng, t, out = random.Random(seed), 0.0, []
     for r in reqs:
         out.append(replace(r, arrival_s=t))

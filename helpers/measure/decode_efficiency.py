@@ -21,7 +21,7 @@ from ..cost.stepcost import decode_cost
 from ..cost.units import normalize_dtype
 from .dtypes import torch_dtype
 from .microbench import MATMUL_DTYPES
-from .models import SMALL_OVERRIDES, TINY_CONFIG
+from .local_models import SMALL_OVERRIDES, TINY_CONFIG
 from .timing import Stats
 
 # Mistral-architecture configs with random weights for the decode-efficiency comparison. "probe" keeps

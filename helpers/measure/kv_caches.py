@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..cost.memory import kv_cache_bytes
 from ..cost.specs import spec_from_config
-from .models import TINY_CONFIG, build_tiny, cache_dir
+from .local_models import TINY_CONFIG, build_tiny, cache_dir
 from .tensor_bytes import measured_cache_bytes
 
 

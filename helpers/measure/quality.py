@@ -9,30 +9,16 @@ anything else that approximates a model (KV-cache quantization, …).
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Any
 
-EVAL_TEXT = Path(__file__).parents[1] / "data" / "eval_text.txt"
+from .texts import eval_text
 
 
 # ----------------------------------------------------------------------------- the text
 
-def eval_text(profile: str | None = None) -> str:
-    """The fixed evaluation text: for the tiny profiles the held-out chapter of the novel
-    ``tiny-trained`` learns from (helpers.measure.training.eval_text), so that the random and the trained model
-    are measured on the same text; for every other profile the text shipped with helpers (original
-    prose written for this repository, public domain), which no published model has seen."""
-    from .models import TINY_PROFILES
-
-    if profile in TINY_PROFILES:
-        from .training import eval_text as heldout
-
-        return heldout()
-    return EVAL_TEXT.read_text(encoding="utf-8")
-
-
 def eval_ids(tokenizer, max_tokens: int | None = None, profile: str | None = None) -> list[int]:
-    """Token ids of the evaluation text (a beginning-of-sequence token first, as the tokenizer adds it)."""
+    """Token ids of a profile's evaluation text (helpers.measure.texts.eval_text; a beginning-of-sequence
+    token first, as the tokenizer adds it)."""
     ids = encode(tokenizer, eval_text(profile))
     return ids[:max_tokens] if max_tokens else ids
 

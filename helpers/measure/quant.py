@@ -9,6 +9,8 @@ bitsandbytes replaces the ``nn.Linear`` layers of the decoder blocks only: the i
 output head (lm_head) and the norms stay in the reference dtype.
 
 Quality against the unquantized model in the same run: helpers.measure.quality (perplexity, KL, top-1).
+What the schemes save computed from a config alone: helpers.cost.quantization; the tables:
+helpers.present.quant_figures.
 """
 from __future__ import annotations
 
@@ -24,8 +26,7 @@ from typing import Any
 
 from ..cost.memory import weight_bytes
 from .quality import eval_ids, next_token_logprobs, quality
-from ..cost.specs import ModelSpec, get_spec, param_breakdown
-from ..cost.units import GB
+from ..cost.specs import ModelSpec
 from .dtypes import torch_dtype
 from .tensor_bytes import measured_model_bytes, measured_weight_bytes
 
@@ -62,21 +63,21 @@ def model_source(loaded) -> str | Path:
     """Where the active profile's weights can be loaded from again, quantized on the way in:
     the tiny model's folder, the Hub repository, or — for ``mistral-7b-random`` — a folder the random
     model is saved to once (bitsandbytes quantizes while loading a checkpoint)."""
-    from . import models
+    from . import local_models, models
 
-    if loaded.profile in models.LOCAL_PROFILES:   # tiny, tiny-trained, small: built on this machine
+    if loaded.profile in local_models.LOCAL_PROFILES:   # tiny, tiny-trained, small: built on this machine
         return models.built_folder(loaded.profile)
     if loaded.profile == "mistral-7b-random":
         import torch
         import transformers
 
-        folder = models.cache_dir() / "mistral-7b-random"
+        folder = local_models.cache_dir() / "mistral-7b-random"
         # The random weights depend on more than config and seed: torch's CUDA generator fills a tensor
         # with a launch grid sized by the GPU's SM count, and init code changes between versions. A
         # copy saved under another GPU or version holds different weights, and the quality columns
         # would compare two unrelated models: save again then.
         gpu = torch.cuda.get_device_name() if str(loaded.device).startswith("cuda") else str(loaded.device)
-        stamp = {"config": loaded.config, "seed": models.TINY_SEED, "device": gpu,
+        stamp = {"config": loaded.config, "seed": local_models.TINY_SEED, "device": gpu,
                  "torch": torch.__version__, "transformers": transformers.__version__}
         marker = folder / "workshop-build.json"
         if not (marker.exists() and json.loads(marker.read_text()) == stamp):
@@ -139,42 +140,6 @@ def footprint(model, spec: ModelSpec | dict | str, scheme: str, base_dtype: str)
             "predicted_weight_bytes": pred.bytes, "metadata_bytes": pred.metadata_bytes,
             "quantized_params": pred.quantized_params, "unquantized_params": pred.unquantized_params,
             "exact": weights == pred.bytes}
-
-
-def preset_footprints(model: str = "mistral-7b-v0.1", schemes=("bf16", "int8", "nf4", "nf4-dq"),
-                      base_dtype: str = "bf16") -> list[dict[str, Any]]:
-    """Computed weight bytes of a model under each scheme, with the share of parameters quantized."""
-    spec = get_spec(model)
-    ref = weight_bytes(spec, schemes[0], base_dtype=base_dtype).bytes
-    rows = []
-    for s in schemes:
-        w = weight_bytes(spec, s, base_dtype=base_dtype)
-        rows.append({"model": spec.name, "scheme": s, "bytes": w.bytes, "GB": round(w.bytes / GB, 3),
-                     "GiB": round(w.bytes / 2**30, 3), "metadata_bytes": w.metadata_bytes,
-                     "quantized_share": round(w.quantized_params / w.params, 4), "vs_first": round(w.bytes / ref, 4)})
-    return rows
-
-
-def presets_table(models=None, schemes=("bf16", "int8", "nf4", "nf4-dq")) -> list[dict[str, Any]]:
-    """Weight GB (10^9 bytes) of every preset under each bitsandbytes scheme (bf16 base), and the
-    share of parameters bitsandbytes quantizes (nn.Linear in the blocks; not embeddings, not fused experts)."""
-    from ..cost.specs import PRESETS
-
-    rows = []
-    for name in models or PRESETS:
-        fp = preset_footprints(name, schemes)
-        row = {"model": name}
-        row.update({f"{r['scheme']} (GB)": round(r["GB"], 2) for r in fp})
-        row["share bitsandbytes quantizes"] = round(fp[-1]["quantized_share"], 3)
-        rows.append(row)
-    return rows
-
-
-def embedding_share(model: str | dict | ModelSpec) -> dict[str, Any]:
-    """How much of a model bitsandbytes leaves alone: input embedding and lm_head, of all parameters."""
-    pb = param_breakdown(model)
-    emb = pb.embedding + pb.lm_head
-    return {"params": pb.total, "embedding_and_head": emb, "share": emb / pb.total, "linear": pb.linear}
 
 
 # ----------------------------------------------------------------------------- speed
@@ -319,112 +284,3 @@ def compare(loaded, schemes=SCHEMES, sizes: Sizes | None = None, progress: bool 
             held.clear()
             _free(loaded.device)
     return list(results.values())
-
-
-def footprint_rows(results: list[VariantResult], spec: ModelSpec, loaded_label: str) -> list[dict[str, Any]]:
-    """Table rows: measured model bytes against prediction, with the bf16-base prediction beside it."""
-    ref = results[0].footprint.get("measured_model_bytes")
-    rows = []
-    for r in results:
-        if r.error:
-            rows.append({"scheme": r.label, "error": r.error})
-            continue
-        f = r.footprint
-        scheme = r.scheme if r.scheme in SCHEMES else "bf16"  # the reference at bf16
-        rows.append({
-            "scheme": r.label,
-            "measured weights (B)": f["measured_weight_bytes"],
-            "predicted weights (B)": f["predicted_weight_bytes"],
-            "exact": f["exact"],
-            "of which metadata (B)": f["metadata_bytes"],
-            "buffers (B)": f["buffer_bytes"],
-            "model total (MB)": round(f["measured_model_bytes"] / 1e6, 2),
-            "vs reference": round(f["measured_model_bytes"] / ref, 3),
-            "predicted at bf16 base (MB)": round(weight_bytes(spec, scheme, base_dtype="bf16").bytes / 1e6, 2),
-            "measured on": loaded_label,
-        })
-    return rows
-
-
-def speed_rows(results: list[VariantResult], loaded_label: str) -> list[dict[str, Any]]:
-    rows = []
-    for r in results:
-        if r.error or not r.speed:
-            continue
-        s = r.speed
-        rows.append({"scheme": r.label, "prompt tokens": s["prompt_tokens"],
-                     "prefill (ms)": round(s["prefill_s"] * 1e3, 2),
-                     "decode step (ms)": round(s["itl_s"] * 1e3, 2),
-                     "decode (tokens/s)": round(s["decode_tok_s"], 1), "measured on": loaded_label})
-    return rows
-
-
-def quality_rows(results: list[VariantResult], loaded_label: str) -> list[dict[str, Any]]:
-    rows = []
-    for r in results:
-        if r.error or r.quality is None:
-            continue
-        q = r.quality
-        rows.append({"scheme": r.label, "perplexity": round(q["perplexity"], 2),
-                     "KL(ref ‖ q) mean (nats)": q["kl_mean"], "KL max (nats)": q["kl_max"],
-                     "top-1 agreement": round(q["top1_agreement"], 4), "positions": q["positions"],
-                     "measured on": loaded_label})
-    return rows
-
-
-# ----------------------------------------------------------------------------- a big model, a small GPU
-
-# openai/gpt-oss-120b on the Hub: the safetensors tensors' total (model.safetensors.index.json
-# total_size; helpers/presets/SOURCES.md).
-GPT_OSS_120B_CHECKPOINT_BYTES = 65_248_815_744
-
-
-def fit_on_gpu(model: str = "gpt-oss-120b", schemes=("bf16", "fp8", "mxfp4"), gpu: Any = "H100 SXM",
-               kv_dtype: str = "bf16", context: int = 4096) -> list[dict[str, Any]]:
-    """Does the model fit on one GPU under each scheme? The capacity planner's answer (helpers.capacity.plan,
-    the one owner of the memory budget): weight bytes from helpers.cost.memory against the memory the GPU
-    reports (its usable_memory_bytes: 79.11 GiB for an H100 SXM, not the 80 GB label) less the runtime
-    reserve, and what is left for the KV cache (the plan's kv_budget_bytes_per_gpu). 'fits' is the
-    planner's: at least one sequence of `context` tokens fits beside the weights (max_batch ≥ 1); the row
-    also gives that max batch and the longest single sequence whose cache fits the budget (sliding windows
-    honoured; capped at the model's context). gpu: a catalogued GPU (helpers.cost.gpus) or its name; an
-    unknown name raises ValueError."""
-    from ..capacity import plan
-    from ..cost.gpus import get_gpu
-
-    g = get_gpu(gpu)
-    spec = get_spec(model)
-    rows = []
-    for s in schemes:
-        p = plan(spec, g, weight_dtype=s, kv_dtype=kv_dtype, context=context)
-        usable = p.budget_bytes_per_gpu - p.overhead_bytes_per_gpu      # weights + KV cache
-        left = p.kv_budget_bytes_per_gpu
-        longest = min(max_context_in(left, spec, kv_dtype), spec.max_position_embeddings or 2**24) if left > 0 else 0
-        rows.append({"model": spec.name, "scheme": s, "gpu": g.name, "weight bytes": p.weight_bytes,
-                     "weights (GB)": round(p.weight_bytes / GB, 2),
-                     "GPU reports (GB)": round(p.memory_bytes_per_gpu / GB, 2), "usable after reserve (GB)": round(usable / GB, 2),
-                     "fits": p.max_batch >= 1, "left for KV cache (GB)": round(left / GB, 2),
-                     f"sequences of {context:,} tokens": p.max_batch,
-                     f"KV cache room ({kv_dtype}), one sequence up to (tokens)": longest})
-    return rows
-
-
-def max_context_in(budget_bytes: float, model: str | dict | ModelSpec, kv_dtype: str = "bf16",
-                   limit: int = 2**24) -> int:
-    """Tokens of one sequence whose KV cache fits in a budget, honouring sliding-window layers
-    (helpers.cost.memory.kv_cache_bytes, searched by bisection); capped at `limit`."""
-    from ..cost.memory import kv_cache_bytes
-
-    spec = model if isinstance(model, ModelSpec) else get_spec(model)
-    if budget_bytes < kv_cache_bytes(spec, 1, 1, kv_dtype):
-        return 0
-    lo, hi = 1, limit
-    if kv_cache_bytes(spec, hi, 1, kv_dtype) <= budget_bytes:
-        return hi
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if kv_cache_bytes(spec, mid, 1, kv_dtype) <= budget_bytes:
-            lo = mid
-        else:
-            hi = mid
-    return lo

@@ -15,7 +15,7 @@ from .timing import Stats
 
 def prefill_lengths(profile: str, device: str) -> tuple[int, ...]:
     """Prompt lengths for the prefill tokens/s figure: short, middle and long for the profile."""
-    from .models import TINY_PROFILES  # tiny and tiny-trained: the same config and sizes
+    from .local_models import TINY_PROFILES  # tiny and tiny-trained: the same config and sizes
 
     if profile in TINY_PROFILES:
         return (128, 512, 2048)

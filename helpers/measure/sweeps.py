@@ -19,10 +19,10 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Iterable, Sequence
 
+from .. import checks
 from .hardware import (allocated, free_memory, is_device_limit, is_out_of_memory, peak_allocated, reset_peak, synchronize)
 from ..cost.memory import kv_cache_bytes
 from .tensor_bytes import measured_cache_bytes
-from ..cost.stepcost import _count
 from .timing import Stats, check_positions, measure, timed_generate
 
 
@@ -72,7 +72,7 @@ def sweep_sizes(profile: str, device: str, free_bytes: int | None = None) -> Swe
     point. A 7B model elsewhere (CPU/MPS): modest sizes, no out-of-memory hunt.
     """
     cuda = device.startswith("cuda")
-    from .models import TINY_PROFILES  # tiny and tiny-trained: the same config and sizes
+    from .local_models import TINY_PROFILES  # tiny and tiny-trained: the same config and sizes
 
     if profile in TINY_PROFILES:
         return SweepSizes(
@@ -126,9 +126,9 @@ def prompt_ids(n: int, batch: int = 1, vocab: int = 32000, seed: int = 0, device
     Mistral's <unk>, <s>, </s>), with a fixed seed: the content does not change the timing."""
     import torch
 
-    _count(n, "prompt length", 1)
-    _count(batch, "batch", 1)
-    _count(vocab, "vocab", 1)
+    checks.count(n, "prompt length", 1)
+    checks.count(batch, "batch", 1)
+    checks.count(vocab, "vocab", 1)
     gen = torch.Generator(device="cpu").manual_seed(seed)
     low = 3 if vocab > 3 else 0
     return torch.randint(low, vocab, (batch, n), generator=gen).to(device)
@@ -207,7 +207,7 @@ def _longest_within(model, lengths: Sequence[int], new_tokens: int = 0) -> None:
     model's positions (helpers.measure.timing.check_positions), so a bad point fails first, not last."""
     if isinstance(lengths, (str, bytes)) or not isinstance(lengths, Iterable):
         raise ValueError(f"lengths must be a list of whole numbers ≥ 1, got {lengths!r}"[:200])
-    lengths = [_count(n, "a prompt length", 1) for n in lengths]
+    lengths = [checks.count(n, "a prompt length", 1) for n in lengths]
     if lengths:
         check_positions(model, max(lengths), new_tokens)
 
@@ -343,7 +343,7 @@ def itl_sweep(loaded, contexts: Sequence[int], steps: int = 12):
     steps of one token each that reuse the real DynamicCache (helpers.measure.timing.timed_generate);
     median and p90 of the steps. A short warm-up generation runs first."""
     model, dev = loaded.model, loaded.device
-    _count(steps, "steps", 1)
+    checks.count(steps, "steps", 1)
     _longest_within(model, contexts, steps + 1)
     timed_generate(model, prompt_ids(8, vocab=model.config.vocab_size, device=dev), 3, dev)  # warm-up
 
@@ -360,9 +360,9 @@ def itl_sweep(loaded, contexts: Sequence[int], steps: int = 12):
 def decode_batch_sweep(loaded, context: int, batches: Sequence[int], steps: int = 8):
     """Decode step time for `batch` sequences of `context` tokens each, one token per sequence per step."""
     model, dev = loaded.model, loaded.device
-    _count(steps, "steps", 1)
+    checks.count(steps, "steps", 1)
     _longest_within(model, [context], steps + 1)
-    batches = [_count(b, "a batch", 1) for b in batches]
+    batches = [checks.count(b, "a batch", 1) for b in batches]
 
     def point(b: int) -> dict:
         g = timed_generate(model, prompt_ids(context, batch=b, vocab=model.config.vocab_size, device=dev),
@@ -384,7 +384,7 @@ def users_sweep(loaded, context: int, batches: Sequence[int]):
     large at thousands of sequences); its message is the frame's attrs["oom_message"]."""
     model, dev, spec = loaded.model, loaded.device, loaded.spec
     _longest_within(model, [context], 2)
-    batches = [_count(b, "a batch", 1) for b in batches]
+    batches = [checks.count(b, "a batch", 1) for b in batches]
 
     def point(b: int) -> dict:
         free_memory(dev)

@@ -10,17 +10,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable
 
+from .. import checks
+from ..cost.stats import percentile
 from .hardware import synchronize
-
-
-def percentile(samples: list[float], q: float) -> float:
-    """Linear-interpolated percentile (numpy's default method), q in [0, 100]."""
-    if not samples:
-        raise ValueError("percentile of no samples")
-    xs = sorted(samples)
-    pos = (len(xs) - 1) * q / 100
-    lo, hi = int(pos), min(int(pos) + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
 @dataclass(frozen=True)
@@ -52,8 +44,7 @@ class Stats:
 
 def measure(fn: Callable[[], object], device: str = "cpu", warmup: int = 1, repeats: int = 5) -> Stats:
     """Run fn `warmup` times untimed, then `repeats` times, synchronising the device around each."""
-    if repeats < 1 or warmup < 0:
-        raise ValueError(f"repeats must be ≥ 1 and warmup ≥ 0, got repeats={repeats}, warmup={warmup}")
+    repeats, warmup = checks.count(repeats, "repeats"), checks.count(warmup, "warmup", 0)
     for _ in range(warmup):
         fn()
     synchronize(device)
@@ -123,9 +114,7 @@ def check_ids(model, input_ids, new_tokens: int = 0, what: str = "input_ids", on
     A list becomes a tensor. `one_sequence`: a single prompt, given as ids in a row (1-D) or (1, n)."""
     import torch
 
-    from ..cost.stepcost import _count
-
-    new_tokens = _count(new_tokens, "new_tokens", 0)
+    new_tokens = checks.count(new_tokens, "new_tokens", 0)
     if not isinstance(input_ids, torch.Tensor):
         try:
             input_ids = torch.as_tensor(input_ids)
@@ -161,9 +150,7 @@ def timed_generate(model, input_ids, max_new_tokens: int, device: str | None = N
 
     from .tensor_bytes import measured_cache_bytes
 
-    from ..cost.stepcost import _count
-
-    _count(max_new_tokens, "max_new_tokens", 1)
+    checks.count(max_new_tokens, "max_new_tokens", 1)
     device = device or str(next(model.parameters()).device)
     input_ids = check_ids(model, input_ids, max_new_tokens).to(device)
     cache = DynamicCache(config=model.config)

@@ -3,13 +3,13 @@ that quality figures on a CPU mean something (a random model's next-token distri
 perplexity sits near the vocabulary size and any rounding flips its argmax).
 
 - Text: Jane Austen, *Persuasion* (1818), public domain, shipped as ``helpers/data/persuasion.txt``
-  (from Debian's ``r-cran-janeaustenr`` package, MIT; see helpers/data/README.md).
+  (from Debian's ``r-cran-janeaustenr`` package, MIT; see helpers/data/README.md), read by helpers.measure.texts.
 - Split: the last chapter is held out, never trained on; its opening (about 1,000 tokens) is the
-  evaluation text of the tiny profiles (``eval_text``), in notebooks 05 and 07.
+  evaluation text of the tiny profiles (``texts.heldout_eval_text``), in notebooks 05 and 07.
 - Training: the ``tiny`` profile's weights (same config, same seed) as the start, AdamW with warm-up
   and cosine decay on windows of the rest of the novel, each a BOS token and a random stretch of
   text; data order from ``RECIPE["seed"]``. fp32 on the CPU, about a minute on two idle cores.
-- Cache: ``models.cache_dir()/tiny-trained-<key>``, the key a hash of the config, the text, the
+- Cache: ``local_models.cache_dir()/tiny-trained-<key>``, the key a hash of the config, the text, the
   recipe (seed included) and the torch version; built once per machine under a file lock, so tests
   and notebooks running at once share one build. Never committed.
 """
@@ -22,13 +22,14 @@ import shutil
 import tempfile
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-TEXT_FILE = Path(__file__).parents[1] / "data" / "persuasion.txt"
-TEXT_SOURCE = "Jane Austen, Persuasion (1818), public domain"
-HELDOUT_HEADING = "Chapter 24"   # the novel's last chapter: held out from training
-EVAL_CHARS = 4000                # the evaluation text: the held-out chapter's paragraphs up to this many characters
+from .local_models import (TINY_CONFIG, TOKENIZER_FILE, atomic_folder, build_tiny, cache_dir, load_tokenizer,
+                           tokenizer_source)
+from .quality import encode, eval_ids, next_token_logprobs, perplexity
+from .texts import TEXT_FILE, TEXT_SOURCE, split, training_text
 
 RECIPE: dict[str, Any] = {
     "seq_len": 128,        # tokens per training window, BOS first
@@ -40,45 +41,14 @@ RECIPE: dict[str, Any] = {
     "weight_decay": 0.0,
     "betas": [0.9, 0.95],
     "grad_clip": 1.0,
-    "seed": 0,             # data order (the starting weights are the tiny profile's, models.TINY_SEED)
+    "seed": 0,             # data order (the starting weights are the tiny profile's, local_models.TINY_SEED)
 }
 
 
 # ----------------------------------------------------------------------------- the text
 
-def text() -> str:
-    """The whole training text (Persuasion, one paragraph per line)."""
-    return TEXT_FILE.read_text(encoding="utf-8")
-
-
-def split(full: str | None = None) -> tuple[str, str]:
-    """(training part, held-out part): the held-out part starts at the last chapter's heading."""
-    full = text() if full is None else full
-    cut = full.find(f"\n\n{HELDOUT_HEADING}\n\n")
-    if cut < 0:
-        raise ValueError(f"the training text has no '{HELDOUT_HEADING}' heading to hold out from")
-    return full[:cut + 1], full[cut + 2:]
-
-
-def heldout_text() -> str:
-    """The held-out part: the last chapter, which training never sees."""
-    return split()[1]
-
-
-def eval_text() -> str:
-    """The evaluation text of the tiny profiles: the held-out chapter's first paragraphs, EVAL_CHARS at least."""
-    paragraphs, out = heldout_text().split("\n\n"), []
-    for p in paragraphs:
-        out.append(p)
-        if sum(len(x) + 2 for x in out) >= EVAL_CHARS:
-            break
-    return "\n\n".join(out).strip() + "\n"
-
-
 def heldout_ids(tokenizer, max_tokens: int | None = None) -> list[int]:
-    """Token ids of the evaluation text (BOS first): helpers.measure.quality.eval_ids for the tiny profiles."""
-    from .quality import eval_ids
-
+    """Token ids of the tiny profiles' evaluation text (BOS first): helpers.measure.quality.eval_ids for tiny-trained."""
     return eval_ids(tokenizer, max_tokens, profile="tiny-trained")
 
 
@@ -95,9 +65,7 @@ def cache_key(config: dict, full_text: str, recipe: dict) -> str:
 
 def trained_folder(config: dict | None = None, recipe: dict | None = None) -> Path:
     """Where the trained model of this config, text and recipe lives (built or not)."""
-    from .models import TINY_CONFIG, cache_dir
-
-    return cache_dir() / f"tiny-trained-{cache_key(dict(config or TINY_CONFIG), text(), dict(recipe or RECIPE))}"
+    return cache_dir() / f"tiny-trained-{cache_key(dict(config or TINY_CONFIG), training_text(), dict(recipe or RECIPE))}"
 
 
 @contextmanager
@@ -124,8 +92,6 @@ def log(folder: Path | None = None) -> dict[str, Any]:
 
 def build_trained(config: dict | None = None, recipe: dict | None = None, progress: bool = True) -> Path:
     """Train the tiny model once (or reuse the cached build) and return its folder for from_pretrained."""
-    from .models import TINY_CONFIG, atomic_folder
-
     config, recipe = dict(config or TINY_CONFIG), dict(recipe or RECIPE)
     folder = trained_folder(config, recipe)
     if (folder / "training.json").exists():
@@ -165,9 +131,6 @@ def train(out: Path, config: dict, recipe: dict, progress: bool = True) -> dict[
     from tqdm.auto import tqdm
     from transformers import AutoModelForCausalLM
     from transformers.utils import logging as hf_logging
-
-    from .models import TOKENIZER_FILE, build_tiny, load_tokenizer, tokenizer_source
-    from .quality import encode
 
     _check_recipe(recipe)
     start = build_tiny(config=config)  # the random tiny model: same config, same seed
@@ -223,7 +186,7 @@ def train(out: Path, config: dict, recipe: dict, progress: bool = True) -> dict[
         if bars:
             hf_logging.enable_progress_bar()
     shutil.copy(tokenizer_source(), out / TOKENIZER_FILE)
-    return {"text": TEXT_SOURCE, "text_file": TEXT_FILE.name, "text_sha256": hashlib.sha256(text().encode()).hexdigest(),
+    return {"text": TEXT_SOURCE, "text_file": TEXT_FILE.name, "text_sha256": hashlib.sha256(training_text().encode()).hexdigest(),
             "train_tokens": int(len(data)), "heldout_tokens": int(held.shape[1]), "recipe": recipe,
             "tokens_seen": recipe["steps"] * B * L, "losses": losses,
             "heldout_loss_before": before, "heldout_loss_after": after,
@@ -233,27 +196,32 @@ def train(out: Path, config: dict, recipe: dict, progress: bool = True) -> dict[
 
 # ----------------------------------------------------------------------------- what training bought
 
-def perplexity_rows(*loaded) -> list[dict[str, Any]]:
-    """Perplexity of each loaded model on its profile's evaluation text (for tiny and tiny-trained the
-    same held-out chapter), its ratio to the first model's, and the computed perplexity of a uniform
-    guess over the vocabulary (exactly its size: a model that knows nothing)."""
-    from .quality import eval_ids, next_token_logprobs, perplexity
+@dataclass(frozen=True)
+class Perplexity:
+    """One model's perplexity on its profile's evaluation text (or a computed one: the uniform guess)."""
 
+    model: str
+    profile: str
+    perplexity: float
+    tokens: int
+    measured_on: str
+
+
+def perplexities(*loaded) -> list[Perplexity]:
+    """Perplexity of each loaded model on its profile's evaluation text (for tiny and tiny-trained the
+    same held-out chapter), then the computed perplexity of a uniform guess over the vocabulary (exactly
+    its size: a model that knows nothing)."""
     if not loaded:
-        raise ValueError("perplexity_rows needs at least one loaded model")
-    rows = []
+        raise ValueError("perplexities needs at least one loaded model")
+    out = []
     for m in loaded:
         ids = eval_ids(m.tokenizer, profile=m.profile)
-        rows.append({"model": m.model_name, "profile": m.profile,
-                     "perplexity": round(perplexity(next_token_logprobs(m.model, ids), ids), 2),
-                     "tokens": len(ids), "measured on": m.label})
-    for r in rows:
-        r["times lower than the first"] = round(rows[0]["perplexity"] / r["perplexity"], 1)
+        out.append(Perplexity(m.model_name, m.profile, perplexity(next_token_logprobs(m.model, ids), ids), len(ids),
+                              m.label))
     vocab = int(loaded[0].config["vocab_size"])
-    rows.append({"model": f"uniform guess over {vocab:,} tokens", "profile": "", "perplexity": float(vocab),
-                 "tokens": rows[0]["tokens"], "measured on": "computed: exp(ln V) = V",
-                 "times lower than the first": round(rows[0]["perplexity"] / vocab, 1)})
-    return rows
+    out.append(Perplexity(f"uniform guess over {vocab:,} tokens", "", float(vocab), out[0].tokens,
+                          "computed: exp(ln V) = V"))
+    return out
 
 
 TRAINING_BUDGET_S = 180.0   # issue #11: under 3 minutes on 2 CPU cores
@@ -265,8 +233,6 @@ def bench_figures() -> dict[str, Any]:
     budget — with the held-out perplexity before (the random start) and after."""
     import torch
 
-    from .models import TINY_CONFIG
-
     with tempfile.TemporaryDirectory(prefix="tiny-trained-bench-") as tmp:
         rec = train(Path(tmp), dict(TINY_CONFIG), dict(RECIPE), progress=False)
     return {"recipe": RECIPE, "torch_threads": torch.get_num_threads(), "tokens_seen": rec["tokens_seen"],
@@ -277,4 +243,4 @@ def bench_figures() -> dict[str, Any]:
             "heldout_perplexity_trained": math.exp(rec["heldout_loss_after"]),
             "definitions": {"train_wall_s": "the training loop alone (no model build, no save), perf_counter",
                             "train_cpu_s": "process CPU time of the loop, all threads (spin-waiting threads count too)",
-                            "heldout_perplexity_*": "exp(mean NLL) on helpers.measure.training.eval_text(), before and after"}}
+                            "heldout_perplexity_*": "exp(mean NLL) on helpers.measure.texts.heldout_eval_text(), before and after"}}

@@ -2,7 +2,7 @@
 (torch.distributed, gloo backend, 127.0.0.1), its logits set against the single-process model's,
 and the time its all-reduces take set against the collectives model calibrated on the same link.
 
-Each process loads the same model (helpers.measure.models.build_tiny: seeded random weights) and keeps its
+Each process loads the same model (helpers.measure.local_models.build_tiny: seeded random weights) and keeps its
 share of every layer, as Megatron-LM splits a layer (Shoeybi et al. 2019, arXiv:1909.08053, §3):
 q/k/v projections by heads and the MLP's gate/up projections by columns (column parallel), the
 attention output and MLP down projections by rows (row parallel), whose partial outputs the processes
@@ -234,7 +234,7 @@ def run_tp(world: int = 2, tokens: int = 32, reps: int = 5, seed: int = 0, timeo
     import torch
     from transformers import AutoModelForCausalLM
 
-    from ..measure.models import build_tiny
+    from ..measure.local_models import build_tiny
 
     world, tokens, reps = checks.count(world, "world"), checks.count(tokens, "tokens"), checks.count(reps, "reps")
     if world < 2:

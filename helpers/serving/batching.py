@@ -18,7 +18,7 @@ from typing import Sequence
 from .. import checks
 from ..cost.memory import kv_bytes_per_token
 from ..cost.stepcost import _count
-from ..measure.timing import percentile
+from ..cost.stats import percentile
 from ..measure.dtypes import torch_dtype_name
 from .naive import (Request, RequestTiming, ServeResult, _ForwardCounter, check_requests, serve_batched,
                     serve_sequential)

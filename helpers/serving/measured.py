@@ -35,7 +35,7 @@ def workload(profile: str, device: str = "cpu") -> Workload:
     """The tiny sizes for the tiny profiles anywhere and for every locally built profile on a CPU (the
     small model too: the GPU sizes would take it an hour there); on a 7B profile or a CUDA GPU, batches
     and prompts grow."""
-    from ..measure.models import LOCAL_PROFILES, TINY_PROFILES
+    from ..measure.local_models import LOCAL_PROFILES, TINY_PROFILES
 
     if profile in TINY_PROFILES or (profile in LOCAL_PROFILES and not str(device).startswith("cuda")):
         return Workload()

@@ -162,21 +162,6 @@ def create_app(engine: Engine, tokenizer, model_name: str):
     return app
 
 
-def engine_config(model_folder, device: str = "cpu", prefix_cache: str = "radix", max_num_seqs: int = 8,
-                  max_batch_tokens: int = 256):
-    """This server as a configuration of helpers.engines (started by ServerProcess like the others)."""
-    from ...engines.servers import EngineConfig
-
-    cmd = [sys.executable, "-m", "helpers.serving.engine.server", str(model_folder), "--host", "{host}",
-           "--port", "{port}", "--device", device, "--prefix-cache", prefix_cache,
-           "--max-num-seqs", str(max_num_seqs), "--max-batch-tokens", str(max_batch_tokens)]
-    return EngineConfig("readable engine", "readable", cmd, str(model_folder),
-                        f"helpers.serving.engine: paged KV, continuous batching with chunked prefill, {prefix_cache} "
-                        f"prefix cache, {max_num_seqs} requests and {max_batch_tokens} tokens per step",
-                        ready_timeout_s=180.0 if device == "cpu" else 600.0, env={"HF_HUB_OFFLINE": "1"},
-                        needs_cuda=device == "cuda")
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("model", help="a model folder: weights, config and tokenizer files "

@@ -1,0 +1,120 @@
+"""The models built on this machine, with no download: the ``tiny`` and ``small`` Mistral-architecture
+configs, their random weights from a fixed seed, the real Mistral tokenizer shipped in ``mistral-common``,
+and the cache folder they are saved to (``tiny-trained`` starts from ``tiny``: helpers.measure.training).
+Loading a profile by name is helpers.measure.models.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from .. import env
+
+TINY_PROFILES = ("tiny", "tiny-trained")  # the tiny config: same sizes, timing and memory
+LOCAL_PROFILES = ("tiny", "tiny-trained", "small")  # built on this machine, no download; fp32 on a CPU
+TOKENIZER_FILE = "tokenizer.model.v1"  # Mistral 7B v0.1's SentencePiece tokenizer, 32,000 tokens
+
+# The tiny model keeps Mistral 7B's proportions where they matter for the lessons: grouped-query
+# attention with 4 query heads per KV head, SwiGLU MLP 3.5× wide, the real 32,000-token vocabulary.
+TINY_CONFIG: dict[str, Any] = {
+    "architectures": ["MistralForCausalLM"],
+    "model_type": "mistral",
+    "vocab_size": 32000,
+    "hidden_size": 256,
+    "intermediate_size": 896,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 2,
+    "head_dim": 32,
+    "hidden_act": "silu",
+    "max_position_embeddings": 32768,
+    "rms_norm_eps": 1e-5,
+    "rope_theta": 10000.0,
+    "sliding_window": None,
+    "tie_word_embeddings": False,
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+    "initializer_range": 0.02,
+}
+TINY_SEED = 0
+
+# The small profile: the tiny recipe widened until one decode step streams 0.5–1 GB of weights (fp32),
+# so a CPU's decode step waits for memory rather than for Python. Mistral 7B's ratios are kept
+# (4 query heads per KV head, MLP 3.5× the hidden size, head_dim 64 as in many 1B-class models).
+SMALL_OVERRIDES: dict[str, Any] = {"hidden_size": 1024, "intermediate_size": 3584, "num_hidden_layers": 8,
+                                   "num_attention_heads": 16, "num_key_value_heads": 4, "head_dim": 64}
+SMALL_CONFIG: dict[str, Any] = {**TINY_CONFIG, **SMALL_OVERRIDES}
+# the profiles built locally from a config with random weights: (config, cache folder name, display name)
+BUILT_PROFILES: dict[str, tuple[dict[str, Any], str, str]] = {
+    "tiny": (TINY_CONFIG, "tiny-mistral", "tiny (Mistral architecture, random weights)"),
+    "small": (SMALL_CONFIG, "small-mistral", "small (Mistral architecture, random weights)"),
+}
+
+
+class ProfileUnavailable(RuntimeError):
+    """A profile cannot run here; the message says why and how to fix it."""
+
+
+def cache_dir() -> Path:
+    """Where built models live: WORKSHOP_CACHE, else ~/.cache/llm-inference-workshop."""
+    return Path(env.text("WORKSHOP_CACHE") or Path.home() / ".cache" / "llm-inference-workshop").expanduser()
+
+
+def tokenizer_source() -> Path:
+    """The Mistral 7B tokenizer file shipped inside the mistral-common package."""
+    import mistral_common
+
+    path = Path(mistral_common.__file__).parent / "data" / TOKENIZER_FILE
+    if not path.exists():
+        raise ProfileUnavailable(f"mistral-common has no {TOKENIZER_FILE} at {path}; reinstall mistral-common")
+    return path
+
+
+def build_tiny(folder: Path | None = None, config: dict | None = None, seed: int = TINY_SEED) -> Path:
+    """Build the tiny model (random weights, fixed seed) and its tokenizer in a folder; reuse it when
+    the folder already holds the same config. Returns the folder for ``from_pretrained``."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    config = dict(config or TINY_CONFIG)
+    folder = Path(folder or cache_dir() / "tiny-mistral")
+    marker = folder / "workshop-build.json"
+    stamp = {"config": config, "seed": seed}
+    if marker.exists() and json.loads(marker.read_text()) == stamp:
+        return folder
+    with atomic_folder(folder) as tmp:
+        cfg = dict(config)
+        hf_config = AutoConfig.for_model(cfg.pop("model_type"), **cfg)
+        torch.manual_seed(seed)
+        model = AutoModelForCausalLM.from_config(hf_config, dtype=torch.float32)
+        model.save_pretrained(tmp)
+        shutil.copy(tokenizer_source(), tmp / TOKENIZER_FILE)
+        (tmp / "workshop-build.json").write_text(json.dumps(stamp, indent=1))
+    return folder
+
+
+@contextmanager
+def atomic_folder(folder: Path):
+    """Build a folder's content in a temporary sibling, then put it in place in one rename: a build
+    that fails or is interrupted leaves no half-written folder behind."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
+    try:
+        yield tmp
+        if folder.exists():
+            shutil.rmtree(folder)
+        os.replace(tmp, folder)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def load_tokenizer(folder: str | Path):
+    """The Mistral tokenizer from a local folder, through transformers' MistralCommonBackend."""
+    from transformers import MistralCommonBackend
+
+    return MistralCommonBackend.from_pretrained(str(folder))
