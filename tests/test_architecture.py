@@ -36,7 +36,6 @@ KNOWN_UPWARD: set[tuple[str, str]] = {
     ("helpers.cost.roofline", "helpers.measure.timing"),
     ("helpers.cost.roofline", "helpers.present.plots"),
     ("helpers.cost.state_space", "helpers.present.plots"),
-    ("helpers.decoding.regimes", "helpers.decoding.views"),
     ("helpers.engines.harness", "helpers.engines.guide"),
     ("helpers.engines.metrics", "helpers.measure.timing"),
     ("helpers.engines.servers", "helpers.serving.engine.server"),
@@ -48,7 +47,6 @@ KNOWN_CYCLES: set[frozenset[str]] = {
     frozenset({"helpers.measure.models", "helpers.measure.quality", "helpers.measure.training"}),
     frozenset({"helpers.capacity.cli", "helpers.parallel.plan"}),
     frozenset({"helpers.engines.servers", "helpers.serving.engine.server"}),
-    frozenset({"helpers.decoding.regimes", "helpers.decoding.views"}),
 }
 KNOWN_HEAVY_FORMULAS: set[tuple[str, str]] = {
     ("helpers.cost.attention", "torch"), ("helpers.cost.attention", "transformers"),
