@@ -262,23 +262,13 @@ def in_worker_thread(fn, *args, **kwargs):
     then counts more OpenMP threads than cores, which makes GNU OpenMP stop spinning and sleep at its
     barriers — measured here, the same manager run took 2.3–2.8 s before the main thread had run a
     forward and 3.1–3.6 s after. The ways compared must run under the same conditions, so the baselines
-    run in a thread of their own too."""
-    import threading
+    run in a thread of their own too (a fresh one each call: a pool's thread kept between calls would
+    keep its OpenMP team too)."""
+    from concurrent.futures import ThreadPoolExecutor
 
-    box: dict[str, object] = {}
-
-    def target():
-        try:
-            box["result"] = fn(*args, **kwargs)
-        except BaseException as exc:   # handed to the caller below
-            box["error"] = exc
-
-    worker = threading.Thread(target=target, name=f"workshop-{getattr(fn, '__name__', 'run')}")
-    worker.start()
-    worker.join()
-    if "error" in box:
-        raise box["error"]
-    return box["result"]
+    name = f"workshop-{getattr(fn, '__name__', 'run')}"
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix=name) as worker:
+        return worker.submit(fn, *args, **kwargs).result()
 
 
 def compare_batching(model, requests: Sequence[Request], batch_size: int, max_batch_tokens: int = 512,
