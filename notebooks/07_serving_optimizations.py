@@ -203,7 +203,7 @@ def _(tok, w):
 
 @app.cell
 def _(sims):
-    plots.table(pd.DataFrame([s.summary() for s in sims]), "simulated: helpers.serving.blocks, chat trace token counts")
+    plots.table(tables.simulation_frame([s.summary() for s in sims]), "simulated: helpers.serving.blocks, chat trace token counts")
     return
 
 
@@ -218,16 +218,16 @@ def _(capacity, loaded, sims):
 def _(fit, sims):
     _c, _p = sims[0].summary(), sims[1].summary()
     mo.md(f"""
-    **Measured in the simulation:** contiguous reservation used {_c["used share of reserved"]:.0%} of what it
+    **Measured in the simulation:** contiguous reservation used {_c.used_share_of_reserved:.0%} of what it
     reserved — the rest is internal waste: room for tokens an answer has not generated yet, or never will
-    (answers shorter than `max_tokens`); besides, {_c["mean external fragmentation (slots)"]:,.0f} free slots on
-    average sat stranded in holes too small for the next request. Paging used {_p["used share of reserved"]:.0%}
+    (answers shorter than `max_tokens`); besides, {_c.mean_external_fragmentation:,.0f} free slots on
+    average sat stranded in holes too small for the next request. Paging used {_p.used_share_of_reserved:.0%}
     of what it held (at most one partly filled block per sequence).
-    Paged ran {_p["mean sequences running"]:.1f} sequences at once on average against {_c["mean sequences running"]:.1f}
-    and finished in {_p["decode steps to finish"]} steps against {_c["decode steps to finish"]}
-    ({_p["preemptions"]} preemptions: paging admits optimistically and, when blocks run out, evicts the newest
+    Paged ran {_p.mean_running:.1f} sequences at once on average against {_c.mean_running:.1f}
+    and finished in {_p.steps} steps against {_c.steps}
+    ({_p.preemptions} preemptions: paging admits optimistically and, when blocks run out, evicts the newest
     sequence to recompute it later — the simulation counts steps, not that recomputation's cost). At their full
-    lengths, **{fit["paged"]} sequences fit paged against {fit["contiguous"]} contiguous ({fit["ratio"]:.1f}×).**
+    lengths, **{fit.paged} sequences fit paged against {fit.contiguous} contiguous ({fit.ratio:.1f}×).**
 
     **What you should see.** The same on any device: this is bookkeeping, not compute. The gap grows with
     how much `max_tokens` overstates real answers.
@@ -368,12 +368,9 @@ def _(model, tok, w):
 
 @app.cell
 def _(loaded, served):
-    _rows = [batching.summary_row(r, served["sequential"]) for r in served.values()]
-    for _r, _k in zip(_rows, served):
-        _r["same tokens as one after another"] = batching.same_tokens(served[_k], served["sequential"])
-    batch_table = pd.DataFrame(_rows)
-    plots.table(batch_table, f"measured: {loaded.label}")
-    return (batch_table,)
+    plots.table(tables.batching_frame([batching.summarize(r, served["sequential"]) for r in served.values()]),
+                f"measured: {loaded.label}")
+    return
 
 
 @app.cell
@@ -400,8 +397,8 @@ def _(batch_reqs, served, w):
     **Measured:** transformers' continuous batching served {_cb:.1f}× the tokens/s of one after another, static
     batching {_st:.1f}×, the readable engine {_en:.1f}× — **{_ratio:.2f}× transformers' manager** on the same
     requests ({"the same" if batching.same_tokens(served["engine"], served["sequential"]) == 1 else "NOT the same"}
-    greedy tokens as one after another). Static batching computed {_pad["prompt padding tokens"]:,} padding tokens
-    and {_pad["finished rows' decode steps"]:,} decode rows for requests already done ({_pad["wasted share"]:.0%} of its
+    greedy tokens as one after another). Static batching computed {_pad.padding_tokens:,} padding tokens
+    and {_pad.finished_rows_steps:,} decode rows for requests already done ({_pad.wasted_share:.0%} of its
     work), and its hatched slots sat idle waiting for each batch's slowest request.
 
     One step of the continuous-batching manager took **{1e3 * _c.mean_step_s:,.1f} ms** on average and made
@@ -418,7 +415,7 @@ def _(batch_reqs, served, w):
     sequence's cached keys and values, so throughput grows with the batch while the weights dominate the bytes —
     then the cache reads take over: {decode_intensity.verdict(_s)} (`helpers.cost.decode_intensity`), so at that
     context decode never becomes compute-bound; continuous batching keeps the batch full.
-    """), plots.table(pd.DataFrame([_pad]), "computed: helpers.serving.batching.padding_tokens")])
+    """), plots.table(tables.padding_frame(_pad), "computed: helpers.serving.batching.padding_tokens")])
     return
 
 
@@ -609,15 +606,15 @@ def _(loaded):
 @app.cell
 def _(loaded, model, tok):
     _ids = quality.eval_ids(tok, 300)
-    kvq_bytes = pd.DataFrame(kv_quant.bytes_rows(model, loaded.spec, _ids, loaded.dtype))
-    kvq_speed = pd.DataFrame(kv_quant.speed_rows(model, _ids))
-    plots.table(kvq_bytes, f"measured: {loaded.label}")
+    kvq_bytes = kv_quant.bytes_by_scheme(model, loaded.spec, _ids, loaded.dtype)
+    kvq_speed = kv_quant.speed_by_scheme(model, _ids)
+    plots.table(tables.kv_bytes_frame(kvq_bytes), f"measured: {loaded.label}")
     return kvq_bytes, kvq_speed
 
 
 @app.cell
 def _(kvq_speed, loaded):
-    plots.table(kvq_speed, f"measured: {loaded.label}")
+    plots.table(tables.kv_speed_frame(kvq_speed), f"measured: {loaded.label}")
     return
 
 
@@ -630,16 +627,15 @@ def _(loaded, quality_profile):
 
 @app.cell
 def _(qloaded):
-    kvq_quality = pd.DataFrame(kv_quant.quality_rows(
-        qloaded.model, quality.eval_ids(qloaded.tokenizer, 400, profile=qloaded.profile)))
-    plots.table(kvq_quality, f"measured: {qloaded.label}")
+    kvq_quality = kv_quant.quality_by_scheme(qloaded.model, quality.eval_ids(qloaded.tokenizer, 400, profile=qloaded.profile))
+    plots.table(tables.kv_quality_frame(kvq_quality), f"measured: {qloaded.label}")
     return (kvq_quality,)
 
 
 @app.cell
 def _(kvq_bytes, loaded):
-    figures.bars_figure(list(kvq_bytes["scheme"]), list(kvq_bytes["measured bytes"] / 1e3), "KV cache (kB, 10³ bytes)",
-                        f"KV cache of {int(kvq_bytes['tokens'].iloc[0])} tokens by scheme (measured)", loaded)
+    figures.bars_figure([r.scheme for r in kvq_bytes], [r.measured_bytes / 1e3 for r in kvq_bytes], "KV cache (kB, 10³ bytes)",
+                        f"KV cache of {kvq_bytes[0].tokens} tokens by scheme (measured)", loaded)
     return
 
 
@@ -649,20 +645,20 @@ def _(kvq_bytes, kvq_quality, trained):
     if _missing:
         _out = mo.md(f"**Not measured here:** {', '.join(_missing)} — {kv_quant.available(_missing[0])}.")
     else:
-        _b = kvq_bytes.set_index("scheme")
-        _exact = bool((_b["measured bytes"] == _b["formula bytes (all parts)"]).all())
+        _b = {r.scheme: r for r in kvq_bytes}
+        _exact = all(r.measured_bytes == r.formula_bytes for r in kvq_bytes)
         _proj_tokens = 4096
         _proj = kv_quant.projected_shares("mistral-7b-v0.1", _proj_tokens, "bf16")
-        _q = kvq_quality.set_index("scheme")
+        _q = {r.scheme: r for r in kvq_quality}
         _out = mo.md(f"""
         **Measured:** every scheme's cache matches the formula (`kv_quant.cache_bytes`: values, scales, residual)
-        **{"to the byte" if _exact else "NOT exactly"}**. Besides the values: fp8 {_b.loc["fp8", "scales & zero points bytes"]:,} bytes of scales; 4 and 2 bits
-        {_b.loc["4-bit", "scales & zero points bytes"]:,} bytes of scales and zero points plus
-        {_b.loc["4-bit", "full-precision residual bytes"]:,} bytes of not-yet-quantized tokens. The whole cache is
-        {_b.loc["fp8", "share of full precision"]:.0%}, {_b.loc["4-bit", "share of full precision"]:.0%} and
-        {_b.loc["2-bit", "share of full precision"]:.0%} of full precision. Top-1 agreement with the full-precision
-        cache: fp8 {_q.loc["fp8", "top-1 agreement"]:.0%}, 4-bit {_q.loc["4-bit", "top-1 agreement"]:.0%}, 2-bit
-        {_q.loc["2-bit", "top-1 agreement"]:.0%}{"" if trained else " (random weights: near-ties flip the top token, so these mean little)"}.
+        **{"to the byte" if _exact else "NOT exactly"}**. Besides the values: fp8 {_b["fp8"].metadata_bytes:,} bytes of scales; 4 and 2 bits
+        {_b["4-bit"].metadata_bytes:,} bytes of scales and zero points plus
+        {_b["4-bit"].residual_bytes:,} bytes of not-yet-quantized tokens. The whole cache is
+        {_b["fp8"].share_of_full:.0%}, {_b["4-bit"].share_of_full:.0%} and
+        {_b["2-bit"].share_of_full:.0%} of full precision. Top-1 agreement with the full-precision
+        cache: fp8 {_q["fp8"].top1_agreement:.0%}, 4-bit {_q["4-bit"].top1_agreement:.0%}, 2-bit
+        {_q["2-bit"].top1_agreement:.0%}{"" if trained else " (random weights: near-ties flip the top token, so these mean little)"}.
 
         **What you should see.** *CPU, tiny:* bytes shrink as computed; speed barely moves (or worsens: the
         (de)quantization is not fused into attention); quality falls with the bits, 2-bit most. The shares
@@ -849,7 +845,7 @@ def _(fit, on_off, prefix_hits, reuse, served, spec_rows):
     - **The KV cache** turns quadratic work into linear: {on_off.tokens_without_cache:,} tokens run
       through the model without it, {on_off.tokens_with_cache:,} with;
       {"the same tokens out" if on_off.identical_tokens else "**different tokens out** (near-ties)"}.
-    - **Paging** stores what sequences hold, not what they might: {fit["ratio"]:.1f}× as many sequences fit in
+    - **Paging** stores what sequences hold, not what they might: {fit.ratio:.1f}× as many sequences fit in
       the same memory here; the engine's cache is a tensor of blocks read through each request's table.
     - **Continuous batching** fills freed slots at once: {served["continuous"].tokens_per_s / _seq:.1f}× (transformers)
       and {served["engine"].tokens_per_s / _seq:.1f}× (the readable engine) the throughput of serving one after

@@ -98,10 +98,10 @@ def test_static_batches_and_slot_timeline(tiny):
     # in each batch the shorter request's slot idles until the longer one finishes
     assert sum(s["idle_until_s"] > s["finish_s"] for s in segs) == 2
     pad = batching.padding_tokens(reqs, 2)
-    assert pad["prompt padding tokens"] == (9 - 5) + (12 - 7)
-    assert pad["finished rows' decode steps"] == (4 - 2) + (6 - 3)
+    assert pad.padding_tokens == (9 - 5) + (12 - 7)
+    assert pad.finished_rows_steps == (4 - 2) + (6 - 3)
     # rows computed: 2 × (9 + 4 − 1) + 2 × (12 + 6 − 1) = 58, of which useful (5 + 9 + 3 + 1) + (12 + 7 + 5 + 2) = 44
-    assert pad["useful tokens"] == 44 and pad["wasted share"] == pytest.approx(14 / 58)
+    assert pad.useful_tokens == 44 and pad.wasted_share == pytest.approx(14 / 58)
     with pytest.raises(ValueError, match="batch_size"):
         batching.serve_static(tiny.model, reqs, 0)
 
@@ -117,23 +117,23 @@ def test_prefix_reuse_gives_the_same_next_token(tiny):
 def test_quantized_cache_bytes_match_the_formula_and_the_tensors(tiny):
     spec = tiny.spec
     ids = quality.eval_ids(tiny.tokenizer, 100)
-    rows = {r["scheme"]: r for r in kv_quant.bytes_rows(tiny.model, spec, ids, "fp32")}
+    rows = {r.scheme: r for r in kv_quant.bytes_by_scheme(tiny.model, spec, ids, "fp32")}
     tokens = len(ids) + 1
     # by hand: 4 layers × 2 (K, V) × 2 KV heads × 32 head_dim = 512 values per token
-    assert rows["full precision"]["measured bytes"] == tokens * 512 * 4 == memory.kv_cache_bytes(spec, tokens, dtype="fp32")
-    assert rows["fp8"]["measured values bytes"] == tokens * 512 == rows["fp8"]["formula bytes (values)"]
-    assert rows["fp8"]["scales & zero points bytes"] == 4 * 2 * 4        # one fp32 scale per K and V tensor
+    assert rows["full precision"].measured_bytes == tokens * 512 * 4 == memory.kv_cache_bytes(spec, tokens, dtype="fp32")
+    assert rows["fp8"].measured_values_bytes == tokens * 512 == rows["fp8"].formula_values_bytes
+    assert rows["fp8"].metadata_bytes == 4 * 2 * 4        # one fp32 scale per K and V tensor
     for scheme, bits in (("4-bit", 4), ("2-bit", 2)):
         r = rows[scheme]
         quantized = tokens - 1                # the prompt was quantized; the decoded token waits in the residual
-        assert r["measured values bytes"] == quantized * 512 * bits // 8 == r["formula bytes (values)"]
-        assert r["full-precision residual bytes"] == 1 * 512 * 4
+        assert r.measured_values_bytes == quantized * 512 * bits // 8 == r.formula_values_bytes
+        assert r.residual_bytes == 1 * 512 * 4
         # optimum-quanto: an fp32 scale and shift per group of 64 values
-        assert r["scales & zero points bytes"] == quantized * 512 // 64 * 2 * 4
-        assert r["measured bytes"] == r["measured values bytes"] + r["scales & zero points bytes"] + r["full-precision residual bytes"]
+        assert r.metadata_bytes == quantized * 512 // 64 * 2 * 4
+        assert r.measured_bytes == r.measured_values_bytes + r.metadata_bytes + r.residual_bytes
     for r in rows.values():                   # the formula with every part is the real cache to the byte
-        assert r["formula bytes (all parts)"] == r["measured bytes"], r["scheme"]
-    with pytest.raises(ValueError, match="allowed: full precision, fp8, 4-bit, 2-bit"):
+        assert r.formula_bytes == r.measured_bytes, r.scheme
+    with pytest.raises(ValueError, match="must be one of full precision, fp8, 4-bit, 2-bit"):
         kv_quant.make_cache(tiny.model, "3-bit")
 
 
@@ -144,12 +144,12 @@ def test_quantized_cache_formula_holds_for_a_bf16_model(tiny):
 
     m = copy.deepcopy(tiny.model).to(torch.bfloat16)
     ids = quality.eval_ids(tiny.tokenizer, 100)
-    rows = {r["scheme"]: r for r in kv_quant.bytes_rows(m, tiny.spec, ids, "bf16")}
+    rows = {r.scheme: r for r in kv_quant.bytes_by_scheme(m, tiny.spec, ids, "bf16")}
     quantized = len(ids)                                      # the decoded token waits in the residual
-    assert rows["fp8"]["scales & zero points bytes"] == 4 * 2 * 4
-    assert rows["4-bit"]["scales & zero points bytes"] == quantized * 512 // 64 * 2 * 2
+    assert rows["fp8"].metadata_bytes == 4 * 2 * 4
+    assert rows["4-bit"].metadata_bytes == quantized * 512 // 64 * 2 * 2
     for r in rows.values():
-        assert r["formula bytes (all parts)"] == r["measured bytes"], r["scheme"]
+        assert r.formula_bytes == r.measured_bytes, r.scheme
 
 
 def test_projected_kv_shares_for_mistral_in_bf16():
@@ -167,16 +167,16 @@ def test_projected_kv_shares_for_mistral_in_bf16():
     assert 3.4 < 1 / shares["4-bit"] < 3.6 and 5.7 < 1 / shares["2-bit"] < 6.0
     with pytest.raises(ValueError, match="residual_tokens"):
         kv_quant.cache_bytes("mistral-7b-v0.1", 10, "bf16", "4-bit", residual_tokens=11)
-    with pytest.raises(ValueError, match="allowed"):
+    with pytest.raises(ValueError, match="KV-cache scheme must be one of"):
         kv_quant.cache_bytes("mistral-7b-v0.1", 10, "bf16", "3-bit")
 
 
 def test_quantized_cache_quality_degrades_with_fewer_bits(tiny):
-    rows = {r["scheme"]: r for r in kv_quant.quality_rows(tiny.model, quality.eval_ids(tiny.tokenizer, 120),
+    rows = {r.scheme: r for r in kv_quant.quality_by_scheme(tiny.model, quality.eval_ids(tiny.tokenizer, 120),
                                                             prefill=32, chunk=16)}
-    assert rows["fp8"]["positions"] == 120 - 32
-    assert 0 <= rows["fp8"]["KL mean (nats)"] < rows["2-bit"]["KL mean (nats)"]
-    assert rows["4-bit"]["KL mean (nats)"] < rows["2-bit"]["KL mean (nats)"]
+    assert rows["fp8"].positions == 120 - 32
+    assert 0 <= rows["fp8"].kl_mean_nats < rows["2-bit"].kl_mean_nats
+    assert rows["4-bit"].kl_mean_nats < rows["2-bit"].kl_mean_nats
 
 
 def test_expected_tokens_per_pass_by_hand():

@@ -71,8 +71,8 @@ def paged_trace(tokenizer, w: Workload) -> tuple[list, int]:
     return sims, PAGED_CAPACITY_LONGEST * (w.max_output + max(r.prompt_tokens for r in sims))
 
 
-def paged_fit(tokenizer, w: Workload, capacity_slots: int | None = None, block_size: int | None = None) -> dict:
-    """How many of the chat trace's requests fit at once, contiguous (prompt + max_output reserved)
+def paged_fit(tokenizer, w: Workload, capacity_slots: int | None = None, block_size: int | None = None):
+    """How many of the chat trace's requests fit at once (helpers.serving.blocks.FitCounts), contiguous (prompt + max_output reserved)
     against paged (their real lengths, in blocks of PAGE_SIZE), in paged_trace's capacity unless given."""
     from .batching import PAGE_SIZE
     from .blocks import fit_counts
@@ -110,15 +110,15 @@ def bench_serving() -> dict:
         "static_batching_speedup": static.tokens_per_s / seq.tokens_per_s,
         "prefix_cache_ttft_ratio": pre.ttft_ratio,
         "spec_tokens_per_target_pass": spec.tokens_per_pass,
-        "paged_over_contiguous_sequences": fit["ratio"],
+        "paged_over_contiguous_sequences": fit.ratio,
         **eng.pop("headline"),
         "details": {
             "engine": eng,
-            "batching": {k: batching.summary_row(v, seq) for k, v in res.items()},
+            "batching": {k: asdict(batching.summarize(v, seq)) for k, v in res.items()},
             "batching_identical_to_sequential": {"continuous": batching.same_tokens(cont, seq),
                                                  "static": batching.same_tokens(static, seq)},
             "slots": w.slots, "requests": w.requests, "batching_rounds": BATCHING_ROUNDS,
-            "prefix_reuse": asdict(pre), "speculative_prompt_lookup": asdict(spec), "paged_fit": fit,
+            "prefix_reuse": asdict(pre), "speculative_prompt_lookup": asdict(spec), "paged_fit": asdict(fit),
         },
     }
 

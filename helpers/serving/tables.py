@@ -1,4 +1,4 @@
-"""Tables of notebook 07: the serving results (frozen dataclasses, snake_case fields) as the labelled
+"""Tables of notebooks 01 and 07: the serving results (frozen dataclasses, snake_case fields) as the labelled
 rows and DataFrames the notebook shows. Labels are made here and nowhere else; notebooks and tests read
 the results by attribute."""
 from __future__ import annotations
@@ -12,6 +12,32 @@ def _frame(rows: list[dict]):
     return pd.DataFrame(rows)
 
 
+# ----------------------------------------------------------------------------- serving N requests (notebook 01)
+
+def requests_frame(results: Sequence):
+    """helpers.serving.naive.ServeResult: one row per request of each result, seconds after all arrived."""
+    return _frame([{"mode": r.mode, "request": t.rid, "prompt tokens": t.prompt_tokens, "new tokens": t.new_tokens,
+                    "start s": t.start_s, "first token s (TTFT)": t.first_token_s, "finish s": t.finish_s}
+                   for r in results for t in r.timings])
+
+
+def serve_summary_frame(results: Sequence):
+    """helpers.serving.naive.ServeResult: one row per result, its totals."""
+    import statistics
+
+    return _frame([{"mode": r.mode, "requests": len(r.timings), "new tokens": r.new_tokens, "wall s": r.wall_s,
+                    "tokens/s": r.tokens_per_s, "forward calls": r.forward_calls,
+                    "median TTFT s": statistics.median(t.first_token_s for t in r.timings),
+                    "last finish s": max(t.finish_s for t in r.timings)} for r in results])
+
+
+def latency_frame(costs: Sequence):
+    """helpers.serving.naive.LatencyCost: one row per mode."""
+    return _frame([{"mode": c.mode, "median time to first token (ms)": c.median_ttft_ms,
+                    "median prefill (ms)": c.median_prefill_ms, "median decode step (ms)": c.median_decode_step_ms,
+                    "tokens/s": c.tokens_per_s} for c in costs])
+
+
 # ----------------------------------------------------------------------------- the KV cache on and off
 
 def cache_on_off_frame(r):
@@ -20,6 +46,64 @@ def cache_on_off_frame(r):
                     "tokens run through the model": work, "same greedy tokens": r.identical_tokens}
                    for way, total, work in (("no cache", r.total_s_without_cache, r.tokens_without_cache),
                                             ("KV cache", r.total_s_with_cache, r.tokens_with_cache))])
+
+
+# ----------------------------------------------------------------------------- paged attention
+
+def simulation_frame(summaries: Sequence):
+    """helpers.serving.blocks.SimSummary: one row per scheme."""
+    return _frame([{"scheme": s.scheme, "capacity (token slots)": s.capacity_slots, "decode steps to finish": s.steps,
+                    "mean sequences running": s.mean_running, "max sequences running": s.max_running,
+                    "preemptions": s.preemptions, "mean slots used by tokens": s.mean_used_slots,
+                    "mean slots reserved": s.mean_reserved_slots, "mean internal waste (slots)": s.mean_internal_waste,
+                    "mean external fragmentation (slots)": s.mean_external_fragmentation,
+                    "used share of reserved": s.used_share_of_reserved} for s in summaries])
+
+
+# ----------------------------------------------------------------------------- continuous batching
+
+def padding_frame(p):
+    """helpers.serving.batching.Padding as a one-row table."""
+    return _frame([{"prompt padding tokens": p.padding_tokens, "finished rows' decode steps": p.finished_rows_steps,
+                    "useful tokens": p.useful_tokens, "wasted share": p.wasted_share}])
+
+
+def batching_frame(summaries: Sequence):
+    """helpers.serving.batching.BatchingSummary: one row per way of serving."""
+    rows = []
+    for s in summaries:
+        row = {"mode": s.mode, "requests": s.requests, "new tokens": s.new_tokens, "wall s": s.wall_s,
+               "tokens/s": s.tokens_per_s, "forward calls": s.forward_calls, "median TTFT s": s.median_ttft_s,
+               "p90 TTFT s": s.p90_ttft_s}
+        if s.speedup is not None:
+            row["speed-up (tokens/s)"] = s.speedup
+        if s.same_tokens is not None:
+            row["same tokens as one after another"] = s.same_tokens
+        rows.append(row)
+    return _frame(rows)
+
+
+# ----------------------------------------------------------------------------- KV-cache quantization
+
+def kv_bytes_frame(rows: Sequence):
+    """helpers.serving.kv_quant.SchemeBytes: one row per scheme."""
+    return _frame([{"scheme": r.scheme, "tokens": r.tokens, "measured bytes": r.measured_bytes,
+                    "formula bytes (values)": r.formula_values_bytes, "formula bytes (all parts)": r.formula_bytes,
+                    "measured values bytes": r.measured_values_bytes, "scales & zero points bytes": r.metadata_bytes,
+                    "full-precision residual bytes": r.residual_bytes, "share of full precision": r.share_of_full}
+                   for r in rows])
+
+
+def kv_quality_frame(rows: Sequence):
+    """helpers.serving.kv_quant.SchemeQuality: one row per scheme."""
+    return _frame([{"scheme": r.scheme, "positions": r.positions, "KL mean (nats)": r.kl_mean_nats,
+                    "KL max (nats)": r.kl_max_nats, "top-1 agreement": r.top1_agreement} for r in rows])
+
+
+def kv_speed_frame(rows: Sequence):
+    """helpers.serving.kv_quant.SchemeSpeed: one row per scheme."""
+    return _frame([{"scheme": r.scheme, "context tokens": r.context_tokens, "decode step (ms, median)": r.step_ms,
+                    "vs full precision": r.vs_full} for r in rows])
 
 
 # ----------------------------------------------------------------------------- the readable engine
