@@ -708,9 +708,9 @@ def _(w):
 def _(k_pick, qloaded, w):
     spec_text = quality.eval_ids(qloaded.tokenizer, 160, profile=qloaded.profile)
     spec_context = len(spec_text) + w.decode_tokens // 2       # cached tokens at a typical step
-    spec_rows = measure.speculative_figures(qloaded.model, spec_text, w.decode_tokens, k=k_pick.value,
+    spec_rows = measure.speculative_runs(qloaded.model, spec_text, w.decode_tokens, k=k_pick.value,
                                             draft_layers=w.draft_layers)
-    spec_batch = measure.speculative_figures(qloaded.model, spec_text, w.decode_tokens, k=k_pick.value,
+    spec_batch = measure.speculative_runs(qloaded.model, spec_text, w.decode_tokens, k=k_pick.value,
                                              draft_layers=w.draft_layers, batch=8)
     library = speculative.speculate(qloaded.model, spec_text, w.decode_tokens, k=k_pick.value, prompt_lookup=True)
     plots.table(tables.speculative_frame(spec_rows + spec_batch), f"measured: the readable engine's loop on {qloaded.label}, greedy")

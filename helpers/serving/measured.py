@@ -152,7 +152,7 @@ def engine_figures(loaded, w: Workload) -> dict:
     ids = traces.token_ids(tok, trace)
     rounds = [[p for p, r in zip(ids, trace) if r.round == k] for k in sorted({r.round for r in trace})]
     caches = measure.cache_hits(m, rounds)
-    spec = measure.speculative_figures(m, eval_ids(tok, 160), w.decode_tokens, k=w.spec_k,
+    spec = measure.speculative_runs(m, eval_ids(tok, 160), w.decode_tokens, k=w.spec_k,
                                        draft_layers=w.draft_layers)
     lookup = next(r for r in spec if r.drafter.startswith("prompt lookup"))
     runs = ("engine", "transformers_cb")      # the two ServeResults: their every timing stays out of the JSON

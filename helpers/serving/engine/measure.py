@@ -316,7 +316,7 @@ def _chunked_run(model, shorts, long_prompt, new_tokens, arrive_after_steps, bud
                       1e3 * (t1 - t0))
 
 
-def speculative_figures(model, prompt: Sequence[int], new_tokens: int, k: int = 4, draft_layers: int = 2,
+def speculative_runs(model, prompt: Sequence[int], new_tokens: int, k: int = 4, draft_layers: int = 2,
                         ngram: int = 3, batch: int = 1, repeats: int = 2) -> list[SpecRun]:
     """Plain decoding, prompt lookup and the early-exit draft on `batch` copies of one prompt, greedy:
     tokens per target pass, target passes, wall-clock speed-up over plain decoding (same loop, no draft)
