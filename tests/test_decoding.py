@@ -168,7 +168,7 @@ def test_windowed_static_cache_compiles_one_graph(prompt, new_tokens):
     assert compiled.tokens == eager.tokens
     assert compiled.kv_slots == slots
     assert any("masked to it" in n for n in compiled.notes) == (slots > window)
-    with pytest.raises(ValueError, match="slots must be a positive number"):
+    with pytest.raises(ValueError, match=r"slots \(K/V positions\) must be a whole number ≥ 1"):
         impls.static_cache(model.config, 0)
 
 

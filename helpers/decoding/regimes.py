@@ -148,8 +148,10 @@ def planner_sentence(ratio: float, predicted_bytes: float, floor_bytes: float, b
 
 # ----------------------------------------------------------------------------- implementations
 
-@dataclass
+@dataclass(frozen=True)
 class ImplResult:
+    """One implementation's decode steps against its memory floor."""
+
     impl: str
     step_s: float                 # median over every timed step of every round
     steps: int
