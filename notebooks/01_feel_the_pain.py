@@ -20,6 +20,7 @@ with app.setup:
     from helpers.present import expected, notebook, plots, replay, sweep_figures
     from helpers.measure import models, sweeps
     from helpers import serving
+    from helpers.serving import tables as serving_tables
     from helpers.present.glossary import term
     from helpers.measure.hardware import device_info
     from helpers.cost.memory import kv_bytes_per_token, kv_cache_bytes
@@ -334,8 +335,7 @@ def _(served_run):
 
 @app.cell
 def _(served, served_source):
-    throughput = pd.DataFrame([r.summary() for r in served.results])
-    plots.table(throughput, f"{plots.source_label(served_source)}; times in seconds after all requests arrived")
+    plots.table(serving_tables.serve_summary_frame(served.results), f"{plots.source_label(served_source)}; times in seconds after all requests arrived")
     return
 
 
@@ -369,8 +369,7 @@ def _(served, served_on):
 
 @app.cell
 def _(served, served_source):
-    timeline = pd.concat([r.frame() for r in served.results], ignore_index=True)
-    plots.table(timeline, f"{plots.source_label(served_source)}; every request, seconds after all arrived")
+    plots.table(serving_tables.requests_frame(served.results), f"{plots.source_label(served_source)}; every request, seconds after all arrived")
     return
 
 
@@ -389,8 +388,8 @@ def _():
 
 @app.cell
 def _(served, served_source):
-    latency = pd.DataFrame(serving.latency_cost(served))
-    plots.table(latency, f"{plots.source_label(served_source)}; the time to first token includes waiting, "
+    latency = serving.latency_cost(served)
+    plots.table(serving_tables.latency_frame(latency), f"{plots.source_label(served_source)}; the time to first token includes waiting, "
                          "the prefill does not")
     return (latency,)
 
@@ -398,12 +397,11 @@ def _(served, served_source):
 @app.cell
 def _(latency):
     # Each figure of the batch ÷ the same figure one after another: the reasoning below reads these.
-    _m = latency.set_index("mode")
-    batch_cost = (None if len(_m) < 2 else pd.Series({
-        "throughput (tokens/s)": _m.iloc[1]["tokens/s"] / _m.iloc[0]["tokens/s"],
-        "decode step": _m.iloc[1]["median decode step (ms)"] / _m.iloc[0]["median decode step (ms)"],
-        "prefill": _m.iloc[1]["median prefill (ms)"] / _m.iloc[0]["median prefill (ms)"],
-        "time to first token": _m.iloc[1]["median time to first token (ms)"] / _m.iloc[0]["median time to first token (ms)"],
+    batch_cost = (None if len(latency) < 2 else pd.Series({
+        "throughput (tokens/s)": latency[1].tokens_per_s / latency[0].tokens_per_s,
+        "decode step": latency[1].median_decode_step_ms / latency[0].median_decode_step_ms,
+        "prefill": latency[1].median_prefill_ms / latency[0].median_prefill_ms,
+        "time to first token": latency[1].median_ttft_ms / latency[0].median_ttft_ms,
     }, name="together ÷ one after another"))
     batch_cost.to_frame().round(2) if batch_cost is not None else mo.md("Only one mode ran (out of memory).")
     return (batch_cost,)

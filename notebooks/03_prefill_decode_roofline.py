@@ -649,9 +649,9 @@ def _(regimes):
     # If Python cost nothing: the last model's step without the time outside operators, against its floor.
     _b = regimes[-1].breakdown
     without_python = None if _b is None else {
-        "model": regimes[-1].name, "parts without 'outside operators' (ms)": 1e3 * (_b.parts_sum_s - _b.parts_s["outside operators"]),
+        "model": regimes[-1].name, "parts without 'outside operators' (ms)": 1e3 * (_b.parts_sum_s - _b.parts.outside_operators_s),
         "floor (ms)": 1e3 * _b.floor_s, "floor ÷ step, measured": _b.memory_share,
-        "floor ÷ step, without Python": _b.floor_s / (_b.parts_sum_s - _b.parts_s["outside operators"])}
+        "floor ÷ step, without Python": _b.floor_s / (_b.parts_sum_s - _b.parts.outside_operators_s)}
     pd.DataFrame([without_python]).round(3) if without_python else mo.md("No breakdown was measured.")
     return (without_python,)
 
@@ -685,7 +685,7 @@ def _(regimes, regimes_run):
 
 @app.cell(hide_code=True)
 def _(regimes):
-    mo.md("**The planner against this device.** " + " ".join(r.planner["sentence"] for r in regimes) + """
+    mo.md("**The planner against this device.** " + " ".join(r.planner.sentence for r in regimes) + """
 
     **What you should see.** On a CPU: the small model above the band but far closer to it than the
     tiny one (the sentence above says which part of the step is beyond the floor, and when the kernel's

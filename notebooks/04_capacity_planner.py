@@ -407,7 +407,7 @@ def roof_check(active) -> dict:
     here = active if active.device.startswith("cuda") else models.load("small", device=active.device)
     peak = microbench.matmul_benchmark(here.device, here.dtype).flops_per_s
     reg = regimes.measure_regime(here, None, peak, with_breakdown=False)
-    return {"table": views.planner_frame([reg]), "sentence": reg.planner["sentence"], "label": reg.label}
+    return {"table": views.planner_frame([reg]), "sentence": reg.planner.sentence, "label": reg.label}
 
 
 @app.cell(hide_code=True)

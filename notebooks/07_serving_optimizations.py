@@ -23,7 +23,7 @@ with app.setup:
     from helpers.present import decode_intensity_figures, notebook, plots
     from helpers.capacity import planner
     from helpers.present.glossary import term
-    from helpers.serving import batching, blocks, engine, figures, kv_cache, kv_quant, speculative, traces
+    from helpers.serving import batching, blocks, engine, figures, kv_cache, kv_quant, speculative, tables, traces
     from helpers.serving import measured as serving_bench
     from helpers.serving.measured import chat_requests, paged_fit, paged_trace, workload
     from helpers.serving.engine import kv as engine_kv
@@ -109,11 +109,7 @@ def _(model, tok, w):
 
 @app.cell
 def _(loaded, on_off):
-    plots.table(pd.DataFrame([{
-        "way": way, "prompt tokens": on_off["prompt tokens"], "new tokens": on_off["new tokens"],
-        "total s": on_off[f"total s {k}"], "tokens run through the model": on_off[f"tokens processed {k}"],
-        "same greedy tokens": on_off["identical tokens"]}
-        for way, k in (("no cache", "without cache"), ("KV cache", "with cache"))]), f"measured: {loaded.label}")
+    plots.table(tables.cache_on_off_frame(on_off), f"measured: {loaded.label}")
     return
 
 
@@ -125,13 +121,13 @@ def _(loaded, on_off):
 
 @app.cell(hide_code=True)
 def _(model, on_off):
-    _ratio = on_off["total s without cache"] / on_off["total s with cache"]
-    _work = on_off["tokens processed without cache"] / on_off["tokens processed with cache"]
+    _ratio = on_off.total_s_without_cache / on_off.total_s_with_cache
+    _work = on_off.tokens_without_cache / on_off.tokens_with_cache
     mo.md(f"""
     **Measured:** the cache did {_work:.0f}× less work and was {notebook.speedup_phrase(_ratio)} here; the work without
-    it matches the formula n·p + n(n−1)/2 = {on_off["predicted tokens processed without cache"]:,} tokens
-    ({"exactly" if on_off["predicted tokens processed without cache"] == on_off["tokens processed without cache"] else "NOT"}).
-    Greedy tokens identical: **{on_off["identical tokens"]}**.
+    it matches the formula n·p + n(n−1)/2 = {on_off.predicted_tokens_without_cache:,} tokens
+    ({"exactly" if on_off.predicted_tokens_without_cache == on_off.tokens_without_cache else "NOT"}).
+    Greedy tokens identical: **{on_off.identical_tokens}**.
 
     **What you should see.** *CPU, tiny:* the no-cache step time climbs with position while the cached step
     stays flat; the speed-up is smaller than the work ratio because a tiny model's step is dominated by fixed
@@ -207,7 +203,7 @@ def _(tok, w):
 
 @app.cell
 def _(sims):
-    plots.table(pd.DataFrame([s.summary() for s in sims]), "simulated: helpers.serving.blocks, chat trace token counts")
+    plots.table(tables.simulation_frame([s.summary() for s in sims]), "simulated: helpers.serving.blocks, chat trace token counts")
     return
 
 
@@ -222,16 +218,16 @@ def _(capacity, loaded, sims):
 def _(fit, sims):
     _c, _p = sims[0].summary(), sims[1].summary()
     mo.md(f"""
-    **Measured in the simulation:** contiguous reservation used {_c["used share of reserved"]:.0%} of what it
+    **Measured in the simulation:** contiguous reservation used {_c.used_share_of_reserved:.0%} of what it
     reserved — the rest is internal waste: room for tokens an answer has not generated yet, or never will
-    (answers shorter than `max_tokens`); besides, {_c["mean external fragmentation (slots)"]:,.0f} free slots on
-    average sat stranded in holes too small for the next request. Paging used {_p["used share of reserved"]:.0%}
+    (answers shorter than `max_tokens`); besides, {_c.mean_external_fragmentation:,.0f} free slots on
+    average sat stranded in holes too small for the next request. Paging used {_p.used_share_of_reserved:.0%}
     of what it held (at most one partly filled block per sequence).
-    Paged ran {_p["mean sequences running"]:.1f} sequences at once on average against {_c["mean sequences running"]:.1f}
-    and finished in {_p["decode steps to finish"]} steps against {_c["decode steps to finish"]}
-    ({_p["preemptions"]} preemptions: paging admits optimistically and, when blocks run out, evicts the newest
+    Paged ran {_p.mean_running:.1f} sequences at once on average against {_c.mean_running:.1f}
+    and finished in {_p.steps} steps against {_c.steps}
+    ({_p.preemptions} preemptions: paging admits optimistically and, when blocks run out, evicts the newest
     sequence to recompute it later — the simulation counts steps, not that recomputation's cost). At their full
-    lengths, **{fit["paged"]} sequences fit paged against {fit["contiguous"]} contiguous ({fit["ratio"]:.1f}×).**
+    lengths, **{fit.paged} sequences fit paged against {fit.contiguous} contiguous ({fit.ratio:.1f}×).**
 
     **What you should see.** The same on any device: this is bookkeeping, not compute. The gap grows with
     how much `max_tokens` overstates real answers.
@@ -312,7 +308,7 @@ def _(live, live_args, live_engine, loaded):
 @app.cell
 def _(live, live_args, live_engine, loaded):
     live_summary = measure.log_summary(live_engine, live)
-    plots.table(pd.DataFrame([live_summary]), f"measured: the readable engine on {loaded.label}, "
+    plots.table(tables.log_summary_frame(live_summary), f"measured: the readable engine on {loaded.label}, "
                 f"{live_args.blocks} blocks of {live_args.block_size}")
     return (live_summary,)
 
@@ -321,12 +317,12 @@ def _(live, live_args, live_engine, loaded):
 def _(live_args, live_summary):
     _s = live_summary
     mo.md(f"""
-    **Measured:** {_s["requests"]} requests in {_s["steps"]} steps; {_s["prefill chunks"]} prefill chunks (a
-    prompt longer than the {live_args.max_batch_tokens}-token budget is cut), {_s["steps mixing prefill and decode"]} steps
-    that mixed prefill chunks with decode rows; **{_s["preemptions"]} preemptions** with
-    {live_args.blocks} blocks ({_s["recomputed tokens"]:,} tokens computed again because of them); at most
-    {_s["peak blocks in use"]} of {live_args.blocks} blocks in use, holding {_s["tokens held at the peak"]:,} tokens in
-    {_s["peak blocks in use"] * live_args.block_size:,} slots; {_s["copy-on-write copies"]} blocks copied on write.
+    **Measured:** {_s.requests} requests in {_s.steps} steps; {_s.prefill_chunks} prefill chunks (a
+    prompt longer than the {live_args.max_batch_tokens}-token budget is cut), {_s.mixed_steps} steps
+    that mixed prefill chunks with decode rows; **{_s.preemptions} preemptions** with
+    {live_args.blocks} blocks ({_s.recomputed_tokens:,} tokens computed again because of them); at most
+    {_s.peak_blocks} of {live_args.blocks} blocks in use, holding {_s.tokens_at_peak:,} tokens in
+    {_s.peak_blocks * live_args.block_size:,} slots; {_s.copy_on_write_copies} blocks copied on write.
 
     **What you should see.** Orange chunks of each prompt, then blue decode rows; grey lanes wait for a slot
     (at most the cap runs at once) and start the step after a request finishes. With a small KV cache red
@@ -372,12 +368,9 @@ def _(model, tok, w):
 
 @app.cell
 def _(loaded, served):
-    _rows = [batching.summary_row(r, served["sequential"]) for r in served.values()]
-    for _r, _k in zip(_rows, served):
-        _r["same tokens as one after another"] = batching.same_tokens(served[_k], served["sequential"])
-    batch_table = pd.DataFrame(_rows)
-    plots.table(batch_table, f"measured: {loaded.label}")
-    return (batch_table,)
+    plots.table(tables.batching_frame([batching.summarize(r, served["sequential"]) for r in served.values()]),
+                f"measured: {loaded.label}")
+    return
 
 
 @app.cell
@@ -404,8 +397,8 @@ def _(batch_reqs, served, w):
     **Measured:** transformers' continuous batching served {_cb:.1f}× the tokens/s of one after another, static
     batching {_st:.1f}×, the readable engine {_en:.1f}× — **{_ratio:.2f}× transformers' manager** on the same
     requests ({"the same" if batching.same_tokens(served["engine"], served["sequential"]) == 1 else "NOT the same"}
-    greedy tokens as one after another). Static batching computed {_pad["prompt padding tokens"]:,} padding tokens
-    and {_pad["finished rows' decode steps"]:,} decode rows for requests already done ({_pad["wasted share"]:.0%} of its
+    greedy tokens as one after another). Static batching computed {_pad.padding_tokens:,} padding tokens
+    and {_pad.finished_rows_steps:,} decode rows for requests already done ({_pad.wasted_share:.0%} of its
     work), and its hatched slots sat idle waiting for each batch's slowest request.
 
     One step of the continuous-batching manager took **{1e3 * _c.mean_step_s:,.1f} ms** on average and made
@@ -422,7 +415,7 @@ def _(batch_reqs, served, w):
     sequence's cached keys and values, so throughput grows with the batch while the weights dominate the bytes —
     then the cache reads take over: {decode_intensity_figures.verdict(_s)} (`helpers.cost.decode_intensity`), so at that
     context decode never becomes compute-bound; continuous batching keeps the batch full.
-    """), plots.table(pd.DataFrame([_pad]), "computed: helpers.serving.batching.padding_tokens")])
+    """), plots.table(tables.padding_frame(_pad), "computed: helpers.serving.batching.padding_tokens")])
     return
 
 
@@ -448,36 +441,33 @@ def _(model, tok, w):
     _short = [quality.eval_ids(tok, 24)[i:] for i in range(3)]
     _g = torch.Generator().manual_seed(0)
     _long = torch.randint(3, model.config.vocab_size, (w.long_prompt,), generator=_g).tolist()
-    chunk_table = pd.DataFrame(measure.chunked_prefill(model, _short, _long, 24, 3,
-                                                       [w.long_prompt + 8, w.chunk_budget]))
-    return (chunk_table,)
+    chunk_runs = measure.chunked_prefill(model, _short, _long, 24, 3, [w.long_prompt + 8, w.chunk_budget])
+    return (chunk_runs,)
 
 
 @app.cell
-def _(chunk_table, loaded):
-    plots.table(chunk_table, f"measured: the readable engine on {loaded.label}")
+def _(chunk_runs, loaded):
+    plots.table(tables.chunked_frame(chunk_runs), f"measured: the readable engine on {loaded.label}")
     return
 
 
 @app.cell(hide_code=True)
-def _(chunk_table):
-    _one, _chunked = chunk_table.iloc[0], chunk_table.iloc[1]
-    _gap = "worst gap during its prefill (ms)"
-    _seen = _one[_gap] is not None and _chunked[_gap] is not None
-    _better = _seen and _chunked[_gap] < _one[_gap]
-    _later = _chunked["long prompt TTFT (ms)"] > _one["long prompt TTFT (ms)"]
-    _big = "largest step during its prefill (tokens)"
-    _gaps = (f"the others' worst gap between tokens while the long prompt was prefilled was {_one[_gap]:,.0f} ms in one "
-             f"step and {_chunked[_gap]:,.0f} ms in {int(_chunked['prefill steps'])} chunks — chunking "
+def _(chunk_runs):
+    _one, _chunked = chunk_runs[0], chunk_runs[1]
+    _seen = _one.worst_gap_ms is not None and _chunked.worst_gap_ms is not None
+    _better = _seen and _chunked.worst_gap_ms < _one.worst_gap_ms
+    _later = _chunked.long_prompt_ttft_ms > _one.long_prompt_ttft_ms
+    _gaps = (f"the others' worst gap between tokens while the long prompt was prefilled was {_one.worst_gap_ms:,.0f} ms in one "
+             f"step and {_chunked.worst_gap_ms:,.0f} ms in {_chunked.prefill_steps} chunks — chunking "
              f"**{'lowered' if _better else 'did not lower'}** it" if _seen else
              "no other request made a token while the long prompt was prefilled, so there is no gap to compare")
     mo.md(f"""
-    **Measured:** the longest step the decoding requests waited on computed {int(_one[_big]):,} tokens without chunks
-    and {int(_chunked[_big]):,} with them (the schedule, the same on any machine); {_gaps}; the long prompt's own TTFT
-    went from {_one["long prompt TTFT (ms)"]:,.0f} to {_chunked["long prompt TTFT (ms)"]:,.0f} ms{" (chunks trade its TTFT for everyone else's smoothness)" if _later else ""}.
+    **Measured:** the longest step the decoding requests waited on computed {_one.largest_step_tokens:,} tokens without chunks
+    and {_chunked.largest_step_tokens:,} with them (the schedule, the same on any machine); {_gaps}; the long prompt's own TTFT
+    went from {_one.long_prompt_ttft_ms:,.0f} to {_chunked.long_prompt_ttft_ms:,.0f} ms{" (chunks trade its TTFT for everyone else's smoothness)" if _later else ""}.
 
     **What you should see.** *CPU, tiny:* the unchunked step holds every other request for the whole
-    {int(_one["long prompt tokens"])}-token prefill; chunks cap the stall near one chunk's time, and the long
+    {_one.long_prompt_tokens}-token prefill; chunks cap the stall near one chunk's time, and the long
     prompt's own first token comes a little later (more steps, each also carrying decode rows). Timings jitter
     with load. *GPU, Mistral 7B:* the same shape with the figures above: chunks of 512 tokens hold the others
     for about an eighth of the 4,096-token prefill each.
@@ -523,16 +513,13 @@ def _(model, tok):
 
 @app.cell
 def _(loaded, prefix_hits):
-    plots.table(pd.DataFrame([{"trace": t, "cache": k, **{c: v for c, v in r[k].items() if c not in ("hits", "lengths")},
-                               "same tokens both ways": r["same tokens"]}
-                              for t, r in prefix_hits.items() for k in ("radix", "hash")]),
-                f"measured: the readable engine on {loaded.label}, blocks of 16")
+    plots.table(tables.cache_hits_frame(prefix_hits), f"measured: the readable engine on {loaded.label}, blocks of 16")
     return
 
 
 @app.cell
 def _(loaded, prefix_hits):
-    figures.hit_rate_figure({f"{t}, {k}": r[k] for t, r in prefix_hits.items() for k in ("radix", "hash")},
+    figures.hit_rate_figure({f"{t}, {c.cache}": c for t, r in prefix_hits.items() for c in (r.radix, r.hash)},
                             f"measured: the readable engine's prefix caches, {loaded.model_name}'s tokenizer, blocks of 16")
     return
 
@@ -541,12 +528,12 @@ def _(loaded, prefix_hits):
 def _(edit, prefix_hits):
     _a = prefix_hits["agentic"]
     mo.md(f"""
-    **Measured:** the agentic trace reused {_a["radix"]["hit rate"]:.0%} of its prompt tokens with the radix
-    tree and {_a["hash"]["hit rate"]:.0%} with block hashes; the chat trace {prefix_hits["chat"]["radix"]["hit rate"]:.0%}
-    and {prefix_hits["chat"]["hash"]["hit rate"]:.0%}. The tree's extra hits are the tails that end inside a block — each
-    paid for with a block copy ({_a["radix"]["copy-on-write copies"]} copies). An **edit** at token {edit["edited position"]}
-    of a {edit["prompt tokens"]:,}-token prompt served before: the tree reused {edit["radix: reused tokens"]} tokens, the
-    hashes {edit["hash: reused tokens"]} — both stop at the edit (every later block's hash, every later node, depends on
+    **Measured:** the agentic trace reused {_a.radix.hit_rate:.0%} of its prompt tokens with the radix
+    tree and {_a.hash.hit_rate:.0%} with block hashes; the chat trace {prefix_hits["chat"].radix.hit_rate:.0%}
+    and {prefix_hits["chat"].hash.hit_rate:.0%}. The tree's extra hits are the tails that end inside a block — each
+    paid for with a block copy ({_a.radix.copy_on_write_copies} copies). An **edit** at token {edit.edited_position}
+    of a {edit.prompt_tokens:,}-token prompt served before: the tree reused {edit.radix_reused_tokens} tokens, the
+    hashes {edit.hash_reused_tokens} — both stop at the edit (every later block's hash, every later node, depends on
     it); the tree only gets the edited block's first tokens back.
 
     **What you should see.** The same on any device (this is bookkeeping): agentic prompts share most of
@@ -572,26 +559,26 @@ def _(loaded, model, w):
     _prefix = torch.randint(3, model.config.vocab_size, (w.prefix_tokens,), generator=_g).tolist()
     _suffixes = [torch.randint(3, model.config.vocab_size, (w.suffix_tokens,), generator=_g).tolist() for _ in range(4)]
     reuse = measure.prefix_ttft(model, _prefix, _suffixes)
-    plots.table(pd.DataFrame([reuse]), f"measured: the readable engine on {loaded.label}")
+    plots.table(tables.prefix_ttft_frame(reuse), f"measured: the readable engine on {loaded.label}")
     return (reuse,)
 
 
 @app.cell
 def _(loaded, reuse):
     figures.bars_figure(["cold: prefix + suffix", "warm: suffix over cached prefix"],
-                        [reuse["TTFT cold (ms)"], reuse["TTFT warm (ms)"]], "time to first token (ms)",
-                        f"prefix reuse: {reuse['prefix tokens']:,}-token prefix, {reuse['suffix tokens']}-token suffix, "
-                        f"{notebook.speedup_phrase(reuse['TTFT ratio'])}", loaded, colours=[figures.BASELINE, figures.MEASURED])
+                        [reuse.ttft_cold_ms, reuse.ttft_warm_ms], "time to first token (ms)",
+                        f"prefix reuse: {reuse.prefix_tokens:,}-token prefix, {reuse.suffix_tokens}-token suffix, "
+                        f"{notebook.speedup_phrase(reuse.ttft_ratio)}", loaded, colours=[figures.BASELINE, figures.MEASURED])
     return
 
 
 @app.cell(hide_code=True)
 def _(reuse):
-    _tokens = (reuse["prefix tokens"] + reuse["suffix tokens"]) / reuse["suffix tokens"]
+    _tokens = (reuse.prefix_tokens + reuse.suffix_tokens) / reuse.suffix_tokens
     mo.md(f"""
-    **Measured:** with the {reuse["prefix tokens"]:,}-token prefix in the cache, the time to first token was
-    {notebook.speedup_phrase(reuse["TTFT ratio"])} than prefilling everything ({reuse["TTFT ratio"]:.1f}× against a token ratio
-    of {_tokens:.1f}×), with the **same first token: {reuse["same first token"]}**.
+    **Measured:** with the {reuse.prefix_tokens:,}-token prefix in the cache, the time to first token was
+    {notebook.speedup_phrase(reuse.ttft_ratio)} than prefilling everything ({reuse.ttft_ratio:.1f}× against a token ratio
+    of {_tokens:.1f}×), with the **same first token: {reuse.same_first_token}**.
 
     **What you should see.** *CPU and GPU:* at most the token ratio (prefix + suffix) ÷ suffix — and less,
     because the suffix still attends to the whole prefix and a short step pays fixed costs; on a GPU a short
@@ -619,15 +606,15 @@ def _(loaded):
 @app.cell
 def _(loaded, model, tok):
     _ids = quality.eval_ids(tok, 300)
-    kvq_bytes = pd.DataFrame(kv_quant.bytes_rows(model, loaded.spec, _ids, loaded.dtype))
-    kvq_speed = pd.DataFrame(kv_quant.speed_rows(model, _ids))
-    plots.table(kvq_bytes, f"measured: {loaded.label}")
+    kvq_bytes = kv_quant.bytes_by_scheme(model, loaded.spec, _ids, loaded.dtype)
+    kvq_speed = kv_quant.speed_by_scheme(model, _ids)
+    plots.table(tables.kv_bytes_frame(kvq_bytes), f"measured: {loaded.label}")
     return kvq_bytes, kvq_speed
 
 
 @app.cell
 def _(kvq_speed, loaded):
-    plots.table(kvq_speed, f"measured: {loaded.label}")
+    plots.table(tables.kv_speed_frame(kvq_speed), f"measured: {loaded.label}")
     return
 
 
@@ -640,16 +627,15 @@ def _(loaded, quality_profile):
 
 @app.cell
 def _(qloaded):
-    kvq_quality = pd.DataFrame(kv_quant.quality_rows(
-        qloaded.model, quality.eval_ids(qloaded.tokenizer, 400, profile=qloaded.profile)))
-    plots.table(kvq_quality, f"measured: {qloaded.label}")
+    kvq_quality = kv_quant.quality_by_scheme(qloaded.model, quality.eval_ids(qloaded.tokenizer, 400, profile=qloaded.profile))
+    plots.table(tables.kv_quality_frame(kvq_quality), f"measured: {qloaded.label}")
     return (kvq_quality,)
 
 
 @app.cell
 def _(kvq_bytes, loaded):
-    figures.bars_figure(list(kvq_bytes["scheme"]), list(kvq_bytes["measured bytes"] / 1e3), "KV cache (kB, 10³ bytes)",
-                        f"KV cache of {int(kvq_bytes['tokens'].iloc[0])} tokens by scheme (measured)", loaded)
+    figures.bars_figure([r.scheme for r in kvq_bytes], [r.measured_bytes / 1e3 for r in kvq_bytes], "KV cache (kB, 10³ bytes)",
+                        f"KV cache of {kvq_bytes[0].tokens} tokens by scheme (measured)", loaded)
     return
 
 
@@ -659,20 +645,20 @@ def _(kvq_bytes, kvq_quality, trained):
     if _missing:
         _out = mo.md(f"**Not measured here:** {', '.join(_missing)} — {kv_quant.available(_missing[0])}.")
     else:
-        _b = kvq_bytes.set_index("scheme")
-        _exact = bool((_b["measured bytes"] == _b["formula bytes (all parts)"]).all())
+        _b = {r.scheme: r for r in kvq_bytes}
+        _exact = all(r.measured_bytes == r.formula_bytes for r in kvq_bytes)
         _proj_tokens = 4096
         _proj = kv_quant.projected_shares("mistral-7b-v0.1", _proj_tokens, "bf16")
-        _q = kvq_quality.set_index("scheme")
+        _q = {r.scheme: r for r in kvq_quality}
         _out = mo.md(f"""
         **Measured:** every scheme's cache matches the formula (`kv_quant.cache_bytes`: values, scales, residual)
-        **{"to the byte" if _exact else "NOT exactly"}**. Besides the values: fp8 {_b.loc["fp8", "scales & zero points bytes"]:,} bytes of scales; 4 and 2 bits
-        {_b.loc["4-bit", "scales & zero points bytes"]:,} bytes of scales and zero points plus
-        {_b.loc["4-bit", "full-precision residual bytes"]:,} bytes of not-yet-quantized tokens. The whole cache is
-        {_b.loc["fp8", "share of full precision"]:.0%}, {_b.loc["4-bit", "share of full precision"]:.0%} and
-        {_b.loc["2-bit", "share of full precision"]:.0%} of full precision. Top-1 agreement with the full-precision
-        cache: fp8 {_q.loc["fp8", "top-1 agreement"]:.0%}, 4-bit {_q.loc["4-bit", "top-1 agreement"]:.0%}, 2-bit
-        {_q.loc["2-bit", "top-1 agreement"]:.0%}{"" if trained else " (random weights: near-ties flip the top token, so these mean little)"}.
+        **{"to the byte" if _exact else "NOT exactly"}**. Besides the values: fp8 {_b["fp8"].metadata_bytes:,} bytes of scales; 4 and 2 bits
+        {_b["4-bit"].metadata_bytes:,} bytes of scales and zero points plus
+        {_b["4-bit"].residual_bytes:,} bytes of not-yet-quantized tokens. The whole cache is
+        {_b["fp8"].share_of_full:.0%}, {_b["4-bit"].share_of_full:.0%} and
+        {_b["2-bit"].share_of_full:.0%} of full precision. Top-1 agreement with the full-precision
+        cache: fp8 {_q["fp8"].top1_agreement:.0%}, 4-bit {_q["4-bit"].top1_agreement:.0%}, 2-bit
+        {_q["2-bit"].top1_agreement:.0%}{"" if trained else " (random weights: near-ties flip the top token, so these mean little)"}.
 
         **What you should see.** *CPU, tiny:* bytes shrink as computed; speed barely moves (or worsens: the
         (de)quantization is not fused into attention); quality falls with the bits, 2-bit most. The shares
@@ -722,18 +708,18 @@ def _(w):
 def _(k_pick, qloaded, w):
     spec_text = quality.eval_ids(qloaded.tokenizer, 160, profile=qloaded.profile)
     spec_context = len(spec_text) + w.decode_tokens // 2       # cached tokens at a typical step
-    spec_rows = measure.speculative_figures(qloaded.model, spec_text, w.decode_tokens, k=k_pick.value,
+    spec_rows = measure.speculative_runs(qloaded.model, spec_text, w.decode_tokens, k=k_pick.value,
                                             draft_layers=w.draft_layers)
-    spec_batch = measure.speculative_figures(qloaded.model, spec_text, w.decode_tokens, k=k_pick.value,
+    spec_batch = measure.speculative_runs(qloaded.model, spec_text, w.decode_tokens, k=k_pick.value,
                                              draft_layers=w.draft_layers, batch=8)
     library = speculative.speculate(qloaded.model, spec_text, w.decode_tokens, k=k_pick.value, prompt_lookup=True)
-    plots.table(pd.DataFrame(spec_rows + spec_batch), f"measured: the readable engine's loop on {qloaded.label}, greedy")
+    plots.table(tables.speculative_frame(spec_rows + spec_batch), f"measured: the readable engine's loop on {qloaded.label}, greedy")
     return library, spec_batch, spec_context, spec_rows, spec_text
 
 
 @app.cell
 def _(alpha_pick, k_pick, qloaded, spec_rows):
-    figures.expected_tokens_figure([r for r in spec_rows if r["k"]], alpha_pick.value, max(8, k_pick.value), qloaded)
+    figures.expected_tokens_figure([r for r in spec_rows if r.k], alpha_pick.value, max(8, k_pick.value), qloaded)
     return
 
 
@@ -758,11 +744,11 @@ def _():
 @app.cell
 def _(k_pick, qloaded, spec_context):
     # what verifying k drafts costs against a decode step: measured here, and computed for Mistral 7B on an H100
-    verify_here = pd.DataFrame([measure.verify_cost(qloaded.model, k_pick.value, spec_context, b) for b in (1, 8)])
-    verify_cost = pd.DataFrame([speculative.verify_step_ratio("mistral-7b-v0.1", k_pick.value, c, b)
-                                for c in (512, 4096) for b in (1, 16, 64, 256)])
-    mo.vstack([plots.table(verify_here, f"measured: the engine's runner on {qloaded.label}, fastest of 5"),
-               plots.table(verify_cost, "computed: helpers.serving.speculative.verify_step_ratio "
+    verify_here = [measure.verify_cost(qloaded.model, k_pick.value, spec_context, b) for b in (1, 8)]
+    verify_cost = [speculative.verify_step_ratio("mistral-7b-v0.1", k_pick.value, c, b)
+                   for c in (512, 4096) for b in (1, 16, 64, 256)]
+    mo.vstack([plots.table(tables.verify_frame(verify_here), f"measured: the engine's runner on {qloaded.label}, fastest of 5"),
+               plots.table(tables.verify_frame(verify_cost), "computed: helpers.serving.speculative.verify_step_ratio "
                                         "(helpers.cost.stepcost at the H100's roofline)")])
     return verify_cost, verify_here
 
@@ -771,35 +757,35 @@ def _(k_pick, qloaded, spec_context):
 def _(exact, library, qloaded, spec_batch, spec_context, spec_rows, trained, verify_cost, verify_here, w):
     _plain, _pl, _dm = spec_rows
     _pl8 = spec_batch[1]
-    _same = all(r["identical to plain"] for r in spec_rows + spec_batch)
+    _same = all(r.identical_to_plain for r in spec_rows + spec_batch)
     _exact = bool((exact["what comes out"] - exact["target p"]).abs().max() < 1e-12)
-    _v = verify_cost.set_index(["context", "batch"])["verify ÷ decode"]
-    _here = verify_here.set_index("batch")["verify ÷ decode"]
+    _v = {(c.context, c.batch): c.verify_over_decode for c in verify_cost}
+    _here = {c.batch: c.verify_over_decode for c in verify_here}
     _share = speculative.draft_step_share(qloaded.spec, w.draft_layers, spec_context, qloaded.dtype)
-    _first_compute = verify_cost[verify_cost["verify bound by"] == "compute"]
-    _turn = (f"at {int(_first_compute.iloc[0]['context']):,} tokens of context it turns compute-bound by batch "
-             f"{int(_first_compute.iloc[0]['batch'])} (verify {_first_compute.iloc[0]['verify ÷ decode']:.2f}× a decode step)"
-             if len(_first_compute) else "it stays memory-bound in every row")
+    _first_compute = [c for c in verify_cost if c.verify_bound == "compute"]
+    _turn = (f"at {_first_compute[0].context:,} tokens of context it turns compute-bound by batch "
+             f"{_first_compute[0].batch} (verify {_first_compute[0].verify_over_decode:.2f}× a decode step)"
+             if _first_compute else "it stays memory-bound in every row")
 
     def _pays(tokens, ratio):
         return "can pay" if tokens > ratio else "cannot pay"
 
     mo.md(f"""
-    **Measured:** prompt lookup made **{_pl["tokens per target pass"]:.2f} tokens per target pass**
-    ({_pl["target passes"]} passes for {w.decode_tokens} tokens; transformers' assisted generation with the same rule,
-    *the library's version*: {library["target passes"]} passes{", the same" if library["target passes"] == _pl["target passes"] else ""}),
-    {notebook.speedup_phrase(_pl["wall-clock speed-up"])} on the wall clock alone and
-    {notebook.speedup_phrase(_pl8["wall-clock speed-up"])} at batch 8; the early-exit draft ({w.draft_layers} of
-    {qloaded.model.config.num_hidden_layers} layers) {_dm["tokens per target pass"]:.2f} tokens per pass,
-    {notebook.speedup_phrase(_dm["wall-clock speed-up"])} alone. Output identical to plain decoding in every run:
+    **Measured:** prompt lookup made **{_pl.tokens_per_pass:.2f} tokens per target pass**
+    ({_pl.target_passes} passes for {w.decode_tokens} tokens; transformers' assisted generation with the same rule,
+    *the library's version*: {library.target_passes} passes{", the same" if library.target_passes == _pl.target_passes else ""}),
+    {notebook.speedup_phrase(_pl.speedup)} on the wall clock alone and
+    {notebook.speedup_phrase(_pl8.speedup)} at batch 8; the early-exit draft ({w.draft_layers} of
+    {qloaded.model.config.num_hidden_layers} layers) {_dm.tokens_per_pass:.2f} tokens per pass,
+    {notebook.speedup_phrase(_dm.speedup)} alone. Output identical to plain decoding in every run:
     **{_same}**. The enumeration above: what comes out of one accept step equals the target's p
     **{"exactly" if _exact else "NOT exactly"}** — rejection sampling loses nothing (the tests repeat it on a model with a
     seeded goodness-of-fit test).{"" if trained else " (Random weights: the draft agrees almost never.)"}
 
     Why the wall clock says what it says: a round costs one verify pass, and here a pass of k + 1 rows per request
-    cost **{_here.loc[1]:.2f}×** a one-row decode step alone and {_here.loc[8]:.2f}× at batch 8 (measured above). Prompt
-    lookup drafts for free, so at {_pl["tokens per target pass"]:.2f} tokens per pass it {_pays(_pl["tokens per target pass"], _here.loc[1])}
-    alone and {_pays(_pl["tokens per target pass"], _here.loc[8])} at batch 8 on this machine; the early exit also pays
+    cost **{_here[1]:.2f}×** a one-row decode step alone and {_here[8]:.2f}× at batch 8 (measured above). Prompt
+    lookup drafts for free, so at {_pl.tokens_per_pass:.2f} tokens per pass it {_pays(_pl.tokens_per_pass, _here[1])}
+    alone and {_pays(_pl.tokens_per_pass, _here[8])} at batch 8 on this machine; the early exit also pays
     its k draft steps, each reading {_share:.0%} of what a target step reads (`speculative.draft_step_share`: the
     {qloaded.model.config.vocab_size:,}-word output head is most of the tiny model).
 
@@ -809,7 +795,7 @@ def _(exact, library, qloaded, spec_batch, spec_context, spec_rows, trained, ver
     matrix product, and on a busy machine the two differ by more than the rows (the measured ratio changes from
     run to run), so the speed-up can flip. *GPU, Mistral 7B:* a decode step is bound by reading the weights and the
     cache, so a verify pass of k + 1 tokens costs about one decode step — at batch 1 each accepted token is nearly
-    free (verify ÷ decode {_v.loc[(512, 1)]:.2f} at 512 tokens, computed). Batching spends the same spare arithmetic:
+    free (verify ÷ decode {_v[(512, 1)]:.2f} at 512 tokens, computed). Batching spends the same spare arithmetic:
     {_turn}, and past that point every rejected draft costs real compute; at 4,096 tokens the cache reads keep even
     large batches memory-bound. With a separately trained small draft, Leviathan et al. (ICML 2023) report 2–3× at
     batch 1.
@@ -847,28 +833,28 @@ def _():
 @app.cell(hide_code=True)
 def _(fit, on_off, prefix_hits, reuse, served, spec_rows):
     _seq = served["sequential"].tokens_per_s
-    _best = max(spec_rows[1:], key=lambda r: r["wall-clock speed-up"])
-    _lossless = all(r["identical to plain"] for r in spec_rows)
-    _won = (f"best here {_best['drafter']}, {_best['tokens per target pass']:.2f} tokens per target pass, "
-            f"{notebook.speedup_phrase(_best['wall-clock speed-up'])} on the wall clock" if _best["wall-clock speed-up"] > 1
-            else f"neither drafter beat plain decoding on the wall clock here (the closer: {_best['drafter']}, "
-                 f"{notebook.speedup_phrase(_best['wall-clock speed-up'])}, at {_best['tokens per target pass']:.2f} tokens per pass)")
+    _best = max(spec_rows[1:], key=lambda r: r.speedup)
+    _lossless = all(r.identical_to_plain for r in spec_rows)
+    _won = (f"best here {_best.drafter}, {_best.tokens_per_pass:.2f} tokens per target pass, "
+            f"{notebook.speedup_phrase(_best.speedup)} on the wall clock" if _best.speedup > 1
+            else f"neither drafter beat plain decoding on the wall clock here (the closer: {_best.drafter}, "
+                 f"{notebook.speedup_phrase(_best.speedup)}, at {_best.tokens_per_pass:.2f} tokens per pass)")
     mo.md(f"""
     ## Takeaways
 
-    - **The KV cache** turns quadratic work into linear: {on_off["tokens processed without cache"]:,} tokens run
-      through the model without it, {on_off["tokens processed with cache"]:,} with;
-      {"the same tokens out" if on_off["identical tokens"] else "**different tokens out** (near-ties)"}.
-    - **Paging** stores what sequences hold, not what they might: {fit["ratio"]:.1f}× as many sequences fit in
+    - **The KV cache** turns quadratic work into linear: {on_off.tokens_without_cache:,} tokens run
+      through the model without it, {on_off.tokens_with_cache:,} with;
+      {"the same tokens out" if on_off.identical_tokens else "**different tokens out** (near-ties)"}.
+    - **Paging** stores what sequences hold, not what they might: {fit.ratio:.1f}× as many sequences fit in
       the same memory here; the engine's cache is a tensor of blocks read through each request's table.
     - **Continuous batching** fills freed slots at once: {served["continuous"].tokens_per_s / _seq:.1f}× (transformers)
       and {served["engine"].tokens_per_s / _seq:.1f}× (the readable engine) the throughput of serving one after
       another, against {served["static"].tokens_per_s / _seq:.1f}× for static batches. A token budget with chunked
       prefill keeps a long prompt from stalling the others; preemption trades recomputation for memory.
-    - **Prefix caching** pays where prompts share prefixes — {prefix_hits["agentic"]["radix"]["hit rate"]:.0%} of the
-      agentic trace's prompt tokens (radix tree; {prefix_hits["agentic"]["hash"]["hit rate"]:.0%} with block hashes),
-      {prefix_hits["chat"]["radix"]["hit rate"]:.0%} of the chat trace's — and a hit made the time to first token
-      {notebook.speedup_phrase(reuse["TTFT ratio"])} here.
+    - **Prefix caching** pays where prompts share prefixes — {prefix_hits["agentic"].radix.hit_rate:.0%} of the
+      agentic trace's prompt tokens (radix tree; {prefix_hits["agentic"].hash.hit_rate:.0%} with block hashes),
+      {prefix_hits["chat"].radix.hit_rate:.0%} of the chat trace's — and a hit made the time to first token
+      {notebook.speedup_phrase(reuse.ttft_ratio)} here.
     - **KV-cache quantization** buys memory (users, context) at a quality cost to measure; speed needs fused kernels.
     - **Speculative decoding** {"kept the target's output exactly" if _lossless else "changed the output here (near-ties)"}
       and pays only when drafts are cheap, often right, and the verify pass stays memory-bound: {_won}.

@@ -20,15 +20,6 @@ HEAVY = ("torch", "transformers", "matplotlib", "bitsandbytes", "marimo")
 # The one formula that asks transformers for an architecture (built on the meta device, no weights).
 HEAVY_ALLOWED = {("helpers.cost.specs", "torch"), ("helpers.cost.specs", "transformers")}
 
-# What the layering has not reached yet; each entry is a defect to remove, and the test fails when one
-# is gone but still listed (so the lists only shrink).
-KNOWN_UPWARD: set[tuple[str, str]] = {
-    ("helpers.decoding.regimes", "helpers.decoding.views"),
-}
-KNOWN_CYCLES: set[frozenset[str]] = {
-    frozenset({"helpers.decoding.regimes", "helpers.decoding.views"}),
-}
-KNOWN_HEAVY_FORMULAS: set[tuple[str, str]] = set()
 
 
 def module_name(path: Path) -> str:
@@ -87,8 +78,7 @@ def test_architecture_names_every_module_and_only_those():
 def test_no_module_imports_a_layer_above_its_own():
     named = layers()
     upward = {(n, t) for n, (inside, _) in GRAPH.items() for t in inside if RANK[named[t]] > RANK[named[n]]}
-    assert sorted(upward - KNOWN_UPWARD) == [], "imports from a lower layer up (ARCHITECTURE.md: the rule)"
-    assert sorted(KNOWN_UPWARD - upward) == [], "fixed: take these out of KNOWN_UPWARD"
+    assert sorted(upward) == [], "imports from a lower layer up (ARCHITECTURE.md: the rule)"
 
 
 def strongly_connected() -> list[frozenset[str]]:
@@ -124,17 +114,14 @@ def strongly_connected() -> list[frozenset[str]]:
 
 
 def test_no_import_cycle():
-    cycles = set(strongly_connected())
-    assert [sorted(c) for c in cycles - KNOWN_CYCLES] == [], "import cycles"
-    assert [sorted(c) for c in KNOWN_CYCLES - cycles] == [], "fixed: take these out of KNOWN_CYCLES"
+    assert [sorted(c) for c in strongly_connected()] == [], "import cycles"
 
 
 def test_the_formulas_import_neither_torch_nor_matplotlib():
     named = layers()
     heavy = {(n, pkg) for n, (_, outside) in GRAPH.items() if named[n] == "cost"
              for pkg in outside if pkg in HEAVY} - HEAVY_ALLOWED
-    assert sorted(heavy - KNOWN_HEAVY_FORMULAS) == []
-    assert sorted(KNOWN_HEAVY_FORMULAS - heavy) == [], "fixed: take these out of KNOWN_HEAVY_FORMULAS"
+    assert sorted(heavy) == [], "a formula imports a heavy library (ARCHITECTURE.md: the rule)"
 
 
 def test_importing_every_formula_loads_no_torch_or_matplotlib():

@@ -17,10 +17,10 @@ def test_work_without_cache_by_hand():
 
 def test_kv_cache_is_lossless_and_the_work_is_quadratic(tiny):
     r = kv_cache.cache_on_off(tiny.model, torch.tensor([quality.eval_ids(tiny.tokenizer, 16)]), 12)
-    assert r["identical tokens"]
-    assert r["tokens processed without cache"] == kv_cache.work_without_cache(r["prompt tokens"], 12)
-    assert r["tokens processed with cache"] == r["prompt tokens"] + 11
-    assert [x["tokens processed without cache"] for x in r["rows"]] == list(range(r["prompt tokens"], r["prompt tokens"] + 12))
+    assert r.identical_tokens
+    assert r.tokens_without_cache == kv_cache.work_without_cache(r.prompt_tokens, 12)
+    assert r.tokens_with_cache == r.prompt_tokens + 11
+    assert [x.tokens_without_cache for x in r.steps] == list(range(r.prompt_tokens, r.prompt_tokens + 12))
 
 
 def test_continuous_batching_gives_the_sequential_greedy_tokens(tiny):
@@ -98,10 +98,10 @@ def test_static_batches_and_slot_timeline(tiny):
     # in each batch the shorter request's slot idles until the longer one finishes
     assert sum(s["idle_until_s"] > s["finish_s"] for s in segs) == 2
     pad = batching.padding_tokens(reqs, 2)
-    assert pad["prompt padding tokens"] == (9 - 5) + (12 - 7)
-    assert pad["finished rows' decode steps"] == (4 - 2) + (6 - 3)
+    assert pad.padding_tokens == (9 - 5) + (12 - 7)
+    assert pad.finished_rows_steps == (4 - 2) + (6 - 3)
     # rows computed: 2 × (9 + 4 − 1) + 2 × (12 + 6 − 1) = 58, of which useful (5 + 9 + 3 + 1) + (12 + 7 + 5 + 2) = 44
-    assert pad["useful tokens"] == 44 and pad["wasted share"] == pytest.approx(14 / 58)
+    assert pad.useful_tokens == 44 and pad.wasted_share == pytest.approx(14 / 58)
     with pytest.raises(ValueError, match="batch_size"):
         batching.serve_static(tiny.model, reqs, 0)
 
@@ -110,30 +110,30 @@ def test_prefix_reuse_gives_the_same_next_token(tiny):
     g = torch.Generator().manual_seed(0)
     r = prefix_reuse.prefix_reuse(tiny.model, torch.randint(3, 32000, (200,), generator=g),
                                   torch.randint(3, 32000, (8,), generator=g), repeats=1)
-    assert r["same next token"] and r["max |logit difference|"] < 1e-3
-    assert r["prefix tokens"] == 200 and r["suffix tokens"] == 8
+    assert r.same_next_token and r.max_logit_difference < 1e-3
+    assert r.prefix_tokens == 200 and r.suffix_tokens == 8
 
 
 def test_quantized_cache_bytes_match_the_formula_and_the_tensors(tiny):
     spec = tiny.spec
     ids = quality.eval_ids(tiny.tokenizer, 100)
-    rows = {r["scheme"]: r for r in kv_quant.bytes_rows(tiny.model, spec, ids, "fp32")}
+    rows = {r.scheme: r for r in kv_quant.bytes_by_scheme(tiny.model, spec, ids, "fp32")}
     tokens = len(ids) + 1
     # by hand: 4 layers × 2 (K, V) × 2 KV heads × 32 head_dim = 512 values per token
-    assert rows["full precision"]["measured bytes"] == tokens * 512 * 4 == memory.kv_cache_bytes(spec, tokens, dtype="fp32")
-    assert rows["fp8"]["measured values bytes"] == tokens * 512 == rows["fp8"]["formula bytes (values)"]
-    assert rows["fp8"]["scales & zero points bytes"] == 4 * 2 * 4        # one fp32 scale per K and V tensor
+    assert rows["full precision"].measured_bytes == tokens * 512 * 4 == memory.kv_cache_bytes(spec, tokens, dtype="fp32")
+    assert rows["fp8"].measured_values_bytes == tokens * 512 == rows["fp8"].formula_values_bytes
+    assert rows["fp8"].metadata_bytes == 4 * 2 * 4        # one fp32 scale per K and V tensor
     for scheme, bits in (("4-bit", 4), ("2-bit", 2)):
         r = rows[scheme]
         quantized = tokens - 1                # the prompt was quantized; the decoded token waits in the residual
-        assert r["measured values bytes"] == quantized * 512 * bits // 8 == r["formula bytes (values)"]
-        assert r["full-precision residual bytes"] == 1 * 512 * 4
+        assert r.measured_values_bytes == quantized * 512 * bits // 8 == r.formula_values_bytes
+        assert r.residual_bytes == 1 * 512 * 4
         # optimum-quanto: an fp32 scale and shift per group of 64 values
-        assert r["scales & zero points bytes"] == quantized * 512 // 64 * 2 * 4
-        assert r["measured bytes"] == r["measured values bytes"] + r["scales & zero points bytes"] + r["full-precision residual bytes"]
+        assert r.metadata_bytes == quantized * 512 // 64 * 2 * 4
+        assert r.measured_bytes == r.measured_values_bytes + r.metadata_bytes + r.residual_bytes
     for r in rows.values():                   # the formula with every part is the real cache to the byte
-        assert r["formula bytes (all parts)"] == r["measured bytes"], r["scheme"]
-    with pytest.raises(ValueError, match="allowed: full precision, fp8, 4-bit, 2-bit"):
+        assert r.formula_bytes == r.measured_bytes, r.scheme
+    with pytest.raises(ValueError, match="must be one of full precision, fp8, 4-bit, 2-bit"):
         kv_quant.make_cache(tiny.model, "3-bit")
 
 
@@ -144,12 +144,12 @@ def test_quantized_cache_formula_holds_for_a_bf16_model(tiny):
 
     m = copy.deepcopy(tiny.model).to(torch.bfloat16)
     ids = quality.eval_ids(tiny.tokenizer, 100)
-    rows = {r["scheme"]: r for r in kv_quant.bytes_rows(m, tiny.spec, ids, "bf16")}
+    rows = {r.scheme: r for r in kv_quant.bytes_by_scheme(m, tiny.spec, ids, "bf16")}
     quantized = len(ids)                                      # the decoded token waits in the residual
-    assert rows["fp8"]["scales & zero points bytes"] == 4 * 2 * 4
-    assert rows["4-bit"]["scales & zero points bytes"] == quantized * 512 // 64 * 2 * 2
+    assert rows["fp8"].metadata_bytes == 4 * 2 * 4
+    assert rows["4-bit"].metadata_bytes == quantized * 512 // 64 * 2 * 2
     for r in rows.values():
-        assert r["formula bytes (all parts)"] == r["measured bytes"], r["scheme"]
+        assert r.formula_bytes == r.measured_bytes, r.scheme
 
 
 def test_projected_kv_shares_for_mistral_in_bf16():
@@ -167,16 +167,16 @@ def test_projected_kv_shares_for_mistral_in_bf16():
     assert 3.4 < 1 / shares["4-bit"] < 3.6 and 5.7 < 1 / shares["2-bit"] < 6.0
     with pytest.raises(ValueError, match="residual_tokens"):
         kv_quant.cache_bytes("mistral-7b-v0.1", 10, "bf16", "4-bit", residual_tokens=11)
-    with pytest.raises(ValueError, match="allowed"):
+    with pytest.raises(ValueError, match="KV-cache scheme must be one of"):
         kv_quant.cache_bytes("mistral-7b-v0.1", 10, "bf16", "3-bit")
 
 
 def test_quantized_cache_quality_degrades_with_fewer_bits(tiny):
-    rows = {r["scheme"]: r for r in kv_quant.quality_rows(tiny.model, quality.eval_ids(tiny.tokenizer, 120),
+    rows = {r.scheme: r for r in kv_quant.quality_by_scheme(tiny.model, quality.eval_ids(tiny.tokenizer, 120),
                                                             prefill=32, chunk=16)}
-    assert rows["fp8"]["positions"] == 120 - 32
-    assert 0 <= rows["fp8"]["KL mean (nats)"] < rows["2-bit"]["KL mean (nats)"]
-    assert rows["4-bit"]["KL mean (nats)"] < rows["2-bit"]["KL mean (nats)"]
+    assert rows["fp8"].positions == 120 - 32
+    assert 0 <= rows["fp8"].kl_mean_nats < rows["2-bit"].kl_mean_nats
+    assert rows["4-bit"].kl_mean_nats < rows["2-bit"].kl_mean_nats
 
 
 def test_expected_tokens_per_pass_by_hand():
@@ -190,18 +190,18 @@ def test_expected_tokens_per_pass_by_hand():
 def test_acceptance_model_on_worked_rounds():
     # one round kept all 4, one rejected the first: 4 accepted, 1 rejection, 5 checked -> α = 0.8
     fit = speculative.acceptance_model([(4, 4), (4, 0)])
-    assert (fit["rejections"], fit["alpha"]) == (1, pytest.approx(0.8))
-    assert fit["expected"] == pytest.approx(1 + 0.8 + 0.64 + 0.512 + 0.4096)   # eq. 1 at k = 4: 3.3616
-    assert fit["measured"] == pytest.approx((4 + 2) / 2)
+    assert (fit.rejections, fit.alpha) == (1, pytest.approx(0.8))
+    assert fit.expected == pytest.approx(1 + 0.8 + 0.64 + 0.512 + 0.4096)   # eq. 1 at k = 4: 3.3616
+    assert fit.measured == pytest.approx((4 + 2) / 2)
     # the acceptance rate (accepted ÷ drafted) expected at α = 0.8, k = 4: 59 %, not 80 % (module docstring)
     assert (speculative.expected_tokens_per_pass(0.8, 4) - 1) / 4 == pytest.approx(0.5904)
     # rounds without a draft (prompt lookup found no n-gram) yield one token and count no rejection
     empty = speculative.acceptance_model([(0, 0), (0, 0), (2, 1)])
-    assert (empty["rejections"], empty["alpha"]) == (1, pytest.approx(0.5))
-    assert empty["expected"] == pytest.approx((1 + 1 + (1 + 0.5 + 0.25)) / 3) and empty["measured"] == pytest.approx(4 / 3)
+    assert (empty.rejections, empty.alpha) == (1, pytest.approx(0.5))
+    assert empty.expected == pytest.approx((1 + 1 + (1 + 0.5 + 0.25)) / 3) and empty.measured == pytest.approx(4 / 3)
     # each round at its own draft length: a short last round is not held to k
     short = speculative.acceptance_model([(4, 4), (1, 1)])
-    assert short["alpha"] == 1.0 and short["expected"] == pytest.approx((5 + 2) / 2) == short["measured"]
+    assert short.alpha == 1.0 and short.expected == pytest.approx((5 + 2) / 2) == short.measured
     for bad in ([], [(2, 3)], [(-1, 0)]):
         with pytest.raises(ValueError):
             speculative.acceptance_model(bad)
@@ -211,12 +211,12 @@ def test_fit_sentence_follows_its_rule():
     assert "within 15%" in speculative.fit_sentence(3.0, 3.3616)
     # all or nothing, k = 16: α = 16/17, independence predicts a rejection in 1 − α^16 = 62 % of rounds, half had one
     clustered = speculative.acceptance_model([(16, 16), (16, 0)])
-    assert clustered["measured"] == 9.0 and clustered["expected"] == pytest.approx(10.93, abs=0.01)
-    assert "cluster" in speculative.fit_sentence(clustered["measured"], clustered["expected"])
+    assert clustered.measured == 9.0 and clustered.expected == pytest.approx(10.93, abs=0.01)
+    assert "cluster" in speculative.fit_sentence(clustered.measured, clustered.expected)
     # 3 of 4 every round, then a rejection: α = 0.75, every round rejects where 68 % would
     regular = speculative.acceptance_model([(4, 3)] * 4)
-    assert regular["measured"] == 4.0 and regular["expected"] == pytest.approx(3.05, abs=0.01)
-    assert "similar part" in speculative.fit_sentence(regular["measured"], regular["expected"])
+    assert regular.measured == 4.0 and regular.expected == pytest.approx(3.05, abs=0.01)
+    assert "similar part" in speculative.fit_sentence(regular.measured, regular.expected)
     with pytest.raises(ValueError):
         speculative.fit_sentence(1.0, 0.0)
 
@@ -224,15 +224,15 @@ def test_fit_sentence_follows_its_rule():
 @pytest.mark.parametrize("kw", [{"draft_layers": 2}, {"prompt_lookup": True}], ids=["draft", "lookup"])
 def test_speculative_decoding_is_lossless_and_counted(tiny, kw):
     r = speculative.speculate(tiny.model, quality.eval_ids(tiny.tokenizer, 60), 20, k=3, **kw)
-    assert r["identical to greedy"] and r["new tokens"] == 20
-    assert r["plain target passes"] == 20                       # one per token without speculation
-    assert 0 <= r["accepted"] <= r["drafted"]
+    assert r.identical_to_greedy and r.new_tokens == 20
+    assert r.plain_target_passes == 20                       # one per token without speculation
+    assert 0 <= r.accepted <= r.drafted
     # every target pass yields its accepted tokens plus one of its own
-    assert r["target passes"] + r["accepted"] == 20
-    assert r["tokens per target pass"] == pytest.approx(20 / r["target passes"])
+    assert r.target_passes + r.accepted == 20
+    assert r.tokens_per_pass == pytest.approx(20 / r.target_passes)
     # checked tokens never exceed drafted ones: α per checked token ≥ the share of drafted tokens kept
-    assert r["rejections"] <= r["rounds"]
-    assert r["per-token acceptance α (accepted ÷ checked)"] >= r["acceptance rate (accepted ÷ drafted)"]
+    assert r.rejections <= r.rounds
+    assert r.alpha >= r.acceptance_rate
 
 
 def test_draft_model_shares_the_target_weights(tiny):
@@ -256,9 +256,9 @@ def test_speculate_takes_an_explicit_draft_and_gives_its_config_back(tiny):
     r = speculative.speculate(tiny.model, ids, 20, k=3, draft=d)
     assert d.generation_config is before
     by_layers = speculative.speculate(tiny.model, ids, 20, k=3, draft_layers=2)
-    for key in ("new tokens", "drafted", "accepted", "rounds", "target passes", "identical to greedy"):
-        assert r[key] == by_layers[key], key
-    assert r["accepted"] + r["target passes"] == 20 and r["rounds"] == r["target passes"]
+    for key in ("new_tokens", "drafted", "accepted", "rounds", "target_passes", "identical_to_greedy"):
+        assert getattr(r, key) == getattr(by_layers, key), key
+    assert r.accepted + r.target_passes == 20 and r.rounds == r.target_passes
 
 
 def test_chunked_prefill_splits_the_long_prompt_by_the_token_budget(tiny):
@@ -296,12 +296,14 @@ def test_quality_profile_is_trained_weights_whenever_offered(monkeypatch):
 
 
 def test_speculative_figure_draws_each_drafter_measured_beside_expected():
+    from types import SimpleNamespace
+
     from helpers.serving import figures
 
-    rows = [{"drafter": "draft model (2 of 4 layers)", "tokens per target pass": 3.0,
-             "expected tokens per pass (1−α^(k+1))/(1−α)": 2.61, "wall-clock speed-up": 0.6},
-            {"drafter": "prompt lookup (n-gram ≤ 3)", "tokens per target pass": 3.2,
-             "expected tokens per pass (1−α^(k+1))/(1−α)": 3.5, "wall-clock speed-up": 1.6}]
+    rows = [SimpleNamespace(drafter="draft model (2 of 4 layers)", tokens_per_pass=3.0, expected_tokens_per_pass=2.61,
+                            speedup=0.6),
+            SimpleNamespace(drafter="prompt lookup (n-gram ≤ 3)", tokens_per_pass=3.2, expected_tokens_per_pass=3.5,
+                            speedup=1.6)]
     fig = figures.speculative_figure(rows, "measured: test")
     passes, clock = fig.axes[:2]
     assert sorted((round(p.get_x() + p.get_width() / 2, 2), p.get_height()) for p in passes.patches) == [
@@ -334,17 +336,17 @@ def test_prefix_reuse_keeps_the_copy_in_when_it_is_most_of_the_warm_time(tiny, m
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(3, 32000, (40,), generator=g)
     r = prefix_reuse.prefix_reuse(tiny.model, ids[:32], ids[32:], repeats=1)
-    assert not r["copy taken out"] and r["TTFT ratio"] == pytest.approx(10.0)
+    assert not r.copy_taken_out and r.ttft_ratio == pytest.approx(10.0)
     times = iter([0.100, 0.005, 0.015])
     r = prefix_reuse.prefix_reuse(tiny.model, ids[:32], ids[32:], repeats=1)
-    assert r["copy taken out"] and r["TTFT ratio"] == pytest.approx(10.0) and r["TTFT warm, suffix only (ms)"] == pytest.approx(10.0)
+    assert r.copy_taken_out and r.ttft_ratio == pytest.approx(10.0) and r.ttft_warm_ms == pytest.approx(10.0)
 
 
 def test_speedup_by_bytes_worked():
     # 3 tokens a pass, 3.8 drafted at 85 % of a target step each: a pass costs 1 + 3.23 = 4.23 steps -> 0.709×
     r = speculative.speedup_by_bytes(3.0, 3.8, 0.85)
-    assert r["pass cost (target steps)"] == pytest.approx(4.23) and r["predicted speed-up"] == pytest.approx(3 / 4.23)
-    assert speculative.speedup_by_bytes(5.0, 4, 0.0)["predicted speed-up"] == 5.0      # free drafts: tokens per pass
+    assert r.pass_cost_steps == pytest.approx(4.23) and r.predicted_speedup == pytest.approx(3 / 4.23)
+    assert speculative.speedup_by_bytes(5.0, 4, 0.0).predicted_speedup == 5.0      # free drafts: tokens per pass
     with pytest.raises(ValueError, match="tokens_per_pass"):
         speculative.speedup_by_bytes(0.5, 4, 0.3)
     with pytest.raises(ValueError, match="draft_share"):

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from helpers.serving.blocks import (BlockAllocator, ContiguousPool, OutOfBlocks, fit_counts, sim_requests,
+from helpers.serving.blocks import (BlockAllocator, ContiguousPool, FitCounts, OutOfBlocks, fit_counts, sim_requests,
                                     simulate)
 
 
@@ -116,7 +116,7 @@ def test_contiguous_pool_strands_free_slots_in_small_holes():
 def test_fit_counts_by_hand():
     # 3 requests of prompt 10 and output 6, max 54: contiguous reserves 64 each, paged 16 tokens = 1 block of 16
     reqs = sim_requests([10, 10, 10], [6, 6, 6], max_tokens=54)
-    assert fit_counts(reqs, 128, block_size=16) == {"contiguous": 2, "paged": 3, "ratio": 1.5}
+    assert fit_counts(reqs, 128, block_size=16) == FitCounts(contiguous=2, paged=3, ratio=1.5)
 
 
 def test_simulation_paged_runs_more_at_once_and_wastes_less():
@@ -127,15 +127,15 @@ def test_simulation_paged_runs_more_at_once_and_wastes_less():
     cont = simulate(reqs, 1024, "contiguous")
     paged = simulate(reqs, 1024, "paged", block_size=16)
     c, p = cont.summary(), paged.summary()
-    assert p["mean sequences running"] > c["mean sequences running"]
+    assert p.mean_running > c.mean_running
     assert paged.steps < cont.steps
     assert all(r["internal waste"] < 16 * r["running"] for r in paged.rows)   # < one block per sequence
     assert all(r["reserved"] <= 1024 for r in cont.rows + paged.rows)
     # every request ran to completion: total decode writes = total output tokens
     assert sum(r["running"] for r in paged.rows) == sum(r.output_tokens for r in reqs)
     assert sum(r["running"] for r in cont.rows) == sum(r.output_tokens for r in reqs)
-    assert p["used share of reserved"] > c["used share of reserved"]
-    assert math.isclose(c["mean internal waste (slots)"], c["mean slots reserved"] - c["mean slots used by tokens"])
+    assert p.used_share_of_reserved > c.used_share_of_reserved
+    assert math.isclose(c.mean_internal_waste, c.mean_reserved_slots - c.mean_used_slots)
 
 
 def test_bench_paged_fit_on_the_chat_trace(tiny):
@@ -161,8 +161,8 @@ def test_bench_paged_fit_on_the_chat_trace(tiny):
             break
         room -= need
         paged += 1
-    assert fit == {"contiguous": contiguous, "paged": paged, "ratio": paged / contiguous}
-    assert fit["ratio"] > 1
+    assert fit == FitCounts(contiguous, paged, paged / contiguous)
+    assert fit.ratio > 1
     assert measured.workload("mistral-7b").slots > w.slots
 
 
@@ -281,5 +281,5 @@ def test_speculative_arithmetic_refuses_non_finite_and_wrong_typed_values():
 def test_kv_quant_scheme_of_the_wrong_type_is_a_value_error():
     from helpers.serving import kv_quant
 
-    with pytest.raises(ValueError, match="unknown KV-cache scheme"):
+    with pytest.raises(ValueError, match="KV-cache scheme must be one of"):
         kv_quant.cache_bytes("mistral-7b-v0.1", 100, "bf16", ["4-bit"])                  # was TypeError: unhashable

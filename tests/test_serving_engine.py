@@ -162,8 +162,8 @@ def test_speculative_greedy_equals_generate_with_transformers_pass_counts(tiny):
                                    drafter=drafter)
         theirs = assisted.speculate(tiny.model, text, 16, k=4, **kw)
         assert res.outputs == [want]
-        assert res.target_passes == theirs["target passes"], drafter.name
-        assert sum(a for _, a in res.rounds) == theirs["accepted"]
+        assert res.target_passes == theirs.target_passes, drafter.name
+        assert sum(a for _, a in res.rounds) == theirs.accepted
 
 
 def test_rejection_sampling_gives_the_target_distribution_exactly():
@@ -258,19 +258,19 @@ def test_measurements_report_what_the_engine_did(micro):
     from helpers.serving.naive import Request as ServeRequest
 
     rows = measure.chunked_prefill(micro, [[1, 2, 3]] * 2, list(range(8)) * 8, 6, 2, [80, 18], repeats=1)
-    assert [r["prefill steps"] for r in rows] == [1, math.ceil(64 / 16)]     # 18 tokens a step, less 2 decodes
+    assert [r.prefill_steps for r in rows] == [1, math.ceil(64 / 16)]     # 18 tokens a step, less 2 decodes
     ttft = measure.prefix_ttft(micro, [3] * 40, [[1, 2], [2, 1], [4, 4]], block_size=4)
-    assert ttft["cached tokens per warm request"] == [40, 40] and ttft["same first token"]
+    assert ttft.cached_tokens_per_warm_request == [40, 40] and ttft.same_first_token
     edit = measure.edit_hits(micro, [1, 2, 3, 4, 5, 6, 7] * 6, 22, block_size=4)
-    assert edit["radix: reused tokens"] == 22 and edit["hash: reused tokens"] == 20
+    assert edit.radix_reused_tokens == 22 and edit.hash_reused_tokens == 20
     reqs = [ServeRequest(i, tuple([1 + i, 2, 3] * (i + 1)), 4) for i in range(5)]
     res, e = measure.serve(micro, reqs, EngineArgs(block_size=4, max_num_seqs=2, max_batch_tokens=8))
     tl = measure.timeline(e.log)
     assert {r["request"] for r in tl} == set(range(5)) and sum(r["state"] == "decode" for r in tl) == 5 * 3
     summary = measure.log_summary(e, res)
-    assert summary["steps"] == len(e.log) and summary["requests"] == 5 and summary["preemptions"] == 0
+    assert summary.steps == len(e.log) and summary.requests == 5 and summary.preemptions == 0
     same = measure.identical_to_generate(micro, [list(r.prompt) for r in reqs], 5)
-    assert same["identical"] and same["identical requests"] == 5
+    assert same.identical and same.identical_requests == 5
 
 
 def test_runner_logits_equal_transformers_on_a_mixed_batch(micro):
@@ -300,9 +300,9 @@ def test_verify_step_ratio_worked_by_hand():
 
     one = verify_step_ratio("mistral-7b-v0.1", 4, 512, 1)
     weights = (7_241_732_096 - 32_000 * 4_096) * 2
-    assert one["decode step (ms)"] == pytest.approx(1e3 * (weights + 512 * 131_072) / 3.35e12, rel=0.01)
-    assert one["verify ÷ decode"] == pytest.approx(1.0, abs=0.01) and one["verify bound by"] == "memory"
+    assert one.decode_step_ms == pytest.approx(1e3 * (weights + 512 * 131_072) / 3.35e12, rel=0.01)
+    assert one.verify_over_decode == pytest.approx(1.0, abs=0.01) and one.verify_bound == "memory"
     big = verify_step_ratio("mistral-7b-v0.1", 4, 512, 256)
-    assert big["verify bound by"] == "compute" and 1.5 < big["verify ÷ decode"] < 5
+    assert big.verify_bound == "compute" and 1.5 < big.verify_over_decode < 5
     with pytest.raises(ValueError, match="k must be"):
         verify_step_ratio("mistral-7b-v0.1", 0, 512, 1)

@@ -168,7 +168,7 @@ def test_hit_rates_on_the_shipped_traces_by_brute_force():
         prompts = [[vocab.setdefault(wd, len(vocab)) for wd in r.prompt.split()] for r in reqs]
         got = hit_rate(prompts, block_size=1)
         want = [max([shared_prefix_tokens(p, q) for q in prompts[:i]], default=0) for i, p in enumerate(prompts)]
-        assert got["hits"] == [min(w, len(p) - 1) for w, p in zip(want, prompts)]
+        assert got.hits == [min(w, len(p) - 1) for w, p in zip(want, prompts)]
     chat = hit_rate([[vocab.setdefault(wd, len(vocab)) for wd in r.prompt.split()] for r in chat_trace(12)])
     agent = hit_rate([[vocab.setdefault(wd, len(vocab)) for wd in r.prompt.split()] for r in agentic_trace()])
-    assert agent["hit rate"] > 0.5 > chat["hit rate"]
+    assert agent.hit_rate > 0.5 > chat.hit_rate

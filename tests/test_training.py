@@ -150,13 +150,13 @@ def test_target_identical_draft_accepts_95_percent(tiny_trained):
     m = tiny_trained.model
     prompt = training.heldout_ids(tiny_trained.tokenizer, 32)
     r = speculative.speculate(m, prompt, 64, k=4, draft_layers=m.config.num_hidden_layers)
-    assert r["new tokens"] == 64 and r["identical to greedy"]
+    assert r.new_tokens == 64 and r.identical_to_greedy
     # independent of the generator's own counts: each target forward pass adds exactly one token of its own
-    assert r["accepted"] + r["target passes"] == r["new tokens"] and r["rounds"] == r["target passes"]
-    assert r["drafted"] >= 4 * (r["rounds"] - 1)
-    assert r["acceptance rate (accepted ÷ drafted)"] >= 0.95, r
+    assert r.accepted + r.target_passes == r.new_tokens and r.rounds == r.target_passes
+    assert r.drafted >= 4 * (r.rounds - 1)
+    assert r.acceptance_rate >= 0.95, r
     # nearly every checked token accepted: eq. 1 at the fitted α must describe the passes (α = 1: k + 1 each)
-    assert r["expected tokens per pass (1−α^(k+1))/(1−α)"] == pytest.approx(r["tokens per target pass"], rel=0.1)
+    assert r.expected_tokens_per_pass == pytest.approx(r.tokens_per_pass, rel=0.1)
 
 
 def test_target_int8_kl_smaller_than_nf4(tiny_trained):

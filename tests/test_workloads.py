@@ -224,10 +224,12 @@ def test_batched_outputs_equal_sequential(served):
 
 def test_timeline_table_and_figure(served, tiny):
     _, seq, bat, _, _ = served
-    df = seq.frame()
+    from helpers.serving import tables
+
+    df = tables.requests_frame([seq])
     assert list(df.columns) == ["mode", "request", "prompt tokens", "new tokens", "start s", "first token s (TTFT)",
                                 "finish s"]
-    assert seq.summary()["forward calls"] == seq.forward_calls
+    assert tables.serve_summary_frame([seq])["forward calls"].tolist() == [seq.forward_calls]
     fig = sweep_figures.timeline_figure([seq, bat], tiny)
     assert len(fig.axes) == 2
 

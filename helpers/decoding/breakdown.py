@@ -21,10 +21,12 @@ for memory at best: floor ÷ step.
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
+
+from .. import checks
 
 STEP_RANGE = "workshop decode step"
-PARTS = ("weight matmuls", "attention", "other operators", "outside operators")
+PARTS = ("weight_matmuls", "attention", "other_operators", "outside_operators")   # StepParts' fields, less _s
 _MATMUL = ("aten::mm", "aten::addmm", "aten::bmm", "aten::linear", "aten::matmul", "aten::_mkl_linear",
            "aten::mkldnn_linear", "aten::_addmm_activation", "mkldnn::_linear_pointwise")
 _ATTENTION = ("attention",)   # aten::scaled_dot_product_attention, _scaled_dot_product_*_attention*
@@ -34,19 +36,42 @@ def category(op_name: str) -> str:
     """The part of PARTS an operator's time belongs to, by its name."""
     name = op_name.lower()
     if op_name in _MATMUL or "gemm" in name or "gemv" in name:
-        return "weight matmuls"
+        return "weight_matmuls"
     if any(k in name for k in _ATTENTION):
         return "attention"
-    return "other operators"
+    return "other_operators"
 
 
-@dataclass
+@dataclass(frozen=True)
+class StepParts:
+    """One decode step's time by part (seconds per step)."""
+
+    weight_matmuls_s: float
+    attention_s: float
+    other_operators_s: float
+    outside_operators_s: float
+
+    @classmethod
+    def of(cls, seconds: dict[str, float]) -> "StepParts":
+        """From a dict keyed by PARTS."""
+        return cls(*(seconds[p] for p in PARTS))
+
+    def items(self) -> list[tuple[str, float]]:
+        """(part, seconds) in the order of PARTS."""
+        return [(p, getattr(self, f"{p}_s")) for p in PARTS]
+
+    @property
+    def total_s(self) -> float:
+        return sum(getattr(self, f.name) for f in fields(self))
+
+
+@dataclass(frozen=True)
 class StepBreakdown:
     """One decode step split into PARTS (seconds per step, medians over the profiled steps)."""
 
     device: str
     context: int
-    parts_s: dict[str, float]          # PARTS -> seconds per step
+    parts: StepParts                   # seconds per step, by part
     profiled_step_s: float             # median step under the profiler
     measured_step_s: float             # median step without the profiler (the step the notebook reports)
     floor_s: float | None              # memory floor of the step (weights + KV) ÷ bandwidth
@@ -57,12 +82,12 @@ class StepBreakdown:
     @property
     def matmul_bandwidth(self) -> float | None:
         """Bytes/s the step's weight matmuls read at: streamed weight bytes ÷ their profiled time."""
-        t = self.parts_s["weight matmuls"]
+        t = self.parts.weight_matmuls_s
         return None if not self.weight_bytes or t <= 0 else self.weight_bytes / t
 
     @property
     def parts_sum_s(self) -> float:
-        return sum(self.parts_s.values())
+        return self.parts.total_s
 
     @property
     def sum_over_measured(self) -> float:
@@ -78,30 +103,18 @@ class StepBreakdown:
     def fixed_share(self) -> float:
         """Share of the parts spent outside the weight and attention reads: other operators and the
         time outside any operator — the per-step fixed cost."""
-        return (self.parts_s["other operators"] + self.parts_s["outside operators"]) / self.parts_sum_s
+        return (self.parts.other_operators_s + self.parts.outside_operators_s) / self.parts_sum_s
 
-    def beyond_floor(self) -> dict[str, float]:
+    def beyond_floor(self) -> StepParts:
         """Each part's time beyond what the memory floor accounts for (seconds per step): the floor is
         taken from the weight matmuls first, then from attention (which reads the KV cache)."""
         left = self.floor_s or 0.0
         out = {}
-        for part in PARTS:
-            take = min(left, self.parts_s[part]) if part in ("weight matmuls", "attention") else 0.0
+        for part, secs in self.parts.items():
+            take = min(left, secs) if part in ("weight_matmuls", "attention") else 0.0
             left -= take
-            out[part] = self.parts_s[part] - take
-        return out
-
-    def rows(self) -> list[dict]:
-        """The breakdown as table rows: part, ms per step, share of Σ parts."""
-        total = self.parts_sum_s
-        out = [{"part": k, "ms_per_step": v * 1e3, "share": v / total} for k, v in self.parts_s.items()]
-        out.append({"part": "Σ parts (profiled)", "ms_per_step": total * 1e3, "share": 1.0})
-        out.append({"part": "measured step (no profiler)", "ms_per_step": self.measured_step_s * 1e3,
-                    "share": self.measured_step_s / total})
-        if self.floor_s is not None:
-            out.append({"part": "memory floor (bytes ÷ bandwidth)", "ms_per_step": self.floor_s * 1e3,
-                        "share": self.floor_s / total})
-        return out
+            out[part] = secs - take
+        return StepParts.of(out)
 
 
 def _step_times(events, cuda: bool) -> tuple[list[float], list[dict[str, float]]]:
@@ -127,7 +140,7 @@ def _step_times(events, cuda: bool) -> tuple[list[float], list[dict[str, float]]
         us = e.self_device_time_total if cuda else e.self_cpu_time_total
         parts[i][category(e.name)] += us / 1e6
     for wall, p in zip(walls, parts):
-        p["outside operators"] = max(0.0, wall - sum(p.values()))
+        p["outside_operators"] = max(0.0, wall - sum(p.values()))
     return walls, parts
 
 
@@ -167,18 +180,16 @@ def step_breakdown(model, context: int = 128, steps: int = 12, device: str | Non
     ValueError for counts that are not whole numbers ≥ 1 (warmup ≥ 0), a floor that is not a finite
     number of seconds, and a context that, with the steps after it, exceeds the model's positions.
     """
-    from .. import checks
-    from ..cost.stepcost import _count
     from ..measure.timing import check_ids
     from ..measure.sweeps import prompt_ids
 
     for value, what in ((context, "context"), (steps, "steps"), (rounds, "rounds")):
-        _count(value, what, 1)
-    _count(warmup, "warmup", 0)
+        checks.count(value, what)
+    checks.count(warmup, "warmup", 0)
     if floor_s is not None:
         checks.number(floor_s, "floor_s", unit="seconds")
     if weight_bytes is not None:
-        _count(weight_bytes, "weight_bytes", 0)
+        checks.count(weight_bytes, "weight_bytes", 0)
     ids = check_ids(model, prompt_ids(context, vocab=model.config.vocab_size), max(steps, warmup))
     if packed:
         from ..measure.dtypes import torch_dtype_name
@@ -187,8 +198,7 @@ def step_breakdown(model, context: int = 128, steps: int = 12, device: str | Non
         dev = device or str(next(model.parameters()).device)
         with packed_weights(model, dev, torch_dtype_name(next(model.parameters()).dtype)):
             b = step_breakdown(model, context, steps, dev, floor_s, warmup, rounds, False, weight_bytes)
-        b.impl = "packed"
-        return b
+        return replace(b, impl="packed")
     import time
 
     import torch
@@ -245,6 +255,6 @@ def step_breakdown(model, context: int = 128, steps: int = 12, device: str | Non
         parts += p
     if not walls:
         raise RuntimeError("the profiler recorded no decode step; is torch.profiler available here?")
-    med = {k: statistics.median(p[k] for p in parts) for k in PARTS}
+    med = StepParts.of({k: statistics.median(p[k] for p in parts) for k in PARTS})
     return StepBreakdown(device, context, med, statistics.median(walls), statistics.median(plain),
                          floor_s, len(walls), "eager", weight_bytes)

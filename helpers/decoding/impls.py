@@ -22,6 +22,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from .. import checks
 from ..measure.hardware import synchronize
 
 IMPLEMENTATIONS: dict[str, str] = {
@@ -70,8 +71,7 @@ def _check_sizes(model, input_ids, new_tokens: int):
     model's positions), and at least 2 new tokens."""
     from ..measure.timing import check_ids
 
-    if isinstance(new_tokens, bool) or not isinstance(new_tokens, int) or new_tokens < 2:
-        raise ValueError(f"new_tokens must be an integer ≥ 2 (the first token comes from the prefill), got {new_tokens!r}")
+    checks.count(new_tokens, "new_tokens (the first token comes from the prefill)", 2)
     return check_ids(model, input_ids, new_tokens)
 
 
@@ -171,8 +171,7 @@ def static_cache(config, slots: int):
 
     from transformers import StaticCache
 
-    if isinstance(slots, bool) or not isinstance(slots, int) or slots < 1:
-        raise ValueError(f"slots must be a positive number of K/V positions, got {slots!r}")
+    checks.count(slots, "slots (K/V positions)")
     full = copy.deepcopy(config)
     full.sliding_window = None
     if getattr(full, "layer_types", None) is not None:

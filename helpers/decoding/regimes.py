@@ -10,7 +10,7 @@ planner's step by helpers.capacity.plan (planner_prediction, the one place that 
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Sequence
 
 from .. import env
@@ -66,8 +66,35 @@ def decode_sizes(device: str) -> dict[str, int]:
 
 # ----------------------------------------------------------------------------- the planner's step
 
+@dataclass(frozen=True)
+class PlannerPrediction:
+    """The capacity planner's decode step on this device."""
+
+    predicted_step_s: float
+    predicted_bytes: float
+    predicted_bound: str
+    source: str = "helpers.capacity.plan at the measured bandwidth and peak"
+
+
+@dataclass(frozen=True)
+class PlannerCheck:
+    """The planner's predicted step against the measured one (the fastest implementation)."""
+
+    predicted_step_s: float
+    predicted_bytes: float
+    predicted_bound: str
+    source: str
+    measured_step_s: float
+    measured_impl: str
+    context: int
+    ratio: float                  # measured ÷ predicted step
+    floor_bytes: float            # what the step must read: streamed weights + KV cache
+    within_band: bool             # ratio within PLANNER_BAND
+    sentence: str                 # what the ratio says (planner_sentence)
+
+
 def planner_prediction(spec, dtype: str, device: str, bandwidth: float, peak_flops: float, context: int,
-                       batch: int = 1) -> dict[str, Any]:
+                       batch: int = 1) -> PlannerPrediction:
     """The capacity planner's decode step for this device and model: helpers.capacity.plan with the
     device described by its measured bandwidth and peak FLOP/s (its memory: the device's own; no
     runtime reserve, every byte usable). The one function that asks the planner — repoint it when the
@@ -86,8 +113,7 @@ def planner_prediction(spec, dtype: str, device: str, bandwidth: float, peak_flo
              utilization=1.0, overhead_bytes=0, efficiency=1.0)  # the measured bandwidth is this device's roof
     if p.step_s is None:
         raise ValueError(f"the planner says {spec.name} does not fit this {info.kind}: {p.reason}")
-    return {"predicted_step_s": p.step_floor_s, "predicted_bytes": p.step_bytes_per_gpu,
-            "predicted_bound": p.bound, "source": "helpers.capacity.plan at the measured bandwidth and peak"}
+    return PlannerPrediction(p.step_floor_s, p.step_bytes_per_gpu, p.bound)
 
 
 def planner_sentence(ratio: float, predicted_bytes: float, floor_bytes: float, breakdown, model: str,
@@ -104,6 +130,7 @@ def planner_sentence(ratio: float, predicted_bytes: float, floor_bytes: float, b
         if breakdown is not None:
             extra = breakdown.beyond_floor()
             part, secs = max(extra.items(), key=lambda kv: kv[1])
+            part = part.replace("_", " ")
             why = (f" The largest part of the step beyond the memory floor is **{part}**: {secs * 1e3:,.2f} ms of a "
                    f"{breakdown.parts_sum_s * 1e3:,.2f} ms profiled step ({100 * secs / breakdown.parts_sum_s:.0f} %).")
         if kernel_ceiling is not None and kernel_ceiling[1] < 1 / hi:
@@ -121,8 +148,10 @@ def planner_sentence(ratio: float, predicted_bytes: float, floor_bytes: float, b
 
 # ----------------------------------------------------------------------------- implementations
 
-@dataclass
+@dataclass(frozen=True)
 class ImplResult:
+    """One implementation's decode steps against its memory floor."""
+
     impl: str
     step_s: float                 # median over every timed step of every round
     steps: int
@@ -146,8 +175,8 @@ class Regime:
     spec: Any
     weight_bytes: int
     results: list[ImplResult]
-    breakdown: Any = None
-    planner: dict = field(default_factory=dict)
+    breakdown: Any = None                                  # helpers.decoding.breakdown.StepBreakdown
+    planner: PlannerCheck | None = None
     skipped: list[str] = field(default_factory=list)
     kernel_bandwidth: dict = field(default_factory=dict)   # helpers.measure.microbench.kernel_bandwidths
     bandwidth: float | None = None                         # the copy's: the floor's roof
@@ -261,12 +290,13 @@ def measure_regime(loaded, bandwidth: float | None, peak_flops: float, impls: Se
     release(loaded.model)   # the packed copies of the weights: not held beyond the measurement
     best = reg.best
     pred = planner_prediction(spec, dtype, dev, bandwidth, peak_flops, context)
-    ratio = best.step_s / pred["predicted_step_s"]
+    ratio = best.step_s / pred.predicted_step_s
     floor_bytes = weights + kv_cache_bytes(spec, context, 1, dtype)
-    reg.planner = {**pred, "measured_step_s": best.step_s, "measured_impl": best.impl, "context": context,
-                   "ratio": ratio, "floor_bytes": floor_bytes, "within_band": PLANNER_BAND[0] <= ratio <= PLANNER_BAND[1],
-                   "sentence": planner_sentence(ratio, pred["predicted_bytes"], floor_bytes, reg.breakdown, loaded.profile,
-                                                reg.kernel_ceiling())}
+    reg.planner = PlannerCheck(pred.predicted_step_s, pred.predicted_bytes, pred.predicted_bound, pred.source,
+                               best.step_s, best.impl, context, ratio, floor_bytes,
+                               PLANNER_BAND[0] <= ratio <= PLANNER_BAND[1],
+                               planner_sentence(ratio, pred.predicted_bytes, floor_bytes, reg.breakdown, loaded.profile,
+                                                reg.kernel_ceiling()))
     return reg
 
 
@@ -290,6 +320,37 @@ def measure_regimes(loaded, bandwidth: float | None, peak_flops: float, profiles
     return out
 
 
+def figures_for_bench(reg: Regime, suffix: str) -> dict[str, Any]:
+    """A regime as plain numbers (JSON) for `make bench`, keys ending in `suffix` (e.g. "_small")."""
+    best = reg.best
+    out: dict[str, Any] = {
+        f"decode_efficiency{suffix}": best.efficiency,
+        f"decode_best_impl{suffix}": best.impl,
+        f"decode_best_step_s{suffix}": best.step_s,
+        f"decode_floor_s{suffix}": best.floor_s,
+        f"decode_floor_bandwidth_bytes_per_s{suffix}": reg.bandwidth,
+        f"planner_ratio{suffix}": reg.planner.ratio,
+        f"planner_step_s{suffix}": reg.planner.predicted_step_s,
+        f"decode_implementations{suffix}": [
+            {"impl": r.impl, "step_s": r.step_s, "floor_s": r.floor_s, "efficiency": r.efficiency,
+             "same_tokens_as_eager": r.same_tokens, "kv_slots_read": r.kv_slots, "context": r.context,
+             "compile_s": r.compile_s, "steps_timed": r.steps} for r in reg.results],
+        f"decode_skipped{suffix}": reg.skipped,
+        f"decode_label{suffix}": reg.label,
+    }
+    if reg.kernel_bandwidth:
+        out[f"gemv_bandwidth_bytes_per_s{suffix}"] = dict(reg.kernel_bandwidth)
+        name, share = reg.kernel_ceiling()
+        out[f"gemv_over_copy{suffix}"] = share
+        out[f"decode_efficiency_vs_kernel{suffix}"] = best.efficiency / share
+    if reg.breakdown is not None:
+        out[f"decode_breakdown_impl{suffix}"] = reg.breakdown.impl
+        out[f"decode_breakdown_matmul_bandwidth{suffix}"] = reg.breakdown.matmul_bandwidth
+        out[f"decode_breakdown{suffix}"] = asdict(reg.breakdown.parts)
+        out[f"decode_breakdown_sum_over_measured{suffix}"] = reg.breakdown.sum_over_measured
+    return out
+
+
 def bench_figures(loaded, bandwidth: float | None, peak_flops: float) -> dict[str, Any]:
     """For `make bench` (the roofline section): the small profile's decode efficiency with the best
     implementation and the planner's ratio (keys ending in _small), every implementation of the
@@ -298,7 +359,6 @@ def bench_figures(loaded, bandwidth: float | None, peak_flops: float) -> dict[st
     WORKSHOP_BENCH_COMPILE=0, which also leaves static+compile out of the active profile's on a GPU."""
     from ..measure import models
     from ..measure.hardware import free_memory
-    from .views import figures_for_bench
 
     dev = loaded.device
     out: dict[str, Any] = {}
@@ -331,7 +391,8 @@ def bench_figures(loaded, bandwidth: float | None, peak_flops: float) -> dict[st
                                "measured bandwidth and peak, small profile, batch 1",
         "decode_implementations_*": "helpers.decoding.impls: eager loop, generate, packed (oneDNN-prepacked weights, "
                                     "CPU), static cache, static + torch.compile",
-        "decode_breakdown_*": "helpers.decoding.breakdown: the fastest loop (eager or packed) profiled, parts in ms per step",
+        "decode_breakdown_*": "helpers.decoding.breakdown: the fastest loop (eager or packed) profiled, parts in s per step "
+                              "(weight_matmuls_s, attention_s, other_operators_s, outside_operators_s)",
         "gemv_bandwidth_bytes_per_s_*": "helpers.measure.microbench.gemv_benchmark: one row times a stack of weights bigger "
                                         "than the caches, bytes read / best time, per kernel (linear, packed)",
         "gemv_over_copy_*": "fastest kernel's bandwidth / the copy's: the efficiency a step could reach with it at best",

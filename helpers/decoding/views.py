@@ -1,15 +1,34 @@
-"""Tables and figures of the decode regimes (helpers.decoding.regimes) for notebook 03 and `make bench`."""
+"""Tables and figures of the decode regimes (helpers.decoding.regimes) for notebooks 03 and 04."""
 from __future__ import annotations
 
 from typing import Any, Sequence
 
-from .breakdown import PARTS
+from .breakdown import StepBreakdown
 from .regimes import PLANNER_BAND, Regime, skip_reason
 from ..present import plots
 
 _MARKERS = {"eager": "^", "generate": "v", "packed": "D", "static": "s", "static+compile": "*"}
-_PART_COLOURS = {"weight matmuls": "tab:blue", "attention": "tab:cyan", "other operators": "tab:orange",
-                 "outside operators": "tab:red"}
+_PART_COLOURS = {"weight_matmuls": "tab:blue", "attention": "tab:cyan", "other_operators": "tab:orange",
+                 "outside_operators": "tab:red"}
+
+
+def part_label(part: str) -> str:
+    """A part of helpers.decoding.breakdown.PARTS as a table or figure shows it: "weight matmuls"."""
+    return part.replace("_", " ")
+
+
+def breakdown_rows(b: StepBreakdown) -> list[dict]:
+    """A step breakdown as table rows: part, ms per step, share of Σ parts; then Σ parts, the step
+    measured without the profiler and the memory floor."""
+    total = b.parts_sum_s
+    out = [{"part": part_label(k), "ms_per_step": v * 1e3, "share": v / total} for k, v in b.parts.items()]
+    out.append({"part": "Σ parts (profiled)", "ms_per_step": total * 1e3, "share": 1.0})
+    out.append({"part": "measured step (no profiler)", "ms_per_step": b.measured_step_s * 1e3,
+                "share": b.measured_step_s / total})
+    if b.floor_s is not None:
+        out.append({"part": "memory floor (bytes ÷ bandwidth)", "ms_per_step": b.floor_s * 1e3,
+                    "share": b.floor_s / total})
+    return out
 
 
 def source(regimes: Sequence[Regime]) -> str:
@@ -45,7 +64,7 @@ def breakdown_frame(regimes: Sequence[Regime]):
     for reg in regimes:
         if reg.breakdown is None:
             continue
-        for row in reg.breakdown.rows():
+        for row in breakdown_rows(reg.breakdown):
             rows.append({"model": reg.name, **row, "measured on": reg.label})
     return pd.DataFrame(rows)
 
@@ -54,12 +73,12 @@ def planner_frame(regimes: Sequence[Regime]):
     """The planner's predicted step against the measured one, per model."""
     import pandas as pd
 
-    rows = [{"model": reg.name, "planner_step_ms": reg.planner["predicted_step_s"] * 1e3,
-             "measured_step_ms": reg.planner["measured_step_s"] * 1e3, "measured_with": reg.planner["measured_impl"],
-             "measured_over_predicted": reg.planner["ratio"],
-             f"within {PLANNER_BAND[0]}–{PLANNER_BAND[1]}": reg.planner["within_band"],
-             "planner_counts_MB": reg.planner["predicted_bytes"] / 1e6, "step_must_read_MB": reg.planner["floor_bytes"] / 1e6,
-             "context": reg.planner["context"], "measured on": reg.label} for reg in regimes]
+    rows = [{"model": reg.name, "planner_step_ms": reg.planner.predicted_step_s * 1e3,
+             "measured_step_ms": reg.planner.measured_step_s * 1e3, "measured_with": reg.planner.measured_impl,
+             "measured_over_predicted": reg.planner.ratio,
+             f"within {PLANNER_BAND[0]}–{PLANNER_BAND[1]}": reg.planner.within_band,
+             "planner_counts_MB": reg.planner.predicted_bytes / 1e6, "step_must_read_MB": reg.planner.floor_bytes / 1e6,
+             "context": reg.planner.context, "measured on": reg.label} for reg in regimes]
     return pd.DataFrame(rows)
 
 
@@ -113,10 +132,11 @@ def breakdown_summary(reg: Regime) -> str:
     if b is None:
         return f"- **{reg.name}**: no breakdown measured."
     part, secs = max(b.beyond_floor().items(), key=lambda kv: kv[1])
+    part = part_label(part)
     check = "within" if abs(b.sum_over_measured - 1) <= 0.10 else "**outside**"
     mm = ""
     if b.matmul_bandwidth is not None:
-        mm = (f" Its weight matmuls read {b.weight_bytes / 1e6:,.0f} MB in {b.parts_s['weight matmuls'] * 1e3:,.2f} ms: "
+        mm = (f" Its weight matmuls read {b.weight_bytes / 1e6:,.0f} MB in {b.parts.weight_matmuls_s * 1e3:,.2f} ms: "
               f"{b.matmul_bandwidth / 1e9:,.1f} GB/s"
               + (f", against the copy's {reg.bandwidth / 1e9:,.1f} GB/s" if reg.bandwidth else "") + ".")
     return (f"- **{reg.name}** ({b.impl} loop): at best {100 * b.memory_share:,.0f} % of the step waits for memory (floor "
@@ -192,11 +212,11 @@ def breakdown_figure(regimes: Sequence[Regime]):
     for i, reg in enumerate(regs):
         b = reg.breakdown
         left = 0.0
-        for part in PARTS:
-            share = 100 * b.parts_s[part] / b.parts_sum_s
-            ax.barh(i, share, left=left, color=_PART_COLOURS[part], label=part if i == 0 else None)
+        for part, secs in b.parts.items():
+            share = 100 * secs / b.parts_sum_s
+            ax.barh(i, share, left=left, color=_PART_COLOURS[part], label=part_label(part) if i == 0 else None)
             if share >= 7:
-                ax.text(left + share / 2, i, f"{b.parts_s[part] * 1e3:,.2f} ms", ha="center", va="center",
+                ax.text(left + share / 2, i, f"{secs * 1e3:,.2f} ms", ha="center", va="center",
                         fontsize=7, color="white")
             left += share
         if b.floor_s is not None:
@@ -212,34 +232,3 @@ def breakdown_figure(regimes: Sequence[Regime]):
     ax.set_title("Where one decode step's time goes")
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=3)
     return plots.finish(fig, source(regimes))
-
-
-def figures_for_bench(reg: Regime, suffix: str) -> dict[str, Any]:
-    """A regime as plain numbers for `make bench`, keys ending in `suffix` (e.g. "_small")."""
-    best = reg.best
-    out: dict[str, Any] = {
-        f"decode_efficiency{suffix}": best.efficiency,
-        f"decode_best_impl{suffix}": best.impl,
-        f"decode_best_step_s{suffix}": best.step_s,
-        f"decode_floor_s{suffix}": best.floor_s,
-        f"decode_floor_bandwidth_bytes_per_s{suffix}": reg.bandwidth,
-        f"planner_ratio{suffix}": reg.planner["ratio"],
-        f"planner_step_s{suffix}": reg.planner["predicted_step_s"],
-        f"decode_implementations{suffix}": [
-            {"impl": r.impl, "step_s": r.step_s, "floor_s": r.floor_s, "efficiency": r.efficiency,
-             "same_tokens_as_eager": r.same_tokens, "kv_slots_read": r.kv_slots, "context": r.context,
-             "compile_s": r.compile_s, "steps_timed": r.steps} for r in reg.results],
-        f"decode_skipped{suffix}": reg.skipped,
-        f"decode_label{suffix}": reg.label,
-    }
-    if reg.kernel_bandwidth:
-        out[f"gemv_bandwidth_bytes_per_s{suffix}"] = dict(reg.kernel_bandwidth)
-        name, share = reg.kernel_ceiling()
-        out[f"gemv_over_copy{suffix}"] = share
-        out[f"decode_efficiency_vs_kernel{suffix}"] = best.efficiency / share
-    if reg.breakdown is not None:
-        out[f"decode_breakdown_impl{suffix}"] = reg.breakdown.impl
-        out[f"decode_breakdown_matmul_bandwidth{suffix}"] = reg.breakdown.matmul_bandwidth
-        out[f"decode_breakdown{suffix}"] = reg.breakdown.rows()
-        out[f"decode_breakdown_sum_over_measured{suffix}"] = reg.breakdown.sum_over_measured
-    return out

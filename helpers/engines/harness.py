@@ -420,9 +420,9 @@ def prefix_model(plan: Plan, name: str, block_sizes=(16, 128)) -> dict | None:
     except Exception:  # noqa: BLE001 - the replay is a side figure; the benchmark goes on without it
         return None
     ids = [list(tok(r.prompt).input_ids) for r in plan.trace(name)]
-    out = {"prompt tokens": sum(map(len, ids)), "radix (token-granular)": hit_rate(ids, block_size=1)["hit rate"]}
+    out = {"prompt tokens": sum(map(len, ids)), "radix (token-granular)": hit_rate(ids, block_size=1).hit_rate}
     for b in block_sizes:
-        out[f"blocks of {b}"] = hit_rate(ids, block_size=b)["hit rate"]
+        out[f"blocks of {b}"] = hit_rate(ids, block_size=b).hit_rate
     return out
 
 

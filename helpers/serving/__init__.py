@@ -16,9 +16,10 @@
 - `engine` — a serving engine you can read (sub-package): scheduler with a token budget, chunked prefill
   and preemption, a paged KV cache tensor over `blocks`' allocator, a radix or block-hash prefix cache, one
   forward over the mixed batch, speculative decoding, an OpenAI-compatible server.
-- `figures` — notebook 07's figures; `bench` — `make bench`'s serving section.
+- `figures` — notebook 07's figures; `tables` — the labelled tables of notebooks 01 and 07, built from
+  the results (frozen dataclasses) the modules above return; `measured` — `make bench`'s serving section.
 
 `from helpers import serving; serving.compare_serving(...)` reaches the naive baseline directly.
 """
-from .naive import (Request, RequestTiming, ServeResult, ServingComparison, compare_serving, latency_cost,  # noqa: F401
-                    make_requests, serve_batched, serve_sequential)
+from .naive import (LatencyCost, Request, RequestTiming, ServeResult, ServingComparison, compare_serving,  # noqa: F401
+                    latency_cost, make_requests, serve_batched, serve_sequential)

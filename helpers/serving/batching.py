@@ -17,7 +17,6 @@ from typing import Sequence
 
 from .. import checks
 from ..cost.memory import kv_bytes_per_token
-from ..cost.stepcost import _count
 from ..cost.stats import percentile
 from ..measure.dtypes import torch_dtype_name
 from .naive import (Request, RequestTiming, ServeResult, _ForwardCounter, check_requests, serve_batched,
@@ -37,8 +36,8 @@ def requests_from_ids(prompts: Sequence[Sequence[int]], new_tokens: Sequence[int
         ids = p.tolist() if hasattr(p, "tolist") else p
         if isinstance(ids, (str, bytes)) or not isinstance(ids, (list, tuple)) or not ids:
             raise ValueError(f"prompt {i} must be a non-empty list of token ids, got {str(p)[:40]!r}")
-        out.append(Request(i, tuple(_count(t, f"prompt {i}'s token id", 0) for t in ids),
-                           _count(n, f"new_tokens[{i}]", 1)))
+        out.append(Request(i, tuple(checks.count(t, f"prompt {i}'s token id", 0) for t in ids),
+                           checks.count(n, f"new_tokens[{i}]", 1)))
     return out
 
 
@@ -58,10 +57,10 @@ def cb_config(model, requests: Sequence[Request], max_batch_tokens: int = 512, p
     from transformers.generation.configuration_utils import ContinuousBatchingConfig
 
     requests = check_requests(model, requests)
-    _count(max_batch_tokens, "max_batch_tokens (the token budget of a step)", 1)
-    _count(page_size, "page_size", 1)
+    checks.count(max_batch_tokens, "max_batch_tokens (the token budget of a step)", 1)
+    checks.count(page_size, "page_size", 1)
     if concurrent is not None:
-        _count(concurrent, "concurrent", 1)
+        checks.count(concurrent, "concurrent", 1)
     longest = max(len(r.prompt) + r.max_new_tokens for r in requests)
     n = len(requests) if concurrent is None else max(1, min(concurrent, len(requests)))
     blocks = n * math.ceil(longest / page_size) + 2
@@ -103,7 +102,7 @@ def serve_continuous(model, requests: Sequence[Request], max_batch_tokens: int =
     from transformers import GenerationConfig
 
     cfg, size = cb_config(model, requests, max_batch_tokens, page_size, concurrent)   # checks the requests
-    checks.number(timeout_s, "timeout_s", unit="seconds", positive=True)
+    checks.number(timeout_s, "timeout_s", positive=True, unit="seconds")
     arrivals = list(arrivals_s) if arrivals_s is not None else [0.0] * len(requests)
     if len(arrivals) != len(requests):
         raise ValueError(f"{len(arrivals)} arrival times for {len(requests)} requests; give one per request")
@@ -167,7 +166,7 @@ def serve_static(model, requests: Sequence[Request], batch_size: int, device: st
     """Static batching: requests in arrival order, `batch_size` at a time, each batch through
     helpers.serving.naive.serve_batched (left-padded); the next batch starts only when the slowest of the
     previous one is done."""
-    _count(batch_size, "batch_size", 1)
+    checks.count(batch_size, "batch_size", 1)
     requests = check_requests(model, requests)
     timings, calls, offset = [], 0, 0.0
     for k in range(0, len(requests), batch_size):
@@ -186,9 +185,9 @@ def slot_segments(result: ServeResult, slots: int, static_batch: int | None = No
     """The timeline of `slots` batch slots: for each request, the slot it ran in, when it was busy
     (start → finish) and, in a static batch, how long its slot sat idle waiting for the batch's slowest
     request (finish → end of batch). Continuous batching: a freed slot goes to the next request."""
-    _count(slots, "slots", 1)
+    checks.count(slots, "slots", 1)
     if static_batch is not None:
-        _count(static_batch, "static_batch", 1)
+        checks.count(static_batch, "static_batch", 1)
     rows = []
     ts = sorted(result.timings, key=lambda t: (t.start_s, t.rid))
     if static_batch:
@@ -210,18 +209,44 @@ def slot_segments(result: ServeResult, slots: int, static_batch: int | None = No
 
 def idle_share(segments: list[dict], wall_s: float, slots: int) -> float:
     """Share of the slot-time (slots × wall) that no request used."""
-    _count(slots, "slots", 1)
-    checks.number(wall_s, "wall_s", unit="seconds", positive=True)
+    checks.count(slots, "slots", 1)
+    checks.number(wall_s, "wall_s", positive=True, unit="seconds")
     busy = sum(s["finish_s"] - s["start_s"] for s in segments)
     return max(0.0, 1 - busy / (slots * wall_s))
 
 
-def padding_tokens(requests: Sequence[Request], batch_size: int) -> dict:
+@dataclass(frozen=True)
+class Padding:
+    """What static batching computes for nothing, in token rows."""
+
+    padding_tokens: int              # prompt padding
+    finished_rows_steps: int         # decode steps of rows already finished
+    useful_tokens: int
+    wasted_share: float              # (padding + finished rows) ÷ all rows
+
+
+@dataclass(frozen=True)
+class BatchingSummary:
+    """One way of serving the requests, summed up."""
+
+    mode: str
+    requests: int
+    new_tokens: int
+    wall_s: float
+    tokens_per_s: float
+    forward_calls: int
+    median_ttft_s: float
+    p90_ttft_s: float
+    speedup: float | None = None     # tokens/s ÷ the baseline's
+    same_tokens: float | None = None  # share of requests with the baseline's tokens
+
+
+def padding_tokens(requests: Sequence[Request], batch_size: int) -> Padding:
     """What static batching computes for nothing: prompt padding (each prompt padded to its batch's
     longest) and decode steps of finished rows riding along until the batch's longest output is done.
     Useful rows: each prompt's tokens and its max_new_tokens − 1 decode steps; the three add up to the
     token rows the batches computed, Σ batch size × (longest prompt + longest output − 1)."""
-    _count(batch_size, "batch_size", 1)
+    checks.count(batch_size, "batch_size", 1)
     if not isinstance(requests, (list, tuple)) or not requests:
         raise ValueError("requests must be a non-empty list of Request")
     pad = ride = useful = 0
@@ -231,19 +256,17 @@ def padding_tokens(requests: Sequence[Request], batch_size: int) -> dict:
         pad += sum(width - len(r.prompt) for r in g)
         ride += sum(steps - r.max_new_tokens for r in g)
         useful += sum(len(r.prompt) + r.max_new_tokens - 1 for r in g)   # the first token comes from the prefill
-    return {"prompt padding tokens": pad, "finished rows' decode steps": ride, "useful tokens": useful,
-            "wasted share": (pad + ride) / (pad + ride + useful)}
+    return Padding(pad, ride, useful, (pad + ride) / (pad + ride + useful))
 
 
-def summary_row(result: ServeResult, baseline: ServeResult | None = None) -> dict:
-    s = result.summary()
+def summarize(result: ServeResult, baseline: ServeResult | None = None) -> BatchingSummary:
+    """A served run's totals and time to first token; with a baseline, the speed-up over it and the share
+    of requests whose tokens it matches."""
     ttft = [t.first_token_s for t in result.timings]
-    row = {"mode": s["mode"], "requests": s["requests"], "new tokens": s["new tokens"], "wall s": s["wall s"],
-           "tokens/s": s["tokens/s"], "forward calls": s["forward calls"], "median TTFT s": s["median TTFT s"],
-           "p90 TTFT s": percentile(ttft, 90)}
-    if baseline is not None:
-        row["speed-up (tokens/s)"] = result.tokens_per_s / baseline.tokens_per_s
-    return row
+    return BatchingSummary(result.mode, len(result.timings), result.new_tokens, result.wall_s, result.tokens_per_s,
+                           result.forward_calls, statistics.median(ttft), percentile(ttft, 90),
+                           None if baseline is None else result.tokens_per_s / baseline.tokens_per_s,
+                           None if baseline is None else same_tokens(result, baseline))
 
 
 def same_tokens(a: ServeResult, b: ServeResult) -> float:
@@ -263,23 +286,13 @@ def in_worker_thread(fn, *args, **kwargs):
     then counts more OpenMP threads than cores, which makes GNU OpenMP stop spinning and sleep at its
     barriers — measured here, the same manager run took 2.3–2.8 s before the main thread had run a
     forward and 3.1–3.6 s after. The ways compared must run under the same conditions, so the baselines
-    run in a thread of their own too."""
-    import threading
+    run in a thread of their own too (a fresh one each call: a pool's thread kept between calls would
+    keep its OpenMP team too)."""
+    from concurrent.futures import ThreadPoolExecutor
 
-    box: dict[str, object] = {}
-
-    def target():
-        try:
-            box["result"] = fn(*args, **kwargs)
-        except BaseException as exc:   # handed to the caller below
-            box["error"] = exc
-
-    worker = threading.Thread(target=target, name=f"workshop-{getattr(fn, '__name__', 'run')}")
-    worker.start()
-    worker.join()
-    if "error" in box:
-        raise box["error"]
-    return box["result"]
+    name = f"workshop-{getattr(fn, '__name__', 'run')}"
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix=name) as worker:
+        return worker.submit(fn, *args, **kwargs).result()
 
 
 def compare_batching(model, requests: Sequence[Request], batch_size: int, max_batch_tokens: int = 512,
@@ -289,8 +302,8 @@ def compare_batching(model, requests: Sequence[Request], batch_size: int, max_ba
     ever slows a run, so the fastest is the closest to what the method costs — as a microbenchmark takes
     its best sample; with rounds=1, the one run). Every way computes in a thread other than the caller's,
     as the continuous-batching manager does (in_worker_thread says why)."""
-    _count(rounds, "rounds", 1)
-    _count(batch_size, "batch_size", 1)
+    checks.count(rounds, "rounds", 1)
+    checks.count(batch_size, "batch_size", 1)
     requests = check_requests(model, requests)
     warm = requests[:2]
     in_worker_thread(serve_sequential, model, warm)
@@ -313,11 +326,11 @@ def chunked_prefill(model, short_prompts: Sequence[Sequence[int]], long_prompt: 
     (no chunking); a smaller one splits it into chunks of at most the budget, interleaved with the
     others' decode steps (transformers' scheduler does this on its own). For each: the short requests'
     inter-token latencies while the long prompt was being prefilled (worst and median) and its TTFT."""
-    _count(new_tokens, "new_tokens", 2)     # inter-token latency needs two tokens a request
+    checks.count(new_tokens, "new_tokens", 2)     # inter-token latency needs two tokens a request
     checks.number(arrive_after_s, "arrive_after_s", unit="seconds")
     if not isinstance(budgets, (list, tuple)) or not budgets:
         raise ValueError(f"budgets must be a non-empty list of token budgets (max_batch_tokens), got {budgets!r}")
-    budgets = [_count(b, "a token budget (max_batch_tokens)", 1) for b in budgets]
+    budgets = [checks.count(b, "a token budget (max_batch_tokens)", 1) for b in budgets]
     if not isinstance(short_prompts, (list, tuple)) or not short_prompts:
         raise ValueError("short_prompts must be a non-empty list of prompts (token ids): their latency is measured")
     rows = []

@@ -25,7 +25,7 @@ from typing import Sequence
 
 
 from ..cost.config_schema import MAX_TOKENS
-from ..cost.stepcost import _count
+from .. import checks
 
 # A pool's blocks are a Python list here: 10 M blocks of 16 tokens is 160 M token slots, 2,000 times
 # what an 80 GB GPU holds of Mistral 7B's cache (about 38,000 blocks), and a list that still fits a laptop.
@@ -40,8 +40,8 @@ class BlockAllocator:
     """Fixed-size blocks, a free list, a block table per sequence, reference counts, copy-on-write."""
 
     def __init__(self, num_blocks: int, block_size: int = 16):
-        self.num_blocks = _count(num_blocks, "num_blocks", 1, MAX_BLOCKS)
-        self.block_size = _count(block_size, "block_size", 1, MAX_TOKENS)
+        self.num_blocks = checks.count(num_blocks, "num_blocks", 1, MAX_BLOCKS)
+        self.block_size = checks.count(block_size, "block_size", 1, MAX_TOKENS)
         self.free_list: deque[int] = deque(range(num_blocks))
         self.refcount = [0] * num_blocks
         self.tables: dict[object, list[int]] = {}
@@ -91,7 +91,7 @@ class BlockAllocator:
         holding its first tokens (a prefix-cache hit), referenced rather than taken from the free list."""
         if seq in self.tables:
             raise ValueError(f"sequence {seq!r} already has a block table")
-        _count(tokens, "tokens", 0)
+        checks.count(tokens, "tokens", 0)
         if len(shared) > self.blocks_for(tokens) or any(not 0 <= b < self.num_blocks or self.refcount[b] < 1
                                                         for b in shared):
             raise ValueError(f"shared blocks {list(shared)} must be in use and at most {self.blocks_for(tokens)}")
@@ -115,7 +115,7 @@ class BlockAllocator:
         is shared and partly filled (copy-on-write). Returns (source, copy) when a block was copied (the
         cache must copy its data), else None. On OutOfBlocks nothing has changed."""
         table = self._table(seq)
-        _count(tokens, "tokens", 1)
+        checks.count(tokens, "tokens", 1)
         n, need = self.lengths[seq], self.append_cost(seq, tokens)
         cow = bool(table) and n % self.block_size != 0 and self.refcount[table[-1]] > 1
         if need > self.free_blocks:
@@ -136,8 +136,7 @@ class BlockAllocator:
         """Keep only the first `tokens` tokens of `seq` (rejected speculative tokens); blocks past them
         lose this sequence's reference."""
         table = self._table(seq)
-        if isinstance(tokens, bool) or not isinstance(tokens, int) or not 0 <= tokens <= self.lengths[seq]:
-            raise ValueError(f"tokens must be a whole number from 0 to {self.lengths[seq]}, got {tokens!r}")
+        checks.count(tokens, "tokens", 0, self.lengths[seq])
         while len(table) > self.blocks_for(tokens):
             self._release(table.pop())
         self.lengths[seq] = tokens
@@ -199,7 +198,7 @@ class ContiguousPool:
     placed first-fit in a linear address space of `slots` token slots."""
 
     def __init__(self, slots: int):
-        self.slots = _count(slots, "slots", 1)
+        self.slots = checks.count(slots, "slots", 1)
         self.runs: dict[object, tuple[int, int]] = {}   # seq -> (start, length)
 
     def _holes(self) -> list[tuple[int, int]]:
@@ -213,11 +212,11 @@ class ContiguousPool:
         return out
 
     def can_reserve(self, length: int) -> bool:
-        length = _count(length, "length", 1)
+        length = checks.count(length, "length", 1)
         return any(h >= length for _, h in self._holes())
 
     def reserve(self, seq, length: int) -> int:
-        length = _count(length, "length", 1)
+        length = checks.count(length, "length", 1)
         if seq in self.runs:
             raise ValueError(f"sequence {seq!r} already holds a run of slots")
         for start, h in self._holes():
@@ -240,7 +239,7 @@ class ContiguousPool:
         """Free slots in holes too small for a request of `next_length` slots (external fragmentation)."""
         if next_length is None:
             return 0
-        next_length = _count(next_length, "next_length", 1)
+        next_length = checks.count(next_length, "next_length", 1)
         return sum(h for _, h in self._holes() if h < next_length)
 
 
@@ -254,6 +253,32 @@ class SimRequest:
     max_tokens: int           # what it could generate (the reservation a contiguous server must make)
 
 
+@dataclass(frozen=True)
+class SimSummary:
+    """A simulation's means over its steps."""
+
+    scheme: str
+    capacity_slots: int
+    steps: int                       # decode steps to finish
+    mean_running: float              # sequences running
+    max_running: int
+    preemptions: int
+    mean_used_slots: float           # slots holding tokens
+    mean_reserved_slots: float
+    mean_internal_waste: float       # slots reserved but holding no token
+    mean_external_fragmentation: float   # free slots in holes too small for the next request
+    used_share_of_reserved: float
+
+
+@dataclass(frozen=True)
+class FitCounts:
+    """How many sequences fit at once at their full length, contiguous against paged."""
+
+    contiguous: int
+    paged: int
+    ratio: float                     # paged ÷ contiguous
+
+
 @dataclass
 class SimResult:
     scheme: str
@@ -263,21 +288,18 @@ class SimResult:
     max_running: int = 0
     preemptions: int = 0
 
-    def summary(self) -> dict:
+    def summary(self) -> SimSummary:
         n = len(self.rows)
         mean = lambda k: sum(r[k] for r in self.rows) / n  # noqa: E731
-        return {"scheme": self.scheme, "capacity (token slots)": self.capacity_slots, "decode steps to finish": self.steps,
-                "mean sequences running": mean("running"), "max sequences running": self.max_running,
-                "preemptions": self.preemptions,
-                "mean slots used by tokens": mean("used"), "mean slots reserved": mean("reserved"),
-                "mean internal waste (slots)": mean("internal waste"),
-                "mean external fragmentation (slots)": mean("external fragmentation"),
-                "used share of reserved": sum(r["used"] for r in self.rows) / max(1, sum(r["reserved"] for r in self.rows))}
+        return SimSummary(self.scheme, self.capacity_slots, self.steps, mean("running"), self.max_running,
+                          self.preemptions, mean("used"), mean("reserved"), mean("internal waste"),
+                          mean("external fragmentation"),
+                          sum(r["used"] for r in self.rows) / max(1, sum(r["reserved"] for r in self.rows)))
 
 
 def sim_requests(prompt_lens: Sequence[int], output_lens: Sequence[int], max_tokens: int) -> list[SimRequest]:
     """One SimRequest per (prompt, output) length, each output capped at max_tokens (all whole ≥ 1)."""
-    max_tokens = _count(max_tokens, "max_tokens", 1)
+    max_tokens = checks.count(max_tokens, "max_tokens", 1)
     prompts, outputs = _lengths(prompt_lens, "prompt_lens"), _lengths(output_lens, "output_lens")
     if len(prompts) != len(outputs):
         raise ValueError(f"{len(prompts)} prompt lengths but {len(outputs)} output lengths")
@@ -288,7 +310,7 @@ def _lengths(values, what: str) -> list[int]:
     if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) and not hasattr(values, "tolist"):
         raise ValueError(f"{what} must be a list of whole numbers ≥ 1, got {type(values).__name__}")
     values = values.tolist() if hasattr(values, "tolist") else list(values)
-    return [_count(v, f"{what}[{i}]", 1) for i, v in enumerate(values)]
+    return [checks.count(v, f"{what}[{i}]", 1) for i, v in enumerate(values)]
 
 
 def _check_requests(requests: Sequence[SimRequest]) -> list[SimRequest]:
@@ -297,9 +319,9 @@ def _check_requests(requests: Sequence[SimRequest]) -> list[SimRequest]:
     if not requests or not all(isinstance(r, SimRequest) for r in requests):
         raise ValueError("requests must be a non-empty list of SimRequest (make them with sim_requests)")
     for r in requests:
-        _count(r.prompt_tokens, f"request {r.rid}'s prompt_tokens", 0)
-        _count(r.output_tokens, f"request {r.rid}'s output_tokens", 1)
-        _count(r.max_tokens, f"request {r.rid}'s max_tokens", r.output_tokens)
+        checks.count(r.prompt_tokens, f"request {r.rid}'s prompt_tokens", 0)
+        checks.count(r.output_tokens, f"request {r.rid}'s output_tokens", 1)
+        checks.count(r.max_tokens, f"request {r.rid}'s max_tokens", r.output_tokens)
     return requests
 
 
@@ -314,9 +336,9 @@ def simulate(requests: Sequence[SimRequest], capacity_slots: int, scheme: str = 
     if scheme not in ("paged", "contiguous"):
         raise ValueError(f"scheme must be 'paged' or 'contiguous', got {scheme!r}")
     requests = _check_requests(requests)
-    capacity_slots = _count(capacity_slots, "capacity_slots", 1)
-    block_size = _count(block_size, "block_size", 1, capacity_slots)
-    max_steps = _count(max_steps, "max_steps", 1)
+    capacity_slots = checks.count(capacity_slots, "capacity_slots", 1)
+    block_size = checks.count(block_size, "block_size", 1, capacity_slots)
+    max_steps = checks.count(max_steps, "max_steps", 1)
     for r in requests:
         need = r.prompt_tokens + (r.max_tokens if scheme == "contiguous" else r.output_tokens)
         if need > capacity_slots:
@@ -376,7 +398,7 @@ def simulate(requests: Sequence[SimRequest], capacity_slots: int, scheme: str = 
     return res
 
 
-def fit_counts(requests: Sequence[SimRequest], capacity_slots: int, block_size: int = 16) -> dict:
+def fit_counts(requests: Sequence[SimRequest], capacity_slots: int, block_size: int = 16) -> FitCounts:
     """How many of these sequences, at their full final length, fit at once in `capacity_slots`, taken in
     order until the next does not fit: contiguous (each reserves prompt + max_tokens slots) against paged
     (each holds ceil((prompt + output) / block_size) blocks of a pool of capacity_slots // block_size)."""
@@ -390,9 +412,9 @@ def fit_counts(requests: Sequence[SimRequest], capacity_slots: int, block_size: 
         return n
 
     requests = _check_requests(requests)
-    capacity_slots = _count(capacity_slots, "capacity_slots", 1)
-    block_size = _count(block_size, "block_size", 1, capacity_slots)
+    capacity_slots = checks.count(capacity_slots, "capacity_slots", 1)
+    block_size = checks.count(block_size, "block_size", 1, capacity_slots)
     contiguous = count((r.prompt_tokens + r.max_tokens for r in requests), capacity_slots)
     paged = count((math.ceil((r.prompt_tokens + r.output_tokens) / block_size) for r in requests),
                   capacity_slots // block_size)
-    return {"contiguous": contiguous, "paged": paged, "ratio": paged / max(1, contiguous)}
+    return FitCounts(contiguous, paged, paged / max(1, contiguous))

@@ -9,27 +9,28 @@ MEASURED, COMPUTED, BASELINE = "tab:blue", "tab:orange", "tab:grey"
 
 
 @plots.notes_when_empty('KV cache on and off')
-def cache_on_off_figure(result: dict, source: Any):
+def cache_on_off_figure(result, source: Any):
+    """helpers.serving.kv_cache.CacheOnOff: time per token (left) and the cumulative work (right)."""
     fig, (a, b) = plots.figure(ncols=2, width=5.2)
-    rows = result["rows"]
-    pos = [r["position"] for r in rows]
-    a.plot(pos[1:], [1e3 * r["seconds without cache"] for r in rows[1:]], color=BASELINE, label="no cache (recompute all)")
-    a.plot(pos[1:], [1e3 * r["seconds with cache"] for r in rows[1:]], color=MEASURED, label="KV cache")
+    rows = result.steps
+    pos = [r.position for r in rows]
+    a.plot(pos[1:], [1e3 * r.seconds_without_cache for r in rows[1:]], color=BASELINE, label="no cache (recompute all)")
+    a.plot(pos[1:], [1e3 * r.seconds_with_cache for r in rows[1:]], color=MEASURED, label="KV cache")
     a.set_xlabel("position of the token generated")
     a.set_ylabel("time of the step (ms)")
     a.set_title("time per token", fontsize=9)
     a.legend(fontsize=8)
     cum_off, cum_on, s1, s2 = [], [], 0, 0
     for r in rows:
-        s1 += r["tokens processed without cache"]
-        s2 += r["tokens processed with cache"]
+        s1 += r.tokens_without_cache
+        s2 += r.tokens_with_cache
         cum_off.append(s1)
         cum_on.append(s2)
     b.plot(range(1, len(rows) + 1), cum_off, color=BASELINE, label="no cache: n·p + n(n−1)/2")
     b.plot(range(1, len(rows) + 1), cum_on, color=MEASURED, label="KV cache: p + n − 1")
     b.set_xlabel("tokens generated n")
     b.set_ylabel("tokens run through the model (cumulative)")
-    b.set_title(f"work, prompt p = {result['prompt tokens']}", fontsize=9)
+    b.set_title(f"work, prompt p = {result.prompt_tokens}", fontsize=9)
     b.legend(fontsize=8)
     return plots.finish(fig, source)
 
@@ -90,16 +91,16 @@ def bars_figure(labels: Sequence[str], values: Sequence[float], ylabel: str, tit
 
 
 @plots.notes_when_empty('Speculative decoding')
-def speculative_figure(rows: Sequence[dict], source: Any):
-    """Per drafter: tokens per target pass measured against eq. 1 at its fitted per-token α (left), and
-    the wall-clock speed-up over plain decoding (right); 1 marks plain decoding on both."""
+def speculative_figure(rows: Sequence, source: Any):
+    """Per drafter (helpers.serving.speculative.Speculation): tokens per target pass measured against eq. 1
+    at its fitted per-token α (left), and the wall-clock speed-up over plain decoding (right); 1 marks
+    plain decoding on both."""
     fig, (a, b) = plots.figure(ncols=2, width=5.5)
-    names = [r["drafter"].replace(" (", "\n(") for r in rows]
+    names = [r.drafter.replace(" (", "\n(") for r in rows]
     x = range(len(rows))
-    for shift, key, colour, label in ((-0.2, "tokens per target pass", MEASURED, "measured"),
-                                      (0.2, "expected tokens per pass (1−α^(k+1))/(1−α)", COMPUTED,
-                                       "expected at its α (eq. 1)")):
-        vals = [r[key] for r in rows]
+    for shift, key, colour, label in ((-0.2, "tokens_per_pass", MEASURED, "measured"),
+                                      (0.2, "expected_tokens_per_pass", COMPUTED, "expected at its α (eq. 1)")):
+        vals = [getattr(r, key) for r in rows]
         a.bar([i + shift for i in x], vals, width=0.4, color=colour, label=label)
         for i, v in zip(x, vals):
             a.text(i + shift, v, f"{v:.2f}", ha="center", va="bottom", fontsize=8)
@@ -107,7 +108,7 @@ def speculative_figure(rows: Sequence[dict], source: Any):
     a.set_ylabel("tokens per target forward pass")
     a.set_title("tokens per target pass", fontsize=10)
     a.legend(fontsize=8, loc="lower right")
-    speed = [r["wall-clock speed-up"] for r in rows]
+    speed = [r.speedup for r in rows]
     plots.bars(b, names, speed, [MEASURED if v > 1 else BASELINE for v in speed], fmt=lambda v: f"{v:.2f}×")
     b.tick_params(axis="x", labelsize=8)
     b.set_ylabel("wall-clock speed-up over plain decoding")
@@ -118,16 +119,17 @@ def speculative_figure(rows: Sequence[dict], source: Any):
 
 
 @plots.notes_when_empty('Prefix-cache hit rates')
-def hit_rate_figure(results: dict[str, dict], source: Any):
-    """Per request of each trace: prompt tokens and the cached part."""
+def hit_rate_figure(results: dict, source: Any):
+    """Per request of each trace (name: helpers.serving.engine.measure.CacheRun): prompt tokens and the
+    cached part."""
     fig, axes = plots.figure(ncols=len(results), width=4.8, squeeze=False)
     for ax, (name, r) in zip(axes[0], results.items()):
-        lens = r["lengths"]
+        lens = r.lengths
         ax.bar(range(len(lens)), lens, color="#dddddd", label="prompt tokens")
-        ax.bar(range(len(lens)), r["hits"], color=MEASURED, label="cached (reused)")
+        ax.bar(range(len(lens)), r.hits, color=MEASURED, label="cached (reused)")
         ax.set_xlabel("request, in arrival order")
         ax.set_ylabel("tokens")
-        ax.set_title(f"{name}: hit rate {r['hit rate']:.0%}", fontsize=9)
+        ax.set_title(f"{name}: hit rate {r.hit_rate:.0%}", fontsize=9)
         ax.legend(fontsize=7)
     return plots.finish(fig, source)
 
@@ -168,10 +170,10 @@ def timeline_figure(rows: Sequence[dict], log: Sequence[dict], source: Any, titl
 
 
 @plots.notes_when_empty('Tokens per target pass against draft length')
-def expected_tokens_figure(rows: Sequence[dict], alpha: float, k_max: int, source: Any):
+def expected_tokens_figure(rows: Sequence, alpha: float, k_max: int, source: Any):
     """Leviathan et al.'s expected tokens per target pass, (1 − α^(k+1)) ÷ (1 − α), against the draft length
     k at the chosen per-token acceptance α, with k + 1 (every draft kept) as the ceiling, and each measured
-    drafter as a point at its k."""
+    drafter (helpers.serving.engine.measure.SpecRun) as a point at its k."""
     from .speculative import expected_tokens_per_pass
 
     fig, ax = plots.figure(width=6.5, height=3.6)
@@ -180,8 +182,7 @@ def expected_tokens_figure(rows: Sequence[dict], alpha: float, k_max: int, sourc
     ax.plot(ks, [expected_tokens_per_pass(alpha, k) for k in ks], color=COMPUTED, marker="o", ms=3,
             label=f"expected at α = {alpha:.2f}: (1 − α^(k+1)) ÷ (1 − α)")
     for r, m in zip(rows, "sDv^"):
-        ax.plot([r["k"]], [r["tokens per target pass"]], m, color=MEASURED, ms=7,
-                label=f"measured: {r['drafter']}")
+        ax.plot([r.k], [r.tokens_per_pass], m, color=MEASURED, ms=7, label=f"measured: {r.drafter}")
     ax.set_xlabel("draft length k")
     ax.set_ylabel("tokens per target pass")
     ax.set_title("tokens per target pass: Leviathan et al.'s eq. 1 and the measured drafters", fontsize=9)

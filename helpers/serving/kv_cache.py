@@ -7,10 +7,38 @@ prompt once, then one token a step).
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
+from .. import checks
 from ..measure.hardware import synchronize
-from ..cost.stepcost import _count
 from ..measure.timing import check_ids, timed_generate
+
+
+@dataclass(frozen=True)
+class CacheStep:
+    """One generated token, both ways."""
+
+    step: int                        # 0: the prefill
+    position: int                    # the position of the token generated
+    seconds_without_cache: float
+    seconds_with_cache: float
+    tokens_without_cache: int        # tokens run through the model in this step
+    tokens_with_cache: int
+
+
+@dataclass(frozen=True)
+class CacheOnOff:
+    """Greedy decoding without the KV cache against with it, on the same prompt."""
+
+    steps: list[CacheStep]
+    prompt_tokens: int
+    new_tokens: int
+    identical_tokens: bool
+    total_s_without_cache: float
+    total_s_with_cache: float
+    tokens_without_cache: int        # tokens run through the model, all steps
+    tokens_with_cache: int
+    predicted_tokens_without_cache: int   # work_without_cache: n·p + n(n−1)/2
 
 
 def generate_without_cache(model, input_ids, max_new_tokens: int) -> tuple[list[int], list[float], list[int]]:
@@ -18,7 +46,7 @@ def generate_without_cache(model, input_ids, max_new_tokens: int) -> tuple[list[
     seconds per step, tokens processed per step); step 0 is the prefill."""
     import torch
 
-    _count(max_new_tokens, "max_new_tokens", 1)
+    checks.count(max_new_tokens, "max_new_tokens", 1)
     device = str(next(model.parameters()).device)
     ids = check_ids(model, input_ids, max_new_tokens).to(device)
     out, secs, work = [], [], []
@@ -36,15 +64,15 @@ def generate_without_cache(model, input_ids, max_new_tokens: int) -> tuple[list[
     return out, secs, work
 
 
-def cache_on_off(model, input_ids, max_new_tokens: int, repeats: int = 3) -> dict:
-    """Both ways on the same prompt: per-step rows (position, seconds, tokens processed) and a summary.
+def cache_on_off(model, input_ids, max_new_tokens: int, repeats: int = 3) -> CacheOnOff:
+    """Both ways on the same prompt: each step (position, seconds, tokens processed) and the totals.
     Each way runs `repeats` times, alternating, and each step keeps its fastest time: another process on
     the cores only ever slows a step, so a single run could show either way ahead by accident."""
-    _count(max_new_tokens, "max_new_tokens", 1)
+    checks.count(max_new_tokens, "max_new_tokens", 1)
     input_ids = check_ids(model, input_ids, max_new_tokens)
     if input_ids.shape[0] != 1:
         raise ValueError(f"one sequence at a time, got a batch of {input_ids.shape[0]}")
-    _count(repeats, "repeats", 1)
+    checks.count(repeats, "repeats", 1)
     # untimed warm-up of both paths
     timed_generate(model, input_ids[:, :8], 2)
     generate_without_cache(model, input_ids[:, :8], 2)
@@ -56,19 +84,14 @@ def cache_on_off(model, input_ids, max_new_tokens: int, repeats: int = 3) -> dic
         off_s = off_run if off_s is None else [min(a, b) for a, b in zip(off_s, off_run)]
         on_s = on_run if on_s is None else [min(a, b) for a, b in zip(on_s, on_run)]
     p = input_ids.shape[1]
-    rows = [{"step": i, "position": p + i, "seconds without cache": off_s[i], "seconds with cache": on_s[i],
-             "tokens processed without cache": off_work[i], "tokens processed with cache": p if i == 0 else 1}
-            for i in range(max_new_tokens)]
-    return {"rows": rows, "prompt tokens": p, "new tokens": max_new_tokens,
-            "identical tokens": off_tokens == on.token_ids[0],
-            "total s without cache": sum(off_s), "total s with cache": sum(on_s),
-            "tokens processed without cache": sum(off_work), "tokens processed with cache": p + max_new_tokens - 1,
-            "predicted tokens processed without cache": work_without_cache(p, max_new_tokens)}
+    steps = [CacheStep(i, p + i, off_s[i], on_s[i], off_work[i], p if i == 0 else 1) for i in range(max_new_tokens)]
+    return CacheOnOff(steps, p, max_new_tokens, off_tokens == on.token_ids[0], sum(off_s), sum(on_s),
+                      sum(off_work), p + max_new_tokens - 1, work_without_cache(p, max_new_tokens))
 
 
 def work_without_cache(prompt_tokens: int, new_tokens: int) -> int:
     """Tokens run through the model to generate new_tokens greedily with no cache: step t (0-based)
     processes prompt + t tokens, so Σ_{t<n} (p + t) = n·p + n(n−1)/2."""
-    _count(prompt_tokens, "prompt_tokens", 1)
-    _count(new_tokens, "new_tokens", 1)
+    checks.count(prompt_tokens, "prompt_tokens", 1)
+    checks.count(new_tokens, "new_tokens", 1)
     return new_tokens * prompt_tokens + new_tokens * (new_tokens - 1) // 2

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 
+from .. import checks
 from ..cost.memory import kv_cache_bytes
+from ..cost.specs import get_spec
 from ..measure.tensor_bytes import measured_cache_bytes, plain_tensors
 from ..measure.quality import kl_per_position, top1_agreement
-from ..cost.stepcost import _count
 from ..measure.timing import check_ids
 
 # name -> (QuantizedCache backend, nbits, helpers.cost.memory KV dtype of the stored values)
@@ -31,25 +33,68 @@ RESIDUAL_LENGTH = 128  # the newest tokens kept in full precision until they are
 FP8_SCALE_BYTES = 4    # transformers' fp8 KV cache keeps an fp32 scale per K and V tensor (measured, fp32 and bf16)
 
 
-def cache_bytes(model, tokens: int, dtype: str, scheme: str, residual_tokens: int = 0) -> dict[str, int]:
+@dataclass(frozen=True)
+class CacheBytes:
+    """A cache's bytes by part (the formula)."""
+
+    values: int                      # the packed values
+    metadata: int                    # scales and zero points
+    residual: int                    # tokens not yet quantized, in full precision
+    total: int
+
+
+@dataclass(frozen=True)
+class SchemeBytes:
+    """One scheme's real cache against the formula."""
+
+    scheme: str
+    tokens: int
+    measured_bytes: int
+    formula_values_bytes: int
+    formula_bytes: int               # every part: values, scales and zero points, residual
+    measured_values_bytes: int
+    metadata_bytes: int              # scales & zero points, measured
+    residual_bytes: int              # the full-precision residual, measured
+    share_of_full: float             # measured ÷ the full-precision cache's
+
+
+@dataclass(frozen=True)
+class SchemeQuality:
+    """One scheme's cache against the full-precision cache, on the same tokens."""
+
+    scheme: str
+    positions: int
+    kl_mean_nats: float
+    kl_max_nats: float
+    top1_agreement: float
+
+
+@dataclass(frozen=True)
+class SchemeSpeed:
+    """One scheme's median decode step."""
+
+    scheme: str
+    context_tokens: int
+    step_ms: float                   # median decode step
+    vs_full: float                   # ÷ the full-precision cache's step
+
+
+def cache_bytes(model, tokens: int, dtype: str, scheme: str, residual_tokens: int = 0) -> CacheBytes:
     """The bytes of a `scheme` cache holding `tokens` tokens of a model whose activations are `dtype`, by
     part: packed values (helpers.cost.memory.kv_cache_bytes at the scheme's storage dtype), metadata (quanto:
     a scale and a zero point in `dtype` per group of GROUP_SIZE values; fp8: one fp32 scale per K and V
     tensor per layer, whatever the model's dtype) and `residual_tokens` not yet quantized (full precision,
     at most RESIDUAL_LENGTH − 1). Pinned against the bytes of real QuantizedCaches of an fp32 and a bf16
     model (tests); used to project the measured shares onto a 7B model's cache."""
-    from .. import checks
-    from ..cost.specs import get_spec
     from ..cost.units import dtype_bytes
 
     backend, _, kv_dtype = SCHEMES[_check(scheme)]
-    tokens = checks.count(tokens, "tokens")
-    if isinstance(residual_tokens, bool) or not isinstance(residual_tokens, int) or not 0 <= residual_tokens <= tokens:
-        raise ValueError(f"residual_tokens must be a whole number from 0 to tokens ({tokens}), got {residual_tokens!r}")
+    checks.count(tokens, "tokens")
+    checks.count(residual_tokens, "residual_tokens (at most tokens)", 0, tokens)
     spec = get_spec(model)
     if backend is None:
-        return {"values": kv_cache_bytes(spec, tokens, dtype=dtype), "metadata": 0, "residual": 0,
-                "total": kv_cache_bytes(spec, tokens, dtype=dtype)}
+        full = kv_cache_bytes(spec, tokens, dtype=dtype)
+        return CacheBytes(full, 0, 0, full)
     quantized = tokens - residual_tokens
     values = kv_cache_bytes(spec, quantized, dtype=kv_dtype) if quantized else 0
     size = int(dtype_bytes(dtype))
@@ -59,15 +104,15 @@ def cache_bytes(model, tokens: int, dtype: str, scheme: str, residual_tokens: in
         elements = kv_cache_bytes(spec, quantized, dtype="int8") if quantized else 0   # 1 byte per element
         meta = math.ceil(elements / GROUP_SIZE) * 2 * size
     residual = kv_cache_bytes(spec, residual_tokens, dtype=dtype) if residual_tokens else 0
-    return {"values": values, "metadata": meta, "residual": residual, "total": values + meta + residual}
+    return CacheBytes(values, meta, residual, values + meta + residual)
 
 
 def projected_shares(model, tokens: int, dtype: str) -> dict[str, float]:
     """Each scheme's cache as a share of full precision for `model` at `tokens` tokens in `dtype`, with
     half the residual window still in full precision (its average over a long generation)."""
-    full = cache_bytes(model, tokens, dtype, "full precision")["total"]
+    full = cache_bytes(model, tokens, dtype, "full precision").total
     resid = min(tokens, RESIDUAL_LENGTH // 2)
-    return {s: cache_bytes(model, tokens, dtype, s, 0 if SCHEMES[s][0] in (None, "fp8") else resid)["total"] / full
+    return {s: cache_bytes(model, tokens, dtype, s, 0 if SCHEMES[s][0] in (None, "fp8") else resid).total / full
             for s in SCHEMES}
 
 
@@ -101,9 +146,7 @@ def available(scheme: str) -> str | None:
 
 
 def _check(scheme: str) -> str:
-    if not isinstance(scheme, str) or scheme not in SCHEMES:
-        raise ValueError(f"unknown KV-cache scheme {scheme!r}; allowed: {', '.join(SCHEMES)}")
-    return scheme
+    return checks.choice(scheme, "the KV-cache scheme", SCHEMES)
 
 
 def make_cache(model, scheme: str, residual_length: int = RESIDUAL_LENGTH):
@@ -134,14 +177,14 @@ def _store_split(cache) -> dict[str, int]:
     return {"data": data, "metadata": meta, "residual": resid}
 
 
-def bytes_rows(model, spec, ids, dtype: str) -> list[dict]:
+def bytes_by_scheme(model, spec, ids, dtype: str) -> list[SchemeBytes]:
     """Prefill `ids` (one sequence) then decode one token into each scheme's cache; the measured bytes
     (helpers.measure.tensor_bytes.measured_cache_bytes) against helpers.cost.memory.kv_cache_bytes for the packed values,
     the full-precision residual and the scales."""
     import torch
 
     x = check_ids(model, ids, 1, "ids", one_sequence=True).to(next(model.parameters()).device)
-    rows = []
+    rows: list[dict] = []
     for scheme, (backend, _, _) in SCHEMES.items():
         if available(scheme):
             continue
@@ -152,23 +195,18 @@ def bytes_rows(model, spec, ids, dtype: str) -> list[dict]:
         tokens = x.shape[1] + 1
         measured = measured_cache_bytes(cache)
         if backend is None:
-            formula = cache_bytes(spec, tokens, dtype, scheme)["total"]
-            rows.append({"scheme": scheme, "tokens": tokens, "measured bytes": measured,
-                         "formula bytes (values)": formula, "formula bytes (all parts)": formula,
-                         "measured values bytes": measured, "scales & zero points bytes": 0,
-                         "full-precision residual bytes": 0})
+            formula = cache_bytes(spec, tokens, dtype, scheme).total
+            rows.append(dict(scheme=scheme, tokens=tokens, measured_bytes=measured, formula_values_bytes=formula,
+                             formula_bytes=formula, measured_values_bytes=measured, metadata_bytes=0, residual_bytes=0))
             continue
         split = _store_split(cache)
         resid_tokens = split["residual"] // max(1, kv_cache_bytes(spec, 1, dtype=dtype)) if split["residual"] else 0
         formula = cache_bytes(spec, tokens, dtype, scheme, resid_tokens)
-        rows.append({"scheme": scheme, "tokens": tokens, "measured bytes": measured,
-                     "formula bytes (values)": formula["values"], "formula bytes (all parts)": formula["total"],
-                     "measured values bytes": split["data"], "scales & zero points bytes": split["metadata"],
-                     "full-precision residual bytes": split["residual"]})
-    full = rows[0]["measured bytes"]
-    for r in rows:
-        r["share of full precision"] = r["measured bytes"] / full
-    return rows
+        rows.append(dict(scheme=scheme, tokens=tokens, measured_bytes=measured, formula_values_bytes=formula.values,
+                         formula_bytes=formula.total, measured_values_bytes=split["data"],
+                         metadata_bytes=split["metadata"], residual_bytes=split["residual"]))
+    full = rows[0]["measured_bytes"]
+    return [SchemeBytes(**r, share_of_full=r["measured_bytes"] / full) for r in rows]
 
 
 def _scored_logprobs(model, ids, cache, prefill: int, chunk: int):
@@ -186,11 +224,11 @@ def _scored_logprobs(model, ids, cache, prefill: int, chunk: int):
     return torch.log_softmax(torch.cat(outs).float(), dim=-1).cpu()
 
 
-def quality_rows(model, ids, prefill: int = 64, chunk: int = 16) -> list[dict]:
+def quality_by_scheme(model, ids, prefill: int = 64, chunk: int = 16) -> list[SchemeQuality]:
     """KL(p_full ‖ p_scheme) and top-1 agreement at every position after the prefill, each scheme's cache
     against the full-precision cache, on the same tokens (helpers.measure.quality)."""
-    _count(prefill, "prefill", 1)
-    _count(chunk, "chunk", 1)
+    checks.count(prefill, "prefill")
+    checks.count(chunk, "chunk")
     n = check_ids(model, ids, 0, "ids", one_sequence=True).shape[1]
     if n <= prefill + 1:
         raise ValueError(f"need more than prefill + 1 = {prefill + 1} tokens, got {n}")
@@ -201,19 +239,19 @@ def quality_rows(model, ids, prefill: int = 64, chunk: int = 16) -> list[dict]:
             continue
         lp = _scored_logprobs(model, ids, make_cache(model, scheme), prefill, chunk)
         kl = kl_per_position(ref[1:], lp[1:])     # the prefill's own position saw no quantized state
-        rows.append({"scheme": scheme, "positions": int(kl.numel()), "KL mean (nats)": kl.mean().item(),
-                     "KL max (nats)": kl.max().item(), "top-1 agreement": top1_agreement(ref[1:], lp[1:])})
+        rows.append(SchemeQuality(scheme, int(kl.numel()), kl.mean().item(), kl.max().item(),
+                                  top1_agreement(ref[1:], lp[1:])))
     return rows
 
 
-def speed_rows(model, ids, steps: int = 16) -> list[dict]:
+def speed_by_scheme(model, ids, steps: int = 16) -> list[SchemeSpeed]:
     """Median time of a decode step after prefilling `ids`, per scheme (dequantizing costs time on a CPU:
     these kernels are not fused)."""
     import statistics
 
     import torch
 
-    _count(steps, "steps", 1)
+    checks.count(steps, "steps")
     x = check_ids(model, ids, steps, "ids", one_sequence=True).to(next(model.parameters()).device)
     rows = []
     for scheme in SCHEMES:
@@ -227,8 +265,6 @@ def speed_rows(model, ids, steps: int = 16) -> list[dict]:
                 t0 = time.perf_counter()
                 nxt = model(input_ids=nxt, cache=cache, use_cache=True).logits[:, -1:].argmax(-1)
                 times.append(time.perf_counter() - t0)
-        rows.append({"scheme": scheme, "context tokens": x.shape[1], "decode step (ms, median)": 1e3 * statistics.median(times)})
-    base = rows[0]["decode step (ms, median)"]
-    for r in rows:
-        r["vs full precision"] = r["decode step (ms, median)"] / base
-    return rows
+        rows.append((scheme, x.shape[1], 1e3 * statistics.median(times)))
+    base = rows[0][2]
+    return [SchemeSpeed(scheme, context, ms, ms / base) for scheme, context, ms in rows]

@@ -5,7 +5,7 @@ Workloads and sizes are the notebook's (`workload`), so the bench and notebook 0
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 
 
 @dataclass(frozen=True)
@@ -71,8 +71,8 @@ def paged_trace(tokenizer, w: Workload) -> tuple[list, int]:
     return sims, PAGED_CAPACITY_LONGEST * (w.max_output + max(r.prompt_tokens for r in sims))
 
 
-def paged_fit(tokenizer, w: Workload, capacity_slots: int | None = None, block_size: int | None = None) -> dict:
-    """How many of the chat trace's requests fit at once, contiguous (prompt + max_output reserved)
+def paged_fit(tokenizer, w: Workload, capacity_slots: int | None = None, block_size: int | None = None):
+    """How many of the chat trace's requests fit at once (helpers.serving.blocks.FitCounts), contiguous (prompt + max_output reserved)
     against paged (their real lengths, in blocks of PAGE_SIZE), in paged_trace's capacity unless given."""
     from .batching import PAGE_SIZE
     from .blocks import fit_counts
@@ -108,17 +108,17 @@ def bench_serving() -> dict:
         "model": loaded.label, "profile": loaded.profile,
         "continuous_batching_speedup": cont.tokens_per_s / seq.tokens_per_s,
         "static_batching_speedup": static.tokens_per_s / seq.tokens_per_s,
-        "prefix_cache_ttft_ratio": pre["TTFT ratio"],
-        "spec_tokens_per_target_pass": spec["tokens per target pass"],
-        "paged_over_contiguous_sequences": fit["ratio"],
+        "prefix_cache_ttft_ratio": pre.ttft_ratio,
+        "spec_tokens_per_target_pass": spec.tokens_per_pass,
+        "paged_over_contiguous_sequences": fit.ratio,
         **eng.pop("headline"),
         "details": {
             "engine": eng,
-            "batching": {k: batching.summary_row(v, seq) for k, v in res.items()},
+            "batching": {k: asdict(batching.summarize(v, seq)) for k, v in res.items()},
             "batching_identical_to_sequential": {"continuous": batching.same_tokens(cont, seq),
                                                  "static": batching.same_tokens(static, seq)},
             "slots": w.slots, "requests": w.requests, "batching_rounds": BATCHING_ROUNDS,
-            "prefix_reuse": pre, "speculative_prompt_lookup": spec, "paged_fit": fit,
+            "prefix_reuse": asdict(pre), "speculative_prompt_lookup": asdict(spec), "paged_fit": asdict(fit),
         },
     }
 
@@ -144,7 +144,6 @@ def engine_figures(loaded, w: Workload) -> dict:
     reqs = chat_requests(tok, replace(w, requests=ENGINE_REQUESTS))
     same = measure.identical_to_generate(m, [r.prompt for r in reqs[:8]], 16)
     vs = measure.against_transformers_cb(m, reqs, ENGINE_CONCURRENT, rounds=ENGINE_ROUNDS)
-    vs = {k: v for k, v in vs.items() if not hasattr(v, "timings")}
     g = torch.Generator().manual_seed(0)
     prefix = torch.randint(3, m.config.vocab_size, (w.prefix_tokens,), generator=g).tolist()
     suffixes = [torch.randint(3, m.config.vocab_size, (w.suffix_tokens,), generator=g).tolist() for _ in range(4)]
@@ -153,15 +152,17 @@ def engine_figures(loaded, w: Workload) -> dict:
     ids = traces.token_ids(tok, trace)
     rounds = [[p for p, r in zip(ids, trace) if r.round == k] for k in sorted({r.round for r in trace})]
     caches = measure.cache_hits(m, rounds)
-    spec = measure.speculative_figures(m, eval_ids(tok, 160), w.decode_tokens, k=w.spec_k,
+    spec = measure.speculative_runs(m, eval_ids(tok, 160), w.decode_tokens, k=w.spec_k,
                                        draft_layers=w.draft_layers)
-    lookup = next(r for r in spec if r["drafter"].startswith("prompt lookup"))
-    return {"headline": {"engine_identical_to_generate": same["identical"],
-                         "engine_over_transformers_cb": vs["ratio"],
-                         "engine_prefix_ttft_ratio": ttft["TTFT ratio"],
-                         "engine_spec_prompt_lookup_tokens_per_pass": lookup["tokens per target pass"],
-                         "engine_spec_prompt_lookup_speedup": lookup["wall-clock speed-up"],
-                         "engine_radix_over_hash_reused_tokens": caches["radix"]["reused tokens"]
-                         / max(1, caches["hash"]["reused tokens"])},
-            "identical_to_generate": same, "against_transformers_cb": vs, "prefix_ttft": ttft,
-            "prefix_caches_agentic": caches, "speculative": spec}
+    lookup = next(r for r in spec if r.drafter.startswith("prompt lookup"))
+    runs = ("engine", "transformers_cb")      # the two ServeResults: their every timing stays out of the JSON
+    return {"headline": {"engine_identical_to_generate": same.identical,
+                         "engine_over_transformers_cb": vs.ratio,
+                         "engine_prefix_ttft_ratio": ttft.ttft_ratio,
+                         "engine_spec_prompt_lookup_tokens_per_pass": lookup.tokens_per_pass,
+                         "engine_spec_prompt_lookup_speedup": lookup.speedup,
+                         "engine_radix_over_hash_reused_tokens": caches.radix.reused_tokens
+                         / max(1, caches.hash.reused_tokens)},
+            "identical_to_generate": asdict(same),
+            "against_transformers_cb": {f.name: getattr(vs, f.name) for f in fields(vs) if f.name not in runs},
+            "prefix_ttft": asdict(ttft), "prefix_caches_agentic": asdict(caches), "speculative": [asdict(r) for r in spec]}

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from ..measure.hardware import free_memory, is_out_of_memory, synchronize
-from ..cost.stepcost import _count
+from .. import checks
 from ..measure.timing import check_ids
 from ..measure.sweeps import prefill
 
@@ -32,14 +32,14 @@ def make_requests(n: int, prompt_range: tuple[int, int], new_tokens_range: tuple
     all arriving at time 0."""
     import random
 
-    _count(n, "the number of requests", 1, MAX_REQUESTS)
-    _count(vocab, "vocab", 4)
-    _count(seed, "seed", 0)
+    checks.count(n, "the number of requests", 1, MAX_REQUESTS)
+    checks.count(vocab, "vocab", 4)
+    checks.count(seed, "seed", 0)
     for rng_, what, least in ((prompt_range, "prompt_range", 1), (new_tokens_range, "new_tokens_range", 1)):
         if not isinstance(rng_, (tuple, list)) or len(rng_) != 2:
             raise ValueError(f"{what} must be a (lowest, highest) pair of whole numbers, got {rng_!r}")
-        lo = _count(rng_[0], f"{what}'s lowest", least, MAX_PROMPT_TOKENS)
-        _count(rng_[1], f"{what}'s highest", lo, MAX_PROMPT_TOKENS)   # not inverted
+        lo = checks.count(rng_[0], f"{what}'s lowest", least, MAX_PROMPT_TOKENS)
+        checks.count(rng_[1], f"{what}'s highest", lo, MAX_PROMPT_TOKENS)   # not inverted
     rng = random.Random(seed)
 
     def spread(lo: int, hi: int) -> list[int]:
@@ -61,7 +61,7 @@ def check_requests(model, requests: Sequence[Request]) -> list[Request]:
     for r in requests:
         if not isinstance(r, Request):
             raise ValueError(f"requests must hold Request objects, got a {type(r).__name__}")
-        _count(r.max_new_tokens, f"request {r.rid}'s max_new_tokens", 1)
+        checks.count(r.max_new_tokens, f"request {r.rid}'s max_new_tokens", 1)
         check_ids(model, [list(r.prompt)], r.max_new_tokens, f"request {r.rid}'s prompt")
     return list(requests)
 
@@ -112,21 +112,6 @@ class ServeResult:
         """New tokens per forward call: the mean batch a step served (1 one request at a time)."""
         return self._per(self.new_tokens, "forward calls", self.forward_calls)
 
-    def frame(self):
-        import pandas as pd
-
-        rows = [{"mode": self.mode, "request": t.rid, "prompt tokens": t.prompt_tokens, "new tokens": t.new_tokens,
-                 "start s": t.start_s, "first token s (TTFT)": t.first_token_s, "finish s": t.finish_s}
-                for t in self.timings]
-        return pd.DataFrame(rows)
-
-    def summary(self) -> dict:
-        import statistics
-
-        return {"mode": self.mode, "requests": len(self.timings), "new tokens": self.new_tokens,
-                "wall s": self.wall_s, "tokens/s": self.tokens_per_s, "forward calls": self.forward_calls,
-                "median TTFT s": statistics.median(t.first_token_s for t in self.timings),
-                "last finish s": max(t.finish_s for t in self.timings)}
 
 
 class _ForwardCounter:
@@ -189,7 +174,7 @@ def serve_batched(model, requests: Sequence[Request], device: str | None = None,
     import torch
 
     requests = check_requests(model, requests)
-    _count(pad_id, "pad_id", 0, model.config.vocab_size - 1)
+    checks.count(pad_id, "pad_id", 0, model.config.vocab_size - 1)
     device = device or str(next(model.parameters()).device)
     n = len(requests)
     width = max(len(r.prompt) for r in requests)
@@ -258,7 +243,18 @@ def _median(xs) -> float:
     return statistics.median(xs)
 
 
-def latency_cost(comparison: ServingComparison) -> list[dict]:
+@dataclass(frozen=True)
+class LatencyCost:
+    """What one serving mode costs each request, and its throughput."""
+
+    mode: str
+    median_ttft_ms: float            # arrival to first token, waiting included
+    median_prefill_ms: float         # the prefill that produced the first token
+    median_decode_step_ms: float     # NaN when no request made two tokens
+    tokens_per_s: float
+
+
+def latency_cost(comparison: ServingComparison) -> list[LatencyCost]:
     """What batching costs each request next to what it gains the server, per mode that ran:
 
     - time to first token as the user sees it (arrival to first token, waiting included);
@@ -270,11 +266,9 @@ def latency_cost(comparison: ServingComparison) -> list[dict]:
     rows = []
     for res in comparison.results:
         steps = [(t.finish_s - t.first_token_s) / (t.new_tokens - 1) for t in res.timings if t.new_tokens > 1]
-        rows.append({"mode": res.mode,
-                     "median time to first token (ms)": _median(t.first_token_s for t in res.timings) * 1e3,
-                     "median prefill (ms)": _median(t.first_token_s - t.start_s for t in res.timings) * 1e3,
-                     "median decode step (ms)": _median(steps) * 1e3 if steps else float("nan"),
-                     "tokens/s": res.tokens_per_s})
+        rows.append(LatencyCost(res.mode, _median(t.first_token_s for t in res.timings) * 1e3,
+                                _median(t.first_token_s - t.start_s for t in res.timings) * 1e3,
+                                _median(steps) * 1e3 if steps else float("nan"), res.tokens_per_s))
     return rows
 
 

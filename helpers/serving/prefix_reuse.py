@@ -8,11 +8,28 @@ top of it. Same last-position logits either way (the suffix attends to the same 
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 
+from .. import checks
 from ..measure.timing import measure
 from ..measure.sweeps import new_cache
 
 COPY_NOISE_SHARE = 0.1   # the copy is taken out of the warm time only when what is left is ≥ 10 % of it
+
+
+@dataclass(frozen=True)
+class PrefixReuse:
+    """Time to first token cold (prefix + suffix prefilled) and warm (the suffix over the prefix's cache)."""
+
+    prefix_tokens: int
+    suffix_tokens: int
+    ttft_cold_ms: float
+    ttft_warm_ms: float              # the suffix only (the copy taken out when copy_taken_out)
+    cache_copy_ms: float
+    copy_taken_out: bool
+    ttft_ratio: float                # cold ÷ warm
+    same_next_token: bool
+    max_logit_difference: float
 
 
 def _prefill_logits(model, ids, cache):
@@ -22,15 +39,14 @@ def _prefill_logits(model, ids, cache):
         return model(input_ids=ids, cache=cache, use_cache=True, logits_to_keep=1).logits[:, -1, :].float()
 
 
-def prefix_reuse(model, prefix_ids, suffix_ids, repeats: int = 3) -> dict:
+def prefix_reuse(model, prefix_ids, suffix_ids, repeats: int = 3) -> PrefixReuse:
     """Median TTFT cold (prefill prefix + suffix) and warm (suffix over a copy of the prefix's cache),
     their ratio, the time of the copy itself, and whether the logits agree."""
     import torch
 
-    from ..cost.stepcost import _count
     from ..measure.timing import check_ids, check_positions
 
-    _count(repeats, "repeats", 1)
+    checks.count(repeats, "repeats")
     prefix_ids = check_ids(model, prefix_ids, what="prefix_ids", one_sequence=True)
     suffix_ids = check_ids(model, suffix_ids, what="suffix_ids", one_sequence=True)
     check_positions(model, prefix_ids.shape[1] + suffix_ids.shape[1])
@@ -50,8 +66,6 @@ def prefix_reuse(model, prefix_ids, suffix_ids, repeats: int = 3) -> dict:
     # warm time with the copy in it (a ratio too low, never too high) is reported instead
     subtract = warm.median - copy_t.median >= COPY_NOISE_SHARE * warm.median
     warm_s = warm.median - copy_t.median if subtract else warm.median
-    return {"prefix tokens": prefix_ids.shape[1], "suffix tokens": suffix_ids.shape[1],
-            "TTFT cold (ms)": 1e3 * cold.median, "TTFT warm, suffix only (ms)": 1e3 * warm_s,
-            "cache copy (ms)": 1e3 * copy_t.median, "copy taken out": bool(subtract), "TTFT ratio": cold.median / warm_s,
-            "same next token": bool((a.argmax(-1) == b.argmax(-1)).all()),
-            "max |logit difference|": float((a - b).abs().max())}
+    return PrefixReuse(prefix_ids.shape[1], suffix_ids.shape[1], 1e3 * cold.median, 1e3 * warm_s,
+                       1e3 * copy_t.median, bool(subtract), cold.median / warm_s,
+                       bool((a.argmax(-1) == b.argmax(-1)).all()), float((a - b).abs().max()))

@@ -24,6 +24,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from .. import checks
 from .traces import shared_prefix_tokens
 
 
@@ -48,10 +49,9 @@ class Lock:
 
 class RadixTree:
     def __init__(self, block_size: int = 1, capacity_tokens: int | None = None, on_evict=None):
-        if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
-            raise ValueError(f"block_size must be a whole number ≥ 1, got {block_size!r}")
-        if capacity_tokens is not None and (not isinstance(capacity_tokens, int) or capacity_tokens < 0):
-            raise ValueError(f"capacity_tokens must be None (unbounded) or a whole number ≥ 0, got {capacity_tokens!r}")
+        checks.count(block_size, "block_size")
+        if capacity_tokens is not None:
+            checks.count(capacity_tokens, "capacity_tokens (None: unbounded)", 0)
         self.block_size = block_size
         self.capacity_tokens = capacity_tokens
         self.on_evict = on_evict   # called with each evicted node (its key and value), e.g. to free its K/V
@@ -214,7 +214,20 @@ class RadixTree:
         return out
 
 
-def hit_rate(prompts: Sequence[Sequence[int]], block_size: int = 16, capacity_tokens: int | None = None) -> dict:
+@dataclass(frozen=True)
+class HitRate:
+    """Prompts replayed through a radix tree, in order."""
+
+    requests: int
+    prompt_tokens: int
+    cached_tokens: int               # hits, all requests
+    hit_rate: float                  # cached ÷ prompt tokens
+    hits: list[int]                  # per request
+    lengths: list[int]               # prompt tokens per request
+    tree_tokens: int                 # tokens the tree holds at the end
+
+
+def hit_rate(prompts: Sequence[Sequence[int]], block_size: int = 16, capacity_tokens: int | None = None) -> HitRate:
     """Replay prompts in order: each looks up its cached prefix, then is inserted. Returns prompt tokens,
     cached (hit) tokens, the hit rate (hit ÷ prompt tokens) and per-request hits."""
     tree = RadixTree(block_size, capacity_tokens)
@@ -223,6 +236,5 @@ def hit_rate(prompts: Sequence[Sequence[int]], block_size: int = 16, capacity_to
         hits.append(tree.match(ids))
         tree.insert(ids)
     total = sum(len(p) for p in prompts)
-    return {"requests": len(prompts), "prompt tokens": total, "cached tokens": sum(hits),
-            "hit rate": sum(hits) / total if total else 0.0, "hits": hits,
-            "lengths": [len(p) for p in prompts], "tree tokens": tree.tokens}
+    return HitRate(len(prompts), total, sum(hits), sum(hits) / total if total else 0.0, hits,
+                   [len(p) for p in prompts], tree.tokens)

@@ -33,24 +33,80 @@ from __future__ import annotations
 
 import contextlib
 import time
+from dataclasses import dataclass
 
 from .. import checks
-from ..cost.stepcost import _count
 from .naive import _ForwardCounter
+
+
+@dataclass(frozen=True)
+class AcceptanceFit:
+    """Leviathan et al.'s model fitted to counted rounds."""
+
+    rejections: int                  # rounds that ended in a rejection
+    alpha: float                     # per-token acceptance, accepted ÷ checked
+    expected: float                  # tokens per pass, eq. 1 at alpha and each round's draft length
+    measured: float                  # tokens per pass, (accepted + rounds) ÷ rounds
+
+
+@dataclass(frozen=True)
+class PassCost:
+    """A bandwidth-bound model's speculative pass: its cost in target steps and the speed-up it predicts."""
+
+    pass_cost_steps: float
+    predicted_speedup: float
+
+
+@dataclass(frozen=True)
+class VerifyRatio:
+    """A verify pass of k + 1 tokens per sequence against a decode step, both at a GPU's roofline floor."""
+
+    context: int
+    batch: int
+    k: int
+    decode_step_ms: float
+    verify_pass_ms: float
+    verify_over_decode: float
+    verify_bound: str                # "memory" or "compute"
+    decode_bound: str
+    gpu: str
+
+
+@dataclass(frozen=True)
+class Speculation:
+    """One greedy generation with a drafter (transformers' assisted generation) against plain greedy."""
+
+    drafter: str
+    k: int
+    new_tokens: int
+    drafted: int
+    accepted: int
+    acceptance_rate: float           # accepted ÷ drafted
+    rejections: int
+    alpha: float                     # per-token acceptance, accepted ÷ checked
+    rounds: int
+    target_passes: int
+    plain_target_passes: int
+    tokens_per_pass: float           # tokens per target pass, measured
+    expected_tokens_per_pass: float  # eq. 1, (1 − α^(k+1)) ÷ (1 − α), at the fitted α
+    mean_drafted_per_pass: float     # per pass that drafted
+    plain_s: float
+    speculative_s: float
+    speedup: float                   # wall clock, plain ÷ speculative
+    identical_to_greedy: bool
 
 
 def expected_tokens_per_pass(alpha: float, k: int) -> float:
     """(1 − α^(k+1)) ÷ (1 − α): expected tokens a target pass yields when each of k drafted tokens is
     accepted with probability α until the first rejection (k + 1 at α = 1)."""
-    if not checks.number(alpha, "alpha") <= 1:
-        raise ValueError(f"alpha must be a number from 0 to 1, got {alpha!r}")
-    _count(k, "k", 0)
+    alpha = checks.fraction(alpha, "alpha")
+    checks.count(k, "k", 0)
     if alpha == 1:
         return float(k + 1)
     return (1 - alpha ** (k + 1)) / (1 - alpha)
 
 
-def acceptance_model(rounds) -> dict:
+def acceptance_model(rounds) -> AcceptanceFit:
     """Leviathan et al.'s model fitted to counted rounds: `rounds` is a sequence of (drafted, accepted) per
     target pass. Returns the rejections (rounds with accepted < drafted), the per-token acceptance
     α = accepted ÷ (accepted + rejections) (the maximum-likelihood α of eq. 1's model), the expected tokens
@@ -61,7 +117,7 @@ def acceptance_model(rounds) -> dict:
     rounds = list(rounds)
     if not all(isinstance(r, (tuple, list)) and len(r) == 2 for r in rounds):
         raise ValueError("rounds must be a list of (drafted, accepted) pairs of whole numbers")
-    rounds = [(_count(d, "drafted", 0), _count(a, "accepted", 0)) for d, a in rounds]
+    rounds = [(checks.count(d, "drafted", 0), checks.count(a, "accepted", 0)) for d, a in rounds]
     if not rounds:
         raise ValueError("no rounds to fit: speculative decoding made no target pass")
     for d, a in rounds:
@@ -72,8 +128,7 @@ def acceptance_model(rounds) -> dict:
     checked = accepted + rejections
     alpha = accepted / checked if checked else 0.0
     expected = sum(expected_tokens_per_pass(alpha, d) for d, _ in rounds) / len(rounds)
-    return {"rejections": rejections, "alpha": alpha, "expected": expected,
-            "measured": (accepted + len(rounds)) / len(rounds)}
+    return AcceptanceFit(rejections, alpha, expected, (accepted + len(rounds)) / len(rounds))
 
 
 FIT_TOLERANCE = 0.15   # measured within ±15 % of eq. 1 at the fitted α: the independence model describes it
@@ -106,8 +161,7 @@ def draft_step_share(spec, draft_layers: int, context: int, dtype: str = "bf16")
     from ..cost.stepcost import decode_cost
 
     spec = get_spec(spec)
-    if isinstance(draft_layers, bool) or not isinstance(draft_layers, int) or not 1 <= draft_layers <= spec.num_layers:
-        raise ValueError(f"draft_layers must be a whole number from 1 to {spec.num_layers}, got {draft_layers!r}")
+    checks.count(draft_layers, "draft_layers", 1, spec.num_layers)
     cfg = dict(spec.config, num_hidden_layers=draft_layers)          # the draft's shape, as a config
     if cfg.get("layer_types"):
         cfg["layer_types"] = list(cfg["layer_types"])[:draft_layers]
@@ -117,19 +171,20 @@ def draft_step_share(spec, draft_layers: int, context: int, dtype: str = "bf16")
     return (part.weight_read_bytes + part.kv_bytes) / (full.weight_read_bytes + full.kv_bytes)
 
 
-def speedup_by_bytes(tokens_per_pass: float, drafted_per_pass: float, draft_share: float) -> dict[str, float]:
+def speedup_by_bytes(tokens_per_pass: float, drafted_per_pass: float, draft_share: float) -> PassCost:
     """What a bandwidth-bound model of a step predicts for speculative decoding: a pass costs one target
     step plus `drafted_per_pass` draft steps of `draft_share` of a target step each (draft_step_share),
     and yields `tokens_per_pass` tokens; plain decoding pays one target step a token. Returns the pass's
     cost in target steps and the predicted speed-up, tokens ÷ cost."""
     for name, v, low in (("tokens_per_pass", tokens_per_pass, 1), ("drafted_per_pass", drafted_per_pass, 0),
                          ("draft_share", draft_share, 0)):
-        checks.number(v, name, minimum=low)
+        checks.number(v, name, low)
     cost = 1 + drafted_per_pass * draft_share
-    return {"pass cost (target steps)": cost, "predicted speed-up": tokens_per_pass / cost}
+    return PassCost(cost, tokens_per_pass / cost)
 
 
-def verify_step_ratio(spec, k: int, context: int, batch: int, gpu: str = "H100 SXM", dtype: str = "bf16") -> dict:
+def verify_step_ratio(spec, k: int, context: int, batch: int, gpu: str = "H100 SXM",
+                      dtype: str = "bf16") -> VerifyRatio:
     """What verifying k drafts costs: a target pass over k + 1 tokens per sequence ÷ a decode step of one,
     both at a GPU's roofline floor, max(bytes ÷ bandwidth, FLOPs ÷ peak) (helpers.cost.stepcost.forward_cost:
     the same weights and cached K/V are read either way; the FLOPs grow k + 1 times). About 1 while the
@@ -138,7 +193,7 @@ def verify_step_ratio(spec, k: int, context: int, batch: int, gpu: str = "H100 S
     from ..cost.gpus import get_gpu
     from ..cost.stepcost import forward_cost
 
-    _count(k, "k", 1)
+    checks.count(k, "k")
     g = get_gpu(gpu)
     peak, _ = g.peak_flops(dtype)
 
@@ -148,8 +203,7 @@ def verify_step_ratio(spec, k: int, context: int, batch: int, gpu: str = "H100 S
             else "compute"
 
     (t1, b1), (tk, bk) = floor(1), floor(k + 1)
-    return {"context": context, "batch": batch, "k": k, "decode step (ms)": 1e3 * t1, "verify pass (ms)": 1e3 * tk,
-            "verify ÷ decode": tk / t1, "verify bound by": bk, "decode bound by": b1, "gpu": g.name}
+    return VerifyRatio(context, batch, k, 1e3 * t1, 1e3 * tk, tk / t1, bk, b1, g.name)
 
 
 def draft_model(target, layers: int):
@@ -160,9 +214,7 @@ def draft_model(target, layers: int):
     import copy
 
     n = target.config.num_hidden_layers
-    if isinstance(layers, bool) or not isinstance(layers, int) or not 1 <= layers <= n:
-        raise ValueError(f"draft layers must be a whole number from 1 to {n} (all of them: a draft identical "
-                         f"to the target), got {layers!r}")
+    checks.count(layers, "draft layers (all of them: a draft identical to the target)", 1, n)
     import torch
 
     def shallow(module):
@@ -232,7 +284,7 @@ def _generate(model, ids, new_tokens: int, **kw):
 
 
 def speculate(model, ids, new_tokens: int, k: int = 4, draft_layers: int | None = None,
-              prompt_lookup: bool = False, ngram: int = 3, draft=None) -> dict:
+              prompt_lookup: bool = False, ngram: int = 3, draft=None) -> Speculation:
     """One greedy generation with a drafter against plain greedy generation, both timed, back to back:
     acceptance, target passes, tokens per pass (measured and expected from α), wall-clock speed-up,
     identical output. One drafter: `draft_layers=<n>` (the target's first n layers, sharing its
@@ -240,15 +292,15 @@ def speculate(model, ids, new_tokens: int, k: int = 4, draft_layers: int | None 
     vocabulary, not the target itself) or `prompt_lookup=True`.
 
     Counted: `drafted` and `accepted` from the candidate generator, `rounds` (its update calls), and
-    independently `target passes` (a hook on the target); tokens generated = accepted + target passes."""
+    independently `target_passes` (a hook on the target); tokens generated = accepted + target passes."""
     import torch
     from transformers.utils import logging as hf_logging
 
     from ..measure.timing import check_ids
 
-    _count(new_tokens, "new_tokens", 1)
-    _count(k, "k", 1, 64)
-    _count(ngram, "ngram", 1, 64)
+    checks.count(new_tokens, "new_tokens")
+    checks.count(k, "k", 1, 64)
+    checks.count(ngram, "ngram", 1, 64)
     if sum([draft_layers is not None, draft is not None, bool(prompt_lookup)]) != 1:
         raise ValueError("choose one drafter: draft_layers=<n>, draft=<model> or prompt_lookup=True")
     if draft is model:
@@ -302,13 +354,6 @@ def speculate(model, ids, new_tokens: int, k: int = 4, draft_layers: int | None 
     kept = stats["accepted"] / stats["drafted"] if stats["drafted"] else 0.0
     k_eff = stats["drafted"] / stats["passes with a draft"] if stats["passes with a draft"] else 0.0
     fit = acceptance_model(stats["per round"])
-    return {"drafter": name, "k": k, "new tokens": made, "drafted": stats["drafted"], "accepted": stats["accepted"],
-            "acceptance rate (accepted ÷ drafted)": kept, "rejections": fit["rejections"],
-            "per-token acceptance α (accepted ÷ checked)": fit["alpha"],
-            "rounds": stats["rounds"], "target passes": spec_calls,
-            "plain target passes": plain_calls,
-            "tokens per target pass": made / spec_calls,
-            "expected tokens per pass (1−α^(k+1))/(1−α)": fit["expected"],
-            "mean drafted per drafting pass": k_eff,
-            "plain s": plain_s, "speculative s": spec_s, "wall-clock speed-up": plain_s / spec_s,
-            "identical to greedy": bool(torch.equal(plain, spec))}
+    return Speculation(name, k, made, stats["drafted"], stats["accepted"], kept, fit.rejections, fit.alpha,
+                       stats["rounds"], spec_calls, plain_calls, made / spec_calls, fit.expected, k_eff,
+                       plain_s, spec_s, plain_s / spec_s, bool(torch.equal(plain, spec)))

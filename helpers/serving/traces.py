@@ -24,7 +24,6 @@ from typing import Sequence
 
 from ..cost.config_schema import MAX_TOKENS
 from .. import checks
-from ..cost.stepcost import _count
 
 # Common English words (no punctuation): enough variety that the tokenizer sees ordinary text.
 _WORDS = (
@@ -67,7 +66,7 @@ def _arrivals(rng: random.Random, n: int, rate_per_s: float | None) -> list[floa
     """All at 0 (a closed burst) when rate_per_s is None, else a Poisson process of that rate."""
     if rate_per_s is None:
         return [0.0] * n
-    checks.number(rate_per_s, "rate_per_s", unit="requests per second", positive=True)
+    checks.number(rate_per_s, "rate_per_s", positive=True, unit="requests per second")
     t, out = 0.0, []
     for _ in range(n):
         out.append(t)
@@ -84,14 +83,13 @@ def chat_trace(n: int, seed: int = 0, prompt_words_median: float = 60, output_to
                rate_per_s: float | None = None) -> list[TraceRequest]:
     """n independent chat requests with long-tailed prompt and output lengths (log-normal, `sigma` the
     spread of the underlying normal), the same for the same seed."""
-    _count(n, "the number of requests", 1, MAX_REQUESTS)
-    _count(seed, "seed", 0)
-    checks.number(prompt_words_median, "prompt_words_median", unit="words", positive=True)
-    checks.number(output_tokens_median, "output_tokens_median", unit="tokens", positive=True)
-    if isinstance(sigma, bool) or not isinstance(sigma, (int, float)) or not 0 <= sigma <= 10:
-        raise ValueError(f"sigma must be a number from 0 to 10 (the log-normal's spread), got {sigma!r}")
-    _count(max_prompt_words, "max_prompt_words", 4, MAX_WORDS)
-    _count(max_output_tokens, "max_output_tokens", 1, MAX_TOKENS)
+    checks.count(n, "the number of requests", 1, MAX_REQUESTS)
+    checks.count(seed, "seed", 0)
+    checks.number(prompt_words_median, "prompt_words_median", positive=True, unit="words")
+    checks.number(output_tokens_median, "output_tokens_median", positive=True, unit="tokens")
+    checks.number(sigma, "sigma (the log-normal's spread)", 0, 10)
+    checks.count(max_prompt_words, "max_prompt_words", 4, MAX_WORDS)
+    checks.count(max_output_tokens, "max_output_tokens", 1, MAX_TOKENS)
     if prompt_words_median > max_prompt_words or output_tokens_median > max_output_tokens:
         raise ValueError(f"the medians ({prompt_words_median:g} words, {output_tokens_median:g} tokens) must not exceed "
                          f"the maxima ({max_prompt_words:,} words, {max_output_tokens:,} tokens)")
@@ -112,13 +110,13 @@ def agentic_trace(agents: int = 4, review_rounds: int = 1, seed: int = 0, system
     model would have written (seeded words of `proposal_tokens` length), so the trace is fixed before
     anything runs. All requests of a round arrive together, rounds one after another (arrival_s is the
     round number: a consumer serves round r only after round r-1)."""
-    _count(agents, "the number of agents", 1, 1000)
-    _count(seed, "seed", 0)
-    _count(review_rounds, "review_rounds", 0, 100)
+    checks.count(agents, "the number of agents", 1, 1000)
+    checks.count(seed, "seed", 0)
+    checks.count(review_rounds, "review_rounds", 0, 100)
     for value, what in ((system_words, "system_words"), (task_words, "task_words")):
-        _count(value, what, 1, MAX_WORDS)
+        checks.count(value, what, 1, MAX_WORDS)
     for value, what in ((proposal_tokens, "proposal_tokens"), (review_tokens, "review_tokens")):
-        _count(value, what, 1, MAX_WORDS)
+        checks.count(value, what, 1, MAX_WORDS)
     rng = random.Random(seed)
     system = f"{SYSTEM_PROMPT_HEAD} {_words(rng, system_words)}"
     task = f"Task: {_words(rng, task_words)}"

@@ -16,6 +16,7 @@ import itertools
 import time
 from dataclasses import dataclass
 
+from ... import checks
 from . import prefix_cache
 from .kv import PagedKVCache
 from .request import Request, SamplingParams, sample
@@ -34,12 +35,9 @@ class EngineArgs:
 
     def __post_init__(self):
         for name in ("block_size", "max_num_seqs", "max_batch_tokens", "max_model_len"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be a whole number ≥ 1, got {v!r}")
-        n = self.num_blocks
-        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
-            raise ValueError(f"num_blocks must be a whole number ≥ 1 or None, got {self.num_blocks!r}")
+            checks.count(getattr(self, name), name)
+        if self.num_blocks is not None:
+            checks.count(self.num_blocks, "num_blocks (None: from max_model_len)")
         if self.prefix_cache not in prefix_cache.CACHES and self.prefix_cache is not None:
             raise ValueError(f"prefix_cache must be one of {', '.join(prefix_cache.CACHES)} or None, "
                              f"got {self.prefix_cache!r}")

@@ -6,12 +6,144 @@ from __future__ import annotations
 
 import statistics
 import time
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 from ..naive import Request as ServeRequest, RequestTiming, ServeResult
 from . import speculative
 from .llm import Engine, EngineArgs
 from .request import SamplingParams
+
+
+@dataclass(frozen=True)
+class LogSummary:
+    """What an engine run's step log says."""
+
+    requests: int
+    steps: int
+    tokens_per_s: float
+    prefill_chunks: int
+    mixed_steps: int                 # steps mixing prefill chunks with decode rows
+    preemptions: int
+    recomputed_tokens: int           # computed again because of the preemptions
+    peak_blocks: int                 # the most KV blocks in use at once
+    tokens_at_peak: int              # tokens those blocks held
+    copy_on_write_copies: int
+
+
+@dataclass(frozen=True)
+class GenerateCheck:
+    """The engine's greedy tokens against transformers' generate, prompt by prompt."""
+
+    identical: bool
+    requests: int
+    identical_requests: int
+    prompt_lengths: list[int]
+    new_tokens_each: int
+    steps: int
+
+
+@dataclass(frozen=True)
+class AgainstCB:
+    """The engine against transformers' continuous-batching manager on the same requests."""
+
+    engine_tokens_per_s: float
+    transformers_cb_tokens_per_s: float
+    ratio: float                     # engine ÷ transformers
+    engine_steps: int
+    same_tokens: float               # share of requests with identical tokens
+    concurrent: int
+    requests: int
+    rounds: int
+    engine: ServeResult              # each way's fastest run
+    transformers_cb: ServeResult
+
+
+@dataclass(frozen=True)
+class PrefixTTFT:
+    """Time to first token of prefix + suffix, cold (no prefix cache) and warm (the prefix cached)."""
+
+    prefix_tokens: int
+    suffix_tokens: int
+    cache: str
+    ttft_cold_ms: float
+    ttft_warm_ms: float
+    ttft_ratio: float                # cold ÷ warm
+    cached_tokens_per_warm_request: list[int]
+    same_first_token: bool
+
+
+@dataclass(frozen=True)
+class CacheRun:
+    """One prefix cache on rounds of prompts."""
+
+    cache: str                       # "radix" or "hash"
+    prompt_tokens: int
+    reused_tokens: int
+    hit_rate: float                  # reused ÷ prompt tokens
+    copy_on_write_copies: int
+    hits: list[int]                  # reused tokens per request, in arrival order
+    lengths: list[int]               # prompt tokens per request
+
+
+@dataclass(frozen=True)
+class CacheHits:
+    """The radix tree and the block hashes on the same rounds of prompts."""
+
+    radix: CacheRun
+    hash: CacheRun
+    same_tokens: bool                # both caches gave the same tokens
+
+
+@dataclass(frozen=True)
+class ChunkedRun:
+    """A long prompt arriving while short requests decode, at one token budget."""
+
+    token_budget: int
+    long_prompt_tokens: int
+    prefill_steps: int
+    largest_step_tokens: int         # the largest step during its prefill
+    worst_gap_ms: float | None       # the others' worst gap between tokens during its prefill
+    median_gap_ms: float | None
+    long_prompt_ttft_ms: float
+
+
+@dataclass(frozen=True)
+class SpecRun:
+    """One drafter through the engine's speculative loop, greedy (drafter "none": plain decoding)."""
+
+    drafter: str
+    k: int
+    batch: int
+    tokens_per_pass: float           # tokens per target pass
+    target_passes: int
+    seconds: float
+    speedup: float                   # wall clock, over plain decoding
+    acceptance_rate: float | None    # kept ÷ drafted (None for plain decoding)
+    identical_to_plain: bool
+
+
+@dataclass(frozen=True)
+class EditHits:
+    """A prompt served again with one token changed: the tokens each cache reuses."""
+
+    prompt_tokens: int
+    edited_position: int
+    block_size: int
+    radix_reused_tokens: int
+    hash_reused_tokens: int
+
+
+@dataclass(frozen=True)
+class VerifyCost:
+    """A verify pass of k + 1 rows per sequence against a one-row decode step, measured."""
+
+    context: int
+    batch: int
+    k: int
+    decode_step_ms: float
+    verify_pass_ms: float
+    verify_over_decode: float
 
 
 def serve(model, requests: Sequence[ServeRequest], args: EngineArgs = EngineArgs()) -> tuple[ServeResult, Engine]:
@@ -35,22 +167,22 @@ def blocks_needed(requests: Sequence[ServeRequest], block_size: int) -> int:
     return max(-(-(len(r.prompt) + r.max_new_tokens) // block_size) for r in requests)
 
 
-def log_summary(e: Engine, result: ServeResult) -> dict:
+def log_summary(e: Engine, result: ServeResult) -> LogSummary:
     """What an engine run's step log says: steps, prefill chunks, steps mixing prefill and decode rows,
     preemptions and the tokens they made it compute again, the peak of blocks in use, block copies."""
     log = e.log
     peak = max(log, key=lambda s: s["blocks used"])
-    return {"requests": len(result.timings), "steps": len(log), "tokens/s": result.tokens_per_s,
-            "prefill chunks": sum(len(s["prefill"]) for s in log),
-            "steps mixing prefill and decode": sum(1 for s in log if s["prefill"] and s["decode"]),
-            "preemptions": sum(len(s["preempted"]) for s in log),
-            "recomputed tokens": sum(r.lost_tokens for r in e.scheduler.finished),
-            "peak blocks in use": peak["blocks used"], "tokens held at the peak": peak["tokens held"],
-            "copy-on-write copies": e.kv.alloc.copies}
+    return LogSummary(len(result.timings), len(log), result.tokens_per_s,
+                      prefill_chunks=sum(len(s["prefill"]) for s in log),
+                      mixed_steps=sum(1 for s in log if s["prefill"] and s["decode"]),
+                      preemptions=sum(len(s["preempted"]) for s in log),
+                      recomputed_tokens=sum(r.lost_tokens for r in e.scheduler.finished),
+                      peak_blocks=peak["blocks used"], tokens_at_peak=peak["tokens held"],
+                      copy_on_write_copies=e.kv.alloc.copies)
 
 
 def identical_to_generate(model, prompts: Sequence[Sequence[int]], new_tokens: int,
-                          args: EngineArgs = EngineArgs()) -> dict:
+                          args: EngineArgs = EngineArgs()) -> GenerateCheck:
     """The engine's greedy tokens for all prompts served together against transformers' generate on each
     prompt alone (never stopping early): whether every token is the same, and per prompt."""
     import torch
@@ -71,12 +203,11 @@ def identical_to_generate(model, prompts: Sequence[Sequence[int]], new_tokens: i
     finally:
         logging.set_verbosity(level)
     same = [a == b for a, b in zip(got, want)]
-    return {"identical": all(same), "requests": len(prompts), "identical requests": sum(same),
-            "prompt lengths": [len(p) for p in prompts], "new tokens each": new_tokens, "steps": len(e.log)}
+    return GenerateCheck(all(same), len(prompts), sum(same), [len(p) for p in prompts], new_tokens, len(e.log))
 
 
 def against_transformers_cb(model, requests: Sequence[ServeRequest], concurrent: int = 8,
-                            max_batch_tokens: int = 512, rounds: int = 2) -> dict:
+                            max_batch_tokens: int = 512, rounds: int = 2) -> AgainstCB:
     """Output tokens/s of the engine and of transformers' continuous-batching manager on the same
     requests, at most `concurrent` at once, the same token budget per step and blocks of 16 tokens;
     `rounds` interleaved, each its fastest (a shared machine only slows a run down). Both compute in a
@@ -91,14 +222,12 @@ def against_transformers_cb(model, requests: Sequence[ServeRequest], concurrent:
         ours.append(in_worker_thread(serve, model, requests, args)[0])
         theirs.append(serve_continuous(model, requests, max_batch_tokens, concurrent=concurrent))
     a, b = min(ours, key=lambda r: r.wall_s), min(theirs, key=lambda r: r.wall_s)
-    return {"engine tokens/s": a.tokens_per_s, "transformers CB tokens/s": b.tokens_per_s,
-            "ratio": a.tokens_per_s / b.tokens_per_s, "engine steps": a.forward_calls,
-            "same tokens": same_tokens(a, b), "concurrent": concurrent, "requests": len(requests),
-            "rounds": rounds, "engine": a, "transformers CB": b}
+    return AgainstCB(a.tokens_per_s, b.tokens_per_s, a.tokens_per_s / b.tokens_per_s, a.forward_calls,
+                     same_tokens(a, b), concurrent, len(requests), rounds, engine=a, transformers_cb=b)
 
 
 def prefix_ttft(model, prefix: Sequence[int], suffixes: Sequence[Sequence[int]], block_size: int = 16,
-                cache: str = "radix") -> dict:
+                cache: str = "radix") -> PrefixTTFT:
     """Time to first token of prefix + suffix, cold (prefix caching off) and warm (the prefix left in the
     cache by an earlier request with another suffix), the fastest over the suffixes (a shared machine only
     slows a run down); one step each (the token budget holds the whole prompt), the same first token."""
@@ -125,13 +254,11 @@ def prefix_ttft(model, prefix: Sequence[int], suffixes: Sequence[Sequence[int]],
         hits.append(hit)
         same &= tc == tw
     c, w = min(cold), min(warm)
-    return {"prefix tokens": len(prefix), "suffix tokens": len(suffixes[1]), "cache": cache,
-            "TTFT cold (ms)": 1e3 * c, "TTFT warm (ms)": 1e3 * w, "TTFT ratio": c / w,
-            "cached tokens per warm request": hits, "same first token": same}
+    return PrefixTTFT(len(prefix), len(suffixes[1]), cache, 1e3 * c, 1e3 * w, c / w, hits, same)
 
 
 def cache_hits(model, prompts_by_round: Sequence[Sequence[Sequence[int]]], block_size: int = 16,
-               new_tokens: int = 4) -> dict:
+               new_tokens: int = 4) -> CacheHits:
     """The same rounds of prompts (each round served after the last) through the radix and the hash
     cache: prompt tokens reused by each (in all and per request, in arrival order), and whether both
     gave the same tokens."""
@@ -146,34 +273,30 @@ def cache_hits(model, prompts_by_round: Sequence[Sequence[Sequence[int]]], block
             reqs += batch
             tokens[kind] += [q.output for q in batch]
         total = sum(len(p) for p in prompts)
-        out[kind] = {"prompt tokens": total, "reused tokens": e.cache.hit_tokens,
-                     "hit rate": e.cache.hit_tokens / total, "copy-on-write copies": e.kv.alloc.copies,
-                     "hits": [q.cached_tokens for q in reqs], "lengths": [len(p) for p in prompts]}
-    out["same tokens"] = tokens["radix"] == tokens["hash"]
-    return out
+        out[kind] = CacheRun(kind, total, e.cache.hit_tokens, e.cache.hit_tokens / total, e.kv.alloc.copies,
+                             [q.cached_tokens for q in reqs], [len(p) for p in prompts])
+    return CacheHits(out["radix"], out["hash"], tokens["radix"] == tokens["hash"])
 
 
 def chunked_prefill(model, shorts: Sequence[Sequence[int]], long_prompt: Sequence[int], new_tokens: int,
                     arrive_after_steps: int, budgets: Sequence[int], block_size: int = 16,
-                    repeats: int = 2) -> list[dict]:
+                    repeats: int = 2) -> list[ChunkedRun]:
     """Short requests decoding, then a long prompt arriving `arrive_after_steps` steps later, once per
     token budget: the short ones' worst and median gap between tokens while the long one is prefilled,
     its own TTFT and the steps its prefill took (chunks of at most the budget, less the decode rows).
     Each budget `repeats` times, interleaved, each time figure its smallest (load only adds)."""
     runs = [_chunked_run(model, shorts, long_prompt, new_tokens, arrive_after_steps, b, block_size)
             for _ in range(repeats) for b in budgets]
-    rows = []
-    for j, budget in enumerate(budgets):
+    out = []
+    for j in range(len(budgets)):
         mine = runs[j::len(budgets)]
-        row = dict(mine[0])
-        for key in row:
-            if key.endswith("(ms)") and all(r[key] is not None for r in mine):
-                row[key] = min(r[key] for r in mine)
-        rows.append(row)
-    return rows
+        best = {key: min(getattr(r, key) for r in mine) for key in ("worst_gap_ms", "median_gap_ms", "long_prompt_ttft_ms")
+                if all(getattr(r, key) is not None for r in mine)}
+        out.append(replace(mine[0], **best))
+    return out
 
 
-def _chunked_run(model, shorts, long_prompt, new_tokens, arrive_after_steps, budget, block_size) -> dict:
+def _chunked_run(model, shorts, long_prompt, new_tokens, arrive_after_steps, budget, block_size) -> ChunkedRun:
     """One run of chunked_prefill at one token budget."""
     one = SamplingParams(max_tokens=new_tokens, ignore_eos=True)
     e = Engine(model, EngineArgs(block_size, max_num_seqs=len(shorts) + 1, max_batch_tokens=budget,
@@ -188,15 +311,13 @@ def _chunked_run(model, shorts, long_prompt, new_tokens, arrive_after_steps, bud
     t0, t1 = long.arrival_s, long.token_times[0]
     gaps = [b - a for r in rs for a, b in zip(r.token_times, r.token_times[1:]) if b >= t0 and a <= t1]
     during = [s for s in e.log[first:] if long.rid in s["prefill"]]
-    return {"token budget": budget, "long prompt tokens": len(long_prompt), "prefill steps": len(during),
-            "largest step during its prefill (tokens)": max(s["tokens"] for s in during),
-            "worst gap during its prefill (ms)": 1e3 * max(gaps) if gaps else None,
-            "median gap during its prefill (ms)": 1e3 * statistics.median(gaps) if gaps else None,
-            "long prompt TTFT (ms)": 1e3 * (t1 - t0)}
+    return ChunkedRun(budget, len(long_prompt), len(during), max(s["tokens"] for s in during),
+                      1e3 * max(gaps) if gaps else None, 1e3 * statistics.median(gaps) if gaps else None,
+                      1e3 * (t1 - t0))
 
 
-def speculative_figures(model, prompt: Sequence[int], new_tokens: int, k: int = 4, draft_layers: int = 2,
-                        ngram: int = 3, batch: int = 1, repeats: int = 2) -> list[dict]:
+def speculative_runs(model, prompt: Sequence[int], new_tokens: int, k: int = 4, draft_layers: int = 2,
+                        ngram: int = 3, batch: int = 1, repeats: int = 2) -> list[SpecRun]:
     """Plain decoding, prompt lookup and the early-exit draft on `batch` copies of one prompt, greedy:
     tokens per target pass, target passes, wall-clock speed-up over plain decoding (same loop, no draft)
     and whether the tokens are the plain ones. After a short untimed warm-up, the three run `repeats`
@@ -214,17 +335,13 @@ def speculative_figures(model, prompt: Sequence[int], new_tokens: int, k: int = 
             runs[name].append(speculative.generate(model, [list(prompt)] * batch, params, k=k, drafter=make()))
     best = {name: min(r, key=lambda x: x.seconds) for name, r in runs.items()}
     plain = best.pop("none")
-    rows = [{"drafter": "none (plain decoding)", "k": 0, "batch": batch, "tokens per target pass": 1.0,
-             "target passes": plain.target_passes, "seconds": plain.seconds, "wall-clock speed-up": 1.0,
-             "identical to plain": True}]
+    rows = [SpecRun("none (plain decoding)", 0, batch, 1.0, plain.target_passes, plain.seconds, 1.0, None, True)]
     for res in best.values():
         kept = sum(a for _, a in res.rounds)
         drafted = sum(d for d, _ in res.rounds)
-        rows.append({"drafter": res.drafter, "k": k, "batch": batch, "tokens per target pass": res.tokens_per_pass,
-                     "target passes": res.target_passes, "seconds": res.seconds,
-                     "wall-clock speed-up": plain.seconds / res.seconds,
-                     "acceptance rate (kept ÷ drafted)": kept / drafted if drafted else 0.0,
-                     "identical to plain": res.outputs == plain.outputs})
+        rows.append(SpecRun(res.drafter, k, batch, res.tokens_per_pass, res.target_passes, res.seconds,
+                            plain.seconds / res.seconds, kept / drafted if drafted else 0.0,
+                            res.outputs == plain.outputs))
     return rows
 
 
@@ -245,24 +362,24 @@ def timeline(log: list[dict]) -> list[dict]:
     return rows
 
 
-def edit_hits(model, prompt: Sequence[int], edit_at: int, block_size: int = 16) -> dict:
+def edit_hits(model, prompt: Sequence[int], edit_at: int, block_size: int = 16) -> EditHits:
     """A prompt served once, then again with the token at `edit_at` changed: the tokens each cache
     reuses for the edited prompt (radix: up to the edit; hashes: up to the last whole block before it)."""
     if not 0 <= edit_at < len(prompt) - 1:
         raise ValueError(f"edit_at must be a position in 0..{len(prompt) - 2}, got {edit_at}")
     edited = list(prompt)
     edited[edit_at] = (edited[edit_at] + 1) % model.config.vocab_size
-    out = {"prompt tokens": len(prompt), "edited position": edit_at, "block size": block_size}
+    reused = {}
     for kind in ("radix", "hash"):
         e = Engine(model, EngineArgs(block_size=block_size, prefix_cache=kind))
         e.generate([list(prompt)], SamplingParams(max_tokens=1, ignore_eos=True))
         r = e.add(edited, SamplingParams(max_tokens=1, ignore_eos=True))
         e.run()
-        out[f"{kind}: reused tokens"] = r.cached_tokens
-    return out
+        reused[kind] = r.cached_tokens
+    return EditHits(len(prompt), edit_at, block_size, reused["radix"], reused["hash"])
 
 
-def verify_cost(model, k: int, context: int, batch: int, repeats: int = 5) -> dict:
+def verify_cost(model, k: int, context: int, batch: int, repeats: int = 5) -> VerifyCost:
     """What a verify pass costs on this machine: one forward of `batch` sequences with `context` cached
     tokens each, k + 1 new rows per sequence, against the same with one row (a decode step); each the
     fastest of `repeats`. The measured twin of helpers.serving.speculative.verify_step_ratio."""
@@ -285,5 +402,4 @@ def verify_cost(model, k: int, context: int, batch: int, repeats: int = 5) -> di
         return min(times)
 
     one, many = best(1), best(k + 1)
-    return {"context": context, "batch": batch, "k": k, "decode step (ms)": 1e3 * one,
-            "verify pass (ms)": 1e3 * many, "verify ÷ decode": many / one}
+    return VerifyCost(context, batch, k, 1e3 * one, 1e3 * many, many / one)

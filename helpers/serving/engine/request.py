@@ -13,6 +13,8 @@ import time
 from dataclasses import dataclass, field
 from enum import Enum
 
+from ... import checks
+
 
 class Status(Enum):
     WAITING = "waiting"      # queued, or preempted: no blocks
@@ -33,8 +35,7 @@ class SamplingParams:
     seed: int | None = None
 
     def __post_init__(self):
-        if isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int) or self.max_tokens < 1:
-            raise ValueError(f"max_tokens must be a whole number ≥ 1, got {self.max_tokens!r}")
+        checks.count(self.max_tokens, "max_tokens")
         if not (isinstance(self.temperature, (int, float)) and math.isfinite(self.temperature)
                 and self.temperature >= 0):
             raise ValueError(f"temperature must be a number ≥ 0 (0: greedy), got {self.temperature!r}")

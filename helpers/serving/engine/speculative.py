@@ -21,6 +21,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from ... import checks
 from .kv import PagedKVCache
 from .request import Request, SamplingParams, probabilities
 from .runner import Chunk, Runner
@@ -32,8 +33,7 @@ class PromptLookup:
     tokens after it. transformers' PromptLookupCandidateGenerator rule, so it can be the oracle."""
 
     def __init__(self, ngram: int = 3):
-        if isinstance(ngram, bool) or not isinstance(ngram, int) or ngram < 1:
-            raise ValueError(f"ngram must be a whole number ≥ 1, got {ngram!r}")
+        checks.count(ngram, "ngram")
         self.ngram, self.name = ngram, f"prompt lookup (n-gram ≤ {ngram})"
 
     def propose(self, reqs: list[Request], ks: list[int]) -> list[tuple[list[int], None]]:
@@ -151,8 +151,7 @@ def generate(model, prompts, params: SamplingParams, k: int = 4, drafter=None, e
     one token per pass, the baseline timed the same way). Sampled requests use `params.seed` + i."""
     import torch
 
-    if isinstance(k, bool) or not isinstance(k, int) or k < 0:
-        raise ValueError(f"k must be a whole number ≥ 0, got {k!r}")
+    checks.count(k, "k", 0)
     reqs = [Request(i, list(p), params) for i, p in enumerate(prompts)]
     kv = PagedKVCache.for_model(model, sum(-(-(len(r.prompt) + params.max_tokens + k) // block_size)
                                             for r in reqs), block_size)
