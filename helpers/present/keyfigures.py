@@ -126,7 +126,7 @@ def planner() -> dict[str, Figure]:
 
     rows = [r for r in rank(MODEL, context=CONTEXT, slo_ms=SLO_MS) if r.status == "ok"]
     best = rows[0]
-    src = f"helpers.capacity.rank('{MODEL}', context={CONTEXT}, slo_ms={SLO_MS:g})[0]"
+    src = f"helpers.capacity.ranking.rank('{MODEL}', context={CONTEXT}, slo_ms={SLO_MS:g})[0]"
     return {
         "slo_ms": Figure(SLO_MS, f"{SLO_MS:g} ms", "the talk's premium-chat SLO"),
         "best_gpu": Figure(best.gpu, best.gpu, src),
