@@ -30,30 +30,15 @@ runtime_reserve_bytes), used by notebooks 02 and 04 and the planner alike.
 """
 from __future__ import annotations
 
-import numbers
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
+from .. import checks
 from .memory import KV_DTYPES, WEIGHT_SCHEMES, kv_bytes_per_token, kv_cache_bytes, weight_bytes
-from .specs import ModelSpec, get_spec, param_breakdown
+from .specs import get_spec, param_breakdown
 from .units import DTYPE_BYTES, normalize_dtype
 
 _PLAIN = ("fp32", "bf16", "fp16")
-
-
-def _spec(model: str | Path | dict | ModelSpec) -> ModelSpec:
-    return model if isinstance(model, ModelSpec) else get_spec(model)
-
-
-def _count(value: Any, what: str, minimum: int = 1, maximum: int | None = None) -> int:
-    """A whole number (an int or a numpy integer, not a bool or 2.0) from `minimum` (to `maximum`)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum \
-            or (maximum is not None and value > maximum):
-        span = f"≥ {minimum:,}" if maximum is None else f"from {minimum:,} to {maximum:,}"
-        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "…"
-        raise ValueError(f"{what} must be a whole number {span}, got {shown}")
-    return int(value)
 
 
 def _scheme(weights: str) -> str:
@@ -72,7 +57,7 @@ def embedding_element_bytes(weights: str) -> float:
 def expert_bytes(model, weights: str = "bf16") -> float:
     """Bytes of the routed-expert tensors under a weight scheme, as helpers.cost.memory.weight_bytes
     stores them: fp8 and mxfp4 quantize experts; bitsandbytes int8/nf4 leave 3-D experts in bf16."""
-    spec = _spec(model)
+    spec = get_spec(model)
     s = _scheme(weights)
     pb = param_breakdown(spec)
     if not pb.experts:
@@ -90,7 +75,7 @@ def expert_bytes(model, weights: str = "bf16") -> float:
 def experts_touched(model, tokens: int) -> float:
     """Expected fraction of a layer's routed experts that `tokens` tokens touch, each choosing k of E
     independently and uniformly: 1 − (1 − k/E)^tokens (1 for a dense model)."""
-    spec = _spec(model)
+    spec = get_spec(model)
     if not spec.num_experts or not spec.experts_per_token:
         return 1.0
     return 1.0 - (1.0 - spec.experts_per_token / spec.num_experts) ** tokens
@@ -100,7 +85,7 @@ def matmul_params(model) -> int:
     """Parameters each token is multiplied by in the decoder blocks: every nn.Linear weight and the
     active share (k/E) of the fused expert tensors. Excludes the input embedding (a lookup) and the
     output head (head_flops)."""
-    spec = _spec(model)
+    spec = get_spec(model)
     pb = param_breakdown(spec)
     experts = pb.experts
     if experts and spec.num_experts and spec.experts_per_token:
@@ -112,7 +97,7 @@ def attention_flops_per_key(model, mla_absorbed: bool = False) -> int:
     """FLOPs of one query token against one cached key in one layer, summed over the query heads:
     QKᵀ and softmax·V, 2 FLOPs per multiply-add each — 4 × heads × head_dim; MLA as transformers
     computes it 2·(qk_nope + qk_rope) + 2·v_head_dim per head, absorbed 2·(rank + qk_rope) + 2·rank."""
-    spec = _spec(model)
+    spec = get_spec(model)
     if spec.is_mla:
         if mla_absorbed:
             per_head = 2 * (spec.kv_lora_rank + (spec.qk_rope_head_dim or 0)) + 2 * spec.kv_lora_rank
@@ -137,7 +122,7 @@ def _keys_in_span(first: int, last: int, window: int | None) -> int:
 def attended_keys(model, new_tokens: int, past_tokens: int = 0) -> int:
     """Query–key pairs of a causal forward over `new_tokens` after `past_tokens`, summed over layers:
     the query at position p (1-based) sees p keys, or at most the window on a sliding layer."""
-    spec = _spec(model)
+    spec = get_spec(model)
     total = 0
     for layer_type in spec.layer_types:
         window = spec.sliding_window if layer_type == "sliding_attention" else None
@@ -195,7 +180,7 @@ class StepCost:
 def streamed_weight_bytes(model, weights: str = "bf16", tokens: int = 1) -> tuple[int, int, float]:
     """(weight bytes streamed once per step, embedding-row bytes, fraction of experts touched) for a
     step over `tokens` tokens in all (batch × new tokens); see the module docstring."""
-    spec = _spec(model)
+    spec = get_spec(model)
     s = _scheme(weights)
     pb = param_breakdown(spec)
     total = weight_bytes(spec, s).bytes
@@ -217,11 +202,11 @@ def forward_cost(model, new_tokens: int = 1, past_tokens: int = 0, batch: int = 
     element type (default: the weights' dtype, bf16 for a quantization scheme). logits_tokens: the
     positions whose logits are computed (generation: the last one).
     """
-    spec = _spec(model)
-    new_tokens = _count(new_tokens, "new_tokens", 1)
-    past_tokens = _count(past_tokens, "past_tokens", 0)
-    batch = _count(batch, "batch", 1)
-    logits_tokens = _count(logits_tokens, "logits_tokens", 0)
+    spec = get_spec(model)
+    new_tokens = checks.count(new_tokens, "new_tokens", 1)
+    past_tokens = checks.count(past_tokens, "past_tokens", 0)
+    batch = checks.count(batch, "batch", 1)
+    logits_tokens = checks.count(logits_tokens, "logits_tokens", 0)
     s = _scheme(weights)
     kv = normalize_dtype(kv_dtype, KV_DTYPES) if kv_dtype else (s if s in _PLAIN else "bf16")
     w, emb, touched = streamed_weight_bytes(spec, s, batch * new_tokens)
