@@ -379,3 +379,27 @@ def test_the_benchmark_measures_a_server_that_is_already_running(tmp_path, monke
     assert data["complete"] is True
     assert main(["--target", "http://127.0.0.1:9", "--out", str(tmp_path / "x.json")]) == 2      # no --model
     assert main(["--target", "ftp://x", "--model", "m", "--out", str(tmp_path / "x.json")]) == 2  # not http
+
+
+# ------------------------------------------------------------------ the openai client beside ours
+
+def test_the_openai_client_sees_the_same_stream_as_ours():
+    """One request each way to a server that waits 0.3 s for its first token and 0.05 s between tokens:
+    both see every token; both TTFTs include the server's wait; the two agree on it (they read the same
+    stream, so a gap between them is the clients' own overhead, never the server's)."""
+    with fake("--ttft-s", "0.3", "--token-s", "0.05", "--strict-fields") as srv:
+        ours = client.run_load(srv.base_url, "m", trace(1, 6))[0]
+        sdk = client.stream_with_openai(srv.base_url, "m", trace(1, 6)[0])
+    assert ours.ok and sdk.ok, (ours.error, sdk.error, sdk.detail)
+    assert ours.output_tokens == sdk.output_tokens == 6 and len(sdk.token_times) == len(ours.token_times) == 6
+    assert ours.ttft_s >= 0.3 and sdk.ttft_s >= 0.3
+    assert abs(sdk.ttft_s - ours.ttft_s) < 0.5                      # the same wait, whichever client reads it
+    assert sdk.token_times[-1] - sdk.token_times[0] >= 5 * 0.05 * 0.9   # streamed as made, not all at the end
+
+
+def test_the_openai_client_reports_a_refused_connection_as_a_fault():
+    from helpers.engines import process
+
+    port = process.free_port()
+    rec = client.stream_with_openai(f"http://127.0.0.1:{port}", "m", trace(1)[0], timeout_s=5)
+    assert not rec.ok and rec.error == "connection" and rec.end_s is not None

@@ -264,15 +264,15 @@ def test_speculate_takes_an_explicit_draft_and_gives_its_config_back(tiny):
 def test_chunked_prefill_splits_the_long_prompt_by_the_token_budget(tiny):
     ids = quality.eval_ids(tiny.tokenizer, 200)
     rows = batching.chunked_prefill(tiny.model, [ids[:10], ids[3:15]], ids[:150], 6, 0.0, [256, 32])
-    assert [r["chunks (fewest: ⌈prompt ÷ budget⌉)"] for r in rows] == [1, math.ceil(150 / 32)]
+    assert [r.fewest_chunks for r in rows] == [1, math.ceil(150 / 32)]
     # counted from the model's steps: one prefill step without chunking; with a budget of 32, at least the
     # 5 chunks, and more when the others' tokens share the steps — at most all of them: their prompts
     # (10 + 12, arriving with it) and their 6 new tokens each
-    assert rows[0]["prefill steps (measured)"] == 1
-    assert math.ceil(150 / 32) <= rows[1]["prefill steps (measured)"] <= math.ceil((150 + 10 + 12 + 2 * 6) / 32)
-    assert all(r["long prompt tokens"] == 150 and r["long prompt TTFT (ms)"] > 0 for r in rows)
-    assert all(r["median ITL, whole run (ms)"] > 0 for r in rows)
-    assert all(r["same tokens as the first budget"] for r in rows)       # chunking is lossless
+    assert rows[0].prefill_steps == 1
+    assert math.ceil(150 / 32) <= rows[1].prefill_steps <= math.ceil((150 + 10 + 12 + 2 * 6) / 32)
+    assert all(r.long_prompt_tokens == 150 and r.long_prompt_ttft_ms > 0 for r in rows)
+    assert all(r.median_itl_ms > 0 for r in rows)
+    assert all(r.same_tokens_as_first_budget for r in rows)       # chunking is lossless
 
 
 def test_quality_profile_is_trained_weights_whenever_offered(monkeypatch):

@@ -299,3 +299,38 @@ def run_load(base_url: str, model: str, requests: Sequence[TraceRequest], concur
 
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         return pool.submit(lambda: asyncio.run(coro())).result()
+
+
+def stream_with_openai(base_url: str, model: str, request: TraceRequest, timeout_s: float = 60.0) -> RequestRecord:
+    """The same streamed request through the `openai` package's client, timed the same way: its send
+    time, then the arrival of each chunk whose text is not empty. What the hand-written parser above
+    does line by line, the SDK does inside `for chunk in stream` — the TTFT it gives is the same
+    figure, to the scheduling of one Python thread. One request, no concurrency: a check, not a load."""
+    import openai
+
+    check_base_url(base_url)
+    timeout_s = checks.number(timeout_s, "timeout_s", positive=True, unit="seconds")
+    sdk = openai.OpenAI(base_url=base_url.rstrip("/") + "/v1", api_key="unused", timeout=timeout_s, max_retries=0)
+    rec = RequestRecord(request.rid, time.perf_counter())       # sent now: the client is built before
+    try:
+        stream = sdk.completions.create(model=model, prompt=request.prompt, max_tokens=request.max_new_tokens,
+                                        stream=True, stream_options={"include_usage": True})
+        for chunk in stream:
+            now = time.perf_counter()
+            if chunk.choices:
+                rec.chunk_times.append(now)
+                if chunk.choices[0].text:
+                    rec.token_times.append(now)
+            if chunk.usage is not None:
+                rec.output_tokens = chunk.usage.completion_tokens
+                rec.prompt_tokens = chunk.usage.prompt_tokens
+        rec.status = 200
+        rec.output_tokens = rec.output_tokens or len(rec.token_times)
+    except openai.APIStatusError as exc:
+        rec.status, rec.error, rec.detail = exc.status_code, f"http {exc.status_code}", str(exc)[:200]
+    except openai.APITimeoutError:
+        rec.error = "timeout"
+    except openai.APIConnectionError as exc:
+        rec.error, rec.detail = "connection", str(exc)[:200]
+    rec.end_s = time.perf_counter()
+    return rec

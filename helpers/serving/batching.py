@@ -319,8 +319,22 @@ def compare_batching(model, requests: Sequence[Request], batch_size: int, max_ba
 
 # ---------------------------------------------------------------------------- chunked prefill
 
+@dataclass(frozen=True)
+class ChunkedPrefill:
+    """One token budget of transformers' chunked prefill: the long prompt's chunks and TTFT, the others' gaps."""
+
+    max_batch_tokens: int
+    long_prompt_tokens: int
+    fewest_chunks: int                  # ⌈prompt ÷ budget⌉
+    prefill_steps: int                  # measured: the model's steps from its admission to its first token
+    worst_itl_during_prefill_ms: float | None
+    median_itl_ms: float                # the short requests', whole run
+    long_prompt_ttft_ms: float
+    same_tokens_as_first_budget: bool
+
+
 def chunked_prefill(model, short_prompts: Sequence[Sequence[int]], long_prompt: Sequence[int], new_tokens: int,
-                    arrive_after_s: float, budgets: Sequence[int]) -> list[dict]:
+                    arrive_after_s: float, budgets: Sequence[int]) -> list[ChunkedPrefill]:
     """Short requests decoding, then a long prompt arriving `arrive_after_s` later; served through the
     manager once per token budget (max_batch_tokens). A budget ≥ the long prompt prefills it in one step
     (no chunking); a smaller one splits it into chunks of at most the budget, interleaved with the
@@ -349,11 +363,7 @@ def chunked_prefill(model, short_prompts: Sequence[Sequence[int]], long_prompt: 
         every = [b - a for t in res.timings[:-1] for a, b in zip(t.token_times, t.token_times[1:])]
         # the model steps from the long prompt's admission to its first token: one chunk each
         steps = sum(long_t.start_s - 1e-6 <= f <= long_t.first_token_s for f in res.forward_times)
-        rows.append({"max_batch_tokens": budget, "long prompt tokens": len(long_prompt),
-                     "chunks (fewest: ⌈prompt ÷ budget⌉)": math.ceil(len(long_prompt) / budget),
-                     "prefill steps (measured)": steps,
-                     "worst ITL during its prefill (ms)": 1e3 * max(gaps) if gaps else None,
-                     "median ITL, whole run (ms)": 1e3 * statistics.median(every),
-                     "long prompt TTFT (ms)": 1e3 * (long_t.first_token_s - long_t.arrival_s),
-                     "same tokens as the first budget": same_tokens(res, first) == 1.0})
+        rows.append(ChunkedPrefill(budget, len(long_prompt), math.ceil(len(long_prompt) / budget), steps,
+                                   1e3 * max(gaps) if gaps else None, 1e3 * statistics.median(every),
+                                   1e3 * (long_t.first_token_s - long_t.arrival_s), same_tokens(res, first) == 1.0))
     return rows
