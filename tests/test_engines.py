@@ -308,6 +308,23 @@ def test_the_benchmark_writes_its_file_as_each_level_ends(tmp_path, monkeypatch)
     assert data["complete"] and json.loads((tmp_path / "engines.json").read_text())["complete"]
 
 
+def test_a_configuration_no_workload_runs_on_is_said_and_not_started(tmp_path, monkeypatch):
+    """`--workloads fixed` keeps only the workload the tools measure, which runs on some configurations:
+    the others are listed as skipped with the reason, and the run goes on (it used to stop in a
+    StopIteration before any server ran; the GPU dry run met it with `--engines transformers`)."""
+    from helpers.engines import servers
+
+    one, other = _cfg(), _cfg("--token-s", "0.001")
+    plan = harness.Plan({"w": trace(2)}, (1,), SLO(1.0, 0.5), guidellm_workload=None, timeout_s=5,
+                        only={"w": (one.name,)})
+    monkeypatch.setattr(servers, "available", lambda profile, include: ([one, other], []))
+    data = harness.run_all(out=tmp_path / "engines.json", use_guidellm=False, plan=plan)
+    assert data["complete"] and [c["config"]["name"] for c in data["configs"]] == [one.name]
+    assert data["configs"][0]["runs"][0]["ok"] == 2
+    assert {"name": other.name, "why": f"runs none of this plan's workloads (w only on {one.name})"} in data["skipped"]
+    assert not harness.runs_some_workload(plan, other.name) and harness.runs_some_workload(plan, one.name)
+
+
 def test_results_are_written_atomically(tmp_path):
     path = harness.write_json_atomic({"a": 1}, tmp_path / "r" / "engines.json")
     assert json.loads(path.read_text()) == {"a": 1} and [p.name for p in path.parent.iterdir()] == ["engines.json"]

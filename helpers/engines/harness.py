@@ -59,6 +59,11 @@ CPU_SHAREGPT_SCALE = 0.1    # the tiny model on a shared 2-core CPU: ShareGPT's 
 TOOLS_CONFIGS = ("HF transformers serve + continuous batching", "vLLM default")
 
 
+def runs_some_workload(plan: Plan, config: str) -> bool:
+    """Whether a configuration runs at least one of the plan's workloads (`only` restricts some)."""
+    return any(config in plan.only.get(w, (config,)) for w in plan.workloads)
+
+
 def plan_for(device: str, quick: bool = False) -> Plan:
     """Workloads and levels sized for the device. A CPU with the tiny model: a one-length workload for
     guidellm and vLLM bench (on the configurations they measure), ShareGPT-like chat (lengths ×
@@ -254,6 +259,7 @@ def run_config(cfg: EngineConfig, plan: Plan, out_dir: Path | None = None, token
         deadline = Deadline(plan.deadline_s)
         result["ready_s"] = srv.ready_s
         warm_up(srv, cfg.model, max(plan.concurrencies), plan.timeout_s, deadline.left())
+        assert runs_some_workload(plan, cfg.name), cfg.name        # run_all leaves the others out
         first = plan.trace(next(w for w in plan.workloads if cfg.name in plan.only.get(w, (cfg.name,))))[0]
         ex = client.run_load(srv.base_url, cfg.model, [first], 1, plan.timeout_s, deadline_s=max(deadline.left(), 1))[0]
         result["example"] = {"sent_s": 0.0, "token_s": [t - ex.sent_s for t in ex.token_times],
@@ -472,6 +478,13 @@ def run_all(profile: str | None = None, out: str | Path = "build/engines/engines
         skipped += [{"name": c.name, "why": "not in this plan (make engines runs it)"} for c in configs
                     if c.name not in plan.configs]
         configs = [c for c in configs if c.name in plan.configs]
+    # a configuration that none of the plan's workloads runs on (`--workloads fixed`: guidellm's workload,
+    # run only by the configurations the tools measure) is said, not started
+    idle = [c for c in configs if not runs_some_workload(plan, c.name)]
+    skipped += [{"name": c.name, "why": "runs none of this plan's workloads (" + "; ".join(
+        f"{w} only on {', '.join(plan.only[w])}" if w in plan.only else w for w in plan.workloads) + ")"}
+        for c in idle]
+    configs = [c for c in configs if c not in idle]
     tokenizer = None
     if use_guidellm and guidellm_runner.guidellm_bin():
         try:
