@@ -20,7 +20,7 @@ with app.setup:
 
     from helpers.cost import decode_intensity, memory
     from helpers.measure import models, quality
-    from helpers.present import decode_intensity_figures, notebook, plots
+    from helpers.present import decode_intensity_figures, notebook, plots, replay
     from helpers.capacity import planner
     from helpers.present.glossary import term
     from helpers.serving import batching, blocks, engine, figures, kv_cache, kv_quant, speculative, tables, traces
@@ -336,7 +336,8 @@ def _(live_args, live_summary):
 
 @app.cell(hide_code=True)
 def _():
-    mo.md("""
+    batching_button = replay.run_button()
+    mo.vstack([mo.md("""
     ## 5 · Continuous batching, against transformers' own
 
     The same chat requests (mixed prompt and output lengths), four ways:
@@ -352,24 +353,36 @@ def _():
     All four compute in a thread of their own, as transformers' manager always does: PyTorch's CPU operators
     run on OpenMP thread teams, one per calling thread, and a thread that computes while the notebook's own
     team exists runs slower than one that computes alone (`helpers.serving.batching.in_worker_thread` says
-    why) — the comparison holds only under the same conditions.
-    """)
-    return
+    why) — the comparison holds only under the same conditions (about half a minute on a laptop's CPU:
+    in marimo it waits for **Run live** when a recording is there to show).
+    """), batching_button])
+    return (batching_button,)
 
 
-@app.cell
-def _(model, tok, w):
-    batch_reqs = chat_requests(tok, w)
-    served = batching.compare_batching(model, batch_reqs, w.slots)
-    served["engine"] = batching.in_worker_thread(measure.serve, model, batch_reqs, EngineArgs(
+@app.function
+def serve_four_ways(model, tok, w):
+    """Section 5: the chat requests one after another, in static batches, through transformers'
+    continuous-batching manager and through the readable engine, each in a worker thread."""
+    requests = chat_requests(tok, w)
+    served = batching.compare_batching(model, requests, w.slots)
+    served["engine"] = batching.in_worker_thread(measure.serve, model, requests, EngineArgs(
         max_num_seqs=w.slots, max_batch_tokens=512, prefix_cache=None))[0]
-    return batch_reqs, served
+    return requests, served
 
 
 @app.cell
-def _(loaded, served):
-    plots.table(tables.batching_frame([batching.summarize(r, served["sequential"]) for r in served.values()]),
-                f"measured: {loaded.label}")
+def _(batching_button, loaded, model, tok, w):
+    batching_run = replay.measure("07/batching", serve_four_ways, model, tok, w, run=batching_button.value,
+                                  long=True, profile=loaded.profile, device=loaded.device)
+    batch_reqs, served = batching_run.value
+    return batch_reqs, batching_run, served
+
+
+@app.cell
+def _(batching_run, loaded, served):
+    mo.vstack([batching_run.note(), plots.table(
+        tables.batching_frame([batching.summarize(r, served["sequential"]) for r in served.values()]),
+        batching_run.source(f"measured: {loaded.label}"))])
     return
 
 

@@ -171,6 +171,7 @@ class RunTimes:
     first: dict[str, dict]
     cached: dict[str, dict]
     meta: dict = field(default_factory=dict)
+    replay: dict[str, float] | None = None   # seconds per notebook in replay mode (replay/run_times.json)
 
     def notebook_seconds(self, number: str, which: str = "cached") -> float | None:
         nb = self._nb(number, which)
@@ -200,8 +201,14 @@ def run_times(results: Path = RESULTS) -> RunTimes | None:
     if not found:
         return None
     _, data, path = max(found, key=lambda x: x[0])
+    replayed = None
+    try:   # make record-replay's run in replay mode, beside its recordings
+        replayed = json.loads((path.parent / "replay" / "run_times.json").read_text())["notebooks"]
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
     return RunTimes(data["first"], data["cached"], {**data.get("meta", {}), "path": str(path.relative_to(ROOT))
-                                                     if path.is_relative_to(ROOT) else str(path)})
+                                                     if path.is_relative_to(ROOT) else str(path)},
+                    {k: float(v) for k, v in replayed.items()} if isinstance(replayed, dict) else None)
 
 
 def section_times(executed_nb: dict) -> dict[str, float]:
@@ -286,14 +293,22 @@ def run_time_table(times: RunTimes | None) -> str:
     """The guide's run-time table: each notebook's headless run on the default profile, first and cached."""
     if times is None:
         return "_No recorded run times yet: `make record-times` records them._"
-    rows = ["| notebook | first run (nothing cached) | cached |", "| --- | --- | --- |"]
+    rep = times.replay
+    rows = ["| notebook | first run (nothing cached) | cached |" + (" replay mode |" if rep else ""),
+            "| --- | --- | --- |" + (" --- |" if rep else "")]
     for name in sorted(times.cached):
         first = times.first.get(name, {}).get("seconds")
-        rows.append(f"| `{name}` | {'–' if first is None else f'{first:,.0f} s'} | {times.cached[name]['seconds']:,.0f} s |")
+        again = "" if not rep else (f" {rep[name]:,.0f} s |" if name in rep else " – |")
+        rows.append(f"| `{name}` | {'–' if first is None else f'{first:,.0f} s'} | {times.cached[name]['seconds']:,.0f} s |"
+                    + again)
     m = times.meta
     rows.append("")
     load = f", load average {m['load_average_after']:g} at the end" if m.get("load_average_after") is not None else ""
     rows.append(f"_Recorded by `make record-times` on {m.get('device', '?')}, profile {m.get('profile', '?')}, "
                 f"{m.get('recorded_at', '?')}{load} (`{m.get('path', '?')}`); the first run trains the tiny model "
                 "once._")
+    if rep:
+        rows.append("")
+        rows.append(f"_Replay mode (`WORKSHOP_REPLAY=1`: every long measurement shows its recording): "
+                    f"{sum(rep.values()):,.0f} s for all {len(rep)} notebooks (`make record-replay`)._")
     return "\n".join(rows)
