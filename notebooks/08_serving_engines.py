@@ -20,7 +20,7 @@ with app.setup:
 
     from helpers.present import notebook, plots, replay
     from helpers.cost import verdicts
-    from helpers.engines import figures, findings, guide, harness, metrics, process, servers, vllm_env
+    from helpers.engines import figures, findings, guide, harness, metrics, plans, process, records, servers, vllm_env
     from helpers.present.glossary import term
 
     notebook.setup()
@@ -91,7 +91,7 @@ def _():
     run = replay.run_button("Run the live benchmark")
     mo.vstack([run, mo.md("Starts each configuration's server in turn (transformers serve off and on, the vLLM "
                           "default): the agentic workload and ShareGPT-like chat at concurrency 1 and 4, chat also "
-                          "open loop at 2 and 8 requests/s (`harness.notebook_plan`), guidellm on one configuration; "
+                          "open loop at 2 and 8 requests/s (`plans.notebook_plan`), guidellm on one configuration; "
                           "then stops it.")])
     return (run,)
 
@@ -102,7 +102,7 @@ def _(run):
     # warm up, one example request, every workload and level, stop. A failed server is a recorded fault.
     live = notebook.attempt("The live benchmark", replay.measure, "08/engines", harness.run_all,
                             out=harness.RESULTS_DIR / "notebook08.json", include=("transformers", "vllm"),
-                            plan=harness.notebook_plan, run=run.value, long=True)
+                            plan=plans.notebook_plan, run=run.value, long=True)
     live.note()
     return (live,)
 
@@ -110,17 +110,17 @@ def _(run):
 @app.cell
 def _():
     # the full comparison (make engines): this machine's own complete run, else the committed record
-    record, record_label = harness.load_record()
+    record, record_label = records.load_record()
     return record, record_label
 
 
 @app.cell
 def _(live):
-    data = live.value.value if live.ok else harness.new_result(harness.notebook_plan("cpu"), "cpu", "unknown",
+    data = live.value.value if live.ok else harness.new_result(plans.notebook_plan("cpu"), "cpu", "unknown",
                                                              "the run failed")
-    table = harness.runs_table(data)
-    source = live.value.source(harness.source_label(data)) if live.ok else "nothing measured"
-    mo.md("**What ran** (each configuration's own server process):\n\n" + harness.status_markdown(data, live.error))
+    table = records.runs_table(data)
+    source = live.value.source(records.source_label(data)) if live.ok else "nothing measured"
+    mo.md("**What ran** (each configuration's own server process):\n\n" + records.status_markdown(data, live.error))
     return data, source, table
 
 
@@ -341,9 +341,9 @@ def _(record, record_label):
     if record is None:
         _out = mo.md(f"_Nothing to show: {record_label}. `make engines` measures it (13 minutes on 2 shared cores)._")
     else:
-        _t = harness.runs_table(record)
+        _t = records.runs_table(record)
         _out = plots.table(_t[(_t["source"] == "client") & _t["rate req/s"].isna()].drop(columns=["rate req/s"]),
-                           f"recorded: {harness.source_label(record)} · {guide.run_label(record)}")
+                           f"recorded: {records.source_label(record)} · {guide.run_label(record)}")
     _out
     return
 
@@ -499,12 +499,12 @@ def _():
     Longer outputs: how do throughput, TTFT and ITL change with 128 output tokens?
 
     ```python
-    from helpers.engines import harness
+    from helpers.engines import harness, metrics, plans
     from helpers.serving.traces import chat_trace
 
-    plan = harness.Plan({"w": chat_trace(8, sigma=0, output_tokens_median=128)}, (1, 4), harness.SLO(1.0, 0.1))
+    plan = plans.Plan({"w": chat_trace(8, sigma=0, output_tokens_median=128)}, (1, 4), metrics.SLO(1.0, 0.1))
     long = harness.run_all(include=("transformers",), plan=plan, out="build/engines/exercise1.json")
-    harness.runs_table(long)
+    records.runs_table(long)
     ```"""), """Each request now spends most of its time in decode: continuous batching's throughput
     advantage grows (more steps shared by the batch), the one-at-a-time server's TTFT grows with the
     queue ahead (each request ahead takes 128 steps), and the per-request ITL with batching rises a
@@ -525,11 +525,11 @@ def _():
     when every review shares a longer transcript?
 
     ```python
-    from helpers.engines import harness, servers
+    from helpers.engines import harness, metrics, plans, servers
     from helpers.engines.workloads import agentic
 
-    plan = harness.Plan({"agentic": lambda level: agentic(4, 2, 1200, 24, 12, seed=level)}, (1,),
-                      harness.SLO(1.0, 0.1))
+    plan = plans.Plan({"agentic": lambda level: agentic(4, 2, 1200, 24, 12, seed=level)}, (1,),
+                      metrics.SLO(1.0, 0.1))
     cfgs = [c for c in servers.available(include=("vllm",))[0] if "default" in c.name or "off" in c.name]
     runs = {c.name: harness.run_config(c, plan) for c in cfgs}
     {n: r["runs"][0]["ttft_s"]["ttft_mean"] for n, r in runs.items()}

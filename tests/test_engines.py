@@ -14,7 +14,7 @@ from pathlib import Path
 import fake_openai_server
 import pytest
 
-from helpers.engines import harness, client, guidellm_runner, metrics, process, tap
+from helpers.engines import harness, client, guidellm_runner, metrics, plans, process, tap
 from helpers.engines.metrics import SLO, RequestRecord, summarize
 from helpers.engines.servers import EngineConfig
 from helpers.serving.traces import chat_trace
@@ -250,7 +250,7 @@ def _cfg(*flags, timeout=20.0):
 
 
 def test_the_benchmark_reports_a_server_dying_mid_run_and_goes_on(tmp_path):
-    plan = harness.Plan({"w": trace(4)}, (1, 2), SLO(1.0, 0.5), guidellm_workload=None, timeout_s=5)
+    plan = plans.Plan({"w": trace(4)}, (1, 2), SLO(1.0, 0.5), guidellm_workload=None, timeout_s=5)
     # warm-ups 1 + 2, example, 4; dies in the 2nd level, its connections dropped half a second before it exits
     died = harness.run_config(_cfg("--die-after", "9", "--exit-delay-s", "0.5"), plan)
     assert [r["concurrency"] for r in died["runs"]] == [1, 2]
@@ -264,13 +264,13 @@ def test_the_benchmark_reports_a_server_dying_mid_run_and_goes_on(tmp_path):
 
 
 def test_the_gpu_quick_plan_is_the_talks_workload_at_two_levels():
-    full, quick = harness.plan_for("cuda"), harness.plan_for("cuda", quick=True)
+    full, quick = plans.plan_for("cuda"), plans.plan_for("cuda", quick=True)
     asked = lambda plan: sum(r.max_new_tokens for w in plan.workloads for r in plan.trace(w)) * len(plan.concurrencies)
     assert list(quick.workloads) == ["talk"] and quick.concurrencies == (1, 10)
     assert [r.max_new_tokens for r in quick.workloads["talk"]] == [r.max_new_tokens for r in full.workloads["talk"]]
     assert asked(quick) == 2 * 10 * 50 and asked(full) > 30 * asked(quick)   # ~36,000 tokens against 1,000
     assert quick.guidellm_workload is None and quick.slo == full.slo
-    assert harness.plan_for("cpu", quick=True).concurrencies == (1, 4)
+    assert plans.plan_for("cpu", quick=True).concurrencies == (1, 4)
 
 
 def test_the_command_line_runs_only_the_workloads_asked_for(tmp_path, monkeypatch, capsys):
@@ -293,7 +293,7 @@ def test_the_command_line_runs_only_the_workloads_asked_for(tmp_path, monkeypatc
 def test_the_benchmark_writes_its_file_as_each_level_ends(tmp_path, monkeypatch):
     from helpers.engines import servers
 
-    plan = harness.Plan({"w": trace(3)}, (1, 2), SLO(1.0, 0.5), guidellm_workload=None, timeout_s=5)
+    plan = plans.Plan({"w": trace(3)}, (1, 2), SLO(1.0, 0.5), guidellm_workload=None, timeout_s=5)
     monkeypatch.setattr(servers, "available", lambda profile, include: ([_cfg(), _cfg("--token-s", "0.001")], []))
     written, real = [], harness.write_json_atomic
 
@@ -315,14 +315,14 @@ def test_a_configuration_no_workload_runs_on_is_said_and_not_started(tmp_path, m
     from helpers.engines import servers
 
     one, other = _cfg(), _cfg("--token-s", "0.001")
-    plan = harness.Plan({"w": trace(2)}, (1,), SLO(1.0, 0.5), guidellm_workload=None, timeout_s=5,
+    plan = plans.Plan({"w": trace(2)}, (1,), SLO(1.0, 0.5), guidellm_workload=None, timeout_s=5,
                         only={"w": (one.name,)})
     monkeypatch.setattr(servers, "available", lambda profile, include: ([one, other], []))
     data = harness.run_all(out=tmp_path / "engines.json", use_guidellm=False, plan=plan)
     assert data["complete"] and [c["config"]["name"] for c in data["configs"]] == [one.name]
     assert data["configs"][0]["runs"][0]["ok"] == 2
     assert {"name": other.name, "why": f"runs none of this plan's workloads (w only on {one.name})"} in data["skipped"]
-    assert not harness.runs_some_workload(plan, other.name) and harness.runs_some_workload(plan, one.name)
+    assert not plans.runs_some_workload(plan, other.name) and plans.runs_some_workload(plan, one.name)
 
 
 def test_results_are_written_atomically(tmp_path):
@@ -382,7 +382,7 @@ def test_the_benchmark_measures_a_server_that_is_already_running(tmp_path, monke
     from helpers.engines import harness
     from helpers.engines.__main__ import main
 
-    small = harness.Plan({"fixed": trace(4, tokens=3)}, (1, 2), harness.SLO(ttft_s=1.0, tpot_s=0.1), timeout_s=10)
+    small = plans.Plan({"fixed": trace(4, tokens=3)}, (1, 2), metrics.SLO(ttft_s=1.0, tpot_s=0.1), timeout_s=10)
     monkeypatch.setattr(harness, "plan_for", lambda device, quick=False: small)
     with fake("--token-s", "0.005", "--fail-every", "5", "--fail-status", "503") as srv:
         out = tmp_path / "target.json"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.engines import harness, guide, servers
+from helpers.engines import guide, harness, metrics, plans, records, servers
 from helpers.engines.metrics import RequestRecord, summarize
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -200,7 +200,7 @@ def test_tensor_parallel_table_is_parallel_steps_and_counts_the_all_reduces():
 
 def _table(rows):
     data = {"configs": [{"runs": [dict(summarize(recs, name, c).to_dict(), workload="w") for name, c, recs in rows]}]}
-    return harness.runs_table(data)
+    return records.runs_table(data)
 
 
 def _recs(ttft, itl, n=3, tokens=5):
@@ -258,7 +258,7 @@ def test_figures_and_rules_given_no_run_say_so_instead_of_raising():
     matplotlib.use("Agg")
     from helpers.engines import figures
 
-    empty = harness.runs_table({"configs": [{"config": {"name": "x"}, "runs": [], "faults": []}]})
+    empty = records.runs_table({"configs": [{"config": {"name": "x"}, "runs": [], "faults": []}]})
     assert empty.empty and {"source", "workload", "TTFT mean ms", "req/s in SLO"} <= set(empty.columns)
     for fig, title in ((figures.curve_figure(empty, "measured: nothing", workload="fixed"), figures.CURVE_TITLE),
                        (figures.tools_figure(empty, "measured: nothing", workload="fixed"), figures.TOOLS_TITLE),
@@ -274,22 +274,22 @@ def test_figures_and_rules_given_no_run_say_so_instead_of_raising():
 
 
 def test_status_says_what_ran_what_failed_and_why():
-    plan = harness.Plan({"fixed": [harness.TraceRequest(0, "a b c", 4)]}, (1, 4), harness.SLO(1.0, 0.1))
+    plan = plans.Plan({"fixed": [harness.TraceRequest(0, "a b c", 4)]}, (1, 4), metrics.SLO(1.0, 0.1))
     data = harness.new_result(plan, "cpu", "tiny-trained", "set", [{"name": "vllm", "why": "needs CUDA"}])
     assert data["workloads"]["fixed"] == {"requests": 1, "prompt_words_total": 3, "output_tokens_asked": 4,
                                           "rounds": 1, "fresh trace per level": False, "rates req/s": []}
     data["configs"].append({"config": {"name": "HF off"}, "ready_s": None, "runs": [], "faults": [
         {"kind": "ServerDied", "detail": "transformers exited with code 1 before it was ready. End of its log:\n"
                                          "OSError: no file named model.safetensors"}]})
-    md = harness.status_markdown(data)
+    md = records.status_markdown(data)
     assert "**HF off** — ServerDied: transformers exited with code 1" in md
     assert "no file named model.safetensors" in md and "vllm: not here — needs CUDA" in md
     assert "No server produced a measurement here" in md
-    assert harness.status_markdown(data, "ValueError: unknown WORKSHOP_PROFILE").startswith(
+    assert records.status_markdown(data, "ValueError: unknown WORKSHOP_PROFILE").startswith(
         "- **the benchmark did not run**: ValueError: unknown WORKSHOP_PROFILE")
     run = dict(summarize(_recs(0.1, 0.02), "HF on", 1).to_dict(), workload="fixed")
     data["configs"].append({"config": {"name": "HF on"}, "ready_s": 9.5, "runs": [run], "faults": []})
-    md = harness.status_markdown(data)
+    md = records.status_markdown(data)
     assert "**HF on**: ready in 9.5 s; 1 runs, 0 failed requests" in md and "No server produced" not in md
 
 

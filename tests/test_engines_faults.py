@@ -15,7 +15,7 @@ from pathlib import Path
 import fake_openai_server
 import pytest
 
-from helpers.engines import harness, client, guidellm_runner, process, tap
+from helpers.engines import harness, client, guidellm_runner, plans, process, tap
 from helpers.engines.__main__ import main
 from helpers.engines.metrics import SLO, summarize
 from helpers.engines.servers import EngineConfig
@@ -51,7 +51,7 @@ def test_a_malformed_reply_is_a_counted_fault_not_a_crash(kind):
 
 
 def test_a_malformed_reply_leaves_the_benchmark_running_and_writing(tmp_path):
-    plan = harness.Plan({"w": trace(2)}, (1, 2), SLO(1.0, 0.5), guidellm_workload=None, timeout_s=10)
+    plan = plans.Plan({"w": trace(2)}, (1, 2), SLO(1.0, 0.5), guidellm_workload=None, timeout_s=10)
     cfg = EngineConfig("fake", "fake", FAKE + ["--reply", "chunk-list"], "m", "stand-in", ready_timeout_s=20)
     result = harness.run_config(cfg, plan)
     assert [r["errors"] for r in result["runs"]] == [{"malformed reply": 2}] * 2
@@ -122,7 +122,7 @@ def test_guidellm_rows_add_up_and_goodput_is_unknown_without_token_counts():
 def test_a_stalling_target_ends_by_the_runs_deadline(tmp_path, monkeypatch):
     """Every request hangs: per-request timeouts alone would take levels × requests × 60 s; the run's
     deadline ends it in seconds, each level recorded (failed requests) or recorded as not run."""
-    small = harness.Plan({"fixed": trace(4)}, (1, 2, 4), SLO(1.0, 0.1), timeout_s=60, deadline_s=3.0)
+    small = plans.Plan({"fixed": trace(4)}, (1, 2, 4), SLO(1.0, 0.1), timeout_s=60, deadline_s=3.0)
     monkeypatch.setattr(harness, "plan_for", lambda device, quick=False: small)
     out = tmp_path / "t.json"
     with fake("--hang-every", "1") as srv:
@@ -138,7 +138,7 @@ def test_a_stalling_target_ends_by_the_runs_deadline(tmp_path, monkeypatch):
 
 
 def test_ctrl_c_keeps_the_levels_that_finished(tmp_path, monkeypatch):
-    small = harness.Plan({"fixed": trace(3)}, (1, 2, 3), SLO(1.0, 0.1), timeout_s=10)
+    small = plans.Plan({"fixed": trace(3)}, (1, 2, 3), SLO(1.0, 0.1), timeout_s=10)
     monkeypatch.setattr(harness, "plan_for", lambda device, quick=False: small)
     real, calls = client.run_load, []
 
@@ -169,7 +169,7 @@ def test_run_all_writes_the_result_as_each_level_ends(tmp_path, monkeypatch):
     monkeypatch.setattr(harness, "write_json_atomic",
                         lambda data, path: (seen.append(len(data["configs"][0]["runs"]) if data["configs"] else 0),
                                             real(data, path))[1])
-    plan = harness.Plan({"w": trace(2)}, (1, 2), SLO(1.0, 0.5), guidellm_workload=None, timeout_s=10)
+    plan = plans.Plan({"w": trace(2)}, (1, 2), SLO(1.0, 0.5), guidellm_workload=None, timeout_s=10)
     data = harness.run_all("tiny", out, plan=plan, use_guidellm=False)
     assert seen[:2] == [1, 2] and data["complete"] and json.loads(out.read_text())["complete"]
 
@@ -300,7 +300,7 @@ def test_ready_timeout_must_be_finite_and_positive(value):
 def test_a_missing_or_non_executable_binary_is_a_recorded_fault(tmp_path):
     plain = tmp_path / "server.sh"
     plain.write_text("#!/bin/sh\nexit 0\n")
-    plan = harness.Plan({"w": trace(1)}, (1,), SLO(1.0, 0.5), guidellm_workload=None, timeout_s=5)
+    plan = plans.Plan({"w": trace(1)}, (1,), SLO(1.0, 0.5), guidellm_workload=None, timeout_s=5)
     for program, says in (("no-such-server-binary", "was not found on PATH"), (str(plain), "is not executable"),
                           (str(tmp_path), "is a folder")):
         with pytest.raises(process.ServerMissing, match=says):

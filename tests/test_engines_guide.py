@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from helpers.engines import findings, guide, harness, metrics, workloads
+from helpers.engines import findings, guide, harness, metrics, records, workloads
 from helpers.engines.metrics import SLO, RequestRecord, summarize
 
 SLO_ = SLO(1.0, 0.1)
@@ -113,12 +113,12 @@ def test_engines_md_holds_the_guide_generated_from_the_committed_record(tmp_path
     md = root / "workshop" / "engines.md"
     copy = tmp_path / "engines.md"
     copy.write_text(md.read_text())
-    guide.write_guide(harness.RECORD, copy)
+    guide.write_guide(records.RECORD, copy)
     assert copy.read_text() == md.read_text(), "workshop/engines.md is stale: python -m helpers.engines.guide"
     (tmp_path / "bare.md").write_text("no markers")
     with pytest.raises(ValueError, match="no generated section"):
-        guide.write_guide(harness.RECORD, tmp_path / "bare.md")
-    record = json.loads(harness.RECORD.read_text())
+        guide.write_guide(records.RECORD, tmp_path / "bare.md")
+    record = json.loads(records.RECORD.read_text())
     assert record["complete"] and record["figures"] == findings.as_json(findings.key_figures(record))
 
 
@@ -187,7 +187,7 @@ def test_open_loop_and_prefix_figures_draw_what_they_are_given():
     from helpers.engines import figures
 
     data = _data()
-    table = harness.runs_table(data)
+    table = records.runs_table(data)
     pts = findings.attainment_points(data, "chat", SLO(0.2, 0.1))
     # TTFT ≤ 0.2 s: only the 1/s run (0.1 s) meets it: attainment 1, 0, 0 and DistServe goodput 1/s
     assert pts["vLLM default"] == findings.Attainment(((1.0, 1.0), (4.0, 0.0), (16.0, 0.0)), 1.0)

@@ -63,7 +63,7 @@ def _check(a) -> tuple[str, ...]:
     bad = sorted(set(include) - set(ENGINES))
     if bad or not include:
         raise ValueError(f"unknown engine(s) {bad or [a.engines]}; allowed: {', '.join(ENGINES)}")
-    from .harness import plan_for
+    from .plans import plan_for
 
     known = set(plan_for("cpu", a.quick).workloads) | set(plan_for("cuda", a.quick).workloads)
     unknown = sorted(set(_workloads(a)) - known)
@@ -79,7 +79,7 @@ def _workloads(a) -> tuple[str, ...]:
 def _plan(a):
     """The device's plan with only the workloads asked for (gpu_record.sh's dry run: one), or all of them
     when the device's plan has none of those."""
-    from .harness import plan_for
+    from .plans import plan_for
 
     wanted = _workloads(a)
 
@@ -104,7 +104,8 @@ def main(argv=None) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    from .harness import run_all, run_target, runs_table
+    from .harness import run_all, run_target
+    from .records import runs_table
 
     try:
         if a.target:

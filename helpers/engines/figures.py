@@ -21,7 +21,7 @@ def _rows(table, tool: str | None, workload: str | None):
 @plots.notes_when_empty(CURVE_TITLE)
 def curve_figure(table, source: Any, workload: str | None = None, tool: str = "client"):
     """Output tokens/s against mean TTFT (left) and mean ITL (right); each point a concurrency level
-    (annotated), one line per configuration. `table`: helpers.engines.harness.runs_table(...). Runs in
+    (annotated), one line per configuration. `table`: helpers.engines.records.runs_table(...). Runs in
     which no request succeeded have no latency to draw; with none left, a note says so."""
     t = _rows(table, tool, workload)
     if t.empty:

@@ -159,7 +159,7 @@ def _row(table, name_has: str, concurrency: int, source: str = "client", workloa
 
 @dataclass(frozen=True)
 class TableBatchingEffect:
-    """Continuous batching on against off at one level of a runs table (harness.runs_table)."""
+    """Continuous batching on against off at one level of a runs table (records.runs_table)."""
 
     concurrency: int
     throughput_ratio: float     # output tokens/s on ÷ off

@@ -13,100 +13,21 @@ import json
 import os
 import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 from .. import checks
-from ..serving.traces import TraceRequest, chat_trace
+from ..serving.traces import TraceRequest
 from . import client, workloads
 from .findings import as_json, key_figures
-from .metrics import ROW_COLUMNS, SLO, RunSummary, summarize, vllm_bench_view
+from .metrics import summarize, vllm_bench_view
+from .plans import CPU_SHAREGPT_SCALE, Plan, plan_for, runs_some_workload
 from .process import ServerError, ServerProcess
 from .servers import EngineConfig
 
 
 DEATH_GRACE_S = 3.0   # how long a server that refused connections is given to be seen exiting
 RESULTS_DIR = Path(__file__).resolve().parents[2] / "build" / "engines"   # the repository's build/engines
-
-
-@dataclass
-class Plan:
-    """What to run: named workloads, closed-loop concurrency levels, open-loop request rates, the SLO,
-    which configurations guidellm and vLLM bench also measure. A workload is a list of requests, or a
-    function of the level's index that returns one: a fresh trace per level (same shape, other words), so
-    that a prefix cache warmed by one level does not serve the next."""
-
-    workloads: dict[str, Any]
-    concurrencies: tuple[int, ...]
-    slo: SLO
-    guidellm_workload: str | None = "fixed"
-    timeout_s: float = 120.0          # one request at most
-    deadline_s: float = 1800.0        # one configuration's whole run (after its server is ready) at most
-    rates: dict[str, tuple[float, ...]] = field(default_factory=dict)   # open loop: workload -> req/s
-    tools_configs: tuple[str, ...] | None = None   # configurations guidellm measures too (None: every one)
-    crosscheck: str | None = None     # the vLLM configuration `vllm bench serve` measures (guidellm's workload)
-    only: dict[str, tuple[str, ...]] = field(default_factory=dict)   # workload -> the configurations that run it
-    configs: tuple[str, ...] | None = None    # the configurations to run (None: every one available)
-    notes: list[str] = field(default_factory=list)
-
-    def trace(self, name: str, level: int = 0) -> list[TraceRequest]:
-        w = self.workloads[name]
-        return list(w(level) if callable(w) else w)
-
-
-CPU_SHAREGPT_SCALE = 0.1    # the tiny model on a shared 2-core CPU: ShareGPT's lengths ÷ 10 (≈ 16 prompt, 34 output tokens)
-TOOLS_CONFIGS = ("HF transformers serve + continuous batching", "vLLM default")
-
-
-def runs_some_workload(plan: Plan, config: str) -> bool:
-    """Whether a configuration runs at least one of the plan's workloads (`only` restricts some)."""
-    return any(config in plan.only.get(w, (config,)) for w in plan.workloads)
-
-
-def plan_for(device: str, quick: bool = False) -> Plan:
-    """Workloads and levels sized for the device. A CPU with the tiny model: a one-length workload for
-    guidellm and vLLM bench (on the configurations they measure), ShareGPT-like chat (lengths ×
-    CPU_SHAREGPT_SCALE) closed loop and open loop, the agentic workload behind a 1,200-token system prompt
-    (within the 2,048 tokens vLLM is given). A GPU with Mistral 7B: the talk's own (10 concurrent requests
-    × 50 tokens behind a 1,656-token shared prefix) and ShareGPT at its published lengths."""
-    if device == "cpu":
-        return Plan({"fixed": chat_trace(8, seed=1, prompt_words_median=48, output_tokens_median=32, sigma=0.0),
-                     "chat": lambda level: workloads.sharegpt_trace(8, seed=level, scale=CPU_SHAREGPT_SCALE,
-                                                                    max_output_tokens=128),
-                     "agentic": lambda level: workloads.agentic(4, 1, 1200, 24, 12, seed=level)},
-                    (1, 4) if quick else (1, 4, 8), SLO(ttft_s=1.0, tpot_s=0.1), timeout_s=120.0,
-                    deadline_s=600.0 if quick else 900.0, rates={"chat": (2.0, 8.0) if quick else (1.0, 4.0, 16.0)},
-                    tools_configs=TOOLS_CONFIGS, crosscheck="vLLM default", only={"fixed": TOOLS_CONFIGS})
-    if quick:   # a lent GPU's minutes (scripts/gpu_record.sh): the talk's workload alone, alone and all at once
-        return Plan({"talk": workloads.agentic(10, 0, 1656, 50, 16)}, (1, 10), SLO(ttft_s=0.5, tpot_s=0.05),
-                    timeout_s=120.0, guidellm_workload=None, notes=["quick: the talk's workload at concurrency 1 and 10"])
-    return Plan({"fixed": chat_trace(64, seed=1, prompt_words_median=400, output_tokens_median=128, sigma=0.0),
-                 "talk": workloads.agentic(10, 0, 1656, 50, 16),
-                 "chat": lambda level: workloads.sharegpt_trace(128, seed=level, max_prompt_tokens=3072,
-                                                                max_output_tokens=1024),
-                 "agentic": lambda level: workloads.agentic(8, 2, 1656, 128, 32, seed=level)},
-                (1, 10, 32, 64), SLO(ttft_s=0.5, tpot_s=0.05), timeout_s=300.0, deadline_s=3600.0,
-                rates={"chat": (2.0, 4.0, 8.0, 16.0, 32.0)}, crosscheck="vLLM default")
-
-
-def notebook_plan(device: str) -> Plan:
-    """Notebook 08's live run, kept short (it runs in CI twice): on a CPU with the tiny model, the agentic
-    workload (4 agents, a review round) and ShareGPT-like chat at concurrency 1 and 4, chat also open loop
-    at 2 and 8 requests/s, on transformers serve off and on and the vLLM default; guidellm on the
-    one-length workload for transformers serve with continuous batching. The other vLLM configurations
-    (prefix caching off, fp8 KV, n-gram) are make engines' (its record is shown beside)."""
-    if device == "cpu":
-        return Plan({"fixed": chat_trace(8, seed=1, prompt_words_median=48, output_tokens_median=32, sigma=0.0),
-                     "chat": lambda level: workloads.sharegpt_trace(4, seed=level, scale=CPU_SHAREGPT_SCALE,
-                                                                    max_output_tokens=64),
-                     "agentic": lambda level: workloads.agentic(4, 1, 1200, 24, 12, seed=level)},
-                    (1, 4), SLO(ttft_s=1.0, tpot_s=0.1), timeout_s=120.0, deadline_s=420.0, rates={"chat": (2.0, 8.0)},
-                    tools_configs=TOOLS_CONFIGS[:1], only={"fixed": TOOLS_CONFIGS[:1]},
-                    configs=("HF transformers serve", "HF transformers serve + continuous batching", "vLLM default"))
-    return Plan({"fixed": chat_trace(64, seed=1, prompt_words_median=400, output_tokens_median=128, sigma=0.0),
-                 "agentic": lambda level: workloads.agentic(8, 1, 1656, 64, 16, seed=level)},
-                (1, 10, 32), SLO(ttft_s=0.5, tpot_s=0.05), timeout_s=300.0, deadline_s=1200.0)
 
 
 def warm_up(srv: ServerProcess, model: str, concurrency: int = 1, timeout_s: float = 120.0,
@@ -521,77 +442,3 @@ def run_all(profile: str | None = None, out: str | Path = "build/engines/engines
     data["figures"] = as_json(key_figures(data))
     save()
     return data
-
-
-RECORD = Path(__file__).resolve().parents[2] / "workshop" / "results" / "cpu-amd-epyc" / "engines.json"
-
-
-def load_record(here: Path | None = None, committed: Path | None = None) -> tuple[dict | None, str]:
-    """The full comparison to show beside a short live run: this machine's own `make engines` result
-    (build/engines/engines.json) when it is complete, else the committed record of the development
-    machine (workshop/results/...), and a label that says which; (None, why) when neither loads."""
-    for path, what in ((here or RESULTS_DIR / "engines.json", "this machine's make engines run"),
-                       (committed or RECORD, "the committed record")):
-        try:
-            data = json.loads(Path(path).read_text())
-        except (OSError, ValueError):
-            continue
-        if isinstance(data, dict) and data.get("complete") and data.get("configs"):
-            root = Path(__file__).resolve().parents[2]
-            shown = Path(path).resolve().relative_to(root) if Path(path).resolve().is_relative_to(root) else path
-            return data, f"{what} ({shown}): {data.get('recorded_at', '?')[:16].replace('T', ' ')} UTC"
-    return None, "no complete make engines result here, and no committed record"
-
-
-def runs_table(data: dict):
-    """Every run of a benchmark result as a DataFrame (one row per configuration, tool and level). With no
-    run at all (every server failed), an empty table that still has every column, so that what reads it
-    (figures, guide rules, pivots) finds nothing to compare rather than a missing column."""
-    import pandas as pd
-
-    rows = []
-    for c in data.get("configs", []):
-        for r in c["runs"]:
-            s = RunSummary(**{k: v for k, v in r.items() if k in RunSummary.__dataclass_fields__})
-            rows.append(dict(s.row(), workload=r.get("workload")))
-    return pd.DataFrame(rows, columns=[*ROW_COLUMNS, "workload"])
-
-
-def status_markdown(data: dict, error: str | None = None) -> str:
-    """What a benchmark run did, configuration by configuration, in markdown: ready and measured, or the
-    fault that stopped it (its kind, the detail with the end of the server's log), and what was not
-    available here and why. `error`: the exception that stopped the whole run, if one did."""
-    lines = []
-    if error:
-        lines.append(f"- **the benchmark did not run**: {error}")
-    for c in data.get("configs", []):
-        name, runs = c["config"]["name"], c["runs"]
-        failed = sum(r["failed"] for r in runs)
-        if runs:
-            ready = f"ready in {c['ready_s']:.1f} s; " if c.get("ready_s") else ""
-            lines.append(f"- **{name}**: {ready}{len(runs)} runs, {failed} failed requests "
-                         f"({sum(r['run_failed'] for r in runs)} runs without any success)")
-        for f in c["faults"]:
-            head, _, rest = str(f["detail"]).partition("\n")
-            lines.append(f"- **{name}** — {f['kind']}: {head}")
-            if rest.strip():
-                lines.append("\n  ```text\n" + "\n".join("  " + x for x in rest.strip().splitlines()[-12:]) + "\n  ```")
-    for sk in data.get("skipped", []):
-        lines.append(f"- {sk['name']}: not here — {sk['why']}")
-    if not any(c["runs"] for c in data.get("configs", [])):
-        lines.append("\n**No server produced a measurement here.** The figures and tables that need one say so in "
-                     "place; the decision guide, the exercises and the takeaways below do not need a server.")
-    return "\n".join(lines) or "- nothing was configured to run"
-
-
-def source_label(data: dict) -> str:
-    """What produced a benchmark's figures: model · dtype · device · profile, and the servers."""
-    from ..measure.models import default_dtype
-
-    profile = data.get("profile", "?")
-    device = "cuda" if (data.get("machine") or {}).get("kind") == "cuda" else "cpu"
-    model = {"tiny": "tiny (Mistral architecture, random weights)",
-             "mistral-7b-random": "Mistral 7B v0.1 architecture, random weights"}.get(profile, profile)
-    engines = sorted({c["config"]["engine"] for c in data.get("configs", [])})
-    return (f"measured: {model} · {default_dtype(profile, device)} · {device} · profile {profile} · "
-            f"servers: {', '.join(engines) or 'none'}")

@@ -1,0 +1,85 @@
+"""The engine benchmark's records, shown: the full comparison to put beside a short live run (this
+machine's `make engines` result, else the committed record), its runs as one table, a status line, and
+the label a figure is stamped with.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .harness import RESULTS_DIR
+from .metrics import ROW_COLUMNS, RunSummary
+
+
+RECORD = Path(__file__).resolve().parents[2] / "workshop" / "results" / "cpu-amd-epyc" / "engines.json"
+
+
+def load_record(here: Path | None = None, committed: Path | None = None) -> tuple[dict | None, str]:
+    """The full comparison to show beside a short live run: this machine's own `make engines` result
+    (build/engines/engines.json) when it is complete, else the committed record of the development
+    machine (workshop/results/...), and a label that says which; (None, why) when neither loads."""
+    for path, what in ((here or RESULTS_DIR / "engines.json", "this machine's make engines run"),
+                       (committed or RECORD, "the committed record")):
+        try:
+            data = json.loads(Path(path).read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and data.get("complete") and data.get("configs"):
+            root = Path(__file__).resolve().parents[2]
+            shown = Path(path).resolve().relative_to(root) if Path(path).resolve().is_relative_to(root) else path
+            return data, f"{what} ({shown}): {data.get('recorded_at', '?')[:16].replace('T', ' ')} UTC"
+    return None, "no complete make engines result here, and no committed record"
+
+
+def runs_table(data: dict):
+    """Every run of a benchmark result as a DataFrame (one row per configuration, tool and level). With no
+    run at all (every server failed), an empty table that still has every column, so that what reads it
+    (figures, guide rules, pivots) finds nothing to compare rather than a missing column."""
+    import pandas as pd
+
+    rows = []
+    for c in data.get("configs", []):
+        for r in c["runs"]:
+            s = RunSummary(**{k: v for k, v in r.items() if k in RunSummary.__dataclass_fields__})
+            rows.append(dict(s.row(), workload=r.get("workload")))
+    return pd.DataFrame(rows, columns=[*ROW_COLUMNS, "workload"])
+
+
+def status_markdown(data: dict, error: str | None = None) -> str:
+    """What a benchmark run did, configuration by configuration, in markdown: ready and measured, or the
+    fault that stopped it (its kind, the detail with the end of the server's log), and what was not
+    available here and why. `error`: the exception that stopped the whole run, if one did."""
+    lines = []
+    if error:
+        lines.append(f"- **the benchmark did not run**: {error}")
+    for c in data.get("configs", []):
+        name, runs = c["config"]["name"], c["runs"]
+        failed = sum(r["failed"] for r in runs)
+        if runs:
+            ready = f"ready in {c['ready_s']:.1f} s; " if c.get("ready_s") else ""
+            lines.append(f"- **{name}**: {ready}{len(runs)} runs, {failed} failed requests "
+                         f"({sum(r['run_failed'] for r in runs)} runs without any success)")
+        for f in c["faults"]:
+            head, _, rest = str(f["detail"]).partition("\n")
+            lines.append(f"- **{name}** — {f['kind']}: {head}")
+            if rest.strip():
+                lines.append("\n  ```text\n" + "\n".join("  " + x for x in rest.strip().splitlines()[-12:]) + "\n  ```")
+    for sk in data.get("skipped", []):
+        lines.append(f"- {sk['name']}: not here — {sk['why']}")
+    if not any(c["runs"] for c in data.get("configs", [])):
+        lines.append("\n**No server produced a measurement here.** The figures and tables that need one say so in "
+                     "place; the decision guide, the exercises and the takeaways below do not need a server.")
+    return "\n".join(lines) or "- nothing was configured to run"
+
+
+def source_label(data: dict) -> str:
+    """What produced a benchmark's figures: model · dtype · device · profile, and the servers."""
+    from ..measure.models import default_dtype
+
+    profile = data.get("profile", "?")
+    device = "cuda" if (data.get("machine") or {}).get("kind") == "cuda" else "cpu"
+    model = {"tiny": "tiny (Mistral architecture, random weights)",
+             "mistral-7b-random": "Mistral 7B v0.1 architecture, random weights"}.get(profile, profile)
+    engines = sorted({c["config"]["engine"] for c in data.get("configs", [])})
+    return (f"measured: {model} · {default_dtype(profile, device)} · {device} · profile {profile} · "
+            f"servers: {', '.join(engines) or 'none'}")
