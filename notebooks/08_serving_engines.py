@@ -373,9 +373,12 @@ def _():
     ## 7 · Three load generators on one server
 
     guidellm and `vllm bench serve` each drive the same server **through a tap** (`helpers.engines.tap`): a
-    relay that timestamps every chunk with our client's parsing, so each of their requests is measured
-    twice — by them and by our definitions, on the same run. Our client's own run of the same load, just
-    before, is a second run: it agrees only as far as the machine is steady.
+    byte relay that timestamps every chunk as it passes and reads it with our client's parsing, so each of
+    their requests is measured twice — by them and by our definitions, on the same run (the tap sits one
+    socket hop nearer the server: what a tool times beyond it is its own client's time). Our client's own
+    run of the same load, beside vllm bench's own run straight to the server, is a second run: it agrees
+    only as far as the machine is steady. Beside vLLM's CPU build, which binds its worker to a core, every
+    load generator runs on the other cores (`process.client_cpus`), so that none takes the model's core.
 
     Where vLLM bench's definitions differ from ours (each pinned by a test, `tests/test_engines_vllm.py`
     against vLLM's own request function): {harness.DEFINITIONS["vLLM bench's view"]}.

@@ -287,7 +287,7 @@ def test_the_command_line_runs_only_the_workloads_asked_for(tmp_path, monkeypatc
     assert list(seen["cpu"].workloads) == ["fixed"] and seen["cpu"].concurrencies == (1, 4)
     assert list(seen["cuda"].workloads) == ["talk"]          # the GPU's quick plan has no "fixed": all of it
     assert main(["--workloads", "fixd", "--out", str(tmp_path / "e.json")]) == 2
-    assert "error: unknown workload(s) ['fixd']; allowed: agentic, chat, fixed, talk" in capsys.readouterr().err
+    assert "error: unknown workload(s) ['fixd']; allowed: agentic, chat, crosscheck, fixed, talk" in capsys.readouterr().err
 
 
 def test_the_benchmark_writes_its_file_as_each_level_ends(tmp_path, monkeypatch):

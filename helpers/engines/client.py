@@ -28,6 +28,7 @@ from typing import Sequence
 from .. import checks
 from ..serving.traces import TraceRequest
 from .metrics import RequestRecord
+from .process import pinned
 
 PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")
 LOOPBACK_NAMES = ("localhost", "localhost.localdomain")
@@ -275,12 +276,14 @@ async def _run(base_url: str, model: str, requests: Sequence[TraceRequest], conc
 
 def run_load(base_url: str, model: str, requests: Sequence[TraceRequest], concurrency: int = 1,
              timeout_s: float = 60.0, honour_arrivals: bool = False,
-             endpoint: str = "/v1/completions", deadline_s: float | None = None) -> list[RequestRecord]:
+             endpoint: str = "/v1/completions", deadline_s: float | None = None,
+             cpus: set[int] | None = None) -> list[RequestRecord]:
     """Send `requests` to a server, `concurrency` at a time, streaming each; one record per request in
     the order they finished. Each request may take `timeout_s`; the whole load at most `deadline_s`
     (requests not sent by then are recorded with the error "deadline", in-flight ones cut short).
     Works from a plain script, a test and a running notebook kernel (where an event loop already runs:
-    the load then runs in a worker thread with its own loop)."""
+    the load then runs in a worker thread with its own loop). `cpus`: the CPUs the load runs on (in a
+    worker thread of its own; `process.client_cpus` says which, beside a server that pins its compute)."""
     concurrency = checks.count(concurrency, "concurrency")
     if not requests:
         raise ValueError("requests is empty: give at least one TraceRequest (helpers.serving.traces)")
@@ -294,11 +297,16 @@ def run_load(base_url: str, model: str, requests: Sequence[TraceRequest], concur
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(coro())
+        if not cpus:
+            return asyncio.run(coro())
     import concurrent.futures
 
+    def pinned_run():
+        with pinned(cpus):
+            return asyncio.run(coro())
+
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(lambda: asyncio.run(coro())).result()
+        return pool.submit(pinned_run).result()
 
 
 def stream_with_openai(base_url: str, model: str, request: TraceRequest, timeout_s: float = 60.0) -> RequestRecord:

@@ -136,9 +136,12 @@ def _gap(a, b):
     return None if a is None or b is None or not b else round(relative_gap(a, b), 4)
 
 
-# the readings set against vllm bench serve's own figures, as a record's cross-check names them
+# the readings set against vllm bench serve's own figures, as a record's cross-check names them, and the run of
+# vllm bench each is set against: its run straight to the server for our client's own (two tools, one run
+# after the other), its run through the tap for the tap's readings (the same requests)
 CROSSCHECK_READINGS = {"client": "our client's own run", "tap_ours": "ours on the tap",
                        "tap_vllm": "vLLM's definitions on the tap"}
+CROSSCHECK_AGAINST = {"client": "vllm bench, direct", "tap_ours": "vllm bench", "tap_vllm": "vllm bench"}
 
 
 @dataclass(frozen=True)
@@ -161,8 +164,8 @@ class Crosscheck:
     """One level of the vllm bench serve cross-check."""
 
     concurrency: int
-    relay_ms: float | None    # vllm bench TTFT − the tap's, same requests: what the tap's relay hop adds
-    client: Gaps              # our client's own run (a second run, just before)
+    relay_ms: float | None    # vllm bench TTFT − the tap's, same requests: its client's own time, and one relay hop
+    client: Gaps              # our client straight to the server, against vllm bench straight to it
     tap_ours: Gaps            # our definitions on vllm bench's requests (the tap)
     tap_vllm: Gaps            # vLLM's definitions on the tap's records
 
@@ -173,7 +176,8 @@ def crosscheck_gaps(data: dict, name: str = "vLLM default") -> list[Crosscheck]:
         theirs = lv["vllm bench"]
         tap_ttft = (lv.get("vLLM's definitions on the tap") or {}).get("ttft")
         relay = None if tap_ttft is None or theirs.get("ttft") is None else round(theirs["ttft"] - tap_ttft, 2)
-        gaps = {field: Gaps(*(_gap((lv.get(what) or {}).get(k), theirs.get(k)) for k in ("ttft", "tpot", "itl", "e2el")))
+        ref = {f: lv.get(CROSSCHECK_AGAINST[f]) or theirs for f in CROSSCHECK_READINGS}   # older records: one run
+        gaps = {field: Gaps(*(_gap((lv.get(what) or {}).get(k), ref[field].get(k)) for k in ("ttft", "tpot", "itl", "e2el")))
                 for field, what in CROSSCHECK_READINGS.items()}
         rows.append(Crosscheck(lv["concurrency"], relay, **gaps))
     return rows

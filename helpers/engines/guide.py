@@ -337,10 +337,11 @@ def guide_markdown(data: dict, record: str) -> str:
                      f"({cb.itl}: batching trades per-request speed for total speed).")
     for row in f.crosscheck:
         g, t, relay = row.client, row.tap_ours, row.relay_ms
-        lines.append(f"- vllm bench serve at concurrency {row.concurrency}: our client's own run (a second run, just "
-                     f"before) differs by {_pct(g.ttft)} (TTFT) and {_pct(g.tpot)} (ITL against its TPOT); our "
-                     f"definitions on its own requests by {_pct(t.ttft)}" + (f" (the tap's relay adds {relay:g} ms to "
-                     "what vllm bench times)" if relay is not None else "") + f" and {_pct(t.tpot)}.")
+        lines.append(f"- vllm bench serve at concurrency {row.concurrency}: on its own requests (the tap) our figures "
+                     f"differ from its own by {_pct(t.ttft)} (TTFT" + (f": it times {relay:g} ms more, its client's "
+                     "own time to send and to parse" if relay is not None else "") + f") and {_pct(t.tpot)} (ITL "
+                     f"against its TPOT); our client's own run against vllm bench's own run, the same requests one "
+                     f"after the other, by {_pct(g.ttft)} and {_pct(g.tpot)}.")
     for name, ol in f.open_loop.items():
         lines.append(f"- {name}, open loop: DistServe goodput {goodput_words(ol.distserve_goodput, [p.rate for p in ol.points])}.")
     lines += ["", GENERATED_END]

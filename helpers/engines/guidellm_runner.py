@@ -136,11 +136,12 @@ def reported(benchmark: dict, label: str, slo: SLO | None = None) -> RunSummary:
 
 
 def run(base_url: str, tokenizer: str | Path, requests: Sequence[TraceRequest], streams: Sequence[int],
-        out_dir: str | Path, label: str = "", slo: SLO | None = None, timeout_s: float = 600.0
-        ) -> tuple[list[RunSummary], dict]:
+        out_dir: str | Path, label: str = "", slo: SLO | None = None, timeout_s: float = 600.0,
+        cpus: set[int] | None = None) -> tuple[list[RunSummary], dict]:
     """Run guidellm against a server: the workload's prompts, its first request's output length as
     `max_tokens` (use a trace of one output length), each concurrency in `streams`, as many requests
-    per level as the workload has. Returns (one RunSummary per level, guidellm's whole JSON)."""
+    per level as the workload has, on `cpus` (None: any). Returns (one RunSummary per level, guidellm's
+    whole JSON)."""
     if not requests:
         raise ValueError("requests is empty: give the workload's TraceRequests")
     lengths = {r.max_new_tokens for r in requests}
@@ -158,7 +159,7 @@ def run(base_url: str, tokenizer: str | Path, requests: Sequence[TraceRequest], 
     # under the supervisor, as the servers are (helpers.engines.process): its worker processes are ended
     # with it on a timeout, an exception or an interrupt, and when this process dies
     with open(out_dir / "guidellm.log", "w") as logf:
-        p, parent_fd = spawn_supervised(cmd, logf, env, 5.0, cwd=out_dir)
+        p, parent_fd = spawn_supervised(cmd, logf, env, 5.0, cwd=out_dir, cpus=cpus)
         try:
             p.wait(timeout_s)
         except subprocess.TimeoutExpired as exc:
@@ -174,15 +175,15 @@ def run(base_url: str, tokenizer: str | Path, requests: Sequence[TraceRequest], 
 
 
 def run_tapped(base_url: str, tokenizer: str | Path, requests: Sequence[TraceRequest], streams: Sequence[int],
-               out_dir: str | Path, label: str = "", slo: SLO | None = None, timeout_s: float = 600.0
-               ) -> tuple[list[RunSummary], list[RunSummary], dict]:
+               out_dir: str | Path, label: str = "", slo: SLO | None = None, timeout_s: float = 600.0,
+               cpus: set[int] | None = None) -> tuple[list[RunSummary], list[RunSummary], dict]:
     """guidellm through a tap (helpers.engines.tap): (guidellm's figures, ours on the same requests,
     guidellm's JSON), one summary per concurrency level each. Ours carry source "tap"."""
     from .metrics import summarize
     from .tap import Tap, split_by_benchmark
 
-    with Tap(base_url, timeout_s=timeout_s) as tap:
-        theirs, raw = run(tap.base_url, tokenizer, requests, streams, out_dir, label, slo, timeout_s)
+    with Tap(base_url, cpus=cpus) as tap:
+        theirs, raw = run(tap.base_url, tokenizer, requests, streams, out_dir, label, slo, timeout_s, cpus)
     ours = []
     for g, recs in zip(theirs, split_by_benchmark(tap.records, raw)):
         if recs:

@@ -22,7 +22,7 @@ from . import client, workloads
 from .findings import as_json, key_figures
 from .metrics import summarize, vllm_bench_view
 from .plans import CPU_SHAREGPT_SCALE, Plan, plan_for, runs_some_workload
-from .process import ServerError, ServerProcess
+from .process import ServerError, ServerProcess, client_cpus
 from .servers import EngineConfig
 
 
@@ -63,7 +63,7 @@ class Deadline:
 
 def measure_levels(base_url: str, model: str, name: str, wname: str, plan: Plan, result: dict, progress=None,
                    alive=lambda grace_s=0.0: True, died=lambda: "the server is gone",
-                   deadline: Deadline | None = None, on_level=None) -> None:
+                   deadline: Deadline | None = None, on_level=None, cpus: set[int] | None = None) -> None:
     """One workload at every closed-loop concurrency level of the plan, then at every open-loop request
     rate it has, against a server at base_url: each level's RunSummary (with every request's figures)
     appended to result["runs"] and `on_level()` called (it writes the result so far); a level the server
@@ -84,7 +84,7 @@ def measure_levels(base_url: str, model: str, name: str, wname: str, plan: Plan,
             reqs = workloads.poisson(reqs, rate, seed=index)
             c = len(reqs)
         recs = client.run_load(base_url, model, reqs, c, plan.timeout_s, honour_arrivals=rate is not None,
-                               deadline_s=deadline.left())
+                               deadline_s=deadline.left(), cpus=cpus)
         summary = summarize(recs, name, c, plan.slo, rate=rate, detail=True)
         result["runs"].append(dict(summary.to_dict(), workload=wname, vllm_view=vllm_bench_view(recs)))
         if summary.errors.get("connection"):
@@ -180,9 +180,12 @@ def run_config(cfg: EngineConfig, plan: Plan, out_dir: Path | None = None, token
         deadline = Deadline(plan.deadline_s)
         result["ready_s"] = srv.ready_s
         warm_up(srv, cfg.model, max(plan.concurrencies), plan.timeout_s, deadline.left())
+        cpus = client_cpus(srv.pid)       # beside a server that pins its compute, the load runs elsewhere
+        result["client_cpus"] = sorted(cpus) if cpus else None
         assert runs_some_workload(plan, cfg.name), cfg.name        # run_all leaves the others out
         first = plan.trace(next(w for w in plan.workloads if cfg.name in plan.only.get(w, (cfg.name,))))[0]
-        ex = client.run_load(srv.base_url, cfg.model, [first], 1, plan.timeout_s, deadline_s=max(deadline.left(), 1))[0]
+        ex = client.run_load(srv.base_url, cfg.model, [first], 1, plan.timeout_s, deadline_s=max(deadline.left(), 1),
+                             cpus=cpus)[0]
         result["example"] = {"sent_s": 0.0, "token_s": [t - ex.sent_s for t in ex.token_times],
                              "end_s": None if ex.end_s is None else ex.end_s - ex.sent_s,
                              "output_tokens": ex.output_tokens, "ttft_s": ex.ttft_s, "itl_s": ex.itl_s,
@@ -194,7 +197,7 @@ def run_config(cfg: EngineConfig, plan: Plan, out_dir: Path | None = None, token
             measure_levels(srv.base_url, cfg.model, cfg.name, wname, plan, result, progress,
                            alive=srv.alive, died=lambda: f"the server exited with {srv.proc.returncode}. "
                                                          f"Log:\n{srv.log_tail(10)}",
-                           deadline=deadline, on_level=on_level)
+                           deadline=deadline, on_level=on_level, cpus=cpus)
             hits = vllm_env.counter_delta(before, vllm_env.prefix_cache_counters(srv.base_url))
             if hits is not None:
                 result.setdefault("prefix_cache", {})[wname] = hits
@@ -207,15 +210,15 @@ def run_config(cfg: EngineConfig, plan: Plan, out_dir: Path | None = None, token
                     # guidellm through a tap: our definitions on guidellm's own requests (the same run)
                     theirs, ours, _ = guidellm_runner.run_tapped(
                         srv.base_url, tokenizer, plan.trace(wname), plan.concurrencies, work, cfg.name, plan.slo,
-                        timeout_s=min(600.0, deadline.left()))
+                        timeout_s=min(600.0, deadline.left()), cpus=cpus)
                     result["runs"] += [dict(s.to_dict(), workload=wname) for s in theirs + ours]
                 except guidellm_runner.GuidellmError as exc:
                     result["faults"].append({"kind": "GuidellmError", "detail": str(exc)[-1500:]})
-            if cfg.name == plan.crosscheck and cfg.engine == "vllm":
-                result["crosscheck"] = crosscheck_vllm_bench(srv.base_url, cfg, plan, wname, result, work, deadline,
-                                                             tokenizer)
             if on_level is not None:
                 on_level()
+        if cfg.name == plan.crosscheck and cfg.engine == "vllm" and srv.alive() and not deadline.passed():
+            result["crosscheck"] = crosscheck_vllm_bench(srv.base_url, cfg, plan, result, work, deadline, tokenizer,
+                                                         cpus)
         if not srv.alive(DEATH_GRACE_S if _connection_errors(result) else 0.0):
             result["faults"].append({"kind": "ServerDied", "detail": f"exited with {srv.proc.returncode}"})
     finally:
@@ -223,44 +226,49 @@ def run_config(cfg: EngineConfig, plan: Plan, out_dir: Path | None = None, token
     return result
 
 
-def crosscheck_vllm_bench(base_url: str, cfg: EngineConfig, plan: Plan, wname: str, result: dict, work: Path,
-                          deadline: Deadline, tokenizer: str | None) -> list[dict]:
-    """`vllm bench serve` on the same workload and levels, through a tap: per level, its own figures
-    (mean TTFT, TPOT, ITL, E2EL), vLLM's definitions applied by us to the tap's records of its requests
-    (the definitions reproduced), ours on those requests (the definitions compared) and our client's own
-    run just before (a second run of the same load). A failure is a recorded fault, not a crash."""
+def crosscheck_vllm_bench(base_url: str, cfg: EngineConfig, plan: Plan, result: dict, work: Path,
+                          deadline: Deadline, tokenizer: str | None, cpus: set[int] | None = None) -> list[dict]:
+    """`vllm bench serve` on the plan's cross-check workload at each level, three runs of the same requests,
+    every load generator on `cpus`: our client straight to the server ("our client's own run"), vllm bench
+    straight to the server ("vllm bench, direct": the two tools, one run after the other), and vllm bench
+    through a tap ("vllm bench" beside "ours on the tap" and "vLLM's definitions on the tap": the same
+    requests timed by both, ours one relay hop nearer the server). A failure is a recorded fault."""
     from . import vllm_env
     from .tap import Tap
 
-    ours = {r["concurrency"]: r for r in result["runs"] if r["workload"] == wname and r["source"] == "client"
-            and r.get("rate") is None}
-    reqs = plan.trace(wname)
     out = []
+    wname = next((w for w in (plan.crosscheck_workload, plan.guidellm_workload) if w in plan.workloads), None)
+    if wname is None:
+        return out                        # the workloads asked for (--workloads) have none it takes
+    reqs = plan.trace(wname)
+    ms = lambda v: None if v is None else v * 1e3  # noqa: E731
+    means = lambda bench: {k: bench.get(f"mean_{k}_ms") for k in ("ttft", "tpot", "itl", "e2el")}  # noqa: E731
     for c in plan.concurrencies:
         if deadline.passed():
             result["faults"].append({"kind": "Deadline", "detail": f"vllm bench serve at concurrency {c} not run"})
             break
+        bench = lambda url: vllm_env.run_bench_serve(url, cfg.model, tokenizer or cfg.model, reqs, c, work,  # noqa: E731
+                                                     plan.slo, timeout_s=min(600.0, deadline.left()), cpus=cpus)
         try:
-            with Tap(base_url, timeout_s=plan.timeout_s) as tap:
-                theirs = vllm_env.run_bench_serve(tap.base_url, cfg.model, tokenizer or cfg.model, reqs, c, work,
-                                                  plan.slo, timeout_s=min(600.0, deadline.left()))
+            own = summarize(client.run_load(base_url, cfg.model, reqs, c, plan.timeout_s,
+                                            deadline_s=max(deadline.left(), 1), cpus=cpus), cfg.name, c, plan.slo)
+            direct = bench(base_url)
+            with Tap(base_url, cpus=cpus) as tap:
+                theirs = bench(tap.base_url)
         except (vllm_env.BenchServeError, RuntimeError) as exc:
             result["faults"].append({"kind": "BenchServeError", "detail": str(exc)[-1500:]})
             break
         tapped = summarize(tap.records, cfg.name, c, plan.slo)
-        ms = lambda v: None if v is None else v * 1e3  # noqa: E731
         view = vllm_bench_view(tap.records)
-        own = ours.get(c)
         out.append({
             "concurrency": c, "requests": len(reqs), "completed (vllm bench)": theirs.get("completed"),
-            "vllm bench": {k: theirs.get(f"mean_{k}_ms") for k in ("ttft", "tpot", "itl", "e2el")},
+            "vllm bench": means(theirs), "vllm bench, direct": means(direct),
             "vllm bench goodput req/s": theirs.get("request_goodput"),
             "vLLM's definitions on the tap": {k: ms(view[f"{k}_mean"]) for k in ("ttft", "tpot", "itl", "e2el")},
             "ours on the tap": {"ttft": ms(tapped.ttft_s["ttft_mean"]), "tpot": ms(tapped.itl_s["itl_mean"]),
                                 "itl": ms(tapped.itl_pooled_s), "e2el": ms(tapped.e2e_s["e2e_mean"])},
-            "our client's own run": None if own is None else {
-                "ttft": ms(own["ttft_s"]["ttft_mean"]), "tpot": ms(own["itl_s"]["itl_mean"]),
-                "itl": ms(own.get("itl_pooled_s")), "e2el": ms(own["e2e_s"]["e2e_mean"])}})
+            "our client's own run": {"ttft": ms(own.ttft_s["ttft_mean"]), "tpot": ms(own.itl_s["itl_mean"]),
+                                     "itl": ms(own.itl_pooled_s), "e2el": ms(own.e2e_s["e2e_mean"])}})
     return out
 
 

@@ -28,7 +28,8 @@ class Plan:
     deadline_s: float = 1800.0        # one configuration's whole run (after its server is ready) at most
     rates: dict[str, tuple[float, ...]] = field(default_factory=dict)   # open loop: workload -> req/s
     tools_configs: tuple[str, ...] | None = None   # configurations guidellm measures too (None: every one)
-    crosscheck: str | None = None     # the vLLM configuration `vllm bench serve` measures (guidellm's workload)
+    crosscheck: str | None = None     # the vLLM configuration `vllm bench serve` measures
+    crosscheck_workload: str | None = None   # on this workload (None: guidellm's)
     only: dict[str, tuple[str, ...]] = field(default_factory=dict)   # workload -> the configurations that run it
     configs: tuple[str, ...] | None = None    # the configurations to run (None: every one available)
     notes: list[str] = field(default_factory=list)
@@ -39,6 +40,7 @@ class Plan:
 
 
 CPU_SHAREGPT_SCALE = 0.1    # the tiny model on a shared 2-core CPU: ShareGPT's lengths ÷ 10 (≈ 16 prompt, 34 output tokens)
+CPU_CROSSCHECK_REQUESTS = 32  # vllm bench serve's cross-check: fixed's shape, 4 × its requests (a mean, not one batch)
 TOOLS_CONFIGS = ("HF transformers serve + continuous batching", "vLLM default")
 
 
@@ -57,10 +59,13 @@ def plan_for(device: str, quick: bool = False) -> Plan:
         return Plan({"fixed": chat_trace(8, seed=1, prompt_words_median=48, output_tokens_median=32, sigma=0.0),
                      "chat": lambda level: workloads.sharegpt_trace(8, seed=level, scale=CPU_SHAREGPT_SCALE,
                                                                     max_output_tokens=128),
-                     "agentic": lambda level: workloads.agentic(4, 1, 1200, 24, 12, seed=level)},
+                     "agentic": lambda level: workloads.agentic(4, 1, 1200, 24, 12, seed=level),
+                     "crosscheck": chat_trace(CPU_CROSSCHECK_REQUESTS, seed=2, prompt_words_median=48,
+                                              output_tokens_median=32, sigma=0.0)},
                     (1, 4) if quick else (1, 4, 8), SLO(ttft_s=1.0, tpot_s=0.1), timeout_s=120.0,
                     deadline_s=600.0 if quick else 900.0, rates={"chat": (2.0, 8.0) if quick else (1.0, 4.0, 16.0)},
-                    tools_configs=TOOLS_CONFIGS, crosscheck="vLLM default", only={"fixed": TOOLS_CONFIGS})
+                    tools_configs=TOOLS_CONFIGS, crosscheck="vLLM default", crosscheck_workload="crosscheck",
+                    only={"fixed": TOOLS_CONFIGS, "crosscheck": ()})
     if quick:   # a lent GPU's minutes (scripts/gpu_record.sh): the talk's workload alone, alone and all at once
         return Plan({"talk": workloads.agentic(10, 0, 1656, 50, 16)}, (1, 10), SLO(ttft_s=0.5, tpot_s=0.05),
                     timeout_s=120.0, guidellm_workload=None, notes=["quick: the talk's workload at concurrency 1 and 10"])

@@ -17,6 +17,7 @@ server behind). Requests to 127.0.0.1 never go through a proxy named in the envi
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import shutil
 import signal
@@ -88,14 +89,16 @@ def descendants(pid: int) -> list[int]:
     return tree(pid)
 
 
-def spawn_supervised(argv: Sequence[str], log, env: dict, grace_s: float, cwd: str | Path | None = None
-                     ) -> tuple[subprocess.Popen, int]:
-    """Start `argv` under the supervisor, in a session of its own, output to `log`. Returns (the
-    supervisor's Popen, the write end of the pipe it watches: close it, or die, and the tree is ended)."""
+def spawn_supervised(argv: Sequence[str], log, env: dict, grace_s: float, cwd: str | Path | None = None,
+                     cpus: set[int] | None = None) -> tuple[subprocess.Popen, int]:
+    """Start `argv` under the supervisor, in a session of its own, output to `log`, on `cpus` (None: any).
+    Returns (the supervisor's Popen, the write end of the pipe it watches: close it, or die, and the tree
+    is ended)."""
     read_fd, write_fd = os.pipe()
+    on = ["--cpus", ",".join(map(str, sorted(cpus)))] if cpus else []
     try:
         proc = subprocess.Popen([sys.executable, str(SUPERVISOR), "--grace-s", f"{grace_s:g}", "--parent-fd",
-                                 str(read_fd), "--", *argv], stdout=log, stderr=subprocess.STDOUT,
+                                 str(read_fd), *on, "--", *argv], stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, env=no_proxy_env(env), cwd=cwd, pass_fds=(read_fd,),
                                 start_new_session=True)
     except BaseException:
@@ -104,6 +107,40 @@ def spawn_supervised(argv: Sequence[str], log, env: dict, grace_s: float, cwd: s
     finally:
         os.close(read_fd)
     return proc, write_fd
+
+
+def client_cpus(server_pid: int) -> set[int] | None:
+    """The CPUs a load generator should run on beside a server that pins its compute: this process's CPUs
+    less those any process of the server's tree is pinned to (vLLM's CPU build binds its worker to cores
+    and leaves the rest to its engine, its API server and the client). None — run anywhere — when nothing
+    is pinned, when the pinned cores are all there is, or where affinity cannot be read (not Linux)."""
+    if not hasattr(os, "sched_getaffinity"):
+        return None
+    mine, taken = set(os.sched_getaffinity(0)), set()
+    for pid in descendants(server_pid):
+        try:
+            cpus = set(os.sched_getaffinity(pid))
+        except OSError:
+            continue
+        if cpus < mine:
+            taken |= cpus
+    free = mine - taken
+    return free if taken and free else None
+
+
+@contextlib.contextmanager
+def pinned(cpus: set[int] | None):
+    """Run the calling thread on `cpus` (None: leave it be) and give it back its CPUs afterwards; other
+    threads, and processes this one starts from other threads, keep theirs (Linux: affinity is per thread)."""
+    if not cpus or not hasattr(os, "sched_setaffinity"):
+        yield
+        return
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, cpus)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
 
 
 def free_port() -> int:

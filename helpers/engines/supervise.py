@@ -154,8 +154,11 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--grace-s", type=float, default=5.0)
     p.add_argument("--parent-fd", type=int, default=None)
+    p.add_argument("--cpus", default=None, help="CPUs the command (and what it starts) may run on: 1,3")
     p.add_argument("command", nargs=argparse.REMAINDER)
     a = p.parse_args(argv)
+    if a.cpus:
+        os.sched_setaffinity(0, {int(c) for c in a.cpus.split(",")})
     command = a.command[1:] if a.command[:1] == ["--"] else a.command
     if not command:
         p.error("a command to supervise is needed after --")

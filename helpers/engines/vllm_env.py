@@ -146,9 +146,11 @@ def write_dataset(requests, path: str | Path) -> Path:
 
 
 def run_bench_serve(base_url: str, model: str, tokenizer: str | Path, requests, concurrency: int,
-                    out_dir: str | Path, slo=None, timeout_s: float = 600.0, python: str | Path | None = None) -> dict:
-    """Run `vllm bench serve` (from .venv-vllm, or this Python's vLLM) and return its saved result: its
-    mean/median/p90/p99 TTFT, TPOT, ITL, E2EL in ms, throughput, goodput and per-request details."""
+                    out_dir: str | Path, slo=None, timeout_s: float = 600.0, python: str | Path | None = None,
+                    cpus: set[int] | None = None) -> dict:
+    """Run `vllm bench serve` (from .venv-vllm, or this Python's vLLM) on `cpus` (None: any) and return
+    its saved result: its mean/median/p90/p99 TTFT, TPOT, ITL, E2EL in ms, throughput, goodput and
+    per-request details."""
     from .process import _kill_group, spawn_supervised
 
     python = python or (venv_python() if venv_python().exists() else sys.executable)
@@ -161,7 +163,7 @@ def run_bench_serve(base_url: str, model: str, tokenizer: str | Path, requests, 
                               (slo.ttft_s, slo.tpot_s) if slo else None)
     t0 = time.perf_counter()
     with open(out_dir / f"bench-c{concurrency}.log", "w") as log:
-        p, fd = spawn_supervised(cmd, log, dict(os.environ, **server_env("cpu")), 5.0, cwd=out_dir)
+        p, fd = spawn_supervised(cmd, log, dict(os.environ, **server_env("cpu")), 5.0, cwd=out_dir, cpus=cpus)
         try:
             p.wait(timeout_s)
         except subprocess.TimeoutExpired as exc:
