@@ -355,6 +355,70 @@ def test_the_tap_records_what_passes_through_it():
     assert len(parts) == 1 and len(parts[0]) == 8
 
 
+def test_the_taps_framing_reads_messages_split_anywhere():
+    """The relay sees bytes, not messages: a keep-alive connection's requests (Content-Length, an empty body)
+    and responses (chunked with an extension and a trailer, Content-Length, close-delimited) fed one byte at
+    a time come out as the same heads, bodies and ends as fed whole."""
+    reqs = (b"POST /v1/completions HTTP/1.1\r\nContent-Length: 10\r\n\r\n{\"a\": \"b\"}"
+            b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n"
+            b"POST /x HTTP/1.1\r\nContent-Length: 0\r\n\r\n")
+    resps = (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+             b"7\r\ndata: 1\r\nA;ext=1\r\n\ndata: 22\n\r\n0\r\nX-T: 1\r\n\r\n"
+             b"HTTP/1.1 503 Busy\r\nContent-Length: 4\r\n\r\nbusy"
+             b"HTTP/1.1 200 OK\r\n\r\nuntil close")
+
+    def messages(data: bytes, responses: bool, step: int) -> list:
+        out = []
+        f = tap._Framing(lambda start, h: out.append([start, b""]),
+                         lambda b: out[-1].__setitem__(1, out[-1][1] + b), lambda: out[-1].append("end"),
+                         responses=responses)
+        for i in range(0, len(data), step):
+            f.feed(data[i:i + step])
+        return out
+
+    assert messages(reqs, False, len(reqs)) == messages(reqs, False, 1) == [
+        ["POST /v1/completions HTTP/1.1", b'{"a": "b"}', "end"], ["GET /health HTTP/1.1", b"", "end"],
+        ["POST /x HTTP/1.1", b"", "end"]]
+    whole = messages(resps, True, len(resps))
+    assert whole == messages(resps, True, 1) == messages(resps, True, 3) == [
+        ["HTTP/1.1 200 OK", b"data: 1\ndata: 22\n", "end"], ["HTTP/1.1 503 Busy", b"busy", "end"],
+        ["HTTP/1.1 200 OK", b"until close"]]          # a close-delimited body ends when the connection does
+
+
+def test_a_tap_whose_server_is_gone_answers_502_and_records_the_request():
+    with tap.Tap(f"http://127.0.0.1:{process.free_port()}") as t:
+        rec = client.run_load(t.base_url, "m", trace(1), 1, timeout_s=10)[0]
+    assert rec.error == "http 502" and "ConnectionRefusedError" in rec.detail
+    assert [r.error for r in t.records] == ["connection"] and "ConnectionRefusedError" in t.records[0].detail
+    with pytest.raises(ValueError, match="http://127.0.0.1:8000"):
+        tap.Tap("127.0.0.1:8000")
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs CPU affinity and two CPUs")
+def test_load_generators_run_on_the_cores_a_server_leaves_free():
+    """A server whose worker is pinned to one core (what vLLM's CPU build does): client_cpus gives the other
+    cores; `pinned` moves only the calling thread and gives it its CPUs back; a server pinned nowhere: None."""
+    mine = set(os.sched_getaffinity(0))
+    first = min(mine)
+    with open(os.devnull, "w") as log:
+        p, fd = process.spawn_supervised([sys.executable, "-c", "import time; time.sleep(30)"], log, dict(os.environ),
+                                         1.0, cpus={first})
+        try:
+            deadline = time.monotonic() + 10
+            while not process.descendants(p.pid) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert os.sched_getaffinity(process.descendants(p.pid)[0]) == {first}    # the supervisor pinned it
+            assert process.client_cpus(p.pid) == mine - {first}
+        finally:
+            process._kill_group(p, 1.0, fd)
+    with fake("--token-s", "0.001") as srv:
+        assert process.client_cpus(srv.pid) is None
+    with process.pinned(mine - {first}):
+        assert os.sched_getaffinity(0) == mine - {first}
+    assert os.sched_getaffinity(0) == mine
+
+
 def test_agentic_rounds_run_one_after_another_and_poisson_arrivals_are_honoured():
     from helpers.serving.traces import agentic_trace
 
