@@ -474,7 +474,9 @@ def test_the_openai_client_sees_the_same_stream_as_ours():
     assert ours.ok and sdk.ok, (ours.error, sdk.error, sdk.detail)
     assert ours.output_tokens == sdk.output_tokens == 6 and len(sdk.token_times) == len(ours.token_times) == 6
     assert ours.ttft_s >= 0.3 and sdk.ttft_s >= 0.3
-    assert abs(sdk.ttft_s - ours.ttft_s) < 0.5                      # the same wait, whichever client reads it
+    # the same wait, whichever client reads it: within half a second, more on a loaded machine (a client
+    # kept off the CPU that long reads several chunks at once)
+    assert abs(sdk.ttft_s - ours.ttft_s) < 0.5 * max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
     assert sdk.token_times[-1] - sdk.token_times[0] >= 5 * 0.05 * 0.9   # streamed as made, not all at the end
 
 
