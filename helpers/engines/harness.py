@@ -243,6 +243,8 @@ def crosscheck_vllm_bench(base_url: str, cfg: EngineConfig, plan: Plan, result: 
     reqs = plan.trace(wname)
     ms = lambda v: None if v is None else v * 1e3  # noqa: E731
     means = lambda bench: {k: bench.get(f"mean_{k}_ms") for k in ("ttft", "tpot", "itl", "e2el")}  # noqa: E731
+    ours_ms = lambda s: {"ttft": ms(s.ttft_s["ttft_mean"]), "tpot": ms(s.itl_s["itl_mean"]),  # noqa: E731
+                         "itl": ms(s.itl_pooled_s), "e2el": ms(s.e2e_s["e2e_mean"])}   # a RunSummary, as vllm bench's
     for c in plan.concurrencies:
         if deadline.passed():
             result["faults"].append({"kind": "Deadline", "detail": f"vllm bench serve at concurrency {c} not run"})
@@ -265,10 +267,7 @@ def crosscheck_vllm_bench(base_url: str, cfg: EngineConfig, plan: Plan, result: 
             "vllm bench": means(theirs), "vllm bench, direct": means(direct),
             "vllm bench goodput req/s": theirs.get("request_goodput"),
             "vLLM's definitions on the tap": {k: ms(view[f"{k}_mean"]) for k in ("ttft", "tpot", "itl", "e2el")},
-            "ours on the tap": {"ttft": ms(tapped.ttft_s["ttft_mean"]), "tpot": ms(tapped.itl_s["itl_mean"]),
-                                "itl": ms(tapped.itl_pooled_s), "e2el": ms(tapped.e2e_s["e2e_mean"])},
-            "our client's own run": {"ttft": ms(own.ttft_s["ttft_mean"]), "tpot": ms(own.itl_s["itl_mean"]),
-                                     "itl": ms(own.itl_pooled_s), "e2el": ms(own.e2e_s["e2e_mean"])}})
+            "ours on the tap": ours_ms(tapped), "our client's own run": ours_ms(own)})
     return out
 
 

@@ -158,14 +158,14 @@ class Tap:
                            sent_s=request.get("first_byte_s", now[0]))
 
         def request_end():
-            first = request.pop("first_byte_s", None)
+            request.pop("first_byte_s", None)
             if request.get("method") == "POST" and request.get("path", "").endswith("completions"):
                 try:
                     asked = json.loads(request["body"]).get("max_tokens")
                 except (ValueError, AttributeError):
                     asked = None
                 with self._lock:
-                    rec = RequestRecord(rid=len(self.records), sent_s=request.get("sent_s", first or now[0]))
+                    rec = RequestRecord(rid=len(self.records), sent_s=request["sent_s"])
                     self.records.append(rec)
                 pending.append(_Exchange(rec, asked if isinstance(asked, int) else None, lambda: now[0]))
             else:
