@@ -419,6 +419,29 @@ def test_load_generators_run_on_the_cores_a_server_leaves_free():
     assert os.sched_getaffinity(0) == mine
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_servers_busy_waiting_process_gives_way_to_the_load():
+    """yield_spinners lowers the priority of the server tree's processes with the given title (their
+    command line's first word: what vLLM's setproctitle shows), every thread of them, and no other."""
+    script = ("import subprocess, time; subprocess.Popen(['bash', '-c', 'exec -a VLLM::EngineCore sleep 30']); "
+              "subprocess.Popen(['bash', '-c', 'exec -a VLLM::Worker sleep 30']); time.sleep(30)")
+    with open(os.devnull, "w") as log:
+        p, fd = process.spawn_supervised([sys.executable, "-c", script], log, dict(os.environ), 1.0)
+        try:
+            deadline = time.monotonic() + 10
+            while len(process.descendants(p.pid)) < 3 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            titles = {pid: open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")[0] for pid in process.descendants(p.pid)}
+            spinner = next(pid for pid, t in titles.items() if t == b"VLLM::EngineCore")
+            others = [pid for pid in titles if pid != spinner]
+            assert process.yield_spinners(p.pid, ("VLLM::EngineCore",)) == [spinner]
+            assert os.getpriority(os.PRIO_PROCESS, spinner) == process.SPINNER_NICE == 10
+            assert all(os.getpriority(os.PRIO_PROCESS, pid) == os.getpriority(os.PRIO_PROCESS, 0) for pid in others)
+            assert process.yield_spinners(p.pid, ()) == [] and process.yield_spinners(p.pid, ("nothing",)) == []
+        finally:
+            process._kill_group(p, 1.0, fd)
+
+
 def test_agentic_rounds_run_one_after_another_and_poisson_arrivals_are_honoured():
     from helpers.serving.traces import agentic_trace
 

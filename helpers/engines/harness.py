@@ -22,7 +22,7 @@ from . import client, workloads
 from .findings import as_json, key_figures
 from .metrics import summarize, vllm_bench_view
 from .plans import CPU_SHAREGPT_SCALE, Plan, plan_for, runs_some_workload
-from .process import ServerError, ServerProcess, client_cpus
+from .process import SPINNER_NICE, ServerError, ServerProcess, client_cpus, yield_spinners
 from .servers import EngineConfig
 
 
@@ -182,6 +182,9 @@ def run_config(cfg: EngineConfig, plan: Plan, out_dir: Path | None = None, token
         warm_up(srv, cfg.model, max(plan.concurrencies), plan.timeout_s, deadline.left())
         cpus = client_cpus(srv.pid)       # beside a server that pins its compute, the load runs elsewhere
         result["client_cpus"] = sorted(cpus) if cpus else None
+        # on the cores it shares with the load, the server's busy-waiting processes give way to it
+        reniced = yield_spinners(srv.pid, cfg.spinners) if cpus else []
+        result["spinners_nice"] = {t: SPINNER_NICE for t in cfg.spinners} if reniced else None
         assert runs_some_workload(plan, cfg.name), cfg.name        # run_all leaves the others out
         first = plan.trace(next(w for w in plan.workloads if cfg.name in plan.only.get(w, (cfg.name,))))[0]
         ex = client.run_load(srv.base_url, cfg.model, [first], 1, plan.timeout_s, deadline_s=max(deadline.left(), 1),

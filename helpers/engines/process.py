@@ -128,6 +128,35 @@ def client_cpus(server_pid: int) -> set[int] | None:
     return free if taken and free else None
 
 
+SPINNER_NICE = 10
+
+
+def yield_spinners(server_pid: int, titles: Sequence[str], nice: int = SPINNER_NICE) -> list[int]:
+    """Run the processes of the server's tree whose title (the first word of their command line) is one
+    of `titles` at `nice` (every thread: on Linux a nice value belongs to a thread). A process that
+    busy-waits with sched_yield() on a core a load generator shares can keep the generator off that
+    core for as long as it spins; at a lower priority it gives way. Returns the pids changed ([] where
+    none matches, or off Linux). Raising a nice value needs no privilege; one that cannot be set is left."""
+    changed = []
+    if not titles or not hasattr(os, "setpriority"):
+        return changed
+    for pid in descendants(server_pid):
+        try:
+            title = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode(errors="replace").strip()
+            tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+        except OSError:
+            continue
+        if title not in titles:
+            continue
+        for tid in tids:
+            try:
+                os.setpriority(os.PRIO_PROCESS, tid, max(nice, os.getpriority(os.PRIO_PROCESS, tid)))
+            except OSError:
+                continue
+        changed.append(pid)
+    return changed
+
+
 @contextlib.contextmanager
 def pinned(cpus: set[int] | None):
     """Run the calling thread on `cpus` (None: leave it be) and give it back its CPUs afterwards; other

@@ -50,6 +50,7 @@ class EngineConfig:
     health_path: str = "/health"
     env: dict = field(default_factory=dict)
     needs_cuda: bool = False
+    spinners: tuple[str, ...] = ()   # its processes that busy-wait (process.yield_spinners), by title
 
     def to_dict(self) -> dict:
         return {"name": self.name, "engine": self.engine, "command": " ".join(self.command),
@@ -190,7 +191,7 @@ def vllm_configs(model: str | Path, device: str = "cuda", load_format: str | Non
     extra = ["--load-format", load_format] if load_format else []
     return [EngineConfig(n, "vllm", vllm_env.server_command(python, model, extra + flags, device), str(model), d,
                          ready_timeout_s=300.0 if device == "cpu" else 600.0, env=vllm_env.server_env(device),
-                         needs_cuda=device == "cuda")
+                         needs_cuda=device == "cuda", spinners=vllm_env.SPINNERS)
             for n, flags, d in VLLM_STEPS]
 
 
