@@ -375,10 +375,13 @@ def _():
     guidellm and `vllm bench serve` each drive the same server **through a tap** (`helpers.engines.tap`): a
     byte relay that timestamps every chunk as it passes and reads it with our client's parsing, so each of
     their requests is measured twice — by them and by our definitions, on the same run (the tap sits one
-    socket hop nearer the server: what a tool times beyond it is its own client's time). Our client's own
-    run of the same load, beside vllm bench's own run straight to the server, is a second run: it agrees
+    socket hop nearer the server: what a tool times beyond it is its own client's time). Our client and
+    vllm bench also each run the load straight to the server, three times, alternated; their means agree
     only as far as the machine is steady. Beside vLLM's CPU build, which binds its worker to a core, every
-    load generator runs on the other cores (`process.client_cpus`), so that none takes the model's core.
+    load generator runs on the other cores (`process.client_cpus`), so that none takes the model's core,
+    and vLLM's EngineCore, which waits for its worker in a `sched_yield()` loop on the core the load
+    shares, runs at nice 10 (`process.yield_spinners`): at the same priority it kept a runnable client off
+    that core for a whole answer, which then arrived in one read (TTFT ≈ E2E).
 
     Where vLLM bench's definitions differ from ours (each pinned by a test, `tests/test_engines_vllm.py`
     against vLLM's own request function): {harness.DEFINITIONS["vLLM bench's view"]}.

@@ -14,7 +14,7 @@ from pathlib import Path
 import fake_openai_server
 import pytest
 
-from helpers.engines import harness, client, guidellm_runner, metrics, plans, process, tap
+from helpers.engines import harness, client, guidellm_runner, metrics, plans, process, tap, wire
 from helpers.engines.metrics import SLO, RequestRecord, summarize
 from helpers.engines.servers import EngineConfig
 from helpers.serving.traces import chat_trace
@@ -369,7 +369,7 @@ def test_the_taps_framing_reads_messages_split_anywhere():
 
     def messages(data: bytes, responses: bool, step: int) -> list:
         out = []
-        f = tap._Framing(lambda start, h: out.append([start, b""]),
+        f = wire.Framing(lambda start, h: out.append([start, b""]),
                          lambda b: out[-1].__setitem__(1, out[-1][1] + b), lambda: out[-1].append("end"),
                          responses=responses)
         for i in range(0, len(data), step):
@@ -383,6 +383,68 @@ def test_the_taps_framing_reads_messages_split_anywhere():
     assert whole == messages(resps, True, 1) == messages(resps, True, 3) == [
         ["HTTP/1.1 200 OK", b"data: 1\ndata: 22\n", "end"], ["HTTP/1.1 503 Busy", b"busy", "end"],
         ["HTTP/1.1 200 OK", b"until close"]]          # a close-delimited body ends when the connection does
+
+
+def _sse_server(close_each: bool, chunks: int = 3):
+    """A bare HTTP/1.1 server on a thread: each POST answered with `chunks` SSE events (chunked coding);
+    `close_each`: the connection closed after each answer, with no `Connection: close` said."""
+    import socket as sk
+    import threading
+
+    srv = sk.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+    accepted = []
+    events = b"".join(b'data: {"choices": [{"text": "t%d"}]}\n\n' % i for i in range(chunks)) + \
+        b'data: {"choices": [{"text": "", "finish_reason": "length"}], "usage": {"completion_tokens": %d}}\n\n' % chunks + \
+        b"data: [DONE]\n\n"
+    answer = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+              b"%x\r\n%s\r\n0\r\n\r\n" % (len(events), events))
+
+    def serve():
+        while True:
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                return
+            accepted.append(conn)
+            buf = b""
+            while True:
+                while b"\r\n\r\n" not in buf:
+                    data = conn.recv(65536)
+                    if not data:
+                        break
+                    buf += data
+                if b"\r\n\r\n" not in buf:
+                    break
+                head, _, buf = buf.partition(b"\r\n\r\n")
+                n = int(next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")))
+                while len(buf) < n:
+                    buf += conn.recv(65536)
+                buf = buf[n:]
+                conn.sendall(answer)
+                if close_each:
+                    break
+            conn.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return srv, accepted
+
+
+@pytest.mark.parametrize("close_each", [False, True])
+def test_the_client_keeps_its_connection_and_replaces_one_the_server_closed(close_each):
+    """Over plain http our client speaks on connections of its own: one connection carries every request
+    of a closed loop at concurrency 1, and one the server closed while it sat idle is replaced (the
+    request sent again), never counted as a fault."""
+    srv, accepted = _sse_server(close_each)
+    try:
+        reqs = chat_trace(4, seed=0, prompt_words_median=5, output_tokens_median=3, sigma=0.0)
+        recs = client.run_load(f"http://127.0.0.1:{srv.getsockname()[1]}", "m", reqs, 1, 10)
+        assert [r.error for r in recs] == [None] * 4 and [r.output_tokens for r in recs] == [3] * 4
+        assert all(len(r.token_times) == 3 and r.status == 200 for r in recs)
+        assert len(accepted) == (4 if close_each else 1)
+    finally:
+        srv.close()
 
 
 def test_a_tap_whose_server_is_gone_answers_502_and_records_the_request():

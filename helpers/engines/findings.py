@@ -168,6 +168,7 @@ class Crosscheck:
     client: Gaps              # our client straight to the server, against vllm bench straight to it
     tap_ours: Gaps            # our definitions on vllm bench's requests (the tap)
     tap_vllm: Gaps            # vLLM's definitions on the tap's records
+    repeats: int = 1          # direct runs of each tool behind `client` (their means, alternated)
 
 
 def crosscheck_gaps(data: dict, name: str = "vLLM default") -> list[Crosscheck]:
@@ -179,7 +180,8 @@ def crosscheck_gaps(data: dict, name: str = "vLLM default") -> list[Crosscheck]:
         ref = {f: lv.get(CROSSCHECK_AGAINST[f]) or theirs for f in CROSSCHECK_READINGS}   # older records: one run
         gaps = {field: Gaps(*(_gap((lv.get(what) or {}).get(k), ref[field].get(k)) for k in ("ttft", "tpot", "itl", "e2el")))
                 for field, what in CROSSCHECK_READINGS.items()}
-        rows.append(Crosscheck(lv["concurrency"], relay, **gaps))
+        repeats = len((lv.get("runs") or {}).get(CROSSCHECK_READINGS["client"]) or [None])
+        rows.append(Crosscheck(lv["concurrency"], relay, **gaps, repeats=repeats))
     return rows
 
 

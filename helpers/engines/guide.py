@@ -340,8 +340,9 @@ def guide_markdown(data: dict, record: str) -> str:
         lines.append(f"- vllm bench serve at concurrency {row.concurrency}: on its own requests (the tap) our figures "
                      f"differ from its own by {_pct(t.ttft)} (TTFT" + (f": it times {relay:g} ms more, its client's "
                      "own time to send and to parse" if relay is not None else "") + f") and {_pct(t.tpot)} (ITL "
-                     f"against its TPOT); our client's own run against vllm bench's own run, the same requests one "
-                     f"after the other, by {_pct(g.ttft)} and {_pct(g.tpot)}.")
+                     f"against its TPOT); our client against vllm bench straight to the server, the same requests "
+                     + (f"(the mean of {row.repeats} runs each, alternated)" if row.repeats > 1 else "one after the other")
+                     + f", by {_pct(g.ttft)} and {_pct(g.tpot)}.")
     for name, ol in f.open_loop.items():
         lines.append(f"- {name}, open loop: DistServe goodput {goodput_words(ol.distserve_goodput, [p.rate for p in ol.points])}.")
     lines += ["", GENERATED_END]

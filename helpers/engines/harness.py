@@ -231,11 +231,12 @@ def run_config(cfg: EngineConfig, plan: Plan, out_dir: Path | None = None, token
 
 def crosscheck_vllm_bench(base_url: str, cfg: EngineConfig, plan: Plan, result: dict, work: Path,
                           deadline: Deadline, tokenizer: str | None, cpus: set[int] | None = None) -> list[dict]:
-    """`vllm bench serve` on the plan's cross-check workload at each level, three runs of the same requests,
-    every load generator on `cpus`: our client straight to the server ("our client's own run"), vllm bench
-    straight to the server ("vllm bench, direct": the two tools, one run after the other), and vllm bench
-    through a tap ("vllm bench" beside "ours on the tap" and "vLLM's definitions on the tap": the same
-    requests timed by both, ours one relay hop nearer the server). A failure is a recorded fault."""
+    """`vllm bench serve` on the plan's cross-check workload at each level, every load generator on `cpus`:
+    our client straight to the server ("our client's own run") and vllm bench straight to it ("vllm
+    bench, direct"), alternated `plan.crosscheck_repeats` times (each reading the mean of its runs, the
+    runs kept), then vllm bench through a tap ("vllm bench" beside "ours on the tap" and "vLLM's
+    definitions on the tap": the same requests timed by both, ours one relay hop nearer the server).
+    A failure is a recorded fault."""
     from . import vllm_env
     from .tap import Tap
 
@@ -254,10 +255,13 @@ def crosscheck_vllm_bench(base_url: str, cfg: EngineConfig, plan: Plan, result: 
             break
         bench = lambda url: vllm_env.run_bench_serve(url, cfg.model, tokenizer or cfg.model, reqs, c, work,  # noqa: E731
                                                      plan.slo, timeout_s=min(600.0, deadline.left()), cpus=cpus)
+        own, direct = [], []
         try:
-            own = summarize(client.run_load(base_url, cfg.model, reqs, c, plan.timeout_s,
-                                            deadline_s=max(deadline.left(), 1), cpus=cpus), cfg.name, c, plan.slo)
-            direct = bench(base_url)
+            for _ in range(plan.crosscheck_repeats):       # alternated: a slow moment falls on both tools
+                own.append(ours_ms(summarize(client.run_load(base_url, cfg.model, reqs, c, plan.timeout_s,
+                                                             deadline_s=max(deadline.left(), 1), cpus=cpus),
+                                             cfg.name, c, plan.slo)))
+                direct.append(means(bench(base_url)))
             with Tap(base_url, cpus=cpus) as tap:
                 theirs = bench(tap.base_url)
         except (vllm_env.BenchServeError, RuntimeError) as exc:
@@ -267,11 +271,18 @@ def crosscheck_vllm_bench(base_url: str, cfg: EngineConfig, plan: Plan, result: 
         view = vllm_bench_view(tap.records)
         out.append({
             "concurrency": c, "requests": len(reqs), "completed (vllm bench)": theirs.get("completed"),
-            "vllm bench": means(theirs), "vllm bench, direct": means(direct),
+            "vllm bench": means(theirs), "vllm bench, direct": _mean_runs(direct),
             "vllm bench goodput req/s": theirs.get("request_goodput"),
             "vLLM's definitions on the tap": {k: ms(view[f"{k}_mean"]) for k in ("ttft", "tpot", "itl", "e2el")},
-            "ours on the tap": ours_ms(tapped), "our client's own run": ours_ms(own)})
+            "ours on the tap": ours_ms(tapped), "our client's own run": _mean_runs(own),
+            "runs": {"our client's own run": own, "vllm bench, direct": direct}})
     return out
+
+
+def _mean_runs(runs: list[dict]) -> dict:
+    """Each figure's mean over runs (None where no run has it)."""
+    vals = {k: [r[k] for r in runs if r.get(k) is not None] for k in runs[0]}
+    return {k: sum(v) / len(v) if v else None for k, v in vals.items()}
 
 
 def _connection_errors(result: dict) -> bool:

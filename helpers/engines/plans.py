@@ -30,6 +30,7 @@ class Plan:
     tools_configs: tuple[str, ...] | None = None   # configurations guidellm measures too (None: every one)
     crosscheck: str | None = None     # the vLLM configuration `vllm bench serve` measures
     crosscheck_workload: str | None = None   # on this workload (None: guidellm's)
+    crosscheck_repeats: int = 1       # our client's and vllm bench's direct runs, alternated, per level
     only: dict[str, tuple[str, ...]] = field(default_factory=dict)   # workload -> the configurations that run it
     configs: tuple[str, ...] | None = None    # the configurations to run (None: every one available)
     notes: list[str] = field(default_factory=list)
@@ -41,6 +42,7 @@ class Plan:
 
 CPU_SHAREGPT_SCALE = 0.1    # the tiny model on a shared 2-core CPU: ShareGPT's lengths ÷ 10 (≈ 16 prompt, 34 output tokens)
 CPU_CROSSCHECK_REQUESTS = 32  # vllm bench serve's cross-check: fixed's shape, 4 × its requests (a mean, not one batch)
+CPU_CROSSCHECK_REPEATS = 3    # two runs of 32 differ by up to 10–20 % in mean TTFT at c4–c8: the mean of three each
 TOOLS_CONFIGS = ("HF transformers serve + continuous batching", "vLLM default")
 
 
@@ -65,7 +67,7 @@ def plan_for(device: str, quick: bool = False) -> Plan:
                     (1, 4) if quick else (1, 4, 8), SLO(ttft_s=1.0, tpot_s=0.1), timeout_s=120.0,
                     deadline_s=600.0 if quick else 900.0, rates={"chat": (2.0, 8.0) if quick else (1.0, 4.0, 16.0)},
                     tools_configs=TOOLS_CONFIGS, crosscheck="vLLM default", crosscheck_workload="crosscheck",
-                    only={"fixed": TOOLS_CONFIGS, "crosscheck": ()})
+                    crosscheck_repeats=CPU_CROSSCHECK_REPEATS, only={"fixed": TOOLS_CONFIGS, "crosscheck": ()})
     if quick:   # a lent GPU's minutes (scripts/gpu_record.sh): the talk's workload alone, alone and all at once
         return Plan({"talk": workloads.agentic(10, 0, 1656, 50, 16)}, (1, 10), SLO(ttft_s=0.5, tpot_s=0.05),
                     timeout_s=120.0, guidellm_workload=None, notes=["quick: the talk's workload at concurrency 1 and 10"])

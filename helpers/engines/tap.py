@@ -21,107 +21,10 @@ import threading
 import time
 from urllib.parse import urlsplit
 
-from .client import MalformedReply, StreamReader
+from .client import Exchange
 from .metrics import RequestRecord
 from .process import HOST, free_port, pinned
-
-
-class _Framing:
-    """The HTTP/1.1 messages of one direction of a connection, fed bytes as they pass: `on_head(start
-    line, headers)`, `on_body(bytes)`, `on_end()` per message. A body is framed by Content-Length or the
-    chunked transfer coding; a response with neither runs to the connection's close."""
-
-    def __init__(self, on_head, on_body, on_end, responses: bool):
-        self.on_head, self.on_body, self.on_end, self.responses = on_head, on_body, on_end, responses
-        self.buf, self.state, self.left = b"", "head", 0
-
-    def feed(self, data: bytes) -> None:
-        self.buf += data
-        while self.buf or self.state == "end":
-            if self.state == "head":
-                i = self.buf.find(b"\r\n\r\n")
-                if i < 0:
-                    return
-                start, *lines = self.buf[:i].decode("latin-1").split("\r\n")
-                self.buf = self.buf[i + 4:]
-                headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines)}
-                self.on_head(start, headers)
-                status = start.split(" ")[1] if self.responses and " " in start else ""
-                if "chunked" in headers.get("transfer-encoding", "").lower():
-                    self.state = "size"
-                elif int(headers.get("content-length") or 0) > 0:
-                    self.state, self.left = "fixed", int(headers["content-length"])
-                elif "content-length" in headers:
-                    self.state = "end"
-                else:
-                    self.state = "close" if self.responses and status not in ("204", "304") else "end"
-            elif self.state == "fixed":
-                self._take("end")
-            elif self.state == "size":
-                i = self.buf.find(b"\r\n")
-                if i < 0:
-                    return
-                size = int(self.buf[:i].split(b";")[0], 16)
-                self.buf = self.buf[i + 2:]
-                self.state, self.left = ("trailer", 0) if size == 0 else ("chunk", size + 2)   # + its CRLF
-            elif self.state == "chunk":
-                self._take("size", crlf=True)
-            elif self.state == "trailer":
-                i = self.buf.find(b"\r\n")
-                if i < 0:
-                    return
-                self.buf, self.state = self.buf[i + 2:], ("end" if i == 0 else "trailer")
-            elif self.state == "end":
-                self.state = "head"
-                self.on_end()
-            else:                                    # "close": everything until the connection closes
-                self.on_body(self.buf)
-                self.buf = b""
-
-    def _take(self, then: str, crlf: bool = False) -> None:
-        part, self.buf = self.buf[:self.left], self.buf[self.left:]
-        self.left -= len(part)
-        body = part[:max(0, len(part) - max(0, 2 - self.left))] if crlf else part   # not the chunk's CRLF
-        if body:
-            self.on_body(body)
-        if self.left == 0:
-            self.state = then
-
-    @property
-    def mid_message(self) -> bool:
-        return self.state != "head" or bool(self.buf)
-
-
-class _Exchange:
-    """One recorded request: its record, its stream's reader, the partial line between chunks."""
-
-    def __init__(self, rec: RequestRecord, max_tokens, clock):
-        self.rec, self.reader, self.line, self.error_body = rec, StreamReader(rec, max_tokens, clock=clock), b"", b""
-
-    def body(self, data: bytes) -> None:
-        rec = self.rec
-        if rec.status is not None and rec.status >= 400:
-            self.error_body += data
-            return
-        *lines, self.line = (self.line + data).split(b"\n")
-        for line in lines:
-            if not rec.error:
-                try:
-                    self.reader.feed(line.decode("utf-8", errors="replace"))
-                except MalformedReply as exc:
-                    rec.error, rec.detail = "malformed reply", str(exc)[:300]
-
-    def end(self, now: float, cut: str | None = None) -> None:
-        rec = self.rec
-        rec.end_s = now
-        if rec.status is not None and rec.status >= 400:
-            rec.error, rec.detail = f"http {rec.status}", self.error_body.decode(errors="replace")[:300]
-            return
-        if cut and not rec.error:
-            rec.error, rec.detail = "connection", cut
-        if self.line:
-            self.body(b"\n")
-        self.reader.finish()
+from .wire import Framing
 
 
 class Tap:
@@ -149,7 +52,7 @@ class Tap:
     # ------------------------------------------------------------ one connection
     async def _connection(self, down_r, down_w) -> None:
         now = [time.time()]
-        pending: collections.deque = collections.deque()     # per request in flight: an _Exchange or None
+        pending: collections.deque = collections.deque()     # per request in flight: an Exchange or None
         request = {}
 
         def request_head(start, headers):
@@ -167,7 +70,7 @@ class Tap:
                 with self._lock:
                     rec = RequestRecord(rid=len(self.records), sent_s=request["sent_s"])
                     self.records.append(rec)
-                pending.append(_Exchange(rec, asked if isinstance(asked, int) else None, lambda: now[0]))
+                pending.append(Exchange(rec, asked if isinstance(asked, int) else None, lambda: now[0]))
             else:
                 pending.append(None)
 
@@ -184,9 +87,9 @@ class Tap:
                 current[0].end(now[0])
             current[0] = None
 
-        req = _Framing(request_head, lambda b: request.__setitem__("body", request.get("body", b"") + b),
+        req = Framing(request_head, lambda b: request.__setitem__("body", request.get("body", b"") + b),
                        request_end, responses=False)
-        resp = _Framing(response_head, lambda b: current[0] is not None and current[0].body(b), response_end,
+        resp = Framing(response_head, lambda b: current[0] is not None and current[0].body(b), response_end,
                         responses=True)
         try:
             up_r, up_w = await asyncio.wait_for(asyncio.open_connection(*self.upstream), 5.0)
@@ -222,7 +125,7 @@ class Tap:
 
         await asyncio.gather(pump(down_r, up_w, req, True), pump(up_r, down_w, resp, False))
 
-    async def _refuse(self, down_r, down_w, req: _Framing, pending, now, why: str) -> None:
+    async def _refuse(self, down_r, down_w, req: Framing, pending, now, why: str) -> None:
         """The server could not be reached: each request read is answered 502 (a completion recorded with
         the error "connection"), and the connection closed."""
         try:
