@@ -447,6 +447,20 @@ def test_the_client_keeps_its_connection_and_replaces_one_the_server_closed(clos
         srv.close()
 
 
+def test_an_answer_cut_after_it_said_it_was_complete_is_not_a_fault():
+    """A connection that closes after `data: [DONE]` but before the chunked coding's last bytes (a client
+    that hangs up once it has the answer) leaves a whole answer; one that closes before is cut."""
+    stream = b'data: {"choices": [{"text": "a"}]}\n\ndata: {"choices": [{"text": "b"}]}\n\n'
+    whole, cut = RequestRecord(0, 0.0), RequestRecord(1, 0.0)
+    for rec, data in ((whole, stream + b"data: [DONE]\n\n"), (cut, stream)):
+        rec.status = 200
+        ex = client.Exchange(rec, 8)
+        ex.body(data)
+        ex.end(1.0, "the server closed the connection mid-answer")
+    assert whole.error is None and whole.output_tokens == 2 and len(whole.token_times) == 2
+    assert cut.error == "connection" and "mid-answer" in cut.detail
+
+
 def test_a_tap_whose_server_is_gone_answers_502_and_records_the_request():
     with tap.Tap(f"http://127.0.0.1:{process.free_port()}") as t:
         rec = client.run_load(t.base_url, "m", trace(1), 1, timeout_s=10)[0]

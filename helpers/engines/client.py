@@ -225,7 +225,7 @@ class Exchange:
         if rec.status is not None and rec.status >= 400:
             rec.error, rec.detail = f"http {rec.status}", self.error_body.decode(errors="replace")[:300]
             return
-        if cut and not rec.error:
+        if cut and not rec.error and not self.reader.complete:    # cut after [DONE]: the answer was whole
             rec.error, rec.detail = "connection", cut
         if self.line:
             self.body(b"\n")
