@@ -51,7 +51,10 @@ def _data():
                              "vllm bench, direct": {"ttft": 80.0, "tpot": 10.0, "itl": 10.0, "e2el": 120.0},
                              "our client's own run": {"ttft": 104.0, "tpot": 10.2, "itl": 10.1, "e2el": 141.0},
                              "ours on the tap": {"ttft": 99.0, "tpot": 10.0, "itl": 10.0, "e2el": 141.0},
-                             "vLLM's definitions on the tap": {"ttft": 100.0, "tpot": 10.0, "itl": 10.0, "e2el": 140.0}}]
+                             "vLLM's definitions on the tap": {"ttft": 100.0, "tpot": 10.0, "itl": 10.0, "e2el": 140.0},
+                             "runs": {"our client's own run": [{"ttft": 104.0, "tpot": 10.2, "itl": 10.1, "e2el": 141.0}] * 2,
+                                      "vllm bench, direct": [{"ttft": 70.0, "tpot": 9.0, "itl": 9.0, "e2el": 110.0},
+                                                             {"ttft": 90.0, "tpot": 11.0, "itl": 11.0, "e2el": 130.0}]}}]
     return data
 
 
@@ -80,6 +83,8 @@ def test_key_figures_worked_by_hand():
     # against vllm bench through the tap (the same requests): 99 against 100, and the relay 100 − 100 = 0 ms
     assert cc.client.ttft == pytest.approx(0.3) and cc.client.tpot == 0.02 and not cc.client.agree
     assert cc.tap_ours.ttft == 0.01 and cc.tap_ours.agree and cc.tap_vllm.e2el == 0.0 and cc.relay_ms == 0.0
+    # vllm bench's own two direct runs: TTFT 70 and 90 (mean 80): (90 − 70) ÷ 80 = 25 %; TPOT 9 and 11: 20 %
+    assert cc.repeats == 2 and cc.bench_spread.ttft == 0.25 and cc.bench_spread.tpot == 0.2
     assert f.fp8_kv_cache == findings.Outcome(
         False, why="NotImplementedError: FP8 KV cache on CPU requires x86 with AVX-512 or AMX.")
     stored = findings.as_json(f)                  # what a record keeps: plain JSON

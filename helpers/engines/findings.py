@@ -169,6 +169,17 @@ class Crosscheck:
     tap_ours: Gaps            # our definitions on vllm bench's requests (the tap)
     tap_vllm: Gaps            # vLLM's definitions on the tap's records
     repeats: int = 1          # direct runs of each tool behind `client` (their means, alternated)
+    bench_spread: Gaps | None = None   # vllm bench against itself: (max − min) ÷ mean of its direct runs
+
+
+def _spread(runs: list[dict]) -> Gaps | None:
+    """How far a tool's own runs of one load differ: (largest − smallest) ÷ mean, per figure; None for
+    fewer than two runs. A gap to another tool smaller than this is inside the tool's own noise."""
+    if len(runs) < 2:
+        return None
+    vals = {k: [r.get(k) for r in runs] for k in ("ttft", "tpot", "itl", "e2el")}
+    return Gaps(*(None if None in v or not sum(v) else round((max(v) - min(v)) / (sum(v) / len(v)), 4)
+                  for v in vals.values()))
 
 
 def crosscheck_gaps(data: dict, name: str = "vLLM default") -> list[Crosscheck]:
@@ -180,8 +191,10 @@ def crosscheck_gaps(data: dict, name: str = "vLLM default") -> list[Crosscheck]:
         ref = {f: lv.get(CROSSCHECK_AGAINST[f]) or theirs for f in CROSSCHECK_READINGS}   # older records: one run
         gaps = {field: Gaps(*(_gap((lv.get(what) or {}).get(k), ref[field].get(k)) for k in ("ttft", "tpot", "itl", "e2el")))
                 for field, what in CROSSCHECK_READINGS.items()}
-        repeats = len((lv.get("runs") or {}).get(CROSSCHECK_READINGS["client"]) or [None])
-        rows.append(Crosscheck(lv["concurrency"], relay, **gaps, repeats=repeats))
+        runs = (lv.get("runs") or {})
+        repeats = len(runs.get(CROSSCHECK_READINGS["client"]) or [None])
+        rows.append(Crosscheck(lv["concurrency"], relay, **gaps, repeats=repeats,
+                               bench_spread=_spread(runs.get(CROSSCHECK_AGAINST["client"]) or [])))
     return rows
 
 

@@ -342,7 +342,9 @@ def guide_markdown(data: dict, record: str) -> str:
                      "own time to send and to parse" if relay is not None else "") + f") and {_pct(t.tpot)} (ITL "
                      f"against its TPOT); our client against vllm bench straight to the server, the same requests "
                      + (f"(the mean of {row.repeats} runs each, alternated)" if row.repeats > 1 else "one after the other")
-                     + f", by {_pct(g.ttft)} and {_pct(g.tpot)}.")
+                     + f", by {_pct(g.ttft)} and {_pct(g.tpot)}"
+                     + (f" (vllm bench's own {row.repeats} runs spread {_pct(row.bench_spread.ttft)} and "
+                        f"{_pct(row.bench_spread.tpot)})" if row.bench_spread else "") + ".")
     for name, ol in f.open_loop.items():
         lines.append(f"- {name}, open loop: DistServe goodput {goodput_words(ol.distserve_goodput, [p.rate for p in ol.points])}.")
     lines += ["", GENERATED_END]
