@@ -136,7 +136,7 @@ def _(data):
     (tokens − 1) — guidellm's definition, and vLLM bench's "TPOT". A stream counts only when it says it
     is complete (a `finish_reason`, the usage chunk or `[DONE]`): one cut mid-way is a failure, as is a
     reply that is not a completion chunk or a token count the stream contradicts.
-    The parser is written out in `helpers/engines/client.py` (`StreamReader`, a few dozen lines) because
+    The parser is written out in `helpers/engines/stream.py` (`StreamReader`, a few dozen lines) because
     it is the lesson; in your own code the `openai` package does the same inside `for chunk in stream`:
     `client.stream_with_openai` times one request that way, and `tests/test_engines.py` checks that both
     clients see the same tokens and the same first-token wait from a server.

@@ -14,7 +14,7 @@ from pathlib import Path
 import fake_openai_server
 import pytest
 
-from helpers.engines import harness, client, guidellm_runner, metrics, plans, process, tap, wire
+from helpers.engines import harness, client, guidellm_runner, metrics, plans, process, stream, tap, wire
 from helpers.engines.metrics import SLO, RequestRecord, summarize
 from helpers.engines.servers import EngineConfig
 from helpers.serving.traces import chat_trace
@@ -450,11 +450,11 @@ def test_the_client_keeps_its_connection_and_replaces_one_the_server_closed(clos
 def test_an_answer_cut_after_it_said_it_was_complete_is_not_a_fault():
     """A connection that closes after `data: [DONE]` but before the chunked coding's last bytes (a client
     that hangs up once it has the answer) leaves a whole answer; one that closes before is cut."""
-    stream = b'data: {"choices": [{"text": "a"}]}\n\ndata: {"choices": [{"text": "b"}]}\n\n'
+    events = b'data: {"choices": [{"text": "a"}]}\n\ndata: {"choices": [{"text": "b"}]}\n\n'
     whole, cut = RequestRecord(0, 0.0), RequestRecord(1, 0.0)
-    for rec, data in ((whole, stream + b"data: [DONE]\n\n"), (cut, stream)):
+    for rec, data in ((whole, events + b"data: [DONE]\n\n"), (cut, events)):
         rec.status = 200
-        ex = client.Exchange(rec, 8)
+        ex = stream.Exchange(rec, 8)
         ex.body(data)
         ex.end(1.0, "the server closed the connection mid-answer")
     assert whole.error is None and whole.output_tokens == 2 and len(whole.token_times) == 2

@@ -15,7 +15,7 @@ from pathlib import Path
 import fake_openai_server
 import pytest
 
-from helpers.engines import harness, client, guidellm_runner, plans, process, tap
+from helpers.engines import harness, client, guidellm_runner, plans, process, stream, tap
 from helpers.engines.__main__ import main
 from helpers.engines.metrics import SLO, summarize
 from helpers.engines.servers import EngineConfig
@@ -81,7 +81,7 @@ def test_stream_reader_rules_worked_by_hand():
 
     def read(lines, max_tokens=8):
         rec = RequestRecord(0, 0.0)
-        r = client.StreamReader(rec, max_tokens, clock=iter(range(1, 100)).__next__)
+        r = stream.StreamReader(rec, max_tokens, clock=iter(range(1, 100)).__next__)
         for line in lines:
             r.feed(line)
         r.finish()
@@ -101,7 +101,7 @@ def test_stream_reader_rules_worked_by_hand():
     assert read(['data: {"choices": [{"delta": {"content": "hi"}, "finish_reason": "stop"}]}']).ok   # chat
     for bad in ('data: {"choices": [{"text": 5}]}', 'data: {"choices": [1]}', 'data: {"usage": {"completion_tokens": true}}',
                 'data: {"usage": {"completion_tokens": 2.0}}', 'data: {"choices": [{"delta": "x"}]}'):
-        with pytest.raises(client.MalformedReply):
+        with pytest.raises(stream.MalformedReply):
             read([bad])
 
 

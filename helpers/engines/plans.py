@@ -5,6 +5,8 @@ Plans are data: helpers.engines.harness runs them.
 """
 from __future__ import annotations
 
+import time
+
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +40,22 @@ class Plan:
     def trace(self, name: str, level: int = 0) -> list[TraceRequest]:
         w = self.workloads[name]
         return list(w(level) if callable(w) else w)
+
+
+class Deadline:
+    """The time a configuration's whole run may take (Plan.deadline_s), counted from its creation."""
+
+    def __init__(self, seconds: float):
+        self.seconds, self.end = seconds, time.perf_counter() + seconds
+
+    def left(self) -> float:
+        return self.end - time.perf_counter()
+
+    def passed(self) -> bool:
+        return self.left() <= 0
+
+    def why(self) -> str:
+        return f"the run's deadline of {self.seconds:g} s had passed (Plan.deadline_s, --deadline-s)"
 
 
 CPU_SHAREGPT_SCALE = 0.1    # the tiny model on a shared 2-core CPU: ShareGPT's lengths ÷ 10 (≈ 16 prompt, 34 output tokens)

@@ -1,5 +1,5 @@
 """A tap: a byte relay between a load generator and a server that timestamps every streamed chunk as it
-passes and reads it with the streaming client's own parsing (`client.StreamReader`), on the wall clock
+passes and reads it with the streaming client's own parsing (`stream.StreamReader`), on the wall clock
 guidellm uses (time.time), so that our definitions and another tool's are compared **on the same run** —
 the same requests, the same moment — instead of two runs one after the other (which differ by more than
 their definitions when the machine is busy, or when a queue forms).
@@ -21,7 +21,7 @@ import threading
 import time
 from urllib.parse import urlsplit
 
-from .client import Exchange
+from .stream import Exchange
 from .metrics import RequestRecord
 from .process import HOST, free_port, pinned
 from .wire import Framing
