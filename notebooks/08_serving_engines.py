@@ -50,7 +50,7 @@ def _():
     4. To choose an engine by workload from measured figures, and to tell measured from cited claims.
 
     **Run time**: the live run below (transformers serve off and on, and vLLM's default where it is
-    installed) took 7 minutes on 2 CPU cores shared at a load average of 8–11; in marimo it waits for its button. The full comparison (`make engines`: 13 minutes here at a load average of 8.5) is shown from its record.
+    installed) took 7 minutes on 2 CPU cores shared at a load average of 8–11; in marimo it waits for its button. The full comparison (`make engines`; its run time in §6) is shown from its record.
     """)
     return
 
@@ -329,9 +329,10 @@ def _(open_loop, slo, table):
 
 
 @app.cell(hide_code=True)
-def _(record_label):
-    mo.md(f"## 6 · The full comparison: `make engines`\n\nShown from {record_label}. Six servers (transformers serve "
-          "off/on; vLLM prefix caching off, default, + fp8 KV cache, + n-gram speculation), both workloads, "
+def _(record, record_label):
+    _took = f" That run took {record['seconds']:.0f} s." if record and record.get("seconds") else ""
+    mo.md(f"## 6 · The full comparison: `make engines`\n\nShown from {record_label}.{_took} Six servers (transformers "
+          "serve off/on; vLLM prefix caching off, default, + fp8 KV cache, + n-gram speculation), both workloads, "
           "closed and open loop, guidellm and `vllm bench serve` beside our client.")
     return
 
@@ -339,7 +340,7 @@ def _(record_label):
 @app.cell
 def _(record, record_label):
     if record is None:
-        _out = mo.md(f"_Nothing to show: {record_label}. `make engines` measures it (13 minutes on 2 shared cores)._")
+        _out = mo.md(f"_Nothing to show: {record_label}. `make engines` measures it (`workshop/engines.md` says how long it took here)._")
     else:
         _t = records.runs_table(record)
         _out = plots.table(_t[(_t["source"] == "client") & _t["rate req/s"].isna()].drop(columns=["rate req/s"]),

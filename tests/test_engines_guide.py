@@ -96,6 +96,8 @@ def test_the_measured_guide_cites_its_run_and_labels_gpu_claims_cited():
     rows = guide.measured_decisions(data)
     label = guide.run_label(data)
     assert label == "make engines of 2026-12-01 10:00 UTC (cpu: AMD EPYC, 2 cores; profile tiny-trained; load average 3.5)"
+    assert f"From `r.json`, {label}." in guide.guide_markdown(data, "r.json")        # no run time recorded: none said
+    assert f"From `r.json`, {label}, which took 399 s." in guide.guide_markdown(dict(data, seconds=398.8), "r.json")
     by = {r["workload"].split(",")[0].split(" (")[0]: r for r in rows}
     several = next(r for r in rows if r["workload"].startswith("several users"))
     assert several["engine"] == "vLLM default" and label in several["evidence"]

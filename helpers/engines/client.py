@@ -113,7 +113,7 @@ class DirectConnections:
                 await w.drain()
                 keep = await self._read(r, ex, got)
                 return
-            except (ConnectionError, OSError):
+            except OSError:                       # ConnectionError included
                 if reused and not got[0]:
                     continue                      # closed while idle: once more, on a new connection
                 raise
@@ -185,7 +185,7 @@ async def stream_one(client, url: str, body: dict, rid: int, timeout_s: float) -
     except asyncio.TimeoutError:
         rec.error, rec.detail = "timeout", f"no complete answer within {timeout_s:g} s"
     except (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError,
-            httpx.ConnectTimeout, httpx.ProxyError, ConnectionError, OSError) as exc:
+            httpx.ConnectTimeout, httpx.ProxyError, OSError) as exc:       # OSError: ConnectionError too
         proxy = proxy_in_environment() if getattr(client, "trust_env", False) else None
         via = f" (through the proxy in {proxy}: set no_proxy for this host if it should be reached directly)" \
             if proxy else ""
@@ -208,14 +208,14 @@ async def _run(base_url: str, model: str, requests: Sequence[TraceRequest], conc
     import httpx
 
     url = base_url.rstrip("/") + endpoint
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     records: list[RequestRecord] = []
     # this machine's servers are reached directly, whatever proxy the environment names; plain http with
     # no proxy to go through over our own connections, https and proxies through httpx
     direct = url.startswith("http://") and (is_loopback(url) or not proxy_in_environment())
     async with (DirectConnections(url) if direct else
-                httpx.AsyncClient(timeout=httpx.Timeout(timeout_s, connect=5.0), limits=limits,
-                                  trust_env=not is_loopback(url))) as client:
+                httpx.AsyncClient(timeout=httpx.Timeout(timeout_s, connect=5.0), trust_env=not is_loopback(url),
+                                  limits=httpx.Limits(max_connections=concurrency,
+                                                      max_keepalive_connections=concurrency))) as client:
         rounds = sorted({r.round for r in requests})
         for rnd in rounds:
             batch = [r for r in requests if r.round == rnd]

@@ -314,7 +314,8 @@ GENERATED_END = "<!-- end of generated section -->"
 def guide_markdown(data: dict, record: str) -> str:
     """The generated part of workshop/engines.md: the decision guide and the headline figures of one run."""
     f = key_figures(data)         # from the runs, by these rules (a stored "figures" may predate them)
-    lines = [GENERATED_START, "", f"From `{record}`, {run_label(data)}.", "", "### The decision guide", "",
+    took = f", which took {data['seconds']:.0f} s" if data.get("seconds") else ""
+    lines = [GENERATED_START, "", f"From `{record}`, {run_label(data)}{took}.", "", "### The decision guide", "",
              markdown_table(measured_decisions(data)), "", "### Headline figures of that run", ""]
     for sc in (f.vllm_scaling, f.vllm_scaling_chat):
         if not sc:

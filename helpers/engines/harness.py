@@ -19,9 +19,9 @@ from typing import Sequence
 from .. import checks
 from ..serving.traces import TraceRequest
 from . import client, workloads
+from .crosscheck import crosscheck_vllm_bench
 from .findings import as_json, key_figures
 from .metrics import summarize, vllm_bench_view
-from .crosscheck import crosscheck_vllm_bench
 from .plans import CPU_SHAREGPT_SCALE, Deadline, Plan, plan_for, runs_some_workload
 from .process import SPINNER_NICE, ServerError, ServerProcess, client_cpus, yield_spinners
 from .servers import EngineConfig

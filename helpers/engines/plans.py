@@ -6,7 +6,6 @@ Plans are data: helpers.engines.harness runs them.
 from __future__ import annotations
 
 import time
-
 from dataclasses import dataclass, field
 from typing import Any
 

@@ -21,9 +21,9 @@ import threading
 import time
 from urllib.parse import urlsplit
 
-from .stream import Exchange
 from .metrics import RequestRecord
 from .process import HOST, free_port, pinned
+from .stream import Exchange
 from .wire import Framing
 
 
