@@ -1,7 +1,7 @@
 """helpers: the small package every workshop notebook imports.
 
 In layers (ARCHITECTURE.md, at the repository's root, is the map and tests/test_architecture.py keeps it
-true): formulas in ``helpers.cost`` (no torch), measurement in ``helpers.measure``, presentation in
+true): formulas in ``helpers.formulas`` (no torch), measurement in ``helpers.measure``, presentation in
 ``helpers.present``, and the families ``capacity``, ``serving``, ``decoding``, ``engines``, ``parallel``.
 Bytes and seconds inside.
 """

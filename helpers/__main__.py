@@ -13,13 +13,13 @@ import sys
 import warnings
 
 from .command import (BAD_INPUT, COMMANDS, ENVIRONMENT, Parser, CliError, classify, command, dtype_type, fail, positive_int, prepare_streams, render_text, silence_stdout, table)
-from .cost.units import fmt_bytes, fmt_count
+from .formulas.units import fmt_bytes, fmt_count
 
 
 # ------------------------------------------------------------------ kv
 
 def _kv_args(p) -> None:
-    from .cost.memory import KV_DTYPES
+    from .formulas.memory import KV_DTYPES
 
     p.add_argument("--model", required=True, help="preset name or path to a config.json")
     p.add_argument("--dtype", default="bf16", type=dtype_type(KV_DTYPES),
@@ -40,8 +40,8 @@ def _kv_render(r: dict) -> str:
 
 @command("kv", "KV-cache bytes per token and for (tokens, batch)", _kv_args, _kv_render)
 def _kv(a) -> dict:
-    from .cost.memory import kv_bytes_per_token, kv_cache_bytes, kv_terms
-    from .cost.specs import get_spec
+    from .formulas.memory import kv_bytes_per_token, kv_cache_bytes, kv_terms
+    from .formulas.specs import get_spec
 
     spec = get_spec(a.model)
     terms = kv_terms(spec, a.dtype)
@@ -69,7 +69,7 @@ def _kv(a) -> dict:
 # ------------------------------------------------------------------ weights
 
 def _weights_args(p) -> None:
-    from .cost.memory import WEIGHT_SCHEMES
+    from .formulas.memory import WEIGHT_SCHEMES
 
     p.add_argument("--model", required=True, help="preset name or path to a config.json")
     p.add_argument("--dtype", default="bf16", type=dtype_type(WEIGHT_SCHEMES),
@@ -89,8 +89,8 @@ def _weights_render(r: dict) -> str:
 @command("weights", "weight bytes per dtype or quantization scheme, from the exact parameter count",
          _weights_args, _weights_render)
 def _weights(a) -> dict:
-    from .cost.memory import weight_bytes
-    from .cost.specs import get_spec
+    from .formulas.memory import weight_bytes
+    from .formulas.specs import get_spec
 
     spec = get_spec(a.model)
     w = weight_bytes(spec, a.dtype)
@@ -110,7 +110,7 @@ def _presets_render(r: dict) -> str:
 
 @command("presets", "the model presets shipped with helpers", lambda p: None, _presets_render)
 def _presets(a) -> dict:
-    from .cost.specs import PRESETS, get_spec
+    from .formulas.specs import PRESETS, get_spec
 
     out = []
     for name in PRESETS:

@@ -16,7 +16,7 @@ import sys
 from typing import Any, Callable
 
 from . import checks
-from .cost.config_schema import MAX_TOKENS
+from .formulas.config_schema import MAX_TOKENS
 
 BAD_INPUT, ENVIRONMENT = 2, 1
 
@@ -88,8 +88,8 @@ positive_float = bounded_float(0.0, MAX_MS)
 
 
 def dtype_type(allowed: tuple[str, ...]):
-    """An argparse type accepting every spelling helpers.cost.units.normalize_dtype does (bfloat16, BF16, …)."""
-    from .cost.units import normalize_dtype
+    """An argparse type accepting every spelling helpers.formulas.units.normalize_dtype does (bfloat16, BF16, …)."""
+    from .formulas.units import normalize_dtype
 
     def parse(text: str) -> str:
         try:

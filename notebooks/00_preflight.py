@@ -20,8 +20,8 @@ with app.setup:
     from helpers.present import notebook, plots
     from helpers import preflight
     from helpers.present.glossary import term
-    from helpers.cost.memory import weight_bytes
-    from helpers.cost.units import fmt_bytes
+    from helpers.formulas.memory import weight_bytes
+    from helpers.formulas.units import fmt_bytes
 
     notebook.setup()
     started = time.perf_counter()
@@ -175,8 +175,8 @@ def _():
 
 @app.cell
 def _():
-    from helpers.cost.gpus import catalog as _catalog
-    from helpers.cost.specs import PRESETS as _PRESETS, param_count as _param_count
+    from helpers.formulas.gpus import catalog as _catalog
+    from helpers.formulas.specs import PRESETS as _PRESETS, param_count as _param_count
 
     _big = max(_PRESETS, key=_param_count)
     _gpu = max(_catalog(), key=lambda g: g.memory_gb)

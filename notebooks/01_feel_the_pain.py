@@ -23,10 +23,10 @@ with app.setup:
     from helpers.serving import tables as serving_tables
     from helpers.present.glossary import term
     from helpers.measure.hardware import device_info
-    from helpers.cost.memory import kv_bytes_per_token, kv_cache_bytes
-    from helpers.cost.stepcost import decode_cost
+    from helpers.formulas.memory import kv_bytes_per_token, kv_cache_bytes
+    from helpers.formulas.stepcost import decode_cost
     from helpers.measure.tensor_bytes import measured_model_bytes
-    from helpers.cost.units import fmt_bytes, fmt_seconds
+    from helpers.formulas.units import fmt_bytes, fmt_seconds
 
     notebook.setup()
     started = time.perf_counter()
@@ -255,7 +255,7 @@ def _():
     grow with the *square* of its width — while attention costs 4 × heads × head_dim per earlier
     token, which grows only *linearly* with the width. So the wider the model, the longer the prompt
     must be before attention's FLOPs catch up with the matmuls'. Computed from each config
-    (`helpers.present.expected.attention_shares`, over the FLOP counts of `helpers.cost.roofline`) at the prompt
+    (`helpers.present.expected.attention_shares`, over the FLOP counts of `helpers.formulas.roofline`) at the prompt
     length you pick (a length beyond a model's context is left empty):
     """), share_prompt, notebook.static_note({"WORKSHOP_SHARE_PROMPT": "the prompt length (512 … 131072 tokens)"})])
     return (share_prompt,)
@@ -603,7 +603,7 @@ def _(users):
     **What you should see.** *Tiny model on a CPU*: all {len(users)} batches run, the cache on the
     formula's line. *Mistral 7B on an {gpu["gpu"]}* ({gpu["memory_bytes"] / 1e9:,.0f} GB): beside
     {gpu["weight_bytes"] / 1e9:,.2f} GB of weights the whole memory holds about {gpu["users_fit"]:,} sequences of
-    {gpu["users_context"]:,} tokens (`helpers.cost.memory.max_users`, no overhead), so the doubling sweep should run out
+    {gpu["users_context"]:,} tokens (`helpers.formulas.memory.max_users`, no overhead), so the doubling sweep should run out
     of memory at {gpu["users_oom_at"]:,} sequences, or one step earlier once activations and the allocator take
     their share.
     """)
@@ -635,7 +635,7 @@ def _():
 
 @app.cell
 def _():
-    from helpers.cost.specs import get_spec as _get_spec
+    from helpers.formulas.specs import get_spec as _get_spec
 
     _l = expected.attention_parity_tokens("llama-3.1-8b")
     _q = expected.attention_parity_tokens("qwen2.5-7b")

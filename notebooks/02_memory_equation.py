@@ -17,12 +17,12 @@ with app.setup:
     import marimo as mo
     import pandas as pd
 
-    from helpers.cost import memory
+    from helpers.formulas import memory
     from helpers.measure import models, sweeps, tensor_bytes
     from helpers.present import notebook, plots
     from helpers.present.glossary import term
-    from helpers.cost.specs import get_spec, param_count
-    from helpers.cost.units import GB, GiB, fmt_bytes
+    from helpers.formulas.specs import get_spec, param_count
+    from helpers.formulas.units import GB, GiB, fmt_bytes
 
     notebook.setup()
     started = time.perf_counter()
@@ -72,7 +72,7 @@ def _():
     The parameter count is exact, counted from the architecture itself (built by `transformers` on
     the `meta` device: shapes, no storage). Mistral 7B v0.1 has {_w.params:,} parameters: {_w.bytes / 1e9:.2f} GB
     ({_w.bytes / 2**30:.2f} GiB) in bf16 — not "14.6 GB". Quantized schemes add their scales and code books
-    (`helpers.cost.memory.weight_bytes`; notebook 05 measures them).
+    (`helpers.formulas.memory.weight_bytes`; notebook 05 measures them).
     """)
     return
 
@@ -85,7 +85,7 @@ def _(mistral):
         _rows.append({"scheme": _scheme, "parameters": param_count(mistral), "bytes": _w.bytes,
                       "GB": round(_w.bytes / GB, 2), "of which scales / code books (bytes)": _w.metadata_bytes})
     mistral_weights = pd.DataFrame(_rows)
-    plots.table(mistral_weights, "computed from mistral-7b-v0.1 config.json (helpers.cost.memory.weight_bytes)")
+    plots.table(mistral_weights, "computed from mistral-7b-v0.1 config.json (helpers.formulas.memory.weight_bytes)")
     return
 
 
@@ -151,7 +151,7 @@ def _(loaded, mistral, spec):
         _terms(mistral, "bf16", "mistral-7b-v0.1, bf16"),
         _terms(spec, loaded.dtype, f"{loaded.model_name}, {loaded.dtype}"),
     ])
-    plots.table(kv_per_token, "computed from each config.json (helpers.cost.memory.kv_terms)")
+    plots.table(kv_per_token, "computed from each config.json (helpers.formulas.memory.kv_terms)")
     return
 
 
@@ -190,7 +190,7 @@ def _(loaded, spec):
                       "measured bytes": _measured, "formula bytes": _formula, "equal": _measured == _formula})
         del _cache
     cache_check = pd.DataFrame(_rows)
-    plots.table(cache_check, f"measured: {loaded.label}; formula: helpers.cost.memory.kv_cache_bytes")
+    plots.table(cache_check, f"measured: {loaded.label}; formula: helpers.formulas.memory.kv_cache_bytes")
     return (cache_check,)
 
 
@@ -220,7 +220,7 @@ def _():
 
     The map is **computed** for Mistral 7B v0.1 (bf16 weights and cache) whatever model runs here.
     *Overhead* is what the serving runtime keeps for anything but weights and cache
-    (`helpers.cost.memory.runtime_reserve_bytes`): **(1 − utilization) × GPU memory + {_fixed / GB:,.1f} GB**.
+    (`helpers.formulas.memory.runtime_reserve_bytes`): **(1 − utilization) × GPU memory + {_fixed / GB:,.1f} GB**.
     vLLM plans with `gpu_memory_utilization={_u}` of the memory by default, so it leaves {1 - _u:.0%} aside;
     of what it plans with, the activations of its profiling forward pass and the memory outside torch (CUDA
     context, cuBLAS workspace) are not cache either — about {_fixed / GB:,.1f} GB. On an 80 GB GPU:
@@ -298,7 +298,7 @@ def _(
     _ax.set_title(f"KV cache of Mistral 7B; hatched: more than the {budget / GB:,.1f} GB left on a "
                   f"{gpu_bytes / GB:,.0f} GB GPU\n(after {mistral_weight_bytes / GB:,.2f} GB of bf16 weights and {overhead_bytes / GB:,.1f} GB overhead)",
                   fontsize=10)
-    plots.finish(_fig, "computed from mistral-7b-v0.1 config.json, bf16 weights and KV cache (helpers.cost.memory)")
+    plots.finish(_fig, "computed from mistral-7b-v0.1 config.json, bf16 weights and KV cache (helpers.formulas.memory)")
     return
 
 
@@ -400,7 +400,7 @@ def _(mistral):
     `python -m helpers weights --model mistral-7b-v0.1 --dtype int8`, then apply the equation.""", f"""
     bf16: {_rows["bf16"] / GB:,.2f} GB of weights, **{_users["bf16"]:,} users**; int8: {_rows["int8"] / GB:,.2f} GB,
     **{_users["int8"]:,} users**; nf4: {_rows["nf4"] / GB:,.2f} GB, **{_users["nf4"]:,} users**
-    (`helpers.cost.memory.max_users`). Quantizing the weights frees memory for the cache, but the cache per
+    (`helpers.formulas.memory.max_users`). Quantizing the weights frees memory for the cache, but the cache per
     user does not shrink: at long contexts the cache, not the weights, sets the limit — notebook 06 attacks it.""")
     return
 

@@ -17,14 +17,14 @@ with app.setup:
     import marimo as mo
     import pandas as pd
 
-    from helpers.cost import decode_intensity, gpus, roofline, stepcost
+    from helpers.formulas import decode_intensity, gpus, roofline, stepcost
     from helpers.present import (decode_intensity_figures, expected, notebook, plots, recorded, replay,
                                  roofline_figures, sweep_figures)
     from helpers.measure import decode_efficiency, microbench, models, sweeps
     from helpers.decoding import regimes as decoding_regimes
     from helpers.decoding import views as decoding_views
     from helpers.present.glossary import term
-    from helpers.cost.units import dtype_bytes, fmt_seconds
+    from helpers.formulas.units import dtype_bytes, fmt_seconds
 
     notebook.setup()
     started = time.perf_counter()
@@ -202,7 +202,7 @@ def _():
     ## 1b · Batching against the KV cache (computed for Mistral 7B on an H100 SXM)
 
     Decode's intensity against the batch, from the model's config and the GPU catalog
-    (`helpers.cost.decode_intensity`, bytes and FLOPs from `helpers.cost.stepcost`): dashed, the weights alone;
+    (`helpers.formulas.decode_intensity`, bytes and FLOPs from `helpers.formulas.stepcost`): dashed, the weights alone;
     solid, with each sequence's cache read at three contexts. Filled markers fit the H100's memory
     (the capacity planner's budget, notebook 04); hollow ones do not.
     """)
@@ -258,7 +258,7 @@ def _():
     roof_batch = mo.ui.number(start=1, stop=4096, step=1, value=notebook.env_default("WORKSHOP_ROOF_BATCH", 295, range(1, 4097)),
                               label="batch (sequences)")
     mo.vstack([mo.md("**Batch × context on the roofline.** Pick a step; the point sits on the GPU's roof at its "
-                     "intensity (computed, `helpers.cost.decode_intensity.point`):"),
+                     "intensity (computed, `helpers.formulas.decode_intensity.point`):"),
                mo.hstack([roof_model, roof_gpu, roof_batch], justify="start"), roof_context,
                notebook.static_note({"WORKSHOP_ROOF_MODEL": "the model (" + ", ".join(_models) + ")",
                                      "WORKSHOP_ROOF_GPU": "the GPU (" + ", ".join(_gpus) + ")",
@@ -341,7 +341,7 @@ def _():
     A prefill of *c* tokens, then one token per step through the model, each step reusing the cache
     (`helpers.measure.timing.timed_generate`); the median step. The dashed line is the memory-bound floor of a
     step: the bytes it must move ÷ the measured bandwidth — the weights once (of the input embedding only
-    the new token's row), the cache read and the new token's K/V written (`helpers.cost.stepcost`, the same
+    the new token's row), the cache read and the new token's K/V written (`helpers.formulas.stepcost`, the same
     bytes notebook 04's planner and `make bench` count).
     """)
     return
@@ -391,7 +391,7 @@ def _():
     ## 4 · Both on the roofline
 
     Each measured forward pass becomes a point: its FLOPs and bytes from the model's shape
-    (`helpers.cost.stepcost.forward_cost`, its `flops` and `bytes`; weights read once per
+    (`helpers.formulas.stepcost.forward_cost`, its `flops` and `bytes`; weights read once per
     pass, the cache read and written), its time measured. x = FLOPs ÷ bytes (arithmetic intensity), y = FLOPs ÷ seconds. Decode is
     also measured at growing batch: more sequences share each read of the weights.
     """)
@@ -759,9 +759,9 @@ def _():
     _lines = "\n".join(f"- {decode_intensity_figures.verdict(s)}" for s in decode_intensity.summary(_d))
     notebook.exercise(2, "A model without a sliding window. Does Llama 3.1 8B (128k context, no window) reach "
                     "the ridge at long contexts? Pick it in section 1b's control, or use "
-                    "`helpers.cost.decode_intensity.intensity_table`.", f"""
+                    "`helpers.formulas.decode_intensity.intensity_table`.", f"""
     ```python
-    from helpers.cost import decode_intensity
+    from helpers.formulas import decode_intensity
     from helpers.present import decode_intensity_figures
     d = decode_intensity.intensity_table("llama-3.1-8b", "H100 SXM", contexts=(1024, 8192, 32768))
     [decode_intensity_figures.verdict(s) for s in decode_intensity.summary(d)]
@@ -781,7 +781,7 @@ def _():
     notebook.exercise(3, "One floor everywhere. Run `python -m helpers capacity --model mistral-7b-v0.1 --gpu \"H100 SXM\" "
                     "--context 4096 --batch 1 --efficiency 1 --json` and compare `step_bytes_per_gpu` with the "
                     "bytes this notebook's floor counts. Why do they agree?", f"""
-    Both come from `helpers.cost.stepcost.decode_cost`: {_c.weight_bytes:,} B of weights (every weight but the
+    Both come from `helpers.formulas.stepcost.decode_cost`: {_c.weight_bytes:,} B of weights (every weight but the
     input embedding table) + {_c.embedding_bytes:,} B (the new token's row of it) + {_c.kv_read_bytes:,} B of
     cache read + {_c.kv_write_bytes:,} B written = **{_c.bytes:,} B**. At {h100['bandwidth'] / 1e12:,.2f} TB/s that is
     {1e3 * _c.bytes / h100['bandwidth']:,.3f} ms — the planner's `step_floor_ms`. The planner's `step_ms` divides it by
@@ -810,7 +810,7 @@ def _(efficiency, intensity_summary):
     - The implementation decides which regime a large model ends up in: the same greedy tokens come out of
       each, at very different distances from the floor. On a GPU it takes a static cache *and* CUDA graphs
       to get near the roof; the profiler turns "overhead" into named parts that add up to the measured step.
-    - One model of a step's bytes (`helpers.cost.stepcost`) gives this notebook's floor, notebook 04's planner
+    - One model of a step's bytes (`helpers.formulas.stepcost`) gives this notebook's floor, notebook 04's planner
       and `make bench` the same numbers — a floor, not a forecast: it holds where the step waits for
       memory, and says nothing about the fixed cost.
 

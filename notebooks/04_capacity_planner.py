@@ -18,12 +18,12 @@ with app.setup:
 
     from helpers import capacity
     from helpers.present import expected, notebook, plots, replay
-    from helpers.cost import gpus
+    from helpers.formulas import gpus
     from helpers.present.glossary import term
     from helpers.capacity import measured as capacity_measured, ranking as capacity_ranking, views as capacity_views
     from helpers.capacity.triangle import triangle
-    from helpers.cost.memory import KV_DTYPES, WEIGHT_SCHEMES
-    from helpers.cost.specs import PRESETS, get_spec
+    from helpers.formulas.memory import KV_DTYPES, WEIGHT_SCHEMES
+    from helpers.formulas.specs import PRESETS, get_spec
     from helpers.capacity.inputs import LastGood
 
     notebook.setup()
@@ -234,10 +234,10 @@ def _(model, n_gpus):
     reported figure use the label). Of it the runtime plans with {capacity.GPU_MEMORY_UTILIZATION:.0%}
     (vLLM's default `gpu_memory_utilization`), less about {capacity.RUNTIME_OVERHEAD_BYTES / 1e9:.1f} GB
     for activations and the CUDA context — the same budget notebook 02 counts
-    (`helpers.cost.memory.runtime_reserve_bytes`); the weights come next, and what is left holds the
+    (`helpers.formulas.memory.runtime_reserve_bytes`); the weights come next, and what is left holds the
     [KV cache](../workshop/glossary.md#kv-cache) — so `max batch` = KV budget ÷ one sequence's cache.
     Tensor parallel here: {split_note}. The step's floor is `max(bytes ÷ bandwidth, FLOPs ÷ peak)`
-    with the bytes and FLOPs of `helpers.cost.stepcost` (the same as notebook 03's floor), the FP8 peak only
+    with the bytes and FLOPs of `helpers.formulas.stepcost` (the same as notebook 03's floor), the FP8 peak only
     for fp8 weights on GPUs that have it; communication between GPUs is not counted. The step the
     ranking uses is that floor ÷ the efficiency.
     """)

@@ -19,10 +19,10 @@ with app.setup:
 
     from helpers import capacity
     from helpers.present import expected, notebook, plots, quant_figures, replay
-    from helpers.cost import memory, quantization, specs
+    from helpers.formulas import memory, quantization, specs
     from helpers.measure import local_models, models, quant
     from helpers.present.glossary import term
-    from helpers.cost.units import fmt_bytes
+    from helpers.formulas.units import fmt_bytes
 
     notebook.setup()
     started = time.perf_counter()
@@ -59,7 +59,7 @@ def _():
     | `nf4` | 4-bit NormalFloat: ½ byte per weight + one fp32 absmax per block of 64 |
     | `nf4-dq` | nf4 with *double quantization*: the absmax themselves stored in 8 bits |
 
-    Three questions for each: **how big** is the loaded model (measured, against `helpers.cost.memory`'s
+    Three questions for each: **how big** is the loaded model (measured, against `helpers.formulas.memory`'s
     prediction), **how fast** (prefill and decode), and **how different** its predictions are from
     the reference on a fixed text shipped in the repository. Then the headline case: does GPT-OSS-120B
     fit on one 80 GB GPU?
@@ -112,7 +112,7 @@ def _():
     The model's own bytes — its parameters as stored (packed when quantized), bitsandbytes'
     quantization states (row scales, absmax, code books) and its buffers (the rotary tables) — not
     the device's total, which also counts the allocator's cache and everything else running.
-    `predicted` is `helpers.cost.memory.weight_bytes(spec, scheme)`, metadata included; the two must agree
+    `predicted` is `helpers.formulas.memory.weight_bytes(spec, scheme)`, metadata included; the two must agree
     to the byte.
     """)
     return
@@ -122,7 +122,7 @@ def _():
 def _(results, results_on, results_source):
     footprints = pd.DataFrame(quant_figures.footprint_rows(results, results_on.spec, results_on.label))
     plots.table(footprints.drop(columns="measured on", errors="ignore"), f"{plots.source_label(results_source)}; "
-                "predicted: helpers.cost.memory.weight_bytes")
+                "predicted: helpers.formulas.memory.weight_bytes")
     return (footprints,)
 
 
@@ -165,7 +165,7 @@ def _():
 def _(footprint_model):
     preset_footprints = quantization.preset_footprints(footprint_model.value)
     plots.table(pd.DataFrame(quant_figures.weights_rows(preset_footprints)),
-                f"computed from {footprint_model.value} config.json, bf16 base (helpers.cost.quantization.preset_footprints)")
+                f"computed from {footprint_model.value} config.json, bf16 base (helpers.formulas.quantization.preset_footprints)")
     return (preset_footprints,)
 
 
@@ -183,7 +183,7 @@ def _():
 @app.cell
 def _():
     all_presets = pd.DataFrame(quant_figures.presets_rows())
-    plots.table(all_presets, "computed from each config.json, bf16 base (helpers.cost.quantization.preset_footprints)")
+    plots.table(all_presets, "computed from each config.json, bf16 base (helpers.formulas.quantization.preset_footprints)")
     return
 
 
@@ -499,11 +499,11 @@ def _(big_gpu):
     GPT-OSS-120B has {_pb.total / 1e9:,.1f} B parameters, {_pb.experts / _pb.total:.0%} of them in its
     {_spec.num_experts} experts per layer. OpenAI ships the
     experts in **MXFP4** — 4-bit values in blocks of 32 sharing one 8-bit scale — and everything else
-    (attention, router, embeddings, norms) in bf16. From its config, with `helpers.cost.memory.weight_bytes`:
+    (attention, router, embeddings, norms) in bf16. From its config, with `helpers.formulas.memory.weight_bytes`:
     bf16 everywhere, fp8 for every matrix, or MXFP4 experts. The GPU: an {_mx.gpu}, labelled
     {_g.memory_label_gb:g} GB but reporting {_mx.memory_bytes / 1e9:.2f} GB to CUDA, less a runtime reserve
     for the CUDA context, activations and the allocator — the budget the capacity planner counts
-    (`helpers.capacity.plan`, which `helpers.cost.quantization.fit_on_gpu` calls: vLLM's default
+    (`helpers.capacity.plan`, which `helpers.formulas.quantization.fit_on_gpu` calls: vLLM's default
     `gpu_memory_utilization` of {capacity.GPU_MEMORY_UTILIZATION} less
     {capacity.RUNTIME_OVERHEAD_BYTES / 1e9:.1f} GB), leaving {_mx.usable_bytes / 1e9:.2f} GB.
 
@@ -525,7 +525,7 @@ def _(big_gpu):
 def _(big_gpu):
     gpt_oss = quantization.fit_on_gpu("gpt-oss-120b", gpu=big_gpu.value)
     plots.table(pd.DataFrame(quant_figures.fit_rows(gpt_oss)),
-                "computed from gpt-oss-120b config.json (helpers.cost.quantization.fit_on_gpu)")
+                "computed from gpt-oss-120b config.json (helpers.formulas.quantization.fit_on_gpu)")
     return (gpt_oss,)
 
 
@@ -546,7 +546,7 @@ def _(gpt_oss):
         _ax.text(_i, _w / 2, f"{_w:,.1f} GB", ha="center", color="white", fontsize=9)
     _ax.set_ylabel(plots.byte_label("GB", "weights"))
     _ax.set_title("GPT-OSS-120B weights by scheme (green: fits)", fontsize=10)
-    plots.finish(_fig, "computed from gpt-oss-120b config.json (helpers.cost.memory.weight_bytes; budget: helpers.capacity.plan)")  # stamped, and closed so Jupyter shows it once
+    plots.finish(_fig, "computed from gpt-oss-120b config.json (helpers.formulas.memory.weight_bytes; budget: helpers.capacity.plan)")  # stamped, and closed so Jupyter shows it once
     _fig
     return
 

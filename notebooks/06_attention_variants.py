@@ -17,12 +17,12 @@ with app.setup:
     import marimo as mo
     import pandas as pd
 
-    from helpers.cost import attention, memory, specs
+    from helpers.formulas import attention, memory, specs
     from helpers import capacity
     from helpers.measure import kv_caches, mla
     from helpers.present import attention_figures, notebook, plots, replay
     from helpers.present.glossary import term
-    from helpers.cost.units import fmt_bytes
+    from helpers.formulas.units import fmt_bytes
 
     notebook.setup()
     started = time.perf_counter()
@@ -68,7 +68,7 @@ def _():
     mo.md("""
     ## KV bytes per token, every preset
 
-    From each model's `config.json` with `helpers.cost.memory` (bf16 cache). "Per token" is at short
+    From each model's `config.json` with `helpers.formulas.memory` (bf16 cache). "Per token" is at short
     context; the per-sequence columns honour sliding windows — a sliding layer stops growing at its
     window.
     """)
@@ -78,7 +78,7 @@ def _():
 @app.cell
 def _():
     kv = attention_figures.kv_table_frame(attention.kv_table())
-    plots.table(kv, "computed from each config.json, bf16 KV (helpers.cost.attention.kv_table)")
+    plots.table(kv, "computed from each config.json, bf16 KV (helpers.formulas.attention.kv_table)")
     return
 
 
@@ -102,7 +102,7 @@ def _():
         _ax.set_xlabel("context length (tokens, one sequence)")
         _ax.set_ylabel(plots.byte_label("GB", "KV cache of one sequence (bf16)"))
     _lin.legend(fontsize=7, title="Llama 3.1 8B and Mistral v0.3 coincide", title_fontsize=7)
-    plots.finish(_fig, "computed from each preset's config.json with helpers.cost.memory.kv_cache_bytes, bf16",
+    plots.finish(_fig, "computed from each preset's config.json with helpers.formulas.memory.kv_cache_bytes, bf16",
                  title="KV cache of one sequence against context, every preset")
     _fig
     return
@@ -152,7 +152,7 @@ def _(kv_context):
         "sequences on one H100 SXM": (capacity.max_batch(name, "H100 SXM", context=_n)
                                       if _n <= (specs.get_spec(name).max_position_embeddings or _n) else None)}
         for name in specs.PRESETS])
-    plots.table(kv_at_context, "computed from each config.json, bf16 weights and KV (helpers.cost.memory, helpers.capacity); "
+    plots.table(kv_at_context, "computed from each config.json, bf16 weights and KV (helpers.formulas.memory, helpers.capacity); "
                                "past a model's context the formula still counts, the planner does not")
     return (kv_at_context,)
 
@@ -180,7 +180,7 @@ def _():
     Three tiny Mistral models that differ **only** in their number of K/V heads — all 8 (MHA), 2 (GQA,
     the tiny profile's own), 1 (MQA) — built with random weights, loaded through `from_pretrained`,
     and run forward with transformers' `DynamicCache`. The measured bytes are those of the cache's
-    tensors; the formula is `helpers.cost.memory.kv_cache_bytes` at fp32.
+    tensors; the formula is `helpers.formulas.memory.kv_cache_bytes` at fp32.
     """), kv_heads_button])
     return (kv_heads_button,)
 
@@ -192,7 +192,7 @@ def _(kv_heads_button):
     kv_heads = kv_heads_run.value
     plots.table(attention_figures.cache_checks_frame(kv_heads),
                 kv_heads_run.source("measured: tiny Mistral variants (random weights) · fp32 · cpu") +
-                "; formula: helpers.cost.memory")
+                "; formula: helpers.formulas.memory")
     return kv_heads, kv_heads_run
 
 
@@ -323,7 +323,7 @@ def _():
 def _():
     baselines = attention.mla_baselines("deepseek-v3", "mistral-7b-v0.1")
     plots.table(attention_figures.mla_baselines_frame(baselines), "computed from deepseek-v3 and mistral-7b-v0.1 config.json, bf16 "
-                           "(helpers.cost.attention.mla_baselines); fair = same model, counted the same way")
+                           "(helpers.formulas.attention.mla_baselines); fair = same model, counted the same way")
     return (baselines,)
 
 
@@ -446,7 +446,7 @@ def _():
     _same3 = next(v for k, v in _b3.items() if k.startswith("MHA of the same model:"))
     _gqa = next(v for k, v in _b.items() if k.startswith("GQA of the same model"))
     notebook.exercise(2, """DeepSeek V2 Lite uses MLA with fewer heads than V3. Compute its fair ratios with
-    `helpers.cost.attention.mla_baselines("deepseek-v2-lite")`. Is MLA's saving against MHA of the same
+    `helpers.formulas.attention.mla_baselines("deepseek-v2-lite")`. Is MLA's saving against MHA of the same
     model larger or smaller than V3's, and why?""", f"""
     Against MHA of the same model: **{_same:,.1f}×** (V3: {_same3:,.1f}×); against GQA-8 of the same model:
     **{_gqa:,.1f}×**. {"Smaller" if _same < _same3 else "Larger" if _same > _same3 else "The same as"}{" than" if _same != _same3 else ""}

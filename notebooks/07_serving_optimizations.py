@@ -18,19 +18,20 @@ with app.setup:
     import pandas as pd
     import torch
 
-    from helpers.cost import decode_intensity, memory
+    from helpers.formulas import decode_intensity, memory
     from helpers.measure import models, quality
     from helpers.present import decode_intensity_figures, notebook, plots, replay
     from helpers.capacity import planner
     from helpers.present.glossary import term
-    from helpers.serving import batching, blocks, engine, figures, kv_cache, kv_quant, speculative, tables, traces
+    from helpers import engine
+    from helpers.serving import batching, blocks, figures, kv_cache, kv_quant, speculative, tables, traces
     from helpers.serving import measured as serving_bench
     from helpers.serving.measured import chat_requests, paged_fit, paged_trace, workload
-    from helpers.serving.engine import kv as engine_kv
-    from helpers.serving.engine import llm, measure, prefix_cache, runner, scheduler
-    from helpers.serving.engine import speculative as spec_loop
-    from helpers.serving.engine.llm import EngineArgs
-    from helpers.cost.stepcost import forward_cost
+    from helpers.engine import kv as engine_kv
+    from helpers.engine import llm, measure, prefix_cache, runner, scheduler
+    from helpers.engine import speculative as spec_loop
+    from helpers.engine.llm import EngineArgs
+    from helpers.formulas.stepcost import forward_cost
 
     notebook.setup()
     started = time.perf_counter()
@@ -55,7 +56,7 @@ def _():
     (Mistral 7B).
 
     A server makes one device serve many users with a handful of mechanisms. Here they are **code you can
-    read** — `helpers/serving/engine/`, a small engine modelled on nano-vllm and gpt-fast, each file a
+    read** — `helpers/engine/`, a small engine modelled on nano-vllm and gpt-fast, each file a
     sitting long — and each is **run live** on this notebook's model, with controls, and measured beside
     transformers' version:
 
@@ -143,7 +144,7 @@ def _():
     mo.md("""
     ## 2 · The engine: one request from arrival to its last token
 
-    Every mechanism below is a file of `helpers/serving/engine/` that reads in one sitting. A request:
+    Every mechanism below is a file of `helpers/engine/` that reads in one sitting. A request:
 
     1. **arrives** (`Engine.add`, llm.py) as a `Request` (request.py) — its prompt's token ids and how it
        samples — and waits in the scheduler's queue;
@@ -166,7 +167,7 @@ def _():
 
 @app.cell
 def _():
-    plots.table(pd.DataFrame(engine.core_files()), "computed: helpers.serving.engine.code_lines on the files")
+    plots.table(pd.DataFrame(engine.core_files()), "computed: helpers.engine.code_lines on the files")
     return
 
 
@@ -426,7 +427,7 @@ def _(batch_reqs, served, w):
     shrinks every figure. *GPU, Mistral 7B:* a decode step reads all
     {memory.weight_bytes('mistral-7b-v0.1', 'bf16').bytes / 1e9:.1f} GB of weights whatever the batch, plus each
     sequence's cached keys and values, so throughput grows with the batch while the weights dominate the bytes —
-    then the cache reads take over: {decode_intensity_figures.verdict(_s)} (`helpers.cost.decode_intensity`), so at that
+    then the cache reads take over: {decode_intensity_figures.verdict(_s)} (`helpers.formulas.decode_intensity`), so at that
     context decode never becomes compute-bound; continuous batching keeps the batch full.
     """), plots.table(tables.padding_frame(_pad), "computed: helpers.serving.batching.padding_tokens")])
     return
@@ -609,7 +610,7 @@ def _(loaded):
     transformers' `QuantizedCache` stores keys and values in **fp8** (one scale per tensor), or in **4 and 2
     bits** (optimum-quanto: a scale and a zero point per group of 64 values; the newest 128 tokens stay in full
     precision until they are quantized, as in KIVI). Bytes of the real cache are measured
-    (`helpers.measure.tensor_bytes.measured_cache_bytes`) against `helpers.cost.memory.kv_cache_bytes`; quality is KL divergence
+    (`helpers.measure.tensor_bytes.measured_cache_bytes`) against `helpers.formulas.memory.kv_cache_bytes`; quality is KL divergence
     and top-1 agreement against the full-precision cache (`helpers.measure.quality`), on the evaluation text, with the
     profile **{quality_profile}**{"" if trained else " — **random weights: quality figures meaningless**"}.
     """)
@@ -750,7 +751,7 @@ def _():
                           "kept with min(1, p/q)": [spec_loop.accept_probability(_p, _q, _x) for _x in range(5)],
                           "residual norm(max(0, p − q))": spec_loop.residual(_p, _q).tolist(),
                           "what comes out": _out.tolist()})
-    plots.table(exact, "computed: helpers.serving.engine.speculative.accept_probability and residual, every draft enumerated")
+    plots.table(exact, "computed: helpers.engine.speculative.accept_probability and residual, every draft enumerated")
     return (exact,)
 
 
@@ -762,7 +763,7 @@ def _(k_pick, qloaded, spec_context):
                    for c in (512, 4096) for b in (1, 16, 64, 256)]
     mo.vstack([plots.table(tables.verify_frame(verify_here), f"measured: the engine's runner on {qloaded.label}, fastest of 5"),
                plots.table(tables.verify_frame(verify_cost), "computed: helpers.serving.speculative.verify_step_ratio "
-                                        "(helpers.cost.stepcost at the H100's roofline)")])
+                                        "(helpers.formulas.stepcost at the H100's roofline)")])
     return verify_cost, verify_here
 
 

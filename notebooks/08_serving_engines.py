@@ -19,8 +19,8 @@ with app.setup:
     import pandas as pd
 
     from helpers.present import notebook, plots, replay
-    from helpers.cost import verdicts
-    from helpers.engines import figures, findings, guide, harness, metrics, plans, process, records, servers, vllm_env
+    from helpers.formulas import verdicts
+    from helpers.benchmark import figures, findings, guide, harness, metrics, plans, process, records, servers, vllm_env
     from helpers.present.glossary import term
 
     notebook.setup()
@@ -35,7 +35,7 @@ def _():
     The talk compared a Hugging Face baseline with vLLM (default, + prefix caching, + fp8 KV cache,
     + n-gram speculation) and SGLang — an hour of manual server restarts, and the SGLang part failed
     live. Here every configuration runs as a **real server process**, started, measured and stopped by
-    `helpers.engines`: `transformers serve` with {term("continuous batching")} off and on, and **vLLM**
+    `helpers.benchmark`: `transformers serve` with {term("continuous batching")} off and on, and **vLLM**
     itself (its CPU build, in an environment of its own), on the same two workloads — ShareGPT-like chat
     and the talk's agentic branching.
 
@@ -71,8 +71,8 @@ def _(skipped):
     mo.md(f"""
     ## 1 · A server is a child process
 
-    `helpers.engines.process.ServerProcess` takes a command line with `{{port}}`, picks a free port on
-    127.0.0.1, and starts it under a small **supervisor** (`engines/supervise.py`): a process that is the
+    `helpers.benchmark.process.ServerProcess` takes a command line with `{{port}}`, picks a free port on
+    127.0.0.1, and starts it under a small **supervisor** (`benchmark/supervise.py`): a process that is the
     subreaper of the server's whole tree, so vLLM's API server, its engine core and their workers, a
     child in a session of its own, or a worker orphaned by a SIGKILL are all ended with it — when the
     `with` block ends, when a cell fails or the kernel is interrupted, at interpreter exit, and when
@@ -136,7 +136,7 @@ def _(data):
     (tokens − 1) — guidellm's definition, and vLLM bench's "TPOT". A stream counts only when it says it
     is complete (a `finish_reason`, the usage chunk or `[DONE]`): one cut mid-way is a failure, as is a
     reply that is not a completion chunk or a token count the stream contradicts.
-    The parser is written out in `helpers/engines/stream.py` (`StreamReader`, a few dozen lines) because
+    The parser is written out in `helpers/benchmark/stream.py` (`StreamReader`, a few dozen lines) because
     it is the lesson; in your own code the `openai` package does the same inside `for chunk in stream`:
     `client.stream_with_openai` times one request that way, and `tests/test_engines.py` checks that both
     clients see the same tokens and the same first-token wait from a server.
@@ -373,7 +373,7 @@ def _():
     mo.md(f"""
     ## 7 · Three load generators on one server
 
-    guidellm and `vllm bench serve` each drive the same server **through a tap** (`helpers.engines.tap`): a
+    guidellm and `vllm bench serve` each drive the same server **through a tap** (`helpers.benchmark.tap`): a
     byte relay that timestamps every chunk as it passes and reads it with our client's parsing, so each of
     their requests is measured twice — by them and by our definitions, on the same run (the tap sits one
     socket hop nearer the server: what a tool times beyond it is its own client's time). Our client and
@@ -506,7 +506,7 @@ def _():
     Longer outputs: how do throughput, TTFT and ITL change with 128 output tokens?
 
     ```python
-    from helpers.engines import harness, metrics, plans
+    from helpers.benchmark import harness, metrics, plans
     from helpers.serving.traces import chat_trace
 
     plan = plans.Plan({"w": chat_trace(8, sigma=0, output_tokens_median=128)}, (1, 4), metrics.SLO(1.0, 0.1))
@@ -532,8 +532,8 @@ def _():
     when every review shares a longer transcript?
 
     ```python
-    from helpers.engines import harness, metrics, plans, servers
-    from helpers.engines.workloads import agentic
+    from helpers.benchmark import harness, metrics, plans, servers
+    from helpers.benchmark.workloads import agentic
 
     plan = plans.Plan({"agentic": lambda level: agentic(4, 2, 1200, 24, 12, seed=level)}, (1,),
                       metrics.SLO(1.0, 0.1))

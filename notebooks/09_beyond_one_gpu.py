@@ -17,7 +17,7 @@ with app.setup:
     import marimo as mo
     import pandas as pd
 
-    from helpers.cost import verdicts
+    from helpers.formulas import verdicts
     from helpers.measure import models
     from helpers.present import notebook, plots, replay
     from helpers.present.glossary import term
@@ -260,7 +260,7 @@ def _():
     ## 4 · Expert parallelism: how many experts a step reads, and the all-to-all
 
     A mixture-of-experts layer sends each token to k of E experts. One token reads k/E of the expert
-    weights; a batch of b tokens touches 1 − (1 − k/E)^b of them (`helpers.cost.stepcost.experts_touched`), so
+    weights; a batch of b tokens touches 1 − (1 − k/E)^b of them (`helpers.formulas.stepcost.experts_touched`), so
     the bytes per step climb with the batch towards the whole model. With the experts split over 8 GPUs,
     each MoE layer sends every token's hidden state to its experts' GPUs and back: two all-to-alls.
     DeepSeek V3 in FP8 on 8 H200s (NVLink).
@@ -494,7 +494,7 @@ def _(costs, disagg, disagg_gpus, itl_slo_s, kv_link, ttft_slo_s):
 @app.cell
 def _(costs, kv_link, mean_prompt):
     # What one mean prompt's KV cache is, and what crosses the link: Mistral 7B v0.1's window keeps at most
-    # 4,096 tokens per layer (helpers.cost.memory.kv_cache_bytes honours it), so a longer prompt moves the window's worth.
+    # 4,096 tokens per layer (helpers.formulas.memory.kv_cache_bytes honours it), so a longer prompt moves the window's worth.
     _n = int(mean_prompt[max(mean_prompt)])
     kv_moved = {"prompt_tokens": _n, "bytes_per_token": costs.kv_bytes(1), "window": costs.spec.sliding_window,
                 "cache_bytes": costs.kv_bytes(_n), "send_s": collectives.send_s(costs.kv_bytes(_n), kv_link)}
@@ -693,7 +693,7 @@ def _():
     then from this repository point the engine benchmark of notebook 08 at it — the same workloads, levels
     and SLO, nothing started or stopped:
 
-        python -m helpers.engines --target http://SERVER:8000 --model mistralai/Mistral-7B-v0.1         --out build/engines/tp4.json
+        python -m helpers.benchmark --target http://SERVER:8000 --model mistralai/Mistral-7B-v0.1         --out build/engines/tp4.json
 
     or use vLLM's own client:
 

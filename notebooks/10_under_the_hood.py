@@ -19,7 +19,7 @@ with app.setup:
     import pandas as pd
     import torch
 
-    from helpers.cost import compute_share, flash, state_space
+    from helpers.formulas import compute_share, flash, state_space
     from helpers.measure import attention_kernels, forward_parts, hierarchy, models, state_space_toys
     from helpers.present import (compute_share_figures, flash_figures, hierarchy_figures, notebook, plots, replay,
                                  state_space_figures)
@@ -68,7 +68,7 @@ def _():
     A forward pass turns token ids into vectors (the **embedding**: a table lookup, no arithmetic),
     runs them through the **layers** (attention: four projections plus the products with every cached
     key and value; then the MLP), and multiplies the last vector by the **head** to get one score per
-    vocabulary entry. The FLOPs of each part come from `helpers.cost.compute_share` — 2 per weight a token
+    vocabulary entry. The FLOPs of each part come from `helpers.formulas.compute_share` — 2 per weight a token
     meets, plus attention's context products ([arithmetic intensity](../workshop/glossary.md#arithmetic-intensity)
     needs exactly these counts). Computed for Mistral 7B first, across prompt lengths.
     """)
@@ -80,7 +80,7 @@ def _():
     mistral_now = compute_share.share_sweep(["mistral-7b-v0.1"], [512, 4096])
     _table = compute_share_figures.shares_frame(mistral_now)
     _table.style.format({c: "{:.2%}" for c in _table.columns if c not in ("phase", "tokens")}).set_caption(
-        "computed from mistral-7b-v0.1 config.json (helpers.cost.stepcost FLOPs)")
+        "computed from mistral-7b-v0.1 config.json (helpers.formulas.stepcost FLOPs)")
     return (mistral_now,)
 
 
@@ -89,7 +89,7 @@ def _(loaded):
     _lengths = [2**k for k in range(6, 19)]
     _models = ["mistral-7b-v0.1", "mistral-7b-v0.3"] + ([loaded.spec] if loaded.profile == "tiny" else [])
     _sweep = compute_share.share_sweep(_models, _lengths)
-    compute_share_figures.share_figure(_sweep, "computed (helpers.cost.stepcost FLOPs): Mistral 7B v0.1 and v0.3 "
+    compute_share_figures.share_figure(_sweep, "computed (helpers.formulas.stepcost FLOPs): Mistral 7B v0.1 and v0.3 "
                                        "configs, and " + loaded.spec.name)
     return
 
@@ -354,7 +354,7 @@ def _(gpu_levels):
     elements per head (read Q, K; write S; read S; write P; read P, V; write O). Tiled: Q read once, O written
     once, each K/V block read once per query block that needs it — an **upper bound** on its HBM traffic: it
     assumes every K/V block comes from HBM each time, while a real kernel finds some of them still in the L2
-    cache. Pick the GPU and the head size (computed, `helpers.cost.flash`):
+    cache. Pick the GPU and the head size (computed, `helpers.formulas.flash`):
     """), mo.hstack([hbm_gpu, hbm_head_dim], justify="start"),
                notebook.static_note({"WORKSHOP_FLASH_GPU": "the GPU (" + ", ".join(_gpus) + ")",
                                      "WORKSHOP_FLASH_HEAD_DIM": "the head size (64, 128 or 256)"})])
@@ -518,7 +518,7 @@ def _(sparse, sparse_keep):
     What it saves at scale: one decode step of Mistral 7B v0.3 at {_save.context:,} tokens spends
     {_save.attention_share:.0%} of its FLOPs on attention over the context; attending to
     {_save.keep:,} chosen keys instead would cut the step's FLOPs by **{_save.flops_saved:.0%}**
-    (computed with `helpers.cost.compute_share`; choosing the keys is not counted).
+    (computed with `helpers.formulas.compute_share`; choosing the keys is not counted).
 
     **What you should see** (CPU and GPU alike; this is computed on the CPU): the needle kept by top-*k* and
     lost by the window; diffuse attention poorly served by any small set of keys.
@@ -627,9 +627,9 @@ def _():
     mo.vstack([
         notebook.exercise(1, """**The head's share.** Llama 3.1 8B has a 128,256-word vocabulary. Predict whether the
         layers take more or less than 95 % of a decode step's FLOPs, then check with
-        `helpers.cost.compute_share.layer_share("llama-3.1-8b", 1, 4096)`.""", f"""Llama's head is 4,096 × 128,256 weights — four times Mistral's — and its layers
+        `helpers.formulas.compute_share.layer_share("llama-3.1-8b", 1, 4096)`.""", f"""Llama's head is 4,096 × 128,256 weights — four times Mistral's — and its layers
         take **{_llama:.1%}** of a decode step at 4,096 tokens: the 95 % {"still holds" if _llama >= compute_share.TALK_LAYER_SHARE else "no longer holds"}."""),
-        notebook.exercise(2, """**Tiles and shared memory.** With `helpers.cost.flash.paper_block_sizes`, find the block size
+        notebook.exercise(2, """**Tiles and shared memory.** With `helpers.formulas.flash.paper_block_sizes`, find the block size
         on an A100 (164 KiB per SM) and an RTX 4090 (100 KiB) for head_dim 128 in bf16, and how many times more K/V
         bytes the 4090's tiles move than the H100's at 32k tokens (`tiled_hbm_elements`).""", f"""A100: B_r × B_c = {_a100[0]} × {_a100[1]}; RTX 4090: {_rtx[0]} × {_rtx[1]}; H100: {_h100[0]} × {_h100[1]}.
         B_r = min(⌈M / 4d⌉, d): once the memory allows d query rows, more of it no longer shortens the K/V passes.

@@ -28,10 +28,10 @@ def main(argv=None) -> int:
 
     from dataclasses import asdict
 
-    from helpers.cost import roofline
+    from helpers.formulas import roofline
     from helpers.measure import decode_efficiency, microbench
     from helpers.measure.hardware import device_info, free_memory
-    from helpers.cost.specs import load_config
+    from helpers.formulas.specs import load_config
 
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--context", type=int, default=1024)

@@ -24,7 +24,7 @@ matplotlib.use("Agg")
 
 from helpers.present import keyfigures as kf  # noqa: E402
 from helpers.present import plots  # noqa: E402
-from helpers.cost.units import GB  # noqa: E402
+from helpers.formulas.units import GB  # noqa: E402
 
 COMPUTED, REPORTED, LIMIT = "tab:blue", "tab:gray", "tab:red"   # one colour per meaning
 PNG = {"metadata": {"Software": None}, "dpi": 110}               # byte-stable output
@@ -35,10 +35,10 @@ def numbers() -> dict:
 
 
 def kv_context_users():
-    """KV cache bytes against context for a few user counts (helpers.cost.memory), and the room an
+    """KV cache bytes against context for a few user counts (helpers.formulas.memory), and the room an
     H100's memory leaves after the weights (helpers.capacity.plan)."""
     from helpers.capacity import plan
-    from helpers.cost.memory import kv_cache_bytes
+    from helpers.formulas.memory import kv_cache_bytes
 
     contexts = [2 ** i for i in range(9, 18)]
     fig, ax = plots.figure(width=7, height=4)
@@ -52,15 +52,15 @@ def kv_context_users():
            title="Mistral 7B KV cache: context × users (bf16, full attention)")
     ax.set_xticks(contexts, [f"{c // 1024}k" if c >= 1024 else str(c) for c in contexts])
     ax.legend(fontsize=8)
-    return plots.finish(fig, f"computed: helpers.cost.memory.kv_cache_bytes('{kf.FULL_ATTENTION}'), bf16; "
+    return plots.finish(fig, f"computed: helpers.formulas.memory.kv_cache_bytes('{kf.FULL_ATTENTION}'), bf16; "
                              f"room from helpers.capacity.plan on {p.gpu}")
 
 
 def roofline():
     """The talk GPU's roofline with decode (batch 1, 4, 16, 64) and prefill at the talk's context."""
-    from helpers.cost.gpus import get_gpu
-    from helpers.cost.roofline import attainable_flops
-    from helpers.cost.stepcost import forward_cost
+    from helpers.formulas.gpus import get_gpu
+    from helpers.formulas.roofline import attainable_flops
+    from helpers.formulas.stepcost import forward_cost
 
     g = get_gpu(kf.GPU)
     peak, _ = g.peak_flops("bf16")
@@ -78,14 +78,14 @@ def roofline():
     ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP per byte)", ylabel="attainable TFLOP/s",
            title=f"Roofline of one {g.name}: Mistral 7B decode and prefill (bf16)")
     ax.legend(fontsize=8, loc="lower right")
-    return plots.finish(fig, f"computed: helpers.cost.stepcost (forward FLOPs and bytes of {kf.MODEL}, bf16); "
+    return plots.finish(fig, f"computed: helpers.formulas.stepcost (forward FLOPs and bytes of {kf.MODEL}, bf16); "
                              f"{g.name} datasheet (helpers/data/gpus.csv)")
 
 
 def quantization():
-    """Weight bytes under each scheme (helpers.cost.memory.weight_bytes), against one 80 GB GPU."""
-    from helpers.cost.gpus import get_gpu
-    from helpers.cost.memory import weight_bytes
+    """Weight bytes under each scheme (helpers.formulas.memory.weight_bytes), against one 80 GB GPU."""
+    from helpers.formulas.gpus import get_gpu
+    from helpers.formulas.memory import weight_bytes
 
     bars = [(f"Mistral 7B {s}", weight_bytes(kf.MODEL, s).bytes) for s in ("bf16", "int8", "nf4")]
     bars += [(f"GPT-OSS-120B {s}", weight_bytes("gpt-oss-120b", s).bytes) for s in ("bf16", "fp8", "mxfp4")]
@@ -95,13 +95,13 @@ def quantization():
     ax.axvline(g.memory_bytes / GB, color=LIMIT, ls="--", label=f"one {g.name}: {g.memory_bytes / GB:,.0f} GB")
     ax.set(xlabel="weights (GB, 10⁹ B), scales included", title="Weight bytes under quantization")
     ax.legend(fontsize=8)
-    return plots.finish(fig, "computed: helpers.cost.memory.weight_bytes (bitsandbytes int8/nf4 on nn.Linear; fp8 per "
+    return plots.finish(fig, "computed: helpers.formulas.memory.weight_bytes (bitsandbytes int8/nf4 on nn.Linear; fp8 per "
                              "tensor; mxfp4 on experts), bf16 elsewhere")
 
 
 def mla():
-    """MLA's bytes per token against named baselines (helpers.cost.attention.mla_ratios)."""
-    from helpers.cost.attention import mla_ratios
+    """MLA's bytes per token against named baselines (helpers.formulas.attention.mla_ratios)."""
+    from helpers.formulas.attention import mla_ratios
 
     rows = mla_ratios("deepseek-v3", kf.MODEL)
     labels = ["DeepSeek V3 MLA", "MHA, same model", "MHA, real head sizes", "Mistral 7B GQA"]
@@ -111,7 +111,7 @@ def mla():
         ax.annotate(f"{r.baseline_over_mla:,.1f}× MLA", (r.bytes_per_token / 1024, i), fontsize=8,
                     xytext=(4, -3), textcoords="offset points")
     ax.set(xscale="log", xlabel="KV cache per token (KiB, 2¹⁰ B), bf16", title="MLA's cache against named baselines")
-    return plots.finish(fig, "computed: helpers.cost.attention.mla_ratios('deepseek-v3', 'mistral-7b-v0.1'), bf16")
+    return plots.finish(fig, "computed: helpers.formulas.attention.mla_ratios('deepseek-v3', 'mistral-7b-v0.1'), bf16")
 
 
 def serving():

@@ -25,7 +25,7 @@
         [--ignore-sigterm]                   ignores SIGTERM (as vLLM does while it starts)
 
 Imported by the tests (standard library only at import time, so the server starts fast): COMMAND, the
-command line for helpers.engines.process.ServerProcess; start(*flags); trace(n); gone(pid).
+command line for helpers.benchmark.process.ServerProcess; start(*flags); trace(n); gone(pid).
 """
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ COMMAND = [sys.executable, os.path.abspath(__file__), "--port", "{port}"]
 
 def start(*flags: str, **kw):
     """A ServerProcess for this stand-in (not started yet), with `flags` of the list above."""
-    from helpers.engines import process
+    from helpers.benchmark import process
 
     return process.ServerProcess(COMMAND + list(flags), name="fake", ready_timeout_s=kw.pop("ready_timeout_s", 20),
                                  **kw)

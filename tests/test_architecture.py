@@ -15,10 +15,10 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 HELPERS = ROOT / "helpers"
 ARCH = ROOT / "ARCHITECTURE.md"
-RANK = {"base": 0, "cost": 1, "measure": 2, "present": 3, "interface": 4}
+RANK = {"base": 0, "formulas": 1, "measure": 2, "present": 3, "interface": 4}
 HEAVY = ("torch", "transformers", "matplotlib", "bitsandbytes", "marimo")
 # The one formula that asks transformers for an architecture (built on the meta device, no weights).
-HEAVY_ALLOWED = {("helpers.cost.specs", "torch"), ("helpers.cost.specs", "transformers")}
+HEAVY_ALLOWED = {("helpers.formulas.specs", "torch"), ("helpers.formulas.specs", "transformers")}
 
 
 
@@ -119,7 +119,7 @@ def test_no_import_cycle():
 
 def test_the_formulas_import_neither_torch_nor_matplotlib():
     named = layers()
-    heavy = {(n, pkg) for n, (_, outside) in GRAPH.items() if named[n] == "cost"
+    heavy = {(n, pkg) for n, (_, outside) in GRAPH.items() if named[n] == "formulas"
              for pkg in outside if pkg in HEAVY} - HEAVY_ALLOWED
     assert sorted(heavy) == [], "a formula imports a heavy library (ARCHITECTURE.md: the rule)"
 
@@ -127,7 +127,7 @@ def test_the_formulas_import_neither_torch_nor_matplotlib():
 def test_importing_every_formula_loads_no_torch_or_matplotlib():
     """Imported for real, in a fresh interpreter: the formula layer stands without the heavy libraries."""
     named = layers()
-    formulas = sorted(n for n, layer in named.items() if layer == "cost")
+    formulas = sorted(n for n, layer in named.items() if layer == "formulas")
     code = ("import sys\n" + "".join(f"import {n}\n" for n in formulas)
             + f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))")
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)

@@ -1,4 +1,4 @@
-"""helpers.cost.attention, helpers.measure.kv_caches and helpers.measure.mla: KV bytes of every preset pinned
+"""helpers.formulas.attention, helpers.measure.kv_caches and helpers.measure.mla: KV bytes of every preset pinned
 by hand from the configs; measured caches of MHA/GQA/MQA, a sliding window and MLA equal to the formula
 exactly; MLA's ratios against named baselines."""
 import json
@@ -6,7 +6,7 @@ import json
 import pytest
 import torch
 
-from helpers.cost import attention, memory, specs
+from helpers.formulas import attention, memory, specs
 from helpers.measure import kv_caches, mla
 from helpers.__main__ import main as cli
 from helpers.measure.local_models import TINY_CONFIG

@@ -5,11 +5,11 @@ import math
 import pytest
 
 from helpers import capacity
-from helpers.cost import gpus
+from helpers.formulas import gpus
 from helpers.capacity import measured as capacity_measured, ranking as capacity_ranking, views as capacity_views
 from helpers.capacity import triangle as capacity_triangle
-from helpers.cost.memory import kv_cache_bytes, weight_bytes
-from helpers.cost.specs import get_spec
+from helpers.formulas.memory import kv_cache_bytes, weight_bytes
+from helpers.formulas.specs import get_spec
 
 MISTRAL = "mistral-7b-v0.1"
 W_BF16 = 14_483_464_192          # 7,241,732,096 parameters × 2 B (published count)
@@ -152,7 +152,7 @@ def test_moe_decode_reads_only_the_experts_the_batch_touches():
     p1 = capacity.plan(spec, "H100 SXM", weight_dtype="mxfp4", context=2048, batch=1)
     assert p1.fits   # the talk's claim: GPT-OSS-120B with MXFP4 experts fits one 80 GB H100
     assert p1.step_memory_s * p1.bandwidth < p1.weight_bytes / 3
-    from helpers.cost.stepcost import matmul_params
+    from helpers.formulas.stepcost import matmul_params
 
     assert 4e9 < matmul_params(spec) < 6.5e9       # "5.1B active parameters", less embeddings and head
 
@@ -297,9 +297,9 @@ def test_predict_vs_measure_on_the_tiny_model(tiny):
     r = capacity_measured.predict_vs_measure(tiny, bandwidth=20e9)
     assert r["bandwidth_source"] == "given" and r["profile"] == "tiny"
     from helpers.measure.tensor_bytes import measured_weight_bytes
-    from helpers.cost.stepcost import decode_cost
+    from helpers.formulas.stepcost import decode_cost
 
-    # the loaded weights are the bytes helpers.cost.memory counts; a step reads them but the embedding table
+    # the loaded weights are the bytes helpers.formulas.memory counts; a step reads them but the embedding table
     assert r["loaded_weight_bytes"] == measured_weight_bytes(tiny.model)
     cost = decode_cost(tiny.spec, r["mean_cached_tokens"], 1, "fp32")
     assert r["step_bytes"] == cost.bytes == r["weight_bytes"] + r["kv_bytes"]

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from helpers.cost import gpus
+from helpers.formulas import gpus
 from helpers.__main__ import main
 
 KEYS = {"fits", "max_batch", "step_ms", "tokens_per_s", "usd_per_million_tokens"}

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from helpers.capacity.inputs import LastGood, read_model, unreadable_note
-from helpers.cost.specs import preset_path
+from helpers.formulas.specs import preset_path
 
 GOOD = ("", "mistral-7b-v0.1", "bf16", "bf16", 4096, 10, 1, "1")
 

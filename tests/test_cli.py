@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from helpers.cost.specs import PRESETS, preset_path
+from helpers.formulas.specs import PRESETS, preset_path
 
 
 def cli(*args):

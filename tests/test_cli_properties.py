@@ -18,8 +18,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from helpers.__main__ import main
-from helpers.cost.gpus import catalog
-from helpers.cost.specs import PRESETS, preset_path
+from helpers.formulas.gpus import catalog
+from helpers.formulas.specs import PRESETS, preset_path
 
 def PROPERTY(examples: int):
     return settings(max_examples=examples, derandomize=True, database=None, deadline=None,

@@ -1,9 +1,9 @@
-"""Where the compute goes: FLOP shares for Mistral 7B against hand-worked values (helpers.cost.compute_share),
+"""Where the compute goes: FLOP shares for Mistral 7B against hand-worked values (helpers.formulas.compute_share),
 per-part timing (helpers.measure.forward_parts), and their tables (helpers.present.compute_share_figures)."""
 import pytest
 
-from helpers.cost import compute_share as cs
-from helpers.cost.specs import attention_projection_params
+from helpers.formulas import compute_share as cs
+from helpers.formulas.specs import attention_projection_params
 from helpers.measure import forward_parts
 from helpers.measure.local_models import TINY_CONFIG
 from helpers.present import compute_share_figures

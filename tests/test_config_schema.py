@@ -1,4 +1,4 @@
-"""The typed config schema (helpers.cost.config_schema) where a config enters helpers.cost.specs: every case of
+"""The typed config schema (helpers.formulas.config_schema) where a config enters helpers.formulas.specs: every case of
 issue 8 gives one ValueError naming the field, its value and what is allowed — or a valid ModelSpec."""
 import json
 import os
@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
-from helpers.cost import memory, specs
-from helpers.cost.config_schema import MAX_CONFIG_BYTES, MAX_DEPTH, ConfigError, validate_config
+from helpers.formulas import memory, specs
+from helpers.formulas.config_schema import MAX_CONFIG_BYTES, MAX_DEPTH, ConfigError, validate_config
 
 
 def preset(name="mistral-7b-v0.1"):

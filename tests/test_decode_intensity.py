@@ -3,7 +3,7 @@
 learner should expect, and the folded solutions."""
 import pytest
 
-from helpers.cost import decode_intensity, roofline
+from helpers.formulas import decode_intensity, roofline
 from helpers.present import decode_intensity_figures, expected, notebook, roofline_figures
 from helpers.capacity import ranking as capacity_ranking, views as capacity_views
 

@@ -5,11 +5,11 @@ import math
 import pytest
 
 from helpers.measure import local_models, models
-from helpers.cost import roofline, stepcost
+from helpers.formulas import roofline, stepcost
 from helpers.measure import decode_efficiency
 from helpers.decoding import breakdown, impls, regimes, views
-from helpers.cost.memory import kv_cache_bytes
-from helpers.cost.specs import param_breakdown, spec_from_config
+from helpers.formulas.memory import kv_cache_bytes
+from helpers.formulas.specs import param_breakdown, spec_from_config
 from helpers.measure.sweeps import prompt_ids
 
 
@@ -23,7 +23,7 @@ def test_small_profile_is_the_tiny_recipe_widened_and_reads_half_a_gigabyte_per_
     assert {k: v for k, v in cfg.items() if k not in local_models.SMALL_OVERRIDES} == \
         {k: v for k, v in local_models.TINY_CONFIG.items() if k not in local_models.SMALL_OVERRIDES}
     assert decode_efficiency.size_config("small") == cfg            # one owner: the bench's "small" is the profile
-    # parameters counted by the architecture itself (meta device, no weights) against helpers.cost.specs
+    # parameters counted by the architecture itself (meta device, no weights) against helpers.formulas.specs
     c = {k: v for k, v in cfg.items() if k != "model_type"}
     with torch.device("meta"):
         m = AutoModelForCausalLM.from_config(AutoConfig.for_model(cfg["model_type"], **c))
@@ -229,7 +229,7 @@ def test_breakdown_parts_add_up_to_the_step_measured_without_the_profiler(tiny):
 def test_planner_prediction_is_the_bytes_by_hand_over_the_bandwidth(tiny_config):
     spec = spec_from_config(tiny_config, "tiny")
     got = regimes.planner_prediction(spec, "fp32", "cpu", bandwidth=20e9, peak_flops=1e15, context=100)
-    # by hand: every weight in fp32 but the embedding table, of which the one row the token uses (helpers.cost.stepcost)
+    # by hand: every weight in fp32 but the embedding table, of which the one row the token uses (helpers.formulas.stepcost)
     # + K and V of 100 cached tokens read and of the new one written: 4 layers × 2 × 2 KV heads × 32 dims × 4 B
     params = 32000 * 256 + 256 + 4 * (256 * 256 * 2 + 2 * 256 * 64 + 3 * 256 * 896 + 2 * 256) + 256
     kv = 4 * 2 * 2 * 32 * 4 * (100 + 1)

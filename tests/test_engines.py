@@ -1,4 +1,4 @@
-"""helpers.engines without a model: the metric definitions on recorded timestamps (worked by hand, and
+"""helpers.benchmark without a model: the metric definitions on recorded timestamps (worked by hand, and
 guidellm's own figures), and every fault against a stand-in server process (tests/fake_openai_server.py)
 — a server that dies mid-run, a request that times out, 4xx/5xx answers, a port already taken, a
 server that never becomes ready — and that no server process outlives a test."""
@@ -14,9 +14,9 @@ from pathlib import Path
 import fake_openai_server
 import pytest
 
-from helpers.engines import harness, client, guidellm_runner, metrics, plans, process, stream, tap, wire
-from helpers.engines.metrics import SLO, RequestRecord, summarize
-from helpers.engines.servers import EngineConfig
+from helpers.benchmark import harness, client, guidellm_runner, metrics, plans, process, stream, tap, wire
+from helpers.benchmark.metrics import SLO, RequestRecord, summarize
+from helpers.benchmark.servers import EngineConfig
 from helpers.serving.traces import chat_trace
 
 HERE = Path(__file__).resolve().parent
@@ -155,7 +155,7 @@ def test_server_dies_with_its_parent_even_on_sigkill(tmp_path):
     script.write_text(f"""
 import sys, time
 sys.path.insert(0, {str(HERE.parent)!r})
-from helpers.engines.process import ServerProcess
+from helpers.benchmark.process import ServerProcess
 srv = ServerProcess({FAKE!r}, name="fake", ready_timeout_s=20).start()
 print(srv.pid, flush=True)
 time.sleep(120)
@@ -274,7 +274,7 @@ def test_the_gpu_quick_plan_is_the_talks_workload_at_two_levels():
 
 
 def test_the_command_line_runs_only_the_workloads_asked_for(tmp_path, monkeypatch, capsys):
-    from helpers.engines.__main__ import main
+    from helpers.benchmark.__main__ import main
 
     seen = {}
 
@@ -291,7 +291,7 @@ def test_the_command_line_runs_only_the_workloads_asked_for(tmp_path, monkeypatc
 
 
 def test_the_benchmark_writes_its_file_as_each_level_ends(tmp_path, monkeypatch):
-    from helpers.engines import servers
+    from helpers.benchmark import servers
 
     plan = plans.Plan({"w": trace(3)}, (1, 2), SLO(1.0, 0.5), guidellm_workload=None, timeout_s=5)
     monkeypatch.setattr(servers, "available", lambda profile, include: ([_cfg(), _cfg("--token-s", "0.001")], []))
@@ -312,7 +312,7 @@ def test_a_configuration_no_workload_runs_on_is_said_and_not_started(tmp_path, m
     """`--workloads fixed` keeps only the workload the tools measure, which runs on some configurations:
     the others are listed as skipped with the reason, and the run goes on (it used to stop in a
     StopIteration before any server ran; the GPU dry run met it with `--engines transformers`)."""
-    from helpers.engines import servers
+    from helpers.benchmark import servers
 
     one, other = _cfg(), _cfg("--token-s", "0.001")
     plan = plans.Plan({"w": trace(2)}, (1,), SLO(1.0, 0.5), guidellm_workload=None, timeout_s=5,
@@ -540,10 +540,10 @@ def test_agentic_rounds_run_one_after_another_and_poisson_arrivals_are_honoured(
 # ------------------------------------------------------------------ an external server (the multi-GPU case)
 
 def test_the_benchmark_measures_a_server_that_is_already_running(tmp_path, monkeypatch):
-    """`python -m helpers.engines --target URL --model NAME`: the same workloads and levels against a
+    """`python -m helpers.benchmark --target URL --model NAME`: the same workloads and levels against a
     server started elsewhere; nothing is started or stopped, faults are counted, the JSON is written."""
-    from helpers.engines import harness
-    from helpers.engines.__main__ import main
+    from helpers.benchmark import harness
+    from helpers.benchmark.__main__ import main
 
     small = plans.Plan({"fixed": trace(4, tokens=3)}, (1, 2), metrics.SLO(ttft_s=1.0, tpot_s=0.1), timeout_s=10)
     monkeypatch.setattr(harness, "plan_for", lambda device, quick=False: small)
@@ -580,7 +580,7 @@ def test_the_openai_client_sees_the_same_stream_as_ours():
 
 
 def test_the_openai_client_reports_a_refused_connection_as_a_fault():
-    from helpers.engines import process
+    from helpers.benchmark import process
 
     port = process.free_port()
     rec = client.stream_with_openai(f"http://127.0.0.1:{port}", "m", trace(1)[0], timeout_s=5)

@@ -1,4 +1,4 @@
-"""helpers.engines configuration and guide: the model folder `transformers serve` loads, the command
+"""helpers.benchmark configuration and guide: the model folder `transformers serve` loads, the command
 lines of every configuration (the talk's vLLM steps, SGLang), what this machine can run, the decision
 guide's figures against the talk's table and the capacity planner, and the command line's errors."""
 import json
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers.engines import guide, harness, metrics, plans, records, servers
-from helpers.engines.metrics import RequestRecord, summarize
+from helpers.benchmark import guide, harness, metrics, plans, records, servers
+from helpers.benchmark.metrics import RequestRecord, summarize
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -148,7 +148,7 @@ def test_available_here_says_why_the_others_are_not():
     import torch
 
     if not torch.cuda.is_available():
-        from helpers.engines import vllm_env
+        from helpers.benchmark import vllm_env
 
         vllm_here = vllm_env.cpu_unavailable() is None
         assert [c.engine for c in runnable] == ["transformers"] * 2 + ["readable"] + ["vllm"] * (4 if vllm_here else 0)
@@ -215,7 +215,7 @@ def test_batching_effect_and_agreement_rules():
     assert eff.ttft_ratio == pytest.approx(10.0) and eff.verdict == "raised throughput"
     assert eff.throughput_ratio == pytest.approx((15 / 0.4) / (15 / 2.2), rel=0.01)
     # the margin: a change counts above 10 % either way (1.10 itself does not)
-    from helpers.cost.verdicts import change_verdict
+    from helpers.formulas.verdicts import change_verdict
 
     assert [change_verdict(r) for r in (1.11, 1.10, 1.0, 0.91, 0.90)] == ["higher", "about equal", "about equal",
                                                                          "about equal", "lower"]
@@ -228,7 +228,7 @@ def test_batching_effect_and_agreement_rules():
 
 
 def test_command_line_rejects_unknown_engines():
-    r = subprocess.run([sys.executable, "-m", "helpers.engines", "--engines", "tgi"], capture_output=True, text=True,
+    r = subprocess.run([sys.executable, "-m", "helpers.benchmark", "--engines", "tgi"], capture_output=True, text=True,
                        cwd=ROOT, timeout=120)
     assert r.returncode == 2 and "allowed: transformers, readable, vllm, sglang" in r.stderr
 
@@ -237,7 +237,7 @@ def test_figures_have_titles_and_stamps():
     import matplotlib
 
     matplotlib.use("Agg")
-    from helpers.engines import figures
+    from helpers.benchmark import figures
 
     t = _table([("HF transformers serve", 1, _recs(0.1, 0.02)), ("HF transformers serve", 4, _recs(0.4, 0.02))])
     fig = figures.curve_figure(t, "measured: test", workload="w")
@@ -256,7 +256,7 @@ def test_figures_and_rules_given_no_run_say_so_instead_of_raising():
     import matplotlib
 
     matplotlib.use("Agg")
-    from helpers.engines import figures
+    from helpers.benchmark import figures
 
     empty = records.runs_table({"configs": [{"config": {"name": "x"}, "runs": [], "faults": []}]})
     assert empty.empty and {"source", "workload", "TTFT mean ms", "req/s in SLO"} <= set(empty.columns)
@@ -294,7 +294,7 @@ def test_status_says_what_ran_what_failed_and_why():
 
 
 def test_where_vllm_cannot_run_the_reason_says_so(tmp_path, monkeypatch):
-    from helpers.engines import vllm_env
+    from helpers.benchmark import vllm_env
 
     monkeypatch.setattr(vllm_env, "VENV", tmp_path / ".venv-vllm")
     assert "make setup-vllm" in vllm_env.cpu_unavailable() and "missing" in vllm_env.cpu_unavailable()
@@ -317,7 +317,7 @@ def test_where_vllm_cannot_run_the_reason_says_so(tmp_path, monkeypatch):
 
 
 def test_vllm_bench_serve_command_runs_its_parser_on_our_workload(tmp_path):
-    from helpers.engines import vllm_env
+    from helpers.benchmark import vllm_env
     from helpers.serving.traces import TraceRequest
 
     reqs = [TraceRequest(0, "a b", 3), TraceRequest(1, "c", 5)]

@@ -15,10 +15,10 @@ from pathlib import Path
 import fake_openai_server
 import pytest
 
-from helpers.engines import harness, client, guidellm_runner, plans, process, stream, tap
-from helpers.engines.__main__ import main
-from helpers.engines.metrics import SLO, summarize
-from helpers.engines.servers import EngineConfig
+from helpers.benchmark import harness, client, guidellm_runner, plans, process, stream, tap
+from helpers.benchmark.__main__ import main
+from helpers.benchmark.metrics import SLO, summarize
+from helpers.benchmark.servers import EngineConfig
 
 HERE = Path(__file__).resolve().parent
 FAKE = fake_openai_server.COMMAND
@@ -77,7 +77,7 @@ def test_absurd_usage_counts_are_refused_not_turned_into_an_itl():
 
 
 def test_stream_reader_rules_worked_by_hand():
-    from helpers.engines.metrics import RequestRecord
+    from helpers.benchmark.metrics import RequestRecord
 
     def read(lines, max_tokens=8):
         rec = RequestRecord(0, 0.0)
@@ -159,7 +159,7 @@ def test_ctrl_c_keeps_the_levels_that_finished(tmp_path, monkeypatch):
 
 
 def test_run_all_writes_the_result_as_each_level_ends(tmp_path, monkeypatch):
-    from helpers.engines import servers
+    from helpers.benchmark import servers
 
     cfg = EngineConfig("fake", "fake", FAKE + ["--token-s", "0.002"], "m", "stand-in", ready_timeout_s=20)
     monkeypatch.setattr(servers, "available", lambda profile, include: ([cfg], []))
@@ -196,7 +196,7 @@ def test_bad_input_is_one_line_and_exit_2(argv, says, tmp_path, capsys):
 
 @pytest.mark.parametrize("out, says", [(".", "is a folder"), ("/proc/no/such/x.json", "cannot write the result")])
 def test_a_bad_out_path_is_refused_before_anything_runs(out, says, capsys, monkeypatch):
-    from helpers.engines import servers
+    from helpers.benchmark import servers
 
     monkeypatch.setattr(servers, "available", lambda *a: pytest.fail("a server was looked for before --out"))
     assert main(["--out", out, "--engines", "transformers"]) == 2
@@ -250,7 +250,7 @@ def _parent_script(tmp_path, body: str) -> Path:
     script.write_text(f"""
 import sys, threading, time
 sys.path.insert(0, {str(HERE.parent)!r})
-from helpers.engines.process import ServerProcess
+from helpers.benchmark.process import ServerProcess
 FAKE = {FAKE!r}
 {body}
 time.sleep(120)

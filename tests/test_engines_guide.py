@@ -8,8 +8,8 @@ import math
 
 import pytest
 
-from helpers.engines import findings, guide, harness, metrics, records, workloads
-from helpers.engines.metrics import SLO, RequestRecord, summarize
+from helpers.benchmark import findings, guide, harness, metrics, records, workloads
+from helpers.benchmark.metrics import SLO, RequestRecord, summarize
 
 SLO_ = SLO(1.0, 0.1)
 
@@ -115,7 +115,7 @@ def test_the_measured_guide_cites_its_run_and_labels_gpu_claims_cited():
 
 
 def test_engines_md_holds_the_guide_generated_from_the_committed_record(tmp_path):
-    """The committed workshop/engines.md is what `python -m helpers.engines.guide` writes from the committed
+    """The committed workshop/engines.md is what `python -m helpers.benchmark.guide` writes from the committed
     record (regenerate it after a new make engines record); a file without the markers is refused."""
     from pathlib import Path
 
@@ -124,7 +124,7 @@ def test_engines_md_holds_the_guide_generated_from_the_committed_record(tmp_path
     copy = tmp_path / "engines.md"
     copy.write_text(md.read_text())
     guide.write_guide(records.RECORD, copy)
-    assert copy.read_text() == md.read_text(), "workshop/engines.md is stale: python -m helpers.engines.guide"
+    assert copy.read_text() == md.read_text(), "workshop/engines.md is stale: python -m helpers.benchmark.guide"
     (tmp_path / "bare.md").write_text("no markers")
     with pytest.raises(ValueError, match="no generated section"):
         guide.write_guide(records.RECORD, tmp_path / "bare.md")
@@ -194,7 +194,7 @@ def test_open_loop_and_prefix_figures_draw_what_they_are_given():
     import matplotlib
 
     matplotlib.use("Agg")
-    from helpers.engines import figures
+    from helpers.benchmark import figures
 
     data = _data()
     table = records.runs_table(data)

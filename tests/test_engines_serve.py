@@ -8,8 +8,8 @@ import subprocess
 
 import pytest
 
-from helpers.engines import client, guide, guidellm_runner, metrics, process, servers
-from helpers.engines.metrics import summarize
+from helpers.benchmark import client, guide, guidellm_runner, metrics, process, servers
+from helpers.benchmark.metrics import summarize
 from helpers.serving.traces import TraceRequest, chat_trace
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(

@@ -11,8 +11,8 @@ import time
 import fake_openai_server
 import pytest
 
-from helpers.engines import client, process, servers, vllm_env
-from helpers.engines.metrics import vllm_bench_view
+from helpers.benchmark import client, process, servers, vllm_env
+from helpers.benchmark.metrics import vllm_bench_view
 from helpers.serving.traces import TraceRequest
 
 pytestmark = [pytest.mark.vllm, pytest.mark.skipif(vllm_env.cpu_unavailable() is not None,

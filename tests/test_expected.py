@@ -6,8 +6,8 @@ import pytest
 
 from helpers.present import expected
 from helpers.measure.local_models import TINY_CONFIG
-from helpers.cost.stepcost import forward_cost
-from helpers.cost.specs import spec_from_config
+from helpers.formulas.stepcost import forward_cost
+from helpers.formulas.specs import spec_from_config
 
 MISTRAL_PARAMS = 7_241_732_096                    # published parameter count (talk outline, helpers tests)
 MISTRAL_EMBED_AND_HEAD = 2 * 32000 * 4096          # untied input embedding and output head

@@ -1,10 +1,10 @@
 """Tiled attention with the online softmax equals PyTorch's SDPA (helpers.measure.attention_kernels); its HBM byte
-counts (helpers.cost.flash) against hand-worked values."""
+counts (helpers.formulas.flash) against hand-worked values."""
 import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers.cost import flash
+from helpers.formulas import flash
 from helpers.measure import attention_kernels as kernels
 
 

@@ -68,10 +68,10 @@ def test_term_makes_a_link_and_refuses_an_unknown_anchor(monkeypatch):
 
 
 def test_the_glossary_figures_are_the_computed_ones():
-    from helpers.cost.gpus import get_gpu
-    from helpers.cost.memory import kv_bytes_per_token
-    from helpers.cost.roofline import ridge_point
-    from helpers.cost.specs import get_spec, param_count
+    from helpers.formulas.gpus import get_gpu
+    from helpers.formulas.memory import kv_bytes_per_token
+    from helpers.formulas.roofline import ridge_point
+    from helpers.formulas.specs import get_spec, param_count
 
     h100 = get_gpu("H100 SXM")
     assert f"{h100.bandwidth_tbs:g} TB/s" in TEXT

@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from helpers.cost import gpus
+from helpers.formulas import gpus
 
 # Reference values (memory GB, bandwidth TB/s, dense BF16/FP16 TFLOP/s or None), from the vendors'
 # datasheets as quoted in the planner issue; sparsity figures would be twice these.

@@ -2,7 +2,7 @@
 import pytest
 
 from helpers.measure import hierarchy as h
-from helpers.cost.gpus import catalog
+from helpers.formulas.gpus import catalog
 
 
 def test_cache_sizes_read_like_the_kernel_writes_them(tmp_path):

@@ -3,7 +3,7 @@ and the bytes of real tensors (transformers caches, bitsandbytes-quantized model
 import pytest
 import torch
 
-from helpers.cost import memory, specs
+from helpers.formulas import memory, specs
 from helpers.measure import local_models, models, tensor_bytes
 
 

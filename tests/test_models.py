@@ -6,7 +6,7 @@ import time
 import pytest
 
 from helpers.measure import local_models, models
-from helpers.cost import specs
+from helpers.formulas import specs
 
 
 def test_tiny_loads_through_from_pretrained(tiny):

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from helpers.capacity.planner import plan
-from helpers.cost.gpus import catalog_rows
+from helpers.formulas.gpus import catalog_rows
 from helpers.parallel.collectives import (all_reduce_s, all_reduce_wire_bytes, all_to_all_s,
                                           bandwidth_from_all_reduce, send_s)
 from helpers.parallel.links import DATA_FILE, custom_link, get_link, links
@@ -214,7 +214,7 @@ def test_more_gpus_than_one_server_talk_over_the_cluster_link():
 
 
 def test_capacity_header_counts_every_gpu_it_prices():
-    from helpers.cost.gpus import get_gpu
+    from helpers.formulas.gpus import get_gpu
 
     r = _cli("capacity", "--model", M7, "--gpu", "H100 SXM", "--context", "4096", "--batch", "8",
              "--parallel", "tp=1,pp=4")

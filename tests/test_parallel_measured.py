@@ -2,7 +2,7 @@
 model equals the single-process one; the eviction keeps exactly sinks + window tokens."""
 import pytest
 
-from helpers.cost.memory import kv_cache_bytes
+from helpers.formulas.memory import kv_cache_bytes
 from helpers.parallel.collectives import all_reduce_s
 from helpers.parallel.kv_offload import context_use, eviction_quality, measure_offloaded
 from helpers.parallel.offload import offload_steps

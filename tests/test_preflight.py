@@ -64,11 +64,11 @@ def test_preflight_itself_always_answers(monkeypatch):
 def test_notebooks_that_never_load_the_profile_are_not_stopped_by_it():
     """A notebook whose source never calls load() runs whatever the profile: preflight must not say no-go.
     The engine benchmark (08) loads nothing itself but serves the profile's model from a server process
-    (helpers.engines.servers resolves the profile), so a model that does not load stops it too."""
+    (helpers.benchmark.servers resolves the profile), so a model that does not load stops it too."""
     rows = {r["notebook"]: r for r in preflight.go_no_go(False, preflight.library_versions(), "cpu")}
     for name, row in rows.items():
         source = (ROOT / "notebooks" / name).read_text()
-        serves_the_profile = "helpers.engines import" in source
+        serves_the_profile = "helpers.benchmark import" in source
         if "load()" not in source and "check_model()" not in source and not serves_the_profile:
             assert row["verdict"] == "go", (name, row)
         elif serves_the_profile:

@@ -6,10 +6,10 @@ import pytest
 import torch
 
 from helpers import capacity
-from helpers.cost import memory, quantization, specs
+from helpers.formulas import memory, quantization, specs
 from helpers.measure import local_models, quality, quant, texts
 from helpers.present import quant_figures
-from helpers.cost.specs import PRESETS
+from helpers.formulas.specs import PRESETS
 
 SCHEMES = ("bf16", "int8", "nf4", "nf4-dq")
 

@@ -1,5 +1,5 @@
-"""helpers.cost.roofline: the arithmetic against hand-worked cases, with the FLOPs and bytes of
-helpers.cost.stepcost; helpers.measure.microbench: the microbenchmarks against known sizes;
+"""helpers.formulas.roofline: the arithmetic against hand-worked cases, with the FLOPs and bytes of
+helpers.formulas.stepcost; helpers.measure.microbench: the microbenchmarks against known sizes;
 helpers.measure.decode_efficiency: decode steps against their floor; helpers.present.roofline_figures."""
 import time
 from pathlib import Path
@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from helpers.cost import roofline, stepcost
+from helpers.formulas import roofline, stepcost
 from helpers.measure import decode_efficiency, microbench
 from helpers.present import roofline_figures
-from helpers.cost.specs import get_spec
+from helpers.formulas.specs import get_spec
 
 H100_BF16 = 989e12   # FLOP/s, dense bf16, NVIDIA H100 SXM datasheet
 H100_BW = 3.35e12    # B/s, HBM3, same datasheet
@@ -107,7 +107,7 @@ def test_forward_cost_bytes_of_decode_read_weights_and_cache():
 
 def test_tied_embeddings_are_streamed_in_full():
     cfg = {**get_spec("mistral-7b-v0.1").config, "tie_word_embeddings": True}
-    from helpers.cost.specs import param_count
+    from helpers.formulas.specs import param_count
 
     assert stepcost.decode_cost(cfg, 0, 1, "bf16").weight_read_bytes == 2 * param_count(cfg)
 
@@ -209,7 +209,7 @@ def test_efficiency_table_with_the_probe_and_the_loaded_model(tiny):
 def test_the_overhead_probe_has_the_loaded_models_layer_count(tiny_config):
     from types import SimpleNamespace
 
-    from helpers.cost.specs import param_breakdown, spec_from_config
+    from helpers.formulas.specs import param_breakdown, spec_from_config
 
     assert decode_efficiency.probe_config() == decode_efficiency.size_config("probe")
     assert decode_efficiency.probe_config(32)["num_hidden_layers"] == 32            # Mistral 7B's, on a GPU
@@ -221,7 +221,7 @@ def test_the_overhead_probe_has_the_loaded_models_layer_count(tiny_config):
     six = SimpleNamespace(profile="six", model=decode_efficiency.random_model(cfg), config=cfg, dtype="fp32", device="cpu")
     df = decode_efficiency.efficiency_table(["probe"], "cpu", "fp32", bandwidth=2e10, context=8, steps=2, extra=[six])
     probe = df[df["model"] == "probe"].iloc[0]
-    # the probe built has six layers: its parameters, counted by helpers.cost.specs from its config
+    # the probe built has six layers: its parameters, counted by helpers.formulas.specs from its config
     assert probe["params"] == param_breakdown(spec_from_config(decode_efficiency.probe_config(6), "probe")).total
     assert probe["params"] != param_breakdown(spec_from_config(decode_efficiency.probe_config(), "probe")).total
 
@@ -255,7 +255,7 @@ def test_gemv_benchmark_counts_the_weights_read_by_both_kernels():
 def test_the_kernel_probe_reads_a_matrix_a_gpu_takes_longer_to_read_than_to_launch():
     import json
 
-    from helpers.cost import gpus
+    from helpers.formulas import gpus
 
     assert microbench.gemv_shape("cpu") == (3584, 1024)
     # on CUDA: Mistral 7B's MLP projection, as its published config.json gives it

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from helpers.cost import memory
+from helpers.formulas import memory
 from helpers.measure import quality
 from helpers.serving import batching, kv_cache, kv_quant, naive, prefix_reuse, speculative
 

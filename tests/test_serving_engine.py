@@ -1,4 +1,4 @@
-"""The readable engine (helpers.serving.engine) against independent oracles: transformers' `generate`
+"""The readable engine (helpers.engine) against independent oracles: transformers' `generate`
 token for token (mixed prompt lengths, chunked prefill, forced preemption, prefix hits of both caches),
 no block leaked or double-owned after any run (hypothesis), transformers' assisted generation for the
 speculative loop (same tokens, same number of target passes), and the target's exact distribution for
@@ -10,9 +10,9 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from helpers.serving.engine import prefix_cache, speculative
-from helpers.serving.engine.llm import Engine, EngineArgs
-from helpers.serving.engine.request import SamplingParams
+from helpers.engine import prefix_cache, speculative
+from helpers.engine.llm import Engine, EngineArgs
+from helpers.engine.request import SamplingParams
 
 NEW = 12
 GREEDY = SamplingParams(max_tokens=NEW, ignore_eos=True)
@@ -254,7 +254,7 @@ def test_measurements_report_what_the_engine_did(micro):
     """measure.py on the small model: chunked prefill takes the chunks the budget allows, a warm prefix
     is reused whole, an edit stops both caches where it should, the timeline has a row per request per
     step it was in, and the engine's tokens equal generate's."""
-    from helpers.serving.engine import measure
+    from helpers.engine import measure
     from helpers.serving.naive import Request as ServeRequest
 
     rows = measure.chunked_prefill(micro, [[1, 2, 3]] * 2, list(range(8)) * 8, 6, 2, [80, 18], repeats=1)
@@ -276,8 +276,8 @@ def test_measurements_report_what_the_engine_did(micro):
 def test_runner_logits_equal_transformers_on_a_mixed_batch(micro):
     """One forward over a mixed batch (the rest of one prompt after its first chunk, another prompt whole)
     gives transformers' logits at every row (GQA: 4 query heads over 2 K/V heads)."""
-    from helpers.serving.engine.kv import PagedKVCache
-    from helpers.serving.engine.runner import Chunk, Runner
+    from helpers.engine.kv import PagedKVCache
+    from helpers.engine.runner import Chunk, Runner
 
     kv = PagedKVCache.for_model(micro, 16, 4)
     r = Runner(micro, kv)

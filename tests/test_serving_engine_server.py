@@ -7,7 +7,7 @@ import os
 import httpx
 import pytest
 
-from helpers.engines import client, process, servers
+from helpers.benchmark import client, process, servers
 from helpers.serving.traces import chat_trace
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not servers._installed("fastapi"), reason="needs fastapi")]
@@ -39,8 +39,8 @@ def test_models_health_and_a_greedy_completion_equal_to_the_engines(served, tiny
     body = {"model": cfg.model, "prompt": "It was a truth universally", "max_tokens": 6, "temperature": 0,
             "ignore_eos": True}
     r = _post(srv, "/v1/completions", body).json()
-    from helpers.serving.engine.llm import Engine
-    from helpers.serving.engine.request import SamplingParams
+    from helpers.engine.llm import Engine
+    from helpers.engine.request import SamplingParams
 
     ids = tiny.tokenizer("It was a truth universally").input_ids
     want = Engine(tiny.model).generate([ids], SamplingParams(max_tokens=6, ignore_eos=True))[0]

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from helpers.cost import specs
+from helpers.formulas import specs
 
 # Published parameter counts: metadata.total_size of each model's model.safetensors.index.json
 # divided by 2 bytes (bf16 checkpoints), or the count the model card states.

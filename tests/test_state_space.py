@@ -3,7 +3,7 @@ linear attention's two forms, sparse attention's trade."""
 import pytest
 import torch
 
-from helpers.cost import state_space as ss
+from helpers.formulas import state_space as ss
 from helpers.measure import state_space_toys as toys
 
 

@@ -1,4 +1,4 @@
-"""One decode-step model and one memory budget, used everywhere: helpers.cost.stepcost against hand-worked
+"""One decode-step model and one memory budget, used everywhere: helpers.formulas.stepcost against hand-worked
 bytes and FLOPs; notebook 03's floor, notebook 04's planner at full bandwidth and `make bench`
 agreeing to the byte; notebook 02's users and the planner's batch from the same budget; the
 planner's new fields (step floor against step at an efficiency, cost per request, providers,
@@ -12,10 +12,10 @@ import pytest
 
 from helpers.measure import roofline_bench
 from helpers import capacity
-from helpers.cost import gpus, memory, roofline, stepcost
+from helpers.formulas import gpus, memory, roofline, stepcost
 from helpers.capacity import ranking as capacity_ranking
 from helpers.measure.local_models import TINY_CONFIG
-from helpers.cost.specs import get_spec, spec_from_config
+from helpers.formulas.specs import get_spec, spec_from_config
 
 MISTRAL = "mistral-7b-v0.1"
 W_BF16 = 14_483_464_192                      # 7,241,732,096 parameters × 2 B
@@ -46,7 +46,7 @@ def test_batch_shares_the_weights_but_not_the_cache_or_the_rows():
 def test_tied_head_is_read_in_full_and_no_rows_added():
     cfg = {**get_spec(MISTRAL).config, "tie_word_embeddings": True}
     c = stepcost.decode_cost(cfg, 16)
-    from helpers.cost.specs import param_count
+    from helpers.formulas.specs import param_count
 
     assert c.weight_bytes == 2 * param_count(cfg) and c.embedding_bytes == 0
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from helpers.cost import stats
+from helpers.formulas import stats
 from helpers.measure import timing
 
 

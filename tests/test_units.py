@@ -1,6 +1,6 @@
 import pytest
 
-from helpers.cost import units
+from helpers.formulas import units
 
 
 def test_kv_bytes_shown_three_ways():

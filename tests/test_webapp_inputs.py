@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from helpers.cost.specs import preset_path
+from helpers.formulas.specs import preset_path
 from test_webapp import WAIT_S, app_url, page, page_text, ranked_rows, wait_for_change, wait_shown  # noqa: F401
 
 pytestmark = pytest.mark.browser

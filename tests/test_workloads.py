@@ -8,9 +8,9 @@ import torch
 from helpers import serving
 from helpers.present import sweep_figures
 from helpers.measure import sweeps
-from helpers.cost.memory import kv_cache_bytes
+from helpers.formulas.memory import kv_cache_bytes
 from helpers.measure.decode_efficiency import random_model
-from helpers.cost.specs import get_spec, spec_from_config
+from helpers.formulas.specs import get_spec, spec_from_config
 
 
 # ----------------------------------------------------------------------------- sizes
@@ -259,7 +259,7 @@ def test_prompt_ids_are_ordinary_tokens():
 # ----------------------------------------------------------------------------- the memory equation (notebook 02)
 
 def test_max_users_worked_example():
-    from helpers.cost.memory import kv_budget_bytes, max_users, weight_bytes
+    from helpers.formulas.memory import kv_budget_bytes, max_users, weight_bytes
 
     w = weight_bytes("mistral-7b-v0.1", "bf16").bytes
     assert w == 14_483_464_192
@@ -271,7 +271,7 @@ def test_max_users_worked_example():
 
 
 def test_context_users_grid():
-    from helpers.cost.memory import context_users_grid
+    from helpers.formulas.memory import context_users_grid
 
     grid = context_users_grid(131_072, [1024, 4096], [1, 80])
     assert grid == [[131_072 * 1024, 131_072 * 4096], [80 * 131_072 * 1024, 80 * 131_072 * 4096]]
@@ -280,7 +280,7 @@ def test_context_users_grid():
 
 @pytest.mark.parametrize("args", [(-1, 0, 0, 1, 1), (80e9, 1e9, 1e9, 0, 1), (80e9, 1e9, 1e9, 1, 0)])
 def test_max_users_rejects_bad_input(args):
-    from helpers.cost.memory import max_users
+    from helpers.formulas.memory import max_users
 
     with pytest.raises(ValueError):
         max_users(*args)

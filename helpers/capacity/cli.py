@@ -31,7 +31,7 @@ def _num(x, fmt: str = "{:,.2f}") -> str:
 # ------------------------------------------------------------------ capacity
 
 def _capacity_args(p) -> None:
-    from ..cost.memory import KV_DTYPES, WEIGHT_SCHEMES
+    from ..formulas.memory import KV_DTYPES, WEIGHT_SCHEMES
 
     p.add_argument("--model", required=True, help="preset name or path to a config.json")
     p.add_argument("--gpu", required=True,
@@ -138,7 +138,7 @@ def _capacity_render(r: dict) -> str:
 
 def _capacity(a) -> dict:
     from . import planner as capacity, ranking as capacity_ranking, views as capacity_views
-    from ..cost.specs import get_spec
+    from ..formulas.specs import get_spec
 
     spec = get_spec(a.model)
     capacity.check_context(spec, a.context)
@@ -158,7 +158,7 @@ def _capacity(a) -> dict:
                 "efficiency": a.efficiency, "prompt_tokens": a.prompt, "output_tokens": a.output_tokens,
                 "provider": a.provider, "providers_note": capacity_ranking.providers_note(rows),
                 "providers_mixed": len({row.provider for row in rows}) > 1}
-    from ..cost.gpus import get_gpu
+    from ..formulas.gpus import get_gpu
 
     gpu = get_gpu(a.gpu)
     if getattr(a, "parallel", None) is not None:
@@ -241,7 +241,7 @@ def _gpus_render(rows: list) -> str:
 
 
 def _gpus(a) -> list:
-    from ..cost.gpus import catalog_rows
+    from ..formulas.gpus import catalog_rows
 
     return catalog_rows()
 

@@ -2,7 +2,7 @@
 read safely, and every control checked together — a bad value gives a note next to the controls while
 the last good answer stays on the page.
 
-The path box reads only JSON config files (``*.json``, at most helpers.cost.config_schema.MAX_CONFIG_BYTES,
+The path box reads only JSON config files (``*.json``, at most helpers.formulas.config_schema.MAX_CONFIG_BYTES,
 regular files). Whatever stops a file from being read — no such path, a folder, a device, no permission,
 too large, not JSON — gives the same note, so the box does not tell whether an arbitrary path exists on
 the server. A file that is a JSON object gets the schema's note naming the field, its value and what is
@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..cost.config_schema import MAX_CONFIG_BYTES, ConfigError, read_config_file, show
-from ..cost.specs import ALIASES, PRESETS, ModelSpec, config_name, get_spec, spec_from_config
+from ..formulas.config_schema import MAX_CONFIG_BYTES, ConfigError, read_config_file, show
+from ..formulas.specs import ALIASES, PRESETS, ModelSpec, config_name, get_spec, spec_from_config
 from .. import checks
 from .planner import check_context, sharding
 from .ranking import rank

@@ -9,9 +9,9 @@ import re
 from dataclasses import dataclass
 
 from .. import checks
-from ..cost.gpus import GPU, catalog
-from ..cost.memory import KV_DTYPES, WEIGHT_SCHEMES
-from ..cost.stepcost import decode_cost
+from ..formulas.gpus import GPU, catalog
+from ..formulas.memory import KV_DTYPES, WEIGHT_SCHEMES
+from ..formulas.stepcost import decode_cost
 
 
 def measure_sizes(device: str) -> dict:
@@ -26,7 +26,7 @@ def predict_vs_measure(loaded, bandwidth: float | None = None, batch: int | None
                        peak_flops: float | None = None, seed: int = 0) -> dict:
     """The planner's decode step for the loaded model on its own device against the measured one.
 
-    Prediction: the same decode step as plan() and notebook 03 (helpers.cost.stepcost.decode_cost: the
+    Prediction: the same decode step as plan() and notebook 03 (helpers.formulas.stepcost.decode_cost: the
     weights streamed once, the embedding by rows, the KV cache at the mean cached length read and the
     new token's written), over the device's measured bandwidth (helpers.measure.microbench.measure_bandwidth, the microbenchmark of
     notebook 03) unless `bandwidth` (bytes/s) is given; the compute term only when `peak_flops` is.
@@ -91,7 +91,7 @@ _CUDA_NAMES = {"h10080gbhbm3": "H100 SXM"}
 
 
 def datasheet_gpu(device: str, device_name: str | None) -> GPU | None:
-    """The catalogued GPU (helpers.cost.gpus) whose datasheet describes this device, or None: a CPU, an
+    """The catalogued GPU (helpers.formulas.gpus) whose datasheet describes this device, or None: a CPU, an
     Apple GPU, or a CUDA device the catalog lacks. Matches the longest catalogued name or alias
     contained in the name the device reports ('NVIDIA A100-SXM4-80GB' → 'A100 80GB')."""
     if not str(device).startswith("cuda") or not device_name:
@@ -125,7 +125,7 @@ def efficiency(result: dict, gpu: GPU | str | None = None) -> Efficiency:
     result['device_name']) — against the floor at its datasheet bandwidth, the share the planner's
     --efficiency means: measured-bandwidth efficiency × measured bandwidth ÷ datasheet bandwidth.
     datasheet_efficiency is None without a datasheet (a CPU has none: nothing to pass as --efficiency)."""
-    from ..cost.gpus import get_gpu
+    from ..formulas.gpus import get_gpu
 
     vs_measured = result["predicted_step_s"] / result["measured_step_s"]
     g = get_gpu(gpu) if gpu is not None else datasheet_gpu(result["device"], result.get("device_name"))
@@ -139,7 +139,7 @@ def comparison_table(result: dict):
     """predict_vs_measure() as a two-column DataFrame for a notebook."""
     import pandas as pd
 
-    from ..cost.units import fmt_bytes
+    from ..formulas.units import fmt_bytes
 
     rows = [("model · dtype · device · profile", result["label"]),
             ("batch × prompt, decode steps", f"{result['batch']} × {result['prompt_tokens']}, "

@@ -3,8 +3,8 @@ how long a decode step and a prefill take at the floor the hardware sets, and wh
 tokens cost. Every catalogued GPU ranked by that cost once a latency SLO or a minimum batch is fixed:
 helpers.capacity.ranking.
 
-The memory of one GPU is what the device reports (helpers.cost.gpus: an H100 labelled "80 GB" reports
-79.11 GiB), and what the KV cache gets of it is the one memory budget of helpers.cost.memory
+The memory of one GPU is what the device reports (helpers.formulas.gpus: an H100 labelled "80 GB" reports
+79.11 GiB), and what the KV cache gets of it is the one memory budget of helpers.formulas.memory
 (runtime_reserve_bytes, kv_budget_bytes), as vLLM accounts for it::
 
     reserve   = (1 − gpu_memory_utilization) × memory + runtime overhead   (0.9 and 1.5 GB by default)
@@ -20,7 +20,7 @@ SGLang tensor parallel; the reason SGLang added data-parallel attention, LMSYS b
 
 The time of one step (a roofline, Williams et al. 2009; for LLM decoding e.g. Pope et al. 2022,
 "Efficiently Scaling Transformer Inference", arXiv:2211.05102, §2), its bytes and FLOPs from
-helpers.cost.stepcost (the one owner, shared with notebook 03 and `make bench`)::
+helpers.formulas.stepcost (the one owner, shared with notebook 03 and `make bench`)::
 
     step floor  = max(bytes moved ÷ datasheet bandwidth, FLOPs ÷ datasheet peak FLOP/s)
       bytes = weights per GPU (embedding by rows, MoE experts the batch touches) + KV read and written
@@ -46,11 +46,11 @@ from pathlib import Path
 from typing import Any
 
 from .. import checks
-from ..cost.gpus import GPU, get_gpu
-from ..cost.memory import (GPU_MEMORY_UTILIZATION, KV_DTYPES, RUNTIME_OVERHEAD_BYTES, WEIGHT_SCHEMES, kv_budget_bytes, kv_cache_bytes, runtime_reserve_bytes, usable_bytes, weight_bytes)
-from ..cost.specs import ModelSpec, get_spec
-from ..cost.stepcost import decode_cost, experts_touched, forward_cost  # noqa: F401  (experts_touched re-exported)
-from ..cost.units import normalize_dtype
+from ..formulas.gpus import GPU, get_gpu
+from ..formulas.memory import (GPU_MEMORY_UTILIZATION, KV_DTYPES, RUNTIME_OVERHEAD_BYTES, WEIGHT_SCHEMES, kv_budget_bytes, kv_cache_bytes, runtime_reserve_bytes, usable_bytes, weight_bytes)
+from ..formulas.specs import ModelSpec, get_spec
+from ..formulas.stepcost import decode_cost, experts_touched, forward_cost  # noqa: F401  (experts_touched re-exported)
+from ..formulas.units import normalize_dtype
 
 GPU_COUNTS = (1, 2, 4, 8)             # what the notebook and the "fits no GPU" hint offer
 
@@ -140,7 +140,7 @@ class Plan:
     fits: bool
     reason: str
     max_batch: int
-    memory_bytes_per_gpu: float           # what the device reports (helpers.cost.gpus), bytes
+    memory_bytes_per_gpu: float           # what the device reports (helpers.formulas.gpus), bytes
     budget_bytes_per_gpu: float           # utilization × memory
     overhead_bytes_per_gpu: float
     weight_bytes: int
@@ -199,7 +199,7 @@ class Plan:
 
 def _memory(spec: ModelSpec, gpu: GPU, gpus: int, weight_dtype: str, kv_dtype: str, context: int,
             utilization: float, overhead: float, stages: int = 1):
-    """The memory budget of one GPU (helpers.cost.memory's, on the memory the device reports); with
+    """The memory budget of one GPU (helpers.formulas.memory's, on the memory the device reports); with
     pipeline stages each GPU holds 1/stages of the layers (their weights and KV cache)."""
     shard = sharding(spec, gpus)
     w = weight_bytes(spec, weight_dtype).bytes
@@ -311,7 +311,7 @@ def plan(model: str | Path | dict | ModelSpec, gpu: str | GPU, gpus: int = 1, we
 
 def step_bytes_flops(spec: ModelSpec, shard: Sharding, weight_dtype: str, kv_dtype: str, context: int,
                      batch: int) -> tuple[float, float]:
-    """(bytes, FLOPs) per GPU of one decode step at `context` cached tokens: helpers.cost.stepcost's
+    """(bytes, FLOPs) per GPU of one decode step at `context` cached tokens: helpers.formulas.stepcost's
     decode_cost (MLA absorbed, as serving engines decode), weights split 1/N, the KV cache by the
     sharding's fraction, FLOPs 1/N."""
     c = decode_cost(spec, context, batch, weight_dtype, kv_dtype, mla_absorbed=True)
@@ -321,7 +321,7 @@ def step_bytes_flops(spec: ModelSpec, shard: Sharding, weight_dtype: str, kv_dty
 def _prefill_terms_s(spec: ModelSpec, g: GPU, shard: Sharding, weight_dtype: str, kv_dtype: str,
                      prompt: int) -> tuple[float, float]:
     """(memory, compute) terms of one prompt's prefill (TTFT without queueing): reading the weights
-    once and writing the prompt's KV ÷ bandwidth, and its FLOPs (helpers.cost.stepcost, MLA as engines
+    once and writing the prompt's KV ÷ bandwidth, and its FLOPs (helpers.formulas.stepcost, MLA as engines
     prefill it, not absorbed) ÷ peak. The floor is the longer of the two."""
     peak, _ = g.peak_flops(weight_dtype)
     c = forward_cost(spec, prompt, 0, 1, weight_dtype, kv_dtype)

@@ -12,8 +12,8 @@ from typing import Iterable
 
 from .. import checks
 from .planner import DEFAULT_EFFICIENCY, GPU_COUNTS, Plan, check_context, plan, plan_for_slo, sharding
-from ..cost.gpus import catalog, get_gpu, providers
-from ..cost.specs import ModelSpec, get_spec
+from ..formulas.gpus import catalog, get_gpu, providers
+from ..formulas.specs import ModelSpec, get_spec
 
 
 def fits_somewhere(spec, weight_dtype, kv_dtype, context, gpus) -> bool:

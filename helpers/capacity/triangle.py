@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import checks
-from ..cost.specs import get_spec
+from ..formulas.specs import get_spec
 from .planner import DEFAULT_EFFICIENCY, Plan, max_batch, plan, plan_for_slo
 
 

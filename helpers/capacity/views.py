@@ -13,8 +13,8 @@ from .. import checks
 from .planner import DEFAULT_EFFICIENCY, max_batch, plan
 from .ranking import RankedGPU
 from .triangle import Corner
-from ..cost.gpus import catalog_label
-from ..cost.specs import get_spec
+from ..formulas.gpus import catalog_label
+from ..formulas.specs import get_spec
 
 
 RANK_COLUMNS = {"rank": "rank", "gpu": "GPU", "gpus": "GPUs", "provider": "price from", "status": "status",

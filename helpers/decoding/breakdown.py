@@ -15,7 +15,7 @@ kernels ran on the device is used instead (self device time):
 The four parts add up to the profiled step by construction; the check that matters is that they add up
 to the step measured *without* the profiler (within 10 %, tests/test_decoding.py), so that the
 profiler's own cost does not distort the picture. Beside them, the memory floor (bytes the step must
-read ÷ the measured bandwidth, helpers.cost.roofline.decode_floor_s) says how much of the step is waiting
+read ÷ the measured bandwidth, helpers.formulas.roofline.decode_floor_s) says how much of the step is waiting
 for memory at best: floor ÷ step.
 """
 from __future__ import annotations

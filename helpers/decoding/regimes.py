@@ -4,7 +4,7 @@ and the capacity planner's predicted step against the measured one.
 On a CPU the tiny model (20 M parameters, 46 MB streamed per step) is bound by per-step fixed costs and
 the small model (175 M, 567 MB per step, helpers.measure.local_models.SMALL_CONFIG) by memory; on a GPU the active
 profile (Mistral 7B) is measured. Every figure is measured here or computed by the owners of its
-formula: the floor by helpers.cost.roofline (streamed weight bytes + KV bytes ÷ the copy bandwidth), the
+formula: the floor by helpers.formulas.roofline (streamed weight bytes + KV bytes ÷ the copy bandwidth), the
 planner's step by helpers.capacity.plan (planner_prediction, the one place that asks the planner).
 """
 from __future__ import annotations
@@ -100,7 +100,7 @@ def planner_prediction(spec, dtype: str, device: str, bandwidth: float, peak_flo
     runtime reserve, every byte usable). The one function that asks the planner — repoint it when the
     planner's cost model moves. Returns the predicted step and the bytes the planner counts."""
     from ..capacity import plan
-    from ..cost.gpus import GPU
+    from ..formulas.gpus import GPU
     from ..measure.hardware import device_info
 
     info = device_info(device)
@@ -161,7 +161,7 @@ class ImplResult:
     efficiency: float             # floor ÷ step
     same_tokens: bool             # identical greedy tokens to the eager loop
     compile_s: float | None
-    point: Any                    # helpers.cost.roofline.RooflinePoint
+    point: Any                    # helpers.formulas.roofline.RooflinePoint
 
 
 @dataclass
@@ -207,9 +207,9 @@ def measure_implementations(model, spec, dtype: str, device: str, bandwidth: flo
     before each round and after the last — and its best sample taken, so that the floor and the steps
     see the same memory (a host whose other tenants take bandwidth slows both alike; measured here, the
     copy of this shared machine ranged 33–71 GB/s within an hour). Returns (results, bandwidth used)."""
-    from ..cost import roofline
-    from ..cost.memory import kv_cache_bytes
-    from ..cost.stepcost import decode_cost
+    from ..formulas import roofline
+    from ..formulas.memory import kv_cache_bytes
+    from ..formulas.stepcost import decode_cost
     from ..measure.microbench import copy_benchmark
     from ..measure.sweeps import prompt_ids
 
@@ -263,9 +263,9 @@ def measure_regime(loaded, bandwidth: float | None, peak_flops: float, impls: Se
     `bandwidth`: the floor's roof; None (what the notebooks and the bench pass) measures it alongside the
     steps (measure_implementations), and every figure of the regime — floor, breakdown, planner, kernel
     ceiling — uses that one value (Regime.bandwidth)."""
-    from ..cost import roofline
-    from ..cost.memory import kv_cache_bytes
-    from ..cost.stepcost import decode_cost
+    from ..formulas import roofline
+    from ..formulas.memory import kv_cache_bytes
+    from ..formulas.stepcost import decode_cost
     from .breakdown import step_breakdown
 
     dev, dtype, spec = loaded.device, loaded.dtype, loaded.spec

@@ -154,7 +154,7 @@ def roofline_figure(regimes: Sequence[Regime], peak_flops: float, bandwidth: flo
     import numpy as np
 
     from ..present import plots
-    from ..cost.roofline import attainable_flops
+    from ..formulas.roofline import attainable_flops
 
     if bandwidth is None:
         bandwidth = max(r.bandwidth for r in regimes if r.bandwidth)

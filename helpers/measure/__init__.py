@@ -1,5 +1,5 @@
 """Measurement: what runs on this machine — models loaded, timed, swept, quantized, trained.
 
-A module of this layer may import the formulas (helpers.cost) to compare what it measures with what
+A module of this layer may import the formulas (helpers.formulas) to compare what it measures with what
 they predict; it never draws (figures are helpers.present's).
 """

@@ -9,7 +9,7 @@ checked against the materialised version and PyTorch's fused kernel, and timed a
   exp(s − m) and an unnormalised output; when the maximum grows, rescale both by exp(m_old − m_new)
   (the online softmax: Milakov & Gimelshein 2018, arXiv:1805.02867). No N×N matrix is ever formed.
 
-The bytes each algorithm moves to and from slow memory (HBM on a GPU) are counted in helpers.cost.flash;
+The bytes each algorithm moves to and from slow memory (HBM on a GPU) are counted in helpers.formulas.flash;
 the figures are helpers.present.flash_figures.
 """
 from __future__ import annotations
@@ -18,8 +18,8 @@ import math
 from typing import Any, Sequence
 
 from .. import checks
-from ..cost.flash import AttentionShape
-from ..cost.units import normalize_dtype
+from ..formulas.flash import AttentionShape
+from ..formulas.units import normalize_dtype
 from .dtypes import torch_dtype
 
 

@@ -6,7 +6,7 @@ launches) and nothing else.
 
     measured step ≈ floor + fixed overhead + the rest (kernels short of the copy bandwidth)
 
-The floor is helpers.cost.roofline.decode_floor_s over helpers.cost.stepcost's bytes; the steps are timed
+The floor is helpers.formulas.roofline.decode_floor_s over helpers.formulas.stepcost's bytes; the steps are timed
 by helpers.measure.timing.timed_generate; the figure is helpers.present.roofline_figures.efficiency_figure.
 """
 from __future__ import annotations
@@ -15,10 +15,10 @@ from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
 from .. import checks
-from ..cost.roofline import decode_efficiency, decode_floor_s
-from ..cost.specs import param_breakdown, spec_from_config
-from ..cost.stepcost import decode_cost
-from ..cost.units import normalize_dtype
+from ..formulas.roofline import decode_efficiency, decode_floor_s
+from ..formulas.specs import param_breakdown, spec_from_config
+from ..formulas.stepcost import decode_cost
+from ..formulas.units import normalize_dtype
 from .dtypes import torch_dtype
 from .microbench import MATMUL_DTYPES
 from .local_models import SMALL_OVERRIDES, TINY_CONFIG

@@ -1,10 +1,10 @@
 """Dtype names to torch dtypes and back: the one place a short name ('bf16') becomes a torch.dtype.
 
-The names and their byte sizes are helpers.cost.units (DTYPE_BYTES, normalize_dtype, FLOAT_DTYPES).
+The names and their byte sizes are helpers.formulas.units (DTYPE_BYTES, normalize_dtype, FLOAT_DTYPES).
 """
 from __future__ import annotations
 
-from ..cost.units import FLOAT_DTYPES, normalize_dtype
+from ..formulas.units import FLOAT_DTYPES, normalize_dtype
 
 
 def torch_dtype(name: str):

@@ -2,7 +2,7 @@
 embedding, every layer's attention and MLP, the final norm and the head (synchronising the device at each
 boundary), plus the tokenizer (text → tokens) and the greedy pick of the next token (notebook 10).
 
-Beside the FLOPs of the same parts (helpers.cost.compute_share), on the parts both have: compare_parts.
+Beside the FLOPs of the same parts (helpers.formulas.compute_share), on the parts both have: compare_parts.
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from .. import checks
-from ..cost.compute_share import GroupShares, flop_terms, phase_args
+from ..formulas.compute_share import GroupShares, flop_terms, phase_args
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ class PartTimes:
                 + self.final_norm + self.head + self.other + self.next_token)
 
     def groups(self) -> GroupShares:
-        """The shares of the time on the parts the FLOPs are counted by (helpers.cost.compute_share)."""
+        """The shares of the time on the parts the FLOPs are counted by (helpers.formulas.compute_share)."""
         t = self.total
         rest = self.tokenize + self.norms_and_residuals + self.final_norm + self.other + self.next_token
         return GroupShares(self.embedding / t, self.attention / t, self.mlp / t, self.head / t, rest / t)

@@ -1,7 +1,7 @@
 """The device in use (CUDA, MPS or CPU): its name, memory, and on CUDA the allocator's peak.
 
-Measured bandwidth and FLOP/s microbenchmarks live in helpers.measure.microbench (the roofs of helpers.cost.roofline);
-the GPU catalog with sourced specs and prices is a data file (helpers.cost.gpus).
+Measured bandwidth and FLOP/s microbenchmarks live in helpers.measure.microbench (the roofs of helpers.formulas.roofline);
+the GPU catalog with sourced specs and prices is a data file (helpers.formulas.gpus).
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The memory hierarchy: small fast memory near the arithmetic, large slow memory far from it.
 
-- GPUs: HBM (size and bandwidth from the catalog, helpers.cost.gpus) against on-chip shared memory / SRAM
+- GPUs: HBM (size and bandwidth from the catalog, helpers.formulas.gpus) against on-chip shared memory / SRAM
   (sizes per SM and SM counts from NVIDIA's and AMD's documents, on-chip bandwidth where a paper
   publishes it), from helpers/data/gpu_onchip.csv; every figure carries its source there.
 - This CPU: its cache sizes as the operating system reports them (/sys/devices/system/cpu on Linux,
@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .. import checks
-from ..cost.units import KiB, MiB
+from ..formulas.units import KiB, MiB
 
 ONCHIP_FILE = Path(__file__).parents[1] / "data" / "gpu_onchip.csv"
 
@@ -78,9 +78,9 @@ class GPUMemoryLevels:
 
 
 def gpu_hierarchy() -> list[GPUMemoryLevels]:
-    """One per catalogued GPU: HBM size and bandwidth (helpers.cost.gpus) beside shared memory per SM,
+    """One per catalogued GPU: HBM size and bandwidth (helpers.formulas.gpus) beside shared memory per SM,
     SMs, L2 and the on-chip bandwidth where published."""
-    from ..cost.gpus import catalog
+    from ..formulas.gpus import catalog
 
     onchip = {r["name"]: r for r in onchip_rows()}
     rows = []

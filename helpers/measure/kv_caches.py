@@ -1,6 +1,6 @@
 """KV caches measured: tiny Mistral models that differ only in their K/V heads (MHA, GQA, MQA) or in a
 sliding window, run forward with transformers' DynamicCache, and the bytes of the cache's tensors held
-against helpers.cost.memory.kv_cache_bytes — byte for byte.
+against helpers.formulas.memory.kv_cache_bytes — byte for byte.
 
 The tiny models are built once (random weights) and cached on disk; they always run on the CPU in fp32.
 The tables of these results are helpers.present.attention_figures.
@@ -11,8 +11,8 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..cost.memory import kv_cache_bytes
-from ..cost.specs import spec_from_config
+from ..formulas.memory import kv_cache_bytes
+from ..formulas.specs import spec_from_config
 from .local_models import TINY_CONFIG, build_tiny, cache_dir
 from .tensor_bytes import measured_cache_bytes
 
@@ -107,7 +107,7 @@ def measured_cache(model, tokens: int, batch: int = 1, seed: int = 0):
 
 def measure_kv_heads(cases=((16, 1), (100, 1), (64, 4)), folder: Path | None = None,
                      configs: dict[str, dict] | None = None) -> list[CacheCheck]:
-    """Measured cache bytes of MHA, GQA and MQA tiny models against helpers.cost.memory.kv_cache_bytes,
+    """Measured cache bytes of MHA, GQA and MQA tiny models against helpers.formulas.memory.kv_cache_bytes,
     for each (tokens, batch) of `cases`."""
     rows = []
     for name, cfg in (configs or kv_heads_configs()).items():

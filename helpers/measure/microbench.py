@@ -1,4 +1,4 @@
-"""Microbenchmarks of this device: the two roofs of the roofline (helpers.cost.roofline), measured with
+"""Microbenchmarks of this device: the two roofs of the roofline (helpers.formulas.roofline), measured with
 helpers.measure.timing (warm-up, synchronisation, repeats):
 - memory bandwidth: a device-to-device copy of a buffer larger than the caches, counting the bytes
   read plus the bytes written (the STREAM "copy" convention, McCalpin 1995); a read-only sum for
@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import checks
-from ..cost.units import normalize_dtype
+from ..formulas.units import normalize_dtype
 from .dtypes import torch_dtype
 from .timing import Stats, measure
 

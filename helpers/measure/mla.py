@@ -3,16 +3,16 @@
 MLA caches one compressed latent per token per layer — kv_lora_rank + qk_rope_head_dim elements,
 the latent and the decoupled, already-rotated RoPE key — and rebuilds per-head K and V from it at
 attention time. ``MLAttention`` here keeps exactly that in its cache, so its bytes can be measured
-against helpers.cost.memory.kv_cache_bytes; transformers' own DeepSeek-V3 model is measured the same way.
+against helpers.formulas.memory.kv_cache_bytes; transformers' own DeepSeek-V3 model is measured the same way.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from ..cost.attention import mha_kv_bytes_per_token
-from ..cost.memory import kv_cache_bytes
-from ..cost.specs import ModelSpec, spec_from_config
+from ..formulas.attention import mha_kv_bytes_per_token
+from ..formulas.memory import kv_cache_bytes
+from ..formulas.specs import ModelSpec, spec_from_config
 from .kv_caches import CacheCheck, measured_cache
 from .tensor_bytes import measured_cache_bytes
 
@@ -230,7 +230,7 @@ class MLACheck:
     tokens: int
     batch: int
     measured_bytes: int        # the latent cache, measured
-    formula_bytes: int         # helpers.cost.memory.kv_cache_bytes
+    formula_bytes: int         # helpers.formulas.memory.kv_cache_bytes
     expanded_bytes: int        # K and V for every head, as MHA would cache them
     max_output_error: float    # max |cached − expanded| over the outputs
     output_scale: float        # max |x| of the reference output
@@ -241,7 +241,7 @@ class MLACheck:
 
 
 def measure_mla(cases=((16, 1), (100, 1), (64, 4)), prompt: int = 8, cfg: dict | None = None) -> list[MLACheck]:
-    """TinyMLA's measured latent cache against helpers.cost.memory.kv_cache_bytes (MLA: layers ×
+    """TinyMLA's measured latent cache against helpers.formulas.memory.kv_cache_bytes (MLA: layers ×
     (kv_lora_rank + qk_rope_head_dim) × bytes × tokens × batch), and how far the cached path's output
     is from the expanded-heads reference."""
     cfg = cfg or TINY_MLA_CONFIG

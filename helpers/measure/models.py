@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import env
-from ..cost.specs import ModelSpec, load_config, spec_from_config
+from ..formulas.specs import ModelSpec, load_config, spec_from_config
 from .hardware import pick_device
 from .local_models import (BUILT_PROFILES, LOCAL_PROFILES, TINY_SEED, ProfileUnavailable, build_tiny, cache_dir,
                            load_tokenizer)
@@ -221,7 +221,7 @@ def load(profile: str | None = None, device: str | None = None, dtype: str | Non
     import torch
     from transformers import AutoModelForCausalLM
 
-    from ..cost.units import FLOAT_DTYPES, normalize_dtype
+    from ..formulas.units import FLOAT_DTYPES, normalize_dtype
     from .dtypes import torch_dtype
 
     name, reason = resolve_profile(profile, device)

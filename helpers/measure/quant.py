@@ -1,4 +1,4 @@
-"""Weight quantization with bitsandbytes, measured: footprint against helpers.cost.memory's prediction,
+"""Weight quantization with bitsandbytes, measured: footprint against helpers.formulas.memory's prediction,
 prefill and decode speed, and quality against the unquantized model on a fixed text.
 
 Schemes (bitsandbytes on CUDA and, in its recent versions, on CPU):
@@ -9,7 +9,7 @@ bitsandbytes replaces the ``nn.Linear`` layers of the decoder blocks only: the i
 output head (lm_head) and the norms stay in the reference dtype.
 
 Quality against the unquantized model in the same run: helpers.measure.quality (perplexity, KL, top-1).
-What the schemes save computed from a config alone: helpers.cost.quantization; the tables:
+What the schemes save computed from a config alone: helpers.formulas.quantization; the tables:
 helpers.present.quant_figures.
 """
 from __future__ import annotations
@@ -24,9 +24,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ..cost.memory import weight_bytes
+from ..formulas.memory import weight_bytes
 from .quality import eval_ids, next_token_logprobs, quality
-from ..cost.specs import ModelSpec
+from ..formulas.specs import ModelSpec
 from .dtypes import torch_dtype
 from .tensor_bytes import measured_model_bytes, measured_weight_bytes
 
@@ -132,7 +132,7 @@ def load_quantized(source: str | Path, scheme: str, device: str = "cpu", dtype: 
 
 def footprint(model, spec: ModelSpec | dict | str, scheme: str, base_dtype: str) -> dict[str, Any]:
     """The loaded model's own bytes (parameters as stored, quantization states, buffers) against
-    helpers.cost.memory.weight_bytes — the prediction, metadata included."""
+    helpers.formulas.memory.weight_bytes — the prediction, metadata included."""
     pred = weight_bytes(spec, scheme, base_dtype=base_dtype)
     weights = measured_weight_bytes(model)
     total = measured_model_bytes(model)

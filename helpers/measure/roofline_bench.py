@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..cost import roofline
-from ..cost.stepcost import decode_cost, forward_cost
-from ..cost.units import dtype_bytes
+from ..formulas import roofline
+from ..formulas.stepcost import decode_cost, forward_cost
+from ..formulas.units import dtype_bytes
 from .timing import Stats
 
 
@@ -25,7 +25,7 @@ def prefill_lengths(profile: str, device: str) -> tuple[int, ...]:
 
 
 def decode_floor_figures(spec, dtype: str, context: int, bandwidth: float) -> dict[str, Any]:
-    """The decode floor at `context` (batch 1) that `make bench` reports: helpers.cost.stepcost's bytes,
+    """The decode floor at `context` (batch 1) that `make bench` reports: helpers.formulas.stepcost's bytes,
     the same that notebook 03's floor and the capacity planner use."""
     cost = decode_cost(spec, context, 1, dtype)
     return {"decode_weight_bytes": cost.weight_read_bytes, "decode_kv_bytes": cost.kv_bytes,
@@ -91,7 +91,7 @@ def roofline_figures(loaded=None, repeats: int = 5, with_sizes: bool = True,
             "read_bandwidth_bytes_per_s": "sum of an fp32 buffer, bytes read / best time (for comparison)",
             "peak_flops": "square matmul in the model's dtype, 2*n^3 FLOPs / best time",
             "decode_floor_s": "decode_step_bytes / bandwidth_bytes_per_s: weights streamed once per step (embedding "
-                              "by rows) + KV read at decode_context and written (helpers.cost.stepcost)",
+                              "by rows) + KV read at decode_context and written (helpers.formulas.stepcost)",
             "decode_efficiency": "decode_floor_s / decode_step_s, a fraction in 0..1 (1 = at the memory floor)",
             "crossover_batch": "ridge (peak / bandwidth) * bytes per parameter / 2",
         },

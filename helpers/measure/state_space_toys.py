@@ -1,10 +1,10 @@
 """Attention beyond the KV cache, run on real tensors: toy Mamba and Jamba models whose transformers cache
-is measured against helpers.cost.state_space.sequence_state_bytes; linear attention in its parallel and
+is measured against helpers.formulas.state_space.sequence_state_bytes; linear attention in its parallel and
 recurrent forms (Katharopoulos et al. 2020, arXiv:2006.16236, §3.2–3.4), which must agree; and sparse
 attention's trade, one decode query against many keys, dense against top-k and sinks + window (StreamingLLM,
 Xiao et al. 2023, arXiv:2309.17453).
 
-The formulas are helpers.cost.state_space; the tables and figure are helpers.present.state_space_figures.
+The formulas are helpers.formulas.state_space; the tables and figure are helpers.present.state_space_figures.
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from ..cost.state_space import sequence_state_bytes, ssm_shape
+from ..formulas.state_space import sequence_state_bytes, ssm_shape
 from .tensor_bytes import measured_cache_bytes, measured_state_bytes
 
 
@@ -24,7 +24,7 @@ class ToyStateCheck:
     tokens: int
     kv_bytes: int          # keys and values (a hybrid's attention layers)
     state_bytes: int       # Mamba conv and recurrent states
-    formula_bytes: int     # helpers.cost.state_space.sequence_state_bytes
+    formula_bytes: int     # helpers.formulas.state_space.sequence_state_bytes
 
     @property
     def total_bytes(self) -> int:

@@ -1,7 +1,7 @@
 """The pain points of serving an LLM, measured: sweeps over a loaded model (helpers.measure.models.Loaded).
 
 - memory_growth: the KV cache's measured bytes (and on CUDA the allocator's peak) as the sequence grows,
-  beside the formula (helpers.cost.memory.kv_cache_bytes);
+  beside the formula (helpers.formulas.memory.kv_cache_bytes);
 - ttft_sweep + fit_growth: time to first token against prompt length, with the growth law fitted;
 - itl_sweep: inter-token latency (one decode step reusing the cache) as the context grows;
 - users_sweep: concurrent sequences at a fixed context until the device runs out of memory — the
@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from .. import checks
 from .hardware import (allocated, free_memory, is_device_limit, is_out_of_memory, peak_allocated, reset_peak, synchronize)
-from ..cost.memory import kv_cache_bytes
+from ..formulas.memory import kv_cache_bytes
 from .tensor_bytes import measured_cache_bytes
 from .timing import Stats, check_positions, measure, timed_generate
 
@@ -220,7 +220,7 @@ def _window_slots(spec) -> int | None:
 
 def memory_growth(loaded, lengths: Sequence[int]):
     """The cache's measured bytes after a prefill of n tokens (batch 1), for each n, beside the formula
-    (helpers.cost.memory.kv_cache_bytes, sliding layers keeping window − 1 tokens as transformers'
+    (helpers.formulas.memory.kv_cache_bytes, sliding layers keeping window − 1 tokens as transformers'
     DynamicCache does); on CUDA also the allocator's peak above the weights (cache + activations)."""
     model, dev, spec = loaded.model, loaded.device, loaded.spec
     _longest_within(model, lengths)

@@ -1,7 +1,7 @@
 """Bytes of real tensors, counted: what a transformers cache object holds right now, and what a loaded
 model's weights, quantization states and buffers take.
 
-The formulas these must agree with are in helpers.cost.memory (kv_cache_bytes, weight_bytes); the tests
+The formulas these must agree with are in helpers.formulas.memory (kv_cache_bytes, weight_bytes); the tests
 hold the two equal, byte for byte. A tensor seen twice, or a view of storage already counted, counts once.
 """
 from __future__ import annotations

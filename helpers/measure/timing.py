@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Callable
 
 from .. import checks
-from ..cost.stats import percentile
+from ..formulas.stats import percentile
 from .hardware import synchronize
 
 

@@ -4,8 +4,8 @@ attention sinks plus a recent window saves and loses.
 Offload: transformers' offloaded cache (``DynamicCache(config=..., offloading=True)``) keeps each
 layer's keys and values in host memory and brings them back over PCIe before the layer runs
 (prefetching the next layer on a side stream). A decode step then moves the whole cache across the
-link once: its bytes (helpers.cost.memory.kv_cache_bytes) ÷ the PCIe link's one-way bandwidth
-(helpers.parallel.links), against the same bytes read from HBM (helpers.cost.gpus bandwidth).
+link once: its bytes (helpers.formulas.memory.kv_cache_bytes) ÷ the PCIe link's one-way bandwidth
+(helpers.parallel.links), against the same bytes read from HBM (helpers.formulas.gpus bandwidth).
 ``measure_offloaded`` runs the real thing on this machine's device; on a CPU "host memory" is the
 same memory, so it shows the mechanism's overhead, never the PCIe cost. The computed side, bytes over
 bandwidths, is helpers.parallel.offload.
@@ -22,7 +22,7 @@ import statistics
 import time
 
 from .. import checks
-from ..cost.memory import kv_cache_bytes
+from ..formulas.memory import kv_cache_bytes
 from ..measure.tensor_bytes import measured_cache_bytes
 
 

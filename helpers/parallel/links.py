@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .. import checks
-from ..cost.gpus import get_gpu
+from ..formulas.gpus import get_gpu
 
 DATA_FILE = Path(__file__).resolve().parent.parent / "data" / "gpu_links.csv"
 KINDS = ("nvlink", "pcie", "infiniband", "infinity fabric")
@@ -83,7 +83,7 @@ def all_links() -> list[Link]:
 
 
 def links(gpu) -> list[Link]:
-    """Every link catalogued for a GPU (a name or alias helpers.cost.gpus knows), fastest first."""
+    """Every link catalogued for a GPU (a name or alias helpers.formulas.gpus knows), fastest first."""
     name = get_gpu(gpu).name
     out = [link for link in _rows() if link.gpu == name]
     if not out:

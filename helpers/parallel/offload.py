@@ -1,5 +1,5 @@
 """What offloading the KV cache to host memory costs a decode step, computed: the cache's bytes
-(helpers.cost.memory.kv_cache_bytes) read from HBM at the GPU's bandwidth (helpers.cost.gpus) against
+(helpers.formulas.memory.kv_cache_bytes) read from HBM at the GPU's bandwidth (helpers.formulas.gpus) against
 brought over PCIe at the link's one-way bandwidth (helpers.parallel.links). The offloaded cache run for
 real, and eviction measured, are in helpers.parallel.kv_offload.
 """
@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..cost.gpus import get_gpu
-from ..cost.memory import kv_cache_bytes
-from ..cost.specs import get_spec
+from ..formulas.gpus import get_gpu
+from ..formulas.memory import kv_cache_bytes
+from ..formulas.specs import get_spec
 from .links import get_link
 
 

@@ -33,7 +33,7 @@ compute (engines overlap some of it: this is the upper side).
 Expert parallelism over E GPUs for an MoE model (DeepSeek-V3 report, arXiv:2412.19437, §3.4): the
 routed experts are split over the GPUs; each token's hidden state goes to the GPUs of its k experts
 and comes back — **two all-to-alls per MoE layer** of (tokens per GPU) × k × hidden × 2 bytes. How
-many experts a step reads grows with the batch (helpers.cost.stepcost.experts_touched).
+many experts a step reads grows with the batch (helpers.formulas.stepcost.experts_touched).
 """
 from __future__ import annotations
 
@@ -43,10 +43,10 @@ from dataclasses import asdict, dataclass, replace
 
 from .. import checks
 from ..capacity.planner import DEFAULT_EFFICIENCY, plan
-from ..cost.config_schema import MAX_TOKENS
-from ..cost.gpus import get_gpu
-from ..cost.specs import get_spec
-from ..cost.stepcost import expert_bytes, experts_touched
+from ..formulas.config_schema import MAX_TOKENS
+from ..formulas.gpus import get_gpu
+from ..formulas.specs import get_spec
+from ..formulas.stepcost import expert_bytes, experts_touched
 from .collectives import all_reduce_s, all_to_all_s, send_s
 from .links import GPUS_PER_SERVER, Link, get_link
 
@@ -220,7 +220,7 @@ class MoEStep:
 def moe_rows(model, gpu, batches=(1, 8, 64, 256), ep: int = 8, weight_dtype: str = "bf16",
              link: str | Link | None = None) -> list[MoEStep]:
     """Per decode step of an MoE model, against the batch: the share of experts touched
-    (helpers.cost.stepcost), the expert bytes read and their time at the GPU's bandwidth per GPU over
+    (helpers.formulas.stepcost), the expert bytes read and their time at the GPU's bandwidth per GPU over
     `ep` GPUs, and the two all-to-alls per MoE layer (dispatch, combine) over the link."""
     spec = get_spec(model)
     if not spec.num_experts or not spec.experts_per_token:

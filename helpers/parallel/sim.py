@@ -9,7 +9,7 @@ Two ways to serve the same requests on G GPUs, each GPU one engine:
 - **split** (disaggregated, DistServe: Zhong et al. 2024, arXiv:2401.09670; Splitwise: Patel et al.
   2024, arXiv:2311.18677): P GPUs only prefill, one request at a time, first come first served;
   each request's KV cache then crosses the link to a decode GPU (helpers.parallel.collectives.send_s
-  of its bytes, helpers.cost.memory.kv_cache_bytes; links taken as uncontended), where it joins that
+  of its bytes, helpers.formulas.memory.kv_cache_bytes; links taken as uncontended), where it joins that
   GPU's batch at the next step; the G−P decode GPUs never prefill.
 
 The prefill makes the first output token. Per request: TTFT = first token − arrival; ITL = (last −
@@ -33,9 +33,9 @@ from dataclasses import dataclass, field, replace
 
 from ..capacity.planner import DEFAULT_EFFICIENCY, plan
 from .. import checks
-from ..cost.memory import kv_cache_bytes
-from ..cost.specs import get_spec
-from ..cost.verdicts import CHANGE_MARGIN, change_verdict
+from ..formulas.memory import kv_cache_bytes
+from ..formulas.specs import get_spec
+from ..formulas.verdicts import CHANGE_MARGIN, change_verdict
 from .collectives import send_s
 from .links import Link
 
@@ -280,7 +280,7 @@ def compare(requests, costs, gpus: int, link: Link | None, ttft_slo_s: float, it
 
 def split_verdict(rows: list[Summary], margin: float = CHANGE_MARGIN) -> str:
     """The rule: "pays" when the best split's goodput beats the shared pool's by more than `margin`
-    (10 %, helpers.cost.verdicts: the margin every comparison reads its ratio with), "does not pay"
+    (10 %, helpers.formulas.verdicts: the margin every comparison reads its ratio with), "does not pay"
     when it falls short by as much, else "about equal". rows: compare()'s, the shared pool first."""
     if len(rows) < 2:
         raise ValueError("split_verdict needs compare()'s rows: the shared pool and at least one split")

@@ -291,9 +291,9 @@ def run_tp(world: int = 2, tokens: int = 32, reps: int = 5, seed: int = 0, timeo
 def _replicated_flop_share(config, tokens: int) -> float:
     """The share of one forward's FLOPs that tensor parallelism here does not split: the output head,
     run over every position (the forward returns every position's logits); the decoder layers' matmuls
-    and attention are split (helpers.cost.stepcost.forward_cost counts them)."""
-    from ..cost.specs import spec_from_config
-    from ..cost.stepcost import forward_cost
+    and attention are split (helpers.formulas.stepcost.forward_cost counts them)."""
+    from ..formulas.specs import spec_from_config
+    from ..formulas.stepcost import forward_cost
 
     c = forward_cost(spec_from_config(config.to_dict(), "tiny"), tokens, 0, logits_tokens=tokens)
     return c.head_flops / (c.matmul_flops + c.attention_flops + c.head_flops)

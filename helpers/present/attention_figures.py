@@ -1,10 +1,10 @@
-"""Tables and figures of the attention variants (helpers.cost.attention, helpers.measure.kv_caches,
+"""Tables and figures of the attention variants (helpers.formulas.attention, helpers.measure.kv_caches,
 helpers.measure.mla) for notebook 06: the labelled columns are made here, from the results' fields."""
 from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ..cost.attention import MLABaseline, PresetKV
+from ..formulas.attention import MLABaseline, PresetKV
 from ..measure.kv_caches import CacheCheck, SlidingStep
 from ..measure.mla import MLACheck
 from . import plots

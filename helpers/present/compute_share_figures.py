@@ -1,10 +1,10 @@
-"""Figures and tables of where the compute goes (helpers.cost.compute_share) and of the time each part
+"""Figures and tables of where the compute goes (helpers.formulas.compute_share) and of the time each part
 takes (helpers.measure.forward_parts), for notebook 10: the display names of the parts live here."""
 from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ..cost.compute_share import TALK_LAYER_SHARE, PhaseTerms
+from ..formulas.compute_share import TALK_LAYER_SHARE, PhaseTerms
 from ..measure.forward_parts import PartsCompared
 from . import plots
 

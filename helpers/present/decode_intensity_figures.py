@@ -1,10 +1,10 @@
-"""Figures and sentences of decode's intensity against batch (helpers.cost.decode_intensity), for notebooks
+"""Figures and sentences of decode's intensity against batch (helpers.formulas.decode_intensity), for notebooks
 03 and 07: the intensity against batch at several contexts, one step on a GPU's roofline, and the verdict
 for each context, chosen by rule."""
 from __future__ import annotations
 
-from ..cost.decode_intensity import IntensityPoint, IntensitySummary
-from ..cost.roofline import attainable_flops
+from ..formulas.decode_intensity import IntensityPoint, IntensitySummary
+from ..formulas.roofline import attainable_flops
 from . import plots
 
 

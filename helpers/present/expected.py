@@ -4,10 +4,10 @@ reference GPU of the catalog.
 
 Each cost is reached through one function here, so a change of owner is a one-line change:
 - FLOPs of a forward pass, split into weight matmuls, attention and the output head: `flop_split`
-  (calls helpers.cost.stepcost's forward_cost);
+  (calls helpers.formulas.stepcost's forward_cost);
 - a GPU's step, prefill and batch from the capacity planner: `gpu_plan` (calls helpers.capacity.plan);
-- the roofline figures notebooks 03 and 04 quote for a GPU: `on_gpu` (helpers.cost.stepcost bytes and FLOPs,
-  helpers.cost.roofline ridge, at the datasheet and at the planner's default efficiency).
+- the roofline figures notebooks 03 and 04 quote for a GPU: `on_gpu` (helpers.formulas.stepcost bytes and FLOPs,
+  helpers.formulas.roofline ridge, at the datasheet and at the planner's default efficiency).
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from .. import checks
-from ..cost.specs import get_spec
+from ..formulas.specs import get_spec
 
 REFERENCE_MODEL = "mistral-7b-v0.1"
 REFERENCE_GPU = "H100 SXM"   # the GPU of the talk's serving benchmark (talk outline, Demo F)
@@ -29,8 +29,8 @@ def flop_split(model, new_tokens: int, past_tokens: int = 0) -> dict[str, int]:
     """FLOPs of one sequence's forward pass over `new_tokens` after `past_tokens`, split three ways:
     the weight matmuls (2 per parameter per token), attention's QKᵀ and softmax·V over the keys each
     query sees (windows honoured), and the output head for the last position. The single call into the
-    FLOP cost model (helpers.cost.stepcost.forward_cost), so the sum is its total."""
-    from ..cost.stepcost import forward_cost
+    FLOP cost model (helpers.formulas.stepcost.forward_cost), so the sum is its total."""
+    from ..formulas.stepcost import forward_cost
 
     spec = get_spec(model)
     new_tokens = checks.count(new_tokens, "new_tokens")
@@ -141,8 +141,8 @@ def gpu_expectations(model=REFERENCE_MODEL, gpu: str = REFERENCE_GPU, sizes=None
     and the decode step, at the shortest and longest lengths, and the step at batches 1, 8 and 64;
     how many sequences of the users sweep's context fit in the whole memory, and so the first batch of
     its doubling sweep that cannot."""
-    from ..cost.gpus import get_gpu
-    from ..cost.memory import kv_bytes_per_token, kv_cache_bytes, max_users, weight_bytes
+    from ..formulas.gpus import get_gpu
+    from ..formulas.memory import kv_bytes_per_token, kv_cache_bytes, max_users, weight_bytes
 
     spec, g = get_spec(model), get_gpu(gpu)
     sizes = sizes or gpu_sizes()
@@ -199,9 +199,9 @@ def on_gpu(gpu: str = "H100 SXM", model: str = REFERENCE_MODEL, contexts=(512, 4
     floor (batch 1) at `contexts`, the prefill floor of a `prompt`-token prompt, and the decode step at
     the planner's default efficiency."""
     from ..capacity.planner import DEFAULT_EFFICIENCY
-    from ..cost.gpus import get_gpu
-    from ..cost.roofline import crossover_batch, ridge_point
-    from ..cost.stepcost import decode_cost, forward_cost
+    from ..formulas.gpus import get_gpu
+    from ..formulas.roofline import crossover_batch, ridge_point
+    from ..formulas.stepcost import decode_cost, forward_cost
 
     g = get_gpu(gpu)
     peak, _ = g.peak_flops("bf16")

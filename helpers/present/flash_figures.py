@@ -1,10 +1,10 @@
-"""Tables and figures of FlashAttention (helpers.cost.flash, helpers.measure.attention_kernels) for
+"""Tables and figures of FlashAttention (helpers.formulas.flash, helpers.measure.attention_kernels) for
 notebook 10: the HBM bytes of standard against tiled attention, and naive against fused timed."""
 from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ..cost.flash import HBMTraffic
+from ..formulas.flash import HBMTraffic
 from . import plots
 
 

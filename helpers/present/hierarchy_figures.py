@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ..cost.units import KiB, MiB
+from ..formulas.units import KiB, MiB
 from ..measure.hierarchy import CacheLevel, GPUMemoryLevels, Plateau, Stair
 from . import plots
 

@@ -3,8 +3,8 @@
 Every figure is a :class:`Figure`: the value, the text a slide or the report shows, and the helper
 call that produced it. ``all_figures()`` is what ``slides/figures.py`` writes to JSON and what the
 deck's ``{{name}}`` placeholders are filled from; ``by_notebook()`` groups them for the report.
-Nothing here computes a quantity itself: it calls helpers.cost.memory, helpers.cost.roofline, helpers.capacity,
-helpers.measure.quant, helpers.cost.attention and formats the result with helpers.cost.units.
+Nothing here computes a quantity itself: it calls helpers.formulas.memory, helpers.formulas.roofline, helpers.capacity,
+helpers.measure.quant, helpers.formulas.attention and formats the result with helpers.formulas.units.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ..cost.units import GB, GiB, KB, KiB
+from ..formulas.units import GB, GiB, KB, KiB
 
 MODEL = "mistral-7b-v0.1"            # the talk's model
 FULL_ATTENTION = "mistral-7b-v0.3"   # same shape, no sliding window: the talk's "context × users" figures
@@ -40,7 +40,7 @@ def _n(x: float, digits: int = 0) -> str:
 def foundations() -> dict[str, Figure]:
     """Notebook 02: KV bytes per token (B, KiB and kB), the exact parameter count, weight bytes, context × users."""
     from ..capacity import plan
-    from ..cost.memory import kv_bytes_per_token, kv_cache_bytes, weight_bytes
+    from ..formulas.memory import kv_bytes_per_token, kv_cache_bytes, weight_bytes
 
     kv = kv_bytes_per_token(MODEL, "bf16")
     w = weight_bytes(MODEL, "bf16")
@@ -70,10 +70,10 @@ def foundations() -> dict[str, Figure]:
 
 def roofline_figures(gpu: str = GPU) -> dict[str, Figure]:
     """Notebook 03 on a catalogued GPU: ridge point, decode and prefill intensity, the decode floor."""
-    from ..cost.gpus import get_gpu
-    from ..cost.memory import kv_cache_bytes
-    from ..cost.roofline import crossover_batch, decode_floor_s, ridge_point
-    from ..cost.stepcost import decode_cost, forward_cost
+    from ..formulas.gpus import get_gpu
+    from ..formulas.memory import kv_cache_bytes
+    from ..formulas.roofline import crossover_batch, decode_floor_s, ridge_point
+    from ..formulas.stepcost import decode_cost, forward_cost
 
     g = get_gpu(gpu)
     peak, _ = g.peak_flops("bf16")
@@ -83,8 +83,8 @@ def roofline_figures(gpu: str = GPU) -> dict[str, Figure]:
     floor = decode_floor_s(decode_cost(MODEL, 0).weight_read_bytes, kv_cache_bytes(MODEL, CONTEXT), g.bandwidth)
     return {
         "gpu": Figure(g.name, g.name, "helpers/data/gpus.csv"),
-        "gpu_bandwidth_tbs": Figure(g.bandwidth / 1e12, f"{g.bandwidth / 1e12:,.2f} TB/s", "helpers.cost.gpus (datasheet)"),
-        "gpu_peak_tflops": Figure(peak / 1e12, f"{peak / 1e12:,.0f} TFLOP/s", "helpers.cost.gpus (dense bf16, datasheet)"),
+        "gpu_bandwidth_tbs": Figure(g.bandwidth / 1e12, f"{g.bandwidth / 1e12:,.2f} TB/s", "helpers.formulas.gpus (datasheet)"),
+        "gpu_peak_tflops": Figure(peak / 1e12, f"{peak / 1e12:,.0f} TFLOP/s", "helpers.formulas.gpus (dense bf16, datasheet)"),
         "ridge": Figure(ridge, f"{ridge:,.0f} FLOP/B", f"ridge_point(peak, bandwidth) of {g.name}"),
         "decode_intensity": Figure(dec, f"{dec:,.2f} FLOP/B", f"one decode step at {CONTEXT} tokens, batch 1"),
         "prefill_intensity": Figure(pre, f"{pre:,.0f} FLOP/B", f"prefill of {CONTEXT} tokens"),
@@ -101,8 +101,8 @@ def decode_batch_figures(g, peak: float, ridge: float) -> dict[str, Figure]:
     Each sequence brings its own cache to read, so a batch raises FLOPs faster than bytes only while the
     weights dominate: at 4,096 tokens decode stays memory-bound at any batch that fits."""
     from ..capacity.planner import max_batch
-    from ..cost.roofline import crossover_batch
-    from ..cost.stepcost import forward_cost
+    from ..formulas.roofline import crossover_batch
+    from ..formulas.stepcost import forward_cost
 
     def intensity(batch: int) -> float:
         return forward_cost(MODEL, 1, CONTEXT - 1, batch).intensity
@@ -138,8 +138,8 @@ def planner() -> dict[str, Figure]:
 
 def quantization() -> dict[str, Figure]:
     """Notebook 05: Mistral 7B under bitsandbytes schemes; GPT-OSS-120B on one GPU (the planner's budget)."""
-    from ..cost.memory import weight_bytes
-    from ..cost.quantization import fit_on_gpu
+    from ..formulas.memory import weight_bytes
+    from ..formulas.quantization import fit_on_gpu
 
     out: dict[str, Figure] = {}
     bf16 = weight_bytes(MODEL, "bf16").bytes
@@ -158,7 +158,7 @@ def quantization() -> dict[str, Figure]:
 
 def mla() -> dict[str, Figure]:
     """Notebook 06: MLA's cache per token against named baselines (DeepSeek V3 vs MHA and Mistral's GQA)."""
-    from ..cost.attention import mla_equivalent_gqa_groups, mla_ratios
+    from ..formulas.attention import mla_equivalent_gqa_groups, mla_ratios
 
     rows = mla_ratios("deepseek-v3", MODEL)
     keys = ("mla_bytes", "mla_vs_mha", "mla_vs_mha_rope", "mla_vs_mistral_gqa")
@@ -196,7 +196,7 @@ def serving_reported(path: Path = SERVING_CSV) -> dict[str, Figure]:
 def compute_share_figures() -> dict[str, Figure]:
     """Notebook 10: the share of a forward pass's FLOPs inside the transformer layers (the talk's "about
     95 %"), for Mistral 7B's decode step and prefill at the talk's context."""
-    from ..cost.compute_share import TALK_LAYER_SHARE, layer_share
+    from ..formulas.compute_share import TALK_LAYER_SHARE, layer_share
 
     decode = layer_share(MODEL, 1, CONTEXT)
     prefill = layer_share(MODEL, CONTEXT, 0)

@@ -16,7 +16,7 @@ Conventions (workshop/README.md, "visual style"):
   measurements; OOM (red) for where a device ran out; FITS / DOES_NOT_FIT for yes/no bars; the phases of
   a request (WAITING, PREFILL, DECODE, IDLE) have their own.
 - bytes on axes are decimal (kB, MB, GB: 10³, 10⁶, 10⁹), as GPU memory is labelled; text may add the
-  binary figure through helpers.cost.units.fmt_bytes.
+  binary figure through helpers.formulas.units.fmt_bytes.
 - bars sit on a linear axis from zero; log axes get ticks at readable values (1k, 4k, 32k).
 """
 from __future__ import annotations

@@ -1,13 +1,13 @@
 """Tables of notebook 05 (weight quantization): the rows a table shows, labelled here and only here, from
 the measured results (helpers.measure.quant.VariantResult, helpers.measure.training.Perplexity) and the
-computed ones (helpers.cost.quantization)."""
+computed ones (helpers.formulas.quantization)."""
 from __future__ import annotations
 
 from typing import Any
 
-from ..cost.memory import weight_bytes
-from ..cost.quantization import GpuFit, SchemeWeights, preset_footprints
-from ..cost.specs import ModelSpec
+from ..formulas.memory import weight_bytes
+from ..formulas.quantization import GpuFit, SchemeWeights, preset_footprints
+from ..formulas.specs import ModelSpec
 from ..measure.quant import SCHEMES, VariantResult
 from ..measure.training import Perplexity
 
@@ -64,7 +64,7 @@ def quality_rows(results: list[VariantResult], loaded_label: str) -> list[dict[s
 
 
 def weights_rows(weights: list[SchemeWeights]) -> list[dict[str, Any]]:
-    """One model's computed weight bytes by scheme (helpers.cost.quantization.preset_footprints)."""
+    """One model's computed weight bytes by scheme (helpers.formulas.quantization.preset_footprints)."""
     return [{"model": w.model, "scheme": w.scheme, "bytes": w.bytes, "GB": round(w.gb, 3),
              "metadata_bytes": w.metadata_bytes, "quantized_share": w.quantized_share, "vs_first": w.vs_first}
             for w in weights]
@@ -73,7 +73,7 @@ def weights_rows(weights: list[SchemeWeights]) -> list[dict[str, Any]]:
 def presets_rows(models=None, schemes=("bf16", "int8", "nf4", "nf4-dq")) -> list[dict[str, Any]]:
     """Weight GB (10^9 bytes) of every preset under each bitsandbytes scheme (bf16 base), and the
     share of parameters bitsandbytes quantizes (nn.Linear in the blocks; not embeddings, not fused experts)."""
-    from ..cost.specs import PRESETS
+    from ..formulas.specs import PRESETS
 
     rows = []
     for name in models or PRESETS:
@@ -86,7 +86,7 @@ def presets_rows(models=None, schemes=("bf16", "int8", "nf4", "nf4-dq")) -> list
 
 
 def fit_rows(fits: list[GpuFit]) -> list[dict[str, Any]]:
-    """A model on one GPU by scheme (helpers.cost.quantization.fit_on_gpu)."""
+    """A model on one GPU by scheme (helpers.formulas.quantization.fit_on_gpu)."""
     return [{"model": f.model, "scheme": f.scheme, "gpu": f.gpu, "weight bytes": f.weight_bytes,
              "weights (GB)": round(f.weight_bytes / 1e9, 2), "GPU reports (GB)": round(f.memory_bytes / 1e9, 2),
              "usable after reserve (GB)": round(f.usable_bytes / 1e9, 2), "fits": f.fits,

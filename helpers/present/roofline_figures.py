@@ -1,11 +1,11 @@
-"""Figures and tables of the roofline (helpers.cost.roofline) and of decode efficiency
+"""Figures and tables of the roofline (helpers.formulas.roofline) and of decode efficiency
 (helpers.measure.decode_efficiency), and the words notebook 03 says about a measured step, for notebook 03."""
 from __future__ import annotations
 
 from typing import Any, Iterable, Sequence
 
-from ..cost.roofline import RooflinePoint, StepShares, attainable_flops, ridge_point
-from ..cost.stepcost import forward_cost
+from ..formulas.roofline import RooflinePoint, StepShares, attainable_flops, ridge_point
+from ..formulas.stepcost import forward_cost
 from . import plots
 
 
@@ -85,7 +85,7 @@ def share_words(share: float) -> str:
 
 def step_words(shares: StepShares) -> str:
     """What the memory floor and the overhead probe explain of one measured step
-    (helpers.cost.roofline.step_shares), in words."""
+    (helpers.formulas.roofline.step_shares), in words."""
     floor, over, rest = shares.floor_share, shares.overhead_share, shares.rest_share
     if floor >= AT_FLOOR:
         words = f"at its memory floor ({100 * floor:,.0f} % of the step is moving bytes)"

@@ -1,4 +1,4 @@
-"""Tables and the figure of attention beyond the KV cache (helpers.cost.state_space and
+"""Tables and the figure of attention beyond the KV cache (helpers.formulas.state_space and
 helpers.measure.state_space_toys) for notebook 10: the labelled columns are made here."""
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-from ..cost.memory import kv_cache_bytes
+from ..formulas.memory import kv_cache_bytes
 from ..serving.naive import ServeResult
 from .plots import OOM as OOM_COLOUR
 from ..measure.sweeps import GrowthFit, _window_slots

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from .. import checks
-from ..cost.memory import kv_bytes_per_token
-from ..cost.stats import percentile
+from ..formulas.memory import kv_bytes_per_token
+from ..formulas.stats import percentile
 from ..measure.dtypes import torch_dtype_name
 from .naive import (Request, RequestTiming, ServeResult, _ForwardCounter, check_requests, serve_batched,
                     serve_sequential)
@@ -46,7 +46,7 @@ class CacheSize:
     num_blocks: int
     page_size: int
     max_batch_tokens: int
-    bytes: int                     # KV bytes of the blocks (helpers.cost.memory.kv_bytes_per_token × slots)
+    bytes: int                     # KV bytes of the blocks (helpers.formulas.memory.kv_bytes_per_token × slots)
 
 
 def cb_config(model, requests: Sequence[Request], max_batch_tokens: int = 512, page_size: int = PAGE_SIZE,

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 
-from ..cost.config_schema import MAX_TOKENS
+from ..formulas.config_schema import MAX_TOKENS
 from .. import checks
 
 # A pool's blocks are a Python list here: 10 M blocks of 16 tokens is 160 M token slots, 2,000 times

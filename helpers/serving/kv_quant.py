@@ -1,7 +1,7 @@
 """KV-cache quantization with transformers' QuantizedCache: fp8 (per-tensor scale, built in), 4 and 2
 bits (optimum-quanto, group-wise with a scale and a zero point per group of 64, the newest
 `residual_length` tokens kept in full precision — KIVI, Liu et al., ICML 2024). For each: the bytes of
-the real cache against helpers.cost.memory's formula, decode speed, and the quality cost (helpers.measure.quality:
+the real cache against helpers.formulas.memory's formula, decode speed, and the quality cost (helpers.measure.quality:
 KL divergence and top-1 agreement against the full-precision cache) on the evaluation text.
 
 Only full-attention models: transformers' QuantizedCache rejects sliding-window layers.
@@ -13,13 +13,13 @@ import time
 from dataclasses import dataclass
 
 from .. import checks
-from ..cost.memory import kv_cache_bytes
-from ..cost.specs import get_spec
+from ..formulas.memory import kv_cache_bytes
+from ..formulas.specs import get_spec
 from ..measure.tensor_bytes import measured_cache_bytes, plain_tensors
 from ..measure.quality import kl_per_position, top1_agreement
 from ..measure.timing import check_ids
 
-# name -> (QuantizedCache backend, nbits, helpers.cost.memory KV dtype of the stored values)
+# name -> (QuantizedCache backend, nbits, helpers.formulas.memory KV dtype of the stored values)
 SCHEMES: dict[str, tuple[str | None, int | None, str | None]] = {
     "full precision": (None, None, None),
     "fp8": ("fp8", None, "fp8"),
@@ -81,12 +81,12 @@ class SchemeSpeed:
 
 def cache_bytes(model, tokens: int, dtype: str, scheme: str, residual_tokens: int = 0) -> CacheBytes:
     """The bytes of a `scheme` cache holding `tokens` tokens of a model whose activations are `dtype`, by
-    part: packed values (helpers.cost.memory.kv_cache_bytes at the scheme's storage dtype), metadata (quanto:
+    part: packed values (helpers.formulas.memory.kv_cache_bytes at the scheme's storage dtype), metadata (quanto:
     a scale and a zero point in `dtype` per group of GROUP_SIZE values; fp8: one fp32 scale per K and V
     tensor per layer, whatever the model's dtype) and `residual_tokens` not yet quantized (full precision,
     at most RESIDUAL_LENGTH − 1). Pinned against the bytes of real QuantizedCaches of an fp32 and a bf16
     model (tests); used to project the measured shares onto a 7B model's cache."""
-    from ..cost.units import dtype_bytes
+    from ..formulas.units import dtype_bytes
 
     backend, _, kv_dtype = SCHEMES[_check(scheme)]
     checks.count(tokens, "tokens")
@@ -179,7 +179,7 @@ def _store_split(cache) -> dict[str, int]:
 
 def bytes_by_scheme(model, spec, ids, dtype: str) -> list[SchemeBytes]:
     """Prefill `ids` (one sequence) then decode one token into each scheme's cache; the measured bytes
-    (helpers.measure.tensor_bytes.measured_cache_bytes) against helpers.cost.memory.kv_cache_bytes for the packed values,
+    (helpers.measure.tensor_bytes.measured_cache_bytes) against helpers.formulas.memory.kv_cache_bytes for the packed values,
     the full-precision residual and the scales."""
     import torch
 

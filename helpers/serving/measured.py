@@ -129,7 +129,7 @@ ENGINE_ROUNDS = 3         # interleaved rounds, each way's fastest
 
 
 def engine_figures(loaded, w: Workload) -> dict:
-    """The readable engine's (helpers.serving.engine) figures: greedy tokens identical to generate; output
+    """The readable engine's (helpers.engine) figures: greedy tokens identical to generate; output
     tokens/s at ENGINE_CONCURRENT requests ÷ transformers' continuous-batching manager on the same ones;
     TTFT with a w.prefix_tokens shared prefix cold ÷ warm; the radix and hash caches on the agentic trace;
     prompt lookup's tokens per target pass and wall-clock speed-up. `headline` holds the flat numbers."""
@@ -138,7 +138,7 @@ def engine_figures(loaded, w: Workload) -> dict:
 
     from . import traces
     from ..measure.quality import eval_ids
-    from .engine import measure
+    from ..engine import measure
 
     m, tok = loaded.model, loaded.tokenizer
     reqs = chat_requests(tok, replace(w, requests=ENGINE_REQUESTS))

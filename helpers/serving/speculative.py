@@ -155,10 +155,10 @@ def fit_sentence(measured: float, expected: float, tolerance: float = FIT_TOLERA
 def draft_step_share(spec, draft_layers: int, context: int, dtype: str = "bf16") -> float:
     """Bytes a decode step of the early-exit draft (the target's first `draft_layers` layers, its
     embeddings, norm and output head) reads ÷ a target step's, at `context` cached tokens: both from
-    helpers.cost.stepcost.decode_cost, the owner of what a step reads. A decode step is bound by these reads,
+    helpers.formulas.stepcost.decode_cost, the owner of what a step reads. A decode step is bound by these reads,
     so this is roughly what each draft token costs in target steps."""
-    from ..cost.specs import get_spec
-    from ..cost.stepcost import decode_cost
+    from ..formulas.specs import get_spec
+    from ..formulas.stepcost import decode_cost
 
     spec = get_spec(spec)
     checks.count(draft_layers, "draft_layers", 1, spec.num_layers)
@@ -186,12 +186,12 @@ def speedup_by_bytes(tokens_per_pass: float, drafted_per_pass: float, draft_shar
 def verify_step_ratio(spec, k: int, context: int, batch: int, gpu: str = "H100 SXM",
                       dtype: str = "bf16") -> VerifyRatio:
     """What verifying k drafts costs: a target pass over k + 1 tokens per sequence ÷ a decode step of one,
-    both at a GPU's roofline floor, max(bytes ÷ bandwidth, FLOPs ÷ peak) (helpers.cost.stepcost.forward_cost:
+    both at a GPU's roofline floor, max(bytes ÷ bandwidth, FLOPs ÷ peak) (helpers.formulas.stepcost.forward_cost:
     the same weights and cached K/V are read either way; the FLOPs grow k + 1 times). About 1 while the
     verify pass stays bound by memory — each accepted token nearly free — and up to k + 1 once the batch
     makes it compute-bound, when speculation stops paying."""
-    from ..cost.gpus import get_gpu
-    from ..cost.stepcost import forward_cost
+    from ..formulas.gpus import get_gpu
+    from ..formulas.stepcost import forward_cost
 
     checks.count(k, "k")
     g = get_gpu(gpu)

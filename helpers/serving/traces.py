@@ -22,7 +22,7 @@ import random
 from dataclasses import dataclass
 from typing import Sequence
 
-from ..cost.config_schema import MAX_TOKENS
+from ..formulas.config_schema import MAX_TOKENS
 from .. import checks
 
 # Common English words (no punctuation): enough variety that the tokenizer sees ordinary text.

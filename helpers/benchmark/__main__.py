@@ -1,0 +1,138 @@
+"""`python -m helpers.benchmark [--quick] [--out build/engines/engines.json]`: run every serving
+configuration available on this machine (make engines).
+
+`python -m helpers.benchmark --target http://HOST:8000 --model NAME`: the same workloads and levels against a
+server already running elsewhere (a multi-GPU vLLM or SGLang deployment); nothing is started or stopped.
+
+The result is written after every level; Ctrl-C keeps the levels that finished. Exit codes: 0 every run
+had successes; 1 a fault of the environment or a run in which every request failed; 2 bad input (one
+line, `error: …`); 130 interrupted."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .. import checks
+
+ENGINES = ("transformers", "readable", "vllm", "sglang")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line and exit 2, as the workshop's other command lines
+        self.exit(2, f"error: {message}\n")
+
+
+def _seconds(text: str) -> float:
+    try:
+        return checks.number(float(text), "--deadline-s", positive=True, unit="seconds")
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{checks.shown(text)}: give a finite number of seconds > 0") from None
+
+
+def parse(argv=None):
+    p = _Parser(prog="python -m helpers.benchmark", description=__doc__,
+                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", default="build/engines/engines.json", help="where the JSON result goes")
+    p.add_argument("--quick", action="store_true", help="fewer requests and levels (a check of the pipeline)")
+    p.add_argument("--engines", default=",".join(ENGINES), help="comma-separated: " + ", ".join(ENGINES))
+    p.add_argument("--no-guidellm", action="store_true", help="the streaming client only")
+    p.add_argument("--workloads", default=None, help="comma-separated workloads of the plan to run (default: all)")
+    p.add_argument("--profile", default=None, help="WORKSHOP_PROFILE to use (default: the environment's)")
+    p.add_argument("--target", default=None, help="base URL of a running OpenAI-compatible server to measure instead")
+    p.add_argument("--model", default=None, help="with --target: the model name the server serves")
+    p.add_argument("--device", default="cuda", choices=("cuda", "cpu"), help="with --target: size the workloads for it")
+    p.add_argument("--deadline-s", type=_seconds, default=None,
+                   help="the most one configuration's run may take, all levels together (default: the plan's)")
+    return p.parse_args(argv)
+
+
+def _check(a) -> tuple[str, ...]:
+    """Bad input refused before anything runs (ValueError, exit 2)."""
+    from ..measure.models import resolve_profile
+    from .harness import check_out_path
+    from .client import check_base_url
+
+    check_out_path(a.out)
+    if a.target:
+        check_base_url(a.target)
+        if not (a.model or "").strip():
+            raise ValueError("--target needs --model (the name the server serves)")
+        return ()
+    resolve_profile(a.profile)
+    include = tuple(x.strip() for x in a.engines.split(",") if x.strip())
+    bad = sorted(set(include) - set(ENGINES))
+    if bad or not include:
+        raise ValueError(f"unknown engine(s) {bad or [a.engines]}; allowed: {', '.join(ENGINES)}")
+    from .plans import plan_for
+
+    known = set(plan_for("cpu", a.quick).workloads) | set(plan_for("cuda", a.quick).workloads)
+    unknown = sorted(set(_workloads(a)) - known)
+    if unknown:
+        raise ValueError(f"unknown workload(s) {unknown}; allowed: {', '.join(sorted(known))}")
+    return include
+
+
+def _workloads(a) -> tuple[str, ...]:
+    return tuple(x.strip() for x in (a.workloads or "").split(",") if x.strip())
+
+
+def _plan(a):
+    """The device's plan with only the workloads asked for (gpu_record.sh's dry run: one), or all of them
+    when the device's plan has none of those."""
+    from .plans import plan_for
+
+    wanted = _workloads(a)
+
+    def plan(device: str):
+        full = plan_for(device, a.quick)
+        keep = {k: v for k, v in full.workloads.items() if k in wanted}
+        if keep:
+            full.workloads = keep
+        elif wanted:
+            full.notes.append(f"none of {', '.join(wanted)} in the {device} plan: all of its workloads run")
+        return full
+    return plan
+
+
+def main(argv=None) -> int:
+    try:
+        a = parse(argv)
+    except SystemExit as exc:       # --help (0) or a bad argument (2, its line printed): a code, as below
+        return exc.code
+    try:
+        include = _check(a)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    from .harness import run_all, run_target
+    from .records import runs_table
+
+    try:
+        if a.target:
+            data = run_target(a.target, a.model, a.out, a.device, a.quick, deadline_s=a.deadline_s)
+        else:
+            data = run_all(a.profile, a.out, a.quick, include, not a.no_guidellm, plan=_plan(a), deadline_s=a.deadline_s)
+    except KeyboardInterrupt:
+        print(f"interrupted: the levels that finished are in {a.out}", file=sys.stderr)
+        return 130
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except (OSError, RuntimeError) as exc:     # the environment: a disk, a library, a profile unavailable here
+        print(f"error: {type(exc).__name__}: {exc}".splitlines()[0], file=sys.stderr)
+        return 1
+    table = runs_table(data)
+    if not table.empty:
+        print(table.to_string(index=False))
+    for s in data["skipped"]:
+        print(f"skipped {s['name']}: {s['why']}")
+    for c in data["configs"]:
+        for f in c["faults"]:
+            print(f"fault in {c['config']['name']}: {f['kind']}: {str(f['detail']).splitlines()[0][:200]}")
+    print(f"wrote {a.out}" + (f" ({data['seconds']} s)" if "seconds" in data else ""))
+    failed = [r for c in data["configs"] for r in c["runs"] if r["run_failed"]]
+    return 1 if failed or not data["configs"] or any(not c["runs"] for c in data["configs"]) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

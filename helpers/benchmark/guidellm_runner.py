@@ -1,0 +1,193 @@
+"""guidellm, the established load generator, driven from Python: the benchmark's figures.
+
+    guidellm run --backend kind=openai_http,target=URL,request_format=/v1/completions,max_tokens=32
+                 --tokenizer kind=huggingface_auto,model=LOCAL_FOLDER
+                 --data kind=json_file,path=PROMPTS.jsonl
+                 --profile kind=concurrent --override profile.streams 1,8
+                 --constraint kind=max_requests,count=16 --output kind=json,path=OUT.json
+
+Works offline: the tokenizer is the served model's folder, the prompts a JSON-lines file of the
+workload (`helpers.serving.traces`). One pitfall, guarded here: giving guidellm an output length per
+request (`output_tokens` in synthetic data, or an output-count column) makes it send vLLM's
+`ignore_eos` field; `transformers serve` rejects unknown fields with 422 — every request fails and
+guidellm still exits 0. So the output length goes in the backend's `max_tokens`, and a run is read
+from its request totals: one in which no request succeeded is a failed run.
+
+guidellm's definitions (guidellm/schemas/base/request_stats.py) are the ones of `metrics`: TTFT =
+first token − request start; ITL = (last token − first token) / (output tokens − 1). Its mean ITL
+is weighted by tokens (each request counts output tokens − 1 times).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Sequence
+
+from ..serving.traces import TraceRequest
+from .metrics import RequestRecord, RunSummary, SLO
+from .process import _kill_group, spawn_supervised
+
+
+class GuidellmError(RuntimeError):
+    """guidellm could not run, or wrote no results; the message carries the end of its output."""
+
+
+def guidellm_bin() -> str | None:
+    here = Path(sys.executable).parent / "guidellm"
+    return str(here) if here.exists() else shutil.which("guidellm")
+
+
+def write_prompts(requests: Sequence[TraceRequest], path: str | Path) -> Path:
+    """The workload's prompts as JSON lines ({"prompt": ...}), the form guidellm's json_file reads.
+    Only the prompt: an output-length column would make guidellm send `ignore_eos` (see above)."""
+    path = Path(path)
+    path.write_text("".join(json.dumps({"prompt": r.prompt}) + "\n" for r in requests))
+    return path
+
+
+def command(base_url: str, tokenizer: str | Path, data: str | Path, max_tokens: int, streams: Sequence[int],
+            count: int, out_json: str | Path, request_format: str = "/v1/completions") -> list[str]:
+    """guidellm's command line for a closed-loop run at each concurrency in `streams`."""
+    if not streams or any(int(s) < 1 for s in streams):
+        raise ValueError(f"streams must be concurrency levels ≥ 1, got {list(streams)}")
+    exe = guidellm_bin()
+    if exe is None:
+        raise GuidellmError("guidellm is not installed: pip install guidellm (keep the CPU torch: -c constraints)")
+    return [exe, "run",
+            "--backend", f"kind=openai_http,target={base_url},request_format={request_format},max_tokens={int(max_tokens)}",
+            "--tokenizer", f"kind=huggingface_auto,model={tokenizer}",
+            "--data", f"kind=json_file,path={data}",
+            "--profile", "kind=concurrent", "--override", "profile.streams", ",".join(str(int(s)) for s in streams),
+            "--constraint", f"kind=max_requests,count={int(count)}",
+            "--output", f"kind=json,path={out_json}"]
+
+
+NO_COUNT = "no token count"
+
+
+def records(benchmark: dict) -> list[RequestRecord]:
+    """guidellm's per-request timestamps as RequestRecords (the first and last token times, the token
+    count), so that `metrics.summarize` can recompute its figures by our definitions. A request guidellm
+    counted successful without a token count (the server sent no usage) keeps the error NO_COUNT: its
+    ITL, and so whether it met a TPOT limit, cannot be known."""
+    out = []
+    reqs = benchmark.get("requests", {})
+    for kind in ("successful", "errored", "incomplete"):
+        for r in reqs.get(kind) or []:
+            t = (r.get("info") or {}).get("timings") or {}
+            start = t.get("request_start")
+            if start is None:
+                continue
+            first, last = t.get("first_token_iteration"), t.get("last_token_iteration")
+            n = ((r.get("output_metrics") or {}).get("text_tokens")) or 0
+            rec = RequestRecord(rid=len(out), sent_s=start, end_s=t.get("request_end") or last,
+                                token_times=[x for x in (first, last) if x is not None][: max(1, min(n, 2))],
+                                output_tokens=int(n))
+            if kind != "successful":
+                err = str((r.get("info") or {}).get("error") or kind)
+                rec.error, rec.detail = ("http " + err.split()[0] if err[:3].isdigit() else kind), err[:300]
+            elif not n:
+                rec.error, rec.detail = NO_COUNT, "guidellm counted it successful, but the server reported no usage"
+            out.append(rec)
+    return out
+
+
+def _stat(metric: dict, prefix: str, scale: float) -> dict:
+    s = (metric or {}).get("successful") or {}
+    p = s.get("percentiles") or {}
+    val = lambda v: None if v is None or not s.get("count") else v * scale  # noqa: E731
+    return {f"{prefix}_mean": val(s.get("mean")), f"{prefix}_median": val(s.get("median")),
+            f"{prefix}_p90": val(p.get("p90")), f"{prefix}_p99": val(p.get("p99"))}
+
+
+def reported(benchmark: dict, label: str, slo: SLO | None = None) -> RunSummary:
+    """guidellm's own figures for one benchmark (one concurrency), in the benchmark's units (seconds)."""
+    m = benchmark["metrics"]
+    totals = m["request_totals"]
+    duration = float(benchmark.get("duration") or 0) or 1e-9
+    out_tokens = int(((m.get("output_token_count") or {}).get("successful") or {}).get("total_sum") or 0)
+    streams = (benchmark.get("config", {}).get("strategy") or {}).get("streams") or \
+        (benchmark.get("config", {}).get("strategy") or {}).get("max_concurrency") or 0
+    recs = records(benchmark)
+    total = int(totals.get("total", len(recs)))
+    # ok, failed and errors from one source, the per-request records, so that they add up; requests
+    # guidellm counted but left out of its per-request sample keep its own verdict
+    unsampled_ok = max(0, int(totals.get("successful", 0)) - sum(1 for r in recs if r.error in (None, NO_COUNT)))
+    good = sum(r.ok for r in recs) + unsampled_ok
+    errors: dict = {}
+    for r in recs:
+        if not r.ok:
+            errors[r.error or "failed"] = errors.get(r.error or "failed", 0) + 1
+    if total - len(recs) - unsampled_ok > 0:
+        errors["failed (not in guidellm's sample)"] = total - len(recs) - unsampled_ok
+    # goodput needs every request's TTFT and TPOT: unknown when a count is missing or a request unsampled
+    judged = not errors.get(NO_COUNT) and len(recs) == total
+    goodput = sum(r.meets(slo) for r in recs) / duration if slo is not None and judged else None
+    return RunSummary(label, int(streams), total, good, total - good, errors, duration, out_tokens,
+                      out_tokens / duration, good / duration, goodput, slo.describe() if slo else None,
+                      _stat(m.get("time_to_first_token_ms"), "ttft", 1e-3),
+                      _stat(m.get("inter_token_latency_ms"), "itl", 1e-3),
+                      _stat(m.get("request_latency"), "e2e", 1.0), source="guidellm")
+
+
+def run(base_url: str, tokenizer: str | Path, requests: Sequence[TraceRequest], streams: Sequence[int],
+        out_dir: str | Path, label: str = "", slo: SLO | None = None, timeout_s: float = 600.0,
+        cpus: set[int] | None = None) -> tuple[list[RunSummary], dict]:
+    """Run guidellm against a server: the workload's prompts, its first request's output length as
+    `max_tokens` (use a trace of one output length), each concurrency in `streams`, as many requests
+    per level as the workload has, on `cpus` (None: any). Returns (one RunSummary per level, guidellm's
+    whole JSON)."""
+    if not requests:
+        raise ValueError("requests is empty: give the workload's TraceRequests")
+    lengths = {r.max_new_tokens for r in requests}
+    if len(lengths) != 1:
+        raise ValueError(f"guidellm takes one output length (max_tokens) per run; this workload has {sorted(lengths)}. "
+                         "Use a trace with one output length (chat_trace(..., sigma=0)).")
+    out_dir = Path(out_dir).resolve()   # guidellm runs in out_dir: every path it gets is absolute
+    out_dir.mkdir(parents=True, exist_ok=True)
+    data = write_prompts(requests, out_dir / "prompts.jsonl")
+    out_json = out_dir / "guidellm.json"
+    out_json.unlink(missing_ok=True)
+    cmd = command(base_url, tokenizer, data, lengths.pop(), streams, len(requests), out_json)
+    env = dict(os.environ, HF_HUB_OFFLINE="1", GUIDELLM__LOGGING__CONSOLE_LOG_LEVEL="ERROR")
+    t0 = time.perf_counter()
+    # under the supervisor, as the servers are (helpers.benchmark.process): its worker processes are ended
+    # with it on a timeout, an exception or an interrupt, and when this process dies
+    with open(out_dir / "guidellm.log", "w") as logf:
+        p, parent_fd = spawn_supervised(cmd, logf, env, 5.0, cwd=out_dir, cpus=cpus)
+        try:
+            p.wait(timeout_s)
+        except subprocess.TimeoutExpired as exc:
+            raise GuidellmError(f"guidellm did not finish within {timeout_s:g} s") from exc
+        finally:
+            _kill_group(p, 5.0, parent_fd)
+    log = (out_dir / "guidellm.log").read_text(errors="replace")
+    if p.returncode != 0 or not out_json.exists():
+        raise GuidellmError(f"guidellm exited with {p.returncode} after {time.perf_counter() - t0:.0f} s and wrote "
+                            f"no results. End of its output:\n{log[-2000:]}")
+    raw = json.loads(out_json.read_text())
+    return [reported(b, label, slo) for b in raw.get("benchmarks", [])], raw
+
+
+def run_tapped(base_url: str, tokenizer: str | Path, requests: Sequence[TraceRequest], streams: Sequence[int],
+               out_dir: str | Path, label: str = "", slo: SLO | None = None, timeout_s: float = 600.0,
+               cpus: set[int] | None = None) -> tuple[list[RunSummary], list[RunSummary], dict]:
+    """guidellm through a tap (helpers.benchmark.tap): (guidellm's figures, ours on the same requests,
+    guidellm's JSON), one summary per concurrency level each. Ours carry source "tap"."""
+    from .metrics import summarize
+    from .tap import Tap, split_by_benchmark
+
+    with Tap(base_url, cpus=cpus) as tap:
+        theirs, raw = run(tap.base_url, tokenizer, requests, streams, out_dir, label, slo, timeout_s, cpus)
+    ours = []
+    for g, recs in zip(theirs, split_by_benchmark(tap.records, raw)):
+        if recs:
+            s = summarize(recs, label, g.concurrency, slo)
+            s.source = "tap"
+            ours.append(s)
+    return theirs, ours, raw

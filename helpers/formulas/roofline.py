@@ -1,0 +1,137 @@
+"""The roofline: arithmetic intensity, the ridge point, the attainable FLOP/s, and where a forward pass
+sits under it.
+
+- Arithmetic intensity = FLOPs / bytes; the ridge point = peak FLOP/s / bandwidth (Williams, Waterman
+  & Patterson 2009, "Roofline", CACM 52(4)); attainable FLOP/s = min(peak, intensity × bandwidth).
+- Decode's memory-bound floor = (weight bytes + KV bytes) / bandwidth: no step can be faster than
+  the time to read what it must read.
+
+A step's FLOPs and bytes come from helpers.formulas.stepcost (forward_cost, decode_cost: the one owner, which
+the planner and `make bench` use too); the two roofs of this device are measured by
+helpers.measure.microbench, the decode steps by helpers.measure.decode_efficiency, and the figures are drawn by
+helpers.present.roofline_figures.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .. import checks
+from .stepcost import forward_cost
+
+
+# ============================================================================ the roofline
+
+def arithmetic_intensity(flops: float, nbytes: float) -> float:
+    """FLOPs per byte moved."""
+    return checks.number(flops, "flops") / checks.number(nbytes, "bytes", positive=True)
+
+
+def ridge_point(peak_flops: float, bandwidth: float) -> float:
+    """The intensity (FLOP/B) where the memory roof meets the compute roof: peak / bandwidth.
+
+    H100 SXM: 989e12 FLOP/s (dense bf16) / 3.35e12 B/s ≈ 295 FLOP/B.
+    """
+    peak = checks.number(peak_flops, "peak FLOP/s", positive=True)
+    return peak / checks.number(bandwidth, "bandwidth", positive=True)
+
+
+def attainable_flops(intensity: float, peak_flops: float, bandwidth: float) -> float:
+    """The roofline: min(peak, intensity × bandwidth)."""
+    return min(checks.number(peak_flops, "peak FLOP/s", positive=True),
+               checks.number(intensity, "intensity") * checks.number(bandwidth, "bandwidth", positive=True))
+
+
+def crossover_batch(peak_flops: float, bandwidth: float, bytes_per_param: float) -> float:
+    """The decode batch at which a step turns from memory-bound to compute-bound.
+
+    A decode step of batch B does 2·N·B FLOPs (N parameters) and reads N × bytes_per_param weight
+    bytes (the KV cache neglected), so its intensity is 2B / bytes_per_param. It reaches the ridge
+    at B = ridge × bytes_per_param / 2: in bf16 (2 B per parameter) B equals the ridge itself —
+    about 295 on an H100; in fp32 twice the ridge, in int8 half of it.
+    """
+    per_param = checks.number(bytes_per_param, "bytes per parameter", positive=True)
+    return ridge_point(peak_flops, bandwidth) * per_param / 2
+
+
+def decode_floor_s(weight_bytes: int, kv_bytes: int, bandwidth: float) -> float:
+    """The memory-bound floor of one decode step: (weight bytes + KV bytes) / bandwidth, in seconds."""
+    nbytes = checks.number(weight_bytes, "weight bytes") + checks.number(kv_bytes, "KV bytes")
+    return nbytes / checks.number(bandwidth, "bandwidth", positive=True)
+
+
+def decode_efficiency(floor_s: float, measured_s: float) -> float:
+    """Share of the memory-bound floor achieved: floor / measured, a number in 0..1 (1 = at the floor)."""
+    return checks.number(floor_s, "floor") / checks.number(measured_s, "measured step time", positive=True)
+
+
+@dataclass(frozen=True)
+class RooflinePoint:
+    """A measured forward pass placed on the roofline: its FLOPs and bytes (computed) and time (measured)."""
+
+    label: str
+    kind: str        # "prefill", "decode" (batch 1) or "decode, batched"
+    flops: float
+    bytes: float
+    seconds: float
+    tokens: int      # tokens produced or processed (for tokens/s)
+
+    @property
+    def intensity(self) -> float:
+        return arithmetic_intensity(self.flops, self.bytes)
+
+    @property
+    def achieved_flops(self) -> float:
+        return self.flops / self.seconds
+
+    @property
+    def achieved_bandwidth(self) -> float:
+        return self.bytes / self.seconds
+
+    def to_dict(self, peak_flops: float | None = None, bandwidth: float | None = None) -> dict[str, Any]:
+        d = {"label": self.label, "kind": self.kind, "flops": self.flops, "bytes": self.bytes,
+             "seconds": self.seconds, "tokens": self.tokens, "tokens_per_s": self.tokens / self.seconds,
+             "intensity_flop_per_byte": self.intensity, "achieved_flops_per_s": self.achieved_flops}
+        if peak_flops and bandwidth:
+            roof = attainable_flops(self.intensity, peak_flops, bandwidth)
+            d.update(attainable_flops_per_s=roof, share_of_roof=self.achieved_flops / roof,
+                     bound="memory" if self.intensity < ridge_point(peak_flops, bandwidth) else "compute")
+        return d
+
+
+def prefill_point(model, tokens: int, seconds: float, dtype: str, batch: int = 1) -> RooflinePoint:
+    """A prefill of `tokens` tokens (per sequence) that took `seconds`."""
+    cost = forward_cost(model, tokens, 0, batch, dtype)
+    return RooflinePoint(f"prefill {tokens:,} tok" + (f" × {batch}" if batch > 1 else ""), "prefill",
+                         cost.flops, cost.bytes, checks.number(seconds, "seconds", positive=True), tokens * batch)
+
+
+def decode_point(model, context: int, seconds: float, dtype: str, batch: int = 1) -> RooflinePoint:
+    """One decode step (one new token per sequence) at `context` cached tokens that took `seconds`."""
+    cost = forward_cost(model, 1, context, batch, dtype)
+    return RooflinePoint(f"decode ctx {context:,}" + (f" × batch {batch}" if batch > 1 else ""),
+                         "decode, batched" if batch > 1 else "decode",
+                         cost.flops, cost.bytes, checks.number(seconds, "seconds", positive=True), batch)
+
+
+@dataclass(frozen=True)
+class StepShares:
+    """What the memory floor and the overhead probe explain of one measured decode step.
+
+    floor_share = floor ÷ step; overhead_share = the probe's step ÷ step (None without a probe); rest_share =
+    1 − both (negative: the two overlap — the overhead is paid while bytes stream, so they do not simply add).
+    """
+
+    floor_share: float
+    overhead_share: float | None
+    rest_share: float | None
+
+
+def step_shares(step_s: float, floor_s: float, probe_s: float | None = None) -> StepShares:
+    """The shares of a measured step (`step_s`) its floor (`floor_s`) and the probe's step (`probe_s`) explain."""
+    step = checks.number(step_s, "step_s", positive=True)
+    floor_share = checks.number(floor_s, "floor_s") / step
+    if probe_s is None:
+        return StepShares(floor_share, None, None)
+    over = checks.number(probe_s, "probe_s") / step
+    return StepShares(floor_share, over, 1.0 - floor_share - over)

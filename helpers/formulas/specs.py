@@ -1,0 +1,315 @@
+"""A model's shape, read from its Hugging Face ``config.json``, and exact parameter counts.
+
+The shape is read from the config's own fields — ``head_dim`` when present, ``layer_types``,
+whether a sliding window is switched on, MLA ranks — rather than assumed from hidden/heads.
+Parameter counts come from the architecture itself, built by transformers on the ``meta``
+device (no weights, no memory).
+"""
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .config_schema import read_config_file, show, validate_config
+
+PRESET_DIR = Path(__file__).parents[1] / "presets"
+
+# Short names of the presets shipped in helpers/presets/ (sources: presets/SOURCES.md).
+PRESETS = (
+    "mistral-7b-v0.1",
+    "mistral-7b-v0.3",
+    "llama-3.1-8b",
+    "qwen2.5-7b",
+    "deepseek-v2-lite",
+    "deepseek-v3",
+    "gpt-oss-120b",
+)
+ALIASES = {"mistral-7b": "mistral-7b-v0.1"}
+
+ATTENTION_KINDS = ("mha", "mqa", "gqa", "mla", "hybrid")
+
+
+def preset_path(name: str) -> Path:
+    return PRESET_DIR / f"{ALIASES.get(name, name)}.json"
+
+
+def load_config(model: str | Path | dict) -> tuple[str, dict]:
+    """(name, config dict) for a preset name, a path to a config.json (or its folder), or a dict.
+
+    Files are read safely (helpers.formulas.config_schema.read_config_file: regular files up to 1 MB, no NaN,
+    no deep nesting). Raises ValueError saying what was wrong and what is allowed.
+    """
+    if isinstance(model, ModelSpec):
+        return model.name, model.config
+    if isinstance(model, dict):
+        name = model.get("_name_or_path") or model.get("model_type") or "config"
+        return (name if isinstance(name, str) else "config")[:100], dict(model)
+    if not isinstance(model, (str, Path)):
+        raise ValueError(f"model must be a preset name, a path to a config.json or a dict, got a "
+                         f"{type(model).__name__}")
+    text = str(model).strip()
+    if not text:
+        raise ValueError(f"empty model name; use a preset ({', '.join(PRESETS)}) or a path to a config.json")
+    key = ALIASES.get(text.lower(), text.lower())
+    if key in PRESETS:
+        return key, read_config_file(preset_path(key))
+    try:
+        path = Path(text).expanduser()
+        if path.is_dir():
+            path = path / "config.json"
+        found = path.exists()
+    except (OSError, RuntimeError, ValueError) as exc:  # a name too long, ~nosuchuser, a NUL byte
+        raise ValueError(f"cannot use {show(text, 200)} as a model path ({exc}); presets: {', '.join(PRESETS)}; "
+                         "or give the path to a Hugging Face config.json") from None
+    if not found:
+        raise ValueError(
+            f"unknown model {show(text, 200)}: not a preset and no such file; "
+            f"presets: {', '.join(PRESETS)}; or give the path to a Hugging Face config.json"
+        )
+    return config_name(path), read_config_file(path)
+
+
+def config_name(path: Path) -> str:
+    """How a config file is named in tables: its folder for a config.json (the Hub's layout), else the file's
+    own name, so two files in one folder are told apart."""
+    if path.name == "config.json" and path.parent.name:
+        return path.parent.name
+    return path.stem or path.name
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """The shape of a decoder-only transformer, as far as memory and FLOPs need it."""
+
+    name: str
+    model_type: str
+    hidden_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    vocab_size: int
+    intermediate_size: int
+    max_position_embeddings: int | None
+    tie_word_embeddings: bool
+    layer_types: tuple[str, ...]          # per layer: "full_attention" or "sliding_attention"
+    sliding_window: int | None            # None when no layer slides
+    kv_lora_rank: int | None = None       # MLA (DeepSeek V2/V3): compressed KV latent width
+    qk_rope_head_dim: int | None = None   # MLA: the decoupled RoPE key part, cached too
+    qk_nope_head_dim: int | None = None
+    v_head_dim: int | None = None
+    q_lora_rank: int | None = None
+    num_experts: int | None = None
+    experts_per_token: int | None = None
+    num_shared_experts: int | None = None
+    moe_intermediate_size: int | None = None
+    first_k_dense_replace: int | None = None
+    config: dict = field(default_factory=dict, repr=False, compare=False, hash=False)
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank is not None
+
+    @property
+    def attention(self) -> str:
+        """One of mha, mqa, gqa, mla, hybrid (sliding and full layers mixed)."""
+        if self.is_mla:
+            return "mla"
+        if len(set(self.layer_types)) > 1:
+            return "hybrid"
+        if self.num_kv_heads == self.num_heads:
+            return "mha"
+        if self.num_kv_heads == 1:
+            return "mqa"
+        return "gqa"
+
+    @property
+    def heads_attention(self) -> str:
+        """The head-sharing scheme alone (mha, mqa, gqa, mla), whatever the layer mix."""
+        if self.is_mla:
+            return "mla"
+        if self.num_kv_heads == self.num_heads:
+            return "mha"
+        return "mqa" if self.num_kv_heads == 1 else "gqa"
+
+    @property
+    def sliding_layers(self) -> int:
+        return sum(t == "sliding_attention" for t in self.layer_types)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "config"}
+        d["layer_types"] = list(self.layer_types)
+        d["attention"] = self.attention
+        return d
+
+
+def _layer_types(c, n_layers: int) -> tuple[tuple[str, ...], int | None]:
+    """Per-layer attention kinds and the window, from checked fields (helpers.formulas.config_schema)."""
+    window = c.sliding_window
+    # Qwen2-style configs carry a window but switch it off with use_sliding_window=false.
+    if c.use_sliding_window is False:
+        window = None
+    if c.layer_types:
+        types = tuple(c.layer_types)
+        if window is None:
+            types = ("full_attention",) * n_layers
+    elif window is not None:
+        first_full = c.max_window_layers if c.use_sliding_window else 0
+        types = tuple("sliding_attention" if i >= (first_full or 0) else "full_attention" for i in range(n_layers))
+    else:
+        types = ("full_attention",) * n_layers
+    if "sliding_attention" not in types:
+        window = None
+    return types, window
+
+
+def spec_from_config(cfg: dict, name: str = "config") -> ModelSpec:
+    """Parse a Hugging Face config dict into a ModelSpec, validated by helpers.formulas.config_schema: one
+    ValueError naming the field, its value and what is allowed, on anything it cannot use."""
+    c = validate_config(cfg, name)
+    heads = c.num_attention_heads
+    types, window = _layer_types(c, c.num_hidden_layers)
+    return ModelSpec(
+        name=name,
+        model_type=c.model_type or "unknown",
+        hidden_size=c.hidden_size,
+        num_layers=c.num_hidden_layers,
+        num_heads=heads,
+        num_kv_heads=c.num_key_value_heads or heads,
+        head_dim=c.head_dim or c.hidden_size // heads,
+        vocab_size=c.vocab_size,
+        intermediate_size=c.intermediate_size or 0,
+        max_position_embeddings=c.max_position_embeddings,
+        tie_word_embeddings=bool(c.tie_word_embeddings),
+        layer_types=types,
+        sliding_window=window,
+        kv_lora_rank=c.kv_lora_rank,
+        qk_rope_head_dim=c.qk_rope_head_dim,
+        qk_nope_head_dim=c.qk_nope_head_dim,
+        v_head_dim=c.v_head_dim,
+        q_lora_rank=c.q_lora_rank,
+        num_experts=c.n_routed_experts or c.num_local_experts or c.num_experts or None,
+        experts_per_token=c.num_experts_per_tok or c.experts_per_token,
+        num_shared_experts=c.n_shared_experts,
+        moe_intermediate_size=c.moe_intermediate_size,
+        first_k_dense_replace=c.first_k_dense_replace,
+        config=cfg,
+    )
+
+
+def get_spec(model: str | Path | dict | ModelSpec) -> ModelSpec:
+    """ModelSpec for a preset name, a config.json path, or a config dict (a ModelSpec is returned as is)."""
+    if isinstance(model, ModelSpec):
+        return model
+    name, cfg = load_config(model)
+    return spec_from_config(cfg, name)
+
+
+# ---------------------------------------------------------------- exact parameter counts
+
+@dataclass(frozen=True)
+class ParamBreakdown:
+    """Parameters of a model by how quantizers treat them.
+
+    linear: weights of nn.Linear layers in the decoder blocks (what bitsandbytes replaces);
+    linear_rows: their output rows summed (one int8 scale per row); linear_layers: how many;
+    experts: fused expert tensors (3-D, one matrix per expert; bitsandbytes leaves them as they are);
+    embedding / lm_head: input and output embeddings (lm_head 0 when tied); other: norms, biases,
+    routers, attention sinks.
+    """
+
+    total: int
+    embedding: int
+    lm_head: int
+    linear: int
+    linear_rows: int
+    linear_layers: int
+    linear_sizes: tuple[int, ...]
+    experts: int
+    expert_matrices: int
+    other: int
+
+    def to_dict(self) -> dict[str, int]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "linear_sizes"}
+
+
+def build_meta_model(cfg: dict):
+    """The architecture as transformers builds it, on the meta device: shapes, no storage."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    c = {k: v for k, v in cfg.items() if k not in ("quantization_config", "auto_map", "_name_or_path")}
+    model_type = c.pop("model_type", None)
+    if not model_type:
+        raise ValueError("config has no model_type; cannot build its architecture")
+    try:
+        config = AutoConfig.for_model(model_type, **c)
+        with torch.device("meta"):
+            return AutoModelForCausalLM.from_config(config)
+    except Exception as exc:  # noqa: BLE001 - any failure of transformers here is a config it cannot build
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ValueError(f"unsupported config: transformers cannot build a causal LM of model_type "
+                         f"{model_type!r} ({first[:200]})") from None
+
+
+@functools.lru_cache(maxsize=32)
+def _breakdown(cfg_json: str) -> ParamBreakdown:
+    import torch.nn as nn
+
+    model = build_meta_model(json.loads(cfg_json))
+    out_emb = model.get_output_embeddings()
+    in_emb = model.get_input_embeddings()
+    seen: set[int] = set()
+    emb = head = lin = rows = nlin = exp = nexp = other = 0
+    sizes: list[int] = []
+    for module in model.modules():
+        for pname, p in module.named_parameters(recurse=False):
+            if id(p) in seen:
+                continue  # tied weights count once
+            seen.add(id(p))
+            n = p.numel()
+            if module is in_emb:
+                emb += n
+            elif module is out_emb:
+                head += n
+            elif isinstance(module, nn.Linear) and pname == "weight":
+                lin += n
+                rows += p.shape[0]
+                nlin += 1
+                sizes.append(n)
+            elif p.ndim == 3:
+                exp += n
+                nexp += p.shape[0]
+            else:
+                other += n
+    total = emb + head + lin + exp + other
+    return ParamBreakdown(total, emb, head, lin, rows, nlin, tuple(sizes), exp, nexp, other)
+
+
+def param_breakdown(model: str | Path | dict | ModelSpec) -> ParamBreakdown:
+    """Exact parameter counts by kind, from the architecture built on the meta device."""
+    cfg = get_spec(model).config  # validated where it enters
+    return _breakdown(json.dumps(cfg, sort_keys=True))
+
+
+def param_count(model: str | Path | dict | ModelSpec) -> int:
+    """Exact number of parameters (tied weights once), e.g. 7,241,732,096 for Mistral 7B v0.1."""
+    return param_breakdown(model).total
+
+
+@functools.lru_cache(maxsize=16)
+def _attention_projections(cfg_json: str) -> int:
+    import torch.nn as nn
+
+    model = build_meta_model(json.loads(cfg_json))
+    return sum(m.weight.numel() for name, m in model.named_modules()
+               if isinstance(m, nn.Linear) and ".self_attn." in f".{name}.")
+
+
+def attention_projection_params(model: str | Path | dict | ModelSpec) -> int:
+    """Parameters of the attention projections (the nn.Linear layers inside each decoder layer's attention
+    block: q, k, v, o), summed over all layers, from the architecture built on the meta device."""
+    return _attention_projections(json.dumps(get_spec(model).config, sort_keys=True))

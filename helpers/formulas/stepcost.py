@@ -1,0 +1,227 @@
+"""The cost of one forward step — the bytes it moves and the FLOPs it does — in one place.
+
+Notebook 03's roofline and decode floor, notebook 04's planner (its decode step, prefill and cost),
+the planner-against-measurement table and `make bench` all call forward_cost(); none keeps a
+formula of its own, so the same model, batch and context give the same bytes everywhere.
+
+Bytes of one forward of `batch` sequences, each `new_tokens` new after `past_tokens` cached
+(Pope et al. 2022, "Efficiently Scaling Transformer Inference", arXiv:2211.05102, §2: weights are
+loaded once per step and shared by the batch; the KV cache is read per sequence):
+- weights, streamed once per step: every weight under its dtype or quantization scheme
+  (helpers.formulas.memory.weight_bytes, metadata included), except
+  - the input embedding table, a lookup: only the rows of the step's tokens are read
+    (batch × new_tokens × hidden); with tied embeddings the table is also the output head and is
+    read in full;
+  - MoE routed experts: only the experts the step's tokens touch, in expectation each of
+    batch × new_tokens tokens choosing k of E experts independently: 1 − (1 − k/E)^tokens of them;
+- the KV cache read: each sequence's cached tokens, at most the window on a sliding layer
+  (helpers.formulas.memory.kv_cache_bytes), and the new tokens' K/V written. Activations are left out.
+
+FLOPs: 2 per multiply-add for every weight a token multiplies through (Kaplan et al. 2020, §2.1,
+C_forward ≈ 2N: the blocks' linear layers and the k/E active share of the experts; the embedding
+lookup does none), attention's QKᵀ and softmax·V over each query's keys (helpers.formulas.roofline
+attended_keys), and the output head, 2 × hidden × vocab for each position whose logits are computed.
+MLA's attention can be counted as transformers computes it (per head, qk_nope + qk_rope wide keys,
+v_head_dim wide values) or, as serving engines decode it, absorbed into the latent (DeepSeek-V2,
+arXiv:2405.04434, §2.1.2–2.1.3: kv_lora_rank + qk_rope wide scores, kv_lora_rank wide values).
+
+The memory budget (what the KV cache gets of a GPU) lives in helpers.formulas.memory (kv_budget_bytes and
+runtime_reserve_bytes), used by notebooks 02 and 04 and the planner alike.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from .. import checks
+from .memory import KV_DTYPES, WEIGHT_SCHEMES, kv_bytes_per_token, kv_cache_bytes, weight_bytes
+from .specs import get_spec, param_breakdown
+from .units import DTYPE_BYTES, normalize_dtype
+
+_PLAIN = ("fp32", "bf16", "fp16")
+
+
+def _scheme(weights: str) -> str:
+    return weights if weights == "nf4-dq" else normalize_dtype(weights, WEIGHT_SCHEMES)
+
+
+# ----------------------------------------------------------------------------- parts of the weights
+
+def embedding_element_bytes(weights: str) -> float:
+    """Bytes of one input-embedding element under a weight scheme: the dtype itself, or bf16 for the
+    quantization schemes, which leave embeddings unquantized (helpers.formulas.memory.weight_bytes)."""
+    s = _scheme(weights)
+    return DTYPE_BYTES[s] if s in _PLAIN else DTYPE_BYTES["bf16"]
+
+
+def expert_bytes(model, weights: str = "bf16") -> float:
+    """Bytes of the routed-expert tensors under a weight scheme, as helpers.formulas.memory.weight_bytes
+    stores them: fp8 and mxfp4 quantize experts; bitsandbytes int8/nf4 leave 3-D experts in bf16."""
+    spec = get_spec(model)
+    s = _scheme(weights)
+    pb = param_breakdown(spec)
+    if not pb.experts:
+        return 0.0
+    if s in _PLAIN:
+        return float(pb.experts * DTYPE_BYTES[s])
+    w = weight_bytes(spec, s)
+    if s == "mxfp4":
+        return float(w.data_bytes + w.metadata_bytes)
+    if s == "fp8":
+        return (w.data_bytes + w.metadata_bytes) * pb.experts / w.quantized_params
+    return float(pb.experts * DTYPE_BYTES["bf16"])
+
+
+def experts_touched(model, tokens: int) -> float:
+    """Expected fraction of a layer's routed experts that `tokens` tokens touch, each choosing k of E
+    independently and uniformly: 1 − (1 − k/E)^tokens (1 for a dense model)."""
+    spec = get_spec(model)
+    if not spec.num_experts or not spec.experts_per_token:
+        return 1.0
+    return 1.0 - (1.0 - spec.experts_per_token / spec.num_experts) ** tokens
+
+
+def matmul_params(model) -> int:
+    """Parameters each token is multiplied by in the decoder blocks: every nn.Linear weight and the
+    active share (k/E) of the fused expert tensors. Excludes the input embedding (a lookup) and the
+    output head (head_flops)."""
+    spec = get_spec(model)
+    pb = param_breakdown(spec)
+    experts = pb.experts
+    if experts and spec.num_experts and spec.experts_per_token:
+        experts = experts * spec.experts_per_token // spec.num_experts
+    return pb.linear + experts
+
+
+def attention_flops_per_key(model, mla_absorbed: bool = False) -> int:
+    """FLOPs of one query token against one cached key in one layer, summed over the query heads:
+    QKᵀ and softmax·V, 2 FLOPs per multiply-add each — 4 × heads × head_dim; MLA as transformers
+    computes it 2·(qk_nope + qk_rope) + 2·v_head_dim per head, absorbed 2·(rank + qk_rope) + 2·rank."""
+    spec = get_spec(model)
+    if spec.is_mla:
+        if mla_absorbed:
+            per_head = 2 * (spec.kv_lora_rank + (spec.qk_rope_head_dim or 0)) + 2 * spec.kv_lora_rank
+        else:
+            per_head = 2 * ((spec.qk_nope_head_dim or 0) + (spec.qk_rope_head_dim or 0)) + 2 * (spec.v_head_dim or 0)
+    else:
+        per_head = 4 * spec.head_dim
+    return spec.num_heads * per_head
+
+
+def _keys_in_span(first: int, last: int, window: int | None) -> int:
+    """Σ_{k=first..last} min(k, window): keys attended by queries at positions first..last (1-based)."""
+    if last < first:
+        return 0
+    if window is None or last <= window:
+        return (first + last) * (last - first + 1) // 2
+    if first > window:
+        return (last - first + 1) * window
+    return (first + window) * (window - first + 1) // 2 + (last - window) * window
+
+
+def attended_keys(model, new_tokens: int, past_tokens: int = 0) -> int:
+    """Query–key pairs of a causal forward over `new_tokens` after `past_tokens`, summed over layers:
+    the query at position p (1-based) sees p keys, or at most the window on a sliding layer."""
+    spec = get_spec(model)
+    total = 0
+    for layer_type in spec.layer_types:
+        window = spec.sliding_window if layer_type == "sliding_attention" else None
+        total += _keys_in_span(past_tokens + 1, past_tokens + new_tokens, window)
+    return total
+
+
+# ----------------------------------------------------------------------------- the step
+
+@dataclass(frozen=True)
+class StepCost:
+    """Bytes and FLOPs of one forward step (all sequences of the batch, one GPU holding everything)."""
+
+    model: str
+    weights: str
+    kv_dtype: str
+    new_tokens: int
+    past_tokens: int
+    batch: int
+    weight_bytes: int        # weights streamed once: all but the untied embedding table; MoE: experts touched
+    embedding_bytes: int     # rows of the input embedding the step's tokens read (0 when tied: in weight_bytes)
+    kv_read_bytes: int       # every sequence's cached K/V (at most the window on sliding layers)
+    kv_write_bytes: int      # the new tokens' K/V
+    matmul_flops: int
+    attention_flops: int
+    head_flops: int
+    experts_touched: float   # fraction of each layer's routed experts read (1 for a dense model)
+
+    @property
+    def bytes(self) -> int:
+        return self.weight_bytes + self.embedding_bytes + self.kv_read_bytes + self.kv_write_bytes
+
+    @property
+    def kv_bytes(self) -> int:
+        return self.kv_read_bytes + self.kv_write_bytes
+
+    @property
+    def weight_read_bytes(self) -> int:
+        """Weights read, embedding rows included."""
+        return self.weight_bytes + self.embedding_bytes
+
+    @property
+    def flops(self) -> int:
+        return self.matmul_flops + self.attention_flops + self.head_flops
+
+    @property
+    def intensity(self) -> float:
+        """FLOPs per byte moved (arithmetic intensity)."""
+        return self.flops / self.bytes
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "bytes": self.bytes, "flops": self.flops, "intensity": self.intensity}
+
+
+def streamed_weight_bytes(model, weights: str = "bf16", tokens: int = 1) -> tuple[int, int, float]:
+    """(weight bytes streamed once per step, embedding-row bytes, fraction of experts touched) for a
+    step over `tokens` tokens in all (batch × new tokens); see the module docstring."""
+    spec = get_spec(model)
+    s = _scheme(weights)
+    pb = param_breakdown(spec)
+    total = weight_bytes(spec, s).bytes
+    emb = embedding_element_bytes(s)
+    touched = experts_touched(spec, tokens)
+    untouched = expert_bytes(spec, s) * (1.0 - touched)
+    if spec.tie_word_embeddings:
+        return int(round(total - untouched)), 0, touched
+    rows = min(tokens, spec.vocab_size) * spec.hidden_size
+    return int(round(total - pb.embedding * emb - untouched)), int(rows * emb), touched
+
+
+def forward_cost(model, new_tokens: int = 1, past_tokens: int = 0, batch: int = 1, weights: str = "bf16",
+                 kv_dtype: str | None = None, logits_tokens: int = 1, mla_absorbed: bool = False) -> StepCost:
+    """Bytes and FLOPs of one forward: `batch` sequences, each `new_tokens` new after `past_tokens`.
+
+    A decode step at context c: forward_cost(m, 1, c, batch). A prefill of n tokens: forward_cost(m, n).
+    weights: a dtype or quantization scheme (helpers.formulas.memory.WEIGHT_SCHEMES); kv_dtype: the cache's
+    element type (default: the weights' dtype, bf16 for a quantization scheme). logits_tokens: the
+    positions whose logits are computed (generation: the last one).
+    """
+    spec = get_spec(model)
+    new_tokens = checks.count(new_tokens, "new_tokens", 1)
+    past_tokens = checks.count(past_tokens, "past_tokens", 0)
+    batch = checks.count(batch, "batch", 1)
+    logits_tokens = checks.count(logits_tokens, "logits_tokens", 0)
+    s = _scheme(weights)
+    kv = normalize_dtype(kv_dtype, KV_DTYPES) if kv_dtype else (s if s in _PLAIN else "bf16")
+    w, emb, touched = streamed_weight_bytes(spec, s, batch * new_tokens)
+    read = kv_cache_bytes(spec, past_tokens, batch, kv) if past_tokens else 0
+    written = batch * new_tokens * kv_bytes_per_token(spec, kv)
+    return StepCost(
+        model=spec.name, weights=s, kv_dtype=kv, new_tokens=new_tokens, past_tokens=past_tokens, batch=batch,
+        weight_bytes=w, embedding_bytes=emb, kv_read_bytes=read, kv_write_bytes=written,
+        matmul_flops=batch * 2 * matmul_params(spec) * new_tokens,
+        attention_flops=batch * attention_flops_per_key(spec, mla_absorbed) * attended_keys(spec, new_tokens, past_tokens),
+        head_flops=batch * 2 * spec.hidden_size * spec.vocab_size * logits_tokens,
+        experts_touched=touched)
+
+
+def decode_cost(model, context: int, batch: int = 1, weights: str = "bf16", kv_dtype: str | None = None,
+                mla_absorbed: bool = False) -> StepCost:
+    """One decode step (one new token per sequence) over `context` cached tokens per sequence."""
+    return forward_cost(model, 1, context, batch, weights, kv_dtype, mla_absorbed=mla_absorbed)
