@@ -22,6 +22,8 @@ from typing import Any, Callable
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from helpers import records  # noqa: E402 - after the checkout is on the path
+
 
 def _roofline() -> dict:
     from helpers.measure import roofline_bench
@@ -115,7 +117,7 @@ def run(names: list[str], out: Path) -> int:
         data["machine"] = machine
         _release()
         path = out / f"{name}.json"
-        path.write_text(json.dumps(_plain(data), indent=1) + "\n")
+        records.dump(path, "bench", _plain(data))
         print(f"bench: {name} {'ok' if data['ok'] else 'FAILED'} in {data['seconds']:.1f} s -> {path}", flush=True)
         if data["ok"]:
             headline = {k: v for k, v in data.items() if isinstance(v, (int, float, str)) and k != "section"}

@@ -141,12 +141,12 @@ TIMES_START, TIMES_END = ("<!-- run-times:start (generated from the recorded run
 
 def guide_text(text: str, w) -> str:
     """The guide with its generated blocks current: notebook links, the agenda, the run times."""
-    from helpers.present import agenda
+    from helpers.present import agenda, run_times
 
     text = with_links(text, links_block(w))
     text = with_links(text, AGENDA_START + "\n" + agenda.guide_table(agenda.load()) + "\n" + AGENDA_END,
                       AGENDA_START, AGENDA_END)
-    return with_links(text, TIMES_START + "\n" + agenda.run_time_table(agenda.run_times()) + "\n" + TIMES_END,
+    return with_links(text, TIMES_START + "\n" + run_times.table(run_times.run_times()) + "\n" + TIMES_END,
                       TIMES_START, TIMES_END)
 
 
@@ -272,7 +272,7 @@ def run(only: list[str], timeout: int | None = None) -> int:
     BUILD.mkdir(exist_ok=True)
     (BUILD / "executed").mkdir(exist_ok=True)
     info = device_info()
-    from helpers.present.agenda import section_times
+    from helpers.present.run_times import section_times
 
     rows, failed, sections = [], 0, {}
     for src in todo:  # a notebook that fails before it notes its figures shows none, not the last run's
@@ -304,14 +304,15 @@ device {html.escape(info.label)} · torch {html.escape(info.torch_version)}</p>
 {items}
 </table></body></html>
 """
-    from helpers.present import recorded, report  # key figures per notebook, machine and profile, links (helpers/present/report.py)
+    from helpers import records
+    from helpers.present import report  # key figures per notebook, machine and profile, links (helpers/present/report.py)
 
     report.write_run_json(rows, BUILD, profile, info.to_dict(), sections)
     try:
         section = report.section(rows, BUILD, profile, info.label)
     except Exception as exc:  # noqa: BLE001 - the runs table is written whatever the key figures do
         section = f"<p class='bad'>key figures unavailable: {html.escape(f'{type(exc).__name__}: {exc}')}</p>"
-    recorded.write_text_atomic(BUILD / "index.html", page.replace("</body></html>", section + "\n</body></html>"))
+    records.write_atomic(BUILD / "index.html", page.replace("</body></html>", section + "\n</body></html>"))
     print(f"run: {len(rows) - failed} of {len(rows)} notebooks ran; report: {BUILD / 'index.html'}")
     for name, ok, _, err in rows:
         if not ok:  # CI's log ends with what failed and why; the executed notebook holds the traceback

@@ -65,14 +65,16 @@ def main(argv=None) -> int:
         "peak matmul (TFLOP/s)": peak / 1e12, "ridge (FLOP/B)": ridge,
         "crossover batch": roofline.crossover_batch(peak, bw, 2 if dtype == "bf16" else 4),
         "decode efficiency (loaded model)": rows[-1].efficiency}}
-    (out / "key_figures.json").write_text(json.dumps(figures, indent=1) + "\n")
-    (out / "decode_efficiency.json").write_text(json.dumps([asdict(r) for r in rows], indent=1, default=float) + "\n")
+    from helpers import records
+
+    records.dump(out / "key_figures.json", "key-figures", figures)
+    records.dump(out / "decode_efficiency.json", "bench", {"rows": [asdict(r) for r in rows]})
     meta = {"recorded_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "gpu": info.name,
             "device": info.to_dict(), "profile": "mistral-7b-random", "dtype": dtype, "context": a.context,
             "versions": {"torch": torch.__version__, "transformers": __import__("transformers").__version__},
             "how": "scripts/record_key_figures.py (no notebook tooling on this machine: key figures only)",
             "notebooks": [], "seconds": round(time.time() - t0, 1)}
-    (out / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+    records.dump(out / "meta.json", "record-meta", meta)
     print(json.dumps(figures, indent=1))
     for r in rows:
         print(f"  {r.model}: step {r.step_s * 1e3:.3f} ms, floor {r.floor_s * 1e3:.3f} ms, efficiency {r.efficiency:.3f}")

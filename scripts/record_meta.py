@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import csv
 import datetime as dt
-import json
 import os
 import shutil
 import subprocess
@@ -26,12 +25,14 @@ def notebooks(out: Path, build: Path) -> list[dict]:
     seconds come from build/run.json, which each `notebooks.py run` rewrites: merged into notebooks.json."""
     import nbformat
 
+    from helpers import records
+
     seen = out / "notebooks.json"
-    secs = json.loads(seen.read_text()) if seen.is_file() else {}
+    secs = records.load(seen, "notebook-seconds", roots=(out,))["seconds"] if seen.is_file() else {}
     run_json = build / "run.json"
     if run_json.is_file():
-        secs.update({r["notebook"]: r["seconds"] for r in json.loads(run_json.read_text()).get("notebooks", [])})
-    seen.write_text(json.dumps(secs, indent=1) + "\n")
+        secs.update({r["notebook"]: r["seconds"] for r in records.load(run_json, "run").get("notebooks", [])})
+    records.dump(seen, "notebook-seconds", {"seconds": secs})
     rows = []
     for ipynb in sorted((build / "executed").glob("[0-9][0-9]_*.ipynb")):
         nb = nbformat.read(ipynb, as_version=4)
@@ -64,6 +65,7 @@ def sections(out: Path) -> list[dict]:
 
 
 def main(argv: list[str]) -> int:
+    from helpers import records
     from helpers.measure.hardware import device_info
     from helpers.preflight import library_versions
     from helpers.present.recorded import KEY_FIGURES, noted_figures
@@ -96,8 +98,8 @@ def main(argv: list[str]) -> int:
     }
     if os.environ.get("RECORD_NOTE"):
         meta["note"] = os.environ["RECORD_NOTE"]
-    (out / KEY_FIGURES).write_text(json.dumps(noted_figures(build / "figures"), indent=1) + "\n")
-    (out / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+    records.dump(out / KEY_FIGURES, "key-figures", noted_figures(build / "figures"))
+    records.dump(out / "meta.json", "record-meta", meta)
     for n in nbs:
         print(f"  {n['notebook']}: {'ok' if n['ok'] else 'FAILED'}, {n['figures']} figures, {n['seconds']} s")
     return 0

@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 import re
 import subprocess
@@ -28,7 +27,9 @@ sys.path.insert(0, str(ROOT))
 
 def one_run(env: dict) -> dict:
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / "notebooks.py"), "run"], cwd=ROOT, env=env)
-    data = json.loads((ROOT / "build" / "run.json").read_text())
+    from helpers import records
+
+    data = records.load(ROOT / "build" / "run.json", "run")
     failed = [n["notebook"] for n in data["notebooks"] if not n["ok"]]
     if r.returncode or failed:
         raise SystemExit(f"record-times: a notebook failed ({', '.join(failed) or r.returncode}); nothing recorded")
@@ -54,12 +55,14 @@ def base_env() -> dict:
 def replay() -> int:
     import shutil
 
+    from helpers import records
+
     folder = record_folder()
     shutil.rmtree(folder / "replay", ignore_errors=True)      # a new set, not a mix with an older one
     env = base_env()
     env["WORKSHOP_REPLAY_RECORD"] = str(folder)
     one_run(env)
-    n = len(list((folder / "replay").glob("*.pkl")))
+    n = len([p for p in (folder / "replay").glob("[0-9][0-9]__*.json")])
     print(f"record-replay: {n} measurements in {(folder / 'replay').relative_to(ROOT)}")
     env = base_env()
     env["WORKSHOP_REPLAY"] = "1"
@@ -68,12 +71,13 @@ def replay() -> int:
     data = {"recorded_at": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
             "profile": run["profile"], "load_average_after": round(os.getloadavg()[0], 1),
             "total_s": round(sum(seconds.values()), 1), "notebooks": seconds}
-    (folder / "replay" / "run_times.json").write_text(json.dumps(data, indent=1) + "\n")
+    records.dump(folder / "replay" / "run_times.json", "replay-run-times", data)
     print(f"record-replay: every notebook in replay mode took {data['total_s']:.0f} s in all")
     return 0
 
 
 def times() -> int:
+    from helpers import records
     from helpers.measure.hardware import device_info
 
     env = base_env()
@@ -94,7 +98,7 @@ def times() -> int:
                      "recorded_at": dt.date.today().isoformat(), "git_commit": commit,
                      "load_average_after": round(os.getloadavg()[0], 1)},
             "first": per_notebook(first), "cached": per_notebook(cached)}
-    out.write_text(json.dumps(data, indent=1) + "\n")
+    records.dump(out, "run-times", data)
     print(f"record-times: wrote {out.relative_to(ROOT)}; run `make export` to regenerate the guide's tables")
     return 0
 

@@ -24,12 +24,14 @@ def test_tiny_label_names_model_dtype_device_profile(tiny):
 
 
 def test_without_weights_keeps_the_description_and_records_small(tiny):
-    import pickle
+    import json
+
+    from helpers import records
 
     bare = tiny.without_weights()
     assert bare.model is None and bare.tokenizer is None and tiny.model is not None   # the original keeps its model
     assert bare.label == tiny.label and bare.spec == tiny.spec and bare.spec.hidden_size == local_models.TINY_CONFIG["hidden_size"]
-    assert len(pickle.dumps(bare)) < 20_000   # a recording keeps this beside its result (helpers.present.replay)
+    assert len(json.dumps(records.encode(bare))) < 20_000   # a recording keeps this beside its result (helpers.present.replay)
     on, value = models.run_on(tiny, lambda m, x, y=0: (m.model is not None, x + y), 3, y=4)
     assert value == (True, 7) and on.model is None and on.label == tiny.label   # fn saw the weights; the record does not
 

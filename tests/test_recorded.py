@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import records
 from helpers.present import notebook, recorded, report
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -21,8 +22,13 @@ def _png_size(path: Path) -> tuple[int, int]:
     return struct.unpack(">II", head[16:24])
 
 
+def _body(path: Path) -> dict:
+    """A record's fields without its envelope (record_format, kind)."""
+    return {k: v for k, v in json.loads(path.read_text()).items() if k not in ("record_format", "kind")}
+
+
 def test_a_cpu_record_is_committed():
-    assert any(json.loads((r / "meta.json").read_text())["device"]["kind"] == "cpu" for r in RECORDS)
+    assert sum(json.loads((r / "meta.json").read_text())["device"]["kind"] == "cpu" for r in RECORDS) >= 2
 
 
 @pytest.mark.parametrize("folder", RECORDS, ids=lambda p: p.name)
@@ -62,8 +68,8 @@ def _fake_record(tmp_path: Path, kind: str, when: str, name: str) -> Path:
     plt.close(fig)
     meta = {"recorded_at": when, "gpu": name.upper(), "device": {"kind": kind, "name": name.upper()},
             "profile": "mistral-7b-random", "notebooks": [{"notebook": "03_x", "ok": True, "figures": 1}]}
-    (folder / "meta.json").write_text(json.dumps(meta))
-    (folder / "key_figures.json").write_text(json.dumps({"03_x": {"ridge (FLOP/B)": 295.5}}))
+    records.dump(folder / "meta.json", "record-meta", meta)
+    records.dump(folder / "key_figures.json", "key-figures", {"03_x": {"ridge (FLOP/B)": 295.5}})
     return folder
 
 
@@ -85,15 +91,14 @@ def test_note_figures_writes_only_when_asked(tmp_path, monkeypatch):
     import numpy as np
 
     path = recorded.note_figures("03_x", {"a": np.float64(2.5), "b": float("nan"), "c": "cpu"})
-    assert json.loads(path.read_text()) == {"a": 2.5, "b": None, "c": "cpu"}
+    assert _body(path) == {"a": 2.5, "b": None, "c": "cpu"}
     assert recorded.noted_figures(tmp_path) == {"03_x": {"a": 2.5, "b": None, "c": "cpu"}}
     with pytest.raises(ValueError, match="non-empty dict"):
         recorded.note_figures("03_x", {})
 
 
 def test_report_section_has_each_notebooks_figures_machine_and_links(tmp_path):
-    (tmp_path / "figures").mkdir()
-    (tmp_path / "figures" / "03_prefill_decode_roofline.json").write_text(json.dumps({"ridge (FLOP/B)": 7.25}))
+    records.dump(tmp_path / "figures" / "03_prefill_decode_roofline.json", "key-figures", {"ridge (FLOP/B)": 7.25})
     rows = [(s, True, 1.0, "") for s in ("02_memory_equation", "03_prefill_decode_roofline", "04_capacity_planner",
                                          "05_quantization", "06_attention_variants")] + [("01_feel_the_pain", False, 2.0, "boom")]
     page = report.section(rows, tmp_path, "tiny", "cpu: Test CPU")
@@ -158,8 +163,8 @@ def test_a_corrupt_key_figures_json_is_skipped_with_a_note(tmp_path, content):
 
 def test_wrong_typed_meta_fields_still_label_the_record(tmp_path):
     folder = _fake_record(tmp_path, "cpu", "2026-11-30T12:00:00+00:00", "odd")
-    (folder / "meta.json").write_text(json.dumps({"device": "a string", "recorded_at": 5, "profile": [1],
-                                                  "note": {"x": 1}, "gpu": True}))
+    records.dump(folder / "meta.json", "record-meta", {"device": "a string", "recorded_at": 5, "profile": [1],
+                                                       "note": {"x": 1}, "gpu": True})
     rec = recorded.pick("03_x", tmp_path)
     assert rec.label == "recorded on ?: ? · profile ? · 5" and not rec.is_gpu
 
@@ -167,7 +172,7 @@ def test_wrong_typed_meta_fields_still_label_the_record(tmp_path):
 def test_report_leaves_out_a_truncated_figures_file_and_says_which(tmp_path):
     (tmp_path / "figures").mkdir()
     (tmp_path / "figures" / "02_memory_equation.json").write_text('{"users that fit": 4')      # truncated
-    (tmp_path / "figures" / "03_prefill_decode_roofline.json").write_text(json.dumps({"ridge (FLOP/B)": 7.25}))
+    records.dump(tmp_path / "figures" / "03_prefill_decode_roofline.json", "key-figures", {"ridge (FLOP/B)": 7.25})
     rows = [("02_memory_equation", True, 1.0, ""), ("03_prefill_decode_roofline", True, 1.0, "")]
     page = report.section(rows, tmp_path, "tiny", "cpu: Test CPU")
     assert "7.25" in page and "measured figures unreadable" in page and "02_memory_equation.json" in page
@@ -184,10 +189,10 @@ def test_figures_are_written_atomically(tmp_path, monkeypatch):
     def crash(src, dst):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(recorded.os, "replace", crash)
-    with pytest.raises(OSError):
+    monkeypatch.setattr(records.os, "replace", crash)
+    with pytest.raises(ValueError, match="No space left on device"):
         recorded.note_figures("03_x", {"a": 2})
-    assert json.loads(path.read_text()) == {"a": 1}                   # the old file whole, not half a new one
+    assert _body(path) == {"a": 1}                   # the old file whole, not half a new one
     assert [p.name for p in tmp_path.iterdir()] == ["03_x.json"]       # and no temporary file left
     assert oct(os.stat(path).st_mode & 0o777) == "0o644"
 

@@ -1,20 +1,19 @@
 """helpers.present.replay: live by default, recorded values in replay mode (labelled, the Run live button
-measures here), long sweeps waiting for their button in marimo, recordings written atomically with their
-meta, and a missing or stale recording never an error."""
+measures here), long sweeps waiting for their button in marimo, recordings written atomically as JSON
+records with their meta, and a missing, stale or broken recording never an error."""
 from __future__ import annotations
 
 import json
-import pickle
-from dataclasses import dataclass
 
 import pytest
 
+from helpers import env, records
+from helpers.measure.timing import Stats
 from helpers.present import replay
 
 
-@dataclass
-class Sweep:
-    points: list
+def Sweep(points):          # a result of helpers (a recording rebuilds only helpers' dataclasses)
+    return Stats(tuple(points))
 
 
 @pytest.fixture
@@ -50,8 +49,11 @@ def test_recording_then_replay_returns_the_recorded_value_labelled(results, monk
     rec = _record(results, monkeypatch, "cpu-box", Sweep([1, 2, 3]))
     assert not rec.replayed
     saved = results / "cpu-box" / "replay"
-    assert (saved / "01__ttft.pkl").is_file() and not list(saved.glob("*.tmp"))
-    assert json.loads((saved / "meta.json").read_text())["profile"] == "tiny-trained"
+    assert (saved / "01__ttft.json").is_file() and not [p for p in saved.iterdir() if p.name.startswith(".")]
+    meta = json.loads((saved / "meta.json").read_text())
+    assert meta["profile"] == "tiny-trained" and meta["record_format"] == records.RECORD_FORMAT
+    assert json.loads((saved / "01__ttft.json").read_text())["value"] == {
+        "$dataclass": "helpers.measure.timing.Stats", "fields": {"samples": {"$tuple": [1, 2, 3]}}}
 
     monkeypatch.setenv(replay.REPLAY_ENV, "1")
     m = replay.measure("01/ttft", lambda: pytest.fail("replay must not measure"), profile="tiny-trained", device="cpu")
@@ -70,9 +72,10 @@ def test_replay_prefers_a_gpu_record_and_can_name_one(results, monkeypatch):
     assert replay.measure("01/ttft", list, profile="tiny-trained", device="cpu").value == Sweep(["gpu"])
     monkeypatch.setenv(replay.REPLAY_ENV, "cpu-box")
     assert replay.measure("01/ttft", list, profile="tiny-trained", device="cpu").value == Sweep(["cpu"])
-    monkeypatch.setenv(replay.REPLAY_ENV, "no-such-record")
-    with pytest.raises(ValueError, match="neither 1 nor a recorded run with replays; recorded: h200, cpu-box"):
-        replay.measure("01/ttft", list)
+    for bad in ("no-such-record", "../cpu-box", "/etc"):
+        monkeypatch.setenv(replay.REPLAY_ENV, bad)
+        with pytest.raises(env.EnvError, match=r"a record with replays \(h200, cpu-box\)"):
+            replay.measure("01/ttft", list)
 
 
 def test_a_missing_or_stale_recording_runs_live_and_says_why(results, monkeypatch):
@@ -80,17 +83,29 @@ def test_a_missing_or_stale_recording_runs_live_and_says_why(results, monkeypatc
     m = replay.measure("01/other", lambda: 7, profile="tiny", device="cpu")
     assert m.value == 7 and not m.replayed and "no recorded run holds it" in m.why_live
     assert "Measured live in replay mode" in m.note().text
-    _record(results, monkeypatch, "cpu-box", 1)
+    _record(results, monkeypatch, "cpu-box", Sweep([1]))
     monkeypatch.setenv(replay.REPLAY_ENV, "1")
-    (results / "cpu-box" / "replay" / "01__ttft.pkl").write_bytes(pickle.dumps({"seconds": 1.0})[:-3])  # truncated
-    m = replay.measure("01/ttft", lambda: 8, profile="tiny", device="cpu")
-    assert m.value == 8 and "no longer loads" in m.why_live
+    path = results / "cpu-box" / "replay" / "01__ttft.json"
+    good = path.read_text()
+    for broken, why in ((good[:-20], "is not valid JSON"),
+                        (good.replace('"seconds": ', '"seconds": "abc", "x": '), "is not the recording of 01/ttft"),
+                        (good.replace('"key": "01/ttft"', '"key": "02/other"'), "is not the recording of 01/ttft"),
+                        (good.replace('"record_format": 1', '"record_format": 9'), "this code reads format 1"),
+                        (good.replace("helpers.measure.timing.Stats", "os.system"), "is not a result type of helpers"),
+                        (good.replace('"samples"', '"points"'), "changed since it was recorded"),
+                        ("[1, 2]", "holds a JSON list, not an object")):
+        assert broken != good
+        path.write_text(broken)
+        m = replay.measure("01/ttft", lambda: 8, profile="tiny", device="cpu")
+        assert m.value == 8 and not m.replayed and why in m.why_live and "cpu-box/replay/01__ttft.json" in m.why_live
 
 
 def test_a_corrupt_meta_skips_that_record(results, monkeypatch):
     _record(results, monkeypatch, "cpu-box", 1)
     (results / "broken" / "replay").mkdir(parents=True)
     (results / "broken" / "replay" / "meta.json").write_text("{")
+    (results / "listed" / "replay").mkdir(parents=True)
+    (results / "listed" / "replay" / "meta.json").write_text("[]")
     assert [p.name for p in replay.recordings()] == ["cpu-box"]
 
 
@@ -114,5 +129,39 @@ def test_bad_keys_and_oversized_recordings_are_refused(results, monkeypatch):
     with pytest.raises(ValueError, match="'NN/name'"):
         replay.measure("ttft", list)
     monkeypatch.setenv(replay.RECORD_ENV, str(results / "box"))
-    with pytest.raises(ValueError, match="should return its results, not a model"):
-        replay.measure("01/big", lambda: b"x" * (replay.MAX_BYTES + 1))
+    with pytest.raises(ValueError, match="a record holds results, not a model"):
+        replay.measure("01/big", lambda: "x" * (records.MAX_BYTES + 1))
+    with pytest.raises(TypeError, match="cannot hold a builtins.bytes"):
+        replay.measure("01/big", lambda: b"x")
+
+
+@pytest.mark.parametrize("target", ["file", "/proc/nope", "/dev/null/x"])
+def test_a_recording_folder_that_cannot_be_written_is_one_line(results, monkeypatch, target):
+    (results / "file").write_text("")
+    monkeypatch.setenv(replay.RECORD_ENV, str(results / target) if target == "file" else target)
+    with pytest.raises(env.EnvError, match=r"WORKSHOP_REPLAY_RECORD=.* is not a folder this process can write"):
+        replay.measure("01/x", lambda: 1)
+
+
+def test_a_pickle_beside_the_records_is_never_read(results, monkeypatch):
+    import pickle
+
+    (results / "cpu-box" / "replay").mkdir(parents=True)
+    records.dump(results / "cpu-box" / "replay" / "meta.json", "replay-meta",
+                 {"device_kind": "cpu", "profile": "tiny", "recorded_at": "2026-12-01T10:00:00+00:00"})
+    (results / "cpu-box" / "replay" / "01__ttft.pkl").write_bytes(pickle.dumps({"key": "01/ttft", "seconds": 1, "value": 5}))
+    monkeypatch.setenv(replay.REPLAY_ENV, "1")
+    m = replay.measure("01/ttft", lambda: 9, profile="tiny", device="cpu")
+    assert m.value == 9 and not m.replayed
+
+
+@pytest.mark.parametrize("record", ["cpu-amd-epyc", "cpu-intel-xeon"])
+def test_every_committed_recording_loads(record):
+    folder = records.RESULTS / record
+    keys = sorted(p.stem.replace("__", "/") for p in (folder / "replay").glob("[0-9][0-9]__*.json"))
+    assert len(keys) == 22
+    for key in keys:
+        got = replay.load(key, [folder])
+        assert not isinstance(got, str), got
+        value, meta = got
+        assert meta["record"] == record and meta["device_kind"] == "cpu" and meta["profile"] == "tiny-trained"

@@ -21,7 +21,6 @@ run and the figures it took (read by the rules of helpers.benchmark.findings), G
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -368,22 +367,16 @@ def _pct(v):
 
 def write_guide(record: str | Path, markdown: str | Path) -> Path:
     """Replace the generated section of `markdown` with the one made from the run in `record`."""
-    import json
+    from .. import records
 
     record, markdown = Path(record), Path(markdown)
-    data = json.loads(record.read_text())
+    data = records.load(record, "engines", roots=(record.parent,))
     text = markdown.read_text()
     if GENERATED_START not in text or GENERATED_END not in text:
         raise ValueError(f"{markdown} has no generated section (the markers {GENERATED_START!r} … {GENERATED_END!r})")
     head, rest = text.split(GENERATED_START, 1)
     tail = rest.split(GENERATED_END, 1)[1]
-    root = Path(__file__).resolve().parents[2]
-    shown = record.resolve().relative_to(root) if record.resolve().is_relative_to(root) else record
-    new = head + guide_markdown(data, str(shown)) + tail
-    tmp = markdown.with_name(f".{markdown.name}.tmp")
-    tmp.write_text(new)
-    os.replace(tmp, markdown)
-    return markdown
+    return records.write_atomic(markdown, head + guide_markdown(data, records.shown(record)) + tail)
 
 
 if __name__ == "__main__":

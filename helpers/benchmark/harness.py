@@ -9,14 +9,13 @@ the benchmark goes on with the next; a server that never becomes ready is record
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 import tempfile
 import time
 from pathlib import Path
 from typing import Sequence
 
-from .. import checks
+from .. import checks, records
 from ..serving.traces import TraceRequest
 from . import client, workloads
 from .crosscheck import crosscheck_vllm_bench
@@ -223,21 +222,9 @@ def _slug(name: str) -> str:
 
 
 def write_json_atomic(data: dict, path: str | Path) -> Path:
-    """Write JSON to a temporary file beside `path`, then rename it over `path` (a reader never sees a
-    half-written file, and an interrupted run leaves the last complete one)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=1, default=str)
-            f.write("\n")
-        os.chmod(tmp, 0o644)     # mkstemp makes it private; a result is for everyone to read
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    """The run's record, written whole after every level (helpers.records.dump: atomic, so a reader never
+    sees a half-written file, and an interrupted run leaves the last complete one)."""
+    return records.dump(path, "engines", data)
 
 
 def versions() -> dict:

@@ -4,14 +4,14 @@ the label a figure is stamped with.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from .. import records
 from .harness import RESULTS_DIR
 from .metrics import ROW_COLUMNS, RunSummary
 
 
-RECORD = Path(__file__).resolve().parents[2] / "workshop" / "results" / "cpu-amd-epyc" / "engines.json"
+RECORD = records.RESULTS / "cpu-amd-epyc" / "engines.json"
 
 
 def load_record(here: Path | None = None, committed: Path | None = None) -> tuple[dict | None, str]:
@@ -21,13 +21,11 @@ def load_record(here: Path | None = None, committed: Path | None = None) -> tupl
     for path, what in ((here or RESULTS_DIR / "engines.json", "this machine's make engines run"),
                        (committed or RECORD, "the committed record")):
         try:
-            data = json.loads(Path(path).read_text())
-        except (OSError, ValueError):
+            data = records.load(path, "engines", roots=(Path(path).parent,))
+        except records.RecordError:
             continue
-        if isinstance(data, dict) and data.get("complete") and data.get("configs"):
-            root = Path(__file__).resolve().parents[2]
-            shown = Path(path).resolve().relative_to(root) if Path(path).resolve().is_relative_to(root) else path
-            return data, f"{what} ({shown}): {data.get('recorded_at', '?')[:16].replace('T', ' ')} UTC"
+        if data.get("complete") and data.get("configs"):
+            return data, f"{what} ({records.shown(path)}): {str(data.get('recorded_at', '?'))[:16].replace('T', ' ')} UTC"
     return None, "no complete make engines result here, and no committed record"
 
 

@@ -8,20 +8,18 @@ its live sections on the default profile (`workshop/results/<record>/run_times.j
 """
 from __future__ import annotations
 
-import json
-import re
-from dataclasses import dataclass, field
+
+from dataclasses import dataclass
 from pathlib import Path
 
 from .. import checks
+from .run_times import RunTimes, headings, match_heading
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENDA = ROOT / "workshop" / "agenda.toml"
 NOTEBOOKS = ROOT / "notebooks"
 RESULTS = ROOT / "workshop" / "results"
 ROOM_MINUTES = 120          # the workshop's length, breaks included
-# a section heading: a line of prose "## …", or a cell that builds its heading, mo.md("## …") (double quotes)
-HEADING = re.compile(r"""^[ \t]*## (.+?)[ \t]*$|mo\.md\(f?"(?:"")?## ([^"\n\\]+?)[ \t]*(?=["\\])""", re.M)
 KINDS = ("slides", "notebook", "break", "questions")
 
 
@@ -144,100 +142,13 @@ def notebook_sections(number: str) -> list[str]:
     return list(dict.fromkeys(headings(notebook_file(number).read_text(encoding="utf-8"))))
 
 
-def headings(text: str) -> list[str]:
-    """Every section heading in a text, in order (HEADING's two forms)."""
-    return [m.group(1) or m.group(2) for m in HEADING.finditer(text)]
-
-
-def match_heading(ref: str, headings: list[str]) -> str | None:
-    """The heading a reference names: '3' names '3 · Throughput: …'; otherwise the heading itself or its
-    first words ('Speed' names 'Speed: prefill and decode, side by side')."""
-    for h in headings:
-        if ref == h or ref == h.split(" · ", 1)[0]:
-            return h
-    for h in headings:
-        if h.startswith(ref) and not h[len(ref)].isalnum():
-            return h
-    return None
-
-
-# ----------------------------------------------------------------------------- measured run times
-
-@dataclass(frozen=True)
-class RunTimes:
-    """A recorded `make run` on the default profile: seconds per notebook and per section, first (nothing
-    cached) and cached; `set-up` is what runs before a notebook's first section (imports, the model load)."""
-
-    first: dict[str, dict]
-    cached: dict[str, dict]
-    meta: dict = field(default_factory=dict)
-    replay: dict[str, float] | None = None   # seconds per notebook in replay mode (replay/run_times.json)
-
-    def notebook_seconds(self, number: str, which: str = "cached") -> float | None:
-        nb = self._nb(number, which)
-        return None if nb is None else float(nb["seconds"])
-
-    def section_seconds(self, number: str, ref: str, which: str = "cached") -> float | None:
-        nb = self._nb(number, which)
-        if nb is None:
-            return None
-        heading = match_heading(ref, list(nb.get("sections", {})))
-        return None if heading is None else float(nb["sections"][heading])
-
-    def _nb(self, number: str, which: str) -> dict | None:
-        runs = self.first if which == "first" else self.cached
-        return next((v for k, v in runs.items() if k.startswith(number + "_")), None)
-
-
-def run_times(results: Path = RESULTS) -> RunTimes | None:
-    """The newest recorded run times (run_times.json under a record folder), or None."""
-    found = []
-    for p in Path(results).glob("*/run_times.json"):
-        try:
-            data = json.loads(p.read_text())
-            found.append((str(data.get("recorded_at", "")), data, p))
-        except (OSError, ValueError):
-            continue
-    if not found:
-        return None
-    _, data, path = max(found, key=lambda x: x[0])
-    replayed = None
-    try:   # make record-replay's run in replay mode, beside its recordings
-        replayed = json.loads((path.parent / "replay" / "run_times.json").read_text())["notebooks"]
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
-    return RunTimes(data["first"], data["cached"], {**data.get("meta", {}), "path": str(path.relative_to(ROOT))
-                                                     if path.is_relative_to(ROOT) else str(path)},
-                    {k: float(v) for k, v in replayed.items()} if isinstance(replayed, dict) else None)
-
-
-def section_times(executed_nb: dict) -> dict[str, float]:
-    """Seconds per section of an executed .ipynb, from nbclient's cell timings: each code cell counted in
-    the last `## ` heading above it (cells before the first: 'set-up')."""
-    from datetime import datetime
-
-    out: dict[str, float] = {}
-    current = "set-up"
-    for cell in executed_nb.get("cells", []):
-        found = headings("".join(cell.get("source", "")))
-        if found:
-            current = found[0]
-        t = cell.get("metadata", {}).get("execution", {})
-        start, end = t.get("iopub.execute_input"), t.get("shell.execute_reply")
-        if start and end:
-            secs = (datetime.fromisoformat(end.replace("Z", "+00:00"))
-                    - datetime.fromisoformat(start.replace("Z", "+00:00"))).total_seconds()
-            out[current] = round(out.get(current, 0.0) + max(secs, 0.0), 2)
-    return out
-
-
 # ----------------------------------------------------------------------------- fit and the generated text
 
 @dataclass(frozen=True)
 class SlotFit:
     slot: Slot
     talk_minutes: float
-    run_minutes: float | None        # the live sections' measured run time (and the set-up), cached run
+    run_minutes: float | None        # the live sections' measured run time (and the set-up), cached run, slowest record
 
     @property
     def need_minutes(self) -> float | None:
@@ -248,16 +159,19 @@ class SlotFit:
         return None if self.need_minutes is None else self.need_minutes <= self.slot.minutes
 
 
-def fit(agenda: Agenda, times: RunTimes | None) -> list[SlotFit]:
+def fit(agenda: Agenda, times: list[RunTimes]) -> list[SlotFit]:
     """Each slot against what it needs: talk + the measured run time of its live sections (plus the
-    notebook's set-up — imports and the model load — whenever any section runs live)."""
+    notebook's set-up — imports and the model load — whenever any section runs live), on the slowest of
+    the records that measured them all (the room must fit on every machine recorded)."""
     out = []
     for s in agenda.slots:
         run = 0.0 if not s.live else None
-        if s.live and times is not None:
-            parts = [times.section_seconds(s.notebook, x.ref) for x in s.live]
-            setup = times.section_seconds(s.notebook, "set-up") or 0.0
-            run = None if any(p is None for p in parts) else (sum(parts) + setup) / 60
+        for t in times if s.live else ():
+            parts = [t.section_seconds(s.notebook, x.ref) for x in s.live]
+            if any(p is None for p in parts):
+                continue
+            mine = (sum(parts) + (t.section_seconds(s.notebook, "set-up") or 0.0)) / 60
+            run = mine if run is None else max(run, mine)
         out.append(SlotFit(s, s.talk_minutes, run))
     return out
 
@@ -286,29 +200,4 @@ def guide_table(agenda: Agenda) -> str:
             where = "—"
         rows.append(f"| {clock(agenda.start(s.id))} | {s.minutes:g} | {s.title} | {where} | {s.question} |")
     rows.append(f"| {clock(agenda.total_minutes)} | | end | | |")
-    return "\n".join(rows)
-
-
-def run_time_table(times: RunTimes | None) -> str:
-    """The guide's run-time table: each notebook's headless run on the default profile, first and cached."""
-    if times is None:
-        return "_No recorded run times yet: `make record-times` records them._"
-    rep = times.replay
-    rows = ["| notebook | first run (nothing cached) | cached |" + (" replay mode |" if rep else ""),
-            "| --- | --- | --- |" + (" --- |" if rep else "")]
-    for name in sorted(times.cached):
-        first = times.first.get(name, {}).get("seconds")
-        again = "" if not rep else (f" {rep[name]:,.0f} s |" if name in rep else " – |")
-        rows.append(f"| `{name}` | {'–' if first is None else f'{first:,.0f} s'} | {times.cached[name]['seconds']:,.0f} s |"
-                    + again)
-    m = times.meta
-    rows.append("")
-    load = f", load average {m['load_average_after']:g} at the end" if m.get("load_average_after") is not None else ""
-    rows.append(f"_Recorded by `make record-times` on {m.get('device', '?')}, profile {m.get('profile', '?')}, "
-                f"{m.get('recorded_at', '?')}{load} (`{m.get('path', '?')}`); the first run trains the tiny model "
-                "once._")
-    if rep:
-        rows.append("")
-        rows.append(f"_Replay mode (`WORKSHOP_REPLAY=1`: every long measurement shows its recording): "
-                    f"{sum(rep.values()):,.0f} s for all {len(rep)} notebooks (`make record-replay`)._")
     return "\n".join(rows)

@@ -15,63 +15,26 @@ from __future__ import annotations
 
 import base64
 import html
-import json
 import math
-import os
-import tempfile
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .. import env
+from ..records import RESULTS, RecordError, dump, load, shown
 
-ROOT = Path(__file__).resolve().parents[2]
-RESULTS = ROOT / "workshop" / "results"
 FIGURES_ENV = "WORKSHOP_FIGURES_DIR"
 KEY_FIGURES = "key_figures.json"
-MAX_JSON_BYTES = 5_000_000   # a meta.json or key_figures.json is kilobytes; anything larger is not one
-
-
-class RecordError(ValueError):
-    """A record file that cannot be used: the message names the file and what is wrong with it."""
 
 
 def _where(path: Path) -> str:
-    try:
-        return str(Path(path).resolve().relative_to(ROOT))
-    except ValueError:
-        return str(path)
+    return shown(path)
 
 
-def read_json_object(path: Path) -> dict:
-    """The JSON object in a file, or RecordError naming the file: unreadable, too large, not UTF-8,
-    empty or truncated, NaN/Infinity, or JSON that is not an object."""
-    def no_constant(token: str):
-        raise ValueError(f"{token} is not a number JSON allows")
-
-    def finite(token: str) -> float:
-        if not math.isfinite(x := float(token)):
-            raise ValueError(f"{token[:20]} is beyond a finite number")
-        return x
-
-    path = Path(path)
-    try:
-        size = path.stat().st_size
-        if size > MAX_JSON_BYTES:
-            raise RecordError(f"{_where(path)} is {size:,} bytes, more than a record's {MAX_JSON_BYTES:,}")
-        data = json.loads(path.read_bytes().decode("utf-8"), parse_constant=no_constant, parse_float=finite)
-    except RecordError:
-        raise
-    except OSError as exc:
-        raise RecordError(f"cannot read {_where(path)}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise RecordError(f"{_where(path)} is not UTF-8 text") from None
-    except (ValueError, RecursionError) as exc:  # JSONDecodeError: empty, truncated, not JSON
-        raise RecordError(f"{_where(path)} is not valid JSON ({str(exc).splitlines()[0][:120]})") from None
-    if not isinstance(data, dict):
-        raise RecordError(f"{_where(path)} holds a JSON {type(data).__name__}, not an object")
-    return data
+def read_json_object(path: Path, kind: str) -> dict:
+    """The record in a file (helpers.records.load, from its own folder), or RecordError naming the file."""
+    return load(path, kind, roots=(Path(path).parent,))
 
 
 @dataclass(frozen=True)
@@ -115,7 +78,8 @@ class Record:
         """The key figures this record noted ({notebook: {name: value}}, or one notebook's); {} when it
         has none. RecordError when key_figures.json cannot be read or a notebook's entry is not an object."""
         path = self.folder / KEY_FIGURES
-        data = read_json_object(path) if path.exists() else {}
+        data = read_json_object(path, "key-figures") if path.exists() else {}
+        data = {k: v for k, v in data.items() if k not in ("record_format", "kind")}
         if notebook is None:
             return data
         one = data.get(notebook, {})
@@ -130,7 +94,7 @@ def records(results: Path = RESULTS, skipped: list[str] | None = None) -> list[R
     out = []
     for meta in sorted(Path(results).glob("*/meta.json")):
         try:
-            out.append(Record(meta.parent, read_json_object(meta)))
+            out.append(Record(meta.parent, read_json_object(meta, "record-meta")))
         except RecordError as exc:
             if skipped is not None:
                 skipped.append(str(exc))
@@ -167,20 +131,6 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write text to a temporary file beside `path`, then rename it over `path`: a reader sees the old
-    file or the new one, never half of one."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)     # mkstemp makes it private; figures are for everyone to read
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def note_figures(notebook: str, figures: dict[str, Any], folder: str | Path | None = None) -> Path | None:
     """Save a notebook's key figures (name -> number or short text) for the report and the records.
 
@@ -190,7 +140,6 @@ def note_figures(notebook: str, figures: dict[str, Any], folder: str | Path | No
     """
     if not isinstance(figures, dict) or not figures:
         raise ValueError("figures must be a non-empty dict of name -> number or text")
-    text = json.dumps({str(k): _clean(v) for k, v in figures.items()}, indent=1, default=str) + "\n"
     try:
         where = Path(folder) if folder else env.folder(FIGURES_ENV)
     except env.EnvError as exc:
@@ -198,10 +147,8 @@ def note_figures(notebook: str, figures: dict[str, Any], folder: str | Path | No
         return None
     if where is None:
         return None
-    path = where / f"{notebook}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(path, text)
-    return path
+    return dump(where / f"{notebook}.json", "key-figures",
+                        {str(k): _clean(v) for k, v in figures.items()})
 
 
 def noted_figures(folder: str | Path, skipped: list[str] | None = None) -> dict[str, dict[str, Any]]:
@@ -210,7 +157,8 @@ def noted_figures(folder: str | Path, skipped: list[str] | None = None) -> dict[
     out = {}
     for p in sorted(Path(folder).glob("[0-9][0-9]_*.json")):
         try:
-            out[p.stem] = read_json_object(p)
+            out[p.stem] = {k: v for k, v in read_json_object(p, "key-figures").items()
+                           if k not in ("record_format", "kind")}
         except RecordError as exc:
             if skipped is not None:
                 skipped.append(str(exc))

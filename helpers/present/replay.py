@@ -12,16 +12,14 @@ the value, how long it took, and whether it was measured here or replayed from a
   profile shows at once instead (labelled), or the cell says what the button will measure and how long
   it took when recorded. Opening a notebook never starts a minute of measuring by itself.
 - **recording** (`WORKSHOP_REPLAY_RECORD=<folder>`, set by `make record-replay`): every measurement run
-  here is also saved there, one pickle per key, with the record's meta (device, profile, versions, commit).
+  here is also saved there, one JSON record per key (helpers.records: data, never code), with the
+  record's meta (device, profile, versions, commit).
 
-A recording that is missing or no longer loads (a result type changed since) is not an error: the
-measurement runs live and `Measured.why_live` says why.
+A recording that is missing or no longer loads (too large, not JSON, a result type changed since) is not
+an error: the measurement runs live and `Measured.why_live` names the file and what is wrong with it.
 """
 from __future__ import annotations
 
-import json
-import os
-import pickle
 import re
 import subprocess
 import time
@@ -29,13 +27,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from .recorded import RESULTS
+from .. import env, records
+from ..records import RESULTS
 
 REPLAY_ENV = "WORKSHOP_REPLAY"
 RECORD_ENV = "WORKSHOP_REPLAY_RECORD"
 FOLDER = "replay"          # inside a record's folder
 KEY = re.compile(r"^[0-9]{2}/[a-z0-9_]+$")   # '01/ttft_sweep': notebook number / measurement
-MAX_BYTES = 4_000_000      # a recording is a result (timings, tables), never a model: larger is refused
 
 
 @dataclass
@@ -83,12 +81,12 @@ class Measured:
 
 def replay_wanted() -> str | None:
     """None in the ordinary live mode; else the replay setting ('1', or a record folder's name)."""
-    raw = os.environ.get(REPLAY_ENV, "").strip()
+    raw = env.text(REPLAY_ENV) or ""
     if raw.lower() in ("", "0", "false", "no", "off"):
         return None
-    if raw.lower() not in ("1", "true", "yes", "on") and not (RESULTS / raw / FOLDER).is_dir():
+    if raw.lower() not in ("1", "true", "yes", "on") and not (records.NAME.match(raw) and (RESULTS / raw / FOLDER).is_dir()):
         have = ", ".join(r.name for r in recordings()) or "none"
-        raise ValueError(f"{REPLAY_ENV}={raw!r} is neither 1 nor a recorded run with replays; recorded: {have}")
+        raise env.refuse(REPLAY_ENV, raw, f"1 (a recorded run that fits), 0, or a record with replays ({have})")
     return raw
 
 
@@ -103,10 +101,11 @@ def _interactive() -> bool:
 def recordings(results: Path | None = None) -> list[Path]:
     """Record folders that hold replays: GPU records first, then newest first."""
     out = []
-    for meta in Path(results or RESULTS).glob(f"*/{FOLDER}/meta.json"):
+    results = Path(results or RESULTS)
+    for meta in results.glob(f"*/{FOLDER}/meta.json"):
         try:
-            out.append((json.loads(meta.read_text()), meta.parent.parent))
-        except (OSError, ValueError):
+            out.append((records.load(meta, "replay-meta", roots=(results,)), meta.parent.parent))
+        except records.RecordError:
             continue                     # a corrupt meta.json: that record is skipped, not fatal
     out.sort(key=lambda m: str(m[0].get("recorded_at", "")), reverse=True)
     out.sort(key=lambda m: m[0].get("device_kind") != "cuda")
@@ -114,11 +113,14 @@ def recordings(results: Path | None = None) -> list[Path]:
 
 
 def _meta(folder: Path) -> dict:
-    return json.loads((folder / FOLDER / "meta.json").read_text())
+    try:
+        return records.load(folder / FOLDER / "meta.json", "replay-meta", roots=(folder,))
+    except records.RecordError:
+        return {}
 
 
 def _path(folder: Path, key: str) -> Path:
-    return folder / FOLDER / (key.replace("/", "__") + ".pkl")
+    return folder / FOLDER / (key.replace("/", "__") + ".json")
 
 
 def _candidates(setting: str | None, profile: str | None, device_kind: str | None) -> list[Path]:
@@ -126,7 +128,7 @@ def _candidates(setting: str | None, profile: str | None, device_kind: str | Non
     this device kind and profile only)."""
     every = recordings()
     if setting and setting.lower() not in ("1", "true", "yes", "on"):
-        return [RESULTS / setting]
+        return [RESULTS / setting]       # its name was checked by replay_wanted
     if setting:  # replay: a GPU's record first, then the live profile's, then the rest
         return sorted(every, key=lambda f: (_meta(f).get("device_kind") != "cuda", _meta(f).get("profile") != profile))
     return [f for f in every if _meta(f).get("device_kind") == device_kind and _meta(f).get("profile") == profile]
@@ -140,31 +142,22 @@ def load(key: str, folders: list[Path]) -> tuple[Any, dict] | str:
         if not path.is_file():
             continue
         try:
-            with open(path, "rb") as f:
-                saved = pickle.load(f)
-            return saved["value"], {**_meta(folder), "seconds": saved["seconds"], "record": folder.name}
-        except Exception as exc:  # noqa: BLE001 - a stale or broken recording is a reason to run live
-            why = f"its recording in {folder.name} no longer loads ({type(exc).__name__}: {exc})"
+            saved = records.load(path, "replay", roots=(folder,))
+            seconds = saved.get("seconds")
+            if saved.get("key") != key or not isinstance(seconds, (int, float)) or isinstance(seconds, bool) \
+                    or not 0 <= seconds < 1e6:
+                raise records.RecordError(f"{records.shown(path)} is not the recording of {key} (its key "
+                                          f"{saved.get('key')!r}, seconds {seconds!r})")
+            return saved["value"], {**_meta(folder), "seconds": float(seconds), "record": folder.name}
+        except records.RecordError as exc:   # a stale or broken recording is a reason to run live
+            why = f"its recording does not load: {exc}"
     return why
 
 
 def save(key: str, value: Any, seconds: float, folder: Path, meta: dict) -> Path:
-    """Write one recording (atomically) and the record's meta beside it."""
-    out = folder / FOLDER
-    out.mkdir(parents=True, exist_ok=True)
-    meta_path = out / "meta.json"
-    tmp = meta_path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(meta, indent=1) + "\n")
-    os.replace(tmp, meta_path)
-    data = pickle.dumps({"key": key, "seconds": seconds, "value": value}, protocol=pickle.HIGHEST_PROTOCOL)
-    if len(data) > MAX_BYTES:
-        raise ValueError(f"the recording of {key} is {len(data):,} bytes (at most {MAX_BYTES:,}): a measurement "
-                         "should return its results, not a model or a cache")
-    path = _path(folder, key)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-    return path
+    """Write one recording and the record's meta beside it (helpers.records.dump: atomic, size-checked)."""
+    records.dump(folder / FOLDER / "meta.json", "replay-meta", meta)
+    return records.dump(_path(folder, key), "replay", {"key": key, "seconds": seconds, "value": value})
 
 
 def record_meta(profile: str | None, device: str | None) -> dict:
@@ -221,11 +214,11 @@ def measure(key: str, fn: Callable[..., Any], *args, run: bool | None = None, lo
     t0 = time.perf_counter()
     value = fn(*args, **kwargs)
     seconds = time.perf_counter() - t0
-    target = os.environ.get(RECORD_ENV, "").strip()
-    if target:
+    target = env.folder(RECORD_ENV)           # a folder this process can write, else one EnvError line
+    if target is not None:
         if _RECORDER.meta is None:
             _RECORDER.meta = record_meta(profile, device)
-        save(key, value, seconds, Path(target), _RECORDER.meta)
+        save(key, value, seconds, target, _RECORDER.meta)
     return Measured(key, value, seconds, None, why_live if setting else "")
 
 

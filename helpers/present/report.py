@@ -8,11 +8,11 @@ no script, no external resource: it opens offline.
 from __future__ import annotations
 
 import html
-import json
 from pathlib import Path
 from typing import Any, Iterable
 
-from .recorded import fmt_value, noted_figures, write_text_atomic
+from .. import records
+from .recorded import fmt_value, noted_figures
 
 HOW = {"computed": "computed by helpers (Mistral 7B v0.1, bf16; datasheet GPUs)",
        "measured": "measured in this run"}
@@ -77,5 +77,4 @@ def write_run_json(rows: Iterable[tuple], build: Path, profile: str, device: dic
     data = {"profile": profile, "device": device,
             "notebooks": [{"notebook": s, "ok": bool(ok), "seconds": round(float(t), 1), "error": e,
                            "sections": sections.get(s, {})} for s, ok, t, e in rows]}
-    write_text_atomic(path, json.dumps(data, indent=1) + "\n")
-    return path
+    return records.dump(path, "run", data)
