@@ -22,6 +22,7 @@ with app.setup:
     from helpers.present.glossary import term
     from helpers.formulas.memory import weight_bytes
     from helpers.formulas.units import fmt_bytes
+    from helpers.present import run_times
 
     notebook.setup()
     started = time.perf_counter()
@@ -29,12 +30,13 @@ with app.setup:
 
 @app.function
 def first_training() -> str:
-    """How long training the tiny-trained model took on this machine, from its log; an estimate before it ran."""
+    """How long training the tiny-trained model took on this machine, from its log; before it ran, that it
+    has not (the records' first runs above say how long it took there)."""
     from helpers.measure import training
 
     folder = training.trained_folder()
     if not (folder / "training.json").exists():
-        return "not trained here yet — expect one to three minutes on two CPU cores"
+        return "not trained here yet (a record's first run above includes its training)"
     log = training.log(folder)
     return (f"here it took {log['train_wall_s']:,.0f} s on {log['torch_threads']} threads "
             "(its log, `training.json`, in the workshop cache)")
@@ -52,10 +54,7 @@ def _():
     3. Whether the Mistral 7B weights are here — and, if not, the exact fix.
     4. Which later notebooks will work here (go / no-go).
 
-    **Run time**: a few seconds on a CPU once the tiny models are built (no download). The first run on a
-    machine without a GPU also trains the `tiny-trained` model, once: {first_training()}. On a GPU with Mistral 7B
-    about a minute, loading {weight_bytes("mistral-7b-v0.1", "bf16").bytes / 1e9:,.1f} GB of bf16 weights for one
-    forward pass.
+    {run_times.header("00")} The first run on a machine without a GPU also trains the `tiny-trained` model, once, in the model check under **Go / no-go**: {first_training()}. On a GPU the model check loads Mistral 7B's {weight_bytes("mistral-7b-v0.1", "bf16").bytes / 1e9:,.1f} GB of bf16 weights (computed, `helpers.formulas.memory.weight_bytes`) for one forward pass.
 
     Run this first, on the machine you will use. Set `WORKSHOP_PROFILE` to choose the model: `tiny`,
     `tiny-trained`, `mistral-7b`, `mistral-7b-random` or `auto` (the default: Mistral 7B when a CUDA GPU
@@ -127,6 +126,17 @@ def _(info):
     return
 
 
+@app.cell(hide_code=True)
+def _():
+    mo.md("""
+    ## Go / no-go
+
+    The model check loads exactly what the notebooks load (`models.load()`); on a first run without a GPU it
+    trains the `tiny-trained` model first, so its time is this section's.
+    """)
+    return
+
+
 @app.cell
 def _():
     model_check = preflight.check_model()  # loads exactly what the notebooks load (models.load())
@@ -136,8 +146,6 @@ def _():
 @app.cell(hide_code=True)
 def _(model_check):
     mo.md(f"""
-    ## Go / no-go
-
     Model check ({model_check.seconds:.1f} s): {'✅' if model_check.ok else '❌'} {model_check.message}
     """)
     return

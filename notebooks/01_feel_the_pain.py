@@ -27,6 +27,7 @@ with app.setup:
     from helpers.formulas.stepcost import decode_cost
     from helpers.measure.tensor_bytes import measured_model_bytes
     from helpers.formulas.units import fmt_bytes, fmt_seconds
+    from helpers.present import run_times
 
     notebook.setup()
     started = time.perf_counter()
@@ -48,9 +49,7 @@ def _():
     4. Why each {term("decode")} step — the {term("inter-token latency", "itl")} (ITL) — grows with the
        context, and where a GPU runs out of memory.
 
-    **Run time**: a few minutes on two CPU cores with the tiny profile; on a GPU with Mistral 7B a few
-    minutes, most of it loading the weights and the out-of-memory hunt of section 5. The last cell
-    says how long this run took.
+    {run_times.header("01")}
 
     Serving a language model hurts in four places, and each one is measured here on the model this
     machine runs. Words in blue link to the glossary (`workshop/glossary.md`). On a GPU a fifth result

@@ -23,6 +23,7 @@ with app.setup:
     from helpers.present.glossary import term
     from helpers.formulas.specs import get_spec, param_count
     from helpers.formulas.units import GB, GiB, fmt_bytes
+    from helpers.present import run_times
 
     notebook.setup()
     started = time.perf_counter()
@@ -40,8 +41,7 @@ def _():
     2. To compute the {term("KV cache", "kv-cache")} per token, term by term, and check it against a real cache.
     3. To turn the equation around: how many concurrent users fit at each context length.
 
-    **Run time**: under a minute on a CPU; the same on a GPU (the map is computed, and the checks
-    prefill two short prompts).
+    {run_times.header("02")}
 
     A GPU's memory holds three things while it serves:
 

@@ -25,6 +25,7 @@ with app.setup:
     from helpers.decoding import views as decoding_views
     from helpers.present.glossary import term
     from helpers.formulas.units import dtype_bytes, fmt_seconds
+    from helpers.present import run_times
 
     notebook.setup()
     started = time.perf_counter()
@@ -79,10 +80,7 @@ def _():
        {term("KV cache")} is counted, decode at a 4k-token context never reaches an H100's ridge, whatever the batch.
     4. To compare a decode step with its memory-bound floor, and tell the floor from a step's fixed overhead.
 
-    **Run time**: one to four minutes on a CPU (the `tiny-trained` profile, two cores, longer when the CPU is
-    shared); a few minutes on a GPU with Mistral 7B (notebooks 01–03 and 05 together take under 8 minutes on
-    an H100, `workshop/results/README.md`). With `WORKSHOP_REPLAY=1` and a recorded run, seconds: the recorded
-    values show, labelled, and each **Run live** button measures here.
+    {run_times.header("03")}
 
     Generation has two phases. **{term("Prefill")}** runs the whole prompt through the model in one forward
     pass: every weight is read once and used for every prompt token — lots of arithmetic per byte,

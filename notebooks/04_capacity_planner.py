@@ -25,6 +25,7 @@ with app.setup:
     from helpers.formulas.memory import KV_DTYPES, WEIGHT_SCHEMES
     from helpers.formulas.specs import PRESETS, get_spec
     from helpers.capacity.inputs import LastGood
+    from helpers.present import run_times
 
     notebook.setup()
     started = time.perf_counter()
@@ -47,8 +48,7 @@ def _():
        providers do.
     4. To check the planner against a decode step measured on this machine.
 
-    **Run time**: under a minute on a CPU (everything but the last section is computed, not measured);
-    the same on a GPU, where the last section measures Mistral 7B.
+    {run_times.header("04")}
 
     Which GPU serves a model most cheaply? First fix what you care about most: a **latency SLO**
     per output token (premium chat: about 10 ms) or a **minimum batch** (batch jobs, agents).

@@ -23,6 +23,7 @@ with app.setup:
     from helpers.measure import local_models, models, quant
     from helpers.present.glossary import term
     from helpers.formulas.units import fmt_bytes
+    from helpers.present import run_times
 
     notebook.setup()
     started = time.perf_counter()
@@ -44,9 +45,7 @@ def _():
        {term("Marlin")}, {term("FP8")}).
     4. Whether a 120 B-parameter model fits on one 80 GB GPU ({term("MXFP4")}).
 
-    **Run time**: a few minutes on two CPU cores (four tiny models loaded and timed in turns); a few
-    minutes on a GPU with Mistral 7B (four loads of the full model, one after another). The last cell
-    says how long this run took.
+    {run_times.header("05")}
 
     Store the weights in fewer bits and the model takes less memory — and, where decoding is limited
     by how fast the weights stream from memory, it can run faster. This notebook loads the active

@@ -23,6 +23,7 @@ with app.setup:
     from helpers.present import attention_figures, notebook, plots, replay
     from helpers.present.glossary import term
     from helpers.formulas.units import fmt_bytes
+    from helpers.present import run_times
 
     notebook.setup()
     started = time.perf_counter()
@@ -42,8 +43,7 @@ def _():
     3. To state a saving against a named baseline, and to tell a fair ratio from an unfair one.
     4. What the papers report each variant costs in quality.
 
-    **Run time**: one to two minutes on two CPU cores; the same on a GPU — the measured caches are toy models that
-    always run on the CPU, and everything else is computed.
+    {run_times.header("06")}
 
     Every generated token reads the keys and values of every earlier token, so the
     {term("KV cache", "kv-cache")} grows

@@ -32,6 +32,7 @@ with app.setup:
     from helpers.engine import speculative as spec_loop
     from helpers.engine.llm import EngineArgs
     from helpers.formulas.stepcost import forward_cost
+    from helpers.present import run_times
 
     notebook.setup()
     started = time.perf_counter()
@@ -52,8 +53,7 @@ def _():
        {term("KV-cache quantization")} without fused kernels, {term("speculative decoding")} with a costly or
        often-wrong draft, or at a batch that makes the verify pass compute-bound.
 
-    **Run time**: about 2–3 minutes on a 2-core CPU (tiny-trained profile); about 3 minutes on one GPU
-    (Mistral 7B).
+    {run_times.header("07")}
 
     A server makes one device serve many users with a handful of mechanisms. Here they are **code you can
     read** — `helpers/engine/`, a small engine modelled on nano-vllm and gpt-fast, each file a

@@ -22,6 +22,7 @@ with app.setup:
     from helpers.formulas import verdicts
     from helpers.benchmark import figures, findings, guide, harness, metrics, plans, process, records, servers, vllm_env
     from helpers.present.glossary import term
+    from helpers.present import run_times
 
     notebook.setup()
     started = time.perf_counter()
@@ -49,8 +50,8 @@ def _():
        and where their definitions differ.
     4. To choose an engine by workload from measured figures, and to tell measured from cited claims.
 
-    **Run time**: the live run below (transformers serve off and on, and vLLM's default where it is
-    installed) took 7 minutes on 2 CPU cores shared at a load average of 8–11; in marimo it waits for its button. The full comparison (`make engines`; its run time in §6) is shown from its record.
+    {run_times.header("08")} In marimo the live run waits for its button; the full comparison (`make engines`,
+    its run time in §6) is shown from its record.
     """)
     return
 

@@ -24,6 +24,7 @@ with app.setup:
     from helpers.parallel import collectives, kv_offload, links, offload, sim, tp_demo, views as par_views
     from helpers.parallel import plan as par
     from helpers.serving import traces
+    from helpers.present import run_times
 
     notebook.setup()
     started = time.perf_counter()
@@ -50,9 +51,7 @@ def _():
     4. What offloading the {term("KV cache")} to host memory costs per step, what evicting all but attention
        sinks and a recent window saves and loses — and how vLLM, SGLang, NVIDIA Dynamo and llm-d do it.
 
-    **Run time**: about 1–2 min on a laptop CPU (the two-process run and the eviction take most of it); about
-    the same on a GPU (the two-process run stays on the CPU, gloo). With `WORKSHOP_REPLAY=1` and a recorded run,
-    seconds: the measurements show their recorded values, labelled, and **Run live** measures them here.
+    {run_times.header("09")}
 
     Throughout, a GPU's step is the capacity planner's (notebook 04) at an **efficiency of
     {par.DEFAULT_EFFICIENCY:g}**: the step takes its floor (bytes ÷ the datasheet's bandwidth, or FLOPs ÷ its peak)

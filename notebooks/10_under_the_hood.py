@@ -24,6 +24,7 @@ with app.setup:
     from helpers.present import (compute_share_figures, flash_figures, hierarchy_figures, notebook, plots, replay,
                                  state_space_figures)
     from helpers.present.glossary import term
+    from helpers.present import run_times
 
     notebook.setup()
     started = time.perf_counter()
@@ -49,7 +50,7 @@ def _():
        {term("linear attention")} and {term("state-space models", "state-space-model")} (Mamba), with the
        bytes each carries per sequence.
 
-    **Run time**: about 40 s on a laptop CPU (tiny profile); about 1–2 min on a GPU with Mistral 7B.
+    {run_times.header("10")}
     """)
     return
 

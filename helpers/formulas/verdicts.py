@@ -1,18 +1,47 @@
-"""When a change between two figures counts: the one rule every comparison in the workshop reads its
-ratio with — the engine benchmark's guide (helpers.benchmark.guide), disaggregated prefill against a
-shared pool (helpers.parallel.sim.split_verdict), notebook 09's micro-batches.
+"""Conclusions as code: every word the workshop says about the size, direction or regime of a measured or
+computed quantity — "faster", "about equal", "most of the step", "above the floor" — is chosen here, by a
+named rule, from the numbers it describes. A rule returns a `Verdict`: the words and the evidence (the
+numbers it read), so that a test can check the words against the numbers, and a notebook says them beside
+the numbers on whatever machine it runs.
 
-A ratio new ÷ old is "higher" when it exceeds 1 + CHANGE_MARGIN, "lower" when it falls below
-1 ÷ (1 + CHANGE_MARGIN), else "about equal": a 10 % change either way, not less, is a change.
+The thresholds are named once, below. The rules that read one result (a decode regime, an engine run)
+live beside the function that produces it and are built from these.
+
+- `change_verdict(ratio)`: "higher", "lower" or "about equal" — a ratio new ÷ old is a change only when it
+  exceeds 1 + CHANGE_MARGIN or falls below 1 ÷ (1 + CHANGE_MARGIN) (a 10 % change either way, not less).
+- `speed(new_s, old_s)`: "2.3× faster", "1.16× slower", or "as fast (within 10 %)" for two durations.
+- `times_as(a, b)`: "1.45× the planner's", "0.62× ..." — a ratio said as a factor, never as a size word.
+- `share(part, whole)`: a part of a whole as a percentage and its band ("nearly all", "most", "about
+  half", "less than half", "a small part").
+- `against_roof(rate, roof)`: a measured rate against the roof it is bounded by: "at the roof",
+  "N % of the roof", or "above the roof" (the roof was not the bound: the caller says why, by its rule).
 """
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 
 from .. import checks
 
 # A change between two figures counts when it exceeds this fraction either way.
 CHANGE_MARGIN = 0.10
+# A share is "nearly all" of its whole from this fraction up, and "a small part" below SMALL.
+NEARLY_ALL = 0.90
+SMALL = 0.10
+# "about half": within this distance of one half.
+HALF_BAND = 0.05
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The words a rule chose and the numbers it chose them from."""
+
+    words: str
+    rule: str
+    evidence: dict[str, float] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return self.words
 
 
 def change_verdict(ratio: float, margin: float = CHANGE_MARGIN) -> str:
@@ -26,3 +55,62 @@ def change_verdict(ratio: float, margin: float = CHANGE_MARGIN) -> str:
     if ratio < 1 / (1 + margin):
         return "lower"
     return "about equal"
+
+
+def factor(x: float) -> str:
+    """A factor as the sentences write it: 1.04×, 1.16×, 2.3×, 12×, 1,300×."""
+    return f"{x:.2f}×" if x < 2 else f"{x:.1f}×" if x < 10 else f"{x:,.0f}×"
+
+
+def speed(new_s: float, old_s: float, faster: str = "faster", slower: str = "slower",
+          same: str = "as fast") -> Verdict:
+    """How a duration `new_s` compares with `old_s`: '2.3× faster' (new shorter), '1.16× slower' (new
+    longer), or 'as fast (within 10 %)' when the ratio is within the change margin."""
+    assert new_s > 0 and old_s > 0, (new_s, old_s)
+    ratio = old_s / new_s                      # > 1: the new one is faster
+    way = change_verdict(ratio)
+    words = {"higher": f"{factor(ratio)} {faster}", "lower": f"{factor(1 / ratio)} {slower}",
+             "about equal": f"{same} (within {CHANGE_MARGIN:.0%}: {factor(max(ratio, 1 / ratio))})"}[way]
+    return Verdict(words, "speed", {"new_s": new_s, "old_s": old_s, "ratio": ratio})
+
+
+def times_as(a: float, b: float, of: str) -> Verdict:
+    """a ÷ b said as a factor of `of`: '1.45× the planner's step'; no size word."""
+    assert b > 0 and math.isfinite(a), (a, b)
+    return Verdict(f"{factor(a / b) if a / b >= 0.1 else f'{a / b:.3f}×'} {of}", "times_as", {"a": a, "b": b, "ratio": a / b})
+
+
+def share_band(fraction: float) -> str:
+    """The band of a fraction of a whole: 'nearly all', 'most', 'about half', 'less than half', 'a small part'."""
+    f = fraction
+    assert f >= 0, f
+    if f >= NEARLY_ALL:
+        return "nearly all"
+    if abs(f - 0.5) <= HALF_BAND + 1e-12:       # 0.55 is 'about half', whatever its last bit
+        return "about half"
+    if f > 0.5:
+        return "most"
+    if f >= SMALL:
+        return "less than half"
+    return "a small part"
+
+
+def share(part: float, whole: float, of: str = "") -> Verdict:
+    """`part` of `whole` as a percentage and its band: '60 % of the step (most)'."""
+    assert part >= 0 and whole > 0, (part, whole)
+    f = part / whole
+    return Verdict(f"{100 * f:,.0f} %{' of ' + of if of else ''} ({share_band(f)})", "share",
+                   {"part": part, "whole": whole, "fraction": f})
+
+
+def against_roof(rate: float, roof: float, roof_name: str = "the roof") -> Verdict:
+    """A measured rate against the roof that bounds it: 'N % of <roof>' below it, 'at <roof>' within
+    the change margin, 'above <roof>' past it (then the roof was not what bound it: the caller's rule
+    says why)."""
+    assert rate >= 0 and roof > 0, (rate, roof)
+    r = rate / roof
+    way = change_verdict(r)
+    words = {"lower": f"{100 * r:,.0f} % of {roof_name}",
+             "about equal": f"at {roof_name} ({100 * r:,.0f} %)",
+             "higher": f"above {roof_name} ({factor(r)})"}[way]
+    return Verdict(words, "against_roof", {"rate": rate, "roof": roof, "ratio": r})

@@ -12,6 +12,7 @@ Each cost is reached through one function here, so a change of owner is a one-li
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Iterable
 
 from .. import checks
@@ -217,3 +218,105 @@ def on_gpu(gpu: str = "H100 SXM", model: str = REFERENCE_MODEL, contexts=(512, 4
         "prompt": prompt, "prefill_floor_s": max(pre.flops / peak, pre.bytes / g.bandwidth),
         "prefill_intensity": pre.intensity,
     }
+
+
+# ----------------------------------------------------------------------------- what you should see, here and on a GPU
+
+SOURCES = ("computed", "cited", "recorded")
+PUBLISHED = Path(__file__).resolve().parents[1] / "data" / "published.csv"
+
+
+@dataclass(frozen=True)
+class OnGpu:
+    """One sentence of what a GPU shows, labelled by where it comes from: *computed* (a helper's formula,
+    named in `where`), *cited* (a publication's figure, `where` its source and address) or *recorded*
+    (a committed GPU record under workshop/results/, `where` its path)."""
+
+    source: str
+    text: str
+    where: str
+
+    def __post_init__(self):
+        assert self.source in SOURCES, self.source
+
+
+@dataclass(frozen=True)
+class Published:
+    """A figure a publication printed (helpers/data/published.csv)."""
+
+    key: str
+    value: float
+    unit: str
+    what: str
+    source: str
+    url: str
+
+
+def published(key: str) -> Published:
+    """One cited figure by its key in helpers/data/published.csv."""
+    import pandas as pd
+
+    rows = pd.read_csv(PUBLISHED).set_index("key")
+    r = rows.loc[key]
+    return Published(key, float(r["value"]), r["unit"], r["what"], r["source"], r["url"])
+
+
+def computed(text: str, where: str) -> OnGpu:
+    return OnGpu("computed", text, where)
+
+
+def cited(text: str, *keys: str) -> OnGpu:
+    """A sentence made from published figures: `where` names each figure's publication, once."""
+    sources = list(dict.fromkeys(f"{published(k).source} ({published(k).url})" for k in keys))
+    return OnGpu("cited", text, "; ".join(sources))
+
+
+def gpu_records(notebook: str | None = None) -> list:
+    """The committed GPU records (helpers.present.recorded), those holding `notebook`'s figures when named.
+    Empty until a GPU has been recorded: no *recorded* sentence is said without one."""
+    from .recorded import records as all_records
+
+    return [r for r in all_records() if r.is_gpu and (notebook is None or r.key_figures(notebook))]
+
+
+def eager_against_floor_on_gpu() -> list[OnGpu]:
+    """What an eager loop and a compiled one reach on a GPU, cited from gpt-fast (Llama-2-7B, batch 1,
+    A100-80GB at 330 W), with the factors computed from its own figures: the bytes it reads per token
+    (its bandwidth ÷ its tokens/s), the eager loop's step against the floor at the datasheet bandwidth."""
+    from ..formulas.gpus import get_gpu
+
+    eager, fast = published("gpt_fast_eager_tokens_per_s"), published("gpt_fast_compiled_tokens_per_s")
+    bw = published("gpt_fast_compiled_bandwidth_bytes_per_s")
+    a100 = get_gpu("A100 80GB")
+    per_token = bw.value / fast.value
+    floor_s, eager_s = per_token / a100.bandwidth, 1 / eager.value
+    return [cited(f"gpt-fast's plain eager loop decodes Llama-2-7B at {eager.value:g} tokens/s and its compiled one "
+                  f"(static cache, torch.compile with CUDA graphs) at {fast.value:g} tokens/s, reading "
+                  f"{bw.value / 1e9:,.0f} GB/s — {100 * bw.value / a100.bandwidth:,.0f} % of the "
+                  f"{a100.name}'s {a100.bandwidth / 1e9:,.0f} GB/s datasheet",
+                  "gpt_fast_eager_tokens_per_s", "gpt_fast_compiled_tokens_per_s",
+                  "gpt_fast_compiled_bandwidth_bytes_per_s"),
+            computed(f"from those figures: {per_token / 1e9:,.2f} GB read per token, a floor of "
+                     f"{1e3 * floor_s:,.2f} ms at the datasheet bandwidth; the eager step "
+                     f"({1e3 * eager_s:,.1f} ms) is {eager_s / floor_s:,.1f}× that floor, the compiled one "
+                     f"{1 / fast.value / floor_s:,.2f}×",
+                     "helpers.present.expected.eager_against_floor_on_gpu (gpt-fast's figures, the GPU catalog)")]
+
+
+def should_see(here, gpu=(), title: str = "What you should see"):
+    """The notebook's "What you should see": a part made from this run's numbers by rules (`here`: Verdicts
+    or sentences a rule returned) and a GPU part whose every sentence says where it comes from (`gpu`:
+    OnGpu). Markdown (a marimo element)."""
+    import marimo as mo
+
+    here = [str(h) for h in (here if isinstance(here, (list, tuple)) else [here]) if str(h)]
+    out = [f"**{title}.**"]
+    if here:
+        out.append("*Here*, from this run's numbers: " + (here[0] if len(here) == 1 else ""))
+        if len(here) > 1:
+            out.extend(f"- {h}" for h in here)
+    gpu = list(gpu)
+    if gpu:
+        out.append("\n*On a GPU*:")
+        out.extend(f"- **{g.source}**: {g.text} ({g.where})." for g in gpu)
+    return mo.md("\n".join(out))
