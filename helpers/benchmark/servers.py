@@ -30,7 +30,8 @@ from ..measure import local_models, models
 # A Mistral [INST] chat template (what Mistral 7B Instruct's tokenizer_config.json carries), for the
 # chat endpoint; the benchmark itself uses /v1/completions (plain text prompts, no template).
 CHAT_TEMPLATE = ("{{ bos_token }}{% for m in messages %}{% if m['role'] == 'user' %}[INST] {{ m['content'] }} [/INST]"
-                 "{% elif m['role'] == 'assistant' %}{{ m['content'] }}{{ eos_token }}{% endif %}{% endfor %}")
+                 "{% elif m['role'] == 'assistant' %}{{ m['content'] }}{{ eos_token }}{% else %}"
+                 "{{ raise_exception('this chat template takes the roles user and assistant') }}{% endif %}{% endfor %}")
 
 # Continuous batching's KV cache, bounded on a CPU: 64 blocks (transformers' default page holds 256 tokens:
 # ContinuousBatchingConfig.page_size) and at most 512 tokens per step keep the server near 0.6 GB resident.

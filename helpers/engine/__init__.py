@@ -18,7 +18,7 @@ One request, from arrival to its last token:
    blocks stay in the prefix cache until evicted, and its slot goes to the next request in line.
 
 Speculative decoding (speculative.py) is its own loop over the same runner and cache; server.py puts
-an OpenAI-compatible HTTP API in front of the engine (openai_api.py reads and writes its JSON);
+an OpenAI-compatible HTTP API in front of the engine (protocol.py: its requests and answers);
 measure.py holds the measurements against transformers (make bench, notebook 07).
 """
 from __future__ import annotations
