@@ -371,29 +371,53 @@ def write_guide(record: str | Path, markdown: str | Path) -> Path:
     import json
 
     record, markdown = Path(record), Path(markdown)
-    data = json.loads(record.read_text())
-    text = markdown.read_text()
+    try:
+        data = json.loads(record.read_text(encoding="utf-8"))
+        text = markdown.read_text(encoding="utf-8")
+    except (OSError, ValueError) as exc:  # missing, a folder, not UTF-8, not JSON
+        raise ValueError(f"cannot read {exc.filename if isinstance(exc, OSError) else record}: "
+                         f"{getattr(exc, 'strerror', None) or exc}; allowed: a make engines record (JSON) and "
+                         "the guide's markdown") from None
+    if not isinstance(data, dict) or not isinstance(data.get("configs"), list):
+        raise ValueError(f"{record} is not a make engines record (a JSON object with its configs); allowed: "
+                         "build/engines/engines.json or a workshop/results/<record>/engines.json")
     if GENERATED_START not in text or GENERATED_END not in text:
         raise ValueError(f"{markdown} has no generated section (the markers {GENERATED_START!r} … {GENERATED_END!r})")
     head, rest = text.split(GENERATED_START, 1)
     tail = rest.split(GENERATED_END, 1)[1]
     root = Path(__file__).resolve().parents[2]
     shown = record.resolve().relative_to(root) if record.resolve().is_relative_to(root) else record
-    new = head + guide_markdown(data, str(shown)) + tail
+    try:
+        new = head + guide_markdown(data, str(shown)) + tail
+    except (KeyError, TypeError, AttributeError, IndexError) as exc:   # a field missing or of another type
+        raise ValueError(f"{record} is not a make engines record ({type(exc).__name__}: {exc}); allowed: "
+                         "build/engines/engines.json or a workshop/results/<record>/engines.json") from None
     tmp = markdown.with_name(f".{markdown.name}.tmp")
-    tmp.write_text(new)
-    os.replace(tmp, markdown)
+    try:
+        tmp.write_text(new)
+        os.replace(tmp, markdown)
+    except OSError as exc:
+        raise ValueError(f"cannot write {markdown}: {exc.strerror or exc}; allowed: a writable file") from None
     return markdown
 
 
 if __name__ == "__main__":
     import argparse
+    import sys
 
-    p = argparse.ArgumentParser(prog="python -m helpers.benchmark.guide",
-                                description="regenerate workshop/engines.md's decision guide from a make engines run")
+    class _Parser(argparse.ArgumentParser):
+        def error(self, message):  # one line and exit 2, as the workshop's other command lines
+            self.exit(2, f"error: {message}\n")
+
+    p = _Parser(prog="python -m helpers.benchmark.guide",
+                description="regenerate workshop/engines.md's decision guide from a make engines run")
     p.add_argument("--record", default="workshop/results/cpu-amd-epyc/engines.json")
     p.add_argument("--write", default="workshop/engines.md")
     a = p.parse_args()
-    print(f"wrote {write_guide(a.record, a.write)}")
+    try:
+        print(f"wrote {write_guide(a.record, a.write)}")
+    except ValueError as exc:
+        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
+        sys.exit(2)
 
 
