@@ -209,7 +209,10 @@ def setting_problems(folder: Path = NOTEBOOK_DIR) -> list[str]:
             except ValueError as exc:
                 problems.append(f"{exc} (notebook {c.notebook})")
     known = set(env.VARIABLES) | {c.name for c in found}
-    for name in sorted(k for k in os.environ if k.startswith("WORKSHOP_") and k not in known):
+    unread = sorted(k for k in os.environ if k.startswith("WORKSHOP_") and k not in known)
+    if not notebooks(folder):      # helpers installed without the notebooks (pip on Colab): controls unknown
+        unread = []
+    for name in unread:
         close = difflib.get_close_matches(name, sorted(known), n=1)
         problems.append(f"{name} is set but the workshop reads no such variable"
                         + (f"; did you mean {close[0]}?" if close else "")

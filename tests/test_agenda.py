@@ -145,6 +145,7 @@ def _refused(tmp_path, body) -> list[str]:
                                        "lower-case letters"),
     (SLOT + SLOT, "agenda.toml: slot ids repeat: a; allowed: each id once"),
     ("this is [not toml", "cannot read agenda.toml as TOML: "),
+    (SLOT + "live = " + "[" * 50_000 + "]" * 50_000 + "\n", "cannot read agenda.toml as TOML: it nests too deeply"),
 ])
 def test_a_bad_agenda_is_one_line_naming_the_slot_field_value_and_what_is_allowed(tmp_path, body, line):
     lines = _refused(tmp_path, body)

@@ -138,6 +138,16 @@ def test_every_kind_of_bad_variable_comes_first(monkeypatch, name, raw, needle):
     assert info["profile"] == "tiny"                # a control or a typo does not stop the profile
 
 
+def test_without_the_notebooks_beside_it_no_control_is_called_unread(monkeypatch, tmp_path):
+    """helpers installed from the repository without its notebooks (Colab's pip install): the controls'
+    variables cannot be known, so a set one is not reported as read by nothing."""
+    monkeypatch.setenv("WORKSHOP_GPU_GB", "141")
+    assert preflight.setting_problems(tmp_path) == []
+    assert preflight.setting_problems() == ["WORKSHOP_GPU_GB='141' is not allowed; allowed: a whole number from 16 "
+                                            "to 192 in steps of 8. Fix: set WORKSHOP_GPU_GB to an allowed value, or "
+                                            "unset it for the default (notebook 02)"]
+
+
 def test_preflight_finds_every_control_and_checks_all_but_those_computed_from_data():
     found = {c.name: c for c in preflight.controls()}
     assert len(found) == 25

@@ -344,6 +344,9 @@ def read_toml(path: Path) -> dict:
     except tomllib.TOMLDecodeError as exc:
         raise AgendaError([f"cannot read {name} as TOML: {str(exc).splitlines()[0]}; allowed: a TOML file "
                            "of [[slot]] tables"]) from None
+    except RecursionError:   # arrays or tables nested thousands deep
+        raise AgendaError([f"cannot read {name} as TOML: it nests too deeply; allowed: a TOML file of [[slot]] "
+                           "tables"]) from None
 
 
 def load(path: Path | None = None) -> Agenda:
