@@ -35,11 +35,12 @@ def one_run(env: dict) -> dict:
         raise SystemExit(2)
     from helpers import records
 
+    if not result.is_file():
+        raise SystemExit(f"record: make run wrote no {result.relative_to(ROOT)} (exit {r.returncode}); nothing recorded")
     try:
-        data = records.load(result, "run")
+        data = records.load(result, "run", roots=(result.parent,))
     except records.RecordError as exc:
-        raise SystemExit(f"record: make run wrote no readable {result.relative_to(ROOT)} (exit {r.returncode}: "
-                         f"{exc}); nothing recorded") from None
+        raise SystemExit(f"record: {exc} (make run exited {r.returncode}); nothing recorded") from None
     failed = [n["notebook"] for n in data["notebooks"] if not n["ok"]]
     if r.returncode or failed:
         raise SystemExit(f"record-times: a notebook failed ({', '.join(failed) or r.returncode}); nothing recorded")

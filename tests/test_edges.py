@@ -191,7 +191,7 @@ def test_benchmark_guide_refuses_what_is_not_a_record(tmp_path):
     before = guide_md.read_text()
     (tmp_path / "empty.json").write_text("{}")
     (tmp_path / "bad.json").write_text('{"configs": [1]}')
-    for record, needle in ((tmp_path / "none.json", "No such file or directory"), (ROOT / "README.md", "cannot read"),
+    for record, needle in ((tmp_path / "none.json", "No such file or directory"), (ROOT / "README.md", "README.md is not valid JSON"),
                            (tmp_path / "empty.json", "is not a make engines record (a JSON object with its configs)"),
                            (tmp_path / "bad.json", "is not a make engines record (TypeError")):
         r = run("-m", "helpers.benchmark.guide", "--record", str(record), "--write", str(guide_md))
