@@ -189,9 +189,11 @@ def test_benchmark_guide_refuses_what_is_not_a_record(tmp_path):
     guide_md = tmp_path / "engines.md"
     guide_md.write_text((ROOT / "workshop" / "engines.md").read_text())
     before = guide_md.read_text()
-    (tmp_path / "empty.json").write_text("{}")
-    (tmp_path / "bad.json").write_text('{"configs": [1]}')
+    (tmp_path / "plain.json").write_text("{}")
+    (tmp_path / "empty.json").write_text('{"record_format": 1, "kind": "engines"}')
+    (tmp_path / "bad.json").write_text('{"record_format": 1, "kind": "engines", "configs": [1]}')
     for record, needle in ((tmp_path / "none.json", "No such file or directory"), (ROOT / "README.md", "README.md is not valid JSON"),
+                           (tmp_path / "plain.json", "plain.json is record format None"),
                            (tmp_path / "empty.json", "is not a make engines record (a JSON object with its configs)"),
                            (tmp_path / "bad.json", "is not a make engines record (TypeError")):
         r = run("-m", "helpers.benchmark.guide", "--record", str(record), "--write", str(guide_md))
