@@ -345,9 +345,9 @@ def _():
 
     All four compute in a thread of their own, as transformers' manager always does: PyTorch's CPU operators
     run on OpenMP thread teams, one per calling thread, and a thread that computes while the notebook's own
-    team exists runs slower than one that computes alone (`helpers.serving.batching.in_worker_thread` says
-    why) — the comparison holds only under the same conditions (about half a minute on a laptop's CPU:
-    in marimo it waits for **Run live** when a recording is there to show).
+    team exists pays for the extra team (`helpers.serving.batching.in_worker_thread` says why, with what it
+    measured) — the comparison holds only under the same conditions (in marimo it waits for **Run live** when a
+    recording is there to show).
     """), batching_button])
     return (batching_button,)
 

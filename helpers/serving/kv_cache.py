@@ -160,7 +160,9 @@ def reading(r: CacheOnOff) -> list[Verdict]:
             f"through the no-cache steps' times gives {1e3 * fit.fixed_s:,.2f} ms a step whatever its tokens plus "
             f"{1e6 * fit.per_token_s:,.1f} µs a token")
     evidence = {**gap.evidence, "fixed_s": fit.fixed_s, "per_token_s": fit.per_token_s}
-    if fit.fixed_s > 0:
+    if fit.per_token_s <= 0:
+        why = head + ": the no-cache steps' times do not rise with their tokens, so this run cannot separate a fixed part"
+    elif fit.fixed_s > 0:
         paid = min(fit.fixed_s * len(r.steps), r.total_s_without_cache)
         fixed = share(paid, r.total_s_without_cache, "the no-cache run's time")
         why = head + f"; that fixed part, which every step pays with the cache too, is {fixed.words}"
