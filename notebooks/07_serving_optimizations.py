@@ -20,11 +20,12 @@ with app.setup:
 
     from helpers.formulas import decode_intensity, memory
     from helpers.measure import models, quality
-    from helpers.present import decode_intensity_figures, notebook, plots, replay
+    from helpers.formulas import verdicts
+    from helpers.present import decode_intensity_figures, expected, notebook, plots, replay
     from helpers.capacity import planner
     from helpers.present.glossary import term
     from helpers import engine
-    from helpers.serving import batching, blocks, figures, kv_cache, kv_quant, speculative, tables, traces
+    from helpers.serving import batching, blocks, figures, kv_cache, kv_quant, prefix_reuse, speculative, tables, traces
     from helpers.serving import measured as serving_bench
     from helpers.serving.measured import chat_requests, paged_fit, paged_trace, workload
     from helpers.engine import kv as engine_kv
@@ -121,21 +122,17 @@ def _(loaded, on_off):
 
 
 @app.cell(hide_code=True)
-def _(model, on_off):
-    _ratio = on_off.total_s_without_cache / on_off.total_s_with_cache
-    _work = on_off.tokens_without_cache / on_off.tokens_with_cache
-    mo.md(f"""
-    **Measured:** the cache did {_work:.0f}× less work and was {notebook.speedup_phrase(_ratio)} here; the work without
-    it matches the formula n·p + n(n−1)/2 = {on_off.predicted_tokens_without_cache:,} tokens
-    ({"exactly" if on_off.predicted_tokens_without_cache == on_off.tokens_without_cache else "NOT"}).
-    Greedy tokens identical: **{on_off.identical_tokens}**.
-
-    **What you should see.** *CPU, tiny:* the no-cache step time climbs with position while the cached step
-    stays flat; the speed-up is smaller than the work ratio because a tiny model's step is dominated by fixed
-    overhead (the {model.config.vocab_size:,}-word output head, Python). *GPU, Mistral 7B:* both are flat at first (a short
-    sequence is one weight read either way), then the no-cache line climbs once the recomputed tokens make
-    the step compute-bound.
-    """)
+def _(on_off):
+    mo.vstack([mo.md(f"""
+    **Measured:** the work without the cache matches the formula n·p + n(n−1)/2 = {on_off.predicted_tokens_without_cache:,}
+    tokens ({"exactly" if on_off.predicted_tokens_without_cache == on_off.tokens_without_cache else "NOT"}).
+    Greedy tokens identical: **{on_off.identical_tokens}**. A step's time has a part that grows with the tokens it
+    runs and a part it pays whatever they are; the no-cache steps run different numbers of tokens, so a line
+    through their times separates the two.
+    """), expected.should_see(kv_cache.reading(on_off), [expected.computed(
+        str(kv_cache.no_cache_on_gpu(expected.REFERENCE_MODEL, expected.REFERENCE_GPU, on_off.prompt_tokens,
+                                     on_off.new_tokens)),
+        "helpers.serving.kv_cache.no_cache_on_gpu: helpers.formulas.stepcost at the datasheet's roofline")])])
     return
 
 
@@ -218,21 +215,16 @@ def _(capacity, loaded, sims):
 @app.cell(hide_code=True)
 def _(fit, sims):
     _c, _p = sims[0].summary(), sims[1].summary()
-    mo.md(f"""
-    **Measured in the simulation:** contiguous reservation used {_c.used_share_of_reserved:.0%} of what it
-    reserved — the rest is internal waste: room for tokens an answer has not generated yet, or never will
-    (answers shorter than `max_tokens`); besides, {_c.mean_external_fragmentation:,.0f} free slots on
-    average sat stranded in holes too small for the next request. Paging used {_p.used_share_of_reserved:.0%}
-    of what it held (at most one partly filled block per sequence).
-    Paged ran {_p.mean_running:.1f} sequences at once on average against {_c.mean_running:.1f}
-    and finished in {_p.steps} steps against {_c.steps}
-    ({_p.preemptions} preemptions: paging admits optimistically and, when blocks run out, evicts the newest
-    sequence to recompute it later — the simulation counts steps, not that recomputation's cost). At their full
-    lengths, **{fit.paged} sequences fit paged against {fit.contiguous} contiguous ({fit.ratio:.1f}×).**
-
-    **What you should see.** The same on any device: this is bookkeeping, not compute. The gap grows with
-    how much `max_tokens` overstates real answers.
-    """)
+    mo.vstack([mo.md(f"""
+    **Measured in the simulation:** what contiguous reservation reserved but no token filled is internal waste:
+    room for tokens an answer has not generated yet, or never will (answers shorter than `max_tokens`, by
+    `max_tokens` − the answer's length each); besides, {_c.mean_external_fragmentation:,.0f} free slots on average
+    sat stranded in holes too small for the next request. Paging wastes at most one partly filled block per
+    sequence. It made {_p.preemptions} preemptions: paging admits optimistically and, when blocks run out, evicts
+    the newest sequence to recompute it later — the simulation counts steps, not that recomputation's cost.
+    """), expected.should_see(blocks.reading(_c, _p, fit), [expected.computed(
+        "the simulation counts token slots and steps, nothing of a device: a GPU serving this trace in the same KV "
+        "memory has these counts", "helpers.serving.blocks.simulate")])])
     return
 
 
@@ -315,23 +307,23 @@ def _(live, live_args, live_engine, loaded):
 
 
 @app.cell(hide_code=True)
-def _(live_args, live_summary):
+def _(live_args, live_reqs, live_summary):
     _s = live_summary
-    mo.md(f"""
-    **Measured:** {_s.requests} requests in {_s.steps} steps; {_s.prefill_chunks} prefill chunks (a
-    prompt longer than the {live_args.max_batch_tokens}-token budget is cut), {_s.mixed_steps} steps
-    that mixed prefill chunks with decode rows; **{_s.preemptions} preemptions** with
+    mo.vstack([mo.md(f"""
+    **Measured:** {_s.requests} requests in {_s.steps} steps; {_s.prefill_chunks} prefill chunks,
+    {_s.mixed_steps} steps that mixed prefill chunks with decode rows; **{_s.preemptions} preemptions** with
     {live_args.blocks} blocks ({_s.recomputed_tokens:,} tokens computed again because of them); at most
     {_s.peak_blocks} of {live_args.blocks} blocks in use, holding {_s.tokens_at_peak:,} tokens in
     {_s.peak_blocks * live_args.block_size:,} slots; {_s.copy_on_write_copies} blocks copied on write.
 
-    **What you should see.** Orange chunks of each prompt, then blue decode rows; grey lanes wait for a slot
-    (at most the cap runs at once) and start the step after a request finishes. With a small KV cache red
-    marks a preemption: the newest request loses its blocks and is prefilled again (a longer orange chunk
-    later). Raise the KV cache and the preemptions go; lower the token budget and prompts take more, smaller
-    chunks; a larger block size wastes more of each request's last block (the blocks in use rise) and preempts
-    sooner. The same on a GPU, at a larger scale.
-    """)
+    **Reading the timeline.** Orange: a chunk of a prompt; blue: a decode row; grey: waiting for a slot (at most
+    the cap runs at once; a slot frees the step after a request finishes); red: a preemption — the newest
+    request loses its blocks and is prefilled again later. Then move the controls: a prompt of p tokens needs at
+    least ⌈p ÷ budget⌉ chunks, and a request's last block holds between 1 and block-size tokens.
+    """), expected.should_see(measure.log_reading(_s, live_args, live_reqs), [expected.computed(
+        "the scheduler reads token counts, token ids (the prefix cache) and free blocks, never the clock: on a GPU "
+        "the same requests and sizes make the same steps, chunks and preemptions; only each step's time differs",
+        "helpers.engine.scheduler")])])
     return
 
 
@@ -353,9 +345,9 @@ def _():
 
     All four compute in a thread of their own, as transformers' manager always does: PyTorch's CPU operators
     run on OpenMP thread teams, one per calling thread, and a thread that computes while the notebook's own
-    team exists runs slower than one that computes alone (`helpers.serving.batching.in_worker_thread` says
-    why) — the comparison holds only under the same conditions (about half a minute on a laptop's CPU:
-    in marimo it waits for **Run live** when a recording is there to show).
+    team exists pays for the extra team (`helpers.serving.batching.in_worker_thread` says why, with what it
+    measured) — the comparison holds only under the same conditions (in marimo it waits for **Run live** when a
+    recording is there to show).
     """), batching_button])
     return (batching_button,)
 
@@ -402,34 +394,20 @@ def _(loaded, served, w):
 @app.cell(hide_code=True)
 def _(batch_reqs, served, w):
     _pad = batching.padding_tokens(batch_reqs, w.slots)
-    _seq = served["sequential"].tokens_per_s
-    _cb, _st, _en = (served[k].tokens_per_s / _seq for k in ("continuous", "static", "engine"))
-    _ratio = served["engine"].tokens_per_s / served["continuous"].tokens_per_s
-    _s = decode_intensity.summary(decode_intensity.intensity_table("mistral-7b-v0.1", contexts=(4096,)))[0]
-    _c = served["continuous"]
+    _s = decode_intensity.summary(decode_intensity.intensity_table(expected.REFERENCE_MODEL, contexts=(4096,)))[0]
+    _same = batching.same_tokens(served["engine"], served["sequential"]) == 1
     mo.vstack([mo.md(f"""
-    **Measured:** transformers' continuous batching served {_cb:.1f}× the tokens/s of one after another, static
-    batching {_st:.1f}×, the readable engine {_en:.1f}× — **{_ratio:.2f}× transformers' manager** on the same
-    requests ({"the same" if batching.same_tokens(served["engine"], served["sequential"]) == 1 else "NOT the same"}
-    greedy tokens as one after another). Static batching computed {_pad.padding_tokens:,} padding tokens
-    and {_pad.finished_rows_steps:,} decode rows for requests already done ({_pad.wasted_share:.0%} of its
-    work), and its hatched slots sat idle waiting for each batch's slowest request.
-
-    One step of the continuous-batching manager took **{1e3 * _c.mean_step_s:,.1f} ms** on average and made
-    {_c.tokens_per_step:.1f} tokens (its mean batch, of at most {w.slots}; prefills included) against
-    **{1e3 * served["sequential"].mean_step_s:,.1f} ms** for one request's step:
-    {_c.tokens_per_step:.1f} tokens for {_c.mean_step_s / served["sequential"].mean_step_s:,.1f}× the time of one.
-
-    **What you should see.** *CPU, tiny:* several times the sequential throughput for both continuous
-    batchers, less for static batches (their idle slots); the engine near transformers' manager (the same
-    steps, one forward each). A batched step costs more than a single row's, so batching is cheap but not free —
-    the tiny model's fp32 arithmetic on two cores is no longer negligible at {w.slots} rows; a busy machine
-    shrinks every figure. *GPU, Mistral 7B:* a decode step reads all
-    {memory.weight_bytes('mistral-7b-v0.1', 'bf16').bytes / 1e9:.1f} GB of weights whatever the batch, plus each
-    sequence's cached keys and values, so throughput grows with the batch while the weights dominate the bytes —
-    then the cache reads take over: {decode_intensity_figures.verdict(_s)} (`helpers.formulas.decode_intensity`), so at that
-    context decode never becomes compute-bound; continuous batching keeps the batch full.
-    """), plots.table(tables.padding_frame(_pad), "computed: helpers.serving.batching.padding_tokens")])
+    **Measured:** the readable engine made {"the same" if _same else "NOT the same"} greedy tokens as one after
+    another. Static batching computed {_pad.padding_tokens:,} padding tokens and {_pad.finished_rows_steps:,} decode
+    rows for requests already done ({_pad.wasted_share:.0%} of its work), and its hatched slots sat idle waiting for
+    each batch's slowest request. A batched step runs every row's matrix products at once: it reads the weights
+    once for all its rows and does the arithmetic of each.
+    """), expected.should_see(batching.reading(served), [
+        expected.computed(str(batching.decode_bytes_on_gpu(expected.REFERENCE_MODEL, expected.REFERENCE_GPU, 4096)),
+                          "helpers.serving.batching.decode_bytes_on_gpu: helpers.formulas.stepcost, helpers.capacity.plan"),
+        expected.computed(decode_intensity_figures.verdict(_s) + "; continuous batching keeps the batch full",
+                          "helpers.formulas.decode_intensity")]),
+        plots.table(tables.padding_frame(_pad), "computed: helpers.serving.batching.padding_tokens")])
     return
 
 
@@ -467,25 +445,9 @@ def _(chunk_runs, loaded):
 
 @app.cell(hide_code=True)
 def _(chunk_runs):
-    _one, _chunked = chunk_runs[0], chunk_runs[1]
-    _seen = _one.worst_gap_ms is not None and _chunked.worst_gap_ms is not None
-    _better = _seen and _chunked.worst_gap_ms < _one.worst_gap_ms
-    _later = _chunked.long_prompt_ttft_ms > _one.long_prompt_ttft_ms
-    _gaps = (f"the others' worst gap between tokens while the long prompt was prefilled was {_one.worst_gap_ms:,.0f} ms in one "
-             f"step and {_chunked.worst_gap_ms:,.0f} ms in {_chunked.prefill_steps} chunks — chunking "
-             f"**{'lowered' if _better else 'did not lower'}** it" if _seen else
-             "no other request made a token while the long prompt was prefilled, so there is no gap to compare")
-    mo.md(f"""
-    **Measured:** the longest step the decoding requests waited on computed {_one.largest_step_tokens:,} tokens without chunks
-    and {_chunked.largest_step_tokens:,} with them (the schedule, the same on any machine); {_gaps}; the long prompt's own TTFT
-    went from {_one.long_prompt_ttft_ms:,.0f} to {_chunked.long_prompt_ttft_ms:,.0f} ms{" (chunks trade its TTFT for everyone else's smoothness)" if _later else ""}.
-
-    **What you should see.** *CPU, tiny:* the unchunked step holds every other request for the whole
-    {_one.long_prompt_tokens}-token prefill; chunks cap the stall near one chunk's time, and the long
-    prompt's own first token comes a little later (more steps, each also carrying decode rows). Timings jitter
-    with load. *GPU, Mistral 7B:* the same shape with the figures above: chunks of 512 tokens hold the others
-    for about an eighth of the 4,096-token prefill each.
-    """)
+    expected.should_see(measure.chunked_reading(chunk_runs[0], chunk_runs[1]), [expected.computed(
+        str(batching.chunks_on_gpu(expected.REFERENCE_MODEL, expected.REFERENCE_GPU, 4096, 512)),
+        "helpers.serving.batching.chunks_on_gpu: helpers.formulas.stepcost at the datasheet's roofline")])
     return
 
 
@@ -506,8 +468,8 @@ def _():
 
     Either keeps blocks while the allocator has room and drops the least recently used idle ones when the
     scheduler runs short. Two seeded workloads from `helpers.serving.traces`, each round served after the last:
-    **chat** (independent conversations: nothing shared but a few tokens of chat template) and **agentic** (one
-    long shared system prompt, a proposal round, then review rounds in which every reviewer reads the whole
+    **chat** (independent conversations: nothing shared but the chat template's tokens) and **agentic** (one
+    shared system prompt, a proposal round, then review rounds in which every reviewer reads the whole
     transcript so far).
     """), notebook.code(prefix_cache, "the whole of prefix_cache.py")])
     return
@@ -519,40 +481,39 @@ def _(model, tok):
         _ids = traces.token_ids(tok, trace)
         return [[p for p, r in zip(_ids, trace) if r.round == k] for k in sorted({r.round for r in trace})]
 
-    prefix_hits = {"chat": measure.cache_hits(model, _rounds(traces.chat_trace(16, seed=0))),
-                   "agentic": measure.cache_hits(model, _rounds(traces.agentic_trace(agents=4, review_rounds=2, seed=0)))}
-    edit = measure.edit_hits(model, traces.token_ids(tok, traces.agentic_trace(agents=1, seed=0))[0], 300)
-    return edit, prefix_hits
+    hit_block = 16
+    prefix_hits = {"chat": measure.cache_hits(model, _rounds(traces.chat_trace(16, seed=0)), hit_block),
+                   "agentic": measure.cache_hits(model, _rounds(traces.agentic_trace(agents=4, review_rounds=2, seed=0)),
+                                                 hit_block)}
+    edit = measure.edit_hits(model, traces.token_ids(tok, traces.agentic_trace(agents=1, seed=0))[0], 300, hit_block)
+    return edit, hit_block, prefix_hits
 
 
 @app.cell
-def _(loaded, prefix_hits):
-    plots.table(tables.cache_hits_frame(prefix_hits), f"measured: the readable engine on {loaded.label}, blocks of 16")
+def _(hit_block, loaded, prefix_hits):
+    plots.table(tables.cache_hits_frame(prefix_hits), f"measured: the readable engine on {loaded.label}, blocks of {hit_block}")
     return
 
 
 @app.cell
-def _(loaded, prefix_hits):
+def _(hit_block, loaded, prefix_hits):
     figures.hit_rate_figure({f"{t}, {c.cache}": c for t, r in prefix_hits.items() for c in (r.radix, r.hash)},
-                            f"measured: the readable engine's prefix caches, {loaded.model_name}'s tokenizer, blocks of 16")
+                            f"measured: the readable engine's prefix caches, {loaded.model_name}'s tokenizer, blocks of {hit_block}")
     return
 
 
 @app.cell(hide_code=True)
-def _(edit, prefix_hits):
+def _(edit, hit_block, prefix_hits):
     _a = prefix_hits["agentic"]
-    mo.md(f"""
-    **Measured:** the agentic trace reused {_a.radix.hit_rate:.0%} of its prompt tokens with the radix
-    tree and {_a.hash.hit_rate:.0%} with block hashes; the chat trace {prefix_hits["chat"].radix.hit_rate:.0%}
-    and {prefix_hits["chat"].hash.hit_rate:.0%}. The tree's extra hits are the tails that end inside a block — each
-    paid for with a block copy ({_a.radix.copy_on_write_copies} copies). An **edit** at token {edit.edited_position}
-    of a {edit.prompt_tokens:,}-token prompt served before: the tree reused {edit.radix_reused_tokens} tokens, the
-    hashes {edit.hash_reused_tokens} — both stop at the edit (every later block's hash, every later node, depends on
-    it); the tree only gets the edited block's first tokens back.
-
-    **What you should see.** The same on any device (this is bookkeeping): agentic prompts share most of
-    their tokens, chat prompts almost none; the two caches differ by at most a block per request.
-    """)
+    mo.vstack([mo.md(f"""
+    **Measured:** the hits the tree finds beyond the hashes are tails that end inside a block, each paid for with a
+    block copy on the agentic trace ({_a.radix.copy_on_write_copies} copies). An **edit** at token
+    {edit.edited_position} of a {edit.prompt_tokens:,}-token prompt served before: every later block's hash, and
+    every later node of the tree, depends on the edited token, so neither cache can reuse past it.
+    """), expected.should_see(measure.hits_reading(prefix_hits, hit_block) + [measure.edit_reading(edit)],
+                              [expected.computed(
+        "the caches read token ids and block counts, nothing of a device: with the same tokenizer and trace a GPU "
+        "run reuses the same tokens", "helpers.engine.prefix_cache")])])
     return
 
 
@@ -582,22 +543,21 @@ def _(loaded, reuse):
     figures.bars_figure(["cold: prefix + suffix", "warm: suffix over cached prefix"],
                         [reuse.ttft_cold_ms, reuse.ttft_warm_ms], "time to first token (ms)",
                         f"prefix reuse: {reuse.prefix_tokens:,}-token prefix, {reuse.suffix_tokens}-token suffix, "
-                        f"{notebook.speedup_phrase(reuse.ttft_ratio)}", loaded, colours=[figures.BASELINE, figures.MEASURED])
+                        f"warm {verdicts.speed(reuse.ttft_warm_ms, reuse.ttft_cold_ms).words}", loaded,
+                        colours=[figures.BASELINE, figures.MEASURED])
     return
 
 
 @app.cell(hide_code=True)
 def _(reuse):
-    _tokens = (reuse.prefix_tokens + reuse.suffix_tokens) / reuse.suffix_tokens
-    mo.md(f"""
-    **Measured:** with the {reuse.prefix_tokens:,}-token prefix in the cache, the time to first token was
-    {notebook.speedup_phrase(reuse.ttft_ratio)} than prefilling everything ({reuse.ttft_ratio:.1f}× against a token ratio
-    of {_tokens:.1f}×), with the **same first token: {reuse.same_first_token}**.
-
-    **What you should see.** *CPU and GPU:* at most the token ratio (prefix + suffix) ÷ suffix — and less,
-    because the suffix still attends to the whole prefix and a short step pays fixed costs; on a GPU a short
-    suffix is latency-bound, so the ratio falls further below the token ratio.
-    """)
+    mo.vstack([mo.md(f"""
+    **Measured:** the same first token cold and warm: **{reuse.same_first_token}**. Prefilling p + s tokens against s
+    over a cached prefix is a token ratio of (p + s) ÷ s; the time ratio departs from it by what a step costs
+    besides its tokens' matrix products (attention over the whole prefix, a fixed part per step).
+    """), expected.should_see(measure.ttft_reading(reuse), [expected.computed(
+        str(prefix_reuse.hit_on_gpu(expected.REFERENCE_MODEL, expected.REFERENCE_GPU, reuse.prefix_tokens,
+                                    reuse.suffix_tokens)),
+        "helpers.serving.prefix_reuse.hit_on_gpu: helpers.formulas.stepcost at the datasheet's roofline")])])
     return
 
 
@@ -654,35 +614,29 @@ def _(kvq_bytes, loaded):
 
 
 @app.cell(hide_code=True)
-def _(kvq_bytes, kvq_quality, trained):
+def _(kvq_bytes, kvq_quality, kvq_speed, loaded, trained):
     _missing = [s for s in kv_quant.SCHEMES if kv_quant.available(s)]
     if _missing:
         _out = mo.md(f"**Not measured here:** {', '.join(_missing)} — {kv_quant.available(_missing[0])}.")
     else:
         _b = {r.scheme: r for r in kvq_bytes}
-        _exact = all(r.measured_bytes == r.formula_bytes for r in kvq_bytes)
         _proj_tokens = 4096
-        _proj = kv_quant.projected_shares("mistral-7b-v0.1", _proj_tokens, "bf16")
-        _q = {r.scheme: r for r in kvq_quality}
-        _out = mo.md(f"""
-        **Measured:** every scheme's cache matches the formula (`kv_quant.cache_bytes`: values, scales, residual)
-        **{"to the byte" if _exact else "NOT exactly"}**. Besides the values: fp8 {_b["fp8"].metadata_bytes:,} bytes of scales; 4 and 2 bits
-        {_b["4-bit"].metadata_bytes:,} bytes of scales and zero points plus
-        {_b["4-bit"].residual_bytes:,} bytes of not-yet-quantized tokens. The whole cache is
-        {_b["fp8"].share_of_full:.0%}, {_b["4-bit"].share_of_full:.0%} and
-        {_b["2-bit"].share_of_full:.0%} of full precision. Top-1 agreement with the full-precision
-        cache: fp8 {_q["fp8"].top1_agreement:.0%}, 4-bit {_q["4-bit"].top1_agreement:.0%}, 2-bit
-        {_q["2-bit"].top1_agreement:.0%}{"" if trained else " (random weights: near-ties flip the top token, so these mean little)"}.
-
-        **What you should see.** *CPU, tiny:* bytes shrink as computed; speed barely moves (or worsens: the
-        (de)quantization is not fused into attention); quality falls with the bits, 2-bit most. The shares
-        above are of an fp32 cache. *GPU, Mistral 7B:* its bf16 cache ({memory.kv_bytes_per_token('mistral-7b-v0.1', 'bf16') / 1e3:.0f} kB per
-        token) at {_proj_tokens:,} tokens would shrink to {_proj["fp8"]:.0%} (fp8), {_proj["4-bit"]:.0%} (4-bit) and
-        {_proj["2-bit"]:.0%} (2-bit) — {1 / _proj["fp8"]:.1f}×, {1 / _proj["4-bit"]:.1f}× and {1 / _proj["2-bit"]:.1f}× the users or
-        context (`kv_quant.projected_shares`: the same formula that matches the cache above to the byte, with
-        the scales as wide as a bf16 cache keeps them, half the residual window in full precision); speed gains need fused kernels (vLLM's
-        fp8 KV cache), not this reference path.
-        """)
+        _proj = kv_quant.projected_shares(expected.REFERENCE_MODEL, _proj_tokens, "bf16")
+        _out = mo.vstack([mo.md(f"""
+        **Measured:** besides the values, fp8 keeps {_b["fp8"].metadata_bytes:,} bytes of scales; 4 and 2 bits
+        {_b["4-bit"].metadata_bytes:,} bytes of scales and zero points plus {_b["4-bit"].residual_bytes:,} bytes of
+        not-yet-quantized tokens (the formula is `kv_quant.cache_bytes`: values, scales, residual; the shares are of this
+        run's {loaded.dtype} cache).{"" if trained else " Random weights: the top token flips at near-ties, so the quality figures say nothing about a trained model."}
+        This path dequantizes the cache before attention reads it, an extra pass every step; kernels that read the
+        quantized cache inside attention (vLLM's fp8 KV cache) skip that pass.
+        """), expected.should_see([kv_quant.bytes_reading(kvq_bytes), kv_quant.speed_reading(kvq_speed),
+                                   kv_quant.quality_reading(kvq_quality)], [expected.computed(
+            f"{expected.REFERENCE_MODEL}'s bf16 cache ({memory.kv_bytes_per_token(expected.REFERENCE_MODEL, 'bf16') / 1e3:.0f} kB "
+            f"per token) at {_proj_tokens:,} tokens would be {_proj['fp8']:.0%} (fp8), {_proj['4-bit']:.0%} (4-bit) and "
+            f"{_proj['2-bit']:.0%} (2-bit) of its size — {1 / _proj['fp8']:.1f}×, {1 / _proj['4-bit']:.1f}× and "
+            f"{1 / _proj['2-bit']:.1f}× the users or context",
+            "helpers.serving.kv_quant.projected_shares: the formula checked against the cache above, with the scales as "
+            "wide as a bf16 cache keeps them and half the residual window in full precision")])])
     _out
     return
 
@@ -770,50 +724,34 @@ def _(k_pick, qloaded, spec_context):
 @app.cell(hide_code=True)
 def _(exact, library, qloaded, spec_batch, spec_context, spec_rows, trained, verify_cost, verify_here, w):
     _plain, _pl, _dm = spec_rows
-    _pl8 = spec_batch[1]
     _same = all(r.identical_to_plain for r in spec_rows + spec_batch)
     _exact = bool((exact["what comes out"] - exact["target p"]).abs().max() < 1e-12)
-    _v = {(c.context, c.batch): c.verify_over_decode for c in verify_cost}
-    _here = {c.batch: c.verify_over_decode for c in verify_here}
     _share = speculative.draft_step_share(qloaded.spec, w.draft_layers, spec_context, qloaded.dtype)
-    _first_compute = [c for c in verify_cost if c.verify_bound == "compute"]
-    _turn = (f"at {_first_compute[0].context:,} tokens of context it turns compute-bound by batch "
-             f"{_first_compute[0].batch} (verify {_first_compute[0].verify_over_decode:.2f}× a decode step)"
-             if _first_compute else "it stays memory-bound in every row")
-
-    def _pays(tokens, ratio):
-        return "can pay" if tokens > ratio else "cannot pay"
-
-    mo.md(f"""
-    **Measured:** prompt lookup made **{_pl.tokens_per_pass:.2f} tokens per target pass**
-    ({_pl.target_passes} passes for {w.decode_tokens} tokens; transformers' assisted generation with the same rule,
-    *the library's version*: {library.target_passes} passes{", the same" if library.target_passes == _pl.target_passes else ""}),
-    {notebook.speedup_phrase(_pl.speedup)} on the wall clock alone and
-    {notebook.speedup_phrase(_pl8.speedup)} at batch 8; the early-exit draft ({w.draft_layers} of
-    {qloaded.model.config.num_hidden_layers} layers) {_dm.tokens_per_pass:.2f} tokens per pass,
-    {notebook.speedup_phrase(_dm.speedup)} alone. Output identical to plain decoding in every run:
-    **{_same}**. The enumeration above: what comes out of one accept step equals the target's p
+    mo.vstack([mo.md(f"""
+    **Measured:** prompt lookup made its {w.decode_tokens} tokens in {_pl.target_passes} target passes; transformers'
+    assisted generation with the same rule, *the library's version*, in {library.target_passes}
+    ({"the same" if library.target_passes == _pl.target_passes else "NOT the same"}). The early-exit draft uses
+    {w.draft_layers} of {qloaded.model.config.num_hidden_layers} layers, each draft step reading {_share:.0%} of what a
+    target step reads (`speculative.draft_step_share`). Output identical to plain decoding in every run: **{_same}**.
+    The enumeration above: what comes out of one accept step equals the target's p
     **{"exactly" if _exact else "NOT exactly"}** — rejection sampling loses nothing (the tests repeat it on a model with a
-    seeded goodness-of-fit test).{"" if trained else " (Random weights: the draft agrees almost never.)"}
+    seeded goodness-of-fit test).{"" if trained else " (Random weights: the draft's tokens are kept by chance only.)"}
 
-    Why the wall clock says what it says: a round costs one verify pass, and here a pass of k + 1 rows per request
-    cost **{_here[1]:.2f}×** a one-row decode step alone and {_here[8]:.2f}× at batch 8 (measured above). Prompt
-    lookup drafts for free, so at {_pl.tokens_per_pass:.2f} tokens per pass it {_pays(_pl.tokens_per_pass, _here[1])}
-    alone and {_pays(_pl.tokens_per_pass, _here[8])} at batch 8 on this machine; the early exit also pays
-    its k draft steps, each reading {_share:.0%} of what a target step reads (`speculative.draft_step_share`: the
-    {qloaded.model.config.vocab_size:,}-word output head is most of the tiny model).
-
-    **What you should see.** *CPU, tiny:* both drafters above 1 token per pass — the trained model repeats the
-    novel's phrases and its first layers often agree — and identical output. The wall clock depends on what
-    k + 1 rows cost against one on this machine: a single row runs as a matrix–vector product, several rows as a
-    matrix product, and on a busy machine the two differ by more than the rows (the measured ratio changes from
-    run to run), so the speed-up can flip. *GPU, Mistral 7B:* a decode step is bound by reading the weights and the
-    cache, so a verify pass of k + 1 tokens costs about one decode step — at batch 1 each accepted token is nearly
-    free (verify ÷ decode {_v[(512, 1)]:.2f} at 512 tokens, computed). Batching spends the same spare arithmetic:
-    {_turn}, and past that point every rejected draft costs real compute; at 4,096 tokens the cache reads keep even
-    large batches memory-bound. With a separately trained small draft, Leviathan et al. (ICML 2023) report 2–3× at
-    batch 1.
-    """)
+    A round costs one verify pass — k + 1 rows per request, measured above against a one-row decode step — and, for a
+    draft model, its k draft steps; it yields the tokens per pass. A single row runs as a matrix–vector product,
+    several rows as a matrix product, so what k + 1 rows cost against one is this machine's, and it moves with the
+    load.
+    """), expected.should_see(measure.speculative_reading(spec_rows + spec_batch, verify_here, _share)
+                              + [speculative.head_share(qloaded.spec, qloaded.dtype)],
+                              [expected.computed(str(v), "helpers.serving.speculative.verify_step_ratio: "
+                                                 "helpers.formulas.stepcost at the datasheet's roofline")
+                               for v in speculative.verify_on_gpu(verify_cost)]
+                              + [expected.cited(
+                                  f"with smaller T5 models as drafts, Leviathan et al. decode T5-XXL "
+                                  f"{expected.published('leviathan_t5xxl_speedup_low').value:g}×–"
+                                  f"{expected.published('leviathan_t5xxl_speedup_high').value:g}× faster than the "
+                                  "standard T5X implementation, with identical outputs",
+                                  "leviathan_t5xxl_speedup_low", "leviathan_t5xxl_speedup_high")])])
     return
 
 
@@ -821,57 +759,57 @@ def _(exact, library, qloaded, spec_batch, spec_context, spec_rows, trained, ver
 def _():
     _alpha, _ks = 0.6, (2, 4, 8)
     _e = [speculative.expected_tokens_per_pass(_alpha, _k) for _k in _ks]
+    _chunks = -(-200 // 16)
     mo.vstack([
         mo.md("## Exercises"),
         notebook.exercise(1, "Re-run section 1 with a longer prompt (`quality.eval_ids(tok, 512)`). Which line "
                           "moves, and why?", """
-        The no-cache line: each step recomputes all p + t tokens, so its time grows with the prompt; the cached
-        step computes one token and reads p + t cached ones, and stays almost flat. The cache always saves
-        compute; what it costs is memory (section 3), which is why servers page it."""),
+        The no-cache line: each step recomputes all p + t tokens, so its work grows with the prompt; the cached
+        step computes one token whatever the prompt, and only its reads of the cache grow with p + t. The cache
+        always saves compute; what it costs is memory (section 3), which is why servers page it."""),
         notebook.exercise(2, "In section 4, set the token budget to 16 and then 512 (KV cache 2,048 slots). What "
                           "happens to the number of prefill chunks, to the longest prompt's first token, and to "
-                          "the others' decode rows while it is prefilled?", """
-        At 16 a 200-token prompt takes 13 or more chunks, its first token comes many steps later, and each step
-        stays short, so the decoding requests keep their pace. At 512 a whole prompt fits one step: its first token
-        comes soonest, but that step is long for everyone in it. The budget trades the long prompt's TTFT for the
-        others' inter-token latency."""),
+                          "the others' decode rows while it is prefilled?", f"""
+        At 16 a 200-token prompt needs at least ⌈200 ÷ 16⌉ = {_chunks} chunks, so its first token waits at least
+        {_chunks} steps, and no step computes more than 16 tokens, so the decoding requests' steps stay short. At 512
+        the whole prompt fits one step: its first token comes after that one step, and the step computes all 200
+        tokens for everyone in it. The budget trades the long prompt's TTFT for the others' inter-token latency."""),
         notebook.exercise(3, f"Acceptance and k. With `speculative.expected_tokens_per_pass(alpha, k)` (or the α "
                           f"slider in section 8), compare α = {_alpha} at k = {', '.join(map(str, _ks))}. What limits a "
                           f"long draft?", f"""
-        {", ".join(f"{_x:.2f}" for _x in _e)} tokens per pass: the chance that all k are accepted is α^k, so extra
-        drafted tokens are mostly rejected, while each costs a draft step (and, at a large batch, verify compute)."""),
+        {", ".join(f"{_x:.2f}" for _x in _e)} tokens per pass: the k-th drafted token is kept only when all k are,
+        with probability α^k ({", ".join(f"{_alpha ** _k:.3f}" for _k in _ks)}), so going from k = {_ks[1]} to {_ks[2]}
+        adds {_e[2] - _e[1]:.2f} tokens per pass for {_ks[2] - _ks[1]} more draft steps (and, at a large batch, verify
+        compute)."""),
     ])
     return
 
 
 @app.cell(hide_code=True)
-def _(fit, on_off, prefix_hits, reuse, served, spec_rows):
-    _seq = served["sequential"].tokens_per_s
+def _(chunk_runs, fit, kvq_bytes, kvq_speed, on_off, prefix_hits, reuse, served, spec_rows):
+    _plain = spec_rows[0]
     _best = max(spec_rows[1:], key=lambda r: r.speedup)
     _lossless = all(r.identical_to_plain for r in spec_rows)
-    _won = (f"best here {_best.drafter}, {_best.tokens_per_pass:.2f} tokens per target pass, "
-            f"{notebook.speedup_phrase(_best.speedup)} on the wall clock" if _best.speedup > 1
-            else f"neither drafter beat plain decoding on the wall clock here (the closer: {_best.drafter}, "
-                 f"{notebook.speedup_phrase(_best.speedup)}, at {_best.tokens_per_pass:.2f} tokens per pass)")
+    _wall = verdicts.speed(_best.seconds, _plain.seconds, than="plain decoding")
     mo.md(f"""
     ## Takeaways
 
     - **The KV cache** turns quadratic work into linear: {on_off.tokens_without_cache:,} tokens run
       through the model without it, {on_off.tokens_with_cache:,} with;
-      {"the same tokens out" if on_off.identical_tokens else "**different tokens out** (near-ties)"}.
-    - **Paging** stores what sequences hold, not what they might: {fit.ratio:.1f}× as many sequences fit in
-      the same memory here; the engine's cache is a tensor of blocks read through each request's table.
-    - **Continuous batching** fills freed slots at once: {served["continuous"].tokens_per_s / _seq:.1f}× (transformers)
-      and {served["engine"].tokens_per_s / _seq:.1f}× (the readable engine) the throughput of serving one after
-      another, against {served["static"].tokens_per_s / _seq:.1f}× for static batches. A token budget with chunked
-      prefill keeps a long prompt from stalling the others; preemption trades recomputation for memory.
-    - **Prefix caching** pays where prompts share prefixes — {prefix_hits["agentic"].radix.hit_rate:.0%} of the
-      agentic trace's prompt tokens (radix tree; {prefix_hits["agentic"].hash.hit_rate:.0%} with block hashes),
-      {prefix_hits["chat"].radix.hit_rate:.0%} of the chat trace's — and a hit made the time to first token
-      {notebook.speedup_phrase(reuse.ttft_ratio)} here.
-    - **KV-cache quantization** buys memory (users, context) at a quality cost to measure; speed needs fused kernels.
-    - **Speculative decoding** {"kept the target's output exactly" if _lossless else "changed the output here (near-ties)"}
-      and pays only when drafts are cheap, often right, and the verify pass stays memory-bound: {_won}.
+      {"the same tokens out" if on_off.identical_tokens else "**different tokens out**"}; {kv_cache.reading(on_off)[1]}.
+    - **Paging** stores what sequences hold, not what they might: {fit.paged} sequences fit paged in the memory
+      where {fit.contiguous} fit contiguously; the engine's cache is a tensor of blocks read through each request's table.
+    - **Continuous batching** fills freed slots at once: {batching.reading(served)[0]}. With a token budget,
+      {measure.chunked_reading(chunk_runs[0], chunk_runs[1])[1]}; preemption trades recomputation for memory.
+    - **Prefix caching** pays where prompts share prefixes — the radix tree reused
+      {", ".join(f"{verdicts.share(r.radix.reused_tokens, r.radix.prompt_tokens).words} of the {t} trace's prompt tokens" for t, r in prefix_hits.items())};
+      {measure.ttft_reading(reuse)[0]}.
+    - **KV-cache quantization** buys memory: the cache is {", ".join(f"{r.share_of_full:.0%} ({r.scheme})" for r in kvq_bytes[1:])}
+      of full precision; its speed here, {kv_quant.speed_reading(kvq_speed)}; its quality cost is measured, not assumed.
+    - **Speculative decoding** {"kept the target's output exactly" if _lossless else "**changed the output**"}; it pays
+      when a round's tokens beat what the round costs in decode steps (cheap drafts, kept drafts, a verify pass
+      that stays memory-bound). Here the best, {_best.drafter}: {_best.tokens_per_pass:.2f} tokens per target pass,
+      {_wall.words} on the wall clock.
 
     *This run took {notebook.elapsed(started)}.*
     """)

@@ -19,7 +19,7 @@ with app.setup:
 
     from helpers.formulas import verdicts
     from helpers.measure import models
-    from helpers.present import notebook, plots, replay
+    from helpers.present import expected, notebook, plots, replay
     from helpers.present.glossary import term
     from helpers.parallel import collectives, kv_offload, links, offload, sim, tp_demo, views as par_views
     from helpers.parallel import plan as par
@@ -105,7 +105,8 @@ def _():
                 label=f"one decode all-reduce, Mistral 7B batch 8: {decode_message:,} B")
     _ax.set_xlabel("message (bytes)")
     _ax.set_ylabel(f"ring all-reduce over {ar_gpus} GPUs (µs)")
-    _ax.set_title("All-reduce time: latency-bound below ~1 MB, bandwidth-bound above")
+    _cross = [collectives.all_reduce_crossover_bytes(ar_gpus, _l) / 1e6 for _l in ar_links.values()]
+    _ax.set_title(f"All-reduce time: latency decides below {min(_cross):,.1f}–{max(_cross):,.1f} MB, bandwidth above")
     _ax.legend(fontsize=8)
     plots.finish(_fig, "computed: helpers.parallel.collectives, H100 SXM links from gpu_links.csv")
     return ar_gpus, ar_links, decode_message
@@ -114,17 +115,13 @@ def _():
 @app.cell(hide_code=True)
 def _(ar_gpus, ar_links, decode_message):
     _nv, _pc, _ib = (ar_links[k] for k in ("nvlink", "pcie", "infiniband"))
-    _at = {k: collectives.all_reduce_s(decode_message, ar_gpus, l) * 1e6 for k, l in ar_links.items()}
-    _ratio = _nv.bandwidth / _pc.bandwidth
-    mo.md(f"""
-    **What you should see** (computed, the same on a CPU and a GPU): flat lines on the left — a decode
-    step's all-reduce ({decode_message / 1e3:,.0f} kB) is paid in **latency** (microseconds), not bandwidth. The
-    flat parts are not on top of each other: a ring over {ar_gpus} GPUs pays 2·({ar_gpus}−1) hops, and a hop costs
-    {_nv.hop_latency_us:g} µs over NVLink, {_pc.hop_latency_us:g} µs over PCIe and {_ib.hop_latency_us:g} µs over InfiniBand — at
-    that message {_at['nvlink']:.1f}, {_at['pcie']:.1f} and {_at['infiniband']:.1f} µs, InfiniBand
-    {_at['infiniband'] / _at['nvlink']:.1f}× NVLink. The lines part by bandwidth only above about a megabyte, where
-    PCIe is {_ratio:.1f}× slower than NVLink.
-    """)
+    mo.vstack([mo.md(f"""
+    A ring over {ar_gpus} GPUs pays 2·({ar_gpus}−1) hops whatever the message, and a hop costs {_nv.hop_latency_us:g} µs
+    over NVLink, {_pc.hop_latency_us:g} µs over PCIe and {_ib.hop_latency_us:g} µs over InfiniBand; the bytes add
+    2·(N−1)/N · M ÷ bandwidth. A decode step's all-reduce here carries {decode_message / 1e3:,.0f} kB.
+    """), expected.should_see([], [expected.computed(str(v), "helpers.parallel.collectives (NCCL's alpha–beta model, "
+                                                             "the links of gpu_links.csv)")
+                                   for v in collectives.all_reduce_reading(decode_message, ar_gpus, ar_links)])])
     return
 
 
@@ -142,9 +139,9 @@ def _():
     (`helpers.parallel.plan`). Mistral 7B on H100 SXMs, 4,096 tokens, the batch you pick.
 
     Every GPU's share of the work is taken at the same efficiency, {par.DEFAULT_EFFICIENCY:g}, whatever N: an
-    **assumption**. A shard of 1/N of every matrix is a smaller matrix product, which reaches less of the
-    bandwidth (notebook 03, section 5: small matrices stay further from their floor), so a real speed-up
-    flattens sooner than this one.
+    **assumption**. A shard of 1/N of every matrix is a smaller matrix product; where it reaches less of the
+    bandwidth than the whole matrix (notebook 03, section 5, measures small matrices against their floor), a real
+    speed-up is lower than this one.
     """), tp_batch, notebook.static_note({"WORKSHOP_TP_BATCH": "the batch (1, 8, 32 or 128)"})])
     return (tp_batch,)
 
@@ -178,19 +175,14 @@ def _(scaling, tp_batch):
 
 
 @app.cell(hide_code=True)
-def _(flat, scaling, tp_batch):
-    _last = {k: rows[-1] for k, rows in scaling.items()}
-    _say = {k: (f"flattens at **{v} GPUs**" if v else f"does not flatten up to {_last[k].tp} GPUs") for k, v in flat.items()}
-    mo.md(f"""
-    **What you should see** (computed, the same on a CPU and a GPU): the work halves with each doubling
-    but the all-reduces do not: their latency is paid per step, whatever N. Over NVLink the speed-up
-    {_say['nvlink']}, over PCIe it {_say['pcie']} (the rule the code applies: doubling the GPUs gains less
-    than {par.FLATTEN_GAIN}×). Communication is {_last['nvlink'].communication_share:.0%} of the step over NVLink at
-    {_last['nvlink'].tp} GPUs and {_last['pcie'].communication_share:.0%} over PCIe at {_last['pcie'].tp} GPUs.
-
+def _(scaling, tp_batch):
+    mo.vstack([mo.md(f"""
+    The work halves with each doubling, the all-reduces do not: their latency is paid per step, whatever N. The rule
+    the code applies: the speed-up flattens where doubling the GPUs gains less than {par.FLATTEN_GAIN}×.
     The same from the command line:
     `python -m helpers capacity --model mistral-7b-v0.1 --gpu "H100 SXM" --context 4096 --batch {tp_batch.value} --parallel tp=4 --link pcie`.
-    """)
+    """), expected.should_see([], [expected.computed(str(v), "helpers.parallel.plan.tp_scaling and flattens_at")
+                                   for v in par.tp_reading(scaling)])])
     return
 
 
@@ -223,33 +215,13 @@ def _(pp_micro):
 
 @app.cell(hide_code=True)
 def _(pp_micro, pp_steps):
-    _by = pp_steps
-    _one = _by[(1, 1, 1)]
-    _m = int(pp_micro.value)
-    _words = {"higher": "raise", "lower": "cut", "about equal": "leave about equal"}
-    _lines = []
-    for _pp in (2, 4):
-        _a, _b = _by[(1, _pp, 1)], _by[(1, _pp, _m)]
-        _lines.append(
-            f"- pp={_pp}: {_m} micro-batches shrink the bubble from {_a.bubble_share:.0%} to {_b.bubble_share:.0%} and "
-            f"**{_words[verdicts.change_verdict(_b.tokens_per_s / _a.tokens_per_s)]}** the throughput of one batch "
-            f"({_a.tokens_per_s:,.0f} → {_b.tokens_per_s:,.0f} tokens/s); with the pipeline kept full, "
-            f"{_a.steady_tokens_per_s:,.0f} → {_b.steady_tokens_per_s:,.0f} tokens/s.")
-    _pp2 = _by[(1, 2, 1)]
-    _nl = chr(10)
-    mo.md(f"""
-    **What you should see** (computed): pp=2 with one micro-batch takes {_pp2.step_s / _one.step_s:.2f}× the
-    single GPU's step (no faster; the bubble is {_pp2.bubble_share:.0%}), but holds {_pp2.max_batch / _one.max_batch:.1f}×
-    the batch. Then micro-batches:
-
-    {_nl.join(_lines)}
-
+    mo.vstack([mo.md(f"""
     In decode every micro-batch reads the stage's weights again, so cutting a batch into m multiplies the weight
-    reads: the bubble shrinks, each slot costs almost as much as the whole batch did, and whether throughput
-    rises depends on which wins (the rule: a change under {verdicts.CHANGE_MARGIN:.0%} reads "about equal"). Keeping
-    several whole batches in flight fills the pipeline without that cost — what engines do. Tensor parallelism
-    is the one that shortens a token's latency.
-    """)
+    reads while the bubble shrinks; whether one batch's throughput rises depends on which wins (a change within
+    {verdicts.CHANGE_MARGIN:.0%} either way is no change). Several whole batches in flight fill the pipeline
+    without cutting any: what engines do.
+    """), expected.should_see([], [expected.computed(str(v), "helpers.parallel.plan.parallel_step")
+                                   for v in par.pipeline_reading(pp_steps, int(pp_micro.value))])])
     return
 
 
@@ -276,13 +248,9 @@ def _():
 
 @app.cell(hide_code=True)
 def _(moe_steps):
-    _a, _b = moe_steps[0], moe_steps[-1]
-    mo.md(f"""
-    **What you should see** (computed): batch 1 touches {_a.experts_touched:.1%} of the experts, batch
-    {_b.batch} {_b.experts_touched:.1%} — the "active parameters" figure holds for one token only. At
-    small batches the all-to-all is {_a.all_to_all_share:.0%} of (all-to-all + expert reads): latency again;
-    at large batches the expert reads dominate.
-    """)
+    mo.vstack([mo.md("""
+    The "active parameters" figure counts one token's experts; a batch's tokens pick different ones.
+    """), expected.should_see([], [expected.computed(str(par.moe_reading(moe_steps)), "helpers.parallel.plan.moe_rows")])])
     return
 
 
@@ -377,53 +345,21 @@ def _(tp_attempt, tp_run):
     if tp_run is None:
         _said = tp_attempt.skipped("What you should see")
     else:
-        _c = tp_run.compute_s / tp_run.single_forward_s
-        _e = tp_run.expected_compute_ratio
-        _alone, _after = tp_run.message_all_reduce_s, tp_run.after_compute_all_reduce_s
-        _inside = tp_run.all_reduce_s / tp_run.all_reduces
-        _pred = tp_run.predicted_all_reduce_s / tp_run.all_reduces
-        _load = "" if tp_run.load_per_core is None else f", a load of {tp_run.load_per_core:.1f} per core while it ran"
-        if 0.8 <= _c / _e <= 1.25:
-            _compute = "about what the FLOPs predict."
-        elif _c > _e:
-            _compute = (f"more than the FLOPs predict: two processes on {_os.cpu_count()} cores shared with other work"
-                        f"{_load} compete for them.")
-        else:
-            _compute = (f"less than the FLOPs predict: the one-process forward, timed in turn, ran slower than its FLOPs "
-                        f"say — on a machine this busy{_load}, single timings swing by more than these differences. "
-                        "Rerun on an idle machine to see the prediction hold.")
-        _link = ("on the line" if 0.8 <= _alone / _pred <= 1.25 else f"{_alone / _pred:.1f}× it")
-        _parts = []
-        if _after > 1.5 * _alone:
-            _parts.append(f"computing between the calls costs part of it (right after a matmul the call takes "
-                          f"{_after * 1e6:,.0f} µs, {_after / _alone:.1f}× alone)")
-        else:
-            _parts.append(f"computing just before a call does not explain it (right after a matmul it takes "
-                          f"{_after * 1e6:,.0f} µs, about as alone)")
-        if _inside > 1.5 * _after:
-            _parts.append("the rest appears only inside the forward itself, where both processes have just run a "
-                          "layer's operators")
-        _said = mo.md(f"""
-        **What you should see.** On a CPU: the logits agree to about 1e-6 (float sums in another order) and the
-        same token wins everywhere. **Two processes are {notebook.speedup_phrase(tp_run.single_forward_s / tp_run.forward_s)}
-        than one here** ({tp_run.forward_s * 1e3:.1f} against {tp_run.single_forward_s * 1e3:.1f} ms), part by part:
-
-        - **Compute.** Each process spends {tp_run.compute_s * 1e3:.1f} ms computing its shard, {_c:.2f}× one
-          process's whole forward. The FLOPs predict {_e:.2f}×, not ½: the output head — {tp_run.replicated_flop_share:.0%}
-          of this tiny model's FLOPs over 32 positions — is computed whole by both processes (only the decoder layers
-          are split), and each small operator pays its fixed dispatch in both. Measured: {_compute}
-        - **Waiting** for the slower process before the all-reduces: {tp_run.wait_s * 1e3:.1f} ms.
-        - **The all-reduces**: {tp_run.all_reduce_s * 1e3:.1f} ms against {tp_run.predicted_all_reduce_s * 1e3:.2f} ms
-          predicted. The link is not what is slow: one call of {tp_run.message_bytes:,} B in a tight loop takes
-          {_alone * 1e6:,.0f} µs, and the latency + bandwidth line through 4 B and 4 MiB predicts {_pred * 1e6:,.0f} µs
-          ({_link}). Inside the forward the same call takes {_inside * 1e6:,.0f} µs, {_inside / _alone:.1f}× alone:
-          {"; ".join(_parts)}. What it is — a process waiting to be scheduled again on a shared machine, cold caches,
-          gloo's threads waking — this run does not separate; it shows where the time is, and that it is not the link.
-
-        On a GPU machine this section still runs on the CPU (gloo); NCCL over NVLink is what section 2 models.
-        A tiny model is the worst case for tensor parallelism: its head dominates and its operators are too small
-        for their fixed cost to hide.
-        """)
+        _r = tp_demo.reading(tp_run, _os.cpu_count())
+        _said = mo.vstack([mo.md(f"""
+        The forward's time, part by part: computing the shard, waiting for the slower process before each all-reduce,
+        and the all-reduces themselves. What makes a call slower inside the forward than alone — a process waiting to
+        be scheduled again on a shared machine, cold caches, gloo's threads waking — this run does not separate; it
+        shows where the time is. On a GPU machine this section still runs on the CPU (gloo); NCCL over NVLink is what
+        section 2 models.
+        """), expected.should_see([
+            _r.agree,
+            f"two processes are {_r.overall} here ({tp_run.forward_s * 1e3:.1f} against {tp_run.single_forward_s * 1e3:.1f} ms)",
+            _r.compute, _r.head, _r.wait,
+            f"the all-reduces took {tp_run.all_reduce_s * 1e3:.1f} ms, {_r.all_reduces} ({tp_run.predicted_all_reduce_s * 1e3:.2f} ms)",
+            _r.link, _r.inside],
+            [expected.computed(str(tp_demo.on_gpu(tp_run, expected.REFERENCE_GPU)), "helpers.parallel.collectives.all_reduce_s "
+                               "over gpu_links.csv's NVLink")])])
     _said
     return
 
@@ -440,8 +376,8 @@ def _():
     In a shared pool every GPU prefills new requests and decodes running ones; a long prefill stalls every
     decode on that GPU, so inter-token latency ({term("ITL")}) jumps. Here the shared pool runs each prompt's
     whole prefill in one step, **without chunking** — vLLM V1 chunks long prefills by default and mixes them
-    with decodes under a token budget per step, which shortens those stalls, so against vLLM V1 a split pays
-    less than here. Splitting the pool into prefill GPUs and decode GPUs removes the stall but moves each
+    with decodes under a token budget per step, so a stall there lasts one chunk's step, not a whole prefill:
+    against vLLM V1 a split removes shorter stalls than here. Splitting the pool into prefill GPUs and decode GPUs removes the stall but moves each
     request's KV cache over a link and leaves fewer GPUs for each phase.
 
     A deterministic simulation (`helpers.parallel.sim`) serves the same seeded chat trace (48 requests,
@@ -452,8 +388,8 @@ def _():
     - **SLO attainment**: the share of requests that met both SLOs, {term("TTFT")} ≤ 1 s and ITL ≤ 20 ms;
     - **makespan**: from the first arrival to the last completion;
     - **goodput**: requests that met both SLOs ÷ the makespan (DistServe's measure: throughput that meets
-      the SLO). On a short trace the makespan is mostly the drain after the last arrival, so a deployment
-      that meets the SLO more often but finishes later can show about the same goodput.
+      the SLO). The makespan includes the drain after the last arrival, so a deployment that meets the SLO
+      more often but finishes later can show the same goodput, or less.
     """), disagg_rate, notebook.static_note({"WORKSHOP_ARRIVAL_RATE": "the third rate (4, 8, 12, 16, 24 or 32 requests/s)"})])
     return (disagg_rate,)
 
@@ -506,45 +442,26 @@ def _(costs, kv_link, mean_prompt):
 
 
 @app.cell(hide_code=True)
-def _(disagg, kv_link, kv_moved):
-    _lines = []
-    for _rate, _rows in disagg.items():
-        _best = max(_rows[1:], key=lambda r: r.goodput_rps)
-        _sh = _rows[0]
-        _lines.append(f"- at {_rate:g} requests/s: shared goodput {_sh.goodput_rps:.2f}/s (SLO met by "
-                      f"{_sh.slo_attainment:.0%}, makespan {_sh.makespan_s:.2f} s), best split ({_best.deployment}) "
-                      f"{_best.goodput_rps:.2f}/s ({_best.slo_attainment:.0%}, {_best.makespan_s:.2f} s) — "
-                      f"splitting **{sim.split_verdict(_rows)}** on goodput")
-    _apart = [(r, rows) for r, rows in disagg.items() if sim.split_verdict(rows) == "about equal"
-              and max(x.slo_attainment for x in rows[1:]) - rows[0].slo_attainment > verdicts.CHANGE_MARGIN]
-    if _apart:
-        _r, _rows = _apart[-1]
-        _best = max(_rows[1:], key=lambda r: r.goodput_rps)
-        _why = (f"At {_r:g} requests/s the two figures disagree: the split meets the SLO for {_best.slo_attainment:.0%} of "
-                f"requests against {_rows[0].slo_attainment:.0%}, yet its goodput is about equal — it finishes "
-                f"{_best.makespan_s - _rows[0].makespan_s:.2f} s later ({_best.makespan_s:.2f} s against "
-                f"{_rows[0].makespan_s:.2f} s), so its {round(_best.slo_attainment * _best.requests)} good requests are "
-                f"spread over more seconds than the shared pool's {round(_rows[0].slo_attainment * _rows[0].requests)}. "
-                "Which matters depends on the question: a user sees attainment; capacity planning counts goodput.")
-    else:
-        _why = "Here attainment and goodput point the same way at every rate."
-    _nl = chr(10)
-    mo.md(f"""
-    **What you should see** (simulated, the same on a CPU and a GPU; the rule: splitting pays when the best
-    split's goodput beats the shared pool's by more than {verdicts.CHANGE_MARGIN:.0%}, and reads *about equal* within
-    {verdicts.CHANGE_MARGIN:.0%} either way):
-
-    {_nl.join(_lines)}
-
-    {_why}
-
-    The split's decode GPUs keep a steady ITL; the shared pool's ITL carries every prefill it runs between
-    decode steps. The split pays when those stalls break the ITL SLO, and costs TTFT when a single prefill GPU
-    queues. Moving a mean prompt's KV: {kv_moved['prompt_tokens']:,} tokens × {kv_moved['bytes_per_token'] / 1e3:,.0f} kB
-    would be {kv_moved['prompt_tokens'] * kv_moved['bytes_per_token'] / 1e9:.2f} GB, but Mistral 7B v0.1's
-    {kv_moved['window']:,}-token window caps what the cache holds at {kv_moved['cache_bytes'] / 1e9:.2f} GB — that crosses
-    {kv_link.label} in {kv_moved['send_s'] * 1e3:.1f} ms.
-    """)
+def _(disagg, disagg_reqs, kv_link, kv_moved):
+    _top = max(disagg)
+    _apart = sim.disagreement(disagg)
+    _where = "helpers.parallel.sim on the planner's step costs"
+    mo.vstack([mo.md(f"""
+    The rule: splitting pays when the best split's goodput beats the shared pool's by more than
+    {verdicts.CHANGE_MARGIN:.0%}, does not pay when it falls short by as much, and is no change in between. The
+    shared pool's ITL carries every prefill it runs between decode steps; the split's decode GPUs run none, and its
+    prefill GPUs queue the prompts. Moving a mean prompt's KV: {kv_moved['prompt_tokens']:,} tokens ×
+    {kv_moved['bytes_per_token'] / 1e3:,.0f} kB would be {kv_moved['prompt_tokens'] * kv_moved['bytes_per_token'] / 1e9:.2f} GB,
+    but Mistral 7B v0.1's {kv_moved['window']:,}-token window caps what the cache holds at
+    {kv_moved['cache_bytes'] / 1e9:.2f} GB — that crosses {kv_link.label} in {kv_moved['send_s'] * 1e3:.1f} ms.
+    """), expected.should_see([], [expected.computed(str(sim.rate_reading(r, rows)), _where) for r, rows in disagg.items()]
+                              + [expected.computed(str(_apart) + ". Which matters depends on the question: a user sees "
+                                                   "attainment; capacity planning counts goodput", _where) if _apart else
+                                 expected.computed("attainment and goodput read the same way at every rate", _where)]
+                              + [expected.computed(f"at {_top:g} requests/s: {v}", _where)
+                                 for v in sim.latency_reading(disagg[_top])]
+                              + [expected.computed(f"at {_top:g} requests/s {sim.drain_share(disagg_reqs[_top], disagg[_top][0])}",
+                                                   _where)])])
     return
 
 
@@ -587,16 +504,12 @@ def _(offload_measured):
 
 @app.cell(hide_code=True)
 def _(offload_computed, offload_run):
-    _ran = offload_run["offloaded_step_s"] is not None
-    _gpu = str(offload_run["device"]).startswith("cuda")
-    mo.md(f"""
-    **What you should see.** Computed: an offloaded step moves the cache {offload_computed[0].slower:.0f}× slower
-    than HBM reads it ({offload_computed[-1].over_pcie_ms:,.0f} ms a step at {offload_computed[-1].context:,} tokens), so offloading buys capacity, not speed — worth it for KV that
-    is idle (a paused conversation), not for the cache every step reads. Measured:
-    {"the offloaded cache ran, " + f"{offload_run['offloaded_step_s'] * 1e3:.1f} ms a step against {offload_run['plain_step_s'] * 1e3:.1f} ms plain" if _ran else
-     "the offloaded cache did not run on this device (" + str(offload_run['offloaded_error']) + "): it needs CUDA streams. On a CPU the 'host' is the same memory, so no CPU measurement could show the PCIe cost anyway"}.
-    {"On a GPU the difference is the PCIe traffic." if _gpu and _ran else ""}
-    """)
+    mo.vstack([mo.md("""
+    PCIe moves the cache at the link's bandwidth, HBM at the GPU's: offloading buys capacity, paid on every step that
+    reads the offloaded cache — a fit for KV that is idle (a paused conversation), not for the cache every step reads.
+    """), expected.should_see([kv_offload.offload_reading(offload_run)], [expected.computed(
+        str(offload.reading(offload_computed)), "helpers.parallel.offload.offload_steps: kv_cache_bytes over the "
+                                                "datasheet bandwidths")])])
     return
 
 
@@ -607,7 +520,8 @@ def _():
     onto) and a recent window, and drops the middle. Teacher-forced over the evaluation text: 256 tokens
     prefilled, then 64 decoded one at a time with the cache cut to 4 sinks + a window after every step, against
     the full cache. Whether the model reads its context at all is measured beside it: the same passage twice
-    in a row — a model that reads its context predicts the second copy far better (it can copy it).
+    in a row — a model that reads its context predicts the second copy at a lower perplexity than the first (it
+    can copy it).
     """)
     return
 
@@ -631,34 +545,14 @@ def _(evict_run):
 
 
 @app.cell(hide_code=True)
-def _(evict, evict_table):
-    _use = evict["context_use"]
-    _ref = evict_table["reference_perplexity"].iloc[0]
-    _most = evict_table.iloc[0]
-    _at60 = evict_table[evict_table["window"] == 60].iloc[0]
-    _move = max(abs(evict_table["perplexity"] / _ref - 1))
-    if evict["random"]:
-        _quality = ("**The quality columns are meaningless here**: the model's weights are random, so its predictions "
-                    "carry no information to lose.")
-    elif not _use["uses_context"]:
-        _quality = (f"**This model barely reads its context**: the passage repeated is predicted no better the second time "
-                    f"(perplexity {_use['second_copy_perplexity']:,.0f} against {_use['first_copy_perplexity']:,.0f} the first, "
-                    f"{_use['second_over_first']:.2f}×; a model that copies from its context scores well under "
-                    f"{kv_offload.USES_CONTEXT_BELOW:g}×). So eviction cannot cost it much: evicting {_most['saved']:.0%} of the "
-                    f"cache moves its perplexity from {_ref:,.2f} to {_most['perplexity']:,.2f}, and at most by {_move:.1%} over "
-                    f"these windows; the 60-token window scores {_at60['perplexity']:,.2f} "
-                    f"({'lower than' if _at60['perplexity'] < _ref else 'no lower than'} the full cache — noise for a model that "
-                    "ignores what it drops). What eviction costs shows only on a model that reads its context.")
-    else:
-        _quality = (f"This model reads its context (the repeat is predicted {1 / _use['second_over_first']:.1f}× better), and "
-                    f"eviction costs: at a {int(_most['window'])}-token window perplexity goes from {_ref:,.2f} to "
-                    f"{_most['perplexity']:,.2f}, top-1 agreement {_most['top1_agreement']:.0%}.")
-    mo.md(f"""
-    **What you should see.** The bytes kept are exactly (sinks + window) tokens' worth on the real cache
-    tensors, whatever the model: {_at60['saved']:.0%} saved at a 60-token window; a window that holds
-    everything changes nothing (KL 0, top-1 agreement 1). {_quality} On a GPU with Mistral 7B, which copies a
-    repeated passage almost perfectly, expect the KL to fall and the top-1 agreement to rise as the window grows.
-    """)
+def _(evict):
+    _note = ("**The quality columns say nothing here**: the model's weights are random, so its predictions carry no "
+             "information to lose." if evict["random"] else
+             "What eviction costs in quality shows only on a model that reads its context: the probe below says "
+             "whether this one does.")
+    mo.vstack([mo.md(_note), expected.should_see(kv_offload.eviction_reading(evict), [expected.computed(
+        str(offload.eviction_bytes("llama-3.1-8b", 32768, 4, 60)), "helpers.parallel.offload.eviction_bytes: "
+                                                                  "helpers.formulas.memory.kv_cache_bytes")])])
     return
 
 
@@ -722,8 +616,9 @@ def _():
     The L40S has no NVLink; its GPUs talk over {_link.label}. At batch 1 the speed-up over one GPU is
     {', '.join(f"tp={r.tp}: {r.speed_up:.2f}×" for r in _nv)}; communication is
     {_nv[-1].communication_share:.0%} of the step at tp={_nv[-1].tp}.
-    {"It flattens at " + str(_n) + " GPUs." if _n else "It does not flatten within these counts."} At batch 1 the messages are
-    tiny ({_step.all_reduce_bytes:,} B): the latency per all-reduce, {_step.all_reduces_per_step} of them per token, is what costs.
+    {"It flattens at " + str(_n) + " GPUs." if _n else "It does not flatten within these counts."} At batch 1 a message is
+    {_step.all_reduce_bytes:,} B, and latency is {verdicts.share(collectives.all_reduce_latency_s(_nv[-1].tp, _link), collectives.all_reduce_s(_step.all_reduce_bytes, _nv[-1].tp, _link), "each all-reduce").words},
+    {_step.all_reduces_per_step} of them per token.
     """)
     return
 
@@ -737,9 +632,10 @@ def _():
                       "step, and why is the step not 4× shorter?", f"""
     One micro-batch: bubble {_a.bubble_share:.0%}, step {_a.step_s * 1e3:.2f} ms. Eight: bubble {_b.bubble_share:.0%}, step
     {_b.step_s * 1e3:.2f} ms. In decode every micro-batch reads the stage's weights again, so cutting the batch
-    multiplies the weight reads: the bubble shrinks but each slot costs almost as much as a whole batch.
-    Pipelines pay off in decode by holding more sequences and keeping several batches in flight, not by
-    micro-batching one.
+    multiplies the weight reads: the bubble shrinks, and each slot takes {verdicts.times_as(_b.slot_s, _a.slot_s, "a whole batch's slot").words},
+    not 1/8. A pipeline holds more sequences ({_a.max_batch} here against one GPU's
+    {par.parallel_step("llama-3.1-8b", "H100 SXM", 1, 1, 1, 32, 8192).max_batch}) and fills with several whole batches
+    in flight; micro-batching one batch does not shorten its step.
     """)
     return
 
@@ -773,33 +669,40 @@ def _(
     {_kv / 1e9:.2f} GB) now takes {collectives.send_s(_kv, _slow_link):.2f} s to cross instead of
     {collectives.send_s(_kv, kv_link) * 1e3:.1f} ms. The simulation
     stamps the first token when the prefill ends, so the wait lands between the first and second token: that
-    split's TTFT p90 is {_same.ttft_p90_s:.2f} s over {kv_link.name} and {_best.ttft_p90_s:.2f} s over the slow link,
-    {"unchanged" if abs(_same.ttft_p90_s - _best.ttft_p90_s) < 5e-3 else "changed by the queue"}, while its ITL p90 goes from
-    {_same.itl_p90_s * 1e3:.1f} ms to {_best.itl_p90_s * 1e3:.1f} ms (SLO {itl_slo_s * 1e3:g} ms). The split pays only when the link
-    moves a prompt's cache faster than the stalls it removes.
+    split's TTFT p90 is {_same.ttft_p90_s:.2f} s over {kv_link.name} and {_best.ttft_p90_s:.2f} s over the slow link
+    ({verdicts.speed(_best.ttft_p90_s, _same.ttft_p90_s, "shorter", "longer", "as long", "over " + kv_link.name).words}), while its ITL p90 goes
+    from {_same.itl_p90_s * 1e3:.1f} ms to {_best.itl_p90_s * 1e3:.1f} ms (SLO {itl_slo_s * 1e3:g} ms). The split pays only
+    when the link moves a prompt's cache faster than the stalls it removes.
     """)
     return
 
 
 @app.cell(hide_code=True)
-def _():
+def _(ar_gpus, ar_links, decode_message, disagg, evict, flat, moe_steps, offload_computed, pp_micro, pp_steps, tp_run):
+    _nv = ar_links["nvlink"]
+    _lat = verdicts.share(collectives.all_reduce_latency_s(ar_gpus, _nv),
+                          collectives.all_reduce_s(decode_message, ar_gpus, _nv), "it")
+    _names = {"nvlink": "NVLink", "pcie": "PCIe"}
+    _flat = "; ".join(f"over {_names[k]} the speed-up flattens at {v} GPUs" if v else
+                      f"over {_names[k]} it does not flatten up to 8 GPUs" for k, v in flat.items())
+    _pp = par.pipeline_reading(pp_steps, int(pp_micro.value))
+    _tp = ("two processes give the one-process logits: " + str(tp_demo.reading(tp_run).agree) + "; the all-reduces took "
+           + str(tp_demo.reading(tp_run).all_reduces) + ", and the breakdown shows where the rest went"
+           if tp_run is not None else "the two-process run did not run here")
+    _use = next(v for v in kv_offload.eviction_reading(evict) if v.rule == "kv_offload.context_use")
     mo.md(f"""
     ## Takeaways
 
-    - Past one GPU the step is the planner's floor **plus** communication. A decode step's all-reduces are
-      small: their **latency**, paid twice per layer, is what flattens tensor parallelism, and PCIe flattens
-      it sooner than NVLink.
-    - Pipeline parallelism buys memory, not latency; its bubble is (P−1)/(m+P−1), and engines hide it by
-      keeping several batches in flight.
-    - An MoE step reads more experts as the batch grows; the all-to-all is the price of spreading them.
-    - Tensor parallelism is real and exact here: two processes give the one-process logits. What the link
-      model leaves out is measured: the parts that are not split (the head), waiting for the slower process,
-      and all-reduces that cost more between computations than in a loop.
-    - Disaggregation removes prefill stalls from decode at the price of a KV transfer and fewer GPUs per
-      phase: it pays when the stalls break the ITL SLO. Read SLO attainment and goodput together, and mind
-      whether the shared pool chunks its prefills.
-    - Offloading KV to host memory costs a PCIe crossing per step; eviction saves memory exactly, and costs
-      quality only on a model that reads its context — which the tiny model here barely does.
+    - Past one GPU the step is the planner's floor **plus** communication. A decode step's all-reduce over
+      {ar_gpus} GPUs' NVLink is {decode_message:,} B, and latency is {_lat.words}, paid twice per layer; {_flat}.
+    - Pipeline parallelism buys memory, not latency — {_pp[0]}; its bubble is (P−1)/(m+P−1), and engines fill
+      it with several batches in flight.
+    - An MoE step reads more experts as the batch grows: {par.moe_reading(moe_steps)}.
+    - Tensor parallelism is real and exact here: {_tp}.
+    - Disaggregation removes prefill stalls from decode at the price of a KV transfer and fewer GPUs per phase; in
+      this simulation, on goodput, splitting reads {", ".join(f"{sim.split_verdict(rows)} at {r:g} requests/s" for r, rows in disagg.items())}. Read SLO attainment and goodput together, and mind whether the shared pool chunks its prefills.
+    - Offloading KV to host memory costs a PCIe crossing per step: {offload.reading(offload_computed)}. Eviction saves
+      memory exactly and costs quality on a model that reads its context; here {_use}.
 
     *This run took {notebook.elapsed(started)}.*
     """)

@@ -9,7 +9,9 @@ import time
 from dataclasses import dataclass, replace
 from typing import Sequence
 
+from ..formulas.verdicts import Verdict, change_verdict, share, speed, times_as
 from ..serving.naive import Request as ServeRequest, RequestTiming, ServeResult
+from ..serving.speculative import pays
 from . import speculative
 from .llm import Engine, EngineArgs
 from .request import SamplingParams
@@ -403,3 +405,133 @@ def verify_cost(model, k: int, context: int, batch: int, repeats: int = 5) -> Ve
 
     one, many = best(1), best(k + 1)
     return VerifyCost(context, batch, k, 1e3 * one, 1e3 * many, many / one)
+
+
+# ----------------------------------------------------------------------------- what each run says, by rule
+# (helpers.formulas.verdicts: the words come from the numbers, with the change margin named there)
+
+def blocks_without_preemption(requests: Sequence[ServeRequest], block_size: int, max_num_seqs: int) -> int:
+    """KV blocks that hold the `max_num_seqs` longest requests at their full length (prompt and every token):
+    with that many no running request can run out of blocks, so none is preempted."""
+    needs = sorted((-(-(len(r.prompt) + r.max_new_tokens) // block_size) for r in requests), reverse=True)
+    return sum(needs[:max_num_seqs])
+
+
+def log_reading(s: LogSummary, args: EngineArgs, requests: Sequence[ServeRequest]) -> list[Verdict]:
+    """What an engine run's step log shows: prompts cut into chunks, preemptions against the blocks that
+    would have prevented them (blocks_without_preemption), and how full the blocks in use were at the peak."""
+    running = min(args.max_num_seqs, len(requests))
+    need = blocks_without_preemption(requests, args.block_size, args.max_num_seqs)
+    bound = f"{need} blocks hold the {running} longest requests at full length, and from there none is preempted"
+    out = [Verdict(f"{s.prefill_chunks} prefill chunks for {s.requests} requests: "
+                   + ("prompts longer than what the step's token budget had left were cut"
+                      if s.prefill_chunks > s.requests else "every prompt prefilled in one step"),
+                   "engine.chunks", {"chunks": s.prefill_chunks, "requests": s.requests}),
+           Verdict((f"{s.preemptions} preemptions with {args.blocks} blocks ({s.recomputed_tokens:,} tokens computed "
+                    f"again); {bound}" if s.preemptions else f"no preemption with {args.blocks} blocks; {bound}"),
+                   "engine.preemptions", {"preemptions": s.preemptions, "blocks": args.blocks, "needed": need})]
+    slots = s.peak_blocks * args.block_size
+    filled = share(s.tokens_at_peak, slots, f"the {slots:,} slots of the blocks in use")
+    out.append(Verdict(f"at the peak, {s.peak_blocks} of {args.blocks} blocks were in use and their tokens filled "
+                       f"{filled.words}: each request's last block is partly empty", "share", filled.evidence))
+    return out
+
+
+def chunked_reading(one: ChunkedRun, chunked: ChunkedRun) -> list[Verdict]:
+    """The long prompt prefilled in one step against in chunks: the largest step the others waited on (the
+    schedule), their worst gap between tokens each way and against the long prompt's whole prefill, and the
+    long prompt's own time to first token (helpers.formulas.verdicts.speed)."""
+    out = [Verdict(f"the largest step during the long prompt's prefill computed {one.largest_step_tokens:,} tokens "
+                   f"in one step and {chunked.largest_step_tokens:,} with a {chunked.token_budget}-token budget "
+                   f"({chunked.prefill_steps} chunks)", "engine.schedule",
+                   {"one": one.largest_step_tokens, "chunked": chunked.largest_step_tokens})]
+    if one.worst_gap_ms is not None and chunked.worst_gap_ms is not None:
+        gap = speed(chunked.worst_gap_ms, one.worst_gap_ms, "shorter", "longer", "as long")
+        stall = times_as(one.worst_gap_ms, one.long_prompt_ttft_ms, "the long prompt's whole prefill (its TTFT)")
+        out.append(Verdict(f"the others' worst gap between tokens was {gap.words} with chunks "
+                           f"({chunked.worst_gap_ms:,.1f} against {one.worst_gap_ms:,.1f} ms); in one step it was "
+                           f"{stall.words}", "speed", {**gap.evidence, "stall_over_prefill": stall.evidence["ratio"]}))
+    else:
+        out.append(Verdict("no other request made a token while the long prompt was prefilled: no gap to compare",
+                           "engine.gaps", {}))
+    ttft = speed(chunked.long_prompt_ttft_ms, one.long_prompt_ttft_ms, "shorter", "longer", "as long")
+    out.append(Verdict(f"the long prompt's own TTFT was {ttft.words} with chunks ({chunked.long_prompt_ttft_ms:,.1f} "
+                       f"against {one.long_prompt_ttft_ms:,.1f} ms)", "speed", ttft.evidence))
+    return out
+
+
+def hits_reading(runs: dict[str, CacheHits], block_size: int) -> list[Verdict]:
+    """Each trace's share of prompt tokens reused (its band, helpers.formulas.verdicts.share) by the tree and
+    the hashes, and how far apart the two caches are per request, against one block."""
+    out = []
+    for name, r in runs.items():
+        tree, hashed = share(r.radix.reused_tokens, r.radix.prompt_tokens), share(r.hash.reused_tokens,
+                                                                                  r.hash.prompt_tokens)
+        diff = [a - b for a, b in zip(r.radix.hits, r.hash.hits)]
+        apart = (f"per request the tree reused {min(diff)} to {max(diff)} tokens more than the hashes"
+                 + (f", less than one {block_size}-token block" if max(diff) < block_size and min(diff) >= 0 else ""))
+        out.append(Verdict(f"the {name} trace reused {tree.words} of its prompt tokens with the radix tree, "
+                           f"{hashed.words} with block hashes; {apart}", "share",
+                           {"radix": tree.evidence["fraction"], "hash": hashed.evidence["fraction"],
+                            "min_difference": min(diff), "max_difference": max(diff), "block_size": block_size}))
+    return out
+
+
+def edit_reading(e: EditHits) -> Verdict:
+    """Where each cache stopped on the edited prompt: the tree at the edit itself, the hashes at the last whole
+    block before it (what each one's rule says it must), checked against what they reused."""
+    whole = e.edited_position // e.block_size * e.block_size
+    tree = "up to the edit" if e.radix_reused_tokens == e.edited_position else "NOT up to the edit"
+    hashed = (f"the {whole // e.block_size} whole blocks before it" if e.hash_reused_tokens == whole
+              else "NOT the whole blocks before it")
+    return Verdict(f"the tree reused {e.radix_reused_tokens} tokens ({tree}), the hashes {e.hash_reused_tokens} "
+                   f"({hashed})", "engine.edit", {"radix": e.radix_reused_tokens, "hash": e.hash_reused_tokens,
+                                                  "edit": e.edited_position, "whole_blocks_tokens": whole})
+
+
+TOKEN_RATIO_WHY = {
+    "lower": "below the token ratio: the suffix still attends to the whole prefix, and a step pays a fixed part "
+             "whatever its tokens",
+    "about equal": "at the token ratio (within the change margin): the step's time followed its tokens",
+    "higher": "above the token ratio: the cold prefill cost more per token than the warm step (its attention "
+              "grows with the whole prompt)",
+}
+
+
+def ttft_reading(p: PrefixTTFT) -> list[Verdict]:
+    """The time to first token a hit saved (helpers.formulas.verdicts.speed) and that saving against the
+    token ratio (prefix + suffix) ÷ suffix, read with the change margin."""
+    ttft = speed(p.ttft_warm_ms, p.ttft_cold_ms)
+    tokens = (p.prefix_tokens + p.suffix_tokens) / p.suffix_tokens
+    against = times_as(p.ttft_ratio, tokens, "the token ratio")
+    return [Verdict(f"the hit made the time to first token {ttft.words} ({p.ttft_warm_ms:,.2f} against "
+                    f"{p.ttft_cold_ms:,.2f} ms)", "speed", ttft.evidence),
+            Verdict(f"that is {against.words} ({tokens:,.1f}×), "
+                    f"{TOKEN_RATIO_WHY[change_verdict(against.evidence['ratio'])]}", "times_as",
+                    {**against.evidence, "token_ratio": tokens})]
+
+
+def speculative_reading(rows: Sequence[SpecRun], verify: Sequence[VerifyCost], draft_share: float) -> list[Verdict]:
+    """Each drafter's runs: tokens per target pass against 1, the wall clock against plain decoding at the same
+    batch (helpers.formulas.verdicts.speed), and what the measured verify pass predicts for it
+    (helpers.serving.speculative.pays: a round's tokens against its cost in decode steps — the verify pass, and
+    for a draft model k draft steps of `draft_share` of a step each)."""
+    cost = {v.batch: v.verify_over_decode for v in verify}
+    plain = {r.batch: r for r in rows if not r.k}
+    out = []
+    for r in rows:
+        if not r.k:
+            continue
+        wall = speed(r.seconds, plain[r.batch].seconds, than="plain decoding")
+        drafts = 0.0 if r.drafter.startswith("prompt lookup") else r.k * draft_share
+        said = [f"{r.drafter} at batch {r.batch}: {r.tokens_per_pass:.2f} tokens per target pass "
+                + ("(above 1: drafts were kept)" if r.tokens_per_pass > 1 else "(1: no draft kept)"),
+                f"{wall.words} on the wall clock"]
+        evidence = {"tokens_per_pass": r.tokens_per_pass, **wall.evidence}
+        if r.batch in cost:
+            v = pays(r.tokens_per_pass, cost[r.batch] + drafts)
+            said.append(f"a round costs {cost[r.batch] + drafts:.2f} decode steps here (verify {cost[r.batch]:.2f}"
+                        + (f" + {r.k} drafts × {draft_share:.2f}" if drafts else "") + f"), so it {v.words}")
+            evidence.update(pass_cost_steps=cost[r.batch] + drafts, predicted=v.evidence["ratio"])
+        out.append(Verdict(", ".join(said), "speculative", evidence))
+    return out

@@ -54,6 +54,21 @@ def crossover_batch(peak_flops: float, bandwidth: float, bytes_per_param: float)
     return ridge_point(peak_flops, bandwidth) * per_param / 2
 
 
+@dataclass(frozen=True)
+class StepFloor:
+    """A step's floor on a device: the longer of reading its bytes and doing its FLOPs, and which bounds it."""
+
+    seconds: float
+    bound: str                       # "memory" or "compute"
+
+
+def step_floor(cost, peak_flops: float, bandwidth: float) -> StepFloor:
+    """max(bytes ÷ bandwidth, FLOPs ÷ peak) of a helpers.formulas.stepcost.StepCost: no step is faster."""
+    read = cost.bytes / checks.number(bandwidth, "bandwidth", positive=True)
+    compute = cost.flops / checks.number(peak_flops, "peak FLOP/s", positive=True)
+    return StepFloor(max(read, compute), "memory" if read >= compute else "compute")
+
+
 def decode_floor_s(weight_bytes: int, kv_bytes: int, bandwidth: float) -> float:
     """The memory-bound floor of one decode step: (weight bytes + KV bytes) / bandwidth, in seconds."""
     nbytes = checks.number(weight_bytes, "weight bytes") + checks.number(kv_bytes, "KV bytes")

@@ -63,14 +63,17 @@ def factor(x: float) -> str:
 
 
 def speed(new_s: float, old_s: float, faster: str = "faster", slower: str = "slower",
-          same: str = "as fast") -> Verdict:
+          same: str = "as fast", than: str = "") -> Verdict:
     """How a duration `new_s` compares with `old_s`: '2.3× faster' (new shorter), '1.16× slower' (new
-    longer), or 'as fast (within 10 %)' when the ratio is within the change margin."""
+    longer), or 'as fast (within 10 %)' when the ratio is within the change margin. With `than` (what
+    `old_s` is), the comparison names it: '2.3× faster than X', 'as fast as X (within 10 %: 1.04×)'."""
     assert new_s > 0 and old_s > 0, (new_s, old_s)
     ratio = old_s / new_s                      # > 1: the new one is faster
     way = change_verdict(ratio)
-    words = {"higher": f"{factor(ratio)} {faster}", "lower": f"{factor(1 / ratio)} {slower}",
-             "about equal": f"{same} (within {100 * CHANGE_MARGIN:.0f} %: {factor(max(ratio, 1 / ratio))})"}[way]
+    other = f" than {than}" if than else ""
+    words = {"higher": f"{factor(ratio)} {faster}{other}", "lower": f"{factor(1 / ratio)} {slower}{other}",
+             "about equal": f"{same}{' as ' + than if than else ''} (within {100 * CHANGE_MARGIN:.0f} %: "
+                            f"{factor(max(ratio, 1 / ratio))})"}[way]
     return Verdict(words, "speed", {"new_s": new_s, "old_s": old_s, "ratio": ratio})
 
 

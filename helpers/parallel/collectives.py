@@ -24,6 +24,7 @@ protocol small messages use). One GPU: no communication (0).
 from __future__ import annotations
 
 from .. import checks
+from ..formulas.verdicts import Verdict, share, speed, times_as
 from .links import Link
 
 BASE_LATENCY_S = 3.6e-6   # NCCL tuning.cc baseLat, Ring / LL
@@ -71,3 +72,40 @@ def bandwidth_from_all_reduce(message_bytes: float, n: int, seconds: float, late
     if not seconds > latency_s:
         raise ValueError(f"the measured time {seconds!r} s must exceed the latency {latency_s!r} s")
     return all_reduce_wire_bytes(message_bytes, n) / (seconds - latency_s)
+
+
+def all_reduce_latency_s(n: int, link: Link, base_s: float = BASE_LATENCY_S) -> float:
+    """The part of a ring all-reduce that does not depend on the message: base + 2·(N−1) hops."""
+    n = _n(n)
+    return 0.0 if n == 1 else base_s + 2 * (n - 1) * link.hop_latency_s
+
+
+def all_reduce_crossover_bytes(n: int, link: Link, base_s: float = BASE_LATENCY_S) -> float:
+    """The message whose bytes take as long on the wire as the all-reduce's latency: below it latency is
+    most of the time, above it bandwidth (2·(N−1)/N · M ÷ B = latency)."""
+    n = _n(n)
+    assert n > 1, n
+    return all_reduce_latency_s(n, link, base_s) * link.bandwidth * n / (2 * (n - 1))
+
+
+def all_reduce_reading(message_bytes: float, n: int, links: dict[str, Link], big_bytes: float = 2**30) -> list[Verdict]:
+    """An all-reduce of `message_bytes` over `n` GPUs on each link, by rule: its time and latency's share of it
+    (helpers.formulas.verdicts.share), each link against the first, where bandwidth takes over (the crossover),
+    and the links at a `big_bytes` message (helpers.formulas.verdicts.speed)."""
+    names = list(links)
+    t = {k: all_reduce_s(message_bytes, n, l) for k, l in links.items()}
+    out = [Verdict(f"over {links[k].name} {1e6 * t[k]:,.1f} µs, latency {share(all_reduce_latency_s(n, links[k]), t[k], 'it').words}",
+                   "share", {"seconds": t[k], "latency_share": all_reduce_latency_s(n, links[k]) / t[k]})
+           for k in names]
+    first = names[0]
+    ref = links[first].name + "'s time"
+    out += [Verdict(f"{links[k].name} takes {times_as(t[k], t[first], ref).words}", "times_as",
+                    {"ratio": t[k] / t[first]}) for k in names[1:]]
+    cross = {k: all_reduce_crossover_bytes(n, l) for k, l in links.items()}
+    out.append(Verdict("the bytes take as long as the latency at " + ", ".join(
+        f"{cross[k] / 1e6:,.2f} MB ({links[k].name})" for k in names) + ": bandwidth decides above that",
+        "collectives.crossover", {k: v for k, v in cross.items()}))
+    big = {k: all_reduce_s(big_bytes, n, l) for k, l in links.items()}
+    out += [Verdict(f"at {big_bytes / 2**30:g} GiB {links[k].name} is {speed(big[k], big[first], than=links[first].name).words}",
+                    "speed", speed(big[k], big[first]).evidence) for k in names[1:]]
+    return out

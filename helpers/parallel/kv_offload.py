@@ -23,6 +23,7 @@ import time
 
 from .. import checks
 from ..formulas.memory import kv_cache_bytes
+from ..formulas.verdicts import Verdict, change_verdict, factor, speed
 from ..measure.tensor_bytes import measured_cache_bytes
 
 
@@ -134,4 +135,57 @@ def measure_offloaded(loaded, context: int = 256, steps: int = 16) -> dict:
         except Exception as exc:  # reported, not raised: the notebook says what ran
             out[f"{name}_step_s"] = None
             out[f"{name}_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
+    return out
+
+
+# ----------------------------------------------------------------------------- what the runs say, by rule
+
+def offload_reading(run: dict) -> Verdict:
+    """measure_offloaded's result: the offloaded step against the plain one (helpers.formulas.verdicts.speed)
+    where it ran, else why it did not."""
+    if run["offloaded_step_s"] is None:
+        return Verdict(f"the offloaded cache did not run on this device ({run['offloaded_error']}): it needs CUDA "
+                       "streams; on a CPU the 'host' is the same memory, so no CPU run could show the PCIe cost",
+                       "kv_offload.offload", {})
+    v = speed(run["offloaded_step_s"], run["plain_step_s"], than="the plain cache")
+    return Verdict(f"the offloaded cache ran {v.words} ({1e3 * run['offloaded_step_s']:.1f} against "
+                   f"{1e3 * run['plain_step_s']:.1f} ms a step)", "speed", v.evidence)
+
+
+def eviction_reading(measured: dict) -> list[Verdict]:
+    """The eviction rows and the context-use probe read by rule: the bytes kept against (sinks + window) tokens'
+    worth, the window that keeps everything, whether the model reads its context (USES_CONTEXT_BELOW), how far
+    perplexity moved over the windows (change_verdict of the farthest), and whether KL fell as the window grew."""
+    rows, use = measured["rows"], measured["context_use"]
+    per_token = rows[0]["kv_bytes_full"] / rows[0]["tokens"]
+    exact = all(r["kv_bytes_kept"] == min(r["tokens"], r["sinks"] + r["window"]) * per_token for r in rows)
+    out = [Verdict(f"the bytes kept are {'exactly' if exact else 'NOT exactly'} (sinks + window) tokens' worth of the "
+                   f"real cache", "kv_offload.bytes", {"exact": float(exact)})]
+    whole = [r for r in rows if r["sinks"] + r["window"] >= r["tokens"]]
+    if whole:
+        w = whole[0]
+        out.append(Verdict(f"the {w['window']}-token window keeps all {w['tokens']} tokens: KL {w['kl_mean']:.1e} nats, "
+                           f"top-1 agreement {w['top1_agreement']:.0%}", "kv_offload.whole",
+                           {"kl_mean": w["kl_mean"], "top1": w["top1_agreement"]}))
+    ratio = use["second_over_first"]
+    reads = use["uses_context"]
+    out.append(Verdict(f"the passage repeated is predicted at {ratio:.2f}× the first copy's perplexity "
+                       f"({use['second_copy_perplexity']:,.0f} against {use['first_copy_perplexity']:,.0f}): the "
+                       + ("model reads its context" if reads else "model does not copy from its context")
+                       + f" (the rule: below {USES_CONTEXT_BELOW:g}× it does)", "kv_offload.context_use",
+                       {"ratio": ratio, "uses_context": float(reads)}))
+    cut = [r for r in rows if r not in whole]
+    ref = rows[0]["reference_perplexity"]
+    far = max(cut, key=lambda r: abs(r["perplexity"] / ref - 1))
+    moved = far["perplexity"] / ref
+    words = {"about equal": "within the change margin", "higher": f"{factor(moved)} the full cache's (higher)",
+             "lower": f"{factor(moved)} the full cache's (lower)"}[change_verdict(moved)]
+    out.append(Verdict(f"perplexity with the full cache {ref:,.2f}; the farthest any window moves it is "
+                       f"{far['perplexity']:,.2f} ({far['window']}-token window), {words}", "kv_offload.perplexity",
+                       {"reference": ref, "farthest": far["perplexity"], "ratio": moved}))
+    kl = [r["kl_mean"] for r in sorted(cut, key=lambda r: r["window"])]
+    fell = all(a > b for a, b in zip(kl, kl[1:]))
+    out.append(Verdict(f"mean KL {'fell with every larger window' if fell else 'did not fall with every larger window'}: "
+                       + ", ".join(f"{r['window']} tokens {r['kl_mean']:.2g}" for r in sorted(cut, key=lambda r: r["window"])),
+                       "kv_offload.kl", {"monotone": float(fell)}))
     return out

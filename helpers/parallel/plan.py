@@ -47,6 +47,7 @@ from ..formulas.config_schema import MAX_TOKENS
 from ..formulas.gpus import get_gpu
 from ..formulas.specs import get_spec
 from ..formulas.stepcost import expert_bytes, experts_touched
+from ..formulas.verdicts import Verdict, change_verdict, share, speed, times_as
 from .collectives import all_reduce_s, all_to_all_s, send_s
 from .links import GPUS_PER_SERVER, Link, get_link
 
@@ -243,6 +244,70 @@ def moe_rows(model, gpu, batches=(1, 8, 64, 256), ep: int = 8, weight_dtype: str
         rows.append(MoEStep(b, touched, read / 1e9, read / g.bandwidth * 1e3, a2a * 1e3,
                             a2a / (a2a + read / g.bandwidth)))
     return rows
+
+
+# ----------------------------------------------------------------------------- what the tables say, by rule
+
+def tp_reading(scaling: dict[str, list[TPScaling]]) -> list[Verdict]:
+    """tp_scaling's rows per link read by rule: where the speed-up flattens (flattens_at, FLATTEN_GAIN) and
+    communication's share of the step at the largest degree (helpers.formulas.verdicts.share)."""
+    out = []
+    for rows in scaling.values():
+        n, last = flattens_at(rows), rows[-1]
+        flat = f"flattens at {n} GPUs" if n else f"does not flatten up to {last.tp} GPUs"
+        out.append(Verdict(f"over {last.link.split(',')[0]} the speed-up {flat} ({last.speed_up:.2f}× at {last.tp}); "
+                           f"communication is {share(last.communication_share, 1, 'the step').words} at {last.tp} GPUs",
+                           "parallel.tp", {"flattens_at": n or 0, "communication_share": last.communication_share,
+                                           "speed_up": last.speed_up}))
+    return out
+
+
+THROUGHPUT_WORDS = {"higher": "raise", "lower": "cut", "about equal": "leave within the change margin"}
+
+
+def pipeline_reading(steps: dict, micro_batches: int) -> list[Verdict]:
+    """parallel_step's rows keyed (tp, pp, micro-batches), read by rule: pp=2 with one micro-batch against one
+    GPU (helpers.formulas.verdicts.speed) and the batch it holds; then, for pp = 2 and 4, what
+    `micro_batches` micro-batches do to the bubble, to one batch's throughput (change_verdict) and to a slot
+    (a factor of the whole batch's slot, beside the 1/m a micro-batch's share of the work would give); last,
+    the step of tp=4 and pp=4 against one GPU's."""
+    one, two = steps[(1, 1, 1)], steps[(1, 2, 1)]
+    one_gpu = "one GPU's"
+    out = [Verdict(f"pp=2 with one micro-batch: its step is {speed(two.step_s, one.step_s, than=one_gpu).words} "
+                   f"(the bubble {two.bubble_share:.0%}), and it holds {times_as(two.max_batch, one.max_batch, 'the batch').words}",
+                   "parallel.pipeline", {"step_ratio": two.step_s / one.step_s, "batch_ratio": two.max_batch / one.max_batch})]
+    m = micro_batches
+    for pp in (2, 4):
+        a, b = steps[(1, pp, 1)], steps[(1, pp, m)]
+        word = THROUGHPUT_WORDS[change_verdict(b.tokens_per_s / a.tokens_per_s)]
+        slot = times_as(b.slot_s, a.slot_s, "a whole batch's slot")
+        full = ""
+        if a.steady_tokens_per_s and b.steady_tokens_per_s:
+            kept = THROUGHPUT_WORDS[change_verdict(b.steady_tokens_per_s / a.steady_tokens_per_s)]
+            full = (f"; with the pipeline kept full, {m} micro-batches {kept} the throughput of whole batches in flight "
+                    f"({a.steady_tokens_per_s:,.0f} → {b.steady_tokens_per_s:,.0f} tokens/s)")
+        out.append(Verdict(f"pp={pp}: {m} micro-batches shrink the bubble from {a.bubble_share:.0%} to "
+                           f"{b.bubble_share:.0%} and {word} one batch's throughput ({a.tokens_per_s:,.0f} → "
+                           f"{b.tokens_per_s:,.0f} tokens/s): each slot takes {slot.words}, not 1/{m} — every "
+                           f"micro-batch reads the stage's weights again{full}", "parallel.pipeline",
+                           {"throughput_ratio": b.tokens_per_s / a.tokens_per_s, "slot_ratio": slot.evidence["ratio"],
+                            "steady_ratio": (b.steady_tokens_per_s / a.steady_tokens_per_s) if full else 0.0}))
+    tp4, pp4 = steps.get((4, 1, 1)), steps.get((1, 4, 1))
+    if tp4 is not None and pp4 is not None:
+        out.append(Verdict(f"a token's latency: tp=4's step is {speed(tp4.step_s, one.step_s, than=one_gpu).words}, "
+                           f"pp=4's {speed(pp4.step_s, one.step_s, than=one_gpu).words}", "speed",
+                           {"tp4": one.step_s / tp4.step_s, "pp4": one.step_s / pp4.step_s}))
+    return out
+
+
+def moe_reading(rows: list[MoEStep]) -> Verdict:
+    """moe_rows read by rule: the experts touched at the smallest and largest batch, the all-to-all's share of
+    (all-to-all + expert reads) at the smallest and the expert reads' at the largest, each with its band."""
+    a, b = rows[0], rows[-1]
+    return Verdict(f"batch {a.batch} touches {a.experts_touched:.1%} of the experts, batch {b.batch} "
+                   f"{b.experts_touched:.1%}; the all-to-all is {share(a.all_to_all_share, 1, '(all-to-all + expert reads)').words} "
+                   f"at batch {a.batch}, the expert reads {share(1 - b.all_to_all_share, 1).words} at batch {b.batch}",
+                   "parallel.moe", {"a2a_share_first": a.all_to_all_share, "reads_share_last": 1 - b.all_to_all_share})
 
 
 def _counts(values, name: str, each: str, example: str) -> list[int]:

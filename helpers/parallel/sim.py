@@ -35,7 +35,7 @@ from ..capacity.planner import DEFAULT_EFFICIENCY, plan
 from .. import checks
 from ..formulas.memory import kv_cache_bytes
 from ..formulas.specs import get_spec
-from ..formulas.verdicts import CHANGE_MARGIN, change_verdict
+from ..formulas.verdicts import CHANGE_MARGIN, Verdict, change_verdict, share, speed
 from .collectives import send_s
 from .links import Link
 
@@ -295,6 +295,64 @@ def split_verdict(rows: list[Summary], margin: float = CHANGE_MARGIN) -> str:
 def split_pays(rows: list[Summary], margin: float = CHANGE_MARGIN) -> bool:
     """True when split_verdict says "pays" (better by more than the margin)."""
     return len(rows) > 1 and split_verdict(rows, margin) == "pays"
+
+
+def _best(rows: list[Summary]) -> Summary:
+    return max(rows[1:], key=lambda r: r.goodput_rps)
+
+
+def rate_reading(rate: float, rows: list[Summary]) -> Verdict:
+    """One arrival rate's deployments read by split_verdict: the shared pool and the best split (by goodput),
+    each's goodput, attainment and makespan."""
+    best, shared = _best(rows), rows[0]
+    return Verdict(f"at {rate:g} requests/s: shared goodput {shared.goodput_rps:.2f}/s (SLO met by "
+                   f"{shared.slo_attainment:.0%}, makespan {shared.makespan_s:.2f} s), best split ({best.deployment}) "
+                   f"{best.goodput_rps:.2f}/s ({best.slo_attainment:.0%}, {best.makespan_s:.2f} s) — splitting "
+                   f"**{split_verdict(rows)}** on goodput", "sim.split",
+                   {"rate": rate, "shared": shared.goodput_rps, "best": best.goodput_rps})
+
+
+def disagreement(by_rate: dict[float, list[Summary]]) -> Verdict | None:
+    """The highest rate where goodput and attainment read differently: split_verdict within the margin on
+    goodput while the best split's attainment is higher than the shared pool's (change_verdict), and why —
+    its longer makespan. None when they agree at every rate."""
+    apart = [(r, rows) for r, rows in by_rate.items() if split_verdict(rows) != "pays"
+             and change_verdict(_best(rows).slo_attainment / max(rows[0].slo_attainment, 1e-12)) == "higher"]
+    if not apart:
+        return None
+    rate, rows = apart[-1]
+    best, shared = _best(rows), rows[0]
+    later = speed(best.makespan_s, shared.makespan_s, "sooner", "later", "as soon", "the shared pool")
+    return Verdict(f"at {rate:g} requests/s the two figures disagree: the split meets the SLO for "
+                   f"{best.slo_attainment:.0%} of requests against {shared.slo_attainment:.0%}, yet on goodput "
+                   f"splitting reads **{split_verdict(rows)}** — it finishes {later.words} ({best.makespan_s:.2f} s "
+                   f"against {shared.makespan_s:.2f} s), so its {round(best.slo_attainment * best.requests)} good "
+                   f"requests are spread over more seconds than the shared pool's "
+                   f"{round(shared.slo_attainment * shared.requests)}", "sim.disagreement",
+                   {"rate": rate, "best_attainment": best.slo_attainment, "shared_attainment": shared.slo_attainment,
+                    "makespan_ratio": later.evidence["ratio"]})
+
+
+def latency_reading(rows: list[Summary]) -> list[Verdict]:
+    """The best split against the shared pool at one rate: ITL p90 (helpers.formulas.verdicts.speed), and the
+    TTFT p90 of the split with a single prefill GPU."""
+    best, shared = _best(rows), rows[0]
+    itl = speed(best.itl_p90_s, shared.itl_p90_s, "shorter", "longer", "as long", "the shared pool's")
+    one = next(r for r in rows if r.prefill_gpus == 1)
+    ttft = speed(one.ttft_p90_s, shared.ttft_p90_s, "shorter", "longer", "as long", "the shared pool's")
+    return [Verdict(f"the best split's ITL p90 is {itl.words} ({1e3 * best.itl_p90_s:.1f} against "
+                    f"{1e3 * shared.itl_p90_s:.1f} ms)", "speed", itl.evidence),
+            Verdict(f"with one prefill GPU ({one.deployment}) the TTFT p90 is {ttft.words} ({one.ttft_p90_s:.2f} "
+                    f"against {shared.ttft_p90_s:.2f} s)", "speed", ttft.evidence)]
+
+
+def drain_share(requests: list[Request], summary: Summary) -> Verdict:
+    """How much of a run's makespan came after the last arrival (the drain), with its band."""
+    first, last = min(r.arrival_s for r in requests), max(r.arrival_s for r in requests)
+    drain = summary.makespan_s - (last - first)
+    return Verdict(f"the drain after the last arrival is {share(max(0.0, drain), summary.makespan_s, 'the makespan').words}"
+                   f" ({drain:.2f} of {summary.makespan_s:.2f} s, {summary.deployment})", "share",
+                   {"drain_s": drain, "makespan_s": summary.makespan_s})
 
 
 def from_trace(trace, tokenizer, prompt_scale: int = 1) -> list[Request]:

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import logging
-import math
 import warnings
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -97,20 +96,6 @@ def elapsed(start: float) -> str:
 
     s = time.perf_counter() - start
     return f"{s:,.0f} s" if s < 120 else f"{s / 60:,.1f} min"
-
-
-def speedup_phrase(ratio: float, faster: str = "faster", slower: str = "slower") -> str:
-    """A measured speed ratio (baseline time ÷ new time) in words, by rule: "2.3× faster" above 1,
-    "1.4× slower" below (the inverse, so both read as a factor ≥ 1), "no faster" at exactly 1."""
-    if not math.isfinite(ratio) or ratio <= 0:
-        raise ValueError(f"a speed ratio must be a positive finite number, got {ratio!r}")
-    factor = ratio if ratio >= 1 else 1 / ratio
-    text = f"{factor:.2f}×" if factor < 1.1 else f"{factor:.1f}×"   # 1.04×, not 1.0×
-    if ratio > 1:
-        return f"{text} {faster}"
-    if ratio < 1:
-        return f"{text} {slower}"
-    return f"no {faster}"
 
 
 # ----------------------------------------------------------------------------- a measurement that fails

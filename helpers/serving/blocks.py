@@ -26,6 +26,7 @@ from typing import Sequence
 
 from ..formulas.config_schema import MAX_TOKENS
 from .. import checks
+from ..formulas.verdicts import Verdict, share, times_as
 
 # A pool's blocks are a Python list here: 10 M blocks of 16 tokens is 160 M token slots, 2,000 times
 # what an 80 GB GPU holds of Mistral 7B's cache (about 38,000 blocks), and a list that still fits a laptop.
@@ -295,6 +296,23 @@ class SimResult:
                           self.preemptions, mean("used"), mean("reserved"), mean("internal waste"),
                           mean("external fragmentation"),
                           sum(r["used"] for r in self.rows) / max(1, sum(r["reserved"] for r in self.rows)))
+
+
+def reading(contiguous: SimSummary, paged: SimSummary, fit: FitCounts) -> list[Verdict]:
+    """What the simulation shows, by rule (helpers.formulas.verdicts): the share of what each scheme held that
+    held tokens, paging's sequences at once and steps against contiguous reservation's, and the sequences that
+    fit at their full lengths."""
+    running = times_as(paged.mean_running, contiguous.mean_running, "contiguous reservation's")
+    steps = times_as(paged.steps, contiguous.steps, "the steps")
+    fits = times_as(fit.paged, fit.contiguous, "as many as contiguously")
+    return [Verdict(f"contiguous reservation filled {share(contiguous.used_share_of_reserved, 1, 'what it reserved').words}"
+                    f", paging {share(paged.used_share_of_reserved, 1, 'what it held').words}", "share",
+                    {"contiguous": contiguous.used_share_of_reserved, "paged": paged.used_share_of_reserved}),
+            Verdict(f"paging ran {running.words} sequences at once ({paged.mean_running:.1f} against "
+                    f"{contiguous.mean_running:.1f}) and finished in {steps.words} ({paged.steps:,} against "
+                    f"{contiguous.steps:,})", "paging", {**running.evidence, "steps_ratio": steps.evidence["ratio"]}),
+            Verdict(f"at their full lengths {fit.paged} sequences fit paged, {fits.words} ({fit.contiguous})",
+                    "times_as", fits.evidence)]
 
 
 def sim_requests(prompt_lens: Sequence[int], output_lens: Sequence[int], max_tokens: int) -> list[SimRequest]:

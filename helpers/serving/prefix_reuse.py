@@ -11,6 +11,7 @@ import copy
 from dataclasses import dataclass
 
 from .. import checks
+from ..formulas.verdicts import Verdict, factor, times_as
 from ..measure.timing import measure
 from ..measure.sweeps import new_cache
 
@@ -69,3 +70,24 @@ def prefix_reuse(model, prefix_ids, suffix_ids, repeats: int = 3) -> PrefixReuse
     return PrefixReuse(prefix_ids.shape[1], suffix_ids.shape[1], 1e3 * cold.median, 1e3 * warm_s,
                        1e3 * copy_t.median, bool(subtract), cold.median / warm_s,
                        bool((a.argmax(-1) == b.argmax(-1)).all()), float((a - b).abs().max()))
+
+
+def hit_on_gpu(model, gpu: str, prefix_tokens: int, suffix_tokens: int, dtype: str = "bf16") -> Verdict:
+    """A prefix hit on a GPU, computed at the roofline floor (helpers.formulas.roofline.step_floor of
+    helpers.formulas.stepcost.forward_cost): the cold prefill of prefix + suffix against the warm one of the
+    suffix over the cached prefix, their ratio against the token ratio, and what bounds each."""
+    from ..formulas.gpus import get_gpu
+    from ..formulas.roofline import step_floor
+    from ..formulas.stepcost import forward_cost
+
+    g = get_gpu(gpu)
+    peak, _ = g.peak_flops(dtype)
+    cold = step_floor(forward_cost(model, prefix_tokens + suffix_tokens, 0, 1, dtype), peak, g.bandwidth)
+    warm = step_floor(forward_cost(model, suffix_tokens, prefix_tokens, 1, dtype), peak, g.bandwidth)
+    tokens = (prefix_tokens + suffix_tokens) / suffix_tokens
+    ratio = cold.seconds / warm.seconds
+    return Verdict(f"on an {g.name} the cold prefill of {prefix_tokens + suffix_tokens:,} tokens takes "
+                   f"{1e3 * cold.seconds:,.2f} ms at its floor ({cold.bound}-bound), the warm {suffix_tokens}-token "
+                   f"suffix {1e3 * warm.seconds:,.2f} ms ({warm.bound}-bound): {factor(ratio)}, "
+                   f"{times_as(ratio, tokens, 'the token ratio').words} ({factor(tokens)})", "prefix_reuse.on_gpu",
+                   {"cold_s": cold.seconds, "warm_s": warm.seconds, "ratio": ratio, "token_ratio": tokens})

@@ -36,6 +36,7 @@ import time
 from dataclasses import dataclass
 
 from .. import checks
+from ..formulas.verdicts import Verdict, change_verdict, factor, share
 from .naive import _ForwardCounter
 
 
@@ -183,6 +184,51 @@ def speedup_by_bytes(tokens_per_pass: float, drafted_per_pass: float, draft_shar
     return PassCost(cost, tokens_per_pass / cost)
 
 
+def pays(tokens_per_pass: float, pass_cost_steps: float) -> Verdict:
+    """Whether a speculative round can pay: it yields `tokens_per_pass` tokens for the time of
+    `pass_cost_steps` decode steps (its verify pass and its draft steps), plain decoding one token a step.
+    It can pay when tokens ÷ cost beats 1 by more than the change margin (helpers.formulas.verdicts), cannot
+    when it falls short by as much, and breaks even in between."""
+    checks.number(tokens_per_pass, "tokens per pass", 1)
+    checks.number(pass_cost_steps, "a round's cost in decode steps", positive=True)
+    r = tokens_per_pass / pass_cost_steps
+    words = {"higher": f"can pay ({factor(r)} the tokens of plain decoding in the same time)",
+             "about equal": f"breaks even ({factor(r)})",
+             "lower": f"cannot pay ({factor(r)} the tokens of plain decoding in the same time)"}[change_verdict(r)]
+    return Verdict(words, "speculative.pays", {"tokens_per_pass": tokens_per_pass, "pass_cost_steps": pass_cost_steps,
+                                               "ratio": r})
+
+
+def head_share(spec, dtype: str = "bf16") -> Verdict:
+    """The output head's share of the weights a decode step reads (helpers.formulas.stepcost.decode_cost; the
+    head is vocabulary × hidden values), with its band: what an early-exit draft reads whatever its layers."""
+    from ..formulas.specs import get_spec
+    from ..formulas.stepcost import decode_cost
+    from ..formulas.units import dtype_bytes
+
+    spec = get_spec(spec)
+    head = spec.vocab_size * spec.hidden_size * dtype_bytes(dtype)
+    v = share(head, decode_cost(spec, 1, 1, dtype).weight_read_bytes, "the weights a step reads")
+    return Verdict(f"the {spec.vocab_size:,}-word output head is {v.words}", "share", v.evidence)
+
+
+def verify_on_gpu(rows: list[VerifyRatio]) -> list[Verdict]:
+    """verify_step_ratio's rows read by rule, one verdict per context: the verify pass against a decode step at
+    the smallest batch, and the first batch at which the pass turns compute-bound (or none up to the largest)."""
+    out = []
+    for c in sorted({r.context for r in rows}):
+        mine = sorted((r for r in rows if r.context == c), key=lambda r: r.batch)
+        first = next((r for r in mine if r.verify_bound == "compute"), None)
+        turn = (f"it turns compute-bound at batch {first.batch} (verify {first.verify_over_decode:.2f}× a decode step)"
+                if first else f"it stays memory-bound at every batch up to {mine[-1].batch}")
+        out.append(Verdict(f"at {c:,} tokens of context a verify pass of {mine[0].k + 1} tokens costs "
+                           f"{mine[0].verify_over_decode:.2f}× a decode step at batch {mine[0].batch} on an "
+                           f"{mine[0].gpu}; {turn}", "speculative.verify_on_gpu",
+                           {"context": c, "batch1_ratio": mine[0].verify_over_decode,
+                            "compute_bound_from": first.batch if first else 0}))
+    return out
+
+
 def verify_step_ratio(spec, k: int, context: int, batch: int, gpu: str = "H100 SXM",
                       dtype: str = "bf16") -> VerifyRatio:
     """What verifying k drafts costs: a target pass over k + 1 tokens per sequence ÷ a decode step of one,
@@ -191,19 +237,16 @@ def verify_step_ratio(spec, k: int, context: int, batch: int, gpu: str = "H100 S
     verify pass stays bound by memory — each accepted token nearly free — and up to k + 1 once the batch
     makes it compute-bound, when speculation stops paying."""
     from ..formulas.gpus import get_gpu
+    from ..formulas.roofline import step_floor
     from ..formulas.stepcost import forward_cost
 
     checks.count(k, "k")
     g = get_gpu(gpu)
     peak, _ = g.peak_flops(dtype)
-
-    def floor(n: int) -> tuple[float, str]:
-        c = forward_cost(spec, n, context, batch, dtype, logits_tokens=n)
-        return max(c.bytes / g.bandwidth, c.flops / peak), "memory" if c.bytes / g.bandwidth >= c.flops / peak \
-            else "compute"
-
-    (t1, b1), (tk, bk) = floor(1), floor(k + 1)
-    return VerifyRatio(context, batch, k, 1e3 * t1, 1e3 * tk, tk / t1, bk, b1, g.name)
+    one, many = (step_floor(forward_cost(spec, n, context, batch, dtype, logits_tokens=n), peak, g.bandwidth)
+                 for n in (1, k + 1))
+    return VerifyRatio(context, batch, k, 1e3 * one.seconds, 1e3 * many.seconds, many.seconds / one.seconds,
+                       many.bound, one.bound, g.name)
 
 
 def draft_model(target, layers: int):
