@@ -99,3 +99,48 @@ def test_report_error_column_has_no_colour_codes(tmp_path):
     ok, _secs, _nb, err = notebooks._execute(path, 120)
     assert not ok and err == "ValueError: boom"
     assert notebooks.strip_ansi("\x1b[0;31mValueError\x1b[0m: boom\x1b[?25h") == "ValueError: boom"
+
+
+def test_findings_say_what_this_run_found(monkeypatch):
+    """The words of notebook 00's "What you should see", against the summary and checks they read: this machine's
+    real preflight, a refused profile, and a GPU host with the weights (a summary built by hand)."""
+    info, check, _ = verdicts(monkeypatch, {"WORKSHOP_PROFILE": "tiny"})
+    go = preflight.go_no_go(check.ok, info["versions"], info["device"]["kind"])
+    device, profile, model, ready, weights = preflight.findings(info, check, go)
+    assert device.words.startswith(f"device `{info['device']['kind']}` ({info['device']['name']})")
+    assert profile.words == f"profile `tiny`: {info['reason']}" and "WORKSHOP_PROFILE=tiny was set" in profile.words
+    assert model.words == f"the model check passed in {check.seconds:,.1f} s" and model.evidence["ok"] == 1.0
+    n_go = sum(r["verdict"] == "go" for r in go)
+    assert ready.words.startswith(f"{n_go} of {len(go)} notebooks go") and ready.evidence == {"go": n_go, "notebooks": len(go)}
+    assert ("no-go" in ready.words) == (n_go < len(go))
+    assert ("in the local cache" in weights.words) == info["weights"]["available"]
+
+    failed = preflight.ModelCheck(False, "auto", 0.01, "refused")
+    down = preflight.go_no_go(False, info["versions"], "cpu")
+    ready = preflight.findings(info, failed, down)[3]
+    stopped = [r["notebook"] for r in down if r["verdict"] == "no-go"]
+    assert ready.words == f"{len(down) - len(stopped)} of {len(down)} notebooks go; no-go: {', '.join(stopped)}"
+    assert preflight.findings(info, failed, down)[2].words == "the model check failed in 0.0 s"
+
+    gpu = {**info, "device": {**info["device"], "kind": "cuda", "name": "NVIDIA H100 80GB HBM3",
+                              "total_memory": int(79.11 * 2**30)},
+           "profile": "mistral-7b", "reason": "a CUDA GPU and Mistral 7B weights (hub cache) are available",
+           "weights": {"available": True, "where": "hub cache", "message": "found"}}
+    device, profile, _, _, weights = preflight.findings(gpu, check, go)
+    assert device.words == "device `cuda` (NVIDIA H100 80GB HBM3), 84,943,715,696 B = 79.11 GiB = 84.94 GB of memory"
+    assert profile.words.startswith("profile `mistral-7b`") and weights.words == "the Mistral 7B weights are in the local cache"
+
+
+def test_profile_refusal_is_what_the_preflight_lists(monkeypatch):
+    from helpers.measure.models import resolve_profile
+
+    refused = preflight.profile_refusal("mistral-70b")
+    assert refused.startswith("unknown WORKSHOP_PROFILE 'mistral-70b'; allowed: auto, tiny") and "Fix:" in refused
+    monkeypatch.setenv("WORKSHOP_PROFILE", "mistral-70b")
+    assert preflight.summary()["problems"] == [refused]                      # the exercise's command, word for word
+    with pytest.raises(ValueError) as err:
+        resolve_profile()
+    assert str(err.value) == refused
+    monkeypatch.setenv("WORKSHOP_PROFILE", "tiny")
+    assert preflight.profile_refusal("tiny") is None and preflight.profile_refusal("auto") is None
+    assert preflight.summary()["profile"] == "tiny"                           # the environment is left as it was
