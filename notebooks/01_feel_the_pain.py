@@ -464,7 +464,7 @@ def _(gpu_batch):
 @app.cell(hide_code=True)
 def _(served_said):
     _here = (["only one mode ran (out of memory): nothing to set side by side"] if served_said is None else
-             [f"together: {served_said['throughput']}, {served_said['of_batch']}",
+             [f"together: {served_said['of_batch']}",
               f"each batched decode step {served_said['step']} than one sequence's",
               f"hatched idle rows where the static batch waits for its longest request: {served_said['idle']}"])
     _one, _eight = gpu["batched_step_s"][1], gpu["batched_step_s"][8]

@@ -536,7 +536,8 @@ def itl_verdicts(df, spec, dtype: str) -> list[Verdict]:
     said = {"higher": f"the step grew more than its bytes ({factor(r)} as much): bytes alone do not set its "
                       "growth here",
             "about equal": f"the step grew with its bytes (within {CHANGE_MARGIN:.0%}: {factor(r)})",
-            "lower": f"the step grew less than its bytes ({factor(r)} as much)"}[way]
+            "lower": f"the step grew less than its bytes ({factor(r)} as much)" if change_verdict(g_step) != "lower"
+                     else "the step got shorter while its bytes grew: something besides reading them set these times"}[way]
     step = Verdict(f"from {c0:,} to {c1:,} tokens of context the median step went {float(lo['itl_s']) * 1e3:,.2f} → "
                    f"{float(hi['itl_s']) * 1e3:,.2f} ms ({factor(g_step)}), the bytes it reads {factor(g_bytes)}: {said}",
                    "itl_growth", {"step_growth": g_step, "bytes_growth": g_bytes, "ratio": r})
