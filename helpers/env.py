@@ -2,15 +2,10 @@
 bad one refused with one line naming the variable, its value and what is allowed (``EnvError``, a
 ValueError). An unset or empty variable means its default.
 
-    WORKSHOP_PROFILE, WORKSHOP_DEVICE, WORKSHOP_DTYPE   which model, device and dtype (helpers.measure.models,
-                                                       helpers.measure.hardware)
-    WORKSHOP_MODEL_ID, WORKSHOP_CACHE                  the Hub id of mistral-7b; where built models live
-    WORKSHOP_COMPILE, WORKSHOP_BENCH_COMPILE           torch.compile on a CPU (flags: 1/0, true/false,
-                                                       yes/no, on/off)
-    WORKSHOP_FIGURES_DIR                               where a run notes key figures (helpers.present.recorded)
-    WORKSHOP_CELL_TIMEOUT                              seconds a notebook cell may run (scripts/notebooks.py)
-    WORKSHOP_GPU_GB, WORKSHOP_CONTEXT, …               a notebook control's starting value outside marimo
-                                                       (helpers.present.notebook.env_default)
+``VARIABLES`` lists every variable the workshop reads and where; a notebook control's starting value
+(``WORKSHOP_CONTEXT``, ``WORKSHOP_MEMORY_GPU``, …) is read by ``control``, through
+helpers.present.notebook.env_default, within that control's own options or start and stop. Preflight
+(helpers.preflight) checks every one that is set and shows a refused one first.
 
 Nothing here imports the rest of helpers, so every layer may read its variables through it.
 """
@@ -22,6 +17,24 @@ from pathlib import Path
 from typing import Iterable
 
 TRUE, FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+# Every variable the workshop reads, besides the notebook controls' (found in the notebooks by
+# helpers.preflight): what it sets, and the reader that checks it.
+VARIABLES = {
+    "WORKSHOP_PROFILE": "which model runs (helpers.measure.models.resolve_profile)",
+    "WORKSHOP_DEVICE": "cuda, mps, cpu or auto (helpers.measure.hardware.pick_device)",
+    "WORKSHOP_DTYPE": "the loaded model's dtype (helpers.measure.models.env_dtype)",
+    "WORKSHOP_MODEL_ID": "the Hub id of mistral-7b (helpers.measure.models.hub_model_id)",
+    "WORKSHOP_CACHE": "where built models live (helpers.measure.local_models.cache_dir)",
+    "WORKSHOP_COMPILE": "torch.compile in notebook 03 on a CPU, a flag (helpers.decoding.regimes)",
+    "WORKSHOP_BENCH_COMPILE": "torch.compile in make bench, a flag (helpers.decoding.regimes)",
+    "WORKSHOP_FIGURES_DIR": "where a run notes key figures (helpers.present.recorded)",
+    "WORKSHOP_CELL_TIMEOUT": "seconds a notebook cell may run in make run (helpers.env.cell_timeout)",
+    "WORKSHOP_REPO_URL": "the published repository the glossary links point at (helpers.present.glossary)",
+    "WORKSHOP_REPLAY": "replay mode (helpers.present.replay)",
+    "WORKSHOP_REPLAY_RECORD": "where replay recordings are saved (helpers.present.replay)",
+}
+CELL_TIMEOUT_S, MAX_CELL_TIMEOUT_S = 1200, 86_400    # a cell's limit in make run: 20 minutes, at most a day
 
 
 class EnvError(ValueError):
@@ -116,3 +129,37 @@ def folder(name: str, default: str | Path | None = None) -> Path | None:
         raise EnvError(f"{what} is not a folder this process can write ({why}); allowed: a writable folder. "
                        f"Fix: point {name} at one, or unset it")
     return where
+
+
+def control(name: str, default, allowed=None, *, lo: float | None = None, hi: float | None = None):
+    """A notebook control's starting value: the variable when set, parsed like `default` (int, float or
+    text), else `default`. The range is the control's own: `allowed`, its options (a dropdown's, a
+    slider's steps, range(start, stop + 1, step)), or `lo` and `hi`, a number slider's start and stop.
+    EnvError when the value does not parse, is not finite or is outside that range."""
+    if allowed is None and (lo is None or hi is None):
+        raise TypeError(f"{name}: a control's starting value needs the control's range (allowed, or lo and hi)")
+    if isinstance(default, (int, float)) and not isinstance(default, bool):
+        return number(name, default, type(default), lo=lo, hi=hi, allowed=allowed)
+    value = text(name, default)
+    if value not in list(allowed):
+        raise refuse(name, os.environ.get(name, ""), ", ".join(map(str, allowed)))
+    return value
+
+
+def cell_timeout() -> int:
+    """Seconds a notebook cell may run in make run: WORKSHOP_CELL_TIMEOUT, 1 to a day, else 20 minutes."""
+    return number("WORKSHOP_CELL_TIMEOUT", CELL_TIMEOUT_S, int, lo=1, hi=MAX_CELL_TIMEOUT_S)
+
+
+def url(name: str) -> str | None:
+    """An http(s) address without spaces or quotes (a link's base), or None when unset; else EnvError."""
+    value = text(name)
+    if value is None:
+        return None
+    scheme, sep, rest = value.partition("://")
+    host = rest.split("/", 1)[0]
+    if len(value) > 2000 or not sep or scheme.lower() not in ("http", "https") or not host \
+            or any(c.isspace() or c in "\"'<>`()[]" or not c.isprintable() for c in value):
+        raise refuse(name, os.environ.get(name, ""), "an http:// or https:// address, such as "
+                     "https://github.com/OWNER/REPOSITORY")
+    return value

@@ -7,6 +7,8 @@ too, with the same message and its fix — never "ignored" here and fatal there.
 """
 from __future__ import annotations
 
+import ast
+import difflib
 import importlib
 import importlib.util
 import os
@@ -16,8 +18,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import env
 from .measure.hardware import device_info, pick_device
-from .measure.models import resolve_profile, weights_status
+from .measure.local_models import cache_dir
+from .measure.models import env_dtype, hub_model_id, resolve_profile, weights_status
 
 LIBRARIES = ("torch", "transformers", "accelerate", "bitsandbytes", "mistral_common", "marimo",
              "pandas", "matplotlib", "numpy", "huggingface_hub")
@@ -123,33 +127,127 @@ def split_fix(message: str) -> tuple[str, str | None]:
     return (head.strip(), fix.strip()) if sep else (message.strip(), None)
 
 
+# ----------------------------------------------------------------------------- the environment
+
+@dataclass(frozen=True)
+class Control:
+    """A notebook control's variable as its notebook reads it, ``notebook.env_default(name, default,
+    allowed)`` or ``(name, default, lo=…, hi=…)``; `allowed` is None where the notebook computes its
+    options from data (then only that notebook can check the value)."""
+
+    notebook: str
+    name: str
+    default: object
+    allowed: object = None
+    lo: float | None = None
+    hi: float | None = None
+
+    @property
+    def checkable(self) -> bool:
+        return self.allowed is not None or (self.lo is not None and self.hi is not None)
+
+
+_UNKNOWN = object()
+
+
+def _static(node: ast.AST, names: dict):
+    """The value of a literal, of range/list/tuple over literals, or of a name bound to one; else _UNKNOWN."""
+    if isinstance(node, ast.Name):
+        return names.get(node.id, _UNKNOWN)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("range", "list", "tuple") \
+            and not node.keywords:
+        args = [_static(a, names) for a in node.args]
+        if any(a is _UNKNOWN for a in args):
+            return _UNKNOWN
+        return {"range": range, "list": list, "tuple": tuple}[node.func.id](*args)
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return _UNKNOWN
+
+
+def controls(folder: Path = NOTEBOOK_DIR) -> list[Control]:
+    """Every notebook control read from the environment, found in the notebooks' source (each cell's
+    `env_default` calls, their arguments evaluated where they are literals or names bound to literals)."""
+    out = []
+    for number, name in notebooks(folder):
+        tree = ast.parse((folder / name).read_text(encoding="utf-8"))
+        for cell in (n for n in tree.body if isinstance(n, ast.FunctionDef)):
+            names = {t.targets[0].id: _static(t.value, {}) for t in cell.body
+                     if isinstance(t, ast.Assign) and len(t.targets) == 1 and isinstance(t.targets[0], ast.Name)}
+            for call in ast.walk(cell):
+                func = getattr(call, "func", None)
+                if not (isinstance(call, ast.Call) and getattr(func, "attr", getattr(func, "id", None)) == "env_default"):
+                    continue
+                args = [_static(a, names) for a in call.args]
+                kw = {k.arg: _static(k.value, names) for k in call.keywords}
+                default, allowed = (args + [_UNKNOWN, None])[1:3]
+                if default is _UNKNOWN:     # computed by the notebook: the kind its options have
+                    default = next(iter(allowed), None) if allowed not in (None, _UNKNOWN) else None
+                out.append(Control(number, args[0], default, None if allowed is _UNKNOWN else allowed,
+                                   kw.get("lo"), kw.get("hi")))
+    return out
+
+
+def setting_problems(folder: Path = NOTEBOOK_DIR) -> list[str]:
+    """One line for each WORKSHOP_* variable set here that the workshop refuses, in the words of the reader
+    that refuses it (what the notebooks stop with), then one for each WORKSHOP_* variable nothing reads."""
+    readers = (pick_device, lambda: resolve_profile(device="cpu"), env_dtype, hub_model_id, cache_dir,
+               lambda: env.flag("WORKSHOP_COMPILE"), lambda: env.flag("WORKSHOP_BENCH_COMPILE"),
+               lambda: env.folder("WORKSHOP_FIGURES_DIR"), env.cell_timeout, lambda: env.url("WORKSHOP_REPO_URL"))
+    problems = []
+    for read in readers:
+        try:
+            read()
+        except ValueError as exc:
+            problems.append(str(exc))
+    found = controls(folder)
+    for c in found:
+        if c.checkable and env.text(c.name) is not None:
+            try:
+                env.control(c.name, c.default, c.allowed, lo=c.lo, hi=c.hi)
+            except ValueError as exc:
+                problems.append(f"{exc} (notebook {c.notebook})")
+    known = set(env.VARIABLES) | {c.name for c in found}
+    unread = sorted(k for k in os.environ if k.startswith("WORKSHOP_") and k not in known)
+    if not notebooks(folder):      # helpers installed without the notebooks (pip on Colab): controls unknown
+        unread = []
+    for name in unread:
+        close = difflib.get_close_matches(name, sorted(known), n=1)
+        problems.append(f"{name} is set but the workshop reads no such variable"
+                        + (f"; did you mean {close[0]}?" if close else "")
+                        + " Fix: unset it, or use a variable helpers.env.VARIABLES or a notebook control names")
+    return list(dict.fromkeys(problems))
+
+
 def summary() -> dict:
     """Everything the preflight notebook shows, as plain data; it always answers.
 
-    A WORKSHOP_DEVICE or WORKSHOP_PROFILE that ``models.load()`` refuses is listed in ``problems`` with
-    load()'s own message (the notebooks stop on it, and check_model() reports it); the machine is still
-    described, as auto would see it.
+    Every WORKSHOP_* variable the workshop refuses is listed first in ``problems``, in the words the
+    notebooks stop with (setting_problems); a refused WORKSHOP_DEVICE or WORKSHOP_PROFILE is also what
+    check_model() reports, and the machine is still described, as auto would see it.
     """
-    problems = []
+    problems, refused = setting_problems(), False
     try:
         dev = pick_device()
-    except ValueError as exc:
-        problems.append(str(exc))
-        dev = pick_device("auto")
+    except ValueError:
+        dev, refused = pick_device("auto"), True
     info = device_info(dev)
     try:
         profile, reason = resolve_profile(device=dev)
-    except ValueError as exc:
-        problems.append(str(exc))
-        profile = "none"
-    if problems:
+    except ValueError:
+        profile, refused = "none", True
+    if refused:
         reason = "a setting is refused (below): the notebooks that load a model stop with the same message"
-    status = weights_status(probe_hub=(dev == "cuda"), timeout=5)
-    weights = status.message
-    if not status.available and dev != "cuda":
+    try:
+        status = weights_status(probe_hub=(dev == "cuda"), timeout=5)
+        weights, available, where = status.message, status.available, status.where
+    except ValueError as exc:  # WORKSHOP_MODEL_ID refused (listed in problems)
+        weights, available, where = str(exc), False, None
+    if not available and dev != "cuda":
         weights += " No CUDA GPU here, so no profile needs these weights on this machine."
     return {"device": info.to_dict(), "profile": profile, "reason": reason,
-            "weights": {"available": status.available, "where": status.where, "message": weights},
+            "weights": {"available": available, "where": where, "message": weights},
             "versions": library_versions(), "problems": problems}
 
 
@@ -190,3 +288,16 @@ def profile_refusal(value: str) -> str | None:
         except ValueError as exc:
             return str(exc)
     return None
+
+
+def notes(info: dict) -> list[str]:
+    """Notebook 00's lines under its machine table (markdown): every refused setting first, then why this
+    profile and the weights check with its fix, shown whole (a table cell would cut them short)."""
+    lines = [f"⛔ **Setting refused:** {p}" for p in info["problems"]]
+    weights, fix = split_fix(info["weights"]["message"])
+    lines += [f"**Why this profile:** {info['reason']}", f"**Mistral 7B weights:** {weights}"]
+    if fix:
+        lines += [f"**The fix, whole:** {fix}",
+                  "Nothing else needs them: every notebook runs on the tiny profile, and `mistral-7b-random` "
+                  "measures the full-size architecture on a GPU without a download."]
+    return lines

@@ -6,7 +6,8 @@ are written as one-key tagged objects: ``{"$tuple": [...]}``, ``{"$dict": [[key,
 that are not text), ``{"$float": "nan"}``, ``{"$frame": {...}}`` (a pandas DataFrame),
 ``{"$array": [...], "dtype": "float32"}`` (numpy), ``{"$dataclass": "helpers.measure.timing.Stats",
 "fields": {...}}``. Only dataclasses of `helpers` are rebuilt, field by field: a record is never code,
-and a result type that changed since the recording is a RecordError that says so, not a wrong value.
+and a result type that changed since the recording is a RecordError that says so, not a wrong value —
+except a field gained since with a default, which reads as its default.
 
 Reading is confined: `load` opens only files inside a record folder (``workshop/results/<record>/``) or
 this checkout's ``build/`` (or the folders a caller names, as tests do), checks the size before it reads,
@@ -122,8 +123,11 @@ def _rebuild(name: str, fields: dict) -> Any:
     if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
         raise ValueError(f"{name} is not a result type (a dataclass)")
     have = {f.name: f for f in dataclasses.fields(cls)}
-    if set(fields) != set(have):
-        gone, new = sorted(set(fields) - set(have)), sorted(set(have) - set(fields))
+    # a field gained since, with a default, reads as its default: a record stays readable as results grow
+    defaulted = {n for n, f in have.items() if f.default is not dataclasses.MISSING
+                 or f.default_factory is not dataclasses.MISSING}
+    gone, new = sorted(set(fields) - set(have)), sorted(set(have) - set(fields) - defaulted)
+    if gone or new:
         raise ValueError(f"the result type {qualname} changed since it was recorded"
                          f"{f' (recorded fields it no longer has: {gone})' if gone else ''}"
                          f"{f' (fields it has gained: {new})' if new else ''}")

@@ -34,7 +34,10 @@ def first_training() -> str:
     has not (the records' first runs above say how long it took there)."""
     from helpers.measure import training
 
-    folder = training.trained_folder()
+    try:
+        folder = training.trained_folder()
+    except ValueError:  # a refused setting (WORKSHOP_CACHE): its line shows first below
+        return "not known until the setting refused below is fixed"
     if not (folder / "training.json").exists():
         return "not trained here yet (a record's first run above includes its training)"
     log = training.log(folder)
@@ -99,16 +102,8 @@ def _(info):
 
 @app.cell
 def _(info):
-    # Long messages (the reason, the weights check and its fix, a refused setting) as text, shown whole:
-    # a table cell would cut them short.
-    _weights, _fix = preflight.split_fix(info["weights"]["message"])
-    _lines = [f"**Why this profile:** {info['reason']}", f"**Mistral 7B weights:** {_weights}"]
-    if _fix:
-        _lines += [f"**The fix, whole:** {_fix}",
-                   "Nothing else needs them: every notebook runs on the tiny profile, and `mistral-7b-random` "
-                   "measures the full-size architecture on a GPU without a download."]
-    _lines += [f"⛔ **Setting refused:** {p}" for p in info["problems"]]
-    mo.md("\n\n".join(_lines))
+    # A refused setting first, then the reason and the weights check with its fix, as text shown whole
+    mo.md("\n\n".join(preflight.notes(info)))
     return
 
 

@@ -18,7 +18,7 @@ with app.setup:
     import pandas as pd
 
     from helpers.formulas import memory, verdicts
-    from helpers.formulas.gpus import catalog, get_gpu
+    from helpers.formulas.gpus import get_gpu
     from helpers.measure import models, sweeps, tensor_bytes
     from helpers.present import expected, notebook, plots
     from helpers.present.glossary import term
@@ -244,8 +244,8 @@ def _():
 
 @app.cell
 def _():
-    _gpus = [g.name for g in catalog()]
-    gpu_pick = mo.ui.dropdown(options=_gpus, value=notebook.env_default("WORKSHOP_MEMORY_GPU", expected.REFERENCE_GPU, _gpus),
+    _gpus = ["T4", "RTX 4090", "L40S", "A100 40GB", "A100 80GB", "H100 SXM", "H200"]   # each with the memory CUDA reports
+    gpu_pick = mo.ui.dropdown(options=_gpus, value=notebook.env_default("WORKSHOP_MEMORY_GPU", "H100 SXM", _gpus),
                               label="GPU (its memory as CUDA reports it)")
     overhead_pct = mo.ui.slider(start=0, stop=30, step=1,
                                 value=notebook.env_default("WORKSHOP_OVERHEAD_PCT", round((1 - memory.GPU_MEMORY_UTILIZATION) * 100),
@@ -257,7 +257,7 @@ def _():
     users_pick = mo.ui.slider(steps=[1, 2, 4, 8, 16, 32, 64, 80, 128, 256], value=notebook.env_default(
         "WORKSHOP_USERS", 80, [1, 2, 4, 8, 16, 32, 64, 80, 128, 256]), show_value=True, label="concurrent users")
     mo.vstack([gpu_pick, overhead_pct, context_pick, users_pick, notebook.static_note({
-        "WORKSHOP_MEMORY_GPU": "a catalogued GPU (`python -m helpers gpus`)", "WORKSHOP_OVERHEAD_PCT": "1 − utilization, % of memory (0–30)",
+        "WORKSHOP_MEMORY_GPU": "a GPU whose memory as CUDA reports it is catalogued (helpers/data/gpu_memory.csv)", "WORKSHOP_OVERHEAD_PCT": "1 − utilization, % of memory (0–30)",
         "WORKSHOP_CONTEXT": "context per user (512 … 32768)", "WORKSHOP_USERS": "concurrent users (1 … 256)"})])
     return context_pick, gpu_pick, overhead_pct, users_pick
 

@@ -712,9 +712,9 @@ def _(w):
     k_pick = mo.ui.slider(start=1, stop=8, step=1, show_value=True, label="draft length k",
                           value=notebook.env_default("WORKSHOP_SPEC_K", w.spec_k, range(1, 9)))
     alpha_pick = mo.ui.slider(start=0.1, stop=0.95, step=0.05, show_value=True, label="per-token acceptance α (model)",
-                              value=notebook.env_default("WORKSHOP_SPEC_ALPHA", 0.6))
+                              value=notebook.env_default("WORKSHOP_SPEC_ALPHA", 0.6, lo=0.1, hi=0.95))
     mo.vstack([mo.hstack([k_pick, alpha_pick]), notebook.static_note({
-        "WORKSHOP_SPEC_K": "draft length k (1–8)", "WORKSHOP_SPEC_ALPHA": "α of the expected-tokens curve"})])
+        "WORKSHOP_SPEC_K": "draft length k (1–8)", "WORKSHOP_SPEC_ALPHA": "α of the expected-tokens curve (0.1–0.95)"})])
     return alpha_pick, k_pick
 
 

@@ -21,6 +21,7 @@ from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from helpers.command import CliError, Parser, fail, writable_folder  # noqa: E402
 
 from helpers import records  # noqa: E402 - after the checkout is on the path
 
@@ -128,14 +129,17 @@ def run(names: list[str], out: Path) -> int:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = Parser(prog="python scripts/bench.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("sections", nargs="*", help=f"sections to run (default all): {', '.join(SECTIONS)}")
     ap.add_argument("--out", type=Path, default=ROOT / "build" / "bench", help="output folder (default build/bench)")
-    a = ap.parse_args()
-    unknown = [s for s in a.sections if s not in SECTIONS]
-    if unknown:
-        print(f"unknown section(s) {', '.join(unknown)}; allowed: {', '.join(SECTIONS)}", file=sys.stderr)
-        return 2
+    try:
+        a = ap.parse_args()
+        unknown = [s for s in a.sections if s not in SECTIONS]
+        if unknown:
+            raise ValueError(f"unknown section(s) {', '.join(unknown)}; allowed: {', '.join(SECTIONS)}")
+        writable_folder(a.out, "--out")
+    except (CliError, ValueError) as exc:       # one line, exit 2, before any section runs
+        return fail(str(exc))
     return run(a.sections or list(SECTIONS), a.out)
 
 

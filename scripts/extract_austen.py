@@ -127,5 +127,30 @@ def paragraphs(lines: list[str]) -> str:
     return "\n\n".join(out) + "\n"
 
 
+def main(argv=None) -> int:
+    import argparse
+    import subprocess
+
+    class Parser(argparse.ArgumentParser):
+        def error(self, message):  # one line, exit 2
+            self.exit(2, f"error: {message}\n")
+
+    ap = Parser(prog="python scripts/extract_austen.py", description=__doc__.splitlines()[0])
+    ap.add_argument("deb", help="r-cran-janeaustenr_*.deb (apt-get download r-cran-janeaustenr)")
+    ap.add_argument("novel", nargs="?", default="persuasion")
+    a = ap.parse_args(argv)
+    try:
+        text = paragraphs(novel_lines(a.deb, a.novel))
+    except subprocess.CalledProcessError as exc:
+        why = (exc.stderr or b"").decode(errors="replace").strip().splitlines()[-1:] or [f"exit {exc.returncode}"]
+        print(f"error: dpkg-deb cannot read {a.deb!r}: {why[0]}; allowed: the r-cran-janeaustenr .deb", file=sys.stderr)
+        return 2
+    except (OSError, ValueError, KeyError, tarfile.TarError, EOFError, struct.error, zlib.error, lzma.LZMAError) as exc:
+        print(f"error: cannot read the novels from {a.deb!r}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
+    sys.stdout.write(text)
+    return 0
+
+
 if __name__ == "__main__":
-    sys.stdout.write(paragraphs(novel_lines(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else "persuasion")))
+    sys.exit(main())

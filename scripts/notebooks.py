@@ -22,7 +22,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from helpers.command import bounded_int  # noqa: E402
+from helpers.command import CliError, Parser, bounded_int, fail, fail_lines  # noqa: E402
+from helpers.env import CELL_TIMEOUT_S, MAX_CELL_TIMEOUT_S  # noqa: E402
 from helpers.repository import PACKAGE, PLACEHOLDER_OWNER as PLACEHOLDER  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -155,8 +156,10 @@ def target(src: Path) -> Path:
 
 
 def export() -> list[Path]:
-    COLAB.mkdir(parents=True, exist_ok=True)
     w = _where()
+    guide = GUIDE.read_text()
+    new_guide = guide_text(guide, w)      # reads the agenda first: a bad one stops here, nothing written
+    COLAB.mkdir(parents=True, exist_ok=True)
     written = []
     for src in sources():
         source = src.read_text()
@@ -171,9 +174,8 @@ def export() -> list[Path]:
     for stale in set(COLAB.glob("*.ipynb")) - {target(s) for s in sources()}:
         stale.unlink()
         written.append(stale)
-    guide = GUIDE.read_text()
-    if guide_text(guide, w) != guide:
-        GUIDE.write_text(guide_text(guide, w))
+    if new_guide != guide:
+        GUIDE.write_text(new_guide)
         written.append(GUIDE)
     return written
 
@@ -181,11 +183,12 @@ def export() -> list[Path]:
 def stale() -> list[str]:
     """Names of exports that are missing, out of date, or have no marimo source."""
     w = _where()
-    bad = [s.name for s in sources() if with_header(s.read_text(), molab_header(w)) != s.read_text()]
+    bad = []
+    if guide_text(GUIDE.read_text(), w) != GUIDE.read_text():   # first: a bad agenda stops here, at once
+        bad.append("workshop/README.md (notebook links, agenda or run times)")
+    bad += [s.name for s in sources() if with_header(s.read_text(), molab_header(w)) != s.read_text()]
     bad += [target(s).name for s in sources() if not target(s).exists() or target(s).read_text() != export_text(s, w)]
     bad += [p.name for p in set(COLAB.glob("*.ipynb")) - {target(s) for s in sources()}]
-    if guide_text(GUIDE.read_text(), w) != GUIDE.read_text():
-        bad.append("workshop/README.md (notebook links, agenda or run times)")
     return sorted(bad)
 
 
@@ -232,14 +235,11 @@ def _to_html(nb, title: str) -> str:
     return body
 
 
-CELL_TIMEOUT_S, MAX_CELL_TIMEOUT_S = 1200, 86_400
-
-
 def cell_timeout(given: int | None) -> int:
     """Seconds a cell may run: --timeout, else $WORKSHOP_CELL_TIMEOUT (1 to a day), else 1200."""
     from helpers import env
 
-    return given or env.number("WORKSHOP_CELL_TIMEOUT", CELL_TIMEOUT_S, int, lo=1, hi=MAX_CELL_TIMEOUT_S)
+    return given or env.cell_timeout()
 
 
 def chosen(only: list[str]) -> list[Path]:
@@ -256,10 +256,13 @@ def chosen(only: list[str]) -> list[Path]:
 
 def run(only: list[str], timeout: int | None = None) -> int:
     sys.path.insert(0, str(ROOT))
-    from helpers import env
+    from helpers import env, preflight
     from helpers.measure.hardware import device_info
     from helpers.measure.models import resolve_profile
 
+    problems = preflight.setting_problems()   # every refused variable, as preflight shows it, before a notebook runs
+    if problems:
+        return fail_lines("\n".join(problems))
     try:  # bad settings stop here, in one line, before a notebook runs
         timeout = cell_timeout(timeout)
         todo = chosen(only)
@@ -321,21 +324,30 @@ device {html.escape(info.label)} · torch {html.escape(info.torch_version)}</p>
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = ap.add_subparsers(dest="cmd", required=True)
+    ap = Parser(prog="python scripts/notebooks.py", description=__doc__,
+                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True, parser_class=Parser)
     sub.add_parser("export")
     sub.add_parser("check")
     r = sub.add_parser("run")
     r.add_argument("only", nargs="*", help="notebook numbers, e.g. 01 03 (default: all)")
     r.add_argument("--timeout", type=bounded_int(1, MAX_CELL_TIMEOUT_S), default=None,
                    help=f"seconds a cell may run (default: $WORKSHOP_CELL_TIMEOUT, else {CELL_TIMEOUT_S})")
-    a = ap.parse_args()
+    try:
+        a = ap.parse_args()
+    except CliError as exc:       # one line, exit 2 (no usage dump)
+        return fail(str(exc))
+    if a.cmd in ("export", "check"):
+        try:            # both read workshop/agenda.toml for the guide's agenda table
+            changed = export() if a.cmd == "export" else stale()
+        except ValueError as exc:   # a bad agenda: one line per violation (helpers.present.agenda)
+            return fail_lines(str(exc))
     if a.cmd == "export":
-        for p in export():
+        for p in changed:
             print(f"export: wrote {p.relative_to(ROOT)}")
         return 0
     if a.cmd == "check":
-        bad = stale()
+        bad = changed
         if bad:
             print("stale exports (run `python scripts/notebooks.py export`): " + ", ".join(bad))
             return 1

@@ -33,18 +33,25 @@ def main(argv=None) -> int:
     from helpers.measure.hardware import device_info, free_memory
     from helpers.formulas.specs import load_config
 
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--context", type=int, default=1024)
+    from helpers.command import CliError, Parser, bounded_int, fail, writable_folder
+    from helpers.formulas.config_schema import MAX_TOKENS
+
+    ap = Parser(prog="python scripts/record_key_figures.py", description=__doc__,
+                formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--context", type=bounded_int(1, MAX_TOKENS), default=1024)
     ap.add_argument("--out", type=Path)
     ap.add_argument("--big", default="mistral-7b-v0.1", help="preset measured last ('tiny' size to try the script on a CPU)")
-    a = ap.parse_args(argv)
     t0 = time.time()
     info = device_info()
+    try:                     # bad input stops here, in one line, before anything is measured
+        a = ap.parse_args(argv)
+        big = decode_efficiency.size_config("tiny") if a.big == "tiny" else load_config(a.big)[1]
+        slug = re.sub(r"[^a-z0-9]+", "-", info.name.lower().removeprefix("nvidia ")).strip("-")
+        out = writable_folder(a.out or ROOT / "workshop" / "results" / slug, "--out")
+    except (CliError, ValueError) as exc:
+        return fail(str(exc))
     device = info.kind
     dtype = "bf16" if device == "cuda" else "fp32"
-    slug = re.sub(r"[^a-z0-9]+", "-", info.name.lower().removeprefix("nvidia ")).strip("-")
-    out = a.out or ROOT / "workshop" / "results" / slug
-    out.mkdir(parents=True, exist_ok=True)
     bw = microbench.measure_bandwidth(device)
     peak = microbench.measure_peak_flops(device, dtype)
     rows = []
@@ -54,7 +61,7 @@ def main(argv=None) -> int:
         rows.append(decode_efficiency.efficiency_row(name, m, cfg, dtype, device, bw, a.context))
         del m
         free_memory(device)
-    cfg = decode_efficiency.size_config("tiny") if a.big == "tiny" else load_config(a.big)[1]
+    cfg = big
     m = decode_efficiency.random_model(cfg, device, dtype)
     rows.append(decode_efficiency.efficiency_row(f"{a.big} (random weights)", m, cfg, dtype, device, bw, a.context))
     del m

@@ -65,14 +65,25 @@ def sections(out: Path) -> list[dict]:
 
 
 def main(argv: list[str]) -> int:
+    import argparse
+
+    from helpers.command import CliError, Parser, fail, writable_folder
     from helpers import records
     from helpers.measure.hardware import device_info
     from helpers.preflight import library_versions
     from helpers.present.recorded import KEY_FIGURES, noted_figures
 
-    out, gpu = Path(argv[0]), argv[1]
+    ap = Parser(prog="python scripts/record_meta.py", description=__doc__,
+                formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("dest", type=Path, help="the record's folder, workshop/results/<gpu>")
+    ap.add_argument("gpu", help="the GPU's name as the record states it")
+    try:
+        a = ap.parse_args(argv)
+        writable_folder(a.dest / "figures", "DEST")
+    except (CliError, ValueError) as exc:
+        return fail(str(exc))
+    out, gpu = a.dest, a.gpu
     build = ROOT / "build"
-    (out / "figures").mkdir(parents=True, exist_ok=True)
     # RECORD_COMMIT: the commit a copy of the tree was made from (a GPU host gets files, not the repository)
     commit = os.environ.get("RECORD_COMMIT")
     if not commit:

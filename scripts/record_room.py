@@ -26,10 +26,21 @@ sys.path.insert(0, str(ROOT))
 
 
 def one_run(env: dict) -> dict:
+    """One `make run` (scripts/notebooks.py run) and its build/run.json; SystemExit when it refused its settings
+    (its one line printed, exit 2) or a notebook failed."""
+    result = ROOT / "build" / "run.json"
+    result.unlink(missing_ok=True)                 # never an earlier run's file read as this one's
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / "notebooks.py"), "run"], cwd=ROOT, env=env)
+    if r.returncode == 2:                          # a refused setting, already said in one line: nothing ran
+        raise SystemExit(2)
     from helpers import records
 
-    data = records.load(ROOT / "build" / "run.json", "run")
+    if not result.is_file():
+        raise SystemExit(f"record: make run wrote no {result.relative_to(ROOT)} (exit {r.returncode}); nothing recorded")
+    try:
+        data = records.load(result, "run", roots=(result.parent,))
+    except records.RecordError as exc:
+        raise SystemExit(f"record: {exc} (make run exited {r.returncode}); nothing recorded") from None
     failed = [n["notebook"] for n in data["notebooks"] if not n["ok"]]
     if r.returncode or failed:
         raise SystemExit(f"record-times: a notebook failed ({', '.join(failed) or r.returncode}); nothing recorded")
@@ -45,9 +56,11 @@ def record_folder() -> Path:
     return ROOT / "workshop" / "results" / f"{'cpu-' if info.kind == 'cpu' else ''}{slug or info.kind}"
 
 
+SET_HERE = ("WORKSHOP_PROFILE", "WORKSHOP_REPLAY", "WORKSHOP_REPLAY_RECORD")   # the runs' own, not the caller's
+
+
 def base_env() -> dict:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("WORKSHOP_PROFILE", "WORKSHOP_REPLAY", "WORKSHOP_REPLAY_RECORD")}
+    env = {k: v for k, v in os.environ.items() if k not in SET_HERE}
     env["HF_HUB_OFFLINE"] = env.get("HF_HUB_OFFLINE", "1")
     return env
 
@@ -106,9 +119,22 @@ def times() -> int:
 def main(argv=None) -> int:
     import argparse
 
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    from helpers.command import CliError, Parser, fail, fail_lines
+
+    ap = Parser(prog="python scripts/record_room.py", description=__doc__,
+                formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("what", choices=("times", "replay"))
-    a = ap.parse_args(argv)
+    try:
+        a = ap.parse_args(argv)
+    except CliError as exc:
+        return fail(str(exc))
+    from helpers import preflight
+
+    for name in SET_HERE:                  # the runs set these themselves
+        os.environ.pop(name, None)
+    problems = preflight.setting_problems()
+    if problems:                           # refused before anything is deleted or run, as preflight says it
+        return fail_lines("\n".join(problems))
     return times() if a.what == "times" else replay()
 
 

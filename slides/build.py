@@ -12,6 +12,7 @@ No network: CSS and the keyboard navigation are inline, images are data URIs.
 """
 from __future__ import annotations
 
+import argparse
 import base64
 import html
 import json
@@ -120,8 +121,25 @@ JS = """
 """
 
 
-def build(deck: Path = DECK, out: Path = OUT) -> Path:
-    numbers = json.loads((out / "numbers.json").read_text())
+def read_numbers(out: Path) -> dict:
+    """numbers.json as slides/figures.py wrote it, or ValueError saying how to make it."""
+    path = out / "numbers.json"
+    try:
+        numbers = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ValueError(f"{path} not found: run `python slides/figures.py` first (make slides does)") from None
+    except (OSError, ValueError) as exc:   # unreadable, not UTF-8, not JSON
+        raise ValueError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}; allowed: the JSON "
+                         "slides/figures.py writes (run it again)") from None
+    if not isinstance(numbers, dict) or not all(isinstance(v, dict) and "text" in v for v in numbers.values()):
+        raise ValueError(f"{path} is not what slides/figures.py writes ({{name: {{value, text, source}}}}); "
+                         "run it again")
+    return numbers
+
+
+def build(deck: Path | None = None, out: Path | None = None) -> Path:
+    deck, out = deck or DECK, out or OUT
+    numbers = read_numbers(out)
     sections = []
     for k, src in enumerate(split_slides(deck.read_text())):
         body, notes = render_slide(src, numbers, out / "figures")
@@ -133,6 +151,21 @@ def build(deck: Path = DECK, out: Path = OUT) -> Path:
     return out / "index.html"
 
 
-if __name__ == "__main__":
-    path = build()
+def main(argv=None) -> int:
+    from helpers.command import CliError, Parser, classify, fail
+
+    ap = Parser(prog="python slides/build.py", description=__doc__,
+                formatter_class=argparse.RawDescriptionHelpFormatter)
+    try:
+        ap.parse_args(argv)
+        path = build()
+    except (CliError, ValueError, FileNotFoundError) as exc:  # bad input: a placeholder, a figure, numbers.json
+        return fail(str(exc))
+    except OSError as exc:                                    # the disk
+        return fail(*classify(exc))
     print(f"slides: {path} ({path.stat().st_size / 1e6:.1f} MB; arrows to move, N for speaker notes)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

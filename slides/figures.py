@@ -22,6 +22,7 @@ import matplotlib  # noqa: E402
 
 matplotlib.use("Agg")
 
+from helpers.command import CliError, Parser, classify, fail, fail_lines, writable_folder  # noqa: E402
 from helpers.present import keyfigures as kf  # noqa: E402
 from helpers.present import plots  # noqa: E402
 from helpers.formulas.units import GB  # noqa: E402
@@ -134,18 +135,26 @@ FIGURES = {"kv_context_users": kv_context_users, "roofline": roofline, "quantiza
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = Parser(prog="python slides/figures.py", description=__doc__,
+                formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--readme", type=Path, help="also write the README's figure (kv_context_users) here")
-    a = ap.parse_args(argv)
-    (a.out / "figures").mkdir(parents=True, exist_ok=True)
-    (a.out / "numbers.json").write_text(json.dumps(numbers(), indent=1, ensure_ascii=False) + "\n")
-    for name, make in FIGURES.items():
-        fig = make()
-        fig.savefig(a.out / "figures" / f"{name}.png", **PNG)
-        if a.readme and name == "kv_context_users":
-            a.readme.parent.mkdir(parents=True, exist_ok=True)
-            fig.savefig(a.readme, **PNG)
+    try:
+        a = ap.parse_args(argv)
+        figures = writable_folder(writable_folder(a.out, "--out") / "figures", "--out's figures folder")
+        if a.readme:
+            writable_folder(a.readme.parent, "--readme's folder")
+        data = numbers()                   # reads workshop/agenda.toml first: a bad one is its lines, exit 2
+        (a.out / "numbers.json").write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+        for name, make in FIGURES.items():
+            fig = make()
+            fig.savefig(figures / f"{name}.png", **PNG)
+            if a.readme and name == "kv_context_users":
+                fig.savefig(a.readme, **PNG)
+    except (CliError, ValueError) as exc:  # bad input: one line per violation
+        return fail_lines(str(exc))
+    except OSError as exc:                 # the disk: full, or a file where a figure goes
+        return fail(*classify(exc))
     print(f"slides: {len(FIGURES)} figures and numbers.json in {a.out}")
     return 0
 

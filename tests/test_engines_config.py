@@ -233,6 +233,30 @@ def test_command_line_rejects_unknown_engines():
     assert r.returncode == 2 and "allowed: transformers, readable, vllm, sglang" in r.stderr
 
 
+@pytest.mark.parametrize("args, line", [
+    # without --target the local benchmark ran and ignored these (issue 33: --model x --quick ran everything)
+    (["--model", "x", "--quick"], "error: --model needs --target (the URL of a running server to measure)"),
+    (["--device", "cpu"], "error: --device needs --target"),
+    (["--model", "x", "--device", "cuda"], "error: --model, --device need --target"),
+    # with --target these were ignored: the server there is measured as it runs
+    (["--target", "http://127.0.0.1:9", "--model", "m", "--engines", "vllm"], "error: --engines has no meaning with "
+                                                                               "--target"),
+    (["--target", "http://127.0.0.1:9", "--model", "m", "--workloads", "chat"], "error: --workloads has no meaning"),
+    (["--target", "http://127.0.0.1:9", "--model", "m", "--profile", "tiny", "--no-guidellm"],
+     "error: --profile, --no-guidellm have no meaning with --target"),
+    (["--target", "", "--model", "m"], "error: a server URL such as http://127.0.0.1:8000 is needed, got ''"),
+    (["--engines", ""], "error: unknown engine(s) ['']; allowed: transformers, readable, vllm, sglang"),
+])
+def test_command_line_refuses_options_without_meaning_in_one_line(tmp_path, capsys, args, line):
+    from helpers.benchmark.__main__ import main
+
+    out = tmp_path / "e.json"
+    assert main([*args, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(line) and err.count("\n") == 1, err
+    assert not out.exists()                                   # nothing ran
+
+
 def test_figures_have_titles_and_stamps():
     import matplotlib
 

@@ -82,6 +82,14 @@ def test_users_at_4096_is_one_number_in_every_place(notebook_02):
     assert "labelled 80 GB" in notebook_02["gpu_name"]            # the label shown beside it
 
 
+def test_notebook_02_offers_only_gpus_whose_reported_memory_is_catalogued():
+    from helpers import preflight
+
+    (control,) = [c for c in preflight.controls() if c.name == "WORKSHOP_MEMORY_GPU"]
+    assert control.notebook == "02" and "H100 SXM" in control.allowed
+    assert all(gpus.get_gpu(name).memory_reported_gib for name in control.allowed), control.allowed
+
+
 def test_the_whole_memory_is_the_same_basis_without_the_reserve():
     # notebook 01's users figure: the whole reported memory, no reserve (a bare PyTorch sweep)
     assert expected.gpu_users("mistral-7b-v0.1", "H100 SXM", CONTEXT) == WHOLE

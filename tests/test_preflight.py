@@ -144,3 +144,65 @@ def test_profile_refusal_is_what_the_preflight_lists(monkeypatch):
     monkeypatch.setenv("WORKSHOP_PROFILE", "tiny")
     assert preflight.profile_refusal("tiny") is None and preflight.profile_refusal("auto") is None
     assert preflight.summary()["profile"] == "tiny"                           # the environment is left as it was
+
+
+# ----------------------------------------------------------------------------- the environment first (issue 33)
+
+def test_a_refused_variable_is_preflights_first_line_in_the_words_of_its_reader(monkeypatch):
+    """WORKSHOP_CACHE=/proc/nope was a FileNotFoundError deep in the model check; now the line the reader
+    (local_models.cache_dir) raises is the first problem and the first line notebook 00 shows."""
+    from helpers import env
+    from helpers.measure import local_models
+
+    monkeypatch.setenv("WORKSHOP_CACHE", "/proc/nope")
+    with pytest.raises(env.EnvError) as err:
+        local_models.cache_dir()
+    info = preflight.summary()
+    assert info["problems"] == [str(err.value)]
+    assert preflight.notes(info)[0] == f"⛔ **Setting refused:** {err.value}"
+    check = preflight.check_model()                 # the model check says the same, not a traceback's last line
+    assert not check.ok and check.message == str(err.value)
+
+
+@pytest.mark.parametrize("name, raw, needle", [
+    ("WORKSHOP_OVERHEAD_PCT", "-5", "WORKSHOP_OVERHEAD_PCT='-5' is not allowed; allowed: a whole number from 0 to 30 "
+                                    "in steps of 1. Fix: set WORKSHOP_OVERHEAD_PCT to an allowed value, or unset it for "
+                                    "the default (notebook 02)"),
+    ("WORKSHOP_SPEC_ALPHA", "1e30", "WORKSHOP_SPEC_ALPHA='1e30' is not allowed; allowed: a number from 0.1 to 0.95"),
+    ("WORKSHOP_MODEL_ID", "a b", "WORKSHOP_MODEL_ID='a b' is not allowed; allowed: a Hugging Face Hub id"),
+    ("WORKSHOP_COMPILE", "maybe", "WORKSHOP_COMPILE='maybe' is not allowed"),
+    ("WORKSHOP_CELL_TIMEOUT", "0", "WORKSHOP_CELL_TIMEOUT='0' is not allowed"),
+    ("WORKSHOP_PROFLE", "tiny", "WORKSHOP_PROFLE is set but the workshop reads no such variable; did you mean "
+                                "WORKSHOP_PROFILE?"),
+])
+def test_every_kind_of_bad_variable_comes_first(monkeypatch, name, raw, needle):
+    monkeypatch.setenv(name, raw)
+    info = preflight.summary()
+    assert len(info["problems"]) == 1 and info["problems"][0].startswith(needle), info["problems"]
+    assert preflight.notes(info)[0].startswith("⛔ **Setting refused:** " + needle)
+    assert info["profile"] == "tiny"                # a control or a typo does not stop the profile
+
+
+def test_without_the_notebooks_beside_it_no_control_is_called_unread(monkeypatch, tmp_path):
+    """helpers installed from the repository without its notebooks (Colab's pip install): the controls'
+    variables cannot be known, so a set one is not reported as read by nothing."""
+    monkeypatch.setenv("WORKSHOP_OVERHEAD_PCT", "31")
+    assert preflight.setting_problems(tmp_path) == []
+    assert preflight.setting_problems() == ["WORKSHOP_OVERHEAD_PCT='31' is not allowed; allowed: a whole number from 0 "
+                                            "to 30 in steps of 1. Fix: set WORKSHOP_OVERHEAD_PCT to an allowed value, or "
+                                            "unset it for the default (notebook 02)"]
+
+
+def test_preflight_finds_every_control_and_checks_all_but_those_computed_from_data():
+    found = {c.name: c for c in preflight.controls()}
+    assert len(found) == 25
+    assert {n for n, c in found.items() if not c.checkable} == {"WORKSHOP_QUANT_MODEL", "WORKSHOP_FLASH_GPU"}
+    assert found["WORKSHOP_OVERHEAD_PCT"].allowed == range(0, 31)
+    assert found["WORKSHOP_MEMORY_GPU"].default == "H100 SXM" and "H100 SXM" in found["WORKSHOP_MEMORY_GPU"].allowed
+    assert (found["WORKSHOP_SPEC_ALPHA"].lo, found["WORKSHOP_SPEC_ALPHA"].hi) == (0.1, 0.95)
+
+
+@pytest.mark.slow
+def test_notebook_00_runs_to_the_end_with_a_refused_setting():
+    r = run_notebook("00_preflight.py", {"WORKSHOP_PROFILE": "tiny", "WORKSHOP_CACHE": "/proc/nope"})
+    assert r.returncode == 0, r.stderr[-2000:]

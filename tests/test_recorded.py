@@ -119,14 +119,14 @@ def test_report_section_has_each_notebooks_figures_machine_and_links(tmp_path):
 
 def test_env_default_and_static_note(monkeypatch):
     monkeypatch.delenv("WORKSHOP_TEST_N", raising=False)
-    assert notebook.env_default("WORKSHOP_TEST_N", 80) == 80
+    assert notebook.env_default("WORKSHOP_TEST_N", 80, lo=1, hi=200) == 80
     monkeypatch.setenv("WORKSHOP_TEST_N", "141")
-    assert notebook.env_default("WORKSHOP_TEST_N", 80) == 141
+    assert notebook.env_default("WORKSHOP_TEST_N", 80, lo=1, hi=200) == 141
     with pytest.raises(ValueError, match="WORKSHOP_TEST_N.*allowed: 1, 2"):
         notebook.env_default("WORKSHOP_TEST_N", 1, [1, 2])
     monkeypatch.setenv("WORKSHOP_TEST_N", "lots")
-    with pytest.raises(ValueError, match="WORKSHOP_TEST_N='lots' is not allowed; allowed: a finite whole number"):
-        notebook.env_default("WORKSHOP_TEST_N", 80)
+    with pytest.raises(ValueError, match="WORKSHOP_TEST_N='lots' is not allowed; allowed: a whole number from 1 to 200"):
+        notebook.env_default("WORKSHOP_TEST_N", 80, lo=1, hi=200)
     assert not notebook.in_marimo()
     note = notebook.static_note({"WORKSHOP_GPU_GB": "GPU memory"})._repr_html_()
     assert "static outside marimo" in note and "WORKSHOP_GPU_GB" in note

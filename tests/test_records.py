@@ -69,6 +69,22 @@ class Local:
     x: int
 
 
+def test_a_field_gained_since_with_a_default_reads_as_its_default(tmp_path):
+    from helpers.measure.models import Loaded
+
+    path = tmp_path / "r.json"
+    fields = {"model": None, "tokenizer": None, "profile": "tiny", "model_name": "tiny", "device": "cpu",
+              "dtype": "fp32", "reason": "r"}             # no `config`: Loaded has gained it with a default
+    path.write_text(json.dumps({"record_format": 1, "kind": "t",
+                                "v": {"$dataclass": "helpers.measure.models.Loaded", "fields": fields}}))
+    assert records.load(path, "t", roots=(tmp_path,))["v"].config == {}
+    del fields["dtype"]                                   # one without a default: the record says what changed
+    path.write_text(json.dumps({"record_format": 1, "kind": "t",
+                                "v": {"$dataclass": "helpers.measure.models.Loaded", "fields": fields}}))
+    with pytest.raises(records.RecordError, match=r"fields it has gained: \['dtype'\]"):
+        records.load(path, "t", roots=(tmp_path,))
+
+
 @pytest.mark.parametrize("content, why", [
     (b"", "is not valid JSON"), (b"{", "is not valid JSON"), (b"\xff\xfe", "is not UTF-8"),
     (b"[1]", "holds a JSON list"), (b'{"record_format": 1, "kind": "t", "x": NaN}', "NaN is not a number"),

@@ -15,6 +15,10 @@ import sys
 from .. import checks
 
 ENGINES = ("transformers", "readable", "vllm", "sglang")
+# (option, its argparse dest): the options that mean something only with --target, and only without it
+TARGET_ONLY = (("--model", "model"), ("--device", "device"))
+LOCAL_ONLY = (("--engines", "engines"), ("--workloads", "workloads"), ("--profile", "profile"),
+              ("--no-guidellm", "no_guidellm"))
 
 
 class _Parser(argparse.ArgumentParser):
@@ -34,13 +38,14 @@ def parse(argv=None):
                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default="build/engines/engines.json", help="where the JSON result goes")
     p.add_argument("--quick", action="store_true", help="fewer requests and levels (a check of the pipeline)")
-    p.add_argument("--engines", default=",".join(ENGINES), help="comma-separated: " + ", ".join(ENGINES))
+    p.add_argument("--engines", default=None, help="comma-separated (default: all): " + ", ".join(ENGINES))
     p.add_argument("--no-guidellm", action="store_true", help="the streaming client only")
     p.add_argument("--workloads", default=None, help="comma-separated workloads of the plan to run (default: all)")
     p.add_argument("--profile", default=None, help="WORKSHOP_PROFILE to use (default: the environment's)")
     p.add_argument("--target", default=None, help="base URL of a running OpenAI-compatible server to measure instead")
     p.add_argument("--model", default=None, help="with --target: the model name the server serves")
-    p.add_argument("--device", default="cuda", choices=("cuda", "cpu"), help="with --target: size the workloads for it")
+    p.add_argument("--device", default=None, choices=("cuda", "cpu"),
+                   help="with --target: size the workloads for it (default: cuda)")
     p.add_argument("--deadline-s", type=_seconds, default=None,
                    help="the most one configuration's run may take, all levels together (default: the plan's)")
     return p.parse_args(argv)
@@ -53,13 +58,22 @@ def _check(a) -> tuple[str, ...]:
     from .client import check_base_url
 
     check_out_path(a.out)
-    if a.target:
+    given = [opt for opt, dest in (LOCAL_ONLY if a.target is not None else TARGET_ONLY)
+             if getattr(a, dest) not in (None, False)]
+    if given and a.target is None:
+        raise ValueError(f"{', '.join(given)} {'needs' if len(given) == 1 else 'need'} --target (the URL of a running server "
+                         "to measure); without it the local benchmark starts its own servers")
+    if given:
+        raise ValueError(f"{', '.join(given)} {'has' if len(given) == 1 else 'have'} no meaning with --target (the "
+                         "server there is measured as it runs, on the plan's workloads); allowed with it: --model, "
+                         "--device, --quick, --deadline-s, --out")
+    if a.target is not None:
         check_base_url(a.target)
         if not (a.model or "").strip():
             raise ValueError("--target needs --model (the name the server serves)")
         return ()
     resolve_profile(a.profile)
-    include = tuple(x.strip() for x in a.engines.split(",") if x.strip())
+    include = ENGINES if a.engines is None else tuple(x.strip() for x in a.engines.split(",") if x.strip())
     bad = sorted(set(include) - set(ENGINES))
     if bad or not include:
         raise ValueError(f"unknown engine(s) {bad or [a.engines]}; allowed: {', '.join(ENGINES)}")
@@ -108,8 +122,8 @@ def main(argv=None) -> int:
     from .records import runs_table
 
     try:
-        if a.target:
-            data = run_target(a.target, a.model, a.out, a.device, a.quick, deadline_s=a.deadline_s)
+        if a.target is not None:
+            data = run_target(a.target, a.model, a.out, a.device or "cuda", a.quick, deadline_s=a.deadline_s)
         else:
             data = run_all(a.profile, a.out, a.quick, include, not a.no_guidellm, plan=_plan(a), deadline_s=a.deadline_s)
     except KeyboardInterrupt:

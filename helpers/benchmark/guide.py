@@ -370,23 +370,47 @@ def write_guide(record: str | Path, markdown: str | Path) -> Path:
     from .. import records
 
     record, markdown = Path(record), Path(markdown)
-    data = records.load(record, "engines", roots=(record.parent,))
-    text = markdown.read_text()
+    data = records.load(record, "engines", roots=(record.parent,))    # one RecordError line when it is not one
+    if not isinstance(data.get("configs"), list):
+        raise ValueError(f"{record} is not a make engines record (a JSON object with its configs); allowed: "
+                         "build/engines/engines.json or a workshop/results/<record>/engines.json")
+    try:
+        text = markdown.read_text(encoding="utf-8")
+    except (OSError, ValueError) as exc:  # missing, a folder, not UTF-8
+        raise ValueError(f"cannot read {markdown}: {getattr(exc, 'strerror', None) or exc}; allowed: the guide's "
+                         "markdown") from None
     if GENERATED_START not in text or GENERATED_END not in text:
         raise ValueError(f"{markdown} has no generated section (the markers {GENERATED_START!r} … {GENERATED_END!r})")
     head, rest = text.split(GENERATED_START, 1)
     tail = rest.split(GENERATED_END, 1)[1]
-    return records.write_atomic(markdown, head + guide_markdown(data, records.shown(record)) + tail)
+    try:
+        new = head + guide_markdown(data, records.shown(record)) + tail
+    except (KeyError, TypeError, AttributeError, IndexError) as exc:   # a field missing or of another type
+        raise ValueError(f"{record} is not a make engines record ({type(exc).__name__}: {exc}); allowed: "
+                         "build/engines/engines.json or a workshop/results/<record>/engines.json") from None
+    try:
+        return records.write_atomic(markdown, new)
+    except OSError as exc:
+        raise ValueError(f"cannot write {markdown}: {exc.strerror or exc}; allowed: a writable file") from None
 
 
 if __name__ == "__main__":
     import argparse
+    import sys
 
-    p = argparse.ArgumentParser(prog="python -m helpers.benchmark.guide",
-                                description="regenerate workshop/engines.md's decision guide from a make engines run")
+    class _Parser(argparse.ArgumentParser):
+        def error(self, message):  # one line and exit 2, as the workshop's other command lines
+            self.exit(2, f"error: {message}\n")
+
+    p = _Parser(prog="python -m helpers.benchmark.guide",
+                description="regenerate workshop/engines.md's decision guide from a make engines run")
     p.add_argument("--record", default="workshop/results/cpu-amd-epyc/engines.json")
     p.add_argument("--write", default="workshop/engines.md")
     a = p.parse_args()
-    print(f"wrote {write_guide(a.record, a.write)}")
+    try:
+        print(f"wrote {write_guide(a.record, a.write)}")
+    except ValueError as exc:
+        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
+        sys.exit(2)
 
 

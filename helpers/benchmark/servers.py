@@ -73,7 +73,7 @@ def serve_folder(profile: str | None = None, folder: Path | None = None, weights
       cache or the Hub can be reached (else ProfileUnavailable with the fix, never a server that dies)."""
     name, _ = models.resolve_profile(profile)
     if name == "mistral-7b":
-        model_id = os.environ.get("WORKSHOP_MODEL_ID") or models.DEFAULT_MODEL_ID
+        model_id = models.hub_model_id()
         status = models.weights_status(model_id)
         if not status.available:
             raise local_models.ProfileUnavailable(f"profile mistral-7b cannot be served: {status.message}")

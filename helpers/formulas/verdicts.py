@@ -70,7 +70,7 @@ def speed(new_s: float, old_s: float, faster: str = "faster", slower: str = "slo
     ratio = old_s / new_s                      # > 1: the new one is faster
     way = change_verdict(ratio)
     words = {"higher": f"{factor(ratio)} {faster}", "lower": f"{factor(1 / ratio)} {slower}",
-             "about equal": f"{same} (within {CHANGE_MARGIN:.0%}: {factor(max(ratio, 1 / ratio))})"}[way]
+             "about equal": f"{same} (within {100 * CHANGE_MARGIN:.0f} %: {factor(max(ratio, 1 / ratio))})"}[way]
     return Verdict(words, "speed", {"new_s": new_s, "old_s": old_s, "ratio": ratio})
 
 

@@ -61,8 +61,9 @@ class ProfileUnavailable(RuntimeError):
 
 
 def cache_dir() -> Path:
-    """Where built models live: WORKSHOP_CACHE, else ~/.cache/llm-inference-workshop."""
-    return Path(env.text("WORKSHOP_CACHE") or Path.home() / ".cache" / "llm-inference-workshop").expanduser()
+    """Where built models live: WORKSHOP_CACHE, else ~/.cache/llm-inference-workshop — a folder this process
+    can write (created when missing), else EnvError naming it."""
+    return env.folder("WORKSHOP_CACHE", Path.home() / ".cache" / "llm-inference-workshop")
 
 
 def tokenizer_source() -> Path:

@@ -100,7 +100,7 @@ def _probe_hub(model_id: str, timeout: float) -> None:
 def weights_status(model_id: str | None = None, probe_hub: bool = True, timeout: float = 10.0) -> WeightsStatus:
     """Whether a model's weights can be loaded: in the local Hugging Face cache, or reachable on the Hub
     with access granted. Never downloads, and answers within ``timeout`` seconds."""
-    model_id = model_id or env.text("WORKSHOP_MODEL_ID", DEFAULT_MODEL_ID)
+    model_id = model_id or hub_model_id()
     page = f"https://huggingface.co/{model_id}"
     try:
         from huggingface_hub import snapshot_download
@@ -216,6 +216,34 @@ def default_dtype(profile: str, device: str) -> str:
     return "bf16"
 
 
+def env_dtype() -> str | None:
+    """WORKSHOP_DTYPE in the library's spelling (bf16, …), None when unset; EnvError when it is not a float dtype."""
+    from ..formulas.units import FLOAT_DTYPES, normalize_dtype
+
+    raw = env.text("WORKSHOP_DTYPE")
+    if raw is None:
+        return None
+    try:
+        return normalize_dtype(raw, FLOAT_DTYPES)
+    except ValueError:
+        raise env.refuse("WORKSHOP_DTYPE", os.environ["WORKSHOP_DTYPE"], ", ".join(FLOAT_DTYPES)) from None
+
+
+def hub_model_id(default: str = DEFAULT_MODEL_ID) -> str:
+    """The Hub id the mistral-7b profile loads: WORKSHOP_MODEL_ID, else `default`; EnvError when it is not
+    a Hub id (huggingface_hub's rule: `name` or `owner/name`, letters, digits, '-', '_', '.', at most 96)."""
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    value = env.text("WORKSHOP_MODEL_ID", default)
+    try:
+        validate_repo_id(value)
+    except HFValidationError:
+        raise env.refuse("WORKSHOP_MODEL_ID", os.environ.get("WORKSHOP_MODEL_ID", ""),
+                         "a Hugging Face Hub id, name or owner/name (letters, digits, '-', '_' and '.'; at most 96 "
+                         f"characters each), such as {DEFAULT_MODEL_ID}") from None
+    return value
+
+
 def load(profile: str | None = None, device: str | None = None, dtype: str | None = None) -> Loaded:
     """Load the model of a profile on a device; ProfileUnavailable says why one cannot run here."""
     import torch
@@ -226,12 +254,7 @@ def load(profile: str | None = None, device: str | None = None, dtype: str | Non
 
     name, reason = resolve_profile(profile, device)
     dev = pick_device(device)
-    if dtype is None and env.text("WORKSHOP_DTYPE") is not None:
-        try:
-            dtype = normalize_dtype(env.text("WORKSHOP_DTYPE"), FLOAT_DTYPES)
-        except ValueError:
-            raise env.refuse("WORKSHOP_DTYPE", os.environ["WORKSHOP_DTYPE"], ", ".join(FLOAT_DTYPES)) from None
-    dt = normalize_dtype(dtype or default_dtype(name, dev), FLOAT_DTYPES)
+    dt = normalize_dtype(dtype or env_dtype() or default_dtype(name, dev), FLOAT_DTYPES)
     dtype_t = torch_dtype(dt)
     if name in LOCAL_PROFILES:
         from transformers.utils import logging as hf_logging
@@ -261,7 +284,7 @@ def load(profile: str | None = None, device: str | None = None, dtype: str | Non
         tok = load_tokenizer(build_tiny())  # the same Mistral 7B v0.1 tokenizer
         return Loaded(model, tok, name, "Mistral 7B v0.1 architecture, random weights", dev, dt, reason, cfg)
     # mistral-7b from the Hub
-    model_id = env.text("WORKSHOP_MODEL_ID", DEFAULT_MODEL_ID)
+    model_id = hub_model_id()
     status = weights_status(model_id)
     if not status.available:
         raise ProfileUnavailable(status.message)

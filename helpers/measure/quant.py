@@ -91,9 +91,7 @@ def model_source(loaded) -> str | Path:
             loaded.model.save_pretrained(folder, max_shard_size="2GB")
             marker.write_text(json.dumps(stamp, indent=1))
         return folder
-    from .. import env
-
-    return env.text("WORKSHOP_MODEL_ID", loaded.model_name)
+    return models.hub_model_id(loaded.model_name)
 
 
 def _device_map(device: str) -> dict:

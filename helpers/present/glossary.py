@@ -37,7 +37,7 @@ def url(anchor: str) -> str:
     relative to a notebook in notebooks/."""
     from .. import env
 
-    base = (env.text("WORKSHOP_REPO_URL") or "").rstrip("/")
+    base = (env.url("WORKSHOP_REPO_URL") or "").rstrip("/")
     if base.endswith(".git"):
         base = base[:-4]
     where = f"{base}/blob/main/workshop/glossary.md" if base else "../workshop/glossary.md"

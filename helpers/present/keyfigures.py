@@ -290,7 +290,7 @@ def by_notebook() -> dict[str, dict[str, Figure]]:
 def all_figures() -> dict[str, Figure]:
     """Every key figure under one flat name (the slides' placeholders)."""
     out: dict[str, Figure] = {}
-    for group in (*by_notebook().values(), serving_reported(), agenda_figures()):
+    for group in (agenda_figures(), serving_reported(), *by_notebook().values()):   # the agenda first: a bad one stops at once
         for k, v in group.items():
             if k in out and out[k] != v:  # pragma: no cover - names are chosen unique
                 raise ValueError(f"two figures named {k}")

@@ -20,20 +20,16 @@ def in_marimo() -> bool:
         return False
 
 
-def env_default(name: str, default, allowed=None):
+def env_default(name: str, default, allowed=None, *, lo: float | None = None, hi: float | None = None):
     """A control's starting value: the environment variable `name` when set (parsed like `default`:
     int, float or text), else `default`. Outside marimo controls are static, so this is how a Jupyter,
-    Colab or headless run changes them (``%env WORKSHOP_GPU_GB=141`` in a cell above, or the shell).
-    Raises ValueError naming the variable, its value and what is allowed when the value does not
-    parse, is not finite, or is not one of `allowed` (helpers.env, which reads every variable)."""
+    Colab or headless run changes them (``%env WORKSHOP_CONTEXT=16384`` in a cell above, or the shell).
+    The range is the control's own — `allowed` (its options, its steps, range(start, stop + 1, step))
+    or `lo` and `hi` (a number slider's start and stop) — and a value outside it, not a number or not
+    finite raises ValueError naming the variable, its value and what is allowed (helpers.env.control)."""
     from .. import env
 
-    if isinstance(default, (int, float)) and not isinstance(default, bool):
-        return env.number(name, default, type(default), allowed=allowed)
-    value = env.text(name, default)
-    if allowed is not None and value not in list(allowed):
-        raise env.refuse(name, value, ", ".join(map(str, allowed)))
-    return value
+    return env.control(name, default, allowed, lo=lo, hi=hi)
 
 
 def static_note(variables: dict[str, str]):

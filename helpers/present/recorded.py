@@ -25,6 +25,7 @@ from .. import env
 from ..records import RESULTS, RecordError, dump, load, shown
 
 FIGURES_ENV = "WORKSHOP_FIGURES_DIR"
+CELL = "padding: 0.25em 0.8em; border-bottom: 1px solid #ddd;"   # marimo gives a raw table no cell spacing
 KEY_FIGURES = "key_figures.json"
 
 
@@ -197,9 +198,11 @@ def beside_live_html(notebook: str, live: dict[str, Any] | None = None, results:
                 f"(<code>make record</code> or <code>make gpu-record</code> makes one).</p>{notes}")
     recorded = rec.key_figures(notebook)
     names = list(dict.fromkeys([*(live or {}), *recorded]))
-    rows = "".join(f"<tr><td>{html.escape(n)}</td><td>{html.escape(fmt_value((live or {}).get(n)))}</td>"
-                   f"<td>{html.escape(fmt_value(recorded.get(n)))}</td></tr>" for n in names)
-    table = (f"<table><tr><th>key figure</th><th>this run (live)</th><th>{html.escape(rec.device)}</th></tr>{rows}</table>"
+    td, th = f"<td style='{CELL}'>", f"<th style='{CELL} text-align: left;'>"
+    rows = "".join(f"<tr>{td}{html.escape(n)}</td>{td}{html.escape(fmt_value((live or {}).get(n)))}</td>"
+                   f"{td}{html.escape(fmt_value(recorded.get(n)))}</td></tr>" for n in names)
+    table = (f"<table style='border-collapse: collapse;'><tr>{th}key figure</th>{th}this run (live)</th>"
+             f"{th}{html.escape(rec.device)}</th></tr>{rows}</table>"
              if names else "")
     figs = "".join(_img(p) for p in rec.figures(notebook)[:max_figures])
     return (f"<div><p><b>Recorded run</b> — {html.escape(rec.label)} "

@@ -1,0 +1,172 @@
+"""The learner takes part: a prediction before a central result, shown beside the result after it, and a
+short self-check at the end of a notebook whose answers come from this run's numbers.
+
+- `prediction(question, unit)`: a text box (marimo) to type the prediction into, before the measurement.
+  In Jupyter and Colab, where marimo's controls are static, the prediction is the variable `given` at the
+  top of the cell that shows the result; headless both stay "not given" and the notebook runs as it would
+  without them.
+- `beside(box, given, result, unit)`: the prediction beside the result and what the gap says, by rule
+  (`gap`: within the change margin, or how many times higher or lower; helpers.formulas.verdicts).
+- `self_check(questions)` and `answers(form, questions)`: three questions in a form, checked against
+  this run's numbers when it is submitted (marimo); in Jupyter the answers, folded.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from ..formulas.verdicts import CHANGE_MARGIN, Verdict, change_verdict, factor
+
+# how the learner may type a number: 131072, 131,072, 1.3e5, 128k, 128 KiB, 14.5 GB, 60 %
+_SUFFIX = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "ki": 2**10, "mi": 2**20, "gi": 2**30, "ti": 2**40}
+_NUMBER = re.compile(r"^\s*([-+]?(?:\d[\d,_]*\.?\d*|\.\d+)(?:e[-+]?\d+)?)\s*(ki|mi|gi|ti|k|m|g|t)?(?:b|bytes?|ib)?\s*"
+                     r"(%|×|x|ms|s|tokens?(?:/s)?|users?|flop/b|gb/s|tb/s)?\s*$", re.I)
+
+
+@dataclass(frozen=True)
+class Guess:
+    """What the learner predicted: a number (None when not given), the text it was read from, and why a
+    text could not be read."""
+
+    value: float | None
+    text: str = ""
+    error: str = ""
+
+
+def parse(text: str) -> Guess:
+    """A typed prediction as a number: digits with separators, an exponent, a k/M/G or KiB/MiB/GiB suffix
+    and a unit word are read; anything else is a Guess with the reason it was not."""
+    raw = (text or "").strip()
+    if not raw:
+        return Guess(None)
+    m = _NUMBER.match(raw)
+    if not m:
+        return Guess(None, raw, f"could not read {raw[:40]!r} as a number (e.g. 131072, 128 KiB, 14.5 GB, 1.3e5)")
+    value = float(m.group(1).replace(",", "").replace("_", "")) * _SUFFIX[(m.group(2) or "").lower()]
+    if not math.isfinite(value):
+        return Guess(None, raw, f"{raw[:40]!r} is not a finite number")
+    return Guess(value, raw)
+
+
+def prediction(question: str, unit: str = ""):
+    """The box a prediction is typed into (marimo), before the cell that measures or computes the result."""
+    import marimo as mo
+
+    label = f"**Predict first.** {question}" + (f" ({unit})" if unit else "")
+    return mo.ui.text(placeholder="your prediction", label=label, full_width=True)
+
+
+def read(box, given=None) -> Guess:
+    """The prediction: `given` (the Jupyter variable) when it is set, else the box's text."""
+    if given is not None:
+        return parse(str(given))
+    return parse(getattr(box, "value", "") or "")
+
+
+def number(v: float) -> str:
+    """A number as a prediction and its result are shown: whole with separators from 1,000, else 4 digits."""
+    return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.4g}"
+
+
+def gap(guess: Guess, result: float, shown: Callable[[float], str] = number) -> Verdict:
+    """The prediction against the result, by rule: not given; within the change margin; or the result
+    N× higher or lower than predicted."""
+    if guess.value is None:
+        why = f" ({guess.error})" if guess.error else ""
+        return Verdict(f"Your prediction: not given{why}. The result: **{shown(result)}**.", "prediction_gap",
+                       {"result": result})
+    g = guess.value
+    evidence = {"prediction": g, "result": result}
+    if g <= 0 or result <= 0:
+        way = "about equal" if g == result else ("higher" if result > g else "lower")
+        ratio = math.nan
+    else:
+        ratio = result / g
+        way = change_verdict(ratio)
+    evidence["ratio"] = ratio
+    if way == "about equal":
+        words = f"You predicted {shown(g)}; the result is **{shown(result)}** — within {100 * CHANGE_MARGIN:.0f} % of it."
+    elif math.isnan(ratio):
+        words = f"You predicted {shown(g)}; the result is **{shown(result)}**, {way} than predicted."
+    else:
+        words = (f"You predicted {shown(g)}; the result is **{shown(result)}**, "
+                 f"{factor(ratio if ratio > 1 else 1 / ratio)} {way} than predicted.")
+    return Verdict(words, "prediction_gap", evidence)
+
+
+def beside(box, given, result: float, shown: Callable[[float], str] = number,
+           hints: dict[str, str] | None = None):
+    """The prediction beside the result (markdown): the gap by rule, then what a gap in that direction says
+    (`hints`: {'higher' | 'lower' | 'about equal': a sentence of mechanism}), when the learner gave one."""
+    import marimo as mo
+
+    v = gap(read(box, given), result, shown)
+    ratio = v.evidence.get("ratio")
+    way = None if "prediction" not in v.evidence else (
+        change_verdict(ratio) if ratio is not None and not math.isnan(ratio) else
+        ("higher" if result > v.evidence["prediction"] else "lower"))
+    hint = (hints or {}).get(way, "") if way else ""
+    return mo.md(f"{v.words}{' ' + hint if hint else ''}")
+
+
+# ----------------------------------------------------------------------------- self-check
+
+@dataclass(frozen=True)
+class Question:
+    """One self-check question whose answer is a number of this run (checked within `tolerance`, relative)
+    or one of `options` (checked exactly)."""
+
+    text: str
+    answer: float | str
+    unit: str = ""
+    tolerance: float = CHANGE_MARGIN
+    options: tuple[str, ...] = ()
+
+    def shown(self) -> str:
+        if isinstance(self.answer, str):
+            return self.answer
+        return f"{number(self.answer)}{' ' + self.unit if self.unit else ''}"
+
+    def check(self, typed) -> bool | None:
+        """True or False for an answer given, None for none."""
+        if typed is None or str(typed).strip() == "":
+            return None
+        if self.options or isinstance(self.answer, str):
+            return str(typed).strip().lower() == str(self.answer).strip().lower()
+        g = parse(str(typed)).value
+        if g is None:
+            return False
+        return abs(g - self.answer) <= self.tolerance * abs(self.answer) if self.answer else g == 0
+
+
+def self_check(questions: Sequence[Question]):
+    """The questions in a form (marimo): a box or a choice each, and a Check button."""
+    import marimo as mo
+
+    assert 1 <= len(questions) <= 5, len(questions)
+    fields = {}
+    for i, q in enumerate(questions):
+        label = f"{i + 1}. {q.text}" + (f" ({q.unit})" if q.unit and not q.options else "")
+        fields[f"q{i}"] = (mo.ui.radio(options=list(q.options), label=label) if q.options
+                           else mo.ui.text(label=label, placeholder="your answer", full_width=True))
+    return mo.ui.dictionary(fields).form(submit_button_label="Check my answers", bordered=True)
+
+
+def answers(form, questions: Sequence[Question]):
+    """Each answer checked (marimo, once the form is submitted), or the answers folded (Jupyter, headless)."""
+    import marimo as mo
+
+    from .notebook import folded
+
+    typed = getattr(form, "value", None)
+    if not typed:
+        body = "\n".join(f"{i + 1}. {q.text} — **{q.shown()}**" for i, q in enumerate(questions))
+        return folded("Self-check: the answers from this run", body)
+    lines = []
+    for i, q in enumerate(questions):
+        ok = q.check(typed.get(f"q{i}"))
+        mark = {True: "✅", False: "❌", None: "—"}[ok]
+        lines.append(f"{mark} {i + 1}. {q.text} — this run: **{q.shown()}**")
+    return mo.md("\n\n".join(lines))

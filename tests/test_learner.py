@@ -1,0 +1,80 @@
+"""The learner takes part (helpers.present.learner): a prediction typed or set, read as a number, shown
+beside the result with the gap by rule; a self-check whose answers are this run's numbers."""
+from __future__ import annotations
+
+import pytest
+
+from helpers.present import learner
+
+
+@pytest.mark.parametrize("text, value", [
+    ("131072", 131072), ("131,072", 131072), ("128 KiB", 131072), ("128KiB", 131072), ("128k", 128_000),
+    ("1.3e5", 130_000), ("14.5 GB", 14.5e9), ("0.5 GiB", 2**29), ("60 %", 60), ("2.5x", 2.5), ("2.5×", 2.5),
+    ("1,200 tokens", 1200), ("112 users", 112), ("24.7 FLOP/B", 24.7), ("  7 ", 7), (".5", 0.5), ("-3", -3),
+])
+def test_a_prediction_is_read_as_the_learner_types_it(text, value):
+    assert learner.parse(text).value == pytest.approx(value)
+
+
+@pytest.mark.parametrize("text", ["abc", "12 apples", "1e999", "inf", "nan", "1.2.3", "--1"])
+def test_what_is_not_a_number_says_why_and_is_not_given(text):
+    g = learner.parse(text)
+    assert g.value is None and g.error and "\n" not in g.error
+
+
+def test_an_empty_box_is_not_given():
+    assert learner.parse("").value is None and not learner.parse("").error
+    assert learner.read(None).value is None
+
+
+class Box:
+    def __init__(self, value):
+        self.value = value
+
+
+def test_the_jupyter_variable_wins_over_the_box():
+    assert learner.read(Box("5"), given=None).value == 5
+    assert learner.read(Box("5"), given=7).value == 7
+    assert learner.read(Box(""), given="128 KiB").value == 131072
+
+
+@pytest.mark.parametrize("guess, result, words", [
+    ("128 KiB", 131072, "within 10 % of it"),
+    ("120k", 131072, "within 10 % of it"),          # 1.09×: inside the margin
+    ("64 KiB", 131072, "2.0× higher than predicted"),
+    ("1e6", 131072, "7.6× lower than predicted"),
+    ("0", 131072, "higher than predicted"),
+])
+def test_the_gap_is_said_by_rule(guess, result, words):
+    v = learner.gap(learner.parse(guess), result)
+    assert words in v.words and v.evidence["result"] == result and v.rule == "prediction_gap"
+
+
+def test_not_given_shows_the_result_alone():
+    v = learner.gap(learner.parse(""), 131072)
+    assert v.words == "Your prediction: not given. The result: **131,072**."
+    assert "could not read" in learner.gap(learner.parse("abc"), 1).words
+
+
+def test_beside_adds_the_hint_for_the_gaps_direction():
+    hints = {"higher": "K and V are both cached.", "lower": "GQA shares heads.", "about equal": "Right."}
+    assert "K and V are both cached." in learner.beside(Box("64 KiB"), None, 131072, hints=hints).text
+    assert "GQA shares heads." in learner.beside(Box("1 MiB"), None, 131072, hints=hints).text
+    assert "Right." in learner.beside(Box("128 KiB"), None, 131072, hints=hints).text
+    assert "K and V" not in learner.beside(Box(""), None, 131072, hints=hints).text     # nothing given: no hint
+
+
+def test_self_check_answers_come_from_the_run_and_are_checked():
+    qs = [learner.Question("KV bytes per token of this run's model?", 131072, "B"),
+          learner.Question("Which roof binds decode at batch 1?", "memory", options=("memory", "compute"))]
+    assert qs[0].check("128 KiB") and qs[0].check("125000") and not qs[0].check("64 KiB") and qs[0].check("") is None
+    assert qs[1].check("memory") and not qs[1].check("compute")
+    form = learner.self_check(qs)
+    folded = learner.answers(form, qs).text        # not submitted (Jupyter, headless): the answers, folded
+    assert "<details>" in folded and "131,072 B" in folded and "memory" in folded
+
+    class Submitted:
+        value = {"q0": "128 KiB", "q1": "compute"}
+
+    checked = learner.answers(Submitted(), qs).text
+    assert "✅ 1." in checked and "❌ 2." in checked
