@@ -3,7 +3,7 @@ bad one refused with one line naming the variable, its value and what is allowed
 ValueError). An unset or empty variable means its default.
 
 ``VARIABLES`` lists every variable the workshop reads and where; a notebook control's starting value
-(``WORKSHOP_GPU_GB``, ``WORKSHOP_CONTEXT``, …) is read by ``control``, through
+(``WORKSHOP_CONTEXT``, ``WORKSHOP_MEMORY_GPU``, …) is read by ``control``, through
 helpers.present.notebook.env_default, within that control's own options or start and stop. Preflight
 (helpers.preflight) checks every one that is set and shows a refused one first.
 

@@ -251,6 +251,45 @@ def summary() -> dict:
             "versions": library_versions(), "problems": problems}
 
 
+def findings(info: dict, model_check: ModelCheck, go: list[dict]) -> list:
+    """What this run's preflight found, each a Verdict (helpers.formulas.verdicts) with the numbers it read:
+    the device and its memory, the profile and why, the model check and its seconds, how many notebooks
+    are go (and which are not), and the Mistral 7B weights."""
+    from .formulas.units import fmt_bytes
+    from .formulas.verdicts import Verdict
+
+    dev = info["device"]
+    memory = f", {fmt_bytes(dev['total_memory'])} of memory" if dev["total_memory"] else ", its memory unknown"
+    ok = sum(r["verdict"] == "go" for r in go)
+    stopped = [r["notebook"] for r in go if r["verdict"] != "go"]
+    weights = info["weights"]
+    return [
+        Verdict(f"device `{dev['kind']}` ({dev['name']}){memory}", "device", {"total_memory": dev["total_memory"] or 0}),
+        Verdict(f"profile `{info['profile']}`: {info['reason']}", "profile", {}),
+        Verdict(f"the model check {'passed' if model_check.ok else 'failed'} in {model_check.seconds:,.1f} s",
+                "model_check", {"ok": float(model_check.ok), "seconds": model_check.seconds}),
+        Verdict(f"{ok} of {len(go)} notebooks go" + (f"; no-go: {', '.join(stopped)}" if stopped else ""),
+                "go", {"go": ok, "notebooks": len(go)}),
+        Verdict("the Mistral 7B weights are in the local cache" if weights["available"] else
+                "the Mistral 7B weights are not here, with the fix above"
+                + ("; no profile that runs on this device needs them" if dev["kind"] != "cuda" else ""),
+                "weights", {"available": float(weights["available"])}),
+    ]
+
+
+def profile_refusal(value: str) -> str | None:
+    """The message the preflight lists under problems (and every notebook stops with) when WORKSHOP_PROFILE
+    is `value`, or None when it is a profile: what ``resolve_profile`` raises for it, word for word."""
+    from unittest import mock
+
+    with mock.patch.dict(os.environ, {"WORKSHOP_PROFILE": value}):
+        try:
+            resolve_profile(device="cpu")
+        except ValueError as exc:
+            return str(exc)
+    return None
+
+
 def notes(info: dict) -> list[str]:
     """Notebook 00's lines under its machine table (markdown): every refused setting first, then why this
     profile and the weights check with its fix, shown whole (a table cell would cut them short)."""

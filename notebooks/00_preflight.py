@@ -17,7 +17,7 @@ with app.setup:
     import marimo as mo
     import pandas as pd
 
-    from helpers.present import notebook, plots
+    from helpers.present import expected, notebook, plots
     from helpers import preflight
     from helpers.present.glossary import term
     from helpers.formulas.memory import weight_bytes
@@ -61,8 +61,9 @@ def _():
 
     Run this first, on the machine you will use. Set `WORKSHOP_PROFILE` to choose the model: `tiny`,
     `tiny-trained`, `mistral-7b`, `mistral-7b-random` or `auto` (the default: Mistral 7B when a CUDA GPU
-    and the weights are available; without a CUDA GPU `tiny-trained`, trained once per machine in about
-    a minute). Terms in blue link to the glossary (`workshop/glossary.md`).
+    and the weights are available; `tiny` on a CUDA GPU without them; without a CUDA GPU `tiny-trained`,
+    trained once per machine — the line above says how long that took). Terms in blue link to the
+    glossary (`workshop/glossary.md`).
     """)
     return
 
@@ -154,17 +155,16 @@ def _(info, model_check):
 
 
 @app.cell(hide_code=True)
-def _(go):
-    _ok = int((go["verdict"] == "go").sum())
-    mo.md(f"""
-    **What you should see.** *A laptop or CI (tiny profile, CPU)*: device `cpu`, profile `tiny`, the
-    model check passing in seconds, and every notebook "go" — here {_ok} of {len(go)} are. The weights
-    line says Mistral 7B is missing, with the fix above; nothing on the tiny profile needs them.
-    *A workshop GPU (Mistral 7B)*: device `cuda` with the GPU's name and its memory as the driver
-    reports it (in GiB, a little more than the GB on the label), profile `mistral-7b`, weights "in the
-    local cache", and every notebook "go";
-    the serving benchmark's line notes it needs a CUDA GPU, which it has.
-    """)
+def _(go, info, model_check):
+    _cuda_go = preflight.go_no_go(True, info["versions"], "cuda")
+    _ok_cuda = sum(r["verdict"] == "go" for r in _cuda_go)
+    _w = weight_bytes("mistral-7b-v0.1", "bf16").bytes
+    expected.should_see(preflight.findings(info, model_check, go.to_dict("records")), [
+        expected.gpu_memory_on_gpu(),
+        expected.computed(f"with Mistral 7B loaded ({_w / 1e9:,.2f} GB of bf16 weights), the go/no-go table on a CUDA "
+                          f"device says go for {_ok_cuda} of {len(_cuda_go)} notebooks with this environment's libraries",
+                          "helpers.preflight.go_no_go(True, these versions, 'cuda'); helpers.formulas.memory.weight_bytes"),
+    ])
     return
 
 
@@ -182,30 +182,41 @@ def _():
     from helpers.formulas.specs import PRESETS as _PRESETS, param_count as _param_count
 
     _big = max(_PRESETS, key=_param_count)
-    _gpu = max(_catalog(), key=lambda g: g.memory_gb)
+    _gpu = max(_catalog(), key=lambda g: g.usable_memory_bytes)
     notebook.exercise(1, """From a terminal, list the models and GPUs the calculators know:
     `python -m helpers presets` and `python -m helpers gpus`. Which preset is the largest, and which
     GPU has the most memory?""", f"""
     `presets` lists every shipped `config.json` ({", ".join(_PRESETS)}) with its parameter count:
     **{_big}** is the largest, at {_param_count(_big):,} parameters. `gpus` prints the catalog with each
-    figure's source: the **{_gpu.name}** has the most memory, {_gpu.memory_gb:,g} GB (10⁹ bytes, as vendors label
-    it). Every later notebook draws from these two lists.""")
+    figure's source: the **{_gpu.name}** has the most memory, {_gpu.usable_memory_bytes / 1e9:,.2f}·10⁹ B — {_gpu.usable_memory_note}.
+    Every later notebook draws from these two lists.""")
     return
 
 
 @app.cell
-def _():
+def _(info):
+    # The solution runs what the exercise asks, where it is cheap: on a CUDA GPU mistral-7b-random would
+    # build the full model, so there the solution says so instead of running it.
+    _cpu = info["device"]["kind"] != "cuda"
+    _random = preflight.check_model("mistral-7b-random") if _cpu else None
+    _no_go = sum(r["verdict"] == "no-go" for r in preflight.go_no_go(False, info["versions"], info["device"]["kind"]))
+    _refused = preflight.profile_refusal("mistral-70b")
+    _first = (f"""On this machine (`{info["device"]["kind"]}`) `check_model('mistral-7b-random')` returns
+    {'✅' if _random.ok else '❌'} after {_random.seconds:,.1f} s: *{_random.message}* With a model check that fails,
+    the go/no-go table turns {_no_go} notebooks to no-go.""" if _cpu else f"""On this CUDA device
+    `check_model('mistral-7b-random')` builds the full architecture
+    ({weight_bytes("mistral-7b-v0.1", "fp32").params:,} parameters, {weight_bytes("mistral-7b-v0.1", "bf16").bytes / 1e9:,.1f} GB
+    in bf16) and runs one forward pass; not run in this solution. Where it cannot run, the go/no-go table
+    turns {_no_go} notebooks to no-go.""")
     notebook.exercise(2, """Ask the preflight about other profiles from a terminal:
     `python -c "from helpers import preflight; print(preflight.check_model('mistral-7b-random'))"`, then
     `WORKSHOP_PROFILE=mistral-70b python -c "from helpers import preflight; print(preflight.summary()['problems'])"`.
     What does each report?""", f"""
-    On a machine without a GPU, `mistral-7b-random` is refused with a message, not loaded: it would build
-    the full architecture ({weight_bytes("mistral-7b-v0.1", "fp32").params:,} parameters,
-    {weight_bytes("mistral-7b-v0.1", "bf16").bytes / 1e9:,.1f} GB even in bf16) and is meant for a CUDA GPU; the
-    model check shows ❌ with that reason and the go/no-go table turns the model notebooks to no-go.
-    `mistral-70b` is not a profile: the preflight does not fail, it says the setting was
-    ignored ("⚠ setting ignored", with the allowed values) and runs `auto`. A wrong input is a message,
-    never a traceback.""")
+    {_first}
+
+    `mistral-70b` is not a profile. The preflight still answers: `summary()['problems']` holds the message
+    `helpers.measure.models.resolve_profile` raises, caught here — *{_refused}* — and every notebook that
+    loads a model stops with the same line. A wrong input is a message, never a traceback.""")
     return
 
 
@@ -215,7 +226,7 @@ def _():
     ## Takeaways
 
     - The profile decides everything the later notebooks measure: the tiny model on a CPU shows the
-      mechanisms in seconds; Mistral 7B on a GPU shows the real figures.
+      mechanisms; Mistral 7B on a GPU shows the full-size figures (each header says how long each takes).
     - Missing weights are a message with its fix, never a hang: the tiny and `mistral-7b-random`
       profiles need no download.
     - Every plot and table from here on says which model, dtype, device and profile produced it.

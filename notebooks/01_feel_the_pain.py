@@ -20,11 +20,13 @@ with app.setup:
     from helpers.present import expected, notebook, plots, replay, sweep_figures
     from helpers.measure import models, sweeps
     from helpers import serving
+    from helpers.formulas import verdicts
+    from helpers.measure.tensor_bytes import bytes_match
     from helpers.serving import tables as serving_tables
     from helpers.present.glossary import term
     from helpers.measure.hardware import device_info
     from helpers.formulas.memory import kv_bytes_per_token, kv_cache_bytes
-    from helpers.formulas.stepcost import decode_cost
+    from helpers.formulas.stepcost import decode_cost, forward_cost
     from helpers.measure.tensor_bytes import measured_model_bytes
     from helpers.formulas.units import fmt_bytes, fmt_seconds
     from helpers.present import run_times
@@ -46,17 +48,18 @@ def _():
        quadratic cost matters less for a wide model than for a narrow one.
     3. What serving requests together in a {term("batch")} gains in {term("throughput")} and what it
        costs each request in latency.
-    4. Why each {term("decode")} step — the {term("inter-token latency", "itl")} (ITL) — grows with the
-       context, and where a GPU runs out of memory.
+    4. What sets each {term("decode")} step — the {term("inter-token latency", "itl")} (ITL) — as the
+       context grows, and where a GPU runs out of memory.
 
     {run_times.header("01")}
 
     Serving a language model hurts in four places, and each one is measured here on the model this
     machine runs. Words in blue link to the glossary (`workshop/glossary.md`). On a GPU a fifth result
     appears: the device **runs out of memory** ({term("OOM")}), and that point is a result.
-    "What you should see" after each measurement gives the figures for the tiny model on a CPU and
-    for Mistral 7B on a GPU — the GPU figures computed for an {gpu["gpu"]} from its datasheet
-    (`helpers.present.expected`, which asks the capacity planner): floors a real run comes near, never beats.
+    "What you should see" after each measurement says what this run's numbers show, then what a GPU
+    shows, each GPU sentence labelled by where it comes from: *computed* for Mistral 7B on an {gpu["gpu"]}
+    from its datasheet (`helpers.present.expected`, which asks the capacity planner: floors, which a real
+    run cannot beat) or *cited* from a publication. No GPU run of this notebook is recorded yet.
     """)
     return
 
@@ -121,8 +124,9 @@ def _(loaded, memory_button, sizes):
     memory_run = replay.measure("01/memory", models.run_on, loaded, sweeps.memory_growth, sizes.memory_tokens,
                                 run=memory_button.value, profile=loaded.profile, device=loaded.device)
     memory_on, memory = memory_run.value
+    memory_said = sweeps.memory_verdicts(memory, memory_on.spec, memory_on.dtype)
     sweep_figures.memory_figure(memory, memory_run.source(memory_on), memory_on.spec, memory_on.dtype)
-    return memory, memory_on, memory_run
+    return memory, memory_on, memory_run, memory_said
 
 
 @app.cell(hide_code=True)
@@ -132,9 +136,8 @@ def _(memory_run):
 
 
 @app.cell(hide_code=True)
-def _(memory, memory_on):
+def _(memory, memory_on, memory_said):
     _ok = memory[~memory["oom"]]
-    _match = bool((_ok["cache_bytes"] == _ok["formula_bytes"]).all()) and not _ok.empty
     _window = memory_on.spec.sliding_window
     _note = (f" This model's layers slide over a {_window:,}-token window, so past {_window - 1:,} tokens "
              "the cache stops growing (the formula honours the window)." if _window else "")
@@ -142,8 +145,7 @@ def _(memory, memory_on):
              "prefill's activations." if _ok["peak_above_weights_bytes"].notna().any() else "")
     mo.md(f"""
     Per token this model caches **{fmt_bytes(kv_bytes_per_token(memory_on.spec, memory_on.dtype))}**
-    ({memory_on.dtype}). The measured bytes {'equal the formula at every point' if _match else '**differ from the formula**'}
-    ({len(_ok)} points{f", up to {fmt_bytes(int(_ok['cache_bytes'].max()))} at {int(_ok['tokens'].max()):,} tokens" if len(_ok) else ""}).{_note}{_peak}
+    ({memory_on.dtype}). The measured bytes are {memory_said[0]}{f", up to {fmt_bytes(int(_ok['cache_bytes'].max()))} at {int(_ok['tokens'].max()):,} tokens" if len(_ok) else ""}.{_note}{_peak}
     For Mistral 7B in bf16 the same formula gives {fmt_bytes(kv_bytes_per_token("mistral-7b-v0.1", "bf16"))} per
     token: {kv_bytes_per_token("mistral-7b-v0.1", "bf16") * 4096 / 2**30:.1f} GiB for one 4k-token conversation.
     """)
@@ -157,18 +159,13 @@ def _(memory, memory_on, memory_run):
 
 
 @app.cell(hide_code=True)
-def _(memory, memory_on):
-    _tiny = kv_bytes_per_token(memory_on.spec, memory_on.dtype)
-    _n = int(memory["tokens"].max())
-    mo.md(f"""
-    **What you should see.** Every blue point (measured) on the orange line (computed), and
-    `cache_bytes` equal to `formula_bytes` in every row: the formula is exact, not an estimate.
-    *Tiny model on a CPU* (fp32): {fmt_bytes(_tiny)} per token, so {fmt_bytes(kv_cache_bytes(memory_on.spec, _n, 1, memory_on.dtype))}
-    at {_n:,} tokens — a straight line. *Mistral 7B on a GPU* (bf16): {fmt_bytes(gpu["kv_bytes_per_token"])}
-    per token; v0.1 slides a {gpu["window"]:,}-token window, so the line bends flat there and stays at
-    {fmt_bytes(gpu["cache_at_longest"])} up to {gpu["longest"]:,} tokens. On CUDA the crosses (the allocator's
-    peak) sit above the points: the prefill's activations come on top of the cache.
-    """)
+def _(memory_said):
+    expected.should_see([f"the measured cache is {memory_said[0]}", *memory_said[1:]], [
+        expected.computed(f"Mistral 7B in bf16 caches {fmt_bytes(gpu['kv_bytes_per_token'])} per token; v0.1 slides a "
+                          f"{gpu['window']:,}-token window, so the formula's line stops growing there and stays at "
+                          f"{fmt_bytes(gpu['cache_at_longest'])} up to {gpu['longest']:,} tokens",
+                          "helpers.formulas.memory.kv_cache_bytes"),
+    ])
     return
 
 
@@ -194,8 +191,9 @@ def _(loaded, sizes, ttft_button):
                               device=loaded.device)
     ttft_on, ttft = ttft_run.value
     ttft_fit = sweeps.fit_or_none(ttft)
+    ttft_said = [*sweeps.growth_verdicts(ttft_fit), sweeps.order_verdict(ttft, "tokens", "ttft_s", "prompt")] if ttft_fit else []
     sweep_figures.ttft_figure(ttft, ttft_fit, ttft_run.source(ttft_on))
-    return ttft, ttft_fit, ttft_on, ttft_run
+    return ttft, ttft_fit, ttft_on, ttft_run, ttft_said
 
 
 @app.cell(hide_code=True)
@@ -212,8 +210,8 @@ def _(ttft_fit):
     over the medians): {_law}
 
     A constant term is fixed cost per forward (on a CPU with the tiny model: Python and operator
-    dispatch); the linear term is the weights' work per token; the quadratic term is attention, which
-    takes over at long prompts on a large model.
+    dispatch); the linear term is the weights' work per token; the quadratic term is attention, whose
+    share of a prefill's FLOPs the next cells compute.
     """)
     return
 
@@ -225,20 +223,26 @@ def _(ttft, ttft_on, ttft_run):
 
 
 @app.cell(hide_code=True)
-def _(ttft, ttft_on):
-    _n = int(ttft["tokens"].max())
+def _(ttft, ttft_on, ttft_said):
+    _n = int(ttft[~ttft["oom"]]["tokens"].max()) if (~ttft["oom"]).any() else None
+    _flops = expected.attention_share_verdict
+
+    _here = list(ttft_said) or ["fewer than three prompt lengths ran: no law to read"]
+    if _n:
+        _here.append(f"by {_n:,} tokens this model's attention is {_flops(ttft_on.spec, _n).words}, computed from its "
+                     "config")
     _lo, _hi = gpu["ttft_floor_s"].items()
-    mo.md(f"""
-    **What you should see.** *Tiny model on a CPU*: short prompts take about the same time (a fixed cost
-    per forward: Python and operator dispatch), then the time rises with the prompt; by {_n:,} tokens
-    attention is {expected.attention_share(ttft_on.spec, _n):.0%} of this model's prefill FLOPs — on a
-    CPU, though, the fixed cost and a busy machine's noise can hide that, so the fit may or may not
-    keep an n² term. *Mistral 7B on an {gpu["gpu"]}*: at least {fmt_seconds(_lo[1])} for
-    {_lo[0]:,} tokens (reading {gpu["weight_bytes"] / 1e9:,.1f} GB of weights once) and {fmt_seconds(_hi[1])} for {_hi[0]:,} tokens
-    (compute at the datasheet's peak) — real kernels reach a fraction of the peak, so expect a few
-    times more; there attention is only {expected.attention_share("mistral-7b-v0.1", _hi[0]):.0%} of the
-    FLOPs and the curve stays close to linear. The next section says why.
-    """)
+    _n0, _n1 = list(gpu["ttft_floors_s"])[-2:]
+    _law = sweeps.local_growth_verdict(_n0, gpu["ttft_floors_s"][_n0], _n1, gpu["ttft_floors_s"][_n1], "the floor")
+    expected.should_see(_here, [
+        expected.computed(f"Mistral 7B on an {gpu['gpu']}: at least {fmt_seconds(_lo[1])} for {_lo[0]:,} tokens (reading "
+                          f"{gpu['weight_bytes'] / 1e9:,.1f} GB of weights once) and {fmt_seconds(_hi[1])} for {_hi[0]:,} "
+                          "tokens (its FLOPs at the datasheet's peak); a measured prefill takes at least its floor",
+                          "helpers.present.expected.gpu_plan, the capacity planner's prefill floor"),
+        expected.computed(f"{_law.words}; attention is {_flops('mistral-7b-v0.1', _hi[0]).words} at {_hi[0]:,}",
+                          "helpers.measure.sweeps.local_growth_verdict over the planner's floors; "
+                          "helpers.present.expected.flop_split"),
+    ])
     return
 
 
@@ -279,6 +283,9 @@ def _(loaded, share_prompt, share_rows):
     _ctx3 = _rows["mistral-7b-v0.3"].context
     _w = _rows["mistral-7b-v0.1"].window
     _at = {name: r.share_pct[_n] for name, r in _rows.items()}
+    _v1spec, _v3spec = "mistral-7b-v0.1", "mistral-7b-v0.3"
+    _share = expected.attention_share_verdict
+
     mo.md(f"""
     At **{_n:,} tokens** attention is {_mine.share_pct[_n]:.1f} % of the prefill's FLOPs for the model running here and
     {_at["mistral-7b-v0.3"]:.1f} % for Mistral 7B v0.3 (v0.1, whose window caps what each token attends to:
@@ -287,9 +294,8 @@ def _(loaded, share_prompt, share_rows):
     **{f"{_v3:,} tokens" if _v3 else "more than a million tokens"}** without a window (v0.3's shape), which is
     {"beyond" if _v3 and _v3 > _ctx3 else "within"} v0.3's {int(_ctx3):,}-token context; v0.1, whose layers see at most
     {_w:,} earlier tokens, gets there **{"never" if _v1 is None else f"at {_v1:,} tokens"}** — at its window attention
-    is {expected.attention_share("mistral-7b-v0.1", _w):.0%} of the prefill. On a large model the TTFT curve is
-    dominated by the linear term over every prompt a chat sees; quadratic attention is the tiny model's story,
-    and the long-context story of wide ones.
+    is {_share(_v1spec, _w).words}. At v0.3's whole context ({int(_ctx3):,} tokens) attention is
+    {_share(_v3spec, int(_ctx3)).words}.
     """)
     return
 
@@ -322,8 +328,9 @@ def _(loaded, serving_button, sizes):
                                 profile=loaded.profile, device=loaded.device)
     served_on, served = served_run.value
     served_source = served_run.source(served_on)
+    served_said = serving.batching_verdicts(served)   # None when a mode ran out of memory
     sweep_figures.timeline_figure(served.results, served_source)
-    return served, served_on, served_run, served_source
+    return served, served_on, served_run, served_said, served_source
 
 
 @app.cell(hide_code=True)
@@ -339,7 +346,7 @@ def _(served, served_source):
 
 
 @app.cell(hide_code=True)
-def _(served, served_on):
+def _(served, served_on, served_said):
     _seq, _bat = served.sequential, served.batched
     if _seq is None or _bat is None:
         _out = mo.md(f"**The device ran out of memory** serving these requests ({served.oom_message}); the mode "
@@ -350,15 +357,14 @@ def _(served, served_on):
                   else f"identical for {_same} of {len(_seq.timings)} requests: in {served_on.dtype}, batched kernels round "
                   "differently and random weights leave near-ties between the top two tokens, so greedy paths can part "
                   "(the tests check exact agreement on the tiny model in fp32)")
-        _wasted = sum(max(t.new_tokens for t in _bat.timings) - t.new_tokens for t in _bat.timings)
         _out = mo.md(f"""
-        Together, the same {len(_bat.timings)} requests produce **{_bat.tokens_per_s / _seq.tokens_per_s:,.1f}×
-        the tokens per second** ({_seq.tokens_per_s:,.0f} → {_bat.tokens_per_s:,.0f} tokens/s) with
+        Together, the same {len(_bat.timings)} requests produce **{served_said["throughput"]}**
+        ({_seq.tokens_per_s:,.0f} → {_bat.tokens_per_s:,.0f} tokens/s) with
         {_bat.forward_calls} forward calls instead of {_seq.forward_calls}: a decode step reads the
         weights once whether it produces one token or {len(_bat.timings)}. The greedy outputs are {_check}.
 
         The batch is *static*: a request that has its tokens keeps its row until the longest one is done
-        ({_wasted} row-steps computed for nothing here), and a new request would have to wait for the whole
+        ({served_said["idle"]} here), and a new request would have to wait for the whole
         batch. Continuous batching — admitting a new request into a freed row at the next step — removes
         that waste; it comes with the serving engines later in the workshop.
         """)
@@ -407,17 +413,15 @@ def _(latency):
 
 
 @app.cell(hide_code=True)
-def _(batch_cost):
-    if batch_cost is None:
+def _(served_said):
+    if served_said is None:
         _text = "Only one mode ran (out of memory), so there is nothing to set side by side."
     else:
-        _step, _pre, _ttft = batch_cost["decode step"], batch_cost["prefill"], batch_cost["time to first token"]
+        _v = served_said
         _text = f"""
-        Batching multiplies throughput by **{batch_cost["throughput (tokens/s)"]:,.1f}×**. Its price: each decode step
-        takes **{_step:,.1f}×** {"as long as" if _step >= 1 else "the time of"} one sequence's step, and the one prefill
-        of the whole padded batch takes {_pre:,.1f}× a single prompt's. The median user still gets the first
-        token {1 / _ttft:,.1f}× {"sooner" if _ttft <= 1 else "later"}, because one after another most requests *wait* for
-        the ones ahead — the worst latency of all comes from a queue, not from a batch.
+        Batching gives **{_v["throughput"]}**. Each decode step is **{_v["step"]}** than one sequence's step,
+        and the one prefill of the whole padded batch is {_v["prefill"]} than a single prompt's. The median user
+        gets the first token **{_v["ttft"]}** together: one after another, {_v["waiting"]}, and {_v["last_first_token"]}.
 
         This is the {term("quality–latency–throughput triangle", "quality-latency-throughput-triangle")}:
         with a GPU and a model fixed, a bigger batch buys throughput (users, cost per token) with latency;
@@ -435,7 +439,7 @@ def _():
     gpu_batch = mo.ui.slider(steps=gpu_batches, value=notebook.env_default("WORKSHOP_GPU_BATCH", 64, gpu_batches), show_value=True,
                              label=f"batch on an {gpu['gpu']} (sequences of 1,024 tokens)")
     mo.vstack([mo.md(f"""
-    **On a GPU the step grows much less than the batch.** The capacity planner's floor for Mistral 7B on
+    **On a GPU, computed.** The capacity planner's floor for Mistral 7B on
     an {gpu["gpu"]} (`helpers.present.expected.gpu_plan`: the bytes a step reads ÷ the datasheet's bandwidth, or its
     FLOPs ÷ the peak), for the batch you pick, against batch 1:
     """), gpu_batch, notebook.static_note({"WORKSHOP_GPU_BATCH": "the batch (1 … 256)"})])
@@ -445,25 +449,31 @@ def _():
 @app.cell
 def _(gpu_batch):
     gpu_one, gpu_many = expected.gpu_plan(context=1024, batch=1), expected.gpu_plan(context=1024, batch=gpu_batch.value)
+    _cost = decode_cost(expected.REFERENCE_MODEL, 1024, gpu_batch.value, "bf16")
+    _weights = verdicts.share(_cost.weight_read_bytes, _cost.bytes, "the bytes this step reads")
     mo.md(f"""
     **Batch {gpu_batch.value:,}**: {"a step of " + f"{gpu_many.step_floor_s * 1e3:,.2f} ms ({gpu_many.bound}-bound) against "
     f"{gpu_one.step_floor_s * 1e3:,.2f} ms at batch 1 — **{gpu_many.step_floor_s / gpu_one.step_floor_s:,.2f}× the step for "
     f"{gpu_batch.value:,}× the tokens**, {gpu_many.batch / gpu_many.step_floor_s:,.0f} tokens/s against "
-    f"{1 / gpu_one.step_floor_s:,.0f}. A decode step mostly reads the weights, once for the whole batch; each sequence "
-    "adds only its own cache." if gpu_many.fits else f"does not fit: {gpu_many.reason}."}
+    f"{1 / gpu_one.step_floor_s:,.0f}. The weights, read once for the whole batch, are {_weights.words}; each sequence "
+    "adds its own cache." if gpu_many.fits else f"does not fit: {gpu_many.reason}."}
     """)
     return
 
 
 @app.cell(hide_code=True)
-def _():
-    mo.md("""
-    **What you should see.** *Tiny model on a CPU*: more tokens per second together than one after
-    another, but batched steps that take longer than single ones — a CPU has little spare compute to
-    share, so the gain stays far below the batch size — and hatched idle rows where the static batch
-    waits for its longest request. *Mistral 7B on a GPU*: a
-    larger gain, and batched steps barely longer than single ones — the figures above.
-    """)
+def _(served_said):
+    _here = (["only one mode ran (out of memory): nothing to set side by side"] if served_said is None else
+             [f"together: {served_said['of_batch']}",
+              f"each batched decode step {served_said['step']} than one sequence's",
+              f"hatched idle rows where the static batch waits for its longest request: {served_said['idle']}"])
+    _one, _eight = gpu["batched_step_s"][1], gpu["batched_step_s"][8]
+    expected.should_see(_here, [
+        expected.computed(f"Mistral 7B on an {gpu['gpu']}, 1,024 tokens each: the planner's floor step for 8 sequences is "
+                          f"{verdicts.times_as(_eight, _one, 'the step for one').words}, so 8 sequences give "
+                          f"{verdicts.factor(8 * _one / _eight)} the tokens per second of one",
+                          "helpers.present.expected.gpu_plan (the capacity planner's floor)"),
+    ])
     return
 
 
@@ -475,8 +485,11 @@ def _():
 
     After the prefill, each new token is one {term("decode")} step: one token per sequence goes through
     the model and attends to every cached key and value (reused, not recomputed). Its duration is the
-    {term("ITL")}. The step reads all the weights plus the whole cache from memory and does little
-    arithmetic with each byte — it is {term("memory-bound")} — so it grows with the context.
+    {term("ITL")}. The step reads all the weights plus the whole cache from memory, and does
+    {forward_cost(expected.REFERENCE_MODEL, 1, 1023).intensity:,.2f} FLOPs per byte it reads for Mistral 7B at batch 1
+    and 1,024 tokens of context (`helpers.formulas.stepcost`), below an {gpu["gpu"]}'s ridge of
+    {gpu["peak_flops"] / gpu["bandwidth"]:,.0f} FLOPs per byte, so there the bytes set its floor — it is
+    {term("memory-bound")} — and the bytes grow with the context.
     """), itl_button])
     return (itl_button,)
 
@@ -486,8 +499,9 @@ def _(itl_button, loaded, sizes):
     itl_run = replay.measure("01/itl", models.run_on, loaded, sweeps.itl_sweep, sizes.itl_contexts, sizes.itl_steps,
                              run=itl_button.value, profile=loaded.profile, device=loaded.device)
     itl_on, itl = itl_run.value
+    itl_said = sweeps.itl_verdicts(itl, itl_on.spec, itl_on.dtype)
     sweep_figures.itl_figure(itl, itl_run.source(itl_on))
-    return itl, itl_on, itl_run
+    return itl, itl_on, itl_run, itl_said
 
 
 @app.cell(hide_code=True)
@@ -497,17 +511,14 @@ def _(itl_run):
 
 
 @app.cell(hide_code=True)
-def _(itl, itl_on):
+def _(itl, itl_on, itl_said):
     _ok = itl[~itl["oom"]]
-    _lo, _hi = (_ok.iloc[0], _ok.iloc[-1]) if len(_ok) else (None, None)
     _w = decode_cost(itl_on.spec, 0, 1, itl_on.dtype).weight_read_bytes
-    _kv = kv_bytes_per_token(itl_on.spec, itl_on.dtype) * int(_hi["context"]) if len(_ok) else 0
-    mo.md("No context ran: the device was out of memory at the first point." if _hi is None else f"""
-    From {int(_lo['context']):,} to {int(_hi['context']):,} tokens of context the median step goes from
-    {_lo['itl_s'] * 1e3:,.2f} ms to {_hi['itl_s'] * 1e3:,.2f} ms. Each step reads the weights
-    ({fmt_bytes(_w)}) and the cache ({fmt_bytes(_kv)} at {int(_hi['context']):,} tokens, before any
-    window): while the weights dominate, the context barely shows; as the cache grows toward the size of
-    the weights, it does. Notebook 03 puts these steps against the device's bandwidth.
+    _kv = kv_bytes_per_token(itl_on.spec, itl_on.dtype) * int(_ok.iloc[-1]["context"]) if len(_ok) else 0
+    mo.md("No context ran: the device was out of memory at the first point." if _ok.empty else f"""
+    Each step reads the weights ({fmt_bytes(_w)}) and the cache ({fmt_bytes(_kv)} at
+    {int(_ok.iloc[-1]['context']):,} tokens, before any window). {itl_said[0].words[0].upper() + itl_said[0].words[1:]};
+    {itl_said[1]}. Notebook 03 puts these steps against the device's bandwidth.
     """)
     return
 
@@ -519,23 +530,18 @@ def _(itl, itl_on, itl_run):
 
 
 @app.cell(hide_code=True)
-def _(itl, itl_on):
+def _(itl_said):
     _c0, _c1 = gpu["step_floor_s"]
-    _lw = decode_cost(itl_on.spec, 0, 1, itl_on.dtype).weight_read_bytes
-    _kv = [kv_cache_bytes(itl_on.spec, int(c), 1, itl_on.dtype) for c in (itl["context"].min(), itl["context"].max())]
-    _tiny_growth = (_lw + _kv[1]) / (_lw + _kv[0]) - 1
-    mo.md(f"""
-    **What you should see.** *Tiny model on a CPU*: the bytes a step reads grow by only
-    {_tiny_growth:.0%} from the shortest to the longest context here (the cache beside
-    {_lw / 1e6:,.0f} MB of weights), so a steeper rise is the CPU's attention arithmetic, fixed cost
-    per operation and a busy machine's noise. *Mistral 7B on an
-    {gpu["gpu"]}*: a step can be no shorter than reading its bytes at {gpu["bandwidth"] / 1e12:,.2f} TB/s
-    (the {term("memory-bound floor")}): {gpu["step_floor_s"][_c0] * 1e3:,.2f} ms at {_c0:,} tokens of context,
-    {gpu["step_floor_s"][_c1] * 1e3:,.2f} ms at {_c1:,} (v0.1's window stops the cache at {gpu["window"]:,} tokens).
-    Expect measured steps somewhat above these — no kernel reaches the datasheet bandwidth — and
-    nearly flat, because {gpu["weight_bytes"] / 1e9:,.1f} GB of weights dwarf a cache of at most
-    {gpu["kv_bytes_per_token"] * gpu["window"] / 1e9:,.2f} GB.
-    """)
+    _grow, _cache = sweeps.bytes_growth_verdicts(gpu["model"], "bf16", _c0, _c1)
+    expected.should_see(list(itl_said), [
+        expected.computed(f"Mistral 7B on an {gpu['gpu']}: a step can be no shorter than reading its bytes at "
+                          f"{gpu['bandwidth'] / 1e12:,.2f} TB/s (the memory-bound floor): "
+                          f"{gpu['step_floor_s'][_c0] * 1e3:,.2f} ms at {_c0:,} tokens of context, "
+                          f"{gpu['step_floor_s'][_c1] * 1e3:,.2f} ms at {_c1:,} (v0.1's window stops the cache at "
+                          f"{gpu['window']:,} tokens); {_grow}, and {_cache}",
+                          "helpers.present.expected.gpu_plan; helpers.measure.sweeps.bytes_growth_verdicts"),
+        *expected.eager_against_floor_on_gpu(),
+    ])
     return
 
 
@@ -598,14 +604,21 @@ def _(users, users_on, users_run):
 
 @app.cell(hide_code=True)
 def _(users):
-    mo.md(f"""
-    **What you should see.** *Tiny model on a CPU*: all {len(users)} batches run, the cache on the
-    formula's line. *Mistral 7B on an {gpu["gpu"]}* ({gpu["memory_bytes"] / 1e9:,.0f} GB): beside
-    {gpu["weight_bytes"] / 1e9:,.2f} GB of weights the whole memory holds about {gpu["users_fit"]:,} sequences of
-    {gpu["users_context"]:,} tokens (`helpers.formulas.memory.max_users`, no overhead), so the doubling sweep should run out
-    of memory at {gpu["users_oom_at"]:,} sequences, or one step earlier once activations and the allocator take
-    their share.
-    """)
+    _oom, _fit = gpu["users_oom_at"], gpu["users_fit"]
+    expected.should_see(sweeps.users_verdicts(users), [
+        expected.gpu_memory_on_gpu(gpu["gpu"]),
+        expected.computed(f"Mistral 7B on an {gpu['gpu']}: beside {gpu['weight_bytes'] / 1e9:,.2f} GB of weights those "
+                          f"{gpu['memory_bytes'] / 1e9:,.2f}·10⁹ B hold the cache of {_fit:,} sequences of "
+                          f"{gpu['users_context']:,} tokens, no overhead counted; the doubling sweep's first batch past "
+                          f"that is {gpu['users_cache_oom_at']:,}",
+                          "helpers.present.expected.gpu_users (helpers.formulas.memory.max_users)"),
+        expected.computed(f"the prefill of {_oom:,} sequences also holds, at least, one MLP activation of "
+                          f"{gpu['activation_at_oom'] / 1e9:,.1f} GB: weights + cache + that activation come to "
+                          f"{gpu['needs_at_oom'] / 1e9:,.1f} GB, more than the memory: by this count the sweep runs out of "
+                          f"memory at {_oom:,} sequences" if _oom else
+                          "every batch of the sweep fits weights + cache + its prefill's largest activation",
+                          "helpers.formulas.memory.prefill_activation_bytes, kv_cache_bytes"),
+    ])
     return
 
 
@@ -639,19 +652,23 @@ def _():
     _l = expected.attention_parity_tokens("llama-3.1-8b")
     _q = expected.attention_parity_tokens("qwen2.5-7b")
     _qs, _ls = _get_spec("qwen2.5-7b"), _get_spec("llama-3.1-8b")
+    # the crossing by hand: prefill attention 4·L·H·hd·n(n+1)/2 ≥ matmuls 2·P·n  ⇔  n + 1 ≥ P / (L·H·hd)
+    _p = {m: expected.flop_split(m, 1)["matmul"] // 2 for m in ("llama-3.1-8b", "qwen2.5-7b")}
+    _lhd = {m: sp.num_layers * sp.num_heads * sp.head_dim for m, sp in (("llama-3.1-8b", _ls), ("qwen2.5-7b", _qs))}
     notebook.exercise(2, """Llama 3.1 8B reads up to 128k tokens. From what prompt length does its prefill spend more
     FLOPs in attention than in the weight matmuls? Call `helpers.present.expected.attention_parity_tokens("llama-3.1-8b")`,
     then try `"qwen2.5-7b"` (a smaller hidden size, a wider MLP). What decides it?""", f"""
-    Llama 3.1 8B: **{_l:,} tokens**; Qwen 2.5 7B: **{_q:,} tokens**, later although its hidden size is smaller.
-    What decides it is the ratio of parameters per layer (the matmuls' cost per token) to
-    heads × head_dim (attention's cost per earlier token): Qwen's hidden size is {_qs.hidden_size:,} against
-    Llama's {_ls.hidden_size:,}, but its MLP is {_qs.intermediate_size:,} wide against {_ls.intermediate_size:,} —
-    parameters, not attention. Roughly, the crossing sits at parameters ÷ (layers × heads × head_dim) tokens.""")
+    Llama 3.1 8B: **{_l:,} tokens**; Qwen 2.5 7B: **{_q:,} tokens**, {"later" if _q > _l else "sooner"} with a hidden
+    size of {_qs.hidden_size:,} against Llama's {_ls.hidden_size:,}. What decides it is the ratio of the matmuls'
+    parameters P (2 FLOPs each per token) to layers × heads × head_dim (attention's 4 FLOPs per earlier token
+    for each): prefill attention 4·L·H·hd·n(n+1)/2 reaches the matmuls' 2·P·n at n + 1 = P ÷ (L·H·hd).
+    Llama: {_p["llama-3.1-8b"]:,} ÷ {_lhd["llama-3.1-8b"]:,}; Qwen: {_p["qwen2.5-7b"]:,} ÷ {_lhd["qwen2.5-7b"]:,}
+    (its MLP is {_qs.intermediate_size:,} wide against {_ls.intermediate_size:,}) — the values above, rounded up, less one.""")
     return
 
 
 @app.cell
-def _():
+def _(served, served_said):
     notebook.exercise(3, """Ask the capacity planner what batching does on a GPU:
     `python -m helpers capacity --model mistral-7b-v0.1 --gpu "H100 SXM" --context 1024 --batch 1`, then
     `--batch 64`. How much longer is a decode step of 64 sequences than a step of one, and how many more
@@ -660,24 +677,30 @@ def _():
     {gpu["batched_step_s"][64] * 1e3:,.2f} ms for 64 — {gpu["batched_step_s"][64] / gpu["batched_step_s"][1]:,.2f}× the
     time for 64× the tokens, so about {64 * gpu["batched_step_s"][1] / gpu["batched_step_s"][64]:,.0f}× the throughput.
     Each user's ITL rises by the same {gpu["batched_step_s"][64] / gpu["batched_step_s"][1]:,.2f}×: that is the
-    latency side of the triangle. On a CPU the measured step grows much faster with the batch.""")
+    latency side of the triangle. {"Here, in section 3, a batch of " + str(len(served.batched.timings)) + " made each measured step "
+    + served_said["step"].words + " than one sequence's." if served_said else ""}""")
     return
 
 
 @app.cell(hide_code=True)
-def _():
+def _(loaded, memory_said, served_said, ttft_said):
+    _v3, _mine = expected.attention_parity_tokens("mistral-7b-v0.3"), expected.attention_parity_tokens(loaded.spec)
+    _law = (f"this run's TTFT grew like n^{ttft_said[0].evidence['exponent']:,.2f} at {ttft_said[0].evidence['n']:,} tokens: "
+            f"{sweeps.growth_law(ttft_said[0].evidence['exponent'])}" if ttft_said else "this run fitted no law")
+    _batch = (f"here {served_said['throughput'].words} together, each step {served_said['step'].words} and the "
+              f"padded prefill {served_said['prefill'].words} than alone, while one after another "
+              f"{served_said['waiting'].words}" if served_said else "here only one mode ran (out of memory)")
     mo.md(f"""
     ## Takeaways
 
     - The KV cache grows by a fixed number of bytes per token ({fmt_bytes(gpu["kv_bytes_per_token"])} for Mistral 7B in
-      bf16), and the formula matches the real cache to the byte.
-    - TTFT is the prefill: linear in the prompt for a wide model over everyday lengths; attention's
-      quadratic term takes over only past tens of thousands of tokens — sooner on a narrow model.
-    - Batching multiplies throughput because a decode step reads the weights once for everyone; it
-      costs each request a slower step and a padded prefill. A queue costs far more.
+      bf16); here the counted cache is {memory_said[0]}.
+    - TTFT is the prefill. Attention's FLOPs reach the matmuls' at {f"{_v3:,}" if _v3 else "no"} tokens for Mistral 7B's
+      shape (v0.3) and at {f"{_mine:,}" if _mine else "no length"} for the model running here; {_law}.
+    - Batching shares one read of the weights among the batch's rows: {_batch}.
     - Each decode step reads the weights and the cache: on a GPU its floor is bytes ÷ bandwidth
       ({gpu["step_floor_s"][min(gpu["step_floor_s"])] * 1e3:,.2f} ms for Mistral 7B on an {gpu["gpu"]}).
-    - Memory, not compute, decides how many users fit: notebook 02 turns that into an equation,
+    - How many users fit is a memory budget: notebook 02 turns it into an equation,
       notebook 03 puts prefill and decode on the roofline.
 
     *This run took {notebook.elapsed(started)}.*

@@ -17,9 +17,10 @@ with app.setup:
     import marimo as mo
     import pandas as pd
 
-    from helpers.formulas import memory
+    from helpers.formulas import memory, verdicts
+    from helpers.formulas.gpus import get_gpu
     from helpers.measure import models, sweeps, tensor_bytes
-    from helpers.present import notebook, plots
+    from helpers.present import expected, notebook, plots
     from helpers.present.glossary import term
     from helpers.formulas.specs import get_spec, param_count
     from helpers.formulas.units import GB, GiB, fmt_bytes
@@ -51,6 +52,8 @@ def _():
     bytes of the model loaded here and of a real `transformers` cache, then turns the equation around:
     for a given GPU, how many users fit at each context length? Sizes are in bytes with their unit
     said: GB = 10⁹ bytes, as GPU memory is labelled; GiB = 2³⁰ bytes ({term("GB and GiB", "gb-and-gib")}).
+    A GPU's memory here is what the device reports to CUDA, its label beside it: {expected.gpu_memory_on_gpu().text}
+    (`helpers.formulas.gpus`, sources in `helpers/data/gpu_memory.csv`).
     """)
     return
 
@@ -117,15 +120,19 @@ def _(loaded, spec):
 
 
 @app.cell(hide_code=True)
-def _(mistral, profile_weights):
+def _(loaded, mistral, profile_weights):
     _row = profile_weights[profile_weights["measured bytes"].notna()].iloc[0]
-    mo.md(f"""
-    **What you should see.** The loaded dtype's row with `equal` true: the bytes the model holds are the
-    count times the bytes per parameter, to the byte. *Tiny model on a CPU*: fp32,
-    {int(_row["measured bytes"]):,} bytes ({_row["parameters (exact)"]:,} × 4), plus the rotary tables as buffers.
-    *Mistral 7B on a GPU*: bf16, {fmt_bytes(memory.weight_bytes(mistral, "bf16").bytes)} — the same equality.
-    """)
-    return
+    weights_said = tensor_bytes.bytes_match([_row["measured bytes"]], [_row["computed bytes"]],
+                                            "the parameter count × bytes per parameter")
+    _w = memory.weight_bytes(mistral, "bf16")
+    expected.should_see([
+        f"{loaded.dtype}: {int(_row['measured bytes']):,} bytes measured, {weights_said} "
+        f"({_row['parameters (exact)']:,} × {int(_row['computed bytes']) // _row['parameters (exact)']} B), and "
+        f"{int(_row['buffers (not weights)']):,} bytes of buffers (the rotary tables) beside them"], [
+        expected.computed(f"Mistral 7B in bf16: {_w.params:,} × 2 B = {fmt_bytes(_w.bytes)}",
+                          "helpers.formulas.memory.weight_bytes"),
+    ])
+    return (weights_said,)
 
 
 @app.cell(hide_code=True)
@@ -195,21 +202,25 @@ def _(loaded, spec):
 
 
 @app.cell(hide_code=True)
-def _(cache_check, mistral):
+def _(cache_check, loaded, mistral):
     _w = mistral.sliding_window
-    mo.md(f"""
-    **What you should see.** `equal` true in both rows ({int(cache_check["equal"].sum())} of {len(cache_check)} here).
-    *Tiny model on a CPU*: keys and values of shape (batch, KV heads, tokens, head_dim) per layer, fp32.
-    *Mistral 7B on a GPU*: the window case — a prompt of {_w + 500:,} tokens leaves {_w - 1:,} tokens per layer
-    (transformers keeps window − 1 between steps), {fmt_bytes(memory.kv_cache_bytes(mistral, _w + 500, 1, "bf16", window_slots=_w - 1))}
-    in bf16 — and the formula says the same.
-    """)
-    return
+    cache_said = tensor_bytes.bytes_match(cache_check["measured bytes"], cache_check["formula bytes"])
+    _shape = cache_check["keys per layer (shape)"].iloc[-1]
+    expected.should_see([
+        f"the counted cache is {cache_said}",
+        f"keys and values of shape {_shape} per layer — (batch, KV heads, tokens, head_dim) — in {loaded.dtype}"], [
+        expected.computed(f"Mistral 7B v0.1, the window case: a prompt of {_w + 500:,} tokens leaves {_w - 1:,} tokens "
+                          f"per layer (transformers keeps window − 1 between steps), "
+                          f"{fmt_bytes(memory.kv_cache_bytes(mistral, _w + 500, 1, 'bf16', window_slots=_w - 1))} in bf16",
+                          "helpers.formulas.memory.kv_cache_bytes"),
+    ])
+    return (cache_said,)
 
 
 @app.cell(hide_code=True)
 def _():
     _u, _fixed = memory.GPU_MEMORY_UTILIZATION, memory.RUNTIME_OVERHEAD_BYTES
+    _h = get_gpu(expected.REFERENCE_GPU)
     mo.md(f"""
     ## 3 · Context × concurrent users
 
@@ -223,17 +234,19 @@ def _():
     (`helpers.formulas.memory.runtime_reserve_bytes`): **(1 − utilization) × GPU memory + {_fixed / GB:,.1f} GB**.
     vLLM plans with `gpu_memory_utilization={_u}` of the memory by default, so it leaves {1 - _u:.0%} aside;
     of what it plans with, the activations of its profiling forward pass and the memory outside torch (CUDA
-    context, cuBLAS workspace) are not cache either — about {_fixed / GB:,.1f} GB. On an 80 GB GPU:
-    {memory.runtime_reserve_bytes(80 * GB, overhead_bytes=0) / GB:,.0f} + {_fixed / GB:,.1f} = **{memory.runtime_reserve_bytes(80 * GB) / GB:,.1f} GB**.
-    Move the controls in marimo; in Jupyter the defaults (an 80 GB GPU, vLLM's utilization) are used.
+    context, cuBLAS workspace) are not cache either — about {_fixed / GB:,.1f} GB. On an {_h.name}
+    ({_h.usable_memory_bytes / GB:,.2f} GB as CUDA reports it, labelled {_h.memory_gb:g} GB):
+    {memory.runtime_reserve_bytes(_h.usable_memory_bytes, overhead_bytes=0) / GB:,.2f} + {_fixed / GB:,.1f} = **{memory.runtime_reserve_bytes(_h.usable_memory_bytes) / GB:,.2f} GB**.
+    Move the controls in marimo; in Jupyter the defaults (an {_h.name}, vLLM's utilization) are used.
     """)
     return
 
 
 @app.cell
 def _():
-    gpu_gb = mo.ui.slider(start=16, stop=192, step=8, value=notebook.env_default("WORKSHOP_GPU_GB", 80, range(16, 193, 8)),
-                          show_value=True, label="GPU memory (GB)")
+    _gpus = ["T4", "RTX 4090", "L40S", "A100 40GB", "A100 80GB", "H100 SXM", "H200"]   # each with the memory CUDA reports
+    gpu_pick = mo.ui.dropdown(options=_gpus, value=notebook.env_default("WORKSHOP_MEMORY_GPU", "H100 SXM", _gpus),
+                              label="GPU (its memory as CUDA reports it)")
     overhead_pct = mo.ui.slider(start=0, stop=30, step=1,
                                 value=notebook.env_default("WORKSHOP_OVERHEAD_PCT", round((1 - memory.GPU_MEMORY_UTILIZATION) * 100),
                                            range(0, 31)), show_value=True,
@@ -243,15 +256,18 @@ def _():
                                 label="context (tokens per user)")
     users_pick = mo.ui.slider(steps=[1, 2, 4, 8, 16, 32, 64, 80, 128, 256], value=notebook.env_default(
         "WORKSHOP_USERS", 80, [1, 2, 4, 8, 16, 32, 64, 80, 128, 256]), show_value=True, label="concurrent users")
-    mo.vstack([gpu_gb, overhead_pct, context_pick, users_pick, notebook.static_note({
-        "WORKSHOP_GPU_GB": "GPU memory in GB (16–192, steps of 8)", "WORKSHOP_OVERHEAD_PCT": "1 − utilization, % of memory (0–30)",
+    mo.vstack([gpu_pick, overhead_pct, context_pick, users_pick, notebook.static_note({
+        "WORKSHOP_MEMORY_GPU": "a GPU whose memory as CUDA reports it is catalogued (helpers/data/gpu_memory.csv)", "WORKSHOP_OVERHEAD_PCT": "1 − utilization, % of memory (0–30)",
         "WORKSHOP_CONTEXT": "context per user (512 … 32768)", "WORKSHOP_USERS": "concurrent users (1 … 256)"})])
-    return context_pick, gpu_gb, overhead_pct, users_pick
+    return context_pick, gpu_pick, overhead_pct, users_pick
 
 
 @app.cell
-def _(context_pick, gpu_gb, mistral, overhead_pct, users_pick):
-    gpu_bytes = gpu_gb.value * GB
+def _(context_pick, gpu_pick, mistral, overhead_pct, users_pick):
+    gpu = get_gpu(gpu_pick.value)
+    gpu_bytes = gpu.usable_memory_bytes   # what the device reports to CUDA (the label where no report was found)
+    gpu_name = (f"{gpu.name} ({gpu_bytes / GB:,.2f} GB as CUDA reports it, labelled {gpu.memory_gb:g} GB)"
+                if gpu.memory_reported_gib else f"{gpu.name} ({gpu.memory_gb:g} GB, its label: no reported figure found)")
     overhead_bytes = memory.runtime_reserve_bytes(gpu_bytes, 1 - overhead_pct.value / 100)
     mistral_weight_bytes = memory.weight_bytes(mistral, "bf16").bytes
     kv_token = memory.kv_bytes_per_token(mistral, "bf16")
@@ -265,6 +281,7 @@ def _(context_pick, gpu_gb, mistral, overhead_pct, users_pick):
         chosen_users,
         contexts,
         gpu_bytes,
+        gpu_name,
         kv_token,
         mistral_weight_bytes,
         overhead_bytes,
@@ -278,7 +295,7 @@ def _(
     chosen_context,
     chosen_users,
     contexts,
-    gpu_bytes,
+    gpu_name,
     kv_token,
     mistral_weight_bytes,
     overhead_bytes,
@@ -295,8 +312,8 @@ def _(
                             fill=False, edgecolor="red", lw=2))
     _ax.set_xlabel("context (tokens per user)")
     _ax.set_ylabel("concurrent users")
-    _ax.set_title(f"KV cache of Mistral 7B; hatched: more than the {budget / GB:,.1f} GB left on a "
-                  f"{gpu_bytes / GB:,.0f} GB GPU\n(after {mistral_weight_bytes / GB:,.2f} GB of bf16 weights and {overhead_bytes / GB:,.1f} GB overhead)",
+    _ax.set_title(f"KV cache of Mistral 7B; hatched: more than the {budget / GB:,.1f} GB left on an\n"
+                  f"{gpu_name}\n(after {mistral_weight_bytes / GB:,.2f} GB of bf16 weights and {overhead_bytes / GB:,.2f} GB overhead)",
                   fontsize=10)
     plots.finish(_fig, "computed from mistral-7b-v0.1 config.json, bf16 weights and KV cache (helpers.formulas.memory)")
     return
@@ -309,28 +326,29 @@ def _(
     chosen_users,
     gpu_bytes,
     kv_token,
+    max_users_table,
     mistral_weight_bytes,
     overhead_bytes,
 ):
     _need = chosen_users * chosen_context * kv_token
-    _max = memory.max_users(gpu_bytes, mistral_weight_bytes, overhead_bytes, kv_token, chosen_context)
+    _max = int(max_users_table.set_index("context").loc[chosen_context, "max users"])
     mo.md(f"""
     **Your point** (red square): {chosen_users} users × {chosen_context:,} tokens need
-    {fmt_bytes(_need)} of cache; {fmt_bytes(budget)} is left, so it **{'fits' if _need <= budget else 'does not fit'}**.
+    {fmt_bytes(_need)} of cache; {fmt_bytes(int(budget))} is left, so it **{'fits' if _need <= budget else 'does not fit'}**.
     At {chosen_context:,} tokens this GPU holds at most **{_max:,} users**
-    (({gpu_bytes / GB:,.0f} − {mistral_weight_bytes / GB:,.2f} − {overhead_bytes / GB:,.1f}) GB ÷
+    (({gpu_bytes / GB:,.2f} − {mistral_weight_bytes / GB:,.2f} − {overhead_bytes / GB:,.2f}) GB ÷
     ({kv_token:,} B × {chosen_context:,})).
     """)
     return
 
 
 @app.cell
-def _(contexts, gpu_bytes, kv_token, mistral_weight_bytes, overhead_bytes):
+def _(contexts, gpu_bytes, gpu_name, kv_token, mistral_weight_bytes, overhead_bytes):
     max_users_table = pd.DataFrame([
         {"context": _c, "KV per user (GiB)": round(_c * kv_token / GiB, 3),
          "max users": memory.max_users(gpu_bytes, mistral_weight_bytes, overhead_bytes, kv_token, _c),
-         "source": f"computed from mistral-7b-v0.1 config.json, bf16; {gpu_bytes / 1e9:,.0f} GB GPU, "
-                   f"{overhead_bytes / 1e9:,.1f} GB overhead"}
+         "source": f"computed from mistral-7b-v0.1 config.json, bf16; {gpu_name}, "
+                   f"{overhead_bytes / 1e9:,.2f} GB overhead"}
         for _c in contexts])
     return (max_users_table,)
 
@@ -344,15 +362,22 @@ def _(kv_token, max_users_table):
 
 
 @app.cell(hide_code=True)
-def _(gpu_bytes, kv_token, max_users_table, overhead_bytes):
+def _(budget, gpu_name, kv_token, max_users_table, overhead_bytes):
     _u = max_users_table.set_index("context")["max users"]
-    mo.md(f"""
-    **What you should see.** The same on a CPU and on a GPU — this section is computed, not measured.
-    For the GPU chosen above ({gpu_bytes / GB:,.0f} GB, {overhead_bytes / GB:,.1f} GB overhead; by default 80 GB and
-    {memory.runtime_reserve_bytes(80 * GB) / GB:,.1f} GB) a ceiling of {_u[4096]:,} users at 4,096 tokens and {_u[16384]:,} at 16,384: each doubling of the
-    context halves the users, so the hatched region's edge runs diagonally. The talk's "80 users at 4k ≈
-    43 GB" is the cell at 80 users × 4k: {80 * 4096 * kv_token / GB:,.1f} GB.
-    """)
+    _tokens = int(budget // kv_token)
+    expected.should_see([
+        f"for the {gpu_name} with {overhead_bytes / GB:,.2f} GB overhead, a ceiling of {_u[4096]:,} users at 4,096 "
+        f"tokens and {_u[16384]:,} at 16,384 (computed: this section measures nothing)",
+        f"the {fmt_bytes(int(budget))} left hold {_tokens:,} tokens of cache in all, shared out: users × context stays within "
+        "them, so the hatched region's edge runs diagonally",
+        f"the talk's \"80 users at 4k ≈ 43 GB\" is the cell at 80 users × 4k: {80 * 4096 * kv_token / GB:,.1f} GB"], [
+        expected.gpu_memory_on_gpu(),
+        expected.computed(f"with vLLM's default reserve, Mistral 7B v0.1 in bf16 on an {expected.REFERENCE_GPU} at 4,096 tokens: "
+                          f"{expected.gpu_users(context=4096, overhead_bytes=memory.runtime_reserve_bytes(get_gpu(expected.REFERENCE_GPU).usable_memory_bytes)):,} users "
+                          f"by this equation; the capacity planner's max batch there (notebook 04): "
+                          f"{expected.gpu_plan(context=4096).max_batch:,}",
+                          "helpers.present.expected.gpu_users; helpers.present.expected.gpu_plan (helpers.capacity.plan)"),
+    ])
     return
 
 
@@ -362,7 +387,7 @@ def _():
     Context and users trade against each other one for one: halve the context, double the users.
     Only three things move the whole curve: a bigger GPU, smaller weights (notebook 05: quantization) or
     fewer bytes per token (notebook 06: GQA, MLA, sliding windows, a quantized cache). Notebook 01 ran this
-    experiment for real on the model loaded here, until the device ran out.
+    experiment on the model loaded here; on a GPU its sweep doubles the batch until the device runs out.
     """)
     return
 
@@ -380,12 +405,15 @@ def _():
     _l = memory.kv_cache_bytes("llama-3.1-8b", 131072, 1, "bf16")
     _m = memory.kv_cache_bytes("mistral-7b-v0.3", 32768, 1, "bf16")
     _lw = memory.weight_bytes("llama-3.1-8b", "bf16").bytes
-    _s = get_spec("llama-3.1-8b")
+    _s, _v3 = get_spec("llama-3.1-8b"), get_spec("mistral-7b-v0.3")
+    _same = memory.kv_bytes_per_token(_s, "bf16") == memory.kv_bytes_per_token(_v3, "bf16")
     notebook.exercise(1, """How big is one full-context conversation's cache for Llama 3.1 8B (128k tokens) and for
     Mistral 7B v0.3 (32k)? `python -m helpers kv --model llama-3.1-8b --tokens 131072`.""", f"""
     Llama 3.1 8B: **{fmt_bytes(_l)}** for one 131,072-token sequence — {_l / _lw:.2f}× its own bf16 weights
-    ({fmt_bytes(_lw)}). Mistral 7B v0.3 at 32,768 tokens: **{fmt_bytes(_m)}**. Both cache
-    {_s.num_kv_heads} KV heads × {_s.head_dim} × {_s.num_layers} layers, so the same bytes per token; only the context differs.""")
+    ({fmt_bytes(_lw)}). Mistral 7B v0.3 at 32,768 tokens: **{fmt_bytes(_m)}**. Llama caches {_s.num_kv_heads} KV heads ×
+    {_s.head_dim} × {_s.num_layers} layers, Mistral v0.3 {_v3.num_kv_heads} × {_v3.head_dim} × {_v3.num_layers}:
+    {f"the same {fmt_bytes(memory.kv_bytes_per_token(_s, 'bf16'))} per token, so only the context differs" if _same else
+     f"different bytes per token ({fmt_bytes(memory.kv_bytes_per_token(_s, 'bf16'))} and {fmt_bytes(memory.kv_bytes_per_token(_v3, 'bf16'))})"}.""")
     return
 
 
@@ -393,26 +421,33 @@ def _():
 def _(mistral):
     _kv = memory.kv_bytes_per_token(mistral, "bf16")
     _rows = {s: memory.weight_bytes(mistral, s).bytes for s in ("bf16", "int8", "nf4")}
-    _reserve = memory.runtime_reserve_bytes(80 * GB)
-    _users = {s: memory.max_users(80 * GB, w, _reserve, _kv, 8192) for s, w in _rows.items()}
-    notebook.exercise(2, f"""On an 80 GB GPU with vLLM's default reserve ({_reserve / GB:,.1f} GB, as above), how many
+    _h = get_gpu(expected.REFERENCE_GPU)
+    _mem = _h.usable_memory_bytes
+    _reserve = memory.runtime_reserve_bytes(_mem)
+    _users = {s: memory.max_users(_mem, w, _reserve, _kv, 8192) for s, w in _rows.items()}
+    _cache = verdicts.share(_users["bf16"] * 8192 * _kv, _mem, "the memory")
+    _weights = verdicts.share(_rows["bf16"], _mem, "the memory")
+    notebook.exercise(2, f"""On an {_h.name} ({_mem / GB:,.2f} GB as CUDA reports it, labelled {_h.memory_gb:g} GB) with vLLM's
+    default reserve ({_reserve / GB:,.2f} GB, as above), how many
     users of 8,192 tokens fit beside Mistral 7B's weights in bf16, in int8 and in nf4? Get the weight bytes with
     `python -m helpers weights --model mistral-7b-v0.1 --dtype int8`, then apply the equation.""", f"""
     bf16: {_rows["bf16"] / GB:,.2f} GB of weights, **{_users["bf16"]:,} users**; int8: {_rows["int8"] / GB:,.2f} GB,
     **{_users["int8"]:,} users**; nf4: {_rows["nf4"] / GB:,.2f} GB, **{_users["nf4"]:,} users**
     (`helpers.formulas.memory.max_users`). Quantizing the weights frees memory for the cache, but the cache per
-    user does not shrink: at long contexts the cache, not the weights, sets the limit — notebook 06 attacks it.""")
+    user does not shrink: at 8,192 tokens the bf16 users' cache takes {_cache.words}, the bf16 weights
+    {_weights.words} — notebook 06 shrinks the cache per token.""")
     return
 
 
 @app.cell(hide_code=True)
-def _():
+def _(cache_said, weights_said):
     mo.md(f"""
     ## Takeaways
 
     - GPU memory = weights (fixed) + overhead (about fixed) + KV cache (context × users × bytes per token).
-    - Weights and cache are exact formulas of the config: they match the loaded model and a real cache
-      to the byte, so they can be trusted for models you have not loaded.
+    - Weights and cache are formulas of the config. Here the loaded model's weights are {weights_said.words},
+      and a real cache is {cache_said.words}; formulas that pass such a check can be used for models you have
+      not loaded.
     - Users × context is a budget: halve one, double the other. To move the whole budget, shrink the
       weights (05), the bytes per token (06) or buy memory (04).
 

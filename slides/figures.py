@@ -84,7 +84,8 @@ def roofline():
 
 
 def quantization():
-    """Weight bytes under each scheme (helpers.formulas.memory.weight_bytes), against one 80 GB GPU."""
+    """Weight bytes under each scheme (helpers.formulas.memory.weight_bytes), against one H100's memory as CUDA
+    reports it (its 80 GB label beside it)."""
     from helpers.formulas.gpus import get_gpu
     from helpers.formulas.memory import weight_bytes
 
@@ -93,7 +94,8 @@ def quantization():
     fig, ax = plots.figure(width=7, height=4)
     ax.barh([b[0] for b in bars][::-1], [b[1] / GB for b in bars][::-1], color=COMPUTED)
     g = get_gpu(kf.GPU)
-    ax.axvline(g.memory_bytes / GB, color=LIMIT, ls="--", label=f"one {g.name}: {g.memory_bytes / GB:,.0f} GB")
+    ax.axvline(g.usable_memory_bytes / GB, color=LIMIT, ls="--",
+               label=f"one {g.name}: {g.usable_memory_bytes / GB:,.2f} GB as CUDA reports it (labelled {g.memory_gb:g} GB)")
     ax.set(xlabel="weights (GB, 10⁹ B), scales included", title="Weight bytes under quantization")
     ax.legend(fontsize=8)
     return plots.finish(fig, "computed: helpers.formulas.memory.weight_bytes (bitsandbytes int8/nf4 on nn.Linear; fp8 per "

@@ -94,14 +94,14 @@ def test_make_run_refuses_every_bad_variable_before_a_notebook_runs(capsys, monk
     from helpers import preflight
 
     notebooks = script("scripts/notebooks.py")
-    monkeypatch.setenv("WORKSHOP_GPU_GB", "3")
+    monkeypatch.setenv("WORKSHOP_OVERHEAD_PCT", "31")
     monkeypatch.setenv("WORKSHOP_CACHE", "/proc/nope")
     monkeypatch.setattr(notebooks, "_execute", lambda *a: pytest.fail("a notebook ran"))
     assert notebooks.run(["02"]) == 2
     err = capsys.readouterr().err.splitlines()
     assert err == [f"error: {p}" for p in preflight.setting_problems()] and len(err) == 2, err
     assert err[0].startswith("error: WORKSHOP_CACHE='/proc/nope' is not a folder")
-    assert err[1].startswith("error: WORKSHOP_GPU_GB='3' is not allowed; allowed: a whole number from 16 to 192")
+    assert err[1].startswith("error: WORKSHOP_OVERHEAD_PCT='31' is not allowed; allowed: a whole number from 0 to 30")
 
 
 @pytest.mark.parametrize("argv, needle", [

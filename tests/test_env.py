@@ -160,7 +160,8 @@ def test_every_notebook_control_reads_its_variable_within_the_controls_own_range
 
 
 @pytest.mark.parametrize("name, raw, allowed", [
-    ("WORKSHOP_GPU_GB", "-5", "a whole number from 16 to 192 in steps of 8"),
+    ("WORKSHOP_OVERHEAD_PCT", "-5", "a whole number from 0 to 30 in steps of 1"),
+    ("WORKSHOP_MEMORY_GPU", "H100", "T4, RTX 4090, L40S, A100 40GB, A100 80GB, H100 SXM, H200"),
     ("WORKSHOP_CONTEXT", "-1", "512, 1024, 2048, 4096, 8192, 16384, 32768"),
     ("WORKSHOP_CONTEXT", "1e30", "512, 1024, 2048, 4096, 8192, 16384, 32768"),
     ("WORKSHOP_SPEC_ALPHA", "1e30", "a number from 0.1 to 0.95"),

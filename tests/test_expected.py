@@ -75,9 +75,14 @@ def test_gpu_expectations_by_hand():
     # decode at 16,384 tokens of context: weights + one row + a cache capped at the window + the new token's K/V
     assert math.isclose(e["step_floor_s"][16384], (MISTRAL_STREAMED + ROW + 4096 * 131_072 + 131_072) / H100_BANDWIDTH,
                         rel_tol=1e-3)
-    # whole 80 GB beside the weights, 1,024-token sequences
-    assert e["users_fit"] == (80 * 10**9 - MISTRAL_BF16_BYTES) // (1024 * 131_072) == 488
-    assert e["users_oom_at"] == 512
+    # the whole memory the H100 reports to CUDA (79.11 GiB, labelled 80 GB) beside the weights, 1,024-token sequences
+    assert e["memory_bytes"] == 79.11 * 2**30 and e["memory_label_gb"] == 80
+    assert e["users_fit"] == int((79.11 * 2**30 - MISTRAL_BF16_BYTES) // (1024 * 131_072)) == 524
+    assert e["users_cache_oom_at"] == 1024        # the doubling sweep's first batch past the cache alone
+    # 512 sequences: weights + 512 × 1,024 × 131,072 B of cache + one MLP activation 512 × 1,024 × 14,336 × 2 B
+    need = MISTRAL_BF16_BYTES + 512 * 1024 * 131_072 + 512 * 1024 * 14_336 * 2
+    assert e["needs_at_oom"] == need > 79.11 * 2**30 and e["users_oom_at"] == 512
+    assert MISTRAL_BF16_BYTES + 256 * 1024 * (131_072 + 14_336 * 2) < 79.11 * 2**30     # 256 fits: 512 is the first
     assert e["batched_step_s"][1] < e["batched_step_s"][8] < e["batched_step_s"][64] < 2 * e["batched_step_s"][1]
 
 

@@ -166,3 +166,12 @@ def test_torch_dtype_is_the_inverse_of_torch_dtype_name():
     assert torch_dtype("bfloat16") is torch.bfloat16 and torch_dtype("FP16") is torch.float16
     with pytest.raises(ValueError, match="allowed: fp32, bf16, fp16"):
         torch_dtype("int8")
+
+
+def test_prefill_activation_is_the_mlp_intermediate():
+    # Mistral 7B v0.1: intermediate_size 14,336 (its config.json), bf16
+    assert memory.prefill_activation_bytes("mistral-7b-v0.1", 1024, 512, "bf16") == 512 * 1024 * 14_336 * 2
+    assert memory.prefill_activation_bytes("mistral-7b-v0.1", 1024, 512, "bf16") / 1e9 == pytest.approx(15.03, abs=0.01)
+    assert memory.prefill_activation_bytes("llama-3.1-8b", 10, 1, "fp32") == 10 * 14_336 * 4
+    with pytest.raises(ValueError, match="batch"):
+        memory.prefill_activation_bytes("mistral-7b-v0.1", 10, 0)

@@ -101,6 +101,51 @@ def test_report_error_column_has_no_colour_codes(tmp_path):
     assert notebooks.strip_ansi("\x1b[0;31mValueError\x1b[0m: boom\x1b[?25h") == "ValueError: boom"
 
 
+def test_findings_say_what_this_run_found(monkeypatch):
+    """The words of notebook 00's "What you should see", against the summary and checks they read: this machine's
+    real preflight, a refused profile, and a GPU host with the weights (a summary built by hand)."""
+    info, check, _ = verdicts(monkeypatch, {"WORKSHOP_PROFILE": "tiny"})
+    go = preflight.go_no_go(check.ok, info["versions"], info["device"]["kind"])
+    device, profile, model, ready, weights = preflight.findings(info, check, go)
+    assert device.words.startswith(f"device `{info['device']['kind']}` ({info['device']['name']})")
+    assert profile.words == f"profile `tiny`: {info['reason']}" and "WORKSHOP_PROFILE=tiny was set" in profile.words
+    assert model.words == f"the model check passed in {check.seconds:,.1f} s" and model.evidence["ok"] == 1.0
+    n_go = sum(r["verdict"] == "go" for r in go)
+    assert ready.words.startswith(f"{n_go} of {len(go)} notebooks go") and ready.evidence == {"go": n_go, "notebooks": len(go)}
+    assert ("no-go" in ready.words) == (n_go < len(go))
+    assert ("in the local cache" in weights.words) == info["weights"]["available"]
+
+    failed = preflight.ModelCheck(False, "auto", 0.01, "refused")
+    down = preflight.go_no_go(False, info["versions"], "cpu")
+    ready = preflight.findings(info, failed, down)[3]
+    stopped = [r["notebook"] for r in down if r["verdict"] == "no-go"]
+    assert ready.words == f"{len(down) - len(stopped)} of {len(down)} notebooks go; no-go: {', '.join(stopped)}"
+    assert preflight.findings(info, failed, down)[2].words == "the model check failed in 0.0 s"
+
+    gpu = {**info, "device": {**info["device"], "kind": "cuda", "name": "NVIDIA H100 80GB HBM3",
+                              "total_memory": int(79.11 * 2**30)},
+           "profile": "mistral-7b", "reason": "a CUDA GPU and Mistral 7B weights (hub cache) are available",
+           "weights": {"available": True, "where": "hub cache", "message": "found"}}
+    device, profile, _, _, weights = preflight.findings(gpu, check, go)
+    assert device.words == "device `cuda` (NVIDIA H100 80GB HBM3), 84,943,715,696 B = 79.11 GiB = 84.94 GB of memory"
+    assert profile.words.startswith("profile `mistral-7b`") and weights.words == "the Mistral 7B weights are in the local cache"
+
+
+def test_profile_refusal_is_what_the_preflight_lists(monkeypatch):
+    from helpers.measure.models import resolve_profile
+
+    refused = preflight.profile_refusal("mistral-70b")
+    assert refused.startswith("unknown WORKSHOP_PROFILE 'mistral-70b'; allowed: auto, tiny") and "Fix:" in refused
+    monkeypatch.setenv("WORKSHOP_PROFILE", "mistral-70b")
+    assert preflight.summary()["problems"] == [refused]                      # the exercise's command, word for word
+    with pytest.raises(ValueError) as err:
+        resolve_profile()
+    assert str(err.value) == refused
+    monkeypatch.setenv("WORKSHOP_PROFILE", "tiny")
+    assert preflight.profile_refusal("tiny") is None and preflight.profile_refusal("auto") is None
+    assert preflight.summary()["profile"] == "tiny"                           # the environment is left as it was
+
+
 # ----------------------------------------------------------------------------- the environment first (issue 33)
 
 def test_a_refused_variable_is_preflights_first_line_in_the_words_of_its_reader(monkeypatch):
@@ -120,9 +165,9 @@ def test_a_refused_variable_is_preflights_first_line_in_the_words_of_its_reader(
 
 
 @pytest.mark.parametrize("name, raw, needle", [
-    ("WORKSHOP_GPU_GB", "-5", "WORKSHOP_GPU_GB='-5' is not allowed; allowed: a whole number from 16 to 192 in steps "
-                              "of 8. Fix: set WORKSHOP_GPU_GB to an allowed value, or unset it for the default "
-                              "(notebook 02)"),
+    ("WORKSHOP_OVERHEAD_PCT", "-5", "WORKSHOP_OVERHEAD_PCT='-5' is not allowed; allowed: a whole number from 0 to 30 "
+                                    "in steps of 1. Fix: set WORKSHOP_OVERHEAD_PCT to an allowed value, or unset it for "
+                                    "the default (notebook 02)"),
     ("WORKSHOP_SPEC_ALPHA", "1e30", "WORKSHOP_SPEC_ALPHA='1e30' is not allowed; allowed: a number from 0.1 to 0.95"),
     ("WORKSHOP_MODEL_ID", "a b", "WORKSHOP_MODEL_ID='a b' is not allowed; allowed: a Hugging Face Hub id"),
     ("WORKSHOP_COMPILE", "maybe", "WORKSHOP_COMPILE='maybe' is not allowed"),
@@ -141,10 +186,10 @@ def test_every_kind_of_bad_variable_comes_first(monkeypatch, name, raw, needle):
 def test_without_the_notebooks_beside_it_no_control_is_called_unread(monkeypatch, tmp_path):
     """helpers installed from the repository without its notebooks (Colab's pip install): the controls'
     variables cannot be known, so a set one is not reported as read by nothing."""
-    monkeypatch.setenv("WORKSHOP_GPU_GB", "141")
+    monkeypatch.setenv("WORKSHOP_OVERHEAD_PCT", "31")
     assert preflight.setting_problems(tmp_path) == []
-    assert preflight.setting_problems() == ["WORKSHOP_GPU_GB='141' is not allowed; allowed: a whole number from 16 "
-                                            "to 192 in steps of 8. Fix: set WORKSHOP_GPU_GB to an allowed value, or "
+    assert preflight.setting_problems() == ["WORKSHOP_OVERHEAD_PCT='31' is not allowed; allowed: a whole number from 0 "
+                                            "to 30 in steps of 1. Fix: set WORKSHOP_OVERHEAD_PCT to an allowed value, or "
                                             "unset it for the default (notebook 02)"]
 
 
@@ -152,7 +197,8 @@ def test_preflight_finds_every_control_and_checks_all_but_those_computed_from_da
     found = {c.name: c for c in preflight.controls()}
     assert len(found) == 25
     assert {n for n, c in found.items() if not c.checkable} == {"WORKSHOP_QUANT_MODEL", "WORKSHOP_FLASH_GPU"}
-    assert found["WORKSHOP_GPU_GB"].allowed == range(16, 193, 8) and found["WORKSHOP_GPU_GB"].default == 80
+    assert found["WORKSHOP_OVERHEAD_PCT"].allowed == range(0, 31)
+    assert found["WORKSHOP_MEMORY_GPU"].default == "H100 SXM" and "H100 SXM" in found["WORKSHOP_MEMORY_GPU"].allowed
     assert (found["WORKSHOP_SPEC_ALPHA"].lo, found["WORKSHOP_SPEC_ALPHA"].hi) == (0.1, 0.95)
 
 

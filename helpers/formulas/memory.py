@@ -232,12 +232,25 @@ def max_users(gpu_memory: float, weight_bytes: float, overhead_bytes: float, kv_
               context: int) -> int:
     """Concurrent sequences of `context` tokens that fit: ⌊kv_budget_bytes / (KV per token × context)⌋.
 
-    Mistral 7B v0.1 in bf16 on an 80 GB GPU with the runtime's reserve (runtime_reserve_bytes:
-    8 GB + 1.5 GB) at 4,096 tokens: ⌊(80e9 − 14,483,464,192 − 9.5e9) / (131,072 × 4,096)⌋ = 104.
+    Mistral 7B v0.1 in bf16 on an H100 SXM (79.11 GiB as CUDA reports it, labelled 80 GB) with the
+    runtime's reserve (runtime_reserve_bytes: 0.1 × 84.94·10⁹ + 1.5·10⁹ B) at 4,096 tokens:
+    ⌊(84.94·10⁹ − 14,483,464,192 − 9.99·10⁹) / (131,072 × 4,096)⌋ = 112.
     """
     context = checks.count(context, "context")
     kv_per_token = checks.number(kv_per_token, "KV bytes per token", positive=True, unit="bytes")
     return int(kv_budget_bytes(gpu_memory, weight_bytes, overhead_bytes) // (kv_per_token * context))
+
+
+def prefill_activation_bytes(model: str | Path | dict | ModelSpec, tokens: int, batch: int = 1,
+                             dtype: str = "bf16") -> int:
+    """The largest single activation of a prefill over `batch` sequences of `tokens`: the MLP's intermediate,
+    batch × tokens × intermediate_size × bytes per element (the gate and the up projection each make one).
+    A lower bound on what a prefill needs beside the weights and the cache, which it holds while it runs.
+    Mistral 7B in bf16, 512 × 1,024 tokens: 512 × 1,024 × 14,336 × 2 B = 15.0·10⁹ B."""
+    spec = get_spec(model)
+    tokens, batch = checks.count(tokens, "tokens"), checks.count(batch, "batch")
+    width = spec.intermediate_size or spec.moe_intermediate_size or spec.hidden_size
+    return int(batch * tokens * width * DTYPE_BYTES[normalize_dtype(dtype, KV_DTYPES)])
 
 
 def context_users_grid(kv_per_token: float, contexts: Iterable[int], users: Iterable[int]) -> list[list[int]]:

@@ -45,6 +45,15 @@ def attention_share(model, tokens: int) -> float:
     return f["attention"] / sum(f.values())
 
 
+def attention_share_verdict(model, tokens: int):
+    """Attention's share of a prefill's FLOPs for a prompt of `tokens`, said by the share rule
+    (helpers.formulas.verdicts.share): '38 % of the prefill's FLOPs (less than half)'."""
+    from ..formulas.verdicts import share
+
+    f = flop_split(model, tokens)
+    return share(f["attention"], sum(f.values()), "the prefill's FLOPs")
+
+
 def attention_parity_tokens(model, limit: int | None = None) -> int | None:
     """The shortest prompt whose prefill spends as many FLOPs in attention as in the weight matmuls,
     or None when no prompt up to `limit` tokens (default 2²⁰, past any preset's context: the crossing
@@ -136,30 +145,71 @@ def gpu_sizes():
     return sweep_sizes("mistral-7b", "cuda")
 
 
+def gpu_users(model=REFERENCE_MODEL, gpu: str = REFERENCE_GPU, context: int = 1024, overhead_bytes: float = 0.0) -> int:
+    """Sequences of `context` tokens whose bf16 cache fits beside the bf16 weights in the memory the GPU reports
+    to CUDA (helpers.formulas.gpus: usable_memory_bytes; the label where no report was found), less
+    `overhead_bytes` (0: the whole memory, as a bare PyTorch sweep sees it; runtime_reserve_bytes(...) for
+    what a vLLM-like runtime plans with) — helpers.formulas.memory.max_users on that one memory basis."""
+    from ..formulas.gpus import get_gpu
+    from ..formulas.memory import kv_bytes_per_token, max_users, weight_bytes
+
+    spec = get_spec(model)
+    return max_users(get_gpu(gpu).usable_memory_bytes, weight_bytes(spec, "bf16").bytes, overhead_bytes,
+                     kv_bytes_per_token(spec, "bf16"), context)
+
+
 def gpu_expectations(model=REFERENCE_MODEL, gpu: str = REFERENCE_GPU, sizes=None) -> dict[str, Any]:
     """What a GPU run of notebook 01 should show, computed for its sweep sizes: the cache at the
-    longest sequence; floors it should come near but never beat — TTFT of one prompt alone (prefill)
-    and the decode step, at the shortest and longest lengths, and the step at batches 1, 8 and 64;
-    how many sequences of the users sweep's context fit in the whole memory, and so the first batch of
-    its doubling sweep that cannot."""
+    longest sequence; floors it cannot beat — TTFT of one prompt alone (prefill) and the decode step, at
+    the shortest and longest lengths (and every TTFT length), and the step at batches 1, 8 and 64; the
+    memory the GPU reports to CUDA (its label beside it), how many sequences of the users sweep's context
+    that memory holds beside the weights (cache only, gpu_users), and the first batch of the doubling sweep
+    whose weights + cache + its prefill's largest activation (helpers.formulas.memory.prefill_activation_bytes,
+    a lower bound) exceed that memory."""
     from ..formulas.gpus import get_gpu
-    from ..formulas.memory import kv_bytes_per_token, kv_cache_bytes, max_users, weight_bytes
+    from ..formulas.memory import kv_bytes_per_token, kv_cache_bytes, prefill_activation_bytes, weight_bytes
 
     spec, g = get_spec(model), get_gpu(gpu)
     sizes = sizes or gpu_sizes()
     w = weight_bytes(spec, "bf16").bytes
+    memory = g.usable_memory_bytes
     longest = sizes.memory_tokens[-1]
     ttft = (sizes.ttft_tokens[0], sizes.ttft_tokens[-1])
     itl = (sizes.itl_contexts[0], sizes.itl_contexts[-1])
-    users = max_users(g.memory_bytes, w, 0, kv_bytes_per_token(spec, "bf16"), sizes.users_context)
+    ctx = sizes.users_context
+    users = gpu_users(spec, g.name, ctx)
+
+    def needs(b: int) -> int:
+        return w + kv_cache_bytes(spec, ctx, b, "bf16") + prefill_activation_bytes(spec, ctx, b, "bf16")
+
+    oom_at = next((b for b in sizes.users_batches if needs(b) > memory), None)
     return {"model": spec.name, "gpu": g.name, "bandwidth": g.bandwidth, "peak_flops": g.peak_flops("bf16")[0],
-            "memory_bytes": g.memory_bytes, "weight_bytes": w, "window": spec.sliding_window, "kv_bytes_per_token": kv_bytes_per_token(spec, "bf16"),
+            "memory_bytes": memory, "memory_label_gb": g.memory_gb, "memory_reported_gib": g.memory_reported_gib,
+            "memory_source": g.memory_source,
+            "weight_bytes": w, "window": spec.sliding_window, "kv_bytes_per_token": kv_bytes_per_token(spec, "bf16"),
             "longest": longest, "cache_at_longest": kv_cache_bytes(spec, longest, 1, "bf16"),
             "ttft_floor_s": {n: gpu_plan(spec, g.name, context=n).prefill_floor_s for n in ttft},
+            "ttft_floors_s": {n: gpu_plan(spec, g.name, context=n).prefill_floor_s for n in sizes.ttft_tokens},
             "step_floor_s": {c: gpu_plan(spec, g.name, context=c).step_floor_s for c in itl},
             "batched_step_s": {b: gpu_plan(spec, g.name, context=1024, batch=b).step_floor_s for b in (1, 8, 64)},
-            "users_context": sizes.users_context, "users_fit": users,
-            "users_oom_at": next((b for b in sizes.users_batches if b > users), None)}
+            "users_context": ctx, "users_fit": users,
+            "users_cache_oom_at": next((b for b in sizes.users_batches if b > users), None),
+            "users_oom_at": oom_at, "needs_at_oom": needs(oom_at) if oom_at else None,
+            "activation_at_oom": prefill_activation_bytes(spec, ctx, oom_at, "bf16") if oom_at else None}
+
+
+def gpu_memory_on_gpu(gpu: str = REFERENCE_GPU) -> OnGpu:
+    """The one memory basis, said once for every notebook: what a GPU reports to CUDA (the figure the
+    preflight's table, the planner and notebooks 01, 02, 04 and 06 use), beside its label, cited from the
+    report in helpers/data/gpu_memory.csv."""
+    from ..formulas.gpus import get_gpu
+
+    g = get_gpu(gpu)
+    assert g.memory_reported_gib, f"{g.name} has no reported memory in gpu_memory.csv"
+    return OnGpu("cited", f"an {g.name} labelled {g.memory_gb:g} GB reports {g.memory_reported_gib:g} GiB = "
+                          f"{g.usable_memory_bytes / 1e9:,.2f}·10⁹ B to CUDA, {g.usable_memory_bytes / g.memory_bytes:,.3f}× "
+                          "the label's bytes: the memory the capacity planner and the notebooks plan with",
+                 f"helpers/data/gpu_memory.csv, from {g.memory_source}")
 
 
 @dataclass(frozen=True)

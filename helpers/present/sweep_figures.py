@@ -102,7 +102,7 @@ def ttft_figure(df, fit: GrowthFit | None, loaded, what: str = "time to first to
     plots.log_axis(ax, "y")
     ax.set_xlabel("prompt tokens")
     ax.set_ylabel("ms")
-    ax.set_title(f"{what[0].upper() + what[1:]} grows with the prompt")
+    ax.set_title(f"{what[0].upper() + what[1:]} against the prompt")
     ax.legend(fontsize=8)
     return plots.finish(fig, loaded)
 

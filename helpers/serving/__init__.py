@@ -21,5 +21,5 @@
 
 `from helpers import serving; serving.compare_serving(...)` reaches the naive baseline directly.
 """
-from .naive import (LatencyCost, Request, RequestTiming, ServeResult, ServingComparison, compare_serving,  # noqa: F401
-                    latency_cost, make_requests, serve_batched, serve_sequential)
+from .naive import (LatencyCost, Request, RequestTiming, ServeResult, ServingComparison, batching_verdicts,  # noqa: F401
+                    compare_serving, latency_cost, make_requests, serve_batched, serve_sequential)
