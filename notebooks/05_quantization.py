@@ -53,7 +53,7 @@ def _():
 
     | scheme | what bitsandbytes stores for each `nn.Linear` weight in the decoder blocks |
     | --- | --- |
-    | reference | bf16 on a GPU (fp32 on a CPU, where bf16 matmuls are slow) |
+    | reference | bf16 on a GPU (fp32 on a CPU: the tiny profiles' dtype there, `helpers.measure.models.default_dtype`) |
     | `int8` | LLM.int8(): 1 byte per weight + one fp32 scale per output row |
     | `nf4` | 4-bit NormalFloat: ½ byte per weight + one fp32 absmax per block of 64 |
     | `nf4-dq` | nf4 with *double quantization*: the absmax themselves stored in 8 bits |
@@ -74,8 +74,8 @@ def _():
 
 @app.cell(hide_code=True)
 def _(loaded):
-    _ref = ("fp32 — on a CPU bf16 matmuls are slow, so the reference (and what bitsandbytes leaves "
-            "unquantized) is fp32 here" if loaded.dtype == "fp32" else loaded.dtype)
+    _ref = ("fp32 — the dtype the tiny profiles run in on a CPU (`helpers.measure.models.default_dtype`), so the "
+            "reference (and what bitsandbytes leaves unquantized) is fp32 here" if loaded.dtype == "fp32" else loaded.dtype)
     compare_button = replay.run_button()
     mo.vstack([mo.md(f"""
     **Model:** {loaded.label}
@@ -577,7 +577,7 @@ def _(results, results_on):
     - Speed depends on the kernels and the device: measure on the hardware you will serve on. Here, the
       {_sp[0] if _sp else "reference alone ran"}.
     - Quality is an assumption to check, not a given: perplexity, KL against the unquantized model
-      and top-1 agreement on your own text are cheap first checks before a task benchmark.
+      and top-1 agreement on your own text are first checks before a task benchmark.
     - Post-training quantization (as here) needs no training and checks quality afterwards.
       Training with the quantization in the loop learns weights that survive the rounding: GPT-OSS
       was post-trained with its MoE weights already in MXFP4, and its published evaluations are of
