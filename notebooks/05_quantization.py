@@ -19,8 +19,8 @@ with app.setup:
 
     from helpers import capacity
     from helpers.present import expected, notebook, plots, quant_figures, replay
-    from helpers.formulas import memory, quantization, specs
-    from helpers.measure import local_models, models, quant
+    from helpers.formulas import memory, quantization, specs, verdicts
+    from helpers.measure import local_models, models, quality as quality_measures, quant
     from helpers.present.glossary import term
     from helpers.formulas.units import fmt_bytes
     from helpers.present import run_times
@@ -53,7 +53,7 @@ def _():
 
     | scheme | what bitsandbytes stores for each `nn.Linear` weight in the decoder blocks |
     | --- | --- |
-    | reference | bf16 on a GPU (fp32 on a CPU, where bf16 matmuls are slow) |
+    | reference | bf16 on a GPU (fp32 on a CPU: the tiny profiles' dtype there, `helpers.measure.models.default_dtype`) |
     | `int8` | LLM.int8(): 1 byte per weight + one fp32 scale per output row |
     | `nf4` | 4-bit NormalFloat: ½ byte per weight + one fp32 absmax per block of 64 |
     | `nf4-dq` | nf4 with *double quantization*: the absmax themselves stored in 8 bits |
@@ -74,8 +74,8 @@ def _():
 
 @app.cell(hide_code=True)
 def _(loaded):
-    _ref = ("fp32 — on a CPU bf16 matmuls are slow, so the reference (and what bitsandbytes leaves "
-            "unquantized) is fp32 here" if loaded.dtype == "fp32" else loaded.dtype)
+    _ref = ("fp32 — the dtype the tiny profiles run in on a CPU (`helpers.measure.models.default_dtype`), so the "
+            "reference (and what bitsandbytes leaves unquantized) is fp32 here" if loaded.dtype == "fp32" else loaded.dtype)
     compare_button = replay.run_button()
     mo.vstack([mo.md(f"""
     **Model:** {loaded.label}
@@ -126,14 +126,8 @@ def _(results, results_on, results_source):
 
 
 @app.cell(hide_code=True)
-def _(footprints):
-    _ok = footprints[footprints["exact"].notna()] if "exact" in footprints else pd.DataFrame()
-    mo.md(f"""
-    **What you should see.** `exact` true in every row ({int(_ok["exact"].sum()) if len(_ok) else 0} of {len(_ok)} here):
-    the measured bytes are the predicted bytes, metadata included. *Tiny model on a CPU*: the quantized
-    models shrink far less than "half" and "a quarter" — the reason is just below. *Mistral 7B on a GPU*:
-    the same equality, with savings close to the rule of thumb (the computed table below).
-    """)
+def _(results, results_on):
+    expected.should_see(quant.footprint_verdicts(results, results_on.spec), quant_figures.footprint_on_gpu())
     return
 
 
@@ -141,13 +135,15 @@ def _(footprints):
 def _(results_on):
     _tiny = quantization.embedding_share(results_on.spec)
     _m7 = quantization.embedding_share("mistral-7b-v0.1")
+    _m7_int8 = next(w for w in quantization.preset_footprints("mistral-7b-v0.1") if w.scheme == "int8")
     mo.md(f"""
-    **Why the saving is smaller than "int8 halves, nf4 quarters".** bitsandbytes quantizes the
-    `nn.Linear` layers of the decoder blocks only; the input embedding and the output head stay in
-    the reference dtype. In this model they are
-    **{_tiny.embedding_and_head:,} of {_tiny.params:,} parameters ({_tiny.share:.0%})**.
-    In Mistral 7B they are {_m7.embedding_and_head:,} of {_m7.params:,} ({_m7.share:.1%}),
-    so there the rule of thumb nearly holds — computed below from its config, at a bf16 base.
+    **What bitsandbytes leaves alone, and the rule of thumb "int8 halves, nf4 quarters".** The rule of thumb
+    counts every weight at the scheme's bits; bitsandbytes quantizes the `nn.Linear` layers of the decoder
+    blocks only, and the input embedding and the output head stay in the reference dtype. In this model
+    they are **{_tiny.embedding_and_head:,} of {_tiny.params:,} parameters:
+    {verdicts.share(_tiny.embedding_and_head, _tiny.params)}**. In Mistral 7B they are
+    {_m7.embedding_and_head:,} of {_m7.params:,}: {verdicts.share(_m7.embedding_and_head, _m7.params)}; there
+    {quantization.against_rule_of_thumb(_m7_int8.vs_first, "int8")} — computed below from its config, at a bf16 base.
     """)
     return
 
@@ -170,11 +166,14 @@ def _(footprint_model):
 
 @app.cell(hide_code=True)
 def _():
-    mo.md("""
-    Every preset, computed the same way. Mixture-of-experts models barely shrink: transformers 5
-    keeps their experts as fused 3-D tensors, and bitsandbytes replaces only `nn.Linear` layers —
-    so almost all of DeepSeek's and GPT-OSS's weights stay at 2 bytes. For those, the experts need a scheme of their
-    own, such as GPT-OSS's MXFP4 (last section).
+    _newline = chr(10)
+    mo.md(f"""
+    Every preset, computed the same way. transformers 5 keeps a mixture-of-experts model's experts as fused
+    3-D tensors, and bitsandbytes replaces only `nn.Linear` layers, so in the presets with experts:
+
+    {_newline.join(f"- {quantization.left_alone(m)};" for m in quantization.moe_presets())}
+
+    For those, the experts need a scheme of their own, such as GPT-OSS's MXFP4 (last section).
     """)
     return
 
@@ -216,9 +215,8 @@ def _():
     Greedy generation with a real KV cache, the same prompt from the evaluation text for every model.
     Prefill is the time to the first token; decode is one token per step, reported as tokens/s
     (1 / median step time). On a CPU the models take turns, round by round, so a busy machine slows
-    them all alike. bitsandbytes' CPU kernels are not its GPU kernels, and the tiny model is too small
-    for weight bandwidth to dominate — compare the schemes with each other on *this* device, not
-    with a GPU.
+    them all alike. bitsandbytes' CPU kernels are not its GPU kernels: compare the schemes with each
+    other on *this* device, not with a GPU.
     """)
     return
 
@@ -245,37 +243,20 @@ def _(results_source, speeds):
     return
 
 
-@app.cell
-def _(results_on, speeds):
-    _ref = speeds.iloc[0]
-    _q = speeds.iloc[1:]
-    _ratios = {r["scheme"]: _ref["decode (tokens/s)"] / r["decode (tokens/s)"] for _, r in _q.iterrows()}
-    _slower = {k: v for k, v in _ratios.items() if v > 1}
-    _cpu = results_on.device == "cpu"
-    if not _ratios:
-        _verdict = "Only the reference ran, so there is nothing to compare."
-    else:
-        _each = ", ".join(f"{k} {v:,.1f}× slower" if v > 1 else f"{k} {1 / v:,.1f}× faster" for k, v in _ratios.items())
-        _verdict = (f"against the reference, {_each}. "
-                    + ("Every quantized scheme is **slower**. " if len(_slower) == len(_ratios) else
-                       f"{len(_slower)} of {len(_ratios)} schemes are slower; on a busy machine noise can flip close cases. "
-                       if _slower else "No quantized scheme is slower here. "))
-    _why = ("""On a CPU that is expected. bitsandbytes' CPU path **dequantizes** each weight matrix back to
-    fp32 before its matmul: every step does the rounding's inverse on top of the same fp32 matmul, and
-    writes the full-size matrix it just rebuilt. Quantization can only speed up a step that is bound by
-    reading the weights, and only with a kernel that dequantizes on the fly in registers; a CPU running
-    the tiny model has neither — its step is mostly fixed overhead, not bytes."""
-            if _cpu else """On a GPU the picture depends on the kernel: a step bound by reading the weights speeds up
-    in proportion to the bytes *if* the kernel dequantizes in registers as it reads (Marlin, FP8 tensor
-    cores); bitsandbytes' int8 (LLM.int8()) splits every matmul around outlier features and is known to
-    decode slower than bf16 at batch 1, while its nf4 kernel gains less than the bytes promise.""")
-    mo.md(f"""
-    **What you should see.** *Tiny model on a CPU*: the quantized models decode slower than the fp32
-    reference. *Mistral 7B on a GPU*: every scheme above the floors computed below, int8 usually the
-    slowest (LLM.int8() splits each matmul around outlier features). **What you measured here:** {_verdict}
-
-    {_why}
-    """)
+@app.cell(hide_code=True)
+def _(compare_run, results, results_on):
+    _roof = quant_figures.datasheet_bandwidth(compare_run, results_on.device)
+    _here = (quant.speed_verdicts(results, results_on.spec, *(_roof or ()))
+             or ["only the reference ran, so there is nothing to compare"])
+    _why = ("""On a CPU, bitsandbytes' path **dequantizes** each weight matrix back to fp32 before its matmul:
+    every step does the rounding's inverse on top of the same fp32 matmul, and writes the full-size matrix
+    it just rebuilt. Quantization can only shorten a step that is bound by reading the weights, and only
+    with a kernel that dequantizes on the fly, in registers."""
+            if results_on.device == "cpu" else """On a GPU the outcome depends on the kernel: a step bound by
+    reading the weights shortens in proportion to the bytes *if* the kernel dequantizes in registers as it
+    reads (Marlin, FP8 tensor cores); bitsandbytes' int8 (LLM.int8()) splits every matmul around outlier
+    features, and its nf4 kernel dequantizes each block before it multiplies.""")
+    mo.vstack([expected.should_see(_here, quant_figures.speed_on_gpu()), mo.md(_why)])
     return
 
 
@@ -289,42 +270,43 @@ def _():
 
 @app.cell(hide_code=True)
 def _(quant_floors):
-    _f = {r.scheme: r.vs_bf16 for r in quant_floors}
+    _f = {r.scheme: r for r in quant_floors}
+    _vs = lambda s: verdicts.speed(_f[s].step_floor_ms, _f["bf16"].step_floor_ms, "shorter", "longer", "as long")  # noqa: E731
     mo.md(f"""
-    **What a GPU shows.** For Mistral 7B a decode step at batch 1 is {term("memory-bound")}, so its floor
-    falls with the weight bytes: fp8 and int8 could be {_f["fp8"]:,.1f}× faster than bf16, nf4
-    {_f["nf4"]:,.1f}× — *if* the kernel reads the packed weights at full bandwidth and dequantizes in
-    registers. Run this notebook on a GPU (`WORKSHOP_PROFILE=mistral-7b`, or `mistral-7b-random`
+    **On a GPU, computed.** For Mistral 7B a decode step at batch 1 is {term("memory-bound")} (notebook 03), so
+    its floor falls with the weight bytes: against bf16's, fp8's floor is {_vs("fp8")}, int8's {_vs("int8")},
+    nf4's {_vs("nf4")} — a kernel reaches them only if it reads the packed weights at full bandwidth and
+    dequantizes in registers. Run this notebook on a GPU (`WORKSHOP_PROFILE=mistral-7b`, or `mistral-7b-random`
     without a download) to see how close bitsandbytes gets; `make gpu-record` saves that run under
     `workshop/results/<gpu>/`. Serving engines use formats built for this:
 
     | format | what it stores | kernel in vLLM / SGLang | trades |
     | --- | --- | --- | --- |
-    | {term("AWQ")} (Lin et al. 2024) | 4-bit weights in groups of 128, one fp16 scale and zero point per group; salient channels scaled before rounding | Marlin (or AWQ's own GEMM) | a small calibration set; weight-only, activations stay 16-bit; large batches become compute-bound and gain little |
-    | {term("GPTQ")} + {term("Marlin")} (Frantar et al. 2023, 2024) | 4-bit (or 8-bit) weights per group, rounded column by column with error correction from calibration data | Marlin: dequantizes in registers, near the memory-bound floor up to batches of about 16–32 | calibration time and data; accuracy a little below AWQ's at 4 bits on some models; weight-only |
+    | {term("AWQ")} (Lin et al. 2024) | 4-bit weights in groups of 128, one fp16 scale and zero point per group; salient channels scaled before rounding | Marlin (or AWQ's own GEMM) | a small calibration set; weight-only, activations stay 16-bit; at large batches the step is compute-bound, and the bytes saved no longer set its time |
+    | {term("GPTQ")} + {term("Marlin")} (Frantar et al. 2023, 2024) | 4-bit (or 8-bit) weights per group, rounded column by column with error correction from calibration data | Marlin: dequantizes in registers as it reads the packed weights | calibration time and data; weight-only |
     | {term("FP8")} (E4M3) | 8-bit floats for weights and, optionally, activations, with per-tensor or per-channel scales | native FP8 tensor cores (Hopper, Ada, Blackwell) | halves weights *and* matmul cost, so prefill speeds up too; needs a GPU with FP8; twice the bytes of 4-bit |
 
-    bitsandbytes (this notebook) needs no calibration and quantizes while loading — convenient for
-    fitting a model into memory, not the fastest way to serve it. The planner prices fp8 with the GPU's
+    bitsandbytes (this notebook) needs no calibration and quantizes while loading: it is built for fitting a
+    model into memory, not for serving it at the memory floor. The planner prices fp8 with the GPU's
     FP8 peak (`python -m helpers capacity --model mistral-7b-v0.1 --gpu "H100 SXM" --dtype fp8`).
     """)
     return
 
 
 @app.cell(hide_code=True)
-def _(results_on):
+def _(results, results_on):
+    _ref = results[0].quality
+    _vocab = results_on.spec.vocab_size
+    _random = (f"""
+    **This model has random weights: its absolute figures mean nothing.** Its perplexity is
+    {verdicts.times_as(_ref["perplexity"], _vocab, f"the vocabulary's size ({_vocab:,}, what a uniform guess scores)")},
+    and its next-token distributions spread over the whole vocabulary, so the top-ranked token is decided by
+    margins that rounding can flip: a disagreement there says nothing about the scheme.""")
     _caveat = {
-        "tiny": """
-    **This model has random weights: its absolute figures mean nothing.** Its perplexity is about the
-    size of the vocabulary (a model that knows nothing), and its next-token distributions are nearly
-    flat, so the top-ranked token is decided by tiny margins that any rounding can flip — top-1
-    agreement is low for that reason, not because nf4 is broken. The same measures on the same
-    model *trained* (profile `tiny-trained`) follow the table.
+        "tiny": _random + """ The same measures on the same model *trained* (profile `tiny-trained`) follow
+    the table.
     """,
-        "mistral-7b-random": """
-    **This model has random weights: its absolute figures mean nothing.** Its perplexity is about the
-    size of the vocabulary, and its next-token distributions are nearly flat, so any rounding flips
-    the top-ranked token. What carries over to a trained model is the mechanism. Run with
+        "mistral-7b-random": _random + """ What carries over to a trained model is the mechanism. Run with
     `WORKSHOP_PROFILE=mistral-7b` for figures that mean something.
     """,
         "tiny-trained": """
@@ -333,8 +315,8 @@ def _(results_on):
     mean something for this text — a toy model, but one whose next-token distributions are peaked,
     so a flipped top token is a real change, not a tie broken by rounding.
     """,
-    }.get(results_on.profile, """
-    Trained weights: these figures mean what they say, for this text. A few thousand characters are
+    }.get(results_on.profile, f"""
+    Trained weights: these figures mean what they say, for this text. {_ref["positions"]:,} positions are
     a smoke test, not a benchmark — check a scheme on your own task before you ship it.
     """)
     _text = ("the opening of the last chapter of *Persuasion* (held out from the tiny model's training; "
@@ -358,7 +340,7 @@ def _(results_on):
 @app.cell
 def _(results, results_on):
     quality = pd.DataFrame(quant_figures.quality_rows(results, results_on.label))
-    quality
+    mo.vstack([quality, expected.should_see(quant.quality_verdicts(results))])
     return (quality,)
 
 
@@ -406,25 +388,23 @@ def _(pair_run):
 @app.cell
 def _(perplexities, training_log):
     if perplexities is None:
-        _md = ""
+        _out = mo.md("")
     else:
         _p = {p.profile: p.perplexity for p in perplexities}
         _log = training_log
-        _md = f"""
+        _random_v, _gain = quality_measures.trained_against_random(_p["tiny"], _p["tiny-trained"],
+                                                                   perplexities[-1].perplexity)
+        _out = mo.vstack([mo.md(f"""
     ### Random against trained, same architecture, same text
 
-    The random model's perplexity is **{_p["tiny"]:,.0f}**, of the order of the vocabulary
-    (a uniform guess scores exactly {perplexities[-1].perplexity:,.0f}); after
-    {_log["recipe"]["steps"]} steps on {_log["tokens_seen"]:,} tokens of *Persuasion*, the same model
-    scores **{_p["tiny-trained"]:,.1f}** on a chapter it never saw —
-    **{_p["tiny"] / _p["tiny-trained"]:,.0f}× lower**. A toy that has learned Austen's commonest words
-    and turns of phrase, not a language model you would use; but its next-token distributions are
-    peaked, and that is what makes the quantization figures below mean something.
-
-    **What you should see:** on a CPU, the trained model at least 20× lower than the random one
-    (a test pins it).
-    """
-    mo.md(_md)
+    The random model's perplexity is **{_p["tiny"]:,.0f}** (a uniform guess over the vocabulary scores
+    exactly {perplexities[-1].perplexity:,.0f}); after {_log["recipe"]["steps"]} steps on
+    {_log["tokens_seen"]:,} tokens of *Persuasion*, the same model scores **{_p["tiny-trained"]:,.1f}** on a
+    chapter it never saw. A toy that has learned Austen's commonest words and turns of phrase, not a
+    language model you would use; a model that has learned something ranks some tokens above the rest, and
+    that is what makes the quantization figures below mean something.
+    """), expected.should_see([_random_v, _gain])])
+    _out
     return
 
 
@@ -445,29 +425,21 @@ def _(pair, quality, results_on):
 
 @app.cell
 def _(quality, results_on, trained_quality):
-    _md = ""
+    _out = mo.md("")
     if trained_quality is not None:
         _q = trained_quality.set_index("scheme")
         if {"bitsandbytes int8", "bitsandbytes nf4"} <= set(_q.index):
-            _i8, _n4 = _q.loc["bitsandbytes int8"], _q.loc["bitsandbytes nf4"]
             _kl = "KL(ref ‖ q) mean (nats)"
-            _closer, _other = ("int8", "nf4") if _i8[_kl] < _n4[_kl] else ("nf4", "int8")
-            _ratio = max(_i8[_kl], _n4[_kl]) / min(_i8[_kl], _n4[_kl])
-            _random = ""
+            _here = [quant.closer({"int8": _q.loc["bitsandbytes int8", _kl], "nf4": _q.loc["bitsandbytes nf4", _kl]})]
             if results_on.profile == "tiny" and "bitsandbytes nf4" in set(quality["scheme"]):
-                _r = quality.set_index("scheme").loc["bitsandbytes nf4", "top-1 agreement"]
-                _random = (f" Here nf4's top-1 agreement is {_n4['top-1 agreement']:.1%} on the trained model "
-                           f"against {_r:.1%} on the random one.")
-            _md = f"""
-    **On the trained model** ({_q["measured on"].iloc[0]}): int8's mean KL is {_i8[_kl]:.2e} nats with
-    top-1 agreement {_i8["top-1 agreement"]:.1%}; nf4's {_n4[_kl]:.2e} nats with {_n4["top-1 agreement"]:.1%}.
-    **{_closer} stays closer to the reference — {_ratio:.1f}× smaller KL than {_other}.**
-
-    **What you should see:** int8 closer than nf4 (8 bits per weight against 4; a test pins it on
-    the trained tiny model), and a higher top-1 agreement than on random weights: a trained model's
-    top token usually leads by a margin that rounding does not overturn.{_random}
-    """
-    mo.md(_md)
+                _here.append(quant.flips_against(_q.loc["bitsandbytes nf4", "top-1 agreement"],
+                                                 quality.set_index("scheme").loc["bitsandbytes nf4", "top-1 agreement"],
+                                                 "nf4"))
+            _out = mo.vstack([mo.md(f"""
+    **On the trained model** ({_q["measured on"].iloc[0]}): int8 keeps 8 bits per weight and one scale per
+    row, nf4 4 bits and one scale per 64 weights; on a random model a flipped top token is a tie broken by
+    rounding, on a trained one it is a change of answer."""), expected.should_see(_here)])
+    _out
     return
 
 
@@ -506,9 +478,8 @@ def _(big_gpu):
     `gpu_memory_utilization` of {capacity.GPU_MEMORY_UTILIZATION} less
     {capacity.RUNTIME_OVERHEAD_BYTES / 1e9:.1f} GB), leaving {_mx.usable_bytes / 1e9:.2f} GB.
 
-    **Independent check:** the MXFP4 prediction is {_mx.weight_bytes:,} bytes; the checkpoint on
-    the Hub holds {_pub:,} bytes of tensors (`total_size` of its safetensors index) — a difference of
-    {_mx.weight_bytes - _pub:,} bytes ({abs(_mx.weight_bytes - _pub) / _pub:.2%}). They agree because the
+    **Independent check:** the MXFP4 prediction against the bytes of tensors the checkpoint on the Hub
+    holds (`total_size` of its safetensors index): {quantization.checkpoint_check(_mx.weight_bytes, _pub)}. The
     prediction counts what the checkpoint stores: the expert matrices as packed 4-bit blocks plus one
     scale byte per 32 values, the rest at 2 bytes.
 
@@ -588,27 +559,31 @@ def _():
 
 
 @app.cell(hide_code=True)
-def _():
+def _(results, results_on):
     _f = {w.scheme: w for w in quantization.preset_footprints("mistral-7b-v0.1")}
+    _fp = quant.footprint_verdicts(results, results_on.spec)
+    _sp = quant.speed_verdicts(results, results_on.spec)
+    _int8 = next((v for v in _fp if v.rule == "against_rule_of_thumb"), None)
     mo.md(f"""
     ## Takeaways
 
     - Quantization shrinks what it touches: on Mistral 7B, where the linear layers are
       {_f["int8"].quantized_share:.0%} of the parameters, int8 takes the weights to
-      {_f["int8"].vs_first:.0%} of bf16 and nf4 to {_f["nf4"].vs_first:.0%}, scales included
-      (double quantization trims the scales further). On a model dominated by its embeddings, it
-      saves little.
-    - Every byte is accounted for: measured equals predicted, metadata included — so the same
-      formula can be trusted for models you have not loaded.
-    - Speed depends on the kernels and the device: measure on the hardware you will serve on.
+      {_f["int8"].vs_first:.0%} of bf16 and nf4 to {_f["nf4"].vs_first:.0%}, scales included (double
+      quantization stores the scales in 8 bits: nf4-dq {_f["nf4-dq"].vs_first:.0%}). In this run's model,
+      {_fp[-1]}{f"; {_int8}" if _int8 else ""}.
+    - Measured against predicted, metadata included: {_fp[0]} — the formula that is checked here is the one
+      that prices models you have not loaded.
+    - Speed depends on the kernels and the device: measure on the hardware you will serve on. Here, the
+      {_sp[0] if _sp else "reference alone ran"}.
     - Quality is an assumption to check, not a given: perplexity, KL against the unquantized model
-      and top-1 agreement on your own text are cheap first checks before a task benchmark.
+      and top-1 agreement on your own text are first checks before a task benchmark.
     - Post-training quantization (as here) needs no training and checks quality afterwards.
       Training with the quantization in the loop learns weights that survive the rounding: GPT-OSS
       was post-trained with its MoE weights already in MXFP4, and its published evaluations are of
       that MXFP4 model (OpenAI's gpt-oss model card).
     - Serving engines quantize with kernels built for it — AWQ or GPTQ through Marlin, FP8 on tensor
-      cores — so the bytes saved become time saved.
+      cores — so that a memory-bound step's time can fall with its bytes.
 
     *This run took {notebook.elapsed(started)}.*
     """)

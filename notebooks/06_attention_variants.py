@@ -20,7 +20,8 @@ with app.setup:
     from helpers.formulas import attention, memory, specs
     from helpers import capacity
     from helpers.measure import kv_caches, mla
-    from helpers.present import attention_figures, notebook, plots, replay
+    from helpers.formulas import verdicts
+    from helpers.present import attention_figures, expected, notebook, plots, replay
     from helpers.present.glossary import term
     from helpers.formulas.units import fmt_bytes
     from helpers.present import run_times
@@ -47,7 +48,7 @@ def _():
 
     Every generated token reads the keys and values of every earlier token, so the
     {term("KV cache", "kv-cache")} grows
-    with context × users and often, not the weights, decides how many requests fit on a GPU. The
+    with context × users and, beside the weights, decides how many requests fit on a GPU. The
     attention variants differ in **what they cache per token per layer**:
 
     | variant | cached per token per layer | used by |
@@ -112,17 +113,16 @@ def _():
 def _():
     _m1, _go, _v3 = specs.get_spec("mistral-7b-v0.1"), specs.get_spec("gpt-oss-120b"), specs.get_spec("deepseek-v3")
     _full = _go.num_layers - _go.sliding_layers
-    _v3_vs_llama = ("less" if memory.kv_bytes_per_token(_v3, "bf16") < memory.kv_bytes_per_token("llama-3.1-8b", "bf16")
-                    else "more")
+    _v3_vs_llama = attention.cache_against(memory.kv_bytes_per_token(_v3, "bf16"),
+                                           memory.kv_bytes_per_token("llama-3.1-8b", "bf16"), "Llama 3.1 8B")
     mo.md(f"""
     Reading the plots: the GQA models grow linearly all the way; **Mistral 7B v0.1 flattens at
     {_m1.sliding_window:,} tokens** (its window is on every layer — v0.3 dropped it); **GPT-OSS-120B** grows at
     {_full}/{_go.num_layers} of its short-context rate past {_go.sliding_window:,} tokens, when its
     {_go.sliding_layers} sliding layers stop growing and only its {_full} full-attention layers keep going (on
-    the log–log plot, a line shifted down {_go.num_layers / _full:g}×); the **DeepSeek** models sit low for their
-    size because MLA caches a {memory.kv_elements_per_token_layer(_v3)}-wide latent per layer instead of
-    per-head K and V — DeepSeek V3, at {specs.param_count(_v3) / 1e9:,.0f} B parameters, caches {_v3_vs_llama} per token
-    than Llama 3.1 8B.
+    the log–log plot, a line shifted down {_go.num_layers / _full:g}×); MLA caches a
+    {memory.kv_elements_per_token_layer(_v3)}-wide latent per layer instead of per-head K and V, so
+    **DeepSeek V3**, at {specs.param_count(_v3) / 1e9:,.0f} B parameters, caches {_v3_vs_llama} per token.
     """)
     return
 
@@ -165,8 +165,8 @@ def _(kv_at_context, kv_context):
     mo.md(f"""
     At {int(kv_context.value):,} tokens **{_least['model']}** ({_least['attention']}) caches least,
     {_least[_col]:,.3f} GB; **{_most['model']}** ({_most['attention']}) most, {_most[_col]:,.2f} GB —
-    {_most[_col] / _least[_col]:,.0f}× as much for one sequence. Where the cache per sequence is small, the
-    memory left beside the weights holds many sequences; a model too big for one GPU holds none, whatever its cache.
+    {_most[_col] / _least[_col]:,.0f}× as much for one sequence. The memory left beside the weights holds
+    that memory ÷ the cache per sequence; a model too big for one GPU holds none, whatever its cache.
     """)
     return
 
@@ -179,7 +179,8 @@ def _():
 
     Three tiny Mistral models that differ **only** in their number of K/V heads — all 8 (MHA), 2 (GQA,
     the tiny profile's own), 1 (MQA) — built with random weights, loaded through `from_pretrained`,
-    and run forward with transformers' `DynamicCache`. The measured bytes are those of the cache's
+    and run forward with transformers' `DynamicCache`, on the CPU on any machine (a GPU would hold the same
+    bytes). The measured bytes are those of the cache's
     tensors; the formula is `helpers.formulas.memory.kv_cache_bytes` at fp32.
     """), kv_heads_button])
     return (kv_heads_button,)
@@ -204,12 +205,8 @@ def _(kv_heads_run):
 
 @app.cell(hide_code=True)
 def _(kv_heads):
-    _by = {r.kv_heads: r.measured_bytes for r in kv_heads if r.tokens == kv_heads[0].tokens}
-    mo.md(f"""
-    **What you should see** (the same on a CPU and a GPU: these toy models run on the CPU): `equal` true
-    in every row ({sum(r.equal for r in kv_heads)} of {len(kv_heads)} here), and the cache in proportion to the K/V
-    heads — MHA's {max(_by)} heads cache {max(_by.values()) // min(_by.values())}× MQA's one.
-    """)
+    # these toy models run on the CPU on any machine: a GPU shows the same bytes
+    expected.should_see(kv_caches.heads_verdicts(kv_heads))
     return
 
 
@@ -223,7 +220,7 @@ def _():
     token's own K and V are computed afresh in its forward pass and joined to those 15, so each
     query still attends to 16 tokens — the window is the attention span, and the cache between steps
     is one slot smaller. Mistral's paper describes a rolling buffer of W slots; the formula takes
-    either (`window_slots`), and the measurement matches window − 1 exactly.
+    either (`window_slots`).
     """)
     return
 
@@ -231,15 +228,17 @@ def _():
 @app.cell
 def _():
     sliding = kv_caches.measure_sliding(window=16, prompt=4, total=48)
-    plots.table(attention_figures.sliding_frame([sliding[i] for i in (0, 10, 11, 12, 13, 20, len(sliding) - 1)]),
-                "measured: tiny Mistral, sliding_window=16 (random weights) · fp32 · cpu; a few of the steps")
+    _shown = (0, 10, 11, 12, 13, 20, len(sliding) - 1)
+    plots.table(attention_figures.sliding_frame([sliding[i] for i in _shown]),
+                f"measured: tiny Mistral, sliding_window=16 (random weights) · fp32 · cpu; {len(_shown)} of its "
+                f"{len(sliding)} steps")
     return (sliding,)
 
 
 @app.cell
 def _(sliding):
     _fig = attention_figures.sliding_figure(sliding, "measured: tiny Mistral, sliding_window=16 (random weights) · fp32 · cpu")
-    _fig
+    mo.vstack([_fig, expected.should_see(kv_caches.sliding_verdicts(sliding))])
     return
 
 
@@ -265,8 +264,9 @@ def _():
 
 @app.cell
 def _():
-    plots.table(attention_figures.mla_checks_frame(mla.measure_mla()), "measured: helpers.measure.mla.TinyMLA (random weights) · fp32 · cpu")
-    return
+    mla_checks = mla.measure_mla()
+    plots.table(attention_figures.mla_checks_frame(mla_checks), "measured: helpers.measure.mla.TinyMLA (random weights) · fp32 · cpu")
+    return (mla_checks,)
 
 
 @app.cell(hide_code=True)
@@ -280,19 +280,15 @@ def _():
 
 @app.cell
 def _():
-    plots.table(attention_figures.cache_checks_frame(mla.measure_hf_mla()), "measured: transformers DeepseekV3ForCausalLM, toy config (random weights) · fp32 · cpu")
-    return
+    hf_mla_checks = mla.measure_hf_mla()
+    plots.table(attention_figures.cache_checks_frame(hf_mla_checks), "measured: transformers DeepseekV3ForCausalLM, toy config (random weights) · fp32 · cpu")
+    return (hf_mla_checks,)
 
 
 @app.cell(hide_code=True)
-def _():
-    mo.md("""
-    **What you should see** (on a CPU and a GPU alike): in both MLA tables the measured bytes equal the
-    formula for a latent-plus-rope-key cache in every row (`equal` true), and in the first table the
-    absorbed attention's output matches the expanded reference's: `max |cached − expanded| output` at
-    rounding level, many orders of magnitude below the output's own scale — while the expanded K/V
-    would take many times the latent's bytes.
-    """)
+def _(hf_mla_checks, mla_checks):
+    # these toys run on the CPU on any machine: a GPU shows the same bytes
+    expected.should_see(mla.mla_verdicts(mla_checks, hf_mla_checks))
     return
 
 
@@ -336,8 +332,8 @@ def _(baselines):
             _near = attention.nearest_baseline(_q, baselines)
             _lines.append(f"- **{_q}×** — no baseline computed from the configs gives it (within "
                           f"{attention.MATCH_TOLERANCE:.0%}); the nearest is {_near.baseline_over_mla:,.0f}× "
-                          f"({_near.baseline}, {'fair' if _near.fair else 'not fair'}). Ratios in the hundreds come "
-                          "only from counting every layer on one side and one layer on the other: do not quote it.")
+                          f"({_near.baseline}, counted {_near.counted}, {'fair' if _near.fair else 'not fair'}): "
+                          "do not quote it.")
         else:
             _lines.append(f"- **{_q}×** is {_m.baseline_over_mla:,.1f}×: against *{_m.baseline}*, counted {_m.counted} — "
                           + ("**fair**: the same model, only the attention differs." if _m.fair else
@@ -350,6 +346,10 @@ def _(baselines):
     _v3h = specs.get_spec("deepseek-v3")
     _hi = max(_fair, key=lambda r: r.baseline_over_mla)
     _lo = min(_fair, key=lambda r: r.baseline_over_mla)
+    _groups = attention.mla_equivalent_gqa_groups("deepseek-v3")
+    _gqa8 = 8 / _groups          # GQA-8's cache ÷ MLA's, from the paper's equivalence
+    _agrees = ("agrees with the second" if abs(_gqa8 - _lo.baseline_over_mla) <= 1e-9 * _gqa8 else
+               f"gives {_gqa8:,.2f}× against GQA-8, not the {_lo.baseline_over_mla:,.2f}× above")
     _newline = chr(10)
     mo.md(f"""
     The talk quoted three savings. Each one, matched by rule to the baseline that gives it:
@@ -358,11 +358,10 @@ def _(baselines):
 
     **Which to quote.** {len(_fair)} rows are fair — the same model, counted the same way, with the heads it
     would have — and they answer two questions: against the MHA DeepSeek would otherwise have trained,
-    MLA caches **{_hi.baseline_over_mla:,.0f}× less** ({_hi.baseline}, the DeepSeek-V2 paper's baseline);
-    against the GQA most models use today, **{_lo.baseline_over_mla:,.1f}× less** ({_lo.baseline}). The
-    paper's own summary agrees with the second: MLA's cache equals GQA with only
-    {attention.mla_equivalent_gqa_groups("deepseek-v3")} groups of
-    {_v3h.v_head_dim or _v3h.qk_nope_head_dim}-dim heads. Every other row compares
+    **{attention.mla_saving(_hi)}** (the DeepSeek-V2 paper's baseline); against the GQA most models use
+    today, **{attention.mla_saving(_lo)}**. The paper's own summary {_agrees}: MLA's cache equals GQA with
+    {_groups:g} groups of {_v3h.v_head_dim or _v3h.qk_nope_head_dim}-dim heads, and 8 ÷ {_groups:g} =
+    {_gqa8:,.2f}. Every other row compares
     different models, one layer with a whole model, or widens MHA's keys with MLA's own rope part.
 
     The same figures from the command line, for any preset or `config.json`, any context — MLA and
@@ -401,14 +400,12 @@ def _(scorecard):
     _w = specs.get_spec("mistral-7b-v0.1").sliding_window
     _lo, _hi = _s.mla_cache_share
     _lost = "; ".join(f"behind on {m} at the {where}" for m, where in _s.mla_lost) or "behind on none"
+    _v = attention.scorecard_verdicts(scorecard.to_dict("records"))
     mo.md(f"""
-    What the rows say: an **uptrained** GQA-8 model keeps nearly all of MHA's quality at close to
-    MQA's speed (GQA paper, T5-XXL); trained from scratch at 7B, DeepSeek found MHA clearly ahead of
-    GQA and MQA on hard benchmarks — and MLA ahead of MHA in {_s.mla_won} of the {_s.mla_comparisons}
-    comparisons listed ({_lost}) with {100 * _lo:.0f}–{100 * _hi:.0f} % of its cache. Mistral
-    reports its {_w:,}-token window cuts the cache {_s.window_cache_smaller:g}× at
-    {_s.window_at_tokens // 1024}k tokens without hurting quality, and gives no side-by-side score.
-
+    What the rows say, from their own numbers: {"; ".join(map(str, _v))}; and MLA scored above MHA in
+    {_s.mla_won} of the {_s.mla_comparisons} comparisons listed ({_lost}) with {100 * _lo:.0f}–{100 * _hi:.0f} % of
+    its cache. Mistral reports that its {_w:,}-token window cuts the cache {_s.window_cache_smaller:g}× at
+    {_s.window_at_tokens // 1024}k tokens "without impacting the model quality", and gives no side-by-side score.
     """)
     return
 
@@ -432,7 +429,7 @@ def _():
     DeepSeek V3 ({_pc("deepseek-v3") / 1e9:,.0f} B parameters, MLA): **{fmt_bytes(_d)}**; Llama 3.1 8B (GQA): **{fmt_bytes(_l)}**;
     GPT-OSS-120B (GQA, {_gs("gpt-oss-120b").sliding_layers} of {_gs("gpt-oss-120b").num_layers} layers sliding over
     {_gs("gpt-oss-120b").sliding_window} tokens): **{fmt_bytes(_g)}**. The largest model caches
-    {"less" if _d < _l else "more"} than the 8B one: MLA's latent replaces per-head keys and values, and GPT-OSS's sliding
+    {attention.cache_against(_d, _l, "the 8B one")}: MLA's latent replaces per-head keys and values, and GPT-OSS's sliding
     layers stop growing at their window, so only its full-attention layers pay for the context.""")
     return
 
@@ -449,24 +446,27 @@ def _():
     `helpers.formulas.attention.mla_baselines("deepseek-v2-lite")`. Is MLA's saving against MHA of the same
     model larger or smaller than V3's, and why?""", f"""
     Against MHA of the same model: **{_same:,.1f}×** (V3: {_same3:,.1f}×); against GQA-8 of the same model:
-    **{_gqa:,.1f}×**. {"Smaller" if _same < _same3 else "Larger" if _same > _same3 else "The same as"}{" than" if _same != _same3 else ""}
-    V3's, because the saving against MHA is 2 × heads × head_dim ÷ (latent + rope key): the latent is
+    **{_gqa:,.1f}×**: V2 Lite's saving is {verdicts.times_as(_same, _same3, "V3's")}, because the saving against MHA
+    is 2 × heads × head_dim ÷ (latent + rope key): the latent is
     {_v2.kv_lora_rank} + {_v2.qk_rope_head_dim} in V2 Lite and {_v3.kv_lora_rank} + {_v3.qk_rope_head_dim} in V3, and
-    V2 Lite has {_v2.num_heads} heads to replace where V3 has {_v3.num_heads}. MLA pays off most on the model
-    with {"more" if (_same3 > _same) == (_v3.num_heads > _v2.num_heads) else "fewer"} heads.""")
+    V2 Lite has {_v2.num_heads} heads to replace where V3 has {_v3.num_heads}: with the same latent, the
+    saving scales with the heads ({_v3.num_heads} ÷ {_v2.num_heads} = {_v3.num_heads / _v2.num_heads:g}, and
+    {_same3:,.1f} ÷ {_same:,.1f} = {_same3 / _same:,.2f}).""")
     return
 
 
 @app.cell(hide_code=True)
-def _():
+def _(hf_mla_checks, kv_heads, mla_checks, sliding):
+    _all = verdicts.byte_for_byte([r.equal for r in [*kv_heads, *sliding, *mla_checks, *hf_mla_checks]],
+                                  "the formula", "measured cache")
     mo.md(f"""
     ## Takeaways
 
-    - The KV cache per token is a formula of the config — layers, K/V heads, head size, bytes — and
-      the formula matches real caches to the byte, for every variant.
+    - The KV cache per token is a formula of the config — layers, K/V heads, head size, bytes. Against
+      this run's real caches (MHA, GQA, MQA, a sliding window, MLA twice) it is {_all}.
     - GQA and MQA cut the cache by sharing heads; MLA by compressing; a sliding window by forgetting.
-      Each trades something: quality (MQA), compute at attention time (MLA's up-projections, mostly
-      absorbed), or long-range recall within a layer (sliding windows).
+      Each trades something: quality (MQA), compute at attention time (MLA's up-projections; the key's is
+      absorbed into the query), or long-range recall within a layer (sliding windows).
     - A ratio is only as honest as its baseline: name it, and compare the same model counted the same
       way on both sides.
 

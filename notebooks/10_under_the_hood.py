@@ -19,10 +19,11 @@ with app.setup:
     import pandas as pd
     import torch
 
-    from helpers.formulas import compute_share, flash, state_space
+    from helpers.formulas import compute_share, flash, state_space, verdicts
+    from helpers.formulas.gpus import get_gpu
     from helpers.measure import attention_kernels, forward_parts, hierarchy, models, state_space_toys
-    from helpers.present import (compute_share_figures, flash_figures, hierarchy_figures, notebook, plots, replay,
-                                 state_space_figures)
+    from helpers.present import (compute_share_figures, expected, flash_figures, hierarchy_figures, notebook, plots,
+                                 replay, state_space_figures)
     from helpers.present.glossary import term
     from helpers.present import run_times
 
@@ -98,16 +99,16 @@ def _(loaded):
 @app.cell(hide_code=True)
 def _(loaded, mistral_now):
     _decode_4k = next(r.terms.layer_share for r in mistral_now if r.phase == "decode" and r.tokens == 4096)
-    _tiny = compute_share.layer_share(loaded.spec, 1, 0)
+    _terms = compute_share.flop_terms(loaded.spec, 1, 0)
     _x_pre = compute_share.attention_crossover("mistral-7b-v0.3", "prefill")
     _x_dec = compute_share.attention_crossover("mistral-7b-v0.3", "decode")
     _v01 = compute_share.attention_crossover("mistral-7b-v0.1", "prefill")
-    _holds = lambda s: "holds" if s >= compute_share.TALK_LAYER_SHARE else "does not hold"  # noqa: E731
+    _sp = loaded.spec
     mo.md(f"""
-    **The talk's 95 %**: for one Mistral 7B decode step at 4,096 tokens the layers take
-    **{_decode_4k:.1%}** of the FLOPs — the claim {_holds(_decode_4k)}; the head (4,096 × 32,000 weights) is the rest.
-    For **{loaded.spec.name}** (one decode step) the layers take **{_tiny:.1%}** — the claim {_holds(_tiny)}:
-    a 256-wide model with a 32,000-word vocabulary spends most of its arithmetic in the head.
+    **The talk's 95 %**: {compute_share.against_talk(_decode_4k, "one Mistral 7B decode step at 4,096 tokens")}; the
+    head (4,096 × 32,000 weights) is the rest. The same count: {compute_share.against_talk(_terms.layer_share, f"**{_sp.name}** (one decode step)")}:
+    a {_sp.hidden_size:,}-wide model with a {_sp.vocab_size:,}-word vocabulary spends
+    {verdicts.share(_terms.head, _terms.total, "its arithmetic")} in the head.
 
     **Long contexts**: attention over the context grows with every token while the linear layers do not.
     Without a window (Mistral 7B v0.3) it costs as much as all linear layers together from a
@@ -136,7 +137,7 @@ def staircase_measured() -> dict:
     """This machine's data caches (as the operating system reports them) and the read bandwidth of one core
     against the working set (hierarchy.staircase): a recording carries the caches of the machine it ran on."""
     caches = hierarchy.data_caches()
-    stairs = hierarchy.staircase(hierarchy.working_set_sizes(per_octave=1), repeats=3, bytes_per_sample=64 * 2**20,
+    stairs = hierarchy.staircase(hierarchy.staircase_sizes(caches), repeats=3, bytes_per_sample=64 * 2**20,
                                  levels=caches)
     return {"caches": caches, "stairs": stairs}
 
@@ -185,30 +186,33 @@ def _(part_tokens, parts_source, parts_table):
 
 @app.cell(hide_code=True)
 def _(parts, parts_on):
-    _d = parts["decode"]
-    mo.md(f"""
-    **Here** (measured): the head took {_d.time.head:.0%} of a decode step's time against
-    {_d.flops.head:.0%} of its FLOPs, and everything that is not a matmul — tokenizer, norms,
-    rotary embeddings, masks, Python between kernels — took **{_d.time.everything_else:.0%}** of the step.
-
-    **What you should see.** *On a CPU with the tiny model:* the head dominates the FLOPs of a decode
-    step (about 70 %), and "everything else" is a large share of the time — each operation is tiny, so
-    the fixed cost per operation (dispatch, Python) weighs as much as the arithmetic. *On a GPU with
-    Mistral 7B:* the layers take about 98 % of the FLOPs and most of the time; the head about 2 %; at
-    batch 1 a decode step's time follows bytes read rather than FLOPs (notebook 03), so the attention and
-    MLP time shares track their weight bytes. {"(This run is on a GPU.)" if parts_on.device.startswith("cuda") else "(This run is on a CPU.)"}
-    """)
+    _here = [v for _phase in ("decode", "prefill") for v in forward_parts.parts_verdicts(parts[_phase])]
+    _m = compute_share.flop_terms("mistral-7b-v0.1", 1, 2048)
+    _b = compute_share.byte_terms("mistral-7b-v0.1", 2048)
+    _gpu = [expected.computed(
+        f"one Mistral 7B v0.1 decode step at 2,048 tokens: the layers take {_m.layer_share:.1%} of the FLOPs, the "
+        f"head {_m.head / _m.total:.1%}; of the {_b.total / 1e9:,.1f} GB it reads (bf16), attention's weights and KV "
+        f"cache are {_b.attention / _b.total:.0%}, the MLP's {_b.mlp / _b.total:.0%}, the head's {_b.head / _b.total:.0%} "
+        "— the shares its time would take where reading them bounds it (batch 1: notebook 03)",
+        "helpers.formulas.compute_share.flop_terms and byte_terms (helpers.formulas.stepcost)")]
+    mo.vstack([mo.md(f"""
+    Each operation of a forward pass pays a fixed cost (dispatch, Python) besides its arithmetic and its
+    bytes; where the operations are small, that cost is a share of the time the FLOPs do not show.
+    This run is on {"a GPU" if parts_on.device.startswith("cuda") else "a CPU"}.
+    """), expected.should_see(_here, _gpu)])
     return
 
 
 @app.cell(hide_code=True)
 def _():
-    mo.md("""
+    _h = next(g for g in hierarchy.gpu_hierarchy() if g.gpu == "H100 SXM")
+    mo.md(f"""
     ## 2 · The memory hierarchy
 
-    Every processor keeps a little memory very close to its arithmetic and a lot of memory far away. On
-    a GPU: **HBM** (tens of GB, a few TB/s) and, in each streaming multiprocessor (SM), **shared memory**
-    / L1 (a few hundred KiB, tens of TB/s for the whole chip). Decode streams the weights and the cache
+    Every processor keeps a small memory next to its arithmetic and a large one further away. On a GPU:
+    **HBM** (an H100 SXM: {_h.hbm_bytes / 1e9:,.0f} GB on its label, at {_h.hbm_bandwidth / 1e12:,.2f} TB/s) and, in each
+    streaming multiprocessor (SM), **shared memory** / L1 (the H100's: {_h.smem_per_sm_bytes // 1024} KiB per SM,
+    {_h.onchip_bandwidth / 1e12:,.0f} TB/s for the whole chip). Decode streams the weights and the cache
     from HBM every step, so HBM bandwidth sets its ceiling (notebook 03); a kernel that reuses data from
     shared memory escapes that ceiling. The catalog's GPUs, every figure with its source
     (`helpers/data/gpu_onchip.csv`; empty where no source was found):
@@ -229,9 +233,10 @@ def _(gpu_levels):
     _h = next(g for g in gpu_levels if g.gpu == "H100 SXM")
     mo.md(f"""
     On an H100 SXM the shared memory of all {_h.sms} SMs together is **{_h.smem_total_bytes / 2**20:.1f} MiB**
-    — HBM is **{_h.hbm_over_onchip_size:,.0f}×** larger — and it streams **{_h.onchip_over_hbm_bandwidth:.1f}×** faster
-    (31 TB/s against 3.35 TB/s, FlashAttention-3's Table 1). Small and fast against large and slow: an
-    algorithm that keeps its working set on chip can run far above the HBM roof.
+    — HBM holds **{verdicts.times_as(_h.hbm_bytes, _h.smem_total_bytes, "that")}** — and it streams at
+    **{verdicts.times_as(_h.onchip_bandwidth, _h.hbm_bandwidth, "HBM's bandwidth")}** ({_h.onchip_bandwidth / 1e12:,.0f} TB/s
+    against {_h.hbm_bandwidth / 1e12:,.2f} TB/s, FlashAttention-3's Table 1). An algorithm that keeps its working
+    set on chip is bounded by the on-chip bandwidth, not by HBM's.
 
     Sources: {"; ".join(sorted({g.bandwidth_source for g in gpu_levels} - {"none published"}))}.
     """)
@@ -241,12 +246,17 @@ def _(gpu_levels):
 @app.cell(hide_code=True)
 def _():
     stairs_button = replay.run_button()
-    mo.vstack([mo.md("""
+    mo.vstack([mo.md(f"""
     ### The same staircase, measured on this machine's CPU
 
     A CPU has the same structure: L1, L2 and L3 caches on the chip, DRAM off it. The cache sizes come
     from the operating system; the bandwidth is measured by re-reading a buffer of growing size (one
-    core, best of repeats): while the buffer fits a cache level, every pass reads from that level.
+    core, best of repeats), up to {hierarchy.PAST_LAST_CACHE}× the last-level cache (at most
+    {hierarchy.SHARE_OF_FREE:.0%} of the memory free): while the buffer fits a cache level, every pass reads
+    from that level. The levels below are found on the measured curve — a step wherever the bandwidth falls
+    by more than {verdicts.CHANGE_MARGIN:.0%} from one size to the next — and
+    then held against the sizes the system reports. On a GPU machine this section measures the host CPU; the
+    GPU's own levels are the datasheet figures above.
     """), stairs_button])
     return (stairs_button,)
 
@@ -276,27 +286,20 @@ def _(caches, loaded, stairs_run):
 
 
 @app.cell
-def _(stairs):
-    steps = hierarchy.plateaus(stairs)
-    hierarchy_figures.plateaus_frame(steps).style.format(precision=1).set_caption("measured: median read bandwidth per level, one CPU core")
+def _(caches, stairs):
+    steps, _ = hierarchy.levels_found(stairs, caches)
+    hierarchy_figures.levels_frame(steps).style.format(precision=1).set_caption(
+        "measured: the levels found on the curve, median read bandwidth, one CPU core")
     return (steps,)
 
 
 @app.cell(hide_code=True)
-def _(steps):
-    _fast = steps[0]
-    _dram = [p for p in steps if p.level == "DRAM"]
-    mo.md(f"""
-    Data re-read from **{_fast.level}** came back at **{_fast.median_bandwidth / 1e9:,.0f} GB/s**
-    {f"— {_fast.over_dram:.0f}× the DRAM rate of {_dram[0].median_bandwidth / 1e9:,.1f} GB/s" if _dram else ""}.
-    That ratio is why tiling pays: a computation that loads a tile once and reuses it from the fast
-    level runs at the fast level's speed.
-
-    **What you should see.** *On any CPU:* a staircase — highest while the buffer fits L1, a step down at
-    each cache size, lowest in DRAM; several times between the top and the bottom. Timings are noisy when
-    other programs share the machine (a shared L3 looks smaller). *On a GPU machine:* this section still
-    measures the host CPU; the GPU's own levels are in the table above (datasheet figures).
-    """)
+def _(caches, stairs):
+    mo.vstack([expected.should_see(hierarchy.staircase_verdicts(stairs, caches)), mo.md("""
+    The first level's rate over the last one's is why tiling pays: a computation that loads a tile once and
+    reuses it from a fast level runs at that level's speed. Timings move when other programs share the
+    machine (a shared L3 serves them too).
+    """)])
     return
 
 
@@ -333,7 +336,11 @@ def _():
         _rows.append({"tokens": _n, "causal": _causal, "blocks": "64 × 64",
                       "max |tiled − SDPA|": float((attention_kernels.tiled_attention(_q, _k, _v, _causal) - _ref).abs().max())})
     equal = pd.DataFrame(_rows)
-    equal.style.format({"max |tiled − SDPA|": "{:.1e}"}).set_caption("measured: fp32 · cpu, 8 heads × 32 dims, random inputs")
+    mo.vstack([equal.style.format({"max |tiled − SDPA|": "{:.1e}"}).set_caption(
+        "measured: fp32 · cpu, 8 heads × 32 dims, random inputs"),
+        mo.md(f"Against PyTorch's `scaled_dot_product_attention`: "
+              f"{attention_kernels.equality_verdict(equal['max |tiled − SDPA|'])} (`tests/test_flash.py` checks "
+              "more shapes, causal and not, GQA and bf16).")])
     return
 
 
@@ -344,9 +351,6 @@ def _(gpu_levels):
     hbm_head_dim = mo.ui.dropdown(options=["64", "128", "256"], value=str(notebook.env_default(
         "WORKSHOP_FLASH_HEAD_DIM", 128, [64, 128, 256])), label="head size d")
     mo.vstack([mo.md("""
-    Equal to PyTorch's `scaled_dot_product_attention` to float rounding (about 10⁻⁷ in fp32;
-    `tests/test_flash.py` checks several shapes, causal and not, GQA and bf16).
-
     ### The bytes each moves to and from HBM
 
     Counted for one layer of Mistral 7B's width (4,096 = heads × head size; bf16, causal), with the block size
@@ -382,7 +386,8 @@ def _(block_c, block_r, hbm, hbm_d, hbm_gpu, hbm_smem):
     mo.md(f"""
     At **{_last.tokens:,} tokens** the standard algorithm moves **{_last.standard_bytes / 1e9:,.0f} GB** per
     layer to and from HBM and must hold an N×N matrix of **{_last.nxn_bytes / 1e9:,.0f} GB**;
-    the tiled one moves at most **{_last.tiled_bytes / 1e9:,.1f} GB** ({_last.standard_over_tiled:.1f}× less) and holds
+    the tiled one moves at most **{_last.tiled_bytes / 1e9:,.1f} GB**
+    ({verdicts.speed(_last.tiled_bytes, _last.standard_bytes, "less", "more", "as much")}) and holds
     no N×N matrix at all. Both grow as N²: the standard moves 4·N² elements of S and P per head, the tiled one
     reads K and V once per query block, about d·N²/B_r elements causal (half of 2·d·N²/B_r: each block visits only
     the keys before it). So the ratio tends to **4·B_r/d = 4 × {block_r} / {hbm_d} = {_limit:g}×** — not to the
@@ -449,24 +454,19 @@ def _(attn_times, timing_shape):
 
 @app.cell(hide_code=True)
 def _(attn_times):
-    _ok = attn_times[~attn_times["oom"]]
-    _oom = attn_times.attrs.get("oom_at")
-    _first, _last = _ok.iloc[0], _ok.iloc[-1]
-    _trend = ("grew" if _last["naive_over_sdpa"] > _first["naive_over_sdpa"] else "did not grow")
     _mistral = flash.AttentionShape(batch=1, heads=32, head_dim=128, dtype="bf16")
-    _nxn_32k = 2 * flash.hbm_bytes_table(_mistral, [32768], 128, 128)[0].nxn_bytes
-    mo.md(f"""
-    At {int(_last['tokens']):,} tokens the fused kernel took **{_last['sdpa_s'] * 1e3:,.2f} ms** against
-    **{_last['naive_s'] * 1e3:,.2f} ms** for the naive one ({_last['naive_over_sdpa']:.1f}×; at {int(_first['tokens']):,} tokens
-    {_first['naive_over_sdpa']:.1f}×: the advantage {_trend} with length).
-    {f"The naive version ran out of memory at {_oom:,} tokens — its N×N matrices no longer fit." if _oom else ""}
-
-    **What you should see.** *On a CPU (tiny shapes, one thread):* the fused kernel ahead of the naive one at
-    every length, several times at 2,048 tokens (its tiles stay in the caches measured above); the Python-loop
-    tiled version no faster than the naive one — it shows the mechanism, not the speed. *On a GPU (Mistral's 32 × 128 heads, bf16):* the fused kernel
-    several times faster at long lengths, and the naive one running out of memory once 2 × N² × 32 × 2 bytes
-    no longer fit (S and P at N = 32k: {_nxn_32k / 1e9:,.0f} GB in bf16).
-    """)
+    _h100 = get_gpu("H100 SXM")
+    _r, _c = flash.paper_block_sizes(228 * 1024, 128, "bf16")
+    _at = flash.hbm_bytes_table(_mistral, [16384, 32768], _r, _c, causal=True)
+    _nxn_32k = 2 * _at[1].nxn_bytes
+    _gpu = [expected.computed(
+        f"Mistral's 32 × 128 heads in bf16 at 16,384 tokens, one layer: standard attention moves "
+        f"{_at[0].standard_bytes / 1e9:,.0f} GB to and from HBM, the tiled one at most {_at[0].tiled_bytes / 1e9:,.1f} GB "
+        f"({verdicts.speed(_at[0].tiled_bytes, _at[0].standard_bytes, 'less', 'more', 'as much')}, H100 SXM tiles "
+        f"{_r} × {_c}); S and P at 32,768 tokens take {_nxn_32k / 1e9:,.0f} GB, "
+        f"{verdicts.times_as(_nxn_32k, _h100.usable_memory_bytes, f'the {_h100.usable_memory_bytes / 1e9:,.2f} GB an H100 SXM reports to CUDA')} "
+        f"(labelled {_h100.memory_gb:g} GB)", "helpers.formulas.flash.hbm_bytes_table, the GPU catalog")]
+    expected.should_see(attention_kernels.timing_verdicts(attn_times), _gpu)
     return
 
 
@@ -501,28 +501,19 @@ def _(sparse_keep):
 
 
 @app.cell(hide_code=True)
-def _(sparse, sparse_keep):
+def _(sparse):
     _save = state_space.sparse_decode_saving("mistral-7b-v0.3", 131072, 2048)
-    _k = f"top-{sparse_keep.value}"
-    _s = {(r.query, r.pattern): r for r in sparse}
-    _win = _s[("needle", "4 sinks + window")]
-    _top = _s[("needle", _k)]
-    _dif = _s[("diffuse", _k)]
-    mo.md(f"""
-    With a **needle** (one early key that matches the query), {_k} {"keeps" if _top.needle_kept else "drops"} it and
-    the output is off by {_top.output_error:.3f} of a value's length; the fixed sinks + window pattern
-    {"keeps" if _win.needle_kept else "drops"} it and the output is wrong by {_win.output_error:.2f} of a value's length.
-    With **diffuse** attention, {_k} keeps only {_dif.mass_kept:.0%} of the softmax mass: when attention is spread
-    thin there is no small set of keys that carries it. Top-*k* still has to score every key to choose
-    (unless a cheaper index picks them, as DeepSeek's sparse attention does), and keeps the whole cache.
+    _jamba = state_space.ssm_shape("jamba-1.5-mini")
+    _n_jamba = len(_jamba.attention_layers) + len(_jamba.mamba_layers)
+    mo.vstack([expected.should_see(state_space_toys.sparse_verdicts(sparse)), mo.md(f"""
+    A **needle** is one early key that matches the query (a fact stated once, far back); **diffuse** attention
+    spreads over random keys. This demo runs on the CPU on any machine. Top-*k* still has to score every key to
+    choose (unless a cheaper index picks them, as DeepSeek's sparse attention does), and keeps the whole cache.
 
     What it saves at scale: one decode step of Mistral 7B v0.3 at {_save.context:,} tokens spends
     {_save.attention_share:.0%} of its FLOPs on attention over the context; attending to
     {_save.keep:,} chosen keys instead would cut the step's FLOPs by **{_save.flops_saved:.0%}**
     (computed with `helpers.formulas.compute_share`; choosing the keys is not counted).
-
-    **What you should see** (CPU and GPU alike; this is computed on the CPU): the needle kept by top-*k* and
-    lost by the window; diffuse attention poorly served by any small set of keys.
 
     ### Linear attention and state-space models: a fixed-size state
 
@@ -530,9 +521,10 @@ def _(sparse, sparse_keep):
     S = Σ φ(k)vᵀ of d × d numbers (plus a normaliser) is updated per token, and the output is read from
     it. The parallel form (all tokens at once, for prefill) and the recurrent form (one token at a time,
     for decode) give the same result; the state never grows. Mamba carries a different state — per layer
-    a d_inner × d_state SSM state and a short convolution window — fixed in size too. Jamba keeps a KV
-    cache in 4 of its 32 layers and Mamba states in the other 28.
-    """)
+    a d_inner × d_state SSM state and a short convolution window — fixed in size too. Jamba 1.5 Mini keeps a KV
+    cache in {len(_jamba.attention_layers)} of its {_n_jamba} layers and Mamba states in the other
+    {len(_jamba.mamba_layers)}.
+    """)])
     return
 
 
@@ -586,22 +578,20 @@ def _(linear_check, per_sequence, toy_states):
     _n = int(_b.index.max())
     _mamba = state_space.ssm_state_bytes("falcon-mamba-7b")
     _lin = state_space.linear_attention_state_bytes(32, 8, 128, 128)
-    mo.md(f"""
+    _jamba = state_space.ssm_shape("jamba-1.5-mini")
+    mo.vstack([mo.md(f"""
     At **{_n:,} tokens** one sequence carries **{_b.loc[_n, 'mistral-7b-v0.3'] / 2**30:,.0f} GiB** of KV cache in
-    Mistral 7B v0.3, **{_b.loc[_n, 'mistral-7b-v0.1'] / 2**30:,.1f} GiB** in v0.1 (its 4,096-token window stops the
-    growth), **{_b.loc[_n, 'jamba-1.5-mini'] / 2**30:,.2f} GiB** in Jamba 1.5 Mini (4 attention layers) and
-    **{_mamba / 1e6:,.1f} MB** in Falcon Mamba 7B — the same at every length: Mistral's cache passes it at
-    {state_space.break_even_tokens(_mamba):,.0f} tokens. A Mistral-shaped linear attention would carry
+    Mistral 7B v0.3, **{_b.loc[_n, 'mistral-7b-v0.1'] / 2**30:,.1f} GiB** in v0.1 (a 4,096-token window on every
+    layer), **{_b.loc[_n, 'jamba-1.5-mini'] / 2**30:,.2f} GiB** in Jamba 1.5 Mini ({len(_jamba.attention_layers)}
+    attention layers) and **{_mamba / 1e6:,.1f} MB** in Falcon Mamba 7B: Mistral's cache passes Falcon Mamba's
+    state at {state_space.break_even_tokens(_mamba):,.0f} tokens. A Mistral-shaped linear attention would carry
     {_lin / 1e6:,.1f} MB, the KV of {state_space.break_even_tokens(_lin):,.1f} tokens.
-    The formula matched transformers' real cache in {sum(r.equal for r in toy_states)} of {len(toy_states)} toy runs; the
-    recurrent and parallel linear attention agreed to {linear_check.max_difference:.1e}.
 
-    What the fixed state costs: everything the model will ever recall must fit in it. Recall of a fact seen
-    once, far back, is where pure SSMs trail attention — which is why hybrids keep a few attention layers.
-
-    **What you should see** (computed, any machine): the transformer lines rising linearly (v0.1 flat past
-    4,096), Jamba far below them, Falcon Mamba and linear attention flat; every toy cache equal to the formula.
-    """)
+    What the fixed state costs: everything the model will ever recall must fit in it — a fact seen once, far
+    back, survives only as what the state kept of it. Jamba keeps a KV cache, which holds every token, in
+    {len(_jamba.attention_layers)} of its {len(_jamba.attention_layers) + len(_jamba.mamba_layers)} layers.
+    """), expected.should_see([*state_space.state_verdicts(per_sequence.to_dict("records")),
+                               *state_space_toys.toy_verdicts(toy_states, linear_check)])])
     return
 
 
@@ -628,8 +618,8 @@ def _():
     mo.vstack([
         notebook.exercise(1, """**The head's share.** Llama 3.1 8B has a 128,256-word vocabulary. Predict whether the
         layers take more or less than 95 % of a decode step's FLOPs, then check with
-        `helpers.formulas.compute_share.layer_share("llama-3.1-8b", 1, 4096)`.""", f"""Llama's head is 4,096 × 128,256 weights — four times Mistral's — and its layers
-        take **{_llama:.1%}** of a decode step at 4,096 tokens: the 95 % {"still holds" if _llama >= compute_share.TALK_LAYER_SHARE else "no longer holds"}."""),
+        `helpers.formulas.compute_share.layer_share("llama-3.1-8b", 1, 4096)`.""", f"""Llama's head is 4,096 × 128,256 weights — {128256 / 32000:.2f}× Mistral's 4,096 × 32,000 —
+        and {compute_share.against_talk(_llama, "a decode step at 4,096 tokens")}."""),
         notebook.exercise(2, """**Tiles and shared memory.** With `helpers.formulas.flash.paper_block_sizes`, find the block size
         on an A100 (164 KiB per SM) and an RTX 4090 (100 KiB) for head_dim 128 in bf16, and how many times more K/V
         bytes the 4090's tiles move than the H100's at 32k tokens (`tiled_hbm_elements`).""", f"""A100: B_r × B_c = {_a100[0]} × {_a100[1]}; RTX 4090: {_rtx[0]} × {_rtx[1]}; H100: {_h100[0]} × {_h100[1]}.
@@ -647,24 +637,31 @@ def _():
 
 
 @app.cell(hide_code=True)
-def _(gpu_levels, steps):
+def _(gpu_levels, loaded, steps):
     _mistral = compute_share.layer_share("mistral-7b-v0.1", 1, 4095)
+    _here = compute_share.flop_terms(loaded.spec, 1, 0)
     _h = next(g for g in gpu_levels if g.gpu == "H100 SXM")
-    _top = steps[0]
+    _top, _bottom = steps[0], steps[-1]
+    _x_dec = compute_share.attention_crossover("mistral-7b-v0.3", "decode")
+    _r, _ = flash.paper_block_sizes(228 * 1024, 128, "bf16")
     mo.md(f"""
     ## Takeaways
 
     - A forward pass's FLOPs are a formula of the shape: the layers take {_mistral:.1%} of a Mistral 7B decode
-      step at 4k tokens, but not most of a tiny model's with a big vocabulary, and attention over the context
-      overtakes the linear layers only at tens of thousands of tokens without a window.
-    - Memory comes in levels: small and fast on chip, large and slow off it. Measured here, {_top.level} read
-      {f"{_top.over_dram:.0f}× faster than DRAM" if _top.over_dram else "fastest"}; on an H100 SXM
-      shared memory streams {_h.onchip_over_hbm_bandwidth:.1f}× faster than HBM and is {_h.hbm_over_onchip_size:,.0f}× smaller.
+      step at 4k tokens, and {verdicts.share(_here.layers, _here.total)} of {loaded.spec.name}'s; without a
+      window, attention over the context costs as much as the linear layers from a {_x_dec:,}-token context
+      (Mistral 7B v0.3, one decode step).
+    - Memory comes in levels: small and fast on chip, large and slow off it. Measured here, the first level found
+      read at {verdicts.times_as(_top.median_bandwidth, _bottom.median_bandwidth, "the last")}
+      ({_top.median_bandwidth / 1e9:,.0f} against {_bottom.median_bandwidth / 1e9:,.1f} GB/s); on an H100 SXM
+      shared memory streams at {verdicts.times_as(_h.onchip_bandwidth, _h.hbm_bandwidth, "HBM's bandwidth")},
+      and HBM holds {verdicts.times_as(_h.hbm_bytes, _h.smem_total_bytes, "its bytes")}.
     - FlashAttention computes exact attention tile by tile with the online softmax: the N×N matrix never
-      goes to HBM; its traffic is still Θ(N²) but smaller by 4·B_r/d (4× for Mistral's heads on an H100, an upper
-      bound that ignores L2 reuse), and the memory it holds drops from N² to N.
+      goes to HBM; its traffic is still Θ(N²) but smaller by 4·B_r/d
+      ({flash.traffic_ratio_limit(_r, 128, causal=True):g}× for Mistral's heads on an H100, an upper bound that
+      ignores L2 reuse), and the memory it holds drops from N² to N.
     - A KV cache grows with the context; a sparse pattern, a linear-attention state or a Mamba state does
-      not — at the price of what the model can recall. Hybrids keep a little attention for that.
+      not — at the price of what the model can recall. Hybrids keep some attention layers for that.
 
     *This run took {notebook.elapsed(started)}.*
     """)

@@ -232,3 +232,88 @@ def test_the_labelled_tables_are_built_from_the_fields():
     assert kv.loc[0, "one sequence of 128k tokens (GB)"] == round(4096 * 131_072 / 1e9, 3)   # the 4,096 window
     baselines = attention_figures.mla_baselines_frame(attention.mla_baselines("deepseek-v3"))
     assert baselines.loc[0, "baseline ÷ MLA"] == pytest.approx(32768 / 576) and bool(baselines.loc[0, "fair"])
+
+
+# ----------------------------------------------------------------------- the rules that word these results
+# Fed each committed CPU record's 06/kv_heads and synthetic results for what no record shows (a cache out of
+# proportion, a formula that misses, a sliding cache still growing, an MLA output past rounding).
+
+from helpers.formulas import verdicts  # noqa: E402
+from helpers.measure.kv_caches import CacheCheck, SlidingStep  # noqa: E402
+from helpers.measure.mla import MLACheck  # noqa: E402
+
+
+@pytest.mark.parametrize("record", ["cpu-amd-epyc", "cpu-intel-xeon"])
+def test_heads_words_follow_each_record(record):
+    from helpers import records
+    from helpers.present import replay
+
+    rows, _ = replay.load("06/kv_heads", [records.RESULTS / record])
+    equal, proportion = kv_caches.heads_verdicts(rows)
+    assert equal.words == f"equal to the formula to the byte in every row ({len(rows)} of {len(rows)})"
+    by = {(r.kv_heads, r.tokens, r.batch): r.measured_bytes for r in rows}
+    assert all(by[(h, t, b)] * 1 == by[(1, t, b)] * h for h, t, b in by)        # checked here, independently
+    assert proportion.evidence["exact"] == 1.0 and proportion.evidence["ratio"] == 8.0
+    assert "exact proportion" in proportion.words and "holds exactly 8× the bytes of MQA (1 K/V head)" in proportion.words
+
+
+def test_heads_words_when_a_cache_misses():
+    rows = [CacheCheck("MHA", 16, 1, 1000, 1000, 8), CacheCheck("MQA", 16, 1, 130, 125, 1)]
+    equal, proportion = kv_caches.heads_verdicts(rows)
+    assert equal.words == "equal to the formula in 1 of 2 rows; row 2 differs"
+    assert proportion.evidence["exact"] == 0.0 and "not in proportion" in proportion.words and "7.7×" in proportion.words
+
+
+def _steps(measured, window=4, per=10):
+    return [SlidingStep(window, n, m, per * min(n, window - 1), per * min(n, window), per * n)
+            for n, m in enumerate(measured, start=1)]
+
+
+def test_sliding_words_name_the_cap_from_the_bytes():
+    equal, cap = kv_caches.sliding_verdicts(_steps([10, 20, 30, 30, 30, 30]))
+    assert equal.words == "equal to the formula at window − 1 slots to the byte in every step (6 of 6)"
+    assert cap.words.startswith("the cache stops growing at 3 tokens (30 B) and stays there to 6")
+    assert cap.evidence["no_window_bytes"] == 60 and "2.0× that" in cap.words
+    # a cache that never stops growing is not called capped
+    equal, cap = kv_caches.sliding_verdicts(_steps([10, 20, 30, 40]))
+    assert "3 of 4" in equal.words and cap.words.startswith("the cache is still growing at 4 tokens (40 B)")
+
+
+def test_sliding_words_on_a_real_cache(tmp_path):
+    rows = kv_caches.measure_sliding(window=8, prompt=3, total=20, folder=tmp_path, base=SMALL)
+    equal, cap = kv_caches.sliding_verdicts(rows)
+    per_token = 2 * 4 * 2 * 32 * 4
+    assert "every step (18 of 18)" in equal.words
+    assert cap.evidence["from_tokens"] == 7 and cap.evidence["cap_bytes"] == 7 * per_token
+
+
+def test_mla_words_from_the_checks():
+    rows = [MLACheck(16, 1, 12288, 12288, 163840, 1.07e-6, 4.16), MLACheck(100, 1, 76800, 76800, 1024000, 1.07e-6, 4.23)]
+    words = mla.mla_verdicts(rows, [CacheCheck("hf", 16, 1, 10, 10)])
+    assert [v.rule for v in words] == ["byte_for_byte", "byte_for_byte", "rounding", "times_as"]
+    assert "every row (2 of 2)" in words[0].words and "every row (1 of 1)" in words[1].words
+    assert "float rounding: 1.1e-06 = 2.2 ε × 4.16" in words[2].words
+    assert "13× the latent cache (163,840 against 12,288 B" in words[3].words
+    bad = mla.mla_verdicts([MLACheck(16, 1, 12288, 12000, 163840, 1e-3, 1.0)])
+    assert "in 0 of 1 rows" in bad[0].words and "more than float rounding" in bad[1].words
+
+
+def test_mla_savings_and_cache_comparisons_are_worded_from_the_bytes():
+    rows = {r.baseline.split(":")[0]: r for r in attention.mla_baselines()}
+    same = rows["MHA of the same model"]
+    assert attention.mla_saving(same).words.startswith("MLA caches 57× less than MHA of the same model")
+    assert attention.mla_saving(rows["GQA of the same model"]).words.startswith("MLA caches 3.6× less than")
+    v3, llama = memory.kv_bytes_per_token("deepseek-v3"), memory.kv_bytes_per_token("llama-3.1-8b")
+    assert attention.cache_against(v3, llama, "Llama 3.1 8B").words == f"{verdicts.factor(llama / v3)} less than Llama 3.1 8B"
+    assert attention.cache_against(2.0, 1.0, "x").words == "2.0× more than x"
+    assert attention.cache_against(1.05, 1.0, "x").words == "as much as x (within 10%: 1.05×)"
+
+
+def test_scorecard_words_by_hand():
+    gqa, dense_gqa, dense_mqa = attention.scorecard_verdicts()
+    # GQA paper, Table 1: GQA-8-XXL 47.1 against MHA-XXL 47.2, 0.28 s per sample against MQA-XXL's 0.24 and MHA's 1.51
+    assert gqa.evidence["share"] == pytest.approx(47.1 / 47.2) and "99.8 % of it (nearly all)" in gqa.words
+    assert "1.17× slower than MQA's 0.24 s" in gqa.words and "5.4× faster than MHA-XXL's 1.51 s" in gqa.words
+    # DeepSeek-V2, Table 8: MHA 45.2 / 37.0 / 42.9 against GQA 41.2 / 35.6 / 37.7 and MQA 37.9 / 33.2 / 30.0
+    assert dense_gqa.words.endswith("GQA (8 groups) on 3 of 3 benchmarks (by +1.4 to +5.2 points)")
+    assert dense_mqa.words.endswith("MQA on 3 of 3 benchmarks (by +3.8 to +12.9 points)")

@@ -95,3 +95,62 @@ def test_measured_parts_on_the_tiny_model():
     assert len(fig.axes) == 2
     with pytest.raises(ValueError, match="tokens must be a whole number"):
         forward_parts.measure_parts(loaded, "A short text.", 0)
+
+
+# ----------------------------------------------------------------------- the rules that word them
+# Fed each committed CPU record's 10/parts and a synthetic GPU-like pass (the MLP's time in proportion to its
+# bytes, the head small), the words checked against the shares they came with.
+
+from helpers.formulas import verdicts  # noqa: E402
+from helpers.formulas.compute_share import GroupShares  # noqa: E402
+
+
+def _largest_by_hand(shares: GroupShares):
+    ranked = sorted(((v, k) for k, v in vars(shares).items()), reverse=True)
+    (a, ka), (b, kb) = ranked[:2]
+    return (ka, kb) if a / b <= 1.1 else (ka,)
+
+
+@pytest.mark.parametrize("record", ["cpu-amd-epyc", "cpu-intel-xeon"])
+def test_parts_words_follow_each_record(record):
+    from helpers import records
+    from helpers.present import replay
+
+    (on, measured), _ = replay.load("10/parts", [records.RESULTS / record])
+    for phase in ("prefill", "decode"):
+        c = forward_parts.compare_parts(on.spec, measured[phase], phase, measured["tokens"])
+        flops, time, head, rest = forward_parts.parts_verdicts(c)
+        for v, shares in ((flops, c.flops), (time, c.time)):
+            named = _largest_by_hand(shares)
+            assert set(v.evidence) >= set(named)
+            assert all(forward_parts.PART_NAMES[k] in v.words for k in named)
+            assert ("about equal" in v.words) == (len(named) == 2)
+        assert head.evidence["ratio"] == pytest.approx(c.time.head / c.flops.head)
+        assert f"({verdicts.share_band(c.time.everything_else)})" in rest.words
+    # decode on the EPYC: everything else 36 % and the head 34 % are within the margin — a tie, said as one
+    if record == "cpu-amd-epyc":
+        c = forward_parts.compare_parts(on.spec, measured["decode"], "decode", measured["tokens"])
+        assert "take the largest shares of a decode step's time (measured), about equal (36 % and 34 %)" in \
+            forward_parts.parts_verdicts(c)[1].words
+
+
+def test_parts_words_on_a_gpu_like_pass():
+    flops = cs.flop_terms("mistral-7b-v0.1", 1, 2048).groups()
+    b = cs.byte_terms("mistral-7b-v0.1", 2048)
+    time = GroupShares(0.0, 0.95 * b.attention / b.total, 0.95 * b.mlp / b.total, 0.95 * b.head / b.total, 0.05)
+    f, t, head, rest = forward_parts.parts_verdicts(forward_parts.PartsCompared("decode", 2048, flops, time))
+    assert f.words.startswith("the MLP takes the largest share of a decode step's FLOPs") and "(most)" in f.words
+    assert t.words.startswith("the MLP takes the largest share of a decode step's time") and "74 % (most)" in t.words
+    assert "5 % of the time (a small part)" in rest.words
+
+
+def test_against_the_talk_and_the_bytes_of_a_step_by_hand():
+    assert cs.against_talk(0.984, "x").words == "for x the layers take 98.4% of the FLOPs — the talk's 95% holds"
+    assert cs.against_talk(0.949, "x").words.endswith("does not hold") and cs.against_talk(0.95, "x").words.endswith("holds")
+    b = cs.byte_terms("mistral-7b-v0.1", 2048)
+    kv = 2048 * 2 * 32 * 8 * 128 * 2 + 2 * 32 * 8 * 128 * 2     # read 2,048 tokens, write one, bf16
+    assert b.attention == 2 * ATTN_PROJ + kv and b.head == HEAD
+    from helpers.formulas.stepcost import forward_cost
+
+    assert b.total == forward_cost("mistral-7b-v0.1", 1, 2048).bytes
+    assert b.mlp == b.total - b.attention - b.head > 2 * MLP      # the MLP's weights, the norms and one embedding row

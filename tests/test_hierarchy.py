@@ -86,3 +86,77 @@ def test_bench_sections_are_registered():
     import bench as bench_script
 
     assert {"hierarchy", "attention"} <= set(bench_script.SECTIONS)
+
+
+# ----------------------------------------------------------------------- the rules that word the staircase
+# Fed each committed CPU record's 10/staircase (the EPYC's 32 MiB L3 reached past, the Xeon's reported 480 MiB
+# L3 never reached) and synthetic curves for what neither shows (a clean staircase; a cache with no step).
+
+MiB, KiB = 2**20, 2**10
+
+
+def _caches(*sizes):
+    return [h.CacheLevel(i + 1, "Data" if i == 0 else "Unified", s, "0") for i, s in enumerate(sizes)]
+
+
+def _stairs(points, caches):
+    return [h.Stair(n, bw * 1e9, h.fits_in(n, caches)) for n, bw in points]
+
+
+def test_staircase_words_on_the_epyc_record():
+    from helpers import records
+    from helpers.present import replay
+
+    v, _ = replay.load("10/staircase", [records.RESULTS / "cpu-amd-epyc"])
+    levels, steps = h.levels_found(v["stairs"], v["caches"])
+    assert [(s.from_bytes, s.to_bytes, s.caches_at) for s in steps] == [
+        (32 * KiB, 64 * KiB, ("L1d",)), (512 * KiB, 4 * MiB, ("L2",)), (8 * MiB, 64 * MiB, ("L3",))]
+    assert [lv.reported for lv in levels] == ["L1d", "L2", "L3", "DRAM"]
+    words = [x.words for x in h.staircase_verdicts(v["stairs"], v["caches"])]
+    assert words[2].endswith("where L3's 32 MiB ends")
+    assert words[3].startswith("the working sets past L3 (32 MiB), 64 MiB to 256 MiB, read from DRAM")
+    top, bottom = levels[0].median_bandwidth, levels[-1].median_bandwidth
+    assert f"reads at {top / bottom:.1f}× the last level found (64 MiB–256 MiB, DRAM" in words[-1]
+
+
+def test_staircase_words_on_the_xeon_record_say_what_its_l3_does_not():
+    from helpers import records
+    from helpers.present import replay
+
+    v, _ = replay.load("10/staircase", [records.RESULTS / "cpu-intel-xeon"])
+    assert [c.size_bytes for c in v["caches"]][-1] == 480 * MiB
+    levels, steps = h.levels_found(v["stairs"], v["caches"])
+    assert steps[-1].caches_at == () and steps[-1].ends_the_curve and steps[-1].from_bytes == 32 * MiB
+    words = [x.words for x in h.staircase_verdicts(v["stairs"], v["caches"])]
+    assert words[1].endswith("where L2's 2 MiB ends")
+    assert "between 32 MiB and 256 MiB" in words[2] and "no cache size the system reports explains" in words[2]
+    assert "no working set measured past L3 (480 MiB; the largest is 256 MiB): DRAM is not measured here" in words
+    assert not any("from DRAM" in w for w in words)
+    assert "(256 MiB, in L3 as reported" in words[-1]
+
+
+def test_staircase_words_on_synthetic_curves():
+    caches = _caches(32 * KiB, 1 * MiB, 16 * MiB)
+    clean = _stairs([(16 * KiB, 200), (32 * KiB, 198), (64 * KiB, 100), (512 * KiB, 101), (1 * MiB, 99),
+                     (2 * MiB, 50), (8 * MiB, 51), (32 * MiB, 20), (64 * MiB, 20.5)], caches)
+    levels, steps = h.levels_found(clean, caches)
+    assert [s.caches_at for s in steps] == [("L1d",), ("L2",), ("L3",)] and len(levels) == 4
+    assert [lv.sizes_measured for lv in levels] == [2, 3, 2, 2]
+    words = [x.words for x in h.staircase_verdicts(clean, caches)]
+    assert "read from DRAM at 20.2 GB/s (median)" in words[3] and "reads at 9.8× the last level" in words[-1]
+    # an L2 with no fall at its size: said, not glossed over
+    flat = _stairs([(16 * KiB, 200), (64 * KiB, 100), (2 * MiB, 99), (32 * MiB, 20)], caches)
+    words = [x.words for x in h.staircase_verdicts(flat, caches)]
+    assert "no step at L2's 1 MiB" in words
+    # a rise (noise) is not a step; a fall within 10 % is not one either
+    _, steps = h.levels_found(_stairs([(4 * KiB, 100), (8 * KiB, 120), (16 * KiB, 110)], caches), caches)
+    assert steps == []
+
+
+def test_staircase_sizes_reach_past_the_last_cache_within_free_memory():
+    assert h.staircase_sizes(_caches(48 * KiB, 2 * MiB, 480 * MiB), free_bytes=64 * 2**30)[-1] == 2048 * MiB
+    assert h.staircase_sizes(_caches(48 * KiB, 1 * MiB, 32 * MiB), free_bytes=64 * 2**30)[-1] == 256 * MiB
+    # little memory free: halved until it fits a quarter of it, never below 256 MiB
+    assert h.staircase_sizes(_caches(48 * KiB, 480 * MiB), free_bytes=4 * 2**30)[-1] == 1024 * MiB
+    assert h.staircase_sizes(_caches(48 * KiB, 480 * MiB), free_bytes=2**30)[-1] == 256 * MiB
+    assert h.staircase_sizes([], free_bytes=2**30)[0] == 4 * KiB

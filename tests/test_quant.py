@@ -215,3 +215,185 @@ def test_random_7b_copy_is_saved_again_when_it_may_hold_other_weights(tiny, tmp_
     assert (folder / "model.safetensors").stat().st_mtime_ns == before   # reused
     model = quant.load_quantized(folder, "nf4")
     assert quant.footprint(model, tiny.spec, "nf4", "fp32")["exact"]
+
+
+# ----------------------------------------------------------------------- the rules that word a comparison
+# Every rule is fed each regime it can meet: the two committed CPU records (05/compare, 05/random_vs_trained),
+# and synthetic GPU-like results for what neither CPU shows — a step at ~90 % of its memory floor, a step 10×
+# its floor (fixed cost), a step shorter than its floor (weights resident in a cache). The words are checked
+# against the numbers, computed here independently of the rule.
+
+from helpers.formulas import verdicts  # noqa: E402
+from helpers.present import replay  # noqa: E402
+from helpers import records  # noqa: E402
+
+RECORDS = ("cpu-amd-epyc", "cpu-intel-xeon")
+
+
+def _recorded(key: str, record: str):
+    value, meta = replay.load(key, [records.RESULTS / record])
+    assert meta["record"] == record
+    return value
+
+
+def _way(ratio: float) -> str:
+    """The change rule written out again: 10 % either way."""
+    return "up" if ratio > 1.1 else "down" if ratio < 1 / 1.1 else "same"
+
+
+@pytest.mark.parametrize("record", RECORDS)
+def test_speed_words_follow_each_records_numbers(record):
+    on, res = _recorded("05/compare", record)
+    ref = res[0]
+    words = quant.speed_verdicts(res, on.spec)
+    decode, prefill = words[0].words, words[1].words
+    for r in res[1:]:
+        for key, text in (("itl_s", decode), ("prefill_s", prefill)):
+            part = text.split(f"{r.label} ")[1].split(";")[0]
+            expect = {"up": "faster", "down": "slower", "same": "as fast"}[_way(ref.speed[key] / r.speed[key])]
+            assert expect in part, (record, r.scheme, key, part)
+    # the bytes a step reads: the measured weights less the fp32 embedding table (32,000 × 256 × 4 B)
+    ref_bytes = ref.footprint["measured_weight_bytes"] - 32000 * 256 * 4
+    assert quant.streamed_bytes(ref, on.spec, "fp32") == ref_bytes == 46_408_704
+    follows = [v for v in words if v.rule == "time_follows_bytes"]
+    assert len(follows) == 3
+    for v, r in zip(follows, res[1:]):
+        t = r.speed["itl_s"] / ref.speed["itl_s"]
+        b = (r.footprint["measured_weight_bytes"] - 32000 * 256 * 4) / ref_bytes
+        assert v.evidence["ratio"] == pytest.approx(t / b)
+        # on both CPUs every quantized step takes more time than its bytes would give: not bytes-bound
+        assert t / b > 1.1 and "something other than reading the weights sets its step" in v.words
+    assert not any(v.rule == "against_floor" for v in words)       # no bandwidth known on a CPU
+    assert "mostly" not in " ".join(map(str, words))
+
+
+def test_the_records_disagree_where_their_numbers_do():
+    """nf4's decode step is 1.37× slower on the Xeon and within the margin on the EPYC: the words differ."""
+    (xon, xres), (eon, eres) = _recorded("05/compare", "cpu-intel-xeon"), _recorded("05/compare", "cpu-amd-epyc")
+    xeon, epyc = quant.speed_verdicts(xres, xon.spec)[0].words, quant.speed_verdicts(eres, eon.spec)[0].words
+    assert "bitsandbytes nf4 1.37× slower" in xeon and "bitsandbytes nf4 as fast (within 10%: 1.07×)" in epyc
+
+
+def _synthetic(steps, bandwidth: float):
+    """Mistral 7B in bf16 and the schemes of `steps` ({scheme: f(floors) → step seconds}) as a GPU would hold
+    them; floors: each scheme's memory floor (weights less the embedding table, ÷ bandwidth)."""
+    from helpers.formulas.specs import get_spec
+
+    spec = get_spec("mistral-7b-v0.1")
+    held = {s: memory.weight_bytes(spec, s).bytes for s in steps}
+    floors = {s: (w - spec.vocab_size * spec.hidden_size * 2) / bandwidth for s, w in held.items()}
+    rows = [quant.VariantResult(s, s if s == "bf16" else f"bitsandbytes {s}", 0.0,
+                                {"measured_weight_bytes": held[s], "exact": True},
+                                {"itl_s": step(floors), "prefill_s": 0.1}, None) for s, step in steps.items()]
+    return spec, rows
+
+
+def test_a_floor_dominated_gpu_step_reads_as_set_by_its_bytes():
+    spec, rows = _synthetic({"bf16": lambda f: f["bf16"] / 0.9, "nf4": lambda f: f["nf4"] / 0.9}, 3.35e12)
+    words = quant.speed_verdicts(rows, spec, 3.35e12, "the H100 SXM's datasheet 3,350 GB/s")
+    follows = next(v for v in words if v.rule == "time_follows_bytes")
+    assert follows.evidence["ratio"] == pytest.approx(1.0) and "its time follows its bytes" in follows.words
+    assert "faster" in words[0].words
+    floors = [v for v in words if v.rule == "against_floor"]
+    assert len(floors) == 2
+    for v in floors:
+        assert v.evidence["fraction"] == pytest.approx(0.9)
+        assert "90 % of the step (nearly all)" in v.words and "reading the weights sets the step" in v.words
+
+
+def test_a_fixed_cost_gpu_step_reads_as_set_by_something_else():
+    spec, rows = _synthetic({"bf16": lambda f: 10 * f["bf16"], "nf4": lambda f: 0.97 * 10 * f["bf16"]}, 3.35e12)
+    ref, q = rows
+    t = q.speed["itl_s"] / ref.speed["itl_s"]
+    words = quant.speed_verdicts(rows, spec, 3.35e12, "the datasheet")
+    follows = next(v for v in words if v.rule == "time_follows_bytes")
+    assert follows.evidence["time_ratio"] == pytest.approx(t)
+    assert follows.evidence["ratio"] > 1.1 and "something other than reading the weights" in follows.words
+    assert "as fast (within 10%: 1.03×)" in words[0].words
+    ref_floor = next(v for v in words if v.rule == "against_floor")
+    assert ref_floor.evidence["fraction"] == pytest.approx(0.1)
+    # 10 % sits on the SMALL threshold; whichever side its last bit falls, the words are that band's
+    assert f"10 % of the step ({verdicts.share_band(ref_floor.evidence['fraction'])})" in ref_floor.words
+    assert "something other than reading the weights sets most of the step" in ref_floor.words
+
+
+def test_a_step_shorter_than_its_floor_is_named_with_its_reason():
+    spec, rows = _synthetic({"bf16": lambda f: f["bf16"] / 1.7}, 26.7e9)
+    w = quant.streamed_bytes(rows[0], spec, "bf16")
+    v = quant.against_floor(rows[0].speed["itl_s"], w, 26.7e9, "the copy bandwidth", "bf16", cache_bytes=2 * w)
+    assert v.evidence["fraction"] == pytest.approx(1.7)
+    assert "read at 1.70× the copy bandwidth" in v.words and "fit the last-level cache" in v.words
+    v = quant.against_floor(rows[0].speed["itl_s"], w, 26.7e9, "the copy bandwidth", "bf16", cache_bytes=w // 2)
+    assert "that bandwidth was not what bounded it" in v.words
+    # at the floor (within the margin) the floor is nearly all of the step
+    v = quant.against_floor(1.0, 95, 100.0, "x", "y")
+    assert "95 % of the step (nearly all)" in v.words and "reading the weights sets the step" in v.words
+
+
+@pytest.mark.parametrize("record", RECORDS)
+def test_footprint_and_quality_words_follow_each_record(record):
+    on, res = _recorded("05/compare", record)
+    fp = quant.footprint_verdicts(res, on.spec)
+    assert fp[0].words == "equal to the prediction to the byte in every row (4 of 4)"
+    for v, r in zip(fp[1:4], res[1:]):
+        ratio = r.footprint["measured_weight_bytes"] / res[0].footprint["measured_weight_bytes"]
+        ideal = {"int8": 0.25, "nf4": 0.125, "nf4-dq": 0.125}[r.scheme]      # of fp32
+        assert v.evidence["ratio"] == pytest.approx(ratio) and v.evidence["rule_of_thumb"] == ideal
+        assert "as the rule of thumb says" not in v.words and f"{verdicts.factor(ratio / ideal)} the rule of thumb's" in v.words
+    assert "83 % of the parameters (most)" in fp[-1].words
+    for v, r in zip(quant.quality_verdicts(res), res[1:]):
+        q = r.quality
+        assert f"{round((1 - q['top1_agreement']) * q['positions']):,} of {q['positions']:,} positions" in v.words
+        assert ("about equal" in v.words) == (_way(q["perplexity"] / res[0].quality["perplexity"]) == "same")
+    kl = {r.scheme: r.quality["kl_mean"] for r in res[1:3]}
+    c = quant.closer(kl)
+    assert kl["nf4"] / kl["int8"] > 1.1 and c.words.startswith("int8 stays closer to the reference")
+    assert verdicts.factor(kl["nf4"] / kl["int8"]) in c.words
+
+
+def test_closer_and_flips_at_their_edges():
+    assert "stay as close" in quant.closer({"a": 1.0e-3, "b": 1.05e-3}).words
+    assert quant.closer({"a": 0.0, "b": 1e-3}).words.startswith("a reproduces the reference")
+    assert "both reproduce" in quant.closer({"a": 0.0, "b": 0.0}).words
+    v = quant.flips_against(0.993, 0.55, "nf4")
+    assert "0.7% of the positions on the trained model against 45.0%" in v.words and "64× fewer flips" in v.words
+    assert "flips" not in quant.flips_against(1.0, 0.55, "int8").words.split("random one")[-1]
+
+
+@pytest.mark.parametrize("record", RECORDS)
+def test_trained_against_random_on_each_record(record):
+    pair = _recorded("05/random_vs_trained", record)
+    p = {x.profile: x.perplexity for x in pair["perplexities"]}
+    uniform = pair["perplexities"][-1].perplexity
+    a, b = quality.trained_against_random(p["tiny"], p["tiny-trained"], uniform)
+    assert a.evidence["ratio"] == pytest.approx(p["tiny"] / uniform) and "1.08× a uniform guess's 32,000" in a.words
+    assert b.evidence["ratio"] == pytest.approx(p["tiny"] / p["tiny-trained"]) and b.evidence["ratio"] > 20
+    assert f"{verdicts.factor(p['tiny'] / p['tiny-trained'])} lower" in b.words
+
+
+def test_rule_of_thumb_and_what_bitsandbytes_leaves_alone():
+    assert quantization.rule_of_thumb("int8") == 0.5 and quantization.rule_of_thumb("nf4-dq") == 0.25
+    assert quantization.rule_of_thumb("int8", "fp32") == 0.25
+    rows = {w.scheme: w for w in quantization.preset_footprints("mistral-7b-v0.1")}
+    assert "as the rule of thumb says" in quantization.against_rule_of_thumb(rows["int8"].vs_first, "int8").words
+    nf4 = quantization.against_rule_of_thumb(rows["nf4"].vs_first, "nf4")
+    assert nf4.evidence["over_rule"] == pytest.approx(rows["nf4"].vs_first / 0.25) and "1.23× the rule" in nf4.words
+    assert quantization.moe_presets() == ["deepseek-v2-lite", "deepseek-v3", "gpt-oss-120b"]
+    for m in quantization.moe_presets():
+        v = quantization.left_alone(m)
+        w = {x.scheme: x for x in quantization.preset_footprints(m, ("bf16", "int8"))}["int8"]
+        assert v.evidence["fraction"] == pytest.approx(1 - w.quantized_share) and "(nearly all)" in v.words
+    dense = quantization.left_alone("mistral-7b-v0.1")
+    assert "(a small part)" in dense.words
+    assert quantization.checkpoint_check(5, 5).words == "equal to the byte (5 B both)"
+    assert quantization.checkpoint_check(105, 100).words.startswith("+5 B apart (5.00%")
+
+
+def test_the_gpu_half_is_computed_or_cited():
+    from helpers.present import expected
+
+    sentences = quant_figures.footprint_on_gpu() + quant_figures.speed_on_gpu()
+    assert [s.source for s in sentences] == ["computed", "computed", "cited", "computed"]
+    floors = {f.scheme: f for f in expected.quantized_decode_floors()}
+    assert f"nf4 {floors['nf4'].step_floor_ms:,.2f} ms ({verdicts.factor(floors['bf16'].step_floor_ms / floors['nf4'].step_floor_ms)} shorter)" in sentences[1].text
+    assert all("recorded" != s.source for s in sentences) and expected.gpu_records("05") == []

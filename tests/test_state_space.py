@@ -84,3 +84,62 @@ def test_sparse_decode_saving_by_hand():
     for bad in (0, 131073, 1.5):
         with pytest.raises(ValueError, match="keep must be a whole number from 1 to 131,072"):
             ss.sparse_decode_saving(keep=bad)
+
+
+# ----------------------------------------------------------------------- the rules that word them
+
+def test_growth_words_by_hand():
+    assert ss.growth([(1, 7), (2, 7), (4, 7)]).words == "the same at every length (7 B)"
+    assert ss.growth([(1, 3), (2, 6), (8, 24)]).words == "in proportion to the context"
+    assert ss.growth([(1, 13), (2, 16), (4, 22)]).words == "a fixed 10 B plus 3 B per token"
+    assert ss.growth([(1, 3), (2, 6), (4, 12), (8, 12)]).words.startswith("in proportion to the context up to 2 tokens, "
+                                                                          "and the same from 4 on")
+    assert ss.growth([(1, 1), (2, 4), (3, 9)]).words == "growing with the context, not in proportion to it"
+
+
+def test_state_words_from_the_formulas():
+    rows = ss.state_vs_kv(contexts=[2**k for k in range(8, 19)])
+    words = {v.words.split(":")[0]: v.words for v in ss.state_verdicts(rows) if v.rule == "growth"}
+    assert words["mistral-7b-v0.3"].endswith("in proportion to the context")
+    assert "the same from 4,096 on (536,870,912 B)" in words["mistral-7b-v0.1"]
+    fixed, per = ss.ssm_state_bytes("jamba-1.5-mini"), 16384
+    assert words["jamba-1.5-mini"].endswith(f"a fixed {fixed:,} B plus {per:,} B per token")
+    assert words["falcon-mamba-7b"].endswith(f"the same at every length ({ss.ssm_state_bytes('falcon-mamba-7b'):,} B)")
+    against = [v for v in ss.state_verdicts(rows) if v.rule == "speed"]
+    mistral = 262144 * 131072
+    assert "falcon-mamba-7b carries 1,638× less than mistral-7b-v0.3" in against[-1].words
+    assert against[-1].evidence["ratio"] == pytest.approx(mistral / ss.ssm_state_bytes("falcon-mamba-7b"))
+
+
+@pytest.mark.parametrize("record", ["cpu-amd-epyc", "cpu-intel-xeon"])
+def test_toy_words_follow_each_record(record):
+    from helpers import records
+    from helpers.present import replay
+
+    value, _ = replay.load("10/state_checks", [records.RESULTS / record])
+    caches, linear = toys.toy_verdicts(value["toy_states"], value["linear_check"])
+    assert caches.words.endswith("equal to the formula to the byte in every toy run (6 of 6)")
+    d = value["linear_check"].max_difference
+    assert linear.evidence["epsilons"] == pytest.approx(d / 2**-23) and "float rounding" in linear.words
+    bad = toys.ToyStateCheck("toy jamba", 8, 2048, 71680, 70000)
+    assert "in 0 of 1 toy runs" in toys.toy_verdicts([bad], value["linear_check"])[0].words
+
+
+@pytest.mark.parametrize("keep", [256, 1024])
+def test_sparse_words_follow_the_demo(keep):
+    rows = toys.sparse_attention_demo(keep=keep)
+    words = toys.sparse_verdicts(rows)
+    by = {(r.query, r.pattern): r for r in rows}
+    for v in words:
+        kind, pattern = v.words.split(": ")[0], v.words.split(": ")[1].split(" (")[0]
+        r = by[(kind, pattern)]
+        if kind == "needle":
+            assert ("keeps the needle" in v.words) == r.needle_kept
+        else:
+            from helpers.formulas import verdicts
+
+            assert f"({verdicts.share_band(r.mass_kept)})" in v.words
+        assert f"{r.output_error:.3f} of a value's length" in v.words
+    top = by[("diffuse", f"top-{keep}")]
+    assert ("(less than half)" if keep == 256 else "(most)") in next(v.words for v in words if v.words.startswith(f"diffuse: top-{keep}"))
+    assert top.mass_kept < 0.5 if keep == 256 else top.mass_kept > 0.5

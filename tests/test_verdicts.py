@@ -71,3 +71,26 @@ def test_should_see_says_here_and_gpu_apart():
     text = expected.should_see([verdicts.speed(27.8, 23.9)], expected.eager_against_floor_on_gpu()).text
     assert "<em>Here</em>, from this run's numbers: 1.16× slower" in text
     assert "<strong>cited</strong>" in text and "<strong>computed</strong>" in text
+
+
+def test_byte_for_byte_says_every_only_when_every_row_is():
+    assert verdicts.byte_for_byte([True] * 9).words == "equal to the formula to the byte in every row (9 of 9)"
+    assert verdicts.byte_for_byte([True, False, True], "the prediction").words == \
+        "equal to the prediction in 2 of 3 rows; row 2 differs"
+    v = verdicts.byte_for_byte([False, True, False], rows="step")
+    assert v.words.endswith("steps 1, 3 differ") and v.evidence == {"equal": 1, "rows": 3}
+    with pytest.raises(AssertionError):
+        verdicts.byte_for_byte([])
+
+
+@pytest.mark.parametrize("error, scale, dtype, rounding", [
+    (1.07e-6, 4.16, "fp32", True),          # TinyMLA's absorbed attention against the expanded heads
+    (3.6e-7, 1.0, "fp32", True),            # linear attention, recurrent against parallel (Xeon record)
+    (64 * 2**-23, 1.0, "fp32", True), (65 * 2**-23, 1.0, "fp32", False),
+    (1e-3, 1.0, "fp32", False), (1e-3, 1.0, "bf16", True),
+])
+def test_rounding_counts_epsilons_at_the_values_scale(error, scale, dtype, rounding):
+    v = verdicts.rounding(error, scale, dtype, "the output")
+    assert v.evidence["epsilons"] == pytest.approx(error / (verdicts.EPSILON[dtype] * scale))
+    assert v.words.startswith("float rounding") == rounding
+    assert v.words.startswith("more than float rounding") == (not rounding)

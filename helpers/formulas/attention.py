@@ -9,6 +9,8 @@ saving against named baselines, and the published quality of each variant.
 
 Every byte count comes from helpers.formulas.memory; this module compares. The same caches measured on tiny
 models are helpers.measure.kv_caches and helpers.measure.mla; their tables are helpers.present.attention_figures.
+The rules that word these comparisons (cache_against, mla_saving, scorecard_verdicts) return
+helpers.formulas.verdicts.Verdict.
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import verdicts
 from .memory import kv_bytes_per_token, kv_cache_bytes, kv_terms
 from .specs import PRESETS, ModelSpec, get_spec
 from .units import DTYPE_BYTES, normalize_dtype
@@ -267,3 +270,51 @@ def scorecard_summary(rows: list[dict[str, str]] | None = None) -> ScorecardSumm
         at = int(m.group(1)) * 1024 if m else None
     return ScorecardSummary(len(mla), len(won), tuple((r["metric"].split()[0], r["setting"].split(" (")[0]) for r in lost),
                             (min(shares), max(shares)) if shares else None, smaller, at)
+
+
+# ----------------------------------------------------------------------------- the rules that word these figures
+
+def cache_against(bytes_a: float, bytes_b: float, name_b: str) -> verdicts.Verdict:
+    """One cache against another: 'N× less than <b>', 'N× more than <b>', or 'as much as <b>' within the
+    change margin."""
+    v = verdicts.speed(bytes_a, bytes_b, faster="less", slower="more", same=f"as much as {name_b}")
+    return verdicts.Verdict(v.words if v.words.startswith("as much") else f"{v} than {name_b}", "cache_against",
+                            v.evidence)
+
+
+def mla_saving(row: MLABaseline) -> verdicts.Verdict:
+    """MLA's cache against one baseline row, in words: 'caches 57× less than MHA of the same model …'."""
+    v = cache_against(row.mla_bytes, row.baseline_bytes, row.baseline)
+    return verdicts.Verdict(f"MLA caches {v}", "mla_saving", v.evidence)
+
+
+_TIME = re.compile(r"inference time per sample ([\d.]+) s vs (\S+)'s ([\d.]+) s")
+
+
+def scorecard_verdicts(rows: list[dict[str, str]] | None = None) -> list[verdicts.Verdict]:
+    """What the published rows say, in words from their own numbers: an uptrained GQA-8's score as a share of
+    MHA's, and its time per sample against MQA's and MHA's (GQA paper, T5-XXL); how many benchmarks MHA scored
+    above GQA and MQA on when each is trained from scratch at 7B (DeepSeek-V2, Appendix D.1), by how many points."""
+    rows = scorecard() if rows is None else rows
+    out = []
+    by = {r["variant"]: r for r in rows}
+    gqa, mqa = by.get("GQA-8-XXL"), by.get("MQA-XXL")
+    if gqa and mqa and _TIME.search(gqa["kv_cache_note"]) and _TIME.search(mqa["kv_cache_note"]):
+        tg, base, tmha = _TIME.search(gqa["kv_cache_note"]).groups()
+        tq = _TIME.search(mqa["kv_cache_note"]).group(1)
+        tg, tq, tmha = float(tg), float(tq), float(tmha)
+        f = float(gqa["variant_value"]) / float(gqa["baseline_value"])
+        out.append(verdicts.Verdict(
+            f"uptrained GQA-8 (T5-XXL) scores {gqa['variant_value']} against {base}'s {gqa['baseline_value']}: "
+            f"{100 * f:.1f} % of it ({verdicts.share_band(f)}), in {tg:g} s per sample — {verdicts.speed(tg, tq)} than "
+            f"MQA's {tq:g} s, {verdicts.speed(tg, tmha)} than {base}'s {tmha:g} s", "scorecard",
+            {"share": f, "gqa_s": tg, "mqa_s": tq, "mha_s": tmha}))
+    dense = [r for r in rows if r["baseline"] == "MHA" and r["setting"].startswith("7B dense")]
+    for variant in dict.fromkeys(r["variant"] for r in dense):
+        gaps = [float(r["baseline_value"]) - float(r["variant_value"]) for r in dense if r["variant"] == variant]
+        above = sum(g > 0 for g in gaps)
+        out.append(verdicts.Verdict(
+            f"trained from scratch at 7B, MHA scored above {variant} on {above} of {len(gaps)} benchmarks "
+            f"(by {min(gaps):+.1f} to {max(gaps):+.1f} points)", "scorecard",
+            {"above": above, "benchmarks": len(gaps), "least": min(gaps), "most": max(gaps)}))
+    return out

@@ -5,6 +5,9 @@ FLOPs: 2 per parameter a token is multiplied by, plus attention's two context pr
 output head). The only split added here is which weights of the layers belong to the attention block
 (the q/k/v/o projections: helpers.formulas.specs.attention_projection_params); the MLP is the rest.
 
+The bytes a decode step reads, split the same way (byte_terms), say how its time would split were it bound by
+reading them (notebook 03: batch 1 is). `against_talk` words a layer share against the talk's 95 %.
+
 The time of each part, measured on a loaded model, is helpers.measure.forward_parts; the figures and
 tables are helpers.present.compute_share_figures.
 """
@@ -14,8 +17,10 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from .. import checks
+from . import verdicts
 from .specs import attention_projection_params, get_spec
 from .stepcost import forward_cost
+from .units import DTYPE_BYTES, normalize_dtype
 
 TALK_LAYER_SHARE = 0.95  # the talk: "about 95 % of compute is in the transformer layers"
 PHASES = ("prefill", "decode")
@@ -129,3 +134,37 @@ def attention_crossover(model, phase: str = "prefill", limit: int = 2**22) -> in
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if over(mid) else (mid + 1, hi)
     return lo
+
+
+def against_talk(share: float, what: str) -> verdicts.Verdict:
+    """A layer share against the talk's "about 95 % of compute is in the transformer layers" (TALK_LAYER_SHARE):
+    the claim holds at or above it, and not below."""
+    holds = share >= TALK_LAYER_SHARE
+    return verdicts.Verdict(f"for {what} the layers take {share:.1%} of the FLOPs — the talk's {TALK_LAYER_SHARE:.0%} "
+                            f"{'holds' if holds else 'does not hold'}", "against_talk", {"share": share})
+
+
+@dataclass(frozen=True)
+class ByteTerms:
+    """Bytes one decode step reads by part (batch 1): the attention projections' weights and the KV cache, the
+    MLP's weights (the norms' few included), the head's; helpers.formulas.stepcost's total."""
+
+    attention: int
+    mlp: int
+    head: int
+
+    @property
+    def total(self) -> int:
+        return self.attention + self.mlp + self.head
+
+
+def byte_terms(model, context: int, dtype: str = "bf16") -> ByteTerms:
+    """The bytes of one decode step at `context` tokens (helpers.formulas.stepcost.forward_cost), split: attention =
+    q/k/v/o weights + the KV cache read and written; head = the output head's weights (none apart when tied);
+    MLP = the rest of the weights streamed, embedding rows included."""
+    spec = get_spec(model)
+    cost = forward_cost(spec, 1, context, 1, dtype)
+    size = DTYPE_BYTES[normalize_dtype(dtype)]
+    proj = int(attention_projection_params(spec) * size)
+    head = 0 if spec.tie_word_embeddings else int(spec.hidden_size * spec.vocab_size * size)
+    return ByteTerms(proj + cost.kv_bytes, cost.weight_read_bytes - proj - head, head)

@@ -2,6 +2,10 @@
 its weights under each scheme, the parameters bitsandbytes leaves alone (embedding and output head),
 and whether it fits one GPU per scheme — the capacity planner's budget (helpers.capacity.plan).
 
+The rules that put words on these figures (against the rule of thumb "int8 halves, nf4 quarters", what a
+mixture-of-experts model keeps at 2 bytes, the checkpoint check) are here too, returning
+helpers.formulas.verdicts.Verdict.
+
 Measured against a loaded model in helpers.measure.quant; drawn in helpers.present.quant_figures.
 """
 from __future__ import annotations
@@ -9,8 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from . import verdicts
 from .memory import kv_cache_bytes, weight_bytes
-from .specs import ModelSpec, get_spec, param_breakdown
+from .specs import PRESETS, ModelSpec, get_spec, param_breakdown
+from .units import DTYPE_BYTES, normalize_dtype
 
 # openai/gpt-oss-120b on the Hub: the safetensors tensors' total (model.safetensors.index.json
 # total_size; helpers/presets/SOURCES.md).
@@ -127,3 +133,47 @@ def max_context_in(budget_bytes: float, model: str | dict | ModelSpec, kv_dtype:
         else:
             hi = mid
     return lo
+
+
+# ----------------------------------------------------------------------------- the rules that word these figures
+
+def rule_of_thumb(scheme: str, base_dtype: str = "bf16") -> float:
+    """What a scheme would leave of the base's bytes if it quantized every weight and stored nothing else:
+    bytes per weight ÷ the base's (int8 of bf16: 0.5, nf4 of bf16: 0.25, int8 of fp32: 0.25)."""
+    key = "nf4" if scheme == "nf4-dq" else normalize_dtype(scheme)
+    return DTYPE_BYTES[key] / DTYPE_BYTES[normalize_dtype(base_dtype)]
+
+
+def against_rule_of_thumb(ratio: float, scheme: str, base_dtype: str = "bf16", name: str = "") -> verdicts.Verdict:
+    """A scheme's bytes ÷ its base's (`ratio`), against the rule of thumb (rule_of_thumb): 'as the rule of thumb
+    says' when within the change margin of it, else how many times the rule of thumb's figure it is."""
+    ideal = rule_of_thumb(scheme, base_dtype)
+    way = verdicts.change_verdict(ratio / ideal)
+    head = f"{name or scheme} holds {ratio:.3g}× the {base_dtype} bytes"
+    words = (f"{head}, as the rule of thumb says ({ideal:g}×; within {verdicts.CHANGE_MARGIN:.0%})" if way == "about equal"
+             else f"{head}: {verdicts.factor(ratio / ideal)} the rule of thumb's {ideal:g}×")
+    return verdicts.Verdict(words, "against_rule_of_thumb", {"ratio": ratio, "rule_of_thumb": ideal,
+                                                             "over_rule": ratio / ideal})
+
+
+def left_alone(model, scheme: str = "int8") -> verdicts.Verdict:
+    """What bitsandbytes leaves at the base dtype in a model (the embedding, the head, fused experts), as a
+    share of its parameters (its band), and what the scheme's bytes are against bf16's (computed)."""
+    first, w = preset_footprints(model, ("bf16", scheme))
+    v = verdicts.share(1 - w.quantized_share, 1, "its parameters")
+    return verdicts.Verdict(f"{w.model}: {scheme} holds {w.vs_first:.3g}× the bf16 bytes; bitsandbytes leaves {v.words} "
+                            "at 2 bytes", "left_alone", {**v.evidence, "vs_bf16": w.vs_first})
+
+
+def moe_presets() -> list[str]:
+    """The presets with routed experts (mixture-of-experts)."""
+    return [m for m in PRESETS if get_spec(m).num_experts]
+
+
+def checkpoint_check(predicted: int, published: int) -> verdicts.Verdict:
+    """The predicted bytes against a published checkpoint's: equal to the byte, or the difference."""
+    if predicted == published:
+        words = f"equal to the byte ({predicted:,} B both)"
+    else:
+        words = f"{predicted - published:+,} B apart ({abs(predicted - published) / published:.2%} of the checkpoint)"
+    return verdicts.Verdict(words, "checkpoint_check", {"predicted": predicted, "published": published})

@@ -15,6 +15,10 @@ live beside the function that produces it and are built from these.
   half", "less than half", "a small part").
 - `against_roof(rate, roof)`: a measured rate against the roof it is bounded by: "at the roof",
   "N % of the roof", or "above the roof" (the roof was not the bound: the caller says why, by its rule).
+- `byte_for_byte(flags, what)`: measured against a formula row by row: "equal to the formula to the byte in
+  every row (9 of 9)" only when every row is; otherwise how many, and which rows are not.
+- `rounding(error, scale, dtype)`: a difference between two computations of the same thing, in units of the
+  dtype's rounding at the values' scale: "float rounding" within ROUNDING_EPS of them, not otherwise.
 """
 from __future__ import annotations
 
@@ -30,6 +34,11 @@ NEARLY_ALL = 0.90
 SMALL = 0.10
 # "about half": within this distance of one half.
 HALF_BAND = 0.05
+# Two computations of the same values agree "to float rounding" when they differ by at most this many
+# machine epsilons of the values' scale (a sum of hundreds of rounded products drifts by that much).
+ROUNDING_EPS = 64
+# The machine epsilon (2^-mantissa bits) of each float dtype the workshop computes in.
+EPSILON = {"fp64": 2.0**-52, "fp32": 2.0**-23, "fp16": 2.0**-10, "bf16": 2.0**-7}
 
 
 @dataclass(frozen=True)
@@ -117,3 +126,30 @@ def against_roof(rate: float, roof: float, roof_name: str = "the roof") -> Verdi
              "about equal": f"at {roof_name} ({100 * r:,.0f} %)",
              "higher": f"above {roof_name} ({factor(r)})"}[way]
     return Verdict(words, "against_roof", {"rate": rate, "roof": roof, "ratio": r})
+
+
+def byte_for_byte(flags, what: str = "the formula", rows: str = "row") -> Verdict:
+    """Measured against `what`, one flag per row (True: equal to the byte): 'equal to the formula to the byte
+    in every row (9 of 9)', or 'equal to the formula in 7 of 9 rows; rows 3, 5 differ' — never 'every' unless
+    every row is."""
+    flags = [bool(f) for f in flags]
+    assert flags, "no rows to compare"
+    n, ok = len(flags), sum(flags)
+    if ok == n:
+        words = f"equal to {what} to the byte in every {rows} ({ok} of {n})"
+    else:
+        bad = ", ".join(str(i + 1) for i, f in enumerate(flags) if not f)
+        words = (f"equal to {what} in {ok} of {n} {rows}s; " +
+                 (f"{rows} {bad} differs" if n - ok == 1 else f"{rows}s {bad} differ"))
+    return Verdict(words, "byte_for_byte", {"equal": ok, "rows": n})
+
+
+def rounding(error: float, scale: float, dtype: str = "fp32", of: str = "the values") -> Verdict:
+    """A difference between two computations of the same values, against the dtype's rounding at their
+    scale (machine epsilon × `scale`): 'float rounding: 1.1e-06 = 2.2 ε × 4.16, the scale of the output …'
+    within ROUNDING_EPS epsilons, 'more than float rounding: …' past it."""
+    assert error >= 0 and scale > 0 and dtype in EPSILON, (error, scale, dtype)
+    units = error / (EPSILON[dtype] * scale)
+    at = f"{error:.1e} = {units:,.1f} ε × {scale:.3g}, the scale of {of} ({dtype} ε = {EPSILON[dtype]:.1e})"
+    words = (f"float rounding: {at}" if units <= ROUNDING_EPS else f"more than float rounding: {at}")
+    return Verdict(words, "rounding", {"error": error, "scale": scale, "epsilons": units})

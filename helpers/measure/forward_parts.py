@@ -2,7 +2,8 @@
 embedding, every layer's attention and MLP, the final norm and the head (synchronising the device at each
 boundary), plus the tokenizer (text → tokens) and the greedy pick of the next token (notebook 10).
 
-Beside the FLOPs of the same parts (helpers.formulas.compute_share), on the parts both have: compare_parts.
+Beside the FLOPs of the same parts (helpers.formulas.compute_share), on the parts both have: compare_parts;
+worded by parts_verdicts (which part is largest, by the change margin; each share's band).
 """
 from __future__ import annotations
 
@@ -11,7 +12,12 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from .. import checks
+from ..formulas import verdicts
 from ..formulas.compute_share import GroupShares, flop_terms, phase_args
+
+# GroupShares's fields as sentences name them
+PART_NAMES = {"embedding": "the embedding", "attention": "attention", "mlp": "the MLP", "head": "the head",
+              "everything_else": "everything that is not a matmul"}
 
 
 @dataclass(frozen=True)
@@ -177,3 +183,32 @@ def _measure_parts(loaded, text: str, tokens: int, phase: str, repeats: int) -> 
                 samples[k].append(v)
     med = {k: statistics.median(v) for k, v in samples.items()}
     return PartTimes(**{f: med.get(f, 0.0) for f in PartTimes.__dataclass_fields__})
+
+
+# ----------------------------------------------------------------------------- the rules that word them
+
+def largest_part(shares: GroupShares, of: str) -> verdicts.Verdict:
+    """The largest part of `shares` and its band; when the runner-up is within the change margin of it, both,
+    as about equal."""
+    ranked = sorted(((getattr(shares, f), f) for f in PART_NAMES), reverse=True)
+    (a, fa), (b, fb) = ranked[0], ranked[1]
+    if b > 0 and verdicts.change_verdict(a / b) == "about equal":
+        words = (f"{PART_NAMES[fa]} and {PART_NAMES[fb]} take the largest shares of {of}, about equal "
+                 f"({100 * a:.0f} % and {100 * b:.0f} %)")
+    else:
+        words = f"{PART_NAMES[fa]} takes the largest share of {of}: {verdicts.share(a, 1)}"
+    return verdicts.Verdict(words, "largest_part", {fa: a, fb: b})
+
+
+def parts_verdicts(c: PartsCompared) -> list[verdicts.Verdict]:
+    """One phase's measured time shares against its computed FLOP shares, in words from their numbers: the
+    largest part of each, the head's time share as a factor of its FLOP share, and the share of the time
+    spent outside the matmuls."""
+    what = "a prefill" if c.phase == "prefill" else "a decode step"
+    head = verdicts.times_as(c.time.head, c.flops.head, "its share of the FLOPs") if c.flops.head else None
+    rest = verdicts.share(c.time.everything_else, 1, "the time")
+    return [largest_part(c.flops, f"{what}'s FLOPs (computed)"), largest_part(c.time, f"{what}'s time (measured)"),
+            *([verdicts.Verdict(f"the head took {100 * c.time.head:.0f} % of {what}'s time, {head}", "times_as",
+                                head.evidence)] if head else []),
+            verdicts.Verdict(f"everything that is not a matmul — tokenizer, norms, rotary embeddings, masks, Python "
+                             f"between kernels — took {rest}", "share", rest.evidence)]

@@ -8,7 +8,12 @@
   last-level cache: the staircase that shows why tiling pays — data re-read from a level that holds
   it comes back several times faster than from DRAM.
 
-The figures and labelled tables are helpers.present.hierarchy_figures.
+The figures and labelled tables are helpers.present.hierarchy_figures. What the measured curve says is found
+from the curve itself (levels_found: where the bandwidth falls by more than the change margin, and the flat
+runs between), then held against the cache sizes the system reports (staircase_verdicts): a step where a
+reported cache ends, a step no reported size explains, and whether any working set reached past the last
+level (DRAM). The working sets run to several times the last-level cache (staircase_sizes), bounded by the
+memory free.
 
 The read benchmark sums a buffer of `nbytes` many times in one call (a stride-0 view repeats it), so
 the per-call overhead of the framework is paid once per sample, not once per pass: at 32 KiB a pass
@@ -26,6 +31,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .. import checks
+from ..formulas import verdicts
 from ..formulas.units import KiB, MiB
 
 ONCHIP_FILE = Path(__file__).parents[1] / "data" / "gpu_onchip.csv"
@@ -250,10 +256,145 @@ def plateaus(stairs: Sequence[Stair]) -> list[Plateau]:
             for k, v in by.items()]
 
 
+# The working sets reach this many times the last-level cache, so that the last ones are read from DRAM.
+PAST_LAST_CACHE = 4
+# ... and never take more than this share of the memory free now.
+SHARE_OF_FREE = 0.25
+
+
+def staircase_sizes(caches: Sequence[CacheLevel], free_bytes: int | None = None, per_octave: int = 1,
+                    lo: int = 4 * KiB, floor: int = 256 * MiB) -> list[int]:
+    """Working sets from `lo` to PAST_LAST_CACHE × the last-level cache (at least `floor`), each doubling, the
+    largest bounded by SHARE_OF_FREE of the free memory (`free_bytes`, default: measured now)."""
+    if free_bytes is None:
+        import psutil
+
+        free_bytes = psutil.virtual_memory().available
+    last = max((c.size_bytes for c in caches), default=0)
+    hi = max(floor, PAST_LAST_CACHE * last)
+    while hi > floor and hi > SHARE_OF_FREE * free_bytes:
+        hi //= 2
+    return working_set_sizes(lo, 2 ** math.ceil(math.log2(hi)), per_octave)
+
+
+@dataclass(frozen=True)
+class FoundLevel:
+    """A flat run of the measured curve (no fall past the change margin inside it): its sizes, its median
+    bandwidth, and the reported cache that holds its largest working set ('DRAM' past the last)."""
+
+    smallest_bytes: int
+    largest_bytes: int
+    sizes_measured: int
+    median_bandwidth: float      # bytes/s
+    reported: str                # fits_in of its largest size
+
+
+@dataclass(frozen=True)
+class Step:
+    """Where the measured curve falls: from the last size of one level to the first of the next (the
+    bandwidth falling past the change margin at each size between), and the reported caches whose size lies
+    in that span (none: a step no reported size explains)."""
+
+    from_bytes: int
+    to_bytes: int
+    from_bandwidth: float
+    to_bandwidth: float
+    caches_at: tuple[str, ...]
+    ends_the_curve: bool         # the curve was still falling at the largest size measured
+
+
+def levels_found(stairs: Sequence[Stair], caches: Sequence[CacheLevel]) -> tuple[list[FoundLevel], list[Step]]:
+    """The levels and steps of a measured staircase, from the curve: a step wherever the bandwidth falls by more
+    than the change margin (helpers.formulas.verdicts.change_verdict) from one size to the next (consecutive
+    falls are one step); the levels are the runs between steps. Each step is held against the reported caches."""
+    import statistics
+
+    stairs = sorted(stairs, key=lambda r: r.working_set_bytes)
+    assert stairs, "no working sets measured"
+    bw = [r.read_bandwidth for r in stairs]
+    falls = [i for i in range(len(stairs) - 1) if verdicts.change_verdict(bw[i + 1] / bw[i]) == "lower"]
+    spans: list[list[int]] = []
+    for i in falls:
+        if spans and spans[-1][1] == i:
+            spans[-1][1] = i + 1
+        else:
+            spans.append([i, i + 1])
+    caches = data_caches(caches)
+    steps = [Step(stairs[a].working_set_bytes, stairs[b].working_set_bytes, bw[a], bw[b],
+                  tuple(c.name for c in caches if stairs[a].working_set_bytes <= c.size_bytes <= stairs[b].working_set_bytes),
+                  b == len(stairs) - 1) for a, b in spans]
+    bounds = [0] + [b for _, b in spans]
+    ends = [a for a, _ in spans] + [len(stairs) - 1]
+    levels = []
+    for first, last in zip(bounds, ends):
+        run = stairs[first:last + 1]
+        levels.append(FoundLevel(run[0].working_set_bytes, run[-1].working_set_bytes, len(run),
+                                 statistics.median(r.read_bandwidth for r in run), fits_in(run[-1].working_set_bytes, caches)))
+    return levels, steps
+
+
+def _size(n: int) -> str:
+    return f"{n / KiB:,.0f} KiB" if n < MiB else f"{n / MiB:,.0f} MiB"
+
+
+def _gbs(bw: float) -> str:
+    return f"{bw / 1e9:.3g} GB/s"
+
+
+def _level(v: FoundLevel) -> str:
+    sizes = _size(v.smallest_bytes) if v.smallest_bytes == v.largest_bytes else \
+        f"{_size(v.smallest_bytes)}–{_size(v.largest_bytes)}"
+    return f"{sizes}, {'DRAM' if v.reported == 'DRAM' else 'in ' + v.reported + ' as reported'}, {_gbs(v.median_bandwidth)}"
+
+
+def staircase_verdicts(stairs: Sequence[Stair], caches: Sequence[CacheLevel]) -> list[verdicts.Verdict]:
+    """What this machine's staircase says, from the curve against the caches the system reports: each step and
+    the cache that ends there (or none), each reported cache with no step at its size, whether any working set
+    went past the last-level cache, and the first level's bandwidth against the last level's."""
+    levels, steps = levels_found(stairs, caches)
+    caches = data_caches(caches)
+    largest = max(r.working_set_bytes for r in stairs)
+    out = []
+    for s in steps:
+        span = f"between {_size(s.from_bytes)} and {_size(s.to_bytes)} ({_gbs(s.from_bandwidth)} → {_gbs(s.to_bandwidth)})"
+        if s.caches_at:
+            at = ", ".join(f"{c.name}'s {_size(c.size_bytes)}" for c in caches if c.name in s.caches_at)
+            words = f"a step down {span}, where {at} ends"
+        else:
+            words = f"a step down {span} that no cache size the system reports explains"
+        if s.ends_the_curve:
+            words += "; still falling at the largest working set"
+        out.append(verdicts.Verdict(words, "step", {"from": s.from_bytes, "to": s.to_bytes, "caches": len(s.caches_at)}))
+    stepped = {n for s in steps for n in s.caches_at}
+    for c in caches:
+        if c.name not in stepped and c.size_bytes <= largest:
+            out.append(verdicts.Verdict(f"no step at {c.name}'s {_size(c.size_bytes)}", "no_step", {"size": c.size_bytes}))
+    if caches:
+        last = caches[-1]
+        past = [r for r in stairs if r.working_set_bytes > last.size_bytes]
+        out.append(verdicts.Verdict(
+            f"the working sets past {last.name} ({_size(last.size_bytes)}), {_size(past[0].working_set_bytes)} to "
+            f"{_size(past[-1].working_set_bytes)}, read from DRAM at {_gbs(statistics_median(past))} (median)" if past else
+            f"no working set measured past {last.name} ({_size(last.size_bytes)}; the largest is {_size(largest)}): "
+            "DRAM is not measured here", "dram", {"past_last_cache": len(past)}))
+    top, bottom = levels[0], levels[-1]
+    if len(levels) > 1:
+        v = verdicts.times_as(top.median_bandwidth, bottom.median_bandwidth, f"the last level found ({_level(bottom)})")
+        out.append(verdicts.Verdict(f"{len(levels)} levels found; the first ({_level(top)}) reads at {v}", "times_as",
+                                    v.evidence))
+    return out
+
+
+def statistics_median(stairs: Sequence[Stair]) -> float:
+    import statistics
+
+    return statistics.median(r.read_bandwidth for r in stairs)
+
+
 def bench_staircase(repeats: int = 3) -> dict[str, Any]:
     """`make bench` section: this CPU's data caches and the measured read bandwidth per level (one core)."""
     caches = data_caches()
-    rows = staircase(working_set_sizes(per_octave=1), repeats=repeats, bytes_per_sample=64 * MiB, levels=caches)
+    rows = staircase(staircase_sizes(caches), repeats=repeats, bytes_per_sample=64 * MiB, levels=caches)
     return {"caches": [{"level": c.name, "bytes": c.size_bytes, "shared_by": c.shared_by} for c in caches],
             "staircase": [asdict(r) for r in rows], "plateaus": [asdict(p) for p in plateaus(rows)],
             "definitions": {"read_bandwidth": "bytes/s: bytes summed ÷ seconds, float32 sum re-reading one buffer, "

@@ -4,12 +4,14 @@ MLA caches one compressed latent per token per layer — kv_lora_rank + qk_rope_
 the latent and the decoupled, already-rotated RoPE key — and rebuilds per-head K and V from it at
 attention time. ``MLAttention`` here keeps exactly that in its cache, so its bytes can be measured
 against helpers.formulas.memory.kv_cache_bytes; transformers' own DeepSeek-V3 model is measured the same way.
+`mla_verdicts` words the checks from their numbers (helpers.formulas.verdicts).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
+from ..formulas import verdicts
 from ..formulas.attention import mha_kv_bytes_per_token
 from ..formulas.memory import kv_cache_bytes
 from ..formulas.specs import ModelSpec, spec_from_config
@@ -273,3 +275,24 @@ def measure_hf_mla(cases=((16, 1), (64, 4)), cfg: dict | None = None) -> list[Ca
                        measured_cache_bytes(measured_cache(model, tokens, batch)),
                        kv_cache_bytes(spec, tokens, batch, "fp32"))
             for tokens, batch in cases]
+
+
+def mla_verdicts(rows: list[MLACheck], hf_rows: list[CacheCheck] | None = None) -> list[verdicts.Verdict]:
+    """TinyMLA's checks in words from their numbers: the latent cache against the formula (byte for byte),
+    the absorbed attention's output against the expanded reference (float rounding or not, at the output's
+    scale, fp32), the expanded K/V's bytes against the latent's; and transformers' DeepSeek-V3 cache against
+    the formula."""
+    worst = max(rows, key=lambda r: r.max_output_error / r.output_scale)
+    out = [verdicts.Verdict(f"TinyMLA's latent cache: {verdicts.byte_for_byte([r.equal for r in rows])}", "byte_for_byte",
+                            {"equal": sum(r.equal for r in rows), "rows": len(rows)})]
+    if hf_rows:
+        v = verdicts.byte_for_byte([r.equal for r in hf_rows])
+        out.append(verdicts.Verdict(f"transformers' DeepSeek-V3 cache: {v}", "byte_for_byte", v.evidence))
+    out.append(verdicts.Verdict(
+        f"max |cached − expanded| output: {verdicts.rounding(worst.max_output_error, worst.output_scale, 'fp32', 'the output')}",
+        "rounding", {"error": worst.max_output_error, "scale": worst.output_scale}))
+    r = rows[0]
+    out.append(verdicts.Verdict(f"the expanded K/V would take {verdicts.times_as(r.expanded_bytes, r.measured_bytes, 'the latent cache')} "
+                                f"({r.expanded_bytes:,} against {r.measured_bytes:,} B at {r.tokens} tokens)", "times_as",
+                                {"expanded": r.expanded_bytes, "latent": r.measured_bytes}))
+    return out

@@ -4,7 +4,8 @@ recurrent forms (Katharopoulos et al. 2020, arXiv:2006.16236, §3.2–3.4), whic
 attention's trade, one decode query against many keys, dense against top-k and sinks + window (StreamingLLM,
 Xiao et al. 2023, arXiv:2309.17453).
 
-The formulas are helpers.formulas.state_space; the tables and figure are helpers.present.state_space_figures.
+The formulas are helpers.formulas.state_space; the tables and figure are helpers.present.state_space_figures;
+toy_verdicts and sparse_verdicts word these results from their numbers (helpers.formulas.verdicts).
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from ..formulas import verdicts
 from ..formulas.state_space import sequence_state_bytes, ssm_shape
 from .tensor_bytes import measured_cache_bytes, measured_state_bytes
 
@@ -192,3 +194,31 @@ def sparse_attention_demo(context: int = 4096, head_dim: int = 64, keep: int = 2
                                       float((out - dense).norm(dim=-1).mean() / v.norm(dim=-1).mean()),
                                       bool(mask[..., needle_at].all()) if kind == "needle" else None))
     return rows
+
+
+# ============================================================================ the rules that word them
+
+def toy_verdicts(toys: Sequence[ToyStateCheck], linear: LinearAttentionCheck) -> list[verdicts.Verdict]:
+    """The toy caches against the formula (byte for byte) and linear attention's two forms against each other
+    (float rounding or not, at the unit scale of its random values: its outputs are averages of them)."""
+    v = verdicts.byte_for_byte([t.equal for t in toys], "the formula", "toy run")
+    r = verdicts.rounding(linear.max_difference, 1.0, "fp32", "the unit-variance values")
+    return [verdicts.Verdict(f"transformers' real toy caches: {v}", "byte_for_byte", v.evidence),
+            verdicts.Verdict(f"linear attention, recurrent against parallel over {linear.tokens} tokens: {r}", "rounding",
+                             r.evidence)]
+
+
+def sparse_verdicts(rows: Sequence[SparsePattern]) -> list[verdicts.Verdict]:
+    """The sparse-attention demo in words from its numbers: which patterns keep the needle and how far each
+    output is from dense; with diffuse attention, the share of the softmax mass each kept set carries (its
+    band) and its output error."""
+    out = []
+    for kind in ("needle", "diffuse"):
+        for r in (r for r in rows if r.query == kind and r.pattern != "dense"):
+            mass = verdicts.share(r.mass_kept, 1, "the dense softmax mass")
+            kept = ("keeps the needle" if r.needle_kept else "drops the needle") if kind == "needle" else f"keeps {mass}"
+            out.append(verdicts.Verdict(
+                f"{kind}: {r.pattern} ({r.keys_attended:,} keys, {r.share_of_keys:.1%} of them) {kept}; its output is "
+                f"{r.output_error:.3f} of a value's length from dense", "sparse",
+                {"mass_kept": r.mass_kept, "output_error": r.output_error}))
+    return out

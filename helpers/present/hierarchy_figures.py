@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from ..formulas.units import KiB, MiB
-from ..measure.hierarchy import CacheLevel, GPUMemoryLevels, Plateau, Stair
+from ..measure.hierarchy import CacheLevel, FoundLevel, GPUMemoryLevels, Plateau, Stair
 from . import plots
 
 
@@ -44,6 +44,19 @@ def plateaus_frame(rows: Sequence[Plateau]):
                          for p in rows])
 
 
+def levels_frame(rows: Sequence[FoundLevel]):
+    """The levels found on the measured curve (helpers.measure.hierarchy.levels_found), in GB/s (10⁹ B/s)."""
+    import pandas as pd
+
+    def size(n):
+        return f"{n / KiB:,.0f} KiB" if n < MiB else f"{n / MiB:,.0f} MiB"
+
+    return pd.DataFrame([{"working sets": size(v.smallest_bytes) if v.smallest_bytes == v.largest_bytes else
+                          f"{size(v.smallest_bytes)} – {size(v.largest_bytes)}", "sizes measured": v.sizes_measured,
+                          "median read bandwidth (GB/s)": v.median_bandwidth / 1e9,
+                          "the system's cache holding the largest": v.reported} for v in rows])
+
+
 @plots.notes_when_empty("This CPU's cache staircase")
 def staircase_figure(stairs: Sequence[Stair], caches: Sequence[CacheLevel], source: Any):
     """Read bandwidth against working-set size (log x), with the cache sizes marked."""
@@ -60,7 +73,7 @@ def staircase_figure(stairs: Sequence[Stair], caches: Sequence[CacheLevel], sour
     ax.set_ylim(bottom=0)
     ax.set_xlabel("working set re-read (bytes, log scale)")
     ax.set_ylabel("read bandwidth (GB/s, 10⁹ B/s)")
-    ax.set_title("This CPU's memory hierarchy: bandwidth falls at each cache size")
+    ax.set_title("This CPU's memory hierarchy: read bandwidth against the working set")
     ax.legend(fontsize=8)
     return plots.finish(fig, source)
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..formulas import verdicts
 from ..formulas.memory import weight_bytes
-from ..formulas.quantization import GpuFit, SchemeWeights, preset_footprints
+from ..formulas.quantization import GpuFit, SchemeWeights, against_rule_of_thumb, preset_footprints
 from ..formulas.specs import ModelSpec
 from ..measure.quant import SCHEMES, VariantResult
 from ..measure.training import Perplexity
@@ -102,3 +103,45 @@ def perplexity_rows(perplexities: list[Perplexity]) -> list[dict[str, Any]]:
     return [{"model": p.model, "profile": p.profile, "perplexity": round(p.perplexity, 2), "tokens": p.tokens,
              "measured on": p.measured_on, "times lower than the first": round(first / p.perplexity, 1)}
             for p in perplexities]
+
+
+# ----------------------------------------------------------------------------- on a GPU: computed, cited
+
+def footprint_on_gpu(model: str = "mistral-7b-v0.1"):
+    """The footprint on a GPU, computed from the config (bf16 base): each scheme against the rule of thumb."""
+    from .expected import computed
+
+    rows = preset_footprints(model)
+    return [computed(f"{model} at a bf16 base: " + "; ".join(str(against_rule_of_thumb(w.vs_first, w.scheme))
+                                                             for w in rows[1:]),
+                     "helpers.formulas.quantization.preset_footprints, from its config.json")]
+
+
+def speed_on_gpu(floors=None):
+    """The decode step on a GPU: each scheme's memory-bound floor (computed by the capacity planner) and what
+    an eager loop reaches against its floor (cited from gpt-fast, with the factor computed from its figures)."""
+    from . import expected
+
+    floors = floors or expected.quantized_decode_floors()
+    first = floors[0]
+    each = "; ".join(f"{f.scheme} {f.step_floor_ms:,.2f} ms" + (
+        "" if f is first else f" ({verdicts.speed(f.step_floor_ms, first.step_floor_ms, 'shorter', 'longer', 'as long')})")
+        for f in floors)
+    return [expected.computed(f"the floor of a {expected.REFERENCE_MODEL} decode step on an {expected.REFERENCE_GPU} "
+                              f"(batch 1, 1,024 tokens cached, the datasheet's bandwidth): {each} — a floor a kernel "
+                              "reaches only if it reads the packed weights at full bandwidth and dequantizes as it reads",
+                              "helpers.present.expected.quantized_decode_floors (the capacity planner)"),
+            *expected.eager_against_floor_on_gpu()]
+
+
+def datasheet_bandwidth(measured, device: str) -> tuple[float, str] | None:
+    """(bandwidth, its name) of the GPU a measurement ran on, from its datasheet (helpers.formulas.gpus), or None
+    on a CPU or an uncatalogued device: the roof a decode step's floor is computed at."""
+    from ..capacity.measured import datasheet_gpu
+    from ..measure.hardware import device_info
+
+    label = measured.recorded.get("device", "") if measured.replayed else (
+        device_info(device).label if str(device).startswith("cuda") else "")
+    kind, _, name = label.partition(": ")
+    g = datasheet_gpu(kind, name)
+    return (g.bandwidth, f"the {g.name}'s datasheet {g.bandwidth / 1e9:,.0f} GB/s") if g else None
