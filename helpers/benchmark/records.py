@@ -7,8 +7,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import records
+from .guidellm_runner import OURS
 from .harness import RESULTS_DIR
 from .metrics import ROW_COLUMNS, RunSummary
+
+# older recordings timed guidellm's requests at a relay between it and the server (its "tap"): the same
+# definitions on the same requests as OURS, read from guidellm's own per-request output now
+LEGACY_SOURCES = {"tap": OURS}
 
 
 RECORD = records.RESULTS / "cpu-amd-epyc" / "engines.json"
@@ -39,6 +44,7 @@ def runs_table(data: dict):
     for c in data.get("configs", []):
         for r in c["runs"]:
             s = RunSummary(**{k: v for k, v in r.items() if k in RunSummary.__dataclass_fields__})
+            s.source = LEGACY_SOURCES.get(s.source, s.source)
             rows.append(dict(s.row(), workload=r.get("workload")))
     return pd.DataFrame(rows, columns=[*ROW_COLUMNS, "workload"])
 
