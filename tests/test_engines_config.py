@@ -158,7 +158,7 @@ def test_available_here_says_why_the_others_are_not():
 
 def test_the_talks_speedups_are_its_table():
     s = guide.talk_speedups()
-    assert s["vLLM default (paged attention, continuous batching)"] == pytest.approx(736 / 51)   # "almost 15×"
+    assert s["vLLM default (paged attention + continuous batching)"] == pytest.approx(736 / 51)   # "almost 15×"
     assert max(s.values()) == pytest.approx(1034 / 51)
     assert len(guide.talk_table()) == 5 and all(guide.published_table()["source"].str.len() > 10)
 

@@ -275,13 +275,17 @@ os.replace({str(out) + ".tmp"!r}, {str(out)!r})
 time.sleep(600)
 """)
     parent = subprocess.Popen([sys.executable, str(script)])
-    t0 = time.time()
-    while not out.exists() and parent.poll() is None and time.time() - t0 < 120:
-        time.sleep(0.1)
-    assert out.exists(), f"the parent ended ({parent.poll()}) before it wrote its server's tree"
-    info = json.loads(out.read_text())
-    assert info["answered"], "the server stopped when the thread that started it ended"
-    return parent, [psutil.Process(p) for p in info["tree"]]
+    try:
+        t0 = time.time()
+        while not out.exists() and parent.poll() is None and time.time() - t0 < 120:
+            time.sleep(0.1)
+        assert out.exists(), f"the parent ended ({parent.poll()}) before it wrote its server's tree"
+        info = json.loads(out.read_text())
+        assert info["answered"], "the server stopped when the thread that started it ended"
+        return parent, [psutil.Process(p) for p in info["tree"]]
+    except BaseException:
+        parent.kill()           # the kernel then ends its server (PR_SET_PDEATHSIG)
+        raise
 
 
 def test_nothing_of_a_server_is_left_when_its_parent_gets_a_ctrl_c(tmp_path):

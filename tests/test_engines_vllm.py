@@ -111,6 +111,7 @@ def test_the_crosscheck_reads_vllm_bench_and_runs_beside_it(tmp_path):
     assert lv["completed (vllm bench)"] == 6 and len(lv["runs"]["vllm bench, direct"]) == 1
     side = lv["side by side"]
     assert side["its requests"] == 6 and side["our requests"] >= 1       # ours ran while vllm bench did
+    assert set(side["shared steps"]) == {"ours", "vllm bench", "gaps", "gaps left out"}
     for reading in (lv["our client's own run"], lv["vllm bench, direct"], lv["ours on its requests"], side["ours"],
                     side["vllm bench"]):
         assert 9.0 <= reading["itl"] <= 30.0 and reading["ttft"] >= 50.0, reading     # 10 ms a token, 50 ms first

@@ -32,26 +32,27 @@ from .metrics import relative_gap
 
 AGREEMENT_TOLERANCE = 0.15   # the client and guidellm agree when their means differ by at most 15 %
 
-TALK_TABLE = [  # the talk's Demo F: one H100, 10 concurrent requests × 50 tokens, 1,656-token shared prefix
-    {"configuration": "HF transformers baseline (one request at a time)", "tok/s": 51, "TTFT ms": 54, "ITL ms": 19.0},
-    {"configuration": "vLLM default (paged attention, continuous batching)", "tok/s": 736, "TTFT ms": 336, "ITL ms": 6.7},
-    {"configuration": "+ prefix caching", "tok/s": 1034, "TTFT ms": 125, "ITL ms": 6.8},
-    {"configuration": "+ KV-cache quantization (fp8)", "tok/s": 1010, "TTFT ms": 134, "ITL ms": 6.9},
-    {"configuration": "+ n-gram speculative decoding", "tok/s": 991, "TTFT ms": 75, "ITL ms": 8.2},
-]
+TALK_CSV = Path(__file__).resolve().parents[1] / "data" / "talk_serving_h100.csv"   # the talk's Demo F, its owner
 TALK_SOURCE = "the workshop talk, Demo F (one H100; 10 concurrent × 50 tokens; 1,656-token shared prefix)"
-TALK_CONCURRENT = 10          # requests in flight in every row but the baseline's (one at a time)
+
+
+def talk_table():
+    """The talk's table (helpers/data/talk_serving_h100.csv), as reported on one H100: not measured here."""
+    import pandas as pd
+
+    t = pd.read_csv(TALK_CSV, comment="#").rename(columns={"tok_s": "tok/s", "ttft_ms": "TTFT ms", "itl_ms": "ITL ms"})
+    return t[["configuration", "concurrency", "tok/s", "TTFT ms", "ITL ms"]].assign(source=TALK_SOURCE)
 
 
 def talk(name_has: str, column: str):
     """One figure of the talk's table: the first row whose configuration contains `name_has`."""
-    for r in TALK_TABLE:
+    rows = talk_table().drop(columns="source").to_dict("records")
+    for r in rows:
         if name_has in r["configuration"]:
             if column not in r:
                 raise ValueError(f"the talk's table has no column {column!r}; it has {', '.join(r)}")
             return r[column]
-    raise ValueError(f"no row of the talk's table contains {name_has!r}; rows: "
-                     + "; ".join(r["configuration"] for r in TALK_TABLE))
+    raise ValueError(f"no row of the talk's table contains {name_has!r}; rows: " + "; ".join(r["configuration"] for r in rows))
 
 
 def _step(name_a: str, name_b: str, column: str, unit: str) -> str:
@@ -75,16 +76,10 @@ PUBLISHED = [
      "source": "vllm/benchmarks/serve.py (--goodput)"},
 ]
 
-def talk_table():
-    import pandas as pd
-
-    return pd.DataFrame(TALK_TABLE).assign(source=TALK_SOURCE)
-
-
 def talk_speedups() -> dict:
     """Ratios of the talk's table against its baseline (the talk spoke of "almost 15×" and "50×")."""
-    base = TALK_TABLE[0]["tok/s"]
-    return {r["configuration"]: r["tok/s"] / base for r in TALK_TABLE[1:]}
+    t = talk_table()
+    return dict(zip(t["configuration"][1:], t["tok/s"][1:] / t["tok/s"][0]))
 
 
 @dataclass(frozen=True)
@@ -108,7 +103,7 @@ def talk_factors() -> TalkFactors:
     base, vllm = "baseline", "vLLM default"
     total = talk(vllm, "tok/s") / talk(base, "tok/s")
     per_request = talk(base, "ITL ms") / talk(vllm, "ITL ms")
-    return TalkFactors(total, per_request, total / per_request, TALK_CONCURRENT)
+    return TalkFactors(total, per_request, total / per_request, int(talk(vllm, "concurrency")))
 
 
 def published_table():

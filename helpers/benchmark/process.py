@@ -309,7 +309,7 @@ class ServerProcess:
             self.argv = [check_executable(argv[0], self.name), *argv[1:]]
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
             self._log = open(self.log_path, "ab", buffering=0)
-            self.proc = spawn(self.argv, self._log, dict(os.environ, PYTHONUNBUFFERED="1", **(self.env or {})))
+            self.proc = spawn(self.argv, self._log, {**os.environ, "PYTHONUNBUFFERED": "1", **(self.env or {})})
             _LIVE.add(self)
             try:
                 self._wait_ready()
