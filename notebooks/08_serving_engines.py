@@ -59,7 +59,7 @@ def _():
 def _():
     configs, skipped = servers.available()
     plots.table(pd.DataFrame(
-        [{"configuration": c.name, "engine": c.engine, "command": " ".join(c.command)} for c in configs]
+        [{"configuration": c.name, "engine": c.engine, "command": c.command_line} for c in configs]
         + [{"configuration": s["name"], "engine": "—", "command": "not here: " + s["why"]} for s in skipped]),
         "servers.available(): what this machine can run, and why not the others")
     return configs, skipped
@@ -414,6 +414,9 @@ def _(record):
             if _g is not None:
                 _rows.append({"concurrency": _r.concurrency, "against vllm bench serve": _what,
                               **{f"{k} gap": getattr(_g, k) for k in findings.FIGURES}, "the rule": _r.verdict})
+        _rows.append({"concurrency": _r.concurrency, "against vllm bench serve":
+                      f"our client, side by side: the {_r.shared_gaps:,} steps both streamed", "itl gap": _r.shared_itl,
+                      "the rule": _r.verdict})
     plots.table(pd.DataFrame(_rows), "recorded: relative gaps to vllm bench serve's own means (TTFT; our ITL "
                 "against its TPOT; our pooled ITL against its ITL; E2E against E2EL)") if _rows else \
         mo.md("_No vllm bench cross-check in the record._")

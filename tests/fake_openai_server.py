@@ -62,7 +62,8 @@ def trace(n: int, tokens: int = 4):
 
 def left(procs, within_s: float = 60.0) -> list:
     """The psutil.Process objects of `procs` still running after up to `within_s` seconds (polled; a zombie,
-    dead and not yet reaped, is not running; psutil tells a reused pid from the process it had)."""
+    dead and not yet reaped, is not running unless threads of it still run; psutil tells a reused pid from
+    the process it had)."""
     import psutil
 
     t0 = time.time()
@@ -70,7 +71,7 @@ def left(procs, within_s: float = 60.0) -> list:
         running = []
         for p in procs:
             try:
-                if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                if p.is_running() and (p.status() != psutil.STATUS_ZOMBIE or p.num_threads() > 1):
                     running.append(p)
             except psutil.Error:
                 pass

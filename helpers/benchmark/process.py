@@ -109,8 +109,10 @@ def spawn(argv: Sequence[str], log, env: dict | None = None, cwd=None, cpus: set
 
 
 def _running(p: psutil.Process) -> bool:
+    """Alive: not gone, and not a zombie — a process whose main thread has exited shows as a zombie while
+    its other threads still run (a server shutting down its thread pools), and is not gone yet."""
     try:
-        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+        return p.is_running() and (p.status() != psutil.STATUS_ZOMBIE or p.num_threads() > 1)
     except psutil.Error:
         return False
 

@@ -73,7 +73,7 @@ def status_markdown(data: dict, error: str | None = None) -> str:
     if not any(c["runs"] for c in data.get("configs", [])):
         lines.append("\n**No server produced a measurement here.** The figures and tables that need one say so in "
                      "place; the decision guide, the exercises and the takeaways below do not need a server.")
-    return "\n".join(lines) or "- nothing was configured to run"
+    return records.mask_paths("\n".join(lines)) or "- nothing was configured to run"   # a log names folders
 
 
 def source_label(data: dict) -> str:
