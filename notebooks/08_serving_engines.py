@@ -60,7 +60,7 @@ def _():
 def _():
     configs, skipped = servers.available()
     plots.table(pd.DataFrame(
-        [{"configuration": c.name, "engine": c.engine, "command": " ".join(c.command)} for c in configs]
+        [{"configuration": c.name, "engine": c.engine, "command": c.command_line} for c in configs]
         + [{"configuration": s["name"], "engine": "—", "command": "not here: " + s["why"]} for s in skipped]),
         "servers.available(): what this machine can run, and why not the others")
     return configs, skipped
@@ -73,12 +73,12 @@ def _(skipped):
     ## 1 · A server is a child process
 
     `helpers.benchmark.process.ServerProcess` takes a command line with `{{port}}`, picks a free port on
-    127.0.0.1, and starts it under a small **supervisor** (`benchmark/supervise.py`): a process that is the
-    subreaper of the server's whole tree, so vLLM's API server, its engine core and their workers, a
-    child in a session of its own, or a worker orphaned by a SIGKILL are all ended with it — when the
-    `with` block ends, when a cell fails or the kernel is interrupted, at interpreter exit, and when
-    this notebook's process dies (a pipe the supervisor watches closes). Readiness is `GET /health`
-    within a timeout; the log goes to a file; requests to 127.0.0.1 bypass any proxy.
+    127.0.0.1, and starts it in a session of its own. A server is a tree of processes (vLLM's API server,
+    its engine core, their workers), and the whole tree is ended with psutil — SIGTERM, a grace period,
+    SIGKILL to what is left — when the `with` block ends, when a cell fails or the kernel is interrupted,
+    and at interpreter exit; when this notebook's process dies without cleaning up, the kernel sends the
+    server SIGTERM (Linux's `PR_SET_PDEATHSIG`) and the server ends its workers. Readiness is
+    `GET /health` within a timeout; the log goes to a file; requests to 127.0.0.1 bypass any proxy.
 
     **What you should see** — on a CPU: two `transformers serve` configurations and four vLLM ones
     {"(vLLM is installed here)" if _why is None else f"— not vLLM here: {_why}"}; SGLang skipped (no CPU
@@ -137,8 +137,9 @@ def _(data):
     (tokens − 1) — guidellm's definition, and vLLM bench's "TPOT". A stream counts only when it says it
     is complete (a `finish_reason`, the usage chunk or `[DONE]`): one cut mid-way is a failure, as is a
     reply that is not a completion chunk or a token count the stream contradicts.
-    The parser is written out in `helpers/benchmark/stream.py` (`StreamReader`, a few dozen lines) because
-    it is the lesson; in your own code the `openai` package does the same inside `for chunk in stream`:
+    The timing is written out in `helpers/benchmark/client.py` (`stream_one` on aiohttp, the HTTP stack of
+    `vllm bench serve`, and `StreamReader`) because it is the lesson; in your own code the `openai` package
+    does the same inside `for chunk in stream`:
     `client.stream_with_openai` times one request that way, and `tests/test_engines.py` checks that both
     clients see the same tokens and the same first-token wait from a server.
     {"Servers became ready in " + _ready + "." if _ready else "No server became ready here (see **What ran**)."}
@@ -374,12 +375,12 @@ def _():
     mo.md(f"""
     ## 7 · Three load generators on one server
 
-    guidellm and `vllm bench serve` each drive the same server **through a tap** (`helpers.benchmark.tap`): a
-    byte relay that timestamps every chunk as it passes and reads it with our client's parsing, so each of
-    their requests is measured twice — by them and by our definitions, on the same run (the tap sits one
-    socket hop nearer the server: what a tool times beyond it is its own client's time). Our client and
-    vllm bench also each run the load straight to the server, three times, alternated; their means agree
-    only as far as the machine is steady. Beside vLLM's CPU build, which binds its worker to a core, every
+    guidellm and `vllm bench serve` each drive the same server and save every request's times (guidellm's
+    JSON report; vllm bench's `--save-detailed`), so each of their requests is measured twice — by them and
+    by our definitions on their timestamps, the same run. Our client and vllm bench also each run the load
+    straight to the server, three times, alternated — their means agree only as far as the machine is
+    steady — and once side by side, both at once on the same server, so that both time the same decode
+    steps (`helpers.benchmark.crosscheck`). Beside vLLM's CPU build, which binds its worker to a core, every
     load generator runs on the other cores (`process.client_cpus`), so that none takes the model's core,
     and vLLM's EngineCore, which waits for its worker in a `sched_yield()` loop on the core the load
     shares, runs at nice 10 (`process.yield_spinners`): at the same priority it kept a runnable client off
@@ -399,8 +400,8 @@ def _(source, table):
 
 @app.cell
 def _(source, table):
-    agreement_table = guide.agreement(table, "fixed", ours="tap")
-    plots.table(agreement_table, f"our definitions on guidellm's requests (the tap) against guidellm's · {source}") \
+    agreement_table = guide.agreement(table, "fixed")
+    plots.table(agreement_table, f"our definitions on guidellm's requests against guidellm's · {source}") \
         if not agreement_table.empty else mo.md("_guidellm did not run here._")
     return (agreement_table,)
 
@@ -409,10 +410,14 @@ def _(source, table):
 def _(record):
     _rows = []
     for _r in (findings.crosscheck_gaps(record) if record else []):
-        for _field, _what in findings.CROSSCHECK_READINGS.items():
-            _g = getattr(_r, _field)
-            _rows.append({"concurrency": _r.concurrency, "against vllm bench serve": _what,
-                          **{f"{k} gap": getattr(_g, k) for k in ("ttft", "tpot", "itl", "e2el")}})
+        for _what, _g in (("our client, alternated runs", _r.client), ("vllm bench against itself", _r.bench_spread),
+                          ("our client, side by side", _r.side_by_side), ("our definitions on its requests", _r.definitions)):
+            if _g is not None:
+                _rows.append({"concurrency": _r.concurrency, "against vllm bench serve": _what,
+                              **{f"{k} gap": getattr(_g, k) for k in findings.FIGURES}, "the rule": _r.verdict})
+        _rows.append({"concurrency": _r.concurrency, "against vllm bench serve":
+                      f"our client, side by side: the {_r.shared_gaps:,} steps both streamed", "itl gap": _r.shared_itl,
+                      "the rule": _r.verdict})
     plots.table(pd.DataFrame(_rows), "recorded: relative gaps to vllm bench serve's own means (TTFT; our ITL "
                 "against its TPOT; our pooled ITL against its ITL; E2E against E2EL)") if _rows else \
         mo.md("_No vllm bench cross-check in the record._")
@@ -427,9 +432,10 @@ def _(agreement_table):
     mo.md(f"""
     {_agree}
 
-    **What you should see** — on the same run, our definitions and guidellm's within a few per cent; vLLM's
-    definitions applied to the tap's records reproduce vllm bench's own means, and ours differ from them
-    only by the documented edge cases (at most a chunk's worth at each end). Back to back, two runs of the
+    **What you should see** — on the same run, our definitions and guidellm's within a few per cent; ours on
+    vllm bench's own per-request times reproduce its means, as they differ only at the documented edge
+    cases (at most a chunk's worth at each end); side by side, our client and vllm bench time the same
+    decode steps, so their ITL differs only by each one's own timing. Back to back, two runs of the
     same load on a busy machine can differ by tens of per cent either way. One pitfall: asking guidellm for
     a fixed *output length* makes it send vLLM's `ignore_eos`, which `transformers serve` rejects with 422 for
     every request — and guidellm still exits 0; `guidellm_runner` passes the length as `max_tokens` instead.

@@ -21,11 +21,13 @@
         [--vllm-end --tail-s S]              ends as vLLM does: the last text chunk carries finish_reason,
                                              then (S seconds later) a usage chunk with no choices, [DONE]
         [--spawn-child group|session]        starts a sleeping child (in its process group, or in a session
-                                             of its own) and logs its pid: "child pid N"
+                                             of its own) and logs its pid: "child pid N"; on SIGTERM it ends
+                                             that child, then itself, as a server ends its workers (vLLM its
+                                             engine core)
         [--ignore-sigterm]                   ignores SIGTERM (as vLLM does while it starts)
 
 Imported by the tests (standard library only at import time, so the server starts fast): COMMAND, the
-command line for helpers.benchmark.process.ServerProcess; start(*flags); trace(n); gone(pid).
+command line for helpers.benchmark.process.ServerProcess; start(*flags); trace(n); left(processes).
 """
 from __future__ import annotations
 
@@ -58,25 +60,24 @@ def trace(n: int, tokens: int = 4):
     return [TraceRequest(i, f"prompt {i}", tokens) for i in range(n)]
 
 
-def gone(pid: int, within_s: float = 15.0) -> bool:
-    """Whether `pid` is gone (or a zombie: dead, not yet reaped) within `within_s` seconds."""
+def left(procs, within_s: float = 60.0) -> list:
+    """The psutil.Process objects of `procs` still running after up to `within_s` seconds (polled; a zombie,
+    dead and not yet reaped, is not running unless threads of it still run; psutil tells a reused pid from
+    the process it had)."""
+    import psutil
+
     t0 = time.time()
-    while time.time() - t0 < within_s:
-        try:
-            os.kill(pid, 0)
-            with open(f"/proc/{pid}/stat") as f:
-                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
-                    return True
-        except (ProcessLookupError, FileNotFoundError):
-            return True
-        except OSError:    # no /proc (macOS): reap it if it is our child
+    while True:
+        running = []
+        for p in procs:
             try:
-                if os.waitpid(pid, os.WNOHANG)[0] == pid:
-                    return True
-            except ChildProcessError:
+                if p.is_running() and (p.status() != psutil.STATUS_ZOMBIE or p.num_threads() > 1):
+                    running.append(p)
+            except psutil.Error:
                 pass
+        if not running or time.time() - t0 > within_s:
+            return running
         time.sleep(0.1)
-    return False
 
 
 ARGS = None
@@ -213,6 +214,8 @@ def main():
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
                                  start_new_session=ARGS.spawn_child == "session")
         print(f"child pid {child.pid}", flush=True)
+        if not ARGS.ignore_sigterm:
+            signal.signal(signal.SIGTERM, lambda *_: (child.terminate(), child.wait(), os._exit(0)))
     if ARGS.exit_at_start:
         print("fake server: exiting at start as asked", flush=True)
         raise SystemExit(3)

@@ -14,14 +14,16 @@ from pathlib import Path
 import fake_openai_server
 import pytest
 
-from helpers.benchmark import harness, client, guidellm_runner, metrics, plans, process, stream, tap, wire
+import psutil
+
+from helpers.benchmark import harness, client, guidellm_runner, metrics, plans, process
 from helpers.benchmark.metrics import SLO, RequestRecord, summarize
 from helpers.benchmark.servers import EngineConfig
 from helpers.serving.traces import chat_trace
 
 HERE = Path(__file__).resolve().parent
 FAKE = fake_openai_server.COMMAND
-fake, trace, _gone = fake_openai_server.start, fake_openai_server.trace, fake_openai_server.gone
+fake, trace, left = fake_openai_server.start, fake_openai_server.trace, fake_openai_server.left
 
 
 @pytest.fixture(autouse=True)
@@ -127,48 +129,14 @@ def test_guidellm_command_never_asks_for_output_tokens(tmp_path):
 def test_server_starts_on_a_free_local_port_and_stops(tmp_path):
     with fake(log_dir=tmp_path) as srv:
         assert srv.alive() and srv.base_url.startswith("http://127.0.0.1:") and srv.ready_s is not None
-        pid = srv.pid
-        assert process.live_servers() == [srv]
+        me = psutil.Process(srv.pid)
+        assert process.live_servers() == [srv] and srv.tree() == [srv.pid]
+        assert os.getsid(srv.pid) == srv.pid                        # a session of its own: signalled as one
         recs = client.run_load(srv.base_url, "m", trace(3, 5), concurrency=2)
         assert [r.ok for r in recs] == [True] * 3 and {r.output_tokens for r in recs} == {5}
-    assert not srv.alive() and _gone(pid)
+    assert not srv.alive() and left([me]) == []
     assert "fake server on 127.0.0.1" in srv.log_tail()            # the log was captured
     assert srv.stop() is not None                                   # stopping twice is harmless
-
-
-@pytest.mark.parametrize("exc", [RuntimeError, KeyboardInterrupt])
-def test_server_is_stopped_when_the_block_fails_or_is_interrupted(exc):
-    srv = fake()
-    with pytest.raises(exc):
-        with srv:
-            pid = srv.pid
-            raise exc("a cell failed / the kernel was interrupted")
-    assert not srv.alive() and _gone(pid)
-
-
-def test_server_dies_with_its_parent_even_on_sigkill(tmp_path):
-    """A kernel killed with SIGKILL runs no cleanup: the kernel's death signal (PR_SET_PDEATHSIG) stops
-    the server anyway."""
-    if not sys.platform.startswith("linux"):
-        pytest.skip("PR_SET_PDEATHSIG is Linux-only")
-    script = tmp_path / "parent.py"
-    script.write_text(f"""
-import sys, time
-sys.path.insert(0, {str(HERE.parent)!r})
-from helpers.benchmark.process import ServerProcess
-srv = ServerProcess({FAKE!r}, name="fake", ready_timeout_s=20).start()
-print(srv.pid, flush=True)
-time.sleep(120)
-""")
-    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
-    try:
-        server_pid = int(parent.stdout.readline())
-        os.kill(server_pid, 0)                                      # running
-        parent.send_signal(signal.SIGKILL)
-        parent.wait(10)
-        assert _gone(server_pid, 15), "the server outlived its killed parent"
-    finally:
-        parent.kill()
 
 
 def test_a_port_already_taken_is_reported(tmp_path):
@@ -197,7 +165,7 @@ def test_a_server_that_never_becomes_ready_is_stopped_and_reported():
     t0 = time.time()
     with pytest.raises(process.ServerNotReady, match="within 2 s"):
         srv.start()
-    assert time.time() - t0 < 15 and not srv.alive() and _gone(srv.pid)
+    assert time.time() - t0 < 30 and not srv.alive() and left([srv.proc]) == []
 
 
 def test_a_server_that_exits_at_start_is_reported_with_its_log():
@@ -338,56 +306,10 @@ def test_results_are_written_atomically(tmp_path):
     assert json.loads(path.read_text())["a"] == 1 and len(list(path.parent.iterdir())) == 1   # old file intact
 
 
-def test_the_tap_records_what_passes_through_it():
-    """Our client through the tap to a server: the tap sees every request, its tokens and its errors."""
-    with fake("--fail-every", "4", "--fail-status", "503", "--token-s", "0.02") as srv:
-        with tap.Tap(srv.base_url) as t:
-            mine = client.run_load(t.base_url, "m", trace(8, 6), concurrency=2, timeout_s=20)
-        seen = summarize(t.records, "tap", 2)
-    assert summarize(mine, "client", 2).errors == seen.errors == {"http 503": 2}
-    assert seen.ok == 6 and seen.output_tokens == 36
-    # 6 tokens 20 ms apart: the tap's ITL is the server's pace. One request's first chunk can reach the tap
-    # late on a loaded machine (which shortens its mean gap), so each is bounded loosely and the median tightly
-    itls = sorted(r.itl_s for r in t.records if r.ok)
-    assert len(itls) == 6 and all(0.01 <= x <= 0.2 for x in itls)
-    assert 0.015 <= (itls[2] + itls[3]) / 2 <= 0.05
-    parts = tap.split_by_benchmark(t.records, {"benchmarks": [{"start_time": 0, "end_time": 1e12}]})
-    assert len(parts) == 1 and len(parts[0]) == 8
-
-
-def test_the_taps_framing_reads_messages_split_anywhere():
-    """The relay sees bytes, not messages: a keep-alive connection's requests (Content-Length, an empty body)
-    and responses (chunked with an extension and a trailer, Content-Length, close-delimited) fed one byte at
-    a time come out as the same heads, bodies and ends as fed whole."""
-    reqs = (b"POST /v1/completions HTTP/1.1\r\nContent-Length: 10\r\n\r\n{\"a\": \"b\"}"
-            b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n"
-            b"POST /x HTTP/1.1\r\nContent-Length: 0\r\n\r\n")
-    resps = (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
-             b"7\r\ndata: 1\r\nA;ext=1\r\n\ndata: 22\n\r\n0\r\nX-T: 1\r\n\r\n"
-             b"HTTP/1.1 503 Busy\r\nContent-Length: 4\r\n\r\nbusy"
-             b"HTTP/1.1 200 OK\r\n\r\nuntil close")
-
-    def messages(data: bytes, responses: bool, step: int) -> list:
-        out = []
-        f = wire.Framing(lambda start, h: out.append([start, b""]),
-                         lambda b: out[-1].__setitem__(1, out[-1][1] + b), lambda: out[-1].append("end"),
-                         responses=responses)
-        for i in range(0, len(data), step):
-            f.feed(data[i:i + step])
-        return out
-
-    assert messages(reqs, False, len(reqs)) == messages(reqs, False, 1) == [
-        ["POST /v1/completions HTTP/1.1", b'{"a": "b"}', "end"], ["GET /health HTTP/1.1", b"", "end"],
-        ["POST /x HTTP/1.1", b"", "end"]]
-    whole = messages(resps, True, len(resps))
-    assert whole == messages(resps, True, 1) == messages(resps, True, 3) == [
-        ["HTTP/1.1 200 OK", b"data: 1\ndata: 22\n", "end"], ["HTTP/1.1 503 Busy", b"busy", "end"],
-        ["HTTP/1.1 200 OK", b"until close"]]          # a close-delimited body ends when the connection does
-
-
-def _sse_server(close_each: bool, chunks: int = 3):
+def _sse_server(close_each: bool, chunks: int = 3, cut: bool = False, done: bool = True):
     """A bare HTTP/1.1 server on a thread: each POST answered with `chunks` SSE events (chunked coding);
-    `close_each`: the connection closed after each answer, with no `Connection: close` said."""
+    `close_each`: the connection closed after each answer, with no `Connection: close` said; `cut`: closed
+    before the chunked coding's end, after the events (`done`: they end with [DONE]) or before them."""
     import socket as sk
     import threading
 
@@ -395,11 +317,12 @@ def _sse_server(close_each: bool, chunks: int = 3):
     srv.bind(("127.0.0.1", 0))
     srv.listen(8)
     accepted = []
-    events = b"".join(b'data: {"choices": [{"text": "t%d"}]}\n\n' % i for i in range(chunks)) + \
-        b'data: {"choices": [{"text": "", "finish_reason": "length"}], "usage": {"completion_tokens": %d}}\n\n' % chunks + \
-        b"data: [DONE]\n\n"
+    events = b"".join(b'data: {"choices": [{"text": "t%d"}]}\n\n' % i for i in range(chunks))
+    if done:
+        events += (b'data: {"choices": [{"text": "", "finish_reason": "length"}], "usage": {"completion_tokens": %d}}'
+                   b"\n\ndata: [DONE]\n\n" % chunks)
     answer = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
-              b"%x\r\n%s\r\n0\r\n\r\n" % (len(events), events))
+              b"%x\r\n%s\r\n" % (len(events), events)) + (b"" if cut else b"0\r\n\r\n")
 
     def serve():
         while True:
@@ -423,7 +346,7 @@ def _sse_server(close_each: bool, chunks: int = 3):
                     buf += conn.recv(65536)
                 buf = buf[n:]
                 conn.sendall(answer)
-                if close_each:
+                if close_each or cut:
                     break
             conn.close()
 
@@ -433,9 +356,8 @@ def _sse_server(close_each: bool, chunks: int = 3):
 
 @pytest.mark.parametrize("close_each", [False, True])
 def test_the_client_keeps_its_connection_and_replaces_one_the_server_closed(close_each):
-    """Over plain http our client speaks on connections of its own: one connection carries every request
-    of a closed loop at concurrency 1, and one the server closed while it sat idle is replaced (the
-    request sent again), never counted as a fault."""
+    """Our client keeps its connections (aiohttp's pool): one connection carries every request of a closed
+    loop at concurrency 1, and one the server closed after its answer is not used again, never a fault."""
     srv, accepted = _sse_server(close_each)
     try:
         reqs = chat_trace(4, seed=0, prompt_words_median=5, output_tokens_median=3, sigma=0.0)
@@ -447,47 +369,35 @@ def test_the_client_keeps_its_connection_and_replaces_one_the_server_closed(clos
         srv.close()
 
 
-def test_an_answer_cut_after_it_said_it_was_complete_is_not_a_fault():
-    """A connection that closes after `data: [DONE]` but before the chunked coding's last bytes (a client
-    that hangs up once it has the answer) leaves a whole answer; one that closes before is cut."""
-    events = b'data: {"choices": [{"text": "a"}]}\n\ndata: {"choices": [{"text": "b"}]}\n\n'
-    whole, cut = RequestRecord(0, 0.0), RequestRecord(1, 0.0)
-    for rec, data in ((whole, events + b"data: [DONE]\n\n"), (cut, events)):
-        rec.status = 200
-        ex = stream.Exchange(rec, 8)
-        ex.body(data)
-        ex.end(1.0, "the server closed the connection mid-answer")
-    assert whole.error is None and whole.output_tokens == 2 and len(whole.token_times) == 2
-    assert cut.error == "connection" and "mid-answer" in cut.detail
-
-
-def test_a_tap_whose_server_is_gone_answers_502_and_records_the_request():
-    with tap.Tap(f"http://127.0.0.1:{process.free_port()}") as t:
-        rec = client.run_load(t.base_url, "m", trace(1), 1, timeout_s=10)[0]
-    assert rec.error == "http 502" and "ConnectionRefusedError" in rec.detail
-    assert [r.error for r in t.records] == ["connection"] and "ConnectionRefusedError" in t.records[0].detail
-    with pytest.raises(ValueError, match="http://127.0.0.1:8000"):
-        tap.Tap("127.0.0.1:8000")
+@pytest.mark.parametrize("done", [True, False])
+def test_an_answer_cut_after_it_said_it_was_complete_is_not_a_fault(done):
+    """A connection that closes after `data: [DONE]` but before the chunked coding's last bytes (a server
+    that hangs up once the answer is out) leaves a whole answer; one that closes before it is cut."""
+    srv, _ = _sse_server(True, cut=True, done=done)
+    try:
+        rec = client.run_load(f"http://127.0.0.1:{srv.getsockname()[1]}", "m", trace(1, 3), 1, 10)[0]
+    finally:
+        srv.close()
+    if done:
+        assert rec.error is None and rec.output_tokens == 3 and len(rec.token_times) == 3
+    else:
+        assert rec.error == "connection" and "ClientPayloadError" in rec.detail
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
                     reason="needs CPU affinity and two CPUs")
-def test_load_generators_run_on_the_cores_a_server_leaves_free():
+def test_load_generators_run_on_the_cores_a_server_leaves_free(tmp_path):
     """A server whose worker is pinned to one core (what vLLM's CPU build does): client_cpus gives the other
     cores; `pinned` moves only the calling thread and gives it its CPUs back; a server pinned nowhere: None."""
     mine = set(os.sched_getaffinity(0))
     first = min(mine)
-    with open(os.devnull, "w") as log:
-        p, fd = process.spawn_supervised([sys.executable, "-c", "import time; time.sleep(30)"], log, dict(os.environ),
-                                         1.0, cpus={first})
+    with open(tmp_path / "log", "w") as log:
+        p = process.spawn([sys.executable, "-c", "import time; time.sleep(60)"], log, cpus={first})
         try:
-            deadline = time.monotonic() + 10
-            while not process.descendants(p.pid) and time.monotonic() < deadline:
-                time.sleep(0.05)
-            assert os.sched_getaffinity(process.descendants(p.pid)[0]) == {first}    # the supervisor pinned it
+            assert os.sched_getaffinity(p.pid) == {first}                # pinned between fork and exec
             assert process.client_cpus(p.pid) == mine - {first}
         finally:
-            process._kill_group(p, 1.0, fd)
+            process.end_tree(p, 1.0)
     with fake("--token-s", "0.001") as srv:
         assert process.client_cpus(srv.pid) is None
     with process.pinned(mine - {first}):
@@ -495,27 +405,29 @@ def test_load_generators_run_on_the_cores_a_server_leaves_free():
     assert os.sched_getaffinity(0) == mine
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
-def test_a_servers_busy_waiting_process_gives_way_to_the_load():
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice values are Linux's")
+def test_a_servers_busy_waiting_process_gives_way_to_the_load(tmp_path):
     """yield_spinners lowers the priority of the server tree's processes with the given title (their
     command line's first word: what vLLM's setproctitle shows), every thread of them, and no other."""
-    script = ("import subprocess, time; subprocess.Popen(['bash', '-c', 'exec -a VLLM::EngineCore sleep 30']); "
-              "subprocess.Popen(['bash', '-c', 'exec -a VLLM::Worker sleep 30']); time.sleep(30)")
-    with open(os.devnull, "w") as log:
-        p, fd = process.spawn_supervised([sys.executable, "-c", script], log, dict(os.environ), 1.0)
+    script = ("import subprocess, time; subprocess.Popen(['bash', '-c', 'exec -a VLLM::EngineCore sleep 60']); "
+              "subprocess.Popen(['bash', '-c', 'exec -a VLLM::Worker sleep 60']); time.sleep(60)")
+    with open(tmp_path / "log", "w") as log:
+        p = process.spawn([sys.executable, "-c", script], log)
         try:
-            deadline = time.monotonic() + 10
-            while len(process.descendants(p.pid)) < 3 and time.monotonic() < deadline:
+            deadline = time.monotonic() + 60
+            titles = {}
+            while len(titles) < 2 and time.monotonic() < deadline:     # the two children, once they exec'd
+                titles = {c.pid: c.cmdline()[:1] for c in p.children() if c.cmdline()[:1] in (["VLLM::EngineCore"],
+                                                                                             ["VLLM::Worker"])}
                 time.sleep(0.05)
-            titles = {pid: open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")[0] for pid in process.descendants(p.pid)}
-            spinner = next(pid for pid, t in titles.items() if t == b"VLLM::EngineCore")
-            others = [pid for pid in titles if pid != spinner]
+            spinner = next(pid for pid, t in titles.items() if t == ["VLLM::EngineCore"])
+            others = [p.pid] + [pid for pid in titles if pid != spinner]
             assert process.yield_spinners(p.pid, ("VLLM::EngineCore",)) == [spinner]
             assert os.getpriority(os.PRIO_PROCESS, spinner) == process.SPINNER_NICE == 10
             assert all(os.getpriority(os.PRIO_PROCESS, pid) == os.getpriority(os.PRIO_PROCESS, 0) for pid in others)
             assert process.yield_spinners(p.pid, ()) == [] and process.yield_spinners(p.pid, ("nothing",)) == []
         finally:
-            process._kill_group(p, 1.0, fd)
+            process.end_tree(p, 1.0)
 
 
 def test_agentic_rounds_run_one_after_another_and_poisson_arrivals_are_honoured():
@@ -585,3 +497,21 @@ def test_the_openai_client_reports_a_refused_connection_as_a_fault():
     port = process.free_port()
     rec = client.stream_with_openai(f"http://127.0.0.1:{port}", "m", trace(1)[0], timeout_s=5)
     assert not rec.ok and rec.error == "connection" and rec.end_s is not None
+
+
+def test_side_by_side_compares_the_steps_both_clients_streamed():
+    """crosscheck.shared_steps, worked by hand: ours streams a chunk every 10 ms from 0 to 100 ms; theirs
+    reads the same steps 1 ms later from 51 ms, and has a request alone (faster: 5 ms a step) that shares
+    no step with ours. Their overlap, cut half a step (5 ms) inside: 56–95 ms, ours 60…90, theirs 61…91 —
+    three gaps of 10 ms each. A second overlap in which theirs got two tokens in one chunk (a chunk
+    fewer) is left out: not the same steps."""
+    from helpers.benchmark.crosscheck import shared_steps
+
+    rec = lambda times: RequestRecord(0, times[0] - 0.02, times[-1], list(times), len(times), chunk_times=list(times))  # noqa: E731
+    ours = [rec([i * 0.010 for i in range(11)]), rec([1.0 + i * 0.010 for i in range(11)])]
+    theirs = [rec([0.051 + i * 0.010 for i in range(11)]), rec([0.5 + i * 0.005 for i in range(20)]),
+              rec([1.051 + i * 0.010 for i in range(11) if i != 2])]           # 1.071 s: two tokens in one chunk
+    got = shared_steps(ours, theirs)
+    assert got["ours"] == pytest.approx(10.0) and got["vllm bench"] == pytest.approx(10.0)
+    assert got["gaps"] == 3 and got["gaps left out"] == 3
+    assert summarize(theirs).itl_pooled_s < summarize(ours).itl_pooled_s      # over all requests they differ

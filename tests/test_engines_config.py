@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.benchmark import guide, harness, metrics, plans, records, servers
+from helpers.benchmark import guide, guidellm_runner, harness, metrics, plans, records, servers
 from helpers.benchmark.metrics import RequestRecord, summarize
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -158,7 +158,7 @@ def test_available_here_says_why_the_others_are_not():
 
 def test_the_talks_speedups_are_its_table():
     s = guide.talk_speedups()
-    assert s["vLLM default (paged attention, continuous batching)"] == pytest.approx(736 / 51)   # "almost 15×"
+    assert s["vLLM default (paged attention + continuous batching)"] == pytest.approx(736 / 51)   # "almost 15×"
     assert max(s.values()) == pytest.approx(1034 / 51)
     assert len(guide.talk_table()) == 5 and all(guide.published_table()["source"].str.len() > 10)
 
@@ -208,12 +208,9 @@ def _recs(ttft, itl, n=3, tokens=5):
             for i in range(n)]
 
 
-def test_batching_effect_and_agreement_rules():
+def test_the_change_margin_and_the_agreement_rule():
     t = _table([("HF transformers serve", 8, _recs(2.0, 0.05)),
                 ("HF transformers serve + continuous batching", 8, _recs(0.2, 0.05, n=3, tokens=5))])
-    eff = guide.batching_effect(t, "w", 8)
-    assert eff.ttft_ratio == pytest.approx(10.0) and eff.verdict == "raised throughput"
-    assert eff.throughput_ratio == pytest.approx((15 / 0.4) / (15 / 2.2), rel=0.01)
     # the margin: a change counts above 10 % either way (1.10 itself does not)
     from helpers.formulas.verdicts import change_verdict
 
@@ -224,7 +221,15 @@ def test_batching_effect_and_agreement_rules():
     t["source"] = ["client", "guidellm"]
     t["configuration"] = "x"
     a = guide.agreement(t, "w", ours="client")
+    # TTFT 2.0 s against 0.2 s: a gap of 9 (900 %), ITL the same 50 ms: 0
     assert len(a) == 1 and not a.iloc[0]["agree"] and a.iloc[0]["ITL gap"] == pytest.approx(0.0)
+    assert a.iloc[0]["TTFT gap"] == pytest.approx(9.0) and a.iloc[0]["compared"] == "back to back"
+    # a recording made when our figures on guidellm's requests were timed at a relay (source "tap") reads
+    # as ours on guidellm's requests
+    runs = [dict(summarize(_recs(0.2, 0.05), "x", 4).to_dict(), workload="w", source=src) for src in ("tap", "guidellm")]
+    legacy = records.runs_table({"configs": [{"runs": runs}]})
+    assert list(legacy["source"]) == [guidellm_runner.OURS, "guidellm"]
+    assert bool(guide.agreement(legacy, "w").iloc[0]["agree"]) and guide.agreement(legacy, "w").iloc[0]["compared"] == "same run"
 
 
 def test_command_line_rejects_unknown_engines():
@@ -289,7 +294,7 @@ def test_figures_and_rules_given_no_run_say_so_instead_of_raising():
                        (figures.chunks_figure(None, "measured: nothing"), figures.CHUNKS_TITLE)):
         texts = [t.get_text() for ax in fig.axes for t in ax.texts]
         assert fig._suptitle.get_text() == title and any(t.startswith("Nothing to draw") for t in texts)
-    assert guide.batching_effect(empty, "fixed", 8) is None and guide.agreement(empty, "fixed").empty
+    assert guide.agreement(empty, "fixed").empty
     # rows whose requests all failed have no latency: the curve says so rather than plotting nothing
     failed = _table([("HF transformers serve", 1, [RequestRecord(0, 0.0, 0.1, error="http 500")])])
     fig = figures.curve_figure(failed, "measured: all failed", workload="w")

@@ -47,14 +47,21 @@ def _data():
                                         "NotImplementedError: FP8 KV cache on CPU requires x86 with AVX-512 or AMX."}]})
     on_cfg = next(c for c in data["configs"] if c["config"]["name"] == on)
     on_cfg["prefix_cache"] = {"agentic": {"queried tokens": 1000, "hit tokens": 600, "hit rate": 0.6}}
-    on_cfg["crosscheck"] = [{"concurrency": 1, "vllm bench": {"ttft": 100.0, "tpot": 10.0, "itl": 10.0, "e2el": 140.0},
-                             "vllm bench, direct": {"ttft": 80.0, "tpot": 10.0, "itl": 10.0, "e2el": 120.0},
-                             "our client's own run": {"ttft": 104.0, "tpot": 10.2, "itl": 10.1, "e2el": 141.0},
-                             "ours on the tap": {"ttft": 99.0, "tpot": 10.0, "itl": 10.0, "e2el": 141.0},
-                             "vLLM's definitions on the tap": {"ttft": 100.0, "tpot": 10.0, "itl": 10.0, "e2el": 140.0},
-                             "runs": {"our client's own run": [{"ttft": 104.0, "tpot": 10.2, "itl": 10.1, "e2el": 141.0}] * 2,
-                                      "vllm bench, direct": [{"ttft": 70.0, "tpot": 9.0, "itl": 9.0, "e2el": 110.0},
-                                                             {"ttft": 90.0, "tpot": 11.0, "itl": 11.0, "e2el": 130.0}]}}]
+    ms = lambda ttft, tpot, itl, e2el: {"ttft": ttft, "tpot": tpot, "itl": itl, "e2el": e2el}  # noqa: E731
+    bench = [ms(70.0, 9.0, 9.0, 110.0), ms(90.0, 11.0, 11.0, 130.0)]          # vllm bench's two runs: mean 80
+    on_cfg["crosscheck"] = [
+        {"concurrency": 1, "our client's own run": ms(84.0, 10.2, 10.1, 141.0), "vllm bench, direct": ms(80.0, 10.0, 10.0, 120.0),
+         "ours on its requests": ms(80.0, 10.0, 10.0, 120.0), "runs": {"our client's own run": [ms(84.0, 10.2, 10.1, 141.0)] * 2,
+                                                                       "vllm bench, direct": bench},
+         "side by side": {"ours": ms(99.0, 10.05, 10.05, 141.0), "vllm bench": ms(100.0, 10.0, 10.0, 140.0),
+                          "shared steps": {"ours": 10.05, "vllm bench": 10.0, "gaps": 800, "gaps left out": 20}}},
+        {"concurrency": 4, "our client's own run": ms(104.0, 10.2, 10.1, 141.0), "vllm bench, direct": ms(80.0, 10.0, 10.0, 120.0),
+         "ours on its requests": ms(80.0, 10.0, 10.0, 120.0), "runs": {"our client's own run": [ms(104.0, 10.2, 10.1, 141.0)] * 2,
+                                                                       "vllm bench, direct": bench},
+         "side by side": {"ours": ms(99.0, 10.3, 10.2, 141.0), "vllm bench": ms(100.0, 10.0, 10.0, 140.0),
+                          "shared steps": {"ours": 10.2, "vllm bench": 10.0, "gaps": 3000, "gaps left out": 0}}},
+        {"concurrency": 8, "our client's own run": ms(84.0, 10.2, 10.1, 141.0), "vllm bench, direct": ms(80.0, 10.0, 10.0, 120.0),
+         "runs": {"our client's own run": [ms(84.0, 10.2, 10.1, 141.0)], "vllm bench, direct": bench[:1]}}]
     return data
 
 
@@ -78,13 +85,20 @@ def test_key_figures_worked_by_hand():
     rb = f.radix_against_blocks
     assert rb.most_saved == pytest.approx(round(0.116 / 0.105, 3))
     assert rb.verdict == "a radix tree could cut the prefill work"      # × 1.105: just past the 10 % margin
-    cc = f.crosscheck[0]
-    # our client's own run against vllm bench's own (direct) run: TTFT 104 against 80, × 1.3; the tap's readings
-    # against vllm bench through the tap (the same requests): 99 against 100, and the relay 100 − 100 = 0 ms
-    assert cc.client.ttft == pytest.approx(0.3) and cc.client.tpot == 0.02 and not cc.client.agree
-    assert cc.tap_ours.ttft == 0.01 and cc.tap_ours.agree and cc.tap_vllm.e2el == 0.0 and cc.relay_ms == 0.0
-    # vllm bench's own two direct runs: TTFT 70 and 90 (mean 80): (90 − 70) ÷ 80 = 25 %; TPOT 9 and 11: 20 %
-    assert cc.repeats == 2 and cc.bench_spread.ttft == 0.25 and cc.bench_spread.tpot == 0.2
+    one, four, eight = f.crosscheck
+    # c=1: our client's runs against vllm bench's, TTFT 84 against 80: 5 %; vllm bench's own runs 70 and 90
+    # (mean 80): (90 − 70) ÷ 80 = 25 % — inside its own spread; over the steps both streamed, ITL 10.05
+    # against 10: 0.5 % ≤ 1 %
+    assert (one.client.ttft, one.bench_spread.ttft, one.bench_spread.tpot, one.repeats) == (0.05, 0.25, 0.2, 2)
+    assert (one.shared_itl, one.shared_gaps) == (0.005, 800) and one.side_by_side.ttft == 0.01
+    assert one.definitions.ttft == 0.0 and one.verdict == "agree"
+    assert "ITL 0.5% apart over the 800 steps both streamed at once" in guide.crosscheck_line(one)
+    assert guide.crosscheck_line(one).endswith("**agree**.")
+    # c=4: TTFT 104 against 80, 30 % beyond the 25 % spread; over the shared steps ITL 10.2 against 10: 2 %
+    assert four.client.ttft == 0.3 and four.shared_itl == 0.02
+    assert four.verdict == "apart: TTFT beyond vllm bench's own spread and ITL beyond 1%"
+    # c=8: one run of vllm bench has no spread, and no side-by-side run
+    assert eight.bench_spread is None and eight.side_by_side is None and eight.verdict.startswith("not judged")
     assert f.fp8_kv_cache == findings.Outcome(
         False, why="NotImplementedError: FP8 KV cache on CPU requires x86 with AVX-512 or AMX.")
     stored = findings.as_json(f)                  # what a record keeps: plain JSON

@@ -1,12 +1,10 @@
-"""A small asynchronous streaming client for OpenAI-compatible servers: it shows where TTFT and ITL
-come from. Each request is sent with `"stream": true`; the server answers with Server-Sent Events, one
-`data: {json}` line per chunk; the client notes the clock when each chunk that carries text arrives.
-The first such time minus the send time is the TTFT; the gaps between the next ones are the ITL
+"""A small asynchronous streaming client for OpenAI-compatible servers, on aiohttp (the HTTP stack of
+`vllm bench serve`): it shows where TTFT and ITL come from. Each request is sent with `"stream": true`;
+the server answers with Server-Sent Events, one `data: {json}` line per chunk; `stream_one` notes the
+clock as each line arrives, and the chunk's reader keeps that time when the chunk carries text. The
+first such time minus the send time is the TTFT; the gaps between the next ones are the ITL
 (`metrics.RequestRecord`). The last chunk of `transformers serve` (and of vLLM when asked with
-`stream_options.include_usage`) carries `usage`, the server's own token count. Over plain http with no
-proxy between, the client writes each request as bytes on connections of its own and reads the answer
-as it comes (`DirectConnections`, framed by `wire.Framing`, read by `stream.Exchange` as the tap reads):
-light enough not to slow a server it shares a core with. https, or a proxy, goes through httpx.
+`stream_options.include_usage`) carries `usage`, the server's own token count.
 
 Load is closed-loop: `concurrency` requests in flight at once, the next one sent when one finishes
 (what guidellm's `concurrent` profile does). Requests with an `arrival_s` (a Poisson trace) are not
@@ -20,6 +18,7 @@ keeps its error, the run goes on. A whole load can be bounded too (`deadline_s`)
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import ipaddress
 import json
 import math
@@ -32,16 +31,18 @@ from .. import checks
 from ..serving.traces import TraceRequest
 from .metrics import RequestRecord
 from .process import pinned
-from .stream import Exchange
-from .wire import Framing
 
 PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")
-LOOPBACK_NAMES = ("localhost", "localhost.localdomain")
+DONE = "[DONE]"
+
+
+class MalformedReply(ValueError):
+    """A server's reply that is valid JSON but not an OpenAI completion chunk (or holds impossible counts)."""
 
 
 def check_base_url(url: str) -> str:
     """`url` if it is a usable base URL (http or https, a host, a port in 1..65535 when given), else a
-    ValueError that says what is wrong: `http://[::1` and `:99999` are refused here, not deep in httpx."""
+    ValueError that says what is wrong: `http://[::1` and `:99999` are refused here, not deep in aiohttp."""
     if not isinstance(url, str) or not url.strip():
         raise ValueError(f"a server URL such as http://127.0.0.1:8000 is needed, got {url!r}")
     try:
@@ -61,7 +62,7 @@ def is_loopback(url: str) -> bool:
     """Whether `url` names this machine (127.0.0.0/8, ::1, localhost): such requests never go through a
     proxy (an http_proxy in the environment would otherwise send them to the proxy, which cannot reach them)."""
     host = urllib.parse.urlsplit(url).hostname or ""
-    if host.lower() in LOOPBACK_NAMES:
+    if host.lower() in ("localhost", "localhost.localdomain"):
         return True
     try:
         return ipaddress.ip_address(host).is_loopback
@@ -69,134 +70,152 @@ def is_loopback(url: str) -> bool:
         return False
 
 
-def proxy_in_environment() -> str | None:
-    """The first proxy variable set in the environment, for error messages ("through the proxy in ...")."""
-    return next((v for v in PROXY_VARIABLES if os.environ.get(v)), None)
-
-
 def completion_body(model: str, prompt: str, max_tokens: int, extra: dict | None = None) -> dict:
     """The body of a streamed /v1/completions request: the fields guidellm sends (so both clients put the
     same load on a server), the usage asked for in the last chunk. Only standard fields: `transformers
     serve` answers 422 to a field it does not know (e.g. vLLM's `ignore_eos`)."""
-    body = {"model": model, "prompt": prompt, "max_tokens": int(max_tokens), "stream": True,
-            "stream_options": {"include_usage": True}}
-    body.update(extra or {})
-    return body
+    return {"model": model, "prompt": prompt, "max_tokens": int(max_tokens), "stream": True,
+            "stream_options": {"include_usage": True}, **(extra or {})}
 
 
-class DirectConnections:
-    """Plain HTTP/1.1 connections to one server, kept open between requests: each request is written in
-    one piece and its answer read off the socket as it comes (wire.Framing finds where it ends) into an
-    Exchange. An HTTP library's Python per chunk (httpx: h11, anyio, line decoding) took 0.15 s of CPU
-    for 32 answers at concurrency 8, this 0.08 s; beside vLLM's CPU build that is time its API server,
-    on the same core, waits for (mean TTFT 40–43 ms through httpx, 30–37 this way, vllm bench 29–36)."""
+# ----------------------------------------------------------------------------- reading one streamed answer
 
-    trust_env = False                  # no proxy: used only where none applies (see _run)
-
-    def __init__(self, url: str, connect_timeout_s: float = 5.0):
-        parts = urllib.parse.urlsplit(url)
-        self.host, self.port, self.netloc = parts.hostname, parts.port or 80, parts.netloc
-        self.connect_timeout_s = connect_timeout_s
-        self.idle: list = []
-
-    async def post(self, path: str, body: bytes, ex: Exchange) -> None:
-        """POST `body` to `path`, the answer fed to `ex`; a connection the server closed while idle is
-        replaced once. Raises ConnectionError when the server cannot be reached or cuts the answer."""
-        head = (f"POST {path} HTTP/1.1\r\nHost: {self.netloc}\r\nUser-Agent: llm-inference-workshop\r\n"
-                f"Accept: */*\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode()
-        for attempt in (0, 1):
-            reused = bool(self.idle) and attempt == 0
-            r, w = self.idle.pop() if reused else await self._open()
-            keep, got = False, [False]
-            try:
-                w.write(head + body)
-                await w.drain()
-                keep = await self._read(r, ex, got)
-                return
-            except OSError:                       # ConnectionError included
-                if reused and not got[0]:
-                    continue                      # closed while idle: once more, on a new connection
-                raise
-            finally:
-                if keep:
-                    self.idle.append((r, w))
-                else:
-                    w.close()
-
-    async def _open(self):
-        try:
-            return await asyncio.wait_for(asyncio.open_connection(self.host, self.port), self.connect_timeout_s)
-        except asyncio.TimeoutError:
-            raise ConnectionError(f"no connection to {self.netloc} within {self.connect_timeout_s:g} s") from None
-
-    @staticmethod
-    async def _read(r, ex: Exchange, got: list) -> bool:
-        """Read one answer into `ex`; whether the connection may carry the next request."""
-        state = {"end": False, "keep": True}
-
-        def head(start: str, headers: dict) -> None:
-            code = start.split(" ")[1] if " " in start else ""
-            ex.rec.status = int(code) if code.isdigit() else None
-            state["keep"] = start.startswith("HTTP/1.1") and headers.get("connection", "").lower() != "close"
-
-        framing = Framing(head, ex.body, lambda: state.update(end=True), responses=True)
-        while not state["end"]:
-            data = await r.read(1 << 16)
-            if not data:
-                if framing.state != "close":
-                    raise ConnectionError("the server closed the connection mid-answer")
-                return False                      # a body that runs to the close has ended
-            got[0] = True
-            framing.feed(data)
-        return state["keep"] and not framing.buf
-
-    async def __aenter__(self) -> "DirectConnections":
-        return self
-
-    async def __aexit__(self, *exc) -> None:
-        for _, w in self.idle:
-            w.close()
-        self.idle.clear()
+def parse_sse_line(line: str) -> dict | str | None:
+    """One line of a Server-Sent Events stream: the chunk's JSON, DONE for `data: [DONE]`, None for
+    anything else (blank lines, comments, other fields). A `data:` line that is not JSON is malformed."""
+    line = line.strip()
+    payload = line[5:].strip() if line.startswith("data:") else ""
+    if not payload or payload == DONE:
+        return payload or None
+    try:
+        return json.loads(payload)
+    except json.JSONDecodeError:
+        raise MalformedReply(f"a data line that is not JSON: {payload[:80]!r}") from None
 
 
-async def stream_one(client, url: str, body: dict, rid: int, timeout_s: float) -> RequestRecord:
-    """Send one streamed request through `client` (DirectConnections, or an httpx.AsyncClient); return
-    what was seen, an error included (never raises for a fault: an HTTP error, a timeout, a lost
-    connection, a malformed or cut reply each become the record's error)."""
-    import httpx
+def _count(usage: dict, what: str) -> int:
+    """A token count from the server's `usage`: a whole number ≥ 0, else a malformed reply."""
+    try:
+        return checks.count(usage.get(what, 0), f"usage.{what}", minimum=0)
+    except ValueError as exc:
+        raise MalformedReply(str(exc)) from None
+
+
+def _text(choices) -> tuple[str, bool]:
+    """The text a chunk's choices carry (a completion's `text`, a chat's `delta.content`) and whether one
+    has a finish_reason; MalformedReply for a shape no OpenAI server sends."""
+    if not isinstance(choices, list) or not all(isinstance(c, dict) for c in choices):
+        raise MalformedReply(f"'choices' must be a list of objects, got {str(choices)[:80]!r}")
+    text, finished = "", False
+    for c in choices:
+        t = c.get("text")
+        if t is None:
+            delta = c.get("delta")
+            if delta is not None and not isinstance(delta, dict):
+                raise MalformedReply(f"'delta' must be an object, got {str(delta)[:80]!r}")
+            t = (delta or {}).get("content")
+        if t is not None and not isinstance(t, str):
+            raise MalformedReply(f"a choice's text must be a string, got {str(t)[:80]!r}")
+        text, finished = text + (t or ""), finished or c.get("finish_reason") is not None
+    return text, finished
+
+
+class StreamReader:
+    """One streamed completion, fed line by line with each line's arrival time: the times of the chunks
+    that carry text (TTFT, ITL), of every chunk with a choice (what vLLM bench times), the server's
+    token count, and whether the stream said it was complete — `data: [DONE]` (vLLM), a `finish_reason`,
+    or the `usage` chunk (transformers serve ends with both, without [DONE]). A stream that stops before
+    any of them (a connection closed mid-way, which a close-delimited body cannot tell from an end) is
+    cut, a failure. `usage.completion_tokens` must be at least the text chunks and at most `max_tokens`."""
+
+    def __init__(self, rec: RequestRecord, max_tokens: int | None = None):
+        self.rec, self.max_tokens = rec, max_tokens
+        self.chunks, self.complete, self.usage_tokens = 0, False, None
+
+    def feed(self, line: str, now: float) -> None:
+        chunk = parse_sse_line(line)
+        if chunk is None:
+            return
+        if chunk == DONE:
+            self.complete = True
+            return
+        if not isinstance(chunk, dict):
+            raise MalformedReply(f"a chunk that is a JSON {type(chunk).__name__}, not an object: {str(chunk)[:80]}")
+        if "error" in chunk and not chunk.get("choices"):
+            self.rec.error, self.rec.detail, self.complete = "stream error", str(chunk["error"])[:300], True
+            return
+        choices = chunk.get("choices") or []
+        text, finished = _text(choices)
+        if choices:
+            self.rec.chunk_times.append(now)          # vLLM bench's events: any chunk with a choice
+        if text:
+            self.rec.token_times.append(now)          # ours: the chunks that carry text
+            self.chunks += 1
+        usage = chunk.get("usage")
+        if usage is not None:
+            if not isinstance(usage, dict):
+                raise MalformedReply(f"'usage' must be an object, got {str(usage)[:80]!r}")
+            self.usage_tokens = _count(usage, "completion_tokens")
+            if usage.get("prompt_tokens") is not None:
+                self.rec.prompt_tokens = _count(usage, "prompt_tokens")
+        self.complete = self.complete or finished or usage is not None
+
+    def finish(self) -> None:
+        """The stream ended: set the token count and, if it was not a good answer, why."""
+        rec, n = self.rec, self.usage_tokens
+        if rec.error:
+            return
+        if n is not None and not (self.chunks <= n and (self.max_tokens is None or n <= self.max_tokens)):
+            rec.error, rec.detail = "implausible usage", (
+                f"usage.completion_tokens = {n} for {self.chunks} text chunks and max_tokens = {self.max_tokens}: "
+                "a count must be ≥ the chunks (each carries a token or more) and ≤ max_tokens")
+            return
+        rec.output_tokens = n if n else self.chunks
+        if not self.complete:
+            rec.error, rec.detail = "cut", (f"the stream stopped after {self.chunks} text chunks without a "
+                                            "finish_reason, a usage chunk or [DONE]: cut mid-way")
+        elif not rec.token_times:
+            rec.error, rec.detail = "no tokens", "the stream ended without any text"
+
+
+async def stream_one(session, url: str, body: dict, rid: int, timeout_s: float) -> RequestRecord:
+    """Send one streamed request through an aiohttp session; what was seen, an error included (a fault
+    never raises: an HTTP error, a timeout, a lost connection, a malformed or cut reply each become the
+    record's error)."""
+    import aiohttp
 
     rec = RequestRecord(rid=rid, sent_s=time.perf_counter())
-    ex = Exchange(rec, body.get("max_tokens"))
+    reader = StreamReader(rec, body.get("max_tokens"))
 
-    async def consume():
-        if isinstance(client, DirectConnections):
-            parts = urllib.parse.urlsplit(url)
-            await client.post(parts.path + (f"?{parts.query}" if parts.query else ""), json.dumps(body).encode(), ex)
-            return
-        async with client.stream("POST", url, json=body) as resp:
-            rec.status = resp.status_code
-            async for data in resp.aiter_bytes():
-                ex.body(data)
-                if rec.error:
-                    return
+    async def read():
+        async with session.post(url, json=body) as resp:
+            rec.status = resp.status
+            if resp.status >= 400:
+                rec.error, rec.detail = f"http {resp.status}", (await resp.text(errors="replace"))[:300]
+                return
+            async for line in resp.content:                              # each line as it arrives
+                reader.feed(line.decode(errors="replace"), time.perf_counter())
 
     try:
-        await asyncio.wait_for(consume(), timeout_s)
+        await asyncio.wait_for(read(), timeout_s)
     except asyncio.TimeoutError:
         rec.error, rec.detail = "timeout", f"no complete answer within {timeout_s:g} s"
-    except (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError,
-            httpx.ConnectTimeout, httpx.ProxyError, OSError) as exc:       # OSError: ConnectionError too
-        proxy = proxy_in_environment() if getattr(client, "trust_env", False) else None
-        via = f" (through the proxy in {proxy}: set no_proxy for this host if it should be reached directly)" \
-            if proxy else ""
-        rec.error, rec.detail = "connection", f"{type(exc).__name__}: {exc}{via}"[:400]
-    except httpx.HTTPError as exc:
-        rec.error, rec.detail = "http error", f"{type(exc).__name__}: {exc}"[:300]
+    except MalformedReply as exc:
+        rec.error, rec.detail = "malformed reply", str(exc)[:300]
+    except (aiohttp.ClientError, OSError) as exc:        # refused, reset, cut mid-body (a complete one is whole)
+        if not (isinstance(exc, aiohttp.ClientPayloadError) and reader.complete):
+            proxy = next((v for v in PROXY_VARIABLES if os.environ.get(v)), None) if session.trust_env else None
+            via = f" (through the proxy in {proxy}: set no_proxy for this host if it should be reached directly)" \
+                if proxy else ""
+            rec.error, rec.detail = "connection", f"{type(exc).__name__}: {exc}{via}"[:400]
     except Exception as exc:  # noqa: BLE001 - any other reply a server can send is a counted fault, not a crash
         rec.error, rec.detail = "client error", f"{type(exc).__name__}: {exc}"[:300]
-    ex.end(time.perf_counter())
+    rec.end_s = time.perf_counter()
+    reader.finish()
     return rec
 
+
+# ----------------------------------------------------------------------------- a load
 
 def _unsent(req: TraceRequest, why: str) -> RequestRecord:
     now = time.perf_counter()
@@ -205,22 +224,16 @@ def _unsent(req: TraceRequest, why: str) -> RequestRecord:
 
 async def _run(base_url: str, model: str, requests: Sequence[TraceRequest], concurrency: int,
                timeout_s: float, honour_arrivals: bool, endpoint: str, deadline: float) -> list[RequestRecord]:
-    import httpx
+    import aiohttp
 
     url = base_url.rstrip("/") + endpoint
     records: list[RequestRecord] = []
-    # this machine's servers are reached directly, whatever proxy the environment names; plain http with
-    # no proxy to go through over our own connections, https and proxies through httpx
-    direct = url.startswith("http://") and (is_loopback(url) or not proxy_in_environment())
-    async with (DirectConnections(url) if direct else
-                httpx.AsyncClient(timeout=httpx.Timeout(timeout_s, connect=5.0), trust_env=not is_loopback(url),
-                                  limits=httpx.Limits(max_connections=concurrency,
-                                                      max_keepalive_connections=concurrency))) as client:
+    # this machine's servers are reached directly, whatever proxy the environment names
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency), trust_env=not is_loopback(url),
+                                     timeout=aiohttp.ClientTimeout(total=None, sock_connect=5.0)) as session:
         rounds = sorted({r.round for r in requests})
         for rnd in rounds:
-            batch = [r for r in requests if r.round == rnd]
-            sem = asyncio.Semaphore(concurrency)
-            t0 = time.perf_counter()
+            sem, t0 = asyncio.Semaphore(concurrency), time.perf_counter()
 
             async def one(req: TraceRequest):
                 if honour_arrivals and req.arrival_s > 0 and len(rounds) == 1:
@@ -232,10 +245,10 @@ async def _run(base_url: str, model: str, requests: Sequence[TraceRequest], conc
                     left = deadline - time.perf_counter()
                     if left <= 0:
                         return _unsent(req, "not sent: the run's deadline had passed")
-                    return await stream_one(client, url, completion_body(model, req.prompt, req.max_new_tokens),
+                    return await stream_one(session, url, completion_body(model, req.prompt, req.max_new_tokens),
                                             req.rid, min(timeout_s, left))
 
-            records += await asyncio.gather(*(one(r) for r in batch))
+            records += await asyncio.gather(*(one(r) for r in requests if r.round == rnd))
     return records
 
 
@@ -243,12 +256,12 @@ def run_load(base_url: str, model: str, requests: Sequence[TraceRequest], concur
              timeout_s: float = 60.0, honour_arrivals: bool = False,
              endpoint: str = "/v1/completions", deadline_s: float | None = None,
              cpus: set[int] | None = None) -> list[RequestRecord]:
-    """Send `requests` to a server, `concurrency` at a time, streaming each; one record per request in
-    the order they finished. Each request may take `timeout_s`; the whole load at most `deadline_s`
-    (requests not sent by then are recorded with the error "deadline", in-flight ones cut short).
-    Works from a plain script, a test and a running notebook kernel (where an event loop already runs:
-    the load then runs in a worker thread with its own loop). `cpus`: the CPUs the load runs on (in a
-    worker thread of its own; `process.client_cpus` says which, beside a server that pins its compute)."""
+    """Send `requests` to a server, `concurrency` at a time, streaming each; one record per request.
+    Each request may take `timeout_s`; the whole load at most `deadline_s` (requests not sent by then are
+    recorded with the error "deadline", in-flight ones cut short). Works from a plain script, a test and
+    a running notebook kernel (where an event loop already runs: the load then runs in a worker thread
+    with its own loop). `cpus`: the CPUs the load runs on (in a worker thread of its own;
+    `process.client_cpus` says which, beside a server that pins its compute)."""
     concurrency = checks.count(concurrency, "concurrency")
     if not requests:
         raise ValueError("requests is empty: give at least one TraceRequest (helpers.serving.traces)")
@@ -257,28 +270,25 @@ def run_load(base_url: str, model: str, requests: Sequence[TraceRequest], concur
         deadline_s = checks.number(deadline_s, "deadline_s", positive=True, unit="seconds (or None)")
     check_base_url(base_url)
     deadline = time.perf_counter() + (deadline_s if deadline_s is not None else math.inf)
-    coro = lambda: _run(base_url, model, requests, concurrency, timeout_s, honour_arrivals, endpoint,  # noqa: E731
-                        deadline)
+
+    def load():
+        with pinned(cpus):
+            return asyncio.run(_run(base_url, model, requests, concurrency, timeout_s, honour_arrivals, endpoint,
+                                    deadline))
     try:
         asyncio.get_running_loop()
     except RuntimeError:
         if not cpus:
-            return asyncio.run(coro())
-    import concurrent.futures
-
-    def pinned_run():
-        with pinned(cpus):
-            return asyncio.run(coro())
-
+            return load()
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(pinned_run).result()
+        return pool.submit(load).result()
 
 
 def stream_with_openai(base_url: str, model: str, request: TraceRequest, timeout_s: float = 60.0) -> RequestRecord:
     """The same streamed request through the `openai` package's client, timed the same way: its send
-    time, then the arrival of each chunk whose text is not empty. What the hand-written parser above
-    does line by line, the SDK does inside `for chunk in stream` — the TTFT it gives is the same
-    figure, to the scheduling of one Python thread. One request, no concurrency: a check, not a load."""
+    time, then the arrival of each chunk whose text is not empty. What `stream_one` does line by line,
+    the SDK does inside `for chunk in stream` — the TTFT it gives is the same figure, to the scheduling
+    of one Python thread. One request, no concurrency: a check, not a load."""
     import openai
 
     check_base_url(base_url)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..present import plots
+from .guidellm_runner import OURS
 
 
 CURVE_TITLE = "Throughput against latency as concurrency grows"
@@ -47,7 +48,7 @@ def curve_figure(table, source: Any, workload: str | None = None, tool: str = "c
 @plots.notes_when_empty(TOOLS_TITLE)
 def tools_figure(table, source: Any, workload: str | None = None):
     """Mean TTFT and mean ITL per configuration and level: our client's own run, our definitions on
-    guidellm's requests (the tap), and guidellm's figures."""
+    guidellm's requests (from its per-request output), and guidellm's figures."""
     import numpy as np
 
     t = _rows(table, None, workload)
@@ -57,13 +58,13 @@ def tools_figure(table, source: Any, workload: str | None = None):
     fig, axes = plots.figure(ncols=2, width=6.0, height=4.0)
     x = np.arange(len(keys))
     for ax, col in zip(axes, ("TTFT mean ms", "ITL mean ms")):
-        for i, tool in enumerate(("client", "tap", "guidellm")):
+        for i, tool in enumerate(("client", OURS, "guidellm")):
             vals = []
             for name, c in keys:
                 row = t[(t["configuration"] == name) & (t["concurrency"] == c) & (t["source"] == tool)]
                 vals.append(float(row[col].iloc[0]) if len(row) and row[col].iloc[0] is not None else np.nan)
             ax.bar(x + (i - 1) * 0.27, vals, 0.27, label={"client": "our client (its own run)",
-                                                           "tap": "our definitions, guidellm's run (tap)"}.get(tool, tool))
+                                                           OURS: "our definitions, guidellm's requests"}.get(tool, tool))
         ax.set_xticks(x, [f"{'CB' if 'continuous' in n else 'no CB'}\nc={int(c)}" for n, c in keys], fontsize=8)
         ax.set_ylabel(col.replace(" mean ms", " mean (ms)"))
         ax.set_yscale("log")

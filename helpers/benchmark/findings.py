@@ -17,7 +17,7 @@ from .metrics import attainment, distserve_goodput, relative_gap
 
 SCALING_TARGET = 4.0          # issue 21: vLLM at concurrency 8 ÷ 1 in output tokens/s, on this CPU
 PREFIX_TTFT_TARGET = 2.0      # issue 21: agentic workload, mean TTFT prefix caching off ÷ on
-CROSSCHECK_TOLERANCE = 0.05   # issue 21: our client against vllm bench serve, TTFT and ITL
+ITL_TOLERANCE = 0.01         # issue 32: our client against vllm bench serve side by side, mean ITL
 
 
 def config_runs(data: dict, name: str, workload: str, source: str = "client", open_loop: bool = False) -> list[dict]:
@@ -136,40 +136,40 @@ def _gap(a, b):
     return None if a is None or b is None or not b else round(relative_gap(a, b), 4)
 
 
-# the readings set against vllm bench serve's own figures, as a record's cross-check names them, and the run of
-# vllm bench each is set against: its run straight to the server for our client's own (two tools, one run
-# after the other), its run through the tap for the tap's readings (the same requests)
-CROSSCHECK_READINGS = {"client": "our client's own run", "tap_ours": "ours on the tap",
-                       "tap_vllm": "vLLM's definitions on the tap"}
-CROSSCHECK_AGAINST = {"client": "vllm bench, direct", "tap_ours": "vllm bench", "tap_vllm": "vllm bench"}
+FIGURES = ("ttft", "tpot", "itl", "e2el")
 
 
 @dataclass(frozen=True)
 class Gaps:
-    """Relative gaps of one reading to vllm bench serve's (TTFT; per-request ITL against its TPOT; pooled ITL
-    against its ITL; E2E against its E2EL), and whether TTFT and ITL agree within CROSSCHECK_TOLERANCE."""
+    """Relative gaps of one reading to vllm bench serve's: TTFT; per-request ITL against its TPOT; pooled
+    ITL against its ITL; E2E against its E2EL."""
 
     ttft: float | None
     tpot: float | None
     itl: float | None
     e2el: float | None
 
-    @property
-    def agree(self) -> bool:
-        return all(g is not None and g <= CROSSCHECK_TOLERANCE for g in (self.ttft, self.tpot))
+
+def _gaps(ours: dict | None, theirs: dict | None) -> Gaps | None:
+    return None if not ours or not theirs else Gaps(*(_gap(ours.get(k), theirs.get(k)) for k in FIGURES))
 
 
 @dataclass(frozen=True)
 class Crosscheck:
-    """One level of the vllm bench serve cross-check."""
+    """One level of the vllm bench serve cross-check (helpers.benchmark.crosscheck) and the rule's reading:
+    our client and vllm bench agree when their alternated runs' mean TTFT differ by no more than vllm
+    bench's runs differ from each other, and their mean ITL over the server's steps both streamed, side
+    by side, by at most ITL_TOLERANCE."""
 
     concurrency: int
-    relay_ms: float | None    # vllm bench TTFT − the tap's, same requests: its client's own time, and one relay hop
-    client: Gaps              # our client straight to the server, against vllm bench straight to it
-    tap_ours: Gaps            # our definitions on vllm bench's requests (the tap)
-    tap_vllm: Gaps            # vLLM's definitions on the tap's records
-    repeats: int = 1          # direct runs of each tool behind `client` (their means, alternated)
-    bench_spread: Gaps | None = None   # vllm bench against itself: (max − min) ÷ mean of its direct runs
+    repeats: int                  # alternated runs of each tool behind `client`
+    client: Gaps | None           # our client's runs against vllm bench's (their means)
+    bench_spread: Gaps | None     # vllm bench against itself: (max − min) ÷ mean of its runs
+    side_by_side: Gaps | None     # our client against vllm bench, both running at once: all their requests
+    shared_itl: float | None      # ... their mean gap between chunks over the steps both streamed at once
+    shared_gaps: int              # how many gaps each that is
+    definitions: Gaps | None      # our definitions on vllm bench's own requests, against its figures
+    verdict: str
 
 
 def _spread(runs: list[dict]) -> Gaps | None:
@@ -177,24 +177,35 @@ def _spread(runs: list[dict]) -> Gaps | None:
     fewer than two runs. A gap to another tool smaller than this is inside the tool's own noise."""
     if len(runs) < 2:
         return None
-    vals = {k: [r.get(k) for r in runs] for k in ("ttft", "tpot", "itl", "e2el")}
+    vals = {k: [r.get(k) for r in runs] for k in FIGURES}
     return Gaps(*(None if None in v or not sum(v) else round((max(v) - min(v)) / (sum(v) / len(v)), 4)
                   for v in vals.values()))
+
+
+def crosscheck_verdict(client: Gaps | None, spread: Gaps | None, shared_itl: float | None) -> str:
+    """The cross-check's rule: TTFT of the alternated runs within vllm bench's own spread, ITL over the
+    steps both streamed side by side within ITL_TOLERANCE."""
+    ttft = None if client is None or spread is None or None in (client.ttft, spread.ttft) else client.ttft <= spread.ttft
+    itl = None if shared_itl is None else shared_itl <= ITL_TOLERANCE
+    if ttft is None or itl is None:
+        return "not judged: " + ("fewer than two runs of vllm bench" if ttft is None else "no steps streamed side by side")
+    if ttft and itl:
+        return "agree"
+    return "apart: " + " and ".join(w for w, ok in (("TTFT beyond vllm bench's own spread", ttft),
+                                                    (f"ITL beyond {ITL_TOLERANCE:.0%}", itl)) if not ok)
 
 
 def crosscheck_gaps(data: dict, name: str = "vLLM default") -> list[Crosscheck]:
     rows = []
     for lv in ((_config(data, name) or {}).get("crosscheck") or []):
-        theirs = lv["vllm bench"]
-        tap_ttft = (lv.get("vLLM's definitions on the tap") or {}).get("ttft")
-        relay = None if tap_ttft is None or theirs.get("ttft") is None else round(theirs["ttft"] - tap_ttft, 2)
-        ref = {f: lv.get(CROSSCHECK_AGAINST[f]) or theirs for f in CROSSCHECK_READINGS}   # older records: one run
-        gaps = {field: Gaps(*(_gap((lv.get(what) or {}).get(k), ref[field].get(k)) for k in ("ttft", "tpot", "itl", "e2el")))
-                for field, what in CROSSCHECK_READINGS.items()}
-        runs = (lv.get("runs") or {})
-        repeats = len(runs.get(CROSSCHECK_READINGS["client"]) or [None])
-        rows.append(Crosscheck(lv["concurrency"], relay, **gaps, repeats=repeats,
-                               bench_spread=_spread(runs.get(CROSSCHECK_AGAINST["client"]) or [])))
+        runs, side = lv.get("runs") or {}, lv.get("side by side") or {}
+        shared = side.get("shared steps") or {}
+        client = _gaps(lv.get("our client's own run"), lv.get("vllm bench, direct"))
+        spread, itl = _spread(runs.get("vllm bench, direct") or []), _gap(shared.get("ours"), shared.get("vllm bench"))
+        rows.append(Crosscheck(lv["concurrency"], len(runs.get("our client's own run") or []), client, spread,
+                               _gaps(side.get("ours"), side.get("vllm bench")), itl, shared.get("gaps") or 0,
+                               _gaps(lv.get("ours on its requests"), lv.get("vllm bench, direct")),
+                               crosscheck_verdict(client, spread, itl)))
     return rows
 
 

@@ -24,33 +24,35 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..parallel.plan import parallel_step
-from .findings import at_level, config_runs, key_figures
 from ..formulas.verdicts import change_verdict
+from ..parallel.plan import parallel_step
+from .findings import ITL_TOLERANCE, at_level, config_runs, key_figures
+from .guidellm_runner import OURS
 from .metrics import relative_gap
 
 AGREEMENT_TOLERANCE = 0.15   # the client and guidellm agree when their means differ by at most 15 %
 
-TALK_TABLE = [  # the talk's Demo F: one H100, 10 concurrent requests × 50 tokens, 1,656-token shared prefix
-    {"configuration": "HF transformers baseline (one request at a time)", "tok/s": 51, "TTFT ms": 54, "ITL ms": 19.0},
-    {"configuration": "vLLM default (paged attention, continuous batching)", "tok/s": 736, "TTFT ms": 336, "ITL ms": 6.7},
-    {"configuration": "+ prefix caching", "tok/s": 1034, "TTFT ms": 125, "ITL ms": 6.8},
-    {"configuration": "+ KV-cache quantization (fp8)", "tok/s": 1010, "TTFT ms": 134, "ITL ms": 6.9},
-    {"configuration": "+ n-gram speculative decoding", "tok/s": 991, "TTFT ms": 75, "ITL ms": 8.2},
-]
+TALK_CSV = Path(__file__).resolve().parents[1] / "data" / "talk_serving_h100.csv"   # the talk's Demo F, its owner
 TALK_SOURCE = "the workshop talk, Demo F (one H100; 10 concurrent × 50 tokens; 1,656-token shared prefix)"
-TALK_CONCURRENT = 10          # requests in flight in every row but the baseline's (one at a time)
+
+
+def talk_table():
+    """The talk's table (helpers/data/talk_serving_h100.csv), as reported on one H100: not measured here."""
+    import pandas as pd
+
+    t = pd.read_csv(TALK_CSV, comment="#").rename(columns={"tok_s": "tok/s", "ttft_ms": "TTFT ms", "itl_ms": "ITL ms"})
+    return t[["configuration", "concurrency", "tok/s", "TTFT ms", "ITL ms"]].assign(source=TALK_SOURCE)
 
 
 def talk(name_has: str, column: str):
     """One figure of the talk's table: the first row whose configuration contains `name_has`."""
-    for r in TALK_TABLE:
+    rows = talk_table().drop(columns="source").to_dict("records")
+    for r in rows:
         if name_has in r["configuration"]:
             if column not in r:
                 raise ValueError(f"the talk's table has no column {column!r}; it has {', '.join(r)}")
             return r[column]
-    raise ValueError(f"no row of the talk's table contains {name_has!r}; rows: "
-                     + "; ".join(r["configuration"] for r in TALK_TABLE))
+    raise ValueError(f"no row of the talk's table contains {name_has!r}; rows: " + "; ".join(r["configuration"] for r in rows))
 
 
 def _step(name_a: str, name_b: str, column: str, unit: str) -> str:
@@ -74,16 +76,10 @@ PUBLISHED = [
      "source": "vllm/benchmarks/serve.py (--goodput)"},
 ]
 
-def talk_table():
-    import pandas as pd
-
-    return pd.DataFrame(TALK_TABLE).assign(source=TALK_SOURCE)
-
-
 def talk_speedups() -> dict:
     """Ratios of the talk's table against its baseline (the talk spoke of "almost 15×" and "50×")."""
-    base = TALK_TABLE[0]["tok/s"]
-    return {r["configuration"]: r["tok/s"] / base for r in TALK_TABLE[1:]}
+    t = talk_table()
+    return dict(zip(t["configuration"][1:], t["tok/s"][1:] / t["tok/s"][0]))
 
 
 @dataclass(frozen=True)
@@ -107,7 +103,7 @@ def talk_factors() -> TalkFactors:
     base, vllm = "baseline", "vLLM default"
     total = talk(vllm, "tok/s") / talk(base, "tok/s")
     per_request = talk(base, "ITL ms") / talk(vllm, "ITL ms")
-    return TalkFactors(total, per_request, total / per_request, TALK_CONCURRENT)
+    return TalkFactors(total, per_request, total / per_request, int(talk(vllm, "concurrency")))
 
 
 def published_table():
@@ -148,47 +144,10 @@ def tensor_parallel_table(model: str = "gpt-oss-120b", gpu: str = "H100 SXM", gp
                                               f"efficiency {efficiency:g} (helpers.parallel.plan.parallel_step)")
 
 
-def _row(table, name_has: str, concurrency: int, source: str = "client", workload: str | None = None):
-    t = table[(table["source"] == source) & (table["concurrency"] == concurrency)]
-    if workload is not None:
-        t = t[t["workload"] == workload]
-    t = t[t["configuration"].str.contains(name_has, regex=False)]
-    return t.iloc[0] if len(t) else None
-
-
-@dataclass(frozen=True)
-class TableBatchingEffect:
-    """Continuous batching on against off at one level of a runs table (records.runs_table)."""
-
-    concurrency: int
-    throughput_ratio: float     # output tokens/s on ÷ off
-    ttft_ratio: float           # mean TTFT off ÷ on
-    verdict: str                # the rule's reading of the throughput ratio
-    off_tok_s: float
-    on_tok_s: float
-    off_ttft_ms: float
-    on_ttft_ms: float
-
-
-def batching_effect(table, workload: str, concurrency: int) -> TableBatchingEffect | None:
-    """Continuous batching on against off at one level: throughput and mean-TTFT ratios, and the rule's
-    verdict (a change counts when it exceeds CHANGE_MARGIN, 10 %, either way)."""
-    t = table[~table["configuration"].str.contains("continuous")]
-    off = _row(t, "transformers", concurrency, workload=workload)
-    on = _row(table, "continuous batching", concurrency, workload=workload)
-    if off is None or on is None or not off["output tok/s"] or not on["TTFT mean ms"]:
-        return None
-    thr = on["output tok/s"] / off["output tok/s"]
-    verdict = {"higher": "raised throughput", "lower": "lowered throughput",
-               "about equal": "left throughput unchanged"}[change_verdict(thr)]
-    return TableBatchingEffect(concurrency, thr, off["TTFT mean ms"] / on["TTFT mean ms"], verdict,
-                               off["output tok/s"], on["output tok/s"], off["TTFT mean ms"], on["TTFT mean ms"])
-
-
-def agreement(table, workload: str | None = None, ours: str = "tap"):
+def agreement(table, workload: str | None = None, ours: str = OURS):
     """Our mean TTFT and ITL against guidellm's, per configuration and level: the relative gap and
-    whether it is within AGREEMENT_TOLERANCE. ours="tap": our definitions on guidellm's own requests
-    (the same run); ours="client": our client's own run, just before guidellm's (back to back)."""
+    whether it is within AGREEMENT_TOLERANCE. ours=OURS: our definitions on guidellm's own requests (the
+    same run, from its per-request output); ours="client": our client's own run, just before guidellm's."""
     import pandas as pd
 
     t = table if workload is None else table[table["workload"] == workload]
@@ -197,7 +156,7 @@ def agreement(table, workload: str | None = None, ours: str = "tap"):
         cl, gl = g[g["source"] == ours], g[g["source"] == "guidellm"]
         if not len(cl) or not len(gl):
             continue
-        row = {"configuration": name, "concurrency": c, "compared": "same run" if ours == "tap" else "back to back"}
+        row = {"configuration": name, "concurrency": c, "compared": "same run" if ours == OURS else "back to back"}
         for col in ("TTFT mean ms", "ITL mean ms"):
             a, b = cl[col].iloc[0], gl[col].iloc[0]
             row[f"{ours} {col}"], row[f"guidellm {col}"] = a, b
@@ -336,19 +295,28 @@ def guide_markdown(data: dict, record: str) -> str:
                      f"{cb.ttft_ratio}), and each request's ITL {cb.itl_off_ms} → {cb.itl_on_ms} ms "
                      f"({cb.itl}: batching trades per-request speed for total speed).")
     for row in f.crosscheck:
-        g, t, relay = row.client, row.tap_ours, row.relay_ms
-        lines.append(f"- vllm bench serve at concurrency {row.concurrency}: on its own requests (the tap) our figures "
-                     f"differ from its own by {_pct(t.ttft)} (TTFT" + (f": it times {relay:g} ms more, its client's "
-                     "own time to send and to parse" if relay is not None else "") + f") and {_pct(t.tpot)} (ITL "
-                     f"against its TPOT); our client against vllm bench straight to the server, the same requests "
-                     + (f"(the mean of {row.repeats} runs each, alternated)" if row.repeats > 1 else "one after the other")
-                     + f", by {_pct(g.ttft)} and {_pct(g.tpot)}"
-                     + (f" (vllm bench's own {row.repeats} runs spread {_pct(row.bench_spread.ttft)} and "
-                        f"{_pct(row.bench_spread.tpot)})" if row.bench_spread else "") + ".")
+        lines.append(crosscheck_line(row))
     for name, ol in f.open_loop.items():
         lines.append(f"- {name}, open loop: DistServe goodput {goodput_words(ol.distserve_goodput, [p.rate for p in ol.points])}.")
     lines += ["", GENERATED_END]
     return "\n".join(lines)
+
+
+def crosscheck_line(row) -> str:
+    """One level of the vllm bench serve cross-check (findings.Crosscheck) in words, with the rule's verdict."""
+    c, sp, side, d = row.client, row.bench_spread, row.side_by_side, row.definitions
+    ran = f"the mean of {row.repeats} runs each, alternated" if row.repeats > 1 else "one run each"
+    text = (f"- vllm bench serve at concurrency {row.concurrency}: our client against it ({ran}) TTFT "
+            f"{_pct(c and c.ttft)} apart, ITL {_pct(c and c.itl)}"
+            + (f" (its own runs spread {_pct(sp.ttft)} and {_pct(sp.itl)})" if sp else ""))
+    if side:
+        text += (f"; side by side on the same server, each at concurrency {row.concurrency}: ITL {_pct(row.shared_itl)} "
+                 f"apart over the {row.shared_gaps:,} steps both streamed at once (over all their requests: ITL "
+                 f"{_pct(side.tpot)}, TTFT {_pct(side.ttft)})")
+    if d:
+        text += (f"; our definitions on its own requests (its --save-detailed times): TTFT {_pct(d.ttft)}, "
+                 f"ITL {_pct(d.itl)}, per-request ITL against its TPOT {_pct(d.tpot)}")
+    return text + f". The rule (TTFT within its own spread, ITL side by side within {ITL_TOLERANCE:.0%}): **{row.verdict}**."
 
 
 def goodput_words(g: float | None, rates: list[float]) -> str:

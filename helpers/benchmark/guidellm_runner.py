@@ -15,22 +15,24 @@ from its request totals: one in which no request succeeded is a failed run.
 
 guidellm's definitions (guidellm/schemas/base/request_stats.py) are the ones of `metrics`: TTFT =
 first token − request start; ITL = (last token − first token) / (output tokens − 1). Its mean ITL
-is weighted by tokens (each request counts output tokens − 1 times).
+is weighted by tokens (each request counts output tokens − 1 times). Our definitions on its own requests
+come from its per-request output (`records`: each request's start, first and last token, token count).
 """
 from __future__ import annotations
 
 import json
 import os
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Sequence
 
 from ..serving.traces import TraceRequest
-from .metrics import RequestRecord, RunSummary, SLO
-from .process import _kill_group, spawn_supervised
+from .metrics import RequestRecord, RunSummary, SLO, summarize
+from .process import run_tool
+
+OURS = "ours on guidellm"   # the source of our figures recomputed from guidellm's own per-request times
 
 
 class GuidellmError(RuntimeError):
@@ -137,11 +139,12 @@ def reported(benchmark: dict, label: str, slo: SLO | None = None) -> RunSummary:
 
 def run(base_url: str, tokenizer: str | Path, requests: Sequence[TraceRequest], streams: Sequence[int],
         out_dir: str | Path, label: str = "", slo: SLO | None = None, timeout_s: float = 600.0,
-        cpus: set[int] | None = None) -> tuple[list[RunSummary], dict]:
+        cpus: set[int] | None = None) -> tuple[list[RunSummary], list[RunSummary], dict]:
     """Run guidellm against a server: the workload's prompts, its first request's output length as
     `max_tokens` (use a trace of one output length), each concurrency in `streams`, as many requests
-    per level as the workload has, on `cpus` (None: any). Returns (one RunSummary per level, guidellm's
-    whole JSON)."""
+    per level as the workload has, on `cpus` (None: any). Returns (guidellm's figures, ours on its
+    requests — `records` of each benchmark summarized by our definitions, source OURS —, guidellm's JSON),
+    one RunSummary per level each."""
     if not requests:
         raise ValueError("requests is empty: give the workload's TraceRequests")
     lengths = {r.max_new_tokens for r in requests}
@@ -156,38 +159,17 @@ def run(base_url: str, tokenizer: str | Path, requests: Sequence[TraceRequest], 
     cmd = command(base_url, tokenizer, data, lengths.pop(), streams, len(requests), out_json)
     env = dict(os.environ, HF_HUB_OFFLINE="1", GUIDELLM__LOGGING__CONSOLE_LOG_LEVEL="ERROR")
     t0 = time.perf_counter()
-    # under the supervisor, as the servers are (helpers.benchmark.process): its worker processes are ended
-    # with it on a timeout, an exception or an interrupt, and when this process dies
-    with open(out_dir / "guidellm.log", "w") as logf:
-        p, parent_fd = spawn_supervised(cmd, logf, env, 5.0, cwd=out_dir, cpus=cpus)
-        try:
-            p.wait(timeout_s)
-        except subprocess.TimeoutExpired as exc:
-            raise GuidellmError(f"guidellm did not finish within {timeout_s:g} s") from exc
-        finally:
-            _kill_group(p, 5.0, parent_fd)
-    log = (out_dir / "guidellm.log").read_text(errors="replace")
-    if p.returncode != 0 or not out_json.exists():
-        raise GuidellmError(f"guidellm exited with {p.returncode} after {time.perf_counter() - t0:.0f} s and wrote "
+    code = run_tool(cmd, out_dir / "guidellm.log", timeout_s, env, cwd=out_dir, cpus=cpus)   # its workers end with it
+    if code is None:
+        raise GuidellmError(f"guidellm did not finish within {timeout_s:g} s")
+    if code != 0 or not out_json.exists():
+        log = (out_dir / "guidellm.log").read_text(errors="replace")
+        raise GuidellmError(f"guidellm exited with {code} after {time.perf_counter() - t0:.0f} s and wrote "
                             f"no results. End of its output:\n{log[-2000:]}")
     raw = json.loads(out_json.read_text())
-    return [reported(b, label, slo) for b in raw.get("benchmarks", [])], raw
-
-
-def run_tapped(base_url: str, tokenizer: str | Path, requests: Sequence[TraceRequest], streams: Sequence[int],
-               out_dir: str | Path, label: str = "", slo: SLO | None = None, timeout_s: float = 600.0,
-               cpus: set[int] | None = None) -> tuple[list[RunSummary], list[RunSummary], dict]:
-    """guidellm through a tap (helpers.benchmark.tap): (guidellm's figures, ours on the same requests,
-    guidellm's JSON), one summary per concurrency level each. Ours carry source "tap"."""
-    from .metrics import summarize
-    from .tap import Tap, split_by_benchmark
-
-    with Tap(base_url, cpus=cpus) as tap:
-        theirs, raw = run(tap.base_url, tokenizer, requests, streams, out_dir, label, slo, timeout_s, cpus)
-    ours = []
-    for g, recs in zip(theirs, split_by_benchmark(tap.records, raw)):
-        if recs:
-            s = summarize(recs, label, g.concurrency, slo)
-            s.source = "tap"
-            ours.append(s)
+    theirs = [reported(b, label, slo) for b in raw.get("benchmarks", [])]
+    ours = [summarize(recs, label, g.concurrency, slo) for g, b in zip(theirs, raw.get("benchmarks", []))
+            if (recs := records(b))]
+    for s in ours:
+        s.source = OURS
     return theirs, ours, raw

@@ -30,15 +30,10 @@ DEATH_GRACE_S = 3.0   # how long a server that refused connections is given to b
 RESULTS_DIR = Path(__file__).resolve().parents[2] / "build" / "engines"   # the repository's build/engines
 
 
-def warm_up(srv: ServerProcess, model: str, concurrency: int = 1, timeout_s: float = 120.0,
+def warm_up(base_url: str, model: str, concurrency: int = 1, timeout_s: float = 120.0,
             deadline_s: float | None = None) -> None:
     """Short requests, one alone and then `concurrency` together, so that lazy initialisation and the
     first batches of each size (on a CPU, kernels are set up per shape) are not timed in the first run."""
-    warm_up_url(srv.base_url, model, concurrency, timeout_s, deadline_s)
-
-
-def warm_up_url(base_url: str, model: str, concurrency: int = 1, timeout_s: float = 120.0,
-                deadline_s: float | None = None) -> None:
     client.run_load(base_url, model, [TraceRequest(0, "Hello", 4)], 1, timeout_s, deadline_s=deadline_s)
     if concurrency > 1:
         burst = [TraceRequest(i, f"Hello number {i}, how are you today?", 8) for i in range(concurrency)]
@@ -106,8 +101,6 @@ def run_target(base_url: str, model: str, out: str | Path = "build/engines/targe
     SGLang deployment, say (`vllm serve MODEL --tensor-parallel-size 4`) — written like run_all's result,
     after every level. Nothing is started or stopped here; `device` sizes the plan ("cuda": the talk's
     workloads); the whole run ends by the plan's deadline (or `deadline_s`), however the server stalls."""
-    from ..measure.hardware import device_info
-
     client.check_base_url(base_url)
     if not isinstance(model, str) or not model.strip():
         raise ValueError(f"the model name the server serves is needed (--model), got {model!r}")
@@ -118,14 +111,11 @@ def run_target(base_url: str, model: str, out: str | Path = "build/engines/targe
     name = name or f"target {base_url}"
     result = {"config": {"name": name, "engine": "external", "model": model, "base_url": base_url},
               "ready_s": None, "runs": [], "faults": [], "example": None}
-    data = {"recorded_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-            "machine": {"client": device_info("cpu").to_dict(), "server": base_url}, "profile": model,
-            "profile_reason": "an external server", "versions": versions(), "slo": plan.slo.describe(),
-            "concurrencies": list(plan.concurrencies), "deadline_s": plan.deadline_s, "skipped": [],
-            "configs": [result], "complete": False}
+    data = dict(new_result(plan, "cpu", model, "an external server"), configs=[result], deadline_s=plan.deadline_s)
+    data["machine"] = {"client": data["machine"], "server": base_url}
     deadline = Deadline(plan.deadline_s)
     try:
-        warm_up_url(base_url, model, max(plan.concurrencies), plan.timeout_s, deadline.left())
+        warm_up(base_url, model, max(plan.concurrencies), plan.timeout_s, deadline.left())
         for wname in plan.workloads:
             measure_levels(base_url, model, name, wname, plan, result, deadline=deadline,
                            on_level=lambda: write_json_atomic(data, out))
@@ -163,7 +153,7 @@ def run_config(cfg: EngineConfig, plan: Plan, out_dir: Path | None = None, token
     try:
         deadline = Deadline(plan.deadline_s)
         result["ready_s"] = srv.ready_s
-        warm_up(srv, cfg.model, max(plan.concurrencies), plan.timeout_s, deadline.left())
+        warm_up(srv.base_url, cfg.model, max(plan.concurrencies), plan.timeout_s, deadline.left())
         cpus = client_cpus(srv.pid)       # beside a server that pins its compute, the load runs elsewhere
         result["client_cpus"] = sorted(cpus) if cpus else None
         # on the cores it shares with the load, the server's busy-waiting processes give way to it
@@ -193,11 +183,9 @@ def run_config(cfg: EngineConfig, plan: Plan, out_dir: Path | None = None, token
             if tokenizer and (plan.tools_configs is None or cfg.name in plan.tools_configs):
                 from . import guidellm_runner
 
-                try:
-                    # guidellm through a tap: our definitions on guidellm's own requests (the same run)
-                    theirs, ours, _ = guidellm_runner.run_tapped(
-                        srv.base_url, tokenizer, plan.trace(wname), plan.concurrencies, work, cfg.name, plan.slo,
-                        timeout_s=min(600.0, deadline.left()), cpus=cpus)
+                try:      # guidellm's figures, and ours on its requests (its per-request output)
+                    theirs, ours, _ = guidellm_runner.run(srv.base_url, tokenizer, plan.trace(wname), plan.concurrencies,
+                                                          work, cfg.name, plan.slo, min(600.0, deadline.left()), cpus)
                     result["runs"] += [dict(s.to_dict(), workload=wname) for s in theirs + ours]
                 except guidellm_runner.GuidellmError as exc:
                     result["faults"].append({"kind": "GuidellmError", "detail": str(exc)[-1500:]})
@@ -234,7 +222,7 @@ def versions() -> dict:
     from ..preflight import library_versions
 
     out = library_versions()
-    for pkg in ("guidellm", "fastapi", "uvicorn", "httpx", "vllm", "sglang"):
+    for pkg in ("guidellm", "fastapi", "uvicorn", "aiohttp", "psutil", "vllm", "sglang"):
         try:
             out[pkg] = metadata.version(pkg)
         except metadata.PackageNotFoundError:

@@ -83,9 +83,7 @@ class RequestRecord:
         return self.e2e_s / self.output_tokens if self.e2e_s is not None else None
 
     def meets(self, slo: "SLO") -> bool:
-        if not self.ok:
-            return False
-        return self.ttft_s <= slo.ttft_s and (self.itl_s is None or self.itl_s <= slo.tpot_s)
+        return meets_compact(self.compact(), slo)
 
     def compact(self) -> list | None:
         """[TTFT s, mean ITL s, E2E s, output tokens] of a good request, None for a failed one: what an SLO

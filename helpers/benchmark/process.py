@@ -1,23 +1,26 @@
 """A server as a child process: started on a free port of 127.0.0.1, waited for until it answers its
-health check, its log captured to a file, and always stopped.
+health check, its log captured to a file, and always stopped with everything it started.
 
     with ServerProcess(["transformers", "serve", folder, "--port", "{port}"], name="hf") as srv:
         ... srv.base_url ...                # http://127.0.0.1:PORT
 
-Stopping is guaranteed four ways, from the most to the least orderly: leaving the `with` block (also
-on an exception or a KeyboardInterrupt — a failed notebook cell, an interrupted kernel, a failed
-test), an `atexit` hook when the Python process ends, a finalizer when the object is collected, and
-the supervisor (`supervise.py`), the process actually started: it runs the server in a session of
-its own, is the subreaper of the server's whole tree (a worker in a session of its own or orphaned by
-a SIGKILL stays within reach), and ends that tree — SIGTERM, then SIGKILL after a grace period — when
-it is asked to stop, when the server exits, and when this process is gone (a pipe it watches reaches
-end-of-file: even a kernel killed with SIGKILL, from whichever thread it started the server, leaves no
-server behind). Requests to 127.0.0.1 never go through a proxy named in the environment.
+A server is a tree of processes (vLLM: the API server, its EngineCore, a worker), ended as one (psutil):
+SIGTERM to every process of it, a grace period, SIGKILL to what is left — when the `with` block ends
+(on an exception or a Ctrl-C too), when `stop()` is called, and when this Python exits (atexit). Its
+tree is every process below it, every process of the session it starts in (its own: a worker whose
+parent died stays in it), and every process seen in it since it started (a worker that started a
+session of its own and was then orphaned). When this process dies with no chance to clean up (SIGKILL),
+the kernel sends the server SIGTERM (Linux: PR_SET_PDEATHSIG, set between fork and exec), and the
+server ends its workers as it does on any SIGTERM. The kernel sends it when the *thread* that started
+the child ends, so every child is started from one thread that lives as long as this process.
+Requests to 127.0.0.1 never go through a proxy named in the environment.
 """
 from __future__ import annotations
 
 import atexit
+import concurrent.futures
 import contextlib
+import ctypes
 import os
 import shutil
 import signal
@@ -28,16 +31,19 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-import weakref
 from pathlib import Path
-from typing import Sequence
+from typing import Iterable, Sequence
+
+import psutil
 
 from .. import checks
 
 HOST = "127.0.0.1"
-SUPERVISOR = Path(__file__).with_name("supervise.py")
 LOOPBACK_NO_PROXY = "127.0.0.1,localhost,::1"
-_LIVE: "weakref.WeakSet[ServerProcess]" = weakref.WeakSet()
+PR_SET_PDEATHSIG = 1
+_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
+_SPAWNER = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="child-spawner")   # never ends
+_LIVE: set = set()
 
 
 class ServerError(RuntimeError):
@@ -82,31 +88,82 @@ def no_proxy_env(env: dict) -> dict:
     return out
 
 
-def descendants(pid: int) -> list[int]:
-    """The live processes below `pid` in the process tree (the supervisor's own function)."""
-    from .supervise import descendants as tree
+# ----------------------------------------------------------------------------- a process tree
 
-    return tree(pid)
+def spawn(argv: Sequence[str], log, env: dict | None = None, cwd=None, cpus: set[int] | None = None) -> psutil.Popen:
+    """Start `argv` in a session of its own, its output to `log`, on `cpus` (None: any); on Linux the
+    kernel sends it SIGTERM when this process dies, however it dies."""
+    parent = os.getpid()
+
+    def in_child():                                   # runs in the child, between fork and exec
+        if cpus:
+            os.sched_setaffinity(0, cpus)
+        if _LIBC is not None:
+            _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+            if os.getppid() != parent:                # this process died before the call
+                os._exit(1)
+
+    return _SPAWNER.submit(psutil.Popen, list(argv), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                           env=no_proxy_env(os.environ if env is None else env), cwd=cwd, start_new_session=True,
+                           preexec_fn=in_child).result()
 
 
-def spawn_supervised(argv: Sequence[str], log, env: dict, grace_s: float, cwd: str | Path | None = None,
-                     cpus: set[int] | None = None) -> tuple[subprocess.Popen, int]:
-    """Start `argv` under the supervisor, in a session of its own, output to `log`, on `cpus` (None: any).
-    Returns (the supervisor's Popen, the write end of the pipe it watches: close it, or die, and the tree
-    is ended)."""
-    read_fd, write_fd = os.pipe()
-    on = ["--cpus", ",".join(map(str, sorted(cpus)))] if cpus else []
+def _running(p: psutil.Process) -> bool:
+    """Alive: not gone, and not a zombie — a process whose main thread has exited shows as a zombie while
+    its other threads still run (a server shutting down its thread pools), and is not gone yet."""
     try:
-        proc = subprocess.Popen([sys.executable, str(SUPERVISOR), "--grace-s", f"{grace_s:g}", "--parent-fd",
-                                 str(read_fd), *on, "--", *argv], stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, env=no_proxy_env(env), cwd=cwd, pass_fds=(read_fd,),
-                                start_new_session=True)
-    except BaseException:
-        os.close(write_fd)
-        raise
-    finally:
-        os.close(read_fd)
-    return proc, write_fd
+        return p.is_running() and (p.status() != psutil.STATUS_ZOMBIE or p.num_threads() > 1)
+    except psutil.Error:
+        return False
+
+
+def tree(root: psutil.Process, seen: Iterable[psutil.Process] = ()) -> list[psutil.Process]:
+    """The running processes of `root`'s tree: root, every process below it, every other process of its
+    session (spawn starts one per child), and those of `seen` still running (psutil knows a reused pid)."""
+    found = {root.pid: root}
+    with contextlib.suppress(psutil.Error):
+        found.update((p.pid, p) for p in root.children(recursive=True))
+    for p in psutil.process_iter():
+        with contextlib.suppress(OSError):
+            if p.pid not in found and os.getsid(p.pid) == root.pid:
+                found[p.pid] = p
+    found.update((p.pid, p) for p in seen if p.pid not in found)
+    return [p for p in found.values() if _running(p)]
+
+
+def end_tree(proc: psutil.Popen, grace_s: float, seen: Iterable[psutil.Process] = ()) -> int | None:
+    """SIGTERM to every process of `proc`'s tree, SIGKILL to what is left after `grace_s`; returns its exit
+    code (the root is reaped as the child it is, so the code is its own)."""
+    seen = list(seen)
+    for sig, wait_s in (("terminate", grace_s), ("kill", 10.0)):
+        procs = tree(proc, seen)
+        for p in procs:
+            with contextlib.suppress(psutil.Error):
+                getattr(p, sig)()
+        end = time.monotonic() + wait_s
+        while procs and time.monotonic() < end:
+            time.sleep(0.05)
+            proc.poll()                                # reaps the root once it exits
+            procs = [p for p in procs if _running(p)]
+        if not tree(proc, seen):
+            break
+    proc.poll()
+    return proc.returncode
+
+
+def run_tool(argv: Sequence[str], log_path: Path, timeout_s: float, env: dict | None = None, cwd=None,
+             cpus: set[int] | None = None) -> int | None:
+    """Run a load generator (guidellm, vllm bench serve) to its end as a child like a server: on `cpus`,
+    its output to `log_path`; its whole tree ended when it exits, on an exception or a Ctrl-C. Returns its
+    exit code, None when it ran past `timeout_s`."""
+    with open(log_path, "w") as log:
+        proc = spawn(argv, log, env, cwd, cpus)
+        try:
+            return proc.wait(timeout_s)
+        except psutil.TimeoutExpired:
+            return None
+        finally:
+            end_tree(proc, 5.0)
 
 
 def client_cpus(server_pid: int) -> set[int] | None:
@@ -117,13 +174,10 @@ def client_cpus(server_pid: int) -> set[int] | None:
     if not hasattr(os, "sched_getaffinity"):
         return None
     mine, taken = set(os.sched_getaffinity(0)), set()
-    for pid in descendants(server_pid):
-        try:
-            cpus = set(os.sched_getaffinity(pid))
-        except OSError:
-            continue
-        if cpus < mine:
-            taken |= cpus
+    for p in tree(psutil.Process(server_pid)):
+        with contextlib.suppress(psutil.Error):
+            cpus = set(p.cpu_affinity())
+            taken |= cpus if cpus < mine else set()
     free = mine - taken
     return free if taken and free else None
 
@@ -140,20 +194,17 @@ def yield_spinners(server_pid: int, titles: Sequence[str], nice: int = SPINNER_N
     changed = []
     if not titles or not hasattr(os, "setpriority"):
         return changed
-    for pid in descendants(server_pid):
+    for p in tree(psutil.Process(server_pid)):
         try:
-            title = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode(errors="replace").strip()
-            tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
-        except OSError:
-            continue
-        if title not in titles:
+            if (p.cmdline() or [""])[0].strip() not in titles:
+                continue
+            tids = [t.id for t in p.threads()]
+        except psutil.Error:
             continue
         for tid in tids:
-            try:
+            with contextlib.suppress(OSError):
                 os.setpriority(os.PRIO_PROCESS, tid, max(nice, os.getpriority(os.PRIO_PROCESS, tid)))
-            except OSError:
-                continue
-        changed.append(pid)
+        changed.append(p.pid)
     return changed
 
 
@@ -189,37 +240,7 @@ def port_in_use(port: int) -> bool:
         return False
 
 
-def _kill_group(proc: subprocess.Popen, grace_s: float, parent_fd: int | None = None) -> None:
-    """Stop a supervised process: SIGTERM to its group (the supervisor then ends the server's tree within
-    its grace period), and — should it not be gone a few seconds after that — SIGKILL to it, its group
-    and every process below it. Closes the pipe's write end."""
-    try:
-        if proc.poll() is None:
-            try:
-                os.killpg(proc.pid, signal.SIGTERM)
-            except (ProcessLookupError, PermissionError):
-                proc.terminate()
-            try:
-                proc.wait(grace_s + 10)
-            except subprocess.TimeoutExpired:
-                left = descendants(proc.pid)
-                for sig_target in left:
-                    try:
-                        os.kill(sig_target, signal.SIGKILL)
-                    except (ProcessLookupError, PermissionError):
-                        pass
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    proc.kill()
-                proc.wait(10)
-    finally:
-        if parent_fd is not None:
-            try:
-                os.close(parent_fd)
-            except OSError:
-                pass
-
+# ----------------------------------------------------------------------------- a server
 
 class ServerProcess:
     """One server child process. `command` is a list of arguments in which "{port}" and "{host}" are
@@ -233,28 +254,20 @@ class ServerProcess:
             raise ValueError("command must be a non-empty list of arguments, e.g. ['transformers', 'serve', ...]")
         if not any("{port}" in str(a) for a in command):
             raise ValueError("command must contain '{port}' where the port goes, e.g. ['--port', '{port}']")
-        ready_timeout_s = checks.number(ready_timeout_s, "ready_timeout_s", positive=True, unit="seconds")
-        stop_grace_s = checks.number(stop_grace_s, "stop_grace_s", positive=True, unit="seconds")
+        self.ready_timeout_s = checks.number(ready_timeout_s, "ready_timeout_s", positive=True, unit="seconds")
+        self.stop_grace_s = checks.number(stop_grace_s, "stop_grace_s", positive=True, unit="seconds")
         if port is not None:
             port = checks.count(port, "port (None picks a free one)", 1, 65535)
-        self.command = [str(a) for a in command]
-        self.name = name
-        self.requested_port = port
+        self.command, self.name, self.requested_port = [str(a) for a in command], name, port
+        self.health_path, self.env = health_path, env
         self.port: int | None = None
-        self.health_path = health_path
-        self.ready_timeout_s = ready_timeout_s
-        self.env = env
-        self.stop_grace_s = stop_grace_s
-        self._log_dir = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix=f"workshop-{name}-"))
-        self.log_path = self._log_dir / f"{name}.log"
-        self.proc: subprocess.Popen | None = None       # the supervisor (supervise.py), which runs the server
-        self.argv: list[str] = []                       # the server's command line, as started
-        self._parent_fd: int | None = None
+        self.log_path = Path(log_dir or tempfile.mkdtemp(prefix=f"workshop-{name}-")) / f"{name}.log"
+        self.proc: psutil.Popen | None = None
+        self.argv: list[str] = []                      # the command line, as started
+        self.seen: dict[int, psutil.Process] = {}      # every process seen in its tree
         self.ready_s: float | None = None
         self._log = None
-        self._finalizer = None
 
-    # ---------------------------------------------------------------- life cycle
     @property
     def base_url(self) -> str:
         if self.port is None:
@@ -263,31 +276,29 @@ class ServerProcess:
 
     @property
     def pid(self) -> int | None:
-        """The supervisor's process id (the server and its workers are below it: tree())."""
         return self.proc.pid if self.proc else None
 
     def tree(self) -> list[int]:
-        """The live processes of this server: the supervisor, the server, every worker below them."""
-        if self.proc is None or self.proc.poll() is not None:
+        """The pids of this server's running tree (process.tree), each remembered for stop()."""
+        if self.proc is None:
             return []
-        return [self.proc.pid, *descendants(self.proc.pid)]
+        self.seen.update((p.pid, p) for p in tree(self.proc, self.seen.values()))
+        return [p.pid for p in tree(self.proc, self.seen.values())]
 
     def alive(self, grace_s: float = 0.0) -> bool:
-        """Whether the process is running. With grace_s > 0, a process on its way out is waited for up to
-        that long: a server that died closes its sockets (the client sees connection errors) a moment before
+        """Whether the server is running. With grace_s > 0, a server on its way out is waited for up to
+        that long: one that died closes its sockets (the client sees connection errors) a moment before
         the kernel reports it exited, and a check made in that moment would call it alive."""
         if self.proc is None:
             return False
         if grace_s > 0:
-            try:
+            with contextlib.suppress(psutil.TimeoutExpired):
                 self.proc.wait(timeout=grace_s)
-            except subprocess.TimeoutExpired:
-                pass
         return self.proc.poll() is None
 
     def start(self) -> "ServerProcess":
         """Start the process and wait until it is ready; on any failure it is stopped and a ServerError
-        (PortInUse, ServerNotReady, ServerDied) says why, with the end of the log."""
+        (PortInUse, ServerNotReady, ServerDied, ServerMissing) says why, with the end of the log."""
         if self.alive():
             return self
         if self.requested_port is not None and port_in_use(self.requested_port):
@@ -296,9 +307,15 @@ class ServerProcess:
         attempts = 1 if self.requested_port is not None else 3
         for attempt in range(attempts):
             self.port = self.requested_port or free_port()
-            self._spawn()
+            argv = [a.replace("{port}", str(self.port)).replace("{host}", HOST) for a in self.command]
+            self.argv = [check_executable(argv[0], self.name), *argv[1:]]
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            self._log = open(self.log_path, "ab", buffering=0)
+            self.proc = spawn(self.argv, self._log, {**os.environ, "PYTHONUNBUFFERED": "1", **(self.env or {})})
+            _LIVE.add(self)
             try:
                 self._wait_ready()
+                self.tree()                            # its workers, remembered
                 return self
             except ServerDied as exc:
                 self.stop()
@@ -313,18 +330,6 @@ class ServerProcess:
                 raise
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _spawn(self) -> None:
-        argv = [a.replace("{port}", str(self.port)).replace("{host}", HOST) for a in self.command]
-        argv[0] = check_executable(argv[0], self.name)
-        self.argv = argv
-        self._log_dir.mkdir(parents=True, exist_ok=True)
-        self._log = open(self.log_path, "ab", buffering=0)
-        env = dict(os.environ, **(self.env or {}))
-        env.setdefault("PYTHONUNBUFFERED", "1")
-        self.proc, self._parent_fd = spawn_supervised(argv, self._log, env, self.stop_grace_s)
-        _LIVE.add(self)
-        self._finalizer = weakref.finalize(self, _kill_group, self.proc, 2.0, self._parent_fd)
-
     def _wait_ready(self) -> None:
         url = self.base_url + self.health_path
         direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))   # never through a proxy
@@ -333,27 +338,22 @@ class ServerProcess:
             if self.proc.poll() is not None:
                 raise ServerDied(f"{self.name} exited with code {self.proc.returncode} before it was ready "
                                  f"(command: {' '.join(self.argv)}). End of its log:\n{self.log_tail()}")
-            try:
+            with contextlib.suppress(urllib.error.URLError, OSError):
                 with direct.open(url, timeout=2) as r:
                     if r.status == 200:
                         self.ready_s = time.perf_counter() - t0
                         return
-            except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
-                pass
             if time.perf_counter() - t0 > self.ready_timeout_s:
                 raise ServerNotReady(f"{self.name} did not answer {url} with 200 within {self.ready_timeout_s:g} s "
                                      f"(it was stopped). End of its log:\n{self.log_tail()}")
             time.sleep(0.25)
 
     def stop(self) -> int | None:
-        """Stop the whole process group (SIGTERM, then SIGKILL after the grace period); returns the exit
-        code, None if it never started. Safe to call twice."""
+        """End the server's whole tree (process.end_tree); its exit code, None if it never started. Safe
+        to call twice."""
         if self.proc is None:
             return None
-        _kill_group(self.proc, self.stop_grace_s, self._parent_fd)
-        self._parent_fd = None
-        if self._finalizer is not None:
-            self._finalizer.detach()
+        end_tree(self.proc, self.stop_grace_s, self.seen.values())
         if self._log is not None:
             self._log.close()
             self._log = None
@@ -362,10 +362,9 @@ class ServerProcess:
 
     def log_tail(self, lines: int = 25) -> str:
         try:
-            text = self.log_path.read_text(errors="replace")
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
         except FileNotFoundError:
             return "(no log)"
-        return "\n".join(text.splitlines()[-lines:])
 
     def __enter__(self) -> "ServerProcess":
         return self.start()
@@ -374,8 +373,7 @@ class ServerProcess:
         self.stop()
 
     def __repr__(self) -> str:
-        state = "running" if self.alive() else "stopped"
-        return f"ServerProcess({self.name!r}, port={self.port}, pid={self.pid}, {state})"
+        return f"ServerProcess({self.name!r}, port={self.port}, pid={self.pid}, {'running' if self.alive() else 'stopped'})"
 
 
 def live_servers() -> list[ServerProcess]:
@@ -386,7 +384,7 @@ def live_servers() -> list[ServerProcess]:
 def stop_all() -> int:
     """Stop every server this process started; returns how many were running."""
     live = live_servers()
-    for s in live:
+    for s in list(_LIVE):
         s.stop()
     return len(live)
 

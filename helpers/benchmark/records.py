@@ -7,8 +7,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import records
+from .guidellm_runner import OURS
 from .harness import RESULTS_DIR
 from .metrics import ROW_COLUMNS, RunSummary
+
+# older recordings timed guidellm's requests at a relay between it and the server (its "tap"): the same
+# definitions on the same requests as OURS, read from guidellm's own per-request output now
+LEGACY_SOURCES = {"tap": OURS}
 
 
 RECORD = records.RESULTS / "cpu-amd-epyc" / "engines.json"
@@ -39,6 +44,7 @@ def runs_table(data: dict):
     for c in data.get("configs", []):
         for r in c["runs"]:
             s = RunSummary(**{k: v for k, v in r.items() if k in RunSummary.__dataclass_fields__})
+            s.source = LEGACY_SOURCES.get(s.source, s.source)
             rows.append(dict(s.row(), workload=r.get("workload")))
     return pd.DataFrame(rows, columns=[*ROW_COLUMNS, "workload"])
 
@@ -67,7 +73,7 @@ def status_markdown(data: dict, error: str | None = None) -> str:
     if not any(c["runs"] for c in data.get("configs", [])):
         lines.append("\n**No server produced a measurement here.** The figures and tables that need one say so in "
                      "place; the decision guide, the exercises and the takeaways below do not need a server.")
-    return "\n".join(lines) or "- nothing was configured to run"
+    return records.mask_paths("\n".join(lines)) or "- nothing was configured to run"   # a log names folders
 
 
 def source_label(data: dict) -> str:

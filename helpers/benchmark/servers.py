@@ -26,6 +26,7 @@ from pathlib import Path
 
 from .. import checks
 from ..measure import local_models, models
+from ..records import mask_paths
 
 # A Mistral [INST] chat template (what Mistral 7B Instruct's tokenizer_config.json carries), for the
 # chat endpoint; the benchmark itself uses /v1/completions (plain text prompts, no template).
@@ -53,8 +54,13 @@ class EngineConfig:
     needs_cuda: bool = False
     spinners: tuple[str, ...] = ()   # its processes that busy-wait (process.yield_spinners), by title
 
+    @property
+    def command_line(self) -> str:
+        """The command as one line, this machine's folders named (helpers.records.mask_paths), not spelled out."""
+        return mask_paths(" ".join(self.command))
+
     def to_dict(self) -> dict:
-        return {"name": self.name, "engine": self.engine, "command": " ".join(self.command),
+        return {"name": self.name, "engine": self.engine, "command": self.command_line,
                 "model": self.model, "description": self.description}
 
 

