@@ -385,7 +385,7 @@ def test_verify_on_gpu_and_the_head_share():
 
 def test_speed_names_what_it_compares_with():
     assert verdicts.speed(1.0, 2.3, than="X").words == "2.3× faster than X"
-    assert verdicts.speed(1.0, 1.05, than="X").words == "as fast as X (within 10 %: 1.05×)"
+    assert verdicts.speed(1.0, 1.05, than="X").words == "as fast as X (within 10%: 1.05×)"
     assert verdicts.speed(2.0, 1.0, "shorter", "longer", "as long", "Y").words == "2.0× longer than Y"
 
 

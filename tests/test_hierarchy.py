@@ -148,7 +148,7 @@ def test_staircase_words_on_synthetic_curves():
     flat = _stairs([(16 * KiB, 200), (64 * KiB, 100), (2 * MiB, 99), (32 * MiB, 20)], caches)
     words = [x.words for x in h.staircase_verdicts(flat, caches)]
     assert "no step at L2's 1 MiB" in words
-    # a rise (noise) is not a step; a fall within 10 % is not one either
+    # a rise (noise) is not a step; a fall within 10% is not one either
     _, steps = h.levels_found(_stairs([(4 * KiB, 100), (8 * KiB, 120), (16 * KiB, 110)], caches), caches)
     assert steps == []
 

@@ -39,8 +39,8 @@ def test_the_jupyter_variable_wins_over_the_box():
 
 
 @pytest.mark.parametrize("guess, result, words", [
-    ("128 KiB", 131072, "within 10 % of it"),
-    ("120k", 131072, "within 10 % of it"),          # 1.09×: inside the margin
+    ("128 KiB", 131072, "within 10% of it"),
+    ("120k", 131072, "within 10% of it"),          # 1.09×: inside the margin
     ("64 KiB", 131072, "2.0× higher than predicted"),
     ("1e6", 131072, "7.6× lower than predicted"),
     ("0", 131072, "higher than predicted"),

@@ -63,7 +63,7 @@ def test_split_verdict_reads_goodput_with_a_ten_percent_margin():
         return [Summary(1, None, None, None, None, 1.0, g, 1.0) for g in (shared, *splits)]
 
     assert split_verdict(rows(10.0, 11.5)) == "pays" and split_pays(rows(10.0, 11.5))      # 1.15 > 1.10
-    assert split_verdict(rows(10.0, 10.5, 9.0)) == "about equal"                          # best 1.05: within 10 %
+    assert split_verdict(rows(10.0, 10.5, 9.0)) == "about equal"                          # best 1.05: within 10%
     assert not split_pays(rows(10.0, 10.5))                                               # was "pays" at a strict >
     assert split_verdict(rows(10.0, 11.0)) == "about equal"                               # exactly 1.10: not more
     assert split_verdict(rows(10.0, 9.2)) == "about equal"                                # 0.92 ≥ 1/1.1 = 0.909

@@ -11,8 +11,8 @@ from helpers.present import expected
 @pytest.mark.parametrize("new, old, words", [
     (27.8, 23.9, "1.16× slower"),            # the packed loop against the bare one on the Intel Xeon record
     (10.0, 23.0, "2.3× faster"),
-    (10.0, 10.9, "as fast (within 10 %: 1.09×)"),
-    (10.9, 10.0, "as fast (within 10 %: 1.09×)"),
+    (10.0, 10.9, "as fast (within 10%: 1.09×)"),
+    (10.9, 10.0, "as fast (within 10%: 1.09×)"),
     (1.0, 12.0, "12× faster"), (1.0, 1300.0, "1,300× faster"),
 ])
 def test_speed_says_the_direction_the_numbers_have(new, old, words):

@@ -81,7 +81,7 @@ def speed(new_s: float, old_s: float, faster: str = "faster", slower: str = "slo
     way = change_verdict(ratio)
     other = f" than {than}" if than else ""
     words = {"higher": f"{factor(ratio)} {faster}{other}", "lower": f"{factor(1 / ratio)} {slower}{other}",
-             "about equal": f"{same}{' as ' + than if than else ''} (within {100 * CHANGE_MARGIN:.0f} %: "
+             "about equal": f"{same}{' as ' + than if than else ''} (within {CHANGE_MARGIN:.0%}: "
                             f"{factor(max(ratio, 1 / ratio))})"}[way]
     return Verdict(words, "speed", {"new_s": new_s, "old_s": old_s, "ratio": ratio})
 

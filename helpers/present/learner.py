@@ -87,7 +87,7 @@ def gap(guess: Guess, result: float, shown: Callable[[float], str] = number) -> 
         way = change_verdict(ratio)
     evidence["ratio"] = ratio
     if way == "about equal":
-        words = f"You predicted {shown(g)}; the result is **{shown(result)}** — within {100 * CHANGE_MARGIN:.0f} % of it."
+        words = f"You predicted {shown(g)}; the result is **{shown(result)}** — within {CHANGE_MARGIN:.0%} of it."
     elif math.isnan(ratio):
         words = f"You predicted {shown(g)}; the result is **{shown(result)}**, {way} than predicted."
     else:
