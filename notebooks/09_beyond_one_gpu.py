@@ -158,7 +158,8 @@ def _(ar_box, ar_parts):
     learner.beside(ar_box, _given, ar_parts.total_s * 1e6, shown=lambda v: f"{v:,.2f} µs", hints={
         "higher": f"The bytes alone take {ar_parts.bytes_s * 1e6:.2f} µs; the rest is latency — {ar_parts.hops} hops "
                   "and the base cost, paid whatever the message's size.",
-        "lower": "The ring sends 2·(N−1)/N of the message, not M/N, and each of its 2·(N−1) steps waits a hop's latency.",
+        "lower": f"Each GPU sends 2·(N−1)/N × M = {ar_parts.wire_bytes:,.0f} B, less than twice the message whatever N, "
+                 f"and the {ar_parts.hops} hops with the base cost add {ar_parts.latency_s * 1e6:.2f} µs in all.",
         "about equal": "Latency and bytes, term by term as derived."})
     return
 
