@@ -18,8 +18,9 @@ with app.setup:
     import pandas as pd
 
     from helpers.formulas import verdicts
+    from helpers.formulas.specs import get_spec
     from helpers.measure import models
-    from helpers.present import expected, notebook, plots, replay
+    from helpers.present import expected, learner, notebook, plots, replay
     from helpers.present.glossary import term
     from helpers.parallel import collectives, kv_offload, links, offload, sim, tp_demo, views as par_views
     from helpers.parallel import plan as par
@@ -40,20 +41,25 @@ def _():
 
     **What you will learn**
 
-    1. What a ring {term("all-reduce")} costs over NVLink, PCIe and InfiniBand, and what that does to
-       {term("tensor parallelism")}'s decode step (where the speed-up flattens), to
-       {term("pipeline parallelism")}'s bubble and to a {term("mixture of experts", "moe")}' all-to-all.
-    2. A tensor-parallel forward **run for real** in two processes on this machine, equal to the
-       one-process model — and where its time goes, measured part by part.
+    1. What a ring {term("all-reduce")} costs over {term("NVLink")}, {term("PCIe")} and {term("InfiniBand")}
+       (derived term by term), and what that does to {term("tensor parallelism")}'s decode step (where the
+       speed-up flattens), to {term("pipeline parallelism")}'s bubble and to the {term("all-to-all")} of a
+       {term("mixture of experts", "moe")} split over GPUs ({term("expert parallelism")}).
+    2. A tensor-parallel forward **run for real** in two processes on this machine over {term("gloo")}, equal to
+       the one-process model — and where its time goes, measured part by part.
     3. When {term("disaggregating prefill and decode", "disaggregated-serving")} pays, in a simulation driven by
        the planner's step costs, read through {term("goodput")}, {term("SLO attainment", "slo-attainment")} and the
        {term("makespan")}.
-    4. What offloading the {term("KV cache")} to host memory costs per step, what evicting all but attention
-       sinks and a recent window saves and loses — and how vLLM, SGLang, NVIDIA Dynamo and llm-d do it.
+    4. What {term("offloading the KV cache", "kv-offload")} to host memory costs per step, what evicting all but
+       {term("attention sinks")} and a recent window saves and loses — and how vLLM, SGLang, NVIDIA Dynamo and
+       llm-d do it (section 8).
+
+    Before each central result you are asked for a **prediction**; the result shows it beside what was
+    computed or measured. A self-check at the end asks three questions whose answers are this run's numbers.
 
     {run_times.header("09")}
 
-    Throughout, a GPU's step is the capacity planner's (notebook 04) at an **efficiency of
+    Throughout, a GPU's step is the capacity planner's (notebook 04) at an **{term("efficiency")} of
     {par.DEFAULT_EFFICIENCY:g}**: the step takes its floor (bytes ÷ the datasheet's bandwidth, or FLOPs ÷ its peak)
     ÷ {par.DEFAULT_EFFICIENCY:g}, i.e. an engine reaches half of what the datasheet promises (the worked example of
     Databricks' "LLM Inference Performance Engineering: Best Practices").
@@ -69,13 +75,17 @@ def _():
 
 @app.cell(hide_code=True)
 def _():
-    mo.md("""
+    mo.md(f"""
     ## 1 · Links, and what an all-reduce costs over them
 
-    Each catalogued GPU's links, from `helpers/data/gpu_links.csv` (each row cites its datasheet). Vendors
-    print a link's bandwidth **summed over both directions**; a ring sends one way at a time, so the model
-    uses half. A ring all-reduce of M bytes over N GPUs sends 2·(N−1)/N · M bytes per GPU, plus a latency
-    per step (NCCL's own figures: `helpers.parallel.collectives`).
+    Each catalogued GPU's links, from `helpers/data/gpu_links.csv` (each row cites its datasheet): NVLink (with an
+    NVSwitch) joins the GPUs of one server, PCIe joins a GPU to its host (and GPUs that have no NVLink), InfiniBand
+    joins servers. Vendors print a link's bandwidth **summed over both directions**; a ring sends one way at a
+    time, so the model uses half. The latency of one hop is {term("NCCL")}'s own figure (its cost model,
+    `helpers.parallel.collectives`).
+
+    An **all-reduce** leaves every GPU with the sum of all GPUs' tensors; tensor parallelism needs one after
+    each layer's attention and each layer's MLP, to add the partial results the GPUs computed.
     """)
     return
 
@@ -93,14 +103,97 @@ def _():
 
 @app.cell
 def _():
+    # 8 H100 SXMs in one server, each link kind; one decode all-reduce's message, from the step model itself:
+    # batch × hidden × bytes per activation (Mistral 7B, batch 8)
+    ar_gpus, ar_batch = 8, 8
+    ar_links = {_kind: links.get_link("H100 SXM", _kind, ar_gpus) for _kind in ("nvlink", "pcie", "infiniband")}
+    ar_spec = get_spec("mistral-7b-v0.1")
+    decode_message = par.parallel_step(ar_spec.name, "H100 SXM", tp=ar_gpus, batch=ar_batch).all_reduce_bytes
+    return ar_batch, ar_gpus, ar_links, ar_spec, decode_message
+
+
+@app.cell(hide_code=True)
+def _(ar_batch, ar_gpus, ar_links, ar_spec, decode_message):
+    ar_box = learner.prediction(
+        f"A decode step of Mistral 7B at batch {ar_batch} all-reduces {ar_batch} × {ar_spec.hidden_size:,} × "
+        f"{par.ACTIVATION_BYTES} B = {decode_message:,} B after each attention and each MLP. Over {ar_gpus} H100 SXMs "
+        f"joined by NVLink ({ar_links['nvlink'].bandwidth / 1e9:,.0f} GB/s each way), how long does one such "
+        "all-reduce take?", "µs")
+    ar_box
+    return (ar_box,)
+
+
+@app.cell(hide_code=True)
+def _(ar_gpus, ar_links, decode_message):
+    ar_parts = collectives.all_reduce_parts(decode_message, ar_gpus, ar_links["nvlink"])
+    _p = ar_parts
+    mo.md(f"""
+    **The ring all-reduce, derived.** N GPUs sit on a ring and each cuts its M-byte message into N chunks.
+
+    1. *Reduce-scatter*, N−1 steps: in each, every GPU sends one chunk (M/N bytes) to the next GPU and adds the
+       chunk it receives to its own. After N−1 steps each GPU holds one chunk summed over all N.
+    2. *All-gather*, N−1 more steps: the summed chunks travel round the ring until every GPU has all N.
+
+    Each GPU has sent 2·(N−1) chunks of M/N bytes, **2·(N−1)/N · M bytes**, at the link's one-way bandwidth B.
+    Each of the 2·(N−1) steps also waits one hop's latency α, and the call pays NCCL's base cost once:
+
+        t = base + 2·(N−1)·α + 2·(N−1)/N · M ÷ B
+
+    **Worked example** (`collectives.all_reduce_parts`): M = {_p.message_bytes:,.0f} B, N = {_p.gpus},
+    {ar_links['nvlink'].name}: B = {ar_links['nvlink'].bandwidth / 1e9:,.0f} GB/s, α = {_p.hop_s * 1e6:g} µs,
+    base = {_p.base_s * 1e6:g} µs.
+
+    - the bytes: 2·{_p.gpus - 1}/{_p.gpus} × {_p.message_bytes:,.0f} = {_p.wire_bytes:,.0f} B, ÷ B = **{_p.bytes_s * 1e6:.2f} µs**
+    - the latency: {_p.base_s * 1e6:g} + {_p.hops} × {_p.hop_s * 1e6:g} = **{_p.latency_s * 1e6:.2f} µs**
+    - the two terms are equal at the **crossover** message M* = latency × B × N ÷ (2·(N−1)) =
+      {_p.crossover_bytes:,.0f} B: below it latency is more than half the time, above it the bytes are
+    - t = **{_p.total_s * 1e6:.2f} µs**: {_p.reading()}.
+    """)
+    return (ar_parts,)
+
+
+@app.cell
+def _(ar_box, ar_parts):
+    _given = None  # Jupyter/Colab: your prediction here (e.g. 0.5); in marimo, type it in the box above
+    learner.beside(ar_box, _given, ar_parts.total_s * 1e6, shown=lambda v: f"{v:,.2f} µs", hints={
+        "higher": f"The bytes alone take {ar_parts.bytes_s * 1e6:.2f} µs; the rest is latency — {ar_parts.hops} hops "
+                  "and the base cost, paid whatever the message's size.",
+        "lower": f"Each GPU sends 2·(N−1)/N × M = {ar_parts.wire_bytes:,.0f} B, less than twice the message whatever N, "
+                 f"and the {ar_parts.hops} hops with the base cost add {ar_parts.latency_s * 1e6:.2f} µs in all.",
+        "about equal": "Latency and bytes, term by term as derived."})
+    return
+
+
+@app.cell
+def _(ar_gpus, ar_links):
+    _step = par.parallel_step("mistral-7b-v0.1", "H100 SXM", tp=ar_gpus, batch=128)
+    _pc = collectives.all_reduce_parts(_step.all_reduce_bytes, ar_gpus, ar_links["pcie"])
+    mo.vstack([mo.md(f"""
+    **Problem.** The same model decodes a batch of 128 over {ar_gpus} H100 SXMs joined by
+    {ar_links['pcie'].name} only ({ar_links['pcie'].bandwidth / 1e9:,.0f} GB/s each way, α =
+    {ar_links['pcie'].hop_latency_us:g} µs). What is one all-reduce's message, how long does it take, and what share of
+    it is latency?
+    """), notebook.folded("Solution (computed by helpers.parallel.collectives.all_reduce_parts)", f"""
+    - M = 128 × {get_spec('mistral-7b-v0.1').hidden_size:,} × {par.ACTIVATION_BYTES} B = {_pc.message_bytes:,.0f} B
+    - the bytes: 2·{_pc.gpus - 1}/{_pc.gpus} × {_pc.message_bytes:,.0f} = {_pc.wire_bytes:,.0f} B ÷
+      {ar_links['pcie'].bandwidth / 1e9:,.0f} GB/s = {_pc.bytes_s * 1e6:.2f} µs
+    - the latency: {_pc.base_s * 1e6:g} + {_pc.hops} × {_pc.hop_s * 1e6:g} = {_pc.latency_s * 1e6:.2f} µs
+    - the crossover on this link: {_pc.latency_s * 1e6:.2f} µs × {ar_links['pcie'].bandwidth / 1e9:,.0f} GB/s ×
+      {_pc.gpus} ÷ (2·{_pc.gpus - 1}) = {_pc.crossover_bytes:,.0f} B
+    - t = **{_pc.total_s * 1e6:.2f} µs**: {_pc.reading()}.
+
+    Two of them per layer, {_step.all_reduces_per_step} per token: {_step.all_reduce_s * 1e3:.2f} ms of the step's
+    {_step.step_s * 1e3:.2f} ms at tp={ar_gpus}.
+    """)])
+    return
+
+
+@app.cell
+def _(ar_gpus, ar_links, decode_message):
     _fig, _ax = plots.figure()
     _sizes = [2**k for k in range(10, 31, 2)]
-    ar_gpus = 8
-    ar_links = {_kind: links.get_link("H100 SXM", _kind, ar_gpus) for _kind in ("nvlink", "pcie", "infiniband")}
     for _l in ar_links.values():
         _ax.loglog(_sizes, [collectives.all_reduce_s(m, ar_gpus, _l) * 1e6 for m in _sizes], marker="o", label=_l.label)
-    # one decode all-reduce's message, from the step model itself: batch × hidden × bytes per activation
-    decode_message = par.parallel_step("mistral-7b-v0.1", "H100 SXM", tp=ar_gpus, batch=8).all_reduce_bytes
     _ax.axvline(decode_message, color="#888", ls=":",
                 label=f"one decode all-reduce, Mistral 7B batch 8: {decode_message:,} B")
     _ax.set_xlabel("message (bytes)")
@@ -109,7 +202,7 @@ def _():
     _ax.set_title(f"All-reduce time: latency decides below {min(_cross):,.1f}–{max(_cross):,.1f} MB, bandwidth above")
     _ax.legend(fontsize=8)
     plots.finish(_fig, "computed: helpers.parallel.collectives, H100 SXM links from gpu_links.csv")
-    return ar_gpus, ar_links, decode_message
+    return
 
 
 @app.cell(hide_code=True)
@@ -130,11 +223,15 @@ def _():
     _batches = [1, 8, 32, 128]
     tp_batch = mo.ui.dropdown(options=[str(b) for b in _batches], value=str(notebook.env_default("WORKSHOP_TP_BATCH", 8, _batches)),
                               label="batch (sequences decoded together)")
+    tp_box = learner.prediction("Over PCIe only, how many times faster is Mistral 7B's decode step on 8 GPUs in tensor "
+                                "parallel than on one, at the batch you picked? (At batch 128 one GPU cannot hold the "
+                                "batch: the speed-up is over 2 GPUs.)", "×")
     mo.vstack([mo.md(f"""
     ## 2 · Tensor parallelism: the step, its all-reduces, and where the speed-up flattens
 
-    Megatron-style tensor parallelism splits every layer over N GPUs and adds the partial results with two
-    all-reduces per layer, each of batch × hidden × 2 bytes in a decode step. The step is the planner's
+    Megatron-style tensor parallelism (Megatron-LM, Shoeybi et al. 2019) splits every layer's weight matrices over
+    N GPUs: each GPU computes its share of every token, and two all-reduces per layer add the partial results,
+    each of batch × hidden × 2 bytes in a decode step. The step is the planner's
     (notebook 04: bytes ÷ bandwidth or FLOPs ÷ peak) **plus** the communication, by link
     (`helpers.parallel.plan`). Mistral 7B on H100 SXMs, 4,096 tokens, the batch you pick.
 
@@ -142,8 +239,8 @@ def _():
     **assumption**. A shard of 1/N of every matrix is a smaller matrix product; where it reaches less of the
     bandwidth than the whole matrix (notebook 03, section 5, measures small matrices against their floor), a real
     speed-up is lower than this one.
-    """), tp_batch, notebook.static_note({"WORKSHOP_TP_BATCH": "the batch (1, 8, 32 or 128)"})])
-    return (tp_batch,)
+    """), tp_batch, notebook.static_note({"WORKSHOP_TP_BATCH": "the batch (1, 8, 32 or 128)"}), tp_box])
+    return tp_batch, tp_box
 
 
 @app.cell
@@ -174,6 +271,20 @@ def _(scaling, tp_batch):
     return (flat,)
 
 
+@app.cell
+def _(scaling, tp_box):
+    _given = None  # Jupyter/Colab: your prediction here (e.g. 6); in marimo, type it in the box above
+    _rows = scaling["pcie"]
+    _last = _rows[-1]
+    learner.beside(tp_box, _given, _last.speed_up, shown=lambda v: f"{v:.2f}× (tp={_last.tp} over tp={_rows[0].tp})", hints={
+        "higher": f"The work still shrinks N-fold and the all-reduces are added to it, not multiplied: at tp={_last.tp} "
+                  f"{_last.work_ms:.2f} ms of work and {_last.all_reduce_ms:.2f} ms of all-reduces.",
+        "lower": f"The work shrinks {_last.tp // _rows[0].tp}-fold, the all-reduces do not: at tp={_last.tp} they are "
+                 f"{_last.all_reduce_ms:.2f} ms of a {_last.step_ms:.2f} ms step.",
+        "about equal": "Work ÷ N plus all-reduces that do not shrink, as the table adds them."})
+    return
+
+
 @app.cell(hide_code=True)
 def _(scaling, tp_batch):
     mo.vstack([mo.md(f"""
@@ -191,16 +302,34 @@ def _():
     _counts = [2, 4, 8, 16]
     pp_micro = mo.ui.dropdown(options=[str(m) for m in _counts], value=str(notebook.env_default("WORKSHOP_MICRO_BATCHES", 4, _counts)),
                               label="micro-batches")
+    pp_box = learner.prediction("With P = 4 stages and the micro-batches you picked, what share of a step does each "
+                                "stage sit idle (the bubble)?", "%")
     mo.vstack([mo.md("""
     ## 3 · Pipeline parallelism: stages, micro-batches and the bubble
 
-    Pipeline parallelism gives each GPU a slice of the layers. A token still passes through every layer
-    in turn, so one batch's step is no faster; a batch cut into m micro-batches keeps the stages busy,
-    except while the pipeline fills and drains: the **bubble**, (P−1)/(m+P−1) of the time. Engines keep
-    several batches in flight, so the pipeline stays full ("steady"). Llama 3.1 8B, batch 32, each pipeline
-    with one micro-batch and with the number you pick.
-    """), pp_micro, notebook.static_note({"WORKSHOP_MICRO_BATCHES": "micro-batches (2, 4, 8 or 16)"})])
-    return (pp_micro,)
+    Pipeline parallelism gives each GPU a slice of the layers, a **stage**. A token still passes through every
+    layer in turn, so one batch's step is no faster; a batch cut into m **micro-batches** lets the stages work on
+    different micro-batches at once, except while the pipeline fills and drains: those idle slots are the
+    **bubble**. Engines keep several batches in flight, so the pipeline stays full ("steady"). Llama 3.1 8B,
+    batch 32, each pipeline with one micro-batch and with the number you pick.
+    """), pp_micro, notebook.static_note({"WORKSHOP_MICRO_BATCHES": "micro-batches (2, 4, 8 or 16)"}), pp_box])
+    return pp_box, pp_micro
+
+
+@app.cell(hide_code=True)
+def _():
+    _p, _m = 2, 4
+    mo.md(f"""
+    **The bubble, derived.** Cut a step into slots: one slot is one micro-batch through one stage. The first
+    micro-batch leaves the last of P stages after P slots, and each further one a slot later, so m micro-batches
+    take **m + P − 1 slots**. Each stage works in m of them and idles in the other P − 1:
+
+        bubble = (P − 1) ÷ (m + P − 1)
+
+    **Worked example** (`plan.bubble_share`): P = {_p}, m = {_m}: ({_p} − 1) ÷ ({_m} + {_p} − 1) =
+    **{par.bubble_share(_p, _m):.0%}**. (Exercise 2 asks what the slots cost in decode.)
+    """)
+    return
 
 
 @app.cell
@@ -211,6 +340,18 @@ def _(pp_micro):
     plots.table(par_views.pipeline_frame(pp_steps.values()), "computed from llama-3.1-8b config.json, bf16, H100 SXM, NVLink, efficiency "
                           f"{par.DEFAULT_EFFICIENCY:g} (helpers.parallel.plan)")
     return (pp_steps,)
+
+
+@app.cell
+def _(pp_box, pp_micro, pp_steps):
+    _given = None  # Jupyter/Colab: your prediction here (e.g. 25); in marimo, type it in the box above
+    _p, _m = 4, int(pp_micro.value)
+    learner.beside(pp_box, _given, 100 * pp_steps[(1, _p, _m)].bubble_share, shown=lambda v: f"{v:.0f} % (P = {_p}, m = {_m})",
+                   hints={"higher": f"The pipeline fills and drains once per step: {_p - 1} of its {_m + _p - 1} slots "
+                                    "idle on every stage.",
+                          "lower": f"Only the {_p - 1} slots of filling and draining idle; in the other {_m} each stage works.",
+                          "about equal": "(P − 1) of (m + P − 1) slots, as derived."})
+    return
 
 
 @app.cell(hide_code=True)
@@ -227,14 +368,16 @@ def _(pp_micro, pp_steps):
 
 @app.cell(hide_code=True)
 def _():
-    mo.md("""
+    mo.md(f"""
     ## 4 · Expert parallelism: how many experts a step reads, and the all-to-all
 
     A mixture-of-experts layer sends each token to k of E experts. One token reads k/E of the expert
-    weights; a batch of b tokens touches 1 − (1 − k/E)^b of them (`helpers.formulas.stepcost.experts_touched`), so
-    the bytes per step climb with the batch towards the whole model. With the experts split over 8 GPUs,
+    weights; with tokens that choose evenly and independently, each expert is missed by one token with
+    probability 1 − k/E and by all b tokens of a batch with (1 − k/E)^b, so a batch touches 1 − (1 − k/E)^b of
+    them (`helpers.formulas.stepcost.experts_touched`): the
+    bytes per step climb with the batch towards the whole model. With the experts split over 8 GPUs,
     each MoE layer sends every token's hidden state to its experts' GPUs and back: two all-to-alls.
-    DeepSeek V3 in FP8 on 8 H200s (NVLink).
+    DeepSeek V3 in {term("FP8")} on 8 H200s (NVLink).
     """)
     return
 
@@ -271,6 +414,10 @@ def eviction_measured(loaded) -> dict:
 @app.cell(hide_code=True)
 def _():
     tp_button = replay.run_button()
+    forward_box = learner.prediction(
+        "Each of the two processes does half of every decoder layer, one thread each. How long does the two-process "
+        "forward take, as a multiple of one process running the whole model on one thread (0.5 would be half the time)?",
+        "×")
     mo.vstack([mo.md("""
     ## 5 · Measured here: a tensor-parallel forward in two processes
 
@@ -284,8 +431,8 @@ def _():
     model, in turn with the two-process forward (one thread each); the two-process forward split into
     computing its shard, waiting for the other process and the all-reduces; and one all-reduce of exactly the
     model's message timed alone — in a tight loop, and right after a matmul.
-    """), tp_button])
-    return (tp_button,)
+    """), tp_button, forward_box])
+    return forward_box, tp_button
 
 
 @app.cell
@@ -338,6 +485,25 @@ def _(tp_attempt, tp_measured_run, tp_run):
     return
 
 
+@app.cell
+def _(forward_box, tp_attempt, tp_run):
+    _given = None  # Jupyter/Colab: your prediction here (e.g. 0.6); in marimo, type it in the box above
+    if tp_run is None:
+        _out = tp_attempt.skipped("The prediction's result")
+    else:
+        _out = learner.beside(forward_box, _given, tp_run.forward_s / tp_run.single_forward_s,
+                              shown=lambda v: f"{v:.2f}× ({tp_run.forward_s * 1e3:.1f} against {tp_run.single_forward_s * 1e3:.1f} ms)",
+                              hints={"higher": f"Half the layers' work is not half the forward: each process also computes "
+                                               f"the whole output head, waits for the other ({tp_run.wait_s * 1e3:.1f} ms) "
+                                               f"and spends {tp_run.all_reduce_s * 1e3:.1f} ms in its {tp_run.all_reduces} "
+                                               "all-reduces; the breakdown above adds them up.",
+                                     "lower": "Each process computes half of every decoder layer; the breakdown above "
+                                              "shows what the rest costs.",
+                                     "about equal": "The breakdown above shows which parts make it up."})
+    _out
+    return
+
+
 @app.cell(hide_code=True)
 def _(tp_attempt, tp_run):
     import os as _os
@@ -375,17 +541,18 @@ def _():
 
     In a shared pool every GPU prefills new requests and decodes running ones; a long prefill stalls every
     decode on that GPU, so inter-token latency ({term("ITL")}) jumps. Here the shared pool runs each prompt's
-    whole prefill in one step, **without chunking** — vLLM V1 chunks long prefills by default and mixes them
+    whole prefill in one step, **without chunking** — vLLM V1 {term("chunks long prefills", "chunked-prefill")} by default and mixes them
     with decodes under a token budget per step, so a stall there lasts one chunk's step, not a whole prefill:
     against vLLM V1 a split removes shorter stalls than here. Splitting the pool into prefill GPUs and decode GPUs removes the stall but moves each
     request's KV cache over a link and leaves fewer GPUs for each phase.
 
-    A deterministic simulation (`helpers.parallel.sim`) serves the same seeded chat trace (48 requests,
-    Poisson arrivals, `helpers.serving.traces`; prompts ×60 to stand for long RAG prompts, outputs of about
-    128 tokens) both ways on 4 H100 SXMs with Mistral 7B, its step costs from the planner at efficiency
+    A deterministic simulation (`helpers.parallel.sim`) serves the same seeded chat trace (48 requests arriving
+    at random moments at a set mean rate — Poisson arrivals —, `helpers.serving.traces`; prompts ×60 to stand for
+    the long prompts of retrieval-augmented generation, RAG, where retrieved documents are pasted into the
+    prompt; outputs of about 128 tokens) both ways on 4 H100 SXMs with Mistral 7B, its step costs from the planner at efficiency
     {par.DEFAULT_EFFICIENCY:g}. Three figures per deployment:
 
-    - **SLO attainment**: the share of requests that met both SLOs, {term("TTFT")} ≤ 1 s and ITL ≤ 20 ms;
+    - **SLO attainment**: the share of requests that met both {term("SLOs", "slo")}, {term("TTFT")} ≤ 1 s and ITL ≤ 20 ms;
     - **makespan**: from the first arrival to the last completion;
     - **goodput**: requests that met both SLOs ÷ the makespan (DistServe's measure: throughput that meets
       the SLO). The makespan includes the drain after the last arrival, so a deployment that meets the SLO
@@ -468,12 +635,12 @@ def _(disagg, disagg_reqs, kv_link, kv_moved):
 @app.cell(hide_code=True)
 def _():
     offload_button = replay.run_button()
-    mo.vstack([mo.md("""
+    mo.vstack([mo.md(f"""
     ## 7 · KV offload and eviction
 
     **Offload.** transformers' offloaded cache keeps each layer's keys and values in host memory and
     brings them back before the layer runs: every decode step moves the whole cache over PCIe instead of
-    reading it from HBM. Computed for Llama 3.1 8B (full attention at every layer) on an H100 SXM, then the
+    reading it from {term("HBM")}. Computed for Llama 3.1 8B (full attention at every layer) on an H100 SXM, then the
     real offloaded cache tried on this machine (**Run live** measures both the offload and the eviction below).
     """), offload_button])
     return (offload_button,)
@@ -515,11 +682,12 @@ def _(offload_computed, offload_run):
 
 @app.cell(hide_code=True)
 def _():
-    mo.md("""
-    **Eviction.** StreamingLLM keeps the first few tokens (the *attention sinks*, which attention piles
-    onto) and a recent window, and drops the middle. Teacher-forced over the evaluation text: 256 tokens
-    prefilled, then 64 decoded one at a time with the cache cut to 4 sinks + a window after every step, against
-    the full cache. Whether the model reads its context at all is measured beside it: the same passage twice
+    mo.md(f"""
+    **Eviction.** StreamingLLM (Xiao et al. 2023) keeps the first few tokens (the *attention sinks*, which
+    attention piles onto) and a recent window, and drops the middle. Teacher-forced over the evaluation text (at
+    each step the model is fed the text's next token, whatever it predicted): 256 tokens prefilled, then 64
+    decoded one at a time with the cache cut to 4 sinks + a window after every step, against the full cache, by
+    {term("KL divergence")}, {term("top-1 agreement")} and {term("perplexity")}. Whether the model reads its context at all is measured beside it: the same passage twice
     in a row — a model that reads its context predicts the second copy at a lower perplexity than the first (it
     can copy it).
     """)
@@ -558,14 +726,14 @@ def _(evict):
 
 @app.cell(hide_code=True)
 def _():
-    mo.md("""
+    mo.md(f"""
     ## 8 · How the real engines do it
 
     | what | vLLM | SGLang |
     | --- | --- | --- |
     | tensor parallel | `--tensor-parallel-size N` | `--tp-size N` |
     | pipeline parallel | `--pipeline-parallel-size N` | `--pp-size N` |
-    | expert parallel | `--enable-expert-parallel` (experts over the TP × DP GPUs) | `--ep-size N`, and `--enable-dp-attention` for MLA models |
+    | expert parallel | `--enable-expert-parallel` (experts over the TP × DP GPUs; DP: data parallel, whole copies of the model) | `--ep-size N`, and `--enable-dp-attention` for {term("MLA")} models |
     | prefill/decode split | `--kv-transfer-config` (KV connectors, e.g. NIXL) | `--disaggregation-mode prefill` / `decode`, `--disaggregation-transfer-backend mooncake` or `nixl` |
 
     Sources: vLLM, "Parallelism and Scaling" and "Disaggregated Prefilling"
@@ -573,8 +741,9 @@ def _():
     SGLang, "Server Arguments" and "PD Disaggregation" (https://docs.sglang.io/advanced_features/server_arguments.html,
     https://docs.sglang.io/advanced_features/pd_disaggregation.html). Above one engine:
     **NVIDIA Dynamo** (https://github.com/ai-dynamo/dynamo) runs vLLM, SGLang or TensorRT-LLM workers split into
-    prefill and decode pools, moves KV with NIXL and routes each request to the worker that already holds
-    its prefix (KV-aware routing; https://docs.nvidia.com/dynamo/); **llm-d** (https://github.com/llm-d/llm-d) does
+    prefill and decode pools, moves KV with NIXL (NVIDIA's inference transfer library, GPU memory to GPU memory
+    over NVLink, InfiniBand or the host) and routes each request to the worker that already holds its
+    {term("prefix", "prefix-caching")} (KV-aware routing; https://docs.nvidia.com/dynamo/); **llm-d** (https://github.com/llm-d/llm-d) does
     the same on Kubernetes around vLLM, with a KV-cache-aware scheduler and prefill/decode disaggregation.
     Splitwise (arXiv:2311.18677) and DistServe (arXiv:2401.09670) are the papers behind the split.
 
@@ -674,6 +843,39 @@ def _(
     from {_same.itl_p90_s * 1e3:.1f} ms to {_best.itl_p90_s * 1e3:.1f} ms (SLO {itl_slo_s * 1e3:g} ms). The split pays only
     when the link moves a prompt's cache faster than the stalls it removes.
     """)
+    return
+
+
+@app.cell(hide_code=True)
+def _(ar_batch, ar_gpus, ar_links, decode_message, disagg, disagg_rate, flat, tp_batch):
+    _ib = ar_links["infiniband"]
+    _flat = {k for k, v in flat.items() if v}
+    check_questions = [
+        learner.Question(f"One decode all-reduce of Mistral 7B at batch {ar_batch} ({decode_message:,} B) over {ar_gpus} "
+                         f"H100 SXMs, were they joined by {_ib.name} ({_ib.bandwidth / 1e9:,.0f} GB/s each way, "
+                         f"{_ib.hop_latency_us:g} µs a hop): how long does it take?",
+                         collectives.all_reduce_s(decode_message, ar_gpus, _ib) * 1e6, "µs"),
+        learner.Question(f"At batch {tp_batch.value} (section 2), over which links does the decode speed-up flatten "
+                         f"by 8 GPUs (doubling the GPUs gains less than {par.FLATTEN_GAIN}×)?",
+                         {frozenset(): "neither", frozenset({"pcie"}): "PCIe only", frozenset({"nvlink"}): "NVLink only",
+                          frozenset({"nvlink", "pcie"}): "NVLink and PCIe"}[frozenset(_flat)],
+                         options=("NVLink and PCIe", "PCIe only", "NVLink only", "neither")),
+        learner.Question(f"In section 6's simulation at {disagg_rate.value} requests/s, does splitting prefill and decode "
+                         f"pay on goodput (by the {verdicts.CHANGE_MARGIN:.0%} rule)?", sim.split_verdict(disagg[float(disagg_rate.value)]),
+                         options=("pays", "about equal", "does not pay")),
+    ]
+    check_form = learner.self_check(check_questions)
+    mo.vstack([mo.md("""
+    ## Self-check
+
+    Three questions whose answers are this run's numbers (change a control above and they change with it).
+    """), check_form])
+    return check_form, check_questions
+
+
+@app.cell(hide_code=True)
+def _(check_form, check_questions):
+    learner.answers(check_form, check_questions)
     return
 
 

@@ -110,3 +110,39 @@ def test_exercise_solution_is_folded_outside_marimo():
     html = exercise(2, "What is `x`?", "**x** = 42").text
     assert "<details>" in html and "Exercise 2." in html
     assert html.index("<details>") < html.index("42")  # the answer sits inside the folded block
+
+
+def test_the_glossary_links_are_the_catalogued_ones():
+    """The link figures the glossary quotes (NVLink, PCIe, InfiniBand of an H100 SXM) are gpu_links.csv's."""
+    from helpers.parallel.links import get_link
+
+    nv, pc, ib = (get_link("H100 SXM", k, 8) for k in ("nvlink", "pcie", "infiniband"))
+    assert f"{nv.bidirectional_gbs:g} GB/s for an H100 SXM's NVLink 4, {nv.bandwidth / 1e9:g} GB/s each way" in TEXT
+    assert f"PCIe Gen5 x16 link: {pc.bidirectional_gbs:g} GB/s both ways, {pc.bandwidth / 1e9:g} GB/s each way" in TEXT
+    assert f"400 Gb/s, {ib.bandwidth / 1e9:g} GB/s each way" in TEXT and "NDR 400" in ib.name
+
+
+# terms a notebook uses before (or without) a section of its own: linked with term() no later than their first
+# use in its text after the title (notebook → (the word as the prose writes it, its glossary anchor))
+FIRST_USES = {
+    "09": [("all-reduce", "all-reduce"), ("NVLink", "nvlink"), ("PCIe", "pcie"), ("InfiniBand", "infiniband"),
+           ("tensor parallelism", "tensor-parallelism"), ("pipeline parallelism", "pipeline-parallelism"),
+           ("all-to-all", "all-to-all"), ("expert parallelism", "expert-parallelism"), ("gloo", "gloo"),
+           ("NCCL", "nccl"), ("attention sinks", "attention-sinks"), ("goodput", "goodput"),
+           ("makespan", "makespan"), ("ITL", "itl"), ("TTFT", "ttft"), ("efficiency", "efficiency"),
+           ("HBM", "hbm"), ("FP8", "fp8"), ("MLA", "mla")],
+}
+
+
+@pytest.mark.parametrize("number", sorted(FIRST_USES))
+def test_terms_are_linked_at_their_first_use(number):
+    (path,) = (ROOT / "notebooks").glob(f"{number}_*.py")
+    src = path.read_text(encoding="utf-8")
+    src = src[src.index("\n    # ", src.index("app.setup")):]          # after the imports, from the title on
+    src = src[src.index("\n", 1):]                                      # the title line names the topics only
+    for word, anchor in FIRST_USES[number]:
+        links = [m.start() for m in TERM_CALL.finditer(src) if (m.group(4) or glossary.slug(m.group(2))) == anchor]
+        assert links, f"notebook {number} never links {word!r} to #{anchor}"
+        first_use = re.search(rf"(?<![\w-]){re.escape(word)}(?![\w-])", src)
+        assert first_use.start() >= links[0], (
+            f"notebook {number} uses {word!r} before linking it: …{src[first_use.start() - 60:first_use.start() + 20]}…")

@@ -78,3 +78,26 @@ def test_self_check_answers_come_from_the_run_and_are_checked():
 
     checked = learner.answers(Submitted(), qs).text
     assert "✅ 1." in checked and "❌ 2." in checked
+
+
+def test_outside_marimo_the_question_is_text_and_reads_as_not_given():
+    """Jupyter, Colab and a headless run draw no marimo control: the prediction's question and the self-check's
+    questions are shown as text, and reading them gives 'not given' (the Jupyter variable still wins)."""
+    box = learner.prediction("How many bytes per token?", "B")
+    assert "Predict first." in box.text and "How many bytes per token? (B)" in box.text and "variable" in box.text
+    assert learner.read(box).value is None and learner.read(box, given="64 KiB").value == 65536
+    qs = [learner.Question("Bytes per token?", 131072, "B"),
+          learner.Question("Which roof?", "memory", options=("memory", "compute"))]
+    form = learner.self_check(qs)
+    assert "<li>Bytes per token? (B)</li>" in form.text and "<li>Which roof? (memory / compute)</li>" in form.text
+    assert "<details>" in learner.answers(form, qs).text
+
+
+def test_in_marimo_the_prediction_and_the_self_check_are_controls(monkeypatch):
+    import marimo as mo
+
+    monkeypatch.setattr(mo, "running_in_notebook", lambda: True)
+    box = learner.prediction("How many bytes per token?", "B")
+    assert box.value == "" and learner.read(box).value is None
+    qs = [learner.Question("Bytes per token?", 131072, "B")]
+    assert learner.self_check(qs).value is None       # a form: None until submitted

@@ -8,10 +8,10 @@ import pytest
 
 from helpers.capacity.planner import plan
 from helpers.formulas.gpus import catalog_rows
-from helpers.parallel.collectives import (all_reduce_s, all_reduce_wire_bytes, all_to_all_s,
+from helpers.parallel.collectives import (all_reduce_parts, all_reduce_s, all_reduce_wire_bytes, all_to_all_s,
                                           bandwidth_from_all_reduce, send_s)
 from helpers.parallel.links import DATA_FILE, custom_link, get_link, links
-from helpers.parallel.plan import flattens_at, moe_rows, parallel_step, parse_parallel, tp_scaling
+from helpers.parallel.plan import bubble_share, flattens_at, moe_rows, parallel_step, parse_parallel, tp_scaling
 
 M7 = "mistral-7b-v0.1"
 
@@ -54,6 +54,34 @@ def test_ring_all_reduce_by_hand():
         all_reduce_s(-1, 2, nv)
     with pytest.raises(ValueError):
         all_reduce_s(10, 0, nv)
+
+
+def test_all_reduce_parts_by_hand():
+    """Notebook 09's worked example: Mistral 7B's decode message at batch 8 (8 × 4,096 × 2 B) over 8 H100 SXMs."""
+    nv = get_link("H100 SXM", "nvlink", 8)
+    p = all_reduce_parts(65_536, 8, nv)
+    assert p.wire_bytes == 114_688                                   # 2·7/8 × 65,536
+    assert p.bytes_s == pytest.approx(114_688 / 450e9)               # 0.255 µs
+    assert p.hops == 14 and p.latency_s == pytest.approx(3.6e-6 + 14 * 0.47e-6)    # 10.18 µs
+    assert p.total_s == pytest.approx(10.18e-6 + 114_688 / 450e9) == all_reduce_s(65_536, 8, nv)
+    assert p.crossover_bytes == pytest.approx(10.18e-6 * 450e9 * 8 / 14)           # 2,617,714 B
+    v = p.reading()
+    assert v.words.startswith("latency is 98 % of the all-reduce (nearly all)") and "below the crossover" in v.words
+    # the notebook's problem: batch 128 over PCIe Gen5 (64e9 B/s, 1.0 µs): bytes 28.67 µs against 17.6 µs latency
+    q = all_reduce_parts(128 * 4096 * 2, 8, get_link("H100 SXM", "pcie", 8))
+    assert q.bytes_s == pytest.approx(1_835_008 / 64e9) and q.latency_s == pytest.approx(17.6e-6)
+    assert q.reading().words.startswith("latency is 38 % of the all-reduce (less than half)")
+    assert "above the crossover" in q.reading().words
+    with pytest.raises(ValueError, match="at least 2 GPUs"):
+        all_reduce_parts(65_536, 1, nv)
+
+
+def test_bubble_share_by_hand():
+    assert bubble_share(2, 4) == pytest.approx(1 / 5)          # (2−1)/(4+2−1)
+    assert bubble_share(4, 4) == pytest.approx(3 / 7) and bubble_share(1, 8) == 0
+    assert parallel_step(M7, "H100 SXM", pp=4, micro_batches=8, batch=32).bubble_share == pytest.approx(3 / 11)
+    with pytest.raises(ValueError):
+        bubble_share(0, 4)
 
 
 def test_all_to_all_and_send_by_hand():

@@ -23,6 +23,8 @@ protocol small messages use). One GPU: no communication (0).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from .. import checks
 from ..formulas.verdicts import Verdict, share, speed, times_as
 from .links import Link
@@ -86,6 +88,46 @@ def all_reduce_crossover_bytes(n: int, link: Link, base_s: float = BASE_LATENCY_
     n = _n(n)
     assert n > 1, n
     return all_reduce_latency_s(n, link, base_s) * link.bandwidth * n / (2 * (n - 1))
+
+
+@dataclass(frozen=True)
+class AllReduceParts:
+    """One ring all-reduce taken apart (the module docstring's formula, term by term): the bytes each GPU
+    sends, their time at the link's one-way bandwidth, the latency (base + 2·(N−1) hops) and the sum."""
+
+    message_bytes: float
+    gpus: int
+    link: str
+    wire_bytes: float
+    bytes_s: float
+    hops: int
+    hop_s: float
+    base_s: float
+    latency_s: float
+    total_s: float
+    crossover_bytes: float        # the message whose bytes take as long as the latency (all_reduce_crossover_bytes)
+
+    def reading(self) -> Verdict:
+        """Which term is most of the time, by rule: latency's share of the all-reduce
+        (helpers.formulas.verdicts.share), and the message against the crossover."""
+        side = "below" if self.message_bytes < self.crossover_bytes else "above"
+        return Verdict(f"latency is {share(self.latency_s, self.total_s, 'the all-reduce').words}, the message "
+                       f"({self.message_bytes:,.0f} B) {side} the crossover", "collectives.parts",
+                       {"latency_share": self.latency_s / self.total_s, "message_bytes": self.message_bytes,
+                        "crossover_bytes": self.crossover_bytes})
+
+
+def all_reduce_parts(message_bytes: float, n: int, link: Link, base_s: float = BASE_LATENCY_S) -> AllReduceParts:
+    """all_reduce_s(message_bytes, n, link) term by term, for a worked example (n ≥ 2 GPUs)."""
+    n, m = _n(n), _bytes(message_bytes)
+    if n < 2:
+        raise ValueError(f"an all-reduce needs at least 2 GPUs to take apart, got {n}")
+    wire = all_reduce_wire_bytes(m, n)
+    latency = all_reduce_latency_s(n, link, base_s)
+    parts = AllReduceParts(m, n, link.label, wire, wire / link.bandwidth, 2 * (n - 1), link.hop_latency_s, base_s,
+                           latency, latency + wire / link.bandwidth, all_reduce_crossover_bytes(n, link, base_s))
+    assert abs(parts.total_s - all_reduce_s(m, n, link, base_s)) <= 1e-12 + 1e-9 * parts.total_s, parts
+    return parts
 
 
 def all_reduce_reading(message_bytes: float, n: int, links: dict[str, Link], big_bytes: float = 2**30) -> list[Verdict]:

@@ -55,6 +55,13 @@ ACTIVATION_BYTES = 2          # bf16 activations on the wire
 FLATTEN_GAIN = 1.5            # the speed-up "flattens" where doubling the GPUs gains less than 1.5× (¾ of the ideal 2×)
 
 
+def bubble_share(pp: int, micro_batches: int) -> float:
+    """The share of a step each of `pp` stages idles while `micro_batches` fill and drain the pipeline
+    (GPipe, arXiv:1811.06965, §2.2): a step is m + P − 1 slots, each stage works m of them, (P−1)/(m+P−1)."""
+    pp, m = checks.count(pp, "pp"), checks.count(micro_batches, "micro-batches")
+    return (pp - 1) / (m + pp - 1)
+
+
 def _link(gpu, link, gpus: int) -> Link:
     return link if isinstance(link, Link) else get_link(gpu, link, gpus)
 
@@ -143,7 +150,7 @@ def parallel_step(model, gpu, tp: int = 1, pp: int = 1, micro_batches: int = 1, 
     step = (micro_batches + pp - 1) * slot
     out = replace(out, stage_s=stage, all_reduce_bytes=message, all_reduces_per_step=2 * spec.num_layers if tp > 1 else 0,
                   all_reduce_s=reduce_s, send_s=hop_s, slot_s=slot, step_s=step,
-                  bubble_share=(pp - 1) / (micro_batches + pp - 1), communication_share=(reduce_s + hop_s) / slot,
+                  bubble_share=bubble_share(pp, micro_batches), communication_share=(reduce_s + hop_s) / slot,
                   tokens_per_s=batch / step,
                   # the planner's $ per million tokens (its $ per second over all tp × pp GPUs) at this slower step
                   usd_per_million_tokens=whole.usd_per_million_tokens * whole.tokens_per_s * step / batch,

@@ -51,10 +51,14 @@ def parse(text: str) -> Guess:
 
 
 def prediction(question: str, unit: str = ""):
-    """The box a prediction is typed into (marimo), before the cell that measures or computes the result."""
+    """The box a prediction is typed into (marimo), before the cell that measures or computes the result.
+    Outside marimo, where a control draws nothing, the question as text, pointing to the cell's variable."""
     import marimo as mo
 
     label = f"**Predict first.** {question}" + (f" ({unit})" if unit else "")
+    if not mo.running_in_notebook():   # Jupyter, Colab, headless: a marimo control draws nothing there
+        return mo.md(f"{label}\n\n*In Jupyter or Colab, write your prediction into the variable at the top of the "
+                     "cell that shows the result, and run that cell.*")
     return mo.ui.text(placeholder="your prediction", label=label, full_width=True)
 
 
@@ -142,10 +146,15 @@ class Question:
 
 
 def self_check(questions: Sequence[Question]):
-    """The questions in a form (marimo): a box or a choice each, and a Check button."""
+    """The questions in a form (marimo): a box or a choice each, and a Check button. Outside marimo, where a
+    form draws nothing, the questions as a numbered list (answers() folds the answers)."""
     import marimo as mo
 
     assert 1 <= len(questions) <= 5, len(questions)
+    if not mo.running_in_notebook():   # Jupyter, Colab, headless: the questions as text, the answers folded below
+        return mo.md("\n".join(f"{i + 1}. {q.text}" + (f" ({' / '.join(q.options)})" if q.options else
+                                                       f" ({q.unit})" if q.unit else "")
+                               for i, q in enumerate(questions)))
     fields = {}
     for i, q in enumerate(questions):
         label = f"{i + 1}. {q.text}" + (f" ({q.unit})" if q.unit and not q.options else "")
