@@ -81,8 +81,8 @@ def _():
 def _():
     mistral_now = compute_share.share_sweep(["mistral-7b-v0.1"], [512, 4096])
     _table = compute_share_figures.shares_frame(mistral_now)
-    _table.style.format({c: "{:.2%}" for c in _table.columns if c not in ("phase", "tokens")}).set_caption(
-        "computed from mistral-7b-v0.1 config.json (helpers.formulas.stepcost FLOPs)")
+    plots.table(_table, "computed from mistral-7b-v0.1 config.json (helpers.formulas.stepcost FLOPs)",
+                formats={c: "{:.2%}" for c in _table.columns if c not in ("phase", "tokens")})
     return (mistral_now,)
 
 
@@ -167,8 +167,8 @@ def _(loaded, parts_button):
     parts = {_phase: forward_parts.compare_parts(parts_on.spec, _measured[_phase], _phase, part_tokens)
              for _phase in ("prefill", "decode")}
     parts_table = compute_share_figures.parts_frame(list(parts.values()))
-    parts_table.style.format({"FLOP share": "{:.1%}", "time share": "{:.1%}"}).set_caption(
-        f"{parts_source}; {part_tokens} tokens; FLOPs computed")
+    plots.table(parts_table, f"{parts_source}; {part_tokens} tokens; FLOPs computed",
+                formats={"FLOP share": "{:.1%}", "time share": "{:.1%}"})
     return part_tokens, parts, parts_on, parts_run, parts_source, parts_table
 
 
@@ -223,8 +223,8 @@ def _():
 @app.cell
 def _():
     gpu_levels = hierarchy.gpu_hierarchy()
-    hierarchy_figures.gpu_levels_frame(gpu_levels).style.format(
-        precision=2, na_rep="—").set_caption("datasheets, architecture whitepapers and tuning guides, papers (see the sources below)")
+    plots.table(hierarchy_figures.gpu_levels_frame(gpu_levels),
+                "datasheets, architecture whitepapers and tuning guides, papers (see the sources below)")
     return (gpu_levels,)
 
 
@@ -266,8 +266,8 @@ def _(loaded, stairs_button):
     stairs_run = replay.measure("10/staircase", staircase_measured, run=stairs_button.value, profile=loaded.profile,
                                 device=loaded.device)
     caches = stairs_run.value["caches"]
-    hierarchy_figures.caches_frame(caches).style.set_caption(
-        stairs_run.source("this machine's data caches, as the operating system reports them (/sys/devices/system/cpu)"))
+    plots.table(hierarchy_figures.caches_frame(caches),
+                stairs_run.source("this machine's data caches, as the operating system reports them (/sys/devices/system/cpu)"))
     return caches, stairs_run
 
 
@@ -288,8 +288,8 @@ def _(caches, loaded, stairs_run):
 @app.cell
 def _(caches, stairs):
     steps, _ = hierarchy.levels_found(stairs, caches)
-    hierarchy_figures.levels_frame(steps).style.format(precision=1).set_caption(
-        "measured: the levels found on the curve, median read bandwidth, one CPU core")
+    plots.table(hierarchy_figures.levels_frame(steps),
+                "measured: the levels found on the curve, median read bandwidth, one CPU core")
     return (steps,)
 
 
@@ -336,8 +336,8 @@ def _():
         _rows.append({"tokens": _n, "causal": _causal, "blocks": "64 × 64",
                       "max |tiled − SDPA|": float((attention_kernels.tiled_attention(_q, _k, _v, _causal) - _ref).abs().max())})
     equal = pd.DataFrame(_rows)
-    mo.vstack([equal.style.format({"max |tiled − SDPA|": "{:.1e}"}).set_caption(
-        "measured: fp32 · cpu, 8 heads × 32 dims, random inputs"),
+    mo.vstack([plots.table(equal, "measured: fp32 · cpu, 8 heads × 32 dims, random inputs",
+                           formats={"max |tiled − SDPA|": "{:.1e}"}),
         mo.md(f"Against PyTorch's `scaled_dot_product_attention`: "
               f"{attention_kernels.equality_verdict(equal['max |tiled − SDPA|'])} (`tests/test_flash.py` checks "
               "more shapes, causal and not, GQA and bf16).")])
@@ -447,8 +447,8 @@ def _(attn_run):
 
 @app.cell
 def _(attn_times, timing_shape):
-    attn_times[~attn_times["oom"]].drop(columns=["oom"]).style.format(precision=4, na_rep="—").set_caption(
-        f"measured: {timing_shape.heads} heads × {timing_shape.head_dim}, {timing_shape.dtype}, causal")
+    plots.table(attn_times[~attn_times["oom"]].drop(columns=["oom"]),
+                f"measured: {timing_shape.heads} heads × {timing_shape.head_dim}, {timing_shape.dtype}, causal", precision=4)
     return
 
 
@@ -495,8 +495,8 @@ def _():
 def _(sparse_keep):
     sparse = state_space_toys.sparse_attention_demo(context=4096, head_dim=64, keep=int(sparse_keep.value), sinks=4,
                                                     needle_at=1000)
-    state_space_figures.sparse_frame(sparse).style.format({"share of keys": "{:.1%}", "dense softmax mass kept": "{:.1%}", "output error (÷ ‖v‖)": "{:.3f}"},
-                        na_rep="—").set_caption("measured: random keys/values, 64 dims, fp32 · cpu; 32 queries averaged")
+    plots.table(state_space_figures.sparse_frame(sparse), "measured: random keys/values, 64 dims, fp32 · cpu; 32 queries averaged",
+                formats={"share of keys": "{:.1%}", "dense softmax mass kept": "{:.1%}", "output error (÷ ‖v‖)": "{:.3f}"})
     return (sparse,)
 
 
@@ -550,7 +550,7 @@ def _(loaded, states_button):
     states_run = replay.measure("10/state_checks", state_checks, run=states_button.value, profile=loaded.profile,
                                 device=loaded.device)
     toy_states, linear_check = states_run.value["toy_states"], states_run.value["linear_check"]
-    state_space_figures.toy_states_frame(toy_states).style.set_caption(states_run.source("measured: toy Mamba and Jamba (random weights) · fp32 · cpu") +
+    plots.table(state_space_figures.toy_states_frame(toy_states), states_run.source("measured: toy Mamba and Jamba (random weights) · fp32 · cpu") +
                                  f", transformers' cache against the formula; linear attention, {linear_check.tokens} tokens: "
                                  f"max |recurrent − parallel| {linear_check.max_difference:.1e}, state per head "
                                  f"{linear_check.state_elements_per_head:,} elements")

@@ -2,6 +2,7 @@
 a title on every figure, captioned tables without empty columns."""
 import math
 import warnings
+from pathlib import Path
 
 import matplotlib
 
@@ -77,6 +78,20 @@ def test_table_caption_once_no_empty_columns_thousands_separators():
     assert "cuda peak" not in html                 # an all-None column is left out
     assert "8,388,608" in html and "4,096" in html and "1,234" in html
     assert "12.3" in html and "0.5" in html and "True" in html and "–" in html   # missing cell reads "–"
+
+
+def test_table_formats_some_columns_and_keeps_its_cell_styles():
+    df = pd.DataFrame({"tokens": [4096, 8192], "share": [0.12345, None], "error": [3.2e-7, 1.0e-6]})
+    html = plots.table(df, "computed", formats={"share": "{:.1%}", "error": "{:.1e}", "absent": "{:.0f}"}).to_html()
+    assert "12.3%" in html and "3.2e-07" in html and "8,192" in html and "–" in html
+    assert "padding: 0.25em 0.8em" in html          # the cells spaced (marimo brings no stylesheet for them)
+
+
+def test_no_notebook_styles_a_table_past_plots_table():
+    """A frame's own .style has no cell padding: under `marimo run` its cells touch (notebook 10 had nine)."""
+    import re
+    for nb in sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("[0-9][0-9]_*.py")):
+        assert not re.search(r"\.style\.(format|set_caption)", nb.read_text(encoding="utf-8")), nb.name
 
 
 @pytest.mark.parametrize("value,text", [(None, "–"), (float("nan"), "–"), (7_241_732_096, "7,241,732,096"),

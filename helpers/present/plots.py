@@ -204,16 +204,18 @@ TABLE_STYLES = [
 ]
 
 
-def table(df, caption: str, precision: int = 3, hide_index: bool = True):
+def table(df, caption: str, precision: int = 3, hide_index: bool = True, formats: dict | None = None):
     """A table as the workshop shows it: the source said once in the caption (not in a column of
     every row), columns that hold nothing on this run (all None/NaN, e.g. CUDA-only figures on a CPU)
-    left out, integers with thousands separators, floats to `precision` significant digits.
-    Returns a pandas Styler (renders in marimo, Jupyter and the HTML report)."""
+    left out, integers with thousands separators, floats to `precision` significant digits; `formats`
+    (column -> format string, e.g. "{:.1%}") for the columns that read otherwise. Returns a pandas Styler (renders in marimo, Jupyter and the HTML report)."""
     import pandas as pd
 
     shown = df.dropna(axis=1, how="all")
     styler = shown.style.set_caption(caption).set_table_styles(TABLE_STYLES)
-    styler = styler.format(lambda v: cell_text(v, precision))
+    formats = formats or {}
+    styler = styler.format({c: (lambda v, f=formats[c]: "–" if cell_text(v) == "–" else f.format(v))
+                            if c in formats else (lambda v: cell_text(v, precision)) for c in shown.columns})
     numeric = [c for c in shown.columns if pd.api.types.is_numeric_dtype(shown[c]) and not pd.api.types.is_bool_dtype(shown[c])]
     if numeric:
         styler = styler.set_properties(subset=numeric, **{"text-align": "right"})
