@@ -119,11 +119,13 @@ def folder(name: str, default: str | Path | None = None) -> Path | None:
         return None
     try:
         where.mkdir(parents=True, exist_ok=True)
-        ok = os.access(where, os.W_OK | os.X_OK)
+        # a file made and removed: os.access says yes to root for /proc, where nothing can be made
+        import tempfile
+        with tempfile.NamedTemporaryFile(dir=where, prefix=".write-check-"):
+            pass
+        ok, why = True, ""
     except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
         ok, why = False, getattr(exc, "strerror", None) or str(exc)
-    else:
-        why = "no permission to write there"
     if not ok:
         what = f"{name}={_shown(os.environ.get(name, ''))}" if value is not None else f"{name}'s default, {where},"
         raise EnvError(f"{what} is not a folder this process can write ({why}); allowed: a writable folder. "

@@ -194,7 +194,7 @@ def setting_problems(folder: Path = NOTEBOOK_DIR) -> list[str]:
     that refuses it (what the notebooks stop with), then one for each WORKSHOP_* variable nothing reads."""
     readers = (pick_device, lambda: resolve_profile(device="cpu"), env_dtype, hub_model_id, cache_dir,
                lambda: env.flag("WORKSHOP_COMPILE"), lambda: env.flag("WORKSHOP_BENCH_COMPILE"),
-               lambda: env.folder("WORKSHOP_FIGURES_DIR"), env.cell_timeout, lambda: env.url("WORKSHOP_REPO_URL"))
+               lambda: env.folder("WORKSHOP_FIGURES_DIR"), lambda: env.folder("WORKSHOP_REPLAY_RECORD"), env.cell_timeout, lambda: env.url("WORKSHOP_REPO_URL"))
     problems = []
     for read in readers:
         try:

@@ -250,3 +250,21 @@ def test_good_values_pass_where_they_are_read(monkeypatch, tmp_path):
     assert models.env_dtype() == "bf16"
     monkeypatch.setenv("WORKSHOP_REPO_URL", "https://github.com/acme/llm.git")
     assert glossary.url("ttft") == "https://github.com/acme/llm/blob/main/workshop/glossary.md#ttft"
+
+
+@pytest.mark.parametrize("where", ["/proc", "/proc/replay", "README.md"])
+def test_a_recording_folder_that_cannot_take_a_file_is_one_line_and_preflight_says_it(monkeypatch, where):
+    """/proc passes os.access for root, yet nothing can be made in it: the folder is tried with a real file."""
+    monkeypatch.chdir(Path(__file__).resolve().parent.parent)
+    monkeypatch.setenv("WORKSHOP_REPLAY_RECORD", where)
+    with pytest.raises(env.EnvError, match=r"^WORKSHOP_REPLAY_RECORD='[^']+' is not a folder this process can write"):
+        env.folder("WORKSHOP_REPLAY_RECORD")
+    from helpers import preflight
+
+    assert any(p.startswith("WORKSHOP_REPLAY_RECORD=") for p in preflight.setting_problems())
+
+
+def test_a_writable_folder_is_made_and_left_clean(monkeypatch, tmp_path):
+    monkeypatch.setenv("WORKSHOP_REPLAY_RECORD", str(tmp_path / "rec"))
+    assert env.folder("WORKSHOP_REPLAY_RECORD") == tmp_path / "rec"
+    assert list((tmp_path / "rec").iterdir()) == []          # the write check leaves nothing behind
