@@ -69,7 +69,7 @@ def test_no_recorded_gpu_sentence_without_a_gpu_record():
 
 def test_should_see_says_here_and_gpu_apart():
     text = expected.should_see([verdicts.speed(27.8, 23.9)], expected.eager_against_floor_on_gpu()).text
-    assert "<em>Here</em>, from this run's numbers: 1.16× slower" in text
+    assert "<em>Here</em>, from the numbers above: 1.16× slower" in text
     assert "<strong>cited</strong>" in text and "<strong>computed</strong>" in text
 
 

@@ -354,15 +354,16 @@ def eager_against_floor_on_gpu() -> list[OnGpu]:
 
 
 def should_see(here, gpu=(), title: str = "What you should see"):
-    """The notebook's "What you should see": a part made from this run's numbers by rules (`here`: Verdicts
-    or sentences a rule returned) and a GPU part whose every sentence says where it comes from (`gpu`:
+    """The notebook's "What you should see": a part made by rules from the numbers shown above it (`here`:
+    Verdicts or sentences a rule returned; measured here or, in replay mode, a record's, as each table's
+    caption says) and a GPU part whose every sentence says where it comes from (`gpu`:
     OnGpu). Markdown (a marimo element)."""
     import marimo as mo
 
     here = [str(h) for h in (here if isinstance(here, (list, tuple)) else [here]) if str(h)]
     out = [f"**{title}.**"]
     if here:
-        out.append("*Here*, from this run's numbers: " + (here[0] if len(here) == 1 else ""))
+        out.append("*Here*, from the numbers above: " + (here[0] if len(here) == 1 else ""))
         if len(here) > 1:
             out.extend(f"- {h}" for h in here)
     gpu = list(gpu)
