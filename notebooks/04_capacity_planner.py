@@ -524,8 +524,8 @@ def _(
 
 @app.function
 def roof_check(active) -> dict:
-    """The planner at the roof (helpers.decoding.regimes): the same check on a model whose decode step waits
-    for memory — on a CPU the small profile, on a GPU the active model — measured with its fastest
+    """The planner at the roof (helpers.decoding.regimes): the same check on a model that reads more bytes per
+    step — on a CPU the small profile, on a GPU the active model — measured with its fastest
     implementation (notebook 03, section 6), the floor at the copy bandwidth measured alongside its steps;
     its planner row and the verdict, by the rule of 0.8–1.25."""
     from helpers.measure import microbench, models
@@ -627,7 +627,7 @@ def _():
     mo.vstack([mo.md("""
     ### The planner at the roof
 
-    The same check on a model whose decode step waits for memory — on a CPU the `small` profile (175 M
+    The same check on a model that reads more bytes per step — on a CPU the `small` profile (175 M
     parameters, 567 MB read per step), on a GPU the active model — decoded with its fastest implementation
     (notebook 03, section 6). The verdict applies the rule of 0.8–1.25: a measured step within that band of
     the planner's is one the planner predicts.
@@ -716,7 +716,8 @@ def _():
         "The decode still costs more: 500 output tokens, even sharing each step with 15 other requests, take "
         "more GPU time than one 6,000-token prefill"}; each output token costs
     {_r.usd_per_million_output_tokens / _r.usd_per_million_input_tokens:,.1f}× an input token ({
-        "more" if _r.usd_per_million_output_tokens > _r.usd_per_million_input_tokens else "no more"}), the prefill
+        verdicts.change_verdict(_r.usd_per_million_output_tokens / _r.usd_per_million_input_tokens)} by the
+    {verdicts.CHANGE_MARGIN:.0%} rule), the prefill
     being {_r.prefill_bound}-bound at 6,000 tokens.
     """)
     return
