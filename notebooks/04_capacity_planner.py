@@ -540,7 +540,7 @@ def roof_check(active) -> dict:
 @app.cell(hide_code=True)
 def _():
     measured_button = replay.run_button()
-    mo.vstack([mo.md("""
+    mo.vstack([mo.md(f"""
     ## Prediction against measurement, on this machine
 
     The planner's floor for the model this notebook's profile loads (`WORKSHOP_PROFILE`), on the
@@ -549,8 +549,8 @@ def _():
     out: kernel launches, Python, the attention kernels' own traffic, caches that are not perfect. A cost
     paid per step, whatever the bytes, is a larger share of a step that reads fewer bytes; whether this run
     shows that is said after the next section, which measures a larger model. A ratio below 1 means the
-    step's bytes came faster than the measured bandwidth: weights that fit a cache stay there between
-    steps. `make bench` reports the same ratio for the active profile.
+    step's bytes came faster than the measured bandwidth: weights that fit the {term("last-level cache")}
+    stay there between steps. `make bench` reports the same ratio for the active profile.
     """), measured_button])
     return (measured_button,)
 

@@ -192,3 +192,16 @@ def test_last_level_cache_is_none_on_a_gpu():
     assert measured.last_level_cache_bytes("cuda:0") is None
     got = measured.last_level_cache_bytes("cpu")
     assert got is None or got > 0
+
+
+def test_the_glossary_cache_figure_is_the_records():
+    """workshop/glossary.md's last-level cache entry quotes the Intel record's L3 as its meta and lscpu say it."""
+    from helpers.present import glossary
+
+    text = " ".join(glossary.GLOSSARY.read_text(encoding="utf-8").split())
+    meta = records.load(records.RESULTS / "cpu-intel-xeon" / "meta.json", "record-meta")
+    lscpu = (records.RESULTS / "cpu-intel-xeon" / "lscpu.txt").read_text(encoding="utf-8")
+    l3 = meta["caches"]["l3"].split(" (")[0]                      # '480 MiB'
+    assert f"L3 cache: {l3}" in " ".join(lscpu.split())
+    assert f"({l3} on the Intel Xeon recorded in `workshop/results/cpu-intel-xeon/`" in text
+    assert "last-level-cache" in glossary.anchors()
