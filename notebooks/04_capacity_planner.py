@@ -61,8 +61,8 @@ def _():
     in `helpers/data/gpus.csv` (memory, bandwidth, dense FLOP/s and a dated price, each with its
     source). A decode step cannot be faster than reading the weights and the cache once,
     `bytes ÷ bandwidth`, nor than its arithmetic, `FLOPs ÷ peak`: that is its **floor** at the
-    datasheet's figures. No engine reaches the datasheet, so the planner also reports the step at an
-    **efficiency** — a share of the datasheet — and plans with that one. The same numbers come from the
+    datasheet's figures. An engine reaches a share of the datasheet, so the planner also reports the step
+    at an **efficiency** — that share — and plans with that one. The same numbers come from the
     command line: `python -m helpers capacity --model mistral-7b-v0.1 --gpu all --context 4096 --slo-ms 10`.
     """)
     return

@@ -150,6 +150,9 @@ def test_slo_batch_by_hand_on_an_h100():
     assert d.slo_batch == math.floor((0.010 * 0.5 * 3.35e12 - W_MISTRAL) / k_mistral(4096)) == 4
     assert d.max_batch == 112 and d.derived == d.batch == 4
     assert d.parity_batch == pytest.approx(W_MISTRAL / k_mistral(4096))
+    # the self-check's first question: at 20 ms
+    assert capacity.slo_batch("mistral-7b-v0.1", "H100 SXM", 20, 4096, 0.5).batch == \
+        math.floor((0.020 * 0.5 * 3.35e12 - W_MISTRAL) / k_mistral(4096)) == 35
     # the exercise: at 50 ms the memory binds
     d50 = capacity.slo_batch("mistral-7b-v0.1", "H100 SXM", 50, 4096, 0.5)
     assert d50.slo_batch == math.floor((0.050 * 0.5 * 3.35e12 - W_MISTRAL) / k_mistral(4096)) == 129
