@@ -17,8 +17,8 @@ with app.setup:
     import marimo as mo
 
     from helpers import capacity
-    from helpers.present import expected, notebook, plots, replay
-    from helpers.formulas import gpus
+    from helpers.present import expected, learner, notebook, plots, replay
+    from helpers.formulas import gpus, verdicts
     from helpers.present.glossary import term
     from helpers.capacity import measured as capacity_measured, ranking as capacity_ranking, views as capacity_views
     from helpers.capacity.triangle import triangle
@@ -39,13 +39,14 @@ def _():
 
     **What you will learn**
 
-    1. How much of a GPU's memory the KV cache gets — the memory the device reports, less the runtime's
-       reserve and the weights — and so how many sequences fit.
-    2. The decode step's floor at the datasheet's bandwidth, and the step at an efficiency an engine
-       actually reaches; why the {term("SLO")} search and the cost must use the second.
+    1. How much of a GPU's memory the {term("KV cache")} gets — the memory the device reports, less the
+       runtime's reserve and the weights — and so how many sequences fit.
+    2. The decode step's floor at the datasheet's bandwidth, and the step at an {term("efficiency")} an engine
+       reaches (a share of the datasheet, measured as {term("MBU")}); why the {term("SLO")} search and the cost
+       must use the second; to derive from it the largest batch an SLO allows and its cost per million tokens.
     3. To rank GPUs by dollars per million tokens under a {term("latency SLO", "tpot")} or a minimum batch,
-       within one provider or across several, and to price a request (prompt and output) as API
-       providers do.
+       on one GPU or on several in {term("tensor parallelism")} (notebook 09), within one provider or across
+       several, and to price a request ({term("prefill")} and output) as API providers do.
     4. To check the planner against a decode step measured on this machine.
 
     {run_times.header("04")}
@@ -60,8 +61,8 @@ def _():
     in `helpers/data/gpus.csv` (memory, bandwidth, dense FLOP/s and a dated price, each with its
     source). A decode step cannot be faster than reading the weights and the cache once,
     `bytes ÷ bandwidth`, nor than its arithmetic, `FLOPs ÷ peak`: that is its **floor** at the
-    datasheet's figures. No engine reaches the datasheet, so the planner also reports the step at an
-    **efficiency** — a share of the datasheet — and plans with that one. The same numbers come from the
+    datasheet's figures. An engine reaches a share of the datasheet, so the planner also reports the step
+    at an **efficiency** — that share — and plans with that one. The same numbers come from the
     command line: `python -m helpers capacity --model mistral-7b-v0.1 --gpu all --context 4096 --slo-ms 10`.
     """)
     return
@@ -198,10 +199,12 @@ def _(
 
 
 @app.cell
-def _(ranked):
+def _(context, efficiency, kv, min_batch, model, n_gpus, provider, ranked, slo_ms, weights):
     if ranked is None:
         _md = mo.md("")
     else:
+        _at_floor = capacity_ranking.rank(model, weights, kv, context, slo_ms=slo_ms, min_batch=min_batch, gpus=n_gpus,
+                                          efficiency=1.0, provider=provider)
         _ok = [r for r in ranked if r.status == "ok"]
         _note = capacity_ranking.providers_note(ranked)
         _first = (f"**{_ok[0].gpu}** ({_ok[0].provider}) at "
@@ -212,9 +215,9 @@ def _(ranked):
 
         **What you should see.** The same table on a CPU and on a GPU: it is computed, not measured. Here
         {len(_ok)} of {len(ranked)} GPUs meet the constraints ({", ".join(r.gpu for r in _ok) or "none"}); the others
-        follow with the reason. Raising the efficiency divides every step by the same factor; at 100 % the
-        steps are the column "ms per token (datasheet floor)", and more GPUs meet an SLO at larger batches —
-        which is why a plan at the datasheet's floor promises more than an engine delivers.
+        follow with the reason. The efficiency divides every step by the same factor; at 100 % the steps
+        are the column "ms per token (datasheet floor)": {capacity_ranking.against_datasheet(ranked, _at_floor)} —
+        what a plan at the datasheet's floor promises beyond the step an engine at {efficiency:.0%} runs.
         """)
     _md
     return
@@ -235,8 +238,8 @@ def _(model, n_gpus):
     (vLLM's default `gpu_memory_utilization`), less about {capacity.RUNTIME_OVERHEAD_BYTES / 1e9:.1f} GB
     for activations and the CUDA context — the same budget notebook 02 counts
     (`helpers.formulas.memory.runtime_reserve_bytes`); the weights come next, and what is left holds the
-    [KV cache](../workshop/glossary.md#kv-cache) — so `max batch` = KV budget ÷ one sequence's cache.
-    Tensor parallel here: {split_note}. The step's floor is `max(bytes ÷ bandwidth, FLOPs ÷ peak)`
+    KV cache — so `max batch` = KV budget ÷ one sequence's cache.
+    Tensor parallelism here: {split_note}. The step's floor is `max(bytes ÷ bandwidth, FLOPs ÷ peak)`
     with the bytes and FLOPs of `helpers.formulas.stepcost` (the same as notebook 03's floor), the FP8 peak only
     for fp8 weights on GPUs that have it; communication between GPUs is not counted. The step the
     ranking uses is that floor ÷ the efficiency.
@@ -246,13 +249,134 @@ def _(model, n_gpus):
 
 @app.cell(hide_code=True)
 def _():
-    mo.md("""
+    # the derivation's one case, whatever the controls above say
+    slo_case = {"model": "mistral-7b-v0.1", "gpu": "H100 SXM", "slo_ms": 10.0, "context": 4096,
+                "efficiency": capacity.DEFAULT_EFFICIENCY}
+    _g = gpus.get_gpu(slo_case["gpu"])
+    batch_box = learner.prediction(
+        f"Mistral 7B v0.1 in bf16 on one {_g.name} ({_g.bandwidth / 1e12:g} TB/s), {slo_case['context']:,} tokens per "
+        f"sequence, the step at {slo_case['efficiency']:.0%} of the datasheet: what is the largest batch whose decode "
+        f"step stays within {slo_case['slo_ms']:g} ms per output token?", "sequences")
+    mo.vstack([mo.md("""
+    ## The batch an SLO allows, derived
+
+    The ranking above picks, on each GPU, the largest batch whose step meets the SLO. That batch follows from
+    the step's bytes, term by term; predict it first for one case (the same whatever the controls above say).
+    """), batch_box])
+    return batch_box, slo_case
+
+
+@app.cell(hide_code=True)
+def _(slo_case):
+    slo_derived = capacity.slo_batch(slo_case["model"], slo_case["gpu"], slo_case["slo_ms"], slo_case["context"],
+                                     slo_case["efficiency"])
+    _d = slo_derived
+    mo.md(f"""
+    **The SLO's batch, derived.** A {term("memory-bound")} decode step of b sequences moves
+
+    1. the weights, once for the whole batch: **W** bytes;
+    2. each sequence's cache, read, and its new token's keys and values, written: **k** bytes per sequence.
+
+    At an efficiency e of the datasheet's bandwidth B the step takes (W + b·k) ÷ (e·B). It meets an SLO of
+    *t* seconds while W + b·k ≤ t·e·B, so
+
+        b_SLO = ⌊(t·e·B − W) ÷ k⌋,   batch = min(b_SLO, max batch)
+
+    where max batch = KV budget ÷ one sequence's cache (the section above). Where the FLOPs outgrow the bytes
+    the step is {term("compute-bound")} and the planner's bisection (`plan_for_slo`) takes over from this formula.
+
+    **Worked example** (`helpers.capacity.slo_batch`): {_d.plan.model} on one {_d.gpu}, {_d.plan.context:,} tokens.
+
+    - W = {_d.weight_bytes:,.0f} B (every weight once, the embedding by rows); k = {_d.seq_bytes:,.0f} B
+      ({_d.plan.context:,} tokens' cache read, one token's written)
+    - t·e·B = {_d.slo_s * 1e3:g} ms × {_d.efficiency:.2f} × {_d.bandwidth / 1e12:g} TB/s = **{_d.step_budget_bytes:,.0f} B**
+      a step may move within the SLO
+    - b_SLO = ⌊({_d.step_budget_bytes:,.0f} − {_d.weight_bytes:,.0f}) ÷ {_d.seq_bytes:,.0f}⌋ = **{_d.slo_batch:,}**;
+      the KV budget holds {_d.max_batch:,}, so the batch is **{_d.derived:,}**
+      ({"the SLO sets it" if _d.slo_batch < _d.max_batch else "the memory sets it"}; `plan_for_slo` finds
+      {_d.batch:,})
+    - its step: {_d.plan.step_ms:.2f} ms, the weights alone {1e3 * _d.weight_bytes / (_d.efficiency * _d.bandwidth):.2f} ms of it.
+    """)
+    return (slo_derived,)
+
+
+@app.cell
+def _(batch_box, slo_derived):
+    _given = None  # Jupyter/Colab: your prediction here (e.g. 30); in marimo, type it in the box above
+    _d = slo_derived
+    learner.beside(batch_box, _given, _d.batch, shown=lambda v: f"{v:,.0f} sequences", hints={
+        "higher": f"Each sequence adds only its cache to a step, k = {_d.seq_bytes / 1e6:,.0f} MB; the weights' "
+                  f"{_d.weight_bytes / 1e9:,.1f} GB are read once for the whole batch.",
+        "lower": f"The weights alone take {1e3 * _d.weight_bytes / (_d.efficiency * _d.bandwidth):.2f} ms of the "
+                 f"{_d.slo_s * 1e3:g} ms at {_d.efficiency:.0%} of the datasheet; only what is left holds caches, "
+                 f"{_d.seq_bytes / 1e6:,.0f} MB each.",
+        "about equal": "W, k and the bytes a step may move, term by term as derived."})
+    return
+
+
+@app.cell(hide_code=True)
+def _(slo_derived):
+    cost_box = learner.prediction(
+        f"At that batch ({slo_derived.batch:,}) on the {slo_derived.gpu} at "
+        f"\\${gpus.get_gpu(slo_derived.gpu).usd_per_hour:.2f} an hour, what does a million output tokens cost?", "dollars")
+    cost_box
+    return (cost_box,)
+
+
+@app.cell
+def _(cost_box, slo_derived):
+    _given = None  # Jupyter/Colab: your prediction here (e.g. 1.5); in marimo, type it in the box above
+    _p = slo_derived.plan
+    _g = gpus.get_gpu(_p.gpu)
+    mo.vstack([mo.md(f"""
+    **The cost, derived.** The batch makes b tokens per step, so tokens/s = b ÷ step and
+
+        $ per million output tokens = ($ per hour ÷ 3,600) ÷ (tokens/s) × 10⁶
+
+    Here: {_p.batch:,} ÷ {_p.step_ms:.2f} ms = {_p.tokens_per_s:,.0f} tokens/s;
+    \\${_p.usd_per_hour:.2f} ÷ 3,600 = \\${_p.usd_per_hour / 3600:.6f} per second ({_g.price_provider},
+    read {_g.price_read}); ÷ {_p.tokens_per_s:,.0f} × 10⁶ = **\\${_p.usd_per_million_tokens:.3f}**.
+    """), learner.beside(cost_box, _given, _p.usd_per_million_tokens, shown=lambda v: f"\\${v:,.3f}", hints={
+        "higher": f"Every token pays for the GPU's whole second: at batch {_p.batch:,} a second serves "
+                  f"{_p.tokens_per_s:,.0f} tokens, and the price per hour is divided by those alone.",
+        "lower": f"The GPU's \\${_p.usd_per_hour:.2f} an hour is shared by {_p.tokens_per_s:,.0f} tokens a second, "
+                 "3,600 seconds an hour: check the tokens per second first (batch ÷ step).",
+        "about equal": "Price per second ÷ tokens per second, as derived."})])
+    return
+
+
+@app.cell
+def _(slo_case):
+    _p = capacity.slo_batch(slo_case["model"], slo_case["gpu"], 50.0, slo_case["context"], slo_case["efficiency"])
+    notebook.exercise(1, f"Which limit binds? The same model on the same {_p.gpu} at {_p.plan.context:,} tokens and "
+                         f"{_p.efficiency:.0%} of the datasheet, with an SLO of 50 ms: what is b_SLO, what is the "
+                         "batch, which limit sets it (the SLO or the memory), and what does a million output tokens "
+                         "cost?", f"""
+    - t·e·B = 50 ms × {_p.efficiency:.2f} × {_p.bandwidth / 1e12:g} TB/s = {_p.step_budget_bytes:,.0f} B
+    - b_SLO = ⌊({_p.step_budget_bytes:,.0f} − {_p.weight_bytes:,.0f}) ÷ {_p.seq_bytes:,.0f}⌋ = {_p.slo_batch:,};
+      the KV budget holds {_p.max_batch:,}
+    - the batch: **{_p.derived:,}** — {"the memory sets it: the SLO would allow more sequences than the cache holds"
+      if _p.slo_batch >= _p.max_batch else "the SLO sets it: the cache would hold more sequences"}
+      (`plan_for_slo`: {_p.batch:,})
+    - its step {_p.plan.step_ms:.2f} ms, {_p.plan.tokens_per_s:,.0f} tokens/s, **\\${_p.plan.usd_per_million_tokens:.3f}**
+      per million output tokens
+    """, label="Solution (computed by helpers.capacity.slo_batch)")
+    return
+
+
+@app.cell(hide_code=True)
+def _(slo_derived):
+    _d = slo_derived
+    _one = verdicts.share(_d.seq_bytes, _d.weight_bytes + _d.seq_bytes, "its bytes")
+    mo.md(f"""
     ## Latency against throughput: the batch decides
 
-    A decode step reads all the weights once, however many sequences share it, plus each
-    sequence's cache. So a larger batch costs little extra time per step at first — the tokens
-    per second grow almost in proportion — until the cache reads (or the arithmetic) take over and
-    every step gets slower. The last point of each line is the largest batch that fits.
+    A decode step reads all the weights once, however many sequences share it, plus each sequence's cache:
+    W + b·k bytes (derived above). The tokens per second, b ÷ step, grow with b; the step grows by k per
+    sequence, and the caches' reads pass the weights' at b = W ÷ k. For {_d.plan.model} at
+    {_d.plan.context:,} tokens that is {_d.parity_batch:,.1f} sequences (one sequence's cache is
+    {_one} at batch 1); past the {term("ridge point")} the arithmetic, not the bytes, sets the step. The last
+    point of each line is the largest batch that fits.
     """)
     return
 
@@ -301,9 +425,9 @@ def _(context, efficiency, kv, model, n_gpus, slo_ms, weights):
         datasheet, as the ranking): serving **one user** gives the
         fastest tokens, **{lat.step_ms:.2f} ms** each, but costs
         **\\${lat.usd_per_million_tokens:.2f}** per million. Filling the memory with
-        **{thr.batch:,} sequences** makes each token slower (**{thr.step_ms:.2f} ms**) and
-        the million tokens **{lat.usd_per_million_tokens / thr.usd_per_million_tokens:.0f}× cheaper**
-        (**\\${thr.usd_per_million_tokens:.3f}**). {_slo_text} {low_text}
+        **{thr.batch:,} sequences** makes each token {verdicts.speed(thr.step_ms, lat.step_ms, "faster", "slower")} (**{thr.step_ms:.2f} ms**)
+        and the million tokens {verdicts.speed(thr.usd_per_million_tokens, lat.usd_per_million_tokens, "cheaper",
+        "dearer", "as costly")} (**\\${thr.usd_per_million_tokens:.3f}**). {_slo_text} {low_text}
         Premium chat buys the latency corner; agents and batch jobs the throughput corner; both can
         trade quality for either.
         """)
@@ -377,8 +501,11 @@ def _(
         _plan = capacity.plan(model, _r.gpu, n_gpus, weights, kv, context=_p + _o, batch=_r.batch,
                               prompt_tokens=_p, efficiency=efficiency)
         _ratio = _r.usd_per_million_output_tokens / _r.usd_per_million_input_tokens
-        _word = "more" if _ratio > 1 else "no more"
-        _dec_word = "higher than" if _r.usd_per_million_tokens > _r.usd_per_million_output_tokens else "no higher than"
+        _word = {"higher": "more", "about equal": f"as much, within {verdicts.CHANGE_MARGIN:.0%}",
+                 "lower": "less"}[verdicts.change_verdict(_ratio)]
+        _dec_word = {"higher": "higher than", "about equal": f"within {verdicts.CHANGE_MARGIN:.0%} of",
+                     "lower": "lower than"}[verdicts.change_verdict(_r.usd_per_million_tokens /
+                                                                     _r.usd_per_million_output_tokens)]
         _why = (f"The {_p:,}-token prefill is **{_plan.prefill_bound}-bound** here (floor: "
                 f"{1e3 * _plan.prefill_memory_s:,.2f} ms to move the weights and the prompt's cache, "
                 f"{1e3 * _plan.prefill_compute_s:,.2f} ms of arithmetic): one pass serves all {_p:,} prompt tokens, "
@@ -386,10 +513,10 @@ def _(
                 f"{'s' if _r.batch > 1 else ''}, one per sequence.")
         _md = mo.md(f"""
         **What you should see** (computed, the same on any machine): on the cheapest GPU here,
-        {_r.gpu}, an output token costs **{_ratio:,.1f}×** what an input token does — {_word} than
-        an input token. {_why} {"API price lists show the same asymmetry. " if _ratio > 1 else ""}The
-        decode-only column is {_dec_word} the request's output price (\\${_r.usd_per_million_tokens:.3f}
-        against \\${_r.usd_per_million_output_tokens:.3f}): it is timed at the full context, the request at its mean.
+        {_r.gpu}, an output token costs **{_ratio:,.1f}×** what an input token does
+        ({_word}). {_why} The decode-only column is {_dec_word} the request's output price (\\${_r.usd_per_million_tokens:.3f}
+        against \\${_r.usd_per_million_output_tokens:.3f}): the column times every step at the full context, the
+        request at its mean.
         """)
     _md
     return
@@ -397,8 +524,8 @@ def _(
 
 @app.function
 def roof_check(active) -> dict:
-    """The planner at the roof (helpers.decoding.regimes): the same check on a model whose decode step waits
-    for memory — on a CPU the small profile, on a GPU the active model — measured with its fastest
+    """The planner at the roof (helpers.decoding.regimes): the same check on a model that reads more bytes per
+    step — on a CPU the small profile, on a GPU the active model — measured with its fastest
     implementation (notebook 03, section 6), the floor at the copy bandwidth measured alongside its steps;
     its planner row and the verdict, by the rule of 0.8–1.25."""
     from helpers.measure import microbench, models
@@ -413,16 +540,17 @@ def roof_check(active) -> dict:
 @app.cell(hide_code=True)
 def _():
     measured_button = replay.run_button()
-    mo.vstack([mo.md("""
+    mo.vstack([mo.md(f"""
     ## Prediction against measurement, on this machine
 
     The planner's floor for the model this notebook's profile loads (`WORKSHOP_PROFILE`), on the
     device in use, with the bandwidth measured here (notebook 03's microbenchmark), against the
     median decode step measured with a real KV cache. A ratio above 1 is what the floor leaves
-    out: kernel launches, Python, the attention kernels' own traffic, caches that are not perfect.
-    That overhead is about fixed per step, so it weighs most on the tiny model (a few MB of weights
-    per layer); the bigger the model, the larger the share of each step the floor explains.
-    `make bench` reports the same ratio for the active profile.
+    out: kernel launches, Python, the attention kernels' own traffic, caches that are not perfect. A cost
+    paid per step, whatever the bytes, is a larger share of a step that reads fewer bytes; whether this run
+    shows that is said after the next section, which measures a larger model. A ratio below 1 means the
+    step's bytes came faster than the measured bandwidth: weights that fit the {term("last-level cache")}
+    stay there between steps. `make bench` reports the same ratio for the active profile.
     """), measured_button])
     return (measured_button,)
 
@@ -462,6 +590,12 @@ def _(measured_run):
 @app.cell(hide_code=True)
 def _(measured, measured_run):
     _h = expected.on_gpu("H100 SXM", contexts=(512,))
+    _gpu = [expected.computed(f"the planner's floor for {_h['model']} at 512 tokens on an {_h['gpu']} is "
+                              f"{1e3 * _h['decode_floor_s'][512]:,.2f} ms at the datasheet's "
+                              f"{_h['bandwidth'] / 1e12:g} TB/s, {1e3 * _h['decode_at_efficiency_s'][512]:,.2f} ms at "
+                              f"the planner's {_h['efficiency']:.0%}",
+                              "helpers.present.expected.on_gpu (helpers.formulas.stepcost, the GPU catalog)"),
+            *expected.eager_against_floor_on_gpu()]
     if measured is None:
         _md = mo.md("")
     else:
@@ -481,12 +615,8 @@ def _(measured, measured_run):
         **Measured efficiency {_where}: {100 * _e.vs_measured_bandwidth:,.1f} %** of the floor at the device's
         measured bandwidth (predicted ÷ measured). {_ds} (the planner's default is
         {100 * _h['efficiency']:,.0f} %, from a published worked example).
-
-        **What you should see.** On a CPU (tiny profile): a ratio well above 1 — the fixed cost per step
-        (Python, operator dispatch; notebook 03, section 5) dwarfs a few MB of weights. On a GPU with
-        Mistral 7B: the floor at 512 tokens on an {_h['gpu']} is {1e3 * _h['decode_floor_s'][512]:,.2f} ms at
-        the datasheet's bandwidth; transformers' eager decode adds launch overhead on top of it.
         """)
+        _md = mo.vstack([_md, expected.should_see(capacity_measured.against_floor(measured), _gpu)])
     _md
     return
 
@@ -497,7 +627,7 @@ def _():
     mo.vstack([mo.md("""
     ### The planner at the roof
 
-    The same check on a model whose decode step waits for memory — on a CPU the `small` profile (175 M
+    The same check on a model that reads more bytes per step — on a CPU the `small` profile (175 M
     parameters, 567 MB read per step), on a GPU the active model — decoded with its fastest implementation
     (notebook 03, section 6). The verdict applies the rule of 0.8–1.25: a measured step within that band of
     the planner's is one the planner predicts.
@@ -531,11 +661,27 @@ def _(roof_run):
 
 
 @app.cell(hide_code=True)
+def _(measured, roof_run):
+    _row = None if roof_run is None else roof_run.value["table"].iloc[0]
+    if measured is None or _row is None or _row["model"] == measured["profile"]:
+        _md = mo.md("")   # one model only (on a GPU the active model is both): nothing to compare
+    else:
+        _md = expected.should_see(
+            [roof_run.value["sentence"].replace("**", ""),
+             capacity_measured.floor_shares(measured, _row["measured_step_ms"] / 1e3, _row["planner_step_ms"] / 1e3,
+                                            _row["planner_counts_MB"] * 1e6, str(_row["model"]))],
+            ())
+    _md
+    return
+
+
+@app.cell(hide_code=True)
 def _():
     mo.md("""
     ## Exercises
 
-    Try each before opening its solution. The command line gives the same numbers as this notebook.
+    Try each before opening its solution (exercise 1 sits with the SLO's derivation above). The command line
+    gives the same numbers as this notebook.
     """)
     return
 
@@ -545,27 +691,13 @@ def _():
     _all = capacity_ranking.rank("mistral-7b-v0.1", context=4096, slo_ms=20)
     _rp = capacity_ranking.rank("mistral-7b-v0.1", context=4096, slo_ms=20, provider="RunPod")
     _a, _b = [r for r in _all if r.rank == 1][0], [r for r in _rp if r.rank == 1][0]
-    notebook.exercise(1, "Comparable prices. Run `python -m helpers capacity --model mistral-7b-v0.1 --gpu all "
+    notebook.exercise(2, "Comparable prices. Run `python -m helpers capacity --model mistral-7b-v0.1 --gpu all "
                     "--context 4096 --slo-ms 20`, then add `--provider RunPod`. Does the winner change, and why "
                     "should you care?", f"""
     Across every provider the cheapest is **{_a.gpu}** ({_a.provider}, \\${_a.usd_per_million_tokens:.3f} per
     million output tokens); within RunPod it is **{_b.gpu}** (\\${_b.usd_per_million_tokens:.3f}).
     {"The winner changes: " if _a.gpu != _b.gpu else "The same GPU wins, but "}a mixed ranking compares one
     provider's discount with another's list price — rank within the provider you would actually buy from.
-    """)
-    return
-
-
-@app.cell
-def _():
-    _lo = capacity.plan_for_slo("mistral-7b-v0.1", "H100 SXM", 10, context=4096, efficiency=0.5)[0]
-    _hi = capacity.plan_for_slo("mistral-7b-v0.1", "H100 SXM", 10, context=4096, efficiency=1.0)[0]
-    notebook.exercise(2, "The datasheet's promise. With an SLO of 10 ms on one H100 SXM at 4,096 tokens, what "
-                    "batch does the planner allow at efficiency 1.0 and at 0.5 (`--efficiency`)?", f"""
-    At 1.0 (the datasheet's floor): batch **{_hi.batch}**, {_hi.step_ms:.2f} ms per token,
-    \\${_hi.usd_per_million_tokens:.3f} per million output tokens. At 0.5: batch **{_lo.batch}**, {_lo.step_ms:.2f} ms,
-    \\${_lo.usd_per_million_tokens:.3f}. Planning at the floor promises a batch the engine cannot serve within
-    the SLO, at a cost it cannot reach.
     """)
     return
 
@@ -584,9 +716,44 @@ def _():
         "The decode still costs more: 500 output tokens, even sharing each step with 15 other requests, take "
         "more GPU time than one 6,000-token prefill"}; each output token costs
     {_r.usd_per_million_output_tokens / _r.usd_per_million_input_tokens:,.1f}× an input token ({
-        "more" if _r.usd_per_million_output_tokens > _r.usd_per_million_input_tokens else "no more"}), the prefill
+        verdicts.change_verdict(_r.usd_per_million_output_tokens / _r.usd_per_million_input_tokens)} by the
+    {verdicts.CHANGE_MARGIN:.0%} rule), the prefill
     being {_r.prefill_bound}-bound at 6,000 tokens.
     """)
+    return
+
+
+@app.cell(hide_code=True)
+def _(measured, ranked, slo_case, slo_derived):
+    _at20 = capacity.slo_batch(slo_case["model"], slo_case["gpu"], 20.0, slo_case["context"], slo_case["efficiency"])
+    _ok = [r for r in ranked or () if r.status == "ok"]
+    check_questions = [
+        learner.Question(f"The derivation's case ({slo_derived.plan.model} on one {slo_derived.gpu}, "
+                         f"{slo_derived.plan.context:,} tokens, {slo_derived.efficiency:.0%} of the datasheet) with an "
+                         "SLO of 20 ms instead of 10: what batch does the SLO allow?", _at20.batch, "sequences"),
+        learner.Question("In the ranking of section 1, with your settings: how many GPUs meet the constraints?",
+                         len(_ok), "GPUs"),
+        (learner.Question("This run's measured decode step (section 'Prediction against measurement'): above, at or "
+                          f"below the planner's floor, by the {verdicts.CHANGE_MARGIN:.0%} rule?",
+                          capacity_measured.against_floor_way(measured),
+                          options=("above the floor", "at the floor", "below the floor"))
+         if measured is not None else
+         learner.Question("In the derivation, at what batch do the caches' reads equal the weights' read (W ÷ k)?",
+                          slo_derived.parity_batch, "sequences")),
+    ]
+    check_form = learner.self_check(check_questions)
+    mo.vstack([mo.md("""
+    ## Self-check
+
+    Three questions answered by this run's numbers: the derivation at another SLO, the ranking with your
+    settings (change a control and its answer changes), and this machine's measured step.
+    """), check_form])
+    return check_form, check_questions
+
+
+@app.cell(hide_code=True)
+def _(check_form, check_questions):
+    learner.answers(check_form, check_questions)
     return
 
 
@@ -597,10 +764,10 @@ def _():
 
     - The KV cache gets what is left of the memory the GPU reports after the runtime's reserve and the
       weights; that, divided by one sequence's cache, is the largest batch.
-    - A step's floor (bytes ÷ bandwidth, FLOPs ÷ peak) is a bound no engine reaches: plan with the step
-      at an efficiency, measured on your engine where you can.
-    - Larger batches cost little latency per token until the cache reads take over, and divide the cost
-      per token; an SLO picks the batch.
+    - A step's floor (bytes ÷ bandwidth, FLOPs ÷ peak) is what the datasheet allows, not what an engine runs:
+      plan with the step at an efficiency, measured on your engine where you can.
+    - A step reads the weights once for the whole batch and each sequence's cache: the batch an SLO allows
+      is ⌊(t·e·B − W) ÷ k⌋, capped by the memory, and the cost per token falls as the batch grows.
     - Compare prices within one provider, and price requests as input and output tokens: prefill and
       decode cost differently.
 

@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass
 
 from .. import checks
+from ..formulas import verdicts
 from ..formulas.gpus import GPU, catalog
 from ..formulas.memory import KV_DTYPES, WEIGHT_SCHEMES
 from ..formulas.stepcost import decode_cost
@@ -32,6 +33,8 @@ def predict_vs_measure(loaded, bandwidth: float | None = None, batch: int | None
     notebook 03) unless `bandwidth` (bytes/s) is given; the compute term only when `peak_flops` is.
     Measurement: the median inter-token latency of a greedy generation with a real KV cache
     (helpers.measure.timing.timed_generate). ratio = measured ÷ predicted (1 = the floor reached).
+    last_level_cache_bytes: on a CPU, the largest data cache the system reports (None where unknown, and on
+    a GPU), which against_floor reads when a step beats its floor.
     """
     import torch
 
@@ -69,7 +72,7 @@ def predict_vs_measure(loaded, bandwidth: float | None = None, batch: int | None
     timed_generate(loaded.model, ids[:, : min(prompt, 16)], 3, device=loaded.device)   # warm-up
     t = timed_generate(loaded.model, ids, new, device=loaded.device)
     measured = t.itl_median_s
-    return {
+    return {"last_level_cache_bytes": last_level_cache_bytes(loaded.device),
         "label": loaded.label, "profile": loaded.profile, "device": loaded.device, "device_name": device_name,
         "dtype": loaded.dtype,
         "batch": batch, "prompt_tokens": prompt, "new_tokens": new, "mean_cached_tokens": mean_cached,
@@ -79,6 +82,86 @@ def predict_vs_measure(loaded, bandwidth: float | None = None, batch: int | None
         "measured_step_s": measured, "measured_p90_s": sorted(t.step_s)[int(0.9 * (len(t.step_s) - 1))],
         "ratio": measured / predicted,
     }
+
+
+def last_level_cache_bytes(device: str) -> int | None:
+    """The largest data cache this CPU reports (helpers.measure.hierarchy), None on a GPU or where unknown."""
+    if str(device) != "cpu":
+        return None
+    from ..measure.hierarchy import data_caches
+
+    caches = data_caches()
+    return max(c.size_bytes for c in caches) if caches else None
+
+
+def against_floor(result: dict) -> verdicts.Verdict:
+    """The measured decode step against the planner's floor (predict_vs_measure's result), by the change
+    margin: at the floor (within 10 %); above it, the floor's share of the step (helpers.formulas.verdicts.share)
+    and what that share says — reading the bytes sets the step, about half of it, or something other than
+    reading the bytes (the per-step costs the floor leaves out) sets most of it; below it, the rate the step's
+    bytes were read at against the measured bandwidth, and why: weights that fit the last-level cache
+    (result['last_level_cache_bytes']) stay there between steps.
+    evidence: measured_s, floor_s, ratio (measured ÷ floor), fraction (floor ÷ measured), beyond_s (measured − floor)."""
+    step, floor = result["measured_step_s"], result["predicted_step_s"]
+    ratio, beyond = step / floor, step - floor
+    evidence = {"measured_s": step, "floor_s": floor, "ratio": ratio, "fraction": floor / step, "beyond_s": beyond}
+    times = verdicts.times_as(step, floor, "the planner's floor")
+    head = (f"the measured step, {step * 1e3:,.3f} ms, is {times} "
+            f"({floor * 1e3:,.3f} ms: {result['step_bytes'] / 1e6:,.1f} MB at the {result['bandwidth'] / 1e9:,.1f} GB/s "
+            "measured)")
+    way = verdicts.change_verdict(ratio)
+    if way == "about equal":
+        words = f"{head}: at the floor (within {verdicts.CHANGE_MARGIN:.0%}) — reading the step's bytes is the step"
+    elif way == "higher":
+        share = verdicts.share(floor, step, "the step")
+        band = verdicts.share_band(floor / step)
+        why = ("reading the bytes is the step" if band == "nearly all" else
+               "reading the bytes sets most of the step" if band == "most" else
+               "reading the bytes sets about half of it" if band == "about half" else
+               "something other than reading the bytes sets most of the step: the per-step costs the floor leaves "
+               "out (Python, operator dispatch, kernel launches; notebook 03, section 5)")
+        words = f"{head}: the floor is {share.words} — {why}; {beyond * 1e3:,.3f} ms per step are beyond it"
+    else:
+        cache = result.get("last_level_cache_bytes")
+        weights = result["weight_bytes"]
+        why = (f"its weights ({weights / 1e6:,.1f} MB) fit the last-level cache ({cache / 2**20:,.0f} MiB) and "
+               "stay there between steps, read faster than the copy's bandwidth" if cache and weights <= cache else
+               "the measured copy bandwidth was not what bounded it")
+        words = (f"{head}: shorter than the floor — its bytes were read at "
+                 f"{verdicts.factor(ratio ** -1)} the measured bandwidth: {why}")
+    return verdicts.Verdict(words, "against_floor", evidence)
+
+
+def against_floor_way(result: dict) -> str:
+    """'above the floor', 'at the floor' or 'below the floor': against_floor's reading in three words (the
+    self-check's answer)."""
+    return {"higher": "above the floor", "about equal": "at the floor",
+            "lower": "below the floor"}[verdicts.change_verdict(result["measured_step_s"] / result["predicted_step_s"])]
+
+
+def floor_shares(small: dict, large_step_s: float, large_floor_s: float, large_bytes: float,
+                 large_name: str) -> verdicts.Verdict:
+    """How much of each model's measured step its floor is: the profile's model (predict_vs_measure's result)
+    against a larger one (the roof check: its planner step and measured step). A cost paid per step whatever
+    the bytes is a larger part of the step that reads fewer bytes; the rule says whether this run shows that
+    (the larger model's floor a larger share of its step, by the change margin) — and says nothing of it when
+    the smaller model's step beat its floor (its weights read from a cache, not from memory)."""
+    f_small = small["predicted_step_s"] / small["measured_step_s"]
+    f_large = large_floor_s / large_step_s
+    ev = {"small_fraction": f_small, "large_fraction": f_large, "small_beyond_s": small["measured_step_s"] - small["predicted_step_s"],
+          "large_beyond_s": large_step_s - large_floor_s}
+    name = small["profile"]
+    each = (f"the floor is {100 * f_small:,.0f} % of {name}'s step ({small['step_bytes'] / 1e6:,.1f} MB read) and "
+            f"{100 * f_large:,.0f} % of {large_name}'s ({large_bytes / 1e6:,.0f} MB)")
+    if verdicts.change_verdict(f_small) == "higher":
+        return verdicts.Verdict(f"{each}: {name}'s step beat its floor, so its bytes did not come from memory and "
+                                "the two shares do not compare a cost per step", "floor_shares", ev)
+    way = verdicts.change_verdict(f_large / f_small)
+    words = {"higher": f"{each}: the larger model's step is more of its floor ({verdicts.factor(f_large / f_small)} the share)",
+             "about equal": f"{each}: the same share within {verdicts.CHANGE_MARGIN:.0%}, whatever the bytes",
+             "lower": f"{each}: the larger model's step is less of its floor (its share {verdicts.factor(f_small / f_large)} "
+                      "smaller): its steps cost more beyond the floor than the smaller model's"}[way]
+    return verdicts.Verdict(words, "floor_shares", ev)
 
 
 def _key(text: str) -> str:
