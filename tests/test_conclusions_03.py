@@ -173,7 +173,8 @@ def test_efficiency_and_the_fixed_cost_on_each_record(rec):
     for r in t[t["model"] != "probe"].itertuples():
         s = roofline.step_shares(r.step_s, r.floor_s, probe)
         v = rf.fixed_cost_verdict(r.model, s)
-        larger = ("the bytes are the larger part" if s.floor_share > 1.1 * s.overhead_share else
+        larger = ("says nothing" if s.overhead_share > 1.1 else
+                  "the bytes are the larger part" if s.floor_share > 1.1 * s.overhead_share else
                   "the fixed cost is the larger part" if s.overhead_share > 1.1 * s.floor_share else "about equal")
         assert larger in v.words and f"{100 * s.floor_share:,.0f} % of its step" in v.words
 
@@ -184,6 +185,9 @@ def test_the_issues_fixed_cost_example_reads_right():
     assert "60 % of its step (most)" in v.words and "probe 34 % (less than half)" in v.words
     assert "the bytes are the larger part" in v.words
     assert "the fixed cost is the larger part" in rf.fixed_cost_verdict("x", roofline.step_shares(1.0, 0.13, 0.6)).words
+    # a busy machine: the probe timed slower than the model's whole step (this machine, 164 %): no split is claimed
+    v = rf.fixed_cost_verdict("tiny", roofline.step_shares(1.0, 0.11, 1.64))
+    assert "1.64× the step itself" in v.words and "larger part" not in v.words
 
 
 def test_closer_and_read_share_rules():

@@ -324,7 +324,12 @@ def fixed_cost_verdict(name: str, shares: StepShares):
     floor = verdicts.share_band(max(shares.floor_share, 0))
     words = f"{name}'s floor is {100 * shares.floor_share:,.0f} % of its step ({floor})"
     evidence = {"floor_share": shares.floor_share}
-    if shares.overhead_share is not None:
+    if shares.overhead_share is not None and verdicts.change_verdict(shares.overhead_share) == "higher":
+        words += (f" and the fixed-cost probe's step {verdicts.factor(shares.overhead_share)} the step itself: the two "
+                  "were timed at different moments of a machine whose speed changed between them, so this split says "
+                  "nothing")
+        evidence["overhead_share"] = shares.overhead_share
+    elif shares.overhead_share is not None:
         words += (f" and the fixed-cost probe {100 * shares.overhead_share:,.0f} % "
                   f"({verdicts.share_band(shares.overhead_share)}): "
                   + ("the bytes are the larger part" if shares.floor_share > shares.overhead_share * (1 + verdicts.CHANGE_MARGIN)
