@@ -506,7 +506,7 @@ def _(bandwidth, live_batch, loaded, peak, roofline_run, sizes):
                                         loaded.dtype, batch=_b))
     mo.md(f"Batch {_b:,} did not fit this device's memory." if live_point is None else
           f"**Measured live**: {roofline_figures.live_batch_verdict(live_point, peak, bandwidth)} "
-          f"(the roofs of section 1{'' if not roofline_run.replayed else ', replayed'}).")
+          f"(against the roofs of section 1{'' if not roofline_run.replayed else ': ' + roofline_run.label + ', not this machine'}).")
     return (live_point,)
 
 

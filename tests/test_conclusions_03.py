@@ -70,7 +70,8 @@ def test_the_copy_buffer_is_sized_past_the_last_level_cache_within_free_memory()
     assert hierarchy.last_level_cache_bytes(xeon) == 480 * MiB and hierarchy.last_level_cache_bytes([]) is None
     assert hierarchy.beyond_last_cache(xeon, 64 * 2**30) == 1920 * MiB                        # one buffer
     note = microbench.copy_size_note(1920 * MiB, "cpu", xeon)
-    assert note.startswith("1,920 MiB, 4.0× this CPU's 480 MiB last-level cache")
+    assert note == "1,920 MiB, 4.0× the 480 MiB last-level cache (past it)"
+    assert microbench.copy_size_note(256 * MiB, "cpu", xeon) == "256 MiB, 0.53× the 480 MiB last-level cache (the cache holds it)"
     assert "no cache size reported" in microbench.copy_size_note(256 * MiB, "cpu", [])
 
 

@@ -42,16 +42,18 @@ def default_copy_bytes(device: str, caches=None, free_bytes: int | None = None) 
 
 
 def copy_size_note(nbytes: int, device: str, caches=None) -> str:
-    """How the buffer was sized, as the roofs' table says it: '1,920 MiB: 4 × the 480 MiB last-level cache'."""
-    from .hierarchy import PAST_LAST_CACHE, last_level_cache_bytes
+    """The buffer against the last-level cache of the machine that measured (`caches`; default this one's), as the
+    roofs' table says it: '1,920 MiB, 4.0× the 480 MiB last-level cache (past it)', or '… (the cache holds it)'."""
+    from ..formulas.verdicts import factor
+    from .hierarchy import last_level_cache_bytes
 
     if device.startswith(("cuda", "mps")):
         return f"{nbytes / 2**20:,.0f} MiB, past the GPU's L2"
     last = last_level_cache_bytes(caches)
     if not last:
-        return f"{nbytes / 2**20:,.0f} MiB (no cache size reported here)"
-    return (f"{nbytes / 2**20:,.0f} MiB, {nbytes / last:,.1f}× this CPU's {last / 2**20:,.0f} MiB last-level cache "
-            f"(sized at {PAST_LAST_CACHE}× it, at least 256 MiB, within the free memory)")
+        return f"{nbytes / 2**20:,.0f} MiB (no cache size reported)"
+    return (f"{nbytes / 2**20:,.0f} MiB, {factor(nbytes / last)} the {last / 2**20:,.0f} MiB last-level cache "
+            f"({'past it' if nbytes > last else 'the cache holds it'})")
 
 
 def above_floor_reason(read_bytes: float, cache_bytes: float | None, what: str = "its weights") -> str:
