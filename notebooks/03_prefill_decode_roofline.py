@@ -17,10 +17,10 @@ with app.setup:
     import marimo as mo
     import pandas as pd
 
-    from helpers.formulas import decode_intensity, gpus, roofline, stepcost
-    from helpers.present import (decode_intensity_figures, expected, notebook, plots, recorded, replay,
+    from helpers.formulas import decode_intensity, gpus, roofline, stepcost, verdicts
+    from helpers.present import (decode_intensity_figures, expected, learner, notebook, plots, recorded, replay,
                                  roofline_figures, sweep_figures)
-    from helpers.measure import decode_efficiency, microbench, models, sweeps
+    from helpers.measure import decode_efficiency, hierarchy, microbench, models, sweeps
     from helpers.decoding import regimes as decoding_regimes
     from helpers.decoding import views as decoding_views
     from helpers.present.glossary import term
@@ -109,8 +109,11 @@ def _():
     mo.vstack([mo.md("""
     ## 1 · This device's two roofs, measured
 
-    - **Bandwidth**: a device-to-device copy of a buffer far larger than the caches; bytes read +
-      bytes written, divided by the time (`helpers.measure.microbench.measure_bandwidth`).
+    - **Bandwidth**: a device-to-device copy of a buffer sized past this machine's own last-level cache
+      (`helpers.measure.microbench.default_copy_bytes`: 4× the largest cache the system reports, at least
+      256 MiB, the two buffers within a quarter of the free memory; a cache that held the buffer would be
+      measured instead of the memory); bytes read + bytes written, divided by the time
+      (`helpers.measure.microbench.measure_bandwidth`).
     - **Peak FLOP/s**: a square matmul in the model's dtype, 2·n³ FLOPs (`microbench.measure_peak_flops`).
 
     A roof is the best the device sustains, so each is the best of its repeats (as the STREAM benchmark
@@ -118,6 +121,45 @@ def _():
     and the prefill and decode steps placed under them come from one run on one machine.
     """), roofline_button])
     return (roofline_button,)
+
+
+@app.cell(hide_code=True)
+def _(loaded):
+    _bpp = dtype_bytes(loaded.dtype)
+    mo.md(f"""
+    **The ridge and the crossover batch, derived.** A computation of F FLOPs that moves B bytes takes at least
+    F ÷ peak (the arithmetic) and at least B ÷ bandwidth (the memory); it waits for memory when B ÷ bandwidth is
+    the longer, that is when its intensity F ÷ B is below
+
+        ridge = peak FLOP/s ÷ bandwidth (bytes/s)
+
+    A decode step at batch *b* does 2 FLOPs per parameter per sequence and, if the weights were all it read,
+    reads each parameter's bytes (*p* of them) once for the whole batch: its intensity is 2·*b* ÷ *p*. It reaches
+    the ridge at
+
+        b* = ridge × p ÷ 2
+
+    **Worked example** ({h100['gpu']}, bf16, from the GPU catalog): ridge = {h100['peak_flops'] / 1e12:,.1f}·10¹² ÷
+    {h100['bandwidth'] / 1e12:,.2f}·10¹² = **{h100['ridge']:,.0f} FLOP/B**; with p = 2 B, b* = {h100['ridge']:,.0f} × 2 ÷ 2
+    = **{h100['crossover_batch']:,.0f}** sequences. This run's model is in {loaded.dtype}: p = {_bpp:g} B.
+    """)
+    return
+
+
+@app.cell(hide_code=True)
+def _():
+    ridge_box = learner.prediction("What ridge will this device measure: its peak matmul FLOP/s ÷ its copy "
+                                   "bandwidth?", "FLOP/B")
+    ridge_box
+    return (ridge_box,)
+
+
+@app.cell(hide_code=True)
+def _(loaded):
+    crossover_box = learner.prediction(f"At which batch would a decode step in {loaded.dtype} reach this device's "
+                                       "ridge, if the weights were all it read?", "sequences")
+    crossover_box
+    return (crossover_box,)
 
 
 @app.cell
@@ -130,6 +172,9 @@ def _(loaded, roofline_button, sizes):
     bandwidth, peak = measured_sweeps["copy"].bandwidth, measured_sweeps["matmul"].flops_per_s
     ridge = roofline.ridge_point(peak, bandwidth)
     crossover = roofline.crossover_batch(peak, bandwidth, dtype_bytes(dtype))
+    # the caches of the machine that measured (this one, or the record's): the copy's buffer is held against them
+    roofline_cache = roofline_figures.last_cache_of(roofline_run)
+    roofline_caches = [] if roofline_cache is None else [hierarchy.CacheLevel(3, "Unified", roofline_cache, "")]
     return (
         bandwidth,
         crossover,
@@ -137,6 +182,8 @@ def _(loaded, roofline_button, sizes):
         measured_on,
         peak,
         ridge,
+        roofline_cache,
+        roofline_caches,
         roofline_run,
         source,
         spec,
@@ -151,11 +198,12 @@ def _(roofline_run):
 
 
 @app.cell
-def _(bandwidth, crossover, dtype, peak, ridge, source, measured_sweeps):
+def _(bandwidth, crossover, dtype, peak, ridge, roofline_caches, source, measured_sweeps):
     _copy, _read, _matmul = measured_sweeps["copy"], measured_sweeps["read"], measured_sweeps["matmul"]
     roofs = pd.DataFrame([
         {"what": "memory bandwidth", "measured": f"{bandwidth / 1e9:,.1f} GB/s",
-         "how": f"copy of {_copy.nbytes / 2**20:,.0f} MiB, read + write, best of {len(_copy.stats.samples)}"},
+         "how": f"copy of {microbench.copy_size_note(_copy.nbytes, _copy.device, roofline_caches)}, read + write, "
+                f"best of {len(_copy.stats.samples)}"},
         {"what": "read-only bandwidth (for comparison)", "measured": f"{_read.bandwidth / 1e9:,.1f} GB/s",
          "how": f"sum of a {_read.nbytes / 2**20:,.0f} MiB fp32 buffer, bytes read, best of {len(_read.stats.samples)}"},
         {"what": f"peak matmul ({dtype})", "measured": f"{peak / 1e12:,.3f} TFLOP/s",
@@ -168,15 +216,37 @@ def _(bandwidth, crossover, dtype, peak, ridge, source, measured_sweeps):
     return
 
 
+@app.cell
+def _(ridge, ridge_box):
+    _given = None  # Jupyter/Colab: your prediction here (e.g. 10); in marimo, type it in the box above
+    learner.beside(ridge_box, _given, ridge, shown=lambda v: f"{v:,.1f} FLOP/B", hints={
+        "higher": "This device's arithmetic is faster beside its memory than you assumed: more FLOPs per byte "
+                  "before the arithmetic units become the bound.",
+        "lower": "This device's memory keeps up with its arithmetic better than you assumed: fewer FLOPs per "
+                 "byte already make a computation compute-bound.",
+        "about equal": "Peak ÷ bandwidth, as derived."})
+    return
+
+
+@app.cell
+def _(crossover, crossover_box, dtype):
+    _given = None  # Jupyter/Colab: your prediction here (e.g. 20); in marimo, type it in the box above
+    learner.beside(crossover_box, _given, crossover, shown=lambda v: f"batch {v:,.1f}", hints={
+        "higher": f"b* = ridge × {dtype_bytes(dtype):g} B ÷ 2: in {dtype} each parameter's bytes serve more "
+                  "sequences before the step turns compute-bound.",
+        "lower": f"b* = ridge × {dtype_bytes(dtype):g} B ÷ 2, with the ridge this device measured above.",
+        "about equal": "Ridge × bytes per parameter ÷ 2, as derived."})
+    return
+
+
 @app.cell(hide_code=True)
-def _(bandwidth, measured_on, peak, ridge):
-    mo.md(f"""
-    **What you should see.** On a CPU (tiny profile) a ridge of a few FLOP per byte: this run measured
-    {bandwidth / 1e9:,.1f} GB/s and {peak / 1e12:,.3f} TFLOP/s, a ridge of {ridge:,.1f} FLOP/B ({measured_on.label}); a CPU
-    shared with other work measures less. On a GPU with Mistral 7B: an {h100['gpu']}'s datasheet gives
-    {h100['bandwidth'] / 1e12:,.2f} TB/s and {h100['peak_flops'] / 1e12:,.1f} TFLOP/s (dense bf16), a ridge of
-    {h100['ridge']:,.0f} FLOP/B; expect the measured roofs below the datasheet's, and the measured ridge with them.
-    """)
+def _(bandwidth, measured_on, measured_sweeps, peak, roofline_cache):
+    expected.should_see(
+        roofline_figures.roofs_verdicts(bandwidth, measured_sweeps["read"].bandwidth, peak,
+                                        measured_sweeps["copy"].nbytes, roofline_cache, h100) + [f"measured on {measured_on.label}"],
+        [expected.computed(f"an {h100['gpu']}'s datasheet gives {h100['bandwidth'] / 1e12:,.2f} TB/s and "
+                           f"{h100['peak_flops'] / 1e12:,.1f} TFLOP/s (dense bf16): a ridge of {h100['ridge']:,.0f} FLOP/B",
+                           "helpers.formulas.roofline.ridge_point on the GPU catalog")])
     return
 
 
@@ -184,11 +254,9 @@ def _(bandwidth, measured_on, peak, ridge):
 def _(crossover, dtype, ridge):
     mo.md(f"""
     Below **{ridge:,.1f} FLOP per byte** a computation on this device waits for memory; above it, for the
-    arithmetic units. A decode step of batch *B* does 2 FLOPs per parameter per sequence and reads each
-    parameter's {dtype} bytes once for the whole batch, so **if the weights were all it read** its
-    intensity would be about 2·*B* ÷ bytes per parameter, reaching the ridge at **batch ≈ {crossover:,.0f}**
-    here — and at batch ≈ {h100['crossover_batch']:,.0f} on an {h100['gpu']} (ridge
-    {h100['ridge']:,.0f} FLOP/B, from the GPU catalog). But every sequence also reads its own
+    arithmetic units. **If the weights were all it read**, a decode step in {dtype} (intensity 2·*b* ÷
+    {dtype_bytes(dtype):g}) would reach the ridge at **batch {crossover:,.1f}** here — and at batch
+    {h100['crossover_batch']:,.0f} on an {h100['gpu']} (ridge {h100['ridge']:,.0f} FLOP/B, from the GPU catalog). But every sequence also reads its own
     KV cache, which the batch does not share. The next section counts it.
     """)
     return
@@ -234,7 +302,7 @@ def _(intensity_summary):
     {_lines}
 
     Without a cache the weights-only line reaches the ridge at batch {_cross:,}. With it, the intensity levels
-    off near FLOPs ÷ KV bytes per sequence, whatever the batch{f": at {' and '.join(f'{c:,}' for c in _never)} tokens that limit is under the ridge, so **no batch reaches it**" if _never else ""}.
+    toward FLOPs ÷ KV bytes per sequence as the batch grows{f": at {' and '.join(f'{c:,}' for c in _never)} tokens that limit is under the ridge, so **no batch reaches it**" if _never else ""}.
     At **4,096 tokens** batch {_cross:,} would do {_at.intensity_with_kv:,.1f} FLOP/B — and does not fit
     ({_at.max_batch:,} sequences do, at {intensity_summary[-1].intensity_at_max_batch:,.1f} FLOP/B): decode at an
     everyday context stays memory-bound on an {h100['gpu']}. (Mistral 7B v0.1 slides a 4,096-token window: longer
@@ -290,10 +358,10 @@ def _(roof_point):
 
 @app.cell(hide_code=True)
 def _():
-    mo.md("""
+    mo.md(f"""
     ## 2 · Prefill time against prompt length
 
-    A prefill into a fresh `DynamicCache`, logits for the last position only (as `generate` does);
+    A prefill into a fresh {term("DynamicCache")}, logits for the last position only (as `generate` does);
     median of repeats after a warm-up. Right: the FLOP/s it keeps busy, from the model's FLOPs
     (2 per parameter per token, plus attention) ÷ the measured time.
     """)
@@ -315,19 +383,11 @@ def _(prefill, source):
 
 @app.cell(hide_code=True)
 def _(peak, prefill, spec):
-    _ok = prefill[~prefill["oom"]]
-    _share = [stepcost.forward_cost(spec, int(r.tokens)).flops / r.ttft_s / peak for r in _ok.itertuples()]
-    _best = max(_share) if _share else float("nan")
-    _a, _z = _ok.iloc[0], _ok.iloc[-1]
-    _nt, _tt = _z["tokens"] / _a["tokens"], _z["ttft_s"] / _a["ttft_s"]
-    mo.md(f"""
-    **What you should see.** Prefill time grows with the prompt: here from {fmt_seconds(_a['ttft_s'])} for
-    {int(_a['tokens']):,} tokens to {fmt_seconds(_z['ttft_s'])} for {int(_z['tokens']):,} — {_nt:,.0f}× the tokens,
-    {_tt:,.0f}× the time, {"less than in proportion: longer prompts keep the arithmetic units busier" if _tt < _nt else "more than in proportion: attention's cost grows with the square of the prompt"}.
-    The best prefill reaches **{100 * _best:,.0f} %** of the measured matmul peak. On a GPU with Mistral 7B, a {h100['prompt']:,}-token
-    prompt does {h100['prefill_intensity']:,.0f} FLOP per byte — past the {h100['gpu']}'s ridge of
-    {h100['ridge']:,.0f} — so its floor is the arithmetic: {1e3 * h100['prefill_floor_s']:,.1f} ms at the datasheet's peak.
-    """)
+    expected.should_see(roofline_figures.prefill_verdicts(prefill, spec, peak), [expected.computed(
+        f"with Mistral 7B a {h100['prompt']:,}-token prompt does {h100['prefill_intensity']:,.0f} FLOP per byte, "
+        f"{verdicts.factor(h100['prefill_intensity'] / h100['ridge'])} the {h100['gpu']}'s ridge of {h100['ridge']:,.0f}: "
+        f"its floor is the arithmetic, {1e3 * h100['prefill_floor_s']:,.1f} ms at the datasheet's peak",
+        "helpers.formulas.stepcost.forward_cost on the GPU catalog")])
     return
 
 
@@ -365,21 +425,16 @@ def _(decode, decode_floor, source):
 
 @app.cell(hide_code=True)
 def _(decode, decode_floor):
-    _ok = decode[~decode["oom"]]
-    _ratio = [r.itl_s / decode_floor(int(r.context)) for r in _ok.itertuples()]
-    _lo, _hi = (min(_ratio), max(_ratio)) if _ratio else (float("nan"), float("nan"))
     _c = sorted(h100["decode_floor_s"])
-    _a, _z = _ok.iloc[0], _ok.iloc[-1]
-    mo.md(f"""
-    **What you should see.** A decode step grows with the context only through the cache it reads: here
-    from {1e3 * _a['itl_s']:,.2f} ms at {int(_a['context']):,} tokens to {1e3 * _z['itl_s']:,.2f} ms at
-    {int(_z['context']):,}, each step **{_lo:,.1f}–{_hi:,.1f}×** its floor (section 5 measures what the rest is). On a GPU with
-    Mistral 7B the floor is {1e3 * h100['decode_floor_s'][_c[0]]:,.2f} ms at {_c[0]:,} tokens and
-    {1e3 * h100['decode_floor_s'][_c[-1]]:,.2f} ms at {_c[-1]:,} on an {h100['gpu']} (datasheet bandwidth); at the
-    efficiency of {h100['efficiency']:g} that notebook 04 assumes by default (a step takes floor ÷ 0.5: half the
-    datasheet's bandwidth is reached), {1e3 * h100['decode_at_efficiency_s'][_c[0]]:,.1f} and
-    {1e3 * h100['decode_at_efficiency_s'][_c[-1]]:,.1f} ms.
-    """)
+    expected.should_see(roofline_figures.decode_verdicts(decode, decode_floor) + [
+        "a step grows with the context only through the cache it reads (section 5 measures what else it spends)"],
+        [expected.computed(
+            f"with Mistral 7B the floor is {1e3 * h100['decode_floor_s'][_c[0]]:,.2f} ms at {_c[0]:,} tokens and "
+            f"{1e3 * h100['decode_floor_s'][_c[-1]]:,.2f} ms at {_c[-1]:,} on an {h100['gpu']} (datasheet bandwidth); at "
+            f"the efficiency of {h100['efficiency']:g} that notebook 04 assumes by default (a step takes floor ÷ "
+            f"{h100['efficiency']:g}), {1e3 * h100['decode_at_efficiency_s'][_c[0]]:,.1f} and "
+            f"{1e3 * h100['decode_at_efficiency_s'][_c[-1]]:,.1f} ms",
+            "helpers.formulas.stepcost.decode_cost on the GPU catalog")])
     return
 
 
@@ -414,28 +469,45 @@ def _(bandwidth, peak, points, source):
 
 
 @app.cell(hide_code=True)
-def _(points, ridge):
-    _pre = [p for p in points if p.kind == "prefill"]
-    _dec = [p for p in points if p.kind == "decode"]
-    _bat = [p for p in points if p.kind == "decode, batched"]
-    _bat_text = (f" At batch {_bat[-1].label.split('batch ')[-1]} decode's intensity is {_bat[-1].intensity:,.1f} FLOP/B: "
-                 "batching is how decode climbs toward the ridge — on a model whose cache is small beside its "
-                 "weights, as here (section 1b: a long context stops the climb)." if _bat else "")
-    mo.md("Too few points ran (out of memory) to compare prefill and decode here." if not (_pre and _dec) else f"""
-    Prefill's intensity grows with the prompt, from {_pre[0].intensity:,.0f} to {_pre[-1].intensity:,.0f} FLOP/B
-    (every weight byte serves every prompt token); decode at batch 1 stays near
-    {_dec[0].intensity:,.2f}–{_dec[-1].intensity:,.2f} FLOP/B, {ridge / _dec[-1].intensity:,.0f}× left of the ridge at
-    {ridge:,.1f} FLOP/B: each step reads all the weights to produce one token per sequence.{_bat_text} A point
-    under its roof is losing time to something neither roof counts — the next section measures what.
-
-    **What you should see.** Prefill points right of decode's, climbing with the prompt; decode at batch 1
-    near 2 FLOPs per parameter ÷ its bytes — 1 FLOP/B in bf16, 0.5 in fp32 — on any device (the ratio
-    of FLOPs to bytes depends on the model and its dtype, not the hardware); batched decode further right. On a GPU with Mistral 7B: decode at batch 1 does
-    {min(h100['decode_intensity'].values()):,.2f}–{max(h100['decode_intensity'].values()):,.2f} FLOP/B, a
-    {h100['prompt']:,}-token prefill {h100['prefill_intensity']:,.0f} FLOP/B, against an {h100['gpu']} ridge of
-    {h100['ridge']:,.0f}.
-    """)
+def _(dtype, points, ridge):
+    mo.vstack([mo.md("""
+    Each step of decode reads all the weights to produce one token per sequence, while every weight byte a
+    prefill reads serves every prompt token; batching shares each read of the weights among the sequences —
+    on a model whose cache is small beside its weights, as here (section 1b: a long context stops the climb).
+    A point under its roof is losing time to something neither roof counts — the next section measures what.
+    """), expected.should_see(roofline_figures.points_verdicts(points, ridge, dtype), [expected.computed(
+        f"with Mistral 7B decode at batch 1 does {min(h100['decode_intensity'].values()):,.2f}–"
+        f"{max(h100['decode_intensity'].values()):,.2f} FLOP/B and a {h100['prompt']:,}-token prefill "
+        f"{h100['prefill_intensity']:,.0f} FLOP/B, against an {h100['gpu']} ridge of {h100['ridge']:,.0f}: the ratio "
+        "of FLOPs to bytes depends on the model and its dtype, not the hardware",
+        "helpers.formulas.stepcost.forward_cost on the GPU catalog")])])
     return
+
+
+@app.cell(hide_code=True)
+def _():
+    _batches = [1, 2, 4, 8, 16, 32, 64, 128]
+    live_batch = mo.ui.slider(steps=_batches, value=notebook.env_default("WORKSHOP_LIVE_BATCH", 32, _batches),
+                              show_value=True, label="decode batch (sequences)")
+    mo.vstack([mo.md("""
+    **Try a batch, measured here.** Pick a batch: the loaded model decodes that many sequences of section 4's
+    context at once, live (`helpers.measure.sweeps.decode_batch_sweep`: a prefill and nine steps), and the
+    step is placed against this device's ridge and roof. The default is the batch the headless run measures.
+    """), live_batch, notebook.static_note({"WORKSHOP_LIVE_BATCH": "the batch (1, 2, 4, … 128)"})])
+    return (live_batch,)
+
+
+@app.cell
+def _(bandwidth, live_batch, loaded, peak, roofline_run, sizes):
+    _b = int(live_batch.value)
+    _run = sweeps.decode_batch_sweep(loaded, sizes.efficiency_context, [_b])
+    live_point = (None if bool(_run["oom"].iloc[0]) else
+                  roofline.decode_point(loaded.spec, sizes.efficiency_context, float(_run["step_s"].iloc[0]),
+                                        loaded.dtype, batch=_b))
+    mo.md(f"Batch {_b:,} did not fit this device's memory." if live_point is None else
+          f"**Measured live**: {roofline_figures.live_batch_verdict(live_point, peak, bandwidth)} "
+          f"(against the roofs of section 1{'' if not roofline_run.replayed else ': ' + roofline_run.label + ', not this machine'}).")
+    return (live_point,)
 
 
 @app.cell(hide_code=True)
@@ -444,12 +516,13 @@ def _():
     mo.vstack([mo.md("""
     ## 5 · Decode efficiency: the measured step against its floor
 
-    No decode step can be faster than reading what it must read: **floor = (weight bytes + KV bytes) ÷
-    bandwidth**. *Efficiency* = floor ÷ measured step (100 % = at the floor; notebook 04's planner assumes 50 %
+    A decode step that reads its bytes from memory can be no faster than reading them: **floor = (weight bytes +
+    KV bytes) ÷ bandwidth** (bytes that stay in a cache between steps can beat it; section 1 held the copy's buffer
+    against this machine's cache). *Efficiency* = floor ÷ measured step (100 % = at the floor; notebook 04's planner assumes 50 %
     of the datasheet's bandwidth by default). Measured here for models of different sizes, all with random
     weights (timing does not depend on the values), batch 1, and a **probe**: the loaded model's layer count
-    and operations with every width shrunk until its bytes are negligible — its step time is the fixed cost
-    of a step (Python, operator dispatch, kernel launches) and nothing else. Each floor uses the copy bandwidth
+    and operations with every width shrunk to 16 numbers (its bytes are the table's first row) — its step time
+    is the fixed cost of a step (Python, operator dispatch, kernel launches). Each floor uses the copy bandwidth
     measured just before these steps.
     """), efficiency_button])
     return (efficiency_button,)
@@ -493,91 +566,86 @@ def _(efficiency):
 
 
 @app.cell(hide_code=True)
-def _(efficiency, efficiency_result, explained, probe_s):
+def _(efficiency, efficiency_on, efficiency_result, explained, probe_s):
     _real = efficiency[efficiency["model"] != "probe"].sort_values("weight_bytes_read")
     _small, _big = _real.iloc[0], _real.iloc[-1]
     _s, _b = explained[_small["model"]], explained[_big["model"]]
-    _closer = _big["efficiency"] > _small["efficiency"]
     _bw, _read = efficiency_result["bandwidth"], efficiency_result["read_bandwidth"]
+    _cost = stepcost.decode_cost(efficiency_on.spec, 128, 1, efficiency_on.dtype)
     _probe_text = (f" The probe's step alone takes **{fmt_seconds(probe_s)}**: a fixed toll per step, paid whatever "
                    "the model's size." if probe_s else "")
     mo.md(f"""
     **{_small['model']}** reads {_small['weight_bytes_read'] / 1e6:,.1f} MB per step: its floor is
-    **{fmt_seconds(_small['floor_s'])}** but a step takes **{fmt_seconds(_small['step_s'])}** —
+    **{fmt_seconds(_small['floor_s'])}** and a step takes **{fmt_seconds(_small['step_s'])}** —
     {100 * _small['efficiency']:,.1f} % efficiency: {roofline_figures.step_words(_s)}.
     **{_big['model']}** reads {_big['weight_bytes_read'] / 1e6:,.0f} MB per step: floor
     {fmt_seconds(_big['floor_s'])}, step {fmt_seconds(_big['step_s'])}, **{100 * _big['efficiency']:,.1f} %** —
     {roofline_figures.step_words(_b)}.{_probe_text}
 
     **What the floor and the probe explain, and what they don't.** The floor counts bytes at the copy's
-    bandwidth; the probe counts the fixed cost of a step's few dozen small operations per layer —
+    bandwidth; the probe counts the fixed cost of a step's small operations per layer —
     matrix–vector products, norms, rotary embeddings, attention over the cache — each dispatched from
     Python (the interpreter, operator dispatch, waking threads on a CPU, launching a kernel on a GPU).
-    Neither counts kernels that stream memory below the copy's speed: a matrix–vector product on a
-    matrix of a few hundred rows is over before it reaches full bandwidth. Here the larger model is
-    {"closer to" if _closer else "no closer to"} its floor than the smaller one
-    ({100 * _big['efficiency']:,.1f} % against {100 * _small['efficiency']:,.1f} %){": the bytes take over as the matrices grow" if _closer else ""}.
-    (The floor uses the copy's bandwidth, bytes read + written; a decode step mostly reads, and reading
-    alone this device streams {_read / 1e9:,.1f} GB/s against the copy's {_bw / 1e9:,.1f} GB/s — a floor
-    {_bw / _read:,.2f}× as long, if read-only were the roof.) This is why serving engines
-    batch, fuse kernels and capture CUDA graphs — and why the tiny model's timings say little about a
-    7B model's.
+    Neither counts kernels that stream memory below the copy's speed: a matrix–vector product over the
+    {efficiency_on.spec.hidden_size}-wide rows of the loaded model can end before it reaches full bandwidth.
+    Here {roofline_figures.closer_verdict(_small['model'], _small['efficiency'], _big['model'], _big['efficiency'])}.
+    (The floor uses the copy's bandwidth, bytes read + written; {roofline_figures.read_share_verdict(_cost)} (the
+    loaded model at 128 tokens), and reading alone this device streams {_read / 1e9:,.1f} GB/s against the copy's
+    {_bw / 1e9:,.1f} GB/s — a floor {_bw / _read:,.2f}× as long, if read-only were the roof.) This is why serving
+    engines batch, fuse kernels and capture {term("CUDA graphs")} — and why the tiny model's timings are no guide to a 7B model's.
     """)
     return
 
 
 @app.cell(hide_code=True)
-def _(efficiency):
+def _(efficiency, efficiency_run):
     from helpers.measure.local_models import TINY_CONFIG as _TINY
 
     _tiny_floor = stepcost.decode_cost(_TINY, 128, 1, "bf16").bytes / h100["bandwidth"]
     _mistral = stepcost.decode_cost("mistral-7b-v0.1", 128, 1, "bf16").bytes / h100["bandwidth"]
-    _c = sorted(h100["decode_floor_s"])[0]
-    _real = efficiency[efficiency["model"] != "probe"]
-    mo.md(f"""
-    **What you should see.** On a CPU (tiny profile): efficiencies well under 100 % — here
-    {", ".join(f"{r.model} {100 * r.efficiency:,.1f} %" for r in _real.itertuples())}. On a GPU with Mistral
-    7B: the tiny model's floor on an {h100['gpu']} would be {fmt_seconds(_tiny_floor)}, so there it measures
-    the fixed cost of a step and little else, while Mistral 7B reads {_mistral / _tiny_floor:,.0f}× the bytes
-    (floor {fmt_seconds(h100['decode_floor_s'][_c])} at {_c:,} tokens) and the same fixed cost weighs
-    {_mistral / _tiny_floor:,.0f}× less against it; notebook 04's planner assumes an efficiency of
-    {h100['efficiency']:g} of the datasheet by default.
-    """)
+    expected.should_see(roofline_figures.efficiency_verdicts(efficiency, roofline_figures.last_cache_of(efficiency_run)), [
+        expected.computed(f"the tiny model's floor on an {h100['gpu']} would be {fmt_seconds(_tiny_floor)} and Mistral "
+                          f"7B's {fmt_seconds(_mistral)} at 128 tokens ({verdicts.factor(_mistral / _tiny_floor)} the "
+                          "bytes): the same fixed cost per step weighs that many times less against the larger floor",
+                          "helpers.formulas.stepcost.decode_cost on the GPU catalog"),
+        *expected.eager_against_floor_on_gpu(),
+        expected.computed(f"notebook 04's planner assumes an efficiency of {h100['efficiency']:g} of the datasheet by default",
+                          "helpers.capacity.planner.DEFAULT_EFFICIENCY")])
     return
 
 
 @app.cell(hide_code=True)
 def _():
     regimes_button = replay.run_button()
-    mo.vstack([mo.md("""
+    mo.vstack([mo.md(f"""
     ## 6 · Decode at the roof: two regimes, five implementations, the planner's check
 
-    Section 5 showed that a small model's step is mostly fixed cost. Here the same question is asked
-    of two models side by side on a CPU — **tiny** (46 MB read per step) and **small** (the `small`
+    Section 5 split a step into its memory floor and its fixed cost (the sentence below says which was the
+    larger here). The same question is asked of two models side by side on a CPU — **tiny** (46 MB read per step) and **small** (the `small`
     profile: 175 M parameters, 567 MB read per step in fp32) — and on a GPU of the active model:
 
-    - **five ways to decode** the same greedy tokens (`helpers.decoding.impls`): the bare loop over a
-      `DynamicCache`; Hugging Face's `generate`; the bare loop with every weight **prepacked for oneDNN**
-      (CPU only: `nn.Linear` on a CPU calls MKL, whose fp32 matrix–vector product uses one core;
-      oneDNN reads a weight it reordered once with every core — what CPU inference stacks do); a
-      **static cache** (K/V buffers preallocated, shapes fixed); the static cache with the step compiled
-      by **`torch.compile`** (on a CUDA GPU with CUDA graphs, `mode="reduce-overhead"`: the whole step
+    - **five ways to decode** the same {term("greedy", "greedy-decoding")} tokens (`helpers.decoding.impls`): the bare
+      loop over a {term("DynamicCache")}; Hugging Face's `generate`; the bare loop with every weight **prepacked for
+      {term("oneDNN")}** (CPU only: `nn.Linear` on a CPU calls {term("MKL")}, whose fp32 matrix–vector product uses one
+      core; oneDNN reads a weight it reordered once with every core — what CPU inference stacks do); a
+      **{term("static cache")}** (K/V buffers preallocated, shapes fixed); the static cache with the step compiled
+      by **{term("torch.compile", "torchcompile")}** (on a CUDA GPU with CUDA graphs, `mode="reduce-overhead"`: the whole step
       replayed by one launch; on a CPU over the packed weights, the operators between the products
       fused and the Python around them gone). Each is placed on the roofline and against its floor; their tokens are
       checked to be identical;
-    - **the kernels' own roof**: the matrix–vector product alone, over a stack of weights bigger than
-      the caches (`helpers.measure.microbench.gemv_benchmark`), for each kernel — how much of the memory's
+    - **the kernels' own roof**: the matrix–vector product alone, over a stack of weights the size of the
+      copy's buffer (`helpers.measure.microbench.gemv_benchmark`), for each kernel — how much of the memory's
       bandwidth the kernel itself can use, before any loop is built on it;
-    - **where one step's time goes**: the fastest loop's step under `torch.profiler`, split into weight
+    - **where one step's time goes**: the fastest loop's step under {term("torch.profiler", "torchprofiler")}, split into weight
       matmuls, attention, other operators and the time in no operator at all (Python, dispatch);
     - **the planner's check**: `helpers.capacity.plan` for this device (its measured bandwidth and
       peak) against the fastest measured step.
 
     Each model's floor uses the copy bandwidth measured **alongside its own steps** (before each round of
     implementations and after the last, the best sample), not section 1's: a machine shared with other
-    work can change its bandwidth by half within minutes, and floor and steps must see the same memory.
+    work changes its bandwidth from minute to minute, and floor and steps must see the same memory.
 
-    On a CPU, `torch.compile` takes longer to compile than this notebook's one-minute budget; it is
+    On a CPU, `torch.compile` takes longer to compile than this notebook's budget on two cores; it is
     skipped unless `WORKSHOP_COMPILE=1` (`make bench` measures it and records its compile time, with
     the step it gives). The static cache alone changes only where K/V live — the same operators run,
     launched the same way, and attention reads the empty slots too (masked); what it buys is fixed shapes
@@ -592,8 +660,16 @@ def _(loaded, regimes_button):
     regimes_run = replay.measure("03/regimes", regimes_measured, loaded, run=regimes_button.value, long=True,
                                  profile=loaded.profile, device=loaded.device)
     regimes = regimes_run.value["regimes"]
+    regimes_cache = roofline_figures.last_cache_of(regimes_run)
     decoding_views.roofline_figure(regimes, regimes_run.value["peak"], dtype=regimes[0].dtype)
-    return regimes, regimes_run
+    return regimes, regimes_cache, regimes_run
+
+
+@app.cell(hide_code=True)
+def _(explained):
+    mo.md("Section 5 measured: " + "; ".join(str(roofline_figures.fixed_cost_verdict(_m, _e)) for _m, _e in explained.items())
+          + ".")
+    return
 
 
 @app.cell(hide_code=True)
@@ -610,22 +686,17 @@ def _(regimes, regimes_run):
 
 
 @app.cell(hide_code=True)
-def _(regimes):
-    mo.md("\n".join(decoding_views.implementations_summary(r) for r in regimes) + """
+def _(regimes, regimes_cache):
+    _here = [decoding_views.regimes_verdict(regimes)] if len(regimes) > 1 else []
+    _here += [v for r in regimes for v in decoding_views.implementation_verdicts(r, regimes_cache)]
+    mo.vstack([mo.md("\n".join(decoding_views.implementations_summary(r, regimes_cache) for r in regimes) + """
 
-    **What you should see.** On a CPU (tiny and small, fp32): the tiny model far below its floor and the
-    small one much closer to it; **packed** much faster than the bare loop on the small model (the
-    table gives this run's factor), because the kernel roofs differ — on a 2-core machine `nn.Linear`'s
-    kernel reads at well under the copy's bandwidth, oneDNN's close to it (the sentences above give this
-    run's fractions); `generate` a few milliseconds behind the bare loop; the static cache no faster
-    than the dynamic one (it reads a whole preallocated buffer, and without compilation nothing else
-    changes). A goal of 85 % of the floor sits at or above the fastest kernel's own ceiling there,
-    which leaves no room for the step's other operators. A machine shared with other work
-    shows lower, noisier figures. On a GPU (Mistral 7B, bf16): no packed loop (cuBLAS reads the weights
-    as they are); the eager loop and the static cache far below the floor — hundreds of kernel launches
-    per step, each waiting on Python — and the compiled static cache with CUDA graphs much closer
-    (gpt-fast reports 69 % of an A100's datasheet bandwidth; not yet measured here).
-    """)
+    The static cache alone reads a whole preallocated buffer and, without compilation, runs the same operators
+    as the dynamic one; packing changes the matrix–vector kernel, so the kernels' own roofs decide what it buys.
+    A machine shared with other work shows noisier figures.
+    """), expected.should_see(_here, [*expected.eager_against_floor_on_gpu(), expected.computed(
+        "no packed loop on a GPU: prepacking for oneDNN is a CPU path (cuBLAS reads the weights as they are)",
+        "helpers.decoding.packed.available")])])
     return
 
 
@@ -655,22 +726,17 @@ def _(regimes):
 
 
 @app.cell(hide_code=True)
-def _(regimes, without_python):
+def _(regimes, regimes_cache, without_python):
     _py = ("" if without_python is None else
            f"\n\n**If Python cost nothing** (the table above): {without_python['model']} would reach at best "
            f"{100 * without_python['floor ÷ step, without Python']:,.0f} % of its floor instead of "
            f"{100 * without_python['floor ÷ step, measured']:,.0f} %. What is left beyond the floor sits inside operators: "
            "matmuls short of the copy bandwidth, the small operators between them. Compilation fuses those; CUDA graphs "
            "remove the launches (try `WORKSHOP_COMPILE=1` on a CPU).")
-    mo.md("**Where the step goes.**\n\n" + "\n".join(decoding_views.breakdown_summary(r) for r in regimes) + _py + """
-
-    **What you should see.** On a CPU: the tiny model's step dominated by the parts that do not read
-    weights — operators on vectors of a few hundred numbers and the Python around them — the small
-    model's by its weight matmuls, with the memory floor most of their length, and those matmuls
-    reading at close to the packed kernel's roof (the last sentence of each bullet gives the rate). On a GPU (eager loop):
-    the device idle for most of the step (*outside operators*: it waits for Python to launch the next
-    kernel) — which is what CUDA graphs remove.
-    """)
+    _here = [v for r in regimes for v in decoding_views.breakdown_verdicts(r, regimes_cache)]
+    mo.vstack([mo.md("**Where the step goes.**\n\n" + "\n".join(decoding_views.breakdown_summary(r, regimes_cache)
+                                                                for r in regimes) + _py),
+               expected.should_see(_here, expected.eager_against_floor_on_gpu()[1:])])
     return
 
 
@@ -683,14 +749,13 @@ def _(regimes, regimes_run):
 
 @app.cell(hide_code=True)
 def _(regimes):
-    mo.md("**The planner against this device.** " + " ".join(r.planner.sentence for r in regimes) + """
-
-    **What you should see.** On a CPU: the small model above the band but far closer to it than the
-    tiny one (the sentence above says which part of the step is beyond the floor, and when the kernel's
-    own roof alone rules the band out); the tiny one well above it — the
-    planner counts bytes, the tiny step is mostly fixed cost. On a GPU:
-    the eager loop several times the planner's step, the compiled one within the band.
-    """)
+    mo.vstack([mo.md("**The planner against this device.** " + " ".join(
+        decoding_regimes.planner_sentence(r.planner.ratio, r.planner.predicted_bytes, r.planner.floor_bytes, r.breakdown,
+                                          r.name, r.kernel_ceiling()) for r in regimes)),
+        expected.should_see(decoding_views.planner_verdicts(regimes), [expected.computed(
+            "the planner's step at efficiency 1 is the floor at the bandwidth it is given: measured ÷ planned on a GPU "
+            "is the step ÷ its floor, as gpt-fast's figures give it below", "helpers.decoding.regimes.planner_prediction"),
+            *expected.eager_against_floor_on_gpu()[1:]])])
     return
 
 
@@ -730,23 +795,41 @@ def _():
 
 @app.cell
 def _():
+    _g = gpus.get_gpu("A100 80GB")
+    _peak = _g.peak_flops("bf16")[0]
+    _ridge, _b = roofline.ridge_point(_peak, _g.bandwidth), roofline.crossover_batch(_peak, _g.bandwidth, 2)
+    _b8 = roofline.crossover_batch(_peak, _g.bandwidth, 1)
     _rows = "\n".join(
         f"| {name} | {g.bandwidth / 1e12:,.2f} TB/s | {g.peak_flops('bf16')[0] / 1e12:,.0f} TFLOP/s | "
         f"{roofline.ridge_point(g.peak_flops('bf16')[0], g.bandwidth):,.0f} FLOP/B | "
         f"{roofline.crossover_batch(g.peak_flops('bf16')[0], g.bandwidth, 2):,.0f} |"
         for name, g in ((n, gpus.get_gpu(n)) for n in ("L4", "A100 80GB", "H100 SXM", "H200", "B200")))
     _low = min(gpus.catalog(), key=lambda g: roofline.ridge_point(g.peak_flops("bf16")[0], g.bandwidth))
-    notebook.exercise(1, "The ridge of other GPUs. Which catalogued GPU has the lowest ridge, and what does "
-                    "that mean for decode? (`python -m helpers gpus`; then pick it in the control of section 1b)", f"""
-    The ridge is peak ÷ bandwidth, from `helpers/data/gpus.csv` (dense bf16):
+    _p = decode_intensity.point("llama-3.1-8b", _g.name, context=1024, batch=round(_b))
+    notebook.exercise(1, f"The crossover batch, by hand. An {_g.name} reads {_g.bandwidth / 1e12:,.2f} TB/s and does "
+                      f"{_peak / 1e12:,.0f} TFLOP/s in dense bf16 (the GPU catalog). (a) Its ridge? (b) The batch at which "
+                      "a bf16 decode step of Llama 3.1 8B reaches it if the weights were all it read — and with int8 "
+                      "weights (1 B each)? (c) With a 1,024-token KV cache per sequence, is that batch compute-bound?", f"""
+    (a) ridge = {_peak / 1e12:,.0f}·10¹² ÷ {_g.bandwidth / 1e12:,.2f}·10¹² = **{_ridge:,.0f} FLOP/B**
+    (`helpers.formulas.roofline.ridge_point`).
+
+    (b) b* = ridge × p ÷ 2: bf16 (p = 2 B) **{_b:,.0f}** sequences; int8 (p = 1 B) **{_b8:,.0f}**
+    (`roofline.crossover_batch`): fewer bytes per weight, fewer sequences to share them.
+
+    (c) `decode_intensity.point("llama-3.1-8b", "{_g.name}", context=1024, batch={round(_b)})`: **{_p.intensity_with_kv:,.1f}
+    FLOP/B** with the cache ({_p.intensity_weights_only:,.1f} with the weights alone) against the ridge of
+    {_p.ridge:,.0f} — **{_p.bound}-bound**, and the batch {"fits" if _p.fits else f"does not fit (at most {_p.max_batch:,})"}.
+    Each sequence's own cache is read whatever the batch, so the intensity with it stays below the weights-only line.
+
+    The same for other GPUs of `helpers/data/gpus.csv` (dense bf16; `python -m helpers gpus`, or pick one in
+    section 1b's control):
 
     | GPU | bandwidth | peak | ridge | weights-only crossover batch (bf16) |
     | --- | --- | --- | --- | --- |
     {_rows}
 
-    Lowest of the whole catalog: **{_low.name}**, {roofline.ridge_point(_low.peak_flops('bf16')[0], _low.bandwidth):,.0f}
-    FLOP/B. A lower ridge means decode turns compute-bound at a smaller batch — if the cache did not
-    hold the intensity down (section 1b). The {h100['gpu']} is the reference used above.
+    Lowest ridge of the whole catalog: **{_low.name}**, {roofline.ridge_point(_low.peak_flops('bf16')[0], _low.bandwidth):,.0f}
+    FLOP/B: decode there turns compute-bound at the smallest batch — if the cache did not hold the intensity down.
     """)
     return
 
@@ -790,27 +873,51 @@ def _():
 
 
 @app.cell(hide_code=True)
-def _(efficiency, intensity_summary):
+def _(crossover, dtype, regimes, ridge):
+    from helpers.decoding.impls import IMPLEMENTATIONS as _IMPLS
+
+    check_questions = [
+        learner.Question("What ridge did this run measure for this device (peak matmul ÷ copy bandwidth)?", ridge, "FLOP/B"),
+        learner.Question(f"At which batch would a decode step in {dtype} reach that ridge, if the weights were all it "
+                         "read?", crossover, "sequences"),
+        learner.Question(f"Which implementation decoded {regimes[-1].name} fastest in section 6?", regimes[-1].best.impl,
+                         options=tuple(_IMPLS)),
+    ]
+    check_form = learner.self_check(check_questions)
+    mo.vstack([mo.md("## Self-check\n\nThree questions whose answers are this run's numbers (a replayed section "
+                     "gives its record's)."), check_form])
+    return check_form, check_questions
+
+
+@app.cell(hide_code=True)
+def _(check_form, check_questions):
+    learner.answers(check_form, check_questions)
+    return
+
+
+@app.cell(hide_code=True)
+def _(explained, intensity_summary, regimes):
     _s = intensity_summary[-1]
-    _eff = ", ".join(f"{100 * r.efficiency:,.1f} % for {r.model}" for r in efficiency[efficiency["model"] != "probe"].itertuples())
+    _fixed = "; ".join(str(roofline_figures.fixed_cost_verdict(_m, _e)) for _m, _e in explained.items())
+    _spread = [f"{r.name} from {100 * min(i.efficiency for i in r.results):,.1f} % ({min(r.results, key=lambda i: i.efficiency).impl}) "
+               f"to {100 * r.best.efficiency:,.1f} % ({r.best.impl})" for r in regimes]
+    _fast = expected.eager_against_floor_on_gpu()
     mo.md(f"""
     ## Takeaways
 
-    - Prefill is compute-bound: every weight read serves every prompt token. Decode at batch 1 does
-      about one FLOP per byte in bf16, on any device: it is memory-bound, and its floor is bytes ÷ bandwidth.
-    - Batching shares the weights, not the caches. Without a cache decode would cross an {h100['gpu']}'s
-      ridge near batch {h100['crossover_batch']:,.0f}; with Mistral 7B's cache at {_s.context:,} tokens the
-      largest batch that fits reaches {_s.intensity_at_max_batch:,.1f} FLOP/B, {100 * _s.share_of_ridge:,.0f} % of the
-      ridge, and no batch gets past {_s.limit_with_kv:,.1f}.
-    - A decode step has two costs: the bytes it must read (weights + KV cache, ÷ bandwidth) and a fixed cost
-      per step (operators, Python, launches) — here the floor explains {_eff} of the step. Small models live in
-      the second regime, large ones in the first.
-    - The implementation decides which regime a large model ends up in: the same greedy tokens come out of
-      each, at very different distances from the floor. On a GPU it takes a static cache *and* CUDA graphs
-      to get near the roof; the profiler turns "overhead" into named parts that add up to the measured step.
-    - One model of a step's bytes (`helpers.formulas.stepcost`) gives this notebook's floor, notebook 04's planner
-      and `make bench` the same numbers — a floor, not a forecast: it holds where the step waits for
-      memory, and says nothing about the fixed cost.
+    - Prefill is compute-bound: every weight read serves every prompt token. Decode at batch 1 does 2 FLOPs per
+      parameter per byte of it — 1 FLOP/B in bf16 — on any device: memory-bound, and its floor is bytes ÷ bandwidth.
+    - Batching shares the weights, not the caches. Without a cache decode would reach an {h100['gpu']}'s ridge at
+      batch {h100['crossover_batch']:,.0f}; with Mistral 7B's cache at {_s.context:,} tokens the largest batch that fits
+      reaches {_s.intensity_at_max_batch:,.1f} FLOP/B, {100 * _s.share_of_ridge:,.0f} % of the ridge, and no batch gets
+      past {_s.limit_with_kv:,.1f}.
+    - A decode step has two costs: the bytes it must read (weights + KV cache, ÷ bandwidth) and a fixed cost per step
+      (operators, Python, launches). Here: {_fixed}.
+    - The implementation sets how close a model gets to its floor; the same greedy tokens came out of each, here
+      {"; ".join(_spread)}. On a GPU, {_fast[0].text} ({_fast[0].source}: {_fast[0].where}).
+    - One model of a step's bytes (`helpers.formulas.stepcost`) gives this notebook's floor, notebook 04's planner and
+      `make bench` the same numbers — a floor, not a forecast: it holds where the step waits for memory, and says
+      nothing about the fixed cost.
 
     *This run took {notebook.elapsed(started)}.*
     """)

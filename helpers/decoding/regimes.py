@@ -180,6 +180,15 @@ class Regime:
     skipped: list[str] = field(default_factory=list)
     kernel_bandwidth: dict = field(default_factory=dict)   # helpers.measure.microbench.kernel_bandwidths
     bandwidth: float | None = None                         # the copy's: the floor's roof
+    copy_bytes: int | None = None                          # the copy's buffer (None: a record from before it was kept)
+    kernel_bytes: int | None = None                        # the kernel probe's stack of weights (likewise)
+
+    # records made before the buffers were sized from the last-level cache copied and read 256 MiB
+    LEGACY_BUFFER_BYTES = 256 * 2**20
+
+    def buffer_bytes(self) -> tuple[int, int]:
+        """(the copy's buffer, the kernel probe's stack) in bytes: as measured, or the fixed 256 MiB of older records."""
+        return (self.copy_bytes or self.LEGACY_BUFFER_BYTES, self.kernel_bytes or self.LEGACY_BUFFER_BYTES)
 
     @property
     def best(self) -> ImplResult:
@@ -276,8 +285,12 @@ def measure_regime(loaded, bandwidth: float | None, peak_flops: float, impls: Se
     results, bandwidth = measure_implementations(loaded.model, spec, dtype, dev, bandwidth, impls, sizes["prompt"],
                                                  sizes["new_tokens"], sizes["rounds"])
     weights = decode_cost(spec, 0, 1, dtype).weight_read_bytes
+    from ..measure.microbench import default_copy_bytes
+
+    buffer = default_copy_bytes(dev)
     reg = Regime(loaded.profile, loaded.label, dtype, dev, spec, weights, results, skipped=skipped,
-                 kernel_bandwidth=kernel_bandwidth, bandwidth=bandwidth)
+                 kernel_bandwidth=kernel_bandwidth, bandwidth=bandwidth, copy_bytes=buffer,
+                 kernel_bytes=buffer if kernel_bandwidth else None)
     context = results[0].context
     if with_breakdown:
         floor = roofline.decode_floor_s(weights, kv_cache_bytes(spec, context, 1, dtype), bandwidth)

@@ -82,7 +82,7 @@ def planner_frame(regimes: Sequence[Regime]):
     return pd.DataFrame(rows)
 
 
-def implementations_summary(reg: Regime) -> str:
+def implementations_summary(reg: Regime, cache_bytes: int | None = None) -> str:
     """One markdown bullet per model: the eager loop and the fastest implementation against the floor, the
     regime by a rule (efficiency ≥ 0.5: memory-bound), generate's cost per step, compilation."""
     eager, gen, best = reg.result("eager"), reg.result("generate"), reg.best
@@ -90,24 +90,27 @@ def implementations_summary(reg: Regime) -> str:
               else "overhead-bound: most of the step is not moving bytes")
     same = "identical" if all(r.same_tokens for r in reg.results) else "**not identical**"
     gen_text = ""
-    if gen is not None and gen.step_s > eager.step_s:
-        gen_text = (f" `generate` takes {(gen.step_s - eager.step_s) * 1e3:,.2f} ms more per step than the bare "
-                    f"loop (+{100 * (gen.step_s / eager.step_s - 1):,.0f} %): its input preparation, mask update, "
-                    "logits processors and stopping checks run every step.")
-    elif gen is not None:
-        gen_text = (f" `generate` is no slower than the bare loop here ({100 * (gen.step_s / eager.step_s - 1):+,.0f} %): "
-                    "its per-step bookkeeping is lost in this step's other costs.")
+    if gen is not None:
+        from ..formulas.verdicts import change_verdict
+
+        v = generate_verdict(reg)
+        gen_text = f" `generate` {v.words.split(': `generate` ', 1)[1]}" + (
+            ": its input preparation, mask update, logits processors and stopping checks run every step."
+            if change_verdict(gen.step_s / eager.step_s) == "higher" else
+            ": its per-step bookkeeping is lost in this step's other costs.")
     comp = reg.result("static+compile")
     comp_text = (f" Compiling took {comp.compile_s:,.1f} s." if comp is not None and comp.compile_s else
                  (f" Skipped here: {', '.join(reg.skipped)}." if reg.skipped else ""))
     return (f"- **{reg.name}**: the bare loop runs at {100 * eager.efficiency:,.1f} % of its floor "
             f"({eager.step_s * 1e3:,.2f} ms against {eager.floor_s * 1e3:,.2f} ms); the fastest here is "
             f"**{best.impl}** at **{100 * best.efficiency:,.1f} %** — {regime}. Greedy tokens of every "
-            f"implementation: {same}.{gen_text}{comp_text}{kernel_sentence(reg)}")
+            f"implementation: {same}.{gen_text}{comp_text}{kernel_sentence(reg, cache_bytes)}")
 
 
-def kernel_sentence(reg: Regime) -> str:
-    """Where the gap below the floor starts: the kernels' own bandwidth against the copy's, by rule."""
+def kernel_sentence(reg: Regime, cache_bytes: int | None = None) -> str:
+    """Where the gap below the floor starts: the kernels' own bandwidth against the copy's, by rule; a kernel
+    above the copy's bandwidth is named with its reason (helpers.measure.microbench.above_floor_reason, the
+    last-level cache `cache_bytes`)."""
     ceiling = reg.kernel_ceiling()
     if ceiling is None:
         return ""
@@ -119,13 +122,25 @@ def kernel_sentence(reg: Regime) -> str:
              f"{100 * (1 - share):,.0f} are the kernel's (even a step that did nothing but these products "
              f"would stop at {100 * share:,.0f} %) and {100 * (share - best.efficiency):,.0f} the rest of the step's "
              "(other operators, Python)" if share < 1 and best.efficiency < share else "")
-    return (f" The matrix–vector kernels themselves, alone on a stack of weights bigger than the caches "
+    return (f" The matrix–vector kernels themselves, alone on a {reg.buffer_bytes()[1] / 2**20:,.0f} MiB stack of weights "
             f"(helpers.measure.microbench.gemv_benchmark), read at {parts}: the fastest, {what}, at "
             f"**{100 * share:,.0f} %** of the copy's {reg.bandwidth / 1e9:,.1f} GB/s."
-            + (split + "." if split else ""))
+            + (split + "." if split else "") + _above(reg, share, cache_bytes))
 
 
-def breakdown_summary(reg: Regime) -> str:
+def _above(reg: Regime, share: float, cache_bytes: int | None, read_bytes: int | None = None) -> str:
+    """' Above the copy's bandwidth: <reason>.' when a rate ÷ the copy's is past the margin, else ''."""
+    from ..formulas.verdicts import change_verdict
+    from ..measure.microbench import above_floor_reason
+
+    if change_verdict(share) != "higher":
+        return ""
+    read = reg.buffer_bytes()[1] if read_bytes is None else read_bytes
+    what = "its stack of weights" if read_bytes is None else "its weights"
+    return f" Above the copy's bandwidth{above_floor_reason(read, cache_bytes, what)}."
+
+
+def breakdown_summary(reg: Regime, cache_bytes: int | None = None) -> str:
     """One markdown bullet per model: the share of the step waiting for memory, the fixed share, the
     largest part beyond the floor, and whether the parts add up to the measured step within 10 %."""
     b = reg.breakdown
@@ -138,7 +153,8 @@ def breakdown_summary(reg: Regime) -> str:
     if b.matmul_bandwidth is not None:
         mm = (f" Its weight matmuls read {b.weight_bytes / 1e6:,.0f} MB in {b.parts.weight_matmuls_s * 1e3:,.2f} ms: "
               f"{b.matmul_bandwidth / 1e9:,.1f} GB/s"
-              + (f", against the copy's {reg.bandwidth / 1e9:,.1f} GB/s" if reg.bandwidth else "") + ".")
+              + (f", against the copy's {reg.bandwidth / 1e9:,.1f} GB/s" if reg.bandwidth else "") + "."
+              + (_above(reg, b.matmul_bandwidth / reg.bandwidth, cache_bytes, b.weight_bytes) if reg.bandwidth else ""))
     return (f"- **{reg.name}** ({b.impl} loop): at best {100 * b.memory_share:,.0f} % of the step waits for memory (floor "
             f"{b.floor_s * 1e3:,.2f} ms of a {b.measured_step_s * 1e3:,.2f} ms step); "
             f"{100 * b.fixed_share:,.0f} % goes to other operators and to no operator at all; the largest part "
@@ -232,3 +248,106 @@ def breakdown_figure(regimes: Sequence[Regime]):
     ax.set_title("Where one decode step's time goes")
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=3)
     return plots.finish(fig, source(regimes))
+
+
+# ============================================================================ notebook 03 §6's words, by rule
+# Each sentence about a measured size or direction is chosen by a rule from the regime's numbers
+# (helpers.formulas.verdicts: the 10 % margin, shares, factors) and returned as a Verdict with them.
+
+def generate_verdict(reg: Regime):
+    """`generate` against the bare loop, by verdicts.speed, with the difference per step in ms."""
+    from ..formulas import verdicts
+
+    eager, gen = reg.result("eager"), reg.result("generate")
+    if eager is None or gen is None:
+        return verdicts.Verdict(f"{reg.name}: `generate` not measured", "generate", {})
+    v = verdicts.speed(gen.step_s, eager.step_s, than="the bare loop")
+    diff = (gen.step_s - eager.step_s) * 1e3
+    return verdicts.Verdict(f"{reg.name}: `generate` {v.words} ({diff:+,.2f} ms per step)", "generate",
+                            {**v.evidence, "diff_ms": diff})
+
+
+def implementation_verdicts(reg: Regime, cache_bytes: int | None = None) -> list:
+    """One model's implementations, by rule: the fastest one's floor share (verdicts.share), the packed loop, the
+    static cache and `generate` against the bare loop (verdicts.speed), and the fastest matrix–vector kernel
+    against the copy's bandwidth (helpers.measure.microbench.against_copy: above it, with the reason)."""
+    from ..formulas import verdicts
+    from ..measure.microbench import against_copy
+
+    eager, best = reg.result("eager"), reg.best
+    out = [verdicts.Verdict(f"{reg.name}: the fastest, {best.impl}, at {100 * best.efficiency:,.1f} % of its floor — the "
+                            f"floor is {verdicts.share(best.floor_s, best.step_s, 'its step').words}"
+                            if best.efficiency <= 1 + verdicts.CHANGE_MARGIN else
+                            f"{reg.name}: the fastest, {best.impl}, beats its floor ({verdicts.factor(best.efficiency)})",
+                            "best", {"efficiency": best.efficiency})]
+    for impl, what in (("packed", "the packed loop"), ("static", "the static cache")):
+        r = reg.result(impl)
+        if r is not None and eager is not None:
+            v = verdicts.speed(r.step_s, eager.step_s, than="the bare loop")
+            out.append(verdicts.Verdict(f"{reg.name}: {what} {v.words}", impl, v.evidence))
+    out.append(generate_verdict(reg))
+    copy_bytes, kernel_bytes = reg.buffer_bytes()
+    for name, bw in (reg.kernel_bandwidth or {}).items():
+        what = {"linear": "`nn.Linear`'s kernel", "packed": "oneDNN's kernel on prepacked weights"}.get(name, name)
+        out.append(against_copy(bw, reg.bandwidth, kernel_bytes, f"{reg.name}: {what}", cache_bytes, copy_bytes,
+                                read_what="its stack of weights"))
+    return out
+
+
+def regimes_verdict(regimes: Sequence[Regime]):
+    """The smallest model's best efficiency against the largest's, by the margin (who is nearer its floor)."""
+    from ..present.roofline_figures import closer_verdict
+
+    small, big = min(regimes, key=lambda r: r.weight_bytes), max(regimes, key=lambda r: r.weight_bytes)
+    return closer_verdict(small.name, small.best.efficiency, big.name, big.best.efficiency)
+
+
+def breakdown_verdicts(reg: Regime, cache_bytes: int | None = None) -> list:
+    """One model's profiled step, by rule: the weight matmuls' share of it (verdicts.share), the parts that read no
+    weights (attention aside: other operators and no operator at all), and the matmuls' own read rate against
+    the copy's bandwidth (against_copy: above it when the weights stayed in the cache) and the fastest kernel's."""
+    from ..formulas import verdicts
+    from ..measure.microbench import against_copy
+
+    b = reg.breakdown
+    if b is None:
+        return [verdicts.Verdict(f"{reg.name}: no breakdown measured", "breakdown", {})]
+    mm = verdicts.share(b.parts.weight_matmuls_s, b.parts_sum_s, "the profiled step")
+    rest = verdicts.share(b.parts.other_operators_s + b.parts.outside_operators_s, b.parts_sum_s, "it")
+    out = [verdicts.Verdict(f"{reg.name}: the weight matmuls take {mm.words}; other operators and no operator at all "
+                            f"{rest.words}", "breakdown", {"matmuls": mm.evidence["fraction"],
+                                                           "rest": rest.evidence["fraction"]})]
+    if b.matmul_bandwidth is not None and reg.bandwidth:
+        copy_bytes, _ = reg.buffer_bytes()
+        out.append(against_copy(b.matmul_bandwidth, reg.bandwidth, b.weight_bytes, f"{reg.name}'s weight matmuls read",
+                                cache_bytes, copy_bytes))
+        if reg.kernel_bandwidth:
+            name, bw = max(reg.kernel_bandwidth.items(), key=lambda kv: kv[1])
+            v = verdicts.against_roof(b.matmul_bandwidth, bw, "it")
+            out.append(verdicts.Verdict(f"{reg.name}'s weight matmuls against the fastest kernel's own rate ({name}, "
+                                        f"{bw / 1e9:,.1f} GB/s): {v.words}", "kernel", v.evidence))
+    return out
+
+
+def planner_verdicts(regimes: Sequence[Regime]) -> list:
+    """Each model's measured step against the planner's (within PLANNER_BAND, or the factor above or below it),
+    and the smallest model's ratio against the largest's by the margin."""
+    from ..formulas import verdicts
+
+    lo, hi = PLANNER_BAND
+    out = []
+    for reg in regimes:
+        r = reg.planner.ratio
+        where = (f"within the {lo:.2f}–{hi:.2f} band" if lo <= r <= hi else
+                 f"above the band ({verdicts.factor(r / hi)} its top)" if r > hi else
+                 f"below the band ({verdicts.factor(r / lo)} its bottom)")
+        out.append(verdicts.Verdict(f"{reg.name}: measured ÷ planned {r:.2f}, {where}", "planner", {"ratio": r}))
+    if len(regimes) > 1:
+        small, big = min(regimes, key=lambda r: r.weight_bytes), max(regimes, key=lambda r: r.weight_bytes)
+        v = verdicts.change_verdict(small.planner.ratio / big.planner.ratio)
+        words = {"higher": f"{small.name}'s step is further from the planner's than {big.name}'s",
+                 "lower": f"{small.name}'s step is nearer the planner's than {big.name}'s",
+                 "about equal": f"{small.name} and {big.name} as far from the planner (within {verdicts.CHANGE_MARGIN:.0%})"}[v]
+        out.append(verdicts.Verdict(f"{words} ({small.planner.ratio:.2f} against {big.planner.ratio:.2f})", "planner_pair",
+                                    {"small": small.planner.ratio, "big": big.planner.ratio}))
+    return out

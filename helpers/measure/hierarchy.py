@@ -262,18 +262,34 @@ PAST_LAST_CACHE = 4
 SHARE_OF_FREE = 0.25
 
 
-def staircase_sizes(caches: Sequence[CacheLevel], free_bytes: int | None = None, per_octave: int = 1,
-                    lo: int = 4 * KiB, floor: int = 256 * MiB) -> list[int]:
-    """Working sets from `lo` to PAST_LAST_CACHE × the last-level cache (at least `floor`), each doubling, the
-    largest bounded by SHARE_OF_FREE of the free memory (`free_bytes`, default: measured now)."""
+def last_level_cache_bytes(caches: Sequence[CacheLevel] | None = None) -> int | None:
+    """The largest data cache this machine reports (its last level), in bytes; None when none is reported."""
+    sizes = [c.size_bytes for c in data_caches(caches)]
+    return max(sizes) if sizes else None
+
+
+def beyond_last_cache(caches: Sequence[CacheLevel] | None = None, free_bytes: int | None = None,
+                      floor: int = 256 * MiB, buffers: int = 1) -> int:
+    """A working set past this machine's caches: PAST_LAST_CACHE × the last-level cache (at least `floor`),
+    halved while `buffers` of it would take more than SHARE_OF_FREE of the free memory (`free_bytes`,
+    default: measured now with psutil), never below `floor` (the machine's own cache unknown or tiny).
+    The one sizing of every measurement that must read from memory, not from a cache: the staircase's last
+    working set, the bandwidth benchmark's buffer (helpers.measure.microbench.default_copy_bytes)."""
     if free_bytes is None:
         import psutil
 
         free_bytes = psutil.virtual_memory().available
-    last = max((c.size_bytes for c in caches), default=0)
-    hi = max(floor, PAST_LAST_CACHE * last)
-    while hi > floor and hi > SHARE_OF_FREE * free_bytes:
+    hi = max(floor, PAST_LAST_CACHE * (last_level_cache_bytes(caches) or 0))
+    while hi > floor and buffers * hi > SHARE_OF_FREE * free_bytes:
         hi //= 2
+    return max(floor, hi)
+
+
+def staircase_sizes(caches: Sequence[CacheLevel], free_bytes: int | None = None, per_octave: int = 1,
+                    lo: int = 4 * KiB, floor: int = 256 * MiB) -> list[int]:
+    """Working sets from `lo` to PAST_LAST_CACHE × the last-level cache (at least `floor`), each doubling, the
+    largest bounded by SHARE_OF_FREE of the free memory (`free_bytes`, default: measured now): beyond_last_cache."""
+    hi = beyond_last_cache(caches, free_bytes, floor)
     return working_set_sizes(lo, 2 ** math.ceil(math.log2(hi)), per_octave)
 
 

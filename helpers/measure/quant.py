@@ -37,6 +37,7 @@ from .quality import eval_ids, next_token_logprobs, quality
 from ..formulas.specs import ModelSpec
 from .dtypes import torch_dtype
 from .tensor_bytes import measured_model_bytes, measured_weight_bytes
+from .microbench import above_floor_reason
 
 SCHEMES = ("int8", "nf4", "nf4-dq")
 
@@ -350,9 +351,7 @@ def against_floor(step_s: float, weight_bytes: int, bandwidth: float, bandwidth_
     floor = weight_bytes / bandwidth
     head = f"{name}: floor {floor * 1e3:,.3g} ms ({fmt_si(weight_bytes)} at {bandwidth_name}) against a {step_s * 1e3:,.3g} ms step"
     if verdicts.change_verdict(floor / step_s) == "higher":
-        why = (f": its weights ({weight_bytes / 1e6:,.1f} MB) fit the last-level cache ({cache_bytes / 2**20:,.0f} MiB) "
-               "and were read from there" if cache_bytes and weight_bytes <= cache_bytes else
-               ": that bandwidth was not what bounded it")
+        why = above_floor_reason(weight_bytes, cache_bytes)
         words = f"{head} — read at {verdicts.factor(floor / step_s)} {bandwidth_name}{why}"
     else:
         v = verdicts.share(floor, step_s, "the step")
