@@ -125,6 +125,10 @@ def test_the_glossary_links_are_the_catalogued_ones():
 # terms a notebook uses before (or without) a section of its own: linked with term() no later than their first
 # use in its text after the title (notebook → (the word as the prose writes it, its glossary anchor))
 FIRST_USES = {
+    "08": [("continuous batching", "continuous-batching"), ("prefix caching", "prefix-caching"), ("TTFT", "ttft"),
+           ("ITL", "itl"), ("goodput", "goodput"), ("SLO", "slo"), ("TPOT", "tpot"),
+           ("paged attention", "paged-attention"), ("chunked prefill", "chunked-prefill"), ("radix tree", "radix-tree"),
+           ("tensor parallelism", "tensor-parallelism")],
     "09": [("all-reduce", "all-reduce"), ("NVLink", "nvlink"), ("PCIe", "pcie"), ("InfiniBand", "infiniband"),
            ("tensor parallelism", "tensor-parallelism"), ("pipeline parallelism", "pipeline-parallelism"),
            ("all-to-all", "all-to-all"), ("expert parallelism", "expert-parallelism"), ("gloo", "gloo"),
