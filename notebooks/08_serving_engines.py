@@ -344,7 +344,7 @@ def _():
 
     A closed loop sends the next request when one finishes, so a slow server slows its own load. Users
     do not wait: an **open loop** sends each request at its time — Poisson arrivals at a fixed rate —
-    and a server that cannot keep up builds a queue. The vLLM paper plots **normalized latency** (each
+    and a server that cannot keep up builds a queue. The vLLM paper plots {term("normalized latency")} (each
     request's end-to-end latency ÷ its output tokens, averaged) against the rate; DistServe plots **SLO
     attainment** (the share of requests within the {term("SLO")}) and calls the highest rate with ≥ 90 %
     the **goodput**. vLLM bench's "goodput" is another figure: requests/s within the SLO in one run.
@@ -514,7 +514,7 @@ def _(record, record_label):
 
     Rebuilt from {record_label}: each row cites that run; GPU claims are marked **cited** with their source.
     The talk's own table: its baseline ran one request at a time against vLLM's {_f.concurrent}. vLLM's
-    "almost 15×" is **{_f.total:.1f}×** in tokens/s; per request its ITL is only {_f.per_request_itl:.1f}×
+    "almost 15×" is **{_f.total:.1f}×** in tokens/s; per request its ITL is {_f.per_request_itl:.1f}×
     shorter, so the other **{_f.concurrency:.1f}×** comes from serving {_f.concurrent} requests at once —
     {_f.concurrency_share} of the speed-up (section 3 measures that effect).
     """)

@@ -128,7 +128,7 @@ FIRST_USES = {
     "08": [("continuous batching", "continuous-batching"), ("prefix caching", "prefix-caching"), ("TTFT", "ttft"),
            ("ITL", "itl"), ("goodput", "goodput"), ("SLO", "slo"), ("TPOT", "tpot"),
            ("paged attention", "paged-attention"), ("chunked prefill", "chunked-prefill"), ("radix tree", "radix-tree"),
-           ("tensor parallelism", "tensor-parallelism")],
+           ("tensor parallelism", "tensor-parallelism"), ("normalized latency", "normalized-latency")],
     "09": [("all-reduce", "all-reduce"), ("NVLink", "nvlink"), ("PCIe", "pcie"), ("InfiniBand", "infiniband"),
            ("tensor parallelism", "tensor-parallelism"), ("pipeline parallelism", "pipeline-parallelism"),
            ("all-to-all", "all-to-all"), ("expert parallelism", "expert-parallelism"), ("gloo", "gloo"),
