@@ -262,8 +262,8 @@ def _(data, workload):
         _text = (f"At concurrency {_eff.concurrency}, continuous batching gave × {_eff.throughput_ratio} the "
                  f"output tokens/s (**{_eff.throughput}**), a mean TTFT **{_eff.ttft}** (off ÷ on "
                  f"{_eff.ttft_ratio}) — and a per-request ITL {_eff.itl_off_ms} → {_eff.itl_on_ms} ms "
-                 f"(**{_eff.itl}**): each request shares every step with the others, so batching trades "
-                 "per-request speed for total speed.")
+                 f"(**{_eff.itl}**): each request shares every step with the others — here "
+                 f"{findings.batching_trade(_eff)}.")
     if _sc:
         _text += (f" vLLM (default) went from {_sc.tok_s_at_1} to {_sc.tok_s_at_top} output tokens/s between "
                   f"concurrency 1 and {_sc.concurrency} (× {_sc.ratio}).")
@@ -426,7 +426,8 @@ def _(record):
         _lines.append("- fp8 KV cache: " + ("ran." if _fp8.ran else f"did not run here — {_fp8.why}."))
         _lines += [f"- n-gram speculation, concurrency {r.concurrency}: latency per token × "
                    f"{r.latency_ratio} ({r.latency}), tok/s × {r.throughput_ratio} "
-                   f"({r.throughput}) — random words give it few matches." for r in _f.ngram_speculation]
+                   f"({r.throughput})" + (" — the chat's prompts are random words: a draft copied from them is accepted only by chance." if r.latency == "higher"
+                                          else ".") for r in _f.ngram_speculation]
     mo.md("\n".join(_lines) or "_No record to read._")
     return
 

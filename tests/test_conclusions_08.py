@@ -327,3 +327,22 @@ def test_the_guidellm_agreement_reading_on_each_cpu_record(rec):
     largest = max(max(r["TTFT gap"], r["ITL gap"]) for _, r in table.iterrows())
     assert v.evidence["largest_gap"] == largest and f"{largest:.1%}" in v.words
     assert ("within the 15% tolerance" in v.words) == (largest <= 0.15)
+
+
+def test_what_batching_traded_follows_its_two_directions():
+    """batching_trade: 'traded per-request speed for total speed' only when throughput rose and ITL grew."""
+    for data in [*recorded().values(), engines_record(), *REGIMES.values()]:
+        for w in ("chat", "agentic"):
+            e = findings.batching_effect_data(data, w)
+            if e is None:
+                continue
+            v = findings.batching_trade(e)
+            traded = way(e.throughput_ratio) == "up" and way(e.itl_ratio) == "up"
+            assert ("traded per-request speed for total speed" in v.words) == traded, (e, v.words)
+            if way(e.throughput_ratio) != "up" and way(e.itl_ratio) == "up":
+                assert v.words == "batching cost each request's speed without raising total speed here"
+    # the committed make engines record, chat at 8: × 0.67 throughput, ITL 6.92 → 44.6 ms
+    e = findings.batching_effect_data(engines_record(), "chat")
+    assert (e.throughput, e.itl) == ("lower", "higher")
+    md = (records.ROOT / "workshop" / "engines.md").read_text(encoding="utf-8")
+    assert "batching cost each request's speed without raising total speed here" in md

@@ -290,6 +290,19 @@ def batching_effect_data(data: dict, workload: str) -> BatchingEffect | None:
                           round(_mean(a, "itl") * 1e3, 2), round(_mean(b, "itl") * 1e3, 2))
 
 
+def batching_trade(e: BatchingEffect) -> Verdict:
+    """What continuous batching traded in this run, from the directions of its two ratios (the 10 % rule):
+    per-request speed for total speed only when the throughput rose and each request's ITL grew."""
+    thr, itl = e.throughput, e.itl
+    words = {("higher", "higher"): "batching traded per-request speed for total speed",
+             ("higher", "about equal"): "batching raised total speed and left each request's speed as it was",
+             ("higher", "lower"): "batching raised total speed and each request's speed",
+             ("lower", "higher"): "batching cost each request's speed without raising total speed here",
+             ("about equal", "higher"): "batching cost each request's speed without raising total speed here",
+             }.get((thr, itl), f"batching left total speed {thr} and each request's ITL {itl}")
+    return Verdict(words, "batching_trade", {"throughput_ratio": e.throughput_ratio, "itl_ratio": e.itl_ratio})
+
+
 @dataclass(frozen=True)
 class Outcome:
     """Whether a configuration ran here, and if not, the line of its fault that says why."""

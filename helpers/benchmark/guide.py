@@ -24,9 +24,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..formulas.verdicts import CHANGE_MARGIN, Verdict, change_verdict, factor
+from ..formulas.verdicts import CHANGE_MARGIN, Verdict, change_verdict
 from ..parallel.plan import parallel_step
-from .findings import BASELINE, BATCHING, ITL_TOLERANCE, VLLM, at_level, config_runs, key_figures, throughput_order
+from .findings import BASELINE, BATCHING, ITL_TOLERANCE, VLLM, batching_trade, key_figures, throughput_order
 from .guidellm_runner import OURS
 from .metrics import relative_gap
 
@@ -337,7 +337,7 @@ def guide_markdown(data: dict, record: str) -> str:
         lines.append(f"- transformers serve, chat at concurrency {cb.concurrency}: continuous batching × "
                      f"{cb.throughput_ratio} throughput ({cb.throughput}), TTFT {cb.ttft} (off ÷ on "
                      f"{cb.ttft_ratio}), and each request's ITL {cb.itl_off_ms} → {cb.itl_on_ms} ms "
-                     f"({cb.itl}: batching trades per-request speed for total speed).")
+                     f"({cb.itl}: {batching_trade(cb)}).")
     for row in f.crosscheck:
         lines.append(crosscheck_line(row))
     for name, ol in f.open_loop.items():
