@@ -262,7 +262,7 @@ def _(data, workload):
         _text = (f"At concurrency {_eff.concurrency}, continuous batching gave × {_eff.throughput_ratio} the "
                  f"output tokens/s (**{_eff.throughput}**), a mean TTFT **{_eff.ttft}** (off ÷ on "
                  f"{_eff.ttft_ratio}) — and a per-request ITL {_eff.itl_off_ms} → {_eff.itl_on_ms} ms "
-                 f"(**{_eff.itl}**): each request shares every step with the others — here "
+                 f"(**{_eff.itl}**): each request shares every step with the others: "
                  f"{findings.batching_trade(_eff)}.")
     if _sc:
         _text += (f" vLLM (default) went from {_sc.tok_s_at_1} to {_sc.tok_s_at_top} output tokens/s between "
