@@ -18,7 +18,7 @@ with app.setup:
     import marimo as mo
     import pandas as pd
 
-    from helpers.present import notebook, plots, replay
+    from helpers.present import expected, learner, notebook, plots, replay
     from helpers.formulas import verdicts
     from helpers.benchmark import figures, findings, guide, harness, metrics, plans, process, records, servers, vllm_env
     from helpers.present.glossary import term
@@ -33,7 +33,7 @@ def _():
     mo.md(f"""
     # 08 · Serving engines: a benchmark against real server processes
 
-    The talk compared a Hugging Face baseline with vLLM (default, + prefix caching, + fp8 KV cache,
+    The talk compared a Hugging Face baseline with vLLM (default, + {term("prefix caching")}, + fp8 KV cache,
     + n-gram speculation) and SGLang — an hour of manual server restarts, and the SGLang part failed
     live. Here every configuration runs as a **real server process**, started, measured and stopped by
     `helpers.benchmark`: `transformers serve` with {term("continuous batching")} off and on, and **vLLM**
@@ -67,8 +67,12 @@ def _():
 
 
 @app.cell(hide_code=True)
-def _(skipped):
+def _(configs, skipped):
     _why = next((s["why"] for s in skipped if s["name"] == "vllm"), None)
+    _engines = {}
+    for _c in configs:
+        _engines[_c.engine] = _engines.get(_c.engine, 0) + 1
+    _here = "; ".join(f"{_e}: {_n} configuration{'s' if _n > 1 else ''}" for _e, _n in _engines.items()) or "none"
     mo.md(f"""
     ## 1 · A server is a child process
 
@@ -80,9 +84,9 @@ def _(skipped):
     server SIGTERM (Linux's `PR_SET_PDEATHSIG`) and the server ends its workers. Readiness is
     `GET /health` within a timeout; the log goes to a file; requests to 127.0.0.1 bypass any proxy.
 
-    **What you should see** — on a CPU: two `transformers serve` configurations and four vLLM ones
-    {"(vLLM is installed here)" if _why is None else f"— not vLLM here: {_why}"}; SGLang skipped (no CPU
-    wheel). On a GPU host with vLLM and SGLang installed: those, in bf16, and SGLang.
+    **What you should see** — here, from `servers.available()`: {_here}
+    {"(vLLM is installed here)" if _why is None else f"— not vLLM here: {_why}"}; SGLang is skipped on a CPU
+    (no CPU wheel). On a GPU host with vLLM and SGLang installed: those, in bf16, and SGLang.
     """)
     return
 
@@ -134,7 +138,7 @@ def _(data):
     Each request is sent with `"stream": true`; the server answers with Server-Sent Events, one
     `data: {{json}}` line per chunk, and the client notes the clock when each chunk with text arrives.
     **TTFT** = first arrival − send time (queueing + prefill); a request's **ITL** = (last − first) ÷
-    (tokens − 1) — guidellm's definition, and vLLM bench's "TPOT". A stream counts only when it says it
+    (tokens − 1) — guidellm's definition, and vLLM bench's "{term("TPOT")}". A stream counts only when it says it
     is complete (a `finish_reason`, the usage chunk or `[DONE]`): one cut mid-way is a failure, as is a
     reply that is not a completion chunk or a token count the stream contradicts.
     The timing is written out in `helpers/benchmark/client.py` (`stream_one` on aiohttp, the HTTP stack of
@@ -149,28 +153,46 @@ def _(data):
 
 @app.cell
 def _(data, source):
-    _ex = next((c["example"] for c in data["configs"] if c.get("example") and not c["example"]["error"]), None)
-    figures.chunks_figure(_ex, source)
-    return
+    example = next((c["example"] for c in data["configs"] if c.get("example") and not c["example"]["error"]), None)
+    figures.chunks_figure(example, source)
+    return (example,)
 
 
 @app.cell(hide_code=True)
-def _():
-    _base, _vllm = guide.talk("baseline", "ITL ms"), guide.talk("vLLM default", "ITL ms")
-    mo.md(f"""
-    **What you should see** — on a CPU (tiny model): a short orange band (the prefill) and ticks, one per
-    decode step or a few per chunk (a loaded machine delivers several tokens at once). On a GPU with
-    Mistral 7B: TTFT of tens of milliseconds, ticks {min(_base, _vllm):.0f}–{max(_base, _vllm):.0f} ms apart
-    (the talk measured {_base:g} ms for the baseline and {_vllm:g} ms in vLLM).
-
+def _(example):
+    _t = guide.talk_table().set_index("configuration")
+    _base, _vllm = (next(r for n, r in _t.iterrows() if key in n) for key in ("baseline", "vLLM default"))
+    _here = [findings.chunk_reading(example)]
+    if example and example.get("ttft_s") is not None:
+        _here.insert(0, f"the orange band is this request's TTFT, {example['ttft_s'] * 1e3:,.1f} ms (queueing + prefill)")
+    _top = int(guide.talk("vLLM default", "concurrency"))
+    mo.vstack([expected.should_see([h for h in _here if h], [
+        expected.OnGpu("cited", f"the talk measured, for Mistral 7B on one H100, TTFT {_base['TTFT ms']:g} ms and ITL "
+                                f"{_base['ITL ms']:g} ms for the baseline (one request at a time), TTFT {_vllm['TTFT ms']:g} ms "
+                                f"and ITL {_vllm['ITL ms']:g} ms in vLLM with {_top} requests at once", guide.TALK_SOURCE)]),
+        mo.md(f"""
     ## 3 · Continuous batching and vLLM, as concurrency grows
 
     Without continuous batching `transformers serve` runs one request at a time: with 4 in flight, 3
     wait, and their TTFT is the time the others take. With it, the server admits new requests into the
-    running batch at every step (paged KV cache, bounded here: `--cb-num-blocks 64
-    --cb-max-batch-tokens 512`). vLLM does the same, with chunked prefill and its own kernels.
-    """)
+    running batch at every step ({term("paged attention", "paged-attention")}'s block table over a bounded
+    KV cache here: `--cb-num-blocks 64 --cb-max-batch-tokens 512`). vLLM does the same, with
+    {term("chunked prefill")} and its own kernels.
+    """)])
     return
+
+
+@app.cell(hide_code=True)
+def _(data):
+    top_level = max(data.get("concurrencies") or [1])
+    ttft_box = learner.prediction(
+        f"Chat, `transformers serve` without continuous batching (one request at a time): with {top_level} requests "
+        f"in flight, how many times its mean TTFT at concurrency 1 is its mean TTFT?", "×")
+    gain_box = learner.prediction(
+        f"Chat at concurrency {top_level}: how many times the output tokens/s of one request at a time does "
+        "continuous batching give?", "×")
+    mo.vstack([ttft_box, gain_box])
+    return gain_box, top_level, ttft_box
 
 
 @app.cell
@@ -193,6 +215,43 @@ def _(source, table, workload):
     return
 
 
+@app.cell
+def _(data, ttft_box):
+    _given = None  # Jupyter/Colab: your prediction here (e.g. 4); in marimo, type it in the box above
+    _q = findings.queue_ttft(data, "chat")
+    if _q is None:
+        _out = mo.md("_The one-at-a-time server has no chat runs at two levels here: nothing to compare._")
+    else:
+        _queue = (f"A queue in turn predicts × {_q.queued_ratio:.1f}: the {_q.concurrency} requests sent together, the "
+                  f"k-th waits for the k − 1 answers ahead — ({_q.concurrency} − 1) ÷ 2 answers of {_q.e2e_1_ms:,.0f} ms "
+                  f"(the mean E2E at concurrency 1) on top of its {_q.ttft_1_ms:,.1f} ms. The measured × {_q.ratio:.1f} is "
+                  + findings.ratio_words(_q.ratio / _q.queued_ratio, "that prediction", "longer", "shorter") + ".")
+        _out = mo.vstack([learner.beside(ttft_box, _given, _q.ratio, shown=lambda v: f"× {v:.1f}", hints={
+            "higher": "Each request ahead costs a whole answer — its prefill and every decode step — not one prefill.",
+            "lower": "At concurrency 1 the TTFT is a prefill and the server's own overhead; with a queue, the wait for "
+                     "the answers ahead is added to it, not multiplied.",
+            "about equal": "The wait for the answers ahead, added to one prefill."}),
+            mo.md(f"**The queue, derived.** {_queue}")])
+    _out
+    return
+
+
+@app.cell
+def _(data, gain_box):
+    _given = None  # Jupyter/Colab: your prediction here (e.g. 3); in marimo, type it in the box above
+    _e = findings.batching_effect_data(data, "chat")
+    _out = mo.md("_transformers serve did not produce both configurations' chat runs here._") if _e is None else \
+        learner.beside(gain_box, _given, _e.throughput_ratio, shown=lambda v: f"× {v:.2f}", hints={
+            "higher": "A decode step reads the weights once for every request in the batch: with N requests in flight "
+                      "one step yields N tokens, as long as the step's time is the weights' read and not per-request work.",
+            "lower": "The gain is the batch's tokens per step ÷ how much longer a batched step takes: on a CPU with a "
+                     f"tiny model a step's time is not the weights' read alone — each request's ITL went {_e.itl_off_ms:g} → "
+                     f"{_e.itl_on_ms:g} ms here — and concurrency 1 pays the batching server's bookkeeping too.",
+            "about equal": "Tokens per step × steps per second, as the batch and the step time set them."})
+    _out
+    return
+
+
 @app.cell(hide_code=True)
 def _(data, workload):
     _eff = findings.batching_effect_data(data, workload.value)
@@ -203,20 +262,20 @@ def _(data, workload):
         _text = (f"At concurrency {_eff.concurrency}, continuous batching gave × {_eff.throughput_ratio} the "
                  f"output tokens/s (**{_eff.throughput}**), a mean TTFT **{_eff.ttft}** (off ÷ on "
                  f"{_eff.ttft_ratio}) — and a per-request ITL {_eff.itl_off_ms} → {_eff.itl_on_ms} ms "
-                 f"(**{_eff.itl}**): each request shares every step with the others, so batching trades "
-                 "per-request speed for total speed.")
+                 f"(**{_eff.itl}**): each request shares every step with the others: "
+                 f"{findings.batching_trade(_eff)}.")
     if _sc:
         _text += (f" vLLM (default) went from {_sc.tok_s_at_1} to {_sc.tok_s_at_top} output tokens/s between "
                   f"concurrency 1 and {_sc.concurrency} (× {_sc.ratio}).")
-    mo.md(f"""
+    _orca = next(p for p in guide.PUBLISHED if p["claim"].startswith("continuous batching"))
+    _paged = next(p for p in guide.PUBLISHED if p["claim"].startswith("paged attention"))
+    mo.vstack([mo.md(f"""
     {_text} (A change counts when it exceeds {verdicts.CHANGE_MARGIN:.0%}; failed requests are counted in the
-    `failed` column, never dropped.)
-
-    **What you should see** — at concurrency 1 the two transformers configurations alike; at 4 the
-    one-at-a-time server's throughput stays flat while its TTFT grows with the queue, and continuous
-    batching serves several times the tokens, each request a little slower per token. vLLM higher
-    still. Other processes on the machine slow every figure (see each run's load average).
-    """)
+    `failed` column, never dropped. Other processes on the machine slow every figure: see each run's load
+    average.)
+    """), expected.should_see(findings.batching_reading(data, workload.value), [
+        expected.OnGpu("cited", f"{_orca['claim']}: {_orca['figure']}", _orca["source"]),
+        expected.OnGpu("cited", f"{_paged['claim']}: {_paged['figure']}", _paged["source"])])])
     return
 
 
@@ -257,22 +316,24 @@ def _(prefix_data, prefix_rows):
     _rb = findings.radix_against_blocks(prefix_data)
     _lines = [f"- concurrency {r.concurrency}: mean TTFT {r.ttft_off_ms:,.0f} → {r.ttft_on_ms:,.0f} ms "
               f"(÷ {r.off_over_on}): **{r.verdict}**" for r in prefix_rows]
+    _talk = guide.radix_against_talk(_rb)
     _radix = ("" if not _rb else
               f"Replayed through a radix tree, the trace's prompts find {_rb.radix:.1%} of their "
               f"tokens cached token by token, {_rb.blocks[16]:.1%} in 16-token blocks and "
               f"{_rb.blocks[128]:.1%} in 128-token ones: **{_rb.verdict}** — token-granular matching "
-              f"leaves at most × {_rb.most_saved:.2f} less to prefill "
-              "than 16-token blocks. A 3–4× gap between engines cannot come from hit rates this close; the talk's "
-              "SGLang figure is cited, not reproduced. An edit invalidates every later block in both schemes.")
+              f"leaves at most × {_rb.most_saved:.2f} less to prefill than 16-token blocks"
+              + (f"; {_talk}" if _talk else "") + ". An edit invalidates every later block in both schemes.")
     _from = "" if prefix_data.get("recorded_at") is None else f"From {guide.run_label(prefix_data)}:\n\n"
-    mo.md(_from + "\n".join(_lines or ["vLLM's two prefix settings have not both run here or in the record."]) + f"""
+    _reading = findings.prefix_reading(prefix_rows)
+    mo.vstack([mo.md(_from + "\n".join(_lines or ["vLLM's two prefix settings have not both run here or in the record."]) + f"""
 
     {_radix}
 
-    **What you should see** — prefix caching cuts the agentic workload's mean TTFT most at concurrency 1
-    (each request finds the previous one's prefix computed); with 4 in flight, the first round's
-    requests arrive together and none can reuse blocks the others have not yet computed.
-    """)
+    At concurrency 1 each request can find the previous one's prefix computed; with several in flight the first
+    round's requests arrive together, before any of them has computed the shared blocks.
+    """), expected.should_see([_reading] if _reading else [], [expected.OnGpu(
+        "cited", f"SGLang {guide.TALK_AGENTIC_GAP[0]:g}–{guide.TALK_AGENTIC_GAP[1]:g}× vLLM on this agentic workload "
+                 "(radix-tree prefix cache)", "the workshop talk, §8 (one H100)")])])
     return
 
 
@@ -283,7 +344,7 @@ def _():
 
     A closed loop sends the next request when one finishes, so a slow server slows its own load. Users
     do not wait: an **open loop** sends each request at its time — Poisson arrivals at a fixed rate —
-    and a server that cannot keep up builds a queue. The vLLM paper plots **normalized latency** (each
+    and a server that cannot keep up builds a queue. The vLLM paper plots {term("normalized latency")} (each
     request's end-to-end latency ÷ its output tokens, averaged) against the rate; DistServe plots **SLO
     attainment** (the share of requests within the {term("SLO")}) and calls the highest rate with ≥ 90 %
     the **goodput**. vLLM bench's "goodput" is another figure: requests/s within the SLO in one run.
@@ -312,21 +373,21 @@ def _(data, source, table, tpot_ms, ttft_ms):
 
 
 @app.cell(hide_code=True)
-def _(open_loop, slo, table):
+def _(data, open_loop, slo, table):
     _t = table[table["rate req/s"].notna() & (table["source"] == "client")]
     _lines = [f"- **{n}**: DistServe goodput " + guide.goodput_words(v.distserve_goodput, [p[0] for p in v.points])
               + "; attainment " +
               ", ".join(f"{p[1]:.0%} at {p[0]:g}/s" for p in v.points if p[1] is not None) for n, v in open_loop.items()]
-    mo.md("\n".join(_lines or ["No open-loop run here."]) + f"""
+    mo.vstack([mo.md("\n".join(_lines or ["No open-loop run here."]) + f"""
 
     Under {slo.describe()}. vLLM bench's figure for the same runs (requests/s within the plan's SLO) is the
-    table's `req/s in SLO` column: it grows with the rate while attainment falls, which is why the two must
-    not share a name. Runs: {len(_t)}.
+    table's `req/s in SLO` column: it counts a run's successes per second, so it can rise with the rate while
+    the attainment falls — which is why the two must not share a name. Runs: {len(_t)}.
 
-    **What you should see** — normalized latency flat at low rates and climbing once a server's capacity
-    is passed; the one-at-a-time server passes it first. Tighten the TPOT limit and continuous batching
-    loses attainment first (its requests share steps); loosen the TTFT limit and the queueing servers gain.
-    """)
+    A server past its capacity builds a queue, and its normalized latency climbs with the rate. A tighter
+    TPOT limit bites where requests share steps (a batching server's time per token is a whole batch's step);
+    a looser TTFT limit admits requests that waited in a queue.
+    """), expected.should_see(findings.open_loop_reading(data, "chat", open_loop))])
     return
 
 
@@ -365,7 +426,8 @@ def _(record):
         _lines.append("- fp8 KV cache: " + ("ran." if _fp8.ran else f"did not run here — {_fp8.why}."))
         _lines += [f"- n-gram speculation, concurrency {r.concurrency}: latency per token × "
                    f"{r.latency_ratio} ({r.latency}), tok/s × {r.throughput_ratio} "
-                   f"({r.throughput}) — random words give it few matches." for r in _f.ngram_speculation]
+                   f"({r.throughput})" + (" — the chat's prompts are random words: a draft copied from them is accepted only by chance." if r.latency == "higher"
+                                          else ".") for r in _f.ngram_speculation]
     mo.md("\n".join(_lines) or "_No record to read._")
     return
 
@@ -425,21 +487,23 @@ def _(record):
 
 
 @app.cell(hide_code=True)
-def _(agreement_table):
+def _(agreement_table, record):
     _agree = ("guidellm did not run here." if agreement_table.empty else
               f"Same run: **{int(agreement_table['agree'].sum())} of {len(agreement_table)}** configuration × level pairs "
               f"agree within {guide.AGREEMENT_TOLERANCE:.0%} on mean TTFT and ITL.")
-    mo.md(f"""
+    _cross = guide.crosscheck_reading(findings.crosscheck_gaps(record) if record else [])
+    _here = [guide.agreement_reading(agreement_table),
+             f"recorded ({guide.run_label(record)}): " + "; ".join(map(str, _cross)) if _cross else ""]
+    mo.vstack([mo.md(f"""
     {_agree}
 
-    **What you should see** — on the same run, our definitions and guidellm's within a few per cent; ours on
-    vllm bench's own per-request times reproduce its means, as they differ only at the documented edge
-    cases (at most a chunk's worth at each end); side by side, our client and vllm bench time the same
-    decode steps, so their ITL differs only by each one's own timing. Back to back, two runs of the
-    same load on a busy machine can differ by tens of per cent either way. One pitfall: asking guidellm for
-    a fixed *output length* makes it send vLLM's `ignore_eos`, which `transformers serve` rejects with 422 for
-    every request — and guidellm still exits 0; `guidellm_runner` passes the length as `max_tokens` instead.
-    """)
+    Our definitions differ from vllm bench's only at the documented edge cases (at most a chunk's worth at each
+    end); side by side, our client and vllm bench time the same decode steps, so what is left between their ITL
+    is each one's own timing. Back to back, two runs of one load meet a machine in two states. One pitfall:
+    asking guidellm for a fixed *output length* makes it send vLLM's `ignore_eos`, which `transformers serve`
+    rejects with 422 for every request — and guidellm still exits 0; `guidellm_runner` passes the length as
+    `max_tokens` instead.
+    """), expected.should_see([h for h in _here if h])])
     return
 
 
@@ -451,7 +515,7 @@ def _(record, record_label):
 
     Rebuilt from {record_label}: each row cites that run; GPU claims are marked **cited** with their source.
     The talk's own table: its baseline ran one request at a time against vLLM's {_f.concurrent}. vLLM's
-    "almost 15×" is **{_f.total:.1f}×** in tokens/s; per request its ITL is only {_f.per_request_itl:.1f}×
+    "almost 15×" is **{_f.total:.1f}×** in tokens/s; per request its ITL is {_f.per_request_itl:.1f}×
     shorter, so the other **{_f.concurrency:.1f}×** comes from serving {_f.concurrent} requests at once —
     {_f.concurrency_share} of the speed-up (section 3 measures that effect).
     """)
@@ -519,10 +583,11 @@ def _():
     plan = plans.Plan({"w": chat_trace(8, sigma=0, output_tokens_median=128)}, (1, 4), metrics.SLO(1.0, 0.1))
     long = harness.run_all(include=("transformers",), plan=plan, out="build/engines/exercise1.json")
     records.runs_table(long)
-    ```"""), """Each request now spends most of its time in decode: continuous batching's throughput
-    advantage grows (more steps shared by the batch), the one-at-a-time server's TTFT grows with the
-    queue ahead (each request ahead takes 128 steps), and the per-request ITL with batching rises a
-    little more than with 32 tokens (longer sequences, more attention per step).""")
+    ```"""), """Each request now decodes 128 tokens after one prefill: decode's share of each request's time
+    is larger than with 32, so the steps that continuous batching shares are a larger part of the work; the
+    one-at-a-time server's TTFT includes the whole answers ahead, 128 steps each; and with batching each
+    step attends over longer sequences. Compare the two tables' ratios (on ÷ off, concurrency 4 ÷ 1) with
+    `findings.batching_effect_data(long, "w")`: the rules, not the expectation, say how far each moved.""")
     _ex2 = notebook.exercise(2, textwrap.dedent("""
     Tighten the SLO with the sliders of section 5 (TPOT ≤ 30 ms, say): which
     configuration loses its attainment first, and why? Recompute one run by hand:
@@ -556,19 +621,59 @@ def _():
 
 
 @app.cell(hide_code=True)
-def _():
+def _(data, prefix_rows, top_level):
+    _rk = findings.throughput_order(data, "chat", top_level)
+    _e = findings.batching_effect_data(data, "chat")
+    _p1 = next((r for r in prefix_rows if r.concurrency == 1), None)
+    check_questions = []
+    if _rk is not None:
+        check_questions.append(learner.Question(
+            f"In this run's chat at concurrency {top_level} (section 3's table), which server gave the most output "
+            "tokens/s?", _rk.order[0][0], options=tuple(n for n, _ in _rk.order)))
+    if _e is not None:
+        check_questions.append(learner.Question(
+            f"Chat at concurrency {_e.concurrency}: each request's mean ITL with continuous batching ÷ without it?",
+            _e.itl_ratio, "×"))
+    if _p1 is not None:
+        check_questions.append(learner.Question(
+            "Agentic workload at concurrency 1 (section 4): mean TTFT with prefix caching off ÷ on?", _p1.off_over_on, "×"))
+    check_form = learner.self_check(check_questions) if check_questions else mo.md("_No run here to ask about._")
+    mo.vstack([mo.md("""
+    ## Self-check
+
+    Questions whose answers are this run's numbers (a live run changes them).
+    """), check_form])
+    return check_form, check_questions
+
+
+@app.cell(hide_code=True)
+def _(check_form, check_questions):
+    learner.answers(check_form, check_questions) if check_questions else mo.md("")
+    return
+
+
+@app.cell(hide_code=True)
+def _(data, prefix_data):
     _left = process.live_servers()
+    _e = findings.batching_effect_data(data, "chat")
+    _cb = ("" if _e is None else
+           f" In this run, at concurrency {_e.concurrency}: total output tokens/s "
+           + findings.ratio_words(_e.throughput_ratio, "one at a time's")
+           + ", each request's ITL " + findings.ratio_words(_e.itl_ratio, "one at a time's", "longer", "shorter") + ".")
+    _rb = findings.radix_against_blocks(prefix_data)
+    _px = ("" if not _rb else f" On the agentic trace token-granular and 16-token block matching cached {_rb.radix:.1%} "
+           f"and {_rb.blocks[16]:.1%} of prompt tokens: {_rb.verdict}.")
     mo.md(f"""
     ## Takeaways
 
     - Measure serving **as a server**: a real process, a real HTTP client, streamed chunks — TTFT and ITL
       are arrival times, and a stream counts only when it says it is complete.
-    - **Continuous batching** is the first win: with requests one at a time, throughput stays flat and TTFT
-      grows with the queue; with it, total speed rises while each request's ITL rises a little.
+    - **Continuous batching** admits new requests into the running batch at every step: one at a time, a
+      server's throughput is one request's and TTFT carries the queue; with it, every request shares each
+      step.{_cb}
     - Report **SLO attainment against the request rate** (DistServe's goodput is the highest rate with
       ≥ 90 %), not one throughput number — and do not confuse it with vLLM bench's requests/s within the SLO.
-    - **Prefix caching** pays on shared prompts when a request arrives after its prefix was computed;
-      token-granular and block-granular matching are within a few points on the agentic trace.
+    - **Prefix caching** pays on shared prompts when a request arrives after its prefix was computed.{_px}
     - Three load generators agreeing on the same run is the check that the numbers are the server's.
 
     Servers still running now: **{len(_left)}** (each configuration was stopped when its run ended).

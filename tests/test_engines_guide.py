@@ -69,12 +69,12 @@ def test_key_figures_worked_by_hand():
     f = findings.key_figures(_data())
     assert f.vllm_scaling is None                 # no one-length ("fixed") runs in this data
     sc = f.vllm_scaling_chat
-    # 4 requests × 5 tokens: 20 tokens in 1.0 s at concurrency 1, in 0.2 s at 8: × 5.0, the target × 4 met
-    assert (sc.tok_s_at_1, sc.tok_s_at_top, sc.ratio, sc.met) == (20.0, 100.0, 5.0, True)
+    # 4 requests × 5 tokens: 20 tokens in 1.0 s at concurrency 1, in 0.2 s at 8: × 5.0
+    assert (sc.tok_s_at_1, sc.tok_s_at_top, sc.ratio) == (20.0, 100.0, 5.0)
     pc = f.prefix_caching["agentic"]
     assert [(r.concurrency, r.off_over_on, r.verdict) for r in pc] == [
         (1, 6.0, "prefix caching cut TTFT"), (4, round(0.9 / 0.85, 2), "prefix caching left TTFT unchanged")]
-    assert pc[0].target_met and not pc[1].target_met and pc[0].vllm_hit_rate_on == 0.6
+    assert pc[0].vllm_hit_rate_on == 0.6
     cb = f.continuous_batching["chat"]
     # at 8: off 20 tokens in 8 s, on in 2 s: × 4 throughput; TTFT 2.0 ÷ 0.4 = 5; ITL 0.05 → 0.08 s: × 1.6
     assert (cb.throughput_ratio, cb.throughput, cb.ttft_ratio, cb.ttft) == (4.0, "higher", 5.0, "lower with it")
@@ -115,7 +115,15 @@ def test_the_measured_guide_cites_its_run_and_labels_gpu_claims_cited():
     by = {r["workload"].split(",")[0].split(" (")[0]: r for r in rows}
     several = next(r for r in rows if r["workload"].startswith("several users"))
     assert several["engine"] == "vLLM default" and label in several["evidence"]
-    assert "vLLM default: 100.0 tok/s" in several["evidence"] and "higher than the next, × 10.0" in several["evidence"]   # 100 ÷ 10 (20 tokens in 2 s)
+    # at 8: vLLM 20 tokens in 0.2 s = 100 tok/s; continuous batching 20 in 2 s = 10; one at a time 20 in 8 s = 2.5
+    assert ("at concurrency 8, vLLM default gave the most output tokens/s: 100 — 10× HF transformers serve + "
+            "continuous batching's 10, 40× HF transformers serve's 2.5") in several["evidence"]
+    assert "one request at a time queues them" in several["why"]
+    one = next(r for r in rows if r["workload"].startswith("one user"))
+    # at 1: vLLM 20 tokens in 1.0 s = 20 tok/s; both transformers serve 20 tokens in 0.2 + 4 × 0.05 = 0.4 s = 50:
+    # a tie (within 10 %) between the two, the simplest picked
+    assert one["engine"] == "transformers serve" and "within 10% of each other" in one["evidence"]
+    assert "as fast as the fastest" in one["why"] and label in one["evidence"]
     agents = next(r for r in rows if r["workload"].startswith("agents"))
     assert "c=1: TTFT 600 → 100 ms (÷ 6.0)" in agents["evidence"] and "cited: the talk §8" in agents["evidence"]
     assert "a radix tree could cut the prefill work (at most × 1.10 less prefill)" in agents["evidence"]

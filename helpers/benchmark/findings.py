@@ -2,9 +2,15 @@
 result, or its record) — concurrency scaling, prefix caching off against on, continuous batching, the
 radix tree against hashed blocks, the cross-check with vllm bench serve, open-loop goodput, speculation.
 
-Each rule returns a frozen dataclass: the figures it took and its verdict (helpers.benchmark.metrics.
+Each rule returns a frozen dataclass: the figures it took and its verdict (helpers.formulas.verdicts.
 change_verdict). The decision guide, the notebook's text and its tables are drawn from them
 (helpers.benchmark.guide, notebook 08); a record stores them as plain JSON (`as_json`).
+
+The readings (`throughput_order`, `batching_reading`, `prefix_reading`, `open_loop_reading`,
+`chunk_reading`) turn those figures into the sentences notebook 08 writes beside them — which server gave
+the most output tokens/s at a level, how continuous batching moved throughput, TTFT and ITL, at which level
+prefix caching cut most — each a verdicts.Verdict with the numbers it read, every comparison by the 10 %
+margin (verdicts.CHANGE_MARGIN), so that no size, direction or order is typed.
 """
 from __future__ import annotations
 
@@ -12,12 +18,10 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from ..formulas.verdicts import change_verdict
-from .metrics import attainment, distserve_goodput, relative_gap
+from ..formulas.verdicts import CHANGE_MARGIN, Verdict, change_verdict, factor
+from .metrics import ATTAINMENT_GOAL, attainment, distserve_goodput, relative_gap
 
-SCALING_TARGET = 4.0          # issue 21: vLLM at concurrency 8 ÷ 1 in output tokens/s, on this CPU
-PREFIX_TTFT_TARGET = 2.0      # issue 21: agentic workload, mean TTFT prefix caching off ÷ on
-ITL_TOLERANCE = 0.01         # issue 32: our client against vllm bench serve side by side, mean ITL
+ITL_TOLERANCE = 0.01         # our client against vllm bench serve side by side: mean ITL within 1 %
 
 
 def config_runs(data: dict, name: str, workload: str, source: str = "client", open_loop: bool = False) -> list[dict]:
@@ -54,8 +58,6 @@ class Scaling:
     tok_s_at_1: float
     tok_s_at_top: float
     ratio: float
-    target: float
-    met: bool
 
 
 def concurrency_scaling(data: dict, name: str, workload: str) -> Scaling | None:
@@ -65,7 +67,7 @@ def concurrency_scaling(data: dict, name: str, workload: str) -> Scaling | None:
         return None
     ratio = top["output_tok_per_s"] / one["output_tok_per_s"]
     return Scaling(name, workload, top["concurrency"], round(one["output_tok_per_s"], 1),
-                   round(top["output_tok_per_s"], 1), round(ratio, 2), SCALING_TARGET, ratio >= SCALING_TARGET)
+                   round(top["output_tok_per_s"], 1), round(ratio, 2))
 
 
 @dataclass(frozen=True)
@@ -77,7 +79,6 @@ class PrefixLevel:
     ttft_on_ms: float
     off_over_on: float        # mean TTFT off ÷ on
     verdict: str
-    target_met: bool
     vllm_hit_rate_on: float | None    # what vLLM itself counted over the workload (its /metrics)
     vllm_hit_rate_off: float | None
 
@@ -97,7 +98,7 @@ def prefix_caching_effect(data: dict, workload: str, off: str = "vLLM, prefix ca
         verdict = {"higher": "prefix caching cut TTFT", "lower": "prefix caching raised TTFT",
                    "about equal": "prefix caching left TTFT unchanged"}[change_verdict(ratio)]
         rows.append(PrefixLevel(r_on["concurrency"], round(a * 1e3, 1), round(b * 1e3, 1), round(ratio, 2), verdict,
-                                ratio >= PREFIX_TTFT_TARGET, (hits[on] or {}).get("hit rate"),
+                                (hits[on] or {}).get("hit rate"),
                                 (hits[off] or {}).get("hit rate")))
     return rows
 
@@ -289,6 +290,19 @@ def batching_effect_data(data: dict, workload: str) -> BatchingEffect | None:
                           round(_mean(a, "itl") * 1e3, 2), round(_mean(b, "itl") * 1e3, 2))
 
 
+def batching_trade(e: BatchingEffect) -> Verdict:
+    """What continuous batching traded in this run, from the directions of its two ratios (the 10 % rule):
+    per-request speed for total speed only when the throughput rose and each request's ITL grew."""
+    thr, itl = e.throughput, e.itl
+    words = {("higher", "higher"): "batching traded per-request speed for total speed",
+             ("higher", "about equal"): "batching raised total speed and left each request's speed as it was",
+             ("higher", "lower"): "batching raised total speed and each request's speed",
+             ("lower", "higher"): "batching cost each request's speed without raising total speed here",
+             ("about equal", "higher"): "batching cost each request's speed without raising total speed here",
+             }.get((thr, itl), f"batching left total speed {thr} and each request's ITL {itl}")
+    return Verdict(words, "batching_trade", {"throughput_ratio": e.throughput_ratio, "itl_ratio": e.itl_ratio})
+
+
 @dataclass(frozen=True)
 class Outcome:
     """Whether a configuration ran here, and if not, the line of its fault that says why."""
@@ -333,6 +347,190 @@ def speculation_effect(data: dict, workload: str, name: str = "vLLM + n-gram spe
         rows.append(SpeculationLevel(s["concurrency"], round(lat, 2), change_verdict(lat), round(thr, 2),
                                      change_verdict(thr)))
     return rows
+
+
+# ----------------------------------------------------------------------------- the readings: words from the figures
+
+def ratio_words(ratio: float, of: str, up: str = "higher", down: str = "lower", same: str = "about equal") -> str:
+    """A ratio new ÷ old said with its direction by the 10 % rule: '1.86× {of} (higher)', '0.90× {of}
+    (lower)', 'within 10% of {of} (1.04×: about equal)'. Never a size word."""
+    way = change_verdict(ratio)
+    if way == "about equal":
+        return f"within {CHANGE_MARGIN:.0%} of {of} ({factor(ratio)}: {same})"
+    return f"{factor(ratio)} {of} ({up if way == 'higher' else down})"
+
+
+def tok_s(v: float) -> str:
+    """Output tokens/s as the readings print it: whole from 100, else three significant digits."""
+    return f"{v:,.0f}" if v >= 100 else f"{v:.3g}"
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """The configurations of one run at one closed-loop level, by output tokens/s, highest first; `leaders`
+    are those within the 10 % margin of the highest (one name when the highest stands apart)."""
+
+    workload: str
+    concurrency: int
+    order: tuple[tuple[str, float], ...]
+    leaders: tuple[str, ...]
+
+    @property
+    def verdict(self) -> Verdict:
+        """'at concurrency 4, vLLM default gave the most output tokens/s: 328 — 2.07× HF transformers serve's
+        159, …'; when the highest are within the margin of each other, that they are, then the rest."""
+        (best, top), rest = self.order[0], [(n, v) for n, v in self.order if n not in self.leaders]
+        if len(self.leaders) > 1:
+            words = (f"at concurrency {self.concurrency}, " + " and ".join(
+                f"{n} ({tok_s(v)})" for n, v in self.order if n in self.leaders)
+                + f" gave the most output tokens/s, within {CHANGE_MARGIN:.0%} of each other")
+        else:
+            words = f"at concurrency {self.concurrency}, {best} gave the most output tokens/s: {tok_s(top)}"
+        if rest:
+            words += (" — " if len(self.leaders) == 1 else "; then ") + ", ".join(
+                f"{factor(top / v)} {n}'s {tok_s(v)}" for n, v in rest)
+        return Verdict(words, "throughput_order", dict(self.order))
+
+
+def throughput_order(data: dict, workload: str, concurrency: int, names=None) -> Ranking | None:
+    """Which configuration gave the most output tokens/s at one closed-loop level of this run (our
+    client's runs), ranked by the run: every configuration with a run there (or those in `names`)."""
+    got = []
+    for c in data.get("configs", []):
+        n = c["config"]["name"]
+        if names is not None and n not in names:
+            continue
+        r = at_level(config_runs(data, n, workload), concurrency)
+        if r is not None and r.get("output_tok_per_s"):
+            got.append((n, round(r["output_tok_per_s"], 1)))
+    if not got:
+        return None
+    got.sort(key=lambda nv: -nv[1])
+    top = got[0][1]
+    leaders = tuple(n for n, v in got if change_verdict(top / v) == "about equal")
+    return Ranking(workload, concurrency, tuple(got), leaders)
+
+
+BASELINE, BATCHING, VLLM = "HF transformers serve", "HF transformers serve + continuous batching", "vLLM default"
+
+
+def batching_reading(data: dict, workload: str) -> list[Verdict]:
+    """What section 3 shows, from this run: continuous batching against one request at a time at
+    concurrency 1; the one-at-a-time server's throughput and mean TTFT from concurrency 1 to the top level;
+    continuous batching's throughput and per-request ITL against it there; and which server gave the most
+    output tokens/s at concurrency 1 and at the top level. Empty when transformers serve lacks a run."""
+    off, on = config_runs(data, BASELINE, workload), config_runs(data, BATCHING, workload)
+    if not off or not on:
+        return []
+    top = max(r["concurrency"] for r in on)
+    a1, b1, at, bt = at_level(off, 1), at_level(on, 1), at_level(off, top), at_level(on, top)
+    out = []
+    if a1 and b1 and a1["output_tok_per_s"]:
+        r = b1["output_tok_per_s"] / a1["output_tok_per_s"]
+        out.append(Verdict(f"at concurrency 1, continuous batching gave {ratio_words(r, 'the output tokens/s of one at a time')}"
+                           f" ({tok_s(a1['output_tok_per_s'])} → {tok_s(b1['output_tok_per_s'])})", "batching_at_1",
+                           {"off_tok_s": a1["output_tok_per_s"], "on_tok_s": b1["output_tok_per_s"], "ratio": r}))
+    if a1 and at and top > 1 and a1["output_tok_per_s"] and _mean(a1, "ttft"):
+        r, t = at["output_tok_per_s"] / a1["output_tok_per_s"], _mean(at, "ttft") / _mean(a1, "ttft")
+        out.append(Verdict(f"one request at a time, from concurrency 1 to {top}: output tokens/s "
+                           f"{ratio_words(r, 'those at 1')} ({tok_s(a1['output_tok_per_s'])} → {tok_s(at['output_tok_per_s'])}), "
+                           f"mean TTFT {ratio_words(t, 'that at 1', 'longer', 'shorter')} "
+                           f"({_mean(a1, 'ttft') * 1e3:,.1f} → {_mean(at, 'ttft') * 1e3:,.1f} ms)",
+                           "one_at_a_time_scaling", {"tok_s_ratio": r, "ttft_ratio": t}))
+    e = batching_effect_data(data, workload)
+    if e is not None and e.concurrency == top and top > 1:
+        out.append(Verdict(f"at concurrency {top}, continuous batching gave "
+                           f"{ratio_words(e.throughput_ratio, 'the output tokens/s of one at a time')} "
+                           f"({tok_s(at['output_tok_per_s'])} → {tok_s(bt['output_tok_per_s'])}), "
+                           f"each request's ITL {ratio_words(e.itl_ratio, 'the one-at-a-time ITL', 'longer', 'shorter')} "
+                           f"({e.itl_off_ms:g} → {e.itl_on_ms:g} ms)", "batching_at_top",
+                           {"throughput_ratio": e.throughput_ratio, "itl_ratio": e.itl_ratio}))
+    for level in sorted({1, top}):
+        rk = throughput_order(data, workload, level)
+        if rk is not None and len(rk.order) > 1:
+            out.append(rk.verdict)
+    return out
+
+
+def prefix_reading(rows: list[PrefixLevel]) -> Verdict | None:
+    """At which level prefix caching cut the mean TTFT most (off ÷ on, the largest ratio), and whether that
+    cut stands apart from the next largest by the 10 % rule; None without two levels."""
+    if len(rows) < 2:
+        return None
+    by = sorted(rows, key=lambda r: -r.off_over_on)
+    a, b = by[0], by[1]
+    ev = {f"off_over_on_at_{r.concurrency}": r.off_over_on for r in rows}
+    if change_verdict(a.off_over_on / b.off_over_on) == "about equal":
+        return Verdict(f"the cut (off ÷ on) is largest at concurrency {a.concurrency} (÷ {a.off_over_on:g}), within "
+                       f"{CHANGE_MARGIN:.0%} of concurrency {b.concurrency}'s (÷ {b.off_over_on:g}): no level stands apart",
+                       "prefix_reading", ev)
+    return Verdict(f"the cut (off ÷ on) is largest at concurrency {a.concurrency} (÷ {a.off_over_on:g}), "
+                   f"{factor(a.off_over_on / b.off_over_on)} the next, concurrency {b.concurrency}'s (÷ {b.off_over_on:g})",
+                   "prefix_reading", ev)
+
+
+def open_loop_reading(data: dict, workload: str, attained: dict) -> list[Verdict]:
+    """What the open-loop runs show, from this run: each configuration's normalized latency from its lowest
+    to its highest rate by the 10 % rule, and which configuration first kept fewer than 90 % of its requests
+    within the SLO (`attained`: attainment_points for the SLO chosen), or that none did at these rates."""
+    out = []
+    for name in attained:
+        runs = sorted(config_runs(data, name, workload, open_loop=True), key=lambda r: r["rate"])
+        lo, hi = (runs[0], runs[-1]) if len(runs) > 1 else (None, None)
+        if lo and lo.get("normalized_latency_s") and hi.get("normalized_latency_s"):
+            r = hi["normalized_latency_s"] / lo["normalized_latency_s"]
+            out.append(Verdict(f"{name}: normalized latency from {lo['rate']:g} to {hi['rate']:g} req/s "
+                               f"{lo['normalized_latency_s'] * 1e3:,.2f} → {hi['normalized_latency_s'] * 1e3:,.2f} ms/token "
+                               f"({ratio_words(r, 'the lowest rate', 'climbing', 'falling', 'flat')})",
+                               "normalized_latency", {"ratio": r}))
+    missed = [(next((rate for rate, share in v.points if share is not None and share < ATTAINMENT_GOAL), None), n)
+              for n, v in attained.items()]
+    missed = sorted((m for m in missed if m[0] is not None), key=lambda m: m[0])
+    if attained and not missed:
+        out.append(Verdict(f"every configuration kept ≥ {ATTAINMENT_GOAL:.0%} of its requests within the SLO at "
+                           "every rate measured: none passed its capacity here", "attainment_first", {}))
+    elif missed:
+        first = [n for rate, n in missed if rate == missed[0][0]]
+        out.append(Verdict(f"below {ATTAINMENT_GOAL:.0%} within the SLO first: {' and '.join(first)}, at "
+                           f"{missed[0][0]:g} req/s", "attainment_first", {"rate": missed[0][0]}))
+    return out
+
+
+@dataclass(frozen=True)
+class QueueTTFT:
+    """One configuration's mean TTFT at the top closed-loop level against concurrency 1 (`ratio`), and what a
+    queue predicts for a server that answers one request at a time when the level's N requests arrive
+    together: the k-th waits for the k − 1 answers ahead, (N − 1) ÷ 2 answers on average, each as long as an
+    answer at concurrency 1 (its mean E2E), on top of its own TTFT — `queued_ratio` = that ÷ the TTFT at 1."""
+
+    configuration: str
+    concurrency: int
+    ttft_1_ms: float
+    ttft_top_ms: float
+    e2e_1_ms: float
+    ratio: float
+    queued_ratio: float
+
+
+def queue_ttft(data: dict, workload: str, name: str = BASELINE) -> QueueTTFT | None:
+    runs = config_runs(data, name, workload)
+    one, top = at_level(runs, 1), max(runs, key=lambda r: r["concurrency"], default=None)
+    if one is None or top is None or top is one or not _mean(one, "ttft") or not _mean(top, "ttft"):
+        return None
+    t1, tt, e1, n = _mean(one, "ttft"), _mean(top, "ttft"), _mean(one, "e2e"), top["concurrency"]
+    return QueueTTFT(name, n, t1 * 1e3, tt * 1e3, e1 * 1e3, tt / t1, (t1 + (n - 1) / 2 * e1) / t1)
+
+
+def chunk_reading(example: dict | None) -> Verdict | None:
+    """How the example request's tokens arrived: one a chunk, or more tokens than chunks (a loaded machine,
+    or a server that flushes several decode steps at once)."""
+    if not example or not example.get("token_s") or not example.get("output_tokens"):
+        return None
+    chunks, tokens = len(example["token_s"]), example["output_tokens"]
+    words = (f"{tokens} tokens in {chunks} chunks: one a decode step" if tokens == chunks else
+             f"{tokens} tokens in {chunks} chunks: {tokens - chunks} more token{'s' if tokens - chunks > 1 else ''} than "
+             "chunks, so a chunk carried more than one")
+    return Verdict(words, "chunk_reading", {"tokens": tokens, "chunks": chunks})
 
 
 # ----------------------------------------------------------------------------- every rule on one run
