@@ -125,6 +125,12 @@ def test_the_glossary_links_are_the_catalogued_ones():
 # terms a notebook uses before (or without) a section of its own: linked with term() no later than their first
 # use in its text after the title (notebook → (the word as the prose writes it, its glossary anchor))
 FIRST_USES = {
+    "01": [("token", "token"), ("KV cache", "kv-cache"), ("TTFT", "ttft"), ("prefill", "prefill"),
+           ("forward pass", "forward-pass"), ("DynamicCache", "dynamiccache"), ("GQA", "gqa"),
+           ("left-padded", "left-padding"), ("greedy", "greedy-decoding"), ("ITL", "itl"),
+           ("memory-bound", "memory-bound"), ("OOM", "oom")],
+    "02": [("quantization", "quantization"), ("KV cache", "kv-cache"), ("GQA", "gqa"), ("DynamicCache", "dynamiccache"),
+           ("gpu_memory_utilization", "gpu_memory_utilization")],
     "09": [("all-reduce", "all-reduce"), ("NVLink", "nvlink"), ("PCIe", "pcie"), ("InfiniBand", "infiniband"),
            ("tensor parallelism", "tensor-parallelism"), ("pipeline parallelism", "pipeline-parallelism"),
            ("all-to-all", "all-to-all"), ("expert parallelism", "expert-parallelism"), ("gloo", "gloo"),
