@@ -140,9 +140,9 @@ def _(loaded):
 
     **Worked example** (`helpers.formulas.memory.kv_terms`, over the config `helpers.formulas.specs` reads):
     the model running here, {loaded.label}, has layers = {_k["layers"]}, kv_heads = {_k["kv_heads"]},
-    head_dim = {_k["head_dim"]}, and its cache is {loaded.dtype}, bytes = {_k["bytes_per_element"]}:
+    head_dim = {_k["head_dim"]}, and its cache is {loaded.dtype}, bytes = {_k["bytes_per_element"]:g}:
 
-    - per token: 2 × {_k["layers"]} × {_k["kv_heads"]} × {_k["head_dim"]} × {_k["bytes_per_element"]} B = **{_t.bytes_per_token:,} B**
+    - per token: 2 × {_k["layers"]} × {_k["kv_heads"]} × {_k["head_dim"]} × {_k["bytes_per_element"]:g} B = **{_t.bytes_per_token:,} B**
     - a prompt of {_n:,} tokens: {_n:,} × {_t.bytes_per_token:,} B = {fmt_bytes(kv_cache_bytes(loaded.spec, _n, 1, loaded.dtype))}
       (`helpers.formulas.memory.kv_cache_bytes`)
     """)
@@ -202,10 +202,10 @@ def _(kv_box):
         "higher": f"Every one of the {_m.num_layers} layers keeps its own cache, and each keeps both a key and a value "
                   "vector per KV head: the factors layers and 2.",
         "lower": f"Only the {_m.num_kv_heads} KV heads are cached, not the {_m.num_heads} query heads ({_share} query heads "
-                 f"share each under GQA), and bf16 stores a number in {_k['bytes_per_element']} bytes, not fp32's 4.",
+                 f"share each under GQA), and bf16 stores a number in {_k['bytes_per_element']:g} bytes, not fp32's 4.",
         "about equal": "2 · layers · kv_heads · head_dim · bytes, term by term."}),
         mo.md(f"""
-        Mistral 7B, term by term: 2 × {_k["layers"]} × {_k["kv_heads"]} × {_k["head_dim"]} × {_k["bytes_per_element"]} B =
+        Mistral 7B, term by term: 2 × {_k["layers"]} × {_k["kv_heads"]} × {_k["head_dim"]} × {_k["bytes_per_element"]:g} B =
         {fmt_bytes(_t.bytes_per_token)} per token: {_t.bytes_per_token * 4096 / 2**30:.1f} GiB for one 4k-token
         conversation.
         """)])

@@ -564,9 +564,10 @@ def _(chosen_context, gpu_bytes, gpu_name, kv_token, loaded, mistral, overhead_b
         learner.Question(f"On the {gpu_name} you picked, with {overhead_bytes / GB:,.2f} GB of overhead, how many users "
                          f"of {chosen_context:,} tokens fit beside Mistral 7B's weights in int8 ({_int8:,} B)?",
                          memory.max_users(gpu_bytes, _int8, overhead_bytes, kv_token, chosen_context), "users"),
-        learner.Question(f"The same GPU and overhead, bf16 weights: how many users of {2 * chosen_context:,} tokens, "
-                         "twice your context, fit?",
-                         memory.max_users(gpu_bytes, _bf16, overhead_bytes, kv_token, 2 * chosen_context), "users"),
+        learner.Question(f"The same GPU and overhead, bf16 weights, {chosen_context:,} tokens: how many users fit if the "
+                         "cache stored each number in fp8 (1 byte) instead of bf16?",
+                         memory.max_users(gpu_bytes, _bf16, overhead_bytes, memory.kv_bytes_per_token(mistral, "fp8"),
+                                          chosen_context), "users"),
     ]
     check_form = learner.self_check(check_questions)
     mo.vstack([mo.md("""

@@ -99,9 +99,9 @@ def test_the_whole_memory_is_the_same_basis_without_the_reserve():
 
 
 def test_notebook_02s_self_check_answers_are_the_equation_at_its_controls(notebook_02):
-    """Its defaults (an H100 SXM, vLLM's reserve, 4,096 tokens): the users of twice the context, by hand."""
-    _, users_int8, users_twice = notebook_02["check_questions"]
-    assert users_twice.answer == math.floor((REPORTED - RESERVE - WEIGHTS) / PER_TOKEN / (2 * CONTEXT)) == 56
+    """Its defaults (an H100 SXM, vLLM's reserve, 4,096 tokens): int8 weights, an fp8 cache, by hand."""
+    _, users_int8, users_fp8 = notebook_02["check_questions"]
+    assert users_fp8.answer == math.floor((REPORTED - RESERVE - WEIGHTS) / (PER_TOKEN // 2) / CONTEXT) == 225
     int8 = memory.weight_bytes("mistral-7b-v0.1", "int8").bytes
     assert users_int8.answer == math.floor((REPORTED - RESERVE - int8) / PER_TOKEN / CONTEXT)
     assert users_int8.answer > USERS                       # smaller weights leave more for the cache
