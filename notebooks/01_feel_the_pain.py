@@ -262,9 +262,10 @@ def _(loaded, sizes, ttft_button):
                               device=loaded.device)
     ttft_on, ttft = ttft_run.value
     ttft_fit = sweeps.fit_or_none(ttft)
+    ttft_doubling = sweeps.last_doubling(ttft)     # the ratio the prediction asks for (None: no doubling ran)
     ttft_said = [*sweeps.growth_verdicts(ttft_fit), sweeps.order_verdict(ttft, "tokens", "ttft_s", "prompt")] if ttft_fit else []
     sweep_figures.ttft_figure(ttft, ttft_fit, ttft_run.source(ttft_on))
-    return ttft, ttft_fit, ttft_on, ttft_run, ttft_said
+    return ttft, ttft_doubling, ttft_fit, ttft_on, ttft_run, ttft_said
 
 
 @app.cell(hide_code=True)
@@ -274,9 +275,8 @@ def _(ttft_run):
 
 
 @app.cell
-def _(ttft, ttft_box, ttft_fit):
+def _(ttft_box, ttft_doubling, ttft_fit):
     _given = None  # Jupyter/Colab: your prediction here (e.g. 3); in marimo, type it in the box above
-    ttft_doubling = sweeps.last_doubling(ttft)
     _d = ttft_doubling
     if _d is None:
         _out = mo.md("No prompt ran beside half of it (out of memory): there is no measured doubling to set beside "
@@ -295,7 +295,7 @@ def _(ttft, ttft_box, ttft_fit):
             "about equal": "The weights' work (∝ n) doubles, attention's (∝ n²) quadruples and a fixed cost stays: "
                            "the ratio is their mix at this length."})
     mo.vstack([_out, mo.md(f"Measured: {_d.reading().words}." if _d else "")])
-    return (ttft_doubling,)
+    return
 
 
 @app.cell(hide_code=True)
