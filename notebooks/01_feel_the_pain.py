@@ -17,7 +17,7 @@ with app.setup:
     import marimo as mo
     import pandas as pd
 
-    from helpers.present import expected, notebook, plots, replay, sweep_figures
+    from helpers.present import expected, learner, notebook, plots, replay, sweep_figures
     from helpers.measure import models, sweeps
     from helpers import serving
     from helpers.formulas import verdicts
@@ -25,7 +25,8 @@ with app.setup:
     from helpers.serving import tables as serving_tables
     from helpers.present.glossary import term
     from helpers.measure.hardware import device_info
-    from helpers.formulas.memory import kv_bytes_per_token, kv_cache_bytes
+    from helpers.formulas.memory import kv_bytes_per_token, kv_cache_bytes, kv_terms
+    from helpers.formulas.specs import get_spec
     from helpers.formulas.stepcost import decode_cost, forward_cost
     from helpers.measure.tensor_bytes import measured_model_bytes
     from helpers.formulas.units import fmt_bytes, fmt_seconds
@@ -60,6 +61,9 @@ def _():
     shows, each GPU sentence labelled by where it comes from: *computed* for Mistral 7B on an {gpu["gpu"]}
     from its datasheet (`helpers.present.expected`, which asks the capacity planner: floors, which a real
     run cannot beat) or *cited* from a publication. No GPU run of this notebook is recorded yet.
+
+    Before each central result you are asked for a **prediction**; the result shows it beside what was
+    computed or measured. A self-check at the end asks three questions whose answers are this run's numbers.
     """)
     return
 
@@ -112,11 +116,48 @@ def _():
     mixes their *value* vectors. Recomputing those for the whole history at every step would be
     wasteful, so the model keeps them: the {term("KV cache", "kv-cache")}. Run the
     {term("prefill")} (one {term("forward pass")} over a prompt of *n* tokens) into a real
-    `transformers` `DynamicCache` and count the bytes of the key and value tensors it holds. The
-    line is the formula, `tokens × 2 (K and V) × layers × KV heads × head_dim × bytes per element`
-    ("KV heads": the key/value heads, fewer than the query heads under {term("GQA")}).
+    `transformers` {term("DynamicCache")} and count the bytes of the key and value tensors it holds. The
+    line is the formula, derived first.
     """), memory_button])
     return (memory_button,)
+
+
+@app.cell(hide_code=True)
+def _(loaded):
+    _t = kv_terms(loaded.spec, loaded.dtype)
+    _k = _t.terms
+    _n = 1000
+    mo.md(f"""
+    **The formula, derived.** Attention in every layer reads, for each earlier token, one key and one value
+    vector per *KV head* (the key/value heads, fewer than the query heads under {term("GQA")}); each vector has
+    head_dim numbers, each stored in the cache's dtype.
+
+    1. One token, one layer: 2 (K and V) × kv_heads × head_dim numbers.
+    2. Every layer keeps its own: × layers.
+    3. Each number takes the dtype's bytes: × bytes.
+
+    `KV bytes per token = 2 · layers · kv_heads · head_dim · bytes`, and *n* tokens hold *n* times that.
+
+    **Worked example** (`helpers.formulas.memory.kv_terms`, over the config `helpers.formulas.specs` reads):
+    the model running here, {loaded.label}, has layers = {_k["layers"]}, kv_heads = {_k["kv_heads"]},
+    head_dim = {_k["head_dim"]}, and its cache is {loaded.dtype}, bytes = {_k["bytes_per_element"]:g}:
+
+    - per token: 2 × {_k["layers"]} × {_k["kv_heads"]} × {_k["head_dim"]} × {_k["bytes_per_element"]:g} B = **{_t.bytes_per_token:,} B**
+    - a prompt of {_n:,} tokens: {_n:,} × {_t.bytes_per_token:,} B = {fmt_bytes(kv_cache_bytes(loaded.spec, _n, 1, loaded.dtype))}
+      (`helpers.formulas.memory.kv_cache_bytes`)
+    """)
+    return
+
+
+@app.cell(hide_code=True)
+def _():
+    _m = get_spec("mistral-7b-v0.1")
+    kv_box = learner.prediction(
+        f"Mistral 7B has {_m.num_layers} layers and {_m.num_heads} query heads that share {_m.num_kv_heads} KV heads, "
+        f"head_dim {_m.head_dim}, and caches in bf16 (2 bytes a number). How many bytes of KV cache does it hold "
+        "per token?", "bytes")
+    kv_box
+    return (kv_box,)
 
 
 @app.cell
@@ -146,9 +187,28 @@ def _(memory, memory_on, memory_said):
     mo.md(f"""
     Per token this model caches **{fmt_bytes(kv_bytes_per_token(memory_on.spec, memory_on.dtype))}**
     ({memory_on.dtype}). The measured bytes are {memory_said[0]}{f", up to {fmt_bytes(int(_ok['cache_bytes'].max()))} at {int(_ok['tokens'].max()):,} tokens" if len(_ok) else ""}.{_note}{_peak}
-    For Mistral 7B in bf16 the same formula gives {fmt_bytes(kv_bytes_per_token("mistral-7b-v0.1", "bf16"))} per
-    token: {kv_bytes_per_token("mistral-7b-v0.1", "bf16") * 4096 / 2**30:.1f} GiB for one 4k-token conversation.
     """)
+    return
+
+
+@app.cell
+def _(kv_box):
+    _given = None  # Jupyter/Colab: your prediction here (e.g. 1 MiB); in marimo, type it in the box above
+    _t = kv_terms("mistral-7b-v0.1", "bf16")
+    _m = get_spec("mistral-7b-v0.1")
+    _k = _t.terms
+    _share = _m.num_heads // _m.num_kv_heads
+    mo.vstack([learner.beside(kv_box, _given, _t.bytes_per_token, shown=lambda v: f"{v:,.0f} B", hints={
+        "higher": f"Every one of the {_m.num_layers} layers keeps its own cache, and each keeps both a key and a value "
+                  "vector per KV head: the factors layers and 2.",
+        "lower": f"Only the {_m.num_kv_heads} KV heads are cached, not the {_m.num_heads} query heads ({_share} query heads "
+                 f"share each under GQA), and bf16 stores a number in {_k['bytes_per_element']:g} bytes, not fp32's 4.",
+        "about equal": "2 · layers · kv_heads · head_dim · bytes, term by term."}),
+        mo.md(f"""
+        Mistral 7B, term by term: 2 × {_k["layers"]} × {_k["kv_heads"]} × {_k["head_dim"]} × {_k["bytes_per_element"]:g} B =
+        {fmt_bytes(_t.bytes_per_token)} per token: {_t.bytes_per_token * 4096 / 2**30:.1f} GiB for one 4k-token
+        conversation.
+        """)])
     return
 
 
@@ -184,6 +244,17 @@ def _():
     return (ttft_button,)
 
 
+@app.cell(hide_code=True)
+def _(sizes):
+    _n0, _n1 = sizes.ttft_tokens[-2:]
+    ttft_box = learner.prediction(
+        f"The prompt doubles from {_n0:,} to {_n1:,} tokens. How many times the TTFT at {_n0:,} tokens does the model "
+        f"running here take at {_n1:,}? (2 if all its work grew with n, 4 if all of it grew with n², 1 if none "
+        "grew)", "×")
+    ttft_box
+    return (ttft_box,)
+
+
 @app.cell
 def _(loaded, sizes, ttft_button):
     ttft_run = replay.measure("01/ttft", models.run_on, loaded, sweeps.ttft_sweep, sizes.ttft_tokens,
@@ -191,14 +262,39 @@ def _(loaded, sizes, ttft_button):
                               device=loaded.device)
     ttft_on, ttft = ttft_run.value
     ttft_fit = sweeps.fit_or_none(ttft)
+    ttft_doubling = sweeps.last_doubling(ttft)     # the ratio the prediction asks for (None: no doubling ran)
     ttft_said = [*sweeps.growth_verdicts(ttft_fit), sweeps.order_verdict(ttft, "tokens", "ttft_s", "prompt")] if ttft_fit else []
     sweep_figures.ttft_figure(ttft, ttft_fit, ttft_run.source(ttft_on))
-    return ttft, ttft_fit, ttft_on, ttft_run, ttft_said
+    return ttft, ttft_doubling, ttft_fit, ttft_on, ttft_run, ttft_said
 
 
 @app.cell(hide_code=True)
 def _(ttft_run):
     ttft_run.note()
+    return
+
+
+@app.cell
+def _(ttft_box, ttft_doubling, ttft_fit):
+    _given = None  # Jupyter/Colab: your prediction here (e.g. 3); in marimo, type it in the box above
+    _d = ttft_doubling
+    if _d is None:
+        _out = mo.md("No prompt ran beside half of it (out of memory): there is no measured doubling to set beside "
+                     "the prediction.")
+    else:
+        _quad = (verdicts.share(ttft_fit.c * _d.n1**2, ttft_fit.predict(_d.n1), f"the fitted time at {_d.n1:,} tokens").words
+                 if ttft_fit else None)
+        _fixed = (verdicts.share(ttft_fit.a, ttft_fit.predict(_d.n0), f"the fitted time at {_d.n0:,} tokens").words
+                  if ttft_fit else None)
+        _out = learner.beside(ttft_box, _given, _d.ratio, shown=lambda v: f"{v:,.2f}× ({_d.n0:,} → {_d.n1:,} tokens)", hints={
+            "higher": "Attention compares every prompt token with every earlier one, so its work grows 4× when the "
+                      "prompt doubles" + (f": by the fitted law the n² term is {_quad}." if _quad else "."),
+            "lower": "Part of a prefill's time does not grow with the prompt: a fixed cost per forward (on a CPU, "
+                     "Python and operator dispatch; on a GPU, reading every weight once)"
+                     + (f": by the fitted law the constant term is {_fixed}." if _fixed else "."),
+            "about equal": "The weights' work (∝ n) doubles, attention's (∝ n²) quadruples and a fixed cost stays: "
+                           "the ratio is their mix at this length."})
+    mo.vstack([_out, mo.md(f"Measured: {_d.reading().words}." if _d else "")])
     return
 
 
@@ -303,18 +399,22 @@ def _(loaded, share_prompt, share_rows):
 @app.cell(hide_code=True)
 def _():
     serving_button = replay.run_button()
-    mo.vstack([mo.md("""
+    mo.vstack([mo.md(f"""
     ## 3 · Throughput: one after another, then together
 
     The same requests, all arriving at time 0, served two ways:
 
     - **one after another**, as a naive local server does: a request's prefill, its decode steps, then
       the next request;
-    - **together in one batch**: prompts left-padded to the longest with an attention mask, one prefill
-      forward for all of them, then one forward per decode step for all of them, reusing one KV cache.
+    - **together in one batch**: prompts {term("left-padded", "left-padding")} to the longest with an attention
+      mask, one prefill forward for all of them, then one forward per decode step for all of them, reusing one
+      KV cache.
+
+    Both ways pick each next token by {term("greedy decoding")} (the most probable one): the same tokens from
+    both ways are the check that the padding, the mask and the positions are right.
 
     The timeline shows, for each request, the time it waited (grey), its prefill up to the first
-    token (orange), its decoding up to its last token (blue) and, in the batch, the time its row sat
+    token (brown), its decoding up to its last token (cyan) and, in the batch, the time its row sat
     idle until the longest request was done (hatched).
     """), serving_button])
     return (serving_button,)
@@ -546,27 +646,55 @@ def _(itl_said):
 
 
 @app.cell(hide_code=True)
-def _():
+def _(loaded, sizes):
     users_button = replay.run_button()
+    _c = sizes.users_context
+    users_contexts = [c for c in (_c // 4, _c // 2, _c, 2 * _c)      # 2× the sweep's at most: it re-measures live
+                      if c >= 16 and c + 2 <= loaded.model.config.max_position_embeddings]
+    users_context_pick = mo.ui.slider(steps=users_contexts, value=notebook.env_default(
+        "WORKSHOP_USERS_CONTEXT", _c, users_contexts), show_value=True, debounce=True,
+        label="tokens per sequence (the sweep measures again when it changes)")
+    _budget_names = ["1 MiB", "2 MiB", "4 MiB", "8 MiB", "16 MiB", "32 MiB", "64 MiB", "128 MiB", "256 MiB", "512 MiB",
+                     "1 GiB", "2 GiB", "4 GiB", "8 GiB", "16 GiB", "32 GiB", "64 GiB", "128 GiB", "256 GiB"]
+    budgets = {_name: 2**(20 + _k) for _k, _name in enumerate(_budget_names)}   # powers of two, one progression
+    _room = (device_info(loaded.device).total_memory - measured_model_bytes(loaded.model)
+             if loaded.device.startswith("cuda") else
+             kv_cache_bytes(loaded.spec, _c + 1, max(sizes.users_batches), loaded.dtype))
+    _default = max((k for k, v in budgets.items() if v <= _room), key=budgets.get, default="1 MiB")
+    budget_pick = mo.ui.dropdown(options=_budget_names, value=notebook.env_default(
+        "WORKSHOP_USERS_BUDGET", _default, _budget_names), label="your budget for the KV cache")
     mo.vstack([mo.md("""
     ## 5 · How many users fit — until the device runs out
 
     Concurrent sequences of a fixed context, prefilled together into one cache, then one decode step.
     On a GPU the batch doubles until the device runs out of memory: the sweep stops there and marks
-    the point. On a CPU the sweep stays small: host memory is not something to exhaust on purpose.
-    """), users_button])
-    return (users_button,)
+    the point. On a CPU the sweep stays small: host memory is not something to exhaust on purpose, so
+    **set a budget for the cache yourself**: the figure draws it against the measured cache and counts the
+    sequences that fit in it. Change the tokens per sequence and the sweep measures again, here (on a GPU,
+    each change runs it again up to the out-of-memory point).
+    """), users_button, users_context_pick, budget_pick, notebook.static_note({
+        "WORKSHOP_USERS_CONTEXT": f"tokens per sequence ({', '.join(f'{c:,}' for c in users_contexts)})",
+        "WORKSHOP_USERS_BUDGET": "the budget for the cache (1 MiB, 2 MiB, 4 MiB … 256 GiB)"})])
+    return budget_pick, budgets, users_button, users_context_pick
 
 
 @app.cell
-def _(loaded, sizes, users_button):
-    users_run = replay.measure("01/users", models.run_on, loaded, users_measured, sizes.users_context,
-                               sizes.users_batches, run=users_button.value, profile=loaded.profile, device=loaded.device)
+def _(loaded, sizes, users_button, users_context_pick):
+    # a context other than the sweep's own is measured here, also in replay mode (no recording has it)
+    users_run = replay.measure("01/users", models.run_on, loaded, users_measured, users_context_pick.value,
+                               sizes.users_batches, run=users_button.value or users_context_pick.value != sizes.users_context,
+                               profile=loaded.profile, device=loaded.device)
     users_on, users_result = users_run.value
     users = users_result["users"]
-    sweep_figures.users_figure(users, users_run.source(users_on), users_result["total_memory"],
-                                  users_result["model_bytes"])
     return users, users_on, users_result, users_run
+
+
+@app.cell
+def _(budget_pick, budgets, users, users_on, users_result, users_run):
+    users_budget = sweeps.users_in_budget(users, budgets[budget_pick.value], users_result["context"])
+    sweep_figures.users_figure(users, users_run.source(users_on), users_result["total_memory"],
+                               users_result["model_bytes"], budget=users_budget)
+    return (users_budget,)
 
 
 @app.cell(hide_code=True)
@@ -576,7 +704,7 @@ def _(users_run):
 
 
 @app.cell(hide_code=True)
-def _(users, users_result):
+def _(users, users_budget, users_result):
     _ok = users[~users["oom"]]
     _oom = users.attrs.get("oom_at")
     _ctx = users_result["context"]
@@ -591,7 +719,8 @@ def _(users, users_result):
         _text = (f"All {len(_ok)} batches ran (up to {int(_ok['batch'].max()):,} sequences × {_ctx:,} "
                  f"tokens, a cache of {fmt_bytes(int(_ok['cache_bytes'].max()))}); no out-of-memory point on this "
                  "device with these sizes.")
-    mo.md(_text + " Notebook 02 turns this into an equation: memory − weights − overhead, divided by the "
+    _fit = f" **Your budget**: {users_budget.reading().words}." if users_budget else ""
+    mo.md(_text + _fit + " Notebook 02 turns this into an equation: memory − weights − overhead, divided by the "
           "cache per sequence.")
     return
 
@@ -679,6 +808,46 @@ def _(served, served_said):
     Each user's ITL rises by the same {gpu["batched_step_s"][64] / gpu["batched_step_s"][1]:,.2f}×: that is the
     latency side of the triangle. {"Here, in section 3, a batch of " + str(len(served.batched.timings)) + " made each measured step "
     + served_said["step"].words + " than one sequence's." if served_said else ""}""")
+    return
+
+
+@app.cell(hide_code=True)
+def _(budget_pick, budgets, memory_on, ttft_doubling, ttft_fit, users_result):
+    _spec, _dtype = memory_on.spec, memory_on.dtype
+    _slots = _spec.sliding_window - 1 if _spec.sliding_window else None   # as the DynamicCache keeps a window
+    _n, _b = 4000, 3
+    _c2 = 2 * users_result["context"]
+    _per2 = kv_cache_bytes(_spec, _c2 + 1, 1, _dtype, window_slots=_slots)
+    _laws = ("slower than linear", "linear", "between linear and quadratic", "quadratic")
+    if ttft_fit is not None:
+        _growth = learner.Question(f"In section 2, how did the TTFT grow at {ttft_fit.n_max:,} tokens, by the fitted "
+                                   "law's exponent?", sweeps.growth_law(ttft_fit.exponent), options=_laws)
+    elif ttft_doubling is not None:
+        _growth = learner.Question(f"In section 2, how many times the TTFT at {ttft_doubling.n0:,} tokens did "
+                                   f"{ttft_doubling.n1:,} tokens take?", ttft_doubling.ratio, "×")
+    else:
+        _growth = learner.Question("How many bytes of KV cache does Mistral 7B hold per token in bf16?",
+                                   kv_bytes_per_token("mistral-7b-v0.1", "bf16"), "B")
+    check_questions = [
+        learner.Question(f"By section 1's formula, how many bytes of KV cache do {_b} sequences of {_n:,} tokens take "
+                         f"on the model running here ({_dtype})?",
+                         kv_cache_bytes(_spec, _n, _b, _dtype, window_slots=_slots), "B"),
+        _growth,
+        learner.Question(f"With your budget of {budget_pick.value} (section 5), how many sequences of "
+                         f"{_c2:,} tokens (twice section 5's) fit in it?", budgets[budget_pick.value] // _per2, "users"),
+    ]
+    check_form = learner.self_check(check_questions)
+    mo.vstack([mo.md("""
+    ## Self-check
+
+    Three questions whose answers are this run's numbers (change a control above and they change with it).
+    """), check_form])
+    return check_form, check_questions
+
+
+@app.cell(hide_code=True)
+def _(check_form, check_questions):
+    learner.answers(check_form, check_questions)
     return
 
 

@@ -20,7 +20,7 @@ with app.setup:
     from helpers.formulas import memory, verdicts
     from helpers.formulas.gpus import get_gpu
     from helpers.measure import models, sweeps, tensor_bytes
-    from helpers.present import expected, notebook, plots
+    from helpers.present import expected, learner, notebook, plots
     from helpers.present.glossary import term
     from helpers.formulas.specs import get_spec, param_count
     from helpers.formulas.units import GB, GiB, fmt_bytes
@@ -54,6 +54,9 @@ def _():
     said: GB = 10⁹ bytes, as GPU memory is labelled; GiB = 2³⁰ bytes ({term("GB and GiB", "gb-and-gib")}).
     A GPU's memory here is what the device reports to CUDA, its label beside it: {expected.gpu_memory_on_gpu().text}
     (`helpers.formulas.gpus`, sources in `helpers/data/gpu_memory.csv`).
+
+    Before each central result you are asked for a **prediction**; the result shows it beside what was
+    computed. A self-check at the end asks three questions whose answers are this run's numbers.
     """)
     return
 
@@ -68,16 +71,17 @@ def _():
 
 @app.cell(hide_code=True)
 def _():
-    _w = memory.weight_bytes("mistral-7b-v0.1", "bf16")
-    mo.md(f"""
+    weights_box = learner.prediction("Mistral 7B v0.1 in bf16, 2 bytes per parameter: how many GB (10⁹ bytes) do its "
+                                     "weights take?", "GB")
+    mo.vstack([mo.md("""
     ## 1 · Weights: parameters × bytes per parameter
 
     The parameter count is exact, counted from the architecture itself (built by `transformers` on
-    the `meta` device: shapes, no storage). Mistral 7B v0.1 has {_w.params:,} parameters: {_w.bytes / 1e9:.2f} GB
-    ({_w.bytes / 2**30:.2f} GiB) in bf16 — not "14.6 GB". Quantized schemes add their scales and code books
+    the `meta` device: shapes, no storage), and each parameter takes its dtype's bytes: 4 in fp32, 2 in bf16
+    and fp16, 1 in int8, half a byte in nf4. Quantized schemes add their scales and code books
     (`helpers.formulas.memory.weight_bytes`; notebook 05 measures them).
-    """)
-    return
+    """), weights_box])
+    return (weights_box,)
 
 
 @app.cell
@@ -89,6 +93,21 @@ def _(mistral):
                       "GB": round(_w.bytes / GB, 2), "of which scales / code books (bytes)": _w.metadata_bytes})
     mistral_weights = pd.DataFrame(_rows)
     plots.table(mistral_weights, "computed from mistral-7b-v0.1 config.json (helpers.formulas.memory.weight_bytes)")
+    return
+
+
+@app.cell
+def _(mistral, weights_box):
+    _given = None  # Jupyter/Colab: your prediction here (e.g. 10); in marimo, type it in the box above
+    _w, _fp32 = memory.weight_bytes(mistral, "bf16"), memory.weight_bytes(mistral, "fp32")
+    mo.vstack([learner.beside(weights_box, _given, _w.bytes / GB, shown=lambda v: f"{v:,.2f} GB", hints={
+        "higher": f"The name rounds the count: {_w.params:,} parameters, each 2 bytes in bf16.",
+        "lower": f"bf16 stores a parameter in 2 bytes; fp32's 4 would make {_fp32.bytes / GB:,.2f} GB.",
+        "about equal": "Parameters × bytes per parameter."}),
+        mo.md(f"""
+        Mistral 7B v0.1 has {_w.params:,} parameters: {_w.params:,} × 2 B = {_w.bytes / 1e9:.2f} GB
+        ({_w.bytes / 2**30:.2f} GiB) in bf16 — not "14.6 GB".
+        """)])
     return
 
 
@@ -173,7 +192,7 @@ def _(mistral):
     holds more than {mistral.sliding_window:,} tokens per layer; the map below assumes full attention, as
     v0.3 and most models do.)
 
-    **The check**: prefill prompts into a real `DynamicCache` on the model loaded here and count the bytes
+    **The check**: prefill prompts into a real {term("DynamicCache")} on the model loaded here and count the bytes
     of the key and value tensors of every layer.
     """)
     return
@@ -229,15 +248,109 @@ def _():
 
     **max users = (GPU memory − weights − overhead) ÷ (KV bytes per token × context)**
 
-    The map is **computed** for Mistral 7B v0.1 (bf16 weights and cache) whatever model runs here.
-    *Overhead* is what the serving runtime keeps for anything but weights and cache
+    Everything in this section is **computed** for Mistral 7B v0.1 (bf16 weights and cache) whatever model
+    runs here. *Overhead* is what the serving runtime keeps for anything but weights and cache
     (`helpers.formulas.memory.runtime_reserve_bytes`): **(1 − utilization) × GPU memory + {_fixed / GB:,.1f} GB**.
-    vLLM plans with `gpu_memory_utilization={_u}` of the memory by default, so it leaves {1 - _u:.0%} aside;
-    of what it plans with, the activations of its profiling forward pass and the memory outside torch (CUDA
+    vLLM plans with {term("gpu_memory_utilization")} = {_u} of the memory by default, so it leaves {1 - _u:.0%}
+    aside; of what it plans with, the activations of its profiling forward pass and the memory outside torch (CUDA
     context, cuBLAS workspace) are not cache either — about {_fixed / GB:,.1f} GB. On an {_h.name}
     ({_h.usable_memory_bytes / GB:,.2f} GB as CUDA reports it, labelled {_h.memory_gb:g} GB):
     {memory.runtime_reserve_bytes(_h.usable_memory_bytes, overhead_bytes=0) / GB:,.2f} + {_fixed / GB:,.1f} = **{memory.runtime_reserve_bytes(_h.usable_memory_bytes) / GB:,.2f} GB**.
-    Move the controls in marimo; in Jupyter the defaults (an {_h.name}, vLLM's utilization) are used.
+    """)
+    return
+
+
+@app.cell(hide_code=True)
+def _():
+    _h = get_gpu(expected.REFERENCE_GPU)
+    users_box = learner.prediction(
+        f"On an {_h.name} ({_h.usable_memory_bytes / GB:,.2f} GB as CUDA reports it) with vLLM's reserve, how many "
+        "users of 4,096 tokens each fit beside Mistral 7B v0.1's bf16 weights, their cache in bf16 too?", "users")
+    users_box
+    return (users_box,)
+
+
+@app.cell(hide_code=True)
+def _(mistral):
+    _h = get_gpu(expected.REFERENCE_GPU)
+    _m = _h.usable_memory_bytes
+    _r = memory.runtime_reserve_bytes(_m)
+    _w = memory.weight_bytes(mistral, "bf16").bytes
+    _kv = memory.kv_bytes_per_token(mistral, "bf16")
+    _b = memory.kv_budget_bytes(_m, _w, _r)
+    _c = 4096
+    users_example = memory.max_users(_m, _w, _r, _kv, _c)
+    mo.md(f"""
+    **Users that fit, derived.**
+
+    1. The cache may use what is left of the memory M after the runtime's reserve R and the weights W:
+       budget = M − R − W (`helpers.formulas.memory.kv_budget_bytes`).
+    2. One user of *c* tokens holds *c* × KV bytes per token (section 2).
+    3. A user's cache is whole or useless, so the users that fit are the whole number of them in the budget:
+       **users = ⌊(M − R − W) ÷ (c × KV bytes per token)⌋** (`helpers.formulas.memory.max_users`).
+
+    **Worked example**: Mistral 7B v0.1 in bf16 on an {_h.name} at *c* = {_c:,} tokens.
+
+    - M = {_m:,.0f} B ({_h.memory_reported_gib:g} GiB as CUDA reports it)
+    - R = {1 - memory.GPU_MEMORY_UTILIZATION:.1f} × M + {memory.RUNTIME_OVERHEAD_BYTES:,.0f} B = {_r:,.0f} B
+    - W = {_w:,} B (section 1)
+    - budget = M − R − W = {_b:,.0f} B
+    - one user: {_c:,} × {_kv:,} B = {_c * _kv:,} B
+    - users = ⌊{_b:,.0f} ÷ {_c * _kv:,}⌋ = **{users_example:,}**
+    """)
+    return (users_example,)
+
+
+@app.cell
+def _(mistral, users_box, users_example):
+    _given = None  # Jupyter/Colab: your prediction here (e.g. 50); in marimo, type it in the box above
+    _h = get_gpu(expected.REFERENCE_GPU)
+    _w = memory.weight_bytes(mistral, "bf16").bytes
+    _kv = memory.kv_bytes_per_token(mistral, "bf16")
+    _label = _h.memory_gb * GB
+    _by_label = memory.max_users(_label, _w, memory.runtime_reserve_bytes(_label), _kv, 4096)
+    _whole = memory.max_users(_h.usable_memory_bytes, _w, 0, _kv, 4096)
+    learner.beside(users_box, _given, users_example, shown=lambda v: f"{v:,.0f} users", hints={
+        "higher": f"One user holds {4096 * _kv / GB:,.2f} GB: the cache keeps {mistral.num_kv_heads} KV heads, not "
+                  f"{mistral.num_heads} query heads. And the memory is what CUDA reports, {_h.usable_memory_bytes / GB:,.2f} GB: "
+                  f"the label's {_h.memory_gb:g} GB would give {_by_label:,} users.",
+        "lower": f"The reserve ({memory.runtime_reserve_bytes(_h.usable_memory_bytes) / GB:,.2f} GB) and the weights "
+                 f"({_w / GB:,.2f} GB) come off first: the whole memory, nothing reserved, would hold {_whole:,}.",
+        "about equal": "⌊(memory − reserve − weights) ÷ (context × KV bytes per token)⌋, term by term."})
+    return
+
+
+@app.cell
+def _(mistral):
+    _h = get_gpu("A100 40GB")
+    _m = _h.usable_memory_bytes
+    _r = memory.runtime_reserve_bytes(_m)
+    _w = memory.weight_bytes(mistral, "bf16").bytes
+    _kv = memory.kv_bytes_per_token(mistral, "bf16")
+    _c = 2048
+    _b = memory.kv_budget_bytes(_m, _w, _r)
+    notebook.exercise(1, f"""The same model on an {_h.name} ({_h.memory_reported_gib:g} GiB as CUDA reports it,
+    labelled {_h.memory_gb:g} GB), vLLM's reserve, {_c:,} tokens per user: how many users fit? Work it out with the
+    equation, then check it against the planner's max batch:
+    `python -m helpers capacity --model mistral-7b-v0.1 --gpu "{_h.name}" --context {_c} --batch 1`.""",
+                      f"""
+    - M = {_m:,.0f} B; R = {1 - memory.GPU_MEMORY_UTILIZATION:.1f} × M + {memory.RUNTIME_OVERHEAD_BYTES:,.0f} B = {_r:,.0f} B;
+      W = {_w:,} B
+    - budget = M − R − W = {_b:,.0f} B
+    - one user: {_c:,} × {_kv:,} B = {_c * _kv:,} B
+    - users = ⌊{_b:,.0f} ÷ {_c * _kv:,}⌋ = **{memory.max_users(_m, _w, _r, _kv, _c):,}**
+      (`helpers.formulas.memory.max_users`)""", label="Solution (computed by helpers.formulas.memory)")
+    return
+
+
+@app.cell(hide_code=True)
+def _():
+    _h = get_gpu(expected.REFERENCE_GPU)
+    mo.md(f"""
+    ### The map: every context and every number of users
+
+    The same equation for each cell of a map, on the GPU and with the reserve you pick. Move the controls in
+    marimo; in Jupyter the defaults (an {_h.name}, vLLM's utilization) are used.
     """)
     return
 
@@ -254,8 +367,8 @@ def _():
     context_pick = mo.ui.slider(steps=[512, 1024, 2048, 4096, 8192, 16384, 32768], value=notebook.env_default(
         "WORKSHOP_CONTEXT", 4096, [512, 1024, 2048, 4096, 8192, 16384, 32768]), show_value=True,
                                 label="context (tokens per user)")
-    users_pick = mo.ui.slider(steps=[1, 2, 4, 8, 16, 32, 64, 80, 128, 256], value=notebook.env_default(
-        "WORKSHOP_USERS", 80, [1, 2, 4, 8, 16, 32, 64, 80, 128, 256]), show_value=True, label="concurrent users")
+    users_pick = mo.ui.slider(steps=[1, 2, 4, 8, 16, 32, 64, 128, 256], value=notebook.env_default(
+        "WORKSHOP_USERS", 64, [1, 2, 4, 8, 16, 32, 64, 128, 256]), show_value=True, label="concurrent users")
     mo.vstack([gpu_pick, overhead_pct, context_pick, users_pick, notebook.static_note({
         "WORKSHOP_MEMORY_GPU": "a GPU whose memory as CUDA reports it is catalogued (helpers/data/gpu_memory.csv)", "WORKSHOP_OVERHEAD_PCT": "1 − utilization, % of memory (0–30)",
         "WORKSHOP_CONTEXT": "context per user (512 … 32768)", "WORKSHOP_USERS": "concurrent users (1 … 256)"})])
@@ -273,7 +386,7 @@ def _(context_pick, gpu_pick, mistral, overhead_pct, users_pick):
     kv_token = memory.kv_bytes_per_token(mistral, "bf16")
     budget = memory.kv_budget_bytes(gpu_bytes, mistral_weight_bytes, overhead_bytes)
     contexts = [512, 1024, 2048, 4096, 8192, 16384, 32768]
-    user_counts = [1, 2, 4, 8, 16, 32, 64, 80, 128, 256]
+    user_counts = [1, 2, 4, 8, 16, 32, 64, 128, 256]     # one progression: powers of two
     chosen_context, chosen_users = int(context_pick.value), int(users_pick.value)
     return (
         budget,
@@ -370,7 +483,9 @@ def _(budget, gpu_name, kv_token, max_users_table, overhead_bytes):
         f"tokens and {_u[16384]:,} at 16,384 (computed: this section measures nothing)",
         f"the {fmt_bytes(int(budget))} left hold {_tokens:,} tokens of cache in all, shared out: users × context stays within "
         "them, so the hatched region's edge runs diagonally",
-        f"the talk's \"80 users at 4k ≈ 43 GB\" is the cell at 80 users × 4k: {80 * 4096 * kv_token / GB:,.1f} GB"], [
+        f"the talk's \"80 users at 4k ≈ 43 GB\": 80 × 4,096 × {kv_token:,} B = {80 * 4096 * kv_token / GB:,.1f} GB, "
+        f"between the map's cells at 64 and 128 users × 4k ({64 * 4096 * kv_token / GB:,.1f} and "
+        f"{128 * 4096 * kv_token / GB:,.1f} GB)"], [
         expected.gpu_memory_on_gpu(),
         expected.computed(f"with vLLM's default reserve, Mistral 7B v0.1 in bf16 on an {expected.REFERENCE_GPU} at 4,096 tokens: "
                           f"{expected.gpu_users(context=4096, overhead_bytes=memory.runtime_reserve_bytes(get_gpu(expected.REFERENCE_GPU).usable_memory_bytes)):,} users "
@@ -407,7 +522,7 @@ def _():
     _lw = memory.weight_bytes("llama-3.1-8b", "bf16").bytes
     _s, _v3 = get_spec("llama-3.1-8b"), get_spec("mistral-7b-v0.3")
     _same = memory.kv_bytes_per_token(_s, "bf16") == memory.kv_bytes_per_token(_v3, "bf16")
-    notebook.exercise(1, """How big is one full-context conversation's cache for Llama 3.1 8B (128k tokens) and for
+    notebook.exercise(2, """How big is one full-context conversation's cache for Llama 3.1 8B (128k tokens) and for
     Mistral 7B v0.3 (32k)? `python -m helpers kv --model llama-3.1-8b --tokens 131072`.""", f"""
     Llama 3.1 8B: **{fmt_bytes(_l)}** for one 131,072-token sequence — {_l / _lw:.2f}× its own bf16 weights
     ({fmt_bytes(_lw)}). Mistral 7B v0.3 at 32,768 tokens: **{fmt_bytes(_m)}**. Llama caches {_s.num_kv_heads} KV heads ×
@@ -427,7 +542,7 @@ def _(mistral):
     _users = {s: memory.max_users(_mem, w, _reserve, _kv, 8192) for s, w in _rows.items()}
     _cache = verdicts.share(_users["bf16"] * 8192 * _kv, _mem, "the memory")
     _weights = verdicts.share(_rows["bf16"], _mem, "the memory")
-    notebook.exercise(2, f"""On an {_h.name} ({_mem / GB:,.2f} GB as CUDA reports it, labelled {_h.memory_gb:g} GB) with vLLM's
+    notebook.exercise(3, f"""On an {_h.name} ({_mem / GB:,.2f} GB as CUDA reports it, labelled {_h.memory_gb:g} GB) with vLLM's
     default reserve ({_reserve / GB:,.2f} GB, as above), how many
     users of 8,192 tokens fit beside Mistral 7B's weights in bf16, in int8 and in nf4? Get the weight bytes with
     `python -m helpers weights --model mistral-7b-v0.1 --dtype int8`, then apply the equation.""", f"""
@@ -436,6 +551,36 @@ def _(mistral):
     (`helpers.formulas.memory.max_users`). Quantizing the weights frees memory for the cache, but the cache per
     user does not shrink: at 8,192 tokens the bf16 users' cache takes {_cache.words}, the bf16 weights
     {_weights.words} — notebook 06 shrinks the cache per token.""")
+    return
+
+
+@app.cell(hide_code=True)
+def _(chosen_context, gpu_bytes, gpu_name, kv_token, loaded, mistral, overhead_bytes, spec):
+    _int8 = memory.weight_bytes(mistral, "int8").bytes
+    _bf16 = memory.weight_bytes(mistral, "bf16").bytes
+    check_questions = [
+        learner.Question(f"How many bytes of KV cache per token does the model loaded here ({loaded.model_name}, "
+                         f"{loaded.dtype}) hold?", memory.kv_bytes_per_token(spec, loaded.dtype), "B"),
+        learner.Question(f"On the {gpu_name} you picked, with {overhead_bytes / GB:,.2f} GB of overhead, how many users "
+                         f"of {chosen_context:,} tokens fit beside Mistral 7B's weights in int8 ({_int8:,} B)?",
+                         memory.max_users(gpu_bytes, _int8, overhead_bytes, kv_token, chosen_context), "users"),
+        learner.Question(f"The same GPU and overhead, bf16 weights, {chosen_context:,} tokens: how many users fit if the "
+                         "cache stored each number in fp8 (1 byte) instead of bf16?",
+                         memory.max_users(gpu_bytes, _bf16, overhead_bytes, memory.kv_bytes_per_token(mistral, "fp8"),
+                                          chosen_context), "users"),
+    ]
+    check_form = learner.self_check(check_questions)
+    mo.vstack([mo.md("""
+    ## Self-check
+
+    Three questions whose answers are this run's numbers (change a control above and they change with it).
+    """), check_form])
+    return check_form, check_questions
+
+
+@app.cell(hide_code=True)
+def _(check_form, check_questions):
+    learner.answers(check_form, check_questions)
     return
 
 

@@ -287,3 +287,128 @@ def test_attention_share_words_follow_the_flop_split():
         split = expected.flop_split(model, n)
         assert v.evidence["fraction"] == pytest.approx(split["attention"] / sum(split.values()))
         assert v.words.endswith(f"({band})") and share_band(v.evidence["fraction"]) == band
+
+
+# ----------------------------------------------------------------------------- the predictions' results and §5's budget
+
+@pytest.mark.parametrize("record", CPUS)
+def test_the_doubling_the_learner_predicts_on_both_cpu_records(record):
+    _, ttft = recorded("01/ttft", record)
+    d = sweeps.last_doubling(ttft)
+    ok = ttft[~ttft["oom"]].set_index("tokens")["ttft_s"]
+    assert (d.n0, d.n1) == (1024, 2048)                       # the sweep's last doubling, 16 … 2,048 tokens
+    assert d.ratio == pytest.approx(ok[2048] / ok[1024])
+    v = d.reading()
+    p = math.log2(ok[2048] / ok[1024])
+    assert v.rule == "growth_law" and v.evidence["exponent"] == pytest.approx(p)
+    assert v.words == (f"from 1,024 to 2,048 tokens the TTFT grows {factor(d.ratio)}, like n^{p:,.2f}: "
+                       f"{sweeps.growth_law(p)}")
+    assert 2 < d.ratio < 4                                     # both CPUs: more than linear work, less than all n²
+
+
+@pytest.mark.parametrize("law, t, ratio, name", [
+    ("a fixed cost only", lambda n: 0.05, 1.0, "slower than linear"),
+    ("the weights' work only", lambda n: 1e-5 * n, 2.0, "linear"),
+    ("attention only", lambda n: 1e-9 * n * n, 4.0, "quadratic"),
+    ("a mix", lambda n: 0.01 + 1e-5 * n + 1e-9 * n * n, None, None),
+])
+def test_the_doubling_on_synthetic_laws(law, t, ratio, name):
+    ns = [256, 512, 1024, 2048, 4096]
+    d = sweeps.last_doubling(frame([{"tokens": n, "ttft_s": t(n)} for n in ns]))
+    assert (d.n0, d.n1) == (2048, 4096) and d.ratio == pytest.approx(t(4096) / t(2048)), law
+    if ratio is not None:
+        assert d.ratio == pytest.approx(ratio) and d.reading().words.endswith(f": {name}")
+
+
+def test_the_doubling_skips_what_ran_out_of_memory_and_needs_a_pair():
+    df = frame([{"tokens": 128, "ttft_s": 0.1}, {"tokens": 256, "ttft_s": 0.25}, {"tokens": 384, "ttft_s": 0.4},
+                {"tokens": 512, "oom": True}], oom_at=512)
+    d = sweeps.last_doubling(df)
+    assert (d.n0, d.n1, d.ratio) == (128, 256, pytest.approx(2.5))      # 384's half never ran; 512 ran out
+    assert sweeps.last_doubling(frame([{"tokens": 100, "ttft_s": 0.1}, {"tokens": 300, "ttft_s": 0.3}])) is None
+    assert sweeps.last_doubling(frame([{"tokens": 100, "oom": True}], oom_at=100)) is None
+
+
+@pytest.mark.parametrize("record", CPUS)
+def test_the_users_that_fit_a_budget_on_both_cpu_records(record):
+    _, result = recorded("01/users", record)
+    users, context = result["users"], result["context"]
+    per = kv_cache_bytes(get_spec_of(record), context + 1, 1, "fp32")         # 257 × 2,048 B = 526,336 B
+    assert per == 526_336
+    inside = sweeps.users_in_budget(users, 8 * 2**20, context)                 # 8 MiB, notebook 01's default here
+    assert inside.per_sequence_bytes == per and inside.users == 8 * 2**20 // per == 15 and inside.largest_batch == 16
+    assert inside.reading().words == ("15 sequences of 256 tokens fit in 8,388,608 B = 8 MiB = 8.39 MB: each holds "
+                                      "526,336 B = 514 KiB = 526 kB of cache (measured), ⌊8,388,608 ÷ 526,336⌋ = 15, "
+                                      "within the 16 sequences the sweep measured")
+    past = sweeps.users_in_budget(users, 64 * 2**20, context)
+    assert past.users == 64 * 2**20 // per == 127
+    assert f"the measured line carried {factor(127 / 16)} past the 16 sequences the sweep ran" in past.reading().words
+    none = sweeps.users_in_budget(users, 2**19, context)                       # 512 KiB: less than one sequence
+    assert none.users == 0 and none.reading().words.startswith("not one sequence of 256 tokens fits in")
+
+
+def get_spec_of(record: str):
+    on, _ = recorded("01/users", record)
+    return on.spec
+
+
+def test_the_budget_reads_the_largest_batch_that_ran_and_refuses_a_bad_budget():
+    df = frame([{"batch": b, "cache_bytes": b * 1000 + (7 if b == 2 else 0), "formula_bytes": b * 1000}
+                for b in (1, 2, 4)] + [{"batch": 8, "oom": True}], oom_at=8)
+    fit = sweeps.users_in_budget(df, 10_500, 100)
+    assert (fit.per_sequence_bytes, fit.users, fit.largest_batch) == (1000.0, 10, 4)
+    assert fit.cache_bytes() == 10_000 and fit.cache_bytes(3) == 3000
+    assert sweeps.users_in_budget(frame([{"batch": 1, "oom": True}], oom_at=1), 1e9, 100) is None
+    with pytest.raises(ValueError, match="budget"):
+        sweeps.users_in_budget(df, -1, 100)
+
+
+def test_the_ttft_figure_has_slope_guides_through_the_longest_point():
+    from helpers.present import plots, sweep_figures
+
+    _, ttft = recorded("01/ttft", "cpu-intel-xeon")
+    fig = sweep_figures.ttft_figure(ttft, sweeps.fit_or_none(ttft), "test")
+    ax = fig.axes[0]
+    guides = {ln.get_label(): ln for ln in ax.get_lines() if ln.get_label().startswith("slope")}
+    assert set(guides) == {"slope 1 through the longest prompt: ∝ n, linear",
+                           "slope 2 through the longest prompt: ∝ n², quadratic"}
+    ok = ttft[~ttft["oom"]]
+    for k, line in zip((1, 2), guides.values()):
+        (x0, x1), (y0, y1) = line.get_xdata(), line.get_ydata()
+        assert (x0, x1) == (2048 / 8, 2048) and y1 == pytest.approx(float(ok["ttft_s"].iloc[-1]) * 1e3)
+        assert math.log(y1 / y0) / math.log(x1 / x0) == pytest.approx(k)     # the slope it is labelled with
+        assert line.get_color() == plots.GUIDE
+    assert {t.get_text() for t in ax.texts} >= {"slope 1", "slope 2"}
+    short = frame([{"tokens": 16, "ttft_s": 0.01, "ttft_p90_s": 0.01}, {"tokens": 32, "ttft_s": 0.02, "ttft_p90_s": 0.02}])
+    (line,) = [ln for ln in sweep_figures.ttft_figure(short, None, "test").axes[0].get_lines()
+               if ln.get_label().startswith("slope 1")]
+    assert tuple(line.get_xdata()) == (16, 32)                               # never left of the first point
+
+
+def test_the_users_figure_answers_its_question_against_the_budget():
+    from helpers.present import plots, sweep_figures
+
+    _, result = recorded("01/users", "cpu-amd-epyc")
+    users = result["users"]
+    for budget, users_fit, past in ((8 * 2**20, 15, False), (64 * 2**20, 127, True)):
+        fit = sweeps.users_in_budget(users, budget, result["context"])
+        ax = sweep_figures.users_figure(users, "test", budget=fit).axes[0]
+        assert ax.get_title() == f"How many users fit? {users_fit} of 256 tokens in {budget // 2**20} MiB"
+        labels = [ln.get_label() for ln in ax.get_lines()] + [c.get_label() for c in ax.collections]
+        assert f"your budget for the cache: {budget // 2**20} MiB" in labels
+        assert f"{users_fit} fit: the most whose measured cache ≤ the budget" in labels
+        assert ("measured bytes per sequence × users, past the sweep" in labels) == past
+        assert (users_fit in ax.get_xticks()) == past                     # inside the sweep: labelled beside its point
+        assert str(users_fit) in {t.get_text() for t in ax.texts}
+    assert sweep_figures.users_figure(users, "test").axes[0].get_title() == "How many users fit?"
+
+
+def test_the_budgets_notebook_01_offers_are_powers_of_two_named_as_fmt_iec_names_them():
+    from helpers import preflight
+    from helpers.formulas.units import fmt_iec
+
+    found = {c.name: c for c in preflight.controls()}
+    budget = found["WORKSHOP_USERS_BUDGET"]
+    assert budget.notebook == "01" and budget.allowed == [fmt_iec(2**k) for k in range(20, 39)]
+    assert budget.allowed[0] == "1 MiB" and budget.allowed[-1] == "256 GiB"
+    assert found["WORKSHOP_USERS_CONTEXT"].notebook == "01"

@@ -2,7 +2,8 @@
 helpers/data/gpu_memory.csv), never its label. The 80 GB H100's users at 4,096 tokens (Mistral 7B v0.1, bf16)
 is one number wherever the workshop says it: computed here as each place computes it — notebook 02's table
 (the notebook run, its defs read back), the capacity planner notebooks 04 and 06 call, the deck's and the
-report's key figures, expected.gpu_users that notebooks 01 and 02 quote — against a worked example by hand."""
+report's key figures, expected.gpu_users that notebooks 01 and 02 quote, the users notebook 02 asks the learner to
+predict — against a worked example by hand."""
 import importlib.util
 import math
 from pathlib import Path
@@ -69,6 +70,7 @@ def test_users_at_4096_is_one_number_in_every_place(notebook_02):
     reserve = memory.runtime_reserve_bytes(gpus.get_gpu("H100 SXM").usable_memory_bytes)
     places = {
         "notebook 02's table": int(notebook_02["max_users_table"].set_index("context").loc[CONTEXT, "max users"]),
+        "notebook 02's prediction, derived (its worked example)": notebook_02["users_example"],
         "expected.gpu_users with vLLM's reserve (notebook 02's GPU half)":
             expected.gpu_users("mistral-7b-v0.1", "H100 SXM", CONTEXT, reserve),
         "capacity.plan (notebook 04)": capacity.plan("mistral-7b-v0.1", "H100 SXM", context=CONTEXT).max_batch,
@@ -94,3 +96,12 @@ def test_the_whole_memory_is_the_same_basis_without_the_reserve():
     # notebook 01's users figure: the whole reported memory, no reserve (a bare PyTorch sweep)
     assert expected.gpu_users("mistral-7b-v0.1", "H100 SXM", CONTEXT) == WHOLE
     assert expected.gpu_expectations()["users_fit"] == math.floor((REPORTED - WEIGHTS) / PER_TOKEN / 1024) == 524
+
+
+def test_notebook_02s_self_check_answers_are_the_equation_at_its_controls(notebook_02):
+    """Its defaults (an H100 SXM, vLLM's reserve, 4,096 tokens): int8 weights, an fp8 cache, by hand."""
+    _, users_int8, users_fp8 = notebook_02["check_questions"]
+    assert users_fp8.answer == math.floor((REPORTED - RESERVE - WEIGHTS) / (PER_TOKEN // 2) / CONTEXT) == 225
+    int8 = memory.weight_bytes("mistral-7b-v0.1", "int8").bytes
+    assert users_int8.answer == math.floor((REPORTED - RESERVE - int8) / PER_TOKEN / CONTEXT)
+    assert users_int8.answer > USERS                       # smaller weights leave more for the cache

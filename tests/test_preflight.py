@@ -195,8 +195,9 @@ def test_without_the_notebooks_beside_it_no_control_is_called_unread(monkeypatch
 
 def test_preflight_finds_every_control_and_checks_all_but_those_computed_from_data():
     found = {c.name: c for c in preflight.controls()}
-    assert len(found) == 25
-    assert {n for n, c in found.items() if not c.checkable} == {"WORKSHOP_QUANT_MODEL", "WORKSHOP_FLASH_GPU"}
+    assert len(found) == 27
+    assert {n for n, c in found.items() if not c.checkable} == {"WORKSHOP_QUANT_MODEL", "WORKSHOP_FLASH_GPU",
+                                                                "WORKSHOP_USERS_CONTEXT"}   # 01: from the profile's sizes
     assert found["WORKSHOP_OVERHEAD_PCT"].allowed == range(0, 31)
     assert found["WORKSHOP_MEMORY_GPU"].default == "H100 SXM" and "H100 SXM" in found["WORKSHOP_MEMORY_GPU"].allowed
     assert (found["WORKSHOP_SPEC_ALPHA"].lo, found["WORKSHOP_SPEC_ALPHA"].hi) == (0.1, 0.95)

@@ -338,6 +338,38 @@ def fit_or_none(df, x: str = "tokens", y: str = "ttft_s") -> GrowthFit | None:
     return fit_growth(ok[x], ok[y]) if len(ok) >= 3 else None
 
 
+@dataclass(frozen=True)
+class Doubling:
+    """A sweep's longest doubling that ran: the measured time at n0 and at n1 = 2·n0."""
+
+    n0: int
+    n1: int
+    t0: float
+    t1: float
+
+    @property
+    def ratio(self) -> float:
+        """t(2n) ÷ t(n): 2 for work ∝ n, 4 for work ∝ n², 1 for a fixed cost."""
+        return self.t1 / self.t0
+
+    def reading(self, what: str = "the TTFT") -> Verdict:
+        """The doubling said by rule (local_growth_verdict): its factor and the growth law its exponent names."""
+        return local_growth_verdict(self.n0, self.t0, self.n1, self.t1, what)
+
+
+def last_doubling(df, x: str = "tokens", y: str = "ttft_s") -> Doubling | None:
+    """The longest x of a sweep that ran whose half ran too, with both measured times (the ratio notebook 01
+    asks the learner to predict); None when no such pair ran."""
+    ok = df[~df["oom"]]
+    if ok.empty:                   # out of memory at the first point: the frame has no time column
+        return None
+    at = {int(a): float(b) for a, b in zip(ok[x], ok[y])}
+    for n1 in sorted(at, reverse=True):
+        if n1 % 2 == 0 and n1 // 2 in at and at[n1 // 2] > 0:
+            return Doubling(n1 // 2, n1, at[n1 // 2], at[n1])
+    return None
+
+
 # ============================================================================ 4. inter-token latency
 
 def itl_sweep(loaded, contexts: Sequence[int], steps: int = 12):
@@ -402,6 +434,51 @@ def users_sweep(loaded, context: int, batches: Sequence[int]):
                 "peak_above_weights_bytes": (peak - base) if peak is not None else None, "seconds": secs}
 
     return guarded_sweep(batches, point, dev, "batch", "users", is_limit=is_device_limit).frame()
+
+
+@dataclass(frozen=True)
+class BudgetFit:
+    """How many sequences of one context fit in a memory budget, read off the users sweep's measured cache."""
+
+    budget_bytes: float
+    context: int                  # tokens per sequence the sweep prefilled
+    per_sequence_bytes: float     # measured: the cache of the largest batch that ran ÷ that batch
+    users: int                    # ⌊budget ÷ per_sequence_bytes⌋
+    largest_batch: int            # the largest batch the sweep ran
+
+    def cache_bytes(self, users: int | None = None) -> float:
+        """The measured cache per sequence × users (the users that fit by default)."""
+        return self.per_sequence_bytes * (self.users if users is None else users)
+
+    def reading(self) -> Verdict:
+        """The count said with what it was read from: within the measured batches, or past the largest one."""
+        from ..formulas.units import fmt_bytes
+
+        b, per = self.budget_bytes, self.per_sequence_bytes
+        evidence = {"users": self.users, "per_sequence_bytes": per, "budget_bytes": b,
+                    "largest_batch": self.largest_batch}
+        if self.users == 0:
+            return Verdict(f"not one sequence of {self.context:,} tokens fits in {fmt_bytes(b)}: one holds "
+                           f"{fmt_bytes(per)} of cache (measured)", "users_in_budget", evidence)
+        where = (f"within the {self.largest_batch:,} sequences the sweep measured" if self.users <= self.largest_batch
+                 else f"the measured line carried {factor(self.users / self.largest_batch)} past the "
+                      f"{self.largest_batch:,} sequences the sweep ran")
+        return Verdict(f"{self.users:,} sequences of {self.context:,} tokens fit in {fmt_bytes(b)}: each holds "
+                       f"{fmt_bytes(per)} of cache (measured), ⌊{b:,.0f} ÷ {per:,.0f}⌋ = {self.users:,}, {where}",
+                       "users_in_budget", evidence)
+
+
+def users_in_budget(df, budget_bytes: float, context: int) -> BudgetFit | None:
+    """The users sweep against a budget for the cache: the measured bytes per sequence (the largest batch that
+    ran, its cache ÷ its batch) and how many sequences of `context` tokens fit in `budget_bytes`. None when
+    no batch ran."""
+    budget_bytes = checks.number(budget_bytes, "the budget", unit="bytes")
+    ok = df[~df["oom"]]
+    if ok.empty:
+        return None
+    top = ok.loc[ok["batch"].idxmax()]
+    per = float(top["cache_bytes"]) / int(top["batch"])
+    return BudgetFit(float(budget_bytes), int(context), per, int(budget_bytes // per), int(top["batch"]))
 
 
 # ============================================================================ the words: rules that read these sweeps

@@ -37,6 +37,7 @@ WAITING = "#e5e5e5"        # a request waiting (light grey)
 PREFILL = "#8c564b"        # a request's prefill, up to its first token (brown)
 DECODE = "#17becf"         # a request's decode steps (cyan)
 IDLE = "#9aabbb"           # a row held idle in a static batch (hatched)
+GUIDE = "#a0a0a0"          # a reference line to read a figure against: a slope, a budget the learner set (dotted)
 DATASHEET_STYLE = {"color": DATASHEET, "ls": "--", "lw": 1}
 
 MEANINGS = {"measured": MEASURED, "computed": COMPUTED, "datasheet": DATASHEET, "fit": FIT, "oom": OOM}

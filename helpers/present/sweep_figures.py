@@ -83,8 +83,9 @@ def _mark_oom(ax, df, key: str) -> None:
 
 
 @plots.notes_when_empty('Time to first token against prompt length')
-def ttft_figure(df, fit: GrowthFit | None, loaded, what: str = "time to first token"):
-    """TTFT medians (with p90 bars) against prompt length, the fitted law through them; log–log."""
+def ttft_figure(df, fit: GrowthFit | None, loaded, what: str = "time to first token", guides: bool = True):
+    """TTFT medians (with p90 bars) against prompt length, the fitted law through them; log–log. With
+    `guides`, slope 1 (t ∝ n) and slope 2 (t ∝ n²) through the longest measured point (slope_guides)."""
     import numpy as np
 
     from . import plots
@@ -97,6 +98,8 @@ def ttft_figure(df, fit: GrowthFit | None, loaded, what: str = "time to first to
         xs = np.geomspace(ok["tokens"].min(), ok["tokens"].max(), 100)
         ax.plot(xs, [fit.predict(x) * 1e3 for x in xs], color=plots.FIT, lw=1,
                 label=f"fit: a + b·n + c·n²  (grows like n^{fit.exponent:.2f} at {fit.n_max:,})")
+    if guides and len(ok) >= 2:
+        slope_guides(ax, ok["tokens"], float(ok["tokens"].iloc[-1]), float(ok["ttft_s"].iloc[-1]) * 1e3)
     _mark_oom(ax, df, "tokens")
     plots.log_axis(ax, "x", ticks=df["tokens"])
     plots.log_axis(ax, "y")
@@ -105,6 +108,27 @@ def ttft_figure(df, fit: GrowthFit | None, loaded, what: str = "time to first to
     ax.set_title(f"{what[0].upper() + what[1:]} against the prompt")
     ax.legend(fontsize=8)
     return plots.finish(fig, loaded)
+
+
+def slope_guides(ax, xs, x1: float, y1: float, slopes: Sequence[int] = (1, 2),
+                 doublings: int = 3) -> list[tuple[float, float, float, float]]:
+    """Reference lines of a log–log plot ending at (x1, y1), the longest point: y = y1·(x/x1)^k from
+    x1 ÷ 2^doublings (or the smallest of `xs`, if later) up to x1, one per slope k, dotted, labelled at their
+    left end ('slope 1') and in the legend ('slope 1: ∝ n, linear'), so the measured curve's slope there reads
+    against them. Returns each line's (x0, y0, x1, y1)."""
+    from . import plots
+
+    lo = max(float(min(xs)), x1 / 2**doublings)
+    names = {1: "∝ n, linear", 2: "∝ n², quadratic"}
+    ends = []
+    for k, ls in zip(slopes, (":", "-.", "--")):
+        y0 = y1 * (lo / x1) ** k
+        ax.plot((lo, x1), (y0, y1), color=plots.GUIDE, ls=ls, lw=1.2,
+                label=f"slope {k} through the longest prompt: {names.get(k, f'∝ n^{k}')}")
+        ax.annotate(f"slope {k}", (lo, y0), textcoords="offset points", xytext=(-4, 0), ha="right", va="center",
+                    fontsize=8, color=plots.GUIDE)
+        ends.append((lo, y0, x1, y1))
+    return ends
 
 
 @plots.notes_when_empty('Requests over time')
@@ -171,17 +195,36 @@ def itl_figure(df, loaded, floor_fn: Callable[[int], float] | None = None):
 
 
 @plots.notes_when_empty('Memory and speed against concurrent users')
-def users_figure(df, loaded, total_memory: int | None = None, weight_bytes: int | None = None):
+def users_figure(df, loaded, total_memory: int | None = None, weight_bytes: int | None = None, budget=None):
     """Cache bytes (measured and formula) and, on CUDA, the allocator's peak against concurrent sequences,
-    log–log; the device's memory less the weights as a line; the out-of-memory point marked."""
+    log–log; the device's memory less the weights as a line; the out-of-memory point marked. With `budget`
+    (helpers.measure.sweeps.BudgetFit) the budget as a line, the users that fit in it marked (the measured
+    line carried on, dotted, when they are more than the sweep ran) and the count in the title."""
+    from ..formulas.units import fmt_iec
     from . import plots
 
     ok, fig, ax = _sweep_axes(df, "batch", loaded)
     if ax is None:
         return fig
-    top = max([float(ok["cache_bytes"].max())] + ([float(total_memory)] if total_memory else []))
+    top = max([float(ok["cache_bytes"].max())] + ([float(total_memory)] if total_memory else [])
+              + ([float(budget.budget_bytes), budget.cache_bytes()] if budget else []))
     unit, name = plots.byte_unit(top)
     ax.plot(ok["batch"], ok["formula_bytes"] / unit, color=plots.COMPUTED, lw=1.5, label="formula: batch × context × KV per token")
+    title = "How many users fit?"
+    if budget is not None:
+        ax.axhline(budget.budget_bytes / unit, color=plots.GUIDE, ls="--", lw=1.2,
+                   label=f"your budget for the cache: {fmt_iec(budget.budget_bytes)}")
+        if budget.users > budget.largest_batch:
+            ax.plot([budget.largest_batch, budget.users], [budget.cache_bytes(budget.largest_batch) / unit,
+                    budget.cache_bytes() / unit], color=plots.MEASURED, ls=":", lw=1,
+                    label="measured bytes per sequence × users, past the sweep")
+        if budget.users > 0:
+            ax.scatter([budget.users], [budget.cache_bytes() / unit], marker="D", s=40, color=plots.FITS, zorder=4,
+                       label=f"{budget.users:,} fit: the most whose measured cache ≤ the budget")
+            ax.annotate(f"{budget.users:,}", (budget.users, budget.cache_bytes() / unit), textcoords="offset points",
+                        xytext=(-6, 6), ha="right", fontsize=9, color=plots.FITS)
+        title = (f"How many users fit? {budget.users:,} of {budget.context:,} tokens in "
+                 f"{fmt_iec(budget.budget_bytes)}")
     ax.scatter(ok["batch"], ok["cache_bytes"] / unit, color=plots.MEASURED, zorder=3, label="KV cache (measured)")
     if ok["peak_above_weights_bytes"].notna().any():
         ax.scatter(ok["batch"], ok["peak_above_weights_bytes"].astype(float) / unit, marker="x", color=plots.MEASURED,
@@ -189,10 +232,11 @@ def users_figure(df, loaded, total_memory: int | None = None, weight_bytes: int 
     if total_memory and weight_bytes:
         ax.axhline((total_memory - weight_bytes) / unit, color=plots.MEASURED, lw=1, ls=":", label="device memory − weights (measured)")
     _mark_oom(ax, df, "batch")
-    plots.log_axis(ax, "x", ticks=df["batch"])
+    past = budget is not None and budget.users > budget.largest_batch     # its own tick; inside, the label above
+    plots.log_axis(ax, "x", ticks=[*df["batch"], *([budget.users] if past else [])])
     plots.log_axis(ax, "y")
     ax.set_xlabel("concurrent sequences (batch)")
     ax.set_ylabel(plots.byte_label(name))
-    ax.set_title("How many users fit?")
+    ax.set_title(title)
     ax.legend(fontsize=8)
     return plots.finish(fig, loaded)
