@@ -131,6 +131,8 @@ FIRST_USES = {
            ("NCCL", "nccl"), ("attention sinks", "attention-sinks"), ("goodput", "goodput"),
            ("makespan", "makespan"), ("ITL", "itl"), ("TTFT", "ttft"), ("efficiency", "efficiency"),
            ("HBM", "hbm"), ("FP8", "fp8"), ("MLA", "mla")],
+    "06": [("KV cache", "kv-cache"), ("RoPE", "rope"), ("decode", "decode"), ("prefill", "prefill"), ("bf16", "bf16"),
+           ("fp32", "bf16"), ("DynamicCache", "dynamiccache"), ("FLOPs", "flop")],
 }
 
 
