@@ -435,7 +435,7 @@ def _():
     QKᵀ (head_dim multiply-adds, 2 × head_dim {term("FLOPs", "flop")}) and softmax·V (2 × head_dim more), so one
     token against one key costs f = 4 × heads × head_dim FLOPs in each of the L layers. The linear layers (the
     q/k/v/o projections and the MLP) cost 2 FLOPs per weight per token, 2 × P_linear, whatever the context. Attention's
-    cost grows with the context and the linear layers' does not: the **attention-parity length** is the context
+    cost grows with the context and the linear layers' does not: the **{term("attention-parity length")}** is the context
     from which attention costs as many FLOPs as all the linear layers together.
 
     - A decode step at context c attends to c + 1 keys per layer (the new token sees itself too):
@@ -463,7 +463,7 @@ def _():
 @app.cell
 def _():
     _name, _cfg = specs.load_config("qwen2.5-7b")
-    _q = specs.get_spec(_cfg)
+    _q = specs.get_spec("qwen2.5-7b")
     _half = _q.num_kv_heads // 2
     _qp = compute_share.parity_parts(_q)
     _hp = compute_share.parity_parts(specs.spec_from_config({**_cfg, "num_key_value_heads": _half},
@@ -481,7 +481,7 @@ def _():
     - {_qp.linear_flops:,} ÷ {_qp.layers * _qp.flops_per_key:,} = {_qp.keys_needed:,.1f} keys per layer: c = **{_qp.tokens:,}
       tokens** ({_qp.reading()})
     - with {_half} K/V heads f is the same, {_hp.flops_per_key:,}: only the k and v projections shrink, P_linear =
-      {_hp.linear_flops // 2:,}, and c = **{_hp.tokens:,} tokens**, {verdicts.times_as(_hp.tokens, _qp.tokens, "the length with " + str(_q.num_kv_heads))}.
+      {_hp.linear_flops // 2:,}, and c = **{_hp.tokens:,} tokens**, {verdicts.times_as(_hp.tokens, _qp.tokens, f"the length with {_q.num_kv_heads} K/V heads")}.
       Sharing K/V heads halves the cache and leaves attention's FLOPs per key as they were.""")
     return
 
