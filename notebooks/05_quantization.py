@@ -18,7 +18,7 @@ with app.setup:
     import pandas as pd
 
     from helpers import capacity
-    from helpers.present import expected, notebook, plots, quant_figures, replay
+    from helpers.present import expected, learner, notebook, plots, quant_figures, replay
     from helpers.formulas import memory, quantization, specs, verdicts
     from helpers.measure import local_models, models, quality as quality_measures, quant
     from helpers.present.glossary import term
@@ -38,7 +38,7 @@ def _():
 
     1. What {term("int8")}, {term("nf4")} and {term("double quantization")} store, and to predict a quantized
        model's bytes exactly — {term("scales", "scale")} included.
-    2. Why quantized decode can be *slower* on a CPU and can be faster on a GPU, with a kernel that
+    2. Why quantized {term("decode")} can be *slower* on a CPU and can be faster on a GPU, with a kernel that
        dequantizes as it reads: {term("dequantization")} kernels.
     3. How to check quality against the unquantized model ({term("perplexity")}, {term("KL divergence")},
        {term("top-1 agreement")}), and which formats serving engines use ({term("AWQ")}, {term("GPTQ")} with
@@ -47,19 +47,19 @@ def _():
 
     {run_times.header("05")}
 
-    Store the weights in fewer bits and the model takes less memory — and, where decoding is limited
-    by how fast the weights stream from memory, it can run faster. This notebook loads the active
+    Store the weights in fewer bits and the model takes less memory — and, where decoding is
+    {term("memory-bound")} (limited by how fast the weights stream from memory), it can run faster. This notebook loads the active
     profile's model four ways, **in one run**, and measures each:
 
     | scheme | what bitsandbytes stores for each `nn.Linear` weight in the decoder blocks |
     | --- | --- |
-    | reference | bf16 on a GPU (fp32 on a CPU: the tiny profiles' dtype there, `helpers.measure.models.default_dtype`) |
-    | `int8` | LLM.int8(): 1 byte per weight + one fp32 scale per output row |
+    | reference | {term("bf16")} on a GPU ({term("fp32", "bf16")} on a CPU: the tiny profiles' dtype there, `helpers.measure.models.default_dtype`) |
+    | `int8` | LLM.int8(): 1 byte per weight + one fp32 scale per output row; its {term("outlier features")} multiplied in 16 bits |
     | `nf4` | 4-bit NormalFloat: ½ byte per weight + one fp32 absmax per block of 64 |
     | `nf4-dq` | nf4 with *double quantization*: the absmax themselves stored in 8 bits |
 
     Three questions for each: **how big** is the loaded model (measured, against `helpers.formulas.memory`'s
-    prediction), **how fast** (prefill and decode), and **how different** its predictions are from
+    prediction), **how fast** ({term("prefill")} and decode), and **how different** its predictions are from
     the reference on a fixed text shipped in the repository. Then the headline case: does GPT-OSS-120B
     fit on one 80 GB GPU?
     """)
@@ -77,21 +77,30 @@ def _(loaded):
     _ref = ("fp32 — the dtype the tiny profiles run in on a CPU (`helpers.measure.models.default_dtype`), so the "
             "reference (and what bitsandbytes leaves unquantized) is fp32 here" if loaded.dtype == "fp32" else loaded.dtype)
     compare_button = replay.run_button()
+    _own = quant.sizes_for(loaded.profile, loaded.device).prompt_tokens
+    compare_prompt = mo.ui.dropdown(options=[str(n) for n in sorted({32, 128, 512, _own})], value=str(_own),
+                                    label=f"prompt length of the speed runs (tokens; {_own} is this device's recorded size)")
     mo.vstack([mo.md(f"""
     **Model:** {loaded.label}
     **Reference dtype:** {_ref}.
     bitsandbytes quantizes while loading a checkpoint, so each quantized copy is loaded from the
     same weights as the reference{" (for `mistral-7b-random`, a copy saved once to the workshop cache)" if loaded.profile == "mistral-7b-random" else ""}.
     **Run live** loads and measures the four models (`helpers.measure.quant.compare`): the footprint, speed and
-    quality sections below all read that one run.
-    """), compare_button])
-    return (compare_button,)
+    quality sections below all read that one run. The prompt length sets the prefill the speed section times;
+    at another length than the recorded one, the run waits for **Run live**.
+    """), compare_prompt, compare_button])
+    return compare_button, compare_prompt
 
 
 @app.cell
-def _(compare_button, loaded):
-    compare_run = replay.measure("05/compare", models.run_on, loaded, quant.compare, run=compare_button.value,
-                                 long=True, profile=loaded.profile, device=loaded.device)
+def _(compare_button, compare_prompt, loaded):
+    _own = quant.sizes_for(loaded.profile, loaded.device)
+    _sizes = quant.Sizes(int(compare_prompt.value), _own.new_tokens, _own.repeats, _own.eval_tokens)
+    # a recording holds the recorded size only: another size is measured here, when Run live is pressed
+    mo.stop(_sizes != _own and not compare_button.value, mo.callout(mo.md(
+        f"Press **Run live** to measure the four models with a {_sizes.prompt_tokens}-token prompt here."), kind="neutral"))
+    compare_run = replay.measure("05/compare", models.run_on, loaded, quant.compare, sizes=_sizes,
+                                 run=compare_button.value, long=True, profile=loaded.profile, device=loaded.device)
     results_on, results = compare_run.value
     results_source = compare_run.source(results_on)
     return compare_run, results, results_on, results_source
@@ -105,7 +114,11 @@ def _(compare_run):
 
 @app.cell(hide_code=True)
 def _():
-    mo.md("""
+    _p = specs.param_count("mistral-7b-v0.1")
+    _bf16 = memory.weight_bytes("mistral-7b-v0.1", "bf16").bytes
+    nf4_box = learner.prediction(f"Mistral 7B v0.1 has {_p:,} parameters, {_bf16 / 1e9:,.2f} GB in bf16. How many GB do "
+                                 "its weights take in nf4, scales included? (The table of presets below answers it.)", "GB")
+    mo.vstack([mo.md("""
     ## Footprint of each model
 
     The model's own bytes — its parameters as stored (packed when quantized), bitsandbytes'
@@ -113,8 +126,8 @@ def _():
     the device's total, which also counts the allocator's cache and everything else running.
     `predicted` is `helpers.formulas.memory.weight_bytes(spec, scheme)`, metadata included; the two must agree
     to the byte.
-    """)
-    return
+    """), nf4_box])
+    return (nf4_box,)
 
 
 @app.cell
@@ -164,11 +177,28 @@ def _(footprint_model):
     return (preset_footprints,)
 
 
+@app.cell
+def _(nf4_box):
+    _given = None  # Jupyter/Colab: your prediction here (e.g. 3.6); in marimo, type it in the box above
+    _w = memory.weight_bytes("mistral-7b-v0.1", "nf4")
+    _e = quantization.embedding_share("mistral-7b-v0.1")
+    _bf16 = memory.weight_bytes("mistral-7b-v0.1", "bf16").bytes
+    learner.beside(nf4_box, _given, _w.bytes / 1e9, shown=lambda v: f"{v:,.2f} GB", hints={
+        "higher": f"nf4 stores ½ byte per quantized weight plus one fp32 absmax per 64 of them "
+                  f"({fmt_bytes(_w.metadata_bytes)} of scales), and the embedding and the head, "
+                  f"{_e.embedding_and_head:,} parameters, stay in bf16: not the rule of thumb's ¼ of "
+                  f"{fmt_bytes(_bf16)}.",
+        "lower": f"Only the decoder blocks' linear layers shrink to ½ byte per weight; their scales add "
+                 f"{fmt_bytes(_w.metadata_bytes)}, and the rest stays at 2 bytes.",
+        "about equal": "The codes at ½ byte, the scales, and the bf16 embedding and head, as counted above."})
+    return
+
+
 @app.cell(hide_code=True)
 def _():
     _newline = chr(10)
     mo.md(f"""
-    Every preset, computed the same way. transformers 5 keeps a mixture-of-experts model's experts as fused
+    Every preset, computed the same way. transformers 5 keeps a {term("mixture-of-experts", "moe")} model's experts as fused
     3-D tensors, and bitsandbytes replaces only `nn.Linear` layers, so in the presets with experts:
 
     {_newline.join(f"- {quantization.left_alone(m)};" for m in quantization.moe_presets())}
@@ -208,17 +238,23 @@ def _(
 
 
 @app.cell(hide_code=True)
-def _():
-    mo.md("""
+def _(results):
+    _ref = results[0].scheme
+    step_box = learner.prediction(f"On this device, how long does the nf4 model's decode step take, as a multiple of the "
+                                  f"{_ref} reference's (0.5 would be half the time)?", "×")
+    mo.vstack([mo.md(f"""
     ## Speed: prefill and decode, side by side
 
-    Greedy generation with a real KV cache, the same prompt from the evaluation text for every model.
+    {term("Greedy decoding", "greedy-decoding")} with a real {term("KV cache", "kv-cache")}, the same prompt from the
+    evaluation text for every model.
     Prefill is the time to the first token; decode is one token per step, reported as tokens/s
     (1 / median step time). On a CPU the models take turns, round by round, so a busy machine slows
     them all alike. bitsandbytes' CPU kernels are not its GPU kernels: compare the schemes with each
-    other on *this* device, not with a GPU.
-    """)
-    return
+    other on *this* device, not with a GPU. Where a kernel rebuilds each matrix before it multiplies, the rebuilding
+    is paid once per matmul call, whatever the number of tokens, while the multiplying grows with them: the prompt
+    length above sets how many tokens share one rebuilding in the prefill.
+    """), step_box])
+    return (step_box,)
 
 
 @app.cell
@@ -240,6 +276,27 @@ def _(results_source, speeds):
     _b.set_title("decode (higher is faster)", fontsize=9)
     plots.finish(_fig, results_source, title="Speed by scheme")  # stamped, and closed so Jupyter shows it once
     _fig
+    return
+
+
+@app.cell
+def _(results, results_on, step_box):
+    _given = None  # Jupyter/Colab: your prediction here (e.g. 0.5); in marimo, type it in the box above
+    _ref = results[0]
+    _nf4 = next((r for r in results if r.scheme == "nf4" and r.error is None and r.speed), None)
+    if _nf4 is None or not _ref.speed:
+        _out = mo.md("_The prediction's result needs the nf4 model's decode timing, which did not run here._")
+    else:
+        _bytes = quant.streamed_bytes(_nf4, results_on.spec, _ref.scheme) / quant.streamed_bytes(_ref, results_on.spec, _ref.scheme)
+        _out = learner.beside(step_box, _given, _nf4.speed["itl_s"] / _ref.speed["itl_s"], shown=lambda v: (
+            f"{v:.2f}× ({_nf4.speed['itl_s'] * 1e3:,.1f} against {_ref.speed['itl_s'] * 1e3:,.1f} ms)"), hints={
+            "higher": f"nf4 reads {_bytes:.2f}× the reference's weight bytes, but a step is shorter by the bytes only "
+                      "where reading them sets its time and the kernel dequantizes as it reads; bitsandbytes rebuilds "
+                      "each block in the compute dtype and then multiplies.",
+            "lower": f"nf4 reads {_bytes:.2f}× the reference's weight bytes; with a kernel that dequantizes as it reads, a "
+                     "step set by reading its weights takes time in proportion to them.",
+            "about equal": f"The step against its bytes ({_bytes:.2f}× the reference's) is read below."})
+    _out
     return
 
 
@@ -275,8 +332,8 @@ def _(quant_floors):
     mo.md(f"""
     **On a GPU, computed.** For Mistral 7B a decode step at batch 1 is {term("memory-bound")} (notebook 03), so
     its floor falls with the weight bytes: against bf16's, fp8's floor is {_vs("fp8")}, int8's {_vs("int8")},
-    nf4's {_vs("nf4")} — a kernel reaches them only if it reads the packed weights at full bandwidth and
-    dequantizes in registers. Run this notebook on a GPU (`WORKSHOP_PROFILE=mistral-7b`, or `mistral-7b-random`
+    nf4's {_vs("nf4")} — a kernel reaches them only at an {term("MBU")} of 100 %: reading the packed weights at full
+    bandwidth and dequantizing in registers. Run this notebook on a GPU (`WORKSHOP_PROFILE=mistral-7b`, or `mistral-7b-random`
     without a download) to see how close bitsandbytes gets; `make gpu-record` saves that run under
     `workshop/results/<gpu>/`. Serving engines use formats built for this:
 
@@ -475,7 +532,7 @@ def _(big_gpu):
     {_g.memory_label_gb:g} GB but reporting {_mx.memory_bytes / 1e9:.2f} GB to CUDA, less a runtime reserve
     for the CUDA context, activations and the allocator — the budget the capacity planner counts
     (`helpers.capacity.plan`, which `helpers.formulas.quantization.fit_on_gpu` calls: vLLM's default
-    `gpu_memory_utilization` of {capacity.GPU_MEMORY_UTILIZATION} less
+    {term("gpu_memory_utilization")} of {capacity.GPU_MEMORY_UTILIZATION} less
     {capacity.RUNTIME_OVERHEAD_BYTES / 1e9:.1f} GB), leaving {_mx.usable_bytes / 1e9:.2f} GB.
 
     **Independent check:** the MXFP4 prediction against the bytes of tensors the checkpoint on the Hub
@@ -551,10 +608,44 @@ def _():
     "H100 SXM" --context 4096 --dtype nf4`, against `--dtype bf16`.""", f"""
     Step floor at batch 1 (the datasheet's bandwidth): {_b.step_floor_s * 1e3:,.2f} ms in bf16,
     {_q.step_floor_s * 1e3:,.2f} ms in nf4 ({_b.step_floor_s / _q.step_floor_s:,.1f}× shorter, if a kernel reads
-    4-bit weights at full bandwidth); the step the planner prints at efficiency {_b.efficiency:g} is
+    4-bit weights at full bandwidth); the step the planner prints at {term("efficiency")} {_b.efficiency:g} is
     {_b.step_s * 1e3:,.2f} ms and {_q.step_s * 1e3:,.2f} ms. Largest batch of
     4,096-token sequences: {_b.max_batch:,} in bf16, {_q.max_batch:,} in nf4 — the weights shrink, the cache per
     sequence does not, so the batch grows by the freed memory ÷ the cache per sequence, not 4×.""")
+    return
+
+
+@app.cell(hide_code=True)
+def _(big_gpu, gpt_oss, results, results_on):
+    _ran = {r.scheme: r for r in results if r.error is None}
+    _q = _ran.get("nf4") or next(iter(list(_ran.values())[1:]), None) or results[0]
+    _mx = next(f for f in gpt_oss if f.scheme == "mxfp4")
+    _timed = _q is not results[0] and _q.speed and results[0].speed
+    _way = {"higher": "longer", "lower": "shorter", "about equal": "about as long"}
+    check_questions = [
+        learner.Question(f"How many MB do the weights of this run's {_q.label} model take, measured ({results_on.model_name})?",
+                         _q.footprint["measured_weight_bytes"] / 1e6, "MB"),
+        (learner.Question(f"In this run, is the {_q.label} decode step shorter, about as long or longer than the "
+                          f"{results[0].scheme} reference's (by the {verdicts.CHANGE_MARGIN:.0%} rule)?",
+                          _way[verdicts.change_verdict(_q.speed["itl_s"] / results[0].speed["itl_s"])],
+                          options=("shorter", "about as long", "longer")) if _timed else
+         learner.Question(f"How many bytes of scales does the {_q.label} model of this run hold, as predicted?",
+                          _q.footprint.get("metadata_bytes", 0), "B")),
+        learner.Question(f"On one {big_gpu.value}, how many 4,096-token sequences fit beside GPT-OSS-120B's MXFP4 weights?",
+                         _mx.max_batch, "sequences"),
+    ]
+    check_form = learner.self_check(check_questions)
+    mo.vstack([mo.md("""
+    ## Self-check
+
+    Three questions whose answers are this run's numbers (change the GPU above and the last changes with it).
+    """), check_form])
+    return check_form, check_questions
+
+
+@app.cell(hide_code=True)
+def _(check_form, check_questions):
+    learner.answers(check_form, check_questions)
     return
 
 

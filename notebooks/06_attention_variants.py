@@ -17,11 +17,11 @@ with app.setup:
     import marimo as mo
     import pandas as pd
 
-    from helpers.formulas import attention, memory, specs
+    from helpers.formulas import attention, compute_share, memory, specs
     from helpers import capacity
     from helpers.measure import kv_caches, mla
     from helpers.formulas import verdicts
-    from helpers.present import attention_figures, expected, notebook, plots, replay
+    from helpers.present import attention_figures, expected, learner, notebook, plots, replay
     from helpers.present.glossary import term
     from helpers.formulas.units import fmt_bytes
     from helpers.present import run_times
@@ -46,7 +46,7 @@ def _():
 
     {run_times.header("06")}
 
-    Every generated token reads the keys and values of every earlier token, so the
+    Every generated token (a {term("decode")} step) reads the keys and values of every earlier token, so the
     {term("KV cache", "kv-cache")} grows
     with context × users and, beside the weights, decides how many requests fit on a GPU. The
     attention variants differ in **what they cache per token per layer**:
@@ -56,7 +56,7 @@ def _():
     | MHA — multi-head | K and V for every query head: 2 × heads × head_dim | GPT-2, Llama 1 |
     | MQA — multi-query | one K/V head shared by all query heads: 2 × head_dim | PaLM, Falcon 7B |
     | GQA — grouped-query | one K/V head per group of query heads: 2 × groups × head_dim | Mistral, Llama 3, Qwen 2.5 |
-    | MLA — multi-head latent | one compressed latent + a small decoupled RoPE key, shared by all heads | DeepSeek V2/V3 |
+    | MLA — multi-head latent | one compressed latent + a small decoupled {term("RoPE")} key, shared by all heads | DeepSeek V2/V3 |
     | sliding window | any of the above, but a layer keeps only the last *W* tokens | Mistral 7B v0.1, GPT-OSS (every other layer) |
 
     First the formula for every preset, then each variant **measured** on a real cache.
@@ -66,20 +66,39 @@ def _():
 
 @app.cell(hide_code=True)
 def _():
-    mo.md("""
+    _g = specs.get_spec("mistral-7b-v0.3")
+    kv_box = learner.prediction(
+        f"Mistral 7B v0.3 (GQA) has {_g.num_layers} layers, {_g.num_heads} query heads and {_g.num_kv_heads} K/V heads "
+        f"of {_g.head_dim} dimensions. How many bytes does one token's cache take in {term('bf16')}?", "B")
+    mo.vstack([mo.md("""
     ## KV bytes per token, every preset
 
     From each model's `config.json` with `helpers.formulas.memory` (bf16 cache). "Per token" is at short
     context; the per-sequence columns honour sliding windows — a sliding layer stops growing at its
     window.
-    """)
-    return
+    """), kv_box])
+    return (kv_box,)
 
 
 @app.cell
 def _():
     kv = attention_figures.kv_table_frame(attention.kv_table())
     plots.table(kv, "computed from each config.json, bf16 KV (helpers.formulas.attention.kv_table)")
+    return
+
+
+@app.cell
+def _(kv_box):
+    _given = None  # Jupyter/Colab: your prediction here (e.g. 131072); in marimo, type it in the box above
+    _g = specs.get_spec("mistral-7b-v0.3")
+    _per = memory.kv_bytes_per_token(_g, "bf16")
+    _count = f"2 × {_g.num_layers} × {_g.num_kv_heads} × {_g.head_dim} × 2 B"
+    learner.beside(kv_box, _given, _per, shown=lambda v: f"{v:,.0f} B", hints={
+        "higher": f"Every layer caches a key *and* a value for each of its {_g.num_kv_heads} K/V heads, in 2-byte "
+                  f"elements: {_count}.",
+        "lower": f"GQA caches its {_g.num_kv_heads} K/V heads, not its {_g.num_heads} query heads: {_count} "
+                 f"(MHA would cache {_g.num_heads // _g.num_kv_heads}× that).",
+        "about equal": f"K and V, per layer, per K/V head, per dimension, per byte: {_count}."})
     return
 
 
@@ -174,14 +193,14 @@ def _(kv_at_context, kv_context):
 @app.cell(hide_code=True)
 def _():
     kv_heads_button = replay.run_button()
-    mo.vstack([mo.md("""
+    mo.vstack([mo.md(f"""
     ## Measured: MHA, GQA, MQA on real caches
 
     Three tiny Mistral models that differ **only** in their number of K/V heads — all 8 (MHA), 2 (GQA,
     the tiny profile's own), 1 (MQA) — built with random weights, loaded through `from_pretrained`,
-    and run forward with transformers' `DynamicCache`, on the CPU on any machine (a GPU would hold the same
+    and run forward with transformers' {term("DynamicCache")}, on the CPU on any machine (a GPU would hold the same
     bytes). The measured bytes are those of the cache's
-    tensors; the formula is `helpers.formulas.memory.kv_cache_bytes` at fp32.
+    tensors; the formula is `helpers.formulas.memory.kv_cache_bytes` at {term("fp32", "bf16")}.
     """), kv_heads_button])
     return (kv_heads_button,)
 
@@ -257,7 +276,7 @@ def _():
     + rope key {_c['qk_rope_head_dim']}); its cache holds only `[c | k_R]` per token per layer.
     It attends straight from the cache with the key up-projection *absorbed* into the query — the
     paper's inference trick — and is checked against a reference that expands K and V to every head,
-    as MHA would. The prompt goes in at once, then one token per step.
+    as MHA would. The prompt goes in at once (the {term("prefill")}), then one token per step.
     """)
     return
 
@@ -315,12 +334,40 @@ def _():
     return
 
 
+@app.cell(hide_code=True)
+def _():
+    _s = specs.get_spec("deepseek-v3")
+    mla_box = learner.prediction(
+        f"Per token and layer, DeepSeek V3 caches {_s.kv_lora_rank} + {_s.qk_rope_head_dim} elements. How many times "
+        f"smaller is that than the cache of MHA of the same model ({_s.num_heads} heads × {_s.v_head_dim} dims, K and V)?",
+        "×")
+    mla_box
+    return (mla_box,)
+
+
 @app.cell
 def _():
     baselines = attention.mla_baselines("deepseek-v3", "mistral-7b-v0.1")
     plots.table(attention_figures.mla_baselines_frame(baselines), "computed from deepseek-v3 and mistral-7b-v0.1 config.json, bf16 "
                            "(helpers.formulas.attention.mla_baselines); fair = same model, counted the same way")
     return (baselines,)
+
+
+@app.cell
+def _(baselines, mla_box):
+    _given = None  # Jupyter/Colab: your prediction here (e.g. 50); in marimo, type it in the box above
+    _s = specs.get_spec("deepseek-v3")
+    _mha = next(r for r in baselines if r.fair and r.baseline.startswith("MHA of the same model"))
+    _gqa = next(r for r in baselines if r.fair and r.baseline.startswith("GQA of the same model"))
+    _latent = _s.kv_lora_rank + _s.qk_rope_head_dim
+    learner.beside(mla_box, _given, _mha.baseline_over_mla, shown=lambda v: f"{v:,.1f}×", hints={
+        "higher": f"MHA caches a key and a value for each of {_s.num_heads} heads: 2 × {_s.num_heads} × {_s.v_head_dim} = "
+                  f"{2 * _s.num_heads * _s.v_head_dim:,} elements per layer, against MLA's {_latent}.",
+        "lower": f"The latent is shared by every head, and the rope key rides beside it: {_s.kv_lora_rank} + "
+                 f"{_s.qk_rope_head_dim} = {_latent} elements, against MHA's 2 × {_s.num_heads} × {_s.v_head_dim}.",
+        "about equal": f"2 × heads × head_dim ÷ (latent + rope key); against GQA-8 of the same model it is "
+                       f"{_gqa.baseline_over_mla:,.2f}×, the other fair row."})
+    return
 
 
 @app.cell
@@ -377,6 +424,70 @@ def _(baselines):
 
 @app.cell(hide_code=True)
 def _():
+    _m = specs.get_spec("mistral-7b-v0.3")
+    _d, _p = compute_share.parity_parts(_m, "decode"), compute_share.parity_parts(_m, "prefill")
+    _w = compute_share.parity_parts("mistral-7b-v0.1", "decode")
+    mo.md(f"""
+    ## Attention's arithmetic: what sharing K/V heads does not cut
+
+    GQA, MQA and MLA shrink what a token leaves in the cache. The arithmetic attention does with the cache is
+    another count: every **query** head still meets every cached key. Per key, per layer, a query head computes
+    QKᵀ (head_dim multiply-adds, 2 × head_dim {term("FLOPs", "flop")}) and softmax·V (2 × head_dim more), so one
+    token against one key costs f = 4 × heads × head_dim FLOPs in each of the L layers. The linear layers (the
+    q/k/v/o projections and the MLP) cost 2 FLOPs per weight per token, 2 × P_linear, whatever the context. Attention's
+    cost grows with the context and the linear layers' does not: the **{term("attention-parity length")}** is the context
+    from which attention costs as many FLOPs as all the linear layers together.
+
+    - A decode step at context c attends to c + 1 keys per layer (the new token sees itself too):
+      L × f × (c + 1) = 2 × P_linear, so **c = ⌈2 × P_linear ÷ (L × f)⌉ − 1**.
+    - A prefill of n tokens: the queries see 1, 2, …, n keys, n(n + 1)/2 in all, against n × 2 × P_linear:
+      **n = ⌈4 × P_linear ÷ (L × f)⌉ − 1**.
+    - The K/V heads enter only through P_linear (the k and v projections' weights); f counts the query heads.
+
+    **Worked example** (`helpers.formulas.compute_share.parity_parts`): Mistral 7B v0.3, GQA-{_m.num_kv_heads}, no window.
+
+    - f = 4 × {_m.num_heads} × {_m.head_dim} = {_d.flops_per_key:,} FLOPs per key per layer; L × f = {_d.layers} ×
+      {_d.flops_per_key:,} = {_d.layers * _d.flops_per_key:,}
+    - 2 × P_linear = {_d.linear_flops:,} FLOPs per token (`helpers.formulas.stepcost.matmul_params`: {_d.linear_flops // 2:,} weights)
+    - {_d.linear_flops:,} ÷ {_d.layers * _d.flops_per_key:,} = {_d.keys_needed:,.1f} keys per layer, so
+      c = **{_d.tokens:,} tokens**: {_d.reading()}
+    - a prefill needs twice the keys per query: {_p.reading()}
+    - Mistral 7B v0.1 has the same layers and a {specs.get_spec("mistral-7b-v0.1").sliding_window:,}-token
+      window on every one: {_w.reading()}.
+
+    Notebook 10 finds the same lengths by search (`compute_share.attention_crossover`) and measures the parts of a forward pass.
+    """)
+    return
+
+
+@app.cell
+def _():
+    _name, _cfg = specs.load_config("qwen2.5-7b")
+    _q = specs.get_spec("qwen2.5-7b")
+    _half = _q.num_kv_heads // 2
+    _qp = compute_share.parity_parts(_q)
+    _hp = compute_share.parity_parts(specs.spec_from_config({**_cfg, "num_key_value_heads": _half},
+                                                            f"qwen2.5-7b with {_half} K/V heads"))
+    _kv = memory.kv_bytes_per_token(_q, "bf16")
+    _m = memory.kv_bytes_per_token("mistral-7b-v0.3", "bf16")
+    notebook.exercise(1, f"""Qwen 2.5 7B has {_q.num_layers} layers, {_q.num_heads} query heads of {_q.head_dim} dims and
+    {_q.num_kv_heads} K/V heads: {_kv:,} B of cache per token in bf16, {verdicts.times_as(_kv, _m, "Mistral 7B v0.3's")}. At
+    what decode context does its attention cost as many FLOPs as its linear layers? With {_half} K/V heads its cache
+    would halve: what would the parity length be? (`helpers.formulas.stepcost.matmul_params("qwen2.5-7b")` counts the
+    weights a token is multiplied by.)""", f"""
+    - f = 4 × {_q.num_heads} × {_q.head_dim} = {_qp.flops_per_key:,}; L × f = {_qp.layers} × {_qp.flops_per_key:,} =
+      {_qp.layers * _qp.flops_per_key:,}
+    - 2 × P_linear = 2 × {_qp.linear_flops // 2:,} = {_qp.linear_flops:,}
+    - {_qp.linear_flops:,} ÷ {_qp.layers * _qp.flops_per_key:,} = {_qp.keys_needed:,.1f} keys per layer: c = **{_qp.tokens:,}
+      tokens** ({_qp.reading()})
+    - with {_half} K/V heads f is the same, {_hp.flops_per_key:,}: only the k and v projections shrink, P_linear =
+      {_hp.linear_flops // 2:,}, and c = **{_hp.tokens:,} tokens**, {verdicts.times_as(_hp.tokens, _qp.tokens, f"the length with {_q.num_kv_heads} K/V heads")}.
+      Sharing K/V heads halves the cache and leaves attention's FLOPs per key as they were.""")
+    return
+
+
+@app.cell(hide_code=True)
+def _():
     mo.md("""
     ## Quality: what the papers report
 
@@ -423,7 +534,7 @@ def _():
     _kv, _gs, _pc = memory.kv_cache_bytes, specs.get_spec, specs.param_count
     _d, _l = _kv("deepseek-v3", 131072, 1, "bf16"), _kv("llama-3.1-8b", 131072, 1, "bf16")
     _g = _kv("gpt-oss-120b", 131072, 1, "bf16")
-    notebook.exercise(1, """Compare one 128k-token sequence's cache across three very different models:
+    notebook.exercise(2, """Compare one 128k-token sequence's cache across three very different models:
     `python -m helpers kv --model deepseek-v3 --tokens 131072`, then `--model llama-3.1-8b` and
     `--model gpt-oss-120b`. Which caches least, and why?""", f"""
     DeepSeek V3 ({_pc("deepseek-v3") / 1e9:,.0f} B parameters, MLA): **{fmt_bytes(_d)}**; Llama 3.1 8B (GQA): **{fmt_bytes(_l)}**;
@@ -442,7 +553,7 @@ def _():
     _b3 = {r.baseline: r.baseline_over_mla for r in attention.mla_baselines("deepseek-v3", "mistral-7b-v0.1")}
     _same3 = next(v for k, v in _b3.items() if k.startswith("MHA of the same model:"))
     _gqa = next(v for k, v in _b.items() if k.startswith("GQA of the same model"))
-    notebook.exercise(2, """DeepSeek V2 Lite uses MLA with fewer heads than V3. Compute its fair ratios with
+    notebook.exercise(3, """DeepSeek V2 Lite uses MLA with fewer heads than V3. Compute its fair ratios with
     `helpers.formulas.attention.mla_baselines("deepseek-v2-lite")`. Is MLA's saving against MHA of the same
     model larger or smaller than V3's, and why?""", f"""
     Against MHA of the same model: **{_same:,.1f}×** (V3: {_same3:,.1f}×); against GQA-8 of the same model:
@@ -452,6 +563,34 @@ def _():
     V2 Lite has {_v2.num_heads} heads to replace where V3 has {_v3.num_heads}: with the same latent, the
     saving scales with the heads ({_v3.num_heads} ÷ {_v2.num_heads} = {_v3.num_heads / _v2.num_heads:g}, and
     {_same3:,.1f} ÷ {_same:,.1f} = {_same3 / _same:,.2f}).""")
+    return
+
+
+@app.cell(hide_code=True)
+def _(kv_context, kv_heads):
+    _n = int(kv_context.value)
+    _mqa = next(r for r in kv_heads if r.kv_heads == 1 and r.tokens == 100 and r.batch == 1)
+    _llama = compute_share.parity_parts("llama-3.1-8b", "prefill")
+    check_questions = [
+        learner.Question(f"At the context you picked ({_n:,} tokens), how many GB does one sequence of Llama 3.1 8B cache "
+                         "in bf16?", memory.kv_cache_bytes("llama-3.1-8b", _n, 1, "bf16") / 1e9, "GB"),
+        learner.Question("In this run's measured caches, how many bytes does the MQA model (one K/V head) hold for "
+                         f"{_mqa.tokens} tokens, batch {_mqa.batch}, in fp32?", _mqa.measured_bytes, "B"),
+        learner.Question("Llama 3.1 8B has Mistral 7B v0.3's layers and no window. From what prompt length does a "
+                         "prefill's attention cost as many FLOPs as its linear layers?", _llama.tokens, "tokens"),
+    ]
+    check_form = learner.self_check(check_questions)
+    mo.vstack([mo.md("""
+    ## Self-check
+
+    Three questions whose answers are this run's numbers (change the context above and the first changes with it).
+    """), check_form])
+    return check_form, check_questions
+
+
+@app.cell(hide_code=True)
+def _(check_form, check_questions):
+    learner.answers(check_form, check_questions)
     return
 
 
@@ -469,6 +608,9 @@ def _(hf_mla_checks, kv_heads, mla_checks, sliding):
       absorbed into the query), or long-range recall within a layer (sliding windows).
     - A ratio is only as honest as its baseline: name it, and compare the same model counted the same
       way on both sides.
+    - Attention's FLOPs per key count the query heads, so sharing K/V heads shrinks the cache and not the
+      arithmetic; it costs as many FLOPs as the linear layers from the attention-parity length on
+      ({compute_share.parity_parts("mistral-7b-v0.3").reading()}).
 
     *This run took {notebook.elapsed(started)}.*
     """)

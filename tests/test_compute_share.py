@@ -154,3 +154,43 @@ def test_against_the_talk_and_the_bytes_of_a_step_by_hand():
 
     assert b.total == forward_cost("mistral-7b-v0.1", 1, 2048).bytes
     assert b.mlp == b.total - b.attention - b.head > 2 * MLP      # the MLP's weights, the norms and one embedding row
+
+
+def test_parity_parts_of_mistral_v03_by_hand():
+    """Decode: 4·32·128 = 16,384 FLOPs per key per layer; 2 × (ATTN_PROJ + MLP) = 13,958,643,712 linear FLOPs per
+    token; 32 layers × 16,384 = 524,288 per key over the model, so parity at 13,958,643,712 ÷ 524,288 = 26,624 keys
+    per layer, a context of 26,623 (the new token is the 26,624th key). Prefill: twice that, 53,248 − 1."""
+    d = cs.parity_parts("mistral-7b-v0.3", "decode")
+    assert (d.layers, d.flops_per_key, d.linear_flops) == (32, 16_384, 2 * (ATTN_PROJ + MLP)) == (32, 16_384, 13_958_643_712)
+    assert d.keys_needed == 26_624 and d.tokens == 26_623 and not d.windowed and d.context == 32_768
+    assert d.reading().words.endswith("decode step's context of 26,623 tokens, within its 32,768-token context")
+    p = cs.parity_parts("mistral-7b-v0.3", "prefill")
+    assert p.keys_needed == 53_248 and p.tokens == 53_247
+    assert p.reading().words.endswith("a prompt of 53,247 tokens, beyond its 32,768-token context")
+    # Llama 3.1 8B has the same layer shapes: the same length, within its 131,072-token context
+    assert cs.parity_parts("llama-3.1-8b").tokens == 26_623
+    # at parity the two FLOP terms of flop_terms meet: one short of it attention is less, at it no less
+    t_at, t_before = cs.flop_terms("mistral-7b-v0.3", 1, 26_623), cs.flop_terms("mistral-7b-v0.3", 1, 26_622)
+    assert t_at.attention_context == t_at.linear and t_before.attention_context < t_before.linear
+
+
+def test_parity_parts_of_the_tiny_model_and_a_window_by_hand():
+    c = TINY_CONFIG
+    h, hd, layers = c["hidden_size"], c["head_dim"], c["num_hidden_layers"]
+    per_layer = 2 * h * c["num_attention_heads"] * hd + 2 * h * c["num_key_value_heads"] * hd + 3 * h * c["intermediate_size"]
+    linear = 2 * layers * per_layer                  # 2 FLOPs per weight, every layer
+    f = 4 * c["num_attention_heads"] * hd            # 4 × 8 × 32 = 1,024
+    from helpers.formulas.specs import spec_from_config
+
+    d = cs.parity_parts(spec_from_config(c, "tiny"))
+    # per layer 2·256·256 (q, o) + 2·256·64 (k, v) + 3·256·896 (MLP) = 851,968 weights; × 4 layers × 2 FLOPs
+    assert (d.flops_per_key, d.linear_flops) == (f, linear) == (1_024, 6_815_744)
+    assert d.tokens == -(-linear // (layers * f)) - 1 == 1_663      # 6,815,744 ÷ 4,096 = 1,664 keys per layer
+    assert cs.parity_parts(spec_from_config(c, "tiny"), "prefill").tokens == 3_327   # test_expected's, by hand
+    # GQA's K/V heads do not enter: the same model with one K/V head (MQA) loses their k/v weights only
+    mqa = spec_from_config({**c, "num_key_value_heads": 1}, "tiny-mqa")
+    assert cs.parity_parts(mqa).flops_per_key == f
+    # a window on every layer caps the keys: never
+    w = cs.parity_parts("mistral-7b-v0.1")
+    assert w.windowed and w.tokens is None and w.tokens == cs.attention_crossover("mistral-7b-v0.1", "decode")
+    assert "never" in w.reading().words

@@ -122,6 +122,14 @@ def test_the_glossary_links_are_the_catalogued_ones():
     assert f"400 Gb/s, {ib.bandwidth / 1e9:g} GB/s each way" in TEXT and "NDR 400" in ib.name
 
 
+def test_the_glossary_parity_length_is_the_computed_one():
+    from helpers.formulas.compute_share import parity_parts
+
+    d, p = parity_parts("mistral-7b-v0.3", "decode"), parity_parts("mistral-7b-v0.3", "prefill")
+    assert f"(Mistral 7B v0.3: {d.tokens:,} tokens in decode, {p.tokens:,} in a prefill)" in TEXT
+    assert parity_parts("mistral-7b-v0.1").tokens is None and "it is never reached" in TEXT
+
+
 # terms a notebook uses before (or without) a section of its own: linked with term() no later than their first
 # use in its text after the title (notebook → (the word as the prose writes it, its glossary anchor))
 FIRST_USES = {
@@ -146,6 +154,12 @@ FIRST_USES = {
            ("NCCL", "nccl"), ("attention sinks", "attention-sinks"), ("goodput", "goodput"),
            ("makespan", "makespan"), ("ITL", "itl"), ("TTFT", "ttft"), ("efficiency", "efficiency"),
            ("HBM", "hbm"), ("FP8", "fp8"), ("MLA", "mla")],
+    "05": [("decode", "decode"), ("bf16", "bf16"), ("fp32", "bf16"), ("outlier features", "outlier-features"),
+           ("prefill", "prefill"), ("memory-bound", "memory-bound"), ("mixture-of-experts", "moe"),
+           ("Greedy decoding", "greedy-decoding"), ("KV cache", "kv-cache"), ("MBU", "mbu"),
+           ("gpu_memory_utilization", "gpu_memory_utilization"), ("efficiency", "efficiency")],
+    "06": [("KV cache", "kv-cache"), ("RoPE", "rope"), ("decode", "decode"), ("prefill", "prefill"), ("bf16", "bf16"),
+           ("fp32", "bf16"), ("DynamicCache", "dynamiccache"), ("FLOPs", "flop")],
 }
 
 

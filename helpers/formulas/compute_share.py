@@ -136,6 +136,59 @@ def attention_crossover(model, phase: str = "prefill", limit: int = 2**22) -> in
     return lo
 
 
+@dataclass(frozen=True)
+class ParityParts:
+    """The attention-parity length derived term by term: the context (decode) or prompt (prefill) at which
+    attention over the context costs as many FLOPs as every linear layer together (attention_crossover's
+    length, here from its closed form).
+
+    One query against one key in one layer costs `flops_per_key` (QKᵀ and softmax·V over every query head:
+    4 × heads × head_dim; MLA as helpers.formulas.stepcost counts it); each new token costs `linear_flops` in
+    the linear layers (2 per parameter it is multiplied by). A decode step at context c attends to c + 1 keys
+    per layer, so parity is L × f × (c + 1) = linear: c = ⌈linear ÷ (L × f)⌉ − 1. A prefill of n tokens attends
+    to n(n + 1)/2 keys per layer against n × linear, so n = ⌈2 × linear ÷ (L × f)⌉ − 1. K/V heads appear
+    nowhere: sharing them (GQA, MQA) shrinks the cache, not attention's FLOPs. A model with sliding layers
+    has no such closed form (the window caps the keys): `tokens` is then attention_crossover's search."""
+
+    model: str
+    phase: str
+    layers: int
+    flops_per_key: int     # one query × one key, one layer, all query heads
+    linear_flops: int      # one new token through every linear layer (projections + MLP)
+    keys_needed: float     # decode: linear ÷ (L × f), the keys per layer at parity; prefill: twice that
+    tokens: int | None     # the parity length (None: never, a window caps attention's cost)
+    windowed: bool
+    context: int | None    # the model's own context (max_position_embeddings)
+
+    def reading(self) -> verdicts.Verdict:
+        """Where the parity length sits against the model's context: within it, beyond it, or never."""
+        where = ("a prompt" if self.phase == "prefill" else "a decode step's context")
+        if self.tokens is None:
+            words = f"{self.model}: attention never costs as much as the linear layers (its window caps the keys)"
+        else:
+            at = f"{self.model}: attention costs as much as the linear layers from {where} of {self.tokens:,} tokens"
+            words = at if not self.context else (
+                f"{at}, {'within' if self.tokens <= self.context else 'beyond'} its {self.context:,}-token context")
+        return verdicts.Verdict(words, "parity_length", {"tokens": self.tokens, "context": self.context})
+
+
+def parity_parts(model, phase: str = "decode") -> ParityParts:
+    """The attention-parity length of a model in a prefill or a decode step, term by term (ParityParts)."""
+    from .stepcost import attention_flops_per_key, matmul_params
+
+    spec = get_spec(model)
+    phase = checks.choice(phase, "phase", PHASES)
+    f, linear, layers = attention_flops_per_key(spec), 2 * matmul_params(spec), spec.num_layers
+    per = 1 if phase == "decode" else 2            # a prefill's mean query sees (n + 1)/2 keys
+    windowed = "sliding_attention" in spec.layer_types
+    if windowed:
+        tokens = attention_crossover(spec, phase)
+    else:
+        tokens = max(1, -(-per * linear // (layers * f)) - 1)
+    return ParityParts(spec.name, phase, layers, f, linear, per * linear / (layers * f), tokens, windowed,
+                       spec.max_position_embeddings)
+
+
 def against_talk(share: float, what: str) -> verdicts.Verdict:
     """A layer share against the talk's "about 95 % of compute is in the transformer layers" (TALK_LAYER_SHARE):
     the claim holds at or above it, and not below."""
