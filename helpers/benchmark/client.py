@@ -196,8 +196,18 @@ async def stream_one(session, url: str, body: dict, rid: int, timeout_s: float) 
             async for line in resp.content:                              # each line as it arrives
                 reader.feed(line.decode(errors="replace"), time.perf_counter())
 
+    async def sent():
+        try:
+            await read()
+        except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError):
+            # a pooled connection the server closed after its last answer without saying so: nothing came back,
+            # so the request never reached it; sent once more, on a fresh connection (as urllib3 retries)
+            if rec.status is not None or reader.chunks:
+                raise
+            await read()
+
     try:
-        await asyncio.wait_for(read(), timeout_s)
+        await asyncio.wait_for(sent(), timeout_s)
     except asyncio.TimeoutError:
         rec.error, rec.detail = "timeout", f"no complete answer within {timeout_s:g} s"
     except MalformedReply as exc:
