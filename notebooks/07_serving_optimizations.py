@@ -20,8 +20,8 @@ with app.setup:
 
     from helpers.formulas import decode_intensity, memory
     from helpers.measure import models, quality
-    from helpers.formulas import verdicts
-    from helpers.present import decode_intensity_figures, expected, notebook, plots, replay
+    from helpers.formulas import speculation, verdicts
+    from helpers.present import decode_intensity_figures, expected, learner, notebook, plots, replay
     from helpers.capacity import planner
     from helpers.present.glossary import term
     from helpers import engine
@@ -46,15 +46,18 @@ def _():
 
     **What you will learn**
 
-    1. To follow one request through a serving engine you can read — scheduler, paged KV cache, prefix
+    1. To follow one request through a serving engine you can read — scheduler, paged {term("KV cache")}, prefix
        cache, model runner — and say what each part decides, step by step.
-    2. To say what each mechanism buys — throughput, memory or latency — by measuring it here, beside
+    2. To say what each mechanism buys — {term("throughput")}, memory or latency — by measuring it here, beside
        transformers' own implementation of the same idea.
     3. To tell when a mechanism does not pay: {term("prefix caching")} without shared prefixes,
        {term("KV-cache quantization")} without fused kernels, {term("speculative decoding")} with a costly or
-       often-wrong draft, or at a batch that makes the verify pass compute-bound.
+       often-wrong draft, or at a batch that makes the verify pass {term("compute-bound")}.
 
     {run_times.header("07")}
+
+    Before the central results you are asked for a **prediction**; the result shows it beside what was
+    computed or measured. A self-check at the end asks three questions whose answers are this run's numbers.
 
     A server makes one device serve many users with a handful of mechanisms. Here they are **code you can
     read** — `helpers/engine/`, a small engine modelled on nano-vllm and gpt-fast, each file a
@@ -64,11 +67,11 @@ def _():
     - the **KV cache** on and off — why every server keeps one;
     - {term("paged attention")} — a block allocator against contiguous reservation, then the engine's real
       paged cache;
-    - {term("continuous batching")} with a token budget, {term("chunked prefill")} and {term("preemption")} —
+    - {term("continuous batching")} with a {term("token budget")}, {term("chunked prefill")} and {term("preemption")} —
       the engine's scheduler, step by step, against transformers' continuous-batching manager;
     - **prefix caching** — a {term("radix tree")} against vLLM's chained block hashes, on one trace;
-    - **KV-cache quantization** — fp8, 4 and 2 bits: bytes, speed, quality;
-    - **speculative decoding** — the engine's draft → verify → accept loop, greedy and sampled.
+    - **KV-cache quantization** — {term("fp8")}, 4 and 2 bits: bytes, speed, quality;
+    - **speculative decoding** — the engine's draft → verify → accept loop, {term("greedy", "greedy-decoding")} and sampled.
     """)
     return
 
@@ -138,7 +141,7 @@ def _(on_off):
 
 @app.cell(hide_code=True)
 def _():
-    mo.md("""
+    mo.md(f"""
     ## 2 · The engine: one request from arrival to its last token
 
     Every mechanism below is a file of `helpers/engine/` that reads in one sitting. A request:
@@ -147,7 +150,7 @@ def _():
        samples — and waits in the scheduler's queue;
     2. is **admitted** (`Scheduler.schedule`, scheduler.py) the moment a slot, the step's token budget and
        free KV blocks allow; the prefix cache (prefix_cache.py) hands it any blocks an earlier request left
-       with the same leading tokens, and its block table (kv.py, on `helpers.serving.blocks.BlockAllocator`)
+       with the same leading tokens, and its {term("block table")} (kv.py, on `helpers.serving.blocks.BlockAllocator`)
        starts with them;
     3. is **computed** (`Runner.forward`, runner.py) in steps shared with other requests: its prompt in
        chunks of at most the budget, then one token per step — every request's rows in one flat batch
@@ -186,7 +189,7 @@ def _():
     does what vLLM does instead: fixed blocks of {batching.PAGE_SIZE} token slots, a free list, a block table per
     sequence, reference counts and {term("copy-on-write")} for shared blocks. First as bookkeeping alone: both
     schemes serve the same {serving_bench.PAGED_REQUESTS} chat requests (seeded `traces.chat_trace`, real token counts)
-    one decode step at a time in the same KV memory; a request is admitted as soon as memory allows.
+    one {term("decode")} step at a time in the same KV memory; a request is admitted as soon as memory allows.
     """)
     return
 
@@ -196,7 +199,21 @@ def _(tok, w):
     sims_in, capacity = paged_trace(tok, w)      # the bench's paged_over_contiguous_sequences uses the same
     sims = [blocks.simulate(sims_in, capacity, scheme, batching.PAGE_SIZE) for scheme in ("contiguous", "paged")]
     fit = paged_fit(tok, w)
-    return capacity, fit, sims
+    return capacity, fit, sims, sims_in
+
+
+@app.cell(hide_code=True)
+def _(capacity, sims_in, w):
+    _prompt = sum(r.prompt_tokens for r in sims_in) / len(sims_in)
+    _answer = sum(r.output_tokens for r in sims_in) / len(sims_in)
+    paging_box = learner.prediction(
+        f"Both schemes get {capacity:,} KV slots. Contiguous reservation holds prompt + max_tokens = prompt + "
+        f"{w.max_output} slots for a sequence from its admission to its end; a paged sequence holds the tokens it "
+        f"has written, in blocks of {batching.PAGE_SIZE}. The trace's prompts average {_prompt:.0f} tokens and its "
+        f"answers {_answer:.0f}. Over the whole run, how many times as many sequences will paging run at once as "
+        "contiguous reservation, on average?", "×")
+    paging_box
+    return (paging_box,)
 
 
 @app.cell
@@ -209,6 +226,24 @@ def _(sims):
 def _(capacity, loaded, sims):
     figures.paged_figure(sims, f"simulated on the chat trace tokenized by {loaded.model_name}'s tokenizer, "
                          f"{capacity:,} KV slots, blocks of {batching.PAGE_SIZE}")
+    return
+
+
+@app.cell
+def _(paging_box, sims, sims_in, w):
+    _given = None  # Jupyter/Colab: your prediction here (e.g. 1.5); in marimo, type it in the box above
+    _c, _p = sims[0].summary(), sims[1].summary()
+    _held = sum(r.prompt_tokens + r.output_tokens / 2 for r in sims_in) / len(sims_in)
+    _reserved = sum(r.prompt_tokens + r.max_tokens for r in sims_in) / len(sims_in)
+    learner.beside(paging_box, _given, _p.mean_running / _c.mean_running,
+                   shown=lambda v: f"{v:.2f}× ({_p.mean_running:.1f} against {_c.mean_running:.1f} sequences at once)",
+                   hints={"higher": f"A contiguous sequence holds its whole reservation, {_reserved:.0f} slots on "
+                                    f"average, from its first step; a paged one holds what it has written, its prompt "
+                                    f"and on average half its answer, {_held:.0f} slots, plus a partly filled block.",
+                          "lower": f"The mean covers the whole run: at its end the queue is empty and both schemes run "
+                                   f"what is left; and paging preempted {_p.preemptions} times when blocks ran out.",
+                          "about equal": "What a sequence holds, its prompt and the tokens written so far, against "
+                                         "prompt + max_tokens reserved."})
     return
 
 
@@ -251,7 +286,8 @@ def _():
     decoding request needs one token, a request still prefilling gets its next chunk ({term("chunked prefill")}) —
     then the waiting queue, in order, as long as a slot, the budget and free blocks allow. When blocks run out,
     the newest running request is {term("preempted", "preemption")} and recomputed later. Set the engine's sizes
-    below: it serves the first chat requests live on this model, and every step's log is drawn as a timeline.
+    below and press **Serve with these sizes**: it serves the first chat requests live on this model (the
+    headless run's sizes until you do), and every step's log is drawn as a timeline.
     """)
     return
 
@@ -265,26 +301,33 @@ def _():
 
 @app.cell
 def _():
-    block_pick = mo.ui.dropdown(options=["4", "8", "16", "32", "64"], label="block size (tokens)",
-                                value=str(notebook.env_default("WORKSHOP_BLOCK_SIZE", 16, (4, 8, 16, 32, 64))))
-    budget_pick = mo.ui.slider(steps=[16, 32, 64, 128, 256, 512], show_value=True, label="token budget per step",
-                               value=notebook.env_default("WORKSHOP_TOKEN_BUDGET", 64, (16, 32, 64, 128, 256, 512)))
-    seqs_pick = mo.ui.slider(start=1, stop=12, step=1, show_value=True, label="requests running at once",
-                             value=notebook.env_default("WORKSHOP_MAX_SEQS", 4, range(1, 13)))
-    kv_pick = mo.ui.slider(steps=[256, 384, 512, 768, 1024, 2048], show_value=True, label="KV cache (token slots)",
-                           value=notebook.env_default("WORKSHOP_KV_TOKENS", 512, (256, 384, 512, 768, 1024, 2048)))
-    mo.vstack([mo.hstack([block_pick, budget_pick]), mo.hstack([seqs_pick, kv_pick]), notebook.static_note({
+    engine_defaults = {"block": str(notebook.env_default("WORKSHOP_BLOCK_SIZE", 16, (4, 8, 16, 32, 64))),
+                       "budget": notebook.env_default("WORKSHOP_TOKEN_BUDGET", 64, (16, 32, 64, 128, 256, 512)),
+                       "seqs": notebook.env_default("WORKSHOP_MAX_SEQS", 4, range(1, 13)),
+                       "kv": notebook.env_default("WORKSHOP_KV_TOKENS", 512, (256, 384, 512, 768, 1024, 2048))}
+    engine_form = mo.md("{block} {budget}\n\n{seqs} {kv}").batch(
+        block=mo.ui.dropdown(options=["4", "8", "16", "32", "64"], label="block size (tokens)",
+                             value=engine_defaults["block"]),
+        budget=mo.ui.slider(steps=[16, 32, 64, 128, 256, 512], show_value=True, label="token budget per step",
+                            value=engine_defaults["budget"]),
+        seqs=mo.ui.slider(start=1, stop=12, step=1, show_value=True, label="requests running at once",
+                          value=engine_defaults["seqs"]),
+        kv=mo.ui.slider(steps=[256, 384, 512, 768, 1024, 2048], show_value=True, label="KV cache (token slots)",
+                        value=engine_defaults["kv"]),
+    ).form(submit_button_label="Serve with these sizes", bordered=False)
+    mo.vstack([engine_form, notebook.static_note({
         "WORKSHOP_BLOCK_SIZE": "block size (4, 8, 16, 32, 64)", "WORKSHOP_TOKEN_BUDGET": "token budget per step",
         "WORKSHOP_MAX_SEQS": "requests running at once (1–12)", "WORKSHOP_KV_TOKENS": "KV cache in token slots"})])
-    return block_pick, budget_pick, kv_pick, seqs_pick
+    return engine_defaults, engine_form
 
 
 @app.cell
-def _(block_pick, budget_pick, kv_pick, model, seqs_pick, tok, w):
+def _(engine_defaults, engine_form, model, tok, w):
+    _sizes = engine_form.value or engine_defaults          # the submitted sizes, else the headless run's
     live_reqs = chat_requests(tok, w)[:12]
-    _bs = int(block_pick.value)
-    live_args = EngineArgs(block_size=_bs, num_blocks=max(kv_pick.value // _bs, measure.blocks_needed(live_reqs, _bs)),
-                           max_num_seqs=seqs_pick.value, max_batch_tokens=budget_pick.value, prefix_cache="radix")
+    _bs = int(_sizes["block"])
+    live_args = EngineArgs(block_size=_bs, num_blocks=max(_sizes["kv"] // _bs, measure.blocks_needed(live_reqs, _bs)),
+                           max_num_seqs=_sizes["seqs"], max_batch_tokens=_sizes["budget"], prefix_cache="radix")
     live, live_engine = measure.serve(model, live_reqs, live_args)
     return live, live_args, live_engine, live_reqs
 
@@ -330,13 +373,13 @@ def _(live_args, live_reqs, live_summary):
 @app.cell(hide_code=True)
 def _():
     batching_button = replay.run_button()
-    mo.vstack([mo.md("""
+    mo.vstack([mo.md(f"""
     ## 5 · Continuous batching, against transformers' own
 
     The same chat requests (mixed prompt and output lengths), four ways:
 
     - **one after another** — a naive local server;
-    - **static batches** — `slots` requests at a time, prompts left-padded; a batch ends when its slowest
+    - {term("static batches", "static-batching")} — `slots` requests at a time, prompts {term("left-padded", "left-padding")}; a batch ends when its slowest
       request does, and the next batch only starts then;
     - **transformers' continuous-batching manager** (`model.init_continuous_batching`) — *the library's
       version*: a scheduler that, at every step, puts a waiting request into any slot that freed up;
@@ -570,8 +613,8 @@ def _(loaded):
     transformers' `QuantizedCache` stores keys and values in **fp8** (one scale per tensor), or in **4 and 2
     bits** (optimum-quanto: a scale and a zero point per group of 64 values; the newest 128 tokens stay in full
     precision until they are quantized, as in KIVI). Bytes of the real cache are measured
-    (`helpers.measure.tensor_bytes.measured_cache_bytes`) against `helpers.formulas.memory.kv_cache_bytes`; quality is KL divergence
-    and top-1 agreement against the full-precision cache (`helpers.measure.quality`), on the evaluation text, with the
+    (`helpers.measure.tensor_bytes.measured_cache_bytes`) against `helpers.formulas.memory.kv_cache_bytes`; quality is {term("KL divergence")}
+    and {term("top-1 agreement")} against the full-precision cache (`helpers.measure.quality`), on the evaluation text, with the
     profile **{quality_profile}**{"" if trained else " — **random weights: quality figures meaningless**"}.
     """)
     return quality_profile, trained
@@ -643,7 +686,7 @@ def _(kvq_bytes, kvq_quality, kvq_speed, loaded, trained):
 
 @app.cell(hide_code=True)
 def _():
-    mo.vstack([mo.md("""
+    mo.vstack([mo.md(f"""
     ## 8 · Speculative decoding: draft, verify, accept
 
     A drafter proposes k tokens; the target runs its pending token and all k drafts in **one** forward pass
@@ -654,8 +697,9 @@ def _():
     are kept, one more from p. Every emitted token is then distributed exactly as p: lossless for sampling too.
     Two drafters (speculative.py): **prompt lookup** (copy what followed the latest n-gram's first earlier
     occurrence; transformers' rule) and an **early-exit draft** — the target's own first layers, its final norm
-    and head (a draft model sharing the target's weights, LayerSkip-style; no separately trained small model of
-    this vocabulary is available offline). The whole accept step:
+    and head (a {term("draft model")} sharing the target's weights, LayerSkip-style; no separately trained small model of
+    this vocabulary is available offline). How often the target keeps a draft, the per-token
+    {term("acceptance", "acceptance-rate")} α, decides how many tokens a verify pass yields. The whole accept step:
     """), notebook.code(spec_loop.verify, folded_=False),
         notebook.code(spec_loop, "the whole of speculative.py (the drafters and the loop)")])
     return
@@ -663,31 +707,93 @@ def _():
 
 @app.cell
 def _(w):
-    k_pick = mo.ui.slider(start=1, stop=8, step=1, show_value=True, label="draft length k",
-                          value=notebook.env_default("WORKSHOP_SPEC_K", w.spec_k, range(1, 9)))
+    spec_k_default = notebook.env_default("WORKSHOP_SPEC_K", w.spec_k, range(1, 9))
+    k_form = mo.ui.slider(start=1, stop=8, step=1, show_value=True, label="draft length k",
+                          value=spec_k_default).form(submit_button_label="Measure at this k", bordered=False)
     alpha_pick = mo.ui.slider(start=0.1, stop=0.95, step=0.05, show_value=True, label="per-token acceptance α (model)",
                               value=notebook.env_default("WORKSHOP_SPEC_ALPHA", 0.6, lo=0.1, hi=0.95))
-    mo.vstack([mo.hstack([k_pick, alpha_pick]), notebook.static_note({
-        "WORKSHOP_SPEC_K": "draft length k (1–8)", "WORKSHOP_SPEC_ALPHA": "α of the expected-tokens curve (0.1–0.95)"})])
-    return alpha_pick, k_pick
+    spec_box = learner.prediction(
+        "Each of the k drafted tokens is kept with probability α (the two controls above), in order, up to the first "
+        "the target rejects; the verify pass then adds one token of its own. How many tokens does one verify pass "
+        "yield on average?", "tokens")
+    mo.vstack([mo.md(f"""
+    The draft length k is the size of every measurement below: a new k re-measures them all (the runs at batch 1
+    and 8, transformers' version, the verify passes) when you press **Measure at this k**; until then they stay at
+    k = {spec_k_default}, the headless run's. α moves only the worked example and the curve, computed at once.
+    """), k_form, alpha_pick, notebook.static_note({
+        "WORKSHOP_SPEC_K": "draft length k (1–8)", "WORKSHOP_SPEC_ALPHA": "α of the worked example and the expected-tokens "
+                                                                         "curve (0.1–0.95)"}), spec_box])
+    return alpha_pick, k_form, spec_box, spec_k_default
 
 
 @app.cell
-def _(k_pick, qloaded, w):
+def _(k_form, spec_k_default):
+    spec_k = spec_k_default if k_form.value is None else int(k_form.value)   # the submitted k, else the default
+    return (spec_k,)
+
+
+@app.cell(hide_code=True)
+def _(alpha_pick, spec_k):
+    spec_parts = speculation.tokens_per_pass_parts(alpha_pick.value, spec_k)
+    _p = spec_parts
+    mo.md(f"""
+    **Tokens per verify pass, derived.** The target checks the drafts in order and stops at the first it rejects.
+    Whatever happens, the pass yields **one token of the target's own**: the correction at the rejection or, when
+    all k drafts are kept, the token past them. On top of it, draft i counts only if drafts 1 … i are all kept.
+    With each checked draft kept independently with probability α (the per-token acceptance), that
+    happens with probability α^i. Adding the terms (Leviathan et al., eq. 1; the geometric series):
+
+        E = 1 + α + α² + … + α^k = (1 − α^(k+1)) ÷ (1 − α)        (k + 1 at α = 1)
+
+    E is what a round is measured against. Plain decoding yields one token per decode step; a round yields E tokens
+    for one verify pass (v decode steps: about 1 while the pass stays {term("memory-bound")}, up to k + 1 once it is
+    compute-bound) and k draft steps of c decode steps each. It **pays** when E beats that cost,
+    v + k·c (`speculation.round_cost`), by more than the {verdicts.CHANGE_MARGIN:.0%} margin
+    (`speculative.pays`); it **breaks even** at the α where E = v + k·c (`speculation.break_even_alpha`).
+
+    **Worked example** (`helpers.formulas.speculation.tokens_per_pass_parts`), α = {_p.alpha:.2f}, k = {_p.k}:
+
+    - the target's own token: 1
+    - the drafts, α¹ … α^{_p.k}: {" + ".join(f"{_a:.3f}" for _a in _p.kept)} = {_p.total - 1:.3f}
+    - E = **{_p.total:.3f}** tokens per pass; the closed form, (1 − {_p.alpha:.2f}^{_p.k + 1}) ÷ (1 − {_p.alpha:.2f}),
+      gives {_p.closed_form:.3f}
+    - the whole draft is kept in {_p.whole_draft_kept:.1%} of passes; {_p.kept_share_of_drafted:.1%} of the drafted
+      tokens are kept, not α = {_p.alpha:.0%}, since a draft after a rejection is never checked; the k-th draft adds
+      α^k = {_p.last_gain:.3f} tokens to E.
+    """)
+    return (spec_parts,)
+
+
+@app.cell
+def _(spec_box, spec_parts):
+    _given = None  # Jupyter/Colab: your prediction here (e.g. 3); in marimo, type it in the box above
+    _p = spec_parts
+    learner.beside(spec_box, _given, _p.total, shown=lambda v: f"{v:.2f} tokens (k = {_p.k}, α = {_p.alpha:.2f})", hints={
+        "lower": f"A draft counts only when every draft before it was kept: the i-th with probability α^i, not α, so "
+                 f"the {_p.k} drafts add {_p.total - 1:.2f} tokens, not k·α = {_p.k * _p.alpha:.2f}.",
+        "higher": "The pass always yields one token of the target's own, the correction or the token past a fully kept "
+                  "draft, on top of the kept drafts.",
+        "about equal": "1 + α + α² + … + α^k, as derived."})
+    return
+
+
+@app.cell
+def _(qloaded, spec_k, w):
     spec_text = quality.eval_ids(qloaded.tokenizer, 160, profile=qloaded.profile)
     spec_context = len(spec_text) + w.decode_tokens // 2       # cached tokens at a typical step
-    spec_rows = measure.speculative_runs(qloaded.model, spec_text, w.decode_tokens, k=k_pick.value,
+    spec_rows = measure.speculative_runs(qloaded.model, spec_text, w.decode_tokens, k=spec_k,
                                             draft_layers=w.draft_layers)
-    spec_batch = measure.speculative_runs(qloaded.model, spec_text, w.decode_tokens, k=k_pick.value,
+    spec_batch = measure.speculative_runs(qloaded.model, spec_text, w.decode_tokens, k=spec_k,
                                              draft_layers=w.draft_layers, batch=8)
-    library = speculative.speculate(qloaded.model, spec_text, w.decode_tokens, k=k_pick.value, prompt_lookup=True)
-    plots.table(tables.speculative_frame(spec_rows + spec_batch), f"measured: the readable engine's loop on {qloaded.label}, greedy")
+    library = speculative.speculate(qloaded.model, spec_text, w.decode_tokens, k=spec_k, prompt_lookup=True)
+    plots.table(tables.speculative_frame(spec_rows + spec_batch), f"measured: the readable engine's loop on {qloaded.label}, "
+                f"greedy, k = {spec_k}")
     return library, spec_batch, spec_context, spec_rows, spec_text
 
 
 @app.cell
-def _(alpha_pick, k_pick, qloaded, spec_rows):
-    figures.expected_tokens_figure([r for r in spec_rows if r.k], alpha_pick.value, max(8, k_pick.value), qloaded)
+def _(alpha_pick, qloaded, spec_k, spec_rows):
+    figures.expected_tokens_figure([r for r in spec_rows if r.k], alpha_pick.value, max(8, spec_k), qloaded)
     return
 
 
@@ -710,10 +816,10 @@ def _():
 
 
 @app.cell
-def _(k_pick, qloaded, spec_context):
+def _(qloaded, spec_context, spec_k):
     # what verifying k drafts costs against a decode step: measured here, and computed for Mistral 7B on an H100
-    verify_here = [measure.verify_cost(qloaded.model, k_pick.value, spec_context, b) for b in (1, 8)]
-    verify_cost = [speculative.verify_step_ratio("mistral-7b-v0.1", k_pick.value, c, b)
+    verify_here = [measure.verify_cost(qloaded.model, spec_k, spec_context, b) for b in (1, 8)]
+    verify_cost = [speculative.verify_step_ratio("mistral-7b-v0.1", spec_k, c, b)
                    for c in (512, 4096) for b in (1, 16, 64, 256)]
     mo.vstack([plots.table(tables.verify_frame(verify_here), f"measured: the engine's runner on {qloaded.label}, fastest of 5"),
                plots.table(tables.verify_frame(verify_cost), "computed: helpers.serving.speculative.verify_step_ratio "
@@ -726,7 +832,8 @@ def _(exact, library, qloaded, spec_batch, spec_context, spec_rows, trained, ver
     _plain, _pl, _dm = spec_rows
     _same = all(r.identical_to_plain for r in spec_rows + spec_batch)
     _exact = bool((exact["what comes out"] - exact["target p"]).abs().max() < 1e-12)
-    _share = speculative.draft_step_share(qloaded.spec, w.draft_layers, spec_context, qloaded.dtype)
+    spec_share = speculative.draft_step_share(qloaded.spec, w.draft_layers, spec_context, qloaded.dtype)
+    _share = spec_share
     mo.vstack([mo.md(f"""
     **Measured:** prompt lookup made its {w.decode_tokens} tokens in {_pl.target_passes} target passes; transformers'
     assisted generation with the same rule, *the library's version*, in {library.target_passes}
@@ -752,16 +859,44 @@ def _(exact, library, qloaded, spec_batch, spec_context, spec_rows, trained, ver
                                   f"{expected.published('leviathan_t5xxl_speedup_high').value:g}× faster than the "
                                   "standard T5X implementation, with identical outputs",
                                   "leviathan_t5xxl_speedup_low", "leviathan_t5xxl_speedup_high")])])
+    return (spec_share,)
+
+
+@app.cell(hide_code=True)
+def _():
+    # the problem: the break-even acceptance of a draft model, at a batch whose verify pass stays memory-bound and at
+    # one that makes it compute-bound (Mistral 7B on an H100 SXM, helpers.formulas.stepcost at the roofline)
+    _k, _c, _ctx, _batches = 4, 0.05, 512, (1, 256)
+    _v = {_b: speculative.verify_step_ratio("mistral-7b-v0.1", _k, _ctx, _b) for _b in _batches}
+    _cost = {_b: speculation.round_cost(_v[_b].verify_over_decode, _k, _c) for _b in _batches}
+    _even = {_b: speculation.break_even_alpha(_k, _cost[_b]) for _b in _batches}
+    _pay = {_b: speculation.break_even_alpha(_k, _cost[_b] * (1 + verdicts.CHANGE_MARGIN)) for _b in _batches}
+
+    def _at(b):
+        return (f"- batch {b}: the verify pass is {_v[b].verify_bound}-bound, v = {_v[b].verify_over_decode:.2f}; a round "
+                f"costs v + k·c = {_v[b].verify_over_decode:.2f} + {_k} × {_c:g} = **{_cost[b]:.2f}** decode steps; "
+                f"E = {_cost[b]:.2f} at **α = {_even[b]:.2f}** (`break_even_alpha`), and E > {_cost[b]:.2f} × "
+                f"{1 + verdicts.CHANGE_MARGIN:g} = {_cost[b] * (1 + verdicts.CHANGE_MARGIN):.2f} above α = {_pay[b]:.2f}")
+
+    notebook.exercise(3, f"The break-even acceptance. Mistral 7B on an H100 SXM, {_ctx} tokens of context, a draft "
+                      f"model whose step costs c = {_c:g} of a target step, k = {_k}. At batch {_batches[0]} and at batch "
+                      f"{_batches[1]}, what per-token acceptance α must the draft reach for a round to break even, and to "
+                      f"pay by the {verdicts.CHANGE_MARGIN:.0%} margin? (`speculative.verify_step_ratio` gives the verify "
+                      "pass v in decode steps.)",
+                      "\n".join([_at(_b) for _b in _batches] + [
+                          "", f"The same draft needs α ≥ {_even[_batches[1]]:.2f} at batch {_batches[1]} where "
+                          f"{_even[_batches[0]]:.2f} was enough at batch {_batches[0]}: once the batch makes the verify "
+                          f"pass compute-bound, its k + 1 rows cost up to k + 1 decode steps, and only a draft the target "
+                          f"keeps more often pays for them."]),
+                      "Solution (computed by helpers.formulas.speculation and helpers.serving.speculative.verify_step_ratio)")
     return
 
 
 @app.cell(hide_code=True)
 def _():
-    _alpha, _ks = 0.6, (2, 4, 8)
-    _e = [speculative.expected_tokens_per_pass(_alpha, _k) for _k in _ks]
     _chunks = -(-200 // 16)
     mo.vstack([
-        mo.md("## Exercises"),
+        mo.md("## Exercises\n\nExercise 3, the break-even acceptance, closes section 8."),
         notebook.exercise(1, "Re-run section 1 with a longer prompt (`quality.eval_ids(tok, 512)`). Which line "
                           "moves, and why?", """
         The no-cache line: each step recomputes all p + t tokens, so its work grows with the prompt; the cached
@@ -773,15 +908,40 @@ def _():
         At 16 a 200-token prompt needs at least ⌈200 ÷ 16⌉ = {_chunks} chunks, so its first token waits at least
         {_chunks} steps, and no step computes more than 16 tokens, so the decoding requests' steps stay short. At 512
         the whole prompt fits one step: its first token comes after that one step, and the step computes all 200
-        tokens for everyone in it. The budget trades the long prompt's TTFT for the others' inter-token latency."""),
-        notebook.exercise(3, f"Acceptance and k. With `speculative.expected_tokens_per_pass(alpha, k)` (or the α "
-                          f"slider in section 8), compare α = {_alpha} at k = {', '.join(map(str, _ks))}. What limits a "
-                          f"long draft?", f"""
-        {", ".join(f"{_x:.2f}" for _x in _e)} tokens per pass: the k-th drafted token is kept only when all k are,
-        with probability α^k ({", ".join(f"{_alpha ** _k:.3f}" for _k in _ks)}), so going from k = {_ks[1]} to {_ks[2]}
-        adds {_e[2] - _e[1]:.2f} tokens per pass for {_ks[2] - _ks[1]} more draft steps (and, at a large batch, verify
-        compute)."""),
+        tokens for everyone in it. The budget trades the long prompt's {term("TTFT")} for the others' {term("inter-token latency", "itl")}."""),
     ])
+    return
+
+
+@app.cell(hide_code=True)
+def _(live_args, live_reqs, prefix_hits, spec_k, spec_share, verify_here):
+    _long = max(live_reqs, key=lambda r: len(r.prompt) + r.max_new_tokens)
+    _v1 = next(v for v in verify_here if v.batch == 1)
+    _a = prefix_hits["agentic"]
+    check_questions = [
+        learner.Question(f"Section 4: the longest of its requests has {len(_long.prompt)} prompt tokens and asks for "
+                         f"{_long.max_new_tokens} new ones. In blocks of {live_args.block_size} tokens, how many blocks "
+                         "do its tokens fill (the last one partly)?",
+                         -(-(len(_long.prompt) + _long.max_new_tokens) // live_args.block_size), "blocks", tolerance=0),
+        learner.Question(f"Section 8: a verify pass of k + 1 = {spec_k + 1} rows measured {_v1.verify_over_decode:.2f} "
+                         f"decode steps at batch 1 here, and each early-exit draft step reads {spec_share:.2f} of a "
+                         f"target step. How many tokens must a round of k = {spec_k} drafts yield to break even?",
+                         speculation.round_cost(_v1.verify_over_decode, spec_k, spec_share), "tokens"),
+        learner.Question("Section 6: on the agentic trace, which prefix cache reused more prompt tokens?",
+                         "the radix tree" if _a.radix.reused_tokens > _a.hash.reused_tokens else
+                         "the block hashes" if _a.hash.reused_tokens > _a.radix.reused_tokens else "the same",
+                         options=("the radix tree", "the block hashes", "the same")),
+    ]
+    check_form = learner.self_check(check_questions)
+    mo.vstack([mo.md("## Self-check\n\nThree questions on sections 4, 6 and 8 whose answers are this run's numbers "
+                     "(submit new sizes in section 4 or a new k in section 8 and they follow)."), check_form])
+    return check_form, check_questions
+
+
+@app.cell(hide_code=True)
+def _(check_form, check_questions):
+    # checked against this run when the form is submitted (marimo); folded answers elsewhere
+    learner.answers(check_form, check_questions)
     return
 
 

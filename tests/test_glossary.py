@@ -112,6 +112,15 @@ def test_exercise_solution_is_folded_outside_marimo():
     assert html.index("<details>") < html.index("42")  # the answer sits inside the folded block
 
 
+def test_the_glossary_acceptance_figures_are_computed():
+    """The acceptance-rate entry's worked figures are helpers.formulas.speculation's (α = 0.8, k = 4)."""
+    from helpers.formulas.speculation import tokens_per_pass_parts
+
+    p = tokens_per_pass_parts(0.8, 4)
+    assert f"at α = 0.8 and k = 4, {p.total:.2f} tokens, of which the drafts are {p.total - 1:.2f}, " \
+           f"{100 * p.kept_share_of_drafted:.0f} % of the 4 drafted" in TEXT
+
+
 def test_the_glossary_links_are_the_catalogued_ones():
     """The link figures the glossary quotes (NVLink, PCIe, InfiniBand of an H100 SXM) are gpu_links.csv's."""
     from helpers.parallel.links import get_link
@@ -148,6 +157,16 @@ FIRST_USES = {
            ("memory-bound", "memory-bound"), ("OOM", "oom")],
     "02": [("quantization", "quantization"), ("KV cache", "kv-cache"), ("GQA", "gqa"), ("DynamicCache", "dynamiccache"),
            ("gpu_memory_utilization", "gpu_memory_utilization")],
+    "07": [("KV cache", "kv-cache"), ("throughput", "throughput"), ("prefix caching", "prefix-caching"),
+           ("KV-cache quantization", "kv-cache-quantization"), ("speculative decoding", "speculative-decoding"),
+           ("compute-bound", "compute-bound"), ("paged attention", "paged-attention"),
+           ("continuous batching", "continuous-batching"), ("token budget", "token-budget"),
+           ("chunked prefill", "chunked-prefill"), ("preemption", "preemption"), ("radix tree", "radix-tree"),
+           ("fp8", "fp8"), ("greedy", "greedy-decoding"), ("block table", "block-table"),
+           ("copy-on-write", "copy-on-write"), ("decode", "decode"), ("static batches", "static-batching"),
+           ("left-padded", "left-padding"), ("KL divergence", "kl-divergence"), ("top-1 agreement", "top-1-agreement"),
+           ("draft model", "draft-model"), ("acceptance", "acceptance-rate"), ("memory-bound", "memory-bound"),
+           ("TTFT", "ttft"), ("inter-token latency", "itl")],
     "09": [("all-reduce", "all-reduce"), ("NVLink", "nvlink"), ("PCIe", "pcie"), ("InfiniBand", "infiniband"),
            ("tensor parallelism", "tensor-parallelism"), ("pipeline parallelism", "pipeline-parallelism"),
            ("all-to-all", "all-to-all"), ("expert parallelism", "expert-parallelism"), ("gloo", "gloo"),

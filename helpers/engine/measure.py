@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Sequence
 
+from ..formulas.speculation import round_cost
 from ..formulas.verdicts import Verdict, change_verdict, share, speed, times_as
 from ..serving.naive import Request as ServeRequest, RequestTiming, ServeResult
 from ..serving.speculative import pays
@@ -523,15 +524,17 @@ def speculative_reading(rows: Sequence[SpecRun], verify: Sequence[VerifyCost], d
         if not r.k:
             continue
         wall = speed(r.seconds, plain[r.batch].seconds, than="plain decoding")
-        drafts = 0.0 if r.drafter.startswith("prompt lookup") else r.k * draft_share
+        lookup = r.drafter.startswith("prompt lookup")           # no model: its drafts cost no step
+        drafts = 0.0 if lookup else r.k * draft_share
         said = [f"{r.drafter} at batch {r.batch}: {r.tokens_per_pass:.2f} tokens per target pass "
                 + ("(above 1: drafts were kept)" if r.tokens_per_pass > 1 else "(1: no draft kept)"),
                 f"{wall.words} on the wall clock"]
         evidence = {"tokens_per_pass": r.tokens_per_pass, **wall.evidence}
         if r.batch in cost:
-            v = pays(r.tokens_per_pass, cost[r.batch] + drafts)
-            said.append(f"a round costs {cost[r.batch] + drafts:.2f} decode steps here (verify {cost[r.batch]:.2f}"
+            steps = round_cost(cost[r.batch], r.k, 0.0 if lookup else draft_share)
+            v = pays(r.tokens_per_pass, steps)
+            said.append(f"a round costs {steps:.2f} decode steps here (verify {cost[r.batch]:.2f}"
                         + (f" + {r.k} drafts × {draft_share:.2f}" if drafts else "") + f"), so it {v.words}")
-            evidence.update(pass_cost_steps=cost[r.batch] + drafts, predicted=v.evidence["ratio"])
+            evidence.update(pass_cost_steps=steps, predicted=v.evidence["ratio"])
         out.append(Verdict(", ".join(said), "speculative", evidence))
     return out

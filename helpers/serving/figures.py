@@ -174,7 +174,7 @@ def expected_tokens_figure(rows: Sequence, alpha: float, k_max: int, source: Any
     """Leviathan et al.'s expected tokens per target pass, (1 − α^(k+1)) ÷ (1 − α), against the draft length
     k at the chosen per-token acceptance α, with k + 1 (every draft kept) as the ceiling, and each measured
     drafter (helpers.engine.measure.SpecRun) as a point at its k."""
-    from .speculative import expected_tokens_per_pass
+    from ..formulas.speculation import expected_tokens_per_pass
 
     fig, ax = plots.figure(width=6.5, height=3.6)
     ks = list(range(0, k_max + 1))

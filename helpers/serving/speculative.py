@@ -20,7 +20,8 @@ Two acceptance figures, not to be confused:
   looks at. The target stops at the first rejection, so the tokens drafted after it are never checked;
   checked = accepted + rejections (rounds that ended in one). This is the α of Leviathan et al.'s eq. 1:
   with each checked token accepted independently with probability α, a round that drafted k tokens
-  yields (1 − α^(k+1)) ÷ (1 − α) tokens per target pass (`expected_tokens_per_pass`).
+  yields (1 − α^(k+1)) ÷ (1 − α) tokens per target pass (`expected_tokens_per_pass`, owned by
+  helpers.formulas.speculation).
 Put accepted ÷ drafted into eq. 1 and it undershoots: at α = 0.8 and k = 4 only 59 % of drafted tokens
 are kept. What remains between the measured tokens per pass and eq. 1 at the per-token α is the
 independence assumption (`fit_sentence`): with α fitted, measured ÷ expected compares the share of rounds
@@ -36,6 +37,7 @@ import time
 from dataclasses import dataclass
 
 from .. import checks
+from ..formulas.speculation import expected_tokens_per_pass  # eq. 1's owner; imported here for its callers
 from ..formulas.verdicts import Verdict, change_verdict, factor, share
 from .naive import _ForwardCounter
 
@@ -95,16 +97,6 @@ class Speculation:
     speculative_s: float
     speedup: float                   # wall clock, plain ÷ speculative
     identical_to_greedy: bool
-
-
-def expected_tokens_per_pass(alpha: float, k: int) -> float:
-    """(1 − α^(k+1)) ÷ (1 − α): expected tokens a target pass yields when each of k drafted tokens is
-    accepted with probability α until the first rejection (k + 1 at α = 1)."""
-    alpha = checks.fraction(alpha, "alpha")
-    checks.count(k, "k", 0)
-    if alpha == 1:
-        return float(k + 1)
-    return (1 - alpha ** (k + 1)) / (1 - alpha)
 
 
 def acceptance_model(rounds) -> AcceptanceFit:

@@ -1,0 +1,90 @@
+"""Speculative decoding's arithmetic: what one verify pass yields and when a round pays (Leviathan et al.,
+"Fast Inference from Transformers via Speculative Decoding", ICML 2023, eq. 1 and its break-even).
+
+A drafter proposes k tokens; the target checks them in one pass and keeps them up to the first it rejects,
+then adds one token of its own (the correction at the rejection, or one more past a fully kept draft).
+With each checked token kept independently with probability α:
+
+- the pass yields its own token always, and the i-th draft only when drafts 1 … i are all kept, with
+  probability α^i, so the expected tokens per pass are 1 + α + α² + … + α^k = (1 − α^(k+1)) ÷ (1 − α)
+  (`expected_tokens_per_pass`; `tokens_per_pass_parts` lists the terms);
+- a round costs the verify pass and the k draft steps, `round_cost` decode steps; it breaks even when it
+  yields as many tokens as it costs, at the α `break_even_alpha` solves for.
+
+The owner of these formulas: helpers.serving.speculative fits α to counted rounds with them,
+helpers.engine.measure reads the engine's runs with them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import checks
+
+
+def expected_tokens_per_pass(alpha: float, k: int) -> float:
+    """(1 − α^(k+1)) ÷ (1 − α): expected tokens a target pass yields when each of k drafted tokens is
+    accepted with probability α until the first rejection (k + 1 at α = 1)."""
+    alpha = checks.fraction(alpha, "alpha")
+    checks.count(k, "k", 0)
+    if alpha == 1:
+        return float(k + 1)
+    return (1 - alpha ** (k + 1)) / (1 - alpha)
+
+
+@dataclass(frozen=True)
+class TokensPerPass:
+    """Eq. 1 term by term, for a worked example: the target's own token, then each draft's chance to be kept."""
+
+    alpha: float
+    k: int
+    kept: tuple[float, ...]          # kept[i - 1] = α^i: the chance that drafts 1 … i are all kept
+    total: float                     # 1 + Σ α^i, the expected tokens per pass
+    closed_form: float               # (1 − α^(k+1)) ÷ (1 − α), the same sum
+    whole_draft_kept: float          # α^k: the share of passes that keep all k drafts
+    kept_share_of_drafted: float     # (total − 1) ÷ k: the share of drafted tokens a pass keeps, on average
+
+    @property
+    def last_gain(self) -> float:
+        """What the k-th draft adds to the expected tokens per pass, α^k (0 at k = 0)."""
+        return self.kept[-1] if self.kept else 0.0
+
+
+def tokens_per_pass_parts(alpha: float, k: int) -> TokensPerPass:
+    """Eq. 1 summed term by term: 1 for the token the target adds itself, α^i for the i-th draft (kept only
+    with all before it), beside the closed form (1 − α^(k+1)) ÷ (1 − α) it equals."""
+    alpha = checks.fraction(alpha, "alpha")
+    k = checks.count(k, "k", 0)
+    kept = tuple(alpha ** i for i in range(1, k + 1))
+    total = 1 + sum(kept)
+    return TokensPerPass(alpha, k, kept, total, expected_tokens_per_pass(alpha, k),
+                         kept[-1] if kept else 1.0, (total - 1) / k if k else 0.0)
+
+
+def round_cost(verify_over_decode: float, k: int, draft_share: float) -> float:
+    """A round's cost in decode steps: the verify pass (`verify_over_decode` decode steps: about 1 while it
+    stays memory-bound, up to k + 1 once compute-bound) plus k draft steps of `draft_share` of a decode step
+    each (0 for prompt lookup, which runs no model)."""
+    checks.number(verify_over_decode, "verify_over_decode", positive=True)
+    k = checks.count(k, "k", 0)
+    checks.number(draft_share, "draft_share", 0)
+    return verify_over_decode + k * draft_share
+
+
+def break_even_alpha(k: int, cost: float, tol: float = 1e-12) -> float | None:
+    """The per-token acceptance α at which a round of k drafts yields as many tokens as it costs decode
+    steps, (1 − α^(k+1)) ÷ (1 − α) = `cost` (round_cost): 0 when the round costs at most one step (any α
+    pays), None when it costs more than the k + 1 tokens a fully kept draft yields (no α pays). Eq. 1 climbs
+    with α from 1 to k + 1, so the root is found by bisection."""
+    k = checks.count(k, "k", 1)
+    checks.number(cost, "cost", positive=True)
+    if cost <= 1:
+        return 0.0
+    if cost > k + 1:
+        return None
+    if cost == k + 1:                       # every draft must be kept (eq. 1 is flat in float arithmetic there)
+        return 1.0
+    lo, hi = 0.0, 1.0
+    while hi - lo > tol:
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if expected_tokens_per_pass(mid, k) < cost else (lo, mid)
+    return (lo + hi) / 2
