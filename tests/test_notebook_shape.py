@@ -46,3 +46,13 @@ def test_readme_lists_every_notebook_in_number_order():
     names = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.py"))
     assert rows == sorted(rows), rows
     assert rows == names, (rows, names)
+
+
+@pytest.mark.parametrize("number", ("01", "02", "03", "04", "05", "06", "07", "08", "09"))
+def test_the_learner_predicts_before_central_results_and_checks_at_the_end(number):
+    """At least two predictions, each read back beside its result, and one self-check (issue 34)."""
+    src = _source(number)
+    predictions = src.count("learner.prediction(")
+    assert predictions >= 2 and src.count("learner.beside(") >= predictions
+    assert src.count("learner.self_check(") == 1 and src.count("learner.answers(") == 1
+    assert src.index("learner.self_check(") > src.rindex("learner.beside(")       # the self-check closes it
