@@ -301,18 +301,19 @@ def _():
 
 @app.cell
 def _():
-    _controls = dict(
+    engine_defaults = {"block": str(notebook.env_default("WORKSHOP_BLOCK_SIZE", 16, (4, 8, 16, 32, 64))),
+                       "budget": notebook.env_default("WORKSHOP_TOKEN_BUDGET", 64, (16, 32, 64, 128, 256, 512)),
+                       "seqs": notebook.env_default("WORKSHOP_MAX_SEQS", 4, range(1, 13)),
+                       "kv": notebook.env_default("WORKSHOP_KV_TOKENS", 512, (256, 384, 512, 768, 1024, 2048))}
+    engine_form = mo.md("{block} {budget}\n\n{seqs} {kv}").batch(
         block=mo.ui.dropdown(options=["4", "8", "16", "32", "64"], label="block size (tokens)",
-                             value=str(notebook.env_default("WORKSHOP_BLOCK_SIZE", 16, (4, 8, 16, 32, 64)))),
+                             value=engine_defaults["block"]),
         budget=mo.ui.slider(steps=[16, 32, 64, 128, 256, 512], show_value=True, label="token budget per step",
-                            value=notebook.env_default("WORKSHOP_TOKEN_BUDGET", 64, (16, 32, 64, 128, 256, 512))),
+                            value=engine_defaults["budget"]),
         seqs=mo.ui.slider(start=1, stop=12, step=1, show_value=True, label="requests running at once",
-                          value=notebook.env_default("WORKSHOP_MAX_SEQS", 4, range(1, 13))),
+                          value=engine_defaults["seqs"]),
         kv=mo.ui.slider(steps=[256, 384, 512, 768, 1024, 2048], show_value=True, label="KV cache (token slots)",
-                        value=notebook.env_default("WORKSHOP_KV_TOKENS", 512, (256, 384, 512, 768, 1024, 2048))),
-    )
-    engine_defaults = {_k: _c.value for _k, _c in _controls.items()}   # the headless run's sizes
-    engine_form = mo.md("{block} {budget}\n\n{seqs} {kv}").batch(**_controls
+                        value=engine_defaults["kv"]),
     ).form(submit_button_label="Serve with these sizes", bordered=False)
     mo.vstack([engine_form, notebook.static_note({
         "WORKSHOP_BLOCK_SIZE": "block size (4, 8, 16, 32, 64)", "WORKSHOP_TOKEN_BUDGET": "token budget per step",
@@ -706,10 +707,9 @@ def _():
 
 @app.cell
 def _(w):
-    _k_slider = mo.ui.slider(start=1, stop=8, step=1, show_value=True, label="draft length k",
-                             value=notebook.env_default("WORKSHOP_SPEC_K", w.spec_k, range(1, 9)))
-    spec_k_default = _k_slider.value                                   # the headless run's k
-    k_form = _k_slider.form(submit_button_label="Measure at this k", bordered=False)
+    spec_k_default = notebook.env_default("WORKSHOP_SPEC_K", w.spec_k, range(1, 9))
+    k_form = mo.ui.slider(start=1, stop=8, step=1, show_value=True, label="draft length k",
+                          value=spec_k_default).form(submit_button_label="Measure at this k", bordered=False)
     alpha_pick = mo.ui.slider(start=0.1, stop=0.95, step=0.05, show_value=True, label="per-token acceptance α (model)",
                               value=notebook.env_default("WORKSHOP_SPEC_ALPHA", 0.6, lo=0.1, hi=0.95))
     spec_box = learner.prediction(
