@@ -116,15 +116,33 @@ def _notebook_calls():
     the environment, from the notebooks' source."""
     import ast
 
+    def resolved(value, names):
+        """The expression a control's value= stands for: a name or a dict entry (`defaults["block"]`) assigned
+        in the same cell is followed back to what was assigned (a form's controls keep their defaults apart)."""
+        if isinstance(value, ast.Name) and value.id in names:
+            return names[value.id]
+        if isinstance(value, ast.Subscript) and isinstance(value.value, ast.Name) and \
+                isinstance(names.get(value.value.id), ast.Dict) and isinstance(value.slice, ast.Constant):
+            table = names[value.value.id]
+            return next((v for k, v in zip(table.keys, table.values)
+                         if isinstance(k, ast.Constant) and k.value == value.slice.value), value)
+        return value
+
     for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.py")):
-        for call in ast.walk(ast.parse(path.read_text())):
-            if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and \
-                    isinstance(call.func.value, ast.Attribute) and call.func.value.attr == "ui":
-                value = next((k.value for k in call.keywords if k.arg == "value"), None)
-                inner = next((n for n in ast.walk(value) if isinstance(n, ast.Call)
-                              and getattr(n.func, "attr", None) == "env_default"), None) if value else None
-                if inner is not None:
-                    yield path.name[:2], call, inner
+        for cell in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(cell, ast.FunctionDef):
+                continue
+            names = {t.id: node.value for node in ast.walk(cell) if isinstance(node, ast.Assign)
+                     for t in node.targets if isinstance(t, ast.Name)}
+            for call in ast.walk(cell):
+                if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and \
+                        isinstance(call.func.value, ast.Attribute) and call.func.value.attr == "ui":
+                    value = next((k.value for k in call.keywords if k.arg == "value"), None)
+                    value = resolved(value, names) if value is not None else None
+                    inner = next((n for n in ast.walk(value) if isinstance(n, ast.Call)
+                                  and getattr(n.func, "attr", None) == "env_default"), None) if value else None
+                    if inner is not None:
+                        yield path.name[:2], call, inner
 
 
 def test_every_notebook_control_reads_its_variable_within_the_controls_own_range():
