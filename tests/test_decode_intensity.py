@@ -119,3 +119,20 @@ def test_request_table_prices_input_and_output():
     ok = df[df["status"] == "ok"]
     assert list(ok["$ per request"]) == sorted(ok["$ per request"])
     assert (ok["$ per M output tokens (request)"] > ok["$ per M input tokens"]).all()
+
+
+def test_the_cache_caps_decodes_intensity_whatever_the_batch():
+    """Notebook 03's objective, computed: Mistral 7B at 4,096 tokens, bf16. Per sequence a step does
+    2·N FLOPs in the matrices plus 4·L·d·c in attention, and reads its cache, 2·L·kv·hd·2 B per token × c;
+    the weights, read once for the batch, drop out as it grows: about 31 FLOP/B, an H100's ridge 295."""
+    from helpers.formulas import gpus, roofline
+    from helpers.formulas.decode_intensity import limit_intensity
+    from helpers.formulas.specs import get_spec
+
+    s = get_spec("mistral-7b-v0.1")
+    c = 4096
+    by_hand = (2 * 7_241_732_096 + 4 * s.num_layers * s.hidden_size * c) / (c * 2 * s.num_layers * s.num_kv_heads * s.head_dim * 2)
+    cap = limit_intensity("mistral-7b-v0.1", c)
+    assert abs(cap - by_hand) / by_hand < 0.05
+    g = gpus.get_gpu("H100 SXM")
+    assert cap < roofline.ridge_point(g.peak_flops("bf16")[0], g.bandwidth) / 5
