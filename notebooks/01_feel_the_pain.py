@@ -837,11 +837,7 @@ def _(budget_pick, budgets, memory_on, ttft_doubling, ttft_fit, users_result):
                          f"{_c2:,} tokens (twice section 5's) fit in it?", budgets[budget_pick.value] // _per2, "users"),
     ]
     check_form = learner.self_check(check_questions)
-    mo.vstack([mo.md("""
-    ## Self-check
-
-    Three questions whose answers are this run's numbers (change a control above and they change with it).
-    """), check_form])
+    learner.self_check_section(check_form, check_questions, "change a control above and they change with it")
     return check_form, check_questions
 
 

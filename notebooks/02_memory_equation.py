@@ -570,11 +570,7 @@ def _(chosen_context, gpu_bytes, gpu_name, kv_token, loaded, mistral, overhead_b
                                           chosen_context), "users"),
     ]
     check_form = learner.self_check(check_questions)
-    mo.vstack([mo.md("""
-    ## Self-check
-
-    Three questions whose answers are this run's numbers (change a control above and they change with it).
-    """), check_form])
+    learner.self_check_section(check_form, check_questions, "change a control above and they change with it")
     return check_form, check_questions
 
 

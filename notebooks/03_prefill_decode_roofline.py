@@ -889,8 +889,7 @@ def _(crossover, dtype, regimes, ridge):
                          options=tuple(_IMPLS)),
     ]
     check_form = learner.self_check(check_questions)
-    mo.vstack([mo.md("## Self-check\n\nThree questions whose answers are this run's numbers (a replayed section "
-                     "gives its record's)."), check_form])
+    learner.self_check_section(check_form, check_questions, "a replayed section gives its record's")
     return check_form, check_questions
 
 

@@ -742,12 +742,7 @@ def _(measured, ranked, slo_case, slo_derived):
                           slo_derived.parity_batch, "sequences")),
     ]
     check_form = learner.self_check(check_questions)
-    mo.vstack([mo.md("""
-    ## Self-check
-
-    Three questions answered by this run's numbers: the derivation at another SLO, the ranking with your
-    settings (change a control and its answer changes), and this machine's measured step.
-    """), check_form])
+    learner.self_check_section(check_form, check_questions, "the derivation at another SLO, the ranking with your settings — change a control and its answer changes — and this machine's measured step")
     return check_form, check_questions
 
 

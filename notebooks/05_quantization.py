@@ -635,11 +635,7 @@ def _(big_gpu, gpt_oss, results, results_on):
                          _mx.max_batch, "sequences"),
     ]
     check_form = learner.self_check(check_questions)
-    mo.vstack([mo.md("""
-    ## Self-check
-
-    Three questions whose answers are this run's numbers (change the GPU above and the last changes with it).
-    """), check_form])
+    learner.self_check_section(check_form, check_questions, "change the GPU above and the last changes with it")
     return check_form, check_questions
 
 

@@ -580,11 +580,7 @@ def _(kv_context, kv_heads):
                          "prefill's attention cost as many FLOPs as its linear layers?", _llama.tokens, "tokens"),
     ]
     check_form = learner.self_check(check_questions)
-    mo.vstack([mo.md("""
-    ## Self-check
-
-    Three questions whose answers are this run's numbers (change the context above and the first changes with it).
-    """), check_form])
+    learner.self_check_section(check_form, check_questions, "change the context above and the first changes with it")
     return check_form, check_questions
 
 

@@ -933,8 +933,7 @@ def _(live_args, live_reqs, prefix_hits, spec_k, spec_share, verify_here):
                          options=("the radix tree", "the block hashes", "the same")),
     ]
     check_form = learner.self_check(check_questions)
-    mo.vstack([mo.md("## Self-check\n\nThree questions on sections 4, 6 and 8 whose answers are this run's numbers "
-                     "(submit new sizes in section 4 or a new k in section 8 and they follow)."), check_form])
+    learner.self_check_section(check_form, check_questions, "on sections 4, 6 and 8; submit new sizes in section 4 or a new k in section 8 and they follow")
     return check_form, check_questions
 
 

@@ -638,11 +638,7 @@ def _(data, prefix_rows, top_level):
         check_questions.append(learner.Question(
             "Agentic workload at concurrency 1 (section 4): mean TTFT with prefix caching off ÷ on?", _p1.off_over_on, "×"))
     check_form = learner.self_check(check_questions) if check_questions else mo.md("_No run here to ask about._")
-    mo.vstack([mo.md("""
-    ## Self-check
-
-    Questions whose answers are this run's numbers (a live run changes them).
-    """), check_form])
+    learner.self_check_section(check_form, check_questions, "a live run changes them")
     return check_form, check_questions
 
 

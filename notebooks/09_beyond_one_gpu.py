@@ -865,11 +865,7 @@ def _(ar_batch, ar_gpus, ar_links, decode_message, disagg, disagg_rate, flat, tp
                          options=("pays", "about equal", "does not pay")),
     ]
     check_form = learner.self_check(check_questions)
-    mo.vstack([mo.md("""
-    ## Self-check
-
-    Three questions whose answers are this run's numbers (change a control above and they change with it).
-    """), check_form])
+    learner.self_check_section(check_form, check_questions, "change a control above and they change with it")
     return check_form, check_questions
 
 

@@ -101,3 +101,10 @@ def test_in_marimo_the_prediction_and_the_self_check_are_controls(monkeypatch):
     assert box.value == "" and learner.read(box).value is None
     qs = [learner.Question("Bytes per token?", 131072, "B")]
     assert learner.self_check(qs).value is None       # a form: None until submitted
+
+
+def test_the_self_check_section_counts_its_questions_and_says_what_they_follow():
+    qs = [learner.Question("a?", 1.0), learner.Question("b?", "yes", options=("yes", "no")), learner.Question("c?", 2.0)]
+    text = learner.self_check_section(learner.self_check(qs), qs, "change a control and they change").text
+    assert "Self-check" in text and "Three questions whose answers are this run's numbers (change a control and they change)." in text
+    assert "One question whose" in learner.self_check_section(learner.self_check(qs[:1]), qs[:1], "x").text

@@ -163,6 +163,17 @@ def self_check(questions: Sequence[Question]):
     return mo.ui.dictionary(fields).form(submit_button_label="Check my answers", bordered=True)
 
 
+def self_check_section(form, questions: Sequence[Question], follows: str):
+    """The self-check as a notebook shows it: its heading, how many questions and what their answers follow
+    (`follows`, e.g. "change a control above and they change with it"), then the form (self_check's)."""
+    import marimo as mo
+
+    n = len(questions)
+    count = ("One", "Two", "Three", "Four", "Five")[n - 1]
+    return mo.vstack([mo.md(f"## Self-check\n\n{count} question{'s' if n > 1 else ''} whose answers are this run's "
+                            f"numbers ({follows})."), form])
+
+
 def answers(form, questions: Sequence[Question]):
     """Each answer checked (marimo, once the form is submitted), or the answers folded (Jupyter, headless)."""
     import marimo as mo
