@@ -4,7 +4,7 @@ export HF_HUB_DISABLE_TELEMETRY := 1
 export TOKENIZERS_PARALLELISM := false
 
 .PHONY: setup setup-vllm run test test-fast bench export check-exports edit slides gpu-record gpu-bundle gpu-dry-run clean \
-        record engines record-times record-replay
+        record engines record-times record-replay size
 
 setup:            ## create .venv and install what the workshop needs (idempotent, fast when done)
 	@bash scripts/setup.sh
@@ -62,3 +62,6 @@ record-times: setup  ## the guide's run times: make run twice on the default pro
 record-replay: setup ## replay mode's recordings: every long measurement of make run saved (helpers.present.replay)
 	$(PY) scripts/record_room.py replay
 
+
+size:             ## what a learner reads: helpers/'s lines and each notebook's import closure -> build/size.json
+	@mkdir -p build && python3 scripts/size.py --json > build/size.json && python3 scripts/size.py
