@@ -27,7 +27,7 @@ from helpers import records  # noqa: E402 - after the checkout is on the path
 
 
 def _roofline() -> dict:
-    from helpers.measure import roofline_bench
+    import roofline_bench
 
     return roofline_bench.roofline_figures()
 
@@ -99,7 +99,7 @@ def _release() -> None:
 
 
 def run(names: list[str], out: Path) -> int:
-    from helpers.measure import machine as machines
+    import machine as machines
 
     out.mkdir(parents=True, exist_ok=True)
     machine = machines.machine()

@@ -142,7 +142,8 @@ TIMES_START, TIMES_END = ("<!-- run-times:start (generated from the recorded run
 
 def guide_text(text: str, w) -> str:
     """The guide with its generated blocks current: notebook links, the agenda, the run times."""
-    from helpers.present import agenda, run_times
+    import agenda
+    from helpers.present import run_times
 
     text = with_links(text, links_block(w))
     text = with_links(text, AGENDA_START + "\n" + agenda.guide_table(agenda.load()) + "\n" + AGENDA_END,
@@ -308,7 +309,7 @@ device {html.escape(info.label)} · torch {html.escape(info.torch_version)}</p>
 </table></body></html>
 """
     from helpers import records
-    from helpers.present import report  # key figures per notebook, machine and profile, links (helpers/present/report.py)
+    import report  # key figures per notebook, machine and profile, links (scripts/report.py)
 
     report.write_run_json(rows, BUILD, profile, info.to_dict(), sections)
     try:
@@ -340,7 +341,7 @@ def main() -> int:
     if a.cmd in ("export", "check"):
         try:            # both read workshop/agenda.toml for the guide's agenda table
             changed = export() if a.cmd == "export" else stale()
-        except ValueError as exc:   # a bad agenda: one line per violation (helpers.present.agenda)
+        except ValueError as exc:   # a bad agenda: one line per violation (scripts/agenda.py)
             return fail_lines(str(exc))
     if a.cmd == "export":
         for p in changed:

@@ -3,7 +3,7 @@
     python slides/figures.py                      # build/slides/numbers.json + build/slides/figures/*.png
     python slides/figures.py --readme PATH.png    # also the README's figure (committed)
 
-numbers.json holds every key figure of helpers.present.keyfigures: {name: {value, text, source}}; the deck's
+numbers.json holds every key figure of scripts/keyfigures.py: {name: {value, text, source}}; the deck's
 {{name}} placeholders are filled from it by slides/build.py, and tests/test_slides.py checks each
 number in the built deck against it.
 """
@@ -16,6 +16,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))  # the key figures sit beside the make targets that use them
 OUT = ROOT / "build" / "slides"
 
 import matplotlib  # noqa: E402
@@ -23,7 +24,7 @@ import matplotlib  # noqa: E402
 matplotlib.use("Agg")
 
 from helpers.command import CliError, Parser, classify, fail, fail_lines, writable_folder  # noqa: E402
-from helpers.present import keyfigures as kf  # noqa: E402
+import keyfigures as kf  # noqa: E402  (scripts/keyfigures.py)
 from helpers.present import plots  # noqa: E402
 from helpers.formulas.units import GB  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""`make bench`: helpers.measure.roofline_bench returns the roofline figures; scripts/bench.py writes them as JSON with
+"""`make bench`: scripts/roofline_bench.py returns the roofline figures; scripts/bench.py writes them as JSON with
 the machine, keeps going past a failed section, and refuses unknown sections."""
 import json
 import sys
@@ -13,7 +13,8 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 import bench as bench_script  # noqa: E402  (scripts/bench.py)
 
-from helpers.measure import machine, roofline_bench  # noqa: E402
+import machine  # noqa: E402  (scripts/machine.py)
+import roofline_bench  # noqa: E402  (scripts/roofline_bench.py)
 
 
 def test_machine_names_device_and_versions():

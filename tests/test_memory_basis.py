@@ -12,7 +12,10 @@ import pytest
 
 from helpers import capacity
 from helpers.formulas import gpus, memory
-from helpers.present import expected, keyfigures
+import sys
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+import keyfigures  # noqa: E402  (scripts/keyfigures.py)
+from helpers.present import expected  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -8,7 +8,11 @@ import json
 
 import pytest
 
-from helpers.measure import local_models, models, quant, roofline_bench, sweeps, texts
+import sys
+from pathlib import Path
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+import roofline_bench  # noqa: E402  (scripts/roofline_bench.py)
+from helpers.measure import local_models, models, quant, sweeps, texts  # noqa: E402
 from helpers.decoding import regimes
 from helpers.serving import measured as serving_bench
 from helpers.serving import kv_quant

@@ -2,6 +2,7 @@
 report's key figures, and the static-control note."""
 from __future__ import annotations
 
+import sys
 import json
 import re
 import struct
@@ -10,9 +11,12 @@ from pathlib import Path
 import pytest
 
 from helpers import records
-from helpers.present import notebook, recorded, report
+from helpers.present import notebook, recorded
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+import keyfigures  # noqa: E402  (scripts/keyfigures.py)
+import report  # noqa: E402  (scripts/report.py)
 RECORDS = sorted(p.parent for p in (ROOT / "workshop" / "results").glob("*/meta.json"))
 
 
@@ -102,7 +106,6 @@ def test_report_section_has_each_notebooks_figures_machine_and_links(tmp_path):
     rows = [(s, True, 1.0, "") for s in ("02_memory_equation", "03_prefill_decode_roofline", "04_capacity_planner",
                                          "05_quantization", "06_attention_variants")] + [("01_feel_the_pain", False, 2.0, "boom")]
     page = report.section(rows, tmp_path, "tiny", "cpu: Test CPU")
-    from helpers.present import keyfigures
 
     expected = [keyfigures.foundations()["kv_bytes_per_token"].text, keyfigures.roofline_figures()["ridge"].text,
                 keyfigures.planner()["best_gpu"].text, keyfigures.quantization()["mistral_nf4_gb"].text,

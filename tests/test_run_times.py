@@ -8,7 +8,11 @@ import re
 import pytest
 
 from helpers import records
-from helpers.present import agenda, run_times
+import sys
+from pathlib import Path
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+import agenda  # noqa: E402  (scripts/agenda.py)
+from helpers.present import run_times  # noqa: E402
 
 NOTEBOOKS = sorted(p.stem for p in agenda.NOTEBOOKS.glob("[0-9][0-9]_*.py"))
 

@@ -10,7 +10,9 @@ import sys
 
 import pytest
 
-from helpers.measure import roofline_bench
+from pathlib import Path
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+import roofline_bench  # noqa: E402  (scripts/roofline_bench.py)
 from helpers import capacity
 from helpers.formulas import gpus, memory, roofline, stepcost
 from helpers.capacity import ranking as capacity_ranking

@@ -2,7 +2,7 @@
 `make record-times` writes into a record folder (`workshop/results/<record>/run_times.json`: a first run
 with nothing cached, then a cached one) and `make record-replay` beside its recordings (replay mode), read
 for every committed record. A notebook's header says them (`header`), the guide's table lists them
-(`table`), and the agenda checks its slots against the slowest record (helpers.present.agenda.fit).
+(`table`), and the agenda checks its slots against the slowest record (scripts/agenda.py's fit).
 
 A section is a notebook's `## ` heading; the cells before the first heading are its `set-up`.
 """

@@ -1,6 +1,6 @@
 """The key-figures part of the report that `make run` writes (build/index.html).
 
-For each notebook that ran: its key figures — computed ones from helpers.present.keyfigures (the same calls
+For each notebook that ran: its key figures — computed ones from scripts/keyfigures.py (the same calls
 the slides use), measured ones from what the notebook noted during the run (helpers.present.recorded.note_figures,
 build/figures/NN_topic.json) — the machine and profile, and links to the executed notebook. Plain HTML,
 no script, no external resource: it opens offline.
@@ -11,8 +11,8 @@ import html
 from pathlib import Path
 from typing import Any, Iterable
 
-from .. import records
-from .recorded import fmt_value, noted_figures
+from helpers import records
+from helpers.present.recorded import fmt_value, noted_figures
 
 HOW = {"computed": "computed by helpers (Mistral 7B v0.1, bf16; datasheet GPUs)",
        "measured": "measured in this run"}
@@ -29,7 +29,7 @@ def notebook_figures(stem: str, build: Path, computed: dict[str, dict] | None = 
     """The rows of one notebook's key figures: name, value text, how (computed or measured), source.
     measured: what the notebooks noted ({stem: {name: value}}; default: read from build/figures)."""
     if computed is None:
-        from .keyfigures import by_notebook
+        from keyfigures import by_notebook
 
         computed = by_notebook()
     rows = [{"figure": k, "value": f.text, "how": "computed", "source": f.source}
@@ -41,7 +41,7 @@ def notebook_figures(stem: str, build: Path, computed: dict[str, dict] | None = 
 
 def section(rows: Iterable[tuple], build: Path, profile: str, device_label: str) -> str:
     """HTML: one block per notebook run (rows: (stem, ok, seconds, error) as scripts/notebooks.py has them)."""
-    from .keyfigures import by_notebook
+    from keyfigures import by_notebook
 
     try:
         computed = by_notebook()
@@ -70,7 +70,7 @@ def section(rows: Iterable[tuple], build: Path, profile: str, device_label: str)
 
 def write_run_json(rows: Iterable[tuple], build: Path, profile: str, device: dict,
                    sections: dict[str, dict[str, float]] | None = None) -> Path:
-    """build/run.json: which notebooks ran, ok or not, how long (and each section, helpers.present.agenda's
+    """build/run.json: which notebooks ran, ok or not, how long (and each section, scripts/agenda.py's
     section_times) — for records and the guide's run times."""
     path = build / "run.json"
     sections = sections or {}

@@ -13,14 +13,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ..formulas.units import GB, GiB, KB, KiB
+from helpers.formulas.units import GB, GiB, KB, KiB
 
 MODEL = "mistral-7b-v0.1"            # the talk's model
 FULL_ATTENTION = "mistral-7b-v0.3"   # same shape, no sliding window: the talk's "context × users" figures
 GPU = "H100 SXM"                     # the talk's GPU
 SLO_MS = 10.0                        # the talk's premium-chat latency SLO, ms per output token
 CONTEXT = 4096
-SERVING_CSV = Path(__file__).resolve().parents[1] / "data" / "talk_serving_h100.csv"
+SERVING_CSV = Path(__file__).resolve().parents[1] / "helpers" / "data" / "talk_serving_h100.csv"
 
 
 @dataclass(frozen=True)
@@ -39,8 +39,8 @@ def _n(x: float, digits: int = 0) -> str:
 
 def foundations() -> dict[str, Figure]:
     """Notebook 02: KV bytes per token (B, KiB and kB), the exact parameter count, weight bytes, context × users."""
-    from ..capacity import plan
-    from ..formulas.memory import kv_bytes_per_token, kv_cache_bytes, weight_bytes
+    from helpers.capacity import plan
+    from helpers.formulas.memory import kv_bytes_per_token, kv_cache_bytes, weight_bytes
 
     kv = kv_bytes_per_token(MODEL, "bf16")
     w = weight_bytes(MODEL, "bf16")
@@ -70,10 +70,10 @@ def foundations() -> dict[str, Figure]:
 
 def roofline_figures(gpu: str = GPU) -> dict[str, Figure]:
     """Notebook 03 on a catalogued GPU: ridge point, decode and prefill intensity, the decode floor."""
-    from ..formulas.gpus import get_gpu
-    from ..formulas.memory import kv_cache_bytes
-    from ..formulas.roofline import crossover_batch, decode_floor_s, ridge_point
-    from ..formulas.stepcost import decode_cost, forward_cost
+    from helpers.formulas.gpus import get_gpu
+    from helpers.formulas.memory import kv_cache_bytes
+    from helpers.formulas.roofline import crossover_batch, decode_floor_s, ridge_point
+    from helpers.formulas.stepcost import decode_cost, forward_cost
 
     g = get_gpu(gpu)
     peak, _ = g.peak_flops("bf16")
@@ -100,9 +100,9 @@ def decode_batch_figures(g, peak: float, ridge: float) -> dict[str, Figure]:
     KV cache fits (helpers.capacity.max_batch) and at the weights-only crossover batch, against the ridge.
     Each sequence brings its own cache to read, so a batch raises FLOPs faster than bytes only while the
     weights dominate: at 4,096 tokens decode stays memory-bound at any batch that fits."""
-    from ..capacity.planner import max_batch
-    from ..formulas.roofline import crossover_batch
-    from ..formulas.stepcost import forward_cost
+    from helpers.capacity.planner import max_batch
+    from helpers.formulas.roofline import crossover_batch
+    from helpers.formulas.stepcost import forward_cost
 
     def intensity(batch: int) -> float:
         return forward_cost(MODEL, 1, CONTEXT - 1, batch).intensity
@@ -122,7 +122,7 @@ def decode_batch_figures(g, peak: float, ridge: float) -> dict[str, Figure]:
 
 def planner() -> dict[str, Figure]:
     """Notebook 04: the cheapest catalogued GPU for Mistral 7B under the talk's 10 ms SLO at 4k context."""
-    from ..capacity.ranking import rank
+    from helpers.capacity.ranking import rank
 
     rows = [r for r in rank(MODEL, context=CONTEXT, slo_ms=SLO_MS) if r.status == "ok"]
     best = rows[0]
@@ -138,8 +138,8 @@ def planner() -> dict[str, Figure]:
 
 def quantization() -> dict[str, Figure]:
     """Notebook 05: Mistral 7B under bitsandbytes schemes; GPT-OSS-120B on one GPU (the planner's budget)."""
-    from ..formulas.memory import weight_bytes
-    from ..formulas.quantization import fit_on_gpu
+    from helpers.formulas.memory import weight_bytes
+    from helpers.formulas.quantization import fit_on_gpu
 
     out: dict[str, Figure] = {}
     bf16 = weight_bytes(MODEL, "bf16").bytes
@@ -158,7 +158,7 @@ def quantization() -> dict[str, Figure]:
 
 def mla() -> dict[str, Figure]:
     """Notebook 06: MLA's cache per token against named baselines (DeepSeek V3 vs MHA and Mistral's GQA)."""
-    from ..formulas.attention import mla_equivalent_gqa_groups, mla_ratios
+    from helpers.formulas.attention import mla_equivalent_gqa_groups, mla_ratios
 
     rows = mla_ratios("deepseek-v3", MODEL)
     keys = ("mla_bytes", "mla_vs_mha", "mla_vs_mha_rope", "mla_vs_mistral_gqa")
@@ -196,7 +196,7 @@ def serving_reported(path: Path = SERVING_CSV) -> dict[str, Figure]:
 def compute_share_figures() -> dict[str, Figure]:
     """Notebook 10: the share of a forward pass's FLOPs inside the transformer layers (the talk's "about
     95 %"), for Mistral 7B's decode step and prefill at the talk's context."""
-    from ..formulas.compute_share import TALK_LAYER_SHARE, layer_share
+    from helpers.formulas.compute_share import TALK_LAYER_SHARE, layer_share
 
     decode = layer_share(MODEL, 1, CONTEXT)
     prefill = layer_share(MODEL, CONTEXT, 0)
@@ -218,7 +218,7 @@ def chunked_prefill_figures() -> dict[str, Figure]:
     """Notebook 07's chunked prefill at the talk's scale (helpers.capacity.plan): a whole prompt of the
     talk's context prefilled in one step stalls every running decode for its prefill; in chunks of
     CHUNK tokens each decode step waits for one chunk only."""
-    from ..capacity import plan
+    from helpers.capacity import plan
 
     whole = plan(MODEL, GPU, context=CONTEXT, batch=1, prompt_tokens=CONTEXT)
     chunk = plan(MODEL, GPU, context=CONTEXT, batch=1, prompt_tokens=CHUNK)
@@ -240,7 +240,7 @@ def chunked_prefill_figures() -> dict[str, Figure]:
 def parallel_figures() -> dict[str, Figure]:
     """Notebook 09: Mistral 7B's decode step under tensor parallelism on H100 SXMs (batch 8, the talk's
     context) over NVLink and PCIe, where the speed-up flattens, and pipeline parallelism's bubble."""
-    from ..parallel import plan as par
+    from helpers.parallel import plan as par
 
     out: dict[str, Figure] = {}
     for kind in ("nvlink", "pcie"):
@@ -261,9 +261,9 @@ def parallel_figures() -> dict[str, Figure]:
 
 
 def agenda_figures() -> dict[str, Figure]:
-    """The room's timings (helpers.present.agenda, from workshop/agenda.toml): `time_<slot>` ('0:08–0:20 · 12 min')
+    """The room's timings (scripts/agenda.py, from workshop/agenda.toml): `time_<slot>` ('0:08–0:20 · 12 min')
     for each slot, and `agenda_outline`, the agenda slide's list."""
-    from . import agenda
+    import agenda
 
     a = agenda.load()
     out: dict[str, Figure] = {}
@@ -271,10 +271,10 @@ def agenda_figures() -> dict[str, Figure]:
     for s in a.slots:
         start = a.start(s.id)
         when = f"{agenda.clock(start)}–{agenda.clock(start + s.minutes)} · {s.minutes:g} min"
-        out[f"time_{s.id}"] = Figure(start, when, f"helpers.present.agenda.load().start({s.id!r}), workshop/agenda.toml")
+        out[f"time_{s.id}"] = Figure(start, when, f"agenda.load() (scripts/agenda.py).start({s.id!r}), workshop/agenda.toml")
         lines.append(f"- **{agenda.clock(start)}** {s.title}" + (f" — `{agenda.notebook_file(s.notebook).stem}`"
                                                                   if s.notebook else ""))
-    out["agenda_outline"] = Figure(a.total_minutes, "\n".join(lines), "helpers.present.agenda.load(), workshop/agenda.toml")
+    out["agenda_outline"] = Figure(a.total_minutes, "\n".join(lines), "agenda.load() (scripts/agenda.py), workshop/agenda.toml")
     return out
 
 

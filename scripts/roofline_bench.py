@@ -1,21 +1,21 @@
 """`make bench`'s roofline section (scripts/bench.py): this device's two roofs, prefill and decode on the
 active profile (WORKSHOP_PROFILE), the decode floor and the efficiency against it — plain dicts, ready for
 JSON, with the definitions of the derived figures under "definitions". The machine they ran on is
-helpers.measure.machine.
+scripts/machine.py.
 """
 from __future__ import annotations
 
 from typing import Any
 
-from ..formulas import roofline
-from ..formulas.stepcost import decode_cost, forward_cost
-from ..formulas.units import dtype_bytes
-from .timing import Stats
+from helpers.formulas import roofline
+from helpers.formulas.stepcost import decode_cost, forward_cost
+from helpers.formulas.units import dtype_bytes
+from helpers.measure.timing import Stats
 
 
 def prefill_lengths(profile: str, device: str) -> tuple[int, ...]:
     """Prompt lengths for the prefill tokens/s figure: short, middle and long for the profile."""
-    from .local_models import TINY_PROFILES  # tiny and tiny-trained: the same config and sizes
+    from helpers.measure.local_models import TINY_PROFILES  # tiny and tiny-trained: the same config and sizes
 
     if profile in TINY_PROFILES:
         return (128, 512, 2048)
@@ -47,7 +47,7 @@ def roofline_figures(loaded=None, repeats: int = 5, with_sizes: bool = True,
     decode_efficiency_by_model  the same for other model sizes (random weights) and the overhead probe
     decode_efficiency_small, planner_ratio_small, decode_implementations_*  helpers.decoding.regimes.bench_figures
     """
-    from . import decode_efficiency, microbench, models, sweeps
+    from helpers.measure import decode_efficiency, microbench, models, sweeps
 
     loaded = loaded or models.load()
     dev, dtype, spec = loaded.device, loaded.dtype, loaded.spec
@@ -97,7 +97,7 @@ def roofline_figures(loaded=None, repeats: int = 5, with_sizes: bool = True,
         },
     }
     if with_decoding:  # helpers.decoding: both regimes, every implementation, the planner's check
-        from ..decoding.regimes import bench_figures
+        from helpers.decoding.regimes import bench_figures
 
         out.update(bench_figures(loaded, None, peak))   # the floor's bandwidth measured alongside its steps
     if with_sizes:

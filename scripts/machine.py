@@ -19,8 +19,8 @@ def machine(device: str | None = None) -> dict[str, Any]:
     """What the figures were measured on: the device, the host, library versions and the time."""
     import torch
 
-    from .hardware import device_info
-    from ..preflight import library_versions
+    from helpers.measure.hardware import device_info
+    from helpers.preflight import library_versions
 
     return {
         "device": device_info(device).to_dict(),

@@ -23,10 +23,10 @@ from typing import Annotated, Literal, Optional
 from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, ValidationError,
                       ValidationInfo, field_validator, model_validator)
 
-from ..formulas.config_schema import show
-from .run_times import RunTimes, headings, match_heading
+from helpers.formulas.config_schema import show
+from helpers.present.run_times import RunTimes, headings, match_heading
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 AGENDA = ROOT / "workshop" / "agenda.toml"
 NOTEBOOKS = ROOT / "notebooks"
 RESULTS = ROOT / "workshop" / "results"
