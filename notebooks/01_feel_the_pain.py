@@ -17,10 +17,10 @@ with app.setup:
     import marimo as mo
     import pandas as pd
 
-    from helpers.present import expected, learner, notebook, plots, replay, sweep_figures
+    from helpers.present import expected, learner, notebook, on_gpu, plots, replay, sweep_figures
     from helpers.measure import models, sweeps
     from helpers import serving
-    from helpers.formulas import verdicts
+    from helpers.formulas import compute_share, verdicts
     from helpers.measure.tensor_bytes import bytes_match
     from helpers.serving import tables as serving_tables
     from helpers.present.glossary import term
@@ -34,7 +34,7 @@ with app.setup:
 
     notebook.setup()
     started = time.perf_counter()
-    gpu = expected.gpu_expectations()
+    gpu = on_gpu.gpu_expectations()
 
 
 @app.cell(hide_code=True)
@@ -321,7 +321,7 @@ def _(ttft, ttft_on, ttft_run):
 @app.cell(hide_code=True)
 def _(ttft, ttft_on, ttft_said):
     _n = int(ttft[~ttft["oom"]]["tokens"].max()) if (~ttft["oom"]).any() else None
-    _flops = expected.attention_share_verdict
+    _flops = compute_share.attention_share_verdict
 
     _here = list(ttft_said) or ["fewer than three prompt lengths ran: no law to read"]
     if _n:
@@ -334,10 +334,10 @@ def _(ttft, ttft_on, ttft_said):
         expected.computed(f"Mistral 7B on an {gpu['gpu']}: at least {fmt_seconds(_lo[1])} for {_lo[0]:,} tokens (reading "
                           f"{gpu['weight_bytes'] / 1e9:,.1f} GB of weights once) and {fmt_seconds(_hi[1])} for {_hi[0]:,} "
                           "tokens (its FLOPs at the datasheet's peak); a measured prefill takes at least its floor",
-                          "helpers.present.expected.gpu_plan, the capacity planner's prefill floor"),
+                          "helpers.present.on_gpu.gpu_plan, the capacity planner's prefill floor"),
         expected.computed(f"{_law.words}; attention is {_flops('mistral-7b-v0.1', _hi[0]).words} at {_hi[0]:,}",
                           "helpers.measure.sweeps.local_growth_verdict over the planner's floors; "
-                          "helpers.present.expected.flop_split"),
+                          "helpers.formulas.compute_share.flop_terms"),
     ])
     return
 
@@ -354,7 +354,7 @@ def _():
     grow with the *square* of its width — while attention costs 4 × heads × head_dim per earlier
     token, which grows only *linearly* with the width. So the wider the model, the longer the prompt
     must be before attention's FLOPs catch up with the matmuls'. Computed from each config
-    (`helpers.present.expected.attention_shares`, over the FLOP counts of `helpers.formulas.roofline`) at the prompt
+    (`helpers.formulas.compute_share.attention_shares`, over the FLOP counts of `helpers.formulas.roofline`) at the prompt
     length you pick (a length beyond a model's context is left empty):
     """), share_prompt, notebook.static_note({"WORKSHOP_SHARE_PROMPT": "the prompt length (512 … 131072 tokens)"})])
     return (share_prompt,)
@@ -362,8 +362,8 @@ def _():
 
 @app.cell
 def _(loaded, share_prompt):
-    share_rows = expected.attention_shares(tokens=(share_prompt.value,), extra={f"{loaded.profile} (this run)": loaded.spec})
-    plots.table(expected.attention_share_frame(share_rows), "computed from each config.json: attention's share of one prompt's prefill FLOPs "
+    share_rows = compute_share.attention_shares(tokens=(share_prompt.value,), extra={f"{loaded.profile} (this run)": loaded.spec})
+    plots.table(compute_share.attention_share_frame(share_rows), "computed from each config.json: attention's share of one prompt's prefill FLOPs "
                             "(matmuls + attention + output head)")
     return (share_rows,)
 
@@ -373,21 +373,21 @@ def _(loaded, share_prompt, share_rows):
     _rows = {r.model: r for r in share_rows}
     _mine = share_rows[0]
     _n = share_prompt.value
-    _v1 = expected.attention_parity_tokens("mistral-7b-v0.1")
-    _v3 = expected.attention_parity_tokens("mistral-7b-v0.3")
-    _tiny = expected.attention_parity_tokens(loaded.spec)
+    _v1 = compute_share.attention_crossover("mistral-7b-v0.1")
+    _v3 = compute_share.attention_crossover("mistral-7b-v0.3")
+    _tiny = compute_share.attention_crossover(loaded.spec)
     _ctx3 = _rows["mistral-7b-v0.3"].context
     _w = _rows["mistral-7b-v0.1"].window
     _at = {name: r.share_pct[_n] for name, r in _rows.items()}
     _v1spec, _v3spec = "mistral-7b-v0.1", "mistral-7b-v0.3"
-    _share = expected.attention_share_verdict
+    _share = compute_share.attention_share_verdict
 
     mo.md(f"""
     At **{_n:,} tokens** attention is {_mine.share_pct[_n]:.1f} % of the prefill's FLOPs for the model running here and
     {_at["mistral-7b-v0.3"]:.1f} % for Mistral 7B v0.3 (v0.1, whose window caps what each token attends to:
     {_at["mistral-7b-v0.1"]:.1f} %). The model running here (hidden size {_mine.hidden_size:,}) reaches
     attention = matmuls at **{f"{_tiny:,} tokens" if _tiny else "no length"}**. Mistral 7B (hidden size 4,096) would need
-    **{f"{_v3:,} tokens" if _v3 else "more than a million tokens"}** without a window (v0.3's shape), which is
+    **{f"{_v3:,} tokens" if _v3 else "no length up to 2²² tokens"}** without a window (v0.3's shape), which is
     {"beyond" if _v3 and _v3 > _ctx3 else "within"} v0.3's {int(_ctx3):,}-token context; v0.1, whose layers see at most
     {_w:,} earlier tokens, gets there **{"never" if _v1 is None else f"at {_v1:,} tokens"}** — at its window attention
     is {_share(_v1spec, _w).words}. At v0.3's whole context ({int(_ctx3):,} tokens) attention is
@@ -540,7 +540,7 @@ def _():
                              label=f"batch on an {gpu['gpu']} (sequences of 1,024 tokens)")
     mo.vstack([mo.md(f"""
     **On a GPU, computed.** The capacity planner's floor for Mistral 7B on
-    an {gpu["gpu"]} (`helpers.present.expected.gpu_plan`: the bytes a step reads ÷ the datasheet's bandwidth, or its
+    an {gpu["gpu"]} (`helpers.present.on_gpu.gpu_plan`: the bytes a step reads ÷ the datasheet's bandwidth, or its
     FLOPs ÷ the peak), for the batch you pick, against batch 1:
     """), gpu_batch, notebook.static_note({"WORKSHOP_GPU_BATCH": "the batch (1 … 256)"})])
     return (gpu_batch,)
@@ -548,7 +548,7 @@ def _():
 
 @app.cell
 def _(gpu_batch):
-    gpu_one, gpu_many = expected.gpu_plan(context=1024, batch=1), expected.gpu_plan(context=1024, batch=gpu_batch.value)
+    gpu_one, gpu_many = on_gpu.gpu_plan(context=1024, batch=1), on_gpu.gpu_plan(context=1024, batch=gpu_batch.value)
     _cost = decode_cost(expected.REFERENCE_MODEL, 1024, gpu_batch.value, "bf16")
     _weights = verdicts.share(_cost.weight_read_bytes, _cost.bytes, "the bytes this step reads")
     mo.md(f"""
@@ -572,7 +572,7 @@ def _(served_said):
         expected.computed(f"Mistral 7B on an {gpu['gpu']}, 1,024 tokens each: the planner's floor step for 8 sequences is "
                           f"{verdicts.times_as(_eight, _one, 'the step for one').words}, so 8 sequences give "
                           f"{verdicts.factor(8 * _one / _eight)} the tokens per second of one",
-                          "helpers.present.expected.gpu_plan (the capacity planner's floor)"),
+                          "helpers.present.on_gpu.gpu_plan (the capacity planner's floor)"),
     ])
     return
 
@@ -639,8 +639,8 @@ def _(itl_said):
                           f"{gpu['step_floor_s'][_c0] * 1e3:,.2f} ms at {_c0:,} tokens of context, "
                           f"{gpu['step_floor_s'][_c1] * 1e3:,.2f} ms at {_c1:,} (v0.1's window stops the cache at "
                           f"{gpu['window']:,} tokens); {_grow}, and {_cache}",
-                          "helpers.present.expected.gpu_plan; helpers.measure.sweeps.bytes_growth_verdicts"),
-        *expected.eager_against_floor_on_gpu(),
+                          "helpers.present.on_gpu.gpu_plan; helpers.measure.sweeps.bytes_growth_verdicts"),
+        *expected.eager_against_floor(),
     ])
     return
 
@@ -740,7 +740,7 @@ def _(users):
                           f"{gpu['memory_bytes'] / 1e9:,.2f}·10⁹ B hold the cache of {_fit:,} sequences of "
                           f"{gpu['users_context']:,} tokens, no overhead counted; the doubling sweep's first batch past "
                           f"that is {gpu['users_cache_oom_at']:,}",
-                          "helpers.present.expected.gpu_users (helpers.formulas.memory.max_users)"),
+                          "helpers.present.on_gpu.gpu_users (helpers.formulas.memory.max_users)"),
         expected.computed(f"the prefill of {_oom:,} sequences also holds, at least, one MLP activation of "
                           f"{gpu['activation_at_oom'] / 1e9:,.1f} GB: weights + cache + that activation come to "
                           f"{gpu['needs_at_oom'] / 1e9:,.1f} GB, more than the memory: by this count the sweep runs out of "
@@ -778,14 +778,14 @@ def _():
 def _():
     from helpers.formulas.specs import get_spec as _get_spec
 
-    _l = expected.attention_parity_tokens("llama-3.1-8b")
-    _q = expected.attention_parity_tokens("qwen2.5-7b")
+    _l = compute_share.attention_crossover("llama-3.1-8b")
+    _q = compute_share.attention_crossover("qwen2.5-7b")
     _qs, _ls = _get_spec("qwen2.5-7b"), _get_spec("llama-3.1-8b")
     # the crossing by hand: prefill attention 4·L·H·hd·n(n+1)/2 ≥ matmuls 2·P·n  ⇔  n + 1 ≥ P / (L·H·hd)
-    _p = {m: expected.flop_split(m, 1)["matmul"] // 2 for m in ("llama-3.1-8b", "qwen2.5-7b")}
+    _p = {m: compute_share.flop_terms(m, 1).linear // 2 for m in ("llama-3.1-8b", "qwen2.5-7b")}
     _lhd = {m: sp.num_layers * sp.num_heads * sp.head_dim for m, sp in (("llama-3.1-8b", _ls), ("qwen2.5-7b", _qs))}
     notebook.exercise(2, """Llama 3.1 8B reads up to 128k tokens. From what prompt length does its prefill spend more
-    FLOPs in attention than in the weight matmuls? Call `helpers.present.expected.attention_parity_tokens("llama-3.1-8b")`,
+    FLOPs in attention than in the weight matmuls? Call `helpers.formulas.compute_share.attention_crossover("llama-3.1-8b")`,
     then try `"qwen2.5-7b"` (a smaller hidden size, a wider MLP). What decides it?""", f"""
     Llama 3.1 8B: **{_l:,} tokens**; Qwen 2.5 7B: **{_q:,} tokens**, {"later" if _q > _l else "sooner"} with a hidden
     size of {_qs.hidden_size:,} against Llama's {_ls.hidden_size:,}. What decides it is the ratio of the matmuls'
@@ -849,7 +849,7 @@ def _(check_form, check_questions):
 
 @app.cell(hide_code=True)
 def _(loaded, memory_said, served_said, ttft_said):
-    _v3, _mine = expected.attention_parity_tokens("mistral-7b-v0.3"), expected.attention_parity_tokens(loaded.spec)
+    _v3, _mine = compute_share.attention_crossover("mistral-7b-v0.3"), compute_share.attention_crossover(loaded.spec)
     _law = (f"this run's TTFT grew like n^{ttft_said[0].evidence['exponent']:,.2f} at {ttft_said[0].evidence['n']:,} tokens: "
             f"{sweeps.growth_law(ttft_said[0].evidence['exponent'])}" if ttft_said else "this run fitted no law")
     _batch = (f"here {served_said['throughput'].words} together, each step {served_said['step'].words} and the "

@@ -20,7 +20,7 @@ with app.setup:
     from helpers.formulas import memory, verdicts
     from helpers.formulas.gpus import get_gpu
     from helpers.measure import models, sweeps, tensor_bytes
-    from helpers.present import expected, learner, notebook, plots
+    from helpers.present import expected, learner, notebook, on_gpu, plots
     from helpers.present.glossary import term
     from helpers.formulas.specs import get_spec, param_count
     from helpers.formulas.units import GB, GiB, fmt_bytes
@@ -488,10 +488,10 @@ def _(budget, gpu_name, kv_token, max_users_table, overhead_bytes):
         f"{128 * 4096 * kv_token / GB:,.1f} GB)"], [
         expected.gpu_memory_on_gpu(),
         expected.computed(f"with vLLM's default reserve, Mistral 7B v0.1 in bf16 on an {expected.REFERENCE_GPU} at 4,096 tokens: "
-                          f"{expected.gpu_users(context=4096, overhead_bytes=memory.runtime_reserve_bytes(get_gpu(expected.REFERENCE_GPU).usable_memory_bytes)):,} users "
+                          f"{on_gpu.gpu_users(context=4096, overhead_bytes=memory.runtime_reserve_bytes(get_gpu(expected.REFERENCE_GPU).usable_memory_bytes)):,} users "
                           f"by this equation; the capacity planner's max batch there (notebook 04): "
-                          f"{expected.gpu_plan(context=4096).max_batch:,}",
-                          "helpers.present.expected.gpu_users; helpers.present.expected.gpu_plan (helpers.capacity.plan)"),
+                          f"{on_gpu.gpu_plan(context=4096).max_batch:,}",
+                          "helpers.present.on_gpu.gpu_users; helpers.present.on_gpu.gpu_plan (helpers.capacity.plan)"),
     ])
     return
 

@@ -18,8 +18,8 @@ with app.setup:
     import pandas as pd
 
     from helpers.formulas import decode_intensity, gpus, roofline, stepcost, verdicts
-    from helpers.present import (decode_intensity_figures, expected, learner, notebook, plots, recorded, replay,
-                                 roofline_figures, sweep_figures)
+    from helpers.present import (decode_intensity_figures, expected, learner, notebook, on_gpu, plots, recorded,
+                                 replay, roofline_figures, sweep_figures)
     from helpers.measure import decode_efficiency, hierarchy, microbench, models, sweeps
     from helpers.decoding import regimes as decoding_regimes
     from helpers.decoding import views as decoding_views
@@ -29,7 +29,7 @@ with app.setup:
 
     notebook.setup()
     started = time.perf_counter()
-    h100 = expected.on_gpu("H100 SXM")
+    h100 = on_gpu.roofline("H100 SXM")
 
 
 @app.function
@@ -613,7 +613,7 @@ def _(efficiency, efficiency_run):
                           f"7B's {fmt_seconds(_mistral)} at 128 tokens ({verdicts.factor(_mistral / _tiny_floor)} the "
                           "bytes): the same fixed cost per step weighs that many times less against the larger floor",
                           "helpers.formulas.stepcost.decode_cost on the GPU catalog"),
-        *expected.eager_against_floor_on_gpu(),
+        *expected.eager_against_floor(),
         expected.computed(f"notebook 04's planner assumes an efficiency of {h100['efficiency']:g} of the datasheet by default",
                           "helpers.capacity.planner.DEFAULT_EFFICIENCY")])
     return
@@ -699,7 +699,7 @@ def _(regimes, regimes_cache):
     The static cache alone reads a whole preallocated buffer and, without compilation, runs the same operators
     as the dynamic one; packing changes the matrix–vector kernel, so the kernels' own roofs decide what it buys.
     A machine shared with other work shows noisier figures.
-    """), expected.should_see(_here, [*expected.eager_against_floor_on_gpu(), expected.computed(
+    """), expected.should_see(_here, [*expected.eager_against_floor(), expected.computed(
         "no packed loop on a GPU: prepacking for oneDNN is a CPU path (cuBLAS reads the weights as they are)",
         "helpers.decoding.packed.available")])])
     return
@@ -741,7 +741,7 @@ def _(regimes, regimes_cache, without_python):
     _here = [v for r in regimes for v in decoding_views.breakdown_verdicts(r, regimes_cache)]
     mo.vstack([mo.md("**Where the step goes.**\n\n" + "\n".join(decoding_views.breakdown_summary(r, regimes_cache)
                                                                 for r in regimes) + _py),
-               expected.should_see(_here, expected.eager_against_floor_on_gpu()[1:])])
+               expected.should_see(_here, expected.eager_against_floor()[1:])])
     return
 
 
@@ -760,7 +760,7 @@ def _(regimes):
         expected.should_see(decoding_views.planner_verdicts(regimes), [expected.computed(
             "the planner's step at efficiency 1 is the floor at the bandwidth it is given: measured ÷ planned on a GPU "
             "is the step ÷ its floor, as gpt-fast's figures give it below", "helpers.decoding.regimes.planner_prediction"),
-            *expected.eager_against_floor_on_gpu()[1:]])])
+            *expected.eager_against_floor()[1:]])])
     return
 
 
@@ -905,7 +905,7 @@ def _(explained, intensity_summary, regimes):
     _fixed = "; ".join(str(roofline_figures.fixed_cost_verdict(_m, _e)) for _m, _e in explained.items())
     _spread = [f"{r.name} from {100 * min(i.efficiency for i in r.results):,.1f} % ({min(r.results, key=lambda i: i.efficiency).impl}) "
                f"to {100 * r.best.efficiency:,.1f} % ({r.best.impl})" for r in regimes]
-    _fast = expected.eager_against_floor_on_gpu()
+    _fast = expected.eager_against_floor()
     mo.md(f"""
     ## Takeaways
 

@@ -18,7 +18,7 @@ with app.setup:
     import pandas as pd
 
     from helpers import capacity
-    from helpers.present import expected, learner, notebook, plots, quant_figures, replay
+    from helpers.present import expected, learner, notebook, on_gpu, plots, quant_figures, replay
     from helpers.formulas import memory, quantization, specs, verdicts
     from helpers.measure import local_models, models, quality as quality_measures, quant
     from helpers.present.glossary import term
@@ -319,8 +319,8 @@ def _(compare_run, results, results_on):
 
 @app.cell
 def _():
-    quant_floors = expected.quantized_decode_floors()
-    plots.table(expected.quantized_decode_frame(quant_floors), f"computed: Mistral 7B v0.1 on an {expected.REFERENCE_GPU}, batch 1, 1,024 tokens "
+    quant_floors = on_gpu.quantized_decode_floors()
+    plots.table(on_gpu.quantized_decode_frame(quant_floors), f"computed: Mistral 7B v0.1 on an {expected.REFERENCE_GPU}, batch 1, 1,024 tokens "
                               "cached — the capacity planner's memory-bound floor at the datasheet's bandwidth")
     return (quant_floors,)
 
@@ -601,8 +601,8 @@ def _():
 
 @app.cell
 def _():
-    _b = expected.gpu_plan(weight_dtype="bf16", context=4096)
-    _q = expected.gpu_plan(weight_dtype="nf4", context=4096)
+    _b = on_gpu.gpu_plan(weight_dtype="bf16", context=4096)
+    _q = on_gpu.gpu_plan(weight_dtype="nf4", context=4096)
     notebook.exercise(2, f"""On an {expected.REFERENCE_GPU}, what does nf4 change for serving Mistral 7B at 4,096 tokens:
     the decode step's floor and the largest batch? `python -m helpers capacity --model mistral-7b-v0.1 --gpu
     "H100 SXM" --context 4096 --dtype nf4`, against `--dtype bf16`.""", f"""

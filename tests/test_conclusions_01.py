@@ -17,7 +17,8 @@ from helpers.formulas.memory import kv_cache_bytes
 from helpers.formulas.verdicts import change_verdict, factor, share_band
 from helpers.measure import sweeps
 from helpers.measure.tensor_bytes import bytes_match
-from helpers.present import expected, replay
+from helpers.formulas import compute_share
+from helpers.present import expected, on_gpu, replay
 from helpers.serving import naive
 
 CPUS = ("cpu-intel-xeon", "cpu-amd-epyc")
@@ -73,7 +74,7 @@ def test_ttft_words_on_both_cpu_records(record):
 
 
 def test_ttft_words_on_a_gpu_like_run_of_floors():
-    floors = expected.gpu_expectations()["ttft_floors_s"]        # the planner's floors, 128 … 16,384 tokens
+    floors = on_gpu.gpu_expectations()["ttft_floors_s"]        # the planner's floors, 128 … 16,384 tokens
     ns = list(floors)
     measured = [1 / 0.9 * floors[n] for n in ns]                 # a GPU-like run: each at 90 % of its floor's speed
     df = frame([{"tokens": n, "ttft_s": t} for n, t in zip(ns, measured)])
@@ -259,7 +260,7 @@ def test_serving_words_on_both_cpu_records(record):
 
 def test_serving_words_on_a_gpu_like_batch():
     # the planner's floors at 1,024 tokens: a step of 8 sequences 1.07× the step of one
-    steps = expected.gpu_expectations()["batched_step_s"]
+    steps = on_gpu.gpu_expectations()["batched_step_s"]
     v = _serving_words_match(comparison(8, [40] * 8, 0.015, steps[1], 0.020, steps[8]))
     assert "(nearly all)" in v["of_batch"].words and v["step"].words.startswith("as long")
 
@@ -283,9 +284,9 @@ def test_attention_share_words_follow_the_flop_split():
     tiny = spec_from_config(TINY_CONFIG, "tiny")
     for model, n, band in ((tiny, 2048, "less than half"), ("mistral-7b-v0.1", 16384, "less than half"),
                            ("mistral-7b-v0.1", 4096, "a small part"), (tiny, 8192, "most")):
-        v = expected.attention_share_verdict(model, n)
-        split = expected.flop_split(model, n)
-        assert v.evidence["fraction"] == pytest.approx(split["attention"] / sum(split.values()))
+        v = compute_share.attention_share_verdict(model, n)
+        split = compute_share.flop_terms(model, n)
+        assert v.evidence["fraction"] == pytest.approx(split.attention_context / split.total)
         assert v.words.endswith(f"({band})") and share_band(v.evidence["fraction"]) == band
 
 

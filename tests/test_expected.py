@@ -1,10 +1,11 @@
-"""helpers.present.expected: the figures the notebooks' 'what you should see' notes and conclusions quote,
+"""helpers.present.on_gpu and helpers.formulas.compute_share's attention shares: the figures the notebooks' 'what you should see' notes and conclusions quote,
 against hand-worked values from published configs and datasheets."""
 import math
 
 import pytest
 
-from helpers.present import expected
+from helpers.formulas import compute_share
+from helpers.present import expected, on_gpu
 from helpers.measure.local_models import TINY_CONFIG
 from helpers.formulas.stepcost import forward_cost
 from helpers.formulas.specs import spec_from_config
@@ -26,12 +27,12 @@ def _tiny_linear_params():
     return c["num_hidden_layers"] * (attn + mlp)
 
 
-def test_flop_split_sums_to_forward_flops():
+def test_flop_terms_sum_to_forward_flops():
     for model in ("mistral-7b-v0.1", "llama-3.1-8b", "deepseek-v3"):
         for n in (1, 100, 5000):
-            assert sum(expected.flop_split(model, n).values()) == forward_cost(model, n).flops
-    with pytest.raises(ValueError, match="new_tokens must be a whole number ≥ 1"):
-        expected.flop_split("mistral-7b-v0.1", 0)
+            assert compute_share.flop_terms(model, n).total == forward_cost(model, n).flops
+    with pytest.raises(ValueError, match="tokens must be a whole number ≥ 1"):
+        compute_share.attention_share_verdict("mistral-7b-v0.1", 0)
 
 
 def test_attention_reaches_the_matmuls_near_53k_for_mistral_shape():
@@ -39,19 +40,19 @@ def test_attention_reaches_the_matmuls_near_53k_for_mistral_shape():
     p = MISTRAL_PARAMS - MISTRAL_EMBED_AND_HEAD - MISTRAL_NORMS
     n = math.ceil(p / (32 * 32 * 128)) - 1
     assert n == 53_247
-    assert expected.attention_parity_tokens("mistral-7b-v0.3") == n   # no window: beyond its 32k context
-    assert expected.attention_parity_tokens("llama-3.1-8b") == n      # same layer shapes, 128k context
-    assert expected.attention_parity_tokens("mistral-7b-v0.1") is None  # the 4,096-token window caps it
+    assert compute_share.attention_crossover("mistral-7b-v0.3") == n   # no window: beyond its 32k context
+    assert compute_share.attention_crossover("llama-3.1-8b") == n      # same layer shapes, 128k context
+    assert compute_share.attention_crossover("mistral-7b-v0.1") is None  # the 4,096-token window caps it
 
 
 def test_attention_parity_for_the_tiny_model_by_hand():
     n = math.ceil(_tiny_linear_params() / (4 * 8 * 32)) - 1
     assert n == 3_327
-    assert expected.attention_parity_tokens(spec_from_config(TINY_CONFIG, "tiny")) == n
+    assert compute_share.attention_crossover(spec_from_config(TINY_CONFIG, "tiny")) == n
 
 
 def test_attention_share_rows_fall_with_width():
-    shares = expected.attention_shares(extra={"tiny": spec_from_config(TINY_CONFIG, "tiny")})
+    shares = compute_share.attention_shares(extra={"tiny": spec_from_config(TINY_CONFIG, "tiny")})
     rows = {r.model: r for r in shares}
     assert rows["tiny"].share_pct[2048] > 10 * rows["mistral-7b-v0.3"].share_pct[2048]
     assert rows["mistral-7b-v0.1"].parity_tokens is None
@@ -59,13 +60,13 @@ def test_attention_share_rows_fall_with_width():
     # v0.1 and v0.3 agree below the window and part beyond it
     assert rows["mistral-7b-v0.1"].share_pct[2048] == rows["mistral-7b-v0.3"].share_pct[2048]
     assert rows["mistral-7b-v0.1"].share_pct[32768] < rows["mistral-7b-v0.3"].share_pct[32768]
-    table = expected.attention_share_frame(shares).set_index("model")
+    table = compute_share.attention_share_frame(shares).set_index("model")
     assert table.loc["mistral-7b-v0.1", "attention = matmuls at (tokens)"] == "never"
     assert table.loc["tiny", "attention share at 2,048 (%)"] == rows["tiny"].share_pct[2048]
 
 
 def test_gpu_expectations_by_hand():
-    e = expected.gpu_expectations()
+    e = on_gpu.gpu_expectations()
     assert e["gpu"] == "H100 SXM" and e["bandwidth"] == H100_BANDWIDTH and e["weight_bytes"] == MISTRAL_BF16_BYTES
     assert e["kv_bytes_per_token"] == 131_072
     assert e["cache_at_longest"] == 4096 * 131_072  # a window of 4,096 tokens: the cache stops growing there
@@ -87,7 +88,7 @@ def test_gpu_expectations_by_hand():
 
 
 def test_quantized_decode_floors_by_hand():
-    rows = {r.scheme: r for r in expected.quantized_decode_floors()}
+    rows = {r.scheme: r for r in on_gpu.quantized_decode_floors()}
     kv = 1024 * 131_072
     assert math.isclose(rows["bf16"].step_floor_ms, (MISTRAL_STREAMED + ROW + kv + 131_072) / H100_BANDWIDTH * 1e3,
                         rel_tol=1e-9)
@@ -95,21 +96,21 @@ def test_quantized_decode_floors_by_hand():
     assert rows["nf4"].step_floor_ms < rows["bf16"].step_floor_ms / 3
     assert rows["bf16"].vs_bf16 == 1.0 and 3 < rows["nf4"].vs_bf16 < 3.5
     assert all(r.bound == "memory" for r in rows.values())
-    assert list(expected.quantized_decode_frame(rows.values())["vs bf16 (×)"]) == [r.vs_bf16 for r in rows.values()]
+    assert list(on_gpu.quantized_decode_frame(rows.values())["vs bf16 (×)"]) == [r.vs_bf16 for r in rows.values()]
 
 
 def test_gpu_plan_step_floor_by_hand():
     """Notebook 05, exercise 2: the step floor at 4,096 tokens is (weights streamed + KV) ÷ datasheet
     bandwidth; the planner's step_s is that floor ÷ its default efficiency 0.5."""
     kv = 4096 * 131_072 + 131_072                   # the cache read at 4,096 tokens and the new token's K/V
-    bf16 = expected.gpu_plan(weight_dtype="bf16", context=4096)
+    bf16 = on_gpu.gpu_plan(weight_dtype="bf16", context=4096)
     assert math.isclose(bf16.step_floor_s, (MISTRAL_STREAMED + ROW + kv) / H100_BANDWIDTH, rel_tol=1e-12)
     assert round(bf16.step_floor_s * 1e3, 2) == 4.41 and round(bf16.step_s * 1e3, 2) == 8.81
     # nf4 (bitsandbytes): 6,979,321,856 linear weights at 4 bits + an fp32 absmax per 64 + a 16-entry fp32
     # code book per Linear (32 layers × 7); the lm_head stays bf16, the embedding read by one row, norms bf16
     linear = 32 * (2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 14336)
     nf4_streamed = linear // 2 + linear // 64 * 4 + 32 * 7 * 64 + 32000 * 4096 * 2 + (2 * 32 + 1) * 4096 * 2 + ROW
-    nf4 = expected.gpu_plan(weight_dtype="nf4", context=4096)
+    nf4 = on_gpu.gpu_plan(weight_dtype="nf4", context=4096)
     assert math.isclose(nf4.step_floor_s, (nf4_streamed + kv) / H100_BANDWIDTH, rel_tol=1e-12)
     assert round(nf4.step_floor_s * 1e3, 2) == 1.41 and round(nf4.step_s * 1e3, 2) == 2.82
     assert bf16.efficiency == nf4.efficiency == 0.5

@@ -2,7 +2,7 @@
 helpers/data/gpu_memory.csv), never its label. The 80 GB H100's users at 4,096 tokens (Mistral 7B v0.1, bf16)
 is one number wherever the workshop says it: computed here as each place computes it — notebook 02's table
 (the notebook run, its defs read back), the capacity planner notebooks 04 and 06 call, the deck's and the
-report's key figures, expected.gpu_users that notebooks 01 and 02 quote, the users notebook 02 asks the learner to
+report's key figures, on_gpu.gpu_users that notebooks 01 and 02 quote, the users notebook 02 asks the learner to
 predict — against a worked example by hand."""
 import importlib.util
 import math
@@ -15,7 +15,7 @@ from helpers.formulas import gpus, memory
 import sys
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 import keyfigures  # noqa: E402  (scripts/keyfigures.py)
-from helpers.present import expected  # noqa: E402
+from helpers.present import expected, on_gpu  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -44,7 +44,7 @@ def test_every_place_plans_with_what_the_device_reports():
     h100 = gpus.get_gpu("H100 SXM")
     assert h100.usable_memory_bytes == REPORTED and h100.memory_gb == 80
     assert capacity.plan("mistral-7b-v0.1", "H100 SXM", context=CONTEXT).memory_bytes_per_gpu == REPORTED
-    assert expected.gpu_expectations()["memory_bytes"] == REPORTED                    # notebook 01's GPU half
+    assert on_gpu.gpu_expectations()["memory_bytes"] == REPORTED                    # notebook 01's GPU half
     sentence = expected.gpu_memory_on_gpu("H100 SXM")                                  # notebooks 00, 01, 02
     assert sentence.source == "cited" and "vllm-project/vllm/issues/27508" in sentence.where
     assert "labelled 80 GB reports 79.11 GiB = 84.94·10⁹ B" in sentence.text
@@ -74,11 +74,11 @@ def test_users_at_4096_is_one_number_in_every_place(notebook_02):
     places = {
         "notebook 02's table": int(notebook_02["max_users_table"].set_index("context").loc[CONTEXT, "max users"]),
         "notebook 02's prediction, derived (its worked example)": notebook_02["users_example"],
-        "expected.gpu_users with vLLM's reserve (notebook 02's GPU half)":
-            expected.gpu_users("mistral-7b-v0.1", "H100 SXM", CONTEXT, reserve),
+        "on_gpu.gpu_users with vLLM's reserve (notebook 02's GPU half)":
+            on_gpu.gpu_users("mistral-7b-v0.1", "H100 SXM", CONTEXT, reserve),
         "capacity.plan (notebook 04)": capacity.plan("mistral-7b-v0.1", "H100 SXM", context=CONTEXT).max_batch,
         "capacity.max_batch (notebook 06's table)": capacity.max_batch("mistral-7b-v0.1", "H100 SXM", context=CONTEXT),
-        "expected.gpu_plan (notebook 02's planner sentence)": expected.gpu_plan(context=CONTEXT).max_batch,
+        "on_gpu.gpu_plan (notebook 02's planner sentence)": on_gpu.gpu_plan(context=CONTEXT).max_batch,
         "the deck's max_users_gpu": keyfigures.foundations()["max_users_gpu"].value,
         "the deck's decode_batch_fit": keyfigures.roofline_figures()["decode_batch_fit"].value,
     }
@@ -97,8 +97,8 @@ def test_notebook_02_offers_only_gpus_whose_reported_memory_is_catalogued():
 
 def test_the_whole_memory_is_the_same_basis_without_the_reserve():
     # notebook 01's users figure: the whole reported memory, no reserve (a bare PyTorch sweep)
-    assert expected.gpu_users("mistral-7b-v0.1", "H100 SXM", CONTEXT) == WHOLE
-    assert expected.gpu_expectations()["users_fit"] == math.floor((REPORTED - WEIGHTS) / PER_TOKEN / 1024) == 524
+    assert on_gpu.gpu_users("mistral-7b-v0.1", "H100 SXM", CONTEXT) == WHOLE
+    assert on_gpu.gpu_expectations()["users_fit"] == math.floor((REPORTED - WEIGHTS) / PER_TOKEN / 1024) == 524
 
 
 def test_notebook_02s_self_check_answers_are_the_equation_at_its_controls(notebook_02):

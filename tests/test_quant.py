@@ -390,10 +390,10 @@ def test_rule_of_thumb_and_what_bitsandbytes_leaves_alone():
 
 
 def test_the_gpu_half_is_computed_or_cited():
-    from helpers.present import expected
+    from helpers.present import expected, on_gpu, recorded
 
     sentences = quant_figures.footprint_on_gpu() + quant_figures.speed_on_gpu()
     assert [s.source for s in sentences] == ["computed", "computed", "cited", "computed"]
-    floors = {f.scheme: f for f in expected.quantized_decode_floors()}
+    floors = {f.scheme: f for f in on_gpu.quantized_decode_floors()}
     assert f"nf4 {floors['nf4'].step_floor_ms:,.2f} ms ({verdicts.factor(floors['bf16'].step_floor_ms / floors['nf4'].step_floor_ms)} shorter)" in sentences[1].text
-    assert all("recorded" != s.source for s in sentences) and expected.gpu_records("05") == []
+    assert all("recorded" != s.source for s in sentences) and recorded.gpu_records("05") == []

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from helpers.formulas import verdicts
-from helpers.present import expected
+from helpers.present import expected, recorded
 
 
 @pytest.mark.parametrize("new, old, words", [
@@ -52,7 +52,7 @@ def test_times_as_is_a_factor_never_a_size_word():
 
 
 def test_gpu_sentences_are_labelled_and_cite_what_they_use():
-    sentences = expected.eager_against_floor_on_gpu()
+    sentences = expected.eager_against_floor()
     assert [s.source for s in sentences] == ["cited", "computed"]
     cited, computed = sentences
     assert "25.5 tokens/s" in cited.text and "104.9 tokens/s" in cited.text and "69 %" in cited.text
@@ -64,11 +64,11 @@ def test_gpu_sentences_are_labelled_and_cite_what_they_use():
 
 
 def test_no_recorded_gpu_sentence_without_a_gpu_record():
-    assert expected.gpu_records() == []          # none committed yet: nothing may be said as recorded
+    assert recorded.gpu_records() == []          # none committed yet: nothing may be said as recorded
 
 
 def test_should_see_says_here_and_gpu_apart():
-    text = expected.should_see([verdicts.speed(27.8, 23.9)], expected.eager_against_floor_on_gpu()).text
+    text = expected.should_see([verdicts.speed(27.8, 23.9)], expected.eager_against_floor()).text
     assert "<em>Here</em>, from the numbers above: 1.16× slower" in text
     assert "<strong>cited</strong>" in text and "<strong>computed</strong>" in text
 

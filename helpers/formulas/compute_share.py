@@ -221,3 +221,59 @@ def byte_terms(model, context: int, dtype: str = "bf16") -> ByteTerms:
     proj = int(attention_projection_params(spec) * size)
     head = 0 if spec.tie_word_embeddings else int(spec.hidden_size * spec.vocab_size * size)
     return ByteTerms(proj + cost.kv_bytes, cost.weight_read_bytes - proj - head, head)
+
+
+# ----------------------------------------------------------------------------- attention's share of a prefill (notebook 01)
+
+SHARE_TOKENS = (512, 2048, 4096, 32768)
+SHARE_MODELS = ("mistral-7b-v0.1", "mistral-7b-v0.3", "llama-3.1-8b", "qwen2.5-7b")
+
+
+def attention_share_verdict(model, tokens: int) -> verdicts.Verdict:
+    """Attention over the context's share of a prefill's FLOPs for a prompt of `tokens`, said by the share
+    rule (helpers.formulas.verdicts.share): '38 % of the prefill's FLOPs (less than half)'."""
+    t = flop_terms(model, checks.count(tokens, "tokens"))
+    return verdicts.share(t.attention_context, t.total, "the prefill's FLOPs")
+
+
+@dataclass(frozen=True)
+class AttentionShare:
+    """One model: its width, depth, window and context, the prompt length where attention's FLOPs reach
+    the linear layers' in a prefill (attention_crossover; None: never), whether that is within its
+    context, and attention's share of the prefill (%) at each prompt length (NaN beyond the model's context)."""
+
+    model: str
+    hidden_size: int
+    layers: int
+    window: int | None
+    context: int | None
+    parity_tokens: int | None
+    within_context: bool
+    share_pct: dict[int, float]
+
+
+def attention_shares(models: Sequence = SHARE_MODELS, tokens: Sequence[int] = SHARE_TOKENS,
+                     extra: dict | None = None) -> list[AttentionShare]:
+    """One AttentionShare per model. `extra` adds named specs (e.g. {"tiny (this run)": loaded.spec})
+    before the presets."""
+    rows = []
+    for name, model in list((extra or {}).items()) + [(m, m) for m in models]:
+        spec = get_spec(model)
+        parity = attention_crossover(spec)
+        limit = spec.max_position_embeddings
+        shares = {n: round(100 * flop_terms(spec, n).context_share, 1) if limit is None or n <= limit
+                  else float("nan") for n in tokens}
+        rows.append(AttentionShare(name, spec.hidden_size, spec.num_layers, spec.sliding_window, limit, parity,
+                                   parity is not None and parity <= (limit or parity), shares))
+    return rows
+
+
+def attention_share_frame(rows: Sequence[AttentionShare]):
+    """attention_shares() as the table notebook 01 shows, one row per model."""
+    import pandas as pd
+
+    return pd.DataFrame([{"model": r.model, "hidden size": r.hidden_size, "layers": r.layers,
+                          "window": r.window or "none", "context (tokens)": r.context,
+                          "attention = matmuls at (tokens)": r.parity_tokens if r.parity_tokens is not None else "never",
+                          "within its context": r.within_context,
+                          **{f"attention share at {n:,} (%)": pct for n, pct in r.share_pct.items()}} for r in rows])

@@ -120,9 +120,9 @@ def footprint_on_gpu(model: str = "mistral-7b-v0.1"):
 def speed_on_gpu(floors=None):
     """The decode step on a GPU: each scheme's memory-bound floor (computed by the capacity planner) and what
     an eager loop reaches against its floor (cited from gpt-fast, with the factor computed from its figures)."""
-    from . import expected
+    from . import expected, on_gpu
 
-    floors = floors or expected.quantized_decode_floors()
+    floors = floors or on_gpu.quantized_decode_floors()
     first = floors[0]
     each = "; ".join(f"{f.scheme} {f.step_floor_ms:,.2f} ms" + (
         "" if f is first else f" ({verdicts.speed(f.step_floor_ms, first.step_floor_ms, 'shorter', 'longer', 'as long')})")
@@ -130,8 +130,8 @@ def speed_on_gpu(floors=None):
     return [expected.computed(f"the floor of a {expected.REFERENCE_MODEL} decode step on an {expected.REFERENCE_GPU} "
                               f"(batch 1, 1,024 tokens cached, the datasheet's bandwidth): {each} — a floor a kernel "
                               "reaches only if it reads the packed weights at full bandwidth and dequantizes as it reads",
-                              "helpers.present.expected.quantized_decode_floors (the capacity planner)"),
-            *expected.eager_against_floor_on_gpu()]
+                              "helpers.present.on_gpu.quantized_decode_floors (the capacity planner)"),
+            *expected.eager_against_floor()]
 
 
 def datasheet_bandwidth(measured, device: str) -> tuple[float, str] | None:

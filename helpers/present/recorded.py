@@ -104,6 +104,12 @@ def records(results: Path = RESULTS, skipped: list[str] | None = None) -> list[R
     return out
 
 
+def gpu_records(notebook: str | None = None) -> list[Record]:
+    """The committed GPU records, those holding `notebook`'s figures when named. Empty until a GPU has been
+    recorded: no *recorded* sentence is said without one."""
+    return [r for r in records() if r.is_gpu and (notebook is None or r.key_figures(notebook))]
+
+
 def pick(notebook: str, results: Path = RESULTS, prefer_gpu: bool = True,
          skipped: list[str] | None = None) -> Record | None:
     """The record to show beside a notebook: one that holds its figures, a GPU's first when asked.

@@ -1,0 +1,145 @@
+"""A GPU's figures, computed: what the notebooks' "What you should see" says a GPU shows, from the helpers
+that own each quantity, for Mistral 7B on a reference GPU of the catalog (helpers.present.expected holds how
+such a sentence is labelled and said).
+
+Each cost is reached through one function here, so a change of owner is a one-line change:
+- a GPU's step, prefill and batch from the capacity planner: `gpu_plan` (calls helpers.capacity.plan);
+- the roofline figures notebooks 03 and 04 quote for a GPU: `roofline` (helpers.formulas.stepcost bytes and
+  FLOPs, helpers.formulas.roofline ridge, at the datasheet and at the planner's default efficiency);
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from ..formulas.specs import get_spec
+from .expected import REFERENCE_GPU, REFERENCE_MODEL
+
+
+def gpu_plan(model=REFERENCE_MODEL, gpu: str = REFERENCE_GPU, weight_dtype: str = "bf16", context: int = 4096,
+             batch: int = 1, prompt_tokens: int | None = None):
+    """The capacity planner's plan (helpers.capacity.plan): the single call for a GPU's decode step,
+    prefill and largest batch. Its step_floor_s and prefill_floor_s are at the datasheet's bandwidth and
+    peak; its step_s and prefill_s at the planner's default efficiency (DEFAULT_EFFICIENCY, 0.5 of the
+    datasheet), i.e. the floor ÷ 0.5."""
+    from ..capacity import plan
+
+    return plan(model, gpu, weight_dtype=weight_dtype, context=context, batch=batch, prompt_tokens=prompt_tokens)
+
+
+def gpu_sizes():
+    """The sweep sizes notebook 01 uses for Mistral 7B on a large GPU (helpers.measure.sweeps.sweep_sizes)."""
+    from ..measure.sweeps import sweep_sizes
+
+    return sweep_sizes("mistral-7b", "cuda")
+
+
+def gpu_users(model=REFERENCE_MODEL, gpu: str = REFERENCE_GPU, context: int = 1024, overhead_bytes: float = 0.0) -> int:
+    """Sequences of `context` tokens whose bf16 cache fits beside the bf16 weights in the memory the GPU reports
+    to CUDA (helpers.formulas.gpus: usable_memory_bytes; the label where no report was found), less
+    `overhead_bytes` (0: the whole memory, as a bare PyTorch sweep sees it; runtime_reserve_bytes(...) for
+    what a vLLM-like runtime plans with) — helpers.formulas.memory.max_users on that one memory basis."""
+    from ..formulas.gpus import get_gpu
+    from ..formulas.memory import kv_bytes_per_token, max_users, weight_bytes
+
+    spec = get_spec(model)
+    return max_users(get_gpu(gpu).usable_memory_bytes, weight_bytes(spec, "bf16").bytes, overhead_bytes,
+                     kv_bytes_per_token(spec, "bf16"), context)
+
+
+def gpu_expectations(model=REFERENCE_MODEL, gpu: str = REFERENCE_GPU, sizes=None) -> dict[str, Any]:
+    """What a GPU run of notebook 01 should show, computed for its sweep sizes: the cache at the
+    longest sequence; floors it cannot beat — TTFT of one prompt alone (prefill) and the decode step, at
+    the shortest and longest lengths (and every TTFT length), and the step at batches 1, 8 and 64; the
+    memory the GPU reports to CUDA (its label beside it), how many sequences of the users sweep's context
+    that memory holds beside the weights (cache only, gpu_users), and the first batch of the doubling sweep
+    whose weights + cache + its prefill's largest activation (helpers.formulas.memory.prefill_activation_bytes,
+    a lower bound) exceed that memory."""
+    from ..formulas.gpus import get_gpu
+    from ..formulas.memory import kv_bytes_per_token, kv_cache_bytes, prefill_activation_bytes, weight_bytes
+
+    spec, g = get_spec(model), get_gpu(gpu)
+    sizes = sizes or gpu_sizes()
+    w = weight_bytes(spec, "bf16").bytes
+    memory = g.usable_memory_bytes
+    longest = sizes.memory_tokens[-1]
+    ttft = (sizes.ttft_tokens[0], sizes.ttft_tokens[-1])
+    itl = (sizes.itl_contexts[0], sizes.itl_contexts[-1])
+    ctx = sizes.users_context
+    users = gpu_users(spec, g.name, ctx)
+
+    def needs(b: int) -> int:
+        return w + kv_cache_bytes(spec, ctx, b, "bf16") + prefill_activation_bytes(spec, ctx, b, "bf16")
+
+    oom_at = next((b for b in sizes.users_batches if needs(b) > memory), None)
+    return {"model": spec.name, "gpu": g.name, "bandwidth": g.bandwidth, "peak_flops": g.peak_flops("bf16")[0],
+            "memory_bytes": memory, "memory_label_gb": g.memory_gb, "memory_reported_gib": g.memory_reported_gib,
+            "memory_source": g.memory_source,
+            "weight_bytes": w, "window": spec.sliding_window, "kv_bytes_per_token": kv_bytes_per_token(spec, "bf16"),
+            "longest": longest, "cache_at_longest": kv_cache_bytes(spec, longest, 1, "bf16"),
+            "ttft_floor_s": {n: gpu_plan(spec, g.name, context=n).prefill_floor_s for n in ttft},
+            "ttft_floors_s": {n: gpu_plan(spec, g.name, context=n).prefill_floor_s for n in sizes.ttft_tokens},
+            "step_floor_s": {c: gpu_plan(spec, g.name, context=c).step_floor_s for c in itl},
+            "batched_step_s": {b: gpu_plan(spec, g.name, context=1024, batch=b).step_floor_s for b in (1, 8, 64)},
+            "users_context": ctx, "users_fit": users,
+            "users_cache_oom_at": next((b for b in sizes.users_batches if b > users), None),
+            "users_oom_at": oom_at, "needs_at_oom": needs(oom_at) if oom_at else None,
+            "activation_at_oom": prefill_activation_bytes(spec, ctx, oom_at, "bf16") if oom_at else None}
+
+
+@dataclass(frozen=True)
+class QuantizedFloor:
+    """One weight scheme's decode-step floor: its weight bytes, the floor (ms), what bounds it, and the
+    first scheme's floor ÷ this one (vs_bf16)."""
+
+    scheme: str
+    weight_bytes: int
+    step_floor_ms: float
+    bound: str
+    vs_bf16: float
+
+
+def quantized_decode_floors(model=REFERENCE_MODEL, gpu: str = REFERENCE_GPU,
+                            schemes: Iterable[str] = ("bf16", "fp8", "int8", "nf4"),
+                            context: int = 1024) -> list[QuantizedFloor]:
+    """The decode step's floor on a GPU for each weight scheme (batch 1, `context` tokens cached):
+    a memory-bound step reads the weights once, so fewer bytes per weight means a shorter floor —
+    if a kernel dequantizes on the fly at full bandwidth. vs_bf16 is the first scheme's (bf16's) floor ÷ this one."""
+    plans = [(s, gpu_plan(model, gpu, weight_dtype=s, context=context)) for s in schemes]
+    base = plans[0][1].step_floor_s
+    return [QuantizedFloor(s, p.weight_bytes, p.step_floor_s * 1e3, p.bound, base / p.step_floor_s) for s, p in plans]
+
+
+def quantized_decode_frame(rows: Iterable[QuantizedFloor]):
+    """quantized_decode_floors() as the table notebook 05 shows."""
+    import pandas as pd
+
+    return pd.DataFrame([{"scheme": r.scheme, "weight bytes": r.weight_bytes, "step floor (ms)": r.step_floor_ms,
+                          "bound": r.bound, "vs bf16 (×)": r.vs_bf16} for r in rows])
+
+
+# ----------------------------------------------------------------------------- notebooks 03 and 04 on a GPU
+
+def roofline(gpu: str = "H100 SXM", model: str = REFERENCE_MODEL, contexts=(512, 4096), prompt: int = 2048) -> dict[str, Any]:
+    """The roofline figures of `model` in bf16 on a catalogued GPU: ridge, crossover batch, decode
+    floor (batch 1) at `contexts`, the prefill floor of a `prompt`-token prompt, and the decode step at
+    the planner's default efficiency."""
+    from ..capacity.planner import DEFAULT_EFFICIENCY
+    from ..formulas.gpus import get_gpu
+    from ..formulas.roofline import crossover_batch, ridge_point
+    from ..formulas.stepcost import decode_cost, forward_cost
+
+    g = get_gpu(gpu)
+    peak, _ = g.peak_flops("bf16")
+    decode = {c: decode_cost(model, c, 1, "bf16") for c in contexts}
+    pre = forward_cost(model, prompt, 0, 1, "bf16")
+    return {
+        "gpu": g.name, "model": model, "bandwidth": g.bandwidth, "peak_flops": peak,
+        "ridge": ridge_point(peak, g.bandwidth), "crossover_batch": crossover_batch(peak, g.bandwidth, 2),
+        "decode_floor_s": {c: d.bytes / g.bandwidth for c, d in decode.items()},
+        "decode_intensity": {c: d.intensity for c, d in decode.items()},
+        "decode_at_efficiency_s": {c: d.bytes / g.bandwidth / DEFAULT_EFFICIENCY for c, d in decode.items()},
+        "efficiency": DEFAULT_EFFICIENCY,
+        "prompt": prompt, "prefill_floor_s": max(pre.flops / peak, pre.bytes / g.bandwidth),
+        "prefill_intensity": pre.intensity,
+    }
