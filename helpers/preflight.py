@@ -9,22 +9,18 @@ from __future__ import annotations
 
 import ast
 import difflib
-import importlib
 import importlib.util
 import os
-import platform
 import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import env
+from .versions import library_versions
 from .measure.hardware import device_info, pick_device
 from .measure.local_models import cache_dir
 from .measure.models import env_dtype, hub_model_id, resolve_profile, weights_status
-
-LIBRARIES = ("torch", "transformers", "accelerate", "bitsandbytes", "mistral_common", "marimo",
-             "pandas", "matplotlib", "numpy", "huggingface_hub")
 
 NOTEBOOK_DIR = Path(__file__).resolve().parent.parent / "notebooks"
 
@@ -36,17 +32,6 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "05": ("bitsandbytes",),
     "08": ("server",),
 }
-
-
-def library_versions() -> dict[str, str]:
-    out = {"python": platform.python_version()}
-    for name in LIBRARIES:
-        try:
-            mod = importlib.import_module(name)
-            out[name] = getattr(mod, "__version__", "installed")
-        except Exception as exc:  # noqa: BLE001 - a broken import is a finding, not a crash
-            out[name] = f"missing ({type(exc).__name__})"
-    return out
 
 
 @dataclass

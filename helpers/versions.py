@@ -15,7 +15,9 @@ it (the host's build is kept, scripts/setup.sh installs a CPU build elsewhere).
 """
 from __future__ import annotations
 
+import importlib
 import importlib.metadata
+import platform
 import re
 
 # distribution -> (lowest version allowed, first version not allowed or None), and why
@@ -74,3 +76,20 @@ def require() -> None:
         line = problem(name, installed(name))
         if line:
             raise LibraryVersionError(line)
+
+
+# what a record, the preflight and a benchmark run note as the libraries they ran with
+LIBRARIES = ("torch", "transformers", "accelerate", "bitsandbytes", "mistral_common", "marimo",
+             "pandas", "matplotlib", "numpy", "huggingface_hub")
+
+
+def library_versions() -> dict[str, str]:
+    """Python's version and each of LIBRARIES' (imported to read it; 'missing (...)' when it does not import)."""
+    out = {"python": platform.python_version()}
+    for name in LIBRARIES:
+        try:
+            mod = importlib.import_module(name)
+            out[name] = getattr(mod, "__version__", "installed")
+        except Exception as exc:  # noqa: BLE001 - a broken import is a finding, not a crash
+            out[name] = f"missing ({type(exc).__name__})"
+    return out

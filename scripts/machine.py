@@ -20,7 +20,7 @@ def machine(device: str | None = None) -> dict[str, Any]:
     import torch
 
     from helpers.measure.hardware import device_info
-    from helpers.preflight import library_versions
+    from helpers.versions import library_versions
 
     return {
         "device": device_info(device).to_dict(),

@@ -70,7 +70,7 @@ def main(argv: list[str]) -> int:
     from helpers.command import CliError, Parser, fail, writable_folder
     from helpers import records
     from helpers.measure.hardware import device_info
-    from helpers.preflight import library_versions
+    from helpers.versions import library_versions
     from helpers.present.recorded import KEY_FIGURES, noted_figures
 
     ap = Parser(prog="python scripts/record_meta.py", description=__doc__,

@@ -219,7 +219,7 @@ def versions() -> dict:
     """Library versions that shape the figures: the preflight's list plus the serving stack."""
     from importlib import metadata
 
-    from ..preflight import library_versions
+    from ..versions import library_versions
 
     out = library_versions()
     for pkg in ("guidellm", "fastapi", "uvicorn", "aiohttp", "psutil", "vllm", "sglang"):

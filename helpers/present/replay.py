@@ -165,7 +165,7 @@ def record_meta(profile: str | None, device: str | None) -> dict:
     import datetime as dt
 
     from ..measure.hardware import device_info
-    from ..preflight import library_versions
+    from ..versions import library_versions
 
     info = device_info(device)
     try:
