@@ -19,7 +19,7 @@ with app.setup:
 
     from helpers.present import expected, learner, notebook, on_gpu, plots, replay, sweep_figures
     from helpers.measure import models, sweeps
-    from helpers import serving
+    from helpers.serving import naive
     from helpers.formulas import compute_share, verdicts
     from helpers.measure.tensor_bytes import bytes_match
     from helpers.serving import tables as serving_tables
@@ -77,8 +77,8 @@ def _():
 
 @app.function
 def serve_both(loaded, requests):
-    """The same requests served one after another and together (helpers.serving.compare_serving)."""
-    return serving.compare_serving(loaded.model, requests, loaded.device)
+    """The same requests served one after another and together (helpers.serving.naive.compare_serving)."""
+    return naive.compare_serving(loaded.model, requests, loaded.device)
 
 
 @app.function
@@ -422,13 +422,13 @@ def _():
 
 @app.cell
 def _(loaded, serving_button, sizes):
-    requests = serving.make_requests(sizes.requests, sizes.prompt_range, sizes.new_tokens_range,
+    requests = naive.make_requests(sizes.requests, sizes.prompt_range, sizes.new_tokens_range,
                                      vocab=loaded.model.config.vocab_size)
     served_run = replay.measure("01/serving", models.run_on, loaded, serve_both, requests, run=serving_button.value,
                                 profile=loaded.profile, device=loaded.device)
     served_on, served = served_run.value
     served_source = served_run.source(served_on)
-    served_said = serving.batching_verdicts(served)   # None when a mode ran out of memory
+    served_said = naive.batching_verdicts(served)   # None when a mode ran out of memory
     sweep_figures.timeline_figure(served.results, served_source)
     return served, served_on, served_run, served_said, served_source
 
@@ -485,7 +485,7 @@ def _():
 
     Throughput is the server's view. Each user sees latency: the {term("TTFT")} and the {term("ITL")}
     (here the median decode step of a request). Side by side, per mode
-    (`helpers.serving.latency_cost`), and below it each figure of the batch against the same figure one
+    (`helpers.serving.naive.latency_cost`), and below it each figure of the batch against the same figure one
     after another:
     """)
     return
@@ -493,7 +493,7 @@ def _():
 
 @app.cell
 def _(served, served_source):
-    latency = serving.latency_cost(served)
+    latency = naive.latency_cost(served)
     plots.table(serving_tables.latency_frame(latency), f"{plots.source_label(served_source)}; the time to first token includes waiting, "
                          "the prefill does not")
     return (latency,)

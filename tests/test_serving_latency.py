@@ -1,7 +1,7 @@
-"""helpers.serving.latency_cost: what batching costs each request, on hand-made timelines."""
+"""helpers.serving.naive.latency_cost: what batching costs each request, on hand-made timelines."""
 import pytest
 
-from helpers.serving import RequestTiming, ServeResult, ServingComparison, latency_cost
+from helpers.serving.naive import RequestTiming, ServeResult, ServingComparison, latency_cost
 
 
 def test_latency_cost_by_hand():

@@ -5,7 +5,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from helpers import serving
+from helpers.serving import naive
 from helpers.present import sweep_figures
 from helpers.measure import sweeps
 from helpers.formulas.memory import kv_cache_bytes
@@ -168,25 +168,25 @@ def test_fit_rejects_bad_input(ns, ts):
 
 @pytest.fixture(scope="module")
 def served(tiny):
-    reqs = serving.make_requests(4, (5, 20), (2, 6), vocab=32000, seed=1)
+    reqs = naive.make_requests(4, (5, 20), (2, 6), vocab=32000, seed=1)
     shapes = []
     hook = tiny.model.register_forward_pre_hook(lambda m, args, kw: shapes.append(tuple(kw["input_ids"].shape)),
                                                 with_kwargs=True)
     try:
-        seq = serving.serve_sequential(tiny.model, reqs)
+        seq = naive.serve_sequential(tiny.model, reqs)
         n_seq = len(shapes)
-        bat = serving.serve_batched(tiny.model, reqs)
+        bat = naive.serve_batched(tiny.model, reqs)
     finally:
         hook.remove()
     return reqs, seq, bat, shapes[:n_seq], shapes[n_seq:]
 
 
 def test_make_requests_spreads_lengths():
-    reqs = serving.make_requests(5, (10, 50), (4, 8), vocab=100, seed=0)
+    reqs = naive.make_requests(5, (10, 50), (4, 8), vocab=100, seed=0)
     assert sorted(len(r.prompt) for r in reqs) == [10, 20, 30, 40, 50]
     assert sorted(r.max_new_tokens for r in reqs) == [4, 5, 6, 7, 8]
     assert all(3 <= t < 100 for r in reqs for t in r.prompt)
-    assert reqs == serving.make_requests(5, (10, 50), (4, 8), vocab=100, seed=0)
+    assert reqs == naive.make_requests(5, (10, 50), (4, 8), vocab=100, seed=0)
 
 
 def test_timeline_ordering(served):
@@ -305,15 +305,15 @@ def test_small_gpus_get_smaller_sweeps():
 
 
 def test_compare_serving_records_out_of_memory(tiny, monkeypatch):
-    reqs = serving.make_requests(3, (4, 8), (2, 3), seed=2)
+    reqs = naive.make_requests(3, (4, 8), (2, 3), seed=2)
 
     def boom(model, requests, device=None):
         if len(requests) > 2:   # the warm-up (two requests) runs, the real batch does not fit
             raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
-        return serving.ServeResult("together (one batch)", [], 0.0, 0)
+        return naive.ServeResult("together (one batch)", [], 0.0, 0)
 
-    monkeypatch.setattr(serving.naive, "serve_batched", boom)
-    cmp = serving.compare_serving(tiny.model, reqs, "cpu")
+    monkeypatch.setattr(naive, "serve_batched", boom)
+    cmp = naive.compare_serving(tiny.model, reqs, "cpu")
     assert cmp.batched is None and cmp.sequential is not None and cmp.results == [cmp.sequential]
     assert cmp.oom_message.startswith("batched: OutOfMemoryError")
     assert sweep_figures.timeline_figure(cmp.results, tiny).axes

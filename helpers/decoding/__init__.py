@@ -10,4 +10,3 @@
                 the planner's predicted step against the measured one, and the bench's figures;
 - `views`     — the tables and figures of notebook 03's last section.
 """
-from .impls import IMPLEMENTATIONS, DecodeRun, decode  # noqa: F401

@@ -18,8 +18,4 @@
   forward over the mixed batch, speculative decoding, an OpenAI-compatible server.
 - `figures` — notebook 07's figures; `tables` — the labelled tables of notebooks 01 and 07, built from
   the results (frozen dataclasses) the modules above return; `measured` — `make bench`'s serving section.
-
-`from helpers import serving; serving.compare_serving(...)` reaches the naive baseline directly.
 """
-from .naive import (LatencyCost, Request, RequestTiming, ServeResult, ServingComparison, batching_verdicts,  # noqa: F401
-                    compare_serving, latency_cost, make_requests, serve_batched, serve_sequential)
