@@ -749,7 +749,7 @@ def _(alpha_pick, spec_k):
     for one verify pass (v decode steps: about 1 while the pass stays {term("memory-bound")}, up to k + 1 once it is
     compute-bound) and k draft steps of c decode steps each. It **pays** when E beats that cost,
     v + k·c (`speculation.round_cost`), by more than the {verdicts.CHANGE_MARGIN:.0%} margin
-    (`speculative.pays`); it **breaks even** at the α where E = v + k·c (`speculation.break_even_alpha`).
+    (`speculation.pays`); it **breaks even** at the α where E = v + k·c (`speculation.break_even_alpha`).
 
     **Worked example** (`helpers.formulas.speculation.tokens_per_pass_parts`), α = {_p.alpha:.2f}, k = {_p.k}:
 
@@ -785,7 +785,7 @@ def _(qloaded, spec_k, w):
                                             draft_layers=w.draft_layers)
     spec_batch = measure.speculative_runs(qloaded.model, spec_text, w.decode_tokens, k=spec_k,
                                              draft_layers=w.draft_layers, batch=8)
-    library = speculative.speculate(qloaded.model, spec_text, w.decode_tokens, k=spec_k, prompt_lookup=True)
+    library = speculative.speculate(qloaded.model, spec_text, w.decode_tokens, k=spec_k)
     plots.table(tables.speculative_frame(spec_rows + spec_batch), f"measured: the readable engine's loop on {qloaded.label}, "
                 f"greedy, k = {spec_k}")
     return library, spec_batch, spec_context, spec_rows, spec_text
@@ -819,10 +819,10 @@ def _():
 def _(qloaded, spec_context, spec_k):
     # what verifying k drafts costs against a decode step: measured here, and computed for Mistral 7B on an H100
     verify_here = [measure.verify_cost(qloaded.model, spec_k, spec_context, b) for b in (1, 8)]
-    verify_cost = [speculative.verify_step_ratio("mistral-7b-v0.1", spec_k, c, b)
+    verify_cost = [speculation.verify_step_ratio("mistral-7b-v0.1", spec_k, c, b)
                    for c in (512, 4096) for b in (1, 16, 64, 256)]
     mo.vstack([plots.table(tables.verify_frame(verify_here), f"measured: the engine's runner on {qloaded.label}, fastest of 5"),
-               plots.table(tables.verify_frame(verify_cost), "computed: helpers.serving.speculative.verify_step_ratio "
+               plots.table(tables.verify_frame(verify_cost), "computed: helpers.formulas.speculation.verify_step_ratio "
                                         "(helpers.formulas.stepcost at the H100's roofline)")])
     return verify_cost, verify_here
 
@@ -832,14 +832,14 @@ def _(exact, library, qloaded, spec_batch, spec_context, spec_rows, trained, ver
     _plain, _pl, _dm = spec_rows
     _same = all(r.identical_to_plain for r in spec_rows + spec_batch)
     _exact = bool((exact["what comes out"] - exact["target p"]).abs().max() < 1e-12)
-    spec_share = speculative.draft_step_share(qloaded.spec, w.draft_layers, spec_context, qloaded.dtype)
+    spec_share = speculation.draft_step_share(qloaded.spec, w.draft_layers, spec_context, qloaded.dtype)
     _share = spec_share
     mo.vstack([mo.md(f"""
     **Measured:** prompt lookup made its {w.decode_tokens} tokens in {_pl.target_passes} target passes; transformers'
     assisted generation with the same rule, *the library's version*, in {library.target_passes}
     ({"the same" if library.target_passes == _pl.target_passes else "NOT the same"}). The early-exit draft uses
     {w.draft_layers} of {qloaded.model.config.num_hidden_layers} layers, each draft step reading {_share:.0%} of what a
-    target step reads (`speculative.draft_step_share`). Output identical to plain decoding in every run: **{_same}**.
+    target step reads (`speculation.draft_step_share`). Output identical to plain decoding in every run: **{_same}**.
     The enumeration above: what comes out of one accept step equals the target's p
     **{"exactly" if _exact else "NOT exactly"}** — rejection sampling loses nothing (the tests repeat it on a model with a
     seeded goodness-of-fit test).{"" if trained else " (Random weights: the draft's tokens are kept by chance only.)"}
@@ -849,10 +849,10 @@ def _(exact, library, qloaded, spec_batch, spec_context, spec_rows, trained, ver
     several rows as a matrix product, so what k + 1 rows cost against one is this machine's, and it moves with the
     load.
     """), expected.should_see(measure.speculative_reading(spec_rows + spec_batch, verify_here, _share)
-                              + [speculative.head_share(qloaded.spec, qloaded.dtype)],
-                              [expected.computed(str(v), "helpers.serving.speculative.verify_step_ratio: "
+                              + [speculation.head_share(qloaded.spec, qloaded.dtype)],
+                              [expected.computed(str(v), "helpers.formulas.speculation.verify_step_ratio: "
                                                  "helpers.formulas.stepcost at the datasheet's roofline")
-                               for v in speculative.verify_on_gpu(verify_cost)]
+                               for v in speculation.verify_on_gpu(verify_cost)]
                               + [expected.cited(
                                   f"with smaller T5 models as drafts, Leviathan et al. decode T5-XXL "
                                   f"{expected.published('leviathan_t5xxl_speedup_low').value:g}×–"
@@ -867,7 +867,7 @@ def _():
     # the problem: the break-even acceptance of a draft model, at a batch whose verify pass stays memory-bound and at
     # one that makes it compute-bound (Mistral 7B on an H100 SXM, helpers.formulas.stepcost at the roofline)
     _k, _c, _ctx, _batches = 4, 0.05, 512, (1, 256)
-    _v = {_b: speculative.verify_step_ratio("mistral-7b-v0.1", _k, _ctx, _b) for _b in _batches}
+    _v = {_b: speculation.verify_step_ratio("mistral-7b-v0.1", _k, _ctx, _b) for _b in _batches}
     _cost = {_b: speculation.round_cost(_v[_b].verify_over_decode, _k, _c) for _b in _batches}
     _even = {_b: speculation.break_even_alpha(_k, _cost[_b]) for _b in _batches}
     _pay = {_b: speculation.break_even_alpha(_k, _cost[_b] * (1 + verdicts.CHANGE_MARGIN)) for _b in _batches}
@@ -881,14 +881,14 @@ def _():
     notebook.exercise(3, f"The break-even acceptance. Mistral 7B on an H100 SXM, {_ctx} tokens of context, a draft "
                       f"model whose step costs c = {_c:g} of a target step, k = {_k}. At batch {_batches[0]} and at batch "
                       f"{_batches[1]}, what per-token acceptance α must the draft reach for a round to break even, and to "
-                      f"pay by the {verdicts.CHANGE_MARGIN:.0%} margin? (`speculative.verify_step_ratio` gives the verify "
+                      f"pay by the {verdicts.CHANGE_MARGIN:.0%} margin? (`speculation.verify_step_ratio` gives the verify "
                       "pass v in decode steps.)",
                       "\n".join([_at(_b) for _b in _batches] + [
                           "", f"The same draft needs α ≥ {_even[_batches[1]]:.2f} at batch {_batches[1]} where "
                           f"{_even[_batches[0]]:.2f} was enough at batch {_batches[0]}: once the batch makes the verify "
                           f"pass compute-bound, its k + 1 rows cost up to k + 1 decode steps, and only a draft the target "
                           f"keeps more often pays for them."]),
-                      "Solution (computed by helpers.formulas.speculation and helpers.serving.speculative.verify_step_ratio)")
+                      "Solution (computed by helpers.formulas.speculation: verify_step_ratio, round_cost, break_even_alpha)")
     return
 
 

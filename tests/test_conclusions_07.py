@@ -13,14 +13,14 @@ import torch
 from helpers import records
 from helpers.engine import measure
 from helpers.engine.llm import EngineArgs
-from helpers.formulas import verdicts
+from helpers.formulas import speculation, verdicts
 from helpers.formulas.gpus import get_gpu
 from helpers.formulas.memory import weight_bytes
 from helpers.formulas.stepcost import decode_cost, forward_cost
 from helpers.formulas.verdicts import factor
 from helpers.measure import quality
 from helpers.present import expected, replay
-from helpers.serving import batching, blocks, kv_cache, kv_quant, prefix_reuse, speculative
+from helpers.serving import batching, blocks, kv_cache, kv_quant, prefix_reuse
 from helpers.serving.naive import Request, RequestTiming, ServeResult
 
 CPU_RECORDS = ("cpu-amd-epyc", "cpu-intel-xeon")
@@ -341,7 +341,7 @@ def test_kv_quant_quality_and_bytes_readings():
 @pytest.mark.parametrize("tokens, cost, word", [(3.2, 1.39, "can pay"), (3.0, 1.39 + 4 * 0.85, "cannot pay"),
                                                 (1.05, 1.0, "breaks even"), (2.5, 1.0, "can pay")])
 def test_pays_reads_tokens_against_the_rounds_cost(tokens, cost, word):
-    v = speculative.pays(tokens, cost)
+    v = speculation.pays(tokens, cost)
     assert v.words.startswith(word) and factor(tokens / cost) in v.words
 
 
@@ -370,13 +370,13 @@ def test_speculative_reading_says_what_its_numbers_show(regime):
 
 
 def test_verify_on_gpu_and_the_head_share():
-    rows = [speculative.verify_step_ratio(MODEL, 4, c, b) for c in (512, 4096) for b in (1, 16, 64, 256)]
-    short, long_ = speculative.verify_on_gpu(rows)
+    rows = [speculation.verify_step_ratio(MODEL, 4, c, b) for c in (512, 4096) for b in (1, 16, 64, 256)]
+    short, long_ = speculation.verify_on_gpu(rows)
     first = min(r.batch for r in rows if r.context == 512 and r.verify_bound == "compute")
     assert f"compute-bound at batch {first}" in short.words and "memory-bound at every batch up to 256" in long_.words
     from helpers.measure.local_models import TINY_CONFIG
 
-    v = speculative.head_share(TINY_CONFIG, "fp32")
+    v = speculation.head_share(TINY_CONFIG, "fp32")
     head = TINY_CONFIG["vocab_size"] * TINY_CONFIG["hidden_size"] * 4
     assert v.evidence["fraction"] == pytest.approx(head / decode_cost(TINY_CONFIG, 1, 1, "fp32").weight_read_bytes)
     assert f"({verdicts.share_band(v.evidence['fraction'])})" in v.words

@@ -147,8 +147,11 @@ def test_radix_and_hash_caches_compared_on_the_agentic_trace(tiny):
 
 @pytest.mark.slow
 def test_speculative_greedy_equals_generate_with_transformers_pass_counts(tiny):
-    """Greedy speculative decoding keeps the target's tokens; with prompt lookup and an early-exit draft
-    it takes as many target passes as transformers' assisted generation with the same drafter."""
+    """Greedy speculative decoding keeps the target's tokens; with prompt lookup it takes as many target
+    passes as transformers' assisted generation with the same rule; the early-exit draft proposes what
+    transformers' own first two layers, final norm and head make, and a draft of all the layers has every
+    draft kept."""
+    from helpers.engine.request import Request
     from helpers.measure import quality
     from helpers.serving import speculative as assisted
 
@@ -156,14 +159,27 @@ def test_speculative_greedy_equals_generate_with_transformers_pass_counts(tiny):
     want = reference(tiny.model, text, 16)
     plain = speculative.generate(tiny.model, [text], SamplingParams(max_tokens=16, ignore_eos=True))
     assert plain.outputs == [want] and plain.target_passes == 16
-    for drafter, kw in ((speculative.PromptLookup(3), {"prompt_lookup": True, "ngram": 3}),
-                        (speculative.DraftModel(tiny.model, num_layers=2), {"draft_layers": 2})):
+    for drafter in (speculative.PromptLookup(3), speculative.DraftModel(tiny.model, num_layers=2)):
         res = speculative.generate(tiny.model, [text], SamplingParams(max_tokens=16, ignore_eos=True), k=4,
                                    drafter=drafter)
-        theirs = assisted.speculate(tiny.model, text, 16, k=4, **kw)
-        assert res.outputs == [want]
-        assert res.target_passes == theirs.target_passes, drafter.name
-        assert sum(a for _, a in res.rounds) == theirs.accepted
+        assert res.outputs == [want], drafter.name
+        if isinstance(drafter, speculative.PromptLookup):
+            theirs = assisted.speculate(tiny.model, text, 16, k=4, ngram=3)
+            assert res.target_passes == theirs.target_passes
+            assert sum(a for _, a in res.rounds) == theirs.accepted
+    # the early exit by hand: transformers' hidden state after 2 of the 4 layers, its final norm and head, greedy
+    drafts, _ = speculative.DraftModel(tiny.model, num_layers=2).propose(
+        [Request(0, list(text), SamplingParams(max_tokens=16, ignore_eos=True))], [4])[0]
+    ids = list(text)
+    for _ in range(4):
+        with torch.inference_mode():
+            h = tiny.model(torch.tensor([ids]), output_hidden_states=True).hidden_states[2]
+            ids.append(int(tiny.model.lm_head(tiny.model.model.norm(h))[0, -1].argmax()))
+    assert drafts == ids[len(text):]
+    # all the layers: the draft is the target, every draft kept, k + 1 tokens a pass but the last (16 = 5 + 5 + 5 + 1)
+    same = speculative.generate(tiny.model, [text], SamplingParams(max_tokens=16, ignore_eos=True), k=4,
+                                drafter=speculative.DraftModel(tiny.model, num_layers=4))
+    assert same.outputs == [want] and same.rounds == [(4, 4), (4, 4), (4, 4), (0, 0)] and same.target_passes == 4
 
 
 def test_rejection_sampling_gives_the_target_distribution_exactly():
@@ -296,7 +312,7 @@ def test_verify_step_ratio_worked_by_hand():
     weights less the input embedding table (7,241,732,096 − 32,000 × 4,096 parameters × 2 B) and 512 tokens
     of K/V (131,072 B each): 14.29 GB / 3.35 TB/s = 4.27 ms, and verifying 4 drafts reads the same: ratio 1.
     At batch 256 the 5-token pass does 5 × 256 × 2 × 7.24e9 ≈ 18.5 TFLOP (18.7 ms at peak): compute-bound."""
-    from helpers.serving.speculative import verify_step_ratio
+    from helpers.formulas.speculation import verify_step_ratio
 
     one = verify_step_ratio("mistral-7b-v0.1", 4, 512, 1)
     weights = (7_241_732_096 - 32_000 * 4_096) * 2

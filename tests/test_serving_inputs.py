@@ -51,8 +51,8 @@ def test_generation_and_decoding_refuse_empty_out_of_vocabulary_and_too_long_pro
                          (lambda: prefix_reuse.prefix_reuse(m, [], [1]), "prefix_ids"),
                          (lambda: prefix_reuse.prefix_reuse(m, [1, 2], [vocab]), "suffix_ids"),
                          (lambda: prefix_reuse.prefix_reuse(m, [5] * positions, [5]), "positions"),
-                         (lambda: speculative.speculate(m, [], 4, prompt_lookup=True), "at least one token"),
-                         (lambda: speculative.speculate(m, [5, 6], 4, prompt_lookup=True, ngram=0), "ngram"),
+                         (lambda: speculative.speculate(m, [], 4), "at least one token"),
+                         (lambda: speculative.speculate(m, [5, 6], 4, ngram=0), "ngram"),
                          (lambda: kv_quant.quality_by_scheme(m, list(range(5, 80)), chunk=0), "chunk"),    # was range()
                          (lambda: kv_quant.speed_by_scheme(m, [5, 6], steps=0), "steps"),                  # was median([])
                          (lambda: kv_quant.bytes_by_scheme(m, "mistral-7b-v0.1", [], "fp32"), "at least one token")):

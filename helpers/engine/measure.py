@@ -9,10 +9,9 @@ import time
 from dataclasses import dataclass, replace
 from typing import Sequence
 
-from ..formulas.speculation import round_cost
+from ..formulas.speculation import pays, round_cost
 from ..formulas.verdicts import Verdict, change_verdict, share, speed, times_as
 from ..serving.naive import Request as ServeRequest, RequestTiming, ServeResult
-from ..serving.speculative import pays
 from . import speculative
 from .llm import Engine, EngineArgs
 from .request import SamplingParams
@@ -385,7 +384,7 @@ def edit_hits(model, prompt: Sequence[int], edit_at: int, block_size: int = 16) 
 def verify_cost(model, k: int, context: int, batch: int, repeats: int = 5) -> VerifyCost:
     """What a verify pass costs on this machine: one forward of `batch` sequences with `context` cached
     tokens each, k + 1 new rows per sequence, against the same with one row (a decode step); each the
-    fastest of `repeats`. The measured twin of helpers.serving.speculative.verify_step_ratio."""
+    fastest of `repeats`. The measured twin of helpers.formulas.speculation.verify_step_ratio."""
     from .kv import PagedKVCache
     from .runner import Chunk, Runner
 
@@ -515,7 +514,7 @@ def ttft_reading(p: PrefixTTFT) -> list[Verdict]:
 def speculative_reading(rows: Sequence[SpecRun], verify: Sequence[VerifyCost], draft_share: float) -> list[Verdict]:
     """Each drafter's runs: tokens per target pass against 1, the wall clock against plain decoding at the same
     batch (helpers.formulas.verdicts.speed), and what the measured verify pass predicts for it
-    (helpers.serving.speculative.pays: a round's tokens against its cost in decode steps — the verify pass, and
+    (helpers.formulas.speculation.pays: a round's tokens against its cost in decode steps — the verify pass, and
     for a draft model k draft steps of `draft_share` of a step each)."""
     cost = {v.batch: v.verify_over_decode for v in verify}
     plain = {r.batch: r for r in rows if not r.k}

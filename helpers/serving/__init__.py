@@ -12,7 +12,7 @@
 - `radix` — the prefix cache's radix tree (longest-prefix match, block-aligned hits, LRU eviction).
 - `prefix_reuse` — the TTFT a real prefilled-cache hit saves.
 - `kv_quant` — KV-cache quantization (fp8, 4, 2 bits): bytes against the formula, speed, KL and top-1.
-- `speculative` — draft model and prompt lookup: acceptance, tokens per target pass, wall-clock speed-up.
+- `speculative` — transformers' prompt lookup (the library's version): acceptance, tokens per target pass, wall-clock speed-up.
 - `engine` — a serving engine you can read (sub-package): scheduler with a token budget, chunked prefill
   and preemption, a paged KV cache tensor over `blocks`' allocator, a radix or block-hash prefix cache, one
   forward over the mixed batch, speculative decoding, an OpenAI-compatible server.

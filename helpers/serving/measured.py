@@ -101,7 +101,7 @@ def bench_serving() -> dict:
     from ..measure.quality import eval_ids
 
     text = eval_ids(tok, 160)
-    spec = speculative.speculate(m, text, w.decode_tokens, k=w.spec_k, prompt_lookup=True)
+    spec = speculative.speculate(m, text, w.decode_tokens, k=w.spec_k)
     fit = paged_fit(tok, w)
     eng = engine_figures(loaded, w)
     return {

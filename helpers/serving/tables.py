@@ -152,7 +152,7 @@ def speculative_frame(runs: Sequence):
 
 def verify_frame(costs: Sequence):
     """Verify passes against decode steps: helpers.engine.measure.VerifyCost (measured) or
-    helpers.serving.speculative.VerifyRatio (computed, with its bounds)."""
+    helpers.formulas.speculation.VerifyRatio (computed, with its bounds)."""
     rows = []
     for c in costs:
         row = {"context": c.context, "batch": c.batch, "k": c.k, "decode step (ms)": c.decode_step_ms,
