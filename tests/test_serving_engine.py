@@ -267,25 +267,26 @@ def test_bad_settings_say_what_is_allowed(tiny):
 
 
 def test_measurements_report_what_the_engine_did(micro):
-    """measure.py on the small model: chunked prefill takes the chunks the budget allows, a warm prefix
+    """helpers.serving.engine_runs and engine_caches on the small model: chunked prefill takes the chunks the budget allows, a warm prefix
     is reused whole, an edit stops both caches where it should, the timeline has a row per request per
     step it was in, and the engine's tokens equal generate's."""
-    from helpers.engine import measure
+    from helpers.serving import engine_caches, engine_runs
     from helpers.serving.naive import Request as ServeRequest
 
-    rows = measure.chunked_prefill(micro, [[1, 2, 3]] * 2, list(range(8)) * 8, 6, 2, [80, 18], repeats=1)
+    rows = engine_runs.chunked_prefill(micro, [[1, 2, 3]] * 2, list(range(8)) * 8, 6, 2, [80, 18], repeats=1)
     assert [r.prefill_steps for r in rows] == [1, math.ceil(64 / 16)]     # 18 tokens a step, less 2 decodes
-    ttft = measure.prefix_ttft(micro, [3] * 40, [[1, 2], [2, 1], [4, 4]], block_size=4)
+    assert all(r.same_tokens_as_first_budget for r in rows)
+    ttft = engine_caches.prefix_ttft(micro, [3] * 40, [[1, 2], [2, 1], [4, 4]], block_size=4)
     assert ttft.cached_tokens_per_warm_request == [40, 40] and ttft.same_first_token
-    edit = measure.edit_hits(micro, [1, 2, 3, 4, 5, 6, 7] * 6, 22, block_size=4)
+    edit = engine_caches.edit_hits(micro, [1, 2, 3, 4, 5, 6, 7] * 6, 22, block_size=4)
     assert edit.radix_reused_tokens == 22 and edit.hash_reused_tokens == 20
     reqs = [ServeRequest(i, tuple([1 + i, 2, 3] * (i + 1)), 4) for i in range(5)]
-    res, e = measure.serve(micro, reqs, EngineArgs(block_size=4, max_num_seqs=2, max_batch_tokens=8))
-    tl = measure.timeline(e.log)
+    res, e = engine_runs.serve(micro, reqs, EngineArgs(block_size=4, max_num_seqs=2, max_batch_tokens=8))
+    tl = engine_runs.timeline(e.log)
     assert {r["request"] for r in tl} == set(range(5)) and sum(r["state"] == "decode" for r in tl) == 5 * 3
-    summary = measure.log_summary(e, res)
+    summary = engine_runs.log_summary(e, res)
     assert summary.steps == len(e.log) and summary.requests == 5 and summary.preemptions == 0
-    same = measure.identical_to_generate(micro, [list(r.prompt) for r in reqs], 5)
+    same = engine_runs.identical_to_generate(micro, [list(r.prompt) for r in reqs], 5)
     assert same.identical and same.identical_requests == 5
 
 

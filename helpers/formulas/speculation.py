@@ -107,8 +107,9 @@ class AcceptanceFit:
 
 
 @dataclass(frozen=True)
-class VerifyRatio:
-    """A verify pass of k + 1 tokens per sequence against a decode step, both at a GPU's roofline floor."""
+class VerifyCost:
+    """A verify pass of k + 1 rows per sequence against a one-row decode step (measured:
+    helpers.serving.speculative.verify_cost)."""
 
     context: int
     batch: int
@@ -116,6 +117,12 @@ class VerifyRatio:
     decode_step_ms: float
     verify_pass_ms: float
     verify_over_decode: float
+
+
+@dataclass(frozen=True)
+class VerifyRatio(VerifyCost):
+    """A verify pass of k + 1 tokens per sequence against a decode step, both at a GPU's roofline floor."""
+
     verify_bound: str                # "memory" or "compute"
     decode_bound: str
     gpu: str

@@ -8,11 +8,14 @@
 - `blocks` — paged attention's block allocator (free list, block tables, reference counts, copy-on-write)
   against contiguous reservation, and a step-by-step simulation of both on a trace.
 - `batching` — one after another, static batches and transformers' continuous-batching manager (its
-  paged cache bounded from the model), slot timelines, padding, chunked prefill.
+  paged cache bounded from the model), slot timelines, padding.
 - `radix` — the prefix cache's radix tree (longest-prefix match, block-aligned hits, LRU eviction).
 - `prefix_reuse` — the TTFT a real prefilled-cache hit saves.
 - `kv_quant` — KV-cache quantization (fp8, 4, 2 bits): bytes against the formula, speed, KL and top-1.
-- `speculative` — transformers' prompt lookup (the library's version): acceptance, tokens per target pass, wall-clock speed-up.
+- `speculative` — the engine's speculative loop and transformers' prompt lookup (the library's version):
+  acceptance, tokens per target pass, wall-clock speed-up, the verify pass's cost.
+- `engine_runs`, `engine_caches` — the readable engine measured: against transformers, its step log,
+  chunked prefill; its prefix caches' TTFT and hits.
 - `engine` — a serving engine you can read (sub-package): scheduler with a token budget, chunked prefill
   and preemption, a paged KV cache tensor over `blocks`' allocator, a radix or block-hash prefix cache, one
   forward over the mixed batch, speculative decoding, an OpenAI-compatible server.
