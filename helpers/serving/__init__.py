@@ -12,10 +12,8 @@
 - `radix` — the prefix cache's radix tree (longest-prefix match, block-aligned hits, LRU eviction).
 - `prefix_reuse` — the TTFT a real prefilled-cache hit saves.
 - `kv_quant` — KV-cache quantization (fp8, 4, 2 bits): bytes against the formula, speed, KL and top-1.
-- `speculative` — the engine's speculative loop and transformers' prompt lookup (the library's version):
-  acceptance, tokens per target pass, wall-clock speed-up, the verify pass's cost.
-- `engine_runs`, `engine_caches` — the readable engine measured: against transformers, its step log,
-  chunked prefill; its prefix caches' TTFT and hits.
+- `speculative`, `engine_runs`, `engine_caches` — the readable engine measured (speculative decoding, also
+  against transformers' prompt lookup; serving, chunked prefill; its prefix caches).
 - `engine` — a serving engine you can read (sub-package): scheduler with a token budget, chunked prefill
   and preemption, a paged KV cache tensor over `blocks`' allocator, a radix or block-hash prefix cache, one
   forward over the mixed batch, speculative decoding, an OpenAI-compatible server.
