@@ -26,10 +26,11 @@ with app.setup:
     from helpers.present.glossary import term
     from helpers import engine
     from helpers.serving import batching, blocks, figures, kv_cache, kv_quant, prefix_reuse, speculative, tables, traces
+    from helpers.serving import engine_caches, engine_runs
     from helpers.serving import measured as serving_bench
     from helpers.serving.measured import chat_requests, paged_fit, paged_trace, workload
     from helpers.engine import kv as engine_kv
-    from helpers.engine import llm, measure, prefix_cache, runner, scheduler
+    from helpers.engine import llm, prefix_cache, runner, scheduler
     from helpers.engine import speculative as spec_loop
     from helpers.engine.llm import EngineArgs
     from helpers.formulas.stepcost import forward_cost
@@ -326,15 +327,15 @@ def _(engine_defaults, engine_form, model, tok, w):
     _sizes = engine_form.value or engine_defaults          # the submitted sizes, else the headless run's
     live_reqs = chat_requests(tok, w)[:12]
     _bs = int(_sizes["block"])
-    live_args = EngineArgs(block_size=_bs, num_blocks=max(_sizes["kv"] // _bs, measure.blocks_needed(live_reqs, _bs)),
+    live_args = EngineArgs(block_size=_bs, num_blocks=max(_sizes["kv"] // _bs, engine_runs.blocks_needed(live_reqs, _bs)),
                            max_num_seqs=_sizes["seqs"], max_batch_tokens=_sizes["budget"], prefix_cache="radix")
-    live, live_engine = measure.serve(model, live_reqs, live_args)
+    live, live_engine = engine_runs.serve(model, live_reqs, live_args)
     return live, live_args, live_engine, live_reqs
 
 
 @app.cell
 def _(live, live_args, live_engine, loaded):
-    figures.timeline_figure(measure.timeline(live_engine.log), live_engine.log, loaded,
+    figures.timeline_figure(engine_runs.timeline(live_engine.log), live_engine.log, loaded,
                             f"{len(live.timings)} chat requests, blocks of {live_args.block_size}, "
                             f"{live_args.max_batch_tokens} tokens per step, {live_args.max_num_seqs} at once, "
                             f"{live_args.blocks} blocks ({live_args.blocks * live_args.block_size:,} slots)")
@@ -343,7 +344,7 @@ def _(live, live_args, live_engine, loaded):
 
 @app.cell
 def _(live, live_args, live_engine, loaded):
-    live_summary = measure.log_summary(live_engine, live)
+    live_summary = engine_runs.log_summary(live_engine, live)
     plots.table(tables.log_summary_frame(live_summary), f"measured: the readable engine on {loaded.label}, "
                 f"{live_args.blocks} blocks of {live_args.block_size}")
     return (live_summary,)
@@ -363,7 +364,7 @@ def _(live_args, live_reqs, live_summary):
     the cap runs at once; a slot frees the step after a request finishes); red: a preemption — the newest
     request loses its blocks and is prefilled again later. Then move the controls: a prompt of p tokens needs at
     least ⌈p ÷ budget⌉ chunks, and a request's last block holds between 1 and block-size tokens.
-    """), expected.should_see(measure.log_reading(_s, live_args, live_reqs), [expected.computed(
+    """), expected.should_see(engine_runs.log_reading(_s, live_args, live_reqs), [expected.computed(
         "the scheduler reads token counts, token ids (the prefix cache) and free blocks, never the clock: on a GPU "
         "the same requests and sizes make the same steps, chunks and preemptions; only each step's time differs",
         "helpers.engine.scheduler")])])
@@ -401,7 +402,7 @@ def serve_four_ways(model, tok, w):
     continuous-batching manager and through the readable engine, each in a worker thread."""
     requests = chat_requests(tok, w)
     served = batching.compare_batching(model, requests, w.slots)
-    served["engine"] = batching.in_worker_thread(measure.serve, model, requests, EngineArgs(
+    served["engine"] = batching.in_worker_thread(engine_runs.serve, model, requests, EngineArgs(
         max_num_seqs=w.slots, max_batch_tokens=512, prefix_cache=None))[0]
     return requests, served
 
@@ -476,7 +477,7 @@ def _(model, tok, w):
     _short = [quality.eval_ids(tok, 24)[i:] for i in range(3)]
     _g = torch.Generator().manual_seed(0)
     _long = torch.randint(3, model.config.vocab_size, (w.long_prompt,), generator=_g).tolist()
-    chunk_runs = measure.chunked_prefill(model, _short, _long, 24, 3, [w.long_prompt + 8, w.chunk_budget])
+    chunk_runs = engine_runs.chunked_prefill(model, _short, _long, 24, 3, [w.long_prompt + 8, w.chunk_budget])
     return (chunk_runs,)
 
 
@@ -488,7 +489,7 @@ def _(chunk_runs, loaded):
 
 @app.cell(hide_code=True)
 def _(chunk_runs):
-    expected.should_see(measure.chunked_reading(chunk_runs[0], chunk_runs[1]), [expected.computed(
+    expected.should_see(engine_runs.chunked_reading(chunk_runs[0], chunk_runs[1]), [expected.computed(
         str(batching.chunks_on_gpu(expected.REFERENCE_MODEL, expected.REFERENCE_GPU, 4096, 512)),
         "helpers.serving.batching.chunks_on_gpu: helpers.formulas.stepcost at the datasheet's roofline")])
     return
@@ -525,10 +526,10 @@ def _(model, tok):
         return [[p for p, r in zip(_ids, trace) if r.round == k] for k in sorted({r.round for r in trace})]
 
     hit_block = 16
-    prefix_hits = {"chat": measure.cache_hits(model, _rounds(traces.chat_trace(16, seed=0)), hit_block),
-                   "agentic": measure.cache_hits(model, _rounds(traces.agentic_trace(agents=4, review_rounds=2, seed=0)),
+    prefix_hits = {"chat": engine_caches.cache_hits(model, _rounds(traces.chat_trace(16, seed=0)), hit_block),
+                   "agentic": engine_caches.cache_hits(model, _rounds(traces.agentic_trace(agents=4, review_rounds=2, seed=0)),
                                                  hit_block)}
-    edit = measure.edit_hits(model, traces.token_ids(tok, traces.agentic_trace(agents=1, seed=0))[0], 300, hit_block)
+    edit = engine_caches.edit_hits(model, traces.token_ids(tok, traces.agentic_trace(agents=1, seed=0))[0], 300, hit_block)
     return edit, hit_block, prefix_hits
 
 
@@ -553,7 +554,7 @@ def _(edit, hit_block, prefix_hits):
     block copy on the agentic trace ({_a.radix.copy_on_write_copies} copies). An **edit** at token
     {edit.edited_position} of a {edit.prompt_tokens:,}-token prompt served before: every later block's hash, and
     every later node of the tree, depends on the edited token, so neither cache can reuse past it.
-    """), expected.should_see(measure.hits_reading(prefix_hits, hit_block) + [measure.edit_reading(edit)],
+    """), expected.should_see(engine_caches.hits_reading(prefix_hits, hit_block) + [engine_caches.edit_reading(edit)],
                               [expected.computed(
         "the caches read token ids and block counts, nothing of a device: with the same tokenizer and trace a GPU "
         "run reuses the same tokens", "helpers.engine.prefix_cache")])])
@@ -576,7 +577,7 @@ def _(loaded, model, w):
     _g = torch.Generator().manual_seed(0)
     _prefix = torch.randint(3, model.config.vocab_size, (w.prefix_tokens,), generator=_g).tolist()
     _suffixes = [torch.randint(3, model.config.vocab_size, (w.suffix_tokens,), generator=_g).tolist() for _ in range(4)]
-    reuse = measure.prefix_ttft(model, _prefix, _suffixes)
+    reuse = engine_caches.prefix_ttft(model, _prefix, _suffixes)
     plots.table(tables.prefix_ttft_frame(reuse), f"measured: the readable engine on {loaded.label}")
     return (reuse,)
 
@@ -597,7 +598,7 @@ def _(reuse):
     **Measured:** the same first token cold and warm: **{reuse.same_first_token}**. Prefilling p + s tokens against s
     over a cached prefix is a token ratio of (p + s) ÷ s; the time ratio departs from it by what a step costs
     besides its tokens' matrix products (attention over the whole prefix, a fixed part per step).
-    """), expected.should_see(measure.ttft_reading(reuse), [expected.computed(
+    """), expected.should_see(engine_caches.ttft_reading(reuse), [expected.computed(
         str(prefix_reuse.hit_on_gpu(expected.REFERENCE_MODEL, expected.REFERENCE_GPU, reuse.prefix_tokens,
                                     reuse.suffix_tokens)),
         "helpers.serving.prefix_reuse.hit_on_gpu: helpers.formulas.stepcost at the datasheet's roofline")])])
@@ -749,7 +750,7 @@ def _(alpha_pick, spec_k):
     for one verify pass (v decode steps: about 1 while the pass stays {term("memory-bound")}, up to k + 1 once it is
     compute-bound) and k draft steps of c decode steps each. It **pays** when E beats that cost,
     v + k·c (`speculation.round_cost`), by more than the {verdicts.CHANGE_MARGIN:.0%} margin
-    (`speculative.pays`); it **breaks even** at the α where E = v + k·c (`speculation.break_even_alpha`).
+    (`speculation.pays`); it **breaks even** at the α where E = v + k·c (`speculation.break_even_alpha`).
 
     **Worked example** (`helpers.formulas.speculation.tokens_per_pass_parts`), α = {_p.alpha:.2f}, k = {_p.k}:
 
@@ -781,11 +782,11 @@ def _(spec_box, spec_parts):
 def _(qloaded, spec_k, w):
     spec_text = quality.eval_ids(qloaded.tokenizer, 160, profile=qloaded.profile)
     spec_context = len(spec_text) + w.decode_tokens // 2       # cached tokens at a typical step
-    spec_rows = measure.speculative_runs(qloaded.model, spec_text, w.decode_tokens, k=spec_k,
+    spec_rows = speculative.speculative_runs(qloaded.model, spec_text, w.decode_tokens, k=spec_k,
                                             draft_layers=w.draft_layers)
-    spec_batch = measure.speculative_runs(qloaded.model, spec_text, w.decode_tokens, k=spec_k,
+    spec_batch = speculative.speculative_runs(qloaded.model, spec_text, w.decode_tokens, k=spec_k,
                                              draft_layers=w.draft_layers, batch=8)
-    library = speculative.speculate(qloaded.model, spec_text, w.decode_tokens, k=spec_k, prompt_lookup=True)
+    library = speculative.speculate(qloaded.model, spec_text, w.decode_tokens, k=spec_k)
     plots.table(tables.speculative_frame(spec_rows + spec_batch), f"measured: the readable engine's loop on {qloaded.label}, "
                 f"greedy, k = {spec_k}")
     return library, spec_batch, spec_context, spec_rows, spec_text
@@ -818,11 +819,11 @@ def _():
 @app.cell
 def _(qloaded, spec_context, spec_k):
     # what verifying k drafts costs against a decode step: measured here, and computed for Mistral 7B on an H100
-    verify_here = [measure.verify_cost(qloaded.model, spec_k, spec_context, b) for b in (1, 8)]
-    verify_cost = [speculative.verify_step_ratio("mistral-7b-v0.1", spec_k, c, b)
+    verify_here = [speculative.verify_cost(qloaded.model, spec_k, spec_context, b) for b in (1, 8)]
+    verify_cost = [speculation.verify_step_ratio("mistral-7b-v0.1", spec_k, c, b)
                    for c in (512, 4096) for b in (1, 16, 64, 256)]
     mo.vstack([plots.table(tables.verify_frame(verify_here), f"measured: the engine's runner on {qloaded.label}, fastest of 5"),
-               plots.table(tables.verify_frame(verify_cost), "computed: helpers.serving.speculative.verify_step_ratio "
+               plots.table(tables.verify_frame(verify_cost), "computed: helpers.formulas.speculation.verify_step_ratio "
                                         "(helpers.formulas.stepcost at the H100's roofline)")])
     return verify_cost, verify_here
 
@@ -832,14 +833,14 @@ def _(exact, library, qloaded, spec_batch, spec_context, spec_rows, trained, ver
     _plain, _pl, _dm = spec_rows
     _same = all(r.identical_to_plain for r in spec_rows + spec_batch)
     _exact = bool((exact["what comes out"] - exact["target p"]).abs().max() < 1e-12)
-    spec_share = speculative.draft_step_share(qloaded.spec, w.draft_layers, spec_context, qloaded.dtype)
+    spec_share = speculation.draft_step_share(qloaded.spec, w.draft_layers, spec_context, qloaded.dtype)
     _share = spec_share
     mo.vstack([mo.md(f"""
     **Measured:** prompt lookup made its {w.decode_tokens} tokens in {_pl.target_passes} target passes; transformers'
     assisted generation with the same rule, *the library's version*, in {library.target_passes}
     ({"the same" if library.target_passes == _pl.target_passes else "NOT the same"}). The early-exit draft uses
     {w.draft_layers} of {qloaded.model.config.num_hidden_layers} layers, each draft step reading {_share:.0%} of what a
-    target step reads (`speculative.draft_step_share`). Output identical to plain decoding in every run: **{_same}**.
+    target step reads (`speculation.draft_step_share`). Output identical to plain decoding in every run: **{_same}**.
     The enumeration above: what comes out of one accept step equals the target's p
     **{"exactly" if _exact else "NOT exactly"}** — rejection sampling loses nothing (the tests repeat it on a model with a
     seeded goodness-of-fit test).{"" if trained else " (Random weights: the draft's tokens are kept by chance only.)"}
@@ -848,11 +849,11 @@ def _(exact, library, qloaded, spec_batch, spec_context, spec_rows, trained, ver
     draft model, its k draft steps; it yields the tokens per pass. A single row runs as a matrix–vector product,
     several rows as a matrix product, so what k + 1 rows cost against one is this machine's, and it moves with the
     load.
-    """), expected.should_see(measure.speculative_reading(spec_rows + spec_batch, verify_here, _share)
-                              + [speculative.head_share(qloaded.spec, qloaded.dtype)],
-                              [expected.computed(str(v), "helpers.serving.speculative.verify_step_ratio: "
+    """), expected.should_see(speculative.speculative_reading(spec_rows + spec_batch, verify_here, _share)
+                              + [speculation.head_share(qloaded.spec, qloaded.dtype)],
+                              [expected.computed(str(v), "helpers.formulas.speculation.verify_step_ratio: "
                                                  "helpers.formulas.stepcost at the datasheet's roofline")
-                               for v in speculative.verify_on_gpu(verify_cost)]
+                               for v in speculation.verify_on_gpu(verify_cost)]
                               + [expected.cited(
                                   f"with smaller T5 models as drafts, Leviathan et al. decode T5-XXL "
                                   f"{expected.published('leviathan_t5xxl_speedup_low').value:g}×–"
@@ -867,7 +868,7 @@ def _():
     # the problem: the break-even acceptance of a draft model, at a batch whose verify pass stays memory-bound and at
     # one that makes it compute-bound (Mistral 7B on an H100 SXM, helpers.formulas.stepcost at the roofline)
     _k, _c, _ctx, _batches = 4, 0.05, 512, (1, 256)
-    _v = {_b: speculative.verify_step_ratio("mistral-7b-v0.1", _k, _ctx, _b) for _b in _batches}
+    _v = {_b: speculation.verify_step_ratio("mistral-7b-v0.1", _k, _ctx, _b) for _b in _batches}
     _cost = {_b: speculation.round_cost(_v[_b].verify_over_decode, _k, _c) for _b in _batches}
     _even = {_b: speculation.break_even_alpha(_k, _cost[_b]) for _b in _batches}
     _pay = {_b: speculation.break_even_alpha(_k, _cost[_b] * (1 + verdicts.CHANGE_MARGIN)) for _b in _batches}
@@ -881,14 +882,14 @@ def _():
     notebook.exercise(3, f"The break-even acceptance. Mistral 7B on an H100 SXM, {_ctx} tokens of context, a draft "
                       f"model whose step costs c = {_c:g} of a target step, k = {_k}. At batch {_batches[0]} and at batch "
                       f"{_batches[1]}, what per-token acceptance α must the draft reach for a round to break even, and to "
-                      f"pay by the {verdicts.CHANGE_MARGIN:.0%} margin? (`speculative.verify_step_ratio` gives the verify "
+                      f"pay by the {verdicts.CHANGE_MARGIN:.0%} margin? (`speculation.verify_step_ratio` gives the verify "
                       "pass v in decode steps.)",
                       "\n".join([_at(_b) for _b in _batches] + [
                           "", f"The same draft needs α ≥ {_even[_batches[1]]:.2f} at batch {_batches[1]} where "
                           f"{_even[_batches[0]]:.2f} was enough at batch {_batches[0]}: once the batch makes the verify "
                           f"pass compute-bound, its k + 1 rows cost up to k + 1 decode steps, and only a draft the target "
                           f"keeps more often pays for them."]),
-                      "Solution (computed by helpers.formulas.speculation and helpers.serving.speculative.verify_step_ratio)")
+                      "Solution (computed by helpers.formulas.speculation: verify_step_ratio, round_cost, break_even_alpha)")
     return
 
 
@@ -959,10 +960,10 @@ def _(chunk_runs, fit, kvq_bytes, kvq_speed, on_off, prefix_hits, reuse, served,
     - **Paging** stores what sequences hold, not what they might: {fit.paged} sequences fit paged in the memory
       where {fit.contiguous} fit contiguously; the engine's cache is a tensor of blocks read through each request's table.
     - **Continuous batching** fills freed slots at once: {batching.reading(served)[0]}. With a token budget,
-      {measure.chunked_reading(chunk_runs[0], chunk_runs[1])[1]}; preemption trades recomputation for memory.
+      {engine_runs.chunked_reading(chunk_runs[0], chunk_runs[1])[1]}; preemption trades recomputation for memory.
     - **Prefix caching** pays where prompts share prefixes — the radix tree reused
       {", ".join(f"{verdicts.share(r.radix.reused_tokens, r.radix.prompt_tokens).words} of the {t} trace's prompt tokens" for t, r in prefix_hits.items())};
-      {measure.ttft_reading(reuse)[0]}.
+      {engine_caches.ttft_reading(reuse)[0]}.
     - **KV-cache quantization** buys memory: the cache is {", ".join(f"{r.share_of_full:.0%} ({r.scheme})" for r in kvq_bytes[1:])}
       of full precision; its speed here, {kv_quant.speed_reading(kvq_speed)}; its quality cost is measured, not assumed.
     - **Speculative decoding** {"kept the target's output exactly" if _lossless else "**changed the output**"}; it pays

@@ -11,16 +11,15 @@ import pytest
 import torch
 
 from helpers import records
-from helpers.engine import measure
 from helpers.engine.llm import EngineArgs
-from helpers.formulas import verdicts
+from helpers.formulas import speculation, verdicts
 from helpers.formulas.gpus import get_gpu
 from helpers.formulas.memory import weight_bytes
 from helpers.formulas.stepcost import decode_cost, forward_cost
 from helpers.formulas.verdicts import factor
 from helpers.measure import quality
 from helpers.present import expected, replay
-from helpers.serving import batching, blocks, kv_cache, kv_quant, prefix_reuse, speculative
+from helpers.serving import batching, blocks, engine_caches, engine_runs, kv_cache, kv_quant, prefix_reuse, speculative
 from helpers.serving.naive import Request, RequestTiming, ServeResult
 
 CPU_RECORDS = ("cpu-amd-epyc", "cpu-intel-xeon")
@@ -143,27 +142,27 @@ def test_paging_reading_on_a_trace_and_where_reservations_are_exact():
 def test_log_reading_and_the_blocks_that_prevent_preemption(tiny):
     prompts = [quality.eval_ids(tiny.tokenizer, 80)[i:i + n] for i, n in ((0, 40), (3, 60), (7, 25), (1, 70))]
     reqs = [Request(i, tuple(p), 24) for i, p in enumerate(prompts)]
-    need = measure.blocks_without_preemption(reqs, 8, 4)
+    need = engine_runs.blocks_without_preemption(reqs, 8, 4)
     assert need == sum(math.ceil((len(p) + 24) / 8) for p in prompts)
-    small = EngineArgs(block_size=8, num_blocks=measure.blocks_needed(reqs, 8), max_num_seqs=4, max_batch_tokens=32)
-    res, e = measure.serve(tiny.model, reqs, small)
-    s = measure.log_summary(e, res)
-    v = measure.log_reading(s, small, reqs)
+    small = EngineArgs(block_size=8, num_blocks=engine_runs.blocks_needed(reqs, 8), max_num_seqs=4, max_batch_tokens=32)
+    res, e = engine_runs.serve(tiny.model, reqs, small)
+    s = engine_runs.log_summary(e, res)
+    v = engine_runs.log_reading(s, small, reqs)
     assert s.preemptions > 0 and f"{s.preemptions} preemptions with {small.blocks} blocks" in v[1].words
     assert "cut" in v[0].words                      # 40–70-token prompts, a 32-token budget
     assert f"({verdicts.share_band(s.tokens_at_peak / (s.peak_blocks * 8))})" in v[2].words
     # with the blocks the rule names, none is preempted: the sentence's claim, run
     big = EngineArgs(block_size=8, num_blocks=need, max_num_seqs=4, max_batch_tokens=256)
-    res, e = measure.serve(tiny.model, reqs, big)
-    s = measure.log_summary(e, res)
-    v = measure.log_reading(s, big, reqs)
+    res, e = engine_runs.serve(tiny.model, reqs, big)
+    s = engine_runs.log_summary(e, res)
+    v = engine_runs.log_reading(s, big, reqs)
     assert s.preemptions == 0 and v[1].words.startswith("no preemption") and "every prompt prefilled in one step" in v[0].words
 
 
 # ----------------------------------------------------------------------------- chunked prefill
 
 def chunk_run(budget, steps, largest, worst, ttft):
-    return measure.ChunkedRun(budget, 512, steps, largest, worst, worst, ttft)
+    return engine_runs.ChunkedRun(budget, 512, steps, largest, worst, worst, ttft)
 
 
 GPU_WHOLE = floor_s(forward_cost(MODEL, 4096))
@@ -179,7 +178,7 @@ CHUNKED = {
 @pytest.mark.parametrize("regime", CHUNKED)
 def test_chunked_reading_says_what_its_numbers_show(regime):
     one, chunked = CHUNKED[regime]
-    v = measure.chunked_reading(one, chunked)
+    v = engine_runs.chunked_reading(one, chunked)
     assert f"{one.largest_step_tokens:,} tokens in one step and {chunked.largest_step_tokens:,}" in v[0].words
     said(v[1], one.worst_gap_ms / chunked.worst_gap_ms, "shorter", "longer", "as long")
     assert factor(one.worst_gap_ms / one.long_prompt_ttft_ms) in v[1].words
@@ -189,7 +188,7 @@ def test_chunked_reading_says_what_its_numbers_show(regime):
 
 
 def test_chunked_reading_without_gaps_says_so():
-    v = measure.chunked_reading(chunk_run(520, 1, 515, None, 27.1), chunk_run(64, 9, 64, None, 48.7))
+    v = engine_runs.chunked_reading(chunk_run(520, 1, 515, None, 27.1), chunk_run(64, 9, 64, None, 48.7))
     assert "no gap to compare" in v[1].words
 
 
@@ -202,30 +201,30 @@ def test_chunks_on_gpu_against_each_chunks_floor():
 # ----------------------------------------------------------------------------- prefix caching
 
 def hits(prompt, radix, hashed):
-    run = lambda kind, h: measure.CacheRun(kind, sum(prompt), sum(h), sum(h) / sum(prompt), 0, h, prompt)  # noqa: E731
-    return measure.CacheHits(run("radix", radix), run("hash", hashed), True)
+    run = lambda kind, h: engine_caches.CacheRun(kind, sum(prompt), sum(h), sum(h) / sum(prompt), 0, h, prompt)  # noqa: E731
+    return engine_caches.CacheHits(run("radix", radix), run("hash", hashed), True)
 
 
 def test_hits_reading_bands_and_the_block_between_the_caches():
     runs = {"agentic": hits([600, 900, 900], [0, 590, 880], [0, 576, 880]),
             "chat": hits([70, 80, 75], [3, 4, 0], [0, 0, 0])}
-    agentic, chat = measure.hits_reading(runs, 16)
+    agentic, chat = engine_caches.hits_reading(runs, 16)
     assert "(most)" in agentic.words and "0 to 14 tokens more" in agentic.words and "less than one 16-token block" in agentic.words
     assert "(a small part)" in chat.words
     # a hash hit the tree missed (another eviction order): no claim of "less than a block"
-    (odd,) = measure.hits_reading({"odd": hits([64, 64], [0, 16], [0, 32])}, 16)
+    (odd,) = engine_caches.hits_reading({"odd": hits([64, 64], [0, 16], [0, 32])}, 16)
     assert "-16 to 0 tokens more" in odd.words and "block" not in odd.words.split(";")[1]
 
 
 def test_edit_reading_checks_where_each_cache_stopped():
-    ok = measure.edit_reading(measure.EditHits(670, 300, 16, 300, 288))
+    ok = engine_caches.edit_reading(engine_caches.EditHits(670, 300, 16, 300, 288))
     assert "(up to the edit)" in ok.words and "(the 18 whole blocks before it)" in ok.words
-    bad = measure.edit_reading(measure.EditHits(670, 300, 16, 296, 300))
+    bad = engine_caches.edit_reading(engine_caches.EditHits(670, 300, 16, 296, 300))
     assert "NOT up to the edit" in bad.words and "NOT the whole blocks" in bad.words
 
 
 def ttft(cold, warm, prefix=1000, suffix=32):
-    return measure.PrefixTTFT(prefix, suffix, "radix", cold, warm, cold / warm, [prefix] * 3, True)
+    return engine_caches.PrefixTTFT(prefix, suffix, "radix", cold, warm, cold / warm, [prefix] * 3, True)
 
 
 GPU_HIT = prefix_reuse.hit_on_gpu(MODEL, GPU, 1000, 32)
@@ -237,7 +236,7 @@ TTFT = {"xeon": ttft(63.2, 6.86),                                 # 07's execute
 @pytest.mark.parametrize("regime", TTFT)
 def test_ttft_reading_against_the_token_ratio(regime):
     p = TTFT[regime]
-    v = measure.ttft_reading(p)
+    v = engine_caches.ttft_reading(p)
     said(v[0], p.ttft_cold_ms / p.ttft_warm_ms, "faster", "slower", "as fast")
     expect = {"xeon": "below the token ratio", "floor": "below the token ratio",
               "proportional": "at the token ratio", "above": "above the token ratio"}[regime]
@@ -254,8 +253,8 @@ def test_ttft_reading_live_on_the_tiny_model(tiny):
     g = torch.Generator().manual_seed(0)
     prefix = torch.randint(3, 1000, (200,), generator=g).tolist()
     suffixes = [torch.randint(3, 1000, (16,), generator=g).tolist() for _ in range(3)]
-    p = measure.prefix_ttft(tiny.model, prefix, suffixes)
-    v = measure.ttft_reading(p)
+    p = engine_caches.prefix_ttft(tiny.model, prefix, suffixes)
+    v = engine_caches.ttft_reading(p)
     said(v[0], p.ttft_ratio, "faster", "slower", "as fast")
 
 
@@ -341,14 +340,14 @@ def test_kv_quant_quality_and_bytes_readings():
 @pytest.mark.parametrize("tokens, cost, word", [(3.2, 1.39, "can pay"), (3.0, 1.39 + 4 * 0.85, "cannot pay"),
                                                 (1.05, 1.0, "breaks even"), (2.5, 1.0, "can pay")])
 def test_pays_reads_tokens_against_the_rounds_cost(tokens, cost, word):
-    v = speculative.pays(tokens, cost)
+    v = speculation.pays(tokens, cost)
     assert v.words.startswith(word) and factor(tokens / cost) in v.words
 
 
 def spec_rows(batch, plain_s, lookup, draft):
-    return [measure.SpecRun("none (plain decoding)", 0, batch, 1.0, 48, plain_s, 1.0, None, True),
-            measure.SpecRun("prompt lookup (n-gram ≤ 3)", 4, batch, 3.2, 15, plain_s / lookup, lookup, 0.58, True),
-            measure.SpecRun("draft model (2 of 4 layers, early exit)", 4, batch, 3.0, 16, plain_s / draft, draft, 0.52, True)]
+    return [speculative.SpecRun("none (plain decoding)", 0, batch, 1.0, 48, plain_s, 1.0, None, True),
+            speculative.SpecRun("prompt lookup (n-gram ≤ 3)", 4, batch, 3.2, 15, plain_s / lookup, lookup, 0.58, True),
+            speculative.SpecRun("draft model (2 of 4 layers, early exit)", 4, batch, 3.0, 16, plain_s / draft, draft, 0.52, True)]
 
 
 SPEC = {  # (rows, verify ÷ decode, draft share)
@@ -361,7 +360,7 @@ SPEC = {  # (rows, verify ÷ decode, draft share)
 @pytest.mark.parametrize("regime", SPEC)
 def test_speculative_reading_says_what_its_numbers_show(regime):
     rows, verify, share = SPEC[regime]
-    v = measure.speculative_reading(rows, [measure.VerifyCost(184, 1, 4, 2.0, 2.0 * verify, verify)], share)
+    v = speculative.speculative_reading(rows, [speculative.VerifyCost(184, 1, 4, 2.0, 2.0 * verify, verify)], share)
     for r, text in zip(rows[1:], v):
         said(text, r.speedup, "faster", "slower", "as fast")
         cost = verify + (0 if r.drafter.startswith("prompt") else 4 * share)
@@ -370,13 +369,13 @@ def test_speculative_reading_says_what_its_numbers_show(regime):
 
 
 def test_verify_on_gpu_and_the_head_share():
-    rows = [speculative.verify_step_ratio(MODEL, 4, c, b) for c in (512, 4096) for b in (1, 16, 64, 256)]
-    short, long_ = speculative.verify_on_gpu(rows)
+    rows = [speculation.verify_step_ratio(MODEL, 4, c, b) for c in (512, 4096) for b in (1, 16, 64, 256)]
+    short, long_ = speculation.verify_on_gpu(rows)
     first = min(r.batch for r in rows if r.context == 512 and r.verify_bound == "compute")
     assert f"compute-bound at batch {first}" in short.words and "memory-bound at every batch up to 256" in long_.words
     from helpers.measure.local_models import TINY_CONFIG
 
-    v = speculative.head_share(TINY_CONFIG, "fp32")
+    v = speculation.head_share(TINY_CONFIG, "fp32")
     head = TINY_CONFIG["vocab_size"] * TINY_CONFIG["hidden_size"] * 4
     assert v.evidence["fraction"] == pytest.approx(head / decode_cost(TINY_CONFIG, 1, 1, "fp32").weight_read_bytes)
     assert f"({verdicts.share_band(v.evidence['fraction'])})" in v.words

@@ -7,7 +7,8 @@ import torch
 
 from helpers.formulas import memory
 from helpers.measure import quality
-from helpers.serving import batching, kv_cache, kv_quant, naive, prefix_reuse, speculative
+from helpers.formulas import speculation
+from helpers.serving import batching, engine_runs, kv_cache, kv_quant, naive, prefix_reuse, speculative
 
 
 def test_work_without_cache_by_hand():
@@ -180,50 +181,49 @@ def test_quantized_cache_quality_degrades_with_fewer_bits(tiny):
 
 
 def test_expected_tokens_per_pass_by_hand():
-    assert speculative.expected_tokens_per_pass(0.5, 2) == pytest.approx(1 + 0.5 + 0.25)
-    assert speculative.expected_tokens_per_pass(0.0, 4) == 1.0
-    assert speculative.expected_tokens_per_pass(1.0, 4) == 5.0
+    assert speculation.expected_tokens_per_pass(0.5, 2) == pytest.approx(1 + 0.5 + 0.25)
+    assert speculation.expected_tokens_per_pass(0.0, 4) == 1.0
+    assert speculation.expected_tokens_per_pass(1.0, 4) == 5.0
     with pytest.raises(ValueError, match="alpha"):
-        speculative.expected_tokens_per_pass(1.5, 2)
+        speculation.expected_tokens_per_pass(1.5, 2)
 
 
 def test_acceptance_model_on_worked_rounds():
     # one round kept all 4, one rejected the first: 4 accepted, 1 rejection, 5 checked -> α = 0.8
-    fit = speculative.acceptance_model([(4, 4), (4, 0)])
+    fit = speculation.acceptance_model([(4, 4), (4, 0)])
     assert (fit.rejections, fit.alpha) == (1, pytest.approx(0.8))
     assert fit.expected == pytest.approx(1 + 0.8 + 0.64 + 0.512 + 0.4096)   # eq. 1 at k = 4: 3.3616
     assert fit.measured == pytest.approx((4 + 2) / 2)
     # the acceptance rate (accepted ÷ drafted) expected at α = 0.8, k = 4: 59 %, not 80 % (module docstring)
-    assert (speculative.expected_tokens_per_pass(0.8, 4) - 1) / 4 == pytest.approx(0.5904)
+    assert (speculation.expected_tokens_per_pass(0.8, 4) - 1) / 4 == pytest.approx(0.5904)
     # rounds without a draft (prompt lookup found no n-gram) yield one token and count no rejection
-    empty = speculative.acceptance_model([(0, 0), (0, 0), (2, 1)])
+    empty = speculation.acceptance_model([(0, 0), (0, 0), (2, 1)])
     assert (empty.rejections, empty.alpha) == (1, pytest.approx(0.5))
     assert empty.expected == pytest.approx((1 + 1 + (1 + 0.5 + 0.25)) / 3) and empty.measured == pytest.approx(4 / 3)
     # each round at its own draft length: a short last round is not held to k
-    short = speculative.acceptance_model([(4, 4), (1, 1)])
+    short = speculation.acceptance_model([(4, 4), (1, 1)])
     assert short.alpha == 1.0 and short.expected == pytest.approx((5 + 2) / 2) == short.measured
     for bad in ([], [(2, 3)], [(-1, 0)]):
         with pytest.raises(ValueError):
-            speculative.acceptance_model(bad)
+            speculation.acceptance_model(bad)
 
 
 def test_fit_sentence_follows_its_rule():
-    assert "within 15%" in speculative.fit_sentence(3.0, 3.3616)
+    assert "within 15%" in speculation.fit_sentence(3.0, 3.3616)
     # all or nothing, k = 16: α = 16/17, independence predicts a rejection in 1 − α^16 = 62 % of rounds, half had one
-    clustered = speculative.acceptance_model([(16, 16), (16, 0)])
+    clustered = speculation.acceptance_model([(16, 16), (16, 0)])
     assert clustered.measured == 9.0 and clustered.expected == pytest.approx(10.93, abs=0.01)
-    assert "cluster" in speculative.fit_sentence(clustered.measured, clustered.expected)
+    assert "cluster" in speculation.fit_sentence(clustered.measured, clustered.expected)
     # 3 of 4 every round, then a rejection: α = 0.75, every round rejects where 68 % would
-    regular = speculative.acceptance_model([(4, 3)] * 4)
+    regular = speculation.acceptance_model([(4, 3)] * 4)
     assert regular.measured == 4.0 and regular.expected == pytest.approx(3.05, abs=0.01)
-    assert "similar part" in speculative.fit_sentence(regular.measured, regular.expected)
+    assert "similar part" in speculation.fit_sentence(regular.measured, regular.expected)
     with pytest.raises(ValueError):
-        speculative.fit_sentence(1.0, 0.0)
+        speculation.fit_sentence(1.0, 0.0)
 
 
-@pytest.mark.parametrize("kw", [{"draft_layers": 2}, {"prompt_lookup": True}], ids=["draft", "lookup"])
-def test_speculative_decoding_is_lossless_and_counted(tiny, kw):
-    r = speculative.speculate(tiny.model, quality.eval_ids(tiny.tokenizer, 60), 20, k=3, **kw)
+def test_speculative_decoding_is_lossless_and_counted(tiny):
+    r = speculative.speculate(tiny.model, quality.eval_ids(tiny.tokenizer, 60), 20, k=3)
     assert r.identical_to_greedy and r.new_tokens == 20
     assert r.plain_target_passes == 20                       # one per token without speculation
     assert 0 <= r.accepted <= r.drafted
@@ -235,43 +235,18 @@ def test_speculative_decoding_is_lossless_and_counted(tiny, kw):
     assert r.alpha >= r.acceptance_rate
 
 
-def test_draft_model_shares_the_target_weights(tiny):
-    d = speculative.draft_model(tiny.model, 2)
-    assert len(d.model.layers) == 2 and d.config.num_hidden_layers == 2
-    assert d.lm_head.weight.data_ptr() == tiny.model.lm_head.weight.data_ptr()
-    assert tiny.model.config.num_hidden_layers == 4 and len(tiny.model.model.layers) == 4
-    with pytest.raises(ValueError, match="from 1 to 4"):
-        speculative.draft_model(tiny.model, 5)
-    same = speculative.draft_model(tiny.model, 4)          # all the layers: identical, its own object
-    assert same is not tiny.model and list(same.model.layers) == list(tiny.model.model.layers)
-    assert not same._forward_pre_hooks and not same._forward_hooks
-
-
-def test_speculate_takes_an_explicit_draft_and_gives_its_config_back(tiny):
-    """draft=<model>: the same counts as draft_layers=<n> for the same draft, and the draft's own generation
-    config is the caller's again afterwards."""
-    ids = quality.eval_ids(tiny.tokenizer, 60)
-    d = speculative.draft_model(tiny.model, 2)
-    before = d.generation_config
-    r = speculative.speculate(tiny.model, ids, 20, k=3, draft=d)
-    assert d.generation_config is before
-    by_layers = speculative.speculate(tiny.model, ids, 20, k=3, draft_layers=2)
-    for key in ("new_tokens", "drafted", "accepted", "rounds", "target_passes", "identical_to_greedy"):
-        assert getattr(r, key) == getattr(by_layers, key), key
-    assert r.accepted + r.target_passes == 20 and r.rounds == r.target_passes
-
-
 def test_chunked_prefill_splits_the_long_prompt_by_the_token_budget(tiny):
+    """The engine's chunked prefill (helpers.serving.engine_runs) on the tiny model: without chunking one
+    prefill step; with a budget of 32 and three requests decoding beside it, chunks of 32 less their 3 decode
+    rows, ⌈150 ÷ 29⌉ = 6 steps, none larger than the budget; every request's tokens the same either way."""
     ids = quality.eval_ids(tiny.tokenizer, 200)
-    rows = batching.chunked_prefill(tiny.model, [ids[:10], ids[3:15]], ids[:150], 6, 0.0, [256, 32])
-    assert [r.fewest_chunks for r in rows] == [1, math.ceil(150 / 32)]
-    # counted from the model's steps: one prefill step without chunking; with a budget of 32, at least the
-    # 5 chunks, and more when the others' tokens share the steps — at most all of them: their prompts
-    # (10 + 12, arriving with it) and their 6 new tokens each
-    assert rows[0].prefill_steps == 1
-    assert math.ceil(150 / 32) <= rows[1].prefill_steps <= math.ceil((150 + 10 + 12 + 2 * 6) / 32)
+    shorts = [ids[:10], ids[3:15], ids[5:13]]
+    rows = engine_runs.chunked_prefill(tiny.model, shorts, ids[:150], 6, 2, [256, 32], repeats=1)
+    assert [r.token_budget for r in rows] == [256, 32]
+    assert rows[0].prefill_steps == 1 and rows[0].largest_step_tokens >= 150
+    assert rows[1].prefill_steps == math.ceil(150 / (32 - 3)) and rows[1].largest_step_tokens <= 32
     assert all(r.long_prompt_tokens == 150 and r.long_prompt_ttft_ms > 0 for r in rows)
-    assert all(r.median_itl_ms > 0 for r in rows)
+    assert all(r.worst_gap_ms >= r.median_gap_ms > 0 for r in rows)
     assert all(r.same_tokens_as_first_budget for r in rows)       # chunking is lossless
 
 
@@ -320,10 +295,10 @@ def test_draft_step_share_by_hand_for_mistral():
     layer, shared = 218_112_000, 32_000 * 4096 + 4096 + 4096
     draft = 2 * (8 * layer + shared) + 301 * 131_072 * 8 // 32
     full = 2 * (32 * layer + shared) + 301 * 131_072
-    assert speculative.draft_step_share("mistral-7b-v0.1", 8, 300) == pytest.approx(draft / full)
-    assert speculative.draft_step_share("mistral-7b-v0.1", 32, 300) == 1.0
+    assert speculation.draft_step_share("mistral-7b-v0.1", 8, 300) == pytest.approx(draft / full)
+    assert speculation.draft_step_share("mistral-7b-v0.1", 32, 300) == 1.0
     with pytest.raises(ValueError, match="from 1 to 32"):
-        speculative.draft_step_share("mistral-7b-v0.1", 33, 300)
+        speculation.draft_step_share("mistral-7b-v0.1", 33, 300)
 
 
 def test_prefix_reuse_keeps_the_copy_in_when_it_is_most_of_the_warm_time(tiny, monkeypatch):
@@ -342,12 +317,11 @@ def test_prefix_reuse_keeps_the_copy_in_when_it_is_most_of_the_warm_time(tiny, m
     assert r.copy_taken_out and r.ttft_ratio == pytest.approx(10.0) and r.ttft_warm_ms == pytest.approx(10.0)
 
 
-def test_speedup_by_bytes_worked():
-    # 3 tokens a pass, 3.8 drafted at 85 % of a target step each: a pass costs 1 + 3.23 = 4.23 steps -> 0.709×
-    r = speculative.speedup_by_bytes(3.0, 3.8, 0.85)
-    assert r.pass_cost_steps == pytest.approx(4.23) and r.predicted_speedup == pytest.approx(3 / 4.23)
-    assert speculative.speedup_by_bytes(5.0, 4, 0.0).predicted_speedup == 5.0      # free drafts: tokens per pass
-    with pytest.raises(ValueError, match="tokens_per_pass"):
-        speculative.speedup_by_bytes(0.5, 4, 0.3)
+def test_round_cost_worked():
+    # a verify pass of 1.2 decode steps and 4 drafts at 85 % of a step each: 1.2 + 3.4 = 4.6 steps
+    assert speculation.round_cost(1.2, 4, 0.85) == pytest.approx(4.6)
+    assert speculation.round_cost(1.0, 4, 0.0) == 1.0      # free drafts (prompt lookup): the verify pass alone
+    with pytest.raises(ValueError, match="verify_over_decode"):
+        speculation.round_cost(0.0, 4, 0.3)
     with pytest.raises(ValueError, match="draft_share"):
-        speculative.speedup_by_bytes(2.0, 4, -0.1)
+        speculation.round_cost(1.0, 4, -0.1)

@@ -264,7 +264,7 @@ def test_batching_arithmetic_refuses_zero_slots_wall_and_budgets():
 
 
 def test_speculative_arithmetic_refuses_non_finite_and_wrong_typed_values():
-    from helpers.serving import speculative as s
+    from helpers.formulas import speculation as s
 
     for call, needle in ((lambda: s.expected_tokens_per_pass("0.5", 4), "alpha"),        # was TypeError
                          (lambda: s.expected_tokens_per_pass(True, 4), "alpha"),         # was read as 1
@@ -272,8 +272,8 @@ def test_speculative_arithmetic_refuses_non_finite_and_wrong_typed_values():
                          (lambda: s.acceptance_model([(math.inf, 1)]), "drafted"),       # was OverflowError
                          (lambda: s.acceptance_model(5), "pairs"),
                          (lambda: s.fit_sentence(math.nan, 2.0), "measured"),            # was "nan× the model"
-                         (lambda: s.speedup_by_bytes(2.0, math.inf, 0.1), "drafted_per_pass"),
-                         (lambda: s.speedup_by_bytes(math.inf, 4.0, 0.1), "tokens_per_pass")):
+                         (lambda: s.round_cost(1.0, 4, math.inf), "draft_share"),
+                         (lambda: s.round_cost(math.inf, 4, 0.1), "verify_over_decode")):
         with pytest.raises(ValueError, match=needle):
             call()
 

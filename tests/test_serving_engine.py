@@ -147,8 +147,11 @@ def test_radix_and_hash_caches_compared_on_the_agentic_trace(tiny):
 
 @pytest.mark.slow
 def test_speculative_greedy_equals_generate_with_transformers_pass_counts(tiny):
-    """Greedy speculative decoding keeps the target's tokens; with prompt lookup and an early-exit draft
-    it takes as many target passes as transformers' assisted generation with the same drafter."""
+    """Greedy speculative decoding keeps the target's tokens; with prompt lookup it takes as many target
+    passes as transformers' assisted generation with the same rule; the early-exit draft proposes what
+    transformers' own first two layers, final norm and head make, and a draft of all the layers has every
+    draft kept."""
+    from helpers.engine.request import Request
     from helpers.measure import quality
     from helpers.serving import speculative as assisted
 
@@ -156,14 +159,27 @@ def test_speculative_greedy_equals_generate_with_transformers_pass_counts(tiny):
     want = reference(tiny.model, text, 16)
     plain = speculative.generate(tiny.model, [text], SamplingParams(max_tokens=16, ignore_eos=True))
     assert plain.outputs == [want] and plain.target_passes == 16
-    for drafter, kw in ((speculative.PromptLookup(3), {"prompt_lookup": True, "ngram": 3}),
-                        (speculative.DraftModel(tiny.model, num_layers=2), {"draft_layers": 2})):
+    for drafter in (speculative.PromptLookup(3), speculative.DraftModel(tiny.model, num_layers=2)):
         res = speculative.generate(tiny.model, [text], SamplingParams(max_tokens=16, ignore_eos=True), k=4,
                                    drafter=drafter)
-        theirs = assisted.speculate(tiny.model, text, 16, k=4, **kw)
-        assert res.outputs == [want]
-        assert res.target_passes == theirs.target_passes, drafter.name
-        assert sum(a for _, a in res.rounds) == theirs.accepted
+        assert res.outputs == [want], drafter.name
+        if isinstance(drafter, speculative.PromptLookup):
+            theirs = assisted.speculate(tiny.model, text, 16, k=4, ngram=3)
+            assert res.target_passes == theirs.target_passes
+            assert sum(a for _, a in res.rounds) == theirs.accepted
+    # the early exit by hand: transformers' hidden state after 2 of the 4 layers, its final norm and head, greedy
+    drafts, _ = speculative.DraftModel(tiny.model, num_layers=2).propose(
+        [Request(0, list(text), SamplingParams(max_tokens=16, ignore_eos=True))], [4])[0]
+    ids = list(text)
+    for _ in range(4):
+        with torch.inference_mode():
+            h = tiny.model(torch.tensor([ids]), output_hidden_states=True).hidden_states[2]
+            ids.append(int(tiny.model.lm_head(tiny.model.model.norm(h))[0, -1].argmax()))
+    assert drafts == ids[len(text):]
+    # all the layers: the draft is the target, every draft kept, k + 1 tokens a pass but the last (16 = 5 + 5 + 5 + 1)
+    same = speculative.generate(tiny.model, [text], SamplingParams(max_tokens=16, ignore_eos=True), k=4,
+                                drafter=speculative.DraftModel(tiny.model, num_layers=4))
+    assert same.outputs == [want] and same.rounds == [(4, 4), (4, 4), (4, 4), (0, 0)] and same.target_passes == 4
 
 
 def test_rejection_sampling_gives_the_target_distribution_exactly():
@@ -251,25 +267,26 @@ def test_bad_settings_say_what_is_allowed(tiny):
 
 
 def test_measurements_report_what_the_engine_did(micro):
-    """measure.py on the small model: chunked prefill takes the chunks the budget allows, a warm prefix
+    """helpers.serving.engine_runs and engine_caches on the small model: chunked prefill takes the chunks the budget allows, a warm prefix
     is reused whole, an edit stops both caches where it should, the timeline has a row per request per
     step it was in, and the engine's tokens equal generate's."""
-    from helpers.engine import measure
+    from helpers.serving import engine_caches, engine_runs
     from helpers.serving.naive import Request as ServeRequest
 
-    rows = measure.chunked_prefill(micro, [[1, 2, 3]] * 2, list(range(8)) * 8, 6, 2, [80, 18], repeats=1)
+    rows = engine_runs.chunked_prefill(micro, [[1, 2, 3]] * 2, list(range(8)) * 8, 6, 2, [80, 18], repeats=1)
     assert [r.prefill_steps for r in rows] == [1, math.ceil(64 / 16)]     # 18 tokens a step, less 2 decodes
-    ttft = measure.prefix_ttft(micro, [3] * 40, [[1, 2], [2, 1], [4, 4]], block_size=4)
+    assert all(r.same_tokens_as_first_budget for r in rows)
+    ttft = engine_caches.prefix_ttft(micro, [3] * 40, [[1, 2], [2, 1], [4, 4]], block_size=4)
     assert ttft.cached_tokens_per_warm_request == [40, 40] and ttft.same_first_token
-    edit = measure.edit_hits(micro, [1, 2, 3, 4, 5, 6, 7] * 6, 22, block_size=4)
+    edit = engine_caches.edit_hits(micro, [1, 2, 3, 4, 5, 6, 7] * 6, 22, block_size=4)
     assert edit.radix_reused_tokens == 22 and edit.hash_reused_tokens == 20
     reqs = [ServeRequest(i, tuple([1 + i, 2, 3] * (i + 1)), 4) for i in range(5)]
-    res, e = measure.serve(micro, reqs, EngineArgs(block_size=4, max_num_seqs=2, max_batch_tokens=8))
-    tl = measure.timeline(e.log)
+    res, e = engine_runs.serve(micro, reqs, EngineArgs(block_size=4, max_num_seqs=2, max_batch_tokens=8))
+    tl = engine_runs.timeline(e.log)
     assert {r["request"] for r in tl} == set(range(5)) and sum(r["state"] == "decode" for r in tl) == 5 * 3
-    summary = measure.log_summary(e, res)
+    summary = engine_runs.log_summary(e, res)
     assert summary.steps == len(e.log) and summary.requests == 5 and summary.preemptions == 0
-    same = measure.identical_to_generate(micro, [list(r.prompt) for r in reqs], 5)
+    same = engine_runs.identical_to_generate(micro, [list(r.prompt) for r in reqs], 5)
     assert same.identical and same.identical_requests == 5
 
 
@@ -296,7 +313,7 @@ def test_verify_step_ratio_worked_by_hand():
     weights less the input embedding table (7,241,732,096 − 32,000 × 4,096 parameters × 2 B) and 512 tokens
     of K/V (131,072 B each): 14.29 GB / 3.35 TB/s = 4.27 ms, and verifying 4 drafts reads the same: ratio 1.
     At batch 256 the 5-token pass does 5 × 256 × 2 × 7.24e9 ≈ 18.5 TFLOP (18.7 ms at peak): compute-bound."""
-    from helpers.serving.speculative import verify_step_ratio
+    from helpers.formulas.speculation import verify_step_ratio
 
     one = verify_step_ratio("mistral-7b-v0.1", 4, 512, 1)
     weights = (7_241_732_096 - 32_000 * 4_096) * 2

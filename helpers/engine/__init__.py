@@ -18,8 +18,9 @@ One request, from arrival to its last token:
    blocks stay in the prefix cache until evicted, and its slot goes to the next request in line.
 
 Speculative decoding (speculative.py) is its own loop over the same runner and cache; server.py puts
-an OpenAI-compatible HTTP API in front of the engine (protocol.py: its requests and answers);
-measure.py holds the measurements against transformers (make bench, notebook 07).
+an OpenAI-compatible HTTP API in front of the engine (protocol.py: its requests and answers). The
+engine's measurements (make bench, notebook 07) live outside it, in helpers.serving: engine_runs,
+engine_caches and speculative.
 """
 from __future__ import annotations
 

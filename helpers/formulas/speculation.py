@@ -11,14 +11,20 @@ With each checked token kept independently with probability α:
 - a round costs the verify pass and the k draft steps, `round_cost` decode steps; it breaks even when it
   yields as many tokens as it costs, at the α `break_even_alpha` solves for.
 
-The owner of these formulas: helpers.serving.speculative fits α to counted rounds with them,
-helpers.engine.measure reads the engine's runs with them.
+Measured rounds read against them: `acceptance_model` fits the per-token α to counted (drafted, kept)
+rounds (accepted ÷ checked, not accepted ÷ drafted: a draft after the first rejection is never checked) and
+`fit_sentence` says how the measured tokens per pass stand against eq. 1 at that α; `pays` reads a round's
+tokens against its cost. What a round costs: `verify_step_ratio` (a verify pass of k + 1 rows against a
+decode step, at a GPU's roofline floor) and `draft_step_share` (an early-exit draft step against a target
+step, in bytes read). The owner of these formulas: helpers.serving.speculative measures transformers' and
+the engine's speculative decoding and reads them with them.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from .. import checks
+from .verdicts import Verdict, change_verdict, factor, share
 
 
 def expected_tokens_per_pass(alpha: float, k: int) -> float:
@@ -88,3 +94,167 @@ def break_even_alpha(k: int, cost: float, tol: float = 1e-12) -> float | None:
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if expected_tokens_per_pass(mid, k) < cost else (lo, mid)
     return (lo + hi) / 2
+
+
+@dataclass(frozen=True)
+class AcceptanceFit:
+    """Leviathan et al.'s model fitted to counted rounds."""
+
+    rejections: int                  # rounds that ended in a rejection
+    alpha: float                     # per-token acceptance, accepted ÷ checked
+    expected: float                  # tokens per pass, eq. 1 at alpha and each round's draft length
+    measured: float                  # tokens per pass, (accepted + rounds) ÷ rounds
+
+
+@dataclass(frozen=True)
+class VerifyCost:
+    """A verify pass of k + 1 rows per sequence against a one-row decode step (measured:
+    helpers.serving.speculative.verify_cost)."""
+
+    context: int
+    batch: int
+    k: int
+    decode_step_ms: float
+    verify_pass_ms: float
+    verify_over_decode: float
+
+
+@dataclass(frozen=True)
+class VerifyRatio(VerifyCost):
+    """A verify pass of k + 1 tokens per sequence against a decode step, both at a GPU's roofline floor."""
+
+    verify_bound: str                # "memory" or "compute"
+    decode_bound: str
+    gpu: str
+
+
+def acceptance_model(rounds) -> AcceptanceFit:
+    """Leviathan et al.'s model fitted to counted rounds: `rounds` is a sequence of (drafted, accepted) per
+    target pass. Returns the rejections (rounds with accepted < drafted), the per-token acceptance
+    α = accepted ÷ (accepted + rejections) (the maximum-likelihood α of eq. 1's model), the expected tokens
+    per pass — eq. 1 at that α and each round's own draft length, averaged over rounds — and the measured
+    one, (accepted + rounds) ÷ rounds."""
+    if isinstance(rounds, (str, bytes)) or not hasattr(rounds, "__iter__"):
+        raise ValueError(f"rounds must be a list of (drafted, accepted) pairs, got {rounds!r}"[:200])
+    rounds = list(rounds)
+    if not all(isinstance(r, (tuple, list)) and len(r) == 2 for r in rounds):
+        raise ValueError("rounds must be a list of (drafted, accepted) pairs of whole numbers")
+    rounds = [(checks.count(d, "drafted", 0), checks.count(a, "accepted", 0)) for d, a in rounds]
+    if not rounds:
+        raise ValueError("no rounds to fit: speculative decoding made no target pass")
+    for d, a in rounds:
+        if d < 0 or not 0 <= a <= d:
+            raise ValueError(f"a round cannot accept {a} of {d} drafted tokens")
+    accepted = sum(a for _, a in rounds)
+    rejections = sum(a < d for d, a in rounds)
+    checked = accepted + rejections
+    alpha = accepted / checked if checked else 0.0
+    expected = sum(expected_tokens_per_pass(alpha, d) for d, _ in rounds) / len(rounds)
+    return AcceptanceFit(rejections, alpha, expected, (accepted + len(rounds)) / len(rounds))
+
+
+FIT_TOLERANCE = 0.15   # measured within ±15 % of eq. 1 at the fitted α: the independence model describes it
+
+
+def fit_sentence(measured: float, expected: float, tolerance: float = FIT_TOLERANCE) -> str:
+    """How measured tokens per pass compare with eq. 1 at the fitted per-token α, by rule: within
+    `tolerance` (relative) independent acceptances describe them; below, acceptances cluster (more rounds
+    end without a rejection than 1 − α^k predicts, and a round can keep at most k); above, rounds end in a
+    rejection more often than predicted, after accepting a similar part of the draft each time."""
+    checks.number(expected, "expected tokens per pass", positive=True)
+    checks.number(measured, "measured tokens per pass", positive=True)
+    checks.number(tolerance, "tolerance")
+    ratio = measured / expected
+    if abs(ratio - 1) <= tolerance:
+        return f"within {tolerance:.0%} of the model (measured ÷ expected {ratio:.3f}): independent acceptances describe it"
+    if ratio < 1:
+        return (f"{ratio:.3f}× the model: acceptances cluster — whole drafts on easy stretches, the first token "
+                f"rejected on hard ones — and a round keeps at most k")
+    return (f"{ratio:.3f}× the model: most rounds accept a similar part of the draft and then reject, more "
+            f"regularly than independent tokens would")
+
+
+def draft_step_share(spec, draft_layers: int, context: int, dtype: str = "bf16") -> float:
+    """Bytes a decode step of the early-exit draft (the target's first `draft_layers` layers, its
+    embeddings, norm and output head) reads ÷ a target step's, at `context` cached tokens: both from
+    helpers.formulas.stepcost.decode_cost, the owner of what a step reads. A decode step is bound by these reads,
+    so this is roughly what each draft token costs in target steps."""
+    from .specs import get_spec
+    from .stepcost import decode_cost
+
+    spec = get_spec(spec)
+    checks.count(draft_layers, "draft_layers", 1, spec.num_layers)
+    cfg = dict(spec.config, num_hidden_layers=draft_layers)          # the draft's shape, as a config
+    if cfg.get("layer_types"):
+        cfg["layer_types"] = list(cfg["layer_types"])[:draft_layers]
+    draft = get_spec(cfg)
+    full = decode_cost(spec, context, 1, dtype)
+    part = decode_cost(draft, context, 1, dtype)
+    return (part.weight_read_bytes + part.kv_bytes) / (full.weight_read_bytes + full.kv_bytes)
+
+
+
+
+def pays(tokens_per_pass: float, pass_cost_steps: float) -> Verdict:
+    """Whether a speculative round can pay: it yields `tokens_per_pass` tokens for the time of
+    `pass_cost_steps` decode steps (its verify pass and its draft steps), plain decoding one token a step.
+    It can pay when tokens ÷ cost beats 1 by more than the change margin (helpers.formulas.verdicts), cannot
+    when it falls short by as much, and breaks even in between."""
+    checks.number(tokens_per_pass, "tokens per pass", 1)
+    checks.number(pass_cost_steps, "a round's cost in decode steps", positive=True)
+    r = tokens_per_pass / pass_cost_steps
+    words = {"higher": f"can pay ({factor(r)} the tokens of plain decoding in the same time)",
+             "about equal": f"breaks even ({factor(r)})",
+             "lower": f"cannot pay ({factor(r)} the tokens of plain decoding in the same time)"}[change_verdict(r)]
+    return Verdict(words, "speculative.pays", {"tokens_per_pass": tokens_per_pass, "pass_cost_steps": pass_cost_steps,
+                                               "ratio": r})
+
+
+def head_share(spec, dtype: str = "bf16") -> Verdict:
+    """The output head's share of the weights a decode step reads (helpers.formulas.stepcost.decode_cost; the
+    head is vocabulary × hidden values), with its band: what an early-exit draft reads whatever its layers."""
+    from .specs import get_spec
+    from .stepcost import decode_cost
+    from .units import dtype_bytes
+
+    spec = get_spec(spec)
+    head = spec.vocab_size * spec.hidden_size * dtype_bytes(dtype)
+    v = share(head, decode_cost(spec, 1, 1, dtype).weight_read_bytes, "the weights a step reads")
+    return Verdict(f"the {spec.vocab_size:,}-word output head is {v.words}", "share", v.evidence)
+
+
+def verify_on_gpu(rows: list[VerifyRatio]) -> list[Verdict]:
+    """verify_step_ratio's rows read by rule, one verdict per context: the verify pass against a decode step at
+    the smallest batch, and the first batch at which the pass turns compute-bound (or none up to the largest)."""
+    out = []
+    for c in sorted({r.context for r in rows}):
+        mine = sorted((r for r in rows if r.context == c), key=lambda r: r.batch)
+        first = next((r for r in mine if r.verify_bound == "compute"), None)
+        turn = (f"it turns compute-bound at batch {first.batch} (verify {first.verify_over_decode:.2f}× a decode step)"
+                if first else f"it stays memory-bound at every batch up to {mine[-1].batch}")
+        out.append(Verdict(f"at {c:,} tokens of context a verify pass of {mine[0].k + 1} tokens costs "
+                           f"{mine[0].verify_over_decode:.2f}× a decode step at batch {mine[0].batch} on an "
+                           f"{mine[0].gpu}; {turn}", "speculative.verify_on_gpu",
+                           {"context": c, "batch1_ratio": mine[0].verify_over_decode,
+                            "compute_bound_from": first.batch if first else 0}))
+    return out
+
+
+def verify_step_ratio(spec, k: int, context: int, batch: int, gpu: str = "H100 SXM",
+                      dtype: str = "bf16") -> VerifyRatio:
+    """What verifying k drafts costs: a target pass over k + 1 tokens per sequence ÷ a decode step of one,
+    both at a GPU's roofline floor, max(bytes ÷ bandwidth, FLOPs ÷ peak) (helpers.formulas.stepcost.forward_cost:
+    the same weights and cached K/V are read either way; the FLOPs grow k + 1 times). About 1 while the
+    verify pass stays bound by memory — each accepted token nearly free — and up to k + 1 once the batch
+    makes it compute-bound, when speculation stops paying."""
+    from .gpus import get_gpu
+    from .roofline import step_floor
+    from .stepcost import forward_cost
+
+    checks.count(k, "k")
+    g = get_gpu(gpu)
+    peak, _ = g.peak_flops(dtype)
+    one, many = (step_floor(forward_cost(spec, n, context, batch, dtype, logits_tokens=n), peak, g.bandwidth)
+                 for n in (1, k + 1))
+    return VerifyRatio(context, batch, k, 1e3 * one.seconds, 1e3 * many.seconds, many.seconds / one.seconds,
+                       many.bound, one.bound, g.name)

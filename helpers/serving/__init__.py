@@ -8,11 +8,12 @@
 - `blocks` — paged attention's block allocator (free list, block tables, reference counts, copy-on-write)
   against contiguous reservation, and a step-by-step simulation of both on a trace.
 - `batching` — one after another, static batches and transformers' continuous-batching manager (its
-  paged cache bounded from the model), slot timelines, padding, chunked prefill.
+  paged cache bounded from the model), slot timelines, padding.
 - `radix` — the prefix cache's radix tree (longest-prefix match, block-aligned hits, LRU eviction).
 - `prefix_reuse` — the TTFT a real prefilled-cache hit saves.
 - `kv_quant` — KV-cache quantization (fp8, 4, 2 bits): bytes against the formula, speed, KL and top-1.
-- `speculative` — draft model and prompt lookup: acceptance, tokens per target pass, wall-clock speed-up.
+- `speculative`, `engine_runs`, `engine_caches` — the readable engine measured (speculative decoding, also
+  against transformers' prompt lookup; serving, chunked prefill; its prefix caches).
 - `engine` — a serving engine you can read (sub-package): scheduler with a token budget, chunked prefill
   and preemption, a paged KV cache tensor over `blocks`' allocator, a radix or block-hash prefix cache, one
   forward over the mixed batch, speculative decoding, an OpenAI-compatible server.

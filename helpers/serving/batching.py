@@ -1,8 +1,8 @@
 """Continuous batching, measured: the same requests one after another, as static batches, and through
 transformers' continuous-batching manager (`model.init_continuous_batching`, a paged KV cache and a
 scheduler that admits a waiting request the moment a slot frees up — Orca's iteration-level
-scheduling, Yu et al., OSDI 2022). Then chunked prefill: what a long prompt arriving mid-run does to
-the others' inter-token latency when it is prefilled in one step or in chunks.
+scheduling, Yu et al., OSDI 2022). Chunked prefill is measured on the readable engine
+(helpers.serving.engine_runs.chunked_prefill); its floor on a GPU is computed here (chunks_on_gpu).
 
 The manager's paged cache is always sized here from the model and the requests (`cb_config`), never
 from the machine's RAM (transformers' default would take most of it).
@@ -388,55 +388,3 @@ def chunks_on_gpu(model, gpu: str, prompt: int = 4096, chunk: int = 512, dtype: 
                    f"{1e3 * lo:,.1f}–{1e3 * hi:,.1f} ms, {times_as(lo, whole.seconds, '').words.strip()}–"
                    f"{times_as(hi, whole.seconds, 'the whole prefill').words}", "batching.chunks_on_gpu",
                    {"whole_s": whole.seconds, "chunk_min_s": lo, "chunk_max_s": hi, "chunks": len(parts)})
-
-
-# ---------------------------------------------------------------------------- chunked prefill
-
-@dataclass(frozen=True)
-class ChunkedPrefill:
-    """One token budget of transformers' chunked prefill: the long prompt's chunks and TTFT, the others' gaps."""
-
-    max_batch_tokens: int
-    long_prompt_tokens: int
-    fewest_chunks: int                  # ⌈prompt ÷ budget⌉
-    prefill_steps: int                  # measured: the model's steps from its admission to its first token
-    worst_itl_during_prefill_ms: float | None
-    median_itl_ms: float                # the short requests', whole run
-    long_prompt_ttft_ms: float
-    same_tokens_as_first_budget: bool
-
-
-def chunked_prefill(model, short_prompts: Sequence[Sequence[int]], long_prompt: Sequence[int], new_tokens: int,
-                    arrive_after_s: float, budgets: Sequence[int]) -> list[ChunkedPrefill]:
-    """Short requests decoding, then a long prompt arriving `arrive_after_s` later; served through the
-    manager once per token budget (max_batch_tokens). A budget ≥ the long prompt prefills it in one step
-    (no chunking); a smaller one splits it into chunks of at most the budget, interleaved with the
-    others' decode steps (transformers' scheduler does this on its own). For each: the short requests'
-    inter-token latencies while the long prompt was being prefilled (worst and median) and its TTFT."""
-    checks.count(new_tokens, "new_tokens", 2)     # inter-token latency needs two tokens a request
-    checks.number(arrive_after_s, "arrive_after_s", unit="seconds")
-    if not isinstance(budgets, (list, tuple)) or not budgets:
-        raise ValueError(f"budgets must be a non-empty list of token budgets (max_batch_tokens), got {budgets!r}")
-    budgets = [checks.count(b, "a token budget (max_batch_tokens)", 1) for b in budgets]
-    if not isinstance(short_prompts, (list, tuple)) or not short_prompts:
-        raise ValueError("short_prompts must be a non-empty list of prompts (token ids): their latency is measured")
-    rows = []
-    reqs = requests_from_ids(list(short_prompts) + [long_prompt], [new_tokens] * len(short_prompts) + [new_tokens])
-    check_requests(model, reqs)
-    arrivals = [0.0] * len(short_prompts) + [arrive_after_s]
-    first = None
-    for budget in budgets:
-        res = serve_continuous(model, reqs, budget, arrivals_s=arrivals)
-        first = first or res
-        long_t = res.timings[-1]
-        gaps = []
-        for t in res.timings[:-1]:
-            ts = t.token_times
-            gaps += [b - a for a, b in zip(ts, ts[1:]) if b >= long_t.arrival_s and a <= long_t.first_token_s]
-        every = [b - a for t in res.timings[:-1] for a, b in zip(t.token_times, t.token_times[1:])]
-        # the model steps from the long prompt's admission to its first token: one chunk each
-        steps = sum(long_t.start_s - 1e-6 <= f <= long_t.first_token_s for f in res.forward_times)
-        rows.append(ChunkedPrefill(budget, len(long_prompt), math.ceil(len(long_prompt) / budget), steps,
-                                   1e3 * max(gaps) if gaps else None, 1e3 * statistics.median(every),
-                                   1e3 * (long_t.first_token_s - long_t.arrival_s), same_tokens(res, first) == 1.0))
-    return rows

@@ -120,7 +120,7 @@ def speculative_figure(rows: Sequence, source: Any):
 
 @plots.notes_when_empty('Prefix-cache hit rates')
 def hit_rate_figure(results: dict, source: Any):
-    """Per request of each trace (name: helpers.engine.measure.CacheRun): prompt tokens and the
+    """Per request of each trace (name: helpers.serving.engine_caches.CacheRun): prompt tokens and the
     cached part."""
     fig, axes = plots.figure(ncols=len(results), width=4.8, squeeze=False)
     for ax, (name, r) in zip(axes[0], results.items()):
@@ -139,7 +139,7 @@ STATE_COLOURS = {"prefill": "tab:orange", "decode": MEASURED, "waiting": "#ddddd
 
 @plots.notes_when_empty('The engine, step by step')
 def timeline_figure(rows: Sequence[dict], log: Sequence[dict], source: Any, title: str = ""):
-    """The engine's step log (helpers.engine.measure.timeline): one lane per request, one column
+    """The engine's step log (helpers.serving.engine_runs.timeline): one lane per request, one column
     per step, coloured by what the request did in it — prefilling a chunk, decoding, waiting, preempted —
     and below, per step, the tokens computed and the KV blocks in use. Steps, not seconds, on the x axis:
     the schedule is the same on a loaded machine, its timing is not."""
@@ -173,7 +173,7 @@ def timeline_figure(rows: Sequence[dict], log: Sequence[dict], source: Any, titl
 def expected_tokens_figure(rows: Sequence, alpha: float, k_max: int, source: Any):
     """Leviathan et al.'s expected tokens per target pass, (1 − α^(k+1)) ÷ (1 − α), against the draft length
     k at the chosen per-token acceptance α, with k + 1 (every draft kept) as the ceiling, and each measured
-    drafter (helpers.engine.measure.SpecRun) as a point at its k."""
+    drafter (helpers.serving.speculative.SpecRun) as a point at its k."""
     from ..formulas.speculation import expected_tokens_per_pass
 
     fig, ax = plots.figure(width=6.5, height=3.6)

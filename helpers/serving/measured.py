@@ -101,7 +101,7 @@ def bench_serving() -> dict:
     from ..measure.quality import eval_ids
 
     text = eval_ids(tok, 160)
-    spec = speculative.speculate(m, text, w.decode_tokens, k=w.spec_k, prompt_lookup=True)
+    spec = speculative.speculate(m, text, w.decode_tokens, k=w.spec_k)
     fit = paged_fit(tok, w)
     eng = engine_figures(loaded, w)
     return {
@@ -138,21 +138,21 @@ def engine_figures(loaded, w: Workload) -> dict:
 
     from . import traces
     from ..measure.quality import eval_ids
-    from ..engine import measure
+    from . import engine_caches, engine_runs, speculative
 
     m, tok = loaded.model, loaded.tokenizer
     reqs = chat_requests(tok, replace(w, requests=ENGINE_REQUESTS))
-    same = measure.identical_to_generate(m, [r.prompt for r in reqs[:8]], 16)
-    vs = measure.against_transformers_cb(m, reqs, ENGINE_CONCURRENT, rounds=ENGINE_ROUNDS)
+    same = engine_runs.identical_to_generate(m, [r.prompt for r in reqs[:8]], 16)
+    vs = engine_runs.against_transformers_cb(m, reqs, ENGINE_CONCURRENT, rounds=ENGINE_ROUNDS)
     g = torch.Generator().manual_seed(0)
     prefix = torch.randint(3, m.config.vocab_size, (w.prefix_tokens,), generator=g).tolist()
     suffixes = [torch.randint(3, m.config.vocab_size, (w.suffix_tokens,), generator=g).tolist() for _ in range(4)]
-    ttft = measure.prefix_ttft(m, prefix, suffixes)
+    ttft = engine_caches.prefix_ttft(m, prefix, suffixes)
     trace = traces.agentic_trace(agents=4, review_rounds=2, seed=0)
     ids = traces.token_ids(tok, trace)
     rounds = [[p for p, r in zip(ids, trace) if r.round == k] for k in sorted({r.round for r in trace})]
-    caches = measure.cache_hits(m, rounds)
-    spec = measure.speculative_runs(m, eval_ids(tok, 160), w.decode_tokens, k=w.spec_k,
+    caches = engine_caches.cache_hits(m, rounds)
+    spec = speculative.speculative_runs(m, eval_ids(tok, 160), w.decode_tokens, k=w.spec_k,
                                        draft_layers=w.draft_layers)
     lookup = next(r for r in spec if r.drafter.startswith("prompt lookup"))
     runs = ("engine", "transformers_cb")      # the two ServeResults: their every timing stays out of the JSON

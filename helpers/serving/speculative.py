@@ -1,34 +1,17 @@
-"""Speculative decoding with transformers' assisted generation: a cheap drafter proposes k tokens, the
-target model checks them all in one forward pass and keeps the longest prefix it agrees with, plus one
-token of its own (Leviathan et al., ICML 2023; Chen et al., 2023). Greedy, so the output is exactly the
-target's greedy output.
+"""Speculative decoding measured, greedy: the readable engine's loop (helpers.engine.speculative) with prompt
+lookup and the early-exit draft, its verify pass against a decode step, read by rule; and transformers'
+assisted generation with prompt lookup (the library's version of the engine's PromptLookup rule), counted
+round by round. The figures of notebook 07 and `make bench`.
 
-Two drafters:
-- a **draft model**: here the target's own first layers (embeddings, the first `draft_layers` decoder
-  layers, final norm and head, sharing the target's weights — self-speculative / early-exit drafting,
-  as in LayerSkip, Elhoushi et al., ACL 2024), since a separately trained small model of the same
-  vocabulary is not available offline; all the layers make a draft identical to the target (it must
-  accept every token: a check of the counting); or any model object of the same vocabulary (`draft=`);
-- **prompt lookup**: the continuation of the last n-gram's earlier occurrence in the context (no model).
+A drafter proposes k tokens, the target checks them all in one forward pass and keeps the longest prefix it
+agrees with, plus one token of its own (Leviathan et al., ICML 2023; Chen et al., 2023). Greedy, so the
+output is exactly the target's greedy output. Prompt lookup drafts the continuation of the last n-gram's
+earlier occurrence in the context (no model). The early-exit draft model is the engine's
+(helpers.engine.speculative.DraftModel).
 
 Counted, not inferred: the target's forward calls (a hook), tokens drafted and accepted (wrapping the
-candidate generator's two methods), round by round.
-
-Two acceptance figures, not to be confused:
-- the **acceptance rate**, accepted ÷ drafted: the share of the drafter's work that was kept;
-- the **per-token acceptance α**, accepted ÷ checked: the chance that the target accepts a drafted token it
-  looks at. The target stops at the first rejection, so the tokens drafted after it are never checked;
-  checked = accepted + rejections (rounds that ended in one). This is the α of Leviathan et al.'s eq. 1:
-  with each checked token accepted independently with probability α, a round that drafted k tokens
-  yields (1 − α^(k+1)) ÷ (1 − α) tokens per target pass (`expected_tokens_per_pass`, owned by
-  helpers.formulas.speculation).
-Put accepted ÷ drafted into eq. 1 and it undershoots: at α = 0.8 and k = 4 only 59 % of drafted tokens
-are kept. What remains between the measured tokens per pass and eq. 1 at the per-token α is the
-independence assumption (`fit_sentence`): with α fitted, measured ÷ expected compares the share of rounds
-that ended in a rejection with the 1 − α^k that independence predicts. Clustered acceptances (whole drafts
-on easy stretches, the first token rejected on hard ones) leave fewer tokens per pass than eq. 1, as the
-cap of k wastes the easy stretches' surplus; drafts that agree to a similar depth every round, then
-diverge, leave more.
+candidate generator's two methods), round by round. The two acceptance figures, accepted ÷ drafted and the
+per-token α = accepted ÷ checked, and eq. 1 at that α: helpers.formulas.speculation (acceptance_model).
 """
 from __future__ import annotations
 
@@ -36,43 +19,14 @@ import contextlib
 import time
 from dataclasses import dataclass
 
+from typing import Sequence
+
 from .. import checks
-from ..formulas.speculation import expected_tokens_per_pass  # eq. 1's owner; imported here for its callers
-from ..formulas.verdicts import Verdict, change_verdict, factor, share
+from ..engine import speculative as loop
+from ..engine.request import SamplingParams
+from ..formulas.speculation import VerifyCost, acceptance_model, pays, round_cost
+from ..formulas.verdicts import Verdict, speed
 from .naive import _ForwardCounter
-
-
-@dataclass(frozen=True)
-class AcceptanceFit:
-    """Leviathan et al.'s model fitted to counted rounds."""
-
-    rejections: int                  # rounds that ended in a rejection
-    alpha: float                     # per-token acceptance, accepted ÷ checked
-    expected: float                  # tokens per pass, eq. 1 at alpha and each round's draft length
-    measured: float                  # tokens per pass, (accepted + rounds) ÷ rounds
-
-
-@dataclass(frozen=True)
-class PassCost:
-    """A bandwidth-bound model's speculative pass: its cost in target steps and the speed-up it predicts."""
-
-    pass_cost_steps: float
-    predicted_speedup: float
-
-
-@dataclass(frozen=True)
-class VerifyRatio:
-    """A verify pass of k + 1 tokens per sequence against a decode step, both at a GPU's roofline floor."""
-
-    context: int
-    batch: int
-    k: int
-    decode_step_ms: float
-    verify_pass_ms: float
-    verify_over_decode: float
-    verify_bound: str                # "memory" or "compute"
-    decode_bound: str
-    gpu: str
 
 
 @dataclass(frozen=True)
@@ -99,189 +53,13 @@ class Speculation:
     identical_to_greedy: bool
 
 
-def acceptance_model(rounds) -> AcceptanceFit:
-    """Leviathan et al.'s model fitted to counted rounds: `rounds` is a sequence of (drafted, accepted) per
-    target pass. Returns the rejections (rounds with accepted < drafted), the per-token acceptance
-    α = accepted ÷ (accepted + rejections) (the maximum-likelihood α of eq. 1's model), the expected tokens
-    per pass — eq. 1 at that α and each round's own draft length, averaged over rounds — and the measured
-    one, (accepted + rounds) ÷ rounds."""
-    if isinstance(rounds, (str, bytes)) or not hasattr(rounds, "__iter__"):
-        raise ValueError(f"rounds must be a list of (drafted, accepted) pairs, got {rounds!r}"[:200])
-    rounds = list(rounds)
-    if not all(isinstance(r, (tuple, list)) and len(r) == 2 for r in rounds):
-        raise ValueError("rounds must be a list of (drafted, accepted) pairs of whole numbers")
-    rounds = [(checks.count(d, "drafted", 0), checks.count(a, "accepted", 0)) for d, a in rounds]
-    if not rounds:
-        raise ValueError("no rounds to fit: speculative decoding made no target pass")
-    for d, a in rounds:
-        if d < 0 or not 0 <= a <= d:
-            raise ValueError(f"a round cannot accept {a} of {d} drafted tokens")
-    accepted = sum(a for _, a in rounds)
-    rejections = sum(a < d for d, a in rounds)
-    checked = accepted + rejections
-    alpha = accepted / checked if checked else 0.0
-    expected = sum(expected_tokens_per_pass(alpha, d) for d, _ in rounds) / len(rounds)
-    return AcceptanceFit(rejections, alpha, expected, (accepted + len(rounds)) / len(rounds))
-
-
-FIT_TOLERANCE = 0.15   # measured within ±15 % of eq. 1 at the fitted α: the independence model describes it
-
-
-def fit_sentence(measured: float, expected: float, tolerance: float = FIT_TOLERANCE) -> str:
-    """How measured tokens per pass compare with eq. 1 at the fitted per-token α, by rule: within
-    `tolerance` (relative) independent acceptances describe them; below, acceptances cluster (more rounds
-    end without a rejection than 1 − α^k predicts, and a round can keep at most k); above, rounds end in a
-    rejection more often than predicted, after accepting a similar part of the draft each time."""
-    checks.number(expected, "expected tokens per pass", positive=True)
-    checks.number(measured, "measured tokens per pass", positive=True)
-    checks.number(tolerance, "tolerance")
-    ratio = measured / expected
-    if abs(ratio - 1) <= tolerance:
-        return f"within {tolerance:.0%} of the model (measured ÷ expected {ratio:.3f}): independent acceptances describe it"
-    if ratio < 1:
-        return (f"{ratio:.3f}× the model: acceptances cluster — whole drafts on easy stretches, the first token "
-                f"rejected on hard ones — and a round keeps at most k")
-    return (f"{ratio:.3f}× the model: most rounds accept a similar part of the draft and then reject, more "
-            f"regularly than independent tokens would")
-
-
-def draft_step_share(spec, draft_layers: int, context: int, dtype: str = "bf16") -> float:
-    """Bytes a decode step of the early-exit draft (the target's first `draft_layers` layers, its
-    embeddings, norm and output head) reads ÷ a target step's, at `context` cached tokens: both from
-    helpers.formulas.stepcost.decode_cost, the owner of what a step reads. A decode step is bound by these reads,
-    so this is roughly what each draft token costs in target steps."""
-    from ..formulas.specs import get_spec
-    from ..formulas.stepcost import decode_cost
-
-    spec = get_spec(spec)
-    checks.count(draft_layers, "draft_layers", 1, spec.num_layers)
-    cfg = dict(spec.config, num_hidden_layers=draft_layers)          # the draft's shape, as a config
-    if cfg.get("layer_types"):
-        cfg["layer_types"] = list(cfg["layer_types"])[:draft_layers]
-    draft = get_spec(cfg)
-    full = decode_cost(spec, context, 1, dtype)
-    part = decode_cost(draft, context, 1, dtype)
-    return (part.weight_read_bytes + part.kv_bytes) / (full.weight_read_bytes + full.kv_bytes)
-
-
-def speedup_by_bytes(tokens_per_pass: float, drafted_per_pass: float, draft_share: float) -> PassCost:
-    """What a bandwidth-bound model of a step predicts for speculative decoding: a pass costs one target
-    step plus `drafted_per_pass` draft steps of `draft_share` of a target step each (draft_step_share),
-    and yields `tokens_per_pass` tokens; plain decoding pays one target step a token. Returns the pass's
-    cost in target steps and the predicted speed-up, tokens ÷ cost."""
-    for name, v, low in (("tokens_per_pass", tokens_per_pass, 1), ("drafted_per_pass", drafted_per_pass, 0),
-                         ("draft_share", draft_share, 0)):
-        checks.number(v, name, low)
-    cost = 1 + drafted_per_pass * draft_share
-    return PassCost(cost, tokens_per_pass / cost)
-
-
-def pays(tokens_per_pass: float, pass_cost_steps: float) -> Verdict:
-    """Whether a speculative round can pay: it yields `tokens_per_pass` tokens for the time of
-    `pass_cost_steps` decode steps (its verify pass and its draft steps), plain decoding one token a step.
-    It can pay when tokens ÷ cost beats 1 by more than the change margin (helpers.formulas.verdicts), cannot
-    when it falls short by as much, and breaks even in between."""
-    checks.number(tokens_per_pass, "tokens per pass", 1)
-    checks.number(pass_cost_steps, "a round's cost in decode steps", positive=True)
-    r = tokens_per_pass / pass_cost_steps
-    words = {"higher": f"can pay ({factor(r)} the tokens of plain decoding in the same time)",
-             "about equal": f"breaks even ({factor(r)})",
-             "lower": f"cannot pay ({factor(r)} the tokens of plain decoding in the same time)"}[change_verdict(r)]
-    return Verdict(words, "speculative.pays", {"tokens_per_pass": tokens_per_pass, "pass_cost_steps": pass_cost_steps,
-                                               "ratio": r})
-
-
-def head_share(spec, dtype: str = "bf16") -> Verdict:
-    """The output head's share of the weights a decode step reads (helpers.formulas.stepcost.decode_cost; the
-    head is vocabulary × hidden values), with its band: what an early-exit draft reads whatever its layers."""
-    from ..formulas.specs import get_spec
-    from ..formulas.stepcost import decode_cost
-    from ..formulas.units import dtype_bytes
-
-    spec = get_spec(spec)
-    head = spec.vocab_size * spec.hidden_size * dtype_bytes(dtype)
-    v = share(head, decode_cost(spec, 1, 1, dtype).weight_read_bytes, "the weights a step reads")
-    return Verdict(f"the {spec.vocab_size:,}-word output head is {v.words}", "share", v.evidence)
-
-
-def verify_on_gpu(rows: list[VerifyRatio]) -> list[Verdict]:
-    """verify_step_ratio's rows read by rule, one verdict per context: the verify pass against a decode step at
-    the smallest batch, and the first batch at which the pass turns compute-bound (or none up to the largest)."""
-    out = []
-    for c in sorted({r.context for r in rows}):
-        mine = sorted((r for r in rows if r.context == c), key=lambda r: r.batch)
-        first = next((r for r in mine if r.verify_bound == "compute"), None)
-        turn = (f"it turns compute-bound at batch {first.batch} (verify {first.verify_over_decode:.2f}× a decode step)"
-                if first else f"it stays memory-bound at every batch up to {mine[-1].batch}")
-        out.append(Verdict(f"at {c:,} tokens of context a verify pass of {mine[0].k + 1} tokens costs "
-                           f"{mine[0].verify_over_decode:.2f}× a decode step at batch {mine[0].batch} on an "
-                           f"{mine[0].gpu}; {turn}", "speculative.verify_on_gpu",
-                           {"context": c, "batch1_ratio": mine[0].verify_over_decode,
-                            "compute_bound_from": first.batch if first else 0}))
-    return out
-
-
-def verify_step_ratio(spec, k: int, context: int, batch: int, gpu: str = "H100 SXM",
-                      dtype: str = "bf16") -> VerifyRatio:
-    """What verifying k drafts costs: a target pass over k + 1 tokens per sequence ÷ a decode step of one,
-    both at a GPU's roofline floor, max(bytes ÷ bandwidth, FLOPs ÷ peak) (helpers.formulas.stepcost.forward_cost:
-    the same weights and cached K/V are read either way; the FLOPs grow k + 1 times). About 1 while the
-    verify pass stays bound by memory — each accepted token nearly free — and up to k + 1 once the batch
-    makes it compute-bound, when speculation stops paying."""
-    from ..formulas.gpus import get_gpu
-    from ..formulas.roofline import step_floor
-    from ..formulas.stepcost import forward_cost
-
-    checks.count(k, "k")
-    g = get_gpu(gpu)
-    peak, _ = g.peak_flops(dtype)
-    one, many = (step_floor(forward_cost(spec, n, context, batch, dtype, logits_tokens=n), peak, g.bandwidth)
-                 for n in (1, k + 1))
-    return VerifyRatio(context, batch, k, 1e3 * one.seconds, 1e3 * many.seconds, many.seconds / one.seconds,
-                       many.bound, one.bound, g.name)
-
-
-def draft_model(target, layers: int):
-    """A model of the target's class with its first `layers` decoder layers, sharing the target's
-    embedding, those layers, the final norm and the head (no weights copied). `layers` equal to the
-    target's layer count gives a draft identical to the target, a model object of its own (without the
-    target's hooks, so a counter hooked on the target never counts the draft's calls)."""
-    import copy
-
-    n = target.config.num_hidden_layers
-    checks.count(layers, "draft layers (all of them: a draft identical to the target)", 1, n)
-    import torch
-
-    def shallow(module):
-        """A copy sharing the submodules, with its own module dict and no hooks (a counter hooked on the
-        target must not count the draft's calls)."""
-        out = copy.copy(module)
-        out._modules = dict(module._modules)
-        for name in ("_forward_hooks", "_forward_pre_hooks", "_forward_hooks_with_kwargs",
-                     "_forward_pre_hooks_with_kwargs", "_forward_hooks_always_called"):
-            if hasattr(module, name):
-                setattr(out, name, type(getattr(module, name))())
-        return out
-
-    draft = shallow(target)                   # shares every submodule
-    base = shallow(target.model)
-
-    base.layers = torch.nn.ModuleList(list(target.model.layers)[:layers])
-    base.config = copy.deepcopy(target.config)
-    base.config.num_hidden_layers = layers
-    draft.model = base
-    draft.config = base.config
-    draft.generation_config = copy.deepcopy(target.generation_config)
-    return draft
-
-
 @contextlib.contextmanager
 def _count_drafts(stats: dict):
-    """Wrap the candidate generators' get_candidates and update_candidate_strategy to count drafted and
+    """Wrap the prompt-lookup candidate generator's get_candidates and update_candidate_strategy to count drafted and
     accepted tokens (restored on exit)."""
     from transformers.generation import candidate_generator as cg
 
-    classes = [cg.AssistedCandidateGenerator, cg.PromptLookupCandidateGenerator]
+    classes = [cg.PromptLookupCandidateGenerator]
     saved = [(c, c.get_candidates, c.update_candidate_strategy) for c in classes]
 
     def wrap(get, update):
@@ -318,13 +96,10 @@ def _generate(model, ids, new_tokens: int, **kw):
                               min_new_tokens=new_tokens, do_sample=False, **kw)
 
 
-def speculate(model, ids, new_tokens: int, k: int = 4, draft_layers: int | None = None,
-              prompt_lookup: bool = False, ngram: int = 3, draft=None) -> Speculation:
-    """One greedy generation with a drafter against plain greedy generation, both timed, back to back:
-    acceptance, target passes, tokens per pass (measured and expected from α), wall-clock speed-up,
-    identical output. One drafter: `draft_layers=<n>` (the target's first n layers, sharing its
-    weights; n = all of them for an identical draft), `draft=<model>` (a model object of the same
-    vocabulary, not the target itself) or `prompt_lookup=True`.
+def speculate(model, ids, new_tokens: int, k: int = 4, ngram: int = 3) -> Speculation:
+    """One greedy generation with prompt lookup (up to k tokens after the last n-gram's earlier occurrence,
+    n ≤ `ngram`) against plain greedy generation, both timed, back to back: acceptance, target passes,
+    tokens per pass (measured and expected from α), wall-clock speed-up, identical output.
 
     Counted: `drafted` and `accepted` from the candidate generator, `rounds` (its update calls), and
     independently `target_passes` (a hook on the target); tokens generated = accepted + target passes."""
@@ -336,32 +111,11 @@ def speculate(model, ids, new_tokens: int, k: int = 4, draft_layers: int | None 
     checks.count(new_tokens, "new_tokens")
     checks.count(k, "k", 1, 64)
     checks.count(ngram, "ngram", 1, 64)
-    if sum([draft_layers is not None, draft is not None, bool(prompt_lookup)]) != 1:
-        raise ValueError("choose one drafter: draft_layers=<n>, draft=<model> or prompt_lookup=True")
-    if draft is model:
-        raise ValueError("the draft must be a model object of its own (for an identical draft, "
-                         "draft_layers=<all the target's layers> shares the weights): the target's forward "
-                         "calls are counted by a hook, which would count the draft's too")
     ids = check_ids(model, ids, new_tokens, "ids", one_sequence=True).to(next(model.parameters()).device)
-    saved_config = None
-    if prompt_lookup:
-        kw = {"prompt_lookup_num_tokens": k, "max_matching_ngram_size": ngram}
-        name = f"prompt lookup (n-gram ≤ {ngram})"
-    else:
-        if draft is None:
-            draft = draft_model(model, draft_layers)
-            name = f"draft model ({draft_layers} of {model.config.num_hidden_layers} layers)"
-        else:
-            saved_config = draft.generation_config        # the caller's object: restored on exit
-            name = f"draft model ({type(draft).__name__}, {draft.config.num_hidden_layers} layers)"
-        import copy
-
-        g = draft.generation_config = copy.deepcopy(draft.generation_config)
-        g.num_assistant_tokens, g.num_assistant_tokens_schedule = k, "constant"
-        g.assistant_confidence_threshold = 0.0      # always draft k (random weights: flat, low-confidence logits)
-        kw = {"assistant_model": draft}
+    kw = {"prompt_lookup_num_tokens": k, "max_matching_ngram_size": ngram}
+    name = f"prompt lookup (n-gram ≤ {ngram})"
     verbosity = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()   # the draft's generate() call warns about its own arguments every round
+    hf_logging.set_verbosity_error()   # generate() warns about its own arguments
     counter = None
     try:
         _generate(model, ids[:, :8], 4)                 # warm-up, untimed
@@ -382,8 +136,6 @@ def speculate(model, ids, new_tokens: int, k: int = 4, draft_layers: int | None 
     finally:
         if counter is not None:
             counter.close()
-        if saved_config is not None:
-            draft.generation_config = saved_config
         hf_logging.set_verbosity(verbosity)
     made = spec.shape[1] - ids.shape[1]
     kept = stats["accepted"] / stats["drafted"] if stats["drafted"] else 0.0
@@ -392,3 +144,103 @@ def speculate(model, ids, new_tokens: int, k: int = 4, draft_layers: int | None 
     return Speculation(name, k, made, stats["drafted"], stats["accepted"], kept, fit.rejections, fit.alpha,
                        stats["rounds"], spec_calls, plain_calls, made / spec_calls, fit.expected, k_eff,
                        plain_s, spec_s, plain_s / spec_s, bool(torch.equal(plain, spec)))
+
+
+# ----------------------------------------------------------------------------- the readable engine's loop
+
+@dataclass(frozen=True)
+class SpecRun:
+    """One drafter through the engine's speculative loop, greedy (drafter "none": plain decoding)."""
+
+    drafter: str
+    k: int
+    batch: int
+    tokens_per_pass: float           # tokens per target pass
+    target_passes: int
+    seconds: float
+    speedup: float                   # wall clock, over plain decoding
+    acceptance_rate: float | None    # kept ÷ drafted (None for plain decoding)
+    identical_to_plain: bool
+
+
+def speculative_runs(model, prompt: Sequence[int], new_tokens: int, k: int = 4, draft_layers: int = 2,
+                        ngram: int = 3, batch: int = 1, repeats: int = 2) -> list[SpecRun]:
+    """Plain decoding, prompt lookup and the early-exit draft on `batch` copies of one prompt, greedy:
+    tokens per target pass, target passes, wall-clock speed-up over plain decoding (same loop, no draft)
+    and whether the tokens are the plain ones. After a short untimed warm-up, the three run `repeats`
+    times interleaved, each timed by its fastest run (a shared machine only slows a run down)."""
+    params = SamplingParams(max_tokens=new_tokens, ignore_eos=True)
+    blocks = batch * -(-(len(prompt) + new_tokens + k) // 16)     # the draft's cache, blocks of 16 tokens
+    drafters = {"none": lambda: None, "prompt lookup": lambda: loop.PromptLookup(ngram),
+                "draft model": lambda: loop.DraftModel(model, num_layers=draft_layers, num_blocks=blocks)}
+    for make in drafters.values():
+        loop.generate(model, [list(prompt)[:16]] * batch, SamplingParams(max_tokens=4, ignore_eos=True),
+                             k=k, drafter=make())
+    runs = {name: [] for name in drafters}
+    for _ in range(repeats):
+        for name, make in drafters.items():
+            runs[name].append(loop.generate(model, [list(prompt)] * batch, params, k=k, drafter=make()))
+    best = {name: min(r, key=lambda x: x.seconds) for name, r in runs.items()}
+    plain = best.pop("none")
+    rows = [SpecRun("none (plain decoding)", 0, batch, 1.0, plain.target_passes, plain.seconds, 1.0, None, True)]
+    for res in best.values():
+        kept = sum(a for _, a in res.rounds)
+        drafted = sum(d for d, _ in res.rounds)
+        rows.append(SpecRun(res.drafter, k, batch, res.tokens_per_pass, res.target_passes, res.seconds,
+                            plain.seconds / res.seconds, kept / drafted if drafted else 0.0,
+                            res.outputs == plain.outputs))
+    return rows
+
+
+def verify_cost(model, k: int, context: int, batch: int, repeats: int = 5) -> VerifyCost:
+    """What a verify pass costs on this machine: one forward of `batch` sequences with `context` cached
+    tokens each, k + 1 new rows per sequence, against the same with one row (a decode step); each the
+    fastest of `repeats`. The measured twin of helpers.formulas.speculation.verify_step_ratio."""
+    from ..engine.kv import PagedKVCache
+    from ..engine.runner import Chunk, Runner
+
+    kv = PagedKVCache.for_model(model, batch * -(-(context + k + 1) // 16), 16)
+    runner = Runner(model, kv)
+    for b in range(batch):
+        kv.alloc.allocate(b, context + k + 1)
+
+    def best(n: int) -> float:
+        chunks = [Chunk(kv.table(b), [5] * n, context, n) for b in range(batch)]
+        runner.forward(chunks)                              # warm-up (first shapes)
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            runner.forward(chunks)
+            times.append(time.perf_counter() - t0)
+        return min(times)
+
+    one, many = best(1), best(k + 1)
+    return VerifyCost(context, batch, k, 1e3 * one, 1e3 * many, many / one)
+
+
+def speculative_reading(rows: Sequence[SpecRun], verify: Sequence[VerifyCost], draft_share: float) -> list[Verdict]:
+    """Each drafter's runs: tokens per target pass against 1, the wall clock against plain decoding at the same
+    batch (helpers.formulas.verdicts.speed), and what the measured verify pass predicts for it
+    (helpers.formulas.speculation.pays: a round's tokens against its cost in decode steps — the verify pass, and
+    for a draft model k draft steps of `draft_share` of a step each)."""
+    cost = {v.batch: v.verify_over_decode for v in verify}
+    plain = {r.batch: r for r in rows if not r.k}
+    out = []
+    for r in rows:
+        if not r.k:
+            continue
+        wall = speed(r.seconds, plain[r.batch].seconds, than="plain decoding")
+        lookup = r.drafter.startswith("prompt lookup")           # no model: its drafts cost no step
+        drafts = 0.0 if lookup else r.k * draft_share
+        said = [f"{r.drafter} at batch {r.batch}: {r.tokens_per_pass:.2f} tokens per target pass "
+                + ("(above 1: drafts were kept)" if r.tokens_per_pass > 1 else "(1: no draft kept)"),
+                f"{wall.words} on the wall clock"]
+        evidence = {"tokens_per_pass": r.tokens_per_pass, **wall.evidence}
+        if r.batch in cost:
+            steps = round_cost(cost[r.batch], r.k, 0.0 if lookup else draft_share)
+            v = pays(r.tokens_per_pass, steps)
+            said.append(f"a round costs {steps:.2f} decode steps here (verify {cost[r.batch]:.2f}"
+                        + (f" + {r.k} drafts × {draft_share:.2f}" if drafts else "") + f"), so it {v.words}")
+            evidence.update(pass_cost_steps=steps, predicted=v.evidence["ratio"])
+        out.append(Verdict(", ".join(said), "speculative", evidence))
+    return out

@@ -109,7 +109,7 @@ def kv_speed_frame(rows: Sequence):
 # ----------------------------------------------------------------------------- the readable engine
 
 def log_summary_frame(s):
-    """helpers.engine.measure.LogSummary as a one-row table."""
+    """helpers.serving.engine_runs.LogSummary as a one-row table."""
     return _frame([{"requests": s.requests, "steps": s.steps, "tokens/s": s.tokens_per_s,
                     "prefill chunks": s.prefill_chunks, "steps mixing prefill and decode": s.mixed_steps,
                     "preemptions": s.preemptions, "recomputed tokens": s.recomputed_tokens,
@@ -118,7 +118,7 @@ def log_summary_frame(s):
 
 
 def chunked_frame(runs: Sequence):
-    """helpers.engine.measure.chunked_prefill's runs, one row per token budget."""
+    """helpers.serving.engine_runs.chunked_prefill's runs, one row per token budget."""
     return _frame([{"token budget": r.token_budget, "long prompt tokens": r.long_prompt_tokens,
                     "prefill steps": r.prefill_steps, "largest step during its prefill (tokens)": r.largest_step_tokens,
                     "worst gap during its prefill (ms)": r.worst_gap_ms,
@@ -127,7 +127,7 @@ def chunked_frame(runs: Sequence):
 
 
 def cache_hits_frame(hits: dict):
-    """{trace name: helpers.engine.measure.CacheHits}: one row per trace and cache."""
+    """{trace name: helpers.serving.engine_caches.CacheHits}: one row per trace and cache."""
     return _frame([{"trace": trace, "cache": run.cache, "prompt tokens": run.prompt_tokens,
                     "reused tokens": run.reused_tokens, "hit rate": run.hit_rate,
                     "copy-on-write copies": run.copy_on_write_copies, "same tokens both ways": h.same_tokens}
@@ -135,7 +135,7 @@ def cache_hits_frame(hits: dict):
 
 
 def prefix_ttft_frame(r):
-    """helpers.engine.measure.PrefixTTFT as a one-row table."""
+    """helpers.serving.engine_caches.PrefixTTFT as a one-row table."""
     return _frame([{"prefix tokens": r.prefix_tokens, "suffix tokens": r.suffix_tokens, "cache": r.cache,
                     "TTFT cold (ms)": r.ttft_cold_ms, "TTFT warm (ms)": r.ttft_warm_ms, "TTFT ratio": r.ttft_ratio,
                     "cached tokens per warm request": r.cached_tokens_per_warm_request,
@@ -143,7 +143,7 @@ def prefix_ttft_frame(r):
 
 
 def speculative_frame(runs: Sequence):
-    """helpers.engine.measure.SpecRun rows: one per drafter (and batch)."""
+    """helpers.serving.speculative.SpecRun rows: one per drafter (and batch)."""
     return _frame([{"drafter": r.drafter, "k": r.k, "batch": r.batch, "tokens per target pass": r.tokens_per_pass,
                     "target passes": r.target_passes, "seconds": r.seconds, "wall-clock speed-up": r.speedup,
                     "acceptance rate (kept ÷ drafted)": r.acceptance_rate, "identical to plain": r.identical_to_plain}
@@ -151,8 +151,8 @@ def speculative_frame(runs: Sequence):
 
 
 def verify_frame(costs: Sequence):
-    """Verify passes against decode steps: helpers.engine.measure.VerifyCost (measured) or
-    helpers.serving.speculative.VerifyRatio (computed, with its bounds)."""
+    """Verify passes against decode steps: helpers.formulas.speculation.VerifyCost (measured) or
+    helpers.formulas.speculation.VerifyRatio (computed, with its bounds)."""
     rows = []
     for c in costs:
         row = {"context": c.context, "batch": c.batch, "k": c.k, "decode step (ms)": c.decode_step_ms,

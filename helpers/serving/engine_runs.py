@@ -1,0 +1,276 @@
+"""The readable engine (helpers.engine) measured serving: its greedy tokens against transformers'
+`generate`, its tokens/s against transformers' continuous-batching manager, its step log read, and chunked
+prefill — a long prompt arriving while others decode, prefilled in one step or in chunks of the token
+budget. The figures of notebook 07 and `make bench` (helpers.serving.measured); not part of the engine's
+mechanism.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass, replace
+from typing import Sequence
+
+from .. import checks
+from ..engine.llm import Engine, EngineArgs
+from ..engine.request import SamplingParams
+from ..formulas.verdicts import Verdict, share, speed, times_as
+from .naive import Request as ServeRequest, RequestTiming, ServeResult
+
+
+@dataclass(frozen=True)
+class LogSummary:
+    """What an engine run's step log says."""
+
+    requests: int
+    steps: int
+    tokens_per_s: float
+    prefill_chunks: int
+    mixed_steps: int                 # steps mixing prefill chunks with decode rows
+    preemptions: int
+    recomputed_tokens: int           # computed again because of the preemptions
+    peak_blocks: int                 # the most KV blocks in use at once
+    tokens_at_peak: int              # tokens those blocks held
+    copy_on_write_copies: int
+
+
+@dataclass(frozen=True)
+class GenerateCheck:
+    """The engine's greedy tokens against transformers' generate, prompt by prompt."""
+
+    identical: bool
+    requests: int
+    identical_requests: int
+    prompt_lengths: list[int]
+    new_tokens_each: int
+    steps: int
+
+
+@dataclass(frozen=True)
+class AgainstCB:
+    """The engine against transformers' continuous-batching manager on the same requests."""
+
+    engine_tokens_per_s: float
+    transformers_cb_tokens_per_s: float
+    ratio: float                     # engine ÷ transformers
+    engine_steps: int
+    same_tokens: float               # share of requests with identical tokens
+    concurrent: int
+    requests: int
+    rounds: int
+    engine: ServeResult              # each way's fastest run
+    transformers_cb: ServeResult
+
+
+@dataclass(frozen=True)
+class ChunkedRun:
+    """A long prompt arriving while short requests decode, at one token budget."""
+
+    token_budget: int
+    long_prompt_tokens: int
+    prefill_steps: int
+    largest_step_tokens: int         # the largest step during its prefill
+    worst_gap_ms: float | None       # the others' worst gap between tokens during its prefill
+    median_gap_ms: float | None
+    long_prompt_ttft_ms: float
+    same_tokens_as_first_budget: bool = True   # every request's tokens those of the first budget
+
+
+def serve(model, requests: Sequence[ServeRequest], args: EngineArgs = EngineArgs()) -> tuple[ServeResult, Engine]:
+    """Serve helpers.serving requests (all arrived at 0) through a fresh engine, greedy, exactly
+    max_new_tokens each; their timings in seconds after the start, as the other ways of serving report."""
+    e = Engine(model, args)
+    t0 = time.perf_counter()
+    reqs = [e.add(r.prompt, SamplingParams(max_tokens=r.max_new_tokens, ignore_eos=True), rid=r.rid)
+            for r in requests]
+    e.run()
+    timings = [RequestTiming(r.rid, len(r.prompt), len(r.output), r.admitted_s - t0, r.token_times[0] - t0,
+                             r.token_times[-1] - t0, r.output) for r in reqs]
+    for t, r in zip(timings, reqs):
+        t.token_times = [x - t0 for x in r.token_times]
+    wall = max(t.finish_s for t in timings)
+    return ServeResult("readable engine", timings, wall, e.runner.forwards), e
+
+
+def blocks_needed(requests: Sequence[ServeRequest], block_size: int) -> int:
+    """The fewest KV blocks that let each request run alone (its prompt and every token it makes)."""
+    return max(-(-(len(r.prompt) + r.max_new_tokens) // block_size) for r in requests)
+
+
+def log_summary(e: Engine, result: ServeResult) -> LogSummary:
+    """What an engine run's step log says: steps, prefill chunks, steps mixing prefill and decode rows,
+    preemptions and the tokens they made it compute again, the peak of blocks in use, block copies."""
+    log = e.log
+    peak = max(log, key=lambda s: s["blocks used"])
+    return LogSummary(len(result.timings), len(log), result.tokens_per_s,
+                      prefill_chunks=sum(len(s["prefill"]) for s in log),
+                      mixed_steps=sum(1 for s in log if s["prefill"] and s["decode"]),
+                      preemptions=sum(len(s["preempted"]) for s in log),
+                      recomputed_tokens=sum(r.lost_tokens for r in e.scheduler.finished),
+                      peak_blocks=peak["blocks used"], tokens_at_peak=peak["tokens held"],
+                      copy_on_write_copies=e.kv.alloc.copies)
+
+
+def identical_to_generate(model, prompts: Sequence[Sequence[int]], new_tokens: int,
+                          args: EngineArgs = EngineArgs()) -> GenerateCheck:
+    """The engine's greedy tokens for all prompts served together against transformers' generate on each
+    prompt alone (never stopping early): whether every token is the same, and per prompt."""
+    import torch
+    from transformers.utils import logging
+
+    e = Engine(model, args)
+    got = e.generate(prompts, SamplingParams(max_tokens=new_tokens, ignore_eos=True))
+    level = logging.get_verbosity()
+    logging.set_verbosity_error()          # generate warns that eos_token_id -1 is not a real token
+    try:
+        want = []
+        for p in prompts:
+            ids = torch.tensor([list(p)], device=next(model.parameters()).device)
+            with torch.inference_mode():
+                out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=new_tokens,
+                                     do_sample=False, eos_token_id=-1, pad_token_id=0)
+            want.append(out[0, ids.shape[1]:].tolist())
+    finally:
+        logging.set_verbosity(level)
+    same = [a == b for a, b in zip(got, want)]
+    return GenerateCheck(all(same), len(prompts), sum(same), [len(p) for p in prompts], new_tokens, len(e.log))
+
+
+def against_transformers_cb(model, requests: Sequence[ServeRequest], concurrent: int = 8,
+                            max_batch_tokens: int = 512, rounds: int = 2) -> AgainstCB:
+    """Output tokens/s of the engine and of transformers' continuous-batching manager on the same
+    requests, at most `concurrent` at once, the same token budget per step and blocks of 16 tokens;
+    `rounds` interleaved, each its fastest (a shared machine only slows a run down). Both compute in a
+    worker thread (helpers.serving.batching.in_worker_thread says why)."""
+    from .batching import in_worker_thread, same_tokens, serve_continuous
+
+    args = EngineArgs(block_size=16, max_num_seqs=concurrent, max_batch_tokens=max_batch_tokens, prefix_cache=None)
+    in_worker_thread(serve, model, requests[:2], args)                 # warm-up, both
+    serve_continuous(model, requests[:2], max_batch_tokens, concurrent=concurrent)
+    ours, theirs = [], []
+    for _ in range(rounds):
+        ours.append(in_worker_thread(serve, model, requests, args)[0])
+        theirs.append(serve_continuous(model, requests, max_batch_tokens, concurrent=concurrent))
+    a, b = min(ours, key=lambda r: r.wall_s), min(theirs, key=lambda r: r.wall_s)
+    return AgainstCB(a.tokens_per_s, b.tokens_per_s, a.tokens_per_s / b.tokens_per_s, a.forward_calls,
+                     same_tokens(a, b), concurrent, len(requests), rounds, engine=a, transformers_cb=b)
+
+
+def chunked_prefill(model, shorts: Sequence[Sequence[int]], long_prompt: Sequence[int], new_tokens: int,
+                    arrive_after_steps: int, budgets: Sequence[int], block_size: int = 16,
+                    repeats: int = 2) -> list[ChunkedRun]:
+    """Short requests decoding, then a long prompt arriving `arrive_after_steps` steps later, once per
+    token budget: the short ones' worst and median gap between tokens while the long one is prefilled,
+    its own TTFT and the steps its prefill took (chunks of at most the budget, less the decode rows), and
+    whether every request made the first budget's tokens (chunking is lossless). A budget ≥ the long prompt
+    prefills it in one step. Each budget `repeats` times, interleaved, each time figure its smallest (load
+    only adds)."""
+    checks.count(new_tokens, "new_tokens", 2)     # a gap between tokens needs two tokens a request
+    checks.count(arrive_after_steps, "arrive_after_steps", 0)
+    checks.count(block_size, "block_size", 1)
+    checks.count(repeats, "repeats", 1)
+    if not isinstance(budgets, (list, tuple)) or not budgets:
+        raise ValueError(f"budgets must be a non-empty list of token budgets (max_batch_tokens), got {budgets!r}")
+    budgets = [checks.count(b, "a token budget (max_batch_tokens)", 1) for b in budgets]
+    if not isinstance(shorts, (list, tuple)) or not shorts or not all(len(p) for p in shorts):
+        raise ValueError("shorts must be a non-empty list of non-empty prompts (token ids): their gaps are measured")
+    if not len(long_prompt):
+        raise ValueError("long_prompt must hold at least one token id")
+    runs = [_chunked_run(model, shorts, long_prompt, new_tokens, arrive_after_steps, b, block_size)
+            for _ in range(repeats) for b in budgets]
+    first_tokens = runs[0][1]
+    out = []
+    for j in range(len(budgets)):
+        mine = [r for r, _ in runs[j::len(budgets)]]
+        best = {key: min(getattr(r, key) for r in mine) for key in ("worst_gap_ms", "median_gap_ms", "long_prompt_ttft_ms")
+                if all(getattr(r, key) is not None for r in mine)}
+        same = all(tokens == first_tokens for _, tokens in runs[j::len(budgets)])
+        out.append(replace(mine[0], **best, same_tokens_as_first_budget=same))
+    return out
+
+
+def _chunked_run(model, shorts, long_prompt, new_tokens, arrive_after_steps, budget, block_size):
+    """One run of chunked_prefill at one token budget: its ChunkedRun and every request's tokens."""
+    one = SamplingParams(max_tokens=new_tokens, ignore_eos=True)
+    e = Engine(model, EngineArgs(block_size, max_num_seqs=len(shorts) + 1, max_batch_tokens=budget,
+                                 prefix_cache=None))
+    e.generate([list(long_prompt)[:budget]], SamplingParams(max_tokens=2, ignore_eos=True))   # warm-up
+    first = len(e.log)
+    rs = [e.add(list(p), one) for p in shorts]
+    for _ in range(arrive_after_steps):
+        e.step()
+    long = e.add(list(long_prompt), one)
+    e.run()
+    t0, t1 = long.arrival_s, long.token_times[0]
+    gaps = [b - a for r in rs for a, b in zip(r.token_times, r.token_times[1:]) if b >= t0 and a <= t1]
+    during = [s for s in e.log[first:] if long.rid in s["prefill"]]
+    return ChunkedRun(budget, len(long_prompt), len(during), max(s["tokens"] for s in during),
+                      1e3 * max(gaps) if gaps else None, 1e3 * statistics.median(gaps) if gaps else None,
+                      1e3 * (t1 - t0)), [r.output for r in rs + [long]]
+
+
+def timeline(log: list[dict]) -> list[dict]:
+    """The engine's step log as one row per request per step: what it was doing (prefill with its chunk
+    size, decode, waiting, preempted) between the step's start and end, seconds after the first step."""
+    if not log:
+        return []
+    t0 = log[0]["start_s"]
+    rows = []
+    for s in log:
+        span = {"step": s["step"], "start_s": s["start_s"] - t0, "end_s": s["end_s"] - t0}
+        rows += [{**span, "request": r, "state": "prefill", "tokens": n} for r, n in s["prefill"].items()]
+        rows += [{**span, "request": r, "state": "decode", "tokens": 1} for r in s["decode"]]
+        rows += [{**span, "request": r, "state": "preempted", "tokens": 0} for r in s["preempted"]]
+        rows += [{**span, "request": r, "state": "waiting", "tokens": 0} for r in s["waiting"]
+                 if r not in s["preempted"]]
+    return rows
+
+
+def blocks_without_preemption(requests: Sequence[ServeRequest], block_size: int, max_num_seqs: int) -> int:
+    """KV blocks that hold the `max_num_seqs` longest requests at their full length (prompt and every token):
+    with that many no running request can run out of blocks, so none is preempted."""
+    needs = sorted((-(-(len(r.prompt) + r.max_new_tokens) // block_size) for r in requests), reverse=True)
+    return sum(needs[:max_num_seqs])
+
+
+def log_reading(s: LogSummary, args: EngineArgs, requests: Sequence[ServeRequest]) -> list[Verdict]:
+    """What an engine run's step log shows: prompts cut into chunks, preemptions against the blocks that
+    would have prevented them (blocks_without_preemption), and how full the blocks in use were at the peak."""
+    running = min(args.max_num_seqs, len(requests))
+    need = blocks_without_preemption(requests, args.block_size, args.max_num_seqs)
+    bound = f"{need} blocks hold the {running} longest requests at full length, and from there none is preempted"
+    out = [Verdict(f"{s.prefill_chunks} prefill chunks for {s.requests} requests: "
+                   + ("prompts longer than what the step's token budget had left were cut"
+                      if s.prefill_chunks > s.requests else "every prompt prefilled in one step"),
+                   "engine.chunks", {"chunks": s.prefill_chunks, "requests": s.requests}),
+           Verdict((f"{s.preemptions} preemptions with {args.blocks} blocks ({s.recomputed_tokens:,} tokens computed "
+                    f"again); {bound}" if s.preemptions else f"no preemption with {args.blocks} blocks; {bound}"),
+                   "engine.preemptions", {"preemptions": s.preemptions, "blocks": args.blocks, "needed": need})]
+    slots = s.peak_blocks * args.block_size
+    filled = share(s.tokens_at_peak, slots, f"the {slots:,} slots of the blocks in use")
+    out.append(Verdict(f"at the peak, {s.peak_blocks} of {args.blocks} blocks were in use and their tokens filled "
+                       f"{filled.words}: each request's last block is partly empty", "share", filled.evidence))
+    return out
+
+
+def chunked_reading(one: ChunkedRun, chunked: ChunkedRun) -> list[Verdict]:
+    """The long prompt prefilled in one step against in chunks: the largest step the others waited on (the
+    schedule), their worst gap between tokens each way and against the long prompt's whole prefill, and the
+    long prompt's own time to first token (helpers.formulas.verdicts.speed)."""
+    out = [Verdict(f"the largest step during the long prompt's prefill computed {one.largest_step_tokens:,} tokens "
+                   f"in one step and {chunked.largest_step_tokens:,} with a {chunked.token_budget}-token budget "
+                   f"({chunked.prefill_steps} chunks)", "engine.schedule",
+                   {"one": one.largest_step_tokens, "chunked": chunked.largest_step_tokens})]
+    if one.worst_gap_ms is not None and chunked.worst_gap_ms is not None:
+        gap = speed(chunked.worst_gap_ms, one.worst_gap_ms, "shorter", "longer", "as long")
+        stall = times_as(one.worst_gap_ms, one.long_prompt_ttft_ms, "the long prompt's whole prefill (its TTFT)")
+        out.append(Verdict(f"the others' worst gap between tokens was {gap.words} with chunks "
+                           f"({chunked.worst_gap_ms:,.1f} against {one.worst_gap_ms:,.1f} ms); in one step it was "
+                           f"{stall.words}", "speed", {**gap.evidence, "stall_over_prefill": stall.evidence["ratio"]}))
+    else:
+        out.append(Verdict("no other request made a token while the long prompt was prefilled: no gap to compare",
+                           "engine.gaps", {}))
+    ttft = speed(chunked.long_prompt_ttft_ms, one.long_prompt_ttft_ms, "shorter", "longer", "as long")
+    out.append(Verdict(f"the long prompt's own TTFT was {ttft.words} with chunks ({chunked.long_prompt_ttft_ms:,.1f} "
+                       f"against {one.long_prompt_ttft_ms:,.1f} ms)", "speed", ttft.evidence))
+    return out
