@@ -18,7 +18,7 @@ with app.setup:
     import pandas as pd
 
     from helpers.present import expected, learner, notebook, on_gpu, plots, replay, sweep_figures
-    from helpers.measure import models, sweeps
+    from helpers.measure import growth, models, sweeps
     from helpers.serving import naive
     from helpers.formulas import compute_share, verdicts
     from helpers.measure.tensor_bytes import bytes_match
@@ -34,7 +34,7 @@ with app.setup:
 
     notebook.setup()
     started = time.perf_counter()
-    gpu = on_gpu.gpu_expectations()
+    gpu = on_gpu.gpu_expectations(sweeps.sweep_sizes("mistral-7b", "cuda"))
 
 
 @app.cell(hide_code=True)
@@ -165,7 +165,7 @@ def _(loaded, memory_button, sizes):
     memory_run = replay.measure("01/memory", models.run_on, loaded, sweeps.memory_growth, sizes.memory_tokens,
                                 run=memory_button.value, profile=loaded.profile, device=loaded.device)
     memory_on, memory = memory_run.value
-    memory_said = sweeps.memory_verdicts(memory, memory_on.spec, memory_on.dtype)
+    memory_said = growth.memory_verdicts(memory, memory_on.spec, memory_on.dtype)
     sweep_figures.memory_figure(memory, memory_run.source(memory_on), memory_on.spec, memory_on.dtype)
     return memory, memory_on, memory_run, memory_said
 
@@ -261,9 +261,9 @@ def _(loaded, sizes, ttft_button):
                               sizes.ttft_repeats, run=ttft_button.value, profile=loaded.profile,
                               device=loaded.device)
     ttft_on, ttft = ttft_run.value
-    ttft_fit = sweeps.fit_or_none(ttft)
-    ttft_doubling = sweeps.last_doubling(ttft)     # the ratio the prediction asks for (None: no doubling ran)
-    ttft_said = [*sweeps.growth_verdicts(ttft_fit), sweeps.order_verdict(ttft, "tokens", "ttft_s", "prompt")] if ttft_fit else []
+    ttft_fit = growth.fit_or_none(ttft)
+    ttft_doubling = growth.last_doubling(ttft)     # the ratio the prediction asks for (None: no doubling ran)
+    ttft_said = [*growth.growth_verdicts(ttft_fit), growth.order_verdict(ttft, "tokens", "ttft_s", "prompt")] if ttft_fit else []
     sweep_figures.ttft_figure(ttft, ttft_fit, ttft_run.source(ttft_on))
     return ttft, ttft_doubling, ttft_fit, ttft_on, ttft_run, ttft_said
 
@@ -302,7 +302,7 @@ def _(ttft_box, ttft_doubling, ttft_fit):
 def _(ttft_fit):
     _law = ttft_fit.describe() if ttft_fit else "fewer than three prompt lengths ran, too few to fit a law."
     mo.md(f"""
-    **Growth law, fitted** (`helpers.measure.sweeps.fit_growth`, non-negative least squares on relative error
+    **Growth law, fitted** (`helpers.measure.growth.fit_growth`, non-negative least squares on relative error
     over the medians): {_law}
 
     A constant term is fixed cost per forward (on a CPU with the tiny model: Python and operator
@@ -329,14 +329,14 @@ def _(ttft, ttft_on, ttft_said):
                      "config")
     _lo, _hi = gpu["ttft_floor_s"].items()
     _n0, _n1 = list(gpu["ttft_floors_s"])[-2:]
-    _law = sweeps.local_growth_verdict(_n0, gpu["ttft_floors_s"][_n0], _n1, gpu["ttft_floors_s"][_n1], "the floor")
+    _law = growth.local_growth_verdict(_n0, gpu["ttft_floors_s"][_n0], _n1, gpu["ttft_floors_s"][_n1], "the floor")
     expected.should_see(_here, [
         expected.computed(f"Mistral 7B on an {gpu['gpu']}: at least {fmt_seconds(_lo[1])} for {_lo[0]:,} tokens (reading "
                           f"{gpu['weight_bytes'] / 1e9:,.1f} GB of weights once) and {fmt_seconds(_hi[1])} for {_hi[0]:,} "
                           "tokens (its FLOPs at the datasheet's peak); a measured prefill takes at least its floor",
                           "helpers.present.on_gpu.gpu_plan, the capacity planner's prefill floor"),
         expected.computed(f"{_law.words}; attention is {_flops('mistral-7b-v0.1', _hi[0]).words} at {_hi[0]:,}",
-                          "helpers.measure.sweeps.local_growth_verdict over the planner's floors; "
+                          "helpers.measure.growth.local_growth_verdict over the planner's floors; "
                           "helpers.formulas.compute_share.flop_terms"),
     ])
     return
@@ -599,7 +599,7 @@ def _(itl_button, loaded, sizes):
     itl_run = replay.measure("01/itl", models.run_on, loaded, sweeps.itl_sweep, sizes.itl_contexts, sizes.itl_steps,
                              run=itl_button.value, profile=loaded.profile, device=loaded.device)
     itl_on, itl = itl_run.value
-    itl_said = sweeps.itl_verdicts(itl, itl_on.spec, itl_on.dtype)
+    itl_said = growth.itl_verdicts(itl, itl_on.spec, itl_on.dtype)
     sweep_figures.itl_figure(itl, itl_run.source(itl_on))
     return itl, itl_on, itl_run, itl_said
 
@@ -632,14 +632,14 @@ def _(itl, itl_on, itl_run):
 @app.cell(hide_code=True)
 def _(itl_said):
     _c0, _c1 = gpu["step_floor_s"]
-    _grow, _cache = sweeps.bytes_growth_verdicts(gpu["model"], "bf16", _c0, _c1)
+    _grow, _cache = growth.bytes_growth_verdicts(gpu["model"], "bf16", _c0, _c1)
     expected.should_see(list(itl_said), [
         expected.computed(f"Mistral 7B on an {gpu['gpu']}: a step can be no shorter than reading its bytes at "
                           f"{gpu['bandwidth'] / 1e12:,.2f} TB/s (the memory-bound floor): "
                           f"{gpu['step_floor_s'][_c0] * 1e3:,.2f} ms at {_c0:,} tokens of context, "
                           f"{gpu['step_floor_s'][_c1] * 1e3:,.2f} ms at {_c1:,} (v0.1's window stops the cache at "
                           f"{gpu['window']:,} tokens); {_grow}, and {_cache}",
-                          "helpers.present.on_gpu.gpu_plan; helpers.measure.sweeps.bytes_growth_verdicts"),
+                          "helpers.present.on_gpu.gpu_plan; helpers.measure.growth.bytes_growth_verdicts"),
         *expected.eager_against_floor(),
     ])
     return
@@ -691,7 +691,7 @@ def _(loaded, sizes, users_button, users_context_pick):
 
 @app.cell
 def _(budget_pick, budgets, users, users_on, users_result, users_run):
-    users_budget = sweeps.users_in_budget(users, budgets[budget_pick.value], users_result["context"])
+    users_budget = growth.users_in_budget(users, budgets[budget_pick.value], users_result["context"])
     sweep_figures.users_figure(users, users_run.source(users_on), users_result["total_memory"],
                                users_result["model_bytes"], budget=users_budget)
     return (users_budget,)
@@ -734,7 +734,7 @@ def _(users, users_on, users_run):
 @app.cell(hide_code=True)
 def _(users):
     _oom, _fit = gpu["users_oom_at"], gpu["users_fit"]
-    expected.should_see(sweeps.users_verdicts(users), [
+    expected.should_see(growth.users_verdicts(users), [
         expected.gpu_memory_on_gpu(gpu["gpu"]),
         expected.computed(f"Mistral 7B on an {gpu['gpu']}: beside {gpu['weight_bytes'] / 1e9:,.2f} GB of weights those "
                           f"{gpu['memory_bytes'] / 1e9:,.2f}·10⁹ B hold the cache of {_fit:,} sequences of "
@@ -821,7 +821,7 @@ def _(budget_pick, budgets, memory_on, ttft_doubling, ttft_fit, users_result):
     _laws = ("slower than linear", "linear", "between linear and quadratic", "quadratic")
     if ttft_fit is not None:
         _growth = learner.Question(f"In section 2, how did the TTFT grow at {ttft_fit.n_max:,} tokens, by the fitted "
-                                   "law's exponent?", sweeps.growth_law(ttft_fit.exponent), options=_laws)
+                                   "law's exponent?", growth.growth_law(ttft_fit.exponent), options=_laws)
     elif ttft_doubling is not None:
         _growth = learner.Question(f"In section 2, how many times the TTFT at {ttft_doubling.n0:,} tokens did "
                                    f"{ttft_doubling.n1:,} tokens take?", ttft_doubling.ratio, "×")
@@ -851,7 +851,7 @@ def _(check_form, check_questions):
 def _(loaded, memory_said, served_said, ttft_said):
     _v3, _mine = compute_share.attention_crossover("mistral-7b-v0.3"), compute_share.attention_crossover(loaded.spec)
     _law = (f"this run's TTFT grew like n^{ttft_said[0].evidence['exponent']:,.2f} at {ttft_said[0].evidence['n']:,} tokens: "
-            f"{sweeps.growth_law(ttft_said[0].evidence['exponent'])}" if ttft_said else "this run fitted no law")
+            f"{growth.growth_law(ttft_said[0].evidence['exponent'])}" if ttft_said else "this run fitted no law")
     _batch = (f"here {served_said['throughput'].words} together, each step {served_said['step'].words} and the "
               f"padded prefill {served_said['prefill'].words} than alone, while one after another "
               f"{served_said['waiting'].words}" if served_said else "here only one mode ran (out of memory)")

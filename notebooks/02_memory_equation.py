@@ -19,7 +19,7 @@ with app.setup:
 
     from helpers.formulas import memory, verdicts
     from helpers.formulas.gpus import get_gpu
-    from helpers.measure import models, sweeps, tensor_bytes
+    from helpers.measure import models, tensor_bytes, timing
     from helpers.present import expected, learner, notebook, on_gpu, plots
     from helpers.present.glossary import term
     from helpers.formulas.specs import get_spec, param_count
@@ -204,7 +204,7 @@ def _(loaded, spec):
     _checks = (100, _window + 500) if _window else (100, 1000)
     _rows = []
     for _n in _checks:
-        _, _cache = sweeps.prefill(loaded.model, sweeps.prompt_ids(_n, vocab=spec.vocab_size,
+        _, _cache = timing.prefill(loaded.model, timing.prompt_ids(_n, vocab=spec.vocab_size,
                                                                          device=loaded.device))
         _layer0 = _cache.layers[0]
         _formula = memory.kv_cache_bytes(spec, _n, 1, loaded.dtype,

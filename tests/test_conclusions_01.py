@@ -1,4 +1,4 @@
-"""The rules notebook 01 says its conclusions with (helpers.measure.sweeps' growth, order, memory, ITL and users rules,
+"""The rules notebook 01 says its conclusions with (helpers.measure.growth's growth, order, memory, ITL and users rules,
 helpers.serving.naive.batching_verdicts, helpers.measure.tensor_bytes.bytes_match), each fed every regime it can
 meet — the two committed CPU records (Intel Xeon, AMD EPYC), a floor-dominated GPU-like run, a fixed-cost-dominated
 one, weights read from cache above the copy bandwidth, a quadratic prefill, a window, an out-of-memory point — and
@@ -15,11 +15,15 @@ from helpers.formulas.specs import get_spec
 from helpers.formulas.stepcost import decode_cost
 from helpers.formulas.memory import kv_cache_bytes
 from helpers.formulas.verdicts import change_verdict, factor, share_band
-from helpers.measure import sweeps
+from helpers.measure import growth
 from helpers.measure.tensor_bytes import bytes_match
 from helpers.formulas import compute_share
 from helpers.present import expected, on_gpu, replay
 from helpers.serving import naive
+
+from helpers.measure.sweeps import sweep_sizes  # noqa: E402
+
+GPU_SIZES = sweep_sizes("mistral-7b", "cuda")   # notebook 01's sizes on a GPU
 
 CPUS = ("cpu-intel-xeon", "cpu-amd-epyc")
 H100 = 3.35e12                                   # B/s, the H100 SXM's datasheet bandwidth
@@ -45,13 +49,13 @@ def frame(rows: list[dict], oom_at=None) -> pd.DataFrame:
 ])
 def test_growth_law_names_the_exponent_at_each_threshold(p, law):
     # linear within the 10 % change margin of 1, quadratic within it of 2
-    assert sweeps.growth_law(p) == law
+    assert growth.growth_law(p) == law
 
 
 def _growth_words_match_the_fit(fit):
-    law, quad, fixed = sweeps.growth_verdicts(fit)
+    law, quad, fixed = growth.growth_verdicts(fit)
     assert law.evidence["exponent"] == fit.exponent and f"n^{fit.exponent:,.2f}" in law.words
-    assert law.words.endswith(sweeps.growth_law(fit.exponent))
+    assert law.words.endswith(growth.growth_law(fit.exponent))
     if fit.c > 0:
         assert quad.evidence["fraction"] == pytest.approx(fit.c * fit.n_max**2 / fit.predict(fit.n_max))
         assert f"({share_band(quad.evidence['fraction'])})" in quad.words
@@ -66,20 +70,20 @@ def _growth_words_match_the_fit(fit):
 @pytest.mark.parametrize("record", CPUS)
 def test_ttft_words_on_both_cpu_records(record):
     _, ttft = recorded("01/ttft", record)
-    fit = sweeps.fit_or_none(ttft)
+    fit = growth.fit_or_none(ttft)
     law, quad, fixed = _growth_words_match_the_fit(fit)
     # both CPUs: n^1.45 / n^1.47 at 2,048 tokens, about half of it the n² term, most of 16 tokens' time fixed cost
     assert law.words.endswith("between linear and quadratic") and "about half" in quad.words and "(most)" in fixed.words
-    assert "each longer prompt took at least as long" in sweeps.order_verdict(ttft, "tokens", "ttft_s", "prompt").words
+    assert "each longer prompt took at least as long" in growth.order_verdict(ttft, "tokens", "ttft_s", "prompt").words
 
 
 def test_ttft_words_on_a_gpu_like_run_of_floors():
-    floors = on_gpu.gpu_expectations()["ttft_floors_s"]        # the planner's floors, 128 … 16,384 tokens
+    floors = on_gpu.gpu_expectations(GPU_SIZES)["ttft_floors_s"]        # the planner's floors, 128 … 16,384 tokens
     ns = list(floors)
     measured = [1 / 0.9 * floors[n] for n in ns]                 # a GPU-like run: each at 90 % of its floor's speed
     df = frame([{"tokens": n, "ttft_s": t} for n, t in zip(ns, measured)])
-    _growth_words_match_the_fit(sweeps.fit_or_none(df))
-    local = sweeps.local_growth_verdict(ns[-2], floors[ns[-2]], ns[-1], floors[ns[-1]], "the floor")
+    _growth_words_match_the_fit(growth.fit_or_none(df))
+    local = growth.local_growth_verdict(ns[-2], floors[ns[-2]], ns[-1], floors[ns[-1]], "the floor")
     assert local.evidence["exponent"] == pytest.approx(math.log(floors[ns[-1]] / floors[ns[-2]]) / math.log(2))
     assert local.words.endswith(": linear") and f"grows {factor(floors[ns[-1]] / floors[ns[-2]])}" in local.words
 
@@ -87,21 +91,21 @@ def test_ttft_words_on_a_gpu_like_run_of_floors():
 def test_ttft_words_when_a_fixed_cost_dominates():
     ns = [16, 32, 64, 128, 256, 512, 1024, 2048]
     df = frame([{"tokens": n, "ttft_s": 0.050 + 1e-7 * n} for n in ns])       # 50 ms a forward, whatever the prompt
-    law, quad, fixed = _growth_words_match_the_fit(sweeps.fit_or_none(df))
+    law, quad, fixed = _growth_words_match_the_fit(growth.fit_or_none(df))
     assert law.words.endswith("slower than linear") and "(nearly all)" in fixed.words
 
 
 def test_ttft_words_when_attention_dominates():
     ns = [256, 512, 1024, 2048, 4096, 8192]
     df = frame([{"tokens": n, "ttft_s": 1e-4 + 1e-9 * n * n} for n in ns])
-    law, quad, _ = _growth_words_match_the_fit(sweeps.fit_or_none(df))
+    law, quad, _ = _growth_words_match_the_fit(growth.fit_or_none(df))
     assert law.words.endswith(": quadratic") and "(nearly all)" in quad.words
 
 
 def test_order_names_a_longer_prompt_that_took_less_time():
     # the live run on a busy machine: 16 tokens 314.5 ms, 32 tokens 203.9 ms
     df = frame([{"tokens": 16, "ttft_s": 0.3145}, {"tokens": 32, "ttft_s": 0.2039}, {"tokens": 64, "ttft_s": 0.21}])
-    v = sweeps.order_verdict(df, "tokens", "ttft_s", "prompt")
+    v = growth.order_verdict(df, "tokens", "ttft_s", "prompt")
     assert v.evidence == {"steps": 2, "falls": 1}
     assert "at 1 of 2 steps a longer prompt took less time (16 → 32 tokens: 314.5 → 203.9 ms)" in v.words
     # within the margin (0.21 against 0.2039, 1.03×) is not a fall
@@ -113,7 +117,7 @@ def test_order_names_a_longer_prompt_that_took_less_time():
 @pytest.mark.parametrize("record", CPUS)
 def test_memory_words_on_both_cpu_records(record):
     on, mem = recorded("01/memory", record)
-    match, per = sweeps.memory_verdicts(mem, on.spec, on.dtype)
+    match, per = growth.memory_verdicts(mem, on.spec, on.dtype)
     assert match.words == "equal to the formula at every point (8 of 8)" and match.evidence["largest_gap_bytes"] == 0
     assert per.evidence["bytes_per_token"] == 2048 and per.words.endswith("a straight line through zero")
 
@@ -124,7 +128,7 @@ def test_memory_words_with_a_window_and_an_allocator_peak():
     cache = [kv_cache_bytes(spec, n, 1, "bf16", window_slots=4095) for n in ns]
     df = frame([{"tokens": n, "cache_bytes": c, "formula_bytes": c, "peak_above_weights_bytes": 3 * c}
                 for n, c in zip(ns, cache)])
-    match, per, peak = sweeps.memory_verdicts(df, spec, "bf16")
+    match, per, peak = growth.memory_verdicts(df, spec, "bf16")
     assert "every point (5 of 5)" in match.words
     assert per.evidence["from_tokens"] == 2048 and "131,072 B = 128 KiB = 131 kB per token up to 2,048 tokens" in per.words
     assert f"grows {factor(cache[-1] / cache[1])} for {factor(16384 / 2048)} the tokens" in per.words
@@ -143,17 +147,17 @@ def test_bytes_match_names_a_gap():
 @pytest.mark.parametrize("record", CPUS)
 def test_users_words_on_both_cpu_records(record):
     _, result = recorded("01/users", record)
-    ran, match = sweeps.users_verdicts(result["users"])
+    ran, match = growth.users_verdicts(result["users"])
     assert ran.words == "5 of 5 batches ran, none out of memory" and "every point (5 of 5)" in match.words
 
 
 def test_users_words_where_the_device_ran_out():
     df = frame([{"batch": b, "cache_bytes": b * 10, "formula_bytes": b * 10} for b in (128, 256)]
                + [{"batch": 512, "oom": True}], oom_at=512)
-    ran, match = sweeps.users_verdicts(df)
+    ran, match = growth.users_verdicts(df)
     assert ran.words == "2 of 3 batches ran; the device ran out of memory at 512 sequences"
     assert ran.evidence["oom_at"] == 512 and "(2 of 2)" in match.words
-    only = sweeps.users_verdicts(frame([{"batch": 8, "oom": True}], oom_at=8))
+    only = growth.users_verdicts(frame([{"batch": 8, "oom": True}], oom_at=8))
     assert [v.words for v in only] == ["0 of 1 batches ran; the device ran out of memory at 8 sequences"]
 
 
@@ -176,9 +180,9 @@ def test_itl_words_on_both_cpu_records(record, way):
     # Xeon: 2.83 → 3.43 ms (1.21×) for 1.09× the bytes, 1.11×: more; EPYC: 4.55 → 5.40 ms (1.19×), 1.09×: with them
     on, itl = recorded("01/itl", record)
     ok = itl[~itl["oom"]]
-    growth = decode_cost(on.spec, 2048, 1, on.dtype).bytes / decode_cost(on.spec, 16, 1, on.dtype).bytes
-    assert _itl_words_match(sweeps.itl_verdicts(itl, on.spec, on.dtype), ok["itl_s"].iloc[0], ok["itl_s"].iloc[-1],
-                            growth) == way
+    grew = decode_cost(on.spec, 2048, 1, on.dtype).bytes / decode_cost(on.spec, 16, 1, on.dtype).bytes
+    assert _itl_words_match(growth.itl_verdicts(itl, on.spec, on.dtype), ok["itl_s"].iloc[0], ok["itl_s"].iloc[-1],
+                            grew) == way
 
 
 def _itl_frame(spec, contexts, step_of_bytes):
@@ -198,20 +202,20 @@ def test_itl_words_on_synthetic_regimes(regime, step_of_bytes, way):
         fixed = 9 * lo / H100
         step_of_bytes = lambda b: fixed + b / H100          # noqa: E731
     df = _itl_frame(spec, contexts, step_of_bytes)
-    assert _itl_words_match(sweeps.itl_verdicts(df, spec, "bf16"), step_of_bytes(lo), step_of_bytes(hi), hi / lo) == way, regime
+    assert _itl_words_match(growth.itl_verdicts(df, spec, "bf16"), step_of_bytes(lo), step_of_bytes(hi), hi / lo) == way, regime
 
 
 def test_itl_words_when_the_step_fell_on_a_busy_machine():
     # the live run on a loaded 2-core machine: 36.08 ms at 16 tokens, 15.30 ms at 2,048
     on, _ = recorded("01/itl", "cpu-intel-xeon")
     df = frame([{"context": 16, "itl_s": 0.03608}, {"context": 64, "itl_s": 0.0262}, {"context": 2048, "itl_s": 0.01530}])
-    growth = decode_cost(on.spec, 2048, 1, on.dtype).bytes / decode_cost(on.spec, 16, 1, on.dtype).bytes
-    assert _itl_words_match(sweeps.itl_verdicts(df, on.spec, on.dtype), 0.03608, 0.01530, growth) == "lower"
-    assert "grew less" not in sweeps.itl_verdicts(df, on.spec, on.dtype)[0].words
+    grew = decode_cost(on.spec, 2048, 1, on.dtype).bytes / decode_cost(on.spec, 16, 1, on.dtype).bytes
+    assert _itl_words_match(growth.itl_verdicts(df, on.spec, on.dtype), 0.03608, 0.01530, grew) == "lower"
+    assert "grew less" not in growth.itl_verdicts(df, on.spec, on.dtype)[0].words
 
 
 def test_bytes_growth_on_the_gpu_is_flat_by_the_margin():
-    grow, cache = sweeps.bytes_growth_verdicts("mistral-7b-v0.1", "bf16", 128, 16384)
+    grow, cache = growth.bytes_growth_verdicts("mistral-7b-v0.1", "bf16", 128, 16384)
     assert grow.evidence["growth"] == pytest.approx(14_758_330_368 / 14_238_236_672)
     assert "grow 1.04× from 128 to 16,384 tokens" in grow.words and "flat by the change margin" in grow.words
     assert cache.words == "the cache read is 4 % of the bytes at 16,384 tokens (a small part)"
@@ -260,7 +264,7 @@ def test_serving_words_on_both_cpu_records(record):
 
 def test_serving_words_on_a_gpu_like_batch():
     # the planner's floors at 1,024 tokens: a step of 8 sequences 1.07× the step of one
-    steps = on_gpu.gpu_expectations()["batched_step_s"]
+    steps = on_gpu.gpu_expectations(GPU_SIZES)["batched_step_s"]
     v = _serving_words_match(comparison(8, [40] * 8, 0.015, steps[1], 0.020, steps[8]))
     assert "(nearly all)" in v["of_batch"].words and v["step"].words.startswith("as long")
 
@@ -295,7 +299,7 @@ def test_attention_share_words_follow_the_flop_split():
 @pytest.mark.parametrize("record", CPUS)
 def test_the_doubling_the_learner_predicts_on_both_cpu_records(record):
     _, ttft = recorded("01/ttft", record)
-    d = sweeps.last_doubling(ttft)
+    d = growth.last_doubling(ttft)
     ok = ttft[~ttft["oom"]].set_index("tokens")["ttft_s"]
     assert (d.n0, d.n1) == (1024, 2048)                       # the sweep's last doubling, 16 … 2,048 tokens
     assert d.ratio == pytest.approx(ok[2048] / ok[1024])
@@ -303,7 +307,7 @@ def test_the_doubling_the_learner_predicts_on_both_cpu_records(record):
     p = math.log2(ok[2048] / ok[1024])
     assert v.rule == "growth_law" and v.evidence["exponent"] == pytest.approx(p)
     assert v.words == (f"from 1,024 to 2,048 tokens the TTFT grows {factor(d.ratio)}, like n^{p:,.2f}: "
-                       f"{sweeps.growth_law(p)}")
+                       f"{growth.growth_law(p)}")
     assert 2 < d.ratio < 4                                     # both CPUs: more than linear work, less than all n²
 
 
@@ -315,7 +319,7 @@ def test_the_doubling_the_learner_predicts_on_both_cpu_records(record):
 ])
 def test_the_doubling_on_synthetic_laws(law, t, ratio, name):
     ns = [256, 512, 1024, 2048, 4096]
-    d = sweeps.last_doubling(frame([{"tokens": n, "ttft_s": t(n)} for n in ns]))
+    d = growth.last_doubling(frame([{"tokens": n, "ttft_s": t(n)} for n in ns]))
     assert (d.n0, d.n1) == (2048, 4096) and d.ratio == pytest.approx(t(4096) / t(2048)), law
     if ratio is not None:
         assert d.ratio == pytest.approx(ratio) and d.reading().words.endswith(f": {name}")
@@ -324,10 +328,10 @@ def test_the_doubling_on_synthetic_laws(law, t, ratio, name):
 def test_the_doubling_skips_what_ran_out_of_memory_and_needs_a_pair():
     df = frame([{"tokens": 128, "ttft_s": 0.1}, {"tokens": 256, "ttft_s": 0.25}, {"tokens": 384, "ttft_s": 0.4},
                 {"tokens": 512, "oom": True}], oom_at=512)
-    d = sweeps.last_doubling(df)
+    d = growth.last_doubling(df)
     assert (d.n0, d.n1, d.ratio) == (128, 256, pytest.approx(2.5))      # 384's half never ran; 512 ran out
-    assert sweeps.last_doubling(frame([{"tokens": 100, "ttft_s": 0.1}, {"tokens": 300, "ttft_s": 0.3}])) is None
-    assert sweeps.last_doubling(frame([{"tokens": 100, "oom": True}], oom_at=100)) is None
+    assert growth.last_doubling(frame([{"tokens": 100, "ttft_s": 0.1}, {"tokens": 300, "ttft_s": 0.3}])) is None
+    assert growth.last_doubling(frame([{"tokens": 100, "oom": True}], oom_at=100)) is None
 
 
 @pytest.mark.parametrize("record", CPUS)
@@ -336,15 +340,15 @@ def test_the_users_that_fit_a_budget_on_both_cpu_records(record):
     users, context = result["users"], result["context"]
     per = kv_cache_bytes(get_spec_of(record), context + 1, 1, "fp32")         # 257 × 2,048 B = 526,336 B
     assert per == 526_336
-    inside = sweeps.users_in_budget(users, 8 * 2**20, context)                 # 8 MiB, notebook 01's default here
+    inside = growth.users_in_budget(users, 8 * 2**20, context)                 # 8 MiB, notebook 01's default here
     assert inside.per_sequence_bytes == per and inside.users == 8 * 2**20 // per == 15 and inside.largest_batch == 16
     assert inside.reading().words == ("15 sequences of 256 tokens fit in 8,388,608 B = 8 MiB = 8.39 MB: each holds "
                                       "526,336 B = 514 KiB = 526 kB of cache (measured), ⌊8,388,608 ÷ 526,336⌋ = 15, "
                                       "within the 16 sequences the sweep measured")
-    past = sweeps.users_in_budget(users, 64 * 2**20, context)
+    past = growth.users_in_budget(users, 64 * 2**20, context)
     assert past.users == 64 * 2**20 // per == 127
     assert f"the measured line carried {factor(127 / 16)} past the 16 sequences the sweep ran" in past.reading().words
-    none = sweeps.users_in_budget(users, 2**19, context)                       # 512 KiB: less than one sequence
+    none = growth.users_in_budget(users, 2**19, context)                       # 512 KiB: less than one sequence
     assert none.users == 0 and none.reading().words.startswith("not one sequence of 256 tokens fits in")
 
 
@@ -356,19 +360,19 @@ def get_spec_of(record: str):
 def test_the_budget_reads_the_largest_batch_that_ran_and_refuses_a_bad_budget():
     df = frame([{"batch": b, "cache_bytes": b * 1000 + (7 if b == 2 else 0), "formula_bytes": b * 1000}
                 for b in (1, 2, 4)] + [{"batch": 8, "oom": True}], oom_at=8)
-    fit = sweeps.users_in_budget(df, 10_500, 100)
+    fit = growth.users_in_budget(df, 10_500, 100)
     assert (fit.per_sequence_bytes, fit.users, fit.largest_batch) == (1000.0, 10, 4)
     assert fit.cache_bytes() == 10_000 and fit.cache_bytes(3) == 3000
-    assert sweeps.users_in_budget(frame([{"batch": 1, "oom": True}], oom_at=1), 1e9, 100) is None
+    assert growth.users_in_budget(frame([{"batch": 1, "oom": True}], oom_at=1), 1e9, 100) is None
     with pytest.raises(ValueError, match="budget"):
-        sweeps.users_in_budget(df, -1, 100)
+        growth.users_in_budget(df, -1, 100)
 
 
 def test_the_ttft_figure_has_slope_guides_through_the_longest_point():
     from helpers.present import plots, sweep_figures
 
     _, ttft = recorded("01/ttft", "cpu-intel-xeon")
-    fig = sweep_figures.ttft_figure(ttft, sweeps.fit_or_none(ttft), "test")
+    fig = sweep_figures.ttft_figure(ttft, growth.fit_or_none(ttft), "test")
     ax = fig.axes[0]
     guides = {ln.get_label(): ln for ln in ax.get_lines() if ln.get_label().startswith("slope")}
     assert set(guides) == {"slope 1 through the longest prompt: ∝ n, linear",
@@ -392,7 +396,7 @@ def test_the_users_figure_answers_its_question_against_the_budget():
     _, result = recorded("01/users", "cpu-amd-epyc")
     users = result["users"]
     for budget, users_fit, past in ((8 * 2**20, 15, False), (64 * 2**20, 127, True)):
-        fit = sweeps.users_in_budget(users, budget, result["context"])
+        fit = growth.users_in_budget(users, budget, result["context"])
         ax = sweep_figures.users_figure(users, "test", budget=fit).axes[0]
         assert ax.get_title() == f"How many users fit? {users_fit} of 256 tokens in {budget // 2**20} MiB"
         labels = [ln.get_label() for ln in ax.get_lines()] + [c.get_label() for c in ax.collections]

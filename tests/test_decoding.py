@@ -10,7 +10,7 @@ from helpers.measure import decode_efficiency
 from helpers.decoding import breakdown, impls, regimes, views
 from helpers.formulas.memory import kv_cache_bytes
 from helpers.formulas.specs import param_breakdown, spec_from_config
-from helpers.measure.sweeps import prompt_ids
+from helpers.measure.timing import prompt_ids
 
 
 # ----------------------------------------------------------------------------- the small profile

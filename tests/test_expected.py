@@ -10,6 +10,10 @@ from helpers.measure.local_models import TINY_CONFIG
 from helpers.formulas.stepcost import forward_cost
 from helpers.formulas.specs import spec_from_config
 
+from helpers.measure.sweeps import sweep_sizes  # noqa: E402
+
+GPU_SIZES = sweep_sizes("mistral-7b", "cuda")   # notebook 01's sizes on a GPU
+
 MISTRAL_PARAMS = 7_241_732_096                    # published parameter count (talk outline, helpers tests)
 MISTRAL_EMBED_AND_HEAD = 2 * 32000 * 4096          # untied input embedding and output head
 MISTRAL_NORMS = (2 * 32 + 1) * 4096                # two RMSNorms per layer and the final one
@@ -66,7 +70,7 @@ def test_attention_share_rows_fall_with_width():
 
 
 def test_gpu_expectations_by_hand():
-    e = on_gpu.gpu_expectations()
+    e = on_gpu.gpu_expectations(GPU_SIZES)
     assert e["gpu"] == "H100 SXM" and e["bandwidth"] == H100_BANDWIDTH and e["weight_bytes"] == MISTRAL_BF16_BYTES
     assert e["kv_bytes_per_token"] == 131_072
     assert e["cache_at_longest"] == 4096 * 131_072  # a window of 4,096 tokens: the cache stops growing there

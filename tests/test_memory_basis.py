@@ -17,6 +17,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 import keyfigures  # noqa: E402  (scripts/keyfigures.py)
 from helpers.present import expected, on_gpu  # noqa: E402
 
+from helpers.measure.sweeps import sweep_sizes  # noqa: E402
+
+GPU_SIZES = sweep_sizes("mistral-7b", "cuda")   # notebook 01's sizes on a GPU
+
 ROOT = Path(__file__).resolve().parent.parent
 
 # Worked by hand from the published figures (no helper): the H100 SXM reports 79.11 GiB to CUDA (vLLM's log,
@@ -44,7 +48,7 @@ def test_every_place_plans_with_what_the_device_reports():
     h100 = gpus.get_gpu("H100 SXM")
     assert h100.usable_memory_bytes == REPORTED and h100.memory_gb == 80
     assert capacity.plan("mistral-7b-v0.1", "H100 SXM", context=CONTEXT).memory_bytes_per_gpu == REPORTED
-    assert on_gpu.gpu_expectations()["memory_bytes"] == REPORTED                    # notebook 01's GPU half
+    assert on_gpu.gpu_expectations(GPU_SIZES)["memory_bytes"] == REPORTED                    # notebook 01's GPU half
     sentence = expected.gpu_memory_on_gpu("H100 SXM")                                  # notebooks 00, 01, 02
     assert sentence.source == "cited" and "vllm-project/vllm/issues/27508" in sentence.where
     assert "labelled 80 GB reports 79.11 GiB = 84.94·10⁹ B" in sentence.text
@@ -98,7 +102,7 @@ def test_notebook_02_offers_only_gpus_whose_reported_memory_is_catalogued():
 def test_the_whole_memory_is_the_same_basis_without_the_reserve():
     # notebook 01's users figure: the whole reported memory, no reserve (a bare PyTorch sweep)
     assert on_gpu.gpu_users("mistral-7b-v0.1", "H100 SXM", CONTEXT) == WHOLE
-    assert on_gpu.gpu_expectations()["users_fit"] == math.floor((REPORTED - WEIGHTS) / PER_TOKEN / 1024) == 524
+    assert on_gpu.gpu_expectations(GPU_SIZES)["users_fit"] == math.floor((REPORTED - WEIGHTS) / PER_TOKEN / 1024) == 524
 
 
 def test_notebook_02s_self_check_answers_are_the_equation_at_its_controls(notebook_02):

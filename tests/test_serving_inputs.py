@@ -100,7 +100,7 @@ def test_serving_refuses_empty_requests_prompts_and_budgets(tiny):
 
 
 def test_sweeps_check_every_point_before_the_first_runs(tiny):
-    from helpers.measure import sweeps
+    from helpers.measure import sweeps, timing
 
     limit = tiny.model.config.max_position_embeddings
     for call, needle in ((lambda: sweeps.ttft_sweep(tiny, [8, limit + 1]), "positions"),   # ran 8, then failed
@@ -110,7 +110,7 @@ def test_sweeps_check_every_point_before_the_first_runs(tiny):
                          (lambda: sweeps.itl_sweep(tiny, [8], steps=0), "steps"),
                          (lambda: sweeps.decode_batch_sweep(tiny, 8, [1, 0]), "a batch"),
                          (lambda: sweeps.users_sweep(tiny, 8, [2.5]), "a batch"),
-                         (lambda: sweeps.prompt_ids(8, batch=0), "batch"),                   # was a (0, 8) tensor
-                         (lambda: sweeps.prompt_ids(8, vocab=0), "vocab")):
+                         (lambda: timing.prompt_ids(8, batch=0), "batch"),                   # was a (0, 8) tensor
+                         (lambda: timing.prompt_ids(8, vocab=0), "vocab")):
         with pytest.raises(ValueError, match=needle):
             call()

@@ -7,7 +7,7 @@ import torch
 
 from helpers.serving import naive
 from helpers.present import sweep_figures
-from helpers.measure import sweeps
+from helpers.measure import growth, sweeps, timing
 from helpers.formulas.memory import kv_cache_bytes
 from helpers.measure.decode_efficiency import random_model
 from helpers.formulas.specs import get_spec, spec_from_config
@@ -109,7 +109,7 @@ def test_guarded_sweep_treats_runtime_oom_as_result_and_reraises_other_errors():
 
 
 def test_a_real_sweep_marks_its_out_of_memory_point(tiny, monkeypatch):
-    real = sweeps.prefill
+    real = timing.prefill
 
     def prefill(model, ids, *a, **k):
         if ids.shape[1] > 50:
@@ -136,7 +136,7 @@ def test_ttft_sweep(tiny):
 def test_fit_recovers_a_quadratic():
     ns = [16, 32, 64, 128, 256, 512, 1024, 2048]
     ts = [0.002 + 1e-5 * n + 3e-9 * n * n for n in ns]
-    fit = sweeps.fit_growth(ns, ts)
+    fit = growth.fit_growth(ns, ts)
     assert (fit.a, fit.b, fit.c) == pytest.approx((0.002, 1e-5, 3e-9), rel=1e-6)
     assert fit.r2 == pytest.approx(1.0)
     assert fit.predict(4096) == pytest.approx(0.002 + 1e-5 * 4096 + 3e-9 * 4096**2)
@@ -146,22 +146,22 @@ def test_fit_recovers_a_quadratic():
 
 def test_fit_keeps_coefficients_non_negative():
     ns = [10, 20, 40, 80, 160]
-    fit = sweeps.fit_growth(ns, [0.01 + 2e-4 * n for n in ns])   # linear: no quadratic term
+    fit = growth.fit_growth(ns, [0.01 + 2e-4 * n for n in ns])   # linear: no quadratic term
     assert fit.c == 0 and fit.a == pytest.approx(0.01) and fit.b == pytest.approx(2e-4)
 
 
 def test_fit_local_exponent():
     ns = [64, 128, 256, 512, 1024]
-    assert sweeps.fit_growth(ns, [3e-9 * n * n for n in ns]).exponent == pytest.approx(2)     # quadratic
-    assert sweeps.fit_growth(ns, [2e-6 * n for n in ns]).exponent == pytest.approx(1)         # linear
+    assert growth.fit_growth(ns, [3e-9 * n * n for n in ns]).exponent == pytest.approx(2)     # quadratic
+    assert growth.fit_growth(ns, [2e-6 * n for n in ns]).exponent == pytest.approx(1)         # linear
     # a + b·n with a = b·1024: at n = 1024 half the time grows with n, exponent 1/2
-    assert sweeps.fit_growth(ns, [1e-3 * (1 + n / 1024) for n in ns]).exponent == pytest.approx(0.5)
+    assert growth.fit_growth(ns, [1e-3 * (1 + n / 1024) for n in ns]).exponent == pytest.approx(0.5)
 
 
 @pytest.mark.parametrize("ns, ts", [([1, 2], [1, 2]), ([1, 2, 3], [1, 0, 2]), ([1, 2, 3], [1, 2])])
 def test_fit_rejects_bad_input(ns, ts):
     with pytest.raises(ValueError):
-        sweeps.fit_growth(ns, ts)
+        growth.fit_growth(ns, ts)
 
 
 # ----------------------------------------------------------------------------- throughput and the timeline
@@ -249,11 +249,11 @@ def test_decode_batch_sweep(tiny):
 
 
 def test_prompt_ids_are_ordinary_tokens():
-    ids = sweeps.prompt_ids(50, batch=2, vocab=1000, seed=3)
+    ids = timing.prompt_ids(50, batch=2, vocab=1000, seed=3)
     assert ids.shape == (2, 50) and int(ids.min()) >= 3 and int(ids.max()) < 1000
-    assert torch.equal(ids, sweeps.prompt_ids(50, batch=2, vocab=1000, seed=3))
+    assert torch.equal(ids, timing.prompt_ids(50, batch=2, vocab=1000, seed=3))
     with pytest.raises(ValueError, match="prompt length"):
-        sweeps.prompt_ids(0)
+        timing.prompt_ids(0)
 
 
 # ----------------------------------------------------------------------------- the memory equation (notebook 02)

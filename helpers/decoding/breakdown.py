@@ -181,7 +181,7 @@ def step_breakdown(model, context: int = 128, steps: int = 12, device: str | Non
     number of seconds, and a context that, with the steps after it, exceeds the model's positions.
     """
     from ..measure.timing import check_ids
-    from ..measure.sweeps import prompt_ids
+    from ..measure.timing import prompt_ids
 
     for value, what in ((context, "context"), (steps, "steps"), (rounds, "rounds")):
         checks.count(value, what)
@@ -205,7 +205,7 @@ def step_breakdown(model, context: int = 128, steps: int = 12, device: str | Non
     from torch.profiler import ProfilerActivity, profile, record_function
 
     from ..measure.hardware import synchronize
-    from ..measure.sweeps import prefill
+    from ..measure.timing import prefill
 
     device = device or str(next(model.parameters()).device)
     cuda = device.startswith("cuda")

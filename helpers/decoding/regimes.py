@@ -220,7 +220,7 @@ def measure_implementations(model, spec, dtype: str, device: str, bandwidth: flo
     from ..formulas.memory import kv_cache_bytes
     from ..formulas.stepcost import decode_cost
     from ..measure.microbench import copy_benchmark
-    from ..measure.sweeps import prompt_ids
+    from ..measure.timing import prompt_ids
 
     if "eager" not in impls:
         impls = ("eager", *impls)

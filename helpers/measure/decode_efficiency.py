@@ -67,7 +67,7 @@ def random_model(config: dict, device: str = "cpu", dtype: str = "fp32", seed: i
 def decode_step_stats(model, context: int, device: str, steps: int = 16, batch: int = 1) -> Stats:
     """Decode step times at a context: a prefill of `context` tokens into a real DynamicCache, then
     `steps` timed greedy steps of one token per sequence each (helpers.measure.timing.timed_generate)."""
-    from .sweeps import prompt_ids
+    from .timing import prompt_ids
     from .timing import timed_generate
 
     ids = prompt_ids(context, batch=batch, vocab=model.config.vocab_size, device=device)

@@ -153,7 +153,7 @@ def _measure_parts(loaded, text: str, tokens: int, phase: str, repeats: int) -> 
     import torch
 
     from .hardware import synchronize
-    from .sweeps import new_cache
+    from .timing import new_cache
 
     _, past = phase_args(phase, tokens)
     model, device = loaded.model, loaded.device

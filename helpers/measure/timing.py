@@ -180,3 +180,39 @@ def timed_generate(model, input_ids, max_new_tokens: int, device: str | None = N
                 sizes.append(measured_cache_bytes(cache))
     ids = torch.cat(tokens, dim=1).tolist()
     return GenerationTiming(input_ids.shape[0], input_ids.shape[1], ttft, steps, ids, sizes)
+
+
+# ----------------------------------------------------------------------------- a prompt and one prefill
+
+def prompt_ids(n: int, batch: int = 1, vocab: int = 32000, seed: int = 0, device: str = "cpu"):
+    """A (batch, n) tensor of token ids drawn at random from the ordinary vocabulary (ids ≥ 3, after
+    Mistral's <unk>, <s>, </s>), with a fixed seed: the content does not change the timing."""
+    import torch
+
+    checks.count(n, "prompt length", 1)
+    checks.count(batch, "batch", 1)
+    checks.count(vocab, "vocab", 1)
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    low = 3 if vocab > 3 else 0
+    return torch.randint(low, vocab, (batch, n), generator=gen).to(device)
+
+
+def new_cache(model):
+    """A fresh transformers DynamicCache for a model (sliding-window layers honoured)."""
+    from transformers import DynamicCache
+
+    return DynamicCache(config=model.config)
+
+
+def prefill(model, ids, cache=None, attention_mask=None, position_ids=None):
+    """One prefill forward into a DynamicCache; returns (next token ids (batch, 1), cache).
+
+    Only the last position's logits are computed (logits_to_keep=1), as transformers' generate does.
+    """
+    import torch
+
+    cache = new_cache(model) if cache is None else cache
+    with torch.inference_mode():
+        out = model(input_ids=ids, attention_mask=attention_mask, position_ids=position_ids, cache=cache,
+                    use_cache=True, logits_to_keep=1)
+    return out.logits[:, -1, :].argmax(dim=-1, keepdim=True), cache

@@ -27,13 +27,6 @@ def gpu_plan(model=REFERENCE_MODEL, gpu: str = REFERENCE_GPU, weight_dtype: str 
     return plan(model, gpu, weight_dtype=weight_dtype, context=context, batch=batch, prompt_tokens=prompt_tokens)
 
 
-def gpu_sizes():
-    """The sweep sizes notebook 01 uses for Mistral 7B on a large GPU (helpers.measure.sweeps.sweep_sizes)."""
-    from ..measure.sweeps import sweep_sizes
-
-    return sweep_sizes("mistral-7b", "cuda")
-
-
 def gpu_users(model=REFERENCE_MODEL, gpu: str = REFERENCE_GPU, context: int = 1024, overhead_bytes: float = 0.0) -> int:
     """Sequences of `context` tokens whose bf16 cache fits beside the bf16 weights in the memory the GPU reports
     to CUDA (helpers.formulas.gpus: usable_memory_bytes; the label where no report was found), less
@@ -47,8 +40,9 @@ def gpu_users(model=REFERENCE_MODEL, gpu: str = REFERENCE_GPU, context: int = 10
                      kv_bytes_per_token(spec, "bf16"), context)
 
 
-def gpu_expectations(model=REFERENCE_MODEL, gpu: str = REFERENCE_GPU, sizes=None) -> dict[str, Any]:
-    """What a GPU run of notebook 01 should show, computed for its sweep sizes: the cache at the
+def gpu_expectations(sizes, model=REFERENCE_MODEL, gpu: str = REFERENCE_GPU) -> dict[str, Any]:
+    """What a GPU run of notebook 01 should show, computed for its sweep sizes on a GPU (`sizes`:
+    helpers.measure.sweeps.sweep_sizes("mistral-7b", "cuda")): the cache at the
     longest sequence; floors it cannot beat — TTFT of one prompt alone (prefill) and the decode step, at
     the shortest and longest lengths (and every TTFT length), and the step at batches 1, 8 and 64; the
     memory the GPU reports to CUDA (its label beside it), how many sequences of the users sweep's context
@@ -59,7 +53,6 @@ def gpu_expectations(model=REFERENCE_MODEL, gpu: str = REFERENCE_GPU, sizes=None
     from ..formulas.memory import kv_bytes_per_token, kv_cache_bytes, prefill_activation_bytes, weight_bytes
 
     spec, g = get_spec(model), get_gpu(gpu)
-    sizes = sizes or gpu_sizes()
     w = weight_bytes(spec, "bf16").bytes
     memory = g.usable_memory_bytes
     longest = sizes.memory_tokens[-1]

@@ -9,7 +9,8 @@ from typing import Any, Callable, Sequence
 from ..formulas.memory import kv_cache_bytes
 from ..serving.naive import ServeResult
 from .plots import OOM as OOM_COLOUR
-from ..measure.sweeps import GrowthFit, _window_slots
+from ..measure.sweeps import _window_slots
+from ..measure.growth import GrowthFit
 from . import plots
 
 
@@ -198,7 +199,7 @@ def itl_figure(df, loaded, floor_fn: Callable[[int], float] | None = None):
 def users_figure(df, loaded, total_memory: int | None = None, weight_bytes: int | None = None, budget=None):
     """Cache bytes (measured and formula) and, on CUDA, the allocator's peak against concurrent sequences,
     log–log; the device's memory less the weights as a line; the out-of-memory point marked. With `budget`
-    (helpers.measure.sweeps.BudgetFit) the budget as a line, the users that fit in it marked (the measured
+    (helpers.measure.growth.BudgetFit) the budget as a line, the users that fit in it marked (the measured
     line carried on, dotted, when they are more than the sweep ran) and the count in the title."""
     from ..formulas.units import fmt_iec
     from . import plots

@@ -13,7 +13,7 @@ from typing import Sequence
 from ..measure.hardware import free_memory, is_out_of_memory, synchronize
 from .. import checks
 from ..measure.timing import check_ids
-from ..measure.sweeps import prefill
+from ..measure.timing import prefill
 
 MAX_REQUESTS = 100_000          # requests of one run, built in memory
 MAX_PROMPT_TOKENS = 1_000_000   # tokens of one made-up prompt or output (a model's positions stop far earlier)

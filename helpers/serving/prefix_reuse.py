@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from .. import checks
 from ..formulas.verdicts import Verdict, factor, times_as
 from ..measure.timing import measure
-from ..measure.sweeps import new_cache
+from ..measure.timing import new_cache
 
 COPY_NOISE_SHARE = 0.1   # the copy is taken out of the warm time only when what is left is ≥ 10 % of it
 
