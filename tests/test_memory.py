@@ -175,3 +175,11 @@ def test_prefill_activation_is_the_mlp_intermediate():
     assert memory.prefill_activation_bytes("llama-3.1-8b", 10, 1, "fp32") == 10 * 14_336 * 4
     with pytest.raises(ValueError, match="batch"):
         memory.prefill_activation_bytes("mistral-7b-v0.1", 10, 0)
+
+
+def test_cache_window_slots_is_the_window_less_the_current_token():
+    from helpers.formulas.memory import cache_window_slots
+    from helpers.formulas.specs import get_spec
+
+    assert cache_window_slots(get_spec("mistral-7b-v0.1")) == 4095     # config.json: sliding_window 4096
+    assert cache_window_slots(get_spec("mistral-7b-v0.3")) is None     # no window

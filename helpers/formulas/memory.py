@@ -79,6 +79,12 @@ def kv_terms(model: str | Path | dict | ModelSpec, dtype: str = "bf16") -> KVTer
     return KVTerms(formula, terms, kv_bytes_per_token(spec, dtype))
 
 
+def cache_window_slots(spec) -> int | None:
+    """The tokens transformers' DynamicCache keeps on a sliding layer: window − 1 (the current token's K/V is
+    computed afresh); None for a model without a window."""
+    return spec.sliding_window - 1 if spec.sliding_window else None
+
+
 def cached_tokens(tokens: int, layer_type: str, window: int | None, window_slots: int | None = None) -> int:
     """Tokens a layer holds after `tokens` tokens: all of them, or at most the window when it slides."""
     if layer_type == "sliding_attention" and window:

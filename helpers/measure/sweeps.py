@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from .. import checks
 from .hardware import (allocated, free_memory, is_device_limit, is_out_of_memory, peak_allocated, reset_peak, synchronize)
-from ..formulas.memory import kv_cache_bytes
+from ..formulas.memory import cache_window_slots, kv_cache_bytes
 from .tensor_bytes import measured_cache_bytes
 from .timing import Stats, check_positions, measure, prefill, prompt_ids, timed_generate
 
@@ -177,10 +177,6 @@ def _longest_within(model, lengths: Sequence[int], new_tokens: int = 0) -> None:
 
 # ============================================================================ 1. memory grows with tokens
 
-def _window_slots(spec) -> int | None:
-    return spec.sliding_window - 1 if spec.sliding_window else None
-
-
 def memory_growth(loaded, lengths: Sequence[int]):
     """The cache's measured bytes after a prefill of n tokens (batch 1), for each n, beside the formula
     (helpers.formulas.memory.kv_cache_bytes, sliding layers keeping window − 1 tokens as transformers'
@@ -196,7 +192,7 @@ def memory_growth(loaded, lengths: Sequence[int]):
         synchronize(dev)
         peak = peak_allocated(dev)
         row = {"cache_bytes": measured_cache_bytes(cache),
-               "formula_bytes": kv_cache_bytes(spec, n, 1, loaded.dtype, window_slots=_window_slots(spec)),
+               "formula_bytes": kv_cache_bytes(spec, n, 1, loaded.dtype, window_slots=cache_window_slots(spec)),
                "peak_above_weights_bytes": (peak - base) if peak is not None else None}
         del cache
         return row
@@ -279,7 +275,7 @@ def users_sweep(loaded, context: int, batches: Sequence[int]):
         secs = time.perf_counter() - t0
         peak = peak_allocated(dev)
         return {"tokens": b * context, "cache_bytes": g.cache_bytes[-1],
-                "formula_bytes": kv_cache_bytes(spec, context + 1, b, loaded.dtype, window_slots=_window_slots(spec)),
+                "formula_bytes": kv_cache_bytes(spec, context + 1, b, loaded.dtype, window_slots=cache_window_slots(spec)),
                 "peak_above_weights_bytes": (peak - base) if peak is not None else None, "seconds": secs}
 
     return guarded_sweep(batches, point, dev, "batch", "users", is_limit=is_device_limit).frame()

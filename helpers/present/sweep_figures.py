@@ -6,10 +6,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-from ..formulas.memory import kv_cache_bytes
-from ..serving.naive import ServeResult
+from ..formulas.memory import cache_window_slots, kv_cache_bytes
 from .plots import OOM as OOM_COLOUR
-from ..measure.sweeps import _window_slots
 from ..measure.growth import GrowthFit
 from . import plots
 
@@ -28,7 +26,7 @@ def memory_figure(df, loaded, spec=None, dtype: str | None = None):
     top = max(float(ok["cache_bytes"].max()), float(ok["peak_above_weights_bytes"].astype(float).max())
               if ok["peak_above_weights_bytes"].notna().any() else 0.0)
     div, unit = plots.byte_unit(top)
-    line = [kv_cache_bytes(spec, x, 1, dtype, window_slots=_window_slots(spec)) / div for x in xs]
+    line = [kv_cache_bytes(spec, x, 1, dtype, window_slots=cache_window_slots(spec)) / div for x in xs]
     ax.plot(xs, line, color=plots.COMPUTED, lw=1.5, label="formula: tokens × 2 × layers × kv_heads × head_dim × bytes")
     ax.scatter(ok["tokens"], ok["cache_bytes"] / div, color=plots.MEASURED, zorder=3, label="measured cache tensors")
     if ok["peak_above_weights_bytes"].notna().any():
@@ -133,10 +131,11 @@ def slope_guides(ax, xs, x1: float, y1: float, slopes: Sequence[int] = (1, 2),
 
 
 @plots.notes_when_empty('Requests over time')
-def timeline_figure(results: Sequence[ServeResult], source: Any):
+def timeline_figure(results: Sequence, source: Any):
     """A Gantt chart per serving mode: for each request, waiting (grey), prefill up to its first token
     (orange), decoding up to its last token (blue), and in a static batch the time its row is held
-    without producing anything until the batch ends (hatched), on one time axis."""
+    without producing anything until the batch ends (hatched), on one time axis. `results`: one
+    helpers.serving.naive.ServeResult per mode."""
     from . import plots
 
     if not results:
