@@ -20,7 +20,7 @@ with app.setup:
 
     from helpers.present import expected, learner, notebook, plots, replay
     from helpers.formulas import verdicts
-    from helpers.benchmark import figures, findings, guide, harness, metrics, plans, process, records, servers, vllm_env
+    from helpers.benchmark import agreement, figures, findings, guide, harness, metrics, plans, prefix, process, records, servers
     from helpers.present.glossary import term
     from helpers.present import run_times
 
@@ -297,11 +297,11 @@ def _():
 @app.cell
 def _(data, record, source):
     # the live run has vLLM's default only; prefix caching off against on comes from the record then
-    prefix_rows = findings.prefix_caching_effect(data, "agentic")
+    prefix_rows = prefix.prefix_caching_effect(data, "agentic")
     prefix_data, _src = data, source
     if not prefix_rows and record:
         prefix_data, _src = record, f"recorded: {guide.run_label(record)}"
-        prefix_rows = findings.prefix_caching_effect(record, "agentic")
+        prefix_rows = prefix.prefix_caching_effect(record, "agentic")
     _model = dict((prefix_data.get("prefix_model") or {}).get("agentic") or {})
     _counted = ((next((c for c in prefix_data["configs"] if c["config"]["name"] == "vLLM default"), {}) or {})
                 .get("prefix_cache") or {}).get("agentic")
@@ -313,10 +313,10 @@ def _(data, record, source):
 
 @app.cell(hide_code=True)
 def _(prefix_data, prefix_rows):
-    _rb = findings.radix_against_blocks(prefix_data)
+    _rb = prefix.radix_against_blocks(prefix_data)
     _lines = [f"- concurrency {r.concurrency}: mean TTFT {r.ttft_off_ms:,.0f} → {r.ttft_on_ms:,.0f} ms "
               f"(÷ {r.off_over_on}): **{r.verdict}**" for r in prefix_rows]
-    _talk = guide.radix_against_talk(_rb)
+    _talk = prefix.radix_against_talk(_rb)
     _radix = ("" if not _rb else
               f"Replayed through a radix tree, the trace's prompts find {_rb.radix:.1%} of their "
               f"tokens cached token by token, {_rb.blocks[16]:.1%} in 16-token blocks and "
@@ -324,7 +324,7 @@ def _(prefix_data, prefix_rows):
               f"leaves at most × {_rb.most_saved:.2f} less to prefill than 16-token blocks"
               + (f"; {_talk}" if _talk else "") + ". An edit invalidates every later block in both schemes.")
     _from = "" if prefix_data.get("recorded_at") is None else f"From {guide.run_label(prefix_data)}:\n\n"
-    _reading = findings.prefix_reading(prefix_rows)
+    _reading = prefix.prefix_reading(prefix_rows)
     mo.vstack([mo.md(_from + "\n".join(_lines or ["vLLM's two prefix settings have not both run here or in the record."]) + f"""
 
     {_radix}
@@ -332,7 +332,7 @@ def _(prefix_data, prefix_rows):
     At concurrency 1 each request can find the previous one's prefix computed; with several in flight the first
     round's requests arrive together, before any of them has computed the shared blocks.
     """), expected.should_see([_reading] if _reading else [], [expected.OnGpu(
-        "cited", f"SGLang {guide.TALK_AGENTIC_GAP[0]:g}–{guide.TALK_AGENTIC_GAP[1]:g}× vLLM on this agentic workload "
+        "cited", f"SGLang {prefix.TALK_AGENTIC_GAP[0]:g}–{prefix.TALK_AGENTIC_GAP[1]:g}× vLLM on this agentic workload "
                  "(radix-tree prefix cache)", "the workshop talk, §8 (one H100)")])])
     return
 
@@ -462,7 +462,7 @@ def _(source, table):
 
 @app.cell
 def _(source, table):
-    agreement_table = guide.agreement(table, "fixed")
+    agreement_table = agreement.agreement(table, "fixed")
     plots.table(agreement_table, f"our definitions on guidellm's requests against guidellm's · {source}") \
         if not agreement_table.empty else mo.md("_guidellm did not run here._")
     return (agreement_table,)
@@ -471,12 +471,12 @@ def _(source, table):
 @app.cell
 def _(record):
     _rows = []
-    for _r in (findings.crosscheck_gaps(record) if record else []):
+    for _r in (agreement.crosscheck_gaps(record) if record else []):
         for _what, _g in (("our client, alternated runs", _r.client), ("vllm bench against itself", _r.bench_spread),
                           ("our client, side by side", _r.side_by_side), ("our definitions on its requests", _r.definitions)):
             if _g is not None:
                 _rows.append({"concurrency": _r.concurrency, "against vllm bench serve": _what,
-                              **{f"{k} gap": getattr(_g, k) for k in findings.FIGURES}, "the rule": _r.verdict})
+                              **{f"{k} gap": getattr(_g, k) for k in agreement.FIGURES}, "the rule": _r.verdict})
         _rows.append({"concurrency": _r.concurrency, "against vllm bench serve":
                       f"our client, side by side: the {_r.shared_gaps:,} steps both streamed", "itl gap": _r.shared_itl,
                       "the rule": _r.verdict})
@@ -490,9 +490,9 @@ def _(record):
 def _(agreement_table, record):
     _agree = ("guidellm did not run here." if agreement_table.empty else
               f"Same run: **{int(agreement_table['agree'].sum())} of {len(agreement_table)}** configuration × level pairs "
-              f"agree within {guide.AGREEMENT_TOLERANCE:.0%} on mean TTFT and ITL.")
-    _cross = guide.crosscheck_reading(findings.crosscheck_gaps(record) if record else [])
-    _here = [guide.agreement_reading(agreement_table),
+              f"agree within {agreement.AGREEMENT_TOLERANCE:.0%} on mean TTFT and ITL.")
+    _cross = agreement.crosscheck_reading(agreement.crosscheck_gaps(record) if record else [])
+    _here = [agreement.agreement_reading(agreement_table),
              f"recorded ({guide.run_label(record)}): " + "; ".join(map(str, _cross)) if _cross else ""]
     mo.vstack([mo.md(f"""
     {_agree}
@@ -656,7 +656,7 @@ def _(data, prefix_data):
            f" In this run, at concurrency {_e.concurrency}: total output tokens/s "
            + findings.ratio_words(_e.throughput_ratio, "one at a time's")
            + ", each request's ITL " + findings.ratio_words(_e.itl_ratio, "one at a time's", "longer", "shorter") + ".")
-    _rb = findings.radix_against_blocks(prefix_data)
+    _rb = prefix.radix_against_blocks(prefix_data)
     _px = ("" if not _rb else f" On the agentic trace token-granular and 16-token block matching cached {_rb.radix:.1%} "
            f"and {_rb.blocks[16]:.1%} of prompt tokens: {_rb.verdict}.")
     mo.md(f"""

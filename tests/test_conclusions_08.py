@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from helpers import records
-from helpers.benchmark import findings, guide
+from helpers.benchmark import agreement, findings, guide, prefix
 from helpers.benchmark import records as bench_records
 from helpers.benchmark.findings import BASELINE, BATCHING, VLLM
 from helpers.benchmark.metrics import SLO, RequestRecord, summarize
@@ -215,22 +215,22 @@ def test_the_one_at_a_time_queue_against_its_model():
 # ----------------------------------------------------------------------------- prefix caching, open loop, chunks
 
 def _prefix(ratios: dict) -> list:
-    return [findings.PrefixLevel(c, 100.0 * r, 100.0, r, "prefix caching cut TTFT", None, None) for c, r in ratios.items()]
+    return [prefix.PrefixLevel(c, 100.0 * r, 100.0, r, "prefix caching cut TTFT", None, None) for c, r in ratios.items()]
 
 
 def test_the_prefix_reading_names_the_largest_cut_by_the_margin():
     rec = engines_record()
-    rows = findings.prefix_caching_effect(rec, "agentic")
-    v = findings.prefix_reading(rows)
+    rows = prefix.prefix_caching_effect(rec, "agentic")
+    v = prefix.prefix_reading(rows)
     best = max(rows, key=lambda r: r.off_over_on)
     second = sorted(rows, key=lambda r: -r.off_over_on)[1]
     assert f"largest at concurrency {best.concurrency} (÷ {best.off_over_on:g})" in v.words
     assert ("no level stands apart" in v.words) == (way(best.off_over_on / second.off_over_on) == "same")
     # synthetic: the cut at 1 stands apart (3.3 ÷ 2.5 = 1.32); a tie (3.3 ÷ 3.1 = 1.06)
-    assert findings.prefix_reading(_prefix({1: 3.3, 4: 2.5, 8: 2.67})).words == (
+    assert prefix.prefix_reading(_prefix({1: 3.3, 4: 2.5, 8: 2.67})).words == (
         "the cut (off ÷ on) is largest at concurrency 1 (÷ 3.3), 1.24× the next, concurrency 8's (÷ 2.67)")
-    assert "no level stands apart" in findings.prefix_reading(_prefix({1: 3.3, 4: 3.1})).words
-    assert findings.prefix_reading(_prefix({1: 3.3})) is None
+    assert "no level stands apart" in prefix.prefix_reading(_prefix({1: 3.3, 4: 3.1})).words
+    assert prefix.prefix_reading(_prefix({1: 3.3})) is None
 
 
 @pytest.mark.parametrize("rec", CPU_RECORDS)
@@ -307,13 +307,13 @@ def test_the_guide_speaks_of_the_run_not_of_an_issue():
 
 
 def test_radix_against_the_talk_and_the_crosscheck_readings():
-    rb = findings.RadixAgainstBlocks(1000, 0.863, {16: 0.857, 128: 0.826}, 1.04, "about equal", None)
-    assert guide.radix_against_talk(rb).words.startswith("× 1.04 is short of the talk's 3–4× between engines")
-    far = findings.RadixAgainstBlocks(1000, 0.97, {16: 0.88}, 4.0, "a radix tree could cut the prefill work", None)
-    assert "hit rates could explain that gap" in guide.radix_against_talk(far).words
+    rb = prefix.RadixAgainstBlocks(1000, 0.863, {16: 0.857, 128: 0.826}, 1.04, "about equal", None)
+    assert prefix.radix_against_talk(rb).words.startswith("× 1.04 is short of the talk's 3–4× between engines")
+    far = prefix.RadixAgainstBlocks(1000, 0.97, {16: 0.88}, 4.0, "a radix tree could cut the prefill work", None)
+    assert "hit rates could explain that gap" in prefix.radix_against_talk(far).words
     rec = engines_record()
-    rows = findings.crosscheck_gaps(rec)
-    out = {v.rule: v for v in guide.crosscheck_reading(rows)}
+    rows = agreement.crosscheck_gaps(rec)
+    out = {v.rule: v for v in agreement.crosscheck_reading(rows)}
     spread = max(max(x for x in (r.bench_spread.ttft, r.bench_spread.itl) if x is not None) for r in rows if r.bench_spread)
     assert out["bench_spread"].evidence["largest"] == spread and f"{spread:.1%}" in out["bench_spread"].words
     shared = max(r.shared_itl for r in rows if r.shared_itl is not None)
@@ -322,8 +322,8 @@ def test_radix_against_the_talk_and_the_crosscheck_readings():
 
 @pytest.mark.parametrize("rec", CPU_RECORDS)
 def test_the_guidellm_agreement_reading_on_each_cpu_record(rec):
-    table = guide.agreement(bench_records.runs_table(recorded()[rec]), "fixed")
-    v = guide.agreement_reading(table)
+    table = agreement.agreement(bench_records.runs_table(recorded()[rec]), "fixed")
+    v = agreement.agreement_reading(table)
     largest = max(max(r["TTFT gap"], r["ITL gap"]) for _, r in table.iterrows())
     assert v.evidence["largest_gap"] == largest and f"{largest:.1%}" in v.words
     assert ("within the 15% tolerance" in v.words) == (largest <= 0.15)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.benchmark import guide, guidellm_runner, harness, metrics, plans, records, servers
+from helpers.benchmark import agreement, guide, guidellm_runner, harness, metrics, plans, records, servers
 from helpers.benchmark.metrics import RequestRecord, summarize
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -220,7 +220,7 @@ def test_the_change_margin_and_the_agreement_rule():
         change_verdict(-1.0)
     t["source"] = ["client", "guidellm"]
     t["configuration"] = "x"
-    a = guide.agreement(t, "w", ours="client")
+    a = agreement.agreement(t, "w", ours="client")
     # TTFT 2.0 s against 0.2 s: a gap of 9 (900 %), ITL the same 50 ms: 0
     assert len(a) == 1 and not a.iloc[0]["agree"] and a.iloc[0]["ITL gap"] == pytest.approx(0.0)
     assert a.iloc[0]["TTFT gap"] == pytest.approx(9.0) and a.iloc[0]["compared"] == "back to back"
@@ -229,7 +229,7 @@ def test_the_change_margin_and_the_agreement_rule():
     runs = [dict(summarize(_recs(0.2, 0.05), "x", 4).to_dict(), workload="w", source=src) for src in ("tap", "guidellm")]
     legacy = records.runs_table({"configs": [{"runs": runs}]})
     assert list(legacy["source"]) == [guidellm_runner.OURS, "guidellm"]
-    assert bool(guide.agreement(legacy, "w").iloc[0]["agree"]) and guide.agreement(legacy, "w").iloc[0]["compared"] == "same run"
+    assert bool(agreement.agreement(legacy, "w").iloc[0]["agree"]) and agreement.agreement(legacy, "w").iloc[0]["compared"] == "same run"
 
 
 def test_command_line_rejects_unknown_engines():
@@ -294,7 +294,7 @@ def test_figures_and_rules_given_no_run_say_so_instead_of_raising():
                        (figures.chunks_figure(None, "measured: nothing"), figures.CHUNKS_TITLE)):
         texts = [t.get_text() for ax in fig.axes for t in ax.texts]
         assert fig._suptitle.get_text() == title and any(t.startswith("Nothing to draw") for t in texts)
-    assert guide.agreement(empty, "fixed").empty
+    assert agreement.agreement(empty, "fixed").empty
     # rows whose requests all failed have no latency: the curve says so rather than plotting nothing
     failed = _table([("HF transformers serve", 1, [RequestRecord(0, 0.0, 0.1, error="http 500")])])
     fig = figures.curve_figure(failed, "measured: all failed", workload="w")

@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from helpers.benchmark import findings, guide, harness, metrics, records, workloads
+from helpers.benchmark import agreement, findings, guide, harness, metrics, prefix, records, workloads
 from helpers.benchmark.metrics import SLO, RequestRecord, summarize
 
 SLO_ = SLO(1.0, 0.1)
@@ -92,8 +92,8 @@ def test_key_figures_worked_by_hand():
     assert (one.client.ttft, one.bench_spread.ttft, one.bench_spread.tpot, one.repeats) == (0.05, 0.25, 0.2, 2)
     assert (one.shared_itl, one.shared_gaps) == (0.005, 800) and one.side_by_side.ttft == 0.01
     assert one.definitions.ttft == 0.0 and one.verdict == "agree"
-    assert "ITL 0.5% apart over the 800 steps both streamed at once" in guide.crosscheck_line(one)
-    assert guide.crosscheck_line(one).endswith("**agree**.")
+    assert "ITL 0.5% apart over the 800 steps both streamed at once" in agreement.crosscheck_line(one)
+    assert agreement.crosscheck_line(one).endswith("**agree**.")
     # c=4: TTFT 104 against 80, 30 % beyond the 25 % spread; over the shared steps ITL 10.2 against 10: 2 %
     assert four.client.ttft == 0.3 and four.shared_itl == 0.02
     assert four.verdict == "apart: TTFT beyond vllm bench's own spread and ITL beyond 1%"
@@ -226,7 +226,7 @@ def test_open_loop_and_prefix_figures_draw_what_they_are_given():
     fig = figures.open_loop_figure(table, "measured: by hand", "chat", {k: v.points for k, v in pts.items()})
     assert fig._suptitle.get_text().startswith(figures.OPEN_LOOP_TITLE)
     assert [list(line.get_ydata()) for line in fig.axes[1].lines if line.get_label() == "vLLM default"] == [[100, 0, 0]]
-    rows = findings.prefix_caching_effect(data, "agentic")
+    rows = prefix.prefix_caching_effect(data, "agentic")
     fig = figures.prefix_figure(rows, "measured: by hand", data["prefix_model"]["agentic"])
     heights = [round(b.get_height(), 1) for b in fig.axes[0].patches]
     assert heights == [600.0, 900.0, 100.0, 850.0]          # off at c=1, 4; on at c=1, 4 (ms)

@@ -94,7 +94,7 @@ def test_the_crosscheck_reads_vllm_bench_and_runs_beside_it(tmp_path):
     its per-request output read back as our records (every request, the server's own token count), our
     requests sent while it ran kept, and on a server that sends a token every 10 ms, both tools' ITL near
     10 ms; nothing of either tool is left behind."""
-    from helpers.benchmark import crosscheck, findings, plans
+    from helpers.benchmark import agreement, crosscheck, plans
     from helpers.benchmark.metrics import SLO, summarize
     from helpers.serving.traces import chat_trace
 
@@ -118,7 +118,7 @@ def test_the_crosscheck_reads_vllm_bench_and_runs_beside_it(tmp_path):
     # our definitions on its own requests: its TTFT (first chunk) and TPOT ((last chunk − first) ÷ (tokens − 1))
     assert lv["ours on its requests"]["ttft"] == pytest.approx(lv["vllm bench, direct"]["ttft"], rel=1e-6)
     assert lv["ours on its requests"]["tpot"] == pytest.approx(lv["vllm bench, direct"]["tpot"], rel=1e-6)
-    row = findings.crosscheck_gaps({"configs": [{"config": {"name": "vLLM default"}, "crosscheck": rows}]})[0]
+    row = agreement.crosscheck_gaps({"configs": [{"config": {"name": "vLLM default"}, "crosscheck": rows}]})[0]
     assert row.side_by_side is not None and row.verdict.startswith("not judged")     # one run: no spread
     bench = json.loads((tmp_path / "bench-c1.json").read_text())
     recs = vllm_env.bench_records(bench)

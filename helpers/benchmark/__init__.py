@@ -13,6 +13,7 @@
 - `crosscheck` — `vllm bench serve` against our client on the same server.
 - `harness`  — every configuration in turn, closed and open loop, the record written as each level ends.
 - `findings`, `guide` — the rules that read a run, the decision guide rebuilt from it, published figures.
+- `agreement`, `prefix` — the rules that read the cross-checks and prefix caching (findings gathers them).
 - `records`, `figures` — the record shown beside a live run; the figures.
 """
 from .metrics import SLO, RequestRecord, RunSummary, goodput, summarize  # noqa: F401

@@ -17,11 +17,11 @@ import statistics
 from pathlib import Path
 
 from . import client, vllm_env
+from .agreement import FIGURES
 from .metrics import RunSummary, summarize
 from .plans import Deadline, Plan
 from .servers import EngineConfig
 
-FIGURES = ("ttft", "tpot", "itl", "e2el")   # vllm bench's means, in ms
 
 
 def means_ms(s: RunSummary) -> dict:

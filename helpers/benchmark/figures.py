@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..present import plots
-from .guidellm_runner import OURS
+from .agreement import OURS
 
 
 CURVE_TITLE = "Throughput against latency as concurrency grows"
@@ -127,8 +127,8 @@ def open_loop_figure(table, source: Any, workload: str = "chat", attainment: dic
 
 
 @plots.notes_when_empty(PREFIX_TITLE)
-def prefix_figure(rows: list, source: Any, hit_rates: dict | None = None):  # rows: list[findings.PrefixLevel]
-    """Mean TTFT with vLLM's prefix caching off and on at each concurrency (findings.prefix_caching_effect's
+def prefix_figure(rows: list, source: Any, hit_rates: dict | None = None):  # rows: list[prefix.PrefixLevel]
+    """Mean TTFT with vLLM's prefix caching off and on at each concurrency (prefix.prefix_caching_effect's
     rows), and beside it the share of prompt tokens a cache could serve on the same trace: a radix tree,
     16-token and 128-token blocks (bench.prefix_model) and what vLLM counted."""
     import numpy as np

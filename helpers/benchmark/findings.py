@@ -1,15 +1,15 @@
 """The engine benchmark's findings: the rules that read the numbers of one `make engines` run (run_all's
-result, or its record) — concurrency scaling, prefix caching off against on, continuous batching, the
-radix tree against hashed blocks, the cross-check with vllm bench serve, open-loop goodput, speculation.
+result, or its record) — concurrency scaling, continuous batching, open-loop goodput, speculation — and
+`key_figures`, every rule on one run, with those of prefix caching (helpers.benchmark.prefix) and of the
+cross-checks with vllm bench serve and guidellm (helpers.benchmark.agreement).
 
 Each rule returns a frozen dataclass: the figures it took and its verdict (helpers.formulas.verdicts.
 change_verdict). The decision guide, the notebook's text and its tables are drawn from them
 (helpers.benchmark.guide, notebook 08); a record stores them as plain JSON (`as_json`).
 
-The readings (`throughput_order`, `batching_reading`, `prefix_reading`, `open_loop_reading`,
-`chunk_reading`) turn those figures into the sentences notebook 08 writes beside them — which server gave
-the most output tokens/s at a level, how continuous batching moved throughput, TTFT and ITL, at which level
-prefix caching cut most — each a verdicts.Verdict with the numbers it read, every comparison by the 10 %
+The readings (`throughput_order`, `batching_reading`, `open_loop_reading`, `chunk_reading`) turn those
+figures into the sentences notebook 08 writes beside them — which server gave the most output tokens/s at a
+level, how continuous batching moved throughput, TTFT and ITL — each a verdicts.Verdict with the numbers it read, every comparison by the 10 %
 margin (verdicts.CHANGE_MARGIN), so that no size, direction or order is typed.
 """
 from __future__ import annotations
@@ -19,31 +19,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..formulas.verdicts import CHANGE_MARGIN, Verdict, change_verdict, factor
-from .metrics import ATTAINMENT_GOAL, attainment, distserve_goodput, relative_gap
-
-ITL_TOLERANCE = 0.01         # our client against vllm bench serve side by side: mean ITL within 1 %
-
-
-def config_runs(data: dict, name: str, workload: str, source: str = "client", open_loop: bool = False) -> list[dict]:
-    """The runs of one configuration on one workload that did not fail: closed-loop levels, or open-loop rates."""
-    for c in data.get("configs", []):
-        if c["config"]["name"] == name:
-            return [r for r in c["runs"] if r.get("workload") == workload and r.get("source") == source
-                    and (r.get("rate") is not None) == open_loop and not r.get("run_failed")]
-    return []
-
-
-def at_level(runs: list[dict], concurrency: int) -> dict | None:
-    """The run at one concurrency, or None."""
-    return next((r for r in runs if r["concurrency"] == concurrency), None)
-
-
-def _mean(run: dict, key: str):
-    return (run.get(f"{key}_s") or {}).get(f"{key}_mean")
-
-
-def _config(data: dict, name: str) -> dict | None:
-    return next((c for c in data.get("configs", []) if c["config"]["name"] == name), None)
+from .agreement import Crosscheck, crosscheck_gaps
+from .metrics import ATTAINMENT_GOAL, at_level, attainment, config_record, config_runs, distserve_goodput, run_mean
+from .prefix import PrefixLevel, RadixAgainstBlocks, prefix_caching_effect, radix_against_blocks
 
 
 # ----------------------------------------------------------------------------- the rules
@@ -68,146 +46,6 @@ def concurrency_scaling(data: dict, name: str, workload: str) -> Scaling | None:
     ratio = top["output_tok_per_s"] / one["output_tok_per_s"]
     return Scaling(name, workload, top["concurrency"], round(one["output_tok_per_s"], 1),
                    round(top["output_tok_per_s"], 1), round(ratio, 2))
-
-
-@dataclass(frozen=True)
-class PrefixLevel:
-    """vLLM with prefix caching off against on at one level."""
-
-    concurrency: int
-    ttft_off_ms: float
-    ttft_on_ms: float
-    off_over_on: float        # mean TTFT off ÷ on
-    verdict: str
-    vllm_hit_rate_on: float | None    # what vLLM itself counted over the workload (its /metrics)
-    vllm_hit_rate_off: float | None
-
-
-def prefix_caching_effect(data: dict, workload: str, off: str = "vLLM, prefix caching off",
-                          on: str = "vLLM default") -> list[PrefixLevel]:
-    """vLLM with prefix caching off against on, level by level: mean TTFT off ÷ on, the rule's verdict,
-    and the hit rate vLLM itself counted over the workload."""
-    rows, offs, ons = [], config_runs(data, off, workload), config_runs(data, on, workload)
-    hits = {n: ((_config(data, n) or {}).get("prefix_cache") or {}).get(workload) for n in (off, on)}
-    for r_on in ons:
-        r_off = at_level(offs, r_on["concurrency"])
-        a, b = (_mean(r_off, "ttft") if r_off else None), _mean(r_on, "ttft")
-        if not a or not b:
-            continue
-        ratio = a / b
-        verdict = {"higher": "prefix caching cut TTFT", "lower": "prefix caching raised TTFT",
-                   "about equal": "prefix caching left TTFT unchanged"}[change_verdict(ratio)]
-        rows.append(PrefixLevel(r_on["concurrency"], round(a * 1e3, 1), round(b * 1e3, 1), round(ratio, 2), verdict,
-                                (hits[on] or {}).get("hit rate"),
-                                (hits[off] or {}).get("hit rate")))
-    return rows
-
-
-@dataclass(frozen=True)
-class RadixAgainstBlocks:
-    """The trace replayed through a radix tree, token-granular and in blocks (harness.prefix_model), beside
-    what vLLM counted; `most_saved` bounds what a finer cache can cut of the prefill work:
-    (1 − block hit rate) ÷ (1 − radix hit rate), the tokens each leaves to compute."""
-
-    prompt_tokens: int | None
-    radix: float                      # hit rate, token-granular
-    blocks: dict                      # block size -> hit rate
-    most_saved: float | None
-    verdict: str | None
-    vllm_counted: dict | None         # vLLM default's own prefix-cache counters, all levels
-
-
-def radix_against_blocks(data: dict, workload: str = "agentic") -> RadixAgainstBlocks | None:
-    model = (data.get("prefix_model") or {}).get(workload)
-    if not model:
-        return None
-    radix = model["radix (token-granular)"]
-    blocks = {int(k.removeprefix("blocks of ")): v for k, v in model.items() if k.startswith("blocks of ")}
-    bound = (1 - blocks[16]) / (1 - radix) if radix < 1 else None
-    measured = ((_config(data, "vLLM default") or {}).get("prefix_cache") or {}).get(workload)
-    verdict = None if bound is None else {"higher": "a radix tree could cut the prefill work",
-                                          "lower": "impossible (a radix tree never caches less)",
-                                          "about equal": "radix tree and hashed blocks are about equal"}[
-        change_verdict(bound)]
-    return RadixAgainstBlocks(model.get("prompt tokens"), radix, blocks, None if bound is None else round(bound, 3),
-                              verdict, measured)
-
-
-def _gap(a, b):
-    return None if a is None or b is None or not b else round(relative_gap(a, b), 4)
-
-
-FIGURES = ("ttft", "tpot", "itl", "e2el")
-
-
-@dataclass(frozen=True)
-class Gaps:
-    """Relative gaps of one reading to vllm bench serve's: TTFT; per-request ITL against its TPOT; pooled
-    ITL against its ITL; E2E against its E2EL."""
-
-    ttft: float | None
-    tpot: float | None
-    itl: float | None
-    e2el: float | None
-
-
-def _gaps(ours: dict | None, theirs: dict | None) -> Gaps | None:
-    return None if not ours or not theirs else Gaps(*(_gap(ours.get(k), theirs.get(k)) for k in FIGURES))
-
-
-@dataclass(frozen=True)
-class Crosscheck:
-    """One level of the vllm bench serve cross-check (helpers.benchmark.crosscheck) and the rule's reading:
-    our client and vllm bench agree when their alternated runs' mean TTFT differ by no more than vllm
-    bench's runs differ from each other, and their mean ITL over the server's steps both streamed, side
-    by side, by at most ITL_TOLERANCE."""
-
-    concurrency: int
-    repeats: int                  # alternated runs of each tool behind `client`
-    client: Gaps | None           # our client's runs against vllm bench's (their means)
-    bench_spread: Gaps | None     # vllm bench against itself: (max − min) ÷ mean of its runs
-    side_by_side: Gaps | None     # our client against vllm bench, both running at once: all their requests
-    shared_itl: float | None      # ... their mean gap between chunks over the steps both streamed at once
-    shared_gaps: int              # how many gaps each that is
-    definitions: Gaps | None      # our definitions on vllm bench's own requests, against its figures
-    verdict: str
-
-
-def _spread(runs: list[dict]) -> Gaps | None:
-    """How far a tool's own runs of one load differ: (largest − smallest) ÷ mean, per figure; None for
-    fewer than two runs. A gap to another tool smaller than this is inside the tool's own noise."""
-    if len(runs) < 2:
-        return None
-    vals = {k: [r.get(k) for r in runs] for k in FIGURES}
-    return Gaps(*(None if None in v or not sum(v) else round((max(v) - min(v)) / (sum(v) / len(v)), 4)
-                  for v in vals.values()))
-
-
-def crosscheck_verdict(client: Gaps | None, spread: Gaps | None, shared_itl: float | None) -> str:
-    """The cross-check's rule: TTFT of the alternated runs within vllm bench's own spread, ITL over the
-    steps both streamed side by side within ITL_TOLERANCE."""
-    ttft = None if client is None or spread is None or None in (client.ttft, spread.ttft) else client.ttft <= spread.ttft
-    itl = None if shared_itl is None else shared_itl <= ITL_TOLERANCE
-    if ttft is None or itl is None:
-        return "not judged: " + ("fewer than two runs of vllm bench" if ttft is None else "no steps streamed side by side")
-    if ttft and itl:
-        return "agree"
-    return "apart: " + " and ".join(w for w, ok in (("TTFT beyond vllm bench's own spread", ttft),
-                                                    (f"ITL beyond {ITL_TOLERANCE:.0%}", itl)) if not ok)
-
-
-def crosscheck_gaps(data: dict, name: str = "vLLM default") -> list[Crosscheck]:
-    rows = []
-    for lv in ((_config(data, name) or {}).get("crosscheck") or []):
-        runs, side = lv.get("runs") or {}, lv.get("side by side") or {}
-        shared = side.get("shared steps") or {}
-        client = _gaps(lv.get("our client's own run"), lv.get("vllm bench, direct"))
-        spread, itl = _spread(runs.get("vllm bench, direct") or []), _gap(shared.get("ours"), shared.get("vllm bench"))
-        rows.append(Crosscheck(lv["concurrency"], len(runs.get("our client's own run") or []), client, spread,
-                               _gaps(side.get("ours"), side.get("vllm bench")), itl, shared.get("gaps") or 0,
-                               _gaps(lv.get("ours on its requests"), lv.get("vllm bench, direct")),
-                               crosscheck_verdict(client, spread, itl)))
-    return rows
 
 
 @dataclass(frozen=True)
@@ -280,14 +118,14 @@ def batching_effect_data(data: dict, workload: str) -> BatchingEffect | None:
         return None
     c = max(r["concurrency"] for r in on)
     a, b = at_level(off, c), at_level(on, c)
-    if a is None or b is None or not a["output_tok_per_s"] or not _mean(b, "ttft") or not _mean(a, "itl"):
+    if a is None or b is None or not a["output_tok_per_s"] or not run_mean(b, "ttft") or not run_mean(a, "itl"):
         return None
-    thr, ttft = b["output_tok_per_s"] / a["output_tok_per_s"], _mean(a, "ttft") / _mean(b, "ttft")
-    itl = _mean(b, "itl") / _mean(a, "itl")
+    thr, ttft = b["output_tok_per_s"] / a["output_tok_per_s"], run_mean(a, "ttft") / run_mean(b, "ttft")
+    itl = run_mean(b, "itl") / run_mean(a, "itl")
     return BatchingEffect(c, round(thr, 2), change_verdict(thr), round(ttft, 2),
                           {"higher": "lower with it", "lower": "higher with it", "about equal": "about equal"}[
                               change_verdict(ttft)], round(itl, 2), change_verdict(itl),
-                          round(_mean(a, "itl") * 1e3, 2), round(_mean(b, "itl") * 1e3, 2))
+                          round(run_mean(a, "itl") * 1e3, 2), round(run_mean(b, "itl") * 1e3, 2))
 
 
 def batching_trade(e: BatchingEffect) -> Verdict:
@@ -313,7 +151,7 @@ class Outcome:
 
 
 def config_outcome(data: dict, name: str) -> Outcome:
-    c = _config(data, name)
+    c = config_record(data, name)
     if c is None:
         return Outcome(False, why="not configured on this machine")
     if any(not r.get("run_failed") for r in c["runs"]):
@@ -430,12 +268,12 @@ def batching_reading(data: dict, workload: str) -> list[Verdict]:
         out.append(Verdict(f"at concurrency 1, continuous batching gave {ratio_words(r, 'the output tokens/s of one at a time')}"
                            f" ({tok_s(a1['output_tok_per_s'])} → {tok_s(b1['output_tok_per_s'])})", "batching_at_1",
                            {"off_tok_s": a1["output_tok_per_s"], "on_tok_s": b1["output_tok_per_s"], "ratio": r}))
-    if a1 and at and top > 1 and a1["output_tok_per_s"] and _mean(a1, "ttft"):
-        r, t = at["output_tok_per_s"] / a1["output_tok_per_s"], _mean(at, "ttft") / _mean(a1, "ttft")
+    if a1 and at and top > 1 and a1["output_tok_per_s"] and run_mean(a1, "ttft"):
+        r, t = at["output_tok_per_s"] / a1["output_tok_per_s"], run_mean(at, "ttft") / run_mean(a1, "ttft")
         out.append(Verdict(f"one request at a time, from concurrency 1 to {top}: output tokens/s "
                            f"{ratio_words(r, 'those at 1')} ({tok_s(a1['output_tok_per_s'])} → {tok_s(at['output_tok_per_s'])}), "
                            f"mean TTFT {ratio_words(t, 'that at 1', 'longer', 'shorter')} "
-                           f"({_mean(a1, 'ttft') * 1e3:,.1f} → {_mean(at, 'ttft') * 1e3:,.1f} ms)",
+                           f"({run_mean(a1, 'ttft') * 1e3:,.1f} → {run_mean(at, 'ttft') * 1e3:,.1f} ms)",
                            "one_at_a_time_scaling", {"tok_s_ratio": r, "ttft_ratio": t}))
     e = batching_effect_data(data, workload)
     if e is not None and e.concurrency == top and top > 1:
@@ -450,23 +288,6 @@ def batching_reading(data: dict, workload: str) -> list[Verdict]:
         if rk is not None and len(rk.order) > 1:
             out.append(rk.verdict)
     return out
-
-
-def prefix_reading(rows: list[PrefixLevel]) -> Verdict | None:
-    """At which level prefix caching cut the mean TTFT most (off ÷ on, the largest ratio), and whether that
-    cut stands apart from the next largest by the 10 % rule; None without two levels."""
-    if len(rows) < 2:
-        return None
-    by = sorted(rows, key=lambda r: -r.off_over_on)
-    a, b = by[0], by[1]
-    ev = {f"off_over_on_at_{r.concurrency}": r.off_over_on for r in rows}
-    if change_verdict(a.off_over_on / b.off_over_on) == "about equal":
-        return Verdict(f"the cut (off ÷ on) is largest at concurrency {a.concurrency} (÷ {a.off_over_on:g}), within "
-                       f"{CHANGE_MARGIN:.0%} of concurrency {b.concurrency}'s (÷ {b.off_over_on:g}): no level stands apart",
-                       "prefix_reading", ev)
-    return Verdict(f"the cut (off ÷ on) is largest at concurrency {a.concurrency} (÷ {a.off_over_on:g}), "
-                   f"{factor(a.off_over_on / b.off_over_on)} the next, concurrency {b.concurrency}'s (÷ {b.off_over_on:g})",
-                   "prefix_reading", ev)
 
 
 def open_loop_reading(data: dict, workload: str, attained: dict) -> list[Verdict]:
@@ -515,9 +336,9 @@ class QueueTTFT:
 def queue_ttft(data: dict, workload: str, name: str = BASELINE) -> QueueTTFT | None:
     runs = config_runs(data, name, workload)
     one, top = at_level(runs, 1), max(runs, key=lambda r: r["concurrency"], default=None)
-    if one is None or top is None or top is one or not _mean(one, "ttft") or not _mean(top, "ttft"):
+    if one is None or top is None or top is one or not run_mean(one, "ttft") or not run_mean(top, "ttft"):
         return None
-    t1, tt, e1, n = _mean(one, "ttft"), _mean(top, "ttft"), _mean(one, "e2e"), top["concurrency"]
+    t1, tt, e1, n = run_mean(one, "ttft"), run_mean(top, "ttft"), run_mean(one, "e2e"), top["concurrency"]
     return QueueTTFT(name, n, t1 * 1e3, tt * 1e3, e1 * 1e3, tt / t1, (t1 + (n - 1) / 2 * e1) / t1)
 
 

@@ -26,11 +26,9 @@ from pathlib import Path
 
 from ..formulas.verdicts import CHANGE_MARGIN, Verdict, change_verdict
 from ..parallel.plan import parallel_step
-from .findings import BASELINE, BATCHING, ITL_TOLERANCE, VLLM, batching_trade, key_figures, throughput_order
-from .guidellm_runner import OURS
-from .metrics import relative_gap
+from .agreement import crosscheck_line
+from .findings import BASELINE, BATCHING, VLLM, batching_trade, key_figures, throughput_order
 
-AGREEMENT_TOLERANCE = 0.15   # the client and guidellm agree when their means differ by at most 15 %
 
 TALK_CSV = Path(__file__).resolve().parents[1] / "data" / "talk_serving_h100.csv"   # the talk's Demo F, its owner
 TALK_SOURCE = "the workshop talk, Demo F (one H100; 10 concurrent × 50 tokens; 1,656-token shared prefix)"
@@ -153,28 +151,6 @@ def tensor_parallel_table(model: str = "gpt-oss-120b", gpu: str = "H100 SXM", gp
         efficiency = s.efficiency
     return pd.DataFrame(rows).assign(computed=f"{model} {weight_dtype} on {gpu}, {context:,}-token context, batch {batch}, "
                                               f"efficiency {efficiency:g} (helpers.parallel.plan.parallel_step)")
-
-
-def agreement(table, workload: str | None = None, ours: str = OURS):
-    """Our mean TTFT and ITL against guidellm's, per configuration and level: the relative gap and
-    whether it is within AGREEMENT_TOLERANCE. ours=OURS: our definitions on guidellm's own requests (the
-    same run, from its per-request output); ours="client": our client's own run, just before guidellm's."""
-    import pandas as pd
-
-    t = table if workload is None else table[table["workload"] == workload]
-    rows = []
-    for (name, c), g in t.groupby(["configuration", "concurrency"], sort=False):
-        cl, gl = g[g["source"] == ours], g[g["source"] == "guidellm"]
-        if not len(cl) or not len(gl):
-            continue
-        row = {"configuration": name, "concurrency": c, "compared": "same run" if ours == OURS else "back to back"}
-        for col in ("TTFT mean ms", "ITL mean ms"):
-            a, b = cl[col].iloc[0], gl[col].iloc[0]
-            row[f"{ours} {col}"], row[f"guidellm {col}"] = a, b
-            row[f"{col.split()[0]} gap"] = None if a is None or b is None else relative_gap(a, b)
-        row["agree"] = all(row[k] is not None and row[k] <= AGREEMENT_TOLERANCE for k in ("TTFT gap", "ITL gap"))
-        rows.append(row)
-    return pd.DataFrame(rows)
 
 
 # ----------------------------------------------------------------------------- measured figures (make engines)
@@ -347,87 +323,6 @@ def guide_markdown(data: dict, record: str) -> str:
     return "\n".join(lines)
 
 
-def crosscheck_line(row) -> str:
-    """One level of the vllm bench serve cross-check (findings.Crosscheck) in words, with the rule's verdict."""
-    c, sp, side, d = row.client, row.bench_spread, row.side_by_side, row.definitions
-    ran = f"the mean of {row.repeats} runs each, alternated" if row.repeats > 1 else "one run each"
-    text = (f"- vllm bench serve at concurrency {row.concurrency}: our client against it ({ran}) TTFT "
-            f"{_pct(c and c.ttft)} apart, ITL {_pct(c and c.itl)}"
-            + (f" (its own runs spread {_pct(sp.ttft)} and {_pct(sp.itl)})" if sp else ""))
-    if side:
-        text += (f"; side by side on the same server, each at concurrency {row.concurrency}: ITL {_pct(row.shared_itl)} "
-                 f"apart over the {row.shared_gaps:,} steps both streamed at once (over all their requests: ITL "
-                 f"{_pct(side.tpot)}, TTFT {_pct(side.ttft)})")
-    if d:
-        text += (f"; our definitions on its own requests (its --save-detailed times): TTFT {_pct(d.ttft)}, "
-                 f"ITL {_pct(d.itl)}, per-request ITL against its TPOT {_pct(d.tpot)}")
-    return text + f". The rule (TTFT within its own spread, ITL side by side within {ITL_TOLERANCE:.0%}): **{row.verdict}**."
-
-
-TALK_AGENTIC_GAP = (3.0, 4.0)   # the talk §8: SGLang 3–4× vLLM on the agentic branching workload (cited)
-
-
-def radix_against_talk(rb) -> Verdict | None:
-    """Whether the hit rates of the agentic trace (findings.RadixAgainstBlocks) could explain the talk's
-    3–4× between SGLang and vLLM: a radix tree can cut the prefill work by at most `most_saved` (the
-    tokens blocks leave to compute ÷ those it leaves), whatever else differs."""
-    if rb is None or rb.most_saved is None:
-        return None
-    low, high = TALK_AGENTIC_GAP
-    ev = {"most_saved": rb.most_saved, "talk_low": low}
-    if rb.most_saved < low:
-        return Verdict(f"× {rb.most_saved:.2f} is short of the talk's {low:g}–{high:g}× between engines: that gap "
-                       "cannot come from hit rates alone; the talk's SGLang figure is cited, not reproduced",
-                       "radix_against_talk", ev)
-    return Verdict(f"× {rb.most_saved:.2f} reaches the talk's {low:g}–{high:g}× between engines: hit rates could "
-                   "explain that gap", "radix_against_talk", ev)
-
-
-def agreement_reading(table) -> Verdict | None:
-    """The largest gap between our definitions and guidellm's on the same run (agreement's table), and
-    whether it is within AGREEMENT_TOLERANCE."""
-    if table is None or table.empty:
-        return None
-    gaps = [(r[f"{k} gap"], k, r["configuration"], r["concurrency"]) for _, r in table.iterrows()
-            for k in ("TTFT", "ITL") if r[f"{k} gap"] is not None]
-    if not gaps:
-        return None
-    g, k, name, c = max(gaps)
-    return Verdict(f"the largest gap between our definitions and guidellm's on the same requests is {g:.1%} "
-                   f"({k}, {name} at concurrency {c}), " +
-                   (f"within the {AGREEMENT_TOLERANCE:.0%} tolerance" if g <= AGREEMENT_TOLERANCE else
-                    f"beyond the {AGREEMENT_TOLERANCE:.0%} tolerance"), "agreement_reading", {"largest_gap": g})
-
-
-def crosscheck_reading(rows) -> list[Verdict]:
-    """What the vllm bench cross-check (findings.crosscheck_gaps) shows, level by level taken together: the
-    largest gap of our definitions on its own requests to its means; of our client's ITL side by side over
-    the steps both streamed; and the largest spread of vllm bench's own runs of one load (back to back)."""
-    out = []
-
-    def largest(pick):
-        vals = [(v, r.concurrency) for r in rows for v in [pick(r)] if v is not None]
-        return max(vals) if vals else None
-
-    d = largest(lambda r: None if r.definitions is None else max(
-        (x for x in (r.definitions.ttft, r.definitions.itl, r.definitions.tpot, r.definitions.e2el) if x is not None),
-        default=None))
-    if d:
-        out.append(Verdict(f"our definitions on vllm bench's own per-request times: at most {d[0]:.1%} from its means "
-                           f"(concurrency {d[1]})", "definitions_gap", {"largest": d[0]}))
-    s = largest(lambda r: r.shared_itl)
-    if s:
-        out.append(Verdict(f"side by side, over the steps both streamed: mean ITL at most {s[0]:.1%} apart "
-                           f"(concurrency {s[1]}; the rule's tolerance {ITL_TOLERANCE:.0%})", "side_by_side_gap",
-                           {"largest": s[0]}))
-    b = largest(lambda r: None if r.bench_spread is None else max(
-        (x for x in (r.bench_spread.ttft, r.bench_spread.itl) if x is not None), default=None))
-    if b:
-        out.append(Verdict(f"back to back, vllm bench's own runs of one load spread up to {b[0]:.1%} (concurrency "
-                           f"{b[1]}: (largest − smallest) ÷ mean)", "bench_spread", {"largest": b[0]}))
-    return out
-
-
 def goodput_words(g: float | None, rates: list[float]) -> str:
     """DistServe's goodput `g` of open-loop runs at `rates`, in words: a rate, at least the highest rate
     measured when every rate met the goal, or below the lowest."""
@@ -436,10 +331,6 @@ def goodput_words(g: float | None, rates: list[float]) -> str:
     if g == max(rates):
         return f"at least {g:g} req/s (every rate measured kept ≥ 90 % of requests within the SLO)"
     return f"{g:g} req/s (the highest rate measured with ≥ 90 % of requests within the SLO)"
-
-
-def _pct(v):
-    return "—" if v is None else f"{v:.1%}"
 
 
 def write_guide(record: str | Path, markdown: str | Path) -> Path:

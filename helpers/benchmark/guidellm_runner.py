@@ -29,10 +29,10 @@ from pathlib import Path
 from typing import Sequence
 
 from ..serving.traces import TraceRequest
+from .agreement import OURS
 from .metrics import RequestRecord, RunSummary, SLO, summarize
 from .process import run_tool
 
-OURS = "ours on guidellm"   # the source of our figures recomputed from guidellm's own per-request times
 
 
 class GuidellmError(RuntimeError):

@@ -264,3 +264,27 @@ def relative_gap(a: float, b: float) -> float:
     if not b:
         raise ValueError("relative_gap against zero")
     return abs(a - b) / abs(b)
+
+
+# ----------------------------------------------------------------------------- reading a run's record
+
+def config_runs(data: dict, name: str, workload: str, source: str = "client", open_loop: bool = False) -> list[dict]:
+    """The runs of one configuration on one workload that did not fail: closed-loop levels, or open-loop rates."""
+    for c in data.get("configs", []):
+        if c["config"]["name"] == name:
+            return [r for r in c["runs"] if r.get("workload") == workload and r.get("source") == source
+                    and (r.get("rate") is not None) == open_loop and not r.get("run_failed")]
+    return []
+
+
+def at_level(runs: list[dict], concurrency: int) -> dict | None:
+    """The run at one concurrency, or None."""
+    return next((r for r in runs if r["concurrency"] == concurrency), None)
+
+
+def run_mean(run: dict, key: str):
+    return (run.get(f"{key}_s") or {}).get(f"{key}_mean")
+
+
+def config_record(data: dict, name: str) -> dict | None:
+    return next((c for c in data.get("configs", []) if c["config"]["name"] == name), None)

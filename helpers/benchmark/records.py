@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import records
-from .guidellm_runner import OURS
+from .agreement import OURS
 from .harness import RESULTS_DIR
 from .metrics import ROW_COLUMNS, RunSummary
 
