@@ -237,7 +237,7 @@ def test_agentic_trace_refuses_what_would_overflow_or_hang(kw, needle):
     ({"prompt_range": (1.5, 8)}, "prompt_range's lowest"), ({"vocab": 3}, "vocab"),
 ])
 def test_make_requests_refuses_inverted_negative_and_fractional_ranges(kw, needle):
-    from helpers.serving import make_requests
+    from helpers.serving.naive import make_requests
 
     with pytest.raises(ValueError, match=needle):
         make_requests(**{"n": 3, "prompt_range": (4, 8), "new_tokens_range": (2, 4), **kw})
