@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import stat
 from dataclasses import dataclass
+import re
 from pathlib import Path
 from typing import Annotated, Literal, Optional
 
@@ -24,7 +25,7 @@ from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, StringConst
                       ValidationInfo, field_validator, model_validator)
 
 from helpers.formulas.config_schema import show
-from helpers.present.run_times import RunTimes, headings, match_heading
+from helpers.present.run_times import RunTimes
 
 ROOT = Path(__file__).resolve().parents[1]
 AGENDA = ROOT / "workshop" / "agenda.toml"
@@ -33,6 +34,34 @@ RESULTS = ROOT / "workshop" / "results"
 ROOM_MINUTES = 120          # the workshop's length, breaks included
 MAX_AGENDA_BYTES = 1_000_000  # the agenda is 6 kB; a larger file is not an agenda
 KINDS = ("slides", "notebook", "break", "questions")
+
+
+# a section heading: a line of prose "## …", or a cell that builds its heading, mo.md("## …") (double quotes)
+HEADING = re.compile(r"""^[ \t]*## (.+?)[ \t]*$|mo\.md\(f?"(?:"")?## ([^"\n\\]+?)[ \t]*(?=["\\])""", re.M)
+
+
+def headings(text: str) -> list[str]:
+    """Every section heading in a text, in order (HEADING's two forms)."""
+    return [m.group(1) or m.group(2) for m in HEADING.finditer(text)]
+
+
+def match_heading(ref: str, headings: list[str]) -> str | None:
+    """The heading a reference names: '3' names '3 · Throughput: …'; otherwise the heading itself or its
+    first words ('Speed' names 'Speed: prefill and decode, side by side')."""
+    for h in headings:
+        if ref == h or ref == h.split(" · ", 1)[0]:
+            return h
+    for h in headings:
+        if h.startswith(ref) and not h[len(ref)].isalnum():
+            return h
+    return None
+
+
+def section_seconds(times: RunTimes, number: str, ref: str) -> float | None:
+    """A record's cached seconds for the section `ref` names in notebook `number` (None when not recorded)."""
+    nb = next((v for k, v in times.cached.items() if k.startswith(number + "_")), None)
+    heading = None if nb is None else match_heading(ref, list(nb.get("sections", {})))
+    return None if heading is None else float(nb["sections"][heading])
 
 
 @dataclass(frozen=True)
@@ -406,10 +435,10 @@ def fit(agenda: Agenda, times: list[RunTimes]) -> list[SlotFit]:
     for s in agenda.slots:
         run = 0.0 if not s.live else None
         for t in times if s.live else ():
-            parts = [t.section_seconds(s.notebook, x.ref) for x in s.live]
+            parts = [section_seconds(t, s.notebook, x.ref) for x in s.live]
             if any(p is None for p in parts):
                 continue
-            mine = (sum(parts) + (t.section_seconds(s.notebook, "set-up") or 0.0)) / 60
+            mine = (sum(parts) + (section_seconds(t, s.notebook, "set-up") or 0.0)) / 60
             run = mine if run is None else max(run, mine)
         out.append(SlotFit(s, s.talk_minutes, run))
     return out

@@ -140,6 +140,58 @@ TIMES_START, TIMES_END = ("<!-- run-times:start (generated from the recorded run
                           "<!-- run-times:end -->")
 
 
+def run_times_table(times: list) -> str:
+    """The guide's run-time table: each notebook's headless run on the default profile, per record: first
+    run (nothing cached), cached and replay mode."""
+    from helpers.present import run_times
+
+    if not times:
+        return "_No recorded run times yet: `make record-times` records them._"
+    names = sorted({n for t in times for n in t.cached})
+    head = "| notebook |" + "".join(f" {t.device}: first run | cached | replay mode |" for t in times)
+    rows = [head, "| --- |" + " --- | --- | --- |" * len(times)]
+    for name in names:
+        cells = []
+        for t in times:
+            first = t.first.get(name, {}).get("seconds")
+            cached = t.cached.get(name, {}).get("seconds")
+            rep = (t.replay or {}).get(name)
+            cells += ["–" if v is None else run_times.seconds(v) for v in (first, cached, rep)]
+        rows.append(f"| `{name}` | " + " | ".join(cells) + " |")
+    rows.append("")
+    for t in times:
+        m = t.meta
+        load = f", load average {m['load_average_after']:g} at the end" if m.get("load_average_after") is not None else ""
+        rows.append(f"- {t.device}: recorded by {m.get('how', '`make record-times`')} on {m.get('device', '?')}, "
+                    f"profile {m.get('profile', '?')}, {m.get('recorded_at', '?')}{load} (`{m.get('path', '?')}`)"
+                    + (f"; replay mode {run_times.seconds(sum(t.replay.values()))} for all {len(t.replay)} notebooks "
+                       "(`make record-replay`)" if t.replay else "") + ".")
+    rows.append("")
+    rows.append("_A first run trains the tiny model once (notebook 00); every later run reads it from the cache._")
+    return "\n".join(rows)
+
+
+def section_times(executed_nb: dict) -> dict[str, float]:
+    """Seconds per section of an executed .ipynb, from nbclient's cell timings: each code cell counted in
+    the last `## ` heading above it (cells before the first: 'set-up')."""
+    import agenda
+    from datetime import datetime
+
+    out: dict[str, float] = {}
+    current = "set-up"
+    for cell in executed_nb.get("cells", []):
+        found = agenda.headings("".join(cell.get("source", "")))
+        if found:
+            current = found[0]
+        t = cell.get("metadata", {}).get("execution", {})
+        start, end = t.get("iopub.execute_input"), t.get("shell.execute_reply")
+        if start and end:
+            secs = (datetime.fromisoformat(end.replace("Z", "+00:00"))
+                    - datetime.fromisoformat(start.replace("Z", "+00:00"))).total_seconds()
+            out[current] = round(out.get(current, 0.0) + max(secs, 0.0), 2)
+    return out
+
+
 def guide_text(text: str, w) -> str:
     """The guide with its generated blocks current: notebook links, the agenda, the run times."""
     import agenda
@@ -148,7 +200,7 @@ def guide_text(text: str, w) -> str:
     text = with_links(text, links_block(w))
     text = with_links(text, AGENDA_START + "\n" + agenda.guide_table(agenda.load()) + "\n" + AGENDA_END,
                       AGENDA_START, AGENDA_END)
-    return with_links(text, TIMES_START + "\n" + run_times.table(run_times.run_times()) + "\n" + TIMES_END,
+    return with_links(text, TIMES_START + "\n" + run_times_table(run_times.run_times()) + "\n" + TIMES_END,
                       TIMES_START, TIMES_END)
 
 
@@ -276,8 +328,6 @@ def run(only: list[str], timeout: int | None = None) -> int:
     BUILD.mkdir(exist_ok=True)
     (BUILD / "executed").mkdir(exist_ok=True)
     info = device_info()
-    from helpers.present.run_times import section_times
-
     rows, failed, sections = [], 0, {}
     for src in todo:  # a notebook that fails before it notes its figures shows none, not the last run's
         (figures / f"{src.stem}.json").unlink(missing_ok=True)

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 import agenda  # noqa: E402  (scripts/agenda.py)
+import notebooks  # noqa: E402  (scripts/notebooks.py)
 from helpers.present import run_times  # noqa: E402
 
 NOTEBOOKS = sorted(p.stem for p in agenda.NOTEBOOKS.glob("[0-9][0-9]_*.py"))
@@ -26,7 +27,7 @@ def test_section_times_come_from_the_cells_own_timings():
                     cell('mo.md("""\n## 1 · Memory\n""")', "02.5", "02.6"),
                     cell("sweep()", "03.0", "13.0"), cell("plot()", "13.0", "14.0"),
                     cell('mo.md("""\n## Exercises\n""")', "14.0", "14.1"), {"source": "never ran", "metadata": {}}]}
-    assert run_times.section_times(nb) == {"set-up": 2.5, "1 · Memory": 11.1, "Exercises": 0.1}
+    assert notebooks.section_times(nb) == {"set-up": 2.5, "1 · Memory": 11.1, "Exercises": 0.1}
 
 
 def test_both_cpu_records_are_read_with_their_machines():
@@ -66,16 +67,16 @@ def test_the_table_lists_every_record_first_cached_and_replay(tmp_path):
     records.dump(tmp_path / "cpu-x" / "run_times.json", "run-times", {
         "recorded_at": "2026-12-01T00:00:00+00:00", "meta": {"device": "cpu: Box X (2 cores)", "profile": "tiny-trained"},
         "first": {"01_a": {"seconds": 200.0, "sections": {}}}, "cached": {"01_a": nb, "02_b": nb}})
-    plain = run_times.table(run_times.run_times(tmp_path))
+    plain = notebooks.run_times_table(run_times.run_times(tmp_path))
     assert "| `01_a` | 3.3 min | 20 s | – |" in plain and "| `02_b` | – | 20 s | – |" in plain
     records.dump(tmp_path / "cpu-x" / "replay" / "run_times.json", "replay-run-times",
                  {"notebooks": {"01_a": 4.2, "02_b": 5.9}})
     records.dump(tmp_path / "cpu-y" / "run_times.json", "run-times", {
         "meta": {"device": "cpu: Box Y"}, "first": {}, "cached": {"01_a": {"seconds": 7.0, "sections": {}}}})
-    table = run_times.table(run_times.run_times(tmp_path))
+    table = notebooks.run_times_table(run_times.run_times(tmp_path))
     assert "| notebook | Box X: first run | cached | replay mode | Box Y: first run | cached | replay mode |" in table
     assert "| `01_a` | 3.3 min | 20 s | 4 s | – | 7 s | – |" in table and "10 s for all 2 notebooks" in table
-    assert run_times.table([]).startswith("_No recorded run times yet")
+    assert notebooks.run_times_table([]).startswith("_No recorded run times yet")
 
 
 @pytest.mark.parametrize("stem", NOTEBOOKS)

@@ -1,10 +1,8 @@
 """How long each notebook takes, from records, never typed: the seconds per notebook and per section that
 `make record-times` writes into a record folder (`workshop/results/<record>/run_times.json`: a first run
 with nothing cached, then a cached one) and `make record-replay` beside its recordings (replay mode), read
-for every committed record. A notebook's header says them (`header`), the guide's table lists them
-(`table`), and the agenda checks its slots against the slowest record (scripts/agenda.py's fit).
-
-A section is a notebook's `## ` heading; the cells before the first heading are its `set-up`.
+for every committed record. A notebook's header says them (`header`); the guide's table (scripts/notebooks.py) and the agenda's fit
+(scripts/agenda.py) read the same records.
 """
 from __future__ import annotations
 
@@ -14,27 +12,6 @@ from pathlib import Path
 
 from .. import records
 from ..records import RESULTS
-
-# a section heading: a line of prose "## …", or a cell that builds its heading, mo.md("## …") (double quotes)
-HEADING = re.compile(r"""^[ \t]*## (.+?)[ \t]*$|mo\.md\(f?"(?:"")?## ([^"\n\\]+?)[ \t]*(?=["\\])""", re.M)
-
-
-def headings(text: str) -> list[str]:
-    """Every section heading in a text, in order (HEADING's two forms)."""
-    return [m.group(1) or m.group(2) for m in HEADING.finditer(text)]
-
-
-def match_heading(ref: str, headings: list[str]) -> str | None:
-    """The heading a reference names: '3' names '3 · Throughput: …'; otherwise the heading itself or its
-    first words ('Speed' names 'Speed: prefill and decode, side by side')."""
-    for h in headings:
-        if ref == h or ref == h.split(" · ", 1)[0]:
-            return h
-    for h in headings:
-        if h.startswith(ref) and not h[len(ref)].isalnum():
-            return h
-    return None
-
 
 @dataclass(frozen=True)
 class RunTimes:
@@ -61,13 +38,6 @@ class RunTimes:
     def notebook_seconds(self, number: str, which: str = "cached") -> float | None:
         nb = self._nb(number, which)
         return None if nb is None else float(nb["seconds"])
-
-    def section_seconds(self, number: str, ref: str, which: str = "cached") -> float | None:
-        nb = self._nb(number, which)
-        if nb is None:
-            return None
-        heading = match_heading(ref, list(nb.get("sections", {})))
-        return None if heading is None else float(nb["sections"][heading])
 
     def replay_seconds(self, number: str) -> float | None:
         return next((float(v) for k, v in (self.replay or {}).items() if k.startswith(number + "_")), None)
@@ -126,52 +96,3 @@ def header(number: str, results: Path = RESULTS) -> str:
     where = ", ".join(f"`{t.meta.get('path', t.record)}`" for t in (*cpu, *gpu))
     return (f"**Run time**, recorded headless{f' ({where})' if where else ''}: {'; '.join(parts)}.{replay} "
             "The last line of the notebook says how long this run took.")
-
-
-def table(times: list[RunTimes]) -> str:
-    """The guide's run-time table: each notebook's headless run on the default profile, per record: first
-    run (nothing cached), cached and replay mode."""
-    if not times:
-        return "_No recorded run times yet: `make record-times` records them._"
-    names = sorted({n for t in times for n in t.cached})
-    head = "| notebook |" + "".join(f" {t.device}: first run | cached | replay mode |" for t in times)
-    rows = [head, "| --- |" + " --- | --- | --- |" * len(times)]
-    for name in names:
-        cells = []
-        for t in times:
-            first = t.first.get(name, {}).get("seconds")
-            cached = t.cached.get(name, {}).get("seconds")
-            rep = (t.replay or {}).get(name)
-            cells += ["–" if v is None else seconds(v) for v in (first, cached, rep)]
-        rows.append(f"| `{name}` | " + " | ".join(cells) + " |")
-    rows.append("")
-    for t in times:
-        m = t.meta
-        load = f", load average {m['load_average_after']:g} at the end" if m.get("load_average_after") is not None else ""
-        rows.append(f"- {t.device}: recorded by {m.get('how', '`make record-times`')} on {m.get('device', '?')}, "
-                    f"profile {m.get('profile', '?')}, {m.get('recorded_at', '?')}{load} (`{m.get('path', '?')}`)"
-                    + (f"; replay mode {seconds(sum(t.replay.values()))} for all {len(t.replay)} notebooks "
-                       "(`make record-replay`)" if t.replay else "") + ".")
-    rows.append("")
-    rows.append("_A first run trains the tiny model once (notebook 00); every later run reads it from the cache._")
-    return "\n".join(rows)
-
-
-def section_times(executed_nb: dict) -> dict[str, float]:
-    """Seconds per section of an executed .ipynb, from nbclient's cell timings: each code cell counted in
-    the last `## ` heading above it (cells before the first: 'set-up')."""
-    from datetime import datetime
-
-    out: dict[str, float] = {}
-    current = "set-up"
-    for cell in executed_nb.get("cells", []):
-        found = headings("".join(cell.get("source", "")))
-        if found:
-            current = found[0]
-        t = cell.get("metadata", {}).get("execution", {})
-        start, end = t.get("iopub.execute_input"), t.get("shell.execute_reply")
-        if start and end:
-            secs = (datetime.fromisoformat(end.replace("Z", "+00:00"))
-                    - datetime.fromisoformat(start.replace("Z", "+00:00"))).total_seconds()
-            out[current] = round(out.get(current, 0.0) + max(secs, 0.0), 2)
-    return out
