@@ -14,8 +14,5 @@
 - `harness`  — every configuration in turn, closed and open loop, the record written as each level ends.
 - `findings`, `guide` — the rules that read a run, the decision guide rebuilt from it, published figures.
 - `agreement`, `prefix` — the rules that read the cross-checks and prefix caching (findings gathers them).
-- `records`, `figures` — the record shown beside a live run; the figures.
+- `records`, `figures` — the record shown beside a live run (and a live run, in a process of its own); the figures.
 """
-from .metrics import SLO, RequestRecord, RunSummary, goodput, summarize  # noqa: F401
-from .process import (PortInUse, ServerDied, ServerError, ServerNotReady, ServerProcess,  # noqa: F401
-                      free_port, live_servers, stop_all)

@@ -18,7 +18,7 @@ ENGINES = ("transformers", "readable", "vllm", "sglang")
 # (option, its argparse dest): the options that mean something only with --target, and only without it
 TARGET_ONLY = (("--model", "model"), ("--device", "device"))
 LOCAL_ONLY = (("--engines", "engines"), ("--workloads", "workloads"), ("--profile", "profile"),
-              ("--no-guidellm", "no_guidellm"))
+              ("--no-guidellm", "no_guidellm"), ("--notebook", "notebook"), ("--list", "list"))
 
 
 class _Parser(argparse.ArgumentParser):
@@ -38,6 +38,8 @@ def parse(argv=None):
                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default="build/engines/engines.json", help="where the JSON result goes")
     p.add_argument("--quick", action="store_true", help="fewer requests and levels (a check of the pipeline)")
+    p.add_argument("--notebook", action="store_true", help="notebook 08's short live run (plans.notebook_plan)")
+    p.add_argument("--list", action="store_true", help="print what this machine can run, and why not the rest, as JSON")
     p.add_argument("--engines", default=None, help="comma-separated (default: all): " + ", ".join(ENGINES))
     p.add_argument("--no-guidellm", action="store_true", help="the streaming client only")
     p.add_argument("--workloads", default=None, help="comma-separated workloads of the plan to run (default: all)")
@@ -93,8 +95,10 @@ def _workloads(a) -> tuple[str, ...]:
 def _plan(a):
     """The device's plan with only the workloads asked for (gpu_record.sh's dry run: one), or all of them
     when the device's plan has none of those."""
-    from .plans import plan_for
+    from .plans import notebook_plan, plan_for
 
+    if a.notebook:
+        return notebook_plan
     wanted = _workloads(a)
 
     def plan(device: str):
@@ -118,6 +122,14 @@ def main(argv=None) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if a.list:
+        import json
+
+        from .servers import available
+
+        configs, skipped = available(a.profile, include)
+        print(json.dumps({"configs": [c.to_dict() for c in configs], "skipped": skipped}))
+        return 0
     from .harness import run_all, run_target
     from .records import runs_table
 

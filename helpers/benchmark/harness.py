@@ -20,14 +20,13 @@ from ..serving.traces import TraceRequest
 from . import client, workloads
 from .crosscheck import crosscheck_vllm_bench
 from .findings import as_json, key_figures
-from .metrics import summarize, vllm_bench_view
+from .metrics import DEFINITIONS, summarize, vllm_bench_view
 from .plans import CPU_SHAREGPT_SCALE, Deadline, Plan, plan_for, runs_some_workload
 from .process import SPINNER_NICE, ServerError, ServerProcess, client_cpus, yield_spinners
 from .servers import EngineConfig
 
 
 DEATH_GRACE_S = 3.0   # how long a server that refused connections is given to be seen exiting
-RESULTS_DIR = Path(__file__).resolve().parents[2] / "build" / "engines"   # the repository's build/engines
 
 
 def warm_up(base_url: str, model: str, concurrency: int = 1, timeout_s: float = 120.0,
@@ -228,23 +227,6 @@ def versions() -> dict:
         except metadata.PackageNotFoundError:
             out[pkg] = "not installed"
     return out
-
-
-DEFINITIONS = {
-    "TTFT": "first chunk with text − request sent (queueing + prefill)",
-    "ITL (per request)": "(last text chunk − first) ÷ (output tokens − 1); vLLM bench calls it TPOT, guidellm ITL",
-    "ITL pooled": "every inter-token gap of every request, pooled: Σ(last − first) ÷ Σ(tokens − 1)",
-    "E2E": "stream closed − request sent",
-    "normalized latency": "mean of E2E ÷ output tokens per request (Kwon et al., SOSP 2023, §6.1)",
-    "SLO attainment": "share of the run's requests (failed ones included) with TTFT and per-request ITL within the SLO",
-    "req/s in SLO": "requests meeting the SLO ÷ the run's wall time (vLLM bench's --goodput)",
-    "DistServe goodput": "the highest open-loop request rate whose SLO attainment is ≥ 90 % (Zhong et al., OSDI 2024, §2)",
-    "a failed request": "an HTTP error, a timeout, a lost connection, a malformed reply, a stream cut before it said "
-                        "it was complete, a token count the stream contradicts, or no text",
-    "vLLM bench's view": "its TTFT counts a first chunk with empty text, its E2EL ends at the last chunk with choices "
-                         "(not the stream's close), its ITL pools every gap between such chunks, and a 200 stream "
-                         "with choices but no text is a success (metrics.vllm_bench_view)",
-}
 
 
 def describe_workload(plan: Plan, name: str) -> dict:

@@ -288,3 +288,20 @@ def run_mean(run: dict, key: str):
 
 def config_record(data: dict, name: str) -> dict | None:
     return next((c for c in data.get("configs", []) if c["config"]["name"] == name), None)
+
+
+DEFINITIONS = {
+    "TTFT": "first chunk with text − request sent (queueing + prefill)",
+    "ITL (per request)": "(last text chunk − first) ÷ (output tokens − 1); vLLM bench calls it TPOT, guidellm ITL",
+    "ITL pooled": "every inter-token gap of every request, pooled: Σ(last − first) ÷ Σ(tokens − 1)",
+    "E2E": "stream closed − request sent",
+    "normalized latency": "mean of E2E ÷ output tokens per request (Kwon et al., SOSP 2023, §6.1)",
+    "SLO attainment": "share of the run's requests (failed ones included) with TTFT and per-request ITL within the SLO",
+    "req/s in SLO": "requests meeting the SLO ÷ the run's wall time (vLLM bench's --goodput)",
+    "DistServe goodput": "the highest open-loop request rate whose SLO attainment is ≥ 90 % (Zhong et al., OSDI 2024, §2)",
+    "a failed request": "an HTTP error, a timeout, a lost connection, a malformed reply, a stream cut before it said "
+                        "it was complete, a token count the stream contradicts, or no text",
+    "vLLM bench's view": "its TTFT counts a first chunk with empty text, its E2EL ends at the last chunk with choices "
+                         "(not the stream's close), its ITL pools every gap between such chunks, and a 200 stream "
+                         "with choices but no text is a success (metrics.vllm_bench_view)",
+}

@@ -1,15 +1,22 @@
 """The engine benchmark's records, shown: the full comparison to put beside a short live run (this
 machine's `make engines` result, else the committed record), its runs as one table, a status line, and
-the label a figure is stamped with.
+the label a figure is stamped with. A live run is make engines' command line in a process of its own
+(`run_live`): the servers it starts end with it, and the notebook reads what it wrote.
 """
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 from .. import records
 from .agreement import OURS
-from .harness import RESULTS_DIR
 from .metrics import ROW_COLUMNS, RunSummary
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS_DIR = ROOT / "build" / "engines"
 
 # older recordings timed guidellm's requests at a relay between it and the server (its "tap"): the same
 # definitions on the same requests as OURS, read from guidellm's own per-request output now
@@ -17,6 +24,35 @@ LEGACY_SOURCES = {"tap": OURS}
 
 
 RECORD = records.RESULTS / "cpu-amd-epyc" / "engines.json"
+
+
+def _benchmark(*args: str, capture: bool) -> subprocess.CompletedProcess:
+    """`python -m helpers.benchmark ARGS` (make engines' command line); exit 2 (bad input) a ValueError."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    done = subprocess.run([sys.executable, "-m", "helpers.benchmark", *args], env=env, text=True,
+                          stdout=subprocess.PIPE if capture else None, stderr=subprocess.PIPE)
+    if done.returncode == 2:
+        raise ValueError(done.stderr.strip().splitlines()[-1])
+    if done.returncode == 130:
+        raise KeyboardInterrupt
+    return done
+
+
+def available() -> tuple[list[dict], list[dict]]:
+    """(the configurations this machine can run, [{name, why not}] for the others): servers.available()."""
+    got = json.loads(_benchmark("--list", capture=True).stdout)
+    return got["configs"], got["skipped"]
+
+
+def run_live(out: Path = RESULTS_DIR / "notebook08.json", engines: tuple[str, ...] = ("transformers", "vllm")) -> dict:
+    """Notebook 08's short run (plans.notebook_plan) of the engines asked for; its record, faults included."""
+    Path(out).unlink(missing_ok=True)      # what is read afterwards is this run's
+    done = _benchmark("--notebook", "--engines", ",".join(engines), "--out", str(out), capture=False)
+    try:
+        return records.load(out, "engines", roots=(Path(out).parent,))
+    except records.RecordError as exc:
+        tail = "\n".join(done.stderr.strip().splitlines()[-5:])
+        raise RuntimeError(f"the benchmark exited with {done.returncode} and wrote no record ({exc}): {tail}") from None
 
 
 def load_record(here: Path | None = None, committed: Path | None = None) -> tuple[dict | None, str]:
