@@ -202,8 +202,6 @@ def test_a_bad_out_path_is_refused_before_anything_runs(out, says, capsys, monke
     assert main(["--out", out, "--engines", "transformers"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and says in err and err.count("\n") == 1
-    with pytest.raises(ValueError, match=says):
-        harness.run_all("tiny", out)
 
 
 def test_loopback_servers_are_reached_directly_whatever_proxy_the_environment_names(monkeypatch):
@@ -339,14 +337,6 @@ def test_a_server_that_ignores_sigterm_is_killed_after_the_grace_period():
     t0 = time.time()
     srv.stop()
     assert time.time() - t0 < 30 and left(procs) == []
-
-
-@pytest.mark.parametrize("value", [float("nan"), float("inf"), 0, -1, True])
-def test_ready_timeout_must_be_finite_and_positive(value):
-    with pytest.raises(ValueError, match="ready_timeout_s must be a finite number > 0 seconds"):
-        process.ServerProcess(FAKE, ready_timeout_s=value)
-    with pytest.raises(ValueError, match="stop_grace_s"):
-        process.ServerProcess(FAKE, stop_grace_s=value)
 
 
 def test_a_missing_or_non_executable_binary_is_a_recorded_fault(tmp_path):

@@ -158,8 +158,6 @@ def test_distserve_goodput_and_attainment_rules():
     assert metrics.distserve_goodput([(1, 1.0), (2, 0.95), (4, 0.89), (8, 0.95)]) == 2     # stops at the first miss
     assert metrics.distserve_goodput([(1, 0.5)]) is None
     assert metrics.distserve_goodput([(2, 0.9), (1, 1.0)]) == 2                             # sorted by rate; ≥ goal
-    with pytest.raises(ValueError, match="goal"):
-        metrics.distserve_goodput([(1, 1.0)], goal=0)
     detail = [[0.5, 0.05, 1.0, 10], [2.0, 0.05, 3.0, 10], None, [0.5, None, 0.6, 1]]
     assert metrics.attainment(detail, SLO(1.0, 0.1)) == 0.5 and metrics.attainment([], SLO_) is None
     s = summarize(_recs(0.2, 0.05, n=2, tokens=5), "x", 2, SLO_, detail=True)
@@ -191,8 +189,6 @@ def test_sharegpt_like_lengths_follow_the_published_means():
     assert output == pytest.approx(workloads.SHAREGPT_MEAN_OUTPUT_TOKENS, rel=0.08)
     small = workloads.sharegpt_trace(8, seed=1, scale=0.1)
     assert small == workloads.sharegpt_trace(8, seed=1, scale=0.1) and len({r.prompt for r in small}) == 8
-    with pytest.raises(ValueError, match="scale"):
-        workloads.sharegpt_trace(4, scale=2)
     timed = workloads.poisson(small, 4.0, seed=3)
     gaps = [b.arrival_s - a.arrival_s for a, b in zip(timed, timed[1:])]
     assert timed[0].arrival_s == 0 and all(g > 0 for g in gaps) and [r.prompt for r in timed] == [r.prompt for r in small]

@@ -10,7 +10,10 @@ line, `error: …`); 130 interrupted."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import tempfile
+from pathlib import Path
 
 from .. import checks
 
@@ -31,6 +34,21 @@ def _seconds(text: str) -> float:
         return checks.number(float(text), "--deadline-s", positive=True, unit="seconds")
     except ValueError:
         raise argparse.ArgumentTypeError(f"{checks.shown(text)}: give a finite number of seconds > 0") from None
+
+
+def check_out_path(out: str | Path) -> Path:
+    """`out` as a Path if a result can be written there (its folder made), else a ValueError (the command line's)."""
+    path = Path(out)
+    if path.is_dir():
+        raise ValueError(f"--out {str(out)!r} is a folder; give a file such as build/engines/engines.json")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as exc:
+        raise ValueError(f"cannot write the result to {str(out)!r}: {exc.strerror or exc}") from None
+    return path
 
 
 def parse(argv=None):
@@ -56,7 +74,6 @@ def parse(argv=None):
 def _check(a) -> tuple[str, ...]:
     """Bad input refused before anything runs (ValueError, exit 2)."""
     from ..measure.models import resolve_profile
-    from .harness import check_out_path
     from .client import check_base_url
 
     check_out_path(a.out)

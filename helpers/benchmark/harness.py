@@ -1,10 +1,7 @@
-"""The engine benchmark: every configuration this machine can run, one after another, each in its own
-server process (started, warmed up, measured at several concurrency levels, stopped), no manual
-restarts. `make engines` runs it and writes one JSON file, atomically, with the machine and versions.
-
-Faults are results, not crashes: a request that fails is counted in its run; a server that dies
-mid-run ends that configuration (the levels it did not reach are recorded as not run, with why) and
-the benchmark goes on with the next; a server that never becomes ready is recorded with its log tail.
+"""The engine benchmark: every configuration this machine can run, each in its own server process
+(started, warmed up, measured at each level, stopped); the record written atomically after every level.
+Faults are results: a failed request is counted, a server that dies or is never ready ends its
+configuration (with why, and its log) and the benchmark goes on with the next.
 """
 from __future__ import annotations
 
@@ -15,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from .. import checks, records
+from .. import records
 from ..serving.traces import TraceRequest
 from . import client, workloads
 from .crosscheck import crosscheck_vllm_bench
@@ -31,8 +28,7 @@ DEATH_GRACE_S = 3.0   # how long a server that refused connections is given to b
 
 def warm_up(base_url: str, model: str, concurrency: int = 1, timeout_s: float = 120.0,
             deadline_s: float | None = None) -> None:
-    """Short requests, one alone and then `concurrency` together, so that lazy initialisation and the
-    first batches of each size (on a CPU, kernels are set up per shape) are not timed in the first run."""
+    """One short request, then `concurrency` together: lazy set-up (per shape, on a CPU) is not timed."""
     client.run_load(base_url, model, [TraceRequest(0, "Hello", 4)], 1, timeout_s, deadline_s=deadline_s)
     if concurrency > 1:
         burst = [TraceRequest(i, f"Hello number {i}, how are you today?", 8) for i in range(concurrency)]
@@ -42,10 +38,8 @@ def warm_up(base_url: str, model: str, concurrency: int = 1, timeout_s: float = 
 def measure_levels(base_url: str, model: str, name: str, wname: str, plan: Plan, result: dict, progress=None,
                    alive=lambda grace_s=0.0: True, died=lambda: "the server is gone",
                    deadline: Deadline | None = None, on_level=None, cpus: set[int] | None = None) -> None:
-    """One workload at every closed-loop concurrency level of the plan, then at every open-loop request
-    rate it has, against a server at base_url: each level's RunSummary (with every request's figures)
-    appended to result["runs"] and `on_level()` called (it writes the result so far); a level the server
-    did not live to see, or that the deadline left no time for, recorded as a fault."""
+    """One workload at each closed-loop level, then each open-loop rate: a RunSummary appended to
+    result["runs"] per level (then `on_level()`); a level the server or the deadline did not allow, a fault."""
     deadline = deadline or Deadline(plan.deadline_s)
     levels = [(i, c, None) for i, c in enumerate(plan.concurrencies)]
     levels += [(100 + j, None, rate) for j, rate in enumerate(plan.rates.get(wname, ()))]
@@ -73,22 +67,6 @@ def measure_levels(base_url: str, model: str, name: str, wname: str, plan: Plan,
             on_level()
 
 
-def check_out_path(out: str | Path) -> Path:
-    """`out` as a Path if a result can be written there (its folder made when missing), else a ValueError
-    that says why — checked before a run, not after it."""
-    path = Path(out)
-    if path.is_dir():
-        raise ValueError(f"--out {str(out)!r} is a folder; give a file such as build/engines/engines.json")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        os.close(fd)
-        os.unlink(tmp)
-    except OSError as exc:
-        raise ValueError(f"cannot write the result to {str(out)!r}: {exc.strerror or exc}") from None
-    return path
-
-
 def _interrupted(data: dict, out: Path) -> None:
     data["interrupted"] = True
     write_json_atomic(data, out)
@@ -96,17 +74,11 @@ def _interrupted(data: dict, out: Path) -> None:
 
 def run_target(base_url: str, model: str, out: str | Path = "build/engines/target.json", device: str = "cuda",
                quick: bool = False, name: str | None = None, deadline_s: float | None = None) -> dict:
-    """The same workloads and levels against a server that is already running — a multi-GPU vLLM or
-    SGLang deployment, say (`vllm serve MODEL --tensor-parallel-size 4`) — written like run_all's result,
-    after every level. Nothing is started or stopped here; `device` sizes the plan ("cuda": the talk's
-    workloads); the whole run ends by the plan's deadline (or `deadline_s`), however the server stalls."""
-    client.check_base_url(base_url)
-    if not isinstance(model, str) or not model.strip():
-        raise ValueError(f"the model name the server serves is needed (--model), got {model!r}")
-    out = check_out_path(out)
+    """The same workloads and levels against a server already running (a multi-GPU deployment, say),
+    written like run_all's result; nothing started or stopped; `device` sizes the plan."""
+    out = Path(out)
     plan = plan_for(device, quick)
-    if deadline_s is not None:
-        plan.deadline_s = checks.number(deadline_s, "deadline_s", positive=True, unit="seconds")
+    plan.deadline_s = deadline_s or plan.deadline_s
     name = name or f"target {base_url}"
     result = {"config": {"name": name, "engine": "external", "model": model, "base_url": base_url},
               "ready_s": None, "runs": [], "faults": [], "example": None}
@@ -132,12 +104,8 @@ def new_config_result(cfg: EngineConfig) -> dict:
 
 def run_config(cfg: EngineConfig, plan: Plan, out_dir: Path | None = None, tokenizer: str | None = None,
                progress=None, result: dict | None = None, on_level=None) -> dict:
-    """Start one configuration's server, run every workload at every level, stop it. Returns a dict:
-    config, ready seconds, runs (RunSummary dicts: our client's, and guidellm's and ours on its requests
-    where the plan asks), the server's own prefix-cache counters per workload (vLLM's /metrics), the
-    `vllm bench serve` cross-check (plan.crosscheck), faults — `result`, when given, filled in place as
-    each level ends (`on_level()` called then). Everything after the server is ready ends by the
-    plan's deadline."""
+    """Start one configuration's server, run every workload at every level (guidellm, vLLM's prefix-cache
+    counters and the `vllm bench serve` cross-check where the plan asks), stop it; `result` filled in place."""
     from . import vllm_env
 
     result = new_config_result(cfg) if result is None else result
@@ -209,13 +177,10 @@ def _slug(name: str) -> str:
 
 
 def write_json_atomic(data: dict, path: str | Path) -> Path:
-    """The run's record, written whole after every level (helpers.records.dump: atomic, so a reader never
-    sees a half-written file, and an interrupted run leaves the last complete one)."""
     return records.dump(path, "engines", data)
 
 
 def versions() -> dict:
-    """Library versions that shape the figures: the preflight's list plus the serving stack."""
     from importlib import metadata
 
     from ..versions import library_versions
@@ -242,10 +207,8 @@ def describe_workload(plan: Plan, name: str) -> dict:
 
 
 def prefix_model(plan: Plan, name: str, block_sizes=(16, 128)) -> dict | None:
-    """The workload's prompts (its first level, in the order one client sends them) replayed through a radix
-    tree, token-granular and rounded to whole blocks (helpers.serving.radix.hit_rate): the share of prompt
-    tokens a prefix cache could serve. 128 is the block vLLM's CPU build uses here, 16 its GPU default.
-    An upper bound for a server: requests in flight together cannot hit each other's uncomputed blocks."""
+    """The share of the workload's prompt tokens a prefix cache could serve (its first level through a radix
+    tree, token-granular and in blocks: 128 vLLM's CPU build, 16 its GPU default): an upper bound."""
     from ..measure import local_models
     from ..serving.radix import hit_rate
 
@@ -261,9 +224,6 @@ def prefix_model(plan: Plan, name: str, block_sizes=(16, 128)) -> dict | None:
 
 
 def new_result(plan: Plan, device: str, profile: str, reason: str, skipped: list[dict] | None = None) -> dict:
-    """A benchmark result before any configuration ran: the machine, the profile, the versions, the plan's
-    SLO, levels, rates and workloads, the definitions used; `configs` empty, `complete` False (run_all
-    fills it in)."""
     from ..measure.hardware import device_info
 
     return {"recorded_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
@@ -276,8 +236,6 @@ def new_result(plan: Plan, device: str, profile: str, reason: str, skipped: list
 
 
 def _load() -> list[float] | None:
-    """The machine's 1, 5 and 15-minute load averages (how busy it was: figures measured on a loaded
-    machine are slower, and two runs of one load differ more)."""
     try:
         return [round(x, 2) for x in os.getloadavg()]
     except OSError:
@@ -287,21 +245,18 @@ def _load() -> list[float] | None:
 def run_all(profile: str | None = None, out: str | Path = "build/engines/engines.json", quick: bool = False,
             include: Sequence[str] = ("transformers", "readable", "vllm", "sglang"), use_guidellm: bool = True,
             plan=None, deadline_s: float | None = None) -> dict:
-    """Every configuration available here, in turn; the whole result written atomically to `out` as each
-    level ends, so that a run interrupted (Ctrl-C: the file says `interrupted`) or stopped keeps every
-    level that finished. `out` is checked before anything runs; each configuration ends by its deadline."""
+    """Every configuration available here, in turn, written to `out` as each level ends (Ctrl-C: `interrupted`)."""
     from tqdm.auto import tqdm
 
     from ..measure.models import resolve_profile
     from . import guidellm_runner, servers
 
-    out = check_out_path(out)
+    out = Path(out)
     name, reason = resolve_profile(profile)
     configs, skipped = servers.available(profile, tuple(include))
     device = "cuda" if any(c.needs_cuda for c in configs) else "cpu"
     plan = plan(device) if callable(plan) else plan or plan_for(device, quick)   # a Plan, or a function of the device
-    if deadline_s is not None:
-        plan.deadline_s = checks.number(deadline_s, "deadline_s", positive=True, unit="seconds")
+    plan.deadline_s = deadline_s or plan.deadline_s
     if plan.configs is not None:
         skipped += [{"name": c.name, "why": "not in this plan (make engines runs it)"} for c in configs
                     if c.name not in plan.configs]
