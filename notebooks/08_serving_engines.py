@@ -60,7 +60,7 @@ def _():
 
 @app.cell
 def _():
-    configs, skipped = records.available()     # `python -m helpers.benchmark --list`: servers.available()
+    configs, skipped = records.available()     # servers.available(), asked in a process of its own
     plots.table(pd.DataFrame(
         [{"configuration": c["name"], "engine": c["engine"], "command": c["command"]} for c in configs]
         + [{"configuration": s["name"], "engine": "—", "command": "not here: " + s["why"]} for s in skipped]),
@@ -106,8 +106,8 @@ def _():
 @app.cell
 def _(run):
     # transformers serve off and on, then the vLLM default (where installed): start, warm up, one example
-    # request, every workload and level, stop — `python -m helpers.benchmark --notebook` in a process of
-    # its own, whose record is read back. A failed server is a recorded fault.
+    # request, every workload and level, stop — harness.run_all in a process of its own, whose record is
+    # read back. A failed server is a recorded fault.
     live = notebook.attempt("The live benchmark", replay.measure, "08/engines", records.run_live,
                             run=run.value, long=True)
     live.note()
@@ -443,9 +443,9 @@ def _():
     by our definitions on their timestamps, the same run. Our client and vllm bench also each run the load
     straight to the server, three times, alternated — their means agree only as far as the machine is
     steady — and once side by side, both at once on the same server, so that both time the same decode
-    steps (`helpers.benchmark.crosscheck`). Beside vLLM's CPU build, which binds its worker to a core, every
-    load generator runs on the other cores (`process.client_cpus`), so that none takes the model's core,
-    and vLLM's EngineCore, which waits for its worker in a `sched_yield()` loop on the core the load
+    steps (make engines' cross-check, `scripts/engines.py`). Beside vLLM's CPU build, which binds its
+    worker to a core, every load generator runs on the other cores (`process.client_cpus`), so that none
+    takes the model's core, and vLLM's EngineCore, which waits for its worker in a `sched_yield()` loop on the core the load
     shares, runs at nice 10 (`process.yield_spinners`): at the same priority it kept a runnable client off
     that core for a whole answer, which then arrived in one read (TTFT ≈ E2E).
 

