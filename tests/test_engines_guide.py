@@ -5,11 +5,16 @@ each request's ITL, open-loop attainment and DistServe's goodput, the radix-agai
 vllm bench cross-check gaps, and the workloads (ShareGPT-like lengths from the published means)."""
 import json
 import math
+import sys
+from pathlib import Path
 
 import pytest
 
 from helpers.benchmark import agreement, findings, guide, harness, metrics, prefix, records, workloads
 from helpers.benchmark.metrics import SLO, RequestRecord, summarize
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+import engines_guide  # noqa: E402 - scripts/engines_guide.py writes workshop/engines.md
 
 SLO_ = SLO(1.0, 0.1)
 
@@ -110,8 +115,8 @@ def test_the_measured_guide_cites_its_run_and_labels_gpu_claims_cited():
     rows = guide.measured_decisions(data)
     label = guide.run_label(data)
     assert label == "make engines of 2026-12-01 10:00 UTC (cpu: AMD EPYC, 2 cores; profile tiny-trained; load average 3.5)"
-    assert f"From `r.json`, {label}." in guide.guide_markdown(data, "r.json")        # no run time recorded: none said
-    assert f"From `r.json`, {label}, which took 399 s." in guide.guide_markdown(dict(data, seconds=398.8), "r.json")
+    assert f"From `r.json`, {label}." in engines_guide.guide_markdown(data, "r.json")        # no run time recorded: none said
+    assert f"From `r.json`, {label}, which took 399 s." in engines_guide.guide_markdown(dict(data, seconds=398.8), "r.json")
     by = {r["workload"].split(",")[0].split(" (")[0]: r for r in rows}
     several = next(r for r in rows if r["workload"].startswith("several users"))
     assert several["engine"] == "vLLM default" and label in several["evidence"]
@@ -137,7 +142,7 @@ def test_the_measured_guide_cites_its_run_and_labels_gpu_claims_cited():
 
 
 def test_engines_md_holds_the_guide_generated_from_the_committed_record(tmp_path):
-    """The committed workshop/engines.md is what `python -m helpers.benchmark.guide` writes from the committed
+    """The committed workshop/engines.md is what `python scripts/engines_guide.py` writes from the committed
     record (regenerate it after a new make engines record); a file without the markers is refused."""
     from pathlib import Path
 
@@ -145,11 +150,11 @@ def test_engines_md_holds_the_guide_generated_from_the_committed_record(tmp_path
     md = root / "workshop" / "engines.md"
     copy = tmp_path / "engines.md"
     copy.write_text(md.read_text())
-    guide.write_guide(records.RECORD, copy)
-    assert copy.read_text() == md.read_text(), "workshop/engines.md is stale: python -m helpers.benchmark.guide"
+    engines_guide.write_guide(records.RECORD, copy)
+    assert copy.read_text() == md.read_text(), "workshop/engines.md is stale: python scripts/engines_guide.py"
     (tmp_path / "bare.md").write_text("no markers")
     with pytest.raises(ValueError, match="no generated section"):
-        guide.write_guide(records.RECORD, tmp_path / "bare.md")
+        engines_guide.write_guide(records.RECORD, tmp_path / "bare.md")
     record = json.loads(records.RECORD.read_text())
     assert record["complete"] and record["figures"] == findings.as_json(findings.key_figures(record))
 
