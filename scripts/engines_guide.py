@@ -11,7 +11,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from helpers import records  # noqa: E402 - after the checkout is on the path
-from helpers.benchmark.agreement import crosscheck_line  # noqa: E402
+from helpers.benchmark.agreement import ITL_TOLERANCE  # noqa: E402
 from helpers.benchmark.findings import batching_trade, key_figures  # noqa: E402
 from helpers.benchmark.guide import TALK_SOURCE, goodput_words, measured_decisions, run_label, talk_factors  # noqa: E402
 from helpers.command import CliError, Parser  # noqa: E402
@@ -90,6 +90,27 @@ def write_guide(record: str | Path, markdown: str | Path) -> Path:
         return records.write_atomic(markdown, new)
     except OSError as exc:
         raise ValueError(f"cannot write {markdown}: {exc.strerror or exc}; allowed: a writable file") from None
+
+
+def crosscheck_line(row) -> str:
+    """One level of the vllm bench serve cross-check (helpers.benchmark.agreement.Crosscheck) in words, with the rule's verdict."""
+    c, sp, side, d = row.client, row.bench_spread, row.side_by_side, row.definitions
+    ran = f"the mean of {row.repeats} runs each, alternated" if row.repeats > 1 else "one run each"
+    text = (f"- vllm bench serve at concurrency {row.concurrency}: our client against it ({ran}) TTFT "
+            f"{_pct(c and c.ttft)} apart, ITL {_pct(c and c.itl)}"
+            + (f" (its own runs spread {_pct(sp.ttft)} and {_pct(sp.itl)})" if sp else ""))
+    if side:
+        text += (f"; side by side on the same server, each at concurrency {row.concurrency}: ITL {_pct(row.shared_itl)} "
+                 f"apart over the {row.shared_gaps:,} steps both streamed at once (over all their requests: ITL "
+                 f"{_pct(side.tpot)}, TTFT {_pct(side.ttft)})")
+    if d:
+        text += (f"; our definitions on its own requests (its --save-detailed times): TTFT {_pct(d.ttft)}, "
+                 f"ITL {_pct(d.itl)}, per-request ITL against its TPOT {_pct(d.tpot)}")
+    return text + f". The rule (TTFT within its own spread, ITL side by side within {ITL_TOLERANCE:.0%}): **{row.verdict}**."
+
+
+def _pct(v):
+    return "—" if v is None else f"{v:.1%}"
 
 
 def main(argv=None) -> int:

@@ -97,8 +97,8 @@ def test_key_figures_worked_by_hand():
     assert (one.client.ttft, one.bench_spread.ttft, one.bench_spread.tpot, one.repeats) == (0.05, 0.25, 0.2, 2)
     assert (one.shared_itl, one.shared_gaps) == (0.005, 800) and one.side_by_side.ttft == 0.01
     assert one.definitions.ttft == 0.0 and one.verdict == "agree"
-    assert "ITL 0.5% apart over the 800 steps both streamed at once" in agreement.crosscheck_line(one)
-    assert agreement.crosscheck_line(one).endswith("**agree**.")
+    assert "ITL 0.5% apart over the 800 steps both streamed at once" in engines_guide.crosscheck_line(one)
+    assert engines_guide.crosscheck_line(one).endswith("**agree**.")
     # c=4: TTFT 104 against 80, 30 % beyond the 25 % spread; over the shared steps ITL 10.2 against 10: 2 %
     assert four.client.ttft == 0.3 and four.shared_itl == 0.02
     assert four.verdict == "apart: TTFT beyond vllm bench's own spread and ITL beyond 1%"

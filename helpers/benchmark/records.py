@@ -51,9 +51,8 @@ def run_live(out: Path = RESULTS_DIR / "notebook08.json") -> dict:
 
 
 def load_record(here: Path | None = None, committed: Path | None = None) -> tuple[dict | None, str]:
-    """The full comparison to show beside a short live run: this machine's own `make engines` result
-    (build/engines/engines.json) when it is complete, else the committed record of the development
-    machine (workshop/results/...), and a label that says which; (None, why) when neither loads."""
+    """This machine's complete `make engines` result, else the committed record, and a label that says
+    which; (None, why) when neither loads."""
     for path, what in ((here or RESULTS_DIR / "engines.json", "this machine's make engines run"),
                        (committed or RECORD, "the committed record")):
         try:
@@ -108,7 +107,6 @@ def status_markdown(data: dict, error: str | None = None) -> str:
 
 
 def source_label(data: dict) -> str:
-    """What produced a benchmark's figures: model · dtype · device · profile, and the servers."""
     from ..measure.models import default_dtype
 
     profile = data.get("profile", "?")
