@@ -54,7 +54,7 @@ record: setup     ## the notebooks' measurements on whatever device is here -> w
 	RECORD_ANY_DEVICE=1 bash scripts/gpu_record.sh
 
 engines: setup setup-vllm ## every serving configuration available here (transformers serve, vLLM; SGLang on a GPU) -> build/engines/engines.json
-	HF_HUB_OFFLINE=$${HF_HUB_OFFLINE:-1} $(PY) -m helpers.benchmark --out build/engines/engines.json
+	HF_HUB_OFFLINE=$${HF_HUB_OFFLINE:-1} $(PY) scripts/engines.py --out build/engines/engines.json
 
 record-times: setup  ## the guide's run times: make run twice on the default profile (nothing cached, then cached)
 	$(PY) scripts/record_room.py times

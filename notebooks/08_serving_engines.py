@@ -20,7 +20,9 @@ with app.setup:
 
     from helpers.present import expected, learner, notebook, plots, replay
     from helpers.formulas import verdicts
-    from helpers.benchmark import agreement, figures, findings, guide, harness, metrics, plans, prefix, process, records, servers
+    import psutil
+
+    from helpers.benchmark import agreement, figures, findings, guide, metrics, prefix, records
     from helpers.present.glossary import term
     from helpers.present import run_times
 
@@ -58,9 +60,9 @@ def _():
 
 @app.cell
 def _():
-    configs, skipped = servers.available()
+    configs, skipped = records.available()     # servers.available(), asked in a process of its own
     plots.table(pd.DataFrame(
-        [{"configuration": c.name, "engine": c.engine, "command": c.command_line} for c in configs]
+        [{"configuration": c["name"], "engine": c["engine"], "command": c["command"]} for c in configs]
         + [{"configuration": s["name"], "engine": "—", "command": "not here: " + s["why"]} for s in skipped]),
         "servers.available(): what this machine can run, and why not the others")
     return configs, skipped
@@ -71,7 +73,7 @@ def _(configs, skipped):
     _why = next((s["why"] for s in skipped if s["name"] == "vllm"), None)
     _engines = {}
     for _c in configs:
-        _engines[_c.engine] = _engines.get(_c.engine, 0) + 1
+        _engines[_c["engine"]] = _engines.get(_c["engine"], 0) + 1
     _here = "; ".join(f"{_e}: {_n} configuration{'s' if _n > 1 else ''}" for _e, _n in _engines.items()) or "none"
     mo.md(f"""
     ## 1 · A server is a child process
@@ -103,11 +105,11 @@ def _():
 
 @app.cell
 def _(run):
-    # transformers serve off and on, then vLLM with prefix caching off and on (where installed): start,
-    # warm up, one example request, every workload and level, stop. A failed server is a recorded fault.
-    live = notebook.attempt("The live benchmark", replay.measure, "08/engines", harness.run_all,
-                            out=harness.RESULTS_DIR / "notebook08.json", include=("transformers", "vllm"),
-                            plan=plans.notebook_plan, run=run.value, long=True)
+    # transformers serve off and on, then the vLLM default (where installed): start, warm up, one example
+    # request, every workload and level, stop — harness.run_all in a process of its own, whose record is
+    # read back. A failed server is a recorded fault.
+    live = notebook.attempt("The live benchmark", replay.measure, "08/engines", records.run_live,
+                            run=run.value, long=True)
     live.note()
     return (live,)
 
@@ -121,8 +123,7 @@ def _():
 
 @app.cell
 def _(live):
-    data = live.value.value if live.ok else harness.new_result(plans.notebook_plan("cpu"), "cpu", "unknown",
-                                                             "the run failed")
+    data = live.value.value if live.ok else {"configs": [], "skipped": [], "profile": "unknown"}
     table = records.runs_table(data)
     source = live.value.source(records.source_label(data)) if live.ok else "nothing measured"
     mo.md("**What ran** (each configuration's own server process):\n\n" + records.status_markdown(data, live.error))
@@ -442,14 +443,14 @@ def _():
     by our definitions on their timestamps, the same run. Our client and vllm bench also each run the load
     straight to the server, three times, alternated — their means agree only as far as the machine is
     steady — and once side by side, both at once on the same server, so that both time the same decode
-    steps (`helpers.benchmark.crosscheck`). Beside vLLM's CPU build, which binds its worker to a core, every
-    load generator runs on the other cores (`process.client_cpus`), so that none takes the model's core,
-    and vLLM's EngineCore, which waits for its worker in a `sched_yield()` loop on the core the load
+    steps (make engines' cross-check, `scripts/engines.py`). Beside vLLM's CPU build, which binds its
+    worker to a core, every load generator runs on the other cores (`process.client_cpus`), so that none
+    takes the model's core, and vLLM's EngineCore, which waits for its worker in a `sched_yield()` loop on the core the load
     shares, runs at nice 10 (`process.yield_spinners`): at the same priority it kept a runnable client off
     that core for a whole answer, which then arrived in one read (TTFT ≈ E2E).
 
     Where vLLM bench's definitions differ from ours (each pinned by a test, `tests/test_engines_vllm.py`
-    against vLLM's own request function): {harness.DEFINITIONS["vLLM bench's view"]}.
+    against vLLM's own request function): {metrics.DEFINITIONS["vLLM bench's view"]}.
     """)
     return
 
@@ -650,7 +651,7 @@ def _(check_form, check_questions):
 
 @app.cell(hide_code=True)
 def _(data, prefix_data):
-    _left = process.live_servers()
+    _left = psutil.Process().children(recursive=True)
     _e = findings.batching_effect_data(data, "chat")
     _cb = ("" if _e is None else
            f" In this run, at concurrency {_e.concurrency}: total output tokens/s "
@@ -672,7 +673,8 @@ def _(data, prefix_data):
     - **Prefix caching** pays on shared prompts when a request arrives after its prefix was computed.{_px}
     - Three load generators agreeing on the same run is the check that the numbers are the server's.
 
-    Servers still running now: **{len(_left)}** (each configuration was stopped when its run ended).
+    Processes this notebook started that still run now: **{len(_left)}** (each configuration's server was
+    stopped when its run ended, and the benchmark's process with it).
     This notebook took {notebook.elapsed(started)}.
     """)
     return

@@ -755,7 +755,7 @@ def _():
     then from this repository point the engine benchmark of notebook 08 at it — the same workloads, levels
     and SLO, nothing started or stopped:
 
-        python -m helpers.benchmark --target http://SERVER:8000 --model mistralai/Mistral-7B-v0.1         --out build/engines/tp4.json
+        python scripts/engines.py --target http://SERVER:8000 --model mistralai/Mistral-7B-v0.1         --out build/engines/tp4.json
 
     or use vLLM's own client:
 

@@ -176,7 +176,7 @@ section first "$FIRST_S" "$PY" scripts/notebooks.py run 03 05 --timeout "$CELL_S
 section notebooks "$NOTEBOOKS_S" "$PY" scripts/notebooks.py run 01 02 --timeout "$CELL_S"
 # shellcheck disable=SC2086  # the section names are words
 section bench "$BENCH_S" "$PY" scripts/bench.py $BENCH_SECTIONS --out "$DEST"
-section engines "$ENGINES_S" "$PY" -m helpers.benchmark "${ENGINE_ARGS[@]}"
+section engines "$ENGINES_S" "$PY" scripts/engines.py "${ENGINE_ARGS[@]}"
 
 finish                                                 # with the sections skipped at the end, too
 echo "gpu-record: done in $(( $(date +%s) - T0 )) s; commit $DEST"

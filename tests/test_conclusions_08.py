@@ -7,6 +7,9 @@ as N single steps: batching gains nothing), and a tie within the margin — the 
 out here from the runs themselves, with the 10 % margin written out independently."""
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 
 from helpers import records
@@ -16,6 +19,9 @@ from helpers.benchmark.findings import BASELINE, BATCHING, VLLM
 from helpers.benchmark.metrics import SLO, RequestRecord, summarize
 from helpers.formulas.verdicts import factor
 from helpers.present import replay
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+import engines_guide  # noqa: E402 - scripts/engines_guide.py writes workshop/engines.md
 
 CPU_RECORDS = ("cpu-amd-epyc", "cpu-intel-xeon")
 SLO_ = SLO(1.0, 0.1)
@@ -300,8 +306,8 @@ def test_the_guide_speaks_of_the_run_not_of_an_issue():
     assert "issue" not in md and "target ×" not in md and "met)" not in md
     sc = findings.concurrency_scaling(rec, VLLM, "fixed")
     assert (f"vLLM default, fixed: {sc.tok_s_at_1} → {sc.tok_s_at_top} output tok/s from concurrency 1 to "
-            f"{sc.concurrency} (× {sc.ratio}), in {guide.run_short(rec)}.") in md
-    assert "on AMD EPYC" in guide.run_short(rec)
+            f"{sc.concurrency} (× {sc.ratio}), in {engines_guide.run_short(rec)}.") in md
+    assert "on AMD EPYC" in engines_guide.run_short(rec)
     f = guide.talk_factors()                      # 736 ÷ 51 = 14.4; 19 ÷ 6.7 = 2.8; the rest 5.1: the larger
     assert f"{f.total:.1f}× in tokens/s" in md and "serving 10 at once is the larger factor" in md
 

@@ -1,4 +1,4 @@
-"""Every command line of scripts/, slides/ and helpers.benchmark.guide against hostile input (issue 33): one
+"""Every command line of scripts/, slides/ and scripts/engines_guide.py against hostile input (issue 33): one
 line on stderr, `error: …` saying what was wrong and what is allowed, exit status 2, never a traceback — and
 nothing measured, run or deleted before the input is checked."""
 import importlib.util
@@ -183,7 +183,7 @@ def test_extract_austen_arguments_and_a_bad_package(tmp_path):
     assert str(tmp_path / "x.deb") in r.stderr
 
 
-# ----------------------------------------------------------------------------- python -m helpers.benchmark.guide
+# ----------------------------------------------------------------------------- python scripts/engines_guide.py
 
 def test_benchmark_guide_refuses_what_is_not_a_record(tmp_path):
     guide_md = tmp_path / "engines.md"
@@ -196,8 +196,8 @@ def test_benchmark_guide_refuses_what_is_not_a_record(tmp_path):
                            (tmp_path / "plain.json", "plain.json is record format None"),
                            (tmp_path / "empty.json", "is not a make engines record (a JSON object with its configs)"),
                            (tmp_path / "bad.json", "is not a make engines record (TypeError")):
-        r = run("-m", "helpers.benchmark.guide", "--record", str(record), "--write", str(guide_md))
+        r = run("scripts/engines_guide.py", "--record", str(record), "--write", str(guide_md))
         assert r.returncode == 2 and needle in one_line(r.stderr), r.stderr
     assert guide_md.read_text() == before                      # nothing written
-    r = run("-m", "helpers.benchmark.guide", "--write", "/proc/nope.md")
+    r = run("scripts/engines_guide.py", "--write", "/proc/nope.md")
     assert r.returncode == 2 and one_line(r.stderr).startswith("error: cannot read /proc/nope.md")

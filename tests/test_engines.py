@@ -21,6 +21,9 @@ from helpers.benchmark.metrics import SLO, RequestRecord, summarize
 from helpers.benchmark.servers import EngineConfig
 from helpers.serving.traces import chat_trace
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+import engines  # noqa: E402 - scripts/engines.py: make engines' command line
+
 HERE = Path(__file__).resolve().parent
 FAKE = fake_openai_server.COMMAND
 fake, trace, left = fake_openai_server.start, fake_openai_server.trace, fake_openai_server.left
@@ -77,16 +80,6 @@ def test_a_run_whose_requests_all_failed_is_a_failed_run():
 def test_bad_inputs_say_what_is_allowed():
     with pytest.raises(ValueError, match="at least one"):
         summarize([], "x")
-    with pytest.raises(ValueError, match="ttft_s must be a finite number > 0 seconds"):
-        SLO(0, 0.1)
-    with pytest.raises(ValueError, match="concurrency"):
-        client.run_load("http://127.0.0.1:1", "m", trace(1), concurrency=0)
-    with pytest.raises(ValueError, match="empty"):
-        client.run_load("http://127.0.0.1:1", "m", [], concurrency=1)
-    with pytest.raises(ValueError, match="'{port}'"):
-        process.ServerProcess(["python", "-m", "http.server"])
-    with pytest.raises(ValueError, match="port .* from 1 to 65,535"):
-        process.ServerProcess(FAKE, port=70000)
     with pytest.raises(ValueError, match="one output length"):
         guidellm_runner.run("http://x", "tok", chat_trace(4, sigma=0.6), [1], "/tmp")
 
@@ -242,15 +235,15 @@ def test_the_gpu_quick_plan_is_the_talks_workload_at_two_levels():
 
 
 def test_the_command_line_runs_only_the_workloads_asked_for(tmp_path, monkeypatch, capsys):
-    from helpers.benchmark.__main__ import main
+    main = engines.main
 
     seen = {}
 
-    def run_all(profile, out, quick, include, guidellm, plan, deadline_s=None):
+    def run_all(profile, out, quick, include, guidellm, plan, deadline_s=None, crosscheck=None):
         seen.update(cpu=plan("cpu"), cuda=plan("cuda"))
         return {"configs": [], "skipped": [], "seconds": 0.0}
 
-    monkeypatch.setattr(harness, "run_all", run_all)
+    monkeypatch.setattr(engines, "run_all", run_all)
     assert main(["--quick", "--workloads", "fixed", "--out", str(tmp_path / "e.json")]) == 1   # no configuration ran
     assert list(seen["cpu"].workloads) == ["fixed"] and seen["cpu"].concurrencies == (1, 4)
     assert list(seen["cuda"].workloads) == ["talk"]          # the GPU's quick plan has no "fixed": all of it
@@ -452,16 +445,16 @@ def test_agentic_rounds_run_one_after_another_and_poisson_arrivals_are_honoured(
 # ------------------------------------------------------------------ an external server (the multi-GPU case)
 
 def test_the_benchmark_measures_a_server_that_is_already_running(tmp_path, monkeypatch):
-    """`python -m helpers.benchmark --target URL --model NAME`: the same workloads and levels against a
+    """`python scripts/engines.py --target URL --model NAME`: the same workloads and levels against a
     server started elsewhere; nothing is started or stopped, faults are counted, the JSON is written."""
     from helpers.benchmark import harness
-    from helpers.benchmark.__main__ import main
+    main = engines.main
 
     small = plans.Plan({"fixed": trace(4, tokens=3)}, (1, 2), metrics.SLO(ttft_s=1.0, tpot_s=0.1), timeout_s=10)
-    monkeypatch.setattr(harness, "plan_for", lambda device, quick=False: small)
+    monkeypatch.setattr(engines, "plan_for", lambda device, quick=False: small)
     with fake("--token-s", "0.005", "--fail-every", "5", "--fail-status", "503") as srv:
         out = tmp_path / "target.json"
-        data = harness.run_target(srv.base_url, "m", out)
+        data = engines.run_target(srv.base_url, "m", out)
         assert srv.alive()                                    # measured, not stopped
     saved = json.loads(out.read_text())
     runs = saved["configs"][0]["runs"]
@@ -500,12 +493,12 @@ def test_the_openai_client_reports_a_refused_connection_as_a_fault():
 
 
 def test_side_by_side_compares_the_steps_both_clients_streamed():
-    """crosscheck.shared_steps, worked by hand: ours streams a chunk every 10 ms from 0 to 100 ms; theirs
+    """engines.shared_steps, worked by hand: ours streams a chunk every 10 ms from 0 to 100 ms; theirs
     reads the same steps 1 ms later from 51 ms, and has a request alone (faster: 5 ms a step) that shares
     no step with ours. Their overlap, cut half a step (5 ms) inside: 56–95 ms, ours 60…90, theirs 61…91 —
     three gaps of 10 ms each. A second overlap in which theirs got two tokens in one chunk (a chunk
     fewer) is left out: not the same steps."""
-    from helpers.benchmark.crosscheck import shared_steps
+    from engines import shared_steps
 
     rec = lambda times: RequestRecord(0, times[0] - 0.02, times[-1], list(times), len(times), chunk_times=list(times))  # noqa: E731
     ours = [rec([i * 0.010 for i in range(11)]), rec([1.0 + i * 0.010 for i in range(11)])]

@@ -19,9 +19,12 @@ import pytest
 import psutil
 
 from helpers.benchmark import harness, client, guidellm_runner, plans, process
-from helpers.benchmark.__main__ import main
 from helpers.benchmark.metrics import SLO, summarize
 from helpers.benchmark.servers import EngineConfig
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+import engines  # noqa: E402 - scripts/engines.py: make engines' command line
+main = engines.main
 
 HERE = Path(__file__).resolve().parent
 FAKE = fake_openai_server.COMMAND
@@ -123,11 +126,11 @@ def test_a_stalling_target_ends_by_the_runs_deadline(tmp_path, monkeypatch):
     """Every request hangs: per-request timeouts alone would take levels × requests × 60 s; the run's
     deadline ends it in seconds, each level recorded (failed requests) or recorded as not run."""
     small = plans.Plan({"fixed": trace(4)}, (1, 2, 4), SLO(1.0, 0.1), timeout_s=60, deadline_s=3.0)
-    monkeypatch.setattr(harness, "plan_for", lambda device, quick=False: small)
+    monkeypatch.setattr(engines, "plan_for", lambda device, quick=False: small)
     out = tmp_path / "t.json"
     with fake("--hang-every", "1") as srv:
         t0 = time.time()
-        data = harness.run_target(srv.base_url, "m", out)
+        data = engines.run_target(srv.base_url, "m", out)
         took = time.time() - t0
     assert took < 20, f"took {took:.0f} s"
     res = data["configs"][0]
@@ -139,7 +142,7 @@ def test_a_stalling_target_ends_by_the_runs_deadline(tmp_path, monkeypatch):
 
 def test_ctrl_c_keeps_the_levels_that_finished(tmp_path, monkeypatch):
     small = plans.Plan({"fixed": trace(3)}, (1, 2, 3), SLO(1.0, 0.1), timeout_s=10)
-    monkeypatch.setattr(harness, "plan_for", lambda device, quick=False: small)
+    monkeypatch.setattr(engines, "plan_for", lambda device, quick=False: small)
     real, calls = client.run_load, []
 
     def interrupt_on_the_fourth(*a, **kw):       # two warm-ups, level 1, then Ctrl-C in level 2
@@ -202,8 +205,6 @@ def test_a_bad_out_path_is_refused_before_anything_runs(out, says, capsys, monke
     assert main(["--out", out, "--engines", "transformers"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and says in err and err.count("\n") == 1
-    with pytest.raises(ValueError, match=says):
-        harness.run_all("tiny", out)
 
 
 def test_loopback_servers_are_reached_directly_whatever_proxy_the_environment_names(monkeypatch):
@@ -339,14 +340,6 @@ def test_a_server_that_ignores_sigterm_is_killed_after_the_grace_period():
     t0 = time.time()
     srv.stop()
     assert time.time() - t0 < 30 and left(procs) == []
-
-
-@pytest.mark.parametrize("value", [float("nan"), float("inf"), 0, -1, True])
-def test_ready_timeout_must_be_finite_and_positive(value):
-    with pytest.raises(ValueError, match="ready_timeout_s must be a finite number > 0 seconds"):
-        process.ServerProcess(FAKE, ready_timeout_s=value)
-    with pytest.raises(ValueError, match="stop_grace_s"):
-        process.ServerProcess(FAKE, stop_grace_s=value)
 
 
 def test_a_missing_or_non_executable_binary_is_a_recorded_fault(tmp_path):

@@ -7,7 +7,9 @@ Skipped where .venv-vllm is not installed (`make setup-vllm`; `make test` instal
 import json
 import os
 import subprocess
+import sys
 import time
+from pathlib import Path
 
 import fake_openai_server
 import psutil
@@ -16,6 +18,9 @@ import pytest
 from helpers.benchmark import client, process, servers, vllm_env
 from helpers.benchmark.metrics import vllm_bench_view
 from helpers.serving.traces import TraceRequest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+import engines  # noqa: E402 - scripts/engines.py: make engines' command line
 
 pytestmark = [pytest.mark.vllm, pytest.mark.skipif(vllm_env.cpu_unavailable() is not None,
                                                    reason=f"vLLM's CPU build: {vllm_env.cpu_unavailable()}")]
@@ -94,7 +99,7 @@ def test_the_crosscheck_reads_vllm_bench_and_runs_beside_it(tmp_path):
     its per-request output read back as our records (every request, the server's own token count), our
     requests sent while it ran kept, and on a server that sends a token every 10 ms, both tools' ITL near
     10 ms; nothing of either tool is left behind."""
-    from helpers.benchmark import agreement, crosscheck, plans
+    from helpers.benchmark import agreement, plans
     from helpers.benchmark.metrics import SLO, summarize
     from helpers.serving.traces import chat_trace
 
@@ -104,7 +109,7 @@ def test_the_crosscheck_reads_vllm_bench_and_runs_beside_it(tmp_path):
     cfg = servers.EngineConfig("vLLM default", "vllm", [], "m", "the stand-in")
     result = {"faults": []}
     with fake_openai_server.start("--token-s", "0.01", "--ttft-s", "0.05", "--vllm-end") as srv:     # vLLM's stream
-        rows = crosscheck.crosscheck_vllm_bench(srv.base_url, cfg, plan, result, tmp_path, plans.Deadline(400),
+        rows = engines.crosscheck_vllm_bench(srv.base_url, cfg, plan, result, tmp_path, plans.Deadline(400),
                                                 str(servers.serve_folder("tiny")))
     assert result["faults"] == [] and len(rows) == 1
     lv = rows[0]
@@ -121,7 +126,7 @@ def test_the_crosscheck_reads_vllm_bench_and_runs_beside_it(tmp_path):
     row = agreement.crosscheck_gaps({"configs": [{"config": {"name": "vLLM default"}, "crosscheck": rows}]})[0]
     assert row.side_by_side is not None and row.verdict.startswith("not judged")     # one run: no spread
     bench = json.loads((tmp_path / "bench-c1.json").read_text())
-    recs = vllm_env.bench_records(bench)
+    recs = engines.bench_records(bench)
     assert [r.output_tokens for r in recs] == [12] * 6 and all(r.ok for r in recs)
     assert summarize(recs).ttft_s["ttft_mean"] * 1e3 == pytest.approx(bench["mean_ttft_ms"], rel=1e-6)
     tools = [q for q in psutil.process_iter(["cmdline"]) if str(tmp_path) in " ".join(q.info["cmdline"] or [])]

@@ -1,5 +1,5 @@
 """Our client's figures against two established tools, read by rules: `vllm bench serve` on the same
-server (the cross-check helpers.benchmark.crosscheck runs; `crosscheck_gaps`, `crosscheck_reading`) and
+server (the cross-check scripts/engines.py runs; `crosscheck_gaps`, `crosscheck_reading`) and
 guidellm on its own requests (helpers.benchmark.guidellm_runner; `agreement`, `agreement_reading`).
 """
 from __future__ import annotations
@@ -23,8 +23,7 @@ FIGURES = ("ttft", "tpot", "itl", "e2el")
 
 @dataclass(frozen=True)
 class Gaps:
-    """Relative gaps of one reading to vllm bench serve's: TTFT; per-request ITL against its TPOT; pooled
-    ITL against its ITL; E2E against its E2EL."""
+    """Relative gaps to vllm bench serve's: TTFT, per-request ITL to its TPOT, pooled ITL to its ITL, E2E to E2EL."""
 
     ttft: float | None
     tpot: float | None
@@ -38,7 +37,7 @@ def _gaps(ours: dict | None, theirs: dict | None) -> Gaps | None:
 
 @dataclass(frozen=True)
 class Crosscheck:
-    """One level of the vllm bench serve cross-check (helpers.benchmark.crosscheck) and the rule's reading:
+    """One level of the vllm bench serve cross-check (scripts/engines.py) and the rule's reading:
     our client and vllm bench agree when their alternated runs' mean TTFT differ by no more than vllm
     bench's runs differ from each other, and their mean ITL over the server's steps both streamed, side
     by side, by at most ITL_TOLERANCE."""
@@ -55,8 +54,7 @@ class Crosscheck:
 
 
 def _spread(runs: list[dict]) -> Gaps | None:
-    """How far a tool's own runs of one load differ: (largest − smallest) ÷ mean, per figure; None for
-    fewer than two runs. A gap to another tool smaller than this is inside the tool's own noise."""
+    """(largest − smallest) ÷ mean of a tool's own runs, per figure: its noise (None for fewer than two)."""
     if len(runs) < 2:
         return None
     vals = {k: [r.get(k) for r in runs] for k in FIGURES}
@@ -65,8 +63,6 @@ def _spread(runs: list[dict]) -> Gaps | None:
 
 
 def crosscheck_verdict(client: Gaps | None, spread: Gaps | None, shared_itl: float | None) -> str:
-    """The cross-check's rule: TTFT of the alternated runs within vllm bench's own spread, ITL over the
-    steps both streamed side by side within ITL_TOLERANCE."""
     ttft = None if client is None or spread is None or None in (client.ttft, spread.ttft) else client.ttft <= spread.ttft
     itl = None if shared_itl is None else shared_itl <= ITL_TOLERANCE
     if ttft is None or itl is None:
@@ -96,9 +92,8 @@ AGREEMENT_TOLERANCE = 0.15   # the client and guidellm agree when their means di
 
 
 def agreement(table, workload: str | None = None, ours: str = OURS):
-    """Our mean TTFT and ITL against guidellm's, per configuration and level: the relative gap and
-    whether it is within AGREEMENT_TOLERANCE. ours=OURS: our definitions on guidellm's own requests (the
-    same run, from its per-request output); ours="client": our client's own run, just before guidellm's."""
+    """Our mean TTFT and ITL against guidellm's per configuration and level, within AGREEMENT_TOLERANCE or not;
+    ours=OURS: our definitions on guidellm's requests (the same run); "client": our client's run just before."""
     import pandas as pd
 
     t = table if workload is None else table[table["workload"] == workload]
@@ -117,26 +112,7 @@ def agreement(table, workload: str | None = None, ours: str = OURS):
     return pd.DataFrame(rows)
 
 
-def crosscheck_line(row) -> str:
-    """One level of the vllm bench serve cross-check (agreement.Crosscheck) in words, with the rule's verdict."""
-    c, sp, side, d = row.client, row.bench_spread, row.side_by_side, row.definitions
-    ran = f"the mean of {row.repeats} runs each, alternated" if row.repeats > 1 else "one run each"
-    text = (f"- vllm bench serve at concurrency {row.concurrency}: our client against it ({ran}) TTFT "
-            f"{_pct(c and c.ttft)} apart, ITL {_pct(c and c.itl)}"
-            + (f" (its own runs spread {_pct(sp.ttft)} and {_pct(sp.itl)})" if sp else ""))
-    if side:
-        text += (f"; side by side on the same server, each at concurrency {row.concurrency}: ITL {_pct(row.shared_itl)} "
-                 f"apart over the {row.shared_gaps:,} steps both streamed at once (over all their requests: ITL "
-                 f"{_pct(side.tpot)}, TTFT {_pct(side.ttft)})")
-    if d:
-        text += (f"; our definitions on its own requests (its --save-detailed times): TTFT {_pct(d.ttft)}, "
-                 f"ITL {_pct(d.itl)}, per-request ITL against its TPOT {_pct(d.tpot)}")
-    return text + f". The rule (TTFT within its own spread, ITL side by side within {ITL_TOLERANCE:.0%}): **{row.verdict}**."
-
-
 def agreement_reading(table) -> Verdict | None:
-    """The largest gap between our definitions and guidellm's on the same run (agreement's table), and
-    whether it is within AGREEMENT_TOLERANCE."""
     if table is None or table.empty:
         return None
     gaps = [(r[f"{k} gap"], k, r["configuration"], r["concurrency"]) for _, r in table.iterrows()
@@ -151,9 +127,7 @@ def agreement_reading(table) -> Verdict | None:
 
 
 def crosscheck_reading(rows) -> list[Verdict]:
-    """What the vllm bench cross-check (agreement.crosscheck_gaps) shows, level by level taken together: the
-    largest gap of our definitions on its own requests to its means; of our client's ITL side by side over
-    the steps both streamed; and the largest spread of vllm bench's own runs of one load (back to back)."""
+    """The cross-check's largest gaps over its levels: our definitions on its requests, ITL side by side, its spread."""
     out = []
 
     def largest(pick):
@@ -177,7 +151,3 @@ def crosscheck_reading(rows) -> list[Verdict]:
         out.append(Verdict(f"back to back, vllm bench's own runs of one load spread up to {b[0]:.1%} (concurrency "
                            f"{b[1]}: (largest − smallest) ÷ mean)", "bench_spread", {"largest": b[0]}))
     return out
-
-
-def _pct(v):
-    return "—" if v is None else f"{v:.1%}"

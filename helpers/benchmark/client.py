@@ -1,19 +1,10 @@
 """A small asynchronous streaming client for OpenAI-compatible servers, on aiohttp (the HTTP stack of
-`vllm bench serve`): it shows where TTFT and ITL come from. Each request is sent with `"stream": true`;
-the server answers with Server-Sent Events, one `data: {json}` line per chunk; `stream_one` notes the
-clock as each line arrives, and the chunk's reader keeps that time when the chunk carries text. The
-first such time minus the send time is the TTFT; the gaps between the next ones are the ITL
-(`metrics.RequestRecord`). The last chunk of `transformers serve` (and of vLLM when asked with
-`stream_options.include_usage`) carries `usage`, the server's own token count.
-
-Load is closed-loop: `concurrency` requests in flight at once, the next one sent when one finishes
-(what guidellm's `concurrent` profile does). Requests with an `arrival_s` (a Poisson trace) are not
-sent before their time; the agentic trace's rounds run one after another.
-
-Faults are results: an HTTP error (4xx/5xx), a request that takes longer than `timeout_s`, a
-connection refused or cut (a server that died), a reply that is valid JSON but no completion chunk, a
-stream that stops before it says it is complete, a token count the stream contradicts — each request
-keeps its error, the run goes on. A whole load can be bounded too (`deadline_s`).
+`vllm bench serve`): it shows where TTFT and ITL come from. `stream_one` notes the clock as each
+Server-Sent Events line arrives; the first chunk with text minus the send time is the TTFT, the gaps
+between the next ones the ITL (`metrics.RequestRecord`). Load is closed-loop (`concurrency` in flight;
+a Poisson trace's `arrival_s` honoured; the agentic trace's rounds in turn). Every fault a server can
+send — HTTP error, timeout, lost connection, malformed or cut stream, impossible token count — is the
+request's error, and the run goes on.
 """
 from __future__ import annotations
 
@@ -41,8 +32,7 @@ class MalformedReply(ValueError):
 
 
 def check_base_url(url: str) -> str:
-    """`url` if it is a usable base URL (http or https, a host, a port in 1..65535 when given), else a
-    ValueError that says what is wrong: `http://[::1` and `:99999` are refused here, not deep in aiohttp."""
+    """`url` if it is http(s)://HOST[:PORT], else a ValueError that says what is wrong (the command line's check)."""
     if not isinstance(url, str) or not url.strip():
         raise ValueError(f"a server URL such as http://127.0.0.1:8000 is needed, got {url!r}")
     try:
@@ -59,8 +49,7 @@ def check_base_url(url: str) -> str:
 
 
 def is_loopback(url: str) -> bool:
-    """Whether `url` names this machine (127.0.0.0/8, ::1, localhost): such requests never go through a
-    proxy (an http_proxy in the environment would otherwise send them to the proxy, which cannot reach them)."""
+    """Whether `url` names this machine: such requests never go through the environment's proxy."""
     host = urllib.parse.urlsplit(url).hostname or ""
     if host.lower() in ("localhost", "localhost.localdomain"):
         return True
@@ -71,9 +60,8 @@ def is_loopback(url: str) -> bool:
 
 
 def completion_body(model: str, prompt: str, max_tokens: int, extra: dict | None = None) -> dict:
-    """The body of a streamed /v1/completions request: the fields guidellm sends (so both clients put the
-    same load on a server), the usage asked for in the last chunk. Only standard fields: `transformers
-    serve` answers 422 to a field it does not know (e.g. vLLM's `ignore_eos`)."""
+    """A streamed /v1/completions body: guidellm's fields, only standard ones (`transformers serve` answers
+    422 to others, e.g. vLLM's `ignore_eos`)."""
     return {"model": model, "prompt": prompt, "max_tokens": int(max_tokens), "stream": True,
             "stream_options": {"include_usage": True}, **(extra or {})}
 
@@ -81,8 +69,7 @@ def completion_body(model: str, prompt: str, max_tokens: int, extra: dict | None
 # ----------------------------------------------------------------------------- reading one streamed answer
 
 def parse_sse_line(line: str) -> dict | str | None:
-    """One line of a Server-Sent Events stream: the chunk's JSON, DONE for `data: [DONE]`, None for
-    anything else (blank lines, comments, other fields). A `data:` line that is not JSON is malformed."""
+    """One SSE line: the chunk's JSON, DONE, or None (blank, comment, other field); MalformedReply if not JSON."""
     line = line.strip()
     payload = line[5:].strip() if line.startswith("data:") else ""
     if not payload or payload == DONE:
@@ -94,7 +81,6 @@ def parse_sse_line(line: str) -> dict | str | None:
 
 
 def _count(usage: dict, what: str) -> int:
-    """A token count from the server's `usage`: a whole number ≥ 0, else a malformed reply."""
     try:
         return checks.count(usage.get(what, 0), f"usage.{what}", minimum=0)
     except ValueError as exc:
@@ -102,8 +88,7 @@ def _count(usage: dict, what: str) -> int:
 
 
 def _text(choices) -> tuple[str, bool]:
-    """The text a chunk's choices carry (a completion's `text`, a chat's `delta.content`) and whether one
-    has a finish_reason; MalformedReply for a shape no OpenAI server sends."""
+    """The text of a chunk's choices (`text` or `delta.content`) and whether one has a finish_reason."""
     if not isinstance(choices, list) or not all(isinstance(c, dict) for c in choices):
         raise MalformedReply(f"'choices' must be a list of objects, got {str(choices)[:80]!r}")
     text, finished = "", False
@@ -121,12 +106,9 @@ def _text(choices) -> tuple[str, bool]:
 
 
 class StreamReader:
-    """One streamed completion, fed line by line with each line's arrival time: the times of the chunks
-    that carry text (TTFT, ITL), of every chunk with a choice (what vLLM bench times), the server's
-    token count, and whether the stream said it was complete — `data: [DONE]` (vLLM), a `finish_reason`,
-    or the `usage` chunk (transformers serve ends with both, without [DONE]). A stream that stops before
-    any of them (a connection closed mid-way, which a close-delimited body cannot tell from an end) is
-    cut, a failure. `usage.completion_tokens` must be at least the text chunks and at most `max_tokens`."""
+    """One streamed completion, fed line by line with each line's arrival time. Complete: `data: [DONE]`
+    (vLLM), a `finish_reason` or the `usage` chunk (transformers serve); a stream that stops before any of
+    them is cut. `usage.completion_tokens` must lie between the text chunks and `max_tokens`."""
 
     def __init__(self, rec: RequestRecord, max_tokens: int | None = None):
         self.rec, self.max_tokens = rec, max_tokens
@@ -161,7 +143,6 @@ class StreamReader:
         self.complete = self.complete or finished or usage is not None
 
     def finish(self) -> None:
-        """The stream ended: set the token count and, if it was not a good answer, why."""
         rec, n = self.rec, self.usage_tokens
         if rec.error:
             return
@@ -179,9 +160,7 @@ class StreamReader:
 
 
 async def stream_one(session, url: str, body: dict, rid: int, timeout_s: float) -> RequestRecord:
-    """Send one streamed request through an aiohttp session; what was seen, an error included (a fault
-    never raises: an HTTP error, a timeout, a lost connection, a malformed or cut reply each become the
-    record's error)."""
+    """One streamed request; a fault never raises, it becomes the record's error."""
     import aiohttp
 
     rec = RequestRecord(rid=rid, sent_s=time.perf_counter())
@@ -266,19 +245,9 @@ def run_load(base_url: str, model: str, requests: Sequence[TraceRequest], concur
              timeout_s: float = 60.0, honour_arrivals: bool = False,
              endpoint: str = "/v1/completions", deadline_s: float | None = None,
              cpus: set[int] | None = None) -> list[RequestRecord]:
-    """Send `requests` to a server, `concurrency` at a time, streaming each; one record per request.
-    Each request may take `timeout_s`; the whole load at most `deadline_s` (requests not sent by then are
-    recorded with the error "deadline", in-flight ones cut short). Works from a plain script, a test and
-    a running notebook kernel (where an event loop already runs: the load then runs in a worker thread
-    with its own loop). `cpus`: the CPUs the load runs on (in a worker thread of its own;
-    `process.client_cpus` says which, beside a server that pins its compute)."""
-    concurrency = checks.count(concurrency, "concurrency")
-    if not requests:
-        raise ValueError("requests is empty: give at least one TraceRequest (helpers.serving.traces)")
-    timeout_s = checks.number(timeout_s, "timeout_s", positive=True, unit="seconds")
-    if deadline_s is not None:
-        deadline_s = checks.number(deadline_s, "deadline_s", positive=True, unit="seconds (or None)")
-    check_base_url(base_url)
+    """`requests`, `concurrency` at a time, one record each; each may take `timeout_s`, the whole load
+    `deadline_s` (what is not sent by then is a "deadline" error). Inside a running event loop (a notebook
+    kernel), or on `cpus` (process.client_cpus), in a worker thread with its own loop."""
     deadline = time.perf_counter() + (deadline_s if deadline_s is not None else math.inf)
 
     def load():
@@ -295,14 +264,10 @@ def run_load(base_url: str, model: str, requests: Sequence[TraceRequest], concur
 
 
 def stream_with_openai(base_url: str, model: str, request: TraceRequest, timeout_s: float = 60.0) -> RequestRecord:
-    """The same streamed request through the `openai` package's client, timed the same way: its send
-    time, then the arrival of each chunk whose text is not empty. What `stream_one` does line by line,
-    the SDK does inside `for chunk in stream` — the TTFT it gives is the same figure, to the scheduling
-    of one Python thread. One request, no concurrency: a check, not a load."""
+    """One request through the `openai` package, timed the same way (`for chunk in stream`): a check of
+    `stream_one`'s TTFT, not a load."""
     import openai
 
-    check_base_url(base_url)
-    timeout_s = checks.number(timeout_s, "timeout_s", positive=True, unit="seconds")
     sdk = openai.OpenAI(base_url=base_url.rstrip("/") + "/v1", api_key="unused", timeout=timeout_s, max_retries=0)
     rec = RequestRecord(request.rid, time.perf_counter())       # sent now: the client is built before
     try:

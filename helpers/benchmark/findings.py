@@ -1,16 +1,7 @@
-"""The engine benchmark's findings: the rules that read the numbers of one `make engines` run (run_all's
-result, or its record) — concurrency scaling, continuous batching, open-loop goodput, speculation — and
-`key_figures`, every rule on one run, with those of prefix caching (helpers.benchmark.prefix) and of the
-cross-checks with vllm bench serve and guidellm (helpers.benchmark.agreement).
-
-Each rule returns a frozen dataclass: the figures it took and its verdict (helpers.formulas.verdicts.
-change_verdict). The decision guide, the notebook's text and its tables are drawn from them
-(helpers.benchmark.guide, notebook 08); a record stores them as plain JSON (`as_json`).
-
-The readings (`throughput_order`, `batching_reading`, `open_loop_reading`, `chunk_reading`) turn those
-figures into the sentences notebook 08 writes beside them — which server gave the most output tokens/s at a
-level, how continuous batching moved throughput, TTFT and ITL — each a verdicts.Verdict with the numbers it read, every comparison by the 10 %
-margin (verdicts.CHANGE_MARGIN), so that no size, direction or order is typed.
+"""The engine benchmark's findings: the rules that read one `make engines` run (or its record), each a
+frozen dataclass of the figures it took and its verdict (helpers.formulas.verdicts, the 10 % margin), and
+the readings that turn them into notebook 08's sentences; `key_figures` is every rule on one run (with
+helpers.benchmark.prefix and .agreement), `as_json` what a record stores.
 """
 from __future__ import annotations
 
@@ -28,8 +19,6 @@ from .prefix import PrefixLevel, RadixAgainstBlocks, prefix_caching_effect, radi
 
 @dataclass(frozen=True)
 class Scaling:
-    """Output tokens/s at the highest closed-loop level ÷ at concurrency 1, for one configuration."""
-
     configuration: str
     workload: str
     concurrency: int          # the highest level
@@ -58,8 +47,6 @@ class OpenLoopPoint:
 
 @dataclass(frozen=True)
 class OpenLoop:
-    """One configuration's open-loop runs and DistServe's goodput (the highest rate with ≥ 90 % attainment)."""
-
     points: tuple[OpenLoopPoint, ...]
     distserve_goodput: float | None
 
@@ -79,14 +66,12 @@ def open_loop_table(data: dict, workload: str) -> dict[str, OpenLoop]:
 
 @dataclass(frozen=True)
 class Attainment:
-    """(rate, share of requests within an SLO) of one configuration's open-loop runs, and DistServe's goodput."""
-
     points: tuple[tuple[float, float | None], ...]
     distserve_goodput: float | None
 
 
 def attainment_points(data: dict, workload: str, slo) -> dict[str, Attainment]:
-    """Per configuration, recomputed from each request's figures (so an SLO chosen after the run applies)."""
+    """Per configuration, recomputed from each request's figures (an SLO chosen after the run)."""
     out = {}
     for c in data.get("configs", []):
         runs = sorted(config_runs(data, c["config"]["name"], workload, open_loop=True), key=lambda r: r["rate"])
@@ -98,8 +83,6 @@ def attainment_points(data: dict, workload: str, slo) -> dict[str, Attainment]:
 
 @dataclass(frozen=True)
 class BatchingEffect:
-    """transformers serve with continuous batching on against off at the top closed-loop level."""
-
     concurrency: int
     throughput_ratio: float       # output tokens/s on ÷ off
     throughput: str               # the rule's verdict on it
@@ -129,8 +112,6 @@ def batching_effect_data(data: dict, workload: str) -> BatchingEffect | None:
 
 
 def batching_trade(e: BatchingEffect) -> Verdict:
-    """What continuous batching traded in this run, from the directions of its two ratios (the 10 % rule):
-    per-request speed for total speed only when the throughput rose and each request's ITL grew."""
     thr, itl = e.throughput, e.itl
     words = {("higher", "higher"): "batching traded per-request speed for total speed",
              ("higher", "about equal"): "batching raised total speed and left each request's speed as it was",
@@ -143,8 +124,6 @@ def batching_trade(e: BatchingEffect) -> Verdict:
 
 @dataclass(frozen=True)
 class Outcome:
-    """Whether a configuration ran here, and if not, the line of its fault that says why."""
-
     ran: bool
     runs: int = 0
     why: str | None = None
@@ -163,8 +142,7 @@ def config_outcome(data: dict, name: str) -> Outcome:
 
 @dataclass(frozen=True)
 class SpeculationLevel:
-    """n-gram speculation against the default at one level: normalized latency (E2E ÷ tokens, which does not
-    depend on how tokens are grouped into chunks) and output tokens/s, each ratio read by the rule."""
+    """n-gram speculation against the default at one level (normalized latency: chunking does not change it)."""
 
     concurrency: int
     latency_ratio: float          # per token, with ÷ without
@@ -190,8 +168,7 @@ def speculation_effect(data: dict, workload: str, name: str = "vLLM + n-gram spe
 # ----------------------------------------------------------------------------- the readings: words from the figures
 
 def ratio_words(ratio: float, of: str, up: str = "higher", down: str = "lower", same: str = "about equal") -> str:
-    """A ratio new ÷ old said with its direction by the 10 % rule: '1.86× {of} (higher)', '0.90× {of}
-    (lower)', 'within 10% of {of} (1.04×: about equal)'. Never a size word."""
+    """'1.86× {of} (higher)', 'within 10% of {of} (1.04×: about equal)': a direction, never a size word."""
     way = change_verdict(ratio)
     if way == "about equal":
         return f"within {CHANGE_MARGIN:.0%} of {of} ({factor(ratio)}: {same})"
@@ -199,14 +176,12 @@ def ratio_words(ratio: float, of: str, up: str = "higher", down: str = "lower", 
 
 
 def tok_s(v: float) -> str:
-    """Output tokens/s as the readings print it: whole from 100, else three significant digits."""
     return f"{v:,.0f}" if v >= 100 else f"{v:.3g}"
 
 
 @dataclass(frozen=True)
 class Ranking:
-    """The configurations of one run at one closed-loop level, by output tokens/s, highest first; `leaders`
-    are those within the 10 % margin of the highest (one name when the highest stands apart)."""
+    """One level's configurations by output tokens/s, highest first; `leaders` within 10 % of the highest."""
 
     workload: str
     concurrency: int
@@ -215,8 +190,6 @@ class Ranking:
 
     @property
     def verdict(self) -> Verdict:
-        """'at concurrency 4, vLLM default gave the most output tokens/s: 328 — 2.07× HF transformers serve's
-        159, …'; when the highest are within the margin of each other, that they are, then the rest."""
         (best, top), rest = self.order[0], [(n, v) for n, v in self.order if n not in self.leaders]
         if len(self.leaders) > 1:
             words = (f"at concurrency {self.concurrency}, " + " and ".join(
@@ -231,8 +204,6 @@ class Ranking:
 
 
 def throughput_order(data: dict, workload: str, concurrency: int, names=None) -> Ranking | None:
-    """Which configuration gave the most output tokens/s at one closed-loop level of this run (our
-    client's runs), ranked by the run: every configuration with a run there (or those in `names`)."""
     got = []
     for c in data.get("configs", []):
         n = c["config"]["name"]
@@ -253,10 +224,7 @@ BASELINE, BATCHING, VLLM = "HF transformers serve", "HF transformers serve + con
 
 
 def batching_reading(data: dict, workload: str) -> list[Verdict]:
-    """What section 3 shows, from this run: continuous batching against one request at a time at
-    concurrency 1; the one-at-a-time server's throughput and mean TTFT from concurrency 1 to the top level;
-    continuous batching's throughput and per-request ITL against it there; and which server gave the most
-    output tokens/s at concurrency 1 and at the top level. Empty when transformers serve lacks a run."""
+    """What section 3 shows, from this run (empty when transformers serve lacks a run)."""
     off, on = config_runs(data, BASELINE, workload), config_runs(data, BATCHING, workload)
     if not off or not on:
         return []
@@ -291,9 +259,8 @@ def batching_reading(data: dict, workload: str) -> list[Verdict]:
 
 
 def open_loop_reading(data: dict, workload: str, attained: dict) -> list[Verdict]:
-    """What the open-loop runs show, from this run: each configuration's normalized latency from its lowest
-    to its highest rate by the 10 % rule, and which configuration first kept fewer than 90 % of its requests
-    within the SLO (`attained`: attainment_points for the SLO chosen), or that none did at these rates."""
+    """Each configuration's normalized latency from its lowest to its highest rate, and which first kept
+    fewer than 90 % of its requests within the SLO (`attained`: attainment_points), or that none did."""
     out = []
     for name in attained:
         runs = sorted(config_runs(data, name, workload, open_loop=True), key=lambda r: r["rate"])
@@ -319,10 +286,8 @@ def open_loop_reading(data: dict, workload: str, attained: dict) -> list[Verdict
 
 @dataclass(frozen=True)
 class QueueTTFT:
-    """One configuration's mean TTFT at the top closed-loop level against concurrency 1 (`ratio`), and what a
-    queue predicts for a server that answers one request at a time when the level's N requests arrive
-    together: the k-th waits for the k − 1 answers ahead, (N − 1) ÷ 2 answers on average, each as long as an
-    answer at concurrency 1 (its mean E2E), on top of its own TTFT — `queued_ratio` = that ÷ the TTFT at 1."""
+    """Mean TTFT at the top level ÷ at 1 (`ratio`), against a queue's prediction for one at a time: N requests
+    together, each waits (N − 1) ÷ 2 answers (E2E at 1) on average before its own TTFT (`queued_ratio`)."""
 
     configuration: str
     concurrency: int
@@ -343,8 +308,7 @@ def queue_ttft(data: dict, workload: str, name: str = BASELINE) -> QueueTTFT | N
 
 
 def chunk_reading(example: dict | None) -> Verdict | None:
-    """How the example request's tokens arrived: one a chunk, or more tokens than chunks (a loaded machine,
-    or a server that flushes several decode steps at once)."""
+    """How the example request's tokens arrived: one a chunk, or several in one."""
     if not example or not example.get("token_s") or not example.get("output_tokens"):
         return None
     chunks, tokens = len(example["token_s"]), example["output_tokens"]
@@ -358,9 +322,6 @@ def chunk_reading(example: dict | None) -> Verdict | None:
 
 @dataclass(frozen=True)
 class KeyFigures:
-    """The benchmark's headline figures, each by the rule that reads it; what could not be measured is None
-    (or empty)."""
-
     vllm_scaling: Scaling | None            # the issue's measure: one prompt and output length ("fixed")
     vllm_scaling_chat: Scaling | None       # a mixed batch ends with its longest request
     prefix_caching: dict[str, list[PrefixLevel]]
@@ -373,7 +334,6 @@ class KeyFigures:
 
 
 def key_figures(data: dict) -> KeyFigures:
-    """Every rule on the runs of `data` (run_all's result or its record)."""
     return KeyFigures(
         vllm_scaling=concurrency_scaling(data, "vLLM default", "fixed"),
         vllm_scaling_chat=concurrency_scaling(data, "vLLM default", "chat"),
@@ -387,7 +347,6 @@ def key_figures(data: dict) -> KeyFigures:
 
 
 def as_json(value: Any) -> Any:
-    """A finding as plain JSON (dicts, lists, numbers, strings): what a record stores."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: as_json(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, dict):

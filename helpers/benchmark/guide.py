@@ -1,23 +1,6 @@
-"""The decision guide: which engine for which workload, with the figures measured here beside
-published ones (each cited), and the conclusions a rule draws from the numbers.
-
-Published figures (every row carries its source):
-- the talk's Demo F on one H100 (10 concurrent requests × 50 tokens, 1,656-token shared prefix);
-- the talk's engine comparison: vLLM and SGLang statistically indistinguishable on ShareGPT-like
-  traffic; SGLang 3–4× better on the agentic branching workload (radix-tree prefix cache);
-- Orca (Yu et al., OSDI 2022): iteration-level scheduling — continuous batching — 36.9× the
-  throughput of FasterTransformer at the same latency (GPT-3 175B);
-- vLLM (Kwon et al., "Efficient Memory Management for Large Language Model Serving with
-  PagedAttention", SOSP 2023): 2–4× the throughput of FasterTransformer and Orca at the same latency;
-- SGLang (Zheng et al., "SGLang: Efficient Execution of Structured Language Model Programs",
-  NeurIPS 2024): up to 6.4× the throughput of other systems on workloads that share prefixes;
-- DistServe (Zhong et al., OSDI 2024): goodput — the highest request rate served with ≥ 90 % of
-  requests within the SLO — as the measure (vLLM bench's "goodput", requests/s within the SLO in one
-  run, is another quantity).
-
-The decision guide itself (`measured_decisions`) is rebuilt from a make engines run: each row cites the
-run and the figures it took (read by the rules of helpers.benchmark.findings), GPU claims are labelled
-"cited" with their source.
+"""The decision guide: which engine for which workload, rebuilt from a make engines run (`measured_decisions`,
+each row citing the run and the figures the rules of helpers.benchmark.findings took), beside the talk's
+table and published figures (`PUBLISHED`, each with its source; GPU claims labelled "cited").
 """
 from __future__ import annotations
 
@@ -26,8 +9,7 @@ from pathlib import Path
 
 from ..formulas.verdicts import CHANGE_MARGIN, Verdict, change_verdict
 from ..parallel.plan import parallel_step
-from .agreement import crosscheck_line
-from .findings import BASELINE, BATCHING, VLLM, batching_trade, key_figures, throughput_order
+from .findings import BASELINE, BATCHING, VLLM, key_figures, throughput_order
 
 
 TALK_CSV = Path(__file__).resolve().parents[1] / "data" / "talk_serving_h100.csv"   # the talk's Demo F, its owner
@@ -35,7 +17,6 @@ TALK_SOURCE = "the workshop talk, Demo F (one H100; 10 concurrent × 50 tokens; 
 
 
 def talk_table():
-    """The talk's table (helpers/data/talk_serving_h100.csv), as reported on one H100: not measured here."""
     import pandas as pd
 
     t = pd.read_csv(TALK_CSV, comment="#").rename(columns={"tok_s": "tok/s", "ttft_ms": "TTFT ms", "itl_ms": "ITL ms"})
@@ -43,7 +24,6 @@ def talk_table():
 
 
 def talk(name_has: str, column: str):
-    """One figure of the talk's table: the first row whose configuration contains `name_has`."""
     rows = talk_table().drop(columns="source").to_dict("records")
     for r in rows:
         if name_has in r["configuration"]:
@@ -82,9 +62,7 @@ def talk_speedups() -> dict:
 
 @dataclass(frozen=True)
 class TalkFactors:
-    """The talk's "almost 15×" (vLLM default against the one-at-a-time baseline) split into its two
-    factors: total = per-request speed (baseline ITL ÷ vLLM ITL) × the rest, which comes from serving
-    `concurrent` requests at once instead of one."""
+    """The talk's "almost 15×" = per-request speed (baseline ITL ÷ vLLM ITL) × serving `concurrent` at once."""
 
     total: float
     per_request_itl: float
@@ -93,11 +71,9 @@ class TalkFactors:
 
     @property
     def concurrency_share(self) -> str:
-        """"most" when serving several at once is the larger factor."""
         return "most" if self.concurrency > self.per_request_itl else "less than half"
 
     def words(self) -> str:
-        """The talk's "almost 15×" split into its factors, with the larger one named by the numbers."""
         return (f"The talk's \"almost 15×\" compared a baseline serving one request at a time with vLLM serving "
                 f"{self.concurrent}: {self.total:.1f}× in tokens/s, of which {self.per_request_itl:.1f}× is each "
                 f"request's shorter ITL and {self.concurrency:.1f}× serving {self.concurrent} requests at once: "
@@ -122,7 +98,6 @@ def published_table():
 
 
 def decision_table(data: dict):
-    """The decision guide of one make engines run (measured_decisions) as a table."""
     import pandas as pd
 
     return pd.DataFrame(measured_decisions(data))
@@ -130,11 +105,8 @@ def decision_table(data: dict):
 
 def tensor_parallel_table(model: str = "gpt-oss-120b", gpu: str = "H100 SXM", gpus=(1, 2, 4, 8),
                           weight_dtype: str = "bf16", context: int = 4096, batch: int = 16, link=None):
-    """What tensor parallelism changes, on paper, from helpers.parallel.plan.parallel_step (the one owner
-    of the multi-GPU decode step; notebook 09 uses it too): whether the model fits, the largest batch,
-    the decode step — the planner's floor ÷ its efficiency **plus** the two all-reduces per layer over
-    the link (None: the fastest in a server) — and tokens/s and $ per million tokens at that step.
-    tokens/s is an upper bound: every step runs the full batch, no prefill interleaved."""
+    """Tensor parallelism on paper (helpers.parallel.plan.parallel_step): fit, largest batch, decode step
+    (floor ÷ efficiency + the all-reduces), and tokens/s (an upper bound: no prefill) and $ at that step."""
     import pandas as pd
 
     rows, efficiency = [], None
@@ -153,24 +125,14 @@ def tensor_parallel_table(model: str = "gpt-oss-120b", gpu: str = "H100 SXM", gp
                                               f"efficiency {efficiency:g} (helpers.parallel.plan.parallel_step)")
 
 
-# ----------------------------------------------------------------------------- measured figures (make engines)
-
-
 # ----------------------------------------------------------------------------- the guide, from a run
 
 def run_label(data: dict) -> str:
-    """How a row cites the run it comes from: when, where, under what load."""
     load = data.get("load_average_at_start")
     machine = (data.get("machine") or {})
     where = f"{machine.get('kind', '?')}: {machine.get('name', '?')}, {machine.get('cores', '?')} cores"
     return (f"make engines of {str(data.get('recorded_at', '?'))[:16].replace('T', ' ')} UTC ({where}; profile "
             f"{data.get('profile', '?')}" + (f"; load average {load[0]:g}" if load else "") + ")")
-
-
-def run_short(data: dict) -> str:
-    """The run a headline figure comes from, short: 'the make engines run of 2026-12-02 09:50 UTC on AMD EPYC'."""
-    return (f"the make engines run of {str(data.get('recorded_at', '?'))[:16].replace('T', ' ')} UTC on "
-            f"{(data.get('machine') or {}).get('name', '?')}")
 
 
 # the servers a CPU machine can run, simplest first (nothing to install beyond transformers, then vLLM's build)
@@ -179,9 +141,7 @@ SHORT = {BASELINE: "transformers serve", BATCHING: "transformers serve --continu
 
 
 def pick(data: dict, workload: str, concurrency: int) -> tuple[str, Verdict] | None:
-    """The recommendation for one CPU machine at one level, by this run: of the servers that gave the most
-    output tokens/s there (those within the 10 % margin of the highest, throughput_order), the simplest to
-    install (SIMPLEST_FIRST); with the ranking's verdict as its evidence. None when none of them ran."""
+    """Of the servers within 10 % of the most output tokens/s at one level, the simplest to install; its evidence."""
     rk = throughput_order(data, workload, concurrency, names=SIMPLEST_FIRST)
     if rk is None:
         return None
@@ -189,7 +149,6 @@ def pick(data: dict, workload: str, concurrency: int) -> tuple[str, Verdict] | N
 
 
 def one_user_row(data: dict, run: str) -> dict:
-    """One user on a CPU: the simplest of the fastest at concurrency 1 in this run (chat)."""
     p = pick(data, "chat", 1)
     row = {"workload": "one user, a laptop or a CPU; a quick local demo"}
     if p is None:
@@ -204,7 +163,6 @@ def one_user_row(data: dict, run: str) -> dict:
 
 
 def several_users_row(data: dict, top: int, run: str) -> dict | None:
-    """Several users on one CPU machine: the simplest of the fastest at the run's top level (chat)."""
     p = pick(data, "chat", top)
     if p is None:
         return None
@@ -219,8 +177,6 @@ def several_users_row(data: dict, top: int, run: str) -> dict | None:
 
 
 def measured_decisions(data: dict) -> list[dict]:
-    """The decision guide rebuilt from a make engines run: each row's evidence the figures of that run
-    (cited by run_label) where it measured them, and GPU claims marked "cited" with their source."""
     run = run_label(data)
     top = max(data.get("concurrencies") or [1])
     f = key_figures(data)         # from the runs, by these rules (a stored "figures" may predate them)
@@ -279,106 +235,9 @@ def measured_decisions(data: dict) -> list[dict]:
     return rows
 
 
-def markdown_table(rows: list[dict], columns=("workload", "engine", "why", "evidence")) -> str:
-    out = ["| " + " | ".join(columns) + " |", "| " + " | ".join("---" for _ in columns) + " |"]
-    for r in rows:
-        out.append("| " + " | ".join(str(r[c]).replace("|", "\\|") for c in columns) + " |")
-    return "\n".join(out)
-
-
-GENERATED_START = "<!-- generated by `python -m helpers.benchmark.guide`: do not edit by hand -->"
-GENERATED_END = "<!-- end of generated section -->"
-
-
-def guide_markdown(data: dict, record: str) -> str:
-    """The generated part of workshop/engines.md: the decision guide and the headline figures of one run."""
-    f = key_figures(data)         # from the runs, by these rules (a stored "figures" may predate them)
-    took = f", which took {data['seconds']:.0f} s" if data.get("seconds") else ""
-    lines = [GENERATED_START, "", f"From `{record}`, {run_label(data)}{took}.", "", "### The decision guide", "",
-             markdown_table(measured_decisions(data)), "", "### Headline figures of that run", ""]
-    for sc in (f.vllm_scaling, f.vllm_scaling_chat):
-        if not sc:
-            continue
-        lines.append(f"- vLLM default, {sc.workload}: {sc.tok_s_at_1} → {sc.tok_s_at_top} output tok/s from concurrency 1 "
-                     f"to {sc.concurrency} (× {sc.ratio}" + ("" if sc.workload == "fixed" else
-                     ": a mixed batch ends with its longest request") + f"), in {run_short(data)}.")
-    for w, rows in f.prefix_caching.items():
-        for r in rows:
-            lines.append(f"- {w}, concurrency {r.concurrency}: mean TTFT {r.ttft_off_ms:,.1f} ms with prefix "
-                         f"caching off, {r.ttft_on_ms:,.1f} ms on (÷ {r.off_over_on}): {r.verdict}"
-                         + (f"; vLLM counted {r.vllm_hit_rate_on:.1%} of prompt tokens as hits"
-                            if r.vllm_hit_rate_on is not None else "") + ".")
-    cb = f.continuous_batching.get("chat")
-    if cb:
-        lines.append(f"- transformers serve, chat at concurrency {cb.concurrency}: continuous batching × "
-                     f"{cb.throughput_ratio} throughput ({cb.throughput}), TTFT {cb.ttft} (off ÷ on "
-                     f"{cb.ttft_ratio}), and each request's ITL {cb.itl_off_ms} → {cb.itl_on_ms} ms "
-                     f"({cb.itl}: {batching_trade(cb)}).")
-    for row in f.crosscheck:
-        lines.append(crosscheck_line(row))
-    for name, ol in f.open_loop.items():
-        lines.append(f"- {name}, open loop: DistServe goodput {goodput_words(ol.distserve_goodput, [p.rate for p in ol.points])}.")
-    lines += ["", "### The talk's speed-up, split", "", talk_factors().words() + f" (cited: {TALK_SOURCE})", "",
-              GENERATED_END]
-    return "\n".join(lines)
-
-
 def goodput_words(g: float | None, rates: list[float]) -> str:
-    """DistServe's goodput `g` of open-loop runs at `rates`, in words: a rate, at least the highest rate
-    measured when every rate met the goal, or below the lowest."""
     if g is None:
         return f"below {min(rates):g} req/s, the lowest rate measured"
     if g == max(rates):
         return f"at least {g:g} req/s (every rate measured kept ≥ 90 % of requests within the SLO)"
     return f"{g:g} req/s (the highest rate measured with ≥ 90 % of requests within the SLO)"
-
-
-def write_guide(record: str | Path, markdown: str | Path) -> Path:
-    """Replace the generated section of `markdown` with the one made from the run in `record`."""
-    from .. import records
-
-    record, markdown = Path(record), Path(markdown)
-    data = records.load(record, "engines", roots=(record.parent,))    # one RecordError line when it is not one
-    if not isinstance(data.get("configs"), list):
-        raise ValueError(f"{record} is not a make engines record (a JSON object with its configs); allowed: "
-                         "build/engines/engines.json or a workshop/results/<record>/engines.json")
-    try:
-        text = markdown.read_text(encoding="utf-8")
-    except (OSError, ValueError) as exc:  # missing, a folder, not UTF-8
-        raise ValueError(f"cannot read {markdown}: {getattr(exc, 'strerror', None) or exc}; allowed: the guide's "
-                         "markdown") from None
-    if GENERATED_START not in text or GENERATED_END not in text:
-        raise ValueError(f"{markdown} has no generated section (the markers {GENERATED_START!r} … {GENERATED_END!r})")
-    head, rest = text.split(GENERATED_START, 1)
-    tail = rest.split(GENERATED_END, 1)[1]
-    try:
-        new = head + guide_markdown(data, records.shown(record)) + tail
-    except (KeyError, TypeError, AttributeError, IndexError) as exc:   # a field missing or of another type
-        raise ValueError(f"{record} is not a make engines record ({type(exc).__name__}: {exc}); allowed: "
-                         "build/engines/engines.json or a workshop/results/<record>/engines.json") from None
-    try:
-        return records.write_atomic(markdown, new)
-    except OSError as exc:
-        raise ValueError(f"cannot write {markdown}: {exc.strerror or exc}; allowed: a writable file") from None
-
-
-if __name__ == "__main__":
-    import argparse
-    import sys
-
-    class _Parser(argparse.ArgumentParser):
-        def error(self, message):  # one line and exit 2, as the workshop's other command lines
-            self.exit(2, f"error: {message}\n")
-
-    p = _Parser(prog="python -m helpers.benchmark.guide",
-                description="regenerate workshop/engines.md's decision guide from a make engines run")
-    p.add_argument("--record", default="workshop/results/cpu-amd-epyc/engines.json")
-    p.add_argument("--write", default="workshop/engines.md")
-    a = p.parse_args()
-    try:
-        print(f"wrote {write_guide(a.record, a.write)}")
-    except ValueError as exc:
-        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
-        sys.exit(2)
-
-

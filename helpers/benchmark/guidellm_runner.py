@@ -1,22 +1,14 @@
-"""guidellm, the established load generator, driven from Python: the benchmark's figures.
+"""guidellm, the established load generator, driven from Python: its figures, and ours on its requests.
 
     guidellm run --backend kind=openai_http,target=URL,request_format=/v1/completions,max_tokens=32
-                 --tokenizer kind=huggingface_auto,model=LOCAL_FOLDER
-                 --data kind=json_file,path=PROMPTS.jsonl
+                 --tokenizer kind=huggingface_auto,model=LOCAL_FOLDER --data kind=json_file,path=PROMPTS.jsonl
                  --profile kind=concurrent --override profile.streams 1,8
                  --constraint kind=max_requests,count=16 --output kind=json,path=OUT.json
 
-Works offline: the tokenizer is the served model's folder, the prompts a JSON-lines file of the
-workload (`helpers.serving.traces`). One pitfall, guarded here: giving guidellm an output length per
-request (`output_tokens` in synthetic data, or an output-count column) makes it send vLLM's
-`ignore_eos` field; `transformers serve` rejects unknown fields with 422 — every request fails and
-guidellm still exits 0. So the output length goes in the backend's `max_tokens`, and a run is read
-from its request totals: one in which no request succeeded is a failed run.
-
-guidellm's definitions (guidellm/schemas/base/request_stats.py) are the ones of `metrics`: TTFT =
-first token − request start; ITL = (last token − first token) / (output tokens − 1). Its mean ITL
-is weighted by tokens (each request counts output tokens − 1 times). Our definitions on its own requests
-come from its per-request output (`records`: each request's start, first and last token, token count).
+The pitfall guarded here: an output length per request makes guidellm send vLLM's `ignore_eos`, which
+`transformers serve` answers with 422 — every request fails and guidellm still exits 0. So the length
+goes in the backend's `max_tokens`, and a run is read from its request totals. Its definitions
+(guidellm/schemas/base/request_stats.py) are those of `metrics`; its mean ITL is weighted by tokens.
 """
 from __future__ import annotations
 
@@ -36,7 +28,7 @@ from .process import run_tool
 
 
 class GuidellmError(RuntimeError):
-    """guidellm could not run, or wrote no results; the message carries the end of its output."""
+    pass
 
 
 def guidellm_bin() -> str | None:
@@ -45,8 +37,7 @@ def guidellm_bin() -> str | None:
 
 
 def write_prompts(requests: Sequence[TraceRequest], path: str | Path) -> Path:
-    """The workload's prompts as JSON lines ({"prompt": ...}), the form guidellm's json_file reads.
-    Only the prompt: an output-length column would make guidellm send `ignore_eos` (see above)."""
+    """The prompts as JSON lines, nothing else: an output-length column would make guidellm send `ignore_eos`."""
     path = Path(path)
     path.write_text("".join(json.dumps({"prompt": r.prompt}) + "\n" for r in requests))
     return path
@@ -54,9 +45,6 @@ def write_prompts(requests: Sequence[TraceRequest], path: str | Path) -> Path:
 
 def command(base_url: str, tokenizer: str | Path, data: str | Path, max_tokens: int, streams: Sequence[int],
             count: int, out_json: str | Path, request_format: str = "/v1/completions") -> list[str]:
-    """guidellm's command line for a closed-loop run at each concurrency in `streams`."""
-    if not streams or any(int(s) < 1 for s in streams):
-        raise ValueError(f"streams must be concurrency levels ≥ 1, got {list(streams)}")
     exe = guidellm_bin()
     if exe is None:
         raise GuidellmError("guidellm is not installed: pip install guidellm (keep the CPU torch: -c constraints)")
@@ -73,10 +61,8 @@ NO_COUNT = "no token count"
 
 
 def records(benchmark: dict) -> list[RequestRecord]:
-    """guidellm's per-request timestamps as RequestRecords (the first and last token times, the token
-    count), so that `metrics.summarize` can recompute its figures by our definitions. A request guidellm
-    counted successful without a token count (the server sent no usage) keeps the error NO_COUNT: its
-    ITL, and so whether it met a TPOT limit, cannot be known."""
+    """guidellm's per-request timestamps as RequestRecords (first and last token, count); one it counted
+    successful without a token count keeps NO_COUNT (its ITL cannot be known)."""
     out = []
     reqs = benchmark.get("requests", {})
     for kind in ("successful", "errored", "incomplete"):
@@ -108,7 +94,6 @@ def _stat(metric: dict, prefix: str, scale: float) -> dict:
 
 
 def reported(benchmark: dict, label: str, slo: SLO | None = None) -> RunSummary:
-    """guidellm's own figures for one benchmark (one concurrency), in the benchmark's units (seconds)."""
     m = benchmark["metrics"]
     totals = m["request_totals"]
     duration = float(benchmark.get("duration") or 0) or 1e-9
@@ -140,13 +125,8 @@ def reported(benchmark: dict, label: str, slo: SLO | None = None) -> RunSummary:
 def run(base_url: str, tokenizer: str | Path, requests: Sequence[TraceRequest], streams: Sequence[int],
         out_dir: str | Path, label: str = "", slo: SLO | None = None, timeout_s: float = 600.0,
         cpus: set[int] | None = None) -> tuple[list[RunSummary], list[RunSummary], dict]:
-    """Run guidellm against a server: the workload's prompts, its first request's output length as
-    `max_tokens` (use a trace of one output length), each concurrency in `streams`, as many requests
-    per level as the workload has, on `cpus` (None: any). Returns (guidellm's figures, ours on its
-    requests — `records` of each benchmark summarized by our definitions, source OURS —, guidellm's JSON),
-    one RunSummary per level each."""
-    if not requests:
-        raise ValueError("requests is empty: give the workload's TraceRequests")
+    """guidellm on a workload of one output length, at each concurrency of `streams`: (its figures per
+    level, ours on its requests, its JSON)."""
     lengths = {r.max_new_tokens for r in requests}
     if len(lengths) != 1:
         raise ValueError(f"guidellm takes one output length (max_tokens) per run; this workload has {sorted(lengths)}. "

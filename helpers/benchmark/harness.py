@@ -1,10 +1,7 @@
-"""The engine benchmark: every configuration this machine can run, one after another, each in its own
-server process (started, warmed up, measured at several concurrency levels, stopped), no manual
-restarts. `make engines` runs it and writes one JSON file, atomically, with the machine and versions.
-
-Faults are results, not crashes: a request that fails is counted in its run; a server that dies
-mid-run ends that configuration (the levels it did not reach are recorded as not run, with why) and
-the benchmark goes on with the next; a server that never becomes ready is recorded with its log tail.
+"""The engine benchmark: every configuration this machine can run, each in its own server process
+(started, warmed up, measured at each level, stopped); the record written atomically after every level.
+Faults are results: a failed request is counted, a server that dies or is never ready ends its
+configuration (with why, and its log) and the benchmark goes on with the next.
 """
 from __future__ import annotations
 
@@ -15,25 +12,22 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from .. import checks, records
+from .. import records
 from ..serving.traces import TraceRequest
 from . import client, workloads
-from .crosscheck import crosscheck_vllm_bench
 from .findings import as_json, key_figures
-from .metrics import summarize, vllm_bench_view
+from .metrics import DEFINITIONS, summarize, vllm_bench_view
 from .plans import CPU_SHAREGPT_SCALE, Deadline, Plan, plan_for, runs_some_workload
 from .process import SPINNER_NICE, ServerError, ServerProcess, client_cpus, yield_spinners
 from .servers import EngineConfig
 
 
 DEATH_GRACE_S = 3.0   # how long a server that refused connections is given to be seen exiting
-RESULTS_DIR = Path(__file__).resolve().parents[2] / "build" / "engines"   # the repository's build/engines
 
 
 def warm_up(base_url: str, model: str, concurrency: int = 1, timeout_s: float = 120.0,
             deadline_s: float | None = None) -> None:
-    """Short requests, one alone and then `concurrency` together, so that lazy initialisation and the
-    first batches of each size (on a CPU, kernels are set up per shape) are not timed in the first run."""
+    """One short request, then `concurrency` together: lazy set-up (per shape, on a CPU) is not timed."""
     client.run_load(base_url, model, [TraceRequest(0, "Hello", 4)], 1, timeout_s, deadline_s=deadline_s)
     if concurrency > 1:
         burst = [TraceRequest(i, f"Hello number {i}, how are you today?", 8) for i in range(concurrency)]
@@ -43,10 +37,8 @@ def warm_up(base_url: str, model: str, concurrency: int = 1, timeout_s: float = 
 def measure_levels(base_url: str, model: str, name: str, wname: str, plan: Plan, result: dict, progress=None,
                    alive=lambda grace_s=0.0: True, died=lambda: "the server is gone",
                    deadline: Deadline | None = None, on_level=None, cpus: set[int] | None = None) -> None:
-    """One workload at every closed-loop concurrency level of the plan, then at every open-loop request
-    rate it has, against a server at base_url: each level's RunSummary (with every request's figures)
-    appended to result["runs"] and `on_level()` called (it writes the result so far); a level the server
-    did not live to see, or that the deadline left no time for, recorded as a fault."""
+    """One workload at each closed-loop level, then each open-loop rate: a RunSummary appended to
+    result["runs"] per level (then `on_level()`); a level the server or the deadline did not allow, a fault."""
     deadline = deadline or Deadline(plan.deadline_s)
     levels = [(i, c, None) for i, c in enumerate(plan.concurrencies)]
     levels += [(100 + j, None, rate) for j, rate in enumerate(plan.rates.get(wname, ()))]
@@ -74,57 +66,9 @@ def measure_levels(base_url: str, model: str, name: str, wname: str, plan: Plan,
             on_level()
 
 
-def check_out_path(out: str | Path) -> Path:
-    """`out` as a Path if a result can be written there (its folder made when missing), else a ValueError
-    that says why — checked before a run, not after it."""
-    path = Path(out)
-    if path.is_dir():
-        raise ValueError(f"--out {str(out)!r} is a folder; give a file such as build/engines/engines.json")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        os.close(fd)
-        os.unlink(tmp)
-    except OSError as exc:
-        raise ValueError(f"cannot write the result to {str(out)!r}: {exc.strerror or exc}") from None
-    return path
-
-
 def _interrupted(data: dict, out: Path) -> None:
     data["interrupted"] = True
     write_json_atomic(data, out)
-
-
-def run_target(base_url: str, model: str, out: str | Path = "build/engines/target.json", device: str = "cuda",
-               quick: bool = False, name: str | None = None, deadline_s: float | None = None) -> dict:
-    """The same workloads and levels against a server that is already running — a multi-GPU vLLM or
-    SGLang deployment, say (`vllm serve MODEL --tensor-parallel-size 4`) — written like run_all's result,
-    after every level. Nothing is started or stopped here; `device` sizes the plan ("cuda": the talk's
-    workloads); the whole run ends by the plan's deadline (or `deadline_s`), however the server stalls."""
-    client.check_base_url(base_url)
-    if not isinstance(model, str) or not model.strip():
-        raise ValueError(f"the model name the server serves is needed (--model), got {model!r}")
-    out = check_out_path(out)
-    plan = plan_for(device, quick)
-    if deadline_s is not None:
-        plan.deadline_s = checks.number(deadline_s, "deadline_s", positive=True, unit="seconds")
-    name = name or f"target {base_url}"
-    result = {"config": {"name": name, "engine": "external", "model": model, "base_url": base_url},
-              "ready_s": None, "runs": [], "faults": [], "example": None}
-    data = dict(new_result(plan, "cpu", model, "an external server"), configs=[result], deadline_s=plan.deadline_s)
-    data["machine"] = {"client": data["machine"], "server": base_url}
-    deadline = Deadline(plan.deadline_s)
-    try:
-        warm_up(base_url, model, max(plan.concurrencies), plan.timeout_s, deadline.left())
-        for wname in plan.workloads:
-            measure_levels(base_url, model, name, wname, plan, result, deadline=deadline,
-                           on_level=lambda: write_json_atomic(data, out))
-    except KeyboardInterrupt:
-        _interrupted(data, out)
-        raise
-    data["complete"] = True
-    write_json_atomic(data, out)
-    return data
 
 
 def new_config_result(cfg: EngineConfig) -> dict:
@@ -132,13 +76,10 @@ def new_config_result(cfg: EngineConfig) -> dict:
 
 
 def run_config(cfg: EngineConfig, plan: Plan, out_dir: Path | None = None, tokenizer: str | None = None,
-               progress=None, result: dict | None = None, on_level=None) -> dict:
-    """Start one configuration's server, run every workload at every level, stop it. Returns a dict:
-    config, ready seconds, runs (RunSummary dicts: our client's, and guidellm's and ours on its requests
-    where the plan asks), the server's own prefix-cache counters per workload (vLLM's /metrics), the
-    `vllm bench serve` cross-check (plan.crosscheck), faults — `result`, when given, filled in place as
-    each level ends (`on_level()` called then). Everything after the server is ready ends by the
-    plan's deadline."""
+               progress=None, result: dict | None = None, on_level=None, crosscheck=None) -> dict:
+    """Start one configuration's server, run every workload at every level (guidellm, vLLM's prefix-cache
+    counters and `crosscheck`, make engines' `vllm bench serve`, where the plan asks), stop it; `result`
+    filled in place."""
     from . import vllm_env
 
     result = new_config_result(cfg) if result is None else result
@@ -191,8 +132,8 @@ def run_config(cfg: EngineConfig, plan: Plan, out_dir: Path | None = None, token
                     result["faults"].append({"kind": "GuidellmError", "detail": str(exc)[-1500:]})
             if on_level is not None:
                 on_level()
-        if cfg.name == plan.crosscheck and cfg.engine == "vllm" and srv.alive() and not deadline.passed():
-            result["crosscheck"] = crosscheck_vllm_bench(srv.base_url, cfg, plan, result, work, deadline, tokenizer,
+        if crosscheck and cfg.name == plan.crosscheck and cfg.engine == "vllm" and srv.alive() and not deadline.passed():
+            result["crosscheck"] = crosscheck(srv.base_url, cfg, plan, result, work, deadline, tokenizer,
                                                          cpus)
         if not srv.alive(DEATH_GRACE_S if _connection_errors(result) else 0.0):
             result["faults"].append({"kind": "ServerDied", "detail": f"exited with {srv.proc.returncode}"})
@@ -210,13 +151,10 @@ def _slug(name: str) -> str:
 
 
 def write_json_atomic(data: dict, path: str | Path) -> Path:
-    """The run's record, written whole after every level (helpers.records.dump: atomic, so a reader never
-    sees a half-written file, and an interrupted run leaves the last complete one)."""
     return records.dump(path, "engines", data)
 
 
 def versions() -> dict:
-    """Library versions that shape the figures: the preflight's list plus the serving stack."""
     from importlib import metadata
 
     from ..versions import library_versions
@@ -228,23 +166,6 @@ def versions() -> dict:
         except metadata.PackageNotFoundError:
             out[pkg] = "not installed"
     return out
-
-
-DEFINITIONS = {
-    "TTFT": "first chunk with text − request sent (queueing + prefill)",
-    "ITL (per request)": "(last text chunk − first) ÷ (output tokens − 1); vLLM bench calls it TPOT, guidellm ITL",
-    "ITL pooled": "every inter-token gap of every request, pooled: Σ(last − first) ÷ Σ(tokens − 1)",
-    "E2E": "stream closed − request sent",
-    "normalized latency": "mean of E2E ÷ output tokens per request (Kwon et al., SOSP 2023, §6.1)",
-    "SLO attainment": "share of the run's requests (failed ones included) with TTFT and per-request ITL within the SLO",
-    "req/s in SLO": "requests meeting the SLO ÷ the run's wall time (vLLM bench's --goodput)",
-    "DistServe goodput": "the highest open-loop request rate whose SLO attainment is ≥ 90 % (Zhong et al., OSDI 2024, §2)",
-    "a failed request": "an HTTP error, a timeout, a lost connection, a malformed reply, a stream cut before it said "
-                        "it was complete, a token count the stream contradicts, or no text",
-    "vLLM bench's view": "its TTFT counts a first chunk with empty text, its E2EL ends at the last chunk with choices "
-                         "(not the stream's close), its ITL pools every gap between such chunks, and a 200 stream "
-                         "with choices but no text is a success (metrics.vllm_bench_view)",
-}
 
 
 def describe_workload(plan: Plan, name: str) -> dict:
@@ -260,10 +181,8 @@ def describe_workload(plan: Plan, name: str) -> dict:
 
 
 def prefix_model(plan: Plan, name: str, block_sizes=(16, 128)) -> dict | None:
-    """The workload's prompts (its first level, in the order one client sends them) replayed through a radix
-    tree, token-granular and rounded to whole blocks (helpers.serving.radix.hit_rate): the share of prompt
-    tokens a prefix cache could serve. 128 is the block vLLM's CPU build uses here, 16 its GPU default.
-    An upper bound for a server: requests in flight together cannot hit each other's uncomputed blocks."""
+    """The share of the workload's prompt tokens a prefix cache could serve (its first level through a radix
+    tree, token-granular and in blocks: 128 vLLM's CPU build, 16 its GPU default): an upper bound."""
     from ..measure import local_models
     from ..serving.radix import hit_rate
 
@@ -279,9 +198,6 @@ def prefix_model(plan: Plan, name: str, block_sizes=(16, 128)) -> dict | None:
 
 
 def new_result(plan: Plan, device: str, profile: str, reason: str, skipped: list[dict] | None = None) -> dict:
-    """A benchmark result before any configuration ran: the machine, the profile, the versions, the plan's
-    SLO, levels, rates and workloads, the definitions used; `configs` empty, `complete` False (run_all
-    fills it in)."""
     from ..measure.hardware import device_info
 
     return {"recorded_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
@@ -294,8 +210,6 @@ def new_result(plan: Plan, device: str, profile: str, reason: str, skipped: list
 
 
 def _load() -> list[float] | None:
-    """The machine's 1, 5 and 15-minute load averages (how busy it was: figures measured on a loaded
-    machine are slower, and two runs of one load differ more)."""
     try:
         return [round(x, 2) for x in os.getloadavg()]
     except OSError:
@@ -304,22 +218,19 @@ def _load() -> list[float] | None:
 
 def run_all(profile: str | None = None, out: str | Path = "build/engines/engines.json", quick: bool = False,
             include: Sequence[str] = ("transformers", "readable", "vllm", "sglang"), use_guidellm: bool = True,
-            plan=None, deadline_s: float | None = None) -> dict:
-    """Every configuration available here, in turn; the whole result written atomically to `out` as each
-    level ends, so that a run interrupted (Ctrl-C: the file says `interrupted`) or stopped keeps every
-    level that finished. `out` is checked before anything runs; each configuration ends by its deadline."""
+            plan=None, deadline_s: float | None = None, crosscheck=None) -> dict:
+    """Every configuration available here, in turn, written to `out` as each level ends (Ctrl-C: `interrupted`)."""
     from tqdm.auto import tqdm
 
     from ..measure.models import resolve_profile
     from . import guidellm_runner, servers
 
-    out = check_out_path(out)
+    out = Path(out)
     name, reason = resolve_profile(profile)
     configs, skipped = servers.available(profile, tuple(include))
     device = "cuda" if any(c.needs_cuda for c in configs) else "cpu"
     plan = plan(device) if callable(plan) else plan or plan_for(device, quick)   # a Plan, or a function of the device
-    if deadline_s is not None:
-        plan.deadline_s = checks.number(deadline_s, "deadline_s", positive=True, unit="seconds")
+    plan.deadline_s = deadline_s or plan.deadline_s
     if plan.configs is not None:
         skipped += [{"name": c.name, "why": "not in this plan (make engines runs it)"} for c in configs
                     if c.name not in plan.configs]
@@ -355,7 +266,8 @@ def run_all(profile: str | None = None, out: str | Path = "build/engines/engines
         for cfg in configs:
             result = new_config_result(cfg)
             data["configs"].append(result)           # in the file from its first level on
-            run_config(cfg, plan, out.parent / "guidellm", tokenizer, bar, result=result, on_level=save)
+            run_config(cfg, plan, out.parent / "guidellm", tokenizer, bar, result=result, on_level=save,
+                       crosscheck=crosscheck)
             save()
     except KeyboardInterrupt:
         data["seconds"] = round(time.perf_counter() - t0, 1)
@@ -367,3 +279,17 @@ def run_all(profile: str | None = None, out: str | Path = "build/engines/engines
     data["figures"] = as_json(key_figures(data))
     save()
     return data
+
+
+if __name__ == "__main__":     # notebook 08's live run (helpers.benchmark.records), in a process of its own
+    import json
+    import sys
+
+    from .plans import notebook_plan
+    from .servers import available
+
+    if sys.argv[1] == "--list":
+        configs, skipped = available()
+        print(json.dumps({"configs": [c.to_dict() for c in configs], "skipped": skipped}))
+    else:
+        run_all(out=sys.argv[1], include=("transformers", "vllm"), plan=notebook_plan)

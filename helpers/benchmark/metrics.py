@@ -1,28 +1,8 @@
-"""Serving metrics from the timestamps of streamed requests: one definition each, shared by the
-notebook, the benchmark and the comparison with guidellm.
-
-For one request (all times in seconds, from one monotonic clock):
-- TTFT  = first token's arrival − request sent (the queue wait plus the prefill);
-- ITL   = the gaps between successive token arrivals; a request's mean ITL is
-          (last token − first token) / (output tokens − 1) — vLLM's benchmark calls that mean TPOT,
-          guidellm calls it inter-token latency (guidellm/benchmark/schemas: `inter_token_latency`);
-- TPOT  = the same per-token decode time, used for the SLO (DistServe's definition);
-- E2E   = last byte − request sent.
-For a run: output tokens per second and requests per second over its wall time (first request sent
-to last answer received); **SLO attainment**, the share of its requests that met every SLO (a TTFT
-limit and a TPOT limit); requests per second that met them — what `vllm bench serve --goodput` reports
-as "goodput" (vllm/benchmarks/serve.py); and the **normalized latency**, each request's end-to-end
-latency ÷ its output tokens, averaged (Kwon et al., vLLM, SOSP 2023, §6.1). Across open-loop runs at
-several request rates, **DistServe's goodput** is another quantity: the highest rate at which at least
-90 % of requests meet the SLO (Zhong et al., "DistServe", OSDI 2024, §2) — `distserve_goodput`.
-
-vLLM bench defines its figures on the same streamed chunks a little differently (`vllm_bench_view`):
-its TTFT is the first chunk with a `choices` entry even when its text is empty, a request ends at its
-last such chunk rather than when the stream closes, its ITL is every gap between such chunks pooled
-over all requests, and a 200 stream with choices but no text is a success. Tests pin each difference.
-
-Errors are counted, never dropped: a request that failed (HTTP 4xx/5xx, a timeout, a connection
-lost because the server died) keeps its error, and a run in which no request succeeded is a failed run.
+"""Serving metrics from the timestamps of streamed requests, one definition each (`DEFINITIONS`, below):
+TTFT, ITL (vLLM bench's TPOT, guidellm's ITL), E2E, throughput, SLO attainment, vLLM bench's goodput
+(requests/s within the SLO), the normalized latency (Kwon et al., SOSP 2023, §6.1), DistServe's goodput
+(Zhong et al., OSDI 2024, §2), and vLLM bench's own reading of the same chunks (`vllm_bench_view`).
+A failed request keeps its error; a run in which no request succeeded is a failed run.
 """
 from __future__ import annotations
 
@@ -31,15 +11,13 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Sequence
 
-from .. import checks
 from ..formulas.stats import percentile
 
 
 @dataclass
 class RequestRecord:
-    """What a client saw of one request. `token_times` are the arrival times of the chunks that carried
-    text, `chunk_times` of every chunk with a `choices` entry (text or not: what vLLM bench times),
-    `output_tokens` the count the server reported in `usage` (else one per text chunk)."""
+    """What a client saw of one request: `token_times` of the chunks with text, `chunk_times` of every
+    chunk with a choice (what vLLM bench times), `output_tokens` from `usage` (else one per text chunk)."""
 
     rid: int
     sent_s: float
@@ -66,28 +44,24 @@ class RequestRecord:
 
     @property
     def itl_s(self) -> float | None:
-        """Mean time per token after the first: (last − first) / (output tokens − 1)."""
         if not self.ok or self.output_tokens < 2:
             return None
         return (self.token_times[-1] - self.token_times[0]) / (self.output_tokens - 1)
 
     @property
     def gaps_s(self) -> list[float]:
-        """The inter-token gaps as they arrived (one token per chunk on the servers used here)."""
         t = self.token_times
         return [b - a for a, b in zip(t, t[1:])] if self.ok else []
 
     @property
     def normalized_latency_s(self) -> float | None:
-        """End-to-end latency ÷ output tokens (the vLLM paper's per-request figure)."""
         return self.e2e_s / self.output_tokens if self.e2e_s is not None else None
 
     def meets(self, slo: "SLO") -> bool:
         return meets_compact(self.compact(), slo)
 
     def compact(self) -> list | None:
-        """[TTFT s, mean ITL s, E2E s, output tokens] of a good request, None for a failed one: what an SLO
-        chosen later needs (RunSummary.requests_detail; `meets_compact`)."""
+        """[TTFT s, mean ITL s, E2E s, output tokens] of a good request (None: failed), for an SLO chosen later."""
         return [self.ttft_s, self.itl_s, self.e2e_s, self.output_tokens] if self.ok else None
 
     def to_dict(self) -> dict:
@@ -103,16 +77,11 @@ class SLO:
     ttft_s: float
     tpot_s: float
 
-    def __post_init__(self):
-        checks.number(self.ttft_s, "the SLO's ttft_s", positive=True, unit="seconds")
-        checks.number(self.tpot_s, "the SLO's tpot_s", positive=True, unit="seconds")
-
     def describe(self) -> str:
         return f"TTFT ≤ {self.ttft_s * 1e3:g} ms and TPOT ≤ {self.tpot_s * 1e3:g} ms"
 
 
 def meets_compact(row: list | None, slo: SLO) -> bool:
-    """Whether one request of RunSummary.requests_detail met `slo` (the same rule as RequestRecord.meets)."""
     if row is None:
         return False
     ttft, itl = row[0], row[1]
@@ -120,7 +89,6 @@ def meets_compact(row: list | None, slo: SLO) -> bool:
 
 
 def attainment(detail: Sequence[list | None], slo: SLO) -> float | None:
-    """The share of a run's requests (failed ones included) that met `slo`."""
     return sum(meets_compact(r, slo) for r in detail) / len(detail) if detail else None
 
 
@@ -139,8 +107,6 @@ ROW_COLUMNS = ("configuration", "source", "concurrency", "rate req/s", "requests
 
 @dataclass
 class RunSummary:
-    """The figures of one run (one configuration, one concurrency, one workload)."""
-
     label: str
     concurrency: int
     requests: int
@@ -165,7 +131,6 @@ class RunSummary:
 
     @property
     def run_failed(self) -> bool:
-        """A run in which no request succeeded is a failed run, whatever the tool's exit code said."""
         return self.ok == 0
 
     def to_dict(self) -> dict:
@@ -174,7 +139,6 @@ class RunSummary:
         return d
 
     def row(self) -> dict:
-        """A flat row for a table: ms and tokens/s."""
         ms = lambda v: None if v is None else round(v * 1e3, 2)  # noqa: E731
         row = {"configuration": self.label, "source": self.source, "concurrency": self.concurrency,
                "rate req/s": self.rate, "requests": self.requests, "failed": self.failed,
@@ -191,9 +155,7 @@ class RunSummary:
 def summarize(records: Sequence[RequestRecord], label: str = "", concurrency: int = 1,
               slo: SLO | None = None, duration_s: float | None = None, rate: float | None = None,
               detail: bool = False) -> RunSummary:
-    """A run's figures from its request records. `duration_s` defaults to the first request sent to the
-    last answer received (failed requests count in the wall time, as they did in the run). `detail`:
-    keep each request's compact figures (for an SLO chosen later)."""
+    """A run's figures. `duration_s` defaults to first request sent → last answer (failed ones included)."""
     if not records:
         raise ValueError("summarize needs at least one request record")
     good = [r for r in records if r.ok]
@@ -221,9 +183,7 @@ def summarize(records: Sequence[RequestRecord], label: str = "", concurrency: in
 
 
 def goodput(records: Sequence[RequestRecord], slo: SLO, duration_s: float) -> float:
-    """Requests per second that met the SLO (what vLLM bench calls goodput; DistServe's is
-    `distserve_goodput`, a request rate)."""
-    duration_s = checks.number(duration_s, "duration_s", positive=True, unit="seconds")
+    """Requests per second that met the SLO (vLLM bench's goodput)."""
     return sum(r.meets(slo) for r in records) / duration_s
 
 
@@ -231,11 +191,7 @@ ATTAINMENT_GOAL = 0.90      # DistServe's example goal: 90 % of requests within 
 
 
 def distserve_goodput(points: Sequence[tuple[float, float]], goal: float = ATTAINMENT_GOAL) -> float | None:
-    """DistServe's goodput from (request rate, SLO attainment) points of open-loop runs: the highest rate
-    measured at which the attainment is ≥ goal, and every lower rate's too (Zhong et al., OSDI 2024,
-    §2: "the maximum request rate that can be served adhering to the SLO attainment goal"). None when
-    even the lowest rate misses the goal."""
-    goal = checks.fraction(goal, "the attainment goal", open_low=True)
+    """The highest rate of (rate, attainment) points at which it and every lower rate reach `goal` (None: none)."""
     best = None
     for rate, att in sorted(points):
         if att is None or att < goal:
@@ -245,10 +201,8 @@ def distserve_goodput(points: Sequence[tuple[float, float]], goal: float = ATTAI
 
 
 def vllm_bench_view(records: Sequence[RequestRecord]) -> dict:
-    """Our records read by vLLM bench's definitions (vllm/benchmarks/lib/endpoint_request_func.py and
-    serve.py's calculate_metrics): a request succeeded when any chunk had `choices` (text or not); TTFT =
-    its first such chunk; latency (E2EL) = its last such chunk; TPOT = (E2EL − TTFT) ÷ (tokens − 1), 0
-    counted for goodput when one token; ITL = every gap between such chunks, pooled. Means in seconds."""
+    """Our records by vLLM bench's definitions (vllm/benchmarks/lib/endpoint_request_func.py, serve.py's
+    calculate_metrics): DEFINITIONS["vLLM bench's view"]. Means in seconds."""
     done = [r for r in records if r.chunk_times and (r.error is None or r.error == "no tokens")]
     ttft = [r.chunk_times[0] - r.sent_s for r in done]
     e2el = [r.chunk_times[-1] - r.sent_s for r in done]
@@ -260,7 +214,6 @@ def vllm_bench_view(records: Sequence[RequestRecord]) -> dict:
 
 
 def relative_gap(a: float, b: float) -> float:
-    """|a − b| / b: how far one tool's figure is from the other's, as a fraction."""
     if not b:
         raise ValueError("relative_gap against zero")
     return abs(a - b) / abs(b)
@@ -269,7 +222,6 @@ def relative_gap(a: float, b: float) -> float:
 # ----------------------------------------------------------------------------- reading a run's record
 
 def config_runs(data: dict, name: str, workload: str, source: str = "client", open_loop: bool = False) -> list[dict]:
-    """The runs of one configuration on one workload that did not fail: closed-loop levels, or open-loop rates."""
     for c in data.get("configs", []):
         if c["config"]["name"] == name:
             return [r for r in c["runs"] if r.get("workload") == workload and r.get("source") == source
@@ -278,7 +230,6 @@ def config_runs(data: dict, name: str, workload: str, source: str = "client", op
 
 
 def at_level(runs: list[dict], concurrency: int) -> dict | None:
-    """The run at one concurrency, or None."""
     return next((r for r in runs if r["concurrency"] == concurrency), None)
 
 
@@ -288,3 +239,20 @@ def run_mean(run: dict, key: str):
 
 def config_record(data: dict, name: str) -> dict | None:
     return next((c for c in data.get("configs", []) if c["config"]["name"] == name), None)
+
+
+DEFINITIONS = {
+    "TTFT": "first chunk with text − request sent (queueing + prefill)",
+    "ITL (per request)": "(last text chunk − first) ÷ (output tokens − 1); vLLM bench calls it TPOT, guidellm ITL",
+    "ITL pooled": "every inter-token gap of every request, pooled: Σ(last − first) ÷ Σ(tokens − 1)",
+    "E2E": "stream closed − request sent",
+    "normalized latency": "mean of E2E ÷ output tokens per request (Kwon et al., SOSP 2023, §6.1)",
+    "SLO attainment": "share of the run's requests (failed ones included) with TTFT and per-request ITL within the SLO",
+    "req/s in SLO": "requests meeting the SLO ÷ the run's wall time (vLLM bench's --goodput)",
+    "DistServe goodput": "the highest open-loop request rate whose SLO attainment is ≥ 90 % (Zhong et al., OSDI 2024, §2)",
+    "a failed request": "an HTTP error, a timeout, a lost connection, a malformed reply, a stream cut before it said "
+                        "it was complete, a token count the stream contradicts, or no text",
+    "vLLM bench's view": "its TTFT counts a first chunk with empty text, its E2EL ends at the last chunk with choices "
+                         "(not the stream's close), its ITL pools every gap between such chunks, and a 200 stream "
+                         "with choices but no text is a success (metrics.vllm_bench_view)",
+}

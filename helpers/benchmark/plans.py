@@ -16,10 +16,8 @@ from .metrics import SLO
 
 @dataclass
 class Plan:
-    """What to run: named workloads, closed-loop concurrency levels, open-loop request rates, the SLO,
-    which configurations guidellm and vLLM bench also measure. A workload is a list of requests, or a
-    function of the level's index that returns one: a fresh trace per level (same shape, other words), so
-    that a prefix cache warmed by one level does not serve the next."""
+    """What to run. A workload is a list of requests, or a function of the level's index that returns one: a
+    fresh trace per level, so that a prefix cache warmed by one level does not serve the next."""
 
     workloads: dict[str, Any]
     concurrencies: tuple[int, ...]
@@ -42,7 +40,6 @@ class Plan:
 
 
 class Deadline:
-    """The time a configuration's whole run may take (Plan.deadline_s), counted from its creation."""
 
     def __init__(self, seconds: float):
         self.seconds, self.end = seconds, time.perf_counter() + seconds
@@ -64,7 +61,6 @@ TOOLS_CONFIGS = ("HF transformers serve + continuous batching", "vLLM default")
 
 
 def runs_some_workload(plan: Plan, config: str) -> bool:
-    """Whether a configuration runs at least one of the plan's workloads (`only` restricts some)."""
     return any(config in plan.only.get(w, (config,)) for w in plan.workloads)
 
 

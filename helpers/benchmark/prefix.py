@@ -11,8 +11,6 @@ from .metrics import at_level, config_record, config_runs, run_mean
 
 @dataclass(frozen=True)
 class PrefixLevel:
-    """vLLM with prefix caching off against on at one level."""
-
     concurrency: int
     ttft_off_ms: float
     ttft_on_ms: float
@@ -24,8 +22,6 @@ class PrefixLevel:
 
 def prefix_caching_effect(data: dict, workload: str, off: str = "vLLM, prefix caching off",
                           on: str = "vLLM default") -> list[PrefixLevel]:
-    """vLLM with prefix caching off against on, level by level: mean TTFT off ÷ on, the rule's verdict,
-    and the hit rate vLLM itself counted over the workload."""
     rows, offs, ons = [], config_runs(data, off, workload), config_runs(data, on, workload)
     hits = {n: ((config_record(data, n) or {}).get("prefix_cache") or {}).get(workload) for n in (off, on)}
     for r_on in ons:

@@ -1,19 +1,14 @@
 """A server as a child process: started on a free port of 127.0.0.1, waited for until it answers its
-health check, its log captured to a file, and always stopped with everything it started.
+health check, its log in a file, and always stopped with everything it started.
 
     with ServerProcess(["transformers", "serve", folder, "--port", "{port}"], name="hf") as srv:
         ... srv.base_url ...                # http://127.0.0.1:PORT
 
-A server is a tree of processes (vLLM: the API server, its EngineCore, a worker), ended as one (psutil):
-SIGTERM to every process of it, a grace period, SIGKILL to what is left — when the `with` block ends
-(on an exception or a Ctrl-C too), when `stop()` is called, and when this Python exits (atexit). Its
-tree is every process below it, every process of the session it starts in (its own: a worker whose
-parent died stays in it), and every process seen in it since it started (a worker that started a
-session of its own and was then orphaned). When this process dies with no chance to clean up (SIGKILL),
-the kernel sends the server SIGTERM (Linux: PR_SET_PDEATHSIG, set between fork and exec), and the
-server ends its workers as it does on any SIGTERM. The kernel sends it when the *thread* that started
-the child ends, so every child is started from one thread that lives as long as this process.
-Requests to 127.0.0.1 never go through a proxy named in the environment.
+A server is a tree of processes (vLLM: API server, EngineCore, worker), ended as one with psutil: SIGTERM,
+a grace period, SIGKILL — at the end of the `with` block, on `stop()`, at exit (atexit). Its tree is every
+process below it, of its session, and seen in it since it started. When this process is killed, the
+kernel sends the server SIGTERM (Linux PR_SET_PDEATHSIG, which fires when the *thread* that started it
+ends: every child is started from one thread that lives as long as this process).
 """
 from __future__ import annotations
 
@@ -36,7 +31,6 @@ from typing import Iterable, Sequence
 
 import psutil
 
-from .. import checks
 
 HOST = "127.0.0.1"
 LOOPBACK_NO_PROXY = "127.0.0.1,localhost,::1"
@@ -51,23 +45,22 @@ class ServerError(RuntimeError):
 
 
 class PortInUse(ServerError):
-    """The port asked for is already taken on 127.0.0.1."""
+    pass
 
 
 class ServerNotReady(ServerError):
-    """The server did not answer its health check within the time allowed."""
+    pass
 
 
 class ServerDied(ServerError):
-    """The server process exited while it was expected to run."""
+    pass
 
 
 class ServerMissing(ServerError):
-    """The server's program is not installed here, or is not executable."""
+    pass
 
 
 def check_executable(program: str, name: str = "server") -> str:
-    """The path of `program` (a name on PATH or a path), or ServerMissing saying why it cannot run."""
     found = shutil.which(program)
     if found:
         return found
@@ -79,8 +72,7 @@ def check_executable(program: str, name: str = "server") -> str:
 
 
 def no_proxy_env(env: dict) -> dict:
-    """`env` with 127.0.0.1, localhost and ::1 added to no_proxy / NO_PROXY: a server's own requests to
-    itself and a load generator's to this machine's servers never go to a proxy the environment names."""
+    """`env` with the loopback names added to no_proxy / NO_PROXY."""
     out = dict(env)
     for key in ("no_proxy", "NO_PROXY"):
         have = [x for x in out.get(key, "").split(",") if x.strip()]
@@ -91,8 +83,7 @@ def no_proxy_env(env: dict) -> dict:
 # ----------------------------------------------------------------------------- a process tree
 
 def spawn(argv: Sequence[str], log, env: dict | None = None, cwd=None, cpus: set[int] | None = None) -> psutil.Popen:
-    """Start `argv` in a session of its own, its output to `log`, on `cpus` (None: any); on Linux the
-    kernel sends it SIGTERM when this process dies, however it dies."""
+    """Start `argv` in a session of its own, its output to `log`, on `cpus` (None: any)."""
     parent = os.getpid()
 
     def in_child():                                   # runs in the child, between fork and exec
@@ -109,8 +100,7 @@ def spawn(argv: Sequence[str], log, env: dict | None = None, cwd=None, cpus: set
 
 
 def _running(p: psutil.Process) -> bool:
-    """Alive: not gone, and not a zombie — a process whose main thread has exited shows as a zombie while
-    its other threads still run (a server shutting down its thread pools), and is not gone yet."""
+    # a zombie whose other threads still run (a server shutting down its thread pools) is not gone yet
     try:
         return p.is_running() and (p.status() != psutil.STATUS_ZOMBIE or p.num_threads() > 1)
     except psutil.Error:
@@ -118,8 +108,6 @@ def _running(p: psutil.Process) -> bool:
 
 
 def tree(root: psutil.Process, seen: Iterable[psutil.Process] = ()) -> list[psutil.Process]:
-    """The running processes of `root`'s tree: root, every process below it, every other process of its
-    session (spawn starts one per child), and those of `seen` still running (psutil knows a reused pid)."""
     found = {root.pid: root}
     with contextlib.suppress(psutil.Error):
         found.update((p.pid, p) for p in root.children(recursive=True))
@@ -132,8 +120,7 @@ def tree(root: psutil.Process, seen: Iterable[psutil.Process] = ()) -> list[psut
 
 
 def end_tree(proc: psutil.Popen, grace_s: float, seen: Iterable[psutil.Process] = ()) -> int | None:
-    """SIGTERM to every process of `proc`'s tree, SIGKILL to what is left after `grace_s`; returns its exit
-    code (the root is reaped as the child it is, so the code is its own)."""
+    """SIGTERM to `proc`'s tree, SIGKILL to what is left after `grace_s`; the root's exit code."""
     seen = list(seen)
     for sig, wait_s in (("terminate", grace_s), ("kill", 10.0)):
         procs = tree(proc, seen)
@@ -153,9 +140,7 @@ def end_tree(proc: psutil.Popen, grace_s: float, seen: Iterable[psutil.Process] 
 
 def run_tool(argv: Sequence[str], log_path: Path, timeout_s: float, env: dict | None = None, cwd=None,
              cpus: set[int] | None = None) -> int | None:
-    """Run a load generator (guidellm, vllm bench serve) to its end as a child like a server: on `cpus`,
-    its output to `log_path`; its whole tree ended when it exits, on an exception or a Ctrl-C. Returns its
-    exit code, None when it ran past `timeout_s`."""
+    """A load generator (guidellm, vllm bench serve) run to its end like a server; None past `timeout_s`."""
     with open(log_path, "w") as log:
         proc = spawn(argv, log, env, cwd, cpus)
         try:
@@ -167,10 +152,8 @@ def run_tool(argv: Sequence[str], log_path: Path, timeout_s: float, env: dict | 
 
 
 def client_cpus(server_pid: int) -> set[int] | None:
-    """The CPUs a load generator should run on beside a server that pins its compute: this process's CPUs
-    less those any process of the server's tree is pinned to (vLLM's CPU build binds its worker to cores
-    and leaves the rest to its engine, its API server and the client). None — run anywhere — when nothing
-    is pinned, when the pinned cores are all there is, or where affinity cannot be read (not Linux)."""
+    """This process's CPUs less those the server's tree is pinned to (vLLM's CPU build pins its worker);
+    None (anywhere) when nothing is pinned, nothing is left, or off Linux."""
     if not hasattr(os, "sched_getaffinity"):
         return None
     mine, taken = set(os.sched_getaffinity(0)), set()
@@ -186,11 +169,8 @@ SPINNER_NICE = 10
 
 
 def yield_spinners(server_pid: int, titles: Sequence[str], nice: int = SPINNER_NICE) -> list[int]:
-    """Run the processes of the server's tree whose title (the first word of their command line) is one
-    of `titles` at `nice` (every thread: on Linux a nice value belongs to a thread). A process that
-    busy-waits with sched_yield() on a core a load generator shares can keep the generator off that
-    core for as long as it spins; at a lower priority it gives way. Returns the pids changed ([] where
-    none matches, or off Linux). Raising a nice value needs no privilege; one that cannot be set is left."""
+    """The server's processes titled one of `titles` (they busy-wait with sched_yield() on a core the load
+    shares) at `nice`, every thread; the pids changed."""
     changed = []
     if not titles or not hasattr(os, "setpriority"):
         return changed
@@ -210,8 +190,7 @@ def yield_spinners(server_pid: int, titles: Sequence[str], nice: int = SPINNER_N
 
 @contextlib.contextmanager
 def pinned(cpus: set[int] | None):
-    """Run the calling thread on `cpus` (None: leave it be) and give it back its CPUs afterwards; other
-    threads, and processes this one starts from other threads, keep theirs (Linux: affinity is per thread)."""
+    """The calling thread on `cpus` (None: as it is) for the block; affinity is per thread on Linux."""
     if not cpus or not hasattr(os, "sched_setaffinity"):
         yield
         return
@@ -224,14 +203,12 @@ def pinned(cpus: set[int] | None):
 
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on now (the OS picks it)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((HOST, 0))
         return s.getsockname()[1]
 
 
 def port_in_use(port: int) -> bool:
-    """Whether something already holds `port` on 127.0.0.1 (binding it fails)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         try:
             s.bind((HOST, port))
@@ -243,21 +220,13 @@ def port_in_use(port: int) -> bool:
 # ----------------------------------------------------------------------------- a server
 
 class ServerProcess:
-    """One server child process. `command` is a list of arguments in which "{port}" and "{host}" are
-    replaced; `port=None` picks a free one (and retries with another when the server loses a race for
-    it). Readiness: GET `health_path` answers 200 within `ready_timeout_s`."""
+    """One server child process: "{port}" and "{host}" in `command` filled in; `port=None` picks a free
+    one (another when the server loses a race for it). Ready: GET `health_path` answers 200."""
 
     def __init__(self, command: Sequence[str], name: str = "server", port: int | None = None,
                  health_path: str = "/health", ready_timeout_s: float = 60.0, env: dict | None = None,
                  log_dir: str | Path | None = None, stop_grace_s: float = 5.0):
-        if not command:
-            raise ValueError("command must be a non-empty list of arguments, e.g. ['transformers', 'serve', ...]")
-        if not any("{port}" in str(a) for a in command):
-            raise ValueError("command must contain '{port}' where the port goes, e.g. ['--port', '{port}']")
-        self.ready_timeout_s = checks.number(ready_timeout_s, "ready_timeout_s", positive=True, unit="seconds")
-        self.stop_grace_s = checks.number(stop_grace_s, "stop_grace_s", positive=True, unit="seconds")
-        if port is not None:
-            port = checks.count(port, "port (None picks a free one)", 1, 65535)
+        self.ready_timeout_s, self.stop_grace_s = ready_timeout_s, stop_grace_s
         self.command, self.name, self.requested_port = [str(a) for a in command], name, port
         self.health_path, self.env = health_path, env
         self.port: int | None = None
@@ -279,16 +248,14 @@ class ServerProcess:
         return self.proc.pid if self.proc else None
 
     def tree(self) -> list[int]:
-        """The pids of this server's running tree (process.tree), each remembered for stop()."""
         if self.proc is None:
             return []
         self.seen.update((p.pid, p) for p in tree(self.proc, self.seen.values()))
         return [p.pid for p in tree(self.proc, self.seen.values())]
 
     def alive(self, grace_s: float = 0.0) -> bool:
-        """Whether the server is running. With grace_s > 0, a server on its way out is waited for up to
-        that long: one that died closes its sockets (the client sees connection errors) a moment before
-        the kernel reports it exited, and a check made in that moment would call it alive."""
+        """Whether it runs; `grace_s`: wait that long for one on its way out (a dying server closes its
+        sockets a moment before the kernel reports its exit)."""
         if self.proc is None:
             return False
         if grace_s > 0:
@@ -297,8 +264,7 @@ class ServerProcess:
         return self.proc.poll() is None
 
     def start(self) -> "ServerProcess":
-        """Start the process and wait until it is ready; on any failure it is stopped and a ServerError
-        (PortInUse, ServerNotReady, ServerDied, ServerMissing) says why, with the end of the log."""
+        """Start it and wait until ready; on a failure it is stopped and a ServerError says why, with its log."""
         if self.alive():
             return self
         if self.requested_port is not None and port_in_use(self.requested_port):
@@ -349,8 +315,7 @@ class ServerProcess:
             time.sleep(0.25)
 
     def stop(self) -> int | None:
-        """End the server's whole tree (process.end_tree); its exit code, None if it never started. Safe
-        to call twice."""
+        """End the server's whole tree; its exit code (None: never started). Safe to call twice."""
         if self.proc is None:
             return None
         end_tree(self.proc, self.stop_grace_s, self.seen.values())
@@ -377,12 +342,10 @@ class ServerProcess:
 
 
 def live_servers() -> list[ServerProcess]:
-    """Servers started by this Python process and not stopped yet."""
     return [s for s in list(_LIVE) if s.alive()]
 
 
 def stop_all() -> int:
-    """Stop every server this process started; returns how many were running."""
     live = live_servers()
     for s in list(_LIVE):
         s.stop()

@@ -1,15 +1,22 @@
 """The engine benchmark's records, shown: the full comparison to put beside a short live run (this
 machine's `make engines` result, else the committed record), its runs as one table, a status line, and
-the label a figure is stamped with.
+the label a figure is stamped with. Notebook 08's live run is harness.run_all in a process of its own
+(`run_live`): the servers it starts end with it, and the notebook reads the record it wrote.
 """
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 from .. import records
 from .agreement import OURS
-from .harness import RESULTS_DIR
 from .metrics import ROW_COLUMNS, RunSummary
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS_DIR = ROOT / "build" / "engines"
 
 # older recordings timed guidellm's requests at a relay between it and the server (its "tap"): the same
 # definitions on the same requests as OURS, read from guidellm's own per-request output now
@@ -19,10 +26,33 @@ LEGACY_SOURCES = {"tap": OURS}
 RECORD = records.RESULTS / "cpu-amd-epyc" / "engines.json"
 
 
+def _benchmark(*args: str, capture: bool) -> subprocess.CompletedProcess:
+    """`python -m helpers.benchmark.harness ARGS`: notebook 08's run (or list), the servers its own children."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    return subprocess.run([sys.executable, "-m", "helpers.benchmark.harness", *args], env=env, text=True,
+                          stdout=subprocess.PIPE if capture else None, stderr=subprocess.PIPE, check=capture)
+
+
+def available() -> tuple[list[dict], list[dict]]:
+    """(the configurations this machine can run, [{name, why not}] for the others): servers.available()."""
+    got = json.loads(_benchmark("--list", capture=True).stdout)
+    return got["configs"], got["skipped"]
+
+
+def run_live(out: Path = RESULTS_DIR / "notebook08.json") -> dict:
+    """Notebook 08's short run (plans.notebook_plan: transformers serve, vLLM); its record, faults included."""
+    Path(out).unlink(missing_ok=True)      # what is read afterwards is this run's
+    done = _benchmark(str(out), capture=False)
+    try:
+        return records.load(out, "engines", roots=(Path(out).parent,))
+    except records.RecordError as exc:
+        tail = "\n".join(done.stderr.strip().splitlines()[-5:])
+        raise RuntimeError(f"the benchmark exited with {done.returncode} and wrote no record ({exc}): {tail}") from None
+
+
 def load_record(here: Path | None = None, committed: Path | None = None) -> tuple[dict | None, str]:
-    """The full comparison to show beside a short live run: this machine's own `make engines` result
-    (build/engines/engines.json) when it is complete, else the committed record of the development
-    machine (workshop/results/...), and a label that says which; (None, why) when neither loads."""
+    """This machine's complete `make engines` result, else the committed record, and a label that says
+    which; (None, why) when neither loads."""
     for path, what in ((here or RESULTS_DIR / "engines.json", "this machine's make engines run"),
                        (committed or RECORD, "the committed record")):
         try:
@@ -77,7 +107,6 @@ def status_markdown(data: dict, error: str | None = None) -> str:
 
 
 def source_label(data: dict) -> str:
-    """What produced a benchmark's figures: model · dtype · device · profile, and the servers."""
     from ..measure.models import default_dtype
 
     profile = data.get("profile", "?")

@@ -1,18 +1,8 @@
-"""The server configurations the benchmark compares, as command lines for `ServerProcess`.
-
-- `transformers serve` (Hugging Face's own OpenAI-compatible server, the `transformers[serving]`
-  extra) on the active profile's model: one request at a time (continuous batching off, the talk's
-  "HF baseline"), and with continuous batching and paged attention on — bounded, because by default
-  it sizes its KV cache from the machine's memory (on a CPU: gigabytes resident, and a server that
-  slowed for good) — `--cb-num-blocks`, `--cb-max-batch-tokens`.
-- vLLM — its CPU build from .venv-vllm on a CPU (helpers.benchmark.vllm_env), this Python's on a CUDA host
-  — in the talk's configurations, each one change from today's default: prefix caching off (the talk's
-  "vLLM default": vLLM < 0.8 had it off, vLLM ≥ 0.8 turns it on), the default (prefix caching on),
-  + fp8 KV cache, + n-gram speculative decoding.
-- SGLang on a CUDA host where it is installed (radix-tree prefix cache, on by default); no CPU wheel.
-- the workshop's own readable engine (`helpers.engine.server`), on any device.
-
-`available(profile)` lists what this machine can run and why the others cannot.
+"""The server configurations the benchmark compares, as command lines for `ServerProcess`:
+`transformers serve` one request at a time (the talk's "HF baseline") and with continuous batching
+(its KV cache bounded on a CPU); the talk's vLLM steps, each one change from today's default (its CPU
+build from .venv-vllm here, this Python's on a CUDA host); SGLang on a CUDA host; the workshop's own
+readable engine. `available(profile)` lists what this machine can run and why not the others.
 """
 from __future__ import annotations
 
@@ -24,7 +14,6 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import checks
 from ..measure import local_models, models
 from ..records import mask_paths
 
@@ -41,8 +30,6 @@ CPU_CB_LIMITS = {"num_blocks": 64, "max_batch_tokens": 512}
 
 @dataclass
 class EngineConfig:
-    """One server configuration: a command line with {port}, and what it needs to run."""
-
     name: str
     engine: str                      # "transformers", "vllm", "sglang"
     command: list[str]
@@ -56,7 +43,6 @@ class EngineConfig:
 
     @property
     def command_line(self) -> str:
-        """The command as one line, this machine's folders named (helpers.records.mask_paths), not spelled out."""
         return mask_paths(" ".join(self.command))
 
     def to_dict(self) -> dict:
@@ -65,18 +51,10 @@ class EngineConfig:
 
 
 def serve_folder(profile: str | None = None, folder: Path | None = None, weights: bool = True) -> Path | str:
-    """A model folder `transformers serve` (and vLLM, SGLang) can load: the weights and config of the
-    profile's model, plus what AutoTokenizer needs — `tokenizer.model` (the SentencePiece file) and a
-    `tokenizer_config.json` naming the Llama tokenizer class, the special tokens and a chat template.
-    The folders helpers.measure.models builds (tiny, small, tiny-trained) hold only mistral-common's tokenizer file.
-
-    - tiny, small, tiny-trained: the profile's own folder (helpers.measure.models.built_folder: built, or trained
-      once, on first use), its weights linked;
-    - mistral-7b-random: the folder notebook 05 saves the random 7B to (helpers.measure.quant.model_source). Without
-      saved weights, ProfileUnavailable says what to do — unless `weights=False`: then a folder holding the
-      preset config alone, for vLLM and SGLang, which make random weights themselves (--load-format dummy);
-    - mistral-7b: the Hub repository id as it is (it has all of that), once its weights are in the local
-      cache or the Hub can be reached (else ProfileUnavailable with the fix, never a server that dies)."""
+    """A model folder `transformers serve`, vLLM and SGLang can load: the profile's weights and config
+    (linked) plus what AutoTokenizer needs (`tokenizer.model`, a Llama `tokenizer_config.json`). mistral-7b:
+    the Hub id, once its weights are here; mistral-7b-random: notebook 05's saved weights, or with
+    `weights=False` the config alone (vLLM and SGLang make random weights: --load-format dummy)."""
     name, _ = models.resolve_profile(profile)
     if name == "mistral-7b":
         model_id = models.hub_model_id()
@@ -117,20 +95,16 @@ def serve_folder(profile: str | None = None, folder: Path | None = None, weights
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
-    """Write beside `path` under a name of this process, then rename: two processes preparing the same
-    folder (a notebook and a test) never see, or leave, a half-written file."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_bytes(data)
     os.replace(tmp, path)
 
 
 def random_7b_folder() -> Path:
-    """Where notebook 05 saves the random 7B once (helpers.measure.quant.model_source writes it)."""
     return local_models.cache_dir() / "mistral-7b-random"
 
 
 def unsaved_random_weights(folder: Path) -> str:
-    """Why mistral-7b-random cannot be served by transformers serve here, and the fix."""
     return (f"profile mistral-7b-random cannot be served by transformers serve: no saved random weights in "
             f"{folder} (it loads weights from a folder and makes none). Fix: run notebook 05 once on a CUDA GPU "
             "(it saves them there), serve with vLLM or SGLang, which make random weights themselves "
@@ -138,17 +112,13 @@ def unsaved_random_weights(folder: Path) -> str:
 
 
 def _bin(name: str) -> str:
-    """An executable of this Python's environment (the venv's `transformers`), else from PATH."""
     here = Path(sys.executable).parent / name
     return str(here) if here.exists() else (shutil.which(name) or name)
 
 
 def transformers_serve(model: str | Path, continuous_batching: bool, device: str = "cpu",
                        num_blocks: int | None = None, max_batch_tokens: int | None = None) -> EngineConfig:
-    """`transformers serve MODEL` pinned to one model, on 127.0.0.1. With continuous batching on, the KV
-    cache is bounded by num_blocks × block size and max_batch_tokens (defaults: CPU_CB_LIMITS on a CPU,
-    the server's own on a GPU)."""
-    checks.choice(device, "device", ("cpu", "cuda"))
+    """`transformers serve MODEL` on 127.0.0.1; with continuous batching its KV cache bounded (CPU_CB_LIMITS on a CPU)."""
     cmd = [_bin("transformers"), "serve", str(model), "--host", "{host}", "--port", "{port}",
            "--device", device, "--log-level", "info"]
     name = "HF transformers serve"
@@ -188,12 +158,9 @@ VLLM_STEPS = (
 
 def vllm_configs(model: str | Path, device: str = "cuda", load_format: str | None = None,
                  python: str | Path | None = None) -> list[EngineConfig]:
-    """The talk's vLLM servers (VLLM_STEPS) on 127.0.0.1: on a CPU vLLM's CPU build from .venv-vllm (fp32,
-    eager, 2,048 tokens), on a GPU this Python's vLLM (bf16). `load_format="dummy"` serves a config folder
-    with random weights (vLLM's own option), the mistral-7b-random way."""
+    """The talk's vLLM servers (VLLM_STEPS): the CPU build from .venv-vllm, or this Python's vLLM on a GPU."""
     from . import vllm_env
 
-    checks.choice(device, "device", ("cpu", "cuda"))
     python = python or (vllm_env.venv_python() if device == "cpu" else sys.executable)
     extra = ["--load-format", load_format] if load_format else []
     return [EngineConfig(n, "vllm", vllm_env.server_command(python, model, extra + flags, device), str(model), d,
@@ -204,8 +171,7 @@ def vllm_configs(model: str | Path, device: str = "cuda", load_format: str | Non
 
 def readable_engine_config(model_folder: str | Path, device: str = "cpu", prefix_cache: str = "radix",
                            max_num_seqs: int = 8, max_batch_tokens: int = 256) -> EngineConfig:
-    """The workshop's readable engine behind its OpenAI-compatible server (helpers.engine.server),
-    started by module name like the other servers: nothing of it is imported here."""
+    """The workshop's readable engine behind its OpenAI-compatible server (helpers.engine.server)."""
     cmd = [sys.executable, "-m", "helpers.engine.server", str(model_folder), "--host", "{host}",
            "--port", "{port}", "--device", device, "--prefix-cache", prefix_cache,
            "--max-num-seqs", str(max_num_seqs), "--max-batch-tokens", str(max_batch_tokens)]
@@ -217,7 +183,6 @@ def readable_engine_config(model_folder: str | Path, device: str = "cpu", prefix
 
 
 def sglang_config(model: str | Path, load_format: str | None = None) -> EngineConfig:
-    """SGLang's server (radix-tree prefix cache on by default), bf16, on 127.0.0.1."""
     cmd = [sys.executable, "-m", "sglang.launch_server", "--model-path", str(model), "--host", "{host}",
            "--port", "{port}", "--dtype", "bfloat16", "--mem-fraction-static", "0.85"]
     if load_format:

