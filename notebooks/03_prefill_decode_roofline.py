@@ -21,7 +21,7 @@ with app.setup:
     from helpers.present import (decode_intensity_figures, expected, learner, notebook, on_gpu, plots, recorded,
                                  replay, roofline_figures, sweep_figures)
     from helpers.measure import decode_efficiency, hierarchy, microbench, models, sweeps
-    from helpers.decoding import regimes as decoding_regimes
+    from helpers.decoding import breakdown as decoding_breakdown, regimes as decoding_regimes
     from helpers.decoding import views as decoding_views
     from helpers.present.glossary import term
     from helpers.formulas.units import dtype_bytes, fmt_seconds
@@ -62,7 +62,7 @@ def regimes_measured(loaded) -> dict:
     a GPU), its floor at the copy bandwidth measured alongside its own steps; the matmul peak measured here
     for the planner's check."""
     peak = microbench.matmul_benchmark(loaded.device, loaded.dtype).flops_per_s
-    return {"regimes": decoding_regimes.measure_regimes(loaded, None, peak), "peak": peak}
+    return {"regimes": decoding_breakdown.measure_regimes(loaded, None, peak), "peak": peak}
 
 
 @app.cell(hide_code=True)
@@ -747,7 +747,7 @@ def _(regimes, regimes_cache, without_python):
 
 @app.cell
 def _(regimes, regimes_run):
-    plots.table(decoding_views.planner_frame(regimes),
+    plots.table(decoding_regimes.planner_frame(regimes),
                 regimes_run.source("measured: " + "; ".join(r.label for r in regimes)))
     return
 

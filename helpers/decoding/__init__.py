@@ -5,8 +5,9 @@
                 torch.compile), each step timed, same tokens;
 - `packed`    — every nn.Linear swapped, for a `with` block, for oneDNN on a prepacked weight;
 - `breakdown` — one decode step profiled (torch.profiler) and split into matmuls, attention, other
-                operators and the time outside operators (Python, dispatch, launches);
-- `regimes`   — the tiny and small models side by side: each implementation against its memory floor,
-                the planner's predicted step against the measured one, and the bench's figures;
+                operators and the time outside operators (Python, dispatch, launches); the tiny and small
+                models measured side by side (measure_regimes);
+- `regimes`   — one model's implementations against its memory floor, the planner's predicted step
+                against the measured one;
 - `views`     — the tables and figures of notebook 03's last section.
 """

@@ -258,3 +258,44 @@ def step_breakdown(model, context: int = 128, steps: int = 12, device: str | Non
     med = StepParts.of({k: statistics.median(p[k] for p in parts) for k in PARTS})
     return StepBreakdown(device, context, med, statistics.median(walls), statistics.median(plain),
                          floor_s, len(walls), "eager", weight_bytes)
+
+
+def regime_breakdown(model, reg, steps: int) -> StepBreakdown:
+    """The fastest loop (eager, or packed where measured) of a measured regime (helpers.decoding.regimes.Regime)
+    profiled at the context and floor of its first result."""
+    first = reg.results[0]
+    loops = [r for r in reg.results if r.impl in ("eager", "packed")]
+    fastest = min(loops, key=lambda r: r.step_s).impl
+    return step_breakdown(model, first.context, steps=steps, device=reg.device, floor_s=first.floor_s,
+                          packed=fastest == "packed", weight_bytes=reg.weight_bytes)
+
+
+def regime_profiles(loaded) -> tuple[str, ...]:
+    """The profiles measured side by side: tiny (the loaded one when it is tiny-trained: the same sizes
+    and timings, no second load) and small on a CPU (or MPS), the active one on a CUDA GPU."""
+    from ..measure.local_models import TINY_PROFILES
+
+    if loaded.device.startswith("cuda"):
+        return (loaded.profile,)
+    return (loaded.profile if loaded.profile in TINY_PROFILES else "tiny", "small")
+
+
+def measure_regimes(loaded, bandwidth: float | None, peak_flops: float, profiles=None, impls=None) -> list:
+    """Every profile of regime_profiles (the loaded one reused, the others loaded and released), each
+    measured by helpers.decoding.regimes.measure_regime with its step breakdown."""
+    from ..measure import models
+    from ..measure.hardware import free_memory
+    from .regimes import kernel_roofs, measure_regime
+
+    out = []
+    kernels: dict[str, dict] = {}     # measured once per dtype, shared by the models of that dtype
+    for name in profiles or regime_profiles(loaded):
+        other = loaded if name == loaded.profile else models.load(name, device=loaded.device)
+        if other.dtype not in kernels:
+            kernels[other.dtype] = kernel_roofs(other.device, other.dtype)
+        out.append(measure_regime(other, bandwidth, peak_flops, impls, kernel_bandwidth=kernels[other.dtype],
+                                  breakdown=regime_breakdown))
+        if other is not loaded:
+            del other
+            free_memory(loaded.device)
+    return out
