@@ -1,7 +1,7 @@
 """The memory hierarchy: cache sizes from the system, the measured staircase, the cited GPU figures."""
 import pytest
 
-from helpers.measure import hierarchy as h
+from helpers.measure import hierarchy as h, microbench
 from helpers.formulas.gpus import catalog
 
 
@@ -16,9 +16,9 @@ def test_cache_sizes_read_like_the_kernel_writes_them(tmp_path):
     assert [(c.name, c.size_bytes) for c in h.data_caches(levels)] == [("L1d", 49152), ("L2", 1048576), ("L3", 33554432)]
     assert h.fits_in(49152, h.data_caches(levels)) == "L1d" and h.fits_in(49153, h.data_caches(levels)) == "L2"
     assert h.fits_in(64 * 2**20, h.data_caches(levels)) == "DRAM"
-    assert h.parse_size("32M") == 32 * 2**20
+    assert microbench.parse_size("32M") == 32 * 2**20
     with pytest.raises(ValueError, match="cache size"):
-        h.parse_size("lots")
+        microbench.parse_size("lots")
 
 
 def test_this_machine_reports_its_caches():

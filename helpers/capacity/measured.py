@@ -85,13 +85,10 @@ def predict_vs_measure(loaded, bandwidth: float | None = None, batch: int | None
 
 
 def last_level_cache_bytes(device: str) -> int | None:
-    """The largest data cache this CPU reports (helpers.measure.hierarchy), None on a GPU or where unknown."""
-    if str(device) != "cpu":
-        return None
-    from ..measure.hierarchy import data_caches
+    """The largest data cache this CPU reports (helpers.measure.microbench), None on a GPU or where unknown."""
+    from ..measure.microbench import last_level_cache_bytes as largest
 
-    caches = data_caches()
-    return max(c.size_bytes for c in caches) if caches else None
+    return largest() if str(device) == "cpu" else None
 
 
 def against_floor(result: dict) -> verdicts.Verdict:

@@ -24,8 +24,6 @@ from __future__ import annotations
 import contextlib
 import csv
 import math
-import subprocess
-import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -121,37 +119,11 @@ class CacheLevel:
         return f"L{self.level}{suffix}"
 
 
-def parse_size(text: str) -> int:
-    """'48K' / '1024K' / '32M' / '32768' (bytes) as the kernel writes cache sizes → bytes."""
-    t = text.strip().upper().removesuffix("B")
-    mult = {"K": KiB, "M": MiB, "G": 2**30}.get(t[-1:], 1)
-    digits = t[:-1] if t[-1:] in "KMG" else t
-    if not digits.isdigit():
-        raise ValueError(f"cannot read a cache size from {text!r}; expected e.g. '48K', '32M' or a byte count")
-    return int(digits) * mult
-
-
 def cpu_caches(root: str | Path = "/sys/devices/system/cpu/cpu0/cache") -> list[CacheLevel]:
-    """This machine's caches (as seen from CPU 0): Linux sysfs, else macOS sysctl, else [] (unknown)."""
-    root = Path(root)
-    out = []
-    if root.is_dir():
-        for d in sorted(root.glob("index*")):
-            try:
-                out.append(CacheLevel(int((d / "level").read_text()), (d / "type").read_text().strip(),
-                                      parse_size((d / "size").read_text()),
-                                      (d / "shared_cpu_list").read_text().strip()
-                                      if (d / "shared_cpu_list").exists() else ""))
-            except (OSError, ValueError):
-                continue
-        return out
-    if sys.platform == "darwin":  # pragma: no cover - not on the CI machine
-        keys = (("hw.l1dcachesize", 1, "Data"), ("hw.l2cachesize", 2, "Unified"), ("hw.l3cachesize", 3, "Unified"))
-        for key, level, kind in keys:
-            r = subprocess.run(["sysctl", "-n", key], capture_output=True, text=True)
-            if r.returncode == 0 and r.stdout.strip().isdigit() and int(r.stdout) > 0:
-                out.append(CacheLevel(level, kind, int(r.stdout), ""))
-    return out
+    """This machine's caches (helpers.measure.microbench.cache_rows)."""
+    from .microbench import cache_rows
+
+    return [CacheLevel(*row) for row in cache_rows(root)]
 
 
 def data_caches(levels: Sequence[CacheLevel] | None = None) -> list[CacheLevel]:
@@ -256,39 +228,13 @@ def plateaus(stairs: Sequence[Stair]) -> list[Plateau]:
             for k, v in by.items()]
 
 
-# The working sets reach this many times the last-level cache, so that the last ones are read from DRAM.
-PAST_LAST_CACHE = 4
-# ... and never take more than this share of the memory free now.
-SHARE_OF_FREE = 0.25
-
-
-def last_level_cache_bytes(caches: Sequence[CacheLevel] | None = None) -> int | None:
-    """The largest data cache this machine reports (its last level), in bytes; None when none is reported."""
-    sizes = [c.size_bytes for c in data_caches(caches)]
-    return max(sizes) if sizes else None
-
-
-def beyond_last_cache(caches: Sequence[CacheLevel] | None = None, free_bytes: int | None = None,
-                      floor: int = 256 * MiB, buffers: int = 1) -> int:
-    """A working set past this machine's caches: PAST_LAST_CACHE × the last-level cache (at least `floor`),
-    halved while `buffers` of it would take more than SHARE_OF_FREE of the free memory (`free_bytes`,
-    default: measured now with psutil), never below `floor` (the machine's own cache unknown or tiny).
-    The one sizing of every measurement that must read from memory, not from a cache: the staircase's last
-    working set, the bandwidth benchmark's buffer (helpers.measure.microbench.default_copy_bytes)."""
-    if free_bytes is None:
-        import psutil
-
-        free_bytes = psutil.virtual_memory().available
-    hi = max(floor, PAST_LAST_CACHE * (last_level_cache_bytes(caches) or 0))
-    while hi > floor and buffers * hi > SHARE_OF_FREE * free_bytes:
-        hi //= 2
-    return max(floor, hi)
-
-
 def staircase_sizes(caches: Sequence[CacheLevel], free_bytes: int | None = None, per_octave: int = 1,
                     lo: int = 4 * KiB, floor: int = 256 * MiB) -> list[int]:
     """Working sets from `lo` to PAST_LAST_CACHE × the last-level cache (at least `floor`), each doubling, the
-    largest bounded by SHARE_OF_FREE of the free memory (`free_bytes`, default: measured now): beyond_last_cache."""
+    largest bounded by SHARE_OF_FREE of the free memory (`free_bytes`, default: measured now):
+    helpers.measure.microbench.beyond_last_cache."""
+    from .microbench import beyond_last_cache
+
     hi = beyond_last_cache(caches, free_bytes, floor)
     return working_set_sizes(lo, 2 ** math.ceil(math.log2(hi)), per_octave)
 

@@ -8,7 +8,10 @@ Both roofs use the best of the repeats (as STREAM reports its best rate).
 """
 from __future__ import annotations
 
+import subprocess
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 from .. import checks
 from ..formulas.units import normalize_dtype
@@ -24,20 +27,79 @@ def _device(device: str | None) -> str:
     return pick_device(device)
 
 
+# ============================================================================ this CPU's caches, for sizing buffers
+
+def parse_size(text: str) -> int:
+    """'48K' / '1024K' / '32M' / '32768' (bytes) as the kernel writes cache sizes → bytes."""
+    t = text.strip().upper().removesuffix("B")
+    mult = {"K": 2**10, "M": 2**20, "G": 2**30}.get(t[-1:], 1)
+    digits = t[:-1] if t[-1:] in "KMG" else t
+    if not digits.isdigit():
+        raise ValueError(f"cannot read a cache size from {text!r}; expected e.g. '48K', '32M' or a byte count")
+    return int(digits) * mult
+
+
+def cache_rows(root: str | Path = "/sys/devices/system/cpu/cpu0/cache") -> list[tuple[int, str, int, str]]:
+    """This machine's caches as seen from CPU 0, (level, kind, bytes, CPUs sharing it or ""): Linux sysfs,
+    else macOS sysctl, else [] (unknown). helpers.measure.hierarchy.CacheLevel is one row."""
+    root = Path(root)
+    out = []
+    if root.is_dir():
+        for d in sorted(root.glob("index*")):
+            try:
+                shared = d / "shared_cpu_list"
+                out.append((int((d / "level").read_text()), (d / "type").read_text().strip(),
+                            parse_size((d / "size").read_text()), shared.read_text().strip() if shared.exists() else ""))
+            except (OSError, ValueError):
+                continue
+        return out
+    if sys.platform == "darwin":  # pragma: no cover - not on the CI machine
+        keys = (("hw.l1dcachesize", 1, "Data"), ("hw.l2cachesize", 2, "Unified"), ("hw.l3cachesize", 3, "Unified"))
+        for key, level, kind in keys:
+            r = subprocess.run(["sysctl", "-n", key], capture_output=True, text=True)
+            if r.returncode == 0 and r.stdout.strip().isdigit() and int(r.stdout) > 0:
+                out.append((level, kind, int(r.stdout), ""))
+    return out
+
+
+def last_level_cache_bytes(caches=None) -> int | None:
+    """The largest data cache (its last level) of `caches` (helpers.measure.hierarchy.CacheLevel; default this
+    machine's, cache_rows), in bytes; None when none is reported."""
+    sizes = ([c.size_bytes for c in caches if c.kind != "Instruction"] if caches is not None else
+             [size for _, kind, size, _ in cache_rows() if kind != "Instruction"])
+    return max(sizes, default=None)
+
+
+# The working sets reach this many times the last-level cache, so that the last ones are read from DRAM.
+PAST_LAST_CACHE = 4
+# ... and never take more than this share of the memory free now.
+SHARE_OF_FREE = 0.25
+
+
+def beyond_last_cache(caches=None, free_bytes: int | None = None, floor: int = 256 * 2**20, buffers: int = 1) -> int:
+    """A working set past this machine's caches: PAST_LAST_CACHE × the last-level cache (at least `floor`),
+    halved while `buffers` of it would take more than SHARE_OF_FREE of the free memory (`free_bytes`,
+    default: measured now with psutil), never below `floor`. The one sizing of every measurement that must
+    read from memory, not from a cache: the staircase's last working set, the bandwidth benchmark's buffer."""
+    if free_bytes is None:
+        import psutil
+
+        free_bytes = psutil.virtual_memory().available
+    hi = max(floor, PAST_LAST_CACHE * (last_level_cache_bytes(caches) or 0))
+    while hi > floor and buffers * hi > SHARE_OF_FREE * free_bytes:
+        hi //= 2
+    return max(floor, hi)
+
+
 def default_copy_bytes(device: str, caches=None, free_bytes: int | None = None) -> int:
     """Bytes copied by the bandwidth benchmark (and read by the kernel probe): on a GPU, past its L2 (1 GiB,
-    capped at a tenth of the free memory); on a CPU, past this machine's own last-level cache —
-    helpers.measure.hierarchy.beyond_last_cache: PAST_LAST_CACHE × the largest cache the system reports
-    (sysfs, sysctl; `caches` to give them), at least 256 MiB, the two buffers of a copy within SHARE_OF_FREE
-    of the free memory (`free_bytes`, default psutil's now). A CPU whose last-level cache holds the buffer
-    would measure the cache, not the memory: a 480 MiB L3 holds a 256 MiB buffer whole."""
+    capped at a tenth of the free memory); on a CPU, past this machine's own last-level cache
+    (beyond_last_cache, the two buffers of a copy): a 480 MiB L3 holds a 256 MiB buffer whole."""
     if device.startswith("cuda"):
         import torch
 
         free, _ = torch.cuda.mem_get_info()
         return int(min(2**30, max(64 * 2**20, free // 10)))
-    from .hierarchy import beyond_last_cache
-
     return beyond_last_cache(caches, free_bytes, buffers=2)
 
 
@@ -45,7 +107,6 @@ def copy_size_note(nbytes: int, device: str, caches=None) -> str:
     """The buffer against the last-level cache of the machine that measured (`caches`; default this one's), as the
     roofs' table says it: '1,920 MiB, 4.0× the 480 MiB last-level cache (past it)', or '… (the cache holds it)'."""
     from ..formulas.verdicts import factor
-    from .hierarchy import last_level_cache_bytes
 
     if device.startswith(("cuda", "mps")):
         return f"{nbytes / 2**20:,.0f} MiB, past the GPU's L2"
