@@ -174,20 +174,11 @@ def test_windowed_static_cache_compiles_one_graph(prompt, new_tokens):
     assert compiled.tokens == eager.tokens
     assert compiled.kv_slots == slots
     assert any("masked to it" in n for n in compiled.notes) == (slots > window)
-    with pytest.raises(ValueError, match=r"slots \(K/V positions\) must be a whole number ≥ 1"):
-        impls.static_cache(model.config, 0)
 
 
 def test_decode_rejects_bad_input(tiny):
-    ids = prompt_ids(8)
-    with pytest.raises(ValueError, match="allowed: eager, generate, packed, static, static\\+compile"):
-        impls.decode(tiny.model, "vllm", ids, 4)
-    with pytest.raises(ValueError, match=r"new_tokens .*must be a whole number ≥ 2"):
-        impls.decode(tiny.model, "eager", ids, 1)
     with pytest.raises(ValueError, match="input_ids must be a \\(batch, prompt\\) tensor"):
-        impls.decode(tiny.model, "eager", ids[0], 4)
-    with pytest.raises(ValueError, match="static\\+compile needs new_tokens ≥ 6"):
-        impls.decode(tiny.model, "static+compile", ids, 4)
+        impls.decode(tiny.model, "eager", prompt_ids(8)[0], 4)
 
 
 def test_compile_runs_on_cuda_and_on_a_cpu_only_when_asked(monkeypatch):

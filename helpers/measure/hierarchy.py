@@ -1,34 +1,21 @@
 """The memory hierarchy: small fast memory near the arithmetic, large slow memory far from it.
 
-- GPUs: HBM (size and bandwidth from the catalog, helpers.formulas.gpus) against on-chip shared memory / SRAM
-  (sizes per SM and SM counts from NVIDIA's and AMD's documents, on-chip bandwidth where a paper
-  publishes it), from helpers/data/gpu_onchip.csv; every figure carries its source there.
-- This CPU: its cache sizes as the operating system reports them (/sys/devices/system/cpu on Linux,
-  sysctl on macOS), and the read bandwidth measured at working sets from a few KiB to far beyond the
-  last-level cache: the staircase that shows why tiling pays — data re-read from a level that holds
-  it comes back several times faster than from DRAM.
-
-The figures and labelled tables are helpers.present.hierarchy_figures. What the measured curve says is found
-from the curve itself (levels_found: where the bandwidth falls by more than the change margin, and the flat
-runs between), then held against the cache sizes the system reports (staircase_verdicts): a step where a
-reported cache ends, a step no reported size explains, and whether any working set reached past the last
-level (DRAM). The working sets run to several times the last-level cache (staircase_sizes), bounded by the
-memory free.
-
-The read benchmark sums a buffer of `nbytes` many times in one call (a stride-0 view repeats it), so
-the per-call overhead of the framework is paid once per sample, not once per pass: at 32 KiB a pass
-takes well under a microsecond, far less than a Python call.
+- GPUs: HBM (helpers.formulas.gpus) against on-chip shared memory, from helpers/data/gpu_onchip.csv, every
+  figure with its source there.
+- This CPU: its caches as the system reports them (helpers.measure.microbench.cache_rows), and the read
+  bandwidth measured from a few KiB to far past the last-level cache: the staircase that shows why tiling
+  pays. Its levels are found from the curve itself (levels_found), then held against the reported caches
+  (staircase_verdicts). The figures: helpers.present.hierarchy_figures.
 """
 from __future__ import annotations
 
 import contextlib
 import csv
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from .. import checks
 from ..formulas import verdicts
 from ..formulas.units import KiB, MiB
 
@@ -159,7 +146,6 @@ def read_bandwidth(nbytes: int, bytes_per_sample: int = 128 * MiB, repeats: int 
 
     from .timing import measure
 
-    nbytes = checks.count(nbytes, "nbytes", minimum=1024)
     n = nbytes // 4
     x = torch.ones(n, dtype=torch.float32)          # touched now: no page faults in the timed reads
     passes = max(1, bytes_per_sample // (n * 4))
@@ -204,28 +190,6 @@ def fits_in(nbytes: int, caches: Sequence[CacheLevel]) -> str:
         if nbytes <= c.size_bytes:
             return c.name
     return "DRAM"
-
-
-@dataclass(frozen=True)
-class Plateau:
-    """One level of the staircase: the median bandwidth of the working sets it holds."""
-
-    level: str
-    sizes_measured: int
-    median_bandwidth: float          # bytes/s
-    over_dram: float | None          # median_bandwidth ÷ DRAM's, None when no size reached DRAM
-
-
-def plateaus(stairs: Sequence[Stair]) -> list[Plateau]:
-    """Median measured bandwidth per level (from staircase), and each level's speed over DRAM's."""
-    import statistics
-
-    by: dict[str, list[float]] = {}
-    for r in stairs:
-        by.setdefault(r.fits_in, []).append(r.read_bandwidth)
-    dram = statistics.median(by["DRAM"]) if "DRAM" in by else None
-    return [Plateau(k, len(v), statistics.median(v), statistics.median(v) / dram if dram else None)
-            for k, v in by.items()]
 
 
 def staircase_sizes(caches: Sequence[CacheLevel], free_bytes: int | None = None, per_octave: int = 1,
@@ -313,6 +277,8 @@ def staircase_verdicts(stairs: Sequence[Stair], caches: Sequence[CacheLevel]) ->
     """What this machine's staircase says, from the curve against the caches the system reports: each step and
     the cache that ends there (or none), each reported cache with no step at its size, whether any working set
     went past the last-level cache, and the first level's bandwidth against the last level's."""
+    import statistics
+
     levels, steps = levels_found(stairs, caches)
     caches = data_caches(caches)
     largest = max(r.working_set_bytes for r in stairs)
@@ -336,7 +302,7 @@ def staircase_verdicts(stairs: Sequence[Stair], caches: Sequence[CacheLevel]) ->
         past = [r for r in stairs if r.working_set_bytes > last.size_bytes]
         out.append(verdicts.Verdict(
             f"the working sets past {last.name} ({_size(last.size_bytes)}), {_size(past[0].working_set_bytes)} to "
-            f"{_size(past[-1].working_set_bytes)}, read from DRAM at {_gbs(statistics_median(past))} (median)" if past else
+            f"{_size(past[-1].working_set_bytes)}, read from DRAM at {_gbs(statistics.median(r.read_bandwidth for r in past))} (median)" if past else
             f"no working set measured past {last.name} ({_size(last.size_bytes)}; the largest is {_size(largest)}): "
             "DRAM is not measured here", "dram", {"past_last_cache": len(past)}))
     top, bottom = levels[0], levels[-1]
@@ -345,20 +311,3 @@ def staircase_verdicts(stairs: Sequence[Stair], caches: Sequence[CacheLevel]) ->
         out.append(verdicts.Verdict(f"{len(levels)} levels found; the first ({_level(top)}) reads at {v}", "times_as",
                                     v.evidence))
     return out
-
-
-def statistics_median(stairs: Sequence[Stair]) -> float:
-    import statistics
-
-    return statistics.median(r.read_bandwidth for r in stairs)
-
-
-def bench_staircase(repeats: int = 3) -> dict[str, Any]:
-    """`make bench` section: this CPU's data caches and the measured read bandwidth per level (one core)."""
-    caches = data_caches()
-    rows = staircase(staircase_sizes(caches), repeats=repeats, bytes_per_sample=64 * MiB, levels=caches)
-    return {"caches": [{"level": c.name, "bytes": c.size_bytes, "shared_by": c.shared_by} for c in caches],
-            "staircase": [asdict(r) for r in rows], "plateaus": [asdict(p) for p in plateaus(rows)],
-            "definitions": {"read_bandwidth": "bytes/s: bytes summed ÷ seconds, float32 sum re-reading one buffer, "
-                                              "best of repeats, one CPU thread",
-                            "over_dram": "a level's median bandwidth ÷ the median of the sizes beyond the last cache"}}
