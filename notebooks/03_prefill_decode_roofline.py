@@ -118,8 +118,8 @@ def _():
       (`helpers.measure.microbench.default_copy_bytes`: 4× the largest cache the system reports, at least
       256 MiB, the two buffers within a quarter of the free memory; a cache that held the buffer would be
       measured instead of the memory); bytes read + bytes written, divided by the time
-      (`helpers.measure.microbench.measure_bandwidth`).
-    - **Peak FLOP/s**: a square matmul in the model's dtype, 2·n³ FLOPs (`microbench.measure_peak_flops`).
+      (`helpers.measure.microbench.copy_benchmark`).
+    - **Peak FLOP/s**: a square matmul in the model's dtype, 2·n³ FLOPs (`microbench.matmul_benchmark`).
 
     A roof is the best the device sustains, so each is the best of its repeats (as the STREAM benchmark
     reports); the workloads below are medians. **Run live** measures sections 1 to 4 together — the roofs
