@@ -79,7 +79,7 @@ def _lock(path: Path):
 
 
 def log(folder: Path | None = None) -> dict[str, Any]:
-    """The training record saved beside the weights: recipe, losses per step, held-out loss, times."""
+    """The training record saved beside the weights (train's)."""
     return json.loads(((folder or build_trained()) / "training.json").read_text())
 
 
@@ -110,8 +110,7 @@ def lr_at(step: int, recipe: dict) -> float:
 
 
 def train(out: Path, config: dict, recipe: dict, progress: bool = True) -> dict[str, Any]:
-    """Train from the tiny profile's random weights and save model and tokenizer into `out`.
-    Returns the training record (recipe, losses, held-out loss before and after, wall and CPU time)."""
+    """Train from the tiny profile's random weights, save model and tokenizer into `out`, return the record."""
     import torch
     from tqdm.auto import tqdm
     from transformers import AutoModelForCausalLM
@@ -178,7 +177,7 @@ def train(out: Path, config: dict, recipe: dict, progress: bool = True) -> dict[
 
 @dataclass(frozen=True)
 class Perplexity:
-    """One model's perplexity on its profile's evaluation text (or a computed one: the uniform guess)."""
+    """One model's perplexity on its profile's evaluation text (or the uniform guess's, computed)."""
 
     model: str
     profile: str
@@ -188,9 +187,8 @@ class Perplexity:
 
 
 def perplexities(*loaded) -> list[Perplexity]:
-    """Perplexity of each loaded model on its profile's evaluation text (for tiny and tiny-trained the
-    same held-out chapter), then the computed perplexity of a uniform guess over the vocabulary (exactly
-    its size: a model that knows nothing)."""
+    """Perplexity of each loaded model on its profile's evaluation text, then that of a uniform guess over the
+    vocabulary (exactly its size)."""
     out = []
     for m in loaded:
         ids = eval_ids(m.tokenizer, profile=m.profile)
