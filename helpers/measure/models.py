@@ -27,7 +27,7 @@ from .. import env
 from ..formulas.specs import ModelSpec, load_config, spec_from_config
 from .hardware import pick_device
 from .local_models import (BUILT_PROFILES, LOCAL_PROFILES, TINY_SEED, ProfileUnavailable, build_tiny, cache_dir,
-                           load_tokenizer)
+                           load_tokenizer, quiet_progress)
 
 PROFILES = ("auto", "tiny", "mistral-7b", "mistral-7b-random", "tiny-trained", "small")
 DEFAULT_MODEL_ID = "mistralai/Mistral-7B-v0.1"
@@ -246,14 +246,9 @@ def load(profile: str | None = None, device: str | None = None, dtype: str | Non
     dt = normalize_dtype(dtype or env_dtype() or default_dtype(name, dev), FLOAT_DTYPES)
     dtype_t = torch_dtype(dt)
     if name in LOCAL_PROFILES:
-        from transformers.utils import logging as hf_logging
-
         folder, model_name = built_folder(name), display_name(name)
-        hf_logging.disable_progress_bar()  # a 20–700 MB local model loads in seconds; no bar needed
-        try:
+        with quiet_progress():
             model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype_t).to(dev).eval()
-        finally:
-            hf_logging.enable_progress_bar()
         tok = load_tokenizer(folder)
         cfg = json.loads((folder / "config.json").read_text())
         return Loaded(model, tok, name, model_name, dev, dt, reason, cfg)

@@ -93,18 +93,14 @@ def load_quantized(source: str | Path, scheme: str, device: str = "cpu", dtype: 
     """Load a checkpoint with bitsandbytes quantizing its decoder Linear layers on the way in. dtype: the
     reference's, for what stays unquantized (embeddings, lm_head, norms) and what 4-bit matmuls compute in."""
     from transformers import AutoModelForCausalLM
-    from transformers.utils import logging as hf_logging
+
+    from .local_models import quiet_progress
 
     dt = torch_dtype(dtype)
-    bars = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()
-    try:
+    with quiet_progress():
         model = AutoModelForCausalLM.from_pretrained(
             source, dtype=dt, device_map={"": 0 if device == "cuda" else device},
             quantization_config=bnb_config(scheme, dt))
-    finally:
-        if bars:
-            hf_logging.enable_progress_bar()
     return model.eval()
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from .local_models import (TINY_CONFIG, TOKENIZER_FILE, atomic_folder, build_tiny, cache_dir, load_tokenizer,
-                           tokenizer_source)
+                           quiet_progress, tokenizer_source)
 from .quality import encode, eval_ids, next_token_logprobs, perplexity
 from .texts import TEXT_FILE, TEXT_SOURCE, split, training_text
 
@@ -114,7 +114,6 @@ def train(out: Path, config: dict, recipe: dict, progress: bool = True) -> dict[
     import torch
     from tqdm.auto import tqdm
     from transformers import AutoModelForCausalLM
-    from transformers.utils import logging as hf_logging
 
     start = build_tiny(config=config)  # the random tiny model: same config, same seed
     tok = load_tokenizer(start)
@@ -124,13 +123,8 @@ def train(out: Path, config: dict, recipe: dict, progress: bool = True) -> dict[
     held = torch.tensor(heldout_ids(tok), dtype=torch.long).reshape(1, -1)
     L, B = recipe["seq_len"], recipe["batch_size"]
 
-    bars = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()
-    try:
+    with quiet_progress():
         model = AutoModelForCausalLM.from_pretrained(start, dtype=torch.float32)
-    finally:
-        if bars:
-            hf_logging.enable_progress_bar()
 
     def heldout_loss() -> float:
         model.eval()
@@ -160,12 +154,8 @@ def train(out: Path, config: dict, recipe: dict, progress: bool = True) -> dict[
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
     after = heldout_loss()
     model.eval()
-    hf_logging.disable_progress_bar()
-    try:
+    with quiet_progress():
         model.save_pretrained(out)
-    finally:
-        if bars:
-            hf_logging.enable_progress_bar()
     shutil.copy(tokenizer_source(), out / TOKENIZER_FILE)
     return {"text": TEXT_SOURCE, "text_file": TEXT_FILE.name, "text_sha256": hashlib.sha256(training_text().encode()).hexdigest(),
             "train_tokens": int(len(data)), "heldout_tokens": int(held.shape[1]), "recipe": recipe,
