@@ -1,10 +1,8 @@
 """Where one decode step's time goes, measured with torch.profiler.
 
-The eager step (one token, a real DynamicCache: the loop of helpers.measure.timing.timed_generate; with
-``packed=True`` the same loop with oneDNN-prepacked weights, helpers.decoding.packed) is run under the
-profiler, each step inside a ``record_function`` range. Every operator's *self* time — its
-own time, its children's excluded — is summed by what the operator does; on a CUDA GPU the time its
-kernels ran on the device is used instead (self device time):
+The eager step (helpers.measure.timing's loop; ``packed=True``: on oneDNN-prepacked weights) runs under the
+profiler, each step in a ``record_function`` range; every operator's *self* time (device time on a GPU) is
+summed by what the operator does:
 
     weight matmuls      aten::mm / addmm / bmm / linear kernels: reading the weights (and multiplying)
     attention           scaled_dot_product_attention and its kernels: reading the KV cache
@@ -12,11 +10,9 @@ kernels ran on the device is used instead (self device time):
     outside operators   the step's time in no operator: Python, module calls, transformers' mask and
                         cache bookkeeping, operator dispatch — on a GPU, the device idle between kernels
 
-The four parts add up to the profiled step by construction; the check that matters is that they add up
-to the step measured *without* the profiler (within 10 %, tests/test_decoding.py), so that the
-profiler's own cost does not distort the picture. Beside them, the memory floor (bytes the step must
-read ÷ the measured bandwidth, helpers.formulas.roofline.decode_floor_s) says how much of the step is waiting
-for memory at best: floor ÷ step.
+The parts add up to the profiled step by construction, and to the step measured *without* the profiler
+within 10 % (tests/test_decoding.py). The memory floor (helpers.formulas.roofline.decode_floor_s) ÷ the step
+is how much of it waits for memory at best.
 """
 from __future__ import annotations
 

@@ -1,16 +1,8 @@
-"""The pain points of serving an LLM, measured: sweeps over a loaded model (helpers.measure.models.Loaded).
-
-- memory_growth: the KV cache's measured bytes (and on CUDA the allocator's peak) as the sequence grows,
-  beside the formula (helpers.formulas.memory.kv_cache_bytes);
-- ttft_sweep + fit_growth: time to first token against prompt length, with the growth law fitted;
-- itl_sweep: inter-token latency (one decode step reusing the cache) as the context grows;
-- users_sweep: concurrent sequences at a fixed context until the device runs out of memory — the
-  out-of-memory point is a result, marked in the table, not a crash.
-
-Sizes come from sweep_sizes(profile, device): small and fast for the tiny model on a CPU, the big
-ranges for Mistral 7B on a GPU. Every sweep stops at an out-of-memory error and records where.
-N requests served one after another, then together in one real batch, are in helpers.serving.naive; the
-figures of every sweep are in helpers.present.sweep_figures.
+"""The pain points of serving an LLM, measured: sweeps over a loaded model (helpers.measure.models.Loaded) —
+the KV cache's bytes as the sequence grows (memory_growth), time to first token (ttft_sweep) and inter-token
+latency (itl_sweep) against the context, decode at growing batch, and concurrent sequences until the device
+runs out of memory (users_sweep). Sizes: sweep_sizes(profile, device). Every sweep stops at an out-of-memory
+error and marks it: a result, not a crash. The figures: helpers.present.sweep_figures.
 """
 from __future__ import annotations
 

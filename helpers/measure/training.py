@@ -2,16 +2,12 @@
 that quality figures on a CPU mean something (a random model's next-token distribution is flat: its
 perplexity sits near the vocabulary size and any rounding flips its argmax).
 
-- Text: Jane Austen, *Persuasion* (1818), public domain, shipped as ``helpers/data/persuasion.txt``
-  (from Debian's ``r-cran-janeaustenr`` package, MIT; see helpers/data/README.md), read by helpers.measure.texts.
-- Split: the last chapter is held out, never trained on; its opening (about 1,000 tokens) is the
-  evaluation text of the tiny profiles (``texts.heldout_eval_text``), in notebooks 05 and 07.
-- Training: the ``tiny`` profile's weights (same config, same seed) as the start, AdamW with warm-up
-  and cosine decay on windows of the rest of the novel, each a BOS token and a random stretch of
-  text; data order from ``RECIPE["seed"]``. fp32 on the CPU, about a minute on two idle cores.
-- Cache: ``local_models.cache_dir()/tiny-trained-<key>``, the key a hash of the config, the text, the
-  recipe (seed included) and the torch version; built once per machine under a file lock, so tests
-  and notebooks running at once share one build. Never committed.
+- Text: Jane Austen, *Persuasion* (1818), public domain (helpers.measure.texts); its last chapter held out,
+  its opening the tiny profiles' evaluation text.
+- Training: from the ``tiny`` profile's weights, AdamW with warm-up and cosine decay on windows of the rest
+  of the novel (BOS first), data order from ``RECIPE["seed"]``; fp32, about a minute on two CPU cores.
+- Cache: ``local_models.cache_dir()/tiny-trained-<key>``, keyed by config, text, recipe and torch version;
+  built once per machine under a file lock. Never committed.
 """
 from __future__ import annotations
 
