@@ -21,7 +21,7 @@ with app.setup:
     from helpers.present import (decode_intensity_figures, expected, learner, notebook, on_gpu, plots, recorded,
                                  replay, roofline_figures, sweep_figures)
     from helpers.measure import decode_efficiency, hierarchy, microbench, models, sweeps
-    from helpers.decoding import regimes as decoding_regimes
+    from helpers.decoding import breakdown as decoding_breakdown, regimes as decoding_regimes
     from helpers.decoding import views as decoding_views
     from helpers.present.glossary import term
     from helpers.formulas.units import dtype_bytes, fmt_seconds
@@ -62,7 +62,7 @@ def regimes_measured(loaded) -> dict:
     a GPU), its floor at the copy bandwidth measured alongside its own steps; the matmul peak measured here
     for the planner's check."""
     peak = microbench.matmul_benchmark(loaded.device, loaded.dtype).flops_per_s
-    return {"regimes": decoding_regimes.measure_regimes(loaded, None, peak), "peak": peak}
+    return {"regimes": decoding_breakdown.measure_regimes(loaded, None, peak), "peak": peak}
 
 
 @app.cell(hide_code=True)
@@ -118,8 +118,8 @@ def _():
       (`helpers.measure.microbench.default_copy_bytes`: 4× the largest cache the system reports, at least
       256 MiB, the two buffers within a quarter of the free memory; a cache that held the buffer would be
       measured instead of the memory); bytes read + bytes written, divided by the time
-      (`helpers.measure.microbench.measure_bandwidth`).
-    - **Peak FLOP/s**: a square matmul in the model's dtype, 2·n³ FLOPs (`microbench.measure_peak_flops`).
+      (`helpers.measure.microbench.copy_benchmark`).
+    - **Peak FLOP/s**: a square matmul in the model's dtype, 2·n³ FLOPs (`microbench.matmul_benchmark`).
 
     A roof is the best the device sustains, so each is the best of its repeats (as the STREAM benchmark
     reports); the workloads below are medians. **Run live** measures sections 1 to 4 together — the roofs
@@ -747,7 +747,7 @@ def _(regimes, regimes_cache, without_python):
 
 @app.cell
 def _(regimes, regimes_run):
-    plots.table(decoding_views.planner_frame(regimes),
+    plots.table(decoding_regimes.planner_frame(regimes),
                 regimes_run.source("measured: " + "; ".join(r.label for r in regimes)))
     return
 

@@ -529,12 +529,12 @@ def roof_check(active) -> dict:
     implementation (notebook 03, section 6), the floor at the copy bandwidth measured alongside its steps;
     its planner row and the verdict, by the rule of 0.8–1.25."""
     from helpers.measure import microbench, models
-    from helpers.decoding import regimes, views
+    from helpers.decoding import regimes
 
     here = active if active.device.startswith("cuda") else models.load("small", device=active.device)
     peak = microbench.matmul_benchmark(here.device, here.dtype).flops_per_s
-    reg = regimes.measure_regime(here, None, peak, with_breakdown=False)
-    return {"table": views.planner_frame([reg]), "sentence": reg.planner.sentence, "label": reg.label}
+    reg = regimes.measure_regime(here, None, peak)
+    return {"table": regimes.planner_frame([reg]), "sentence": reg.planner.sentence, "label": reg.label}
 
 
 @app.cell(hide_code=True)

@@ -21,7 +21,7 @@ with app.setup:
 
     from helpers.formulas import compute_share, flash, state_space, verdicts
     from helpers.formulas.gpus import get_gpu
-    from helpers.measure import attention_kernels, forward_parts, hierarchy, models, state_space_toys
+    from helpers.measure import attention_kernels, forward_parts, hierarchy, microbench, models, state_space_toys
     from helpers.present import (compute_share_figures, expected, flash_figures, hierarchy_figures, notebook, plots,
                                  replay, state_space_figures)
     from helpers.present.glossary import term
@@ -251,8 +251,8 @@ def _():
 
     A CPU has the same structure: L1, L2 and L3 caches on the chip, DRAM off it. The cache sizes come
     from the operating system; the bandwidth is measured by re-reading a buffer of growing size (one
-    core, best of repeats), up to {hierarchy.PAST_LAST_CACHE}× the last-level cache (at most
-    {hierarchy.SHARE_OF_FREE:.0%} of the memory free): while the buffer fits a cache level, every pass reads
+    core, best of repeats), up to {microbench.PAST_LAST_CACHE}× the last-level cache (at most
+    {microbench.SHARE_OF_FREE:.0%} of the memory free): while the buffer fits a cache level, every pass reads
     from that level. The levels below are found on the measured curve — a step wherever the bandwidth falls
     by more than {verdicts.CHANGE_MARGIN:.0%} from one size to the next — and
     then held against the sizes the system reports. On a GPU machine this section measures the host CPU; the

@@ -52,8 +52,8 @@ def main(argv=None) -> int:
         return fail(str(exc))
     device = info.kind
     dtype = "bf16" if device == "cuda" else "fp32"
-    bw = microbench.measure_bandwidth(device)
-    peak = microbench.measure_peak_flops(device, dtype)
+    bw = microbench.copy_benchmark(device).bandwidth
+    peak = microbench.matmul_benchmark(device, dtype).flops_per_s
     rows = []
     for name in ("probe", "tiny", "small"):
         cfg = decode_efficiency.size_config(name)

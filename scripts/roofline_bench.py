@@ -5,6 +5,7 @@ scripts/machine.py.
 """
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 from helpers.formulas import roofline
@@ -45,7 +46,7 @@ def roofline_figures(loaded=None, repeats: int = 5, with_sizes: bool = True,
     decode_floor_s          (streamed weight bytes + KV bytes at decode_context) ÷ bandwidth
     decode_efficiency       decode_floor_s ÷ decode_step_s, a fraction in 0..1 (1 = at the memory floor)
     decode_efficiency_by_model  the same for other model sizes (random weights) and the overhead probe
-    decode_efficiency_small, planner_ratio_small, decode_implementations_*  helpers.decoding.regimes.bench_figures
+    decode_efficiency_small, planner_ratio_small, decode_implementations_*  decoding_figures below
     """
     from helpers.measure import decode_efficiency, microbench, models, sweeps
 
@@ -97,11 +98,97 @@ def roofline_figures(loaded=None, repeats: int = 5, with_sizes: bool = True,
         },
     }
     if with_decoding:  # helpers.decoding: both regimes, every implementation, the planner's check
-        from helpers.decoding.regimes import bench_figures
-
-        out.update(bench_figures(loaded, None, peak))   # the floor's bandwidth measured alongside its steps
+        out.update(decoding_figures(loaded, None, peak))   # the floor's bandwidth measured alongside its steps
     if with_sizes:
         table = decode_efficiency.efficiency_table(sizes.efficiency_sizes, dev, dtype, bandwidth, context, extra=[loaded])
         out["decode_efficiency_by_model"] = [
             {k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()} for row in table.to_dict("records")]
+    return out
+
+
+def figures_for_bench(reg, suffix: str) -> dict[str, Any]:
+    """A regime as plain numbers (JSON) for `make bench`, keys ending in `suffix` (e.g. "_small")."""
+    best = reg.best
+    out: dict[str, Any] = {
+        f"decode_efficiency{suffix}": best.efficiency,
+        f"decode_best_impl{suffix}": best.impl,
+        f"decode_best_step_s{suffix}": best.step_s,
+        f"decode_floor_s{suffix}": best.floor_s,
+        f"decode_floor_bandwidth_bytes_per_s{suffix}": reg.bandwidth,
+        f"planner_ratio{suffix}": reg.planner.ratio,
+        f"planner_step_s{suffix}": reg.planner.predicted_step_s,
+        f"decode_implementations{suffix}": [
+            {"impl": r.impl, "step_s": r.step_s, "floor_s": r.floor_s, "efficiency": r.efficiency,
+             "same_tokens_as_eager": r.same_tokens, "kv_slots_read": r.kv_slots, "context": r.context,
+             "compile_s": r.compile_s, "steps_timed": r.steps} for r in reg.results],
+        f"decode_skipped{suffix}": reg.skipped,
+        f"decode_label{suffix}": reg.label,
+    }
+    if reg.kernel_bandwidth:
+        out[f"gemv_bandwidth_bytes_per_s{suffix}"] = dict(reg.kernel_bandwidth)
+        name, share = reg.kernel_ceiling()
+        out[f"gemv_over_copy{suffix}"] = share
+        out[f"decode_efficiency_vs_kernel{suffix}"] = best.efficiency / share
+    if reg.breakdown is not None:
+        out[f"decode_breakdown_impl{suffix}"] = reg.breakdown.impl
+        out[f"decode_breakdown_matmul_bandwidth{suffix}"] = reg.breakdown.matmul_bandwidth
+        out[f"decode_breakdown{suffix}"] = asdict(reg.breakdown.parts)
+        out[f"decode_breakdown_sum_over_measured{suffix}"] = reg.breakdown.sum_over_measured
+    return out
+
+
+def decoding_figures(loaded, bandwidth: float | None, peak_flops: float) -> dict[str, Any]:
+    """For `make bench` (the roofline section): the small profile's decode efficiency with the best
+    implementation and the planner's ratio (keys ending in _small), every implementation of the
+    active profile (keys ending in _active). On a CPU the small model is also compiled, to record
+    what torch.compile costs there (decode_implementations_small[…].compile_s), unless
+    WORKSHOP_BENCH_COMPILE=0, which also leaves static+compile out of the active profile's on a GPU."""
+    from helpers import env
+    from helpers.decoding import regimes
+    from helpers.decoding.breakdown import regime_breakdown
+    from helpers.decoding.impls import IMPLEMENTATIONS
+    from helpers.measure import models
+    from helpers.measure.hardware import free_memory
+
+    def measure(model, impls):
+        return regimes.measure_regime(model, bandwidth, peak_flops, impls, breakdown=regime_breakdown)
+
+    dev = loaded.device
+    out: dict[str, Any] = {}
+    no_compile = not env.flag("WORKSHOP_BENCH_COMPILE", default=True)
+    if loaded.profile != "small":
+        # WORKSHOP_BENCH_COMPILE=0 on a GPU too: gpu_record.sh's bench, after notebook 03 measured the compile
+        impls = tuple(i for i in regimes.implementations_for(dev, loaded.dtype) if not (no_compile and i == "static+compile"))
+        active = measure(loaded, impls)
+        out.update(figures_for_bench(active, "_active"))
+        del active
+    small = loaded if loaded.profile == "small" else models.load("small", device=dev)
+    if dev.startswith("cuda"):
+        impls = ("eager", "generate", "static")      # the GPU story is the active model's; small stays quick
+    elif no_compile:
+        impls = regimes.implementations_for(dev, small.dtype)    # e.g. gpu_record.sh's dry run: no CPU compile
+    else:   # record what torch.compile costs on this CPU too
+        impls = (*regimes.implementations_for(dev, small.dtype), "static+compile")
+        impls = tuple(i for i in IMPLEMENTATIONS if i in impls)
+    reg = measure(small, impls)
+    out.update(figures_for_bench(reg, "_small"))
+    if loaded.profile == "small":
+        out.update({k.replace("_small", "_active"): v for k, v in figures_for_bench(reg, "_small").items()})
+    del small, reg
+    free_memory(dev)
+    out["definitions_decoding"] = {
+        "decode_efficiency_small": "floor / median step of the fastest implementation, small profile, batch 1; "
+                                   "the floor at the copy bandwidth measured alongside the steps "
+                                   "(decode_floor_bandwidth_bytes_per_s_small)",
+        "planner_ratio_small": "measured step (fastest implementation) / helpers.capacity.plan's step at the "
+                               "measured bandwidth and peak, small profile, batch 1",
+        "decode_implementations_*": "helpers.decoding.impls: eager loop, generate, packed (oneDNN-prepacked weights, "
+                                    "CPU), static cache, static + torch.compile",
+        "decode_breakdown_*": "helpers.decoding.breakdown: the fastest loop (eager or packed) profiled, parts in s per step "
+                              "(weight_matmuls_s, attention_s, other_operators_s, outside_operators_s)",
+        "gemv_bandwidth_bytes_per_s_*": "helpers.measure.microbench.gemv_benchmark: one row times a stack of weights bigger "
+                                        "than the caches, bytes read / best time, per kernel (linear, packed)",
+        "gemv_over_copy_*": "fastest kernel's bandwidth / the copy's: the efficiency a step could reach with it at best",
+        "decode_efficiency_vs_kernel_*": "decode_efficiency / gemv_over_copy: how close the loop gets to its kernel",
+    }
     return out

@@ -67,8 +67,8 @@ def test_the_copy_buffer_is_sized_past_the_last_level_cache_within_free_memory()
     assert microbench.default_copy_bytes("cpu", xeon, free_bytes=8 * 2**30) == 960 * MiB
     assert microbench.default_copy_bytes("cpu", xeon, free_bytes=2**30) == 256 * MiB            # never below 256 MiB
     assert microbench.default_copy_bytes("cpu", [], free_bytes=2**30) == 256 * MiB              # no cache reported
-    assert hierarchy.last_level_cache_bytes(xeon) == 480 * MiB and hierarchy.last_level_cache_bytes([]) is None
-    assert hierarchy.beyond_last_cache(xeon, 64 * 2**30) == 1920 * MiB                        # one buffer
+    assert microbench.last_level_cache_bytes(xeon) == 480 * MiB and microbench.last_level_cache_bytes([]) is None
+    assert microbench.beyond_last_cache(xeon, 64 * 2**30) == 1920 * MiB                        # one buffer
     note = microbench.copy_size_note(1920 * MiB, "cpu", xeon)
     assert note == "1,920 MiB, 4.0× the 480 MiB last-level cache (past it)"
     assert microbench.copy_size_note(256 * MiB, "cpu", xeon) == "256 MiB, 0.53× the 480 MiB last-level cache (the cache holds it)"

@@ -1,7 +1,7 @@
 """The memory hierarchy: cache sizes from the system, the measured staircase, the cited GPU figures."""
 import pytest
 
-from helpers.measure import hierarchy as h
+from helpers.measure import hierarchy as h, microbench
 from helpers.formulas.gpus import catalog
 
 
@@ -16,9 +16,9 @@ def test_cache_sizes_read_like_the_kernel_writes_them(tmp_path):
     assert [(c.name, c.size_bytes) for c in h.data_caches(levels)] == [("L1d", 49152), ("L2", 1048576), ("L3", 33554432)]
     assert h.fits_in(49152, h.data_caches(levels)) == "L1d" and h.fits_in(49153, h.data_caches(levels)) == "L2"
     assert h.fits_in(64 * 2**20, h.data_caches(levels)) == "DRAM"
-    assert h.parse_size("32M") == 32 * 2**20
+    assert microbench.parse_size("32M") == 32 * 2**20
     with pytest.raises(ValueError, match="cache size"):
-        h.parse_size("lots")
+        microbench.parse_size("lots")
 
 
 def test_this_machine_reports_its_caches():
@@ -28,11 +28,9 @@ def test_this_machine_reports_its_caches():
     assert levels[0].level == 1 and all(c.size_bytes >= 1024 for c in levels)
 
 
-def test_read_bandwidth_is_a_rate_and_rejects_bad_sizes():
+def test_read_bandwidth_is_a_rate():
     bw = h.read_bandwidth(64 * 1024, bytes_per_sample=8 * 2**20, repeats=2)
     assert 1e8 < bw < 1e13
-    with pytest.raises(ValueError, match="nbytes must be a whole number ≥ 1,024, got 10"):
-        h.read_bandwidth(10)
     assert h.working_set_sizes(4096, 32768, 1) == [4096, 8192, 16384, 32768]
 
 
@@ -56,15 +54,6 @@ def test_gpu_hierarchy_against_published_figures():
     a100 = rows["A100 80GB"]
     assert a100.sms == 108 and a100.onchip_bandwidth == 19e12
     assert 1.5e12 <= a100.hbm_bandwidth <= 2.1e12
-
-
-def test_staircase_plateaus_by_hand():
-    stairs = [h.Stair(4096, 100e9, "L1d"), h.Stair(8192, 120e9, "L1d"), h.Stair(2**26, 10e9, "DRAM"),
-              h.Stair(2**27, 30e9, "DRAM")]
-    l1, dram = h.plateaus(stairs)
-    assert (l1.level, l1.sizes_measured, l1.median_bandwidth, l1.over_dram) == ("L1d", 2, 110e9, 5.5)
-    assert (dram.level, dram.median_bandwidth, dram.over_dram) == ("DRAM", 20e9, 1.0)
-    assert h.plateaus(stairs[:2])[0].over_dram is None
 
 
 def test_cpu_threads_sets_and_restores():

@@ -151,7 +151,7 @@ def test_bandwidth_agrees_with_an_independent_copy():
     """torch's copy and numpy's copyto of the same 64 MiB, best of 5 each, agree in order of magnitude
     (a factor of 8 leaves room for threading differences and a busy machine; a units slip is 1000×)."""
     nbytes = 64 * 2**20
-    bw = microbench.measure_bandwidth("cpu", nbytes=nbytes, repeats=5)
+    bw = microbench.copy_benchmark("cpu", nbytes=nbytes, repeats=5).bandwidth
     src, dst = np.ones(nbytes, dtype=np.uint8), np.zeros(nbytes, dtype=np.uint8)
     np.copyto(dst, src)
     best = min(_timed(lambda: np.copyto(dst, src)) for _ in range(5))
@@ -175,19 +175,12 @@ def test_matmul_benchmark_counts_two_n_cubed():
     b = microbench.matmul_benchmark("cpu", "fp32", n=256, repeats=3)
     assert b.flops_per_matmul == 2 * 256**3
     assert b.flops_per_s == pytest.approx(2 * 256**3 / b.stats.min)
-    assert 1e8 < microbench.measure_peak_flops("cpu", "fp32", n=256, repeats=2) < 1e15
+    assert 1e8 < b.flops_per_s < 1e15
 
 
-@pytest.mark.parametrize("kwargs, match", [({"dtype": "fp8"}, "dtype"), ({"n": 0}, "n must"),
-                                           ({"n": 2.5}, "n must")])
-def test_matmul_benchmark_rejects_bad_input(kwargs, match):
-    with pytest.raises(ValueError, match=match):
-        microbench.matmul_benchmark("cpu", **{"dtype": "fp32", **kwargs})
-
-
-def test_copy_benchmark_rejects_bad_size():
-    with pytest.raises(ValueError, match="nbytes"):
-        microbench.copy_benchmark("cpu", nbytes=-1)
+def test_matmul_benchmark_rejects_a_dtype_it_does_not_cover():
+    with pytest.raises(ValueError, match="dtype"):
+        microbench.matmul_benchmark("cpu", "fp8")
 
 
 # ----------------------------------------------------------------------------- decode efficiency
@@ -214,8 +207,6 @@ def test_the_overhead_probe_has_the_loaded_models_layer_count(tiny_config):
     assert decode_efficiency.probe_config() == decode_efficiency.size_config("probe")
     assert decode_efficiency.probe_config(32)["num_hidden_layers"] == 32            # Mistral 7B's, on a GPU
     assert decode_efficiency.probe_config(32)["hidden_size"] == decode_efficiency.size_config("probe")["hidden_size"] == 16
-    with pytest.raises(ValueError, match="layers must be a whole number ≥ 1"):
-        decode_efficiency.probe_config(0)
     cfg = {**tiny_config, "num_hidden_layers": 6, "hidden_size": 64, "intermediate_size": 128,
            "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 512}
     six = SimpleNamespace(profile="six", model=decode_efficiency.random_model(cfg), config=cfg, dtype="fp32", device="cpu")
@@ -233,11 +224,6 @@ def test_roofline_figure_draws(tiny):
     assert fig.axes[0].get_xscale() == "log"
 
 
-def test_unknown_size_is_a_value_error():
-    with pytest.raises(ValueError, match="model size must be one of probe, tiny, small"):
-        decode_efficiency.size_config("huge")
-
-
 def test_gemv_benchmark_counts_the_weights_read_by_both_kernels():
     per = 3584 * 1024 * 4                                  # one fp32 matrix of the stack
     for packed in (False, True):
@@ -245,11 +231,6 @@ def test_gemv_benchmark_counts_the_weights_read_by_both_kernels():
         assert b.nbytes == b.bytes_moved == 3 * per      # whole matrices only
         assert b.bandwidth == pytest.approx(3 * per / b.stats.min)
         assert 1e8 < b.bandwidth < 1e13
-    with pytest.raises(ValueError, match=r"nbytes \(at least one 3584 × 1024 fp32 matrix\) must be a whole number "
-                                         r"≥ 14,680,064, got 1000"):
-        microbench.gemv_benchmark("cpu", nbytes=1000)
-    with pytest.raises(ValueError, match="packed weights cannot run here: .*not fp16"):
-        microbench.gemv_benchmark("cpu", "fp16", nbytes=per, packed=True)
 
 
 def test_the_kernel_probe_reads_a_matrix_a_gpu_takes_longer_to_read_than_to_launch():

@@ -158,12 +158,6 @@ def test_fit_local_exponent():
     assert growth.fit_growth(ns, [1e-3 * (1 + n / 1024) for n in ns]).exponent == pytest.approx(0.5)
 
 
-@pytest.mark.parametrize("ns, ts", [([1, 2], [1, 2]), ([1, 2, 3], [1, 0, 2]), ([1, 2, 3], [1, 2])])
-def test_fit_rejects_bad_input(ns, ts):
-    with pytest.raises(ValueError):
-        growth.fit_growth(ns, ts)
-
-
 # ----------------------------------------------------------------------------- throughput and the timeline
 
 @pytest.fixture(scope="module")
@@ -252,8 +246,6 @@ def test_prompt_ids_are_ordinary_tokens():
     ids = timing.prompt_ids(50, batch=2, vocab=1000, seed=3)
     assert ids.shape == (2, 50) and int(ids.min()) >= 3 and int(ids.max()) < 1000
     assert torch.equal(ids, timing.prompt_ids(50, batch=2, vocab=1000, seed=3))
-    with pytest.raises(ValueError, match="prompt length"):
-        timing.prompt_ids(0)
 
 
 # ----------------------------------------------------------------------------- the memory equation (notebook 02)

@@ -29,7 +29,7 @@ def predict_vs_measure(loaded, bandwidth: float | None = None, batch: int | None
 
     Prediction: the same decode step as plan() and notebook 03 (helpers.formulas.stepcost.decode_cost: the
     weights streamed once, the embedding by rows, the KV cache at the mean cached length read and the
-    new token's written), over the device's measured bandwidth (helpers.measure.microbench.measure_bandwidth, the microbenchmark of
+    new token's written), over the device's measured bandwidth (helpers.measure.microbench.copy_benchmark, the microbenchmark of
     notebook 03) unless `bandwidth` (bytes/s) is given; the compute term only when `peak_flops` is.
     Measurement: the median inter-token latency of a greedy generation with a real KV cache
     (helpers.measure.timing.timed_generate). ratio = measured ÷ predicted (1 = the floor reached).
@@ -48,10 +48,10 @@ def predict_vs_measure(loaded, bandwidth: float | None = None, batch: int | None
     if new < 2:
         raise ValueError("new_tokens must be ≥ 2: the first token is the prefill, the rest are decode steps")
     if bandwidth is None:
-        from ..measure.microbench import measure_bandwidth
+        from ..measure.microbench import copy_benchmark
 
-        bandwidth = float(measure_bandwidth(loaded.device))
-        bw_source = "measured (helpers.measure.microbench.measure_bandwidth)"
+        bandwidth = float(copy_benchmark(loaded.device).bandwidth)
+        bw_source = "measured (helpers.measure.microbench.copy_benchmark)"
     else:
         bandwidth = checks.number(bandwidth, "bandwidth", positive=True, unit="bytes/s")
         bw_source = "given"
@@ -85,13 +85,10 @@ def predict_vs_measure(loaded, bandwidth: float | None = None, batch: int | None
 
 
 def last_level_cache_bytes(device: str) -> int | None:
-    """The largest data cache this CPU reports (helpers.measure.hierarchy), None on a GPU or where unknown."""
-    if str(device) != "cpu":
-        return None
-    from ..measure.hierarchy import data_caches
+    """The largest data cache this CPU reports (helpers.measure.microbench), None on a GPU or where unknown."""
+    from ..measure.microbench import last_level_cache_bytes as largest
 
-    caches = data_caches()
-    return max(c.size_bytes for c in caches) if caches else None
+    return largest() if str(device) == "cpu" else None
 
 
 def against_floor(result: dict) -> verdicts.Verdict:

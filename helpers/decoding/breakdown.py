@@ -1,10 +1,8 @@
 """Where one decode step's time goes, measured with torch.profiler.
 
-The eager step (one token, a real DynamicCache: the loop of helpers.measure.timing.timed_generate; with
-``packed=True`` the same loop with oneDNN-prepacked weights, helpers.decoding.packed) is run under the
-profiler, each step inside a ``record_function`` range. Every operator's *self* time — its
-own time, its children's excluded — is summed by what the operator does; on a CUDA GPU the time its
-kernels ran on the device is used instead (self device time):
+The eager step (helpers.measure.timing's loop; ``packed=True``: on oneDNN-prepacked weights) runs under the
+profiler, each step in a ``record_function`` range; every operator's *self* time (device time on a GPU) is
+summed by what the operator does:
 
     weight matmuls      aten::mm / addmm / bmm / linear kernels: reading the weights (and multiplying)
     attention           scaled_dot_product_attention and its kernels: reading the KV cache
@@ -12,18 +10,18 @@ kernels ran on the device is used instead (self device time):
     outside operators   the step's time in no operator: Python, module calls, transformers' mask and
                         cache bookkeeping, operator dispatch — on a GPU, the device idle between kernels
 
-The four parts add up to the profiled step by construction; the check that matters is that they add up
-to the step measured *without* the profiler (within 10 %, tests/test_decoding.py), so that the
-profiler's own cost does not distort the picture. Beside them, the memory floor (bytes the step must
-read ÷ the measured bandwidth, helpers.formulas.roofline.decode_floor_s) says how much of the step is waiting
-for memory at best: floor ÷ step.
+The parts add up to the profiled step by construction, and to the step measured *without* the profiler
+within 10 % (tests/test_decoding.py). The memory floor (helpers.formulas.roofline.decode_floor_s) ÷ the step
+is how much of it waits for memory at best.
 """
 from __future__ import annotations
 
+import os
 import statistics
+import sys
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, fields, replace
 
-from .. import checks
 
 STEP_RANGE = "workshop decode step"
 PARTS = ("weight_matmuls", "attention", "other_operators", "outside_operators")   # StepParts' fields, less _s
@@ -53,11 +51,9 @@ class StepParts:
 
     @classmethod
     def of(cls, seconds: dict[str, float]) -> "StepParts":
-        """From a dict keyed by PARTS."""
         return cls(*(seconds[p] for p in PARTS))
 
     def items(self) -> list[tuple[str, float]]:
-        """(part, seconds) in the order of PARTS."""
         return [(p, getattr(self, f"{p}_s")) for p in PARTS]
 
     @property
@@ -144,29 +140,20 @@ def _step_times(events, cuda: bool) -> tuple[list[float], list[dict[str, float]]
     return walls, parts
 
 
-class _QuietNativeStderr:
+@contextmanager
+def _quiet_native_stderr():
     """Silence file descriptor 2 for a block: the profiler's native library prints a line to it at each
     start and stop ("profiler_start"/"profiler_stop"), which would land in a notebook's output."""
-
-    def __enter__(self):
-        import os
-        import sys
-
+    sys.stderr.flush()
+    saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 2)
+    try:
+        yield
+    finally:
         sys.stderr.flush()
-        self._saved = os.dup(2)
-        self._null = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(self._null, 2)
-        return self
-
-    def __exit__(self, *exc):
-        import os
-        import sys
-
-        sys.stderr.flush()
-        os.dup2(self._saved, 2)
-        os.close(self._saved)
-        os.close(self._null)
-        return False
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(null)
 
 
 def step_breakdown(model, context: int = 128, steps: int = 12, device: str | None = None,
@@ -177,19 +164,9 @@ def step_breakdown(model, context: int = 128, steps: int = 12, device: str | Non
     The measured step is the median of steps timed without the profiler in blocks that alternate with
     the `rounds` profiled blocks (the same loop, each block from the same prefilled context), so that a
     slow phase of the machine weighs on both alike. `packed`: the loop with oneDNN-prepacked weights.
-    ValueError for counts that are not whole numbers ≥ 1 (warmup ≥ 0), a floor that is not a finite
-    number of seconds, and a context that, with the steps after it, exceeds the model's positions.
-    """
-    from ..measure.timing import check_ids
-    from ..measure.timing import prompt_ids
+    ValueError for a context that, with the steps after it, exceeds the model's positions."""
+    from ..measure.timing import check_ids, prompt_ids
 
-    for value, what in ((context, "context"), (steps, "steps"), (rounds, "rounds")):
-        checks.count(value, what)
-    checks.count(warmup, "warmup", 0)
-    if floor_s is not None:
-        checks.number(floor_s, "floor_s", unit="seconds")
-    if weight_bytes is not None:
-        checks.count(weight_bytes, "weight_bytes", 0)
     ids = check_ids(model, prompt_ids(context, vocab=model.config.vocab_size), max(steps, warmup))
     if packed:
         from ..measure.dtypes import torch_dtype_name
@@ -211,44 +188,33 @@ def step_breakdown(model, context: int = 128, steps: int = 12, device: str | Non
     cuda = device.startswith("cuda")
     ids = ids.to(device)
 
-    def run(n: int, cache, nxt, annotate: bool) -> tuple[list[float], object]:
+    def run(n: int, annotate: bool) -> list[float]:
+        nxt, cache = prefill(model, ids)   # each block from the same prefilled context: steps see context … context+n
         times = []
         with torch.inference_mode():
             for _ in range(n):
                 synchronize(device)
                 t0 = time.perf_counter()
-                if annotate:
-                    with record_function(STEP_RANGE):
-                        out = model(input_ids=nxt, cache=cache, use_cache=True)
-                        nxt = out.logits[:, -1, :].argmax(dim=-1, keepdim=True)
-                        synchronize(device)
-                else:
+                with record_function(STEP_RANGE) if annotate else nullcontext():
                     out = model(input_ids=nxt, cache=cache, use_cache=True)
                     nxt = out.logits[:, -1, :].argmax(dim=-1, keepdim=True)
                     synchronize(device)
                 times.append(time.perf_counter() - t0)
-        return times, nxt
+        return times
 
-    # each phase restarts from the same prefilled context, so every step sees context … context+n
-    def fresh():
-        nxt, cache = prefill(model, ids)
-        return cache, nxt
-
-    cache, nxt = fresh()
-    run(warmup, cache, nxt, False)
+    run(warmup, False)
     # unprofiled and profiled blocks alternate (U P U P U): a slow phase of a shared machine lands on both
     plain: list[float] = []
     walls: list[float] = []
     parts: list[dict[str, float]] = []
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     for block in range(2 * rounds + 1):
-        cache, nxt = fresh()
         if block % 2 == 0:
-            plain += run(steps, cache, nxt, False)[0]
+            plain += run(steps, False)
             continue
-        with _QuietNativeStderr(), profile(activities=activities, record_shapes=False, with_stack=False,
+        with _quiet_native_stderr(), profile(activities=activities, record_shapes=False, with_stack=False,
                                            profile_memory=False) as prof:
-            run(steps, cache, nxt, True)
+            run(steps, True)
         # each profile's clock starts at its own start: its events are matched to its own steps only
         w, p = _step_times(list(prof.events()), cuda)
         walls += w
@@ -258,3 +224,44 @@ def step_breakdown(model, context: int = 128, steps: int = 12, device: str | Non
     med = StepParts.of({k: statistics.median(p[k] for p in parts) for k in PARTS})
     return StepBreakdown(device, context, med, statistics.median(walls), statistics.median(plain),
                          floor_s, len(walls), "eager", weight_bytes)
+
+
+def regime_breakdown(model, reg, steps: int) -> StepBreakdown:
+    """The fastest loop (eager, or packed where measured) of a measured regime (helpers.decoding.regimes.Regime)
+    profiled at the context and floor of its first result."""
+    first = reg.results[0]
+    loops = [r for r in reg.results if r.impl in ("eager", "packed")]
+    fastest = min(loops, key=lambda r: r.step_s).impl
+    return step_breakdown(model, first.context, steps=steps, device=reg.device, floor_s=first.floor_s,
+                          packed=fastest == "packed", weight_bytes=reg.weight_bytes)
+
+
+def regime_profiles(loaded) -> tuple[str, ...]:
+    """The profiles measured side by side: tiny (the loaded one when it is tiny-trained: the same sizes
+    and timings, no second load) and small on a CPU (or MPS), the active one on a CUDA GPU."""
+    from ..measure.local_models import TINY_PROFILES
+
+    if loaded.device.startswith("cuda"):
+        return (loaded.profile,)
+    return (loaded.profile if loaded.profile in TINY_PROFILES else "tiny", "small")
+
+
+def measure_regimes(loaded, bandwidth: float | None, peak_flops: float, profiles=None, impls=None) -> list:
+    """Every profile of regime_profiles (the loaded one reused, the others loaded and released), each
+    measured by helpers.decoding.regimes.measure_regime with its step breakdown."""
+    from ..measure import models
+    from ..measure.hardware import free_memory
+    from .regimes import kernel_roofs, measure_regime
+
+    out = []
+    kernels: dict[str, dict] = {}     # measured once per dtype, shared by the models of that dtype
+    for name in profiles or regime_profiles(loaded):
+        other = loaded if name == loaded.profile else models.load(name, device=loaded.device)
+        if other.dtype not in kernels:
+            kernels[other.dtype] = kernel_roofs(other.device, other.dtype)
+        out.append(measure_regime(other, bandwidth, peak_flops, impls, kernel_bandwidth=kernels[other.dtype],
+                                  breakdown=regime_breakdown))
+        if other is not loaded:
+            del other
+            free_memory(loaded.device)
+    return out

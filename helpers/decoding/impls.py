@@ -1,28 +1,19 @@
-"""Greedy decode, four ways, each timed step by step on the same model and prompt.
+"""Greedy decode five ways, each timed step by step on the same model and prompt; the same tokens, only the
+time differs (tests/test_decoding.py pins it).
 
-- ``eager``: the bare loop — one forward per token over a transformers ``DynamicCache``, argmax in
-  Python (helpers.measure.timing.timed_generate, the loop notebooks 01 and 03 time everywhere).
-- ``generate``: Hugging Face's ``model.generate`` (greedy, DynamicCache): the same forward, plus the
-  bookkeeping of a general-purpose generation loop (input preparation, attention-mask update, logits
-  processors, stopping criteria) each step. Its steps are timed by a streamer, called once per token.
-- ``packed``: the eager loop with every linear layer's weight prepacked for oneDNN (helpers.decoding.packed):
-  the same loop, a matrix–vector kernel that reads the weights with every core. CPU only.
-- ``static``: a ``StaticCache`` — K/V buffers preallocated to prompt + new tokens, updated in place;
-  attention reads the whole buffer every step (the empty slots masked), so its shapes never change.
-- ``static+compile``: the static cache with the decode forward compiled by ``torch.compile``; on a CUDA
-  GPU with ``mode="reduce-overhead"`` (CUDA graphs: the whole step replayed by one launch, the recipe of
-  gpt-fast and of transformers' own static-cache generation); on a CPU over the packed weights where
-  oneDNN runs (the fastest kernel, and the operators between the products fused). Its compile time is
-  measured and reported.
-
-All are greedy and return the same tokens (tests/test_decoding.py pins it): only the time differs.
+- ``eager``: one forward per token over a ``DynamicCache`` (helpers.measure.timing.timed_generate);
+- ``generate``: Hugging Face's ``model.generate``: the same forward plus a general-purpose loop's
+  bookkeeping each step, timed by a streamer called once per token;
+- ``packed``: the eager loop on oneDNN-prepacked weights (helpers.decoding.packed), CPU only;
+- ``static``: a ``StaticCache``, K/V preallocated to prompt + new tokens: the shapes never change;
+- ``static+compile``: the static cache with the step compiled by ``torch.compile``, with CUDA graphs on a GPU
+  (gpt-fast's recipe), over the packed weights on a CPU; the compile time reported apart.
 """
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
 
-from .. import checks
 from ..measure.hardware import synchronize
 
 IMPLEMENTATIONS: dict[str, str] = {
@@ -58,21 +49,6 @@ class DecodeRun:
     def mean_context(self) -> int:
         """Mean tokens in the cache over the decode steps: step j (1-based) attends prompt + j tokens."""
         return self.prompt_tokens + (len(self.step_s) + 1) // 2
-
-
-def check_impl(impl: str) -> str:
-    if impl not in IMPLEMENTATIONS:
-        raise ValueError(f"unknown decode implementation {impl!r}; allowed: {', '.join(IMPLEMENTATIONS)}")
-    return impl
-
-
-def _check_sizes(model, input_ids, new_tokens: int):
-    """The ids as helpers.measure.timing.check_ids takes them (a batch of prompts within the vocabulary and the
-    model's positions), and at least 2 new tokens."""
-    from ..measure.timing import check_ids
-
-    checks.count(new_tokens, "new_tokens (the first token comes from the prefill)", 2)
-    return check_ids(model, input_ids, new_tokens)
 
 
 def compile_mode(device: str) -> str:
@@ -155,23 +131,15 @@ def _static(model, input_ids, new_tokens: int, device: str, compiled: bool) -> D
 
 
 def static_cache(config, slots: int):
-    """A ``StaticCache`` of `slots` positions whose layers are all full-attention ones, also for a model
-    with a sliding window (Mistral 7B: 4,096 tokens).
-
-    transformers builds a window's layers as ``StaticSlidingWindowLayer``, which counts the tokens it
-    has seen in a Python int; ``torch.compile(dynamic=False)`` guards on that int, so every decode step
-    compiles a new graph until the recompile limit (8), and the rest of the run is eager: "compiled"
-    timings that are not (reproduced on a CPU; tests/test_decoding.py counts the graphs). When prompt +
-    new tokens fit in the window, a full layer holds exactly what the window's would. When they do not,
-    the full layer holds every position and the model's own sliding-window mask
-    (``create_sliding_window_causal_mask``, chosen from ``config.sliding_window``) still keeps
-    attention inside the window: the same tokens, at the cost of `slots` rather than `window` K/V
-    positions per layer."""
+    """A ``StaticCache`` of `slots` positions whose layers are all full-attention ones, also for a model with a
+    sliding window. A ``StaticSlidingWindowLayer`` counts its tokens in a Python int that
+    ``torch.compile(dynamic=False)`` guards on: every step would compile a new graph until the recompile limit,
+    then run eager (tests/test_decoding.py counts the graphs). The model's own sliding-window mask still keeps
+    attention inside the window: the same tokens, at the cost of `slots` rather than `window` K/V positions."""
     import copy
 
     from transformers import StaticCache
 
-    checks.count(slots, "slots (K/V positions)")
     full = copy.deepcopy(config)
     full.sliding_window = None
     if getattr(full, "layer_types", None) is not None:
@@ -243,16 +211,13 @@ def _static_run(model, input_ids, new_tokens: int, device: str, compiled: bool, 
 
 
 def decode(model, impl: str, input_ids, new_tokens: int, device: str | None = None) -> DecodeRun:
-    """Greedy decode of `new_tokens` tokens after `input_ids` with one implementation (IMPLEMENTATIONS).
+    """Greedy decode of `new_tokens` (≥ 2; ≥ 6 for static+compile) tokens after `input_ids` with one
+    implementation (IMPLEMENTATIONS), every step timed; static+compile's first three steps, which compile,
+    are reported as ``compile_s`` and left out of ``step_s``."""
+    from ..measure.timing import check_ids
 
-    Every step's time is measured (device synchronised); for ``static+compile`` the first three
-    steps, which compile, are reported as ``compile_s`` and left out of ``step_s``.
-    """
-    check_impl(impl)
-    input_ids = _check_sizes(model, input_ids, new_tokens)
+    input_ids = check_ids(model, input_ids, new_tokens)
     device = device or str(next(model.parameters()).device)
-    if impl == "static+compile" and new_tokens < 6:
-        raise ValueError(f"static+compile needs new_tokens ≥ 6 (3 compile steps, then timed ones), got {new_tokens}")
     if impl in ("eager", "packed"):
         return _eager(model, input_ids, new_tokens, device, packed=impl == "packed")
     if impl == "generate":

@@ -1,19 +1,11 @@
 """Weights prepacked for the CPU's matrix library: what CPU inference stacks do before they decode.
 
-A decode step at batch 1 multiplies one activation row by every weight matrix: a matrix–vector product
-whose speed is how fast the kernel streams the weights. PyTorch's ``nn.Linear`` on a CPU calls the BLAS
-(MKL) for it, and MKL's fp32 matrix–vector product runs on one thread: on a 2-core machine it reads
-about half what the memory delivers. oneDNN (PyTorch's ``mkldnn`` backend, what ``torch.compile`` on a
-CPU uses for bf16 and what Intel's extension uses throughout) reads a weight it has reordered once into
-its own blocked layout with every core. ``packed_weights(model)`` swaps each ``nn.Linear`` for one
-that calls oneDNN on its prepacked weight, for the duration of a ``with`` block, and puts the originals
-back after; the packed copies are made once per model and kept (they cost the linear weights' bytes
-again, in host memory). The arithmetic is the same multiply–add in another order: logits agree to
-about 1e-5 and greedy tokens are identical (tests/test_decoding.py).
-
-The ops used (``torch.ops.mkldnn._reorder_linear_weight`` and ``_linear_pointwise``) are the ones
-``torch.compile``'s CPU backend emits; they are internal to PyTorch, so ``available`` checks for them
-and says why when they are missing (a GPU, a build without oneDNN, a dtype it does not pack).
+A decode step at batch 1 is a matrix–vector product per weight, as fast as its kernel streams the weights.
+``nn.Linear`` on a CPU calls MKL, whose fp32 matrix–vector product runs on one thread (about half what the
+memory delivers on 2 cores); oneDNN (``torch.ops.mkldnn``, what ``torch.compile``'s CPU backend emits) reads
+a weight it has reordered once into its blocked layout with every core. ``packed_weights(model)`` swaps each
+``nn.Linear`` for one on its prepacked weight within a ``with`` block; the copies are kept per model (the
+linear weights' bytes again). Logits agree to about 1e-5, greedy tokens exactly (tests/test_decoding.py).
 """
 from __future__ import annotations
 

@@ -1,16 +1,10 @@
-"""Both decode regimes measured: each implementation against its memory floor, the step's breakdown,
-and the capacity planner's predicted step against the measured one.
-
-On a CPU the tiny model (20 M parameters, 46 MB streamed per step) is bound by per-step fixed costs and
-the small model (175 M, 567 MB per step, helpers.measure.local_models.SMALL_CONFIG) by memory; on a GPU the active
-profile (Mistral 7B) is measured. Every figure is measured here or computed by the owners of its
-formula: the floor by helpers.formulas.roofline (streamed weight bytes + KV bytes ÷ the copy bandwidth), the
-planner's step by helpers.capacity.plan (planner_prediction, the one place that asks the planner).
+"""One model's decode measured: each implementation against its memory floor (helpers.formulas.roofline),
+and the capacity planner's predicted step (helpers.capacity.plan) against the fastest one.
 """
 from __future__ import annotations
 
 import statistics
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
 from .. import env
@@ -20,12 +14,9 @@ PLANNER_BAND = (0.8, 1.25)   # the issue's target: measured ÷ predicted step wi
 
 
 def compile_allowed(device: str) -> bool:
-    """torch.compile runs on a CUDA GPU (with CUDA graphs); on a CPU its compile time — inductor writes
-    and builds C++ for every kernel; `make bench` records it as decode_implementations_small[…].compile_s —
-    exceeds the one-minute budget of notebook 03 on 2 cores, so it runs only when WORKSHOP_COMPILE=1."""
-    if str(device).startswith("cuda"):
-        return True
-    return env.flag("WORKSHOP_COMPILE")
+    """torch.compile on a CUDA GPU; on a CPU only when WORKSHOP_COMPILE=1 (inductor's C++ build of every kernel
+    exceeds notebook 03's one-minute budget on 2 cores)."""
+    return str(device).startswith("cuda") or env.flag("WORKSHOP_COMPILE")
 
 
 def skip_reason(impl: str, device: str, dtype: str = "fp32") -> str | None:
@@ -42,34 +33,18 @@ def skip_reason(impl: str, device: str, dtype: str = "fp32") -> str | None:
 
 
 def implementations_for(device: str, dtype: str = "fp32") -> tuple[str, ...]:
-    """The implementations measured on a device: every one that skip_reason does not rule out."""
     return tuple(i for i in IMPLEMENTATIONS if skip_reason(i, device, dtype) is None)
 
 
-def regime_profiles(loaded) -> tuple[str, ...]:
-    """The profiles measured side by side: tiny (the loaded one when it is tiny-trained: the same sizes
-    and timings, no second load) and small on a CPU (or MPS), the active one on a CUDA GPU."""
-    from ..measure.local_models import TINY_PROFILES
-
-    if loaded.device.startswith("cuda"):
-        return (loaded.profile,)
-    return (loaded.profile if loaded.profile in TINY_PROFILES else "tiny", "small")
-
-
 def decode_sizes(device: str) -> dict[str, int]:
-    """Prompt, new tokens per run and rounds: short on a CPU (the small model's step is tens of ms),
-    realistic on a GPU."""
+    """Prompt, new tokens per run and rounds: short on a CPU, realistic on a GPU."""
     if str(device).startswith("cuda"):
         return {"prompt": 512, "new_tokens": 40, "rounds": 2}
     return {"prompt": 32, "new_tokens": 10, "rounds": 2}
 
 
-# ----------------------------------------------------------------------------- the planner's step
-
 @dataclass(frozen=True)
 class PlannerPrediction:
-    """The capacity planner's decode step on this device."""
-
     predicted_step_s: float
     predicted_bytes: float
     predicted_bound: str
@@ -95,10 +70,8 @@ class PlannerCheck:
 
 def planner_prediction(spec, dtype: str, device: str, bandwidth: float, peak_flops: float, context: int,
                        batch: int = 1) -> PlannerPrediction:
-    """The capacity planner's decode step for this device and model: helpers.capacity.plan with the
-    device described by its measured bandwidth and peak FLOP/s (its memory: the device's own; no
-    runtime reserve, every byte usable). The one function that asks the planner — repoint it when the
-    planner's cost model moves. Returns the predicted step and the bytes the planner counts."""
+    """helpers.capacity.plan's decode step on this device, described by its measured bandwidth and peak FLOP/s
+    (its own memory, every byte usable)."""
     from ..capacity import plan
     from ..formulas.gpus import GPU
     from ..measure.hardware import device_info
@@ -146,8 +119,6 @@ def planner_sentence(ratio: float, predicted_bytes: float, floor_bytes: float, b
             "or caches hold part of the weights between steps.")
 
 
-# ----------------------------------------------------------------------------- implementations
-
 @dataclass(frozen=True)
 class ImplResult:
     """One implementation's decode steps against its memory floor."""
@@ -187,7 +158,7 @@ class Regime:
     LEGACY_BUFFER_BYTES = 256 * 2**20
 
     def buffer_bytes(self) -> tuple[int, int]:
-        """(the copy's buffer, the kernel probe's stack) in bytes: as measured, or the fixed 256 MiB of older records."""
+        """(the copy's buffer, the kernel probe's stack) in bytes."""
         return (self.copy_bytes or self.LEGACY_BUFFER_BYTES, self.kernel_bytes or self.LEGACY_BUFFER_BYTES)
 
     @property
@@ -209,13 +180,11 @@ class Regime:
 def measure_implementations(model, spec, dtype: str, device: str, bandwidth: float | None,
                             impls: Sequence[str], prompt: int, new_tokens: int,
                             rounds: int = 2) -> tuple[list[ImplResult], float]:
-    """Every implementation on the same prompt, `rounds` times interleaved (a slow phase of a shared
-    machine then weighs on all alike); the median of all timed steps; tokens checked against eager.
-
-    The floor's bandwidth: `bandwidth` if given; if None, the copy benchmark run alongside the steps —
-    before each round and after the last — and its best sample taken, so that the floor and the steps
-    see the same memory (a host whose other tenants take bandwidth slows both alike; measured here, the
-    copy of this shared machine ranged 33–71 GB/s within an hour). Returns (results, bandwidth used)."""
+    """Every implementation on the same prompt, `rounds` times interleaved (a slow phase of a shared machine
+    weighs on all alike); the median of all timed steps; tokens checked against eager. The floor's bandwidth:
+    `bandwidth`, or if None the best copy benchmark run before each round and after the last, so that floor
+    and steps see the same memory (this shared machine's copy ranged 33–71 GB/s within an hour).
+    Returns (results, bandwidth used)."""
     from ..formulas import roofline
     from ..formulas.memory import kv_cache_bytes
     from ..formulas.stepcost import decode_cost
@@ -257,25 +226,21 @@ def measure_implementations(model, spec, dtype: str, device: str, bandwidth: flo
 
 
 def kernel_roofs(device: str, dtype: str) -> dict[str, float]:
-    """What a decode step's matrix–vector kernels read at here (helpers.measure.microbench.kernel_bandwidths);
-    empty for a dtype the microbenchmark does not cover (a quantized model's)."""
+    """helpers.measure.microbench.kernel_bandwidths; empty for a dtype it does not cover (a quantized model's)."""
     from ..measure.microbench import MATMUL_DTYPES, kernel_bandwidths
 
     return kernel_bandwidths(device, dtype) if dtype in MATMUL_DTYPES else {}
 
 
 def measure_regime(loaded, bandwidth: float | None, peak_flops: float, impls: Sequence[str] | None = None,
-                   sizes: dict | None = None, with_breakdown: bool = True,
-                   kernel_bandwidth: dict | None = None) -> Regime:
-    """One loaded model (helpers.measure.models.Loaded): implementations, breakdown of the fastest loop (eager,
-    or packed where measured), the planner, and the kernels' own bandwidth (measured unless given).
-    `bandwidth`: the floor's roof; None (what the notebooks and the bench pass) measures it alongside the
-    steps (measure_implementations), and every figure of the regime — floor, breakdown, planner, kernel
-    ceiling — uses that one value (Regime.bandwidth)."""
-    from ..formulas import roofline
+                   sizes: dict | None = None, kernel_bandwidth: dict | None = None, breakdown=None) -> Regime:
+    """One loaded model (helpers.measure.models.Loaded): its implementations, the kernels' own bandwidth
+    (measured unless given), the planner's check; `breakdown` (helpers.decoding.breakdown.regime_breakdown, or
+    None) profiles the fastest loop. `bandwidth`: the floor's roof, None to measure it alongside the steps."""
     from ..formulas.memory import kv_cache_bytes
     from ..formulas.stepcost import decode_cost
-    from .breakdown import step_breakdown
+    from ..measure.microbench import default_copy_bytes
+    from .packed import release
 
     dev, dtype, spec = loaded.device, loaded.dtype, loaded.spec
     sizes = sizes or decode_sizes(dev)
@@ -285,22 +250,14 @@ def measure_regime(loaded, bandwidth: float | None, peak_flops: float, impls: Se
     results, bandwidth = measure_implementations(loaded.model, spec, dtype, dev, bandwidth, impls, sizes["prompt"],
                                                  sizes["new_tokens"], sizes["rounds"])
     weights = decode_cost(spec, 0, 1, dtype).weight_read_bytes
-    from ..measure.microbench import default_copy_bytes
-
     buffer = default_copy_bytes(dev)
     reg = Regime(loaded.profile, loaded.label, dtype, dev, spec, weights, results, skipped=skipped,
                  kernel_bandwidth=kernel_bandwidth, bandwidth=bandwidth, copy_bytes=buffer,
                  kernel_bytes=buffer if kernel_bandwidth else None)
-    context = results[0].context
-    if with_breakdown:
-        floor = roofline.decode_floor_s(weights, kv_cache_bytes(spec, context, 1, dtype), bandwidth)
-        loops = [r for r in results if r.impl in ("eager", "packed")]
-        fastest = min(loops, key=lambda r: r.step_s).impl if loops else "eager"
-        reg.breakdown = step_breakdown(loaded.model, context, steps=sizes["new_tokens"], device=dev, floor_s=floor,
-                                       packed=fastest == "packed", weight_bytes=weights)
-    from .packed import release
-
+    if breakdown is not None:
+        reg.breakdown = breakdown(loaded.model, reg, sizes["new_tokens"])
     release(loaded.model)   # the packed copies of the weights: not held beyond the measurement
+    context = results[0].context
     best = reg.best
     pred = planner_prediction(spec, dtype, dev, bandwidth, peak_flops, context)
     ratio = best.step_s / pred.predicted_step_s
@@ -313,102 +270,14 @@ def measure_regime(loaded, bandwidth: float | None, peak_flops: float, impls: Se
     return reg
 
 
-def measure_regimes(loaded, bandwidth: float | None, peak_flops: float, profiles: Sequence[str] | None = None,
-                    impls: Sequence[str] | None = None, with_breakdown: bool = True) -> list[Regime]:
-    """Every profile of regime_profiles (the loaded one reused, the others loaded and released)."""
-    from ..measure import models
-    from ..measure.hardware import free_memory
+def planner_frame(regimes: Sequence[Regime]):
+    """The planner's predicted step against the measured one, per model."""
+    import pandas as pd
 
-    out = []
-    kernels: dict[str, dict] = {}     # measured once per dtype, shared by the models of that dtype
-    for name in profiles or regime_profiles(loaded):
-        other = loaded if name == loaded.profile else models.load(name, device=loaded.device)
-        if other.dtype not in kernels:
-            kernels[other.dtype] = kernel_roofs(other.device, other.dtype)
-        out.append(measure_regime(other, bandwidth, peak_flops, impls, with_breakdown=with_breakdown,
-                                  kernel_bandwidth=kernels[other.dtype]))
-        if other is not loaded:
-            del other
-            free_memory(loaded.device)
-    return out
-
-
-def figures_for_bench(reg: Regime, suffix: str) -> dict[str, Any]:
-    """A regime as plain numbers (JSON) for `make bench`, keys ending in `suffix` (e.g. "_small")."""
-    best = reg.best
-    out: dict[str, Any] = {
-        f"decode_efficiency{suffix}": best.efficiency,
-        f"decode_best_impl{suffix}": best.impl,
-        f"decode_best_step_s{suffix}": best.step_s,
-        f"decode_floor_s{suffix}": best.floor_s,
-        f"decode_floor_bandwidth_bytes_per_s{suffix}": reg.bandwidth,
-        f"planner_ratio{suffix}": reg.planner.ratio,
-        f"planner_step_s{suffix}": reg.planner.predicted_step_s,
-        f"decode_implementations{suffix}": [
-            {"impl": r.impl, "step_s": r.step_s, "floor_s": r.floor_s, "efficiency": r.efficiency,
-             "same_tokens_as_eager": r.same_tokens, "kv_slots_read": r.kv_slots, "context": r.context,
-             "compile_s": r.compile_s, "steps_timed": r.steps} for r in reg.results],
-        f"decode_skipped{suffix}": reg.skipped,
-        f"decode_label{suffix}": reg.label,
-    }
-    if reg.kernel_bandwidth:
-        out[f"gemv_bandwidth_bytes_per_s{suffix}"] = dict(reg.kernel_bandwidth)
-        name, share = reg.kernel_ceiling()
-        out[f"gemv_over_copy{suffix}"] = share
-        out[f"decode_efficiency_vs_kernel{suffix}"] = best.efficiency / share
-    if reg.breakdown is not None:
-        out[f"decode_breakdown_impl{suffix}"] = reg.breakdown.impl
-        out[f"decode_breakdown_matmul_bandwidth{suffix}"] = reg.breakdown.matmul_bandwidth
-        out[f"decode_breakdown{suffix}"] = asdict(reg.breakdown.parts)
-        out[f"decode_breakdown_sum_over_measured{suffix}"] = reg.breakdown.sum_over_measured
-    return out
-
-
-def bench_figures(loaded, bandwidth: float | None, peak_flops: float) -> dict[str, Any]:
-    """For `make bench` (the roofline section): the small profile's decode efficiency with the best
-    implementation and the planner's ratio (keys ending in _small), every implementation of the
-    active profile (keys ending in _active). On a CPU the small model is also compiled, to record
-    what torch.compile costs there (decode_implementations_small[…].compile_s), unless
-    WORKSHOP_BENCH_COMPILE=0, which also leaves static+compile out of the active profile's on a GPU."""
-    from ..measure import models
-    from ..measure.hardware import free_memory
-
-    dev = loaded.device
-    out: dict[str, Any] = {}
-    no_compile = not env.flag("WORKSHOP_BENCH_COMPILE", default=True)
-    if loaded.profile != "small":
-        # WORKSHOP_BENCH_COMPILE=0 on a GPU too: gpu_record.sh's bench, after notebook 03 measured the compile
-        impls = tuple(i for i in implementations_for(dev, loaded.dtype) if not (no_compile and i == "static+compile"))
-        active = measure_regime(loaded, bandwidth, peak_flops, impls)
-        out.update(figures_for_bench(active, "_active"))
-        del active
-    small = loaded if loaded.profile == "small" else models.load("small", device=dev)
-    if dev.startswith("cuda"):
-        impls = ("eager", "generate", "static")      # the GPU story is the active model's; small stays quick
-    elif no_compile:
-        impls = implementations_for(dev, small.dtype)    # e.g. gpu_record.sh's dry run: no CPU compile
-    else:   # record what torch.compile costs on this CPU too
-        impls = (*implementations_for(dev, small.dtype), "static+compile")
-        impls = tuple(i for i in IMPLEMENTATIONS if i in impls)
-    reg = measure_regime(small, bandwidth, peak_flops, impls)
-    out.update(figures_for_bench(reg, "_small"))
-    if loaded.profile == "small":
-        out.update({k.replace("_small", "_active"): v for k, v in figures_for_bench(reg, "_small").items()})
-    del small, reg
-    free_memory(dev)
-    out["definitions_decoding"] = {
-        "decode_efficiency_small": "floor / median step of the fastest implementation, small profile, batch 1; "
-                                   "the floor at the copy bandwidth measured alongside the steps "
-                                   "(decode_floor_bandwidth_bytes_per_s_small)",
-        "planner_ratio_small": "measured step (fastest implementation) / helpers.capacity.plan's step at the "
-                               "measured bandwidth and peak, small profile, batch 1",
-        "decode_implementations_*": "helpers.decoding.impls: eager loop, generate, packed (oneDNN-prepacked weights, "
-                                    "CPU), static cache, static + torch.compile",
-        "decode_breakdown_*": "helpers.decoding.breakdown: the fastest loop (eager or packed) profiled, parts in s per step "
-                              "(weight_matmuls_s, attention_s, other_operators_s, outside_operators_s)",
-        "gemv_bandwidth_bytes_per_s_*": "helpers.measure.microbench.gemv_benchmark: one row times a stack of weights bigger "
-                                        "than the caches, bytes read / best time, per kernel (linear, packed)",
-        "gemv_over_copy_*": "fastest kernel's bandwidth / the copy's: the efficiency a step could reach with it at best",
-        "decode_efficiency_vs_kernel_*": "decode_efficiency / gemv_over_copy: how close the loop gets to its kernel",
-    }
-    return out
+    rows = [{"model": reg.name, "planner_step_ms": reg.planner.predicted_step_s * 1e3,
+             "measured_step_ms": reg.planner.measured_step_s * 1e3, "measured_with": reg.planner.measured_impl,
+             "measured_over_predicted": reg.planner.ratio,
+             f"within {PLANNER_BAND[0]}–{PLANNER_BAND[1]}": reg.planner.within_band,
+             "planner_counts_MB": reg.planner.predicted_bytes / 1e6, "step_must_read_MB": reg.planner.floor_bytes / 1e6,
+             "context": reg.planner.context, "measured on": reg.label} for reg in regimes]
+    return pd.DataFrame(rows)

@@ -1,4 +1,4 @@
-"""Tables and figures of the decode regimes (helpers.decoding.regimes) for notebooks 03 and 04."""
+"""Tables and figures of the decode regimes (helpers.decoding.regimes) for notebook 03."""
 from __future__ import annotations
 
 from typing import Any, Sequence
@@ -66,19 +66,6 @@ def breakdown_frame(regimes: Sequence[Regime]):
             continue
         for row in breakdown_rows(reg.breakdown):
             rows.append({"model": reg.name, **row, "measured on": reg.label})
-    return pd.DataFrame(rows)
-
-
-def planner_frame(regimes: Sequence[Regime]):
-    """The planner's predicted step against the measured one, per model."""
-    import pandas as pd
-
-    rows = [{"model": reg.name, "planner_step_ms": reg.planner.predicted_step_s * 1e3,
-             "measured_step_ms": reg.planner.measured_step_s * 1e3, "measured_with": reg.planner.measured_impl,
-             "measured_over_predicted": reg.planner.ratio,
-             f"within {PLANNER_BAND[0]}–{PLANNER_BAND[1]}": reg.planner.within_band,
-             "planner_counts_MB": reg.planner.predicted_bytes / 1e6, "step_must_read_MB": reg.planner.floor_bytes / 1e6,
-             "context": reg.planner.context, "measured on": reg.label} for reg in regimes]
     return pd.DataFrame(rows)
 
 

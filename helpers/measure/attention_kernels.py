@@ -18,26 +18,10 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
-from .. import checks
 from ..formulas import verdicts
 from ..formulas.flash import AttentionShape
 from ..formulas.units import normalize_dtype
 from .dtypes import torch_dtype
-
-
-def _check(q, k, v, causal: bool) -> None:
-    """Shapes (batch, heads, tokens, head_dim); K/V heads divide the query heads (GQA)."""
-    for name, t in (("q", q), ("k", k), ("v", v)):
-        if t.dim() != 4:
-            raise ValueError(f"{name} must be 4-D (batch, heads, tokens, head_dim), got shape {tuple(t.shape)}")
-    if k.shape != v.shape:
-        raise ValueError(f"k and v must have the same shape, got {tuple(k.shape)} and {tuple(v.shape)}")
-    if q.shape[0] != k.shape[0] or q.shape[3] != k.shape[3]:
-        raise ValueError(f"q and k must agree on batch and head_dim, got {tuple(q.shape)} and {tuple(k.shape)}")
-    if q.shape[1] % k.shape[1]:
-        raise ValueError(f"query heads ({q.shape[1]}) must be a multiple of K/V heads ({k.shape[1]})")
-    if causal and q.shape[2] != k.shape[2]:
-        raise ValueError(f"causal attention here needs as many queries as keys, got {q.shape[2]} and {k.shape[2]}")
 
 
 def _expand_kv(k, v, heads: int):
@@ -52,7 +36,6 @@ def naive_attention(q, k, v, causal: bool = False):
     """Standard attention with the N×N score and probability matrices materialised."""
     import torch
 
-    _check(q, k, v, causal)
     k, v = _expand_kv(k, v, q.shape[1])
     s = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
     if causal:
@@ -65,8 +48,6 @@ def tiled_attention(q, k, v, causal: bool = False, block_q: int = 64, block_k: i
     """FlashAttention's forward pass, readable: query blocks × K/V blocks with the online softmax."""
     import torch
 
-    _check(q, k, v, causal)
-    block_q, block_k = checks.count(block_q, "block_q"), checks.count(block_k, "block_k")
     k, v = _expand_kv(k, v, q.shape[1])
     n_q, n_k = q.shape[2], k.shape[2]
     out = torch.empty_like(q)

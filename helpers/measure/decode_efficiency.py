@@ -14,7 +14,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
-from .. import checks
 from ..formulas.roofline import decode_efficiency, decode_floor_s
 from ..formulas.specs import param_breakdown, spec_from_config
 from ..formulas.stepcost import decode_cost
@@ -37,7 +36,7 @@ SIZE_OVERRIDES: dict[str, dict[str, Any]] = {
 
 def size_config(name: str) -> dict[str, Any]:
     """The config.json dict of a named size (the tiny profile's config with SIZE_OVERRIDES applied)."""
-    return {**TINY_CONFIG, **SIZE_OVERRIDES[checks.choice(name, "model size", SIZE_OVERRIDES)]}
+    return {**TINY_CONFIG, **SIZE_OVERRIDES[name]}
 
 
 def probe_config(layers: int | None = None) -> dict[str, Any]:
@@ -46,9 +45,7 @@ def probe_config(layers: int | None = None) -> dict[str, Any]:
     operator calls and kernel launches each), so the probe beside a model has that model's layer count:
     a 4-layer probe beside Mistral 7B's 32 layers would show an eighth of its toll."""
     cfg = size_config("probe")
-    if layers is None:
-        return cfg
-    return {**cfg, "num_hidden_layers": checks.count(layers, "layers")}
+    return cfg if layers is None else {**cfg, "num_hidden_layers": layers}
 
 
 def random_model(config: dict, device: str = "cpu", dtype: str = "fp32", seed: int = 0):

@@ -11,7 +11,6 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 
-from .. import checks
 from ..formulas import verdicts
 from ..formulas.compute_share import GroupShares, flop_terms, phase_args
 
@@ -73,10 +72,7 @@ def _blocks(model):
 
 def prompt_from_text(tokenizer, text: str, tokens: int) -> list[int]:
     """The text's token ids, repeated until there are `tokens` of them."""
-    tokens = checks.count(tokens, "tokens")
     ids = list(tokenizer(text)["input_ids"])
-    if not ids:
-        raise ValueError("the text tokenizes to nothing")
     return (ids * (tokens // len(ids) + 1))[:tokens]
 
 
@@ -140,9 +136,6 @@ def measure_parts(loaded, text: str, tokens: int, phase: str = "prefill", repeat
     """
     from .hierarchy import cpu_threads as _threads
 
-    tokens = checks.count(tokens, "tokens")
-    repeats = checks.count(repeats, "repeats")
-    phase_args(phase, tokens)   # checks the phase
     with _threads(cpu_threads, loaded.device):
         return _measure_parts(loaded, text, tokens, phase, repeats)
 

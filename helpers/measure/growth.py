@@ -9,7 +9,6 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
-from .. import checks
 from ..formulas.verdicts import CHANGE_MARGIN, Verdict, change_verdict, factor, share
 
 
@@ -56,10 +55,6 @@ def fit_growth(ns: Sequence[float], ts: Sequence[float]) -> GrowthFit:
 
     n = np.asarray(ns, dtype=float)
     t = np.asarray(ts, dtype=float)
-    if n.shape != t.shape or len(n) < 3:
-        raise ValueError(f"need at least 3 (length, time) pairs of equal count, got {len(n)} and {len(t)}")
-    if (n <= 0).any() or (t <= 0).any():
-        raise ValueError("lengths and times must be positive")
     basis = np.stack([np.ones_like(n), n, n * n], axis=1)
     w = 1 / t
     best, best_sse = np.zeros(3), math.inf
@@ -124,9 +119,6 @@ def last_doubling(df, x: str = "tokens", y: str = "ttft_s") -> Doubling | None:
     return None
 
 
-# ============================================================================ 4. inter-token latency
-
-
 @dataclass(frozen=True)
 class BudgetFit:
     """How many sequences of one context fit in a memory budget, read off the users sweep's measured cache."""
@@ -138,7 +130,7 @@ class BudgetFit:
     largest_batch: int            # the largest batch the sweep ran
 
     def cache_bytes(self, users: int | None = None) -> float:
-        """The measured cache per sequence × users (the users that fit by default)."""
+        """The measured cache per sequence × users (default: those that fit)."""
         return self.per_sequence_bytes * (self.users if users is None else users)
 
     def reading(self) -> Verdict:
@@ -163,7 +155,6 @@ def users_in_budget(df, budget_bytes: float, context: int) -> BudgetFit | None:
     """The users sweep against a budget for the cache: the measured bytes per sequence (the largest batch that
     ran, its cache ÷ its batch) and how many sequences of `context` tokens fit in `budget_bytes`. None when
     no batch ran."""
-    budget_bytes = checks.number(budget_bytes, "the budget", unit="bytes")
     ok = df[~df["oom"]]
     if ok.empty:
         return None
@@ -179,7 +170,6 @@ def users_in_budget(df, budget_bytes: float, context: int) -> BudgetFit | None:
 def growth_law(exponent: float) -> str:
     """The name of a local growth exponent p (t grows like n^p): 'linear' within the change margin of 1,
     'quadratic' within it of 2, else 'slower than linear', 'between linear and quadratic'."""
-    assert exponent >= 0, exponent
     if change_verdict(exponent) == "lower":
         return "slower than linear"
     if change_verdict(exponent) == "about equal":
@@ -213,7 +203,6 @@ def growth_verdicts(fit: GrowthFit, what: str = "TTFT") -> list[Verdict]:
 def local_growth_verdict(n0: int, t0: float, n1: int, t1: float, what: str = "the time") -> Verdict:
     """How a quantity grows between two lengths, read without a fit (for exact, computed values such as the
     planner's floors): its factor and the exponent p = ln(t1/t0) / ln(n1/n0), named by growth_law."""
-    assert n1 > n0 > 0 and t0 > 0 and t1 > 0, (n0, n1, t0, t1)
     p = math.log(t1 / t0) / math.log(n1 / n0)
     return Verdict(f"from {n0:,} to {n1:,} tokens {what} grows {factor(t1 / t0)}, like n^{p:,.2f}: "
                    f"{growth_law(max(p, 0.0))}", "growth_law", {"exponent": p, "n0": n0, "n1": n1})

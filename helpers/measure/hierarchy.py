@@ -1,36 +1,21 @@
 """The memory hierarchy: small fast memory near the arithmetic, large slow memory far from it.
 
-- GPUs: HBM (size and bandwidth from the catalog, helpers.formulas.gpus) against on-chip shared memory / SRAM
-  (sizes per SM and SM counts from NVIDIA's and AMD's documents, on-chip bandwidth where a paper
-  publishes it), from helpers/data/gpu_onchip.csv; every figure carries its source there.
-- This CPU: its cache sizes as the operating system reports them (/sys/devices/system/cpu on Linux,
-  sysctl on macOS), and the read bandwidth measured at working sets from a few KiB to far beyond the
-  last-level cache: the staircase that shows why tiling pays — data re-read from a level that holds
-  it comes back several times faster than from DRAM.
-
-The figures and labelled tables are helpers.present.hierarchy_figures. What the measured curve says is found
-from the curve itself (levels_found: where the bandwidth falls by more than the change margin, and the flat
-runs between), then held against the cache sizes the system reports (staircase_verdicts): a step where a
-reported cache ends, a step no reported size explains, and whether any working set reached past the last
-level (DRAM). The working sets run to several times the last-level cache (staircase_sizes), bounded by the
-memory free.
-
-The read benchmark sums a buffer of `nbytes` many times in one call (a stride-0 view repeats it), so
-the per-call overhead of the framework is paid once per sample, not once per pass: at 32 KiB a pass
-takes well under a microsecond, far less than a Python call.
+- GPUs: HBM (helpers.formulas.gpus) against on-chip shared memory, from helpers/data/gpu_onchip.csv, every
+  figure with its source there.
+- This CPU: its caches as the system reports them (helpers.measure.microbench.cache_rows), and the read
+  bandwidth measured from a few KiB to far past the last-level cache: the staircase that shows why tiling
+  pays. Its levels are found from the curve itself (levels_found), then held against the reported caches
+  (staircase_verdicts). The figures: helpers.present.hierarchy_figures.
 """
 from __future__ import annotations
 
 import contextlib
 import csv
 import math
-import subprocess
-import sys
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from .. import checks
 from ..formulas import verdicts
 from ..formulas.units import KiB, MiB
 
@@ -121,37 +106,11 @@ class CacheLevel:
         return f"L{self.level}{suffix}"
 
 
-def parse_size(text: str) -> int:
-    """'48K' / '1024K' / '32M' / '32768' (bytes) as the kernel writes cache sizes → bytes."""
-    t = text.strip().upper().removesuffix("B")
-    mult = {"K": KiB, "M": MiB, "G": 2**30}.get(t[-1:], 1)
-    digits = t[:-1] if t[-1:] in "KMG" else t
-    if not digits.isdigit():
-        raise ValueError(f"cannot read a cache size from {text!r}; expected e.g. '48K', '32M' or a byte count")
-    return int(digits) * mult
-
-
 def cpu_caches(root: str | Path = "/sys/devices/system/cpu/cpu0/cache") -> list[CacheLevel]:
-    """This machine's caches (as seen from CPU 0): Linux sysfs, else macOS sysctl, else [] (unknown)."""
-    root = Path(root)
-    out = []
-    if root.is_dir():
-        for d in sorted(root.glob("index*")):
-            try:
-                out.append(CacheLevel(int((d / "level").read_text()), (d / "type").read_text().strip(),
-                                      parse_size((d / "size").read_text()),
-                                      (d / "shared_cpu_list").read_text().strip()
-                                      if (d / "shared_cpu_list").exists() else ""))
-            except (OSError, ValueError):
-                continue
-        return out
-    if sys.platform == "darwin":  # pragma: no cover - not on the CI machine
-        keys = (("hw.l1dcachesize", 1, "Data"), ("hw.l2cachesize", 2, "Unified"), ("hw.l3cachesize", 3, "Unified"))
-        for key, level, kind in keys:
-            r = subprocess.run(["sysctl", "-n", key], capture_output=True, text=True)
-            if r.returncode == 0 and r.stdout.strip().isdigit() and int(r.stdout) > 0:
-                out.append(CacheLevel(level, kind, int(r.stdout), ""))
-    return out
+    """This machine's caches (helpers.measure.microbench.cache_rows)."""
+    from .microbench import cache_rows
+
+    return [CacheLevel(*row) for row in cache_rows(root)]
 
 
 def data_caches(levels: Sequence[CacheLevel] | None = None) -> list[CacheLevel]:
@@ -187,7 +146,6 @@ def read_bandwidth(nbytes: int, bytes_per_sample: int = 128 * MiB, repeats: int 
 
     from .timing import measure
 
-    nbytes = checks.count(nbytes, "nbytes", minimum=1024)
     n = nbytes // 4
     x = torch.ones(n, dtype=torch.float32)          # touched now: no page faults in the timed reads
     passes = max(1, bytes_per_sample // (n * 4))
@@ -234,61 +192,13 @@ def fits_in(nbytes: int, caches: Sequence[CacheLevel]) -> str:
     return "DRAM"
 
 
-@dataclass(frozen=True)
-class Plateau:
-    """One level of the staircase: the median bandwidth of the working sets it holds."""
-
-    level: str
-    sizes_measured: int
-    median_bandwidth: float          # bytes/s
-    over_dram: float | None          # median_bandwidth ÷ DRAM's, None when no size reached DRAM
-
-
-def plateaus(stairs: Sequence[Stair]) -> list[Plateau]:
-    """Median measured bandwidth per level (from staircase), and each level's speed over DRAM's."""
-    import statistics
-
-    by: dict[str, list[float]] = {}
-    for r in stairs:
-        by.setdefault(r.fits_in, []).append(r.read_bandwidth)
-    dram = statistics.median(by["DRAM"]) if "DRAM" in by else None
-    return [Plateau(k, len(v), statistics.median(v), statistics.median(v) / dram if dram else None)
-            for k, v in by.items()]
-
-
-# The working sets reach this many times the last-level cache, so that the last ones are read from DRAM.
-PAST_LAST_CACHE = 4
-# ... and never take more than this share of the memory free now.
-SHARE_OF_FREE = 0.25
-
-
-def last_level_cache_bytes(caches: Sequence[CacheLevel] | None = None) -> int | None:
-    """The largest data cache this machine reports (its last level), in bytes; None when none is reported."""
-    sizes = [c.size_bytes for c in data_caches(caches)]
-    return max(sizes) if sizes else None
-
-
-def beyond_last_cache(caches: Sequence[CacheLevel] | None = None, free_bytes: int | None = None,
-                      floor: int = 256 * MiB, buffers: int = 1) -> int:
-    """A working set past this machine's caches: PAST_LAST_CACHE × the last-level cache (at least `floor`),
-    halved while `buffers` of it would take more than SHARE_OF_FREE of the free memory (`free_bytes`,
-    default: measured now with psutil), never below `floor` (the machine's own cache unknown or tiny).
-    The one sizing of every measurement that must read from memory, not from a cache: the staircase's last
-    working set, the bandwidth benchmark's buffer (helpers.measure.microbench.default_copy_bytes)."""
-    if free_bytes is None:
-        import psutil
-
-        free_bytes = psutil.virtual_memory().available
-    hi = max(floor, PAST_LAST_CACHE * (last_level_cache_bytes(caches) or 0))
-    while hi > floor and buffers * hi > SHARE_OF_FREE * free_bytes:
-        hi //= 2
-    return max(floor, hi)
-
-
 def staircase_sizes(caches: Sequence[CacheLevel], free_bytes: int | None = None, per_octave: int = 1,
                     lo: int = 4 * KiB, floor: int = 256 * MiB) -> list[int]:
     """Working sets from `lo` to PAST_LAST_CACHE × the last-level cache (at least `floor`), each doubling, the
-    largest bounded by SHARE_OF_FREE of the free memory (`free_bytes`, default: measured now): beyond_last_cache."""
+    largest bounded by SHARE_OF_FREE of the free memory (`free_bytes`, default: measured now):
+    helpers.measure.microbench.beyond_last_cache."""
+    from .microbench import beyond_last_cache
+
     hi = beyond_last_cache(caches, free_bytes, floor)
     return working_set_sizes(lo, 2 ** math.ceil(math.log2(hi)), per_octave)
 
@@ -367,6 +277,8 @@ def staircase_verdicts(stairs: Sequence[Stair], caches: Sequence[CacheLevel]) ->
     """What this machine's staircase says, from the curve against the caches the system reports: each step and
     the cache that ends there (or none), each reported cache with no step at its size, whether any working set
     went past the last-level cache, and the first level's bandwidth against the last level's."""
+    import statistics
+
     levels, steps = levels_found(stairs, caches)
     caches = data_caches(caches)
     largest = max(r.working_set_bytes for r in stairs)
@@ -390,7 +302,7 @@ def staircase_verdicts(stairs: Sequence[Stair], caches: Sequence[CacheLevel]) ->
         past = [r for r in stairs if r.working_set_bytes > last.size_bytes]
         out.append(verdicts.Verdict(
             f"the working sets past {last.name} ({_size(last.size_bytes)}), {_size(past[0].working_set_bytes)} to "
-            f"{_size(past[-1].working_set_bytes)}, read from DRAM at {_gbs(statistics_median(past))} (median)" if past else
+            f"{_size(past[-1].working_set_bytes)}, read from DRAM at {_gbs(statistics.median(r.read_bandwidth for r in past))} (median)" if past else
             f"no working set measured past {last.name} ({_size(last.size_bytes)}; the largest is {_size(largest)}): "
             "DRAM is not measured here", "dram", {"past_last_cache": len(past)}))
     top, bottom = levels[0], levels[-1]
@@ -399,20 +311,3 @@ def staircase_verdicts(stairs: Sequence[Stair], caches: Sequence[CacheLevel]) ->
         out.append(verdicts.Verdict(f"{len(levels)} levels found; the first ({_level(top)}) reads at {v}", "times_as",
                                     v.evidence))
     return out
-
-
-def statistics_median(stairs: Sequence[Stair]) -> float:
-    import statistics
-
-    return statistics.median(r.read_bandwidth for r in stairs)
-
-
-def bench_staircase(repeats: int = 3) -> dict[str, Any]:
-    """`make bench` section: this CPU's data caches and the measured read bandwidth per level (one core)."""
-    caches = data_caches()
-    rows = staircase(staircase_sizes(caches), repeats=repeats, bytes_per_sample=64 * MiB, levels=caches)
-    return {"caches": [{"level": c.name, "bytes": c.size_bytes, "shared_by": c.shared_by} for c in caches],
-            "staircase": [asdict(r) for r in rows], "plateaus": [asdict(p) for p in plateaus(rows)],
-            "definitions": {"read_bandwidth": "bytes/s: bytes summed ÷ seconds, float32 sum re-reading one buffer, "
-                                              "best of repeats, one CPU thread",
-                            "over_dram": "a level's median bandwidth ÷ the median of the sizes beyond the last cache"}}

@@ -15,7 +15,7 @@ from pathlib import Path
 from ..formulas import verdicts
 from ..formulas.memory import kv_cache_bytes
 from ..formulas.specs import spec_from_config
-from .local_models import TINY_CONFIG, build_tiny, cache_dir
+from .local_models import TINY_CONFIG, build_tiny, cache_dir, quiet_progress
 from .tensor_bytes import measured_cache_bytes
 
 
@@ -80,16 +80,10 @@ def load_variant(name: str, config: dict, folder: Path | None = None):
     """Build (once, cached on disk) and load a tiny variant through from_pretrained, fp32 on the CPU."""
     import torch
     from transformers import AutoModelForCausalLM
-    from transformers.utils import logging as hf_logging
 
-    bars = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()
-    try:
+    with quiet_progress():
         path = build_tiny(_variant_folder(name, folder), config)
         return AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
-    finally:
-        if bars:
-            hf_logging.enable_progress_bar()
 
 
 def measured_cache(model, tokens: int, batch: int = 1, seed: int = 0):

@@ -114,6 +114,20 @@ def atomic_folder(folder: Path):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+@contextmanager
+def quiet_progress():
+    """transformers' progress bars off within the block (a local model loads or saves in seconds), as before after."""
+    from transformers.utils import logging as hf_logging
+
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
 def load_tokenizer(folder: str | Path):
     """The Mistral tokenizer from a local folder, through transformers' MistralCommonBackend."""
     from transformers import MistralCommonBackend

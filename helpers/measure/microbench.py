@@ -8,9 +8,11 @@ Both roofs use the best of the repeats (as STREAM reports its best rate).
 """
 from __future__ import annotations
 
+import subprocess
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 
-from .. import checks
 from ..formulas.units import normalize_dtype
 from .dtypes import torch_dtype
 from .timing import Stats, measure
@@ -24,20 +26,79 @@ def _device(device: str | None) -> str:
     return pick_device(device)
 
 
+# ============================================================================ this CPU's caches, for sizing buffers
+
+def parse_size(text: str) -> int:
+    """'48K' / '1024K' / '32M' / '32768' (bytes) as the kernel writes cache sizes → bytes."""
+    t = text.strip().upper().removesuffix("B")
+    mult = {"K": 2**10, "M": 2**20, "G": 2**30}.get(t[-1:], 1)
+    digits = t[:-1] if t[-1:] in "KMG" else t
+    if not digits.isdigit():
+        raise ValueError(f"cannot read a cache size from {text!r}; expected e.g. '48K', '32M' or a byte count")
+    return int(digits) * mult
+
+
+def cache_rows(root: str | Path = "/sys/devices/system/cpu/cpu0/cache") -> list[tuple[int, str, int, str]]:
+    """This machine's caches as seen from CPU 0, (level, kind, bytes, CPUs sharing it or ""): Linux sysfs,
+    else macOS sysctl, else [] (unknown). helpers.measure.hierarchy.CacheLevel is one row."""
+    root = Path(root)
+    out = []
+    if root.is_dir():
+        for d in sorted(root.glob("index*")):
+            try:
+                shared = d / "shared_cpu_list"
+                out.append((int((d / "level").read_text()), (d / "type").read_text().strip(),
+                            parse_size((d / "size").read_text()), shared.read_text().strip() if shared.exists() else ""))
+            except (OSError, ValueError):
+                continue
+        return out
+    if sys.platform == "darwin":  # pragma: no cover - not on the CI machine
+        keys = (("hw.l1dcachesize", 1, "Data"), ("hw.l2cachesize", 2, "Unified"), ("hw.l3cachesize", 3, "Unified"))
+        for key, level, kind in keys:
+            r = subprocess.run(["sysctl", "-n", key], capture_output=True, text=True)
+            if r.returncode == 0 and r.stdout.strip().isdigit() and int(r.stdout) > 0:
+                out.append((level, kind, int(r.stdout), ""))
+    return out
+
+
+def last_level_cache_bytes(caches=None) -> int | None:
+    """The largest data cache (its last level) of `caches` (helpers.measure.hierarchy.CacheLevel; default this
+    machine's, cache_rows), in bytes; None when none is reported."""
+    sizes = ([c.size_bytes for c in caches if c.kind != "Instruction"] if caches is not None else
+             [size for _, kind, size, _ in cache_rows() if kind != "Instruction"])
+    return max(sizes, default=None)
+
+
+# The working sets reach this many times the last-level cache, so that the last ones are read from DRAM.
+PAST_LAST_CACHE = 4
+# ... and never take more than this share of the memory free now.
+SHARE_OF_FREE = 0.25
+
+
+def beyond_last_cache(caches=None, free_bytes: int | None = None, floor: int = 256 * 2**20, buffers: int = 1) -> int:
+    """A working set past this machine's caches: PAST_LAST_CACHE × the last-level cache (at least `floor`),
+    halved while `buffers` of it would take more than SHARE_OF_FREE of the free memory (`free_bytes`,
+    default: measured now with psutil), never below `floor`. The one sizing of every measurement that must
+    read from memory, not from a cache: the staircase's last working set, the bandwidth benchmark's buffer."""
+    if free_bytes is None:
+        import psutil
+
+        free_bytes = psutil.virtual_memory().available
+    hi = max(floor, PAST_LAST_CACHE * (last_level_cache_bytes(caches) or 0))
+    while hi > floor and buffers * hi > SHARE_OF_FREE * free_bytes:
+        hi //= 2
+    return max(floor, hi)
+
+
 def default_copy_bytes(device: str, caches=None, free_bytes: int | None = None) -> int:
     """Bytes copied by the bandwidth benchmark (and read by the kernel probe): on a GPU, past its L2 (1 GiB,
-    capped at a tenth of the free memory); on a CPU, past this machine's own last-level cache —
-    helpers.measure.hierarchy.beyond_last_cache: PAST_LAST_CACHE × the largest cache the system reports
-    (sysfs, sysctl; `caches` to give them), at least 256 MiB, the two buffers of a copy within SHARE_OF_FREE
-    of the free memory (`free_bytes`, default psutil's now). A CPU whose last-level cache holds the buffer
-    would measure the cache, not the memory: a 480 MiB L3 holds a 256 MiB buffer whole."""
+    capped at a tenth of the free memory); on a CPU, past this machine's own last-level cache
+    (beyond_last_cache, the two buffers of a copy): a 480 MiB L3 holds a 256 MiB buffer whole."""
     if device.startswith("cuda"):
         import torch
 
         free, _ = torch.cuda.mem_get_info()
         return int(min(2**30, max(64 * 2**20, free // 10)))
-    from .hierarchy import beyond_last_cache
-
     return beyond_last_cache(caches, free_bytes, buffers=2)
 
 
@@ -45,7 +106,6 @@ def copy_size_note(nbytes: int, device: str, caches=None) -> str:
     """The buffer against the last-level cache of the machine that measured (`caches`; default this one's), as the
     roofs' table says it: '1,920 MiB, 4.0× the 480 MiB last-level cache (past it)', or '… (the cache holds it)'."""
     from ..formulas.verdicts import factor
-    from .hierarchy import last_level_cache_bytes
 
     if device.startswith(("cuda", "mps")):
         return f"{nbytes / 2**20:,.0f} MiB, past the GPU's L2"
@@ -122,7 +182,7 @@ def copy_benchmark(device: str | None = None, nbytes: int | None = None, repeats
     import torch
 
     dev = _device(device)
-    nbytes = default_copy_bytes(dev) if nbytes is None else checks.count(nbytes, "nbytes")
+    nbytes = nbytes or default_copy_bytes(dev)
     iters = iters or (20 if dev.startswith(("cuda", "mps")) else 1)
     src = torch.ones(nbytes, dtype=torch.uint8, device=dev)
     dst = torch.zeros(nbytes, dtype=torch.uint8, device=dev)  # touched now, so no page faults are timed
@@ -137,15 +197,13 @@ def copy_benchmark(device: str | None = None, nbytes: int | None = None, repeats
 
 def read_benchmark(device: str | None = None, nbytes: int | None = None, repeats: int = 5,
                    iters: int | None = None) -> CopyBenchmark:
-    """Read-only bandwidth, for comparison: the sum of an fp32 buffer of `nbytes` (bytes read only).
-
-    Decode mostly reads; on many CPUs reading alone streams more slowly than a copy's read + write
-    total, so the copy benchmark (the roofline's bandwidth) can sit above what a decode step can read.
-    """
+    """Read-only bandwidth, for comparison: the sum of an fp32 buffer of `nbytes`. On many CPUs reading alone
+    streams more slowly than a copy's read + write total: the roofline's bandwidth can sit above what a
+    decode step can read."""
     import torch
 
     dev = _device(device)
-    nbytes = default_copy_bytes(dev) if nbytes is None else checks.count(nbytes, "nbytes", minimum=4)
+    nbytes = nbytes or default_copy_bytes(dev)
     iters = iters or (20 if dev.startswith(("cuda", "mps")) else 1)
     x = torch.ones(nbytes // 4, dtype=torch.float32, device=dev)
 
@@ -162,39 +220,25 @@ GEMV_SHAPE_CUDA = (14336, 4096)  # on a GPU: Mistral 7B's MLP projection (config
 
 
 def gemv_shape(device: str) -> tuple[int, int]:
-    """The weight matrix the kernel-bandwidth probe reads, per device. A GPU reads the CPU's 14.7 MB
-    (7.3 MB in bf16) in a couple of microseconds, about what one kernel launch costs, so the probe would
-    time launches, not the memory (an H200 would read as ~1 TB/s of its 4.8): on CUDA each matrix is the
-    7B's own MLP projection, 117 MB in bf16, tens of microseconds per launch at the datasheet's bandwidth."""
+    """The weight matrix the kernel-bandwidth probe reads, per device: a GPU reads the CPU's 14.7 MB in about
+    one kernel launch's time, so on CUDA each matrix is the 7B's own MLP projection (117 MB in bf16)."""
     return GEMV_SHAPE_CUDA if str(device).startswith("cuda") else GEMV_SHAPE
 
 
 def gemv_benchmark(device: str | None = None, dtype: str = "fp32", nbytes: int | None = None,
                    packed: bool = False, repeats: int = 5) -> CopyBenchmark:
-    """The bandwidth a decode step's own kernel attains: one activation row times a stack of weight
-    matrices (gemv_shape(device) each) holding `nbytes` in all, every matrix read once per pass, so that nothing
-    is left in a cache between passes — a decode step at batch 1 in miniature, without the rest of it.
-
-    `packed=False` times ``torch.nn.functional.linear`` (what ``nn.Linear`` calls: the BLAS on a CPU,
-    cuBLAS on a GPU); `packed=True` times oneDNN on prepacked weights (helpers.decoding.packed, CPU
-    only). Bytes counted: the weights read (the input row and outputs are a few KB).
-    Against the copy's bandwidth it says how much of the memory roof the kernel itself can use.
-    """
+    """The bandwidth a decode step's own kernel attains: one activation row times a stack of weight matrices
+    (gemv_shape(device) each) holding `nbytes` in all, each read once per pass so that nothing stays in a cache —
+    a decode step at batch 1 in miniature. `packed=False` times ``F.linear`` (what ``nn.Linear`` calls),
+    `packed=True` oneDNN on prepacked weights (helpers.decoding.packed, CPU). Bytes counted: the weights read."""
     import torch
-
-    from ..decoding import packed as packing
 
     dev = _device(device)
     dt = normalize_dtype(dtype, MATMUL_DTYPES)
-    nbytes = default_copy_bytes(dev) if nbytes is None else nbytes
+    nbytes = nbytes or default_copy_bytes(dev)
     tdt = torch_dtype(dt)
     shape = gemv_shape(dev)
     per = shape[0] * shape[1] * torch.empty((), dtype=tdt).element_size()
-    nbytes = checks.count(nbytes, f"nbytes (at least one {shape[0]} × {shape[1]} {dt} matrix)", minimum=per)
-    if packed:
-        ok, why = packing.available(dev, dt)
-        if not ok:
-            raise ValueError(f"packed weights cannot run here: {why}")
     first = torch.randn(shape, device=dev).to(tdt)     # the values do not change the time: copies of one matrix
     weights = [first] + [first.clone() for _ in range(nbytes // per - 1)]
     x = torch.randn(1, shape[1], device=dev).to(tdt)
@@ -228,11 +272,6 @@ def kernel_bandwidths(device: str | None = None, dtype: str = "fp32", repeats: i
     if packing.available(dev, normalize_dtype(dtype))[0]:
         out["packed"] = gemv_benchmark(dev, dtype, packed=True, repeats=repeats).bandwidth
     return out
-
-
-def measure_bandwidth(device: str | None = None, nbytes: int | None = None, repeats: int = 5) -> float:
-    """This device's memory bandwidth in bytes/s: a device-to-device copy, read + write bytes counted."""
-    return copy_benchmark(device, nbytes, repeats).bandwidth
 
 
 def default_matmul_n(device: str, dtype: str) -> int:
@@ -271,16 +310,13 @@ class MatmulBenchmark:
 
 def matmul_benchmark(device: str | None = None, dtype: str = "fp32", n: int | None = None, repeats: int = 5,
                      iters: int | None = None) -> MatmulBenchmark:
-    """Time torch.mm(a, b, out=c) on n × n matrices of a dtype (fp32, bf16 or fp16).
-
-    On CUDA, fp32 runs as true fp32 unless torch's TF32 switch is on (off by default); bf16/fp16 use
-    the tensor cores. Compare with a GPU's dense (not sparse) tensor-core figure.
-    """
+    """Time torch.mm(a, b, out=c) on n × n matrices of a dtype (fp32, bf16 or fp16). On CUDA fp32 runs as true
+    fp32 (TF32 off by default), bf16/fp16 on the tensor cores: compare with a GPU's dense tensor-core figure."""
     import torch
 
     dev = _device(device)
     dt = normalize_dtype(dtype, MATMUL_DTYPES)
-    n = default_matmul_n(dev, dt) if n is None else checks.count(n, "n")
+    n = n or default_matmul_n(dev, dt)
     iters = iters or (10 if dev.startswith(("cuda", "mps")) else 1)
     tdt = torch_dtype(dt)
     a = torch.randn(n, n, device=dev, dtype=tdt)  # the values do not change the time
@@ -294,8 +330,3 @@ def matmul_benchmark(device: str | None = None, dtype: str = "fp32", n: int | No
     stats = measure(run, dev, warmup=1, repeats=repeats)
     return MatmulBenchmark(dev, dt, n, iters, stats)
 
-
-def measure_peak_flops(device: str | None = None, dtype: str = "fp32", n: int | None = None,
-                       repeats: int = 5) -> float:
-    """Peak matmul FLOP/s of this device in a dtype: a square n × n matmul, 2·n³ FLOPs each."""
-    return matmul_benchmark(device, dtype, n, repeats).flops_per_s

@@ -27,7 +27,7 @@ from .. import env
 from ..formulas.specs import ModelSpec, load_config, spec_from_config
 from .hardware import pick_device
 from .local_models import (BUILT_PROFILES, LOCAL_PROFILES, TINY_SEED, ProfileUnavailable, build_tiny, cache_dir,
-                           load_tokenizer)
+                           load_tokenizer, quiet_progress)
 
 PROFILES = ("auto", "tiny", "mistral-7b", "mistral-7b-random", "tiny-trained", "small")
 DEFAULT_MODEL_ID = "mistralai/Mistral-7B-v0.1"
@@ -68,23 +68,17 @@ def _offline() -> bool:
 
 def _probe_hub(model_id: str, timeout: float) -> None:
     """Ask the Hub whether this machine may download model_id; raise what it answered, or TimeoutError
-    after `timeout` seconds. huggingface_hub's auth_check takes no timeout (its HTTP client has none),
-    so a stalled connection would hang the caller: the probe runs in a daemon thread that is left
-    behind when it does not answer in time."""
+    after `timeout` seconds (auth_check takes no timeout: the probe runs in a daemon thread left behind
+    when it does not answer in time)."""
     import threading
+
+    from huggingface_hub import auth_check
 
     outcome: dict[str, BaseException] = {}
 
     def probe() -> None:
         try:
-            try:
-                from huggingface_hub import auth_check
-            except ImportError:
-                from huggingface_hub import HfApi
-
-                HfApi().model_info(model_id, timeout=timeout)
-            else:
-                auth_check(model_id)
+            auth_check(model_id)
         except BaseException as exc:  # noqa: BLE001 - handed to the caller
             outcome["error"] = exc
 
@@ -120,24 +114,21 @@ def weights_status(model_id: str | None = None, probe_hub: bool = True, timeout:
             f"{model_id} weights are not in the local Hugging Face cache ({HF_HUB_CACHE}); {asked}. "
             f"Fix: on a machine with internet run `hf download {model_id}` (accept the licence at {page} "
             "and set HF_TOKEN first if it is gated), or use WORKSHOP_PROFILE=tiny or mistral-7b-random."))
-    try:
-        from huggingface_hub.utils import GatedRepoError, RepositoryNotFoundError
+    from huggingface_hub.utils import GatedRepoError, RepositoryNotFoundError
 
+    try:
         _probe_hub(model_id, timeout)
         return WeightsStatus(True, "hub", f"{model_id} is reachable on the Hub; the first load downloads about 15 GB")
-    except Exception as exc:  # noqa: BLE001 - classify below
+    except GatedRepoError:
+        return WeightsStatus(False, None, (
+            f"{model_id} is gated and this machine has no access. Fix: accept the licence at {page}, "
+            "create a read token, and set it as HF_TOKEN in the environment (never in a notebook cell)."))
+    except RepositoryNotFoundError:
+        return WeightsStatus(False, None, (
+            f"{model_id} was not found on the Hub (or it is private). Fix: check WORKSHOP_MODEL_ID, "
+            "or set HF_TOKEN if the repository needs one."))
+    except Exception as exc:  # noqa: BLE001 - the Hub cannot be reached
         name = type(exc).__name__
-        try:
-            if isinstance(exc, GatedRepoError):
-                return WeightsStatus(False, None, (
-                    f"{model_id} is gated and this machine has no access. Fix: accept the licence at {page}, "
-                    "create a read token, and set it as HF_TOKEN in the environment (never in a notebook cell)."))
-            if isinstance(exc, RepositoryNotFoundError):
-                return WeightsStatus(False, None, (
-                    f"{model_id} was not found on the Hub (or it is private). Fix: check WORKSHOP_MODEL_ID, "
-                    "or set HF_TOKEN if the repository needs one."))
-        except NameError:
-            pass
         return WeightsStatus(False, None, (
             f"the Hugging Face Hub cannot be reached ({name}), and {model_id} is not in the local cache. "
             f"Fix: connect and run `hf download {model_id}`, or use WORKSHOP_PROFILE=tiny or mistral-7b-random."))
@@ -168,16 +159,14 @@ class Loaded:
         return f"{self.model_name} · {self.dtype} · {self.device} · profile {self.profile}"
 
     def without_weights(self) -> "Loaded":
-        """The same description (profile, device, dtype, config: `spec` and `label` work) with no model or
-        tokenizer: what a recorded measurement keeps of the model it ran on (helpers.present.replay), so a replay
-        from another machine or profile is read with that model's shape, not the one loaded here."""
+        """The same description (`spec` and `label` work) with no model or tokenizer: what a recorded
+        measurement keeps of the model it ran on (helpers.present.replay)."""
         return replace(self, model=None, tokenizer=None)
 
 
 def run_on(loaded: Loaded, fn, *args, **kwargs) -> tuple[Loaded, Any]:
     """(the model it ran on, without its weights; fn(loaded, *args, **kwargs)): the value a notebook records
-    for a measurement (helpers.present.replay.measure), so the cells that read it use the shape, dtype and label of
-    the model it was measured on — a replay may come from another machine and profile than the one here."""
+    (helpers.present.replay.measure), so a replay from another machine is read with its own model's shape."""
     return loaded.without_weights(), fn(loaded, *args, **kwargs)
 
 
@@ -257,14 +246,9 @@ def load(profile: str | None = None, device: str | None = None, dtype: str | Non
     dt = normalize_dtype(dtype or env_dtype() or default_dtype(name, dev), FLOAT_DTYPES)
     dtype_t = torch_dtype(dt)
     if name in LOCAL_PROFILES:
-        from transformers.utils import logging as hf_logging
-
         folder, model_name = built_folder(name), display_name(name)
-        hf_logging.disable_progress_bar()  # a 20–700 MB local model loads in seconds; no bar needed
-        try:
+        with quiet_progress():
             model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype_t).to(dev).eval()
-        finally:
-            hf_logging.enable_progress_bar()
         tok = load_tokenizer(folder)
         cfg = json.loads((folder / "config.json").read_text())
         return Loaded(model, tok, name, model_name, dev, dt, reason, cfg)

@@ -10,16 +10,10 @@ output head (lm_head) and the norms stay in the reference dtype.
 
 Quality against the unquantized model in the same run: helpers.measure.quality (perplexity, KL, top-1).
 What the schemes save computed from a config alone: helpers.formulas.quantization; the tables:
-helpers.present.quant_figures.
-
-The rules that word one comparison's results, from its numbers (helpers.formulas.verdicts): footprint_verdicts,
-speed_verdicts (each scheme against the reference; whether a step's time follows the bytes it reads; against
-a memory floor where a bandwidth is known), quality_verdicts and closer (which scheme stays nearer the
-reference, by mean KL).
+helpers.present.quant_figures. The *_verdicts word one comparison's results by rule (helpers.formulas.verdicts).
 """
 from __future__ import annotations
 
-import gc
 import json
 import logging
 import shutil
@@ -37,6 +31,7 @@ from .quality import eval_ids, next_token_logprobs, quality
 from ..formulas.specs import ModelSpec
 from .dtypes import torch_dtype
 from .tensor_bytes import measured_model_bytes, measured_weight_bytes
+from .hardware import free_memory
 from .microbench import above_floor_reason
 
 SCHEMES = ("int8", "nf4", "nf4-dq")
@@ -47,20 +42,11 @@ warnings.filterwarnings("ignore", message=r".*MatMul8bitLt: inputs will be cast.
 logging.getLogger("bitsandbytes").setLevel(logging.ERROR)
 
 
-def _check_scheme(scheme: str) -> str:
-    if scheme not in SCHEMES:
-        raise ValueError(f"unknown quantization scheme {scheme!r}; allowed: {', '.join(SCHEMES)}")
-    return scheme
-
-
-# ----------------------------------------------------------------------------- loading
-
 def bnb_config(scheme: str, compute_dtype: Any = None):
     """transformers' BitsAndBytesConfig for a scheme; compute_dtype: the dtype 4-bit matmuls run in."""
     import torch
     from transformers import BitsAndBytesConfig
 
-    _check_scheme(scheme)
     if scheme == "int8":
         return BitsAndBytesConfig(load_in_8bit=True)
     return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
@@ -103,39 +89,20 @@ def model_source(loaded) -> str | Path:
     return models.hub_model_id(loaded.model_name)
 
 
-def _device_map(device: str) -> dict:
-    if device == "cuda":
-        return {"": 0}
-    if device == "cpu":
-        return {"": "cpu"}
-    raise ValueError(f"bitsandbytes quantization runs on cuda or cpu here, not on {device!r}")
-
-
 def load_quantized(source: str | Path, scheme: str, device: str = "cpu", dtype: str = "fp32"):
-    """Load a checkpoint with bitsandbytes quantizing its decoder Linear layers on the way in.
-
-    dtype: what stays unquantized (embeddings, lm_head, norms) and what 4-bit matmuls compute in —
-    the reference model's dtype, so the only difference from the reference is the quantization.
-    """
-    import torch
+    """Load a checkpoint with bitsandbytes quantizing its decoder Linear layers on the way in. dtype: the
+    reference's, for what stays unquantized (embeddings, lm_head, norms) and what 4-bit matmuls compute in."""
     from transformers import AutoModelForCausalLM
-    from transformers.utils import logging as hf_logging
 
-    _check_scheme(scheme)
+    from .local_models import quiet_progress
+
     dt = torch_dtype(dtype)
-    bars = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()
-    try:
+    with quiet_progress():
         model = AutoModelForCausalLM.from_pretrained(
-            source, dtype=dt, device_map=_device_map(device),
+            source, dtype=dt, device_map={"": 0 if device == "cuda" else device},
             quantization_config=bnb_config(scheme, dt))
-    finally:
-        if bars:
-            hf_logging.enable_progress_bar()
     return model.eval()
 
-
-# ----------------------------------------------------------------------------- footprint
 
 def footprint(model, spec: ModelSpec | dict | str, scheme: str, base_dtype: str) -> dict[str, Any]:
     """The loaded model's own bytes (parameters as stored, quantization states, buffers) against
@@ -149,16 +116,11 @@ def footprint(model, spec: ModelSpec | dict | str, scheme: str, base_dtype: str)
             "exact": weights == pred.bytes}
 
 
-# ----------------------------------------------------------------------------- speed
-
 def speed(models: dict[str, Any], prompt_ids, new_tokens: int, repeats: int = 3,
           device: str | None = None) -> dict[str, dict[str, float]]:
-    """Prefill time (median TTFT) and decode tokens/s (1 / median inter-token latency) of greedy
-    generation with a real KV cache, for each model of a {name: model} dict.
-
-    Each model runs one untimed warm-up generation; then the models take turns, one generation each
-    per round, so that anything else slowing the machine down slows them all alike.
-    """
+    """Prefill time (median TTFT) and decode tokens/s (1 / median inter-token latency) of greedy generation,
+    for each model of a {name: model} dict, after a warm-up each; the models take turns, one generation each
+    per round, so that anything else slowing the machine slows them all alike."""
     import statistics
 
     import torch
@@ -180,11 +142,8 @@ def speed(models: dict[str, Any], prompt_ids, new_tokens: int, repeats: int = 3,
     return out
 
 
-# ----------------------------------------------------------------------------- the comparison
-
 @dataclass
 class Sizes:
-    """How much work the comparison does: chosen per profile and device (small on a CPU)."""
 
     prompt_tokens: int
     new_tokens: int
@@ -193,8 +152,7 @@ class Sizes:
 
 
 def sizes_for(profile: str, device: str) -> Sizes:
-    """A CPU gets a short prompt and few tokens (seconds); a GPU a 512-token prompt and 64 new tokens,
-    3 repeats (four 7B variants must time within the recorded-results script's budget)."""
+    """Seconds on a CPU; on a GPU, four 7B variants within the recorded-results script's budget."""
     if device == "cpu":
         return Sizes(prompt_tokens=128, new_tokens=16, repeats=3, eval_tokens=None)
     return Sizes(prompt_tokens=512, new_tokens=64, repeats=3, eval_tokens=None)
@@ -217,14 +175,6 @@ class VariantResult:
         return asdict(self)
 
 
-def _free(device: str) -> None:
-    gc.collect()
-    if device == "cuda":
-        import torch
-
-        torch.cuda.empty_cache()
-
-
 def _error_text(exc: BaseException) -> str:
     first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
     return f"{type(exc).__name__}: {first}"
@@ -232,15 +182,11 @@ def _error_text(exc: BaseException) -> str:
 
 def compare(loaded, schemes=SCHEMES, sizes: Sizes | None = None, progress: bool = True,
             hold_all: bool | None = None, timing: bool = True) -> list[VariantResult]:
-    """The reference (the loaded model as it is) and each bitsandbytes scheme, side by side in one run:
-    footprint, prefill and decode speed, quality on the fixed text against the reference.
-
-    hold_all (default: on a CPU): keep every variant loaded and time them in alternating rounds.
-    Otherwise (a GPU, where a 7B model and its copies may not fit together) each quantized model is
-    loaded, measured, timed and freed before the next. A scheme that fails (no kernel for this
-    device, out of memory) gives a row with its error instead of a crash. timing=False: footprint
-    and quality only, no speed figures (their rows stay empty).
-    """
+    """The reference (the loaded model as it is) and each bitsandbytes scheme in one run: footprint, prefill
+    and decode speed, quality on the fixed text against the reference. hold_all (default: on a CPU): every
+    variant held and timed in alternating rounds; else (a 7B and its copies may not fit a GPU together) each
+    is loaded, measured and freed before the next. A scheme that fails gives a row with its error.
+    timing=False: no speed figures."""
     from tqdm.auto import tqdm
 
     sizes = sizes or sizes_for(loaded.profile, loaded.device)
@@ -283,21 +229,18 @@ def compare(loaded, schemes=SCHEMES, sizes: Sizes | None = None, progress: bool 
         finally:
             if not hold_all:
                 del model
-                _free(loaded.device)
+                free_memory(loaded.device)
     if hold_all:
         try:
             timed(held)
         finally:
             held.clear()
-            _free(loaded.device)
+            free_memory(loaded.device)
     return list(results.values())
 
 
-# ----------------------------------------------------------------------------- the rules that word a comparison
-
 def _ran(results: list[VariantResult]) -> tuple[VariantResult, list[VariantResult]]:
     """The reference and the quantized rows that ran (no error)."""
-    assert results and results[0].error is None, "the reference row must have run"
     return results[0], [r for r in results[1:] if r.error is None]
 
 

@@ -1,16 +1,8 @@
-"""The pain points of serving an LLM, measured: sweeps over a loaded model (helpers.measure.models.Loaded).
-
-- memory_growth: the KV cache's measured bytes (and on CUDA the allocator's peak) as the sequence grows,
-  beside the formula (helpers.formulas.memory.kv_cache_bytes);
-- ttft_sweep + fit_growth: time to first token against prompt length, with the growth law fitted;
-- itl_sweep: inter-token latency (one decode step reusing the cache) as the context grows;
-- users_sweep: concurrent sequences at a fixed context until the device runs out of memory — the
-  out-of-memory point is a result, marked in the table, not a crash.
-
-Sizes come from sweep_sizes(profile, device): small and fast for the tiny model on a CPU, the big
-ranges for Mistral 7B on a GPU. Every sweep stops at an out-of-memory error and records where.
-N requests served one after another, then together in one real batch, are in helpers.serving.naive; the
-figures of every sweep are in helpers.present.sweep_figures.
+"""The pain points of serving an LLM, measured: sweeps over a loaded model (helpers.measure.models.Loaded) —
+the KV cache's bytes as the sequence grows (memory_growth), time to first token (ttft_sweep) and inter-token
+latency (itl_sweep) against the context, decode at growing batch, and concurrent sequences until the device
+runs out of memory (users_sweep). Sizes: sweep_sizes(profile, device). Every sweep stops at an out-of-memory
+error and marks it: a result, not a crash. The figures: helpers.present.sweep_figures.
 """
 from __future__ import annotations
 
@@ -18,7 +10,6 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Iterable, Sequence
 
-from .. import checks
 from .hardware import (allocated, free_memory, is_device_limit, is_out_of_memory, peak_allocated, reset_peak, synchronize)
 from ..formulas.memory import cache_window_slots, kv_cache_bytes
 from .tensor_bytes import measured_cache_bytes
@@ -61,15 +52,9 @@ BIG_GPU_FREE_BYTES = 40 * 10**9  # free memory after loading from which the full
 
 
 def sweep_sizes(profile: str, device: str, free_bytes: int | None = None) -> SweepSizes:
-    """Sweep sizes for a profile on a device.
-
-    tiny (any device): 16 … 2,048 tokens, 8 short requests — each notebook in well under a minute
-    on two CPU cores. A 7B model on CUDA with ≥ 40 GB free after loading (A100/H100/H200): 128 … 16k
-    tokens, and a users sweep that doubles the batch until the GPU runs out of memory, all three
-    notebooks in a few minutes. On a smaller GPU (a 16–24 GB card holds little beside 14.5 GB of
-    weights): up to 4k tokens; whatever still does not fit ends its sweep as a marked out-of-memory
-    point. A 7B model elsewhere (CPU/MPS): modest sizes, no out-of-memory hunt.
-    """
+    """Sweep sizes for a profile on a device: tiny (any device) runs each notebook in well under a minute on
+    two CPU cores; a 7B model on CUDA with ≥ 40 GB free after loading goes to 16k tokens and doubles the users
+    until the GPU runs out of memory; a smaller GPU goes to 4k; a 7B model on a CPU or MPS stays modest."""
     cuda = device.startswith("cuda")
     from .local_models import TINY_PROFILES  # tiny and tiny-trained: the same config and sizes
 
@@ -142,11 +127,6 @@ def guarded_sweep(points: Iterable, run_point: Callable[[Any], dict], device: st
     the device's cached memory returned. Other errors propagate."""
     from tqdm.auto import tqdm
 
-    if isinstance(points, (str, bytes)) or not isinstance(points, Iterable):
-        raise ValueError(f"the sweep's points ({key}) must be a list, got {points!r}"[:200])
-    points = list(points)
-    if not points:
-        raise ValueError(f"the sweep has no points ({key}); give at least one")
     rows: list[dict] = []
     oom_at, message = None, None
     for p in tqdm(points, desc=desc, leave=False, disable=desc is None):
@@ -166,13 +146,9 @@ def guarded_sweep(points: Iterable, run_point: Callable[[Any], dict], device: st
 
 
 def _longest_within(model, lengths: Sequence[int], new_tokens: int = 0) -> None:
-    """Before a sweep starts: its longest prompt (whole numbers ≥ 1) plus `new_tokens` within the
-    model's positions (helpers.measure.timing.check_positions), so a bad point fails first, not last."""
-    if isinstance(lengths, (str, bytes)) or not isinstance(lengths, Iterable):
-        raise ValueError(f"lengths must be a list of whole numbers ≥ 1, got {lengths!r}"[:200])
-    lengths = [checks.count(n, "a prompt length", 1) for n in lengths]
-    if lengths:
-        check_positions(model, max(lengths), new_tokens)
+    """Before a sweep starts: its longest prompt plus `new_tokens` within the model's positions, so a bad
+    point fails first, not last."""
+    check_positions(model, max(lengths), new_tokens)
 
 
 # ============================================================================ 1. memory grows with tokens
@@ -222,7 +198,6 @@ def itl_sweep(loaded, contexts: Sequence[int], steps: int = 12):
     steps of one token each that reuse the real DynamicCache (helpers.measure.timing.timed_generate);
     median and p90 of the steps. A short warm-up generation runs first."""
     model, dev = loaded.model, loaded.device
-    checks.count(steps, "steps", 1)
     _longest_within(model, contexts, steps + 1)
     timed_generate(model, prompt_ids(8, vocab=model.config.vocab_size, device=dev), 3, dev)  # warm-up
 
@@ -239,9 +214,7 @@ def itl_sweep(loaded, contexts: Sequence[int], steps: int = 12):
 def decode_batch_sweep(loaded, context: int, batches: Sequence[int], steps: int = 8):
     """Decode step time for `batch` sequences of `context` tokens each, one token per sequence per step."""
     model, dev = loaded.model, loaded.device
-    checks.count(steps, "steps", 1)
     _longest_within(model, [context], steps + 1)
-    batches = [checks.count(b, "a batch", 1) for b in batches]
 
     def point(b: int) -> dict:
         g = timed_generate(model, prompt_ids(context, batch=b, vocab=model.config.vocab_size, device=dev),
@@ -263,7 +236,6 @@ def users_sweep(loaded, context: int, batches: Sequence[int]):
     large at thousands of sequences); its message is the frame's attrs["oom_message"]."""
     model, dev, spec = loaded.model, loaded.device, loaded.spec
     _longest_within(model, [context], 2)
-    batches = [checks.count(b, "a batch", 1) for b in batches]
 
     def point(b: int) -> dict:
         free_memory(dev)

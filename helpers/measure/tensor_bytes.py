@@ -14,7 +14,6 @@ def _tensor_bytes(t) -> int:
 
 
 def _unique_bytes(tensors: Iterable) -> int:
-    """Bytes of distinct tensors (a tensor seen twice, or a view of the same storage, counts once)."""
     import torch
 
     seen: set[tuple[int, int]] = set()
@@ -64,7 +63,6 @@ def cache_tensors(cache) -> list:
 
 
 def measured_cache_bytes(cache) -> int:
-    """Bytes of the key/value tensors a real transformers cache object holds right now."""
     return _unique_bytes(cache_tensors(cache))
 
 
@@ -83,11 +81,8 @@ def _quant_state_tensors(p) -> list:
 
 
 def measured_weight_bytes(model) -> int:
-    """Bytes of a loaded model's weights: parameters as stored (packed when quantized) plus
-    bitsandbytes' quantization states (absmax, code books, int8 row scales).
-
-    Compare with weight_bytes(): the two agree exactly for the schemes bitsandbytes implements.
-    """
+    """Bytes of a loaded model's weights: parameters as stored (packed when quantized) plus bitsandbytes'
+    quantization states (absmax, code books, int8 row scales)."""
     tensors = []
     for p in model.parameters():
         tensors.append(p)
@@ -101,15 +96,9 @@ def measured_weight_bytes(model) -> int:
 
 
 def measured_model_bytes(model) -> int:
-    """The model's own footprint: its weights (with quantization states) and buffers (rotary
-    tables and the like) — not the device's total, which includes the allocator's cache and
-    other processes' memory."""
+    """The model's own footprint: its weights (with quantization states) and buffers (rotary tables and the
+    like), not the device's total."""
     return measured_weight_bytes(model) + _unique_bytes(model.buffers())
-
-
-def measured_model_param_bytes(model) -> int:
-    """Bytes of the parameters alone (as stored, packed when quantized)."""
-    return _unique_bytes(model.parameters())
 
 
 def measured_state_bytes(cache) -> int:
@@ -126,15 +115,12 @@ def measured_state_bytes(cache) -> int:
 
 
 def bytes_match(measured: Iterable[int], computed: Iterable[int], of: str = "the formula"):
-    """The rule that says whether counted bytes equal the bytes a formula gives, point by point:
-    'equal to the formula at every point (8 of 8)', or 'equal at 6 of 8 points; the largest gap is N B
-    (x % of the formula)'. Bytes are whole numbers, so equal means equal: no margin. A Verdict
-    (helpers.formulas.verdicts) whose evidence holds the counts and the largest gap."""
+    """Whether counted bytes equal a formula's, point by point (whole numbers: no margin): 'equal to the
+    formula at every point (8 of 8)', or 'equal at 6 of 8 points; the largest gap is N B (x % of the formula)'."""
     from ..formulas.units import fmt_bytes
     from ..formulas.verdicts import Verdict
 
     pairs = [(int(m), int(c)) for m, c in zip(measured, computed, strict=True)]
-    assert pairs, "no points to compare"
     same = sum(m == c for m, c in pairs)
     gap, at = max((abs(m - c), c) for m, c in pairs)
     evidence = {"points": len(pairs), "equal": same, "largest_gap_bytes": gap}

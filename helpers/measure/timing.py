@@ -44,7 +44,6 @@ class Stats:
 
 def measure(fn: Callable[[], object], device: str = "cpu", warmup: int = 1, repeats: int = 5) -> Stats:
     """Run fn `warmup` times untimed, then `repeats` times, synchronising the device around each."""
-    repeats, warmup = checks.count(repeats, "repeats"), checks.count(warmup, "warmup", 0)
     for _ in range(warmup):
         fn()
     synchronize(device)
@@ -82,12 +81,11 @@ class GenerationTiming:
 
     @property
     def tpot_s(self) -> float | None:
-        """Time per output token after the first: (total − TTFT) / (new tokens − 1)."""
+        """(total − TTFT) / (new tokens − 1)."""
         return sum(self.step_s) / len(self.step_s) if self.step_s else None
 
     @property
     def tokens_per_s(self) -> float:
-        """Output tokens per second over the whole generation, all sequences of the batch."""
         return self.batch * self.new_tokens / self.total_s
 
     def to_dict(self) -> dict:
@@ -140,20 +138,15 @@ def check_ids(model, input_ids, new_tokens: int = 0, what: str = "input_ids", on
 
 def timed_generate(model, input_ids, max_new_tokens: int, device: str | None = None,
                    track_cache: bool = False) -> GenerationTiming:
-    """Greedy generation with a real DynamicCache, timing the prefill and every decode step.
-
-    Each decode step feeds one token per sequence and reuses the cache (no recomputation of
-    earlier tokens' K/V). input_ids: a (batch, prompt) tensor of unpadded prompts.
-    """
+    """Greedy generation with a real DynamicCache, timing the prefill and every decode step (one token per
+    sequence, the cache reused). input_ids: a (batch, prompt) tensor of unpadded prompts."""
     import torch
-    from transformers import DynamicCache
 
     from .tensor_bytes import measured_cache_bytes
 
-    checks.count(max_new_tokens, "max_new_tokens", 1)
     device = device or str(next(model.parameters()).device)
     input_ids = check_ids(model, input_ids, max_new_tokens).to(device)
-    cache = DynamicCache(config=model.config)
+    cache = new_cache(model)
     tokens: list[torch.Tensor] = []
     sizes: list[int] = []
     with torch.inference_mode():
@@ -189,26 +182,20 @@ def prompt_ids(n: int, batch: int = 1, vocab: int = 32000, seed: int = 0, device
     Mistral's <unk>, <s>, </s>), with a fixed seed: the content does not change the timing."""
     import torch
 
-    checks.count(n, "prompt length", 1)
-    checks.count(batch, "batch", 1)
-    checks.count(vocab, "vocab", 1)
     gen = torch.Generator(device="cpu").manual_seed(seed)
     low = 3 if vocab > 3 else 0
     return torch.randint(low, vocab, (batch, n), generator=gen).to(device)
 
 
 def new_cache(model):
-    """A fresh transformers DynamicCache for a model (sliding-window layers honoured)."""
     from transformers import DynamicCache
 
     return DynamicCache(config=model.config)
 
 
 def prefill(model, ids, cache=None, attention_mask=None, position_ids=None):
-    """One prefill forward into a DynamicCache; returns (next token ids (batch, 1), cache).
-
-    Only the last position's logits are computed (logits_to_keep=1), as transformers' generate does.
-    """
+    """One prefill forward into a DynamicCache (last position's logits only, as generate does);
+    returns (next token ids (batch, 1), cache)."""
     import torch
 
     cache = new_cache(model) if cache is None else cache

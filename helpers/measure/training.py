@@ -2,16 +2,12 @@
 that quality figures on a CPU mean something (a random model's next-token distribution is flat: its
 perplexity sits near the vocabulary size and any rounding flips its argmax).
 
-- Text: Jane Austen, *Persuasion* (1818), public domain, shipped as ``helpers/data/persuasion.txt``
-  (from Debian's ``r-cran-janeaustenr`` package, MIT; see helpers/data/README.md), read by helpers.measure.texts.
-- Split: the last chapter is held out, never trained on; its opening (about 1,000 tokens) is the
-  evaluation text of the tiny profiles (``texts.heldout_eval_text``), in notebooks 05 and 07.
-- Training: the ``tiny`` profile's weights (same config, same seed) as the start, AdamW with warm-up
-  and cosine decay on windows of the rest of the novel, each a BOS token and a random stretch of
-  text; data order from ``RECIPE["seed"]``. fp32 on the CPU, about a minute on two idle cores.
-- Cache: ``local_models.cache_dir()/tiny-trained-<key>``, the key a hash of the config, the text, the
-  recipe (seed included) and the torch version; built once per machine under a file lock, so tests
-  and notebooks running at once share one build. Never committed.
+- Text: Jane Austen, *Persuasion* (1818), public domain (helpers.measure.texts); its last chapter held out,
+  its opening the tiny profiles' evaluation text.
+- Training: from the ``tiny`` profile's weights, AdamW with warm-up and cosine decay on windows of the rest
+  of the novel (BOS first), data order from ``RECIPE["seed"]``; fp32, about a minute on two CPU cores.
+- Cache: ``local_models.cache_dir()/tiny-trained-<key>``, keyed by config, text, recipe and torch version;
+  built once per machine under a file lock. Never committed.
 """
 from __future__ import annotations
 
@@ -19,7 +15,6 @@ import hashlib
 import json
 import math
 import shutil
-import tempfile
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -27,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .local_models import (TINY_CONFIG, TOKENIZER_FILE, atomic_folder, build_tiny, cache_dir, load_tokenizer,
-                           tokenizer_source)
+                           quiet_progress, tokenizer_source)
 from .quality import encode, eval_ids, next_token_logprobs, perplexity
 from .texts import TEXT_FILE, TEXT_SOURCE, split, training_text
 
@@ -45,14 +40,9 @@ RECIPE: dict[str, Any] = {
 }
 
 
-# ----------------------------------------------------------------------------- the text
-
 def heldout_ids(tokenizer, max_tokens: int | None = None) -> list[int]:
-    """Token ids of the tiny profiles' evaluation text (BOS first): helpers.measure.quality.eval_ids for tiny-trained."""
     return eval_ids(tokenizer, max_tokens, profile="tiny-trained")
 
-
-# ----------------------------------------------------------------------------- the cache
 
 def cache_key(config: dict, full_text: str, recipe: dict) -> str:
     """What the trained weights depend on: config, text, recipe (seed included), torch version."""
@@ -64,7 +54,6 @@ def cache_key(config: dict, full_text: str, recipe: dict) -> str:
 
 
 def trained_folder(config: dict | None = None, recipe: dict | None = None) -> Path:
-    """Where the trained model of this config, text and recipe lives (built or not)."""
     return cache_dir() / f"tiny-trained-{cache_key(dict(config or TINY_CONFIG), training_text(), dict(recipe or RECIPE))}"
 
 
@@ -86,7 +75,7 @@ def _lock(path: Path):
 
 
 def log(folder: Path | None = None) -> dict[str, Any]:
-    """The training record saved beside the weights: recipe, losses per step, held-out loss, times."""
+    """The training record saved beside the weights (train's)."""
     return json.loads(((folder or build_trained()) / "training.json").read_text())
 
 
@@ -106,14 +95,6 @@ def build_trained(config: dict | None = None, recipe: dict | None = None, progre
     return folder
 
 
-def _check_recipe(recipe: dict) -> None:
-    for k in ("seq_len", "batch_size", "steps"):
-        if not isinstance(recipe.get(k), int) or recipe[k] < 1:
-            raise ValueError(f"recipe[{k!r}] must be a positive integer, got {recipe.get(k)!r}")
-    if not recipe.get("lr", 0) > 0:
-        raise ValueError(f"recipe['lr'] must be positive, got {recipe.get('lr')!r}")
-
-
 def lr_at(step: int, recipe: dict) -> float:
     """Linear warm-up to the peak, then cosine decay to min_lr_ratio of it at the last step."""
     peak, warm, steps = recipe["lr"], recipe["warmup_steps"], recipe["steps"]
@@ -125,14 +106,11 @@ def lr_at(step: int, recipe: dict) -> float:
 
 
 def train(out: Path, config: dict, recipe: dict, progress: bool = True) -> dict[str, Any]:
-    """Train from the tiny profile's random weights and save model and tokenizer into `out`.
-    Returns the training record (recipe, losses, held-out loss before and after, wall and CPU time)."""
+    """Train from the tiny profile's random weights, save model and tokenizer into `out`, return the record."""
     import torch
     from tqdm.auto import tqdm
     from transformers import AutoModelForCausalLM
-    from transformers.utils import logging as hf_logging
 
-    _check_recipe(recipe)
     start = build_tiny(config=config)  # the random tiny model: same config, same seed
     tok = load_tokenizer(start)
     train_text, _ = split()
@@ -140,16 +118,9 @@ def train(out: Path, config: dict, recipe: dict, progress: bool = True) -> dict[
     bos = torch.tensor([config.get("bos_token_id", 1)], dtype=torch.long)
     held = torch.tensor(heldout_ids(tok), dtype=torch.long).reshape(1, -1)
     L, B = recipe["seq_len"], recipe["batch_size"]
-    if len(data) <= L:
-        raise ValueError(f"the training text has {len(data)} tokens, fewer than seq_len={L}")
 
-    bars = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()
-    try:
+    with quiet_progress():
         model = AutoModelForCausalLM.from_pretrained(start, dtype=torch.float32)
-    finally:
-        if bars:
-            hf_logging.enable_progress_bar()
 
     def heldout_loss() -> float:
         model.eval()
@@ -179,12 +150,8 @@ def train(out: Path, config: dict, recipe: dict, progress: bool = True) -> dict[
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
     after = heldout_loss()
     model.eval()
-    hf_logging.disable_progress_bar()
-    try:
+    with quiet_progress():
         model.save_pretrained(out)
-    finally:
-        if bars:
-            hf_logging.enable_progress_bar()
     shutil.copy(tokenizer_source(), out / TOKENIZER_FILE)
     return {"text": TEXT_SOURCE, "text_file": TEXT_FILE.name, "text_sha256": hashlib.sha256(training_text().encode()).hexdigest(),
             "train_tokens": int(len(data)), "heldout_tokens": int(held.shape[1]), "recipe": recipe,
@@ -194,11 +161,9 @@ def train(out: Path, config: dict, recipe: dict, progress: bool = True) -> dict[
             "torch": torch.__version__}
 
 
-# ----------------------------------------------------------------------------- what training bought
-
 @dataclass(frozen=True)
 class Perplexity:
-    """One model's perplexity on its profile's evaluation text (or a computed one: the uniform guess)."""
+    """One model's perplexity on its profile's evaluation text (or the uniform guess's, computed)."""
 
     model: str
     profile: str
@@ -208,11 +173,8 @@ class Perplexity:
 
 
 def perplexities(*loaded) -> list[Perplexity]:
-    """Perplexity of each loaded model on its profile's evaluation text (for tiny and tiny-trained the
-    same held-out chapter), then the computed perplexity of a uniform guess over the vocabulary (exactly
-    its size: a model that knows nothing)."""
-    if not loaded:
-        raise ValueError("perplexities needs at least one loaded model")
+    """Perplexity of each loaded model on its profile's evaluation text, then that of a uniform guess over the
+    vocabulary (exactly its size)."""
     out = []
     for m in loaded:
         ids = eval_ids(m.tokenizer, profile=m.profile)
@@ -222,25 +184,3 @@ def perplexities(*loaded) -> list[Perplexity]:
     out.append(Perplexity(f"uniform guess over {vocab:,} tokens", "", float(vocab), out[0].tokens,
                           "computed: exp(ln V) = V"))
     return out
-
-
-TRAINING_BUDGET_S = 180.0   # issue #11: under 3 minutes on 2 CPU cores
-
-
-def bench_figures() -> dict[str, Any]:
-    """`make bench` section "training": the recipe trained from scratch into a temporary folder (the
-    cache is left alone) and timed — wall and CPU seconds, tokens per second, against the 3-minute
-    budget — with the held-out perplexity before (the random start) and after."""
-    import torch
-
-    with tempfile.TemporaryDirectory(prefix="tiny-trained-bench-") as tmp:
-        rec = train(Path(tmp), dict(TINY_CONFIG), dict(RECIPE), progress=False)
-    return {"recipe": RECIPE, "torch_threads": torch.get_num_threads(), "tokens_seen": rec["tokens_seen"],
-            "train_wall_s": rec["train_wall_s"], "train_cpu_s": rec["train_cpu_s"],
-            "tokens_per_s": rec["tokens_seen"] / rec["train_wall_s"], "budget_s": TRAINING_BUDGET_S,
-            "within_budget": rec["train_wall_s"] <= TRAINING_BUDGET_S,
-            "heldout_perplexity_random": math.exp(rec["heldout_loss_before"]),
-            "heldout_perplexity_trained": math.exp(rec["heldout_loss_after"]),
-            "definitions": {"train_wall_s": "the training loop alone (no model build, no save), perf_counter",
-                            "train_cpu_s": "process CPU time of the loop, all threads (spin-waiting threads count too)",
-                            "heldout_perplexity_*": "exp(mean NLL) on helpers.measure.texts.heldout_eval_text(), before and after"}}

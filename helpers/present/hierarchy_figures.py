@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from ..formulas.units import KiB, MiB
-from ..measure.hierarchy import CacheLevel, FoundLevel, GPUMemoryLevels, Plateau, Stair
+from ..measure.hierarchy import CacheLevel, FoundLevel, GPUMemoryLevels, Stair
 from . import plots
 
 
@@ -33,15 +33,6 @@ def caches_frame(caches: Sequence[CacheLevel]):
     return pd.DataFrame([{"level": c.name, "kind": c.kind, "size (bytes)": f"{c.size_bytes:,}",
                           "size": f"{c.size_bytes / KiB:,.0f} KiB" if c.size_bytes < MiB else f"{c.size_bytes / MiB:,.0f} MiB",
                           "shared by CPUs": c.shared_by} for c in caches])
-
-
-def plateaus_frame(rows: Sequence[Plateau]):
-    """The median read bandwidth per level, in GB/s (10⁹ B/s), and its speed over DRAM's."""
-    import pandas as pd
-
-    return pd.DataFrame([{"level": p.level, "sizes measured": p.sizes_measured,
-                          "median read bandwidth (GB/s)": p.median_bandwidth / 1e9, "× DRAM": p.over_dram}
-                         for p in rows])
 
 
 def levels_frame(rows: Sequence[FoundLevel]):

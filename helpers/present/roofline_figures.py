@@ -140,9 +140,9 @@ def efficiency_figure(df, source: Any):
 
 def last_cache_of(run=None) -> int | None:
     """The last-level cache of the machine that measured `run` (a helpers.present.replay.Measured): this
-    machine's (helpers.measure.hierarchy) when measured here; when replayed, the record's own, from the
+    machine's (helpers.measure.microbench) when measured here; when replayed, the record's own, from the
     caches its 10/staircase recording holds (None when the record has none)."""
-    from ..measure.hierarchy import last_level_cache_bytes
+    from ..measure.microbench import last_level_cache_bytes
 
     if run is None or not getattr(run, "replayed", False):
         return last_level_cache_bytes()
