@@ -88,6 +88,8 @@ def test_greedy_tokens_are_identical_across_implementations(tiny):
     assert runs["eager"].kv_slots == runs["eager"].mean_context == 24 + 4
     # the packed loop put every original nn.Linear back, and dropped nothing
     assert all(type(m).__name__ != "PackedLinear" for m in tiny.model.modules())
+    with pytest.raises(ValueError, match="unknown decode implementation 'Static'"):   # never read as another one
+        impls.decode(tiny.model, "Static", ids, 9, "cpu")
 
 
 def test_packed_weights_give_the_same_logits_and_put_the_model_back(tiny):

@@ -393,3 +393,8 @@ def test_the_gpu_half_is_computed_or_cited():
     floors = {f.scheme: f for f in on_gpu.quantized_decode_floors()}
     assert f"nf4 {floors['nf4'].step_floor_ms:,.2f} ms ({verdicts.factor(floors['bf16'].step_floor_ms / floors['nf4'].step_floor_ms)} shorter)" in sentences[1].text
     assert all("recorded" != s.source for s in sentences) and recorded.gpu_records("05") == []
+
+
+def test_an_unknown_scheme_is_refused_not_read_as_nf4():
+    with pytest.raises(ValueError, match="unknown bitsandbytes scheme 'int4'"):
+        quant.bnb_config("int4")

@@ -222,4 +222,6 @@ def decode(model, impl: str, input_ids, new_tokens: int, device: str | None = No
         return _eager(model, input_ids, new_tokens, device, packed=impl == "packed")
     if impl == "generate":
         return _generate(model, input_ids, new_tokens, device)
-    return _static(model, input_ids, new_tokens, device, compiled=impl == "static+compile")
+    if impl in ("static", "static+compile"):
+        return _static(model, input_ids, new_tokens, device, compiled=impl == "static+compile")
+    raise ValueError(f"unknown decode implementation {impl!r}; allowed: {', '.join(IMPLEMENTATIONS)}")
