@@ -261,11 +261,11 @@ def describe_workload(plan: Plan, name: str) -> dict:
 
 def prefix_model(plan: Plan, name: str, block_sizes=(16, 128)) -> dict | None:
     """The workload's prompts (its first level, in the order one client sends them) replayed through a radix
-    tree, token-granular and rounded to whole blocks (helpers.serving.radix.hit_rate): the share of prompt
+    tree, token-granular and rounded to whole blocks (helpers.engine.radix.hit_rate): the share of prompt
     tokens a prefix cache could serve. 128 is the block vLLM's CPU build uses here, 16 its GPU default.
     An upper bound for a server: requests in flight together cannot hit each other's uncomputed blocks."""
     from ..measure import local_models
-    from ..serving.radix import hit_rate
+    from ..engine.radix import hit_rate
 
     try:
         tok = local_models.load_tokenizer(local_models.build_tiny())

@@ -6,7 +6,7 @@ Two ways to find them, switchable so they can be compared on one trace:
   its predecessors, h_j = H(h_{j−1}, tokens of block j), so equal hashes mean equal whole prefixes. A new
   prompt hashes its full blocks in order and stops at the first unknown one. Only whole blocks hit.
 - `RadixCache` (SGLang's RadixAttention, Zheng et al., 2024): a radix tree over token ids
-  (helpers.serving.radix) whose values are the block id of each token. A hit can end inside a block: the
+  (radix.py) whose values are the block id of each token. A hit can end inside a block: the
   request shares that partly filled block and copies it on its first write (copy-on-write).
 
 Both hold one reference on each block they keep (BlockAllocator.retain), so a finished request's
@@ -22,7 +22,7 @@ import hashlib
 import itertools
 from dataclasses import dataclass
 
-from ..serving.radix import RadixTree
+from .radix import RadixTree
 from .kv import PagedKVCache
 
 

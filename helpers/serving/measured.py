@@ -60,11 +60,11 @@ PAGED_CAPACITY_LONGEST = 6  # its KV memory: room for this many of the longest p
 
 def paged_trace(tokenizer, w: Workload) -> tuple[list, int]:
     """The paged-attention comparison's input, for notebook 07 and the bench alike: the seeded chat
-    trace's requests as blocks.SimRequest (real token counts, max_tokens = w.max_output) and the KV
+    trace's requests as paging.SimRequest (real token counts, max_tokens = w.max_output) and the KV
     capacity in token slots both schemes share, PAGED_CAPACITY_LONGEST × (max_output + longest prompt)."""
     from dataclasses import replace
 
-    from .blocks import sim_requests
+    from .paging import sim_requests
 
     reqs = chat_requests(tokenizer, replace(w, requests=PAGED_REQUESTS))
     sims = sim_requests([len(r.prompt) for r in reqs], [r.max_new_tokens for r in reqs], w.max_output)
@@ -72,10 +72,10 @@ def paged_trace(tokenizer, w: Workload) -> tuple[list, int]:
 
 
 def paged_fit(tokenizer, w: Workload, capacity_slots: int | None = None, block_size: int | None = None):
-    """How many of the chat trace's requests fit at once (helpers.serving.blocks.FitCounts), contiguous (prompt + max_output reserved)
+    """How many of the chat trace's requests fit at once (helpers.serving.paging.FitCounts), contiguous (prompt + max_output reserved)
     against paged (their real lengths, in blocks of PAGE_SIZE), in paged_trace's capacity unless given."""
     from .batching import PAGE_SIZE
-    from .blocks import fit_counts
+    from .paging import fit_counts
 
     sims, capacity = paged_trace(tokenizer, w)
     return fit_counts(sims, capacity if capacity_slots is None else capacity_slots, block_size or PAGE_SIZE)
