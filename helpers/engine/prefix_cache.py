@@ -150,11 +150,3 @@ class RadixCache(NoCache):
     def flush(self) -> None:
         self.tree.evict(self.tree.tokens)
 CACHES = {"off": NoCache, "hash": HashCache, "radix": RadixCache}
-
-
-def make(kind: str | None, kv: PagedKVCache) -> NoCache:
-    """The prefix cache by name: 'radix', 'hash' or 'off' (None)."""
-    kind = "off" if kind is None else kind
-    if kind not in CACHES:
-        raise ValueError(f"prefix_cache must be one of {', '.join(CACHES)} (or None), got {kind!r}")
-    return CACHES[kind](kv)

@@ -65,8 +65,6 @@ def prefix_ttft(model, prefix: Sequence[int], suffixes: Sequence[Sequence[int]],
     """Time to first token of prefix + suffix, cold (prefix caching off) and warm (the prefix left in the
     cache by an earlier request with another suffix), the fastest over the suffixes (a shared machine only
     slows a run down); one step each (the token budget holds the whole prompt), the same first token."""
-    if len(suffixes) < 2:
-        raise ValueError("give at least two suffixes: the first request warms the cache, the others are timed")
     budget = len(prefix) + max(len(s) for s in suffixes)
     one = SamplingParams(max_tokens=1, ignore_eos=True)
 
@@ -115,8 +113,6 @@ def cache_hits(model, prompts_by_round: Sequence[Sequence[Sequence[int]]], block
 def edit_hits(model, prompt: Sequence[int], edit_at: int, block_size: int = 16) -> EditHits:
     """A prompt served once, then again with the token at `edit_at` changed: the tokens each cache
     reuses for the edited prompt (radix: up to the edit; hashes: up to the last whole block before it)."""
-    if not 0 <= edit_at < len(prompt) - 1:
-        raise ValueError(f"edit_at must be a position in 0..{len(prompt) - 2}, got {edit_at}")
     edited = list(prompt)
     edited[edit_at] = (edited[edit_at] + 1) % model.config.vocab_size
     reused = {}

@@ -11,7 +11,6 @@ import time
 from dataclasses import dataclass, replace
 from typing import Sequence
 
-from .. import checks
 from ..engine.llm import Engine, EngineArgs
 from ..engine.request import SamplingParams
 from ..formulas.verdicts import Verdict, share, speed, times_as
@@ -165,17 +164,6 @@ def chunked_prefill(model, shorts: Sequence[Sequence[int]], long_prompt: Sequenc
     whether every request made the first budget's tokens (chunking is lossless). A budget ≥ the long prompt
     prefills it in one step. Each budget `repeats` times, interleaved, each time figure its smallest (load
     only adds)."""
-    checks.count(new_tokens, "new_tokens", 2)     # a gap between tokens needs two tokens a request
-    checks.count(arrive_after_steps, "arrive_after_steps", 0)
-    checks.count(block_size, "block_size", 1)
-    checks.count(repeats, "repeats", 1)
-    if not isinstance(budgets, (list, tuple)) or not budgets:
-        raise ValueError(f"budgets must be a non-empty list of token budgets (max_batch_tokens), got {budgets!r}")
-    budgets = [checks.count(b, "a token budget (max_batch_tokens)", 1) for b in budgets]
-    if not isinstance(shorts, (list, tuple)) or not shorts or not all(len(p) for p in shorts):
-        raise ValueError("shorts must be a non-empty list of non-empty prompts (token ids): their gaps are measured")
-    if not len(long_prompt):
-        raise ValueError("long_prompt must hold at least one token id")
     runs = [_chunked_run(model, shorts, long_prompt, new_tokens, arrive_after_steps, b, block_size)
             for _ in range(repeats) for b in budgets]
     first_tokens = runs[0][1]

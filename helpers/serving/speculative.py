@@ -21,7 +21,6 @@ from dataclasses import dataclass
 
 from typing import Sequence
 
-from .. import checks
 from ..engine import speculative as loop
 from ..engine.request import SamplingParams
 from ..formulas.speculation import VerifyCost, acceptance_model, pays, round_cost
@@ -106,12 +105,7 @@ def speculate(model, ids, new_tokens: int, k: int = 4, ngram: int = 3) -> Specul
     import torch
     from transformers.utils import logging as hf_logging
 
-    from ..measure.timing import check_ids
-
-    checks.count(new_tokens, "new_tokens")
-    checks.count(k, "k", 1, 64)
-    checks.count(ngram, "ngram", 1, 64)
-    ids = check_ids(model, ids, new_tokens, "ids", one_sequence=True).to(next(model.parameters()).device)
+    ids = torch.as_tensor(ids).reshape(1, -1).to(next(model.parameters()).device)
     kw = {"prompt_lookup_num_tokens": k, "max_matching_ngram_size": ngram}
     name = f"prompt lookup (n-gram ≤ {ngram})"
     verbosity = hf_logging.get_verbosity()
