@@ -65,7 +65,6 @@ class PagedKVCache:
             self.v[:, dst] = self.v[:, src]
 
     def cost(self, rid, tokens: int) -> int:
-        """Free blocks `reserve(rid, tokens)` would take."""
         return self.alloc.append_cost(rid, tokens)
 
     @property

@@ -15,8 +15,6 @@ from ..formulas.verdicts import Verdict, change_verdict, share, speed, times_as
 
 @dataclass(frozen=True)
 class PrefixTTFT:
-    """Time to first token of prefix + suffix, cold (no prefix cache) and warm (the prefix cached)."""
-
     prefix_tokens: int
     suffix_tokens: int
     cache: str
@@ -29,8 +27,6 @@ class PrefixTTFT:
 
 @dataclass(frozen=True)
 class CacheRun:
-    """One prefix cache on rounds of prompts."""
-
     cache: str                       # "radix" or "hash"
     prompt_tokens: int
     reused_tokens: int
@@ -42,8 +38,6 @@ class CacheRun:
 
 @dataclass(frozen=True)
 class CacheHits:
-    """The radix tree and the block hashes on the same rounds of prompts."""
-
     radix: CacheRun
     hash: CacheRun
     same_tokens: bool                # both caches gave the same tokens
@@ -51,8 +45,6 @@ class CacheHits:
 
 @dataclass(frozen=True)
 class EditHits:
-    """A prompt served again with one token changed: the tokens each cache reuses."""
-
     prompt_tokens: int
     edited_position: int
     block_size: int

@@ -8,8 +8,6 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Workload:
-    """Sizes of every measurement, chosen for the profile: small on the tiny model and a CPU."""
-
     # More requests than slots, as a server has: the queue is where continuous batching pays (a freed
     # slot is refilled at once) and where static batching waits for each batch's slowest request.
     requests: int = 64            # chat trace requests for batching

@@ -19,8 +19,6 @@ from ..formulas.verdicts import Verdict, share, times_as
 
 
 class ContiguousPool:
-    """One contiguous run of slots per sequence, placed first-fit in `slots` token slots."""
-
     def __init__(self, slots: int):
         self.slots = slots
         self.runs: dict[object, tuple[int, int]] = {}   # seq -> (start, length)
@@ -67,8 +65,6 @@ class SimRequest:
 
 @dataclass(frozen=True)
 class SimSummary:
-    """A simulation's means over its steps."""
-
     scheme: str
     capacity_slots: int
     steps: int                       # decode steps to finish
@@ -84,8 +80,6 @@ class SimSummary:
 
 @dataclass(frozen=True)
 class FitCounts:
-    """How many sequences fit at once at their full length, contiguous against paged."""
-
     contiguous: int
     paged: int
     ratio: float                     # paged ÷ contiguous
