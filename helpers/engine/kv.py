@@ -12,8 +12,6 @@ partly filled block copies it first (`reserve` does the allocator's bookkeeping 
 """
 from __future__ import annotations
 
-import math
-
 from .blocks import BlockAllocator
 
 
@@ -44,9 +42,6 @@ class PagedKVCache:
     @property
     def bytes(self) -> int:
         return 2 * self.k.numel() * self.k.element_size()
-
-    def blocks_for(self, tokens: int) -> int:
-        return math.ceil(tokens / self.block_size)
 
     # ------------------------------------------------------------------ bookkeeping (the allocator)
     def table(self, rid) -> list[int]:

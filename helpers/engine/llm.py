@@ -55,7 +55,7 @@ class Engine:
         vocab = self.runner.embed.shape[0]
         if not prompt or any(isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < vocab for t in prompt):
             raise ValueError(f"a prompt is a non-empty list of token ids in 0..{vocab - 1}")
-        need = self.kv.blocks_for(len(prompt) + params.max_tokens)
+        need = self.kv.alloc.blocks_for(len(prompt) + params.max_tokens)
         if need > self.kv.num_blocks:
             raise ValueError(f"{len(prompt)} prompt + {params.max_tokens} new tokens need {need} KV blocks of "
                              f"{self.kv.block_size} tokens; the cache has {self.kv.num_blocks}")

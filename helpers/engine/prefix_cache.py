@@ -39,10 +39,9 @@ class NoCache:
 
     def __init__(self, kv: PagedKVCache):
         self.kv = kv
-        self.queried = self.hit_tokens = 0
+        self.hit_tokens = 0
 
     def match(self, tokens) -> Hit:
-        self.queried += len(tokens)
         return Hit(0, [])
 
     def insert(self, tokens, table) -> None:
@@ -74,7 +73,6 @@ class HashCache(NoCache):
             yield j, h
 
     def match(self, tokens) -> Hit:
-        self.queried += len(tokens)
         now, blocks = next(self.clock), []
         for j, h in self._hashes(tokens[:-1]):
             b = self.by_hash.get(h)
@@ -112,12 +110,11 @@ class RadixCache(NoCache):
         self.tokens_in: dict[int, int] = {}      # block -> cached tokens stored in it
 
     def match(self, tokens) -> Hit:
-        self.queried += len(tokens)
         n = self.tree.match(tokens)               # longest cached prefix, at most len − 1 (block_size 1)
         values, bs = self.tree.prefix_values(tokens[:n]), self.kv.block_size
         # block j of the hit: the block of its last matched token, written by a request whose tokens
         # equal the prompt's up to there (earlier tokens of block j may carry an older copy's id)
-        blocks = [values[min(n, (j + 1) * bs) - 1] for j in range(self.kv.blocks_for(n))]
+        blocks = [values[min(n, (j + 1) * bs) - 1] for j in range(self.kv.alloc.blocks_for(n))]
         self.hit_tokens += n
         return Hit(n, blocks)
 
