@@ -25,7 +25,7 @@ with app.setup:
     from helpers.capacity import planner
     from helpers.present.glossary import term
     from helpers import engine
-    from helpers.serving import batching, blocks, figures, kv_cache, kv_quant, prefix_reuse, speculative, tables, traces
+    from helpers.serving import batching, figures, paging, kv_cache, kv_quant, prefix_reuse, speculative, tables, traces
     from helpers.serving import engine_caches, engine_runs
     from helpers.serving import measured as serving_bench
     from helpers.serving.measured import chat_requests, paged_fit, paged_trace, workload
@@ -151,7 +151,7 @@ def _():
        samples — and waits in the scheduler's queue;
     2. is **admitted** (`Scheduler.schedule`, scheduler.py) the moment a slot, the step's token budget and
        free KV blocks allow; the prefix cache (prefix_cache.py) hands it any blocks an earlier request left
-       with the same leading tokens, and its {term("block table")} (kv.py, on `helpers.serving.blocks.BlockAllocator`)
+       with the same leading tokens, and its {term("block table")} (kv.py, on `helpers.engine.blocks.BlockAllocator`)
        starts with them;
     3. is **computed** (`Runner.forward`, runner.py) in steps shared with other requests: its prompt in
        chunks of at most the budget, then one token per step — every request's rows in one flat batch
@@ -186,7 +186,7 @@ def _():
     ## 3 · Paged attention: blocks instead of contiguous reservations
 
     A server that does not know how long an answer will be must, with contiguous memory, reserve the
-    longest possible (`prompt + max_tokens`) for every sequence. `helpers.serving.blocks.BlockAllocator`
+    longest possible (`prompt + max_tokens`) for every sequence. `helpers.engine.blocks.BlockAllocator`
     does what vLLM does instead: fixed blocks of {batching.PAGE_SIZE} token slots, a free list, a block table per
     sequence, reference counts and {term("copy-on-write")} for shared blocks. First as bookkeeping alone: both
     schemes serve the same {serving_bench.PAGED_REQUESTS} chat requests (seeded `traces.chat_trace`, real token counts)
@@ -198,7 +198,7 @@ def _():
 @app.cell
 def _(tok, w):
     sims_in, capacity = paged_trace(tok, w)      # the bench's paged_over_contiguous_sequences uses the same
-    sims = [blocks.simulate(sims_in, capacity, scheme, batching.PAGE_SIZE) for scheme in ("contiguous", "paged")]
+    sims = [paging.simulate(sims_in, capacity, scheme, batching.PAGE_SIZE) for scheme in ("contiguous", "paged")]
     fit = paged_fit(tok, w)
     return capacity, fit, sims, sims_in
 
@@ -219,7 +219,7 @@ def _(capacity, sims_in, w):
 
 @app.cell
 def _(sims):
-    plots.table(tables.simulation_frame([s.summary() for s in sims]), "simulated: helpers.serving.blocks, chat trace token counts")
+    plots.table(tables.simulation_frame([s.summary() for s in sims]), "simulated: helpers.serving.paging, chat trace token counts")
     return
 
 
@@ -258,9 +258,9 @@ def _(fit, sims):
     sat stranded in holes too small for the next request. Paging wastes at most one partly filled block per
     sequence. It made {_p.preemptions} preemptions: paging admits optimistically and, when blocks run out, evicts
     the newest sequence to recompute it later — the simulation counts steps, not that recomputation's cost.
-    """), expected.should_see(blocks.reading(_c, _p, fit), [expected.computed(
+    """), expected.should_see(paging.reading(_c, _p, fit), [expected.computed(
         "the simulation counts token slots and steps, nothing of a device: a GPU serving this trace in the same KV "
-        "memory has these counts", "helpers.serving.blocks.simulate")])])
+        "memory has these counts", "helpers.serving.paging.simulate")])])
     return
 
 
@@ -506,7 +506,7 @@ def _():
     - **hash** (vLLM's automatic prefix caching): each *full* block is named by a hash chained through the
       blocks before it, h_j = H(h_(j−1), tokens of block j); a prompt hashes its full blocks in order and stops
       at the first unknown one. Only whole blocks hit.
-    - **radix** (SGLang's RadixAttention): a {term("radix tree")} over token ids (`helpers.serving.radix`) whose
+    - **radix** (SGLang's RadixAttention): a {term("radix tree")} over token ids (`helpers.engine.radix`) whose
       values are each token's block; a hit can end inside a block, which the request then shares and copies
       on its first write ({term("copy-on-write")}).
 

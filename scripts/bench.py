@@ -60,7 +60,7 @@ def _attention() -> dict:
 
 
 def _serving() -> dict:
-    from helpers.serving import measured as serving_bench
+    import serving_bench
 
     return serving_bench.bench_serving()
 

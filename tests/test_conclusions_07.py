@@ -19,7 +19,7 @@ from helpers.formulas.stepcost import decode_cost, forward_cost
 from helpers.formulas.verdicts import factor
 from helpers.measure import quality
 from helpers.present import expected, replay
-from helpers.serving import batching, blocks, engine_caches, engine_runs, kv_cache, kv_quant, prefix_reuse, speculative
+from helpers.serving import batching, engine_caches, engine_runs, kv_cache, kv_quant, paging, prefix_reuse, speculative
 from helpers.serving.naive import Request, RequestTiming, ServeResult
 
 CPU_RECORDS = ("cpu-amd-epyc", "cpu-intel-xeon")
@@ -122,17 +122,17 @@ def test_no_cache_on_gpu_finds_the_ridge_by_brute_force():
 # ----------------------------------------------------------------------------- paging
 
 def test_paging_reading_on_a_trace_and_where_reservations_are_exact():
-    reqs = blocks.sim_requests([40, 120, 80, 300, 20, 60] * 4, [30, 200, 10, 90, 250, 5] * 4, 256)
-    c, p = (blocks.simulate(reqs, 1500, s, 16).summary() for s in ("contiguous", "paged"))
-    fit = blocks.FitCounts(10, 15, 1.5)
-    v = blocks.reading(c, p, fit)
+    reqs = paging.sim_requests([40, 120, 80, 300, 20, 60] * 4, [30, 200, 10, 90, 250, 5] * 4, 256)
+    c, p = (paging.simulate(reqs, 1500, s, 16).summary() for s in ("contiguous", "paged"))
+    fit = paging.FitCounts(10, 15, 1.5)
+    v = paging.reading(c, p, fit)
     assert f"({verdicts.share_band(c.used_share_of_reserved)})" in v[0].words
     assert f"{factor(p.mean_running / c.mean_running)} contiguous reservation's" in v[1].words
     assert f"{factor(p.steps / c.steps)} the steps" in v[1].words and "1.50× as many as contiguously" in v[2].words
     # answers exactly as long as max_tokens, all fitting at once: both run every sequence from the start
-    exact = blocks.sim_requests([32] * 8, [32] * 8, 32)
-    c, p = (blocks.simulate(exact, 512, s, 16).summary() for s in ("contiguous", "paged"))
-    v = blocks.reading(c, p, blocks.FitCounts(8, 8, 1.0))
+    exact = paging.sim_requests([32] * 8, [32] * 8, 32)
+    c, p = (paging.simulate(exact, 512, s, 16).summary() for s in ("contiguous", "paged"))
+    v = paging.reading(c, p, paging.FitCounts(8, 8, 1.0))
     assert f"({verdicts.share_band(c.used_share_of_reserved)})" in v[0].words
     assert "1.00× contiguous reservation's" in v[1].words and "1.00× the steps" in v[1].words
 

@@ -270,23 +270,6 @@ def test_quality_profile_is_trained_weights_whenever_offered(monkeypatch):
     assert kv_quant.quality_profile("tiny") == ("tiny", False)     # the only case labelled random
 
 
-def test_speculative_figure_draws_each_drafter_measured_beside_expected():
-    from types import SimpleNamespace
-
-    from helpers.serving import figures
-
-    rows = [SimpleNamespace(drafter="draft model (2 of 4 layers)", tokens_per_pass=3.0, expected_tokens_per_pass=2.61,
-                            speedup=0.6),
-            SimpleNamespace(drafter="prompt lookup (n-gram ≤ 3)", tokens_per_pass=3.2, expected_tokens_per_pass=3.5,
-                            speedup=1.6)]
-    fig = figures.speculative_figure(rows, "measured: test")
-    passes, clock = fig.axes[:2]
-    assert sorted((round(p.get_x() + p.get_width() / 2, 2), p.get_height()) for p in passes.patches) == [
-        (-0.2, 3.0), (0.2, 2.61), (0.8, 3.2), (1.2, 3.5)]
-    assert [p.get_height() for p in clock.patches] == [0.6, 1.6]
-    assert [t.get_text() for t in clock.texts] == ["0.60×", "1.60×"]
-
-
 def test_draft_step_share_by_hand_for_mistral():
     """Mistral 7B, the first 8 of 32 layers as the draft, 300 cached tokens, bf16: a layer holds
     4096 × (4096 + 1024 + 1024 + 4096) attention + 3 × 4096 × 14,336 MLP + 2 × 4096 norm weights =

@@ -9,7 +9,7 @@ import torch
 
 from helpers.decoding.breakdown import step_breakdown
 from helpers.decoding.impls import decode
-from helpers.serving import batching, engine_runs, kv_cache, kv_quant, naive, prefix_reuse, speculative
+from helpers.serving import batching, kv_cache, kv_quant, naive, prefix_reuse
 from helpers.serving.naive import Request
 from helpers.measure.timing import check_ids, timed_generate
 
@@ -49,8 +49,6 @@ def test_generation_and_decoding_refuse_empty_out_of_vocabulary_and_too_long_pro
                          (lambda: prefix_reuse.prefix_reuse(m, [], [1]), "prefix_ids"),
                          (lambda: prefix_reuse.prefix_reuse(m, [1, 2], [vocab]), "suffix_ids"),
                          (lambda: prefix_reuse.prefix_reuse(m, [5] * positions, [5]), "positions"),
-                         (lambda: speculative.speculate(m, [], 4), "at least one token"),
-                         (lambda: speculative.speculate(m, [5, 6], 4, ngram=0), "ngram"),
                          (lambda: kv_quant.quality_by_scheme(m, list(range(5, 80)), chunk=0), "chunk"),    # was range()
                          (lambda: kv_quant.speed_by_scheme(m, [5, 6], steps=0), "steps"),                  # was median([])
                          (lambda: kv_quant.bytes_by_scheme(m, "mistral-7b-v0.1", [], "fp32"), "at least one token")):
@@ -82,12 +80,6 @@ def test_serving_refuses_empty_requests_prompts_and_budgets(tiny):
                          (lambda: batching.cb_config(m, good, max_batch_tokens=0), "token budget"),
                          (lambda: batching.serve_continuous(m, good, arrivals_s=[]), "arrival times"),
                          (lambda: batching.serve_continuous(m, good, timeout_s=math.nan), "timeout_s"),
-                         (lambda: engine_runs.chunked_prefill(m, [[1, 2]], [3] * 10, 4, 0, [0]), "token budget"),
-                         (lambda: engine_runs.chunked_prefill(m, [[1, 2]], [3] * 10, 4, 0, []), "budgets"),
-                         (lambda: engine_runs.chunked_prefill(m, [[1, 2]], [], 4, 0, [8]), "long_prompt"),
-                         (lambda: engine_runs.chunked_prefill(m, [[]], [3] * 10, 4, 0, [8]), "shorts"),
-                         (lambda: engine_runs.chunked_prefill(m, [[1, 2]], [3] * 10, 4, -1, [8]), "arrive_after_steps"),
-                         (lambda: engine_runs.chunked_prefill(m, [[1, 2]], [3] * 10, 1, 0, [8]), "new_tokens"),
                          (lambda: batching.compare_batching(m, [], 2), "non-empty list")):
         with pytest.raises(ValueError, match=needle):
             call()

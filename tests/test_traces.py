@@ -1,6 +1,7 @@
 """helpers.serving.traces: the same trace for the same seed, the shapes the notebooks rely on."""
 import pytest
 
+from helpers.engine.radix import shared_prefix_tokens
 from helpers.serving import traces
 
 
@@ -29,10 +30,10 @@ def test_agentic_trace_rounds_share_growing_prefixes():
     # every prompt starts with the same system prompt
     assert all(r.prompt.startswith(traces.SYSTEM_PROMPT_HEAD) for r in reqs)
     # reviewers of one round share everything up to their own line; later rounds extend earlier ones
-    same_round = traces.shared_prefix_tokens(words[3], words[4])
-    cross_round = traces.shared_prefix_tokens(words[0], words[3])
+    same_round = shared_prefix_tokens(words[3], words[4])
+    cross_round = shared_prefix_tokens(words[0], words[3])
     assert same_round > cross_round > 600
-    assert traces.shared_prefix_tokens(words[6], words[7]) > same_round
+    assert shared_prefix_tokens(words[6], words[7]) > same_round
 
 
 @pytest.mark.parametrize("bad", [0, -1, 2.5, True, "3"])
@@ -44,6 +45,6 @@ def test_bad_counts_are_clear_errors(bad):
 
 
 def test_shared_prefix_is_brute_force_lcp():
-    assert traces.shared_prefix_tokens([1, 2, 3], [1, 2, 4]) == 2
-    assert traces.shared_prefix_tokens([], [1]) == 0
-    assert traces.shared_prefix_tokens([5, 6], [5, 6, 7]) == 2
+    assert shared_prefix_tokens([1, 2, 3], [1, 2, 4]) == 2
+    assert shared_prefix_tokens([], [1]) == 0
+    assert shared_prefix_tokens([5, 6], [5, 6, 7]) == 2

@@ -10,7 +10,6 @@ import pytest
 from helpers.measure import local_models, models, quality, quant, texts, training
 from helpers.present import quant_figures
 from helpers.formulas import speculation
-from helpers.serving import speculative
 
 
 # ----------------------------------------------------------------------------- the text
@@ -186,10 +185,3 @@ def test_perplexities_put_random_trained_and_uniform_side_by_side(tiny, tiny_tra
     rows = quant_figures.perplexity_rows(ps)        # the table notebook 05 draws
     assert rows[1]["times lower than the first"] == round(ps[0].perplexity / ps[1].perplexity, 1)
     assert rows[2]["measured on"] == "computed: exp(ln V) = V"
-
-
-def test_speculate_rejects_bad_sizes(tiny):
-    with pytest.raises(ValueError, match="new_tokens must be a whole number ≥ 1"):
-        speculative.speculate(tiny.model, [1, 2, 3], 0)
-    with pytest.raises(ValueError, match="k must be a whole number from 1 to 64"):
-        speculative.speculate(tiny.model, [1, 2, 3], 4, k=0)

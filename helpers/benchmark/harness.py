@@ -182,9 +182,10 @@ def describe_workload(plan: Plan, name: str) -> dict:
 
 def prefix_model(plan: Plan, name: str, block_sizes=(16, 128)) -> dict | None:
     """The share of the workload's prompt tokens a prefix cache could serve (its first level through a radix
-    tree, token-granular and in blocks: 128 vLLM's CPU build, 16 its GPU default): an upper bound."""
+    tree, helpers.engine.radix.hit_rate; token-granular and in blocks: 128 vLLM's CPU build, 16 its GPU
+    default): an upper bound."""
     from ..measure import local_models
-    from ..serving.radix import hit_rate
+    from ..engine.radix import hit_rate
 
     try:
         tok = local_models.load_tokenizer(local_models.build_tiny())

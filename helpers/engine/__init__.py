@@ -6,10 +6,10 @@ One request, from arrival to its last token:
 1. `Engine.add` (llm.py) makes a `Request` (request.py): its prompt's token ids and how it samples.
    It waits in the scheduler's queue.
 2. `Scheduler.schedule` (scheduler.py) admits it when a slot, the step's token budget and free KV
-   blocks allow. It first asks the prefix cache (prefix_cache.py) for blocks earlier requests left
-   with the same leading tokens; its block table starts with those (kv.py, over the allocator of
-   helpers.serving.blocks). Its prompt is computed in chunks of at most the budget, in steps shared
-   with other requests' decode rows.
+   blocks allow. It first asks the prefix cache (prefix_cache.py, over the radix tree of radix.py) for
+   blocks earlier requests left with the same leading tokens; its block table starts with those (kv.py,
+   over the block allocator of blocks.py). Its prompt is computed in chunks of at most the budget, in
+   steps shared with other requests' decode rows.
 3. `Runner.forward` (runner.py) runs one step: every scheduled request's tokens in one flat batch
    through the transformers model's own weights; attention reads each request's K/V through its block
    table. The chunk that reaches the prompt's end gives the first token (`sample`, request.py).
@@ -24,13 +24,12 @@ engine_caches and speculative.
 """
 from __future__ import annotations
 
-from .llm import Engine, EngineArgs  # noqa: F401
-from .request import Request, SamplingParams  # noqa: F401
-
 # the mechanism files, in the order a request meets them
 CORE = (("request", "a request and how its next token is sampled"),
         ("scheduler", "waiting/running queues, token budget, chunked prefill, preemption, admission"),
+        ("blocks", "the block allocator: free list, block tables, reference counts, copy-on-write"),
         ("kv", "the paged KV cache: a tensor of blocks and the allocator's block tables"),
+        ("radix", "the radix tree over token ids: longest cached prefix, LRU eviction"),
         ("prefix_cache", "reuse of earlier requests' blocks: radix tree or chained block hashes"),
         ("runner", "one forward pass over the mixed batch, K/V read through block tables"),
         ("llm", "the engine: schedule → forward → sample → book, and the step log"),
@@ -61,15 +60,8 @@ def code_lines(obj) -> int:
 
 
 def core_files() -> list[dict]:
-    """Each mechanism file of the engine with what it holds and its lines of code (and the allocator
-    it builds on, helpers.serving.blocks.BlockAllocator)."""
+    """Each mechanism file of the engine with what it holds and its lines of code."""
     import importlib
 
-    from ..serving import blocks
-
-    rows = [{"file": f"helpers/engine/{name}.py", "what": what,
+    return [{"file": f"helpers/engine/{name}.py", "what": what,
              "code lines": code_lines(importlib.import_module(f"{__name__}.{name}"))} for name, what in CORE]
-    rows.append({"file": "helpers/serving/blocks.py: BlockAllocator",
-                 "what": "free list, block tables, reference counts, copy-on-write",
-                 "code lines": code_lines(blocks.BlockAllocator)})
-    return rows

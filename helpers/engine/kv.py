@@ -1,7 +1,7 @@
 """The paged KV cache: one real tensor of blocks, and the block allocator that hands them out.
 
 Keys and values live in `k` and `v`, each shaped [layers, num_blocks, block_size, kv_heads, head_dim].
-A request owns a *block table* (helpers.serving.blocks.BlockAllocator: free list, reference counts,
+A request owns a *block table* (blocks.py: free list, reference counts,
 copy-on-write); token t of the request sits in block `table[t // block_size]`, slot `t % block_size`.
 The runner writes each new token's K/V to that slot (`slots`, `write`) and reads a request's K/V back
 through its table (`gather`): attention never needs a request's cache to be contiguous, so any free
@@ -12,9 +12,7 @@ partly filled block copies it first (`reserve` does the allocator's bookkeeping 
 """
 from __future__ import annotations
 
-import math
-
-from ..serving.blocks import BlockAllocator
+from .blocks import BlockAllocator
 
 
 class PagedKVCache:
@@ -22,7 +20,7 @@ class PagedKVCache:
                  dtype=None, device="cpu"):
         import torch
 
-        self.alloc = BlockAllocator(num_blocks, block_size)   # validates num_blocks and block_size
+        self.alloc = BlockAllocator(num_blocks, block_size)
         self.block_size = block_size
         shape = (num_layers, num_blocks, block_size, kv_heads, head_dim)
         self.k = torch.zeros(shape, dtype=dtype or torch.float32, device=device)
@@ -45,9 +43,6 @@ class PagedKVCache:
     def bytes(self) -> int:
         return 2 * self.k.numel() * self.k.element_size()
 
-    def blocks_for(self, tokens: int) -> int:
-        return math.ceil(tokens / self.block_size)
-
     # ------------------------------------------------------------------ bookkeeping (the allocator)
     def table(self, rid) -> list[int]:
         return self.alloc.tables[rid]
@@ -65,7 +60,6 @@ class PagedKVCache:
             self.v[:, dst] = self.v[:, src]
 
     def cost(self, rid, tokens: int) -> int:
-        """Free blocks `reserve(rid, tokens)` would take."""
         return self.alloc.append_cost(rid, tokens)
 
     @property

@@ -16,7 +16,6 @@ import itertools
 import time
 from dataclasses import dataclass
 
-from .. import checks
 from . import prefix_cache
 from .kv import PagedKVCache
 from .request import Request, SamplingParams, sample
@@ -33,15 +32,6 @@ class EngineArgs:
     max_model_len: int = 2048       # prompt + output, for the default num_blocks
     prefix_cache: str | None = "radix"   # 'radix' (token-granular), 'hash' (whole blocks) or None
 
-    def __post_init__(self):
-        for name in ("block_size", "max_num_seqs", "max_batch_tokens", "max_model_len"):
-            checks.count(getattr(self, name), name)
-        if self.num_blocks is not None:
-            checks.count(self.num_blocks, "num_blocks (None: from max_model_len)")
-        if self.prefix_cache not in prefix_cache.CACHES and self.prefix_cache is not None:
-            raise ValueError(f"prefix_cache must be one of {', '.join(prefix_cache.CACHES)} or None, "
-                             f"got {self.prefix_cache!r}")
-
     @property
     def blocks(self) -> int:
         return self.num_blocks or self.max_num_seqs * -(-self.max_model_len // self.block_size)
@@ -52,7 +42,7 @@ class Engine:
         self.args = args
         self.kv = PagedKVCache.for_model(model, args.blocks, args.block_size)
         self.runner = Runner(model, self.kv)
-        self.cache = prefix_cache.make(args.prefix_cache, self.kv)
+        self.cache = prefix_cache.CACHES[args.prefix_cache or "off"](self.kv)
         eos = model.config.eos_token_id if eos_token_id is None else eos_token_id
         self.scheduler = Scheduler(self.kv, self.cache, args.max_num_seqs, args.max_batch_tokens,
                                    eos[0] if isinstance(eos, list) else eos)
@@ -65,7 +55,7 @@ class Engine:
         vocab = self.runner.embed.shape[0]
         if not prompt or any(isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < vocab for t in prompt):
             raise ValueError(f"a prompt is a non-empty list of token ids in 0..{vocab - 1}")
-        need = self.kv.blocks_for(len(prompt) + params.max_tokens)
+        need = self.kv.alloc.blocks_for(len(prompt) + params.max_tokens)
         if need > self.kv.num_blocks:
             raise ValueError(f"{len(prompt)} prompt + {params.max_tokens} new tokens need {need} KV blocks of "
                              f"{self.kv.block_size} tokens; the cache has {self.kv.num_blocks}")

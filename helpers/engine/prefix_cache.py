@@ -6,7 +6,7 @@ Two ways to find them, switchable so they can be compared on one trace:
   its predecessors, h_j = H(h_{j−1}, tokens of block j), so equal hashes mean equal whole prefixes. A new
   prompt hashes its full blocks in order and stops at the first unknown one. Only whole blocks hit.
 - `RadixCache` (SGLang's RadixAttention, Zheng et al., 2024): a radix tree over token ids
-  (helpers.serving.radix) whose values are the block id of each token. A hit can end inside a block: the
+  (radix.py) whose values are the block id of each token. A hit can end inside a block: the
   request shares that partly filled block and copies it on its first write (copy-on-write).
 
 Both hold one reference on each block they keep (BlockAllocator.retain), so a finished request's
@@ -22,7 +22,7 @@ import hashlib
 import itertools
 from dataclasses import dataclass
 
-from ..serving.radix import RadixTree
+from .radix import RadixTree
 from .kv import PagedKVCache
 
 
@@ -39,10 +39,9 @@ class NoCache:
 
     def __init__(self, kv: PagedKVCache):
         self.kv = kv
-        self.queried = self.hit_tokens = 0
+        self.hit_tokens = 0
 
     def match(self, tokens) -> Hit:
-        self.queried += len(tokens)
         return Hit(0, [])
 
     def insert(self, tokens, table) -> None:
@@ -74,7 +73,6 @@ class HashCache(NoCache):
             yield j, h
 
     def match(self, tokens) -> Hit:
-        self.queried += len(tokens)
         now, blocks = next(self.clock), []
         for j, h in self._hashes(tokens[:-1]):
             b = self.by_hash.get(h)
@@ -112,12 +110,11 @@ class RadixCache(NoCache):
         self.tokens_in: dict[int, int] = {}      # block -> cached tokens stored in it
 
     def match(self, tokens) -> Hit:
-        self.queried += len(tokens)
         n = self.tree.match(tokens)               # longest cached prefix, at most len − 1 (block_size 1)
         values, bs = self.tree.prefix_values(tokens[:n]), self.kv.block_size
         # block j of the hit: the block of its last matched token, written by a request whose tokens
         # equal the prompt's up to there (earlier tokens of block j may carry an older copy's id)
-        blocks = [values[min(n, (j + 1) * bs) - 1] for j in range(self.kv.blocks_for(n))]
+        blocks = [values[min(n, (j + 1) * bs) - 1] for j in range(self.kv.alloc.blocks_for(n))]
         self.hit_tokens += n
         return Hit(n, blocks)
 
@@ -150,11 +147,3 @@ class RadixCache(NoCache):
     def flush(self) -> None:
         self.tree.evict(self.tree.tokens)
 CACHES = {"off": NoCache, "hash": HashCache, "radix": RadixCache}
-
-
-def make(kind: str | None, kv: PagedKVCache) -> NoCache:
-    """The prefix cache by name: 'radix', 'hash' or 'off' (None)."""
-    kind = "off" if kind is None else kind
-    if kind not in CACHES:
-        raise ValueError(f"prefix_cache must be one of {', '.join(CACHES)} (or None), got {kind!r}")
-    return CACHES[kind](kv)

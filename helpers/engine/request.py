@@ -8,12 +8,9 @@ must run; for a request that is decoding that is exactly one token, the one it s
 """
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, field
 from enum import Enum
-
-from .. import checks
 
 
 class Status(Enum):
@@ -33,14 +30,6 @@ class SamplingParams:
     top_p: float = 1.0
     ignore_eos: bool = False
     seed: int | None = None
-
-    def __post_init__(self):
-        checks.count(self.max_tokens, "max_tokens")
-        if not (isinstance(self.temperature, (int, float)) and math.isfinite(self.temperature)
-                and self.temperature >= 0):
-            raise ValueError(f"temperature must be a number ≥ 0 (0: greedy), got {self.temperature!r}")
-        if not (isinstance(self.top_p, (int, float)) and 0 < self.top_p <= 1):
-            raise ValueError(f"top_p must be a number in (0, 1], got {self.top_p!r}")
 
     @property
     def greedy(self) -> bool:
@@ -65,8 +54,6 @@ class Request:
     generator: object = None      # torch.Generator for sampled requests
 
     def __post_init__(self):
-        if not self.prompt:
-            raise ValueError("a prompt needs at least one token")
         self.tokens = list(self.prompt)
 
     @property

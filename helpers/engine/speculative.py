@@ -21,7 +21,6 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from .. import checks
 from .kv import PagedKVCache
 from .request import Request, SamplingParams, probabilities
 from .runner import Chunk, Runner
@@ -33,7 +32,6 @@ class PromptLookup:
     tokens after it. transformers' PromptLookupCandidateGenerator rule, so it can be the oracle."""
 
     def __init__(self, ngram: int = 3):
-        checks.count(ngram, "ngram")
         self.ngram, self.name = ngram, f"prompt lookup (n-gram ≤ {ngram})"
 
     def propose(self, reqs: list[Request], ks: list[int]) -> list[tuple[list[int], None]]:
@@ -151,7 +149,6 @@ def generate(model, prompts, params: SamplingParams, k: int = 4, drafter=None, e
     one token per pass, the baseline timed the same way). Sampled requests use `params.seed` + i."""
     import torch
 
-    checks.count(k, "k", 0)
     reqs = [Request(i, list(p), params) for i, p in enumerate(prompts)]
     kv = PagedKVCache.for_model(model, sum(-(-(len(r.prompt) + params.max_tokens + k) // block_size)
                                             for r in reqs), block_size)

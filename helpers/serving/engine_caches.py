@@ -15,8 +15,6 @@ from ..formulas.verdicts import Verdict, change_verdict, share, speed, times_as
 
 @dataclass(frozen=True)
 class PrefixTTFT:
-    """Time to first token of prefix + suffix, cold (no prefix cache) and warm (the prefix cached)."""
-
     prefix_tokens: int
     suffix_tokens: int
     cache: str
@@ -29,8 +27,6 @@ class PrefixTTFT:
 
 @dataclass(frozen=True)
 class CacheRun:
-    """One prefix cache on rounds of prompts."""
-
     cache: str                       # "radix" or "hash"
     prompt_tokens: int
     reused_tokens: int
@@ -42,8 +38,6 @@ class CacheRun:
 
 @dataclass(frozen=True)
 class CacheHits:
-    """The radix tree and the block hashes on the same rounds of prompts."""
-
     radix: CacheRun
     hash: CacheRun
     same_tokens: bool                # both caches gave the same tokens
@@ -51,8 +45,6 @@ class CacheHits:
 
 @dataclass(frozen=True)
 class EditHits:
-    """A prompt served again with one token changed: the tokens each cache reuses."""
-
     prompt_tokens: int
     edited_position: int
     block_size: int
@@ -65,8 +57,6 @@ def prefix_ttft(model, prefix: Sequence[int], suffixes: Sequence[Sequence[int]],
     """Time to first token of prefix + suffix, cold (prefix caching off) and warm (the prefix left in the
     cache by an earlier request with another suffix), the fastest over the suffixes (a shared machine only
     slows a run down); one step each (the token budget holds the whole prompt), the same first token."""
-    if len(suffixes) < 2:
-        raise ValueError("give at least two suffixes: the first request warms the cache, the others are timed")
     budget = len(prefix) + max(len(s) for s in suffixes)
     one = SamplingParams(max_tokens=1, ignore_eos=True)
 
@@ -115,8 +105,6 @@ def cache_hits(model, prompts_by_round: Sequence[Sequence[Sequence[int]]], block
 def edit_hits(model, prompt: Sequence[int], edit_at: int, block_size: int = 16) -> EditHits:
     """A prompt served once, then again with the token at `edit_at` changed: the tokens each cache
     reuses for the edited prompt (radix: up to the edit; hashes: up to the last whole block before it)."""
-    if not 0 <= edit_at < len(prompt) - 1:
-        raise ValueError(f"edit_at must be a position in 0..{len(prompt) - 2}, got {edit_at}")
     edited = list(prompt)
     edited[edit_at] = (edited[edit_at] + 1) % model.config.vocab_size
     reused = {}

@@ -1,8 +1,6 @@
 """The readable engine (helpers.engine) measured serving: its greedy tokens against transformers'
 `generate`, its tokens/s against transformers' continuous-batching manager, its step log read, and chunked
-prefill — a long prompt arriving while others decode, prefilled in one step or in chunks of the token
-budget. The figures of notebook 07 and `make bench` (helpers.serving.measured); not part of the engine's
-mechanism.
+prefill. The figures of notebook 07 and `make bench`.
 """
 from __future__ import annotations
 
@@ -11,7 +9,6 @@ import time
 from dataclasses import dataclass, replace
 from typing import Sequence
 
-from .. import checks
 from ..engine.llm import Engine, EngineArgs
 from ..engine.request import SamplingParams
 from ..formulas.verdicts import Verdict, share, speed, times_as
@@ -20,8 +17,6 @@ from .naive import Request as ServeRequest, RequestTiming, ServeResult
 
 @dataclass(frozen=True)
 class LogSummary:
-    """What an engine run's step log says."""
-
     requests: int
     steps: int
     tokens_per_s: float
@@ -36,8 +31,6 @@ class LogSummary:
 
 @dataclass(frozen=True)
 class GenerateCheck:
-    """The engine's greedy tokens against transformers' generate, prompt by prompt."""
-
     identical: bool
     requests: int
     identical_requests: int
@@ -48,8 +41,6 @@ class GenerateCheck:
 
 @dataclass(frozen=True)
 class AgainstCB:
-    """The engine against transformers' continuous-batching manager on the same requests."""
-
     engine_tokens_per_s: float
     transformers_cb_tokens_per_s: float
     ratio: float                     # engine ÷ transformers
@@ -64,8 +55,6 @@ class AgainstCB:
 
 @dataclass(frozen=True)
 class ChunkedRun:
-    """A long prompt arriving while short requests decode, at one token budget."""
-
     token_budget: int
     long_prompt_tokens: int
     prefill_steps: int
@@ -92,9 +81,14 @@ def serve(model, requests: Sequence[ServeRequest], args: EngineArgs = EngineArgs
     return ServeResult("readable engine", timings, wall, e.runner.forwards), e
 
 
+def _blocks(requests: Sequence[ServeRequest], block_size: int) -> list[int]:
+    """KV blocks each request holds at its full length (its prompt and every token it makes)."""
+    return [-(-(len(r.prompt) + r.max_new_tokens) // block_size) for r in requests]
+
+
 def blocks_needed(requests: Sequence[ServeRequest], block_size: int) -> int:
-    """The fewest KV blocks that let each request run alone (its prompt and every token it makes)."""
-    return max(-(-(len(r.prompt) + r.max_new_tokens) // block_size) for r in requests)
+    """The fewest KV blocks that let each request run alone."""
+    return max(_blocks(requests, block_size))
 
 
 def log_summary(e: Engine, result: ServeResult) -> LogSummary:
@@ -160,22 +154,9 @@ def chunked_prefill(model, shorts: Sequence[Sequence[int]], long_prompt: Sequenc
                     arrive_after_steps: int, budgets: Sequence[int], block_size: int = 16,
                     repeats: int = 2) -> list[ChunkedRun]:
     """Short requests decoding, then a long prompt arriving `arrive_after_steps` steps later, once per
-    token budget: the short ones' worst and median gap between tokens while the long one is prefilled,
-    its own TTFT and the steps its prefill took (chunks of at most the budget, less the decode rows), and
-    whether every request made the first budget's tokens (chunking is lossless). A budget ≥ the long prompt
-    prefills it in one step. Each budget `repeats` times, interleaved, each time figure its smallest (load
-    only adds)."""
-    checks.count(new_tokens, "new_tokens", 2)     # a gap between tokens needs two tokens a request
-    checks.count(arrive_after_steps, "arrive_after_steps", 0)
-    checks.count(block_size, "block_size", 1)
-    checks.count(repeats, "repeats", 1)
-    if not isinstance(budgets, (list, tuple)) or not budgets:
-        raise ValueError(f"budgets must be a non-empty list of token budgets (max_batch_tokens), got {budgets!r}")
-    budgets = [checks.count(b, "a token budget (max_batch_tokens)", 1) for b in budgets]
-    if not isinstance(shorts, (list, tuple)) or not shorts or not all(len(p) for p in shorts):
-        raise ValueError("shorts must be a non-empty list of non-empty prompts (token ids): their gaps are measured")
-    if not len(long_prompt):
-        raise ValueError("long_prompt must hold at least one token id")
+    token budget: the others' gaps between tokens while it is prefilled, its TTFT and prefill steps, and
+    whether every request made the first budget's tokens. Each budget `repeats` times, interleaved, each
+    time figure its smallest."""
     runs = [_chunked_run(model, shorts, long_prompt, new_tokens, arrive_after_steps, b, block_size)
             for _ in range(repeats) for b in budgets]
     first_tokens = runs[0][1]
@@ -229,8 +210,7 @@ def timeline(log: list[dict]) -> list[dict]:
 def blocks_without_preemption(requests: Sequence[ServeRequest], block_size: int, max_num_seqs: int) -> int:
     """KV blocks that hold the `max_num_seqs` longest requests at their full length (prompt and every token):
     with that many no running request can run out of blocks, so none is preempted."""
-    needs = sorted((-(-(len(r.prompt) + r.max_new_tokens) // block_size) for r in requests), reverse=True)
-    return sum(needs[:max_num_seqs])
+    return sum(sorted(_blocks(requests, block_size), reverse=True)[:max_num_seqs])
 
 
 def log_reading(s: LogSummary, args: EngineArgs, requests: Sequence[ServeRequest]) -> list[Verdict]:

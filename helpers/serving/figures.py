@@ -90,34 +90,6 @@ def bars_figure(labels: Sequence[str], values: Sequence[float], ylabel: str, tit
     return plots.finish(fig, source)
 
 
-@plots.notes_when_empty('Speculative decoding')
-def speculative_figure(rows: Sequence, source: Any):
-    """Per drafter (helpers.serving.speculative.Speculation): tokens per target pass measured against eq. 1
-    at its fitted per-token α (left), and the wall-clock speed-up over plain decoding (right); 1 marks
-    plain decoding on both."""
-    fig, (a, b) = plots.figure(ncols=2, width=5.5)
-    names = [r.drafter.replace(" (", "\n(") for r in rows]
-    x = range(len(rows))
-    for shift, key, colour, label in ((-0.2, "tokens_per_pass", MEASURED, "measured"),
-                                      (0.2, "expected_tokens_per_pass", COMPUTED, "expected at its α (eq. 1)")):
-        vals = [getattr(r, key) for r in rows]
-        a.bar([i + shift for i in x], vals, width=0.4, color=colour, label=label)
-        for i, v in zip(x, vals):
-            a.text(i + shift, v, f"{v:.2f}", ha="center", va="bottom", fontsize=8)
-    a.set_xticks(list(x), names, fontsize=8)
-    a.set_ylabel("tokens per target forward pass")
-    a.set_title("tokens per target pass", fontsize=10)
-    a.legend(fontsize=8, loc="lower right")
-    speed = [r.speedup for r in rows]
-    plots.bars(b, names, speed, [MEASURED if v > 1 else BASELINE for v in speed], fmt=lambda v: f"{v:.2f}×")
-    b.tick_params(axis="x", labelsize=8)
-    b.set_ylabel("wall-clock speed-up over plain decoding")
-    b.set_title("wall clock", fontsize=10)
-    for ax in (a, b):
-        ax.axhline(1.0, color="k", lw=0.8)
-    return plots.finish(fig, source)
-
-
 @plots.notes_when_empty('Prefix-cache hit rates')
 def hit_rate_figure(results: dict, source: Any):
     """Per request of each trace (name: helpers.serving.engine_caches.CacheRun): prompt tokens and the

@@ -1,17 +1,8 @@
 """Speculative decoding measured, greedy: the readable engine's loop (helpers.engine.speculative) with prompt
 lookup and the early-exit draft, its verify pass against a decode step, read by rule; and transformers'
-assisted generation with prompt lookup (the library's version of the engine's PromptLookup rule), counted
-round by round. The figures of notebook 07 and `make bench`.
-
-A drafter proposes k tokens, the target checks them all in one forward pass and keeps the longest prefix it
-agrees with, plus one token of its own (Leviathan et al., ICML 2023; Chen et al., 2023). Greedy, so the
-output is exactly the target's greedy output. Prompt lookup drafts the continuation of the last n-gram's
-earlier occurrence in the context (no model). The early-exit draft model is the engine's
-(helpers.engine.speculative.DraftModel).
-
-Counted, not inferred: the target's forward calls (a hook), tokens drafted and accepted (wrapping the
-candidate generator's two methods), round by round. The two acceptance figures, accepted ÷ drafted and the
-per-token α = accepted ÷ checked, and eq. 1 at that α: helpers.formulas.speculation (acceptance_model).
+assisted generation with prompt lookup, counted round by round (the target's forward calls by a hook, tokens
+drafted and accepted by wrapping the candidate generator's two methods). The figures of notebook 07 and
+`make bench`.
 """
 from __future__ import annotations
 
@@ -21,7 +12,6 @@ from dataclasses import dataclass
 
 from typing import Sequence
 
-from .. import checks
 from ..engine import speculative as loop
 from ..engine.request import SamplingParams
 from ..formulas.speculation import VerifyCost, acceptance_model, pays, round_cost
@@ -31,8 +21,6 @@ from .naive import _ForwardCounter
 
 @dataclass(frozen=True)
 class Speculation:
-    """One greedy generation with a drafter (transformers' assisted generation) against plain greedy."""
-
     drafter: str
     k: int
     new_tokens: int
@@ -99,19 +87,11 @@ def _generate(model, ids, new_tokens: int, **kw):
 def speculate(model, ids, new_tokens: int, k: int = 4, ngram: int = 3) -> Speculation:
     """One greedy generation with prompt lookup (up to k tokens after the last n-gram's earlier occurrence,
     n ≤ `ngram`) against plain greedy generation, both timed, back to back: acceptance, target passes,
-    tokens per pass (measured and expected from α), wall-clock speed-up, identical output.
-
-    Counted: `drafted` and `accepted` from the candidate generator, `rounds` (its update calls), and
-    independently `target_passes` (a hook on the target); tokens generated = accepted + target passes."""
+    tokens per pass (measured and expected from α), wall-clock speed-up, identical output."""
     import torch
     from transformers.utils import logging as hf_logging
 
-    from ..measure.timing import check_ids
-
-    checks.count(new_tokens, "new_tokens")
-    checks.count(k, "k", 1, 64)
-    checks.count(ngram, "ngram", 1, 64)
-    ids = check_ids(model, ids, new_tokens, "ids", one_sequence=True).to(next(model.parameters()).device)
+    ids = torch.as_tensor(ids).reshape(1, -1).to(next(model.parameters()).device)
     kw = {"prompt_lookup_num_tokens": k, "max_matching_ngram_size": ngram}
     name = f"prompt lookup (n-gram ≤ {ngram})"
     verbosity = hf_logging.get_verbosity()
@@ -150,8 +130,6 @@ def speculate(model, ids, new_tokens: int, k: int = 4, ngram: int = 3) -> Specul
 
 @dataclass(frozen=True)
 class SpecRun:
-    """One drafter through the engine's speculative loop, greedy (drafter "none": plain decoding)."""
-
     drafter: str
     k: int
     batch: int

@@ -51,7 +51,7 @@ def cache_on_off_frame(r):
 # ----------------------------------------------------------------------------- paged attention
 
 def simulation_frame(summaries: Sequence):
-    """helpers.serving.blocks.SimSummary: one row per scheme."""
+    """helpers.serving.paging.SimSummary: one row per scheme."""
     return _frame([{"scheme": s.scheme, "capacity (token slots)": s.capacity_slots, "decode steps to finish": s.steps,
                     "mean sequences running": s.mean_running, "max sequences running": s.max_running,
                     "preemptions": s.preemptions, "mean slots used by tokens": s.mean_used_slots,

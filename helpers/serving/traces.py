@@ -147,13 +147,3 @@ def token_ids(tokenizer, requests: Sequence[TraceRequest]) -> list[list[int]]:
         else:
             ids.append(list(tokenizer.encode(r.prompt)))
     return ids
-
-
-def shared_prefix_tokens(a: Sequence[int], b: Sequence[int]) -> int:
-    """How many leading tokens two prompts share (the brute-force longest common prefix)."""
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n

@@ -1,0 +1,96 @@
+"""`make bench`'s serving section (scripts/bench.py): the headline figure of each optimization, measured on
+the active profile (tiny on a CPU), written to build/bench/serving.json. Workloads and sizes are notebook
+07's (helpers.serving.measured.workload), so the bench and the notebook measure the same thing.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, fields, replace
+
+from helpers.serving.measured import Workload, chat_requests, paged_fit, workload
+
+BATCHING_ROUNDS = 2   # the bench's batching figures: each way's fastest of two interleaved rounds
+
+
+def bench_serving() -> dict:
+    import torch
+
+    from helpers.measure import models
+    from helpers.serving import batching, prefix_reuse, speculative
+
+    loaded = models.load()
+    w = workload(loaded.profile, loaded.device)
+    m, tok = loaded.model, loaded.tokenizer
+    reqs = chat_requests(tok, w)
+    res = batching.compare_batching(m, reqs, w.slots, rounds=BATCHING_ROUNDS)
+    seq, static, cont = res["sequential"], res["static"], res["continuous"]
+    g = torch.Generator().manual_seed(0)
+    vocab = m.config.vocab_size
+    prefix = torch.randint(3, vocab, (w.prefix_tokens,), generator=g)
+    suffix = torch.randint(3, vocab, (w.suffix_tokens,), generator=g)
+    pre = prefix_reuse.prefix_reuse(m, prefix, suffix)
+    from helpers.measure.quality import eval_ids
+
+    text = eval_ids(tok, 160)
+    spec = speculative.speculate(m, text, w.decode_tokens, k=w.spec_k)
+    fit = paged_fit(tok, w)
+    eng = engine_figures(loaded, w)
+    return {
+        "model": loaded.label, "profile": loaded.profile,
+        "continuous_batching_speedup": cont.tokens_per_s / seq.tokens_per_s,
+        "static_batching_speedup": static.tokens_per_s / seq.tokens_per_s,
+        "prefix_cache_ttft_ratio": pre.ttft_ratio,
+        "spec_tokens_per_target_pass": spec.tokens_per_pass,
+        "paged_over_contiguous_sequences": fit.ratio,
+        **eng.pop("headline"),
+        "details": {
+            "engine": eng,
+            "batching": {k: asdict(batching.summarize(v, seq)) for k, v in res.items()},
+            "batching_identical_to_sequential": {"continuous": batching.same_tokens(cont, seq),
+                                                 "static": batching.same_tokens(static, seq)},
+            "slots": w.slots, "requests": w.requests, "batching_rounds": BATCHING_ROUNDS,
+            "prefix_reuse": asdict(pre), "speculative_prompt_lookup": asdict(spec), "paged_fit": asdict(fit),
+        },
+    }
+
+
+ENGINE_REQUESTS = 16      # the engine against transformers' continuous batching: chat requests ...
+ENGINE_CONCURRENT = 8     # ... at most this many at once, in both
+ENGINE_ROUNDS = 3         # interleaved rounds, each way's fastest
+
+
+def engine_figures(loaded, w: Workload) -> dict:
+    """The readable engine's (helpers.engine) figures: greedy tokens identical to generate; output
+    tokens/s at ENGINE_CONCURRENT requests ÷ transformers' continuous-batching manager on the same ones;
+    TTFT with a w.prefix_tokens shared prefix cold ÷ warm; the radix and hash caches on the agentic trace;
+    prompt lookup's tokens per target pass and wall-clock speed-up. `headline` holds the flat numbers."""
+    import torch
+
+    from helpers.measure.quality import eval_ids
+    from helpers.serving import engine_caches, engine_runs, speculative, traces
+
+    m, tok = loaded.model, loaded.tokenizer
+    reqs = chat_requests(tok, replace(w, requests=ENGINE_REQUESTS))
+    same = engine_runs.identical_to_generate(m, [r.prompt for r in reqs[:8]], 16)
+    vs = engine_runs.against_transformers_cb(m, reqs, ENGINE_CONCURRENT, rounds=ENGINE_ROUNDS)
+    g = torch.Generator().manual_seed(0)
+    prefix = torch.randint(3, m.config.vocab_size, (w.prefix_tokens,), generator=g).tolist()
+    suffixes = [torch.randint(3, m.config.vocab_size, (w.suffix_tokens,), generator=g).tolist() for _ in range(4)]
+    ttft = engine_caches.prefix_ttft(m, prefix, suffixes)
+    trace = traces.agentic_trace(agents=4, review_rounds=2, seed=0)
+    ids = traces.token_ids(tok, trace)
+    rounds = [[p for p, r in zip(ids, trace) if r.round == k] for k in sorted({r.round for r in trace})]
+    caches = engine_caches.cache_hits(m, rounds)
+    spec = speculative.speculative_runs(m, eval_ids(tok, 160), w.decode_tokens, k=w.spec_k,
+                                       draft_layers=w.draft_layers)
+    lookup = next(r for r in spec if r.drafter.startswith("prompt lookup"))
+    runs = ("engine", "transformers_cb")      # the two ServeResults: their every timing stays out of the JSON
+    return {"headline": {"engine_identical_to_generate": same.identical,
+                         "engine_over_transformers_cb": vs.ratio,
+                         "engine_prefix_ttft_ratio": ttft.ttft_ratio,
+                         "engine_spec_prompt_lookup_tokens_per_pass": lookup.tokens_per_pass,
+                         "engine_spec_prompt_lookup_speedup": lookup.speedup,
+                         "engine_radix_over_hash_reused_tokens": caches.radix.reused_tokens
+                         / max(1, caches.hash.reused_tokens)},
+            "identical_to_generate": asdict(same),
+            "against_transformers_cb": {f.name: getattr(vs, f.name) for f in fields(vs) if f.name not in runs},
+            "prefix_ttft": asdict(ttft), "prefix_caches_agentic": asdict(caches), "speculative": [asdict(r) for r in spec]}
