@@ -508,3 +508,18 @@ def test_side_by_side_compares_the_steps_both_clients_streamed():
     assert got["ours"] == pytest.approx(10.0) and got["vllm bench"] == pytest.approx(10.0)
     assert got["gaps"] == 3 and got["gaps left out"] == 3
     assert summarize(theirs).itl_pooled_s < summarize(ours).itl_pooled_s      # over all requests they differ
+
+
+def test_the_servers_this_machine_can_run_are_listed_in_a_process_of_their_own(monkeypatch):
+    from helpers.benchmark import records, servers
+
+    configs, skipped = records.available()
+    here, not_here = servers.available()
+    assert [c["name"] for c in configs] == [c.name for c in here]
+    assert [s["name"] for s in skipped] == [s["name"] for s in not_here]
+
+    def fails(*args, capture):
+        raise records.subprocess.CalledProcessError(1, "harness", stderr="Traceback …\nImportError: no aiohttp\n")
+    monkeypatch.setattr(records, "_benchmark", fails)
+    assert records.available() == ([], [{"name": "every configuration",
+                                          "why": "listing the servers failed: ImportError: no aiohttp"}])
