@@ -44,6 +44,9 @@ def _():
 
     {run_times.header("02")}
 
+    After each measurement, **What you should see** says what this run's numbers show, by a rule from the
+    numbers above it, then what a GPU shows, each GPU sentence labelled computed, cited or recorded.
+
     A GPU's memory holds three things while it serves:
 
     **GPU memory = weights (fixed) + overhead (about fixed) + KV cache (grows with context × users)**

@@ -87,6 +87,9 @@ def _():
 
     {run_times.header("03")}
 
+    After each measurement, **What you should see** says what this run's numbers show, by a rule from the
+    numbers above it, then what a GPU shows, each GPU sentence labelled computed, cited or recorded.
+
     Generation has two phases. **{term("Prefill")}** runs the whole prompt through the model in one forward
     pass: every weight is read once and used for every prompt token — lots of arithmetic per byte,
     *compute-bound*; its duration is the {term("time to first token", "ttft")}. **{term("Decode")}** then produces one token per

@@ -47,6 +47,9 @@ def _():
 
     {run_times.header("05")}
 
+    After each measurement, **What you should see** says what this run's numbers show, by a rule from the
+    numbers above it, then what a GPU shows, each GPU sentence labelled computed, cited or recorded.
+
     Store the weights in fewer bits and the model takes less memory — and, where decoding is
     {term("memory-bound")} (limited by how fast the weights stream from memory), it can run faster. This notebook loads the active
     profile's model four ways, **in one run**, and measures each:

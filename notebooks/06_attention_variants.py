@@ -46,6 +46,9 @@ def _():
 
     {run_times.header("06")}
 
+    After each measurement, **What you should see** says what this run's numbers show, by a rule from the
+    numbers above it, then what a GPU shows, each GPU sentence labelled computed, cited or recorded.
+
     Every generated token (a {term("decode")} step) reads the keys and values of every earlier token, so the
     {term("KV cache", "kv-cache")} grows
     with context × users and, beside the weights, decides how many requests fit on a GPU. The

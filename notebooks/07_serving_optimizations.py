@@ -57,6 +57,9 @@ def _():
 
     {run_times.header("07")}
 
+    After each measurement, **What you should see** says what this run's numbers show, by a rule from the
+    numbers above it, then what a GPU shows, each GPU sentence labelled computed, cited or recorded.
+
     Before the central results you are asked for a **prediction**; the result shows it beside what was
     computed or measured. A self-check at the end asks three questions whose answers are this run's numbers.
 

@@ -52,6 +52,9 @@ def _():
        bytes each carries per sequence.
 
     {run_times.header("10")}
+
+    After each measurement, **What you should see** says what this run's numbers show, by a rule from the
+    numbers above it, then what a GPU shows, each GPU sentence labelled computed, cited or recorded.
     """)
     return
 
