@@ -20,7 +20,7 @@ with app.setup:
     from helpers.present import expected, learner, notebook, on_gpu, plots, replay
     from helpers.formulas import gpus, verdicts
     from helpers.present.glossary import term
-    from helpers.capacity import measured as capacity_measured, ranking as capacity_ranking, views as capacity_views
+    from helpers.capacity import measured as capacity_measured, ranking as capacity_ranking, slo as capacity_slo, views as capacity_views
     from helpers.capacity.triangle import triangle
     from helpers.formulas.memory import KV_DTYPES, WEIGHT_SCHEMES
     from helpers.formulas.specs import PRESETS, get_spec
@@ -268,7 +268,7 @@ def _():
 
 @app.cell(hide_code=True)
 def _(slo_case):
-    slo_derived = capacity.slo_batch(slo_case["model"], slo_case["gpu"], slo_case["slo_ms"], slo_case["context"],
+    slo_derived = capacity_slo.slo_batch(slo_case["model"], slo_case["gpu"], slo_case["slo_ms"], slo_case["context"],
                                      slo_case["efficiency"])
     _d = slo_derived
     mo.md(f"""
@@ -285,7 +285,7 @@ def _(slo_case):
     where max batch = KV budget ÷ one sequence's cache (the section above). Where the FLOPs outgrow the bytes
     the step is {term("compute-bound")} and the planner's bisection (`plan_for_slo`) takes over from this formula.
 
-    **Worked example** (`helpers.capacity.slo_batch`): {_d.plan.model} on one {_d.gpu}, {_d.plan.context:,} tokens.
+    **Worked example** (`helpers.capacity.slo.slo_batch`): {_d.plan.model} on one {_d.gpu}, {_d.plan.context:,} tokens.
 
     - W = {_d.weight_bytes:,.0f} B (every weight once, the embedding by rows); k = {_d.seq_bytes:,.0f} B
       ({_d.plan.context:,} tokens' cache read, one token's written)
@@ -347,7 +347,7 @@ def _(cost_box, slo_derived):
 
 @app.cell
 def _(slo_case):
-    _p = capacity.slo_batch(slo_case["model"], slo_case["gpu"], 50.0, slo_case["context"], slo_case["efficiency"])
+    _p = capacity_slo.slo_batch(slo_case["model"], slo_case["gpu"], 50.0, slo_case["context"], slo_case["efficiency"])
     notebook.exercise(1, f"Which limit binds? The same model on the same {_p.gpu} at {_p.plan.context:,} tokens and "
                          f"{_p.efficiency:.0%} of the datasheet, with an SLO of 50 ms: what is b_SLO, what is the "
                          "batch, which limit sets it (the SLO or the memory), and what does a million output tokens "
@@ -360,7 +360,7 @@ def _(slo_case):
       (`plan_for_slo`: {_p.batch:,})
     - its step {_p.plan.step_ms:.2f} ms, {_p.plan.tokens_per_s:,.0f} tokens/s, **\\${_p.plan.usd_per_million_tokens:.3f}**
       per million output tokens
-    """, label="Solution (computed by helpers.capacity.slo_batch)")
+    """, label="Solution (computed by helpers.capacity.slo.slo_batch)")
     return
 
 
@@ -725,7 +725,7 @@ def _():
 
 @app.cell(hide_code=True)
 def _(measured, ranked, slo_case, slo_derived):
-    _at20 = capacity.slo_batch(slo_case["model"], slo_case["gpu"], 20.0, slo_case["context"], slo_case["efficiency"])
+    _at20 = capacity_slo.slo_batch(slo_case["model"], slo_case["gpu"], 20.0, slo_case["context"], slo_case["efficiency"])
     _ok = [r for r in ranked or () if r.status == "ok"]
     check_questions = [
         learner.Question(f"The derivation's case ({slo_derived.plan.model} on one {slo_derived.gpu}, "

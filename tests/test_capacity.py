@@ -7,7 +7,7 @@ import pytest
 from helpers import capacity
 from helpers.formulas import gpus
 from helpers.capacity import measured as capacity_measured, ranking as capacity_ranking, views as capacity_views
-from helpers.capacity import triangle as capacity_triangle
+from helpers.capacity import slo as capacity_slo, triangle as capacity_triangle
 from helpers.formulas.memory import kv_cache_bytes, weight_bytes
 from helpers.formulas.specs import get_spec
 
@@ -160,11 +160,11 @@ def test_moe_decode_reads_only_the_experts_the_batch_touches():
 # ----------------------------------------------------------------------------- SLO and ranking
 
 def test_slo_search_finds_the_largest_batch_within_it():
-    p, ok = capacity.plan_for_slo(MISTRAL, "H100 SXM", 10, context=4096)
+    p, ok = capacity_slo.plan_for_slo(MISTRAL, "H100 SXM", 10, context=4096)
     assert ok and p.step_ms <= 10
     nxt = capacity.plan(MISTRAL, "H100 SXM", context=4096, batch=p.batch + 1)
     assert nxt.step_ms > 10 or not nxt.fits
-    slow, ok = capacity.plan_for_slo(MISTRAL, "L4", 10, context=4096)
+    slow, ok = capacity_slo.plan_for_slo(MISTRAL, "L4", 10, context=4096)
     assert not ok and slow.batch == 1 and slow.step_ms > 10
 
 
@@ -249,7 +249,7 @@ def test_triangle_and_curve_follow_the_efficiency():
     for eff, by_hand in ((1.0, 35), (0.5, 4)):
         assert int((3.35e12 * 0.010 * eff - 14_221_320_192) // per_seq) == by_hand
         tri = capacity_triangle.triangle(MISTRAL, "H100 SXM", context=4096, slo_ms=10, efficiency=eff)
-        p, ok = capacity.plan_for_slo(MISTRAL, "H100 SXM", 10, context=4096, efficiency=eff)
+        p, ok = capacity_slo.plan_for_slo(MISTRAL, "H100 SXM", 10, context=4096, efficiency=eff)
         assert ok and tri[1].batch == p.batch == by_hand and tri[1].meets_slo
         assert tri[0].corner == "latency"
         assert tri[0].step_ms == capacity.plan(MISTRAL, "H100 SXM", efficiency=eff).step_ms
@@ -378,7 +378,7 @@ def test_plan_refuses_non_finite_wrong_typed_and_impossible_values(kw, needle):
 def test_slo_and_views_refuse_bool_text_and_infinite_values():
     for bad in (True, "8", math.inf, math.nan):
         with pytest.raises(ValueError, match="SLO"):
-            capacity.plan_for_slo(MISTRAL, "H100 SXM", bad)
+            capacity_slo.plan_for_slo(MISTRAL, "H100 SXM", bad)
         with pytest.raises(ValueError, match="SLO"):
             capacity_triangle.triangle(MISTRAL, slo_ms=bad)
     with pytest.raises(ValueError, match="max batch"):

@@ -1,5 +1,5 @@
 """The rules notebook 04 says its conclusions with (helpers.capacity.measured's against_floor, against_floor_way and
-floor_shares, helpers.capacity.ranking.against_datasheet, helpers.capacity.slo_batch), each fed every regime it can
+floor_shares, helpers.capacity.ranking.against_datasheet, helpers.capacity.slo.slo_batch), each fed every regime it can
 meet — the two committed CPU records (Intel Xeon, AMD EPYC), the Intel record's live run (its executed text: a step
 shorter than its floor, the tiny model's 46 MB of weights in a 480 MiB L3), a GPU-like step at 90 % of its floor,
 fixed-cost steps 10× and 20× their floor — and its words checked against numbers recomputed here."""
@@ -10,7 +10,7 @@ import math
 import pytest
 
 from helpers import capacity, records
-from helpers.capacity import measured, ranking
+from helpers.capacity import measured, ranking, slo as capacity_slo
 from helpers.formulas.verdicts import factor, share_band
 from helpers.present import replay
 
@@ -144,17 +144,17 @@ def k_mistral(context: int) -> int:
 
 
 def test_slo_batch_by_hand_on_an_h100():
-    d = capacity.slo_batch("mistral-7b-v0.1", "H100 SXM", 10, 4096, 0.5)
+    d = capacity_slo.slo_batch("mistral-7b-v0.1", "H100 SXM", 10, 4096, 0.5)
     assert d.weight_bytes == W_MISTRAL == 14_221_320_192 and d.seq_bytes == k_mistral(4096) == 537_010_176
     assert d.step_budget_bytes == pytest.approx(0.010 * 0.5 * 3.35e12)
     assert d.slo_batch == math.floor((0.010 * 0.5 * 3.35e12 - W_MISTRAL) / k_mistral(4096)) == 4
     assert d.max_batch == 112 and d.derived == d.batch == 4
     assert d.parity_batch == pytest.approx(W_MISTRAL / k_mistral(4096))
     # the self-check's first question: at 20 ms
-    assert capacity.slo_batch("mistral-7b-v0.1", "H100 SXM", 20, 4096, 0.5).batch == \
+    assert capacity_slo.slo_batch("mistral-7b-v0.1", "H100 SXM", 20, 4096, 0.5).batch == \
         math.floor((0.020 * 0.5 * 3.35e12 - W_MISTRAL) / k_mistral(4096)) == 35
     # the exercise: at 50 ms the memory binds
-    d50 = capacity.slo_batch("mistral-7b-v0.1", "H100 SXM", 50, 4096, 0.5)
+    d50 = capacity_slo.slo_batch("mistral-7b-v0.1", "H100 SXM", 50, 4096, 0.5)
     assert d50.slo_batch == math.floor((0.050 * 0.5 * 3.35e12 - W_MISTRAL) / k_mistral(4096)) == 129
     assert d50.derived == d50.batch == 112
 
@@ -162,13 +162,13 @@ def test_slo_batch_by_hand_on_an_h100():
 @pytest.mark.parametrize("gpu", ["H100 SXM", "H200", "A100 80GB", "MI300X", "L40S", "B200"])
 @pytest.mark.parametrize("slo_ms", [10, 20, 50, 100])
 def test_slo_batch_formula_is_the_bisection_while_memory_bound(gpu, slo_ms):
-    d = capacity.slo_batch("mistral-7b-v0.1", gpu, slo_ms, 4096, 0.5)
+    d = capacity_slo.slo_batch("mistral-7b-v0.1", gpu, slo_ms, 4096, 0.5)
     if d.plan.bound == "memory":
         assert d.derived == d.batch, (gpu, slo_ms, d)
 
 
 def test_slo_batch_when_one_sequence_misses_the_slo():
-    d = capacity.slo_batch("mistral-7b-v0.1", "L4", 10, 4096, 0.5)
+    d = capacity_slo.slo_batch("mistral-7b-v0.1", "L4", 10, 4096, 0.5)
     assert d.slo_batch == 0 and d.batch == 0 and d.derived == 0
 
 

@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 import roofline_bench  # noqa: E402  (scripts/roofline_bench.py)
 from helpers import capacity
 from helpers.formulas import gpus, memory, roofline, stepcost
-from helpers.capacity import ranking as capacity_ranking
+from helpers.capacity import ranking as capacity_ranking, slo as capacity_slo
 from helpers.measure.local_models import TINY_CONFIG
 from helpers.formulas.specs import get_spec, spec_from_config
 
@@ -164,8 +164,8 @@ def test_step_floor_and_step_at_an_efficiency():
     with pytest.raises(ValueError, match="efficiency"):
         capacity.plan(MISTRAL, "H100 SXM", efficiency=1.2)
     # the SLO search uses the step at the efficiency: a tighter budget per token, a smaller batch
-    fast, _ = capacity.plan_for_slo(MISTRAL, "H100 SXM", 10, context=4096, efficiency=1.0)
-    slow, _ = capacity.plan_for_slo(MISTRAL, "H100 SXM", 10, context=4096, efficiency=0.5)
+    fast, _ = capacity_slo.plan_for_slo(MISTRAL, "H100 SXM", 10, context=4096, efficiency=1.0)
+    slow, _ = capacity_slo.plan_for_slo(MISTRAL, "H100 SXM", 10, context=4096, efficiency=0.5)
     assert slow.batch < fast.batch and slow.step_ms <= 10
 
 

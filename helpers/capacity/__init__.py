@@ -2,6 +2,7 @@
 
 One package, one job per module:
 - `planner`  — the plan for one GPU (memory, decode and prefill step, throughput, $ per million tokens);
+- `slo`      — the largest batch a latency SLO allows (bisection, and the formula for a memory-bound step);
 - `ranking`  — every catalogued GPU ranked under a latency SLO or a minimum batch;
 - `triangle` — the quality–latency–throughput triangle on one GPU;
 - `views`    — the planner's tables and figures for notebook 04 and the command line;

@@ -137,7 +137,7 @@ def _capacity_render(r: dict) -> str:
 
 
 def _capacity(a) -> dict:
-    from . import planner as capacity, ranking as capacity_ranking, views as capacity_views
+    from . import planner as capacity, ranking as capacity_ranking, slo, views as capacity_views
     from ..formulas.specs import get_spec
 
     spec = get_spec(a.model)
@@ -168,7 +168,7 @@ def _capacity(a) -> dict:
     if first.max_batch < 1 and not capacity_ranking.fits_somewhere(spec, a.dtype, a.kv_dtype, a.context, a.gpus):
         raise ValueError(capacity_ranking.no_fit_message(spec, a.dtype, a.kv_dtype, a.context, a.gpus))
     if a.slo_ms is not None:
-        p, ok = capacity.plan_for_slo(spec, gpu, a.slo_ms, a.gpus, a.dtype, a.kv_dtype, a.context, **_request_kw(a))
+        p, ok = slo.plan_for_slo(spec, gpu, a.slo_ms, a.gpus, a.dtype, a.kv_dtype, a.context, **_request_kw(a))
         return _plan_dict(p, ok if p.fits else False, a.slo_ms)
     return _plan_dict(capacity.plan(spec, gpu, a.gpus, a.dtype, a.kv_dtype, a.context, a.batch, **_request_kw(a)))
 

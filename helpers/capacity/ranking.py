@@ -11,7 +11,8 @@ from dataclasses import dataclass, replace
 from typing import Iterable
 
 from .. import checks
-from .planner import DEFAULT_EFFICIENCY, GPU_COUNTS, Plan, check_context, plan, plan_for_slo, sharding
+from .planner import DEFAULT_EFFICIENCY, GPU_COUNTS, Plan, check_context, plan, sharding
+from .slo import plan_for_slo
 from ..formulas.gpus import catalog, get_gpu, providers
 from ..formulas.specs import ModelSpec, get_spec
 

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 from .. import checks
 from ..formulas.specs import get_spec
-from .planner import DEFAULT_EFFICIENCY, Plan, max_batch, plan, plan_for_slo
+from .planner import DEFAULT_EFFICIENCY, Plan, max_batch, plan
+from .slo import plan_for_slo
 
 
 @dataclass(frozen=True)
