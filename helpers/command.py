@@ -124,10 +124,6 @@ def render_text(result: Any, as_json: bool, render: Callable[[Any], str]) -> str
     return render(result)
 
 
-def emit(result: Any, as_json: bool, render: Callable[[Any], str]) -> None:
-    print(render_text(result, as_json, render))
-
-
 # ----------------------------------------------------------------------------- faults of the terminal
 
 # What an ASCII-only terminal gets instead of the symbols the tables use.

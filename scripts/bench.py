@@ -33,9 +33,18 @@ def _roofline() -> dict:
 
 
 def _capacity() -> dict:
-    from helpers.capacity import measured as capacity_measured
+    """The planner's predicted decode step for the active profile on this device, the measured step, and
+    their ratio (measured ÷ predicted): helpers.capacity.measured.predict_vs_measure."""
+    from helpers.capacity.measured import predict_vs_measure
+    from helpers.measure.models import load
 
-    return capacity_measured.bench_capacity()
+    r = predict_vs_measure(load())
+    return {"profile": r["profile"], "label": r["label"], "device": r["device"], "dtype": r["dtype"],
+            "batch": r["batch"], "prompt_tokens": r["prompt_tokens"],
+            "bandwidth_gbs": r["bandwidth"] / 1e9, "bandwidth_source": r["bandwidth_source"],
+            "predicted_step_ms": r["predicted_step_s"] * 1e3, "predicted_step_bytes": r["step_bytes"],
+            "mean_cached_tokens": r["mean_cached_tokens"], "measured_step_ms": r["measured_step_s"] * 1e3,
+            "ratio_measured_over_predicted": r["ratio"]}
 
 
 def _hierarchy() -> dict:
@@ -54,9 +63,21 @@ def _hierarchy() -> dict:
 
 
 def _attention() -> dict:
-    from helpers.measure import attention_kernels
+    """Naive attention against PyTorch's fused SDPA on this device (medians). CPU: 8 heads × 32, fp32,
+    256 … 2,048 tokens, one thread; CUDA: Mistral's 32 × 128 in bf16, 1k … 16k."""
+    from helpers.formulas.flash import AttentionShape
+    from helpers.measure.attention_kernels import time_attention
+    from helpers.measure.hardware import pick_device
 
-    return attention_kernels.bench_attention()
+    dev = pick_device()
+    gpu = dev.startswith("cuda")
+    shape = AttentionShape(1, 32, 128, "bf16") if gpu else AttentionShape(1, 8, 32, "fp32")
+    lengths = [1024 * 2**k for k in range(5)] if gpu else [256, 512, 1024, 2048]
+    result = time_attention(lengths, shape, dev, causal=True, repeats=5)
+    return {"device": dev, "shape": {"batch": shape.batch, "heads": shape.heads, "head_dim": shape.head_dim,
+                                     "dtype": shape.dtype, "causal": True},
+            "rows": result.rows, "oom_at": result.oom_at,
+            "definitions": {"naive_over_sdpa": "median seconds of the materialised version ÷ the fused kernel's"}}
 
 
 def _serving() -> dict:

@@ -103,3 +103,20 @@ def test_script_refuses_unknown_sections(monkeypatch, capsys):
 
 def test_roofline_is_a_section():
     assert "roofline" in bench_script.SECTIONS
+
+
+@pytest.mark.slow
+def test_bench_capacity_reports_predicted_measured_and_ratio():
+    r = bench_script._capacity()
+    assert r["profile"] == "tiny" and r["predicted_step_ms"] > 0 and r["measured_step_ms"] > 0
+    assert r["ratio_measured_over_predicted"] == pytest.approx(r["measured_step_ms"] / r["predicted_step_ms"])
+    json.dumps(r, allow_nan=False)   # make bench writes it as JSON
+
+
+@pytest.mark.slow
+def test_bench_attention_times_both_kernels_at_every_length_on_the_cpu():
+    r = bench_script._attention()
+    assert r["device"] == "cpu" and r["shape"] == {"batch": 1, "heads": 8, "head_dim": 32, "dtype": "fp32", "causal": True}
+    assert [row["tokens"] for row in r["rows"]] == [256, 512, 1024, 2048] and r["oom_at"] is None
+    json.dumps(r, allow_nan=False)
+

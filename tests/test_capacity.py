@@ -342,17 +342,6 @@ def test_predict_vs_measure_with_the_measured_bandwidth(tiny):
     assert math.isfinite(r["ratio"]) and r["ratio"] > 0
 
 
-@pytest.mark.slow
-def test_bench_capacity_reports_predicted_measured_and_ratio():
-    pytest.importorskip("helpers.measure.microbench", reason="helpers.measure.microbench (notebook 03) is not in this tree yet")
-    r = capacity_measured.bench_capacity()
-    assert r["profile"] == "tiny" and r["predicted_step_ms"] > 0 and r["measured_step_ms"] > 0
-    assert r["ratio_measured_over_predicted"] == pytest.approx(r["measured_step_ms"] / r["predicted_step_ms"])
-    import json
-
-    json.dumps(r)   # make bench prints it as JSON
-
-
 def test_usable_bytes_is_the_reserve_every_notebook_counts():
     from helpers import capacity
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..measure import local_models, models
-from ..records import mask_paths
+from ..records import mask_paths, write_atomic
 
 # A Mistral [INST] chat template (what Mistral 7B Instruct's tokenizer_config.json carries), for the
 # chat endpoint; the benchmark itself uses /v1/completions (plain text prompts, no template).
@@ -73,7 +73,7 @@ def serve_folder(profile: str | None = None, folder: Path | None = None, weights
             from ..formulas.specs import load_config
 
             src.mkdir(parents=True, exist_ok=True)
-            _write_atomic(src / "config.json", json.dumps(load_config("mistral-7b-v0.1")[1], indent=1).encode())
+            write_atomic(src / "config.json", json.dumps(load_config("mistral-7b-v0.1")[1], indent=1).encode())
     dst = Path(folder or local_models.cache_dir() / f"{src.name}-serve")
     dst.mkdir(parents=True, exist_ok=True)
     wanted = {item.name: item for item in src.iterdir()
@@ -86,18 +86,12 @@ def serve_folder(profile: str | None = None, folder: Path | None = None, weights
         tmp_link.unlink(missing_ok=True)
         tmp_link.symlink_to(item.resolve())
         os.replace(tmp_link, dst / item_name)
-    _write_atomic(dst / "tokenizer.model", local_models.tokenizer_source().read_bytes())
+    write_atomic(dst / "tokenizer.model", local_models.tokenizer_source().read_bytes())
     tok_config = {"tokenizer_class": "LlamaTokenizer", "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>",
                   "add_bos_token": True, "add_eos_token": False, "legacy": False, "model_max_length": 32768,
                   "chat_template": CHAT_TEMPLATE}
-    _write_atomic(dst / "tokenizer_config.json", json.dumps(tok_config, indent=1).encode())
+    write_atomic(dst / "tokenizer_config.json", json.dumps(tok_config, indent=1).encode())
     return dst
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
 
 
 def random_7b_folder() -> Path:

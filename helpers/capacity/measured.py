@@ -231,18 +231,3 @@ def comparison_table(result: dict):
             ("measured step (median)", f"{result['measured_step_s'] * 1e3:,.3f} ms"),
             ("measured ÷ predicted", f"{result['ratio']:.2f}")]
     return pd.DataFrame(rows, columns=["", "value"]).set_index("")
-
-
-def bench_capacity() -> dict:
-    """For `make bench`: the planner's predicted decode step for the active profile on this device,
-    the measured step, and their ratio (measured ÷ predicted)."""
-    from ..measure.models import load
-
-    loaded = load()
-    r = predict_vs_measure(loaded)
-    return {"profile": r["profile"], "label": r["label"], "device": r["device"], "dtype": r["dtype"],
-            "batch": r["batch"], "prompt_tokens": r["prompt_tokens"],
-            "bandwidth_gbs": r["bandwidth"] / 1e9, "bandwidth_source": r["bandwidth_source"],
-            "predicted_step_ms": r["predicted_step_s"] * 1e3, "predicted_step_bytes": r["step_bytes"],
-            "mean_cached_tokens": r["mean_cached_tokens"], "measured_step_ms": r["measured_step_s"] * 1e3,
-            "ratio_measured_over_predicted": r["ratio"]}

@@ -113,12 +113,6 @@ def kv_cache_bytes(
     return math.ceil(batch * elems * size)
 
 
-def max_tokens_in(budget_bytes: float, model: str | Path | dict | ModelSpec, dtype: str = "bf16") -> int:
-    """How many tokens (all sequences together) fit in a KV budget, at short-context bytes per token."""
-    per = kv_bytes_per_token(model, dtype)
-    return max(0, int(budget_bytes // per))
-
-
 # ----------------------------------------------------------------------------- weights
 
 @dataclass(frozen=True)

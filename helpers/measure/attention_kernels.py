@@ -117,22 +117,6 @@ def time_attention(lengths: Sequence[int], shape: AttentionShape, device: str = 
         return guarded_sweep(lengths, point, device, "tokens", desc="attention lengths")
 
 
-def bench_attention(device: str | None = None) -> dict[str, Any]:
-    """`make bench` section: naive attention against PyTorch's fused SDPA on this device (medians).
-    CPU: 8 heads × 32, fp32, 256 … 2,048 tokens, one thread; CUDA: Mistral's 32 × 128 in bf16, 1k … 16k."""
-    from .hardware import pick_device
-
-    dev = pick_device(device)
-    gpu = dev.startswith("cuda")
-    shape = AttentionShape(1, 32, 128, "bf16") if gpu else AttentionShape(1, 8, 32, "fp32")
-    lengths = [1024 * 2**k for k in range(5)] if gpu else [256, 512, 1024, 2048]
-    result = time_attention(lengths, shape, dev, causal=True, repeats=5)
-    return {"device": dev, "shape": {"batch": shape.batch, "heads": shape.heads, "head_dim": shape.head_dim,
-                                     "dtype": shape.dtype, "causal": True},
-            "rows": result.rows, "oom_at": result.oom_at,
-            "definitions": {"naive_over_sdpa": "median seconds of the materialised version ÷ the fused kernel's"}}
-
-
 # ============================================================================ the rules that word them
 
 def equality_verdict(errors, dtype: str = "fp32") -> verdicts.Verdict:

@@ -78,10 +78,6 @@ def _rows() -> tuple[Link, ...]:
                           r["source"], r["note"]) for r in csv.DictReader(f))
 
 
-def all_links() -> list[Link]:
-    return list(_rows())
-
-
 def links(gpu) -> list[Link]:
     """Every link catalogued for a GPU (a name or alias helpers.formulas.gpus knows), fastest first."""
     name = get_gpu(gpu).name

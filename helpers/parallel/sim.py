@@ -35,6 +35,7 @@ from ..capacity.planner import DEFAULT_EFFICIENCY, plan
 from .. import checks
 from ..formulas.memory import kv_cache_bytes
 from ..formulas.specs import get_spec
+from ..formulas.stats import percentile
 from ..formulas.verdicts import CHANGE_MARGIN, Verdict, change_verdict, share, speed
 from .collectives import send_s
 from .links import Link
@@ -250,9 +251,9 @@ def summarize(finished: list[_Seq], ttft_slo_s: float, itl_slo_s: float) -> Summ
     met = sum(r.meets_slo for r in rows)
 
     def pct(xs, q):
-        return xs[min(len(xs) - 1, int(math.ceil(q * len(xs))) - 1)] if xs else None
+        return percentile(xs, q) if xs else None
 
-    return Summary(len(rows), pct(ttft, 0.5), pct(ttft, 0.9), pct(itl, 0.5), pct(itl, 0.9), met / len(rows),
+    return Summary(len(rows), pct(ttft, 50), pct(ttft, 90), pct(itl, 50), pct(itl, 90), met / len(rows),
                    met / span if span > 0 else float("inf"), span)
 
 
