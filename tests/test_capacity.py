@@ -330,9 +330,9 @@ def test_measured_efficiency_against_the_datasheet_by_hand():
                                             ("NVIDIA L4", "L4"), ("Tesla T4", "T4"), ("NVIDIA H200", "H200"),
                                             ("NVIDIA GeForce RTX 4090", "RTX 4090"), ("Some Future GPU", None)])
 def test_datasheet_gpu_from_the_name_cuda_reports(reported, name):
-    g = capacity_measured.datasheet_gpu("cuda", reported)
+    g = gpus.datasheet_gpu("cuda", reported)
     assert (g.name if g else None) == name
-    assert capacity_measured.datasheet_gpu("cpu", reported) is None
+    assert gpus.datasheet_gpu("cpu", reported) is None
 
 
 def test_predict_vs_measure_with_the_measured_bandwidth(tiny):

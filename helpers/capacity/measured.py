@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from .. import checks
 from ..formulas import verdicts
-from ..formulas.gpus import GPU, catalog
+from ..formulas.gpus import GPU, datasheet_gpu
 from ..formulas.memory import KV_DTYPES, WEIGHT_SCHEMES
 from ..formulas.stepcost import decode_cost
 
@@ -159,33 +159,6 @@ def floor_shares(small: dict, large_step_s: float, large_floor_s: float, large_b
              "lower": f"{each}: the larger model's step is less of its floor (its share {verdicts.factor(f_small / f_large)} "
                       "smaller): its steps cost more beyond the floor than the smaller model's"}[way]
     return verdicts.Verdict(words, "floor_shares", ev)
-
-
-def _key(text: str) -> str:
-    return re.sub(r"[\s\-_.]+", "", str(text).lower())
-
-
-# CUDA's names that contain no catalogued name or alias: the H100 SXM5 reports itself as "H100 80GB HBM3"
-# (the PCIe card as "H100 PCIe"), per nvidia-smi on each.
-_CUDA_NAMES = {"h10080gbhbm3": "H100 SXM"}
-
-
-def datasheet_gpu(device: str, device_name: str | None) -> GPU | None:
-    """The catalogued GPU (helpers.formulas.gpus) whose datasheet describes this device, or None: a CPU, an
-    Apple GPU, or a CUDA device the catalog lacks. Matches the longest catalogued name or alias
-    contained in the name the device reports ('NVIDIA A100-SXM4-80GB' → 'A100 80GB')."""
-    if not str(device).startswith("cuda") or not device_name:
-        return None
-    key = _key(device_name)
-    for cuda_key, name in _CUDA_NAMES.items():
-        if cuda_key in key:
-            return next(g for g in catalog() if g.name == name)
-    best, length = None, 0
-    for g in catalog():
-        for k in (_key(g.name), *(_key(a) for a in g.aliases)):
-            if k and k in key and len(k) > length:
-                best, length = g, len(k)
-    return best
 
 
 @dataclass(frozen=True)

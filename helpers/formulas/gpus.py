@@ -160,6 +160,29 @@ def get_gpu(name: str | GPU) -> GPU:
     raise ValueError(f"unknown GPU {str(name)!r}; choose one of: {', '.join(names())}")
 
 
+# CUDA's names that contain no catalogued name or alias: the H100 SXM5 reports itself as "H100 80GB HBM3"
+# (the PCIe card as "H100 PCIe"), per nvidia-smi on each.
+_CUDA_NAMES = {"h10080gbhbm3": "H100 SXM"}
+
+
+def datasheet_gpu(device: str, device_name: str | None) -> GPU | None:
+    """The catalogued GPU (helpers.formulas.gpus) whose datasheet describes this device, or None: a CPU, an
+    Apple GPU, or a CUDA device the catalog lacks. Matches the longest catalogued name or alias
+    contained in the name the device reports ('NVIDIA A100-SXM4-80GB' → 'A100 80GB')."""
+    if not str(device).startswith("cuda") or not device_name:
+        return None
+    key = _key(device_name)
+    for cuda_key, name in _CUDA_NAMES.items():
+        if cuda_key in key:
+            return next(g for g in catalog() if g.name == name)
+    best, length = None, 0
+    for g in catalog():
+        for k in (_key(g.name), *(_key(a) for a in g.aliases)):
+            if k and k in key and len(k) > length:
+                best, length = g, len(k)
+    return best
+
+
 def catalog_date() -> str:
     """The months the catalog's prices were read, e.g. '2026-05 to 2026-09'."""
     months = sorted({g.price_read for g in catalog() if re.fullmatch(r"\d{4}-\d{2}", g.price_read)})

@@ -137,7 +137,7 @@ def speed_on_gpu(floors=None):
 def datasheet_bandwidth(measured, device: str) -> tuple[float, str] | None:
     """(bandwidth, its name) of the GPU a measurement ran on, from its datasheet (helpers.formulas.gpus), or None
     on a CPU or an uncatalogued device: the roof a decode step's floor is computed at."""
-    from ..capacity.measured import datasheet_gpu
+    from ..formulas.gpus import datasheet_gpu
     from ..measure.hardware import device_info
 
     label = measured.recorded.get("device", "") if measured.replayed else (
