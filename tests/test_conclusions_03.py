@@ -13,7 +13,7 @@ from helpers import records
 from helpers.decoding import views
 from helpers.decoding.breakdown import StepBreakdown, StepParts
 from helpers.decoding.regimes import PLANNER_BAND, ImplResult, PlannerCheck, Regime
-from helpers.formulas import roofline
+from helpers.formulas import roofline, verdicts
 from helpers.formulas.stepcost import decode_cost, forward_cost
 from helpers.formulas.verdicts import factor
 from helpers.measure import hierarchy, microbench
@@ -96,7 +96,7 @@ def test_a_rate_above_the_copy_is_named_with_its_reason():
     assert "at the copy's bandwidth (107 %)" in microbench.against_copy(28.1e9, 26.3e9, 567e6, "x", 480 * MiB).words
     below = microbench.against_copy(18.2e9, 43.9e9, 268e6, "x", 32 * MiB, 256 * MiB)
     assert "41 % of the copy's bandwidth" in below.words and below.evidence["above"] == 0.0
-    assert microbench.above_floor_reason(10e6, 32 * MiB) == (": its weights (10.0 MB) fit the last-level cache "
+    assert verdicts.above_floor_reason(10e6, 32 * MiB) == (": its weights (10.0 MB) fit the last-level cache "
                                                              "(32 MiB) and were read from there")
 
 

@@ -96,7 +96,7 @@ def implementations_summary(reg: Regime, cache_bytes: int | None = None) -> str:
 
 def kernel_sentence(reg: Regime, cache_bytes: int | None = None) -> str:
     """Where the gap below the floor starts: the kernels' own bandwidth against the copy's, by rule; a kernel
-    above the copy's bandwidth is named with its reason (helpers.measure.microbench.above_floor_reason, the
+    above the copy's bandwidth is named with its reason (helpers.formulas.verdicts.above_floor_reason, the
     last-level cache `cache_bytes`)."""
     ceiling = reg.kernel_ceiling()
     if ceiling is None:
@@ -118,7 +118,7 @@ def kernel_sentence(reg: Regime, cache_bytes: int | None = None) -> str:
 def _above(reg: Regime, share: float, cache_bytes: int | None, read_bytes: int | None = None) -> str:
     """' Above the copy's bandwidth: <reason>.' when a rate ÷ the copy's is past the margin, else ''."""
     from ..formulas.verdicts import change_verdict
-    from ..measure.microbench import above_floor_reason
+    from ..formulas.verdicts import above_floor_reason
 
     if change_verdict(share) != "higher":
         return ""

@@ -153,3 +153,13 @@ def rounding(error: float, scale: float, dtype: str = "fp32", of: str = "the val
     at = f"{error:.1e} = {units:,.1f} ε × {scale:.3g}, the scale of {of} ({dtype} ε = {EPSILON[dtype]:.1e})"
     words = (f"float rounding: {at}" if units <= ROUNDING_EPS else f"more than float rounding: {at}")
     return Verdict(words, "rounding", {"error": error, "scale": scale, "epsilons": units})
+
+
+def above_floor_reason(read_bytes: float, cache_bytes: float | None, what: str = "its weights") -> str:
+    """Why a rate above a memory floor is possible, by rule: the bytes read (`read_bytes`) fit the last-level
+    cache (`cache_bytes`) and were read from there between passes; else that bandwidth did not bound it.
+    The one owner of the reason (notebooks 03 and 05 say it through this)."""
+    if cache_bytes and read_bytes <= cache_bytes:
+        return (f": {what} ({read_bytes / 1e6:,.1f} MB) fit the last-level cache ({cache_bytes / 2**20:,.0f} MiB) "
+                "and were read from there")
+    return ": that bandwidth was not what bounded it"

@@ -116,22 +116,12 @@ def copy_size_note(nbytes: int, device: str, caches=None) -> str:
             f"({'past it' if nbytes > last else 'the cache holds it'})")
 
 
-def above_floor_reason(read_bytes: float, cache_bytes: float | None, what: str = "its weights") -> str:
-    """Why a rate above a memory floor is possible, by rule: the bytes read (`read_bytes`) fit the last-level
-    cache (`cache_bytes`) and were read from there between passes; else that bandwidth did not bound it.
-    The one owner of the reason (notebooks 03 and 05 say it through this)."""
-    if cache_bytes and read_bytes <= cache_bytes:
-        return (f": {what} ({read_bytes / 1e6:,.1f} MB) fit the last-level cache ({cache_bytes / 2**20:,.0f} MiB) "
-                "and were read from there")
-    return ": that bandwidth was not what bounded it"
-
-
 def against_copy(rate: float, copy_bandwidth: float, read_bytes: float, what: str, cache_bytes: float | None,
                  copy_bytes: float | None = None, roof_name: str = "the copy's bandwidth",
                  read_what: str = "its weights"):
     """A measured read rate (bytes/s) of `what` against the copy's bandwidth, by
     helpers.formulas.verdicts.against_roof: 'N % of the copy's bandwidth', 'at …', or 'above the copy's
-    bandwidth (1.07×)' with its reason (above_floor_reason: the `read_bytes` fit the last-level cache of
+    bandwidth (1.07×)' with its reason (verdicts.above_floor_reason: the `read_bytes` fit the last-level cache of
     `cache_bytes`, None when unknown); and, where the copy's own buffer (`copy_bytes`) fits that cache, that
     the floor itself was partly read from the cache."""
     from ..formulas import verdicts
@@ -140,7 +130,7 @@ def against_copy(rate: float, copy_bandwidth: float, read_bytes: float, what: st
     words = f"{what} at {rate / 1e9:,.1f} GB/s: {v.words}"
     above = verdicts.change_verdict(rate / copy_bandwidth) == "higher"
     if above:
-        words += above_floor_reason(read_bytes, cache_bytes, read_what)
+        words += verdicts.above_floor_reason(read_bytes, cache_bytes, read_what)
     if copy_bytes and cache_bytes and copy_bytes <= cache_bytes:
         words += (f" (the copy's own {copy_bytes / 2**20:,.0f} MiB buffer fits that {cache_bytes / 2**20:,.0f} MiB "
                   "cache: its bandwidth is partly the cache's)")

@@ -32,7 +32,7 @@ from ..formulas.specs import ModelSpec
 from .dtypes import torch_dtype
 from .tensor_bytes import measured_model_bytes, measured_weight_bytes
 from .hardware import free_memory
-from .microbench import above_floor_reason
+from ..formulas.verdicts import above_floor_reason
 
 SCHEMES = ("int8", "nf4", "nf4-dq")
 

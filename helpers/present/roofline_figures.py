@@ -299,9 +299,9 @@ def closer_verdict(small_name: str, small_eff: float, big_name: str, big_eff: fl
 
 def efficiency_verdicts(efficiency, cache_bytes: int | None = None) -> list:
     """Section 5's here-part: each model's floor against its measured step (verdicts.share, or — a step shorter
-    than its floor — the rate above the floor with its reason: helpers.measure.microbench.above_floor_reason)."""
+    than its floor — the rate above the floor with its reason: helpers.formulas.verdicts.above_floor_reason)."""
     from ..formulas import verdicts
-    from ..measure.microbench import above_floor_reason
+    from ..formulas.verdicts import above_floor_reason
 
     out = []
     for r in efficiency[efficiency["model"] != "probe"].itertuples():
