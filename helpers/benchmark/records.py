@@ -112,12 +112,12 @@ def status_markdown(data: dict, error: str | None = None) -> str:
 
 
 def source_label(data: dict) -> str:
-    from ..measure.models import default_dtype
-
+    """What a figure of an engine run says produced it: the model, the device, the profile and the servers
+    (each server chose its own dtype; the record says which command started it)."""
     profile = data.get("profile", "?")
     device = "cuda" if (data.get("machine") or {}).get("kind") == "cuda" else "cpu"
     model = {"tiny": "tiny (Mistral architecture, random weights)",
              "mistral-7b-random": "Mistral 7B v0.1 architecture, random weights"}.get(profile, profile)
     engines = sorted({c["config"]["engine"] for c in data.get("configs", [])})
-    return (f"measured: {model} · {default_dtype(profile, device)} · {device} · profile {profile} · "
+    return (f"measured: {model} · {device} · profile {profile} · "
             f"servers: {', '.join(engines) or 'none'}")
