@@ -17,8 +17,11 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import os
 import platform
 import re
+import subprocess
+from pathlib import Path
 
 # distribution -> (lowest version allowed, first version not allowed or None), and why
 FLOORS: dict[str, tuple[str, str | None, str]] = {
@@ -93,3 +96,17 @@ def library_versions() -> dict[str, str]:
         except Exception as exc:  # noqa: BLE001 - a broken import is a finding, not a crash
             out[name] = f"missing ({type(exc).__name__})"
     return out
+
+
+def git_commit() -> str | None:
+    """The commit this checkout is at, which every record notes: RECORD_COMMIT when set (a GPU host gets a
+    copy of the files, not the repository), else `git rev-parse HEAD`; None outside a git checkout."""
+    given = os.environ.get("RECORD_COMMIT", "").strip()
+    if given:
+        return given
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10,
+                              cwd=Path(__file__).resolve().parent.parent).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+

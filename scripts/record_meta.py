@@ -12,7 +12,6 @@ import csv
 import datetime as dt
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -70,7 +69,7 @@ def main(argv: list[str]) -> int:
     from helpers.command import CliError, Parser, fail, writable_folder
     from helpers import records
     from helpers.measure.hardware import device_info
-    from helpers.versions import library_versions
+    from helpers.versions import git_commit, library_versions
     from helpers.present.recorded import KEY_FIGURES, noted_figures
 
     ap = Parser(prog="python scripts/record_meta.py", description=__doc__,
@@ -84,14 +83,7 @@ def main(argv: list[str]) -> int:
         return fail(str(exc))
     out, gpu = a.dest, a.gpu
     build = ROOT / "build"
-    # RECORD_COMMIT: the commit a copy of the tree was made from (a GPU host gets files, not the repository)
-    commit = os.environ.get("RECORD_COMMIT")
-    if not commit:
-        try:
-            commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True,
-                                    cwd=ROOT).stdout.strip()
-        except Exception:  # noqa: BLE001 - not a git checkout
-            commit = None
+    commit = git_commit()   # RECORD_COMMIT on a GPU host, which gets files, not the repository
     nbs = notebooks(out, build)
     meta = {
         "recorded_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),

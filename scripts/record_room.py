@@ -101,7 +101,9 @@ def times() -> int:
     info = device_info()
     out = record_folder() / "run_times.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
+    from helpers.versions import git_commit
+
+    commit = git_commit()
 
     def per_notebook(run: dict) -> dict:
         return {n["notebook"]: {"seconds": n["seconds"], "sections": n.get("sections", {})} for n in run["notebooks"]}

@@ -160,3 +160,17 @@ def test_every_committed_record_file_is_in_the_format(record):
         assert data["record_format"] == records.RECORD_FORMAT and data["kind"]
         raw = path.read_text()
         assert "/root/" not in raw and "/home/" not in raw and "/work/" not in raw, path
+
+
+def test_git_commit_is_the_checkout_s_or_the_one_a_gpu_host_was_given(monkeypatch):
+    import subprocess
+    from pathlib import Path
+
+    from helpers.versions import git_commit
+
+    monkeypatch.delenv("RECORD_COMMIT", raising=False)
+    root = Path(__file__).resolve().parent.parent
+    head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=root).stdout.strip()
+    assert git_commit() == (head or None)
+    monkeypatch.setenv("RECORD_COMMIT", " 0123abc ")
+    assert git_commit() == "0123abc"

@@ -21,7 +21,6 @@ an error: the measurement runs live and `Measured.why_live` names the file and w
 from __future__ import annotations
 
 import re
-import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -165,17 +164,12 @@ def record_meta(profile: str | None, device: str | None) -> dict:
     import datetime as dt
 
     from ..measure.hardware import device_info
-    from ..versions import library_versions
+    from ..versions import git_commit, library_versions
 
     info = device_info(device)
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10,
-                                cwd=RESULTS.parent.parent).stdout.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        commit = None
     return {"recorded_at": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
             "device": f"{info.kind}: {info.name}", "device_kind": info.kind, "profile": profile,
-            "versions": library_versions(), "git_commit": commit}
+            "versions": library_versions(), "git_commit": git_commit()}
 
 
 # ----------------------------------------------------------------------------- the one call
