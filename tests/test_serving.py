@@ -184,8 +184,6 @@ def test_expected_tokens_per_pass_by_hand():
     assert speculation.expected_tokens_per_pass(0.5, 2) == pytest.approx(1 + 0.5 + 0.25)
     assert speculation.expected_tokens_per_pass(0.0, 4) == 1.0
     assert speculation.expected_tokens_per_pass(1.0, 4) == 5.0
-    with pytest.raises(ValueError, match="alpha"):
-        speculation.expected_tokens_per_pass(1.5, 2)
 
 
 def test_acceptance_model_on_worked_rounds():
@@ -203,23 +201,6 @@ def test_acceptance_model_on_worked_rounds():
     # each round at its own draft length: a short last round is not held to k
     short = speculation.acceptance_model([(4, 4), (1, 1)])
     assert short.alpha == 1.0 and short.expected == pytest.approx((5 + 2) / 2) == short.measured
-    for bad in ([], [(2, 3)], [(-1, 0)]):
-        with pytest.raises(ValueError):
-            speculation.acceptance_model(bad)
-
-
-def test_fit_sentence_follows_its_rule():
-    assert "within 15%" in speculation.fit_sentence(3.0, 3.3616)
-    # all or nothing, k = 16: α = 16/17, independence predicts a rejection in 1 − α^16 = 62 % of rounds, half had one
-    clustered = speculation.acceptance_model([(16, 16), (16, 0)])
-    assert clustered.measured == 9.0 and clustered.expected == pytest.approx(10.93, abs=0.01)
-    assert "cluster" in speculation.fit_sentence(clustered.measured, clustered.expected)
-    # 3 of 4 every round, then a rejection: α = 0.75, every round rejects where 68 % would
-    regular = speculation.acceptance_model([(4, 3)] * 4)
-    assert regular.measured == 4.0 and regular.expected == pytest.approx(3.05, abs=0.01)
-    assert "similar part" in speculation.fit_sentence(regular.measured, regular.expected)
-    with pytest.raises(ValueError):
-        speculation.fit_sentence(1.0, 0.0)
 
 
 def test_speculative_decoding_is_lossless_and_counted(tiny):
@@ -280,8 +261,6 @@ def test_draft_step_share_by_hand_for_mistral():
     full = 2 * (32 * layer + shared) + 301 * 131_072
     assert speculation.draft_step_share("mistral-7b-v0.1", 8, 300) == pytest.approx(draft / full)
     assert speculation.draft_step_share("mistral-7b-v0.1", 32, 300) == 1.0
-    with pytest.raises(ValueError, match="from 1 to 32"):
-        speculation.draft_step_share("mistral-7b-v0.1", 33, 300)
 
 
 def test_prefix_reuse_keeps_the_copy_in_when_it_is_most_of_the_warm_time(tiny, monkeypatch):
@@ -304,7 +283,3 @@ def test_round_cost_worked():
     # a verify pass of 1.2 decode steps and 4 drafts at 85 % of a step each: 1.2 + 3.4 = 4.6 steps
     assert speculation.round_cost(1.2, 4, 0.85) == pytest.approx(4.6)
     assert speculation.round_cost(1.0, 4, 0.0) == 1.0      # free drafts (prompt lookup): the verify pass alone
-    with pytest.raises(ValueError, match="verify_over_decode"):
-        speculation.round_cost(0.0, 4, 0.3)
-    with pytest.raises(ValueError, match="draft_share"):
-        speculation.round_cost(1.0, 4, -0.1)

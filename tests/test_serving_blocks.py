@@ -221,21 +221,6 @@ def test_batching_arithmetic_refuses_zero_slots_wall_and_budgets():
             call()
 
 
-def test_speculative_arithmetic_refuses_non_finite_and_wrong_typed_values():
-    from helpers.formulas import speculation as s
-
-    for call, needle in ((lambda: s.expected_tokens_per_pass("0.5", 4), "alpha"),        # was TypeError
-                         (lambda: s.expected_tokens_per_pass(True, 4), "alpha"),         # was read as 1
-                         (lambda: s.acceptance_model([(4, 2.5)]), "accepted"),           # was cut to 2
-                         (lambda: s.acceptance_model([(math.inf, 1)]), "drafted"),       # was OverflowError
-                         (lambda: s.acceptance_model(5), "pairs"),
-                         (lambda: s.fit_sentence(math.nan, 2.0), "measured"),            # was "nan× the model"
-                         (lambda: s.round_cost(1.0, 4, math.inf), "draft_share"),
-                         (lambda: s.round_cost(math.inf, 4, 0.1), "verify_over_decode")):
-        with pytest.raises(ValueError, match=needle):
-            call()
-
-
 def test_kv_quant_scheme_of_the_wrong_type_is_a_value_error():
     from helpers.serving import kv_quant
 
