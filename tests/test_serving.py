@@ -130,8 +130,6 @@ def test_quantized_cache_bytes_match_the_formula_and_the_tensors(tiny):
         assert r.measured_bytes == r.measured_values_bytes + r.metadata_bytes + r.residual_bytes
     for r in rows.values():                   # the formula with every part is the real cache to the byte
         assert r.formula_bytes == r.measured_bytes, r.scheme
-    with pytest.raises(ValueError, match="must be one of full precision, fp8, 4-bit, 2-bit"):
-        kv_quant.make_cache(tiny.model, "3-bit")
 
 
 def test_quantized_cache_formula_holds_for_a_bf16_model(tiny):
@@ -162,10 +160,6 @@ def test_projected_kv_shares_for_mistral_in_bf16():
     two = 4032 * per_value * (0.25 + 4 / 64) + 64 * 131072
     assert shares["4-bit"] == pytest.approx(four / full) and shares["2-bit"] == pytest.approx(two / full)
     assert 3.4 < 1 / shares["4-bit"] < 3.6 and 5.7 < 1 / shares["2-bit"] < 6.0
-    with pytest.raises(ValueError, match="residual_tokens"):
-        kv_quant.cache_bytes("mistral-7b-v0.1", 10, "bf16", "4-bit", residual_tokens=11)
-    with pytest.raises(ValueError, match="KV-cache scheme must be one of"):
-        kv_quant.cache_bytes("mistral-7b-v0.1", 10, "bf16", "3-bit")
 
 
 def test_quantized_cache_quality_degrades_with_fewer_bits(tiny):
@@ -241,8 +235,6 @@ def test_quality_profile_is_trained_weights_whenever_offered(monkeypatch):
     for p in models.PROFILES:           # any other profile (random weights, auto) measures on tiny-trained
         if p not in ("mistral-7b", "tiny-trained"):
             assert kv_quant.quality_profile(p) == ("tiny-trained", True), p
-    with pytest.raises(ValueError, match="unknown profile"):
-        kv_quant.quality_profile("llama")
     monkeypatch.setattr(models, "PROFILES", tuple(p for p in models.PROFILES if p != "tiny-trained"))
     assert kv_quant.quality_profile("tiny") == ("tiny", False)     # the only case labelled random
 

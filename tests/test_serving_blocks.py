@@ -159,12 +159,3 @@ def test_bench_has_a_serving_section():
     import bench as bench_script
 
     assert "serving" in bench_script.SECTIONS
-
-
-# ----------------------------------------------------------------------------- hostile input (issue 20)
-
-def test_kv_quant_scheme_of_the_wrong_type_is_a_value_error():
-    from helpers.serving import kv_quant
-
-    with pytest.raises(ValueError, match="KV-cache scheme must be one of"):
-        kv_quant.cache_bytes("mistral-7b-v0.1", 100, "bf16", ["4-bit"])                  # was TypeError: unhashable

@@ -10,7 +10,6 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass
 
-from .. import checks
 from ..formulas.verdicts import Verdict, factor, times_as
 from ..measure.timing import measure
 from ..measure.timing import new_cache
@@ -45,14 +44,8 @@ def prefix_reuse(model, prefix_ids, suffix_ids, repeats: int = 3) -> PrefixReuse
     their ratio, the time of the copy itself, and whether the logits agree."""
     import torch
 
-    from ..measure.timing import check_ids, check_positions
-
-    checks.count(repeats, "repeats")
-    prefix_ids = check_ids(model, prefix_ids, what="prefix_ids", one_sequence=True)
-    suffix_ids = check_ids(model, suffix_ids, what="suffix_ids", one_sequence=True)
-    check_positions(model, prefix_ids.shape[1] + suffix_ids.shape[1])
     device = next(model.parameters()).device
-    prefix_ids, suffix_ids = prefix_ids.to(device), suffix_ids.to(device)
+    prefix_ids, suffix_ids = (torch.as_tensor(x).reshape(1, -1).to(device) for x in (prefix_ids, suffix_ids))
     full = torch.cat([prefix_ids, suffix_ids], dim=1)
     dev = device.type
     stored = new_cache(model)
