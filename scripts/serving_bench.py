@@ -12,10 +12,8 @@ BATCHING_ROUNDS = 2   # the bench's batching figures: each way's fastest of two 
 
 
 def bench_serving() -> dict:
-    import torch
-
     from helpers.measure import models
-    from helpers.serving import batching, prefix_reuse, speculative
+    from helpers.serving import batching, speculative
 
     loaded = models.load()
     w = workload(loaded.profile, loaded.device)
@@ -23,11 +21,6 @@ def bench_serving() -> dict:
     reqs = chat_requests(tok, w)
     res = batching.compare_batching(m, reqs, w.slots, rounds=BATCHING_ROUNDS)
     seq, static, cont = res["sequential"], res["static"], res["continuous"]
-    g = torch.Generator().manual_seed(0)
-    vocab = m.config.vocab_size
-    prefix = torch.randint(3, vocab, (w.prefix_tokens,), generator=g)
-    suffix = torch.randint(3, vocab, (w.suffix_tokens,), generator=g)
-    pre = prefix_reuse.prefix_reuse(m, prefix, suffix)
     from helpers.measure.quality import eval_ids
 
     text = eval_ids(tok, 160)
@@ -38,7 +31,6 @@ def bench_serving() -> dict:
         "model": loaded.label, "profile": loaded.profile,
         "continuous_batching_speedup": cont.tokens_per_s / seq.tokens_per_s,
         "static_batching_speedup": static.tokens_per_s / seq.tokens_per_s,
-        "prefix_cache_ttft_ratio": pre.ttft_ratio,
         "spec_tokens_per_target_pass": spec.tokens_per_pass,
         "paged_over_contiguous_sequences": fit.ratio,
         **eng.pop("headline"),
@@ -48,7 +40,7 @@ def bench_serving() -> dict:
             "batching_identical_to_sequential": {"continuous": batching.same_tokens(cont, seq),
                                                  "static": batching.same_tokens(static, seq)},
             "slots": w.slots, "requests": w.requests, "batching_rounds": BATCHING_ROUNDS,
-            "prefix_reuse": asdict(pre), "speculative_prompt_lookup": asdict(spec), "paged_fit": asdict(fit),
+            "speculative_prompt_lookup": asdict(spec), "paged_fit": asdict(fit),
         },
     }
 

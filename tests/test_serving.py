@@ -8,7 +8,7 @@ import torch
 from helpers.formulas import memory
 from helpers.measure import quality
 from helpers.formulas import speculation
-from helpers.serving import batching, engine_runs, kv_cache, kv_quant, naive, prefix_reuse, speculative
+from helpers.serving import batching, engine_runs, kv_cache, kv_quant, naive, speculative
 
 
 def test_work_without_cache_by_hand():
@@ -101,14 +101,6 @@ def test_static_batches_and_slot_timeline(tiny):
     assert pad.finished_rows_steps == (4 - 2) + (6 - 3)
     # rows computed: 2 × (9 + 4 − 1) + 2 × (12 + 6 − 1) = 58, of which useful (5 + 9 + 3 + 1) + (12 + 7 + 5 + 2) = 44
     assert pad.useful_tokens == 44 and pad.wasted_share == pytest.approx(14 / 58)
-
-
-def test_prefix_reuse_gives_the_same_next_token(tiny):
-    g = torch.Generator().manual_seed(0)
-    r = prefix_reuse.prefix_reuse(tiny.model, torch.randint(3, 32000, (200,), generator=g),
-                                  torch.randint(3, 32000, (8,), generator=g), repeats=1)
-    assert r.same_next_token and r.max_logit_difference < 1e-3
-    assert r.prefix_tokens == 200 and r.suffix_tokens == 8
 
 
 def test_quantized_cache_bytes_match_the_formula_and_the_tensors(tiny):
@@ -249,22 +241,6 @@ def test_draft_step_share_by_hand_for_mistral():
     full = 2 * (32 * layer + shared) + 301 * 131_072
     assert speculation.draft_step_share("mistral-7b-v0.1", 8, 300) == pytest.approx(draft / full)
     assert speculation.draft_step_share("mistral-7b-v0.1", 32, 300) == 1.0
-
-
-def test_prefix_reuse_keeps_the_copy_in_when_it_is_most_of_the_warm_time(tiny, monkeypatch):
-    """The copy of the stored cache is taken out of the warm time, unless the difference would be noise:
-    then the warm time with the copy in it stands (a lower ratio), and the result says so."""
-    from types import SimpleNamespace
-
-    times = iter([0.100, 0.0095, 0.010])           # cold, copy, warm (seconds, medians)
-    monkeypatch.setattr(prefix_reuse, "measure", lambda *a, **k: SimpleNamespace(median=next(times)))
-    g = torch.Generator().manual_seed(0)
-    ids = torch.randint(3, 32000, (40,), generator=g)
-    r = prefix_reuse.prefix_reuse(tiny.model, ids[:32], ids[32:], repeats=1)
-    assert not r.copy_taken_out and r.ttft_ratio == pytest.approx(10.0)
-    times = iter([0.100, 0.005, 0.015])
-    r = prefix_reuse.prefix_reuse(tiny.model, ids[:32], ids[32:], repeats=1)
-    assert r.copy_taken_out and r.ttft_ratio == pytest.approx(10.0) and r.ttft_warm_ms == pytest.approx(10.0)
 
 
 def test_round_cost_worked():
