@@ -168,34 +168,11 @@ def test_expected_tokens_per_pass_by_hand():
     assert speculation.expected_tokens_per_pass(1.0, 4) == 5.0
 
 
-def test_acceptance_model_on_worked_rounds():
-    # one round kept all 4, one rejected the first: 4 accepted, 1 rejection, 5 checked -> α = 0.8
-    fit = speculation.acceptance_model([(4, 4), (4, 0)])
-    assert (fit.rejections, fit.alpha) == (1, pytest.approx(0.8))
-    assert fit.expected == pytest.approx(1 + 0.8 + 0.64 + 0.512 + 0.4096)   # eq. 1 at k = 4: 3.3616
-    assert fit.measured == pytest.approx((4 + 2) / 2)
-    # the acceptance rate (accepted ÷ drafted) expected at α = 0.8, k = 4: 59 %, not 80 % (module docstring)
-    assert (speculation.expected_tokens_per_pass(0.8, 4) - 1) / 4 == pytest.approx(0.5904)
-    # rounds without a draft (prompt lookup found no n-gram) yield one token and count no rejection
-    empty = speculation.acceptance_model([(0, 0), (0, 0), (2, 1)])
-    assert (empty.rejections, empty.alpha) == (1, pytest.approx(0.5))
-    assert empty.expected == pytest.approx((1 + 1 + (1 + 0.5 + 0.25)) / 3) and empty.measured == pytest.approx(4 / 3)
-    # each round at its own draft length: a short last round is not held to k
-    short = speculation.acceptance_model([(4, 4), (1, 1)])
-    assert short.alpha == 1.0 and short.expected == pytest.approx((5 + 2) / 2) == short.measured
-
-
 def test_speculative_decoding_is_lossless_and_counted(tiny):
     r = speculative.speculate(tiny.model, quality.eval_ids(tiny.tokenizer, 60), 20, k=3)
     assert r.identical_to_greedy and r.new_tokens == 20
     assert r.plain_target_passes == 20                       # one per token without speculation
-    assert 0 <= r.accepted <= r.drafted
-    # every target pass yields its accepted tokens plus one of its own
-    assert r.target_passes + r.accepted == 20
-    assert r.tokens_per_pass == pytest.approx(20 / r.target_passes)
-    # checked tokens never exceed drafted ones: α per checked token ≥ the share of drafted tokens kept
-    assert r.rejections <= r.rounds
-    assert r.alpha >= r.acceptance_rate
+    assert 1 <= r.target_passes <= 20 and r.tokens_per_pass == pytest.approx(20 / r.target_passes)
 
 
 def test_chunked_prefill_splits_the_long_prompt_by_the_token_budget(tiny):

@@ -11,11 +11,9 @@ With each checked token kept independently with probability α:
 - a round costs the verify pass and the k draft steps, `round_cost` decode steps; it breaks even when it
   yields as many tokens as it costs, at the α `break_even_alpha` solves for.
 
-Measured rounds read against them: `acceptance_model` fits the per-token α to counted (drafted, kept)
-rounds (accepted ÷ checked, not accepted ÷ drafted: a draft after the first rejection is never checked);
-`pays` reads a round's tokens against its cost. What a round costs: `verify_step_ratio` (a verify pass of k + 1 rows against a
-decode step, at a GPU's roofline floor) and `draft_step_share` (an early-exit draft step against a target
-step, in bytes read). The owner of these formulas: helpers.serving.speculative measures transformers' and
+`pays` reads a measured round's tokens against its cost. What a round costs: `verify_step_ratio` (a verify
+pass of k + 1 rows against a decode step, at a GPU's roofline floor) and `draft_step_share` (an early-exit
+draft step against a target step, in bytes read). The owner of these formulas: helpers.serving.speculative measures transformers' and
 the engine's speculative decoding and reads them with them.
 """
 from __future__ import annotations
@@ -86,16 +84,6 @@ def break_even_alpha(k: int, cost: float, tol: float = 1e-12) -> float | None:
 
 
 @dataclass(frozen=True)
-class AcceptanceFit:
-    """Leviathan et al.'s model fitted to counted rounds."""
-
-    rejections: int                  # rounds that ended in a rejection
-    alpha: float                     # per-token acceptance, accepted ÷ checked
-    expected: float                  # tokens per pass, eq. 1 at alpha and each round's draft length
-    measured: float                  # tokens per pass, (accepted + rounds) ÷ rounds
-
-
-@dataclass(frozen=True)
 class VerifyCost:
     """A verify pass of k + 1 rows per sequence against a one-row decode step (measured:
     helpers.serving.speculative.verify_cost)."""
@@ -115,21 +103,6 @@ class VerifyRatio(VerifyCost):
     verify_bound: str                # "memory" or "compute"
     decode_bound: str
     gpu: str
-
-
-def acceptance_model(rounds) -> AcceptanceFit:
-    """Leviathan et al.'s model fitted to counted rounds: `rounds` is a sequence of (drafted, accepted) per
-    target pass. Returns the rejections (rounds with accepted < drafted), the per-token acceptance
-    α = accepted ÷ (accepted + rejections) (the maximum-likelihood α of eq. 1's model), the expected tokens
-    per pass — eq. 1 at that α and each round's own draft length, averaged over rounds — and the measured
-    one, (accepted + rounds) ÷ rounds."""
-    rounds = list(rounds)
-    accepted = sum(a for _, a in rounds)
-    rejections = sum(a < d for d, a in rounds)
-    checked = accepted + rejections
-    alpha = accepted / checked if checked else 0.0
-    expected = sum(expected_tokens_per_pass(alpha, d) for d, _ in rounds) / len(rounds)
-    return AcceptanceFit(rejections, alpha, expected, (accepted + len(rounds)) / len(rounds))
 
 
 def draft_step_share(spec, draft_layers: int, context: int, dtype: str = "bf16") -> float:
