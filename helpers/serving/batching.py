@@ -133,7 +133,6 @@ def serve_continuous(model, requests: Sequence[Request], max_batch_tokens: int =
         slot = o.lifespan[0] - t0 if o.lifespan[0] > 0 else arrived
         timings.append(RequestTiming(r.rid, len(r.prompt), len(o.generated_tokens), max(slot, arrived), ts[0],
                                      ts[-1], list(o.generated_tokens), arrival_s=arrived))
-        timings[-1].token_times = ts   # every token's time, for inter-token latency
     timings.sort(key=lambda t: t.rid)
     wall = max(t.finish_s for t in timings)
     return ContinuousResult("continuous batching", timings, wall, counter.calls, size, samples,
