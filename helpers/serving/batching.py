@@ -75,19 +75,15 @@ def _blocks_in_use(mgr) -> int | None:
 
 
 def serve_continuous(model, requests: Sequence[Request], max_batch_tokens: int = 512, page_size: int = PAGE_SIZE,
-                     arrivals_s: Sequence[float] | None = None, timeout_s: float = 300.0,
-                     concurrent: int | None = None) -> ServeResult:
-    """Serve the requests through transformers' continuous-batching manager (greedy, no end-of-sequence
-    stop, so every request makes exactly its max_new_tokens). `arrivals_s`: when each request is
-    submitted, seconds after the start (default all at 0). Each token's time comes from the manager's
-    own timestamps (record_timestamps)."""
+                     timeout_s: float = 300.0, concurrent: int | None = None) -> ServeResult:
+    """Serve the requests, all submitted at the start, through transformers' continuous-batching manager
+    (greedy, no end-of-sequence stop, so every request makes exactly its max_new_tokens). Each token's time
+    comes from the manager's own timestamps (record_timestamps)."""
     import torch
     from transformers import GenerationConfig
 
     cfg, size = cb_config(model, requests, max_batch_tokens, page_size, concurrent)
-    arrivals = list(arrivals_s) if arrivals_s is not None else [0.0] * len(requests)
     gen = GenerationConfig(do_sample=False, eos_token_id=-1, max_new_tokens=max(r.max_new_tokens for r in requests))
-    order = sorted(range(len(requests)), key=lambda i: arrivals[i])
     mgr = model.init_continuous_batching(generation_config=gen, continuous_batching_config=cfg)
     counter = _ForwardCounter(model)
     outs: dict[str, object] = {}
@@ -97,16 +93,11 @@ def serve_continuous(model, requests: Sequence[Request], max_batch_tokens: int =
         with torch.inference_mode():
             mgr.start()
             t0 = time.perf_counter()
-            pending = list(order)
+            for i, r in enumerate(requests):
+                ids[mgr.add_request(list(r.prompt), request_id=f"r{r.rid}", max_new_tokens=r.max_new_tokens,
+                                    record_timestamps=True)] = i
             deadline = t0 + timeout_s
             while len(outs) < len(requests):
-                now = time.perf_counter() - t0
-                while pending and arrivals[pending[0]] <= now:
-                    i = pending.pop(0)
-                    r = requests[i]
-                    rid = mgr.add_request(list(r.prompt), request_id=f"r{r.rid}", max_new_tokens=r.max_new_tokens,
-                                          record_timestamps=True)
-                    ids[rid] = i
                 o = mgr.get_result(timeout=0.02)
                 used = _blocks_in_use(mgr)
                 if used is not None:
@@ -128,11 +119,10 @@ def serve_continuous(model, requests: Sequence[Request], max_batch_tokens: int =
     for rid, o in outs.items():
         r = requests[ids[rid]]
         ts = [t - t0 for t in (o.timestamps or [])]
-        arrived = arrivals[ids[rid]]
         # the manager stamps when a request leaves its queue for a batch slot (lifespan[0])
-        slot = o.lifespan[0] - t0 if o.lifespan[0] > 0 else arrived
-        timings.append(RequestTiming(r.rid, len(r.prompt), len(o.generated_tokens), max(slot, arrived), ts[0],
-                                     ts[-1], list(o.generated_tokens), arrival_s=arrived))
+        slot = max(o.lifespan[0] - t0, 0.0)
+        timings.append(RequestTiming(r.rid, len(r.prompt), len(o.generated_tokens), slot, ts[0], ts[-1],
+                                     list(o.generated_tokens)))
     timings.sort(key=lambda t: t.rid)
     wall = max(t.finish_s for t in timings)
     return ContinuousResult("continuous batching", timings, wall, counter.calls, size, samples,
