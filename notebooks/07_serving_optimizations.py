@@ -25,7 +25,7 @@ with app.setup:
     from helpers.capacity import planner
     from helpers.present.glossary import term
     from helpers import engine
-    from helpers.serving import batching, figures, paging, kv_cache, kv_quant, prefix_reuse, speculative, tables, traces
+    from helpers.serving import batching, figures, paging, kv_cache, kv_quant, speculative, tables, traces
     from helpers.serving import engine_caches, engine_runs
     from helpers.serving import measured as serving_bench
     from helpers.serving.measured import chat_requests, paged_fit, paged_trace, workload
@@ -602,9 +602,9 @@ def _(reuse):
     over a cached prefix is a token ratio of (p + s) ÷ s; the time ratio departs from it by what a step costs
     besides its tokens' matrix products (attention over the whole prefix, a fixed part per step).
     """), expected.should_see(engine_caches.ttft_reading(reuse), [expected.computed(
-        str(prefix_reuse.hit_on_gpu(expected.REFERENCE_MODEL, expected.REFERENCE_GPU, reuse.prefix_tokens,
-                                    reuse.suffix_tokens)),
-        "helpers.serving.prefix_reuse.hit_on_gpu: helpers.formulas.stepcost at the datasheet's roofline")])])
+        str(engine_caches.hit_on_gpu(expected.REFERENCE_MODEL, expected.REFERENCE_GPU, reuse.prefix_tokens,
+                                     reuse.suffix_tokens)),
+        "helpers.serving.engine_caches.hit_on_gpu: helpers.formulas.stepcost at the datasheet's roofline")])])
     return
 
 

@@ -4,7 +4,7 @@ the active profile (tiny on a CPU), written to build/bench/serving.json. Workloa
 """
 from __future__ import annotations
 
-from dataclasses import asdict, fields, replace
+from dataclasses import asdict, replace
 
 from helpers.serving.measured import Workload, chat_requests, paged_fit, workload
 
@@ -12,10 +12,8 @@ BATCHING_ROUNDS = 2   # the bench's batching figures: each way's fastest of two 
 
 
 def bench_serving() -> dict:
-    import torch
-
     from helpers.measure import models
-    from helpers.serving import batching, prefix_reuse, speculative
+    from helpers.serving import batching, speculative
 
     loaded = models.load()
     w = workload(loaded.profile, loaded.device)
@@ -23,11 +21,6 @@ def bench_serving() -> dict:
     reqs = chat_requests(tok, w)
     res = batching.compare_batching(m, reqs, w.slots, rounds=BATCHING_ROUNDS)
     seq, static, cont = res["sequential"], res["static"], res["continuous"]
-    g = torch.Generator().manual_seed(0)
-    vocab = m.config.vocab_size
-    prefix = torch.randint(3, vocab, (w.prefix_tokens,), generator=g)
-    suffix = torch.randint(3, vocab, (w.suffix_tokens,), generator=g)
-    pre = prefix_reuse.prefix_reuse(m, prefix, suffix)
     from helpers.measure.quality import eval_ids
 
     text = eval_ids(tok, 160)
@@ -38,7 +31,6 @@ def bench_serving() -> dict:
         "model": loaded.label, "profile": loaded.profile,
         "continuous_batching_speedup": cont.tokens_per_s / seq.tokens_per_s,
         "static_batching_speedup": static.tokens_per_s / seq.tokens_per_s,
-        "prefix_cache_ttft_ratio": pre.ttft_ratio,
         "spec_tokens_per_target_pass": spec.tokens_per_pass,
         "paged_over_contiguous_sequences": fit.ratio,
         **eng.pop("headline"),
@@ -48,7 +40,7 @@ def bench_serving() -> dict:
             "batching_identical_to_sequential": {"continuous": batching.same_tokens(cont, seq),
                                                  "static": batching.same_tokens(static, seq)},
             "slots": w.slots, "requests": w.requests, "batching_rounds": BATCHING_ROUNDS,
-            "prefix_reuse": asdict(pre), "speculative_prompt_lookup": asdict(spec), "paged_fit": asdict(fit),
+            "speculative_prompt_lookup": asdict(spec), "paged_fit": asdict(fit),
         },
     }
 
@@ -56,6 +48,29 @@ def bench_serving() -> dict:
 ENGINE_REQUESTS = 16      # the engine against transformers' continuous batching: chat requests ...
 ENGINE_CONCURRENT = 8     # ... at most this many at once, in both
 ENGINE_ROUNDS = 3         # interleaved rounds, each way's fastest
+
+
+def against_transformers_cb(model, requests, concurrent: int = 8, max_batch_tokens: int = 512,
+                            rounds: int = 2) -> dict:
+    """Output tokens/s of the engine and of transformers' continuous-batching manager on the same
+    requests, at most `concurrent` at once, the same token budget per step and blocks of 16 tokens;
+    `rounds` interleaved, each its fastest (a shared machine only slows a run down). Both compute in a
+    worker thread (helpers.serving.batching.in_worker_thread says why)."""
+    from helpers.engine.llm import EngineArgs
+    from helpers.serving.batching import in_worker_thread, same_tokens, serve_continuous
+    from helpers.serving.engine_runs import serve
+
+    args = EngineArgs(block_size=16, max_num_seqs=concurrent, max_batch_tokens=max_batch_tokens, prefix_cache=None)
+    in_worker_thread(serve, model, requests[:2], args)                 # warm-up, both
+    serve_continuous(model, requests[:2], max_batch_tokens, concurrent=concurrent)
+    ours, theirs = [], []
+    for _ in range(rounds):
+        ours.append(in_worker_thread(serve, model, requests, args)[0])
+        theirs.append(serve_continuous(model, requests, max_batch_tokens, concurrent=concurrent))
+    a, b = min(ours, key=lambda r: r.wall_s), min(theirs, key=lambda r: r.wall_s)
+    return {"engine_tokens_per_s": a.tokens_per_s, "transformers_cb_tokens_per_s": b.tokens_per_s,
+            "ratio": a.tokens_per_s / b.tokens_per_s, "engine_steps": a.forward_calls,
+            "same_tokens": same_tokens(a, b), "concurrent": concurrent, "requests": len(requests), "rounds": rounds}
 
 
 def engine_figures(loaded, w: Workload) -> dict:
@@ -71,7 +86,7 @@ def engine_figures(loaded, w: Workload) -> dict:
     m, tok = loaded.model, loaded.tokenizer
     reqs = chat_requests(tok, replace(w, requests=ENGINE_REQUESTS))
     same = engine_runs.identical_to_generate(m, [r.prompt for r in reqs[:8]], 16)
-    vs = engine_runs.against_transformers_cb(m, reqs, ENGINE_CONCURRENT, rounds=ENGINE_ROUNDS)
+    vs = against_transformers_cb(m, reqs, ENGINE_CONCURRENT, rounds=ENGINE_ROUNDS)
     g = torch.Generator().manual_seed(0)
     prefix = torch.randint(3, m.config.vocab_size, (w.prefix_tokens,), generator=g).tolist()
     suffixes = [torch.randint(3, m.config.vocab_size, (w.suffix_tokens,), generator=g).tolist() for _ in range(4)]
@@ -83,14 +98,13 @@ def engine_figures(loaded, w: Workload) -> dict:
     spec = speculative.speculative_runs(m, eval_ids(tok, 160), w.decode_tokens, k=w.spec_k,
                                        draft_layers=w.draft_layers)
     lookup = next(r for r in spec if r.drafter.startswith("prompt lookup"))
-    runs = ("engine", "transformers_cb")      # the two ServeResults: their every timing stays out of the JSON
     return {"headline": {"engine_identical_to_generate": same.identical,
-                         "engine_over_transformers_cb": vs.ratio,
+                         "engine_over_transformers_cb": vs["ratio"],
                          "engine_prefix_ttft_ratio": ttft.ttft_ratio,
                          "engine_spec_prompt_lookup_tokens_per_pass": lookup.tokens_per_pass,
                          "engine_spec_prompt_lookup_speedup": lookup.speedup,
                          "engine_radix_over_hash_reused_tokens": caches.radix.reused_tokens
                          / max(1, caches.hash.reused_tokens)},
             "identical_to_generate": asdict(same),
-            "against_transformers_cb": {f.name: getattr(vs, f.name) for f in fields(vs) if f.name not in runs},
+            "against_transformers_cb": vs,
             "prefix_ttft": asdict(ttft), "prefix_caches_agentic": asdict(caches), "speculative": [asdict(r) for r in spec]}

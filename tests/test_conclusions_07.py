@@ -19,7 +19,7 @@ from helpers.formulas.stepcost import decode_cost, forward_cost
 from helpers.formulas.verdicts import factor
 from helpers.measure import quality
 from helpers.present import expected, replay
-from helpers.serving import batching, engine_caches, engine_runs, kv_cache, kv_quant, paging, prefix_reuse, speculative
+from helpers.serving import batching, engine_caches, engine_runs, kv_cache, kv_quant, paging, speculative
 from helpers.serving.naive import Request, RequestTiming, ServeResult
 
 CPU_RECORDS = ("cpu-amd-epyc", "cpu-intel-xeon")
@@ -227,7 +227,7 @@ def ttft(cold, warm, prefix=1000, suffix=32):
     return engine_caches.PrefixTTFT(prefix, suffix, "radix", cold, warm, cold / warm, [prefix] * 3, True)
 
 
-GPU_HIT = prefix_reuse.hit_on_gpu(MODEL, GPU, 1000, 32)
+GPU_HIT = engine_caches.hit_on_gpu(MODEL, GPU, 1000, 32)
 TTFT = {"xeon": ttft(63.2, 6.86),                                 # 07's executed text on the Xeon
         "floor": ttft(1e3 * GPU_HIT.evidence["cold_s"] / 0.9, 1e3 * GPU_HIT.evidence["warm_s"] / 0.9),
         "proportional": ttft(32.25, 1.0), "above": ttft(40.0, 1.0)}

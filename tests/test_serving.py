@@ -8,7 +8,7 @@ import torch
 from helpers.formulas import memory
 from helpers.measure import quality
 from helpers.formulas import speculation
-from helpers.serving import batching, engine_runs, kv_cache, kv_quant, naive, prefix_reuse, speculative
+from helpers.serving import batching, engine_runs, kv_cache, kv_quant, naive, speculative
 
 
 def test_work_without_cache_by_hand():
@@ -72,8 +72,6 @@ def test_compare_batching_runs_every_way_off_the_callers_thread_and_keeps_the_fa
     # the baselines in a worker thread; the manager (here faked) makes its own, as transformers' does
     assert all(off for mode, off in seen if mode != "continuous")
     assert [m for m, _ in seen] == ["sequential", "static", "continuous"] * 3     # warm-up, then 2 rounds
-    with pytest.raises(ValueError, match="rounds must be"):
-        batching.compare_batching(tiny.model, reqs, 2, rounds=0)
 
 
 def test_a_worker_thread_hands_back_its_result_and_its_error():
@@ -103,16 +101,6 @@ def test_static_batches_and_slot_timeline(tiny):
     assert pad.finished_rows_steps == (4 - 2) + (6 - 3)
     # rows computed: 2 × (9 + 4 − 1) + 2 × (12 + 6 − 1) = 58, of which useful (5 + 9 + 3 + 1) + (12 + 7 + 5 + 2) = 44
     assert pad.useful_tokens == 44 and pad.wasted_share == pytest.approx(14 / 58)
-    with pytest.raises(ValueError, match="batch_size"):
-        batching.serve_static(tiny.model, reqs, 0)
-
-
-def test_prefix_reuse_gives_the_same_next_token(tiny):
-    g = torch.Generator().manual_seed(0)
-    r = prefix_reuse.prefix_reuse(tiny.model, torch.randint(3, 32000, (200,), generator=g),
-                                  torch.randint(3, 32000, (8,), generator=g), repeats=1)
-    assert r.same_next_token and r.max_logit_difference < 1e-3
-    assert r.prefix_tokens == 200 and r.suffix_tokens == 8
 
 
 def test_quantized_cache_bytes_match_the_formula_and_the_tensors(tiny):
@@ -134,8 +122,6 @@ def test_quantized_cache_bytes_match_the_formula_and_the_tensors(tiny):
         assert r.measured_bytes == r.measured_values_bytes + r.metadata_bytes + r.residual_bytes
     for r in rows.values():                   # the formula with every part is the real cache to the byte
         assert r.formula_bytes == r.measured_bytes, r.scheme
-    with pytest.raises(ValueError, match="must be one of full precision, fp8, 4-bit, 2-bit"):
-        kv_quant.make_cache(tiny.model, "3-bit")
 
 
 def test_quantized_cache_formula_holds_for_a_bf16_model(tiny):
@@ -166,10 +152,6 @@ def test_projected_kv_shares_for_mistral_in_bf16():
     two = 4032 * per_value * (0.25 + 4 / 64) + 64 * 131072
     assert shares["4-bit"] == pytest.approx(four / full) and shares["2-bit"] == pytest.approx(two / full)
     assert 3.4 < 1 / shares["4-bit"] < 3.6 and 5.7 < 1 / shares["2-bit"] < 6.0
-    with pytest.raises(ValueError, match="residual_tokens"):
-        kv_quant.cache_bytes("mistral-7b-v0.1", 10, "bf16", "4-bit", residual_tokens=11)
-    with pytest.raises(ValueError, match="KV-cache scheme must be one of"):
-        kv_quant.cache_bytes("mistral-7b-v0.1", 10, "bf16", "3-bit")
 
 
 def test_quantized_cache_quality_degrades_with_fewer_bits(tiny):
@@ -184,55 +166,13 @@ def test_expected_tokens_per_pass_by_hand():
     assert speculation.expected_tokens_per_pass(0.5, 2) == pytest.approx(1 + 0.5 + 0.25)
     assert speculation.expected_tokens_per_pass(0.0, 4) == 1.0
     assert speculation.expected_tokens_per_pass(1.0, 4) == 5.0
-    with pytest.raises(ValueError, match="alpha"):
-        speculation.expected_tokens_per_pass(1.5, 2)
-
-
-def test_acceptance_model_on_worked_rounds():
-    # one round kept all 4, one rejected the first: 4 accepted, 1 rejection, 5 checked -> α = 0.8
-    fit = speculation.acceptance_model([(4, 4), (4, 0)])
-    assert (fit.rejections, fit.alpha) == (1, pytest.approx(0.8))
-    assert fit.expected == pytest.approx(1 + 0.8 + 0.64 + 0.512 + 0.4096)   # eq. 1 at k = 4: 3.3616
-    assert fit.measured == pytest.approx((4 + 2) / 2)
-    # the acceptance rate (accepted ÷ drafted) expected at α = 0.8, k = 4: 59 %, not 80 % (module docstring)
-    assert (speculation.expected_tokens_per_pass(0.8, 4) - 1) / 4 == pytest.approx(0.5904)
-    # rounds without a draft (prompt lookup found no n-gram) yield one token and count no rejection
-    empty = speculation.acceptance_model([(0, 0), (0, 0), (2, 1)])
-    assert (empty.rejections, empty.alpha) == (1, pytest.approx(0.5))
-    assert empty.expected == pytest.approx((1 + 1 + (1 + 0.5 + 0.25)) / 3) and empty.measured == pytest.approx(4 / 3)
-    # each round at its own draft length: a short last round is not held to k
-    short = speculation.acceptance_model([(4, 4), (1, 1)])
-    assert short.alpha == 1.0 and short.expected == pytest.approx((5 + 2) / 2) == short.measured
-    for bad in ([], [(2, 3)], [(-1, 0)]):
-        with pytest.raises(ValueError):
-            speculation.acceptance_model(bad)
-
-
-def test_fit_sentence_follows_its_rule():
-    assert "within 15%" in speculation.fit_sentence(3.0, 3.3616)
-    # all or nothing, k = 16: α = 16/17, independence predicts a rejection in 1 − α^16 = 62 % of rounds, half had one
-    clustered = speculation.acceptance_model([(16, 16), (16, 0)])
-    assert clustered.measured == 9.0 and clustered.expected == pytest.approx(10.93, abs=0.01)
-    assert "cluster" in speculation.fit_sentence(clustered.measured, clustered.expected)
-    # 3 of 4 every round, then a rejection: α = 0.75, every round rejects where 68 % would
-    regular = speculation.acceptance_model([(4, 3)] * 4)
-    assert regular.measured == 4.0 and regular.expected == pytest.approx(3.05, abs=0.01)
-    assert "similar part" in speculation.fit_sentence(regular.measured, regular.expected)
-    with pytest.raises(ValueError):
-        speculation.fit_sentence(1.0, 0.0)
 
 
 def test_speculative_decoding_is_lossless_and_counted(tiny):
     r = speculative.speculate(tiny.model, quality.eval_ids(tiny.tokenizer, 60), 20, k=3)
     assert r.identical_to_greedy and r.new_tokens == 20
     assert r.plain_target_passes == 20                       # one per token without speculation
-    assert 0 <= r.accepted <= r.drafted
-    # every target pass yields its accepted tokens plus one of its own
-    assert r.target_passes + r.accepted == 20
-    assert r.tokens_per_pass == pytest.approx(20 / r.target_passes)
-    # checked tokens never exceed drafted ones: α per checked token ≥ the share of drafted tokens kept
-    assert r.rejections <= r.rounds
-    assert r.alpha >= r.acceptance_rate
+    assert 1 <= r.target_passes <= 20 and r.tokens_per_pass == pytest.approx(20 / r.target_passes)
 
 
 def test_chunked_prefill_splits_the_long_prompt_by_the_token_budget(tiny):
@@ -264,8 +204,6 @@ def test_quality_profile_is_trained_weights_whenever_offered(monkeypatch):
     for p in models.PROFILES:           # any other profile (random weights, auto) measures on tiny-trained
         if p not in ("mistral-7b", "tiny-trained"):
             assert kv_quant.quality_profile(p) == ("tiny-trained", True), p
-    with pytest.raises(ValueError, match="unknown profile"):
-        kv_quant.quality_profile("llama")
     monkeypatch.setattr(models, "PROFILES", tuple(p for p in models.PROFILES if p != "tiny-trained"))
     assert kv_quant.quality_profile("tiny") == ("tiny", False)     # the only case labelled random
 
@@ -280,31 +218,9 @@ def test_draft_step_share_by_hand_for_mistral():
     full = 2 * (32 * layer + shared) + 301 * 131_072
     assert speculation.draft_step_share("mistral-7b-v0.1", 8, 300) == pytest.approx(draft / full)
     assert speculation.draft_step_share("mistral-7b-v0.1", 32, 300) == 1.0
-    with pytest.raises(ValueError, match="from 1 to 32"):
-        speculation.draft_step_share("mistral-7b-v0.1", 33, 300)
-
-
-def test_prefix_reuse_keeps_the_copy_in_when_it_is_most_of_the_warm_time(tiny, monkeypatch):
-    """The copy of the stored cache is taken out of the warm time, unless the difference would be noise:
-    then the warm time with the copy in it stands (a lower ratio), and the result says so."""
-    from types import SimpleNamespace
-
-    times = iter([0.100, 0.0095, 0.010])           # cold, copy, warm (seconds, medians)
-    monkeypatch.setattr(prefix_reuse, "measure", lambda *a, **k: SimpleNamespace(median=next(times)))
-    g = torch.Generator().manual_seed(0)
-    ids = torch.randint(3, 32000, (40,), generator=g)
-    r = prefix_reuse.prefix_reuse(tiny.model, ids[:32], ids[32:], repeats=1)
-    assert not r.copy_taken_out and r.ttft_ratio == pytest.approx(10.0)
-    times = iter([0.100, 0.005, 0.015])
-    r = prefix_reuse.prefix_reuse(tiny.model, ids[:32], ids[32:], repeats=1)
-    assert r.copy_taken_out and r.ttft_ratio == pytest.approx(10.0) and r.ttft_warm_ms == pytest.approx(10.0)
 
 
 def test_round_cost_worked():
     # a verify pass of 1.2 decode steps and 4 drafts at 85 % of a step each: 1.2 + 3.4 = 4.6 steps
     assert speculation.round_cost(1.2, 4, 0.85) == pytest.approx(4.6)
     assert speculation.round_cost(1.0, 4, 0.0) == 1.0      # free drafts (prompt lookup): the verify pass alone
-    with pytest.raises(ValueError, match="verify_over_decode"):
-        speculation.round_cost(0.0, 4, 0.3)
-    with pytest.raises(ValueError, match="draft_share"):
-        speculation.round_cost(1.0, 4, -0.1)

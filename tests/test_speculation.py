@@ -7,7 +7,7 @@ from helpers.serving import speculative
 
 def test_eq1_has_one_owner():
     # the measured side imports the formulas, never a copy of them
-    assert speculative.acceptance_model is speculation.acceptance_model
+    assert speculative.round_cost is speculation.round_cost
     assert not hasattr(speculative, "expected_tokens_per_pass")
 
 
@@ -25,18 +25,11 @@ def test_tokens_per_pass_term_by_term_by_hand():
     assert (none.kept, none.total, none.kept_share_of_drafted, none.last_gain) == ((), 1.0, 0.0, 0.0)
     assert speculation.tokens_per_pass_parts(1.0, 3).total == 4.0 == speculation.expected_tokens_per_pass(1.0, 3)
     assert speculation.tokens_per_pass_parts(0.0, 3).total == 1.0
-    for bad in ((1.2, 2), (-0.1, 2), (0.5, -1), (0.5, 2.0), (True, 2)):
-        with pytest.raises(ValueError):
-            speculation.tokens_per_pass_parts(*bad)
 
 
 def test_round_cost_by_hand():
     assert speculation.round_cost(1.0, 4, 0.25) == pytest.approx(2.0)       # verify 1 + 4 × 0.25
     assert speculation.round_cost(1.2, 5, 0.0) == pytest.approx(1.2)        # prompt lookup: no draft steps
-    with pytest.raises(ValueError, match="verify_over_decode"):
-        speculation.round_cost(0, 4, 0.1)
-    with pytest.raises(ValueError, match="draft_share"):
-        speculation.round_cost(1.0, 4, -0.1)
 
 
 def test_break_even_alpha_by_hand():
@@ -51,7 +44,3 @@ def test_break_even_alpha_by_hand():
     assert speculation.break_even_alpha(4, 1.0) == 0.0 and speculation.break_even_alpha(4, 0.8) == 0.0
     assert speculation.break_even_alpha(4, 5.0) == pytest.approx(1.0, abs=1e-9)
     assert speculation.break_even_alpha(4, 5.01) is None
-    with pytest.raises(ValueError, match="k"):
-        speculation.break_even_alpha(0, 2.0)
-    with pytest.raises(ValueError, match="cost"):
-        speculation.break_even_alpha(4, 0)

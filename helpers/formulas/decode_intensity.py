@@ -18,7 +18,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from .. import checks
 from .gpus import get_gpu
 from .roofline import ridge_point
 from .stepcost import decode_cost
@@ -126,7 +125,6 @@ def point(model, gpu: str = "H100 SXM", context: int = 4096, batch: int = 1, dty
     does, the ridge, the cache's limit (limit_intensity) and the roof that binds at that intensity."""
     from ..capacity import max_batch
 
-    batch = checks.count(batch, "batch")
     g = get_gpu(gpu)
     peak, _ = g.peak_flops(dtype)
     ridge = ridge_point(peak, g.bandwidth)

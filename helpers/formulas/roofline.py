@@ -16,7 +16,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .. import checks
 from .stepcost import forward_cost
 
 
@@ -24,7 +23,7 @@ from .stepcost import forward_cost
 
 def arithmetic_intensity(flops: float, nbytes: float) -> float:
     """FLOPs per byte moved."""
-    return checks.number(flops, "flops") / checks.number(nbytes, "bytes", positive=True)
+    return flops / nbytes
 
 
 def ridge_point(peak_flops: float, bandwidth: float) -> float:
@@ -32,14 +31,12 @@ def ridge_point(peak_flops: float, bandwidth: float) -> float:
 
     H100 SXM: 989e12 FLOP/s (dense bf16) / 3.35e12 B/s ≈ 295 FLOP/B.
     """
-    peak = checks.number(peak_flops, "peak FLOP/s", positive=True)
-    return peak / checks.number(bandwidth, "bandwidth", positive=True)
+    return peak_flops / bandwidth
 
 
 def attainable_flops(intensity: float, peak_flops: float, bandwidth: float) -> float:
     """The roofline: min(peak, intensity × bandwidth)."""
-    return min(checks.number(peak_flops, "peak FLOP/s", positive=True),
-               checks.number(intensity, "intensity") * checks.number(bandwidth, "bandwidth", positive=True))
+    return min(peak_flops, intensity * bandwidth)
 
 
 def crossover_batch(peak_flops: float, bandwidth: float, bytes_per_param: float) -> float:
@@ -50,8 +47,7 @@ def crossover_batch(peak_flops: float, bandwidth: float, bytes_per_param: float)
     at B = ridge × bytes_per_param / 2: in bf16 (2 B per parameter) B equals the ridge itself —
     about 295 on an H100; in fp32 twice the ridge, in int8 half of it.
     """
-    per_param = checks.number(bytes_per_param, "bytes per parameter", positive=True)
-    return ridge_point(peak_flops, bandwidth) * per_param / 2
+    return ridge_point(peak_flops, bandwidth) * bytes_per_param / 2
 
 
 @dataclass(frozen=True)
@@ -64,20 +60,19 @@ class StepFloor:
 
 def step_floor(cost, peak_flops: float, bandwidth: float) -> StepFloor:
     """max(bytes ÷ bandwidth, FLOPs ÷ peak) of a helpers.formulas.stepcost.StepCost: no step is faster."""
-    read = cost.bytes / checks.number(bandwidth, "bandwidth", positive=True)
-    compute = cost.flops / checks.number(peak_flops, "peak FLOP/s", positive=True)
+    read = cost.bytes / bandwidth
+    compute = cost.flops / peak_flops
     return StepFloor(max(read, compute), "memory" if read >= compute else "compute")
 
 
 def decode_floor_s(weight_bytes: int, kv_bytes: int, bandwidth: float) -> float:
     """The memory-bound floor of one decode step: (weight bytes + KV bytes) / bandwidth, in seconds."""
-    nbytes = checks.number(weight_bytes, "weight bytes") + checks.number(kv_bytes, "KV bytes")
-    return nbytes / checks.number(bandwidth, "bandwidth", positive=True)
+    return (weight_bytes + kv_bytes) / bandwidth
 
 
 def decode_efficiency(floor_s: float, measured_s: float) -> float:
     """Share of the memory-bound floor achieved: floor / measured, a number in 0..1 (1 = at the floor)."""
-    return checks.number(floor_s, "floor") / checks.number(measured_s, "measured step time", positive=True)
+    return floor_s / measured_s
 
 
 @dataclass(frozen=True)
@@ -118,7 +113,7 @@ def prefill_point(model, tokens: int, seconds: float, dtype: str, batch: int = 1
     """A prefill of `tokens` tokens (per sequence) that took `seconds`."""
     cost = forward_cost(model, tokens, 0, batch, dtype)
     return RooflinePoint(f"prefill {tokens:,} tok" + (f" × {batch}" if batch > 1 else ""), "prefill",
-                         cost.flops, cost.bytes, checks.number(seconds, "seconds", positive=True), tokens * batch)
+                         cost.flops, cost.bytes, seconds, tokens * batch)
 
 
 def decode_point(model, context: int, seconds: float, dtype: str, batch: int = 1) -> RooflinePoint:
@@ -126,7 +121,7 @@ def decode_point(model, context: int, seconds: float, dtype: str, batch: int = 1
     cost = forward_cost(model, 1, context, batch, dtype)
     return RooflinePoint(f"decode ctx {context:,}" + (f" × batch {batch}" if batch > 1 else ""),
                          "decode, batched" if batch > 1 else "decode",
-                         cost.flops, cost.bytes, checks.number(seconds, "seconds", positive=True), batch)
+                         cost.flops, cost.bytes, seconds, batch)
 
 
 @dataclass(frozen=True)
@@ -144,9 +139,8 @@ class StepShares:
 
 def step_shares(step_s: float, floor_s: float, probe_s: float | None = None) -> StepShares:
     """The shares of a measured step (`step_s`) its floor (`floor_s`) and the probe's step (`probe_s`) explain."""
-    step = checks.number(step_s, "step_s", positive=True)
-    floor_share = checks.number(floor_s, "floor_s") / step
+    floor_share = floor_s / step_s
     if probe_s is None:
         return StepShares(floor_share, None, None)
-    over = checks.number(probe_s, "probe_s") / step
+    over = probe_s / step_s
     return StepShares(floor_share, over, 1.0 - floor_share - over)

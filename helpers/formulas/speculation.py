@@ -11,27 +11,21 @@ With each checked token kept independently with probability α:
 - a round costs the verify pass and the k draft steps, `round_cost` decode steps; it breaks even when it
   yields as many tokens as it costs, at the α `break_even_alpha` solves for.
 
-Measured rounds read against them: `acceptance_model` fits the per-token α to counted (drafted, kept)
-rounds (accepted ÷ checked, not accepted ÷ drafted: a draft after the first rejection is never checked) and
-`fit_sentence` says how the measured tokens per pass stand against eq. 1 at that α; `pays` reads a round's
-tokens against its cost. What a round costs: `verify_step_ratio` (a verify pass of k + 1 rows against a
-decode step, at a GPU's roofline floor) and `draft_step_share` (an early-exit draft step against a target
-step, in bytes read). The owner of these formulas: helpers.serving.speculative measures transformers' and
+`pays` reads a measured round's tokens against its cost. What a round costs: `verify_step_ratio` (a verify
+pass of k + 1 rows against a decode step, at a GPU's roofline floor) and `draft_step_share` (an early-exit
+draft step against a target step, in bytes read). The owner of these formulas: helpers.serving.speculative measures transformers' and
 the engine's speculative decoding and reads them with them.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import checks
 from .verdicts import Verdict, change_verdict, factor, share
 
 
 def expected_tokens_per_pass(alpha: float, k: int) -> float:
     """(1 − α^(k+1)) ÷ (1 − α): expected tokens a target pass yields when each of k drafted tokens is
     accepted with probability α until the first rejection (k + 1 at α = 1)."""
-    alpha = checks.fraction(alpha, "alpha")
-    checks.count(k, "k", 0)
     if alpha == 1:
         return float(k + 1)
     return (1 - alpha ** (k + 1)) / (1 - alpha)
@@ -58,8 +52,6 @@ class TokensPerPass:
 def tokens_per_pass_parts(alpha: float, k: int) -> TokensPerPass:
     """Eq. 1 summed term by term: 1 for the token the target adds itself, α^i for the i-th draft (kept only
     with all before it), beside the closed form (1 − α^(k+1)) ÷ (1 − α) it equals."""
-    alpha = checks.fraction(alpha, "alpha")
-    k = checks.count(k, "k", 0)
     kept = tuple(alpha ** i for i in range(1, k + 1))
     total = 1 + sum(kept)
     return TokensPerPass(alpha, k, kept, total, expected_tokens_per_pass(alpha, k),
@@ -70,9 +62,6 @@ def round_cost(verify_over_decode: float, k: int, draft_share: float) -> float:
     """A round's cost in decode steps: the verify pass (`verify_over_decode` decode steps: about 1 while it
     stays memory-bound, up to k + 1 once compute-bound) plus k draft steps of `draft_share` of a decode step
     each (0 for prompt lookup, which runs no model)."""
-    checks.number(verify_over_decode, "verify_over_decode", positive=True)
-    k = checks.count(k, "k", 0)
-    checks.number(draft_share, "draft_share", 0)
     return verify_over_decode + k * draft_share
 
 
@@ -81,8 +70,6 @@ def break_even_alpha(k: int, cost: float, tol: float = 1e-12) -> float | None:
     steps, (1 − α^(k+1)) ÷ (1 − α) = `cost` (round_cost): 0 when the round costs at most one step (any α
     pays), None when it costs more than the k + 1 tokens a fully kept draft yields (no α pays). Eq. 1 climbs
     with α from 1 to k + 1, so the root is found by bisection."""
-    k = checks.count(k, "k", 1)
-    checks.number(cost, "cost", positive=True)
     if cost <= 1:
         return 0.0
     if cost > k + 1:
@@ -94,16 +81,6 @@ def break_even_alpha(k: int, cost: float, tol: float = 1e-12) -> float | None:
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if expected_tokens_per_pass(mid, k) < cost else (lo, mid)
     return (lo + hi) / 2
-
-
-@dataclass(frozen=True)
-class AcceptanceFit:
-    """Leviathan et al.'s model fitted to counted rounds."""
-
-    rejections: int                  # rounds that ended in a rejection
-    alpha: float                     # per-token acceptance, accepted ÷ checked
-    expected: float                  # tokens per pass, eq. 1 at alpha and each round's draft length
-    measured: float                  # tokens per pass, (accepted + rounds) ÷ rounds
 
 
 @dataclass(frozen=True)
@@ -128,52 +105,6 @@ class VerifyRatio(VerifyCost):
     gpu: str
 
 
-def acceptance_model(rounds) -> AcceptanceFit:
-    """Leviathan et al.'s model fitted to counted rounds: `rounds` is a sequence of (drafted, accepted) per
-    target pass. Returns the rejections (rounds with accepted < drafted), the per-token acceptance
-    α = accepted ÷ (accepted + rejections) (the maximum-likelihood α of eq. 1's model), the expected tokens
-    per pass — eq. 1 at that α and each round's own draft length, averaged over rounds — and the measured
-    one, (accepted + rounds) ÷ rounds."""
-    if isinstance(rounds, (str, bytes)) or not hasattr(rounds, "__iter__"):
-        raise ValueError(f"rounds must be a list of (drafted, accepted) pairs, got {rounds!r}"[:200])
-    rounds = list(rounds)
-    if not all(isinstance(r, (tuple, list)) and len(r) == 2 for r in rounds):
-        raise ValueError("rounds must be a list of (drafted, accepted) pairs of whole numbers")
-    rounds = [(checks.count(d, "drafted", 0), checks.count(a, "accepted", 0)) for d, a in rounds]
-    if not rounds:
-        raise ValueError("no rounds to fit: speculative decoding made no target pass")
-    for d, a in rounds:
-        if d < 0 or not 0 <= a <= d:
-            raise ValueError(f"a round cannot accept {a} of {d} drafted tokens")
-    accepted = sum(a for _, a in rounds)
-    rejections = sum(a < d for d, a in rounds)
-    checked = accepted + rejections
-    alpha = accepted / checked if checked else 0.0
-    expected = sum(expected_tokens_per_pass(alpha, d) for d, _ in rounds) / len(rounds)
-    return AcceptanceFit(rejections, alpha, expected, (accepted + len(rounds)) / len(rounds))
-
-
-FIT_TOLERANCE = 0.15   # measured within ±15 % of eq. 1 at the fitted α: the independence model describes it
-
-
-def fit_sentence(measured: float, expected: float, tolerance: float = FIT_TOLERANCE) -> str:
-    """How measured tokens per pass compare with eq. 1 at the fitted per-token α, by rule: within
-    `tolerance` (relative) independent acceptances describe them; below, acceptances cluster (more rounds
-    end without a rejection than 1 − α^k predicts, and a round can keep at most k); above, rounds end in a
-    rejection more often than predicted, after accepting a similar part of the draft each time."""
-    checks.number(expected, "expected tokens per pass", positive=True)
-    checks.number(measured, "measured tokens per pass", positive=True)
-    checks.number(tolerance, "tolerance")
-    ratio = measured / expected
-    if abs(ratio - 1) <= tolerance:
-        return f"within {tolerance:.0%} of the model (measured ÷ expected {ratio:.3f}): independent acceptances describe it"
-    if ratio < 1:
-        return (f"{ratio:.3f}× the model: acceptances cluster — whole drafts on easy stretches, the first token "
-                f"rejected on hard ones — and a round keeps at most k")
-    return (f"{ratio:.3f}× the model: most rounds accept a similar part of the draft and then reject, more "
-            f"regularly than independent tokens would")
-
-
 def draft_step_share(spec, draft_layers: int, context: int, dtype: str = "bf16") -> float:
     """Bytes a decode step of the early-exit draft (the target's first `draft_layers` layers, its
     embeddings, norm and output head) reads ÷ a target step's, at `context` cached tokens: both from
@@ -183,7 +114,6 @@ def draft_step_share(spec, draft_layers: int, context: int, dtype: str = "bf16")
     from .stepcost import decode_cost
 
     spec = get_spec(spec)
-    checks.count(draft_layers, "draft_layers", 1, spec.num_layers)
     cfg = dict(spec.config, num_hidden_layers=draft_layers)          # the draft's shape, as a config
     if cfg.get("layer_types"):
         cfg["layer_types"] = list(cfg["layer_types"])[:draft_layers]
@@ -193,15 +123,11 @@ def draft_step_share(spec, draft_layers: int, context: int, dtype: str = "bf16")
     return (part.weight_read_bytes + part.kv_bytes) / (full.weight_read_bytes + full.kv_bytes)
 
 
-
-
 def pays(tokens_per_pass: float, pass_cost_steps: float) -> Verdict:
     """Whether a speculative round can pay: it yields `tokens_per_pass` tokens for the time of
     `pass_cost_steps` decode steps (its verify pass and its draft steps), plain decoding one token a step.
     It can pay when tokens ÷ cost beats 1 by more than the change margin (helpers.formulas.verdicts), cannot
     when it falls short by as much, and breaks even in between."""
-    checks.number(tokens_per_pass, "tokens per pass", 1)
-    checks.number(pass_cost_steps, "a round's cost in decode steps", positive=True)
     r = tokens_per_pass / pass_cost_steps
     words = {"higher": f"can pay ({factor(r)} the tokens of plain decoding in the same time)",
              "about equal": f"breaks even ({factor(r)})",
@@ -251,7 +177,6 @@ def verify_step_ratio(spec, k: int, context: int, batch: int, gpu: str = "H100 S
     from .roofline import step_floor
     from .stepcost import forward_cost
 
-    checks.count(k, "k")
     g = get_gpu(gpu)
     peak, _ = g.peak_flops(dtype)
     one, many = (step_floor(forward_cost(spec, n, context, batch, dtype, logits_tokens=n), peak, g.bandwidth)

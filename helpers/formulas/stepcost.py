@@ -33,7 +33,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .. import checks
 from .memory import KV_DTYPES, WEIGHT_SCHEMES, kv_bytes_per_token, kv_cache_bytes, weight_bytes
 from .specs import get_spec, param_breakdown
 from .units import DTYPE_BYTES, normalize_dtype
@@ -203,10 +202,6 @@ def forward_cost(model, new_tokens: int = 1, past_tokens: int = 0, batch: int = 
     positions whose logits are computed (generation: the last one).
     """
     spec = get_spec(model)
-    new_tokens = checks.count(new_tokens, "new_tokens", 1)
-    past_tokens = checks.count(past_tokens, "past_tokens", 0)
-    batch = checks.count(batch, "batch", 1)
-    logits_tokens = checks.count(logits_tokens, "logits_tokens", 0)
     s = _scheme(weights)
     kv = normalize_dtype(kv_dtype, KV_DTYPES) if kv_dtype else (s if s in _PLAIN else "bf16")
     w, emb, touched = streamed_weight_bytes(spec, s, batch * new_tokens)

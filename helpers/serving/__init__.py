@@ -8,7 +8,6 @@
 - `paging` — contiguous reservation against the engine's block allocator, step by step on a trace.
 - `batching` — one after another, static batches and transformers' continuous-batching manager (its
   paged cache bounded from the model), slot timelines, padding.
-- `prefix_reuse` — the TTFT a real prefilled-cache hit saves.
 - `kv_quant` — KV-cache quantization (fp8, 4, 2 bits): bytes against the formula, speed, KL and top-1.
 - `speculative`, `engine_runs`, `engine_caches` — the readable engine measured (speculative decoding, also
   against transformers' prompt lookup; serving, chunked prefill; its prefix caches).

@@ -15,31 +15,18 @@ import time
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from .. import checks
 from ..formulas.memory import kv_bytes_per_token
 from ..formulas.stats import percentile
 from ..formulas.verdicts import Verdict, factor, share, speed, times_as
 from ..measure.dtypes import torch_dtype_name
-from .naive import (Request, RequestTiming, ServeResult, _ForwardCounter, check_requests, serve_batched,
-                    serve_sequential)
+from .naive import Request, RequestTiming, ServeResult, _ForwardCounter, serve_batched, serve_sequential
 
 PAGE_SIZE = 16   # tokens per block of the paged cache (vLLM's default block size)
 
 
 def requests_from_ids(prompts: Sequence[Sequence[int]], new_tokens: Sequence[int]) -> list[Request]:
     """One Request per prompt (a list of token ids, at least one) and its output length (≥ 1)."""
-    if not isinstance(prompts, (list, tuple)) or not isinstance(new_tokens, (list, tuple)) or not prompts:
-        raise ValueError("prompts and new_tokens must be non-empty lists of equal length")
-    if len(prompts) != len(new_tokens):
-        raise ValueError(f"{len(prompts)} prompts but {len(new_tokens)} output lengths")
-    out = []
-    for i, (p, n) in enumerate(zip(prompts, new_tokens)):
-        ids = p.tolist() if hasattr(p, "tolist") else p
-        if isinstance(ids, (str, bytes)) or not isinstance(ids, (list, tuple)) or not ids:
-            raise ValueError(f"prompt {i} must be a non-empty list of token ids, got {str(p)[:40]!r}")
-        out.append(Request(i, tuple(checks.count(t, f"prompt {i}'s token id", 0) for t in ids),
-                           checks.count(n, f"new_tokens[{i}]", 1)))
-    return out
+    return [Request(i, tuple(p), n) for i, (p, n) in enumerate(zip(prompts, new_tokens))]
 
 
 @dataclass(frozen=True)
@@ -57,11 +44,6 @@ def cb_config(model, requests: Sequence[Request], max_batch_tokens: int = 512, p
     Returns (config, CacheSize)."""
     from transformers.generation.configuration_utils import ContinuousBatchingConfig
 
-    requests = check_requests(model, requests)
-    checks.count(max_batch_tokens, "max_batch_tokens (the token budget of a step)", 1)
-    checks.count(page_size, "page_size", 1)
-    if concurrent is not None:
-        checks.count(concurrent, "concurrent", 1)
     longest = max(len(r.prompt) + r.max_new_tokens for r in requests)
     n = len(requests) if concurrent is None else max(1, min(concurrent, len(requests)))
     blocks = n * math.ceil(longest / page_size) + 2
@@ -93,24 +75,15 @@ def _blocks_in_use(mgr) -> int | None:
 
 
 def serve_continuous(model, requests: Sequence[Request], max_batch_tokens: int = 512, page_size: int = PAGE_SIZE,
-                     arrivals_s: Sequence[float] | None = None, timeout_s: float = 300.0,
-                     concurrent: int | None = None) -> ServeResult:
-    """Serve the requests through transformers' continuous-batching manager (greedy, no end-of-sequence
-    stop, so every request makes exactly its max_new_tokens). `arrivals_s`: when each request is
-    submitted, seconds after the start (default all at 0). Each token's time comes from the manager's
-    own timestamps (record_timestamps)."""
+                     timeout_s: float = 300.0, concurrent: int | None = None) -> ServeResult:
+    """Serve the requests, all submitted at the start, through transformers' continuous-batching manager
+    (greedy, no end-of-sequence stop, so every request makes exactly its max_new_tokens). Each token's time
+    comes from the manager's own timestamps (record_timestamps)."""
     import torch
     from transformers import GenerationConfig
 
-    cfg, size = cb_config(model, requests, max_batch_tokens, page_size, concurrent)   # checks the requests
-    checks.number(timeout_s, "timeout_s", positive=True, unit="seconds")
-    arrivals = list(arrivals_s) if arrivals_s is not None else [0.0] * len(requests)
-    if len(arrivals) != len(requests):
-        raise ValueError(f"{len(arrivals)} arrival times for {len(requests)} requests; give one per request")
-    for a in arrivals:
-        checks.number(a, "an arrival time", unit="seconds")
+    cfg, size = cb_config(model, requests, max_batch_tokens, page_size, concurrent)
     gen = GenerationConfig(do_sample=False, eos_token_id=-1, max_new_tokens=max(r.max_new_tokens for r in requests))
-    order = sorted(range(len(requests)), key=lambda i: arrivals[i])
     mgr = model.init_continuous_batching(generation_config=gen, continuous_batching_config=cfg)
     counter = _ForwardCounter(model)
     outs: dict[str, object] = {}
@@ -120,16 +93,11 @@ def serve_continuous(model, requests: Sequence[Request], max_batch_tokens: int =
         with torch.inference_mode():
             mgr.start()
             t0 = time.perf_counter()
-            pending = list(order)
+            for i, r in enumerate(requests):
+                ids[mgr.add_request(list(r.prompt), request_id=f"r{r.rid}", max_new_tokens=r.max_new_tokens,
+                                    record_timestamps=True)] = i
             deadline = t0 + timeout_s
             while len(outs) < len(requests):
-                now = time.perf_counter() - t0
-                while pending and arrivals[pending[0]] <= now:
-                    i = pending.pop(0)
-                    r = requests[i]
-                    rid = mgr.add_request(list(r.prompt), request_id=f"r{r.rid}", max_new_tokens=r.max_new_tokens,
-                                          record_timestamps=True)
-                    ids[rid] = i
                 o = mgr.get_result(timeout=0.02)
                 used = _blocks_in_use(mgr)
                 if used is not None:
@@ -151,12 +119,10 @@ def serve_continuous(model, requests: Sequence[Request], max_batch_tokens: int =
     for rid, o in outs.items():
         r = requests[ids[rid]]
         ts = [t - t0 for t in (o.timestamps or [])]
-        arrived = arrivals[ids[rid]]
         # the manager stamps when a request leaves its queue for a batch slot (lifespan[0])
-        slot = o.lifespan[0] - t0 if o.lifespan[0] > 0 else arrived
-        timings.append(RequestTiming(r.rid, len(r.prompt), len(o.generated_tokens), max(slot, arrived), ts[0],
-                                     ts[-1], list(o.generated_tokens), arrival_s=arrived))
-        timings[-1].token_times = ts   # every token's time, for inter-token latency
+        slot = max(o.lifespan[0] - t0, 0.0)
+        timings.append(RequestTiming(r.rid, len(r.prompt), len(o.generated_tokens), slot, ts[0], ts[-1],
+                                     list(o.generated_tokens)))
     timings.sort(key=lambda t: t.rid)
     wall = max(t.finish_s for t in timings)
     return ContinuousResult("continuous batching", timings, wall, counter.calls, size, samples,
@@ -167,8 +133,6 @@ def serve_static(model, requests: Sequence[Request], batch_size: int, device: st
     """Static batching: requests in arrival order, `batch_size` at a time, each batch through
     helpers.serving.naive.serve_batched (left-padded); the next batch starts only when the slowest of the
     previous one is done."""
-    checks.count(batch_size, "batch_size", 1)
-    requests = check_requests(model, requests)
     timings, calls, offset = [], 0, 0.0
     for k in range(0, len(requests), batch_size):
         res = serve_batched(model, requests[k:k + batch_size], device)
@@ -186,9 +150,6 @@ def slot_segments(result: ServeResult, slots: int, static_batch: int | None = No
     """The timeline of `slots` batch slots: for each request, the slot it ran in, when it was busy
     (start → finish) and, in a static batch, how long its slot sat idle waiting for the batch's slowest
     request (finish → end of batch). Continuous batching: a freed slot goes to the next request."""
-    checks.count(slots, "slots", 1)
-    if static_batch is not None:
-        checks.count(static_batch, "static_batch", 1)
     rows = []
     ts = sorted(result.timings, key=lambda t: (t.start_s, t.rid))
     if static_batch:
@@ -210,8 +171,6 @@ def slot_segments(result: ServeResult, slots: int, static_batch: int | None = No
 
 def idle_share(segments: list[dict], wall_s: float, slots: int) -> float:
     """Share of the slot-time (slots × wall) that no request used."""
-    checks.count(slots, "slots", 1)
-    checks.number(wall_s, "wall_s", positive=True, unit="seconds")
     busy = sum(s["finish_s"] - s["start_s"] for s in segments)
     return max(0.0, 1 - busy / (slots * wall_s))
 
@@ -247,9 +206,6 @@ def padding_tokens(requests: Sequence[Request], batch_size: int) -> Padding:
     longest) and decode steps of finished rows riding along until the batch's longest output is done.
     Useful rows: each prompt's tokens and its max_new_tokens − 1 decode steps; the three add up to the
     token rows the batches computed, Σ batch size × (longest prompt + longest output − 1)."""
-    checks.count(batch_size, "batch_size", 1)
-    if not isinstance(requests, (list, tuple)) or not requests:
-        raise ValueError("requests must be a non-empty list of Request")
     pad = ride = useful = 0
     for k in range(0, len(requests), batch_size):
         g = requests[k:k + batch_size]
@@ -273,8 +229,6 @@ def summarize(result: ServeResult, baseline: ServeResult | None = None) -> Batch
 def same_tokens(a: ServeResult, b: ServeResult) -> float:
     """Share of requests whose generated tokens are identical in both results."""
     ta, tb = {t.rid: t.tokens for t in a.timings}, {t.rid: t.tokens for t in b.timings}
-    if not ta:
-        raise ValueError(f"{a.mode} holds no requests to compare")
     return sum(ta[k] == tb.get(k) for k in ta) / len(ta)
 
 
@@ -303,9 +257,6 @@ def compare_batching(model, requests: Sequence[Request], batch_size: int, max_ba
     ever slows a run, so the fastest is the closest to what the method costs — as a microbenchmark takes
     its best sample; with rounds=1, the one run). Every way computes in a thread other than the caller's,
     as the continuous-batching manager does (in_worker_thread says why)."""
-    checks.count(rounds, "rounds", 1)
-    checks.count(batch_size, "batch_size", 1)
-    requests = check_requests(model, requests)
     warm = requests[:2]
     in_worker_thread(serve_sequential, model, warm)
     in_worker_thread(serve_static, model, warm, batch_size)

@@ -1,7 +1,7 @@
 """The readable engine's prefix caches (helpers.engine.prefix_cache) measured: the time to first token a
-cached prefix saves, the radix tree against chained block hashes on rounds of prompts and on a prompt
-served again with one token changed, each read by rule (helpers.formulas.verdicts). The figures of
-notebook 07 and `make bench`; not part of the engine's mechanism.
+cached prefix saves (and what it saves on a GPU, computed: hit_on_gpu), the radix tree against chained
+block hashes on rounds of prompts and on a prompt served again with one token changed, each read by rule
+(helpers.formulas.verdicts). The figures of notebook 07 and `make bench`; not part of the engine's mechanism.
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Sequence
 
 from ..engine.llm import Engine, EngineArgs
 from ..engine.request import SamplingParams
-from ..formulas.verdicts import Verdict, change_verdict, share, speed, times_as
+from ..formulas.verdicts import Verdict, change_verdict, factor, share, speed, times_as
 
 
 @dataclass(frozen=True)
@@ -166,3 +166,24 @@ def ttft_reading(p: PrefixTTFT) -> list[Verdict]:
             Verdict(f"that is {against.words} ({tokens:,.1f}×), "
                     f"{TOKEN_RATIO_WHY[change_verdict(against.evidence['ratio'])]}", "times_as",
                     {**against.evidence, "token_ratio": tokens})]
+
+
+def hit_on_gpu(model, gpu: str, prefix_tokens: int, suffix_tokens: int, dtype: str = "bf16") -> Verdict:
+    """A prefix hit on a GPU, computed at the roofline floor (helpers.formulas.roofline.step_floor of
+    helpers.formulas.stepcost.forward_cost): the cold prefill of prefix + suffix against the warm one of the
+    suffix over the cached prefix, their ratio against the token ratio, and what bounds each."""
+    from ..formulas.gpus import get_gpu
+    from ..formulas.roofline import step_floor
+    from ..formulas.stepcost import forward_cost
+
+    g = get_gpu(gpu)
+    peak, _ = g.peak_flops(dtype)
+    cold = step_floor(forward_cost(model, prefix_tokens + suffix_tokens, 0, 1, dtype), peak, g.bandwidth)
+    warm = step_floor(forward_cost(model, suffix_tokens, prefix_tokens, 1, dtype), peak, g.bandwidth)
+    tokens = (prefix_tokens + suffix_tokens) / suffix_tokens
+    ratio = cold.seconds / warm.seconds
+    return Verdict(f"on an {g.name} the cold prefill of {prefix_tokens + suffix_tokens:,} tokens takes "
+                   f"{1e3 * cold.seconds:,.2f} ms at its floor ({cold.bound}-bound), the warm {suffix_tokens}-token "
+                   f"suffix {1e3 * warm.seconds:,.2f} ms ({warm.bound}-bound): {factor(ratio)}, "
+                   f"{times_as(ratio, tokens, 'the token ratio').words} ({factor(tokens)})", "engine_caches.on_gpu",
+                   {"cold_s": cold.seconds, "warm_s": warm.seconds, "ratio": ratio, "token_ratio": tokens})

@@ -1,6 +1,6 @@
 """The readable engine (helpers.engine) measured serving: its greedy tokens against transformers'
-`generate`, its tokens/s against transformers' continuous-batching manager, its step log read, and chunked
-prefill. The figures of notebook 07 and `make bench`.
+`generate`, its step log read, and chunked prefill. The figures of notebook 07 and `make bench` (whose
+engine-against-transformers' manager run is scripts/serving_bench.py's).
 """
 from __future__ import annotations
 
@@ -40,20 +40,6 @@ class GenerateCheck:
 
 
 @dataclass(frozen=True)
-class AgainstCB:
-    engine_tokens_per_s: float
-    transformers_cb_tokens_per_s: float
-    ratio: float                     # engine ÷ transformers
-    engine_steps: int
-    same_tokens: float               # share of requests with identical tokens
-    concurrent: int
-    requests: int
-    rounds: int
-    engine: ServeResult              # each way's fastest run
-    transformers_cb: ServeResult
-
-
-@dataclass(frozen=True)
 class ChunkedRun:
     token_budget: int
     long_prompt_tokens: int
@@ -75,8 +61,6 @@ def serve(model, requests: Sequence[ServeRequest], args: EngineArgs = EngineArgs
     e.run()
     timings = [RequestTiming(r.rid, len(r.prompt), len(r.output), r.admitted_s - t0, r.token_times[0] - t0,
                              r.token_times[-1] - t0, r.output) for r in reqs]
-    for t, r in zip(timings, reqs):
-        t.token_times = [x - t0 for x in r.token_times]
     wall = max(t.finish_s for t in timings)
     return ServeResult("readable engine", timings, wall, e.runner.forwards), e
 
@@ -128,26 +112,6 @@ def identical_to_generate(model, prompts: Sequence[Sequence[int]], new_tokens: i
         logging.set_verbosity(level)
     same = [a == b for a, b in zip(got, want)]
     return GenerateCheck(all(same), len(prompts), sum(same), [len(p) for p in prompts], new_tokens, len(e.log))
-
-
-def against_transformers_cb(model, requests: Sequence[ServeRequest], concurrent: int = 8,
-                            max_batch_tokens: int = 512, rounds: int = 2) -> AgainstCB:
-    """Output tokens/s of the engine and of transformers' continuous-batching manager on the same
-    requests, at most `concurrent` at once, the same token budget per step and blocks of 16 tokens;
-    `rounds` interleaved, each its fastest (a shared machine only slows a run down). Both compute in a
-    worker thread (helpers.serving.batching.in_worker_thread says why)."""
-    from .batching import in_worker_thread, same_tokens, serve_continuous
-
-    args = EngineArgs(block_size=16, max_num_seqs=concurrent, max_batch_tokens=max_batch_tokens, prefix_cache=None)
-    in_worker_thread(serve, model, requests[:2], args)                 # warm-up, both
-    serve_continuous(model, requests[:2], max_batch_tokens, concurrent=concurrent)
-    ours, theirs = [], []
-    for _ in range(rounds):
-        ours.append(in_worker_thread(serve, model, requests, args)[0])
-        theirs.append(serve_continuous(model, requests, max_batch_tokens, concurrent=concurrent))
-    a, b = min(ours, key=lambda r: r.wall_s), min(theirs, key=lambda r: r.wall_s)
-    return AgainstCB(a.tokens_per_s, b.tokens_per_s, a.tokens_per_s / b.tokens_per_s, a.forward_calls,
-                     same_tokens(a, b), concurrent, len(requests), rounds, engine=a, transformers_cb=b)
 
 
 def chunked_prefill(model, shorts: Sequence[Sequence[int]], long_prompt: Sequence[int], new_tokens: int,

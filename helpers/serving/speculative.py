@@ -1,12 +1,10 @@
 """Speculative decoding measured, greedy: the readable engine's loop (helpers.engine.speculative) with prompt
 lookup and the early-exit draft, its verify pass against a decode step, read by rule; and transformers'
-assisted generation with prompt lookup, counted round by round (the target's forward calls by a hook, tokens
-drafted and accepted by wrapping the candidate generator's two methods). The figures of notebook 07 and
-`make bench`.
+assisted generation with prompt lookup, its target passes counted by a hook (the engine's oracle). The
+figures of notebook 07 and `make bench`.
 """
 from __future__ import annotations
 
-import contextlib
 import time
 from dataclasses import dataclass
 
@@ -14,66 +12,30 @@ from typing import Sequence
 
 from ..engine import speculative as loop
 from ..engine.request import SamplingParams
-from ..formulas.speculation import VerifyCost, acceptance_model, pays, round_cost
+from ..formulas.speculation import VerifyCost, pays, round_cost
 from ..formulas.verdicts import Verdict, speed
 from .naive import _ForwardCounter
 
 
 @dataclass(frozen=True)
 class Speculation:
+    """transformers' assisted generation with prompt lookup, greedy, against plain greedy generation."""
+
     drafter: str
     k: int
     new_tokens: int
-    drafted: int
-    accepted: int
-    acceptance_rate: float           # accepted ÷ drafted
-    rejections: int
-    alpha: float                     # per-token acceptance, accepted ÷ checked
-    rounds: int
     target_passes: int
     plain_target_passes: int
-    tokens_per_pass: float           # tokens per target pass, measured
-    expected_tokens_per_pass: float  # eq. 1, (1 − α^(k+1)) ÷ (1 − α), at the fitted α
-    mean_drafted_per_pass: float     # per pass that drafted
-    plain_s: float
-    speculative_s: float
-    speedup: float                   # wall clock, plain ÷ speculative
     identical_to_greedy: bool
 
+    @property
+    def accepted(self) -> int:
+        """Drafted tokens kept: every target pass adds one token of its own, the rest were drafts."""
+        return self.new_tokens - self.target_passes
 
-@contextlib.contextmanager
-def _count_drafts(stats: dict):
-    """Wrap the prompt-lookup candidate generator's get_candidates and update_candidate_strategy to count drafted and
-    accepted tokens (restored on exit)."""
-    from transformers.generation import candidate_generator as cg
-
-    classes = [cg.PromptLookupCandidateGenerator]
-    saved = [(c, c.get_candidates, c.update_candidate_strategy) for c in classes]
-
-    def wrap(get, update):
-        def get_candidates(self, input_ids, *a, **kw):
-            out = get(self, input_ids, *a, **kw)
-            drafted = out[0].shape[1] - input_ids.shape[1]
-            stats["drafted"] += drafted
-            stats["passes with a draft"] += drafted > 0
-            stats["last drafted"] = drafted
-            return out
-
-        def update_candidate_strategy(self, input_ids, scores, num_matches):
-            stats["accepted"] += int(num_matches)
-            stats["rounds"] += 1
-            stats["per round"].append((stats["last drafted"], int(num_matches)))
-            return update(self, input_ids, scores, num_matches)
-
-        return get_candidates, update_candidate_strategy
-
-    try:
-        for c, get, update in saved:
-            c.get_candidates, c.update_candidate_strategy = wrap(get, update)
-        yield stats
-    finally:
-        for c, get, update in saved:
-            c.get_candidates, c.update_candidate_strategy = get, update
+    @property
+    def tokens_per_pass(self) -> float:
+        return self.new_tokens / self.target_passes
 
 
 def _generate(model, ids, new_tokens: int, **kw):
@@ -85,45 +47,27 @@ def _generate(model, ids, new_tokens: int, **kw):
 
 
 def speculate(model, ids, new_tokens: int, k: int = 4, ngram: int = 3) -> Speculation:
-    """One greedy generation with prompt lookup (up to k tokens after the last n-gram's earlier occurrence,
-    n ≤ `ngram`) against plain greedy generation, both timed, back to back: acceptance, target passes,
-    tokens per pass (measured and expected from α), wall-clock speed-up, identical output."""
+    """One greedy generation with transformers' prompt lookup (up to k tokens after the last n-gram's earlier
+    occurrence, n ≤ `ngram`: the engine's PromptLookup rule) against plain greedy generation: the target's
+    forward calls each way (a forward pre-hook) and whether the tokens are the same — the library's version
+    of the engine's loop, its oracle."""
     import torch
     from transformers.utils import logging as hf_logging
 
     ids = torch.as_tensor(ids).reshape(1, -1).to(next(model.parameters()).device)
     kw = {"prompt_lookup_num_tokens": k, "max_matching_ngram_size": ngram}
-    name = f"prompt lookup (n-gram ≤ {ngram})"
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()   # generate() warns about its own arguments
-    counter = None
+    counter = _ForwardCounter(model)
     try:
-        _generate(model, ids[:, :8], 4)                 # warm-up, untimed
-        _generate(model, ids[:, :8], 4, **kw)
-        counter = _ForwardCounter(model)
-        t0 = time.perf_counter()
         plain = _generate(model, ids, new_tokens)
-        plain_s = time.perf_counter() - t0
-        plain_calls = counter.calls
-        counter.calls = 0
-        stats = {"drafted": 0, "accepted": 0, "passes with a draft": 0, "rounds": 0, "last drafted": 0,
-                 "per round": []}
-        with _count_drafts(stats):
-            t0 = time.perf_counter()
-            spec = _generate(model, ids, new_tokens, **kw)
-            spec_s = time.perf_counter() - t0
-        spec_calls = counter.calls
+        plain_calls, counter.calls = counter.calls, 0
+        spec = _generate(model, ids, new_tokens, **kw)
     finally:
-        if counter is not None:
-            counter.close()
+        counter.close()
         hf_logging.set_verbosity(verbosity)
-    made = spec.shape[1] - ids.shape[1]
-    kept = stats["accepted"] / stats["drafted"] if stats["drafted"] else 0.0
-    k_eff = stats["drafted"] / stats["passes with a draft"] if stats["passes with a draft"] else 0.0
-    fit = acceptance_model(stats["per round"])
-    return Speculation(name, k, made, stats["drafted"], stats["accepted"], kept, fit.rejections, fit.alpha,
-                       stats["rounds"], spec_calls, plain_calls, made / spec_calls, fit.expected, k_eff,
-                       plain_s, spec_s, plain_s / spec_s, bool(torch.equal(plain, spec)))
+    return Speculation(f"prompt lookup (n-gram ≤ {ngram})", k, spec.shape[1] - ids.shape[1], counter.calls,
+                       plain_calls, bool(torch.equal(plain, spec)))
 
 
 # ----------------------------------------------------------------------------- the readable engine's loop

@@ -22,8 +22,6 @@ import random
 from dataclasses import dataclass
 from typing import Sequence
 
-from ..formulas.config_schema import MAX_TOKENS
-from .. import checks
 
 # Common English words (no punctuation): enough variety that the tokenizer sees ordinary text.
 _WORDS = (
@@ -66,7 +64,6 @@ def _arrivals(rng: random.Random, n: int, rate_per_s: float | None) -> list[floa
     """All at 0 (a closed burst) when rate_per_s is None, else a Poisson process of that rate."""
     if rate_per_s is None:
         return [0.0] * n
-    checks.number(rate_per_s, "rate_per_s", positive=True, unit="requests per second")
     t, out = 0.0, []
     for _ in range(n):
         out.append(t)
@@ -74,25 +71,11 @@ def _arrivals(rng: random.Random, n: int, rate_per_s: float | None) -> list[floa
     return out
 
 
-MAX_REQUESTS = 100_000      # a trace is built in memory, word by word
-MAX_WORDS = 1_000_000       # words of one prompt part (a long system prompt is thousands)
-
-
 def chat_trace(n: int, seed: int = 0, prompt_words_median: float = 60, output_tokens_median: float = 48,
                sigma: float = 0.6, max_prompt_words: int = 400, max_output_tokens: int = 256,
                rate_per_s: float | None = None) -> list[TraceRequest]:
     """n independent chat requests with long-tailed prompt and output lengths (log-normal, `sigma` the
     spread of the underlying normal), the same for the same seed."""
-    checks.count(n, "the number of requests", 1, MAX_REQUESTS)
-    checks.count(seed, "seed", 0)
-    checks.number(prompt_words_median, "prompt_words_median", positive=True, unit="words")
-    checks.number(output_tokens_median, "output_tokens_median", positive=True, unit="tokens")
-    checks.number(sigma, "sigma (the log-normal's spread)", 0, 10)
-    checks.count(max_prompt_words, "max_prompt_words", 4, MAX_WORDS)
-    checks.count(max_output_tokens, "max_output_tokens", 1, MAX_TOKENS)
-    if prompt_words_median > max_prompt_words or output_tokens_median > max_output_tokens:
-        raise ValueError(f"the medians ({prompt_words_median:g} words, {output_tokens_median:g} tokens) must not exceed "
-                         f"the maxima ({max_prompt_words:,} words, {max_output_tokens:,} tokens)")
     rng = random.Random(seed)
     arrivals = _arrivals(rng, n, rate_per_s)
     out = []
@@ -110,13 +93,6 @@ def agentic_trace(agents: int = 4, review_rounds: int = 1, seed: int = 0, system
     model would have written (seeded words of `proposal_tokens` length), so the trace is fixed before
     anything runs. All requests of a round arrive together, rounds one after another (arrival_s is the
     round number: a consumer serves round r only after round r-1)."""
-    checks.count(agents, "the number of agents", 1, 1000)
-    checks.count(seed, "seed", 0)
-    checks.count(review_rounds, "review_rounds", 0, 100)
-    for value, what in ((system_words, "system_words"), (task_words, "task_words")):
-        checks.count(value, what, 1, MAX_WORDS)
-    for value, what in ((proposal_tokens, "proposal_tokens"), (review_tokens, "review_tokens")):
-        checks.count(value, what, 1, MAX_WORDS)
     rng = random.Random(seed)
     system = f"{SYSTEM_PROMPT_HEAD} {_words(rng, system_words)}"
     task = f"Task: {_words(rng, task_words)}"
