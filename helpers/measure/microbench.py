@@ -102,14 +102,13 @@ def default_copy_bytes(device: str, caches=None, free_bytes: int | None = None) 
     return beyond_last_cache(caches, free_bytes, buffers=2)
 
 
-def copy_size_note(nbytes: int, device: str, caches=None) -> str:
-    """The buffer against the last-level cache of the machine that measured (`caches`; default this one's), as the
-    roofs' table says it: '1,920 MiB, 4.0× the 480 MiB last-level cache (past it)', or '… (the cache holds it)'."""
+def copy_size_note(nbytes: int, device: str, last: int | None) -> str:
+    """The buffer against `last`, the last-level cache (bytes; None when unknown) of the machine that measured, as
+    the roofs' table says it: '1,920 MiB, 4.0× the 480 MiB last-level cache (past it)', or '… (the cache holds it)'."""
     from ..formulas.verdicts import factor
 
     if device.startswith(("cuda", "mps")):
         return f"{nbytes / 2**20:,.0f} MiB, past the GPU's L2"
-    last = last_level_cache_bytes(caches)
     if not last:
         return f"{nbytes / 2**20:,.0f} MiB (no cache size reported)"
     return (f"{nbytes / 2**20:,.0f} MiB, {factor(nbytes / last)} the {last / 2**20:,.0f} MiB last-level cache "
