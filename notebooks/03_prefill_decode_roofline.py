@@ -18,7 +18,7 @@ with app.setup:
     import pandas as pd
 
     from helpers.formulas import decode_intensity, gpus, roofline, stepcost, verdicts
-    from helpers.present import (decode_intensity_figures, expected, learner, notebook, on_gpu, plots, recorded,
+    from helpers.present import (decode_intensity_figures, expected, learner, notebook, plots, recorded,
                                  replay, roofline_figures, sweep_figures)
     from helpers.measure import decode_efficiency, microbench, models, sweeps
     from helpers.decoding import breakdown as decoding_breakdown, regimes as decoding_regimes
@@ -29,7 +29,7 @@ with app.setup:
 
     notebook.setup()
     started = time.perf_counter()
-    h100 = on_gpu.roofline("H100 SXM")
+    h100 = roofline.gpu_roofline("H100 SXM", expected.REFERENCE_MODEL)
 
 
 @app.function

@@ -18,12 +18,12 @@ from helpers.formulas.stepcost import decode_cost, forward_cost
 from helpers.formulas.verdicts import factor
 from helpers.measure import hierarchy, microbench
 from helpers.measure.local_models import TINY_CONFIG
-from helpers.present import expected, on_gpu, replay
+from helpers.present import expected, replay
 from helpers.present import roofline_figures as rf
 
 CPU_RECORDS = ("cpu-amd-epyc", "cpu-intel-xeon")
 MiB = 2**20
-H100 = on_gpu.roofline("H100 SXM")
+H100 = roofline.gpu_roofline("H100 SXM", expected.REFERENCE_MODEL)
 
 
 def way(ratio: float) -> str:

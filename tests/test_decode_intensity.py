@@ -4,7 +4,7 @@ learner should expect, and the folded solutions."""
 import pytest
 
 from helpers.formulas import decode_intensity, roofline
-from helpers.present import decode_intensity_figures, expected, notebook, on_gpu, roofline_figures
+from helpers.present import decode_intensity_figures, expected, notebook, roofline_figures
 from helpers.capacity import ranking as capacity_ranking, views as capacity_views
 
 MISTRAL = "mistral-7b-v0.1"
@@ -102,7 +102,7 @@ def test_step_shares_and_their_words_by_hand():
 # ----------------------------------------------------------------------------- expected, solutions, tables
 
 def test_what_you_should_see_on_an_h100():
-    e = on_gpu.roofline("H100 SXM", contexts=(4096,))
+    e = roofline.gpu_roofline("H100 SXM", expected.REFERENCE_MODEL, contexts=(4096,))
     assert e["ridge"] == pytest.approx(295.37, abs=0.01) and e["crossover_batch"] == pytest.approx(e["ridge"])
     assert e["decode_floor_s"][4096] == pytest.approx(14_758_330_368 / 3.35e12)
     assert e["decode_at_efficiency_s"][4096] == pytest.approx(e["decode_floor_s"][4096] / e["efficiency"])

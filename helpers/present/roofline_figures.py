@@ -176,7 +176,7 @@ def copy_buffer_verdict(copy_bytes: int, cache_bytes: int | None):
 def roofs_verdicts(bandwidth: float, read_bandwidth: float, peak: float, copy_bytes: int, cache_bytes: int | None,
                    gpu: dict) -> list:
     """Section 1's here-part: the two roofs and the ridge measured, the ridge against a catalogued GPU's
-    (`gpu`: helpers.present.on_gpu.roofline), reading alone against the copy, the copy's buffer against the cache."""
+    (`gpu`: helpers.formulas.roofline.gpu_roofline), reading alone against the copy, the copy's buffer against the cache."""
     from ..formulas import verdicts
 
     ridge = ridge_point(peak, bandwidth)
