@@ -99,10 +99,6 @@ class RooflinePoint:
     def achieved_flops(self) -> float:
         return self.flops / self.seconds
 
-    @property
-    def achieved_bandwidth(self) -> float:
-        return self.bytes / self.seconds
-
     def to_dict(self, peak_flops: float | None = None, bandwidth: float | None = None) -> dict[str, Any]:
         d = {"label": self.label, "kind": self.kind, "flops": self.flops, "bytes": self.bytes,
              "seconds": self.seconds, "tokens": self.tokens, "tokens_per_s": self.tokens / self.seconds,
