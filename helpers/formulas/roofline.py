@@ -159,14 +159,11 @@ def gpu_roofline(gpu: str, model, contexts=(512, 4096), prompt: int = 2048) -> d
     g = get_gpu(gpu)
     peak, _ = g.peak_flops("bf16")
     decode = {c: decode_cost(model, c, 1, "bf16") for c in contexts}
+    floor = {c: d.bytes / g.bandwidth for c, d in decode.items()}
     pre = forward_cost(model, prompt, 0, 1, "bf16")
-    return {
-        "gpu": g.name, "model": model, "bandwidth": g.bandwidth, "peak_flops": peak,
-        "ridge": ridge_point(peak, g.bandwidth), "crossover_batch": crossover_batch(peak, g.bandwidth, 2),
-        "decode_floor_s": {c: d.bytes / g.bandwidth for c, d in decode.items()},
-        "decode_intensity": {c: d.intensity for c, d in decode.items()},
-        "decode_at_efficiency_s": {c: d.bytes / g.bandwidth / DEFAULT_EFFICIENCY for c, d in decode.items()},
-        "efficiency": DEFAULT_EFFICIENCY,
-        "prompt": prompt, "prefill_floor_s": max(pre.flops / peak, pre.bytes / g.bandwidth),
-        "prefill_intensity": pre.intensity,
-    }
+    return {"gpu": g.name, "model": model, "bandwidth": g.bandwidth, "peak_flops": peak,
+            "ridge": ridge_point(peak, g.bandwidth), "crossover_batch": crossover_batch(peak, g.bandwidth, 2),
+            "decode_floor_s": floor, "decode_intensity": {c: d.intensity for c, d in decode.items()},
+            "decode_at_efficiency_s": {c: f / DEFAULT_EFFICIENCY for c, f in floor.items()},
+            "efficiency": DEFAULT_EFFICIENCY, "prompt": prompt,
+            "prefill_floor_s": step_floor(pre, peak, g.bandwidth).seconds, "prefill_intensity": pre.intensity}
