@@ -18,9 +18,9 @@ with app.setup:
     import pandas as pd
 
     from helpers.formulas import decode_intensity, gpus, roofline, stepcost, verdicts
-    from helpers.present import (decode_intensity_figures, expected, learner, notebook, on_gpu, plots, recorded,
+    from helpers.present import (decode_intensity_figures, expected, learner, notebook, plots, recorded,
                                  replay, roofline_figures, sweep_figures)
-    from helpers.measure import decode_efficiency, hierarchy, microbench, models, sweeps
+    from helpers.measure import decode_efficiency, microbench, models, sweeps
     from helpers.decoding import breakdown as decoding_breakdown, regimes as decoding_regimes
     from helpers.decoding import views as decoding_views
     from helpers.present.glossary import term
@@ -29,7 +29,7 @@ with app.setup:
 
     notebook.setup()
     started = time.perf_counter()
-    h100 = on_gpu.roofline("H100 SXM")
+    h100 = roofline.gpu_roofline("H100 SXM", expected.REFERENCE_MODEL)
 
 
 @app.function
@@ -182,7 +182,6 @@ def _(loaded, roofline_button, sizes):
     crossover = roofline.crossover_batch(peak, bandwidth, dtype_bytes(dtype))
     # the caches of the machine that measured (this one, or the record's): the copy's buffer is held against them
     roofline_cache = roofline_figures.last_cache_of(roofline_run)
-    roofline_caches = [] if roofline_cache is None else [hierarchy.CacheLevel(3, "Unified", roofline_cache, "")]
     return (
         bandwidth,
         crossover,
@@ -191,7 +190,6 @@ def _(loaded, roofline_button, sizes):
         peak,
         ridge,
         roofline_cache,
-        roofline_caches,
         roofline_run,
         source,
         spec,
@@ -206,11 +204,11 @@ def _(roofline_run):
 
 
 @app.cell
-def _(bandwidth, crossover, dtype, peak, ridge, roofline_caches, source, measured_sweeps):
+def _(bandwidth, crossover, dtype, peak, ridge, roofline_cache, source, measured_sweeps):
     _copy, _read, _matmul = measured_sweeps["copy"], measured_sweeps["read"], measured_sweeps["matmul"]
     roofs = pd.DataFrame([
         {"what": "memory bandwidth", "measured": f"{bandwidth / 1e9:,.1f} GB/s",
-         "how": f"copy of {microbench.copy_size_note(_copy.nbytes, _copy.device, roofline_caches)}, read + write, "
+         "how": f"copy of {microbench.copy_size_note(_copy.nbytes, _copy.device, roofline_cache)}, read + write, "
                 f"best of {len(_copy.stats.samples)}"},
         {"what": "read-only bandwidth (for comparison)", "measured": f"{_read.bandwidth / 1e9:,.1f} GB/s",
          "how": f"sum of a {_read.nbytes / 2**20:,.0f} MiB fp32 buffer, bytes read, best of {len(_read.stats.samples)}"},

@@ -17,8 +17,8 @@ with app.setup:
     import marimo as mo
 
     from helpers import capacity
-    from helpers.present import expected, learner, notebook, on_gpu, plots, replay
-    from helpers.formulas import gpus, verdicts
+    from helpers.present import expected, learner, notebook, plots, replay
+    from helpers.formulas import gpus, roofline, verdicts
     from helpers.present.glossary import term
     from helpers.capacity import measured as capacity_measured, ranking as capacity_ranking, slo as capacity_slo, views as capacity_views
     from helpers.capacity.triangle import triangle
@@ -589,12 +589,12 @@ def _(measured_run):
 
 @app.cell(hide_code=True)
 def _(measured, measured_run):
-    _h = on_gpu.roofline("H100 SXM", contexts=(512,))
+    _h = roofline.gpu_roofline("H100 SXM", expected.REFERENCE_MODEL, contexts=(512,))
     _gpu = [expected.computed(f"the planner's floor for {_h['model']} at 512 tokens on an {_h['gpu']} is "
                               f"{1e3 * _h['decode_floor_s'][512]:,.2f} ms at the datasheet's "
                               f"{_h['bandwidth'] / 1e12:g} TB/s, {1e3 * _h['decode_at_efficiency_s'][512]:,.2f} ms at "
                               f"the planner's {_h['efficiency']:.0%}",
-                              "helpers.present.on_gpu.roofline (helpers.formulas.stepcost, the GPU catalog)"),
+                              "helpers.formulas.roofline.gpu_roofline (helpers.formulas.stepcost, the GPU catalog)"),
             *expected.eager_against_floor()]
     if measured is None:
         _md = mo.md("")

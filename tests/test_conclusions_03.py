@@ -18,12 +18,12 @@ from helpers.formulas.stepcost import decode_cost, forward_cost
 from helpers.formulas.verdicts import factor
 from helpers.measure import hierarchy, microbench
 from helpers.measure.local_models import TINY_CONFIG
-from helpers.present import expected, on_gpu, replay
+from helpers.present import expected, replay
 from helpers.present import roofline_figures as rf
 
 CPU_RECORDS = ("cpu-amd-epyc", "cpu-intel-xeon")
 MiB = 2**20
-H100 = on_gpu.roofline("H100 SXM")
+H100 = roofline.gpu_roofline("H100 SXM", expected.REFERENCE_MODEL)
 
 
 def way(ratio: float) -> str:
@@ -69,10 +69,10 @@ def test_the_copy_buffer_is_sized_past_the_last_level_cache_within_free_memory()
     assert microbench.default_copy_bytes("cpu", [], free_bytes=2**30) == 256 * MiB              # no cache reported
     assert microbench.last_level_cache_bytes(xeon) == 480 * MiB and microbench.last_level_cache_bytes([]) is None
     assert microbench.beyond_last_cache(xeon, 64 * 2**30) == 1920 * MiB                        # one buffer
-    note = microbench.copy_size_note(1920 * MiB, "cpu", xeon)
+    note = microbench.copy_size_note(1920 * MiB, "cpu", 480 * MiB)
     assert note == "1,920 MiB, 4.0× the 480 MiB last-level cache (past it)"
-    assert microbench.copy_size_note(256 * MiB, "cpu", xeon) == "256 MiB, 0.53× the 480 MiB last-level cache (the cache holds it)"
-    assert "no cache size reported" in microbench.copy_size_note(256 * MiB, "cpu", [])
+    assert microbench.copy_size_note(256 * MiB, "cpu", 480 * MiB) == "256 MiB, 0.53× the 480 MiB last-level cache (the cache holds it)"
+    assert "no cache size reported" in microbench.copy_size_note(256 * MiB, "cpu", None)
 
 
 @pytest.mark.parametrize("rec, held", [("cpu-amd-epyc", False), ("cpu-intel-xeon", True)])

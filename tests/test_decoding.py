@@ -108,10 +108,9 @@ def test_packed_weights_give_the_same_logits_and_put_the_model_back(tiny):
             got = model(input_ids=ids).logits
     assert sorted(swapped) == sorted(linears)
     assert (got - ref).abs().max().item() < 1e-4
-    # the packed copies hold the linear weights' bytes again (oneDNN's blocked layout)
-    assert packed.packed_bytes(model) == sum(m.weight.numel() * 4 for m in linears.values())
+    assert len(model.__dict__[packed._HELD]) == len(linears)     # one packed copy per linear, held for reuse
     packed.release(model)
-    assert packed.packed_bytes(model) == 0
+    assert not model.__dict__.get(packed._HELD)
     assert {n: m for n, m in model.named_modules() if type(m) is torch.nn.Linear} == linears
 
 
@@ -231,9 +230,9 @@ def test_planner_prediction_is_the_bytes_by_hand_over_the_bandwidth(tiny_config)
     # + K and V of 100 cached tokens read and of the new one written: 4 layers × 2 × 2 KV heads × 32 dims × 4 B
     params = 32000 * 256 + 256 + 4 * (256 * 256 * 2 + 2 * 256 * 64 + 3 * 256 * 896 + 2 * 256) + 256
     kv = 4 * 2 * 2 * 32 * 4 * (100 + 1)
-    assert got.predicted_bytes == params * 4 + kv
-    assert got.predicted_step_s == pytest.approx((params * 4 + kv) / 20e9)
-    assert got.predicted_bound == "memory"
+    assert got.step_bytes_per_gpu == params * 4 + kv
+    assert got.step_floor_s == pytest.approx((params * 4 + kv) / 20e9)
+    assert got.bound == "memory"
 
 
 def test_planner_sentence_follows_the_ratio():
@@ -273,7 +272,7 @@ def test_measure_regime_on_the_tiny_model(tiny):
                                     kv_cache_bytes(tiny.spec, 16 + 3, 1, "fp32"), 10e9)
     assert best.floor_s == pytest.approx(floor) and best.efficiency == pytest.approx(floor / best.step_s)
     pred = regimes.planner_prediction(tiny.spec, "fp32", "cpu", 10e9, 1e11, 19)
-    assert reg.planner.ratio == pytest.approx(best.step_s / pred.predicted_step_s)
+    assert reg.planner.ratio == pytest.approx(best.step_s / pred.step_floor_s)
     bench = roofline_bench.figures_for_bench(reg, "_small")
     assert bench["decode_efficiency_small"] == best.efficiency
     assert bench["planner_ratio_small"] == reg.planner.ratio
@@ -310,7 +309,7 @@ def test_the_floor_bandwidth_is_measured_alongside_the_steps_when_not_given(tiny
                                     kv_cache_bytes(tiny.spec, reg.results[0].context, 1, "fp32"), 50e9)
     assert reg.results[0].floor_s == pytest.approx(floor)
     pred = regimes.planner_prediction(tiny.spec, "fp32", "cpu", 50e9, 1e11, reg.results[0].context)
-    assert reg.planner.predicted_step_s == pytest.approx(pred.predicted_step_s)
+    assert reg.planner.predicted_step_s == pytest.approx(pred.step_floor_s)
     assert reg.kernel_ceiling() == ("linear", 0.4)
     assert roofline_bench.figures_for_bench(reg, "_x")["decode_floor_bandwidth_bytes_per_s_x"] == 50e9
 

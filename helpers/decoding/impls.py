@@ -40,12 +40,6 @@ class DecodeRun:
     notes: list[str] = field(default_factory=list)
 
     @property
-    def median_step_s(self) -> float:
-        import statistics
-
-        return statistics.median(self.step_s)
-
-    @property
     def mean_context(self) -> int:
         """Mean tokens in the cache over the decode steps: step j (1-based) attends prompt + j tokens."""
         return self.prompt_tokens + (len(self.step_s) + 1) // 2

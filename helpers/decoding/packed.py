@@ -96,13 +96,6 @@ def _packed_modules(model) -> dict:
     return held
 
 
-def packed_bytes(model) -> int:
-    """Bytes of the weights the packed copies hold (0 until packed_weights has run on this model); the
-    blocked layout is opaque (PyTorch shows no storage), so this counts its elements, not its padding."""
-    held = model.__dict__.get(_HELD) or {}
-    return sum(m.packed.numel() * m.packed.element_size() for m in held.values())
-
-
 COMPILED = "_workshop_compiled_packed"   # model.__dict__ key of a compiled forward over packed weights
 
 

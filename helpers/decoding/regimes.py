@@ -44,14 +44,6 @@ def decode_sizes(device: str) -> dict[str, int]:
 
 
 @dataclass(frozen=True)
-class PlannerPrediction:
-    predicted_step_s: float
-    predicted_bytes: float
-    predicted_bound: str
-    source: str = "helpers.capacity.plan at the measured bandwidth and peak"
-
-
-@dataclass(frozen=True)
 class PlannerCheck:
     """The planner's predicted step against the measured one (the fastest implementation)."""
 
@@ -69,9 +61,9 @@ class PlannerCheck:
 
 
 def planner_prediction(spec, dtype: str, device: str, bandwidth: float, peak_flops: float, context: int,
-                       batch: int = 1) -> PlannerPrediction:
-    """helpers.capacity.plan's decode step on this device, described by its measured bandwidth and peak FLOP/s
-    (its own memory, every byte usable)."""
+                       batch: int = 1):
+    """helpers.capacity.plan's plan on this device, described by its measured bandwidth and peak FLOP/s (its own
+    memory, every byte usable, efficiency 1): its step_floor_s, step_bytes_per_gpu and bound are the prediction."""
     from ..capacity import plan
     from ..formulas.gpus import GPU
     from ..measure.hardware import device_info
@@ -86,7 +78,7 @@ def planner_prediction(spec, dtype: str, device: str, bandwidth: float, peak_flo
              utilization=1.0, overhead_bytes=0, efficiency=1.0)  # the measured bandwidth is this device's roof
     if p.step_s is None:
         raise ValueError(f"the planner says {spec.name} does not fit this {info.kind}: {p.reason}")
-    return PlannerPrediction(p.step_floor_s, p.step_bytes_per_gpu, p.bound)
+    return p
 
 
 def planner_sentence(ratio: float, predicted_bytes: float, floor_bytes: float, breakdown, model: str,
@@ -260,12 +252,13 @@ def measure_regime(loaded, bandwidth: float | None, peak_flops: float, impls: Se
     context = results[0].context
     best = reg.best
     pred = planner_prediction(spec, dtype, dev, bandwidth, peak_flops, context)
-    ratio = best.step_s / pred.predicted_step_s
+    ratio = best.step_s / pred.step_floor_s
     floor_bytes = weights + kv_cache_bytes(spec, context, 1, dtype)
-    reg.planner = PlannerCheck(pred.predicted_step_s, pred.predicted_bytes, pred.predicted_bound, pred.source,
-                               best.step_s, best.impl, context, ratio, floor_bytes,
+    reg.planner = PlannerCheck(pred.step_floor_s, pred.step_bytes_per_gpu, pred.bound,
+                               "helpers.capacity.plan at the measured bandwidth and peak", best.step_s, best.impl,
+                               context, ratio, floor_bytes,
                                PLANNER_BAND[0] <= ratio <= PLANNER_BAND[1],
-                               planner_sentence(ratio, pred.predicted_bytes, floor_bytes, reg.breakdown, loaded.profile,
+                               planner_sentence(ratio, pred.step_bytes_per_gpu, floor_bytes, reg.breakdown, loaded.profile,
                                                 reg.kernel_ceiling()))
     return reg
 

@@ -25,18 +25,9 @@ from .stepcost import decode_cost
 DEFAULT_CONTEXTS = (512, 4096, 32768)
 
 
-def batch_grid(top: int = 4096) -> list[int]:
-    """1, 2, 4, … up to `top`."""
-    out, b = [], 1
-    while b <= top:
-        out.append(b)
-        b *= 2
-    return out
-
-
 def intensity_table(model, gpu: str = "H100 SXM", contexts: Sequence[int] = DEFAULT_CONTEXTS, dtype: str = "bf16",
                     batches: Sequence[int] | None = None):
-    """One row per (context, batch): the decode step's FLOP per byte with the cache read (at that
+    """One row per (context, batch; `batches` default 1, 2, 4, … 4096): the decode step's FLOP per byte with the cache read (at that
     context) and without any cache (context 0), whether that batch fits the GPU (the planner's
     budget), and the GPU's ridge. Rows for each context's largest batch that fits are included."""
     import pandas as pd
@@ -49,7 +40,7 @@ def intensity_table(model, gpu: str = "H100 SXM", contexts: Sequence[int] = DEFA
     rows = []
     for context in contexts:
         top = max_batch(model, g, 1, dtype, dtype, context)
-        for b in sorted(set(batches or batch_grid()) | ({top} if top >= 1 else set())):
+        for b in sorted(set(batches or [2**k for k in range(13)]) | ({top} if top >= 1 else set())):
             with_kv = decode_cost(model, context, b, dtype)
             no_kv = decode_cost(model, 0, b, dtype)
             rows.append({"context": context, "batch": b, "intensity_with_kv": with_kv.intensity,

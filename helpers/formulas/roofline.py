@@ -94,10 +94,6 @@ class RooflinePoint:
     def achieved_flops(self) -> float:
         return self.flops / self.seconds
 
-    @property
-    def achieved_bandwidth(self) -> float:
-        return self.bytes / self.seconds
-
     def to_dict(self, peak_flops: float | None = None, bandwidth: float | None = None) -> dict[str, Any]:
         d = {"label": self.label, "kind": self.kind, "flops": self.flops, "bytes": self.bytes,
              "seconds": self.seconds, "tokens": self.tokens, "tokens_per_s": self.tokens / self.seconds,
@@ -144,3 +140,24 @@ def step_shares(step_s: float, floor_s: float, probe_s: float | None = None) -> 
         return StepShares(floor_share, None, None)
     over = probe_s / step_s
     return StepShares(floor_share, over, 1.0 - floor_share - over)
+
+
+def gpu_roofline(gpu: str, model, contexts=(512, 4096), prompt: int = 2048) -> dict[str, Any]:
+    """The roofline figures of `model` in bf16 on a catalogued GPU (notebooks 03 and 04): ridge, crossover batch,
+    decode floor (batch 1) at `contexts`, the prefill floor of a `prompt`-token prompt, and the decode step at
+    the planner's default efficiency (helpers.capacity.planner.DEFAULT_EFFICIENCY)."""
+    from ..capacity.planner import DEFAULT_EFFICIENCY
+    from .gpus import get_gpu
+    from .stepcost import decode_cost
+
+    g = get_gpu(gpu)
+    peak, _ = g.peak_flops("bf16")
+    decode = {c: decode_cost(model, c, 1, "bf16") for c in contexts}
+    floor = {c: d.bytes / g.bandwidth for c, d in decode.items()}
+    pre = forward_cost(model, prompt, 0, 1, "bf16")
+    return {"gpu": g.name, "model": model, "bandwidth": g.bandwidth, "peak_flops": peak,
+            "ridge": ridge_point(peak, g.bandwidth), "crossover_batch": crossover_batch(peak, g.bandwidth, 2),
+            "decode_floor_s": floor, "decode_intensity": {c: d.intensity for c, d in decode.items()},
+            "decode_at_efficiency_s": {c: f / DEFAULT_EFFICIENCY for c, f in floor.items()},
+            "efficiency": DEFAULT_EFFICIENCY, "prompt": prompt,
+            "prefill_floor_s": step_floor(pre, peak, g.bandwidth).seconds, "prefill_intensity": pre.intensity}

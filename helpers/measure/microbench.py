@@ -102,14 +102,13 @@ def default_copy_bytes(device: str, caches=None, free_bytes: int | None = None) 
     return beyond_last_cache(caches, free_bytes, buffers=2)
 
 
-def copy_size_note(nbytes: int, device: str, caches=None) -> str:
-    """The buffer against the last-level cache of the machine that measured (`caches`; default this one's), as the
-    roofs' table says it: '1,920 MiB, 4.0× the 480 MiB last-level cache (past it)', or '… (the cache holds it)'."""
+def copy_size_note(nbytes: int, device: str, last: int | None) -> str:
+    """The buffer against `last`, the last-level cache (bytes; None when unknown) of the machine that measured, as
+    the roofs' table says it: '1,920 MiB, 4.0× the 480 MiB last-level cache (past it)', or '… (the cache holds it)'."""
     from ..formulas.verdicts import factor
 
     if device.startswith(("cuda", "mps")):
         return f"{nbytes / 2**20:,.0f} MiB, past the GPU's L2"
-    last = last_level_cache_bytes(caches)
     if not last:
         return f"{nbytes / 2**20:,.0f} MiB (no cache size reported)"
     return (f"{nbytes / 2**20:,.0f} MiB, {factor(nbytes / last)} the {last / 2**20:,.0f} MiB last-level cache "
@@ -166,23 +165,30 @@ class CopyBenchmark:
                 "bandwidth_bytes_per_s": self.bandwidth, **{f"sample_{k}": v for k, v in self.stats.to_dict().items()}}
 
 
+def _timed(once, dev: str, iters: int, repeats: int) -> Stats:
+    """helpers.measure.timing.measure of `iters` calls of `once` per sample (one warm-up)."""
+    def run():
+        for _ in range(iters):
+            once()
+
+    return measure(run, dev, warmup=1, repeats=repeats)
+
+
+def _buffer(device: str | None, nbytes: int | None, iters: int | None) -> tuple[str, int, int]:
+    """(device, bytes, copies per sample) of a bandwidth benchmark: default_copy_bytes; 20 copies on a GPU, 1 on a CPU."""
+    dev = _device(device)
+    return dev, nbytes or default_copy_bytes(dev), iters or (20 if dev.startswith(("cuda", "mps")) else 1)
+
+
 def copy_benchmark(device: str | None = None, nbytes: int | None = None, repeats: int = 5,
                    iters: int | None = None) -> CopyBenchmark:
     """Time dst.copy_(src) for two device buffers of `nbytes`; each copy moves 2 × nbytes."""
     import torch
 
-    dev = _device(device)
-    nbytes = nbytes or default_copy_bytes(dev)
-    iters = iters or (20 if dev.startswith(("cuda", "mps")) else 1)
+    dev, nbytes, iters = _buffer(device, nbytes, iters)
     src = torch.ones(nbytes, dtype=torch.uint8, device=dev)
     dst = torch.zeros(nbytes, dtype=torch.uint8, device=dev)  # touched now, so no page faults are timed
-
-    def run():
-        for _ in range(iters):
-            dst.copy_(src)
-
-    stats = measure(run, dev, warmup=1, repeats=repeats)
-    return CopyBenchmark(dev, nbytes, 2 * nbytes, iters, stats)
+    return CopyBenchmark(dev, nbytes, 2 * nbytes, iters, _timed(lambda: dst.copy_(src), dev, iters, repeats))
 
 
 def read_benchmark(device: str | None = None, nbytes: int | None = None, repeats: int = 5,
@@ -192,17 +198,9 @@ def read_benchmark(device: str | None = None, nbytes: int | None = None, repeats
     decode step can read."""
     import torch
 
-    dev = _device(device)
-    nbytes = nbytes or default_copy_bytes(dev)
-    iters = iters or (20 if dev.startswith(("cuda", "mps")) else 1)
+    dev, nbytes, iters = _buffer(device, nbytes, iters)
     x = torch.ones(nbytes // 4, dtype=torch.float32, device=dev)
-
-    def run():
-        for _ in range(iters):
-            x.sum()
-
-    stats = measure(run, dev, warmup=1, repeats=repeats)
-    return CopyBenchmark(dev, x.numel() * 4, x.numel() * 4, iters, stats)
+    return CopyBenchmark(dev, x.numel() * 4, x.numel() * 4, iters, _timed(x.sum, dev, iters, repeats))
 
 
 GEMV_SHAPE = (3584, 1024)        # one weight matrix of the stack on a CPU: the small profile's MLP projection
@@ -312,11 +310,5 @@ def matmul_benchmark(device: str | None = None, dtype: str = "fp32", n: int | No
     a = torch.randn(n, n, device=dev, dtype=tdt)  # the values do not change the time
     b = torch.randn(n, n, device=dev, dtype=tdt)
     c = torch.empty(n, n, device=dev, dtype=tdt)
-
-    def run():
-        for _ in range(iters):
-            torch.mm(a, b, out=c)
-
-    stats = measure(run, dev, warmup=1, repeats=repeats)
-    return MatmulBenchmark(dev, dt, n, iters, stats)
+    return MatmulBenchmark(dev, dt, n, iters, _timed(lambda: torch.mm(a, b, out=c), dev, iters, repeats))
 

@@ -3,9 +3,8 @@ that own each quantity, for Mistral 7B on a reference GPU of the catalog (helper
 such a sentence is labelled and said).
 
 Each cost is reached through one function here, so a change of owner is a one-line change:
-- a GPU's step, prefill and batch from the capacity planner: `gpu_plan` (calls helpers.capacity.plan);
-- the roofline figures notebooks 03 and 04 quote for a GPU: `roofline` (helpers.formulas.stepcost bytes and
-  FLOPs, helpers.formulas.roofline ridge, at the datasheet and at the planner's default efficiency);
+- a GPU's step, prefill and batch from the capacity planner: `gpu_plan` (calls helpers.capacity.plan).
+The roofline figures notebooks 03 and 04 quote for a GPU are helpers.formulas.roofline.gpu_roofline.
 """
 from __future__ import annotations
 
@@ -109,30 +108,3 @@ def quantized_decode_frame(rows: Iterable[QuantizedFloor]):
 
     return pd.DataFrame([{"scheme": r.scheme, "weight bytes": r.weight_bytes, "step floor (ms)": r.step_floor_ms,
                           "bound": r.bound, "vs bf16 (×)": r.vs_bf16} for r in rows])
-
-
-# ----------------------------------------------------------------------------- notebooks 03 and 04 on a GPU
-
-def roofline(gpu: str = "H100 SXM", model: str = REFERENCE_MODEL, contexts=(512, 4096), prompt: int = 2048) -> dict[str, Any]:
-    """The roofline figures of `model` in bf16 on a catalogued GPU: ridge, crossover batch, decode
-    floor (batch 1) at `contexts`, the prefill floor of a `prompt`-token prompt, and the decode step at
-    the planner's default efficiency."""
-    from ..capacity.planner import DEFAULT_EFFICIENCY
-    from ..formulas.gpus import get_gpu
-    from ..formulas.roofline import crossover_batch, ridge_point
-    from ..formulas.stepcost import decode_cost, forward_cost
-
-    g = get_gpu(gpu)
-    peak, _ = g.peak_flops("bf16")
-    decode = {c: decode_cost(model, c, 1, "bf16") for c in contexts}
-    pre = forward_cost(model, prompt, 0, 1, "bf16")
-    return {
-        "gpu": g.name, "model": model, "bandwidth": g.bandwidth, "peak_flops": peak,
-        "ridge": ridge_point(peak, g.bandwidth), "crossover_batch": crossover_batch(peak, g.bandwidth, 2),
-        "decode_floor_s": {c: d.bytes / g.bandwidth for c, d in decode.items()},
-        "decode_intensity": {c: d.intensity for c, d in decode.items()},
-        "decode_at_efficiency_s": {c: d.bytes / g.bandwidth / DEFAULT_EFFICIENCY for c, d in decode.items()},
-        "efficiency": DEFAULT_EFFICIENCY,
-        "prompt": prompt, "prefill_floor_s": max(pre.flops / peak, pre.bytes / g.bandwidth),
-        "prefill_intensity": pre.intensity,
-    }

@@ -29,10 +29,6 @@ CELL = "padding: 0.25em 0.8em; border-bottom: 1px solid #ddd;"   # marimo gives 
 KEY_FIGURES = "key_figures.json"
 
 
-def _where(path: Path) -> str:
-    return shown(path)
-
-
 def read_json_object(path: Path, kind: str) -> dict:
     """The record in a file (helpers.records.load, from its own folder), or RecordError naming the file."""
     return load(path, kind, roots=(Path(path).parent,))
@@ -85,7 +81,7 @@ class Record:
             return data
         one = data.get(notebook, {})
         if not isinstance(one, dict):
-            raise RecordError(f"{_where(path)}: the entry of {notebook} is a JSON {type(one).__name__}, not an object")
+            raise RecordError(f"{shown(path)}: the entry of {notebook} is a JSON {type(one).__name__}, not an object")
         return one
 
 
@@ -145,8 +141,6 @@ def note_figures(notebook: str, figures: dict[str, Any], folder: str | Path | No
     does nothing (returns None) when neither is set, so an interactive session writes no files. A
     $WORKSHOP_FIGURES_DIR this process cannot write is a warning naming it, not a failed notebook.
     """
-    if not isinstance(figures, dict) or not figures:
-        raise ValueError("figures must be a non-empty dict of name -> number or text")
     try:
         where = Path(folder) if folder else env.folder(FIGURES_ENV)
     except env.EnvError as exc:
@@ -185,7 +179,7 @@ def _img(path: Path, width: int = 420) -> str:
     try:
         data = base64.b64encode(path.read_bytes()).decode()
     except OSError as exc:
-        return f"<p><small>cannot read {html.escape(_where(path))}: {html.escape(exc.strerror or str(exc))}</small></p>"
+        return f"<p><small>cannot read {html.escape(shown(path))}: {html.escape(exc.strerror or str(exc))}</small></p>"
     return f"<img src='data:image/png;base64,{data}' style='max-width:{width}px;margin:4px' alt='{html.escape(path.stem)}'>"
 
 

@@ -74,25 +74,18 @@ def prefill_figure(df, model, dtype: str, peak_flops: float, source: Any):
 AT_FLOOR = 0.8
 
 
-def share_words(share: float) -> str:
-    """'most' (> 60 %), 'about half' (40–60 %), 'a minority' (10–40 %), 'little' (< 10 %)."""
-    if share > 0.6:
-        return "most"
-    if share >= 0.4:
-        return "about half"
-    return "a minority" if share >= 0.1 else "little"
-
-
 def step_words(shares: StepShares) -> str:
     """What the memory floor and the overhead probe explain of one measured step
-    (helpers.formulas.roofline.step_shares), in words."""
+    (helpers.formulas.roofline.step_shares), in words: each share by helpers.formulas.verdicts.share_band."""
+    from ..formulas.verdicts import share_band
+
     floor, over, rest = shares.floor_share, shares.overhead_share, shares.rest_share
     if floor >= AT_FLOOR:
         words = f"at its memory floor ({100 * floor:,.0f} % of the step is moving bytes)"
     else:
-        words = f"{share_words(1 - floor)} of its step ({100 * (1 - floor):,.0f} %) is not moving bytes"
+        words = f"{share_band(1 - floor)} of its step ({100 * (1 - floor):,.0f} %) is not moving bytes"
     if over is not None:
-        words += f"; the fixed overhead alone is {share_words(over)} of it ({100 * over:,.0f} %)"
+        words += f"; the fixed overhead alone is {share_band(over)} of it ({100 * over:,.0f} %)"
         if rest >= 0.1:
             words += (f", and {100 * rest:,.0f} % is explained by neither: kernels that stream memory below the "
                       "copy's bandwidth (small matrices, attention, norms)")
@@ -176,7 +169,7 @@ def copy_buffer_verdict(copy_bytes: int, cache_bytes: int | None):
 def roofs_verdicts(bandwidth: float, read_bandwidth: float, peak: float, copy_bytes: int, cache_bytes: int | None,
                    gpu: dict) -> list:
     """Section 1's here-part: the two roofs and the ridge measured, the ridge against a catalogued GPU's
-    (`gpu`: helpers.present.on_gpu.roofline), reading alone against the copy, the copy's buffer against the cache."""
+    (`gpu`: helpers.formulas.roofline.gpu_roofline), reading alone against the copy, the copy's buffer against the cache."""
     from ..formulas import verdicts
 
     ridge = ridge_point(peak, bandwidth)

@@ -8,7 +8,6 @@ from typing import Any, Callable, Sequence
 
 from ..formulas.memory import cache_window_slots, kv_cache_bytes
 from .plots import OOM as OOM_COLOUR
-from ..measure.growth import GrowthFit
 from . import plots
 
 
@@ -82,8 +81,9 @@ def _mark_oom(ax, df, key: str) -> None:
 
 
 @plots.notes_when_empty('Time to first token against prompt length')
-def ttft_figure(df, fit: GrowthFit | None, loaded, what: str = "time to first token", guides: bool = True):
-    """TTFT medians (with p90 bars) against prompt length, the fitted law through them; log–log. With
+def ttft_figure(df, fit, loaded, what: str = "time to first token", guides: bool = True):
+    """TTFT medians (with p90 bars) against prompt length, the fitted law (`fit`, a helpers.measure.growth.GrowthFit,
+    or None) through them; log–log. With
     `guides`, slope 1 (t ∝ n) and slope 2 (t ∝ n²) through the longest measured point (slope_guides)."""
     import numpy as np
 
