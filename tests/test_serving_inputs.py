@@ -1,7 +1,8 @@
-"""Bad input to the functions that run a model (serving, decoding, the step breakdown) is refused at
-the entry point in one ValueError saying what is allowed — never an IndexError from the embedding, a
-ZeroDivisionError from a rate, or a run past the model's positions (issue 20's hostile user). Each
-case is refused before the model runs, so the file takes seconds."""
+"""Bad input to the entry points that run a model on ids they are given (generation, decoding, the step
+breakdown, the sweeps) is refused in one ValueError saying what is allowed — never an IndexError from the
+embedding or a run past the model's positions (issue 20's hostile user). The serving mechanisms run on
+requests these helpers or the tokenizer made, and do not check them again. Each case is refused before the
+model runs, so the file takes seconds."""
 import pytest
 import torch
 

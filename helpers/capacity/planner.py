@@ -36,7 +36,8 @@ $ per second × O × step ÷ batch ÷ O × 10^6, as API providers price the two 
 
 The FP8 peak is used when the weights are fp8 and the GPU has FP8, else the BF16 peak.
 
-Built on plan(): the ranking (helpers.capacity.ranking), the planner's tables and figures
+Built on plan(): the largest batch within a latency SLO (helpers.capacity.slo), the ranking
+(helpers.capacity.ranking), the planner's tables and figures
 (helpers.capacity.views) and its decode step against a measured one (helpers.capacity.measured).
 """
 from __future__ import annotations
