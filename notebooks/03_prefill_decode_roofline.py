@@ -300,7 +300,7 @@ def _(intensity_summary):
 
 @app.cell(hide_code=True)
 def _(intensity_summary):
-    _lines = "\n".join(f"- {decode_intensity_figures.verdict(s)}." for s in intensity_summary)
+    _lines = "\n".join(f"- {decode_intensity.verdict(s)}." for s in intensity_summary)
     _cross = round(h100["crossover_batch"])
     _at = decode_intensity.point("mistral-7b-v0.1", "H100 SXM", context=4096, batch=_cross)
     _never = [s.context for s in intensity_summary if s.limit_with_kv < s.ridge]
@@ -843,15 +843,14 @@ def _():
 @app.cell
 def _():
     _d = decode_intensity.intensity_table("llama-3.1-8b", "H100 SXM", contexts=(1024, 8192, 32768))
-    _lines = "\n".join(f"- {decode_intensity_figures.verdict(s)}" for s in decode_intensity.summary(_d))
+    _lines = "\n".join(f"- {decode_intensity.verdict(s)}" for s in decode_intensity.summary(_d))
     notebook.exercise(2, "A model without a sliding window. Does Llama 3.1 8B (128k context, no window) reach "
                     "the ridge at long contexts? Pick it in section 1b's control, or use "
                     "`helpers.formulas.decode_intensity.intensity_table`.", f"""
     ```python
     from helpers.formulas import decode_intensity
-    from helpers.present import decode_intensity_figures
     d = decode_intensity.intensity_table("llama-3.1-8b", "H100 SXM", contexts=(1024, 8192, 32768))
-    [decode_intensity_figures.verdict(s) for s in decode_intensity.summary(d)]
+    [decode_intensity.verdict(s) for s in decode_intensity.summary(d)]
     ```
 
     {_lines}

@@ -21,7 +21,7 @@ with app.setup:
     from helpers.formulas import decode_intensity, memory
     from helpers.measure import models, quality
     from helpers.formulas import speculation, verdicts
-    from helpers.present import decode_intensity_figures, expected, learner, notebook, plots, replay
+    from helpers.present import expected, learner, notebook, plots, replay
     from helpers.capacity import planner
     from helpers.present.glossary import term
     from helpers import engine
@@ -193,7 +193,8 @@ def _():
     does what vLLM does instead: fixed blocks of {batching.PAGE_SIZE} token slots, a free list, a block table per
     sequence, reference counts and {term("copy-on-write")} for shared blocks. First as bookkeeping alone: both
     schemes serve the same {serving_bench.PAGED_REQUESTS} chat requests (seeded `traces.chat_trace`, real token counts)
-    one {term("decode")} step at a time in the same KV memory; a request is admitted as soon as memory allows.
+    one {term("decode")} step at a time in the same KV memory; a request is admitted as soon as memory allows. The
+    paged side is the engine's own scheduler of section 2 with no model behind it (`paging.simulate`).
     """)
     return
 
@@ -201,15 +202,15 @@ def _():
 @app.cell
 def _(tok, w):
     sims_in, capacity = paged_trace(tok, w)      # the bench's paged_over_contiguous_sequences uses the same
-    sims = [paging.simulate(sims_in, capacity, scheme, batching.PAGE_SIZE) for scheme in ("contiguous", "paged")]
+    sims = [paging.simulate(sims_in, capacity, w.max_output, scheme, batching.PAGE_SIZE) for scheme in ("contiguous", "paged")]
     fit = paged_fit(tok, w)
     return capacity, fit, sims, sims_in
 
 
 @app.cell(hide_code=True)
 def _(capacity, sims_in, w):
-    _prompt = sum(r.prompt_tokens for r in sims_in) / len(sims_in)
-    _answer = sum(r.output_tokens for r in sims_in) / len(sims_in)
+    _prompt = sum(len(r.prompt) for r in sims_in) / len(sims_in)
+    _answer = sum(r.max_new_tokens for r in sims_in) / len(sims_in)
     paging_box = learner.prediction(
         f"Both schemes get {capacity:,} KV slots. Contiguous reservation holds prompt + max_tokens = prompt + "
         f"{w.max_output} slots for a sequence from its admission to its end; a paged sequence holds the tokens it "
@@ -237,8 +238,8 @@ def _(capacity, loaded, sims):
 def _(paging_box, sims, sims_in, w):
     _given = None  # Jupyter/Colab: your prediction here (e.g. 1.5); in marimo, type it in the box above
     _c, _p = sims[0].summary(), sims[1].summary()
-    _held = sum(r.prompt_tokens + r.output_tokens / 2 for r in sims_in) / len(sims_in)
-    _reserved = sum(r.prompt_tokens + r.max_tokens for r in sims_in) / len(sims_in)
+    _held = sum(len(r.prompt) + r.max_new_tokens / 2 for r in sims_in) / len(sims_in)
+    _reserved = sum(len(r.prompt) for r in sims_in) / len(sims_in) + w.max_output
     learner.beside(paging_box, _given, _p.mean_running / _c.mean_running,
                    shown=lambda v: f"{v:.2f}× ({_p.mean_running:.1f} against {_c.mean_running:.1f} sequences at once)",
                    hints={"higher": f"A contiguous sequence holds its whole reservation, {_reserved:.0f} slots on "
@@ -452,7 +453,7 @@ def _(batch_reqs, served, w):
     """), expected.should_see(batching.reading(served), [
         expected.computed(str(batching.decode_bytes_on_gpu(expected.REFERENCE_MODEL, expected.REFERENCE_GPU, 4096)),
                           "helpers.serving.batching.decode_bytes_on_gpu: helpers.formulas.stepcost, helpers.capacity.plan"),
-        expected.computed(decode_intensity_figures.verdict(_s) + "; continuous batching keeps the batch full",
+        expected.computed(decode_intensity.verdict(_s) + "; continuous batching keeps the batch full",
                           "helpers.formulas.decode_intensity")]),
         plots.table(tables.padding_frame(_pad), "computed: helpers.serving.batching.padding_tokens")])
     return

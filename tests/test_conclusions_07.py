@@ -20,7 +20,8 @@ from helpers.formulas.verdicts import factor
 from helpers.measure import quality
 from helpers.present import expected, replay
 from helpers.serving import batching, engine_caches, engine_runs, kv_cache, kv_quant, paging, speculative
-from helpers.serving.naive import Request, RequestTiming, ServeResult
+from helpers.serving.naive import RequestTiming, ServeResult
+from helpers.serving.traces import TraceRequest
 
 CPU_RECORDS = ("cpu-amd-epyc", "cpu-intel-xeon")
 MODEL, GPU = expected.REFERENCE_MODEL, expected.REFERENCE_GPU
@@ -122,16 +123,16 @@ def test_no_cache_on_gpu_finds_the_ridge_by_brute_force():
 # ----------------------------------------------------------------------------- paging
 
 def test_paging_reading_on_a_trace_and_where_reservations_are_exact():
-    reqs = paging.sim_requests([40, 120, 80, 300, 20, 60] * 4, [30, 200, 10, 90, 250, 5] * 4, 256)
-    c, p = (paging.simulate(reqs, 1500, s, 16).summary() for s in ("contiguous", "paged"))
+    reqs = batching.requests_from_ids([[0] * n for n in [40, 120, 80, 300, 20, 60] * 4], [30, 200, 10, 90, 250, 5] * 4)
+    c, p = (paging.simulate(reqs, 1500, 256, s, 16).summary() for s in ("contiguous", "paged"))
     fit = paging.FitCounts(10, 15, 1.5)
     v = paging.reading(c, p, fit)
     assert f"({verdicts.share_band(c.used_share_of_reserved)})" in v[0].words
     assert f"{factor(p.mean_running / c.mean_running)} contiguous reservation's" in v[1].words
     assert f"{factor(p.steps / c.steps)} the steps" in v[1].words and "1.50× as many as contiguously" in v[2].words
     # answers exactly as long as max_tokens, all fitting at once: both run every sequence from the start
-    exact = paging.sim_requests([32] * 8, [32] * 8, 32)
-    c, p = (paging.simulate(exact, 512, s, 16).summary() for s in ("contiguous", "paged"))
+    exact = batching.requests_from_ids([[0] * 32] * 8, [32] * 8)
+    c, p = (paging.simulate(exact, 512, 32, s, 16).summary() for s in ("contiguous", "paged"))
     v = paging.reading(c, p, paging.FitCounts(8, 8, 1.0))
     assert f"({verdicts.share_band(c.used_share_of_reserved)})" in v[0].words
     assert "1.00× contiguous reservation's" in v[1].words and "1.00× the steps" in v[1].words
@@ -141,7 +142,7 @@ def test_paging_reading_on_a_trace_and_where_reservations_are_exact():
 
 def test_log_reading_and_the_blocks_that_prevent_preemption(tiny):
     prompts = [quality.eval_ids(tiny.tokenizer, 80)[i:i + n] for i, n in ((0, 40), (3, 60), (7, 25), (1, 70))]
-    reqs = [Request(i, tuple(p), 24) for i, p in enumerate(prompts)]
+    reqs = [TraceRequest(i, tuple(p), 24) for i, p in enumerate(prompts)]
     need = engine_runs.blocks_without_preemption(reqs, 8, 4)
     assert need == sum(math.ceil((len(p) + 24) / 8) for p in prompts)
     small = EngineArgs(block_size=8, num_blocks=engine_runs.blocks_needed(reqs, 8), max_num_seqs=4, max_batch_tokens=32)

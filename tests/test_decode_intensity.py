@@ -26,7 +26,7 @@ def test_mistral_at_4k_on_an_h100_stays_far_under_the_ridge():
     # the limit itself, by hand: 16,368,271,360 FLOPs ÷ (8,192 + 4,097 × 131,072) B per sequence = 30.48
     assert s.limit_with_kv == pytest.approx(16_368_271_360 / (8192 + 4097 * 131_072)) == pytest.approx(30.48, abs=0.01)
     assert s.ceiling_with_kv < s.limit_with_kv < s.ridge
-    assert decode_intensity_figures.verdict(s) == ("at 4,096 tokens the largest batch that fits (112) reaches 24.7 FLOP/B, "
+    assert decode_intensity.verdict(s) == ("at 4,096 tokens the largest batch that fits (112) reaches 24.7 FLOP/B, "
                                            "8 % of the ridge (295): still memory-bound; no batch would reach it — the "
                                            "cache caps the intensity at 30.5 FLOP/B however many sequences share the weights")
 
@@ -54,14 +54,14 @@ def test_weights_only_intensity_grows_with_the_batch_and_crosses_near_the_crosso
 
 def test_a_short_context_with_a_huge_batch_can_reach_the_ridge():
     s = decode_intensity.summary(decode_intensity.intensity_table(MISTRAL, "H100 SXM", contexts=(256,)))[0]
-    assert s.reaches_ridge and "compute-bound" in decode_intensity_figures.verdict(s)
+    assert s.reaches_ridge and "compute-bound" in decode_intensity.verdict(s)
     assert s.limit_with_kv > s.ridge
 
 
 def test_a_batch_too_large_to_fit_is_said_to_reach_the_ridge_only_where_the_limit_allows():
     s = decode_intensity.summary(decode_intensity.intensity_table(MISTRAL, "L4", contexts=(256,)))[0]
     assert not s.reaches_ridge and s.limit_with_kv > s.ridge      # 24 GB: the batch that would does not fit
-    assert decode_intensity_figures.verdict(s).endswith("a batch larger than fits would reach it")
+    assert decode_intensity.verdict(s).endswith("a batch larger than fits would reach it")
 
 
 def test_intensity_figure_is_titled_and_stamped():

@@ -7,7 +7,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from helpers.engine.blocks import BlockAllocator, OutOfBlocks
-from helpers.serving.paging import ContiguousPool, FitCounts, fit_counts, sim_requests, simulate
+from helpers.serving.batching import requests_from_ids
+from helpers.serving.paging import ContiguousPool, FitCounts, fit_counts, simulate
+
+
+def sim_requests(prompt_lens, output_lens):
+    """Requests of these prompt and output lengths (token 0 throughout: the simulation counts, never reads)."""
+    return requests_from_ids([[0] * p for p in prompt_lens], list(output_lens))
 
 
 def test_a_sequence_takes_a_new_block_only_when_its_last_is_full():
@@ -100,25 +106,25 @@ def test_contiguous_pool_strands_free_slots_in_small_holes():
 
 def test_fit_counts_by_hand():
     # 3 requests of prompt 10 and output 6, max 54: contiguous reserves 64 each, paged 16 tokens = 1 block of 16
-    reqs = sim_requests([10, 10, 10], [6, 6, 6], max_tokens=54)
-    assert fit_counts(reqs, 128, block_size=16) == FitCounts(contiguous=2, paged=3, ratio=1.5)
+    reqs = sim_requests([10, 10, 10], [6, 6, 6])
+    assert fit_counts(reqs, 128, 54, block_size=16) == FitCounts(contiguous=2, paged=3, ratio=1.5)
 
 
 def test_simulation_paged_runs_more_at_once_and_wastes_less():
     import random
 
     rng = random.Random(0)
-    reqs = sim_requests([rng.randint(8, 64) for _ in range(40)], [rng.randint(4, 96) for _ in range(40)], max_tokens=128)
-    cont = simulate(reqs, 1024, "contiguous")
-    paged = simulate(reqs, 1024, "paged", block_size=16)
+    reqs = sim_requests([rng.randint(8, 64) for _ in range(40)], [rng.randint(4, 96) for _ in range(40)])
+    cont = simulate(reqs, 1024, 128, "contiguous")
+    paged = simulate(reqs, 1024, 128, "paged", block_size=16)
     c, p = cont.summary(), paged.summary()
     assert p.mean_running > c.mean_running
     assert paged.steps < cont.steps
     assert all(r["internal waste"] < 16 * r["running"] for r in paged.rows)   # < one block per sequence
     assert all(r["reserved"] <= 1024 for r in cont.rows + paged.rows)
     # every request ran to completion: total decode writes = total output tokens
-    assert sum(r["running"] for r in paged.rows) == sum(r.output_tokens for r in reqs)
-    assert sum(r["running"] for r in cont.rows) == sum(r.output_tokens for r in reqs)
+    assert sum(r["running"] for r in paged.rows) == sum(r.max_new_tokens for r in reqs)
+    assert sum(r["running"] for r in cont.rows) == sum(r.max_new_tokens for r in reqs)
     assert p.used_share_of_reserved > c.used_share_of_reserved
     assert math.isclose(c.mean_internal_waste, c.mean_reserved_slots - c.mean_used_slots)
 

@@ -259,7 +259,7 @@ def test_measurements_report_what_the_engine_did(micro):
     is reused whole, an edit stops both caches where it should, the timeline has a row per request per
     step it was in, and the engine's tokens equal generate's."""
     from helpers.serving import engine_caches, engine_runs
-    from helpers.serving.naive import Request as ServeRequest
+    from helpers.serving.traces import TraceRequest
 
     rows = engine_runs.chunked_prefill(micro, [[1, 2, 3]] * 2, list(range(8)) * 8, 6, 2, [80, 18], repeats=1)
     assert [r.prefill_steps for r in rows] == [1, math.ceil(64 / 16)]     # 18 tokens a step, less 2 decodes
@@ -268,7 +268,7 @@ def test_measurements_report_what_the_engine_did(micro):
     assert ttft.cached_tokens_per_warm_request == [40, 40] and ttft.same_first_token
     edit = engine_caches.edit_hits(micro, [1, 2, 3, 4, 5, 6, 7] * 6, 22, block_size=4)
     assert edit.radix_reused_tokens == 22 and edit.hash_reused_tokens == 20
-    reqs = [ServeRequest(i, tuple([1 + i, 2, 3] * (i + 1)), 4) for i in range(5)]
+    reqs = [TraceRequest(i, tuple([1 + i, 2, 3] * (i + 1)), 4) for i in range(5)]
     res, e = engine_runs.serve(micro, reqs, EngineArgs(block_size=4, max_num_seqs=2, max_batch_tokens=8))
     tl = engine_runs.timeline(e.log)
     assert {r["request"] for r in tl} == set(range(5)) and sum(r["state"] == "decode" for r in tl) == 5 * 3

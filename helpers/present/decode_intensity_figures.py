@@ -1,26 +1,10 @@
-"""Figures and sentences of decode's intensity against batch (helpers.formulas.decode_intensity), for notebooks
-03 and 07: the intensity against batch at several contexts, one step on a GPU's roofline, and the verdict
-for each context, chosen by rule."""
+"""Figures of decode's intensity against batch (helpers.formulas.decode_intensity), for notebook 03: the
+intensity against batch at several contexts and one step on a GPU's roofline."""
 from __future__ import annotations
 
 from ..formulas.decode_intensity import IntensityPoint, IntensitySummary
 from ..formulas.roofline import attainable_flops
 from . import plots
-
-
-def verdict(s: IntensitySummary) -> str:
-    """The sentence for one context, chosen by rule: reaches the ridge, or how far under it stays."""
-    if s.max_batch < 1:
-        return f"at {s.context:,} tokens not even one sequence fits"
-    where = (f"at {s.context:,} tokens the largest batch that fits ({s.max_batch:,}) reaches "
-             f"{s.intensity_at_max_batch:,.1f} FLOP/B")
-    if s.reaches_ridge:
-        return where + f", past the ridge ({s.ridge:,.0f}): compute-bound"
-    under = where + f", {100 * s.share_of_ridge:,.0f} % of the ridge ({s.ridge:,.0f}): still memory-bound"
-    if s.limit_with_kv < s.ridge:
-        return under + (f"; no batch would reach it — the cache caps the intensity at {s.limit_with_kv:,.1f} FLOP/B "
-                        "however many sequences share the weights")
-    return under + "; a batch larger than fits would reach it"
 
 
 def intensity_figure(df, model_name: str, dtype: str):

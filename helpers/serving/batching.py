@@ -19,14 +19,15 @@ from ..formulas.memory import kv_bytes_per_token
 from ..formulas.stats import percentile
 from ..formulas.verdicts import Verdict, factor, share, speed, times_as
 from ..measure.dtypes import torch_dtype_name
-from .naive import Request, RequestTiming, ServeResult, _ForwardCounter, serve_batched, serve_sequential
+from .naive import RequestTiming, ServeResult, _ForwardCounter, serve_batched, serve_sequential
+from .traces import TraceRequest
 
 PAGE_SIZE = 16   # tokens per block of the paged cache (vLLM's default block size)
 
 
-def requests_from_ids(prompts: Sequence[Sequence[int]], new_tokens: Sequence[int]) -> list[Request]:
-    """One Request per prompt (a list of token ids, at least one) and its output length (≥ 1)."""
-    return [Request(i, tuple(p), n) for i, (p, n) in enumerate(zip(prompts, new_tokens))]
+def requests_from_ids(prompts: Sequence[Sequence[int]], new_tokens: Sequence[int]) -> list[TraceRequest]:
+    """One TraceRequest per prompt (a list of token ids, at least one) and its output length (≥ 1)."""
+    return [TraceRequest(i, tuple(p), n) for i, (p, n) in enumerate(zip(prompts, new_tokens))]
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,7 @@ class CacheSize:
     bytes: int                     # KV bytes of the blocks (helpers.formulas.memory.kv_bytes_per_token × slots)
 
 
-def cb_config(model, requests: Sequence[Request], max_batch_tokens: int = 512, page_size: int = PAGE_SIZE,
+def cb_config(model, requests: Sequence[TraceRequest], max_batch_tokens: int = 512, page_size: int = PAGE_SIZE,
               concurrent: int | None = None):
     """A ContinuousBatchingConfig whose paged KV cache holds `concurrent` (default: all) of the longest
     requests at full length, in blocks of `page_size` tokens: sized from the model and the work, not RAM.
@@ -74,7 +75,7 @@ def _blocks_in_use(mgr) -> int | None:
     return round((1 - cache.compute_free_capacity()) * cache.num_blocks)
 
 
-def serve_continuous(model, requests: Sequence[Request], max_batch_tokens: int = 512, page_size: int = PAGE_SIZE,
+def serve_continuous(model, requests: Sequence[TraceRequest], max_batch_tokens: int = 512, page_size: int = PAGE_SIZE,
                      timeout_s: float = 300.0, concurrent: int | None = None) -> ServeResult:
     """Serve the requests, all submitted at the start, through transformers' continuous-batching manager
     (greedy, no end-of-sequence stop, so every request makes exactly its max_new_tokens). Each token's time
@@ -129,7 +130,7 @@ def serve_continuous(model, requests: Sequence[Request], max_batch_tokens: int =
                             [t - t0 for t in counter.times])
 
 
-def serve_static(model, requests: Sequence[Request], batch_size: int, device: str | None = None) -> ServeResult:
+def serve_static(model, requests: Sequence[TraceRequest], batch_size: int, device: str | None = None) -> ServeResult:
     """Static batching: requests in arrival order, `batch_size` at a time, each batch through
     helpers.serving.naive.serve_batched (left-padded); the next batch starts only when the slowest of the
     previous one is done."""
@@ -201,7 +202,7 @@ class BatchingSummary:
     same_tokens: float | None = None  # share of requests with the baseline's tokens
 
 
-def padding_tokens(requests: Sequence[Request], batch_size: int) -> Padding:
+def padding_tokens(requests: Sequence[TraceRequest], batch_size: int) -> Padding:
     """What static batching computes for nothing: prompt padding (each prompt padded to its batch's
     longest) and decode steps of finished rows riding along until the batch's longest output is done.
     Useful rows: each prompt's tokens and its max_new_tokens − 1 decode steps; the three add up to the
@@ -250,7 +251,7 @@ def in_worker_thread(fn, *args, **kwargs):
         return worker.submit(fn, *args, **kwargs).result()
 
 
-def compare_batching(model, requests: Sequence[Request], batch_size: int, max_batch_tokens: int = 512,
+def compare_batching(model, requests: Sequence[TraceRequest], batch_size: int, max_batch_tokens: int = 512,
                      rounds: int = 1) -> dict:
     """Warm-up, then the three ways back to back on the same requests, `rounds` times interleaved:
     {'sequential', 'static', 'continuous'}, each its fastest round (a machine shared with other work only

@@ -12,7 +12,8 @@ from typing import Sequence
 from ..engine.llm import Engine, EngineArgs
 from ..engine.request import SamplingParams
 from ..formulas.verdicts import Verdict, share, speed, times_as
-from .naive import Request as ServeRequest, RequestTiming, ServeResult
+from .naive import RequestTiming, ServeResult
+from .traces import TraceRequest
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,7 @@ class ChunkedRun:
     same_tokens_as_first_budget: bool = True   # every request's tokens those of the first budget
 
 
-def serve(model, requests: Sequence[ServeRequest], args: EngineArgs = EngineArgs()) -> tuple[ServeResult, Engine]:
+def serve(model, requests: Sequence[TraceRequest], args: EngineArgs = EngineArgs()) -> tuple[ServeResult, Engine]:
     """Serve helpers.serving requests (all arrived at 0) through a fresh engine, greedy, exactly
     max_new_tokens each; their timings in seconds after the start, as the other ways of serving report."""
     e = Engine(model, args)
@@ -65,12 +66,12 @@ def serve(model, requests: Sequence[ServeRequest], args: EngineArgs = EngineArgs
     return ServeResult("readable engine", timings, wall, e.runner.forwards), e
 
 
-def _blocks(requests: Sequence[ServeRequest], block_size: int) -> list[int]:
+def _blocks(requests: Sequence[TraceRequest], block_size: int) -> list[int]:
     """KV blocks each request holds at its full length (its prompt and every token it makes)."""
     return [-(-(len(r.prompt) + r.max_new_tokens) // block_size) for r in requests]
 
 
-def blocks_needed(requests: Sequence[ServeRequest], block_size: int) -> int:
+def blocks_needed(requests: Sequence[TraceRequest], block_size: int) -> int:
     """The fewest KV blocks that let each request run alone."""
     return max(_blocks(requests, block_size))
 
@@ -171,13 +172,13 @@ def timeline(log: list[dict]) -> list[dict]:
     return rows
 
 
-def blocks_without_preemption(requests: Sequence[ServeRequest], block_size: int, max_num_seqs: int) -> int:
+def blocks_without_preemption(requests: Sequence[TraceRequest], block_size: int, max_num_seqs: int) -> int:
     """KV blocks that hold the `max_num_seqs` longest requests at their full length (prompt and every token):
     with that many no running request can run out of blocks, so none is preempted."""
     return sum(sorted(_blocks(requests, block_size), reverse=True)[:max_num_seqs])
 
 
-def log_reading(s: LogSummary, args: EngineArgs, requests: Sequence[ServeRequest]) -> list[Verdict]:
+def log_reading(s: LogSummary, args: EngineArgs, requests: Sequence[TraceRequest]) -> list[Verdict]:
     """What an engine run's step log shows: prompts cut into chunks, preemptions against the blocks that
     would have prevented them (blocks_without_preemption), and how full the blocks in use were at the peak."""
     running = min(args.max_num_seqs, len(requests))

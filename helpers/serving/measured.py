@@ -53,15 +53,12 @@ PAGED_CAPACITY_LONGEST = 6  # its KV memory: room for this many of the longest p
 
 def paged_trace(tokenizer, w: Workload) -> tuple[list, int]:
     """The paged-attention comparison's input, for notebook 07 and the bench alike: the seeded chat
-    trace's requests as paging.SimRequest (real token counts, max_tokens = w.max_output) and the KV
-    capacity in token slots both schemes share, PAGED_CAPACITY_LONGEST × (max_output + longest prompt)."""
+    trace's requests (real token counts, answers at most w.max_output, the contiguous reservation) and
+    the KV capacity in token slots both schemes share, PAGED_CAPACITY_LONGEST × (max_output + longest prompt)."""
     from dataclasses import replace
 
-    from .paging import sim_requests
-
     reqs = chat_requests(tokenizer, replace(w, requests=PAGED_REQUESTS))
-    sims = sim_requests([len(r.prompt) for r in reqs], [r.max_new_tokens for r in reqs], w.max_output)
-    return sims, PAGED_CAPACITY_LONGEST * (w.max_output + max(r.prompt_tokens for r in sims))
+    return reqs, PAGED_CAPACITY_LONGEST * (w.max_output + max(len(r.prompt) for r in reqs))
 
 
 def paged_fit(tokenizer, w: Workload, capacity_slots: int | None = None, block_size: int | None = None):
@@ -70,5 +67,5 @@ def paged_fit(tokenizer, w: Workload, capacity_slots: int | None = None, block_s
     from .batching import PAGE_SIZE
     from .paging import fit_counts
 
-    sims, capacity = paged_trace(tokenizer, w)
-    return fit_counts(sims, capacity if capacity_slots is None else capacity_slots, block_size or PAGE_SIZE)
+    reqs, capacity = paged_trace(tokenizer, w)
+    return fit_counts(reqs, capacity if capacity_slots is None else capacity_slots, w.max_output, block_size or PAGE_SIZE)

@@ -12,17 +12,11 @@ from typing import Sequence
 
 from ..measure.hardware import free_memory, is_out_of_memory, synchronize
 from ..measure.timing import prefill
-
-
-@dataclass(frozen=True)
-class Request:
-    rid: int
-    prompt: tuple[int, ...]
-    max_new_tokens: int
+from .traces import TraceRequest
 
 
 def make_requests(n: int, prompt_range: tuple[int, int], new_tokens_range: tuple[int, int], vocab: int = 32000,
-                  seed: int = 0) -> list[Request]:
+                  seed: int = 0) -> list[TraceRequest]:
     """n requests with prompt and output lengths spread evenly over the ranges (shuffled, fixed seed),
     all arriving at time 0."""
     import random
@@ -35,7 +29,7 @@ def make_requests(n: int, prompt_range: tuple[int, int], new_tokens_range: tuple
         return vals
 
     prompts, outs = spread(*prompt_range), spread(*new_tokens_range)
-    return [Request(i, tuple(rng.randrange(3, vocab) for _ in range(p)), o) for i, (p, o) in enumerate(zip(prompts, outs))]
+    return [TraceRequest(i, tuple(rng.randrange(3, vocab) for _ in range(p)), o) for i, (p, o) in enumerate(zip(prompts, outs))]
 
 
 @dataclass
@@ -97,7 +91,7 @@ class _ForwardCounter:
         self._h.remove()
 
 
-def serve_sequential(model, requests: Sequence[Request], device: str | None = None) -> ServeResult:
+def serve_sequential(model, requests: Sequence[TraceRequest], device: str | None = None) -> ServeResult:
     """Serve the requests one after another, as a naive local server does: each request's prefill,
     then its decode steps (one token per step, reusing a DynamicCache), then the next request."""
     import torch
@@ -130,7 +124,7 @@ def serve_sequential(model, requests: Sequence[Request], device: str | None = No
     return ServeResult("one after another", timings, wall, counter.calls)
 
 
-def serve_batched(model, requests: Sequence[Request], device: str | None = None, pad_id: int = 0) -> ServeResult:
+def serve_batched(model, requests: Sequence[TraceRequest], device: str | None = None, pad_id: int = 0) -> ServeResult:
     """Serve the requests together in one static batch: prompts left-padded to the longest, an attention
     mask hiding the padding, position ids counted from each prompt's first real token; one prefill
     forward for all, then one forward per decode step for all, reusing one DynamicCache. A request
@@ -235,7 +229,7 @@ def latency_cost(comparison: ServingComparison) -> list[LatencyCost]:
     return rows
 
 
-def compare_serving(model, requests: Sequence[Request], device: str) -> ServingComparison:
+def compare_serving(model, requests: Sequence[TraceRequest], device: str) -> ServingComparison:
     """A short untimed warm-up, then the requests one after another and together; running out of memory
     in either mode is recorded (the other mode's result is kept), not raised."""
     out: dict[str, ServeResult | None] = {"sequential": None, "batched": None}

@@ -3,9 +3,9 @@
 `ContiguousPool`: each sequence reserves one contiguous run of slots for its longest possible length
 when it is admitted (what servers did before paging). Reserved-but-unused slots are internal waste;
 free slots in holes too small for the next request are external fragmentation. The paged side is the
-engine's own allocator (helpers.engine.blocks.BlockAllocator). `simulate` runs a trace through either
-one, a decode step at a time, and records what was reserved, used and wasted, and how many sequences
-ran at once.
+engine's own scheduler and block allocator (helpers.engine.scheduler, helpers.engine.blocks), run with
+no model. `simulate` runs a trace through either one, a step at a time, and records what was reserved,
+used and wasted, and how many sequences ran at once.
 """
 from __future__ import annotations
 
@@ -14,8 +14,12 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from ..engine.blocks import BlockAllocator
+from ..engine.kv import PagedKVCache
+from ..engine.prefix_cache import NoCache
+from ..engine.request import Request as EngineRequest, SamplingParams
+from ..engine.scheduler import Scheduler
 from ..formulas.verdicts import Verdict, share, times_as
+from .traces import TraceRequest
 
 
 class ContiguousPool:
@@ -54,14 +58,6 @@ class ContiguousPool:
 
 
 # ---------------------------------------------------------------------------- the simulation
-
-@dataclass(frozen=True)
-class SimRequest:
-    rid: int
-    prompt_tokens: int
-    output_tokens: int        # what it actually generates
-    max_tokens: int           # what it could generate (the reservation a contiguous server must make)
-
 
 @dataclass(frozen=True)
 class SimSummary:
@@ -120,66 +116,68 @@ def reading(contiguous: SimSummary, paged: SimSummary, fit: FitCounts) -> list[V
                     "times_as", fits.evidence)]
 
 
-def sim_requests(prompt_lens: Sequence[int], output_lens: Sequence[int], max_tokens: int) -> list[SimRequest]:
-    """One SimRequest per (prompt, output) length, each output capped at max_tokens."""
-    return [SimRequest(i, p, min(o, max_tokens), max_tokens) for i, (p, o) in enumerate(zip(prompt_lens, output_lens))]
-
-
-def simulate(requests: Sequence[SimRequest], capacity_slots: int, scheme: str = "paged",
+def simulate(requests: Sequence[TraceRequest], capacity_slots: int, max_tokens: int, scheme: str = "paged",
              block_size: int = 16) -> SimResult:
-    """Serve the requests first come, first served on a KV cache of `capacity_slots` token slots: each
-    step every running sequence writes one token; a finished one frees its memory; waiting requests are
-    admitted in order while memory allows ('paged': blocks for the prompt and first token; 'contiguous':
-    a run of prompt + max_tokens slots). Paged admission is optimistic: when the running sequences need
-    more blocks than are free, the newest is preempted (its blocks freed, its tokens recomputed when it is
-    readmitted — vLLM's default recompute preemption); contiguous never needs to preempt."""
-    paged = scheme == "paged"
-    waiting = deque(requests)
+    """Serve the requests (token ids; each generates its max_new_tokens) first come,
+    first served on a KV cache of `capacity_slots` token slots, a step at a time: 'contiguous' reserves a
+    run of prompt + `max_tokens` slots at admission, the longest answer it could have to hold
+    (`_contiguous`); 'paged' is the engine's own scheduler and allocator (`_paged`)."""
+    if scheme == "paged":
+        return _paged(requests, capacity_slots, block_size)
+    return _contiguous(requests, capacity_slots, max_tokens)
+
+
+def _contiguous(requests: Sequence[TraceRequest], capacity_slots: int, max_tokens: int) -> SimResult:
+    """Each step: admit waiting requests in order while a hole holds prompt + max_tokens slots; every
+    running sequence writes one token; a finished one frees its run. It never needs to preempt."""
+    waiting, pool = deque(requests), ContiguousPool(capacity_slots)
     running: dict[int, list[int]] = {}   # rid -> [tokens written, tokens still to generate]
-    alloc = BlockAllocator(capacity_slots // block_size, block_size) if paged else None
-    pool = None if paged else ContiguousPool(capacity_slots)
-    res = SimResult(scheme, capacity_slots, 0)
+    res = SimResult("contiguous", capacity_slots, 0)
     while waiting or running:
-        while waiting:   # admission, in order (no overtaking)
-            r = waiting[0]
-            if paged and alloc.can_allocate(r.prompt_tokens + 1):
-                alloc.allocate(r.rid, r.prompt_tokens)
-            elif paged or not pool.reserve(r.rid, r.prompt_tokens + r.max_tokens):
-                break
-            running[r.rid] = [r.prompt_tokens, r.output_tokens]
-            waiting.popleft()
+        while waiting and pool.reserve(waiting[0].rid, len(waiting[0].prompt) + max_tokens):
+            r = waiting.popleft()
+            running[r.rid] = [len(r.prompt), r.max_new_tokens]
         if not running:
             raise RuntimeError(f"request {waiting[0].rid} does not fit {capacity_slots} slots")
-        if paged:   # a sequence whose next token opens a block needs a free one: preempt the newest
-            while sum(1 for x in running.values() if x[0] % block_size == 0) > alloc.free_blocks:
-                rid = next(reversed(running))
-                written, left = running.pop(rid)
-                alloc.free(rid)
-                waiting.appendleft(SimRequest(rid, written, left, requests[rid].max_tokens))   # recomputed later
-                res.preemptions += 1
         used = sum(s[0] for s in running.values())
-        if paged:
-            reserved, external = alloc.used_blocks * block_size, 0
-        else:
-            reserved = pool.reserved
-            external = pool.stranded(waiting[0].prompt_tokens + waiting[0].max_tokens if waiting else None)
+        nxt = len(waiting[0].prompt) + max_tokens if waiting else None
         res.rows.append({"step": res.steps, "running": len(running), "waiting": len(waiting), "used": used,
-                         "reserved": reserved, "internal waste": reserved - used, "external fragmentation": external})
+                         "reserved": pool.reserved, "internal waste": pool.reserved - used,
+                         "external fragmentation": pool.stranded(nxt)})
         res.max_running = max(res.max_running, len(running))
-        for rid in list(running):   # one decode step: every running sequence writes one token
-            s = running[rid]
-            if paged:
-                alloc.append(rid, 1)
-            s[0] += 1
-            s[1] -= 1
+        for rid, s in list(running.items()):
+            s[0], s[1] = s[0] + 1, s[1] - 1
             if s[1] == 0:
-                (alloc or pool).free(rid)
+                pool.free(rid)
                 del running[rid]
         res.steps += 1
     return res
 
 
-def fit_counts(requests: Sequence[SimRequest], capacity_slots: int, block_size: int = 16) -> FitCounts:
+def _paged(requests: Sequence[TraceRequest], capacity_slots: int, block_size: int) -> SimResult:
+    """The engine's scheduler (helpers.engine.scheduler) on a paged cache with no layers: no model runs,
+    every chunk that reaches its request's last token 'samples' token 0. Admission is optimistic (blocks
+    for the prompt only); when a running sequence's next token needs a block and none is free, the
+    newest is preempted and recomputed when readmitted (vLLM's default). No step budget: each admission
+    prefills its whole prompt in its first step, as the contiguous side does."""
+    kv = PagedKVCache(0, capacity_slots // block_size, block_size, 1, 1)
+    sched = Scheduler(kv, NoCache(kv), max_num_seqs=len(requests), max_batch_tokens=capacity_slots)
+    for r in requests:
+        sched.add(EngineRequest(r.rid, list(r.prompt), SamplingParams(max_tokens=r.max_new_tokens, ignore_eos=True)))
+    res = SimResult("paged", capacity_slots, 0)
+    while sched.has_work():
+        plan = sched.schedule()
+        used, reserved = kv.alloc.stored_tokens(), kv.alloc.used_blocks * block_size
+        res.rows.append({"step": res.steps, "running": len(plan.work), "waiting": len(sched.waiting), "used": used,
+                         "reserved": reserved, "internal waste": reserved - used, "external fragmentation": 0})
+        res.max_running = max(res.max_running, len(plan.work))
+        res.preemptions += len(plan.preempted)
+        sched.finish_step(plan, {req.rid: 0 for req, n in plan.work if req.computed + n == len(req.tokens)})
+        res.steps += 1
+    return res
+
+
+def fit_counts(requests: Sequence[TraceRequest], capacity_slots: int, max_tokens: int, block_size: int = 16) -> FitCounts:
     """How many of these sequences, at their full final length, fit at once in `capacity_slots`, taken in
     order until the next does not fit: contiguous (each reserves prompt + max_tokens slots) against paged
     (each holds ceil((prompt + output) / block_size) blocks of a pool of capacity_slots // block_size)."""
@@ -192,7 +190,7 @@ def fit_counts(requests: Sequence[SimRequest], capacity_slots: int, block_size: 
             n += 1
         return n
 
-    contiguous = count((r.prompt_tokens + r.max_tokens for r in requests), capacity_slots)
-    paged = count((math.ceil((r.prompt_tokens + r.output_tokens) / block_size) for r in requests),
+    contiguous = count((len(r.prompt) + max_tokens for r in requests), capacity_slots)
+    paged = count((math.ceil((len(r.prompt) + r.max_new_tokens) / block_size) for r in requests),
                   capacity_slots // block_size)
     return FitCounts(contiguous, paged, paged / max(1, contiguous))

@@ -41,11 +41,13 @@ REVIEW_INSTRUCTION = "Review the proposals above and rate each one from 1 to 10 
 
 @dataclass(frozen=True)
 class TraceRequest:
-    """One request of a trace: its text prompt, how many tokens to generate, when it arrives (seconds
-    after the trace starts) and, for the agentic trace, which round and agent it belongs to."""
+    """One request, the one type every workload and mechanism outside the engine takes: its prompt (text
+    for a server; token ids, a tuple, for a model served here), how many tokens to generate, when it
+    arrives (seconds after the trace starts) and, for the agentic trace, which round and agent it belongs
+    to. The engine's own live request is helpers.engine.request.Request."""
 
     rid: int
-    prompt: str
+    prompt: str | tuple[int, ...]
     max_new_tokens: int
     arrival_s: float = 0.0
     round: int = 0          # agentic: 0 = proposal round, 1.. = review rounds; chat: always 0
