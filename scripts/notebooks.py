@@ -162,8 +162,9 @@ def run_times_table(times: list) -> str:
     for t in times:
         m = t.meta
         load = f", load average {m['load_average_after']:g} at the end" if m.get("load_average_after") is not None else ""
-        rows.append(f"- {t.device}: recorded by {m.get('how', '`make record-times`')} on {m.get('device', '?')}, "
-                    f"profile {m.get('profile', '?')}, {m.get('recorded_at', '?')}{load} (`{m.get('path', '?')}`)"
+        when = (t.measured["recorded_at"] or "?")[:10]
+        rows.append(f"- {t.device}: recorded by {m.get('how', '`make record-times`')} on {t.label}, "
+                    f"profile {t.measured['profile'] or '?'}, {when}{load} (`{m.get('path', '?')}`)"
                     + (f"; replay mode {run_times.seconds(sum(t.replay.values()))} for all {len(t.replay)} notebooks "
                        "(`make record-replay`)" if t.replay else "") + ".")
     rows.append("")
