@@ -23,8 +23,6 @@ sys.path.insert(0, str(ROOT))
 
 
 def main(argv=None) -> int:
-    import torch
-
     from dataclasses import asdict
 
     from helpers.formulas import roofline

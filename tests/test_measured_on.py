@@ -28,7 +28,7 @@ def test_measured_on_says_where_when_and_with_what():
     assert set(LIBRARIES) | {"python", "psutil"} <= set(m["versions"])
     assert m["versions"]["no-such-package-here"] == "not installed" and m["versions"]["psutil"][0].isdigit()
     assert tuple(m["host"]) == HOST_FIELDS and m["host"]["torch_threads"] == torch.get_num_threads()
-    assert m["git_commit"] is None or re.fullmatch(r"[0-9a-f]{40}", m["git_commit"])
+    assert m["git_commit"] is None or re.fullmatch(r"[0-9a-f]{7,40}", m["git_commit"])
     assert measured_on_of({MEASURED_ON: m}) == m                     # the reader reads back what was written
     for bad in ("", "  ", 3):
         with pytest.raises(ValueError, match="a profile is a non-empty name"):
@@ -84,6 +84,23 @@ def test_every_writer_puts_the_one_shape_under_the_one_key(tmp_path, monkeypatch
     # make engines' record, before its first level
     plan = plans.Plan({"fixed": [harness.TraceRequest(0, "a b c", 4)]}, (1,), metrics.SLO(1.0, 0.1))
     written["engines"] = harness.new_result(plan, "cpu", "tiny-trained", "set")
+    # make record-times and make record-replay (their runs of every notebook faked: one notebook, one second)
+    import record_room  # scripts/record_room.py
+
+    run = {"profile": "tiny-trained", "notebooks": [{"notebook": "01_a", "seconds": 1.0, "sections": {}}]}
+    monkeypatch.setattr(record_room, "one_run", lambda env: run)
+    monkeypatch.setattr(record_room, "record_folder", lambda: tmp_path / "room")
+    monkeypatch.setattr(record_room, "ROOT", tmp_path)                # where it says it wrote
+    assert record_room.times() == 0 and record_room.replay() == 0
+    written["run times"] = records.load(tmp_path / "room" / "run_times.json", "run-times", roots=(tmp_path,))
+    written["replay run times"] = records.load(tmp_path / "room" / "replay" / "run_times.json", "replay-run-times",
+                                               roots=(tmp_path,))
+    # a recorded run's meta.json (make record, make gpu-record)
+    import record_meta  # scripts/record_meta.py
+
+    monkeypatch.setenv("WORKSHOP_PROFILE", "tiny")
+    assert record_meta.main([str(tmp_path / "record"), "cpu test"]) == 0
+    written["record"] = records.load(tmp_path / "record" / "meta.json", "record-meta", roots=(tmp_path,))
 
     for what, data in written.items():
         m = data[MEASURED_ON]
@@ -92,10 +109,14 @@ def test_every_writer_puts_the_one_shape_under_the_one_key(tmp_path, monkeypatch
         assert m["recorded_at"] == "2026-12-01T10:00:00+00:00" and m["device"]["kind"] == "cpu", what
         assert not {"recorded_at", "machine", "device_kind", "versions", "git_commit", "measured_at"} & set(data), what
     assert written["bench"]["device"] == "cpu" and written["bench"]["x"] == 1.0     # the section's own, kept
+    assert written["run times"]["cached"] == {"01_a": {"seconds": 1.0, "sections": {}}}
+    assert written["replay run times"]["notebooks"] == {"01_a": 1.0} and written["record"]["gpu"] == "cpu test"
+    assert written["run times"][MEASURED_ON]["profile"] == "tiny-trained" == written["replay run times"][MEASURED_ON]["profile"]
+    assert written["record"][MEASURED_ON]["profile"] == "tiny"
     assert written["replay"][MEASURED_ON]["profile"] == "tiny" and written["engines"][MEASURED_ON]["profile"] == "tiny-trained"
     assert set(written["engines"][MEASURED_ON]["versions"]) - set(written["replay"][MEASURED_ON]["versions"]) \
         == set(harness.PACKAGES)                      # the engines add their servers' packages, nothing else
-    assert [c[2] for c in fixed] == [(), (), harness.PACKAGES]
+    assert [c[2] for c in fixed] == [(), (), harness.PACKAGES, (), (), ()]
 
 
 def _committed() -> list[Path]:
@@ -131,5 +152,5 @@ def test_every_committed_record_has_the_one_shape(path):
     assert m["profile"] is None or m["profile"] in ("tiny", "tiny-trained", "small", "mistral-7b", "mistral-7b-random")
     if m["versions"] is not None and m["device"] is not None and m["device"]["torch_version"] is not None:
         assert m["versions"]["torch"] == m["device"]["torch_version"]
-    assert m["git_commit"] is None or re.fullmatch(r"[0-9a-f]{40}", m["git_commit"])
+    assert m["git_commit"] is None or re.fullmatch(r"[0-9a-f]{7,40}", m["git_commit"])
     assert measured_on_of(data) == {**m, "device": m["device"] or dict.fromkeys(DEVICE_FIELDS)}
