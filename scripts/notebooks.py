@@ -362,7 +362,7 @@ device {html.escape(info.label)} · torch {html.escape(info.torch_version)}</p>
     from helpers import records
     import report  # key figures per notebook, machine and profile, links (scripts/report.py)
 
-    report.write_run_json(rows, BUILD, profile, info.to_dict(), sections)
+    report.write_run_json(rows, BUILD, profile, info.kind, sections)
     try:
         section = report.section(rows, BUILD, profile, info.label)
     except Exception as exc:  # noqa: BLE001 - the runs table is written whatever the key figures do

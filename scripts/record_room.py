@@ -68,7 +68,7 @@ def replay() -> int:
     import shutil
 
     from helpers import records
-    from helpers.measure.hardware import MEASURED_ON, measured_on
+    from helpers.measure.hardware import MEASURED_ON, measured_on, measured_on_of
 
     folder = record_folder()
     shutil.rmtree(folder / "replay", ignore_errors=True)      # a new set, not a mix with an older one
@@ -81,7 +81,7 @@ def replay() -> int:
     env["WORKSHOP_REPLAY"] = "1"
     run = one_run(env)
     seconds = {nb["notebook"]: nb["seconds"] for nb in run["notebooks"]}
-    data = {MEASURED_ON: measured_on(profile=run["profile"]), "load_average_after": round(os.getloadavg()[0], 1),
+    data = {MEASURED_ON: measured_on(profile=measured_on_of(run)["profile"]), "load_average_after": round(os.getloadavg()[0], 1),
             "total_s": round(sum(seconds.values()), 1), "notebooks": seconds}
     records.dump(folder / "replay" / "run_times.json", "replay-run-times", data)
     print(f"record-replay: every notebook in replay mode took {data['total_s']:.0f} s in all")
@@ -90,7 +90,7 @@ def replay() -> int:
 
 def times() -> int:
     from helpers import records
-    from helpers.measure.hardware import MEASURED_ON, measured_on
+    from helpers.measure.hardware import MEASURED_ON, measured_on, measured_on_of
 
     env = base_env()
     with tempfile.TemporaryDirectory(prefix="workshop-cache-") as cache:
@@ -103,7 +103,7 @@ def times() -> int:
     def per_notebook(run: dict) -> dict:
         return {n["notebook"]: {"seconds": n["seconds"], "sections": n.get("sections", {})} for n in run["notebooks"]}
 
-    data = {MEASURED_ON: measured_on(profile=cached["profile"]), "load_average_after": round(os.getloadavg()[0], 1),
+    data = {MEASURED_ON: measured_on(profile=measured_on_of(cached)["profile"]), "load_average_after": round(os.getloadavg()[0], 1),
             "first": per_notebook(first), "cached": per_notebook(cached)}
     records.dump(out, "run-times", data)
     print(f"record-times: wrote {out.relative_to(ROOT)}; run `make export` to regenerate the guide's tables")

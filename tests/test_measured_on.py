@@ -87,7 +87,7 @@ def test_every_writer_puts_the_one_shape_under_the_one_key(tmp_path, monkeypatch
     # make record-times and make record-replay (their runs of every notebook faked: one notebook, one second)
     import record_room  # scripts/record_room.py
 
-    run = {"profile": "tiny-trained", "notebooks": [{"notebook": "01_a", "seconds": 1.0, "sections": {}}]}
+    run = {MEASURED_ON: {"profile": "tiny-trained"}, "notebooks": [{"notebook": "01_a", "seconds": 1.0, "sections": {}}]}
     monkeypatch.setattr(record_room, "one_run", lambda env: run)
     monkeypatch.setattr(record_room, "record_folder", lambda: tmp_path / "room")
     monkeypatch.setattr(record_room, "ROOT", tmp_path)                # where it says it wrote
@@ -117,6 +117,9 @@ def test_every_writer_puts_the_one_shape_under_the_one_key(tmp_path, monkeypatch
     assert set(written["engines"][MEASURED_ON]["versions"]) - set(written["replay"][MEASURED_ON]["versions"]) \
         == set(harness.PACKAGES)                      # the engines add their servers' packages, nothing else
     assert [c[2] for c in fixed] == [(), (), harness.PACKAGES, (), (), ()]
+    from report import write_run_json  # scripts/report.py: build/run.json, make run's own
+    run_json = records.load(write_run_json([("01_a", True, 1.0, "")], tmp_path, "tiny", "cpu"), "run", roots=(tmp_path,))
+    assert tuple(run_json[MEASURED_ON]) == MEASURED_FIELDS and run_json[MEASURED_ON]["profile"] == "tiny"
 
 
 def _committed() -> list[Path]:

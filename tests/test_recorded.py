@@ -115,8 +115,10 @@ def test_report_section_has_each_notebooks_figures_machine_and_links(tmp_path):
     for stem, *_ in rows:
         assert f"href='{stem}.html'" in page and f"href='executed/{stem}.ipynb'" in page
     assert "failed" in page and not re.search(r"(?:src|href)='(?:https?:)?//", page)
-    run = json.loads(report.write_run_json(rows, tmp_path, "tiny", {"kind": "cpu"}).read_text())
+    run = json.loads(report.write_run_json(rows, tmp_path, "tiny", "cpu").read_text())
     assert [n["notebook"] for n in run["notebooks"]] == [r[0] for r in rows] and run["notebooks"][-1]["ok"] is False
+    assert run["measured_on"]["profile"] == "tiny" and run["measured_on"]["device"]["kind"] == "cpu"
+    assert set(run) == {"record_format", "kind", "measured_on", "notebooks"}
 
 
 def test_env_default_and_static_note(monkeypatch):
@@ -230,3 +232,4 @@ def test_run_clears_stale_figures_and_writes_the_report_whatever_the_figures(tmp
     assert "123" not in page and "97_other.json" in page and "boom early" in page
     run = json.loads((build / "run.json").read_text())
     assert run["notebooks"][0]["notebook"] == "98_fails" and run["notebooks"][0]["ok"] is False
+    assert run["measured_on"]["profile"] and run["measured_on"]["device"]["kind"] in ("cpu", "cuda", "mps")
