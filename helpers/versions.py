@@ -1,4 +1,6 @@
-"""The library versions helpers cannot run correctly without, checked when ``helpers`` is imported.
+"""The library versions helpers cannot run correctly without, checked when ``helpers`` is imported, and the
+versions and commit a record notes (library_versions, git_commit; helpers.measure.hardware.measured_on puts
+them in every record).
 
 An older library here does not always fail: it can give plausible, wrong numbers. transformers 5.24
 renamed the model forward's ``past_key_values=`` to ``cache=`` (read in every release's
@@ -86,8 +88,10 @@ LIBRARIES = ("torch", "transformers", "accelerate", "bitsandbytes", "mistral_com
              "pandas", "matplotlib", "numpy", "huggingface_hub")
 
 
-def library_versions() -> dict[str, str]:
-    """Python's version and each of LIBRARIES' (imported to read it; 'missing (...)' when it does not import)."""
+def library_versions(extra: tuple[str, ...] = ()) -> dict[str, str]:
+    """Python's version and each of LIBRARIES' (imported to read it; 'missing (...)' when it does not import),
+    then each distribution named in `extra` (the engine benchmark's servers and clients: read from package
+    metadata, never imported; 'not installed' when absent)."""
     out = {"python": platform.python_version()}
     for name in LIBRARIES:
         try:
@@ -95,6 +99,12 @@ def library_versions() -> dict[str, str]:
             out[name] = getattr(mod, "__version__", "installed")
         except Exception as exc:  # noqa: BLE001 - a broken import is a finding, not a crash
             out[name] = f"missing ({type(exc).__name__})"
+    if isinstance(extra, str):
+        raise ValueError(f"extra is a tuple of package names, got the string {extra[:40]!r}")
+    for name in extra:
+        if not isinstance(name, str) or not name.strip():
+            raise ValueError(f"a package name is a non-empty string, got {name!r}")
+        out[name] = installed(name) or "not installed"
     return out
 
 

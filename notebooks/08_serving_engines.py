@@ -324,7 +324,7 @@ def _(prefix_data, prefix_rows):
               f"{_rb.blocks[128]:.1%} in 128-token ones: **{_rb.verdict}** — token-granular matching "
               f"leaves at most × {_rb.most_saved:.2f} less to prefill than 16-token blocks"
               + (f"; {_talk}" if _talk else "") + ". An edit invalidates every later block in both schemes.")
-    _from = "" if prefix_data.get("recorded_at") is None else f"From {guide.run_label(prefix_data)}:\n\n"
+    _from = "" if prefix_data.get("measured_on") is None else f"From {guide.run_label(prefix_data)}:\n\n"
     _reading = prefix.prefix_reading(prefix_rows)
     mo.vstack([mo.md(_from + "\n".join(_lines or ["vLLM's two prefix settings have not both run here or in the record."]) + f"""
 

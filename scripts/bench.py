@@ -1,5 +1,5 @@
-"""`make bench`: measured figures as JSON under build/bench/ — one file per section, each with the
-machine it ran on. Not a pass/fail test: it prints what it measured.
+"""`make bench`: measured figures as JSON under build/bench/ — one file per section, each with where and
+with what it was measured (helpers.measure.hardware.measured_on, under "measured_on"). Not a pass/fail test: it prints what it measured.
 
     python scripts/bench.py                 # every section, on the active WORKSHOP_PROFILE
     python scripts/bench.py roofline        # only some sections
@@ -111,7 +111,7 @@ def _training() -> dict:
                             "heldout_perplexity_*": "exp(mean NLL) on helpers.measure.texts.heldout_eval_text(), before and after"}}
 
 
-# name -> a function returning a dict; each is written to <out>/<name>.json with the machine added.
+# name -> a function returning a dict; each is written to <out>/<name>.json with measured_on added.
 SECTIONS: dict[str, Callable[[], dict]] = {
     "roofline": _roofline,
     "capacity": _capacity,
@@ -150,8 +150,11 @@ def _release() -> None:
 def run(names: list[str], out: Path) -> int:
     import machine as machines
 
+    from helpers import env
+    from helpers.measure.hardware import MEASURED_ON, measured_on
+
     out.mkdir(parents=True, exist_ok=True)
-    machine = machines.machine()
+    where = measured_on(profile=env.text("WORKSHOP_PROFILE"))   # one for every section: the same run
     failed = 0
     for name in names:
         t0 = time.perf_counter()
@@ -164,7 +167,7 @@ def run(names: list[str], out: Path) -> int:
                         "traceback": traceback.format_exc()[-4000:]}
         data["seconds"] = time.perf_counter() - t0
         data["peak_rss_bytes"], data["peak_rss_method"] = mem.peak_bytes, mem.method   # this section's, see PeakMemory
-        data["machine"] = machine
+        data[MEASURED_ON] = where
         _release()
         path = out / f"{name}.json"
         records.dump(path, "bench", _plain(data))

@@ -197,7 +197,7 @@ def run_target(base_url: str, model: str, out: str | Path = "build/engines/targe
     result = {"config": {"name": name, "engine": "external", "model": model, "base_url": base_url},
               "ready_s": None, "runs": [], "faults": [], "example": None}
     data = dict(new_result(plan, "cpu", model, "an external server"), configs=[result], deadline_s=plan.deadline_s)
-    data["machine"] = {"client": data["machine"], "server": base_url}
+    data["server"] = base_url     # measured_on is the client's machine: the server's is not seen from here
     deadline = Deadline(plan.deadline_s)
     try:
         warm_up(base_url, model, max(plan.concurrencies), plan.timeout_s, deadline.left())

@@ -21,8 +21,10 @@ GENERATED_END = "<!-- end of generated section -->"
 
 
 def run_short(data: dict) -> str:
-    return (f"the make engines run of {str(data.get('recorded_at', '?'))[:16].replace('T', ' ')} UTC on "
-            f"{(data.get('machine') or {}).get('name', '?')}")
+    from helpers.measure.hardware import measured_on_of, measured_when
+
+    m = measured_on_of(data)
+    return f"the make engines run of {measured_when(m)} on {m['device']['name'] or '?'}"
 
 
 def markdown_table(rows: list[dict], columns=("workload", "engine", "why", "evidence")) -> str:

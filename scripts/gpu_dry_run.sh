@@ -98,7 +98,7 @@ for f in ("roofline.json", "attention.json", "capacity.json"):
         problems.append(f"no {f}")
 if not engines.get("complete") or not engines.get("configs"):
     problems.append("engines.json is not complete")
-if meta["versions"]["transformers"] == "5.17.0":
+if meta["measured_on"]["versions"]["transformers"] == "5.17.0":
     problems.append("the run imported the host's transformers, not the bundle's")
 print(f"gpu-dry-run: {archive}: {len(names)} entries; sections "
       + ", ".join(f"{s['section']} {s['seconds']} s" for s in meta["sections"]))

@@ -1,34 +1,14 @@
-"""The machine a measurement ran on: the device, the host, library versions and the time (machine), and
-the peak resident memory of this process within a block (PeakMemory) — what `make bench` writes beside
-each section's figures (scripts/bench.py)."""
+"""The peak resident memory of this process within a block (PeakMemory) — what `make bench` writes beside
+each section's figures (scripts/bench.py). Where and with what they were measured is
+helpers.measure.hardware.measured_on, as in every record."""
 from __future__ import annotations
 
-import datetime as dt
-import os
-import platform
 import sys
 import threading
 from pathlib import Path
-from typing import Any
 
 _STATUS = Path("/proc/self/status")
 _CLEAR_REFS = Path("/proc/self/clear_refs")
-
-
-def machine(device: str | None = None) -> dict[str, Any]:
-    """What the figures were measured on: the device, the host, library versions and the time."""
-    import torch
-
-    from helpers.measure.hardware import device_info
-    from helpers.versions import library_versions
-
-    return {
-        "device": device_info(device).to_dict(),
-        "host": {"platform": platform.platform(), "machine": platform.machine(), "cpu_count": os.cpu_count(),
-                 "torch_threads": torch.get_num_threads()},
-        "versions": library_versions(),
-        "measured_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-    }
 
 
 def _status_bytes(field: str) -> int | None:

@@ -162,8 +162,9 @@ def run_times_table(times: list) -> str:
     for t in times:
         m = t.meta
         load = f", load average {m['load_average_after']:g} at the end" if m.get("load_average_after") is not None else ""
-        rows.append(f"- {t.device}: recorded by {m.get('how', '`make record-times`')} on {m.get('device', '?')}, "
-                    f"profile {m.get('profile', '?')}, {m.get('recorded_at', '?')}{load} (`{m.get('path', '?')}`)"
+        when = (t.measured["recorded_at"] or "?")[:10]
+        rows.append(f"- {t.device}: recorded by {m.get('how', '`make record-times`')} on {t.label}, "
+                    f"profile {t.measured['profile'] or '?'}, {when}{load} (`{m.get('path', '?')}`)"
                     + (f"; replay mode {run_times.seconds(sum(t.replay.values()))} for all {len(t.replay)} notebooks "
                        "(`make record-replay`)" if t.replay else "") + ".")
     rows.append("")
@@ -361,7 +362,7 @@ device {html.escape(info.label)} · torch {html.escape(info.torch_version)}</p>
     from helpers import records
     import report  # key figures per notebook, machine and profile, links (scripts/report.py)
 
-    report.write_run_json(rows, BUILD, profile, info.to_dict(), sections)
+    report.write_run_json(rows, BUILD, profile, info.kind, sections)
     try:
         section = report.section(rows, BUILD, profile, info.label)
     except Exception as exc:  # noqa: BLE001 - the runs table is written whatever the key figures do

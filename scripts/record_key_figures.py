@@ -12,7 +12,6 @@ workshop/results/<device>/key_figures.json, decode_efficiency.json and meta.json
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import re
 import sys
@@ -24,8 +23,6 @@ sys.path.insert(0, str(ROOT))
 
 
 def main(argv=None) -> int:
-    import torch
-
     from dataclasses import asdict
 
     from helpers.formulas import roofline
@@ -76,10 +73,10 @@ def main(argv=None) -> int:
 
     records.dump(out / "key_figures.json", "key-figures", figures)
     records.dump(out / "decode_efficiency.json", "bench", {"rows": [asdict(r) for r in rows]})
-    meta = {"recorded_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "gpu": info.name,
-            "device": info.to_dict(), "profile": "mistral-7b-random", "dtype": dtype, "context": a.context,
-            "versions": {"torch": torch.__version__, "transformers": __import__("transformers").__version__},
-            "how": "scripts/record_key_figures.py (no notebook tooling on this machine: key figures only)",
+    from helpers.measure.hardware import MEASURED_ON, measured_on
+
+    meta = {MEASURED_ON: measured_on(device, "mistral-7b-random"), "gpu": info.name, "dtype": dtype,
+            "context": a.context, "how": "scripts/record_key_figures.py (no notebook tooling on this machine: key figures only)",
             "notebooks": [], "seconds": round(time.time() - t0, 1)}
     records.dump(out / "meta.json", "record-meta", meta)
     print(json.dumps(figures, indent=1))

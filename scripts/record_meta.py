@@ -1,7 +1,7 @@
 """meta.json of a recorded run (scripts/gpu_record.sh calls it after each section): the executed notebooks'
 HTML copied and their figures extracted as PNG, each notebook's time and errors, each section's exit status
-and time (sections.tsv), the bench and engines files, the key figures the notebooks noted, the device and
-library versions.
+and time (sections.tsv), the bench and engines files, the key figures the notebooks noted, and where and with
+what it was measured (helpers.measure.hardware.measured_on, under "measured_on").
 
     python scripts/record_meta.py DEST GPU_NAME
 """
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import csv
-import datetime as dt
 import os
 import shutil
 import sys
@@ -68,8 +67,8 @@ def main(argv: list[str]) -> int:
 
     from helpers.command import CliError, Parser, fail, writable_folder
     from helpers import records
-    from helpers.measure.hardware import device_info
-    from helpers.versions import git_commit, library_versions
+    from helpers import env
+    from helpers.measure.hardware import MEASURED_ON, measured_on
     from helpers.present.recorded import KEY_FIGURES, noted_figures
 
     ap = Parser(prog="python scripts/record_meta.py", description=__doc__,
@@ -83,16 +82,10 @@ def main(argv: list[str]) -> int:
         return fail(str(exc))
     out, gpu = a.dest, a.gpu
     build = ROOT / "build"
-    commit = git_commit()   # RECORD_COMMIT on a GPU host, which gets files, not the repository
     nbs = notebooks(out, build)
     meta = {
-        "recorded_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        MEASURED_ON: measured_on(profile=env.text("WORKSHOP_PROFILE")),   # its git_commit: RECORD_COMMIT on a GPU host
         "gpu": gpu,
-        "device": device_info().to_dict(),
-        "profile": os.environ.get("WORKSHOP_PROFILE"),
-        "versions": library_versions(),
-        "python": sys.version.split()[0],
-        "git_commit": commit,
         "sections": sections(out),
         "notebooks": nbs,
         "bench_files": sorted(p.name for p in out.glob("*.json")

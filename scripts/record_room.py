@@ -4,8 +4,8 @@
     python scripts/record_room.py replay    # make record-replay: replay/ (helpers.present.replay)
 
 - times: `make run` twice — first with nothing cached (a fresh model cache, so the tiny model is built and
-  trained as on a newcomer's machine), then cached — seconds per notebook and per section, with the
-  device, date and commit. `make export` then regenerates the guide's tables from it.
+  trained as on a newcomer's machine), then cached — seconds per notebook and per section, with where
+  and with what (helpers.measure.hardware.measured_on) and the load average at the end. `make export` then regenerates the guide's tables from it.
 - replay: `make run` once with WORKSHOP_REPLAY_RECORD set: every measurement behind helpers.present.replay is
   saved, for replay mode (WORKSHOP_REPLAY=1) on a machine with no GPU or no time; then `make run` once in
   replay mode, its seconds per notebook written beside the recordings (replay/run_times.json): what the
@@ -13,7 +13,6 @@
 """
 from __future__ import annotations
 
-import datetime as dt
 import os
 import re
 import subprocess
@@ -69,6 +68,7 @@ def replay() -> int:
     import shutil
 
     from helpers import records
+    from helpers.measure.hardware import MEASURED_ON, measured_on, measured_on_of
 
     folder = record_folder()
     shutil.rmtree(folder / "replay", ignore_errors=True)      # a new set, not a mix with an older one
@@ -81,8 +81,7 @@ def replay() -> int:
     env["WORKSHOP_REPLAY"] = "1"
     run = one_run(env)
     seconds = {nb["notebook"]: nb["seconds"] for nb in run["notebooks"]}
-    data = {"recorded_at": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
-            "profile": run["profile"], "load_average_after": round(os.getloadavg()[0], 1),
+    data = {MEASURED_ON: measured_on(profile=measured_on_of(run)["profile"]), "load_average_after": round(os.getloadavg()[0], 1),
             "total_s": round(sum(seconds.values()), 1), "notebooks": seconds}
     records.dump(folder / "replay" / "run_times.json", "replay-run-times", data)
     print(f"record-replay: every notebook in replay mode took {data['total_s']:.0f} s in all")
@@ -91,27 +90,20 @@ def replay() -> int:
 
 def times() -> int:
     from helpers import records
-    from helpers.measure.hardware import device_info
+    from helpers.measure.hardware import MEASURED_ON, measured_on, measured_on_of
 
     env = base_env()
     with tempfile.TemporaryDirectory(prefix="workshop-cache-") as cache:
         env["WORKSHOP_CACHE"] = cache
         first = one_run(env)
         cached = one_run(env)
-    info = device_info()
     out = record_folder() / "run_times.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    from helpers.versions import git_commit
-
-    commit = git_commit()
 
     def per_notebook(run: dict) -> dict:
         return {n["notebook"]: {"seconds": n["seconds"], "sections": n.get("sections", {})} for n in run["notebooks"]}
 
-    data = {"recorded_at": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
-            "meta": {"device": f"{info.kind}: {info.name} ({info.cores} cores)", "profile": cached["profile"],
-                     "recorded_at": dt.date.today().isoformat(), "git_commit": commit,
-                     "load_average_after": round(os.getloadavg()[0], 1)},
+    data = {MEASURED_ON: measured_on(profile=measured_on_of(cached)["profile"]), "load_average_after": round(os.getloadavg()[0], 1),
             "first": per_notebook(first), "cached": per_notebook(cached)}
     records.dump(out, "run-times", data)
     print(f"record-times: wrote {out.relative_to(ROOT)}; run `make export` to regenerate the guide's tables")

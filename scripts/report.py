@@ -68,13 +68,16 @@ def section(rows: Iterable[tuple], build: Path, profile: str, device_label: str)
     return "\n".join(parts)
 
 
-def write_run_json(rows: Iterable[tuple], build: Path, profile: str, device: dict,
+def write_run_json(rows: Iterable[tuple], build: Path, profile: str, device: str | None = None,
                    sections: dict[str, dict[str, float]] | None = None) -> Path:
-    """build/run.json: which notebooks ran, ok or not, how long (and each section, scripts/agenda.py's
-    section_times) — for records and the guide's run times."""
+    """build/run.json: where and with what the notebooks ran (helpers.measure.hardware.measured_on, on
+    `device`), which ran, ok or not, how long (and each section, scripts/agenda.py's section_times) — for
+    records and the guide's run times."""
+    from helpers.measure.hardware import MEASURED_ON, measured_on
+
     path = build / "run.json"
     sections = sections or {}
-    data = {"profile": profile, "device": device,
+    data = {MEASURED_ON: measured_on(device, profile),
             "notebooks": [{"notebook": s, "ok": bool(ok), "seconds": round(float(t), 1), "error": e,
                            "sections": sections.get(s, {})} for s, ok, t, e in rows]}
     return records.dump(path, "run", data)

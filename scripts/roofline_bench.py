@@ -1,7 +1,7 @@
 """`make bench`'s roofline section (scripts/bench.py): this device's two roofs, prefill and decode on the
 active profile (WORKSHOP_PROFILE), the decode floor and the efficiency against it — plain dicts, ready for
-JSON, with the definitions of the derived figures under "definitions". The machine they ran on is
-scripts/machine.py.
+JSON, with the definitions of the derived figures under "definitions". Where they were measured is
+scripts/bench.py's measured_on (helpers.measure.hardware).
 """
 from __future__ import annotations
 

@@ -78,8 +78,8 @@ def _run(name, c, tokens_per_s, ttft=0.02, itl=0.005, workload="chat", n=4, toke
 
 def _data(levels: dict, when="2026-12-02T04:29:00+00:00", machine="Intel(R) Xeon(R) Processor") -> dict:
     """{name: {concurrency: (tok/s, ttft s, itl s)}} as a run_all result."""
-    return {"recorded_at": when, "profile": "tiny-trained", "concurrencies": sorted({c for v in levels.values() for c in v}),
-            "machine": {"kind": "cpu", "name": machine, "cores": 2}, "load_average_at_start": [1.5, 1.5, 1.2],
+    return {"measured_on": {"recorded_at": when, "profile": "tiny-trained", "device": {"kind": "cpu", "name": machine, "cores": 2}},
+            "concurrencies": sorted({c for v in levels.values() for c in v}), "load_average_at_start": [1.5, 1.5, 1.2],
             "configs": [{"config": {"name": n, "engine": "vllm" if "vLLM" in n else "transformers"}, "faults": [],
                          "ready_s": 1.0, "runs": [_run(n, c, *v) for c, v in lv.items()]} for n, lv in levels.items()]}
 

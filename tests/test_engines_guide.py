@@ -41,8 +41,9 @@ def _data():
              _run(on, "chat", 4, 0.1, 0.01, rate=1.0), _run(on, "chat", 4, 0.5, 0.05, rate=4.0),
              _run(on, "chat", 4, 3.0, 0.2, rate=16.0)],
     }
-    data = {"recorded_at": "2026-12-01T10:00:00+00:00", "profile": "tiny-trained", "concurrencies": [1, 8],
-            "machine": {"kind": "cpu", "name": "AMD EPYC", "cores": 2}, "load_average_at_start": [3.5, 3, 2],
+    data = {"measured_on": {"recorded_at": "2026-12-01T10:00:00+00:00", "profile": "tiny-trained",
+                            "device": {"kind": "cpu", "name": "AMD EPYC", "cores": 2}},
+            "concurrencies": [1, 8], "load_average_at_start": [3.5, 3, 2],
             "configs": [{"config": {"name": n, "engine": "vllm" if "vLLM" in n else "transformers"}, "runs": r,
                          "faults": [], "ready_s": 1.0} for n, r in cfgs.items()],
             "prefix_model": {"agentic": {"prompt tokens": 1000, "radix (token-granular)": 0.895, "blocks of 16": 0.884,

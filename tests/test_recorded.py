@@ -32,16 +32,17 @@ def _body(path: Path) -> dict:
 
 
 def test_a_cpu_record_is_committed():
-    assert sum(json.loads((r / "meta.json").read_text())["device"]["kind"] == "cpu" for r in RECORDS) >= 2
+    assert sum(json.loads((r / "meta.json").read_text())["measured_on"]["device"]["kind"] == "cpu" for r in RECORDS) >= 2
 
 
 @pytest.mark.parametrize("folder", RECORDS, ids=lambda p: p.name)
 def test_record_layout(folder):
     meta = json.loads((folder / "meta.json").read_text())
-    for key in ("recorded_at", "device", "profile", "versions", "notebooks"):
-        assert key in meta, f"{folder.name}/meta.json lacks {key}"
-    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d", meta["recorded_at"])
-    assert meta["device"]["kind"] in ("cuda", "cpu", "mps") and meta["device"]["name"]
+    assert "notebooks" in meta, f"{folder.name}/meta.json lacks notebooks"
+    where = meta["measured_on"]       # its shape: tests/test_measured_on.py, for every record
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d", where["recorded_at"])
+    assert where["device"]["kind"] in ("cuda", "cpu", "mps") and where["device"]["name"] and where["profile"]
+    assert where["versions"]["torch"] == where["device"]["torch_version"]
     for nb in meta["notebooks"]:
         figs = sorted((folder / "figures").glob(f"{nb['notebook']}-*.png"))
         assert len(figs) == nb["figures"], nb["notebook"]
@@ -50,7 +51,7 @@ def test_record_layout(folder):
             assert (folder / nb["html"]).is_file()
         assert nb["seconds"] is None or nb["seconds"] > 0
     rec = recorded.Record(folder, meta)
-    assert meta["profile"] in rec.label and rec.device in rec.label and meta["recorded_at"][:10] in rec.label
+    assert where["profile"] in rec.label and rec.device in rec.label and where["recorded_at"][:10] in rec.label
     kf = rec.key_figures()
     if any(n["notebook"].startswith("03_") and n["ok"] for n in meta["notebooks"]):
         f = kf["03_prefill_decode_roofline"]
@@ -70,8 +71,8 @@ def _fake_record(tmp_path: Path, kind: str, when: str, name: str) -> Path:
     ax.plot([0, 1], [0, 1])
     fig.savefig(folder / "figures" / "03_x-01.png")
     plt.close(fig)
-    meta = {"recorded_at": when, "gpu": name.upper(), "device": {"kind": kind, "name": name.upper()},
-            "profile": "mistral-7b-random", "notebooks": [{"notebook": "03_x", "ok": True, "figures": 1}]}
+    meta = {"measured_on": {"recorded_at": when, "device": {"kind": kind, "name": name.upper()},
+                            "profile": "mistral-7b-random"}, "gpu": name.upper(), "notebooks": [{"notebook": "03_x", "ok": True, "figures": 1}]}
     records.dump(folder / "meta.json", "record-meta", meta)
     records.dump(folder / "key_figures.json", "key-figures", {"03_x": {"ridge (FLOP/B)": 295.5}})
     return folder
@@ -114,8 +115,10 @@ def test_report_section_has_each_notebooks_figures_machine_and_links(tmp_path):
     for stem, *_ in rows:
         assert f"href='{stem}.html'" in page and f"href='executed/{stem}.ipynb'" in page
     assert "failed" in page and not re.search(r"(?:src|href)='(?:https?:)?//", page)
-    run = json.loads(report.write_run_json(rows, tmp_path, "tiny", {"kind": "cpu"}).read_text())
+    run = json.loads(report.write_run_json(rows, tmp_path, "tiny", "cpu").read_text())
     assert [n["notebook"] for n in run["notebooks"]] == [r[0] for r in rows] and run["notebooks"][-1]["ok"] is False
+    assert run["measured_on"]["profile"] == "tiny" and run["measured_on"]["device"]["kind"] == "cpu"
+    assert set(run) == {"record_format", "kind", "measured_on", "notebooks"}
 
 
 def test_env_default_and_static_note(monkeypatch):
@@ -164,10 +167,12 @@ def test_a_corrupt_key_figures_json_is_skipped_with_a_note(tmp_path, content):
 
 def test_wrong_typed_meta_fields_still_label_the_record(tmp_path):
     folder = _fake_record(tmp_path, "cpu", "2026-11-30T12:00:00+00:00", "odd")
-    records.dump(folder / "meta.json", "record-meta", {"device": "a string", "recorded_at": 5, "profile": [1],
-                                                       "note": {"x": 1}, "gpu": True})
+    records.dump(folder / "meta.json", "record-meta", {"measured_on": {"device": "a string", "recorded_at": 5,
+                                                                       "profile": [1]}, "note": {"x": 1}, "gpu": True})
     rec = recorded.pick("03_x", tmp_path)
-    assert rec.label == "recorded on ?: ? · profile ? · 5" and not rec.is_gpu
+    assert rec.label == "recorded on ?: ? · profile ? · ?" and not rec.is_gpu
+    records.dump(folder / "meta.json", "record-meta", {"measured_on": "a string", "gpu": True})
+    assert recorded.pick("03_x", tmp_path).label == "recorded on ?: ? · profile ? · ?"
 
 
 def test_report_leaves_out_a_truncated_figures_file_and_says_which(tmp_path):
@@ -227,3 +232,4 @@ def test_run_clears_stale_figures_and_writes_the_report_whatever_the_figures(tmp
     assert "123" not in page and "97_other.json" in page and "boom early" in page
     run = json.loads((build / "run.json").read_text())
     assert run["notebooks"][0]["notebook"] == "98_fails" and run["notebooks"][0]["ok"] is False
+    assert run["measured_on"]["profile"] and run["measured_on"]["device"]["kind"] in ("cpu", "cuda", "mps")

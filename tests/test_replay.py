@@ -22,9 +22,9 @@ def results(tmp_path, monkeypatch):
     monkeypatch.delenv(replay.REPLAY_ENV, raising=False)
     monkeypatch.delenv(replay.RECORD_ENV, raising=False)
     monkeypatch.setattr(replay, "_interactive", lambda: False)
-    monkeypatch.setattr(replay, "record_meta", lambda profile, device: {
-        "recorded_at": "2026-12-01T10:00:00+00:00", "device": f"{device}: test box",
-        "device_kind": str(device).split(":")[0], "profile": profile, "git_commit": "abc"})
+    monkeypatch.setattr(replay.hardware, "measured_on", lambda device=None, profile=None, packages=(): {
+        "recorded_at": "2026-12-01T10:00:00+00:00", "device": {"kind": str(device).split(":")[0], "name": "test box"},
+        "profile": profile, "versions": {"torch": "2.99"}, "git_commit": "abc", "host": None})
     monkeypatch.setattr(replay, "_RECORDER", replay._Recorder())
     return tmp_path
 
@@ -51,14 +51,15 @@ def test_recording_then_replay_returns_the_recorded_value_labelled(results, monk
     saved = results / "cpu-box" / "replay"
     assert (saved / "01__ttft.json").is_file() and not [p for p in saved.iterdir() if p.name.startswith(".")]
     meta = json.loads((saved / "meta.json").read_text())
-    assert meta["profile"] == "tiny-trained" and meta["record_format"] == records.RECORD_FORMAT
+    assert meta["measured_on"]["profile"] == "tiny-trained" and meta["record_format"] == records.RECORD_FORMAT
+    assert set(meta) == {"record_format", "kind", "measured_on"} and meta["measured_on"]["git_commit"] == "abc"
     assert json.loads((saved / "01__ttft.json").read_text())["value"] == {
         "$dataclass": "helpers.measure.timing.Stats", "fields": {"samples": {"$tuple": [1, 2, 3]}}}
 
     monkeypatch.setenv(replay.REPLAY_ENV, "1")
     m = replay.measure("01/ttft", lambda: pytest.fail("replay must not measure"), profile="tiny-trained", device="cpu")
     assert m.replayed and m.value == Sweep([1, 2, 3])
-    assert m.label == "recorded on cpu: test box · profile tiny-trained · 2026-12-01 10:00:00 UTC"
+    assert m.label == "recorded on cpu: test box · profile tiny-trained · 2026-12-01 10:00 UTC"
     assert m.source("live") == "replayed: " + m.label
     assert "Replayed" in m.note().text and "Run live" in m.note().text
     live = replay.measure("01/ttft", lambda: Sweep(["here"]), run=True, profile="tiny-trained", device="cpu")
@@ -148,7 +149,7 @@ def test_a_pickle_beside_the_records_is_never_read(results, monkeypatch):
 
     (results / "cpu-box" / "replay").mkdir(parents=True)
     records.dump(results / "cpu-box" / "replay" / "meta.json", "replay-meta",
-                 {"device_kind": "cpu", "profile": "tiny", "recorded_at": "2026-12-01T10:00:00+00:00"})
+                 {"measured_on": {"device": {"kind": "cpu"}, "profile": "tiny", "recorded_at": "2026-12-01T10:00:00+00:00"}})
     (results / "cpu-box" / "replay" / "01__ttft.pkl").write_bytes(pickle.dumps({"key": "01/ttft", "seconds": 1, "value": 5}))
     monkeypatch.setenv(replay.REPLAY_ENV, "1")
     m = replay.measure("01/ttft", lambda: 9, profile="tiny", device="cpu")
@@ -164,4 +165,5 @@ def test_every_committed_recording_loads(record):
         got = replay.load(key, [folder])
         assert not isinstance(got, str), got
         value, meta = got
-        assert meta["record"] == record and meta["device_kind"] == "cpu" and meta["profile"] == "tiny-trained"
+        where = meta["measured_on"]
+        assert meta["record"] == record and where["device"]["kind"] == "cpu" and where["profile"] == "tiny-trained"

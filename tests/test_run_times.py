@@ -36,7 +36,9 @@ def test_both_cpu_records_are_read_with_their_machines():
     epyc, xeon = times["cpu-amd-epyc"], times["cpu-intel-xeon"]
     assert epyc.device == "AMD EPYC" and xeon.device == "Intel Xeon"
     for t in (epyc, xeon):
-        assert t.meta["profile"] == "tiny-trained" and set(t.cached) == set(NOTEBOOKS)
+        assert t.measured["profile"] == "tiny-trained" and set(t.cached) == set(NOTEBOOKS)
+        assert t.measured["device"]["kind"] == "cpu" and not t.is_gpu
+    assert epyc.label == "cpu: AMD EPYC (2 cores)" and epyc.measured["recorded_at"] == "2026-12-01T11:45:42+00:00"
     # the values are the records' own (workshop/results/cpu-intel-xeon/README.md quotes the same)
     assert xeon.notebook_seconds("08") == 65.0 and xeon.notebook_seconds("00", "first") == 80.2
     assert xeon.notebook_seconds("03", "first") is None            # not kept by that record: never invented
@@ -65,17 +67,20 @@ def test_replay_mode_runs_every_notebook_in_under_three_minutes_on_every_record(
 def test_the_table_lists_every_record_first_cached_and_replay(tmp_path):
     nb = {"seconds": 20.0, "sections": {}}
     records.dump(tmp_path / "cpu-x" / "run_times.json", "run-times", {
-        "recorded_at": "2026-12-01T00:00:00+00:00", "meta": {"device": "cpu: Box X (2 cores)", "profile": "tiny-trained"},
+        "measured_on": {"recorded_at": "2026-12-01T00:00:00+00:00", "device": {"kind": "cpu", "name": "Box X", "cores": 2},
+                        "profile": "tiny-trained"}, "load_average_after": 1.5,
         "first": {"01_a": {"seconds": 200.0, "sections": {}}}, "cached": {"01_a": nb, "02_b": nb}})
     plain = notebooks.run_times_table(run_times.run_times(tmp_path))
     assert "| `01_a` | 3.3 min | 20 s | – |" in plain and "| `02_b` | – | 20 s | – |" in plain
     records.dump(tmp_path / "cpu-x" / "replay" / "run_times.json", "replay-run-times",
                  {"notebooks": {"01_a": 4.2, "02_b": 5.9}})
     records.dump(tmp_path / "cpu-y" / "run_times.json", "run-times", {
-        "meta": {"device": "cpu: Box Y"}, "first": {}, "cached": {"01_a": {"seconds": 7.0, "sections": {}}}})
+        "measured_on": {"device": {"kind": "cpu", "name": "Box Y"}}, "first": {}, "cached": {"01_a": {"seconds": 7.0, "sections": {}}}})
     table = notebooks.run_times_table(run_times.run_times(tmp_path))
     assert "| notebook | Box X: first run | cached | replay mode | Box Y: first run | cached | replay mode |" in table
     assert "| `01_a` | 3.3 min | 20 s | 4 s | – | 7 s | – |" in table and "10 s for all 2 notebooks" in table
+    assert "on cpu: Box X (2 cores), profile tiny-trained, 2026-12-01, load average 1.5 at the end" in table
+    assert "on cpu: Box Y, profile ?, ?" in table            # what an older record does not state reads '?'
     assert notebooks.run_times_table([]).startswith("_No recorded run times yet")
 
 

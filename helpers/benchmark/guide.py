@@ -128,11 +128,13 @@ def tensor_parallel_table(model: str = "gpt-oss-120b", gpu: str = "H100 SXM", gp
 # ----------------------------------------------------------------------------- the guide, from a run
 
 def run_label(data: dict) -> str:
+    from ..measure.hardware import measured_label, measured_on_of, measured_when
+
     load = data.get("load_average_at_start")
-    machine = (data.get("machine") or {})
-    where = f"{machine.get('kind', '?')}: {machine.get('name', '?')}, {machine.get('cores', '?')} cores"
-    return (f"make engines of {str(data.get('recorded_at', '?'))[:16].replace('T', ' ')} UTC ({where}; profile "
-            f"{data.get('profile', '?')}" + (f"; load average {load[0]:g}" if load else "") + ")")
+    m = measured_on_of(data)
+    where = f"{measured_label(m)}, {m['device']['cores'] or '?'} cores"
+    return (f"make engines of {measured_when(m)} ({where}; profile "
+            f"{m['profile'] or '?'}" + (f"; load average {load[0]:g}" if load else "") + ")")
 
 
 # the servers a CPU machine can run, simplest first (nothing to install beyond transformers, then vLLM's build)

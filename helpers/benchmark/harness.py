@@ -5,7 +5,6 @@ configuration (with why, and its log) and the benchmark goes on with the next.
 """
 from __future__ import annotations
 
-import datetime as dt
 import os
 import tempfile
 import time
@@ -154,18 +153,8 @@ def write_json_atomic(data: dict, path: str | Path) -> Path:
     return records.dump(path, "engines", data)
 
 
-def versions() -> dict:
-    from importlib import metadata
-
-    from ..versions import library_versions
-
-    out = library_versions()
-    for pkg in ("guidellm", "fastapi", "uvicorn", "aiohttp", "psutil", "vllm", "sglang"):
-        try:
-            out[pkg] = metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            out[pkg] = "not installed"
-    return out
+# the distributions an engine run notes beside helpers.versions.LIBRARIES: its clients and servers
+PACKAGES = ("guidellm", "fastapi", "uvicorn", "aiohttp", "psutil", "vllm", "sglang")
 
 
 def describe_workload(plan: Plan, name: str) -> dict:
@@ -199,11 +188,12 @@ def prefix_model(plan: Plan, name: str, block_sizes=(16, 128)) -> dict | None:
 
 
 def new_result(plan: Plan, device: str, profile: str, reason: str, skipped: list[dict] | None = None) -> dict:
-    from ..measure.hardware import device_info
+    """An engine run's record before its first level: where and with what it runs (measured_on, with the
+    servers' and clients' packages), the plan, and no configuration yet."""
+    from ..measure.hardware import MEASURED_ON, measured_on
 
-    return {"recorded_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-            "machine": device_info(device).to_dict(), "profile": profile, "profile_reason": reason,
-            "versions": versions(), "slo": plan.slo.describe(), "slo_s": [plan.slo.ttft_s, plan.slo.tpot_s],
+    return {MEASURED_ON: measured_on(device, profile, PACKAGES), "profile_reason": reason,
+            "slo": plan.slo.describe(), "slo_s": [plan.slo.ttft_s, plan.slo.tpot_s],
             "concurrencies": list(plan.concurrencies), "rates": {k: list(v) for k, v in plan.rates.items()},
             "workloads": {k: describe_workload(plan, k) for k in plan.workloads},
             "definitions": DEFINITIONS, "load_average_at_start": _load(), "skipped": list(skipped or []),

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from .. import records
+from ..measure.hardware import measured_on_of, measured_when
 from .agreement import OURS
 from .metrics import ROW_COLUMNS, RunSummary
 
@@ -65,7 +66,7 @@ def load_record(here: Path | None = None, committed: Path | None = None) -> tupl
         except records.RecordError:
             continue
         if data.get("complete") and data.get("configs"):
-            return data, f"{what} ({records.shown(path)}): {str(data.get('recorded_at', '?'))[:16].replace('T', ' ')} UTC"
+            return data, f"{what} ({records.shown(path)}): {measured_when(measured_on_of(data))}"
     return None, "no complete make engines result here, and no committed record"
 
 
@@ -114,8 +115,9 @@ def status_markdown(data: dict, error: str | None = None) -> str:
 def source_label(data: dict) -> str:
     """What a figure of an engine run says produced it: the model, the device, the profile and the servers
     (each server chose its own dtype; the record says which command started it)."""
-    profile = data.get("profile", "?")
-    device = "cuda" if (data.get("machine") or {}).get("kind") == "cuda" else "cpu"
+    m = measured_on_of(data)
+    profile = m["profile"] or "?"
+    device = "cuda" if m["device"]["kind"] == "cuda" else "cpu"
     model = {"tiny": "tiny (Mistral architecture, random weights)",
              "mistral-7b-random": "Mistral 7B v0.1 architecture, random weights"}.get(profile, profile)
     engines = sorted({c["config"]["engine"] for c in data.get("configs", [])})

@@ -1,4 +1,6 @@
-"""The device in use (CUDA, MPS or CPU): its name, memory, and on CUDA the allocator's peak.
+"""The device in use (CUDA, MPS or CPU): its name, memory, and on CUDA the allocator's peak; and where and
+with what a record was measured (measured_on), the one shape every record under workshop/results/ carries
+under its ``measured_on`` key, read back by measured_on_of.
 
 Measured bandwidth and FLOP/s microbenchmarks live in helpers.measure.microbench (the roofs of helpers.formulas.roofline);
 the GPU catalog with sourced specs and prices is a data file (helpers.formulas.gpus).
@@ -108,6 +110,70 @@ def device_info(device: str | None = None) -> DeviceInfo:
     total, avail = _host_memory()
     name = _cpu_name() if kind == "cpu" else f"Apple GPU ({platform.machine()})"
     return DeviceInfo(kind, name, total, avail, torch.get_num_threads(), None, torch.__version__)
+
+
+MEASURED_ON = "measured_on"    # the key every record holds measured_on's dict under
+MEASURED_FIELDS = ("recorded_at", "device", "profile", "versions", "git_commit", "host")
+DEVICE_FIELDS = tuple(DeviceInfo.__dataclass_fields__)
+HOST_FIELDS = ("platform", "machine", "cpu_count", "torch_threads")
+
+
+def measured_on(device: str | None = None, profile: str | None = None, packages: tuple[str, ...] = ()) -> dict:
+    """Where and with what a record was measured, the one shape every writer puts under ``MEASURED_ON``:
+    ``recorded_at`` (UTC, ISO seconds), ``device`` (device_info(device).to_dict()), ``profile`` (the model
+    profile it ran, None where none applies), ``versions`` (helpers.versions.library_versions, plus the
+    distributions in `packages`), ``git_commit`` (helpers.versions.git_commit) and ``host`` (platform,
+    machine, cpu_count, torch_threads: torch's threads where torch is imported, else None)."""
+    import datetime as dt
+    import sys
+
+    from ..versions import git_commit, library_versions
+
+    if profile is not None and (not isinstance(profile, str) or not profile.strip()):
+        raise ValueError(f"a profile is a non-empty name or None, got {profile!r}")
+    info = device_info(device)
+    torch = sys.modules.get("torch")
+    return {"recorded_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "device": info.to_dict(), "profile": profile, "versions": library_versions(tuple(packages)),
+            "git_commit": git_commit(),
+            "host": {"platform": platform.platform(), "machine": platform.machine(), "cpu_count": os.cpu_count(),
+                     "torch_threads": torch.get_num_threads() if torch is not None else None}}
+
+
+def measured_on_of(record: dict) -> dict:
+    """A record's measured_on as every reader reads it: each of MEASURED_FIELDS present, ``device`` with
+    each of DeviceInfo's fields; a field the record does not state (an older record migrated without its
+    host, its free memory, its commit) or states with the wrong type reads None, so a reader shows '?' and
+    never fails on it."""
+    m = record.get(MEASURED_ON) if isinstance(record, dict) else None
+    m = m if isinstance(m, dict) else {}
+
+    def text(v):
+        return v if isinstance(v, str) and v.strip() else None
+
+    device = m.get("device") if isinstance(m.get("device"), dict) else {}
+    host = m.get("host") if isinstance(m.get("host"), dict) else None
+    versions = m.get("versions") if isinstance(m.get("versions"), dict) else None
+    return {"recorded_at": text(m.get("recorded_at")),
+            "device": {k: device.get(k) if not isinstance(device.get(k), (dict, list)) else None
+                       for k in DEVICE_FIELDS},
+            "profile": text(m.get("profile")), "versions": versions, "git_commit": text(m.get("git_commit")),
+            "host": None if host is None else {k: host.get(k) for k in HOST_FIELDS}}
+
+
+def measured_label(measured: dict, cores: bool = False) -> str:
+    """'cpu: AMD EPYC' (with ' (2 cores)' when `cores` and known) from measured_on_of's dict; '?' for a part
+    it does not state."""
+    d = measured.get("device") or {}
+    kind, name = str(d.get("kind") or "?")[:40], str(d.get("name") or "?")[:120]
+    n = d.get("cores")
+    return f"{kind}: {name}" + (f" ({n} cores)" if cores and isinstance(n, int) and not isinstance(n, bool) else "")
+
+
+def measured_when(measured: dict) -> str:
+    """'2026-12-01 10:02 UTC' from measured_on_of's dict (recorded_at to the minute); '?' when not stated."""
+    at = measured.get("recorded_at")
+    return f"{at[:16].replace('T', ' ')} UTC" if at else "?"
 
 
 def synchronize(device: str) -> None:

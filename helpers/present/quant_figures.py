@@ -138,10 +138,13 @@ def datasheet_bandwidth(measured, device: str) -> tuple[float, str] | None:
     """(bandwidth, its name) of the GPU a measurement ran on, from its datasheet (helpers.formulas.gpus), or None
     on a CPU or an uncatalogued device: the roof a decode step's floor is computed at."""
     from ..formulas.gpus import datasheet_gpu
-    from ..measure.hardware import device_info
+    from ..measure.hardware import device_info, measured_on_of
 
-    label = measured.recorded.get("device", "") if measured.replayed else (
-        device_info(device).label if str(device).startswith("cuda") else "")
-    kind, _, name = label.partition(": ")
+    if measured.replayed:
+        d = measured_on_of(measured.recorded)["device"]
+        kind, name = d["kind"] or "", d["name"] or ""
+    else:
+        info = device_info(device) if str(device).startswith("cuda") else None
+        kind, name = (info.kind, info.name) if info else ("", "")
     g = datasheet_gpu(kind, name)
     return (g.bandwidth, f"the {g.name}'s datasheet {g.bandwidth / 1e9:,.0f} GB/s") if g else None

@@ -3,7 +3,7 @@
 `make record` (any device) and `make gpu-record` (a CUDA GPU) run the measuring notebooks and save,
 under ``workshop/results/<device>/``: the executed notebooks as HTML, their figures as PNG, the key
 figures each notebook noted (``key_figures.json``) and ``meta.json`` (where, when, which profile,
-library versions). A notebook notes its key figures with :func:`note_figures` — written only when
+library versions: helpers.measure.hardware.measured_on under ``measured_on``, as in every record). A notebook notes its key figures with :func:`note_figures` — written only when
 the run asks for it (``WORKSHOP_FIGURES_DIR``, set by ``scripts/notebooks.py run``) — and shows a
 record beside its own numbers with :func:`beside_live`, labelled with where and when it was recorded.
 
@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import env
+from ..measure.hardware import measured_label, measured_on_of, measured_when
 from ..records import RESULTS, RecordError, dump, load, shown
 
 FIGURES_ENV = "WORKSHOP_FIGURES_DIR"
@@ -47,25 +48,24 @@ class Record:
             and str(value) else default
 
     @property
-    def _device(self) -> dict:
-        d = self.meta.get("device")
-        return d if isinstance(d, dict) else {}
+    def measured(self) -> dict:
+        """Where and with what it was measured (helpers.measure.hardware.measured_on_of: None where unstated)."""
+        return measured_on_of(self.meta)
 
     @property
     def device(self) -> str:
-        d = self._device
-        return self._text("gpu", "") or f"{str(d.get('kind', '?'))[:40]}: {str(d.get('name', '?'))[:120]}"
+        return self._text("gpu", "") or measured_label(self.measured)
 
     @property
     def is_gpu(self) -> bool:
-        return self._device.get("kind") == "cuda"
+        return self.measured["device"]["kind"] == "cuda"
 
     @property
     def label(self) -> str:
         """Where, when and how: 'recorded on H200 · profile mistral-7b-random · 2026-11-30 12:01 UTC'."""
-        when = self._text("recorded_at").replace("T", " ").replace("+00:00", " UTC")
         note = f" · {self._text('note', '')}" if self._text("note", "") else ""
-        return f"recorded on {self.device} · profile {self._text('profile')} · {when}{note}"
+        return (f"recorded on {self.device} · profile {self.measured['profile'] or '?'} · "
+                f"{measured_when(self.measured)}{note}")
 
     def figures(self, notebook: str) -> list[Path]:
         """The PNG figures this record holds for one notebook (its stem, e.g. '03_prefill_decode_roofline')."""
@@ -95,7 +95,7 @@ def records(results: Path = RESULTS, skipped: list[str] | None = None) -> list[R
         except RecordError as exc:
             if skipped is not None:
                 skipped.append(str(exc))
-    out.sort(key=lambda r: r._text("recorded_at", ""), reverse=True)
+    out.sort(key=lambda r: r.measured["recorded_at"] or "", reverse=True)
     out.sort(key=lambda r: not r.is_gpu)
     return out
 

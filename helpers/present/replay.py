@@ -13,7 +13,8 @@ the value, how long it took, and whether it was measured here or replayed from a
   it took when recorded. Opening a notebook never starts a minute of measuring by itself.
 - **recording** (`WORKSHOP_REPLAY_RECORD=<folder>`, set by `make record-replay`): every measurement run
   here is also saved there, one JSON record per key (helpers.records: data, never code), with the
-  record's meta (device, profile, versions, commit).
+  record's meta.json: where and with what it was measured (helpers.measure.hardware.measured_on, under
+  its ``measured_on`` key, as in every record).
 
 A recording that is missing or no longer loads (too large, not JSON, a result type changed since) is not
 an error: the measurement runs live and `Measured.why_live` names the file and what is wrong with it.
@@ -27,6 +28,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .. import env, records
+from ..measure import hardware
+from ..measure.hardware import MEASURED_ON, measured_label, measured_on_of, measured_when
 from ..records import RESULTS
 
 REPLAY_ENV = "WORKSHOP_REPLAY"
@@ -42,7 +45,7 @@ class Measured:
     key: str
     value: Any
     seconds: float                 # what it took here, or when it was recorded
-    recorded: dict | None = None   # the recording's meta: device, profile, recorded_at, git_commit
+    recorded: dict | None = None   # the recording's: measured_on (measured_on_of's dict), seconds, record
     why_live: str = ""             # replay was asked for but this ran live: why
 
     @property
@@ -54,9 +57,8 @@ class Measured:
         """'recorded on cpu: AMD EPYC · profile tiny-trained · 2026-12-01 10:02 UTC' or 'measured in this run'."""
         if not self.replayed:
             return "measured in this run"
-        r = self.recorded
-        when = str(r.get("recorded_at", "?")).replace("T", " ").replace("+00:00", " UTC")
-        return f"recorded on {r.get('device', '?')} · profile {r.get('profile', '?')} · {when}"
+        m = measured_on_of(self.recorded)
+        return f"recorded on {measured_label(m)} · profile {m['profile'] or '?'} · {measured_when(m)}"
 
     def source(self, live_source: Any) -> Any:
         """What a figure or table of this value should be stamped with: the live model's label when
@@ -106,16 +108,17 @@ def recordings(results: Path | None = None) -> list[Path]:
             out.append((records.load(meta, "replay-meta", roots=(results,)), meta.parent.parent))
         except records.RecordError:
             continue                     # a corrupt meta.json: that record is skipped, not fatal
-    out.sort(key=lambda m: str(m[0].get("recorded_at", "")), reverse=True)
-    out.sort(key=lambda m: m[0].get("device_kind") != "cuda")
+    out.sort(key=lambda m: measured_on_of(m[0])["recorded_at"] or "", reverse=True)
+    out.sort(key=lambda m: measured_on_of(m[0])["device"]["kind"] != "cuda")
     return [folder for _, folder in out]
 
 
 def _meta(folder: Path) -> dict:
+    """The folder's recordings' measured_on (measured_on_of's dict: every field, None where not stated)."""
     try:
-        return records.load(folder / FOLDER / "meta.json", "replay-meta", roots=(folder,))
+        return measured_on_of(records.load(folder / FOLDER / "meta.json", "replay-meta", roots=(folder,)))
     except records.RecordError:
-        return {}
+        return measured_on_of({})
 
 
 def _path(folder: Path, key: str) -> Path:
@@ -129,8 +132,8 @@ def _candidates(setting: str | None, profile: str | None, device_kind: str | Non
     if setting and setting.lower() not in ("1", "true", "yes", "on"):
         return [RESULTS / setting]       # its name was checked by replay_wanted
     if setting:  # replay: a GPU's record first, then the live profile's, then the rest
-        return sorted(every, key=lambda f: (_meta(f).get("device_kind") != "cuda", _meta(f).get("profile") != profile))
-    return [f for f in every if _meta(f).get("device_kind") == device_kind and _meta(f).get("profile") == profile]
+        return sorted(every, key=lambda f: (_meta(f)["device"]["kind"] != "cuda", _meta(f)["profile"] != profile))
+    return [f for f in every if _meta(f)["device"]["kind"] == device_kind and _meta(f)["profile"] == profile]
 
 
 def load(key: str, folders: list[Path]) -> tuple[Any, dict] | str:
@@ -147,29 +150,17 @@ def load(key: str, folders: list[Path]) -> tuple[Any, dict] | str:
                     or not 0 <= seconds < 1e6:
                 raise records.RecordError(f"{records.shown(path)} is not the recording of {key} (its key "
                                           f"{saved.get('key')!r}, seconds {seconds!r})")
-            return saved["value"], {**_meta(folder), "seconds": float(seconds), "record": folder.name}
+            return saved["value"], {MEASURED_ON: _meta(folder), "seconds": float(seconds), "record": folder.name}
         except records.RecordError as exc:   # a stale or broken recording is a reason to run live
             why = f"its recording does not load: {exc}"
     return why
 
 
 def save(key: str, value: Any, seconds: float, folder: Path, meta: dict) -> Path:
-    """Write one recording and the record's meta beside it (helpers.records.dump: atomic, size-checked)."""
+    """Write one recording and the record's meta beside it (helpers.records.dump: atomic, size-checked);
+    `meta` is {MEASURED_ON: helpers.measure.hardware.measured_on(...)}."""
     records.dump(folder / FOLDER / "meta.json", "replay-meta", meta)
     return records.dump(_path(folder, key), "replay", {"key": key, "seconds": seconds, "value": value})
-
-
-def record_meta(profile: str | None, device: str | None) -> dict:
-    """Where and what a recording was made with: device, profile, date, library versions, git commit."""
-    import datetime as dt
-
-    from ..measure.hardware import device_info
-    from ..versions import git_commit, library_versions
-
-    info = device_info(device)
-    return {"recorded_at": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
-            "device": f"{info.kind}: {info.name}", "device_kind": info.kind, "profile": profile,
-            "versions": library_versions(), "git_commit": git_commit()}
 
 
 # ----------------------------------------------------------------------------- the one call
@@ -211,7 +202,7 @@ def measure(key: str, fn: Callable[..., Any], *args, run: bool | None = None, lo
     target = env.folder(RECORD_ENV)           # a folder this process can write, else one EnvError line
     if target is not None:
         if _RECORDER.meta is None:
-            _RECORDER.meta = record_meta(profile, device)
+            _RECORDER.meta = {MEASURED_ON: hardware.measured_on(device, profile)}
         save(key, value, seconds, target, _RECORDER.meta)
     return Measured(key, value, seconds, None, why_live if setting else "")
 

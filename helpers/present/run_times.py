@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import records
+from ..measure.hardware import measured_label, measured_on_of
 from ..records import RESULTS
 
 @dataclass(frozen=True)
@@ -20,20 +21,30 @@ class RunTimes:
 
     first: dict[str, dict]
     cached: dict[str, dict]
-    meta: dict = field(default_factory=dict)
+    meta: dict = field(default_factory=dict)  # measured_on (measured_on_of's dict), load_average_after, how, path
     replay: dict[str, float] | None = None   # seconds per notebook in replay mode (replay/run_times.json)
     record: str = ""                          # the record folder's name
 
     @property
+    def measured(self) -> dict:
+        """Where and with what it was measured (helpers.measure.hardware.measured_on_of: None where unstated)."""
+        return measured_on_of(self.meta)
+
+    @property
     def device(self) -> str:
-        """'AMD EPYC' from the record's 'cpu: AMD EPYC (2 cores)'."""
-        d = str(self.meta.get("device", self.record or "?"))
-        name = re.sub(r"\((R|TM)\)", "", re.sub(r"^\w+: ", "", d))
+        """'AMD EPYC' from the record's device name 'AMD EPYC' ('Intel Xeon' from 'Intel(R) Xeon(R) Processor')."""
+        d = self.measured["device"]["name"] or self.record or "?"
+        name = re.sub(r"\((R|TM)\)", "", d)
         return re.sub(r"\s*\([^()]*\)$| Processor\b", "", name).strip() or d
 
     @property
+    def label(self) -> str:
+        """'cpu: AMD EPYC (2 cores)': the device it ran on, as the guide's table says it."""
+        return measured_label(self.measured, cores=True)
+
+    @property
     def is_gpu(self) -> bool:
-        return str(self.meta.get("device", "")).startswith("cuda")
+        return self.measured["device"]["kind"] == "cuda"
 
     def notebook_seconds(self, number: str, which: str = "cached") -> float | None:
         nb = self._nb(number, which)
@@ -62,7 +73,8 @@ def run_times(results: Path = RESULTS) -> list[RunTimes]:
                                     roots=(p.parent,))["notebooks"]
         except (records.RecordError, KeyError):
             pass
-        found.append(RunTimes(data["first"], data["cached"], {**data.get("meta", {}), "path": records.shown(p)},
+        meta = {k: data.get(k) for k in ("measured_on", "load_average_after", "how") if k in data}
+        found.append(RunTimes(data["first"], data["cached"], {**meta, "path": records.shown(p)},
                               {k: float(v) for k, v in replayed.items()} if isinstance(replayed, dict) else None,
                               p.parent.name))
     return sorted(found, key=lambda t: (not t.is_gpu, t.record))
