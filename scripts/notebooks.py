@@ -22,9 +22,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # also when imported from a file (tests/test_edges.py)
 from helpers.command import CliError, Parser, bounded_int, fail, fail_lines  # noqa: E402
 from helpers.env import CELL_TIMEOUT_S, MAX_CELL_TIMEOUT_S  # noqa: E402
-from helpers.repository import PACKAGE, PLACEHOLDER_OWNER as PLACEHOLDER  # noqa: E402
+from repository import PACKAGE, PLACEHOLDER_OWNER as PLACEHOLDER, where  # noqa: E402  (scripts/repository.py)
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
@@ -32,13 +33,6 @@ COLAB = NOTEBOOKS / "colab"
 BUILD = ROOT / "build"
 
 HEADER_START, HEADER_END = "# /// script", "# ///"
-
-
-def _where():
-    sys.path.insert(0, str(ROOT))
-    from helpers.repository import where
-
-    return where()
 
 
 def setup_cell(w) -> str:
@@ -91,7 +85,7 @@ def sources() -> list[Path]:
 
 def export_text(src: Path, w=None) -> str:
     """The .ipynb text for one marimo notebook (deterministic)."""
-    w = w or _where()
+    w = w or where()
     out = subprocess.run(
         [sys.executable, "-m", "marimo", "export", "ipynb", str(src), "--sort", "topological"],
         capture_output=True, text=True, check=False, cwd=ROOT)
@@ -210,7 +204,7 @@ def target(src: Path) -> Path:
 
 
 def export() -> list[Path]:
-    w = _where()
+    w = where()
     guide = GUIDE.read_text()
     new_guide = guide_text(guide, w)      # reads the agenda first: a bad one stops here, nothing written
     COLAB.mkdir(parents=True, exist_ok=True)
@@ -236,7 +230,7 @@ def export() -> list[Path]:
 
 def stale() -> list[str]:
     """Names of exports that are missing, out of date, or have no marimo source."""
-    w = _where()
+    w = where()
     bad = []
     if guide_text(GUIDE.read_text(), w) != GUIDE.read_text():   # first: a bad agenda stops here, at once
         bad.append("workshop/README.md (notebook links, agenda or run times)")

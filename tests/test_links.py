@@ -8,11 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from helpers import repository
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 import notebooks  # noqa: E402  (scripts/notebooks.py)
+import repository  # noqa: E402  (scripts/repository.py)
 
 W = repository.where()
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from helpers import repository
-
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+import repository  # noqa: E402  (scripts/repository.py)
 NOTEBOOK = ROOT / "notebooks" / "02_memory_equation.py"   # loads the tiny model: a real run, in seconds
 
 

@@ -14,13 +14,14 @@ helpers.formulas.verdicts.Verdict.
 """
 from __future__ import annotations
 
-import csv
 import dataclasses
 import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import pandas as pd
 
 from . import verdicts
 from .memory import kv_bytes_per_token, kv_cache_bytes, kv_terms
@@ -228,8 +229,7 @@ def nearest_baseline(quoted: float, rows: list[MLABaseline]) -> MLABaseline:
 
 def scorecard() -> list[dict[str, str]]:
     """Published quality of the attention variants, each row with its source (helpers/data/attention_scorecard.csv)."""
-    with SCORECARD.open(newline="", encoding="utf-8") as f:
-        return [dict(r) for r in csv.DictReader(f)]
+    return pd.read_csv(SCORECARD, dtype=str, keep_default_na=False).to_dict("records")
 
 
 @dataclass(frozen=True)

@@ -18,11 +18,12 @@ Conventions of the file (checked by tests/test_gpus.py):
 """
 from __future__ import annotations
 
-import csv
 import functools
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+import pandas as pd
 
 DATA_FILE = Path(__file__).parents[1] / "data" / "gpus.csv"
 MEMORY_FILE = Path(__file__).parents[1] / "data" / "gpu_memory.csv"
@@ -108,9 +109,8 @@ def _num(text: str, field: str, name: str) -> float | None:
 @functools.lru_cache(maxsize=1)
 def reported_memory() -> dict[str, tuple[float, str]]:
     """name -> (GiB the device reports, source), from helpers/data/gpu_memory.csv."""
-    with open(MEMORY_FILE, newline="", encoding="utf-8") as f:
-        return {r["name"].strip(): (_num(r["reported_gib"], "reported_gib", r["name"]), r["source"].strip())
-                for r in csv.DictReader(f)}
+    return {r["name"].strip(): (_num(r["reported_gib"], "reported_gib", r["name"]), r["source"].strip())
+            for r in pd.read_csv(MEMORY_FILE, dtype=str, keep_default_na=False).to_dict("records")}
 
 
 @functools.lru_cache(maxsize=1)
@@ -118,27 +118,26 @@ def catalog() -> tuple[GPU, ...]:
     """Every catalogued GPU, in the file's order."""
     reported = reported_memory()
     out = []
-    with open(DATA_FILE, newline="", encoding="utf-8") as f:
-        for row in csv.DictReader(f):
-            name = row["name"].strip()
-            out.append(GPU(
-                name=name,
-                aliases=tuple(a.strip() for a in row["aliases"].split(";") if a.strip()),
-                memory_gb=_num(row["memory_gb"], "memory_gb", name),
-                bandwidth_tbs=_num(row["bandwidth_tbs"], "bandwidth_tbs", name),
-                bf16_tflops=_num(row["bf16_tflops"], "bf16_tflops", name),
-                fp8_tflops=_num(row["fp8_tflops"], "fp8_tflops", name),
-                spec_source=row["spec_source"].strip(),
-                spec_note=row["spec_note"].strip(),
-                usd_per_hour=_num(row["usd_per_hour"], "usd_per_hour", name),
-                price_provider=row["price_provider"].strip(),
-                price_product=row["price_product"].strip(),
-                price_read=row["price_read"].strip(),
-                price_source=row["price_source"].strip(),
-                price_note=row["price_note"].strip(),
-                memory_reported_gib=reported.get(name, (None, ""))[0],
-                memory_source=reported.get(name, (None, ""))[1],
-            ))
+    for row in pd.read_csv(DATA_FILE, dtype=str, keep_default_na=False).to_dict("records"):
+        name = row["name"].strip()
+        out.append(GPU(
+            name=name,
+            aliases=tuple(a.strip() for a in row["aliases"].split(";") if a.strip()),
+            memory_gb=_num(row["memory_gb"], "memory_gb", name),
+            bandwidth_tbs=_num(row["bandwidth_tbs"], "bandwidth_tbs", name),
+            bf16_tflops=_num(row["bf16_tflops"], "bf16_tflops", name),
+            fp8_tflops=_num(row["fp8_tflops"], "fp8_tflops", name),
+            spec_source=row["spec_source"].strip(),
+            spec_note=row["spec_note"].strip(),
+            usd_per_hour=_num(row["usd_per_hour"], "usd_per_hour", name),
+            price_provider=row["price_provider"].strip(),
+            price_product=row["price_product"].strip(),
+            price_read=row["price_read"].strip(),
+            price_source=row["price_source"].strip(),
+            price_note=row["price_note"].strip(),
+            memory_reported_gib=reported.get(name, (None, ""))[0],
+            memory_source=reported.get(name, (None, ""))[1],
+        ))
     return tuple(out)
 
 

@@ -10,11 +10,12 @@
 from __future__ import annotations
 
 import contextlib
-import csv
 import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
+
+import pandas as pd
 
 from ..formulas import verdicts
 from ..formulas.units import KiB, MiB
@@ -31,8 +32,7 @@ def _num(text: str) -> float | None:
 
 def onchip_rows() -> list[dict[str, Any]]:
     """Rows of gpu_onchip.csv with numbers parsed (empty cells are None)."""
-    with ONCHIP_FILE.open(newline="", encoding="utf-8") as f:
-        rows = list(csv.DictReader(f))
+    rows = pd.read_csv(ONCHIP_FILE, dtype=str, keep_default_na=False).to_dict("records")
     for r in rows:
         for key in ("sms", "smem_per_sm_kib", "l1_smem_per_sm_kib", "l2_mb", "onchip_bandwidth_tbs"):
             r[key] = _num(r[key])

@@ -17,10 +17,11 @@ Conventions of the file (checked by tests/test_parallel.py):
 """
 from __future__ import annotations
 
-import csv
 import functools
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+import pandas as pd
 
 from .. import checks
 from ..formulas.gpus import get_gpu
@@ -73,9 +74,9 @@ def custom_link(name: str, bandwidth_bytes_per_s: float, hop_latency_s: float, s
 
 @functools.lru_cache(maxsize=1)
 def _rows() -> tuple[Link, ...]:
-    with open(DATA_FILE, newline="", encoding="utf-8") as f:
-        return tuple(Link(r["gpu"], r["link"], r["scope"], float(r["bidirectional_gbs"]), float(r["hop_latency_us"]),
-                          r["source"], r["note"]) for r in csv.DictReader(f))
+    rows = pd.read_csv(DATA_FILE, dtype=str, keep_default_na=False).to_dict("records")
+    return tuple(Link(r["gpu"], r["link"], r["scope"], float(r["bidirectional_gbs"]), float(r["hop_latency_us"]),
+                      r["source"], r["note"]) for r in rows)
 
 
 def links(gpu) -> list[Link]:

@@ -1,7 +1,7 @@
 """Where the workshop lives, stated once: the repository URL and branch in pyproject.toml
 (`[project.urls] Repository`, `[tool.workshop] branch`). The Colab set-up cell, the Molab dependency
 header of every marimo notebook and the "Open in Colab / Molab" links are generated from it by
-`make export` (scripts/notebooks.py); tests/test_links.py checks every copy agrees with it.
+`make export` (scripts/notebooks.py, beside it); tests/test_links.py checks every copy agrees with it.
 
 Until the real URL is known, the URL holds PLACEHOLDER_OWNER: the links say so and the Colab set-up
 cell prints one line saying what to edit instead of failing.
