@@ -1,5 +1,6 @@
 """`make bench`: measured figures as JSON under build/bench/ — one file per section, each with where and
-with what it was measured (helpers.measure.hardware.measured_on, under "measured_on"). Not a pass/fail test: it prints what it measured.
+with what it was measured (helpers.measure.hardware.measured_on, under "measured_on"). Not a pass/fail
+test: it prints what it measured.
 
     python scripts/bench.py                 # every section, on the active WORKSHOP_PROFILE
     python scripts/bench.py roofline        # only some sections

@@ -5,7 +5,8 @@
 
 - times: `make run` twice — first with nothing cached (a fresh model cache, so the tiny model is built and
   trained as on a newcomer's machine), then cached — seconds per notebook and per section, with where
-  and with what (helpers.measure.hardware.measured_on) and the load average at the end. `make export` then regenerates the guide's tables from it.
+  and with what (helpers.measure.hardware.measured_on) and the load average at the end. `make export`
+  then regenerates the guide's tables from it.
 - replay: `make run` once with WORKSHOP_REPLAY_RECORD set: every measurement behind helpers.present.replay is
   saved, for replay mode (WORKSHOP_REPLAY=1) on a machine with no GPU or no time; then `make run` once in
   replay mode, its seconds per notebook written beside the recordings (replay/run_times.json): what the
@@ -81,7 +82,8 @@ def replay() -> int:
     env["WORKSHOP_REPLAY"] = "1"
     run = one_run(env)
     seconds = {nb["notebook"]: nb["seconds"] for nb in run["notebooks"]}
-    data = {MEASURED_ON: measured_on(profile=measured_on_of(run)["profile"]), "load_average_after": round(os.getloadavg()[0], 1),
+    data = {MEASURED_ON: measured_on(profile=measured_on_of(run)["profile"]),
+            "load_average_after": round(os.getloadavg()[0], 1),
             "total_s": round(sum(seconds.values()), 1), "notebooks": seconds}
     records.dump(folder / "replay" / "run_times.json", "replay-run-times", data)
     print(f"record-replay: every notebook in replay mode took {data['total_s']:.0f} s in all")
@@ -103,7 +105,8 @@ def times() -> int:
     def per_notebook(run: dict) -> dict:
         return {n["notebook"]: {"seconds": n["seconds"], "sections": n.get("sections", {})} for n in run["notebooks"]}
 
-    data = {MEASURED_ON: measured_on(profile=measured_on_of(cached)["profile"]), "load_average_after": round(os.getloadavg()[0], 1),
+    data = {MEASURED_ON: measured_on(profile=measured_on_of(cached)["profile"]),
+            "load_average_after": round(os.getloadavg()[0], 1),
             "first": per_notebook(first), "cached": per_notebook(cached)}
     records.dump(out, "run-times", data)
     print(f"record-times: wrote {out.relative_to(ROOT)}; run `make export` to regenerate the guide's tables")

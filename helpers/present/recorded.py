@@ -3,8 +3,8 @@
 `make record` (any device) and `make gpu-record` (a CUDA GPU) run the measuring notebooks and save,
 under ``workshop/results/<device>/``: the executed notebooks as HTML, their figures as PNG, the key
 figures each notebook noted (``key_figures.json``) and ``meta.json`` (where, when, which profile,
-library versions: helpers.measure.hardware.measured_on under ``measured_on``, as in every record). A notebook notes its key figures with :func:`note_figures` — written only when
-the run asks for it (``WORKSHOP_FIGURES_DIR``, set by ``scripts/notebooks.py run``) — and shows a
+library versions: helpers.measure.hardware.measured_on under ``measured_on``, as in every record). A
+notebook notes its key figures with :func:`note_figures` — written only when the run asks for it (``WORKSHOP_FIGURES_DIR``, set by ``scripts/notebooks.py run``) — and shows a
 record beside its own numbers with :func:`beside_live`, labelled with where and when it was recorded.
 
 A record whose meta.json or key_figures.json cannot be read (empty, truncated, not a JSON object, not
