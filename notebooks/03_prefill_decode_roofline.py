@@ -21,7 +21,7 @@ with app.setup:
     from helpers.present import (decode_intensity_figures, expected, learner, notebook, plots, recorded,
                                  replay, roofline_figures, sweep_figures)
     from helpers.measure import decode_efficiency, microbench, models, sweeps
-    from helpers.decoding import breakdown as decoding_breakdown, regimes as decoding_regimes
+    from helpers.decoding import breakdown as decoding_breakdown
     from helpers.decoding import views as decoding_views
     from helpers.present.glossary import term
     from helpers.formulas.units import dtype_bytes, fmt_seconds
@@ -60,9 +60,9 @@ def efficiency_measured(loaded, sizes) -> dict:
 def regimes_measured(loaded) -> dict:
     """Section 6: each regime's model (helpers.decoding.regimes: tiny and small on a CPU, the active model on
     a GPU), its floor at the copy bandwidth measured alongside its own steps; the matmul peak measured here
-    for the planner's check."""
+    for the roofline's compute roof."""
     peak = microbench.matmul_benchmark(loaded.device, loaded.dtype).flops_per_s
-    return {"regimes": decoding_breakdown.measure_regimes(loaded, None, peak), "peak": peak}
+    return {"regimes": decoding_breakdown.measure_regimes(loaded, None), "peak": peak}
 
 
 @app.cell(hide_code=True)
@@ -624,7 +624,7 @@ def _(efficiency, efficiency_run):
 def _():
     regimes_button = replay.run_button()
     mo.vstack([mo.md(f"""
-    ## 6 · Decode at the roof: two regimes, five implementations, the planner's check
+    ## 6 · Decode at the roof: two regimes, five implementations
 
     Section 5 split a step into its memory floor and its fixed cost (the sentence below says which was the
     larger here). The same question is asked of two models side by side on a CPU — **tiny** (46 MB read per step) and **small** (the `small`
@@ -643,9 +643,9 @@ def _():
       copy's buffer (`helpers.measure.microbench.gemv_benchmark`), for each kernel — how much of the memory's
       bandwidth the kernel itself can use, before any loop is built on it;
     - **where one step's time goes**: the fastest loop's step under {term("torch.profiler", "torchprofiler")}, split into weight
-      matmuls, attention, other operators and the time in no operator at all (Python, dispatch);
-    - **the planner's check**: `helpers.capacity.plan` for this device (its measured bandwidth and
-      peak) against the fastest measured step.
+      matmuls, attention, other operators and the time in no operator at all (Python, dispatch).
+
+    The capacity planner's step against a measured one is notebook 04's (its last section).
 
     Each model's floor uses the copy bandwidth measured **alongside its own steps** (before each round of
     implementations and after the last, the best sample), not section 1's: a machine shared with other
@@ -743,25 +743,6 @@ def _(regimes, regimes_cache, without_python):
     mo.vstack([mo.md("**Where the step goes.**\n\n" + "\n".join(decoding_views.breakdown_summary(r, regimes_cache)
                                                                 for r in regimes) + _py),
                expected.should_see(_here, expected.eager_against_floor()[1:])])
-    return
-
-
-@app.cell
-def _(regimes, regimes_run):
-    plots.table(decoding_regimes.planner_frame(regimes),
-                regimes_run.source("measured: " + "; ".join(r.label for r in regimes)))
-    return
-
-
-@app.cell(hide_code=True)
-def _(regimes):
-    mo.vstack([mo.md("**The planner against this device.** " + " ".join(
-        decoding_regimes.planner_sentence(r.planner.ratio, r.planner.predicted_bytes, r.planner.floor_bytes, r.breakdown,
-                                          r.name, r.kernel_ceiling()) for r in regimes)),
-        expected.should_see(decoding_views.planner_verdicts(regimes), [expected.computed(
-            "the planner's step at efficiency 1 is the floor at the bandwidth it is given: measured ÷ planned on a GPU "
-            "is the step ÷ its floor, as gpt-fast's figures give it below", "helpers.decoding.regimes.planner_prediction"),
-            *expected.eager_against_floor()[1:]])])
     return
 
 

@@ -523,18 +523,12 @@ def _(
 
 
 @app.function
-def roof_check(active) -> dict:
-    """The planner at the roof (helpers.decoding.regimes): the same check on a model that reads more bytes per
-    step — on a CPU the small profile, on a GPU the active model — measured with its fastest
-    implementation (notebook 03, section 6), the floor at the copy bandwidth measured alongside its steps;
-    its planner row and the verdict, by the rule of 0.8–1.25."""
-    from helpers.measure import microbench, models
-    from helpers.decoding import regimes
+def larger_check(active) -> dict:
+    """The same prediction against measurement (helpers.capacity.measured.predict_vs_measure) on a model that
+    reads more bytes per step: the small profile, loaded on the active model's device."""
+    from helpers.measure import models
 
-    here = active if active.device.startswith("cuda") else models.load("small", device=active.device)
-    peak = microbench.matmul_benchmark(here.device, here.dtype).flops_per_s
-    reg = regimes.measure_regime(here, None, peak)
-    return {"table": regimes.planner_frame([reg]), "sentence": reg.planner.sentence, "label": reg.label}
+    return capacity_measured.predict_vs_measure(models.load("small", device=active.device))
 
 
 @app.cell(hide_code=True)
@@ -623,54 +617,50 @@ def _(measured, measured_run):
 
 @app.cell(hide_code=True)
 def _():
-    roof_button = replay.run_button()
+    larger_button = replay.run_button()
     mo.vstack([mo.md("""
-    ### The planner at the roof
+    ### The same prediction on a larger model
 
-    The same check on a model that reads more bytes per step — on a CPU the `small` profile (175 M
-    parameters, 567 MB read per step), on a GPU the active model — decoded with its fastest implementation
-    (notebook 03, section 6). The verdict applies the rule of 0.8–1.25: a measured step within that band of
-    the planner's is one the planner predicts.
-    """), roof_button])
-    return (roof_button,)
+    The same floor, the same measurement and the same rule on the `small` profile (175 M parameters,
+    567 MB read per step in fp32), beside the profile's model above. On a GPU the profile's model is
+    already the larger one, and this section has nothing to add.
+    """), larger_button])
+    return (larger_button,)
 
 
 @app.cell
-def _(loaded, roof_button):
+def _(larger_button, loaded):
     from helpers.measure.local_models import ProfileUnavailable as _Unavailable
 
-    roof_run = None
+    larger, larger_run = None, None
     try:
         if loaded is None:
             raise ValueError("the profile's model did not load (the section above says why)")
-        roof_run = replay.measure("04/roof_check", roof_check, loaded, run=roof_button.value, long=True,
-                                  profile=loaded.profile, device=loaded.device)
-        _check = roof_run.value
-        roof_check_view = plots.table(_check["table"].assign(verdict=_check["sentence"].replace("**", "")),
-                                      plots.source_label(roof_run.source("measured: " + _check["label"])))
+        if loaded.device.startswith("cuda") or loaded.profile == "small":
+            raise ValueError(f"the model above ({loaded.profile}) is the larger one here")
+        larger_run = replay.measure("04/larger", larger_check, loaded, run=larger_button.value, long=True,
+                                    profile=loaded.profile, device=loaded.device)
+        larger = larger_run.value
+        larger_view = capacity_measured.comparison_table(larger)
     except (_Unavailable, ValueError) as _exc:
-        roof_check_view = mo.md(f"⚠️ **The planner's check at the roof cannot run here:** {_exc}")
-    roof_check_view
-    return (roof_run,)
+        larger_view = mo.md(f"⚠️ **Not measured:** {_exc}")
+    larger_view
+    return larger, larger_run
 
 
 @app.cell(hide_code=True)
-def _(roof_run):
-    roof_run.note() if roof_run is not None else mo.md("")
+def _(larger_run):
+    larger_run.note() if larger_run is not None else mo.md("")
     return
 
 
 @app.cell(hide_code=True)
-def _(measured, roof_run):
-    _row = None if roof_run is None else roof_run.value["table"].iloc[0]
-    if measured is None or _row is None or _row["model"] == measured["profile"]:
-        _md = mo.md("")   # one model only (on a GPU the active model is both): nothing to compare
+def _(larger, measured):
+    if measured is None or larger is None:
+        _md = mo.md("")
     else:
-        _md = expected.should_see(
-            [roof_run.value["sentence"].replace("**", ""),
-             capacity_measured.floor_shares(measured, _row["measured_step_ms"] / 1e3, _row["planner_step_ms"] / 1e3,
-                                            _row["planner_counts_MB"] * 1e6, str(_row["model"]))],
-            ())
+        _md = expected.should_see([capacity_measured.against_floor(larger),
+                                   capacity_measured.floor_shares(measured, larger)], ())
     _md
     return
 

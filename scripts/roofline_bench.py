@@ -97,8 +97,8 @@ def roofline_figures(loaded=None, repeats: int = 5, with_sizes: bool = True,
             "crossover_batch": "ridge (peak / bandwidth) * bytes per parameter / 2",
         },
     }
-    if with_decoding:  # helpers.decoding: both regimes, every implementation, the planner's check
-        out.update(decoding_figures(loaded, None, peak))   # the floor's bandwidth measured alongside its steps
+    if with_decoding:  # helpers.decoding: both regimes, every implementation
+        out.update(decoding_figures(loaded, None))   # the floor's bandwidth measured alongside its steps
     if with_sizes:
         table = decode_efficiency.efficiency_table(sizes.efficiency_sizes, dev, dtype, bandwidth, context, extra=[loaded])
         out["decode_efficiency_by_model"] = [
@@ -108,15 +108,19 @@ def roofline_figures(loaded=None, repeats: int = 5, with_sizes: bool = True,
 
 def figures_for_bench(reg, suffix: str) -> dict[str, Any]:
     """A regime as plain numbers (JSON) for `make bench`, keys ending in `suffix` (e.g. "_small")."""
+    from helpers.formulas.stepcost import decode_cost
+
     best = reg.best
+    # the planner's step at efficiency 1 on the measured bandwidth: the step's bytes (stepcost) ÷ that bandwidth
+    planner_step_s = decode_cost(reg.spec, best.context, 1, reg.dtype).bytes / reg.bandwidth
     out: dict[str, Any] = {
         f"decode_efficiency{suffix}": best.efficiency,
         f"decode_best_impl{suffix}": best.impl,
         f"decode_best_step_s{suffix}": best.step_s,
         f"decode_floor_s{suffix}": best.floor_s,
         f"decode_floor_bandwidth_bytes_per_s{suffix}": reg.bandwidth,
-        f"planner_ratio{suffix}": reg.planner.ratio,
-        f"planner_step_s{suffix}": reg.planner.predicted_step_s,
+        f"planner_ratio{suffix}": best.step_s / planner_step_s,
+        f"planner_step_s{suffix}": planner_step_s,
         f"decode_implementations{suffix}": [
             {"impl": r.impl, "step_s": r.step_s, "floor_s": r.floor_s, "efficiency": r.efficiency,
              "same_tokens_as_eager": r.same_tokens, "kv_slots_read": r.kv_slots, "context": r.context,
@@ -137,7 +141,7 @@ def figures_for_bench(reg, suffix: str) -> dict[str, Any]:
     return out
 
 
-def decoding_figures(loaded, bandwidth: float | None, peak_flops: float) -> dict[str, Any]:
+def decoding_figures(loaded, bandwidth: float | None) -> dict[str, Any]:
     """For `make bench` (the roofline section): the small profile's decode efficiency with the best
     implementation and the planner's ratio (keys ending in _small), every implementation of the
     active profile (keys ending in _active). On a CPU the small model is also compiled, to record
@@ -151,7 +155,7 @@ def decoding_figures(loaded, bandwidth: float | None, peak_flops: float) -> dict
     from helpers.measure.hardware import free_memory
 
     def measure(model, impls):
-        return regimes.measure_regime(model, bandwidth, peak_flops, impls, breakdown=regime_breakdown)
+        return regimes.measure_regime(model, bandwidth, impls, breakdown=regime_breakdown)
 
     dev = loaded.device
     out: dict[str, Any] = {}
@@ -180,8 +184,9 @@ def decoding_figures(loaded, bandwidth: float | None, peak_flops: float) -> dict
         "decode_efficiency_small": "floor / median step of the fastest implementation, small profile, batch 1; "
                                    "the floor at the copy bandwidth measured alongside the steps "
                                    "(decode_floor_bandwidth_bytes_per_s_small)",
-        "planner_ratio_small": "measured step (fastest implementation) / helpers.capacity.plan's step at the "
-                               "measured bandwidth and peak, small profile, batch 1",
+        "planner_ratio_small": "measured step (fastest implementation) / the planner's step at efficiency 1 on the "
+                               "measured bandwidth (helpers.formulas.stepcost.decode_cost bytes / that bandwidth), "
+                               "small profile, batch 1",
         "decode_implementations_*": "helpers.decoding.impls: eager loop, generate, packed (oneDNN-prepacked weights, "
                                     "CPU), static cache, static + torch.compile",
         "decode_breakdown_*": "helpers.decoding.breakdown: the fastest loop (eager or packed) profiled, parts in s per step "

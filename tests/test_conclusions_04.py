@@ -100,35 +100,43 @@ def test_against_floor_when_a_fixed_cost_dominates(times, band):
 
 # ----------------------------------------------------------------------------- the profile's model against the larger one
 
-def _roof_row(record: str):
-    row = recorded("04/roof_check", record)["table"].iloc[0]
-    return row["measured_step_ms"] / 1e3, row["planner_step_ms"] / 1e3, row["planner_counts_MB"] * 1e6
+def larger(floor_s: float, step_s: float) -> dict:
+    """A predict_vs_measure result of the small profile: 568.5 MB per step."""
+    return dict(result(floor_s, step_s, step_bytes=568_549_376, weight_bytes=567_353_344), profile="small")
 
 
-@pytest.mark.parametrize("record, small_pct, large_pct", [("cpu-intel-xeon", 74, 86), ("cpu-amd-epyc", 24, 58)])
-def test_floor_shares_on_both_cpu_records(record, small_pct, large_pct):
-    r = recorded("04/predict_vs_measure", record)
-    step, floor, nbytes = _roof_row(record)
-    v = measured.floor_shares(r, step, floor, nbytes, "small")
-    f_small, f_large = r["predicted_step_s"] / r["measured_step_s"], floor / step
+def test_floor_shares_on_the_amd_record():
+    # the tiny-trained step 4.73 ms against its 1.13 ms floor (24 %); the small step 47.2 ms against 17.7 ms (38 %)
+    small, large = recorded("04/predict_vs_measure", "cpu-amd-epyc"), recorded("04/larger", "cpu-amd-epyc")
+    assert large["profile"] == "small" and large["step_bytes"] == 568_549_376
+    v = measured.floor_shares(small, large)
+    f_small = small["predicted_step_s"] / small["measured_step_s"]
+    f_large = large["predicted_step_s"] / large["measured_step_s"]
     assert v.evidence["small_fraction"] == pytest.approx(f_small) and v.evidence["large_fraction"] == pytest.approx(f_large)
-    assert (round(100 * f_small), round(100 * f_large)) == (small_pct, large_pct)
-    assert f"{small_pct} % of tiny-trained's step (46.6 MB read) and {large_pct} % of small's (568 MB)" in v.words
+    assert (round(100 * f_small), round(100 * f_large)) == (24, 38)
+    assert "24 % of tiny-trained's step (46.6 MB read) and 38 % of small's (569 MB)" in v.words
     assert f"the larger model's step is more of its floor ({factor(f_large / f_small)} the share)" in v.words
+    assert "2.7× the planner's floor" in measured.against_floor(large).words
 
 
 def test_floor_shares_when_the_small_model_beat_its_floor():
     # the Intel live run: tiny 0.89× its floor, small 1.17× its (executed text: 21.6 ms planner, 25.3 ms measured)
-    v = measured.floor_shares(result(3.464e-3, 3.080e-3), 25.3e-3, 21.6e-3, 568e6, "small")
+    v = measured.floor_shares(result(3.464e-3, 3.080e-3), larger(21.6e-3, 25.3e-3))
     assert "112 % of tiny's step" in v.words and "85 % of small's" in v.words
     assert "tiny's step beat its floor" in v.words and "do not compare" in v.words
 
 
 def test_floor_shares_same_and_lower():
-    same = measured.floor_shares(result(1e-3, 2e-3), 20e-3, 10.5e-3, 568e6, "small")
+    same = measured.floor_shares(result(1e-3, 2e-3), larger(10.5e-3, 20e-3))
     assert "the same share within 10%" in same.words            # 50 % and 52.5 %
-    lower = measured.floor_shares(result(1e-3, 1.2e-3), 40e-3, 10e-3, 568e6, "small")
+    lower = measured.floor_shares(result(1e-3, 1.2e-3), larger(10e-3, 40e-3))
     assert "less of its floor (its share 3.3× smaller)" in lower.words   # 83 % against 25 %
+
+
+def test_floor_shares_on_a_gpu_like_pair():
+    # both at 90 % of their floors: the same share, a cost per step that is no part of either
+    v = measured.floor_shares(result(0.9e-3, 1e-3), larger(9e-3, 10e-3))
+    assert "the same share within 10%, whatever the bytes" in v.words
 
 
 # ----------------------------------------------------------------------------- the SLO's batch, derived

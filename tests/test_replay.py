@@ -66,6 +66,21 @@ def test_recording_then_replay_returns_the_recorded_value_labelled(results, monk
     assert not live.replayed and live.value == Sweep(["here"])      # the button measures here
 
 
+def test_a_recording_added_later_says_its_own_where_and_when(results, monkeypatch):
+    _record(results, monkeypatch, "cpu-box", Sweep([1]))
+    path = results / "cpu-box" / "replay" / "01__ttft.json"
+    saved = json.loads(path.read_text())
+    assert saved["measured_on"]["recorded_at"] == "2026-12-01T10:00:00+00:00"      # each recording states it
+    saved["measured_on"]["recorded_at"] = "2026-12-04T09:30:00+00:00"               # one re-recorded since
+    path.write_text(json.dumps(saved))
+    monkeypatch.setenv(replay.REPLAY_ENV, "1")
+    m = replay.measure("01/ttft", list, profile="tiny-trained", device="cpu")
+    assert m.label.endswith("2026-12-04 09:30 UTC")                                # not the record's meta (12-01)
+    del saved["measured_on"]                                                        # a recording from before: its record's
+    path.write_text(json.dumps(saved))
+    assert replay.measure("01/ttft", list, profile="tiny-trained", device="cpu").label.endswith("2026-12-01 10:00 UTC")
+
+
 def test_replay_prefers_a_gpu_record_and_can_name_one(results, monkeypatch):
     _record(results, monkeypatch, "cpu-box", Sweep(["cpu"]))
     _record(results, monkeypatch, "h200", Sweep(["gpu"]), device="cuda", profile="mistral-7b-random")
@@ -156,11 +171,12 @@ def test_a_pickle_beside_the_records_is_never_read(results, monkeypatch):
     assert m.value == 9 and not m.replayed
 
 
-@pytest.mark.parametrize("record", ["cpu-amd-epyc", "cpu-intel-xeon"])
-def test_every_committed_recording_loads(record):
+# the Xeon's record has no 04/larger: notebook 04 measured it after that machine's run (it runs live there)
+@pytest.mark.parametrize("record, count", [("cpu-amd-epyc", 22), ("cpu-intel-xeon", 21)])
+def test_every_committed_recording_loads(record, count):
     folder = records.RESULTS / record
     keys = sorted(p.stem.replace("__", "/") for p in (folder / "replay").glob("[0-9][0-9]__*.json"))
-    assert len(keys) == 22
+    assert len(keys) == count
     for key in keys:
         got = replay.load(key, [folder])
         assert not isinstance(got, str), got

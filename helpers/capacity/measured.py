@@ -136,20 +136,20 @@ def against_floor_way(result: dict) -> str:
             "lower": "below the floor"}[verdicts.change_verdict(result["measured_step_s"] / result["predicted_step_s"])]
 
 
-def floor_shares(small: dict, large_step_s: float, large_floor_s: float, large_bytes: float,
-                 large_name: str) -> verdicts.Verdict:
-    """How much of each model's measured step its floor is: the profile's model (predict_vs_measure's result)
-    against a larger one (the roof check: its planner step and measured step). A cost paid per step whatever
-    the bytes is a larger part of the step that reads fewer bytes; the rule says whether this run shows that
-    (the larger model's floor a larger share of its step, by the change margin) — and says nothing of it when
-    the smaller model's step beat its floor (its weights read from a cache, not from memory)."""
+def floor_shares(small: dict, large: dict) -> verdicts.Verdict:
+    """How much of each model's measured step its floor is: the profile's model against a larger one (both
+    predict_vs_measure's results). A cost paid per step whatever the bytes is a larger part of the step that
+    reads fewer bytes; the rule says whether this run shows that (the larger model's floor a larger share of
+    its step, by the change margin) — and says nothing of it when the smaller model's step beat its floor
+    (its weights read from a cache, not from memory)."""
     f_small = small["predicted_step_s"] / small["measured_step_s"]
-    f_large = large_floor_s / large_step_s
-    ev = {"small_fraction": f_small, "large_fraction": f_large, "small_beyond_s": small["measured_step_s"] - small["predicted_step_s"],
-          "large_beyond_s": large_step_s - large_floor_s}
+    f_large = large["predicted_step_s"] / large["measured_step_s"]
+    ev = {"small_fraction": f_small, "large_fraction": f_large,
+          "small_beyond_s": small["measured_step_s"] - small["predicted_step_s"],
+          "large_beyond_s": large["measured_step_s"] - large["predicted_step_s"]}
     name = small["profile"]
     each = (f"the floor is {100 * f_small:,.0f} % of {name}'s step ({small['step_bytes'] / 1e6:,.1f} MB read) and "
-            f"{100 * f_large:,.0f} % of {large_name}'s ({large_bytes / 1e6:,.0f} MB)")
+            f"{100 * f_large:,.0f} % of {large['profile']}'s ({large['step_bytes'] / 1e6:,.0f} MB)")
     if verdicts.change_verdict(f_small) == "higher":
         return verdicts.Verdict(f"{each}: {name}'s step beat its floor, so its bytes did not come from memory and "
                                 "the two shares do not compare a cost per step", "floor_shares", ev)

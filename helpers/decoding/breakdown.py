@@ -246,7 +246,7 @@ def regime_profiles(loaded) -> tuple[str, ...]:
     return (loaded.profile if loaded.profile in TINY_PROFILES else "tiny", "small")
 
 
-def measure_regimes(loaded, bandwidth: float | None, peak_flops: float, profiles=None, impls=None) -> list:
+def measure_regimes(loaded, bandwidth: float | None, profiles=None, impls=None) -> list:
     """Every profile of regime_profiles (the loaded one reused, the others loaded and released), each
     measured by helpers.decoding.regimes.measure_regime with its step breakdown."""
     from ..measure import models
@@ -259,7 +259,7 @@ def measure_regimes(loaded, bandwidth: float | None, peak_flops: float, profiles
         other = loaded if name == loaded.profile else models.load(name, device=loaded.device)
         if other.dtype not in kernels:
             kernels[other.dtype] = kernel_roofs(other.device, other.dtype)
-        out.append(measure_regime(other, bandwidth, peak_flops, impls, kernel_bandwidth=kernels[other.dtype],
+        out.append(measure_regime(other, bandwidth, impls, kernel_bandwidth=kernels[other.dtype],
                                   breakdown=regime_breakdown))
         if other is not loaded:
             del other

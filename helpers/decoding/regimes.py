@@ -1,5 +1,5 @@
-"""One model's decode measured: each implementation against its memory floor (helpers.formulas.roofline),
-and the capacity planner's predicted step (helpers.capacity.plan) against the fastest one.
+"""One model's decode measured: each implementation against its memory floor (helpers.formulas.roofline).
+The capacity planner's step against a measured one is notebook 04's (helpers.capacity.measured).
 """
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from typing import Any, Sequence
 from .. import env
 from .impls import IMPLEMENTATIONS, decode
 
-PLANNER_BAND = (0.8, 1.25)   # the issue's target: measured ÷ predicted step within it
 
 
 def compile_allowed(device: str) -> bool:
@@ -44,74 +43,6 @@ def decode_sizes(device: str) -> dict[str, int]:
 
 
 @dataclass(frozen=True)
-class PlannerCheck:
-    """The planner's predicted step against the measured one (the fastest implementation)."""
-
-    predicted_step_s: float
-    predicted_bytes: float
-    predicted_bound: str
-    source: str
-    measured_step_s: float
-    measured_impl: str
-    context: int
-    ratio: float                  # measured ÷ predicted step
-    floor_bytes: float            # what the step must read: streamed weights + KV cache
-    within_band: bool             # ratio within PLANNER_BAND
-    sentence: str                 # what the ratio says (planner_sentence)
-
-
-def planner_prediction(spec, dtype: str, device: str, bandwidth: float, peak_flops: float, context: int,
-                       batch: int = 1):
-    """helpers.capacity.plan's plan on this device, described by its measured bandwidth and peak FLOP/s (its own
-    memory, every byte usable, efficiency 1): its step_floor_s, step_bytes_per_gpu and bound are the prediction."""
-    from ..capacity import plan
-    from ..formulas.gpus import GPU
-    from ..measure.hardware import device_info
-
-    info = device_info(device)
-    here = GPU(name=f"this {info.kind}", aliases=(), memory_gb=(info.total_memory or 1e12) / 1e9,
-               bandwidth_tbs=bandwidth / 1e12, bf16_tflops=peak_flops / 1e12, fp8_tflops=None,
-               spec_source="measured (helpers.measure.microbench)", spec_note="", usd_per_hour=0.0, price_provider="",
-               price_product="", price_read="", price_source="", price_note="")
-    kv_dtype = dtype if dtype in ("fp32", "bf16", "fp16") else "bf16"
-    p = plan(spec, here, weight_dtype=dtype, kv_dtype=kv_dtype, context=context, batch=batch,
-             utilization=1.0, overhead_bytes=0, efficiency=1.0)  # the measured bandwidth is this device's roof
-    if p.step_s is None:
-        raise ValueError(f"the planner says {spec.name} does not fit this {info.kind}: {p.reason}")
-    return p
-
-
-def planner_sentence(ratio: float, predicted_bytes: float, floor_bytes: float, breakdown, model: str,
-                     kernel_ceiling: tuple[str, float] | None = None) -> str:
-    """What the planner's ratio (measured ÷ predicted step) says, by a rule on the numbers: within the
-    band, the planner holds; above it, the largest part of the profiled step beyond the memory floor is
-    named (helpers.decoding.breakdown); below it, the bytes the planner counts beyond what a step reads."""
-    lo, hi = PLANNER_BAND
-    if lo <= ratio <= hi:
-        return (f"For {model} the planner is within {lo:.2f}–{hi:.2f} of the device (measured ÷ predicted "
-                f"{ratio:.2f}): bytes ÷ bandwidth is the step.")
-    if ratio > hi:
-        why = ""
-        if breakdown is not None:
-            extra = breakdown.beyond_floor()
-            part, secs = max(extra.items(), key=lambda kv: kv[1])
-            part = part.replace("_", " ")
-            why = (f" The largest part of the step beyond the memory floor is **{part}**: {secs * 1e3:,.2f} ms of a "
-                   f"{breakdown.parts_sum_s * 1e3:,.2f} ms profiled step ({100 * secs / breakdown.parts_sum_s:.0f} %).")
-        if kernel_ceiling is not None and kernel_ceiling[1] < 1 / hi:
-            why += (f" Even its fastest matrix–vector kernel ({kernel_ceiling[0]}) reads at only "
-                    f"{100 * kernel_ceiling[1]:,.0f} % of the copy's bandwidth, so the band is out of reach of any "
-                    f"loop built on it: {1 / kernel_ceiling[1]:.2f}× is the least the ratio could be here.")
-        return (f"For {model} the measured step is {ratio:.2f}× the planner's: the planner counts bytes ÷ bandwidth "
-                f"only, and this step is not waiting for bytes alone.{why}")
-    over = predicted_bytes / floor_bytes if floor_bytes else float("nan")
-    return (f"For {model} the measured step is only {ratio:.2f}× the planner's: the planner counts "
-            f"{predicted_bytes / 1e6:,.0f} MB per step, {over:.2f}× the {floor_bytes / 1e6:,.0f} MB the step must read "
-            "(it counts every weight, the embedding table included, of which a step reads one row), "
-            "or caches hold part of the weights between steps.")
-
-
-@dataclass(frozen=True)
 class ImplResult:
     """One implementation's decode steps against its memory floor."""
 
@@ -129,7 +60,7 @@ class ImplResult:
 
 @dataclass
 class Regime:
-    """One model measured: its implementations, its step breakdown, the planner's check."""
+    """One model measured: its implementations and its step breakdown."""
 
     name: str
     label: str
@@ -139,7 +70,6 @@ class Regime:
     weight_bytes: int
     results: list[ImplResult]
     breakdown: Any = None                                  # helpers.decoding.breakdown.StepBreakdown
-    planner: PlannerCheck | None = None
     skipped: list[str] = field(default_factory=list)
     kernel_bandwidth: dict = field(default_factory=dict)   # helpers.measure.microbench.kernel_bandwidths
     bandwidth: float | None = None                         # the copy's: the floor's roof
@@ -224,12 +154,11 @@ def kernel_roofs(device: str, dtype: str) -> dict[str, float]:
     return kernel_bandwidths(device, dtype) if dtype in MATMUL_DTYPES else {}
 
 
-def measure_regime(loaded, bandwidth: float | None, peak_flops: float, impls: Sequence[str] | None = None,
+def measure_regime(loaded, bandwidth: float | None, impls: Sequence[str] | None = None,
                    sizes: dict | None = None, kernel_bandwidth: dict | None = None, breakdown=None) -> Regime:
     """One loaded model (helpers.measure.models.Loaded): its implementations, the kernels' own bandwidth
-    (measured unless given), the planner's check; `breakdown` (helpers.decoding.breakdown.regime_breakdown, or
-    None) profiles the fastest loop. `bandwidth`: the floor's roof, None to measure it alongside the steps."""
-    from ..formulas.memory import kv_cache_bytes
+    (measured unless given); `breakdown` (helpers.decoding.breakdown.regime_breakdown, or None) profiles
+    the fastest loop. `bandwidth`: the floor's roof, None to measure it alongside the steps."""
     from ..formulas.stepcost import decode_cost
     from ..measure.microbench import default_copy_bytes
     from .packed import release
@@ -249,28 +178,4 @@ def measure_regime(loaded, bandwidth: float | None, peak_flops: float, impls: Se
     if breakdown is not None:
         reg.breakdown = breakdown(loaded.model, reg, sizes["new_tokens"])
     release(loaded.model)   # the packed copies of the weights: not held beyond the measurement
-    context = results[0].context
-    best = reg.best
-    pred = planner_prediction(spec, dtype, dev, bandwidth, peak_flops, context)
-    ratio = best.step_s / pred.step_floor_s
-    floor_bytes = weights + kv_cache_bytes(spec, context, 1, dtype)
-    reg.planner = PlannerCheck(pred.step_floor_s, pred.step_bytes_per_gpu, pred.bound,
-                               "helpers.capacity.plan at the measured bandwidth and peak", best.step_s, best.impl,
-                               context, ratio, floor_bytes,
-                               PLANNER_BAND[0] <= ratio <= PLANNER_BAND[1],
-                               planner_sentence(ratio, pred.step_bytes_per_gpu, floor_bytes, reg.breakdown, loaded.profile,
-                                                reg.kernel_ceiling()))
     return reg
-
-
-def planner_frame(regimes: Sequence[Regime]):
-    """The planner's predicted step against the measured one, per model."""
-    import pandas as pd
-
-    rows = [{"model": reg.name, "planner_step_ms": reg.planner.predicted_step_s * 1e3,
-             "measured_step_ms": reg.planner.measured_step_s * 1e3, "measured_with": reg.planner.measured_impl,
-             "measured_over_predicted": reg.planner.ratio,
-             f"within {PLANNER_BAND[0]}–{PLANNER_BAND[1]}": reg.planner.within_band,
-             "planner_counts_MB": reg.planner.predicted_bytes / 1e6, "step_must_read_MB": reg.planner.floor_bytes / 1e6,
-             "context": reg.planner.context, "measured on": reg.label} for reg in regimes]
-    return pd.DataFrame(rows)

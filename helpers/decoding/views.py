@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from .breakdown import StepBreakdown
-from .regimes import PLANNER_BAND, Regime, skip_reason
+from .regimes import Regime, skip_reason
 from ..present import plots
 
 _MARKERS = {"eager": "^", "generate": "v", "packed": "D", "static": "s", "static+compile": "*"}
@@ -313,28 +313,4 @@ def breakdown_verdicts(reg: Regime, cache_bytes: int | None = None) -> list:
             v = verdicts.against_roof(b.matmul_bandwidth, bw, "it")
             out.append(verdicts.Verdict(f"{reg.name}'s weight matmuls against the fastest kernel's own rate ({name}, "
                                         f"{bw / 1e9:,.1f} GB/s): {v.words}", "kernel", v.evidence))
-    return out
-
-
-def planner_verdicts(regimes: Sequence[Regime]) -> list:
-    """Each model's measured step against the planner's (within PLANNER_BAND, or the factor above or below it),
-    and the smallest model's ratio against the largest's by the margin."""
-    from ..formulas import verdicts
-
-    lo, hi = PLANNER_BAND
-    out = []
-    for reg in regimes:
-        r = reg.planner.ratio
-        where = (f"within the {lo:.2f}–{hi:.2f} band" if lo <= r <= hi else
-                 f"above the band ({verdicts.factor(r / hi)} its top)" if r > hi else
-                 f"below the band ({verdicts.factor(r / lo)} its bottom)")
-        out.append(verdicts.Verdict(f"{reg.name}: measured ÷ planned {r:.2f}, {where}", "planner", {"ratio": r}))
-    if len(regimes) > 1:
-        small, big = min(regimes, key=lambda r: r.weight_bytes), max(regimes, key=lambda r: r.weight_bytes)
-        v = verdicts.change_verdict(small.planner.ratio / big.planner.ratio)
-        words = {"higher": f"{small.name}'s step is further from the planner's than {big.name}'s",
-                 "lower": f"{small.name}'s step is nearer the planner's than {big.name}'s",
-                 "about equal": f"{small.name} and {big.name} as far from the planner (within {verdicts.CHANGE_MARGIN:.0%})"}[v]
-        out.append(verdicts.Verdict(f"{words} ({small.planner.ratio:.2f} against {big.planner.ratio:.2f})", "planner_pair",
-                                    {"small": small.planner.ratio, "big": big.planner.ratio}))
     return out

@@ -150,7 +150,8 @@ def load(key: str, folders: list[Path]) -> tuple[Any, dict] | str:
                     or not 0 <= seconds < 1e6:
                 raise records.RecordError(f"{records.shown(path)} is not the recording of {key} (its key "
                                           f"{saved.get('key')!r}, seconds {seconds!r})")
-            return saved["value"], {MEASURED_ON: _meta(folder), "seconds": float(seconds), "record": folder.name}
+            where = measured_on_of(saved) if MEASURED_ON in saved else _meta(folder)   # its own, else its record's
+            return saved["value"], {MEASURED_ON: where, "seconds": float(seconds), "record": folder.name}
         except records.RecordError as exc:   # a stale or broken recording is a reason to run live
             why = f"its recording does not load: {exc}"
     return why
@@ -158,9 +159,11 @@ def load(key: str, folders: list[Path]) -> tuple[Any, dict] | str:
 
 def save(key: str, value: Any, seconds: float, folder: Path, meta: dict) -> Path:
     """Write one recording and the record's meta beside it (helpers.records.dump: atomic, size-checked);
-    `meta` is {MEASURED_ON: helpers.measure.hardware.measured_on(...)}."""
+    `meta` is {MEASURED_ON: helpers.measure.hardware.measured_on(...)}, kept in the recording too: one added
+    to a record later says its own where and when."""
     records.dump(folder / FOLDER / "meta.json", "replay-meta", meta)
-    return records.dump(_path(folder, key), "replay", {"key": key, "seconds": seconds, "value": value})
+    return records.dump(_path(folder, key), "replay", {"key": key, "seconds": seconds, "value": value,
+                                                        MEASURED_ON: meta[MEASURED_ON]})
 
 
 # ----------------------------------------------------------------------------- the one call
