@@ -542,7 +542,7 @@ def _():
     median decode step measured with a real KV cache. A ratio above 1 is what the floor leaves
     out: kernel launches, Python, the attention kernels' own traffic, caches that are not perfect. A cost
     paid per step, whatever the bytes, is a larger share of a step that reads fewer bytes; whether this run
-    shows that is said after the next section, which measures a larger model. A ratio below 1 means the
+    shows that is said in the next section, which measures a larger model. A ratio below 1 means the
     step's bytes came faster than the measured bandwidth: weights that fit the {term("last-level cache")}
     stay there between steps. `make bench` reports the same ratio for the active profile.
     """), measured_button])

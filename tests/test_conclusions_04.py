@@ -116,6 +116,10 @@ def test_floor_shares_on_the_amd_record():
     assert (round(100 * f_small), round(100 * f_large)) == (24, 38)
     assert "24 % of tiny-trained's step (46.6 MB read) and 38 % of small's (569 MB)" in v.words
     assert f"the larger model's step is more of its floor ({factor(f_large / f_small)} the share)" in v.words
+    beyond = (small["measured_step_s"] - small["predicted_step_s"], large["measured_step_s"] - large["predicted_step_s"])
+    assert f"{beyond[0] * 1e3:,.2f} ms and {beyond[1] * 1e3:,.2f} ms beyond the floors" in v.words
+    assert f"the larger model's is {factor(beyond[1] / beyond[0])} the smaller's" in v.words     # 3.60 and 29.46 ms
+    assert "time that grows with the bytes" in v.words and "a cost paid per step, whatever" not in v.words
     assert "2.7× the planner's floor" in measured.against_floor(large).words
 
 
@@ -134,9 +138,19 @@ def test_floor_shares_same_and_lower():
 
 
 def test_floor_shares_on_a_gpu_like_pair():
-    # both at 90 % of their floors: the same share, a cost per step that is no part of either
+    # both at 90 % of their floors: the same share, and the time beyond each grows with its bytes (0.1 and 1 ms)
     v = measured.floor_shares(result(0.9e-3, 1e-3), larger(9e-3, 10e-3))
     assert "the same share within 10%, whatever the bytes" in v.words
+    assert "0.10 ms and 1.00 ms beyond the floors: the larger model's is 10× the smaller's" in v.words
+
+
+def test_floor_shares_when_a_fixed_cost_is_all_there_is():
+    # 10 ms beyond each floor, whatever the bytes: a cost paid per step, a smaller share of the larger step
+    v = measured.floor_shares(result(1e-3, 11e-3), larger(10e-3, 20e-3))
+    assert "the larger model's step is more of its floor" in v.words
+    assert "10.00 ms and 10.00 ms beyond the floors, the same within 10%: a cost paid per step, whatever the bytes" in v.words
+    less = measured.floor_shares(result(1e-3, 5e-3), larger(10e-3, 11e-3))
+    assert "4.00 ms and 1.00 ms beyond the floors: the larger model's is less than the smaller's" in less.words
 
 
 # ----------------------------------------------------------------------------- the SLO's batch, derived

@@ -95,9 +95,9 @@ def against_floor(result: dict) -> verdicts.Verdict:
     """The measured decode step against the planner's floor (predict_vs_measure's result), by the change
     margin: at the floor (within 10 %); above it, the floor's share of the step (helpers.formulas.verdicts.share)
     and what that share says — reading the bytes sets the step, about half of it, or something other than
-    reading the bytes (the per-step costs the floor leaves out) sets most of it; below it, the rate the step's
-    bytes were read at against the measured bandwidth, and why: weights that fit the last-level cache
-    (result['last_level_cache_bytes']) stay there between steps.
+    reading the bytes (what the floor leaves out: costs per step, slow kernels) sets most of it; below it,
+    the rate the step's bytes were read at against the measured bandwidth, and why: weights that fit the
+    last-level cache (result['last_level_cache_bytes']) stay there between steps.
     evidence: measured_s, floor_s, ratio (measured ÷ floor), fraction (floor ÷ measured), beyond_s (measured − floor)."""
     step, floor = result["measured_step_s"], result["predicted_step_s"]
     ratio, beyond = step / floor, step - floor
@@ -115,8 +115,9 @@ def against_floor(result: dict) -> verdicts.Verdict:
         why = ("reading the bytes is the step" if band == "nearly all" else
                "reading the bytes sets most of the step" if band == "most" else
                "reading the bytes sets about half of it" if band == "about half" else
-               "something other than reading the bytes sets most of the step: the per-step costs the floor leaves "
-               "out (Python, operator dispatch, kernel launches; notebook 03, section 5)")
+               "something other than reading the bytes sets most of the step: what the floor leaves out, costs paid "
+               "per step (Python, operator dispatch, kernel launches; notebook 03, section 5) or weights read below "
+               "the copy's bandwidth (the kernels' own rate, section 6)")
         words = f"{head}: the floor is {share.words} — {why}; {beyond * 1e3:,.3f} ms per step are beyond it"
     else:
         cache = result.get("last_level_cache_bytes")
@@ -140,8 +141,9 @@ def floor_shares(small: dict, large: dict) -> verdicts.Verdict:
     """How much of each model's measured step its floor is: the profile's model against a larger one (both
     predict_vs_measure's results). A cost paid per step whatever the bytes is a larger part of the step that
     reads fewer bytes; the rule says whether this run shows that (the larger model's floor a larger share of
-    its step, by the change margin) — and says nothing of it when the smaller model's step beat its floor
-    (its weights read from a cache, not from memory)."""
+    its step, by the change margin), and the time beyond each floor says whether that cost is all there is
+    (_beyond_words) — and it says nothing of either when the smaller model's step beat its floor (its weights
+    read from a cache, not from memory)."""
     f_small = small["predicted_step_s"] / small["measured_step_s"]
     f_large = large["predicted_step_s"] / large["measured_step_s"]
     ev = {"small_fraction": f_small, "large_fraction": f_large,
@@ -157,8 +159,21 @@ def floor_shares(small: dict, large: dict) -> verdicts.Verdict:
     words = {"higher": f"{each}: the larger model's step is more of its floor ({verdicts.factor(f_large / f_small)} the share)",
              "about equal": f"{each}: the same share within {verdicts.CHANGE_MARGIN:.0%}, whatever the bytes",
              "lower": f"{each}: the larger model's step is less of its floor (its share {verdicts.factor(f_small / f_large)} "
-                      "smaller): its steps cost more beyond the floor than the smaller model's"}[way]
-    return verdicts.Verdict(words, "floor_shares", ev)
+                      "smaller)"}[way]
+    return verdicts.Verdict(f"{words}; {_beyond_words(ev['small_beyond_s'], ev['large_beyond_s'])}", "floor_shares", ev)
+
+
+def _beyond_words(small_s: float, large_s: float) -> str:
+    """What the time beyond each floor says, by the change margin: the same whatever the bytes is a cost paid
+    per step; more for the larger model is time that grows with the bytes — read below the copy's rate."""
+    times = f"{small_s * 1e3:,.2f} ms and {large_s * 1e3:,.2f} ms beyond the floors"
+    if small_s <= 0 or verdicts.change_verdict(large_s / small_s) == "higher":
+        more = f"{verdicts.factor(large_s / small_s)} the smaller's" if small_s > 0 else "more than the smaller's"
+        return (f"{times}: the larger model's is {more}, so more than a cost per step — time that grows with "
+                "the bytes, read below the copy's bandwidth (the kernels' own rate: notebook 03, section 6)")
+    if verdicts.change_verdict(large_s / small_s) == "about equal":
+        return f"{times}, the same within {verdicts.CHANGE_MARGIN:.0%}: a cost paid per step, whatever the bytes"
+    return f"{times}: the larger model's is less than the smaller's — not a cost every step pays alike"
 
 
 @dataclass(frozen=True)
