@@ -4,8 +4,11 @@ the active profile (tiny on a CPU), written to build/bench/serving.json. Workloa
 """
 from __future__ import annotations
 
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
+from typing import Sequence
 
+from helpers.engine.llm import Engine, EngineArgs
+from helpers.engine.request import SamplingParams
 from helpers.serving.measured import Workload, chat_requests, paged_fit, workload
 
 BATCHING_ROUNDS = 2   # the bench's batching figures: each way's fastest of two interleaved rounds
@@ -56,7 +59,6 @@ def against_transformers_cb(model, requests, concurrent: int = 8, max_batch_toke
     requests, at most `concurrent` at once, the same token budget per step and blocks of 16 tokens;
     `rounds` interleaved, each its fastest (a shared machine only slows a run down). Both compute in a
     worker thread (helpers.serving.batching.in_worker_thread says why)."""
-    from helpers.engine.llm import EngineArgs
     from helpers.serving.batching import in_worker_thread, same_tokens, serve_continuous
     from helpers.serving.engine_runs import serve
 
@@ -73,6 +75,41 @@ def against_transformers_cb(model, requests, concurrent: int = 8, max_batch_toke
             "same_tokens": same_tokens(a, b), "concurrent": concurrent, "requests": len(requests), "rounds": rounds}
 
 
+@dataclass(frozen=True)
+class GenerateCheck:
+    identical: bool
+    requests: int
+    identical_requests: int
+    prompt_lengths: list[int]
+    new_tokens_each: int
+    steps: int
+
+
+def identical_to_generate(model, prompts: Sequence[Sequence[int]], new_tokens: int,
+                          args: EngineArgs = EngineArgs()) -> GenerateCheck:
+    """The engine's greedy tokens for all prompts served together against transformers' generate on each
+    prompt alone (never stopping early): whether every token is the same, and per prompt."""
+    import torch
+    from transformers.utils import logging
+
+    e = Engine(model, args)
+    got = e.generate(prompts, SamplingParams(max_tokens=new_tokens, ignore_eos=True))
+    level = logging.get_verbosity()
+    logging.set_verbosity_error()          # generate warns that eos_token_id -1 is not a real token
+    try:
+        want = []
+        for p in prompts:
+            ids = torch.tensor([list(p)], device=next(model.parameters()).device)
+            with torch.inference_mode():
+                out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=new_tokens,
+                                     do_sample=False, eos_token_id=-1, pad_token_id=0)
+            want.append(out[0, ids.shape[1]:].tolist())
+    finally:
+        logging.set_verbosity(level)
+    same = [a == b for a, b in zip(got, want)]
+    return GenerateCheck(all(same), len(prompts), sum(same), [len(p) for p in prompts], new_tokens, len(e.log))
+
+
 def engine_figures(loaded, w: Workload) -> dict:
     """The readable engine's (helpers.engine) figures: greedy tokens identical to generate; output
     tokens/s at ENGINE_CONCURRENT requests ÷ transformers' continuous-batching manager on the same ones;
@@ -81,11 +118,11 @@ def engine_figures(loaded, w: Workload) -> dict:
     import torch
 
     from helpers.measure.quality import eval_ids
-    from helpers.serving import engine_caches, engine_runs, speculative, traces
+    from helpers.serving import engine_caches, speculative, traces
 
     m, tok = loaded.model, loaded.tokenizer
     reqs = chat_requests(tok, replace(w, requests=ENGINE_REQUESTS))
-    same = engine_runs.identical_to_generate(m, [r.prompt for r in reqs[:8]], 16)
+    same = identical_to_generate(m, [r.prompt for r in reqs[:8]], 16)
     vs = against_transformers_cb(m, reqs, ENGINE_CONCURRENT, rounds=ENGINE_ROUNDS)
     g = torch.Generator().manual_seed(0)
     prefix = torch.randint(3, m.config.vocab_size, (w.prefix_tokens,), generator=g).tolist()

@@ -3,7 +3,7 @@ import pytest
 
 from helpers.parallel.links import custom_link
 from helpers.parallel.sim import (FixedCosts, PlannerCosts, Request, compare, per_request, simulate_shared,
-                                  simulate_split, split_pays, split_verdict, summarize, Summary)
+                                  simulate_split, split_verdict, summarize, Summary)
 
 MS = 1e-3
 COSTS = FixedCosts(prefill_per_token_s=1 * MS, decode_step_s=5 * MS, kv_bytes_per_token=1000)
@@ -55,16 +55,16 @@ def test_goodput_and_attainment_by_hand():
     assert rows[0].goodput_rps == pytest.approx(2 / (20 * MS))
     # split 1 + 1: both meet, done at 30 ms
     assert rows[1].goodput_rps == pytest.approx(2 / (30 * MS))
-    assert split_pays(rows) is False
+    assert split_verdict(rows) == "does not pay"
 
 
 def test_split_verdict_reads_goodput_with_a_ten_percent_margin():
     def rows(shared, *splits):
         return [Summary(1, None, None, None, None, 1.0, g, 1.0) for g in (shared, *splits)]
 
-    assert split_verdict(rows(10.0, 11.5)) == "pays" and split_pays(rows(10.0, 11.5))      # 1.15 > 1.10
+    assert split_verdict(rows(10.0, 11.5)) == "pays"                                      # 1.15 > 1.10
     assert split_verdict(rows(10.0, 10.5, 9.0)) == "about equal"                          # best 1.05: within 10%
-    assert not split_pays(rows(10.0, 10.5))                                               # was "pays" at a strict >
+    assert split_verdict(rows(10.0, 10.5)) != "pays"                                      # was "pays" at a strict >
     assert split_verdict(rows(10.0, 11.0)) == "about equal"                               # exactly 1.10: not more
     assert split_verdict(rows(10.0, 9.2)) == "about equal"                                # 0.92 ≥ 1/1.1 = 0.909
     assert split_verdict(rows(10.0, 9.0)) == "does not pay"                               # 0.90 < 0.909

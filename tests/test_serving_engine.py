@@ -4,6 +4,8 @@ no block leaked or double-owned after any run (hypothesis), transformers' assist
 speculative loop (same tokens, same number of target passes), and the target's exact distribution for
 sampled speculative decoding (an exact check on a small vocabulary and a seeded goodness-of-fit test)."""
 import math
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -13,6 +15,9 @@ from hypothesis import strategies as st
 from helpers.engine import speculative
 from helpers.engine.llm import Engine, EngineArgs
 from helpers.engine.request import SamplingParams
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+import serving_bench  # noqa: E402  (scripts/serving_bench.py: make bench's check against generate)
 
 NEW = 12
 GREEDY = SamplingParams(max_tokens=NEW, ignore_eos=True)
@@ -274,7 +279,7 @@ def test_measurements_report_what_the_engine_did(micro):
     assert {r["request"] for r in tl} == set(range(5)) and sum(r["state"] == "decode" for r in tl) == 5 * 3
     summary = engine_runs.log_summary(e, res)
     assert summary.steps == len(e.log) and summary.requests == 5 and summary.preemptions == 0
-    same = engine_runs.identical_to_generate(micro, [list(r.prompt) for r in reqs], 5)
+    same = serving_bench.identical_to_generate(micro, [list(r.prompt) for r in reqs], 5)
     assert same.identical and same.identical_requests == 5
 
 

@@ -293,11 +293,6 @@ def split_verdict(rows: list[Summary], margin: float = CHANGE_MARGIN) -> str:
     return {"higher": "pays", "lower": "does not pay", "about equal": "about equal"}[change_verdict(ratio, margin)]
 
 
-def split_pays(rows: list[Summary], margin: float = CHANGE_MARGIN) -> bool:
-    """True when split_verdict says "pays" (better by more than the margin)."""
-    return len(rows) > 1 and split_verdict(rows, margin) == "pays"
-
-
 def _best(rows: list[Summary]) -> Summary:
     return max(rows[1:], key=lambda r: r.goodput_rps)
 

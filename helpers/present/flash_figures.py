@@ -8,15 +8,6 @@ from ..formulas.flash import HBMTraffic
 from . import plots
 
 
-def hbm_frame(rows: Sequence[HBMTraffic]):
-    """The HBM traffic of one layer by length, labelled."""
-    import pandas as pd
-
-    return pd.DataFrame([{"tokens": r.tokens, "standard bytes": r.standard_bytes, "tiled bytes": r.tiled_bytes,
-                          "standard ÷ tiled": r.standard_over_tiled, "N×N matrix, all heads (bytes)": r.nxn_bytes}
-                         for r in rows])
-
-
 def hbm_figure(rows: Sequence[HBMTraffic], block_r: int, block_c: int, source: Any):
     """Bytes to and from HBM by sequence length (log–log): standard against tiled, with one N×N matrix."""
     from matplotlib.ticker import EngFormatter

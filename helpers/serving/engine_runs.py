@@ -1,6 +1,6 @@
-"""The readable engine (helpers.engine) measured serving: its greedy tokens against transformers'
-`generate`, its step log read, and chunked prefill. The figures of notebook 07 and `make bench` (whose
-engine-against-transformers' manager run is scripts/serving_bench.py's).
+"""The readable engine (helpers.engine) measured serving: its step log read, and chunked prefill. The
+figures of notebook 07 and `make bench` (whose checks against transformers — the same greedy tokens as
+`generate`, the speed of its continuous-batching manager — are scripts/serving_bench.py's).
 """
 from __future__ import annotations
 
@@ -28,16 +28,6 @@ class LogSummary:
     peak_blocks: int                 # the most KV blocks in use at once
     tokens_at_peak: int              # tokens those blocks held
     copy_on_write_copies: int
-
-
-@dataclass(frozen=True)
-class GenerateCheck:
-    identical: bool
-    requests: int
-    identical_requests: int
-    prompt_lengths: list[int]
-    new_tokens_each: int
-    steps: int
 
 
 @dataclass(frozen=True)
@@ -88,31 +78,6 @@ def log_summary(e: Engine, result: ServeResult) -> LogSummary:
                       recomputed_tokens=sum(r.lost_tokens for r in e.scheduler.finished),
                       peak_blocks=peak["blocks used"], tokens_at_peak=peak["tokens held"],
                       copy_on_write_copies=e.kv.alloc.copies)
-
-
-def identical_to_generate(model, prompts: Sequence[Sequence[int]], new_tokens: int,
-                          args: EngineArgs = EngineArgs()) -> GenerateCheck:
-    """The engine's greedy tokens for all prompts served together against transformers' generate on each
-    prompt alone (never stopping early): whether every token is the same, and per prompt."""
-    import torch
-    from transformers.utils import logging
-
-    e = Engine(model, args)
-    got = e.generate(prompts, SamplingParams(max_tokens=new_tokens, ignore_eos=True))
-    level = logging.get_verbosity()
-    logging.set_verbosity_error()          # generate warns that eos_token_id -1 is not a real token
-    try:
-        want = []
-        for p in prompts:
-            ids = torch.tensor([list(p)], device=next(model.parameters()).device)
-            with torch.inference_mode():
-                out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=new_tokens,
-                                     do_sample=False, eos_token_id=-1, pad_token_id=0)
-            want.append(out[0, ids.shape[1]:].tolist())
-    finally:
-        logging.set_verbosity(level)
-    same = [a == b for a, b in zip(got, want)]
-    return GenerateCheck(all(same), len(prompts), sum(same), [len(p) for p in prompts], new_tokens, len(e.log))
 
 
 def chunked_prefill(model, shorts: Sequence[Sequence[int]], long_prompt: Sequence[int], new_tokens: int,
