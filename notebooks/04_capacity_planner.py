@@ -637,11 +637,12 @@ def _(larger_button, loaded):
         if loaded is None:
             raise ValueError("the profile's model did not load (the section above says why)")
         if loaded.device.startswith("cuda") or loaded.profile == "small":
-            raise ValueError(f"the model above ({loaded.profile}) is the larger one here")
-        larger_run = replay.measure("04/larger", larger_check, loaded, run=larger_button.value, long=True,
-                                    profile=loaded.profile, device=loaded.device)
-        larger = larger_run.value
-        larger_view = capacity_measured.comparison_table(larger)
+            larger_view = mo.md(f"The model above ({loaded.profile}) is the larger one here: nothing more to measure.")
+        else:
+            larger_run = replay.measure("04/larger", larger_check, loaded, run=larger_button.value, long=True,
+                                        profile=loaded.profile, device=loaded.device)
+            larger = larger_run.value
+            larger_view = capacity_measured.comparison_table(larger)
     except (_Unavailable, ValueError) as _exc:
         larger_view = mo.md(f"⚠️ **Not measured:** {_exc}")
     larger_view
