@@ -645,7 +645,8 @@ def _():
     - **where one step's time goes**: the fastest loop's step under {term("torch.profiler", "torchprofiler")}, split into weight
       matmuls, attention, other operators and the time in no operator at all (Python, dispatch).
 
-    The capacity planner's step against a measured one is notebook 04's (its last section).
+    The capacity planner's step against a measured one is notebook 04's (its section "Prediction against
+    measurement").
 
     Each model's floor uses the copy bandwidth measured **alongside its own steps** (before each round of
     implementations and after the last, the best sample), not section 1's: a machine shared with other
