@@ -8,9 +8,7 @@ helpers.measure.quant, helpers.formulas.attention and formats the result with he
 """
 from __future__ import annotations
 
-import csv
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 from helpers.formulas.units import GB, GiB, KB, KiB
@@ -20,7 +18,6 @@ FULL_ATTENTION = "mistral-7b-v0.3"   # same shape, no sliding window: the talk's
 GPU = "H100 SXM"                     # the talk's GPU
 SLO_MS = 10.0                        # the talk's premium-chat latency SLO, ms per output token
 CONTEXT = 4096
-SERVING_CSV = Path(__file__).resolve().parents[1] / "helpers" / "data" / "talk_serving_h100.csv"
 
 
 @dataclass(frozen=True)
@@ -172,24 +169,25 @@ def mla() -> dict[str, Figure]:
     return out
 
 
-def serving_reported(path: Path = SERVING_CSV) -> dict[str, Figure]:
+def serving_reported() -> dict[str, Figure]:
     """The talk's serving benchmark (reported on an H100, not measured here) and its ratios, with the
     caveat that the baseline served one request at a time against vLLM's ten."""
-    with open(path, newline="") as f:
-        rows = list(csv.DictReader(r for r in f if not r.startswith("#")))
+    from helpers.benchmark.guide import TALK_CSV, talk_rows
+
+    rows, name = talk_rows().to_dict("records"), TALK_CSV.name
     out: dict[str, Figure] = {}
     for r in rows:
         k = r["key"]
         for col, unit in (("tok_s", ""), ("ttft_ms", " ms"), ("itl_ms", " ms")):
             v = float(r[col])
             out[f"serve_{k}_{col}"] = Figure(v, f"{v:,.1f}{unit}" if col == "itl_ms" else f"{v:,.0f}{unit}",
-                                             f"{path.name}: {r['configuration']}")
+                                             f"{name}: {r['configuration']}")
     base = float(rows[0]["tok_s"])
     best = max(rows[1:], key=lambda r: float(r["tok_s"]))
     ratio = float(best["tok_s"]) / base
     out["serve_best_ratio"] = Figure(ratio, f"{ratio:,.0f}×", f"{best['configuration']} ÷ {rows[0]['configuration']}")
-    out["serve_concurrency"] = Figure(int(rows[1]["concurrency"]), rows[1]["concurrency"], path.name)
-    out["serve_baseline_concurrency"] = Figure(int(rows[0]["concurrency"]), rows[0]["concurrency"], path.name)
+    out["serve_concurrency"] = Figure(int(rows[1]["concurrency"]), str(rows[1]["concurrency"]), name)
+    out["serve_baseline_concurrency"] = Figure(int(rows[0]["concurrency"]), str(rows[0]["concurrency"]), name)
     return out
 
 

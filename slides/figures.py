@@ -120,15 +120,14 @@ def mla():
 
 def serving():
     """The talk's reported serving benchmark (tokens/s), baseline concurrency marked."""
-    import csv
+    from helpers.benchmark.guide import TALK_CSV, talk_rows
 
-    with open(kf.SERVING_CSV, newline="") as f:
-        rows = list(csv.DictReader(r for r in f if not r.startswith("#")))
+    rows = talk_rows().to_dict("records")
     fig, ax = plots.figure(width=7, height=3.6)
     labels = [f"{r['configuration']} ({r['concurrency']} at once)" for r in rows]
     ax.barh(labels[::-1], [float(r["tok_s"]) for r in rows][::-1], color=REPORTED)
     ax.set(xlabel="output tokens per second", title="Serving benchmark as the talk reported it (one H100)")
-    return plots.finish(fig, f"reported by the presenters, not measured here: helpers/data/{kf.SERVING_CSV.name}")
+    return plots.finish(fig, f"reported by the presenters, not measured here: helpers/data/{TALK_CSV.name}")
 
 
 FIGURES = {"kv_context_users": kv_context_users, "roofline": roofline, "quantization": quantization,

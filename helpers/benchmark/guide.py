@@ -16,10 +16,16 @@ TALK_CSV = Path(__file__).resolve().parents[1] / "data" / "talk_serving_h100.csv
 TALK_SOURCE = "the workshop talk, Demo F (one H100; 10 concurrent × 50 tokens; 1,656-token shared prefix)"
 
 
-def talk_table():
+def talk_rows():
+    """The talk's table as its CSV holds it (key, configuration, concurrency, tok_s, ttft_ms, itl_ms): the
+    one reader of helpers/data/talk_serving_h100.csv, for the guide, the key figures and the slides."""
     import pandas as pd
 
-    t = pd.read_csv(TALK_CSV, comment="#").rename(columns={"tok_s": "tok/s", "ttft_ms": "TTFT ms", "itl_ms": "ITL ms"})
+    return pd.read_csv(TALK_CSV, comment="#")
+
+
+def talk_table():
+    t = talk_rows().rename(columns={"tok_s": "tok/s", "ttft_ms": "TTFT ms", "itl_ms": "ITL ms"})
     return t[["configuration", "concurrency", "tok/s", "TTFT ms", "ITL ms"]].assign(source=TALK_SOURCE)
 
 
