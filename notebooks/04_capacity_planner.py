@@ -525,10 +525,10 @@ def _(
 @app.function
 def larger_check(active) -> dict:
     """The same prediction against measurement (helpers.capacity.measured.predict_vs_measure) on a model that
-    reads more bytes per step: the small profile, loaded on the active model's device."""
+    reads more bytes per step (capacity_measured.larger_profile), loaded on the active model's device."""
     from helpers.measure import models
 
-    return capacity_measured.predict_vs_measure(models.load("small", device=active.device))
+    return capacity_measured.predict_vs_measure(models.load(capacity_measured.LARGER_PROFILE, device=active.device))
 
 
 @app.cell(hide_code=True)
@@ -621,9 +621,9 @@ def _():
     mo.vstack([mo.md("""
     ### The same prediction on a larger model
 
-    The same floor, the same measurement and the same rule on the `small` profile (175 M parameters,
-    567 MB read per step in fp32), beside the profile's model above. On a GPU the profile's model is
-    already the larger one, and this section has nothing to add.
+    The same floor, the same measurement and the same rule on the `small` profile, beside the profile's
+    model above (the table gives each one's bytes per step). Where the profile's model already reads as many
+    (Mistral 7B on a GPU, the small profile itself), this section has nothing to add.
     """), larger_button])
     return (larger_button,)
 
@@ -636,8 +636,9 @@ def _(larger_button, loaded):
     try:
         if loaded is None:
             raise ValueError("the profile's model did not load (the section above says why)")
-        if loaded.device.startswith("cuda") or loaded.profile == "small":
-            larger_view = mo.md(f"The model above ({loaded.profile}) is the larger one here: nothing more to measure.")
+        if capacity_measured.larger_profile(loaded) is None:
+            larger_view = mo.md(f"The model above ({loaded.profile}) reads at least as many bytes per step as the "
+                                f"{capacity_measured.LARGER_PROFILE} profile: nothing more to measure.")
         else:
             larger_run = replay.measure("04/larger", larger_check, loaded, run=larger_button.value, long=True,
                                         profile=loaded.profile, device=loaded.device)

@@ -123,6 +123,20 @@ def test_floor_shares_on_the_amd_record():
     assert "2.7× the planner's floor" in measured.against_floor(large).words
 
 
+def test_the_larger_profile_is_small_only_where_it_reads_more_bytes():
+    from types import SimpleNamespace
+
+    from helpers.formulas.specs import get_spec, spec_from_config
+    from helpers.measure.local_models import SMALL_CONFIG, TINY_CONFIG
+
+    def loaded(spec):
+        return SimpleNamespace(spec=spec)
+
+    assert measured.larger_profile(loaded(spec_from_config(TINY_CONFIG, "tiny"))) == "small"   # 46 MB against 567 MB
+    assert measured.larger_profile(loaded(spec_from_config(SMALL_CONFIG, "small"))) is None    # the same bytes
+    assert measured.larger_profile(loaded(get_spec("mistral-7b-v0.1"))) is None                # a GPU's profile
+
+
 def test_floor_shares_when_the_small_model_beat_its_floor():
     # the Intel live run: tiny 0.89× its floor, small 1.17× its (executed text: 21.6 ms planner, 25.3 ms measured)
     v = measured.floor_shares(result(3.464e-3, 3.080e-3), larger(21.6e-3, 25.3e-3))

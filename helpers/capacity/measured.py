@@ -84,6 +84,21 @@ def predict_vs_measure(loaded, bandwidth: float | None = None, batch: int | None
     }
 
 
+LARGER_PROFILE = "small"    # the locally built profile whose decode step reads the most bytes
+
+
+def larger_profile(loaded) -> str | None:
+    """The profile notebook 04's second comparison measures beside the loaded model: LARGER_PROFILE when its
+    weights (counted from its config, helpers.formulas.stepcost) are more than the loaded model's, else None
+    (the small profile itself, Mistral 7B on a GPU: the loaded model is already the larger one)."""
+    from ..formulas.specs import spec_from_config
+    from ..measure.local_models import BUILT_PROFILES
+
+    larger = spec_from_config(BUILT_PROFILES[LARGER_PROFILE][0], LARGER_PROFILE)
+    reads = decode_cost(larger, 0, 1, "fp32").weight_read_bytes
+    return LARGER_PROFILE if reads > decode_cost(loaded.spec, 0, 1, "fp32").weight_read_bytes else None
+
+
 def last_level_cache_bytes(device: str) -> int | None:
     """The largest data cache this CPU reports (helpers.measure.microbench), None on a GPU or where unknown."""
     from ..measure.microbench import last_level_cache_bytes as largest
@@ -167,11 +182,12 @@ def _beyond_words(small_s: float, large_s: float) -> str:
     """What the time beyond each floor says, by the change margin: the same whatever the bytes is a cost paid
     per step; more for the larger model is time that grows with the bytes — read below the copy's rate."""
     times = f"{small_s * 1e3:,.2f} ms and {large_s * 1e3:,.2f} ms beyond the floors"
-    if small_s <= 0 or verdicts.change_verdict(large_s / small_s) == "higher":
+    way = verdicts.change_verdict(large_s / small_s) if small_s > 0 else "higher"
+    if way == "higher":
         more = f"{verdicts.factor(large_s / small_s)} the smaller's" if small_s > 0 else "more than the smaller's"
         return (f"{times}: the larger model's is {more}, so more than a cost per step — time that grows with "
                 "the bytes, read below the copy's bandwidth (the kernels' own rate: notebook 03, section 6)")
-    if verdicts.change_verdict(large_s / small_s) == "about equal":
+    if way == "about equal":
         return f"{times}, the same within {verdicts.CHANGE_MARGIN:.0%}: a cost paid per step, whatever the bytes"
     return f"{times}: the larger model's is less than the smaller's — not a cost every step pays alike"
 

@@ -11,7 +11,6 @@ from .. import env
 from .impls import IMPLEMENTATIONS, decode
 
 
-
 def compile_allowed(device: str) -> bool:
     """torch.compile on a CUDA GPU; on a CPU only when WORKSHOP_COMPILE=1 (inductor's C++ build of every kernel
     exceeds notebook 03's one-minute budget on 2 cores)."""
