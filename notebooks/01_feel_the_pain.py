@@ -198,12 +198,12 @@ def _(kv_box):
     _m = get_spec("mistral-7b-v0.1")
     _k = _t.terms
     _share = _m.num_heads // _m.num_kv_heads
-    mo.vstack([learner.beside(kv_box, _given, _t.bytes_per_token, shown=lambda v: f"{v:,.0f} B", hints={
-        "higher": f"Every one of the {_m.num_layers} layers keeps its own cache, and each keeps both a key and a value "
-                  "vector per KV head: the factors layers and 2.",
-        "lower": f"Only the {_m.num_kv_heads} KV heads are cached, not the {_m.num_heads} query heads ({_share} query heads "
-                 f"share each under GQA), and bf16 stores a number in {_k['bytes_per_element']:g} bytes, not fp32's 4.",
-        "about equal": "2 · layers · kv_heads · head_dim · bytes, term by term."}),
+    mo.vstack([learner.beside(kv_box, _given, _t.bytes_per_token, shown=lambda v: f"{v:,.0f} B",
+        higher=f"Every one of the {_m.num_layers} layers keeps its own cache, and each keeps both a key and a value "
+               "vector per KV head: the factors layers and 2.",
+        lower=f"Only the {_m.num_kv_heads} KV heads are cached, not the {_m.num_heads} query heads ({_share} query heads "
+              f"share each under GQA), and bf16 stores a number in {_k['bytes_per_element']:g} bytes, not fp32's 4.",
+        within="2 · layers · kv_heads · head_dim · bytes, term by term."),
         mo.md(f"""
         Mistral 7B, term by term: 2 × {_k["layers"]} × {_k["kv_heads"]} × {_k["head_dim"]} × {_k["bytes_per_element"]:g} B =
         {fmt_bytes(_t.bytes_per_token)} per token: {_t.bytes_per_token * 4096 / 2**30:.1f} GiB for one 4k-token
@@ -286,14 +286,14 @@ def _(ttft_box, ttft_doubling, ttft_fit):
                  if ttft_fit else None)
         _fixed = (verdicts.share(ttft_fit.a, ttft_fit.predict(_d.n0), f"the fitted time at {_d.n0:,} tokens").words
                   if ttft_fit else None)
-        _out = learner.beside(ttft_box, _given, _d.ratio, shown=lambda v: f"{v:,.2f}× ({_d.n0:,} → {_d.n1:,} tokens)", hints={
-            "higher": "Attention compares every prompt token with every earlier one, so its work grows 4× when the "
-                      "prompt doubles" + (f": by the fitted law the n² term is {_quad}." if _quad else "."),
-            "lower": "Part of a prefill's time does not grow with the prompt: a fixed cost per forward (on a CPU, "
-                     "Python and operator dispatch; on a GPU, reading every weight once)"
-                     + (f": by the fitted law the constant term is {_fixed}." if _fixed else "."),
-            "about equal": "The weights' work (∝ n) doubles, attention's (∝ n²) quadruples and a fixed cost stays: "
-                           "the ratio is their mix at this length."})
+        _out = learner.beside(ttft_box, _given, _d.ratio, shown=lambda v: f"{v:,.2f}× ({_d.n0:,} → {_d.n1:,} tokens)",
+            higher="Attention compares every prompt token with every earlier one, so its work grows 4× when the "
+                   "prompt doubles" + (f": by the fitted law the n² term is {_quad}." if _quad else "."),
+            lower="Part of a prefill's time does not grow with the prompt: a fixed cost per forward (on a CPU, "
+                  "Python and operator dispatch; on a GPU, reading every weight once)"
+                  + (f": by the fitted law the constant term is {_fixed}." if _fixed else "."),
+            within="The weights' work (∝ n) doubles, attention's (∝ n²) quadruples and a fixed cost stays: "
+                   "the ratio is their mix at this length.")
     mo.vstack([_out, mo.md(f"Measured: {_d.reading().words}." if _d else "")])
     return
 

@@ -103,10 +103,10 @@ def _(mistral):
 def _(mistral, weights_box):
     _given = None  # Jupyter/Colab: your prediction here (e.g. 10); in marimo, type it in the box above
     _w, _fp32 = memory.weight_bytes(mistral, "bf16"), memory.weight_bytes(mistral, "fp32")
-    mo.vstack([learner.beside(weights_box, _given, _w.bytes / GB, shown=lambda v: f"{v:,.2f} GB", hints={
-        "higher": f"The name rounds the count: {_w.params:,} parameters, each 2 bytes in bf16.",
-        "lower": f"bf16 stores a parameter in 2 bytes; fp32's 4 would make {_fp32.bytes / GB:,.2f} GB.",
-        "about equal": "Parameters × bytes per parameter."}),
+    mo.vstack([learner.beside(weights_box, _given, _w.bytes / GB, shown=lambda v: f"{v:,.2f} GB",
+        higher=f"The name rounds the count: {_w.params:,} parameters, each 2 bytes in bf16.",
+        lower=f"bf16 stores a parameter in 2 bytes; fp32's 4 would make {_fp32.bytes / GB:,.2f} GB.",
+        within="Parameters × bytes per parameter."),
         mo.md(f"""
         Mistral 7B v0.1 has {_w.params:,} parameters: {_w.params:,} × 2 B = {_w.bytes / 1e9:.2f} GB
         ({_w.bytes / 2**30:.2f} GiB) in bf16 — not "14.6 GB".
@@ -313,13 +313,13 @@ def _(mistral, users_box, users_example):
     _label = _h.memory_gb * GB
     _by_label = memory.max_users(_label, _w, memory.runtime_reserve_bytes(_label), _kv, 4096)
     _whole = memory.max_users(_h.usable_memory_bytes, _w, 0, _kv, 4096)
-    learner.beside(users_box, _given, users_example, shown=lambda v: f"{v:,.0f} users", hints={
-        "higher": f"One user holds {4096 * _kv / GB:,.2f} GB: the cache keeps {mistral.num_kv_heads} KV heads, not "
-                  f"{mistral.num_heads} query heads. And the memory is what CUDA reports, {_h.usable_memory_bytes / GB:,.2f} GB: "
-                  f"the label's {_h.memory_gb:g} GB would give {_by_label:,} users.",
-        "lower": f"The reserve ({memory.runtime_reserve_bytes(_h.usable_memory_bytes) / GB:,.2f} GB) and the weights "
-                 f"({_w / GB:,.2f} GB) come off first: the whole memory, nothing reserved, would hold {_whole:,}.",
-        "about equal": "⌊(memory − reserve − weights) ÷ (context × KV bytes per token)⌋, term by term."})
+    learner.beside(users_box, _given, users_example, shown=lambda v: f"{v:,.0f} users",
+        higher=f"One user holds {4096 * _kv / GB:,.2f} GB: the cache keeps {mistral.num_kv_heads} KV heads, not "
+               f"{mistral.num_heads} query heads. And the memory is what CUDA reports, {_h.usable_memory_bytes / GB:,.2f} GB: "
+               f"the label's {_h.memory_gb:g} GB would give {_by_label:,} users.",
+        lower=f"The reserve ({memory.runtime_reserve_bytes(_h.usable_memory_bytes) / GB:,.2f} GB) and the weights "
+              f"({_w / GB:,.2f} GB) come off first: the whole memory, nothing reserved, would hold {_whole:,}.",
+        within="⌊(memory − reserve − weights) ÷ (context × KV bytes per token)⌋, term by term.")
     return
 
 

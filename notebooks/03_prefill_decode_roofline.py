@@ -225,23 +225,23 @@ def _(bandwidth, crossover, dtype, peak, ridge, roofline_cache, source, measured
 @app.cell
 def _(ridge, ridge_box):
     _given = None  # Jupyter/Colab: your prediction here (e.g. 10); in marimo, type it in the box above
-    learner.beside(ridge_box, _given, ridge, shown=lambda v: f"{v:,.1f} FLOP/B", hints={
-        "higher": "This device's arithmetic is faster beside its memory than you assumed: more FLOPs per byte "
-                  "before the arithmetic units become the bound.",
-        "lower": "This device's memory keeps up with its arithmetic better than you assumed: fewer FLOPs per "
-                 "byte already make a computation compute-bound.",
-        "about equal": "Peak ÷ bandwidth, as derived."})
+    learner.beside(ridge_box, _given, ridge, shown=lambda v: f"{v:,.1f} FLOP/B",
+        higher="This device's arithmetic is faster beside its memory than you assumed: more FLOPs per byte "
+               "before the arithmetic units become the bound.",
+        lower="This device's memory keeps up with its arithmetic better than you assumed: fewer FLOPs per "
+              "byte already make a computation compute-bound.",
+        within="Peak ÷ bandwidth, as derived.")
     return
 
 
 @app.cell
 def _(crossover, crossover_box, dtype):
     _given = None  # Jupyter/Colab: your prediction here (e.g. 20); in marimo, type it in the box above
-    learner.beside(crossover_box, _given, crossover, shown=lambda v: f"batch {v:,.1f}", hints={
-        "higher": f"b* = ridge × {dtype_bytes(dtype):g} B ÷ 2: in {dtype} each parameter's bytes serve more "
-                  "sequences before the step turns compute-bound.",
-        "lower": f"b* = ridge × {dtype_bytes(dtype):g} B ÷ 2, with the ridge this device measured above.",
-        "about equal": "Ridge × bytes per parameter ÷ 2, as derived."})
+    learner.beside(crossover_box, _given, crossover, shown=lambda v: f"batch {v:,.1f}",
+        higher=f"b* = ridge × {dtype_bytes(dtype):g} B ÷ 2: in {dtype} each parameter's bytes serve more "
+               "sequences before the step turns compute-bound.",
+        lower=f"b* = ridge × {dtype_bytes(dtype):g} B ÷ 2, with the ridge this device measured above.",
+        within="Ridge × bytes per parameter ÷ 2, as derived.")
     return
 
 

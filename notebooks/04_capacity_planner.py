@@ -304,13 +304,13 @@ def _(slo_case):
 def _(batch_box, slo_derived):
     _given = None  # Jupyter/Colab: your prediction here (e.g. 30); in marimo, type it in the box above
     _d = slo_derived
-    learner.beside(batch_box, _given, _d.batch, shown=lambda v: f"{v:,.0f} sequences", hints={
-        "higher": f"Each sequence adds only its cache to a step, k = {_d.seq_bytes / 1e6:,.0f} MB; the weights' "
-                  f"{_d.weight_bytes / 1e9:,.1f} GB are read once for the whole batch.",
-        "lower": f"The weights alone take {1e3 * _d.weight_bytes / (_d.efficiency * _d.bandwidth):.2f} ms of the "
-                 f"{_d.slo_s * 1e3:g} ms at {_d.efficiency:.0%} of the datasheet; only what is left holds caches, "
-                 f"{_d.seq_bytes / 1e6:,.0f} MB each.",
-        "about equal": "W, k and the bytes a step may move, term by term as derived."})
+    learner.beside(batch_box, _given, _d.batch, shown=lambda v: f"{v:,.0f} sequences",
+        higher=f"Each sequence adds only its cache to a step, k = {_d.seq_bytes / 1e6:,.0f} MB; the weights' "
+               f"{_d.weight_bytes / 1e9:,.1f} GB are read once for the whole batch.",
+        lower=f"The weights alone take {1e3 * _d.weight_bytes / (_d.efficiency * _d.bandwidth):.2f} ms of the "
+              f"{_d.slo_s * 1e3:g} ms at {_d.efficiency:.0%} of the datasheet; only what is left holds caches, "
+              f"{_d.seq_bytes / 1e6:,.0f} MB each.",
+        within="W, k and the bytes a step may move, term by term as derived.")
     return
 
 
@@ -336,12 +336,12 @@ def _(cost_box, slo_derived):
     Here: {_p.batch:,} ÷ {_p.step_ms:.2f} ms = {_p.tokens_per_s:,.0f} tokens/s;
     \\${_p.usd_per_hour:.2f} ÷ 3,600 = \\${_p.usd_per_hour / 3600:.6f} per second ({_g.price_provider},
     read {_g.price_read}); ÷ {_p.tokens_per_s:,.0f} × 10⁶ = **\\${_p.usd_per_million_tokens:.3f}**.
-    """), learner.beside(cost_box, _given, _p.usd_per_million_tokens, shown=lambda v: f"\\${v:,.3f}", hints={
-        "higher": f"Every token pays for the GPU's whole second: at batch {_p.batch:,} a second serves "
-                  f"{_p.tokens_per_s:,.0f} tokens, and the price per hour is divided by those alone.",
-        "lower": f"The GPU's \\${_p.usd_per_hour:.2f} an hour is shared by {_p.tokens_per_s:,.0f} tokens a second, "
-                 "3,600 seconds an hour: check the tokens per second first (batch ÷ step).",
-        "about equal": "Price per second ÷ tokens per second, as derived."})])
+    """), learner.beside(cost_box, _given, _p.usd_per_million_tokens, shown=lambda v: f"\\${v:,.3f}",
+        higher=f"Every token pays for the GPU's whole second: at batch {_p.batch:,} a second serves "
+               f"{_p.tokens_per_s:,.0f} tokens, and the price per hour is divided by those alone.",
+        lower=f"The GPU's \\${_p.usd_per_hour:.2f} an hour is shared by {_p.tokens_per_s:,.0f} tokens a second, "
+              "3,600 seconds an hour: check the tokens per second first (batch ÷ step).",
+        within="Price per second ÷ tokens per second, as derived.")])
     return
 
 
@@ -501,11 +501,11 @@ def _(
         _plan = capacity.plan(model, _r.gpu, n_gpus, weights, kv, context=_p + _o, batch=_r.batch,
                               prompt_tokens=_p, efficiency=efficiency)
         _ratio = _r.usd_per_million_output_tokens / _r.usd_per_million_input_tokens
-        _word = {"higher": "more", "about equal": f"as much, within {verdicts.CHANGE_MARGIN:.0%}",
-                 "lower": "less"}[verdicts.change_verdict(_ratio)]
-        _dec_word = {"higher": "higher than", "about equal": f"within {verdicts.CHANGE_MARGIN:.0%} of",
-                     "lower": "lower than"}[verdicts.change_verdict(_r.usd_per_million_tokens /
-                                                                     _r.usd_per_million_output_tokens)]
+        _word = verdicts.change_words(_ratio, higher="more", lower="less",
+                                      within=f"as much, within {verdicts.CHANGE_MARGIN:.0%}")
+        _dec_word = verdicts.change_words(_r.usd_per_million_tokens / _r.usd_per_million_output_tokens,
+                                          higher="higher than", lower="lower than",
+                                          within=f"within {verdicts.CHANGE_MARGIN:.0%} of")
         _why = (f"The {_p:,}-token prefill is **{_plan.prefill_bound}-bound** here (floor: "
                 f"{1e3 * _plan.prefill_memory_s:,.2f} ms to move the weights and the prompt's cache, "
                 f"{1e3 * _plan.prefill_compute_s:,.2f} ms of arithmetic): one pass serves all {_p:,} prompt tokens, "

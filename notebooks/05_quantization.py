@@ -186,14 +186,14 @@ def _(nf4_box):
     _w = memory.weight_bytes("mistral-7b-v0.1", "nf4")
     _e = quantization.embedding_share("mistral-7b-v0.1")
     _bf16 = memory.weight_bytes("mistral-7b-v0.1", "bf16").bytes
-    learner.beside(nf4_box, _given, _w.bytes / 1e9, shown=lambda v: f"{v:,.2f} GB", hints={
-        "higher": f"nf4 stores ½ byte per quantized weight plus one fp32 absmax per 64 of them "
-                  f"({fmt_bytes(_w.metadata_bytes)} of scales), and the embedding and the head, "
-                  f"{_e.embedding_and_head:,} parameters, stay in bf16: not the rule of thumb's ¼ of "
-                  f"{fmt_bytes(_bf16)}.",
-        "lower": f"Only the decoder blocks' linear layers shrink to ½ byte per weight; their scales add "
-                 f"{fmt_bytes(_w.metadata_bytes)}, and the rest stays at 2 bytes.",
-        "about equal": "The codes at ½ byte, the scales, and the bf16 embedding and head, as counted above."})
+    learner.beside(nf4_box, _given, _w.bytes / 1e9, shown=lambda v: f"{v:,.2f} GB",
+        higher=f"nf4 stores ½ byte per quantized weight plus one fp32 absmax per 64 of them "
+               f"({fmt_bytes(_w.metadata_bytes)} of scales), and the embedding and the head, "
+               f"{_e.embedding_and_head:,} parameters, stay in bf16: not the rule of thumb's ¼ of "
+               f"{fmt_bytes(_bf16)}.",
+        lower=f"Only the decoder blocks' linear layers shrink to ½ byte per weight; their scales add "
+              f"{fmt_bytes(_w.metadata_bytes)}, and the rest stays at 2 bytes.",
+        within="The codes at ½ byte, the scales, and the bf16 embedding and head, as counted above.")
     return
 
 
@@ -292,13 +292,13 @@ def _(results, results_on, step_box):
     else:
         _bytes = quant.streamed_bytes(_nf4, results_on.spec, _ref.scheme) / quant.streamed_bytes(_ref, results_on.spec, _ref.scheme)
         _out = learner.beside(step_box, _given, _nf4.speed["itl_s"] / _ref.speed["itl_s"], shown=lambda v: (
-            f"{v:.2f}× ({_nf4.speed['itl_s'] * 1e3:,.1f} against {_ref.speed['itl_s'] * 1e3:,.1f} ms)"), hints={
-            "higher": f"nf4 reads {_bytes:.2f}× the reference's weight bytes, but a step is shorter by the bytes only "
-                      "where reading them sets its time and the kernel dequantizes as it reads; bitsandbytes rebuilds "
-                      "each block in the compute dtype and then multiplies.",
-            "lower": f"nf4 reads {_bytes:.2f}× the reference's weight bytes; with a kernel that dequantizes as it reads, a "
-                     "step set by reading its weights takes time in proportion to them.",
-            "about equal": f"The step against its bytes ({_bytes:.2f}× the reference's) is read below."})
+            f"{v:.2f}× ({_nf4.speed['itl_s'] * 1e3:,.1f} against {_ref.speed['itl_s'] * 1e3:,.1f} ms)"),
+            higher=f"nf4 reads {_bytes:.2f}× the reference's weight bytes, but a step is shorter by the bytes only "
+                   "where reading them sets its time and the kernel dequantizes as it reads; bitsandbytes rebuilds "
+                   "each block in the compute dtype and then multiplies.",
+            lower=f"nf4 reads {_bytes:.2f}× the reference's weight bytes; with a kernel that dequantizes as it reads, a "
+                  "step set by reading its weights takes time in proportion to them.",
+            within=f"The step against its bytes ({_bytes:.2f}× the reference's) is read below.")
     _out
     return
 
@@ -624,13 +624,13 @@ def _(big_gpu, gpt_oss, results, results_on):
     _q = _ran.get("nf4") or next(iter(list(_ran.values())[1:]), None) or results[0]
     _mx = next(f for f in gpt_oss if f.scheme == "mxfp4")
     _timed = _q is not results[0] and _q.speed and results[0].speed
-    _way = {"higher": "longer", "lower": "shorter", "about equal": "about as long"}
     check_questions = [
         learner.Question(f"How many MB do the weights of this run's {_q.label} model take, measured ({results_on.model_name})?",
                          _q.footprint["measured_weight_bytes"] / 1e6, "MB"),
         (learner.Question(f"In this run, is the {_q.label} decode step shorter, about as long or longer than the "
                           f"{results[0].scheme} reference's (by the {verdicts.CHANGE_MARGIN:.0%} rule)?",
-                          _way[verdicts.change_verdict(_q.speed["itl_s"] / results[0].speed["itl_s"])],
+                          verdicts.change_words(_q.speed["itl_s"] / results[0].speed["itl_s"], higher="longer",
+                                                lower="shorter", within="about as long"),
                           options=("shorter", "about as long", "longer")) if _timed else
          learner.Question(f"How many bytes of scales does the {_q.label} model of this run hold, as predicted?",
                           _q.footprint.get("metadata_bytes", 0), "B")),

@@ -96,12 +96,12 @@ def _(kv_box):
     _g = specs.get_spec("mistral-7b-v0.3")
     _per = memory.kv_bytes_per_token(_g, "bf16")
     _count = f"2 × {_g.num_layers} × {_g.num_kv_heads} × {_g.head_dim} × 2 B"
-    learner.beside(kv_box, _given, _per, shown=lambda v: f"{v:,.0f} B", hints={
-        "higher": f"Every layer caches a key *and* a value for each of its {_g.num_kv_heads} K/V heads, in 2-byte "
-                  f"elements: {_count}.",
-        "lower": f"GQA caches its {_g.num_kv_heads} K/V heads, not its {_g.num_heads} query heads: {_count} "
-                 f"(MHA would cache {_g.num_heads // _g.num_kv_heads}× that).",
-        "about equal": f"K and V, per layer, per K/V head, per dimension, per byte: {_count}."})
+    learner.beside(kv_box, _given, _per, shown=lambda v: f"{v:,.0f} B",
+        higher=f"Every layer caches a key *and* a value for each of its {_g.num_kv_heads} K/V heads, in 2-byte "
+               f"elements: {_count}.",
+        lower=f"GQA caches its {_g.num_kv_heads} K/V heads, not its {_g.num_heads} query heads: {_count} "
+              f"(MHA would cache {_g.num_heads // _g.num_kv_heads}× that).",
+        within=f"K and V, per layer, per K/V head, per dimension, per byte: {_count}.")
     return
 
 
@@ -363,13 +363,13 @@ def _(baselines, mla_box):
     _mha = next(r for r in baselines if r.fair and r.baseline.startswith("MHA of the same model"))
     _gqa = next(r for r in baselines if r.fair and r.baseline.startswith("GQA of the same model"))
     _latent = _s.kv_lora_rank + _s.qk_rope_head_dim
-    learner.beside(mla_box, _given, _mha.baseline_over_mla, shown=lambda v: f"{v:,.1f}×", hints={
-        "higher": f"MHA caches a key and a value for each of {_s.num_heads} heads: 2 × {_s.num_heads} × {_s.v_head_dim} = "
-                  f"{2 * _s.num_heads * _s.v_head_dim:,} elements per layer, against MLA's {_latent}.",
-        "lower": f"The latent is shared by every head, and the rope key rides beside it: {_s.kv_lora_rank} + "
-                 f"{_s.qk_rope_head_dim} = {_latent} elements, against MHA's 2 × {_s.num_heads} × {_s.v_head_dim}.",
-        "about equal": f"2 × heads × head_dim ÷ (latent + rope key); against GQA-8 of the same model it is "
-                       f"{_gqa.baseline_over_mla:,.2f}×, the other fair row."})
+    learner.beside(mla_box, _given, _mha.baseline_over_mla, shown=lambda v: f"{v:,.1f}×",
+        higher=f"MHA caches a key and a value for each of {_s.num_heads} heads: 2 × {_s.num_heads} × {_s.v_head_dim} = "
+               f"{2 * _s.num_heads * _s.v_head_dim:,} elements per layer, against MLA's {_latent}.",
+        lower=f"The latent is shared by every head, and the rope key rides beside it: {_s.kv_lora_rank} + "
+              f"{_s.qk_rope_head_dim} = {_latent} elements, against MHA's 2 × {_s.num_heads} × {_s.v_head_dim}.",
+        within=f"2 × heads × head_dim ÷ (latent + rope key); against GQA-8 of the same model it is "
+               f"{_gqa.baseline_over_mla:,.2f}×, the other fair row.")
     return
 
 

@@ -242,13 +242,13 @@ def _(paging_box, sims, sims_in, w):
     _reserved = sum(len(r.prompt) for r in sims_in) / len(sims_in) + w.max_output
     learner.beside(paging_box, _given, _p.mean_running / _c.mean_running,
                    shown=lambda v: f"{v:.2f}× ({_p.mean_running:.1f} against {_c.mean_running:.1f} sequences at once)",
-                   hints={"higher": f"A contiguous sequence holds its whole reservation, {_reserved:.0f} slots on "
-                                    f"average, from its first step; a paged one holds what it has written, its prompt "
-                                    f"and on average half its answer, {_held:.0f} slots, plus a partly filled block.",
-                          "lower": f"The mean covers the whole run: at its end the queue is empty and both schemes run "
-                                   f"what is left; and paging preempted {_p.preemptions} times when blocks ran out.",
-                          "about equal": "What a sequence holds, its prompt and the tokens written so far, against "
-                                         "prompt + max_tokens reserved."})
+                   higher=f"A contiguous sequence holds its whole reservation, {_reserved:.0f} slots on "
+                          f"average, from its first step; a paged one holds what it has written, its prompt "
+                          f"and on average half its answer, {_held:.0f} slots, plus a partly filled block.",
+                   lower=f"The mean covers the whole run: at its end the queue is empty and both schemes run "
+                         f"what is left; and paging preempted {_p.preemptions} times when blocks ran out.",
+                   within="What a sequence holds, its prompt and the tokens written so far, against "
+                          "prompt + max_tokens reserved.")
     return
 
 
@@ -773,12 +773,12 @@ def _(alpha_pick, spec_k):
 def _(spec_box, spec_parts):
     _given = None  # Jupyter/Colab: your prediction here (e.g. 3); in marimo, type it in the box above
     _p = spec_parts
-    learner.beside(spec_box, _given, _p.total, shown=lambda v: f"{v:.2f} tokens (k = {_p.k}, α = {_p.alpha:.2f})", hints={
-        "lower": f"A draft counts only when every draft before it was kept: the i-th with probability α^i, not α, so "
-                 f"the {_p.k} drafts add {_p.total - 1:.2f} tokens, not k·α = {_p.k * _p.alpha:.2f}.",
-        "higher": "The pass always yields one token of the target's own, the correction or the token past a fully kept "
-                  "draft, on top of the kept drafts.",
-        "about equal": "1 + α + α² + … + α^k, as derived."})
+    learner.beside(spec_box, _given, _p.total, shown=lambda v: f"{v:.2f} tokens (k = {_p.k}, α = {_p.alpha:.2f})",
+        lower=f"A draft counts only when every draft before it was kept: the i-th with probability α^i, not α, so "
+              f"the {_p.k} drafts add {_p.total - 1:.2f} tokens, not k·α = {_p.k * _p.alpha:.2f}.",
+        higher="The pass always yields one token of the target's own, the correction or the token past a fully kept "
+               "draft, on top of the kept drafts.",
+        within="1 + α + α² + … + α^k, as derived.")
     return
 
 

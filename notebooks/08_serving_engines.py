@@ -227,11 +227,11 @@ def _(data, ttft_box):
                   f"k-th waits for the k − 1 answers ahead — ({_q.concurrency} − 1) ÷ 2 answers of {_q.e2e_1_ms:,.0f} ms "
                   f"(the mean E2E at concurrency 1) on top of its {_q.ttft_1_ms:,.1f} ms. The measured × {_q.ratio:.1f} is "
                   + findings.ratio_words(_q.ratio / _q.queued_ratio, "that prediction", "longer", "shorter") + ".")
-        _out = mo.vstack([learner.beside(ttft_box, _given, _q.ratio, shown=lambda v: f"× {v:.1f}", hints={
-            "higher": "Each request ahead costs a whole answer — its prefill and every decode step — not one prefill.",
-            "lower": "At concurrency 1 the TTFT is a prefill and the server's own overhead; with a queue, the wait for "
-                     "the answers ahead is added to it, not multiplied.",
-            "about equal": "The wait for the answers ahead, added to one prefill."}),
+        _out = mo.vstack([learner.beside(ttft_box, _given, _q.ratio, shown=lambda v: f"× {v:.1f}",
+            higher="Each request ahead costs a whole answer — its prefill and every decode step — not one prefill.",
+            lower="At concurrency 1 the TTFT is a prefill and the server's own overhead; with a queue, the wait for "
+                  "the answers ahead is added to it, not multiplied.",
+            within="The wait for the answers ahead, added to one prefill."),
             mo.md(f"**The queue, derived.** {_queue}")])
     _out
     return
@@ -242,13 +242,13 @@ def _(data, gain_box):
     _given = None  # Jupyter/Colab: your prediction here (e.g. 3); in marimo, type it in the box above
     _e = findings.batching_effect_data(data, "chat")
     _out = mo.md("_transformers serve did not produce both configurations' chat runs here._") if _e is None else \
-        learner.beside(gain_box, _given, _e.throughput_ratio, shown=lambda v: f"× {v:.2f}", hints={
-            "higher": "A decode step reads the weights once for every request in the batch: with N requests in flight "
-                      "one step yields N tokens, as long as the step's time is the weights' read and not per-request work.",
-            "lower": "The gain is the batch's tokens per step ÷ how much longer a batched step takes: on a CPU with a "
-                     f"tiny model a step's time is not the weights' read alone — each request's ITL went {_e.itl_off_ms:g} → "
-                     f"{_e.itl_on_ms:g} ms here — and concurrency 1 pays the batching server's bookkeeping too.",
-            "about equal": "Tokens per step × steps per second, as the batch and the step time set them."})
+        learner.beside(gain_box, _given, _e.throughput_ratio, shown=lambda v: f"× {v:.2f}",
+            higher="A decode step reads the weights once for every request in the batch: with N requests in flight "
+                   "one step yields N tokens, as long as the step's time is the weights' read and not per-request work.",
+            lower="The gain is the batch's tokens per step ÷ how much longer a batched step takes: on a CPU with a "
+                  f"tiny model a step's time is not the weights' read alone — each request's ITL went {_e.itl_off_ms:g} → "
+                  f"{_e.itl_on_ms:g} ms here — and concurrency 1 pays the batching server's bookkeeping too.",
+            within="Tokens per step × steps per second, as the batch and the step time set them.")
     _out
     return
 

@@ -155,12 +155,12 @@ def _(ar_gpus, ar_links, decode_message):
 @app.cell
 def _(ar_box, ar_parts):
     _given = None  # Jupyter/Colab: your prediction here (e.g. 0.5); in marimo, type it in the box above
-    learner.beside(ar_box, _given, ar_parts.total_s * 1e6, shown=lambda v: f"{v:,.2f} µs", hints={
-        "higher": f"The bytes alone take {ar_parts.bytes_s * 1e6:.2f} µs; the rest is latency — {ar_parts.hops} hops "
-                  "and the base cost, paid whatever the message's size.",
-        "lower": f"Each GPU sends 2·(N−1)/N × M = {ar_parts.wire_bytes:,.0f} B, less than twice the message whatever N, "
-                 f"and the {ar_parts.hops} hops with the base cost add {ar_parts.latency_s * 1e6:.2f} µs in all.",
-        "about equal": "Latency and bytes, term by term as derived."})
+    learner.beside(ar_box, _given, ar_parts.total_s * 1e6, shown=lambda v: f"{v:,.2f} µs",
+        higher=f"The bytes alone take {ar_parts.bytes_s * 1e6:.2f} µs; the rest is latency — {ar_parts.hops} hops "
+               "and the base cost, paid whatever the message's size.",
+        lower=f"Each GPU sends 2·(N−1)/N × M = {ar_parts.wire_bytes:,.0f} B, less than twice the message whatever N, "
+              f"and the {ar_parts.hops} hops with the base cost add {ar_parts.latency_s * 1e6:.2f} µs in all.",
+        within="Latency and bytes, term by term as derived.")
     return
 
 
@@ -276,12 +276,12 @@ def _(scaling, tp_box):
     _given = None  # Jupyter/Colab: your prediction here (e.g. 6); in marimo, type it in the box above
     _rows = scaling["pcie"]
     _last = _rows[-1]
-    learner.beside(tp_box, _given, _last.speed_up, shown=lambda v: f"{v:.2f}× (tp={_last.tp} over tp={_rows[0].tp})", hints={
-        "higher": f"The work still shrinks N-fold and the all-reduces are added to it, not multiplied: at tp={_last.tp} "
-                  f"{_last.work_ms:.2f} ms of work and {_last.all_reduce_ms:.2f} ms of all-reduces.",
-        "lower": f"The work shrinks {_last.tp // _rows[0].tp}-fold, the all-reduces do not: at tp={_last.tp} they are "
-                 f"{_last.all_reduce_ms:.2f} ms of a {_last.step_ms:.2f} ms step.",
-        "about equal": "Work ÷ N plus all-reduces that do not shrink, as the table adds them."})
+    learner.beside(tp_box, _given, _last.speed_up, shown=lambda v: f"{v:.2f}× (tp={_last.tp} over tp={_rows[0].tp})",
+        higher=f"The work still shrinks N-fold and the all-reduces are added to it, not multiplied: at tp={_last.tp} "
+               f"{_last.work_ms:.2f} ms of work and {_last.all_reduce_ms:.2f} ms of all-reduces.",
+        lower=f"The work shrinks {_last.tp // _rows[0].tp}-fold, the all-reduces do not: at tp={_last.tp} they are "
+              f"{_last.all_reduce_ms:.2f} ms of a {_last.step_ms:.2f} ms step.",
+        within="Work ÷ N plus all-reduces that do not shrink, as the table adds them.")
     return
 
 
@@ -347,10 +347,10 @@ def _(pp_box, pp_micro, pp_steps):
     _given = None  # Jupyter/Colab: your prediction here (e.g. 25); in marimo, type it in the box above
     _p, _m = 4, int(pp_micro.value)
     learner.beside(pp_box, _given, 100 * pp_steps[(1, _p, _m)].bubble_share, shown=lambda v: f"{v:.0f} % (P = {_p}, m = {_m})",
-                   hints={"higher": f"The pipeline fills and drains once per step: {_p - 1} of its {_m + _p - 1} slots "
-                                    "idle on every stage.",
-                          "lower": f"Only the {_p - 1} slots of filling and draining idle; in the other {_m} each stage works.",
-                          "about equal": "(P − 1) of (m + P − 1) slots, as derived."})
+                   higher=f"The pipeline fills and drains once per step: {_p - 1} of its {_m + _p - 1} slots "
+                          "idle on every stage.",
+                   lower=f"Only the {_p - 1} slots of filling and draining idle; in the other {_m} each stage works.",
+                   within="(P − 1) of (m + P − 1) slots, as derived.")
     return
 
 
@@ -493,13 +493,13 @@ def _(forward_box, tp_attempt, tp_run):
     else:
         _out = learner.beside(forward_box, _given, tp_run.forward_s / tp_run.single_forward_s,
                               shown=lambda v: f"{v:.2f}× ({tp_run.forward_s * 1e3:.1f} against {tp_run.single_forward_s * 1e3:.1f} ms)",
-                              hints={"higher": f"Half the layers' work is not half the forward: each process also computes "
-                                               f"the whole output head, waits for the other ({tp_run.wait_s * 1e3:.1f} ms) "
-                                               f"and spends {tp_run.all_reduce_s * 1e3:.1f} ms in its {tp_run.all_reduces} "
-                                               "all-reduces; the breakdown above adds them up.",
-                                     "lower": "Each process computes half of every decoder layer; the breakdown above "
-                                              "shows what the rest costs.",
-                                     "about equal": "The breakdown above shows which parts make it up."})
+                              higher=f"Half the layers' work is not half the forward: each process also computes "
+                                     f"the whole output head, waits for the other ({tp_run.wait_s * 1e3:.1f} ms) "
+                                     f"and spends {tp_run.all_reduce_s * 1e3:.1f} ms in its {tp_run.all_reduces} "
+                                     "all-reduces; the breakdown above adds them up.",
+                              lower="Each process computes half of every decoder layer; the breakdown above "
+                                    "shows what the rest costs.",
+                              within="The breakdown above shows which parts make it up.")
     _out
     return
 
@@ -862,7 +862,7 @@ def _(ar_batch, ar_gpus, ar_links, decode_message, disagg, disagg_rate, flat, tp
                          options=("NVLink and PCIe", "PCIe only", "NVLink only", "neither")),
         learner.Question(f"In section 6's simulation at {disagg_rate.value} requests/s, does splitting prefill and decode "
                          f"pay on goodput (by the {verdicts.CHANGE_MARGIN:.0%} rule)?", sim.split_verdict(disagg[float(disagg_rate.value)]),
-                         options=("pays", "about equal", "does not pay")),
+                         options=sim.SPLIT_VERDICTS),
     ]
     check_form = learner.self_check(check_questions)
     learner.self_check_section(check_form, check_questions, "change a control above and they change with it")

@@ -5,7 +5,8 @@ rule (helpers.formulas.verdicts and the rules beside each result) that read the 
     python tests/prose_lint.py [notebooks/NN_name.py ...]     # prints each typed qualifier; exit 1 if any
 
 Static text is every string literal of a notebook, the literal parts of its f-strings included (what is
-interpolated is a rule's output or a number). `ALLOWED` lists the few sentences where such a word states a
+interpolated is a rule's output or a number); a short one counts too: a label is shown, and a key such as
+"about equal" matches a rule's words that the notebook should take from the rule (verdicts.change_words). `ALLOWED` lists the few sentences where such a word states a
 mechanism or a definition, not a measured size, each with why.
 """
 from __future__ import annotations
@@ -45,8 +46,6 @@ def findings(path: Path) -> list[tuple[int, str, str]]:
     """(line, qualifier, the sentence around it) for each typed qualifier in a notebook's prose."""
     out = []
     for line, text in literals(ast.parse(path.read_text(encoding="utf-8"))):
-        if len(text.split()) < 3:          # a label or a key, not prose
-            continue
         for m in PATTERN.finditer(text):
             around = " ".join(text[max(0, m.start() - 70): m.end() + 70].split())
             if m.group(1).lower() == "much" and QUESTIONS.search(text[max(0, m.start() - 4): m.end()]):

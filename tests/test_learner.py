@@ -57,11 +57,13 @@ def test_not_given_shows_the_result_alone():
 
 
 def test_beside_adds_the_hint_for_the_gaps_direction():
-    hints = {"higher": "K and V are both cached.", "lower": "GQA shares heads.", "about equal": "Right."}
-    assert "K and V are both cached." in learner.beside(Box("64 KiB"), None, 131072, hints=hints).text
-    assert "GQA shares heads." in learner.beside(Box("1 MiB"), None, 131072, hints=hints).text
-    assert "Right." in learner.beside(Box("128 KiB"), None, 131072, hints=hints).text
-    assert "K and V" not in learner.beside(Box(""), None, 131072, hints=hints).text     # nothing given: no hint
+    hints = dict(higher="K and V are both cached.", lower="GQA shares heads.", within="Right.")
+    assert "K and V are both cached." in learner.beside(Box("64 KiB"), None, 131072, **hints).text
+    assert "GQA shares heads." in learner.beside(Box("1 MiB"), None, 131072, **hints).text
+    assert "Right." in learner.beside(Box("120 KiB"), None, 131072, **hints).text      # 1.07×: within 10 %
+    assert "K and V" not in learner.beside(Box(""), None, 131072, **hints).text       # nothing given: no hint
+    assert "higher than predicted. K and V are both cached." in learner.beside(Box("0"), None, 5, **hints).text
+    assert "within 10% of it. Right." in learner.beside(Box("0"), None, 0, **hints).text  # no ratio: equal by value
 
 
 def test_self_check_answers_come_from_the_run_and_are_checked():

@@ -3,7 +3,7 @@ import pytest
 
 from helpers.parallel.links import custom_link
 from helpers.parallel.sim import (FixedCosts, PlannerCosts, Request, compare, per_request, simulate_shared,
-                                  simulate_split, split_verdict, summarize, Summary)
+                                  simulate_split, split_verdict, summarize, Summary, SPLIT_VERDICTS)
 
 MS = 1e-3
 COSTS = FixedCosts(prefill_per_token_s=1 * MS, decode_step_s=5 * MS, kv_bytes_per_token=1000)
@@ -69,6 +69,7 @@ def test_split_verdict_reads_goodput_with_a_ten_percent_margin():
     assert split_verdict(rows(10.0, 9.2)) == "about equal"                                # 0.92 ≥ 1/1.1 = 0.909
     assert split_verdict(rows(10.0, 9.0)) == "does not pay"                               # 0.90 < 0.909
     assert split_verdict(rows(0.0, 1.0)) == "pays" and split_verdict(rows(0.0, 0.0)) == "about equal"
+    assert SPLIT_VERDICTS == ("pays", "about equal", "does not pay")                      # notebook 09's options
     assert split_verdict(rows(10.0, 10.5), margin=0.0) == "pays"
     with pytest.raises(ValueError, match="shared pool and at least one split"):
         split_verdict(rows(10.0))

@@ -20,6 +20,15 @@ def test_speed_says_the_direction_the_numbers_have(new, old, words):
     assert v.words == words and v.rule == "speed" and v.evidence["ratio"] == pytest.approx(old / new)
 
 
+@pytest.mark.parametrize("ratio, words", [
+    (1.11, "more"), (1.10, "as much"), (1.0, "as much"), (1 / 1.1, "as much"), (0.90, "less"),
+    (float("inf"), "more"),                  # a rise from zero
+])
+def test_change_words_takes_the_callers_words_by_the_margin(ratio, words):
+    assert verdicts.change_words(ratio, higher="more", lower="less", within="as much") == words
+    assert verdicts.change_words(1.15, higher="more", lower="less", within="as much", margin=0.2) == "as much"
+
+
 @pytest.mark.parametrize("fraction, band", [
     (0.95, "nearly all"), (0.90, "nearly all"), (0.89, "most"), (0.60, "most"), (0.55, "about half"),
     (0.50, "about half"), (0.45, "about half"), (0.44, "less than half"), (0.34, "less than half"),

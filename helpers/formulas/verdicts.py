@@ -9,6 +9,8 @@ live beside the function that produces it and are built from these.
 
 - `change_verdict(ratio)`: "higher", "lower" or "about equal" — a ratio new ÷ old is a change only when it
   exceeds 1 + CHANGE_MARGIN or falls below 1 ÷ (1 + CHANGE_MARGIN) (a 10 % change either way, not less).
+- `change_words(ratio, higher=, lower=, within=)`: the caller's words for the change a ratio shows, chosen
+  by `change_verdict` (`within` when inside the margin).
 - `speed(new_s, old_s)`: "2.3× faster", "1.16× slower", or "as fast (within 10 %)" for two durations.
 - `times_as(a, b)`: "1.45× the planner's", "0.62× ..." — a ratio said as a factor, never as a size word.
 - `share(part, whole)`: a part of a whole as a percentage and its band ("nearly all", "most", "about
@@ -64,6 +66,12 @@ def change_verdict(ratio: float, margin: float = CHANGE_MARGIN) -> str:
     if ratio < 1 / (1 + margin):
         return "lower"
     return "about equal"
+
+
+def change_words(ratio: float, higher: str, lower: str, within: str, margin: float = CHANGE_MARGIN) -> str:
+    """The words for the change a ratio new ÷ old shows, by `change_verdict`: `higher` above the margin,
+    `lower` below it, `within` inside it."""
+    return {"higher": higher, "lower": lower, "about equal": within}[change_verdict(ratio, margin)]
 
 
 def factor(x: float) -> str:

@@ -36,7 +36,7 @@ from .. import checks
 from ..formulas.memory import kv_cache_bytes
 from ..formulas.specs import get_spec
 from ..formulas.stats import percentile
-from ..formulas.verdicts import CHANGE_MARGIN, Verdict, change_verdict, share, speed
+from ..formulas.verdicts import CHANGE_MARGIN, Verdict, change_verdict, change_words, share, speed
 from .collectives import send_s
 from .links import Link
 
@@ -279,6 +279,10 @@ def compare(requests, costs, gpus: int, link: Link | None, ttft_slo_s: float, it
     return rows
 
 
+# What split_verdict answers, in the order notebook 09's self-check offers them.
+SPLIT_VERDICTS = ("pays", "about equal", "does not pay")
+
+
 def split_verdict(rows: list[Summary], margin: float = CHANGE_MARGIN) -> str:
     """The rule: "pays" when the best split's goodput beats the shared pool's by more than `margin`
     (10 %, helpers.formulas.verdicts: the margin every comparison reads its ratio with), "does not pay"
@@ -290,7 +294,8 @@ def split_verdict(rows: list[Summary], margin: float = CHANGE_MARGIN) -> str:
         ratio = math.inf if best > 0 else 1.0
     else:
         ratio = best / shared
-    return {"higher": "pays", "lower": "does not pay", "about equal": "about equal"}[change_verdict(ratio, margin)]
+    pays, even, loses = SPLIT_VERDICTS
+    return change_words(ratio, higher=pays, lower=loses, within=even, margin=margin)
 
 
 def _best(rows: list[Summary]) -> Summary:

@@ -5,8 +5,9 @@ short self-check at the end of a notebook whose answers come from this run's num
   In Jupyter and Colab, where marimo's controls are static, the prediction is the variable `given` at the
   top of the cell that shows the result; headless both stay "not given" and the notebook runs as it would
   without them.
-- `beside(box, given, result, unit)`: the prediction beside the result and what the gap says, by rule
-  (`gap`: within the change margin, or how many times higher or lower; helpers.formulas.verdicts).
+- `beside(box, given, result, shown, higher=, lower=, within=)`: the prediction beside the result and what
+  the gap says, by rule (`gap`: within the change margin, or how many times higher or lower;
+  helpers.formulas.verdicts), then the notebook's sentence of mechanism for that direction.
 - `self_check(questions)` and `answers(form, questions)`: three questions in a form, checked against
   this run's numbers when it is submitted (marimo); in Jupyter the answers, folded.
 """
@@ -17,7 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from ..formulas.verdicts import CHANGE_MARGIN, Verdict, change_verdict, factor
+from ..formulas.verdicts import CHANGE_MARGIN, Verdict, change_verdict, change_words, factor
 
 # how the learner may type a number: 131072, 131,072, 1.3e5, 128k, 128 KiB, 14.5 GB, 60 %
 _SUFFIX = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "ki": 2**10, "mi": 2**20, "gi": 2**30, "ti": 2**40}
@@ -100,18 +101,21 @@ def gap(guess: Guess, result: float, shown: Callable[[float], str] = number) -> 
     return Verdict(words, "prediction_gap", evidence)
 
 
-def beside(box, given, result: float, shown: Callable[[float], str] = number,
-           hints: dict[str, str] | None = None):
-    """The prediction beside the result (markdown): the gap by rule, then what a gap in that direction says
-    (`hints`: {'higher' | 'lower' | 'about equal': a sentence of mechanism}), when the learner gave one."""
+def beside(box, given, result: float, shown: Callable[[float], str] = number, *,
+           higher: str = "", lower: str = "", within: str = ""):
+    """The prediction beside the result (markdown): the gap by rule, then the sentence of mechanism for the
+    gap's direction — `higher` (the result above the prediction), `lower`, or `within` the change margin —
+    when the learner gave one."""
     import marimo as mo
 
     v = gap(read(box, given), result, shown)
-    ratio = v.evidence.get("ratio")
-    way = None if "prediction" not in v.evidence else (
-        change_verdict(ratio) if ratio is not None and not math.isnan(ratio) else
-        ("higher" if result > v.evidence["prediction"] else "lower"))
-    hint = (hints or {}).get(way, "") if way else ""
+    if "prediction" not in v.evidence:
+        return mo.md(v.words)
+    ratio = v.evidence["ratio"]
+    if math.isnan(ratio):                      # a zero or negative prediction: the direction alone
+        hint = within if result == v.evidence["prediction"] else higher if result > v.evidence["prediction"] else lower
+    else:
+        hint = change_words(ratio, higher=higher, lower=lower, within=within)
     return mo.md(f"{v.words}{' ' + hint if hint else ''}")
 
 
