@@ -63,5 +63,6 @@ record-replay: setup ## replay mode's recordings: every long measurement of make
 	$(PY) scripts/record_room.py replay
 
 
-size:             ## what a learner reads: helpers/'s lines and each notebook's import closure -> build/size.json
+size:             ## what a learner reads: helpers/'s lines, each notebook's import closure, the prose of make run's notebooks -> build/size.json
 	@mkdir -p build && python3 scripts/size.py --json > build/size.json && python3 scripts/size.py
+	@python3 scripts/prose_words.py || true

@@ -277,8 +277,14 @@ def _execute(ipynb: Path, timeout: int) -> tuple[bool, float, object, str]:
 
 def _to_html(nb, title: str) -> str:
     from nbconvert import HTMLExporter
+    from traitlets.config import Config
 
-    exporter = HTMLExporter(template_name="lab")
+    # The page shows what the notebook shows: a cell marimo hides (hide_code, exported with the tag
+    # 'remove-input') shows its output only, as in marimo and in Jupyter's collapsed view.
+    config = Config()
+    config.TagRemovePreprocessor.enabled = True
+    config.TagRemovePreprocessor.remove_input_tags = ("remove-input",)
+    exporter = HTMLExporter(template_name="lab", config=config)
     body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": title}})
     return body
 

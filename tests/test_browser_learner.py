@@ -32,8 +32,8 @@ def test_a_prediction_and_a_control_on_the_page(tmp_path):
     wait_s = page_wait_s(240)
     message = par.parallel_step(get_spec("mistral-7b-v0.1").name, "H100 SXM", tp=8, batch=8).all_reduce_bytes
     ring_us = collectives.all_reduce_parts(message, 8, links.get_link("H100 SXM", "nvlink", 8)).total_s * 1e6
-    said = _plain(learner.gap(learner.parse("1"), ring_us, lambda v: f"{v:,.2f} µs").words)
-    assert said.startswith("You predicted 1.00 µs; the result is")          # the rule's own words, recomputed here
+    said = _plain(learner.gap(learner.parse("1"), ring_us, lambda v: f"{v:,.2f} µs")[0])
+    assert said.startswith("You predicted 1.00 µs; the result is")          # the gap's own numbers, recomputed here
 
     with marimo_run(NOTEBOOK, tmp_path / "marimo.log", wait_s) as url, browser() as b:
         pg = b.new_page(viewport={"width": 1400, "height": 1000})
@@ -56,7 +56,7 @@ def test_a_prediction_and_a_control_on_the_page(tmp_path):
         rows = par.tp_scaling("mistral-7b-v0.1", "H100 SXM", batch=32, context=4096, link="pcie")
         speed = rows[-1].speed_up
         shown = lambda v: f"{v:.2f}× (tp={rows[-1].tp} over tp={rows[0].tp})"  # noqa: E731 - the notebook's form
-        said_tp = _plain(learner.gap(learner.parse("6"), speed, shown).words)
+        said_tp = _plain(learner.gap(learner.parse("6"), speed, shown)[0])
         boxes.nth(1).fill("6")
         boxes.nth(1).press("Enter")
         text = _shown_after(pg, said_tp, wait_s)

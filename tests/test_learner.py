@@ -1,5 +1,5 @@
 """The learner takes part (helpers.present.learner): a prediction typed or set, read as a number, shown
-beside the result with the gap by rule; a self-check whose answers are this run's numbers."""
+beside the result with the gap as a ratio and its label; a self-check whose answers are this run's numbers."""
 from __future__ import annotations
 
 import pytest
@@ -38,32 +38,36 @@ def test_the_jupyter_variable_wins_over_the_box():
     assert learner.read(Box(""), given="128 KiB").value == 131072
 
 
-@pytest.mark.parametrize("guess, result, words", [
-    ("128 KiB", 131072, "within 10% of it"),
-    ("120k", 131072, "within 10% of it"),          # 1.09×: inside the margin
-    ("64 KiB", 131072, "2.0× higher than predicted"),
-    ("1e6", 131072, "7.6× lower than predicted"),
-    ("0", 131072, "higher than predicted"),
+@pytest.mark.parametrize("guess, result, ratio, way", [
+    ("128 KiB", 131072, "1.00", "at"),
+    ("120k", 131072, "1.09", "at"),                # inside the 10 % margin
+    ("64 KiB", 131072, "2.00", "above"),
+    ("1e6", 131072, "0.13", "below"),
+    ("0", 131072, "∞", "above"),                   # a zero prediction: no finite ratio, the direction stands
+    ("0", 0, "–", "at"),
+    ("-3", 5, "–", "above"),                       # opposite signs: the direction alone
+    ("5", -3, "–", "below"),
+    ("2", 0, "0.00", "below"),                     # a result of zero: a ratio of zero
 ])
-def test_the_gap_is_said_by_rule(guess, result, words):
-    v = learner.gap(learner.parse(guess), result)
-    assert words in v.words and v.evidence["result"] == result and v.rule == "prediction_gap"
+def test_the_gap_is_a_ratio_and_its_label(guess, result, ratio, way):
+    words, label = learner.gap(learner.parse(guess), result)
+    assert label == way and f"result ÷ prediction = **{ratio}** ({way} your prediction)" in words
 
 
 def test_not_given_shows_the_result_alone():
-    v = learner.gap(learner.parse(""), 131072)
-    assert v.words == "Your prediction: not given. The result: **131,072**."
-    assert "could not read" in learner.gap(learner.parse("abc"), 1).words
+    words, label = learner.gap(learner.parse(""), 131072)
+    assert words == "Your prediction: not given. The result: **131,072**." and label == ""
+    assert "could not read" in learner.gap(learner.parse("abc"), 1)[0]
 
 
-def test_beside_adds_the_hint_for_the_gaps_direction():
+def test_beside_adds_the_static_hint_for_the_gaps_direction():
     hints = dict(higher="K and V are both cached.", lower="GQA shares heads.", within="Right.")
     assert "K and V are both cached." in learner.beside(Box("64 KiB"), None, 131072, **hints).text
     assert "GQA shares heads." in learner.beside(Box("1 MiB"), None, 131072, **hints).text
-    assert "Right." in learner.beside(Box("120 KiB"), None, 131072, **hints).text      # 1.07×: within 10 %
+    assert "Right." in learner.beside(Box("120 KiB"), None, 131072, **hints).text      # 1.09: at, within 10 %
     assert "K and V" not in learner.beside(Box(""), None, 131072, **hints).text       # nothing given: no hint
-    assert "higher than predicted. K and V are both cached." in learner.beside(Box("0"), None, 5, **hints).text
-    assert "within 10% of it. Right." in learner.beside(Box("0"), None, 0, **hints).text  # no ratio: equal by value
+    assert "(above your prediction). K and V are both cached." in learner.beside(Box("0"), None, 5, **hints).text
+    assert "(at your prediction). Right." in learner.beside(Box("0"), None, 0, **hints).text
 
 
 def test_self_check_answers_come_from_the_run_and_are_checked():

@@ -85,19 +85,17 @@ def test_the_table_lists_every_record_first_cached_and_replay(tmp_path):
 
 
 @pytest.mark.parametrize("stem", NOTEBOOKS)
-def test_each_header_says_every_records_time_and_no_gpu_it_does_not_have(stem):
-    line = run_times.header(stem[:2])
+def test_each_header_is_a_table_of_every_records_times_and_no_gpu_it_does_not_have(stem):
+    table = run_times.header(stem[:2])
     times = run_times.run_times()
     for t in times:
-        cached = t.notebook_seconds(stem[:2])
-        assert f"{run_times.seconds(cached)} on {t.device}" in line
-        first = t.notebook_seconds(stem[:2], "first")
-        if first is not None:
-            assert f"{run_times.seconds(cached)} on {t.device} ({run_times.seconds(first)} on a first run)" in line
-        assert f"`workshop/results/{t.record}/run_times.json`" in line
+        cells = [t.notebook_seconds(stem[:2]), t.notebook_seconds(stem[:2], "first"), t.replay_seconds(stem[:2])]
+        row = " | ".join("–" if c is None else run_times.seconds(c) for c in cells)
+        assert f"| {t.device} (`workshop/results/{t.record}/run_times.json`) | {row} |" in table
+    assert "| machine | cached run | first run | replay mode |" in table
     if not any(t.is_gpu for t in times):
-        assert "on a GPU: not recorded yet" in line
-    assert not re.search(r"\b(few|several|about|under|minutes? on)\b", line)     # nothing typed
+        assert "| a GPU | not recorded yet |" in table
+    assert not re.search(r"\b(few|several|about|under|minutes? on)\b", table)     # nothing typed
 
 
 def test_a_record_that_cannot_be_read_is_left_out(tmp_path):

@@ -5,9 +5,9 @@ short self-check at the end of a notebook whose answers come from this run's num
   In Jupyter and Colab, where marimo's controls are static, the prediction is the variable `given` at the
   top of the cell that shows the result; headless both stay "not given" and the notebook runs as it would
   without them.
-- `beside(box, given, result, shown, higher=, lower=, within=)`: the prediction beside the result and what
-  the gap says, by rule (`gap`: within the change margin, or how many times higher or lower;
-  helpers.formulas.verdicts), then the notebook's sentence of mechanism for that direction.
+- `beside(box, given, result, shown, higher=, lower=, within=)`: the prediction beside the result, the
+  ratio result ÷ prediction with its label (below / at / above, helpers.formulas.regime), then the
+  notebook's static hint for that direction.
 - `self_check(questions)` and `answers(form, questions)`: three questions in a form, checked against
   this run's numbers when it is submitted (marimo); in Jupyter the answers, folded.
 """
@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from ..formulas.verdicts import CHANGE_MARGIN, Verdict, change_verdict, change_words, factor
+from ..formulas import regime
 
 # how the learner may type a number: 131072, 131,072, 1.3e5, 128k, 128 KiB, 14.5 GB, 60 %
 _SUFFIX = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "ki": 2**10, "mi": 2**20, "gi": 2**30, "ti": 2**40}
@@ -75,48 +75,33 @@ def number(v: float) -> str:
     return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.4g}"
 
 
-def gap(guess: Guess, result: float, shown: Callable[[float], str] = number) -> Verdict:
-    """The prediction against the result, by rule: not given; within the change margin; or the result
-    N× higher or lower than predicted."""
+def gap(guess: Guess, result: float, shown: Callable[[float], str] = number) -> tuple[str, str]:
+    """The prediction against the result as numbers: (markdown, label). The markdown gives the prediction,
+    the result and result ÷ prediction with its label (helpers.formulas.regime: the result below, at or
+    above the prediction); the label is "" when no prediction was given."""
     if guess.value is None:
         why = f" ({guess.error})" if guess.error else ""
-        return Verdict(f"Your prediction: not given{why}. The result: **{shown(result)}**.", "prediction_gap",
-                       {"result": result})
-    g = guess.value
-    evidence = {"prediction": g, "result": result}
-    if g <= 0 or result <= 0:
-        way = "about equal" if g == result else ("higher" if result > g else "lower")
-        ratio = math.nan
-    else:
-        ratio = result / g
-        way = change_verdict(ratio)
-    evidence["ratio"] = ratio
-    if way == "about equal":
-        words = f"You predicted {shown(g)}; the result is **{shown(result)}** — within {CHANGE_MARGIN:.0%} of it."
-    elif math.isnan(ratio):
-        words = f"You predicted {shown(g)}; the result is **{shown(result)}**, {way} than predicted."
-    else:
-        words = (f"You predicted {shown(g)}; the result is **{shown(result)}**, "
-                 f"{factor(ratio if ratio > 1 else 1 / ratio)} {way} than predicted.")
-    return Verdict(words, "prediction_gap", evidence)
+        return f"Your prediction: not given{why}. The result: **{shown(result)}**.", ""
+    r, way = regime.against(result, guess.value)
+    if guess.value < 0 or result < 0:      # a ratio of opposite signs says nothing: the direction alone
+        r, way = math.nan, regime.ABOVE if result > guess.value else regime.BELOW if result < guess.value else regime.AT
+    if guess.value == 0 and result == 0:
+        way = regime.AT
+    shown_ratio = "–" if math.isnan(r) else "∞" if math.isinf(r) else f"{r:,.2f}"
+    return (f"You predicted {shown(guess.value)}; the result is **{shown(result)}**: result ÷ prediction = "
+            f"**{shown_ratio}** ({way} your prediction).", way)
 
 
 def beside(box, given, result: float, shown: Callable[[float], str] = number, *,
            higher: str = "", lower: str = "", within: str = ""):
-    """The prediction beside the result (markdown): the gap by rule, then the sentence of mechanism for the
-    gap's direction — `higher` (the result above the prediction), `lower`, or `within` the change margin —
-    when the learner gave one."""
+    """The prediction beside the result (markdown): the gap as numbers with its label (`gap`), then the
+    notebook's static hint for that direction — `higher` (the result above the prediction), `lower`
+    (below it) or `within` (at it, by the 10 % margin) — when the learner gave a prediction."""
     import marimo as mo
 
-    v = gap(read(box, given), result, shown)
-    if "prediction" not in v.evidence:
-        return mo.md(v.words)
-    ratio = v.evidence["ratio"]
-    if math.isnan(ratio):                      # a zero or negative prediction: the direction alone
-        hint = within if result == v.evidence["prediction"] else higher if result > v.evidence["prediction"] else lower
-    else:
-        hint = change_words(ratio, higher=higher, lower=lower, within=within)
-    return mo.md(f"{v.words}{' ' + hint if hint else ''}")
+    words, way = gap(read(box, given), result, shown)
+    hint = {regime.ABOVE: higher, regime.BELOW: lower, regime.AT: within}.get(way, "")
+    return mo.md(f"{words}{' ' + hint if hint else ''}")
 
 
 # ----------------------------------------------------------------------------- self-check
@@ -129,7 +114,7 @@ class Question:
     text: str
     answer: float | str
     unit: str = ""
-    tolerance: float = CHANGE_MARGIN
+    tolerance: float = regime.MARGIN
     options: tuple[str, ...] = ()
 
     def shown(self) -> str:

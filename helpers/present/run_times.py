@@ -85,26 +85,19 @@ def seconds(s: float) -> str:
     return f"{s:,.0f} s" if s < 120 else f"{s / 60:,.1f} min"
 
 
-def header(number: str, results: Path = RESULTS) -> str:
-    """A notebook's run-time line, from every committed record: the cached run's seconds on each machine
-    (a first run's beside it where the record kept it), replay mode's, and the GPU's — or that no GPU
-    record exists yet. Markdown, one paragraph."""
-    times = run_times(results)
-    cpu = [t for t in times if not t.is_gpu and t.notebook_seconds(number) is not None]
-    gpu = [t for t in times if t.is_gpu and t.notebook_seconds(number) is not None]
-
-    def one(t: RunTimes) -> str:
-        cached, first = t.notebook_seconds(number), t.notebook_seconds(number, "first")
-        extra = f" ({seconds(first)} on a first run)" if first is not None else ""
-        return f"{seconds(cached)} on {t.device}{extra}"
-
-    parts = []
-    if cpu:
-        parts.append("on a CPU (profile tiny-trained): " + ", ".join(one(t) for t in cpu))
-    parts.append("on a GPU: " + (", ".join(one(t) for t in gpu) if gpu else "not recorded yet"))
-    rep = [(t.device, t.replay_seconds(number)) for t in times if t.replay_seconds(number) is not None]
-    replay = (f" With `WORKSHOP_REPLAY=1` (each long measurement shows its recording, **Run live** measures it "
-              f"here): {', '.join(f'{seconds(s)} on {d}' for d, s in rep)}." if rep else "")
-    where = ", ".join(f"`{t.meta.get('path', t.record)}`" for t in (*cpu, *gpu))
-    return (f"**Run time**, recorded headless{f' ({where})' if where else ''}: {'; '.join(parts)}.{replay} "
-            "The last line of the notebook says how long this run took.")
+def header(number: str, results: Path = RESULTS, indent: str = "    ") -> str:
+    """A notebook's run times from every committed record, as a small markdown table: one row per machine,
+    the seconds of a cached run, a first run (nothing cached) and replay mode (`WORKSHOP_REPLAY=1`), "–"
+    where the record kept none. GPU records come first; without one, a row says none is recorded yet.
+    Every line after the first starts with `indent`, the indentation of the markdown f-string a notebook
+    puts it in (marimo removes the common indentation)."""
+    rows = []
+    for t in run_times(results):
+        cells = [t.notebook_seconds(number), t.notebook_seconds(number, "first"), t.replay_seconds(number)]
+        if any(c is not None for c in cells):
+            rows.append(f"| {t.device} (`{t.meta.get('path', t.record)}`) | " + " | ".join("–" if c is None else seconds(c) for c in cells) + " |")
+    if not any(t.is_gpu for t in run_times(results)):
+        rows.append("| a GPU | not recorded yet | | |")
+    lines = ["**Run time** (headless, recorded in `workshop/results/`; this run's own time is on the last line)", "",
+             "| machine | cached run | first run | replay mode |", "| --- | --- | --- | --- |", *rows]
+    return lines[0] + "".join(f"\n{indent}{line}" if line else "\n" for line in lines[1:])

@@ -1,0 +1,28 @@
+"""No value a measurement can take stops a notebook: every notebook runs to its end in replay mode on each
+regime of tests/regimes.py — the two committed CPU records, and synthetic results below every floor, at
+it, far above it, zero, one sample, and one result below its floor beside another above its own."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted(p.name[:2] for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.py"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("number", NOTEBOOKS)
+def test_every_regime_renders_every_cell(number):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "WORKSHOP_PROFILE": os.environ.get("WORKSHOP_PROFILE", "tiny")}
+    env.pop("WORKSHOP_REPLAY", None)
+    out = subprocess.run([sys.executable, str(ROOT / "tests" / "regimes.py"), number], capture_output=True,
+                         text=True, env=env, cwd=ROOT, timeout=900)
+    rows = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+    assert rows, out.stderr[-3000:]
+    failed = [f"{r['regime']}: {r['error']}" for r in rows if not r["ok"]]
+    assert not failed, "\n\n".join(failed)
+    import regimes
+    assert [r["regime"] for r in rows] == list(regimes.REGIMES)
