@@ -123,3 +123,15 @@ def should_see(here, gpu=(), title: str = "What you should see"):
         out.append("\n*On a GPU*:")
         out.extend(f"- **{g.source}**: {g.text} ({g.where})." for g in gpu)
     return mo.md("\n".join(out))
+
+
+def sources(*keys: str, more: tuple[str, ...] = ()):
+    """A notebook's closing "Sources" cell: each publication cited in it once — the rows of
+    helpers/data/published.csv named by `keys` (their source and address, each source once) and `more`
+    (markdown lines for sources that are not a published figure: a datasheet, a paper's table, a library's
+    file at its version). Markdown (a marimo element)."""
+    import marimo as mo
+
+    seen = dict.fromkeys(f"{published(k).source} — <{published(k).url}>" for k in keys)
+    lines = [*seen, *more]
+    return mo.md("## Sources\n\n" + "\n".join(f"- {line}" for line in lines) if lines else "")
