@@ -1,7 +1,7 @@
 """A minimal recorded run: notebook 03's key figures measured with torch and transformers alone.
 
 For a GPU machine that lacks the notebook tooling (marimo, nbclient, the Mistral tokenizer), where
-`make gpu-record` cannot run the notebooks: measures this device's copy bandwidth and bf16 matmul peak
+`make gpu-record` cannot run the notebooks: measures this device's read bandwidth and bf16 matmul peak
 (helpers.measure.microbench), the ridge, and the decode efficiency (helpers.measure.decode_efficiency.efficiency_row) of the
 probe, tiny and small sizes and of the full Mistral 7B v0.1 architecture with random weights; writes
 workshop/results/<device>/key_figures.json, decode_efficiency.json and meta.json (the same layout as
@@ -49,7 +49,7 @@ def main(argv=None) -> int:
         return fail(str(exc))
     device = info.kind
     dtype = "bf16" if device == "cuda" else "fp32"
-    bw = microbench.copy_benchmark(device).bandwidth
+    bw = microbench.read_benchmark(device).bandwidth
     peak = microbench.matmul_benchmark(device, dtype).flops_per_s
     rows = []
     for name in ("probe", "tiny", "small"):

@@ -38,8 +38,8 @@ def roofline_figures(loaded=None, repeats: int = 5, with_sizes: bool = True,
                      with_decoding: bool = True) -> dict[str, Any]:
     """The roofline figures of notebook 03 for the active profile on this device:
 
-    bandwidth_bytes_per_s   copy microbenchmark, read + write bytes, best of `repeats`
-    read_bandwidth_bytes_per_s  read-only microbenchmark (sum), for comparison
+    bandwidth_bytes_per_s   read microbenchmark (sum), bytes read, best of `repeats`: the floor's
+    copy_bandwidth_bytes_per_s  copy microbenchmark, read + write bytes, for comparison
     peak_flops              square matmul in the model's dtype, 2·n³ FLOPs, best of `repeats`
     prefill_tokens_per_s    prompt tokens per second of a prefill, by prompt length (median of repeats)
     decode_step_s           median decode step (batch 1, one token, reusing the DynamicCache) at decode_context
@@ -56,7 +56,7 @@ def roofline_figures(loaded=None, repeats: int = 5, with_sizes: bool = True,
     copy = microbench.copy_benchmark(dev, repeats=repeats)
     read = microbench.read_benchmark(dev, repeats=repeats)
     matmul = microbench.matmul_benchmark(dev, dtype, repeats=repeats)
-    bandwidth, peak = copy.bandwidth, matmul.flops_per_s
+    bandwidth, peak = read.bandwidth, matmul.flops_per_s
 
     prefill = sweeps.ttft_sweep(loaded, prefill_lengths(loaded.profile, dev), repeats=3)
     prefill_ok = prefill[~prefill["oom"]]
@@ -71,8 +71,8 @@ def roofline_figures(loaded=None, repeats: int = 5, with_sizes: bool = True,
         "dtype": dtype,
         "device": dev,
         "bandwidth_bytes_per_s": bandwidth,
-        "bandwidth_benchmark": copy.to_dict(),
-        "read_bandwidth_bytes_per_s": read.bandwidth,
+        "bandwidth_benchmark": read.to_dict(),
+        "copy_bandwidth_bytes_per_s": copy.bandwidth,
         "peak_flops": {"flops_per_s": peak, "dtype": dtype, "n": matmul.n, **matmul.to_dict()},
         "ridge_flop_per_byte": roofline.ridge_point(peak, bandwidth),
         "crossover_batch": roofline.crossover_batch(peak, bandwidth, dtype_bytes(dtype)),
@@ -88,8 +88,8 @@ def roofline_figures(loaded=None, repeats: int = 5, with_sizes: bool = True,
         **floor_fig,
         "decode_efficiency": roofline.decode_efficiency(floor, steps.median),
         "definitions": {
-            "bandwidth_bytes_per_s": "device-to-device copy, (bytes read + bytes written) / best time",
-            "read_bandwidth_bytes_per_s": "sum of an fp32 buffer, bytes read / best time (for comparison)",
+            "bandwidth_bytes_per_s": "sum of an fp32 buffer, bytes read / best time: the floor's bandwidth",
+            "copy_bandwidth_bytes_per_s": "device-to-device copy, (bytes read + bytes written) / best time (for comparison)",
             "peak_flops": "square matmul in the model's dtype, 2*n^3 FLOPs / best time",
             "decode_floor_s": "decode_step_bytes / bandwidth_bytes_per_s: weights streamed once per step (embedding "
                               "by rows) + KV read at decode_context and written (helpers.formulas.stepcost)",
@@ -128,16 +128,6 @@ def figures_for_bench(reg, suffix: str) -> dict[str, Any]:
         f"decode_skipped{suffix}": reg.skipped,
         f"decode_label{suffix}": reg.label,
     }
-    if reg.kernel_bandwidth:
-        out[f"gemv_bandwidth_bytes_per_s{suffix}"] = dict(reg.kernel_bandwidth)
-        name, share = reg.kernel_ceiling()
-        out[f"gemv_over_copy{suffix}"] = share
-        out[f"decode_efficiency_vs_kernel{suffix}"] = best.efficiency / share
-    if reg.breakdown is not None:
-        out[f"decode_breakdown_impl{suffix}"] = reg.breakdown.impl
-        out[f"decode_breakdown_matmul_bandwidth{suffix}"] = reg.breakdown.matmul_bandwidth
-        out[f"decode_breakdown{suffix}"] = asdict(reg.breakdown.parts)
-        out[f"decode_breakdown_sum_over_measured{suffix}"] = reg.breakdown.sum_over_measured
     return out
 
 
@@ -149,13 +139,12 @@ def decoding_figures(loaded, bandwidth: float | None) -> dict[str, Any]:
     WORKSHOP_BENCH_COMPILE=0, which also leaves static+compile out of the active profile's on a GPU."""
     from helpers import env
     from helpers.decoding import regimes
-    from helpers.decoding.breakdown import regime_breakdown
     from helpers.decoding.impls import IMPLEMENTATIONS
     from helpers.measure import models
     from helpers.measure.hardware import free_memory
 
     def measure(model, impls):
-        return regimes.measure_regime(model, bandwidth, impls, breakdown=regime_breakdown)
+        return regimes.measure_regime(model, bandwidth, impls)
 
     dev = loaded.device
     out: dict[str, Any] = {}
@@ -182,18 +171,11 @@ def decoding_figures(loaded, bandwidth: float | None) -> dict[str, Any]:
     free_memory(dev)
     out["definitions_decoding"] = {
         "decode_efficiency_small": "floor / median step of the fastest implementation, small profile, batch 1; "
-                                   "the floor at the copy bandwidth measured alongside the steps "
+                                   "the floor at the read bandwidth measured alongside the steps "
                                    "(decode_floor_bandwidth_bytes_per_s_small)",
         "planner_ratio_small": "measured step (fastest implementation) / the planner's step at efficiency 1 on the "
                                "measured bandwidth (helpers.formulas.stepcost.decode_cost bytes / that bandwidth), "
                                "small profile, batch 1",
-        "decode_implementations_*": "helpers.decoding.impls: eager loop, generate, packed (oneDNN-prepacked weights, "
-                                    "CPU), static cache, static + torch.compile",
-        "decode_breakdown_*": "helpers.decoding.breakdown: the fastest loop (eager or packed) profiled, parts in s per step "
-                              "(weight_matmuls_s, attention_s, other_operators_s, outside_operators_s)",
-        "gemv_bandwidth_bytes_per_s_*": "helpers.measure.microbench.gemv_benchmark: one row times a stack of weights bigger "
-                                        "than the caches, bytes read / best time, per kernel (linear, packed)",
-        "gemv_over_copy_*": "fastest kernel's bandwidth / the copy's: the efficiency a step could reach with it at best",
-        "decode_efficiency_vs_kernel_*": "decode_efficiency / gemv_over_copy: how close the loop gets to its kernel",
+        "decode_implementations_*": "helpers.decoding.impls: eager loop, generate, static cache, static + torch.compile",
     }
     return out

@@ -21,7 +21,7 @@ def test_roofline_figures_on_the_tiny_model(tiny):
     r = roofline_bench.roofline_figures(tiny, repeats=2, with_sizes=False, with_decoding=False)
     assert r["profile"] == "tiny" and r["dtype"] == "fp32" and r["device"] == "cpu"
     assert r["bandwidth_bytes_per_s"] > 1e8
-    assert r["read_bandwidth_bytes_per_s"] > 1e8
+    assert r["copy_bandwidth_bytes_per_s"] > 1e8
     assert r["peak_flops"]["dtype"] == "fp32" and r["peak_flops"]["flops_per_s"] > 1e8
     assert set(r["prefill_tokens_per_s"]) == {"128", "512", "2048"}
     assert all(v > 0 for v in r["prefill_tokens_per_s"].values())

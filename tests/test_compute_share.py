@@ -1,10 +1,9 @@
 """Where the compute goes: FLOP shares for Mistral 7B against hand-worked values (helpers.formulas.compute_share),
-per-part timing (helpers.measure.forward_parts), and their tables (helpers.present.compute_share_figures)."""
+and their tables (helpers.present.compute_share_figures)."""
 import pytest
 
 from helpers.formulas import compute_share as cs
 from helpers.formulas.specs import attention_projection_params
-from helpers.measure import forward_parts
 from helpers.measure.local_models import TINY_CONFIG
 from helpers.present import compute_share_figures
 
@@ -44,8 +43,8 @@ def test_prefill_shares_of_mistral_by_hand():
     lin = 512 * 2 * (ATTN_PROJ + MLP)
     total = lin + ctx + HEAD
     assert t.attention_context == ctx and t.context_share == pytest.approx(ctx / total)
-    assert t.groups().head == pytest.approx(HEAD / total)
-    assert t.embedding == 0 and t.groups().everything_else == 0
+    assert t.head / t.total == pytest.approx(HEAD / total)
+    assert t.embedding == 0
 
 
 def test_where_the_talks_95_percent_stops_holding():
@@ -74,72 +73,6 @@ def test_share_sweep_its_table_and_bad_phase():
     assert all(abs(total - 1) < 1e-12 for total in shares.sum(axis=1))
     with pytest.raises(ValueError, match="phase must be one of prefill, decode, got 'train'"):
         cs.phase_args("train", 3)
-
-
-def test_measured_parts_on_the_tiny_model():
-    from helpers.measure import models
-
-    loaded = models.load("tiny", "cpu")
-    pre = forward_parts.measure_parts(loaded, "The lighthouse keeper wrote in his ledger every night.", 32, "prefill",
-                                      repeats=2)
-    assert all(getattr(pre, f) >= 0 for f in forward_parts.PartTimes.__dataclass_fields__)
-    assert pre.total > 0 and pre.attention > 0 and pre.head > 0
-    dec = forward_parts.measure_parts(loaded, "A short text.", 16, "decode", repeats=2)
-    both = [forward_parts.compare_parts(loaded.spec, pre, "prefill", 32),
-            forward_parts.compare_parts(loaded.spec, dec, "decode", 16)]
-    for c in both:
-        assert abs(sum(vars(c.flops).values()) - 1) < 1e-9 and abs(sum(vars(c.time).values()) - 1) < 1e-9
-    table = compute_share_figures.parts_frame(both)
-    assert list(table["phase"].unique()) == ["prefill", "decode"] and len(table) == 10
-    fig = compute_share_figures.parts_figure(table, 32, "test")
-    assert len(fig.axes) == 2
-
-
-# ----------------------------------------------------------------------- the rules that word them
-# Fed each committed CPU record's 10/parts and a synthetic GPU-like pass (the MLP's time in proportion to its
-# bytes, the head small), the words checked against the shares they came with.
-
-from helpers.formulas import verdicts  # noqa: E402
-from helpers.formulas.compute_share import GroupShares  # noqa: E402
-
-
-def _largest_by_hand(shares: GroupShares):
-    ranked = sorted(((v, k) for k, v in vars(shares).items()), reverse=True)
-    (a, ka), (b, kb) = ranked[:2]
-    return (ka, kb) if a / b <= 1.1 else (ka,)
-
-
-@pytest.mark.parametrize("record", ["cpu-amd-epyc", "cpu-intel-xeon"])
-def test_parts_words_follow_each_record(record):
-    from helpers import records
-    from helpers.present import replay
-
-    (on, measured), _ = replay.load("10/parts", [records.RESULTS / record])
-    for phase in ("prefill", "decode"):
-        c = forward_parts.compare_parts(on.spec, measured[phase], phase, measured["tokens"])
-        flops, time, head, rest = forward_parts.parts_verdicts(c)
-        for v, shares in ((flops, c.flops), (time, c.time)):
-            named = _largest_by_hand(shares)
-            assert set(v.evidence) >= set(named)
-            assert all(forward_parts.PART_NAMES[k] in v.words for k in named)
-            assert ("about equal" in v.words) == (len(named) == 2)
-        assert head.evidence["ratio"] == pytest.approx(c.time.head / c.flops.head)
-        assert f"({verdicts.share_band(c.time.everything_else)})" in rest.words
-    # decode on the EPYC: everything else 36 % and the head 34 % are within the margin — a tie, said as one
-    if record == "cpu-amd-epyc":
-        c = forward_parts.compare_parts(on.spec, measured["decode"], "decode", measured["tokens"])
-        assert "take the largest shares of a decode step's time (measured), about equal (36 % and 34 %)" in \
-            forward_parts.parts_verdicts(c)[1].words
-
-
-def test_parts_words_on_a_gpu_like_pass():
-    flops = cs.flop_terms("mistral-7b-v0.1", 1, 2048).groups()
-    b = cs.byte_terms("mistral-7b-v0.1", 2048)
-    time = GroupShares(0.0, 0.95 * b.attention / b.total, 0.95 * b.mlp / b.total, 0.95 * b.head / b.total, 0.05)
-    f, t, head, rest = forward_parts.parts_verdicts(forward_parts.PartsCompared("decode", 2048, flops, time))
-    assert f.words.startswith("the MLP takes the largest share of a decode step's FLOPs") and "(most)" in f.words
-    assert t.words.startswith("the MLP takes the largest share of a decode step's time") and "74 % (most)" in t.words
-    assert "5 % of the time (a small part)" in rest.words
 
 
 def test_against_the_talk_and_the_bytes_of_a_step_by_hand():

@@ -4,7 +4,7 @@ learner should expect, and the folded solutions."""
 import pytest
 
 from helpers.formulas import decode_intensity, roofline
-from helpers.present import decode_intensity_figures, expected, notebook, roofline_figures
+from helpers.present import decode_intensity_figures, expected, notebook
 from helpers.capacity import ranking as capacity_ranking, views as capacity_views
 
 MISTRAL = "mistral-7b-v0.1"
@@ -41,7 +41,10 @@ def test_at_the_weights_only_crossover_batch_decode_at_4k_is_still_far_under_the
     assert not p.fits and p.max_batch == 112 and p.bound == "memory"
     assert decode_intensity.point(MISTRAL, "H100 SXM", context=256, batch=1024).bound == "compute"
     fig = decode_intensity_figures.point_figure(p)
-    assert "does not fit: at most 112" in fig.axes[0].get_title()
+    assert "(at most 112 fit)" in fig.axes[0].get_title()
+    row = decode_intensity_figures.point_frame(p).iloc[0]
+    assert row["label"] == "below" and row["with the cache ÷ ridge"] == pytest.approx(p.intensity_with_kv / p.ridge)
+    assert row["largest batch that fits"] == 112
 
 
 def test_weights_only_intensity_grows_with_the_batch_and_crosses_near_the_crossover():
@@ -69,24 +72,6 @@ def test_intensity_figure_is_titled_and_stamped():
     fig = decode_intensity_figures.intensity_figure(df, MISTRAL, "bf16")
     assert "Decode's arithmetic intensity" in fig.axes[0].get_title()
     assert any("H100 SXM figures from the GPU catalog" in t.get_text() for t in fig.texts)
-
-
-# ----------------------------------------------------------------------------- section 5's words
-
-def test_step_shares_and_their_words_by_hand():
-    # floor 1 ms, probe 2 ms, step 10 ms: the floor explains 10 %, the overhead 20 %, 70 % neither
-    e = roofline.step_shares(0.010, 0.001, 0.002)
-    assert e.floor_share == pytest.approx(0.1) and e.overhead_share == pytest.approx(0.2)
-    assert e.rest_share == pytest.approx(0.7)
-    words = roofline_figures.step_words(e)
-    assert words.startswith("nearly all of its step (90 %) is not moving bytes; the fixed overhead alone is less than half")
-    assert "70 % is explained by neither" in words
-    at = roofline.step_shares(0.010, 0.009)
-    assert at.overhead_share is None and at.rest_share is None
-    assert roofline_figures.step_words(at) == "at its memory floor (90 % of the step is moving bytes)"
-    assert "they overlap" in roofline_figures.step_words(roofline.step_shares(0.010, 0.005, 0.008))
-    table = roofline_figures.explained_frame({"tiny": e})
-    assert list(table.columns) == ["model", "floor ÷ step", "probe ÷ step", "neither"]
 
 
 # ----------------------------------------------------------------------------- expected, solutions, tables

@@ -169,7 +169,7 @@ def test_record_key_figures_refuses_before_it_measures(capsys, monkeypatch, argv
     from helpers.measure import microbench
 
     figures = script("scripts/record_key_figures.py")  # --big nonsense failed after the bandwidth and FLOP/s runs
-    monkeypatch.setattr(microbench, "copy_benchmark", lambda *a: pytest.fail("measured"))
+    monkeypatch.setattr(microbench, "read_benchmark", lambda *a: pytest.fail("measured"))
     assert figures.main(argv) == 2
     assert one_line(capsys.readouterr().err).startswith(needle)
 

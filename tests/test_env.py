@@ -151,7 +151,7 @@ def test_every_notebook_control_reads_its_variable_within_the_controls_own_range
     import ast
 
     found = list(_notebook_calls())
-    assert len(found) == 28
+    assert len(found) == 27          # notebook 10's sparse-attention keys control retired with its toy (issue 46)
     for nb, ui, call in found:
         kw = {k.arg: k.value for k in ui.keywords}
         own = {k.arg: k.value for k in call.keywords}

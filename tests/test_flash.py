@@ -6,6 +6,7 @@ import torch.nn.functional as F
 
 from helpers.formulas import flash
 from helpers.measure import attention_kernels as kernels
+from helpers.present import flash_figures
 
 
 @pytest.mark.parametrize("batch,heads,kv_heads,n,d,bq,bk", [
@@ -108,54 +109,42 @@ def test_the_hbm_table_at_4096_tokens():
     assert row.standard_over_tiled == pytest.approx(69_206_016 / 34_603_008)
 
 
-# ----------------------------------------------------------------------- the rules that word the timings
-# Fed each committed CPU record's 10/attention_times and synthetic sweeps for what neither shows (a GPU-like
-# sweep that runs out of memory, a lead that shrinks), the words checked against the medians.
+# ----------------------------------------------------------------------- the timings' table
+# Fed each committed CPU record's 10/attention_times and synthetic sweeps for what neither shows (a sweep that
+# runs out of memory, zero times, one length, none, two equal times): naive ÷ fused and its label, never raising.
 
 def _frame(rows, oom_at=None):
     import pandas as pd
 
-    df = pd.DataFrame([{**r, "naive_over_sdpa": r["naive_s"] / r["sdpa_s"], "oom": False} for r in rows]
-                      + ([{"tokens": oom_at, "oom": True}] if oom_at else []))
+    df = pd.DataFrame([{**r, "oom": False} for r in rows] + ([{"tokens": oom_at, "oom": True}] if oom_at else []),
+                      columns=["tokens", "naive_s", "sdpa_s", "oom"])
+    df["oom"] = df["oom"].astype(bool)
     df.attrs["oom_at"] = oom_at
     return df
 
 
 @pytest.mark.parametrize("record", ["cpu-amd-epyc", "cpu-intel-xeon"])
-def test_timing_words_follow_each_record(record):
+def test_timing_table_follows_each_record(record):
     from helpers import records
     from helpers.present import replay
 
     (_, measured), _ = replay.load("10/attention_times", [records.RESULTS / record])
     df = measured["times"]
-    fused, trend, tiled = kernels.timing_verdicts(df)
-    first, last = df.iloc[0], df.iloc[-1]
-    for row, key in ((first, "256"), (last, "2048")):
-        assert fused.evidence[key] == pytest.approx(row["naive_s"] / row["sdpa_s"]) and row["naive_s"] / row["sdpa_s"] > 1.1
-    assert "faster at 256 tokens" in fused.words and "faster at 2,048 tokens" in fused.words
-    assert last["naive_over_sdpa"] / first["naive_over_sdpa"] > 1.1 and trend.words.endswith("it grew with length")
-    for n, ratio in tiled.evidence.items():               # naive ÷ tiled: 'slower' below 1/1.1, 'as fast' within
-        part = tiled.words.split(f"at {int(n):,} tokens")[0].rsplit(";", 1)[-1]
-        assert ("slower" in part) == (ratio < 1 / 1.1) and ("as fast" in part) == (1 / 1.1 <= ratio <= 1.1)
-    # the Xeon's tiled loop is 1.24× slower at 256 tokens; the EPYC's as fast there
-    assert ("1.24× slower at 256 tokens" in tiled.words) == (record == "cpu-intel-xeon")
+    t = flash_figures.timing_frame(df)
+    assert list(t["naive ÷ fused"]) == pytest.approx(list(df["naive_s"] / df["sdpa_s"]))
+    assert set(t["naive ÷ fused label"]) <= {"below", "at", "above"}
+    assert "naive_over_sdpa" not in t and "oom" not in t
 
 
-def test_timing_words_on_synthetic_sweeps():
-    gpu = _frame([{"tokens": 1024, "naive_s": 2e-4, "sdpa_s": 1e-4}, {"tokens": 16384, "naive_s": 0.05, "sdpa_s": 0.01}],
-                 oom_at=32768)
-    fused, trend, oom = kernels.timing_verdicts(gpu)
-    assert "2.0× faster at 1,024 tokens" in fused.words and "5.0× faster at 16,384 tokens" in fused.words
-    assert trend.words.endswith("it grew with length")
-    assert oom.words == "the naive version ran out of memory at 32,768 tokens"
-    shrinking = _frame([{"tokens": 256, "naive_s": 3.0, "sdpa_s": 1.0}, {"tokens": 512, "naive_s": 2.0, "sdpa_s": 1.0}])
-    assert kernels.timing_verdicts(shrinking)[1].words.endswith("it shrank with length")
-    even = _frame([{"tokens": 256, "naive_s": 1.0, "sdpa_s": 1.0}, {"tokens": 512, "naive_s": 1.05, "sdpa_s": 1.0}])
-    fused, trend = kernels.timing_verdicts(even)
-    assert "as fast (within 10%: 1.00×) at 256 tokens" in fused.words and trend.words.endswith("the same within 10%")
-    assert kernels.timing_verdicts(_frame([], oom_at=1024))[0].words == "nothing ran: out of memory at 1,024 tokens"
-
-
-def test_the_equality_words_count_rounding_units():
-    assert kernels.equality_verdict([5.7e-7, 1.3e-6]).words.startswith("the largest |tiled − SDPA|: float rounding: 1.3e-06")
-    assert "more than float rounding" in kernels.equality_verdict([1e-3]).words
+@pytest.mark.parametrize("rows,oom_at,labels", [
+    ([{"tokens": 1024, "naive_s": 2e-4, "sdpa_s": 1e-4}, {"tokens": 16384, "naive_s": 0.05, "sdpa_s": 0.01}], 32768,
+     ["above", "above"]),
+    ([{"tokens": 256, "naive_s": 1.0, "sdpa_s": 1.0}, {"tokens": 512, "naive_s": 1.05, "sdpa_s": 1.0}], None, ["at", "at"]),
+    ([{"tokens": 256, "naive_s": 1.0, "sdpa_s": 3.0}], None, ["below"]),                       # one length, below
+    ([{"tokens": 256, "naive_s": 0.0, "sdpa_s": 0.0}, {"tokens": 512, "naive_s": 1.0, "sdpa_s": 0.0}], None, ["–", "above"]),
+    ([], 1024, []),                                                                           # nothing ran
+])
+def test_timing_table_on_synthetic_sweeps(rows, oom_at, labels):
+    t = flash_figures.timing_frame(_frame(rows, oom_at))
+    assert list(t["naive ÷ fused label"]) == labels
+    flash_figures.timing_figure(_frame(rows, oom_at), "synthetic")

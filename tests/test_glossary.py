@@ -142,8 +142,8 @@ def test_the_glossary_parity_length_is_the_computed_one():
 # terms a notebook uses before (or without) a section of its own: linked with term() no later than their first
 # use in its text after the title (notebook → (the word as the prose writes it, its glossary anchor))
 FIRST_USES = {
-    "03": [("DynamicCache", "dynamiccache"), ("CUDA graphs", "cuda-graphs"), ("oneDNN", "onednn"), ("MKL", "mkl"),
-           ("static cache", "static-cache"), ("torch.compile", "torchcompile"), ("torch.profiler", "torchprofiler")],
+    "03": [("DynamicCache", "dynamiccache"), ("CUDA graphs", "cuda-graphs"), ("static cache", "static-cache"),
+           ("torch.compile", "torchcompile"), ("ridge point", "ridge-point"), ("roofline", "roofline")],
     "04": [("KV cache", "kv-cache"), ("efficiency", "efficiency"), ("MBU", "mbu"), ("SLO", "slo"),
            ("tensor parallelism", "tensor-parallelism"), ("prefill", "prefill"), ("memory-bound", "memory-bound"),
            ("compute-bound", "compute-bound"), ("ridge point", "ridge-point")],

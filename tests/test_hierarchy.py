@@ -2,6 +2,7 @@
 import pytest
 
 from helpers.measure import hierarchy as h, microbench
+from helpers.present import hierarchy_figures
 from helpers.formulas.gpus import catalog
 
 
@@ -77,9 +78,10 @@ def test_bench_sections_are_registered():
     assert {"hierarchy", "attention"} <= set(bench_script.SECTIONS)
 
 
-# ----------------------------------------------------------------------- the rules that word the staircase
+# ----------------------------------------------------------------------- the staircase's levels and its table
 # Fed each committed CPU record's 10/staircase (the EPYC's 32 MiB L3 reached past, the Xeon's reported 480 MiB
-# L3 never reached) and synthetic curves for what neither shows (a clean staircase; a cache with no step).
+# L3 never reached) and synthetic curves for what neither shows (a clean staircase, a cache with no step, zero
+# rates, one size, none).
 
 MiB, KiB = 2**20, 2**10
 
@@ -92,7 +94,7 @@ def _stairs(points, caches):
     return [h.Stair(n, bw * 1e9, h.fits_in(n, caches)) for n, bw in points]
 
 
-def test_staircase_words_on_the_epyc_record():
+def test_staircase_levels_on_the_epyc_record():
     from helpers import records
     from helpers.present import replay
 
@@ -101,14 +103,12 @@ def test_staircase_words_on_the_epyc_record():
     assert [(s.from_bytes, s.to_bytes, s.caches_at) for s in steps] == [
         (32 * KiB, 64 * KiB, ("L1d",)), (512 * KiB, 4 * MiB, ("L2",)), (8 * MiB, 64 * MiB, ("L3",))]
     assert [lv.reported for lv in levels] == ["L1d", "L2", "L3", "DRAM"]
-    words = [x.words for x in h.staircase_verdicts(v["stairs"], v["caches"])]
-    assert words[2].endswith("where L3's 32 MiB ends")
-    assert words[3].startswith("the working sets past L3 (32 MiB), 64 MiB to 256 MiB, read from DRAM")
-    top, bottom = levels[0].median_bandwidth, levels[-1].median_bandwidth
-    assert f"reads at {top / bottom:.1f}× the last level found (64 MiB–256 MiB, DRAM" in words[-1]
+    table = hierarchy_figures.levels_frame(levels)
+    assert table["÷ the last level's"].iloc[-1] == 1.0
+    assert table["÷ the last level's"].iloc[0] == pytest.approx(levels[0].median_bandwidth / levels[-1].median_bandwidth)
 
 
-def test_staircase_words_on_the_xeon_record_say_what_its_l3_does_not():
+def test_staircase_levels_on_the_xeon_record_where_no_step_is_its_l3():
     from helpers import records
     from helpers.present import replay
 
@@ -116,30 +116,35 @@ def test_staircase_words_on_the_xeon_record_say_what_its_l3_does_not():
     assert [c.size_bytes for c in v["caches"]][-1] == 480 * MiB
     levels, steps = h.levels_found(v["stairs"], v["caches"])
     assert steps[-1].caches_at == () and steps[-1].ends_the_curve and steps[-1].from_bytes == 32 * MiB
-    words = [x.words for x in h.staircase_verdicts(v["stairs"], v["caches"])]
-    assert words[1].endswith("where L2's 2 MiB ends")
-    assert "between 32 MiB and 256 MiB" in words[2] and "no cache size the system reports explains" in words[2]
-    assert "no working set measured past L3 (480 MiB; the largest is 256 MiB): DRAM is not measured here" in words
-    assert not any("from DRAM" in w for w in words)
-    assert "(256 MiB, in L3 as reported" in words[-1]
+    assert levels[-1].reported == "L3"          # the largest working set measured still fits the reported L3
 
 
-def test_staircase_words_on_synthetic_curves():
+def test_staircase_levels_on_synthetic_curves():
     caches = _caches(32 * KiB, 1 * MiB, 16 * MiB)
     clean = _stairs([(16 * KiB, 200), (32 * KiB, 198), (64 * KiB, 100), (512 * KiB, 101), (1 * MiB, 99),
                      (2 * MiB, 50), (8 * MiB, 51), (32 * MiB, 20), (64 * MiB, 20.5)], caches)
     levels, steps = h.levels_found(clean, caches)
     assert [s.caches_at for s in steps] == [("L1d",), ("L2",), ("L3",)] and len(levels) == 4
     assert [lv.sizes_measured for lv in levels] == [2, 3, 2, 2]
-    words = [x.words for x in h.staircase_verdicts(clean, caches)]
-    assert "read from DRAM at 20.2 GB/s (median)" in words[3] and "reads at 9.8× the last level" in words[-1]
-    # an L2 with no fall at its size: said, not glossed over
+    # an L2 with no fall at its size: no step there
     flat = _stairs([(16 * KiB, 200), (64 * KiB, 100), (2 * MiB, 99), (32 * MiB, 20)], caches)
-    words = [x.words for x in h.staircase_verdicts(flat, caches)]
-    assert "no step at L2's 1 MiB" in words
-    # a rise (noise) is not a step; a fall within 10% is not one either
+    assert all("L2" not in s.caches_at for s in h.levels_found(flat, caches)[1])
+    # a rise (noise) is not a step; a fall within 10% is not one either; two equal rates are one level
     _, steps = h.levels_found(_stairs([(4 * KiB, 100), (8 * KiB, 120), (16 * KiB, 110)], caches), caches)
     assert steps == []
+
+
+@pytest.mark.parametrize("points", [[(4 * KiB, 0), (8 * KiB, 0), (16 * KiB, 0)],       # zero: a timer saw nothing
+                                    [(4 * KiB, 100)],                                   # one sample
+                                    [(4 * KiB, 0), (8 * KiB, 100)],                     # a rise from zero
+                                    [(4 * KiB, 100), (8 * KiB, 100)],                   # two equal values
+                                    []])                                                # an empty run
+def test_staircase_levels_and_table_take_every_extreme(points):
+    caches = _caches(32 * KiB, 1 * MiB)
+    levels, steps = h.levels_found(_stairs(points, caches), caches)
+    table = hierarchy_figures.levels_frame(levels)
+    assert len(table) == len(levels) and (len(levels) >= 1) == bool(points)
+    assert steps == [] or points[0][1] > 0
 
 
 def test_staircase_sizes_reach_past_the_last_cache_within_free_memory():

@@ -129,7 +129,7 @@ def _figure_functions():
 
     names = ("present.sweep_figures", "serving.figures", "present.roofline_figures", "decoding.views",
              "present.flash_figures", "present.hierarchy_figures", "present.compute_share_figures",
-             "present.state_space_figures", "benchmark.figures")
+             "benchmark.figures")
     for name in names:
         mod = importlib.import_module(f"helpers.{name}")
         for fname, fn in inspect.getmembers(mod, inspect.isfunction):

@@ -13,7 +13,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 import roofline_bench  # noqa: E402  (scripts/roofline_bench.py)
 from helpers.measure import local_models, models, quant, sweeps, texts  # noqa: E402
-from helpers.decoding import breakdown
+from helpers.decoding import regimes as decoding_regimes
 from helpers.serving import measured as serving_bench
 from helpers.serving import kv_quant
 
@@ -106,9 +106,9 @@ class _Loaded:
 
 @pytest.mark.parametrize("profile", CPU_PROFILES)
 def test_decode_regimes_measure_tiny_and_small_on_a_cpu(profile):
-    got = breakdown.regime_profiles(_Loaded(profile))
+    got = decoding_regimes.regime_profiles(_Loaded(profile))
     assert set(got) <= set(CPU_PROFILES) and "small" in got and len(got) == 2
     assert got[0] == (profile if profile in local_models.TINY_PROFILES else "tiny")   # the loaded model reused
-    assert breakdown.regime_profiles(_Loaded(profile, "cuda")) == (profile,)
+    assert decoding_regimes.regime_profiles(_Loaded(profile, "cuda")) == (profile,)
 
 # The 7B profiles on a CPU (their missing GPU or weights, each with its fix): tests/test_models.py.

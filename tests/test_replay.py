@@ -171,8 +171,9 @@ def test_a_pickle_beside_the_records_is_never_read(results, monkeypatch):
     assert m.value == 9 and not m.replayed
 
 
-# the Xeon's record has no 04/larger: notebook 04 measured it after that machine's run (it runs live there)
-@pytest.mark.parametrize("record, count", [("cpu-amd-epyc", 22), ("cpu-intel-xeon", 21)])
+# the Xeon's record has no 04/larger: notebook 04 measured it after that machine's run (it runs live there);
+# 10/parts and 10/state_checks retired with their measurements (issue 46)
+@pytest.mark.parametrize("record, count", [("cpu-amd-epyc", 20), ("cpu-intel-xeon", 19)])
 def test_every_committed_recording_loads(record, count):
     folder = records.RESULTS / record
     keys = sorted(p.stem.replace("__", "/") for p in (folder / "replay").glob("[0-9][0-9]__*.json"))

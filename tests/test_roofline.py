@@ -184,7 +184,10 @@ def test_efficiency_table_with_the_probe_and_the_loaded_model(tiny):
     assert row["floor_s"] == pytest.approx(row["step_bytes"] / 2e10)
     assert row["efficiency"] == pytest.approx(row["floor_s"] / row["step_s"])
     assert df.iloc[0]["overhead_share"] == 1.0
-    fig = roofline_figures.efficiency_figure(df, "test")
+    table = roofline_figures.efficiency_frame(df, 2e10)
+    assert list(table["floor_s"]) == pytest.approx(list(df["floor_s"]))
+    assert table["probe ÷ step"].iloc[1] == pytest.approx(df.iloc[0]["step_s"] / row["step_s"])
+    fig = roofline_figures.efficiency_figure(table, "test")
     assert len(fig.axes) == 1
 
 
@@ -211,37 +214,3 @@ def test_roofline_figure_draws(tiny):
     pts = [roofline.prefill_point(m, 64, 0.01, "fp32"), roofline.decode_point(m, 64, 0.004, "fp32")]
     fig = roofline_figures.roofline_figure(1e11, 3e10, pts, tiny, "fp32")
     assert fig.axes[0].get_xscale() == "log"
-
-
-def test_gemv_benchmark_counts_the_weights_read_by_both_kernels():
-    per = 3584 * 1024 * 4                                  # one fp32 matrix of the stack
-    for packed in (False, True):
-        b = microbench.gemv_benchmark("cpu", "fp32", nbytes=3 * per + 5, packed=packed, repeats=2)
-        assert b.nbytes == b.bytes_moved == 3 * per      # whole matrices only
-        assert b.bandwidth == pytest.approx(3 * per / b.stats.min)
-        assert 1e8 < b.bandwidth < 1e13
-
-
-def test_the_kernel_probe_reads_a_matrix_a_gpu_takes_longer_to_read_than_to_launch():
-    import json
-
-    from helpers.formulas import gpus
-
-    assert microbench.gemv_shape("cpu") == (3584, 1024)
-    # on CUDA: Mistral 7B's MLP projection, as its published config.json gives it
-    cfg = json.loads((Path(microbench.__file__).parents[1] / "presets" / "mistral-7b-v0.1.json").read_text())
-    assert microbench.gemv_shape("cuda:0") == microbench.gemv_shape("cuda") == \
-        (cfg["intermediate_size"], cfg["hidden_size"]) == (14336, 4096)
-    per = 14336 * 4096 * 2                                 # bytes of one bf16 matrix: 117 MB
-    h200 = gpus.get_gpu("H200")
-    # at the datasheet's 4.8 TB/s one matrix takes ~24 µs, several kernel launches (a few µs each);
-    # the CPU's matrix would take 1.5 µs, under one launch
-    assert per / h200.bandwidth > 20e-6
-    assert 3584 * 1024 * 2 / h200.bandwidth < 2e-6
-    # the stack the probe reads on a GPU (default_copy_bytes: up to 1 GiB) holds several of them
-    assert 2**30 // per >= 8
-
-
-def test_kernel_bandwidths_name_each_kernel_and_skip_what_cannot_run():
-    assert set(microbench.kernel_bandwidths("cpu", "fp32", repeats=1)) == {"linear", "packed"}
-    assert set(microbench.kernel_bandwidths("cpu", "fp16", repeats=1)) == {"linear"}

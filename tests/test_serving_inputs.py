@@ -1,12 +1,11 @@
-"""Bad input to the entry points that run a model on ids they are given (generation, decoding, the step
-breakdown, the sweeps) is refused in one ValueError saying what is allowed — never an IndexError from the
+"""Bad input to the entry points that run a model on ids they are given (generation, decoding, the
+sweeps) is refused in one ValueError saying what is allowed — never an IndexError from the
 embedding or a run past the model's positions (issue 20's hostile user). The serving mechanisms run on
 requests these helpers or the tokenizer made, and do not check them again. Each case is refused before the
 model runs, so the file takes seconds."""
 import pytest
 import torch
 
-from helpers.decoding.breakdown import step_breakdown
 from helpers.decoding.impls import decode
 from helpers.measure.timing import check_ids, timed_generate
 
@@ -43,15 +42,6 @@ def test_generation_and_decoding_refuse_empty_out_of_vocabulary_and_too_long_pro
                          (lambda: decode(m, "static", torch.tensor([[vocab]]), 3), "the vocabulary")):
         with pytest.raises(ValueError, match=needle):
             call()
-
-
-def test_step_breakdown_checks_the_context_against_the_models_positions(tiny):
-    m = tiny.model
-    limit = m.config.max_position_embeddings                      # 32,768 for the Mistral architecture
-    with pytest.raises(ValueError, match=f"{limit + 8:,} prompt tokens \\+ 2 new exceed the model's {limit:,}"):
-        step_breakdown(m, context=limit + 8, steps=2, rounds=1, warmup=0)     # used to run on past the limit
-    with pytest.raises(ValueError, match=f"{limit - 1:,} prompt tokens \\+ 12 new"):
-        step_breakdown(m, context=limit - 1)                      # the steps after the context count too
 
 
 def test_sweeps_check_every_point_before_the_first_runs(tiny):

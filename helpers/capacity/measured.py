@@ -29,8 +29,8 @@ def predict_vs_measure(loaded, bandwidth: float | None = None, batch: int | None
 
     Prediction: the same decode step as plan() and notebook 03 (helpers.formulas.stepcost.decode_cost: the
     weights streamed once, the embedding by rows, the KV cache at the mean cached length read and the
-    new token's written), over the device's measured bandwidth (helpers.measure.microbench.copy_benchmark, the microbenchmark of
-    notebook 03) unless `bandwidth` (bytes/s) is given; the compute term only when `peak_flops` is.
+    new token's written), over the device's measured read bandwidth (helpers.measure.microbench.read_benchmark, the
+    floor's bandwidth in notebook 03) unless `bandwidth` (bytes/s) is given; the compute term only when `peak_flops` is.
     Measurement: the median inter-token latency of a greedy generation with a real KV cache
     (helpers.measure.timing.timed_generate). ratio = measured ÷ predicted (1 = the floor reached).
     last_level_cache_bytes: on a CPU, the largest data cache the system reports (None where unknown, and on
@@ -48,10 +48,10 @@ def predict_vs_measure(loaded, bandwidth: float | None = None, batch: int | None
     if new < 2:
         raise ValueError("new_tokens must be ≥ 2: the first token is the prefill, the rest are decode steps")
     if bandwidth is None:
-        from ..measure.microbench import copy_benchmark
+        from ..measure.microbench import read_benchmark
 
-        bandwidth = float(copy_benchmark(loaded.device).bandwidth)
-        bw_source = "measured (helpers.measure.microbench.copy_benchmark)"
+        bandwidth = float(read_benchmark(loaded.device).bandwidth)
+        bw_source = "measured read rate (helpers.measure.microbench.read_benchmark)"
     else:
         bandwidth = checks.number(bandwidth, "bandwidth", positive=True, unit="bytes/s")
         bw_source = "given"

@@ -1,13 +1,12 @@
-"""Greedy decode five ways, each timed step by step on the same model and prompt; the same tokens, only the
+"""Greedy decode four ways, each timed step by step on the same model and prompt; the same tokens, only the
 time differs (tests/test_decoding.py pins it).
 
 - ``eager``: one forward per token over a ``DynamicCache`` (helpers.measure.timing.timed_generate);
 - ``generate``: Hugging Face's ``model.generate``: the same forward plus a general-purpose loop's
   bookkeeping each step, timed by a streamer called once per token;
-- ``packed``: the eager loop on oneDNN-prepacked weights (helpers.decoding.packed), CPU only;
 - ``static``: a ``StaticCache``, K/V preallocated to prompt + new tokens: the shapes never change;
 - ``static+compile``: the static cache with the step compiled by ``torch.compile``, with CUDA graphs on a GPU
-  (gpt-fast's recipe), over the packed weights on a CPU; the compile time reported apart.
+  (gpt-fast's recipe); the compile time reported apart.
 """
 from __future__ import annotations
 
@@ -19,9 +18,8 @@ from ..measure.hardware import synchronize
 IMPLEMENTATIONS: dict[str, str] = {
     "eager": "eager loop over a DynamicCache",
     "generate": "Hugging Face generate() (greedy, DynamicCache)",
-    "packed": "eager loop, weights prepacked for oneDNN (CPU)",
     "static": "static cache (preallocated K/V, shapes fixed)",
-    "static+compile": "static cache + torch.compile (CUDA graphs on a GPU; packed weights on a CPU)",
+    "static+compile": "static cache + torch.compile (CUDA graphs on a GPU)",
 }
 COMPILE_MODES = {"cuda": "reduce-overhead", "cpu": "default"}  # CUDA graphs need a CUDA device
 
@@ -50,29 +48,12 @@ def compile_mode(device: str) -> str:
     return COMPILE_MODES["cuda" if str(device).startswith("cuda") else "cpu"]
 
 
-def _eager(model, input_ids, new_tokens: int, device: str, packed: bool = False) -> DecodeRun:
+def _eager(model, input_ids, new_tokens: int, device: str) -> DecodeRun:
     from ..measure.timing import timed_generate
-    from .packed import packed_weights
 
     p = input_ids.shape[1]
-    if packed:
-        dtype = _dtype_name(model)
-        with packed_weights(model, device, dtype):
-            g = timed_generate(model, input_ids, new_tokens, device)
-        return DecodeRun("packed", p, g.token_ids, tuple(g.step_s), g.ttft_s, p + new_tokens // 2,
-                         notes=["every nn.Linear through oneDNN on a prepacked weight"])
     g = timed_generate(model, input_ids, new_tokens, device)
     return DecodeRun("eager", p, g.token_ids, tuple(g.step_s), g.ttft_s, p + new_tokens // 2)
-
-
-def _dtype_name(model) -> str:
-    from ..measure.dtypes import torch_dtype_name
-
-    dtype = next(model.parameters()).dtype
-    try:
-        return torch_dtype_name(dtype)
-    except ValueError:          # e.g. a quantized model's uint8 storage: not packable
-        return str(dtype)
 
 
 class _StepClock:
@@ -107,23 +88,6 @@ def _generate(model, input_ids, new_tokens: int, device: str) -> DecodeRun:
     return DecodeRun("generate", p, out[:, p:].tolist(), tuple(gaps[1:]), gaps[0], p + new_tokens // 2)
 
 
-def _static(model, input_ids, new_tokens: int, device: str, compiled: bool) -> DecodeRun:
-    """The static cache, compiled or not. Compiled on a CPU where oneDNN packing runs, the step is
-    compiled over the packed weights (helpers.decoding.packed): the kernel that reads weights fastest,
-    with the operators between the products fused by the compiler and the Python around them gone."""
-    from contextlib import nullcontext
-
-    from . import packed as packing
-
-    dtype = _dtype_name(model)
-    over_packed = compiled and packing.available(device, dtype)[0]
-    with packing.packed_weights(model, device, dtype) if over_packed else nullcontext():
-        run = _static_run(model, input_ids, new_tokens, device, compiled, over_packed)
-    if over_packed:
-        run.notes.append("compiled over oneDNN-prepacked weights (helpers.decoding.packed)")
-    return run
-
-
 def static_cache(config, slots: int):
     """A ``StaticCache`` of `slots` positions whose layers are all full-attention ones, also for a model with a
     sliding window. A ``StaticSlidingWindowLayer`` counts its tokens in a Python int that
@@ -143,10 +107,9 @@ def static_cache(config, slots: int):
     return cache
 
 
-def _static_run(model, input_ids, new_tokens: int, device: str, compiled: bool, over_packed: bool) -> DecodeRun:
+def _static(model, input_ids, new_tokens: int, device: str, compiled: bool) -> DecodeRun:
+    """The static cache, its step compiled or not."""
     import torch
-
-    from . import packed as packing
 
     ids = input_ids.to(device)
     batch, p = ids.shape
@@ -171,7 +134,7 @@ def _static_run(model, input_ids, new_tokens: int, device: str, compiled: bool, 
         notes.append(f"{slots} K/V positions per layer past the {window}-token window, masked to it (static_cache)")
     if compiled:
         # one compiled callable per model: a second run reuses the compiled graph
-        held = packing.COMPILED if over_packed else "_workshop_compiled_decode"
+        held = "_workshop_compiled_decode"
         forward = model.__dict__.get(held)
         if forward is None:
             forward = torch.compile(model, mode=compile_mode(device), fullgraph=False, dynamic=False)
@@ -212,8 +175,8 @@ def decode(model, impl: str, input_ids, new_tokens: int, device: str | None = No
 
     input_ids = check_ids(model, input_ids, new_tokens)
     device = device or str(next(model.parameters()).device)
-    if impl in ("eager", "packed"):
-        return _eager(model, input_ids, new_tokens, device, packed=impl == "packed")
+    if impl == "eager":
+        return _eager(model, input_ids, new_tokens, device)
     if impl == "generate":
         return _generate(model, input_ids, new_tokens, device)
     if impl in ("static", "static+compile"):

@@ -19,14 +19,9 @@ def compile_allowed(device: str) -> bool:
 
 def skip_reason(impl: str, device: str, dtype: str = "fp32") -> str | None:
     """Why an implementation is not measured on this device and dtype (None: it is)."""
-    from .packed import available
-
     if impl == "static+compile" and not compile_allowed(device):
         return ("torch.compile skipped on a CPU: its compile time exceeds notebook 03's budget "
                 "(WORKSHOP_COMPILE=1 runs it)")
-    if impl == "packed":
-        ok, why = available(device, dtype)
-        return None if ok else why
     return None
 
 
@@ -59,7 +54,7 @@ class ImplResult:
 
 @dataclass
 class Regime:
-    """One model measured: its implementations and its step breakdown."""
+    """One model measured: its implementations, each against the floor at `bandwidth`."""
 
     name: str
     label: str
@@ -68,31 +63,14 @@ class Regime:
     spec: Any
     weight_bytes: int
     results: list[ImplResult]
-    breakdown: Any = None                                  # helpers.decoding.breakdown.StepBreakdown
     skipped: list[str] = field(default_factory=list)
-    kernel_bandwidth: dict = field(default_factory=dict)   # helpers.measure.microbench.kernel_bandwidths
-    bandwidth: float | None = None                         # the copy's: the floor's roof
-    copy_bytes: int | None = None                          # the copy's buffer (None: a record from before it was kept)
-    kernel_bytes: int | None = None                        # the kernel probe's stack of weights (likewise)
-
-    # records made before the buffers were sized from the last-level cache copied and read 256 MiB
-    LEGACY_BUFFER_BYTES = 256 * 2**20
-
-    def buffer_bytes(self) -> tuple[int, int]:
-        """(the copy's buffer, the kernel probe's stack) in bytes."""
-        return (self.copy_bytes or self.LEGACY_BUFFER_BYTES, self.kernel_bytes or self.LEGACY_BUFFER_BYTES)
+    bandwidth: float | None = None      # the floor's roof, measured alongside the steps
+    bandwidth_kind: str = "read"        # which benchmark gave it: "read" (the floor of a step that reads) or
+                                        # "copy" (read + write: the records made before the floor read a read rate)
 
     @property
     def best(self) -> ImplResult:
         return min(self.results, key=lambda r: r.step_s)
-
-    def kernel_ceiling(self) -> tuple[str, float] | None:
-        """(kernel, its bandwidth ÷ the copy's) for the fastest matrix–vector kernel measured: the highest
-        efficiency a step whose bytes are all weights could reach with it, with nothing else to do."""
-        if not self.kernel_bandwidth or not self.bandwidth:
-            return None
-        name, bw = max(self.kernel_bandwidth.items(), key=lambda kv: kv[1])
-        return name, bw / self.bandwidth
 
     def result(self, impl: str) -> ImplResult | None:
         return next((r for r in self.results if r.impl == impl), None)
@@ -109,7 +87,7 @@ def measure_implementations(model, spec, dtype: str, device: str, bandwidth: flo
     from ..formulas import roofline
     from ..formulas.memory import kv_cache_bytes
     from ..formulas.stepcost import decode_cost
-    from ..measure.microbench import copy_benchmark
+    from ..measure.microbench import read_benchmark
     from ..measure.timing import prompt_ids
 
     if "eager" not in impls:
@@ -120,7 +98,7 @@ def measure_implementations(model, spec, dtype: str, device: str, bandwidth: flo
 
     def copy_now() -> None:
         if bandwidth is None:
-            window.append(copy_benchmark(device, repeats=3).bandwidth)
+            window.append(read_benchmark(device, repeats=3).bandwidth)
 
     runs: dict[str, list] = {i: [] for i in impls}
     for _ in range(rounds):
@@ -146,35 +124,44 @@ def measure_implementations(model, spec, dtype: str, device: str, bandwidth: flo
     return out, bandwidth
 
 
-def kernel_roofs(device: str, dtype: str) -> dict[str, float]:
-    """helpers.measure.microbench.kernel_bandwidths; empty for a dtype it does not cover (a quantized model's)."""
-    from ..measure.microbench import MATMUL_DTYPES, kernel_bandwidths
-
-    return kernel_bandwidths(device, dtype) if dtype in MATMUL_DTYPES else {}
-
-
 def measure_regime(loaded, bandwidth: float | None, impls: Sequence[str] | None = None,
-                   sizes: dict | None = None, kernel_bandwidth: dict | None = None, breakdown=None) -> Regime:
-    """One loaded model (helpers.measure.models.Loaded): its implementations, the kernels' own bandwidth
-    (measured unless given); `breakdown` (helpers.decoding.breakdown.regime_breakdown, or None) profiles
-    the fastest loop. `bandwidth`: the floor's roof, None to measure it alongside the steps."""
+                   sizes: dict | None = None) -> Regime:
+    """One loaded model (helpers.measure.models.Loaded): its implementations against the floor.
+    `bandwidth`: the floor's roof, None to measure it (read rate) alongside the steps."""
     from ..formulas.stepcost import decode_cost
-    from ..measure.microbench import default_copy_bytes
-    from .packed import release
 
     dev, dtype, spec = loaded.device, loaded.dtype, loaded.spec
     sizes = sizes or decode_sizes(dev)
     impls = tuple(impls or implementations_for(dev, dtype))
     skipped = [i for i in IMPLEMENTATIONS if i not in impls]
-    kernel_bandwidth = dict(kernel_roofs(dev, dtype) if kernel_bandwidth is None else kernel_bandwidth)
     results, bandwidth = measure_implementations(loaded.model, spec, dtype, dev, bandwidth, impls, sizes["prompt"],
                                                  sizes["new_tokens"], sizes["rounds"])
     weights = decode_cost(spec, 0, 1, dtype).weight_read_bytes
-    buffer = default_copy_bytes(dev)
-    reg = Regime(loaded.profile, loaded.label, dtype, dev, spec, weights, results, skipped=skipped,
-                 kernel_bandwidth=kernel_bandwidth, bandwidth=bandwidth, copy_bytes=buffer,
-                 kernel_bytes=buffer if kernel_bandwidth else None)
-    if breakdown is not None:
-        reg.breakdown = breakdown(loaded.model, reg, sizes["new_tokens"])
-    release(loaded.model)   # the packed copies of the weights: not held beyond the measurement
-    return reg
+    return Regime(loaded.profile, loaded.label, dtype, dev, spec, weights, results, skipped=skipped,
+                  bandwidth=bandwidth)
+
+
+def regime_profiles(loaded) -> tuple[str, ...]:
+    """The profiles measured side by side: tiny (the loaded one when it is tiny-trained: the same sizes
+    and timings, no second load) and small on a CPU (or MPS), the active one on a CUDA GPU."""
+    from ..measure.local_models import TINY_PROFILES
+
+    if loaded.device.startswith("cuda"):
+        return (loaded.profile,)
+    return (loaded.profile if loaded.profile in TINY_PROFILES else "tiny", "small")
+
+
+def measure_regimes(loaded, bandwidth: float | None = None, profiles=None, impls=None) -> list[Regime]:
+    """Every profile of regime_profiles (the loaded one reused, the others loaded and released), each
+    measured by measure_regime."""
+    from ..measure import models
+    from ..measure.hardware import free_memory
+
+    out = []
+    for name in profiles or regime_profiles(loaded):
+        other = loaded if name == loaded.profile else models.load(name, device=loaded.device)
+        out.append(measure_regime(other, bandwidth, impls))
+        if other is not loaded:
+            del other
+            free_memory(loaded.device)
+    return out

@@ -6,10 +6,8 @@ output head). The only split added here is which weights of the layers belong to
 (the q/k/v/o projections: helpers.formulas.specs.attention_projection_params); the MLP is the rest.
 
 The bytes a decode step reads, split the same way (byte_terms), say how its time would split were it bound by
-reading them (notebook 03: batch 1 is). `against_talk` words a layer share against the talk's 95 %.
-
-The time of each part, measured on a loaded model, is helpers.measure.forward_parts; the figures and
-tables are helpers.present.compute_share_figures.
+reading them (notebook 03: batch 1 is). `against_talk` words a layer share against the talk's 95 % (notebook 08).
+The figures and tables are helpers.present.compute_share_figures.
 """
 from __future__ import annotations
 
@@ -24,17 +22,6 @@ from .units import DTYPE_BYTES, normalize_dtype
 
 TALK_LAYER_SHARE = 0.95  # the talk: "about 95 % of compute is in the transformer layers"
 PHASES = ("prefill", "decode")
-
-
-@dataclass(frozen=True)
-class GroupShares:
-    """Shares of a forward pass on the parts its FLOPs and its time have in common (they sum to 1)."""
-
-    embedding: float
-    attention: float
-    mlp: float
-    head: float
-    everything_else: float
 
 
 @dataclass(frozen=True)
@@ -70,11 +57,6 @@ class FlopTerms:
         """Share of the FLOPs in attention over the context."""
         return self.attention_context / self.total
 
-    def groups(self) -> GroupShares:
-        """The shares on the parts a measured forward pass is timed by (helpers.measure.forward_parts)."""
-        t = self.total
-        return GroupShares(self.embedding / t, (self.attention_projections + self.attention_context) / t,
-                           self.mlp / t, self.head / t, 0.0)
 
 
 def flop_terms(model, new_tokens: int, past_tokens: int = 0, logits_tokens: int = 1) -> FlopTerms:

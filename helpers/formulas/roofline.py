@@ -16,22 +16,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .regime import ratio
 from .stepcost import forward_cost
 
 
 # ============================================================================ the roofline
 
 def arithmetic_intensity(flops: float, nbytes: float) -> float:
-    """FLOPs per byte moved."""
-    return flops / nbytes
+    """FLOPs per byte moved (inf over zero bytes, nan where nothing is known: helpers.formulas.regime.ratio)."""
+    return ratio(flops, nbytes)
 
 
 def ridge_point(peak_flops: float, bandwidth: float) -> float:
     """The intensity (FLOP/B) where the memory roof meets the compute roof: peak / bandwidth.
 
-    H100 SXM: 989e12 FLOP/s (dense bf16) / 3.35e12 B/s ≈ 295 FLOP/B.
+    H100 SXM: 989e12 FLOP/s (dense bf16) / 3.35e12 B/s ≈ 295 FLOP/B. A measured bandwidth of zero gives inf,
+    nothing measured nan (helpers.formulas.regime.ratio): never an exception.
     """
-    return peak_flops / bandwidth
+    return ratio(peak_flops, bandwidth)
 
 
 def attainable_flops(intensity: float, peak_flops: float, bandwidth: float) -> float:
@@ -72,7 +74,7 @@ def decode_floor_s(weight_bytes: int, kv_bytes: int, bandwidth: float) -> float:
 
 def decode_efficiency(floor_s: float, measured_s: float) -> float:
     """Share of the memory-bound floor achieved: floor / measured, a number in 0..1 (1 = at the floor)."""
-    return floor_s / measured_s
+    return ratio(floor_s, measured_s)
 
 
 @dataclass(frozen=True)
@@ -92,15 +94,15 @@ class RooflinePoint:
 
     @property
     def achieved_flops(self) -> float:
-        return self.flops / self.seconds
+        return ratio(self.flops, self.seconds)
 
     def to_dict(self, peak_flops: float | None = None, bandwidth: float | None = None) -> dict[str, Any]:
         d = {"label": self.label, "kind": self.kind, "flops": self.flops, "bytes": self.bytes,
-             "seconds": self.seconds, "tokens": self.tokens, "tokens_per_s": self.tokens / self.seconds,
+             "seconds": self.seconds, "tokens": self.tokens, "tokens_per_s": ratio(self.tokens, self.seconds),
              "intensity_flop_per_byte": self.intensity, "achieved_flops_per_s": self.achieved_flops}
         if peak_flops and bandwidth:
             roof = attainable_flops(self.intensity, peak_flops, bandwidth)
-            d.update(attainable_flops_per_s=roof, share_of_roof=self.achieved_flops / roof,
+            d.update(attainable_flops_per_s=roof, share_of_roof=ratio(self.achieved_flops, roof),
                      bound="memory" if self.intensity < ridge_point(peak_flops, bandwidth) else "compute")
         return d
 
@@ -118,28 +120,6 @@ def decode_point(model, context: int, seconds: float, dtype: str, batch: int = 1
     return RooflinePoint(f"decode ctx {context:,}" + (f" × batch {batch}" if batch > 1 else ""),
                          "decode, batched" if batch > 1 else "decode",
                          cost.flops, cost.bytes, seconds, batch)
-
-
-@dataclass(frozen=True)
-class StepShares:
-    """What the memory floor and the overhead probe explain of one measured decode step.
-
-    floor_share = floor ÷ step; overhead_share = the probe's step ÷ step (None without a probe); rest_share =
-    1 − both (negative: the two overlap — the overhead is paid while bytes stream, so they do not simply add).
-    """
-
-    floor_share: float
-    overhead_share: float | None
-    rest_share: float | None
-
-
-def step_shares(step_s: float, floor_s: float, probe_s: float | None = None) -> StepShares:
-    """The shares of a measured step (`step_s`) its floor (`floor_s`) and the probe's step (`probe_s`) explain."""
-    floor_share = floor_s / step_s
-    if probe_s is None:
-        return StepShares(floor_share, None, None)
-    over = probe_s / step_s
-    return StepShares(floor_share, over, 1.0 - floor_share - over)
 
 
 def gpu_roofline(gpu: str, model, contexts=(512, 4096), prompt: int = 2048) -> dict[str, Any]:
@@ -161,3 +141,39 @@ def gpu_roofline(gpu: str, model, contexts=(512, 4096), prompt: int = 2048) -> d
             "decode_at_efficiency_s": {c: f / DEFAULT_EFFICIENCY for c, f in floor.items()},
             "efficiency": DEFAULT_EFFICIENCY, "prompt": prompt,
             "prefill_floor_s": step_floor(pre, peak, g.bandwidth).seconds, "prefill_intensity": pre.intensity}
+
+
+def prefill_ridge_tokens(model, gpu: str = "H100 SXM", dtype: str = "bf16", most: int = 1 << 20) -> int:
+    """The shortest prompt whose prefill reaches a catalogued GPU's ridge (dense `dtype` FLOP/s ÷ bandwidth):
+    below it a prefill is memory-bound too. Its intensity is helpers.formulas.stepcost.forward_cost's FLOPs ÷ bytes
+    (the weights read once, the prompt's K/V written; activations not counted), which grows with the prompt, so
+    the answer is found by bisection. Mistral 7B in bf16 on an H100 SXM: 301 tokens."""
+    from .gpus import get_gpu
+
+    g = get_gpu(gpu)
+    ridge = ridge_point(g.peak_flops(dtype)[0], g.bandwidth)
+    lo, hi = 1, most
+    if forward_cost(model, hi, 0, 1, dtype).intensity < ridge:
+        raise ValueError(f"no prompt up to {most:,} tokens reaches the {g.name}'s ridge of {ridge:,.0f} FLOP/B")
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if forward_cost(model, mid, 0, 1, dtype).intensity >= ridge:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def fixed_cost_weight(small, big, context: int = 128, dtype: str = "bf16") -> dict[str, float]:
+    """How much less a step's fixed cost weighs against the floor of `big` than of `small`, when that cost is
+    paid per layer (each layer launches the same few dozen operators, whatever its width): the bytes ratio
+    (big's decode bytes ÷ small's, helpers.formulas.stepcost.decode_cost) ÷ the layers ratio. Mistral 7B against
+    the tiny model: 610× the bytes, 8× the layers, so a fixed cost per byte about 76× lower."""
+    from .specs import get_spec
+    from .stepcost import decode_cost
+
+    s, b = get_spec(small), get_spec(big)
+    bytes_ratio = ratio(decode_cost(b, context, 1, dtype).bytes, decode_cost(s, context, 1, dtype).bytes)
+    layers_ratio = ratio(b.num_layers, s.num_layers)
+    return {"bytes_ratio": bytes_ratio, "layers_ratio": layers_ratio,
+            "per_byte_ratio": ratio(bytes_ratio, layers_ratio)}

@@ -16,8 +16,7 @@
   (sources in presets/SOURCES.md).
 
 These are the formulas: bytes carried per sequence, the break-even context, the FLOPs sparse attention
-saves; `growth` and `state_verdicts` word how each model's bytes grow with the context, from the numbers. The toys that check them on real tensors are helpers.measure.state_space_toys; the figure is
-helpers.present.state_space_figures.
+saves (notebook 10 shows them as tables).
 """
 from __future__ import annotations
 
@@ -28,7 +27,6 @@ from pathlib import Path
 from typing import Sequence
 
 from .. import checks
-from . import verdicts
 from .memory import kv_cache_bytes
 from .specs import PRESET_DIR, ModelSpec, get_spec, load_config, spec_from_config
 from .units import DTYPE_BYTES, normalize_dtype
@@ -152,43 +150,3 @@ def sparse_decode_saving(model: str = "mistral-7b-v0.3", context: int = 131072, 
 
 
 # ============================================================================ the rules that word these figures
-
-def growth(points: Sequence[tuple[int, int]]) -> verdicts.Verdict:
-    """How bytes grow with the context, from (tokens, bytes) points: 'the same at every length', 'in proportion
-    to the context' (bytes ÷ tokens equal at every point, to the byte), 'a fixed part plus B per token' (equal
-    increments per token), 'in proportion up to N tokens, the same from M', or 'growing, not in proportion' —
-    exact, no margin: these are formulas."""
-    pts = sorted(points)
-    b = [x for _, x in pts]
-    if len(set(b)) == 1:
-        return verdicts.Verdict(f"the same at every length ({b[0]:,} B)", "growth", {"kind": 0})
-    prop = [t1 * x0 == t0 * x1 for (t0, x0), (t1, x1) in zip(pts, pts[1:])]
-    if all(prop):
-        return verdicts.Verdict("in proportion to the context", "growth", {"kind": 1})
-    steady = all((x1 - x0) * (t2 - t1) == (x2 - x1) * (t1 - t0) for (t0, x0), (t1, x1), (t2, x2) in zip(pts, pts[1:], pts[2:]))
-    if steady and b[1] > b[0]:
-        per = (b[1] - b[0]) / (pts[1][0] - pts[0][0])
-        fixed = b[0] - per * pts[0][0]
-        return verdicts.Verdict(f"a fixed {fixed:,.0f} B plus {per:,.0f} B per token", "growth",
-                                {"kind": 4, "fixed": fixed, "per_token": per})
-    flat_from = next((i for i in range(len(b)) if len(set(b[i:])) == 1), None)
-    if flat_from is not None and all(prop[:max(flat_from - 1, 0)]):
-        return verdicts.Verdict(f"in proportion to the context up to {pts[flat_from - 1][0]:,} tokens, and the same "
-                                f"from {pts[flat_from][0]:,} on ({b[flat_from]:,} B)", "growth",
-                                {"kind": 2, "flat_from": pts[flat_from][0]})
-    return verdicts.Verdict("growing with the context, not in proportion to it", "growth", {"kind": 3})
-
-
-def state_verdicts(rows: Sequence[dict], reference: str = "mistral-7b-v0.3") -> list[verdicts.Verdict]:
-    """state_vs_kv's rows in words: how each model's bytes grow with the context, and each model's bytes at the
-    longest context as a factor of `reference`'s."""
-    models = list(dict.fromkeys(r["model"] for r in rows))
-    longest = max(r["tokens"] for r in rows)
-    at = {r["model"]: r["bytes"] for r in rows if r["tokens"] == longest}
-    out = [verdicts.Verdict(f"{m}: {growth([(r['tokens'], r['bytes']) for r in rows if r['model'] == m])}", "growth", {})
-           for m in models]
-    for m in models:
-        if m != reference:
-            v = verdicts.speed(at[m], at[reference], faster="less", slower="more", same="as much")
-            out.append(verdicts.Verdict(f"at {longest:,} tokens {m} carries {v} than {reference}", "speed", v.evidence))
-    return out

@@ -10,16 +10,15 @@ checked against the materialised version and PyTorch's fused kernel, and timed a
   (the online softmax: Milakov & Gimelshein 2018, arXiv:1805.02867). No N×N matrix is ever formed.
 
 The bytes each algorithm moves to and from slow memory (HBM on a GPU) are counted in helpers.formulas.flash;
-the figures are helpers.present.flash_figures. The rules that word a timing sweep and an equality check are
-timing_verdicts and equality_verdict, below (helpers.formulas.verdicts).
+the figures and tables are helpers.present.flash_figures.
 """
 from __future__ import annotations
 
 import math
 from typing import Any, Sequence
 
-from ..formulas import verdicts
 from ..formulas.flash import AttentionShape
+from ..formulas.regime import ratio
 from ..formulas.units import normalize_dtype
 from .dtypes import torch_dtype
 
@@ -110,49 +109,8 @@ def time_attention(lengths: Sequence[int], shape: AttentionShape, device: str = 
                                      repeats).median}
             if n <= tiled_up_to:
                 row["tiled_s"] = measure(lambda: tiled_attention(q, k, v, causal, block, block), device, 0, 1).median
-        row["naive_over_sdpa"] = row["naive_s"] / row["sdpa_s"]
+        row["naive_over_sdpa"] = ratio(row["naive_s"], row["sdpa_s"])
         return row
 
     with _threads(cpu_threads, device):
         return guarded_sweep(lengths, point, device, "tokens", desc="attention lengths")
-
-
-# ============================================================================ the rules that word them
-
-def equality_verdict(errors, dtype: str = "fp32") -> verdicts.Verdict:
-    """The largest of several |tiled − reference| differences against the dtype's rounding at the unit scale of
-    the random inputs' values (helpers.formulas.verdicts.rounding)."""
-    worst = max(float(e) for e in errors)
-    v = verdicts.rounding(worst, 1.0, dtype, "the unit-variance values")
-    return verdicts.Verdict(f"the largest |tiled − SDPA|: {v}", "rounding", v.evidence)
-
-
-def timing_verdicts(frame) -> list[verdicts.Verdict]:
-    """A naive-against-fused sweep (time_attention's frame) in words from its medians: the fused kernel against
-    the naive one at the shortest and the longest length that ran, whether that factor grew with length (by the
-    change margin), the readable tiled version against the naive one where it ran, and where the naive one ran
-    out of memory."""
-    ok = frame[~frame["oom"]]
-    if not len(ok):
-        return [verdicts.Verdict(f"nothing ran: out of memory at {frame.attrs.get('oom_at'):,} tokens", "oom", {})]
-    first, last = ok.iloc[0], ok.iloc[-1]
-    at = {n: verdicts.speed(r["sdpa_s"], r["naive_s"]) for n, r in ((int(first["tokens"]), first), (int(last["tokens"]), last))}
-    out = [verdicts.Verdict("the fused kernel against the naive one: " + "; ".join(f"{v} at {n:,} tokens" for n, v in at.items()),
-                            "speed", {str(n): v.evidence["ratio"] for n, v in at.items()})]
-    if len(ok) > 1:
-        trend = verdicts.change_verdict(last["naive_over_sdpa"] / first["naive_over_sdpa"])
-        out.append(verdicts.Verdict(
-            f"naive ÷ fused went from {first['naive_over_sdpa']:.1f}× to {last['naive_over_sdpa']:.1f}×: "
-            + {"higher": "it grew with length", "lower": "it shrank with length",
-               "about equal": f"the same within {verdicts.CHANGE_MARGIN:.0%}"}[trend],
-            "change", {"first": first["naive_over_sdpa"], "last": last["naive_over_sdpa"]}))
-    if "tiled_s" in ok:
-        tiled = ok.dropna(subset=["tiled_s"])
-        if len(tiled):
-            out.append(verdicts.Verdict("the readable tiled version (Python loops) against the naive one: " + "; ".join(
-                f"{verdicts.speed(r['tiled_s'], r['naive_s'])} at {int(r['tokens']):,} tokens" for _, r in tiled.iterrows()),
-                "speed", {str(int(r["tokens"])): r["naive_s"] / r["tiled_s"] for _, r in tiled.iterrows()}))
-    if frame.attrs.get("oom_at"):
-        out.append(verdicts.Verdict(f"the naive version ran out of memory at {frame.attrs['oom_at']:,} tokens", "oom",
-                                    {"oom_at": frame.attrs["oom_at"]}))
-    return out

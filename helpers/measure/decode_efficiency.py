@@ -4,7 +4,7 @@ probe — the loaded model's operations and layer count with every width shrunk 
 negligible, so that its step time is the fixed toll of a step (Python, operator dispatch, kernel
 launches) and nothing else.
 
-    measured step ≈ floor + fixed overhead + the rest (kernels short of the copy bandwidth)
+    measured step ≈ floor + fixed overhead + the rest (kernels that read below the read benchmark's rate)
 
 The floor is helpers.formulas.roofline.decode_floor_s over helpers.formulas.stepcost's bytes; the steps are timed
 by helpers.measure.timing.timed_generate; the figure is helpers.present.roofline_figures.efficiency_figure.

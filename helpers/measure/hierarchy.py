@@ -4,8 +4,8 @@
   figure with its source there.
 - This CPU: its caches as the system reports them (helpers.measure.microbench.cache_rows), and the read
   bandwidth measured from a few KiB to far past the last-level cache: the staircase that shows why tiling
-  pays. Its levels are found from the curve itself (levels_found), then held against the reported caches
-  (staircase_verdicts). The figures: helpers.present.hierarchy_figures.
+  pays. Its levels are found from the curve itself (levels_found), then held against the reported caches.
+  The figures and tables: helpers.present.hierarchy_figures.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from ..formulas import verdicts
+from ..formulas import regime
 from ..formulas.units import KiB, MiB
 
 ONCHIP_FILE = Path(__file__).parents[1] / "data" / "gpu_onchip.csv"
@@ -231,14 +231,16 @@ class Step:
 
 def levels_found(stairs: Sequence[Stair], caches: Sequence[CacheLevel]) -> tuple[list[FoundLevel], list[Step]]:
     """The levels and steps of a measured staircase, from the curve: a step wherever the bandwidth falls by more
-    than the change margin (helpers.formulas.verdicts.change_verdict) from one size to the next (consecutive
-    falls are one step); the levels are the runs between steps. Each step is held against the reported caches."""
+    than the 10 % margin (helpers.formulas.regime.label: "below") from one size to the next (consecutive
+    falls are one step); the levels are the runs between steps. Each step is held against the reported caches.
+    No working set: no level. A rate of zero or none is no fall (its ratio is not a number)."""
     import statistics
 
     stairs = sorted(stairs, key=lambda r: r.working_set_bytes)
-    assert stairs, "no working sets measured"
+    if not stairs:
+        return [], []
     bw = [r.read_bandwidth for r in stairs]
-    falls = [i for i in range(len(stairs) - 1) if verdicts.change_verdict(bw[i + 1] / bw[i]) == "lower"]
+    falls = [i for i in range(len(stairs) - 1) if regime.label(regime.ratio(bw[i + 1], bw[i])) == regime.BELOW]
     spans: list[list[int]] = []
     for i in falls:
         if spans and spans[-1][1] == i:
@@ -257,57 +259,3 @@ def levels_found(stairs: Sequence[Stair], caches: Sequence[CacheLevel]) -> tuple
         levels.append(FoundLevel(run[0].working_set_bytes, run[-1].working_set_bytes, len(run),
                                  statistics.median(r.read_bandwidth for r in run), fits_in(run[-1].working_set_bytes, caches)))
     return levels, steps
-
-
-def _size(n: int) -> str:
-    return f"{n / KiB:,.0f} KiB" if n < MiB else f"{n / MiB:,.0f} MiB"
-
-
-def _gbs(bw: float) -> str:
-    return f"{bw / 1e9:.3g} GB/s"
-
-
-def _level(v: FoundLevel) -> str:
-    sizes = _size(v.smallest_bytes) if v.smallest_bytes == v.largest_bytes else \
-        f"{_size(v.smallest_bytes)}–{_size(v.largest_bytes)}"
-    return f"{sizes}, {'DRAM' if v.reported == 'DRAM' else 'in ' + v.reported + ' as reported'}, {_gbs(v.median_bandwidth)}"
-
-
-def staircase_verdicts(stairs: Sequence[Stair], caches: Sequence[CacheLevel]) -> list[verdicts.Verdict]:
-    """What this machine's staircase says, from the curve against the caches the system reports: each step and
-    the cache that ends there (or none), each reported cache with no step at its size, whether any working set
-    went past the last-level cache, and the first level's bandwidth against the last level's."""
-    import statistics
-
-    levels, steps = levels_found(stairs, caches)
-    caches = data_caches(caches)
-    largest = max(r.working_set_bytes for r in stairs)
-    out = []
-    for s in steps:
-        span = f"between {_size(s.from_bytes)} and {_size(s.to_bytes)} ({_gbs(s.from_bandwidth)} → {_gbs(s.to_bandwidth)})"
-        if s.caches_at:
-            at = ", ".join(f"{c.name}'s {_size(c.size_bytes)}" for c in caches if c.name in s.caches_at)
-            words = f"a step down {span}, where {at} ends"
-        else:
-            words = f"a step down {span} that no cache size the system reports explains"
-        if s.ends_the_curve:
-            words += "; still falling at the largest working set"
-        out.append(verdicts.Verdict(words, "step", {"from": s.from_bytes, "to": s.to_bytes, "caches": len(s.caches_at)}))
-    stepped = {n for s in steps for n in s.caches_at}
-    for c in caches:
-        if c.name not in stepped and c.size_bytes <= largest:
-            out.append(verdicts.Verdict(f"no step at {c.name}'s {_size(c.size_bytes)}", "no_step", {"size": c.size_bytes}))
-    if caches:
-        last = caches[-1]
-        past = [r for r in stairs if r.working_set_bytes > last.size_bytes]
-        out.append(verdicts.Verdict(
-            f"the working sets past {last.name} ({_size(last.size_bytes)}), {_size(past[0].working_set_bytes)} to "
-            f"{_size(past[-1].working_set_bytes)}, read from DRAM at {_gbs(statistics.median(r.read_bandwidth for r in past))} (median)" if past else
-            f"no working set measured past {last.name} ({_size(last.size_bytes)}; the largest is {_size(largest)}): "
-            "DRAM is not measured here", "dram", {"past_last_cache": len(past)}))
-    top, bottom = levels[0], levels[-1]
-    if len(levels) > 1:
-        v = verdicts.times_as(top.median_bandwidth, bottom.median_bandwidth, f"the last level found ({_level(bottom)})")
-        out.append(verdicts.Verdict(f"{len(levels)} levels found; the first ({_level(top)}) reads at {v}", "times_as",
-                                    v.evidence))
-    return out

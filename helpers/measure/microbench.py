@@ -1,10 +1,11 @@
 """Microbenchmarks of this device: the two roofs of the roofline (helpers.formulas.roofline), measured with
 helpers.measure.timing (warm-up, synchronisation, repeats):
-- memory bandwidth: a device-to-device copy of a buffer larger than the caches, counting the bytes
-  read plus the bytes written (the STREAM "copy" convention, McCalpin 1995); a read-only sum for
-  comparison;
+- the **read** bandwidth (read_benchmark): the sum of a buffer larger than the caches, bytes read ÷ time. A
+  decode step reads its weights and cache (it writes one token's K/V), so its floor is bytes read ÷ this rate;
+- the **copy** bandwidth (copy_benchmark), for comparison: a device-to-device copy, bytes read + bytes written
+  ÷ time (the STREAM "copy" convention, McCalpin 1995) — a different rate, not the floor of a step that reads;
 - peak matmul FLOP/s in a dtype: a square n × n matmul, 2·n³ FLOPs (n³ multiply–adds).
-Both roofs use the best of the repeats (as STREAM reports its best rate).
+Each roof is the best of the repeats (as STREAM reports its best rate).
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..formulas.regime import ratio
 from ..formulas.units import normalize_dtype
 from .dtypes import torch_dtype
 from .timing import Stats, measure
@@ -102,45 +104,10 @@ def default_copy_bytes(device: str, caches=None, free_bytes: int | None = None) 
     return beyond_last_cache(caches, free_bytes, buffers=2)
 
 
-def copy_size_note(nbytes: int, device: str, last: int | None) -> str:
-    """The buffer against `last`, the last-level cache (bytes; None when unknown) of the machine that measured, as
-    the roofs' table says it: '1,920 MiB, 4.0× the 480 MiB last-level cache (past it)', or '… (the cache holds it)'."""
-    from ..formulas.verdicts import factor
-
-    if device.startswith(("cuda", "mps")):
-        return f"{nbytes / 2**20:,.0f} MiB, past the GPU's L2"
-    if not last:
-        return f"{nbytes / 2**20:,.0f} MiB (no cache size reported)"
-    return (f"{nbytes / 2**20:,.0f} MiB, {factor(nbytes / last)} the {last / 2**20:,.0f} MiB last-level cache "
-            f"({'past it' if nbytes > last else 'the cache holds it'})")
-
-
-def against_copy(rate: float, copy_bandwidth: float, read_bytes: float, what: str, cache_bytes: float | None,
-                 copy_bytes: float | None = None, roof_name: str = "the copy's bandwidth",
-                 read_what: str = "its weights"):
-    """A measured read rate (bytes/s) of `what` against the copy's bandwidth, by
-    helpers.formulas.verdicts.against_roof: 'N % of the copy's bandwidth', 'at …', or 'above the copy's
-    bandwidth (1.07×)' with its reason (verdicts.above_floor_reason: the `read_bytes` fit the last-level cache of
-    `cache_bytes`, None when unknown); and, where the copy's own buffer (`copy_bytes`) fits that cache, that
-    the floor itself was partly read from the cache."""
-    from ..formulas import verdicts
-
-    v = verdicts.against_roof(rate, copy_bandwidth, roof_name)
-    words = f"{what} at {rate / 1e9:,.1f} GB/s: {v.words}"
-    above = verdicts.change_verdict(rate / copy_bandwidth) == "higher"
-    if above:
-        words += verdicts.above_floor_reason(read_bytes, cache_bytes, read_what)
-    if copy_bytes and cache_bytes and copy_bytes <= cache_bytes:
-        words += (f" (the copy's own {copy_bytes / 2**20:,.0f} MiB buffer fits that {cache_bytes / 2**20:,.0f} MiB "
-                  "cache: its bandwidth is partly the cache's)")
-    return verdicts.Verdict(words, "against_copy", {**v.evidence, "read_bytes": read_bytes, "above": float(above),
-                                                    "cache_bytes": float(cache_bytes or 0),
-                                                    "copy_bytes": float(copy_bytes or 0)})
-
-
 @dataclass(frozen=True)
 class CopyBenchmark:
-    """One bandwidth measurement: `iters` copies of `nbytes` per timed sample."""
+    """One bandwidth measurement (a copy or a read): `iters` passes over `nbytes` per timed sample,
+    `bytes_moved` counted per pass (a copy: read + written; a read: read)."""
 
     device: str
     nbytes: int          # size of the buffer copied
@@ -152,12 +119,12 @@ class CopyBenchmark:
     def seconds_per_copy(self) -> float:
         """The best (shortest) sample per copy: a roof is the best the device sustains, and STREAM
         reports its best rate the same way; interference from other work only ever slows a sample."""
-        return self.stats.min / self.iters
+        return ratio(self.stats.min, self.iters)
 
     @property
     def bandwidth(self) -> float:
-        """Bytes per second, read + write, from the best sample."""
-        return self.bytes_moved / self.seconds_per_copy
+        """Bytes moved per second (bytes_moved: a copy's read + write, a read's read), from the best sample."""
+        return ratio(self.bytes_moved, self.seconds_per_copy)   # inf for a zero time, never an exception
 
     def to_dict(self) -> dict:
         return {"device": self.device, "nbytes": self.nbytes, "bytes_moved_per_copy": self.bytes_moved,
@@ -193,73 +160,13 @@ def copy_benchmark(device: str | None = None, nbytes: int | None = None, repeats
 
 def read_benchmark(device: str | None = None, nbytes: int | None = None, repeats: int = 5,
                    iters: int | None = None) -> CopyBenchmark:
-    """Read-only bandwidth, for comparison: the sum of an fp32 buffer of `nbytes`. On many CPUs reading alone
-    streams more slowly than a copy's read + write total: the roofline's bandwidth can sit above what a
-    decode step can read."""
+    """The read bandwidth, the floor's: the sum of an fp32 buffer of `nbytes` (default_copy_bytes: past the
+    caches), bytes read ÷ the best time. A decode step's floor is the bytes it reads ÷ this rate."""
     import torch
 
     dev, nbytes, iters = _buffer(device, nbytes, iters)
     x = torch.ones(nbytes // 4, dtype=torch.float32, device=dev)
     return CopyBenchmark(dev, x.numel() * 4, x.numel() * 4, iters, _timed(x.sum, dev, iters, repeats))
-
-
-GEMV_SHAPE = (3584, 1024)        # one weight matrix of the stack on a CPU: the small profile's MLP projection
-GEMV_SHAPE_CUDA = (14336, 4096)  # on a GPU: Mistral 7B's MLP projection (config.json: intermediate × hidden)
-
-
-def gemv_shape(device: str) -> tuple[int, int]:
-    """The weight matrix the kernel-bandwidth probe reads, per device: a GPU reads the CPU's 14.7 MB in about
-    one kernel launch's time, so on CUDA each matrix is the 7B's own MLP projection (117 MB in bf16)."""
-    return GEMV_SHAPE_CUDA if str(device).startswith("cuda") else GEMV_SHAPE
-
-
-def gemv_benchmark(device: str | None = None, dtype: str = "fp32", nbytes: int | None = None,
-                   packed: bool = False, repeats: int = 5) -> CopyBenchmark:
-    """The bandwidth a decode step's own kernel attains: one activation row times a stack of weight matrices
-    (gemv_shape(device) each) holding `nbytes` in all, each read once per pass so that nothing stays in a cache —
-    a decode step at batch 1 in miniature. `packed=False` times ``F.linear`` (what ``nn.Linear`` calls),
-    `packed=True` oneDNN on prepacked weights (helpers.decoding.packed, CPU). Bytes counted: the weights read."""
-    import torch
-
-    dev = _device(device)
-    dt = normalize_dtype(dtype, MATMUL_DTYPES)
-    nbytes = nbytes or default_copy_bytes(dev)
-    tdt = torch_dtype(dt)
-    shape = gemv_shape(dev)
-    per = shape[0] * shape[1] * torch.empty((), dtype=tdt).element_size()
-    first = torch.randn(shape, device=dev).to(tdt)     # the values do not change the time: copies of one matrix
-    weights = [first] + [first.clone() for _ in range(nbytes // per - 1)]
-    x = torch.randn(1, shape[1], device=dev).to(tdt)
-    if packed:
-        stack = [torch.ops.mkldnn._reorder_linear_weight(w, 1) for w in weights]
-        del weights
-
-        def run():
-            for w in stack:
-                torch.ops.mkldnn._linear_pointwise(x, w, None, "none", [], "")
-    else:
-        stack = weights
-
-        def run():
-            for w in stack:
-                torch.nn.functional.linear(x, w)
-
-    read = len(stack) * per
-    with torch.inference_mode():
-        stats = measure(run, dev, warmup=1, repeats=repeats)
-    return CopyBenchmark(dev, read, read, 1, stats)
-
-
-def kernel_bandwidths(device: str | None = None, dtype: str = "fp32", repeats: int = 5) -> dict[str, float]:
-    """Bytes/s a decode step's matrix–vector kernel reads here: {"linear": F.linear's} and, where oneDNN
-    prepacking runs (CPU, fp32/bf16), {"packed": …} too."""
-    from ..decoding import packed as packing
-
-    dev = _device(device)
-    out = {"linear": gemv_benchmark(dev, dtype, repeats=repeats).bandwidth}
-    if packing.available(dev, normalize_dtype(dtype))[0]:
-        out["packed"] = gemv_benchmark(dev, dtype, packed=True, repeats=repeats).bandwidth
-    return out
 
 
 def default_matmul_n(device: str, dtype: str) -> int:
@@ -288,7 +195,7 @@ class MatmulBenchmark:
     @property
     def flops_per_s(self) -> float:
         """FLOP/s of the best (shortest) sample, as for the bandwidth: a peak is the best sustained rate."""
-        return self.flops_per_matmul * self.iters / self.stats.min
+        return ratio(self.flops_per_matmul * self.iters, self.stats.min)
 
     def to_dict(self) -> dict:
         return {"device": self.device, "dtype": self.dtype, "n": self.n, "iters": self.iters,

@@ -1,21 +1,16 @@
-"""Figures and tables of where the compute goes (helpers.formulas.compute_share) and of the time each part
-takes (helpers.measure.forward_parts), for notebook 10: the display names of the parts live here."""
+"""Figures and tables of where the compute goes (helpers.formulas.compute_share), for notebook 10: the display
+names of the parts live here."""
 from __future__ import annotations
 
 from typing import Any, Sequence
 
 from ..formulas.compute_share import TALK_LAYER_SHARE, PhaseTerms
-from ..measure.forward_parts import PartsCompared
 from . import plots
 
 # FlopTerms's fields, as a table names them
 FLOP_PARTS = {"embedding": "embedding (a lookup)", "attention_projections": "layers: attention projections (q, k, v, o)",
               "attention_context": "layers: attention over the context (QKᵀ, softmax·V)", "mlp": "layers: MLP",
               "head": "head (logits)"}
-# GroupShares's fields: the parts FLOPs and time have in common
-GROUPS = {"embedding": "embedding", "attention": "attention", "mlp": "MLP", "head": "head",
-          "everything_else": "everything else"}
-
 
 def shares_frame(rows: Sequence[PhaseTerms]):
     """A pandas table, one row per phase and length: the share of each part of the forward pass's FLOPs."""
@@ -24,14 +19,6 @@ def shares_frame(rows: Sequence[PhaseTerms]):
     return pd.DataFrame([{"phase": r.phase, "tokens": r.tokens,
                           **{label: getattr(r.terms, f) / r.terms.total for f, label in FLOP_PARTS.items()}}
                          for r in rows])
-
-
-def parts_frame(compared: Sequence[PartsCompared]):
-    """A pandas table: per phase and part, the share of the FLOPs (computed) and of the time (measured)."""
-    import pandas as pd
-
-    return pd.DataFrame([{"part": label, "FLOP share": getattr(c.flops, f), "time share": getattr(c.time, f),
-                          "phase": c.phase} for c in compared for f, label in GROUPS.items()])
 
 
 @plots.notes_when_empty('Share of compute in each part of a forward pass')
@@ -56,22 +43,4 @@ def share_figure(sweep: Sequence[PhaseTerms], source: Any, threshold: float = TA
         ax.set_ylim(0, 101)
     axes[0].legend(fontsize=6.5, loc="center left")   # the empty middle-left of the prefill panel
     fig.suptitle("Where the FLOPs go, by context length")
-    return plots.finish(fig, source)
-
-
-@plots.notes_when_empty('FLOPs by part of a forward pass')
-def parts_figure(table, tokens: int, source: Any):
-    """FLOP share (computed) beside time share (measured) for each part, prefill and decode side by side;
-    `table` is parts_frame's."""
-    fig, axes = plots.figure(ncols=2, width=5, height=3.6)
-    for ax, (phase, g) in zip(axes, table.groupby("phase", sort=False)):
-        y = range(len(g))
-        ax.barh([i + 0.2 for i in y], 100 * g["FLOP share"], height=0.4, color="tab:orange", label="FLOPs (computed)")
-        ax.barh([i - 0.2 for i in y], 100 * g["time share"], height=0.4, color="tab:blue", label="time (measured)")
-        ax.set_yticks(list(y), g["part"])
-        ax.invert_yaxis()
-        ax.set_xlabel("share (%)")
-        ax.set_title(f"{phase}, {tokens} tokens", fontsize=10)
-    axes[0].legend(fontsize=8)
-    fig.suptitle("FLOPs against time, part by part")
     return plots.finish(fig, source)

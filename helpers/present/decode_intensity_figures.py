@@ -62,9 +62,8 @@ def point_figure(p: IntensityPoint, dtype: str = "bf16"):
                    label=f"batch {p.batch:,}, {what}: {x:,.1f} FLOP/B")
     ax.set_xlabel("arithmetic intensity (FLOP per byte moved)")
     ax.set_ylabel("attainable FLOP/s")
-    fits = "fits" if p.fits else f"does not fit: at most {p.max_batch:,}"
-    ax.set_title(f"{p.model} decode, batch {p.batch:,} ({fits}) × {p.context:,} tokens: {p.bound}-bound",
-                 fontsize=10)
+    ax.set_title(f"{p.model} decode, batch {p.batch:,} × {p.context:,} tokens (at most {p.max_batch:,} fit): "
+                 f"intensity ÷ ridge {p.intensity_with_kv / p.ridge:,.2f}", fontsize=10)
     ax.grid(True, which="both", alpha=0.2)
     ax.legend(fontsize=8, loc="lower right")
     return plots.finish(fig, f"computed from {p.model} config.json, {dtype} · {p.gpu}: helpers/data/gpus.csv · "
@@ -73,9 +72,28 @@ def point_figure(p: IntensityPoint, dtype: str = "bf16"):
 
 def summary_frame(summaries: list[IntensitySummary]):
     """A pandas table, one row per context: its largest fitting batch, the intensity there, the cache's
-    limit, the ridge and whether it is reached."""
+    limit (any batch), the ridge, and the limit ÷ the ridge with its label (below: no batch reaches the ridge)."""
     import pandas as pd
 
-    return pd.DataFrame([{"context": s.context, "largest batch that fits": s.max_batch,
-                          "FLOP/B at that batch": s.intensity_at_max_batch, "the cache's limit (FLOP/B)": s.limit_with_kv,
-                          "ridge (FLOP/B)": s.ridge, "reaches the ridge": s.reaches_ridge} for s in summaries])
+    from ..formulas import regime
+
+    frame = pd.DataFrame([{"context": s.context, "largest batch that fits": s.max_batch,
+                           "FLOP/B at that batch": s.intensity_at_max_batch, "the cache's limit (FLOP/B)": s.limit_with_kv,
+                           "ridge (FLOP/B)": s.ridge} for s in summaries])
+    return regime.ratio_columns(frame, "the cache's limit (FLOP/B)", "ridge (FLOP/B)", "limit ÷ ridge")
+
+
+def point_frame(p: IntensityPoint):
+    """One computed decode step (helpers.formulas.decode_intensity.point) as a one-row table: its intensity
+    with the cache and with the weights alone, each ÷ the ridge with its label, the cache's limit ÷ the ridge,
+    and the largest batch that fits."""
+    import pandas as pd
+
+    from ..formulas import regime
+
+    r, label = regime.against(p.intensity_with_kv, p.ridge)
+    return pd.DataFrame([{"model": p.model, "GPU": p.gpu, "batch": p.batch, "context": p.context,
+                          "FLOP/B with the cache": p.intensity_with_kv, "FLOP/B, weights only": p.intensity_weights_only,
+                          "ridge (FLOP/B)": p.ridge, "with the cache ÷ ridge": r, "label": label,
+                          "the cache's limit ÷ ridge": regime.ratio(p.limit_with_kv, p.ridge),
+                          "largest batch that fits": p.max_batch}])

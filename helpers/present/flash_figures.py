@@ -44,3 +44,12 @@ def timing_figure(df, source: Any):
     ax.set_title("Attention time: materialised against fused")
     ax.legend(fontsize=8)
     return plots.finish(fig, source)
+
+
+def timing_frame(df):
+    """The timed lengths (helpers.measure.attention_kernels.time_attention's frame, out-of-memory rows left out)
+    with naive ÷ fused and its label: above 1, the fused kernel is the faster."""
+    from ..formulas import regime
+
+    ok = df[~df["oom"]].drop(columns=["oom", "naive_over_sdpa"], errors="ignore")
+    return regime.ratio_columns(ok, "naive_s", "sdpa_s", "naive ÷ fused")

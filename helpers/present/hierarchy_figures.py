@@ -36,15 +36,20 @@ def caches_frame(caches: Sequence[CacheLevel]):
 
 
 def levels_frame(rows: Sequence[FoundLevel]):
-    """The levels found on the measured curve (helpers.measure.hierarchy.levels_found), in GB/s (10⁹ B/s)."""
+    """The levels found on the measured curve (helpers.measure.hierarchy.levels_found), in GB/s (10⁹ B/s), each
+    level's bandwidth ÷ the last level's (the first over the last: what tiling can gain here)."""
     import pandas as pd
 
+    from ..formulas import regime
+
+    last = rows[-1].median_bandwidth if rows else None
     def size(n):
         return f"{n / KiB:,.0f} KiB" if n < MiB else f"{n / MiB:,.0f} MiB"
 
     return pd.DataFrame([{"working sets": size(v.smallest_bytes) if v.smallest_bytes == v.largest_bytes else
                           f"{size(v.smallest_bytes)} – {size(v.largest_bytes)}", "sizes measured": v.sizes_measured,
                           "median read bandwidth (GB/s)": v.median_bandwidth / 1e9,
+                          "÷ the last level's": regime.ratio(v.median_bandwidth, last),
                           "the system's cache holding the largest": v.reported} for v in rows])
 
 
