@@ -41,7 +41,7 @@ def refuse(**kw):
 tp_demo.run_tp = refuse
 app = runpy.run_path(sys.argv[1])["app"]
 _, defs = app.run()
-print("DEFS=" + json.dumps({"error": defs["tp_attempt"].error, "later": sorted(k for k in ("disagg", "costs") if k in defs)}))
+print("DEFS=" + json.dumps({"error": defs["tp_attempt"].error, "later": sorted(k for k in ("disagg_rows", "disagg_table") if k in defs)}))
 """
 
 
@@ -54,4 +54,4 @@ def test_notebook_09_goes_on_when_its_two_process_forward_fails(tmp_path):
     line = next(x for x in r.stdout.splitlines() if x.startswith("DEFS="))
     got = json.loads(line[5:])
     assert got["error"] == "RuntimeError: gloo: connection refused (injected by the test)"
-    assert got["later"] == ["costs", "disagg"]          # section 6, after the failed section 5, ran
+    assert got["later"] == ["disagg_rows", "disagg_table"]     # section 6, after the failed section 5, ran

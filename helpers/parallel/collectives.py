@@ -26,7 +26,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import checks
-from ..formulas.verdicts import Verdict, share, speed, times_as
 from .links import Link
 
 BASE_LATENCY_S = 3.6e-6   # NCCL tuning.cc baseLat, Ring / LL
@@ -107,14 +106,10 @@ class AllReduceParts:
     total_s: float
     crossover_bytes: float        # the message whose bytes take as long as the latency (all_reduce_crossover_bytes)
 
-    def reading(self) -> Verdict:
-        """Which term is most of the time, by rule: latency's share of the all-reduce
-        (helpers.formulas.verdicts.share), and the message against the crossover."""
-        side = "below" if self.message_bytes < self.crossover_bytes else "above"
-        return Verdict(f"latency is {share(self.latency_s, self.total_s, 'the all-reduce').words}, the message "
-                       f"({self.message_bytes:,.0f} B) {side} the crossover", "collectives.parts",
-                       {"latency_share": self.latency_s / self.total_s, "message_bytes": self.message_bytes,
-                        "crossover_bytes": self.crossover_bytes})
+    @property
+    def latency_share(self) -> float:
+        """The latency's share of the all-reduce: latency ÷ total."""
+        return self.latency_s / self.total_s
 
 
 def all_reduce_parts(message_bytes: float, n: int, link: Link, base_s: float = BASE_LATENCY_S) -> AllReduceParts:
@@ -128,26 +123,3 @@ def all_reduce_parts(message_bytes: float, n: int, link: Link, base_s: float = B
                            latency, latency + wire / link.bandwidth, all_reduce_crossover_bytes(n, link, base_s))
     assert abs(parts.total_s - all_reduce_s(m, n, link, base_s)) <= 1e-12 + 1e-9 * parts.total_s, parts
     return parts
-
-
-def all_reduce_reading(message_bytes: float, n: int, links: dict[str, Link], big_bytes: float = 2**30) -> list[Verdict]:
-    """An all-reduce of `message_bytes` over `n` GPUs on each link, by rule: its time and latency's share of it
-    (helpers.formulas.verdicts.share), each link against the first, where bandwidth takes over (the crossover),
-    and the links at a `big_bytes` message (helpers.formulas.verdicts.speed)."""
-    names = list(links)
-    t = {k: all_reduce_s(message_bytes, n, l) for k, l in links.items()}
-    out = [Verdict(f"over {links[k].name} {1e6 * t[k]:,.1f} µs, latency {share(all_reduce_latency_s(n, links[k]), t[k], 'it').words}",
-                   "share", {"seconds": t[k], "latency_share": all_reduce_latency_s(n, links[k]) / t[k]})
-           for k in names]
-    first = names[0]
-    ref = links[first].name + "'s time"
-    out += [Verdict(f"{links[k].name} takes {times_as(t[k], t[first], ref).words}", "times_as",
-                    {"ratio": t[k] / t[first]}) for k in names[1:]]
-    cross = {k: all_reduce_crossover_bytes(n, l) for k, l in links.items()}
-    out.append(Verdict("the bytes take as long as the latency at " + ", ".join(
-        f"{cross[k] / 1e6:,.2f} MB ({links[k].name})" for k in names) + ": bandwidth decides above that",
-        "collectives.crossover", {k: v for k, v in cross.items()}))
-    big = {k: all_reduce_s(big_bytes, n, l) for k, l in links.items()}
-    out += [Verdict(f"at {big_bytes / 2**30:g} GiB {links[k].name} is {speed(big[k], big[first], than=links[first].name).words}",
-                    "speed", speed(big[k], big[first]).evidence) for k in names[1:]]
-    return out

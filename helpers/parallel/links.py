@@ -4,8 +4,10 @@ gpus.csv so that the two files never conflict).
 Conventions of the file (checked by tests/test_parallel.py):
 - one row per (GPU, link); ``scope`` is ``node`` (GPUs in one server: NVLink / NVSwitch, PCIe,
   AMD Infinity Fabric) or ``cluster`` (between servers: one InfiniBand NIC per GPU);
-- ``bidirectional_gbs`` is the vendor's figure, GB/s (10^9 B/s) summed over both directions, as
-  datasheets print it ("NVLink 900 GB/s"); a ring sends one way at a time, so the model uses half
+- ``figure`` and ``unit`` are the bandwidth as its source prints it, and ``direction`` says what it counts:
+  ``both`` (summed over the two directions: NVIDIA's "NVLink 900 GB/s" and "PCIe Gen5 128 GB/s", AMD's
+  128 GB/s Infinity Fabric link) or ``each`` (one direction: an InfiniBand port's 400 Gb/s, PCI-SIG's
+  rate per direction). A ring sends one way at a time, so the model uses one direction
   (``Link.bandwidth``, bytes per second each way);
 - ``hop_latency_us`` is the latency of one step of a ring, from NCCL's own cost model
   (NVIDIA/nccl, src/graph/tuning.cc, ``hwLat``, Ring with the low-latency LL protocol that small
@@ -28,25 +30,38 @@ from ..formulas.gpus import get_gpu
 
 DATA_FILE = Path(__file__).resolve().parent.parent / "data" / "gpu_links.csv"
 KINDS = ("nvlink", "pcie", "infiniband", "infinity fabric")
+UNITS = {"GB/s": 1e9, "Gb/s": 1e9 / 8}     # bytes per second of one unit
+DIRECTIONS = ("each", "both")
 GPUS_PER_SERVER = 8
 
 
 @dataclass(frozen=True)
 class Link:
-    """One link a GPU talks over; ``bandwidth`` is bytes per second each way."""
+    """One link a GPU talks over: its source's figure (``figure`` in ``unit``, counting ``direction``:
+    "each" or "both"); ``bandwidth`` is bytes per second each way."""
 
     gpu: str
     name: str
     scope: str
-    bidirectional_gbs: float
+    figure: float
+    unit: str
+    direction: str
     hop_latency_us: float
     source: str = ""
     note: str = ""
 
+    def __post_init__(self):
+        assert self.unit in UNITS and self.direction in DIRECTIONS, (self.unit, self.direction)
+
     @property
     def bandwidth(self) -> float:
-        """Bytes per second in one direction: half the vendor's bidirectional figure."""
-        return self.bidirectional_gbs * 1e9 / 2
+        """Bytes per second in one direction: the figure in bytes, halved when it sums both directions."""
+        return self.figure * UNITS[self.unit] / (2 if self.direction == "both" else 1)
+
+    @property
+    def bidirectional_gbs(self) -> float:
+        """GB/s summed over both directions (what NVIDIA's GPU datasheets print)."""
+        return 2 * self.bandwidth / 1e9
 
     @property
     def hop_latency_s(self) -> float:
@@ -69,14 +84,14 @@ def custom_link(name: str, bandwidth_bytes_per_s: float, hop_latency_s: float, s
     if not bandwidth_bytes_per_s > 0 or not hop_latency_s >= 0:
         raise ValueError(f"a link needs a positive bandwidth and a latency ≥ 0, got {bandwidth_bytes_per_s!r} B/s "
                          f"and {hop_latency_s!r} s")
-    return Link("this machine", name, "node", 2 * bandwidth_bytes_per_s / 1e9, hop_latency_s * 1e6, source)
+    return Link("this machine", name, "node", bandwidth_bytes_per_s / 1e9, "GB/s", "each", hop_latency_s * 1e6, source)
 
 
 @functools.lru_cache(maxsize=1)
 def _rows() -> tuple[Link, ...]:
     rows = pd.read_csv(DATA_FILE, dtype=str, keep_default_na=False).to_dict("records")
-    return tuple(Link(r["gpu"], r["link"], r["scope"], float(r["bidirectional_gbs"]), float(r["hop_latency_us"]),
-                      r["source"], r["note"]) for r in rows)
+    return tuple(Link(r["gpu"], r["link"], r["scope"], float(r["figure"]), r["unit"], r["direction"],
+                      float(r["hop_latency_us"]), r["source"], r["note"]) for r in rows)
 
 
 def links(gpu) -> list[Link]:

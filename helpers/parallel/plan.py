@@ -37,9 +37,11 @@ many experts a step reads grows with the batch (helpers.formulas.stepcost.expert
 """
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import asdict, dataclass, replace
+from fractions import Fraction
 
 from .. import checks
 from ..capacity.planner import DEFAULT_EFFICIENCY, plan
@@ -47,7 +49,6 @@ from ..formulas.config_schema import MAX_TOKENS
 from ..formulas.gpus import get_gpu
 from ..formulas.specs import get_spec
 from ..formulas.stepcost import expert_bytes, experts_touched
-from ..formulas.verdicts import Verdict, change_verdict, share, speed, times_as
 from .collectives import all_reduce_s, all_to_all_s, send_s
 from .links import GPUS_PER_SERVER, Link, get_link
 
@@ -211,25 +212,72 @@ def flattens_at(rows: list[TPScaling], gain: float = FLATTEN_GAIN) -> int | None
     return None
 
 
+def busiest_gpu_experts(experts: int, k: int, ep: int, tokens: int) -> float:
+    """The expected number of routed experts the busiest of `ep` GPUs reads in one MoE layer, exactly: each
+    of `tokens` tokens chooses `k` of `experts` uniformly and independently (the routing
+    helpers.formulas.stepcost.experts_touched assumes), the experts split over the GPUs in equal blocks,
+    and a GPU reads each of its experts that at least one token chose. A step waits for that GPU.
+
+    With T the set of experts touched, P(T ⊆ S) = (C(|S|, k) ÷ C(E, k))^b for any set S, so by
+    inclusion–exclusion P(T = A) = Σᵢ (−1)^(|A|−i) C(|A|, i) (C(i, k) ÷ C(E, k))^b depends on |A| alone;
+    the sets with at most j experts on every GPU are counted by the coefficients of ∏_g Σ_{c≤j} C(m_g, c) xᶜ,
+    and E[max] = Σ_j P(max > j). In whole numbers (Python's integers), so no rounding cancels.
+    Real routers differ: DeepSeek-V3's picks its k experts within 4 of its 8 expert groups (config
+    `topk_group`, `n_group`) and balances load with a bias, which this leaves out."""
+    E, k = checks.count(experts, "routed experts"), checks.count(k, "experts per token")
+    ep, b = checks.count(ep, "ep (GPUs the experts are split over)"), checks.count(tokens, "tokens")
+    if k > E or ep > E:
+        raise ValueError(f"k={k} experts per token and ep={ep} GPUs must each be at most the {E} experts")
+    sizes = [E // ep + (g < E % ep) for g in range(ep)]
+    if E * (1 - k / E) ** b < 1e-12:        # every expert touched but with probability < 1e-12: the largest block
+        return float(max(sizes))
+    return _busiest(E, k, tuple(sizes), b)
+
+
+@functools.lru_cache(maxsize=256)
+def _busiest(E: int, k: int, sizes: tuple[int, ...], b: int) -> float:
+    power = [math.comb(i, k) ** b for i in range(E + 1)]
+    exactly = [sum((-1) ** (n - i) * math.comb(n, i) * power[i] for i in range(k, n + 1)) for n in range(E + 1)]
+    whole = math.comb(E, k) ** b
+    expected = Fraction(0)
+    for j in range(max(sizes)):
+        counts = [1]
+        for m in sizes:
+            block = [math.comb(m, c) for c in range(min(j, m) + 1)]
+            nxt = [0] * (len(counts) + len(block) - 1)
+            for a, ca in enumerate(counts):
+                for c, cb in enumerate(block):
+                    nxt[a + c] += ca * cb
+            counts = nxt
+        expected += 1 - Fraction(sum(exactly[n] * counts[n] for n in range(min(len(counts), E + 1))), whole)
+    return float(expected)
+
+
 @dataclass(frozen=True)
 class MoEStep:
-    """One batch of moe_rows(): the share of routed experts the step touches, the expert bytes each GPU
-    reads (GB) and their time, and the two all-to-alls per MoE layer and their share of (all-to-all +
-    expert reads)."""
+    """One batch of moe_rows(): the share of routed experts the step touches; per MoE layer the experts a GPU
+    reads on average and on the busiest GPU (busiest_gpu_experts); the expert reads' time per step on the mean
+    and on the busiest GPU; the two all-to-alls per MoE layer; and the all-to-all's share of (all-to-all +
+    expert reads) with the mean GPU's reads and with the busiest's (the one a step waits for)."""
 
     batch: int
     experts_touched: float
+    experts_per_gpu: float
+    busiest_experts: float
     expert_gb_read_per_gpu: float
     expert_read_ms: float
+    busiest_read_ms: float
     all_to_all_ms: float
     all_to_all_share: float
+    busiest_all_to_all_share: float
 
 
 def moe_rows(model, gpu, batches=(1, 8, 64, 256), ep: int = 8, weight_dtype: str = "bf16",
              link: str | Link | None = None) -> list[MoEStep]:
     """Per decode step of an MoE model, against the batch: the share of experts touched
-    (helpers.formulas.stepcost), the expert bytes read and their time at the GPU's bandwidth per GPU over
-    `ep` GPUs, and the two all-to-alls per MoE layer (dispatch, combine) over the link."""
+    (helpers.formulas.stepcost), the expert bytes read and their time at the GPU's bandwidth on the mean GPU
+    and on the busiest of `ep` GPUs (busiest_gpu_experts), and the two all-to-alls per MoE layer (dispatch,
+    combine) over the link."""
     spec = get_spec(model)
     if not spec.num_experts or not spec.experts_per_token:
         raise ValueError(f"{spec.name} is not a mixture-of-experts model (no routed experts in its config)")
@@ -242,79 +290,18 @@ def moe_rows(model, gpu, batches=(1, 8, 64, 256), ep: int = 8, weight_dtype: str
     lk = _link(g, link, ep)
     moe_layers = spec.num_layers - (spec.first_k_dense_replace or 0)
     experts = expert_bytes(spec, weight_dtype)
+    E, k = spec.num_experts, spec.experts_per_token
     rows = []
     for b in batches:
         touched = experts_touched(spec, b)
-        per_gpu = math.ceil(b / ep) * spec.experts_per_token * spec.hidden_size * ACTIVATION_BYTES
+        per_gpu = math.ceil(b / ep) * k * spec.hidden_size * ACTIVATION_BYTES
         a2a = 2 * moe_layers * all_to_all_s(per_gpu, ep, lk)
-        read = experts * touched / ep
-        rows.append(MoEStep(b, touched, read / 1e9, read / g.bandwidth * 1e3, a2a * 1e3,
-                            a2a / (a2a + read / g.bandwidth)))
+        busiest = busiest_gpu_experts(E, k, ep, b)
+        read, top = experts * touched / ep, experts * busiest / E
+        rows.append(MoEStep(b, touched, E * touched / ep, busiest, read / 1e9, read / g.bandwidth * 1e3,
+                            top / g.bandwidth * 1e3, a2a * 1e3, a2a / (a2a + read / g.bandwidth),
+                            a2a / (a2a + top / g.bandwidth)))
     return rows
-
-
-# ----------------------------------------------------------------------------- what the tables say, by rule
-
-def tp_reading(scaling: dict[str, list[TPScaling]]) -> list[Verdict]:
-    """tp_scaling's rows per link read by rule: where the speed-up flattens (flattens_at, FLATTEN_GAIN) and
-    communication's share of the step at the largest degree (helpers.formulas.verdicts.share)."""
-    out = []
-    for rows in scaling.values():
-        n, last = flattens_at(rows), rows[-1]
-        flat = f"flattens at {n} GPUs" if n else f"does not flatten up to {last.tp} GPUs"
-        out.append(Verdict(f"over {last.link.split(',')[0]} the speed-up {flat} ({last.speed_up:.2f}× at {last.tp}); "
-                           f"communication is {share(last.communication_share, 1, 'the step').words} at {last.tp} GPUs",
-                           "parallel.tp", {"flattens_at": n or 0, "communication_share": last.communication_share,
-                                           "speed_up": last.speed_up}))
-    return out
-
-
-THROUGHPUT_WORDS = {"higher": "raise", "lower": "cut", "about equal": "leave within the change margin"}
-
-
-def pipeline_reading(steps: dict, micro_batches: int) -> list[Verdict]:
-    """parallel_step's rows keyed (tp, pp, micro-batches), read by rule: pp=2 with one micro-batch against one
-    GPU (helpers.formulas.verdicts.speed) and the batch it holds; then, for pp = 2 and 4, what
-    `micro_batches` micro-batches do to the bubble, to one batch's throughput (change_verdict) and to a slot
-    (a factor of the whole batch's slot, beside the 1/m a micro-batch's share of the work would give); last,
-    the step of tp=4 and pp=4 against one GPU's."""
-    one, two = steps[(1, 1, 1)], steps[(1, 2, 1)]
-    one_gpu = "one GPU's"
-    out = [Verdict(f"pp=2 with one micro-batch: its step is {speed(two.step_s, one.step_s, than=one_gpu).words} "
-                   f"(the bubble {two.bubble_share:.0%}), and it holds {times_as(two.max_batch, one.max_batch, 'the batch').words}",
-                   "parallel.pipeline", {"step_ratio": two.step_s / one.step_s, "batch_ratio": two.max_batch / one.max_batch})]
-    m = micro_batches
-    for pp in (2, 4):
-        a, b = steps[(1, pp, 1)], steps[(1, pp, m)]
-        word = THROUGHPUT_WORDS[change_verdict(b.tokens_per_s / a.tokens_per_s)]
-        slot = times_as(b.slot_s, a.slot_s, "a whole batch's slot")
-        full = ""
-        if a.steady_tokens_per_s and b.steady_tokens_per_s:
-            kept = THROUGHPUT_WORDS[change_verdict(b.steady_tokens_per_s / a.steady_tokens_per_s)]
-            full = (f"; with the pipeline kept full, {m} micro-batches {kept} the throughput of whole batches in flight "
-                    f"({a.steady_tokens_per_s:,.0f} → {b.steady_tokens_per_s:,.0f} tokens/s)")
-        out.append(Verdict(f"pp={pp}: {m} micro-batches shrink the bubble from {a.bubble_share:.0%} to "
-                           f"{b.bubble_share:.0%} and {word} one batch's throughput ({a.tokens_per_s:,.0f} → "
-                           f"{b.tokens_per_s:,.0f} tokens/s): each slot takes {slot.words}, not 1/{m} — every "
-                           f"micro-batch reads the stage's weights again{full}", "parallel.pipeline",
-                           {"throughput_ratio": b.tokens_per_s / a.tokens_per_s, "slot_ratio": slot.evidence["ratio"],
-                            "steady_ratio": (b.steady_tokens_per_s / a.steady_tokens_per_s) if full else 0.0}))
-    tp4, pp4 = steps.get((4, 1, 1)), steps.get((1, 4, 1))
-    if tp4 is not None and pp4 is not None:
-        out.append(Verdict(f"a token's latency: tp=4's step is {speed(tp4.step_s, one.step_s, than=one_gpu).words}, "
-                           f"pp=4's {speed(pp4.step_s, one.step_s, than=one_gpu).words}", "speed",
-                           {"tp4": one.step_s / tp4.step_s, "pp4": one.step_s / pp4.step_s}))
-    return out
-
-
-def moe_reading(rows: list[MoEStep]) -> Verdict:
-    """moe_rows read by rule: the experts touched at the smallest and largest batch, the all-to-all's share of
-    (all-to-all + expert reads) at the smallest and the expert reads' at the largest, each with its band."""
-    a, b = rows[0], rows[-1]
-    return Verdict(f"batch {a.batch} touches {a.experts_touched:.1%} of the experts, batch {b.batch} "
-                   f"{b.experts_touched:.1%}; the all-to-all is {share(a.all_to_all_share, 1, '(all-to-all + expert reads)').words} "
-                   f"at batch {a.batch}, the expert reads {share(1 - b.all_to_all_share, 1).words} at batch {b.batch}",
-                   "parallel.moe", {"a2a_share_first": a.all_to_all_share, "reads_share_last": 1 - b.all_to_all_share})
 
 
 def _counts(values, name: str, each: str, example: str) -> list[int]:

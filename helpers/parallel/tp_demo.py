@@ -28,9 +28,9 @@ import time
 from dataclasses import asdict, dataclass
 
 from .. import checks
-from ..formulas.verdicts import Verdict, change_verdict, factor, share, speed, times_as
+from ..formulas import regime
 from .collectives import all_reduce_s, bandwidth_from_all_reduce
-from .links import custom_link, get_link
+from .links import custom_link
 
 BIG_MESSAGE_BYTES = 4 * 2**20     # 4 MiB: bandwidth dominates
 TINY_MESSAGE_BYTES = 4            # one float: latency dominates
@@ -202,10 +202,16 @@ class TPRun:
     after_compute_all_reduce_s: float = float("nan")  # the same, each right after the output head's matmul
     replicated_flop_share: float = float("nan")  # FLOPs not split (output head over every position): share of the forward
     load_per_core: float | None = None         # the machine's 1-minute load average ÷ its cores, when it ran
+    logit_scale: float = float("nan")          # largest |single-process logit|: the scale fp32 rounds at
 
     @property
     def all_reduce_share(self) -> float:
-        return self.all_reduce_s / self.forward_s
+        return regime.ratio(self.all_reduce_s, self.forward_s)
+
+    @property
+    def diff_epsilons(self) -> float:
+        """The largest logit difference in units of fp32 rounding at the logits' scale (regime.epsilons)."""
+        return regime.epsilons(self.max_abs_diff, self.logit_scale, "fp32")
 
     @property
     def expected_compute_ratio(self) -> float:
@@ -286,7 +292,7 @@ def run_tp(world: int = 2, tokens: int = 32, reps: int = 5, seed: int = 0, timeo
         load = None
     return TPRun(world, tokens, diff, same, r0["forward_s"], r0["whole_s"], r0["all_reduce_s"], r0["wait_s"],
                  r0["calls"], message, r0["tiny_s"], bandwidth, predicted, r0["compute_s"], r0["compute_alone_s"],
-                 r0["message_s"], r0["after_compute_s"], replicated, load)
+                 r0["message_s"], r0["after_compute_s"], replicated, load, ref.abs().max().item())
 
 
 def _replicated_flop_share(config, tokens: int) -> float:
@@ -298,91 +304,3 @@ def _replicated_flop_share(config, tokens: int) -> float:
 
     c = forward_cost(spec_from_config(config.to_dict(), "tiny"), tokens, 0, logits_tokens=tokens)
     return c.head_flops / (c.matmul_flops + c.attention_flops + c.head_flops)
-
-
-# ----------------------------------------------------------------------------- what the run says, by rule
-
-LOGITS_AGREE_BELOW = 1e-4   # fp32 logits this close differ by the order of float sums, nothing else
-
-
-# (a call right after a matmul costs more than alone?, a call inside the forward against one after a matmul)
-INSIDE_WORDS = {
-    (True, "higher"): ": computing just before a call costs part of it; inside the forward a call takes {} that: the "
-                      "rest appears only there, where both processes have just run a layer's operators",
-    (True, "about equal"): ": computing just before a call accounts for it (inside the forward {} that)",
-    (True, "lower"): "; inside the forward a call takes {} that, so computing just before a call is not all of it",
-    (False, "higher"): ": computing just before a call does not explain it; inside the forward a call takes {} that: "
-                       "the rest appears only there, where both processes have just run a layer's operators",
-    (False, "about equal"): ", and inside the forward {} that: neither computing before a call nor the forward adds to it",
-    (False, "lower"): "; inside the forward a call takes {} that",
-}
-
-
-@dataclass(frozen=True)
-class TPReading:
-    """The two-process run read by rule (helpers.formulas.verdicts), one Verdict per part."""
-
-    agree: Verdict            # the logits against one process's
-    overall: Verdict          # two processes' forward against one's
-    compute: Verdict          # the shard's compute against what its FLOPs predict
-    wait: Verdict             # waiting for the other process
-    all_reduces: Verdict      # the all-reduces against the link's prediction
-    link: Verdict             # one call in a tight loop against the latency + bandwidth line
-    inside: Verdict           # a call inside the forward against alone and after a matmul
-    head: Verdict             # the share of FLOPs not split
-
-
-def reading(run: TPRun, cores: int | None = None) -> TPReading:
-    """Every comparison the run allows, each with the change margin (change_verdict, speed, times_as)."""
-    agree = run.max_abs_diff < LOGITS_AGREE_BELOW
-    same = "the same token wins at every position" if run.same_argmax else "the next token differs at some position"
-    load = "" if run.load_per_core is None else f", a load of {run.load_per_core:.1f} per core while it ran"
-    c, e = run.compute_s / run.single_forward_s, run.expected_compute_ratio
-    way = change_verdict(c / e)
-    compute = {"about equal": f"as the FLOPs predict (within the change margin: {factor(c / e)})",
-               "higher": (f"{factor(c / e)} what the FLOPs predict: what they leave out — each operator's fixed "
-                          f"dispatch, paid in both processes, and {cores or 'the'} cores shared with other work{load} — "
-                          "costs here"),
-               "lower": (f"{factor(c / e)} what the FLOPs predict: the one-process forward, timed in turn, took "
-                         f"longer than its FLOPs say{load}")}[way]
-    alone, after = run.message_all_reduce_s, run.after_compute_all_reduce_s
-    inside, pred = run.all_reduce_s / run.all_reduces, run.predicted_all_reduce_s / run.all_reduces
-    line = change_verdict(alone / pred)
-    link = {"about equal": "on the line (within the change margin)", "higher": f"{factor(alone / pred)} the line",
-            "lower": f"{factor(alone / pred)} the line"}[line]
-    first = f"right after a matmul a call takes {1e6 * after:,.0f} µs, {factor(after / alone)} alone"
-    then = INSIDE_WORDS[(change_verdict(after / alone) == "higher", change_verdict(inside / after))]
-    after_said = first + then.format(factor(inside / after))
-    return TPReading(
-        agree=Verdict(f"the logits agree to {run.max_abs_diff:.1e}"
-                      + (" (float sums in another order)" if agree else f" — more than float sums in another order give "
-                         f"(below {LOGITS_AGREE_BELOW:g})") + f"; {same}", "tp.agree",
-                      {"max_abs_diff": run.max_abs_diff, "same_argmax": float(run.same_argmax)}),
-        overall=speed(run.forward_s, run.single_forward_s, than="one"),
-        compute=Verdict(f"each process spent {1e3 * run.compute_s:,.1f} ms computing its shard, {factor(c)} one "
-                        f"process's whole forward; the FLOPs predict {factor(e)}, not 1/{run.world}. Measured: {compute}",
-                        "tp.compute", {"ratio": c, "expected": e}),
-        wait=Verdict(f"waiting for the other process before the all-reduces: {1e3 * run.wait_s:,.1f} ms, "
-                     f"{share(run.wait_s, run.forward_s, 'the forward').words}", "share",
-                     {"wait_s": run.wait_s, "forward_s": run.forward_s}),
-        all_reduces=times_as(run.all_reduce_s, run.predicted_all_reduce_s, "the prediction over the measured link"),
-        link=Verdict(f"one call of {run.message_bytes:,} B in a tight loop takes {1e6 * alone:,.0f} µs, and the latency "
-                     f"+ bandwidth line through 4 B and 4 MiB predicts {1e6 * pred:,.0f} µs: {link}", "tp.link",
-                     {"alone_s": alone, "predicted_s": pred}),
-        inside=Verdict(f"inside the forward a call takes {1e6 * inside:,.0f} µs, {factor(inside / alone)} alone; "
-                       + after_said, "tp.inside", {"inside_s": inside, "alone_s": alone, "after_s": after}),
-        head=Verdict(f"the output head — {share(run.replicated_flop_share, 1, 'the FLOPs').words} of this model over "
-                     f"{run.tokens} positions — is computed whole by both processes (only the decoder layers are split)",
-                     "share", {"fraction": run.replicated_flop_share}))
-
-
-def on_gpu(run: TPRun, gpu: str = "H100 SXM") -> Verdict:
-    """The same all-reduces over a GPU's NVLink, computed (helpers.parallel.collectives.all_reduce_s): one of
-    this run's message and the forward's all of them, against the loopback's measured ones."""
-    link = get_link(gpu, "nvlink", run.world)
-    one = all_reduce_s(run.message_bytes, run.world, link)
-    measured = times_as(one * run.all_reduces, run.all_reduce_s, "the loopback's measured")
-    return Verdict(f"over {run.world} {gpu}s' {link.name} one all-reduce of {run.message_bytes:,} B takes "
-                   f"{1e6 * one:,.1f} µs, the forward's {run.all_reduces} of them {1e6 * one * run.all_reduces:,.0f} µs "
-                   f"({measured.words})",
-                   "tp.on_gpu", {"one_s": one, "measured_s": run.all_reduce_s})

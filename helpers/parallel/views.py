@@ -1,15 +1,20 @@
-"""Tables of notebook 09 (beyond one GPU): the results of helpers.parallel.plan and helpers.parallel.sim
-as DataFrames with readable headers — the only place their labels are made; the notebook reads the
-results themselves by attribute.
+"""Tables of notebook 09 (beyond one GPU): the results of helpers.parallel as DataFrames with readable
+headers — the only place their labels are made — and, where a result has a reference, the ratio to it with
+its below / at / above label (helpers.formulas.regime). Every function takes whatever a measurement can
+give (zero, NaN, one sample) and returns a table; none raises on a value.
 """
 from __future__ import annotations
 
 from dataclasses import asdict
 from typing import Iterable, Mapping
 
+from ..formulas import regime
+from .collectives import all_reduce_crossover_bytes, all_reduce_latency_s, all_reduce_s
+from .disagg import Deployment
+from .links import Link, get_link, links
 from .offload import OffloadStep
 from .plan import MoEStep, ParallelStep, TPScaling
-from .sim import Summary
+from .tp_demo import TPRun
 
 TP_COLUMNS = {"tp": "GPUs (tp)", "link": "link", "work_ms": "work ms", "all_reduce_ms": "all-reduces ms",
               "step_ms": "step ms", "communication_share": "communication share", "speed_up": "speed-up",
@@ -18,20 +23,45 @@ PIPELINE_COLUMNS = {"tp": "tp", "pp": "pp", "micro_batches": "micro-batches", "g
                     "bubble_share": "bubble share", "communication_share": "communication share", "step_s": "step s",
                     "steady_step_s": "step s (pipeline full)", "tokens_per_s": "tokens/s",
                     "steady_tokens_per_s": "tokens/s (pipeline full)"}
-MOE_COLUMNS = {"batch": "batch", "experts_touched": "experts touched", "expert_gb_read_per_gpu": "expert GB read per GPU",
-               "expert_read_ms": "expert reads ms", "all_to_all_ms": "all-to-all ms",
-               "all_to_all_share": "all-to-all share"}
+MOE_COLUMNS = {"batch": "batch", "experts_touched": "experts touched", "experts_per_gpu": "experts per GPU, mean",
+               "busiest_experts": "experts on the busiest GPU", "expert_read_ms": "expert reads ms, mean GPU",
+               "busiest_read_ms": "expert reads ms, busiest GPU", "all_to_all_ms": "all-to-all ms",
+               "all_to_all_share": "all-to-all share, mean GPU", "busiest_all_to_all_share": "all-to-all share, busiest GPU"}
 OFFLOAD_COLUMNS = {"context": "context (tokens)", "kv_gb": "KV cache GB", "from_hbm_ms": "from HBM ms",
-                   "over_pcie_ms": "over PCIe ms", "slower": "PCIe slower (×)"}
-SIM_COLUMNS = {"deployment": "deployment", "requests": "requests", "ttft_p50_s": "TTFT p50 s", "ttft_p90_s": "TTFT p90 s",
-               "itl_p50_s": "ITL p50 s", "itl_p90_s": "ITL p90 s", "slo_attainment": "SLO attainment",
-               "goodput_rps": "goodput (requests/s)", "makespan_s": "makespan s"}
+                   "over_pcie_ms": "over PCIe ms", "slower": "PCIe ÷ HBM time"}
+DEPLOYMENT_COLUMNS = {"name": "deployment", "prefill_load": "prefill load", "decode_batch": "decode batch per GPU",
+                      "ttft_ms": "TTFT ms", "itl_ms": "ITL ms", "longest_gap_ms": "longest gap ms",
+                      "kv_send_ms": "KV transfer ms"}
 
 
 def _frame(rows: Iterable[dict], columns: dict[str, str]):
     import pandas as pd
 
     return pd.DataFrame(list(rows), columns=list(columns)).rename(columns=columns)
+
+
+def links_frame(gpus: Iterable[str]):
+    """Each GPU's catalogued links: the figure as its source prints it, what it counts (each direction or
+    both), the bandwidth each way the model uses, and one ring step's latency."""
+    return _frame(({"gpu": lk.gpu, "link": lk.name, "scope": lk.scope,
+                    "figure": f"{lk.figure:,g} {lk.unit}, {'each direction' if lk.direction == 'each' else 'both directions'}",
+                    "each_way": lk.bandwidth / 1e9, "hop_us": lk.hop_latency_us}
+                   for g in gpus for lk in links(g)),
+                  {"gpu": "GPU", "link": "link", "scope": "scope", "figure": "source's figure",
+                   "each_way": "GB/s each way", "hop_us": "hop latency µs"})
+
+
+def all_reduce_frame(message_bytes: float, n: int, by_kind: Mapping[str, Link]):
+    """One ring all-reduce of `message_bytes` over `n` GPUs on each link: its time, latency's share of it, the
+    crossover message (bytes take as long as the latency) and the time ÷ the first link's."""
+    times = {k: all_reduce_s(message_bytes, n, lk) for k, lk in by_kind.items()}
+    first = next(iter(times.values()), float("nan"))
+    return _frame(({"link": lk.label, "us": 1e6 * times[k],
+                    "latency_share": regime.ratio(all_reduce_latency_s(n, lk), times[k]),
+                    "crossover_mb": all_reduce_crossover_bytes(n, lk) / 1e6 if n > 1 else float("nan"),
+                    "vs_first": regime.ratio(times[k], first)} for k, lk in by_kind.items()),
+                  {"link": "link", "us": "all-reduce µs", "latency_share": "latency share",
+                   "crossover_mb": "crossover MB", "vs_first": "time ÷ first link's"})
 
 
 def scaling_frame(scaling: Mapping[str, list[TPScaling]]):
@@ -54,7 +84,51 @@ def offload_frame(steps: Iterable[OffloadStep]):
     return _frame((asdict(s) for s in steps), OFFLOAD_COLUMNS)
 
 
-def deployments_frame(by_rate: Mapping[float, list[Summary]]):
-    """sim.compare() per arrival rate, one row per deployment, the rate first."""
-    columns = {"rate": "arrivals per s", **SIM_COLUMNS}
-    return _frame(({"rate": rate, **asdict(r)} for rate, rows in by_rate.items() for r in rows), columns)
+def deployments_frame(rows: Iterable[Deployment], ttft_slo_s: float, itl_slo_s: float):
+    """disagg.deployments(), one row per deployment (ms), with TTFT ÷ its SLO and ITL ÷ its SLO, each labelled
+    below / at / above (helpers.formulas.regime; "–" where the deployment cannot keep up)."""
+    frame = _frame(({"name": d.name, "prefill_load": d.prefill_load, "decode_batch": d.decode_batch,
+                     "ttft_ms": 1e3 * d.ttft_s, "itl_ms": 1e3 * d.itl_s, "longest_gap_ms": 1e3 * d.longest_gap_s,
+                     "kv_send_ms": 1e3 * d.kv_send_s} for d in rows), DEPLOYMENT_COLUMNS)
+    frame["TTFT SLO ms"], frame["ITL SLO ms"] = 1e3 * ttft_slo_s, 1e3 * itl_slo_s
+    frame = regime.ratio_columns(frame, "TTFT ms", "TTFT SLO ms", "TTFT ÷ SLO")
+    frame = regime.ratio_columns(frame, "ITL ms", "ITL SLO ms", "ITL ÷ SLO")
+    return frame.drop(columns=["TTFT SLO ms", "ITL SLO ms"])
+
+
+def tp_frame(run: TPRun):
+    """The two-process run against one process: the logits' largest difference and its size in fp32 rounding
+    units at the logits' scale, the all-reduces against the link's prediction, the measured loopback link."""
+    rows = [("largest |logit difference| against one process", run.max_abs_diff),
+            ("largest |logit| (the scale)", run.logit_scale),
+            ("that difference in fp32 ε × scale", run.diff_epsilons),
+            ("same next token at every position", str(bool(run.same_argmax))),
+            (f"{run.all_reduces} all-reduces of {run.message_bytes:,} B, measured ms", 1e3 * run.all_reduce_s),
+            ("the same, predicted over the measured link ms", 1e3 * run.predicted_all_reduce_s),
+            ("measured ÷ predicted", regime.ratio(run.all_reduce_s, run.predicted_all_reduce_s)),
+            ("loopback latency µs (an all-reduce of one float)", 1e6 * run.link_latency_s),
+            ("loopback GB/s each way (an all-reduce of 4 MiB)", run.link_bandwidth / 1e9),
+            ("machine load per core while it ran", "unknown" if run.load_per_core is None else run.load_per_core)]
+    return _frame(({"quantity": k, "value": v} for k, v in rows), {"quantity": "quantity", "value": "value"})
+
+
+def tp_parts_frame(run: TPRun):
+    """Where rank 0's forward went (TPRun.breakdown), each part ÷ one process's whole forward."""
+    return _frame(({**p, "share": regime.ratio(p["ms"], 1e3 * run.single_forward_s)} for p in run.breakdown()),
+                  {"part": "part", "ms": "ms", "share": "÷ one process's forward"})
+
+
+def tp_calls_frame(run: TPRun, gpu: str = "H100 SXM"):
+    """One all-reduce of the model's message: inside the forward, alone after a matmul, alone in a loop, the
+    loopback line's prediction, and computed over `gpu`'s NVLink (helpers.parallel.collectives) — each ÷ the
+    call alone in a loop."""
+    n = max(run.all_reduces, 1)
+    alone = run.message_all_reduce_s
+    rows = [("inside the forward (per call), measured", run.all_reduce_s / n),
+            ("alone, right after a matmul, measured", run.after_compute_all_reduce_s),
+            ("alone, in a tight loop, measured", alone),
+            ("predicted: latency + bytes ÷ bandwidth of the loopback", run.predicted_all_reduce_s / n),
+            (f"computed: {run.world} {gpu}s over NVLink",
+             all_reduce_s(run.message_bytes, run.world, get_link(gpu, "nvlink", run.world)))]
+    return _frame(({"call": k, "us": 1e6 * v, "vs_alone": regime.ratio(v, alone)} for k, v in rows),
+                  {"call": f"one all-reduce of {run.message_bytes:,} B", "us": "µs", "vs_alone": "÷ alone in a loop"})

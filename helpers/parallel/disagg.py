@@ -1,0 +1,121 @@
+"""Disaggregated prefill and decode, computed from the planner's step times (helpers.capacity.planner.plan):
+time to first token and inter-token latency on G GPUs that share both phases, and on the same GPUs split
+into prefill GPUs and decode GPUs (DistServe, Zhong et al. 2024, arXiv:2401.09670; Splitwise, Patel et
+al. 2024, arXiv:2311.18677). Requests of P prompt and O output tokens arrive at λ per second (Poisson), are
+spread evenly over the GPUs, and the pool is in steady state::
+
+    t_p    = plan(prompt_tokens=P).prefill_s        one prompt's prefill on one GPU
+    t_d(b) = plan(batch=b, context=P + O/2).step_s   one decode step of b sequences at their mean context
+
+Shared, G GPUs (each prefills its requests whole, without chunking, before its next decode step)::
+
+    load ρ  = λ · t_p ÷ G                  the share of a GPU's time spent prefilling
+    ITL     = t_d(b) ÷ (1 − ρ)             decode steps fill the time the prefills leave
+    b       = λ · O · ITL ÷ G              sequences decoding on a GPU (Little's law; solved with ITL)
+    longest gap = t_d(b) + t_p             the gap between two tokens that holds one prefill
+
+Split, P prefill GPUs and D = G − P decode GPUs; each request's KV cache crosses `link` once::
+
+    load ρ  = λ · t_p ÷ P
+    b       = λ · O · t_d(b) ÷ D
+    ITL     = t_d(b) + send(KV) ÷ (O − 1)  the transfer delays the second token, once per request
+    longest gap = t_d(b) + send(KV)
+
+Both: TTFT = t_p + ρ · t_p ÷ (2 · (1 − ρ)), the prefill plus the mean wait of an M/D/1 queue of prefills
+(Pollaczek–Khinchine); ITL is the mean time per output token of a request, (last − first token) ÷ (O − 1).
+With ρ ≥ 1 the prefills arrive faster than they are served: the queue grows without end and the figures
+are NaN; likewise where the decode batch outgrows the KV cache. Engines that chunk long prefills (vLLM V1,
+SGLang) bound the stall at one chunk's step instead of t_p: the shared pool's longest gap is then shorter.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from .. import checks
+from ..capacity.planner import DEFAULT_EFFICIENCY, plan
+from ..formulas.gpus import get_gpu
+from ..formulas.memory import kv_cache_bytes
+from ..formulas.specs import get_spec
+from .collectives import send_s
+from .links import Link, get_link
+
+NAN = float("nan")
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """One way to serve the requests on the GPUs (seconds; NaN where the deployment cannot keep up)."""
+
+    name: str
+    prefill_gpus: int            # GPUs that prefill (all G in the shared pool)
+    decode_gpus: int             # GPUs that decode (all G in the shared pool)
+    prefill_load: float          # ρ: arrivals × prefill ÷ prefill GPUs
+    decode_batch: float          # sequences decoding on one decode GPU
+    ttft_s: float
+    itl_s: float
+    longest_gap_s: float
+    kv_send_s: float             # one request's KV cache over the link (0 in the shared pool)
+    prefill_s: float             # t_p
+    decode_step_s: float         # t_d at the decode batch
+
+
+def _solve(rate: float, output: int, gpus: int, step, stretch: float, max_batch: int) -> tuple[float, float]:
+    """(b, t_d(n)): the fewest decode slots n whose step keeps up, rate · output · t_d(n) · stretch ÷ gpus ≤ n,
+    and b that left side (the sequences a GPU holds on average, Little's law); (NaN, NaN) when no batch the
+    KV cache holds keeps up."""
+    for n in range(1, max_batch + 1):
+        b = rate * output * step(n) * stretch / gpus
+        if b <= n:
+            return b, step(n)
+    return NAN, NAN
+
+
+@functools.lru_cache(maxsize=4096)
+def _step_s(spec, gpu, weight_dtype: str, kv_dtype: str, context: int, batch: int, efficiency: float) -> float:
+    return plan(spec, gpu, 1, weight_dtype, kv_dtype, context, batch, efficiency=efficiency).step_s
+
+
+def _queued(t_p: float, load: float) -> float:
+    """A prefill plus the mean wait of an M/D/1 queue at that load (NaN at a load ≥ 1)."""
+    return t_p + load * t_p / (2 * (1 - load)) if load < 1 else NAN
+
+
+def deployments(model, gpu, gpus: int = 4, rate: float = 8.0, prompt: int = 4096, output: int = 128,
+                link: str | Link | None = "infiniband", weight_dtype: str = "bf16", kv_dtype: str = "bf16",
+                efficiency: float = DEFAULT_EFFICIENCY) -> list[Deployment]:
+    """The shared pool of `gpus` GPUs, then each split of them into prefill and decode GPUs (module docstring).
+    link: what carries a request's KV cache from a prefill GPU to a decode GPU (a Link or a kind)."""
+    spec, g = get_spec(model), get_gpu(gpu)
+    gpus, prompt, output = checks.count(gpus, "GPUs"), checks.count(prompt, "prompt tokens"), checks.count(output, "output tokens")
+    rate = checks.number(rate, "the arrival rate", unit="requests/s")
+    if gpus < 2 or output < 2:
+        raise ValueError(f"a split needs at least 2 GPUs and 2 output tokens, got {gpus} GPUs, {output} tokens")
+    context = prompt + output // 2
+    first = plan(spec, g, 1, weight_dtype, kv_dtype, context, 1, prompt_tokens=prompt, efficiency=efficiency)
+    if not first.fits:
+        raise ValueError(f"{spec.name} does not fit one {g.name} at {context:,} tokens: {first.reason}")
+
+    def step(b: int) -> float:
+        return _step_s(spec, g.name, weight_dtype, kv_dtype, context, b, efficiency)
+
+    t_p = first.prefill_s
+    kv_link = link if isinstance(link, Link) else get_link(g, link, 2)
+    send = send_s(kv_cache_bytes(spec, prompt, 1, kv_dtype), kv_link)
+    out = []
+    load = rate * t_p / gpus
+    if load < 1:
+        b, t_d = _solve(rate, output, gpus, step, 1 / (1 - load), first.max_batch)
+        itl = t_d / (1 - load)
+    else:
+        b = t_d = itl = NAN
+    out.append(Deployment(f"shared {gpus}", gpus, gpus, load, b, _queued(t_p, load) if b == b else NAN, itl,
+                          t_d + t_p, 0.0, t_p, t_d))
+    for p in range(1, gpus):
+        d = gpus - p
+        load = rate * t_p / p
+        b, t_d = _solve(rate, output, d, step, 1.0, first.max_batch) if load < 1 else (NAN, NAN)
+        ok = load < 1 and b == b
+        out.append(Deployment(f"split {p} + {d}", p, d, load, b, _queued(t_p, load) if ok else NAN,
+                              t_d + send / (output - 1) if ok else NAN, t_d + send if ok else NAN, send, t_p, t_d))
+    return out
