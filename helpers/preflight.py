@@ -31,6 +31,7 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "06": ("own-models",),   # builds its own tiny attention variants on the CPU, whatever the profile
     "05": ("bitsandbytes",),
     "08": ("server",),
+    "09": ("own-models",),   # its one model is the tiny one its two-process run builds, whatever the profile
 }
 
 

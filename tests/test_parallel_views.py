@@ -151,3 +151,16 @@ def test_deployments_frame_labels_against_the_slos():
     frame = views.deployments_frame([nan, zero], 1.0, 0.015)
     assert frame["ITL ÷ SLO label"].tolist() == [regime.NONE, regime.BELOW]
     assert views.deployments_frame([], 1.0, 0.015).empty
+
+
+def test_the_notebooks_computed_statements():
+    """Notebook 09's static prose, pinned: one GPU cannot hold Mistral 7B's batch of 128 at 4,096 tokens (the
+    speed-up is over 2 GPUs); tp=4 shortens Llama 3.1 8B's decode step, pp=4 with one micro-batch does not."""
+    from helpers.parallel.plan import parallel_step, tp_scaling
+
+    assert tp_scaling(M7, "H100 SXM", batch=128, context=4096)[0].tp == 2
+    assert [r.tp for r in tp_scaling(M7, "H100 SXM", batch=8, context=4096)][0] == 1
+    one, tp4, pp4 = (parallel_step("llama-3.1-8b", "H100 SXM", t, p, 1, 32, 8192) for t, p in ((1, 1), (4, 1), (1, 4)))
+    assert regime.label(regime.ratio(tp4.step_s, one.step_s)) == regime.BELOW
+    assert regime.label(regime.ratio(pp4.step_s, one.step_s)) == regime.AT
+    assert pp4.max_batch > one.max_batch
