@@ -1,12 +1,13 @@
 """helpers.measure.quant: bitsandbytes footprints measured against the formula, the quality measures against
-hand-computed values, and GPT-OSS-120B's MXFP4 size against its published checkpoint."""
+hand-computed values, GPT-OSS-120B's MXFP4 size against its published checkpoint, AWQ's bytes against
+AutoAWQ's packing, and the tables notebook 05 draws on every value a measurement can take."""
 import math
 
 import pytest
 import torch
 
 from helpers import capacity
-from helpers.formulas import memory, quantization, specs
+from helpers.formulas import memory, quantization, regime, specs
 from helpers.measure import local_models, quality, quant, texts
 from helpers.present import quant_figures
 from helpers.formulas.specs import PRESETS
@@ -118,11 +119,11 @@ def test_compare_on_tiny_profile(tiny):
     assert res[0].quality["kl_mean"] == 0 and res[0].quality["top1_agreement"] == 1
     for r in res[1:]:
         assert r.quality["kl_mean"] > 0 and r.quality["positions"] == 96
-        assert r.speed["prefill_s"] > 0 and r.speed["decode_tok_s"] > 0 and r.speed["prompt_tokens"] == 16
+        assert r.speed["prefill_s"] > 0 and r.speed["itl_s"] > 0 and r.speed["prompt_tokens"] == 16
     # 8 bits lose less than 4
     assert res[1].quality["kl_mean"] < res[2].quality["kl_mean"]
-    assert len(quant_figures.footprint_rows(res, tiny.spec, tiny.label)) == 4
-    assert len(quant_figures.speed_rows(res, tiny.label)) == 4 and len(quant_figures.quality_rows(res, tiny.label)) == 4
+    assert len(quant_figures.footprint_rows(res, tiny.spec)) == 4
+    assert len(quant_figures.speed_rows(res, tiny.spec)) == 4 and len(quant_figures.quality_rows(res)) == 4
 
 
 def test_failed_scheme_is_a_row_not_a_crash(tiny, monkeypatch):
@@ -132,7 +133,8 @@ def test_failed_scheme_is_a_row_not_a_crash(tiny, monkeypatch):
     monkeypatch.setattr(quant, "load_quantized", boom)
     res = quant.compare(tiny, schemes=("nf4",), sizes=quant.Sizes(8, 2, 1, 32), progress=False)
     assert res[1].error == "RuntimeError: no kernel for this device"
-    assert quant_figures.footprint_rows(res, tiny.spec, tiny.label)[1]["error"].startswith("RuntimeError")
+    assert quant_figures.footprint_rows(res, tiny.spec)[1]["error"].startswith("RuntimeError")
+    assert len(quant_figures.speed_rows(res, tiny.spec)) == 1 and len(quant_figures.quality_rows(res)) == 1
 
 
 def test_bnb_config_per_scheme():
@@ -213,13 +215,76 @@ def test_random_7b_copy_is_saved_again_when_it_may_hold_other_weights(tiny, tmp_
     assert quant.footprint(model, tiny.spec, "nf4", "fp32")["exact"]
 
 
-# ----------------------------------------------------------------------- the rules that word a comparison
-# Every rule is fed each regime it can meet: the two committed CPU records (05/compare, 05/random_vs_trained),
-# and synthetic GPU-like results for what neither CPU shows — a step at ~90 % of its memory floor, a step 10×
-# its floor (fixed cost), a step shorter than its floor (weights resident in a cache). The words are checked
-# against the numbers, computed here independently of the rule.
+def test_an_unknown_scheme_is_refused_not_read_as_nf4():
+    with pytest.raises(ValueError, match="unknown bitsandbytes scheme 'int4'"):
+        quant.bnb_config("int4")
 
-from helpers.formulas import verdicts  # noqa: E402
+
+# ----------------------------------------------------------------------- the computed facts 05's prose states
+
+def test_gpt_oss_facts_the_notebook_states():
+    """05 types these from the config in static prose: pinned here."""
+    spec, pb = specs.get_spec("gpt-oss-120b"), specs.param_breakdown("gpt-oss-120b")
+    assert f"{pb.total / 1e9:,.1f}" == "116.8" and f"{pb.experts / pb.total:.0%}" == "98%"
+    assert spec.num_experts == 128 and spec.num_layers == 36 and spec.sliding_window == 128
+    assert sum(t == "sliding_attention" for t in spec.layer_types) == 18
+    assert quantization.moe_presets() == ["deepseek-v2-lite", "deepseek-v3", "gpt-oss-120b"]
+    for m in quantization.moe_presets():        # "share bitsandbytes quantizes is small" for the experts' presets
+        assert quantization.preset_footprints(m, ("bf16", "int8"))[1].quantized_share < 0.1
+
+
+def test_rule_of_thumb():
+    assert quantization.rule_of_thumb("int8") == 0.5 and quantization.rule_of_thumb("nf4-dq") == 0.25
+    assert quantization.rule_of_thumb("int8", "fp32") == 0.25 and quantization.rule_of_thumb("nf4", "fp32") == 0.125
+
+
+# ----------------------------------------------------------------------- bytes per weight, format by format
+
+def test_awq_bytes_are_autoawqs_packing():
+    """AutoAWQ's WQLinear_GEMM (awq/modules/linear/gemm.py) registers qweight int32 (in, out / 8), qzeros int32
+    (in / group, out / 8): the zero points are 4-bit integers, eight to an int32, not fp16; scales fp16
+    (in / group, out). Their bytes are matrix_bytes('awq')."""
+    for k, n, g in ((4096, 4096, 128), (4096, 14336, 128), (14336, 4096, 128), (256, 896, 64)):
+        pack = 32 // 4
+        qweight = torch.zeros((k, n // pack), dtype=torch.int32)
+        qzeros = torch.zeros((k // g, n // pack), dtype=torch.int32)
+        scales = torch.zeros((k // g, n), dtype=torch.float16)
+        held = sum(t.numel() * t.element_size() for t in (qweight, qzeros, scales))
+        assert quantization.matrix_bytes("awq", k, n, g) == held
+        # per group of g weights: g/2 B of codes, ½ B of zero point, 2 B of scale
+        assert held == k * n * (0.5 + 0.5 / g + 2 / g)
+        # an fp16 zero point would have cost 2 B a group, not ½
+        assert held < k * n * (0.5 + 2 / g + 2 / g)
+    assert quantization.bits_per_weight("awq") == pytest.approx(4 + 20 / 128)
+    with pytest.raises(ValueError, match="groups of 128"):
+        quantization.matrix_bytes("awq", 100, 4096)
+
+
+def test_bits_per_weight_of_each_format():
+    bits = {f: quantization.bits_per_weight(f) for f in quantization.FORMATS}
+    assert bits["bf16"] == 16 and bits["mxfp4"] == 4.25          # gpt-oss's model card: "4.25 bits per parameter"
+    assert bits["nf4"] == pytest.approx(4 + 32 / 64 + 8 * 64 / 4096**2)                # absmax per 64 + code book
+    assert bits["int8"] == pytest.approx(8 + 32 / 4096) and bits["fp8"] == pytest.approx(8, abs=1e-5)
+    assert bits["nf4-dq"] < bits["awq"] < bits["mxfp4"] < bits["nf4"] < bits["fp8"] < bits["int8"] < bits["bf16"]
+    rows = quant_figures.formats_rows()
+    assert [r["format"] for r in rows] == list(quantization.FORMATS) and rows[0]["÷ bf16"] == 1
+    with pytest.raises(ValueError, match="unknown format"):
+        quantization.matrix_bytes("int3")
+
+
+def test_the_checkpoint_row_on_equal_and_unequal_bytes():
+    (row,) = quantization.checkpoint_rows(5, 5)
+    assert row["predicted − checkpoint (B)"] == 0 and row["predicted ÷ checkpoint"] == 1.0
+    (row,) = quantization.checkpoint_rows(95, 100)
+    assert row["predicted − checkpoint (B)"] == -5 and row["predicted ÷ checkpoint"] == 0.95
+    (row,) = quantization.checkpoint_rows(0, 0)
+    assert math.isnan(row["predicted ÷ checkpoint"])
+
+
+# ----------------------------------------------------------------------- 05's tables on every value a measurement can take
+# The two committed CPU records, and synthetic results for what neither shows: a timer that saw nothing (0), a
+# step below its floor, at it, far above it, a failed scheme, a reference alone, one untimed model.
+
 from helpers.present import replay  # noqa: E402
 from helpers import records  # noqa: E402
 
@@ -232,169 +297,153 @@ def _recorded(key: str, record: str):
     return value
 
 
-def _way(ratio: float) -> str:
-    """The change rule written out again: 10 % either way."""
-    return "up" if ratio > 1.1 else "down" if ratio < 1 / 1.1 else "same"
-
-
-@pytest.mark.parametrize("record", RECORDS)
-def test_speed_words_follow_each_records_numbers(record):
-    on, res = _recorded("05/compare", record)
-    ref = res[0]
-    words = quant.speed_verdicts(res, on.spec)
-    decode, prefill = words[0].words, words[1].words
-    for r in res[1:]:
-        for key, text in (("itl_s", decode), ("prefill_s", prefill)):
-            part = text.split(f"{r.label} ")[1].split(";")[0]
-            expect = {"up": "faster", "down": "slower", "same": "as fast"}[_way(ref.speed[key] / r.speed[key])]
-            assert expect in part, (record, r.scheme, key, part)
-    # the bytes a step reads: the measured weights less the fp32 embedding table (32,000 × 256 × 4 B)
-    ref_bytes = ref.footprint["measured_weight_bytes"] - 32000 * 256 * 4
-    assert quant.streamed_bytes(ref, on.spec, "fp32") == ref_bytes == 46_408_704
-    follows = [v for v in words if v.rule == "time_follows_bytes"]
-    assert len(follows) == 3
-    for v, r in zip(follows, res[1:]):
-        t = r.speed["itl_s"] / ref.speed["itl_s"]
-        b = (r.footprint["measured_weight_bytes"] - 32000 * 256 * 4) / ref_bytes
-        assert v.evidence["ratio"] == pytest.approx(t / b)
-        # on both CPUs every quantized step takes more time than its bytes would give: not bytes-bound
-        assert t / b > 1.1 and "something other than reading the weights sets its step" in v.words
-    assert not any(v.rule == "against_floor" for v in words)       # no bandwidth known on a CPU
-    assert "mostly" not in " ".join(map(str, words))
-
-
-def test_the_records_disagree_where_their_numbers_do():
-    """nf4's decode step is 1.37× slower on the Xeon and within the margin on the EPYC: the words differ."""
-    (xon, xres), (eon, eres) = _recorded("05/compare", "cpu-intel-xeon"), _recorded("05/compare", "cpu-amd-epyc")
-    xeon, epyc = quant.speed_verdicts(xres, xon.spec)[0].words, quant.speed_verdicts(eres, eon.spec)[0].words
-    assert "bitsandbytes nf4 1.37× slower" in xeon and "bitsandbytes nf4 as fast (within 10%: 1.07×)" in epyc
-
-
-def _synthetic(steps, bandwidth: float):
+def _synthetic(steps, bandwidth: float = 3.35e12, prefill: float = 0.1):
     """Mistral 7B in bf16 and the schemes of `steps` ({scheme: f(floors) → step seconds}) as a GPU would hold
     them; floors: each scheme's memory floor (weights less the embedding table, ÷ bandwidth)."""
-    from helpers.formulas.specs import get_spec
-
-    spec = get_spec("mistral-7b-v0.1")
+    spec = specs.get_spec("mistral-7b-v0.1")
     held = {s: memory.weight_bytes(spec, s).bytes for s in steps}
     floors = {s: (w - spec.vocab_size * spec.hidden_size * 2) / bandwidth for s, w in held.items()}
     rows = [quant.VariantResult(s, s if s == "bf16" else f"bitsandbytes {s}", 0.0,
-                                {"measured_weight_bytes": held[s], "exact": True},
-                                {"itl_s": step(floors), "prefill_s": 0.1}, None) for s, step in steps.items()]
+                                {"measured_weight_bytes": held[s], "predicted_weight_bytes": held[s], "metadata_bytes": 0,
+                                 "buffer_bytes": 0, "measured_model_bytes": held[s], "exact": True},
+                                {"prompt_tokens": 8, "itl_s": step(floors), "prefill_s": prefill},
+                                {"perplexity": 5.0, "reference_perplexity": 5.0, "kl_mean": 0.0, "kl_max": 0.0,
+                                 "top1_agreement": 1.0, "positions": 100}) for s, step in steps.items()]
     return spec, rows
 
 
-def test_a_floor_dominated_gpu_step_reads_as_set_by_its_bytes():
-    spec, rows = _synthetic({"bf16": lambda f: f["bf16"] / 0.9, "nf4": lambda f: f["nf4"] / 0.9}, 3.35e12)
-    words = quant.speed_verdicts(rows, spec, 3.35e12, "the H100 SXM's datasheet 3,350 GB/s")
-    follows = next(v for v in words if v.rule == "time_follows_bytes")
-    assert follows.evidence["ratio"] == pytest.approx(1.0) and "its time follows its bytes" in follows.words
-    assert "faster" in words[0].words
-    floors = [v for v in words if v.rule == "against_floor"]
-    assert len(floors) == 2
-    for v in floors:
-        assert v.evidence["fraction"] == pytest.approx(0.9)
-        assert "90 % of the step (nearly all)" in v.words and "reading the weights sets the step" in v.words
-
-
-def test_a_fixed_cost_gpu_step_reads_as_set_by_something_else():
-    spec, rows = _synthetic({"bf16": lambda f: 10 * f["bf16"], "nf4": lambda f: 0.97 * 10 * f["bf16"]}, 3.35e12)
-    ref, q = rows
-    t = q.speed["itl_s"] / ref.speed["itl_s"]
-    words = quant.speed_verdicts(rows, spec, 3.35e12, "the datasheet")
-    follows = next(v for v in words if v.rule == "time_follows_bytes")
-    assert follows.evidence["time_ratio"] == pytest.approx(t)
-    assert follows.evidence["ratio"] > 1.1 and "something other than reading the weights" in follows.words
-    assert "as fast (within 10%: 1.03×)" in words[0].words
-    ref_floor = next(v for v in words if v.rule == "against_floor")
-    assert ref_floor.evidence["fraction"] == pytest.approx(0.1)
-    # 10 % sits on the SMALL threshold; whichever side its last bit falls, the words are that band's
-    assert f"10 % of the step ({verdicts.share_band(ref_floor.evidence['fraction'])})" in ref_floor.words
-    assert "something other than reading the weights sets most of the step" in ref_floor.words
-
-
-def test_a_step_shorter_than_its_floor_is_named_with_its_reason():
-    spec, rows = _synthetic({"bf16": lambda f: f["bf16"] / 1.7}, 26.7e9)
-    w = quant.streamed_bytes(rows[0], spec, "bf16")
-    v = quant.against_floor(rows[0].speed["itl_s"], w, 26.7e9, "the copy bandwidth", "bf16", cache_bytes=2 * w)
-    assert v.evidence["fraction"] == pytest.approx(1.7)
-    assert "read at 1.70× the copy bandwidth" in v.words and "fit the last-level cache" in v.words
-    v = quant.against_floor(rows[0].speed["itl_s"], w, 26.7e9, "the copy bandwidth", "bf16", cache_bytes=w // 2)
-    assert "that bandwidth was not what bounded it" in v.words
-    # at the floor (within the margin) the floor is nearly all of the step
-    v = quant.against_floor(1.0, 95, 100.0, "x", "y")
-    assert "95 % of the step (nearly all)" in v.words and "reading the weights sets the step" in v.words
-
-
 @pytest.mark.parametrize("record", RECORDS)
-def test_footprint_and_quality_words_follow_each_record(record):
+def test_the_tables_of_each_record(record):
     on, res = _recorded("05/compare", record)
-    fp = quant.footprint_verdicts(res, on.spec)
-    assert fp[0].words == "equal to the prediction to the byte in every row (4 of 4)"
-    for v, r in zip(fp[1:4], res[1:]):
-        ratio = r.footprint["measured_weight_bytes"] / res[0].footprint["measured_weight_bytes"]
-        ideal = {"int8": 0.25, "nf4": 0.125, "nf4-dq": 0.125}[r.scheme]      # of fp32
-        assert v.evidence["ratio"] == pytest.approx(ratio) and v.evidence["rule_of_thumb"] == ideal
-        assert "as the rule of thumb says" not in v.words and f"{verdicts.factor(ratio / ideal)} the rule of thumb's" in v.words
-    assert "83 % of the parameters (most)" in fp[-1].words
-    for v, r in zip(quant.quality_verdicts(res), res[1:]):
-        q = r.quality
-        assert f"{round((1 - q['top1_agreement']) * q['positions']):,} of {q['positions']:,} positions" in v.words
-        assert ("about equal" in v.words) == (_way(q["perplexity"] / res[0].quality["perplexity"]) == "same")
-    kl = {r.scheme: r.quality["kl_mean"] for r in res[1:3]}
-    c = quant.closer(kl)
-    assert kl["nf4"] / kl["int8"] > 1.1 and c.words.startswith("int8 stays closer to the reference")
-    assert verdicts.factor(kl["nf4"] / kl["int8"]) in c.words
+    fp = {r["scheme"]: r for r in quant_figures.footprint_rows(res, on.spec)}
+    assert all(r["measured − predicted (B)"] == 0 for r in fp.values())
+    # the tiny model is mostly embedding: every scheme holds more than the rule of thumb's share of fp32
+    assert [fp[r.label]["÷ rule of thumb label"] for r in res] == ["at", "above", "above", "above"]
+    sp = quant_figures.speed_rows(res, on.spec)
+    ref_bytes = res[0].footprint["measured_weight_bytes"] - 32000 * 256 * 4
+    for row, r in zip(sp, res):
+        t = r.speed["itl_s"] / res[0].speed["itl_s"]
+        b = (r.footprint["measured_weight_bytes"] - 32000 * 256 * 4) / ref_bytes
+        assert row["step ÷ reference"] == pytest.approx(t) and row["bytes read ÷ reference"] == pytest.approx(b)
+        assert row["time ÷ bytes"] == pytest.approx(t / b) and row["decode (tokens/s)"] == pytest.approx(1 / r.speed["itl_s"])
+        assert row["time ÷ bytes label"] == regime.label(t / b)
+    assert sp[0]["time ÷ bytes label"] == "at" and "floor (ms)" not in sp[0]    # no bandwidth known on a CPU
+    # on both CPUs each quantized step costs more than its bytes would give
+    assert all(row["time ÷ bytes label"] == "above" for row in sp[1:])
+    q = quant_figures.quality_rows(res)
+    assert q[0]["perplexity ÷ reference label"] == "at" and q[0]["positions with another top token"] == 0
+    for row, r in zip(q[1:], res[1:]):
+        assert row["positions with another top token"] == round((1 - r.quality["top1_agreement"]) * r.quality["positions"])
 
 
-def test_closer_and_flips_at_their_edges():
-    assert "stay as close" in quant.closer({"a": 1.0e-3, "b": 1.05e-3}).words
-    assert quant.closer({"a": 0.0, "b": 1e-3}).words.startswith("a reproduces the reference")
-    assert "both reproduce" in quant.closer({"a": 0.0, "b": 0.0}).words
-    v = quant.flips_against(0.993, 0.55, "nf4")
-    assert "0.7% of the positions on the trained model against 45.0%" in v.words and "64× fewer flips" in v.words
-    assert "flips" not in quant.flips_against(1.0, 0.55, "int8").words.split("random one")[-1]
+def test_speed_rows_at_below_and_far_above_the_floor():
+    for factor, want in ((1.0, "at"), (0.5, "below"), (1000.0, "above")):
+        spec, rows = _synthetic({"bf16": lambda f, k=factor: k * f["bf16"], "nf4": lambda f, k=factor: k * f["nf4"]})
+        out = quant_figures.speed_rows(rows, spec, 3.35e12)
+        assert [r["step ÷ floor label"] for r in out] == [want, want]
+        assert out[1]["time ÷ bytes label"] == "at" and out[1]["step ÷ floor"] == pytest.approx(factor)
+        assert out[1]["floor (ms)"] < out[0]["floor (ms)"]
+    # a fixed cost: the same step whatever the bytes, so time ÷ bytes is above
+    spec, rows = _synthetic({"bf16": lambda f: 10 * f["bf16"], "nf4": lambda f: 10 * f["bf16"]})
+    out = quant_figures.speed_rows(rows, spec, 3.35e12)
+    assert out[1]["step ÷ reference"] == 1.0 and out[1]["time ÷ bytes label"] == "above"
+
+
+def test_speed_rows_on_a_zero_timer_one_model_and_a_failure():
+    spec, rows = _synthetic({"bf16": lambda f: 0.0, "nf4": lambda f: 0.0}, prefill=0.0)
+    out = quant_figures.speed_rows(rows, spec, 3.35e12)
+    assert math.isinf(out[0]["decode (tokens/s)"]) and math.isnan(out[1]["step ÷ reference"])
+    assert out[1]["time ÷ bytes label"] == "–" and out[0]["step ÷ floor label"] == "below"
+    spec, rows = _synthetic({"bf16": lambda f: f["bf16"], "nf4": lambda f: 0.0})
+    out = quant_figures.speed_rows(rows, spec)
+    assert out[1]["step ÷ reference"] == 0 and out[1]["time ÷ bytes label"] == "below"
+    spec, rows = _synthetic({"bf16": lambda f: f["bf16"]})
+    assert len(quant_figures.speed_rows(rows, spec)) == 1 and quant_figures.speed_rows(rows, spec)[0]["step ÷ reference"] == 1
+    spec, rows = _synthetic({"bf16": lambda f: f["bf16"], "nf4": lambda f: f["nf4"]})
+    rows[1] = quant.VariantResult("nf4", "bitsandbytes nf4", 0.0, {}, {}, None, error="RuntimeError: no kernel")
+    assert len(quant_figures.speed_rows(rows, spec)) == 1 and len(quant_figures.quality_rows(rows)) == 1
+    assert quant_figures.footprint_rows(rows, spec)[1] == {"scheme": "bitsandbytes nf4", "error": "RuntimeError: no kernel"}
+    rows[0].speed = {}                               # the reference untimed: nothing to time against
+    assert quant_figures.speed_rows(rows, spec) == []
+
+
+def test_quality_rows_below_at_and_above_the_reference():
+    spec, rows = _synthetic({"bf16": lambda f: 1.0, "int8": lambda f: 1.0, "nf4": lambda f: 1.0})
+    rows[1].quality = {**rows[1].quality, "perplexity": 4.0, "kl_mean": 1e-3, "top1_agreement": 0.97}
+    rows[2].quality = {**rows[2].quality, "perplexity": 6.0}
+    q = quant_figures.quality_rows(rows)
+    assert [r["perplexity ÷ reference label"] for r in q] == ["at", "below", "above"]
+    assert q[1]["positions with another top token"] == 3
+    rows[0].quality = {**rows[0].quality, "perplexity": 0.0}       # nothing to divide by
+    assert quant_figures.quality_rows(rows)[1]["perplexity ÷ reference label"] == "above"
+
+
+def test_footprint_rows_when_measured_and_predicted_differ():
+    spec, rows = _synthetic({"bf16": lambda f: 1.0, "nf4": lambda f: 1.0})
+    rows[1].footprint = {**rows[1].footprint, "measured_weight_bytes": rows[1].footprint["predicted_weight_bytes"] - 64}
+    fp = quant_figures.footprint_rows(rows, spec)
+    assert fp[1]["measured − predicted (B)"] == -64 and fp[0]["÷ rule of thumb label"] == "at"
+    assert fp[1]["÷ rule of thumb label"] == "above"     # Mistral's nf4: 0.31 of bf16 against the quarter
+
+
+def test_computed_tables_of_weights_and_presets():
+    rows = {r["scheme"]: r for r in quant_figures.weights_rows(quantization.preset_footprints("mistral-7b-v0.1"))}
+    assert rows["int8"]["÷ rule of thumb label"] == "at" and rows["nf4"]["÷ rule of thumb label"] == "above"
+    presets = quant_figures.presets_rows()
+    assert [r["model"] for r in presets] == list(PRESETS)
+    assert {r["model"]: r["nf4 ÷ bf16 ÷ ¼ label"] for r in presets}["gpt-oss-120b"] == "above"
+
+
+def test_perplexity_rows_on_zero_and_empty():
+    from helpers.measure.training import Perplexity
+
+    ps = [Perplexity("a", "tiny", 100.0, 10, "x"), Perplexity("b", "tiny-trained", 0.0, 10, "x")]
+    rows = quant_figures.perplexity_rows(ps)
+    assert rows[0]["first ÷ this"] == 1 and math.isinf(rows[1]["first ÷ this"])
+    assert quant_figures.perplexity_rows([]) == []
+
+
+# ----------------------------------------------------------------------- KV-cache quantization's tables
+
+def _kv(steps_ms, kl=(1e-4, 1e-3, 1e-2)):
+    from helpers.serving import kv_quant
+
+    names = list(kv_quant.SCHEMES)
+    sizes = [kv_quant.SchemeBytes(s, 301, m, m, m, m, 0, 0, 0.0) for s, m in zip(names, (1000, 520, 300, 200))]
+    steps = [kv_quant.SchemeSpeed(s, 300, ms, 0.0) for s, ms in zip(names, steps_ms)]
+    quality = [kv_quant.SchemeQuality(s, 99, k, 10 * k, 1 - k) for s, k in zip(names[1:], kl)]
+    return sizes, steps, quality
+
+
+def test_kv_tables_on_every_value():
+    sizes, steps, quality = _kv((2.0, 2.0, 4.0, 1.0))
+    b = quant_figures.kv_bytes_rows(sizes)
+    assert [r["÷ full precision"] for r in b] == [1.0, 0.52, 0.3, 0.2] and all(r["measured − formula (B)"] == 0 for r in b)
+    s = quant_figures.kv_speed_rows(steps)
+    assert [r["÷ full precision label"] for r in s] == ["at", "at", "above", "below"]
+    q = quant_figures.kv_quality_rows(quality)
+    assert [r["positions with another top token"] for r in q] == [0, 0, 1]
+    zero = quant_figures.kv_speed_rows(_kv((0.0, 0.0, 0.0, 0.0))[1])     # a timer that saw nothing
+    assert all(r["÷ full precision label"] == "–" for r in zero)
+    one = quant_figures.kv_speed_rows(_kv((3.0,))[1])                   # the full-precision cache alone
+    assert len(one) == 1 and one[0]["÷ full precision"] == 1
+    assert quant_figures.kv_bytes_rows([]) == [] and quant_figures.kv_speed_rows([]) == []
 
 
 @pytest.mark.parametrize("record", RECORDS)
-def test_trained_against_random_on_each_record(record):
-    pair = _recorded("05/random_vs_trained", record)
-    p = {x.profile: x.perplexity for x in pair["perplexities"]}
-    uniform = pair["perplexities"][-1].perplexity
-    a, b = quality.trained_against_random(p["tiny"], p["tiny-trained"], uniform)
-    assert a.evidence["ratio"] == pytest.approx(p["tiny"] / uniform) and "1.08× a uniform guess's 32,000" in a.words
-    assert b.evidence["ratio"] == pytest.approx(p["tiny"] / p["tiny-trained"]) and b.evidence["ratio"] > 20
-    assert f"{verdicts.factor(p['tiny'] / p['tiny-trained'])} lower" in b.words
+def test_kv_recording_of_each_record_loads_when_there_is_one(record):
+    got = replay.load("05/kv_cache", [records.RESULTS / record])
+    if isinstance(got, str):
+        pytest.skip(f"{record} holds no 05/kv_cache recording: {got}")
+    run = got[0]
+    assert [r.scheme for r in run.sizes][0] == "full precision"
+    assert all(r["measured − formula (B)"] == 0 for r in quant_figures.kv_bytes_rows(run.sizes))
+    assert len(quant_figures.kv_speed_rows(run.steps)) == len(run.steps)
 
 
-def test_rule_of_thumb_and_what_bitsandbytes_leaves_alone():
-    assert quantization.rule_of_thumb("int8") == 0.5 and quantization.rule_of_thumb("nf4-dq") == 0.25
-    assert quantization.rule_of_thumb("int8", "fp32") == 0.25
-    rows = {w.scheme: w for w in quantization.preset_footprints("mistral-7b-v0.1")}
-    assert "as the rule of thumb says" in quantization.against_rule_of_thumb(rows["int8"].vs_first, "int8").words
-    nf4 = quantization.against_rule_of_thumb(rows["nf4"].vs_first, "nf4")
-    assert nf4.evidence["over_rule"] == pytest.approx(rows["nf4"].vs_first / 0.25) and "1.23× the rule" in nf4.words
-    assert quantization.moe_presets() == ["deepseek-v2-lite", "deepseek-v3", "gpt-oss-120b"]
-    for m in quantization.moe_presets():
-        v = quantization.left_alone(m)
-        w = {x.scheme: x for x in quantization.preset_footprints(m, ("bf16", "int8"))}["int8"]
-        assert v.evidence["fraction"] == pytest.approx(1 - w.quantized_share) and "(nearly all)" in v.words
-    dense = quantization.left_alone("mistral-7b-v0.1")
-    assert "(a small part)" in dense.words
-    assert quantization.checkpoint_check(5, 5).words == "equal to the byte (5 B both)"
-    assert quantization.checkpoint_check(105, 100).words.startswith("+5 B apart (5.00%")
-
-
-def test_the_gpu_half_is_computed_or_cited():
-    from helpers.present import expected, on_gpu, recorded
-
-    sentences = quant_figures.footprint_on_gpu() + quant_figures.speed_on_gpu()
-    assert [s.source for s in sentences] == ["computed", "computed", "cited", "computed"]
-    floors = {f.scheme: f for f in on_gpu.quantized_decode_floors()}
-    assert f"nf4 {floors['nf4'].step_floor_ms:,.2f} ms ({verdicts.factor(floors['bf16'].step_floor_ms / floors['nf4'].step_floor_ms)} shorter)" in sentences[1].text
-    assert all("recorded" != s.source for s in sentences) and recorded.gpu_records("05") == []
-
-
-def test_an_unknown_scheme_is_refused_not_read_as_nf4():
-    with pytest.raises(ValueError, match="unknown bitsandbytes scheme 'int4'"):
-        quant.bnb_config("int4")
+def test_kv_projected_rows_for_mistral():
+    rows = {r["scheme"]: r for r in quant_figures.kv_projected_rows("mistral-7b-v0.1", 4096)}
+    assert rows["full precision"]["÷ full precision"] == 1
+    assert rows["full precision"]["cache (B)"] == memory.kv_cache_bytes("mistral-7b-v0.1", 4096)
+    assert rows["fp8"]["users or context ×"] == pytest.approx(2, rel=0.01)
+    assert rows["2-bit"]["users or context ×"] > rows["4-bit"]["users or context ×"] > rows["fp8"]["users or context ×"]

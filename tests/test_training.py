@@ -185,5 +185,5 @@ def test_perplexities_put_random_trained_and_uniform_side_by_side(tiny, tiny_tra
     assert ps[0].tokens == ps[1].tokens == len(training.heldout_ids(tiny.tokenizer))
     assert ps[0].perplexity / ps[1].perplexity >= 20 and ps[1].measured_on == tiny_trained.label
     rows = quant_figures.perplexity_rows(ps)        # the table notebook 05 draws
-    assert rows[1]["times lower than the first"] == round(ps[0].perplexity / ps[1].perplexity, 1)
+    assert rows[1]["first ÷ this"] == pytest.approx(ps[0].perplexity / ps[1].perplexity)
     assert rows[2]["measured on"] == "computed: exp(ln V) = V"

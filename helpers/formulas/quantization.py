@@ -1,20 +1,18 @@
 """What weight quantization saves, computed from a model's config (no weights, no GPU): the bytes of
 its weights under each scheme, the parameters bitsandbytes leaves alone (embedding and output head),
-and whether it fits one GPU per scheme — the capacity planner's budget (helpers.capacity.plan).
-
-The rules that put words on these figures (against the rule of thumb "int8 halves, nf4 quarters", what a
-mixture-of-experts model keeps at 2 bytes, the checkpoint check) are here too, returning
-helpers.formulas.verdicts.Verdict.
+the rule of thumb's figure, the bytes of one weight matrix in each stored format (bitsandbytes, AWQ as
+AutoAWQ packs it, MXFP4, fp8), and whether a model fits one GPU per scheme — the capacity planner's budget
+(helpers.capacity.plan).
 
 Measured against a loaded model in helpers.measure.quant; drawn in helpers.present.quant_figures.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
-from . import verdicts
-from .memory import kv_cache_bytes, weight_bytes
+from .memory import MX_BLOCK, _nf4_bytes, kv_cache_bytes, weight_bytes
 from .specs import PRESETS, ModelSpec, get_spec, param_breakdown
 from .units import DTYPE_BYTES, normalize_dtype
 
@@ -135,7 +133,7 @@ def max_context_in(budget_bytes: float, model: str | dict | ModelSpec, kv_dtype:
     return lo
 
 
-# ----------------------------------------------------------------------------- the rules that word these figures
+# ----------------------------------------------------------------------------- the rule of thumb, one matrix per format
 
 def rule_of_thumb(scheme: str, base_dtype: str = "bf16") -> float:
     """What a scheme would leave of the base's bytes if it quantized every weight and stored nothing else:
@@ -144,36 +142,54 @@ def rule_of_thumb(scheme: str, base_dtype: str = "bf16") -> float:
     return DTYPE_BYTES[key] / DTYPE_BYTES[normalize_dtype(base_dtype)]
 
 
-def against_rule_of_thumb(ratio: float, scheme: str, base_dtype: str = "bf16", name: str = "") -> verdicts.Verdict:
-    """A scheme's bytes ÷ its base's (`ratio`), against the rule of thumb (rule_of_thumb): 'as the rule of thumb
-    says' when within the change margin of it, else how many times the rule of thumb's figure it is."""
-    ideal = rule_of_thumb(scheme, base_dtype)
-    way = verdicts.change_verdict(ratio / ideal)
-    head = f"{name or scheme} holds {ratio:.3g}× the {base_dtype} bytes"
-    words = (f"{head}, as the rule of thumb says ({ideal:g}×; within {verdicts.CHANGE_MARGIN:.0%})" if way == "about equal"
-             else f"{head}: {verdicts.factor(ratio / ideal)} the rule of thumb's {ideal:g}×")
-    return verdicts.Verdict(words, "against_rule_of_thumb", {"ratio": ratio, "rule_of_thumb": ideal,
-                                                             "over_rule": ratio / ideal})
-
-
-def left_alone(model, scheme: str = "int8") -> verdicts.Verdict:
-    """What bitsandbytes leaves at the base dtype in a model (the embedding, the head, fused experts), as a
-    share of its parameters (its band), and what the scheme's bytes are against bf16's (computed)."""
-    first, w = preset_footprints(model, ("bf16", scheme))
-    v = verdicts.share(1 - w.quantized_share, 1, "its parameters")
-    return verdicts.Verdict(f"{w.model}: {scheme} holds {w.vs_first:.3g}× the bf16 bytes; bitsandbytes leaves {v.words} "
-                            "at 2 bytes", "left_alone", {**v.evidence, "vs_bf16": w.vs_first})
-
-
 def moe_presets() -> list[str]:
     """The presets with routed experts (mixture-of-experts)."""
     return [m for m in PRESETS if get_spec(m).num_experts]
 
 
-def checkpoint_check(predicted: int, published: int) -> verdicts.Verdict:
-    """The predicted bytes against a published checkpoint's: equal to the byte, or the difference."""
-    if predicted == published:
-        words = f"equal to the byte ({predicted:,} B both)"
-    else:
-        words = f"{predicted - published:+,} B apart ({abs(predicted - published) / published:.2%} of the checkpoint)"
-    return verdicts.Verdict(words, "checkpoint_check", {"predicted": predicted, "published": published})
+# AWQ as AutoAWQ stores a 4-bit layer (awq/modules/linear/gemm.py, WQLinear_GEMM; the layout vLLM's AWQ and
+# AWQ-Marlin loaders read): `qweight` int32 (in_features, out_features / 8) — eight 4-bit codes per int32;
+# `qzeros` int32 (in_features / group_size, out_features / 8) — the zero points are 4-bit integers packed
+# eight to an int32, not fp16; `scales` fp16 (in_features / group_size, out_features). AWQ (Lin et al.,
+# MLSys 2024) quantizes with group size 128.
+AWQ_GROUP = 128
+FORMATS = ("bf16", "fp8", "int8", "nf4", "nf4-dq", "awq", "mxfp4")
+
+
+def matrix_bytes(scheme: str, in_features: int = 4096, out_features: int = 4096, group_size: int = AWQ_GROUP) -> int:
+    """Bytes of one weight matrix (out_features × in_features), metadata included, as each format stores it:
+    bf16 2 B a weight; fp8 1 B + one fp32 scale (per tensor); int8 (LLM.int8) 1 B + one fp32 scale per
+    output row; nf4 / nf4-dq as helpers.formulas.memory counts a bitsandbytes Linear4bit; awq ½ B + one fp16
+    scale and one 4-bit zero point per group of `group_size` inputs of an output (AutoAWQ's packing, above);
+    mxfp4 ½ B + one E8M0 byte per 32."""
+    n = in_features * out_features
+    if scheme == "bf16":
+        return 2 * n
+    if scheme == "fp8":
+        return n + 4
+    if scheme == "int8":
+        return n + 4 * out_features
+    if scheme in ("nf4", "nf4-dq"):
+        return sum(_nf4_bytes(n, scheme == "nf4-dq"))
+    if scheme == "awq":
+        if in_features % group_size or out_features % 8:
+            raise ValueError(f"AWQ packs in_features in groups of {group_size} and out_features by 8, got "
+                             f"{in_features} × {out_features}")
+        groups = in_features // group_size
+        return 4 * in_features * (out_features // 8) + 4 * groups * (out_features // 8) + 2 * groups * out_features
+    if scheme == "mxfp4":
+        return math.ceil(n / 2) + math.ceil(n / MX_BLOCK)
+    raise ValueError(f"unknown format {scheme!r}; allowed: {', '.join(FORMATS)}")
+
+
+def bits_per_weight(scheme: str, in_features: int = 4096, out_features: int = 4096) -> float:
+    """matrix_bytes ÷ the weights, in bits: what a format costs per weight, its metadata included."""
+    return 8 * matrix_bytes(scheme, in_features, out_features) / (in_features * out_features)
+
+
+def checkpoint_rows(predicted: int, published: int) -> list[dict[str, Any]]:
+    """The predicted bytes beside a published checkpoint's, their difference and ratio (a table's row)."""
+    from .regime import ratio
+
+    return [{"predicted (B)": predicted, "checkpoint (B)": published, "predicted − checkpoint (B)": predicted - published,
+             "predicted ÷ checkpoint": ratio(predicted, published)}]

@@ -5,15 +5,12 @@ anything else that approximates a model (KV-cache quantization, …).
 - perplexity = exp(mean negative log-likelihood of each next token of the text);
 - KL(p_ref ‖ p_q) = Σ_v p_ref(v) (log p_ref(v) − log p_q(v)), per position, averaged over positions;
 - top-1 agreement = share of positions where both models put the same token first.
-
-`trained_against_random` words a trained model's perplexity against a random one's and a uniform guess's.
 """
 from __future__ import annotations
 
 import math
 from typing import Any
 
-from ..formulas import verdicts
 from .texts import eval_text
 
 
@@ -71,14 +68,3 @@ def quality(ref_logprobs, logprobs, ids) -> dict[str, float]:
     return {"perplexity": perplexity(logprobs, ids), "reference_perplexity": perplexity(ref_logprobs, ids),
             "kl_mean": kl.mean().item(), "kl_max": kl.max().item(),
             "top1_agreement": top1_agreement(ref_logprobs, logprobs), "positions": int(kl.numel())}
-
-
-def trained_against_random(random_ppl: float, trained_ppl: float, uniform_ppl: float) -> list[verdicts.Verdict]:
-    """A random model's perplexity against a uniform guess's (exp(ln V) = V) and a trained model's against the
-    random one's, on the same text: factors, their direction by the change margin."""
-    vs_uniform = verdicts.times_as(random_ppl, uniform_ppl, f"a uniform guess's {uniform_ppl:,.0f}")
-    gain = verdicts.speed(trained_ppl, random_ppl, faster="lower", slower="higher", same="as high")
-    return [verdicts.Verdict(f"the random model's perplexity ({random_ppl:,.0f}) is {vs_uniform}", "times_as",
-                             vs_uniform.evidence),
-            verdicts.Verdict(f"the trained model's ({trained_ppl:,.1f}) is {gain} than the random one's", "speed",
-                             gain.evidence)]

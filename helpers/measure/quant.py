@@ -10,7 +10,7 @@ output head (lm_head) and the norms stay in the reference dtype.
 
 Quality against the unquantized model in the same run: helpers.measure.quality (perplexity, KL, top-1).
 What the schemes save computed from a config alone: helpers.formulas.quantization; the tables:
-helpers.present.quant_figures. The *_verdicts word one comparison's results by rule (helpers.formulas.verdicts).
+helpers.present.quant_figures.
 """
 from __future__ import annotations
 
@@ -23,16 +23,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ..formulas import verdicts
 from ..formulas.memory import weight_bytes
-from ..formulas.quantization import against_rule_of_thumb, embedding_share
-from ..formulas.units import dtype_bytes, fmt_si
+from ..formulas.units import dtype_bytes
 from .quality import eval_ids, next_token_logprobs, quality
 from ..formulas.specs import ModelSpec
 from .dtypes import torch_dtype
 from .tensor_bytes import measured_model_bytes, measured_weight_bytes
 from .hardware import free_memory
-from ..formulas.verdicts import above_floor_reason
 
 SCHEMES = ("int8", "nf4", "nf4-dq")
 
@@ -120,9 +117,10 @@ def footprint(model, spec: ModelSpec | dict | str, scheme: str, base_dtype: str)
 
 def speed(models: dict[str, Any], prompt_ids, new_tokens: int, repeats: int = 3,
           device: str | None = None) -> dict[str, dict[str, float]]:
-    """Prefill time (median TTFT) and decode tokens/s (1 / median inter-token latency) of greedy generation,
-    for each model of a {name: model} dict, after a warm-up each; the models take turns, one generation each
-    per round, so that anything else slowing the machine slows them all alike."""
+    """Prefill time (median TTFT) and the median decode step (inter-token latency; nan with a single new token)
+    of greedy generation, for each model of a {name: model} dict, after a warm-up each; the models take turns,
+    one generation each per round, so that anything else slowing the machine slows them all alike. Tokens/s
+    (1 ÷ the step) is a table's column (helpers.present.quant_figures.speed_rows), which a zero step cannot stop."""
     import statistics
 
     import torch
@@ -140,7 +138,7 @@ def speed(models: dict[str, Any], prompt_ids, new_tokens: int, repeats: int = 3,
     for k, rs in runs.items():
         itl = statistics.median(s for r in rs for s in r.step_s) if new_tokens > 1 else float("nan")
         out[k] = {"prompt_tokens": x.shape[1], "new_tokens": new_tokens, "repeats": repeats,
-                  "prefill_s": statistics.median(r.ttft_s for r in rs), "itl_s": itl, "decode_tok_s": 1.0 / itl}
+                  "prefill_s": statistics.median(r.ttft_s for r in rs), "itl_s": itl}
     return out
 
 
@@ -241,146 +239,8 @@ def compare(loaded, schemes=SCHEMES, sizes: Sizes | None = None, progress: bool 
     return list(results.values())
 
 
-def _ran(results: list[VariantResult]) -> tuple[VariantResult, list[VariantResult]]:
-    """The reference and the quantized rows that ran (no error)."""
-    return results[0], [r for r in results[1:] if r.error is None]
-
-
-def footprint_verdicts(results: list[VariantResult], spec: ModelSpec) -> list[verdicts.Verdict]:
-    """The footprint section's words: measured against predicted (byte for byte), each scheme's bytes against
-    the reference's and the rule of thumb, and the share of parameters bitsandbytes leaves alone."""
-    ref, quantized = _ran(results)
-    base = ref.scheme
-    out = [verdicts.byte_for_byte([r.footprint["exact"] for r in [ref, *quantized]], "the prediction")]
-    failed = [r for r in results if r.error]
-    if failed:
-        out.append(verdicts.Verdict("did not run here: " + "; ".join(f"{r.label} ({r.error})" for r in failed),
-                                    "failed", {"failed": len(failed)}))
-    total = ref.footprint["measured_weight_bytes"]
-    out += [against_rule_of_thumb(r.footprint["measured_weight_bytes"] / total, r.scheme, base, r.label)
-            for r in quantized]
-    e = embedding_share(spec)
-    v = verdicts.share(e.embedding_and_head, e.params, "the parameters")
-    out.append(verdicts.Verdict(f"the embedding and the head, which bitsandbytes leaves in {base}, are {v.words}",
-                                "share", v.evidence))
-    return out
-
-
 def streamed_bytes(result: VariantResult, spec: ModelSpec, base_dtype: str) -> int:
     """The weight bytes one decode step reads: the measured weights, less the input embedding table (a lookup:
     a step reads one row of it; helpers.formulas.stepcost counts the same way)."""
     table = 0 if spec.tie_word_embeddings else spec.vocab_size * spec.hidden_size * dtype_bytes(base_dtype)
     return int(result.footprint["measured_weight_bytes"] - table)
-
-
-def time_follows_bytes(time_ratio: float, bytes_ratio: float, name: str) -> verdicts.Verdict:
-    """A quantized step's time ÷ the reference's against its weight bytes ÷ the reference's: a step bound by
-    reading its weights takes time in proportion to them (within the change margin); more time than that
-    means something other than reading the weights sets the step; less, that they were read faster."""
-    r = time_ratio / bytes_ratio
-    way = verdicts.change_verdict(r)
-    head = f"{name}'s decode step takes {time_ratio:.2f}× the reference's time for {bytes_ratio:.2f}× the weight bytes it reads"
-    words = {"about equal": f"{head}: its time follows its bytes (within {verdicts.CHANGE_MARGIN:.0%})",
-             "higher": f"{head} — {verdicts.factor(r)} what the bytes alone would give: something other than reading "
-                       "the weights sets its step",
-             "lower": f"{head} — {verdicts.factor(r)} what the bytes alone would give: a shorter step than reading "
-                      "its weights in proportion would make"}[way]
-    return verdicts.Verdict(words, "time_follows_bytes", {"time_ratio": time_ratio, "bytes_ratio": bytes_ratio, "ratio": r})
-
-
-def against_floor(step_s: float, weight_bytes: int, bandwidth: float, bandwidth_name: str, name: str,
-                  cache_bytes: int | None = None) -> verdicts.Verdict:
-    """A decode step against its memory floor (its weight bytes ÷ `bandwidth`): the floor's share of the step
-    and what that says — reading the weights sets it (most of it or more), or something else does; a step
-    shorter than its floor read its weights faster than that bandwidth, from a cache when they fit in it."""
-    floor = weight_bytes / bandwidth
-    head = f"{name}: floor {floor * 1e3:,.3g} ms ({fmt_si(weight_bytes)} at {bandwidth_name}) against a {step_s * 1e3:,.3g} ms step"
-    if verdicts.change_verdict(floor / step_s) == "higher":
-        why = above_floor_reason(weight_bytes, cache_bytes)
-        words = f"{head} — read at {verdicts.factor(floor / step_s)} {bandwidth_name}{why}"
-    else:
-        v = verdicts.share(floor, step_s, "the step")
-        f = v.evidence["fraction"]
-        words = f"{head}: the floor is {v.words} — " + (
-            "reading the weights sets the step" if f > 0.5 + verdicts.HALF_BAND else
-            "reading the weights sets about half of it" if verdicts.share_band(f) == "about half" else
-            "something other than reading the weights sets most of the step")
-    return verdicts.Verdict(words, "against_floor", {"step_s": step_s, "floor_s": floor, "fraction": floor / step_s})
-
-
-def speed_verdicts(results: list[VariantResult], spec: ModelSpec, bandwidth: float | None = None,
-                   bandwidth_name: str = "", cache_bytes: int | None = None) -> list[verdicts.Verdict]:
-    """The speed section's words from one comparison: each scheme's decode step and prefill against the
-    reference's (helpers.formulas.verdicts.speed), whether each quantized step's time follows the bytes it
-    reads (time_follows_bytes), and — where a bandwidth is known (a catalogued GPU's datasheet) — each step
-    against its memory floor (against_floor)."""
-    ref, quantized = _ran(results)
-    timed = [r for r in quantized if r.speed]
-    if not ref.speed or not timed:
-        return []
-    base = ref.scheme
-    out = []
-    for key, what in (("itl_s", "decode step"), ("prefill_s", "prefill")):
-        each = {r.label: verdicts.speed(r.speed[key], ref.speed[key]) for r in timed}
-        out.append(verdicts.Verdict(f"{what}, against the {base} reference: " + "; ".join(f"{k} {v}" for k, v in each.items()),
-                                    "speed", {k: v.evidence["ratio"] for k, v in each.items()}))
-    ref_bytes = streamed_bytes(ref, spec, base)
-    out.append(verdicts.Verdict(f"the reference's decode step reads {fmt_si(ref_bytes)} of weights in "
-                                f"{ref.speed['itl_s'] * 1e3:,.2f} ms: {ref_bytes / ref.speed['itl_s'] / 1e9:,.1f} GB/s",
-                                "rate", {"bytes": ref_bytes, "step_s": ref.speed["itl_s"]}))
-    out += [time_follows_bytes(r.speed["itl_s"] / ref.speed["itl_s"], streamed_bytes(r, spec, base) / ref_bytes, r.label)
-            for r in timed]
-    if bandwidth:
-        out += [against_floor(r.speed["itl_s"], streamed_bytes(r, spec, base), bandwidth, bandwidth_name, r.label,
-                              cache_bytes) for r in [ref, *timed]]
-    return out
-
-
-def _perplexity_words(p: float, ref: float) -> str:
-    way = verdicts.change_verdict(p / ref)
-    return {"about equal": f"about equal, ×{p / ref:.4f}", "higher": f"{verdicts.factor(p / ref)} higher",
-            "lower": f"{verdicts.factor(ref / p)} lower"}[way]
-
-
-def quality_verdicts(results: list[VariantResult]) -> list[verdicts.Verdict]:
-    """Each quantized scheme's quality against the reference, from its numbers: perplexity against the
-    reference's (the change margin), mean KL, and top-1 agreement as the positions whose first token differs."""
-    ref, quantized = _ran(results)
-    out = []
-    for r in quantized:
-        q = r.quality
-        flips = round((1 - q["top1_agreement"]) * q["positions"])
-        out.append(verdicts.Verdict(
-            f"{r.label}: perplexity {q['perplexity']:,.2f} against the reference's {ref.quality['perplexity']:,.2f} "
-            f"({_perplexity_words(q['perplexity'], ref.quality['perplexity'])}); mean KL {q['kl_mean']:.2e} nats; "
-            f"top-1 agreement {q['top1_agreement']:.1%} ({flips:,} of {q['positions']:,} positions rank another token first)",
-            "quality", {"perplexity": q["perplexity"], "reference_perplexity": ref.quality["perplexity"],
-                        "kl_mean": q["kl_mean"], "top1_agreement": q["top1_agreement"], "flips": flips}))
-    return out
-
-
-def closer(kl: dict[str, float]) -> verdicts.Verdict:
-    """Of two schemes' mean KL against the reference ({name: nats}), which stays closer: the smaller, when it
-    is smaller by more than the change margin; otherwise as close."""
-    (a, ka), (b, kb) = sorted(kl.items(), key=lambda x: x[1])
-    if kb == 0:
-        words = f"{a} and {b} both reproduce the reference (mean KL 0)"
-    elif ka == 0:
-        words = f"{a} reproduces the reference (mean KL 0); {b}'s mean KL is {kb:.2e} nats"
-    elif verdicts.change_verdict(kb / ka) == "higher":
-        words = f"{a} stays closer to the reference: its mean KL ({ka:.2e} nats) is {verdicts.factor(kb / ka)} smaller than {b}'s ({kb:.2e})"
-    else:
-        words = f"{a} and {b} stay as close to the reference (mean KL {ka:.2e} and {kb:.2e} nats, within {verdicts.CHANGE_MARGIN:.0%})"
-    return verdicts.Verdict(words, "closer", {a: ka, b: kb})
-
-
-def flips_against(trained: float, random: float, name: str) -> verdicts.Verdict:
-    """A scheme's top-1 disagreement (1 − agreement) on a trained model against on a random one."""
-    dt, dr = 1 - trained, 1 - random
-    head = (f"{name} ranks another token first at {dt:.1%} of the positions on the trained model against {dr:.1%} "
-            "on the random one")
-    if dt == 0 or dr == 0:                       # no ratio of flips to give
-        words = head
-    else:
-        words = f"{head}: {verdicts.speed(dt, dr, faster='fewer', slower='more', same='as many')} flips"
-    return verdicts.Verdict(words, "flips_against", {"trained_disagreement": dt, "random_disagreement": dr})

@@ -1,21 +1,32 @@
-"""Tables of notebook 05 (weight quantization): the rows a table shows, labelled here and only here, from
-the measured results (helpers.measure.quant.VariantResult, helpers.measure.training.Perplexity) and the
-computed ones (helpers.formulas.quantization)."""
+"""Tables of notebook 05 (weight and KV-cache quantization): the rows a table shows, labelled here and only
+here, from the measured results (helpers.measure.quant.VariantResult, helpers.measure.training.Perplexity,
+helpers.serving.kv_quant.KvQuantRun) and the computed ones (helpers.formulas.quantization). Each ratio that
+matters sits in a column beside its label (helpers.formulas.regime: below / at / above); no value a
+measurement can take (zero, one sample, a failed scheme, an empty run) stops a table."""
 from __future__ import annotations
 
 from typing import Any
 
-from ..formulas import verdicts
+from ..formulas import regime
 from ..formulas.memory import weight_bytes
-from ..formulas.quantization import GpuFit, SchemeWeights, against_rule_of_thumb, preset_footprints
+from ..formulas.quantization import FORMATS, GpuFit, SchemeWeights, bits_per_weight, preset_footprints, rule_of_thumb
 from ..formulas.specs import ModelSpec
-from ..measure.quant import SCHEMES, VariantResult
+from ..measure.quant import SCHEMES, VariantResult, streamed_bytes
 from ..measure.training import Perplexity
 
 
-def footprint_rows(results: list[VariantResult], spec: ModelSpec, loaded_label: str) -> list[dict[str, Any]]:
-    """Measured model bytes against the prediction, with the bf16-base prediction beside it."""
-    ref = results[0].footprint.get("measured_model_bytes")
+def _with_label(row: dict, name: str, value, reference) -> dict:
+    """`row` with `name` (value ÷ reference) and `name label` (below / at / above) added."""
+    r, way = regime.against(value, reference)
+    row[name], row[f"{name} label"] = r, way
+    return row
+
+
+def footprint_rows(results: list[VariantResult], spec: ModelSpec) -> list[dict[str, Any]]:
+    """Measured weight bytes against the prediction (their difference), each model's bytes ÷ the reference's
+    and ÷ the rule of thumb's figure ("int8 halves, nf4 quarters"), and the prediction at a bf16 base."""
+    ref = results[0].footprint.get("measured_weight_bytes")
+    base = results[0].scheme
     rows = []
     for r in results:
         if r.error:
@@ -23,115 +34,158 @@ def footprint_rows(results: list[VariantResult], spec: ModelSpec, loaded_label: 
             continue
         f = r.footprint
         scheme = r.scheme if r.scheme in SCHEMES else "bf16"  # the reference at bf16
-        rows.append({
-            "scheme": r.label,
-            "measured weights (B)": f["measured_weight_bytes"],
-            "predicted weights (B)": f["predicted_weight_bytes"],
-            "exact": f["exact"],
-            "of which metadata (B)": f["metadata_bytes"],
-            "buffers (B)": f["buffer_bytes"],
-            "model total (MB)": round(f["measured_model_bytes"] / 1e6, 2),
-            "vs reference": round(f["measured_model_bytes"] / ref, 3),
-            "predicted at bf16 base (MB)": round(weight_bytes(spec, scheme, base_dtype="bf16").bytes / 1e6, 2),
-            "measured on": loaded_label,
-        })
+        share = regime.ratio(f["measured_weight_bytes"], ref)
+        row = {"scheme": r.label, "measured weights (B)": f["measured_weight_bytes"],
+               "predicted weights (B)": f["predicted_weight_bytes"],
+               "measured − predicted (B)": f["measured_weight_bytes"] - f["predicted_weight_bytes"],
+               "of which metadata (B)": f["metadata_bytes"], "buffers (B)": f["buffer_bytes"],
+               "model total (MB)": f["measured_model_bytes"] / 1e6, "÷ reference": share}
+        _with_label(row, "÷ rule of thumb", share, rule_of_thumb(r.scheme, base) if r.scheme in SCHEMES else 1.0)
+        row["predicted at bf16 base (MB)"] = weight_bytes(spec, scheme, base_dtype="bf16").bytes / 1e6
+        rows.append(row)
     return rows
 
 
-def speed_rows(results: list[VariantResult], loaded_label: str) -> list[dict[str, Any]]:
+def speed_rows(results: list[VariantResult], spec: ModelSpec, bandwidth: float | None = None) -> list[dict[str, Any]]:
+    """Prefill and decode step of each model that was timed; the step ÷ the reference's, the weight bytes a step
+    reads ÷ the reference's (helpers.measure.quant.streamed_bytes), and the first ÷ the second: `at` when the
+    time follows the bytes. With a datasheet `bandwidth` (a catalogued GPU), each step's memory floor (the bytes
+    it reads ÷ bandwidth) and the step ÷ that floor."""
+    ref = results[0]
+    timed = [r for r in results if not r.error and r.speed]
+    ref_step = ref.speed.get("itl_s") if ref.speed else None
+    ref_bytes = streamed_bytes(ref, spec, ref.scheme) if ref.footprint else None
     rows = []
-    for r in results:
-        if r.error or not r.speed:
-            continue
+    for r in timed:
         s = r.speed
-        rows.append({"scheme": r.label, "prompt tokens": s["prompt_tokens"],
-                     "prefill (ms)": round(s["prefill_s"] * 1e3, 2),
-                     "decode step (ms)": round(s["itl_s"] * 1e3, 2),
-                     "decode (tokens/s)": round(s["decode_tok_s"], 1), "measured on": loaded_label})
+        step = s.get("itl_s")
+        row = {"scheme": r.label, "prompt tokens": s.get("prompt_tokens"), "prefill (ms)": 1e3 * s.get("prefill_s", float("nan")),
+               "decode step (ms)": 1e3 * step if step is not None else None,
+               "decode (tokens/s)": regime.ratio(1.0, step)}
+        time_ratio = regime.ratio(step, ref_step)
+        bytes_ratio = regime.ratio(streamed_bytes(r, spec, ref.scheme), ref_bytes) if r.footprint else float("nan")
+        row["step ÷ reference"] = time_ratio
+        row["bytes read ÷ reference"] = bytes_ratio
+        _with_label(row, "time ÷ bytes", time_ratio, bytes_ratio)
+        if bandwidth:
+            floor = streamed_bytes(r, spec, ref.scheme) / bandwidth
+            row["floor (ms)"] = 1e3 * floor
+            _with_label(row, "step ÷ floor", step, floor)
+        rows.append(row)
     return rows
 
 
-def quality_rows(results: list[VariantResult], loaded_label: str) -> list[dict[str, Any]]:
+def quality_rows(results: list[VariantResult]) -> list[dict[str, Any]]:
+    """Each model's perplexity (and ÷ the reference's, labelled), KL against the reference, top-1 agreement and
+    the positions whose first-ranked token differs from the reference's."""
+    ref = results[0].quality or {}
     rows = []
     for r in results:
         if r.error or r.quality is None:
             continue
         q = r.quality
-        rows.append({"scheme": r.label, "perplexity": round(q["perplexity"], 2),
-                     "KL(ref ‖ q) mean (nats)": q["kl_mean"], "KL max (nats)": q["kl_max"],
-                     "top-1 agreement": round(q["top1_agreement"], 4), "positions": q["positions"],
-                     "measured on": loaded_label})
+        row = {"scheme": r.label, "perplexity": q["perplexity"]}
+        _with_label(row, "perplexity ÷ reference", q["perplexity"], ref.get("perplexity"))
+        row.update({"KL(ref ‖ q) mean (nats)": q["kl_mean"], "KL max (nats)": q["kl_max"],
+                    "top-1 agreement": q["top1_agreement"],
+                    "positions with another top token": round((1 - q["top1_agreement"]) * q["positions"]),
+                    "positions": q["positions"]})
+        rows.append(row)
     return rows
 
 
 def weights_rows(weights: list[SchemeWeights]) -> list[dict[str, Any]]:
-    """One model's computed weight bytes by scheme (helpers.formulas.quantization.preset_footprints)."""
-    return [{"model": w.model, "scheme": w.scheme, "bytes": w.bytes, "GB": round(w.gb, 3),
-             "metadata_bytes": w.metadata_bytes, "quantized_share": w.quantized_share, "vs_first": w.vs_first}
-            for w in weights]
+    """One model's computed weight bytes by scheme (helpers.formulas.quantization.preset_footprints), each
+    ÷ the first scheme's and ÷ the rule of thumb's figure (labelled)."""
+    rows = []
+    for w in weights:
+        row = {"model": w.model, "scheme": w.scheme, "bytes": w.bytes, "GB": w.gb, "metadata (B)": w.metadata_bytes,
+               "share quantized": w.quantized_share, "÷ bf16": w.vs_first}
+        rows.append(_with_label(row, "÷ rule of thumb", w.vs_first, rule_of_thumb(w.scheme)))
+    return rows
 
 
 def presets_rows(models=None, schemes=("bf16", "int8", "nf4", "nf4-dq")) -> list[dict[str, Any]]:
-    """Weight GB (10^9 bytes) of every preset under each bitsandbytes scheme (bf16 base), and the
-    share of parameters bitsandbytes quantizes (nn.Linear in the blocks; not embeddings, not fused experts)."""
+    """Weight GB (10^9 bytes) of each model (default: every preset; a name, config or ModelSpec each) under each
+    bitsandbytes scheme (bf16 base), the share of
+    parameters bitsandbytes quantizes (nn.Linear in the blocks; not embeddings, not fused experts), and
+    nf4 ÷ bf16 against the rule of thumb's ¼."""
     from ..formulas.specs import PRESETS
 
     rows = []
     for name in models or PRESETS:
-        fp = preset_footprints(name, schemes)
-        row: dict[str, Any] = {"model": name}
-        row.update({f"{w.scheme} (GB)": round(w.gb, 2) for w in fp})
-        row["share bitsandbytes quantizes"] = round(fp[-1].quantized_share, 3)
+        fp = {w.scheme: w for w in preset_footprints(name, schemes)}
+        row: dict[str, Any] = {"model": fp[schemes[0]].model}
+        row.update({f"{s} (GB)": w.gb for s, w in fp.items()})
+        row["share bitsandbytes quantizes"] = fp[schemes[-1]].quantized_share
+        if "nf4" in fp:
+            _with_label(row, "nf4 ÷ bf16 ÷ ¼", fp["nf4"].vs_first, rule_of_thumb("nf4"))
         rows.append(row)
     return rows
+
+
+def formats_rows(in_features: int = 4096, out_features: int = 4096) -> list[dict[str, Any]]:
+    """Bits per weight of one weight matrix in each stored format, metadata included
+    (helpers.formulas.quantization.bits_per_weight), and its bytes ÷ bf16's."""
+    bf16 = bits_per_weight("bf16", in_features, out_features)
+    return [{"format": f, "bits per weight": bits_per_weight(f, in_features, out_features),
+             "÷ bf16": bits_per_weight(f, in_features, out_features) / bf16} for f in FORMATS]
 
 
 def fit_rows(fits: list[GpuFit]) -> list[dict[str, Any]]:
     """A model on one GPU by scheme (helpers.formulas.quantization.fit_on_gpu)."""
     return [{"model": f.model, "scheme": f.scheme, "gpu": f.gpu, "weight bytes": f.weight_bytes,
-             "weights (GB)": round(f.weight_bytes / 1e9, 2), "GPU reports (GB)": round(f.memory_bytes / 1e9, 2),
-             "usable after reserve (GB)": round(f.usable_bytes / 1e9, 2), "fits": f.fits,
-             "left for KV cache (GB)": round(f.kv_budget_bytes / 1e9, 2),
+             "weights (GB)": f.weight_bytes / 1e9, "GPU reports (GB)": f.memory_bytes / 1e9,
+             "usable after reserve (GB)": f.usable_bytes / 1e9, "fits": f.fits,
+             "left for KV cache (GB)": f.kv_budget_bytes / 1e9,
              f"sequences of {f.context:,} tokens": f.max_batch,
              f"KV cache room ({f.kv_dtype}), one sequence up to (tokens)": f.longest_sequence} for f in fits]
 
 
 def perplexity_rows(perplexities: list[Perplexity]) -> list[dict[str, Any]]:
     """The random, the trained and the uniform guess side by side (helpers.measure.training.perplexities),
-    each with its ratio to the first."""
-    first = perplexities[0].perplexity
-    return [{"model": p.model, "profile": p.profile, "perplexity": round(p.perplexity, 2), "tokens": p.tokens,
-             "measured on": p.measured_on, "times lower than the first": round(first / p.perplexity, 1)}
+    each with the first's perplexity ÷ its own."""
+    first = perplexities[0].perplexity if perplexities else None
+    return [{"model": p.model, "profile": p.profile, "perplexity": p.perplexity, "tokens": p.tokens,
+             "measured on": p.measured_on, "first ÷ this": regime.ratio(first, p.perplexity)}
             for p in perplexities]
 
 
-# ----------------------------------------------------------------------------- on a GPU: computed, cited
+# ----------------------------------------------------------------------------- KV-cache quantization
 
-def footprint_on_gpu(model: str = "mistral-7b-v0.1"):
-    """The footprint on a GPU, computed from the config (bf16 base): each scheme against the rule of thumb."""
-    from .expected import computed
+def kv_bytes_rows(rows) -> list[dict[str, Any]]:
+    """helpers.serving.kv_quant.SchemeBytes: the real cache's bytes against the formula (values, scales and
+    zero points, residual), their difference, and the cache ÷ the full-precision cache."""
+    full = rows[0].measured_bytes if rows else None
+    return [{"scheme": r.scheme, "tokens": r.tokens, "measured (B)": r.measured_bytes, "formula (B)": r.formula_bytes,
+             "measured − formula (B)": r.measured_bytes - r.formula_bytes, "values (B)": r.measured_values_bytes,
+             "scales & zero points (B)": r.metadata_bytes, "full-precision residual (B)": r.residual_bytes,
+             "÷ full precision": regime.ratio(r.measured_bytes, full)} for r in rows]
 
-    rows = preset_footprints(model)
-    return [computed(f"{model} at a bf16 base: " + "; ".join(str(against_rule_of_thumb(w.vs_first, w.scheme))
-                                                             for w in rows[1:]),
-                     "helpers.formulas.quantization.preset_footprints, from its config.json")]
+
+def kv_speed_rows(rows) -> list[dict[str, Any]]:
+    """helpers.serving.kv_quant.SchemeSpeed: the median decode step and ÷ the full-precision cache's (labelled)."""
+    base = rows[0].step_ms if rows else None
+    return [_with_label({"scheme": r.scheme, "context tokens": r.context_tokens, "decode step (ms)": r.step_ms},
+                        "÷ full precision", r.step_ms, base) for r in rows]
 
 
-def speed_on_gpu(floors=None):
-    """The decode step on a GPU: each scheme's memory-bound floor (computed by the capacity planner) and what
-    an eager loop reaches against its floor (cited from gpt-fast, with the factor computed from its figures)."""
-    from . import expected, on_gpu
+def kv_quality_rows(rows) -> list[dict[str, Any]]:
+    """helpers.serving.kv_quant.SchemeQuality: KL against the full-precision cache and top-1 agreement."""
+    return [{"scheme": r.scheme, "positions": r.positions, "KL mean (nats)": r.kl_mean_nats,
+             "KL max (nats)": r.kl_max_nats, "top-1 agreement": r.top1_agreement,
+             "positions with another top token": round((1 - r.top1_agreement) * r.positions)} for r in rows]
 
-    floors = floors or on_gpu.quantized_decode_floors()
-    first = floors[0]
-    each = "; ".join(f"{f.scheme} {f.step_floor_ms:,.2f} ms" + (
-        "" if f is first else f" ({verdicts.speed(f.step_floor_ms, first.step_floor_ms, 'shorter', 'longer', 'as long')})")
-        for f in floors)
-    return [expected.computed(f"the floor of a {expected.REFERENCE_MODEL} decode step on an {expected.REFERENCE_GPU} "
-                              f"(batch 1, 1,024 tokens cached, the datasheet's bandwidth): {each} — a floor a kernel "
-                              "reaches only if it reads the packed weights at full bandwidth and dequantizes as it reads",
-                              "helpers.present.on_gpu.quantized_decode_floors (the capacity planner)"),
-            *expected.eager_against_floor()]
+
+def kv_projected_rows(model: str, tokens: int = 4096, dtype: str = "bf16") -> list[dict[str, Any]]:
+    """A model's cache at `tokens` tokens by scheme, computed with the formula the table of measured bytes
+    checks (helpers.serving.kv_quant.cache_bytes; half the residual window in full precision), and how many
+    times the users or the context the same memory holds."""
+    from ..serving.kv_quant import cache_bytes, projected_shares
+
+    full = cache_bytes(model, tokens, dtype, "full precision").total
+    return [{"scheme": s, "cache (B)": round(share * full), "÷ full precision": share,
+             "users or context ×": regime.ratio(1.0, share)} for s, share in projected_shares(model, tokens, dtype).items()]
 
 
 def datasheet_bandwidth(measured, device: str) -> tuple[float, str] | None:

@@ -3,6 +3,13 @@ bits (optimum-quanto, group-wise with a scale and a zero point per group of 64, 
 `residual_length` tokens kept in full precision — KIVI, Liu et al., ICML 2024). For each: the bytes of
 the real cache against helpers.formulas.memory's formula, decode speed, and the quality cost (helpers.measure.quality:
 KL divergence and top-1 agreement against the full-precision cache) on the evaluation text.
+`measure_all` runs the three on one model (notebook 05's replay key 05/kv_cache).
+
+How transformers 5 reads these caches (transformers/cache_utils.py): at every step the quanto layer
+dequantizes its whole quantized store and concatenates it with the residual (QuantizedLayer.update); the
+fp8 layer appends the new token's fp8 values to its store and dequantizes the whole store
+(Fp8QuantizedLayer.update). Attention then reads a full-precision copy: these caches save memory, not
+bytes read per step.
 
 Only full-attention models: transformers' QuantizedCache rejects sliding-window layers.
 """
@@ -10,8 +17,9 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from ..formulas.regime import ratio
 from ..formulas.verdicts import Verdict, speed
 from ..formulas.memory import kv_cache_bytes
 from ..formulas.specs import get_spec
@@ -197,7 +205,7 @@ def bytes_by_scheme(model, spec, ids, dtype: str) -> list[SchemeBytes]:
                          formula_bytes=formula.total, measured_values_bytes=split["data"],
                          metadata_bytes=split["metadata"], residual_bytes=split["residual"]))
     full = rows[0]["measured_bytes"]
-    return [SchemeBytes(**r, share_of_full=r["measured_bytes"] / full) for r in rows]
+    return [SchemeBytes(**r, share_of_full=ratio(r["measured_bytes"], full)) for r in rows]
 
 
 def _scored_logprobs(model, ids, cache, prefill: int, chunk: int):
@@ -231,28 +239,62 @@ def quality_by_scheme(model, ids, prefill: int = 64, chunk: int = 16) -> list[Sc
 
 
 def speed_by_scheme(model, ids, steps: int = 16) -> list[SchemeSpeed]:
-    """Median time of a decode step after prefilling `ids`, per scheme (dequantizing costs time on a CPU:
-    these kernels are not fused)."""
+    """Median time of a decode step after prefilling `ids`, per scheme: every scheme's cache prefilled, then
+    one step of each in turn, `steps` rounds, so that anything else slowing the machine slows them alike
+    (dequantizing costs time: these caches are read back in full precision, see the module docstring)."""
     import statistics
 
     import torch
 
     x = torch.as_tensor(ids).reshape(1, -1).to(next(model.parameters()).device)
-    rows = []
-    for scheme in SCHEMES:
-        if available(scheme):
-            continue
-        cache = make_cache(model, scheme)
-        times = []
-        with torch.inference_mode():
-            nxt = model(input_ids=x, cache=cache, use_cache=True, logits_to_keep=1).logits[:, -1:].argmax(-1)
-            for _ in range(steps):
+    caches, nxt, times = {}, {}, {}
+    with torch.inference_mode():
+        for scheme in SCHEMES:
+            if available(scheme):
+                continue
+            caches[scheme] = make_cache(model, scheme)
+            nxt[scheme] = model(input_ids=x, cache=caches[scheme], use_cache=True,
+                                logits_to_keep=1).logits[:, -1:].argmax(-1)
+            times[scheme] = []
+        for _ in range(steps):
+            for scheme, cache in caches.items():
                 t0 = time.perf_counter()
-                nxt = model(input_ids=nxt, cache=cache, use_cache=True).logits[:, -1:].argmax(-1)
-                times.append(time.perf_counter() - t0)
-        rows.append((scheme, x.shape[1], 1e3 * statistics.median(times)))
+                nxt[scheme] = model(input_ids=nxt[scheme], cache=cache, use_cache=True).logits[:, -1:].argmax(-1)
+                times[scheme].append(time.perf_counter() - t0)
+    rows = [(scheme, x.shape[1], 1e3 * statistics.median(t)) for scheme, t in times.items()]
     base = rows[0][2]
-    return [SchemeSpeed(scheme, context, ms, ms / base) for scheme, context, ms in rows]
+    return [SchemeSpeed(scheme, context, ms, ratio(ms, base)) for scheme, context, ms in rows]
+
+
+@dataclass
+class KvQuantRun:
+    """One KV-cache quantization run: each scheme's cache bytes and decode step on the loaded model, and its
+    quality on a trained model (quality_profile); `missing`: the schemes that could not run here, and why."""
+
+    label: str                      # the model the bytes and steps were measured on (Loaded.label)
+    quality_label: str              # the model the quality was measured on
+    trained: bool                   # whether that model's weights are trained
+    sizes: list[SchemeBytes]
+    steps: list[SchemeSpeed]
+    quality: list[SchemeQuality]
+    missing: dict[str, str] = field(default_factory=dict)
+
+
+def measure_all(loaded, tokens: int = 300, quality_tokens: int = 400) -> KvQuantRun:
+    """Bytes and decode steps of every scheme's cache after `tokens` tokens of the evaluation text on the
+    loaded model; KL and top-1 against the full-precision cache over `quality_tokens` tokens on the model
+    quality_profile names (the loaded one when its weights are trained)."""
+    from ..measure import models
+    from ..measure.quality import eval_ids
+
+    ids = eval_ids(loaded.tokenizer, tokens)
+    sizes = bytes_by_scheme(loaded.model, loaded.spec, ids, loaded.dtype)
+    steps = speed_by_scheme(loaded.model, ids)
+    profile, trained = quality_profile(loaded.profile)
+    judged = loaded if profile == loaded.profile else models.load(profile, device=loaded.device)
+    quality = quality_by_scheme(judged.model, eval_ids(judged.tokenizer, quality_tokens, profile=judged.profile))
+    missing = {s: why for s in SCHEMES if (why := available(s))}
+    return KvQuantRun(loaded.label, judged.label, trained, sizes, steps, quality, missing)
 
 
 # ----------------------------------------------------------------------------- what the runs say, by rule
