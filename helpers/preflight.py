@@ -237,30 +237,50 @@ def summary() -> dict:
             "versions": library_versions(), "problems": problems}
 
 
-def findings(info: dict, model_check: ModelCheck, go: list[dict]) -> list:
-    """What this run's preflight found, each a Verdict (helpers.formulas.verdicts) with the numbers it read:
-    the device and its memory, the profile and why, the model check and its seconds, how many notebooks
-    are go (and which are not), and the Mistral 7B weights."""
+def training_time() -> dict | None:
+    """How long training the `tiny-trained` model took on this machine, from its log beside the weights:
+    {"seconds", "threads"}; None before it was trained here, or where the cache setting is refused."""
+    from .measure import training
+
+    try:
+        folder = training.trained_folder()
+    except ValueError:  # a refused setting (WORKSHOP_CACHE): listed under problems
+        return None
+    if not (folder / "training.json").exists():
+        return None
+    log = training.log(folder)
+    return {"seconds": float(log["train_wall_s"]), "threads": int(log["torch_threads"])}
+
+
+def machine_rows(info: dict, trained: dict | None = None) -> list[dict]:
+    """Notebook 00's machine table (summary()'s dict): the device, its memory in bytes, GiB and GB ("–" where
+    unknown), its threads or SMs, its CUDA capability, the profile, and the tiny-trained model's training time
+    here (`trained`: training_time()'s dict)."""
     from .formulas.units import fmt_bytes
-    from .formulas.verdicts import Verdict
 
     dev = info["device"]
-    memory = f", {fmt_bytes(dev['total_memory'])} of memory" if dev["total_memory"] else ", its memory unknown"
-    ok = sum(r["verdict"] == "go" for r in go)
-    stopped = [r["notebook"] for r in go if r["verdict"] != "go"]
-    weights = info["weights"]
+
+    def memory(b):
+        return fmt_bytes(b) if b else "–"
+
     return [
-        Verdict(f"device `{dev['kind']}` ({dev['name']}){memory}", "device", {"total_memory": dev["total_memory"] or 0}),
-        Verdict(f"profile `{info['profile']}`: {info['reason']}", "profile", {}),
-        Verdict(f"the model check {'passed' if model_check.ok else 'failed'} in {model_check.seconds:,.1f} s",
-                "model_check", {"ok": float(model_check.ok), "seconds": model_check.seconds}),
-        Verdict(f"{ok} of {len(go)} notebooks go" + (f"; no-go: {', '.join(stopped)}" if stopped else ""),
-                "go", {"go": ok, "notebooks": len(go)}),
-        Verdict("the Mistral 7B weights are in the local cache" if weights["available"] else
-                "the Mistral 7B weights are not here, with the fix above"
-                + ("; no profile that runs on this device needs them" if dev["kind"] != "cuda" else ""),
-                "weights", {"available": float(weights["available"])}),
+        {"what": "device", "this machine": f"{dev['kind']}: {dev['name']}"},
+        {"what": "memory (total)", "this machine": memory(dev.get("total_memory"))},
+        {"what": "memory (free now)", "this machine": memory(dev.get("free_memory"))},
+        {"what": "CPU threads / CUDA SMs", "this machine": str(dev.get("cores") or "–")},
+        {"what": "CUDA capability", "this machine": dev.get("capability") or "–"},
+        {"what": "profile", "this machine": info["profile"]},
+        {"what": "tiny-trained: training here, once", "this machine":
+            f"{trained['seconds']:,.0f} s on {trained['threads']} threads" if trained else "–"},
     ]
+
+
+def go_no_go_rows(model_ok: bool, versions: dict[str, str], device: str, folder: Path = NOTEBOOK_DIR) -> list[dict]:
+    """go_no_go here, beside what it gives on a CUDA GPU with these libraries and a model that loads
+    (computed: the same rules, device 'cuda')."""
+    cuda = {r["notebook"]: r for r in go_no_go(True, versions, "cuda", folder)}
+    return [{"notebook": r["notebook"], "here": r["verdict"], "why": r["why"],
+             "on a CUDA GPU (computed)": cuda[r["notebook"]]["verdict"]} for r in go_no_go(model_ok, versions, device, folder)]
 
 
 def profile_refusal(value: str) -> str | None:

@@ -17,32 +17,15 @@ with app.setup:
     import marimo as mo
     import pandas as pd
 
-    from helpers.present import expected, notebook, plots
+    from helpers.present import notebook, plots
     from helpers import preflight
     from helpers.present.glossary import term
     from helpers.formulas.memory import weight_bytes
-    from helpers.formulas.units import fmt_bytes
     from helpers.present import run_times
 
     notebook.setup()
     started = time.perf_counter()
-
-
-@app.function
-def first_training() -> str:
-    """How long training the tiny-trained model took on this machine, from its log; before it ran, that it
-    has not (the records' first runs above say how long it took there)."""
-    from helpers.measure import training
-
-    try:
-        folder = training.trained_folder()
-    except ValueError:  # a refused setting (WORKSHOP_CACHE): its line shows first below
-        return "not known until the setting refused below is fixed"
-    if not (folder / "training.json").exists():
-        return "not trained here yet (a record's first run above includes its training)"
-    log = training.log(folder)
-    return (f"here it took {log['train_wall_s']:,.0f} s on {log['torch_threads']} threads "
-            "(its log, `training.json`, in the workshop cache)")
+    MISTRAL_BF16 = weight_bytes("mistral-7b-v0.1", "bf16").bytes   # computed from its config.json
 
 
 @app.cell(hide_code=True)
@@ -57,13 +40,16 @@ def _():
     3. Whether the Mistral 7B weights are here — and, if not, the exact fix.
     4. Which later notebooks will work here (go / no-go).
 
-    {run_times.header("00")} The first run on a machine without a GPU also trains the `tiny-trained` model, once, in the model check under **Go / no-go**: {first_training()}. On a GPU the model check loads Mistral 7B's {weight_bytes("mistral-7b-v0.1", "bf16").bytes / 1e9:,.1f} GB of bf16 weights (computed, `helpers.formulas.memory.weight_bytes`) for one forward pass.
+    {run_times.header("00")}
 
-    Run this first, on the machine you will use. Set `WORKSHOP_PROFILE` to choose the model: `tiny`,
-    `tiny-trained`, `mistral-7b`, `mistral-7b-random` or `auto` (the default: Mistral 7B when a CUDA GPU
-    and the weights are available; `tiny` on a CUDA GPU without them; without a CUDA GPU `tiny-trained`,
-    trained once per machine — the line above says how long that took). Terms in blue link to the
-    glossary (`workshop/glossary.md`).
+    On a machine without a GPU the first run also trains the `tiny-trained` model, once, in the model check
+    under **Go / no-go** (the machine table gives how long it took here). On a GPU the model check loads
+    Mistral 7B's {MISTRAL_BF16 / 1e9:,.2f} GB ({MISTRAL_BF16 / 2**30:,.2f} GiB) of bf16 weights for one forward pass.
+
+    Run this first, on the machine you will use. `WORKSHOP_PROFILE` chooses the model: `tiny`,
+    `tiny-trained`, `small`, `mistral-7b`, `mistral-7b-random` or `auto` (the default: Mistral 7B when a CUDA
+    GPU and the weights are available; `tiny` on a CUDA GPU without them; `tiny-trained` without a CUDA GPU).
+    Terms in blue link to the glossary (`workshop/glossary.md`).
     """)
     return
 
@@ -84,19 +70,8 @@ def _():
 
 @app.cell
 def _(info):
-    dev = info["device"]
-    machine = pd.DataFrame(
-        [
-            ("device", f"{dev['kind']}: {dev['name']}"),
-            ("memory (total)", fmt_bytes(dev["total_memory"]) if dev["total_memory"] else "unknown"),
-            ("memory (free now)", fmt_bytes(dev["free_memory"]) if dev["free_memory"] else "unknown"),
-            ("CPU threads / CUDA SMs", str(dev["cores"])),
-            ("CUDA capability", dev["capability"] or "-"),
-            ("profile", info["profile"]),
-        ],
-        columns=["what", "this machine"],
-    )
-    plots.table(machine, "measured on this machine by helpers.preflight.summary")
+    plots.table(pd.DataFrame(preflight.machine_rows(info, preflight.training_time())),
+                "measured on this machine by helpers.preflight.summary; memory in bytes, GiB and GB")
     return
 
 
@@ -127,8 +102,8 @@ def _():
     mo.md("""
     ## Go / no-go
 
-    The model check loads exactly what the notebooks load (`models.load()`); on a first run without a GPU it
-    trains the `tiny-trained` model first, so its time is this section's.
+    The model check loads exactly what the notebooks load (`models.load()`) and runs one forward pass; on a
+    first run without a GPU it trains the `tiny-trained` model first, so its time is this section's.
     """)
     return
 
@@ -136,35 +111,34 @@ def _():
 @app.cell
 def _():
     model_check = preflight.check_model()  # loads exactly what the notebooks load (models.load())
+    plots.table(pd.DataFrame([{"profile": model_check.profile, "loaded and ran": "✅" if model_check.ok else "❌",
+                               "seconds": model_check.seconds, "message": model_check.message}]),
+                "the model check, on this machine (helpers.preflight.check_model)")
     return (model_check,)
-
-
-@app.cell(hide_code=True)
-def _(model_check):
-    mo.md(f"""
-    Model check ({model_check.seconds:.1f} s): {'✅' if model_check.ok else '❌'} {model_check.message}
-    """)
-    return
 
 
 @app.cell
 def _(info, model_check):
-    go = pd.DataFrame(preflight.go_no_go(model_check.ok, info["versions"], info["device"]["kind"]))
-    plots.table(go, f"for profile {info['profile']} on {info['device']['kind']}")
-    return (go,)
+    plots.table(pd.DataFrame(preflight.go_no_go_rows(model_check.ok, info["versions"], info["device"]["kind"])),
+                f"for profile {info['profile']} on {info['device']['kind']}; the last column: the same rules "
+                "on a CUDA GPU with these libraries and a model that loads (helpers.preflight.go_no_go_rows)")
+    return
 
 
 @app.cell(hide_code=True)
-def _(go, info, model_check):
-    _cuda_go = preflight.go_no_go(True, info["versions"], "cuda")
-    _ok_cuda = sum(r["verdict"] == "go" for r in _cuda_go)
-    _w = weight_bytes("mistral-7b-v0.1", "bf16").bytes
-    expected.should_see(preflight.findings(info, model_check, go.to_dict("records")), [
-        expected.gpu_memory_on_gpu(),
-        expected.computed(f"with Mistral 7B loaded ({_w / 1e9:,.2f} GB of bf16 weights), the go/no-go table on a CUDA "
-                          f"device says go for {_ok_cuda} of {len(_cuda_go)} notebooks with this environment's libraries",
-                          "helpers.preflight.go_no_go(True, these versions, 'cuda'); helpers.formulas.memory.weight_bytes"),
-    ])
+def _():
+    mo.md("""
+    **What you should see.** The tables above are the facilitator's go/no-go for this machine.
+
+    - **A laptop or CI without a CUDA GPU**: device `cpu`, profile `tiny-trained` (or `tiny` where set),
+      the model check ✅ and every notebook *go*. The weights line says Mistral 7B is missing, with its fix;
+      nothing on the tiny profiles needs them.
+    - **A workshop GPU**: device `cuda` with its name, its memory as CUDA reports it (notebook 02 explains why
+      an "80 GB" card shows less than 80 GiB) and profile `mistral-7b` once the weights are in the cache. The
+      last column of the go/no-go table is what this table says there, with these libraries.
+    - **A ❌ or a no-go**: the message beside it names what failed and the fix. A refused setting is listed
+      first, in the words every notebook stops with; the notebooks that load no model still run.
+    """)
     return
 
 
@@ -188,8 +162,8 @@ def _():
     GPU has the most memory?""", f"""
     `presets` lists every shipped `config.json` ({", ".join(_PRESETS)}) with its parameter count:
     **{_big}** is the largest, at {_param_count(_big):,} parameters. `gpus` prints the catalog with each
-    figure's source: the **{_gpu.name}** has the most memory, {_gpu.usable_memory_bytes / 1e9:,.2f}·10⁹ B — {_gpu.usable_memory_note}.
-    Every later notebook draws from these two lists.""")
+    figure's source: the **{_gpu.name}** has the most memory, {_gpu.usable_memory_bytes:,.0f} B
+    ({_gpu.usable_memory_bytes / 2**30:,.2f} GiB). Every later notebook draws from these two lists.""")
     return
 
 
@@ -202,12 +176,10 @@ def _(info):
     _no_go = sum(r["verdict"] == "no-go" for r in preflight.go_no_go(False, info["versions"], info["device"]["kind"]))
     _refused = preflight.profile_refusal("mistral-70b")
     _first = (f"""On this machine (`{info["device"]["kind"]}`) `check_model('mistral-7b-random')` returns
-    {'✅' if _random.ok else '❌'} after {_random.seconds:,.1f} s: *{_random.message}* With a model check that fails,
-    the go/no-go table turns {_no_go} notebooks to no-go.""" if _cpu else f"""On this CUDA device
-    `check_model('mistral-7b-random')` builds the full architecture
-    ({weight_bytes("mistral-7b-v0.1", "fp32").params:,} parameters, {weight_bytes("mistral-7b-v0.1", "bf16").bytes / 1e9:,.1f} GB
-    in bf16) and runs one forward pass; not run in this solution. Where it cannot run, the go/no-go table
-    turns {_no_go} notebooks to no-go.""")
+    {'✅' if _random.ok else '❌'}: *{_random.message}* With a model check that fails, the go/no-go table turns
+    {_no_go} notebooks to no-go.""" if _cpu else f"""On a CUDA device `check_model('mistral-7b-random')` builds
+    the full architecture ({weight_bytes("mistral-7b-v0.1", "fp32").params:,} parameters) and runs one forward
+    pass; this solution does not run it. Where it cannot run, the go/no-go table turns {_no_go} notebooks to no-go.""")
     notebook.exercise(2, """Ask the preflight about other profiles from a terminal:
     `python -c "from helpers import preflight; print(preflight.check_model('mistral-7b-random'))"`, then
     `WORKSHOP_PROFILE=mistral-70b python -c "from helpers import preflight; print(preflight.summary()['problems'])"`.

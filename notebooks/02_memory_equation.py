@@ -17,10 +17,10 @@ with app.setup:
     import marimo as mo
     import pandas as pd
 
-    from helpers.formulas import memory, verdicts
+    from helpers.formulas import memory, regime
     from helpers.formulas.gpus import get_gpu
     from helpers.measure import models, tensor_bytes, timing
-    from helpers.present import expected, learner, notebook, on_gpu, plots
+    from helpers.present import expected, learner, notebook, plots
     from helpers.present.glossary import term
     from helpers.formulas.specs import get_spec, param_count
     from helpers.formulas.units import GB, GiB, fmt_bytes
@@ -32,6 +32,7 @@ with app.setup:
 
 @app.cell(hide_code=True)
 def _():
+    _h = get_gpu("H100 SXM")   # five 16 GiB HBM3 stacks (Sources)
     mo.md(f"""
     # 02 · The memory equation
 
@@ -44,22 +45,14 @@ def _():
 
     {run_times.header("02")}
 
-    After each measurement, **What you should see** says what this run's numbers show, by a rule from the
-    numbers above it, then what a GPU shows, each GPU sentence labelled computed, cited or recorded.
+    While it serves, **GPU memory = weights (fixed) + overhead (about fixed) + KV cache (context × users)**.
+    Each term is computed from a `config.json`, checked on the model loaded here, then the equation is turned
+    around: how many users fit?
 
-    A GPU's memory holds three things while it serves:
-
-    **GPU memory = weights (fixed) + overhead (about fixed) + KV cache (grows with context × users)**
-
-    This notebook computes each term from a model's `config.json`, checks the computation against the
-    bytes of the model loaded here and of a real `transformers` cache, then turns the equation around:
-    for a given GPU, how many users fit at each context length? Sizes are in bytes with their unit
-    said: GB = 10⁹ bytes, as GPU memory is labelled; GiB = 2³⁰ bytes ({term("GB and GiB", "gb-and-gib")}).
-    A GPU's memory here is what the device reports to CUDA, its label beside it: {expected.gpu_memory_on_gpu().text}
-    (`helpers.formulas.gpus`, sources in `helpers/data/gpu_memory.csv`).
-
-    Before each central result you are asked for a **prediction**; the result shows it beside what was
-    computed. A self-check at the end asks three questions whose answers are this run's numbers.
+    **Bytes, GB and GiB.** Weights and caches are counted in bytes, shown in GB (10⁹) and GiB (2³⁰)
+    ({term("GB and GiB", "gb-and-gib")}). A GPU's memory is binary: an {_h.name}'s "{_h.memory_gb:g} GB" is five
+    16 GiB HBM3 stacks, {_h.memory_gb:g} GiB = {_h.memory_gb * 2**30 / 1e9:,.1f}·10⁹ bytes; CUDA reports
+    {_h.memory_reported_gib:g} GiB, and the notebooks plan with that.
     """)
     return
 
@@ -74,15 +67,12 @@ def _():
 
 @app.cell(hide_code=True)
 def _():
-    weights_box = learner.prediction("Mistral 7B v0.1 in bf16, 2 bytes per parameter: how many GB (10⁹ bytes) do its "
-                                     "weights take?", "GB")
+    weights_box = learner.prediction("How many GB (10⁹ bytes) do Mistral 7B v0.1's bf16 weights take?", "GB")
     mo.vstack([mo.md("""
     ## 1 · Weights: parameters × bytes per parameter
 
-    The parameter count is exact, counted from the architecture itself (built by `transformers` on
-    the `meta` device: shapes, no storage), and each parameter takes its dtype's bytes: 4 in fp32, 2 in bf16
-    and fp16, 1 in int8, half a byte in nf4. Quantized schemes add their scales and code books
-    (`helpers.formulas.memory.weight_bytes`; notebook 05 measures them).
+    Parameters are counted on the architecture built on the `meta` device (shapes, no storage); each takes its
+    dtype's bytes: 4 in fp32, 2 in bf16, 1 in int8, ½ in nf4, plus the scales of quantized schemes.
     """), weights_box])
     return (weights_box,)
 
@@ -93,7 +83,7 @@ def _(mistral):
     for _scheme in ("fp32", "bf16", "fp16", "int8", "nf4"):
         _w = memory.weight_bytes(mistral, _scheme)
         _rows.append({"scheme": _scheme, "parameters": param_count(mistral), "bytes": _w.bytes,
-                      "GB": round(_w.bytes / GB, 2), "of which scales / code books (bytes)": _w.metadata_bytes})
+                      "GB": _w.bytes / GB, "GiB": _w.bytes / GiB, "of which scales / code books (bytes)": _w.metadata_bytes})
     mistral_weights = pd.DataFrame(_rows)
     plots.table(mistral_weights, "computed from mistral-7b-v0.1 config.json (helpers.formulas.memory.weight_bytes)")
     return
@@ -103,23 +93,18 @@ def _(mistral):
 def _(mistral, weights_box):
     _given = None  # Jupyter/Colab: your prediction here (e.g. 10); in marimo, type it in the box above
     _w, _fp32 = memory.weight_bytes(mistral, "bf16"), memory.weight_bytes(mistral, "fp32")
-    mo.vstack([learner.beside(weights_box, _given, _w.bytes / GB, shown=lambda v: f"{v:,.2f} GB",
+    learner.beside(weights_box, _given, _w.bytes / GB, shown=lambda v: f"{v:,.2f} GB",
         higher=f"The name rounds the count: {_w.params:,} parameters, each 2 bytes in bf16.",
         lower=f"bf16 stores a parameter in 2 bytes; fp32's 4 would make {_fp32.bytes / GB:,.2f} GB.",
-        within="Parameters × bytes per parameter."),
-        mo.md(f"""
-        Mistral 7B v0.1 has {_w.params:,} parameters: {_w.params:,} × 2 B = {_w.bytes / 1e9:.2f} GB
-        ({_w.bytes / 2**30:.2f} GiB) in bf16 — not "14.6 GB".
-        """)])
+        within=f"{_w.params:,} parameters × 2 B = {_w.bytes:,} B.")
     return
 
 
 @app.cell(hide_code=True)
 def _(loaded):
     mo.md(f"""
-    **The check on this machine**: the model loaded here is **{loaded.label}**. Its weights computed from
-    its config, per dtype, against the bytes of the tensors it actually holds
-    (`helpers.measure.tensor_bytes.measured_weight_bytes`; buffers such as the rotary tables counted separately):
+    **The check on this machine**, on **{loaded.label}**: its weights computed from its config against the
+    bytes of the tensors it holds (`helpers.measure.tensor_bytes.measured_weight_bytes`; buffers apart):
     """)
     return
 
@@ -134,27 +119,23 @@ def _(loaded, spec):
         _is_loaded = _scheme == loaded.dtype
         _rows.append({"dtype": _scheme, "parameters (exact)": param_count(spec), "computed bytes": _w.bytes,
                       "measured bytes": _measured if _is_loaded else None,
-                      "equal": (_w.bytes == _measured) if _is_loaded else None,
                       "buffers (not weights)": _buffers if _is_loaded else None})
-    profile_weights = pd.DataFrame(_rows).astype({"measured bytes": "Int64", "buffers (not weights)": "Int64"})
-    plots.table(profile_weights, f"computed from the config; measured: {loaded.label} (only its own dtype is loaded)")
-    return (profile_weights,)
+    _frame = pd.DataFrame(_rows).astype({"measured bytes": "Int64", "buffers (not weights)": "Int64"})
+    plots.table(regime.ratio_columns(_frame, "measured bytes", "computed bytes", "measured ÷ computed"),
+                f"computed from the config; measured: {loaded.label} (only its own dtype is loaded)")
+    return
 
 
 @app.cell(hide_code=True)
-def _(loaded, mistral, profile_weights):
-    _row = profile_weights[profile_weights["measured bytes"].notna()].iloc[0]
-    weights_said = tensor_bytes.bytes_match([_row["measured bytes"]], [_row["computed bytes"]],
-                                            "the parameter count × bytes per parameter")
-    _w = memory.weight_bytes(mistral, "bf16")
-    expected.should_see([
-        f"{loaded.dtype}: {int(_row['measured bytes']):,} bytes measured, {weights_said} "
-        f"({_row['parameters (exact)']:,} × {int(_row['computed bytes']) // _row['parameters (exact)']} B), and "
-        f"{int(_row['buffers (not weights)']):,} bytes of buffers (the rotary tables) beside them"], [
-        expected.computed(f"Mistral 7B in bf16: {_w.params:,} × 2 B = {fmt_bytes(_w.bytes)}",
-                          "helpers.formulas.memory.weight_bytes"),
-    ])
-    return (weights_said,)
+def _():
+    mo.md("""
+    **What you should see.** Bytes counted on the tensors ÷ parameters × bytes.
+
+    - **1**: every parameter counted once in its dtype (buffers, the rotary tables, sit apart).
+    - **below 1**: some parameters held in fewer bytes (a quantized layer).
+    - **above 1**: parameters the config does not describe, or some in a wider dtype (a norm in fp32).
+    """)
+    return
 
 
 @app.cell(hide_code=True)
@@ -188,15 +169,10 @@ def _(loaded, mistral, spec):
 def _(mistral):
     _per = memory.kv_bytes_per_token(mistral, "bf16")
     mo.md(f"""
-    Mistral 7B: 2 × 32 × 8 × 128 × 2 B = **{fmt_bytes(_per)}** per token — "128 KB" and "131 KB" are the same
-    number, in KiB and in kB. Per user: 4,096 tokens × {_per:,} B = {fmt_bytes(4096 * _per)};
-    16,384 tokens: {fmt_bytes(16384 * _per)}; 80 users at 4,096 tokens: {fmt_bytes(80 * 4096 * _per)}.
-    (Mistral 7B v0.1 also slides a {mistral.sliding_window:,}-token window, so an engine that honours it never
-    holds more than {mistral.sliding_window:,} tokens per layer; the map below assumes full attention, as
-    v0.3 and most models do.)
-
-    **The check**: prefill prompts into a real {term("DynamicCache")} on the model loaded here and count the bytes
-    of the key and value tensors of every layer.
+    Mistral 7B: 2 × 32 × 8 × 128 × 2 B = **{fmt_bytes(_per)}** per token; 4,096 tokens hold
+    {fmt_bytes(4096 * _per)}. The map below assumes full attention, as v0.3 does (v0.1 slides a
+    {mistral.sliding_window:,}-token window). **The check**: prefill prompts into a real {term("DynamicCache")} here
+    and count every layer's key and value bytes.
     """)
     return
 
@@ -216,27 +192,24 @@ def _(loaded, spec):
         _rows.append({"prompt tokens": _n, "layers": len(_cache.layers),
                       "keys per layer (shape)": tuple(_layer0.keys.shape),
                       "values per layer (shape)": tuple(_layer0.values.shape),
-                      "measured bytes": _measured, "formula bytes": _formula, "equal": _measured == _formula})
+                      "measured bytes": _measured, "formula bytes": _formula})
         del _cache
-    cache_check = pd.DataFrame(_rows)
-    plots.table(cache_check, f"measured: {loaded.label}; formula: helpers.formulas.memory.kv_cache_bytes")
-    return (cache_check,)
+    plots.table(regime.ratio_columns(pd.DataFrame(_rows), "measured bytes", "formula bytes", "measured ÷ formula"),
+                f"measured: {loaded.label}; formula: helpers.formulas.memory.kv_cache_bytes")
+    return
 
 
 @app.cell(hide_code=True)
-def _(cache_check, loaded, mistral):
+def _(mistral):
     _w = mistral.sliding_window
-    cache_said = tensor_bytes.bytes_match(cache_check["measured bytes"], cache_check["formula bytes"])
-    _shape = cache_check["keys per layer (shape)"].iloc[-1]
-    expected.should_see([
-        f"the counted cache is {cache_said}",
-        f"keys and values of shape {_shape} per layer — (batch, KV heads, tokens, head_dim) — in {loaded.dtype}"], [
-        expected.computed(f"Mistral 7B v0.1, the window case: a prompt of {_w + 500:,} tokens leaves {_w - 1:,} tokens "
-                          f"per layer (transformers keeps window − 1 between steps), "
-                          f"{fmt_bytes(memory.kv_cache_bytes(mistral, _w + 500, 1, 'bf16', window_slots=_w - 1))} in bf16",
-                          "helpers.formulas.memory.kv_cache_bytes"),
-    ])
-    return (cache_said,)
+    mo.md(f"""
+    **What you should see.** Keys and values of shape (batch, KV heads, tokens, head_dim) per layer; counted
+    bytes ÷ the formula's: **1** exact (past a sliding window `transformers` keeps window − 1 tokens, and so
+    does the formula); **below 1** fewer tokens or bytes per number; **above 1** padding or slots reserved ahead.
+    *On a GPU*: Mistral 7B v0.1 keeps {_w - 1:,} tokens per layer past its window,
+    {fmt_bytes(memory.kv_cache_bytes(mistral, _w + 500, 1, 'bf16', window_slots=_w - 1))} in bf16.
+    """)
+    return
 
 
 @app.cell(hide_code=True)
@@ -246,19 +219,12 @@ def _():
     mo.md(f"""
     ## 3 · Context × concurrent users
 
-    What is left after the weights and the overhead holds the cache, and every user needs
-    `context × KV bytes per token`:
-
-    **max users = (GPU memory − weights − overhead) ÷ (KV bytes per token × context)**
-
-    Everything in this section is **computed** for Mistral 7B v0.1 (bf16 weights and cache) whatever model
-    runs here. *Overhead* is what the serving runtime keeps for anything but weights and cache
-    (`helpers.formulas.memory.runtime_reserve_bytes`): **(1 − utilization) × GPU memory + {_fixed / GB:,.1f} GB**.
-    vLLM plans with {term("gpu_memory_utilization")} = {_u} of the memory by default, so it leaves {1 - _u:.0%}
-    aside; of what it plans with, the activations of its profiling forward pass and the memory outside torch (CUDA
-    context, cuBLAS workspace) are not cache either — about {_fixed / GB:,.1f} GB. On an {_h.name}
-    ({_h.usable_memory_bytes / GB:,.2f} GB as CUDA reports it, labelled {_h.memory_gb:g} GB):
-    {memory.runtime_reserve_bytes(_h.usable_memory_bytes, overhead_bytes=0) / GB:,.2f} + {_fixed / GB:,.1f} = **{memory.runtime_reserve_bytes(_h.usable_memory_bytes) / GB:,.2f} GB**.
+    **max users = (GPU memory − weights − overhead) ÷ (KV bytes per token × context)**, computed here for
+    Mistral 7B v0.1 in bf16. *Overhead* is what the runtime keeps for anything but weights and cache:
+    **(1 − utilization) × memory + {_fixed / GB:,.1f} GB**. vLLM gives its cache ⌈{term("gpu_memory_utilization")} ×
+    memory⌉ less what start-up consumed (weights, CUDA context, libraries) and a profiling pass's peak; its
+    default utilization is 0.92 in vLLM 0.32, 0.9 before. The workshop plans with {_u} and {_fixed / GB:,.1f} GB,
+    a round figure: on an {_h.name}, **{memory.runtime_reserve_bytes(_h.usable_memory_bytes) / GB:,.2f} GB**.
     """)
     return
 
@@ -267,8 +233,8 @@ def _():
 def _():
     _h = get_gpu(expected.REFERENCE_GPU)
     users_box = learner.prediction(
-        f"On an {_h.name} ({_h.usable_memory_bytes / GB:,.2f} GB as CUDA reports it) with vLLM's reserve, how many "
-        "users of 4,096 tokens each fit beside Mistral 7B v0.1's bf16 weights, their cache in bf16 too?", "users")
+        f"On an {_h.name} ({_h.memory_reported_gib:g} GiB as CUDA reports it) with that reserve, how many users of "
+        "4,096 tokens each fit beside Mistral 7B v0.1's bf16 weights, their cache in bf16 too?", "users")
     users_box
     return (users_box,)
 
@@ -284,15 +250,10 @@ def _(mistral):
     _c = 4096
     users_example = memory.max_users(_m, _w, _r, _kv, _c)
     mo.md(f"""
-    **Users that fit, derived.**
-
-    1. The cache may use what is left of the memory M after the runtime's reserve R and the weights W:
-       budget = M − R − W (`helpers.formulas.memory.kv_budget_bytes`).
-    2. One user of *c* tokens holds *c* × KV bytes per token (section 2).
-    3. A user's cache is whole or useless, so the users that fit are the whole number of them in the budget:
-       **users = ⌊(M − R − W) ÷ (c × KV bytes per token)⌋** (`helpers.formulas.memory.max_users`).
-
-    **Worked example**: Mistral 7B v0.1 in bf16 on an {_h.name} at *c* = {_c:,} tokens.
+    **Users that fit, derived.** The cache may use the memory M less the reserve R and the weights W; one user
+    of *c* tokens holds *c* × KV bytes per token; a user's cache is whole or useless, so
+    **users = ⌊(M − R − W) ÷ (c × KV bytes per token)⌋** (`helpers.formulas.memory.max_users`).
+    Mistral 7B v0.1 in bf16 on an {_h.name} at *c* = {_c:,} tokens:
 
     - M = {_m:,.0f} B ({_h.memory_reported_gib:g} GiB as CUDA reports it)
     - R = {1 - memory.GPU_MEMORY_UTILIZATION:.1f} × M + {memory.RUNTIME_OVERHEAD_BYTES:,.0f} B = {_r:,.0f} B
@@ -315,8 +276,8 @@ def _(mistral, users_box, users_example):
     _whole = memory.max_users(_h.usable_memory_bytes, _w, 0, _kv, 4096)
     learner.beside(users_box, _given, users_example, shown=lambda v: f"{v:,.0f} users",
         higher=f"One user holds {4096 * _kv / GB:,.2f} GB: the cache keeps {mistral.num_kv_heads} KV heads, not "
-               f"{mistral.num_heads} query heads. And the memory is what CUDA reports, {_h.usable_memory_bytes / GB:,.2f} GB: "
-               f"the label's {_h.memory_gb:g} GB would give {_by_label:,} users.",
+               f"{mistral.num_heads} query heads. And the memory is what CUDA reports, {_h.memory_reported_gib:g} GiB: "
+               f"the label read as {_h.memory_gb:g}·10⁹ bytes would give {_by_label:,} users.",
         lower=f"The reserve ({memory.runtime_reserve_bytes(_h.usable_memory_bytes) / GB:,.2f} GB) and the weights "
               f"({_w / GB:,.2f} GB) come off first: the whole memory, nothing reserved, would hold {_whole:,}.",
         within="⌊(memory − reserve − weights) ÷ (context × KV bytes per token)⌋, term by term.")
@@ -332,9 +293,9 @@ def _(mistral):
     _kv = memory.kv_bytes_per_token(mistral, "bf16")
     _c = 2048
     _b = memory.kv_budget_bytes(_m, _w, _r)
-    notebook.exercise(1, f"""The same model on an {_h.name} ({_h.memory_reported_gib:g} GiB as CUDA reports it,
-    labelled {_h.memory_gb:g} GB), vLLM's reserve, {_c:,} tokens per user: how many users fit? Work it out with the
-    equation, then check it against the planner's max batch:
+    notebook.exercise(1, f"""The same model on an {_h.name} ({_h.memory_reported_gib:g} GiB as CUDA reports it),
+    the same reserve, {_c:,} tokens per user: how many users fit? Work it out with the equation, then check it
+    against the planner's max batch:
     `python -m helpers capacity --model mistral-7b-v0.1 --gpu "{_h.name}" --context {_c} --batch 1`.""",
                       f"""
     - M = {_m:,.0f} B; R = {1 - memory.GPU_MEMORY_UTILIZATION:.1f} × M + {memory.RUNTIME_OVERHEAD_BYTES:,.0f} B = {_r:,.0f} B;
@@ -352,8 +313,8 @@ def _():
     mo.md(f"""
     ### The map: every context and every number of users
 
-    The same equation for each cell of a map, on the GPU and with the reserve you pick. Move the controls in
-    marimo; in Jupyter the defaults (an {_h.name}, vLLM's utilization) are used.
+    The same equation for each cell of a map, on the GPU and with the reserve you pick (in Jupyter, the
+    defaults: an {_h.name}, utilization {memory.GPU_MEMORY_UTILIZATION}).
     """)
     return
 
@@ -382,7 +343,7 @@ def _():
 def _(context_pick, gpu_pick, mistral, overhead_pct, users_pick):
     gpu = get_gpu(gpu_pick.value)
     gpu_bytes = gpu.usable_memory_bytes   # what the device reports to CUDA (the label where no report was found)
-    gpu_name = (f"{gpu.name} ({gpu_bytes / GB:,.2f} GB as CUDA reports it, labelled {gpu.memory_gb:g} GB)"
+    gpu_name = (f"{gpu.name} ({gpu.memory_reported_gib:g} GiB as CUDA reports it, labelled {gpu.memory_gb:g} GB)"
                 if gpu.memory_reported_gib else f"{gpu.name} ({gpu.memory_gb:g} GB, its label: no reported figure found)")
     overhead_bytes = memory.runtime_reserve_bytes(gpu_bytes, 1 - overhead_pct.value / 100)
     mistral_weight_bytes = memory.weight_bytes(mistral, "bf16").bytes
@@ -435,77 +396,41 @@ def _(
     return
 
 
-@app.cell(hide_code=True)
-def _(
-    budget,
-    chosen_context,
-    chosen_users,
-    gpu_bytes,
-    kv_token,
-    max_users_table,
-    mistral_weight_bytes,
-    overhead_bytes,
-):
-    _need = chosen_users * chosen_context * kv_token
-    _max = int(max_users_table.set_index("context").loc[chosen_context, "max users"])
-    mo.md(f"""
-    **Your point** (red square): {chosen_users} users × {chosen_context:,} tokens need
-    {fmt_bytes(_need)} of cache; {fmt_bytes(int(budget))} is left, so it **{'fits' if _need <= budget else 'does not fit'}**.
-    At {chosen_context:,} tokens this GPU holds at most **{_max:,} users**
-    (({gpu_bytes / GB:,.2f} − {mistral_weight_bytes / GB:,.2f} − {overhead_bytes / GB:,.2f}) GB ÷
-    ({kv_token:,} B × {chosen_context:,})).
-    """)
+@app.cell
+def _(budget, chosen_context, chosen_users, gpu_name, kv_token):
+    _point = pd.DataFrame([{"users": chosen_users, "context": chosen_context,
+                            "cache needed (bytes)": chosen_users * chosen_context * kv_token,
+                            "left for the cache (bytes)": int(budget)}])
+    plots.table(regime.ratio_columns(_point, "cache needed (bytes)", "left for the cache (bytes)", "needed ÷ left"),
+                f"your point (red square), computed: Mistral 7B v0.1, bf16, on an {gpu_name}")
     return
 
 
 @app.cell
 def _(contexts, gpu_bytes, gpu_name, kv_token, mistral_weight_bytes, overhead_bytes):
     max_users_table = pd.DataFrame([
-        {"context": _c, "KV per user (GiB)": round(_c * kv_token / GiB, 3),
-         "max users": memory.max_users(gpu_bytes, mistral_weight_bytes, overhead_bytes, kv_token, _c),
-         "source": f"computed from mistral-7b-v0.1 config.json, bf16; {gpu_name}, "
-                   f"{overhead_bytes / 1e9:,.2f} GB overhead"}
+        {"context": _c, "KV per user (GB)": _c * kv_token / GB, "KV per user (GiB)": _c * kv_token / GiB,
+         "max users": memory.max_users(gpu_bytes, mistral_weight_bytes, overhead_bytes, kv_token, _c)}
         for _c in contexts])
+    plots.table(max_users_table, f"computed from mistral-7b-v0.1 config.json, bf16; {gpu_name}, "
+                f"{overhead_bytes / GB:,.2f} GB overhead")
     return (max_users_table,)
-
-
-@app.cell
-def _(kv_token, max_users_table):
-    _shown = max_users_table.drop(columns=["source", "KV per user (GiB)"])
-    _shown.insert(1, "KV per user (GB)", _shown["context"] * kv_token / GB)
-    plots.table(_shown, max_users_table["source"].iloc[0])
-    return
-
-
-@app.cell(hide_code=True)
-def _(budget, gpu_name, kv_token, max_users_table, overhead_bytes):
-    _u = max_users_table.set_index("context")["max users"]
-    _tokens = int(budget // kv_token)
-    expected.should_see([
-        f"for the {gpu_name} with {overhead_bytes / GB:,.2f} GB overhead, a ceiling of {_u[4096]:,} users at 4,096 "
-        f"tokens and {_u[16384]:,} at 16,384 (computed: this section measures nothing)",
-        f"the {fmt_bytes(int(budget))} left hold {_tokens:,} tokens of cache in all, shared out: users × context stays within "
-        "them, so the hatched region's edge runs diagonally",
-        f"the talk's \"80 users at 4k ≈ 43 GB\": 80 × 4,096 × {kv_token:,} B = {80 * 4096 * kv_token / GB:,.1f} GB, "
-        f"between the map's cells at 64 and 128 users × 4k ({64 * 4096 * kv_token / GB:,.1f} and "
-        f"{128 * 4096 * kv_token / GB:,.1f} GB)"], [
-        expected.gpu_memory_on_gpu(),
-        expected.computed(f"with vLLM's default reserve, Mistral 7B v0.1 in bf16 on an {expected.REFERENCE_GPU} at 4,096 tokens: "
-                          f"{on_gpu.gpu_users(context=4096, overhead_bytes=memory.runtime_reserve_bytes(get_gpu(expected.REFERENCE_GPU).usable_memory_bytes)):,} users "
-                          f"by this equation; the capacity planner's max batch there (notebook 04): "
-                          f"{on_gpu.gpu_plan(context=4096).max_batch:,}",
-                          "helpers.present.on_gpu.gpu_users; helpers.present.on_gpu.gpu_plan (helpers.capacity.plan)"),
-    ])
-    return
 
 
 @app.cell(hide_code=True)
 def _():
-    mo.md("""
-    Context and users trade against each other one for one: halve the context, double the users.
-    Only three things move the whole curve: a bigger GPU, smaller weights (notebook 05: quantization) or
-    fewer bytes per token (notebook 06: GQA, MLA, sliding windows, a quantized cache). Notebook 01 ran this
-    experiment on the model loaded here; on a GPU its sweep doubles the batch until the device runs out.
+    _kv = memory.kv_bytes_per_token("mistral-7b-v0.1", "bf16")
+    mo.md(f"""
+    **What you should see.** Everything here is computed, for the GPU and reserve you pick.
+
+    - The hatched edge runs diagonally: users × context share one budget, so half the context, twice the users.
+    - Your point's needed ÷ left: **below 1** fits with room, **at** fills the budget (up to 1 still fits),
+      **above** does not fit.
+    - The talk's "80 users at 4k ≈ 43 GB": 80 × 4,096 × {_kv:,} B = {80 * 4096 * _kv / GB:,.1f} GB
+      ({80 * 4096 * _kv / GiB:,.0f} GiB).
+
+    A bigger GPU, smaller weights (05) or fewer bytes per token (06) move the whole curve; notebook 04's
+    planner starts from this equation.
     """)
     return
 
@@ -524,36 +449,12 @@ def _():
     _m = memory.kv_cache_bytes("mistral-7b-v0.3", 32768, 1, "bf16")
     _lw = memory.weight_bytes("llama-3.1-8b", "bf16").bytes
     _s, _v3 = get_spec("llama-3.1-8b"), get_spec("mistral-7b-v0.3")
-    _same = memory.kv_bytes_per_token(_s, "bf16") == memory.kv_bytes_per_token(_v3, "bf16")
     notebook.exercise(2, """How big is one full-context conversation's cache for Llama 3.1 8B (128k tokens) and for
     Mistral 7B v0.3 (32k)? `python -m helpers kv --model llama-3.1-8b --tokens 131072`.""", f"""
-    Llama 3.1 8B: **{fmt_bytes(_l)}** for one 131,072-token sequence — {_l / _lw:.2f}× its own bf16 weights
-    ({fmt_bytes(_lw)}). Mistral 7B v0.3 at 32,768 tokens: **{fmt_bytes(_m)}**. Llama caches {_s.num_kv_heads} KV heads ×
-    {_s.head_dim} × {_s.num_layers} layers, Mistral v0.3 {_v3.num_kv_heads} × {_v3.head_dim} × {_v3.num_layers}:
-    {f"the same {fmt_bytes(memory.kv_bytes_per_token(_s, 'bf16'))} per token, so only the context differs" if _same else
-     f"different bytes per token ({fmt_bytes(memory.kv_bytes_per_token(_s, 'bf16'))} and {fmt_bytes(memory.kv_bytes_per_token(_v3, 'bf16'))})"}.""")
-    return
-
-
-@app.cell
-def _(mistral):
-    _kv = memory.kv_bytes_per_token(mistral, "bf16")
-    _rows = {s: memory.weight_bytes(mistral, s).bytes for s in ("bf16", "int8", "nf4")}
-    _h = get_gpu(expected.REFERENCE_GPU)
-    _mem = _h.usable_memory_bytes
-    _reserve = memory.runtime_reserve_bytes(_mem)
-    _users = {s: memory.max_users(_mem, w, _reserve, _kv, 8192) for s, w in _rows.items()}
-    _cache = verdicts.share(_users["bf16"] * 8192 * _kv, _mem, "the memory")
-    _weights = verdicts.share(_rows["bf16"], _mem, "the memory")
-    notebook.exercise(3, f"""On an {_h.name} ({_mem / GB:,.2f} GB as CUDA reports it, labelled {_h.memory_gb:g} GB) with vLLM's
-    default reserve ({_reserve / GB:,.2f} GB, as above), how many
-    users of 8,192 tokens fit beside Mistral 7B's weights in bf16, in int8 and in nf4? Get the weight bytes with
-    `python -m helpers weights --model mistral-7b-v0.1 --dtype int8`, then apply the equation.""", f"""
-    bf16: {_rows["bf16"] / GB:,.2f} GB of weights, **{_users["bf16"]:,} users**; int8: {_rows["int8"] / GB:,.2f} GB,
-    **{_users["int8"]:,} users**; nf4: {_rows["nf4"] / GB:,.2f} GB, **{_users["nf4"]:,} users**
-    (`helpers.formulas.memory.max_users`). Quantizing the weights frees memory for the cache, but the cache per
-    user does not shrink: at 8,192 tokens the bf16 users' cache takes {_cache.words}, the bf16 weights
-    {_weights.words} — notebook 06 shrinks the cache per token.""")
+    Llama 3.1 8B: **{fmt_bytes(_l)}** for one 131,072-token sequence, {_l / _lw:.2f}× its own bf16 weights
+    ({fmt_bytes(_lw)}). Mistral 7B v0.3 at 32,768 tokens: **{fmt_bytes(_m)}**. Per token, Llama caches
+    2 × {_s.num_kv_heads} KV heads × {_s.head_dim} × {_s.num_layers} layers × 2 B = {memory.kv_bytes_per_token(_s, "bf16"):,} B,
+    Mistral v0.3 2 × {_v3.num_kv_heads} × {_v3.head_dim} × {_v3.num_layers} × 2 B = {memory.kv_bytes_per_token(_v3, "bf16"):,} B.""")
     return
 
 
@@ -562,13 +463,12 @@ def _(chosen_context, gpu_bytes, gpu_name, kv_token, loaded, mistral, overhead_b
     _int8 = memory.weight_bytes(mistral, "int8").bytes
     _bf16 = memory.weight_bytes(mistral, "bf16").bytes
     check_questions = [
-        learner.Question(f"How many bytes of KV cache per token does the model loaded here ({loaded.model_name}, "
-                         f"{loaded.dtype}) hold?", memory.kv_bytes_per_token(spec, loaded.dtype), "B"),
-        learner.Question(f"On the {gpu_name} you picked, with {overhead_bytes / GB:,.2f} GB of overhead, how many users "
-                         f"of {chosen_context:,} tokens fit beside Mistral 7B's weights in int8 ({_int8:,} B)?",
+        learner.Question(f"How many bytes of KV cache per token does the model loaded here hold ({loaded.dtype})?", memory.kv_bytes_per_token(spec, loaded.dtype), "B"),
+        learner.Question(f"On the map's GPU and reserve, how many users of {chosen_context:,} tokens fit beside "
+                         f"Mistral 7B's int8 weights ({_int8:,} B)?",
                          memory.max_users(gpu_bytes, _int8, overhead_bytes, kv_token, chosen_context), "users"),
-        learner.Question(f"The same GPU and overhead, bf16 weights, {chosen_context:,} tokens: how many users fit if the "
-                         "cache stored each number in fp8 (1 byte) instead of bf16?",
+        learner.Question(f"The same, bf16 weights, {chosen_context:,} tokens: how many users fit with an fp8 cache "
+                         "(1 byte a number)?",
                          memory.max_users(gpu_bytes, _bf16, overhead_bytes, memory.kv_bytes_per_token(mistral, "fp8"),
                                           chosen_context), "users"),
     ]
@@ -584,19 +484,33 @@ def _(check_form, check_questions):
 
 
 @app.cell(hide_code=True)
-def _(cache_said, weights_said):
+def _():
     mo.md(f"""
     ## Takeaways
 
-    - GPU memory = weights (fixed) + overhead (about fixed) + KV cache (context × users × bytes per token).
-    - Weights and cache are formulas of the config. Here the loaded model's weights are {weights_said.words},
-      and a real cache is {cache_said.words}; formulas that pass such a check can be used for models you have
-      not loaded.
-    - Users × context is a budget: halve one, double the other. To move the whole budget, shrink the
-      weights (05), the bytes per token (06) or buy memory (04).
+    - GPU memory = weights + overhead + KV cache (context × users × bytes per token).
+    - Weights and cache are formulas of the config, checked byte for byte on a loaded model and a real cache.
+    - A GPU's memory is binary (an "80 GB" H100 holds 80 GiB); plan with what CUDA reports.
+    - Users × context is a budget; shrink the weights (05), the bytes per token (06) or buy memory (04).
 
     *This run took {notebook.elapsed(started)}.*
     """)
+    return
+
+
+@app.cell(hide_code=True)
+def _():
+    import transformers as _transformers
+
+    expected.sources(more=(
+        "NVIDIA, *H100 Tensor Core GPU Architecture* (2022): 80 GB of HBM3 in five stacks — "
+        "<https://resources.nvidia.com/en-us-tensor-core/gtc22-whitepaper-hopper>; 16 GB a stack: heise online (2022) — "
+        "<https://www.heise.de/news/HBM3-SK-Hynix-liefert-Stapelspeicher-fuer-Nvidias-Hopper-GPUs-7135921.html>",
+        "What CUDA reports: `helpers/data/gpu_memory.csv`, each row with its report",
+        "vLLM 0.32: `config/cache.py`, `v1/worker/utils.py` (`request_memory`), `utils/mem_utils.py`; "
+        "vLLM 0.6.4's default 0.9 — <https://docs.vllm.ai/en/v0.6.4/models/engine_args.html>",
+        f"transformers {_transformers.__version__}, `cache_utils.py` (`DynamicSlidingWindowLayer.update`)",
+    ))
     return
 
 

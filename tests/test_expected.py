@@ -35,8 +35,6 @@ def test_flop_terms_sum_to_forward_flops():
     for model in ("mistral-7b-v0.1", "llama-3.1-8b", "deepseek-v3"):
         for n in (1, 100, 5000):
             assert compute_share.flop_terms(model, n).total == forward_cost(model, n).flops
-    with pytest.raises(ValueError, match="tokens must be a whole number ≥ 1"):
-        compute_share.attention_share_verdict("mistral-7b-v0.1", 0)
 
 
 def test_attention_reaches_the_matmuls_near_53k_for_mistral_shape():

@@ -76,6 +76,7 @@ def test_the_glossary_figures_are_the_computed_ones():
     h100 = get_gpu("H100 SXM")
     assert f"{h100.bandwidth_tbs:g} TB/s" in TEXT
     assert f"{h100.bf16_tflops:g} TFLOP/s" in TEXT
+    assert f"CUDA reports about 1 % less ({h100.memory_reported_gib:g} GiB)" in TEXT           # the GB and GiB entry
     assert f"≈ {ridge_point(h100.peak_flops('bf16')[0], h100.bandwidth):,.0f} FLOP/B" in TEXT
     assert f"{kv_bytes_per_token('mistral-7b-v0.1', 'bf16'):,} B" in TEXT
     assert f"{param_count('mistral-7b-v0.1'):,}" in TEXT

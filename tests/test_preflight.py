@@ -101,34 +101,48 @@ def test_report_error_column_has_no_colour_codes(tmp_path):
     assert notebooks.strip_ansi("\x1b[0;31mValueError\x1b[0m: boom\x1b[?25h") == "ValueError: boom"
 
 
-def test_findings_say_what_this_run_found(monkeypatch):
-    """The words of notebook 00's "What you should see", against the summary and checks they read: this machine's
-    real preflight, a refused profile, and a GPU host with the weights (a summary built by hand)."""
-    info, check, _ = verdicts(monkeypatch, {"WORKSHOP_PROFILE": "tiny"})
-    go = preflight.go_no_go(check.ok, info["versions"], info["device"]["kind"])
-    device, profile, model, ready, weights = preflight.findings(info, check, go)
-    assert device.words.startswith(f"device `{info['device']['kind']}` ({info['device']['name']})")
-    assert profile.words == f"profile `tiny`: {info['reason']}" and "WORKSHOP_PROFILE=tiny was set" in profile.words
-    assert model.words == f"the model check passed in {check.seconds:,.1f} s" and model.evidence["ok"] == 1.0
-    n_go = sum(r["verdict"] == "go" for r in go)
-    assert ready.words.startswith(f"{n_go} of {len(go)} notebooks go") and ready.evidence == {"go": n_go, "notebooks": len(go)}
-    assert ("no-go" in ready.words) == (n_go < len(go))
-    assert ("in the local cache" in weights.words) == info["weights"]["available"]
+def test_machine_rows_on_this_machine_a_gpu_host_and_an_unknown_memory(monkeypatch):
+    """Notebook 00's machine table: every value a summary can hold, memory in bytes, GiB and GB, "–" where unknown."""
+    info, _, _ = verdicts(monkeypatch, {"WORKSHOP_PROFILE": "tiny"})
+    rows = {r["what"]: r["this machine"] for r in preflight.machine_rows(info)}
+    assert rows["device"] == f"{info['device']['kind']}: {info['device']['name']}" and rows["profile"] == "tiny"
+    assert rows["tiny-trained: training here, once"] == "–"
+    gpu = {**info, "device": {**info["device"], "kind": "cuda", "name": "NVIDIA H100 80GB HBM3", "cores": 132,
+                              "capability": "9.0", "total_memory": int(79.11 * 2**30), "free_memory": None},
+           "profile": "mistral-7b"}
+    rows = {r["what"]: r["this machine"] for r in preflight.machine_rows(gpu, {"seconds": 71.4, "threads": 2})}
+    assert rows["memory (total)"] == "84,943,715,696 B = 79.11 GiB = 84.94 GB" and rows["memory (free now)"] == "–"
+    assert rows["CUDA capability"] == "9.0" and rows["tiny-trained: training here, once"] == "71 s on 2 threads"
+    bare = {**info, "device": {"kind": "cpu", "name": "?", "total_memory": 0, "free_memory": 0, "cores": None,
+                               "capability": None}}
+    rows = {r["what"]: r["this machine"] for r in preflight.machine_rows(bare)}
+    assert rows["memory (total)"] == rows["CPU threads / CUDA SMs"] == rows["CUDA capability"] == "–"
 
-    failed = preflight.ModelCheck(False, "auto", 0.01, "refused")
-    down = preflight.go_no_go(False, info["versions"], "cpu")
-    ready = preflight.findings(info, failed, down)[3]
-    stopped = [r["notebook"] for r in down if r["verdict"] == "no-go"]
-    assert ready.words == f"{len(down) - len(stopped)} of {len(down)} notebooks go; no-go: {', '.join(stopped)}"
-    assert preflight.findings(info, failed, down)[2].words == "the model check failed in 0.0 s"
 
-    gpu = {**info, "device": {**info["device"], "kind": "cuda", "name": "NVIDIA H100 80GB HBM3",
-                              "total_memory": int(79.11 * 2**30)},
-           "profile": "mistral-7b", "reason": "a CUDA GPU and Mistral 7B weights (hub cache) are available",
-           "weights": {"available": True, "where": "hub cache", "message": "found"}}
-    device, profile, _, _, weights = preflight.findings(gpu, check, go)
-    assert device.words == "device `cuda` (NVIDIA H100 80GB HBM3), 84,943,715,696 B = 79.11 GiB = 84.94 GB of memory"
-    assert profile.words.startswith("profile `mistral-7b`") and weights.words == "the Mistral 7B weights are in the local cache"
+def test_go_no_go_rows_beside_a_cuda_gpu():
+    """Here and on a CUDA GPU, the same rules: a model that does not load stops the model notebooks here only."""
+    versions = preflight.library_versions()
+    rows = {r["notebook"][:2]: r for r in preflight.go_no_go_rows(False, versions, "cpu")}
+    assert rows["01"]["here"] == "no-go" and rows["01"]["on a CUDA GPU (computed)"] == "go"
+    assert rows["04"]["here"] == "go" and rows["00"]["here"] == "go"
+    assert len(rows) == len(preflight.notebooks())
+    same = preflight.go_no_go_rows(True, versions, "cuda")
+    assert all(r["here"] == r["on a CUDA GPU (computed)"] for r in same)
+
+
+def test_training_time_reads_the_log_or_says_none(monkeypatch, tmp_path):
+    from helpers.measure import training
+
+    monkeypatch.setattr(training, "trained_folder", lambda: tmp_path)
+    assert preflight.training_time() is None
+    (tmp_path / "training.json").write_text('{"train_wall_s": 70.6, "torch_threads": 2}')
+    assert preflight.training_time() == {"seconds": 70.6, "threads": 2}
+
+    def refused():
+        raise ValueError("WORKSHOP_CACHE refused")
+
+    monkeypatch.setattr(training, "trained_folder", refused)
+    assert preflight.training_time() is None
 
 
 def test_profile_refusal_is_what_the_preflight_lists(monkeypatch):

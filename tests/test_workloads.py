@@ -141,7 +141,7 @@ def test_fit_recovers_a_quadratic():
     assert fit.r2 == pytest.approx(1.0)
     assert fit.predict(4096) == pytest.approx(0.002 + 1e-5 * 4096 + 3e-9 * 4096**2)
     assert fit.quadratic_share == pytest.approx(3e-9 * 2048**2 / ts[-1])
-    assert "TTFT(n) ≈ 2 ms" in fit.describe()
+    assert fit.fixed_share == pytest.approx(0.002 / ts[0])
 
 
 def test_fit_keeps_coefficients_non_negative():

@@ -211,13 +211,6 @@ SHARE_TOKENS = (512, 2048, 4096, 32768)
 SHARE_MODELS = ("mistral-7b-v0.1", "mistral-7b-v0.3", "llama-3.1-8b", "qwen2.5-7b")
 
 
-def attention_share_verdict(model, tokens: int) -> verdicts.Verdict:
-    """Attention over the context's share of a prefill's FLOPs for a prompt of `tokens`, said by the share
-    rule (helpers.formulas.verdicts.share): '38 % of the prefill's FLOPs (less than half)'."""
-    t = flop_terms(model, checks.count(tokens, "tokens"))
-    return verdicts.share(t.attention_context, t.total, "the prefill's FLOPs")
-
-
 @dataclass(frozen=True)
 class AttentionShare:
     """One model: its width, depth, window and context, the prompt length where attention's FLOPs reach

@@ -112,23 +112,3 @@ def measured_state_bytes(cache) -> int:
             if isinstance(value, dict):
                 total += sum(_tensor_bytes(t) for t in value.values() if isinstance(t, torch.Tensor))
     return total
-
-
-def bytes_match(measured: Iterable[int], computed: Iterable[int], of: str = "the formula"):
-    """Whether counted bytes equal a formula's, point by point (whole numbers: no margin): 'equal to the
-    formula at every point (8 of 8)', or 'equal at 6 of 8 points; the largest gap is N B (x % of the formula)'."""
-    from ..formulas.units import fmt_bytes
-    from ..formulas.verdicts import Verdict
-
-    pairs = [(int(m), int(c)) for m, c in zip(measured, computed, strict=True)]
-    same = sum(m == c for m, c in pairs)
-    gap, at = max((abs(m - c), c) for m, c in pairs)
-    evidence = {"points": len(pairs), "equal": same, "largest_gap_bytes": gap}
-    if same == len(pairs):
-        words = (f"equal to {of} at every point ({same} of {len(pairs)})" if len(pairs) > 1
-                 else f"equal to {of}, to the byte")
-    else:
-        where = f"{100 * gap / at:,.2f} % of {of}" if at else f"where {of} gives 0 B"
-        words = (f"equal to {of} at {same} of {len(pairs)} points; the largest gap is {fmt_bytes(gap)} "
-                 f"({where})")
-    return Verdict(words, "bytes_match", evidence)

@@ -15,8 +15,9 @@ Conventions (workshop/README.md, "visual style"):
   from a config, DATASHEET (grey, dashed) for vendors' figures; FIT (black) for a law fitted through
   measurements; OOM (red) for where a device ran out; FITS / DOES_NOT_FIT for yes/no bars; the phases of
   a request (WAITING, PREFILL, DECODE, IDLE) have their own.
-- bytes on axes are decimal (kB, MB, GB: 10³, 10⁶, 10⁹), as GPU memory is labelled; text may add the
-  binary figure through helpers.formulas.units.fmt_bytes.
+- bytes on axes are decimal (kB, MB, GB: 10³, 10⁶, 10⁹), one family per axis; text and tables give the
+  binary figure beside it through helpers.formulas.units.fmt_bytes. A GPU's memory is binary whatever its
+  label says (an H100's "80 GB" is 80 GiB; CUDA reports about 1 % less), so plot it from its bytes.
 - bars sit on a linear axis from zero; log axes get ticks at readable values (1k, 4k, 32k).
 """
 from __future__ import annotations

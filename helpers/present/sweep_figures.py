@@ -1,11 +1,15 @@
-"""Figures of the sweeps in helpers.measure.sweeps and of the serving comparison in helpers.serving
-(notebooks 01 and 03): measured points beside the formula or the fitted law, the out-of-memory
-point marked, each stamped with what produced it (helpers.present.plots).
+"""Figures and tables of the sweeps in helpers.measure.sweeps and of the serving comparison in helpers.serving
+(notebooks 01 and 03): measured points beside the formula or the fitted law, the out-of-memory point marked,
+each stamped with what produced it (helpers.present.plots); and notebook 01's tables, each result beside the
+figure it is read against (a formula, a floor, the first point) with their ratio and its label
+(helpers.formulas.regime). A table takes every value a measurement can produce — zero, one point, nothing
+that ran — and shows "–" where there is nothing to compute.
 """
 from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
+from ..formulas import regime
 from ..formulas.memory import cache_window_slots, kv_cache_bytes
 from .plots import OOM as OOM_COLOUR
 from . import plots
@@ -96,12 +100,13 @@ def ttft_figure(df, fit, loaded, what: str = "time to first token", guides: bool
     if fit is not None:
         xs = np.geomspace(ok["tokens"].min(), ok["tokens"].max(), 100)
         ax.plot(xs, [fit.predict(x) * 1e3 for x in xs], color=plots.FIT, lw=1,
-                label=f"fit: a + b·n + c·n²  (grows like n^{fit.exponent:.2f} at {fit.n_max:,})")
+                label=f"fit: a + b·n + c·n²  (exponent {fit.exponent:.2f} at {fit.n_max:,})")
     if guides and len(ok) >= 2:
         slope_guides(ax, ok["tokens"], float(ok["tokens"].iloc[-1]), float(ok["ttft_s"].iloc[-1]) * 1e3)
     _mark_oom(ax, df, "tokens")
     plots.log_axis(ax, "x", ticks=df["tokens"])
-    plots.log_axis(ax, "y")
+    if (ok["ttft_s"] > 0).any():            # a log axis needs a positive time (a timer that saw nothing has none)
+        plots.log_axis(ax, "y")
     ax.set_xlabel("prompt tokens")
     ax.set_ylabel("ms")
     ax.set_title(f"{what[0].upper() + what[1:]} against the prompt")
@@ -240,3 +245,176 @@ def users_figure(df, loaded, total_memory: int | None = None, weight_bytes: int 
     ax.set_title(title)
     ax.legend(fontsize=8)
     return plots.finish(fig, loaded)
+
+
+# ----------------------------------------------------------------------------- notebook 01's tables
+
+def _ms(seconds) -> float:
+    """Seconds as milliseconds; nan for what is not a finite number."""
+    import math
+
+    try:
+        v = float(seconds)
+    except (TypeError, ValueError):
+        return math.nan
+    return v * 1e3 if math.isfinite(v) else math.nan
+
+
+def growth_table(fit, doubling, spec, gpu_floors: dict | None = None, gpu_model=None, gpu_name: str = ""):
+    """How the TTFT grows, as numbers: one row for the fitted law (helpers.measure.growth.GrowthFit: its
+    exponent at the longest prompt, the time ratio over its last doubling, the n² term's share there and the
+    constant's share at the shortest prompt), one for the last doubling measured (growth.Doubling), and with
+    `gpu_floors` ({tokens: seconds}, the planner's prefill floors for `gpu_model` on `gpu_name`) one computed row
+    over their last doubling. Attention's share of the prefill's FLOPs at the row's longer length is computed
+    from each config (helpers.formulas.compute_share). A row with nothing to compute (no fit, no doubling)
+    shows "–"."""
+    import math
+
+    import pandas as pd
+
+    from ..formulas.compute_share import flop_terms
+    from ..measure.growth import local_exponent
+
+    def attention_pct(model, n):
+        if not n:
+            return math.nan
+        t = flop_terms(model, int(n))
+        return 100 * t.attention_context / t.total
+
+    rows = []
+    if fit is not None:
+        half = fit.n_max // 2
+        rows.append({"what": "this run: the fitted law a + b·n + c·n²", "from (tokens)": half, "to (tokens)": fit.n_max,
+                     "time ratio": regime.ratio(fit.predict(fit.n_max), fit.predict(half)), "exponent": fit.exponent,
+                     "n² term at 'to' (%)": 100 * fit.quadratic_share,
+                     f"constant at {fit.n_min:,} tokens (%)": 100 * fit.fixed_share,
+                     "attention's FLOPs at 'to' (%)": attention_pct(spec, fit.n_max)})
+    else:
+        rows.append({"what": "this run: the fitted law a + b·n + c·n² (fewer than two positive times: no fit)"})
+    if doubling is not None:
+        rows.append({"what": "this run: the last doubling, measured", "from (tokens)": doubling.n0,
+                     "to (tokens)": doubling.n1, "time ratio": doubling.ratio, "exponent": doubling.exponent,
+                     "attention's FLOPs at 'to' (%)": attention_pct(spec, doubling.n1)})
+    else:
+        rows.append({"what": "this run: the last doubling, measured (no prompt ran beside its half in a positive time)"})
+    if gpu_floors and len(gpu_floors) >= 2:
+        n0, n1 = sorted(gpu_floors)[-2:]
+        t0, t1 = gpu_floors[n0], gpu_floors[n1]
+        rows.append({"what": f"{gpu_model} on an {gpu_name}: the planner's floor, computed", "from (tokens)": n0,
+                     "to (tokens)": n1, "time ratio": regime.ratio(t1, t0), "exponent": local_exponent(n0, t0, n1, t1),
+                     "attention's FLOPs at 'to' (%)": attention_pct(gpu_model, n1)})
+    first = ["what", "from (tokens)", "to (tokens)", "time ratio", "exponent", "n² term at 'to' (%)"]
+    last = "attention's FLOPs at 'to' (%)"
+    frame = pd.DataFrame(rows)
+    frame = frame.reindex(columns=[*first, *[c for c in frame.columns if c not in (*first, last)], last])
+    return frame.astype({"from (tokens)": "Int64", "to (tokens)": "Int64"})
+
+
+def itl_table(itl, spec, dtype: str, gpu_floor=None, gpu_column: str = ""):
+    """The ITL sweep beside the bytes each step reads: per context that ran, the median step (ms), the bytes
+    a decode step reads (helpers.formulas.stepcost.decode_cost, weights + cache), each against the shortest
+    context's, and the step's growth ÷ the bytes' growth with its label (at: the step grows with its bytes).
+    `gpu_floor(context)` (seconds), when given, adds the computed floor at the same context as `gpu_column`."""
+    import pandas as pd
+
+    from ..formulas.stepcost import decode_cost
+
+    ok = itl[~itl["oom"]] if "oom" in itl else itl
+    if ok.empty or "itl_s" not in ok:
+        return pd.DataFrame({"context": [], "step (ms)": []})
+    contexts = [int(c) for c in ok["context"]]
+    steps = [_ms(s) for s in ok["itl_s"]]
+    read = [decode_cost(spec, c, 1, dtype).bytes for c in contexts]
+    frame = pd.DataFrame({"context": contexts, "step (ms)": steps, "bytes read": read,
+                          "step ÷ first": [regime.ratio(s, steps[0]) for s in steps],
+                          "bytes ÷ first": [regime.ratio(b, read[0]) for b in read]})
+    frame = regime.ratio_columns(frame, "step ÷ first", "bytes ÷ first", "step growth ÷ bytes growth")
+    if gpu_floor is not None:
+        frame[gpu_column] = [_ms(gpu_floor(c)) for c in contexts]
+    return frame
+
+
+def batching_table(latency) -> "object":
+    """What batching changes, per figure (helpers.serving.naive.LatencyCost of each mode): one after another,
+    together, together ÷ one after another and its label. Empty when a mode did not run."""
+    import pandas as pd
+
+    if len(latency) < 2:
+        return pd.DataFrame({"figure": []})
+    one, together = latency[0], latency[1]
+    rows = [("throughput (tokens/s)", one.tokens_per_s, together.tokens_per_s),
+            ("median decode step (ms)", one.median_decode_step_ms, together.median_decode_step_ms),
+            ("median prefill (ms)", one.median_prefill_ms, together.median_prefill_ms),
+            ("median time to first token (ms)", one.median_ttft_ms, together.median_ttft_ms)]
+    frame = pd.DataFrame(rows, columns=["figure", one.mode, together.mode])
+    return regime.ratio_columns(frame, together.mode, one.mode, "together ÷ one after another")
+
+
+def same_tokens(comparison) -> "object":
+    """How many requests got the same greedy tokens in both serving modes, as one row (empty where a mode did not
+    run): requests, those that agree, and their share."""
+    import pandas as pd
+
+    seq, bat = comparison.sequential, comparison.batched
+    if seq is None or bat is None:
+        return pd.DataFrame({"requests": []})
+    same = sum(a.tokens == b.tokens for a, b in zip(seq.timings, bat.timings))
+    return pd.DataFrame([{"requests": len(seq.timings), "same greedy tokens both ways": same,
+                          "share": regime.ratio(same, len(seq.timings))}])
+
+
+def budget_table(fit) -> "object":
+    """The users that fit a budget (helpers.measure.growth.BudgetFit) as one row: the budget, the measured cache
+    per sequence, the users that fit, the largest batch the sweep ran and users ÷ that batch with its label
+    (above: the count carries the measured line past the sweep)."""
+    import pandas as pd
+
+    if fit is None:
+        return pd.DataFrame({"budget (bytes)": []})
+    frame = pd.DataFrame([{"budget (bytes)": int(fit.budget_bytes), "tokens per sequence": fit.context,
+                           "cache per sequence (bytes, measured)": fit.per_sequence_bytes, "users that fit": fit.users,
+                           "largest batch measured": fit.largest_batch}])
+    return regime.ratio_columns(frame, "users that fit", "largest batch measured", "users ÷ largest batch")
+
+
+def gpu_users_table(gpu: dict) -> "object":
+    """The users sweep on a GPU, computed (helpers.present.on_gpu.gpu_expectations' dict): the memory the GPU
+    reports, the weights, the cache per sequence, the sequences whose cache fits beside the weights, the
+    doubling sweep's first batch past them, and its first batch whose weights + cache + prefill activation
+    exceed the memory."""
+    import pandas as pd
+
+    per = gpu["kv_bytes_per_token"] * gpu["users_context"]
+    rows = [("memory as CUDA reports it (bytes)", gpu["memory_bytes"]), ("bf16 weights (bytes)", gpu["weight_bytes"]),
+            (f"cache per sequence of {gpu['users_context']:,} tokens (bytes)", per),
+            ("sequences whose cache fits beside the weights", gpu["users_fit"]),
+            ("the sweep's first batch past them", gpu["users_cache_oom_at"]),
+            ("first batch where weights + cache + prefill activation exceed the memory", gpu["users_oom_at"])]
+    return pd.DataFrame([{"quantity": q, "value": v} for q, v in rows]).astype({"value": "object"})
+
+
+def gpu_batch_table(batch: int, context: int = 1024):
+    """The planner's decode floor for the reference model on the reference GPU (helpers.present.on_gpu.gpu_plan)
+    at batch 1 and at `batch`, `context` tokens each: step floor (ms), what bounds it, tokens per second, the
+    weights' share of the bytes read; and batch ÷ batch 1 for each number."""
+    import pandas as pd
+
+    from ..formulas.stepcost import decode_cost
+    from .expected import REFERENCE_MODEL
+    from .on_gpu import gpu_plan
+
+    def row(b):
+        p = gpu_plan(context=context, batch=b)
+        cost = decode_cost(REFERENCE_MODEL, context, b, "bf16")
+        if not p.fits:
+            return {"batch": b, "fits": False}
+        return {"batch": b, "fits": True, "step floor (ms)": _ms(p.step_floor_s), "bound": p.bound,
+                "tokens/s": b / p.step_floor_s, "weights' share of the bytes (%)": 100 * cost.weight_read_bytes / cost.bytes}
+
+    one, many = row(1), row(batch)
+    frame = pd.DataFrame([one, many])
+    ratios = {"batch": regime.ratio(batch, 1), "fits": None}
+    for c in ("step floor (ms)", "tokens/s", "weights' share of the bytes (%)"):
+        ratios[c] = regime.ratio(many.get(c), one.get(c))
+    return pd.concat([frame, pd.DataFrame([ratios])], ignore_index=True).assign(
+        row=["batch 1", "your batch", "your batch ÷ batch 1"]).set_index("row").reset_index()

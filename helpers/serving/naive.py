@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from ..formulas.regime import ratio
 from ..measure.hardware import free_memory, is_out_of_memory, synchronize
 from ..measure.timing import prefill
 from .traces import TraceRequest
@@ -60,17 +61,18 @@ class ServeResult:
 
     @property
     def tokens_per_s(self) -> float:
-        return self.new_tokens / self.wall_s
+        """New tokens ÷ wall time (inf over a wall time of 0, as a timer that saw nothing gives: regime.ratio)."""
+        return ratio(self.new_tokens, self.wall_s)
 
     @property
     def mean_step_s(self) -> float:
         """Wall time per forward call: what one step (one row, or a whole batch) cost on average."""
-        return self.wall_s / self.forward_calls
+        return ratio(self.wall_s, self.forward_calls)
 
     @property
     def tokens_per_step(self) -> float:
         """New tokens per forward call: the mean batch a step served (1 one request at a time)."""
-        return self.new_tokens / self.forward_calls
+        return ratio(self.new_tokens, self.forward_calls)
 
 
 
@@ -218,7 +220,6 @@ def latency_cost(comparison: ServingComparison) -> list[LatencyCost]:
     - the prefill that produced it (one prompt alone, or every prompt of the batch padded together);
     - the decode step, (finish − first token) ÷ (new tokens − 1), median over requests with ≥ 2 tokens;
     - tokens per second of the whole run (throughput).
-    Batching shortens the wait and raises throughput; each of its steps and its prefill take longer.
     """
     rows = []
     for res in comparison.results:
@@ -248,51 +249,3 @@ def compare_serving(model, requests: Sequence[TraceRequest], device: str) -> Ser
         if failed:
             free_memory(device)
     return ServingComparison(out["sequential"], out["batched"], message)
-
-
-def batching_verdicts(comparison: ServingComparison) -> dict | None:
-    """The rules that read one comparison (None when a mode ran out of memory), each a Verdict
-    (helpers.formulas.verdicts) with the numbers it read:
-
-    - throughput: together's tokens per second against one after another's (the change rule);
-    - of_batch: that factor as a share of the batch size (what a step costing the same at any batch gives);
-    - step, prefill: the median decode step and prefill together against one after another's (speed);
-    - ttft: the median time to first token together against one after another's, waiting included;
-    - waiting: the share of one after another's time to first token (summed over requests) spent waiting;
-    - last_first_token: the longest time to a first token together against one after another;
-    - idle: the row-steps a static batch computed for requests that had all their tokens.
-    """
-    from ..formulas.verdicts import CHANGE_MARGIN, Verdict, change_verdict, factor, share, speed
-
-    seq, bat = comparison.sequential, comparison.batched
-    if seq is None or bat is None:
-        return None
-    one, together = latency_cost(comparison)
-    n = len(bat.timings)
-    r = bat.tokens_per_s / seq.tokens_per_s
-    way = change_verdict(r)
-    tput = {"higher": f"{factor(r)} the tokens per second", "lower": f"{factor(r)} the tokens per second (fewer)",
-            "about equal": f"as many tokens per second (within {CHANGE_MARGIN:.0%}: {factor(r)})"}[way]
-    of_batch = share(r, n, f"{n}×")
-    wait = sum(t.start_s - t.arrival_s for t in seq.timings)
-    ttft_sum = sum(t.first_token_s - t.arrival_s for t in seq.timings)
-    last_seq = max(t.first_token_s - t.arrival_s for t in seq.timings)
-    last_bat = max(t.first_token_s - t.arrival_s for t in bat.timings)
-    idle = sum(max(t.new_tokens for t in bat.timings) - t.new_tokens for t in bat.timings)
-    return {
-        "throughput": Verdict(tput, "throughput", {"together_tokens_per_s": bat.tokens_per_s,
-                                                    "one_after_another_tokens_per_s": seq.tokens_per_s, "ratio": r}),
-        "of_batch": Verdict(f"{factor(r)} the tokens per second with {n} requests in the batch: {of_batch.words}",
-                            "of_batch", of_batch.evidence),
-        "step": speed(together.median_decode_step_ms, one.median_decode_step_ms, "shorter", "longer", "as long"),
-        "prefill": speed(together.median_prefill_ms, one.median_prefill_ms, "shorter", "longer", "as long"),
-        "ttft": speed(together.median_ttft_ms, one.median_ttft_ms, "sooner", "later", "as soon"),
-        "waiting": Verdict(f"waiting is {share(wait, ttft_sum, 'the time to a first token, summed over the requests').words}",
-                           "waiting", {"wait_s": wait, "ttft_sum_s": ttft_sum}),
-        "last_first_token": Verdict(
-            f"the last first token comes {speed(last_bat, last_seq, 'sooner', 'later', 'as soon').words} together "
-            f"({last_bat:,.2f} s against {last_seq:,.2f} s one after another)", "last_first_token",
-            {"together_s": last_bat, "one_after_another_s": last_seq}),
-        "idle": Verdict(f"{idle:,} row-steps computed for requests that already had their tokens", "idle",
-                        {"row_steps": idle}),
-    }
