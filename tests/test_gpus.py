@@ -40,7 +40,7 @@ def test_figures_match_the_reference(name):
     assert g.bandwidth_tbs == pytest.approx(bw, rel=0.01)
     if tf is not None:
         assert g.bf16_tflops == pytest.approx(tf, rel=0.01), "dense, not 2:4-sparse"
-    assert g.memory_bytes == mem * 1e9 and g.bandwidth == pytest.approx(bw * 1e12, rel=0.01)
+    assert g.memory_bytes == mem * 2**30 and g.bandwidth == pytest.approx(bw * 1e12, rel=0.01)
 
 
 @pytest.mark.parametrize("g", gpus.catalog(), ids=lambda g: g.name)
@@ -92,3 +92,71 @@ def test_catalog_date_and_rows():
     rows = gpus.catalog_rows()
     assert {"name", "memory_gb", "bandwidth_tbs", "bf16_tflops", "fp8_tflops", "usd_per_hour",
             "price_provider", "price_read", "price_source", "spec_source"} <= set(rows[0])
+
+
+# ----------------------------------------------------------------------------- the memory basis, against its sources
+# helpers/data/gpu_memory.csv read here with the csv module, so the checks do not go through the code they test.
+
+def _memory_rows() -> dict[str, dict]:
+    import csv
+
+    with open(gpus.MEMORY_FILE, newline="", encoding="utf-8") as f:
+        return {r["name"]: r for r in csv.DictReader(f)}
+
+
+def test_every_catalogued_gpu_has_a_memory_row_with_its_kind():
+    rows = _memory_rows()
+    assert set(rows) == set(gpus.names())
+    for name, r in rows.items():
+        assert re.fullmatch(r"HBM2e?|HBM3e?|GDDR6X?|GDDR7", r["memory_type"]), name
+        if r["reported_gib"]:
+            assert r["source"].startswith("https://") and "GiB" in r["note"], name
+
+
+def test_hbm_labels_are_stacks_times_the_stack_size_in_gib():
+    """The datasheets' stacks × stack size is the label's number, in GiB: an H100's 80 GB is 5 × 16 GiB."""
+    stacked = {n: r for n, r in _memory_rows().items() if r["stacks"]}
+    assert {"A100 40GB", "A100 80GB", "H100 PCIe", "H100 SXM", "MI300X"} <= set(stacked)
+    for name, r in stacked.items():
+        g = gpus.get_gpu(name)
+        assert r["memory_type"].startswith("HBM") and re.search(r"https?://", r["stacks_source"]), name
+        assert float(r["stack_gib"]) in (8, 16, 24, 32, 36), name          # 8/12-high stacks of 8/16/24 Gbit dies
+        assert int(r["stacks"]) * float(r["stack_gib"]) == g.memory_gb, name
+        assert g.memory_bytes == int(r["stacks"]) * float(r["stack_gib"]) * 2**30, name
+    assert gpus.get_gpu("H100 SXM").memory_bytes == 5 * 16 * 2**30 == 85_899_345_920
+
+
+def test_reported_figures_are_a_little_under_the_label_in_gib_and_over_it_in_gb():
+    """What CUDA reports sits just under the label read as GiB — about 1 % for HBM — and above the label read
+    as 10⁹ B, which the reported figures rule out as the label's unit."""
+    for name, r in _memory_rows().items():
+        if not r["reported_gib"]:
+            continue
+        label, reported = float(gpus.get_gpu(name).memory_gb), float(r["reported_gib"])
+        assert gpus.get_gpu(name).usable_memory_bytes == reported * 2**30, name
+        assert reported < label, name
+        if r["memory_type"].startswith("HBM"):
+            assert 0.98 < reported / label < 1 and reported * 2**30 > label * 1e9, name
+        else:                                  # GDDR with ECC on keeps 1/16 of it: T4 and L40S report ~92 %
+            assert 0.9 < reported / label < 1, name
+    h100 = gpus.get_gpu("H100 SXM")
+    assert h100.usable_memory_bytes / h100.memory_bytes == pytest.approx(79.11 / 80) and 1 - 79.11 / 80 > 0.01
+
+
+def test_a_gpu_without_a_reported_figure_gets_its_label_in_gib_less_the_largest_reserve_of_its_kind():
+    """By hand from the csv: the smallest reported ÷ label among HBM GPUs is the A100 40GB's 39.50 ÷ 40 = 0.9875,
+    among GDDR GPUs the T4's 14.75 ÷ 16 = 0.921875."""
+    hbm, gddr = 39.50 / 40, 14.75 / 16
+    rows = _memory_rows()
+    shares = {kind: min(float(r["reported_gib"]) / gpus.get_gpu(n).memory_gb for n, r in rows.items()
+                        if r["reported_gib"] and r["memory_type"].startswith(kind)) for kind in ("HBM", "GDDR")}
+    assert shares == {"HBM": pytest.approx(hbm), "GDDR": pytest.approx(gddr)}
+    for name, gib in (("MI300X", 192 * hbm), ("B200", 180 * hbm), ("H100 PCIe", 80 * hbm), ("L4", 24 * gddr),
+                      ("A10G", 24 * gddr), ("RTX 6000 Ada", 48 * gddr), ("RTX PRO 6000 Blackwell", 96 * gddr)):
+        g = gpus.get_gpu(name)
+        assert not rows[name]["reported_gib"] and g.memory_reported_gib is None
+        assert g.usable_memory_bytes == pytest.approx(gib * 2**30), name
+        assert "no reported figure found" in g.usable_memory_note and f"{gib:,.2f} GiB" in g.usable_memory_note
+    # the label read as 10⁹ B gave the HBM GPUs 6 % too little: 189.6 GiB is 203.6·10⁹ B, not 192·10⁹
+    mi300x = gpus.get_gpu("MI300X").usable_memory_bytes
+    assert mi300x == pytest.approx(189.6 * 2**30) and mi300x / 192e9 == pytest.approx(1.0603, abs=1e-4)

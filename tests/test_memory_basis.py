@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # Worked by hand from the published figures (no helper): the H100 SXM reports 79.11 GiB to CUDA (vLLM's log,
 # vllm-project/vllm#27508); Mistral 7B v0.1 has 7,241,732,096 parameters (14,483,464,192 B in bf16) and caches
 # 2 × 32 layers × 8 KV heads × 128 × 2 B = 131,072 B per token.
-REPORTED = 79.11 * 2**30                      # 84,943,715,696.64 B, against the label's 80·10⁹ B
+REPORTED = 79.11 * 2**30                      # 84,943,715,696.64 B, against the label's 80 GiB = 85.9·10⁹ B
 WEIGHTS = 14_483_464_192
 PER_TOKEN = 131_072
 CONTEXT = 4096
@@ -52,7 +52,7 @@ def test_every_place_plans_with_what_the_device_reports():
     sentence = expected.gpu_memory_on_gpu("H100 SXM")                                  # notebooks 00, 01, 02
     assert sentence.source == "cited" and "vllm-project/vllm/issues/27508" in sentence.where
     assert "labelled 80 GB reports 79.11 GiB = 84.94·10⁹ B" in sentence.text
-    assert f"{REPORTED / 80e9:,.3f}× the label's bytes" in sentence.text
+    assert f"{REPORTED / (80 * 2**30):,.3f}× the label's bytes" in sentence.text       # the label is 80 GiB: 0.989×
 
 
 @pytest.fixture(scope="module")

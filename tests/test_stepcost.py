@@ -125,8 +125,8 @@ def test_notebook_02_users_and_the_planner_batch_come_from_one_budget():
     users = memory.max_users(80e9, w, reserve, kv, 4096)
     # ⌊(80e9 − 14,483,464,192 − 9.5e9) / (131,072 × 4,096)⌋ = ⌊104.34⌋
     assert users == (80_000_000_000 - W_BF16 - 9_500_000_000) // (131_072 * 4096) == 104
-    eighty = dataclasses.replace(gpus.get_gpu("H100 SXM"), memory_reported_gib=None)   # 80e9 B exactly
-    assert eighty.usable_memory_bytes == 80e9
+    eighty = dataclasses.replace(gpus.get_gpu("H100 SXM"), memory_reported_gib=80e9 / 2**30)   # 80e9 B exactly
+    assert eighty.usable_memory_bytes == pytest.approx(80e9, abs=1e-3)
     assert capacity.plan(MISTRAL, eighty, context=4096).max_batch == users
     # The same function on the memory an H100 reports (79.11 GiB) gives 112
     h100 = gpus.get_gpu("H100 SXM").usable_memory_bytes
@@ -145,7 +145,8 @@ def test_memory_as_the_device_reports_it():
     h100, h200, l4 = gpus.get_gpu("H100 SXM"), gpus.get_gpu("H200"), gpus.get_gpu("L4")
     assert h100.usable_memory_bytes == 79.11 * 2**30 and h100.usable_memory_bytes > 80e9
     assert h200.usable_memory_bytes == 139.81 * 2**30 > 141e9     # "about 139 GiB, more than 141·10⁹ B"
-    assert l4.usable_memory_bytes == 24e9 and "no reported figure" in l4.usable_memory_note
+    # the L4 has no reported figure: its label in GiB × the T4's reported share (14.75 of 16 GiB), GDDR6 both
+    assert l4.usable_memory_bytes == pytest.approx(24 * 14.75 / 16 * 2**30) and "no reported figure" in l4.usable_memory_note
     names = set(gpus.names())
     for name, (gib, source) in gpus.reported_memory().items():
         assert name in names and source.startswith("https://")

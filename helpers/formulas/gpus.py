@@ -2,12 +2,14 @@
 each figure with its source, from the data file ``helpers/data/gpus.csv``.
 
 Conventions of the file (checked by tests/test_gpus.py):
-- ``memory_gb`` is the vendor's label in GB (10^9 B). What a program can plan with is what the device
-  reports (CUDA's cudaMemGetInfo total, which vLLM multiplies by gpu_memory_utilization and PyTorch
-  prints as "total capacity"): an H100 labelled "80 GB" reports 79.11 GiB = 84.9·10^9 B, an H200
-  labelled "141 GB" 139.81 GiB = 150.1·10^9 B. Those reported figures, each with its source, are in
-  ``helpers/data/gpu_memory.csv``; ``GPU.usable_memory_bytes`` uses them, and the label × 10^9 (the
-  conservative side for "does it fit") where none was found.
+- ``memory_gb`` is the number on the vendor's label ("80 GB"). GPU memory comes in binary sizes — an
+  H100's 80 GB is five HBM3 stacks of 16 GiB, 80 GiB — so the label is read as GiB (``memory_bytes`` =
+  memory_gb × 2^30). What a program can plan with is a little less: what the device reports (CUDA's
+  cudaMemGetInfo total, which vLLM multiplies by gpu_memory_utilization and PyTorch prints as "total
+  capacity"): an H100 SXM reports 79.11 GiB, an H200 139.81 GiB. Those reported figures, each with its
+  source, and the stacks × stack size of the HBM GPUs' datasheets are in ``helpers/data/gpu_memory.csv``;
+  ``GPU.usable_memory_bytes`` uses the reported figure and, for a GPU without one, its label in GiB × the
+  smallest share of the label that a GPU of the same memory kind (HBM, GDDR) reports (``reported_share``).
 - ``bandwidth_tbs`` is peak memory bandwidth in TB/s (10^12 B/s), from the vendor's sheet.
 - ``bf16_tflops`` / ``fp8_tflops`` are **dense** tensor-core TFLOP/s (10^12). Vendors print several
   of these with 2:4 structured sparsity; the file stores half of those. ``fp8_tflops`` is empty
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import pandas as pd
@@ -50,23 +52,38 @@ class GPU:
     price_note: str
     memory_reported_gib: float | None = None   # what CUDA reports (cudaMemGetInfo total), GiB
     memory_source: str = ""
+    memory_type: str = ""                      # HBM2, HBM2e, HBM3, HBM3e, GDDR6, GDDR6X, GDDR7
+    stacks: int | None = None                  # HBM stacks, from the datasheet or whitepaper
+    stack_gib: float | None = None             # GiB per stack
+    fallback_share: float = 1.0                # reported ÷ label (GiB) for a GPU without a reported figure
+    fallback_from: str = ""                    # the GPU whose report gives that share
+
+    @property
+    def memory_kind(self) -> str:
+        """"HBM" or "GDDR": the kind whose reported figures stand in for a GPU without one."""
+        return "HBM" if self.memory_type.upper().startswith("HBM") else "GDDR"
 
     @property
     def memory_bytes(self) -> float:
-        """The vendor's label in bytes (memory_gb × 10^9)."""
-        return self.memory_gb * 1e9
+        """The label's capacity: memory_gb read as GiB (× 2^30), as the chips hold it."""
+        return self.memory_gb * GIB
 
     @property
     def usable_memory_bytes(self) -> float:
-        """The memory a program can plan with: what the device reports (GiB × 2^30), else the label."""
-        return self.memory_reported_gib * GIB if self.memory_reported_gib else self.memory_bytes
+        """The memory a program can plan with: what the device reports (GiB × 2^30); without a reported
+        figure, the label in GiB × fallback_share."""
+        if self.memory_reported_gib:
+            return self.memory_reported_gib * GIB
+        return self.memory_bytes * self.fallback_share
 
     @property
     def usable_memory_note(self) -> str:
         if self.memory_reported_gib:
-            return (f"{self.memory_reported_gib:g} GiB as the device reports it (labelled {self.memory_gb:g} GB); "
-                    f"source: {self.memory_source}")
-        return f"no reported figure found: the label, {self.memory_gb:g} GB (10^9 B), is used"
+            return (f"{self.memory_reported_gib:g} GiB as the device reports it (labelled {self.memory_gb:g} GB, "
+                    f"{self.memory_gb:g} GiB); source: {self.memory_source}")
+        return (f"no reported figure found: the label, {self.memory_gb:g} GB read as {self.memory_gb:g} GiB, × "
+                f"{self.fallback_share:.4f} (the smallest share of its label a {self.memory_kind} GPU reports, "
+                f"{self.fallback_from}'s) = {self.usable_memory_bytes / GIB:,.2f} GiB")
 
     @property
     def bandwidth(self) -> float:
@@ -106,20 +123,35 @@ def _num(text: str, field: str, name: str) -> float | None:
         raise ValueError(f"{DATA_FILE.name}: {name}: {field} is not a number: {text!r}") from None
 
 
+def _memory_rows() -> dict[str, dict]:
+    return {r["name"].strip(): r for r in pd.read_csv(MEMORY_FILE, dtype=str, keep_default_na=False).to_dict("records")}
+
+
 @functools.lru_cache(maxsize=1)
 def reported_memory() -> dict[str, tuple[float, str]]:
-    """name -> (GiB the device reports, source), from helpers/data/gpu_memory.csv."""
-    return {r["name"].strip(): (_num(r["reported_gib"], "reported_gib", r["name"]), r["source"].strip())
-            for r in pd.read_csv(MEMORY_FILE, dtype=str, keep_default_na=False).to_dict("records")}
+    """name -> (GiB the device reports, source), for each GPU of helpers/data/gpu_memory.csv that has one."""
+    return {name: (_num(r["reported_gib"], "reported_gib", name), r["source"].strip())
+            for name, r in _memory_rows().items() if r["reported_gib"].strip()}
+
+
+def reported_share(gpus, kind: str) -> tuple[float, str]:
+    """(share, name): the smallest reported ÷ label (GiB) among `gpus` of memory kind `kind` ("HBM" or
+    "GDDR") that have a reported figure — what a GPU of that kind without one is planned with (the
+    conservative side for "does it fit"). (1.0, "") when none has one."""
+    shares = [(g.memory_reported_gib / g.memory_gb, g.name) for g in gpus
+              if g.memory_reported_gib and g.memory_kind == kind]
+    return min(shares) if shares else (1.0, "")
 
 
 @functools.lru_cache(maxsize=1)
 def catalog() -> tuple[GPU, ...]:
     """Every catalogued GPU, in the file's order."""
-    reported = reported_memory()
+    mem = _memory_rows()
     out = []
     for row in pd.read_csv(DATA_FILE, dtype=str, keep_default_na=False).to_dict("records"):
         name = row["name"].strip()
+        m = mem.get(name, {})
+        stacks = _num(m.get("stacks", ""), "stacks", name)
         out.append(GPU(
             name=name,
             aliases=tuple(a.strip() for a in row["aliases"].split(";") if a.strip()),
@@ -135,10 +167,15 @@ def catalog() -> tuple[GPU, ...]:
             price_read=row["price_read"].strip(),
             price_source=row["price_source"].strip(),
             price_note=row["price_note"].strip(),
-            memory_reported_gib=reported.get(name, (None, ""))[0],
-            memory_source=reported.get(name, (None, ""))[1],
+            memory_reported_gib=_num(m.get("reported_gib", ""), "reported_gib", name),
+            memory_source=m.get("source", "").strip(),
+            memory_type=m.get("memory_type", "").strip(),
+            stacks=int(stacks) if stacks else None,
+            stack_gib=_num(m.get("stack_gib", ""), "stack_gib", name),
         ))
-    return tuple(out)
+    shares = {kind: reported_share(out, kind) for kind in ("HBM", "GDDR")}
+    return tuple(replace(g, fallback_share=shares[g.memory_kind][0], fallback_from=shares[g.memory_kind][1])
+                 for g in out)
 
 
 def names() -> list[str]:
