@@ -18,7 +18,7 @@ with app.setup:
 
     from helpers import capacity
     from helpers.present import expected, learner, notebook, plots, replay
-    from helpers.formulas import gpus, roofline, verdicts
+    from helpers.formulas import gpus, regime
     from helpers.present.glossary import term
     from helpers.capacity import measured as capacity_measured, ranking as capacity_ranking, slo as capacity_slo, views as capacity_views
     from helpers.capacity.triangle import triangle
@@ -39,31 +39,22 @@ def _():
 
     **What you will learn**
 
-    1. How much of a GPU's memory the {term("KV cache")} gets — the memory the device reports, less the
-       runtime's reserve and the weights — and so how many sequences fit.
-    2. The decode step's floor at the datasheet's bandwidth, and the step at an {term("efficiency")} an engine
-       reaches (a share of the datasheet, measured as {term("MBU")}); why the {term("SLO")} search and the cost
-       must use the second; to derive from it the largest batch an SLO allows and its cost per million tokens.
+    1. How much of a GPU's memory the {term("KV cache")} gets, and so how many sequences fit.
+    2. The decode step's floor at the datasheet, the step at the {term("efficiency")} an engine reaches
+       ({term("MBU")}), and from them the largest batch an {term("SLO")} allows and its cost.
     3. To rank GPUs by dollars per million tokens under a {term("latency SLO", "tpot")} or a minimum batch,
-       on one GPU or on several in {term("tensor parallelism")} (notebook 09), within one provider or across
-       several, and to price a request ({term("prefill")} and output) as API providers do.
-    4. To check the planner against a decode step measured on this machine.
+       on one GPU or several ({term("tensor parallelism")}), and to price a request ({term("prefill")} and
+       output) as API providers do.
+    4. To read a decode step measured here against the planner's floor.
 
     {run_times.header("04")}
 
-    Which GPU serves a model most cheaply? First fix what you care about most: a **latency SLO**
-    per output token (premium chat: about 10 ms) or a **minimum batch** (batch jobs, agents).
-    Then the planner fits the model on every catalogued GPU — weights, the runtime's reserve and
-    the KV cache for that context — picks the largest batch that meets the constraint, and ranks
-    the GPUs by **dollars per million output tokens**.
-
-    Every number is computed by `helpers.capacity` from the model's `config.json` and the GPU catalog
-    in `helpers/data/gpus.csv` (memory, bandwidth, dense FLOP/s and a dated price, each with its
-    source). A decode step cannot be faster than reading the weights and the cache once,
-    `bytes ÷ bandwidth`, nor than its arithmetic, `FLOPs ÷ peak`: that is its **floor** at the
-    datasheet's figures. An engine reaches a share of the datasheet, so the planner also reports the step
-    at an **efficiency** — that share — and plans with that one. The same numbers come from the
-    command line: `python -m helpers capacity --model mistral-7b-v0.1 --gpu all --context 4096 --slo-ms 10`.
+    Which GPU serves a model most cheaply? Fix a **latency SLO** per output token (premium chat: about 10 ms)
+    or a **minimum batch** (batch jobs, agents); the planner fits the model on every catalogued GPU, picks the
+    largest batch that meets the constraint, and ranks the GPUs by **dollars per million output tokens**.
+    Everything before the last section is computed (`helpers.capacity`, the catalogue
+    `helpers/data/gpus.csv`), the same on every machine and on the command line:
+    `python -m helpers capacity --model mistral-7b-v0.1 --gpu all --context 4096 --slo-ms 10`.
     """)
     return
 
@@ -161,13 +152,13 @@ def _(context, efficiency, kv, min_batch, model, n_gpus, slo_ms, weights):
     try:
         caption = capacity_views.source_text(model, weights, kv, n_gpus, context)
         fixed = f"SLO {slo_ms:g} ms per output token" if slo_ms else "no latency SLO"
-        _src = capacity.EFFICIENCY_SOURCE if efficiency == capacity.DEFAULT_EFFICIENCY else "your choice"
+        _src = "Databricks' worked example, see Sources" if efficiency == capacity.DEFAULT_EFFICIENCY else "your choice"
         caption_md = mo.md(f"""
         ## GPUs ranked by $ per million output tokens
 
         {fixed}, at least {min_batch} sequence{'s' if min_batch > 1 else ''}; each GPU runs the
         largest batch that fits and meets the SLO, with the step at **{efficiency:.0%} of the datasheet**
-        (efficiency from: {_src}). *{caption}*
+        ({_src}). *{caption}*
         """)
     except ValueError as _exc:
         caption_md = mo.md(f"## GPUs ranked by $ per million output tokens\n\n⚠️ **Cannot plan this:** {_exc}")
@@ -198,51 +189,35 @@ def _(
     return (ranked,)
 
 
-@app.cell
-def _(context, efficiency, kv, min_batch, model, n_gpus, provider, ranked, slo_ms, weights):
-    if ranked is None:
-        _md = mo.md("")
-    else:
-        _at_floor = capacity_ranking.rank(model, weights, kv, context, slo_ms=slo_ms, min_batch=min_batch, gpus=n_gpus,
-                                          efficiency=1.0, provider=provider)
-        _ok = [r for r in ranked if r.status == "ok"]
-        _note = capacity_ranking.providers_note(ranked)
-        _first = (f"**{_ok[0].gpu}** ({_ok[0].provider}) at "
-                  f"\\${_ok[0].usd_per_million_tokens:.3f} per million output tokens, batch {_ok[0].batch:,}"
-                  if _ok else "no GPU meets these constraints")
-        _md = mo.md(f"""
-        The cheapest here: {_first}. {_note[0].upper() + _note[1:]}.
-
-        **What you should see.** The same table on a CPU and on a GPU: it is computed, not measured. Here
-        {len(_ok)} of {len(ranked)} GPUs meet the constraints ({", ".join(r.gpu for r in _ok) or "none"}); the others
-        follow with the reason. The efficiency divides every step by the same factor; at 100 % the steps
-        are the column "ms per token (datasheet floor)": {capacity_ranking.against_datasheet(ranked, _at_floor)} —
-        what a plan at the datasheet's floor promises beyond the step an engine at {efficiency:.0%} runs.
-        """)
-    _md
+@app.cell(hide_code=True)
+def _():
+    mo.md("""
+    **What you should see.** A sorted table: rank 1 is the cheapest GPU that meets the constraints; the
+    others follow with the reason.
+    - *ms per token (at efficiency)* = *datasheet floor* ÷ efficiency; the SLO, batch and cost use it. At 100 %
+      the two are equal and at least as many GPUs meet the SLO, at batches at least as large: the promise of
+      a plan made at the floor, which no engine keeps.
+    - *batch* equal to *max batch*: the memory sets it; smaller: the SLO does.
+    - *price from*: a ranking across providers sets one's discount against another's list price; rank within
+      the provider you buy from ("prices from").
+    """)
     return
 
 
-@app.cell
-def _(model, n_gpus):
-    try:
-        split_note = capacity.sharding(get_spec(model), n_gpus).note
-    except ValueError as _exc:
-        split_note = f"⚠️ {_exc}"
+@app.cell(hide_code=True)
+def _():
     _h = gpus.get_gpu("H100 SXM")
     mo.md(f"""
-    **What the planner counts.** A GPU's memory is what the device reports to CUDA, not the label: an
-    {_h.name} labelled {_h.memory_gb:g} GB reports {_h.memory_reported_gib:g} GiB =
-    {_h.usable_memory_bytes / 1e9:,.2f}·10⁹ B (sources in `helpers/data/gpu_memory.csv`; GPUs without a
-    reported figure use the label). Of it the runtime plans with {capacity.GPU_MEMORY_UTILIZATION:.0%}
-    (vLLM's default `gpu_memory_utilization`), less about {capacity.RUNTIME_OVERHEAD_BYTES / 1e9:.1f} GB
-    for activations and the CUDA context — the same budget notebook 02 counts
-    (`helpers.formulas.memory.runtime_reserve_bytes`); the weights come next, and what is left holds the
-    KV cache — so `max batch` = KV budget ÷ one sequence's cache.
-    Tensor parallelism here: {split_note}. The step's floor is `max(bytes ÷ bandwidth, FLOPs ÷ peak)`
-    with the bytes and FLOPs of `helpers.formulas.stepcost` (the same as notebook 03's floor), the FP8 peak only
-    for fp8 weights on GPUs that have it; communication between GPUs is not counted. The step the
-    ranking uses is that floor ÷ the efficiency.
+    **What the planner counts.** GPU memory comes in binary sizes: an {_h.name}'s "{_h.memory_gb:g} GB" is
+    {_h.stacks} {_h.memory_type} stacks of {_h.stack_gib:g} GiB, and it reports {_h.memory_reported_gib:g} GiB to
+    CUDA (`helpers/data/gpu_memory.csv`; a GPU without a reported figure: its label in GiB less the largest
+    reserve its kind reports). The runtime plans with {capacity.GPU_MEMORY_UTILIZATION:g} of it (vLLM's
+    `gpu_memory_utilization`, 0.92 by default in the vLLM 0.32 installed here) less
+    {capacity.RUNTIME_OVERHEAD_BYTES / 1e9:.1f}·10⁹ B (notebook 02's budget); the weights take their share and
+    the rest holds the KV cache: `max batch` = KV budget ÷ one sequence's cache. In tensor parallelism weights
+    and K/V heads split over the GPUs, communication not counted (notebook 09). The floor is
+    `max(bytes ÷ bandwidth, FLOPs ÷ peak)` (`helpers.formulas.stepcost`, notebook 03's), the FP8 peak for fp8
+    weights on GPUs that have it.
     """)
     return
 
@@ -260,8 +235,8 @@ def _():
     mo.vstack([mo.md("""
     ## The batch an SLO allows, derived
 
-    The ranking above picks, on each GPU, the largest batch whose step meets the SLO. That batch follows from
-    the step's bytes, term by term; predict it first for one case (the same whatever the controls above say).
+    The ranking picks, on each GPU, the largest batch whose step meets the SLO. It follows from the step's
+    bytes; predict it first for one fixed case.
     """), batch_box])
     return batch_box, slo_case
 
@@ -282,8 +257,8 @@ def _(slo_case):
 
         b_SLO = ⌊(t·e·B − W) ÷ k⌋,   batch = min(b_SLO, max batch)
 
-    where max batch = KV budget ÷ one sequence's cache (the section above). Where the FLOPs outgrow the bytes
-    the step is {term("compute-bound")} and the planner's bisection (`plan_for_slo`) takes over from this formula.
+    (max batch: the section above). Where the FLOPs outgrow the bytes the step is {term("compute-bound")} and
+    the planner's bisection (`plan_for_slo`) takes over.
 
     **Worked example** (`helpers.capacity.slo.slo_batch`): {_d.plan.model} on one {_d.gpu}, {_d.plan.context:,} tokens.
 
@@ -292,9 +267,8 @@ def _(slo_case):
     - t·e·B = {_d.slo_s * 1e3:g} ms × {_d.efficiency:.2f} × {_d.bandwidth / 1e12:g} TB/s = **{_d.step_budget_bytes:,.0f} B**
       a step may move within the SLO
     - b_SLO = ⌊({_d.step_budget_bytes:,.0f} − {_d.weight_bytes:,.0f}) ÷ {_d.seq_bytes:,.0f}⌋ = **{_d.slo_batch:,}**;
-      the KV budget holds {_d.max_batch:,}, so the batch is **{_d.derived:,}**
-      ({"the SLO sets it" if _d.slo_batch < _d.max_batch else "the memory sets it"}; `plan_for_slo` finds
-      {_d.batch:,})
+      the KV budget holds {_d.max_batch:,}, so the batch is **{_d.derived:,}**: the SLO sets it
+      (`plan_for_slo` finds {_d.batch:,})
     - its step: {_d.plan.step_ms:.2f} ms, the weights alone {1e3 * _d.weight_bytes / (_d.efficiency * _d.bandwidth):.2f} ms of it.
     """)
     return (slo_derived,)
@@ -355,9 +329,8 @@ def _(slo_case):
     - t·e·B = 50 ms × {_p.efficiency:.2f} × {_p.bandwidth / 1e12:g} TB/s = {_p.step_budget_bytes:,.0f} B
     - b_SLO = ⌊({_p.step_budget_bytes:,.0f} − {_p.weight_bytes:,.0f}) ÷ {_p.seq_bytes:,.0f}⌋ = {_p.slo_batch:,};
       the KV budget holds {_p.max_batch:,}
-    - the batch: **{_p.derived:,}** — {"the memory sets it: the SLO would allow more sequences than the cache holds"
-      if _p.slo_batch >= _p.max_batch else "the SLO sets it: the cache would hold more sequences"}
-      (`plan_for_slo`: {_p.batch:,})
+    - the batch: **{_p.derived:,}** — the memory sets it: the SLO would allow more sequences than the cache
+      holds (`plan_for_slo`: {_p.batch:,})
     - its step {_p.plan.step_ms:.2f} ms, {_p.plan.tokens_per_s:,.0f} tokens/s, **\\${_p.plan.usd_per_million_tokens:.3f}**
       per million output tokens
     """, label="Solution (computed by helpers.capacity.slo.slo_batch)")
@@ -367,16 +340,14 @@ def _(slo_case):
 @app.cell(hide_code=True)
 def _(slo_derived):
     _d = slo_derived
-    _one = verdicts.share(_d.seq_bytes, _d.weight_bytes + _d.seq_bytes, "its bytes")
     mo.md(f"""
     ## Latency against throughput: the batch decides
 
-    A decode step reads all the weights once, however many sequences share it, plus each sequence's cache:
-    W + b·k bytes (derived above). The tokens per second, b ÷ step, grow with b; the step grows by k per
-    sequence, and the caches' reads pass the weights' at b = W ÷ k. For {_d.plan.model} at
-    {_d.plan.context:,} tokens that is {_d.parity_batch:,.1f} sequences (one sequence's cache is
-    {_one} at batch 1); past the {term("ridge point")} the arithmetic, not the bytes, sets the step. The last
-    point of each line is the largest batch that fits.
+    A step moves W + b·k bytes: the tokens per second, b ÷ step, grow with b, the step by k per sequence, and
+    the caches' reads pass the weights' at b = W ÷ k — {_d.parity_batch:,.1f} sequences for {_d.plan.model} at
+    {_d.plan.context:,} tokens (one cache is {100 * _d.seq_bytes / (_d.weight_bytes + _d.seq_bytes):,.1f} % of a
+    batch-1 step's bytes). Past the {term("ridge point")} the FLOPs set the step. Each line ends at the largest
+    batch that fits.
     """)
     return
 
@@ -396,48 +367,28 @@ def _(context, efficiency, kv, model, n_gpus, slo_ms, weights):
     return
 
 
+@app.cell(hide_code=True)
+def _():
+    mo.md("""
+    ## The quality–latency–throughput triangle
+
+    The same model on one H100 SXM with the settings above, planned four ways: batch 1 (**latency**); the
+    largest batch within the SLO (10 ms when none is set); the largest the memory holds (**throughput**);
+    and that with fp8 weights and cache (**less precision**: a larger batch, at a quality cost to measure,
+    notebook 05). Read *ms per token* against *$ per M output tokens* down the rows. Premium chat buys the
+    latency corner, agents and batch jobs the throughput corner.
+    """)
+    return
+
+
 @app.cell
 def _(context, efficiency, kv, model, n_gpus, slo_ms, weights):
-    tri_slo = slo_ms or 10.0          # with no SLO chosen above, 10 ms stands in for one
     try:
-        tri = {c.corner: c for c in triangle(model, "H100 SXM", weights, kv, context, tri_slo, n_gpus, efficiency)}
-        tri_error = None
+        _tri = triangle(model, "H100 SXM", weights, kv, context, slo_ms or 10.0, n_gpus, efficiency)
+        _view = capacity_views.triangle_frame(_tri)
     except ValueError as _exc:
-        tri, tri_error = None, str(_exc)
-    if tri is None:
-        tri_md = mo.md(f"## The quality–latency–throughput triangle\n\n⚠️ **Not on H100 SXM:** {tri_error}")
-    else:
-        lat, slo_row, thr = list(tri.values())[:3]
-        low = tri.get("throughput, less precision")
-        low_text = (f"Giving up precision — fp8 weights and cache — fits **batch {low.batch:,}** and brings "
-                    f"the cost to **\\${low.usd_per_million_tokens:.3f}**; whether the answers stay as good is "
-                    "a benchmark question (notebook 05)." if low is not None else "")
-        _slo_name = (f"Your SLO of {tri_slo:g} ms" if slo_ms else
-                     f"A latency SLO ({tri_slo:g} ms here, a stand-in: no SLO is set above)")
-        _slo_text = (f"{_slo_name} sits in between: batch **{slo_row.batch:,}** at {slo_row.step_ms:.2f} ms."
-                     if slo_row.meets_slo else
-                     f"{_slo_name} is out of reach: even batch 1 takes {lat.step_ms:.2f} ms per token "
-                     f"at this efficiency.")
-        tri_md = mo.md(f"""
-        ## The quality–latency–throughput triangle, in numbers
-
-        On one H100 SXM with these settings ({context:,} tokens, the step at {efficiency:.0%} of the
-        datasheet, as the ranking): serving **one user** gives the
-        fastest tokens, **{lat.step_ms:.2f} ms** each, but costs
-        **\\${lat.usd_per_million_tokens:.2f}** per million. Filling the memory with
-        **{thr.batch:,} sequences** makes each token {verdicts.speed(thr.step_ms, lat.step_ms, "faster", "slower")} (**{thr.step_ms:.2f} ms**)
-        and the million tokens {verdicts.speed(thr.usd_per_million_tokens, lat.usd_per_million_tokens, "cheaper",
-        "dearer", "as costly")} (**\\${thr.usd_per_million_tokens:.3f}**). {_slo_text} {low_text}
-        Premium chat buys the latency corner; agents and batch jobs the throughput corner; both can
-        trade quality for either.
-        """)
-    tri_md
-    return (tri,)
-
-
-@app.cell
-def _(tri):
-    capacity_views.triangle_frame(tri.values()) if tri is not None else mo.md("")
+        _view = mo.md(f"⚠️ **Not on H100 SXM:** {_exc}")
+    _view
     return
 
 
@@ -448,11 +399,10 @@ def _():
     mo.vstack([mo.md("""
     ## What a request costs, prefill counted
 
-    API providers price input and output tokens apart. For requests of *P* prompt and *O* output
-    tokens (the context is their sum), each GPU's GPU-time per request is its prefill (the GPU busy
-    with it alone) plus its share of *O* decode steps at the request's mean context (*O* × step ÷
-    batch): $ per million input tokens prices the first, $ per million output tokens the second, next
-    to the decode-only figure of the ranking above (`--prompt-tokens`, `--output-tokens` on the command line).
+    API providers price input and output tokens apart. A request of *P* prompt and *O* output tokens
+    takes its prefill (the GPU busy with it alone) plus its share of *O* decode steps (*O* × step ÷ batch):
+    $ per million input tokens prices the first, output tokens the second (`--prompt-tokens`,
+    `--output-tokens`).
     """), mo.hstack([prompt_choice, output_choice], justify="start")])
     return output_choice, prompt_choice
 
@@ -481,44 +431,18 @@ def _(
     return (requests,)
 
 
-@app.cell
-def _(
-    efficiency,
-    kv,
-    model,
-    n_gpus,
-    output_choice,
-    prompt_choice,
-    requests,
-    weights,
-):
-    _ok = [r for r in requests or () if r.status == "ok"]
-    if not _ok:
-        _md = mo.md("")
-    else:
-        _r = _ok[0]
-        _p, _o = int(prompt_choice.value or 1000), int(output_choice.value or 200)
-        _plan = capacity.plan(model, _r.gpu, n_gpus, weights, kv, context=_p + _o, batch=_r.batch,
-                              prompt_tokens=_p, efficiency=efficiency)
-        _ratio = _r.usd_per_million_output_tokens / _r.usd_per_million_input_tokens
-        _word = verdicts.change_words(_ratio, higher="more", lower="less",
-                                      within=f"as much, within {verdicts.CHANGE_MARGIN:.0%}")
-        _dec_word = verdicts.change_words(_r.usd_per_million_tokens / _r.usd_per_million_output_tokens,
-                                          higher="higher than", lower="lower than",
-                                          within=f"within {verdicts.CHANGE_MARGIN:.0%} of")
-        _why = (f"The {_p:,}-token prefill is **{_plan.prefill_bound}-bound** here (floor: "
-                f"{1e3 * _plan.prefill_memory_s:,.2f} ms to move the weights and the prompt's cache, "
-                f"{1e3 * _plan.prefill_compute_s:,.2f} ms of arithmetic): one pass serves all {_p:,} prompt tokens, "
-                f"while each decode step reads the weights again for {_r.batch:,} token"
-                f"{'s' if _r.batch > 1 else ''}, one per sequence.")
-        _md = mo.md(f"""
-        **What you should see** (computed, the same on any machine): on the cheapest GPU here,
-        {_r.gpu}, an output token costs **{_ratio:,.1f}×** what an input token does
-        ({_word}). {_why} The decode-only column is {_dec_word} the request's output price (\\${_r.usd_per_million_tokens:.3f}
-        against \\${_r.usd_per_million_output_tokens:.3f}): the column times every step at the full context, the
-        request at its mean.
-        """)
-    _md
+@app.cell(hide_code=True)
+def _():
+    mo.md("""
+    **What you should see** (computed). A prefill serves all *P* prompt tokens in one pass over the weights
+    (*prefill bound*: its FLOPs or its bytes set it); a decode step reads them again for one token per sequence.
+    - *output ÷ input price* **above** 1: an output token costs more GPU time than an input one, as API price
+      lists charge it.
+    - **at** or **below** 1: a batch large enough that a sequence's share of a step costs less than a prompt
+      token's share of the prefill, or a prompt long enough that attention makes its prefill dear.
+
+    The decode-only column times every step at the full context, so it is never below the request's.
+    """)
     return
 
 
@@ -535,16 +459,12 @@ def larger_check(active) -> dict:
 def _():
     measured_button = replay.run_button()
     mo.vstack([mo.md(f"""
-    ## Prediction against measurement, on this machine
+    ## Prediction against measurement: the planner's floor and this machine's step
 
-    The planner's floor for the model this notebook's profile loads (`WORKSHOP_PROFILE`), on the
-    device in use, with the bandwidth measured here (notebook 03's microbenchmark), against the
-    median decode step measured with a real KV cache. A ratio above 1 is what the floor leaves
-    out: kernel launches, Python, the attention kernels' own traffic, caches that are not perfect. A cost
-    paid per step, whatever the bytes, is a larger share of a step that reads fewer bytes; whether this run
-    shows that is said in the next section, which measures a larger model. A ratio below 1 means the
-    step's bytes came faster than the measured bandwidth: weights that fit the {term("last-level cache")}
-    stay there between steps. `make bench` reports the same ratio for the active profile.
+    The planner's floor for the profile's model on this device — a decode step's bytes ÷ the bandwidth
+    measured here (notebook 03) — against the median step of a generation with a real KV cache; then the
+    same for a model that reads more bytes per step (the `small` profile), so that the time beyond each floor
+    can be compared across bytes.
     """), measured_button])
     return (measured_button,)
 
@@ -555,115 +475,76 @@ def _(measured_button):
     from helpers.measure.models import load
     from helpers.measure.local_models import ProfileUnavailable
 
-    loaded, measured, measured_run = None, None, None   # None when the profile's model cannot load here
+    loaded, measured, measured_run, measured_error = None, None, None, ""   # None when the model cannot run here
     try:
         loaded = load()
         measured_run = replay.measure("04/predict_vs_measure", capacity_measured.predict_vs_measure, loaded,
                                       run=measured_button.value, profile=loaded.profile, device=loaded.device)
         measured = measured_run.value
-        measured_view = capacity_measured.comparison_table(measured)
     except ImportError as _exc:
-        measured_view = mo.md(f"⚠️ The bandwidth microbenchmark is not available here: {_exc}")
+        measured_error = f"⚠️ The bandwidth microbenchmark is not available here: {_exc}"
     except (ProfileUnavailable, ValueError) as _exc:
-        measured_view = mo.md(f"⚠️ **The profile's model cannot run here:** {_exc}")
+        measured_error = f"⚠️ **The profile's model cannot run here:** {_exc}"
     except (RuntimeError, MemoryError) as _exc:
         if not is_out_of_memory(_exc):
             raise
-        measured_view = mo.md(f"⚠️ **The device ran out of memory measuring the step** — a result, not a "
-                              f"crash: this GPU cannot also hold the measurement's batch. ({_exc})")
-    measured_view
-    return loaded, measured, measured_run
+        measured_error = f"⚠️ **The device ran out of memory measuring the step** — a result, not a crash. ({_exc})"
+    mo.vstack([mo.md(measured_error), measured_run.note() if measured_run is not None else mo.md("")])
+    return loaded, measured
 
 
-@app.cell(hide_code=True)
-def _(measured_run):
-    measured_run.note() if measured_run is not None else mo.md("")
-    return
+@app.cell
+def _(loaded, measured_button):
+    from helpers.measure.local_models import ProfileUnavailable as _Unavailable
 
-
-@app.cell(hide_code=True)
-def _(measured, measured_run):
-    _h = roofline.gpu_roofline("H100 SXM", expected.REFERENCE_MODEL, contexts=(512,))
-    _gpu = [expected.computed(f"the planner's floor for {_h['model']} at 512 tokens on an {_h['gpu']} is "
-                              f"{1e3 * _h['decode_floor_s'][512]:,.2f} ms at the datasheet's "
-                              f"{_h['bandwidth'] / 1e12:g} TB/s, {1e3 * _h['decode_at_efficiency_s'][512]:,.2f} ms at "
-                              f"the planner's {_h['efficiency']:.0%}",
-                              "helpers.formulas.roofline.gpu_roofline (helpers.formulas.stepcost, the GPU catalog)"),
-            *expected.eager_against_floor()]
-    if measured is None:
-        _md = mo.md("")
-    else:
-        _e = capacity_measured.efficiency(measured)
-        _where = "in the recorded run" if measured_run.replayed else "here"
-        if _e.gpu is not None:
-            _ds = (f"Against the {_e.gpu.name} datasheet's {_e.datasheet_bandwidth / 1e12:,.2f} TB/s (the "
-                   f"share the planner's `--efficiency` means) that is **{100 * _e.datasheet_efficiency:,.1f} %** "
-                   f"(× {measured['bandwidth'] / 1e9:,.0f} GB/s measured ÷ {_e.datasheet_bandwidth / 1e9:,.0f} GB/s): "
-                   + (f"pass `--efficiency {_e.datasheet_efficiency:.2f}` to plan with this engine"
-                      if _e.datasheet_efficiency <= 1 else "above 1, so the datasheet figure is not a bound here"))
+    larger, _run, _note = None, None, ""
+    try:
+        if loaded is None:
+            raise ValueError("the profile's model did not load (said above)")
+        if capacity_measured.larger_profile(loaded) is None:
+            _note = (f"The profile's model ({loaded.profile}) reads at least as many bytes per step as the "
+                     f"{capacity_measured.LARGER_PROFILE} profile: one measured row.")
         else:
-            _ds = (f"This device ({measured.get('device_name') or measured['device']}) has no datasheet in the GPU "
-                   "catalog, and the planner's `--efficiency` is a share of a catalogued GPU's datasheet, so this "
-                   "figure is not a value to pass there; measure on the GPU you plan for")
-        _md = mo.md(f"""
-        **Measured efficiency {_where}: {100 * _e.vs_measured_bandwidth:,.1f} %** of the floor at the device's
-        measured bandwidth (predicted ÷ measured). {_ds} (the planner's default is
-        {100 * _h['efficiency']:,.0f} %, from a published worked example).
-        """)
-        _md = mo.vstack([_md, expected.should_see(capacity_measured.against_floor(measured), _gpu)])
-    _md
+            _run = replay.measure("04/larger", larger_check, loaded, run=measured_button.value, long=True,
+                                  profile=loaded.profile, device=loaded.device)
+            larger = _run.value
+    except (_Unavailable, ValueError) as _exc:
+        _note = f"⚠️ **The larger model was not measured:** {_exc}"
+    mo.vstack([mo.md(_note), _run.note() if _run is not None else mo.md("")])
+    return (larger,)
+
+
+@app.cell
+def _(larger, measured):
+    _measured = [r for r in (measured, larger) if r is not None]
+    _model, _gpu, _ctx = capacity_measured.REFERENCE
+    plots.table(capacity_measured.floor_table(_measured),
+                "measured: " + ("; ".join(r.get("label", "?") for r in _measured) or "nothing on this machine")
+                + f" · floor = bytes ÷ the bandwidth measured · computed: {_model}, bf16, batch 1, {_ctx} tokens, "
+                  f"on one {_gpu} at its datasheet bandwidth (helpers.capacity.plan)", precision=3)
     return
 
 
 @app.cell(hide_code=True)
 def _():
-    larger_button = replay.run_button()
-    mo.vstack([mo.md("""
-    ### The same prediction on a larger model
+    mo.md(f"""
+    **What you should see.** Each model's step beside its floor, their ratio and its label ({regime.MARGIN:.0%}
+    margin).
+    - **above**: the step pays for more than its bytes — Python, operator dispatch, kernel launches (the
+      overhead regime; the tiny model on a CPU is its textbook case). Compare *beyond the floor* across the
+      models: a time that does not grow with the bytes is a cost per step, overhead; a time that grows with
+      them is reading below the measured bandwidth (notebook 03 times the kernels).
+    - **at**: reading the bytes is the step (the bandwidth regime, {term("memory-bound")}; Mistral 7B at batch
+      1 on a GPU is its case).
+    - **below**: the bytes came from a cache, faster than memory: compare *bytes per step* with the
+      {term("last-level cache")}.
 
-    The same floor, the same measurement and the same rule on the `small` profile, beside the profile's
-    model above (the table gives each one's bytes per step). Where the profile's model already reads as many
-    (Mistral 7B on a GPU, the small profile itself), this section has nothing to add.
-    """), larger_button])
-    return (larger_button,)
-
-
-@app.cell
-def _(larger_button, loaded):
-    from helpers.measure.local_models import ProfileUnavailable as _Unavailable
-
-    larger, larger_run = None, None
-    try:
-        if loaded is None:
-            raise ValueError("the profile's model did not load (the section above says why)")
-        if capacity_measured.larger_profile(loaded) is None:
-            larger_view = mo.md(f"The model above ({loaded.profile}) reads at least as many bytes per step as the "
-                                f"{capacity_measured.LARGER_PROFILE} profile: nothing more to measure.")
-        else:
-            larger_run = replay.measure("04/larger", larger_check, loaded, run=larger_button.value, long=True,
-                                        profile=loaded.profile, device=loaded.device)
-            larger = larger_run.value
-            larger_view = capacity_measured.comparison_table(larger)
-    except (_Unavailable, ValueError) as _exc:
-        larger_view = mo.md(f"⚠️ **Not measured:** {_exc}")
-    larger_view
-    return larger, larger_run
-
-
-@app.cell(hide_code=True)
-def _(larger_run):
-    larger_run.note() if larger_run is not None else mo.md("")
-    return
-
-
-@app.cell(hide_code=True)
-def _(larger, measured):
-    if measured is None or larger is None:
-        _md = mo.md("")
-    else:
-        _md = expected.should_see([capacity_measured.against_floor(larger),
-                                   capacity_measured.floor_shares(measured, larger)], ())
-    _md
+    *On a GPU*: the computed row is the planner's floor for Mistral 7B on an H100 SXM, at the 50 % it assumes;
+    a measured row's *datasheet floor ÷ measured* is the `--efficiency` to plan that GPU with. gpt-fast decodes
+    Llama-2-7B on an A100-80GB at {expected.published("gpt_fast_eager_tokens_per_s").value:g} tokens/s in an
+    eager loop and {expected.published("gpt_fast_compiled_tokens_per_s").value:g} compiled with CUDA graphs: the
+    same bytes, less overhead.
+    """)
     return
 
 
@@ -672,8 +553,7 @@ def _():
     mo.md("""
     ## Exercises
 
-    Try each before opening its solution (exercise 1 sits with the SLO's derivation above). The command line
-    gives the same numbers as this notebook.
+    Exercise 1 sits with the SLO's derivation; the command line gives the same numbers.
     """)
     return
 
@@ -687,9 +567,9 @@ def _():
                     "--context 4096 --slo-ms 20`, then add `--provider RunPod`. Does the winner change, and why "
                     "should you care?", f"""
     Across every provider the cheapest is **{_a.gpu}** ({_a.provider}, \\${_a.usd_per_million_tokens:.3f} per
-    million output tokens); within RunPod it is **{_b.gpu}** (\\${_b.usd_per_million_tokens:.3f}).
-    {"The winner changes: " if _a.gpu != _b.gpu else "The same GPU wins, but "}a mixed ranking compares one
-    provider's discount with another's list price — rank within the provider you would actually buy from.
+    million output tokens); within RunPod it is **{_b.gpu}** (\\${_b.usd_per_million_tokens:.3f}). The winner
+    changes: a mixed ranking compares one provider's discount with another's list price — rank within the
+    provider you would actually buy from.
     """)
     return
 
@@ -700,17 +580,11 @@ def _():
     notebook.exercise(3, "A long prompt. Price a request of 6,000 prompt and 500 output tokens on one H100 SXM at "
                     "batch 16 (`--context 8192 --batch 16 --prompt-tokens 6000 --output-tokens 500`). Which part "
                     "of the request costs more?", f"""
-    Prefill {1e3 * _r.request_prefill_s:,.1f} ms of GPU time, decode {1e3 * _r.request_decode_s:,.1f} ms (its share of
-    batch 16): \\${_r.usd_per_request:.6f} per request, \\${_r.usd_per_million_input_tokens:.3f} per million input and
-    \\${_r.usd_per_million_output_tokens:.3f} per million output tokens. {
-        "The prefill costs more: a long prompt makes it the larger part of the bill" if _r.request_prefill_s >
-        _r.request_decode_s else
-        "The decode still costs more: 500 output tokens, even sharing each step with 15 other requests, take "
-        "more GPU time than one 6,000-token prefill"}; each output token costs
-    {_r.usd_per_million_output_tokens / _r.usd_per_million_input_tokens:,.1f}× an input token ({
-        verdicts.change_verdict(_r.usd_per_million_output_tokens / _r.usd_per_million_input_tokens)} by the
-    {verdicts.CHANGE_MARGIN:.0%} rule), the prefill
-    being {_r.prefill_bound}-bound at 6,000 tokens.
+    Prefill {1e3 * _r.request_prefill_s:,.1f} ms of GPU time ({_r.prefill_bound}-bound), decode
+    {1e3 * _r.request_decode_s:,.1f} ms (its share of batch 16): \\${_r.usd_per_request:.6f} per request; an output
+    token costs {_r.usd_per_million_output_tokens / _r.usd_per_million_input_tokens:,.1f}× an input token. The
+    decode still costs more: 500 steps, even shared with 15 other requests, take more GPU time than one
+    6,000-token prefill.
     """)
     return
 
@@ -720,21 +594,18 @@ def _(measured, ranked, slo_case, slo_derived):
     _at20 = capacity_slo.slo_batch(slo_case["model"], slo_case["gpu"], 20.0, slo_case["context"], slo_case["efficiency"])
     _ok = [r for r in ranked or () if r.status == "ok"]
     check_questions = [
-        learner.Question(f"The derivation's case ({slo_derived.plan.model} on one {slo_derived.gpu}, "
-                         f"{slo_derived.plan.context:,} tokens, {slo_derived.efficiency:.0%} of the datasheet) with an "
-                         "SLO of 20 ms instead of 10: what batch does the SLO allow?", _at20.batch, "sequences"),
-        learner.Question("In the ranking of section 1, with your settings: how many GPUs meet the constraints?",
-                         len(_ok), "GPUs"),
-        (learner.Question("This run's measured decode step (section 'Prediction against measurement'): above, at or "
-                          f"below the planner's floor, by the {verdicts.CHANGE_MARGIN:.0%} rule?",
-                          capacity_measured.against_floor_way(measured),
-                          options=("above the floor", "at the floor", "below the floor"))
+        learner.Question("The derivation's case with an SLO of 20 ms: what batch does it allow?", _at20.batch,
+                         "sequences"),
+        learner.Question("How many GPUs meet the constraints in the ranking, with your settings?", len(_ok), "GPUs"),
+        (learner.Question("This run's measured step of the profile's model against its floor?",
+                          regime.label(regime.ratio(measured.get("measured_step_s"), measured.get("predicted_step_s"))),
+                          options=regime.LABELS)
          if measured is not None else
-         learner.Question("In the derivation, at what batch do the caches' reads equal the weights' read (W ÷ k)?",
+         learner.Question("In the derivation, at what batch do the caches' reads equal the weights' (W ÷ k)?",
                           slo_derived.parity_batch, "sequences")),
     ]
     check_form = learner.self_check(check_questions)
-    learner.self_check_section(check_form, check_questions, "the derivation at another SLO, the ranking with your settings — change a control and its answer changes — and this machine's measured step")
+    learner.self_check_section(check_form, check_questions, "the second follows your controls")
     return check_form, check_questions
 
 
@@ -746,20 +617,27 @@ def _(check_form, check_questions):
 
 @app.cell(hide_code=True)
 def _():
-    mo.md(f"""
+    mo.md("""
     ## Takeaways
 
-    - The KV cache gets what is left of the memory the GPU reports after the runtime's reserve and the
-      weights; that, divided by one sequence's cache, is the largest batch.
-    - A step's floor (bytes ÷ bandwidth, FLOPs ÷ peak) is what the datasheet allows, not what an engine runs:
-      plan with the step at an efficiency, measured on your engine where you can.
-    - A step reads the weights once for the whole batch and each sequence's cache: the batch an SLO allows
-      is ⌊(t·e·B − W) ÷ k⌋, capped by the memory, and the cost per token falls as the batch grows.
-    - Compare prices within one provider, and price requests as input and output tokens: prefill and
-      decode cost differently.
-
-    *This run took {notebook.elapsed(started)}.*
+    - The KV cache gets what the GPU reports less the reserve and the weights; ÷ one sequence's cache, that
+      is the largest batch.
+    - A floor (bytes ÷ bandwidth, FLOPs ÷ peak) is what the datasheet allows: plan at an efficiency measured
+      on your engine.
+    - The batch an SLO allows is ⌊(t·e·B − W) ÷ k⌋, capped by the memory; the cost per token falls as it grows.
+    - Compare prices within one provider; prefill and decode price differently.
     """)
+    return
+
+
+@app.cell(hide_code=True)
+def _():
+    mo.vstack([expected.sources("gpt_fast_eager_tokens_per_s", "gpt_fast_compiled_tokens_per_s", more=(
+        "Databricks, \"LLM Inference Performance Engineering: Best Practices\" (2023): the 50 % MBU worked "
+        "example — <https://www.databricks.com/blog/llm-inference-performance-engineering-best-practices>",
+        "Horace He, \"Making Deep Learning Go Brrrr From First Principles\" (2022) — <https://horace.io/brrr_intro.html>",
+        "GPUs: `helpers/data/gpus.csv` and `helpers/data/gpu_memory.csv`, each row with its source")),
+        mo.md(f"*This run took {notebook.elapsed(started)}.*")])
     return
 
 

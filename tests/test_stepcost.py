@@ -194,13 +194,14 @@ def test_cost_of_a_request_by_hand():
         capacity.plan(MISTRAL, "H100 SXM", context=1024, prompt_tokens=1000, output_tokens=200)
 
 
-def test_providers_are_shown_and_a_ranking_says_when_it_mixes_them():
+def test_providers_are_shown_and_a_ranking_lists_those_it_mixes():
     rows = capacity_ranking.rank(MISTRAL, context=4096, slo_ms=20)
     assert all(r.provider == gpus.get_gpu(r.gpu).price_provider for r in rows)
-    assert "mixes them" in capacity_ranking.providers_note(rows)
+    assert capacity_ranking.providers_of(rows) == list(dict.fromkeys(r.provider for r in rows)) and \
+        len(capacity_ranking.providers_of(rows)) == len(gpus.providers())
     runpod = capacity_ranking.rank(MISTRAL, context=4096, slo_ms=20, provider="runpod")
     assert runpod and {r.provider for r in runpod} == {"RunPod"}
-    assert capacity_ranking.providers_note(runpod) == "prices from one provider: RunPod"
+    assert capacity_ranking.providers_of(runpod) == ["RunPod"]
     with pytest.raises(ValueError, match="prices come from"):
         capacity_ranking.rank(MISTRAL, context=4096, provider="nobody")
 

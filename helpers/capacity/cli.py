@@ -69,7 +69,7 @@ def _new_capacity_args(p) -> None:
                    help="with --parallel: the link between the GPUs (default: the fastest inside one server)")
     p.add_argument("--provider", default=None,
                    help="with --gpu all: rank only the GPUs this provider prices (see `python -m helpers gpus`); "
-                        "without it the ranking mixes providers and says so")
+                        "without it the ranking mixes providers and lists them")
 
 
 def _plan_dict(p, meets_slo=None, slo_ms=None) -> dict:
@@ -81,7 +81,7 @@ def _plan_dict(p, meets_slo=None, slo_ms=None) -> dict:
 
 def _capacity_render(r: dict) -> str:
     if "ranking" in r:
-        lines = [f"{r['source']}", r["providers_note"],
+        lines = [f"{r['source']}", f"prices from: {', '.join(r['providers'])} (--provider NAME ranks within one)",
                  f"ms/token at {r['efficiency']:.0%} of the datasheet (floor: at 100 %); $/M out: decode only",
                  f"{'rank':>4}  {'GPU':<23} {'price from':<14} {'status':<15} {'batch':>5} {'floor ms':>8} "
                  f"{'ms/token':>9} {'tokens/s':>10} {'$/hour':>8} {'$/M out':>9}"
@@ -156,7 +156,7 @@ def _capacity(a) -> dict:
                 "source": capacity_views.source_text(spec, a.dtype, a.kv_dtype, a.gpus, a.context),
                 "ranking": [asdict(row) for row in rows],
                 "efficiency": a.efficiency, "prompt_tokens": a.prompt, "output_tokens": a.output_tokens,
-                "provider": a.provider, "providers_note": capacity_ranking.providers_note(rows),
+                "provider": a.provider, "providers": capacity_ranking.providers_of(rows),
                 "providers_mixed": len({row.provider for row in rows}) > 1}
     from ..formulas.gpus import get_gpu
 

@@ -1,7 +1,7 @@
 """The capacity planner against a measurement: its decode step for the loaded model on its own device
 (helpers.capacity's roofline, with the loaded weights' bytes and the measured bandwidth) beside the
-step measured with a real KV cache, as a table for notebook 04 and as the capacity section of
-`make bench`.
+step measured with a real KV cache — for notebook 04 a table of one row per model (floor_table), with
+the planner's computed row for a named GPU beside them, and the capacity section of `make bench`.
 """
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import re
 from dataclasses import dataclass
 
 from .. import checks
-from ..formulas import verdicts
-from ..formulas.gpus import GPU, datasheet_gpu
+from ..formulas import regime
+from ..formulas.gpus import datasheet_gpu
 from ..formulas.memory import KV_DTYPES, WEIGHT_SCHEMES
 from ..formulas.stepcost import decode_cost
 
@@ -34,7 +34,7 @@ def predict_vs_measure(loaded, bandwidth: float | None = None, batch: int | None
     Measurement: the median inter-token latency of a greedy generation with a real KV cache
     (helpers.measure.timing.timed_generate). ratio = measured ÷ predicted (1 = the floor reached).
     last_level_cache_bytes: on a CPU, the largest data cache the system reports (None where unknown, and on
-    a GPU), which against_floor reads when a step beats its floor.
+    a GPU): a step below its floor reads its bytes from a cache, and this is its size.
     """
     import torch
 
@@ -72,6 +72,8 @@ def predict_vs_measure(loaded, bandwidth: float | None = None, batch: int | None
     timed_generate(loaded.model, ids[:, : min(prompt, 16)], 3, device=loaded.device)   # warm-up
     t = timed_generate(loaded.model, ids, new, device=loaded.device)
     measured = t.itl_median_s
+    from ..formulas.stats import percentile
+
     return {"last_level_cache_bytes": last_level_cache_bytes(loaded.device),
         "label": loaded.label, "profile": loaded.profile, "device": loaded.device, "device_name": device_name,
         "dtype": loaded.dtype,
@@ -79,8 +81,8 @@ def predict_vs_measure(loaded, bandwidth: float | None = None, batch: int | None
         "weight_bytes": cost.weight_read_bytes, "kv_bytes": cost.kv_bytes, "step_bytes": cost.bytes,
         "loaded_weight_bytes": measured_weight_bytes(loaded.model), "bandwidth": bandwidth, "bandwidth_source": bw_source,
         "predicted_step_s": predicted, "predicted_memory_s": mem_s, "predicted_compute_s": comp_s or None,
-        "measured_step_s": measured, "measured_p90_s": sorted(t.step_s)[int(0.9 * (len(t.step_s) - 1))],
-        "ratio": measured / predicted,
+        "measured_step_s": measured, "measured_p90_s": percentile(t.step_s, 90),
+        "ratio": regime.ratio(measured, predicted),
     }
 
 
@@ -106,132 +108,57 @@ def last_level_cache_bytes(device: str) -> int | None:
     return largest() if str(device) == "cpu" else None
 
 
-def against_floor(result: dict) -> verdicts.Verdict:
-    """The measured decode step against the planner's floor (predict_vs_measure's result), by the change
-    margin: at the floor (within 10 %); above it, the floor's share of the step (helpers.formulas.verdicts.share)
-    and what that share says — reading the bytes sets the step, about half of it, or something other than
-    reading the bytes (what the floor leaves out: costs per step, slow kernels) sets most of it; below it,
-    the rate the step's bytes were read at against the measured bandwidth, and why: weights that fit the
-    last-level cache (result['last_level_cache_bytes']) stay there between steps.
-    evidence: measured_s, floor_s, ratio (measured ÷ floor), fraction (floor ÷ measured), beyond_s (measured − floor)."""
-    step, floor = result["measured_step_s"], result["predicted_step_s"]
-    ratio, beyond = step / floor, step - floor
-    evidence = {"measured_s": step, "floor_s": floor, "ratio": ratio, "fraction": floor / step, "beyond_s": beyond}
-    times = verdicts.times_as(step, floor, "the planner's floor")
-    head = (f"the measured step, {step * 1e3:,.3f} ms, is {times} "
-            f"({floor * 1e3:,.3f} ms: {result['step_bytes'] / 1e6:,.1f} MB at the {result['bandwidth'] / 1e9:,.1f} GB/s "
-            "measured)")
-    way = verdicts.change_verdict(ratio)
-    if way == "about equal":
-        words = f"{head}: at the floor (within {verdicts.CHANGE_MARGIN:.0%}) — reading the step's bytes is the step"
-    elif way == "higher":
-        share = verdicts.share(floor, step, "the step")
-        band = verdicts.share_band(floor / step)
-        why = ("reading the bytes is the step" if band == "nearly all" else
-               "reading the bytes sets most of the step" if band == "most" else
-               "reading the bytes sets about half of it" if band == "about half" else
-               "something other than reading the bytes sets most of the step: what the floor leaves out, costs paid "
-               "per step (Python, operator dispatch, kernel launches; notebook 03, section 5) or weights read below "
-               "the copy's bandwidth (the kernels' own rate, section 6)")
-        words = f"{head}: the floor is {share.words} — {why}; {beyond * 1e3:,.3f} ms per step are beyond it"
-    else:
-        cache = result.get("last_level_cache_bytes")
-        weights = result["weight_bytes"]
-        why = (f"its weights ({weights / 1e6:,.1f} MB) fit the last-level cache ({cache / 2**20:,.0f} MiB) and "
-               "stay there between steps, read faster than the copy's bandwidth" if cache and weights <= cache else
-               "the measured copy bandwidth was not what bounded it")
-        words = (f"{head}: shorter than the floor — its bytes were read at "
-                 f"{verdicts.factor(ratio ** -1)} the measured bandwidth: {why}")
-    return verdicts.Verdict(words, "against_floor", evidence)
+REFERENCE = ("mistral-7b-v0.1", "H100 SXM", 512)   # the computed row: Mistral 7B at batch 1 on an H100
 
 
-def against_floor_way(result: dict) -> str:
-    """'above the floor', 'at the floor' or 'below the floor': against_floor's reading in three words (the
-    self-check's answer)."""
-    return {"higher": "above the floor", "about equal": "at the floor",
-            "lower": "below the floor"}[verdicts.change_verdict(result["measured_step_s"] / result["predicted_step_s"])]
+def _get(result: dict, key: str) -> float:
+    """A number of a result as a float: nan where it is missing or not a number."""
+    try:
+        return float(result.get(key))
+    except (TypeError, ValueError):
+        return float("nan")
 
 
-def floor_shares(small: dict, large: dict) -> verdicts.Verdict:
-    """How much of each model's measured step its floor is: the profile's model against a larger one (both
-    predict_vs_measure's results). A cost paid per step whatever the bytes is a larger part of the step that
-    reads fewer bytes; the rule says whether this run shows that (the larger model's floor a larger share of
-    its step, by the change margin), and the time beyond each floor says whether that cost is all there is
-    (_beyond_words) — and it says nothing of either when the smaller model's step beat its floor (its weights
-    read from a cache, not from memory)."""
-    f_small = small["predicted_step_s"] / small["measured_step_s"]
-    f_large = large["predicted_step_s"] / large["measured_step_s"]
-    ev = {"small_fraction": f_small, "large_fraction": f_large,
-          "small_beyond_s": small["measured_step_s"] - small["predicted_step_s"],
-          "large_beyond_s": large["measured_step_s"] - large["predicted_step_s"]}
-    name = small["profile"]
-    each = (f"the floor is {100 * f_small:,.0f} % of {name}'s step ({small['step_bytes'] / 1e6:,.1f} MB read) and "
-            f"{100 * f_large:,.0f} % of {large['profile']}'s ({large['step_bytes'] / 1e6:,.0f} MB)")
-    if verdicts.change_verdict(f_small) == "higher":
-        return verdicts.Verdict(f"{each}: {name}'s step beat its floor, so its bytes did not come from memory and "
-                                "the two shares do not compare a cost per step", "floor_shares", ev)
-    way = verdicts.change_verdict(f_large / f_small)
-    words = {"higher": f"{each}: the larger model's step is more of its floor ({verdicts.factor(f_large / f_small)} the share)",
-             "about equal": f"{each}: the same share within {verdicts.CHANGE_MARGIN:.0%}, whatever the bytes",
-             "lower": f"{each}: the larger model's step is less of its floor (its share {verdicts.factor(f_small / f_large)} "
-                      "smaller)"}[way]
-    return verdicts.Verdict(f"{words}; {_beyond_words(ev['small_beyond_s'], ev['large_beyond_s'])}", "floor_shares", ev)
+def floor_row(result: dict) -> dict:
+    """One measured model (predict_vs_measure's result) as a row of floor_table. Never raises: a missing or
+    zero figure gives nan, inf or a label "–" (helpers.formulas.regime)."""
+    step, floor = _get(result, "measured_step_s"), _get(result, "predicted_step_s")
+    ratio, label = regime.against(step, floor)
+    g = datasheet_gpu(str(result.get("device", "")), result.get("device_name"))
+    cache = _get(result, "last_level_cache_bytes")
+    return {"model": str(result.get("label") or result.get("profile") or "?"),
+            "bytes per step (MB)": _get(result, "step_bytes") / 1e6,
+            "bandwidth (GB/s)": _get(result, "bandwidth") / 1e9,
+            "floor (ms)": floor * 1e3, "measured step (ms)": step * 1e3,
+            "measured ÷ floor": ratio, "label": label, "beyond the floor (ms)": (step - floor) * 1e3,
+            # the planner's --efficiency: the floor at the datasheet's bandwidth ÷ the step (a catalogued GPU only)
+            "datasheet floor ÷ measured": (regime.ratio(_get(result, "step_bytes") / g.bandwidth, step)
+                                           if g is not None else float("nan")),
+            "last-level cache (MiB)": cache / 2**20}
 
 
-def _beyond_words(small_s: float, large_s: float) -> str:
-    """What the time beyond each floor says, by the change margin: the same whatever the bytes is a cost paid
-    per step; more for the larger model is time that grows with the bytes — read below the copy's rate."""
-    times = f"{small_s * 1e3:,.2f} ms and {large_s * 1e3:,.2f} ms beyond the floors"
-    way = verdicts.change_verdict(large_s / small_s) if small_s > 0 else "higher"
-    if way == "higher":
-        more = f"{verdicts.factor(large_s / small_s)} the smaller's" if small_s > 0 else "more than the smaller's"
-        return (f"{times}: the larger model's is {more}, so more than a cost per step — time that grows with "
-                "the bytes, read below the copy's bandwidth (the kernels' own rate: notebook 03, section 6)")
-    if way == "about equal":
-        return f"{times}, the same within {verdicts.CHANGE_MARGIN:.0%}: a cost paid per step, whatever the bytes"
-    return f"{times}: the larger model's is less than the smaller's — not a cost every step pays alike"
+def computed_row(model: str = REFERENCE[0], gpu: str = REFERENCE[1], context: int = REFERENCE[2]) -> dict:
+    """The planner's floor for `model` in bf16 at batch 1 and `context` tokens on one catalogued `gpu`, at its
+    datasheet bandwidth (helpers.capacity.planner.plan), as a row of floor_table: nothing measured; its
+    "datasheet floor ÷ measured" is the efficiency the planner assumes (DEFAULT_EFFICIENCY)."""
+    from .planner import DEFAULT_EFFICIENCY, plan
+
+    p = plan(model, gpu, 1, "bf16", "bf16", context, 1, efficiency=1.0)
+    nan = float("nan")
+    return {"model": f"{p.model} · bf16 · {p.gpu} (computed, {context:,} tokens)",
+            "bytes per step (MB)": p.step_bytes_per_gpu / 1e6, "bandwidth (GB/s)": p.bandwidth / 1e9,
+            "floor (ms)": p.step_floor_ms, "measured step (ms)": nan, "measured ÷ floor": nan, "label": regime.NONE,
+            "beyond the floor (ms)": nan, "datasheet floor ÷ measured": DEFAULT_EFFICIENCY,
+            "last-level cache (MiB)": nan}
 
 
-@dataclass(frozen=True)
-class Efficiency:
-    """A measured decode step as a share of its floor: at the bandwidth measured on this device, and at
-    the catalogued GPU's datasheet bandwidth (gpu, datasheet_* None where the device is not catalogued)."""
-
-    vs_measured_bandwidth: float
-    gpu: GPU | None
-    datasheet_bandwidth: float | None
-    datasheet_efficiency: float | None
-
-
-def efficiency(result: dict, gpu: GPU | str | None = None) -> Efficiency:
-    """The measured step as an efficiency, two ways: against the floor at the bandwidth measured on this
-    device (predicted ÷ measured), and — where the device is a catalogued GPU (`gpu`, else found from
-    result['device_name']) — against the floor at its datasheet bandwidth, the share the planner's
-    --efficiency means: measured-bandwidth efficiency × measured bandwidth ÷ datasheet bandwidth.
-    datasheet_efficiency is None without a datasheet (a CPU has none: nothing to pass as --efficiency)."""
-    from ..formulas.gpus import get_gpu
-
-    vs_measured = result["predicted_step_s"] / result["measured_step_s"]
-    g = get_gpu(gpu) if gpu is not None else datasheet_gpu(result["device"], result.get("device_name"))
-    # the floor at the datasheet's bandwidth ÷ the measured step; for the memory-bound floor predicted here
-    # (bytes ÷ measured bandwidth) this is vs_measured × measured bandwidth ÷ datasheet bandwidth
-    vs_datasheet = None if g is None else result["step_bytes"] / g.bandwidth / result["measured_step_s"]
-    return Efficiency(vs_measured, g, None if g is None else g.bandwidth, vs_datasheet)
-
-
-def comparison_table(result: dict):
-    """predict_vs_measure() as a two-column DataFrame for a notebook."""
+def floor_table(results, reference: tuple[str, str, int] | None = REFERENCE):
+    """Each measured model's step against its floor (bytes ÷ the measured bandwidth), one row per result of
+    predict_vs_measure (None skipped), and the planner's computed row for `reference` (model, GPU, context)
+    below them: a pandas DataFrame. The time beyond the floor is measured − floor, negative below it."""
     import pandas as pd
 
-    from ..formulas.units import fmt_bytes
-
-    rows = [("model · dtype · device · profile", result["label"]),
-            ("batch × prompt, decode steps", f"{result['batch']} × {result['prompt_tokens']}, "
-                                            f"{result['new_tokens'] - 1} steps"),
-            ("weights read per step", fmt_bytes(result["weight_bytes"])),
-            ("KV read and written per step (mean length)", fmt_bytes(result["kv_bytes"])),
-            ("bandwidth", f"{result['bandwidth'] / 1e9:,.1f} GB/s ({result['bandwidth_source']})"),
-            ("predicted step (floor)", f"{result['predicted_step_s'] * 1e3:,.3f} ms"),
-            ("measured step (median)", f"{result['measured_step_s'] * 1e3:,.3f} ms"),
-            ("measured ÷ predicted", f"{result['ratio']:.2f}")]
-    return pd.DataFrame(rows, columns=["", "value"]).set_index("")
+    rows = [floor_row(r) for r in results if r is not None]
+    if reference is not None:
+        rows.append(computed_row(*reference))
+    return pd.DataFrame(rows, columns=list(computed_row().keys()) if not rows else None)

@@ -58,13 +58,9 @@ def provider_names(provider: str | None = None) -> list[str]:
     raise ValueError(f"unknown provider {provider!r}; the catalog's prices come from: {', '.join(known)}")
 
 
-def providers_note(rows: Iterable["RankedGPU"]) -> str:
-    """Says whether a ranking's prices come from one provider or mix several (not comparable as such)."""
-    names = list(dict.fromkeys(r.provider for r in rows))
-    if len(names) == 1:
-        return f"prices from one provider: {names[0]}"
-    return (f"prices from {len(names)} providers ({', '.join(names)}): the ranking mixes them, and one "
-            "provider's discount can outrank another's faster GPU; --provider NAME ranks within one")
+def providers_of(rows: Iterable["RankedGPU"]) -> list[str]:
+    """The providers whose prices a ranking holds, in its order (more than one: the ranking mixes them)."""
+    return list(dict.fromkeys(r.provider for r in rows))
 
 
 def rank(model, weight_dtype: str = "bf16", kv_dtype: str = "bf16", context: int = 4096,
@@ -158,6 +154,7 @@ class RankedGPU:
     tokens_per_s: float | None
     prefill_ms: float | None
     bound: str | None
+    prefill_bound: str | None
     usd_per_hour: float
     usd_per_million_tokens: float | None
     usd_per_million_input_tokens: float | None
@@ -175,36 +172,8 @@ def _row(p: Plan, status: str, note: str) -> RankedGPU:
         step_ms=p.step_ms if timed else None, step_floor_ms=p.step_floor_ms if timed else None,
         efficiency=p.efficiency, tokens_per_s=p.tokens_per_s if ok else None,
         prefill_ms=p.prefill_s * 1e3 if (ok and p.prefill_s is not None) else None,
-        bound=p.bound if ok else None, usd_per_hour=p.usd_per_hour * p.gpus,
+        bound=p.bound if ok else None, prefill_bound=p.prefill_bound if ok else None, usd_per_hour=p.usd_per_hour * p.gpus,
         usd_per_million_tokens=p.usd_per_million_tokens if ok else None,
         usd_per_million_input_tokens=p.usd_per_million_input_tokens if ok else None,
         usd_per_million_output_tokens=p.usd_per_million_output_tokens if ok else None,
         usd_per_request=p.usd_per_request if ok else None, note=note)
-
-
-def against_datasheet(ranked: Iterable[RankedGPU], at_floor: Iterable[RankedGPU]):
-    """The same ranking at the planner's efficiency (`ranked`) and at 100 % of the datasheet (`at_floor`),
-    compared by rule: how many GPUs meet the constraints in each, and each GPU that meets them in both, its
-    batch at the floor against its batch at the efficiency (helpers.formulas.verdicts.change_verdict) — what
-    a plan made at the datasheet's floor promises beyond what the efficiency allows."""
-    from ..formulas import verdicts
-
-    ranked, at_floor = list(ranked), list(at_floor)
-    ok = {r.gpu: r for r in ranked if r.status == "ok"}
-    ok_floor = {r.gpu: r for r in at_floor if r.status == "ok"}
-    eff = ranked[0].efficiency if ranked else 1.0
-    head = (f"at 100 % of the datasheet {len(ok_floor)} of {len(at_floor)} GPUs meet the constraints, against "
-            f"{len(ok)} at {100 * eff:.0f} %")
-    both = [g for g in ok if g in ok_floor]
-    more = [g for g in both if verdicts.change_verdict(ok_floor[g].batch / ok[g].batch) == "higher"]
-    if not both:
-        tail = "; no GPU meets them in both"
-    elif more:
-        g = more[0]
-        tail = (f"; {len(more)} of the {len(both)} that meet them in both run a larger batch at the floor "
-                f"({g}: batch {ok_floor[g].batch:,} against {ok[g].batch:,}, "
-                f"{verdicts.factor(ok_floor[g].batch / ok[g].batch)})")
-    else:
-        tail = f"; the {len(both)} that meet them in both run the same batch within {verdicts.CHANGE_MARGIN:.0%}"
-    return verdicts.Verdict(head + tail, "against_datasheet",
-                            {"ok": len(ok), "ok_at_floor": len(ok_floor), "both": len(both), "larger_batch": len(more)})

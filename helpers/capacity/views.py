@@ -127,11 +127,19 @@ def triangle_frame(corners: Iterable[Corner]):
 REQUEST_COLUMNS = {"rank": "rank", "gpu": "GPU", "provider": "price from", "status": "status", "batch": "batch",
                    "step_ms": "ms per token (at efficiency)", "usd_per_million_input_tokens": "$ per M input tokens",
                    "usd_per_million_output_tokens": "$ per M output tokens (request)",
-                   "usd_per_million_tokens": "$ per M output tokens (decode only)", "usd_per_request": "$ per request"}
+                   "usd_per_million_tokens": "$ per M output tokens (decode only)", "usd_per_request": "$ per request",
+                   "prefill_bound": "prefill bound"}
 
 
 def request_frame(rows: Iterable[RankedGPU]):
     """A ranking of requests (helpers.capacity.ranking.rank_requests) as a labelled DataFrame: $ per
-    million input and output tokens, prefill counted, next to the decode-only figure; indexed by rank."""
-    return _frame(rows, REQUEST_COLUMNS, {field: 6 if field == "usd_per_request" else 3
-                                          for field in list(REQUEST_COLUMNS)[5:]})
+    million input and output tokens, prefill counted, next to the decode-only figure, the ratio of an output
+    token's price to an input token's, and which term bounds the prefill; indexed by rank."""
+    from ..formulas import regime
+
+    rows = list(rows)
+    df = _frame(rows, REQUEST_COLUMNS, {field: 6 if field == "usd_per_request" else 3
+                                        for field in list(REQUEST_COLUMNS)[5:-1]})
+    df.insert(len(df.columns) - 1, "output ÷ input price",
+              [round(regime.ratio(r.usd_per_million_output_tokens, r.usd_per_million_input_tokens), 1) for r in rows])
+    return df
