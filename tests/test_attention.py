@@ -2,6 +2,7 @@
 by hand from the configs; measured caches of MHA/GQA/MQA, a sliding window and MLA equal to the formula
 exactly; MLA's ratios against named baselines."""
 import json
+import math
 
 import pytest
 import torch
@@ -213,17 +214,6 @@ def test_the_talks_quoted_ratios_map_to_named_baselines():
         attention.mla_baselines("mistral-7b-v0.1")
 
 
-def test_scorecard_summary_by_hand():
-    s = attention.scorecard_summary()
-    # DeepSeek-V2 Tables 9: MLA ahead on 5 of 6 (50.0>48.7, 39.0>37.9, 50.9<51.6, 59.0>57.5, 50.7>46.6, 59.2>57.9)
-    assert s.mla_comparisons == 6 and s.mla_won == 5 and s.mla_lost == (("C-Eval", "small MoE"),)
-    lo, hi = s.mla_cache_share
-    assert lo == pytest.approx(34.6 / 860.2) and hi == pytest.approx(15.6 / 110.6)   # 4 % and 14 %
-    assert s.window_cache_smaller == 8 and s.window_at_tokens == 32 * 1024
-    with pytest.raises(ValueError, match="no MLA"):
-        attention.scorecard_summary([])
-
-
 def test_the_labelled_tables_are_built_from_the_fields():
     from helpers.present import attention_figures
 
@@ -234,34 +224,35 @@ def test_the_labelled_tables_are_built_from_the_fields():
     assert baselines.loc[0, "baseline ÷ MLA"] == pytest.approx(32768 / 576) and bool(baselines.loc[0, "fair"])
 
 
-# ----------------------------------------------------------------------- the rules that word these results
-# Fed each committed CPU record's 06/kv_heads and synthetic results for what no record shows (a cache out of
-# proportion, a formula that misses, a sliding cache still growing, an MLA output past rounding).
+# ----------------------------------------------------------------------- the tables, on every value a result can take
 
-from helpers.formulas import verdicts  # noqa: E402
+from helpers.formulas import compute_share, regime  # noqa: E402
 from helpers.measure.kv_caches import CacheCheck, SlidingStep  # noqa: E402
 from helpers.measure.mla import MLACheck  # noqa: E402
+from helpers.present import attention_figures  # noqa: E402
 
 
 @pytest.mark.parametrize("record", ["cpu-amd-epyc", "cpu-intel-xeon"])
-def test_heads_words_follow_each_record(record):
+def test_each_records_caches_are_in_proportion_to_their_kv_heads(record):
+    """06's static words: measured ÷ formula is 1 and ÷ 1 K/V head equals the K/V heads, on both records."""
     from helpers import records
     from helpers.present import replay
 
     rows, _ = replay.load("06/kv_heads", [records.RESULTS / record])
-    equal, proportion = kv_caches.heads_verdicts(rows)
-    assert equal.words == f"equal to the formula to the byte in every row ({len(rows)} of {len(rows)})"
-    by = {(r.kv_heads, r.tokens, r.batch): r.measured_bytes for r in rows}
-    assert all(by[(h, t, b)] * 1 == by[(1, t, b)] * h for h, t, b in by)        # checked here, independently
-    assert proportion.evidence["exact"] == 1.0 and proportion.evidence["ratio"] == 8.0
-    assert "exact proportion" in proportion.words and "holds exactly 8× the bytes of MQA (1 K/V head)" in proportion.words
+    df = attention_figures.cache_checks_frame(rows)
+    assert (df["measured ÷ formula"] == 1.0).all() and df["equal"].all()
+    assert list(df["÷ 1 K/V head"]) == [float(h) for h in df["K/V heads"]]
 
 
-def test_heads_words_when_a_cache_misses():
-    rows = [CacheCheck("MHA", 16, 1, 1000, 1000, 8), CacheCheck("MQA", 16, 1, 130, 125, 1)]
-    equal, proportion = kv_caches.heads_verdicts(rows)
-    assert equal.words == "equal to the formula in 1 of 2 rows; row 2 differs"
-    assert proportion.evidence["exact"] == 0.0 and "not in proportion" in proportion.words and "7.7×" in proportion.words
+def test_cache_tables_on_a_miss_zero_bytes_and_nothing():
+    df = attention_figures.cache_checks_frame([CacheCheck("MHA", 16, 1, 1000, 1000, 8), CacheCheck("MQA", 16, 1, 130, 125, 1),
+                                               CacheCheck("zero", 4, 1, 0, 0, 2), CacheCheck("hf", 4, 1, 10, 0)])
+    assert df["measured ÷ formula"][1] == pytest.approx(130 / 125) and not df["equal"][1]
+    assert df["÷ 1 K/V head"][0] == pytest.approx(1000 / 130)
+    assert math.isnan(df["measured ÷ formula"][2]) and math.isinf(df["measured ÷ formula"][3])
+    assert math.isnan(df["÷ 2 K/V heads"][2])               # 0 ÷ 0: nothing to compare, not an error
+    assert attention_figures.cache_checks_frame([]).empty
+    assert attention_figures.sliding_frame([]).empty and attention_figures.mla_checks_frame([]).empty
 
 
 def _steps(measured, window=4, per=10):
@@ -269,51 +260,81 @@ def _steps(measured, window=4, per=10):
             for n, m in enumerate(measured, start=1)]
 
 
-def test_sliding_words_name_the_cap_from_the_bytes():
-    equal, cap = kv_caches.sliding_verdicts(_steps([10, 20, 30, 30, 30, 30]))
-    assert equal.words == "equal to the formula at window − 1 slots to the byte in every step (6 of 6)"
-    assert cap.words.startswith("the cache stops growing at 3 tokens (30 B) and stays there to 6")
-    assert cap.evidence["no_window_bytes"] == 60 and "2.0× that" in cap.words
-    # a cache that never stops growing is not called capped
-    equal, cap = kv_caches.sliding_verdicts(_steps([10, 20, 30, 40]))
-    assert "3 of 4" in equal.words and cap.words.startswith("the cache is still growing at 4 tokens (40 B)")
-
-
-def test_sliding_words_on_a_real_cache(tmp_path):
+def test_sliding_table_from_the_cap_on_is_window_minus_one_over_tokens(tmp_path):
+    """06's static words: flat from window − 1 tokens on, measured ÷ no window = (window − 1) ÷ tokens seen."""
     rows = kv_caches.measure_sliding(window=8, prompt=3, total=20, folder=tmp_path, base=SMALL)
-    equal, cap = kv_caches.sliding_verdicts(rows)
-    per_token = 2 * 4 * 2 * 32 * 4
-    assert "every step (18 of 18)" in equal.words
-    assert cap.evidence["from_tokens"] == 7 and cap.evidence["cap_bytes"] == 7 * per_token
+    df = attention_figures.sliding_frame(rows)
+    capped = df[df["tokens seen"] >= 7]
+    assert (capped["measured ÷ no window"] == [pytest.approx(7 / n) for n in capped["tokens seen"]]).all()
+    zero = attention_figures.sliding_frame(_steps([0, 0, 0]) + [SlidingStep(4, 0, 0, 0, 0, 0)])
+    assert (zero["measured ÷ no window"][:3] == 0).all() and math.isnan(zero["measured ÷ no window"][3])
 
 
-def test_mla_words_from_the_checks():
-    rows = [MLACheck(16, 1, 12288, 12288, 163840, 1.07e-6, 4.16), MLACheck(100, 1, 76800, 76800, 1024000, 1.07e-6, 4.23)]
-    words = mla.mla_verdicts(rows, [CacheCheck("hf", 16, 1, 10, 10)])
-    assert [v.rule for v in words] == ["byte_for_byte", "byte_for_byte", "rounding", "times_as"]
-    assert "every row (2 of 2)" in words[0].words and "every row (1 of 1)" in words[1].words
-    assert "float rounding: 1.1e-06 = 2.2 ε × 4.16" in words[2].words
-    assert "13× the latent cache (163,840 against 12,288 B" in words[3].words
-    bad = mla.mla_verdicts([MLACheck(16, 1, 12288, 12000, 163840, 1e-3, 1.0)])
-    assert "in 0 of 1 rows" in bad[0].words and "more than float rounding" in bad[1].words
+def test_mla_table_counts_the_error_in_fp32_epsilons():
+    rows = [MLACheck(16, 1, 12288, 12288, 163840, 1.07e-6, 4.16), MLACheck(4, 1, 0, 0, 0, 0.0, 0.0),
+            MLACheck(4, 1, 10, 12, 100, 1e-3, 1.0)]
+    df = attention_figures.mla_checks_frame(rows)
+    assert df["error (fp32 ε at that scale)"][0] == pytest.approx(1.07e-6 / (2**-23 * 4.16))       # 2.2 ε: rounding
+    assert df["expanded ÷ latent"][0] == pytest.approx(163840 / 12288)
+    assert math.isnan(df["error (fp32 ε at that scale)"][1]) and math.isnan(df["expanded ÷ latent"][1])
+    assert df["error (fp32 ε at that scale)"][2] > 8000 and not df["equal"][2]                     # a bug, not rounding
 
 
-def test_mla_savings_and_cache_comparisons_are_worded_from_the_bytes():
-    rows = {r.baseline.split(":")[0]: r for r in attention.mla_baselines()}
-    same = rows["MHA of the same model"]
-    assert attention.mla_saving(same).words.startswith("MLA caches 57× less than MHA of the same model")
-    assert attention.mla_saving(rows["GQA of the same model"]).words.startswith("MLA caches 3.6× less than")
-    v3, llama = memory.kv_bytes_per_token("deepseek-v3"), memory.kv_bytes_per_token("llama-3.1-8b")
-    assert attention.cache_against(v3, llama, "Llama 3.1 8B").words == f"{verdicts.factor(llama / v3)} less than Llama 3.1 8B"
-    assert attention.cache_against(2.0, 1.0, "x").words == "2.0× more than x"
-    assert attention.cache_against(1.05, 1.0, "x").words == "as much as x (within 10%: 1.05×)"
+def test_mla_absorbs_both_up_projections():
+    """DeepSeek-V2 §2.1.2: W^UK into the query, W^UV into the output projection — the cached path never calls
+    kv_b_proj (the up-projection that would rebuild per-head K and V); the expanded reference does."""
+    model = mla.tiny_mla(dtype=torch.float64)
+    layer = model.layers[0]
+    w_uk, w_uv = layer._weights()
+    w_o = layer.o_proj.weight.view(-1, layer.h, layer.v_dim)
+    torch.testing.assert_close(layer.absorbed_output(), torch.einsum("dhv,hvr->dhr", w_o, w_uv))
+    for block in model.layers:
+        block.kv_b_proj.forward = lambda *a, **k: (_ for _ in ()).throw(AssertionError("K and V rebuilt"))
+    x = torch.randn(1, 6, model.cfg["hidden_size"], dtype=torch.float64)
+    model(x, model.new_cache())                                      # absorbed: runs on the latent alone
+    with pytest.raises(AssertionError, match="K and V rebuilt"):
+        model.forward_expanded(x)
 
 
-def test_scorecard_words_by_hand():
-    gqa, dense_gqa, dense_mqa = attention.scorecard_verdicts()
-    # GQA paper, Table 1: GQA-8-XXL 47.1 against MHA-XXL 47.2, 0.28 s per sample against MQA-XXL's 0.24 and MHA's 1.51
-    assert gqa.evidence["share"] == pytest.approx(47.1 / 47.2) and "99.8 % of it (nearly all)" in gqa.words
-    assert "1.17× slower than MQA's 0.24 s" in gqa.words and "5.4× faster than MHA-XXL's 1.51 s" in gqa.words
-    # DeepSeek-V2, Table 8: MHA 45.2 / 37.0 / 42.9 against GQA 41.2 / 35.6 / 37.7 and MQA 37.9 / 33.2 / 30.0
-    assert dense_gqa.words.endswith("GQA (8 groups) on 3 of 3 benchmarks (by +1.4 to +5.2 points)")
-    assert dense_mqa.words.endswith("MQA on 3 of 3 benchmarks (by +3.8 to +12.9 points)")
+def test_the_quoted_savings_table():
+    df = attention_figures.quoted_frame(attention.TALK_MLA_RATIOS, attention.mla_baselines("deepseek-v3"))
+    assert list(df["within 3%"]) == [False, True, True] and list(df["fair"]) == [False, True, False]
+    assert df["quoted ÷ computed"][1] == pytest.approx(56 / (32768 / 576))
+    assert list(df["counted"]) == ["mixed", "per layer", "per layer"]
+    empty = attention_figures.quoted_frame([0, 5], [])
+    assert list(empty["nearest baseline"]) == ["–", "–"] and not empty["within 3%"].any()
+
+
+def test_the_scorecards_static_words_by_hand():
+    """06's "What the rows say", from helpers/data/attention_scorecard.csv: GQA paper Table 1 (GQA-8-XXL 47.1
+    against MHA-XXL 47.2; 0.28, 0.24 and 1.51 s per sample); DeepSeek-V2 Table 8 (MHA 45.2 / 37.0 / 42.9 against
+    GQA 41.2 / 35.6 / 37.7 and MQA 37.9 / 33.2 / 30.0) and Table 9 (MLA ahead in 5 of 6; cache 15.6K of 110.6K,
+    34.6K of 860.2K elements); Mistral's 1/8 at 32k."""
+    df = attention_figures.scorecard_frame(attention.scorecard())
+    gqa = df[df["variant"] == "GQA-8-XXL"].iloc[0]
+    assert gqa["variant − baseline"] == pytest.approx(-0.1) and "0.28 s vs MHA-XXL's 1.51 s" in gqa["kv_cache_note"]
+    assert "0.24 s" in df[df["variant"] == "MQA-XXL"].iloc[0]["kv_cache_note"]
+    dense = df[df["setting"].str.startswith("7B dense")]
+    assert (dense["variant − baseline"] < 0).all() and len(dense) == 6
+    assert -dense["variant − baseline"].max() == pytest.approx(1.4) and -dense["variant − baseline"].min() == pytest.approx(12.9)
+    mla_rows = df[(df["variant"] == "MLA") & (df["baseline"] == "MHA")]
+    assert (mla_rows["variant − baseline"] > 0).sum() == 5 and len(mla_rows) == 6
+    assert round(100 * 34.6 / 860.2) == 4 and round(100 * 15.6 / 110.6) == 14
+    window = df[df["variant"].str.startswith("sliding")].iloc[0]
+    assert window["variant_value"] == "1/8" and "32k-token" in window["setting"] and math.isnan(window["variant − baseline"])
+    assert attention_figures.scorecard_frame([]).empty
+
+
+def test_notebook_06s_computed_words():
+    """The words 06 types at its fixed cases: DeepSeek V3 caches less per token than Llama 3.1 8B; at 128k GPT-OSS
+    caches least of the three; V2 Lite's saving against MHA is smaller than V3's, by 128 ÷ 16 heads; Mistral 7B v0.3's
+    parity length is within its context in decode, beyond it in a prefill."""
+    assert memory.kv_bytes_per_token("deepseek-v3") == 70_272 < memory.kv_bytes_per_token("llama-3.1-8b") == 131_072
+    at = {m: memory.kv_cache_bytes(m, 131072, 1, "bf16") for m in ("deepseek-v3", "llama-3.1-8b", "gpt-oss-120b")}
+    assert min(at, key=at.get) == "gpt-oss-120b"
+    same = {m: next(r.baseline_over_mla for r in attention.mla_baselines(m) if r.baseline.startswith("MHA of the same"))
+            for m in ("deepseek-v2-lite", "deepseek-v3")}
+    assert same["deepseek-v2-lite"] < same["deepseek-v3"] and same["deepseek-v3"] / same["deepseek-v2-lite"] == pytest.approx(128 / 16)
+    d, p = compute_share.parity_parts("mistral-7b-v0.3", "decode"), compute_share.parity_parts("mistral-7b-v0.3", "prefill")
+    assert d.tokens <= d.context < p.tokens
+    assert regime.ratio(8, attention.mla_equivalent_gqa_groups("deepseek-v3")) == pytest.approx(2048 / 576)

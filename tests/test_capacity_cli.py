@@ -89,6 +89,9 @@ def test_gpus_lists_the_catalog():
                 "price_provider", "price_read", "price_source", "spec_source"} <= set(g)
     r = cli("gpus")
     assert r.returncode == 0 and "H100 SXM" in r.stdout and "dense" in r.stdout
+    h100 = next(line for line in r.stdout.splitlines() if line.startswith("H100 SXM"))
+    mi300x = next(line for line in r.stdout.splitlines() if line.startswith("MI300X"))
+    assert "79.11 " in h100 and "189.60*" in mi300x           # reported; none found: 192 GiB × 39.50 ÷ 40
 
 
 @pytest.mark.parametrize("args,needle", [

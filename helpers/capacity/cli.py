@@ -231,12 +231,16 @@ def _parallel_rows(p: dict) -> list[tuple[str, str]]:
 # ------------------------------------------------------------------ gpus
 
 def _gpus_render(rows: list) -> str:
-    lines = [f"{'GPU':<23} {'memory GB':>9} {'TB/s':>6} {'BF16 TF':>8} {'FP8 TF':>7} {'$/GPU-h':>8}  price from"]
+    lines = [f"{'GPU':<23} {'label':>6} {'usable GiB':>10} {'TB/s':>6} {'BF16 TF':>8} {'FP8 TF':>7} {'$/GPU-h':>8}  "
+             "price from"]
     for g in rows:
         fp8 = "-" if g["fp8_tflops"] is None else f"{g['fp8_tflops']:g}"
-        lines.append(f"{g['name']:<23} {g['memory_gb']:>9g} {g['bandwidth_tbs']:>6g} {g['bf16_tflops']:>8g} "
+        usable = f"{g['usable_memory_bytes'] / 2**30:,.2f}" + ("" if g["memory_reported_gib"] else "*")
+        lines.append(f"{g['name']:<23} {g['memory_gb']:>6g} {usable:>10} {g['bandwidth_tbs']:>6g} {g['bf16_tflops']:>8g} "
                      f"{fp8:>7} {g['usd_per_hour']:>8.2f}  {g['price_provider']}, read {g['price_read']}")
-    lines.append("dense tensor TFLOP/s (no 2:4 sparsity); every figure's source: --json or helpers/data/gpus.csv")
+    lines.append("label: the vendor's \"GB\", which is GiB; usable: what CUDA reports (* none found: the label less the "
+                 "largest reserve its memory kind reports); dense tensor TFLOP/s (no 2:4 sparsity); every figure's "
+                 "source: --json, helpers/data/gpus.csv and gpu_memory.csv")
     return "\n".join(lines)
 
 

@@ -3,27 +3,24 @@ saving against named baselines, and the published quality of each variant.
 
 - MHA / GQA / MQA differ only in the number of K/V heads.
 - Sliding-window attention caps a layer's cache (Mistral 7B paper, arXiv:2310.06825, §2).
-- MLA caches one compressed latent per token per layer — kv_lora_rank + qk_rope_head_dim elements —
-  and rebuilds per-head K and V from it at attention time (DeepSeek-V2, arXiv:2405.04434, §2.1 and
-  Table 1).
+- MLA caches one compressed latent per token per layer — kv_lora_rank + qk_rope_head_dim elements — from
+  which up-projections W^UK and W^UV would rebuild per-head K and V; at inference both are absorbed, W^UK
+  into the query's projection and W^UV into the output's, so attention runs on the latent itself
+  (DeepSeek-V2, arXiv:2405.04434, §2.1.2–2.1.3 and Table 1).
 
 Every byte count comes from helpers.formulas.memory; this module compares. The same caches measured on tiny
 models are helpers.measure.kv_caches and helpers.measure.mla; their tables are helpers.present.attention_figures.
-The rules that word these comparisons (cache_against, mla_saving, scorecard_verdicts) return
-helpers.formulas.verdicts.Verdict.
 """
 from __future__ import annotations
 
 import dataclasses
 import math
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from . import verdicts
 from .memory import kv_bytes_per_token, kv_cache_bytes, kv_terms
 from .specs import PRESETS, ModelSpec, get_spec
 from .units import DTYPE_BYTES, normalize_dtype
@@ -230,91 +227,3 @@ def nearest_baseline(quoted: float, rows: list[MLABaseline]) -> MLABaseline:
 def scorecard() -> list[dict[str, str]]:
     """Published quality of the attention variants, each row with its source (helpers/data/attention_scorecard.csv)."""
     return pd.read_csv(SCORECARD, dtype=str, keep_default_na=False).to_dict("records")
-
-
-@dataclass(frozen=True)
-class ScorecardSummary:
-    """What the published scorecard says, counted from its rows."""
-
-    mla_comparisons: int                              # MLA-against-MHA rows
-    mla_won: int                                      # of them, where MLA scored higher
-    mla_lost: tuple[tuple[str, str], ...]             # (metric, setting) where it did not
-    mla_cache_share: tuple[float, float] | None       # MLA's cache as a share of MHA's: lowest, highest
-    window_cache_smaller: float | None                # how many times smaller the sliding window's cache is
-    window_at_tokens: int | None                      # at what sequence length
-
-
-def scorecard_summary(rows: list[dict[str, str]] | None = None) -> ScorecardSummary:
-    """What the scorecard's rows say, counted from them (helpers/data/attention_scorecard.csv):
-    MLA against MHA — comparisons won (higher score), the ones lost, and MLA's cache as a share of MHA's
-    (from each setting's 'KV cache per token …K elements (MLA) vs …K (MHA)' note, lowest and highest);
-    the sliding window — how many times smaller its cache is (the variant's value, '1/8' → 8) and at
-    what sequence length (the setting's 'a 32k-token sequence')."""
-    rows = scorecard() if rows is None else rows
-    mla = [r for r in rows if r["variant"] == "MLA" and r["baseline"] == "MHA"]
-    if not mla:
-        raise ValueError("the scorecard has no MLA-against-MHA rows")
-    won = [r for r in mla if float(r["variant_value"]) > float(r["baseline_value"])]
-    lost = [r for r in mla if float(r["variant_value"]) <= float(r["baseline_value"])]
-    shares = []
-    for r in mla:
-        m = re.search(r"([\d.]+)K elements \(MLA\) vs ([\d.]+)K", r["kv_cache_note"])
-        if m:
-            shares.append(float(m.group(1)) / float(m.group(2)))
-    window = next((r for r in rows if r["variant"].startswith("sliding window")), None)
-    smaller = at = None
-    if window is not None:
-        num, _, den = window["variant_value"].partition("/")
-        smaller = float(den) / float(num) if den else 1 / float(num)
-        m = re.search(r"(\d+)k-token", window["setting"])
-        at = int(m.group(1)) * 1024 if m else None
-    return ScorecardSummary(len(mla), len(won), tuple((r["metric"].split()[0], r["setting"].split(" (")[0]) for r in lost),
-                            (min(shares), max(shares)) if shares else None, smaller, at)
-
-
-# ----------------------------------------------------------------------------- the rules that word these figures
-
-def cache_against(bytes_a: float, bytes_b: float, name_b: str) -> verdicts.Verdict:
-    """One cache against another: 'N× less than <b>', 'N× more than <b>', or 'as much as <b>' within the
-    change margin."""
-    v = verdicts.speed(bytes_a, bytes_b, faster="less", slower="more", same=f"as much as {name_b}")
-    return verdicts.Verdict(v.words if v.words.startswith("as much") else f"{v} than {name_b}", "cache_against",
-                            v.evidence)
-
-
-def mla_saving(row: MLABaseline) -> verdicts.Verdict:
-    """MLA's cache against one baseline row, in words: 'caches 57× less than MHA of the same model …'."""
-    v = cache_against(row.mla_bytes, row.baseline_bytes, row.baseline)
-    return verdicts.Verdict(f"MLA caches {v}", "mla_saving", v.evidence)
-
-
-_TIME = re.compile(r"inference time per sample ([\d.]+) s vs (\S+)'s ([\d.]+) s")
-
-
-def scorecard_verdicts(rows: list[dict[str, str]] | None = None) -> list[verdicts.Verdict]:
-    """What the published rows say, in words from their own numbers: an uptrained GQA-8's score as a share of
-    MHA's, and its time per sample against MQA's and MHA's (GQA paper, T5-XXL); how many benchmarks MHA scored
-    above GQA and MQA on when each is trained from scratch at 7B (DeepSeek-V2, Appendix D.1), by how many points."""
-    rows = scorecard() if rows is None else rows
-    out = []
-    by = {r["variant"]: r for r in rows}
-    gqa, mqa = by.get("GQA-8-XXL"), by.get("MQA-XXL")
-    if gqa and mqa and _TIME.search(gqa["kv_cache_note"]) and _TIME.search(mqa["kv_cache_note"]):
-        tg, base, tmha = _TIME.search(gqa["kv_cache_note"]).groups()
-        tq = _TIME.search(mqa["kv_cache_note"]).group(1)
-        tg, tq, tmha = float(tg), float(tq), float(tmha)
-        f = float(gqa["variant_value"]) / float(gqa["baseline_value"])
-        out.append(verdicts.Verdict(
-            f"uptrained GQA-8 (T5-XXL) scores {gqa['variant_value']} against {base}'s {gqa['baseline_value']}: "
-            f"{100 * f:.1f} % of it ({verdicts.share_band(f)}), in {tg:g} s per sample — {verdicts.speed(tg, tq)} than "
-            f"MQA's {tq:g} s, {verdicts.speed(tg, tmha)} than {base}'s {tmha:g} s", "scorecard",
-            {"share": f, "gqa_s": tg, "mqa_s": tq, "mha_s": tmha}))
-    dense = [r for r in rows if r["baseline"] == "MHA" and r["setting"].startswith("7B dense")]
-    for variant in dict.fromkeys(r["variant"] for r in dense):
-        gaps = [float(r["baseline_value"]) - float(r["variant_value"]) for r in dense if r["variant"] == variant]
-        above = sum(g > 0 for g in gaps)
-        out.append(verdicts.Verdict(
-            f"trained from scratch at 7B, MHA scored above {variant} on {above} of {len(gaps)} benchmarks "
-            f"(by {min(gaps):+.1f} to {max(gaps):+.1f} points)", "scorecard",
-            {"above": above, "benchmarks": len(gaps), "least": min(gaps), "most": max(gaps)}))
-    return out

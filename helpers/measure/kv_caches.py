@@ -3,8 +3,7 @@ sliding window, run forward with transformers' DynamicCache, and the bytes of th
 against helpers.formulas.memory.kv_cache_bytes — byte for byte.
 
 The tiny models are built once (random weights) and cached on disk; they always run on the CPU in fp32.
-The tables of these results are helpers.present.attention_figures; the rules that word them are
-heads_verdicts and sliding_verdicts, below (helpers.formulas.verdicts).
+The tables of these results are helpers.present.attention_figures.
 """
 from __future__ import annotations
 
@@ -12,7 +11,6 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..formulas import verdicts
 from ..formulas.memory import kv_cache_bytes
 from ..formulas.specs import spec_from_config
 from .local_models import TINY_CONFIG, build_tiny, cache_dir, quiet_progress
@@ -143,46 +141,3 @@ def measure_sliding(window: int = 16, prompt: int = 4, total: int = 48, folder: 
             model(input_ids=ids[:, seen:seen + 1], cache=cache, use_cache=True)
             seen += 1
     return steps
-
-
-# ----------------------------------------------------------------------------- the rules that word them
-
-def heads_verdicts(rows: list[CacheCheck]) -> list[verdicts.Verdict]:
-    """Measured caches of the K/V-head variants, in words from their bytes: equal to the formula (byte for
-    byte), and whether each case's caches are in exact proportion to the K/V heads (bytes × heads of the other
-    = the other's bytes × heads, in integers) — the most heads against the fewest, by name."""
-    out = [verdicts.byte_for_byte([r.equal for r in rows])]
-    cases = list(dict.fromkeys((r.tokens, r.batch) for r in rows))
-    exact = all(a.measured_bytes * b.kv_heads == b.measured_bytes * a.kv_heads
-                for t in cases for a in rows for b in rows if (a.tokens, a.batch) == (b.tokens, b.batch) == t)
-    first = [r for r in rows if (r.tokens, r.batch) == cases[0]]
-    most, least = max(first, key=lambda r: r.kv_heads), min(first, key=lambda r: r.kv_heads)
-    ratio = most.measured_bytes / least.measured_bytes
-    heads = most.kv_heads / least.kv_heads
-    words = (f"in every case the cache is in exact proportion to the K/V heads: {most.variant} holds "
-             f"{'exactly ' + str(int(ratio)) + '×' if ratio.is_integer() else verdicts.factor(ratio)} the bytes of {least.variant} ({most.measured_bytes:,} ÷ {least.measured_bytes:,} B at "
-             f"{cases[0][0]} tokens), as {most.kv_heads} ÷ {least.kv_heads} heads" if exact else
-             f"the cache is not in proportion to the K/V heads in every case: {most.variant} holds "
-             f"{verdicts.factor(ratio)} the bytes of {least.variant} against {verdicts.factor(heads)} the heads")
-    out.append(verdicts.Verdict(words, "in_proportion", {"ratio": ratio, "heads_ratio": heads, "exact": float(exact)}))
-    return out
-
-
-def sliding_verdicts(steps: list[SlidingStep]) -> list[verdicts.Verdict]:
-    """A sliding-window cache, step by step, in words from its bytes: equal to the formula at window − 1
-    slots (byte for byte), the token from which it stops growing and the bytes it stays at, and what no
-    window would hold at the last step."""
-    out = [verdicts.byte_for_byte([s.equal for s in steps], "the formula at window − 1 slots", "step")]
-    cap = max(s.measured_bytes for s in steps)
-    first = next(s for s in steps if s.measured_bytes == cap)
-    last = steps[-1]
-    after = [s for s in steps if s.tokens_seen >= first.tokens_seen]
-    flat = all(s.measured_bytes == cap for s in after)
-    out.append(verdicts.Verdict(
-        (f"the cache stops growing at {first.tokens_seen} tokens ({cap:,} B) and stays there to {last.tokens_seen}"
-         if flat and last.tokens_seen > first.tokens_seen else
-         f"the cache is still growing at {last.tokens_seen} tokens ({last.measured_bytes:,} B)")
-        + f"; with no window it would hold {last.no_window_bytes:,} B, "
-          f"{verdicts.factor(last.no_window_bytes / last.measured_bytes)} that", "sliding_cap",
-        {"cap_bytes": cap, "from_tokens": first.tokens_seen, "no_window_bytes": last.no_window_bytes, "flat": float(flat)}))
-    return out

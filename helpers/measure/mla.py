@@ -1,17 +1,20 @@
 """Multi-head latent attention (MLA, DeepSeek-V2 arXiv:2405.04434 §2.1), small and readable.
 
 MLA caches one compressed latent per token per layer — kv_lora_rank + qk_rope_head_dim elements,
-the latent and the decoupled, already-rotated RoPE key — and rebuilds per-head K and V from it at
-attention time. ``MLAttention`` here keeps exactly that in its cache, so its bytes can be measured
-against helpers.formulas.memory.kv_cache_bytes; transformers' own DeepSeek-V3 model is measured the same way.
-`mla_verdicts` words the checks from their numbers (helpers.formulas.verdicts).
+the latent and the decoupled, already-rotated RoPE key. At inference it never rebuilds per-head keys and
+values: "W^UK can be absorbed into W^Q, and W^UV can be absorbed into W^O" (§2.1.2), so each head's query
+meets the latent through W^UK and the weighted sum of latents reaches the output through W^O·W^UV. Only the
+RoPE part of the key cannot be absorbed (a position-dependent rotation sits between W^Q and W^UK, §2.1.3);
+that is why it travels beside the latent as one small shared key. ``MLAttention`` here does exactly that and
+keeps only [latent | rope key] in its cache, so its bytes can be measured against
+helpers.formulas.memory.kv_cache_bytes; transformers' own DeepSeek-V3 model is measured the same way.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from ..formulas import verdicts
+from ..formulas import regime
 from ..formulas.attention import mha_kv_bytes_per_token
 from ..formulas.memory import kv_cache_bytes
 from ..formulas.specs import ModelSpec, spec_from_config
@@ -96,10 +99,11 @@ def _mla_module_class():
         """One MLA layer (DeepSeek-V2 §2.1.2–2.1.3), without query compression.
 
         Down-projection: c = RMSNorm(W_DKV x) (kv_lora_rank) and a shared RoPE key k_R = RoPE(W_KR x)
-        (qk_rope_head_dim); only [c | k_R] is cached. Up-projections rebuild per-head keys and values:
-        k_C = W_UK c, v = W_UV c (kv_b_proj). ``forward`` attends straight from the cache with W_UK
-        absorbed into the query and W_UV applied after the weighted sum; ``forward_expanded`` expands
-        K and V to every head first, as MHA would — the reference it must agree with.
+        (qk_rope_head_dim); only [c | k_R] is cached. The up-projections W_UK and W_UV (kv_b_proj) would
+        rebuild per-head keys k_C = W_UK c and values v = W_UV c. ``forward`` never does: it attends straight
+        from the cache with both absorbed (DeepSeek-V2 §2.1.2) — W_UK into the query (q·k_C = (W_UKᵀq)·c),
+        W_UV into the output projection (W_O·(Σ a v) = (W_O·W_UV)·Σ a c, ``absorbed_output``).
+        ``forward_expanded`` expands K and V to every head first, as MHA would — the reference it must agree with.
         """
 
         def __init__(self, cfg: dict) -> None:
@@ -131,6 +135,13 @@ def _mla_module_class():
             w = self.kv_b_proj.weight.view(self.h, self.nope + self.v_dim, self.rank)
             return w[:, : self.nope], w[:, self.nope:]          # W_UK (h, nope, rank), W_UV (h, v, rank)
 
+        def absorbed_output(self):
+            """W_O·W_UV per head, (hidden, h, rank): the output projection with W_UV absorbed into it — what an
+            engine precomputes once, so that the weighted sum of latents goes straight to the hidden size."""
+            _, w_uv = self._weights()
+            w_o = self.o_proj.weight.view(-1, self.h, self.v_dim)             # (hidden, h, v)
+            return torch.einsum("dhv,hvr->dhr", w_o, w_uv)
+
         @staticmethod
         def _mask(t: int, s: int, start: int, device):
             q_pos = torch.arange(start, start + t, device=device)[:, None]
@@ -144,14 +155,13 @@ def _mla_module_class():
             q_nope, q_rope = self._q(x, pos)
             lat = cache.update(layer, self.latent(x, pos))              # (b, s, rank + rope)
             c, k_r = lat[..., : self.rank], lat[..., self.rank:]
-            w_uk, w_uv = self._weights()
+            w_uk, _ = self._weights()
             q_lat = torch.einsum("bhtn,hnr->bhtr", q_nope, w_uk)        # absorb W_UK into the query
             scores = (torch.einsum("bhtr,bsr->bhts", q_lat, c)
                       + torch.einsum("bhtp,bsp->bhts", q_rope, k_r)) * self.scale
             scores = scores.masked_fill(~self._mask(t, lat.shape[1], start, x.device), float("-inf"))
-            o_lat = torch.einsum("bhts,bsr->bhtr", scores.softmax(-1), c)
-            o = torch.einsum("bhtr,hvr->bthv", o_lat, w_uv).reshape(b, t, self.h * self.v_dim)
-            return self.o_proj(o)
+            o_lat = torch.einsum("bhts,bsr->bhtr", scores.softmax(-1), c)     # the weighted sum of latents
+            return torch.einsum("bhtr,dhr->btd", o_lat, self.absorbed_output())  # W_UV absorbed into W_O
 
         def forward_expanded(self, x):
             """The reference: every token's K and V rebuilt for every head (an MHA-sized cache), no latent."""
@@ -241,6 +251,11 @@ class MLACheck:
     def equal(self) -> bool:
         return self.measured_bytes == self.formula_bytes
 
+    @property
+    def error_epsilons(self) -> float:
+        """The output error in units of fp32's rounding at the output's scale (helpers.formulas.regime.epsilons)."""
+        return regime.epsilons(self.max_output_error, self.output_scale, "fp32")
+
 
 def measure_mla(cases=((16, 1), (100, 1), (64, 4)), prompt: int = 8, cfg: dict | None = None) -> list[MLACheck]:
     """TinyMLA's measured latent cache against helpers.formulas.memory.kv_cache_bytes (MLA: layers ×
@@ -275,24 +290,3 @@ def measure_hf_mla(cases=((16, 1), (64, 4)), cfg: dict | None = None) -> list[Ca
                        measured_cache_bytes(measured_cache(model, tokens, batch)),
                        kv_cache_bytes(spec, tokens, batch, "fp32"))
             for tokens, batch in cases]
-
-
-def mla_verdicts(rows: list[MLACheck], hf_rows: list[CacheCheck] | None = None) -> list[verdicts.Verdict]:
-    """TinyMLA's checks in words from their numbers: the latent cache against the formula (byte for byte),
-    the absorbed attention's output against the expanded reference (float rounding or not, at the output's
-    scale, fp32), the expanded K/V's bytes against the latent's; and transformers' DeepSeek-V3 cache against
-    the formula."""
-    worst = max(rows, key=lambda r: r.max_output_error / r.output_scale)
-    out = [verdicts.Verdict(f"TinyMLA's latent cache: {verdicts.byte_for_byte([r.equal for r in rows])}", "byte_for_byte",
-                            {"equal": sum(r.equal for r in rows), "rows": len(rows)})]
-    if hf_rows:
-        v = verdicts.byte_for_byte([r.equal for r in hf_rows])
-        out.append(verdicts.Verdict(f"transformers' DeepSeek-V3 cache: {v}", "byte_for_byte", v.evidence))
-    out.append(verdicts.Verdict(
-        f"max |cached − expanded| output: {verdicts.rounding(worst.max_output_error, worst.output_scale, 'fp32', 'the output')}",
-        "rounding", {"error": worst.max_output_error, "scale": worst.output_scale}))
-    r = rows[0]
-    out.append(verdicts.Verdict(f"the expanded K/V would take {verdicts.times_as(r.expanded_bytes, r.measured_bytes, 'the latent cache')} "
-                                f"({r.expanded_bytes:,} against {r.measured_bytes:,} B at {r.tokens} tokens)", "times_as",
-                                {"expanded": r.expanded_bytes, "latent": r.measured_bytes}))
-    return out

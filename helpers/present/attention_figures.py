@@ -1,10 +1,12 @@
 """Tables and figures of the attention variants (helpers.formulas.attention, helpers.measure.kv_caches,
-helpers.measure.mla) for notebook 06: the labelled columns are made here, from the results' fields."""
+helpers.measure.mla) for notebook 06: the labelled columns are made here, from the results' fields, with the
+ratio that matters beside them (helpers.formulas.regime: never raises, nan where there is nothing to compare)."""
 from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ..formulas.attention import MLABaseline, PresetKV
+from ..formulas import regime
+from ..formulas.attention import MATCH_TOLERANCE, MLABaseline, PresetKV, nearest_baseline
 from ..measure.kv_caches import CacheCheck, SlidingStep
 from ..measure.mla import MLACheck
 from . import plots
@@ -26,12 +28,28 @@ def kv_table_frame(rows: Sequence[PresetKV]):
 
 
 def cache_checks_frame(rows: Sequence[CacheCheck]):
-    """Measured caches against the formula, one row per (variant, tokens, batch)."""
+    """Measured caches against the formula, one row per (variant, tokens, batch): measured ÷ formula, and where
+    the variants differ in K/V heads, each cache ÷ the cache of the fewest K/V heads at the same tokens and batch."""
     import pandas as pd
 
-    return pd.DataFrame([{"variant": r.variant, **({"K/V heads": r.kv_heads} if r.kv_heads is not None else {}),
-                          "tokens": r.tokens, "batch": r.batch, "measured (B)": r.measured_bytes,
-                          "formula (B)": r.formula_bytes, "equal": r.equal} for r in rows])
+    rows = list(rows)
+    fewest = {}
+    for r in rows:
+        if r.kv_heads is not None:
+            key = (r.tokens, r.batch)
+            if key not in fewest or r.kv_heads < fewest[key].kv_heads:
+                fewest[key] = r
+    out = []
+    for r in rows:
+        row = {"variant": r.variant, **({"K/V heads": r.kv_heads} if r.kv_heads is not None else {}),
+               "tokens": r.tokens, "batch": r.batch, "measured (B)": r.measured_bytes, "formula (B)": r.formula_bytes,
+               "measured ÷ formula": regime.ratio(r.measured_bytes, r.formula_bytes), "equal": r.equal}
+        if r.kv_heads is not None:
+            low = fewest[(r.tokens, r.batch)]
+            row[f"÷ {low.kv_heads} K/V head{'s' if low.kv_heads != 1 else ''}"] = regime.ratio(r.measured_bytes,
+                                                                                            low.measured_bytes)
+        out.append(row)
+    return pd.DataFrame(out)
 
 
 def sliding_frame(steps: Sequence[SlidingStep]):
@@ -41,7 +59,8 @@ def sliding_frame(steps: Sequence[SlidingStep]):
     return pd.DataFrame([{"tokens seen": s.tokens_seen, "measured (B)": s.measured_bytes,
                           f"formula, {s.window - 1} slots (B)": s.slots_bytes,
                           f"formula, window {s.window} (B)": s.window_bytes,
-                          "no window (B)": s.no_window_bytes, "equal": s.equal} for s in steps])
+                          "no window (B)": s.no_window_bytes, "equal": s.equal,
+                          "measured ÷ no window": regime.ratio(s.measured_bytes, s.no_window_bytes)} for s in steps])
 
 
 def sliding_figure(steps: Sequence[SlidingStep], source: Any):
@@ -69,8 +88,10 @@ def mla_checks_frame(rows: Sequence[MLACheck]):
     return pd.DataFrame([{"tokens": r.tokens, "batch": r.batch, "measured latent cache (B)": r.measured_bytes,
                           "formula (B)": r.formula_bytes, "equal": r.equal,
                           "expanded K/V would be (B)": r.expanded_bytes,
+                          "expanded ÷ latent": regime.ratio(r.expanded_bytes, r.measured_bytes),
                           "max |cached − expanded| output": r.max_output_error,
-                          "output scale (max |x|)": r.output_scale} for r in rows])
+                          "output scale (max |x|)": r.output_scale,
+                          "error (fp32 ε at that scale)": r.error_epsilons} for r in rows])
 
 
 def mla_baselines_frame(rows: Sequence[MLABaseline]):
@@ -81,3 +102,39 @@ def mla_baselines_frame(rows: Sequence[MLABaseline]):
                           "same count": r.same_count, "fair": r.fair, "baseline bytes": r.baseline_bytes,
                           "MLA bytes": r.mla_bytes, "baseline ÷ MLA": r.baseline_over_mla, "dtype": r.dtype}
                          for r in rows])
+
+
+def quoted_frame(quoted: Sequence[float], rows: Sequence[MLABaseline], tolerance: float = MATCH_TOLERANCE):
+    """Each quoted "MLA saves N×" beside the computed baseline nearest it (helpers.formulas.attention
+    .nearest_baseline): what that baseline is, how it is counted, whether it is fair, its ratio, quoted ÷ computed,
+    and whether that is within `tolerance` (the quote *is* that baseline)."""
+    import pandas as pd
+
+    out = []
+    for q in quoted:
+        b = nearest_baseline(q, list(rows)) if rows and q else None
+        r = regime.ratio(q, b.baseline_over_mla) if b else float("nan")
+        out.append({"quoted": q, "nearest baseline": b.baseline if b else "–", "counted": b.counted if b else "–",
+                    "fair": b.fair if b else False, "baseline ÷ MLA": b.baseline_over_mla if b else float("nan"),
+                    "quoted ÷ computed": r, f"within {tolerance:.0%}": abs(r - 1) <= tolerance if b else False})
+    return pd.DataFrame(out, columns=["quoted", "nearest baseline", "counted", "fair", "baseline ÷ MLA",
+                                      "quoted ÷ computed", f"within {tolerance:.0%}"])
+
+
+def scorecard_frame(rows: Sequence[dict]):
+    """The published scorecard (helpers.formulas.attention.scorecard) with variant − baseline in the metric's
+    points where both are numbers (nan where one is a fraction such as "1/8")."""
+    import pandas as pd
+
+    def number(x):
+        try:
+            return float(x)
+        except (TypeError, ValueError):
+            return float("nan")
+
+    df = pd.DataFrame(list(rows))
+    if df.empty:
+        return df
+    diff = [round(number(v) - number(b), 2) for v, b in zip(df["variant_value"], df["baseline_value"])]
+    df.insert(df.columns.get_loc("baseline_value") + 1, "variant − baseline", diff)
+    return df
