@@ -223,8 +223,8 @@ def _():
     Mistral 7B v0.1 in bf16. *Overhead* is what the runtime keeps for anything but weights and cache:
     **(1 − utilization) × memory + {_fixed / GB:,.1f} GB**. vLLM gives its cache ⌈{term("gpu_memory_utilization")} ×
     memory⌉ less what start-up consumed (weights, CUDA context, libraries) and a profiling pass's peak; its
-    default utilization is 0.92 in vLLM 0.32, 0.9 before. The workshop plans with {_u} and {_fixed / GB:,.1f} GB,
-    a round figure: on an {_h.name}, **{memory.runtime_reserve_bytes(_h.usable_memory_bytes) / GB:,.2f} GB**.
+    default utilization is 0.92 in vLLM 0.32 (0.9 before). The workshop plans with vLLM 0.32's {_u} and
+    {_fixed / GB:,.1f} GB, a round figure: on an {_h.name}, **{memory.runtime_reserve_bytes(_h.usable_memory_bytes) / GB:,.2f} GB**.
     """)
     return
 

@@ -43,23 +43,23 @@ def test_mistral_bf16_does_not_fit_a_t4_once_the_reserve_is_counted():
     p = capacity.plan(MISTRAL, "T4", context=4096, batch=1)
     assert not p.fits and p.max_batch == 0
     assert p.step_s is None and p.usd_per_million_tokens is None
-    assert "14.48 GB" in p.reason and "90%" in p.reason and "overhead" in p.reason
+    assert "14.48 GB" in p.reason and "92%" in p.reason and "overhead" in p.reason
     # 14.48 GB of weights is less than the 16 GB on the label: only the reserve makes it fail.
     bare = capacity.plan(MISTRAL, "T4", context=4096, batch=1, utilization=1.0, overhead_bytes=0)
     assert bare.fits
 
 
 def test_max_batch_is_the_kv_budget_over_one_sequence():
-    # The H100 SXM is labelled 80 GB and reports 79.11 GiB = 84.94e9 B: the budget is 90 % of what it
-    # reports, less 1.5 GB and the weights: 60.47e9 B, 112 sequences of 4,096 tokens (not 104).
+    # The H100 SXM is labelled 80 GB and reports 79.11 GiB = 84.94e9 B: the budget is 92 % of what it
+    # reports (vLLM 0.32's default), less 1.5 GB and the weights: 62.16e9 B, 115 sequences of 4,096 tokens.
     p = capacity.plan(MISTRAL, "H100 SXM", context=4096, batch=1)
     assert p.memory_bytes_per_gpu == pytest.approx(H100_BYTES) and p.memory_label_gb == 80
-    budget = 0.9 * H100_BYTES - 1.5e9 - W_BF16
+    budget = 0.92 * H100_BYTES - 1.5e9 - W_BF16
     assert p.kv_budget_bytes_per_gpu == pytest.approx(budget)
-    assert p.max_batch == int(budget // KV_4096) == 112
-    assert capacity.plan(MISTRAL, "H100 SXM", context=4096, batch=112).fits
-    over = capacity.plan(MISTRAL, "H100 SXM", context=4096, batch=113)
-    assert not over.fits and "enough for batch 112" in over.reason
+    assert p.max_batch == int(budget // KV_4096) == 115
+    assert capacity.plan(MISTRAL, "H100 SXM", context=4096, batch=115).fits
+    over = capacity.plan(MISTRAL, "H100 SXM", context=4096, batch=116)
+    assert not over.fits and "enough for batch 115" in over.reason
 
 
 def test_kv_dtype_is_chosen_apart_from_the_weights():
@@ -215,13 +215,13 @@ def test_a_model_that_fits_no_gpu_says_which_count_would():
 def test_curve_and_triangle():
     df = capacity_views.curve(MISTRAL, ["H100 SXM", "T4"], context=4096)
     h = df[df.gpu == "H100 SXM"]
-    assert list(h.batch)[0] == 1 and list(h.batch)[-1] == 112
+    assert list(h.batch)[0] == 1 and list(h.batch)[-1] == 115
     assert h.step_ms.is_monotonic_increasing and h.tokens_per_s.is_monotonic_increasing
     assert df[df.gpu == "T4"].empty          # does not fit: no points
     tri = {c.corner: c for c in capacity_triangle.triangle(MISTRAL, "H100 SXM", context=4096, slo_ms=10)}
-    assert tri["latency"].batch == 1 and tri["throughput"].batch == 112
+    assert tri["latency"].batch == 1 and tri["throughput"].batch == 115
     assert tri["throughput"].usd_per_million_tokens < tri["latency"].usd_per_million_tokens
-    assert tri["throughput, less precision"].max_batch > 112
+    assert tri["throughput, less precision"].max_batch > 115
     df = capacity_views.triangle_frame(tri.values())
     assert df.loc["throughput", "$ per M output tokens"] == round(tri["throughput"].usd_per_million_tokens, 3)
 
@@ -330,8 +330,8 @@ def test_predict_vs_measure_with_the_measured_bandwidth(tiny):
 def test_usable_bytes_is_the_reserve_every_notebook_counts():
     from helpers import capacity
 
-    assert capacity.usable_bytes(80e9) == pytest.approx(0.9 * 80e9 - 1.5e9)   # 70.5 GB
-    assert capacity.usable_bytes(16e9) == pytest.approx(12.9e9)               # a T4: less than 14.48 GB of weights
+    assert capacity.usable_bytes(80e9) == pytest.approx(0.92 * 80e9 - 1.5e9)   # 72.1 GB
+    assert capacity.usable_bytes(16e9) == pytest.approx(13.22e9)              # a T4: less than 14.48 GB of weights
     with pytest.raises(ValueError):
         capacity.usable_bytes(0)
 

@@ -7,7 +7,7 @@ The memory of one GPU is what the device reports (helpers.formulas.gpus: an H100
 79.11 GiB), and what the KV cache gets of it is the one memory budget of helpers.formulas.memory
 (runtime_reserve_bytes, kv_budget_bytes), as vLLM accounts for it::
 
-    reserve   = (1 − gpu_memory_utilization) × memory + runtime overhead   (0.9 and 1.5 GB by default)
+    reserve   = (1 − gpu_memory_utilization) × memory + runtime overhead   (0.92, vLLM 0.32's default, and 1.5 GB)
     KV budget = memory − weights per GPU − reserve
 
 Tensor parallelism over N GPUs (Megatron-LM, Shoeybi et al. 2019, arXiv:1909.08053, §3; as vLLM

@@ -191,19 +191,19 @@ def weight_bytes(
 # ----------------------------------------------------------------------------- context × users
 
 # The runtime's reserve on one GPU, as vLLM accounts for it (engine argument gpu_memory_utilization,
-# default 0.9, https://docs.vllm.ai/en/latest/configuration/engine_args.html; the profiling in
-# vllm/v1/worker/gpu_worker.py determine_available_memory): it plans with 90 % of the memory the device
-# reports, and of that the activation peak of its profiling forward pass plus non-torch memory (CUDA
+# default 0.92 in vLLM 0.32: vllm/config/cache.py, CacheConfig.gpu_memory_utilization; 0.9 before; the
+# profiling in vllm/v1/worker/gpu_worker.py determine_available_memory): it plans with 92 % of the memory
+# the device reports, and of that the activation peak of its profiling forward pass plus non-torch memory (CUDA
 # context, cuBLAS workspace, NCCL) are not KV cache — vLLM's logs for an 8 B model report about
 # 1.25 GiB + 0.3 GiB, about 1.5 GB.
-GPU_MEMORY_UTILIZATION = 0.9
+GPU_MEMORY_UTILIZATION = 0.92
 RUNTIME_OVERHEAD_BYTES = 1.5e9
 
 
 def runtime_reserve_bytes(gpu_memory: float, utilization: float = GPU_MEMORY_UTILIZATION,
                           overhead_bytes: float = RUNTIME_OVERHEAD_BYTES) -> float:
     """What the serving runtime keeps of one GPU for anything but weights and KV cache:
-    (1 − utilization) × memory + overhead. An 80 GB GPU at vLLM's defaults: 8 + 1.5 = 9.5 GB."""
+    (1 − utilization) × memory + overhead. 80·10⁹ B at vLLM's defaults: 6.4 + 1.5 = 7.9 GB."""
     gpu_memory = checks.number(gpu_memory, "GPU memory", unit="bytes")
     overhead_bytes = checks.number(overhead_bytes, "overhead", unit="bytes")
     utilization = checks.fraction(utilization, "utilization", open_low=True)
