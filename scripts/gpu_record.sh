@@ -75,7 +75,6 @@ FIRST_S="${RECORD_FIRST_S:-330}" NOTEBOOKS_S="${RECORD_NOTEBOOKS_S:-75}"
 BENCH_S="${RECORD_BENCH_S:-60}" ENGINES_S="${RECORD_ENGINES_S:-100}"
 CELL_S="${RECORD_CELL_S:-300}"                          # one notebook cell
 BENCH_SECTIONS="${RECORD_BENCH_SECTIONS:-roofline attention capacity}"   # serving alone needs ~230 s on a 7B
-ENGINE_WORKLOADS="${RECORD_ENGINE_WORKLOADS:-}"         # default: the quick plan's (on a GPU, the talk's)
 
 # ---- where: this GPU, or a CPU for make record / the dry run ---------------------------------------
 # Nothing else is importable without the bundle: say what is missing before any time is spent.
@@ -106,10 +105,9 @@ if [ -n "${RECORD_ANY_DEVICE:-}" ] && [ "$HAS_CUDA" = 0 ] && [ -z "$DRY" ]; then
     DEST="workshop/results/${SLUG:-cpu}"
 elif [ -n "$DRY" ]; then
     # the CPU stands in for the GPU: the same sections and switches, budgets that only stop a hang (a
-    # loaded 2-core machine runs the tiny profile 5-10 times slower than an idle one), one engines workload
+    # loaded 2-core machine runs the tiny profile 5-10 times slower than an idle one)
     TOTAL_S="${RECORD_TOTAL_S:-2400}" FIRST_S="${RECORD_FIRST_S:-1200}" NOTEBOOKS_S="${RECORD_NOTEBOOKS_S:-600}"
     BENCH_S="${RECORD_BENCH_S:-600}" ENGINES_S="${RECORD_ENGINES_S:-600}"
-    ENGINE_WORKLOADS="${RECORD_ENGINE_WORKLOADS:-fixed}"
     GPU_NAME="dry run on $(label)"
     DEST="${RECORD_DEST:-build/results-dry-run}"
 else
@@ -170,13 +168,12 @@ section() {   # section NAME BUDGET_S COMMAND...: run it within its budget and w
 }
 
 ENGINE_ARGS=(--quick --no-guidellm --engines "${RECORD_ENGINES:-transformers}" --out "$DEST/engines.json")
-if [ -n "$ENGINE_WORKLOADS" ]; then ENGINE_ARGS+=(--workloads "$ENGINE_WORKLOADS"); fi
 
 section first "$FIRST_S" "$PY" scripts/notebooks.py run 03 05 --timeout "$CELL_S"
 section notebooks "$NOTEBOOKS_S" "$PY" scripts/notebooks.py run 01 02 --timeout "$CELL_S"
 # shellcheck disable=SC2086  # the section names are words
 section bench "$BENCH_S" "$PY" scripts/bench.py $BENCH_SECTIONS --out "$DEST"
-section engines "$ENGINES_S" "$PY" scripts/engines.py "${ENGINE_ARGS[@]}"
+section engines "$ENGINES_S" "$PY" -m servebench record "${ENGINE_ARGS[@]}"
 
 finish                                                 # with the sections skipped at the end, too
 echo "gpu-record: done in $(( $(date +%s) - T0 )) s; commit $DEST"

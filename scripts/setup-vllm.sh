@@ -6,7 +6,7 @@
 # - torchvision, torchaudio, torchcodec removed after the install: PyPI's are CUDA builds that break
 #   vLLM's import ("operator torchvision::nms does not exist"), and serving text needs none of them.
 # Where it cannot be installed (not Linux x86-64, no AVX2, too little disk) it says why and exits 0: the
-# rest of the workshop runs, and helpers.benchmark.vllm_env.cpu_unavailable() gives the same reason.
+# rest of the workshop runs, and servebench.servers.vllm_unavailable() gives the same reason.
 # VLLM_SETUP=skip skips it; VLLM_SETUP=require makes a failed install an error.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -1,4 +1,5 @@
-"""How much a learner has to read: helpers/'s lines, and each notebook's import closure.
+"""How much a learner has to read: helpers/'s lines, and each notebook's import closure; beside them the
+benchmark tool (servebench/), scripts/ and the three together.
 
 A notebook's closure is every module of helpers/ it reaches by following every `helpers` import — at
 the top of a file or inside a function — together with the packages (their __init__.py) those modules
@@ -18,6 +19,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+TOOL = "servebench"  # the benchmark of real servers, a tool beside helpers
 LONG_MODULE = 450  # lines: a module longer than this should be split by topic
 
 
@@ -95,6 +97,9 @@ class Size:
     mean_closure: float
     max_closure: int
     long_modules: dict[str, int]  # module -> lines, those over LONG_MODULE
+    tool: int = 0                 # servebench/, every line
+    scripts: int = 0              # scripts/*.py, every line
+    total: int = 0                # helpers/ + servebench/ + scripts/
 
 
 def measure(root: Path = ROOT) -> Size:
@@ -104,10 +109,13 @@ def measure(root: Path = ROOT) -> Size:
         reached = closure(root, imported(root, notebook, notebook.stem))
         closures[notebook.stem] = sum(lines(module_file(root, m)) for m in reached)
     long = {str(p.relative_to(root)): lines(p) for p in files if lines(p) > LONG_MODULE}
-    return Size(lines=sum(map(lines, files)), code=sum(map(code_lines, files)), modules=len(files),
+    helpers, tool = sum(map(lines, files)), sum(map(lines, (root / TOOL).rglob("*.py")))
+    scripts = sum(map(lines, (root / "scripts").glob("*.py")))
+    return Size(lines=helpers, code=sum(map(code_lines, files)), modules=len(files),
                 closures=closures,
                 mean_closure=round(sum(closures.values()) / len(closures), 1) if closures else 0.0,
-                max_closure=max(closures.values(), default=0), long_modules=long)
+                max_closure=max(closures.values(), default=0), long_modules=long,
+                tool=tool, scripts=scripts, total=helpers + tool + scripts)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -119,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(asdict(size), indent=2))
         return 0
     print(f"helpers/: {size.lines:,} lines ({size.code:,} of code) in {size.modules} modules")
+    print(f"{TOOL}/: {size.tool:,} lines; scripts/: {size.scripts:,} lines; helpers/ + {TOOL}/ + scripts/: {size.total:,}")
     for name, n in size.closures.items():
         print(f"  {name:32s} {n:7,}")
     print(f"  {'mean':32s} {size.mean_closure:9,.1f}\n  {'max':32s} {size.max_closure:7,}")

@@ -27,7 +27,7 @@
         [--ignore-sigterm]                   ignores SIGTERM (as vLLM does while it starts)
 
 Imported by the tests (standard library only at import time, so the server starts fast): COMMAND, the
-command line for helpers.benchmark.process.ServerProcess; start(*flags); trace(n); left(processes).
+command line for servebench.process.ServerProcess; start(*flags); trace(n); left(processes).
 """
 from __future__ import annotations
 
@@ -47,17 +47,15 @@ COMMAND = [sys.executable, os.path.abspath(__file__), "--port", "{port}"]
 
 def start(*flags: str, **kw):
     """A ServerProcess for this stand-in (not started yet), with `flags` of the list above."""
-    from helpers.benchmark import process
+    from servebench import process
 
     return process.ServerProcess(COMMAND + list(flags), name="fake", ready_timeout_s=kw.pop("ready_timeout_s", 20),
                                  **kw)
 
 
-def trace(n: int, tokens: int = 4):
-    """n short requests asking for `tokens` tokens each."""
-    from helpers.serving.traces import TraceRequest
-
-    return [TraceRequest(i, f"prompt {i}", tokens) for i in range(n)]
+def trace(n: int, tokens: int = 4) -> list[dict]:
+    """n short requests asking for `tokens` tokens each (servebench.client's form)."""
+    return [{"prompt": f"prompt {i}", "max_tokens": tokens} for i in range(n)]
 
 
 def left(procs, within_s: float = 60.0) -> list:

@@ -175,3 +175,34 @@ def test_the_notebook_table_says_what_each_notebook_imports():
     assert sorted(rows) == [p.stem for p in notebooks]
     for p in notebooks:
         assert sorted(notebook_packages(p)) == sorted(x.strip() for x in rows[p.stem].split(",")), p.stem
+
+
+TOOL = "servebench"     # the benchmark of real servers: a tool beside helpers (issue 46)
+
+
+def _imports_of(path: Path) -> set[str]:
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            out.add(node.module.split(".")[0])
+        elif isinstance(node, ast.Import):
+            out |= {a.name.split(".")[0] for a in node.names}
+    return out
+
+
+def test_no_module_of_helpers_and_no_notebook_imports_the_benchmark_tool():
+    """helpers/ and the notebooks read the tool's records and start it as a subprocess (`python -m
+    servebench`); they never import it, so it can change, grow or go without touching what a learner reads."""
+    files = sorted(HELPERS.rglob("*.py")) + sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.py"))
+    importing = [str(p.relative_to(ROOT)) for p in files if TOOL in _imports_of(p)]
+    assert importing == [], f"these import {TOOL}, which only its command line and the tests may"
+    assert (ROOT / TOOL / "__main__.py").exists()
+
+
+def test_the_benchmark_tool_ships_beside_helpers_and_stays_small():
+    """pyproject.toml packages it with helpers (08's live run on Colab and Molab), and it is at most
+    1,600 lines (issue 46)."""
+    text = (ROOT / "pyproject.toml").read_text()
+    assert re.search(rf'include = \[[^\]]*"{TOOL}\*"', text), "pyproject.toml does not ship the tool"
+    lines = sum(len(p.read_text().splitlines()) for p in (ROOT / TOOL).rglob("*.py"))
+    assert lines <= 1600, f"{TOOL}/ is {lines} lines"

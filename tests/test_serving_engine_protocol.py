@@ -1,4 +1,4 @@
-"""The engine server's request parser (helpers.engine.protocol), property-based (hypothesis): any JSON
+"""The engine server's request parser (servebench.protocol), property-based (hypothesis): any JSON
 value in any field, and any JSON body at all, either parses or raises pydantic's ValidationError (or a
 ValueError from the tokenizer's chat template or Engine.validate) — what the server answers with 400 —
 never anything else; and a valid request parses to the SamplingParams OpenAI's defaults give. Runs in
@@ -12,9 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 from pydantic import ValidationError
 
-from helpers.benchmark import servers
+from servebench import servers
 from helpers.engine.llm import Engine
-from helpers.engine.protocol import ChatCompletionRequest, CompletionRequest, explain
+from servebench.protocol import ChatCompletionRequest, CompletionRequest, explain
 from helpers.engine.request import SamplingParams
 
 PROPERTY = settings(max_examples=300, derandomize=True, database=None, deadline=None,

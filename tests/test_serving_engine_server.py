@@ -17,8 +17,7 @@ import httpx
 import psutil
 import pytest
 
-from helpers.benchmark import client, process, servers
-from helpers.engine import server
+from servebench import client, process, server, servers
 from helpers.serving.traces import chat_trace
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not servers._installed("fastapi"), reason="needs fastapi")]
@@ -184,7 +183,7 @@ def test_a_client_that_goes_away_frees_its_blocks(served):
 def test_sigterm_ends_the_requests_in_flight_and_exits_within_5_s(tmp_path):
     folder = servers.serve_folder("tiny")
     port = process.free_port()
-    cmd = [sys.executable, "-m", "helpers.engine.server", str(folder), "--port", str(port), "--log-level", "warning"]
+    cmd = [sys.executable, "-m", "servebench.server", str(folder), "--port", str(port), "--log-level", "warning"]
     log = open(tmp_path / "server.log", "w")
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     try:
@@ -228,7 +227,7 @@ def test_sigterm_ends_the_requests_in_flight_and_exits_within_5_s(tmp_path):
     (["--prefix-cache", "lru"], "argument --prefix-cache: invalid choice: 'lru'", 2),
 ])
 def test_the_command_line_refuses_bad_options_in_one_line(args, said, status):
-    r = subprocess.run([sys.executable, "-m", "helpers.engine.server", str(servers.serve_folder("tiny")), *args],
+    r = subprocess.run([sys.executable, "-m", "servebench.server", str(servers.serve_folder("tiny")), *args],
                        capture_output=True, text=True, timeout=120, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     assert r.returncode == status and r.stderr.strip().splitlines() == [r.stderr.strip()], r.stderr
     assert r.stderr.startswith("error: ") and said in r.stderr, r.stderr
@@ -241,7 +240,7 @@ def test_the_command_line_refuses_bad_options_in_one_line(args, said, status):
 ])
 def test_a_model_that_cannot_be_loaded_is_one_line(tmp_path, folder, said, status):
     folder = folder.replace("{empty}", str(tmp_path))
-    r = subprocess.run([sys.executable, "-m", "helpers.engine.server", folder], capture_output=True, text=True,
+    r = subprocess.run([sys.executable, "-m", "servebench.server", folder], capture_output=True, text=True,
                        timeout=120, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     assert r.returncode == status and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert r.stderr.startswith("error: ") and said in r.stderr, r.stderr
@@ -250,9 +249,10 @@ def test_a_model_that_cannot_be_loaded_is_one_line(tmp_path, folder, said, statu
 def test_the_projects_load_client_measures_it(served):
     srv, cfg = served
     work = chat_trace(8, seed=1, prompt_words_median=32, output_tokens_median=8, sigma=0.0)
-    recs = client.run_load(srv.base_url, cfg.model, work, concurrency=4, timeout_s=180)
+    recs = client.run(srv.base_url, cfg.model, [{"prompt": r.prompt, "max_tokens": r.max_new_tokens} for r in work],
+                      concurrency=4, timeout_s=180)
     assert [r.error for r in recs] == [None] * 8
-    assert all(r.prompt_tokens and r.output_tokens >= 1 and r.token_times for r in recs)
+    assert all(r.tokens >= 1 and r.chunks for r in recs)
 
 
 def test_an_engine_that_fails_answers_500_and_never_hangs():

@@ -1,155 +1,132 @@
-"""Figures of the engine benchmark: throughput against latency as concurrency grows (one curve per
-configuration), and the client's figures beside guidellm's for the same configuration and level."""
+"""Figures of the engine benchmark, each from a table of helpers.benchmark.records: one streamed request's
+chunks; throughput against latency as concurrency grows (the median of each level's runs, its spread as a
+bar); SLO attainment against the achieved request rate; prefix caching's TTFT; three load generators on
+one server. Given no rows, each is a note that says so."""
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ..present import plots
-from .agreement import OURS
 
-
-CURVE_TITLE = "Throughput against latency as concurrency grows"
-TOOLS_TITLE = "One server, two load generators: our streaming client and guidellm"
 CHUNKS_TITLE = "One streamed request: where TTFT and ITL come from"
+CURVE_TITLE = "Throughput against latency as concurrency grows"
+OPEN_LOOP_TITLE = "Open loop: SLO attainment and TTFT against the achieved request rate"
+PREFIX_TITLE = "Prefix caching on the agentic workload: mean TTFT"
+TOOLS_TITLE = "One server, three load generators, the same requests"
 
 
-def _rows(table, tool: str | None, workload: str | None):
-    t = table if tool is None else table[table["source"] == tool]
-    t = t if workload is None else t[t["workload"] == workload]
-    return t[t["TTFT mean ms"].notna()] if "TTFT mean ms" in t else t
-
-
-@plots.notes_when_empty(CURVE_TITLE)
-def curve_figure(table, source: Any, workload: str | None = None, tool: str = "client"):
-    """Output tokens/s against mean TTFT (left) and mean ITL (right); each point a concurrency level
-    (annotated), one line per configuration. `table`: helpers.benchmark.records.runs_table(...). Runs in
-    which no request succeeded have no latency to draw; with none left, a note says so."""
-    t = _rows(table, tool, workload)
-    if t.empty:
-        return plots.note_figure(source, CURVE_TITLE, f"no run of {tool} on workload {workload or 'any'} had a "
-                                                      "successful request")
-    fig, axes = plots.figure(ncols=2, width=6.0, height=4.0)
-    for name, g in t.groupby("configuration", sort=False):
-        g = g.sort_values("concurrency")
-        for ax, col in zip(axes, ("TTFT mean ms", "ITL mean ms")):
-            ax.plot(g[col], g["output tok/s"], marker="o", label=name)
-            for _, r in g.iterrows():
-                ax.annotate(f"c={int(r['concurrency'])}", (r[col], r["output tok/s"]), textcoords="offset points",
-                            xytext=(4, 4), fontsize=8)
-    for ax, what in zip(axes, ("mean TTFT (ms)", "mean ITL (ms)")):
-        ax.set_xlabel(what)
-        ax.set_ylabel("output tokens/s")
-        ax.set_xscale("log")
-    axes[0].legend(fontsize=8)
-    fig.suptitle(f"{CURVE_TITLE} ({tool}, workload {workload or 'all'})")
-    return plots.finish(fig, source)
-
-
-@plots.notes_when_empty(TOOLS_TITLE)
-def tools_figure(table, source: Any, workload: str | None = None):
-    """Mean TTFT and mean ITL per configuration and level: our client's own run, our definitions on
-    guidellm's requests (from its per-request output), and guidellm's figures."""
-    import numpy as np
-
-    t = _rows(table, None, workload)
-    if t.empty or not (t["source"] == "guidellm").any():
-        return plots.note_figure(source, TOOLS_TITLE, f"guidellm has no successful run on workload {workload or 'any'}")
-    keys = t[["configuration", "concurrency"]].drop_duplicates().values.tolist()
-    fig, axes = plots.figure(ncols=2, width=6.0, height=4.0)
-    x = np.arange(len(keys))
-    for ax, col in zip(axes, ("TTFT mean ms", "ITL mean ms")):
-        for i, tool in enumerate(("client", OURS, "guidellm")):
-            vals = []
-            for name, c in keys:
-                row = t[(t["configuration"] == name) & (t["concurrency"] == c) & (t["source"] == tool)]
-                vals.append(float(row[col].iloc[0]) if len(row) and row[col].iloc[0] is not None else np.nan)
-            ax.bar(x + (i - 1) * 0.27, vals, 0.27, label={"client": "our client (its own run)",
-                                                           OURS: "our definitions, guidellm's requests"}.get(tool, tool))
-        ax.set_xticks(x, [f"{'CB' if 'continuous' in n else 'no CB'}\nc={int(c)}" for n, c in keys], fontsize=8)
-        ax.set_ylabel(col.replace(" mean ms", " mean (ms)"))
-        ax.set_yscale("log")
-    axes[0].legend(fontsize=8)
-    fig.suptitle(TOOLS_TITLE)
-    return plots.finish(fig, source)
+def _bar(median: float, spread: float) -> float:
+    """Half the range of a level's runs, the error bar around its median (0 where one run or no spread)."""
+    v = median * spread / 2
+    return v if math.isfinite(v) else 0.0
 
 
 @plots.notes_when_empty(CHUNKS_TITLE)
-def chunks_figure(example: dict, source: Any, title: str = CHUNKS_TITLE):
-    """The arrival time of every streamed chunk with text of one request (bench.run_config's `example`): the first
+def chunks_figure(example: dict, source: Any):
+    """The arrival time of every streamed chunk with text of one request (a record's `example`): the first
     arrival is the TTFT, the gaps after it the inter-token latencies."""
-    if not example.get("token_s"):
-        return plots.note_figure(source, title, f"the example request streamed no text ({example.get('error')})")
-    fig, ax = plots.figure(width=8.0, height=3.2)
-    times_ms = [t * 1e3 for t in example["token_s"]]
-    ax.eventplot([times_ms], lineoffsets=0.5, linelengths=0.8, colors="C0")
-    ax.axvspan(0, times_ms[0], color="C1", alpha=0.2, label=f"TTFT {times_ms[0]:.1f} ms")
+    times_ms = [t * 1e3 for t in example.get("token_s") or []]
+    if not times_ms:
+        return plots.note_figure(source, CHUNKS_TITLE, f"the example request streamed no text ({example.get('error')})")
+    fig, ax = plots.figure(width=8.0, height=3.0)
+    ax.eventplot([times_ms], lineoffsets=0.5, linelengths=0.8, colors=plots.MEASURED)
+    ax.axvspan(0, times_ms[0], color=plots.PREFILL, alpha=0.2, label=f"TTFT {times_ms[0]:.1f} ms")
     if example.get("itl_s") is not None:
-        tokens = example.get("output_tokens")
-        counted = f"{len(times_ms)} chunks" + (f", {tokens} tokens" if tokens is not None else "")
-        ax.plot([], [], color="C0", label=f"{counted}; mean ITL {example['itl_s'] * 1e3:.1f} ms")
+        tokens = example.get("tokens", example.get("output_tokens"))
+        ax.plot([], [], color=plots.MEASURED, label=f"{len(times_ms)} chunks, {tokens} tokens; "
+                                                    f"ITL {example['itl_s'] * 1e3:.1f} ms")
     ax.set_yticks([])
     ax.set_xlabel("ms after the request was sent")
     ax.legend(fontsize=8, loc="upper right")
-    ax.set_title(title)
-    return plots.finish(fig, source)
+    return plots.finish(fig, source, CHUNKS_TITLE)
 
 
-OPEN_LOOP_TITLE = "Open loop: latency and SLO attainment against the request rate"
-PREFIX_TITLE = "Prefix caching on the agentic workload"
+@plots.notes_when_empty(CURVE_TITLE)
+def curve_figure(levels, source: Any):
+    """Median output tokens/s against median TTFT (left) and ITL (right), one line per configuration and
+    tool, each point a concurrency level (annotated), bars the spread of its runs."""
+    t = levels[levels["rate asked"].isna() & levels["TTFT mean ms"].notna()]
+    if t.empty:
+        return plots.note_figure(source, CURVE_TITLE, "no closed-loop level had a successful request")
+    fig, axes = plots.figure(ncols=2, width=6.0, height=4.0)
+    for (name, tool), g in t.groupby(["configuration", "tool"], sort=False):
+        g = g.sort_values("concurrency")
+        for ax, col, sp in zip(axes, ("TTFT mean ms", "ITL mean ms"), ("TTFT spread", "ITL spread")):
+            ax.errorbar(g[col], g["output tok/s"], xerr=[_bar(m, s) for m, s in zip(g[col], g[sp])],
+                        yerr=[_bar(m, s) for m, s in zip(g["output tok/s"], g["output spread"])], marker="o",
+                        capsize=2, label=name if tool == "client" else f"{name} ({tool})")
+            for _, r in g.iterrows():
+                ax.annotate(f"c={r['concurrency']:g}", (r[col], r["output tok/s"]), textcoords="offset points",
+                            xytext=(4, 4), fontsize=8)
+    for ax, what in zip(axes, ("mean TTFT (ms)", "mean ITL (ms)")):
+        ax.set(xlabel=what, ylabel="output tokens/s", xscale="log")
+    axes[0].legend(fontsize=7)
+    return plots.finish(fig, source, CURVE_TITLE)
 
 
 @plots.notes_when_empty(OPEN_LOOP_TITLE)
-def open_loop_figure(table, source: Any, workload: str = "chat", attainment: dict | None = None):
-    """Left: normalized latency (each request's end-to-end latency ÷ its output tokens, averaged: the vLLM
-    paper's Fig. 12 axis) against the Poisson request rate. Right: the share of requests within the SLO
-    (`attainment`: {configuration: [(rate, share)]}, recomputed for the SLO chosen; else the table's)."""
-    t = table[(table["source"] == "client") & table["rate req/s"].notna() & (table["workload"] == workload)]
+def open_loop_figure(levels, source: Any):
+    """Left: the share of requests within the SLO against the achieved rate (90 %: DistServe's goal);
+    right: median TTFT. A rate not held (too few requests, or sent off the rate asked) is a hollow marker."""
+    t = levels[levels["rate asked"].notna()]
     if t.empty:
-        return plots.note_figure(source, OPEN_LOOP_TITLE, f"no open-loop run of workload {workload}")
+        return plots.note_figure(source, OPEN_LOOP_TITLE, "no open-loop run")
     fig, axes = plots.figure(ncols=2, width=6.0, height=4.0)
-    for name, g in t.groupby("configuration", sort=False):
-        g = g.sort_values("rate req/s")
-        axes[0].plot(g["rate req/s"], g["norm. latency ms/token"], marker="o", label=name)
-        pts = (attainment or {}).get(name) or list(zip(g["rate req/s"], g["SLO attained"]))
-        axes[1].plot([p[0] for p in pts], [None if p[1] is None else 100 * p[1] for p in pts], marker="o", label=name)
-    axes[0].set_ylabel("normalized latency (ms per output token)")
-    axes[1].set_ylabel("requests within the SLO (%)")
-    axes[1].axhline(90, **plots.DATASHEET_STYLE)
-    axes[1].text(axes[1].get_xlim()[0], 91, "90 %: DistServe's attainment goal", fontsize=8, color="#555")
-    axes[1].set_ylim(0, 105)
+    for i, ((name, tool), g) in enumerate(t.groupby(["configuration", "tool"], sort=False)):
+        g, colour = g.sort_values("rate asked"), f"C{i}"
+        x = [a if a == a else r for a, r in zip(g["achieved rate"], g["rate asked"])]
+        for ax, col, scale in ((axes[0], "SLO attained", 100), (axes[1], "TTFT mean ms", 1)):
+            ax.plot(x, g[col] * scale, color=colour, label=name if tool == "client" else f"{name} ({tool})")
+            for xi, yi, ok in zip(x, g[col] * scale, g["held"]):
+                ax.plot([xi], [yi], "o", color=colour, markerfacecolor=colour if ok else "none")
+    axes[0].axhline(90, **plots.DATASHEET_STYLE)
+    axes[0].set(ylabel="requests within the SLO (%)", ylim=(0, 105))
+    axes[1].set(ylabel="mean TTFT (ms)", yscale="log")
     for ax in axes:
-        ax.set_xlabel("request rate (requests/s, Poisson arrivals)")
-        ax.set_xscale("log")
-    axes[0].set_yscale("log")
+        ax.set(xlabel="achieved rate (requests/s, Poisson arrivals)", xscale="log")
     axes[0].legend(fontsize=7)
-    fig.suptitle(f"{OPEN_LOOP_TITLE} (workload {workload})")
-    return plots.finish(fig, source)
+    return plots.finish(fig, source, OPEN_LOOP_TITLE)
 
 
 @plots.notes_when_empty(PREFIX_TITLE)
-def prefix_figure(rows: list, source: Any, hit_rates: dict | None = None):  # rows: list[prefix.PrefixLevel]
-    """Mean TTFT with vLLM's prefix caching off and on at each concurrency (prefix.prefix_caching_effect's
-    rows), and beside it the share of prompt tokens a cache could serve on the same trace: a radix tree,
-    16-token and 128-token blocks (bench.prefix_model) and what vLLM counted."""
+def prefix_figure(levels, source: Any):
+    """The agentic trace's median TTFT per configuration at each concurrency, bars the spread of its runs."""
     import numpy as np
 
-    fig, axes = plots.figure(ncols=2, width=6.0, height=4.0)
-    x = np.arange(len(rows))
-    axes[0].bar(x - 0.2, [r.ttft_off_ms for r in rows], 0.4, label="prefix caching off", color=plots.DATASHEET)
-    axes[0].bar(x + 0.2, [r.ttft_on_ms for r in rows], 0.4, label="prefix caching on (default)", color=plots.MEASURED)
-    axes[0].set_xticks(x, [f"c={r.concurrency}\n÷ {r.off_over_on:.1f}" for r in rows])
-    axes[0].set_ylabel("mean TTFT (ms)")
+    names = list(dict.fromkeys(levels["configuration"]))
+    conc = sorted(levels["concurrency"].dropna().unique())
+    fig, ax = plots.figure(width=6.0, height=3.6)
+    width = 0.8 / max(len(names), 1)
+    for i, name in enumerate(names):
+        g = levels[levels["configuration"] == name].set_index("concurrency")
+        vals = [g["TTFT mean ms"].get(c, np.nan) for c in conc]
+        errs = [_bar(v, g["TTFT spread"].get(c, np.nan)) for v, c in zip(vals, conc)]
+        ax.bar(np.arange(len(conc)) + i * width, vals, width, yerr=errs, capsize=3, label=name)
+    ax.set_xticks(np.arange(len(conc)) + width * (len(names) - 1) / 2, [f"c={c:g}" for c in conc])
+    ax.set_ylabel("mean TTFT (ms)")
+    ax.legend(fontsize=8)
+    return plots.finish(fig, source, PREFIX_TITLE)
+
+
+@plots.notes_when_empty(TOOLS_TITLE)
+def tools_figure(levels, source: Any):
+    """Median TTFT and ITL per closed-loop level, one bar per load generator, bars the spread of its runs."""
+    import numpy as np
+
+    t = levels[levels["rate asked"].isna()]
+    if t.empty or t["tool"].nunique() < 2:
+        return plots.note_figure(source, TOOLS_TITLE, "fewer than two load generators measured this server")
+    conc, tools = sorted(t["concurrency"].unique()), list(dict.fromkeys(t["tool"]))
+    fig, axes = plots.figure(ncols=2, width=6.0, height=3.8)
+    width = 0.8 / len(tools)
+    for ax, col, sp in zip(axes, ("TTFT mean ms", "ITL mean ms"), ("TTFT spread", "ITL spread")):
+        for i, tool in enumerate(tools):
+            g = t[t["tool"] == tool].set_index("concurrency")
+            vals = [g[col].get(c, np.nan) for c in conc]
+            ax.bar(np.arange(len(conc)) + i * width, vals, width, label=tool, capsize=2,
+                   yerr=[_bar(v, g[sp].get(c, np.nan)) for v, c in zip(vals, conc)])
+        ax.set_xticks(np.arange(len(conc)) + width * (len(tools) - 1) / 2, [f"c={c:g}" for c in conc])
+        ax.set_ylabel(col.replace(" mean ms", " mean (ms)"))
     axes[0].legend(fontsize=8)
-    axes[0].set_title("vLLM, measured", fontsize=10)
-    rates = {k: v for k, v in (hit_rates or {}).items() if isinstance(v, (int, float)) and k != "prompt tokens"}
-    if rates:
-        labels = list(rates)
-        plots.bars(axes[1], labels, [100 * v for v in rates.values()],
-                   [plots.MEASURED if "vLLM" in k else plots.COMPUTED for k in labels], fmt=lambda v: f"{v:.1f} %")
-        axes[1].set_ylabel("prompt tokens served from the cache (%)")
-        axes[1].tick_params(axis="x", labelsize=7)
-    else:
-        axes[1].axis("off")
-    axes[1].set_title("the same trace: replayed (orange), counted by vLLM (blue)", fontsize=10)
-    fig.suptitle(PREFIX_TITLE)
-    return plots.finish(fig, source)
+    return plots.finish(fig, source, TOOLS_TITLE)

@@ -1,16 +1,16 @@
-"""The decision guide: which engine for which workload, rebuilt from a make engines run (`measured_decisions`,
-each row citing the run and the figures the rules of helpers.benchmark.findings took), beside the talk's
-table and published figures (`PUBLISHED`, each with its source; GPU claims labelled "cited").
+"""The decision guide: which engine for which workload. Its CPU rows are sorted tables read from a run —
+the learner's live run where it measured a configuration, else the record it cites (its machine, date and
+load), both where they disagree (`cpu_rows`); its GPU rows are cited or computed (`GPU_ROWS`), beside the
+talk's table and published figures (`PUBLISHED`, each with its source) and tensor parallelism on paper.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..formulas.verdicts import CHANGE_MARGIN, Verdict, change_verdict
+from ..formulas import regime
 from ..parallel.plan import parallel_step
-from .findings import BASELINE, BATCHING, VLLM, key_figures, throughput_order
-
+from . import records
 
 TALK_CSV = Path(__file__).resolve().parents[1] / "data" / "talk_serving_h100.csv"   # the talk's Demo F, its owner
 TALK_SOURCE = "the workshop talk, Demo F (one H100; 10 concurrent × 50 tokens; 1,656-token shared prefix)"
@@ -30,35 +30,13 @@ def talk_table():
 
 
 def talk(name_has: str, column: str):
-    rows = talk_table().drop(columns="source").to_dict("records")
-    for r in rows:
+    for r in talk_table().drop(columns="source").to_dict("records"):
         if name_has in r["configuration"]:
             if column not in r:
                 raise ValueError(f"the talk's table has no column {column!r}; it has {', '.join(r)}")
             return r[column]
-    raise ValueError(f"no row of the talk's table contains {name_has!r}; rows: " + "; ".join(r["configuration"] for r in rows))
+    raise ValueError(f"no row of the talk's table contains {name_has!r}")
 
-
-def _step(name_a: str, name_b: str, column: str, unit: str) -> str:
-    return f"{talk(name_a, column):,g} → {talk(name_b, column):,g} {unit}"
-
-
-PUBLISHED = [
-    {"claim": "continuous batching (iteration-level scheduling) vs static batching", "figure": "36.9× throughput at the same latency",
-     "source": "Yu et al., Orca, OSDI 2022 (GPT-3 175B vs FasterTransformer)"},
-    {"claim": "paged attention + continuous batching (vLLM)", "figure": "2–4× throughput at the same latency",
-     "source": "Kwon et al., vLLM/PagedAttention, SOSP 2023 (vs FasterTransformer and Orca)"},
-    {"claim": "radix-tree prefix cache (SGLang) on shared-prefix programs", "figure": "up to 6.4× throughput",
-     "source": "Zheng et al., SGLang, NeurIPS 2024"},
-    {"claim": "vLLM vs SGLang on ShareGPT-like chat", "figure": "statistically indistinguishable",
-     "source": "the workshop talk, §8 (one H100)"},
-    {"claim": "SGLang vs vLLM on the agentic branching workload", "figure": "3–4× better",
-     "source": "the workshop talk, §8 (one H100)"},
-    {"claim": "goodput: the highest request rate at which ≥ 90 % of requests meet the TTFT and TPOT SLOs",
-     "figure": "the measure to optimise, not raw tok/s", "source": "Zhong et al., DistServe, OSDI 2024, §2"},
-    {"claim": "vLLM bench's goodput: requests/s meeting the SLO in one run", "figure": "a rate of one run, not a limit",
-     "source": "vllm/benchmarks/serve.py (--goodput)"},
-]
 
 def talk_speedups() -> dict:
     """Ratios of the talk's table against its baseline (the talk spoke of "almost 15×" and "50×")."""
@@ -75,38 +53,31 @@ class TalkFactors:
     concurrency: float
     concurrent: int
 
-    @property
-    def concurrency_share(self) -> str:
-        return "most" if self.concurrency > self.per_request_itl else "less than half"
-
-    def words(self) -> str:
-        return (f"The talk's \"almost 15×\" compared a baseline serving one request at a time with vLLM serving "
-                f"{self.concurrent}: {self.total:.1f}× in tokens/s, of which {self.per_request_itl:.1f}× is each "
-                f"request's shorter ITL and {self.concurrency:.1f}× serving {self.concurrent} requests at once: "
-                + {"higher": f"serving {self.concurrent} at once is the larger factor",
-                   "lower": "each request's shorter ITL is the larger factor",
-                   "about equal": f"the two factors within {CHANGE_MARGIN:.0%} of each other"}[
-                    change_verdict(self.concurrency / self.per_request_itl)]
-                + " (notebook 08 measures batching on its own: continuous batching off and on in the same server).")
-
 
 def talk_factors() -> TalkFactors:
-    base, vllm = "baseline", "vLLM default"
-    total = talk(vllm, "tok/s") / talk(base, "tok/s")
-    per_request = talk(base, "ITL ms") / talk(vllm, "ITL ms")
-    return TalkFactors(total, per_request, total / per_request, int(talk(vllm, "concurrency")))
+    total = talk("vLLM default", "tok/s") / talk("baseline", "tok/s")
+    per_request = talk("baseline", "ITL ms") / talk("vLLM default", "ITL ms")
+    return TalkFactors(total, per_request, total / per_request, int(talk("vLLM default", "concurrency")))
+
+
+PUBLISHED = [
+    {"claim": "continuous batching (iteration-level scheduling) vs static batching", "figure": "36.9× throughput at the same latency",
+     "source": "Yu et al., Orca, OSDI 2022 (GPT-3 175B vs FasterTransformer)"},
+    {"claim": "paged attention + continuous batching (vLLM)", "figure": "2–4× throughput at the same latency",
+     "source": "Kwon et al., vLLM/PagedAttention, SOSP 2023 (vs FasterTransformer and Orca)"},
+    {"claim": "radix-tree prefix cache (SGLang) on shared-prefix programs", "figure": "up to 6.4× throughput",
+     "source": "Zheng et al., SGLang, NeurIPS 2024"},
+    {"claim": "SGLang vs vLLM on the agentic branching workload", "figure": "3–4× better",
+     "source": "the workshop talk, §8 (one H100)"},
+    {"claim": "goodput: the highest request rate at which ≥ 90 % of requests meet the TTFT and TPOT SLOs",
+     "figure": "the measure to optimise, not raw tok/s", "source": "Zhong et al., DistServe, OSDI 2024, §2"},
+]
 
 
 def published_table():
     import pandas as pd
 
     return pd.DataFrame(PUBLISHED)
-
-
-def decision_table(data: dict):
-    import pandas as pd
-
-    return pd.DataFrame(measured_decisions(data))
 
 
 def tensor_parallel_table(model: str = "gpt-oss-120b", gpu: str = "H100 SXM", gpus=(1, 2, 4, 8),
@@ -131,121 +102,93 @@ def tensor_parallel_table(model: str = "gpt-oss-120b", gpu: str = "H100 SXM", gp
                                               f"efficiency {efficiency:g} (helpers.parallel.plan.parallel_step)")
 
 
-# ----------------------------------------------------------------------------- the guide, from a run
+def gpu_batching_table(batches=(1, 4, 8, 32), context: int = 512):
+    """What batching buys on a GPU, computed: Mistral 7B bf16 on an H100 SXM (helpers.present.on_gpu.gpu_plan),
+    the decode step's floor at each batch and the output tokens/s it allows (batch ÷ step), ÷ batch 1."""
+    import pandas as pd
 
-def run_label(data: dict) -> str:
-    from ..measure.hardware import measured_label, measured_on_of, measured_when
+    from ..present.on_gpu import gpu_plan
 
-    load = data.get("load_average_at_start")
-    m = measured_on_of(data)
-    where = f"{measured_label(m)}, {m['device']['cores'] or '?'} cores"
-    return (f"make engines of {measured_when(m)} ({where}; profile "
-            f"{m['profile'] or '?'}" + (f"; load average {load[0]:g}" if load else "") + ")")
-
-
-# the servers a CPU machine can run, simplest first (nothing to install beyond transformers, then vLLM's build)
-SIMPLEST_FIRST = (BASELINE, BATCHING, VLLM)
-SHORT = {BASELINE: "transformers serve", BATCHING: "transformers serve --continuous-batching", VLLM: "vLLM default"}
-
-
-def pick(data: dict, workload: str, concurrency: int) -> tuple[str, Verdict] | None:
-    """Of the servers within 10 % of the most output tokens/s at one level, the simplest to install; its evidence."""
-    rk = throughput_order(data, workload, concurrency, names=SIMPLEST_FIRST)
-    if rk is None:
-        return None
-    return next(n for n in SIMPLEST_FIRST if n in rk.leaders), rk.verdict
-
-
-def one_user_row(data: dict, run: str) -> dict:
-    p = pick(data, "chat", 1)
-    row = {"workload": "one user, a laptop or a CPU; a quick local demo"}
-    if p is None:
-        return dict(row, engine="— (no server measured at concurrency 1)", why="transformers serve needs nothing "
-                    "else installed", evidence=f"not measured in this run — {run}")
-    name, v = p
-    why = ("nothing else to install, any Hub model; in this run as fast as the fastest (within "
-           f"{CHANGE_MARGIN:.0%})" if name == BASELINE else
-           "the most output tokens/s for one request in this run" + (
-               "" if name != VLLM else "; transformers serve needs nothing else installed"))
-    return dict(row, engine=SHORT[name], why=why, evidence=f"measured, chat: {v.words} — {run}")
-
-
-def several_users_row(data: dict, top: int, run: str) -> dict | None:
-    p = pick(data, "chat", top)
-    if p is None:
-        return None
-    name, v = p
-    base = v.evidence.get(BASELINE)
-    queued = (base is not None and name != BASELINE and change_verdict(v.evidence[name] / base) == "higher")
-    why = (f"the most output tokens/s with {top} at once in this run" +
-           ("; one request at a time queues them" if queued else "") +
-           ("" if name != BATCHING else "; nothing beyond transformers to install"))
-    return {"workload": f"several users on one CPU machine (chat, {top} at once)", "engine": SHORT[name],
-            "why": why, "evidence": f"measured: {v.words} — {run}"}
-
-
-def measured_decisions(data: dict) -> list[dict]:
-    run = run_label(data)
-    top = max(data.get("concurrencies") or [1])
-    f = key_figures(data)         # from the runs, by these rules (a stored "figures" may predate them)
     rows = []
-    rows.append(one_user_row(data, run))
-    several = several_users_row(data, top, run)
-    if several:
-        rows.append(several)
-    sc = f.vllm_scaling_chat or f.vllm_scaling
-    rows.append({"workload": "many independent chat users (ShareGPT-like) on NVIDIA GPUs", "engine": "vLLM (SGLang equal)",
-                 "why": "paged attention and continuous batching; the production default, widest model support",
-                 "evidence": "cited: the talk §7–8 (one H100), Kwon et al., SOSP 2023 (2–4× at the same latency)"
-                             + (f"; measured here on a CPU: vLLM × {sc.ratio:.1f} output tok/s from concurrency 1 to "
-                                f"{sc.concurrency} — {run}" if sc else "")})
-    pc = f.prefix_caching.get("agentic") or []
-    rb = f.radix_against_blocks
-    ev = "; ".join(f"c={r.concurrency}: TTFT {r.ttft_off_ms:,.0f} → {r.ttft_on_ms:,.0f} ms (÷ {r.off_over_on:.1f})"
-                   for r in pc) or "vLLM's prefix caching not measured in this run"
-    if rb:
-        ev += (f"; the same trace replayed: radix tree {rb.radix:.1%} of prompt tokens cached, "
-               f"16-token blocks {rb.blocks[16]:.1%} — {rb.verdict} (at most × {rb.most_saved:.2f} less prefill)")
-    rows.append({"workload": "agents that share long prompts (branching, multi-turn, RAG over the same documents)",
-                 "engine": "any engine with prefix caching on (vLLM's default since 0.8, SGLang)",
-                 "why": "a shared prefix is prefilled once; an edit invalidates every later block (or tree node) in both",
-                 "evidence": f"measured: {ev} — {run}; cited: the talk §8 (SGLang 3–4× on this workload), "
-                             "Zheng et al., NeurIPS 2024 (up to 6.4×) — not reproduced by hit rates here"})
-    fp8 = f.fp8_kv_cache
-    rows.append({"workload": "long contexts that fill the KV cache", "engine": "an fp8 KV cache (--kv-cache-dtype fp8)",
-                 "why": "half the KV bytes of bf16 per token: twice the tokens in the same memory; pays only when "
-                        "the cache, not the weights, limits the batch",
-                 "evidence": ("measured here: it ran" if fp8.ran else f"not measured here: {fp8.why}")
-                             + "; cited: the talk's table " + _step("prefix caching", "KV-cache quantization", "tok/s", "tok/s")
-                             + " at ~2 GB of KV on an 80 GB GPU (no memory pressure: no speed claim follows)"})
-    sp = f.ngram_speculation
-    ev = "; ".join(f"c={r.concurrency}: latency per token × {r.latency_ratio:.2f} "
-                   f"({r.latency}), tok/s × {r.throughput_ratio:.2f}" for r in sp) or "not measured"
-    rows.append({"workload": "output that copies its input (code edits, extraction), latency first",
-                 "engine": "n-gram speculative decoding — after measuring it on your traffic",
-                 "why": "draft tokens copied from the prompt, verified in one pass; rejected drafts cost time",
-                 "evidence": f"measured on chat of random words (drafts rarely match): {ev} — {run}; cited: the talk's "
-                             f"table, ITL {_step('KV-cache quantization', 'speculative', 'ITL ms', 'ms')} when added on "
-                             "top of fp8 KV (a regression on its text)"})
-    rows.append({"workload": "NVIDIA only, every last bit of throughput", "engine": "TensorRT-LLM (NVIDIA Dynamo to route)",
-                 "why": "kernels and graphs compiled for the exact GPU; more build and operations work",
-                 "evidence": "cited: named in the talk §8; no figure measured or published here"})
-    tp = tensor_parallel_table()
-    fit = tp[tp["fits"]]
-    step = "decode step ms (floor ÷ efficiency + all-reduces)"
-    tp_ev = ""
-    if len(fit) >= 2:
-        a, b = fit.iloc[-2], fit.iloc[-1]
-        tp_ev = f"; {a['GPUs']} → {b['GPUs']} GPUs: step {a[step]:.2f} → {b[step]:.2f} ms (× {b[step] / a[step]:.2f})"
-    rows.append({"workload": "the model outgrows one GPU", "engine": "tensor parallelism in vLLM/SGLang (--tensor-parallel-size / --tp)",
-                 "why": "weights and KV heads split over N GPUs; two all-reduces per layer need NVLink-class links",
-                 "evidence": "computed: helpers.parallel.plan.parallel_step (GPT-OSS-120B bf16, H100 SXM)" + tp_ev})
-    return rows
+    for b in batches:
+        step = gpu_plan(batch=b, context=context).step_floor_s
+        rows.append({"batch": b, "step floor ms": step * 1e3, "tok/s at the floor": b / step})
+    t = pd.DataFrame(rows)
+    return t.assign(**{"× batch 1": t["tok/s at the floor"] / t["tok/s at the floor"].iloc[0]})
 
 
-def goodput_words(g: float | None, rates: list[float]) -> str:
-    if g is None:
-        return f"below {min(rates):g} req/s, the lowest rate measured"
-    if g == max(rates):
-        return f"at least {g:g} req/s (every rate measured kept ≥ 90 % of requests within the SLO)"
-    return f"{g:g} req/s (the highest rate measured with ≥ 90 % of requests within the SLO)"
+# ----------------------------------------------------------------------------- the CPU rows, from the runs
+
+CPU_COLUMNS = ("situation", "concurrency", "configuration", "output tok/s", "output spread", "runs", "÷ best",
+               "÷ best label", "live ÷ record", "live ÷ record label", "from")
+
+
+def _level_rows(data: dict, concurrency: int, prefer: tuple[str, ...]):
+    """A run's chat rows at one closed-loop level, one per configuration (by the first tool of `prefer` that
+    measured it), sorted by median output tok/s."""
+    t = records.levels_table(data)
+    t = t[(t["concurrency"] == concurrency) & t["rate asked"].isna() & t["output tok/s"].notna()]
+    t = t.assign(order=[prefer.index(x) if x in prefer else len(prefer) for x in t["tool"]])
+    return t.sort_values("order").drop_duplicates("configuration").drop(columns="order")
+
+
+def cpu_rows(live: dict | None, record: dict | None, live_label: str = "this machine's live run"):
+    """The guide's CPU rows: for one user (concurrency 1) and for the most users a run measured, each
+    configuration by median output tok/s, highest first, ÷ the highest of the same run with its label. A
+    configuration's row reads the live run where it measured it, else the record; where both measured it
+    and live ÷ record is not "at" (by the 10 % margin), both rows are shown. `from` cites the run."""
+    import pandas as pd
+
+    rec_label = f"record: {records.provenance(record)}" if record else ""
+    tops = [max((data.get("plan") or {}).get("concurrencies") or data.get("concurrencies") or [1])
+            for data in (live, record) if data]
+    out = []
+    for situation, c in (("one user", 1), ("several users at once", max(tops, default=1))):
+        mine = _level_rows(live, c, ("client",)) if live else None
+        theirs = _level_rows(record, c, ("guidellm", "client")) if record else None
+        rows = []
+        for name in dict.fromkeys(list(mine["configuration"] if mine is not None else []) +
+                                  list(theirs["configuration"] if theirs is not None else [])):
+            a = mine[mine["configuration"] == name] if mine is not None else pd.DataFrame()
+            b = theirs[theirs["configuration"] == name] if theirs is not None else pd.DataFrame()
+            r, lab = regime.against(a["output tok/s"].iloc[0], b["output tok/s"].iloc[0]) if len(a) and len(b) else (None, "")
+            if len(a):
+                rows.append(dict(a.iloc[0], **{"from": live_label, "live ÷ record": r, "live ÷ record label": lab}))
+            if len(b) and (not len(a) or lab != regime.AT):
+                rows.append(dict(b.iloc[0], **{"from": rec_label}))
+        for source in {r["from"] for r in rows}:
+            best = max(r["output tok/s"] for r in rows if r["from"] == source)
+            for r in (r for r in rows if r["from"] == source):
+                r["÷ best"], r["÷ best label"] = regime.against(r["output tok/s"], best)
+        out += sorted((dict(r, situation=situation) for r in rows), key=lambda r: -r["output tok/s"])
+    return pd.DataFrame(out, columns=list(CPU_COLUMNS))
+
+
+GPU_ROWS = [
+    {"workload": "many independent chat users on NVIDIA GPUs", "engine": "vLLM (SGLang equal)",
+     "why": "paged attention and continuous batching; the production default, widest model support",
+     "evidence": "cited: the talk §7–8 (one H100); Kwon et al., SOSP 2023 (2–4× at the same latency)"},
+    {"workload": "agents that share long prompts (branching, multi-turn, RAG over the same documents)",
+     "engine": "any engine with prefix caching on (vLLM's default: vllm/config/cache.py; SGLang's radix tree)",
+     "why": "a shared prefix is prefilled once; an edit invalidates every later block (or tree node)",
+     "evidence": "cited: the talk §8 (SGLang 3–4× on this workload); Zheng et al., NeurIPS 2024 (up to 6.4×)"},
+    {"workload": "long contexts that fill the KV cache", "engine": "an fp8 KV cache (--kv-cache-dtype fp8)",
+     "why": "half the KV bytes of bf16 per token: twice the tokens in the same memory; pays only when the cache, "
+            "not the weights, limits the batch", "evidence": "cited: the talk's table (no memory pressure there)"},
+    {"workload": "output that copies its input (code edits, extraction), latency first",
+     "engine": "n-gram speculative decoding, after measuring it on your traffic",
+     "why": "draft tokens copied from the prompt, verified in one pass; rejected drafts cost time",
+     "evidence": "cited: the talk's table (ITL higher with it on its text)"},
+    {"workload": "NVIDIA only, every last bit of throughput", "engine": "TensorRT-LLM (NVIDIA Dynamo to route)",
+     "why": "kernels and graphs compiled for the exact GPU; more build and operations work",
+     "evidence": "cited: named in the talk §8; no figure measured or published here"},
+    {"workload": "the model outgrows one GPU", "engine": "tensor parallelism in vLLM/SGLang (--tensor-parallel-size / --tp)",
+     "why": "weights and KV heads split over N GPUs; two all-reduces per layer need NVLink-class links",
+     "evidence": "computed: helpers.parallel.plan.parallel_step (the table below)"},
+]
+
+
+def gpu_table():
+    import pandas as pd
+
+    return pd.DataFrame(GPU_ROWS)

@@ -1,125 +1,307 @@
-"""The engine benchmark's records, shown: the full comparison to put beside a short live run (this
-machine's `make engines` result, else the committed record), its runs as one table, a status line, and
-the label a figure is stamped with. Notebook 08's live run is harness.run_all in a process of its own
-(`run_live`): the servers it starts end with it, and the notebook reads the record it wrote.
+"""The engine benchmark's records, read and shown: notebook 08's live run (servebench in a process of its
+own: `run_live`, whose servers end with it), this machine's `make engines` record or the committed one,
+their runs as tables (one row per run, one per level with the median and spread of its repeats), a
+status list, and the provenance a caption carries (machine, date, load).
 """
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 from .. import records
-from ..measure.hardware import measured_on_of, measured_when
-from .agreement import OURS
-from .metrics import ROW_COLUMNS, RunSummary
+from ..measure.hardware import measured_label, measured_on_of, measured_when
+from . import metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS_DIR = ROOT / "build" / "engines"
-
-# older recordings timed guidellm's requests at a relay between it and the server (its "tap"): the same
-# definitions on the same requests as OURS, read from guidellm's own per-request output now
-LEGACY_SOURCES = {"tap": OURS}
+RECORD = records.RESULTS / "cpu-amd-epyc" / "engines.json"    # the committed record when no other is found
+STOP_S = 20.0                 # a Ctrl-C of the notebook: how long the benchmark is given to end its servers
 
 
-RECORD = records.RESULTS / "cpu-amd-epyc" / "engines.json"
-
-
-def _benchmark(*args: str, capture: bool) -> subprocess.CompletedProcess:
-    """`python -m helpers.benchmark.harness ARGS`: notebook 08's run (or list), the servers its own children."""
+def _servebench(*args: str, capture: bool) -> subprocess.CompletedProcess:
+    """`python -m servebench ARGS` in a process of its own; a KeyboardInterrupt here (the notebook's Stop)
+    is passed on to it as SIGINT, and it is killed if it has not ended within STOP_S."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    return subprocess.run([sys.executable, "-m", "helpers.benchmark.harness", *args], env=env, text=True,
-                          stdout=subprocess.PIPE if capture else None, stderr=subprocess.PIPE, check=capture)
+    proc = subprocess.Popen([sys.executable, "-m", "servebench", *args], env=env, cwd=ROOT, text=True,
+                            stdout=subprocess.PIPE if capture else None, stderr=subprocess.PIPE)
+    try:
+        out, err = proc.communicate()
+    except BaseException:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(STOP_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        raise
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 def available() -> tuple[list[dict], list[dict]]:
-    """(the configurations this machine can run, [{name, why not}] for the others): servers.available().
-    When the process that asks fails, none can run, and the one row says why: the notebook goes on."""
+    """(the configurations this machine can run, [{name, why not}] for the others), asked of servebench.
+    When that fails, none can run, and the one row says why: the notebook goes on."""
+    done = _servebench("list", capture=True)
     try:
-        got = json.loads(_benchmark("--list", capture=True).stdout)
+        got = json.loads(done.stdout)
         return got["configs"], got["skipped"]
-    except (subprocess.CalledProcessError, ValueError, KeyError, TypeError) as exc:
-        why = (getattr(exc, "stderr", None) or str(exc)).strip().splitlines()
-        return [], [{"name": "every configuration", "why": f"listing the servers failed: {why[-1] if why else exc}"}]
+    except (ValueError, KeyError, TypeError):
+        why = (done.stderr or "no output").strip().splitlines()
+        return [], [{"name": "every configuration", "why": f"listing the servers failed: {why[-1] if why else '?'}"}]
 
 
-def run_live(out: Path = RESULTS_DIR / "notebook08.json") -> dict:
-    """Notebook 08's short run (plans.notebook_plan: transformers serve, vLLM); its record, faults included."""
+def run_live(out: Path = RESULTS_DIR / "live.json") -> dict:
+    """Notebook 08's live run (servebench's plan `live`); its record, faults included."""
     Path(out).unlink(missing_ok=True)      # what is read afterwards is this run's
-    done = _benchmark(str(out), capture=False)
+    done = _servebench("run", "--out", str(out), capture=True)     # its summary table: the notebook shows its own
     try:
         return records.load(out, "engines", roots=(Path(out).parent,))
     except records.RecordError as exc:
-        tail = "\n".join(done.stderr.strip().splitlines()[-5:])
+        tail = "\n".join((done.stderr or "").strip().splitlines()[-5:])
         raise RuntimeError(f"the benchmark exited with {done.returncode} and wrote no record ({exc}): {tail}") from None
 
 
-def load_record(here: Path | None = None, committed: Path | None = None) -> tuple[dict | None, str]:
-    """This machine's complete `make engines` result, else the committed record, and a label that says
-    which; (None, why) when neither loads."""
-    for path, what in ((here or RESULTS_DIR / "engines.json", "this machine's make engines run"),
-                       (committed or RECORD, "the committed record")):
+def committed() -> Path:
+    """The committed engine record shown beside a live run: of workshop/results/*/engines.json, the newest
+    one measured idle, else the newest."""
+    found = []
+    for path in records.RESULTS.glob("*/engines.json"):
+        try:
+            data = records.load(path, "engines", roots=(path.parent,))
+        except records.RecordError:
+            continue
+        found.append((bool(data.get("idle")), measured_on_of(data)["recorded_at"] or "", str(path)))
+    return Path(max(found)[2]) if found else RECORD
+
+
+def load_record(here: Path | None = None, committed_path: Path | None = None) -> tuple[dict | None, str]:
+    """This machine's complete `make engines` record, else the committed one, and which; (None, why) when
+    neither loads."""
+    for path, what in ((here or RESULTS_DIR / "engines.json", "this machine's make engines record"),
+                       (committed_path or committed(), "the committed record")):
         try:
             data = records.load(path, "engines", roots=(Path(path).parent,))
         except records.RecordError:
             continue
         if data.get("complete") and data.get("configs"):
-            return data, f"{what} ({records.shown(path)}): {measured_when(measured_on_of(data))}"
-    return None, "no complete make engines result here, and no committed record"
+            return data, f"{what} ({records.shown(path)})"
+    return None, "no complete make engines record here, and no committed one"
 
 
-def runs_table(data: dict):
-    """Every run of a benchmark result as a DataFrame (one row per configuration, tool and level). With no
-    run at all (every server failed), an empty table that still has every column, so that what reads it
-    (figures, guide rules, pivots) finds nothing to compare rather than a missing column."""
+DEFAULT_SLO = metrics.SLO(1.0, 0.1)
+
+
+def slo_of(data: dict) -> metrics.SLO:
+    """The SLO a run was planned with (TTFT s, TPOT s); DEFAULT_SLO where the record holds none that reads."""
+    got = (data.get("plan") or {}).get("slo") or data.get("slo_s")
+    try:
+        ttft, tpot = (float(x) for x in got)
+    except (TypeError, ValueError):
+        return DEFAULT_SLO
+    return metrics.SLO(ttft, tpot) if ttft > 0 and tpot > 0 else DEFAULT_SLO
+
+
+RUN_COLUMNS = ("configuration", "tool", "workload", "concurrency", "rate asked", "repeat", "trace", "achieved rate",
+               "others", "requests", "failed", "seconds", "output tok/s", "req/s", "TTFT mean ms", "TTFT p90 ms",
+               "ITL mean ms", "ITL p90 ms", "E2E mean ms", "norm. latency ms/token", "SLO attained")
+
+
+def runs_table(data: dict, slo: metrics.SLO | None = None):
+    """Every run with requests as one row (configuration, tool, level, repeat, its figures); an empty table
+    with every column when there is none."""
+    import pandas as pd
+
+    slo = slo or slo_of(data)
+    rows = []
+    for c in data.get("configs") or []:
+        for r in c.get("runs") or []:
+            if r.get("requests_detail") is None:
+                continue
+            rate = r.get("rate")
+            rows.append({"configuration": c["config"]["name"], "tool": metrics.tool(r), "workload": r.get("workload"),
+                         "concurrency": None if rate is not None else r.get("concurrency"), "rate asked": rate,
+                         "repeat": r.get("repeat", 0), "trace": r.get("trace"), "achieved rate": r.get("achieved_rate"),
+                         "others": r.get("others"), **metrics.run_figures(r, slo)})
+    return pd.DataFrame(rows, columns=list(RUN_COLUMNS))
+
+
+LEVEL_FIGURES = ("output tok/s", "TTFT mean ms", "ITL mean ms", "E2E mean ms")
+
+
+def levels_table(data: dict, slo: metrics.SLO | None = None, workload: str | None = "chat", tool: str | None = None):
+    """One row per configuration, tool and level: how many runs and requests, seconds per run, the median
+    of its runs' figures with their spread ((largest − smallest) ÷ median), the SLO attainment of all its
+    requests, the achieved rate and whether the rate was held (open loop), the most others used meanwhile,
+    and the trace the level ran (the same on every level of a run made by servebench)."""
+    import pandas as pd
+
+    t = runs_table(data, slo)
+    t = t[(t["workload"] == workload) if workload else t["workload"].notna()]
+    t = t[t["tool"] == tool] if tool else t
+    rows = []
+    keys = ["configuration", "tool", "workload", "concurrency", "rate asked"]
+    for key, g in t.groupby(keys, sort=False, dropna=False):
+        row = dict(zip(keys, key))
+        requests = int(g["requests"].sum())
+        row.update({"runs": len(g), "requests per run": int(g["requests"].median()), "failed": int(g["failed"].sum()),
+                    "seconds per run": metrics.median(g["seconds"])})
+        for f in LEVEL_FIGURES:
+            row[f] = metrics.median(g[f])
+            row[f"{f.split()[0]} spread"] = metrics.spread(g[f])
+        shares = [s * n for s, n in zip(g["SLO attained"], g["requests"]) if s == s]
+        row["SLO attained"] = sum(shares) / requests if shares and requests else metrics.NAN
+        rate = row["rate asked"]
+        row["achieved rate"] = metrics.median(g["achieved rate"]) if rate == rate and rate is not None else metrics.NAN
+        row["held"] = metrics.held(rate if rate == rate else None, row["achieved rate"], requests)
+        row["others max"] = g["others"].max() if g["others"].notna().any() else metrics.NAN
+        row["trace"] = g["trace"].iloc[0] if g["trace"].nunique(dropna=False) == 1 else "mixed"
+        rows.append(row)
+    return pd.DataFrame(rows, columns=keys + ["runs", "requests per run", "failed", "seconds per run",
+                                              *[c for f in LEVEL_FIGURES for c in (f, f"{f.split()[0]} spread")],
+                                              "SLO attained", "achieved rate", "held", "others max", "trace"])
+
+
+def goodput_table(levels):
+    """DistServe's goodput per configuration (and tool) from the open-loop levels: the highest held achieved
+    rate with ≥ 90 % of requests within the SLO (nan: none), beside the rates held and not held."""
     import pandas as pd
 
     rows = []
-    for c in data.get("configs", []):
-        for r in c["runs"]:
-            s = RunSummary(**{k: v for k, v in r.items() if k in RunSummary.__dataclass_fields__})
-            s.source = LEGACY_SOURCES.get(s.source, s.source)
-            rows.append(dict(s.row(), workload=r.get("workload")))
-    return pd.DataFrame(rows, columns=[*ROW_COLUMNS, "workload"])
+    for (name, tool), g in levels[levels["rate asked"].notna()].groupby(["configuration", "tool"], sort=False):
+        pts = list(zip(g["achieved rate"], g["SLO attained"], g["held"]))
+        rows.append({"configuration": name, "tool": tool, "DistServe goodput req/s": metrics.distserve_goodput(pts),
+                     "rates held": int(g["held"].sum()), "rates not held": int((~g["held"].astype(bool)).sum())})
+    return pd.DataFrame(rows, columns=["configuration", "tool", "DistServe goodput req/s", "rates held", "rates not held"])
+
+
+def ranking(levels, concurrency: int):
+    """One closed-loop level's configurations by median output tok/s, highest first, each ÷ the highest
+    with its label (a sorted table: what a ranking is)."""
+    from ..formulas.regime import ratio_columns
+
+    t = levels[(levels["concurrency"] == concurrency) & levels["rate asked"].isna()]
+    t = t.sort_values("output tok/s", ascending=False, na_position="last")
+    top = t["output tok/s"].max() if len(t) else metrics.NAN
+    out = t[["configuration", "tool", "output tok/s", "output spread", "runs"]].assign(best=top)
+    return ratio_columns(out, "output tok/s", "best", "÷ best").drop(columns="best")
+
+
+def provenance(data: dict) -> str:
+    """Where, when and under what load a record was measured: 'cpu: AMD EPYC (2 cores), 2026-12-02 09:50 UTC,
+    profile tiny-trained; load average 1.16 at start, 1.8 at end; others used at most 0.05 of the cores: idle'."""
+    m = measured_on_of(data)
+    load = data.get("load_average") or {}
+    start = load.get("start") if isinstance(load, dict) else None
+    end = load.get("end") if isinstance(load, dict) else None
+    start = start if start is not None else (data.get("load_average_at_start") or [None])[0]
+    end = end if end is not None else (data.get("load_average_now") or [None])[0]
+    others, idle = data.get("others_max"), data.get("idle")
+    state = ("idle" if idle else "under load") if idle is not None else "load per run not recorded: not shown as idle"
+    return (f"{measured_label(m, cores=True)}, {measured_when(m)}, profile {m['profile'] or '?'}; load average "
+            f"{'?' if start is None else f'{start:g}'} at start, {'?' if end is None else f'{end:g}'} at end"
+            + ("" if others is None else f"; others used at most {others:.2f} of the cores") + f": {state}")
+
+
+def source_label(data: dict) -> str:
+    """What a figure or table of an engine run is stamped with: the model, the device, the servers' dtypes
+    and the provenance."""
+    m = measured_on_of(data)
+    profile = m["profile"] or "?"
+    model = {"tiny": "tiny (Mistral architecture, random weights)",
+             "tiny-trained": "tiny-trained (Mistral architecture, 20 M parameters)",
+             "mistral-7b-random": "Mistral 7B v0.1 architecture, random weights"}.get(profile, profile)
+    dtype = "fp32" if m["device"]["kind"] != "cuda" else "bf16"
+    return f"measured: {model} · {dtype} · {provenance(data)}"
 
 
 def status_markdown(data: dict, error: str | None = None) -> str:
-    """What a benchmark run did, configuration by configuration, in markdown: ready and measured, or the
-    fault that stopped it (its kind, the detail with the end of the server's log), and what was not
-    available here and why. `error`: the exception that stopped the whole run, if one did."""
-    lines = []
-    if error:
-        lines.append(f"- **the benchmark did not run**: {error}")
-    for c in data.get("configs", []):
-        name, runs = c["config"]["name"], c["runs"]
-        failed = sum(r["failed"] for r in runs)
+    """What a run did, configuration by configuration: ready and measured, or the fault that stopped it
+    (with the end of the server's log), and what was not available here and why."""
+    lines = [f"- **the benchmark did not run**: {error}"] if error else []
+    for c in data.get("configs") or []:
+        name, runs = c["config"]["name"], c.get("runs") or []
+        failed = sum(sum(1 for x in r.get("requests_detail") or [] if not x) for r in runs)
         if runs:
             ready = f"ready in {c['ready_s']:.1f} s; " if c.get("ready_s") else ""
-            lines.append(f"- **{name}**: {ready}{len(runs)} runs, {failed} failed requests "
-                         f"({sum(r['run_failed'] for r in runs)} runs without any success)")
-        for f in c["faults"]:
+            lines.append(f"- **{name}**: {ready}{len(runs)} runs, {failed} failed requests")
+        for f in c.get("faults") or []:
             head, _, rest = str(f["detail"]).partition("\n")
             lines.append(f"- **{name}** — {f['kind']}: {head}")
             if rest.strip():
                 lines.append("\n  ```text\n" + "\n".join("  " + x for x in rest.strip().splitlines()[-12:]) + "\n  ```")
-    for sk in data.get("skipped", []):
-        lines.append(f"- {sk['name']}: not here — {sk['why']}")
-    if not any(c["runs"] for c in data.get("configs", [])):
-        lines.append("\n**No server produced a measurement here.** The figures and tables that need one say so in "
-                     "place; the decision guide, the exercises and the takeaways below do not need a server.")
-    return records.mask_paths("\n".join(lines)) or "- nothing was configured to run"   # a log names folders
+    why: dict = {}
+    for s in data.get("skipped") or []:            # one line per reason, every configuration it keeps out
+        why.setdefault(s["why"], []).append(s["name"])
+    lines += [f"- {', '.join(names)}: not here — {w}" for w, names in why.items()]
+    lines += [f"- {r['name']}: removed from this record — {r['why']}" for r in data.get("removed") or []]
+    if data.get("interrupted"):
+        lines.append("- **interrupted**: the runs that finished are shown")
+    if not any(c.get("runs") for c in data.get("configs") or []):
+        lines.append("\n**No server produced a measurement here.** The tables and figures that need one say so.")
+    return records.mask_paths("\n".join(lines)) or "- nothing was configured to run"
 
 
-def source_label(data: dict) -> str:
-    """What a figure of an engine run says produced it: the model, the device, the profile and the servers
-    (each server chose its own dtype; the record says which command started it)."""
-    m = measured_on_of(data)
-    profile = m["profile"] or "?"
-    device = "cuda" if m["device"]["kind"] == "cuda" else "cpu"
-    model = {"tiny": "tiny (Mistral architecture, random weights)",
-             "mistral-7b-random": "Mistral 7B v0.1 architecture, random weights"}.get(profile, profile)
-    engines = sorted({c["config"]["engine"] for c in data.get("configs", [])})
-    return (f"measured: {model} · {device} · profile {profile} · "
-            f"servers: {', '.join(engines) or 'none'}")
+BASELINE, BATCHING = "HF transformers serve", "HF transformers serve + continuous batching"
+
+
+def _closed(levels, name: str):
+    t = levels[(levels["configuration"] == name) & levels["rate asked"].isna()]
+    return t.drop_duplicates("concurrency").set_index("concurrency")
+
+
+def batching_table(levels, off: str = BASELINE, on: str = BATCHING):
+    """Continuous batching off against on at each closed-loop level both ran: output tok/s and mean ITL of
+    each (medians of their runs), on ÷ off with its label."""
+    import pandas as pd
+
+    from ..formulas.regime import against
+
+    a, b = _closed(levels, off), _closed(levels, on)
+    rows = []
+    for c in sorted(set(a.index) & set(b.index)):
+        row = {"concurrency": c}
+        for f, short in (("output tok/s", "tok/s"), ("ITL mean ms", "ITL ms"), ("TTFT mean ms", "TTFT ms")):
+            r, lab = against(b.at[c, f], a.at[c, f])
+            row.update({f"{short} off": a.at[c, f], f"{short} on": b.at[c, f], f"{short} on ÷ off": r,
+                        f"{short} label": lab})
+        rows.append(row)
+    return pd.DataFrame(rows, columns=["concurrency"] + [f"{s} {k}" for s in ("tok/s", "ITL ms", "TTFT ms")
+                                                         for k in ("off", "on", "on ÷ off", "label")])
+
+
+def queue_table(levels, name: str = BASELINE):
+    """One request at a time under a closed loop of c clients: by Little's law each request spends c service
+    times in the server (c = throughput × time in system, one served at a time), so its TTFT is its own at
+    concurrency 1 plus (c − 1) answers, E2E at 1 each. Measured against that, at each level above 1."""
+    import pandas as pd
+
+    from ..formulas.regime import against
+
+    t = _closed(levels, name)
+    rows = []
+    if 1 in t.index:
+        ttft1, e2e1 = t.at[1, "TTFT mean ms"], t.at[1, "E2E mean ms"]
+        for c in sorted(x for x in t.index if x > 1):
+            law = ttft1 + (c - 1) * e2e1
+            r, lab = against(t.at[c, "TTFT mean ms"], law)
+            rows.append({"concurrency": c, "TTFT at 1 ms": ttft1, "E2E at 1 ms": e2e1, "TTFT ms": t.at[c, "TTFT mean ms"],
+                         "TTFT by the law ms": law, "measured ÷ law": r, "label": lab})
+    return pd.DataFrame(rows, columns=["concurrency", "TTFT at 1 ms", "E2E at 1 ms", "TTFT ms", "TTFT by the law ms",
+                                       "measured ÷ law", "label"])
+
+
+def client_source(name: str = "stream_one") -> str:
+    """The source of one function of servebench/client.py, read as text (helpers never imports servebench):
+    the lesson notebook 08 shows; "" when the file is not here."""
+    import ast
+
+    path = ROOT / "servebench" / "client.py"
+    try:
+        text = path.read_text()
+    except OSError:
+        return ""
+    node = next((n for n in ast.walk(ast.parse(text)) if isinstance(n, ast.AsyncFunctionDef | ast.FunctionDef)
+                 and n.name == name), None)
+    return ast.get_source_segment(text, node) if node else ""

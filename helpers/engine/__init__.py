@@ -17,9 +17,9 @@ One request, from arrival to its last token:
    its blocks freed, its tokens recomputed later. It finishes at max_tokens or end-of-sequence; its
    blocks stay in the prefix cache until evicted, and its slot goes to the next request in line.
 
-Speculative decoding (speculative.py) is its own loop over the same runner and cache; server.py puts
-an OpenAI-compatible HTTP API in front of the engine (protocol.py: its requests and answers). The
-engine's measurements (make bench, notebook 07) live outside it, in helpers.serving: engine_runs,
+Speculative decoding (speculative.py) is its own loop over the same runner and cache; servebench.server
+puts an OpenAI-compatible HTTP API in front of the engine (servebench.protocol: its requests and answers).
+The engine's measurements (make bench, notebook 07) live outside it, in helpers.serving: engine_runs,
 engine_caches and speculative.
 """
 from __future__ import annotations

@@ -13,7 +13,7 @@
   against transformers' prompt lookup; serving, chunked prefill; its prefix caches).
 - `engine` — a serving engine you can read (sub-package): scheduler with a token budget, chunked prefill
   and preemption, a block allocator and the paged KV cache tensor over it, a radix or block-hash prefix cache, one
-  forward over the mixed batch, speculative decoding, an OpenAI-compatible server.
+  forward over the mixed batch, speculative decoding (its OpenAI-compatible server: servebench.server).
 - `figures` — notebook 07's figures; `tables` — the labelled tables of notebooks 01 and 07, built from
   the results (frozen dataclasses) the modules above return; `measured` — `make bench`'s serving section.
 """

@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .request import SamplingParams
+from helpers.engine.request import SamplingParams
 
 Text = Annotated[str, Field(min_length=1)]
 Stop = Annotated[str, Field(min_length=1, max_length=1000)]

@@ -1,14 +1,9 @@
-"""A server as a child process: started on a free port of 127.0.0.1, waited for until it answers its
-health check, its log in a file, and always stopped with everything it started.
-
-    with ServerProcess(["transformers", "serve", folder, "--port", "{port}"], name="hf") as srv:
-        ... srv.base_url ...                # http://127.0.0.1:PORT
-
-A server is a tree of processes (vLLM: API server, EngineCore, worker), ended as one with psutil: SIGTERM,
-a grace period, SIGKILL — at the end of the `with` block, on `stop()`, at exit (atexit). Its tree is every
-process below it, of its session, and seen in it since it started. When this process is killed, the
-kernel sends the server SIGTERM (Linux PR_SET_PDEATHSIG, which fires when the *thread* that started it
-ends: every child is started from one thread that lives as long as this process).
+"""A server as a child process on a free port of 127.0.0.1, ready when its health check answers, its log in a
+file: `with ServerProcess(["transformers", "serve", folder, "--port", "{port}"]) as srv: srv.base_url`. Its
+tree (every process below it, of its session, or seen in it: vLLM's API server, EngineCore, worker) is ended
+with psutil (SIGTERM, GRACE_S, SIGKILL) at the end of the block, at exit, on SIGINT, SIGTERM or SIGHUP and
+when this process's parent goes away (`on_signals`); when this process is killed the kernel sends the server
+SIGTERM (Linux PR_SET_PDEATHSIG, fired when the *thread* that started it ends: one that never does).
 """
 from __future__ import annotations
 
@@ -23,41 +18,30 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import psutil
 
-
 HOST = "127.0.0.1"
-LOOPBACK_NO_PROXY = "127.0.0.1,localhost,::1"
+LOOPBACK = "127.0.0.1,localhost,::1"
+GRACE_S = 3.0                     # SIGTERM, then this long, then SIGKILL
 PR_SET_PDEATHSIG = 1
 _LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
 _SPAWNER = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="child-spawner")   # never ends
-_LIVE: set = set()
+_LIVE: set = set()                # servers and tools running now: ended at exit and on a signal
 
 
 class ServerError(RuntimeError):
     """A server could not be started or died; the message carries the end of its log."""
 
 
-class PortInUse(ServerError):
-    pass
-
-
-class ServerNotReady(ServerError):
-    pass
-
-
-class ServerDied(ServerError):
-    pass
-
-
-class ServerMissing(ServerError):
-    pass
+PortInUse, ServerNotReady, ServerDied, ServerMissing = (type(n, (ServerError,), {}) for n in (
+    "PortInUse", "ServerNotReady", "ServerDied", "ServerMissing"))
 
 
 def check_executable(program: str, name: str = "server") -> str:
@@ -65,9 +49,8 @@ def check_executable(program: str, name: str = "server") -> str:
     if found:
         return found
     path = Path(program)
-    why = ("is not executable (chmod +x it)" if path.is_file() else
-           "is a folder, not a program" if path.is_dir() else
-           "was not found" + ("" if os.sep in program else " on PATH"))
+    why = ("is not executable (chmod +x it)" if path.is_file() else "is a folder, not a program" if path.is_dir()
+           else "was not found" + ("" if os.sep in program else " on PATH"))
     raise ServerMissing(f"{name}: {program!r} {why}; install it (make setup) or give its full path")
 
 
@@ -76,11 +59,9 @@ def no_proxy_env(env: dict) -> dict:
     out = dict(env)
     for key in ("no_proxy", "NO_PROXY"):
         have = [x for x in out.get(key, "").split(",") if x.strip()]
-        out[key] = ",".join(have + [h for h in LOOPBACK_NO_PROXY.split(",") if h not in have])
+        out[key] = ",".join(have + [h for h in LOOPBACK.split(",") if h not in have])
     return out
 
-
-# ----------------------------------------------------------------------------- a process tree
 
 def spawn(argv: Sequence[str], log, env: dict | None = None, cwd=None, cpus: set[int] | None = None) -> psutil.Popen:
     """Start `argv` in a session of its own, its output to `log`, on `cpus` (None: any)."""
@@ -108,6 +89,7 @@ def _running(p: psutil.Process) -> bool:
 
 
 def tree(root: psutil.Process, seen: Iterable[psutil.Process] = ()) -> list[psutil.Process]:
+    """`root`, its descendants, the processes of its session, and `seen`: those still running."""
     found = {root.pid: root}
     with contextlib.suppress(psutil.Error):
         found.update((p.pid, p) for p in root.children(recursive=True))
@@ -119,7 +101,7 @@ def tree(root: psutil.Process, seen: Iterable[psutil.Process] = ()) -> list[psut
     return [p for p in found.values() if _running(p)]
 
 
-def end_tree(proc: psutil.Popen, grace_s: float, seen: Iterable[psutil.Process] = ()) -> int | None:
+def end_tree(proc: psutil.Popen, grace_s: float = GRACE_S, seen: Iterable[psutil.Process] = ()) -> int | None:
     """SIGTERM to `proc`'s tree, SIGKILL to what is left after `grace_s`; the root's exit code."""
     seen = list(seen)
     for sig, wait_s in (("terminate", grace_s), ("kill", 10.0)):
@@ -140,15 +122,17 @@ def end_tree(proc: psutil.Popen, grace_s: float, seen: Iterable[psutil.Process] 
 
 def run_tool(argv: Sequence[str], log_path: Path, timeout_s: float, env: dict | None = None, cwd=None,
              cpus: set[int] | None = None) -> int | None:
-    """A load generator (guidellm, vllm bench serve) run to its end like a server; None past `timeout_s`."""
+    """A load generator (guidellm) run to its end like a server; None past `timeout_s`."""
     with open(log_path, "w") as log:
-        proc = spawn(argv, log, env, cwd, cpus)
+        tool = ServerProcess([], name="tool")
+        tool.proc = spawn(argv, log, env, cwd, cpus)
+        _LIVE.add(tool)
         try:
-            return proc.wait(timeout_s)
+            return tool.proc.wait(timeout_s)
         except psutil.TimeoutExpired:
             return None
         finally:
-            end_tree(proc, 5.0)
+            tool.stop(GRACE_S)
 
 
 def client_cpus(server_pid: int) -> set[int] | None:
@@ -172,9 +156,7 @@ def yield_spinners(server_pid: int, titles: Sequence[str], nice: int = SPINNER_N
     """The server's processes titled one of `titles` (they busy-wait with sched_yield() on a core the load
     shares) at `nice`, every thread; the pids changed."""
     changed = []
-    if not titles or not hasattr(os, "setpriority"):
-        return changed
-    for p in tree(psutil.Process(server_pid)):
+    for p in tree(psutil.Process(server_pid)) if titles and hasattr(os, "setpriority") else []:
         try:
             if (p.cmdline() or [""])[0].strip() not in titles:
                 continue
@@ -208,29 +190,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def port_in_use(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        try:
-            s.bind((HOST, port))
-        except OSError:
-            return True
-        return False
-
-
-# ----------------------------------------------------------------------------- a server
-
 class ServerProcess:
-    """One server child process: "{port}" and "{host}" in `command` filled in; `port=None` picks a free
-    one (another when the server loses a race for it). Ready: GET `health_path` answers 200."""
+    """One server child process: "{port}" and "{host}" in `command` filled in with a free port of 127.0.0.1
+    (another when the server loses a race for it). Ready: GET `health_path` answers 200."""
 
-    def __init__(self, command: Sequence[str], name: str = "server", port: int | None = None,
-                 health_path: str = "/health", ready_timeout_s: float = 60.0, env: dict | None = None,
-                 log_dir: str | Path | None = None, stop_grace_s: float = 5.0):
+    def __init__(self, command: Sequence[str], name: str = "server", health_path: str = "/health",
+                 ready_timeout_s: float = 60.0, env: dict | None = None, log_dir: str | Path | None = None,
+                 stop_grace_s: float = 5.0):
         self.ready_timeout_s, self.stop_grace_s = ready_timeout_s, stop_grace_s
-        self.command, self.name, self.requested_port = [str(a) for a in command], name, port
-        self.health_path, self.env = health_path, env
+        self.command, self.name, self.health_path, self.env = [str(a) for a in command], name, health_path, env
         self.port: int | None = None
-        self.log_path = Path(log_dir or tempfile.mkdtemp(prefix=f"workshop-{name}-")) / f"{name}.log"
+        self.log_path = Path(log_dir) / f"{name}.log" if log_dir else None
         self.proc: psutil.Popen | None = None
         self.argv: list[str] = []                      # the command line, as started
         self.seen: dict[int, psutil.Process] = {}      # every process seen in its tree
@@ -248,14 +218,11 @@ class ServerProcess:
         return self.proc.pid if self.proc else None
 
     def tree(self) -> list[int]:
-        if self.proc is None:
-            return []
-        self.seen.update((p.pid, p) for p in tree(self.proc, self.seen.values()))
-        return [p.pid for p in tree(self.proc, self.seen.values())]
+        self.seen.update((p.pid, p) for p in (tree(self.proc, self.seen.values()) if self.proc else []))
+        return [p.pid for p in tree(self.proc, self.seen.values())] if self.proc else []
 
     def alive(self, grace_s: float = 0.0) -> bool:
-        """Whether it runs; `grace_s`: wait that long for one on its way out (a dying server closes its
-        sockets a moment before the kernel reports its exit)."""
+        """Whether it runs; `grace_s`: wait that long for one on its way out."""
         if self.proc is None:
             return False
         if grace_s > 0:
@@ -267,14 +234,11 @@ class ServerProcess:
         """Start it and wait until ready; on a failure it is stopped and a ServerError says why, with its log."""
         if self.alive():
             return self
-        if self.requested_port is not None and port_in_use(self.requested_port):
-            raise PortInUse(f"port {self.requested_port} on {HOST} is already taken by another process; "
-                            "pass port=None to pick a free one, or stop what holds it")
-        attempts = 1 if self.requested_port is not None else 3
-        for attempt in range(attempts):
-            self.port = self.requested_port or free_port()
+        for attempt in range(3):
+            self.port = free_port()
             argv = [a.replace("{port}", str(self.port)).replace("{host}", HOST) for a in self.command]
             self.argv = [check_executable(argv[0], self.name), *argv[1:]]
+            self.log_path = self.log_path or Path(tempfile.mkdtemp(prefix=f"workshop-{self.name}-")) / f"{self.name}.log"
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
             self._log = open(self.log_path, "ab", buffering=0)
             self.proc = spawn(self.argv, self._log, {**os.environ, "PYTHONUNBUFFERED": "1", **(self.env or {})})
@@ -285,12 +249,10 @@ class ServerProcess:
                 return self
             except ServerDied as exc:
                 self.stop()
-                lost_race = "address already in use" in str(exc).lower()
-                if lost_race and self.requested_port is None and attempt + 1 < attempts:
-                    continue  # another process took the free port between our check and the bind
-                if lost_race:
+                if "address already in use" not in str(exc).lower():
+                    raise
+                if attempt == 2:       # another process took the free port between our check and the bind
                     raise PortInUse(str(exc)) from None
-                raise
             except BaseException:
                 self.stop()
                 raise
@@ -314,21 +276,20 @@ class ServerProcess:
                                      f"(it was stopped). End of its log:\n{self.log_tail()}")
             time.sleep(0.25)
 
-    def stop(self) -> int | None:
+    def stop(self, grace_s: float | None = None) -> int | None:
         """End the server's whole tree; its exit code (None: never started). Safe to call twice."""
-        if self.proc is None:
-            return None
-        end_tree(self.proc, self.stop_grace_s, self.seen.values())
+        if self.proc is not None:
+            end_tree(self.proc, self.stop_grace_s if grace_s is None else grace_s, self.seen.values())
         if self._log is not None:
             self._log.close()
-            self._log = None
+        self._log = None
         _LIVE.discard(self)
-        return self.proc.returncode
+        return self.proc and self.proc.returncode
 
     def log_tail(self, lines: int = 25) -> str:
         try:
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except FileNotFoundError:
+        except (FileNotFoundError, AttributeError):
             return "(no log)"
 
     def __enter__(self) -> "ServerProcess":
@@ -337,19 +298,37 @@ class ServerProcess:
     def __exit__(self, *exc) -> None:
         self.stop()
 
-    def __repr__(self) -> str:
-        return f"ServerProcess({self.name!r}, port={self.port}, pid={self.pid}, {'running' if self.alive() else 'stopped'})"
 
-
-def live_servers() -> list[ServerProcess]:
-    return [s for s in list(_LIVE) if s.alive()]
-
-
-def stop_all() -> int:
-    live = live_servers()
-    for s in list(_LIVE):
-        s.stop()
+def stop_all(grace_s: float | None = None) -> int:
+    """End every server and tool still running; how many there were."""
+    live = list(_LIVE)
+    for s in live:
+        s.stop(grace_s)
     return len(live)
+
+
+def on_signals(cleanup: Callable[[], None] = lambda: None, poll_s: float = 1.0) -> None:
+    """The command line's exit, whatever it was doing: on SIGINT, SIGTERM or SIGHUP, and when its parent
+    goes away (a notebook kernel killed), every server and tool is ended (GRACE_S, then SIGKILL),
+    `cleanup()` runs (the record marked interrupted), and the process exits (130 for Ctrl-C)."""
+    parent, done = os.getppid(), threading.Lock()
+
+    def leave(code: int):
+        if not done.acquire(blocking=False):
+            return
+        stop_all(GRACE_S)
+        with contextlib.suppress(Exception):
+            cleanup()
+        os._exit(code)
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda signum, frame: leave(128 + signum))
+
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(poll_s)
+        leave(129)
+    threading.Thread(target=watch, name="parent-watchdog", daemon=True).start()
 
 
 atexit.register(stop_all)

@@ -1,7 +1,7 @@
-"""An OpenAI-compatible HTTP server over the engine, so the same client and benchmark that measure
-`transformers serve` and vLLM (helpers.benchmark) measure it too.
+"""An OpenAI-compatible HTTP server over the workshop's readable engine (helpers.engine), so the same
+load generators that measure `transformers serve` and vLLM measure it too.
 
-    python -m helpers.engine.server MODEL_FOLDER --port 8000 [--prefix-cache radix|hash|off]
+    python -m servebench.server MODEL_FOLDER --port 8000 [--prefix-cache radix|hash|off]
 
 Endpoints: GET /health (and what the requests hold), GET /v1/models, POST /v1/completions and
 /v1/chat/completions (protocol.py), answered whole or streamed as Server-Sent Events, as OpenAI's API
@@ -22,10 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from .. import command
-from .llm import Engine, EngineArgs
+from helpers import command
+from helpers.engine.llm import Engine, EngineArgs
+from helpers.engine.request import Request, SamplingParams
+
 from .protocol import ChatCompletionRequest, CompletionRequest, Reply, StreamOptions, TextStream, explain
-from .request import Request, SamplingParams
 
 MAX_BODY_BYTES = 1 << 20     # a larger body is refused (413)
 BODY_TIMEOUT_S = 5.0         # a body not all there by then (shorter than its Content-Length) is refused (408)
@@ -230,10 +231,10 @@ def create_app(engine: Engine, tokenizer, model_name: str):
 
 
 def main(argv=None) -> int:
-    ap = command.Parser(prog="helpers.engine.server", description=__doc__,
+    ap = command.Parser(prog="servebench.server", description=__doc__,
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("model", help="a model folder: weights, config and tokenizer files "
-                                  "(helpers.benchmark.servers.serve_folder makes one), or a Hub repository id")
+                                  "(servebench.servers.serve_folder makes one), or a Hub repository id")
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=command.bounded_int(0, 65535), default=8000)
     ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
@@ -258,7 +259,7 @@ def main(argv=None) -> int:
         import uvicorn
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        from ..measure.dtypes import torch_dtype
+        from helpers.measure.dtypes import torch_dtype
 
         if a.device == "cuda" and not torch.cuda.is_available():
             return command.fail("--device cuda: no CUDA device here", command.ENVIRONMENT)
