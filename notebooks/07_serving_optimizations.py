@@ -13,31 +13,28 @@ app = marimo.App(width="medium")
 
 with app.setup:
     import time
+    from dataclasses import asdict
 
     import marimo as mo
     import pandas as pd
     import torch
 
-    from helpers.formulas import decode_intensity, memory
-    from helpers.measure import models, quality
-    from helpers.formulas import speculation, verdicts
-    from helpers.present import expected, learner, notebook, plots, replay
-    from helpers.capacity import planner
-    from helpers.present.glossary import term
     from helpers import engine
-    from helpers.serving import batching, figures, paging, kv_cache, kv_quant, speculative, tables, traces
-    from helpers.serving import engine_caches, engine_runs
-    from helpers.serving import measured as serving_bench
-    from helpers.serving.measured import chat_requests, paged_fit, paged_trace, workload
     from helpers.engine import kv as engine_kv
     from helpers.engine import llm, prefix_cache, runner, scheduler
     from helpers.engine import speculative as spec_loop
     from helpers.engine.llm import EngineArgs
-    from helpers.formulas.stepcost import forward_cost
-    from helpers.present import run_times
+    from helpers.formulas import regime, speculation
+    from helpers.measure import models, quality
+    from helpers.present import expected, learner, notebook, plots, replay, run_times
+    from helpers.present.glossary import term
+    from helpers.serving import batching, engine_caches, engine_runs, figures, kv_cache, paging, speculative, tables, traces
+    from helpers.serving import measured as serving_bench
+    from helpers.serving.measured import chat_requests, paged_trace, workload
 
     notebook.setup()
     started = time.perf_counter()
+    GPU_MODEL, GPU = expected.REFERENCE_MODEL, expected.REFERENCE_GPU
 
 
 @app.cell(hide_code=True)
@@ -48,34 +45,18 @@ def _():
     **What you will learn**
 
     1. To follow one request through a serving engine you can read — scheduler, paged {term("KV cache")}, prefix
-       cache, model runner — and say what each part decides, step by step.
-    2. To say what each mechanism buys — {term("throughput")}, memory or latency — by measuring it here, beside
-       transformers' own implementation of the same idea.
+       cache, model runner — and say what each part decides at each step.
+    2. To measure what {term("paged attention")}, {term("continuous batching")} and the rest buy — {term("throughput")},
+       memory or latency — beside transformers' own implementation of the same idea.
     3. To tell when a mechanism does not pay: {term("prefix caching")} without shared prefixes,
-       {term("KV-cache quantization")} without fused kernels, {term("speculative decoding")} with a costly or
-       often-wrong draft, or at a batch that makes the verify pass {term("compute-bound")}.
+       {term("speculative decoding")} with nothing to copy, or a verify pass that turns {term("compute-bound")}.
 
     {run_times.header("07")}
 
-    After each measurement, **What you should see** says what this run's numbers show, by a rule from the
-    numbers above it, then what a GPU shows, each GPU sentence labelled computed, cited or recorded.
-
-    Before the central results you are asked for a **prediction**; the result shows it beside what was
-    computed or measured. A self-check at the end asks three questions whose answers are this run's numbers.
-
-    A server makes one device serve many users with a handful of mechanisms. Here they are **code you can
-    read** — `helpers/engine/`, a small engine modelled on nano-vllm and gpt-fast, each file a
-    sitting long — and each is **run live** on this notebook's model, with controls, and measured beside
-    transformers' version:
-
-    - the **KV cache** on and off — why every server keeps one;
-    - {term("paged attention")} — a block allocator against contiguous reservation, then the engine's real
-      paged cache;
-    - {term("continuous batching")} with a {term("token budget")}, {term("chunked prefill")} and {term("preemption")} —
-      the engine's scheduler, step by step, against transformers' continuous-batching manager;
-    - **prefix caching** — a {term("radix tree")} against vLLM's chained block hashes, on one trace;
-    - **KV-cache quantization** — {term("fp8")}, 4 and 2 bits: bytes, speed, quality;
-    - **speculative decoding** — the engine's draft → verify → accept loop, {term("greedy", "greedy-decoding")} and sampled.
+    Each mechanism is a short file of `helpers/engine/` (after nano-vllm), run live. Each table gives the ratio
+    that matters and a label, **below**, **at** or **above** its reference (10 % margin), read in three regimes:
+    **overhead** (a fixed cost per step: the tiny model on a CPU), **bandwidth** (Mistral 7B decoding a small batch
+    on a GPU), **compute** (a long prefill).
     """)
     return
 
@@ -84,42 +65,32 @@ def _():
 def _():
     loaded = models.load()
     model, tok = loaded.model, loaded.tokenizer
-    w = workload(loaded.profile)
+    w = workload(loaded.profile, loaded.device)
+    plots.table(pd.DataFrame([asdict(w)]), f"the workload's sizes (helpers.serving.measured.workload): {loaded.label}")
     return loaded, model, tok, w
 
 
 @app.cell(hide_code=True)
-def _(loaded, w):
-    mo.md(f"""
-    **Model:** {loaded.label}. Sizes for this profile (`helpers.serving.measured.workload`): {w.requests}
-    chat requests on {w.slots} batch slots, a {w.prefix_tokens:,}-token shared prefix, {w.decode_tokens}
-    generated tokens for the decoding experiments.
-    """)
-    return
-
-
-@app.cell(hide_code=True)
 def _():
-    mo.md("""
+    mo.md(f"""
     ## 1 · The KV cache, on and off
 
-    Without a cache, generating each token runs the **whole sequence so far** through the model again;
-    with it, only the newest token, attending to keys and values stored from earlier steps. Same greedy
-    tokens either way — the cache is lossless.
+    Without a cache each new token runs the whole sequence so far through the model again: n tokens after a
+    prompt of p cost n·p + n(n−1)/2 token rows. With it only the newest token runs, attending to keys and values
+    stored at earlier steps: p + n − 1. The {term("greedy", "greedy-decoding")} tokens are the same.
     """)
     return
 
 
 @app.cell
-def _(model, tok, w):
+def _(loaded, model, tok, w):
     on_off = kv_cache.cache_on_off(model, torch.tensor([quality.eval_ids(tok, 64)]), w.decode_tokens)
+    _gpu = kv_cache.on_gpu(GPU_MODEL, GPU, on_off.prompt_tokens, on_off.new_tokens)
+    mo.vstack([plots.table(tables.cache_on_off_frame(on_off), f"measured: {loaded.label}"),
+               plots.table(tables.cache_ratio_frame(on_off, kv_cache.step_fit(on_off)), f"measured: {loaded.label}"),
+               plots.table(tables.cache_on_gpu_frame(_gpu), "computed: helpers.serving.kv_cache.on_gpu, each step at "
+                           "its roofline floor")])
     return (on_off,)
-
-
-@app.cell
-def _(loaded, on_off):
-    plots.table(tables.cache_on_off_frame(on_off), f"measured: {loaded.label}")
-    return
 
 
 @app.cell
@@ -129,57 +100,34 @@ def _(loaded, on_off):
 
 
 @app.cell(hide_code=True)
-def _(on_off):
-    mo.vstack([mo.md(f"""
-    **Measured:** the work without the cache matches the formula n·p + n(n−1)/2 = {on_off.predicted_tokens_without_cache:,}
-    tokens ({"exactly" if on_off.predicted_tokens_without_cache == on_off.tokens_without_cache else "NOT"}).
-    Greedy tokens identical: **{on_off.identical_tokens}**. A step's time has a part that grows with the tokens it
-    runs and a part it pays whatever they are; the no-cache steps run different numbers of tokens, so a line
-    through their times separates the two.
-    """), expected.should_see(kv_cache.reading(on_off), [expected.computed(
-        str(kv_cache.no_cache_on_gpu(expected.REFERENCE_MODEL, expected.REFERENCE_GPU, on_off.prompt_tokens,
-                                     on_off.new_tokens)),
-        "helpers.serving.kv_cache.no_cache_on_gpu: helpers.formulas.stepcost at the datasheet's roofline")])])
-    return
-
-
-@app.cell(hide_code=True)
 def _():
-    mo.md(f"""
-    ## 2 · The engine: one request from arrival to its last token
+    mo.md("""
+    **What you should see.** The second table sets the time saved against the work saved.
 
-    Every mechanism below is a file of `helpers/engine/` that reads in one sitting. A request:
+    - **below**: every step pays a fixed part whatever its tokens (the fit's ms per step), which the cache does
+      not remove: the overhead regime.
+    - **at**: the time follows the tokens.
+    - **above**: a no-cache token cost more than a cached one: attention over the whole sequence, or a working
+      set that left the caches.
 
-    1. **arrives** (`Engine.add`, llm.py) as a `Request` (request.py) — its prompt's token ids and how it
-       samples — and waits in the scheduler's queue;
-    2. is **admitted** (`Scheduler.schedule`, scheduler.py) the moment a slot, the step's token budget and
-       free KV blocks allow; the prefix cache (prefix_cache.py) hands it any blocks an earlier request left
-       with the same leading tokens, and its {term("block table")} (kv.py, on `helpers.engine.blocks.BlockAllocator`)
-       starts with them;
-    3. is **computed** (`Runner.forward`, runner.py) in steps shared with other requests: its prompt in
-       chunks of at most the budget, then one token per step — every request's rows in one flat batch
-       through the model's own weights, attention reading each request's keys and values through its
-       block table;
-    4. **finishes** at its token limit or end-of-sequence; its blocks stay in the prefix cache until
-       evicted, and its slot goes to the next request in line. If blocks run out before, the newest
-       request is **preempted**: its blocks freed, its tokens recomputed when it is readmitted.
-
-    The files, counted here (lines of code: no blanks, comments or docstrings):
+    *On a GPU*, the computed table: below the length where a no-cache step turns compute-bound, both ways read
+    the weights once in the same time; past it the no-cache step grows with its tokens.
     """)
     return
 
 
-@app.cell
-def _():
-    plots.table(pd.DataFrame(engine.core_files()), "computed: helpers.engine.code_lines on the files")
-    return
-
-
 @app.cell(hide_code=True)
 def _():
-    mo.vstack([mo.md("One step of the engine — the whole loop, schedule → forward → sample → book:"),
-               notebook.code(llm.Engine.step, folded_=False),
-               notebook.code(llm, "the whole of llm.py (the engine, its settings, generate)")])
+    mo.vstack([mo.md(f"""
+    ## 2 · The engine: one request from arrival to its last token
+
+    `Engine.add` (llm.py) queues a `Request` (request.py). `Scheduler.schedule` (scheduler.py) admits it when a
+    slot, the step's {term("token budget")} and free KV blocks allow, starting its {term("block table")} with any blocks the prefix
+    cache (prefix_cache.py) holds for its first tokens. `Runner.forward` (runner.py) computes every scheduled
+    request's rows in one flat batch: a prompt in chunks, then one token a step. The files, and one step:
+    """), plots.table(pd.DataFrame(engine.core_files()), "computed: helpers.engine.code_lines (no blanks, comments "
+                                                            "or docstrings)"),
+        notebook.code(llm.Engine.step, folded_=False), notebook.code(llm, "llm.py")])
     return
 
 
@@ -188,119 +136,85 @@ def _():
     mo.md(f"""
     ## 3 · Paged attention: blocks instead of contiguous reservations
 
-    A server that does not know how long an answer will be must, with contiguous memory, reserve the
-    longest possible (`prompt + max_tokens`) for every sequence. `helpers.engine.blocks.BlockAllocator`
-    does what vLLM does instead: fixed blocks of {batching.PAGE_SIZE} token slots, a free list, a block table per
-    sequence, reference counts and {term("copy-on-write")} for shared blocks. First as bookkeeping alone: both
-    schemes serve the same {serving_bench.PAGED_REQUESTS} chat requests (seeded `traces.chat_trace`, real token counts)
-    one {term("decode")} step at a time in the same KV memory; a request is admitted as soon as memory allows. The
-    paged side is the engine's own scheduler of section 2 with no model behind it (`paging.simulate`).
+    Not knowing how long an answer will be, a contiguous allocator reserves `prompt + max_tokens` slots per
+    sequence. `BlockAllocator` (blocks.py) hands out blocks of {batching.PAGE_SIZE} slots (vLLM's default on a GPU)
+    as a sequence writes: a free list, a block table per sequence, reference counts,
+    {term("copy-on-write")} (Kwon et al.). Both schemes serve the same {serving_bench.PAGED_REQUESTS} chat requests
+    a {term("decode")} step at a time in the same KV memory; the paged side is the engine's scheduler with no model.
     """)
     return
 
 
 @app.cell
 def _(tok, w):
-    sims_in, capacity = paged_trace(tok, w)      # the bench's paged_over_contiguous_sequences uses the same
+    sims_in, capacity = paged_trace(tok, w)
     sims = [paging.simulate(sims_in, capacity, w.max_output, scheme, batching.PAGE_SIZE) for scheme in ("contiguous", "paged")]
-    fit = paged_fit(tok, w)
-    return capacity, fit, sims, sims_in
+    return capacity, sims, sims_in
 
 
 @app.cell(hide_code=True)
 def _(capacity, sims_in, w):
-    _prompt = sum(len(r.prompt) for r in sims_in) / len(sims_in)
-    _answer = sum(r.max_new_tokens for r in sims_in) / len(sims_in)
+    _n = max(1, len(sims_in))
     paging_box = learner.prediction(
-        f"Both schemes get {capacity:,} KV slots. Contiguous reservation holds prompt + max_tokens = prompt + "
-        f"{w.max_output} slots for a sequence from its admission to its end; a paged sequence holds the tokens it "
-        f"has written, in blocks of {batching.PAGE_SIZE}. The trace's prompts average {_prompt:.0f} tokens and its "
-        f"answers {_answer:.0f}. Over the whole run, how many times as many sequences will paging run at once as "
-        "contiguous reservation, on average?", "×")
+        f"Both schemes get {capacity:,} KV slots; prompts average {sum(len(r.prompt) for r in sims_in) / _n:.0f} "
+        f"tokens, answers {sum(r.max_new_tokens for r in sims_in) / _n:.0f}, and max_tokens is {w.max_output}. On "
+        "average, how many times as many sequences does paging run at once?", "×")
     paging_box
     return (paging_box,)
 
 
 @app.cell
-def _(sims):
-    plots.table(tables.simulation_frame([s.summary() for s in sims]), "simulated: helpers.serving.paging, chat trace token counts")
-    return
-
-
-@app.cell
 def _(capacity, loaded, sims):
-    figures.paged_figure(sims, f"simulated on the chat trace tokenized by {loaded.model_name}'s tokenizer, "
-                         f"{capacity:,} KV slots, blocks of {batching.PAGE_SIZE}")
+    mo.vstack([plots.table(tables.simulation_frame([s.summary() for s in sims]),
+                           "simulated: helpers.serving.paging on the chat trace's token counts"),
+               figures.paged_figure(sims, f"simulated on the chat trace tokenized by {loaded.model_name}'s tokenizer, "
+                                          f"{capacity:,} KV slots, blocks of {batching.PAGE_SIZE}")])
     return
 
 
 @app.cell
-def _(paging_box, sims, sims_in, w):
+def _(paging_box, sims):
     _given = None  # Jupyter/Colab: your prediction here (e.g. 1.5); in marimo, type it in the box above
-    _c, _p = sims[0].summary(), sims[1].summary()
-    _held = sum(len(r.prompt) + r.max_new_tokens / 2 for r in sims_in) / len(sims_in)
-    _reserved = sum(len(r.prompt) for r in sims_in) / len(sims_in) + w.max_output
-    learner.beside(paging_box, _given, _p.mean_running / _c.mean_running,
-                   shown=lambda v: f"{v:.2f}× ({_p.mean_running:.1f} against {_c.mean_running:.1f} sequences at once)",
-                   higher=f"A contiguous sequence holds its whole reservation, {_reserved:.0f} slots on "
-                          f"average, from its first step; a paged one holds what it has written, its prompt "
-                          f"and on average half its answer, {_held:.0f} slots, plus a partly filled block.",
-                   lower=f"The mean covers the whole run: at its end the queue is empty and both schemes run "
-                         f"what is left; and paging preempted {_p.preemptions} times when blocks ran out.",
-                   within="What a sequence holds, its prompt and the tokens written so far, against "
-                          "prompt + max_tokens reserved.")
-    return
-
-
-@app.cell(hide_code=True)
-def _(fit, sims):
-    _c, _p = sims[0].summary(), sims[1].summary()
-    mo.vstack([mo.md(f"""
-    **Measured in the simulation:** what contiguous reservation reserved but no token filled is internal waste:
-    room for tokens an answer has not generated yet, or never will (answers shorter than `max_tokens`, by
-    `max_tokens` − the answer's length each); besides, {_c.mean_external_fragmentation:,.0f} free slots on average
-    sat stranded in holes too small for the next request. Paging wastes at most one partly filled block per
-    sequence. It made {_p.preemptions} preemptions: paging admits optimistically and, when blocks run out, evicts
-    the newest sequence to recompute it later — the simulation counts steps, not that recomputation's cost.
-    """), expected.should_see(paging.reading(_c, _p, fit), [expected.computed(
-        "the simulation counts token slots and steps, nothing of a device: a GPU serving this trace in the same KV "
-        "memory has these counts", "helpers.serving.paging.simulate")])])
+    learner.beside(paging_box, _given, regime.ratio(sims[1].summary().mean_running, sims[0].summary().mean_running),
+                   higher="A contiguous sequence holds prompt + max_tokens from its first step; a paged one holds what "
+                          "it has written, its prompt and on average half its answer.",
+                   lower="The mean covers the run's tail, where both schemes run what is left, and paging "
+                         "recomputes each sequence it evicts.",
+                   within="What a sequence holds against what is set aside for it.")
     return
 
 
 @app.cell(hide_code=True)
 def _():
     mo.vstack([mo.md("""
-    **The engine's paged cache is a real tensor.** `PagedKVCache` (kv.py) holds keys and values as
-    `[layers, blocks, block_size, kv_heads, head_dim]`; token t of a request sits in block `table[t // block_size]`,
-    slot `t % block_size`. The runner writes each new token's K/V to its slot, then attention gathers a
-    request's keys through its block table — any free block fits any request, and a block two requests share
-    (a prefix-cache hit) is read by both. The attention of one layer, as the runner computes it:
-    """), notebook.code(runner.Runner._layer, folded_=False),
-        notebook.code(engine_kv, "the whole of kv.py (the paged cache)"),
-        notebook.code(runner, "the whole of runner.py (one forward over the mixed batch)")])
+    **What you should see.** "÷ contiguous" compares the sequences running at once.
+
+    - **above**: contiguous memory went to reservations for tokens never written (internal waste) and to holes
+      too small for the next request (stranded); paging wastes at most one partly filled block per sequence.
+    - **at**: answers as long as `max_tokens`: a reservation that is used wastes nothing.
+    - **below**: preemptions: paging admits optimistically and evicts a sequence to recompute it later.
+
+    These count slots and steps: a GPU serving this trace in the same memory makes the same counts.
+
+    **The paged cache is a real tensor** (kv.py), `[layers, blocks, block_size, kv_heads, head_dim]`: token t of a
+    request sits in block `table[t // block_size]`, slot `t % block_size`. The runner writes each new token's K/V to
+    its slot and gathers a request's keys through its table. One layer:
+    """), notebook.code(runner.Runner._layer, folded_=False), notebook.code(engine_kv, "kv.py"),
+        notebook.code(runner, "runner.py")])
     return
 
 
 @app.cell(hide_code=True)
 def _():
-    mo.md(f"""
+    mo.vstack([mo.md(f"""
     ## 4 · The scheduler, step by step
 
-    Each step the scheduler (scheduler.py) fills a **token budget**: running requests first, oldest first — a
-    decoding request needs one token, a request still prefilling gets its next chunk ({term("chunked prefill")}) —
-    then the waiting queue, in order, as long as a slot, the budget and free blocks allow. When blocks run out,
-    the newest running request is {term("preempted", "preemption")} and recomputed later. Set the engine's sizes
-    below and press **Serve with these sizes**: it serves the first chat requests live on this model (the
-    headless run's sizes until you do), and every step's log is drawn as a timeline.
-    """)
-    return
-
-
-@app.cell(hide_code=True)
-def _():
-    mo.vstack([notebook.code(scheduler.Scheduler.schedule, folded_=False),
-               notebook.code(scheduler, "the whole of scheduler.py (booking a step, finishing, preempting)")])
+    Each step fills the token budget: running requests first, oldest first — one token for a decoding
+    request, the next chunk of a prompt still prefilling ({term("chunked prefill")}) — then waiting requests in
+    order while a slot, the budget and free blocks allow. When blocks run out, the newest running request is
+    {term("preempted", "preemption")}, its tokens recomputed later, and no request is admitted that step, as in
+    vLLM's scheduler. Press **Serve with these sizes** to serve the first chat requests live; every step is drawn.
+    """), notebook.code(scheduler.Scheduler.schedule, folded_=False), notebook.code(scheduler, "scheduler.py")])
     return
 
 
@@ -321,8 +235,8 @@ def _():
                         value=engine_defaults["kv"]),
     ).form(submit_button_label="Serve with these sizes", bordered=False)
     mo.vstack([engine_form, notebook.static_note({
-        "WORKSHOP_BLOCK_SIZE": "block size (4, 8, 16, 32, 64)", "WORKSHOP_TOKEN_BUDGET": "token budget per step",
-        "WORKSHOP_MAX_SEQS": "requests running at once (1–12)", "WORKSHOP_KV_TOKENS": "KV cache in token slots"})])
+        "WORKSHOP_BLOCK_SIZE": "block size", "WORKSHOP_TOKEN_BUDGET": "token budget",
+        "WORKSHOP_MAX_SEQS": "requests at once", "WORKSHOP_KV_TOKENS": "KV slots"})])
     return engine_defaults, engine_form
 
 
@@ -338,40 +252,24 @@ def _(engine_defaults, engine_form, model, tok, w):
 
 
 @app.cell
-def _(live, live_args, live_engine, loaded):
-    figures.timeline_figure(engine_runs.timeline(live_engine.log), live_engine.log, loaded,
-                            f"{len(live.timings)} chat requests, blocks of {live_args.block_size}, "
-                            f"{live_args.max_batch_tokens} tokens per step, {live_args.max_num_seqs} at once, "
-                            f"{live_args.blocks} blocks ({live_args.blocks * live_args.block_size:,} slots)")
+def _(live, live_args, live_engine, live_reqs, loaded):
+    mo.vstack([figures.timeline_figure(engine_runs.timeline(live_engine.log), live_engine.log, loaded,
+                                       f"{len(live.timings)} chat requests, blocks of {live_args.block_size}, "
+                                       f"{live_args.max_batch_tokens} tokens per step, {live_args.max_num_seqs} at once, "
+                                       f"{live_args.blocks} blocks"),
+               plots.table(tables.log_summary_frame(engine_runs.log_summary(live_engine, live, live_reqs)),
+                           f"measured: the readable engine on {loaded.label}")])
     return
 
 
-@app.cell
-def _(live, live_args, live_engine, loaded):
-    live_summary = engine_runs.log_summary(live_engine, live)
-    plots.table(tables.log_summary_frame(live_summary), f"measured: the readable engine on {loaded.label}, "
-                f"{live_args.blocks} blocks of {live_args.block_size}")
-    return (live_summary,)
-
-
 @app.cell(hide_code=True)
-def _(live_args, live_reqs, live_summary):
-    _s = live_summary
-    mo.vstack([mo.md(f"""
-    **Measured:** {_s.requests} requests in {_s.steps} steps; {_s.prefill_chunks} prefill chunks,
-    {_s.mixed_steps} steps that mixed prefill chunks with decode rows; **{_s.preemptions} preemptions** with
-    {live_args.blocks} blocks ({_s.recomputed_tokens:,} tokens computed again because of them); at most
-    {_s.peak_blocks} of {live_args.blocks} blocks in use, holding {_s.tokens_at_peak:,} tokens in
-    {_s.peak_blocks * live_args.block_size:,} slots; {_s.copy_on_write_copies} blocks copied on write.
-
-    **Reading the timeline.** Orange: a chunk of a prompt; blue: a decode row; grey: waiting for a slot (at most
-    the cap runs at once; a slot frees the step after a request finishes); red: a preemption — the newest
-    request loses its blocks and is prefilled again later. Then move the controls: a prompt of p tokens needs at
-    least ⌈p ÷ budget⌉ chunks, and a request's last block holds between 1 and block-size tokens.
-    """), expected.should_see(engine_runs.log_reading(_s, live_args, live_reqs), [expected.computed(
-        "the scheduler reads token counts, token ids (the prefix cache) and free blocks, never the clock: on a GPU "
-        "the same requests and sizes make the same steps, chunks and preemptions; only each step's time differs",
-        "helpers.engine.scheduler")])])
+def _():
+    mo.md("""
+    **Reading the timeline.** Orange: a prompt chunk; blue: a decode row; grey: waiting; red: preempted. A
+    prompt of p tokens takes at least ⌈p ÷ budget⌉ chunks. Preemptions come when the cache has fewer blocks than
+    "blocks that prevent preemption" (the requests running at once, at full length) and stop above it. The
+    scheduler reads token counts and free blocks, never the clock: on a GPU the same sizes make the same steps.
+    """)
     return
 
 
@@ -381,21 +279,11 @@ def _():
     mo.vstack([mo.md(f"""
     ## 5 · Continuous batching, against transformers' own
 
-    The same chat requests (mixed prompt and output lengths), four ways:
-
-    - **one after another** — a naive local server;
-    - {term("static batches", "static-batching")} — `slots` requests at a time, prompts {term("left-padded", "left-padding")}; a batch ends when its slowest
-      request does, and the next batch only starts then;
-    - **transformers' continuous-batching manager** (`model.init_continuous_batching`) — *the library's
-      version*: a scheduler that, at every step, puts a waiting request into any slot that freed up;
-    - **the readable engine** — the same idea in the code above, at the same number of slots, token budget
-      and block size.
-
-    All four compute in a thread of their own, as transformers' manager always does: PyTorch's CPU operators
-    run on OpenMP thread teams, one per calling thread, and a thread that computes while the notebook's own
-    team exists pays for the extra team (`helpers.serving.batching.in_worker_thread` says why, with what it
-    measured) — the comparison holds only under the same conditions (in marimo it waits for **Run live** when a
-    recording is there to show).
+    The same chat requests four ways: **one after another**; {term("static batches", "static-batching")} of
+    `slots` requests, prompts {term("left-padded", "left-padding")}, each batch waiting for its slowest;
+    **transformers' continuous-batching manager** (`init_continuous_batching`; its default FIFO scheduler puts
+    decoding requests first, then waiting prompts split to fill the token budget: Orca's iteration-level scheduling,
+    Yu et al.); **the readable engine** at the same slots. Each computes in a worker thread, as transformers' does.
     """), batching_button])
     return (batching_button,)
 
@@ -420,158 +308,127 @@ def _(batching_button, loaded, model, tok, w):
 
 
 @app.cell
-def _(batching_run, loaded, served):
-    mo.vstack([batching_run.note(), plots.table(
-        tables.batching_frame([batching.summarize(r, served["sequential"]) for r in served.values()]),
-        batching_run.source(f"measured: {loaded.label}"))])
-    return
-
-
-@app.cell
-def _(loaded, served, w):
+def _(batch_reqs, batching_run, loaded, served, w):
     _panels = []
     for _k, _static in (("static", w.slots), ("continuous", None), ("engine", None)):
         _r = served[_k]
         _segs = batching.slot_segments(_r, w.slots, _static)
-        _panels.append((f"{_r.mode}: {_r.tokens_per_s:,.0f} tokens/s, slots idle "
-                        f"{batching.idle_share(_segs, _r.wall_s, w.slots):.0%} of the time", _segs, _r.wall_s))
-    figures.slots_figure(_panels, w.slots, loaded)
-    return
-
-
-@app.cell(hide_code=True)
-def _(batch_reqs, served, w):
-    _pad = batching.padding_tokens(batch_reqs, w.slots)
-    _s = decode_intensity.summary(decode_intensity.intensity_table(expected.REFERENCE_MODEL, contexts=(4096,)))[0]
-    _same = batching.same_tokens(served["engine"], served["sequential"]) == 1
-    mo.vstack([mo.md(f"""
-    **Measured:** the readable engine made {"the same" if _same else "NOT the same"} greedy tokens as one after
-    another. Static batching computed {_pad.padding_tokens:,} padding tokens and {_pad.finished_rows_steps:,} decode
-    rows for requests already done ({_pad.wasted_share:.0%} of its work), and its hatched slots sat idle waiting for
-    each batch's slowest request. A batched step runs every row's matrix products at once: it reads the weights
-    once for all its rows and does the arithmetic of each.
-    """), expected.should_see(batching.reading(served), [
-        expected.computed(str(batching.decode_bytes_on_gpu(expected.REFERENCE_MODEL, expected.REFERENCE_GPU, 4096)),
-                          "helpers.serving.batching.decode_bytes_on_gpu: helpers.formulas.stepcost, helpers.capacity.plan"),
-        expected.computed(decode_intensity.verdict(_s) + "; continuous batching keeps the batch full",
-                          "helpers.formulas.decode_intensity")]),
-        plots.table(tables.padding_frame(_pad), "computed: helpers.serving.batching.padding_tokens")])
-    return
-
-
-@app.cell(hide_code=True)
-def _():
-    _p = planner.plan("mistral-7b-v0.1", "H100 SXM", context=4096, batch=1)
-    mo.md(f"""
-    ### Chunked prefill
-
-    A long prompt arriving while others are decoding: prefilled in one step, it stalls everyone's next token
-    for the whole prefill. The engine cuts a prompt longer than its token budget into chunks, each in a step
-    with the others' decode rows. Below: short requests decoding, then a long prompt arriving, with a budget
-    larger than the prompt (no chunking) and a small one. How long is a long prefill on a GPU? Mistral 7B's
-    4,096-token prefill does {forward_cost("mistral-7b-v0.1", 4096).flops / 1e12:,.0f} TFLOP: **{1e3 * _p.prefill_floor_s:.0f} ms** at an
-    H100's datasheet peak, {1e3 * _p.prefill_s:.0f} ms at the planner's efficiency of {_p.efficiency:.0%}
-    (`helpers.capacity.plan`, {_p.prefill_bound}-bound) — a stall of that size for every other user, without chunks.
-    """)
-    return
-
-
-@app.cell
-def _(model, tok, w):
-    _short = [quality.eval_ids(tok, 24)[i:] for i in range(3)]
-    _g = torch.Generator().manual_seed(0)
-    _long = torch.randint(3, model.config.vocab_size, (w.long_prompt,), generator=_g).tolist()
-    chunk_runs = engine_runs.chunked_prefill(model, _short, _long, 24, 3, [w.long_prompt + 8, w.chunk_budget])
-    return (chunk_runs,)
-
-
-@app.cell
-def _(chunk_runs, loaded):
-    plots.table(tables.chunked_frame(chunk_runs), f"measured: the readable engine on {loaded.label}")
-    return
-
-
-@app.cell(hide_code=True)
-def _(chunk_runs):
-    expected.should_see(engine_runs.chunked_reading(chunk_runs[0], chunk_runs[1]), [expected.computed(
-        str(batching.chunks_on_gpu(expected.REFERENCE_MODEL, expected.REFERENCE_GPU, 4096, 512)),
-        "helpers.serving.batching.chunks_on_gpu: helpers.formulas.stepcost at the datasheet's roofline")])
-    return
-
-
-@app.cell(hide_code=True)
-def _():
-    mo.vstack([mo.md(f"""
-    ## 6 · Prefix caching: a radix tree against chained block hashes
-
-    Every prompt the engine has prefilled leaves its blocks behind; a later prompt that starts with the same
-    tokens reuses them and prefills only the rest. Two ways to find them (prefix_cache.py), switchable:
-
-    - **hash** (vLLM's automatic prefix caching): each *full* block is named by a hash chained through the
-      blocks before it, h_j = H(h_(j−1), tokens of block j); a prompt hashes its full blocks in order and stops
-      at the first unknown one. Only whole blocks hit.
-    - **radix** (SGLang's RadixAttention): a {term("radix tree")} over token ids (`helpers.engine.radix`) whose
-      values are each token's block; a hit can end inside a block, which the request then shares and copies
-      on its first write ({term("copy-on-write")}).
-
-    Either keeps blocks while the allocator has room and drops the least recently used idle ones when the
-    scheduler runs short. Two seeded workloads from `helpers.serving.traces`, each round served after the last:
-    **chat** (independent conversations: nothing shared but the chat template's tokens) and **agentic** (one
-    shared system prompt, a proposal round, then review rounds in which every reviewer reads the whole
-    transcript so far).
-    """), notebook.code(prefix_cache, "the whole of prefix_cache.py")])
-    return
-
-
-@app.cell
-def _(model, tok):
-    def _rounds(trace):
-        _ids = traces.token_ids(tok, trace)
-        return [[p for p, r in zip(_ids, trace) if r.round == k] for k in sorted({r.round for r in trace})]
-
-    hit_block = 16
-    prefix_hits = {"chat": engine_caches.cache_hits(model, _rounds(traces.chat_trace(16, seed=0)), hit_block),
-                   "agentic": engine_caches.cache_hits(model, _rounds(traces.agentic_trace(agents=4, review_rounds=2, seed=0)),
-                                                 hit_block)}
-    edit = engine_caches.edit_hits(model, traces.token_ids(tok, traces.agentic_trace(agents=1, seed=0))[0], 300, hit_block)
-    return edit, hit_block, prefix_hits
-
-
-@app.cell
-def _(hit_block, loaded, prefix_hits):
-    plots.table(tables.cache_hits_frame(prefix_hits), f"measured: the readable engine on {loaded.label}, blocks of {hit_block}")
-    return
-
-
-@app.cell
-def _(hit_block, loaded, prefix_hits):
-    figures.hit_rate_figure({f"{t}, {c.cache}": c for t, r in prefix_hits.items() for c in (r.radix, r.hash)},
-                            f"measured: the readable engine's prefix caches, {loaded.model_name}'s tokenizer, blocks of {hit_block}")
-    return
-
-
-@app.cell(hide_code=True)
-def _(edit, hit_block, prefix_hits):
-    _a = prefix_hits["agentic"]
-    mo.vstack([mo.md(f"""
-    **Measured:** the hits the tree finds beyond the hashes are tails that end inside a block, each paid for with a
-    block copy on the agentic trace ({_a.radix.copy_on_write_copies} copies). An **edit** at token
-    {edit.edited_position} of a {edit.prompt_tokens:,}-token prompt served before: every later block's hash, and
-    every later node of the tree, depends on the edited token, so neither cache can reuse past it.
-    """), expected.should_see(engine_caches.hits_reading(prefix_hits, hit_block) + [engine_caches.edit_reading(edit)],
-                              [expected.computed(
-        "the caches read token ids and block counts, nothing of a device: with the same tokenizer and trace a GPU "
-        "run reuses the same tokens", "helpers.engine.prefix_cache")])])
+        _panels.append((f"{_r.mode}: {plots.cell_text(_r.tokens_per_s)} tokens/s, slots idle "
+                        f"{plots.cell_text(batching.idle_share(_segs, _r.wall_s, w.slots))} of the time", _segs, _r.wall_s))
+    mo.vstack([batching_run.note(), plots.table(
+        tables.batching_frame([batching.summarize(r, served["sequential"]) for r in served.values()]),
+        batching_run.source(f"measured: {loaded.label}")),
+        figures.slots_figure(_panels, w.slots, loaded),
+        plots.table(tables.padding_frame(batching.padding_tokens(batch_reqs, w.slots)),
+                    "computed: helpers.serving.batching.padding_tokens, static batches"),
+        plots.table(tables.decode_on_gpu_frame(batching.decode_on_gpu(GPU_MODEL, GPU, 4096, (1, w.slots))),
+                    "computed: helpers.serving.batching.decode_on_gpu (helpers.capacity.plan)")])
     return
 
 
 @app.cell(hide_code=True)
 def _():
     mo.md("""
-    A hit is only worth something if the stored keys and values are reused for real. Below, a prompt of a
-    long shared prefix plus a short suffix, through the engine: **cold**, prefix caching off, the whole prompt
-    prefilled; **warm**, the prefix left in the cache by an earlier request with another suffix, so only the
-    suffix is computed — attending to the cached prefix through the shared blocks.
+    **What you should see.** "÷ one after another" is each way's speed-up.
+
+    - **above**: a batched step reads the weights once for all its rows, so the rows share the step's fixed
+      part (overhead regime) or its weight reads (bandwidth regime). Continuous batching also refills a freed
+      slot at once, where a static batch idles (the hatched spans) and computes padding.
+    - **at**: the step's cost grew with its rows: arithmetic bounded it (compute regime).
+    - **below**: batching cost more than it shared: padding, or threads contending for cores.
+
+    *On a GPU*, the computed table: the weights' share of a decode step's bytes and the floor's tokens/s at
+    batch 1, at this run's slots and at the largest batch that fits.
+    """)
+    return
+
+
+@app.cell(hide_code=True)
+def _():
+    mo.md("""
+    ### Chunked prefill
+
+    A long prompt prefilled in one step holds every other request's next token for the whole prefill. With a
+    budget below its length the engine cuts it into chunks that share steps with the others' decode rows
+    (Sarathi-Serve, Agrawal et al.). Below: short requests decoding, then a long prompt arriving, at a budget above
+    its length and at a small one.
+    """)
+    return
+
+
+@app.cell
+def _(loaded, model, tok, w):
+    _short = [quality.eval_ids(tok, 24)[i:] for i in range(3)]
+    _long = torch.randint(3, model.config.vocab_size, (w.long_prompt,), generator=torch.Generator().manual_seed(0)).tolist()
+    _runs = engine_runs.chunked_prefill(model, _short, _long, 24, 3, [w.long_prompt + 8, w.chunk_budget])
+    mo.vstack([plots.table(tables.chunked_frame(_runs), f"measured: the readable engine on {loaded.label}"),
+               plots.table(tables.chunks_on_gpu_frame(batching.chunks_on_gpu(GPU_MODEL, GPU, 4096, 512)),
+                           "computed: helpers.serving.batching.chunks_on_gpu, each step at its roofline floor")])
+    return
+
+
+@app.cell(hide_code=True)
+def _():
+    mo.md(f"""
+    **What you should see.** "÷ no chunking" compares the others' worst gap between tokens while the long prompt
+    prefills: **below**, chunks shortened the stall; **at**, a step's fixed part set its time, so a chunk took as
+    long as the whole prompt (overhead regime); **above**, chunking added steps and shortened none. The long
+    prompt's own {term("TTFT")} grows with its chunks: the budget trades it for the others'
+    {term("inter-token latency", "itl")}. *On a GPU*, the computed table sets the whole prefill against each chunk.
+    """)
+    return
+
+
+@app.cell(hide_code=True)
+def _():
+    mo.vstack([mo.md(f"""
+    ## 6 · Prefix caching: a {term("radix tree")} against chained block hashes
+
+    A prompt that starts with tokens an earlier request prefilled reuses their blocks. Two ways to find them
+    (prefix_cache.py):
+
+    - **hash**, as vLLM's automatic prefix caching: each *full* block is named by a hash chained through the blocks
+      before it, h_j = H(h_(j−1), tokens of block j); a prompt stops at its first unknown block.
+    - **radix**, after SGLang's RadixAttention (Zheng et al.), which keeps a KV slot per token: a radix tree over
+      token ids (radix.py) holding each token's block here, so a hit can end inside a block, which the request
+      shares and copies on its first write.
+
+    Both drop the least recently used idle blocks when short. Two traces: **chat** (nothing shared but the chat
+    template) and **agentic** (a shared system prompt, then review rounds that each read the whole transcript).
+    """), notebook.code(prefix_cache, "prefix_cache.py")])
+    return
+
+
+@app.cell
+def _(loaded, model, tok):
+    def _rounds(trace):
+        _ids = traces.token_ids(tok, trace)
+        return [[p for p, r in zip(_ids, trace) if r.round == k] for k in sorted({r.round for r in trace})]
+
+    _block = 16
+    prefix_hits = {"chat": engine_caches.cache_hits(model, _rounds(traces.chat_trace(16, seed=0)), _block),
+                   "agentic": engine_caches.cache_hits(model, _rounds(traces.agentic_trace(agents=4, review_rounds=2, seed=0)),
+                                                       _block)}
+    _edit = engine_caches.edit_hits(model, traces.token_ids(tok, traces.agentic_trace(agents=1, seed=0))[0], 300, _block)
+    _label = f"measured: the readable engine on {loaded.label}, blocks of {_block}"
+    mo.vstack([plots.table(tables.cache_hits_frame(prefix_hits), _label),
+               figures.hit_rate_figure({f"{t}, {c.cache}": c for t, r in prefix_hits.items() for c in (r.radix, r.hash)},
+                                       _label),
+               plots.table(tables.edit_frame(_edit), f"{_label}: one token of a prompt served before, changed")])
+    return (prefix_hits,)
+
+
+@app.cell(hide_code=True)
+def _():
+    mo.md("""
+    **What you should see.** "÷ hash" compares the tokens each cache reused. **above**: hits ending inside a block,
+    which only the tree finds, each paid with a block copy; **at**: hits ending on block boundaries, or nothing
+    shared (the chat trace); **below**: only where the two evicted different blocks. After an edited token no later
+    hash and no later tree node matches: the tree stops at the edit, the hashes at the last whole block before it.
+    The caches read token ids, not the device: a GPU reuses the same tokens.
+
+    A hit pays only if the stored keys and values are read for real. Below, prefix + suffix through the engine
+    **cold** (caching off) and **warm** (the prefix left by an earlier request, only the suffix computed).
     """)
     return
 
@@ -582,153 +439,59 @@ def _(loaded, model, w):
     _prefix = torch.randint(3, model.config.vocab_size, (w.prefix_tokens,), generator=_g).tolist()
     _suffixes = [torch.randint(3, model.config.vocab_size, (w.suffix_tokens,), generator=_g).tolist() for _ in range(4)]
     reuse = engine_caches.prefix_ttft(model, _prefix, _suffixes)
-    plots.table(tables.prefix_ttft_frame(reuse), f"measured: the readable engine on {loaded.label}")
+    mo.vstack([plots.table(tables.prefix_ttft_frame(reuse), f"measured: the readable engine on {loaded.label}"),
+               plots.table(tables.hit_on_gpu_frame(engine_caches.hit_on_gpu(GPU_MODEL, GPU, reuse.prefix_tokens,
+                                                                            reuse.suffix_tokens)),
+                           "computed: helpers.serving.engine_caches.hit_on_gpu, each prefill at its roofline floor"),
+               figures.bars_figure(["cold: prefix + suffix", "warm: suffix over cached prefix"],
+                                   [reuse.ttft_cold_ms, reuse.ttft_warm_ms], "time to first token (ms)",
+                                   f"prefix reuse: {reuse.prefix_tokens:,}-token prefix, {reuse.suffix_tokens}-token suffix",
+                                   loaded, colours=[figures.BASELINE, figures.MEASURED])])
     return (reuse,)
 
 
-@app.cell
-def _(loaded, reuse):
-    figures.bars_figure(["cold: prefix + suffix", "warm: suffix over cached prefix"],
-                        [reuse.ttft_cold_ms, reuse.ttft_warm_ms], "time to first token (ms)",
-                        f"prefix reuse: {reuse.prefix_tokens:,}-token prefix, {reuse.suffix_tokens}-token suffix, "
-                        f"warm {verdicts.speed(reuse.ttft_warm_ms, reuse.ttft_cold_ms).words}", loaded,
-                        colours=[figures.BASELINE, figures.MEASURED])
-    return
-
-
 @app.cell(hide_code=True)
-def _(reuse):
-    mo.vstack([mo.md(f"""
-    **Measured:** the same first token cold and warm: **{reuse.same_first_token}**. Prefilling p + s tokens against s
-    over a cached prefix is a token ratio of (p + s) ÷ s; the time ratio departs from it by what a step costs
-    besides its tokens' matrix products (attention over the whole prefix, a fixed part per step).
-    """), expected.should_see(engine_caches.ttft_reading(reuse), [expected.computed(
-        str(engine_caches.hit_on_gpu(expected.REFERENCE_MODEL, expected.REFERENCE_GPU, reuse.prefix_tokens,
-                                     reuse.suffix_tokens)),
-        "helpers.serving.engine_caches.hit_on_gpu: helpers.formulas.stepcost at the datasheet's roofline")])])
-    return
-
-
-@app.cell(hide_code=True)
-def _(loaded):
-    quality_profile, trained = kv_quant.quality_profile(loaded.profile)
-    mo.md(f"""
-    ## 7 · KV-cache quantization
-
-    transformers' `QuantizedCache` stores keys and values in **fp8** (one scale per tensor), or in **4 and 2
-    bits** (optimum-quanto: a scale and a zero point per group of 64 values; the newest 128 tokens stay in full
-    precision until they are quantized, as in KIVI). Bytes of the real cache are measured
-    (`helpers.measure.tensor_bytes.measured_cache_bytes`) against `helpers.formulas.memory.kv_cache_bytes`; quality is {term("KL divergence")}
-    and {term("top-1 agreement")} against the full-precision cache (`helpers.measure.quality`), on the evaluation text, with the
-    profile **{quality_profile}**{"" if trained else " — **random weights: quality figures meaningless**"}.
+def _():
+    mo.md("""
+    **What you should see.** "÷ token ratio" sets the TTFT saved against the tokens saved, (prefix + suffix) ÷
+    suffix. **below**: the warm step still pays a fixed part and the suffix's attention over the whole prefix (the
+    overhead regime, or a suffix too short to use the hardware); **at**: the prefill's time follows its tokens (the
+    compute regime); **above**: the cold prefill cost more per token, its attention growing with the whole prompt.
+    *On a GPU*, the computed row: each prefill at its floor, with what bounds it.
     """)
-    return quality_profile, trained
-
-
-@app.cell
-def _(loaded, model, tok):
-    _ids = quality.eval_ids(tok, 300)
-    kvq_bytes = kv_quant.bytes_by_scheme(model, loaded.spec, _ids, loaded.dtype)
-    kvq_speed = kv_quant.speed_by_scheme(model, _ids)
-    plots.table(tables.kv_bytes_frame(kvq_bytes), f"measured: {loaded.label}")
-    return kvq_bytes, kvq_speed
-
-
-@app.cell
-def _(kvq_speed, loaded):
-    plots.table(tables.kv_speed_frame(kvq_speed), f"measured: {loaded.label}")
-    return
-
-
-@app.cell
-def _(loaded, quality_profile):
-    # the model the quality figures need (a trained one when helpers.measure.models offers it), loaded once
-    qloaded = loaded if quality_profile == loaded.profile else models.load(quality_profile, device=loaded.device)
-    return (qloaded,)
-
-
-@app.cell
-def _(qloaded):
-    kvq_quality = kv_quant.quality_by_scheme(qloaded.model, quality.eval_ids(qloaded.tokenizer, 400, profile=qloaded.profile))
-    plots.table(tables.kv_quality_frame(kvq_quality), f"measured: {qloaded.label}")
-    return (kvq_quality,)
-
-
-@app.cell
-def _(kvq_bytes, loaded):
-    figures.bars_figure([r.scheme for r in kvq_bytes], [r.measured_bytes / 1e3 for r in kvq_bytes], "KV cache (kB, 10³ bytes)",
-                        f"KV cache of {kvq_bytes[0].tokens} tokens by scheme (measured)", loaded)
-    return
-
-
-@app.cell(hide_code=True)
-def _(kvq_bytes, kvq_quality, kvq_speed, loaded, trained):
-    _missing = [s for s in kv_quant.SCHEMES if kv_quant.available(s)]
-    if _missing:
-        _out = mo.md(f"**Not measured here:** {', '.join(_missing)} — {kv_quant.available(_missing[0])}.")
-    else:
-        _b = {r.scheme: r for r in kvq_bytes}
-        _proj_tokens = 4096
-        _proj = kv_quant.projected_shares(expected.REFERENCE_MODEL, _proj_tokens, "bf16")
-        _out = mo.vstack([mo.md(f"""
-        **Measured:** besides the values, fp8 keeps {_b["fp8"].metadata_bytes:,} bytes of scales; 4 and 2 bits
-        {_b["4-bit"].metadata_bytes:,} bytes of scales and zero points plus {_b["4-bit"].residual_bytes:,} bytes of
-        not-yet-quantized tokens (the formula is `kv_quant.cache_bytes`: values, scales, residual; the shares are of this
-        run's {loaded.dtype} cache).{"" if trained else " Random weights: the top token flips at near-ties, so the quality figures say nothing about a trained model."}
-        This path dequantizes the cache before attention reads it, an extra pass every step; kernels that read the
-        quantized cache inside attention (vLLM's fp8 KV cache) skip that pass.
-        """), expected.should_see([kv_quant.bytes_reading(kvq_bytes), kv_quant.speed_reading(kvq_speed),
-                                   kv_quant.quality_reading(kvq_quality)], [expected.computed(
-            f"{expected.REFERENCE_MODEL}'s bf16 cache ({memory.kv_bytes_per_token(expected.REFERENCE_MODEL, 'bf16') / 1e3:.0f} kB "
-            f"per token) at {_proj_tokens:,} tokens would be {_proj['fp8']:.0%} (fp8), {_proj['4-bit']:.0%} (4-bit) and "
-            f"{_proj['2-bit']:.0%} (2-bit) of its size — {1 / _proj['fp8']:.1f}×, {1 / _proj['4-bit']:.1f}× and "
-            f"{1 / _proj['2-bit']:.1f}× the users or context",
-            "helpers.serving.kv_quant.projected_shares: the formula checked against the cache above, with the scales as "
-            "wide as a bf16 cache keeps them and half the residual window in full precision")])])
-    _out
     return
 
 
 @app.cell(hide_code=True)
 def _():
     mo.vstack([mo.md(f"""
-    ## 8 · Speculative decoding: draft, verify, accept
+    ## 7 · Speculative decoding: draft, verify, accept
 
-    A drafter proposes k tokens; the target runs its pending token and all k drafts in **one** forward pass
-    (a chunk of k + 1 rows, like a short prefill), which gives its distribution p at every drafted position and
-    one past them. Greedy: keep drafts while they equal the target's argmax, then the target's own token —
-    exactly the target's greedy output. Sampled: Leviathan et al. (ICML 2023), Algorithm 1 — keep draft x with
-    probability min(1, p(x)/q(x)); at the first rejection draw from the residual norm(max(0, p − q)); if all k
-    are kept, one more from p. Every emitted token is then distributed exactly as p: lossless for sampling too.
-    Two drafters (speculative.py): **prompt lookup** (copy what followed the latest n-gram's first earlier
-    occurrence; transformers' rule) and an **early-exit draft** — the target's own first layers, its final norm
-    and head (a {term("draft model")} sharing the target's weights, LayerSkip-style; no separately trained small model of
-    this vocabulary is available offline). How often the target keeps a draft, the per-token
-    {term("acceptance", "acceptance-rate")} α, decides how many tokens a verify pass yields. The whole accept step:
-    """), notebook.code(spec_loop.verify, folded_=False),
-        notebook.code(spec_loop, "the whole of speculative.py (the drafters and the loop)")])
+    A drafter proposes k tokens; the target runs its pending token and the drafts in **one** pass of k + 1 rows,
+    keeps the drafts while they equal its greedy choice, then adds its own token: its greedy output, exactly.
+    Sampled, draft x is kept with probability min(1, p(x)/q(x)), a rejection draws from norm(max(0, p − q))
+    (Leviathan et al., Algorithm 1), and every token is still distributed as p. Two drafters: **prompt lookup**
+    copies what followed the earliest earlier occurrence of the last n-gram (Saxena; transformers' rule); an
+    **early-exit {term("draft model")}** runs the target's first layers, final norm and head (LayerSkip's
+    self-speculation, without its training).
+    """), notebook.code(spec_loop.verify, folded_=False), notebook.code(spec_loop, "speculative.py")])
     return
 
 
 @app.cell
-def _(w):
+def _(loaded, w):
+    spec_loaded = loaded if speculative.model_profile(loaded.profile) == loaded.profile else \
+        models.load(speculative.model_profile(loaded.profile), device=loaded.device)
     spec_k_default = notebook.env_default("WORKSHOP_SPEC_K", w.spec_k, range(1, 9))
     k_form = mo.ui.slider(start=1, stop=8, step=1, show_value=True, label="draft length k",
                           value=spec_k_default).form(submit_button_label="Measure at this k", bordered=False)
-    alpha_pick = mo.ui.slider(start=0.1, stop=0.95, step=0.05, show_value=True, label="per-token acceptance α (model)",
+    alpha_pick = mo.ui.slider(start=0.1, stop=0.95, step=0.05, show_value=True, label="α, the chance a draft is kept (eq. 1)",
                               value=notebook.env_default("WORKSHOP_SPEC_ALPHA", 0.6, lo=0.1, hi=0.95))
-    spec_box = learner.prediction(
-        "Each of the k drafted tokens is kept with probability α (the two controls above), in order, up to the first "
-        "the target rejects; the verify pass then adds one token of its own. How many tokens does one verify pass "
-        "yield on average?", "tokens")
-    mo.vstack([mo.md(f"""
-    The draft length k is the size of every measurement below: a new k re-measures them all (the runs at batch 1
-    and 8, transformers' version, the verify passes) when you press **Measure at this k**; until then they stay at
-    k = {spec_k_default}, the headless run's. α moves only the worked example and the curve, computed at once.
-    """), k_form, alpha_pick, notebook.static_note({
-        "WORKSHOP_SPEC_K": "draft length k (1–8)", "WORKSHOP_SPEC_ALPHA": "α of the worked example and the expected-tokens "
-                                                                         "curve (0.1–0.95)"}), spec_box])
-    return alpha_pick, k_form, spec_box, spec_k_default
+    spec_box = learner.prediction("Each of k drafts is kept with probability α, in order, up to the first rejected; "
+                                  "the pass then adds one token of its own. How many tokens does a pass yield on "
+                                  "average?", "tokens")
+    mo.vstack([k_form, alpha_pick, notebook.static_note({"WORKSHOP_SPEC_K": "k", "WORKSHOP_SPEC_ALPHA": "α"}), spec_box])
+    return alpha_pick, k_form, spec_box, spec_k_default, spec_loaded
 
 
 @app.cell
@@ -740,70 +503,62 @@ def _(k_form, spec_k_default):
 @app.cell(hide_code=True)
 def _(alpha_pick, spec_k):
     spec_parts = speculation.tokens_per_pass_parts(alpha_pick.value, spec_k)
-    _p = spec_parts
-    mo.md(f"""
-    **Tokens per verify pass, derived.** The target checks the drafts in order and stops at the first it rejects.
-    Whatever happens, the pass yields **one token of the target's own**: the correction at the rejection or, when
-    all k drafts are kept, the token past them. On top of it, draft i counts only if drafts 1 … i are all kept.
-    With each checked draft kept independently with probability α (the per-token acceptance), that
-    happens with probability α^i. Adding the terms (Leviathan et al., eq. 1; the geometric series):
+    mo.vstack([mo.md(f"""
+    **Tokens per pass.** A pass always yields one token of the target's own; draft i counts only if drafts
+    1 … i are all kept, with probability α^i when each is kept with probability α (the
+    {term("acceptance", "acceptance-rate")}). Summed (Leviathan et al., eq. 1):
 
-        E = 1 + α + α² + … + α^k = (1 − α^(k+1)) ÷ (1 − α)        (k + 1 at α = 1)
+        E = 1 + α + α² + … + α^k = (1 − α^(k+1)) ÷ (1 − α)
 
-    E is what a round is measured against. Plain decoding yields one token per decode step; a round yields E tokens
-    for one verify pass (v decode steps: about 1 while the pass stays {term("memory-bound")}, up to k + 1 once it is
-    compute-bound) and k draft steps of c decode steps each. It **pays** when E beats that cost,
-    v + k·c (`speculation.round_cost`), by more than the {verdicts.CHANGE_MARGIN:.0%} margin
-    (`speculation.pays`); it **breaks even** at the α where E = v + k·c (`speculation.break_even_alpha`).
-
-    **Worked example** (`helpers.formulas.speculation.tokens_per_pass_parts`), α = {_p.alpha:.2f}, k = {_p.k}:
-
-    - the target's own token: 1
-    - the drafts, α¹ … α^{_p.k}: {" + ".join(f"{_a:.3f}" for _a in _p.kept)} = {_p.total - 1:.3f}
-    - E = **{_p.total:.3f}** tokens per pass; the closed form, (1 − {_p.alpha:.2f}^{_p.k + 1}) ÷ (1 − {_p.alpha:.2f}),
-      gives {_p.closed_form:.3f}
-    - the whole draft is kept in {_p.whole_draft_kept:.1%} of passes; {_p.kept_share_of_drafted:.1%} of the drafted
-      tokens are kept, not α = {_p.alpha:.0%}, since a draft after a rejection is never checked; the k-th draft adds
-      α^k = {_p.last_gain:.3f} tokens to E.
-    """)
+    A round costs the verify pass, v decode steps (about 1 while {term("memory-bound")}, up to k + 1 once
+    compute-bound), and k draft steps of c decode steps each. It pays when E ÷ (v + k·c) is above 1 and breaks
+    even at the α where E = v + k·c (`speculation.break_even_alpha`). Eq. 1 term by term at the slider's α:
+    """), plots.table(tables.tokens_per_pass_frame(spec_parts),
+                      f"computed: helpers.formulas.speculation.tokens_per_pass_parts, α = {spec_parts.alpha:.2f}, k = {spec_parts.k}")])
     return (spec_parts,)
 
 
 @app.cell
 def _(spec_box, spec_parts):
     _given = None  # Jupyter/Colab: your prediction here (e.g. 3); in marimo, type it in the box above
-    _p = spec_parts
-    learner.beside(spec_box, _given, _p.total, shown=lambda v: f"{v:.2f} tokens (k = {_p.k}, α = {_p.alpha:.2f})",
-        lower=f"A draft counts only when every draft before it was kept: the i-th with probability α^i, not α, so "
-              f"the {_p.k} drafts add {_p.total - 1:.2f} tokens, not k·α = {_p.k * _p.alpha:.2f}.",
-        higher="The pass always yields one token of the target's own, the correction or the token past a fully kept "
-               "draft, on top of the kept drafts.",
-        within="1 + α + α² + … + α^k, as derived.")
+    learner.beside(spec_box, _given, spec_parts.total,
+                   lower="A draft counts only when every draft before it was kept: the i-th with probability α^i, not α.",
+                   higher="The pass adds one token of the target's own on top of the kept drafts.",
+                   within="1 + α + α² + … + α^k, as derived.")
     return
 
 
-@app.cell
-def _(qloaded, spec_k, w):
-    spec_text = quality.eval_ids(qloaded.tokenizer, 160, profile=qloaded.profile)
-    spec_context = len(spec_text) + w.decode_tokens // 2       # cached tokens at a typical step
-    spec_rows = speculative.speculative_runs(qloaded.model, spec_text, w.decode_tokens, k=spec_k,
-                                            draft_layers=w.draft_layers)
-    spec_batch = speculative.speculative_runs(qloaded.model, spec_text, w.decode_tokens, k=spec_k,
-                                             draft_layers=w.draft_layers, batch=8)
-    library = speculative.speculate(qloaded.model, spec_text, w.decode_tokens, k=spec_k)
-    plots.table(tables.speculative_frame(spec_rows + spec_batch), f"measured: the readable engine's loop on {qloaded.label}, "
-                f"greedy, k = {spec_k}")
-    return library, spec_batch, spec_context, spec_rows, spec_text
-
-
-@app.cell
-def _(alpha_pick, qloaded, spec_k, spec_rows):
-    figures.expected_tokens_figure([r for r in spec_rows if r.k], alpha_pick.value, max(8, spec_k), qloaded)
-    return
-
-
-@app.cell
+@app.cell(hide_code=True)
 def _():
+    mo.md("""
+    Two prompts alone, then four different ones as one batch: a **copy-edit** of a passage of the novel, whose
+    answer may repeat its context (what prompt lookup is for), and an **open question**, whose answer has
+    nothing to copy.
+    """)
+    return
+
+
+@app.cell
+def _(spec_k, spec_loaded, w):
+    _tok = spec_loaded.tokenizer
+    spec_prompts = speculative.prompts(_tok)
+    _run = dict(new_tokens=w.decode_tokens, k=spec_k, draft_layers=w.draft_layers,
+                decode=lambda ids: _tok.decode(list(ids), skip_special_tokens=True))
+    spec_rows = [r for p in spec_prompts[:2] for r in speculative.speculative_runs(spec_loaded.model, [p], **_run)]
+    spec_rows += speculative.speculative_runs(spec_loaded.model, spec_prompts, **_run)
+    plots.table(tables.speculative_frame(spec_rows), f"measured: the readable engine's loop on {spec_loaded.label}, greedy")
+    return spec_prompts, spec_rows
+
+
+@app.cell
+def _(alpha_pick, spec_k, spec_loaded, spec_rows):
+    figures.expected_tokens_figure([r for r in spec_rows if r.k and r.batch == 1], alpha_pick.value, max(8, spec_k),
+                                   spec_loaded)
+    return
+
+
+@app.cell
+def _(spec_k, spec_loaded, spec_prompts, w):
     # one accept step enumerated on a 5-token vocabulary: draft x ~ q, kept with min(1, p(x)/q(x)), else the residual
     _p = torch.tensor([0.40, 0.25, 0.20, 0.10, 0.05], dtype=torch.float64)
     _q = torch.tensor([0.10, 0.50, 0.10, 0.25, 0.05], dtype=torch.float64)
@@ -812,133 +567,99 @@ def _():
         _a = spec_loop.accept_probability(_p, _q, _x)
         _out[_x] += float(_q[_x]) * _a
         _out += float(_q[_x]) * (1 - _a) * spec_loop.residual(_p, _q)
-    exact = pd.DataFrame({"token": range(5), "target p": _p.tolist(), "draft q": _q.tolist(),
-                          "kept with min(1, p/q)": [spec_loop.accept_probability(_p, _q, _x) for _x in range(5)],
-                          "residual norm(max(0, p − q))": spec_loop.residual(_p, _q).tolist(),
-                          "what comes out": _out.tolist()})
-    plots.table(exact, "computed: helpers.engine.speculative.accept_probability and residual, every draft enumerated")
-    return (exact,)
-
-
-@app.cell
-def _(qloaded, spec_context, spec_k):
+    _exact = pd.DataFrame({"token": range(5), "target p": _p.tolist(), "draft q": _q.tolist(),
+                           "kept with min(1, p/q)": [spec_loop.accept_probability(_p, _q, _x) for _x in range(5)],
+                           "residual norm(max(0, p − q))": spec_loop.residual(_p, _q).tolist(),
+                           "what comes out": _out.tolist()})
     # what verifying k drafts costs against a decode step: measured here, and computed for Mistral 7B on an H100
-    verify_here = [speculative.verify_cost(qloaded.model, spec_k, spec_context, b) for b in (1, 8)]
-    verify_cost = [speculation.verify_step_ratio("mistral-7b-v0.1", spec_k, c, b)
-                   for c in (512, 4096) for b in (1, 16, 64, 256)]
-    mo.vstack([plots.table(tables.verify_frame(verify_here), f"measured: the engine's runner on {qloaded.label}, fastest of 5"),
-               plots.table(tables.verify_frame(verify_cost), "computed: helpers.formulas.speculation.verify_step_ratio "
-                                        "(helpers.formulas.stepcost at the H100's roofline)")])
-    return verify_cost, verify_here
-
-
-@app.cell(hide_code=True)
-def _(exact, library, qloaded, spec_batch, spec_context, spec_rows, trained, verify_cost, verify_here, w):
-    _plain, _pl, _dm = spec_rows
-    _same = all(r.identical_to_plain for r in spec_rows + spec_batch)
-    _exact = bool((exact["what comes out"] - exact["target p"]).abs().max() < 1e-12)
-    spec_share = speculation.draft_step_share(qloaded.spec, w.draft_layers, spec_context, qloaded.dtype)
-    _share = spec_share
-    mo.vstack([mo.md(f"""
-    **Measured:** prompt lookup made its {w.decode_tokens} tokens in {_pl.target_passes} target passes; transformers'
-    assisted generation with the same rule, *the library's version*, in {library.target_passes}
-    ({"the same" if library.target_passes == _pl.target_passes else "NOT the same"}). The early-exit draft uses
-    {w.draft_layers} of {qloaded.model.config.num_hidden_layers} layers, each draft step reading {_share:.0%} of what a
-    target step reads (`speculation.draft_step_share`). Output identical to plain decoding in every run: **{_same}**.
-    The enumeration above: what comes out of one accept step equals the target's p
-    **{"exactly" if _exact else "NOT exactly"}** — rejection sampling loses nothing (the tests repeat it on a model with a
-    seeded goodness-of-fit test).{"" if trained else " (Random weights: the draft's tokens are kept by chance only.)"}
-
-    A round costs one verify pass — k + 1 rows per request, measured above against a one-row decode step — and, for a
-    draft model, its k draft steps; it yields the tokens per pass. A single row runs as a matrix–vector product,
-    several rows as a matrix product, so what k + 1 rows cost against one is this machine's, and it moves with the
-    load.
-    """), expected.should_see(speculative.speculative_reading(spec_rows + spec_batch, verify_here, _share)
-                              + [speculation.head_share(qloaded.spec, qloaded.dtype)],
-                              [expected.computed(str(v), "helpers.formulas.speculation.verify_step_ratio: "
-                                                 "helpers.formulas.stepcost at the datasheet's roofline")
-                               for v in speculation.verify_on_gpu(verify_cost)]
-                              + [expected.cited(
-                                  f"with smaller T5 models as drafts, Leviathan et al. decode T5-XXL "
-                                  f"{expected.published('leviathan_t5xxl_speedup_low').value:g}×–"
-                                  f"{expected.published('leviathan_t5xxl_speedup_high').value:g}× faster than the "
-                                  "standard T5X implementation, with identical outputs",
-                                  "leviathan_t5xxl_speedup_low", "leviathan_t5xxl_speedup_high")])])
-    return (spec_share,)
+    _context = len(spec_prompts[0].ids) + w.decode_tokens // 2
+    verify_here = [speculative.verify_cost(spec_loaded.model, spec_k, _context, b) for b in (1, len(spec_prompts))]
+    _computed = [speculation.verify_step_ratio(GPU_MODEL, spec_k, c, b, GPU) for c in (512, 4096) for b in (1, 16, 64, 256)]
+    mo.vstack([plots.table(_exact, "computed: helpers.engine.speculative.accept_probability and residual, every draft"),
+               plots.table(tables.verify_frame(verify_here), f"measured: the engine's runner on {spec_loaded.label}, "
+                                                              "fastest of 5"),
+               plots.table(tables.verify_frame(_computed), "computed: helpers.formulas.speculation.verify_step_ratio "
+                                                           "at the roofline")])
+    return (verify_here,)
 
 
 @app.cell(hide_code=True)
 def _():
-    # the problem: the break-even acceptance of a draft model, at a batch whose verify pass stays memory-bound and at
-    # one that makes it compute-bound (Mistral 7B on an H100 SXM, helpers.formulas.stepcost at the roofline)
-    _k, _c, _ctx, _batches = 4, 0.05, 512, (1, 256)
-    _v = {_b: speculation.verify_step_ratio("mistral-7b-v0.1", _k, _ctx, _b) for _b in _batches}
-    _cost = {_b: speculation.round_cost(_v[_b].verify_over_decode, _k, _c) for _b in _batches}
-    _even = {_b: speculation.break_even_alpha(_k, _cost[_b]) for _b in _batches}
-    _pay = {_b: speculation.break_even_alpha(_k, _cost[_b] * (1 + verdicts.CHANGE_MARGIN)) for _b in _batches}
+    _lo, _hi = (expected.published(k).value for k in ("leviathan_t5xxl_speedup_low", "leviathan_t5xxl_speedup_high"))
+    mo.md(f"""
+    **What you should see.** Read where the kept drafts came from before the speed-up.
 
-    def _at(b):
-        return (f"- batch {b}: the verify pass is {_v[b].verify_bound}-bound, v = {_v[b].verify_over_decode:.2f}; a round "
-                f"costs v + k·c = {_v[b].verify_over_decode:.2f} + {_k} × {_c:g} = **{_cost[b]:.2f}** decode steps; "
-                f"E = {_cost[b]:.2f} at **α = {_even[b]:.2f}** (`break_even_alpha`), and E > {_cost[b]:.2f} × "
-                f"{1 + verdicts.CHANGE_MARGIN:g} = {_cost[b] * (1 + verdicts.CHANGE_MARGIN):.2f} above α = {_pay[b]:.2f}")
+    - **From the prompt**: the answer repeats its context (an edit, a quoting summary, code being changed):
+      where drafting pays on a model that copies.
+    - **From its own output**, a loop named: the model repeats itself and prompt lookup predicts the loop; the
+      tokens per pass measure a degenerate output made fast. Small models decoding greedily loop on any prompt.
+    - **Neither**: nothing to copy, about one token per pass.
 
-    notebook.exercise(3, f"The break-even acceptance. Mistral 7B on an H100 SXM, {_ctx} tokens of context, a draft "
-                      f"model whose step costs c = {_c:g} of a target step, k = {_k}. At batch {_batches[0]} and at batch "
-                      f"{_batches[1]}, what per-token acceptance α must the draft reach for a round to break even, and to "
-                      f"pay by the {verdicts.CHANGE_MARGIN:.0%} margin? (`speculation.verify_step_ratio` gives the verify "
-                      "pass v in decode steps.)",
-                      "\n".join([_at(_b) for _b in _batches] + [
-                          "", f"The same draft needs α ≥ {_even[_batches[1]]:.2f} at batch {_batches[1]} where "
-                          f"{_even[_batches[0]]:.2f} was enough at batch {_batches[0]}: once the batch makes the verify "
-                          f"pass compute-bound, its k + 1 rows cost up to k + 1 decode steps, and only a draft the target "
-                          f"keeps more often pays for them."]),
-                      "Solution (computed by helpers.formulas.speculation: verify_step_ratio, round_cost, break_even_alpha)")
+    The speed-up is about tokens per pass ÷ (v + k·c): **above** 1 pays, **at** breaks even, **below** costs; an
+    early-exit draft's c counts its layers and the output head. The enumerated accept step returns p exactly.
+
+    *On a GPU*, the computed table: a verify pass costs about one decode step while memory-bound and more once
+    the batch makes it compute-bound, so a round needs more kept drafts to pay (exercise 3). Leviathan et al. decode T5-XXL
+    {_lo:g}×–{_hi:g}× faster with identical outputs.
+    """)
     return
 
 
 @app.cell(hide_code=True)
 def _():
-    _chunks = -(-200 // 16)
+    # the break-even acceptance of a draft model at a batch whose verify pass stays memory-bound and at one that
+    # makes it compute-bound (Mistral 7B on an H100 SXM, helpers.formulas.stepcost at the roofline)
+    _k, _c, _ctx = 4, 0.05, 512
+
+    def _at(b):
+        _v = speculation.verify_step_ratio(GPU_MODEL, _k, _ctx, b, GPU)
+        _cost = speculation.round_cost(_v.verify_over_decode, _k, _c)
+        return (f"- batch {b}: the verify pass is {_v.verify_bound}-bound, v = {_v.verify_over_decode:.2f}; a round "
+                f"costs v + k·c = {_cost:.2f} decode steps; E reaches it at α = "
+                f"{speculation.break_even_alpha(_k, _cost):.2f}")
+
+    notebook.exercise(3, f"The break-even acceptance. Mistral 7B on an H100 SXM, {_ctx} tokens of context, a draft "
+                      f"whose step costs c = {_c:g} of a target step, k = {_k}. At batch 1 and at batch 256, what "
+                      "acceptance α must the draft reach for a round to break even? (`speculation.verify_step_ratio` "
+                      "gives v.)",
+                      "\n".join([_at(1), _at(256), "", "Once the batch makes the verify pass compute-bound, its k + 1 "
+                                 "rows cost more decode steps, and only a draft the target keeps more often pays."]))
+    return
+
+
+@app.cell(hide_code=True)
+def _():
     mo.vstack([
-        mo.md("## Exercises\n\nExercise 3, the break-even acceptance, closes section 8."),
+        mo.md("## Exercises\n\nExercise 3, the break-even acceptance, closes section 7."),
         notebook.exercise(1, "Re-run section 1 with a longer prompt (`quality.eval_ids(tok, 512)`). Which line "
                           "moves, and why?", """
-        The no-cache line: each step recomputes all p + t tokens, so its work grows with the prompt; the cached
-        step computes one token whatever the prompt, and only its reads of the cache grow with p + t. The cache
-        always saves compute; what it costs is memory (section 3), which is why servers page it."""),
-        notebook.exercise(2, "In section 4, set the token budget to 16 and then 512 (KV cache 2,048 slots). What "
-                          "happens to the number of prefill chunks, to the longest prompt's first token, and to "
-                          "the others' decode rows while it is prefilled?", f"""
-        At 16 a 200-token prompt needs at least ⌈200 ÷ 16⌉ = {_chunks} chunks, so its first token waits at least
-        {_chunks} steps, and no step computes more than 16 tokens, so the decoding requests' steps stay short. At 512
-        the whole prompt fits one step: its first token comes after that one step, and the step computes all 200
-        tokens for everyone in it. The budget trades the long prompt's {term("TTFT")} for the others' {term("inter-token latency", "itl")}."""),
+        The no-cache line: each step recomputes all p + t tokens; a cached step runs one token whatever the
+        prompt."""),
+        notebook.exercise(2, "In section 4, set the token budget to 16, then 512 (KV cache 2,048 slots). What happens "
+                          "to the prefill chunks, to the longest prompt's first token, and to the others' decode rows "
+                          "while it is prefilled?", f"""
+        At 16 a 200-token prompt takes at least ⌈200 ÷ 16⌉ = {-(-200 // 16)} chunks, its first token as many steps
+        away, and no step computes more than 16 tokens. At 512 one step computes all 200 for everyone in it."""),
     ])
     return
 
 
 @app.cell(hide_code=True)
-def _(live_args, live_reqs, prefix_hits, spec_k, spec_share, verify_here):
+def _(live_args, live_reqs, prefix_hits, spec_rows):
     _long = max(live_reqs, key=lambda r: len(r.prompt) + r.max_new_tokens)
-    _v1 = next(v for v in verify_here if v.batch == 1)
+    _lookup = next(r for r in spec_rows if r.batch == 1 and r.k and r.drafter.startswith("prompt lookup"))
     _a = prefix_hits["agentic"]
     check_questions = [
-        learner.Question(f"Section 4: the longest of its requests has {len(_long.prompt)} prompt tokens and asks for "
-                         f"{_long.max_new_tokens} new ones. In blocks of {live_args.block_size} tokens, how many blocks "
-                         "do its tokens fill (the last one partly)?",
+        learner.Question(f"Section 4: the longest request has {len(_long.prompt)} prompt tokens and asks for "
+                         f"{_long.max_new_tokens} new ones. How many blocks of {live_args.block_size} do its tokens fill?",
                          -(-(len(_long.prompt) + _long.max_new_tokens) // live_args.block_size), "blocks", tolerance=0),
-        learner.Question(f"Section 8: a verify pass of k + 1 = {spec_k + 1} rows measured {_v1.verify_over_decode:.2f} "
-                         f"decode steps at batch 1 here, and each early-exit draft step reads {spec_share:.2f} of a "
-                         f"target step. How many tokens must a round of k = {spec_k} drafts yield to break even?",
-                         speculation.round_cost(_v1.verify_over_decode, spec_k, spec_share), "tokens"),
-        learner.Question("Section 6: on the agentic trace, which prefix cache reused more prompt tokens?",
-                         "the radix tree" if _a.radix.reused_tokens > _a.hash.reused_tokens else
-                         "the block hashes" if _a.hash.reused_tokens > _a.radix.reused_tokens else "the same",
-                         options=("the radix tree", "the block hashes", "the same")),
+        learner.Question(f"Section 7: prompt lookup's speed-up on the {_lookup.prompt} prompt, against 1?",
+                         regime.label(_lookup.speedup), options=regime.LABELS),
+        learner.Question("Section 6: on the agentic trace, the radix tree's reused tokens against the block hashes'?",
+                         regime.label(regime.ratio(_a.radix.reused_tokens, _a.hash.reused_tokens)), options=regime.LABELS),
     ]
     check_form = learner.self_check(check_questions)
-    learner.self_check_section(check_form, check_questions, "on sections 4, 6 and 8; submit new sizes in section 4 or a new k in section 8 and they follow")
+    learner.self_check_section(check_form, check_questions, "new sizes in section 4 or a new k in section 7 change them")
     return check_form, check_questions
 
 
@@ -950,33 +671,39 @@ def _(check_form, check_questions):
 
 
 @app.cell(hide_code=True)
-def _(chunk_runs, fit, kvq_bytes, kvq_speed, on_off, prefix_hits, reuse, served, spec_rows):
-    _plain = spec_rows[0]
-    _best = max(spec_rows[1:], key=lambda r: r.speedup)
-    _lossless = all(r.identical_to_plain for r in spec_rows)
-    _wall = verdicts.speed(_best.seconds, _plain.seconds, than="plain decoding")
+def _():
     mo.md(f"""
     ## Takeaways
 
-    - **The KV cache** turns quadratic work into linear: {on_off.tokens_without_cache:,} tokens run
-      through the model without it, {on_off.tokens_with_cache:,} with;
-      {"the same tokens out" if on_off.identical_tokens else "**different tokens out**"}; {kv_cache.reading(on_off)[1]}.
-    - **Paging** stores what sequences hold, not what they might: {fit.paged} sequences fit paged in the memory
-      where {fit.contiguous} fit contiguously; the engine's cache is a tensor of blocks read through each request's table.
-    - **Continuous batching** fills freed slots at once: {batching.reading(served)[0]}. With a token budget,
-      {engine_runs.chunked_reading(chunk_runs[0], chunk_runs[1])[1]}; preemption trades recomputation for memory.
-    - **Prefix caching** pays where prompts share prefixes — the radix tree reused
-      {", ".join(f"{verdicts.share(r.radix.reused_tokens, r.radix.prompt_tokens).words} of the {t} trace's prompt tokens" for t, r in prefix_hits.items())};
-      {engine_caches.ttft_reading(reuse)[0]}.
-    - **KV-cache quantization** buys memory: the cache is {", ".join(f"{r.share_of_full:.0%} ({r.scheme})" for r in kvq_bytes[1:])}
-      of full precision; its speed here, {kv_quant.speed_reading(kvq_speed)}; its quality cost is measured, not assumed.
-    - **Speculative decoding** {"kept the target's output exactly" if _lossless else "**changed the output**"}; it pays
-      when a round's tokens beat what the round costs in decode steps (cheap drafts, kept drafts, a verify pass
-      that stays memory-bound). Here the best, {_best.drafter}: {_best.tokens_per_pass:.2f} tokens per target pass,
-      {_wall.words} on the wall clock.
-
-    *This run took {notebook.elapsed(started)}.*
+    - **The KV cache** turns quadratic work into linear, for memory.
+    - **Paging** stores what a sequence holds, not what it might, and preempts when optimistic admission runs short.
+    - **Continuous batching** refills a freed slot at the next step; chunked prefill bounds a long prompt's stall.
+    - **Prefix caching** pays where prompts share prefixes: the tree to the token, hashes to the block.
+    - **Speculative decoding** keeps the target's output; it pays when drafts are cheap, kept and verified in a
+      memory-bound pass. Prompt lookup's drafts come from the prompt or from a loop: check which.
     """)
+    return
+
+
+@app.cell(hide_code=True)
+def _():
+    expected.sources("leviathan_t5xxl_speedup_low", more=(
+        "Kwon et al., PagedAttention (SOSP 2023) — <https://arxiv.org/abs/2309.06180>",
+        "Yu et al., Orca (OSDI 2022) — <https://www.usenix.org/conference/osdi22/presentation/yu>",
+        "Agrawal et al., Sarathi-Serve (OSDI 2024) — <https://arxiv.org/abs/2403.02310>",
+        "Zheng et al., SGLang and RadixAttention (NeurIPS 2024) — <https://arxiv.org/abs/2312.07104>",
+        "Saxena, Prompt Lookup Decoding (2023) — <https://github.com/apoorvumang/prompt-lookup-decoding>",
+        "Elhoushi et al., LayerSkip (ACL 2024) — <https://arxiv.org/abs/2404.16710>",
+        "vLLM 0.32: `v1/core/kv_cache_utils.py` (`hash_block_tokens`), `v1/core/sched/scheduler.py`, "
+        "`config/cache.py`; transformers 5.25: `generation/continuous_batching/` (`FIFOScheduler`), "
+        "`generation/candidate_generator.py` (`PromptLookupCandidateGenerator`)",
+        "Horace He, Making Deep Learning Go Brrrr (2022) — <https://horace.io/brrr_intro.html>"))
+    return
+
+
+@app.cell(hide_code=True)
+def _(check_questions, reuse, verify_here):
+    mo.md(f"""*This run took {notebook.elapsed(started)}.*""")   # after the last measurement it names
     return
 
 

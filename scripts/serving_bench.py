@@ -24,10 +24,7 @@ def bench_serving() -> dict:
     reqs = chat_requests(tok, w)
     res = batching.compare_batching(m, reqs, w.slots, rounds=BATCHING_ROUNDS)
     seq, static, cont = res["sequential"], res["static"], res["continuous"]
-    from helpers.measure.quality import eval_ids
-
-    text = eval_ids(tok, 160)
-    spec = speculative.speculate(m, text, w.decode_tokens, k=w.spec_k)
+    spec = speculative.speculate(m, speculative.prompts(tok)[0].ids, w.decode_tokens, k=w.spec_k)
     fit = paged_fit(tok, w)
     eng = engine_figures(loaded, w)
     return {
@@ -114,10 +111,10 @@ def engine_figures(loaded, w: Workload) -> dict:
     """The readable engine's (helpers.engine) figures: greedy tokens identical to generate; output
     tokens/s at ENGINE_CONCURRENT requests ÷ transformers' continuous-batching manager on the same ones;
     TTFT with a w.prefix_tokens shared prefix cold ÷ warm; the radix and hash caches on the agentic trace;
-    prompt lookup's tokens per target pass and wall-clock speed-up. `headline` holds the flat numbers."""
+    prompt lookup's tokens per target pass and wall-clock speed-up on the copy-edit prompt
+    (helpers.serving.speculative.prompts). `headline` holds the flat numbers."""
     import torch
 
-    from helpers.measure.quality import eval_ids
     from helpers.serving import engine_caches, speculative, traces
 
     m, tok = loaded.model, loaded.tokenizer
@@ -132,8 +129,8 @@ def engine_figures(loaded, w: Workload) -> dict:
     ids = traces.token_ids(tok, trace)
     rounds = [[p for p, r in zip(ids, trace) if r.round == k] for k in sorted({r.round for r in trace})]
     caches = engine_caches.cache_hits(m, rounds)
-    spec = speculative.speculative_runs(m, eval_ids(tok, 160), w.decode_tokens, k=w.spec_k,
-                                       draft_layers=w.draft_layers)
+    spec = speculative.speculative_runs(m, speculative.prompts(tok)[:1], w.decode_tokens, k=w.spec_k,
+                                        draft_layers=w.draft_layers, library=False)
     lookup = next(r for r in spec if r.drafter.startswith("prompt lookup"))
     return {"headline": {"engine_identical_to_generate": same.identical,
                          "engine_over_transformers_cb": vs["ratio"],

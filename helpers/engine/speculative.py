@@ -35,16 +35,22 @@ class PromptLookup:
         self.ngram, self.name = ngram, f"prompt lookup (n-gram ≤ {ngram})"
 
     def propose(self, reqs: list[Request], ks: list[int]) -> list[tuple[list[int], None]]:
-        return [(self._lookup(r.tokens, k), None) for r, k in zip(reqs, ks)]
+        out = []
+        for r, k in zip(reqs, ks):
+            start = self.match(r.tokens) if k else None
+            out.append(([] if start is None else r.tokens[start:start + k], None))
+        return out
 
-    def _lookup(self, tokens: list[int], k: int) -> list[int]:
+    def match(self, tokens: list[int]) -> int | None:
+        """Where the copied draft starts in `tokens`: just past the earliest earlier occurrence of the last n
+        tokens, for the longest n ≤ `ngram` that has one; None when no n-gram recurs."""
         n_tok = len(tokens)
         for n in range(min(self.ngram, n_tok - 1), 0, -1):
             tail = tokens[-n:]
             for i in range(n_tok - n):
-                if tokens[i:i + n] == tail and i + n < n_tok:
-                    return tokens[i + n:min(i + n + k, n_tok)] if k else []
-        return []
+                if tokens[i:i + n] == tail:
+                    return i + n
+        return None
 
     def rewind(self, rid, keep: int) -> None:
         pass

@@ -11,16 +11,14 @@ With each checked token kept independently with probability α:
 - a round costs the verify pass and the k draft steps, `round_cost` decode steps; it breaks even when it
   yields as many tokens as it costs, at the α `break_even_alpha` solves for.
 
-`pays` reads a measured round's tokens against its cost. What a round costs: `verify_step_ratio` (a verify
-pass of k + 1 rows against a decode step, at a GPU's roofline floor) and `draft_step_share` (an early-exit
-draft step against a target step, in bytes read). The owner of these formulas: helpers.serving.speculative measures transformers' and
-the engine's speculative decoding and reads them with them.
+What a round costs: `verify_step_ratio` (a verify pass of k + 1 rows against a decode step, at a GPU's roofline
+floor) and `draft_step_share` (an early-exit draft step against a target step, in bytes read). A round pays
+when its tokens ÷ `round_cost` is above 1 (Leviathan et al.'s improvement factor, E ÷ (k·c + 1), is the same
+ratio with a verify pass of one decode step); helpers.serving.speculative measures the engine's loop.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-from .verdicts import Verdict, change_verdict, factor, share
 
 
 def expected_tokens_per_pass(alpha: float, k: int) -> float:
@@ -121,49 +119,6 @@ def draft_step_share(spec, draft_layers: int, context: int, dtype: str = "bf16")
     full = decode_cost(spec, context, 1, dtype)
     part = decode_cost(draft, context, 1, dtype)
     return (part.weight_read_bytes + part.kv_bytes) / (full.weight_read_bytes + full.kv_bytes)
-
-
-def pays(tokens_per_pass: float, pass_cost_steps: float) -> Verdict:
-    """Whether a speculative round can pay: it yields `tokens_per_pass` tokens for the time of
-    `pass_cost_steps` decode steps (its verify pass and its draft steps), plain decoding one token a step.
-    It can pay when tokens ÷ cost beats 1 by more than the change margin (helpers.formulas.verdicts), cannot
-    when it falls short by as much, and breaks even in between."""
-    r = tokens_per_pass / pass_cost_steps
-    words = {"higher": f"can pay ({factor(r)} the tokens of plain decoding in the same time)",
-             "about equal": f"breaks even ({factor(r)})",
-             "lower": f"cannot pay ({factor(r)} the tokens of plain decoding in the same time)"}[change_verdict(r)]
-    return Verdict(words, "speculative.pays", {"tokens_per_pass": tokens_per_pass, "pass_cost_steps": pass_cost_steps,
-                                               "ratio": r})
-
-
-def head_share(spec, dtype: str = "bf16") -> Verdict:
-    """The output head's share of the weights a decode step reads (helpers.formulas.stepcost.decode_cost; the
-    head is vocabulary × hidden values), with its band: what an early-exit draft reads whatever its layers."""
-    from .specs import get_spec
-    from .stepcost import decode_cost
-    from .units import dtype_bytes
-
-    spec = get_spec(spec)
-    head = spec.vocab_size * spec.hidden_size * dtype_bytes(dtype)
-    v = share(head, decode_cost(spec, 1, 1, dtype).weight_read_bytes, "the weights a step reads")
-    return Verdict(f"the {spec.vocab_size:,}-word output head is {v.words}", "share", v.evidence)
-
-
-def verify_on_gpu(rows: list[VerifyRatio]) -> list[Verdict]:
-    """verify_step_ratio's rows read by rule, one verdict per context: the verify pass against a decode step at
-    the smallest batch, and the first batch at which the pass turns compute-bound (or none up to the largest)."""
-    out = []
-    for c in sorted({r.context for r in rows}):
-        mine = sorted((r for r in rows if r.context == c), key=lambda r: r.batch)
-        first = next((r for r in mine if r.verify_bound == "compute"), None)
-        turn = (f"it turns compute-bound at batch {first.batch} (verify {first.verify_over_decode:.2f}× a decode step)"
-                if first else f"it stays memory-bound at every batch up to {mine[-1].batch}")
-        out.append(Verdict(f"at {c:,} tokens of context a verify pass of {mine[0].k + 1} tokens costs "
-                           f"{mine[0].verify_over_decode:.2f}× a decode step at batch {mine[0].batch} on an "
-                           f"{mine[0].gpu}; {turn}", "speculative.verify_on_gpu",
-                           {"context": c, "batch1_ratio": mine[0].verify_over_decode,
-                            "compute_bound_from": first.batch if first else 0}))
-    return out
 
 
 def verify_step_ratio(spec, k: int, context: int, batch: int, gpu: str = "H100 SXM",

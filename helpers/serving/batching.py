@@ -17,7 +17,6 @@ from typing import Sequence
 
 from ..formulas.memory import kv_bytes_per_token
 from ..formulas.stats import percentile
-from ..formulas.verdicts import Verdict, factor, share, speed, times_as
 from ..measure.dtypes import torch_dtype_name
 from .naive import RequestTiming, ServeResult, _ForwardCounter, serve_batched, serve_sequential
 from .traces import TraceRequest
@@ -173,7 +172,7 @@ def slot_segments(result: ServeResult, slots: int, static_batch: int | None = No
 def idle_share(segments: list[dict], wall_s: float, slots: int) -> float:
     """Share of the slot-time (slots × wall) that no request used."""
     busy = sum(s["finish_s"] - s["start_s"] for s in segments)
-    return max(0.0, 1 - busy / (slots * wall_s))
+    return max(0.0, 1 - busy / (slots * wall_s)) if wall_s > 0 else math.nan
 
 
 @dataclass(frozen=True)
@@ -220,17 +219,20 @@ def padding_tokens(requests: Sequence[TraceRequest], batch_size: int) -> Padding
 def summarize(result: ServeResult, baseline: ServeResult | None = None) -> BatchingSummary:
     """A served run's totals and time to first token; with a baseline, the speed-up over it and the share
     of requests whose tokens it matches."""
+    from ..formulas.regime import ratio
+
     ttft = [t.first_token_s for t in result.timings]
     return BatchingSummary(result.mode, len(result.timings), result.new_tokens, result.wall_s, result.tokens_per_s,
-                           result.forward_calls, statistics.median(ttft), percentile(ttft, 90),
-                           None if baseline is None else result.tokens_per_s / baseline.tokens_per_s,
+                           result.forward_calls, statistics.median(ttft) if ttft else math.nan,
+                           percentile(ttft, 90) if ttft else math.nan,
+                           None if baseline is None else ratio(result.tokens_per_s, baseline.tokens_per_s),
                            None if baseline is None else same_tokens(result, baseline))
 
 
 def same_tokens(a: ServeResult, b: ServeResult) -> float:
     """Share of requests whose generated tokens are identical in both results."""
     ta, tb = {t.rid: t.tokens for t in a.timings}, {t.rid: t.tokens for t in b.timings}
-    return sum(ta[k] == tb.get(k) for k in ta) / len(ta)
+    return sum(ta[k] == tb.get(k) for k in ta) / len(ta) if ta else math.nan
 
 
 def in_worker_thread(fn, *args, **kwargs):
@@ -270,73 +272,63 @@ def compare_batching(model, requests: Sequence[TraceRequest], batch_size: int, m
     return {k: min(v, key=lambda r: r.wall_s) for k, v in runs.items()}
 
 
-def rate_speed(new_rate: float, old_rate: float, than: str = "") -> Verdict:
-    """Two rates (tokens/s) compared as helpers.formulas.verdicts.speed compares the times a token takes."""
-    return speed(1 / new_rate, 1 / old_rate, than=than)
+@dataclass(frozen=True)
+class DecodeOnGpu:
+    """One decode step on a GPU at `batch` sequences of `context` tokens, at its roofline floor (helpers.capacity.plan,
+    helpers.formulas.stepcost.decode_cost): the weights' share of its bytes and the tokens/s the floor allows."""
+
+    model: str
+    gpu: str
+    context: int
+    batch: int
+    weights_share: float
+    step_floor_s: float
+    tokens_per_s: float
 
 
-def reading(served: dict) -> list[Verdict]:
-    """What compare_batching's runs (and the engine's beside them) show, by rule: each way's tokens/s against
-    one after another (a factor), static batches against continuous batching and the engine against
-    transformers' manager (helpers.formulas.verdicts.speed), and what one batched step cost against one
-    request's step — in all and per token it made."""
-    seq, cb = served["sequential"], served["continuous"]
-    names = {"continuous": "transformers' continuous batching", "static": "static batches",
-             "engine": "the readable engine"}
-    each = {k: served[k].tokens_per_s / seq.tokens_per_s for k in names if k in served}
-    out = [Verdict("tokens/s against one after another: " + ", ".join(f"{names[k]} {factor(v)}" for k, v in each.items()),
-                   "batching.against_sequential", each)]
-    st = rate_speed(served["static"].tokens_per_s, cb.tokens_per_s, "transformers' continuous batching")
-    out.append(Verdict(f"in tokens/s, static batches were {st.words} "
-                       f"({served['static'].tokens_per_s:,.0f} against {cb.tokens_per_s:,.0f})", "speed", st.evidence))
-    if "engine" in served:
-        en = rate_speed(served["engine"].tokens_per_s, cb.tokens_per_s, "transformers' manager")
-        out.append(Verdict(f"in tokens/s, the readable engine was {en.words} "
-                           f"({served['engine'].tokens_per_s:,.0f} against {cb.tokens_per_s:,.0f})", "speed",
-                           en.evidence))
-    step = speed(cb.mean_step_s, seq.mean_step_s, "shorter", "longer", "as long", "one request's step")
-    per_token = times_as(cb.mean_step_s / cb.tokens_per_step, seq.mean_step_s, "one request's step")
-    out.append(Verdict(f"one step of the manager made {cb.tokens_per_step:.1f} tokens and was {step.words} "
-                       f"({1e3 * cb.mean_step_s:,.1f} against {1e3 * seq.mean_step_s:,.1f} ms): a token cost "
-                       f"{per_token.words}", "speed", {**step.evidence, "per_token": per_token.evidence["ratio"]}))
-    return out
-
-
-def decode_bytes_on_gpu(model, gpu: str, context: int, dtype: str = "bf16") -> Verdict:
-    """A decode step on a GPU, computed (helpers.formulas.stepcost.decode_cost, helpers.capacity.plan): the
-    weights' share of its bytes at batch 1 and at the largest batch that fits at `context` tokens, and the
-    floor's tokens/s there against batch 1's."""
+def decode_on_gpu(model, gpu: str, context: int, batches: Sequence[int] = (1,), dtype: str = "bf16") -> list[DecodeOnGpu]:
+    """A decode step at each batch in `batches` and at the largest batch that fits the GPU at `context` tokens."""
     from ..capacity.planner import plan
     from ..formulas.stepcost import decode_cost
 
-    one = plan(model, gpu, weight_dtype=dtype, kv_dtype=dtype, context=context, batch=1)
-    top = plan(model, gpu, weight_dtype=dtype, kv_dtype=dtype, context=context, batch=max(1, one.max_batch))
-    shares = {b: share(c.weight_read_bytes, c.bytes, "the step's bytes")
-              for b, c in ((1, decode_cost(model, context, 1, dtype)), (top.batch, decode_cost(model, context, top.batch, dtype)))}
-    gain = times_as(top.batch / top.step_floor_s, 1 / one.step_floor_s, "batch 1's")
-    return Verdict(f"at {context:,} tokens the weights are {shares[1].words} at batch 1 and {shares[top.batch].words} "
-                   f"at batch {top.batch} (the largest that fits on an {one.gpu}); the floor's tokens/s there is "
-                   f"{gain.words}", "batching.on_gpu",
-                   {"weights_share_1": shares[1].evidence["fraction"], "max_batch": top.batch,
-                    "weights_share_max": shares[top.batch].evidence["fraction"], "gain": gain.evidence["ratio"]})
+    top = plan(model, gpu, weight_dtype=dtype, kv_dtype=dtype, context=context, batch=1).max_batch
+    out = []
+    for b in sorted({*batches, max(1, top)}):
+        p = plan(model, gpu, weight_dtype=dtype, kv_dtype=dtype, context=context, batch=b)
+        c = decode_cost(model, context, b, dtype)
+        if not p.step_floor_s:
+            continue
+        out.append(DecodeOnGpu(p.model, p.gpu, context, b, c.weight_read_bytes / c.bytes, p.step_floor_s,
+                               b / p.step_floor_s))
+    return out
 
 
-def chunks_on_gpu(model, gpu: str, prompt: int = 4096, chunk: int = 512, dtype: str = "bf16") -> Verdict:
-    """A `prompt`-token prefill on a GPU in one step against in chunks of `chunk` tokens, each at its roofline
-    floor (helpers.formulas.roofline.step_floor; a later chunk also attends to the tokens before it): how long
-    each chunk holds the other requests against the whole prefill."""
+@dataclass(frozen=True)
+class ChunkOnGpu:
+    """One step of a prefill on a GPU at its roofline floor: the whole prompt (start 0, tokens = prompt) or one
+    chunk of it (its tokens attend to the `start` tokens before them)."""
+
+    model: str
+    gpu: str
+    start: int
+    tokens: int
+    floor_s: float
+    bound: str
+
+
+def chunks_on_gpu(model, gpu: str, prompt: int = 4096, chunk: int = 512, dtype: str = "bf16") -> list[ChunkOnGpu]:
+    """A `prompt`-token prefill in one step, then in chunks of `chunk` tokens, each at its roofline floor
+    (helpers.formulas.roofline.step_floor of helpers.formulas.stepcost.forward_cost): how long each step holds
+    the other requests' next token."""
     from ..formulas.gpus import get_gpu
     from ..formulas.roofline import step_floor
+    from ..formulas.specs import get_spec
     from ..formulas.stepcost import forward_cost
 
-    g = get_gpu(gpu)
+    g, name = get_gpu(gpu), get_spec(model).name
     peak, _ = g.peak_flops(dtype)
-    whole = step_floor(forward_cost(model, prompt, 0, 1, dtype), peak, g.bandwidth)
-    parts = [step_floor(forward_cost(model, min(chunk, prompt - s), s, 1, dtype), peak, g.bandwidth)
-             for s in range(0, prompt, chunk)]
-    lo, hi = min(p.seconds for p in parts), max(p.seconds for p in parts)
-    return Verdict(f"on an {g.name} the {prompt:,}-token prefill takes {1e3 * whole.seconds:,.1f} ms at its floor "
-                   f"({whole.bound}-bound); in {len(parts)} chunks of {chunk} each holds the others "
-                   f"{1e3 * lo:,.1f}–{1e3 * hi:,.1f} ms, {times_as(lo, whole.seconds, '').words.strip()}–"
-                   f"{times_as(hi, whole.seconds, 'the whole prefill').words}", "batching.chunks_on_gpu",
-                   {"whole_s": whole.seconds, "chunk_min_s": lo, "chunk_max_s": hi, "chunks": len(parts)})
+    out = []
+    for start, n in [(0, prompt)] + [(s, min(chunk, prompt - s)) for s in range(0, prompt, chunk)]:
+        f = step_floor(forward_cost(model, n, start, 1, dtype), peak, g.bandwidth)
+        out.append(ChunkOnGpu(name, g.name, start, n, f.seconds, f.bound))
+    return out

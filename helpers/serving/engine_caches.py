@@ -1,7 +1,7 @@
 """The readable engine's prefix caches (helpers.engine.prefix_cache) measured: the time to first token a
 cached prefix saves (and what it saves on a GPU, computed: hit_on_gpu), the radix tree against chained
-block hashes on rounds of prompts and on a prompt served again with one token changed, each read by rule
-(helpers.formulas.verdicts). The figures of notebook 07 and `make bench`; not part of the engine's mechanism.
+block hashes on rounds of prompts and on a prompt served again with one token changed. The figures of
+notebook 07 and `make bench`; not part of the engine's mechanism.
 """
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from typing import Sequence
 
 from ..engine.llm import Engine, EngineArgs
 from ..engine.request import SamplingParams
-from ..formulas.verdicts import Verdict, change_verdict, factor, share, speed, times_as
 
 
 @dataclass(frozen=True)
@@ -78,7 +77,8 @@ def prefix_ttft(model, prefix: Sequence[int], suffixes: Sequence[Sequence[int]],
         hits.append(hit)
         same &= tc == tw
     c, w = min(cold), min(warm)
-    return PrefixTTFT(len(prefix), len(suffixes[1]), cache, 1e3 * c, 1e3 * w, c / w, hits, same)
+    return PrefixTTFT(len(prefix), len(suffixes[1]), cache, 1e3 * c, 1e3 * w, c / w if w > 0 else float("nan"),
+                      hits, same)
 
 
 def cache_hits(model, prompts_by_round: Sequence[Sequence[Sequence[int]]], block_size: int = 16,
@@ -117,73 +117,31 @@ def edit_hits(model, prompt: Sequence[int], edit_at: int, block_size: int = 16) 
     return EditHits(len(prompt), edit_at, block_size, reused["radix"], reused["hash"])
 
 
-def hits_reading(runs: dict[str, CacheHits], block_size: int) -> list[Verdict]:
-    """Each trace's share of prompt tokens reused (its band, helpers.formulas.verdicts.share) by the tree and
-    the hashes, and how far apart the two caches are per request, against one block."""
-    out = []
-    for name, r in runs.items():
-        tree, hashed = share(r.radix.reused_tokens, r.radix.prompt_tokens), share(r.hash.reused_tokens,
-                                                                                  r.hash.prompt_tokens)
-        diff = [a - b for a, b in zip(r.radix.hits, r.hash.hits)]
-        apart = (f"per request the tree reused {min(diff)} to {max(diff)} tokens more than the hashes"
-                 + (f", less than one {block_size}-token block" if max(diff) < block_size and min(diff) >= 0 else ""))
-        out.append(Verdict(f"the {name} trace reused {tree.words} of its prompt tokens with the radix tree, "
-                           f"{hashed.words} with block hashes; {apart}", "share",
-                           {"radix": tree.evidence["fraction"], "hash": hashed.evidence["fraction"],
-                            "min_difference": min(diff), "max_difference": max(diff), "block_size": block_size}))
-    return out
+@dataclass(frozen=True)
+class HitOnGpu:
+    """A prefix hit on a GPU, each prefill at its roofline floor (helpers.formulas.roofline.step_floor of
+    helpers.formulas.stepcost.forward_cost): cold, the whole prompt; warm, the suffix over the cached prefix."""
+
+    model: str
+    gpu: str
+    prefix_tokens: int
+    suffix_tokens: int
+    cold_s: float
+    cold_bound: str
+    warm_s: float
+    warm_bound: str
 
 
-def edit_reading(e: EditHits) -> Verdict:
-    """Where each cache stopped on the edited prompt: the tree at the edit itself, the hashes at the last whole
-    block before it (what each one's rule says it must), checked against what they reused."""
-    whole = e.edited_position // e.block_size * e.block_size
-    tree = "up to the edit" if e.radix_reused_tokens == e.edited_position else "NOT up to the edit"
-    hashed = (f"the {whole // e.block_size} whole blocks before it" if e.hash_reused_tokens == whole
-              else "NOT the whole blocks before it")
-    return Verdict(f"the tree reused {e.radix_reused_tokens} tokens ({tree}), the hashes {e.hash_reused_tokens} "
-                   f"({hashed})", "engine.edit", {"radix": e.radix_reused_tokens, "hash": e.hash_reused_tokens,
-                                                  "edit": e.edited_position, "whole_blocks_tokens": whole})
-
-
-TOKEN_RATIO_WHY = {
-    "lower": "below the token ratio: the suffix still attends to the whole prefix, and a step pays a fixed part "
-             "whatever its tokens",
-    "about equal": "at the token ratio (within the change margin): the step's time followed its tokens",
-    "higher": "above the token ratio: the cold prefill cost more per token than the warm step (its attention "
-              "grows with the whole prompt)",
-}
-
-
-def ttft_reading(p: PrefixTTFT) -> list[Verdict]:
-    """The time to first token a hit saved (helpers.formulas.verdicts.speed) and that saving against the
-    token ratio (prefix + suffix) ÷ suffix, read with the change margin."""
-    ttft = speed(p.ttft_warm_ms, p.ttft_cold_ms)
-    tokens = (p.prefix_tokens + p.suffix_tokens) / p.suffix_tokens
-    against = times_as(p.ttft_ratio, tokens, "the token ratio")
-    return [Verdict(f"the hit made the time to first token {ttft.words} ({p.ttft_warm_ms:,.2f} against "
-                    f"{p.ttft_cold_ms:,.2f} ms)", "speed", ttft.evidence),
-            Verdict(f"that is {against.words} ({tokens:,.1f}×), "
-                    f"{TOKEN_RATIO_WHY[change_verdict(against.evidence['ratio'])]}", "times_as",
-                    {**against.evidence, "token_ratio": tokens})]
-
-
-def hit_on_gpu(model, gpu: str, prefix_tokens: int, suffix_tokens: int, dtype: str = "bf16") -> Verdict:
-    """A prefix hit on a GPU, computed at the roofline floor (helpers.formulas.roofline.step_floor of
-    helpers.formulas.stepcost.forward_cost): the cold prefill of prefix + suffix against the warm one of the
-    suffix over the cached prefix, their ratio against the token ratio, and what bounds each."""
+def hit_on_gpu(model, gpu: str, prefix_tokens: int, suffix_tokens: int, dtype: str = "bf16") -> HitOnGpu:
+    """The cold prefill of prefix + suffix and the warm one of the suffix over the cached prefix, computed."""
     from ..formulas.gpus import get_gpu
     from ..formulas.roofline import step_floor
+    from ..formulas.specs import get_spec
     from ..formulas.stepcost import forward_cost
 
     g = get_gpu(gpu)
     peak, _ = g.peak_flops(dtype)
     cold = step_floor(forward_cost(model, prefix_tokens + suffix_tokens, 0, 1, dtype), peak, g.bandwidth)
     warm = step_floor(forward_cost(model, suffix_tokens, prefix_tokens, 1, dtype), peak, g.bandwidth)
-    tokens = (prefix_tokens + suffix_tokens) / suffix_tokens
-    ratio = cold.seconds / warm.seconds
-    return Verdict(f"on an {g.name} the cold prefill of {prefix_tokens + suffix_tokens:,} tokens takes "
-                   f"{1e3 * cold.seconds:,.2f} ms at its floor ({cold.bound}-bound), the warm {suffix_tokens}-token "
-                   f"suffix {1e3 * warm.seconds:,.2f} ms ({warm.bound}-bound): {factor(ratio)}, "
-                   f"{times_as(ratio, tokens, 'the token ratio').words} ({factor(tokens)})", "engine_caches.on_gpu",
-                   {"cold_s": cold.seconds, "warm_s": warm.seconds, "ratio": ratio, "token_ratio": tokens})
+    return HitOnGpu(get_spec(model).name, g.name, prefix_tokens, suffix_tokens, cold.seconds, cold.bound,
+                    warm.seconds, warm.bound)

@@ -11,7 +11,6 @@ from typing import Sequence
 
 from ..engine.llm import Engine, EngineArgs
 from ..engine.request import SamplingParams
-from ..formulas.verdicts import Verdict, share, speed, times_as
 from .naive import RequestTiming, ServeResult
 from .traces import TraceRequest
 
@@ -28,6 +27,8 @@ class LogSummary:
     peak_blocks: int                 # the most KV blocks in use at once
     tokens_at_peak: int              # tokens those blocks held
     copy_on_write_copies: int
+    blocks: int | None = None        # the cache's blocks
+    blocks_without_preemption: int | None = None   # blocks that hold the requests running at once at full length
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,7 @@ def serve(model, requests: Sequence[TraceRequest], args: EngineArgs = EngineArgs
     e.run()
     timings = [RequestTiming(r.rid, len(r.prompt), len(r.output), r.admitted_s - t0, r.token_times[0] - t0,
                              r.token_times[-1] - t0, r.output) for r in reqs]
-    wall = max(t.finish_s for t in timings)
+    wall = max((t.finish_s for t in timings), default=0.0)
     return ServeResult("readable engine", timings, wall, e.runner.forwards), e
 
 
@@ -66,18 +67,20 @@ def blocks_needed(requests: Sequence[TraceRequest], block_size: int) -> int:
     return max(_blocks(requests, block_size))
 
 
-def log_summary(e: Engine, result: ServeResult) -> LogSummary:
+def log_summary(e: Engine, result: ServeResult, requests: Sequence[TraceRequest] = ()) -> LogSummary:
     """What an engine run's step log says: steps, prefill chunks, steps mixing prefill and decode rows,
-    preemptions and the tokens they made it compute again, the peak of blocks in use, block copies."""
+    preemptions and the tokens they made it compute again, the peak of blocks in use, block copies; with the
+    `requests`, the blocks that would have prevented every preemption (blocks_without_preemption)."""
     log = e.log
-    peak = max(log, key=lambda s: s["blocks used"])
+    peak = max(log, key=lambda s: s["blocks used"], default={"blocks used": 0, "tokens held": 0})
+    need = blocks_without_preemption(requests, e.args.block_size, e.args.max_num_seqs) if requests else None
     return LogSummary(len(result.timings), len(log), result.tokens_per_s,
                       prefill_chunks=sum(len(s["prefill"]) for s in log),
                       mixed_steps=sum(1 for s in log if s["prefill"] and s["decode"]),
                       preemptions=sum(len(s["preempted"]) for s in log),
                       recomputed_tokens=sum(r.lost_tokens for r in e.scheduler.finished),
                       peak_blocks=peak["blocks used"], tokens_at_peak=peak["tokens held"],
-                      copy_on_write_copies=e.kv.alloc.copies)
+                      copy_on_write_copies=e.kv.alloc.copies, blocks=e.args.blocks, blocks_without_preemption=need)
 
 
 def chunked_prefill(model, shorts: Sequence[Sequence[int]], long_prompt: Sequence[int], new_tokens: int,
@@ -141,46 +144,3 @@ def blocks_without_preemption(requests: Sequence[TraceRequest], block_size: int,
     """KV blocks that hold the `max_num_seqs` longest requests at their full length (prompt and every token):
     with that many no running request can run out of blocks, so none is preempted."""
     return sum(sorted(_blocks(requests, block_size), reverse=True)[:max_num_seqs])
-
-
-def log_reading(s: LogSummary, args: EngineArgs, requests: Sequence[TraceRequest]) -> list[Verdict]:
-    """What an engine run's step log shows: prompts cut into chunks, preemptions against the blocks that
-    would have prevented them (blocks_without_preemption), and how full the blocks in use were at the peak."""
-    running = min(args.max_num_seqs, len(requests))
-    need = blocks_without_preemption(requests, args.block_size, args.max_num_seqs)
-    bound = f"{need} blocks hold the {running} longest requests at full length, and from there none is preempted"
-    out = [Verdict(f"{s.prefill_chunks} prefill chunks for {s.requests} requests: "
-                   + ("prompts longer than what the step's token budget had left were cut"
-                      if s.prefill_chunks > s.requests else "every prompt prefilled in one step"),
-                   "engine.chunks", {"chunks": s.prefill_chunks, "requests": s.requests}),
-           Verdict((f"{s.preemptions} preemptions with {args.blocks} blocks ({s.recomputed_tokens:,} tokens computed "
-                    f"again); {bound}" if s.preemptions else f"no preemption with {args.blocks} blocks; {bound}"),
-                   "engine.preemptions", {"preemptions": s.preemptions, "blocks": args.blocks, "needed": need})]
-    slots = s.peak_blocks * args.block_size
-    filled = share(s.tokens_at_peak, slots, f"the {slots:,} slots of the blocks in use")
-    out.append(Verdict(f"at the peak, {s.peak_blocks} of {args.blocks} blocks were in use and their tokens filled "
-                       f"{filled.words}: each request's last block is partly empty", "share", filled.evidence))
-    return out
-
-
-def chunked_reading(one: ChunkedRun, chunked: ChunkedRun) -> list[Verdict]:
-    """The long prompt prefilled in one step against in chunks: the largest step the others waited on (the
-    schedule), their worst gap between tokens each way and against the long prompt's whole prefill, and the
-    long prompt's own time to first token (helpers.formulas.verdicts.speed)."""
-    out = [Verdict(f"the largest step during the long prompt's prefill computed {one.largest_step_tokens:,} tokens "
-                   f"in one step and {chunked.largest_step_tokens:,} with a {chunked.token_budget}-token budget "
-                   f"({chunked.prefill_steps} chunks)", "engine.schedule",
-                   {"one": one.largest_step_tokens, "chunked": chunked.largest_step_tokens})]
-    if one.worst_gap_ms is not None and chunked.worst_gap_ms is not None:
-        gap = speed(chunked.worst_gap_ms, one.worst_gap_ms, "shorter", "longer", "as long")
-        stall = times_as(one.worst_gap_ms, one.long_prompt_ttft_ms, "the long prompt's whole prefill (its TTFT)")
-        out.append(Verdict(f"the others' worst gap between tokens was {gap.words} with chunks "
-                           f"({chunked.worst_gap_ms:,.1f} against {one.worst_gap_ms:,.1f} ms); in one step it was "
-                           f"{stall.words}", "speed", {**gap.evidence, "stall_over_prefill": stall.evidence["ratio"]}))
-    else:
-        out.append(Verdict("no other request made a token while the long prompt was prefilled: no gap to compare",
-                           "engine.gaps", {}))
-    ttft = speed(chunked.long_prompt_ttft_ms, one.long_prompt_ttft_ms, "shorter", "longer", "as long")
-    out.append(Verdict(f"the long prompt's own TTFT was {ttft.words} with chunks ({chunked.long_prompt_ttft_ms:,.1f} "
-                       f"against {one.long_prompt_ttft_ms:,.1f} ms)", "speed", ttft.evidence))
-    return out

@@ -153,8 +153,8 @@ def expected_tokens_figure(rows: Sequence, alpha: float, k_max: int, source: Any
     ax.plot(ks, [k + 1 for k in ks], color=BASELINE, ls="--", lw=1, label="ceiling: every draft kept (k + 1)")
     ax.plot(ks, [expected_tokens_per_pass(alpha, k) for k in ks], color=COMPUTED, marker="o", ms=3,
             label=f"expected at α = {alpha:.2f}: (1 − α^(k+1)) ÷ (1 − α)")
-    for r, m in zip(rows, "sDv^"):
-        ax.plot([r.k], [r.tokens_per_pass], m, color=MEASURED, ms=7, label=f"measured: {r.drafter}")
+    for r, m in zip(rows, "sDv^<>ph"):
+        ax.plot([r.k], [r.tokens_per_pass], m, color=MEASURED, ms=7, label=f"measured: {r.drafter}, {r.prompt}")
     ax.set_xlabel("draft length k")
     ax.set_ylabel("tokens per target pass")
     ax.set_title("tokens per target pass: Leviathan et al.'s eq. 1 and the measured drafters", fontsize=9)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from ..formulas.verdicts import Verdict, change_verdict, factor, share, speed, times_as
 from ..measure.hardware import synchronize
 from ..measure.timing import timed_generate
 
@@ -89,16 +88,13 @@ def work_without_cache(prompt_tokens: int, new_tokens: int) -> int:
     return new_tokens * prompt_tokens + new_tokens * (new_tokens - 1) // 2
 
 
-# ----------------------------------------------------------------------------- what the run says, by rule
-
-EDGE_STEPS = 5    # the first and last decode steps averaged to read where each line starts and ends
-LINE = {"higher": "climbed", "about equal": "stayed level", "lower": "fell"}
-
+# ----------------------------------------------------------------------------- a step's fixed part, and a GPU's
 
 @dataclass(frozen=True)
 class StepFit:
     """The no-cache steps' time against the tokens each ran, fitted as a straight line (least squares):
-    a fixed part every step pays whatever its tokens, and a part per token."""
+    a fixed part every step pays whatever its tokens, and a part per token (nan where the steps cannot
+    separate them: fewer than two lengths, or times that are not numbers)."""
 
     fixed_s: float
     per_token_s: float
@@ -106,69 +102,38 @@ class StepFit:
 
 def step_fit(r: CacheOnOff) -> StepFit:
     """Least-squares line through (tokens run, seconds) of every no-cache step."""
+    import math
+
     import numpy as np
 
-    x = [s.tokens_without_cache for s in r.steps]
-    y = [s.seconds_without_cache for s in r.steps]
-    if len(set(x)) < 2:
-        return StepFit(sum(y) / len(y), 0.0)
-    slope, intercept = np.polyfit(x, y, 1)
+    pts = [(s.tokens_without_cache, s.seconds_without_cache) for s in r.steps
+           if math.isfinite(s.seconds_without_cache)]
+    if len({x for x, _ in pts}) < 2:
+        return StepFit(math.nan, math.nan)
+    slope, intercept = np.polyfit([x for x, _ in pts], [y for _, y in pts], 1)
     return StepFit(float(intercept), float(slope))
 
 
-def _edges(values: list[float]) -> tuple[float, float]:
-    n = max(1, min(EDGE_STEPS, len(values) // 2))
-    return sum(values[:n]) / n, sum(values[-n:]) / n
+@dataclass(frozen=True)
+class CacheOnGpu:
+    """Both ways on a GPU, each step at its roofline floor (helpers.formulas.roofline.step_floor of
+    helpers.formulas.stepcost): the first no-cache length that is compute-bound, and the first and last steps
+    of a run of these lengths."""
+
+    model: str
+    gpu: str
+    compute_bound_from: int          # tokens: a no-cache step over fewer reads the weights once, as a cached step
+    first_tokens: int
+    last_tokens: int
+    no_cache_first_s: float
+    no_cache_last_s: float
+    no_cache_last_bound: str
+    cached_last_s: float
 
 
-def line_verdict(values: list[float], name: str) -> Verdict:
-    """Where a line of step times starts and ends (the mean of its first and last EDGE_STEPS steps), and
-    whether it climbed, stayed level or fell, read with the change margin."""
-    first, last = _edges(values)
-    way = change_verdict(last / first)
-    return Verdict(f"the {name} step {LINE[way]}: {1e3 * first:,.2f} → {1e3 * last:,.2f} ms ({factor(last / first)})",
-                   "kv_cache.line", {"first_s": first, "last_s": last, "ratio": last / first})
-
-
-def reading(r: CacheOnOff) -> list[Verdict]:
-    """What the run shows, by rule: the work each way, the time each way (helpers.formulas.verdicts.speed),
-    how each line of step times moved over the run, and why the time ratio and the work ratio differ (the
-    fixed part of a step, from step_fit, as a share of a cached step)."""
-    work = r.tokens_without_cache / r.tokens_with_cache
-    t = speed(r.total_s_with_cache, r.total_s_without_cache)
-    time_ratio = t.evidence["ratio"]
-    out = [Verdict(f"the cache ran {factor(work)} fewer tokens through the model ({r.tokens_with_cache:,} against "
-                   f"{r.tokens_without_cache:,})" if work > 1 else "both ways ran the same tokens through the model",
-                   "kv_cache.work", {"without": r.tokens_without_cache, "with": r.tokens_with_cache, "ratio": work}),
-           Verdict(f"with the cache the run was {t.words} ({r.total_s_with_cache:,.3f} against "
-                   f"{r.total_s_without_cache:,.3f} s)", "speed", t.evidence)]
-    decode = r.steps[1:] or r.steps
-    out.append(line_verdict([s.seconds_without_cache for s in decode], "no-cache"))
-    out.append(line_verdict([s.seconds_with_cache for s in decode], "cached"))
-    gap = times_as(time_ratio, work, "the work ratio")
-    fit = step_fit(r)
-    head = (f"the time ratio ({factor(time_ratio)}) is {gap.words} ({change_verdict(gap.evidence['ratio'])}): a line "
-            f"through the no-cache steps' times gives {1e3 * fit.fixed_s:,.2f} ms a step whatever its tokens plus "
-            f"{1e6 * fit.per_token_s:,.1f} µs a token")
-    evidence = {**gap.evidence, "fixed_s": fit.fixed_s, "per_token_s": fit.per_token_s}
-    if fit.per_token_s <= 0:
-        why = head + ": the no-cache steps' times do not rise with their tokens, so this run cannot separate a fixed part"
-    elif fit.fixed_s > 0:
-        paid = min(fit.fixed_s * len(r.steps), r.total_s_without_cache)
-        fixed = share(paid, r.total_s_without_cache, "the no-cache run's time")
-        why = head + f"; that fixed part, which every step pays with the cache too, is {fixed.words}"
-        evidence["fixed_share"] = fixed.evidence["fraction"]
-    else:
-        why = head + ": no fixed part, the no-cache time follows the tokens"
-    out.append(Verdict(why, "kv_cache.fixed_part", evidence))
-    return out
-
-
-def no_cache_on_gpu(model, gpu: str, prompt_tokens: int, new_tokens: int, dtype: str = "bf16") -> Verdict:
-    """Both ways on a GPU, computed at its roofline floor (helpers.formulas.roofline.step_floor of
-    helpers.formulas.stepcost): a no-cache step over n tokens is a prefill of n, memory-bound (one read of the
-    weights, as a cached step) up to the length where its FLOPs take longer than its bytes; the lengths of this
-    run against that length."""
+def on_gpu(model, gpu: str, prompt_tokens: int, new_tokens: int, dtype: str = "bf16") -> CacheOnGpu:
+    """A no-cache step over n tokens is a prefill of n: memory-bound (one read of the weights, as a cached
+    step) up to the length where its FLOPs take longer than its bytes, found by bisection."""
     from ..formulas.gpus import get_gpu
     from ..formulas.roofline import step_floor
     from ..formulas.specs import get_spec
@@ -181,19 +146,10 @@ def no_cache_on_gpu(model, gpu: str, prompt_tokens: int, new_tokens: int, dtype:
         return step_floor(forward_cost(spec, n, 0, 1, dtype), peak, g.bandwidth)
 
     lo, hi = 1, 1 << 20
-    while lo < hi:                      # the first length whose no-cache step is compute-bound
+    while lo < hi:
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if off(mid).bound == "compute" else (mid + 1, hi)
     first, last = prompt_tokens, prompt_tokens + new_tokens - 1
-    on = step_floor(decode_cost(spec, last, 1, dtype), peak, g.bandwidth)
     end = off(last)
-    where = ("so at this run's lengths both lines sit on the same memory floor" if last < lo else
-             f"so this run's no-cache line climbs from {first:,} tokens on" if first >= lo else
-             f"so this run's no-cache line is level up to {lo:,} tokens and climbs after")
-    return Verdict(f"{spec.name} on an {g.name}: a no-cache step over n tokens reads the weights once, as a cached step "
-                   f"does, and is memory-bound below n = {lo:,} tokens; from there its FLOPs take longer than its reads "
-                   f"(the ridge); this run's no-cache steps run {first:,}–{last:,} tokens, {where} "
-                   f"(last step: no cache {1e3 * end.seconds:,.2f} ms, {end.bound}-bound; cached "
-                   f"{1e3 * on.seconds:,.2f} ms)", "kv_cache.on_gpu",
-                   {"compute_bound_from": lo, "first": first, "last": last, "no_cache_s": end.seconds,
-                    "cached_s": on.seconds})
+    return CacheOnGpu(spec.name, g.name, lo, first, last, off(first).seconds, end.seconds, end.bound,
+                      step_floor(decode_cost(spec, last, 1, dtype), peak, g.bandwidth).seconds)

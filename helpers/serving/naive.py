@@ -12,7 +12,7 @@ from typing import Sequence
 
 from ..formulas.regime import ratio
 from ..measure.hardware import free_memory, is_out_of_memory, synchronize
-from ..measure.timing import prefill
+from ..measure.timing import prefill, timed_generate
 from .traces import TraceRequest
 
 
@@ -104,22 +104,11 @@ def serve_sequential(model, requests: Sequence[TraceRequest], device: str | None
     try:
         synchronize(device)
         t0 = time.perf_counter()
-        with torch.inference_mode():
-            for r in requests:
-                start = time.perf_counter() - t0
-                ids = torch.tensor([r.prompt], device=device)
-                nxt, cache = prefill(model, ids)
-                synchronize(device)
-                first = time.perf_counter() - t0
-                out = [int(nxt)]
-                for _ in range(r.max_new_tokens - 1):
-                    logits = model(input_ids=nxt, cache=cache, use_cache=True).logits
-                    nxt = logits[:, -1, :].argmax(dim=-1, keepdim=True)
-                    out.append(int(nxt))
-                synchronize(device)
-                timings.append(RequestTiming(r.rid, len(r.prompt), r.max_new_tokens, start, first,
-                                             time.perf_counter() - t0, out))
-                del cache
+        for r in requests:               # each request through the one greedy loop (timed_generate)
+            start = time.perf_counter() - t0
+            g = timed_generate(model, torch.tensor([r.prompt], device=device), r.max_new_tokens, device)
+            timings.append(RequestTiming(r.rid, len(r.prompt), r.max_new_tokens, start, start + g.ttft_s,
+                                         time.perf_counter() - t0, g.token_ids[0]))
         wall = time.perf_counter() - t0
     finally:
         counter.close()

@@ -18,7 +18,6 @@ from ..engine.kv import PagedKVCache
 from ..engine.prefix_cache import NoCache
 from ..engine.request import Request as EngineRequest, SamplingParams
 from ..engine.scheduler import Scheduler
-from ..formulas.verdicts import Verdict, share, times_as
 from .traces import TraceRequest
 
 
@@ -91,29 +90,12 @@ class SimResult:
     preemptions: int = 0
 
     def summary(self) -> SimSummary:
-        n = len(self.rows)
+        n = max(1, len(self.rows))
         mean = lambda k: sum(r[k] for r in self.rows) / n  # noqa: E731
         return SimSummary(self.scheme, self.capacity_slots, self.steps, mean("running"), self.max_running,
                           self.preemptions, mean("used"), mean("reserved"), mean("internal waste"),
                           mean("external fragmentation"),
                           sum(r["used"] for r in self.rows) / max(1, sum(r["reserved"] for r in self.rows)))
-
-
-def reading(contiguous: SimSummary, paged: SimSummary, fit: FitCounts) -> list[Verdict]:
-    """What the simulation shows, by rule (helpers.formulas.verdicts): the share of what each scheme held that
-    held tokens, paging's sequences at once and steps against contiguous reservation's, and the sequences that
-    fit at their full lengths."""
-    running = times_as(paged.mean_running, contiguous.mean_running, "contiguous reservation's")
-    steps = times_as(paged.steps, contiguous.steps, "the steps")
-    fits = times_as(fit.paged, fit.contiguous, "as many as contiguously")
-    return [Verdict(f"contiguous reservation filled {share(contiguous.used_share_of_reserved, 1, 'what it reserved').words}"
-                    f", paging {share(paged.used_share_of_reserved, 1, 'what it held').words}", "share",
-                    {"contiguous": contiguous.used_share_of_reserved, "paged": paged.used_share_of_reserved}),
-            Verdict(f"paging ran {running.words} sequences at once ({paged.mean_running:.1f} against "
-                    f"{contiguous.mean_running:.1f}) and finished in {steps.words} ({paged.steps:,} against "
-                    f"{contiguous.steps:,})", "paging", {**running.evidence, "steps_ratio": steps.evidence["ratio"]}),
-            Verdict(f"at their full lengths {fit.paged} sequences fit paged, {fits.words} ({fit.contiguous})",
-                    "times_as", fits.evidence)]
 
 
 def simulate(requests: Sequence[TraceRequest], capacity_slots: int, max_tokens: int, scheme: str = "paged",

@@ -1,21 +1,228 @@
 """Speculative decoding measured, greedy: the readable engine's loop (helpers.engine.speculative) with prompt
-lookup and the early-exit draft, its verify pass against a decode step, read by rule; and transformers'
-assisted generation with prompt lookup, its target passes counted by a hook (the engine's oracle). The
-figures of notebook 07 and `make bench`.
+lookup and the early-exit draft, on prompts that give drafting something to copy (a passage to copy-edit) and
+prompts that do not (an open question), one at a time and as one batch of different prompts; where each kept
+draft of prompt lookup was copied from (the prompt, or the model's own output) and the loop an output ends in;
+the verify pass against a decode step; and transformers' assisted generation with prompt lookup, its target
+passes counted by a hook (the engine's oracle). The figures of notebook 07 and `make bench`.
 """
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-
 from typing import Sequence
 
 from ..engine import speculative as loop
 from ..engine.request import SamplingParams
-from ..formulas.speculation import VerifyCost, pays, round_cost
-from ..formulas.verdicts import Verdict, speed
+from ..formulas.speculation import VerifyCost
 from .naive import _ForwardCounter
 
+# A prompt whose answer repeats its context (an edit) and one whose answer has nothing to copy (an open
+# question); the passages are paragraphs of the novel the tiny model trains on (helpers.measure.texts).
+EDIT = "Copy-edit this passage: keep every word, correct only the punctuation.\n\n{passage}\n\nThe passage, copy-edited:\n\n"
+QUESTIONS = ("Question: What makes a friendship last?\nAnswer:", "Question: Why do people travel?\nAnswer:")
+PASSAGE_CHARS = 500
+TRAINED = ("mistral-7b", "tiny-trained")   # profiles with trained weights: a draft is kept for a reason
+
+
+def model_profile(current: str) -> str:
+    """The profile speculative decoding runs on: the current one when its weights are trained, else the
+    trained tiny model (random weights keep a draft by chance only)."""
+    return current if current in TRAINED else "tiny-trained"
+
+
+@dataclass(frozen=True)
+class Prompt:
+    name: str
+    ids: tuple[int, ...]
+
+
+def _passages(n: int) -> list[str]:
+    """The first n paragraphs of the novel's training part longer than PASSAGE_CHARS, each cut at its last
+    sentence end within PASSAGE_CHARS."""
+    from ..measure.texts import split
+
+    out = []
+    for p in split()[0].split("\n\n"):
+        p = " ".join(p.split())
+        if len(p) > PASSAGE_CHARS:
+            cut = p[:PASSAGE_CHARS]
+            out.append(cut[:cut.rfind(". ") + 1] or cut)
+        if len(out) == n:
+            break
+    return out
+
+
+def prompts(tokenizer) -> list[Prompt]:
+    """Two copy-edits of a passage and two open questions, alternating, as token ids."""
+    from ..measure.quality import encode
+
+    edits = [Prompt(f"copy-edit {i + 1}", tuple(encode(tokenizer, EDIT.format(passage=p))))
+             for i, p in enumerate(_passages(len(QUESTIONS)))]
+    opens = [Prompt(f"open question {i + 1}", tuple(encode(tokenizer, q))) for i, q in enumerate(QUESTIONS)]
+    return [p for pair in zip(edits, opens) for p in pair]
+
+
+# ----------------------------------------------------------------------------- where prompt lookup's drafts came from
+
+@dataclass(frozen=True)
+class Copies:
+    """Prompt lookup's drafts over one greedy generation, by where each drafted token was copied from."""
+
+    rounds: int                      # target passes the request took part in
+    prompt_drafted: int
+    prompt_kept: int
+    output_drafted: int              # copied from the tokens the model generated itself
+    output_kept: int
+
+
+def copies(prompt: Sequence[int], output: Sequence[int], k: int, ngram: int = 3) -> Copies:
+    """Replays the engine's greedy loop with prompt lookup over a known greedy `output`: each round drafts
+    what PromptLookup.match copies (at most k, and no more than the tokens left to make), keeps the drafts
+    that equal the output, then adds one token. A drafted token at position j of prompt + output came from
+    the prompt when j < len(prompt), else from the model's own output."""
+    lookup, out, pos = loop.PromptLookup(ngram), list(output), 0
+    n = {"prompt_drafted": 0, "prompt_kept": 0, "output_drafted": 0, "output_kept": 0}
+    rounds = 0
+    while pos < len(out):
+        tokens = list(prompt) + out[:pos]
+        room = min(k, len(out) - pos - 1)
+        start = lookup.match(tokens) if room > 0 else None
+        draft = [] if start is None else tokens[start:start + room]
+        kept = next((i for i, (d, o) in enumerate(zip(draft, out[pos:])) if d != o), len(draft))
+        for i in range(len(draft)):
+            where = "prompt" if start + i < len(prompt) else "output"
+            n[f"{where}_drafted"] += 1
+            n[f"{where}_kept"] += i < kept
+        pos += kept + 1
+        rounds += 1
+    return Copies(rounds, **n)
+
+
+def output_loop(tokens: Sequence[int], max_period: int = 8, min_repeats: int = 3) -> tuple[tuple[int, ...], int]:
+    """The cycle a token sequence ends in — the period p ≤ max_period whose repetition covers the longest
+    tail (the shortest p on a tie) — and how many times it repeats there; ((), 0) when no cycle repeats
+    min_repeats times."""
+    t = list(tokens)
+    best, cover = 0, 0
+    for p in range(1, max_period + 1):
+        j = len(t) - 1
+        while j - p >= 0 and t[j] == t[j - p]:
+            j -= 1
+        c = len(t) - 1 - j + p if j < len(t) - 1 else 0
+        if c > cover:
+            best, cover = p, c
+    if not best or cover < min_repeats * best:
+        return (), 0
+    start = len(t) - cover
+    return tuple(t[start:start + best]), cover // best
+
+
+# ----------------------------------------------------------------------------- the readable engine's loop
+
+@dataclass(frozen=True)
+class SpecRun:
+    """One drafter on one prompt (batch 1) or on a batch of different prompts, greedy."""
+
+    prompt: str
+    drafter: str
+    k: int
+    batch: int
+    tokens_per_pass: float           # tokens per target pass, per request
+    target_passes: int
+    seconds: float
+    speedup: float                   # wall clock, plain decoding's seconds ÷ these
+    acceptance_rate: float | None    # kept ÷ drafted (None for plain decoding)
+    identical_to_plain: bool
+    from_prompt: tuple[int, int] | None = None   # prompt lookup: (kept, drafted) copied from the prompt
+    from_output: tuple[int, int] | None = None   # ... and from the model's own output
+    loop: str = ""                   # the cycle the plain output ends in, decoded, and how often it repeats
+    library_passes: int | None = None   # transformers' assisted generation with the same rule, batch 1
+
+
+def _loop_text(outputs: Sequence[Sequence[int]], decode) -> str:
+    """The loop each output ends in, as text (a newline shown as \\n): "“text” × times" for one output, else
+    each distinct loop with how many of the outputs end in it; "" when none loops."""
+    def shown(cycle):
+        return "“" + str(decode(cycle)).replace("\n", "\\n") + "”"
+
+    found = [output_loop(o) for o in outputs]
+    if len(outputs) == 1:
+        cycle, times = found[0]
+        return f"{shown(cycle)} × {times}" if times else ""
+    named = {}
+    for cycle, times in found:
+        if times:
+            named[cycle] = named.get(cycle, 0) + 1
+    return ", ".join(f"{shown(c)} in {m} of {len(outputs)}" for c, m in named.items())
+
+
+def speculative_runs(model, chosen: Sequence[Prompt], new_tokens: int, k: int = 4, draft_layers: int = 2,
+                     ngram: int = 3, repeats: int = 2, decode=repr, library: bool = True) -> list[SpecRun]:
+    """Plain decoding, prompt lookup and the early-exit draft on the prompts `chosen` served as one batch
+    (one prompt: batch 1), greedy: tokens per target pass, target passes, wall-clock speed-up over plain
+    decoding (the same loop, no draft), whether the tokens are the plain ones; for prompt lookup where its
+    drafts came from (`copies`) and, at batch 1, transformers' target passes with the same rule. After a short
+    untimed warm-up the three run `repeats` times interleaved, each timed by its fastest run (a shared
+    machine only slows a run down). `decode` turns the loop's token ids into text."""
+    params = SamplingParams(max_tokens=new_tokens, ignore_eos=True)
+    ids = [list(p.ids) for p in chosen]
+    blocks = sum(-(-(len(p) + new_tokens + k) // 16) for p in ids)      # the draft's cache, blocks of 16 tokens
+    drafters = {"none": lambda: None, "prompt lookup": lambda: loop.PromptLookup(ngram),
+                "draft model": lambda: loop.DraftModel(model, num_layers=draft_layers, num_blocks=blocks)}
+    for make in drafters.values():
+        loop.generate(model, [p[:16] for p in ids], SamplingParams(max_tokens=4, ignore_eos=True), k=k, drafter=make())
+    runs = {name: [] for name in drafters}
+    for _ in range(repeats):
+        for name, make in drafters.items():
+            runs[name].append(loop.generate(model, ids, params, k=k, drafter=make()))
+    best = {name: min(r, key=lambda x: x.seconds) for name, r in runs.items()}
+    plain = best.pop("none")
+    name = chosen[0].name if len(chosen) == 1 else f"{len(chosen)} different prompts"
+    rows = [SpecRun(name, "none (plain decoding)", 0, len(ids), 1.0, plain.target_passes, plain.seconds, 1.0, None,
+                    True, loop=_loop_text(plain.outputs, decode))]
+    for res in best.values():
+        kept = sum(a for _, a in res.rounds)
+        drafted = sum(d for d, _ in res.rounds)
+        extra = {}
+        if res.drafter.startswith("prompt lookup"):
+            c = [copies(p, o, k, ngram) for p, o in zip(ids, plain.outputs)]
+            extra = {"from_prompt": (sum(x.prompt_kept for x in c), sum(x.prompt_drafted for x in c)),
+                     "from_output": (sum(x.output_kept for x in c), sum(x.output_drafted for x in c))}
+            if library and len(ids) == 1:
+                extra["library_passes"] = speculate(model, ids[0], new_tokens, k=k, ngram=ngram).target_passes
+        rows.append(SpecRun(name, res.drafter, k, len(ids), res.tokens_per_pass, res.target_passes, res.seconds,
+                            plain.seconds / res.seconds if res.seconds > 0 else float("nan"),
+                            kept / drafted if drafted else 0.0, res.outputs == plain.outputs, **extra))
+    return rows
+
+
+def verify_cost(model, k: int, context: int, batch: int, repeats: int = 5) -> VerifyCost:
+    """What a verify pass costs on this machine: one forward of `batch` sequences with `context` cached
+    tokens each, k + 1 new rows per sequence, against the same with one row (a decode step); each the
+    fastest of `repeats`. The measured twin of helpers.formulas.speculation.verify_step_ratio."""
+    from ..engine.kv import PagedKVCache
+    from ..engine.runner import Chunk, Runner
+
+    kv = PagedKVCache.for_model(model, batch * -(-(context + k + 1) // 16), 16)
+    runner = Runner(model, kv)
+    for b in range(batch):
+        kv.alloc.allocate(b, context + k + 1)
+
+    def fastest(n: int) -> float:
+        chunks = [Chunk(kv.table(b), [5] * n, context, n) for b in range(batch)]
+        runner.forward(chunks)                              # warm-up (first shapes)
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            runner.forward(chunks)
+            times.append(time.perf_counter() - t0)
+        return min(times)
+
+    one, many = fastest(1), fastest(k + 1)
+    return VerifyCost(context, batch, k, 1e3 * one, 1e3 * many, many / one)
+
+
+# ----------------------------------------------------------------------------- transformers' version, the oracle
 
 @dataclass(frozen=True)
 class Speculation:
@@ -49,8 +256,7 @@ def _generate(model, ids, new_tokens: int, **kw):
 def speculate(model, ids, new_tokens: int, k: int = 4, ngram: int = 3) -> Speculation:
     """One greedy generation with transformers' prompt lookup (up to k tokens after the last n-gram's earlier
     occurrence, n ≤ `ngram`: the engine's PromptLookup rule) against plain greedy generation: the target's
-    forward calls each way (a forward pre-hook) and whether the tokens are the same — the library's version
-    of the engine's loop, its oracle."""
+    forward calls each way (a forward pre-hook) and whether the tokens are the same."""
     import torch
     from transformers.utils import logging as hf_logging
 
@@ -68,101 +274,3 @@ def speculate(model, ids, new_tokens: int, k: int = 4, ngram: int = 3) -> Specul
         hf_logging.set_verbosity(verbosity)
     return Speculation(f"prompt lookup (n-gram ≤ {ngram})", k, spec.shape[1] - ids.shape[1], counter.calls,
                        plain_calls, bool(torch.equal(plain, spec)))
-
-
-# ----------------------------------------------------------------------------- the readable engine's loop
-
-@dataclass(frozen=True)
-class SpecRun:
-    drafter: str
-    k: int
-    batch: int
-    tokens_per_pass: float           # tokens per target pass
-    target_passes: int
-    seconds: float
-    speedup: float                   # wall clock, over plain decoding
-    acceptance_rate: float | None    # kept ÷ drafted (None for plain decoding)
-    identical_to_plain: bool
-
-
-def speculative_runs(model, prompt: Sequence[int], new_tokens: int, k: int = 4, draft_layers: int = 2,
-                        ngram: int = 3, batch: int = 1, repeats: int = 2) -> list[SpecRun]:
-    """Plain decoding, prompt lookup and the early-exit draft on `batch` copies of one prompt, greedy:
-    tokens per target pass, target passes, wall-clock speed-up over plain decoding (same loop, no draft)
-    and whether the tokens are the plain ones. After a short untimed warm-up, the three run `repeats`
-    times interleaved, each timed by its fastest run (a shared machine only slows a run down)."""
-    params = SamplingParams(max_tokens=new_tokens, ignore_eos=True)
-    blocks = batch * -(-(len(prompt) + new_tokens + k) // 16)     # the draft's cache, blocks of 16 tokens
-    drafters = {"none": lambda: None, "prompt lookup": lambda: loop.PromptLookup(ngram),
-                "draft model": lambda: loop.DraftModel(model, num_layers=draft_layers, num_blocks=blocks)}
-    for make in drafters.values():
-        loop.generate(model, [list(prompt)[:16]] * batch, SamplingParams(max_tokens=4, ignore_eos=True),
-                             k=k, drafter=make())
-    runs = {name: [] for name in drafters}
-    for _ in range(repeats):
-        for name, make in drafters.items():
-            runs[name].append(loop.generate(model, [list(prompt)] * batch, params, k=k, drafter=make()))
-    best = {name: min(r, key=lambda x: x.seconds) for name, r in runs.items()}
-    plain = best.pop("none")
-    rows = [SpecRun("none (plain decoding)", 0, batch, 1.0, plain.target_passes, plain.seconds, 1.0, None, True)]
-    for res in best.values():
-        kept = sum(a for _, a in res.rounds)
-        drafted = sum(d for d, _ in res.rounds)
-        rows.append(SpecRun(res.drafter, k, batch, res.tokens_per_pass, res.target_passes, res.seconds,
-                            plain.seconds / res.seconds, kept / drafted if drafted else 0.0,
-                            res.outputs == plain.outputs))
-    return rows
-
-
-def verify_cost(model, k: int, context: int, batch: int, repeats: int = 5) -> VerifyCost:
-    """What a verify pass costs on this machine: one forward of `batch` sequences with `context` cached
-    tokens each, k + 1 new rows per sequence, against the same with one row (a decode step); each the
-    fastest of `repeats`. The measured twin of helpers.formulas.speculation.verify_step_ratio."""
-    from ..engine.kv import PagedKVCache
-    from ..engine.runner import Chunk, Runner
-
-    kv = PagedKVCache.for_model(model, batch * -(-(context + k + 1) // 16), 16)
-    runner = Runner(model, kv)
-    for b in range(batch):
-        kv.alloc.allocate(b, context + k + 1)
-
-    def best(n: int) -> float:
-        chunks = [Chunk(kv.table(b), [5] * n, context, n) for b in range(batch)]
-        runner.forward(chunks)                              # warm-up (first shapes)
-        times = []
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            runner.forward(chunks)
-            times.append(time.perf_counter() - t0)
-        return min(times)
-
-    one, many = best(1), best(k + 1)
-    return VerifyCost(context, batch, k, 1e3 * one, 1e3 * many, many / one)
-
-
-def speculative_reading(rows: Sequence[SpecRun], verify: Sequence[VerifyCost], draft_share: float) -> list[Verdict]:
-    """Each drafter's runs: tokens per target pass against 1, the wall clock against plain decoding at the same
-    batch (helpers.formulas.verdicts.speed), and what the measured verify pass predicts for it
-    (helpers.formulas.speculation.pays: a round's tokens against its cost in decode steps — the verify pass, and
-    for a draft model k draft steps of `draft_share` of a step each)."""
-    cost = {v.batch: v.verify_over_decode for v in verify}
-    plain = {r.batch: r for r in rows if not r.k}
-    out = []
-    for r in rows:
-        if not r.k:
-            continue
-        wall = speed(r.seconds, plain[r.batch].seconds, than="plain decoding")
-        lookup = r.drafter.startswith("prompt lookup")           # no model: its drafts cost no step
-        drafts = 0.0 if lookup else r.k * draft_share
-        said = [f"{r.drafter} at batch {r.batch}: {r.tokens_per_pass:.2f} tokens per target pass "
-                + ("(above 1: drafts were kept)" if r.tokens_per_pass > 1 else "(1: no draft kept)"),
-                f"{wall.words} on the wall clock"]
-        evidence = {"tokens_per_pass": r.tokens_per_pass, **wall.evidence}
-        if r.batch in cost:
-            steps = round_cost(cost[r.batch], r.k, 0.0 if lookup else draft_share)
-            v = pays(r.tokens_per_pass, steps)
-            said.append(f"a round costs {steps:.2f} decode steps here (verify {cost[r.batch]:.2f}"
-                        + (f" + {r.k} drafts × {draft_share:.2f}" if drafts else "") + f"), so it {v.words}")
-            evidence.update(pass_cost_steps=steps, predicted=v.evidence["ratio"])
-        out.append(Verdict(", ".join(said), "speculative", evidence))
-    return out

@@ -1,9 +1,12 @@
 """Tables of notebooks 01 and 07: the serving results (frozen dataclasses, snake_case fields) as the labelled
-rows and DataFrames the notebook shows. Labels are made here and nowhere else; notebooks and tests read
-the results by attribute."""
+rows and DataFrames the notebook shows, each with the ratio that matters and its one-word label (below / at /
+above, helpers.formulas.regime). Labels are made here and nowhere else; notebooks and tests read the results
+by attribute. Every frame takes any value a measurement can produce (zero, nan, one sample, an empty run)."""
 from __future__ import annotations
 
 from typing import Sequence
+
+from ..formulas import regime
 
 
 def _frame(rows: list[dict]):
@@ -42,22 +45,50 @@ def latency_frame(costs: Sequence):
 
 def cache_on_off_frame(r):
     """helpers.serving.kv_cache.CacheOnOff: one row per way (no cache, KV cache)."""
-    return _frame([{"way": way, "prompt tokens": r.prompt_tokens, "new tokens": r.new_tokens, "total s": total,
-                    "tokens run through the model": work, "same greedy tokens": r.identical_tokens}
+    return _frame([{"way": way, "prompt tokens": r.prompt_tokens, "new tokens": r.new_tokens,
+                    "tokens run through the model": work, "total s": total, "same greedy tokens": r.identical_tokens}
                    for way, total, work in (("no cache", r.total_s_without_cache, r.tokens_without_cache),
                                             ("KV cache", r.total_s_with_cache, r.tokens_with_cache))])
+
+
+def cache_ratio_frame(r, fit):
+    """The time the cache saved against the work it saved: no cache ÷ cache in tokens and in seconds, the
+    time ratio ÷ the work ratio with its label, and the fitted fixed part of a step and part per token
+    (helpers.serving.kv_cache.StepFit)."""
+    work = regime.ratio(r.tokens_without_cache, r.tokens_with_cache)
+    time_ = regime.ratio(r.total_s_without_cache, r.total_s_with_cache)
+    rel, label = regime.against(time_, work)
+    return _frame([{"work ratio (no cache ÷ cache)": work, "time ratio (no cache ÷ cache)": time_,
+                    "time ratio ÷ work ratio": rel, "label": label, "fixed part of a step (ms, fit)": 1e3 * fit.fixed_s,
+                    "per token run (µs, fit)": 1e6 * fit.per_token_s}])
+
+
+def cache_on_gpu_frame(g):
+    """helpers.serving.kv_cache.CacheOnGpu: the first and last step of the run's lengths, both ways."""
+    return _frame([{"model": g.model, "GPU": g.gpu, "tokens of the step": n, "no cache (ms)": 1e3 * off,
+                    "KV cache (ms)": 1e3 * on if on is not None else None,
+                    "no cache compute-bound from (tokens)": g.compute_bound_from}
+                   for n, off, on in ((g.first_tokens, g.no_cache_first_s, None),
+                                      (g.last_tokens, g.no_cache_last_s, g.cached_last_s))])
 
 
 # ----------------------------------------------------------------------------- paged attention
 
 def simulation_frame(summaries: Sequence):
-    """helpers.serving.paging.SimSummary: one row per scheme."""
-    return _frame([{"scheme": s.scheme, "capacity (token slots)": s.capacity_slots, "decode steps to finish": s.steps,
-                    "mean sequences running": s.mean_running, "max sequences running": s.max_running,
-                    "preemptions": s.preemptions, "mean slots used by tokens": s.mean_used_slots,
-                    "mean slots reserved": s.mean_reserved_slots, "mean internal waste (slots)": s.mean_internal_waste,
-                    "mean external fragmentation (slots)": s.mean_external_fragmentation,
-                    "used share of reserved": s.used_share_of_reserved} for s in summaries])
+    """helpers.serving.paging.SimSummary: one row per scheme, the mean sequences at once against the first
+    scheme's (contiguous reservation) with its label."""
+    base = summaries[0].mean_running if summaries else None
+    rows = []
+    for s in summaries:
+        r, label = regime.against(s.mean_running, base)
+        rows.append({"scheme": s.scheme, "capacity (token slots)": s.capacity_slots,
+                     "decode steps to finish": s.steps, "mean sequences running": s.mean_running,
+                     "÷ contiguous": r, "label": label, "max sequences running": s.max_running,
+                     "preemptions": s.preemptions, "mean slots holding tokens": s.mean_used_slots,
+                     "mean slots reserved": s.mean_reserved_slots, "mean internal waste (slots)": s.mean_internal_waste,
+                     "mean stranded in holes (slots)": s.mean_external_fragmentation,
+                     "holding ÷ reserved": s.used_share_of_reserved})
+    return _frame(rows)
 
 
 # ----------------------------------------------------------------------------- continuous batching
@@ -69,16 +100,150 @@ def padding_frame(p):
 
 
 def batching_frame(summaries: Sequence):
-    """helpers.serving.batching.BatchingSummary: one row per way of serving."""
+    """helpers.serving.batching.BatchingSummary: one row per way of serving, its tokens/s ÷ the baseline's
+    (one after another) with its label."""
     rows = []
     for s in summaries:
         row = {"mode": s.mode, "requests": s.requests, "new tokens": s.new_tokens, "wall s": s.wall_s,
                "tokens/s": s.tokens_per_s, "forward calls": s.forward_calls, "median TTFT s": s.median_ttft_s,
                "p90 TTFT s": s.p90_ttft_s}
         if s.speedup is not None:
-            row["speed-up (tokens/s)"] = s.speedup
+            row |= {"tokens/s ÷ one after another": s.speedup, "label": regime.label(s.speedup)}
         if s.same_tokens is not None:
             row["same tokens as one after another"] = s.same_tokens
+        rows.append(row)
+    return _frame(rows)
+
+
+def decode_on_gpu_frame(rows: Sequence):
+    """helpers.serving.batching.DecodeOnGpu: one row per batch, its floor's tokens/s ÷ batch 1's."""
+    one = next((r.tokens_per_s for r in rows if r.batch == 1), None)
+    return _frame([{"model": r.model, "GPU": r.gpu, "context": r.context, "batch": r.batch,
+                    "weights' share of the bytes": r.weights_share, "step at its floor (ms)": 1e3 * r.step_floor_s,
+                    "tokens/s at the floor": r.tokens_per_s, "÷ batch 1": regime.ratio(r.tokens_per_s, one)}
+                   for r in rows])
+
+
+# ----------------------------------------------------------------------------- the readable engine
+
+def log_summary_frame(s):
+    """helpers.serving.engine_runs.LogSummary as a one-row table."""
+    return _frame([{"requests": s.requests, "steps": s.steps, "tokens/s": s.tokens_per_s,
+                    "prefill chunks": s.prefill_chunks, "steps mixing prefill and decode": s.mixed_steps,
+                    "preemptions": s.preemptions, "recomputed tokens": s.recomputed_tokens, "blocks": s.blocks,
+                    "blocks that prevent preemption": s.blocks_without_preemption,
+                    "peak blocks in use": s.peak_blocks, "tokens held at the peak": s.tokens_at_peak,
+                    "copy-on-write copies": s.copy_on_write_copies}])
+
+
+def chunked_frame(runs: Sequence):
+    """helpers.serving.engine_runs.chunked_prefill's runs, one row per token budget; the others' worst gap
+    and the long prompt's TTFT ÷ the first budget's (no chunking), with the gap's label."""
+    first = runs[0] if runs else None
+    rows = []
+    for r in runs:
+        gap, label = regime.against(r.worst_gap_ms, first.worst_gap_ms)
+        rows.append({"token budget": r.token_budget, "long prompt tokens": r.long_prompt_tokens,
+                     "prefill steps": r.prefill_steps, "largest step during its prefill (tokens)": r.largest_step_tokens,
+                     "others' worst gap (ms)": r.worst_gap_ms, "÷ no chunking": gap, "label": label,
+                     "others' median gap (ms)": r.median_gap_ms, "long prompt TTFT (ms)": r.long_prompt_ttft_ms,
+                     "TTFT ÷ no chunking": regime.ratio(r.long_prompt_ttft_ms, first.long_prompt_ttft_ms),
+                     "same tokens": r.same_tokens_as_first_budget})
+    return _frame(rows)
+
+
+def chunks_on_gpu_frame(rows: Sequence):
+    """helpers.serving.batching.ChunkOnGpu: the whole prefill, then each chunk, at its floor."""
+    return _frame([{"model": r.model, "GPU": r.gpu, "step": "whole prompt" if i == 0 else f"chunk {i}",
+                    "tokens": r.tokens, "after tokens": r.start, "floor (ms)": 1e3 * r.floor_s, "bound": r.bound}
+                   for i, r in enumerate(rows)])
+
+
+def cache_hits_frame(hits: dict):
+    """{trace name: helpers.serving.engine_caches.CacheHits}: one row per trace and cache, the tokens it reused
+    ÷ the block hashes' with its label."""
+    rows = []
+    for trace, h in hits.items():
+        for run in (h.radix, h.hash):
+            r, label = regime.against(run.reused_tokens, h.hash.reused_tokens)
+            rows.append({"trace": trace, "cache": run.cache, "prompt tokens": run.prompt_tokens,
+                         "reused tokens": run.reused_tokens, "hit rate": run.hit_rate, "÷ hash": r, "label": label,
+                         "copy-on-write copies": run.copy_on_write_copies, "same tokens both ways": h.same_tokens})
+    return _frame(rows)
+
+
+def edit_frame(e):
+    """helpers.serving.engine_caches.EditHits: one row per cache, the tokens it reused on the edited prompt
+    beside where its rule says it stops (the tree at the edit, the hashes at the last whole block before it)."""
+    whole = e.edited_position // e.block_size * e.block_size
+    return _frame([{"cache": cache, "prompt tokens": e.prompt_tokens, "edited token": e.edited_position,
+                    "reused tokens": reused, "where its rule stops": rule, "reused = rule": reused == rule}
+                   for cache, reused, rule in (("radix", e.radix_reused_tokens, e.edited_position),
+                                               ("hash", e.hash_reused_tokens, whole))])
+
+
+def prefix_ttft_frame(r):
+    """helpers.serving.engine_caches.PrefixTTFT as a one-row table: cold ÷ warm TTFT against the token ratio
+    (prefix + suffix) ÷ suffix, with its label."""
+    tokens = regime.ratio(r.prefix_tokens + r.suffix_tokens, r.suffix_tokens)
+    rel, label = regime.against(r.ttft_ratio, tokens)
+    return _frame([{"prefix tokens": r.prefix_tokens, "suffix tokens": r.suffix_tokens, "cache": r.cache,
+                    "TTFT cold (ms)": r.ttft_cold_ms, "TTFT warm (ms)": r.ttft_warm_ms,
+                    "cold ÷ warm": r.ttft_ratio, "token ratio": tokens, "÷ token ratio": rel, "label": label,
+                    "same first token": r.same_first_token}])
+
+
+def hit_on_gpu_frame(g):
+    """helpers.serving.engine_caches.HitOnGpu as a one-row table."""
+    time_ = regime.ratio(g.cold_s, g.warm_s)
+    tokens = regime.ratio(g.prefix_tokens + g.suffix_tokens, g.suffix_tokens)
+    rel, label = regime.against(time_, tokens)
+    return _frame([{"model": g.model, "GPU": g.gpu, "prefix tokens": g.prefix_tokens, "suffix tokens": g.suffix_tokens,
+                    "cold (ms)": 1e3 * g.cold_s, "cold bound": g.cold_bound, "warm (ms)": 1e3 * g.warm_s,
+                    "warm bound": g.warm_bound, "cold ÷ warm": time_, "token ratio": tokens, "÷ token ratio": rel,
+                    "label": label}])
+
+
+# ----------------------------------------------------------------------------- speculative decoding
+
+def _kept(pair) -> str | None:
+    return None if pair is None else f"{pair[0]} of {pair[1]}"
+
+
+def speculative_frame(runs: Sequence):
+    """helpers.serving.speculative.SpecRun rows: per prompt (or batch) and drafter, the tokens per target
+    pass, where prompt lookup's kept drafts were copied from, the loop the output ends in, and the wall-clock
+    speed-up over plain decoding with its label."""
+    return _frame([{"prompt": r.prompt, "batch": r.batch, "drafter": r.drafter, "k": r.k,
+                    "tokens per target pass": r.tokens_per_pass, "target passes": r.target_passes,
+                    "transformers' target passes": r.library_passes,
+                    "kept ÷ drafted": r.acceptance_rate,
+                    "drafts from the prompt (kept of drafted)": _kept(r.from_prompt),
+                    "drafts from its own output (kept of drafted)": _kept(r.from_output),
+                    "output ends in the loop": r.loop or "–", "seconds": r.seconds,
+                    "speed-up": r.speedup, "label": regime.label(r.speedup) if r.k else "–",
+                    "identical to plain": r.identical_to_plain} for r in runs])
+
+
+def tokens_per_pass_frame(p):
+    """helpers.formulas.speculation.TokensPerPass: eq. 1 term by term, then the closed form."""
+    rows = [{"term": "the target's own token", "value": 1.0}]
+    rows += [{"term": f"draft {i} kept (α^{i})", "value": a} for i, a in enumerate(p.kept, 1)]
+    rows += [{"term": "E = 1 + α + … + α^k", "value": p.total},
+             {"term": "closed form (1 − α^(k+1)) ÷ (1 − α)", "value": p.closed_form},
+             {"term": "passes that keep all k drafts (α^k)", "value": p.whole_draft_kept}]
+    return _frame(rows)
+
+
+def verify_frame(costs: Sequence):
+    """Verify passes against decode steps: helpers.formulas.speculation.VerifyCost (measured) or
+    helpers.formulas.speculation.VerifyRatio (computed, with its bounds)."""
+    rows = []
+    for c in costs:
+        row = {"context": c.context, "batch": c.batch, "k": c.k, "decode step (ms)": c.decode_step_ms,
+               "verify pass (ms)": c.verify_pass_ms, "verify ÷ decode": c.verify_over_decode}
+        if hasattr(c, "decode_bound"):
+            row |= {"decode bound by": c.decode_bound, "verify bound by": c.verify_bound}
         rows.append(row)
     return _frame(rows)
 
@@ -104,60 +269,3 @@ def kv_speed_frame(rows: Sequence):
     """helpers.serving.kv_quant.SchemeSpeed: one row per scheme."""
     return _frame([{"scheme": r.scheme, "context tokens": r.context_tokens, "decode step (ms, median)": r.step_ms,
                     "vs full precision": r.vs_full} for r in rows])
-
-
-# ----------------------------------------------------------------------------- the readable engine
-
-def log_summary_frame(s):
-    """helpers.serving.engine_runs.LogSummary as a one-row table."""
-    return _frame([{"requests": s.requests, "steps": s.steps, "tokens/s": s.tokens_per_s,
-                    "prefill chunks": s.prefill_chunks, "steps mixing prefill and decode": s.mixed_steps,
-                    "preemptions": s.preemptions, "recomputed tokens": s.recomputed_tokens,
-                    "peak blocks in use": s.peak_blocks, "tokens held at the peak": s.tokens_at_peak,
-                    "copy-on-write copies": s.copy_on_write_copies}])
-
-
-def chunked_frame(runs: Sequence):
-    """helpers.serving.engine_runs.chunked_prefill's runs, one row per token budget."""
-    return _frame([{"token budget": r.token_budget, "long prompt tokens": r.long_prompt_tokens,
-                    "prefill steps": r.prefill_steps, "largest step during its prefill (tokens)": r.largest_step_tokens,
-                    "worst gap during its prefill (ms)": r.worst_gap_ms,
-                    "median gap during its prefill (ms)": r.median_gap_ms,
-                    "long prompt TTFT (ms)": r.long_prompt_ttft_ms} for r in runs])
-
-
-def cache_hits_frame(hits: dict):
-    """{trace name: helpers.serving.engine_caches.CacheHits}: one row per trace and cache."""
-    return _frame([{"trace": trace, "cache": run.cache, "prompt tokens": run.prompt_tokens,
-                    "reused tokens": run.reused_tokens, "hit rate": run.hit_rate,
-                    "copy-on-write copies": run.copy_on_write_copies, "same tokens both ways": h.same_tokens}
-                   for trace, h in hits.items() for run in (h.radix, h.hash)])
-
-
-def prefix_ttft_frame(r):
-    """helpers.serving.engine_caches.PrefixTTFT as a one-row table."""
-    return _frame([{"prefix tokens": r.prefix_tokens, "suffix tokens": r.suffix_tokens, "cache": r.cache,
-                    "TTFT cold (ms)": r.ttft_cold_ms, "TTFT warm (ms)": r.ttft_warm_ms, "TTFT ratio": r.ttft_ratio,
-                    "cached tokens per warm request": r.cached_tokens_per_warm_request,
-                    "same first token": r.same_first_token}])
-
-
-def speculative_frame(runs: Sequence):
-    """helpers.serving.speculative.SpecRun rows: one per drafter (and batch)."""
-    return _frame([{"drafter": r.drafter, "k": r.k, "batch": r.batch, "tokens per target pass": r.tokens_per_pass,
-                    "target passes": r.target_passes, "seconds": r.seconds, "wall-clock speed-up": r.speedup,
-                    "acceptance rate (kept ÷ drafted)": r.acceptance_rate, "identical to plain": r.identical_to_plain}
-                   for r in runs])
-
-
-def verify_frame(costs: Sequence):
-    """Verify passes against decode steps: helpers.formulas.speculation.VerifyCost (measured) or
-    helpers.formulas.speculation.VerifyRatio (computed, with its bounds)."""
-    rows = []
-    for c in costs:
-        row = {"context": c.context, "batch": c.batch, "k": c.k, "decode step (ms)": c.decode_step_ms,
-               "verify pass (ms)": c.verify_pass_ms, "verify ÷ decode": c.verify_over_decode}
-        if hasattr(c, "decode_bound"):
-            row |= {"decode bound by": c.decode_bound, "verify bound by": c.verify_bound}
-        rows.append(row)
-    return _frame(rows)
