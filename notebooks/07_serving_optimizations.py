@@ -122,9 +122,10 @@ def _():
     ## 2 · The engine: one request from arrival to its last token
 
     `Engine.add` (llm.py) queues a `Request` (request.py). `Scheduler.schedule` (scheduler.py) admits it when a
-    slot, the step's {term("token budget")} and free KV blocks allow, starting its {term("block table")} with any blocks the prefix
-    cache (prefix_cache.py) holds for its first tokens. `Runner.forward` (runner.py) computes every scheduled
-    request's rows in one flat batch: a prompt in chunks, then one token a step. The files, and one step:
+    slot, the step's {term("token budget")} and free KV blocks allow, starting its {term("block table")} with any
+    blocks the prefix cache (prefix_cache.py) holds for its first tokens. `Runner.forward` (runner.py) computes
+    every scheduled request's rows in one flat batch: a prompt in chunks, then one token a step. The files, and
+    one step:
     """), plots.table(pd.DataFrame(engine.core_files()), "computed: helpers.engine.code_lines (no blanks, comments "
                                                             "or docstrings)"),
         notebook.code(llm.Engine.step, folded_=False), notebook.code(llm, "llm.py")])
@@ -421,14 +422,14 @@ def _(loaded, model, tok):
 @app.cell(hide_code=True)
 def _():
     mo.md("""
-    **What you should see.** "÷ hash" compares the tokens each cache reused. **above**: hits ending inside a block,
-    which only the tree finds, each paid with a block copy; **at**: hits ending on block boundaries, or nothing
-    shared (the chat trace); **below**: only where the two evicted different blocks. After an edited token no later
-    hash and no later tree node matches: the tree stops at the edit, the hashes at the last whole block before it.
-    The caches read token ids, not the device: a GPU reuses the same tokens.
+    **What you should see.** "÷ hash" compares the tokens each cache reused. **above**: hits ending inside a block
+    (a chat template shorter than a block), which only the tree finds, each paid with a block copy; **at**: hits
+    ending on block boundaries; **below**: only where the two evicted different blocks. After an edited token
+    nothing later matches: the tree stops at the edit, the hashes at the last whole block before it. The caches
+    read token ids, not the device: a GPU reuses the same tokens.
 
-    A hit pays only if the stored keys and values are read for real. Below, prefix + suffix through the engine
-    **cold** (caching off) and **warm** (the prefix left by an earlier request, only the suffix computed).
+    Does a hit save time? Prefix + suffix through the engine **cold** (caching off) and **warm** (the prefix left
+    by an earlier request, only the suffix computed):
     """)
     return
 
@@ -614,16 +615,14 @@ def _():
     def _at(b):
         _v = speculation.verify_step_ratio(GPU_MODEL, _k, _ctx, b, GPU)
         _cost = speculation.round_cost(_v.verify_over_decode, _k, _c)
-        return (f"- batch {b}: the verify pass is {_v.verify_bound}-bound, v = {_v.verify_over_decode:.2f}; a round "
-                f"costs v + k·c = {_cost:.2f} decode steps; E reaches it at α = "
-                f"{speculation.break_even_alpha(_k, _cost):.2f}")
+        return (f"- batch {b}: a {_v.verify_bound}-bound verify pass, v = {_v.verify_over_decode:.2f}; a round "
+                f"costs v + k·c = {_cost:.2f} steps; E reaches it at α = {speculation.break_even_alpha(_k, _cost):.2f}")
 
     notebook.exercise(3, f"The break-even acceptance. Mistral 7B on an H100 SXM, {_ctx} tokens of context, a draft "
                       f"whose step costs c = {_c:g} of a target step, k = {_k}. At batch 1 and at batch 256, what "
                       "acceptance α must the draft reach for a round to break even? (`speculation.verify_step_ratio` "
                       "gives v.)",
-                      "\n".join([_at(1), _at(256), "", "Once the batch makes the verify pass compute-bound, its k + 1 "
-                                 "rows cost more decode steps, and only a draft the target keeps more often pays."]))
+                      "\n".join([_at(1), _at(256)]))
     return
 
 

@@ -25,7 +25,7 @@ from .scheduler import Scheduler
 
 @dataclass(frozen=True)
 class EngineArgs:
-    block_size: int = 16            # token slots per KV block (vLLM's default)
+    block_size: int = 16            # token slots per KV block (vLLM's default on a GPU)
     num_blocks: int | None = None   # KV blocks; None: max_num_seqs requests of max_model_len tokens
     max_num_seqs: int = 8           # requests running at once
     max_batch_tokens: int = 256     # tokens computed per step, prefill chunks and decode rows together

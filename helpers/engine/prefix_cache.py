@@ -5,9 +5,9 @@ Two ways to find them, switchable so they can be compared on one trace:
 - `HashCache` (vLLM's automatic prefix caching): each *full* block is named by a hash chained through
   its predecessors, h_j = H(h_{j−1}, tokens of block j), so equal hashes mean equal whole prefixes. A new
   prompt hashes its full blocks in order and stops at the first unknown one. Only whole blocks hit.
-- `RadixCache` (SGLang's RadixAttention, Zheng et al., 2024): a radix tree over token ids
-  (radix.py) whose values are the block id of each token. A hit can end inside a block: the
-  request shares that partly filled block and copies it on its first write (copy-on-write).
+- `RadixCache` (after SGLang's RadixAttention, Zheng et al., 2024, which keeps a KV slot per token): a
+  radix tree over token ids (radix.py) whose values are the block id of each token. A hit can end inside
+  a block: the request shares that partly filled block and copies it on its first write (copy-on-write).
 
 Both hold one reference on each block they keep (BlockAllocator.retain), so a finished request's
 blocks stay in the cache until `evict` lets them go, least recently used first, when the scheduler

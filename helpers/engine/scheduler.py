@@ -8,7 +8,7 @@ Every step has a token budget (`max_batch_tokens`) and a cap on requests at once
    waits for a whole long prefill). Each needs room in the cache for its new tokens; when the free
    blocks run out the newest running request is **preempted by recompute** — its blocks are freed, it
    goes back to the front of the queue, and its tokens (prompt and output so far) are prefilled again
-   when it is readmitted (vLLM's default; the prefix cache may still hold most of them).
+   when it is readmitted (as vLLM's scheduler does; the prefix cache may still hold most of them).
 2. **Then the waiting queue**, in arrival order: the head is admitted the moment a slot, budget and
    blocks allow — the step after a request finishes, its slot is refilled (continuous batching, Orca's
    iteration-level scheduling, Yu et al., OSDI 2022). It first looks up the prefix cache; only the

@@ -9,7 +9,7 @@ Each round, for every request:
 3. **accept** — greedy: keep drafts while they equal the target's argmax, then the target's own token.
    Sampled: Leviathan et al. (ICML 2023), Algorithm 1 — keep draft x with probability min(1, p(x)/q(x));
    at the first rejection draw from the residual norm(max(0, p − q)) and stop; if all k are kept, draw
-   one more from p. Each emitted token is then distributed exactly as p (their Theorem 3.5), so the
+   one more from p. Each emitted token is then distributed exactly as p (their proof of Algorithm 1), so the
    output has the target's distribution: lossless, for sampling too. A drafter without a distribution
    (prompt lookup) proposes with q = 1 on its token. The K/V of rejected drafts is dropped
    (BlockAllocator.truncate) and overwritten next round.

@@ -157,7 +157,7 @@ def _loop_text(outputs: Sequence[Sequence[int]], decode) -> str:
 
 
 def speculative_runs(model, chosen: Sequence[Prompt], new_tokens: int, k: int = 4, draft_layers: int = 2,
-                     ngram: int = 3, repeats: int = 2, decode=repr, library: bool = True) -> list[SpecRun]:
+                     ngram: int = 3, repeats: int = 3, decode=repr, library: bool = True) -> list[SpecRun]:
     """Plain decoding, prompt lookup and the early-exit draft on the prompts `chosen` served as one batch
     (one prompt: batch 1), greedy: tokens per target pass, target passes, wall-clock speed-up over plain
     decoding (the same loop, no draft), whether the tokens are the plain ones; for prompt lookup where its
@@ -178,8 +178,9 @@ def speculative_runs(model, chosen: Sequence[Prompt], new_tokens: int, k: int = 
     best = {name: min(r, key=lambda x: x.seconds) for name, r in runs.items()}
     plain = best.pop("none")
     name = chosen[0].name if len(chosen) == 1 else f"{len(chosen)} different prompts"
+    looped = _loop_text(plain.outputs, decode)                      # every drafter's output is the plain one
     rows = [SpecRun(name, "none (plain decoding)", 0, len(ids), 1.0, plain.target_passes, plain.seconds, 1.0, None,
-                    True, loop=_loop_text(plain.outputs, decode))]
+                    True, loop=looped)]
     for res in best.values():
         kept = sum(a for _, a in res.rounds)
         drafted = sum(d for d, _ in res.rounds)
@@ -192,7 +193,8 @@ def speculative_runs(model, chosen: Sequence[Prompt], new_tokens: int, k: int = 
                 extra["library_passes"] = speculate(model, ids[0], new_tokens, k=k, ngram=ngram).target_passes
         rows.append(SpecRun(name, res.drafter, k, len(ids), res.tokens_per_pass, res.target_passes, res.seconds,
                             plain.seconds / res.seconds if res.seconds > 0 else float("nan"),
-                            kept / drafted if drafted else 0.0, res.outputs == plain.outputs, **extra))
+                            kept / drafted if drafted else 0.0, res.outputs == plain.outputs,
+                            loop=looped if res.outputs == plain.outputs else "", **extra))
     return rows
 
 
