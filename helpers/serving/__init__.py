@@ -8,12 +8,12 @@
 - `paging` — contiguous reservation against the engine's block allocator, step by step on a trace.
 - `batching` — one after another, static batches and transformers' continuous-batching manager (its
   paged cache bounded from the model), slot timelines, padding.
-- `kv_quant` — KV-cache quantization (fp8, 4, 2 bits): bytes against the formula, speed, KL and top-1.
-- `speculative`, `engine_runs`, `engine_caches` — the readable engine measured (speculative decoding, also
-  against transformers' prompt lookup; serving, chunked prefill; its prefix caches).
-- `engine` — a serving engine you can read (sub-package): scheduler with a token budget, chunked prefill
-  and preemption, a block allocator and the paged KV cache tensor over it, a radix or block-hash prefix cache, one
-  forward over the mixed batch, speculative decoding (its OpenAI-compatible server: servebench.server).
+- `kv_quant` — KV-cache quantization (fp8, 4, 2 bits): bytes against the formula, speed, KL and top-1
+  (notebook 05).
+- `speculative`, `engine_runs`, `engine_caches` — the readable engine (helpers.engine, a package of its own)
+  measured: speculative decoding on prompts with and without something to copy, also against transformers'
+  prompt lookup; serving, its step log, chunked prefill; its prefix caches (the engine's OpenAI-compatible
+  server: servebench.server).
 - `figures` — notebook 07's figures; `tables` — the labelled tables of notebooks 01 and 07, built from
   the results (frozen dataclasses) the modules above return; `measured` — `make bench`'s serving section.
 """

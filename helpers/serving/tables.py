@@ -246,26 +246,3 @@ def verify_frame(costs: Sequence):
             row |= {"decode bound by": c.decode_bound, "verify bound by": c.verify_bound}
         rows.append(row)
     return _frame(rows)
-
-
-# ----------------------------------------------------------------------------- KV-cache quantization
-
-def kv_bytes_frame(rows: Sequence):
-    """helpers.serving.kv_quant.SchemeBytes: one row per scheme."""
-    return _frame([{"scheme": r.scheme, "tokens": r.tokens, "measured bytes": r.measured_bytes,
-                    "formula bytes (values)": r.formula_values_bytes, "formula bytes (all parts)": r.formula_bytes,
-                    "measured values bytes": r.measured_values_bytes, "scales & zero points bytes": r.metadata_bytes,
-                    "full-precision residual bytes": r.residual_bytes, "share of full precision": r.share_of_full}
-                   for r in rows])
-
-
-def kv_quality_frame(rows: Sequence):
-    """helpers.serving.kv_quant.SchemeQuality: one row per scheme."""
-    return _frame([{"scheme": r.scheme, "positions": r.positions, "KL mean (nats)": r.kl_mean_nats,
-                    "KL max (nats)": r.kl_max_nats, "top-1 agreement": r.top1_agreement} for r in rows])
-
-
-def kv_speed_frame(rows: Sequence):
-    """helpers.serving.kv_quant.SchemeSpeed: one row per scheme."""
-    return _frame([{"scheme": r.scheme, "context tokens": r.context_tokens, "decode step (ms, median)": r.step_ms,
-                    "vs full precision": r.vs_full} for r in rows])
