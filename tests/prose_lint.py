@@ -1,12 +1,12 @@
 """The prose check of the notebooks: a word that sizes or compares a quantity ("a little", "mostly",
-"well under", "dwarfs", "several times" …) is never typed in a notebook's static text — it comes from a
-rule (helpers.formulas.verdicts and the rules beside each result) that read the number it describes.
+"well under", "dwarfs", "several times" …) is never typed in a notebook's static text. Numbers speak: the
+size and direction of a result are its numbers and its one below / at / above label
+(helpers.formulas.regime); the prose beside it teaches how to read every regime, true on every machine.
 
     python tests/prose_lint.py [notebooks/NN_name.py ...]     # prints each typed qualifier; exit 1 if any
 
-Static text is every string literal of a notebook, the literal parts of its f-strings included (what is
-interpolated is a rule's output or a number); a short one counts too: a label is shown, and a key such as
-"about equal" matches a rule's words that the notebook should take from the rule (verdicts.change_words). `ALLOWED` lists the few sentences where such a word states a
+Static text is every string literal of a notebook, the literal parts of its f-strings included; a short
+one counts too (a label or a key is shown). `ALLOWED` lists the few sentences where such a word states a
 mechanism or a definition, not a measured size, each with why.
 """
 from __future__ import annotations

@@ -206,3 +206,32 @@ def test_the_benchmark_tool_ships_beside_helpers_and_stays_small():
     assert re.search(rf'include = \[[^\]]*"{TOOL}\*"', text), "pyproject.toml does not ship the tool"
     lines = sum(len(p.read_text().splitlines()) for p in (ROOT / TOOL).rglob("*.py"))
     assert lines <= 1600, f"{TOOL}/ is {lines} lines"
+
+
+# the sentence builders that "numbers speak" retired: a name that promises words chosen from numbers
+WORDED = re.compile(r"(_words|_reading|_verdicts?|^verdicts?|^change_words|^reading|_sentence|_sentences)$")
+
+
+def test_helpers_build_no_sentence_from_a_number():
+    """Numbers speak: a result is a table or a figure, and the one word of it chosen by code is the label of
+    helpers.formulas.regime (at most 150 lines). No `Verdict`, no function named *_words / *_reading /
+    *_verdict(s) in helpers/ or the benchmark tool."""
+    regime = HELPERS / "formulas" / "regime.py"
+    assert len(regime.read_text().splitlines()) <= 150
+    bad = []
+    for path in [*sorted(HELPERS.rglob("*.py")), *sorted((ROOT / TOOL).rglob("*.py"))]:
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and \
+                    (WORDED.search(node.name) or node.name == "Verdict"):
+                bad.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}")
+            if isinstance(node, ast.Name) and node.id == "Verdict":
+                bad.append(f"{path.relative_to(ROOT)}:{node.lineno} Verdict")
+    assert not bad, bad
+
+
+def test_the_check_of_sentence_builders_finds_them():
+    for name in ("growth_words", "bytes_reading", "speed_verdicts", "split_verdict", "change_words", "reading"):
+        assert WORDED.search(name), name
+    for name in ("label", "ratio", "against", "ratio_columns", "reads", "wording_table"):
+        assert not WORDED.search(name), name

@@ -75,9 +75,7 @@ def test_share_sweep_its_table_and_bad_phase():
         cs.phase_args("train", 3)
 
 
-def test_against_the_talk_and_the_bytes_of_a_step_by_hand():
-    assert cs.against_talk(0.984, "x").words == "for x the layers take 98.4% of the FLOPs — the talk's 95% holds"
-    assert cs.against_talk(0.949, "x").words.endswith("does not hold") and cs.against_talk(0.95, "x").words.endswith("holds")
+def test_the_bytes_of_a_step_by_hand():
     b = cs.byte_terms("mistral-7b-v0.1", 2048)
     kv = 2048 * 2 * 32 * 8 * 128 * 2 + 2 * 32 * 8 * 128 * 2     # read 2,048 tokens, write one, bf16
     assert b.attention == 2 * ATTN_PROJ + kv and b.head == HEAD
@@ -94,10 +92,8 @@ def test_parity_parts_of_mistral_v03_by_hand():
     d = cs.parity_parts("mistral-7b-v0.3", "decode")
     assert (d.layers, d.flops_per_key, d.linear_flops) == (32, 16_384, 2 * (ATTN_PROJ + MLP)) == (32, 16_384, 13_958_643_712)
     assert d.keys_needed == 26_624 and d.tokens == 26_623 and not d.windowed and d.context == 32_768
-    assert d.reading().words.endswith("decode step's context of 26,623 tokens, within its 32,768-token context")
     p = cs.parity_parts("mistral-7b-v0.3", "prefill")
-    assert p.keys_needed == 53_248 and p.tokens == 53_247
-    assert p.reading().words.endswith("a prompt of 53,247 tokens, beyond its 32,768-token context")
+    assert p.keys_needed == 53_248 and p.tokens == 53_247 > p.context          # beyond its context
     # Llama 3.1 8B has the same layer shapes: the same length, within its 131,072-token context
     assert cs.parity_parts("llama-3.1-8b").tokens == 26_623
     # at parity the two FLOP terms of flop_terms meet: one short of it attention is less, at it no less
@@ -124,4 +120,3 @@ def test_parity_parts_of_the_tiny_model_and_a_window_by_hand():
     # a window on every layer caps the keys: never
     w = cs.parity_parts("mistral-7b-v0.1")
     assert w.windowed and w.tokens is None and w.tokens == cs.attention_crossover("mistral-7b-v0.1", "decode")
-    assert "never" in w.reading().words

@@ -25,7 +25,7 @@ def test_notebook_has_the_teaching_shape(number):
     assert "**What you will learn**" in top and header in top and "**Run time**" not in src
     objectives = re.findall(r"^\s{4}\d\. ", top[top.index("**What you will learn**"):top.index(header)], re.M)
     assert 3 <= len(objectives) <= 4, objectives
-    assert src.count("What you should see") + src.count("expected.should_see(") >= 1   # should_see titles it
+    assert src.count("What you should see") >= 1
     assert 2 <= src.count("notebook.exercise(") <= 3
     assert "## Takeaways" in src and "notebook.elapsed(started)" in src
     assert "term(" in src, "no glossary link"

@@ -1,6 +1,6 @@
 """No notebook types a size or direction word about a measured or computed quantity ("a little", "mostly",
-"well under", "several times", "higher still" …): such words come from a rule that read the number
-(helpers.formulas.verdicts and the rules beside each result). The check itself is tests/prose_lint.py."""
+"well under", "several times", "higher still" …): a result's size and direction are its numbers and its one
+below / at / above label (helpers.formulas.regime). The check itself is tests/prose_lint.py."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -18,12 +18,12 @@ def test_no_typed_qualifier_in_a_notebooks_prose(notebook):
     assert not found, "\n".join(f"{notebook.name}:{line}: “{word}” typed: …{around}…" for line, word, around in found)
 
 
-def test_the_check_finds_typed_words_and_leaves_a_rules_words_alone(tmp_path: Path):
+def test_the_check_finds_typed_words_and_leaves_numbers_alone(tmp_path: Path):
     nb = tmp_path / "99_probe.py"
     nb.write_text('''
 def _(mo, v, rows):
     mo.md("The packed loop is much faster than the bare one, and a little behind generate.")
-    mo.md(f"The packed loop is {v.words} the bare one at {rows} rows.")   # a rule's words: not typed
+    mo.md(f"The packed loop runs at {v:.2f}× the bare one at {rows} rows.")   # a number: not typed
     mo.md("How much memory does a user need, as much as a page?")          # a question, not a size
     label = "mostly"                                                         # a label is shown: typed
     hint = {"about equal": "As derived."}[way]                               # a rule's words, retyped

@@ -119,19 +119,19 @@ def test_the_tiny_model_gets_one_floor_in_03_and_04():
 
 def test_notebook_02_users_and_the_planner_batch_come_from_one_budget():
     w, kv = memory.weight_bytes(MISTRAL, "bf16").bytes, memory.kv_bytes_per_token(MISTRAL, "bf16")
-    # notebook 02 at its defaults: an 80 GB GPU, 10 % kept back (vLLM's 0.9), plus the 1.5 GB overhead
-    reserve = memory.runtime_reserve_bytes(80e9, 1 - 10 / 100)
-    assert reserve == pytest.approx(9.5e9)
+    # an 80·10⁹ B GPU, 8 % kept back (vLLM 0.32's 0.92), plus the 1.5 GB overhead
+    reserve = memory.runtime_reserve_bytes(80e9)
+    assert reserve == pytest.approx(7.9e9)
     users = memory.max_users(80e9, w, reserve, kv, 4096)
-    # ⌊(80e9 − 14,483,464,192 − 9.5e9) / (131,072 × 4,096)⌋ = ⌊104.34⌋
-    assert users == (80_000_000_000 - W_BF16 - 9_500_000_000) // (131_072 * 4096) == 104
+    # ⌊(80e9 − 14,483,464,192 − 7.9e9) / (131,072 × 4,096)⌋ = ⌊107.3⌋
+    assert users == (80_000_000_000 - W_BF16 - 7_900_000_000) // (131_072 * 4096) == 107
     eighty = dataclasses.replace(gpus.get_gpu("H100 SXM"), memory_reported_gib=80e9 / 2**30)   # 80e9 B exactly
     assert eighty.usable_memory_bytes == pytest.approx(80e9, abs=1e-3)
     assert capacity.plan(MISTRAL, eighty, context=4096).max_batch == users
-    # The same function on the memory an H100 reports (79.11 GiB) gives 112
+    # The same function on the memory an H100 reports (79.11 GiB) gives 115
     h100 = gpus.get_gpu("H100 SXM").usable_memory_bytes
-    assert memory.max_users(h100, w, memory.runtime_reserve_bytes(h100), kv, 4096) == 112
-    assert capacity.plan(MISTRAL, "H100 SXM", context=4096).max_batch == 112
+    assert memory.max_users(h100, w, memory.runtime_reserve_bytes(h100), kv, 4096) == 115
+    assert capacity.plan(MISTRAL, "H100 SXM", context=4096).max_batch == 115
 
 
 def test_reserve_rejects_bad_input():

@@ -6,7 +6,7 @@ output head). The only split added here is which weights of the layers belong to
 (the q/k/v/o projections: helpers.formulas.specs.attention_projection_params); the MLP is the rest.
 
 The bytes a decode step reads, split the same way (byte_terms), say how its time would split were it bound by
-reading them (notebook 03: batch 1 is). `against_talk` words a layer share against the talk's 95 % (notebook 08).
+reading them (notebook 03: batch 1 is).
 The figures and tables are helpers.present.compute_share_figures.
 """
 from __future__ import annotations
@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from .. import checks
-from . import verdicts
 from .specs import attention_projection_params, get_spec
 from .stepcost import forward_cost
 from .units import DTYPE_BYTES, normalize_dtype
@@ -142,17 +141,6 @@ class ParityParts:
     windowed: bool
     context: int | None    # the model's own context (max_position_embeddings)
 
-    def reading(self) -> verdicts.Verdict:
-        """Where the parity length sits against the model's context: within it, beyond it, or never."""
-        where = ("a prompt" if self.phase == "prefill" else "a decode step's context")
-        if self.tokens is None:
-            words = f"{self.model}: attention never costs as much as the linear layers (its window caps the keys)"
-        else:
-            at = f"{self.model}: attention costs as much as the linear layers from {where} of {self.tokens:,} tokens"
-            words = at if not self.context else (
-                f"{at}, {'within' if self.tokens <= self.context else 'beyond'} its {self.context:,}-token context")
-        return verdicts.Verdict(words, "parity_length", {"tokens": self.tokens, "context": self.context})
-
 
 def parity_parts(model, phase: str = "decode") -> ParityParts:
     """The attention-parity length of a model in a prefill or a decode step, term by term (ParityParts)."""
@@ -169,14 +157,6 @@ def parity_parts(model, phase: str = "decode") -> ParityParts:
         tokens = max(1, -(-per * linear // (layers * f)) - 1)
     return ParityParts(spec.name, phase, layers, f, linear, per * linear / (layers * f), tokens, windowed,
                        spec.max_position_embeddings)
-
-
-def against_talk(share: float, what: str) -> verdicts.Verdict:
-    """A layer share against the talk's "about 95 % of compute is in the transformer layers" (TALK_LAYER_SHARE):
-    the claim holds at or above it, and not below."""
-    holds = share >= TALK_LAYER_SHARE
-    return verdicts.Verdict(f"for {what} the layers take {share:.1%} of the FLOPs — the talk's {TALK_LAYER_SHARE:.0%} "
-                            f"{'holds' if holds else 'does not hold'}", "against_talk", {"share": share})
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ far under an H100's ridge. The batch also cannot grow past what the memory holds
 batch comes from the planner's memory budget (helpers.capacity.max_batch).
 
 FLOPs and bytes from helpers.formulas.stepcost (the one owner), the GPU's figures from the catalog
-(helpers.formulas.gpus), the ridge from helpers.formulas.roofline.ridge_point. `verdict` says, by rule,
-where each context's largest batch lands; the figures are helpers.present.decode_intensity_figures.
+(helpers.formulas.gpus), the ridge from helpers.formulas.roofline.ridge_point; the figures are
+helpers.present.decode_intensity_figures.
 """
 from __future__ import annotations
 
@@ -125,18 +125,3 @@ def point(model, gpu: str = "H100 SXM", context: int = 4096, batch: int = 1, dty
                           decode_cost(model, 0, batch, dtype).intensity, batch <= top, top, ridge,
                           limit_intensity(model, context, dtype),
                           "compute" if with_kv.intensity >= ridge else "memory", peak, g.bandwidth)
-
-
-def verdict(s: IntensitySummary) -> str:
-    """The sentence for one context, chosen by rule: reaches the ridge, or how far under it stays."""
-    if s.max_batch < 1:
-        return f"at {s.context:,} tokens not even one sequence fits"
-    where = (f"at {s.context:,} tokens the largest batch that fits ({s.max_batch:,}) reaches "
-             f"{s.intensity_at_max_batch:,.1f} FLOP/B")
-    if s.reaches_ridge:
-        return where + f", past the ridge ({s.ridge:,.0f}): compute-bound"
-    under = where + f", {100 * s.share_of_ridge:,.0f} % of the ridge ({s.ridge:,.0f}): still memory-bound"
-    if s.limit_with_kv < s.ridge:
-        return under + (f"; no batch would reach it — the cache caps the intensity at {s.limit_with_kv:,.1f} FLOP/B "
-                        "however many sequences share the weights")
-    return under + "; a batch larger than fits would reach it"

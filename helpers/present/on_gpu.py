@@ -1,6 +1,5 @@
-"""A GPU's figures, computed: what the notebooks' "What you should see" says a GPU shows, from the helpers
-that own each quantity, for Mistral 7B on a reference GPU of the catalog (helpers.present.expected holds how
-such a sentence is labelled and said).
+"""A GPU's figures, computed: the column a notebook's table gives for a GPU, from the helpers that own each
+quantity, for Mistral 7B on a reference GPU of the catalog (helpers.present.expected names them).
 
 Each cost is reached through one function here, so a change of owner is a one-line change:
 - a GPU's step, prefill and batch from the capacity planner: `gpu_plan` (calls helpers.capacity.plan).
@@ -28,7 +27,8 @@ def gpu_plan(model=REFERENCE_MODEL, gpu: str = REFERENCE_GPU, weight_dtype: str 
 
 def gpu_users(model=REFERENCE_MODEL, gpu: str = REFERENCE_GPU, context: int = 1024, overhead_bytes: float = 0.0) -> int:
     """Sequences of `context` tokens whose bf16 cache fits beside the bf16 weights in the memory the GPU reports
-    to CUDA (helpers.formulas.gpus: usable_memory_bytes; the label where no report was found), less
+    to CUDA (helpers.formulas.gpus: usable_memory_bytes; the label in GiB less its kind's reserve where no
+    report was found), less
     `overhead_bytes` (0: the whole memory, as a bare PyTorch sweep sees it; runtime_reserve_bytes(...) for
     what a vLLM-like runtime plans with) — helpers.formulas.memory.max_users on that one memory basis."""
     from ..formulas.gpus import get_gpu

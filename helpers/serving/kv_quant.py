@@ -20,7 +20,6 @@ import time
 from dataclasses import dataclass, field
 
 from ..formulas.regime import ratio
-from ..formulas.verdicts import Verdict, speed
 from ..formulas.memory import kv_cache_bytes
 from ..formulas.specs import get_spec
 from ..measure.tensor_bytes import measured_cache_bytes, plain_tensors
@@ -295,35 +294,3 @@ def measure_all(loaded, tokens: int = 300, quality_tokens: int = 400) -> KvQuant
     quality = quality_by_scheme(judged.model, eval_ids(judged.tokenizer, quality_tokens, profile=judged.profile))
     missing = {s: why for s in SCHEMES if (why := available(s))}
     return KvQuantRun(loaded.label, judged.label, trained, sizes, steps, quality, missing)
-
-
-# ----------------------------------------------------------------------------- what the runs say, by rule
-
-def bytes_reading(rows: list[SchemeBytes]) -> Verdict:
-    """Whether every scheme's real cache has the formula's bytes (to the byte, or not), and each scheme's share
-    of the full-precision cache."""
-    exact = all(r.measured_bytes == r.formula_bytes for r in rows)
-    shares = ", ".join(f"{r.scheme} {r.share_of_full:.0%}" for r in rows[1:])
-    return Verdict(f"every cache has the formula's bytes {'to the byte' if exact else '— NOT exactly'}; of full "
-                   f"precision: {shares}", "kv_quant.bytes",
-                   {"exact": float(exact), **{r.scheme: r.share_of_full for r in rows}})
-
-
-def speed_reading(rows: list[SchemeSpeed]) -> Verdict:
-    """Each scheme's decode step against full precision's (helpers.formulas.verdicts.speed)."""
-    base = rows[0]
-    said = [f"{r.scheme} {speed(r.step_ms, base.step_ms).words}" for r in rows[1:]]
-    return Verdict(f"against full precision's {base.step_ms:,.2f} ms decode step: {', '.join(said)}", "speed",
-                   {r.scheme: r.vs_full for r in rows})
-
-
-def quality_reading(rows: list[SchemeQuality]) -> Verdict:
-    """The KL divergence by scheme, in the order of SCHEMES (fewer bits each): whether it grew with every bit
-    removed, and where it was largest; top-1 agreement beside it."""
-    kl = [r.kl_mean_nats for r in rows]
-    grew = all(a < b for a, b in zip(kl, kl[1:]))
-    top = max(rows, key=lambda r: r.kl_mean_nats)
-    each = ", ".join(f"{r.scheme} {r.kl_mean_nats:.2g} nats (top-1 {r.top1_agreement:.0%})" for r in rows)
-    return Verdict(f"mean KL {'grew with every bit removed' if grew else 'did not grow with every bit removed'}: "
-                   f"{each}; largest at {top.scheme}", "kv_quant.quality",
-                   {"monotone": float(grew), **{r.scheme: r.kl_mean_nats for r in rows}})

@@ -54,7 +54,7 @@ class TraceRequest:
     agent: int = 0          # agentic: which agent; chat: the request's index
 
 
-def _words(rng: random.Random, n: int) -> str:
+def _random_text(rng: random.Random, n: int) -> str:
     return " ".join(rng.choice(_WORDS) for _ in range(max(1, n)))
 
 
@@ -84,7 +84,7 @@ def chat_trace(n: int, seed: int = 0, prompt_words_median: float = 60, output_to
     for i in range(n):
         words = _lognormal_int(rng, prompt_words_median, sigma, 4, max_prompt_words)
         new = _lognormal_int(rng, output_tokens_median, sigma, 1, max_output_tokens)
-        out.append(TraceRequest(i, f"User: {_words(rng, words)}\nAssistant:", new, arrivals[i], 0, i))
+        out.append(TraceRequest(i, f"User: {_random_text(rng, words)}\nAssistant:", new, arrivals[i], 0, i))
     return out
 
 
@@ -96,22 +96,22 @@ def agentic_trace(agents: int = 4, review_rounds: int = 1, seed: int = 0, system
     anything runs. All requests of a round arrive together, rounds one after another (arrival_s is the
     round number: a consumer serves round r only after round r-1)."""
     rng = random.Random(seed)
-    system = f"{SYSTEM_PROMPT_HEAD} {_words(rng, system_words)}"
-    task = f"Task: {_words(rng, task_words)}"
+    system = f"{SYSTEM_PROMPT_HEAD} {_random_text(rng, system_words)}"
+    task = f"Task: {_random_text(rng, task_words)}"
     out: list[TraceRequest] = []
     transcript: list[str] = []
     for a in range(agents):
         prompt = f"{system}\n{task}\nYou are agent {a + 1} of {agents}. Propose a solution.\n"
         out.append(TraceRequest(len(out), prompt, proposal_tokens, 0.0, 0, a))
     for a in range(agents):
-        transcript.append(f"Proposal {a + 1}: {_words(rng, proposal_tokens)}")
+        transcript.append(f"Proposal {a + 1}: {_random_text(rng, proposal_tokens)}")
     for r in range(1, review_rounds + 1):
         shared = f"{system}\n{task}\n" + "\n".join(transcript) + "\n"
         for a in range(agents):
             out.append(TraceRequest(len(out), f"{shared}{REVIEW_INSTRUCTION} You are reviewer {a + 1}.\n",
                                     review_tokens, float(r), r, a))
         for a in range(agents):
-            transcript.append(f"Review {r}.{a + 1}: {_words(rng, review_tokens)}")
+            transcript.append(f"Review {r}.{a + 1}: {_random_text(rng, review_tokens)}")
     return out
 
 
