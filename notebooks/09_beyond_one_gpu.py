@@ -469,7 +469,7 @@ def _():
     **llm-d** does this on Kubernetes. Notebook 08's benchmark against a multi-GPU server:
 
         vllm serve mistralai/Mistral-7B-v0.1 --tensor-parallel-size 4 --port 8000
-        python scripts/engines.py --target http://SERVER:8000 --model mistralai/Mistral-7B-v0.1 --out build/engines/tp4.json
+        python -m servebench record --target http://SERVER:8000 --model mistralai/Mistral-7B-v0.1 --out build/engines/tp4.json
     """)
     return
 

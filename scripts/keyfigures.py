@@ -69,7 +69,7 @@ def roofline_figures(gpu: str = GPU) -> dict[str, Figure]:
     """Notebook 03 on a catalogued GPU: ridge point, decode and prefill intensity, the decode floor."""
     from helpers.formulas.gpus import get_gpu
     from helpers.formulas.memory import kv_cache_bytes
-    from helpers.formulas.roofline import crossover_batch, decode_floor_s, ridge_point
+    from helpers.formulas.roofline import crossover_batch, decode_floor_s, prefill_ridge_tokens, ridge_point
     from helpers.formulas.stepcost import decode_cost, forward_cost
 
     g = get_gpu(gpu)
@@ -85,6 +85,8 @@ def roofline_figures(gpu: str = GPU) -> dict[str, Figure]:
         "ridge": Figure(ridge, f"{ridge:,.0f} FLOP/B", f"ridge_point(peak, bandwidth) of {g.name}"),
         "decode_intensity": Figure(dec, f"{dec:,.2f} FLOP/B", f"one decode step at {CONTEXT} tokens, batch 1"),
         "prefill_intensity": Figure(pre, f"{pre:,.0f} FLOP/B", f"prefill of {CONTEXT} tokens"),
+        "prefill_ridge_tokens": Figure(prefill_ridge_tokens(MODEL, g.name), _n(prefill_ridge_tokens(MODEL, g.name)),
+                                       f"prefill_ridge_tokens('{MODEL}', '{g.name}'): the shortest compute-bound prompt"),
         "crossover_batch": Figure(crossover_batch(peak, g.bandwidth, 2), _n(crossover_batch(peak, g.bandwidth, 2)),
                                   "crossover_batch(peak, bandwidth, 2 B per parameter)"),
         "decode_floor_ms": Figure(floor * 1e3, f"{floor * 1e3:,.2f} ms", f"decode_floor_s(weights + KV at {CONTEXT}) / bandwidth"),
