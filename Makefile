@@ -15,9 +15,10 @@ setup-vllm:       ## .venv-vllm: vLLM's CPU build where this machine can run it 
 run: setup setup-vllm ## run every notebook headless on the default profile: build/index.html + one HTML each
 	$(PY) scripts/notebooks.py run
 
-test: setup setup-vllm ## unit tests, notebook runs (nbmake, tiny profile, Hub off), export freshness, browser tests
+test: setup setup-vllm ## unit tests, every notebook in each regime (marimo) and in Jupyter (nbmake, replayed), browser tests; tiny profile, Hub off
 	@bash scripts/setup-system.sh
-	HF_HUB_OFFLINE=1 WORKSHOP_PROFILE=tiny $(PY) -m pytest tests notebooks/colab --nbmake --nbmake-timeout=900 -q
+	HF_HUB_OFFLINE=1 WORKSHOP_PROFILE=tiny $(PY) -m pytest tests -q --durations=15
+	HF_HUB_OFFLINE=1 WORKSHOP_PROFILE=tiny WORKSHOP_REPLAY=1 $(PY) -m pytest notebooks/colab --nbmake --nbmake-timeout=900 -q --durations=11
 
 test-fast: setup  ## unit tests only
 	HF_HUB_OFFLINE=1 WORKSHOP_PROFILE=tiny $(PY) -m pytest tests -q -m "not slow and not browser"

@@ -34,7 +34,8 @@ GAPS = """() => [...document.querySelectorAll('table')].map((t) => {
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
 def test_no_table_has_cells_that_touch(notebook, tmp_path):
     wait_s = page_wait_s(240)
-    with marimo_run(notebook, tmp_path / "marimo.log", wait_s) as url, browser() as b:
+    # replay mode (the committed records): the tables a live run draws, in seconds instead of minutes
+    with marimo_run(notebook, tmp_path / "marimo.log", wait_s, env={"WORKSHOP_REPLAY": "1"}) as url, browser() as b:
         pg = b.new_page(viewport={"width": 1400, "height": 1000})
         pg.goto(url)
         wait_idle(pg, wait_s)
