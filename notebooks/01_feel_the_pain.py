@@ -45,19 +45,17 @@ def _():
     **What you will learn**
 
     1. Why memory grows with every {term("token")} a model holds: the {term("KV cache", "kv-cache")}.
-    2. Why the {term("time to first token", "ttft")} (TTFT) grows with the prompt, and how to read its growth
-       exponent: the weights' work, attention's, or a fixed cost.
-    3. What serving requests together in a {term("batch")} gains in {term("throughput")} and what it
-       costs each request in latency.
-    4. What sets each {term("decode")} step — the {term("inter-token latency", "itl")} (ITL) — as the
-       context grows, and how many users fit before the device runs out of memory ({term("OOM")}).
+    2. Why the {term("time to first token", "ttft")} (TTFT) grows with the prompt, and what its growth
+       exponent says.
+    3. What serving requests together in a {term("batch")} gains in {term("throughput")} and costs in latency.
+    4. What sets each {term("decode")} step — the {term("inter-token latency", "itl")} (ITL) — and how many
+       users fit before the device runs out of memory ({term("OOM")}).
 
     {run_times.header("01")}
 
-    Each result comes with the ratio to read, labelled **below**, **at** or **above** 1 (10 % margin). A step's
-    time is set by **overhead** (Python, dispatch, kernel launches: the tiny model on a CPU), **bandwidth**
-    (bytes ÷ bandwidth: Mistral 7B decoding on a GPU) or **compute** (FLOPs ÷ peak: a long {term("prefill")}).
-    *Computed* rows give {GPU_LABEL}: the planner's floors.
+    Each result comes with its ratio, labelled **below**, **at** or **above** 1 (10 % margin). A step's time is
+    set by **overhead** (Python, dispatch, kernel launches: the tiny model on a CPU), **bandwidth** (Mistral 7B
+    decoding on a GPU) or **compute** (a long {term("prefill")}). *Computed* rows give {GPU_LABEL}.
     """)
     return
 
@@ -88,8 +86,7 @@ def users_measured(loaded, context: int, batches) -> dict:
 @app.cell(hide_code=True)
 def _(loaded, sizes):
     mo.md(f"""
-    Running **{loaded.label}**; timings are medians after a warm-up. With `WORKSHOP_REPLAY=1` a recorded run
-    shows, and **Run live** measures here.
+    Running **{loaded.label}**; timings are medians after a warm-up. **Run live** measures here.
     """)
     return
 
@@ -101,9 +98,8 @@ def _():
     ## 1 · Memory grows with every token
 
     Each new token's attention compares it with a *key* vector of every earlier token and mixes their *value*
-    vectors; the model keeps them rather than recompute them: the {term("KV cache", "kv-cache")}. Run the
-    {term("prefill")} (one {term("forward pass")} over a prompt of *n* tokens) into a real `transformers`
-    {term("DynamicCache")} and count the bytes of its key and value tensors against the formula:
+    vectors; the model keeps them: the {term("KV cache", "kv-cache")}. Run the {term("prefill")} (one
+    {term("forward pass")} over *n* tokens) into a `transformers` {term("DynamicCache")} and count its bytes:
     """), memory_button])
     return (memory_button,)
 
@@ -116,7 +112,7 @@ def _(loaded):
     **The formula.** Every layer keeps, per token, one key and one value vector per *KV head* (fewer than the
     query heads under {term("GQA")}), each of head_dim numbers in the cache's dtype:
     `KV bytes per token = 2 · layers · kv_heads · head_dim · bytes`; *n* tokens hold *n* times that.
-    For the model running here (`helpers.formulas.memory.kv_terms`): 2 × {_k["layers"]} × {_k["kv_heads"]} ×
+    For the model running here: 2 × {_k["layers"]} × {_k["kv_heads"]} ×
     {_k["head_dim"]} × {_k["bytes_per_element"]:g} B = **{_t.bytes_per_token:,} B** per token.
     """)
     return
@@ -177,12 +173,10 @@ def _():
     **What you should see.** Counted bytes ÷ the formula's.
 
     - **1**: the formula is exact; the points lie on a straight line through zero.
-    - **below 1**: fewer tokens held (a sliding window: transformers keeps window − 1) or fewer bytes per
-      number (a quantized cache).
+    - **below 1**: fewer tokens held (a sliding window keeps window − 1) or fewer bytes per number.
     - **above 1**: what the formula leaves out: padding, slots reserved ahead (a static cache).
 
-    On CUDA the crosses add the prefill's activations. *On a GPU*: Mistral 7B caches {_per:,} B per token;
-    v0.1's {_w:,}-token window caps a sequence at {kv_cache_bytes("mistral-7b-v0.1", 16384, 1, "bf16", window_slots=_w - 1):,} B.
+    *On a GPU*: Mistral 7B caches {_per:,} B per token; v0.1's {_w:,}-token window caps a sequence at {kv_cache_bytes("mistral-7b-v0.1", 16384, 1, "bf16", window_slots=_w - 1):,} B.
     """)
     return
 
@@ -193,9 +187,9 @@ def _():
     mo.vstack([mo.md(f"""
     ## 2 · Time to first token grows with the prompt
 
-    {term("TTFT")} is the time from a request's arrival to its first output token; served alone, that is its
-    prefill. Every prompt token goes through every weight matrix (2 {term("FLOP", "flop")}s per parameter per
-    token: work ∝ *n*), and attention compares every token with every earlier one (work ∝ *n²*).
+    A request's {term("TTFT")}, served alone, is its prefill. Every prompt token goes through every weight matrix
+    (2 {term("FLOP", "flop")}s per parameter per token: work ∝ *n*), and attention compares every token with every
+    earlier one (work ∝ *n²*).
     """), ttft_button])
     return (ttft_button,)
 
@@ -258,18 +252,16 @@ def _(ttft, ttft_doubling, ttft_fit, ttft_on, ttft_run):
 @app.cell(hide_code=True)
 def _():
     mo.md("""
-    **What you should see.** The exponent *p* of t ∝ nᵖ (a doubling costs 2ᵖ×), fitted, measured over the last
-    doubling, and of the GPU floor; the figure's dotted guides have slopes 1 and 2.
+    **What you should see.** The exponent *p* of t ∝ nᵖ (a doubling costs 2ᵖ×), fitted, over the last doubling,
+    and of the GPU floor; the dotted guides have slopes 1 and 2.
 
-    - **p at 1**: the weights' work, every prompt token through every weight matrix, sets the time.
-    - **p between 1 and 2**: attention's work has become a share of the time: compare the n² column with
-      attention's share of the FLOPs.
+    - **p at 1**: the weights' work sets the time.
+    - **p between 1 and 2**: attention's work has become a share of the time (compare the n² column).
     - **p below 1**: a fixed cost per forward outweighs what a short prompt adds (overhead); on a GPU, the
       weights read once whatever the prompt (bandwidth).
     - **–**: fewer than two positive times.
 
-    *On a GPU* the floor is the larger of bytes ÷ bandwidth and FLOPs ÷ peak: short prompts read the weights,
-    long ones are bound by FLOPs (p at 1 and above).
+    *On a GPU* the floor is the larger of bytes ÷ bandwidth and FLOPs ÷ peak.
     """)
     return
 
@@ -283,7 +275,7 @@ def _():
     ### Attention's share of the prefill falls as the model gets wider
 
     A layer's parameters grow with the *square* of its width, attention's FLOPs per earlier token only
-    *linearly*: the wider the model, the later attention reaches the matmuls ("never" under a sliding window).
+    *linearly*: the wider the model, the later attention catches up with the matmuls.
     """), share_prompt, notebook.static_note({"WORKSHOP_SHARE_PROMPT": "the prompt length (512 … 131072 tokens)"})])
     return (share_prompt,)
 
@@ -302,11 +294,10 @@ def _():
     mo.vstack([mo.md(f"""
     ## 3 · Throughput: one after another, then together
 
-    The same requests, all arriving at time 0, served **one after another** (a request's prefill and decode
-    steps, then the next) and **together in one batch** (prompts {term("left-padded", "left-padding")} under an
-    attention mask, one forward per step for all, one KV cache). Both use {term("greedy decoding")}, so the
-    same tokens both ways check the padding, mask and positions. Timeline: waiting (grey), prefill
-    (brown), decoding (cyan), a finished row held idle (hatched).
+    The same requests, all arriving at time 0, served **one after another** and **together in one batch**
+    (prompts {term("left-padded", "left-padding")} under an attention mask, one forward per step for all).
+    Both use {term("greedy decoding")}, so the same tokens both ways check the padding, mask and positions.
+    Timeline: waiting (grey), prefill (brown), decoding (cyan), a finished row held idle (hatched).
     """), serving_button])
     return (serving_button,)
 
@@ -357,15 +348,14 @@ def _():
     **What you should see.** Each figure together ÷ one after another.
 
     - **Throughput**: equal to the number of requests, a step costs the same whatever its rows (overhead or
-      bandwidth: the weights read once for all); at 1, each row costs a whole step (compute).
+      bandwidth); at 1, each row costs a whole step (compute).
     - **Decode step**, **prefill** above 1: a batched step, a padded prefill, cost more than one sequence's.
     - **Time to first token** below 1: one after another, each request waits for those ahead.
-    - **Same greedy tokens** short of every request: in bf16 batched kernels round differently and a near-tie
-      can part the paths.
+    - **Same greedy tokens** short of every request: in bf16 batched kernels round differently.
 
     Continuous batching (notebook 07) refills the idle rows. The
     {term("quality–latency–throughput triangle", "quality-latency-throughput-triangle")}: a bigger batch buys
-    throughput with latency; chat sets a latency target ({term("SLO")}) first, background agents batch hard.
+    throughput with latency; chat sets a latency target ({term("SLO")}) first.
     """)
     return
 
@@ -377,8 +367,7 @@ def _():
                              label=f"batch on an {gpu['gpu']} (sequences of 1,024 tokens)")
     mo.vstack([mo.md(f"""
     **On a GPU, computed**: the planner's step floor for {GPU_LABEL} at the batch you pick, against batch 1.
-    More rows add only their caches to the bytes; past the {term("ridge point")} the step is
-    {term("compute-bound")} and grows with the batch.
+    More rows add only their caches; past the {term("ridge point")} the step is {term("compute-bound")}.
     """), gpu_batch, notebook.static_note({"WORKSHOP_GPU_BATCH": "the batch (1 … 256)"})])
     return (gpu_batch,)
 
@@ -397,8 +386,8 @@ def _():
     mo.vstack([mo.md(f"""
     ## 4 · Inter-token latency as the context grows
 
-    Each new token is one {term("decode")} step, attending to every cached key and value; its duration is the
-    {term("ITL")}. It reads all the weights and the cache: {_cost.intensity:,.2f} FLOPs per byte for Mistral 7B at
+    Each new token is one {term("decode")} step; its duration is the {term("ITL")}. It reads all the weights and
+    the cache: {_cost.intensity:,.2f} FLOPs per byte for Mistral 7B at
     1,024 tokens, under an {gpu["gpu"]}'s ridge point of {gpu["peak_flops"] / gpu["bandwidth"]:,.0f}, so there it is
     {term("memory-bound")}.
     """), itl_button])
@@ -437,10 +426,10 @@ def _():
     **What you should see.** The step's growth ÷ its bytes' growth, from the shortest context.
 
     - **at**: reading its bytes sets the step (bandwidth).
-    - **below**: a fixed cost per step (Python and dispatch, kernel launches) outweighs the reading (overhead).
+    - **below**: a fixed cost per step outweighs the reading (overhead).
     - **above**: attention's arithmetic costs more than its reading (compute), or the machine's load changed.
 
-    *On a GPU*: the last column is the planner's floor, bytes ÷ bandwidth. Overhead is there too: gpt-fast
+    *On a GPU*: the last column is the planner's floor. Overhead is there too: gpt-fast
     decodes Llama-2-7B on an A100 at {_eager.value:g} tokens/s with an eager PyTorch loop and {_fast.value:g}
     compiled (CUDA graphs), the same bytes {_fast.value / _eager.value:,.1f}× apart.
     """)
@@ -520,8 +509,8 @@ def _():
     **What you should see.** The counted cache ÷ the formula per batch, and the users that fit your budget.
 
     - **users ÷ largest batch above 1**: the measured bytes per sequence carried past the sweep (dotted).
-    - **an out-of-memory row** (a GPU): it comes before the cache alone fills the memory: the prefill's
-      activations and the allocator take their share.
+    - **an out-of-memory row** (a GPU): it comes before the cache alone fills the memory: activations and the
+      allocator take their share.
 
     *On a GPU*, computed: (memory − weights) ÷ one sequence's cache.
     """)
@@ -610,8 +599,7 @@ def _():
     mo.md(f"""
     ## Takeaways
 
-    - The KV cache grows by 2 · layers · kv_heads · head_dim · bytes per token
-      ({kv_bytes_per_token("mistral-7b-v0.1", "bf16"):,} B for Mistral 7B in bf16).
+    - The KV cache grows by 2 · layers · kv_heads · head_dim · bytes per token.
     - TTFT's exponent names the work: 1 the weights', towards 2 attention's, below 1 a fixed cost.
     - Batching reads the weights once per step for every row; each request pays in step time.
     - A decode step reads the weights and the cache: on a GPU its floor is bytes ÷ bandwidth.

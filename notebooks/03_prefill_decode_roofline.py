@@ -84,13 +84,13 @@ def _():
 
     {run_times.header("03")}
 
-    **Three regimes** ("Making Deep Learning Go Brrrr"). Every step is bounded by one of three costs:
+    **Three regimes** ("Making Deep Learning Go Brrrr") bound every step:
 
     - **overhead**: Python, dispatch, kernel launches — a fixed cost per step. The tiny model on a CPU.
     - **bandwidth**: bytes read ÷ the memory's read rate. Mistral 7B decoding one sequence on a GPU.
-    - **compute**: FLOPs ÷ peak FLOP/s. A long prefill, where each weight read serves every prompt token.
+    - **compute**: FLOPs ÷ peak FLOP/s. A long prefill.
 
-    The roofline draws the last two as roofs over FLOPs per byte; the first shows as a point under both.
+    The roofline draws the last two as roofs; overhead shows as a point under both.
     {term("Prefill")} makes the first token ({term("time to first token", "ttft")}); {term("decode")} one token
     per step ({term("inter-token latency", "itl")}).
     """)
@@ -110,12 +110,12 @@ def _():
     mo.vstack([mo.md("""
     ## 1 · This device's two roofs, measured
 
-    - **Read bandwidth**, the floor's: the sum of a buffer past the last-level cache, bytes read ÷ time
-      (`helpers.measure.microbench.read_benchmark`). A decode step reads; its floor is bytes read ÷ this rate.
-    - **Copy bandwidth**, for comparison: bytes read + written ÷ time (STREAM's convention). No floor uses it.
+    - **Read bandwidth**: the sum of a buffer past the last-level cache, bytes read ÷ time. A decode step's
+      floor is bytes read ÷ this rate.
+    - **Copy bandwidth**, for comparison: bytes read + written ÷ time (STREAM's convention).
     - **Peak FLOP/s**: a square matmul in the model's dtype, 2·n³ FLOPs.
 
-    Each roof is the best of its repeats. **Run live** measures sections 1 to 4 together.
+    Each roof is the best of its repeats. **Run live** measures sections 1 to 4.
     """), roofline_button])
     return (roofline_button,)
 
@@ -123,14 +123,13 @@ def _():
 @app.cell(hide_code=True)
 def _():
     mo.md(f"""
-    **The ridge and the crossover batch.** A computation of F FLOPs that reads B bytes takes at least F ÷ peak
-    and at least B ÷ bandwidth; it waits for memory when its intensity F ÷ B is below
+    **The ridge and the crossover batch.** F FLOPs reading B bytes take at least F ÷ peak and at least
+    B ÷ bandwidth; they wait for memory when the intensity F ÷ B is below
 
         ridge = peak FLOP/s ÷ read bandwidth (bytes/s)
 
-    A decode step at batch *b* does 2 FLOPs per parameter per sequence and, if the weights were all it read,
-    reads each parameter's *p* bytes once for the whole batch: intensity 2·*b* ÷ *p*, which reaches the ridge at
-    b* = ridge × *p* ÷ 2.
+    A decode step at batch *b* does 2 FLOPs per parameter per sequence and, counting the weights alone, reads
+    each parameter's *p* bytes once: intensity 2·*b* ÷ *p*, at the ridge when b* = ridge × *p* ÷ 2.
 
     **Worked example** ({h100['gpu']}, dense bf16, GPU catalog): ridge = {h100['peak_flops'] / 1e12:,.1f}·10¹² ÷
     {h100['bandwidth'] / 1e12:,.2f}·10¹² = **{h100['ridge']:,.0f} FLOP/B**; with p = 2 B, b* = **{h100['crossover_batch']:,.0f}**.
@@ -208,9 +207,7 @@ def _(crossover, crossover_box):
 def _():
     mo.md(f"""
     **What you should see.** This device's roofs beside an {h100['gpu']}'s.
-    - **Ridge**: below it a computation waits for memory, above it for arithmetic.
-    - **Read against copy**: different traffic; a copy's total can sit above or below the read rate. Only
-      the read rate bounds a step that reads.
+    - **Read against copy**: different traffic; only the read rate bounds a step that reads.
     - **Buffer ÷ last-level cache above 1**: the benchmark read memory. **At** or **below**: partly the cache,
       and a model that stays in that cache can beat the floor.
     """)
@@ -222,9 +219,8 @@ def _():
     mo.md("""
     ## 1b · Batching against the KV cache (computed for Mistral 7B on an H100 SXM)
 
-    Decode's intensity against the batch, from the model's config and the GPU catalog
-    (`helpers.formulas.decode_intensity`): dashed, the weights alone; solid, with each sequence's cache read at
-    three contexts. Filled markers fit the H100's memory (the capacity planner's budget); hollow ones do not.
+    Decode's intensity against the batch: dashed, the weights alone; solid, with each sequence's cache at three
+    contexts. Filled markers fit the H100's memory; hollow ones do not.
     """)
     return
 
@@ -247,12 +243,10 @@ def _(intensity_summary):
 @app.cell(hide_code=True)
 def _():
     mo.md("""
-    **How to read it.** The weights are read once per step whatever the batch; each sequence's cache is read
-    for that sequence alone. So the intensity with the cache levels off toward FLOPs ÷ KV bytes per sequence
-    (the *cache's limit*) as the batch grows. **limit ÷ ridge below 1**: no batch makes this decode
-    compute-bound at that context; it stays in the bandwidth regime. **Above 1**: a large enough batch crosses
-    the ridge, if it fits. A longer context lowers the limit and fits fewer sequences.
-    (Mistral 7B v0.1 slides a 4,096-token window: longer contexts read no more cache.)
+    **How to read it.** The weights are read once per step whatever the batch; each sequence's cache for that
+    sequence alone. So the intensity levels off toward FLOPs ÷ KV bytes per sequence (the *cache's limit*).
+    **limit ÷ ridge below 1**: no batch makes this decode compute-bound at that context. **Above 1**: a large
+    enough batch crosses the ridge, if it fits. (Mistral 7B v0.1 slides a 4,096-token window.)
     """)
     return
 
@@ -294,9 +288,8 @@ def _():
     mo.md(f"""
     ## 2 · Prefill time against prompt length
 
-    A prefill into a fresh {term("DynamicCache")}, logits for the last position only (as `generate` does); median of
-    repeats after a warm-up. Right: the FLOP/s it keeps busy — the model's FLOPs (2 per parameter per token,
-    plus attention) ÷ the measured time.
+    A prefill into a fresh {term("DynamicCache")}, logits for the last position only (as `generate` does); the
+    median of repeats. Right: the model's FLOPs ÷ the measured time.
     """)
     return
 
@@ -325,9 +318,8 @@ def _():
       peak the whole model keeps busy.
     - **achieved ÷ peak below 1 at every length, intensity above the ridge**: the overhead regime.
 
-    *On a GPU* (computed): Mistral 7B in bf16 reaches the {h100['gpu']}'s ridge ({h100['ridge']:,.0f} FLOP/B) at a
-    **{prefill_ridge:,}-token** prompt (weights read, K/V written; activations not counted); shorter prompts are
-    memory-bound.
+    *On a GPU* (computed): Mistral 7B in bf16 reaches the {h100['gpu']}'s ridge at a **{prefill_ridge:,}-token**
+    prompt (activations not counted).
     """)
     return
 
@@ -337,10 +329,9 @@ def _():
     mo.md("""
     ## 3 · Decode step time against context
 
-    A prefill of *c* tokens, then one token per step, each reusing the cache
-    (`helpers.measure.timing.timed_generate`); the median step. Dashed: the memory floor of a step, the bytes
-    it reads ÷ the read bandwidth — the weights once (of the input embedding only the new token's row), the
-    cache read and the new token's K/V (`helpers.formulas.stepcost`, the bytes notebook 04's planner counts).
+    A prefill of *c* tokens, then one token per step; the median step. Dashed: the step's memory floor, bytes
+    read ÷ read bandwidth — the weights once, the cache and the new token's K/V (`helpers.formulas.stepcost`,
+    the bytes notebook 04's planner counts).
     """)
     return
 
@@ -367,9 +358,8 @@ def _(decode, decode_floor, source):
 def _():
     mo.md(f"""
     **What you should see.** **step ÷ floor** per context:
-    - **above** (> 1.1): the step pays for more than its bytes — overhead. A flat line over a rising floor:
-      the fixed cost sets the step.
-    - **at**: reading the bytes is all the step does — bandwidth; step and floor rise together.
+    - **above** (> 1.1): the step pays for more than its bytes — overhead; a flat line over a rising floor.
+    - **at**: reading the bytes is all the step does — bandwidth.
     - **below**: the bytes came from a cache. Compare the model's size with section 1's last-level cache.
 
     *On a GPU* (computed): Mistral 7B's floor on an {h100['gpu']} is {1e3 * h100['decode_floor_s'][512]:,.2f} ms at
@@ -383,9 +373,8 @@ def _():
     mo.md("""
     ## 4 · Both on the roofline
 
-    Each measured forward pass becomes a point: its FLOPs and bytes from the model's shape
-    (`helpers.formulas.stepcost.forward_cost`), its time measured; x = FLOPs ÷ bytes, y = FLOPs ÷ seconds.
-    Decode is also measured at growing batch: more sequences share each read of the weights.
+    Each measured forward pass becomes a point: x = FLOPs ÷ bytes (from the model's shape), y = FLOPs ÷
+    seconds. Decode is also measured at growing batch.
     """)
     return
 
@@ -427,8 +416,7 @@ def _():
     live_batch = mo.ui.slider(steps=_batches, value=notebook.env_default("WORKSHOP_LIVE_BATCH", 32, _batches),
                               show_value=True, label="decode batch (sequences)")
     mo.vstack([mo.md("""
-    **Try a batch, measured here.** The loaded model decodes that many sequences of section 4's context at
-    once, live (`helpers.measure.sweeps.decode_batch_sweep`: a prefill and nine steps), placed against the
+    **Try a batch, measured here.** The loaded model decodes that many sequences at once, live, against the
     roofs of section 1.
     """), live_batch, notebook.static_note({"WORKSHOP_LIVE_BATCH": "the batch (1, 2, 4, … 128)"})])
     return (live_batch,)
@@ -453,10 +441,8 @@ def _():
     mo.vstack([mo.md("""
     ## 5 · Decode efficiency: the measured step against its floor
 
-    **floor = bytes read ÷ read bandwidth**, measured just before these steps. Models of different sizes, all
-    with random weights (timing does not depend on the values), batch 1, and a **probe**: the loaded model's
-    layer count and operations with every width shrunk to 16 numbers: its bytes are the table's first
-    `step_bytes`, and its step is the fixed cost of a step (Python, operator dispatch, kernel launches).
+    Models of different sizes with random weights, batch 1, and a **probe**: the loaded model's layers and
+    operations with every width shrunk to 16 numbers, so its step is the fixed cost of a step.
     """), efficiency_button])
     return (efficiency_button,)
 
@@ -494,10 +480,9 @@ def _():
     - **at**: the bandwidth regime, where a 7B model on a GPU belongs.
     - **below**: the weights stayed in a cache between steps (compare `step_bytes` with the last-level cache).
 
-    The fixed cost is paid per layer, so it grows with the layer count, not the bytes. *Computed*: Mistral 7B
-    reads {fixed_weight['bytes_ratio']:,.0f}× the tiny model's bytes with {fixed_weight['layers_ratio']:g}× its layers:
-    the same cost per layer weighs **{fixed_weight['per_byte_ratio']:,.0f}×** less against its floor. Engines fuse
-    kernels and capture {term("CUDA graphs")} to remove it.
+    The fixed cost grows with the layer count, not the bytes. *Computed*: Mistral 7B reads
+    {fixed_weight['bytes_ratio']:,.0f}× the tiny model's bytes with {fixed_weight['layers_ratio']:g}× its layers: the same
+    cost per layer weighs **{fixed_weight['per_byte_ratio']:,.0f}×** less against its floor. Engines fuse kernels and capture {term("CUDA graphs")} to remove it.
     """)
     return
 
@@ -508,11 +493,10 @@ def _():
     mo.vstack([mo.md(f"""
     ## 6 · Decode against its floor, four ways
 
-    The same {term("greedy", "greedy-decoding")} tokens four ways (`helpers.decoding.impls`; tiny and small on a
-    CPU, the active model on a GPU): the loop over a {term("DynamicCache")} (**eager**); **generate**; a
-    **{term("static cache")}** (K/V preallocated, shapes fixed); and the static cache compiled by
-    **{term("torch.compile", "torchcompile")}** (on a GPU with CUDA graphs: one launch per step; on a CPU only
-    with `WORKSHOP_COMPILE=1`). Floors at the read bandwidth measured alongside.
+    The same {term("greedy", "greedy-decoding")} tokens four ways: the loop over a {term("DynamicCache")}
+    (**eager**); **generate**; a **{term("static cache")}** (K/V preallocated, shapes fixed); and the static cache
+    compiled by **{term("torch.compile", "torchcompile")}** (on a GPU with CUDA graphs; on a CPU only with
+    `WORKSHOP_COMPILE=1`).
     """), regimes_button])
     return (regimes_button,)
 
@@ -547,8 +531,7 @@ def _():
     mo.md(f"""
     **What you should see.** **step ÷ floor** down each model's rows.
     - **eager and generate above**: the overhead regime; `generate` adds a general loop's bookkeeping.
-    - **static as eager**: without compilation the same operators run, and attention reads the empty slots
-      too. It buys fixed shapes, the condition for compiling the step and recording a CUDA graph.
+    - **static as eager**: the same operators run; it buys fixed shapes, the condition for a CUDA graph.
     - **static+compile lower**: the launches and the Python between them are gone.
 
     *On a GPU* (cited, gpt-fast): Llama-2-7B, batch 1, A100-80GB: the eager loop decodes {_eager:g} tokens/s;
@@ -577,8 +560,6 @@ def _(bandwidth, crossover, efficiency, efficiency_run, loaded, peak, ridge, roo
 def _():
     mo.md("""
     ## Exercises
-
-    Try each before opening its solution.
     """)
     return
 
@@ -680,10 +661,8 @@ def _():
     - Prefill is compute-bound only past the ridge: Mistral 7B in bf16 on an {h100['gpu']} from about
       {prefill_ridge:,} tokens. Decode at batch 1 does 1 FLOP/B in bf16: memory-bound on any device.
     - Batching shares the weights, not the caches: each sequence's cache caps how far it lifts decode.
-    - A fixed cost grows with the layers, the floor with the bytes: on Mistral 7B the same cost per layer weighs
-      {fixed_weight['per_byte_ratio']:,.0f}× less than on the tiny model. Compilation and CUDA graphs remove it.
-    - One byte count (`helpers.formulas.stepcost`) gives this floor and notebook 04's planner: a floor, not a
-      forecast.
+    - A fixed cost grows with the layers, the floor with the bytes; compilation and CUDA graphs remove it.
+    - One byte count (`helpers.formulas.stepcost`) gives this floor and notebook 04's planner.
 
     *This run took {notebook.elapsed(started)}.*
     """)

@@ -43,17 +43,15 @@ def _():
     2. The decode step's floor at the datasheet, the step at the {term("efficiency")} an engine reaches
        ({term("MBU")}), and from them the largest batch an {term("SLO")} allows and its cost.
     3. To rank GPUs by dollars per million tokens under a {term("latency SLO", "tpot")} or a minimum batch,
-       on one GPU or several ({term("tensor parallelism")}), and to price a request ({term("prefill")} and
-       output) as API providers do.
+       on one GPU or several ({term("tensor parallelism")}), and to price a request's {term("prefill")} and output.
     4. To read a decode step measured here against the planner's floor.
 
     {run_times.header("04")}
 
-    Which GPU serves a model most cheaply? Fix a **latency SLO** per output token (premium chat: about 10 ms)
-    or a **minimum batch** (batch jobs, agents); the planner fits the model on every catalogued GPU, picks the
-    largest batch that meets the constraint, and ranks the GPUs by **dollars per million output tokens**.
-    Everything before the last section is computed (`helpers.capacity`, the catalogue
-    `helpers/data/gpus.csv`), the same on every machine and on the command line:
+    Fix a **latency SLO** per output token (premium chat: about 10 ms) or a **minimum batch** (batch jobs,
+    agents); the planner fits the model on every catalogued GPU, picks the largest batch that meets the
+    constraint, and ranks the GPUs by **dollars per million output tokens**. Everything before the last
+    section is computed, the same on every machine and on the command line:
     `python -m helpers capacity --model mistral-7b-v0.1 --gpu all --context 4096 --slo-ms 10`.
     """)
     return
@@ -194,12 +192,10 @@ def _():
     mo.md("""
     **What you should see.** A sorted table: rank 1 is the cheapest GPU that meets the constraints; the
     others follow with the reason.
-    - *ms per token (at efficiency)* = *datasheet floor* ÷ efficiency; the SLO, batch and cost use it. At 100 %
-      the two are equal and at least as many GPUs meet the SLO, at batches at least as large: the promise of
-      a plan made at the floor, which no engine keeps.
+    - *ms per token (at efficiency)* = *datasheet floor* ÷ efficiency; the SLO, batch and cost use it. At
+      100 % the plan is made at the floor, a promise no engine keeps.
     - *batch* equal to *max batch*: the memory sets it; smaller: the SLO does.
-    - *price from*: a ranking across providers sets one's discount against another's list price; rank within
-      the provider you buy from ("prices from").
+    - *price from*: rank within the provider you buy from; across providers a discount meets a list price.
     """)
     return
 
@@ -210,14 +206,11 @@ def _():
     mo.md(f"""
     **What the planner counts.** GPU memory comes in binary sizes: an {_h.name}'s "{_h.memory_gb:g} GB" is
     {_h.stacks} {_h.memory_type} stacks of {_h.stack_gib:g} GiB, and it reports {_h.memory_reported_gib:g} GiB to
-    CUDA (`helpers/data/gpu_memory.csv`; a GPU without a reported figure: its label in GiB less the largest
-    reserve its kind reports). The runtime plans with {capacity.GPU_MEMORY_UTILIZATION:g} of it (vLLM's
-    `gpu_memory_utilization`, 0.92 by default in the vLLM 0.32 installed here) less
-    {capacity.RUNTIME_OVERHEAD_BYTES / 1e9:.1f}·10⁹ B (notebook 02's budget); the weights take their share and
-    the rest holds the KV cache: `max batch` = KV budget ÷ one sequence's cache. In tensor parallelism weights
-    and K/V heads split over the GPUs, communication not counted (notebook 09). The floor is
-    `max(bytes ÷ bandwidth, FLOPs ÷ peak)` (`helpers.formulas.stepcost`, notebook 03's), the FP8 peak for fp8
-    weights on GPUs that have it.
+    CUDA (`helpers/data/gpu_memory.csv`). The runtime plans with {capacity.GPU_MEMORY_UTILIZATION:g} of it
+    (vLLM's `gpu_memory_utilization`) less {capacity.RUNTIME_OVERHEAD_BYTES / 1e9:.1f}·10⁹ B (notebook 02's
+    budget); the weights take their share and the rest holds the KV cache: `max batch` = KV budget ÷ one
+    sequence's cache. In tensor parallelism weights and K/V heads split over the GPUs, communication not
+    counted (notebook 09). The floor is `max(bytes ÷ bandwidth, FLOPs ÷ peak)` (notebook 03's).
     """)
     return
 
@@ -235,8 +228,7 @@ def _():
     mo.vstack([mo.md("""
     ## The batch an SLO allows, derived
 
-    The ranking picks, on each GPU, the largest batch whose step meets the SLO. It follows from the step's
-    bytes; predict it first for one fixed case.
+    The ranking picks, on each GPU, the largest batch whose step meets the SLO. Predict it for one fixed case.
     """), batch_box])
     return batch_box, slo_case
 
@@ -257,8 +249,7 @@ def _(slo_case):
 
         b_SLO = ⌊(t·e·B − W) ÷ k⌋,   batch = min(b_SLO, max batch)
 
-    (max batch: the section above). Where the FLOPs outgrow the bytes the step is {term("compute-bound")} and
-    the planner's bisection (`plan_for_slo`) takes over.
+    Where the FLOPs outgrow the bytes the step is {term("compute-bound")} and the planner bisects (`plan_for_slo`).
 
     **Worked example** (`helpers.capacity.slo.slo_batch`): {_d.plan.model} on one {_d.gpu}, {_d.plan.context:,} tokens.
 
@@ -372,11 +363,9 @@ def _():
     mo.md("""
     ## The quality–latency–throughput triangle
 
-    The same model on one H100 SXM with the settings above, planned four ways: batch 1 (**latency**); the
-    largest batch within the SLO (10 ms when none is set); the largest the memory holds (**throughput**);
-    and that with fp8 weights and cache (**less precision**: a larger batch, at a quality cost to measure,
-    notebook 05). Read *ms per token* against *$ per M output tokens* down the rows. Premium chat buys the
-    latency corner, agents and batch jobs the throughput corner.
+    The same model on one H100 SXM, planned four ways: batch 1 (**latency**); the largest batch within the SLO
+    (10 ms when none is set); the largest the memory holds (**throughput**); and that with fp8 weights and cache
+    (**less precision**, at a quality cost: notebook 05). Read *ms per token* against *$ per M output tokens*.
     """)
     return
 
@@ -399,10 +388,9 @@ def _():
     mo.vstack([mo.md("""
     ## What a request costs, prefill counted
 
-    API providers price input and output tokens apart. A request of *P* prompt and *O* output tokens
-    takes its prefill (the GPU busy with it alone) plus its share of *O* decode steps (*O* × step ÷ batch):
-    $ per million input tokens prices the first, output tokens the second (`--prompt-tokens`,
-    `--output-tokens`).
+    API providers price input and output tokens apart. A request of *P* prompt and *O* output tokens takes its
+    prefill plus its share of *O* decode steps (*O* × step ÷ batch): input tokens price the first, output
+    tokens the second.
     """), mo.hstack([prompt_choice, output_choice], justify="start")])
     return output_choice, prompt_choice
 
@@ -440,8 +428,6 @@ def _():
       lists charge it.
     - **at** or **below** 1: a batch large enough that a sequence's share of a step costs less than a prompt
       token's share of the prefill, or a prompt long enough that attention makes its prefill dear.
-
-    The decode-only column times every step at the full context, so it is never below the request's.
     """)
     return
 
@@ -461,10 +447,8 @@ def _():
     mo.vstack([mo.md(f"""
     ## Prediction against measurement: the planner's floor and this machine's step
 
-    The planner's floor for the profile's model on this device — a decode step's bytes ÷ the bandwidth
-    measured here (notebook 03) — against the median step of a generation with a real KV cache; then the
-    same for a model that reads more bytes per step (the `small` profile), so that the time beyond each floor
-    can be compared across bytes.
+    The planner's floor on this device — a decode step's bytes ÷ the bandwidth measured here — against the
+    median step of a real generation, for the profile's model and for one that reads more bytes (`small`).
     """), measured_button])
     return (measured_button,)
 
@@ -530,20 +514,16 @@ def _():
     mo.md(f"""
     **What you should see.** Each model's step beside its floor, their ratio and its label ({regime.MARGIN:.0%}
     margin).
-    - **above**: the step pays for more than its bytes — Python, operator dispatch, kernel launches (the
-      overhead regime; the tiny model on a CPU is its textbook case). Compare *beyond the floor* across the
-      models: a time that does not grow with the bytes is a cost per step, overhead; a time that grows with
-      them is reading below the measured bandwidth (notebook 03 times the kernels).
-    - **at**: reading the bytes is the step (the bandwidth regime, {term("memory-bound")}; Mistral 7B at batch
-      1 on a GPU is its case).
+    - **above**: the step pays for more than its bytes (overhead). Compare *beyond the floor* across the
+      models: a time that does not grow with the bytes is a cost per step; one that grows with them is
+      reading below the measured bandwidth.
+    - **at**: reading the bytes is the step (the bandwidth regime, {term("memory-bound")}).
     - **below**: the bytes came from a cache, faster than memory: compare *bytes per step* with the
       {term("last-level cache")}.
 
-    *On a GPU*: the computed row is the planner's floor for Mistral 7B on an H100 SXM, at the 50 % it assumes;
-    a measured row's *datasheet floor ÷ measured* is the `--efficiency` to plan that GPU with. gpt-fast decodes
-    Llama-2-7B on an A100-80GB at {expected.published("gpt_fast_eager_tokens_per_s").value:g} tokens/s in an
-    eager loop and {expected.published("gpt_fast_compiled_tokens_per_s").value:g} compiled with CUDA graphs: the
-    same bytes, less overhead.
+    *On a GPU*: the computed row is the planner's floor for Mistral 7B on an H100 SXM; a measured row's
+    *datasheet floor ÷ measured* is the `--efficiency` to plan that GPU with. gpt-fast's eager and compiled
+    Llama-2-7B (notebook 03) read the same bytes with less overhead.
     """)
     return
 
@@ -553,7 +533,7 @@ def _():
     mo.md("""
     ## Exercises
 
-    Exercise 1 sits with the SLO's derivation; the command line gives the same numbers.
+    Exercise 1 sits with the SLO's derivation.
     """)
     return
 

@@ -39,8 +39,7 @@ def _():
 
     1. What {term("int8")}, {term("nf4")} and {term("double quantization")} store, to the byte,
        {term("scales", "scale")} included.
-    2. When a quantized step is shorter: where reading the weights sets its time, with a kernel that reads
-       the packed codes ({term("dequantization")}).
+    2. When a quantized step is shorter: where reading the weights sets its time ({term("dequantization")}).
     3. How to check quality ({term("perplexity")}, {term("KL divergence")}, {term("top-1 agreement")}), and
        what serving engines use ({term("AWQ")}, {term("GPTQ")} with {term("Marlin")}, {term("FP8")}).
     4. What a quantized {term("KV cache", "kv-cache")} saves and costs, and whether a 120 B-parameter model
@@ -48,8 +47,8 @@ def _():
 
     {run_times.header("05")}
 
-    Fewer bits take less memory and, where reading them sets a step's time ({term("memory-bound")}), can
-    take less time. This notebook loads the active profile's model four ways in one run:
+    Fewer bits take less memory and, where reading them sets a step's time ({term("memory-bound")}), less
+    time. The active profile's model, four ways:
 
     | scheme | what bitsandbytes stores for each `nn.Linear` weight in the decoder blocks |
     | --- | --- |
@@ -58,8 +57,8 @@ def _():
     | `nf4` | 4-bit NormalFloat: ½ byte per weight + one fp32 absmax per block of 64 |
     | `nf4-dq` | nf4 with *double quantization*: the absmax themselves stored in 8 bits |
 
-    For each: its bytes against `helpers.formulas.memory`'s prediction, its {term("prefill")} and
-    {term("decode")} times, and its predictions against the reference's on a fixed text.
+    For each: its bytes against the prediction, its {term("prefill")} and {term("decode")} times, and its
+    predictions against the reference's.
     """)
     return
 
@@ -77,10 +76,8 @@ def _(loaded):
     compare_prompt = mo.ui.dropdown(options=[str(n) for n in sorted({32, 128, 512, _own})], value=str(_own),
                                     label=f"prompt length of the speed runs (tokens; {_own} is this device's recorded size)")
     mo.vstack([mo.md(f"""
-    **Model:** {loaded.label}. bitsandbytes quantizes while loading, so each copy loads the reference's
-    weights{" (saved once to the workshop cache)" if loaded.profile == "mistral-7b-random" else ""}. **Run live**
-    measures the four models (`helpers.measure.quant.compare`) and the KV caches
-    (`helpers.serving.kv_quant.measure_all`).
+    **Model:** {loaded.label}. bitsandbytes quantizes while loading{" (the reference's weights saved once to the workshop cache)" if loaded.profile == "mistral-7b-random" else ""}.
+    **Run live** measures the four models and the KV caches.
     """), compare_prompt, compare_button])
     return compare_button, compare_prompt
 
@@ -114,8 +111,8 @@ def _():
     mo.vstack([mo.md("""
     ## Footprint of each model
 
-    The model's own bytes: parameters as stored, bitsandbytes' quantization states (scales, code books)
-    and buffers, against `helpers.formulas.memory.weight_bytes(spec, scheme)`.
+    Parameters as stored, quantization states (scales, code books) and buffers, against
+    `helpers.formulas.memory.weight_bytes`.
     """), nf4_box])
     return (nf4_box,)
 
@@ -130,15 +127,13 @@ def _(results, results_on, results_source):
 @app.cell(hide_code=True)
 def _():
     mo.md("""
-    **What you should see.** `measured − predicted`: **0** in every row means the formula counts every
-    byte bitsandbytes stores, so it prices models you have not loaded; another number means the installed
-    version stores something else (a layout, a block size, a scale dtype).
+    **What you should see.** `measured − predicted` **0**: the formula counts every byte bitsandbytes stores,
+    so it prices models you have not loaded; another number: the installed version stores something else.
 
-    `÷ rule of thumb` is the bytes ÷ the reference's, against "int8 halves, nf4 quarters" (of fp32: ¼, ⅛).
-    **at**: the quantized layers hold the model's bytes. **above**: bitsandbytes quantizes the decoder
-    blocks' `nn.Linear` layers only; the embedding and the output head keep the reference dtype (each
-    model's share quantized is in the presets table, this run's first). **below** would be fewer bytes
-    than the codes alone. *On a GPU*: the last column is the same model at a bf16 base.
+    `÷ rule of thumb` sets the bytes ÷ the reference's against "int8 halves, nf4 quarters" (of fp32: ¼, ⅛).
+    **at**: the quantized layers hold the model's bytes. **above**: the embedding and the output head keep the
+    reference dtype (each model's share quantized is in the presets table). **below** would be fewer bytes than
+    the codes alone. *On a GPU*: the last column is the same model at a bf16 base.
     """)
     return
 
@@ -214,9 +209,8 @@ def _(results):
     ## Speed: prefill and decode
 
     {term("Greedy decoding", "greedy-decoding")} with a {term("KV cache", "kv-cache")}, one prompt, the models
-    in turn. Prefill is the time to the first token, the decode step the median per further token.
-    `bytes read` counts the weights a step reads (the embedding is a lookup); `time ÷ bytes` is
-    `step ÷ reference` over `bytes read ÷ reference`.
+    in turn; the decode step is the median per token. `time ÷ bytes` is `step ÷ reference` over
+    `bytes read ÷ reference`.
     """), step_box])
     return (step_box,)
 
@@ -273,31 +267,24 @@ def _():
     mo.md("""
     **What you should see.** `time ÷ bytes`:
     - **above**: the step costs more than its bytes: dequantizing, extra operators per layer, a fixed cost
-      per step. The tiny model on a CPU is the **overhead** case: Python and dispatch set its step.
-    - **at**: reading the weights sets the step (the **bandwidth** case: a 7B model at batch 1 on a GPU,
-      with a kernel that dequantizes as it reads).
-    - **below**: the smaller weights fit a cache the reference's did not (compare the last-level cache
-      notebook 00 reports), or the kernel computes in a cheaper dtype.
+      per step (the **overhead** case: the tiny model on a CPU).
+    - **at**: reading the weights sets the step (the **bandwidth** case: a 7B model at batch 1 on a GPU).
+    - **below**: the smaller weights fit a cache the reference's did not (notebook 00's last-level cache), or
+      the kernel computes in a cheaper dtype.
 
-    A long prefill does many FLOPs per weight read (the **compute** case): its time follows its FLOPs, not its bytes.
-    On a catalogued GPU, `step ÷ floor` **at** is a step set by its bytes, **above** one set by launches.
+    A long prefill (the **compute** case) follows its FLOPs, not its bytes.
 
-    **What bitsandbytes 0.50 runs**, path by path (its code, listed under Sources):
-    - **nf4, CPU with AVX512-BF16**: the first forward repacks each weight, its absmax in bf16
-      (`_convert_weight_packed_for_cpu`; nf4-dq's 8-bit absmax are expanded). Each matmul then runs a fused
-      kernel (`gemv_4bit_inference`, `csrc/cpu_ops.cpp`): it looks each 4-bit code up in a 16-entry bf16
-      table held in a register, multiplies with AVX512-BF16 dot products and scales by the block's absmax.
-      No matrix is written out; activations go to bf16 and back. It takes at most 4 tokens per pass over the
-      weights, so a prefill decodes every code again per 4 tokens.
-    - **nf4, other CPUs**: `gemm_4bit` dequantizes the whole matrix, then calls `F.linear`: each call writes
-      the full-size matrix it rebuilt.
-    - **int8, CPU** (`MatMul8bitLt`): each call casts the activations to fp16, quantizes them per row to
-      int8 (columns holding a value of 6.0 or more set apart), multiplies int8 × int8 into int32
-      (`torch._int_mm` where torch reports AVX-512, else in fp32), rescales, and adds the outlier columns'
-      product: several operators where the reference runs one.
-    - **CUDA**: nf4 with up to 4 tokens per matmul runs a fused kernel that dequantizes on chip; with more,
-      a per-architecture rule may dequantize the matrix and call cuBLAS. int8 multiplies int8 × int8 on the
-      tensor cores (cuBLASLt), with the same outlier split.
+    **What bitsandbytes 0.50 runs**, path by path:
+    - **nf4, CPU with AVX512-BF16**: the first forward repacks each weight; each matmul then runs a fused
+      kernel (`gemv_4bit_inference`) that looks each 4-bit code up in a 16-entry bf16 table and scales by the
+      block's absmax. No matrix is written out. It takes at most 4 tokens per pass over the weights, so a
+      prefill decodes every code again per 4 tokens.
+    - **nf4, other CPUs**: `gemm_4bit` dequantizes the whole matrix, then calls `F.linear`.
+    - **int8, CPU** (`MatMul8bitLt`): each call quantizes the activations per row to int8 (columns holding a
+      value of 6.0 or more set apart), multiplies int8 × int8 into int32, rescales, and adds the outlier
+      columns' product: several operators where the reference runs one.
+    - **CUDA**: nf4 with up to 4 tokens per matmul runs a fused kernel that dequantizes on chip; with more it
+      may dequantize the matrix and call cuBLAS. int8 multiplies on the tensor cores, with the same outlier split.
     """)
     return
 
@@ -321,8 +308,7 @@ def _():
 def _():
     mo.md(f"""
     **On a GPU, computed.** Mistral 7B's decode step at batch 1 is memory-bound (notebook 03): its floor
-    falls with the weight bytes, reached at an {term("MBU")} of 100 %. `WORKSHOP_PROFILE=mistral-7b` on a
-    GPU measures how close bitsandbytes gets. Serving engines use formats built for this:
+    falls with the weight bytes, reached at an {term("MBU")} of 100 %. Serving engines use formats built for this:
 
     | format | what it stores | kernel in vLLM / SGLang | trades |
     | --- | --- | --- | --- |
@@ -330,8 +316,7 @@ def _():
     | {term("GPTQ")} + {term("Marlin")} | 4-bit (or 8-bit) weights per group, rounded column by column with error correction from calibration data | Marlin: dequantizes in registers as it reads | calibration time and data; weight-only |
     | {term("FP8")} (E4M3) | 8-bit floats for weights and, optionally, activations, scaled per tensor or per channel | FP8 tensor cores (Hopper, Ada, Blackwell) | weights *and* matmuls halve, so prefill speeds up too; twice the bytes of 4-bit |
 
-    bitsandbytes needs no calibration: it is built for fitting a model into memory. At large batches a
-    step is compute-bound, and weight-only formats save it little time.
+    bitsandbytes needs no calibration: it is built for fitting a model into memory.
     """)
     return
 
@@ -352,10 +337,9 @@ def _(results_on):
     mo.md(f"""
     ## Quality against the reference
 
-    Every position of a fixed text predicts the next token. **Perplexity**: exp(mean negative
-    log-likelihood of the actual next token). **KL(p_ref ‖ p_q)**: how far the quantized model's
-    distribution is from the reference's, in nats, averaged over positions. **Top-1 agreement**: the share
-    of positions where both rank the same token first.
+    Every position of a fixed text predicts the next token. **Perplexity**: exp(mean negative log-likelihood
+    of the actual next token). **KL(p_ref ‖ p_q)**: the quantized distribution's distance from the reference's,
+    in nats. **Top-1 agreement**: the share of positions where both rank the same token first.
     {_caveat}
     """)
     return
@@ -371,10 +355,9 @@ def _(results, results_source):
 @app.cell(hide_code=True)
 def _():
     mo.md("""
-    **What you should see.** KL grows as the bits fall (int8: 8 bits, a scale per row; nf4: 4 bits, a
-    scale per 64). `perplexity ÷ reference` **at**: the distributions changed without predicting this text
-    worse; **above**: the rounding costs prediction; **below**: it happened to help here, noise, not a
-    better model.
+    **What you should see.** KL grows as the bits fall. `perplexity ÷ reference` **at**: the distributions
+    changed without predicting this text worse; **above**: the rounding costs prediction; **below**: noise,
+    not a better model.
     """)
     return
 
@@ -451,10 +434,9 @@ def _(loaded):
     ## The KV cache in fewer bits
 
     At long contexts and large batches the KV cache is the other memory cost (notebook 02). transformers'
-    `QuantizedCache` stores keys and values in **fp8** (E4M3, one fp32 scale per tensor, set at the first
-    step) or in **4 or 2 bits** (optimum-quanto: a scale and a zero point per {kv_quant.GROUP_SIZE} values;
-    up to {kv_quant.RESIDUAL_LENGTH} newest tokens in full precision, as in KIVI). Quality is KL and top-1
-    against the full-precision cache, on trained weights where offered. The model: **{loaded.label}**.
+    `QuantizedCache` stores keys and values in **fp8** (E4M3, one fp32 scale per tensor) or in **4 or 2 bits**
+    (optimum-quanto: a scale and a zero point per {kv_quant.GROUP_SIZE} values; up to
+    {kv_quant.RESIDUAL_LENGTH} newest tokens in full precision, as in KIVI). The model: **{loaded.label}**.
     """)
     return
 
@@ -492,11 +474,10 @@ def _():
     mo.md(f"""
     **What you should see.**
     - **Bytes**: `measured − formula` 0: the formula holds every part. The residual and the scales weigh
-      less as the context grows (the computed table below: 4,096 tokens).
-    - **Step** `÷ full precision`: **above** is this path's cost: every step, transformers dequantizes the
-      whole stored cache and hands attention a full-precision copy (`QuantizedLayer.update`,
-      `Fp8QuantizedLayer.update`). **at**: the weights or overhead set the step. **below** needs attention
-      that reads the quantized cache, as vLLM's FlashAttention 3 backend does on an fp8 cache.
+      less as the context grows (the computed table below).
+    - **Step** `÷ full precision`: **above** is this path's cost: every step transformers dequantizes the
+      whole cache for attention (`QuantizedLayer.update`). **at**: the weights or overhead set the step.
+      **below** needs attention that reads the quantized cache, as vLLM's FlashAttention 3 does on fp8.
     - **Quality**: KL grows as the bits fall.
     """)
     return
@@ -645,8 +626,8 @@ def _():
     ## Takeaways
 
     - Quantization shrinks what it touches, predictably to the byte, scales included.
-    - A quantized step is shorter only where reading the weights sets its time, with a kernel that reads
-      the packed codes. Measure on the hardware you will serve on.
+    - A quantized step is shorter only where reading the weights sets its time. Measure on the hardware you
+      will serve on.
     - Quality is checked, not assumed: perplexity, KL and top-1 on your own text, then a task benchmark.
     - Quantization-aware training learns weights that survive the rounding: GPT-OSS was "post-trained with
       quantization of the MoE weights to MXFP4" (its model card).

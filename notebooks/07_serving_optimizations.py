@@ -44,19 +44,16 @@ def _():
 
     **What you will learn**
 
-    1. To follow one request through a serving engine you can read — scheduler, paged {term("KV cache")}, prefix
-       cache, model runner — and say what each part decides at each step.
-    2. To measure what {term("paged attention")}, {term("continuous batching")} and the rest buy — {term("throughput")},
-       memory or latency — beside transformers' own implementation of the same idea.
+    1. To follow one request through a readable engine — scheduler, paged {term("KV cache")}, prefix cache, runner.
+    2. To measure what {term("paged attention")}, {term("continuous batching")} and the rest buy in
+       {term("throughput")}, memory or latency, beside transformers' own.
     3. To tell when a mechanism does not pay: {term("prefix caching")} without shared prefixes,
-       {term("speculative decoding")} with nothing to copy, or a verify pass that turns {term("compute-bound")}.
+       {term("speculative decoding")} with nothing to copy, a {term("compute-bound")} verify pass.
 
     {run_times.header("07")}
 
-    Each mechanism is a short file of `helpers/engine/` (after nano-vllm), run live. Each table gives the ratio
-    that matters and a label, **below**, **at** or **above** its reference (10 % margin), read in three regimes:
-    **overhead** (a fixed cost per step: the tiny model on a CPU), **bandwidth** (Mistral 7B decoding a small batch
-    on a GPU), **compute** (a long prefill).
+    Each mechanism is a short file of `helpers/engine/` (after nano-vllm), run live. Each table gives a ratio and
+    its label, below, at or above (10 % margin), read in the three regimes: overhead, bandwidth, compute.
     """)
     return
 
@@ -75,9 +72,9 @@ def _():
     mo.md(f"""
     ## 1 · The KV cache, on and off
 
-    Without a cache each new token runs the whole sequence so far through the model again: n tokens after a
-    prompt of p cost n·p + n(n−1)/2 token rows. With it only the newest token runs, attending to keys and values
-    stored at earlier steps: p + n − 1. The {term("greedy", "greedy-decoding")} tokens are the same.
+    Without a cache each new token reruns the whole sequence: n tokens after a prompt of p cost n·p + n(n−1)/2
+    token rows. With it only the newest token runs, attending to stored keys and values: p + n − 1. The
+    {term("greedy", "greedy-decoding")} tokens are the same.
     """)
     return
 
@@ -104,14 +101,12 @@ def _():
     mo.md("""
     **What you should see.** The second table sets the time saved against the work saved.
 
-    - **below**: every step pays a fixed part whatever its tokens (the fit's ms per step), which the cache does
-      not remove: the overhead regime.
+    - **below**: every step pays a fixed part (the fit's ms per step) the cache does not remove: overhead.
     - **at**: the time follows the tokens.
     - **above**: a no-cache token cost more than a cached one: attention over the whole sequence, or a working
       set that left the caches.
 
-    *On a GPU*, the computed table: below the length where a no-cache step turns compute-bound, both ways read
-    the weights once in the same time; past it the no-cache step grows with its tokens.
+    *On a GPU*: until a no-cache step turns compute-bound, both ways read the weights once in the same time.
     """)
     return
 
@@ -121,11 +116,10 @@ def _():
     mo.vstack([mo.md(f"""
     ## 2 · The engine: one request from arrival to its last token
 
-    `Engine.add` (llm.py) queues a `Request` (request.py). `Scheduler.schedule` (scheduler.py) admits it when a
-    slot, the step's {term("token budget")} and free KV blocks allow, starting its {term("block table")} with any
-    blocks the prefix cache (prefix_cache.py) holds for its first tokens. `Runner.forward` (runner.py) computes
-    every scheduled request's rows in one flat batch: a prompt in chunks, then one token a step. The files, and
-    one step:
+    `Engine.add` (llm.py) queues a `Request`. `Scheduler.schedule` admits it when a slot, the step's
+    {term("token budget")} and free KV blocks allow, starting its {term("block table")} with any blocks the prefix
+    cache holds for its first tokens. `Runner.forward` computes every scheduled request's rows in one flat batch: a
+    prompt in chunks, then one token a step.
     """), plots.table(pd.DataFrame(engine.core_files()), "computed: helpers.engine.code_lines (no blanks, comments "
                                                             "or docstrings)"),
         notebook.code(llm.Engine.step, folded_=False), notebook.code(llm, "llm.py")])
@@ -137,11 +131,11 @@ def _():
     mo.md(f"""
     ## 3 · Paged attention: blocks instead of contiguous reservations
 
-    Not knowing how long an answer will be, a contiguous allocator reserves `prompt + max_tokens` slots per
-    sequence. `BlockAllocator` (blocks.py) hands out blocks of {batching.PAGE_SIZE} slots (vLLM's default on a GPU)
-    as a sequence writes: a free list, a block table per sequence, reference counts,
-    {term("copy-on-write")} (Kwon et al.). Both schemes serve the same {serving_bench.PAGED_REQUESTS} chat requests
-    a {term("decode")} step at a time in the same KV memory; the paged side is the engine's scheduler with no model.
+    Not knowing an answer's length, a contiguous allocator reserves `prompt + max_tokens` slots per sequence.
+    `BlockAllocator` (blocks.py) hands out blocks of {batching.PAGE_SIZE} slots (vLLM's GPU default) as a sequence
+    writes: a free list, a block table per sequence, reference counts, {term("copy-on-write")} (Kwon et al.). Both
+    schemes serve the same {serving_bench.PAGED_REQUESTS} chat requests a {term("decode")} step at a time in the same
+    KV memory; the paged side is the engine's scheduler without a model.
     """)
     return
 
@@ -190,16 +184,15 @@ def _():
     mo.vstack([mo.md("""
     **What you should see.** "÷ contiguous" compares the sequences running at once.
 
-    - **above**: contiguous memory went to reservations for tokens never written (internal waste) and to holes
-      too small for the next request (stranded); paging wastes at most one partly filled block per sequence.
+    - **above**: contiguous memory went to reservations never written and to holes too small for the next
+      request; paging wastes at most one partly filled block per sequence.
     - **at**: answers as long as `max_tokens`: a reservation that is used wastes nothing.
     - **below**: preemptions: paging admits optimistically and evicts a sequence to recompute it later.
 
-    These count slots and steps: a GPU serving this trace in the same memory makes the same counts.
+    These count slots and steps: a GPU makes the same counts.
 
-    **The paged cache is a real tensor** (kv.py), `[layers, blocks, block_size, kv_heads, head_dim]`: token t of a
-    request sits in block `table[t // block_size]`, slot `t % block_size`. The runner writes each new token's K/V to
-    its slot and gathers a request's keys through its table. One layer:
+    **The paged cache is a real tensor** (kv.py), `[layers, blocks, block_size, kv_heads, head_dim]`: token t sits
+    in block `table[t // block_size]`, slot `t % block_size`. One layer:
     """), notebook.code(runner.Runner._layer, folded_=False), notebook.code(engine_kv, "kv.py"),
         notebook.code(runner, "runner.py")])
     return
@@ -210,11 +203,11 @@ def _():
     mo.vstack([mo.md(f"""
     ## 4 · The scheduler, step by step
 
-    Each step fills the token budget: running requests first, oldest first — one token for a decoding
-    request, the next chunk of a prompt still prefilling ({term("chunked prefill")}) — then waiting requests in
-    order while a slot, the budget and free blocks allow. When blocks run out, the newest running request is
-    {term("preempted", "preemption")}, its tokens recomputed later, and no request is admitted that step, as in
-    vLLM's scheduler. Press **Serve with these sizes** to serve the first chat requests live; every step is drawn.
+    Each step fills the token budget: running requests first, oldest first — one token for a decoding request,
+    the next chunk of a prompt still prefilling ({term("chunked prefill")}) — then waiting requests while a slot,
+    the budget and free blocks allow. When blocks run out the newest running request is
+    {term("preempted", "preemption")}, to be recomputed, and none is admitted that step, as in vLLM. Press **Serve
+    with these sizes** to serve the first chat requests live.
     """), notebook.code(scheduler.Scheduler.schedule, folded_=False), notebook.code(scheduler, "scheduler.py")])
     return
 
@@ -268,8 +261,7 @@ def _():
     mo.md("""
     **Reading the timeline.** Orange: a prompt chunk; blue: a decode row; grey: waiting; red: preempted. A
     prompt of p tokens takes at least ⌈p ÷ budget⌉ chunks. Preemptions come when the cache has fewer blocks than
-    "blocks that prevent preemption" (the requests running at once, at full length) and stop above it. The
-    scheduler reads token counts and free blocks, never the clock: on a GPU the same sizes make the same steps.
+    "blocks that prevent preemption". The scheduler reads token counts, never the clock: a GPU makes the same steps.
     """)
     return
 
@@ -282,9 +274,9 @@ def _():
 
     The same chat requests four ways: **one after another**; {term("static batches", "static-batching")} of
     `slots` requests, prompts {term("left-padded", "left-padding")}, each batch waiting for its slowest;
-    **transformers' continuous-batching manager** (`init_continuous_batching`; its default FIFO scheduler puts
-    decoding requests first, then waiting prompts split to fill the token budget: Orca's iteration-level scheduling,
-    Yu et al.); **the readable engine** at the same slots. Each computes in a worker thread, as transformers' does.
+    **transformers' continuous-batching manager** (`init_continuous_batching`: decoding requests first, then
+    prompts split to fill the budget, Orca's iteration-level scheduling); **the readable engine** at the same
+    slots. Each computes in a worker thread.
     """), batching_button])
     return (batching_button,)
 
@@ -332,14 +324,12 @@ def _():
     mo.md("""
     **What you should see.** "÷ one after another" is each way's speed-up.
 
-    - **above**: a batched step reads the weights once for all its rows, so the rows share the step's fixed
-      part (overhead regime) or its weight reads (bandwidth regime). Continuous batching also refills a freed
-      slot at once, where a static batch idles (the hatched spans) and computes padding.
-    - **at**: the step's cost grew with its rows: arithmetic bounded it (compute regime).
+    - **above**: the rows share a step's fixed part (overhead) or its weight reads (bandwidth); continuous
+      batching also refills a freed slot at once, where a static batch idles (hatched) and computes padding.
+    - **at**: the step's cost grew with its rows (compute).
     - **below**: batching cost more than it shared: padding, or threads contending for cores.
 
-    *On a GPU*, the computed table: the weights' share of a decode step's bytes and the floor's tokens/s at
-    batch 1, at this run's slots and at the largest batch that fits.
+    *On a GPU*: the computed table gives the weights' share of a decode step's bytes and the floor's tokens/s.
     """)
     return
 
@@ -349,10 +339,9 @@ def _():
     mo.md("""
     ### Chunked prefill
 
-    A long prompt prefilled in one step holds every other request's next token for the whole prefill. With a
-    budget below its length the engine cuts it into chunks that share steps with the others' decode rows
-    (Sarathi-Serve, Agrawal et al.). Below: short requests decoding, then a long prompt arriving, at a budget above
-    its length and at a small one.
+    A long prompt prefilled in one step stalls every other request for the whole prefill. With a budget below its
+    length the engine cuts it into chunks that share steps with the others' decode rows (Sarathi-Serve). Below:
+    short requests decoding, then a long prompt arriving, at a budget above its length and at a small one.
     """)
     return
 
@@ -371,11 +360,10 @@ def _(loaded, model, tok, w):
 @app.cell(hide_code=True)
 def _():
     mo.md(f"""
-    **What you should see.** "÷ no chunking" compares the others' worst gap between tokens while the long prompt
-    prefills: **below**, chunks shortened the stall; **at**, a step's fixed part set its time, so a chunk took as
-    long as the whole prompt (overhead regime); **above**, chunking added steps and shortened none. The long
-    prompt's own {term("TTFT")} grows with its chunks: the budget trades it for the others'
-    {term("inter-token latency", "itl")}. *On a GPU*, the computed table sets the whole prefill against each chunk.
+    **What you should see.** "÷ no chunking" compares the others' worst gap between tokens: **below**, chunks
+    shortened the stall; **at**, a step's fixed part set its time (overhead); **above**, chunking added steps and
+    shortened none. The budget trades the long prompt's {term("TTFT")} for the others'
+    {term("inter-token latency", "itl")}.
     """)
     return
 
@@ -385,17 +373,15 @@ def _():
     mo.vstack([mo.md(f"""
     ## 6 · Prefix caching: a {term("radix tree")} against chained block hashes
 
-    A prompt that starts with tokens an earlier request prefilled reuses their blocks. Two ways to find them
-    (prefix_cache.py):
+    A prompt that starts with tokens an earlier request prefilled reuses their blocks, found two ways:
 
-    - **hash**, as vLLM's automatic prefix caching: each *full* block is named by a hash chained through the blocks
-      before it, h_j = H(h_(j−1), tokens of block j); a prompt stops at its first unknown block.
-    - **radix**, after SGLang's RadixAttention (Zheng et al.), which keeps a KV slot per token: a radix tree over
-      token ids (radix.py) holding each token's block here, so a hit can end inside a block, which the request
-      shares and copies on its first write.
+    - **hash**, as vLLM: each *full* block is named by a hash chained through the blocks before it,
+      h_j = H(h_(j−1), tokens of block j); a prompt stops at its first unknown block.
+    - **radix**, after SGLang's RadixAttention: a radix tree over token ids (radix.py), so a hit can end inside a
+      block, which the request shares and copies on its first write.
 
-    Both drop the least recently used idle blocks when short. Two traces: **chat** (nothing shared but the chat
-    template) and **agentic** (a shared system prompt, then review rounds that each read the whole transcript).
+    Both evict least recently used idle blocks. Two traces: **chat** (only the chat template shared) and
+    **agentic** (a shared system prompt, then review rounds that each read the whole transcript).
     """), notebook.code(prefix_cache, "prefix_cache.py")])
     return
 
@@ -422,14 +408,12 @@ def _(loaded, model, tok):
 @app.cell(hide_code=True)
 def _():
     mo.md("""
-    **What you should see.** "÷ hash" compares the tokens each cache reused. **above**: hits ending inside a block
-    (a chat template shorter than a block), which only the tree finds, each paid with a block copy; **at**: hits
-    ending on block boundaries; **below**: only where the two evicted different blocks. After an edited token
-    nothing later matches: the tree stops at the edit, the hashes at the last whole block before it. The caches
-    read token ids, not the device: a GPU reuses the same tokens.
+    **What you should see.** "÷ hash" compares the tokens each cache reused. **above**: hits ending inside a block,
+    which only the tree finds; **at**: hits ending on block boundaries; **below**: only where the two evicted
+    different blocks. After an edited token the tree stops at the edit, the hashes at the last whole block before
+    it. A GPU reuses the same tokens.
 
-    Does a hit save time? Prefix + suffix through the engine **cold** (caching off) and **warm** (the prefix left
-    by an earlier request, only the suffix computed):
+    Does a hit save time? Prefix + suffix **cold** (caching off) and **warm** (only the suffix computed):
     """)
     return
 
@@ -454,11 +438,9 @@ def _(loaded, model, w):
 @app.cell(hide_code=True)
 def _():
     mo.md("""
-    **What you should see.** "÷ token ratio" sets the TTFT saved against the tokens saved, (prefix + suffix) ÷
-    suffix. **below**: the warm step still pays a fixed part and the suffix's attention over the whole prefix (the
-    overhead regime, or a suffix too short to use the hardware); **at**: the prefill's time follows its tokens (the
-    compute regime); **above**: the cold prefill cost more per token, its attention growing with the whole prompt.
-    *On a GPU*, the computed row: each prefill at its floor, with what bounds it.
+    **What you should see.** "÷ token ratio" sets the TTFT saved against the tokens saved. **below**: the warm step
+    still pays a fixed part and attention over the whole prefix (overhead); **at**: the prefill's time follows its
+    tokens (compute); **above**: the cold prefill cost more per token, its attention growing with the prompt.
     """)
     return
 
@@ -471,10 +453,9 @@ def _():
     A drafter proposes k tokens; the target runs its pending token and the drafts in **one** pass of k + 1 rows,
     keeps the drafts while they equal its greedy choice, then adds its own token: its greedy output, exactly.
     Sampled, draft x is kept with probability min(1, p(x)/q(x)), a rejection draws from norm(max(0, p − q))
-    (Leviathan et al., Algorithm 1), and every token is still distributed as p. Two drafters: **prompt lookup**
-    copies what followed the earliest earlier occurrence of the last n-gram (Saxena; transformers' rule); an
-    **early-exit {term("draft model")}** runs the target's first layers, final norm and head (LayerSkip's
-    self-speculation, without its training).
+    (Leviathan et al., Algorithm 1): every token is still distributed as p. Two drafters: **prompt lookup** copies
+    what followed the earliest earlier occurrence of the last n-gram (transformers' rule); an **early-exit
+    {term("draft model")}** runs the target's first layers, final norm and head (LayerSkip, untrained).
     """), notebook.code(spec_loop.verify, folded_=False), notebook.code(spec_loop, "speculative.py")])
     return
 
@@ -505,15 +486,14 @@ def _(k_form, spec_k_default):
 def _(alpha_pick, spec_k):
     spec_parts = speculation.tokens_per_pass_parts(alpha_pick.value, spec_k)
     mo.vstack([mo.md(f"""
-    **Tokens per pass.** A pass always yields one token of the target's own; draft i counts only if drafts
-    1 … i are all kept, with probability α^i when each is kept with probability α (the
-    {term("acceptance", "acceptance-rate")}). Summed (Leviathan et al., eq. 1):
+    **Tokens per pass.** A pass yields one token of the target's own; draft i counts only if drafts 1 … i are
+    all kept, with probability α^i (α the {term("acceptance", "acceptance-rate")}). Summed (eq. 1):
 
         E = 1 + α + α² + … + α^k = (1 − α^(k+1)) ÷ (1 − α)
 
     A round costs the verify pass, v decode steps (about 1 while {term("memory-bound")}, up to k + 1 once
-    compute-bound), and k draft steps of c decode steps each. It pays when E ÷ (v + k·c) is above 1 and breaks
-    even at the α where E = v + k·c (`speculation.break_even_alpha`). Eq. 1 term by term at the slider's α:
+    compute-bound), and k draft steps of c decode steps each. It pays when E ÷ (v + k·c) is above 1
+    (`speculation.break_even_alpha`). Eq. 1 term by term:
     """), plots.table(tables.tokens_per_pass_frame(spec_parts),
                       f"computed: helpers.formulas.speculation.tokens_per_pass_parts, α = {spec_parts.alpha:.2f}, k = {spec_parts.k}")])
     return (spec_parts,)
@@ -532,9 +512,8 @@ def _(spec_box, spec_parts):
 @app.cell(hide_code=True)
 def _():
     mo.md("""
-    Two prompts alone, then four different ones as one batch: a **copy-edit** of a passage of the novel, whose
-    answer may repeat its context (what prompt lookup is for), and an **open question**, whose answer has
-    nothing to copy.
+    Two prompts alone, then four as one batch: a **copy-edit** of a passage, whose answer may repeat its context,
+    and an **open question**, with nothing to copy.
     """)
     return
 
@@ -590,18 +569,16 @@ def _():
     mo.md(f"""
     **What you should see.** Read where the kept drafts came from before the speed-up.
 
-    - **From the prompt**: the answer repeats its context (an edit, a quoting summary, code being changed):
-      where drafting pays on a model that copies.
-    - **From its own output**, a loop named: the model repeats itself and prompt lookup predicts the loop; the
-      tokens per pass measure a degenerate output made fast. Small models decoding greedily loop on any prompt.
+    - **From the prompt**: the answer repeats its context (an edit, code being changed): where drafting pays.
+    - **From its own output**, a loop: prompt lookup predicts the loop, a degenerate output made fast. Small
+      models decoding greedily loop on any prompt.
     - **Neither**: nothing to copy, about one token per pass.
 
-    The speed-up is about tokens per pass ÷ (v + k·c): **above** 1 pays, **at** breaks even, **below** costs; an
-    early-exit draft's c counts its layers and the output head. The enumerated accept step returns p exactly.
+    The speed-up is about tokens per pass ÷ (v + k·c): **above** 1 pays, **at** breaks even, **below** costs. The
+    enumerated accept step returns p exactly.
 
-    *On a GPU*, the computed table: a verify pass costs about one decode step while memory-bound and more once
-    the batch makes it compute-bound, so a round needs more kept drafts to pay (exercise 3). Leviathan et al. decode T5-XXL
-    {_lo:g}×–{_hi:g}× faster with identical outputs.
+    *On a GPU*: a verify pass costs about one decode step while memory-bound, more once compute-bound (exercise 3).
+    Leviathan et al. decode T5-XXL {_lo:g}×–{_hi:g}× faster with identical outputs.
     """)
     return
 
@@ -675,11 +652,11 @@ def _():
     ## Takeaways
 
     - **The KV cache** turns quadratic work into linear, for memory.
-    - **Paging** stores what a sequence holds, not what it might, and preempts when optimistic admission runs short.
+    - **Paging** stores what a sequence holds, not what it might.
     - **Continuous batching** refills a freed slot at the next step; chunked prefill bounds a long prompt's stall.
     - **Prefix caching** pays where prompts share prefixes: the tree to the token, hashes to the block.
-    - **Speculative decoding** keeps the target's output; it pays when drafts are cheap, kept and verified in a
-      memory-bound pass. Prompt lookup's drafts come from the prompt or from a loop: check which.
+    - **Speculative decoding** keeps the target's output and pays when drafts are cheap, kept and verified
+      memory-bound.
     """)
     return
 

@@ -34,18 +34,15 @@ def _():
     # 08 · Serving engines: a benchmark against real server processes
 
     The talk compared a Hugging Face baseline with vLLM (default, + {term("prefix caching")}, + fp8 KV cache,
-    + n-gram speculation) and SGLang by restarting servers by hand. Here every configuration is a **real
-    server process**, started, measured and stopped by `servebench`, a tool beside `helpers` that this
-    notebook runs as a subprocess (`python -m servebench run`), reading the JSON record it writes.
+    + n-gram speculation) and SGLang. Here every configuration is a **real server process**, started, measured
+    and stopped by `servebench` (`python -m servebench run`), a tool beside `helpers`.
 
     **What you will learn**
 
     1. To measure a server as its users see it: {term("TTFT")} and {term("ITL")} from streamed chunks.
-    2. To benchmark as engine authors do: the same requests at every load, each level repeated, its
-       spread shown, an open-loop rate at the rate achieved.
+    2. To benchmark as engine authors do: the same requests at every load, repeated, the spread shown.
     3. To read {term("goodput")} under an {term("SLO")}, as DistServe defines it.
-    4. To read what a tiny model on a CPU measures and what a GPU would show, and to choose an engine
-       from a sorted table that cites its run.
+    4. To read what a tiny model on a CPU measures, what a GPU would show, and choose an engine.
 
     {run_times.header("08")}
 
@@ -69,14 +66,13 @@ def _():
     mo.md(f"""
     ## 1 · A server is a child process
 
-    `servebench.process.ServerProcess` starts a command line on a free port of 127.0.0.1, in a session of
-    its own, and waits for `GET /health`. A server is a tree of processes (vLLM: API server, engine core,
-    worker); psutil ends the whole tree (SIGTERM, then SIGKILL) when a run ends, on Ctrl-C, when the
-    notebook's kernel goes away, and, through Linux's `PR_SET_PDEATHSIG`, when the benchmark is killed. On
-    a CPU each torch server runs one thread, leaving the other core to the load generator.
+    `servebench.process.ServerProcess` starts a command line on a free port of 127.0.0.1 and waits for
+    `GET /health`. A server is a tree of processes (vLLM: API server, engine core, worker); psutil ends the
+    whole tree when a run ends, on Ctrl-C, when the kernel goes away, and, through Linux's
+    `PR_SET_PDEATHSIG`, when the benchmark is killed. On a CPU each torch server runs one thread.
 
-    **What you should see.** Each configuration with its command line, or why it cannot run here: vLLM
-    needs its CPU build (`make setup-vllm`: Linux, x86-64, AVX2); SGLang publishes no CPU wheel.
+    **What you should see.** Each configuration's command line, or why it cannot run here: vLLM needs its CPU
+    build (`make setup-vllm`: Linux, x86-64, AVX2); SGLang publishes no CPU wheel.
     """)
     return
 
@@ -120,11 +116,10 @@ def _():
     mo.md(f"""
     ## 2 · TTFT and ITL come from the arrival of streamed chunks
 
-    Each request is sent with `"stream": true`; the server answers with Server-Sent Events, one
-    `data: {{json}}` line per chunk, and the client reads the clock as each chunk with text arrives.
-    **TTFT** = first arrival − send time (queueing + prefill); a request's **ITL** = (last − first) ÷
-    (tokens − 1), guidellm's definition and vLLM bench's "{term("TPOT")}". A stream counts only when it says
-    it is complete (a `finish_reason`, the usage chunk or `[DONE]`). This is the whole client:
+    Each request is sent with `"stream": true`; the server answers with Server-Sent Events, and the client
+    reads the clock as each chunk with text arrives. **TTFT** = first arrival − send time (queueing + prefill);
+    **ITL** = (last − first) ÷ (tokens − 1), guidellm's definition and vLLM bench's "{term("TPOT")}". A stream
+    counts only when it says it is complete. The whole client:
     """)
     return
 
@@ -147,14 +142,12 @@ def _():
     _t = guide.talk_table().set_index("configuration")
     _base, _vllm = (next(r for n, r in _t.iterrows() if key in n) for key in ("baseline", "vLLM default"))
     mo.md(f"""
-    **What you should see.** The shaded band is the TTFT; the gaps between ticks are the ITL. What those
-    milliseconds are depends on the step's regime:
+    **What you should see.** The shaded band is the TTFT; the gaps between ticks are the ITL, whose meaning
+    depends on the step's regime:
 
-    - **overhead**: a decode step of the 20 M-parameter fp32 model is fixed cost more than arithmetic
-      (notebook 03 measures it), so a gap here is each server's own work per token (HTTP, JSON, its
-      scheduler, messages between its processes) more than the model;
-    - **bandwidth**: Mistral 7B at batch 1 on a GPU reads its 14.5 GB of weights every step: a gap is that
-      read plus kernel launches (§3 computes the read);
+    - **overhead**: the tiny model's decode step is fixed cost (notebook 03), so a gap is each server's own
+      work per token (HTTP, JSON, its scheduler, messages between its processes);
+    - **bandwidth**: Mistral 7B at batch 1 on a GPU reads its 14.5 GB of weights every step, plus kernel launches;
     - **compute**: a long prompt's prefill.
 
     *On a GPU*: the talk measured Mistral 7B on one H100 at an ITL of {_base['ITL ms']:g} ms one request at
@@ -168,11 +161,10 @@ def _():
     mo.md(f"""
     ## 3 · Continuous batching as concurrency grows
 
-    Every level runs **the same 16 requests** (prompts of ShareGPT-like lengths, 32 output tokens each: the
-    `trace` column is their fingerprint), three times; only the number in flight changes. Without
-    {term("continuous batching")} `transformers serve` runs one request at a time: with 4 in flight, 3
-    wait. With it, the server admits requests into the running batch at every step
-    ({term("paged attention", "paged-attention")} over a bounded KV cache); vLLM adds {term("chunked prefill")}.
+    Every level runs **the same 16 requests** (ShareGPT-like prompts, 32 output tokens; `trace` is their
+    fingerprint), three times; only the number in flight changes. Without {term("continuous batching")}
+    `transformers serve` runs one request at a time. With it, the server admits requests into the running batch
+    at every step ({term("paged attention", "paged-attention")}); vLLM adds {term("chunked prefill")}.
     """)
     return
 
@@ -239,20 +231,15 @@ def _():
     **What you should see.** Each ratio in the batching table is on ÷ off at one level:
 
     - **tok/s above** 1 at concurrency 4: the batch shares each step; **at**: the step's time grew with
-      the batch (per-request work, the overhead regime); **below**: batching's bookkeeping cost more than
-      sharing gave.
-    - **ITL at concurrency 1**, with nothing to share: **above** 1 is the batching server's own cost per
-      step (its scheduler, the paged cache's block tables). From concurrency 1 to 4 in one server, the
-      ITL's change is what sharing a step costs each request.
+      the batch (per-request work, overhead); **below**: batching's bookkeeping cost more than sharing gave.
+    - **ITL at concurrency 1**, nothing to share: **above** 1 is the batching server's own cost per step.
     - **TTFT at concurrency 4**: one at a time, the queue (the Little's-law ratio is **below** 1 when the
       first four requests, sent together, wait less than the steady state); with batching, one prefill.
 
-    A ratio inside the spread of its two figures is not a difference. With the tiny model, every figure is
-    each server's overhead per token (HTTP, scheduler, IPC).
+    A ratio inside the spread of its two figures is not a difference.
 
-    *On a GPU*: a decode step of Mistral 7B reads its weights once for the whole batch, so its floor grows
-    by the batch's KV cache alone and tokens/s with the batch (computed below); Orca reports 36.9× the
-    throughput of static batching at the same latency, vLLM 2–4× Orca's.
+    *On a GPU*: a decode step of Mistral 7B reads its weights once for the whole batch, so tokens/s grows with
+    the batch (computed below); Orca reports 36.9× the throughput of static batching, vLLM 2–4× Orca's.
     """)
     return
 
@@ -279,10 +266,9 @@ def _():
 
     The agentic trace: a 1,200-token system prompt shared by every request, four proposals, then four
     reviews that each read the system prompt and all proposals. vLLM's {term("prefix caching")} hashes full
-    blocks of a prompt — 128 tokens in its CPU build, 16 by default on a GPU (`vllm/platforms/cpu.py`, `vllm/config/cache.py`) — and reuses
-    those already computed; SGLang matches the longest cached prefix token by token in a
-    {term("radix tree")}. Each run's prompts start with a word of their own: no run finds the last one's
-    blocks. The live run has no vLLM: the figure reads the record.
+    blocks (128 tokens in its CPU build, 16 on a GPU); SGLang matches the longest cached prefix in a
+    {term("radix tree")}. Each run's prompts start with a word of their own, so no run reuses the last one's
+    blocks. The figure reads the record.
     """)
     return
 
@@ -300,9 +286,8 @@ def _():
     **What you should see.** Mean TTFT with prefix caching off and on, at each concurrency:
 
     - **lower** with it: the reviews found the shared blocks computed and prefilled only their own tail;
-    - **at**: nothing was reused: at concurrency 4 the first round's requests arrive together, before any
-      has computed the shared blocks, or the prompts shared less than one full block;
-    - **higher** with it: hashing and lookup cost more than they saved, as on a prompt too short to fill a block.
+    - **at**: nothing was reused: requests arriving together, before any computed the shared blocks;
+    - **higher** with it: hashing and lookup cost more than they saved.
 
     *On a GPU*: the talk measured SGLang 3–4× vLLM on this agentic workload.
     """)
@@ -315,12 +300,10 @@ def _():
     ## 5 · Open loop: requests that do not wait for each other
 
     A closed loop sends the next request when one finishes, so a slow server slows its own load. An **open
-    loop** sends each request at its time: Poisson arrivals (one seeded sample scaled to a mean gap of
-    1 ÷ rate), the same 16 requests at every rate. The vLLM paper plots {term("normalized latency")}
-    against the rate; DistServe calls the highest rate at which ≥ 90 % of requests meet the SLO
-    ({term("SLO attainment")}) the **goodput**. A rate counts only where it was **held**: ≥
-    {metrics.MIN_OPEN_REQUESTS} requests sent over its runs, at an achieved rate (requests − 1 ÷ the time
-    from first send to last) within 10 % of the rate asked. The sliders recompute attainment.
+    loop** sends each request at its time: seeded Poisson arrivals, the same 16 requests at every rate. The vLLM
+    paper plots {term("normalized latency")} against the rate; DistServe calls the highest rate at which ≥ 90 %
+    of requests meet the SLO ({term("SLO attainment")}) the **goodput**. A rate counts only where it was
+    **held**: ≥ {metrics.MIN_OPEN_REQUESTS} requests sent, at an achieved rate within 10 % of the rate asked.
     """)
     return
 
@@ -350,12 +333,10 @@ def _(data, source, tpot_ms, ttft_ms):
 @app.cell(hide_code=True)
 def _():
     mo.md("""
-    **What you should see.** Below a server's capacity, each request finds the server free, so attainment
-    and TTFT read as at concurrency 1 in a closed loop; past it, a queue builds, TTFT climbs with the rate and
-    attainment falls. The goodput is the last held rate before attainment drops under 90 %; "–" means no held rate
-    reached it (or none was held). A tighter TPOT limit bites where requests share steps; a looser TTFT
-    limit admits requests that waited in a queue. vLLM bench's `--goodput` is another figure: requests
-    within the SLO per second of one run, which can rise with the rate while attainment falls.
+    **What you should see.** Below a server's capacity each request finds it free, so TTFT reads as at
+    concurrency 1; past it a queue builds, TTFT climbs with the rate and attainment falls. The goodput is the
+    last held rate before attainment drops under 90 %; "–": no held rate reached it. A tighter TPOT limit bites
+    where requests share steps. vLLM bench's `--goodput` differs: requests within the SLO per second of one run.
     """)
     return
 
@@ -379,10 +360,9 @@ def _(record, record_label):
 def _():
     mo.md("""
     **What you should see.** Each vLLM row is one change from its default: read it against the default at
-    the same level and tool. An fp8 KV cache halves the bytes per cached token against bf16, which pays only
-    where the cache limits the batch. n-gram speculation drafts by matching the prompt's n-grams: on random
-    words a draft matches by chance, and a rejected one is a verification paid for nothing. `runs` = 1: no
-    spread; `trace` "–": a record made before runs named their requests.
+    the same level and tool. An fp8 KV cache halves the bytes per cached token, which pays only where the cache
+    limits the batch. n-gram speculation on random words matches by chance; a rejected draft is a verification
+    paid for nothing.
     """)
     return
 
@@ -392,12 +372,11 @@ def _():
     mo.md("""
     ## 7 · Two load generators on one server
 
-    `make engines` drives every configuration with guidellm and two of them also with our client: the same
-    requests and levels, repeated, every request read by the same definitions. Where the two agree within
-    their spreads, the numbers are the server's, not a client's. guidellm, given an output length per
-    request, sends vLLM's `ignore_eos`, which `transformers serve` refuses (422): so every chat request asks
-    for 32 tokens, guidellm's `max_tokens`. `vllm bench serve` sends `repetition_penalty`, refused too; its
-    TTFT counts a first chunk with empty text and its latency stops at the last chunk, not the stream's close.
+    `make engines` drives every configuration with guidellm and two also with our client: the same requests
+    and levels, read by the same definitions. Where the two agree within their spreads, the numbers are the
+    server's, not a client's. guidellm, given an output length, sends vLLM's `ignore_eos`, which
+    `transformers serve` refuses (422), so every chat request asks for 32 tokens. `vllm bench serve` sends
+    `repetition_penalty`, refused too.
     """)
     return
 
@@ -418,10 +397,9 @@ def _():
     mo.md(f"""
     ## 8 · The decision guide
 
-    Its CPU rows are this page's runs: each configuration's row reads the live run above where it measured
-    that configuration, otherwise the record, named with its machine, date and load; where both measured
-    it and they disagree by more than 10 %, both rows are shown. Sorted by output tok/s, each ÷ the best of
-    the same run. The talk's "almost 15×" is {_f.total:.1f}× in tokens/s: each request's ITL {_f.per_request_itl:.1f}×
+    Its CPU rows read the live run above where it measured a configuration, otherwise the record; where both
+    did and disagree by more than 10 %, both rows are shown. Sorted by output tok/s, each ÷ the best of the same
+    run. The talk's "almost 15×" is {_f.total:.1f}× in tokens/s: each request's ITL {_f.per_request_itl:.1f}×
     shorter, times {_f.concurrency:.1f}× from serving {_f.concurrent} requests at once against one.
     """)
     return
@@ -454,9 +432,8 @@ def _():
 def _():
     mo.md(f"""
     **When one GPU is outgrown**, {term("tensor parallelism")} splits every weight matrix and the KV heads
-    over N GPUs with two all-reduces per layer (`--tensor-parallel-size N` / `--tp N`), on paper with
-    notebook 09's step model. **What you should see**: the weights per GPU shrink in proportion to N, the
-    all-reduces do not, so the step shrinks by less than N and the communication share grows with N.
+    over N GPUs with two all-reduces per layer (`--tensor-parallel-size N`), on paper with notebook 09's step
+    model. **What you should see**: the weights per GPU shrink in proportion to N, the all-reduces do not.
     """)
     return
 
@@ -532,10 +509,8 @@ def _():
     ## Takeaways
 
     - Measure serving **as a server**: a real process, streamed chunks; TTFT and ITL are arrival times.
-    - Benchmark **the same requests at every load**, runs of seconds, repeated, the spread beside the
-      median; an open-loop rate at the rate achieved.
-    - A tiny model on a CPU measures each server's **overhead per token**; a GPU measures the weights' read,
-      which batching shares.
+    - Benchmark **the same requests at every load**, repeated, the spread beside the median.
+    - A tiny model on a CPU measures each server's **overhead per token**; a GPU, the weights' read.
     - **Continuous batching** admits requests at every step; one at a time, TTFT carries the queue.
     - Report **SLO attainment against the request rate**, not one throughput number.
     - **Prefix caching** pays when a request arrives after its shared prefix was computed.

@@ -69,14 +69,13 @@ def _():
 
     **What you will learn**
 
-    1. where a forward pass spends its FLOPs — embedding, layers, head — and where the talk's "about 95 % of
-       compute is in the transformer layers" holds;
+    1. where a forward pass spends its FLOPs — embedding, layers, head;
     2. the memory hierarchy: a GPU's large, slow {term("HBM")} against its small, fast on-chip
-       {term("shared memory")}, and the same staircase measured on this machine's CPU caches;
-    3. {term("FlashAttention")} as a mechanism: attention in tiles with running softmax statistics, equal to
-       standard attention, and the bytes it does not move;
+       {term("shared memory")}, and this machine's CPU caches measured;
+    3. {term("FlashAttention")}: exact attention in tiles with running softmax statistics, and the bytes it
+       does not move;
     4. what replaces a growing {term("KV cache")}: {term("sparse attention")}, {term("linear attention")} and
-       {term("state-space models", "state-space-model")} (Mamba), with the bytes each carries per sequence.
+       {term("state-space models", "state-space-model")} (Mamba).
 
     {run_times.header("10")}
     """)
@@ -141,9 +140,8 @@ def _(loaded):
 def _():
     mo.md(f"""
     **How to read it.** One Mistral 7B decode step at 4,096 tokens puts **{layers_4k:.1%}** of its FLOPs in the
-    layers, the head (4,096 × 32,000 weights) the rest. A larger vocabulary (Llama 3.1's 128,256 words) or a
-    narrower model moves FLOPs into the head. At batch 1 a step is bound by the bytes it reads (notebook 03):
-    its time splits as the byte columns do.
+    layers, the head (4,096 × 32,000 weights) the rest. A larger vocabulary or a narrower model moves FLOPs into
+    the head. At batch 1 a step's time splits as the byte columns do (notebook 03).
 
     **Long contexts**: attention over the context grows with every token while the linear layers do not.
     Without a window (Mistral 7B v0.3) it costs as much as all linear layers together from a
@@ -385,15 +383,12 @@ def _(attn_source, attn_times):
 def _():
     mo.md("""
     **What you should see.** *naive ÷ fused* per length:
-    - **above** 1: the fused kernel is the faster; the gap grows with N where the naive version's N×N matrices
-      no longer fit the caches and travel to memory and back (the bandwidth regime).
-    - **at**: at short lengths both are small enough that fixed costs — the calls, the threads — set the time
-      (the overhead regime).
-    - **below**: the naive version's few large matrix products beat a fused kernel that is not tuned for this
-      device or shape.
+    - **above** 1: the naive version's N×N matrices no longer fit the caches and travel to memory and back
+      (bandwidth).
+    - **at**: both are small enough that fixed costs — the calls, the threads — set the time (overhead).
+    - **below**: the naive version's few large matrix products beat a fused kernel not tuned for this device.
 
-    On a GPU the fused kernel is a FlashAttention kernel, and at long contexts the naive version's N×N matrices
-    (the table above) outgrow the GPU's memory.
+    On a GPU the fused kernel is a FlashAttention kernel.
     """)
     return
 
@@ -499,12 +494,10 @@ def _():
     mo.md(f"""
     ## Takeaways
 
-    - A forward pass's FLOPs are a formula of the shape: the layers take {layers_4k:.1%} of a Mistral 7B decode
-      step at 4k tokens. Without a window, attention costs as much as the linear layers from a
-      {decode_parity:,}-token context.
-    - Memory comes in levels: small and fast on chip, large and slow off it. The measured staircase shows this
-      machine's levels; an H100 SXM's shared memory streams at {h100_onchip:.1f}× its HBM's bandwidth, and
-      section 2's table gives how little of HBM's bytes it holds.
+    - A forward pass's FLOPs are a formula of the shape; without a window, attention costs as much as the
+      linear layers from a {decode_parity:,}-token context.
+    - Memory comes in levels: small and fast on chip, large and slow off it; an H100 SXM's shared memory
+      streams at {h100_onchip:.1f}× its HBM's bandwidth.
     - FlashAttention computes exact attention tile by tile with the online softmax: no N×N matrix in HBM;
       traffic still Θ(N²), smaller by about 4·B_r/d.
     - A KV cache grows with the context; a sparse pattern, a linear-attention state or a Mamba state does not —
