@@ -64,15 +64,9 @@ def run_live(out: Path = RESULTS_DIR / "live.json") -> dict:
 
 
 def committed() -> Path:
-    """The committed engine record shown beside a live run: of workshop/results/*/engines.json, the newest
-    one measured idle, else the newest."""
-    found = []
-    for path in records.RESULTS.glob("*/engines.json"):
-        try:
-            data = records.load(path, "engines", roots=(path.parent,))
-        except records.RecordError:
-            continue
-        found.append((bool(data.get("idle")), measured_on_of(data)["recorded_at"] or "", str(path)))
+    """The committed engine record shown beside a live run: the newest measured idle, else the newest."""
+    found = [(bool(d.get("idle")), measured_on_of(d)["recorded_at"] or "", str(p))
+             for p, d in records.each("*/engines.json", "engines")]
     return Path(max(found)[2]) if found else RECORD
 
 

@@ -101,24 +101,16 @@ def _interactive() -> bool:
 
 def recordings(results: Path | None = None) -> list[Path]:
     """Record folders that hold replays: GPU records first, then newest first."""
-    out = []
-    results = Path(results or RESULTS)
-    for meta in results.glob(f"*/{FOLDER}/meta.json"):
-        try:
-            out.append((records.load(meta, "replay-meta", roots=(results,)), meta.parent.parent))
-        except records.RecordError:
-            continue                     # a corrupt meta.json: that record is skipped, not fatal
-    out.sort(key=lambda m: measured_on_of(m[0])["recorded_at"] or "", reverse=True)
-    out.sort(key=lambda m: measured_on_of(m[0])["device"]["kind"] != "cuda")
-    return [folder for _, folder in out]
+    found = [(measured_on_of(m), p.parent.parent) for p, m in records.each(f"*/{FOLDER}/meta.json", "replay-meta",
+                                                                          results or RESULTS)]
+    found.sort(key=lambda m: m[0]["recorded_at"] or "", reverse=True)
+    return [folder for m, folder in sorted(found, key=lambda m: m[0]["device"]["kind"] != "cuda")]
 
 
 def _meta(folder: Path) -> dict:
-    """The folder's recordings' measured_on (measured_on_of's dict: every field, None where not stated)."""
-    try:
-        return measured_on_of(records.load(folder / FOLDER / "meta.json", "replay-meta", roots=(folder,)))
-    except records.RecordError:
-        return measured_on_of({})
+    """The folder's recordings' measured_on (every field, None where not stated)."""
+    got = records.each(f"{FOLDER}/meta.json", "replay-meta", folder)
+    return measured_on_of(got[0][1] if got else {})
 
 
 def _path(folder: Path, key: str) -> Path:
