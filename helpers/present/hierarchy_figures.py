@@ -2,6 +2,8 @@
 HBM against their on-chip memory, this CPU's caches, and the measured read-bandwidth staircase."""
 from __future__ import annotations
 
+import pandas as pd
+
 from typing import Any, Sequence
 
 from ..formulas.units import KiB, MiB
@@ -11,8 +13,6 @@ from . import plots
 
 def gpu_levels_frame(rows: Sequence[GPUMemoryLevels], sources: bool = False):
     """Each GPU's HBM beside its shared memory, labelled in the units the datasheets use; `sources` adds them."""
-    import pandas as pd
-
     def per(value, unit):
         return value / unit if value else None
 
@@ -28,8 +28,6 @@ def gpu_levels_frame(rows: Sequence[GPUMemoryLevels], sources: bool = False):
 
 def caches_frame(caches: Sequence[CacheLevel]):
     """This machine's data caches, as the operating system reports them."""
-    import pandas as pd
-
     return pd.DataFrame([{"level": c.name, "kind": c.kind, "size (bytes)": f"{c.size_bytes:,}",
                           "size": f"{c.size_bytes / KiB:,.0f} KiB" if c.size_bytes < MiB else f"{c.size_bytes / MiB:,.0f} MiB",
                           "shared by CPUs": c.shared_by} for c in caches])
@@ -38,8 +36,6 @@ def caches_frame(caches: Sequence[CacheLevel]):
 def levels_frame(rows: Sequence[FoundLevel]):
     """The levels found on the measured curve (helpers.measure.hierarchy.levels_found), in GB/s (10⁹ B/s), each
     level's bandwidth ÷ the last level's (the first over the last: what tiling can gain here)."""
-    import pandas as pd
-
     from ..formulas import regime
 
     last = rows[-1].median_bandwidth if rows else None

@@ -22,6 +22,8 @@ Conventions (workshop/README.md, "visual style"):
 """
 from __future__ import annotations
 
+import pandas as pd
+
 import math
 import warnings
 from typing import Any, Iterable, Sequence
@@ -211,8 +213,6 @@ def table(df, caption: str, precision: int = 3, hide_index: bool = True, formats
     every row), columns that hold nothing on this run (all None/NaN, e.g. CUDA-only figures on a CPU)
     left out, integers with thousands separators, floats to `precision` significant digits; `formats`
     (column -> format string, e.g. "{:.1%}") for the columns that read otherwise. Returns a pandas Styler (renders in marimo, Jupyter and the HTML report)."""
-    import pandas as pd
-
     shown = df.dropna(axis=1, how="all")
     styler = shown.style.set_caption(caption).set_table_styles(TABLE_STYLES)
     formats = formats or {}
@@ -240,8 +240,6 @@ def cell_text(v: Any, precision: int = 3) -> str:
     if isinstance(v, numbers.Real):
         return _float(float(v), precision)
     try:
-        import pandas as pd
-
         if pd.isna(v):
             return "–"
     except (TypeError, ValueError):

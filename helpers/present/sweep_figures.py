@@ -7,6 +7,8 @@ that ran — and shows "–" where there is nothing to compute.
 """
 from __future__ import annotations
 
+import pandas as pd
+
 from typing import Any, Callable, Sequence
 
 from ..formulas import regime
@@ -37,9 +39,7 @@ def memory_figure(df, loaded, spec=None, dtype: str | None = None):
                    label="CUDA allocator peak above the weights (measured)")
     _mark_oom(ax, df, "tokens")
     ax.set_ylim(bottom=0)
-    ax.set_xlabel("tokens in the sequence")
-    ax.set_ylabel(plots.byte_label(unit, "KV cache"))
-    ax.set_title("Memory grows with every token")
+    ax.set(xlabel="tokens in the sequence", ylabel=plots.byte_label(unit, "KV cache"), title="Memory grows with every token")
     ax.legend(fontsize=8)
     return plots.finish(fig, loaded)
 
@@ -107,9 +107,7 @@ def ttft_figure(df, fit, loaded, what: str = "time to first token", guides: bool
     plots.log_axis(ax, "x", ticks=df["tokens"])
     if (ok["ttft_s"] > 0).any():            # a log axis needs a positive time (a timer that saw nothing has none)
         plots.log_axis(ax, "y")
-    ax.set_xlabel("prompt tokens")
-    ax.set_ylabel("ms")
-    ax.set_title(f"{what[0].upper() + what[1:]} against the prompt")
+    ax.set(xlabel="prompt tokens", ylabel="ms", title=f"{what[0].upper() + what[1:]} against the prompt")
     ax.legend(fontsize=8)
     return plots.finish(fig, loaded)
 
@@ -193,8 +191,7 @@ def itl_figure(df, loaded, floor_fn: Callable[[int], float] | None = None):
     plots.log_axis(ax, "x", ticks=df["context"])
     ax.set_ylim(bottom=0)
     ax.set_xlabel("tokens already in the cache (context)")
-    ax.set_ylabel("ms per token")
-    ax.set_title("Inter-token latency as the context grows")
+    ax.set(ylabel="ms per token", title="Inter-token latency as the context grows")
     ax.legend(fontsize=8, loc="lower right")
     return plots.finish(fig, loaded)
 
@@ -240,9 +237,7 @@ def users_figure(df, loaded, total_memory: int | None = None, weight_bytes: int 
     past = budget is not None and budget.users > budget.largest_batch     # its own tick; inside, the label above
     plots.log_axis(ax, "x", ticks=[*df["batch"], *([budget.users] if past else [])])
     plots.log_axis(ax, "y")
-    ax.set_xlabel("concurrent sequences (batch)")
-    ax.set_ylabel(plots.byte_label(name))
-    ax.set_title(title)
+    ax.set(xlabel="concurrent sequences (batch)", ylabel=plots.byte_label(name), title=title)
     ax.legend(fontsize=8)
     return plots.finish(fig, loaded)
 
@@ -269,8 +264,6 @@ def growth_table(fit, doubling, spec, gpu_floors: dict | None = None, gpu_model=
     from each config (helpers.formulas.compute_share). A row with nothing to compute (no fit, no doubling)
     shows "–"."""
     import math
-
-    import pandas as pd
 
     from ..formulas.compute_share import flop_terms
     from ..measure.growth import local_exponent
@@ -315,8 +308,6 @@ def itl_table(itl, spec, dtype: str, gpu_floor=None, gpu_column: str = ""):
     a decode step reads (helpers.formulas.stepcost.decode_cost, weights + cache), each against the shortest
     context's, and the step's growth ÷ the bytes' growth with its label (at: the step grows with its bytes).
     `gpu_floor(context)` (seconds), when given, adds the computed floor at the same context as `gpu_column`."""
-    import pandas as pd
-
     from ..formulas.stepcost import decode_cost
 
     ok = itl[~itl["oom"]] if "oom" in itl else itl
@@ -337,8 +328,6 @@ def itl_table(itl, spec, dtype: str, gpu_floor=None, gpu_column: str = ""):
 def batching_table(latency) -> "object":
     """What batching changes, per figure (helpers.serving.naive.LatencyCost of each mode): one after another,
     together, together ÷ one after another and its label. Empty when a mode did not run."""
-    import pandas as pd
-
     if len(latency) < 2:
         return pd.DataFrame({"figure": []})
     one, together = latency[0], latency[1]
@@ -353,8 +342,6 @@ def batching_table(latency) -> "object":
 def same_tokens(comparison) -> "object":
     """How many requests got the same greedy tokens in both serving modes, as one row (empty where a mode did not
     run): requests, those that agree, and their share."""
-    import pandas as pd
-
     seq, bat = comparison.sequential, comparison.batched
     if seq is None or bat is None:
         return pd.DataFrame({"requests": []})
@@ -367,8 +354,6 @@ def budget_table(fit) -> "object":
     """The users that fit a budget (helpers.measure.growth.BudgetFit) as one row: the budget, the measured cache
     per sequence, the users that fit, the largest batch the sweep ran and users ÷ that batch with its label
     (above: the count carries the measured line past the sweep)."""
-    import pandas as pd
-
     if fit is None:
         return pd.DataFrame({"budget (bytes)": []})
     frame = pd.DataFrame([{"budget (bytes)": int(fit.budget_bytes), "tokens per sequence": fit.context,
@@ -382,8 +367,6 @@ def gpu_users_table(gpu: dict) -> "object":
     reports, the weights, the cache per sequence, the sequences whose cache fits beside the weights, the
     doubling sweep's first batch past them, and its first batch whose weights + cache + prefill activation
     exceed the memory."""
-    import pandas as pd
-
     per = gpu["kv_bytes_per_token"] * gpu["users_context"]
     rows = [("memory as CUDA reports it (bytes)", gpu["memory_bytes"]), ("bf16 weights (bytes)", gpu["weight_bytes"]),
             (f"cache per sequence of {gpu['users_context']:,} tokens (bytes)", per),
@@ -397,8 +380,6 @@ def gpu_batch_table(batch: int, context: int = 1024):
     """The planner's decode floor for the reference model on the reference GPU (helpers.present.on_gpu.gpu_plan)
     at batch 1 and at `batch`, `context` tokens each: step floor (ms), what bounds it, tokens per second, the
     weights' share of the bytes read; and batch ÷ batch 1 for each number."""
-    import pandas as pd
-
     from ..formulas.stepcost import decode_cost
     from .expected import REFERENCE_MODEL
     from .on_gpu import gpu_plan
