@@ -5,10 +5,10 @@ talk's table and published figures (`published_table`, each with its source) and
 """
 from __future__ import annotations
 
-import pandas as pd
-
 from dataclasses import dataclass
 from pathlib import Path
+
+import pandas as pd
 
 from ..formulas import regime
 from ..parallel.plan import parallel_step

@@ -5,14 +5,14 @@ status list, and the provenance a caption carries (machine, date, load).
 """
 from __future__ import annotations
 
-import pandas as pd
-
 import json
 import os
 import signal
 import subprocess
 import sys
 from pathlib import Path
+
+import pandas as pd
 
 from .. import records
 from ..measure.hardware import measured_label, measured_on_of, measured_when

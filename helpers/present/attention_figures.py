@@ -3,9 +3,9 @@ helpers.measure.mla) for notebook 06: the labelled columns are made here, from t
 ratio that matters beside them (helpers.formulas.regime: never raises, nan where there is nothing to compare)."""
 from __future__ import annotations
 
-import pandas as pd
-
 from typing import Any, Sequence
+
+import pandas as pd
 
 from ..formulas import regime
 from ..formulas.attention import MATCH_TOLERANCE, MLABaseline, PresetKV, nearest_baseline

@@ -2,9 +2,9 @@
 HBM against their on-chip memory, this CPU's caches, and the measured read-bandwidth staircase."""
 from __future__ import annotations
 
-import pandas as pd
-
 from typing import Any, Sequence
+
+import pandas as pd
 
 from ..formulas.units import KiB, MiB
 from ..measure.hierarchy import CacheLevel, FoundLevel, GPUMemoryLevels, Stair

@@ -7,7 +7,6 @@ The roofline figures notebooks 03 and 04 quote for a GPU are helpers.formulas.ro
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Iterable
 
 from ..formulas.specs import get_spec
@@ -79,32 +78,14 @@ def gpu_expectations(sizes, model=REFERENCE_MODEL, gpu: str = REFERENCE_GPU) -> 
             "activation_at_oom": prefill_activation_bytes(spec, ctx, oom_at, "bf16") if oom_at else None}
 
 
-@dataclass(frozen=True)
-class QuantizedFloor:
-    """One weight scheme's decode-step floor: its weight bytes, the floor (ms), what bounds it, and the
-    first scheme's floor ÷ this one (vs_bf16)."""
-
-    scheme: str
-    weight_bytes: int
-    step_floor_ms: float
-    bound: str
-    vs_bf16: float
-
-
 def quantized_decode_floors(model=REFERENCE_MODEL, gpu: str = REFERENCE_GPU,
-                            schemes: Iterable[str] = ("bf16", "fp8", "int8", "nf4"),
-                            context: int = 1024) -> list[QuantizedFloor]:
-    """The decode step's floor on a GPU for each weight scheme (batch 1, `context` tokens cached):
-    a memory-bound step reads the weights once, so fewer bytes per weight means a shorter floor —
-    if a kernel dequantizes on the fly at full bandwidth. vs_bf16 is the first scheme's (bf16's) floor ÷ this one."""
-    plans = [(s, gpu_plan(model, gpu, weight_dtype=s, context=context)) for s in schemes]
-    base = plans[0][1].step_floor_s
-    return [QuantizedFloor(s, p.weight_bytes, p.step_floor_s * 1e3, p.bound, base / p.step_floor_s) for s, p in plans]
-
-
-def quantized_decode_frame(rows: Iterable[QuantizedFloor]):
-    """quantized_decode_floors() as the table notebook 05 shows."""
+                            schemes: Iterable[str] = ("bf16", "fp8", "int8", "nf4"), context: int = 1024):
+    """The decode step's floor on a GPU per weight scheme (batch 1, `context` tokens cached), as notebook 05's
+    table: a memory-bound step reads the weights once, so fewer bytes per weight is a shorter floor, if a kernel
+    dequantizes on the fly at full bandwidth; "vs bf16 (×)" is the first scheme's floor ÷ this one."""
     import pandas as pd
 
-    return pd.DataFrame([{"scheme": r.scheme, "weight bytes": r.weight_bytes, "step floor (ms)": r.step_floor_ms,
-                          "bound": r.bound, "vs bf16 (×)": r.vs_bf16} for r in rows])
+    plans = [(s, gpu_plan(model, gpu, weight_dtype=s, context=context)) for s in schemes]
+    base = plans[0][1].step_floor_s
+    return pd.DataFrame([{"scheme": s, "weight bytes": p.weight_bytes, "step floor (ms)": p.step_floor_s * 1e3,
+                          "bound": p.bound, "vs bf16 (×)": base / p.step_floor_s} for s, p in plans])

@@ -22,11 +22,11 @@ Conventions (workshop/README.md, "visual style"):
 """
 from __future__ import annotations
 
-import pandas as pd
-
 import math
 import warnings
 from typing import Any, Iterable, Sequence
+
+import pandas as pd
 
 # ----------------------------------------------------------------------------- one colour per meaning
 MEASURED = "#1f77b4"       # measured on this machine (blue)

@@ -4,10 +4,10 @@
 negative difference, one row, none) without raising: a ratio it cannot form is nan, shown as "–"."""
 from __future__ import annotations
 
-import pandas as pd
-
 import math
 from typing import Any, Iterable, Sequence
+
+import pandas as pd
 
 from ..formulas import regime
 from ..formulas.roofline import RooflinePoint, attainable_flops, ridge_point

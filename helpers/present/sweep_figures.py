@@ -7,21 +7,18 @@ that ran — and shows "–" where there is nothing to compute.
 """
 from __future__ import annotations
 
-import pandas as pd
-
 from typing import Any, Callable, Sequence
+
+import pandas as pd
 
 from ..formulas import regime
 from ..formulas.memory import cache_window_slots, kv_cache_bytes
-from .plots import OOM as OOM_COLOUR
 from . import plots
 
 
 @plots.notes_when_empty('Memory grows with every token')
 def memory_figure(df, loaded, spec=None, dtype: str | None = None):
     """Measured cache bytes (points) and the formula (line) against tokens; CUDA peak when measured."""
-    from . import plots
-
     spec = spec or loaded.spec
     dtype = dtype or loaded.dtype
     ok, fig, ax = _sweep_axes(df, "tokens", loaded)
@@ -45,15 +42,11 @@ def memory_figure(df, loaded, spec=None, dtype: str | None = None):
 
 
 def _sweep_axes(df, key: str, source):
-    """(the points that ran, a 7 × 4 figure, its axes) for a sweep's figure; when no point ran, the
-    figure is already finished with _nothing_ran and the axes are None."""
-    from . import plots
-
+    """(the points that ran, a figure, its axes); when none ran, a figure that says so and None."""
     ok = df[~df["oom"]]
-    fig, ax = plots.figure(width=7, height=4)
     if ok.empty:
-        return ok, _nothing_ran(fig, ax, df, key, source), None
-    return ok, fig, ax
+        return ok, plots.note_figure(source, "Nothing ran", f"out of memory at the first point ({key} = {df[key].iloc[0]:,})"), None
+    return (ok, *plots.figure(width=7, height=4))
 
 
 def _medians_axes(df, key: str, median: str, p90: str, source, **style):
@@ -64,23 +57,11 @@ def _medians_axes(df, key: str, median: str, p90: str, source, **style):
     return ok, fig, ax
 
 
-def _nothing_ran(fig, ax, df, key: str, source):
-    """The figure of a sweep whose very first point ran out of memory."""
-    from . import plots
-
-    first = df[key].iloc[0] if len(df) else "?"
-    ax.text(0.5, 0.5, f"out of memory at the first point ({key} = {first:,})", ha="center", va="center",
-            transform=ax.transAxes, color=plots.OOM)
-    ax.set_title("Nothing ran")
-    ax.set_axis_off()
-    return plots.finish(fig, source)
-
-
 def _mark_oom(ax, df, key: str) -> None:
     bad = df[df["oom"]]
     for x in bad[key]:
-        ax.axvline(x, color=OOM_COLOUR, ls="--", lw=1)
-        ax.annotate(f"out of memory at {x:,}", (x, 0.95), xycoords=("data", "axes fraction"), color=OOM_COLOUR,
+        ax.axvline(x, color=plots.OOM, ls="--", lw=1)
+        ax.annotate(f"out of memory at {x:,}", (x, 0.95), xycoords=("data", "axes fraction"), color=plots.OOM,
                     fontsize=8, ha="right", rotation=90, va="top")
 
 
@@ -90,8 +71,6 @@ def ttft_figure(df, fit, loaded, what: str = "time to first token", guides: bool
     or None) through them; log–log. With
     `guides`, slope 1 (t ∝ n) and slope 2 (t ∝ n²) through the longest measured point (slope_guides)."""
     import numpy as np
-
-    from . import plots
 
     ok, fig, ax = _medians_axes(df, "tokens", "ttft_s", "ttft_p90_s", loaded, fmt="o", color=plots.MEASURED,
                                 label="measured (median, bar to p90)")
@@ -118,8 +97,6 @@ def slope_guides(ax, xs, x1: float, y1: float, slopes: Sequence[int] = (1, 2),
     x1 ÷ 2^doublings (or the smallest of `xs`, if later) up to x1, one per slope k, dotted, labelled at their
     left end ('slope 1') and in the legend ('slope 1: ∝ n, linear'), so the measured curve's slope there reads
     against them. Returns each line's (x0, y0, x1, y1)."""
-    from . import plots
-
     lo = max(float(min(xs)), x1 / 2**doublings)
     names = {1: "∝ n, linear", 2: "∝ n², quadratic"}
     ends = []
@@ -139,13 +116,6 @@ def timeline_figure(results: Sequence, source: Any):
     (orange), decoding up to its last token (blue), and in a static batch the time its row is held
     without producing anything until the batch ends (hatched), on one time axis. `results`: one
     helpers.serving.naive.ServeResult per mode."""
-    from . import plots
-
-    if not results:
-        fig, ax = plots.figure(width=8, height=2)
-        ax.text(0.5, 0.5, "neither serving mode ran (out of memory)", ha="center", va="center", color=plots.OOM)
-        ax.set_axis_off()
-        return plots.finish(fig, source, title="Serving: nothing ran")
     fig, axes = plots.figure(nrows=len(results), width=8, height=2.4, sharex=True, squeeze=False)
     for ax, res in zip(axes[:, 0], results):
         batch_end = max(t.finish_s for t in res.timings)
@@ -178,8 +148,6 @@ def timeline_figure(results: Sequence, source: Any):
 @plots.notes_when_empty('Inter-token latency against context')
 def itl_figure(df, loaded, floor_fn: Callable[[int], float] | None = None):
     """Decode step time (median, p90 bar) against context; optionally the memory-bound floor as a line."""
-    from . import plots
-
     ok, fig, ax = _medians_axes(df, "context", "itl_s", "itl_p90_s", loaded, fmt="o-", color=plots.MEASURED,
                                 label="measured step (median, bar to p90)")
     if ax is None:
@@ -203,8 +171,6 @@ def users_figure(df, loaded, total_memory: int | None = None, weight_bytes: int 
     (helpers.measure.growth.BudgetFit) the budget as a line, the users that fit in it marked (the measured
     line carried on, dotted, when they are more than the sweep ran) and the count in the title."""
     from ..formulas.units import fmt_iec
-    from . import plots
-
     ok, fig, ax = _sweep_axes(df, "batch", loaded)
     if ax is None:
         return fig
