@@ -1,9 +1,5 @@
-"""A GPU's figures, computed: the column a notebook's table gives for a GPU, from the helpers that own each
-quantity, for Mistral 7B on a reference GPU of the catalog (helpers.present.expected names them).
-
-Each cost is reached through one function here, so a change of owner is a one-line change:
-- a GPU's step, prefill and batch from the capacity planner: `gpu_plan` (calls helpers.capacity.plan).
-The roofline figures notebooks 03 and 04 quote for a GPU are helpers.formulas.roofline.gpu_roofline.
+"""A GPU's figures, computed for the reference model and GPU (helpers.present.expected): the planner's step,
+prefill and batch (`gpu_plan`, the one call to helpers.capacity.plan), the users that fit, the quantized floors.
 """
 from __future__ import annotations
 

@@ -1,24 +1,7 @@
-"""The workshop's one visual style: every figure names what produced it, has a title, uses one colour
-per meaning and one unit family per quantity; every table says once, in its caption, where it was
-measured or computed.
-
-    fig, ax = plots.figure()
-    ax.plot(x, y, color=plots.MEASURED, marker="o", label="measured")
-    ax.plot(x, f, color=plots.COMPUTED, label="formula")
-    plots.log_axis(ax, "x", ticks=x)                     # log scale, ticks at the data, labelled 1k, 4k …
-    div, unit = plots.byte_unit(max_bytes)               # bytes on an axis: always decimal (kB, MB, GB)
-    plots.finish(fig, loaded, title="Memory grows with every token")
-    plots.table(df, "measured: " + loaded.label)         # a captioned table, thousands separators
-
-Conventions (workshop/README.md, "visual style"):
-- colours: MEASURED (blue) for what this machine measured, COMPUTED (orange) for what helpers compute
-  from a config, DATASHEET (grey, dashed) for vendors' figures; FIT (black) for a law fitted through
-  measurements; OOM (red) for where a device ran out; FITS / DOES_NOT_FIT for yes/no bars; the phases of
-  a request (WAITING, PREFILL, DECODE, IDLE) have their own.
-- bytes on axes are decimal (kB, MB, GB: 10³, 10⁶, 10⁹), one family per axis; text and tables give the
-  binary figure beside it through helpers.formulas.units.fmt_bytes. A GPU's memory is binary whatever its
-  label says (an H100's "80 GB" is 80 GiB; CUDA reports about 1 % less), so plot it from its bytes.
-- bars sit on a linear axis from zero; log axes get ticks at readable values (1k, 4k, 32k).
+"""The workshop's one visual style: a title on every figure and what produced it along its bottom edge; one
+colour per meaning (MEASURED blue, COMPUTED orange, DATASHEET grey dashed, FIT black, OOM red; the phases of
+a request their own); bytes on axes decimal (kB, MB, GB), GPU memory plotted from its bytes; bars from zero,
+log axes with readable ticks; a table captioned once with where it was measured or computed (`table`).
 """
 from __future__ import annotations
 

@@ -1,23 +1,11 @@
 """Replay: the room with no Wi-Fi, no GPU and a slow laptop, and long sweeps one click away.
 
-A notebook runs each long measurement through `measure(key, fn, ...)`, which returns a `Measured`:
-the value, how long it took, and whether it was measured here or replayed from a recorded run.
-
-- **live** (the default): `fn` runs here, as it always has — under `make run`, nbmake, Jupyter, Colab.
-- **replay** (`WORKSHOP_REPLAY=1`, the facilitator's mode): the value a committed recorded run measured
-  (`workshop/results/<record>/replay/`) comes back at once, labelled with where and when it was recorded;
-  the notebook's **Run live** button (`run=`) measures it here instead. `WORKSHOP_REPLAY=<record folder>`
-  picks a record (e.g. `h200`); otherwise a GPU record first, then one of the live profile, newest first.
-- **in marimo**, a sweep marked `long=True` waits for its button: a recording of this device kind and
-  profile shows at once instead (labelled), or the cell says what the button will measure and how long
-  it took when recorded. Opening a notebook never starts a minute of measuring by itself.
-- **recording** (`WORKSHOP_REPLAY_RECORD=<folder>`, set by `make record-replay`): every measurement run
-  here is also saved there, one JSON record per key (helpers.records: data, never code), with the
-  record's meta.json: where and with what it was measured (helpers.measure.hardware.measured_on, under
-  its ``measured_on`` key, as in every record).
-
-A recording that is missing or no longer loads (too large, not JSON, a result type changed since) is not
-an error: the measurement runs live and `Measured.why_live` names the file and what is wrong with it.
+`measure(key, fn, ...)` runs a long measurement live (the default), or with `WORKSHOP_REPLAY=1` (or a record
+folder's name) returns the value a committed recording holds (`workshop/results/<record>/replay/`), labelled
+with where and when, the notebook's Run live button one click away. In marimo a sweep marked `long=True`
+waits for its button, showing a recording of this device kind and profile meanwhile. With
+`WORKSHOP_REPLAY_RECORD=<folder>` (`make record-replay`) every measurement is also saved there
+(helpers.records). A recording that does not load is a reason to run live (`Measured.why_live` says why).
 """
 from __future__ import annotations
 

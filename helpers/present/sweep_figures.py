@@ -1,9 +1,6 @@
-"""Figures and tables of the sweeps in helpers.measure.sweeps and of the serving comparison in helpers.serving
-(notebooks 01 and 03): measured points beside the formula or the fitted law, the out-of-memory point marked,
-each stamped with what produced it (helpers.present.plots); and notebook 01's tables, each result beside the
-figure it is read against (a formula, a floor, the first point) with their ratio and its label
-(helpers.formulas.regime). A table takes every value a measurement can produce — zero, one point, nothing
-that ran — and shows "–" where there is nothing to compute.
+"""Figures and tables of notebook 01's sweeps (helpers.measure.sweeps) and serving comparison (helpers.serving):
+measured points beside the formula or fitted law, the out-of-memory point marked; each table's result beside
+what it is read against, with their ratio and label (helpers.formulas.regime), "–" where nothing ran.
 """
 from __future__ import annotations
 
