@@ -11,10 +11,8 @@ from .expected import REFERENCE_GPU, REFERENCE_MODEL
 
 def gpu_plan(model=REFERENCE_MODEL, gpu: str = REFERENCE_GPU, weight_dtype: str = "bf16", context: int = 4096,
              batch: int = 1, prompt_tokens: int | None = None):
-    """The capacity planner's plan (helpers.capacity.plan): the single call for a GPU's decode step,
-    prefill and largest batch. Its step_floor_s and prefill_floor_s are at the datasheet's bandwidth and
-    peak; its step_s and prefill_s at the planner's default efficiency (DEFAULT_EFFICIENCY, 0.5 of the
-    datasheet), i.e. the floor ÷ 0.5."""
+    """The capacity planner's plan: the single call for a GPU's decode step, prefill and largest batch (floors at
+    the datasheet's figures; step_s and prefill_s at the planner's default efficiency)."""
     from ..capacity import plan
 
     return plan(model, gpu, weight_dtype=weight_dtype, context=context, batch=batch, prompt_tokens=prompt_tokens)
@@ -22,10 +20,7 @@ def gpu_plan(model=REFERENCE_MODEL, gpu: str = REFERENCE_GPU, weight_dtype: str 
 
 def gpu_users(model=REFERENCE_MODEL, gpu: str = REFERENCE_GPU, context: int = 1024, overhead_bytes: float = 0.0) -> int:
     """Sequences of `context` tokens whose bf16 cache fits beside the bf16 weights in the memory the GPU reports
-    to CUDA (helpers.formulas.gpus: usable_memory_bytes; the label in GiB less its kind's reserve where no
-    report was found), less
-    `overhead_bytes` (0: the whole memory, as a bare PyTorch sweep sees it; runtime_reserve_bytes(...) for
-    what a vLLM-like runtime plans with) — helpers.formulas.memory.max_users on that one memory basis."""
+    to CUDA, less `overhead_bytes` (helpers.formulas.memory.max_users on that one memory basis)."""
     from ..formulas.gpus import get_gpu
     from ..formulas.memory import kv_bytes_per_token, max_users, weight_bytes
 
@@ -35,14 +30,9 @@ def gpu_users(model=REFERENCE_MODEL, gpu: str = REFERENCE_GPU, context: int = 10
 
 
 def gpu_expectations(sizes, model=REFERENCE_MODEL, gpu: str = REFERENCE_GPU) -> dict[str, Any]:
-    """What a GPU run of notebook 01 should show, computed for its sweep sizes on a GPU (`sizes`:
-    helpers.measure.sweeps.sweep_sizes("mistral-7b", "cuda")): the cache at the
-    longest sequence; floors it cannot beat — TTFT of one prompt alone (prefill) and the decode step, at
-    the shortest and longest lengths (and every TTFT length), and the step at batches 1, 8 and 64; the
-    memory the GPU reports to CUDA (its label beside it), how many sequences of the users sweep's context
-    that memory holds beside the weights (cache only, gpu_users), and the first batch of the doubling sweep
-    whose weights + cache + its prefill's largest activation (helpers.formulas.memory.prefill_activation_bytes,
-    a lower bound) exceed that memory."""
+    """What a GPU run of notebook 01 should show for its sweep sizes (`sizes`: sweep_sizes("mistral-7b",
+    "cuda")): the cache at the longest sequence, the prefill and decode floors, the memory CUDA reports, the users
+    whose cache fits beside the weights, and the first batch whose weights + cache + prefill activation exceed it."""
     from ..formulas.gpus import get_gpu
     from ..formulas.memory import kv_bytes_per_token, kv_cache_bytes, prefill_activation_bytes, weight_bytes
 

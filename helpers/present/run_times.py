@@ -77,11 +77,8 @@ def seconds(s: float) -> str:
 
 
 def header(number: str, results: Path = RESULTS, indent: str = "    ") -> str:
-    """A notebook's run times from every committed record, as a small markdown table: one row per machine,
-    the seconds of a cached run, a first run (nothing cached) and replay mode (`WORKSHOP_REPLAY=1`), "–"
-    where the record kept none. GPU records come first; without one, a row says none is recorded yet.
-    Every line after the first starts with `indent`, the indentation of the markdown f-string a notebook
-    puts it in (marimo removes the common indentation)."""
+    """A notebook's run times from every committed record as a markdown table (cached, first, replay mode; "–"
+    where none), GPU records first; each line after the first starts with `indent` (the f-string's)."""
     rows = []
     for t in run_times(results):
         cells = [t.notebook_seconds(number), t.notebook_seconds(number, "first"), t.replay_seconds(number)]

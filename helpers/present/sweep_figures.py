@@ -219,13 +219,9 @@ def _ms(seconds) -> float:
 
 
 def growth_table(fit, doubling, spec, gpu_floors: dict | None = None, gpu_model=None, gpu_name: str = ""):
-    """How the TTFT grows, as numbers: one row for the fitted law (helpers.measure.growth.GrowthFit: its
-    exponent at the longest prompt, the time ratio over its last doubling, the n² term's share there and the
-    constant's share at the shortest prompt), one for the last doubling measured (growth.Doubling), and with
-    `gpu_floors` ({tokens: seconds}, the planner's prefill floors for `gpu_model` on `gpu_name`) one computed row
-    over their last doubling. Attention's share of the prefill's FLOPs at the row's longer length is computed
-    from each config (helpers.formulas.compute_share). A row with nothing to compute (no fit, no doubling)
-    shows "–"."""
+    """How the TTFT grows: a row for the fitted law (growth.GrowthFit), one for the last doubling measured, and
+    with `gpu_floors` ({tokens: seconds} of `gpu_model` on `gpu_name`) one computed row; each with attention's
+    share of the prefill's FLOPs at its longer length (helpers.formulas.compute_share), "–" where none."""
     import math
 
     from ..formulas.compute_share import flop_terms
