@@ -162,11 +162,6 @@ def _hashable(key):
     return tuple(_hashable(k) for k in key) if isinstance(key, list) else key
 
 
-def _inside(path: Path, roots: Iterable[Path]) -> bool:
-    real = path.resolve()
-    return any(real == Path(r).resolve() or real.is_relative_to(Path(r).resolve()) for r in roots)
-
-
 def load(path: Path | str, kind: str | None = None, roots: Iterable[Path] | None = None) -> dict:
     """The record in `path` (tagged values decoded), or one RecordError line naming the file and what is
     wrong: outside the record folders (or `roots`), too large (checked before reading), not JSON, not an
@@ -174,7 +169,7 @@ def load(path: Path | str, kind: str | None = None, roots: Iterable[Path] | None
     path = Path(path)
     roots = tuple(roots) if roots is not None else (RESULTS, BUILD)
     where = shown(path)
-    if not _inside(path, roots):
+    if not any(path.resolve().is_relative_to(Path(r).resolve()) for r in roots):
         raise RecordError(f"{where} is not inside a record folder ({', '.join(shown(r) + '/' for r in roots)}): "
                           "records are read only from there")
     try:

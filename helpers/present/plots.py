@@ -26,8 +26,6 @@ IDLE = "#9aabbb"           # a row held idle in a static batch (hatched)
 GUIDE = "#a0a0a0"          # a reference line to read a figure against: a slope, a budget the learner set (dotted)
 DATASHEET_STYLE = {"color": DATASHEET, "ls": "--", "lw": 1}
 
-MEANINGS = {"measured": MEASURED, "computed": COMPUTED, "datasheet": DATASHEET, "fit": FIT, "oom": OOM}
-
 
 def figure(ncols: int = 1, nrows: int = 1, width: float = 7.0, height: float = 4.0, **kw):
     """A matplotlib figure with the workshop's size; returns (fig, axes)."""

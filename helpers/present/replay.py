@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -150,8 +150,7 @@ def save(key: str, value: Any, seconds: float, folder: Path, meta: dict) -> Path
 
 @dataclass
 class _Recorder:
-    meta: dict | None = None
-    started: float = field(default_factory=time.time)
+    meta: dict | None = None      # this process's recordings' measured_on, made at the first one
 
 
 _RECORDER = _Recorder()
