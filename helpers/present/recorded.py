@@ -112,15 +112,6 @@ def noted_figures(folder: str | Path, skipped: list[str] | None = None) -> dict[
     return {p.stem: _body(d) for p, d in each("[0-9][0-9]_*.json", "key-figures", folder, skipped)}
 
 
-def fmt_value(v: Any) -> str:
-    """A key figure as the tables show it: 4 significant digits, thousands separated, — for none."""
-    if isinstance(v, float):
-        return f"{v:,.4g}"
-    if isinstance(v, int) and not isinstance(v, bool):
-        return f"{v:,}" if abs(v) < 10**15 else f"{v:.4g}"
-    return "—" if v is None else str(v)[:200]
-
-
 def _img(path: Path, width: int = 420) -> str:
     try:
         data = base64.b64encode(path.read_bytes()).decode()
@@ -146,9 +137,9 @@ def beside_live_html(notebook: str, live: dict[str, Any] | None = None, results:
                 f"(<code>make record</code> or <code>make gpu-record</code> makes one).</p>{notes}")
     live, recorded = live or {}, rec.key_figures(notebook)
     names = list(dict.fromkeys([*live, *recorded]))
-    frame = pd.DataFrame({"key figure": names, "this run (live)": [fmt_value(live.get(n)) for n in names],
-                          rec.device: [fmt_value(recorded.get(n)) for n in names]})
-    shown = table(frame, "").to_html() if names else ""
+    frame = pd.DataFrame({"key figure": names, "this run (live)": [live.get(n) for n in names],
+                          rec.device: [recorded.get(n) for n in names]}, dtype=object)
+    shown = table(frame, "", precision=4).to_html() if names else ""
     figs = "".join(_img(p) for p in rec.figures(notebook)[:max_figures])
     return (f"<div><p><b>Recorded run</b> — {html.escape(rec.label)} "
             f"(<code>workshop/results/{html.escape(rec.folder.name)}</code>)</p>{shown}<div>{figs}</div>{notes}</div>")
