@@ -1,19 +1,12 @@
-"""Records are data: one versioned JSON form for everything the workshop records — replay recordings,
-recorded key figures and meta, engine runs, run times — written by `dump` and read by `load`, here only.
+"""Records are data: one versioned JSON form for everything the workshop records (replay recordings, key
+figures and meta, engine runs, run times), written by `dump`, read by `load` and listed by `each`, here only.
 
-A record file is a JSON object whose first key is ``"record_format": 1``. Values JSON has no type for
-are written as one-key tagged objects: ``{"$tuple": [...]}``, ``{"$dict": [[key, value], ...]}`` (keys
-that are not text), ``{"$float": "nan"}``, ``{"$frame": {...}}`` (a pandas DataFrame),
-``{"$array": [...], "dtype": "float32"}`` (numpy), ``{"$dataclass": "helpers.measure.timing.Stats",
-"fields": {...}}``. Only dataclasses of `helpers` are rebuilt, field by field: a record is never code,
-and a result type that changed since the recording is a RecordError that says so, not a wrong value —
-except a field gained since with a default, which reads as its default.
-
-Reading is confined: `load` opens only files inside a record folder (``workshop/results/<record>/``) or
-this checkout's ``build/`` (or the folders a caller names, as tests do), checks the size before it reads,
-and answers every fault with a RecordError naming the file and what is wrong. Writing is atomic (a reader
-sees the old file or the new one) and masks the recording machine's own paths (its checkout, home,
-caches) so that a committed record publishes no one's folders.
+A record is a JSON object whose first key is ``"record_format": 1``. Values JSON has no type for are one-key
+tagged objects: ``$tuple``, ``$dict`` (keys that are not text), ``$float`` (nan, inf), ``$frame`` (pandas),
+``$array`` (numpy), ``$dataclass`` (a result type of helpers, rebuilt field by field: a record is never code;
+a type changed since the recording is a RecordError, except a field gained with a default). Reading is
+confined to the record folders, the size checked first; writing is atomic and masks the recording machine's
+own paths (its checkout, home, caches).
 """
 from __future__ import annotations
 
@@ -40,46 +33,32 @@ class RecordError(ValueError):
 
 
 def shown(path: Path | str) -> str:
-    """A path as a record or a message shows it: relative to the checkout when inside it."""
-    p = Path(path)
+    """A path relative to the checkout when inside it, else with this machine's folders masked."""
     try:
-        return str(p.resolve().relative_to(ROOT))
+        return str(Path(path).resolve().relative_to(ROOT))
     except (ValueError, OSError):
-        return mask_paths(str(p))
-
-
-# ----------------------------------------------------------------------------- no machine's own paths
-
-def _machine_paths() -> list[tuple[str, str]]:
-    home = Path.home()
-    pairs = [(str(ROOT), "<checkout>"), (str(home / ".cache"), "<user-cache>"), (str(home), "~"),
-             (tempfile.gettempdir(), "<tmp>")]
-    cache = os.environ.get("WORKSHOP_CACHE", "").strip()
-    if cache:
-        pairs.insert(0, (str(Path(cache).expanduser()), "<workshop-cache>"))
-    # longest first, so a folder inside another is named by the more precise mark
-    return sorted(((p.rstrip("/"), m) for p, m in pairs if len(p.rstrip("/")) > 1), key=lambda x: -len(x[0]))
+        return mask_paths(str(path))
 
 
 def mask_paths(text: str) -> str:
-    """`text` with this machine's own folders named instead of spelled out: the checkout as <checkout>,
-    ~/.cache as <user-cache>, the home folder as ~, the temporary folder as <tmp>."""
-    for path, mark in _machine_paths():
+    """`text` with the checkout as <checkout>, ~/.cache as <user-cache>, home as ~, the temporary folder as <tmp>."""
+    home, cache = Path.home(), os.environ.get("WORKSHOP_CACHE", "").strip()
+    pairs = [(str(ROOT), "<checkout>"), (str(home / ".cache"), "<user-cache>"), (str(home), "~"),
+             (tempfile.gettempdir(), "<tmp>")] + ([(str(Path(cache).expanduser()), "<workshop-cache>")] if cache else [])
+    # longest first, so a folder inside another is named by the more precise mark
+    for path, mark in sorted(((p.rstrip("/"), m) for p, m in pairs if len(p.rstrip("/")) > 1), key=lambda x: -len(x[0])):
         text = re.sub(re.escape(path) + r"(?=/|\b|$)", mark, text)
     return text
 
 
-# ----------------------------------------------------------------------------- values <-> JSON
-
 def encode(value: Any) -> Any:
-    """`value` as JSON-ready data (the tagged forms of the module docstring). TypeError for anything else,
-    naming its type: a record holds results, not objects with behaviour."""
+    """`value` as JSON-ready data (the tagged forms above); TypeError naming any other type."""
     if value is None or isinstance(value, (bool, int)) and not hasattr(value, "dtype"):
         return value
     if isinstance(value, float):
         return value if math.isfinite(value) else {"$float": repr(value)}
     if isinstance(value, str):
-        return mask_paths(str(value))
+        return mask_paths(value)
     if isinstance(value, Path):
         return shown(value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
@@ -155,7 +134,7 @@ def _frame(spec: dict):
 
 
 def decode(data: Any) -> Any:
-    """The value `encode` wrote. ValueError when a tagged form is malformed or names no result type."""
+    """The value `encode` wrote; ValueError when a tagged form is malformed or names no result type."""
     if isinstance(data, list):
         return [decode(v) for v in data]
     if not isinstance(data, dict):
@@ -183,22 +162,14 @@ def _hashable(key):
     return tuple(_hashable(k) for k in key) if isinstance(key, list) else key
 
 
-# ----------------------------------------------------------------------------- files
-
-def _inside(path: Path, roots: Iterable[Path]) -> bool:
-    real = path.resolve()
-    return any(real == Path(r).resolve() or real.is_relative_to(Path(r).resolve()) for r in roots)
-
-
 def load(path: Path | str, kind: str | None = None, roots: Iterable[Path] | None = None) -> dict:
-    """The record in `path`, a JSON object (tagged values decoded), or RecordError naming the file and
-    what is wrong: outside a record folder (or `roots`), not a file, larger than MAX_BYTES (checked
-    before reading), not UTF-8, not JSON, NaN or Infinity as bare words, not an object, a record format
-    this code does not know, another kind of record than `kind`, or a value that no longer decodes."""
+    """The record in `path` (tagged values decoded), or one RecordError line naming the file and what is
+    wrong: outside the record folders (or `roots`), too large (checked before reading), not JSON, not an
+    object, another format or `kind`, a value that no longer decodes."""
     path = Path(path)
     roots = tuple(roots) if roots is not None else (RESULTS, BUILD)
     where = shown(path)
-    if not _inside(path, roots):
+    if not any(path.resolve().is_relative_to(Path(r).resolve()) for r in roots):
         raise RecordError(f"{where} is not inside a record folder ({', '.join(shown(r) + '/' for r in roots)}): "
                           "records are read only from there")
     try:
@@ -243,9 +214,7 @@ def _finite(token: str) -> float:
 
 
 def dump(path: Path | str, kind: str, body: dict) -> Path:
-    """Write `body` (a dict of values `encode` takes) as a `kind` record at `path`, atomically, the
-    folder created when missing. ValueError when it would be larger than a record may be, or when
-    `path` cannot be written (one line naming it)."""
+    """Write `body` as a `kind` record at `path`, atomically; one ValueError line when too large or not writable."""
     path = Path(path)
     data = {"record_format": RECORD_FORMAT, "kind": kind, **encode(dict(body))}
     text = json.dumps(data, indent=1, ensure_ascii=False, allow_nan=False) + "\n"
@@ -259,8 +228,7 @@ def dump(path: Path | str, kind: str, body: dict) -> Path:
 
 
 def write_atomic(path: Path | str, data: str | bytes) -> Path:
-    """Write `data` to a temporary file beside `path`, then rename it over `path` (the folder created when
-    missing): a reader sees the old file or the new one, never half of one. The one atomic writer."""
+    """The one atomic writer: a temporary file beside `path`, renamed over it (a reader never sees half a file)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
@@ -275,13 +243,15 @@ def write_atomic(path: Path | str, data: str | bytes) -> Path:
     return path
 
 
-def folder(name: str) -> Path:
-    """The record folder `name` under workshop/results/, or RecordError when the name is not a record's
-    (letters, digits, '.', '-', '_'; no path) or no such record is committed."""
-    have = ", ".join(sorted(p.name for p in RESULTS.iterdir() if p.is_dir())) if RESULTS.is_dir() else "none"
-    if not isinstance(name, str) or not NAME.match(name):
-        raise RecordError(f"{name!r} is not a record's name (a folder of workshop/results/: {have})")
-    where = RESULTS / name
-    if not where.is_dir():
-        raise RecordError(f"no record {name!r} in workshop/results/ (recorded: {have})")
-    return where
+def each(pattern: str, kind: str, results: Path | str | None = None, skipped: list[str] | None = None) -> list[tuple[Path, dict]]:
+    """[(path, record)] of every `kind` record matching `pattern` under `results` (default RESULTS: e.g.
+    '*/meta.json', one per record folder), by path; one that does not load is left out, why appended to `skipped`."""
+    results = Path(results or RESULTS)
+    out = []
+    for path in sorted(results.glob(pattern)):
+        try:
+            out.append((path, load(path, kind, roots=(results,))))
+        except RecordError as exc:
+            if skipped is not None:
+                skipped.append(str(exc))
+    return out

@@ -292,7 +292,7 @@ def _():
 @app.cell
 def _():
     quant_floors = on_gpu.quantized_decode_floors()
-    plots.table(on_gpu.quantized_decode_frame(quant_floors), f"computed: Mistral 7B v0.1 on an {expected.REFERENCE_GPU}, batch 1, "
+    plots.table(quant_floors, f"computed: Mistral 7B v0.1 on an {expected.REFERENCE_GPU}, batch 1, "
                 "1,024 tokens cached: the capacity planner's memory-bound floor at the datasheet's bandwidth")
     return
 

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from helpers import records
-from helpers.present.recorded import fmt_value, noted_figures
+from helpers.present.plots import cell_text
+from helpers.present.recorded import noted_figures
 
 HOW = {"computed": "computed by helpers (Mistral 7B v0.1, bf16; datasheet GPUs)",
        "measured": "measured in this run"}
@@ -21,7 +22,7 @@ HOW = {"computed": "computed by helpers (Mistral 7B v0.1, bf16; datasheet GPUs)"
 def _fmt(v: Any) -> str:
     if isinstance(v, bool):
         return "yes" if v else "no"
-    return fmt_value(v)
+    return cell_text(v, 4)
 
 
 def notebook_figures(stem: str, build: Path, computed: dict[str, dict] | None = None,

@@ -90,15 +90,14 @@ def test_gpu_expectations_by_hand():
 
 
 def test_quantized_decode_floors_by_hand():
-    rows = {r.scheme: r for r in on_gpu.quantized_decode_floors()}
+    rows = on_gpu.quantized_decode_floors().set_index("scheme")
     kv = 1024 * 131_072
-    assert math.isclose(rows["bf16"].step_floor_ms, (MISTRAL_STREAMED + ROW + kv + 131_072) / H100_BANDWIDTH * 1e3,
+    assert math.isclose(rows.at["bf16", "step floor (ms)"], (MISTRAL_STREAMED + ROW + kv + 131_072) / H100_BANDWIDTH * 1e3,
                         rel_tol=1e-9)
     # nf4 keeps the embedding in bf16 (not quantized): the step reads the quantized rest and one bf16 row
-    assert rows["nf4"].step_floor_ms < rows["bf16"].step_floor_ms / 3
-    assert rows["bf16"].vs_bf16 == 1.0 and 3 < rows["nf4"].vs_bf16 < 3.5
-    assert all(r.bound == "memory" for r in rows.values())
-    assert list(on_gpu.quantized_decode_frame(rows.values())["vs bf16 (×)"]) == [r.vs_bf16 for r in rows.values()]
+    assert rows.at["nf4", "step floor (ms)"] < rows.at["bf16", "step floor (ms)"] / 3
+    assert rows.at["bf16", "vs bf16 (×)"] == 1.0 and 3 < rows.at["nf4", "vs bf16 (×)"] < 3.5
+    assert (rows["bound"] == "memory").all()
 
 
 def test_gpu_plan_step_floor_by_hand():

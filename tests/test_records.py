@@ -143,11 +143,14 @@ def test_writing_is_atomic_and_refuses_what_is_not_a_record(tmp_path):
         records.dump(tmp_path / "file" / "r.json", "t", {})
 
 
-def test_a_record_folder_is_named_not_spelled_as_a_path():
-    assert records.folder("cpu-amd-epyc") == records.RESULTS / "cpu-amd-epyc"
-    for bad in ("../build", "/etc", "", "cpu-amd-epyc/replay", "no-such"):
-        with pytest.raises(records.RecordError, match="cpu-amd-epyc"):
-            records.folder(bad)
+def test_each_lists_the_records_that_load_and_says_why_of_the_others(tmp_path):
+    records.dump(tmp_path / "a" / "meta.json", "m", {"x": 1})
+    records.dump(tmp_path / "b" / "meta.json", "other", {})
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "meta.json").write_text("{")
+    skipped = []
+    assert [(p.parent.name, d["x"]) for p, d in records.each("*/meta.json", "m", tmp_path, skipped)] == [("a", 1)]
+    assert len(skipped) == 2 and "b/meta.json" in skipped[0] and "not valid JSON" in skipped[1]
 
 
 @pytest.mark.parametrize("record", ["cpu-amd-epyc", "cpu-intel-xeon"])

@@ -89,22 +89,26 @@ def open_loop_figure(levels, source: Any):
     return plots.finish(fig, source, OPEN_LOOP_TITLE)
 
 
+def _bars_by_level(ax, levels, groups, column: str, spread: str, label: str):
+    """One bar per group (`label`: the column naming it) at each concurrency of `levels`, bars the spread of its runs."""
+    import numpy as np
+
+    conc = sorted(levels["concurrency"].dropna().unique())
+    width = 0.8 / max(len(groups), 1)
+    for i, name in enumerate(groups):
+        g = levels[levels[label] == name].set_index("concurrency")
+        vals = [g[column].get(c, np.nan) for c in conc]
+        ax.bar(np.arange(len(conc)) + i * width, vals, width, label=name, capsize=3,
+               yerr=[_bar(v, g[spread].get(c, np.nan)) for v, c in zip(vals, conc)])
+    ax.set_xticks(np.arange(len(conc)) + width * (len(groups) - 1) / 2, [f"c={c:g}" for c in conc])
+    ax.set_ylabel(column.replace(" mean ms", " mean (ms)"))
+
+
 @plots.notes_when_empty(PREFIX_TITLE)
 def prefix_figure(levels, source: Any):
     """The agentic trace's median TTFT per configuration at each concurrency, bars the spread of its runs."""
-    import numpy as np
-
-    names = list(dict.fromkeys(levels["configuration"]))
-    conc = sorted(levels["concurrency"].dropna().unique())
     fig, ax = plots.figure(width=6.0, height=3.6)
-    width = 0.8 / max(len(names), 1)
-    for i, name in enumerate(names):
-        g = levels[levels["configuration"] == name].set_index("concurrency")
-        vals = [g["TTFT mean ms"].get(c, np.nan) for c in conc]
-        errs = [_bar(v, g["TTFT spread"].get(c, np.nan)) for v, c in zip(vals, conc)]
-        ax.bar(np.arange(len(conc)) + i * width, vals, width, yerr=errs, capsize=3, label=name)
-    ax.set_xticks(np.arange(len(conc)) + width * (len(names) - 1) / 2, [f"c={c:g}" for c in conc])
-    ax.set_ylabel("mean TTFT (ms)")
+    _bars_by_level(ax, levels, list(dict.fromkeys(levels["configuration"])), "TTFT mean ms", "TTFT spread", "configuration")
     ax.legend(fontsize=8)
     return plots.finish(fig, source, PREFIX_TITLE)
 
@@ -112,21 +116,11 @@ def prefix_figure(levels, source: Any):
 @plots.notes_when_empty(TOOLS_TITLE)
 def tools_figure(levels, source: Any):
     """Median TTFT and ITL per closed-loop level, one bar per load generator, bars the spread of its runs."""
-    import numpy as np
-
     t = levels[levels["rate asked"].isna()]
     if t.empty or t["tool"].nunique() < 2:
         return plots.note_figure(source, TOOLS_TITLE, "fewer than two load generators measured this server")
-    conc, tools = sorted(t["concurrency"].unique()), list(dict.fromkeys(t["tool"]))
     fig, axes = plots.figure(ncols=2, width=6.0, height=3.8)
-    width = 0.8 / len(tools)
     for ax, col, sp in zip(axes, ("TTFT mean ms", "ITL mean ms"), ("TTFT spread", "ITL spread")):
-        for i, tool in enumerate(tools):
-            g = t[t["tool"] == tool].set_index("concurrency")
-            vals = [g[col].get(c, np.nan) for c in conc]
-            ax.bar(np.arange(len(conc)) + i * width, vals, width, label=tool, capsize=2,
-                   yerr=[_bar(v, g[sp].get(c, np.nan)) for v, c in zip(vals, conc)])
-        ax.set_xticks(np.arange(len(conc)) + width * (len(tools) - 1) / 2, [f"c={c:g}" for c in conc])
-        ax.set_ylabel(col.replace(" mean ms", " mean (ms)"))
+        _bars_by_level(ax, t, list(dict.fromkeys(t["tool"])), col, sp, "tool")
     axes[0].legend(fontsize=8)
     return plots.finish(fig, source, TOOLS_TITLE)

@@ -1,41 +1,33 @@
 """The decision guide: which engine for which workload. Its CPU rows are sorted tables read from a run —
 the learner's live run where it measured a configuration, else the record it cites (its machine, date and
-load), both where they disagree (`cpu_rows`); its GPU rows are cited or computed (`GPU_ROWS`), beside the
-talk's table and published figures (`PUBLISHED`, each with its source) and tensor parallelism on paper.
+load), both where they disagree (`cpu_rows`); its GPU rows are cited or computed (`gpu_table`), beside the
+talk's table and published figures (`published_table`, each with its source) and tensor parallelism on paper.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
+import pandas as pd
+
 from ..formulas import regime
 from ..parallel.plan import parallel_step
 from . import records
 
-TALK_CSV = Path(__file__).resolve().parents[1] / "data" / "talk_serving_h100.csv"   # the talk's Demo F, its owner
+DATA = Path(__file__).resolve().parents[1] / "data"
+TALK_CSV = DATA / "talk_serving_h100.csv"   # the talk's Demo F, its owner
 TALK_SOURCE = "the workshop talk, Demo F (one H100; 10 concurrent × 50 tokens; 1,656-token shared prefix)"
 
 
 def talk_rows():
     """The talk's table as its CSV holds it (key, configuration, concurrency, tok_s, ttft_ms, itl_ms): the
     one reader of helpers/data/talk_serving_h100.csv, for the guide, the key figures and the slides."""
-    import pandas as pd
-
     return pd.read_csv(TALK_CSV, comment="#")
 
 
 def talk_table():
     t = talk_rows().rename(columns={"tok_s": "tok/s", "ttft_ms": "TTFT ms", "itl_ms": "ITL ms"})
     return t[["configuration", "concurrency", "tok/s", "TTFT ms", "ITL ms"]].assign(source=TALK_SOURCE)
-
-
-def talk(name_has: str, column: str):
-    for r in talk_table().drop(columns="source").to_dict("records"):
-        if name_has in r["configuration"]:
-            if column not in r:
-                raise ValueError(f"the talk's table has no column {column!r}; it has {', '.join(r)}")
-            return r[column]
-    raise ValueError(f"no row of the talk's table contains {name_has!r}")
 
 
 def talk_speedups() -> dict:
@@ -55,37 +47,21 @@ class TalkFactors:
 
 
 def talk_factors() -> TalkFactors:
-    total = talk("vLLM default", "tok/s") / talk("baseline", "tok/s")
-    per_request = talk("baseline", "ITL ms") / talk("vLLM default", "ITL ms")
-    return TalkFactors(total, per_request, total / per_request, int(talk("vLLM default", "concurrency")))
-
-
-PUBLISHED = [
-    {"claim": "continuous batching (iteration-level scheduling) vs static batching", "figure": "36.9× throughput at the same latency",
-     "source": "Yu et al., Orca, OSDI 2022 (GPT-3 175B vs FasterTransformer)"},
-    {"claim": "paged attention + continuous batching (vLLM)", "figure": "2–4× throughput at the same latency",
-     "source": "Kwon et al., vLLM/PagedAttention, SOSP 2023 (vs FasterTransformer and Orca)"},
-    {"claim": "radix-tree prefix cache (SGLang) on shared-prefix programs", "figure": "up to 6.4× throughput",
-     "source": "Zheng et al., SGLang, NeurIPS 2024"},
-    {"claim": "SGLang vs vLLM on the agentic branching workload", "figure": "3–4× better",
-     "source": "the workshop talk, §8 (one H100)"},
-    {"claim": "goodput: the highest request rate at which ≥ 90 % of requests meet the TTFT and TPOT SLOs",
-     "figure": "the measure to optimise, not raw tok/s", "source": "Zhong et al., DistServe, OSDI 2024, §2"},
-]
+    t = talk_rows().set_index("key")
+    total = t.at["vllm", "tok_s"] / t.at["hf", "tok_s"]
+    per_request = t.at["hf", "itl_ms"] / t.at["vllm", "itl_ms"]
+    return TalkFactors(total, per_request, total / per_request, int(t.at["vllm", "concurrency"]))
 
 
 def published_table():
-    import pandas as pd
-
-    return pd.DataFrame(PUBLISHED)
+    """Published figures beside the guide, each with its source (helpers/data/engine_published.csv)."""
+    return pd.read_csv(DATA / "engine_published.csv")
 
 
 def tensor_parallel_table(model: str = "gpt-oss-120b", gpu: str = "H100 SXM", gpus=(1, 2, 4, 8),
                           weight_dtype: str = "bf16", context: int = 4096, batch: int = 16, link=None):
     """Tensor parallelism on paper (helpers.parallel.plan.parallel_step): fit, largest batch, decode step
     (floor ÷ efficiency + the all-reduces), and tokens/s (an upper bound: no prefill) and $ at that step."""
-    import pandas as pd
-
     rows, efficiency = [], None
     for n in gpus:
         s = parallel_step(model, gpu, tp=n, batch=batch, context=context, weight_dtype=weight_dtype, link=link)
@@ -105,8 +81,6 @@ def tensor_parallel_table(model: str = "gpt-oss-120b", gpu: str = "H100 SXM", gp
 def gpu_batching_table(batches=(1, 4, 8, 32), context: int = 512):
     """What batching buys on a GPU, computed: Mistral 7B bf16 on an H100 SXM (helpers.present.on_gpu.gpu_plan),
     the decode step's floor at each batch and the output tokens/s it allows (batch ÷ step), ÷ batch 1."""
-    import pandas as pd
-
     from ..present.on_gpu import gpu_plan
 
     rows = []
@@ -137,8 +111,6 @@ def cpu_rows(live: dict | None, record: dict | None, live_label: str = "this mac
     configuration by median output tok/s, highest first, ÷ the highest of the same run with its label. A
     configuration's row reads the live run where it measured it, else the record; where both measured it
     and live ÷ record is not "at" (by the 10 % margin), both rows are shown. `from` cites the run."""
-    import pandas as pd
-
     rec_label = f"record: {records.provenance(record)}" if record else ""
     tops = [max((data.get("plan") or {}).get("concurrencies") or data.get("concurrencies") or [1])
             for data in (live, record) if data]
@@ -164,31 +136,6 @@ def cpu_rows(live: dict | None, record: dict | None, live_label: str = "this mac
     return pd.DataFrame(out, columns=list(CPU_COLUMNS))
 
 
-GPU_ROWS = [
-    {"workload": "many independent chat users on NVIDIA GPUs", "engine": "vLLM (SGLang equal)",
-     "why": "paged attention and continuous batching; the production default, widest model support",
-     "evidence": "cited: the talk §7–8 (one H100); Kwon et al., SOSP 2023 (2–4× at the same latency)"},
-    {"workload": "agents that share long prompts (branching, multi-turn, RAG over the same documents)",
-     "engine": "any engine with prefix caching on (vLLM's default: vllm/config/cache.py; SGLang's radix tree)",
-     "why": "a shared prefix is prefilled once; an edit invalidates every later block (or tree node)",
-     "evidence": "cited: the talk §8 (SGLang 3–4× on this workload); Zheng et al., NeurIPS 2024 (up to 6.4×)"},
-    {"workload": "long contexts that fill the KV cache", "engine": "an fp8 KV cache (--kv-cache-dtype fp8)",
-     "why": "half the KV bytes of bf16 per token: twice the tokens in the same memory; pays only when the cache, "
-            "not the weights, limits the batch", "evidence": "cited: the talk's table (no memory pressure there)"},
-    {"workload": "output that copies its input (code edits, extraction), latency first",
-     "engine": "n-gram speculative decoding, after measuring it on your traffic",
-     "why": "draft tokens copied from the prompt, verified in one pass; rejected drafts cost time",
-     "evidence": "cited: the talk's table (ITL higher with it on its text)"},
-    {"workload": "NVIDIA only, every last bit of throughput", "engine": "TensorRT-LLM (NVIDIA Dynamo to route)",
-     "why": "kernels and graphs compiled for the exact GPU; more build and operations work",
-     "evidence": "cited: named in the talk §8; no figure measured or published here"},
-    {"workload": "the model outgrows one GPU", "engine": "tensor parallelism in vLLM/SGLang (--tensor-parallel-size / --tp)",
-     "why": "weights and KV heads split over N GPUs; two all-reduces per layer need NVLink-class links",
-     "evidence": "computed: helpers.parallel.plan.parallel_step (the table below)"},
-]
-
-
 def gpu_table():
-    import pandas as pd
-
-    return pd.DataFrame(GPU_ROWS)
+    """The guide's GPU rows, each cited or computed (helpers/data/engine_guide_gpu.csv)."""
+    return pd.read_csv(DATA / "engine_guide_gpu.csv")

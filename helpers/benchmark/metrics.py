@@ -1,8 +1,6 @@
-"""Serving metrics read from an engine run's record (servebench writes it; nothing here measures): each
-request is kept as [TTFT s, ITL s, E2E s, output tokens] (None: it failed), each run with its duration,
-its level (concurrency, or an open-loop rate with the rate its sends achieved), its repeat, the trace it
-ran and the load it ran under. One definition each (`DEFINITIONS`); every function takes any value a
-measurement can produce (no request, every request failed, a zero duration) and returns a number or nan.
+"""Serving metrics from an engine record (servebench writes it): each request is [TTFT s, ITL s, E2E s, output
+tokens] (None: failed), each run with its duration, level, repeat, trace and load. One definition each
+(`DEFINITIONS`); any value a measurement can produce gives a number or nan.
 """
 from __future__ import annotations
 
@@ -38,14 +36,16 @@ def meets(row: Sequence | None, slo: SLO) -> bool:
     return row[0] <= slo.ttft_s and (row[1] is None or row[1] <= slo.tpot_s)
 
 
+def _finite(xs) -> list[float]:
+    return [x for x in xs if x is not None and math.isfinite(x)]
+
+
 def _mean(xs) -> float:
-    xs = [x for x in xs if x is not None and math.isfinite(x)]
-    return statistics.fmean(xs) if xs else NAN
+    return statistics.fmean(xs) if (xs := _finite(xs)) else NAN
 
 
 def _p90(xs) -> float:
-    xs = [x for x in xs if x is not None and math.isfinite(x)]
-    return percentile(xs, 90) if xs else NAN
+    return percentile(xs, 90) if (xs := _finite(xs)) else NAN
 
 
 def tool(run: dict) -> str:
@@ -74,7 +74,7 @@ def run_figures(run: dict, slo: SLO | None = None) -> dict:
 
 def spread(values: Sequence[float]) -> float:
     """(largest − smallest) ÷ median of repeated runs' figures; nan for fewer than two runs (no spread to read)."""
-    xs = [v for v in values if v is not None and math.isfinite(v)]
+    xs = _finite(values)
     if len(xs) < 2:
         return NAN
     mid = statistics.median(xs)
@@ -82,8 +82,7 @@ def spread(values: Sequence[float]) -> float:
 
 
 def median(values: Sequence[float]) -> float:
-    xs = [v for v in values if v is not None and math.isfinite(v)]
-    return statistics.median(xs) if xs else NAN
+    return statistics.median(xs) if (xs := _finite(values)) else NAN
 
 
 def held(asked: float | None, achieved: float | None, requests: int) -> bool:

@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
+
 from .. import records
 from ..measure.hardware import measured_label, measured_on_of, measured_when
 from . import metrics
@@ -64,15 +66,9 @@ def run_live(out: Path = RESULTS_DIR / "live.json") -> dict:
 
 
 def committed() -> Path:
-    """The committed engine record shown beside a live run: of workshop/results/*/engines.json, the newest
-    one measured idle, else the newest."""
-    found = []
-    for path in records.RESULTS.glob("*/engines.json"):
-        try:
-            data = records.load(path, "engines", roots=(path.parent,))
-        except records.RecordError:
-            continue
-        found.append((bool(data.get("idle")), measured_on_of(data)["recorded_at"] or "", str(path)))
+    """The committed engine record shown beside a live run: the newest measured idle, else the newest."""
+    found = [(bool(d.get("idle")), measured_on_of(d)["recorded_at"] or "", str(p))
+             for p, d in records.each("*/engines.json", "engines")]
     return Path(max(found)[2]) if found else RECORD
 
 
@@ -111,8 +107,6 @@ RUN_COLUMNS = ("configuration", "tool", "workload", "concurrency", "rate asked",
 def runs_table(data: dict, slo: metrics.SLO | None = None):
     """Every run with requests as one row (configuration, tool, level, repeat, its figures); an empty table
     with every column when there is none."""
-    import pandas as pd
-
     slo = slo or slo_of(data)
     rows = []
     for c in data.get("configs") or []:
@@ -135,8 +129,6 @@ def levels_table(data: dict, slo: metrics.SLO | None = None, workload: str | Non
     of its runs' figures with their spread ((largest − smallest) ÷ median), the SLO attainment of all its
     requests, the achieved rate and whether the rate was held (open loop), the most others used meanwhile,
     and the trace the level ran (the same on every level of a run made by servebench)."""
-    import pandas as pd
-
     t = runs_table(data, slo)
     t = t[(t["workload"] == workload) if workload else t["workload"].notna()]
     t = t[t["tool"] == tool] if tool else t
@@ -166,8 +158,6 @@ def levels_table(data: dict, slo: metrics.SLO | None = None, workload: str | Non
 def goodput_table(levels):
     """DistServe's goodput per configuration (and tool) from the open-loop levels: the highest held achieved
     rate with ≥ 90 % of requests within the SLO (nan: none), beside the rates held and not held."""
-    import pandas as pd
-
     rows = []
     for (name, tool), g in levels[levels["rate asked"].notna()].groupby(["configuration", "tool"], sort=False):
         pts = list(zip(g["achieved rate"], g["SLO attained"], g["held"]))
@@ -254,8 +244,6 @@ def _closed(levels, name: str):
 def batching_table(levels, off: str = BASELINE, on: str = BATCHING):
     """Continuous batching off against on at each closed-loop level both ran: output tok/s and mean ITL of
     each (medians of their runs), on ÷ off with its label."""
-    import pandas as pd
-
     from ..formulas.regime import against
 
     a, b = _closed(levels, off), _closed(levels, on)
@@ -275,8 +263,6 @@ def queue_table(levels, name: str = BASELINE):
     """One request at a time under a closed loop of c clients: by Little's law each request spends c service
     times in the server (c = throughput × time in system, one served at a time), so its TTFT is its own at
     concurrency 1 plus (c − 1) answers, E2E at 1 each. Measured against that, at each level above 1."""
-    import pandas as pd
-
     from ..formulas.regime import against
 
     t = _closed(levels, name)

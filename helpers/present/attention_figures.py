@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+import pandas as pd
+
 from ..formulas import regime
 from ..formulas.attention import MATCH_TOLERANCE, MLABaseline, PresetKV, nearest_baseline
 from ..measure.kv_caches import CacheCheck, SlidingStep
@@ -14,8 +16,6 @@ from . import plots
 
 def kv_table_frame(rows: Sequence[PresetKV]):
     """Each preset's KV cache per token and, in GB (10⁹ B), for one sequence at each context."""
-    import pandas as pd
-
     out = []
     for r in rows:
         row = {"model": r.model, "attention": r.attention, "layers": r.layers,
@@ -30,8 +30,6 @@ def kv_table_frame(rows: Sequence[PresetKV]):
 def cache_checks_frame(rows: Sequence[CacheCheck]):
     """Measured caches against the formula, one row per (variant, tokens, batch): measured ÷ formula, and where
     the variants differ in K/V heads, each cache ÷ the cache of the fewest K/V heads at the same tokens and batch."""
-    import pandas as pd
-
     rows = list(rows)
     fewest = {}
     for r in rows:
@@ -54,8 +52,6 @@ def cache_checks_frame(rows: Sequence[CacheCheck]):
 
 def sliding_frame(steps: Sequence[SlidingStep]):
     """A sliding-window cache step by step, against the formulas at window − 1 slots, the window, no window."""
-    import pandas as pd
-
     return pd.DataFrame([{"tokens seen": s.tokens_seen, "measured (B)": s.measured_bytes,
                           f"formula, {s.window - 1} slots (B)": s.slots_bytes,
                           f"formula, window {s.window} (B)": s.window_bytes,
@@ -74,8 +70,7 @@ def sliding_figure(steps: Sequence[SlidingStep], source: Any):
             label=f"formula, window − 1 = {window - 1} slots")
     ax.plot(seen, [s.measured_bytes / div for s in steps], ".", color=plots.MEASURED, label="measured DynamicCache")
     ax.set_ylim(bottom=0)
-    ax.set_xlabel("tokens seen")
-    ax.set_ylabel(plots.byte_label(unit, "cache"))
+    ax.set(xlabel="tokens seen", ylabel=plots.byte_label(unit, "cache"))
     ax.set_title("A sliding window caps the cache", fontsize=10)
     ax.legend(fontsize=8)
     return plots.finish(fig, source)
@@ -83,8 +78,6 @@ def sliding_figure(steps: Sequence[SlidingStep], source: Any):
 
 def mla_checks_frame(rows: Sequence[MLACheck]):
     """TinyMLA's latent cache against the formula and an expanded cache, and its output against the reference."""
-    import pandas as pd
-
     return pd.DataFrame([{"tokens": r.tokens, "batch": r.batch, "measured latent cache (B)": r.measured_bytes,
                           "formula (B)": r.formula_bytes, "equal": r.equal,
                           "expanded K/V would be (B)": r.expanded_bytes,
@@ -96,8 +89,6 @@ def mla_checks_frame(rows: Sequence[MLACheck]):
 
 def mla_baselines_frame(rows: Sequence[MLABaseline]):
     """Every baseline of an MLA saving, with how it is counted and whether it is fair."""
-    import pandas as pd
-
     return pd.DataFrame([{"baseline": r.baseline, "counted": r.counted, "same model": r.same_model,
                           "same count": r.same_count, "fair": r.fair, "baseline bytes": r.baseline_bytes,
                           "MLA bytes": r.mla_bytes, "baseline ÷ MLA": r.baseline_over_mla, "dtype": r.dtype}
@@ -108,8 +99,6 @@ def quoted_frame(quoted: Sequence[float], rows: Sequence[MLABaseline], tolerance
     """Each quoted "MLA saves N×" beside the computed baseline nearest it (helpers.formulas.attention
     .nearest_baseline): what that baseline is, how it is counted, whether it is fair, its ratio, quoted ÷ computed,
     and whether that is within `tolerance` (the quote *is* that baseline)."""
-    import pandas as pd
-
     out = []
     for q in quoted:
         b = nearest_baseline(q, list(rows)) if rows and q else None
@@ -124,8 +113,6 @@ def quoted_frame(quoted: Sequence[float], rows: Sequence[MLABaseline], tolerance
 def scorecard_frame(rows: Sequence[dict]):
     """The published scorecard (helpers.formulas.attention.scorecard) with variant − baseline in the metric's
     points where both are numbers (nan where one is a fraction such as "1/8")."""
-    import pandas as pd
-
     def number(x):
         try:
             return float(x)

@@ -2,6 +2,8 @@
 intensity against batch at several contexts and one step on a GPU's roofline."""
 from __future__ import annotations
 
+import pandas as pd
+
 from ..formulas.decode_intensity import IntensityPoint, IntensitySummary
 from ..formulas.roofline import attainable_flops
 from . import plots
@@ -30,8 +32,7 @@ def intensity_figure(df, model_name: str, dtype: str):
     ax.annotate(f"{gpu} ridge {ridge:,.0f} FLOP/B (datasheet)", (1, ridge), textcoords="offset points",
                 xytext=(2, 4), fontsize=8)
     ax.set_xlabel("batch (sequences decoded together)")
-    ax.set_ylabel("FLOP per byte moved")
-    ax.set_title(f"Decode's arithmetic intensity against batch: {model_name}, {dtype}")
+    ax.set(ylabel="FLOP per byte moved", title=f"Decode's arithmetic intensity against batch: {model_name}, {dtype}")
     ax.grid(True, which="both", alpha=0.2)
     ax.legend(fontsize=8, loc="upper left")
     return plots.finish(fig, f"computed from {model_name} config.json, {dtype} weights and KV cache · {gpu} "
@@ -60,8 +61,7 @@ def point_figure(p: IntensityPoint, dtype: str = "bf16"):
         face = style["color"] if (p.fits or what == "weights only") else "none"
         ax.scatter([x], [y], s=60, zorder=3, marker=style["marker"], facecolors=face, edgecolors=style["color"],
                    label=f"batch {p.batch:,}, {what}: {x:,.1f} FLOP/B")
-    ax.set_xlabel("arithmetic intensity (FLOP per byte moved)")
-    ax.set_ylabel("attainable FLOP/s")
+    ax.set(xlabel="arithmetic intensity (FLOP per byte moved)", ylabel="attainable FLOP/s")
     ax.set_title(f"{p.model} decode, batch {p.batch:,} × {p.context:,} tokens (at most {p.max_batch:,} fit): "
                  f"intensity ÷ ridge {p.intensity_with_kv / p.ridge:,.2f}", fontsize=10)
     ax.grid(True, which="both", alpha=0.2)
@@ -73,8 +73,6 @@ def point_figure(p: IntensityPoint, dtype: str = "bf16"):
 def summary_frame(summaries: list[IntensitySummary]):
     """A pandas table, one row per context: its largest fitting batch, the intensity there, the cache's
     limit (any batch), the ridge, and the limit ÷ the ridge with its label (below: no batch reaches the ridge)."""
-    import pandas as pd
-
     from ..formulas import regime
 
     frame = pd.DataFrame([{"context": s.context, "largest batch that fits": s.max_batch,
@@ -87,8 +85,6 @@ def point_frame(p: IntensityPoint):
     """One computed decode step (helpers.formulas.decode_intensity.point) as a one-row table: its intensity
     with the cache and with the weights alone, each ÷ the ridge with its label, the cache's limit ÷ the ridge,
     and the largest batch that fits."""
-    import pandas as pd
-
     from ..formulas import regime
 
     r, label = regime.against(p.intensity_with_kv, p.ridge)

@@ -40,8 +40,7 @@ def timing_figure(df, source: Any):
         ax.loglog(t["tokens"], t["tiled_s"] * 1e3, "s--", color="tab:grey", label="tiled_attention (Python loops)")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("sequence length (tokens)")
-    ax.set_ylabel("ms per call (median)")
-    ax.set_title("Attention time: materialised against fused")
+    ax.set(ylabel="ms per call (median)", title="Attention time: materialised against fused")
     ax.legend(fontsize=8)
     return plots.finish(fig, source)
 

@@ -1,12 +1,6 @@
-"""Links from the notebooks into the glossary, `workshop/glossary.md`, checked against its anchors.
-
-    from helpers.present.glossary import term
-    mo.md(f"... the {term('TTFT')} grows with the prompt ...")   # -> [TTFT](…/workshop/glossary.md#ttft)
-
-An anchor is the heading in lowercase with words joined by hyphens (GitHub's rule), or an explicit
-`<a id="…">` in the file. A link to an anchor the glossary does not have raises ValueError, so a
-notebook run catches a broken link. With WORKSHOP_REPO_URL set (Colab, where the repository is
-cloned from it), links point at the published file; otherwise they are relative to `notebooks/`.
+"""Links from the notebooks into the glossary, `workshop/glossary.md`: `term('TTFT')` is a markdown link to
+its anchor (GitHub's rule, or an explicit `<a id>`), ValueError for an anchor the glossary lacks; with
+WORKSHOP_REPO_URL set (Colab) the links point at the published file, else relative to `notebooks/`.
 """
 from __future__ import annotations
 

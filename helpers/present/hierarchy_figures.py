@@ -4,15 +4,19 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+import pandas as pd
+
 from ..formulas.units import KiB, MiB
 from ..measure.hierarchy import CacheLevel, FoundLevel, GPUMemoryLevels, Stair
 from . import plots
 
 
+def _size(n: int) -> str:
+    return f"{n / KiB:,.0f} KiB" if n < MiB else f"{n / MiB:,.0f} MiB"
+
+
 def gpu_levels_frame(rows: Sequence[GPUMemoryLevels], sources: bool = False):
     """Each GPU's HBM beside its shared memory, labelled in the units the datasheets use; `sources` adds them."""
-    import pandas as pd
-
     def per(value, unit):
         return value / unit if value else None
 
@@ -28,26 +32,19 @@ def gpu_levels_frame(rows: Sequence[GPUMemoryLevels], sources: bool = False):
 
 def caches_frame(caches: Sequence[CacheLevel]):
     """This machine's data caches, as the operating system reports them."""
-    import pandas as pd
-
     return pd.DataFrame([{"level": c.name, "kind": c.kind, "size (bytes)": f"{c.size_bytes:,}",
-                          "size": f"{c.size_bytes / KiB:,.0f} KiB" if c.size_bytes < MiB else f"{c.size_bytes / MiB:,.0f} MiB",
+                          "size": _size(c.size_bytes),
                           "shared by CPUs": c.shared_by} for c in caches])
 
 
 def levels_frame(rows: Sequence[FoundLevel]):
     """The levels found on the measured curve (helpers.measure.hierarchy.levels_found), in GB/s (10⁹ B/s), each
     level's bandwidth ÷ the last level's (the first over the last: what tiling can gain here)."""
-    import pandas as pd
-
     from ..formulas import regime
 
     last = rows[-1].median_bandwidth if rows else None
-    def size(n):
-        return f"{n / KiB:,.0f} KiB" if n < MiB else f"{n / MiB:,.0f} MiB"
-
-    return pd.DataFrame([{"working sets": size(v.smallest_bytes) if v.smallest_bytes == v.largest_bytes else
-                          f"{size(v.smallest_bytes)} – {size(v.largest_bytes)}", "sizes measured": v.sizes_measured,
+    return pd.DataFrame([{"working sets": _size(v.smallest_bytes) if v.smallest_bytes == v.largest_bytes else
+                          f"{_size(v.smallest_bytes)} – {_size(v.largest_bytes)}", "sizes measured": v.sizes_measured,
                           "median read bandwidth (GB/s)": v.median_bandwidth / 1e9,
                           "÷ the last level's": regime.ratio(v.median_bandwidth, last),
                           "the system's cache holding the largest": v.reported} for v in rows])
@@ -61,15 +58,14 @@ def staircase_figure(stairs: Sequence[Stair], caches: Sequence[CacheLevel], sour
     ax.plot(xs, [r.read_bandwidth / 1e9 for r in stairs], "o-", color="tab:blue", label="measured read bandwidth")
     for c in caches:
         ax.axvline(c.size_bytes, color="grey", ls=":", lw=1)
-        ax.annotate(f"{c.name} {c.size_bytes // KiB:,} KiB" if c.size_bytes < MiB else f"{c.name} {c.size_bytes // MiB:,} MiB",
+        ax.annotate(f"{c.name} {_size(c.size_bytes)}",
                     (c.size_bytes, 0), textcoords="offset points", xytext=(3, 4), fontsize=8, color="grey", rotation=90)
     ax.set_xscale("log", base=2)
     ticks = [t for t in (4 * KiB, 32 * KiB, 256 * KiB, 2 * MiB, 16 * MiB, 128 * MiB, 1024 * MiB) if min(xs) <= t <= max(xs)]
-    ax.set_xticks(ticks, [f"{t // KiB} KiB" if t < MiB else f"{t // MiB} MiB" for t in ticks])
+    ax.set_xticks(ticks, [_size(t) for t in ticks])
     ax.set_ylim(bottom=0)
-    ax.set_xlabel("working set re-read (bytes, log scale)")
-    ax.set_ylabel("read bandwidth (GB/s, 10⁹ B/s)")
-    ax.set_title("This CPU's memory hierarchy: read bandwidth against the working set")
+    ax.set(xlabel="working set re-read (bytes, log scale)", ylabel="read bandwidth (GB/s, 10⁹ B/s)",
+           title="This CPU's memory hierarchy: read bandwidth against the working set")
     ax.legend(fontsize=8)
     return plots.finish(fig, source)
 

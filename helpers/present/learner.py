@@ -1,15 +1,6 @@
-"""The learner takes part: a prediction before a central result, shown beside the result after it, and a
-short self-check at the end of a notebook whose answers come from this run's numbers.
-
-- `prediction(question, unit)`: a text box (marimo) to type the prediction into, before the measurement.
-  In Jupyter and Colab, where marimo's controls are static, the prediction is the variable `given` at the
-  top of the cell that shows the result; headless both stay "not given" and the notebook runs as it would
-  without them.
-- `beside(box, given, result, shown, higher=, lower=, within=)`: the prediction beside the result, the
-  ratio result ÷ prediction with its label (below / at / above, helpers.formulas.regime), then the
-  notebook's static hint for that direction.
-- `self_check(questions)` and `answers(form, questions)`: three questions in a form, checked against
-  this run's numbers when it is submitted (marimo); in Jupyter the answers, folded.
+"""The learner takes part: a prediction typed before a central result (`prediction`; in Jupyter the cell's
+variable `given`), shown beside the result with result ÷ prediction and its label (`beside`, helpers.formulas.regime),
+then the notebook's static hint for that direction; and a self-check whose answers are this run's numbers.
 """
 from __future__ import annotations
 

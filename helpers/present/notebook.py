@@ -20,12 +20,9 @@ def in_marimo() -> bool:
 
 
 def env_default(name: str, default, allowed=None, *, lo: float | None = None, hi: float | None = None):
-    """A control's starting value: the environment variable `name` when set (parsed like `default`:
-    int, float or text), else `default`. Outside marimo controls are static, so this is how a Jupyter,
-    Colab or headless run changes them (``%env WORKSHOP_CONTEXT=16384`` in a cell above, or the shell).
-    The range is the control's own — `allowed` (its options, its steps, range(start, stop + 1, step))
-    or `lo` and `hi` (a number slider's start and stop) — and a value outside it, not a number or not
-    finite raises ValueError naming the variable, its value and what is allowed (helpers.env.control)."""
+    """A control's starting value: the environment variable `name` when set (parsed like `default`), else
+    `default` (how a Jupyter, Colab or headless run changes a control); outside `allowed` or `lo`..`hi` a
+    ValueError naming the variable, its value and what is allowed (helpers.env.control)."""
     from .. import env
 
     return env.control(name, default, allowed, lo=lo, hi=hi)

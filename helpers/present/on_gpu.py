@@ -1,13 +1,8 @@
-"""A GPU's figures, computed: the column a notebook's table gives for a GPU, from the helpers that own each
-quantity, for Mistral 7B on a reference GPU of the catalog (helpers.present.expected names them).
-
-Each cost is reached through one function here, so a change of owner is a one-line change:
-- a GPU's step, prefill and batch from the capacity planner: `gpu_plan` (calls helpers.capacity.plan).
-The roofline figures notebooks 03 and 04 quote for a GPU are helpers.formulas.roofline.gpu_roofline.
+"""A GPU's figures, computed for the reference model and GPU (helpers.present.expected): the planner's step,
+prefill and batch (`gpu_plan`, the one call to helpers.capacity.plan), the users that fit, the quantized floors.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Iterable
 
 from ..formulas.specs import get_spec
@@ -16,10 +11,8 @@ from .expected import REFERENCE_GPU, REFERENCE_MODEL
 
 def gpu_plan(model=REFERENCE_MODEL, gpu: str = REFERENCE_GPU, weight_dtype: str = "bf16", context: int = 4096,
              batch: int = 1, prompt_tokens: int | None = None):
-    """The capacity planner's plan (helpers.capacity.plan): the single call for a GPU's decode step,
-    prefill and largest batch. Its step_floor_s and prefill_floor_s are at the datasheet's bandwidth and
-    peak; its step_s and prefill_s at the planner's default efficiency (DEFAULT_EFFICIENCY, 0.5 of the
-    datasheet), i.e. the floor ÷ 0.5."""
+    """The capacity planner's plan: the single call for a GPU's decode step, prefill and largest batch (floors at
+    the datasheet's figures; step_s and prefill_s at the planner's default efficiency)."""
     from ..capacity import plan
 
     return plan(model, gpu, weight_dtype=weight_dtype, context=context, batch=batch, prompt_tokens=prompt_tokens)
@@ -27,10 +20,7 @@ def gpu_plan(model=REFERENCE_MODEL, gpu: str = REFERENCE_GPU, weight_dtype: str 
 
 def gpu_users(model=REFERENCE_MODEL, gpu: str = REFERENCE_GPU, context: int = 1024, overhead_bytes: float = 0.0) -> int:
     """Sequences of `context` tokens whose bf16 cache fits beside the bf16 weights in the memory the GPU reports
-    to CUDA (helpers.formulas.gpus: usable_memory_bytes; the label in GiB less its kind's reserve where no
-    report was found), less
-    `overhead_bytes` (0: the whole memory, as a bare PyTorch sweep sees it; runtime_reserve_bytes(...) for
-    what a vLLM-like runtime plans with) — helpers.formulas.memory.max_users on that one memory basis."""
+    to CUDA, less `overhead_bytes` (helpers.formulas.memory.max_users on that one memory basis)."""
     from ..formulas.gpus import get_gpu
     from ..formulas.memory import kv_bytes_per_token, max_users, weight_bytes
 
@@ -40,14 +30,9 @@ def gpu_users(model=REFERENCE_MODEL, gpu: str = REFERENCE_GPU, context: int = 10
 
 
 def gpu_expectations(sizes, model=REFERENCE_MODEL, gpu: str = REFERENCE_GPU) -> dict[str, Any]:
-    """What a GPU run of notebook 01 should show, computed for its sweep sizes on a GPU (`sizes`:
-    helpers.measure.sweeps.sweep_sizes("mistral-7b", "cuda")): the cache at the
-    longest sequence; floors it cannot beat — TTFT of one prompt alone (prefill) and the decode step, at
-    the shortest and longest lengths (and every TTFT length), and the step at batches 1, 8 and 64; the
-    memory the GPU reports to CUDA (its label beside it), how many sequences of the users sweep's context
-    that memory holds beside the weights (cache only, gpu_users), and the first batch of the doubling sweep
-    whose weights + cache + its prefill's largest activation (helpers.formulas.memory.prefill_activation_bytes,
-    a lower bound) exceed that memory."""
+    """What a GPU run of notebook 01 should show for its sweep sizes (`sizes`: sweep_sizes("mistral-7b",
+    "cuda")): the cache at the longest sequence, the prefill and decode floors, the memory CUDA reports, the users
+    whose cache fits beside the weights, and the first batch whose weights + cache + prefill activation exceed it."""
     from ..formulas.gpus import get_gpu
     from ..formulas.memory import kv_bytes_per_token, kv_cache_bytes, prefill_activation_bytes, weight_bytes
 
@@ -79,32 +64,14 @@ def gpu_expectations(sizes, model=REFERENCE_MODEL, gpu: str = REFERENCE_GPU) -> 
             "activation_at_oom": prefill_activation_bytes(spec, ctx, oom_at, "bf16") if oom_at else None}
 
 
-@dataclass(frozen=True)
-class QuantizedFloor:
-    """One weight scheme's decode-step floor: its weight bytes, the floor (ms), what bounds it, and the
-    first scheme's floor ÷ this one (vs_bf16)."""
-
-    scheme: str
-    weight_bytes: int
-    step_floor_ms: float
-    bound: str
-    vs_bf16: float
-
-
 def quantized_decode_floors(model=REFERENCE_MODEL, gpu: str = REFERENCE_GPU,
-                            schemes: Iterable[str] = ("bf16", "fp8", "int8", "nf4"),
-                            context: int = 1024) -> list[QuantizedFloor]:
-    """The decode step's floor on a GPU for each weight scheme (batch 1, `context` tokens cached):
-    a memory-bound step reads the weights once, so fewer bytes per weight means a shorter floor —
-    if a kernel dequantizes on the fly at full bandwidth. vs_bf16 is the first scheme's (bf16's) floor ÷ this one."""
-    plans = [(s, gpu_plan(model, gpu, weight_dtype=s, context=context)) for s in schemes]
-    base = plans[0][1].step_floor_s
-    return [QuantizedFloor(s, p.weight_bytes, p.step_floor_s * 1e3, p.bound, base / p.step_floor_s) for s, p in plans]
-
-
-def quantized_decode_frame(rows: Iterable[QuantizedFloor]):
-    """quantized_decode_floors() as the table notebook 05 shows."""
+                            schemes: Iterable[str] = ("bf16", "fp8", "int8", "nf4"), context: int = 1024):
+    """The decode step's floor on a GPU per weight scheme (batch 1, `context` tokens cached), as notebook 05's
+    table: a memory-bound step reads the weights once, so fewer bytes per weight is a shorter floor, if a kernel
+    dequantizes on the fly at full bandwidth; "vs bf16 (×)" is the first scheme's floor ÷ this one."""
     import pandas as pd
 
-    return pd.DataFrame([{"scheme": r.scheme, "weight bytes": r.weight_bytes, "step floor (ms)": r.step_floor_ms,
-                          "bound": r.bound, "vs bf16 (×)": r.vs_bf16} for r in rows])
+    plans = [(s, gpu_plan(model, gpu, weight_dtype=s, context=context)) for s in schemes]
+    base = plans[0][1].step_floor_s
+    return pd.DataFrame([{"scheme": s, "weight bytes": p.weight_bytes, "step floor (ms)": p.step_floor_s * 1e3,
+                          "bound": p.bound, "vs bf16 (×)": base / p.step_floor_s} for s, p in plans])

@@ -1,30 +1,15 @@
-"""The workshop's one visual style: every figure names what produced it, has a title, uses one colour
-per meaning and one unit family per quantity; every table says once, in its caption, where it was
-measured or computed.
-
-    fig, ax = plots.figure()
-    ax.plot(x, y, color=plots.MEASURED, marker="o", label="measured")
-    ax.plot(x, f, color=plots.COMPUTED, label="formula")
-    plots.log_axis(ax, "x", ticks=x)                     # log scale, ticks at the data, labelled 1k, 4k …
-    div, unit = plots.byte_unit(max_bytes)               # bytes on an axis: always decimal (kB, MB, GB)
-    plots.finish(fig, loaded, title="Memory grows with every token")
-    plots.table(df, "measured: " + loaded.label)         # a captioned table, thousands separators
-
-Conventions (workshop/README.md, "visual style"):
-- colours: MEASURED (blue) for what this machine measured, COMPUTED (orange) for what helpers compute
-  from a config, DATASHEET (grey, dashed) for vendors' figures; FIT (black) for a law fitted through
-  measurements; OOM (red) for where a device ran out; FITS / DOES_NOT_FIT for yes/no bars; the phases of
-  a request (WAITING, PREFILL, DECODE, IDLE) have their own.
-- bytes on axes are decimal (kB, MB, GB: 10³, 10⁶, 10⁹), one family per axis; text and tables give the
-  binary figure beside it through helpers.formulas.units.fmt_bytes. A GPU's memory is binary whatever its
-  label says (an H100's "80 GB" is 80 GiB; CUDA reports about 1 % less), so plot it from its bytes.
-- bars sit on a linear axis from zero; log axes get ticks at readable values (1k, 4k, 32k).
+"""The workshop's one visual style: a title on every figure and what produced it along its bottom edge; one
+colour per meaning (MEASURED blue, COMPUTED orange, DATASHEET grey dashed, FIT black, OOM red; the phases of
+a request their own); bytes on axes decimal (kB, MB, GB), GPU memory plotted from its bytes; bars from zero,
+log axes with readable ticks; a table captioned once with where it was measured or computed (`table`).
 """
 from __future__ import annotations
 
 import math
 import warnings
 from typing import Any, Iterable, Sequence
+
+import pandas as pd
 
 # ----------------------------------------------------------------------------- one colour per meaning
 MEASURED = "#1f77b4"       # measured on this machine (blue)
@@ -40,8 +25,6 @@ DECODE = "#17becf"         # a request's decode steps (cyan)
 IDLE = "#9aabbb"           # a row held idle in a static batch (hatched)
 GUIDE = "#a0a0a0"          # a reference line to read a figure against: a slope, a budget the learner set (dotted)
 DATASHEET_STYLE = {"color": DATASHEET, "ls": "--", "lw": 1}
-
-MEANINGS = {"measured": MEASURED, "computed": COMPUTED, "datasheet": DATASHEET, "fit": FIT, "oom": OOM}
 
 
 def figure(ncols: int = 1, nrows: int = 1, width: float = 7.0, height: float = 4.0, **kw):
@@ -211,8 +194,6 @@ def table(df, caption: str, precision: int = 3, hide_index: bool = True, formats
     every row), columns that hold nothing on this run (all None/NaN, e.g. CUDA-only figures on a CPU)
     left out, integers with thousands separators, floats to `precision` significant digits; `formats`
     (column -> format string, e.g. "{:.1%}") for the columns that read otherwise. Returns a pandas Styler (renders in marimo, Jupyter and the HTML report)."""
-    import pandas as pd
-
     shown = df.dropna(axis=1, how="all")
     styler = shown.style.set_caption(caption).set_table_styles(TABLE_STYLES)
     formats = formats or {}
@@ -240,8 +221,6 @@ def cell_text(v: Any, precision: int = 3) -> str:
     if isinstance(v, numbers.Real):
         return _float(float(v), precision)
     try:
-        import pandas as pd
-
         if pd.isna(v):
             return "–"
     except (TypeError, ValueError):

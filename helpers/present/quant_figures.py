@@ -1,8 +1,6 @@
-"""Tables of notebook 05 (weight and KV-cache quantization): the rows a table shows, labelled here and only
-here, from the measured results (helpers.measure.quant.VariantResult, helpers.measure.training.Perplexity,
-helpers.serving.kv_quant.KvQuantRun) and the computed ones (helpers.formulas.quantization). Each ratio that
-matters sits in a column beside its label (helpers.formulas.regime: below / at / above); no value a
-measurement can take (zero, one sample, a failed scheme, an empty run) stops a table."""
+"""Tables of notebook 05 (weight and KV-cache quantization) from the measured and computed results, each ratio
+beside its below / at / above label (helpers.formulas.regime); no value a measurement can take stops a table.
+"""
 from __future__ import annotations
 
 from typing import Any

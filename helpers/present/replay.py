@@ -1,29 +1,17 @@
 """Replay: the room with no Wi-Fi, no GPU and a slow laptop, and long sweeps one click away.
 
-A notebook runs each long measurement through `measure(key, fn, ...)`, which returns a `Measured`:
-the value, how long it took, and whether it was measured here or replayed from a recorded run.
-
-- **live** (the default): `fn` runs here, as it always has — under `make run`, nbmake, Jupyter, Colab.
-- **replay** (`WORKSHOP_REPLAY=1`, the facilitator's mode): the value a committed recorded run measured
-  (`workshop/results/<record>/replay/`) comes back at once, labelled with where and when it was recorded;
-  the notebook's **Run live** button (`run=`) measures it here instead. `WORKSHOP_REPLAY=<record folder>`
-  picks a record (e.g. `h200`); otherwise a GPU record first, then one of the live profile, newest first.
-- **in marimo**, a sweep marked `long=True` waits for its button: a recording of this device kind and
-  profile shows at once instead (labelled), or the cell says what the button will measure and how long
-  it took when recorded. Opening a notebook never starts a minute of measuring by itself.
-- **recording** (`WORKSHOP_REPLAY_RECORD=<folder>`, set by `make record-replay`): every measurement run
-  here is also saved there, one JSON record per key (helpers.records: data, never code), with the
-  record's meta.json: where and with what it was measured (helpers.measure.hardware.measured_on, under
-  its ``measured_on`` key, as in every record).
-
-A recording that is missing or no longer loads (too large, not JSON, a result type changed since) is not
-an error: the measurement runs live and `Measured.why_live` names the file and what is wrong with it.
+`measure(key, fn, ...)` runs a long measurement live (the default), or with `WORKSHOP_REPLAY=1` (or a record
+folder's name) returns the value a committed recording holds (`workshop/results/<record>/replay/`), labelled
+with where and when, the notebook's Run live button one click away. In marimo a sweep marked `long=True`
+waits for its button, showing a recording of this device kind and profile meanwhile. With
+`WORKSHOP_REPLAY_RECORD=<folder>` (`make record-replay`) every measurement is also saved there
+(helpers.records). A recording that does not load is a reason to run live (`Measured.why_live` says why).
 """
 from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -101,24 +89,16 @@ def _interactive() -> bool:
 
 def recordings(results: Path | None = None) -> list[Path]:
     """Record folders that hold replays: GPU records first, then newest first."""
-    out = []
-    results = Path(results or RESULTS)
-    for meta in results.glob(f"*/{FOLDER}/meta.json"):
-        try:
-            out.append((records.load(meta, "replay-meta", roots=(results,)), meta.parent.parent))
-        except records.RecordError:
-            continue                     # a corrupt meta.json: that record is skipped, not fatal
-    out.sort(key=lambda m: measured_on_of(m[0])["recorded_at"] or "", reverse=True)
-    out.sort(key=lambda m: measured_on_of(m[0])["device"]["kind"] != "cuda")
-    return [folder for _, folder in out]
+    found = [(measured_on_of(m), p.parent.parent) for p, m in records.each(f"*/{FOLDER}/meta.json", "replay-meta",
+                                                                          results or RESULTS)]
+    found.sort(key=lambda m: m[0]["recorded_at"] or "", reverse=True)
+    return [folder for m, folder in sorted(found, key=lambda m: m[0]["device"]["kind"] != "cuda")]
 
 
 def _meta(folder: Path) -> dict:
-    """The folder's recordings' measured_on (measured_on_of's dict: every field, None where not stated)."""
-    try:
-        return measured_on_of(records.load(folder / FOLDER / "meta.json", "replay-meta", roots=(folder,)))
-    except records.RecordError:
-        return measured_on_of({})
+    """The folder's recordings' measured_on (every field, None where not stated)."""
+    got = records.each(f"{FOLDER}/meta.json", "replay-meta", folder)
+    return measured_on_of(got[0][1] if got else {})
 
 
 def _path(folder: Path, key: str) -> Path:
@@ -170,8 +150,7 @@ def save(key: str, value: Any, seconds: float, folder: Path, meta: dict) -> Path
 
 @dataclass
 class _Recorder:
-    meta: dict | None = None
-    started: float = field(default_factory=time.time)
+    meta: dict | None = None      # this process's recordings' measured_on, made at the first one
 
 
 _RECORDER = _Recorder()

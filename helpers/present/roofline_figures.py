@@ -7,6 +7,8 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable, Sequence
 
+import pandas as pd
+
 from ..formulas import regime
 from ..formulas.roofline import RooflinePoint, attainable_flops, ridge_point
 from ..formulas.stepcost import forward_cost
@@ -24,8 +26,6 @@ def roofs_frame(read, copy, matmul, gpu: dict, cache_bytes: int | None = None):
     comparison), matmul peak, ridge and crossover batch, measured, beside a catalogued GPU's computed figures
     (`gpu`: helpers.formulas.roofline.gpu_roofline); and the benchmark's buffer ÷ the last-level cache (above 1:
     the buffer is read from memory, not from the cache)."""
-    import pandas as pd
-
     from ..formulas.units import dtype_bytes
 
     bw, peak = read.bandwidth, matmul.flops_per_s
@@ -55,8 +55,6 @@ def roofs_frame(read, copy, matmul, gpu: dict, cache_bytes: int | None = None):
 def prefill_frame(prefill, model, dtype: str, peak: float, bandwidth: float):
     """Section 2's table: each prompt length's prefill time, the FLOP/s it kept busy ÷ the measured peak, and
     its intensity ÷ this device's ridge with the label (below: memory side of the ridge, above: compute side)."""
-    import pandas as pd
-
     ridge = ridge_point(peak, bandwidth)
     rows = []
     for r in prefill[~prefill["oom"]].itertuples():
@@ -73,8 +71,6 @@ def prefill_frame(prefill, model, dtype: str, peak: float, bandwidth: float):
 def decode_frame(decode, floor_of):
     """Section 3's table: each context's median step beside its floor (`floor_of(context)`, seconds), the
     ratio step ÷ floor and its label."""
-    import pandas as pd
-
     ok = decode[~decode["oom"]]
     out = pd.DataFrame({"context": ok["context"].astype(int), "step_s": ok["itl_s"],
                         "floor_s": [floor_of(int(c)) for c in ok["context"]]})
@@ -84,8 +80,6 @@ def decode_frame(decode, floor_of):
 def points_frame(points: Iterable[RooflinePoint], peak_flops: float, bandwidth: float):
     """A pandas table of roofline points: intensity ÷ the ridge (below: left of it, the memory side) and the
     FLOP/s achieved ÷ the roof at that intensity, each with its label."""
-    import pandas as pd
-
     ridge = ridge_point(peak_flops, bandwidth)
     rows = []
     for p in points:
@@ -102,8 +96,6 @@ def efficiency_frame(table, bandwidth: float):
     """Section 5's table from decode_efficiency.efficiency_table's rows: each model's step bytes, its floor at
     `bandwidth` (the read rate measured alongside), the step, step ÷ floor with its label, and the probe's
     step ÷ this step (the fixed cost's share)."""
-    import pandas as pd
-
     probe = table[table["model"] == "probe"]
     probe_s = float(probe["step_s"].iloc[0]) if len(probe) else math.nan
     out = pd.DataFrame({"model": table["model"], "params": table["params"], "step_bytes": table["step_bytes"],
@@ -146,9 +138,7 @@ def roofline_figure(peak_flops: float, bandwidth: float, points: Sequence[Roofli
             for p in ((pts[0], pts[-1]) if kind == "prefill" else (pts[-1],)):
                 ax.annotate(p.label, (p.intensity, p.achieved_flops), textcoords="offset points", xytext=(4, 4),
                             fontsize=7, color=color)
-    ax.set_xlabel("arithmetic intensity (FLOP per byte moved)")
-    ax.set_ylabel("FLOP/s achieved")
-    ax.set_title(title)
+    ax.set(xlabel="arithmetic intensity (FLOP per byte moved)", ylabel="FLOP/s achieved", title=title)
     ax.grid(True, which="both", alpha=0.2)
     ax.legend(fontsize=8, loc="lower right")
     return plots.finish(fig, source)
@@ -166,16 +156,12 @@ def prefill_figure(df, model, dtype: str, peak_flops: float, source: Any):
     achieved = [forward_cost(model, int(n)).flops / t for n, t in zip(ok["tokens"], ok["ttft_s"])]
     fig, (left, right) = plots.figure(ncols=2, width=4.6, height=3.8)
     left.loglog(ok["tokens"], ok["ttft_s"] * 1e3, "o-", color="tab:orange")
-    left.set_xlabel("prompt tokens")
-    left.set_ylabel("prefill time, ms (median)")
-    left.set_title("Prefill time")
+    left.set(xlabel="prompt tokens", ylabel="prefill time, ms (median)", title="Prefill time")
     right.semilogx(ok["tokens"], [a / 1e12 for a in achieved], "o-", color="tab:orange", label="prefill achieves")
     if _finite(peak_flops):
         right.axhline(peak_flops / 1e12, color="black", lw=1, ls="--", label=f"measured matmul peak ({dtype})")
     right.set_ylim(bottom=0)
-    right.set_xlabel("prompt tokens")
-    right.set_ylabel("TFLOP/s")
-    right.set_title("Compute it keeps busy")
+    right.set(xlabel="prompt tokens", ylabel="TFLOP/s", title="Compute it keeps busy")
     right.legend(fontsize=8)
     return plots.finish(fig, source)
 
@@ -204,8 +190,7 @@ def efficiency_figure(df, source: Any):
     ax.set_yticks(list(y), names)
     ax.set_xscale("log")
     ax.set_xlim(float(min(floor.min(), step.min())) / 3, float(step.max()) * 60)
-    ax.set_xlabel("ms per decode step (batch 1)")
-    ax.set_title("Decode step against its memory-bound floor")
+    ax.set(xlabel="ms per decode step (batch 1)", title="Decode step against its memory-bound floor")
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3)
     return plots.finish(fig, source)
 

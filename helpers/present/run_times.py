@@ -1,8 +1,7 @@
-"""How long each notebook takes, from records, never typed: the seconds per notebook and per section that
-`make record-times` writes into a record folder (`workshop/results/<record>/run_times.json`: a first run
-with nothing cached, then a cached one) and `make record-replay` beside its recordings (replay mode), read
-for every committed record. A notebook's header says them (`header`); the guide's table (scripts/notebooks.py) and the agenda's fit
-(scripts/agenda.py) read the same records.
+"""How long each notebook takes, from records, never typed: `make record-times` writes
+`workshop/results/<record>/run_times.json` (a first run, then a cached one), `make record-replay` the replay
+mode's beside its recordings. A notebook's header says them (`header`); scripts/notebooks.py and
+scripts/agenda.py read the same records.
 """
 from __future__ import annotations
 
@@ -59,24 +58,16 @@ class RunTimes:
 
 
 def run_times(results: Path = RESULTS) -> list[RunTimes]:
-    """Every record's run times (run_times.json in a record folder), GPUs first, then by record name. A
-    record whose file cannot be read is left out."""
+    """Every record's run times (run_times.json in a record folder), GPUs first, then by record name; an
+    unreadable one is left out."""
+    replayed = {p.parent.parent: d.get("notebooks") for p, d in records.each("*/replay/run_times.json",
+                                                                             "replay-run-times", results)}
     found = []
-    for p in sorted(Path(results).glob("*/run_times.json")):
-        try:
-            data = records.load(p, "run-times", roots=(p.parent,))
-        except records.RecordError:
-            continue
-        replayed = None
-        try:   # make record-replay's run in replay mode, beside its recordings
-            replayed = records.load(p.parent / "replay" / "run_times.json", "replay-run-times",
-                                    roots=(p.parent,))["notebooks"]
-        except (records.RecordError, KeyError):
-            pass
-        meta = {k: data.get(k) for k in ("measured_on", "load_average_after", "how") if k in data}
+    for p, data in records.each("*/run_times.json", "run-times", results):
+        meta = {k: data[k] for k in ("measured_on", "load_average_after", "how") if k in data}
+        rep = replayed.get(p.parent)
         found.append(RunTimes(data["first"], data["cached"], {**meta, "path": records.shown(p)},
-                              {k: float(v) for k, v in replayed.items()} if isinstance(replayed, dict) else None,
-                              p.parent.name))
+                              {k: float(v) for k, v in rep.items()} if isinstance(rep, dict) else None, p.parent.name))
     return sorted(found, key=lambda t: (not t.is_gpu, t.record))
 
 
@@ -86,11 +77,8 @@ def seconds(s: float) -> str:
 
 
 def header(number: str, results: Path = RESULTS, indent: str = "    ") -> str:
-    """A notebook's run times from every committed record, as a small markdown table: one row per machine,
-    the seconds of a cached run, a first run (nothing cached) and replay mode (`WORKSHOP_REPLAY=1`), "–"
-    where the record kept none. GPU records come first; without one, a row says none is recorded yet.
-    Every line after the first starts with `indent`, the indentation of the markdown f-string a notebook
-    puts it in (marimo removes the common indentation)."""
+    """A notebook's run times from every committed record as a markdown table (cached, first, replay mode; "–"
+    where none), GPU records first; each line after the first starts with `indent` (the f-string's)."""
     rows = []
     for t in run_times(results):
         cells = [t.notebook_seconds(number), t.notebook_seconds(number, "first"), t.replay_seconds(number)]

@@ -1,25 +1,21 @@
-"""Figures and tables of the sweeps in helpers.measure.sweeps and of the serving comparison in helpers.serving
-(notebooks 01 and 03): measured points beside the formula or the fitted law, the out-of-memory point marked,
-each stamped with what produced it (helpers.present.plots); and notebook 01's tables, each result beside the
-figure it is read against (a formula, a floor, the first point) with their ratio and its label
-(helpers.formulas.regime). A table takes every value a measurement can produce — zero, one point, nothing
-that ran — and shows "–" where there is nothing to compute.
+"""Figures and tables of notebook 01's sweeps (helpers.measure.sweeps) and serving comparison (helpers.serving):
+measured points beside the formula or fitted law, the out-of-memory point marked; each table's result beside
+what it is read against, with their ratio and label (helpers.formulas.regime), "–" where nothing ran.
 """
 from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
+import pandas as pd
+
 from ..formulas import regime
 from ..formulas.memory import cache_window_slots, kv_cache_bytes
-from .plots import OOM as OOM_COLOUR
 from . import plots
 
 
 @plots.notes_when_empty('Memory grows with every token')
 def memory_figure(df, loaded, spec=None, dtype: str | None = None):
     """Measured cache bytes (points) and the formula (line) against tokens; CUDA peak when measured."""
-    from . import plots
-
     spec = spec or loaded.spec
     dtype = dtype or loaded.dtype
     ok, fig, ax = _sweep_axes(df, "tokens", loaded)
@@ -37,23 +33,17 @@ def memory_figure(df, loaded, spec=None, dtype: str | None = None):
                    label="CUDA allocator peak above the weights (measured)")
     _mark_oom(ax, df, "tokens")
     ax.set_ylim(bottom=0)
-    ax.set_xlabel("tokens in the sequence")
-    ax.set_ylabel(plots.byte_label(unit, "KV cache"))
-    ax.set_title("Memory grows with every token")
+    ax.set(xlabel="tokens in the sequence", ylabel=plots.byte_label(unit, "KV cache"), title="Memory grows with every token")
     ax.legend(fontsize=8)
     return plots.finish(fig, loaded)
 
 
 def _sweep_axes(df, key: str, source):
-    """(the points that ran, a 7 × 4 figure, its axes) for a sweep's figure; when no point ran, the
-    figure is already finished with _nothing_ran and the axes are None."""
-    from . import plots
-
+    """(the points that ran, a figure, its axes); when none ran, a figure that says so and None."""
     ok = df[~df["oom"]]
-    fig, ax = plots.figure(width=7, height=4)
     if ok.empty:
-        return ok, _nothing_ran(fig, ax, df, key, source), None
-    return ok, fig, ax
+        return ok, plots.note_figure(source, "Nothing ran", f"out of memory at the first point ({key} = {df[key].iloc[0]:,})"), None
+    return (ok, *plots.figure(width=7, height=4))
 
 
 def _medians_axes(df, key: str, median: str, p90: str, source, **style):
@@ -64,23 +54,11 @@ def _medians_axes(df, key: str, median: str, p90: str, source, **style):
     return ok, fig, ax
 
 
-def _nothing_ran(fig, ax, df, key: str, source):
-    """The figure of a sweep whose very first point ran out of memory."""
-    from . import plots
-
-    first = df[key].iloc[0] if len(df) else "?"
-    ax.text(0.5, 0.5, f"out of memory at the first point ({key} = {first:,})", ha="center", va="center",
-            transform=ax.transAxes, color=plots.OOM)
-    ax.set_title("Nothing ran")
-    ax.set_axis_off()
-    return plots.finish(fig, source)
-
-
 def _mark_oom(ax, df, key: str) -> None:
     bad = df[df["oom"]]
     for x in bad[key]:
-        ax.axvline(x, color=OOM_COLOUR, ls="--", lw=1)
-        ax.annotate(f"out of memory at {x:,}", (x, 0.95), xycoords=("data", "axes fraction"), color=OOM_COLOUR,
+        ax.axvline(x, color=plots.OOM, ls="--", lw=1)
+        ax.annotate(f"out of memory at {x:,}", (x, 0.95), xycoords=("data", "axes fraction"), color=plots.OOM,
                     fontsize=8, ha="right", rotation=90, va="top")
 
 
@@ -90,8 +68,6 @@ def ttft_figure(df, fit, loaded, what: str = "time to first token", guides: bool
     or None) through them; log–log. With
     `guides`, slope 1 (t ∝ n) and slope 2 (t ∝ n²) through the longest measured point (slope_guides)."""
     import numpy as np
-
-    from . import plots
 
     ok, fig, ax = _medians_axes(df, "tokens", "ttft_s", "ttft_p90_s", loaded, fmt="o", color=plots.MEASURED,
                                 label="measured (median, bar to p90)")
@@ -107,9 +83,7 @@ def ttft_figure(df, fit, loaded, what: str = "time to first token", guides: bool
     plots.log_axis(ax, "x", ticks=df["tokens"])
     if (ok["ttft_s"] > 0).any():            # a log axis needs a positive time (a timer that saw nothing has none)
         plots.log_axis(ax, "y")
-    ax.set_xlabel("prompt tokens")
-    ax.set_ylabel("ms")
-    ax.set_title(f"{what[0].upper() + what[1:]} against the prompt")
+    ax.set(xlabel="prompt tokens", ylabel="ms", title=f"{what[0].upper() + what[1:]} against the prompt")
     ax.legend(fontsize=8)
     return plots.finish(fig, loaded)
 
@@ -120,8 +94,6 @@ def slope_guides(ax, xs, x1: float, y1: float, slopes: Sequence[int] = (1, 2),
     x1 ÷ 2^doublings (or the smallest of `xs`, if later) up to x1, one per slope k, dotted, labelled at their
     left end ('slope 1') and in the legend ('slope 1: ∝ n, linear'), so the measured curve's slope there reads
     against them. Returns each line's (x0, y0, x1, y1)."""
-    from . import plots
-
     lo = max(float(min(xs)), x1 / 2**doublings)
     names = {1: "∝ n, linear", 2: "∝ n², quadratic"}
     ends = []
@@ -141,13 +113,6 @@ def timeline_figure(results: Sequence, source: Any):
     (orange), decoding up to its last token (blue), and in a static batch the time its row is held
     without producing anything until the batch ends (hatched), on one time axis. `results`: one
     helpers.serving.naive.ServeResult per mode."""
-    from . import plots
-
-    if not results:
-        fig, ax = plots.figure(width=8, height=2)
-        ax.text(0.5, 0.5, "neither serving mode ran (out of memory)", ha="center", va="center", color=plots.OOM)
-        ax.set_axis_off()
-        return plots.finish(fig, source, title="Serving: nothing ran")
     fig, axes = plots.figure(nrows=len(results), width=8, height=2.4, sharex=True, squeeze=False)
     for ax, res in zip(axes[:, 0], results):
         batch_end = max(t.finish_s for t in res.timings)
@@ -180,8 +145,6 @@ def timeline_figure(results: Sequence, source: Any):
 @plots.notes_when_empty('Inter-token latency against context')
 def itl_figure(df, loaded, floor_fn: Callable[[int], float] | None = None):
     """Decode step time (median, p90 bar) against context; optionally the memory-bound floor as a line."""
-    from . import plots
-
     ok, fig, ax = _medians_axes(df, "context", "itl_s", "itl_p90_s", loaded, fmt="o-", color=plots.MEASURED,
                                 label="measured step (median, bar to p90)")
     if ax is None:
@@ -193,8 +156,7 @@ def itl_figure(df, loaded, floor_fn: Callable[[int], float] | None = None):
     plots.log_axis(ax, "x", ticks=df["context"])
     ax.set_ylim(bottom=0)
     ax.set_xlabel("tokens already in the cache (context)")
-    ax.set_ylabel("ms per token")
-    ax.set_title("Inter-token latency as the context grows")
+    ax.set(ylabel="ms per token", title="Inter-token latency as the context grows")
     ax.legend(fontsize=8, loc="lower right")
     return plots.finish(fig, loaded)
 
@@ -206,8 +168,6 @@ def users_figure(df, loaded, total_memory: int | None = None, weight_bytes: int 
     (helpers.measure.growth.BudgetFit) the budget as a line, the users that fit in it marked (the measured
     line carried on, dotted, when they are more than the sweep ran) and the count in the title."""
     from ..formulas.units import fmt_iec
-    from . import plots
-
     ok, fig, ax = _sweep_axes(df, "batch", loaded)
     if ax is None:
         return fig
@@ -240,9 +200,7 @@ def users_figure(df, loaded, total_memory: int | None = None, weight_bytes: int 
     past = budget is not None and budget.users > budget.largest_batch     # its own tick; inside, the label above
     plots.log_axis(ax, "x", ticks=[*df["batch"], *([budget.users] if past else [])])
     plots.log_axis(ax, "y")
-    ax.set_xlabel("concurrent sequences (batch)")
-    ax.set_ylabel(plots.byte_label(name))
-    ax.set_title(title)
+    ax.set(xlabel="concurrent sequences (batch)", ylabel=plots.byte_label(name), title=title)
     ax.legend(fontsize=8)
     return plots.finish(fig, loaded)
 
@@ -261,16 +219,10 @@ def _ms(seconds) -> float:
 
 
 def growth_table(fit, doubling, spec, gpu_floors: dict | None = None, gpu_model=None, gpu_name: str = ""):
-    """How the TTFT grows, as numbers: one row for the fitted law (helpers.measure.growth.GrowthFit: its
-    exponent at the longest prompt, the time ratio over its last doubling, the n² term's share there and the
-    constant's share at the shortest prompt), one for the last doubling measured (growth.Doubling), and with
-    `gpu_floors` ({tokens: seconds}, the planner's prefill floors for `gpu_model` on `gpu_name`) one computed row
-    over their last doubling. Attention's share of the prefill's FLOPs at the row's longer length is computed
-    from each config (helpers.formulas.compute_share). A row with nothing to compute (no fit, no doubling)
-    shows "–"."""
+    """How the TTFT grows: a row for the fitted law (growth.GrowthFit), one for the last doubling measured, and
+    with `gpu_floors` ({tokens: seconds} of `gpu_model` on `gpu_name`) one computed row; each with attention's
+    share of the prefill's FLOPs at its longer length (helpers.formulas.compute_share), "–" where none."""
     import math
-
-    import pandas as pd
 
     from ..formulas.compute_share import flop_terms
     from ..measure.growth import local_exponent
@@ -315,8 +267,6 @@ def itl_table(itl, spec, dtype: str, gpu_floor=None, gpu_column: str = ""):
     a decode step reads (helpers.formulas.stepcost.decode_cost, weights + cache), each against the shortest
     context's, and the step's growth ÷ the bytes' growth with its label (at: the step grows with its bytes).
     `gpu_floor(context)` (seconds), when given, adds the computed floor at the same context as `gpu_column`."""
-    import pandas as pd
-
     from ..formulas.stepcost import decode_cost
 
     ok = itl[~itl["oom"]] if "oom" in itl else itl
@@ -337,8 +287,6 @@ def itl_table(itl, spec, dtype: str, gpu_floor=None, gpu_column: str = ""):
 def batching_table(latency) -> "object":
     """What batching changes, per figure (helpers.serving.naive.LatencyCost of each mode): one after another,
     together, together ÷ one after another and its label. Empty when a mode did not run."""
-    import pandas as pd
-
     if len(latency) < 2:
         return pd.DataFrame({"figure": []})
     one, together = latency[0], latency[1]
@@ -353,8 +301,6 @@ def batching_table(latency) -> "object":
 def same_tokens(comparison) -> "object":
     """How many requests got the same greedy tokens in both serving modes, as one row (empty where a mode did not
     run): requests, those that agree, and their share."""
-    import pandas as pd
-
     seq, bat = comparison.sequential, comparison.batched
     if seq is None or bat is None:
         return pd.DataFrame({"requests": []})
@@ -367,8 +313,6 @@ def budget_table(fit) -> "object":
     """The users that fit a budget (helpers.measure.growth.BudgetFit) as one row: the budget, the measured cache
     per sequence, the users that fit, the largest batch the sweep ran and users ÷ that batch with its label
     (above: the count carries the measured line past the sweep)."""
-    import pandas as pd
-
     if fit is None:
         return pd.DataFrame({"budget (bytes)": []})
     frame = pd.DataFrame([{"budget (bytes)": int(fit.budget_bytes), "tokens per sequence": fit.context,
@@ -382,8 +326,6 @@ def gpu_users_table(gpu: dict) -> "object":
     reports, the weights, the cache per sequence, the sequences whose cache fits beside the weights, the
     doubling sweep's first batch past them, and its first batch whose weights + cache + prefill activation
     exceed the memory."""
-    import pandas as pd
-
     per = gpu["kv_bytes_per_token"] * gpu["users_context"]
     rows = [("memory as CUDA reports it (bytes)", gpu["memory_bytes"]), ("bf16 weights (bytes)", gpu["weight_bytes"]),
             (f"cache per sequence of {gpu['users_context']:,} tokens (bytes)", per),
@@ -397,8 +339,6 @@ def gpu_batch_table(batch: int, context: int = 1024):
     """The planner's decode floor for the reference model on the reference GPU (helpers.present.on_gpu.gpu_plan)
     at batch 1 and at `batch`, `context` tokens each: step floor (ms), what bounds it, tokens per second, the
     weights' share of the bytes read; and batch ÷ batch 1 for each number."""
-    import pandas as pd
-
     from ..formulas.stepcost import decode_cost
     from .expected import REFERENCE_MODEL
     from .on_gpu import gpu_plan
