@@ -11,25 +11,15 @@ import functools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from .config_schema import read_config_file, show, validate_config
 
 PRESET_DIR = Path(__file__).parents[1] / "presets"
 
 # Short names of the presets shipped in helpers/presets/ (sources: presets/SOURCES.md).
-PRESETS = (
-    "mistral-7b-v0.1",
-    "mistral-7b-v0.3",
-    "llama-3.1-8b",
-    "qwen2.5-7b",
-    "deepseek-v2-lite",
-    "deepseek-v3",
-    "gpt-oss-120b",
-)
+PRESETS = ("mistral-7b-v0.1", "mistral-7b-v0.3", "llama-3.1-8b", "qwen2.5-7b", "deepseek-v2-lite", "deepseek-v3",
+           "gpt-oss-120b")
 ALIASES = {"mistral-7b": "mistral-7b-v0.1"}
-
-ATTENTION_KINDS = ("mha", "mqa", "gqa", "mla", "hybrid")
 
 
 def preset_path(name: str) -> Path:
@@ -37,11 +27,8 @@ def preset_path(name: str) -> Path:
 
 
 def load_config(model: str | Path | dict) -> tuple[str, dict]:
-    """(name, config dict) for a preset name, a path to a config.json (or its folder), or a dict.
-
-    Files are read safely (helpers.formulas.config_schema.read_config_file: regular files up to 1 MB, no NaN,
-    no deep nesting). Raises ValueError saying what was wrong and what is allowed.
-    """
+    """(name, config dict) for a preset name, a path to a config.json (or its folder), or a dict; files read
+    safely (config_schema.read_config_file), a one-line ValueError on anything else."""
     if isinstance(model, ModelSpec):
         return model.name, model.config
     if isinstance(model, dict):
@@ -73,11 +60,8 @@ def load_config(model: str | Path | dict) -> tuple[str, dict]:
 
 
 def config_name(path: Path) -> str:
-    """How a config file is named in tables: its folder for a config.json (the Hub's layout), else the file's
-    own name, so two files in one folder are told apart."""
-    if path.name == "config.json" and path.parent.name:
-        return path.parent.name
-    return path.stem or path.name
+    """A config file's name in tables: its folder for a config.json (the Hub's layout), else the file's own."""
+    return path.parent.name if path.name == "config.json" and path.parent.name else path.stem or path.name
 
 
 @dataclass(frozen=True)
@@ -116,34 +100,18 @@ class ModelSpec:
     @property
     def attention(self) -> str:
         """One of mha, mqa, gqa, mla, hybrid (sliding and full layers mixed)."""
-        if self.is_mla:
-            return "mla"
-        if len(set(self.layer_types)) > 1:
-            return "hybrid"
-        if self.num_kv_heads == self.num_heads:
-            return "mha"
-        if self.num_kv_heads == 1:
-            return "mqa"
-        return "gqa"
+        return "hybrid" if not self.is_mla and len(set(self.layer_types)) > 1 else self.heads_attention
 
     @property
     def heads_attention(self) -> str:
         """The head-sharing scheme alone (mha, mqa, gqa, mla), whatever the layer mix."""
         if self.is_mla:
             return "mla"
-        if self.num_kv_heads == self.num_heads:
-            return "mha"
-        return "mqa" if self.num_kv_heads == 1 else "gqa"
+        return {self.num_heads: "mha", 1: "mqa"}.get(self.num_kv_heads, "gqa")
 
     @property
     def sliding_layers(self) -> int:
         return sum(t == "sliding_attention" for t in self.layer_types)
-
-    def to_dict(self) -> dict[str, Any]:
-        d = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "config"}
-        d["layer_types"] = list(self.layer_types)
-        d["attention"] = self.attention
-        return d
 
 
 def _layer_types(c, n_layers: int) -> tuple[tuple[str, ...], int | None]:
@@ -186,17 +154,12 @@ def spec_from_config(cfg: dict, name: str = "config") -> ModelSpec:
         tie_word_embeddings=bool(c.tie_word_embeddings),
         layer_types=types,
         sliding_window=window,
-        kv_lora_rank=c.kv_lora_rank,
-        qk_rope_head_dim=c.qk_rope_head_dim,
-        qk_nope_head_dim=c.qk_nope_head_dim,
-        v_head_dim=c.v_head_dim,
-        q_lora_rank=c.q_lora_rank,
         num_experts=c.n_routed_experts or c.num_local_experts or c.num_experts or None,
         experts_per_token=c.num_experts_per_tok or c.experts_per_token,
         num_shared_experts=c.n_shared_experts,
-        moe_intermediate_size=c.moe_intermediate_size,
-        first_k_dense_replace=c.first_k_dense_replace,
         config=cfg,
+        **{f: getattr(c, f) for f in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim",
+                                      "q_lora_rank", "moe_intermediate_size", "first_k_dense_replace")},
     )
 
 
@@ -218,7 +181,7 @@ class ParamBreakdown:
     linear_rows: their output rows summed (one int8 scale per row); linear_layers: how many;
     experts: fused expert tensors (3-D, one matrix per expert; bitsandbytes leaves them as they are);
     embedding / lm_head: input and output embeddings (lm_head 0 when tied); other: norms, biases,
-    routers, attention sinks.
+    routers, attention sinks; attention_projections: the nn.Linear weights inside each layer's attention block (q, k, v, o).
     """
 
     total: int
@@ -231,9 +194,7 @@ class ParamBreakdown:
     experts: int
     expert_matrices: int
     other: int
-
-    def to_dict(self) -> dict[str, int]:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "linear_sizes"}
+    attention_projections: int
 
 
 def build_meta_model(cfg: dict):
@@ -263,9 +224,9 @@ def _breakdown(cfg_json: str) -> ParamBreakdown:
     out_emb = model.get_output_embeddings()
     in_emb = model.get_input_embeddings()
     seen: set[int] = set()
-    emb = head = lin = rows = nlin = exp = nexp = other = 0
+    emb = head = lin = rows = nlin = exp = nexp = other = attn = 0
     sizes: list[int] = []
-    for module in model.modules():
+    for mname, module in model.named_modules():
         for pname, p in module.named_parameters(recurse=False):
             if id(p) in seen:
                 continue  # tied weights count once
@@ -280,13 +241,14 @@ def _breakdown(cfg_json: str) -> ParamBreakdown:
                 rows += p.shape[0]
                 nlin += 1
                 sizes.append(n)
+                attn += n if ".self_attn." in f".{mname}." else 0
             elif p.ndim == 3:
                 exp += n
                 nexp += p.shape[0]
             else:
                 other += n
     total = emb + head + lin + exp + other
-    return ParamBreakdown(total, emb, head, lin, rows, nlin, tuple(sizes), exp, nexp, other)
+    return ParamBreakdown(total, emb, head, lin, rows, nlin, tuple(sizes), exp, nexp, other, attn)
 
 
 def param_breakdown(model: str | Path | dict | ModelSpec) -> ParamBreakdown:
@@ -298,18 +260,3 @@ def param_breakdown(model: str | Path | dict | ModelSpec) -> ParamBreakdown:
 def param_count(model: str | Path | dict | ModelSpec) -> int:
     """Exact number of parameters (tied weights once), e.g. 7,241,732,096 for Mistral 7B v0.1."""
     return param_breakdown(model).total
-
-
-@functools.lru_cache(maxsize=16)
-def _attention_projections(cfg_json: str) -> int:
-    import torch.nn as nn
-
-    model = build_meta_model(json.loads(cfg_json))
-    return sum(m.weight.numel() for name, m in model.named_modules()
-               if isinstance(m, nn.Linear) and ".self_attn." in f".{name}.")
-
-
-def attention_projection_params(model: str | Path | dict | ModelSpec) -> int:
-    """Parameters of the attention projections (the nn.Linear layers inside each decoder layer's attention
-    block: q, k, v, o), summed over all layers, from the architecture built on the meta device."""
-    return _attention_projections(json.dumps(get_spec(model).config, sort_keys=True))
