@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from helpers.formulas import roofline, stepcost
+from helpers.formulas import regime, roofline, stepcost
 from helpers.measure import decode_efficiency, microbench
 from helpers.present import roofline_figures
 from helpers.formulas.specs import get_spec
@@ -35,9 +35,8 @@ def test_attainable_is_the_lower_roof():
         H100_BF16)
 
 
-def test_arithmetic_intensity_and_efficiency():
-    assert roofline.arithmetic_intensity(10, 5) == 2
-    assert roofline.decode_efficiency(0.004, 0.016) == 0.25
+def test_a_step_against_its_floor_is_the_one_ratio():
+    assert regime.ratio(0.004, 0.016) == 0.25          # floor ÷ measured: the share of the floor achieved
 
 
 def test_mistral_decode_floor_on_h100():
@@ -106,7 +105,7 @@ def test_decode_intensity_reaches_the_ridge_near_the_crossover_batch():
     m = get_spec("mistral-7b-v0.1")
     b = round(roofline.crossover_batch(H100_BF16, H100_BW, 2))
     step = stepcost.forward_cost(m, 1, 16, b)
-    intensity = roofline.arithmetic_intensity(step.flops, step.bytes)
+    intensity = regime.ratio(step.flops, step.bytes)
     assert intensity == pytest.approx(roofline.ridge_point(H100_BF16, H100_BW), rel=0.1)
     one = stepcost.forward_cost(m, 1, 16).intensity
     assert 0.9 < one < 1.1  # batch 1 in bf16: about 1 FLOP per byte

@@ -4,6 +4,7 @@ which weights belong to the attention block (q/k/v/o: helpers.formulas.specs.par
 """
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -91,13 +92,7 @@ def attention_crossover(model, phase: str = "prefill", limit: int = 2**22) -> in
         t = flop_terms(spec, *phase_args(phase, n))
         return t.attention_context >= t.linear
 
-    if not over(limit):
-        return None
-    lo, hi = 1, limit
-    while lo < hi:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if over(mid) else (mid + 1, hi)
-    return lo
+    return 1 + bisect_left(range(1, limit + 1), True, key=over) if over(limit) else None
 
 
 @dataclass(frozen=True)

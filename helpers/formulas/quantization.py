@@ -9,6 +9,7 @@ Measured against a loaded model in helpers.measure.quant; drawn in helpers.prese
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Any
 
@@ -116,21 +117,10 @@ def fit_on_gpu(model: str = "gpt-oss-120b", schemes=("bf16", "fp8", "mxfp4"), gp
 
 def max_context_in(budget_bytes: float, model: str | dict | ModelSpec, kv_dtype: str = "bf16",
                    limit: int = 2**24) -> int:
-    """Tokens of one sequence whose KV cache fits in a budget, honouring sliding-window layers
-    (helpers.formulas.memory.kv_cache_bytes, searched by bisection); capped at `limit`."""
+    """Tokens of one sequence whose KV cache (kv_cache_bytes, windows honoured) fits a budget, by bisection;
+    at most `limit`."""
     spec = get_spec(model)
-    if budget_bytes < kv_cache_bytes(spec, 1, 1, kv_dtype):
-        return 0
-    lo, hi = 1, limit
-    if kv_cache_bytes(spec, hi, 1, kv_dtype) <= budget_bytes:
-        return hi
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if kv_cache_bytes(spec, mid, 1, kv_dtype) <= budget_bytes:
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    return bisect_left(range(1, limit + 1), True, key=lambda n: kv_cache_bytes(spec, n, 1, kv_dtype) > budget_bytes)
 
 
 # ----------------------------------------------------------------------------- the rule of thumb, one matrix per format
