@@ -11,10 +11,9 @@ With each checked token kept independently with probability α:
 - a round costs the verify pass and the k draft steps, `round_cost` decode steps; it breaks even when it
   yields as many tokens as it costs, at the α `break_even_alpha` solves for.
 
-What a round costs: `verify_step_ratio` (a verify pass of k + 1 rows against a decode step, at a GPU's roofline
-floor) and `draft_step_share` (an early-exit draft step against a target step, in bytes read). A round pays
-when its tokens ÷ `round_cost` is above 1 (Leviathan et al.'s improvement factor, E ÷ (k·c + 1), is the same
-ratio with a verify pass of one decode step); helpers.serving.speculative measures the engine's loop.
+What a verify pass costs against a decode step at a GPU's roofline floor is `verify_step_ratio`. A round pays
+when its tokens ÷ `round_cost` is above 1 (Leviathan et al.'s improvement factor, E ÷ (k·c + 1), with a verify
+pass of one decode step); helpers.serving.speculative measures the engine's loop.
 """
 from __future__ import annotations
 
@@ -101,24 +100,6 @@ class VerifyRatio(VerifyCost):
     verify_bound: str                # "memory" or "compute"
     decode_bound: str
     gpu: str
-
-
-def draft_step_share(spec, draft_layers: int, context: int, dtype: str = "bf16") -> float:
-    """Bytes a decode step of the early-exit draft (the target's first `draft_layers` layers, its
-    embeddings, norm and output head) reads ÷ a target step's, at `context` cached tokens: both from
-    helpers.formulas.stepcost.decode_cost, the owner of what a step reads. A decode step is bound by these reads,
-    so this is roughly what each draft token costs in target steps."""
-    from .specs import get_spec
-    from .stepcost import decode_cost
-
-    spec = get_spec(spec)
-    cfg = dict(spec.config, num_hidden_layers=draft_layers)          # the draft's shape, as a config
-    if cfg.get("layer_types"):
-        cfg["layer_types"] = list(cfg["layer_types"])[:draft_layers]
-    draft = get_spec(cfg)
-    full = decode_cost(spec, context, 1, dtype)
-    part = decode_cost(draft, context, 1, dtype)
-    return (part.weight_read_bytes + part.kv_bytes) / (full.weight_read_bytes + full.kv_bytes)
 
 
 def verify_step_ratio(spec, k: int, context: int, batch: int, gpu: str = "H100 SXM",
