@@ -1,9 +1,6 @@
-"""A model's shape, read from its Hugging Face ``config.json``, and exact parameter counts.
-
-The shape is read from the config's own fields — ``head_dim`` when present, ``layer_types``,
-whether a sliding window is switched on, MLA ranks — rather than assumed from hidden/heads.
-Parameter counts come from the architecture itself, built by transformers on the ``meta``
-device (no weights, no memory).
+"""A model's shape, read from its Hugging Face ``config.json`` (``head_dim``, ``layer_types``, whether a window
+is switched on, MLA ranks: not assumed from hidden ÷ heads), and exact parameter counts from the architecture
+transformers builds on the ``meta`` device (no weights, no memory).
 """
 from __future__ import annotations
 
@@ -35,8 +32,7 @@ def load_config(model: str | Path | dict) -> tuple[str, dict]:
         name = model.get("_name_or_path") or model.get("model_type") or "config"
         return (name if isinstance(name, str) else "config")[:100], dict(model)
     if not isinstance(model, (str, Path)):
-        raise ValueError(f"model must be a preset name, a path to a config.json or a dict, got a "
-                         f"{type(model).__name__}")
+        raise ValueError(f"model must be a preset name, a path to a config.json or a dict, got a {type(model).__name__}")
     text = str(model).strip()
     if not text:
         raise ValueError(f"empty model name; use a preset ({', '.join(PRESETS)}) or a path to a config.json")
@@ -52,10 +48,8 @@ def load_config(model: str | Path | dict) -> tuple[str, dict]:
         raise ValueError(f"cannot use {show(text, 200)} as a model path ({exc}); presets: {', '.join(PRESETS)}; "
                          "or give the path to a Hugging Face config.json") from None
     if not found:
-        raise ValueError(
-            f"unknown model {show(text, 200)}: not a preset and no such file; "
-            f"presets: {', '.join(PRESETS)}; or give the path to a Hugging Face config.json"
-        )
+        raise ValueError(f"unknown model {show(text, 200)}: not a preset and no such file; "
+                         f"presets: {', '.join(PRESETS)}; or give the path to a Hugging Face config.json")
     return config_name(path), read_config_file(path)
 
 
@@ -116,51 +110,32 @@ class ModelSpec:
 
 def _layer_types(c, n_layers: int) -> tuple[tuple[str, ...], int | None]:
     """Per-layer attention kinds and the window, from checked fields (helpers.formulas.config_schema)."""
-    window = c.sliding_window
-    # Qwen2-style configs carry a window but switch it off with use_sliding_window=false.
-    if c.use_sliding_window is False:
-        window = None
-    if c.layer_types:
-        types = tuple(c.layer_types)
-        if window is None:
-            types = ("full_attention",) * n_layers
-    elif window is not None:
-        first_full = c.max_window_layers if c.use_sliding_window else 0
-        types = tuple("sliding_attention" if i >= (first_full or 0) else "full_attention" for i in range(n_layers))
-    else:
+    window = None if c.use_sliding_window is False else c.sliding_window   # Qwen2 carries a window switched off
+    if window is None:
         types = ("full_attention",) * n_layers
-    if "sliding_attention" not in types:
-        window = None
-    return types, window
+    elif c.layer_types:
+        types = tuple(c.layer_types)
+    else:
+        first_full = (c.max_window_layers if c.use_sliding_window else 0) or 0
+        types = tuple("sliding_attention" if i >= first_full else "full_attention" for i in range(n_layers))
+    return types, window if "sliding_attention" in types else None
 
 
 def spec_from_config(cfg: dict, name: str = "config") -> ModelSpec:
-    """Parse a Hugging Face config dict into a ModelSpec, validated by helpers.formulas.config_schema: one
-    ValueError naming the field, its value and what is allowed, on anything it cannot use."""
+    """A Hugging Face config dict as a ModelSpec, validated once (config_schema: a one-line ValueError)."""
     c = validate_config(cfg, name)
     heads = c.num_attention_heads
     types, window = _layer_types(c, c.num_hidden_layers)
     return ModelSpec(
-        name=name,
-        model_type=c.model_type or "unknown",
-        hidden_size=c.hidden_size,
-        num_layers=c.num_hidden_layers,
-        num_heads=heads,
-        num_kv_heads=c.num_key_value_heads or heads,
-        head_dim=c.head_dim or c.hidden_size // heads,
-        vocab_size=c.vocab_size,
-        intermediate_size=c.intermediate_size or 0,
-        max_position_embeddings=c.max_position_embeddings,
-        tie_word_embeddings=bool(c.tie_word_embeddings),
-        layer_types=types,
-        sliding_window=window,
+        name=name, model_type=c.model_type or "unknown", hidden_size=c.hidden_size, num_layers=c.num_hidden_layers,
+        num_heads=heads, num_kv_heads=c.num_key_value_heads or heads, head_dim=c.head_dim or c.hidden_size // heads,
+        vocab_size=c.vocab_size, intermediate_size=c.intermediate_size or 0,
+        max_position_embeddings=c.max_position_embeddings, tie_word_embeddings=bool(c.tie_word_embeddings),
+        layer_types=types, sliding_window=window, config=cfg,
         num_experts=c.n_routed_experts or c.num_local_experts or c.num_experts or None,
-        experts_per_token=c.num_experts_per_tok or c.experts_per_token,
-        num_shared_experts=c.n_shared_experts,
-        config=cfg,
+        experts_per_token=c.num_experts_per_tok or c.experts_per_token, num_shared_experts=c.n_shared_experts,
         **{f: getattr(c, f) for f in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim",
-                                      "q_lora_rank", "moe_intermediate_size", "first_k_dense_replace")},
-    )
+                                      "q_lora_rank", "moe_intermediate_size", "first_k_dense_replace")})
 
 
 def get_spec(model: str | Path | dict | ModelSpec) -> ModelSpec:
@@ -175,14 +150,10 @@ def get_spec(model: str | Path | dict | ModelSpec) -> ModelSpec:
 
 @dataclass(frozen=True)
 class ParamBreakdown:
-    """Parameters of a model by how quantizers treat them.
-
-    linear: weights of nn.Linear layers in the decoder blocks (what bitsandbytes replaces);
-    linear_rows: their output rows summed (one int8 scale per row); linear_layers: how many;
-    experts: fused expert tensors (3-D, one matrix per expert; bitsandbytes leaves them as they are);
-    embedding / lm_head: input and output embeddings (lm_head 0 when tied); other: norms, biases,
-    routers, attention sinks; attention_projections: the nn.Linear weights inside each layer's attention block (q, k, v, o).
-    """
+    """Parameters of a model by how quantizers treat them: linear, the decoder blocks' nn.Linear weights (what
+    bitsandbytes replaces; their output rows, count and sizes; those of the attention blocks' q, k, v, o apart);
+    experts, fused 3-D expert tensors (left alone by bitsandbytes); embedding and lm_head (0 when tied); other:
+    norms, biases, routers, attention sinks."""
 
     total: int
     embedding: int

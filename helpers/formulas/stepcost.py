@@ -1,8 +1,5 @@
-"""The cost of one forward step — the bytes it moves and the FLOPs it does — in one place.
-
-Notebook 03's roofline and decode floor, notebook 04's planner (its decode step, prefill and cost),
-the planner-against-measurement table and `make bench` all call forward_cost(); none keeps a
-formula of its own, so the same model, batch and context give the same bytes everywhere.
+"""The cost of one forward step — the bytes it moves and the FLOPs it does — in one place: the roofline, the
+planner, the measured tables and `make bench` all call forward_cost().
 
 Bytes of one forward of `batch` sequences, each `new_tokens` new after `past_tokens` cached
 (Pope et al. 2022, "Efficiently Scaling Transformer Inference", arXiv:2211.05102, §2: weights are
@@ -24,14 +21,10 @@ attended_keys), and the output head, 2 × hidden × vocab for each position whos
 MLA's attention can be counted as transformers computes it (per head, qk_nope + qk_rope wide keys,
 v_head_dim wide values) or, as serving engines decode it, absorbed into the latent (DeepSeek-V2,
 arXiv:2405.04434, §2.1.2–2.1.3: kv_lora_rank + qk_rope wide scores, kv_lora_rank wide values).
-
-The memory budget (what the KV cache gets of a GPU) lives in helpers.formulas.memory (kv_budget_bytes and
-runtime_reserve_bytes), used by notebooks 02 and 04 and the planner alike.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
 from .memory import KV_DTYPES, WEIGHT_SCHEMES, kv_bytes_per_token, kv_cache_bytes, weight_bytes
 from .specs import get_spec, param_breakdown
@@ -45,13 +38,6 @@ def _scheme(weights: str) -> str:
 
 
 # ----------------------------------------------------------------------------- parts of the weights
-
-def embedding_element_bytes(weights: str) -> float:
-    """Bytes of one input-embedding element under a weight scheme: the dtype itself, or bf16 for the
-    quantization schemes, which leave embeddings unquantized (helpers.formulas.memory.weight_bytes)."""
-    s = _scheme(weights)
-    return DTYPE_BYTES[s] if s in _PLAIN else DTYPE_BYTES["bf16"]
-
 
 def expert_bytes(model, weights: str = "bf16") -> float:
     """Bytes of the routed-expert tensors under a weight scheme, as helpers.formulas.memory.weight_bytes
@@ -172,9 +158,6 @@ class StepCost:
         """FLOPs per byte moved (arithmetic intensity)."""
         return self.flops / self.bytes
 
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "bytes": self.bytes, "flops": self.flops, "intensity": self.intensity}
-
 
 def streamed_weight_bytes(model, weights: str = "bf16", tokens: int = 1) -> tuple[int, int, float]:
     """(weight bytes streamed once per step, embedding-row bytes, fraction of experts touched) for a
@@ -183,7 +166,7 @@ def streamed_weight_bytes(model, weights: str = "bf16", tokens: int = 1) -> tupl
     s = _scheme(weights)
     pb = param_breakdown(spec)
     total = weight_bytes(spec, s).bytes
-    emb = embedding_element_bytes(s)
+    emb = DTYPE_BYTES[s if s in _PLAIN else "bf16"]        # quantization schemes leave the embedding in bf16
     touched = experts_touched(spec, tokens)
     untouched = expert_bytes(spec, s) * (1.0 - touched)
     if spec.tie_word_embeddings:
