@@ -117,10 +117,9 @@ def test_roofline_points():
     assert p.kind == "decode" and p.tokens == 1
     assert p.intensity == pytest.approx(16_368_271_360 / stepcost.forward_cost(m, 1, 4096).bytes)
     assert p.achieved_flops == pytest.approx(16_368_271_360 / 0.02)
-    d = p.to_dict(H100_BF16, H100_BW)
-    assert d["bound"] == "memory" and 0 < d["share_of_roof"] < 1
-    q = roofline.prefill_point(m, 8192, 0.1, "bf16")
-    assert q.to_dict(H100_BF16, H100_BW)["bound"] == "compute"
+    ridge = roofline.ridge_point(H100_BF16, H100_BW)
+    assert p.intensity < ridge and 0 < p.achieved_flops / roofline.attainable_flops(p.intensity, H100_BF16, H100_BW) < 1
+    assert roofline.prefill_point(m, 8192, 0.1, "bf16").intensity >= ridge          # compute-bound
     assert roofline.decode_point(m, 10, 0.01, "bf16", batch=4).kind == "decode, batched"
 
 

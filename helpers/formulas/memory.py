@@ -69,14 +69,12 @@ def kv_terms(model: str | Path | dict | ModelSpec, dtype: str = "bf16") -> KVTer
     spec = get_spec(model)
     size = DTYPE_BYTES[normalize_dtype(dtype, KV_DTYPES)]
     if spec.is_mla:
-        terms = {"layers": spec.num_layers, "kv_lora_rank": spec.kv_lora_rank,
-                 "qk_rope_head_dim": spec.qk_rope_head_dim, "bytes_per_element": size}
+        terms = {"layers": spec.num_layers, "kv_lora_rank": spec.kv_lora_rank, "qk_rope_head_dim": spec.qk_rope_head_dim}
         formula = "layers × (kv_lora_rank + qk_rope_head_dim) × bytes"
     else:
-        terms = {"K and V": 2, "layers": spec.num_layers, "kv_heads": spec.num_kv_heads,
-                 "head_dim": spec.head_dim, "bytes_per_element": size}
+        terms = {"K and V": 2, "layers": spec.num_layers, "kv_heads": spec.num_kv_heads, "head_dim": spec.head_dim}
         formula = "2 × layers × kv_heads × head_dim × bytes"
-    return KVTerms(formula, terms, kv_bytes_per_token(spec, dtype))
+    return KVTerms(formula, {**terms, "bytes_per_element": size}, kv_bytes_per_token(spec, dtype))
 
 
 def cache_window_slots(spec) -> int | None:
@@ -92,25 +90,18 @@ def cached_tokens(tokens: int, layer_type: str, window: int | None, window_slots
     return tokens
 
 
-def kv_cache_bytes(
-    model: str | Path | dict | ModelSpec,
-    tokens: int,
-    batch: int = 1,
-    dtype: str = "bf16",
-    window_slots: int | None = None,
-) -> int:
+def kv_cache_bytes(model: str | Path | dict | ModelSpec, tokens: int, batch: int = 1, dtype: str = "bf16",
+                   window_slots: int | None = None) -> int:
     """KV-cache bytes for `batch` sequences of `tokens` tokens, honouring sliding-window layers.
 
     window_slots: tokens a sliding layer keeps; default the window (the attention span). Pass
     window − 1 to match transformers' DynamicSlidingWindowLayer between steps.
     """
     spec = get_spec(model)
-    tokens = checks.count(tokens, "tokens")
-    batch = checks.count(batch, "batch")
+    tokens, batch = checks.count(tokens, "tokens"), checks.count(batch, "batch")
     size = DTYPE_BYTES[normalize_dtype(dtype, KV_DTYPES)]
-    per_layer = kv_elements_per_token_layer(spec)
-    elems = sum(cached_tokens(tokens, t, spec.sliding_window, window_slots) for t in spec.layer_types) * per_layer
-    return math.ceil(batch * elems * size)
+    elems = sum(cached_tokens(tokens, t, spec.sliding_window, window_slots) for t in spec.layer_types)
+    return math.ceil(batch * elems * kv_elements_per_token_layer(spec) * size)
 
 
 # ----------------------------------------------------------------------------- weights
@@ -143,11 +134,7 @@ def _nf4_bytes(n: int, double_quant: bool) -> tuple[int, int]:
     return data, meta
 
 
-def weight_bytes(
-    model: str | Path | dict | ModelSpec,
-    scheme: str = "bf16",
-    base_dtype: str = "bf16",
-) -> WeightBytes:
+def weight_bytes(model: str | Path | dict | ModelSpec, scheme: str = "bf16", base_dtype: str = "bf16") -> WeightBytes:
     """Bytes of a model's weights under a dtype or quantization scheme, metadata included.
 
     fp32/bf16/fp16: every parameter at that width.
@@ -169,20 +156,16 @@ def weight_bytes(
     if scheme == "int8":
         q, data, meta = pb.linear, pb.linear, 4 * pb.linear_rows
     elif scheme in ("nf4", "nf4-dq"):
-        q, data, meta = pb.linear, 0, 0
-        for n in pb.linear_sizes:
-            d, m = _nf4_bytes(n, scheme == "nf4-dq")
-            data, meta = data + d, meta + m
+        parts = [_nf4_bytes(n, scheme == "nf4-dq") for n in pb.linear_sizes]
+        q, data, meta = pb.linear, sum(d for d, _ in parts), sum(m for _, m in parts)
     elif scheme == "fp8":
         q = pb.linear + pb.experts
         data, meta = q, 4 * (pb.linear_layers + pb.expert_matrices)
-    elif scheme == "mxfp4":
+    else:  # mxfp4
         if not pb.experts:
             raise ValueError(f"{spec.name} has no fused expert tensors; mxfp4 here quantizes experts only")
         q = pb.experts
         data, meta = math.ceil(q / 2), math.ceil(q / MX_BLOCK)
-    else:  # pragma: no cover - normalize_dtype already refused it
-        raise ValueError(f"unknown scheme {scheme!r}; allowed: {', '.join(WEIGHT_SCHEMES)}")
     unq = pb.total - q
     unq_bytes = int(unq * base)
     return WeightBytes(scheme, pb.total, data + meta + unq_bytes, q, unq, data, meta, unq_bytes)
@@ -222,10 +205,7 @@ def kv_budget_bytes(gpu_memory: float, weight_bytes: float, overhead_bytes: floa
     """What is left for the KV cache: GPU memory − weights − reserve (never below 0). The one
     memory budget: notebook 02 and the capacity planner both pass runtime_reserve_bytes() as the
     reserve, so the same GPU and model give the same users everywhere."""
-    gpu_memory = checks.number(gpu_memory, "GPU memory", unit="bytes")
-    weight_bytes = checks.number(weight_bytes, "weight bytes", unit="bytes")
-    overhead_bytes = checks.number(overhead_bytes, "overhead", unit="bytes")
-    return max(0.0, gpu_memory - weight_bytes - overhead_bytes)
+    return max(0.0, checks.number(gpu_memory, "GPU memory", unit="bytes") - weight_bytes - overhead_bytes)
 
 
 def max_users(gpu_memory: float, weight_bytes: float, overhead_bytes: float, kv_per_token: float,

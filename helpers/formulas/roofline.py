@@ -71,16 +71,6 @@ class RooflinePoint:
     def achieved_flops(self) -> float:
         return ratio(self.flops, self.seconds)
 
-    def to_dict(self, peak_flops: float | None = None, bandwidth: float | None = None) -> dict[str, Any]:
-        d = {"label": self.label, "kind": self.kind, "flops": self.flops, "bytes": self.bytes,
-             "seconds": self.seconds, "tokens": self.tokens, "tokens_per_s": ratio(self.tokens, self.seconds),
-             "intensity_flop_per_byte": self.intensity, "achieved_flops_per_s": self.achieved_flops}
-        if peak_flops and bandwidth:
-            roof = attainable_flops(self.intensity, peak_flops, bandwidth)
-            d.update(attainable_flops_per_s=roof, share_of_roof=ratio(self.achieved_flops, roof),
-                     bound="memory" if self.intensity < ridge_point(peak_flops, bandwidth) else "compute")
-        return d
-
 
 def prefill_point(model, tokens: int, seconds: float, dtype: str, batch: int = 1) -> RooflinePoint:
     """A prefill of `tokens` tokens (per sequence) that took `seconds`."""
