@@ -97,17 +97,11 @@ def attention_crossover(model, phase: str = "prefill", limit: int = 2**22) -> in
 
 @dataclass(frozen=True)
 class ParityParts:
-    """The attention-parity length derived term by term: the context (decode) or prompt (prefill) at which
-    attention over the context costs as many FLOPs as every linear layer together (attention_crossover's
-    length, here from its closed form).
-
-    One query against one key in one layer costs `flops_per_key` (QKᵀ and softmax·V over every query head:
-    4 × heads × head_dim; MLA as helpers.formulas.stepcost counts it); each new token costs `linear_flops` in
-    the linear layers (2 per parameter it is multiplied by). A decode step at context c attends to c + 1 keys
-    per layer, so parity is L × f × (c + 1) = linear: c = ⌈linear ÷ (L × f)⌉ − 1. A prefill of n tokens attends
-    to n(n + 1)/2 keys per layer against n × linear, so n = ⌈2 × linear ÷ (L × f)⌉ − 1. K/V heads appear
-    nowhere: sharing them (GQA, MQA) shrinks the cache, not attention's FLOPs. A model with sliding layers
-    has no such closed form (the window caps the keys): `tokens` is then attention_crossover's search."""
+    """The attention-parity length term by term, attention_crossover's in closed form: a query against a key in
+    one layer costs f = 4 × heads × head_dim FLOPs, a new token 2 per linear parameter; a decode step at context
+    c attends to c + 1 keys per layer, so c = ⌈linear ÷ (L × f)⌉ − 1; a prefill of n tokens to n(n + 1)/2, so
+    n = ⌈2 × linear ÷ (L × f)⌉ − 1. K/V heads appear nowhere (sharing them shrinks the cache, not the FLOPs). A
+    window caps the keys: then `tokens` is attention_crossover's search."""
 
     model: str
     phase: str

@@ -1,14 +1,7 @@
-"""FlashAttention's bytes: what standard and tiled attention move to and from slow memory (HBM on a GPU),
-and the block sizes the paper's Algorithm 1 picks for a given on-chip memory.
-
-Per (sequence, head), counted in elements (Dao et al. 2022, "FlashAttention", arXiv:2205.14135):
-- standard (Algorithm 0): read Q, K, write S; read S, write P; read P, V, write O — 4·N·d + 4·N² elements;
-- tiled: read Q once and write O once (2·N·d), and read every K and V block once per query block it meets
-  (2·d × the keys each query block visits). With query blocks of B_r rows that is ≈ 2·N²·d / B_r:
-  Θ(N²d²/M) for on-chip memory M (the paper's Theorem 2).
-
-The algorithms themselves, run and timed, are helpers.measure.attention_kernels; the figures are
-helpers.present.flash_figures.
+"""FlashAttention's bytes (Dao et al. 2022, arXiv:2205.14135), per (sequence, head), in elements: standard
+attention (Algorithm 0) reads Q, K, writes S; reads S, writes P; reads P, V, writes O — 4·N·d + 4·N²; tiled
+attention reads Q and writes O once (2·N·d) and reads each K/V block once per query block that meets it,
+≈ 2·N²·d ÷ B_r, Θ(N²d²/M) for on-chip memory M (Theorem 2). Run and timed: helpers.measure.attention_kernels.
 """
 from __future__ import annotations
 

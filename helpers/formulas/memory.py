@@ -1,15 +1,10 @@
-"""Bytes: of weights per dtype and quantization scheme, of the KV cache for every attention kind, and
-the memory budget of one GPU (what the runtime keeps, what is left for the KV cache, how many users fit).
-The same bytes counted on real tensors are helpers.measure.tensor_bytes.
-
-Formulas (each checked by tests against real tensors or published sizes):
-- KV bytes per token = Σ_layers 2 (K and V) × kv_heads × head_dim × bytes per element
-  (GQA/MQA/MHA; Kwon et al. 2023, "Efficient Memory Management ... PagedAttention", §2).
-- MLA caches one latent per token per layer: kv_lora_rank + qk_rope_head_dim elements
-  (DeepSeek-V2 paper, arXiv:2405.04434, §2.1.2-2.1.3 and Table 1).
-- A sliding-window layer holds at most `window` tokens (Mistral 7B paper, arXiv:2310.06825, §2,
-  rolling buffer cache); transformers' DynamicSlidingWindowLayer keeps window − 1 between steps
-  (the current token's K/V is computed afresh), selectable with ``window_slots``.
+"""Bytes of the weights per dtype and quantization scheme, of the KV cache for every attention kind, and one GPU's
+memory budget (the runtime's reserve, what is left for the KV cache, how many users fit). Each is checked by
+tests against real tensors or published sizes (helpers.measure.tensor_bytes counts real tensors):
+- KV bytes per token = Σ_layers 2 (K and V) × kv_heads × head_dim × bytes (PagedAttention, Kwon et al. 2023, §2);
+- MLA caches one latent per token per layer, kv_lora_rank + qk_rope_head_dim (DeepSeek-V2, §2.1.2–2.1.3);
+- a sliding layer holds at most `window` tokens (Mistral 7B, arXiv:2310.06825, §2); transformers'
+  DynamicSlidingWindowLayer keeps window − 1 between steps (``window_slots``).
 """
 from __future__ import annotations
 

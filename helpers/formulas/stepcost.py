@@ -177,13 +177,10 @@ def streamed_weight_bytes(model, weights: str = "bf16", tokens: int = 1) -> tupl
 
 def forward_cost(model, new_tokens: int = 1, past_tokens: int = 0, batch: int = 1, weights: str = "bf16",
                  kv_dtype: str | None = None, logits_tokens: int = 1, mla_absorbed: bool = False) -> StepCost:
-    """Bytes and FLOPs of one forward: `batch` sequences, each `new_tokens` new after `past_tokens`.
-
-    A decode step at context c: forward_cost(m, 1, c, batch). A prefill of n tokens: forward_cost(m, n).
-    weights: a dtype or quantization scheme (helpers.formulas.memory.WEIGHT_SCHEMES); kv_dtype: the cache's
-    element type (default: the weights' dtype, bf16 for a quantization scheme). logits_tokens: the
-    positions whose logits are computed (generation: the last one).
-    """
+    """Bytes and FLOPs of one forward of `batch` sequences, each `new_tokens` new after `past_tokens` (a decode step
+    at context c: forward_cost(m, 1, c, batch); a prefill: forward_cost(m, n)). weights: a dtype or scheme
+    (memory.WEIGHT_SCHEMES); kv_dtype: default the weights' dtype, bf16 for a scheme; logits_tokens: the positions
+    whose logits are computed (generation: the last one)."""
     spec = get_spec(model)
     s = _scheme(weights)
     kv = normalize_dtype(kv_dtype, KV_DTYPES) if kv_dtype else (s if s in _PLAIN else "bf16")
