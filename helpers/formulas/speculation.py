@@ -30,10 +30,6 @@ class TokensPerPass:
     whole_draft_kept: float          # α^k: the share of passes that keep all k drafts
     kept_share_of_drafted: float     # (total − 1) ÷ k: the share of drafted tokens a pass keeps, on average
 
-    @property
-    def last_gain(self) -> float:
-        """What the k-th draft adds to the expected tokens per pass, α^k (0 at k = 0)."""
-        return self.kept[-1] if self.kept else 0.0
 
 
 def tokens_per_pass_parts(alpha: float, k: int) -> TokensPerPass:

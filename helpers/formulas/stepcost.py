@@ -159,37 +159,26 @@ class StepCost:
         return self.flops / self.bytes
 
 
-def streamed_weight_bytes(model, weights: str = "bf16", tokens: int = 1) -> tuple[int, int, float]:
-    """(weight bytes streamed once per step, embedding-row bytes, fraction of experts touched) for a
-    step over `tokens` tokens in all (batch × new tokens); see the module docstring."""
-    spec = get_spec(model)
-    s = _scheme(weights)
-    pb = param_breakdown(spec)
-    total = weight_bytes(spec, s).bytes
-    emb = DTYPE_BYTES[s if s in _PLAIN else "bf16"]        # quantization schemes leave the embedding in bf16
-    touched = experts_touched(spec, tokens)
-    untouched = expert_bytes(spec, s) * (1.0 - touched)
-    if spec.tie_word_embeddings:
-        return int(round(total - untouched)), 0, touched
-    rows = min(tokens, spec.vocab_size) * spec.hidden_size
-    return int(round(total - pb.embedding * emb - untouched)), int(rows * emb), touched
-
-
 def forward_cost(model, new_tokens: int = 1, past_tokens: int = 0, batch: int = 1, weights: str = "bf16",
                  kv_dtype: str | None = None, logits_tokens: int = 1, mla_absorbed: bool = False) -> StepCost:
     """Bytes and FLOPs of one forward of `batch` sequences, each `new_tokens` new after `past_tokens` (a decode step
     at context c: forward_cost(m, 1, c, batch); a prefill: forward_cost(m, n)). weights: a dtype or scheme
     (memory.WEIGHT_SCHEMES); kv_dtype: default the weights' dtype, bf16 for a scheme; logits_tokens: the positions
     whose logits are computed (generation: the last one)."""
-    spec = get_spec(model)
-    s = _scheme(weights)
-    kv = normalize_dtype(kv_dtype, KV_DTYPES) if kv_dtype else (s if s in _PLAIN else "bf16")
-    w, emb, touched = streamed_weight_bytes(spec, s, batch * new_tokens)
+    spec, s = get_spec(model), _scheme(weights)
+    plain = s if s in _PLAIN else "bf16"      # a quantization scheme leaves the embedding (and the cache) in bf16
+    kv = normalize_dtype(kv_dtype, KV_DTYPES) if kv_dtype else plain
+    tokens = batch * new_tokens
+    touched = experts_touched(spec, tokens)
+    untouched = expert_bytes(spec, s) * (1.0 - touched)
+    emb = 0 if spec.tie_word_embeddings else DTYPE_BYTES[plain]   # tied: the table is the head, read in full
+    w = int(round(weight_bytes(spec, s).bytes - param_breakdown(spec).embedding * emb - untouched))
+    rows = int(min(tokens, spec.vocab_size) * spec.hidden_size * emb)
     read = kv_cache_bytes(spec, past_tokens, batch, kv) if past_tokens else 0
     written = batch * new_tokens * kv_bytes_per_token(spec, kv)
     return StepCost(
         model=spec.name, weights=s, kv_dtype=kv, new_tokens=new_tokens, past_tokens=past_tokens, batch=batch,
-        weight_bytes=w, embedding_bytes=emb, kv_read_bytes=read, kv_write_bytes=written,
+        weight_bytes=w, embedding_bytes=rows, kv_read_bytes=read, kv_write_bytes=written,
         matmul_flops=batch * 2 * matmul_params(spec) * new_tokens,
         attention_flops=batch * attention_flops_per_key(spec, mla_absorbed) * attended_keys(spec, new_tokens, past_tokens),
         head_flops=batch * 2 * spec.hidden_size * spec.vocab_size * logits_tokens,
