@@ -35,13 +35,7 @@ def ratio(value, reference) -> float:
 def label(r, margin: float = MARGIN) -> str:
     """"below", "at" or "above" for a ratio r (value ÷ reference) by the margin; "–" when r is not a number."""
     r = _number(r)
-    if math.isnan(r):
-        return NONE
-    if r > 1 + margin:
-        return ABOVE
-    if r < 1 / (1 + margin):
-        return BELOW
-    return AT
+    return NONE if math.isnan(r) else ABOVE if r > 1 + margin else BELOW if r < 1 / (1 + margin) else AT
 
 
 def against(value, reference, margin: float = MARGIN) -> tuple[float, str]:
@@ -54,9 +48,8 @@ def ratio_columns(frame, value: str, reference: str, name: str = "ratio"):
     """A copy of the pandas `frame` with two columns added: `name` (column `value` ÷ column `reference`,
     row by row) and `name + " label"` (below / at / above)."""
     out = frame.copy()
-    rs = [ratio(v, ref) for v, ref in zip(out[value], out[reference])]
-    out[name] = rs
-    out[f"{name} label"] = [label(r) for r in rs]
+    out[name] = [ratio(v, ref) for v, ref in zip(out[value], out[reference])]
+    out[f"{name} label"] = [label(r) for r in out[name]]
     return out
 
 

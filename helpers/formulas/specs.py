@@ -63,7 +63,6 @@ class ModelSpec:
     """The shape of a decoder-only transformer, as far as memory and FLOPs need it."""
 
     name: str
-    model_type: str
     hidden_size: int
     num_layers: int
     num_heads: int
@@ -79,10 +78,8 @@ class ModelSpec:
     qk_rope_head_dim: int | None = None   # MLA: the decoupled RoPE key part, cached too
     qk_nope_head_dim: int | None = None
     v_head_dim: int | None = None
-    q_lora_rank: int | None = None
     num_experts: int | None = None
     experts_per_token: int | None = None
-    num_shared_experts: int | None = None
     moe_intermediate_size: int | None = None
     first_k_dense_replace: int | None = None
     config: dict = field(default_factory=dict, repr=False, compare=False, hash=False)
@@ -127,15 +124,15 @@ def spec_from_config(cfg: dict, name: str = "config") -> ModelSpec:
     heads = c.num_attention_heads
     types, window = _layer_types(c, c.num_hidden_layers)
     return ModelSpec(
-        name=name, model_type=c.model_type or "unknown", hidden_size=c.hidden_size, num_layers=c.num_hidden_layers,
+        name=name, hidden_size=c.hidden_size, num_layers=c.num_hidden_layers,
         num_heads=heads, num_kv_heads=c.num_key_value_heads or heads, head_dim=c.head_dim or c.hidden_size // heads,
         vocab_size=c.vocab_size, intermediate_size=c.intermediate_size or 0,
         max_position_embeddings=c.max_position_embeddings, tie_word_embeddings=bool(c.tie_word_embeddings),
         layer_types=types, sliding_window=window, config=cfg,
         num_experts=c.n_routed_experts or c.num_local_experts or c.num_experts or None,
-        experts_per_token=c.num_experts_per_tok or c.experts_per_token, num_shared_experts=c.n_shared_experts,
+        experts_per_token=c.num_experts_per_tok or c.experts_per_token,
         **{f: getattr(c, f) for f in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim",
-                                      "q_lora_rank", "moe_intermediate_size", "first_k_dense_replace")})
+                                      "moe_intermediate_size", "first_k_dense_replace")})
 
 
 def get_spec(model: str | Path | dict | ModelSpec) -> ModelSpec:
