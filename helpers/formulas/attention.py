@@ -18,12 +18,9 @@ from .memory import kv_bytes_per_token, kv_cache_bytes, kv_terms
 from .specs import PRESETS, ModelSpec, get_spec
 from .units import DTYPE_BYTES, normalize_dtype
 
-DATA_DIR = Path(__file__).parents[1] / "data"
-SCORECARD = DATA_DIR / "attention_scorecard.csv"
+SCORECARD = Path(__file__).parents[1] / "data" / "attention_scorecard.csv"
 CONTEXTS = (4096, 32768, 131072)
 
-
-# ----------------------------------------------------------------------------- presets, computed
 
 @dataclass(frozen=True)
 class PresetKV:
@@ -61,8 +58,6 @@ def kv_vs_context(models=PRESETS, dtype: str = "bf16", max_tokens: int = 131072)
     return [{"model": spec.name, "attention": spec.attention, "tokens": n, "bytes": kv_cache_bytes(spec, n, 1, dtype)}
             for spec in map(get_spec, models) for n in points]
 
-
-# ----------------------------------------------------------------------------- MLA's saving, stated honestly
 
 def mha_kv_bytes_per_token(layers: int, heads: int, k_dim: int, v_dim: int, dtype: str = "bf16") -> int:
     """An MHA cache per token: layers × heads × (K width + V width) × bytes. With K and V the same
@@ -174,8 +169,6 @@ def nearest_baseline(quoted: float, rows: list[MLABaseline]) -> MLABaseline:
     """The baseline whose ratio is nearest a quoted figure (relative distance)."""
     return min(rows, key=lambda r: abs(r.baseline_over_mla - quoted) / quoted)
 
-
-# ----------------------------------------------------------------------------- published quality
 
 def scorecard() -> list[dict[str, str]]:
     """Published quality of the attention variants, each row with its source (helpers/data/attention_scorecard.csv)."""

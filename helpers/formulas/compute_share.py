@@ -154,8 +154,6 @@ def byte_terms(model, context: int, dtype: str = "bf16") -> ByteTerms:
     return ByteTerms(proj + cost.kv_bytes, cost.weight_read_bytes - proj - head, head)
 
 
-# ----------------------------------------------------------------------------- attention's share of a prefill (notebook 01)
-
 SHARE_TOKENS = (512, 2048, 4096, 32768)
 SHARE_MODELS = ("mistral-7b-v0.1", "mistral-7b-v0.3", "llama-3.1-8b", "qwen2.5-7b")
 

@@ -150,8 +150,6 @@ def validate_config(cfg: Any, name: str = "config") -> BaseModel:
     return fields
 
 
-# ----------------------------------------------------------------------------- reading files
-
 def _depth(obj: Any, d: int = 1) -> int:
     """Nesting depth of parsed JSON (a dict or list), counted no further than MAX_DEPTH + 1."""
     kids = [c for c in (obj.values() if isinstance(obj, dict) else obj) if isinstance(c, (dict, list))]

@@ -94,8 +94,6 @@ def max_context_in(budget_bytes: float, model: str | dict | ModelSpec, kv_dtype:
     return bisect_left(range(1, limit + 1), True, key=lambda n: kv_cache_bytes(spec, n, 1, kv_dtype) > budget_bytes)
 
 
-# ----------------------------------------------------------------------------- the rule of thumb, one matrix per format
-
 def rule_of_thumb(scheme: str, base_dtype: str = "bf16") -> float:
     """What a scheme would leave of the base's bytes if it quantized every weight and stored nothing else:
     bytes per weight ÷ the base's (int8 of bf16: 0.5, nf4 of bf16: 0.25, int8 of fp32: 0.25)."""

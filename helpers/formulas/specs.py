@@ -143,8 +143,6 @@ def get_spec(model: str | Path | dict | ModelSpec) -> ModelSpec:
     return spec_from_config(cfg, name)
 
 
-# ---------------------------------------------------------------- exact parameter counts
-
 @dataclass(frozen=True)
 class ParamBreakdown:
     """Parameters of a model by how quantizers treat them: linear, the decoder blocks' nn.Linear weights (what

@@ -25,8 +25,6 @@ SSM_PRESETS = {"falcon-mamba-7b": PRESET_DIR / "falcon-mamba-7b.json",
                "jamba-1.5-mini": PRESET_DIR / "jamba-1.5-mini.json"}
 
 
-# ============================================================================ state-space models
-
 @dataclass(frozen=True)
 class SSMShape:
     """What a Mamba or hybrid model carries per sequence, from its config.json."""
@@ -94,8 +92,6 @@ def break_even_tokens(fixed_bytes: int, model: str = "mistral-7b-v0.3", dtype: s
     """The context at which a transformer's KV cache equals a fixed state: fixed ÷ KV bytes per token."""
     return fixed_bytes / kv_cache_bytes(get_spec(model), 1, 1, dtype)
 
-
-# ============================================================================ linear attention and sparse attention
 
 def linear_attention_state_bytes(layers: int, heads: int, d_k: int, d_v: int, dtype: str = "bf16") -> int:
     """Bytes of a linear-attention decoder's state per sequence: layers × heads × (d_k·d_v + d_k) × bytes."""

@@ -37,8 +37,6 @@ def _scheme(weights: str) -> str:
     return weights if weights == "nf4-dq" else normalize_dtype(weights, WEIGHT_SCHEMES)
 
 
-# ----------------------------------------------------------------------------- parts of the weights
-
 def expert_bytes(model, weights: str = "bf16") -> float:
     """Bytes of the routed-expert tensors under a weight scheme, as helpers.formulas.memory.weight_bytes
     stores them: fp8 and mxfp4 quantize experts; bitsandbytes int8/nf4 leave 3-D experts in bf16."""
@@ -47,14 +45,12 @@ def expert_bytes(model, weights: str = "bf16") -> float:
     pb = param_breakdown(spec)
     if not pb.experts:
         return 0.0
-    if s in _PLAIN:
-        return float(pb.experts * DTYPE_BYTES[s])
+    if s not in ("mxfp4", "fp8"):
+        return float(pb.experts * DTYPE_BYTES[s if s in _PLAIN else "bf16"])
     w = weight_bytes(spec, s)
     if s == "mxfp4":
         return float(w.data_bytes + w.metadata_bytes)
-    if s == "fp8":
-        return (w.data_bytes + w.metadata_bytes) * pb.experts / w.quantized_params
-    return float(pb.experts * DTYPE_BYTES["bf16"])
+    return (w.data_bytes + w.metadata_bytes) * pb.experts / w.quantized_params       # fp8: the experts' share
 
 
 def experts_touched(model, tokens: int) -> float:
@@ -114,8 +110,6 @@ def attended_keys(model, new_tokens: int, past_tokens: int = 0) -> int:
         total += _keys_in_span(past_tokens + 1, past_tokens + new_tokens, window)
     return total
 
-
-# ----------------------------------------------------------------------------- the step
 
 @dataclass(frozen=True)
 class StepCost:

@@ -11,13 +11,10 @@ DTYPE_BYTES: dict[str, float] = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1
                                  "int2": 0.25, "nf4": 0.5, "mxfp4": 0.5}
 FLOAT_DTYPES = ("fp32", "bf16", "fp16")   # the dtypes torch computes in here (helpers.measure.dtypes.torch_dtype)
 
-_ALIASES = {
-    "float32": "fp32", "float": "fp32", "f32": "fp32",
-    "bfloat16": "bf16",
-    "float16": "fp16", "half": "fp16", "f16": "fp16",
-    "float8": "fp8", "float8_e4m3fn": "fp8", "float8_e4m3": "fp8", "fp8_e4m3": "fp8", "e4m3": "fp8", "e4m3fn": "fp8",
-    "uint4": "int4", "fp4": "mxfp4", "mx_fp4": "mxfp4", "nf4_dq": "nf4-dq", "nf4dq": "nf4-dq",
-}
+_ALIASES = {"float32": "fp32", "float": "fp32", "f32": "fp32", "bfloat16": "bf16", "float16": "fp16", "half": "fp16",
+            "f16": "fp16", "float8": "fp8", "float8_e4m3fn": "fp8", "float8_e4m3": "fp8", "fp8_e4m3": "fp8",
+            "e4m3": "fp8", "e4m3fn": "fp8", "uint4": "int4", "fp4": "mxfp4", "mx_fp4": "mxfp4", "nf4_dq": "nf4-dq",
+            "nf4dq": "nf4-dq"}
 
 
 def normalize_dtype(name: str, allowed: tuple[str, ...] | None = None) -> str:
