@@ -129,10 +129,8 @@ def _first_error(exc: ValidationError, cfg: dict) -> str:
 
 
 def validate_config(cfg: Any, name: str = "config") -> BaseModel:
-    """The checked fields of a config dict (its text_config merged in, as multimodal configs nest it).
-
-    Raises ConfigError (a ValueError): "config 'name': <field> is <value>; allowed: <what>".
-    """
+    """The checked fields of a config dict (its text_config merged in, as multimodal configs nest it), or a
+    ConfigError (a ValueError): "config 'name': <field> is <value>; allowed: <what>"."""
     if not isinstance(cfg, dict):
         raise ConfigError(f"config {name!r} is a {type(cfg).__name__}; allowed: a JSON object (a Hugging Face "
                           "config.json)")

@@ -41,10 +41,7 @@ def kv_elements_per_token_layer(spec: ModelSpec) -> int:
 
 
 def kv_bytes_per_token(model: str | Path | dict | ModelSpec, dtype: str = "bf16") -> int:
-    """KV-cache bytes for one token across all layers, at short context (no window binding).
-
-    Mistral 7B: 2 × 32 layers × 8 KV heads × 128 head_dim × 2 B = 131,072 B.
-    """
+    """KV-cache bytes of one token over all layers, no window binding: Mistral 7B 2 × 32 × 8 × 128 × 2 B = 131,072."""
     spec = get_spec(model)
     size = DTYPE_BYTES[normalize_dtype(dtype, KV_DTYPES)]
     return math.ceil(spec.num_layers * kv_elements_per_token_layer(spec) * size)
@@ -87,11 +84,8 @@ def cached_tokens(tokens: int, layer_type: str, window: int | None, window_slots
 
 def kv_cache_bytes(model: str | Path | dict | ModelSpec, tokens: int, batch: int = 1, dtype: str = "bf16",
                    window_slots: int | None = None) -> int:
-    """KV-cache bytes for `batch` sequences of `tokens` tokens, honouring sliding-window layers.
-
-    window_slots: tokens a sliding layer keeps; default the window (the attention span). Pass
-    window − 1 to match transformers' DynamicSlidingWindowLayer between steps.
-    """
+    """KV-cache bytes of `batch` sequences of `tokens` tokens, a sliding layer keeping `window_slots` (default the
+    window; window − 1 is transformers' DynamicSlidingWindowLayer between steps)."""
     spec = get_spec(model)
     tokens, batch = checks.count(tokens, "tokens"), checks.count(batch, "batch")
     size = DTYPE_BYTES[normalize_dtype(dtype, KV_DTYPES)]
@@ -130,17 +124,11 @@ def _nf4_bytes(n: int, double_quant: bool) -> tuple[int, int]:
 
 
 def weight_bytes(model: str | Path | dict | ModelSpec, scheme: str = "bf16", base_dtype: str = "bf16") -> WeightBytes:
-    """Bytes of a model's weights under a dtype or quantization scheme, metadata included.
-
-    fp32/bf16/fp16: every parameter at that width.
-    int8  (bitsandbytes LLM.int8): nn.Linear weights in the blocks at 1 B + one fp32 scale per row.
-    nf4 / nf4-dq (bitsandbytes 4-bit, without/with double quantization): 0.5 B per weight + absmax
-          per 64 weights + code books. bitsandbytes replaces nn.Linear only: the output embedding,
-          the input embedding, norms, biases and fused 3-D expert tensors stay in base_dtype.
-    fp8   (per-tensor scaled fp8, as vLLM's dynamic fp8): linear and expert matrices at 1 B + one
-          fp32 scale per matrix; embeddings, lm_head and the rest in base_dtype.
-    mxfp4 (OCP MX, as gpt-oss ships): expert tensors at 0.5 B + one byte per 32; the rest in base_dtype.
-    """
+    """Bytes of a model's weights under a dtype or scheme, metadata included; what a scheme leaves stays base_dtype.
+    int8 (LLM.int8): the blocks' nn.Linear weights at 1 B + an fp32 scale per row. nf4 / nf4-dq (bitsandbytes
+    4-bit, without/with double quantization): ½ B + absmax per 64 + code books, nn.Linear only (embeddings, norms,
+    biases, 3-D experts stay). fp8 (per tensor, as vLLM's dynamic fp8): linear and expert matrices at 1 B + an
+    fp32 scale each. mxfp4 (OCP MX, as gpt-oss ships): experts at ½ B + one byte per 32."""
     spec = get_spec(model)
     scheme = normalize_dtype(scheme, WEIGHT_SCHEMES) if scheme != "nf4-dq" else scheme
     pb = param_breakdown(spec)
@@ -197,20 +185,16 @@ def usable_bytes(gpu_memory: float, utilization: float = GPU_MEMORY_UTILIZATION,
 
 
 def kv_budget_bytes(gpu_memory: float, weight_bytes: float, overhead_bytes: float) -> float:
-    """What is left for the KV cache: GPU memory − weights − reserve (never below 0). The one
-    memory budget: notebook 02 and the capacity planner both pass runtime_reserve_bytes() as the
-    reserve, so the same GPU and model give the same users everywhere."""
+    """What is left for the KV cache, GPU memory − weights − reserve (never below 0): the one memory budget,
+    notebook 02 and the planner both passing runtime_reserve_bytes() as the reserve."""
     return max(0.0, checks.number(gpu_memory, "GPU memory", unit="bytes") - weight_bytes - overhead_bytes)
 
 
 def max_users(gpu_memory: float, weight_bytes: float, overhead_bytes: float, kv_per_token: float,
               context: int) -> int:
-    """Concurrent sequences of `context` tokens that fit: ⌊kv_budget_bytes / (KV per token × context)⌋.
-
-    Mistral 7B v0.1 in bf16 on an H100 SXM (79.11 GiB as CUDA reports it, labelled 80 GB) with the
-    runtime's reserve (runtime_reserve_bytes: 0.1 × 84.94·10⁹ + 1.5·10⁹ B) at 4,096 tokens:
-    ⌊(84.94·10⁹ − 14,483,464,192 − 9.99·10⁹) / (131,072 × 4,096)⌋ = 112.
-    """
+    """Sequences of `context` tokens that fit, ⌊kv_budget_bytes ÷ (KV per token × context)⌋: Mistral 7B v0.1 in bf16
+    on an H100 SXM (79.11 GiB reported; reserve 0.08 × 84.94·10⁹ + 1.5·10⁹ B) at 4,096 tokens:
+    ⌊(84.94·10⁹ − 14,483,464,192 − 8.30·10⁹) ÷ (131,072 × 4,096)⌋ = 115."""
     context = checks.count(context, "context")
     kv_per_token = checks.number(kv_per_token, "KV bytes per token", positive=True, unit="bytes")
     return int(kv_budget_bytes(gpu_memory, weight_bytes, overhead_bytes) // (kv_per_token * context))
@@ -218,10 +202,8 @@ def max_users(gpu_memory: float, weight_bytes: float, overhead_bytes: float, kv_
 
 def prefill_activation_bytes(model: str | Path | dict | ModelSpec, tokens: int, batch: int = 1,
                              dtype: str = "bf16") -> int:
-    """The largest single activation of a prefill over `batch` sequences of `tokens`: the MLP's intermediate,
-    batch × tokens × intermediate_size × bytes per element (the gate and the up projection each make one).
-    A lower bound on what a prefill needs beside the weights and the cache, which it holds while it runs.
-    Mistral 7B in bf16, 512 × 1,024 tokens: 512 × 1,024 × 14,336 × 2 B = 15.0·10⁹ B."""
+    """The largest single activation of a prefill, the MLP's intermediate, batch × tokens × intermediate_size × bytes:
+    a lower bound on what it holds beside the weights and cache (Mistral 7B, bf16, 512 × 1,024 tokens: 15.0·10⁹ B)."""
     spec = get_spec(model)
     tokens, batch = checks.count(tokens, "tokens"), checks.count(batch, "batch")
     width = spec.intermediate_size or spec.moe_intermediate_size or spec.hidden_size
