@@ -282,8 +282,8 @@ def _():
 
 @app.cell
 def _(loaded, share_prompt):
-    plots.table(compute_share.attention_share_frame(compute_share.attention_shares(
-        tokens=(share_prompt.value,), extra={f"{loaded.profile} (this run)": loaded.spec})),
+    plots.table(compute_share.attention_share_frame(
+        tokens=(share_prompt.value,), extra={f"{loaded.profile} (this run)": loaded.spec}),
         "computed from each config.json: attention's share of one prompt's prefill FLOPs (matmuls + attention + output head)")
     return
 

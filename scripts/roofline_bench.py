@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from helpers.formulas import roofline
+from helpers.formulas import regime, roofline
 from helpers.formulas.stepcost import decode_cost, forward_cost
 from helpers.formulas.units import dtype_bytes
 from helpers.measure.timing import Stats
@@ -86,7 +86,7 @@ def roofline_figures(loaded=None, repeats: int = 5, with_sizes: bool = True,
         "decode_step_s": steps.median,
         "decode_step": Stats(steps.samples).to_dict(),
         **floor_fig,
-        "decode_efficiency": roofline.decode_efficiency(floor, steps.median),
+        "decode_efficiency": regime.ratio(floor, steps.median),
         "definitions": {
             "bandwidth_bytes_per_s": "sum of an fp32 buffer, bytes read / best time: the floor's bandwidth",
             "copy_bandwidth_bytes_per_s": "device-to-device copy, (bytes read + bytes written) / best time (for comparison)",

@@ -3,7 +3,7 @@ and their tables (helpers.present.compute_share_figures)."""
 import pytest
 
 from helpers.formulas import compute_share as cs
-from helpers.formulas.specs import attention_projection_params
+from helpers.formulas.specs import param_breakdown
 from helpers.measure.local_models import TINY_CONFIG
 from helpers.present import compute_share_figures
 
@@ -18,7 +18,7 @@ PER_KEY = 32 * 32 * 4 * 128          # QKᵀ and softmax·V: 4·head_dim per hea
 
 
 def test_attention_projection_params_by_hand():
-    assert attention_projection_params("mistral-7b-v0.1") == ATTN_PROJ
+    assert param_breakdown("mistral-7b-v0.1").attention_projections == ATTN_PROJ
 
 
 def test_decode_shares_of_mistral_by_hand():

@@ -54,17 +54,13 @@ def test_attention_parity_for_the_tiny_model_by_hand():
 
 
 def test_attention_share_rows_fall_with_width():
-    shares = compute_share.attention_shares(extra={"tiny": spec_from_config(TINY_CONFIG, "tiny")})
-    rows = {r.model: r for r in shares}
-    assert rows["tiny"].share_pct[2048] > 10 * rows["mistral-7b-v0.3"].share_pct[2048]
-    assert rows["mistral-7b-v0.1"].parity_tokens is None
-    assert rows["mistral-7b-v0.3"].within_context is False and rows["llama-3.1-8b"].within_context is True
-    # v0.1 and v0.3 agree below the window and part beyond it
-    assert rows["mistral-7b-v0.1"].share_pct[2048] == rows["mistral-7b-v0.3"].share_pct[2048]
-    assert rows["mistral-7b-v0.1"].share_pct[32768] < rows["mistral-7b-v0.3"].share_pct[32768]
-    table = compute_share.attention_share_frame(shares).set_index("model")
+    table = compute_share.attention_share_frame(extra={"tiny": spec_from_config(TINY_CONFIG, "tiny")}).set_index("model")
+    share, long = table["attention share at 2,048 (%)"], table["attention share at 32,768 (%)"]
+    assert share["tiny"] > 10 * share["mistral-7b-v0.3"]
     assert table.loc["mistral-7b-v0.1", "attention = matmuls at (tokens)"] == "never"
-    assert table.loc["tiny", "attention share at 2,048 (%)"] == rows["tiny"].share_pct[2048]
+    assert not table.loc["mistral-7b-v0.3", "within its context"] and table.loc["llama-3.1-8b", "within its context"]
+    # v0.1 and v0.3 agree below the window and part beyond it
+    assert share["mistral-7b-v0.1"] == share["mistral-7b-v0.3"] and long["mistral-7b-v0.1"] < long["mistral-7b-v0.3"]
 
 
 def test_gpu_expectations_by_hand():

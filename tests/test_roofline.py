@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from helpers.formulas import roofline, stepcost
+from helpers.formulas import regime, roofline, stepcost
 from helpers.measure import decode_efficiency, microbench
 from helpers.present import roofline_figures
 from helpers.formulas.specs import get_spec
@@ -35,9 +35,8 @@ def test_attainable_is_the_lower_roof():
         H100_BF16)
 
 
-def test_arithmetic_intensity_and_efficiency():
-    assert roofline.arithmetic_intensity(10, 5) == 2
-    assert roofline.decode_efficiency(0.004, 0.016) == 0.25
+def test_a_step_against_its_floor_is_the_one_ratio():
+    assert regime.ratio(0.004, 0.016) == 0.25          # floor ÷ measured: the share of the floor achieved
 
 
 def test_mistral_decode_floor_on_h100():
@@ -106,7 +105,7 @@ def test_decode_intensity_reaches_the_ridge_near_the_crossover_batch():
     m = get_spec("mistral-7b-v0.1")
     b = round(roofline.crossover_batch(H100_BF16, H100_BW, 2))
     step = stepcost.forward_cost(m, 1, 16, b)
-    intensity = roofline.arithmetic_intensity(step.flops, step.bytes)
+    intensity = regime.ratio(step.flops, step.bytes)
     assert intensity == pytest.approx(roofline.ridge_point(H100_BF16, H100_BW), rel=0.1)
     one = stepcost.forward_cost(m, 1, 16).intensity
     assert 0.9 < one < 1.1  # batch 1 in bf16: about 1 FLOP per byte
@@ -118,10 +117,9 @@ def test_roofline_points():
     assert p.kind == "decode" and p.tokens == 1
     assert p.intensity == pytest.approx(16_368_271_360 / stepcost.forward_cost(m, 1, 4096).bytes)
     assert p.achieved_flops == pytest.approx(16_368_271_360 / 0.02)
-    d = p.to_dict(H100_BF16, H100_BW)
-    assert d["bound"] == "memory" and 0 < d["share_of_roof"] < 1
-    q = roofline.prefill_point(m, 8192, 0.1, "bf16")
-    assert q.to_dict(H100_BF16, H100_BW)["bound"] == "compute"
+    ridge = roofline.ridge_point(H100_BF16, H100_BW)
+    assert p.intensity < ridge and 0 < p.achieved_flops / roofline.attainable_flops(p.intensity, H100_BF16, H100_BW) < 1
+    assert roofline.prefill_point(m, 8192, 0.1, "bf16").intensity >= ridge          # compute-bound
     assert roofline.decode_point(m, 10, 0.01, "bf16", batch=4).kind == "decode, batched"
 
 

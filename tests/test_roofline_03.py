@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from helpers.decoding import regimes, views
-from helpers.formulas import gpus, roofline, stepcost
+from helpers.formulas import gpus, regime, roofline, stepcost
 from helpers.measure.local_models import TINY_CONFIG
 from helpers.measure.microbench import CopyBenchmark, MatmulBenchmark
 from helpers.measure.timing import Stats
@@ -168,7 +168,7 @@ def test_efficiency_table_and_figure_take_every_extreme(steps, labels):
 # ----------------------------------------------------------------------------- section 6
 
 def _regime(steps, floor=0.001):
-    results = [regimes.ImplResult(impl, s, 10, 40, 37, floor, roofline.decode_efficiency(floor, s), True, None,
+    results = [regimes.ImplResult(impl, s, 10, 40, 37, floor, regime.ratio(floor, s), True, None,
                                   roofline.decode_point(TINY_CONFIG, 40, s, "fp32")) for impl, s in steps]
     return regimes.Regime("tiny", "tiny · fp32 · cpu", "fp32", "cpu", None, 46_000_000, results,
                           skipped=["static+compile"], bandwidth=4e10)

@@ -208,18 +208,6 @@ def test_quality_profile_is_trained_weights_whenever_offered(monkeypatch):
     assert kv_quant.quality_profile("tiny") == ("tiny", False)     # the only case labelled random
 
 
-def test_draft_step_share_by_hand_for_mistral():
-    """Mistral 7B, the first 8 of 32 layers as the draft, 300 cached tokens, bf16: a layer holds
-    4096 × (4096 + 1024 + 1024 + 4096) attention + 3 × 4096 × 14,336 MLP + 2 × 4096 norm weights =
-    218,112,000; every step also reads the 32,000 × 4096 head, the final norm and one embedding row, and
-    the cache of 301 tokens (131,072 B each over 32 layers)."""
-    layer, shared = 218_112_000, 32_000 * 4096 + 4096 + 4096
-    draft = 2 * (8 * layer + shared) + 301 * 131_072 * 8 // 32
-    full = 2 * (32 * layer + shared) + 301 * 131_072
-    assert speculation.draft_step_share("mistral-7b-v0.1", 8, 300) == pytest.approx(draft / full)
-    assert speculation.draft_step_share("mistral-7b-v0.1", 32, 300) == 1.0
-
-
 def test_round_cost_worked():
     # a verify pass of 1.2 decode steps and 4 drafts at 85 % of a step each: 1.2 + 3.4 = 4.6 steps
     assert speculation.round_cost(1.2, 4, 0.85) == pytest.approx(4.6)

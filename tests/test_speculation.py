@@ -16,13 +16,13 @@ def test_tokens_per_pass_term_by_term_by_hand():
     p = speculation.tokens_per_pass_parts(0.6, 4)
     assert p.kept == pytest.approx((0.6, 0.36, 0.216, 0.1296))
     assert p.total == pytest.approx(2.3056) and p.closed_form == pytest.approx(2.3056)
-    assert p.whole_draft_kept == pytest.approx(0.1296) and p.last_gain == pytest.approx(0.1296)
+    assert p.whole_draft_kept == pytest.approx(0.1296)
     assert p.kept_share_of_drafted == pytest.approx(1.3056 / 4)            # 32.6 % of drafted tokens kept
     # α = 0.5, k = 2: 1 + 0.5 + 0.25 = 1.75
     assert speculation.tokens_per_pass_parts(0.5, 2).total == pytest.approx(1.75)
     # the edges: no draft yields the target's own token only; α = 1 keeps every draft
     none = speculation.tokens_per_pass_parts(0.7, 0)
-    assert (none.kept, none.total, none.kept_share_of_drafted, none.last_gain) == ((), 1.0, 0.0, 0.0)
+    assert (none.kept, none.total, none.kept_share_of_drafted) == ((), 1.0, 0.0)
     assert speculation.tokens_per_pass_parts(1.0, 3).total == 4.0 == speculation.expected_tokens_per_pass(1.0, 3)
     assert speculation.tokens_per_pass_parts(0.0, 3).total == 1.0
 

@@ -84,7 +84,7 @@ def measure_implementations(model, spec, dtype: str, device: str, bandwidth: flo
     `bandwidth`, or if None the best copy benchmark run before each round and after the last, so that floor
     and steps see the same memory (this shared machine's copy ranged 33–71 GB/s within an hour).
     Returns (results, bandwidth used)."""
-    from ..formulas import roofline
+    from ..formulas import regime, roofline
     from ..formulas.memory import kv_cache_bytes
     from ..formulas.stepcost import decode_cost
     from ..measure.microbench import read_benchmark
@@ -119,7 +119,7 @@ def measure_implementations(model, spec, dtype: str, device: str, bandwidth: flo
         point = replace(roofline.decode_point(spec, rs[0].kv_slots, step, dtype), label=impl)
         compiles = [r.compile_s for r in rs if r.compile_s is not None]
         out.append(ImplResult(impl, step, len(samples), rs[0].kv_slots, context, floor,
-                              roofline.decode_efficiency(floor, step), all(r.tokens == reference for r in rs),
+                              regime.ratio(floor, step), all(r.tokens == reference for r in rs),
                               compiles[0] if compiles else None, point))
     return out, bandwidth
 

@@ -1,15 +1,8 @@
-"""Attention variants and their KV caches, computed for every preset: what each caches per token, MLA's
-saving against named baselines, and the published quality of each variant.
-
-- MHA / GQA / MQA differ only in the number of K/V heads.
-- Sliding-window attention caps a layer's cache (Mistral 7B paper, arXiv:2310.06825, §2).
-- MLA caches one compressed latent per token per layer — kv_lora_rank + qk_rope_head_dim elements — from
-  which up-projections W^UK and W^UV would rebuild per-head K and V; at inference both are absorbed, W^UK
-  into the query's projection and W^UV into the output's, so attention runs on the latent itself
-  (DeepSeek-V2, arXiv:2405.04434, §2.1.2–2.1.3 and Table 1).
-
-Every byte count comes from helpers.formulas.memory; this module compares. The same caches measured on tiny
-models are helpers.measure.kv_caches and helpers.measure.mla; their tables are helpers.present.attention_figures.
+"""Attention variants and their KV caches, computed for every preset: what each caches per token, MLA's saving
+against named baselines, the published quality of each variant. MHA, GQA and MQA differ only in their K/V heads;
+a sliding window caps a layer's cache (arXiv:2310.06825, §2); MLA caches one latent per token per layer,
+kv_lora_rank + qk_rope_head_dim wide, its up-projections absorbed at inference (DeepSeek-V2, arXiv:2405.04434,
+§2.1.2–2.1.3, Table 1). Every byte count is helpers.formulas.memory's; this module compares.
 """
 from __future__ import annotations
 
@@ -25,12 +18,9 @@ from .memory import kv_bytes_per_token, kv_cache_bytes, kv_terms
 from .specs import PRESETS, ModelSpec, get_spec
 from .units import DTYPE_BYTES, normalize_dtype
 
-DATA_DIR = Path(__file__).parents[1] / "data"
-SCORECARD = DATA_DIR / "attention_scorecard.csv"
+SCORECARD = Path(__file__).parents[1] / "data" / "attention_scorecard.csv"
 CONTEXTS = (4096, 32768, 131072)
 
-
-# ----------------------------------------------------------------------------- presets, computed
 
 @dataclass(frozen=True)
 class PresetKV:
@@ -47,16 +37,10 @@ class PresetKV:
 
 
 def kv_table(models=PRESETS, dtype: str = "bf16", contexts=CONTEXTS) -> list[PresetKV]:
-    """KV bytes per token (short context) and per sequence at each context, for each preset, honouring
-    sliding windows (helpers.formulas.memory.kv_cache_bytes)."""
-    rows = []
-    for name in models:
-        spec = get_spec(name)
-        t = kv_terms(spec, dtype)
-        rows.append(PresetKV(spec.name, spec.attention, spec.num_layers, _cached_per_layer(spec), t.formula,
-                             t.bytes_per_token, tuple(contexts),
-                             tuple(kv_cache_bytes(spec, n, 1, dtype) for n in contexts)))
-    return rows
+    """KV bytes per token (short context) and per sequence at each context, windows honoured, for each preset."""
+    return [PresetKV(spec.name, spec.attention, spec.num_layers, _cached_per_layer(spec), t.formula,
+                     t.bytes_per_token, tuple(contexts), tuple(kv_cache_bytes(spec, n, 1, dtype) for n in contexts))
+            for spec in map(get_spec, models) for t in [kv_terms(spec, dtype)]]
 
 
 def _cached_per_layer(spec: ModelSpec) -> str:
@@ -68,24 +52,12 @@ def _cached_per_layer(spec: ModelSpec) -> str:
     return kv
 
 
-def context_points(max_tokens: int = 131072) -> list[int]:
-    """Powers of two from 64 up to max_tokens, plus max_tokens itself."""
-    pts = [2**k for k in range(6, 40) if 2**k < max_tokens]
-    return pts + [max_tokens]
-
-
 def kv_vs_context(models=PRESETS, dtype: str = "bf16", max_tokens: int = 131072) -> list[dict[str, Any]]:
-    """Long-form rows (model, tokens, bytes) of one sequence's KV cache against context length."""
-    rows = []
-    for name in models:
-        spec = get_spec(name)
-        for n in context_points(max_tokens):
-            rows.append({"model": spec.name, "attention": spec.attention, "tokens": n,
-                         "bytes": kv_cache_bytes(spec, n, 1, dtype)})
-    return rows
+    """Long-form rows (model, tokens, bytes) of one sequence's KV cache at 64, 128, … and max_tokens tokens."""
+    points = [*(2**k for k in range(6, 40) if 2**k < max_tokens), max_tokens]
+    return [{"model": spec.name, "attention": spec.attention, "tokens": n, "bytes": kv_cache_bytes(spec, n, 1, dtype)}
+            for spec in map(get_spec, models) for n in points]
 
-
-# ----------------------------------------------------------------------------- MLA's saving, stated honestly
 
 def mha_kv_bytes_per_token(layers: int, heads: int, k_dim: int, v_dim: int, dtype: str = "bf16") -> int:
     """An MHA cache per token: layers × heads × (K width + V width) × bytes. With K and V the same
@@ -105,13 +77,8 @@ class MLARatio:
 
 def mla_ratios(model: str = "deepseek-v3", gqa_baseline: str = "mistral-7b-v0.1",
                dtype: str = "bf16") -> list[MLARatio]:
-    """MLA's cache per token against named baselines, each ratio saying what it is against.
-
-    0. MLA itself (ratio 1);
-    1. MHA of the same model with its 128 heads × 128 dims, K and V (DeepSeek-V2 Table 1's 2 n_h d_h l);
-    2. MHA with the head sizes DeepSeek's attention actually computes: K 192 (128 + 64 rope), V 128;
-    3. another model's real GQA cache (Mistral 7B: 8 K/V heads × 128 over 32 layers).
-    """
+    """MLA's cache per token against named baselines: MLA itself (1), MHA of the same model (DeepSeek-V2 Table 1's
+    2 n_h d_h l), MHA with the head sizes DeepSeek computes (K 128 + 64 rope, V 128), another model's GQA cache."""
     spec = get_spec(model)
     if not spec.is_mla:
         raise ValueError(f"{spec.name} does not use MLA (attention: {spec.attention}); try deepseek-v3 or deepseek-v2-lite")
@@ -164,30 +131,17 @@ class MLABaseline:
 
 def mla_baselines(model: str = "deepseek-v3", gqa_baseline: str = "mistral-7b-v0.1",
                   dtype: str = "bf16") -> list[MLABaseline]:
-    """Every baseline a "MLA saves N×" claim can hide, each ratio computed from the configs and marked
-    fair or not by one rule: **fair = the same model on both sides, counted the same way** (per layer
-    on both sides, or every layer on both sides) **with the heads that model would have** — only the
-    attention differs. MHA with DeepSeek's 192-dim keys fails the last part: the extra 64 dims are MLA's
-    own decoupled RoPE key; an MHA model rotates its 128-dim keys instead.
-
-    Same model (DeepSeek V3's 61 layers): MHA 128 heads × 128 (the paper's Table 1 baseline), MHA with
-    DeepSeek's real head sizes (K 192, V 128), and GQA with 8 KV heads × 128 (what most models use).
-    Another model: MHA of 32 heads × 128 per layer (a 7B-class MHA model, e.g. Llama 2 7B, or Mistral 7B's
-    32 query heads each with its own K/V); Mistral 7B's whole GQA cache against DeepSeek V3's whole cache.
-    Mixed counts: a whole model's MHA cache against one layer's latent — how a ratio reaches the hundreds
-    or thousands.
-    """
-    spec = get_spec(model)
-    named = {r.cache.split(":")[0]: r for r in mla_ratios(model, gqa_baseline, dtype)}
-    mla = kv_bytes_per_token(spec, dtype)
+    """Every baseline a "MLA saves N×" claim can hide, each marked by one rule: **fair = the same model on both
+    sides, counted the same way, with the heads that model would have** (MHA with DeepSeek's 192-dim keys fails
+    the last: the extra 64 are MLA's own RoPE key). Mixed counts, a whole model's cache against one layer's
+    latent, are how a quoted ratio reaches the hundreds."""
+    mla, mha, mha_real, gqa = (r.bytes_per_token for r in mla_ratios(model, gqa_baseline, dtype))
+    spec, g = get_spec(model), get_spec(gqa_baseline)
     per_layer = mla / spec.num_layers
     d_h = spec.v_head_dim or spec.qk_nope_head_dim
-    mha = kv_bytes_per_token(dataclasses.replace(spec, kv_lora_rank=None, num_kv_heads=spec.num_heads, head_dim=d_h), dtype)
     gqa8 = kv_bytes_per_token(dataclasses.replace(spec, kv_lora_rank=None, num_kv_heads=8, head_dim=d_h), dtype)
     mha32 = mha_kv_bytes_per_token(1, 32, d_h, d_h, dtype)
-    g = get_spec(gqa_baseline)
     mha32_model = mha_kv_bytes_per_token(g.num_layers, 32, g.head_dim, g.head_dim, dtype)
-    mha_real = next(r for k, r in named.items() if k.startswith("MHA with")).bytes_per_token
 
     def row(baseline: str, counted: str, same_model: bool, same_count: bool, base: float, mine: float,
             real_heads: bool = True) -> MLABaseline:
@@ -203,7 +157,7 @@ def mla_baselines(model: str = "deepseek-v3", gqa_baseline: str = "mistral-7b-v0
         row(f"GQA of the same model: 8 KV heads × {d_h}", "per layer", True, True, gqa8 / spec.num_layers, per_layer),
         row(f"MHA of a 7B-class model: 32 heads × {d_h}, K and V", "per layer", False, True, mha32, per_layer),
         row(f"{g.name} GQA, whole model ({g.num_layers} layers) against {spec.name}'s ({spec.num_layers})",
-            "whole model", False, True, kv_bytes_per_token(g, dtype), mla),
+            "whole model", False, True, gqa, mla),
         row(f"MHA of the same model, all {spec.num_layers} layers, against one layer's latent", "mixed", True, False,
             mha, per_layer),
         row(f"MHA of a 7B-class model, all {g.num_layers} layers (32 heads × {g.head_dim}), against one layer's latent",
@@ -211,18 +165,10 @@ def mla_baselines(model: str = "deepseek-v3", gqa_baseline: str = "mistral-7b-v0
     ]
 
 
-def match_quoted(quoted: float, rows: list[MLABaseline], tolerance: float = MATCH_TOLERANCE) -> MLABaseline | None:
-    """The baseline whose ratio a quoted figure is (within `tolerance`, relative), or None."""
-    best = nearest_baseline(quoted, rows)
-    return best if abs(best.baseline_over_mla - quoted) / quoted <= tolerance else None
-
-
 def nearest_baseline(quoted: float, rows: list[MLABaseline]) -> MLABaseline:
     """The baseline whose ratio is nearest a quoted figure (relative distance)."""
     return min(rows, key=lambda r: abs(r.baseline_over_mla - quoted) / quoted)
 
-
-# ----------------------------------------------------------------------------- published quality
 
 def scorecard() -> list[dict[str, str]]:
     """Published quality of the attention variants, each row with its source (helpers/data/attention_scorecard.csv)."""

@@ -1,23 +1,17 @@
-"""Where the compute goes: text → tokens → embeddings → layers → head → next token, in FLOPs.
-
-The FLOPs of one forward pass split by part, from helpers.formulas.stepcost (the owner of a forward pass's
-FLOPs: 2 per parameter a token is multiplied by, plus attention's two context products, plus the
-output head). The only split added here is which weights of the layers belong to the attention block
-(the q/k/v/o projections: helpers.formulas.specs.attention_projection_params); the MLP is the rest.
-
-The bytes a decode step reads, split the same way (byte_terms), say how its time would split were it bound by
-reading them (notebook 03: batch 1 is).
-The figures and tables are helpers.present.compute_share_figures.
+"""Where the compute goes: the FLOPs of one forward pass by part (embedding, attention, MLP, head), and the bytes
+of a decode step split the same way. Every FLOP and byte is helpers.formulas.stepcost's; the only split added is
+which weights belong to the attention block (q/k/v/o: helpers.formulas.specs.param_breakdown), the MLP the rest.
 """
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Sequence
 
 from .. import checks
-from .specs import attention_projection_params, get_spec
+from .specs import get_spec, param_breakdown
 from .stepcost import forward_cost
-from .units import DTYPE_BYTES, normalize_dtype
+from .units import dtype_bytes
 
 TALK_LAYER_SHARE = 0.95  # the talk: "about 95 % of compute is in the transformer layers"
 PHASES = ("prefill", "decode")
@@ -35,7 +29,6 @@ class FlopTerms:
 
     @property
     def linear(self) -> int:
-        """Every linear layer of the layers: the attention projections and the MLP."""
         return self.attention_projections + self.mlp
 
     @property
@@ -48,22 +41,18 @@ class FlopTerms:
 
     @property
     def layer_share(self) -> float:
-        """Share of the FLOPs inside the transformer layers (attention + MLP)."""
         return self.layers / self.total
 
     @property
     def context_share(self) -> float:
-        """Share of the FLOPs in attention over the context."""
         return self.attention_context / self.total
 
 
-
 def flop_terms(model, new_tokens: int, past_tokens: int = 0, logits_tokens: int = 1) -> FlopTerms:
-    """FLOPs of one forward pass by part: every FLOP formula is helpers.formulas.stepcost's (forward_cost), the
-    weight matmuls split into the attention projections and the MLP by parameter count."""
+    """FLOPs of one forward pass by part (stepcost.forward_cost's), the matmuls split by parameter count."""
     spec = get_spec(model)
     cost = forward_cost(spec, new_tokens, past_tokens, 1, logits_tokens=logits_tokens)
-    proj = 2 * attention_projection_params(spec) * new_tokens
+    proj = 2 * param_breakdown(spec).attention_projections * new_tokens
     return FlopTerms(0, proj, cost.attention_flops, cost.matmul_flops - proj, cost.head_flops)
 
 
@@ -89,13 +78,8 @@ class PhaseTerms:
 
 def share_sweep(models: Sequence, lengths: Sequence[int], phases: Sequence[str] = PHASES) -> list[PhaseTerms]:
     """The FLOPs by part of each model, phase and length (logits of the last position only)."""
-    rows = []
-    for m in models:
-        spec = get_spec(m)
-        for phase in phases:
-            for n in lengths:
-                rows.append(PhaseTerms(spec.name, phase, n, flop_terms(spec, *phase_args(phase, n))))
-    return rows
+    return [PhaseTerms(spec.name, phase, n, flop_terms(spec, *phase_args(phase, n)))
+            for spec in map(get_spec, models) for phase in phases for n in lengths]
 
 
 def attention_crossover(model, phase: str = "prefill", limit: int = 2**22) -> int | None:
@@ -108,28 +92,16 @@ def attention_crossover(model, phase: str = "prefill", limit: int = 2**22) -> in
         t = flop_terms(spec, *phase_args(phase, n))
         return t.attention_context >= t.linear
 
-    if not over(limit):
-        return None
-    lo, hi = 1, limit
-    while lo < hi:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if over(mid) else (mid + 1, hi)
-    return lo
+    return 1 + bisect_left(range(1, limit + 1), True, key=over) if over(limit) else None
 
 
 @dataclass(frozen=True)
 class ParityParts:
-    """The attention-parity length derived term by term: the context (decode) or prompt (prefill) at which
-    attention over the context costs as many FLOPs as every linear layer together (attention_crossover's
-    length, here from its closed form).
-
-    One query against one key in one layer costs `flops_per_key` (QKᵀ and softmax·V over every query head:
-    4 × heads × head_dim; MLA as helpers.formulas.stepcost counts it); each new token costs `linear_flops` in
-    the linear layers (2 per parameter it is multiplied by). A decode step at context c attends to c + 1 keys
-    per layer, so parity is L × f × (c + 1) = linear: c = ⌈linear ÷ (L × f)⌉ − 1. A prefill of n tokens attends
-    to n(n + 1)/2 keys per layer against n × linear, so n = ⌈2 × linear ÷ (L × f)⌉ − 1. K/V heads appear
-    nowhere: sharing them (GQA, MQA) shrinks the cache, not attention's FLOPs. A model with sliding layers
-    has no such closed form (the window caps the keys): `tokens` is then attention_crossover's search."""
+    """The attention-parity length term by term, attention_crossover's in closed form: a query against a key in
+    one layer costs f = 4 × heads × head_dim FLOPs, a new token 2 per linear parameter; a decode step at context
+    c attends to c + 1 keys per layer, so c = ⌈linear ÷ (L × f)⌉ − 1; a prefill of n tokens to n(n + 1)/2, so
+    n = ⌈2 × linear ÷ (L × f)⌉ − 1. K/V heads appear nowhere (sharing them shrinks the cache, not the FLOPs). A
+    window caps the keys: then `tokens` is attention_crossover's search."""
 
     model: str
     phase: str
@@ -151,10 +123,7 @@ def parity_parts(model, phase: str = "decode") -> ParityParts:
     f, linear, layers = attention_flops_per_key(spec), 2 * matmul_params(spec), spec.num_layers
     per = 1 if phase == "decode" else 2            # a prefill's mean query sees (n + 1)/2 keys
     windowed = "sliding_attention" in spec.layer_types
-    if windowed:
-        tokens = attention_crossover(spec, phase)
-    else:
-        tokens = max(1, -(-per * linear // (layers * f)) - 1)
+    tokens = attention_crossover(spec, phase) if windowed else max(1, -(-per * linear // (layers * f)) - 1)
     return ParityParts(spec.name, phase, layers, f, linear, per * linear / (layers * f), tokens, windowed,
                        spec.max_position_embeddings)
 
@@ -179,56 +148,32 @@ def byte_terms(model, context: int, dtype: str = "bf16") -> ByteTerms:
     MLP = the rest of the weights streamed, embedding rows included."""
     spec = get_spec(model)
     cost = forward_cost(spec, 1, context, 1, dtype)
-    size = DTYPE_BYTES[normalize_dtype(dtype)]
-    proj = int(attention_projection_params(spec) * size)
+    size = dtype_bytes(dtype)
+    proj = int(param_breakdown(spec).attention_projections * size)
     head = 0 if spec.tie_word_embeddings else int(spec.hidden_size * spec.vocab_size * size)
     return ByteTerms(proj + cost.kv_bytes, cost.weight_read_bytes - proj - head, head)
 
-
-# ----------------------------------------------------------------------------- attention's share of a prefill (notebook 01)
 
 SHARE_TOKENS = (512, 2048, 4096, 32768)
 SHARE_MODELS = ("mistral-7b-v0.1", "mistral-7b-v0.3", "llama-3.1-8b", "qwen2.5-7b")
 
 
-@dataclass(frozen=True)
-class AttentionShare:
-    """One model: its width, depth, window and context, the prompt length where attention's FLOPs reach
-    the linear layers' in a prefill (attention_crossover; None: never), whether that is within its
-    context, and attention's share of the prefill (%) at each prompt length (NaN beyond the model's context)."""
-
-    model: str
-    hidden_size: int
-    layers: int
-    window: int | None
-    context: int | None
-    parity_tokens: int | None
-    within_context: bool
-    share_pct: dict[int, float]
-
-
-def attention_shares(models: Sequence = SHARE_MODELS, tokens: Sequence[int] = SHARE_TOKENS,
-                     extra: dict | None = None) -> list[AttentionShare]:
-    """One AttentionShare per model. `extra` adds named specs (e.g. {"tiny (this run)": loaded.spec})
-    before the presets."""
-    rows = []
-    for name, model in list((extra or {}).items()) + [(m, m) for m in models]:
-        spec = get_spec(model)
-        parity = attention_crossover(spec)
-        limit = spec.max_position_embeddings
-        shares = {n: round(100 * flop_terms(spec, n).context_share, 1) if limit is None or n <= limit
-                  else float("nan") for n in tokens}
-        rows.append(AttentionShare(name, spec.hidden_size, spec.num_layers, spec.sliding_window, limit, parity,
-                                   parity is not None and parity <= (limit or parity), shares))
-    return rows
-
-
-def attention_share_frame(rows: Sequence[AttentionShare]):
-    """attention_shares() as the table notebook 01 shows, one row per model."""
+def attention_share_frame(models: Sequence = SHARE_MODELS, tokens: Sequence[int] = SHARE_TOKENS,
+                          extra: dict | None = None):
+    """Notebook 01's table, one row per model: width, depth, window, context, the prompt length where attention's
+    FLOPs reach the linear layers' in a prefill (attention_crossover; "never" under a window), whether that is
+    within its context, and attention's share (%) of the prefill at each prompt length (NaN past the context).
+    `extra` adds named specs (e.g. {"tiny (this run)": loaded.spec}) before the presets."""
     import pandas as pd
 
-    return pd.DataFrame([{"model": r.model, "hidden size": r.hidden_size, "layers": r.layers,
-                          "window": r.window or "none", "context (tokens)": r.context,
-                          "attention = matmuls at (tokens)": r.parity_tokens if r.parity_tokens is not None else "never",
-                          "within its context": r.within_context,
-                          **{f"attention share at {n:,} (%)": pct for n, pct in r.share_pct.items()}} for r in rows])
+    rows = []
+    for name, model in [*(extra or {}).items(), *((m, m) for m in models)]:
+        spec = get_spec(model)
+        parity, limit = attention_crossover(spec), spec.max_position_embeddings
+        rows.append({"model": name, "hidden size": spec.hidden_size, "layers": spec.num_layers,
+                     "window": spec.sliding_window or "none", "context (tokens)": limit,
+                     "attention = matmuls at (tokens)": "never" if parity is None else parity,
+                     "within its context": parity is not None and parity <= (limit or parity),
+                     **{f"attention share at {n:,} (%)": round(100 * flop_terms(spec, n).context_share, 1)
+                        if limit is None or n <= limit else float("nan") for n in tokens}})
+    return pd.DataFrame(rows)

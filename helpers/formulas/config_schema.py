@@ -1,12 +1,8 @@
-"""The fields of a Hugging Face ``config.json`` that the calculators use, as one typed schema
-(pydantic v2), and a safe reader for config files.
-
-Every config — a preset, a path, a dict from transformers, a path typed into the planner's web app —
-passes through ``validate_config`` once, where it enters (``helpers.formulas.specs.spec_from_config``). It
-returns the checked fields, or raises one ``ValueError`` naming the field, its value and what is
-allowed. Strict types: ``"8"``, ``true``, ``0.5`` and ``NaN`` are not whole numbers. Bounds are
-generous against real models (the largest published configs are far inside them) and keep every
-product of them finite: no overflow, no division by zero, no negative bytes.
+"""The fields of a Hugging Face ``config.json`` that the calculators use, as one typed schema (pydantic v2), and
+a safe reader for config files. Every config passes ``validate_config`` once, where it enters
+(``helpers.formulas.specs.spec_from_config``): the checked fields, or one ``ValueError`` naming the field, its
+value and what is allowed. Strict types (``"8"``, ``true``, ``0.5``, ``NaN`` are not whole numbers); bounds far
+outside published models that keep every product finite, positive and free of division by zero.
 """
 from __future__ import annotations
 
@@ -16,7 +12,7 @@ import stat
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 # A config.json is kilobytes (Mistral 7B: 0.6 kB; DeepSeek V3 with its quantization block: 1.7 kB);
 # 1 MB leaves room for long id2label tables and refuses /dev/zero and multi-GB files before reading them.
@@ -31,19 +27,14 @@ MAX_HEADS = 1 << 16               # heads, KV heads, head_dim, MLA ranks, expert
 MAX_VOCAB = 1 << 24
 MAX_TOKENS = 1_000_000_000        # max_position_embeddings, sliding_window (and --context, --tokens)
 
-BOUNDS: dict[str, tuple[int, int]] = {
-    "hidden_size": (1, MAX_WIDTH), "num_hidden_layers": (1, MAX_LAYERS),
-    "num_attention_heads": (1, MAX_HEADS), "num_key_value_heads": (1, MAX_HEADS),
-    "head_dim": (1, MAX_HEADS), "vocab_size": (1, MAX_VOCAB), "intermediate_size": (1, MAX_WIDTH),
-    "max_position_embeddings": (1, MAX_TOKENS), "sliding_window": (1, MAX_TOKENS),
-    "max_window_layers": (0, MAX_LAYERS),
-    "kv_lora_rank": (1, MAX_HEADS), "qk_rope_head_dim": (1, MAX_HEADS), "qk_nope_head_dim": (1, MAX_HEADS),
-    "v_head_dim": (1, MAX_HEADS), "q_lora_rank": (1, MAX_HEADS),
-    "n_routed_experts": (0, MAX_HEADS), "num_local_experts": (0, MAX_HEADS), "num_experts": (0, MAX_HEADS),
-    "num_experts_per_tok": (1, MAX_HEADS), "experts_per_token": (1, MAX_HEADS),
-    "n_shared_experts": (0, MAX_HEADS), "moe_intermediate_size": (1, MAX_WIDTH),
-    "first_k_dense_replace": (0, MAX_LAYERS),
-}
+BOUNDS: dict[str, tuple[int, int]] = {name: bounds for bounds, names in {
+    (1, MAX_WIDTH): "hidden_size intermediate_size moe_intermediate_size",
+    (1, MAX_LAYERS): "num_hidden_layers", (0, MAX_LAYERS): "max_window_layers first_k_dense_replace",
+    (1, MAX_HEADS): "num_attention_heads num_key_value_heads head_dim kv_lora_rank qk_rope_head_dim qk_nope_head_dim "
+                    "v_head_dim q_lora_rank num_experts_per_tok experts_per_token",
+    (0, MAX_HEADS): "n_routed_experts num_local_experts num_experts n_shared_experts",
+    (1, MAX_VOCAB): "vocab_size", (1, MAX_TOKENS): "max_position_embeddings sliding_window",
+}.items() for name in names.split()}
 REQUIRED = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
 MLA_FIELDS = ("qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
 LAYER_TYPES = ("full_attention", "sliding_attention")
@@ -51,12 +42,6 @@ LAYER_TYPES = ("full_attention", "sliding_attention")
 NULL_MEANS = {"num_key_value_heads": "as many as the attention heads: MHA",
               "head_dim": "hidden_size ÷ num_attention_heads", "sliding_window": "no layer slides",
               "kv_lora_rank": "not MLA", "max_position_embeddings": "no limit known"}
-
-
-def _int(name: str, required: bool = False):
-    lo, hi = BOUNDS[name]
-    kind = Annotated[int, Field(ge=lo, le=hi, strict=True)]
-    return (kind, ...) if required else (Optional[kind], None)
 
 
 def show(value: Any, width: int = 40) -> str:
@@ -69,52 +54,34 @@ def show(value: Any, width: int = 40) -> str:
     return text
 
 
+OTHER_FIELDS = {"layer_types": f"a list with one of {', '.join(LAYER_TYPES)} per layer",
+                "tie_word_embeddings": "true or false", "use_sliding_window": "true or false",
+                "model_type": "a string such as 'mistral'", "text_config": "a JSON object (the language model's config)"}
+
+
 def allowed(name: str) -> str:
     """What a field accepts, in words."""
-    if name in BOUNDS:
-        lo, hi = BOUNDS[name]
-        text = f"a whole number from {lo:,} to {hi:,}"
-        if name in NULL_MEANS:
-            text += f", or null ({NULL_MEANS[name]})"
-        return text
-    if name == "layer_types":
-        return f"a list with one of {', '.join(LAYER_TYPES)} per layer"
-    if name in ("tie_word_embeddings", "use_sliding_window"):
-        return "true or false"
-    if name == "model_type":
-        return "a string such as 'mistral'"
-    if name == "text_config":
-        return "a JSON object (the language model's config)"
-    return "a valid value"
+    if name not in BOUNDS:
+        return OTHER_FIELDS.get(name, "a valid value")
+    lo, hi = BOUNDS[name]
+    return f"a whole number from {lo:,} to {hi:,}" + (f", or null ({NULL_MEANS[name]})" if name in NULL_MEANS else "")
 
 
 class ConfigError(ValueError):
     """A config that the calculators cannot use: the message names the field, the value, what is allowed."""
 
 
-class _Fields(BaseModel):
-    """The fields read from a (text) config; every other field passes through untouched."""
-
-    model_config = ConfigDict(extra="ignore", frozen=True)
-
-    hidden_size: Annotated[int, Field(strict=True)]
-    num_hidden_layers: Annotated[int, Field(strict=True)]
-    num_attention_heads: Annotated[int, Field(strict=True)]
-    vocab_size: Annotated[int, Field(strict=True)]
-    model_type: Optional[Annotated[str, Field(strict=True, max_length=100)]] = None
-    tie_word_embeddings: Optional[Annotated[bool, Field(strict=True)]] = None
-    use_sliding_window: Optional[Annotated[bool, Field(strict=True)]] = None
-    layer_types: Optional[list[Annotated[str, Field(strict=True, max_length=100)]]] = None
+def _field(kind, name: str | None = None):
+    """A strict field of `kind` (within BOUNDS[name] for a whole number): required when REQUIRED, else nullable."""
+    kind = Annotated[kind, Field(strict=True, **(dict(zip(("ge", "le"), BOUNDS[name])) if name in BOUNDS else {}))]
+    return (kind, ...) if name in REQUIRED else (Optional[kind], None)
 
 
-def _schema() -> type[BaseModel]:
-    from pydantic import create_model
-
-    fields = {name: _int(name, name in REQUIRED) for name in BOUNDS}
-    return create_model("ConfigFields", __base__=_Fields, **fields)
-
-
-ConfigFields = _schema()
+# The fields read from a (text) config; every other field passes through untouched.
+ConfigFields = create_model(
+    "ConfigFields", __config__=ConfigDict(extra="ignore", frozen=True), **{n: _field(int, n) for n in BOUNDS},
+    model_type=_field(Annotated[str, Field(max_length=100)]), tie_word_embeddings=_field(bool),
+    use_sliding_window=_field(bool), layer_types=_field(list[Annotated[str, Field(strict=True, max_length=100)]]))
 
 
 def _cross_checks(c: BaseModel) -> None:
@@ -162,10 +129,8 @@ def _first_error(exc: ValidationError, cfg: dict) -> str:
 
 
 def validate_config(cfg: Any, name: str = "config") -> BaseModel:
-    """The checked fields of a config dict (its text_config merged in, as multimodal configs nest it).
-
-    Raises ConfigError (a ValueError): "config 'name': <field> is <value>; allowed: <what>".
-    """
+    """The checked fields of a config dict (its text_config merged in, as multimodal configs nest it), or a
+    ConfigError (a ValueError): "config 'name': <field> is <value>; allowed: <what>"."""
     if not isinstance(cfg, dict):
         raise ConfigError(f"config {name!r} is a {type(cfg).__name__}; allowed: a JSON object (a Hugging Face "
                           "config.json)")
@@ -183,43 +148,19 @@ def validate_config(cfg: Any, name: str = "config") -> BaseModel:
     return fields
 
 
-# ----------------------------------------------------------------------------- reading files
-
-def _depth(obj: Any) -> int:
-    """Nesting depth of parsed JSON, without recursion."""
-    deepest, stack = 0, [(obj, 1)]
-    while stack:
-        node, d = stack.pop()
-        deepest = max(deepest, d)
-        if d > MAX_DEPTH:
-            break
-        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
-        stack.extend((child, d + 1) for child in children if isinstance(child, (dict, list)))
-    return deepest
+def _depth(obj: Any, d: int = 1) -> int:
+    """Nesting depth of parsed JSON (a dict or list), counted no further than MAX_DEPTH + 1."""
+    kids = [c for c in (obj.values() if isinstance(obj, dict) else obj) if isinstance(c, (dict, list))]
+    return d if d > MAX_DEPTH or not kids else max(_depth(c, d + 1) for c in kids)
 
 
 def _no_constant(token: str):
     raise ValueError(f"{token} is not a number JSON allows")
 
 
-def parse_config_text(text: str, where: str) -> dict:
-    """A JSON object from text, refusing NaN/Infinity, numbers of thousands of digits and deep nesting."""
-    try:
-        cfg = json.loads(text, parse_constant=_no_constant)
-    except RecursionError:
-        raise ConfigError(f"cannot read {where} as a JSON config: nested too deeply (limit {MAX_DEPTH})") from None
-    except ValueError as exc:  # JSONDecodeError, NaN/Infinity, too many digits
-        raise ConfigError(f"cannot read {where} as a JSON config: {str(exc).splitlines()[0][:200]}") from None
-    if not isinstance(cfg, dict):
-        raise ConfigError(f"{where} is not a Hugging Face config (expected a JSON object, got a "
-                          f"{type(cfg).__name__})")
-    if _depth(cfg) > MAX_DEPTH:
-        raise ConfigError(f"cannot read {where} as a JSON config: nested deeper than {MAX_DEPTH} levels")
-    return cfg
-
-
 def read_config_file(path: Path, limit: int = MAX_CONFIG_BYTES) -> dict:
-    """A config file's JSON object: a regular file (not a device, pipe or folder) of at most `limit` bytes."""
+    """A config file's JSON object: a regular file (not a device, pipe or folder) of at most `limit` bytes, UTF-8,
+    refusing NaN/Infinity, numbers of thousands of digits and deep nesting."""
     try:
         st = os.stat(path)
         if not stat.S_ISREG(st.st_mode):
@@ -234,7 +175,16 @@ def read_config_file(path: Path, limit: int = MAX_CONFIG_BYTES) -> dict:
     if len(data) > limit:
         raise ConfigError(f"{path} is over {limit:,} bytes; allowed: a config.json of at most {limit:,} bytes")
     try:
-        text = data.decode("utf-8")
+        cfg = json.loads(data.decode("utf-8"), parse_constant=_no_constant)
     except UnicodeDecodeError:
         raise ConfigError(f"cannot read {path} as a JSON config: it is not UTF-8 text") from None
-    return parse_config_text(text, str(path))
+    except RecursionError:
+        raise ConfigError(f"cannot read {path} as a JSON config: nested too deeply (limit {MAX_DEPTH})") from None
+    except ValueError as exc:  # JSONDecodeError, NaN/Infinity, too many digits
+        raise ConfigError(f"cannot read {path} as a JSON config: {str(exc).splitlines()[0][:200]}") from None
+    if not isinstance(cfg, dict):
+        raise ConfigError(f"{path} is not a Hugging Face config (expected a JSON object, got a {type(cfg).__name__})")
+    if _depth(cfg) > MAX_DEPTH:
+        raise ConfigError(f"cannot read {path} as a JSON config: nested deeper than {MAX_DEPTH} levels")
+    return cfg
+

@@ -1,17 +1,8 @@
-"""Decode's arithmetic intensity against batch, at several contexts, with and without the KV cache,
-on a catalogued GPU — whether batching ever lifts decode to the ridge once the cache is counted.
-
-A decode step of batch B reads the weights once for the whole batch but every sequence's cache:
-  intensity(B, c) = B × FLOPs per sequence ÷ (weight bytes + B × KV bytes at context c)
-so without a cache it grows about linearly with B (2 FLOPs per parameter per sequence over the
-weights' bytes: it crosses the ridge near B = ridge × bytes per parameter ÷ 2), but with one it
-levels off at FLOPs per sequence ÷ KV bytes per sequence — for GQA models a few FLOP per byte,
-far under an H100's ridge. The batch also cannot grow past what the memory holds: the largest
-batch comes from the planner's memory budget (helpers.capacity.max_batch).
-
-FLOPs and bytes from helpers.formulas.stepcost (the one owner), the GPU's figures from the catalog
-(helpers.formulas.gpus), the ridge from helpers.formulas.roofline.ridge_point; the figures are
-helpers.present.decode_intensity_figures.
+"""Decode's arithmetic intensity against batch on a catalogued GPU, with and without the KV cache: whether
+batching ever lifts decode to the ridge once the cache is counted. A step of batch B reads the weights once but
+every sequence's cache, intensity(B, c) = B × FLOPs per sequence ÷ (weight bytes + B × KV bytes at context c):
+without a cache it grows about linearly with B, with one it levels off at FLOPs ÷ KV bytes per sequence (a few
+FLOP/B for GQA models), and B cannot pass what the planner's memory budget holds (helpers.capacity.max_batch).
 """
 from __future__ import annotations
 
@@ -64,30 +55,19 @@ class IntensitySummary:
     context: int
     max_batch: int                         # the largest batch that fits (0: not one sequence)
     intensity_at_max_batch: float | None   # FLOP/B with the cache at that batch
-    share_of_ridge: float | None
-    reaches_ridge: bool
-    weights_only_crosses_at: int | None    # the batch where the weights-only intensity reaches the ridge
-    ceiling_with_kv: float                 # the highest intensity with the cache in the table
     ridge: float
     limit_with_kv: float                   # limit_intensity: what no batch, fitting or not, gets past
 
 
 def summary(df) -> list[IntensitySummary]:
-    """Per context of an intensity_table, smallest first: the largest batch that fits, the intensity there
-    with the cache, its share of the ridge, whether it reaches the ridge, and the batch where the
-    weights-only intensity would cross it."""
+    """Per context of an intensity_table, smallest first: the largest batch that fits, the intensity there with
+    the cache, the ridge and the cache's limit."""
     out = []
     for context, d in df.groupby("context", sort=True):
-        top = int(d["max_batch"].iloc[0])
-        ridge = float(d["ridge"].iloc[0])
-        model, dtype = d["model"].iloc[0], d["dtype"].iloc[0]
-        at = d[d["batch"] == top]
-        crossing = d[d["intensity_weights_only"] >= ridge]["batch"]
-        reach = float(at["intensity_with_kv"].iloc[0]) if len(at) else None
-        out.append(IntensitySummary(
-            int(context), top, reach, None if reach is None else reach / ridge,
-            bool(reach is not None and reach >= ridge), int(crossing.min()) if len(crossing) else None,
-            float(d["intensity_with_kv"].max()), ridge, limit_intensity(model, int(context), dtype)))
+        top, first = int(d["max_batch"].iloc[0]), d.iloc[0]
+        at = d[d["batch"] == top]["intensity_with_kv"]
+        out.append(IntensitySummary(int(context), top, float(at.iloc[0]) if len(at) else None, float(first["ridge"]),
+                                    limit_intensity(first["model"], int(context), first["dtype"])))
     return out
 
 

@@ -1,14 +1,7 @@
-"""FlashAttention's bytes: what standard and tiled attention move to and from slow memory (HBM on a GPU),
-and the block sizes the paper's Algorithm 1 picks for a given on-chip memory.
-
-Per (sequence, head), counted in elements (Dao et al. 2022, "FlashAttention", arXiv:2205.14135):
-- standard (Algorithm 0): read Q, K, write S; read S, write P; read P, V, write O — 4·N·d + 4·N² elements;
-- tiled: read Q once and write O once (2·N·d), and read every K and V block once per query block it meets
-  (2·d × the keys each query block visits). With query blocks of B_r rows that is ≈ 2·N²·d / B_r:
-  Θ(N²d²/M) for on-chip memory M (the paper's Theorem 2).
-
-The algorithms themselves, run and timed, are helpers.measure.attention_kernels; the figures are
-helpers.present.flash_figures.
+"""FlashAttention's bytes (Dao et al. 2022, arXiv:2205.14135), per (sequence, head), in elements: standard
+attention (Algorithm 0) reads Q, K, writes S; reads S, writes P; reads P, V, writes O — 4·N·d + 4·N²; tiled
+attention reads Q and writes O once (2·N·d) and reads each K/V block once per query block that meets it,
+≈ 2·N²·d ÷ B_r, Θ(N²d²/M) for on-chip memory M (Theorem 2). Run and timed: helpers.measure.attention_kernels.
 """
 from __future__ import annotations
 
@@ -51,19 +44,16 @@ def standard_hbm_elements(n: int, head_dim: int) -> HBMElements:
     """Elements read and written by standard attention for one (sequence, head), FlashAttention paper
     Algorithm 0: (1) read Q, K, write S = QKᵀ; (2) read S, write P = softmax(S); (3) read P and V, write
     O = PV. Causal masking is folded into step 2 (the full N×N matrix is still written and read)."""
-    n, d = checks.count(n, "n"), checks.count(head_dim, "head_dim")
-    read = 2 * n * d + n * n + (n * n + n * d)
-    write = n * n + n * n + n * d
-    return HBMElements(read, write, n * n)
+    nd = n * head_dim
+    return HBMElements(2 * nd + n * n + (n * n + nd), n * n + n * n + nd, n * n)   # reads, writes, S
 
 
 def keys_visited(n: int, block_q: int, block_k: int, causal: bool) -> int:
     """Σ over query blocks of the keys in the K/V blocks that block visits (tiled_attention's loops)."""
-    n, bq, bk = checks.count(n, "n"), checks.count(block_q, "block_q"), checks.count(block_k, "block_k")
     total = 0
-    for i0 in range(0, n, bq):
-        last_key = min(n, i0 + bq) if causal else n
-        total += min(n, math.ceil(last_key / bk) * bk)      # whole blocks, the last one cut at n
+    for i0 in range(0, n, block_q):
+        last_key = min(n, i0 + block_q) if causal else n
+        total += min(n, math.ceil(last_key / block_k) * block_k)      # whole blocks, the last one cut at n
     return total
 
 
@@ -72,16 +62,14 @@ def tiled_hbm_elements(n: int, head_dim: int, block_q: int = 64, block_k: int = 
     """Elements read and written by tiled_attention for one (sequence, head): Q read once, O written
     once, K and V read once per query block for every block of keys it visits. The running max and
     sum stay on chip (an inference forward pass need not store them)."""
-    d = checks.count(head_dim, "head_dim")
-    kv = 2 * d * keys_visited(n, block_q, block_k, causal)
-    return HBMElements(n * d + kv, n * d, 0)
+    kv = 2 * head_dim * keys_visited(n, block_q, block_k, causal)
+    return HBMElements(n * head_dim + kv, n * head_dim, 0)
 
 
 def paper_block_sizes(sram_bytes: int, head_dim: int, dtype: str = "bf16") -> tuple[int, int]:
     """(B_r, B_c) of FlashAttention's Algorithm 1, line 1: B_c = ⌈M / 4d⌉, B_r = min(⌈M / 4d⌉, d),
     with M the on-chip memory in elements (sram_bytes ÷ bytes per element)."""
-    m = checks.count(sram_bytes, "sram_bytes") // DTYPE_BYTES[normalize_dtype(dtype)]
-    b_c = math.ceil(m / (4 * checks.count(head_dim, "head_dim")))
+    b_c = math.ceil(sram_bytes // DTYPE_BYTES[normalize_dtype(dtype)] / (4 * head_dim))
     return min(b_c, head_dim), b_c
 
 

@@ -1,15 +1,10 @@
-"""Bytes: of weights per dtype and quantization scheme, of the KV cache for every attention kind, and
-the memory budget of one GPU (what the runtime keeps, what is left for the KV cache, how many users fit).
-The same bytes counted on real tensors are helpers.measure.tensor_bytes.
-
-Formulas (each checked by tests against real tensors or published sizes):
-- KV bytes per token = Σ_layers 2 (K and V) × kv_heads × head_dim × bytes per element
-  (GQA/MQA/MHA; Kwon et al. 2023, "Efficient Memory Management ... PagedAttention", §2).
-- MLA caches one latent per token per layer: kv_lora_rank + qk_rope_head_dim elements
-  (DeepSeek-V2 paper, arXiv:2405.04434, §2.1.2-2.1.3 and Table 1).
-- A sliding-window layer holds at most `window` tokens (Mistral 7B paper, arXiv:2310.06825, §2,
-  rolling buffer cache); transformers' DynamicSlidingWindowLayer keeps window − 1 between steps
-  (the current token's K/V is computed afresh), selectable with ``window_slots``.
+"""Bytes of the weights per dtype and quantization scheme, of the KV cache for every attention kind, and one GPU's
+memory budget (the runtime's reserve, what is left for the KV cache, how many users fit). Each is checked by
+tests against real tensors or published sizes (helpers.measure.tensor_bytes counts real tensors):
+- KV bytes per token = Σ_layers 2 (K and V) × kv_heads × head_dim × bytes (PagedAttention, Kwon et al. 2023, §2);
+- MLA caches one latent per token per layer, kv_lora_rank + qk_rope_head_dim (DeepSeek-V2, §2.1.2–2.1.3);
+- a sliding layer holds at most `window` tokens (Mistral 7B, arXiv:2310.06825, §2); transformers'
+  DynamicSlidingWindowLayer keeps window − 1 between steps (``window_slots``).
 """
 from __future__ import annotations
 
@@ -46,10 +41,7 @@ def kv_elements_per_token_layer(spec: ModelSpec) -> int:
 
 
 def kv_bytes_per_token(model: str | Path | dict | ModelSpec, dtype: str = "bf16") -> int:
-    """KV-cache bytes for one token across all layers, at short context (no window binding).
-
-    Mistral 7B: 2 × 32 layers × 8 KV heads × 128 head_dim × 2 B = 131,072 B.
-    """
+    """KV-cache bytes of one token over all layers, no window binding: Mistral 7B 2 × 32 × 8 × 128 × 2 B = 131,072."""
     spec = get_spec(model)
     size = DTYPE_BYTES[normalize_dtype(dtype, KV_DTYPES)]
     return math.ceil(spec.num_layers * kv_elements_per_token_layer(spec) * size)
@@ -69,14 +61,12 @@ def kv_terms(model: str | Path | dict | ModelSpec, dtype: str = "bf16") -> KVTer
     spec = get_spec(model)
     size = DTYPE_BYTES[normalize_dtype(dtype, KV_DTYPES)]
     if spec.is_mla:
-        terms = {"layers": spec.num_layers, "kv_lora_rank": spec.kv_lora_rank,
-                 "qk_rope_head_dim": spec.qk_rope_head_dim, "bytes_per_element": size}
+        terms = {"layers": spec.num_layers, "kv_lora_rank": spec.kv_lora_rank, "qk_rope_head_dim": spec.qk_rope_head_dim}
         formula = "layers × (kv_lora_rank + qk_rope_head_dim) × bytes"
     else:
-        terms = {"K and V": 2, "layers": spec.num_layers, "kv_heads": spec.num_kv_heads,
-                 "head_dim": spec.head_dim, "bytes_per_element": size}
+        terms = {"K and V": 2, "layers": spec.num_layers, "kv_heads": spec.num_kv_heads, "head_dim": spec.head_dim}
         formula = "2 × layers × kv_heads × head_dim × bytes"
-    return KVTerms(formula, terms, kv_bytes_per_token(spec, dtype))
+    return KVTerms(formula, {**terms, "bytes_per_element": size}, kv_bytes_per_token(spec, dtype))
 
 
 def cache_window_slots(spec) -> int | None:
@@ -92,25 +82,15 @@ def cached_tokens(tokens: int, layer_type: str, window: int | None, window_slots
     return tokens
 
 
-def kv_cache_bytes(
-    model: str | Path | dict | ModelSpec,
-    tokens: int,
-    batch: int = 1,
-    dtype: str = "bf16",
-    window_slots: int | None = None,
-) -> int:
-    """KV-cache bytes for `batch` sequences of `tokens` tokens, honouring sliding-window layers.
-
-    window_slots: tokens a sliding layer keeps; default the window (the attention span). Pass
-    window − 1 to match transformers' DynamicSlidingWindowLayer between steps.
-    """
+def kv_cache_bytes(model: str | Path | dict | ModelSpec, tokens: int, batch: int = 1, dtype: str = "bf16",
+                   window_slots: int | None = None) -> int:
+    """KV-cache bytes of `batch` sequences of `tokens` tokens, a sliding layer keeping `window_slots` (default the
+    window; window − 1 is transformers' DynamicSlidingWindowLayer between steps)."""
     spec = get_spec(model)
-    tokens = checks.count(tokens, "tokens")
-    batch = checks.count(batch, "batch")
+    tokens, batch = checks.count(tokens, "tokens"), checks.count(batch, "batch")
     size = DTYPE_BYTES[normalize_dtype(dtype, KV_DTYPES)]
-    per_layer = kv_elements_per_token_layer(spec)
-    elems = sum(cached_tokens(tokens, t, spec.sliding_window, window_slots) for t in spec.layer_types) * per_layer
-    return math.ceil(batch * elems * size)
+    elems = sum(cached_tokens(tokens, t, spec.sliding_window, window_slots) for t in spec.layer_types)
+    return math.ceil(batch * elems * kv_elements_per_token_layer(spec) * size)
 
 
 # ----------------------------------------------------------------------------- weights
@@ -143,22 +123,12 @@ def _nf4_bytes(n: int, double_quant: bool) -> tuple[int, int]:
     return data, meta
 
 
-def weight_bytes(
-    model: str | Path | dict | ModelSpec,
-    scheme: str = "bf16",
-    base_dtype: str = "bf16",
-) -> WeightBytes:
-    """Bytes of a model's weights under a dtype or quantization scheme, metadata included.
-
-    fp32/bf16/fp16: every parameter at that width.
-    int8  (bitsandbytes LLM.int8): nn.Linear weights in the blocks at 1 B + one fp32 scale per row.
-    nf4 / nf4-dq (bitsandbytes 4-bit, without/with double quantization): 0.5 B per weight + absmax
-          per 64 weights + code books. bitsandbytes replaces nn.Linear only: the output embedding,
-          the input embedding, norms, biases and fused 3-D expert tensors stay in base_dtype.
-    fp8   (per-tensor scaled fp8, as vLLM's dynamic fp8): linear and expert matrices at 1 B + one
-          fp32 scale per matrix; embeddings, lm_head and the rest in base_dtype.
-    mxfp4 (OCP MX, as gpt-oss ships): expert tensors at 0.5 B + one byte per 32; the rest in base_dtype.
-    """
+def weight_bytes(model: str | Path | dict | ModelSpec, scheme: str = "bf16", base_dtype: str = "bf16") -> WeightBytes:
+    """Bytes of a model's weights under a dtype or scheme, metadata included; what a scheme leaves stays base_dtype.
+    int8 (LLM.int8): the blocks' nn.Linear weights at 1 B + an fp32 scale per row. nf4 / nf4-dq (bitsandbytes
+    4-bit, without/with double quantization): ½ B + absmax per 64 + code books, nn.Linear only (embeddings, norms,
+    biases, 3-D experts stay). fp8 (per tensor, as vLLM's dynamic fp8): linear and expert matrices at 1 B + an
+    fp32 scale each. mxfp4 (OCP MX, as gpt-oss ships): experts at ½ B + one byte per 32."""
     spec = get_spec(model)
     scheme = normalize_dtype(scheme, WEIGHT_SCHEMES) if scheme != "nf4-dq" else scheme
     pb = param_breakdown(spec)
@@ -169,20 +139,16 @@ def weight_bytes(
     if scheme == "int8":
         q, data, meta = pb.linear, pb.linear, 4 * pb.linear_rows
     elif scheme in ("nf4", "nf4-dq"):
-        q, data, meta = pb.linear, 0, 0
-        for n in pb.linear_sizes:
-            d, m = _nf4_bytes(n, scheme == "nf4-dq")
-            data, meta = data + d, meta + m
+        parts = [_nf4_bytes(n, scheme == "nf4-dq") for n in pb.linear_sizes]
+        q, data, meta = pb.linear, sum(d for d, _ in parts), sum(m for _, m in parts)
     elif scheme == "fp8":
         q = pb.linear + pb.experts
         data, meta = q, 4 * (pb.linear_layers + pb.expert_matrices)
-    elif scheme == "mxfp4":
+    else:  # mxfp4
         if not pb.experts:
             raise ValueError(f"{spec.name} has no fused expert tensors; mxfp4 here quantizes experts only")
         q = pb.experts
         data, meta = math.ceil(q / 2), math.ceil(q / MX_BLOCK)
-    else:  # pragma: no cover - normalize_dtype already refused it
-        raise ValueError(f"unknown scheme {scheme!r}; allowed: {', '.join(WEIGHT_SCHEMES)}")
     unq = pb.total - q
     unq_bytes = int(unq * base)
     return WeightBytes(scheme, pb.total, data + meta + unq_bytes, q, unq, data, meta, unq_bytes)
@@ -219,23 +185,16 @@ def usable_bytes(gpu_memory: float, utilization: float = GPU_MEMORY_UTILIZATION,
 
 
 def kv_budget_bytes(gpu_memory: float, weight_bytes: float, overhead_bytes: float) -> float:
-    """What is left for the KV cache: GPU memory − weights − reserve (never below 0). The one
-    memory budget: notebook 02 and the capacity planner both pass runtime_reserve_bytes() as the
-    reserve, so the same GPU and model give the same users everywhere."""
-    gpu_memory = checks.number(gpu_memory, "GPU memory", unit="bytes")
-    weight_bytes = checks.number(weight_bytes, "weight bytes", unit="bytes")
-    overhead_bytes = checks.number(overhead_bytes, "overhead", unit="bytes")
-    return max(0.0, gpu_memory - weight_bytes - overhead_bytes)
+    """What is left for the KV cache, GPU memory − weights − reserve (never below 0): the one memory budget,
+    notebook 02 and the planner both passing runtime_reserve_bytes() as the reserve."""
+    return max(0.0, checks.number(gpu_memory, "GPU memory", unit="bytes") - weight_bytes - overhead_bytes)
 
 
 def max_users(gpu_memory: float, weight_bytes: float, overhead_bytes: float, kv_per_token: float,
               context: int) -> int:
-    """Concurrent sequences of `context` tokens that fit: ⌊kv_budget_bytes / (KV per token × context)⌋.
-
-    Mistral 7B v0.1 in bf16 on an H100 SXM (79.11 GiB as CUDA reports it, labelled 80 GB) with the
-    runtime's reserve (runtime_reserve_bytes: 0.1 × 84.94·10⁹ + 1.5·10⁹ B) at 4,096 tokens:
-    ⌊(84.94·10⁹ − 14,483,464,192 − 9.99·10⁹) / (131,072 × 4,096)⌋ = 112.
-    """
+    """Sequences of `context` tokens that fit, ⌊kv_budget_bytes ÷ (KV per token × context)⌋: Mistral 7B v0.1 in bf16
+    on an H100 SXM (79.11 GiB reported; reserve 0.08 × 84.94·10⁹ + 1.5·10⁹ B) at 4,096 tokens:
+    ⌊(84.94·10⁹ − 14,483,464,192 − 8.30·10⁹) ÷ (131,072 × 4,096)⌋ = 115."""
     context = checks.count(context, "context")
     kv_per_token = checks.number(kv_per_token, "KV bytes per token", positive=True, unit="bytes")
     return int(kv_budget_bytes(gpu_memory, weight_bytes, overhead_bytes) // (kv_per_token * context))
@@ -243,10 +202,8 @@ def max_users(gpu_memory: float, weight_bytes: float, overhead_bytes: float, kv_
 
 def prefill_activation_bytes(model: str | Path | dict | ModelSpec, tokens: int, batch: int = 1,
                              dtype: str = "bf16") -> int:
-    """The largest single activation of a prefill over `batch` sequences of `tokens`: the MLP's intermediate,
-    batch × tokens × intermediate_size × bytes per element (the gate and the up projection each make one).
-    A lower bound on what a prefill needs beside the weights and the cache, which it holds while it runs.
-    Mistral 7B in bf16, 512 × 1,024 tokens: 512 × 1,024 × 14,336 × 2 B = 15.0·10⁹ B."""
+    """The largest single activation of a prefill, the MLP's intermediate, batch × tokens × intermediate_size × bytes:
+    a lower bound on what it holds beside the weights and cache (Mistral 7B, bf16, 512 × 1,024 tokens: 15.0·10⁹ B)."""
     spec = get_spec(model)
     tokens, batch = checks.count(tokens, "tokens"), checks.count(batch, "batch")
     width = spec.intermediate_size or spec.moe_intermediate_size or spec.hidden_size

@@ -1,19 +1,16 @@
-"""What weight quantization saves, computed from a model's config (no weights, no GPU): the bytes of
-its weights under each scheme, the parameters bitsandbytes leaves alone (embedding and output head),
-the rule of thumb's figure, the bytes of one weight matrix in each stored format (bitsandbytes, AWQ as
-AutoAWQ packs it, MXFP4, fp8), and whether a model fits one GPU per scheme — the capacity planner's budget
-(helpers.capacity.plan).
-
-Measured against a loaded model in helpers.measure.quant; drawn in helpers.present.quant_figures.
+"""What weight quantization saves, computed from a config (no weights, no GPU): the weight bytes per scheme, the
+rule of thumb's figure, one matrix's bytes in each stored format (bitsandbytes, AWQ as AutoAWQ packs it, MXFP4,
+fp8), whether a model fits one GPU per scheme (the planner's budget). Measured in helpers.measure.quant.
 """
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Any
 
 from .memory import MX_BLOCK, _nf4_bytes, kv_cache_bytes, weight_bytes
-from .specs import PRESETS, ModelSpec, get_spec, param_breakdown
+from .specs import ModelSpec, get_spec
 from .units import DTYPE_BYTES, normalize_dtype
 
 # openai/gpt-oss-120b on the Hub: the safetensors tensors' total (model.safetensors.index.json
@@ -36,10 +33,6 @@ class SchemeWeights:
     def gb(self) -> float:
         return self.bytes / 1e9
 
-    @property
-    def gib(self) -> float:
-        return self.bytes / 2**30
-
 
 def preset_footprints(model: str | dict | ModelSpec = "mistral-7b-v0.1", schemes=("bf16", "int8", "nf4", "nf4-dq"),
                       base_dtype: str = "bf16") -> list[SchemeWeights]:
@@ -52,24 +45,6 @@ def preset_footprints(model: str | dict | ModelSpec = "mistral-7b-v0.1", schemes
         out.append(SchemeWeights(spec.name, s, w.bytes, w.metadata_bytes, round(w.quantized_params / w.params, 4),
                                  round(w.bytes / ref, 4)))
     return out
-
-
-@dataclass(frozen=True)
-class EmbeddingShare:
-    """How much of a model bitsandbytes leaves alone: the input embedding and lm_head, of all parameters."""
-
-    params: int
-    embedding_and_head: int
-    linear: int
-
-    @property
-    def share(self) -> float:
-        return self.embedding_and_head / self.params
-
-
-def embedding_share(model: str | dict | ModelSpec) -> EmbeddingShare:
-    pb = param_breakdown(model)
-    return EmbeddingShare(pb.total, pb.embedding + pb.lm_head, pb.linear)
 
 
 @dataclass(frozen=True)
@@ -92,12 +67,9 @@ class GpuFit:
 
 def fit_on_gpu(model: str = "gpt-oss-120b", schemes=("bf16", "fp8", "mxfp4"), gpu: Any = "H100 SXM",
                kv_dtype: str = "bf16", context: int = 4096) -> list[GpuFit]:
-    """Does the model fit on one GPU under each scheme? The capacity planner's answer (helpers.capacity.plan,
-    the one owner of the memory budget): weight bytes from helpers.formulas.memory against the memory the GPU
-    reports (its usable_memory_bytes: 79.11 GiB for an H100 SXM, not the 80 GB label) less the runtime
-    reserve, and what is left for the KV cache. `fits` is the planner's (max_batch ≥ 1); `longest_sequence`
-    honours sliding windows. gpu: a catalogued GPU (helpers.formulas.gpus) or its name; an unknown name raises
-    ValueError."""
+    """Does the model fit on one GPU under each scheme? The capacity planner's answer (helpers.capacity.plan, the
+    one owner of the memory budget: the memory the GPU reports less the runtime reserve), with what is left for
+    the KV cache and the longest sequence that fits (windows honoured)."""
     from ..capacity import plan
     from .gpus import get_gpu
 
@@ -116,35 +88,17 @@ def fit_on_gpu(model: str = "gpt-oss-120b", schemes=("bf16", "fp8", "mxfp4"), gp
 
 def max_context_in(budget_bytes: float, model: str | dict | ModelSpec, kv_dtype: str = "bf16",
                    limit: int = 2**24) -> int:
-    """Tokens of one sequence whose KV cache fits in a budget, honouring sliding-window layers
-    (helpers.formulas.memory.kv_cache_bytes, searched by bisection); capped at `limit`."""
+    """Tokens of one sequence whose KV cache (kv_cache_bytes, windows honoured) fits a budget, by bisection;
+    at most `limit`."""
     spec = get_spec(model)
-    if budget_bytes < kv_cache_bytes(spec, 1, 1, kv_dtype):
-        return 0
-    lo, hi = 1, limit
-    if kv_cache_bytes(spec, hi, 1, kv_dtype) <= budget_bytes:
-        return hi
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if kv_cache_bytes(spec, mid, 1, kv_dtype) <= budget_bytes:
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    return bisect_left(range(1, limit + 1), True, key=lambda n: kv_cache_bytes(spec, n, 1, kv_dtype) > budget_bytes)
 
-
-# ----------------------------------------------------------------------------- the rule of thumb, one matrix per format
 
 def rule_of_thumb(scheme: str, base_dtype: str = "bf16") -> float:
     """What a scheme would leave of the base's bytes if it quantized every weight and stored nothing else:
     bytes per weight ÷ the base's (int8 of bf16: 0.5, nf4 of bf16: 0.25, int8 of fp32: 0.25)."""
     key = "nf4" if scheme == "nf4-dq" else normalize_dtype(scheme)
     return DTYPE_BYTES[key] / DTYPE_BYTES[normalize_dtype(base_dtype)]
-
-
-def moe_presets() -> list[str]:
-    """The presets with routed experts (mixture-of-experts)."""
-    return [m for m in PRESETS if get_spec(m).num_experts]
 
 
 # AWQ as AutoAWQ stores a 4-bit layer (awq/modules/linear/gemm.py, WQLinear_GEMM; the layout vLLM's AWQ and

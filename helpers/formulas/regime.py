@@ -1,15 +1,7 @@
-"""The one label the workshop puts on a result in words: **below**, **at** or **above** a reference, by the
-one 10 % margin. Everything else about a run is shown as numbers (a table, a figure, the ratio that
-matters); the prose beside a result is static and says how to read each label.
-
-- `ratio(value, reference)`: value ÷ reference as any measurement can make it: a number, `inf` over a zero
-  reference, `nan` where there is nothing to compare (missing, not finite, 0 ÷ 0). Never raises.
-- `label(r)`: "above" when r > 1 + MARGIN, "below" when r < 1 ÷ (1 + MARGIN) (zero and negative ratios
-  included), "at" between them, "–" for `nan`. Never raises.
-- `against(value, reference)`: both at once, `(ratio, label)`.
-- `ratio_columns(frame, value, reference, name)`: a table with the ratio and its label added as columns.
-- `epsilons(error, scale, dtype)`: a difference between two computations of the same values, in units of
-  the dtype's rounding at their scale (machine epsilon × scale): a number to show, not a sentence.
+"""The one label a result gets in words: **below**, **at** or **above** a reference by the one 10 % margin;
+everything else is numbers, and the prose beside a result is static. `ratio` never raises (`inf` over a zero
+reference, `nan` where there is nothing to compare), nor does `label` ("–" for `nan`); `epsilons` is a difference
+between two computations in units of the dtype's rounding at their scale: a number to show, not a sentence.
 """
 from __future__ import annotations
 
@@ -43,13 +35,7 @@ def ratio(value, reference) -> float:
 def label(r, margin: float = MARGIN) -> str:
     """"below", "at" or "above" for a ratio r (value ÷ reference) by the margin; "–" when r is not a number."""
     r = _number(r)
-    if math.isnan(r):
-        return NONE
-    if r > 1 + margin:
-        return ABOVE
-    if r < 1 / (1 + margin):
-        return BELOW
-    return AT
+    return NONE if math.isnan(r) else ABOVE if r > 1 + margin else BELOW if r < 1 / (1 + margin) else AT
 
 
 def against(value, reference, margin: float = MARGIN) -> tuple[float, str]:
@@ -62,9 +48,8 @@ def ratio_columns(frame, value: str, reference: str, name: str = "ratio"):
     """A copy of the pandas `frame` with two columns added: `name` (column `value` ÷ column `reference`,
     row by row) and `name + " label"` (below / at / above)."""
     out = frame.copy()
-    rs = [ratio(v, ref) for v, ref in zip(out[value], out[reference])]
-    out[name] = rs
-    out[f"{name} label"] = [label(r) for r in rs]
+    out[name] = [ratio(v, ref) for v, ref in zip(out[value], out[reference])]
+    out[f"{name} label"] = [label(r) for r in out[name]]
     return out
 
 

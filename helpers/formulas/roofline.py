@@ -1,18 +1,12 @@
-"""The roofline: arithmetic intensity, the ridge point, the attainable FLOP/s, and where a forward pass
-sits under it.
-
-- Arithmetic intensity = FLOPs / bytes; the ridge point = peak FLOP/s / bandwidth (Williams, Waterman
-  & Patterson 2009, "Roofline", CACM 52(4)); attainable FLOP/s = min(peak, intensity × bandwidth).
-- Decode's memory-bound floor = (weight bytes + KV bytes) / bandwidth: no step can be faster than
-  the time to read what it must read.
-
-A step's FLOPs and bytes come from helpers.formulas.stepcost (forward_cost, decode_cost: the one owner, which
-the planner and `make bench` use too); the two roofs of this device are measured by
-helpers.measure.microbench, the decode steps by helpers.measure.decode_efficiency, and the figures are drawn by
-helpers.present.roofline_figures.
+"""The roofline (Williams, Waterman & Patterson 2009, "Roofline", CACM 52(4)): arithmetic intensity = FLOPs ÷
+bytes, the ridge = peak FLOP/s ÷ bandwidth, attainable FLOP/s = min(peak, intensity × bandwidth); decode's
+memory-bound floor = (weight bytes + KV bytes) ÷ bandwidth, since no step is faster than reading what it must.
+A step's FLOPs and bytes are helpers.formulas.stepcost's; a measured step against its floor is
+helpers.formulas.regime.ratio, as every comparison is.
 """
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,19 +14,9 @@ from .regime import ratio
 from .stepcost import forward_cost
 
 
-# ============================================================================ the roofline
-
-def arithmetic_intensity(flops: float, nbytes: float) -> float:
-    """FLOPs per byte moved (inf over zero bytes, nan where nothing is known: helpers.formulas.regime.ratio)."""
-    return ratio(flops, nbytes)
-
-
 def ridge_point(peak_flops: float, bandwidth: float) -> float:
-    """The intensity (FLOP/B) where the memory roof meets the compute roof: peak / bandwidth.
-
-    H100 SXM: 989e12 FLOP/s (dense bf16) / 3.35e12 B/s ≈ 295 FLOP/B. A measured bandwidth of zero gives inf,
-    nothing measured nan (helpers.formulas.regime.ratio): never an exception.
-    """
+    """Where the memory roof meets the compute roof, peak ÷ bandwidth (FLOP/B): 989e12 ÷ 3.35e12 ≈ 295 on an H100
+    SXM in dense bf16; inf over a zero bandwidth, never an exception (helpers.formulas.regime.ratio)."""
     return ratio(peak_flops, bandwidth)
 
 
@@ -42,13 +26,9 @@ def attainable_flops(intensity: float, peak_flops: float, bandwidth: float) -> f
 
 
 def crossover_batch(peak_flops: float, bandwidth: float, bytes_per_param: float) -> float:
-    """The decode batch at which a step turns from memory-bound to compute-bound.
-
-    A decode step of batch B does 2·N·B FLOPs (N parameters) and reads N × bytes_per_param weight
-    bytes (the KV cache neglected), so its intensity is 2B / bytes_per_param. It reaches the ridge
-    at B = ridge × bytes_per_param / 2: in bf16 (2 B per parameter) B equals the ridge itself —
-    about 295 on an H100; in fp32 twice the ridge, in int8 half of it.
-    """
+    """The decode batch where a step turns compute-bound: 2·N·B FLOPs over N × bytes_per_param weight bytes (the
+    KV cache neglected) is 2B ÷ bytes_per_param FLOP/B, the ridge at B = ridge × bytes_per_param ÷ 2 (bf16: the
+    ridge itself, about 295 on an H100)."""
     return ridge_point(peak_flops, bandwidth) * bytes_per_param / 2
 
 
@@ -72,11 +52,6 @@ def decode_floor_s(weight_bytes: int, kv_bytes: int, bandwidth: float) -> float:
     return (weight_bytes + kv_bytes) / bandwidth
 
 
-def decode_efficiency(floor_s: float, measured_s: float) -> float:
-    """Share of the memory-bound floor achieved: floor / measured, a number in 0..1 (1 = at the floor)."""
-    return ratio(floor_s, measured_s)
-
-
 @dataclass(frozen=True)
 class RooflinePoint:
     """A measured forward pass placed on the roofline: its FLOPs and bytes (computed) and time (measured)."""
@@ -90,21 +65,11 @@ class RooflinePoint:
 
     @property
     def intensity(self) -> float:
-        return arithmetic_intensity(self.flops, self.bytes)
+        return ratio(self.flops, self.bytes)
 
     @property
     def achieved_flops(self) -> float:
         return ratio(self.flops, self.seconds)
-
-    def to_dict(self, peak_flops: float | None = None, bandwidth: float | None = None) -> dict[str, Any]:
-        d = {"label": self.label, "kind": self.kind, "flops": self.flops, "bytes": self.bytes,
-             "seconds": self.seconds, "tokens": self.tokens, "tokens_per_s": ratio(self.tokens, self.seconds),
-             "intensity_flop_per_byte": self.intensity, "achieved_flops_per_s": self.achieved_flops}
-        if peak_flops and bandwidth:
-            roof = attainable_flops(self.intensity, peak_flops, bandwidth)
-            d.update(attainable_flops_per_s=roof, share_of_roof=ratio(self.achieved_flops, roof),
-                     bound="memory" if self.intensity < ridge_point(peak_flops, bandwidth) else "compute")
-        return d
 
 
 def prefill_point(model, tokens: int, seconds: float, dtype: str, batch: int = 1) -> RooflinePoint:
@@ -123,9 +88,8 @@ def decode_point(model, context: int, seconds: float, dtype: str, batch: int = 1
 
 
 def gpu_roofline(gpu: str, model, contexts=(512, 4096), prompt: int = 2048) -> dict[str, Any]:
-    """The roofline figures of `model` in bf16 on a catalogued GPU (notebooks 03 and 04): ridge, crossover batch,
-    decode floor (batch 1) at `contexts`, the prefill floor of a `prompt`-token prompt, and the decode step at
-    the planner's default efficiency (helpers.capacity.planner.DEFAULT_EFFICIENCY)."""
+    """`model`'s roofline figures in bf16 on a catalogued GPU: ridge, crossover batch, decode floor (batch 1) at
+    `contexts`, a `prompt`-token prefill's floor, the decode step at the planner's DEFAULT_EFFICIENCY."""
     from ..capacity.planner import DEFAULT_EFFICIENCY
     from .gpus import get_gpu
     from .stepcost import decode_cost
@@ -144,31 +108,24 @@ def gpu_roofline(gpu: str, model, contexts=(512, 4096), prompt: int = 2048) -> d
 
 
 def prefill_ridge_tokens(model, gpu: str = "H100 SXM", dtype: str = "bf16", most: int = 1 << 20) -> int:
-    """The shortest prompt whose prefill reaches a catalogued GPU's ridge (dense `dtype` FLOP/s ÷ bandwidth):
-    below it a prefill is memory-bound too. Its intensity is helpers.formulas.stepcost.forward_cost's FLOPs ÷ bytes
-    (the weights read once, the prompt's K/V written; activations not counted), which grows with the prompt, so
-    the answer is found by bisection. Mistral 7B in bf16 on an H100 SXM: 301 tokens."""
+    """The shortest prompt whose prefill reaches a catalogued GPU's ridge (below it a prefill is memory-bound
+    too), by bisection: forward_cost's intensity grows with the prompt. Mistral 7B, bf16, H100 SXM: 301 tokens."""
     from .gpus import get_gpu
 
     g = get_gpu(gpu)
     ridge = ridge_point(g.peak_flops(dtype)[0], g.bandwidth)
-    lo, hi = 1, most
-    if forward_cost(model, hi, 0, 1, dtype).intensity < ridge:
+
+    def reaches(n: int) -> bool:
+        return forward_cost(model, n, 0, 1, dtype).intensity >= ridge
+
+    if not reaches(most):
         raise ValueError(f"no prompt up to {most:,} tokens reaches the {g.name}'s ridge of {ridge:,.0f} FLOP/B")
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if forward_cost(model, mid, 0, 1, dtype).intensity >= ridge:
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
+    return 1 + bisect_left(range(1, most + 1), True, key=reaches)
 
 
 def fixed_cost_weight(small, big, context: int = 128, dtype: str = "bf16") -> dict[str, float]:
-    """How much less a step's fixed cost weighs against the floor of `big` than of `small`, when that cost is
-    paid per layer (each layer launches the same few dozen operators, whatever its width): the bytes ratio
-    (big's decode bytes ÷ small's, helpers.formulas.stepcost.decode_cost) ÷ the layers ratio. Mistral 7B against
-    the tiny model: 610× the bytes, 8× the layers, so a fixed cost per byte about 76× lower."""
+    """How much less a fixed cost paid per layer weighs against `big`'s floor than `small`'s: the decode bytes
+    ratio ÷ the layers ratio (Mistral 7B against the tiny model: 610× ÷ 8×, about 76×)."""
     from .specs import get_spec
     from .stepcost import decode_cost
 

@@ -1,9 +1,6 @@
-"""A model's shape, read from its Hugging Face ``config.json``, and exact parameter counts.
-
-The shape is read from the config's own fields — ``head_dim`` when present, ``layer_types``,
-whether a sliding window is switched on, MLA ranks — rather than assumed from hidden/heads.
-Parameter counts come from the architecture itself, built by transformers on the ``meta``
-device (no weights, no memory).
+"""A model's shape, read from its Hugging Face ``config.json`` (``head_dim``, ``layer_types``, whether a window
+is switched on, MLA ranks: not assumed from hidden ÷ heads), and exact parameter counts from the architecture
+transformers builds on the ``meta`` device (no weights, no memory).
 """
 from __future__ import annotations
 
@@ -11,25 +8,15 @@ import functools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from .config_schema import read_config_file, show, validate_config
 
 PRESET_DIR = Path(__file__).parents[1] / "presets"
 
 # Short names of the presets shipped in helpers/presets/ (sources: presets/SOURCES.md).
-PRESETS = (
-    "mistral-7b-v0.1",
-    "mistral-7b-v0.3",
-    "llama-3.1-8b",
-    "qwen2.5-7b",
-    "deepseek-v2-lite",
-    "deepseek-v3",
-    "gpt-oss-120b",
-)
+PRESETS = ("mistral-7b-v0.1", "mistral-7b-v0.3", "llama-3.1-8b", "qwen2.5-7b", "deepseek-v2-lite", "deepseek-v3",
+           "gpt-oss-120b")
 ALIASES = {"mistral-7b": "mistral-7b-v0.1"}
-
-ATTENTION_KINDS = ("mha", "mqa", "gqa", "mla", "hybrid")
 
 
 def preset_path(name: str) -> Path:
@@ -37,19 +24,15 @@ def preset_path(name: str) -> Path:
 
 
 def load_config(model: str | Path | dict) -> tuple[str, dict]:
-    """(name, config dict) for a preset name, a path to a config.json (or its folder), or a dict.
-
-    Files are read safely (helpers.formulas.config_schema.read_config_file: regular files up to 1 MB, no NaN,
-    no deep nesting). Raises ValueError saying what was wrong and what is allowed.
-    """
+    """(name, config dict) for a preset name, a path to a config.json (or its folder), or a dict; files read
+    safely (config_schema.read_config_file), a one-line ValueError on anything else."""
     if isinstance(model, ModelSpec):
         return model.name, model.config
     if isinstance(model, dict):
         name = model.get("_name_or_path") or model.get("model_type") or "config"
         return (name if isinstance(name, str) else "config")[:100], dict(model)
     if not isinstance(model, (str, Path)):
-        raise ValueError(f"model must be a preset name, a path to a config.json or a dict, got a "
-                         f"{type(model).__name__}")
+        raise ValueError(f"model must be a preset name, a path to a config.json or a dict, got a {type(model).__name__}")
     text = str(model).strip()
     if not text:
         raise ValueError(f"empty model name; use a preset ({', '.join(PRESETS)}) or a path to a config.json")
@@ -65,19 +48,14 @@ def load_config(model: str | Path | dict) -> tuple[str, dict]:
         raise ValueError(f"cannot use {show(text, 200)} as a model path ({exc}); presets: {', '.join(PRESETS)}; "
                          "or give the path to a Hugging Face config.json") from None
     if not found:
-        raise ValueError(
-            f"unknown model {show(text, 200)}: not a preset and no such file; "
-            f"presets: {', '.join(PRESETS)}; or give the path to a Hugging Face config.json"
-        )
+        raise ValueError(f"unknown model {show(text, 200)}: not a preset and no such file; "
+                         f"presets: {', '.join(PRESETS)}; or give the path to a Hugging Face config.json")
     return config_name(path), read_config_file(path)
 
 
 def config_name(path: Path) -> str:
-    """How a config file is named in tables: its folder for a config.json (the Hub's layout), else the file's
-    own name, so two files in one folder are told apart."""
-    if path.name == "config.json" and path.parent.name:
-        return path.parent.name
-    return path.stem or path.name
+    """A config file's name in tables: its folder for a config.json (the Hub's layout), else the file's own."""
+    return path.parent.name if path.name == "config.json" and path.parent.name else path.stem or path.name
 
 
 @dataclass(frozen=True)
@@ -85,7 +63,6 @@ class ModelSpec:
     """The shape of a decoder-only transformer, as far as memory and FLOPs need it."""
 
     name: str
-    model_type: str
     hidden_size: int
     num_layers: int
     num_heads: int
@@ -101,10 +78,8 @@ class ModelSpec:
     qk_rope_head_dim: int | None = None   # MLA: the decoupled RoPE key part, cached too
     qk_nope_head_dim: int | None = None
     v_head_dim: int | None = None
-    q_lora_rank: int | None = None
     num_experts: int | None = None
     experts_per_token: int | None = None
-    num_shared_experts: int | None = None
     moe_intermediate_size: int | None = None
     first_k_dense_replace: int | None = None
     config: dict = field(default_factory=dict, repr=False, compare=False, hash=False)
@@ -116,88 +91,48 @@ class ModelSpec:
     @property
     def attention(self) -> str:
         """One of mha, mqa, gqa, mla, hybrid (sliding and full layers mixed)."""
-        if self.is_mla:
-            return "mla"
-        if len(set(self.layer_types)) > 1:
-            return "hybrid"
-        if self.num_kv_heads == self.num_heads:
-            return "mha"
-        if self.num_kv_heads == 1:
-            return "mqa"
-        return "gqa"
+        return "hybrid" if not self.is_mla and len(set(self.layer_types)) > 1 else self.heads_attention
 
     @property
     def heads_attention(self) -> str:
         """The head-sharing scheme alone (mha, mqa, gqa, mla), whatever the layer mix."""
         if self.is_mla:
             return "mla"
-        if self.num_kv_heads == self.num_heads:
-            return "mha"
-        return "mqa" if self.num_kv_heads == 1 else "gqa"
+        return {self.num_heads: "mha", 1: "mqa"}.get(self.num_kv_heads, "gqa")
 
     @property
     def sliding_layers(self) -> int:
         return sum(t == "sliding_attention" for t in self.layer_types)
 
-    def to_dict(self) -> dict[str, Any]:
-        d = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "config"}
-        d["layer_types"] = list(self.layer_types)
-        d["attention"] = self.attention
-        return d
-
 
 def _layer_types(c, n_layers: int) -> tuple[tuple[str, ...], int | None]:
     """Per-layer attention kinds and the window, from checked fields (helpers.formulas.config_schema)."""
-    window = c.sliding_window
-    # Qwen2-style configs carry a window but switch it off with use_sliding_window=false.
-    if c.use_sliding_window is False:
-        window = None
-    if c.layer_types:
-        types = tuple(c.layer_types)
-        if window is None:
-            types = ("full_attention",) * n_layers
-    elif window is not None:
-        first_full = c.max_window_layers if c.use_sliding_window else 0
-        types = tuple("sliding_attention" if i >= (first_full or 0) else "full_attention" for i in range(n_layers))
-    else:
+    window = None if c.use_sliding_window is False else c.sliding_window   # Qwen2 carries a window switched off
+    if window is None:
         types = ("full_attention",) * n_layers
-    if "sliding_attention" not in types:
-        window = None
-    return types, window
+    elif c.layer_types:
+        types = tuple(c.layer_types)
+    else:
+        first_full = (c.max_window_layers if c.use_sliding_window else 0) or 0
+        types = tuple("sliding_attention" if i >= first_full else "full_attention" for i in range(n_layers))
+    return types, window if "sliding_attention" in types else None
 
 
 def spec_from_config(cfg: dict, name: str = "config") -> ModelSpec:
-    """Parse a Hugging Face config dict into a ModelSpec, validated by helpers.formulas.config_schema: one
-    ValueError naming the field, its value and what is allowed, on anything it cannot use."""
+    """A Hugging Face config dict as a ModelSpec, validated once (config_schema: a one-line ValueError)."""
     c = validate_config(cfg, name)
     heads = c.num_attention_heads
     types, window = _layer_types(c, c.num_hidden_layers)
     return ModelSpec(
-        name=name,
-        model_type=c.model_type or "unknown",
-        hidden_size=c.hidden_size,
-        num_layers=c.num_hidden_layers,
-        num_heads=heads,
-        num_kv_heads=c.num_key_value_heads or heads,
-        head_dim=c.head_dim or c.hidden_size // heads,
-        vocab_size=c.vocab_size,
-        intermediate_size=c.intermediate_size or 0,
-        max_position_embeddings=c.max_position_embeddings,
-        tie_word_embeddings=bool(c.tie_word_embeddings),
-        layer_types=types,
-        sliding_window=window,
-        kv_lora_rank=c.kv_lora_rank,
-        qk_rope_head_dim=c.qk_rope_head_dim,
-        qk_nope_head_dim=c.qk_nope_head_dim,
-        v_head_dim=c.v_head_dim,
-        q_lora_rank=c.q_lora_rank,
+        name=name, hidden_size=c.hidden_size, num_layers=c.num_hidden_layers,
+        num_heads=heads, num_kv_heads=c.num_key_value_heads or heads, head_dim=c.head_dim or c.hidden_size // heads,
+        vocab_size=c.vocab_size, intermediate_size=c.intermediate_size or 0,
+        max_position_embeddings=c.max_position_embeddings, tie_word_embeddings=bool(c.tie_word_embeddings),
+        layer_types=types, sliding_window=window, config=cfg,
         num_experts=c.n_routed_experts or c.num_local_experts or c.num_experts or None,
         experts_per_token=c.num_experts_per_tok or c.experts_per_token,
-        num_shared_experts=c.n_shared_experts,
-        moe_intermediate_size=c.moe_intermediate_size,
-        first_k_dense_replace=c.first_k_dense_replace,
-        config=cfg,
-    )
+        **{f: getattr(c, f) for f in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim",
+                                      "moe_intermediate_size", "first_k_dense_replace")})
 
 
 def get_spec(model: str | Path | dict | ModelSpec) -> ModelSpec:
@@ -208,18 +143,12 @@ def get_spec(model: str | Path | dict | ModelSpec) -> ModelSpec:
     return spec_from_config(cfg, name)
 
 
-# ---------------------------------------------------------------- exact parameter counts
-
 @dataclass(frozen=True)
 class ParamBreakdown:
-    """Parameters of a model by how quantizers treat them.
-
-    linear: weights of nn.Linear layers in the decoder blocks (what bitsandbytes replaces);
-    linear_rows: their output rows summed (one int8 scale per row); linear_layers: how many;
-    experts: fused expert tensors (3-D, one matrix per expert; bitsandbytes leaves them as they are);
-    embedding / lm_head: input and output embeddings (lm_head 0 when tied); other: norms, biases,
-    routers, attention sinks.
-    """
+    """Parameters of a model by how quantizers treat them: linear, the decoder blocks' nn.Linear weights (what
+    bitsandbytes replaces; their output rows, count and sizes; those of the attention blocks' q, k, v, o apart);
+    experts, fused 3-D expert tensors (left alone by bitsandbytes); embedding and lm_head (0 when tied); other:
+    norms, biases, routers, attention sinks."""
 
     total: int
     embedding: int
@@ -231,9 +160,7 @@ class ParamBreakdown:
     experts: int
     expert_matrices: int
     other: int
-
-    def to_dict(self) -> dict[str, int]:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "linear_sizes"}
+    attention_projections: int
 
 
 def build_meta_model(cfg: dict):
@@ -263,9 +190,9 @@ def _breakdown(cfg_json: str) -> ParamBreakdown:
     out_emb = model.get_output_embeddings()
     in_emb = model.get_input_embeddings()
     seen: set[int] = set()
-    emb = head = lin = rows = nlin = exp = nexp = other = 0
+    emb = head = lin = rows = nlin = exp = nexp = other = attn = 0
     sizes: list[int] = []
-    for module in model.modules():
+    for mname, module in model.named_modules():
         for pname, p in module.named_parameters(recurse=False):
             if id(p) in seen:
                 continue  # tied weights count once
@@ -280,13 +207,14 @@ def _breakdown(cfg_json: str) -> ParamBreakdown:
                 rows += p.shape[0]
                 nlin += 1
                 sizes.append(n)
+                attn += n if ".self_attn." in f".{mname}." else 0
             elif p.ndim == 3:
                 exp += n
                 nexp += p.shape[0]
             else:
                 other += n
     total = emb + head + lin + exp + other
-    return ParamBreakdown(total, emb, head, lin, rows, nlin, tuple(sizes), exp, nexp, other)
+    return ParamBreakdown(total, emb, head, lin, rows, nlin, tuple(sizes), exp, nexp, other, attn)
 
 
 def param_breakdown(model: str | Path | dict | ModelSpec) -> ParamBreakdown:
@@ -298,18 +226,3 @@ def param_breakdown(model: str | Path | dict | ModelSpec) -> ParamBreakdown:
 def param_count(model: str | Path | dict | ModelSpec) -> int:
     """Exact number of parameters (tied weights once), e.g. 7,241,732,096 for Mistral 7B v0.1."""
     return param_breakdown(model).total
-
-
-@functools.lru_cache(maxsize=16)
-def _attention_projections(cfg_json: str) -> int:
-    import torch.nn as nn
-
-    model = build_meta_model(json.loads(cfg_json))
-    return sum(m.weight.numel() for name, m in model.named_modules()
-               if isinstance(m, nn.Linear) and ".self_attn." in f".{name}.")
-
-
-def attention_projection_params(model: str | Path | dict | ModelSpec) -> int:
-    """Parameters of the attention projections (the nn.Linear layers inside each decoder layer's attention
-    block: q, k, v, o), summed over all layers, from the architecture built on the meta device."""
-    return _attention_projections(json.dumps(get_spec(model).config, sort_keys=True))

@@ -1,20 +1,9 @@
-"""Speculative decoding's arithmetic: what one verify pass yields and when a round pays (Leviathan et al.,
-"Fast Inference from Transformers via Speculative Decoding", ICML 2023, eq. 1 and its break-even).
-
-A drafter proposes k tokens; the target checks them in one pass and keeps them up to the first it rejects,
-then adds one token of its own (the correction at the rejection, or one more past a fully kept draft).
-With each checked token kept independently with probability α:
-
-- the pass yields its own token always, and the i-th draft only when drafts 1 … i are all kept, with
-  probability α^i, so the expected tokens per pass are 1 + α + α² + … + α^k = (1 − α^(k+1)) ÷ (1 − α)
-  (`expected_tokens_per_pass`; `tokens_per_pass_parts` lists the terms);
-- a round costs the verify pass and the k draft steps, `round_cost` decode steps; it breaks even when it
-  yields as many tokens as it costs, at the α `break_even_alpha` solves for.
-
-What a round costs: `verify_step_ratio` (a verify pass of k + 1 rows against a decode step, at a GPU's roofline
-floor) and `draft_step_share` (an early-exit draft step against a target step, in bytes read). A round pays
-when its tokens ÷ `round_cost` is above 1 (Leviathan et al.'s improvement factor, E ÷ (k·c + 1), is the same
-ratio with a verify pass of one decode step); helpers.serving.speculative measures the engine's loop.
+"""Speculative decoding's arithmetic (Leviathan et al., ICML 2023, eq. 1 and its break-even). A drafter proposes
+k tokens; the target checks them in one pass, keeps them up to the first it rejects and adds one of its own. With
+each kept independently with probability α, the i-th draft counts only when drafts 1 … i are all kept (α^i), so
+a pass yields 1 + α + … + α^k = (1 − α^(k+1)) ÷ (1 − α) tokens. A round costs the verify pass and k draft steps
+(`round_cost`, in decode steps) and pays when its tokens ÷ its cost is above 1 (`break_even_alpha`);
+`verify_step_ratio` is a verify pass against a decode step at a GPU's roofline floor.
 """
 from __future__ import annotations
 
@@ -41,10 +30,6 @@ class TokensPerPass:
     whole_draft_kept: float          # α^k: the share of passes that keep all k drafts
     kept_share_of_drafted: float     # (total − 1) ÷ k: the share of drafted tokens a pass keeps, on average
 
-    @property
-    def last_gain(self) -> float:
-        """What the k-th draft adds to the expected tokens per pass, α^k (0 at k = 0)."""
-        return self.kept[-1] if self.kept else 0.0
 
 
 def tokens_per_pass_parts(alpha: float, k: int) -> TokensPerPass:
@@ -103,31 +88,10 @@ class VerifyRatio(VerifyCost):
     gpu: str
 
 
-def draft_step_share(spec, draft_layers: int, context: int, dtype: str = "bf16") -> float:
-    """Bytes a decode step of the early-exit draft (the target's first `draft_layers` layers, its
-    embeddings, norm and output head) reads ÷ a target step's, at `context` cached tokens: both from
-    helpers.formulas.stepcost.decode_cost, the owner of what a step reads. A decode step is bound by these reads,
-    so this is roughly what each draft token costs in target steps."""
-    from .specs import get_spec
-    from .stepcost import decode_cost
-
-    spec = get_spec(spec)
-    cfg = dict(spec.config, num_hidden_layers=draft_layers)          # the draft's shape, as a config
-    if cfg.get("layer_types"):
-        cfg["layer_types"] = list(cfg["layer_types"])[:draft_layers]
-    draft = get_spec(cfg)
-    full = decode_cost(spec, context, 1, dtype)
-    part = decode_cost(draft, context, 1, dtype)
-    return (part.weight_read_bytes + part.kv_bytes) / (full.weight_read_bytes + full.kv_bytes)
-
-
 def verify_step_ratio(spec, k: int, context: int, batch: int, gpu: str = "H100 SXM",
                       dtype: str = "bf16") -> VerifyRatio:
-    """What verifying k drafts costs: a target pass over k + 1 tokens per sequence ÷ a decode step of one,
-    both at a GPU's roofline floor, max(bytes ÷ bandwidth, FLOPs ÷ peak) (helpers.formulas.stepcost.forward_cost:
-    the same weights and cached K/V are read either way; the FLOPs grow k + 1 times). About 1 while the
-    verify pass stays bound by memory — each accepted token nearly free — and up to k + 1 once the batch
-    makes it compute-bound, when speculation stops paying."""
+    """A target pass over k + 1 tokens per sequence ÷ a decode step of one, both at a GPU's roofline floor: the
+    same bytes are read, the FLOPs grow k + 1 times, so about 1 while memory-bound, up to k + 1 once compute-bound."""
     from .gpus import get_gpu
     from .roofline import step_floor
     from .stepcost import forward_cost

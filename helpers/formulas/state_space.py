@@ -1,22 +1,12 @@
-"""Attention beyond the KV cache, in bytes and FLOPs: sparse attention, linear attention and state-space models.
+"""Attention beyond the KV cache, in bytes and FLOPs: what one sequence carries and what sparse attention saves.
 
-- Sparse attention: each query attends to chosen keys only — the top-k scores (dynamic) or a fixed
-  pattern such as the first "sink" tokens plus a recent window (StreamingLLM: Xiao et al. 2023,
-  arXiv:2309.17453). It saves the products with the keys left out; it risks whatever those keys held.
-- Linear attention (Katharopoulos et al. 2020, "Transformers are RNNs", arXiv:2006.16236, §3.2–3.4):
-  with a feature map φ (elu + 1) in place of the softmax, causal attention is a recurrence over a
-  fixed d_k × d_v state S = Σ φ(k) vᵀ and a normaliser z = Σ φ(k): the same output as the parallel
-  form, from a state that never grows.
-- State-space models (Mamba: Gu & Dao 2023, arXiv:2312.00752, §3): each Mamba layer carries an SSM
-  state of d_inner × d_state numbers and a convolution window of d_inner × d_conv inputs, whatever
-  the context length — as transformers' cache stores them (conv_states (batch, d_inner, d_conv),
-  recurrent_states (batch, d_inner, d_state)). A hybrid such as Jamba (Lieber et al. 2024,
-  arXiv:2403.19887) keeps a KV cache in its few attention layers (helpers.formulas.memory.kv_cache_bytes) and
-  Mamba states in the rest. Configs: helpers/presets/falcon-mamba-7b.json and jamba-1.5-mini.json
-  (sources in presets/SOURCES.md).
-
-These are the formulas: bytes carried per sequence, the break-even context, the FLOPs sparse attention
-saves (notebook 10 shows them as tables).
+- Sparse attention attends to chosen keys only: the top-k scores or a fixed pattern, such as sink tokens plus a
+  recent window (StreamingLLM, arXiv:2309.17453); it saves their products and risks what the others held.
+- Linear attention (Katharopoulos et al. 2020, arXiv:2006.16236, §3.2–3.4) is a recurrence over a fixed
+  d_k × d_v state S = Σ φ(k) vᵀ and a normaliser z = Σ φ(k): a state that never grows.
+- Mamba (Gu & Dao 2023, arXiv:2312.00752, §3) carries per layer an SSM state of d_inner × d_state and a
+  convolution window of d_inner × d_conv, as transformers' cache stores them; a hybrid such as Jamba
+  (arXiv:2403.19887) keeps a KV cache in its few attention layers. Configs: helpers/presets/ (SOURCES.md).
 """
 from __future__ import annotations
 
@@ -28,14 +18,12 @@ from typing import Sequence
 
 from .. import checks
 from .memory import kv_cache_bytes
-from .specs import PRESET_DIR, ModelSpec, get_spec, load_config, spec_from_config
+from .specs import PRESET_DIR, get_spec, load_config, spec_from_config
 from .units import DTYPE_BYTES, normalize_dtype
 
 SSM_PRESETS = {"falcon-mamba-7b": PRESET_DIR / "falcon-mamba-7b.json",
                "jamba-1.5-mini": PRESET_DIR / "jamba-1.5-mini.json"}
 
-
-# ============================================================================ state-space models
 
 @dataclass(frozen=True)
 class SSMShape:
@@ -81,24 +69,17 @@ def ssm_state_bytes(model, batch: int = 1, dtype: str = "bf16") -> int:
     return math.ceil(batch * len(s.mamba_layers) * s.d_inner * (s.d_state + s.d_conv) * size)
 
 
-def attention_part(model) -> ModelSpec | None:
-    """A hybrid's attention layers as a ModelSpec (for helpers.formulas.memory's KV bytes), or None for pure Mamba."""
-    s = model if isinstance(model, SSMShape) else ssm_shape(model)
-    if not s.attention_layers:
-        return None
-    spec = spec_from_config(s.config, f"{s.name} (attention layers)")
-    n = len(s.attention_layers)
-    return dataclasses.replace(spec, num_layers=n, layer_types=("full_attention",) * n, sliding_window=None)
-
-
 def sequence_state_bytes(model, tokens: int, batch: int = 1, dtype: str = "bf16") -> int:
-    """Everything a model carries per sequence after `tokens` tokens: KV cache (helpers.formulas.memory, for a
-    transformer or a hybrid's attention layers) plus Mamba states (fixed)."""
+    """Everything a model carries per sequence after `tokens` tokens: the KV cache (helpers.formulas.memory, of a
+    transformer or of a hybrid's attention layers) plus the Mamba states (fixed)."""
     if isinstance(model, str) and model not in SSM_PRESETS:
         return kv_cache_bytes(get_spec(model), tokens, batch, dtype)
     s = model if isinstance(model, SSMShape) else ssm_shape(model)
-    attn = attention_part(s)
-    return ssm_state_bytes(s, batch, dtype) + (kv_cache_bytes(attn, tokens, batch, dtype) if attn else 0)
+    if not (n := len(s.attention_layers)):
+        return ssm_state_bytes(s, batch, dtype)
+    attn = dataclasses.replace(spec_from_config(s.config, f"{s.name} (attention layers)"), num_layers=n,
+                               layer_types=("full_attention",) * n, sliding_window=None)
+    return ssm_state_bytes(s, batch, dtype) + kv_cache_bytes(attn, tokens, batch, dtype)
 
 
 def state_vs_kv(models: Sequence[str] = ("mistral-7b-v0.3", "mistral-7b-v0.1", "jamba-1.5-mini", "falcon-mamba-7b"),
@@ -111,8 +92,6 @@ def break_even_tokens(fixed_bytes: int, model: str = "mistral-7b-v0.3", dtype: s
     """The context at which a transformer's KV cache equals a fixed state: fixed ÷ KV bytes per token."""
     return fixed_bytes / kv_cache_bytes(get_spec(model), 1, 1, dtype)
 
-
-# ============================================================================ linear attention and sparse attention
 
 def linear_attention_state_bytes(layers: int, heads: int, d_k: int, d_v: int, dtype: str = "bf16") -> int:
     """Bytes of a linear-attention decoder's state per sequence: layers × heads × (d_k·d_v + d_k) × bytes."""
@@ -148,5 +127,3 @@ def sparse_decode_saving(model: str = "mistral-7b-v0.3", context: int = 131072, 
     sparse = flop_terms(model, 1, keep - 1)                    # as if only `keep` keys were there
     return SparseDecodeSaving(model, context, keep, dense.total, dense.context_share, sparse.total)
 
-
-# ============================================================================ the rules that word these figures

@@ -1,8 +1,5 @@
-"""The cost of one forward step — the bytes it moves and the FLOPs it does — in one place.
-
-Notebook 03's roofline and decode floor, notebook 04's planner (its decode step, prefill and cost),
-the planner-against-measurement table and `make bench` all call forward_cost(); none keeps a
-formula of its own, so the same model, batch and context give the same bytes everywhere.
+"""The cost of one forward step — the bytes it moves and the FLOPs it does — in one place: the roofline, the
+planner, the measured tables and `make bench` all call forward_cost().
 
 Bytes of one forward of `batch` sequences, each `new_tokens` new after `past_tokens` cached
 (Pope et al. 2022, "Efficiently Scaling Transformer Inference", arXiv:2211.05102, §2: weights are
@@ -24,14 +21,10 @@ attended_keys), and the output head, 2 × hidden × vocab for each position whos
 MLA's attention can be counted as transformers computes it (per head, qk_nope + qk_rope wide keys,
 v_head_dim wide values) or, as serving engines decode it, absorbed into the latent (DeepSeek-V2,
 arXiv:2405.04434, §2.1.2–2.1.3: kv_lora_rank + qk_rope wide scores, kv_lora_rank wide values).
-
-The memory budget (what the KV cache gets of a GPU) lives in helpers.formulas.memory (kv_budget_bytes and
-runtime_reserve_bytes), used by notebooks 02 and 04 and the planner alike.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
 from .memory import KV_DTYPES, WEIGHT_SCHEMES, kv_bytes_per_token, kv_cache_bytes, weight_bytes
 from .specs import get_spec, param_breakdown
@@ -44,15 +37,6 @@ def _scheme(weights: str) -> str:
     return weights if weights == "nf4-dq" else normalize_dtype(weights, WEIGHT_SCHEMES)
 
 
-# ----------------------------------------------------------------------------- parts of the weights
-
-def embedding_element_bytes(weights: str) -> float:
-    """Bytes of one input-embedding element under a weight scheme: the dtype itself, or bf16 for the
-    quantization schemes, which leave embeddings unquantized (helpers.formulas.memory.weight_bytes)."""
-    s = _scheme(weights)
-    return DTYPE_BYTES[s] if s in _PLAIN else DTYPE_BYTES["bf16"]
-
-
 def expert_bytes(model, weights: str = "bf16") -> float:
     """Bytes of the routed-expert tensors under a weight scheme, as helpers.formulas.memory.weight_bytes
     stores them: fp8 and mxfp4 quantize experts; bitsandbytes int8/nf4 leave 3-D experts in bf16."""
@@ -61,14 +45,12 @@ def expert_bytes(model, weights: str = "bf16") -> float:
     pb = param_breakdown(spec)
     if not pb.experts:
         return 0.0
-    if s in _PLAIN:
-        return float(pb.experts * DTYPE_BYTES[s])
+    if s not in ("mxfp4", "fp8"):
+        return float(pb.experts * DTYPE_BYTES[s if s in _PLAIN else "bf16"])
     w = weight_bytes(spec, s)
     if s == "mxfp4":
         return float(w.data_bytes + w.metadata_bytes)
-    if s == "fp8":
-        return (w.data_bytes + w.metadata_bytes) * pb.experts / w.quantized_params
-    return float(pb.experts * DTYPE_BYTES["bf16"])
+    return (w.data_bytes + w.metadata_bytes) * pb.experts / w.quantized_params       # fp8: the experts' share
 
 
 def experts_touched(model, tokens: int) -> float:
@@ -129,8 +111,6 @@ def attended_keys(model, new_tokens: int, past_tokens: int = 0) -> int:
     return total
 
 
-# ----------------------------------------------------------------------------- the step
-
 @dataclass(frozen=True)
 class StepCost:
     """Bytes and FLOPs of one forward step (all sequences of the batch, one GPU holding everything)."""
@@ -172,44 +152,27 @@ class StepCost:
         """FLOPs per byte moved (arithmetic intensity)."""
         return self.flops / self.bytes
 
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "bytes": self.bytes, "flops": self.flops, "intensity": self.intensity}
-
-
-def streamed_weight_bytes(model, weights: str = "bf16", tokens: int = 1) -> tuple[int, int, float]:
-    """(weight bytes streamed once per step, embedding-row bytes, fraction of experts touched) for a
-    step over `tokens` tokens in all (batch × new tokens); see the module docstring."""
-    spec = get_spec(model)
-    s = _scheme(weights)
-    pb = param_breakdown(spec)
-    total = weight_bytes(spec, s).bytes
-    emb = embedding_element_bytes(s)
-    touched = experts_touched(spec, tokens)
-    untouched = expert_bytes(spec, s) * (1.0 - touched)
-    if spec.tie_word_embeddings:
-        return int(round(total - untouched)), 0, touched
-    rows = min(tokens, spec.vocab_size) * spec.hidden_size
-    return int(round(total - pb.embedding * emb - untouched)), int(rows * emb), touched
-
 
 def forward_cost(model, new_tokens: int = 1, past_tokens: int = 0, batch: int = 1, weights: str = "bf16",
                  kv_dtype: str | None = None, logits_tokens: int = 1, mla_absorbed: bool = False) -> StepCost:
-    """Bytes and FLOPs of one forward: `batch` sequences, each `new_tokens` new after `past_tokens`.
-
-    A decode step at context c: forward_cost(m, 1, c, batch). A prefill of n tokens: forward_cost(m, n).
-    weights: a dtype or quantization scheme (helpers.formulas.memory.WEIGHT_SCHEMES); kv_dtype: the cache's
-    element type (default: the weights' dtype, bf16 for a quantization scheme). logits_tokens: the
-    positions whose logits are computed (generation: the last one).
-    """
-    spec = get_spec(model)
-    s = _scheme(weights)
-    kv = normalize_dtype(kv_dtype, KV_DTYPES) if kv_dtype else (s if s in _PLAIN else "bf16")
-    w, emb, touched = streamed_weight_bytes(spec, s, batch * new_tokens)
+    """Bytes and FLOPs of one forward of `batch` sequences, each `new_tokens` new after `past_tokens` (a decode step
+    at context c: forward_cost(m, 1, c, batch); a prefill: forward_cost(m, n)). weights: a dtype or scheme
+    (memory.WEIGHT_SCHEMES); kv_dtype: default the weights' dtype, bf16 for a scheme; logits_tokens: the positions
+    whose logits are computed (generation: the last one)."""
+    spec, s = get_spec(model), _scheme(weights)
+    plain = s if s in _PLAIN else "bf16"      # a quantization scheme leaves the embedding (and the cache) in bf16
+    kv = normalize_dtype(kv_dtype, KV_DTYPES) if kv_dtype else plain
+    tokens = batch * new_tokens
+    touched = experts_touched(spec, tokens)
+    untouched = expert_bytes(spec, s) * (1.0 - touched)
+    emb = 0 if spec.tie_word_embeddings else DTYPE_BYTES[plain]   # tied: the table is the head, read in full
+    w = int(round(weight_bytes(spec, s).bytes - param_breakdown(spec).embedding * emb - untouched))
+    rows = int(min(tokens, spec.vocab_size) * spec.hidden_size * emb)
     read = kv_cache_bytes(spec, past_tokens, batch, kv) if past_tokens else 0
     written = batch * new_tokens * kv_bytes_per_token(spec, kv)
     return StepCost(
         model=spec.name, weights=s, kv_dtype=kv, new_tokens=new_tokens, past_tokens=past_tokens, batch=batch,
-        weight_bytes=w, embedding_bytes=emb, kv_read_bytes=read, kv_write_bytes=written,
+        weight_bytes=w, embedding_bytes=rows, kv_read_bytes=read, kv_write_bytes=written,
         matmul_flops=batch * 2 * matmul_params(spec) * new_tokens,
         attention_flops=batch * attention_flops_per_key(spec, mla_absorbed) * attended_keys(spec, new_tokens, past_tokens),
         head_flops=batch * 2 * spec.hidden_size * spec.vocab_size * logits_tokens,

@@ -14,7 +14,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
-from ..formulas.roofline import decode_efficiency, decode_floor_s
+from ..formulas.regime import ratio
+from ..formulas.roofline import decode_floor_s
 from ..formulas.specs import param_breakdown, spec_from_config
 from ..formulas.stepcost import decode_cost
 from ..formulas.units import normalize_dtype
@@ -100,7 +101,7 @@ def efficiency_row(name: str, model, config: dict, dtype: str, device: str, band
     floor = decode_floor_s(cost.weight_read_bytes, cost.kv_bytes, bandwidth)
     return DecodeEfficiency(name, param_breakdown(spec).total, dtype, device, context, cost.weight_read_bytes,
                             cost.kv_read_bytes, cost.bytes, floor, stats.median, stats.p90,
-                            decode_efficiency(floor, stats.median))
+                            ratio(floor, stats.median))
 
 
 def efficiency_table(sizes: Sequence[str], device: str, dtype: str, bandwidth: float, context: int,
