@@ -1,8 +1,6 @@
-"""Tables and figures of the capacity planner (helpers.capacity), for notebook 04 and the command line:
-the ranking and the triangle (helpers.capacity.ranking, helpers.capacity.triangle) as DataFrames with
-readable headers — the only place their labels are made —, the stamp saying what a figure was computed
-from, and latency and throughput over batch per GPU. Every number comes from
-helpers.capacity.planner.plan; the formulas are in that module's docstring.
+"""Tables and figures of the capacity planner for notebook 04 and the command line: the ranking and the
+triangle as DataFrames with readable headers (the only place their labels are made), the stamp of what a
+figure was computed from, latency and throughput over batch per GPU.
 """
 from __future__ import annotations
 
