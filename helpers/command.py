@@ -70,18 +70,6 @@ def dtype_type(allowed: tuple[str, ...]):
     return dtype
 
 
-def writable_folder(folder, what: str):
-    """`folder` (a Path), created when missing, or ValueError saying it cannot be: a bad --out is bad input."""
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        if not os.access(folder, os.W_OK | os.X_OK):
-            raise PermissionError(0, "no permission to write there")
-    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
-        raise ValueError(f"{what} {checks.shown(str(folder))} is not a folder this process can write "
-                         f"({getattr(exc, 'strerror', None) or exc}); allowed: a writable folder") from None
-    return folder
-
-
 # What an ASCII-only terminal gets instead of the symbols the tables use.
 ASCII = {"×": "x", "≥": ">=", "≤": "<=", "÷": "/", "→": "->", "…": "...", "—": "-", "–": "-", "µ": "u",
          "±": "+/-", "≈": "~", "‘": "'", "’": "'", "“": '"', "”": '"', "⚠": "!", "·": "-"}
@@ -120,13 +108,6 @@ def fail(message, status: int = BAD_INPUT) -> int:
             print(f"error: {' '.join(str(message).split()) or 'failed'}", file=sys.stderr, flush=True)
         except (OSError, ValueError):
             pass
-    return status
-
-
-def fail_lines(message: str, status: int = BAD_INPUT) -> int:
-    """Several violations, one `error: …` line each (a bad agenda lists every one); the exit status."""
-    for line in str(message).splitlines() or ["failed"]:
-        fail(line, status)
     return status
 
 
