@@ -15,6 +15,7 @@ from dataclasses import asdict
 from .command import (BAD_INPUT, ENVIRONMENT, CliError, Parser, classify, dtype_type, fail, positive_float,
                       positive_int, prepare_streams, silence_stdout)
 from .formulas.memory import KV_DTYPES, WEIGHT_SCHEMES
+from .parallel.links import KINDS
 
 MODEL_HELP = "preset name (see `presets`) or path to a config.json"
 
@@ -25,12 +26,10 @@ def _kv(a) -> dict:
 
     s = get_spec(a.model)
     terms = kv_terms(s, a.dtype)
-    return {"model": s.name, "attention": s.attention, "dtype": a.dtype, "formula": terms.formula,
-            "terms": terms.terms, "kv_bytes_per_token": kv_bytes_per_token(s, a.dtype), "tokens": a.tokens,
-            "batch": a.batch, "kv_bytes_total": kv_cache_bytes(s, a.tokens, a.batch, a.dtype),
-            "layers": s.num_layers, "kv_heads": s.num_kv_heads, "head_dim": s.head_dim, "heads_attention": s.heads_attention,
-            "kv_lora_rank": s.kv_lora_rank, "qk_rope_head_dim": s.qk_rope_head_dim,
-            "sliding_window": s.sliding_window, "sliding_layers": s.sliding_layers}
+    return {"model": s.name, "attention": s.attention, "dtype": a.dtype, "formula": terms.formula, "terms": terms.terms,
+            "kv_bytes_per_token": kv_bytes_per_token(s, a.dtype), "tokens": a.tokens, "batch": a.batch,
+            "kv_bytes_total": kv_cache_bytes(s, a.tokens, a.batch, a.dtype), "sliding_window": s.sliding_window,
+            "sliding_layers": s.sliding_layers}
 
 
 def _weights(a) -> dict:
@@ -38,8 +37,7 @@ def _weights(a) -> dict:
     from .formulas.specs import get_spec
 
     w = weight_bytes(get_spec(a.model), a.dtype).to_dict()
-    w.pop("scheme")
-    return {"model": get_spec(a.model).name, "dtype": a.dtype, **w, "gb": w["bytes"] / 1e9, "gib": w["bytes"] / 2**30}
+    return {"model": get_spec(a.model).name, **w, "dtype": a.dtype, "gb": w["bytes"] / 1e9, "gib": w["bytes"] / 2**30}
 
 
 def _presets(a) -> dict:
@@ -94,26 +92,22 @@ def _capacity(a) -> dict:
 def _capacity_args(p) -> None:
     from .capacity.planner import DEFAULT_EFFICIENCY, EFFICIENCY_SOURCE
 
-    p.add_argument("--model", required=True, help=MODEL_HELP)
+    _model_args(WEIGHT_SCHEMES, False)(p)
+    p.add_argument("--kv-dtype", default="bf16", type=dtype_type(KV_DTYPES), help=", ".join(KV_DTYPES))
     p.add_argument("--gpu", required=True, help="a catalogued GPU (see `gpus`), or 'all' to rank every GPU")
     p.add_argument("--gpus", type=positive_int, default=1, help="GPUs in tensor parallel (default 1)")
-    p.add_argument("--dtype", default="bf16", type=dtype_type(WEIGHT_SCHEMES), help=", ".join(WEIGHT_SCHEMES))
-    p.add_argument("--kv-dtype", default="bf16", type=dtype_type(KV_DTYPES), help=", ".join(KV_DTYPES))
     p.add_argument("--context", type=positive_int, required=True, help="tokens each sequence holds")
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("--batch", type=positive_int, help="sequences decoded together (with --gpu all: the minimum)")
     g.add_argument("--slo-ms", type=positive_float, help="ms per output token: the largest batch within it")
-    p.add_argument("--prompt", "--prompt-tokens", dest="prompt", type=positive_int, default=None,
-                   help="prompt tokens for the prefill time (default: the whole context)")
-    p.add_argument("--output-tokens", type=positive_int, default=None,
-                   help="output tokens per request: prices a request (prompt + output ≤ context), prefill counted")
+    p.add_argument("--prompt", "--prompt-tokens", dest="prompt", type=positive_int, help="prompt tokens (default: context)")
+    p.add_argument("--output-tokens", type=positive_int, help="prices a request of prompt + output tokens")
     p.add_argument("--efficiency", type=positive_float, default=DEFAULT_EFFICIENCY,
                    help=f"share of the datasheet reached, in (0, 1]: step_ms = step_floor_ms ÷ efficiency "
                         f"(default {DEFAULT_EFFICIENCY:g}: {EFFICIENCY_SOURCE})".replace("%", "%%"))
-    p.add_argument("--parallel", default=None, help="tp=T,pp=P[,mb=M]: the step with its communication (helpers.parallel)")
-    p.add_argument("--link", default=None, choices=("nvlink", "pcie", "infiniband", "infinity fabric"),
-                   help="with --parallel: the link between the GPUs (default: the fastest inside one server)")
-    p.add_argument("--provider", default=None, help="with --gpu all: rank only the GPUs this provider prices")
+    p.add_argument("--parallel", help="tp=T,pp=P[,mb=M]: the step with its communication (helpers.parallel)")
+    p.add_argument("--link", choices=KINDS, help="with --parallel: the link (default: the fastest in one server)")
+    p.add_argument("--provider", help="with --gpu all: rank only the GPUs this provider prices")
 
 
 def _gpus(a) -> list:
@@ -215,8 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     if sys.stdout is None:
         return 0 if text is None else fail("stdout is closed: nowhere to print the answer", ENVIRONMENT)
     try:
-        if text is not None:
-            sys.stdout.write(text + "\n")
+        sys.stdout.write("" if text is None else text + "\n")
         sys.stdout.flush()
     except BrokenPipeError:  # output piped into `head` and cut short: not an error
         silence_stdout()

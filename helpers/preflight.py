@@ -111,10 +111,6 @@ class Control:
     lo: float | None = None
     hi: float | None = None
 
-    @property
-    def checkable(self) -> bool:
-        return self.allowed is not None or (self.lo is not None and self.hi is not None)
-
 
 _UNKNOWN = object()
 
@@ -172,7 +168,7 @@ def setting_problems(folder: Path = NOTEBOOK_DIR) -> list[str]:
             problems.append(str(exc))
     found = controls(folder)
     for c in found:
-        if c.checkable and env.text(c.name) is not None:
+        if (c.allowed is not None or None not in (c.lo, c.hi)) and env.text(c.name) is not None:
             try:
                 env.control(c.name, c.default, c.allowed, lo=c.lo, hi=c.hi)
             except ValueError as exc:

@@ -25,7 +25,9 @@ def test_tensor_parallel_forward_equals_single_process():
     for v in (r.single_forward_s, r.compute_s, r.compute_alone_s, r.message_all_reduce_s, r.after_compute_all_reduce_s):
         assert v > 0
     assert r.wait_s >= 0 and r.compute_s < r.forward_s
-    assert [b["part"] for b in r.breakdown()][:2] == ["one process: the whole model", "two processes: the forward"]
+    from helpers.parallel.views import tp_parts_frame
+
+    assert list(tp_parts_frame(r)["part"])[:2] == ["one process: the whole model", "two processes: the forward"]
 
 
 def test_tensor_parallel_bad_input():

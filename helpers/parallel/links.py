@@ -9,7 +9,7 @@ GPUS_PER_SERVER = 8 GPUs, as DGX/HGX and MI300X platforms hold) or ``cluster`` (
 from __future__ import annotations
 
 import functools
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -54,15 +54,8 @@ class Link:
         return self.hop_latency_us * 1e-6
 
     @property
-    def pairs_only(self) -> bool:
-        return "(pairs)" in self.name
-
-    @property
     def label(self) -> str:
         return f"{self.name}, {self.bandwidth / 1e9:,.0f} GB/s each way"
-
-    def to_dict(self) -> dict:
-        return {**asdict(self), "bandwidth_gbs_each_way": self.bandwidth / 1e9}
 
 
 def custom_link(name: str, bandwidth_bytes_per_s: float, hop_latency_s: float, source: str = "measured") -> Link:
@@ -99,7 +92,7 @@ def get_link(gpu, kind: str | None = None, gpus: int = 2) -> Link:
     def joins(link: Link) -> bool:
         if link.scope == "node" and gpus > GPUS_PER_SERVER:
             return False
-        return not (link.pairs_only and gpus > 2)
+        return not ("(pairs)" in link.name and gpus > 2)
 
     if kind is None:
         for scope in ("node", "cluster"):

@@ -188,17 +188,6 @@ class TPRun:
         """The largest logit difference in units of fp32 rounding at the logits' scale (regime.epsilons)."""
         return regime.epsilons(self.max_abs_diff, self.logit_scale, "fp32")
 
-    def breakdown(self) -> list[dict]:
-        """Where rank 0's forward went (ms; medians over the repeats, so the parts add up only about), beside
-        one process's whole forward and the shard's forward with its all-reduces switched off."""
-        parts = [("one process: the whole model", self.single_forward_s),
-                 ("two processes: the forward", self.forward_s),
-                 ("  of which computing its shard", self.compute_s),
-                 ("  of which waiting for the other process", self.wait_s),
-                 (f"  of which in its {self.all_reduces} all-reduces", self.all_reduce_s),
-                 ("the shard alone, all-reduces switched off", self.compute_alone_s)]
-        return [{"part": k, "ms": 1e3 * v} for k, v in parts]
-
 
 def run_tp(world: int = 2, tokens: int = 32, reps: int = 5, seed: int = 0, timeout_s: float = 120.0) -> TPRun:
     """Run the tiny model's forward over `tokens` tokens in `world` processes and in this one."""

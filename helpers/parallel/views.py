@@ -107,8 +107,12 @@ def tp_frame(run: TPRun):
 
 
 def tp_parts_frame(run: TPRun):
-    """Where rank 0's forward went (TPRun.breakdown), each part ÷ one process's whole forward."""
-    return _frame(({**p, "share": regime.ratio(p["ms"], 1e3 * run.single_forward_s)} for p in run.breakdown()),
+    """Where rank 0's forward went (ms; medians, so the parts add up only about), each ÷ one process's forward."""
+    parts = [("one process: the whole model", run.single_forward_s), ("two processes: the forward", run.forward_s),
+             ("  of which computing its shard", run.compute_s), ("  of which waiting for the other process", run.wait_s),
+             (f"  of which in its {run.all_reduces} all-reduces", run.all_reduce_s),
+             ("the shard alone, all-reduces switched off", run.compute_alone_s)]
+    return _frame(({"part": k, "ms": 1e3 * v, "share": regime.ratio(v, run.single_forward_s)} for k, v in parts),
                   {"part": "part", "ms": "ms", "share": "÷ one process's forward"})
 
 
