@@ -12,18 +12,23 @@ import sys
 import warnings
 from dataclasses import asdict
 
+import pandas as pd
+
 from .command import (BAD_INPUT, ENVIRONMENT, CliError, Parser, classify, dtype_type, fail, positive_float,
                       positive_int, prepare_streams, silence_stdout)
-from .formulas.memory import KV_DTYPES, WEIGHT_SCHEMES
+from .capacity import planner, ranking, slo, views
+from .capacity.planner import DEFAULT_EFFICIENCY, EFFICIENCY_SOURCE
+from .formulas.gpus import catalog_rows, get_gpu
+from .formulas.memory import KV_DTYPES, WEIGHT_SCHEMES, kv_bytes_per_token, kv_cache_bytes, kv_terms, weight_bytes
+from .formulas.specs import PRESETS, get_spec
+from .formulas.units import fmt_bytes
 from .parallel.links import KINDS
+from .parallel.plan import parallel_step, parse_parallel
 
 MODEL_HELP = "preset name (see `presets`) or path to a config.json"
 
 
 def _kv(a) -> dict:
-    from .formulas.memory import kv_bytes_per_token, kv_cache_bytes, kv_terms
-    from .formulas.specs import get_spec
-
     s = get_spec(a.model)
     terms = kv_terms(s, a.dtype)
     return {"model": s.name, "attention": s.attention, "dtype": a.dtype, "formula": terms.formula, "terms": terms.terms,
@@ -33,16 +38,11 @@ def _kv(a) -> dict:
 
 
 def _weights(a) -> dict:
-    from .formulas.memory import weight_bytes
-    from .formulas.specs import get_spec
-
     w = weight_bytes(get_spec(a.model), a.dtype).to_dict()
     return {"model": get_spec(a.model).name, **w, "dtype": a.dtype, "gb": w["bytes"] / 1e9, "gib": w["bytes"] / 2**30}
 
 
 def _presets(a) -> dict:
-    from .formulas.specs import PRESETS, get_spec
-
     return {"presets": [{"name": n, "attention": s.attention, "layers": s.num_layers, "heads": s.num_heads,
                          "kv_heads": s.num_kv_heads, "head_dim": s.head_dim, "sliding_window": s.sliding_window}
                         for n, s in ((n, get_spec(n)) for n in PRESETS)]}
@@ -51,10 +51,6 @@ def _presets(a) -> dict:
 def _capacity(a) -> dict:
     """One plan (helpers.capacity.planner), the largest batch within --slo-ms (slo), every GPU ranked
     (--gpu all: ranking), or the plan with tensor × pipeline parallelism's communication (--parallel)."""
-    from .capacity import planner, ranking, slo, views
-    from .formulas.gpus import get_gpu
-    from .formulas.specs import get_spec
-
     spec = get_spec(a.model)
     planner.check_context(spec, a.context)
     if a.link and not a.parallel:
@@ -69,8 +65,6 @@ def _capacity(a) -> dict:
                 "providers": ranking.providers_of(rows), "ranking": [asdict(row) for row in rows]}
     gpu = get_gpu(a.gpu)
     if a.parallel:
-        from .parallel.plan import parallel_step, parse_parallel
-
         par = parse_parallel(a.parallel)
         if a.gpus not in (1, par["tp"] * par["pp"]):
             raise ValueError(f"--gpus {a.gpus} disagrees with --parallel tp={par['tp']},pp={par['pp']}; give one or the other")
@@ -90,8 +84,6 @@ def _capacity(a) -> dict:
 
 
 def _capacity_args(p) -> None:
-    from .capacity.planner import DEFAULT_EFFICIENCY, EFFICIENCY_SOURCE
-
     _model_args(WEIGHT_SCHEMES, False)(p)
     p.add_argument("--kv-dtype", default="bf16", type=dtype_type(KV_DTYPES), help=", ".join(KV_DTYPES))
     p.add_argument("--gpu", required=True, help="a catalogued GPU (see `gpus`), or 'all' to rank every GPU")
@@ -108,12 +100,6 @@ def _capacity_args(p) -> None:
     p.add_argument("--parallel", help="tp=T,pp=P[,mb=M]: the step with its communication (helpers.parallel)")
     p.add_argument("--link", choices=KINDS, help="with --parallel: the link (default: the fastest in one server)")
     p.add_argument("--provider", help="with --gpu all: rank only the GPUs this provider prices")
-
-
-def _gpus(a) -> list:
-    from .formulas.gpus import catalog_rows
-
-    return catalog_rows()
 
 
 def _model_args(dtypes, tokens: bool):
@@ -135,13 +121,11 @@ COMMANDS = {
     "capacity": ("fit, max batch, decode step, tokens/s and $ per million output tokens on a GPU",
                  _capacity_args, _capacity),
     "gpus": ("the GPU catalog: memory, bandwidth, dense TFLOP/s, price per GPU-hour, with sources",
-             lambda p: None, _gpus),
+             lambda p: None, lambda a: catalog_rows()),
 }
 
 
 def _shown(key: str, v) -> str:
-    from .formulas.units import fmt_bytes
-
     if isinstance(v, (int, float)) and not isinstance(v, bool):
         if "bytes" in key:
             return fmt_bytes(v)
@@ -152,12 +136,8 @@ def _shown(key: str, v) -> str:
 def _text(result, prefix: str = "") -> str:
     """An answer as readable text: a list as a table (long texts left to --json), a dict as `key  value` lines
     (None left out), its lists as tables below them (the ranking: notebook 04's, helpers.capacity.views)."""
-    import pandas as pd
-
     if isinstance(result, list):
         if result and "rank" in result[0]:
-            from .capacity import views
-
             return (views.request_frame if result[0]["usd_per_request"] is not None else views.rank_frame)(result).to_string()
         df = pd.DataFrame([{k: "–" if v is None else v for k, v in r.items()} for r in result])
         short = [c for c in df if df[c].map(lambda v: len(str(v)) <= 24).all()]  # sources and notes: --json

@@ -240,10 +240,7 @@ def run_tp(world: int = 2, tokens: int = 32, reps: int = 5, seed: int = 0, timeo
     tp_logits = torch.from_numpy(r0["logits"])
     diff = (tp_logits - ref).abs().max().item()
     same = bool((tp_logits.argmax(-1) == ref.argmax(-1)).all())
-    try:
-        load = os.getloadavg()[0] / (os.cpu_count() or 1)
-    except OSError:                  # no load average on this platform
-        load = None
+    load = os.getloadavg()[0] / (os.cpu_count() or 1) if hasattr(os, "getloadavg") else None   # none on Windows
     return TPRun(world, tokens, diff, same, r0["forward_s"], r0["whole_s"], r0["all_reduce_s"], r0["wait_s"],
                  r0["calls"], message, r0["tiny_s"], bandwidth, predicted, r0["compute_s"], r0["compute_alone_s"],
                  r0["message_s"], r0["after_compute_s"], load, ref.abs().max().item())
