@@ -1,13 +1,6 @@
-"""Validation at the edges, written once: the checks every public entry point applies to what it is given.
-
-A public function checks its arguments here, in one line each, and the mechanism under it trusts
-them (an ``assert`` at most). Each check returns the value it accepted, so it reads as an assignment:
-
-    tokens = checks.count(tokens, "tokens")                   # a whole number ≥ 1
-    seconds = checks.number(seconds, "seconds", positive=True)
-
-A bad value is a ``ValueError`` whose one line names the argument, what is allowed and what came,
-cut to 40 characters. This module imports nothing from the rest of ``helpers``.
+"""Validation at the edges, written once: a public function checks its arguments here, one line each
+(``tokens = checks.count(tokens, "tokens")``), and the mechanism under it trusts them. A bad value is a
+``ValueError`` naming the argument, what is allowed and what came. Imports nothing from the rest of helpers.
 """
 from __future__ import annotations
 
@@ -33,8 +26,7 @@ def count(value: Any, what: str, minimum: int = 1, maximum: int | None = None) -
 
 def number(value: Any, what: str, minimum: float | None = 0.0, maximum: float | None = None,
            positive: bool = False, unit: str = "") -> float:
-    """A finite real number (an int, a float or a numpy number, not a bool) ≥ `minimum` (> it when
-    `positive`) and ≤ `maximum`; `minimum=None` for any sign. `unit` is named in the message."""
+    """A finite real number (not a bool) ≥ `minimum` (> it when `positive`; None: any sign) and ≤ `maximum`."""
     ok = not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(value)
     if ok and minimum is not None:
         ok = value > minimum if positive else value >= minimum

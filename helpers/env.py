@@ -1,13 +1,7 @@
-"""The workshop's environment variables, read in one place: each value stripped, checked once, and a
-bad one refused with one line naming the variable, its value and what is allowed (``EnvError``, a
-ValueError). An unset or empty variable means its default.
-
-``VARIABLES`` lists every variable the workshop reads and where; a notebook control's starting value
-(``WORKSHOP_CONTEXT``, ``WORKSHOP_MEMORY_GPU``, …) is read by ``control``, through
-helpers.present.notebook.env_default, within that control's own options or start and stop. Preflight
-(helpers.preflight) checks every one that is set and shows a refused one first.
-
-Nothing here imports the rest of helpers, so every layer may read its variables through it.
+"""The workshop's environment variables, read in one place: each stripped, checked once, a bad one refused
+with one line naming it, its value and what is allowed (``EnvError``); unset or empty means the default.
+``VARIABLES`` lists them; a notebook control's starting value is read by ``control`` within the control's own
+range. Nothing here imports the rest of helpers, so every layer may read its variables through it.
 """
 from __future__ import annotations
 
@@ -18,8 +12,7 @@ from typing import Iterable
 
 TRUE, FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
-# Every variable the workshop reads, besides the notebook controls' (found in the notebooks by
-# helpers.preflight): what it sets, and the reader that checks it.
+# Every variable the workshop reads besides the notebook controls' (helpers.preflight finds those): its reader.
 VARIABLES = {
     "WORKSHOP_PROFILE": "which model runs (helpers.measure.models.resolve_profile)",
     "WORKSHOP_DEVICE": "cuda, mps, cpu or auto (helpers.measure.hardware.pick_device)",
@@ -46,13 +39,13 @@ def _shown(raw: str) -> str:
 
 
 def refuse(name: str, raw: str, allowed: str, fix: str = "") -> EnvError:
-    """The one-line error for `name`=`raw`: what is allowed and, by default, that unsetting it is the fix."""
+    """The one-line error for `name`=`raw`: what is allowed, and the fix."""
     return EnvError(f"{name}={_shown(raw)} is not allowed; allowed: {allowed}. "
                     f"{fix or f'Fix: set {name} to an allowed value, or unset it for the default'}")
 
 
 def text(name: str, default: str | None = None) -> str | None:
-    """The variable's value, stripped of surrounding whitespace; `default` when it is unset or blank."""
+    """The variable's value, stripped; `default` when it is unset or blank."""
     raw = os.environ.get(name)
     if raw is None or not raw.strip():
         return default
@@ -84,8 +77,7 @@ def flag(name: str, default: bool = False) -> bool:
 
 def number(name: str, default, kind: type = float, lo: float | None = None, hi: float | None = None,
            allowed: Iterable | None = None):
-    """A finite number of `kind` (int or float) from lo to hi (or one of `allowed`), else EnvError.
-    An int must be a whole number: "80" or "80.0", not "80.5", "inf" or "1e400"."""
+    """A finite number of `kind` (an int: "80" or "80.0", not "80.5") from lo to hi or one of `allowed`, else EnvError."""
     raw = os.environ.get(name, "")
     value = text(name)
     if value is None:
@@ -111,8 +103,8 @@ def number(name: str, default, kind: type = float, lo: float | None = None, hi: 
 
 
 def folder(name: str, default: str | Path | None = None) -> Path | None:
-    """A folder this process can write (created when missing), from the variable or `default`; None
-    when both are unset. EnvError when it cannot be created or written."""
+    """A folder this process can write (created when missing), from the variable or `default`; None when both are
+    unset; EnvError when it cannot be written."""
     value = text(name)
     where = Path(value if value is not None else default).expanduser() if (value or default) else None
     if where is None:
@@ -134,10 +126,8 @@ def folder(name: str, default: str | Path | None = None) -> Path | None:
 
 
 def control(name: str, default, allowed=None, *, lo: float | None = None, hi: float | None = None):
-    """A notebook control's starting value: the variable when set, parsed like `default` (int, float or
-    text), else `default`. The range is the control's own: `allowed`, its options (a dropdown's, a
-    slider's steps, range(start, stop + 1, step)), or `lo` and `hi`, a number slider's start and stop.
-    EnvError when the value does not parse, is not finite or is outside that range."""
+    """A notebook control's starting value: the variable parsed like `default`, within the control's own range
+    (`allowed`: its options or a slider's steps; or `lo` and `hi`), else EnvError; `default` when unset."""
     if allowed is None and (lo is None or hi is None):
         raise TypeError(f"{name}: a control's starting value needs the control's range (allowed, or lo and hi)")
     if isinstance(default, (int, float)) and not isinstance(default, bool):

@@ -1,9 +1,6 @@
-"""Preflight: what this machine is, which profile will run and why, library versions, memory,
-whether the weights are present, and a go/no-go line for each notebook.
-
-It predicts what the notebooks do: it loads the model exactly as they do (``models.load()`` with the
-environment's WORKSHOP_PROFILE and WORKSHOP_DEVICE), so a setting the notebooks refuse is refused here
-too, with the same message and its fix — never "ignored" here and fatal there.
+"""Preflight (notebook 00): this machine, the profile that will run and why, library versions, memory, the
+weights, and go/no-go per notebook. It loads the model as the notebooks do (``models.load()``), so a setting
+they refuse is refused here too, with the same message and its fix.
 """
 from __future__ import annotations
 
@@ -44,8 +41,7 @@ class ModelCheck:
 
 
 def check_model(profile: str | None = None, device: str | None = None) -> ModelCheck:
-    """Load the profile's model and run one forward pass; report instead of raising. Without arguments
-    it loads what every notebook loads (``models.load()``, from the environment's settings)."""
+    """Load the profile's model (default: what every notebook loads) and run one forward pass; report, never raise."""
     from .measure.models import ProfileUnavailable, load
 
     t0 = time.perf_counter()
@@ -68,10 +64,7 @@ def check_model(profile: str | None = None, device: str | None = None) -> ModelC
 
 def notebooks(folder: Path = NOTEBOOK_DIR) -> list[tuple[str, str]]:
     """(number, file name) of every numbered marimo notebook."""
-    out = []
-    for path in sorted(folder.glob("[0-9][0-9]_*.py")):
-        out.append((path.name[:2], path.name))
-    return out
+    return [(path.name[:2], path.name) for path in sorted(folder.glob("[0-9][0-9]_*.py"))]
 
 
 def go_no_go(model_ok: bool, versions: dict[str, str], device: str, folder: Path = NOTEBOOK_DIR) -> list[dict]:
@@ -80,22 +73,16 @@ def go_no_go(model_ok: bool, versions: dict[str, str], device: str, folder: Path
     for number, name in notebooks(folder):
         needs = NEEDS.get(number, ("model",))
         verdict, why = "go", []
-        if "model" in needs or "bitsandbytes" in needs:
-            if not model_ok:
-                verdict = "no-go"
-                why.append("the profile's model does not load (see above)")
+        stops = []
+        if {"model", "bitsandbytes", "server"} & set(needs) and not model_ok:
+            stops.append("the profile's model does not load (see above)")
         if "bitsandbytes" in needs and versions.get("bitsandbytes", "").startswith("missing"):
-            verdict = "no-go"
-            why.append("bitsandbytes is not installed")
-        if "server" in needs:
-            if importlib.util.find_spec("fastapi") is None or importlib.util.find_spec("uvicorn") is None:
-                verdict = "no-go"
-                why.append("`transformers serve` needs the transformers[serving] extra (pip install 'transformers[serving]')")
-            if not model_ok:
-                verdict = "no-go"
-                why.append("the profile's model does not load (see above)")
-            if device != "cuda":
-                why.append("transformers serve on this CPU; vLLM and SGLang need a CUDA GPU")
+            stops.append("bitsandbytes is not installed")
+        if "server" in needs and not all(importlib.util.find_spec(m) for m in ("fastapi", "uvicorn")):
+            stops.insert(0, "`transformers serve` needs the transformers[serving] extra (pip install 'transformers[serving]')")
+        verdict, why = "no-go" if stops else "go", stops
+        if "server" in needs and device != "cuda":
+            why.append("transformers serve on this CPU; vLLM and SGLang need a CUDA GPU")
         if "own-models" in needs:
             why.append("builds its own small models on the CPU, whatever the profile")
         if "no-model" in needs:
@@ -107,19 +94,15 @@ def go_no_go(model_ok: bool, versions: dict[str, str], device: str, folder: Path
 
 
 def split_fix(message: str) -> tuple[str, str | None]:
-    """(what is wrong, the fix) of a weights message: the fix is everything from 'Fix:' on, shown whole
-    by notebook 00 rather than cut off in a table cell; (message, None) when there is no fix."""
+    """(what is wrong, the fix from 'Fix:' on, or None) of a weights message: notebook 00 shows the fix whole."""
     head, sep, fix = message.partition("Fix:")
     return (head.strip(), fix.strip()) if sep else (message.strip(), None)
 
 
-# ----------------------------------------------------------------------------- the environment
-
 @dataclass(frozen=True)
 class Control:
-    """A notebook control's variable as its notebook reads it, ``notebook.env_default(name, default,
-    allowed)`` or ``(name, default, lo=…, hi=…)``; `allowed` is None where the notebook computes its
-    options from data (then only that notebook can check the value)."""
+    """A notebook control's variable as its ``notebook.env_default(name, default, allowed or lo=…, hi=…)`` call
+    reads it; `allowed` is None where the notebook computes its options from data (only it can check them)."""
 
     notebook: str
     name: str
@@ -127,10 +110,6 @@ class Control:
     allowed: object = None
     lo: float | None = None
     hi: float | None = None
-
-    @property
-    def checkable(self) -> bool:
-        return self.allowed is not None or (self.lo is not None and self.hi is not None)
 
 
 _UNKNOWN = object()
@@ -153,8 +132,8 @@ def _static(node: ast.AST, names: dict):
 
 
 def controls(folder: Path = NOTEBOOK_DIR) -> list[Control]:
-    """Every notebook control read from the environment, found in the notebooks' source (each cell's
-    `env_default` calls, their arguments evaluated where they are literals or names bound to literals)."""
+    """Every notebook control read from the environment: each cell's `env_default` calls in the notebooks' source,
+    their arguments evaluated where they are literals or names bound to literals."""
     out = []
     for number, name in notebooks(folder):
         tree = ast.parse((folder / name).read_text(encoding="utf-8"))
@@ -176,8 +155,8 @@ def controls(folder: Path = NOTEBOOK_DIR) -> list[Control]:
 
 
 def setting_problems(folder: Path = NOTEBOOK_DIR) -> list[str]:
-    """One line for each WORKSHOP_* variable set here that the workshop refuses, in the words of the reader
-    that refuses it (what the notebooks stop with), then one for each WORKSHOP_* variable nothing reads."""
+    """One line for each WORKSHOP_* variable set here that its reader refuses (in its words), then one for each
+    that nothing reads."""
     readers = (pick_device, lambda: resolve_profile(device="cpu"), env_dtype, hub_model_id, cache_dir,
                lambda: env.flag("WORKSHOP_COMPILE"), lambda: env.flag("WORKSHOP_BENCH_COMPILE"),
                lambda: env.folder("WORKSHOP_FIGURES_DIR"), lambda: env.folder("WORKSHOP_REPLAY_RECORD"), env.cell_timeout, lambda: env.url("WORKSHOP_REPO_URL"))
@@ -189,7 +168,7 @@ def setting_problems(folder: Path = NOTEBOOK_DIR) -> list[str]:
             problems.append(str(exc))
     found = controls(folder)
     for c in found:
-        if c.checkable and env.text(c.name) is not None:
+        if (c.allowed is not None or None not in (c.lo, c.hi)) and env.text(c.name) is not None:
             try:
                 env.control(c.name, c.default, c.allowed, lo=c.lo, hi=c.hi)
             except ValueError as exc:
@@ -207,12 +186,8 @@ def setting_problems(folder: Path = NOTEBOOK_DIR) -> list[str]:
 
 
 def summary() -> dict:
-    """Everything the preflight notebook shows, as plain data; it always answers.
-
-    Every WORKSHOP_* variable the workshop refuses is listed first in ``problems``, in the words the
-    notebooks stop with (setting_problems); a refused WORKSHOP_DEVICE or WORKSHOP_PROFILE is also what
-    check_model() reports, and the machine is still described, as auto would see it.
-    """
+    """Everything the preflight notebook shows, as plain data; it always answers (with a refused device or
+    profile, the machine as auto sees it, and the refusals under ``problems``)."""
     problems, refused = setting_problems(), False
     try:
         dev = pick_device()
@@ -238,8 +213,7 @@ def summary() -> dict:
 
 
 def training_time() -> dict | None:
-    """How long training the `tiny-trained` model took on this machine, from its log beside the weights:
-    {"seconds", "threads"}; None before it was trained here, or where the cache setting is refused."""
+    """{"seconds", "threads"} of training `tiny-trained` here, from its log; None before, or with a refused cache."""
     from .measure import training
 
     try:
@@ -253,39 +227,29 @@ def training_time() -> dict | None:
 
 
 def machine_rows(info: dict, trained: dict | None = None) -> list[dict]:
-    """Notebook 00's machine table (summary()'s dict): the device, its memory in bytes, GiB and GB ("–" where
-    unknown), its threads or SMs, its CUDA capability, the profile, and the tiny-trained model's training time
-    here (`trained`: training_time()'s dict)."""
+    """Notebook 00's machine table from summary()'s dict and training_time()'s ("–" where unknown)."""
     from .formulas.units import fmt_bytes
 
     dev = info["device"]
-
-    def memory(b):
-        return fmt_bytes(b) if b else "–"
-
-    return [
-        {"what": "device", "this machine": f"{dev['kind']}: {dev['name']}"},
-        {"what": "memory (total)", "this machine": memory(dev.get("total_memory"))},
-        {"what": "memory (free now)", "this machine": memory(dev.get("free_memory"))},
-        {"what": "CPU threads / CUDA SMs", "this machine": str(dev.get("cores") or "–")},
-        {"what": "CUDA capability", "this machine": dev.get("capability") or "–"},
-        {"what": "profile", "this machine": info["profile"]},
-        {"what": "tiny-trained: training here, once", "this machine":
-            f"{trained['seconds']:,.0f} s on {trained['threads']} threads" if trained else "–"},
-    ]
+    rows = [("device", f"{dev['kind']}: {dev['name']}"),
+            ("memory (total)", fmt_bytes(dev["total_memory"]) if dev.get("total_memory") else "–"),
+            ("memory (free now)", fmt_bytes(dev["free_memory"]) if dev.get("free_memory") else "–"),
+            ("CPU threads / CUDA SMs", str(dev.get("cores") or "–")), ("CUDA capability", dev.get("capability") or "–"),
+            ("profile", info["profile"]), ("tiny-trained: training here, once",
+                                          f"{trained['seconds']:,.0f} s on {trained['threads']} threads" if trained else "–")]
+    return [{"what": k, "this machine": v} for k, v in rows]
 
 
 def go_no_go_rows(model_ok: bool, versions: dict[str, str], device: str, folder: Path = NOTEBOOK_DIR) -> list[dict]:
-    """go_no_go here, beside what it gives on a CUDA GPU with these libraries and a model that loads
-    (computed: the same rules, device 'cuda')."""
+    """go_no_go here, beside what the same rules give on a CUDA GPU with a model that loads."""
     cuda = {r["notebook"]: r for r in go_no_go(True, versions, "cuda", folder)}
     return [{"notebook": r["notebook"], "here": r["verdict"], "why": r["why"],
              "on a CUDA GPU (computed)": cuda[r["notebook"]]["verdict"]} for r in go_no_go(model_ok, versions, device, folder)]
 
 
 def profile_refusal(value: str) -> str | None:
-    """The message the preflight lists under problems (and every notebook stops with) when WORKSHOP_PROFILE
-    is `value`, or None when it is a profile: what ``resolve_profile`` raises for it, word for word."""
+    """What ``resolve_profile`` raises (the preflight's problem, every notebook's stop) for WORKSHOP_PROFILE=`value`;
+    None when it is a profile."""
     from unittest import mock
 
     with mock.patch.dict(os.environ, {"WORKSHOP_PROFILE": value}):
@@ -297,8 +261,7 @@ def profile_refusal(value: str) -> str | None:
 
 
 def notes(info: dict) -> list[str]:
-    """Notebook 00's lines under its machine table (markdown): every refused setting first, then why this
-    profile and the weights check with its fix, shown whole (a table cell would cut them short)."""
+    """Notebook 00's lines under its machine table (markdown): refused settings, why this profile, the weights."""
     lines = [f"⛔ **Setting refused:** {p}" for p in info["problems"]]
     weights, fix = split_fix(info["weights"]["message"])
     lines += [f"**Why this profile:** {info['reason']}", f"**Mistral 7B weights:** {weights}"]

@@ -1,19 +1,10 @@
-"""The library versions helpers cannot run correctly without, checked when ``helpers`` is imported, and the
-versions and commit a record notes (library_versions, git_commit; helpers.measure.hardware.measured_on puts
-them in every record).
+"""The library versions helpers needs, checked at ``import helpers`` with one line (found, needed, the fix), and
+the versions and commit every record notes (library_versions, git_commit).
 
-An older library here does not always fail: it can give plausible, wrong numbers. transformers 5.24
-renamed the model forward's ``past_key_values=`` to ``cache=`` (read in every release's
-``models/mistral/modeling_mistral.py``: 5.17 to 5.23 take ``past_key_values``, 5.24 takes ``cache``
-and keeps the old name as a deprecated alias). Under 5.23 or older, ``model(..., cache=cache)`` falls
-into ``**kwargs`` and is ignored: every decode step runs without its KV history, and its timings look
-fine (helpers.measure.timing, workloads, decoding, serving, breakdown all pass ``cache=``). transformers 5.24
-in turn turns PyTorch off below 2.6 with only a logged warning (``utils/import_utils.py``,
-``is_torch_available``). So ``import helpers`` stops on a GPU host, on Colab and on a laptop alike,
-with one line: the version found, the version needed, and the fix.
-
-requirements.txt states the same floors (tests/test_versions.py holds them together); torch is not in
-it (the host's build is kept, scripts/setup.sh installs a CPU build elsewhere).
+An older library can give plausible, wrong numbers: transformers 5.24 renamed the forward's
+``past_key_values=`` to ``cache=`` (models/mistral/modeling_mistral.py); under 5.23 ``cache=cache`` falls into
+``**kwargs`` and every decode step runs without its KV history. 5.24 turns PyTorch off below 2.6 with only a
+logged warning (utils/import_utils.py). requirements.txt states the same floors (tests/test_versions.py).
 """
 from __future__ import annotations
 
@@ -37,8 +28,7 @@ class LibraryVersionError(ImportError):
 
 
 def version_tuple(version: str) -> tuple[int, ...]:
-    """The release numbers of a version string: '5.24.0' -> (5, 24, 0), '2.13.0+cpu' -> (2, 13, 0),
-    '5.25.0.dev0' -> (5, 25, 0)."""
+    """The release numbers of a version string: '2.13.0+cpu' -> (2, 13, 0), '5.25.0.dev0' -> (5, 25, 0)."""
     m = re.match(r"\s*v?(\d+(?:\.\d+)*)", version)
     if not m:
         raise ValueError(f"not a version number: {version!r}")
@@ -52,9 +42,7 @@ def requirement(name: str) -> str:
 
 
 def problem(name: str, found: str | None) -> str | None:
-    """One line saying why `found` (a version of `name`, None when not installed) will not do, or None
-    when it will. A library that is not installed is not this check's business: importing it fails
-    loudly where it is used."""
+    """One line saying why `found` (a version of `name`) will not do, or None; one not installed fails where used."""
     if found is None:
         return None
     low, high, why = FLOORS[name]
@@ -75,8 +63,7 @@ def installed(name: str) -> str | None:
 
 
 def require() -> None:
-    """Raise LibraryVersionError (one line) when an installed library is outside FLOORS. Reads package
-    metadata only: it imports neither torch nor transformers."""
+    """Raise LibraryVersionError (one line) for a library outside FLOORS, from package metadata (no import)."""
     for name in FLOORS:
         line = problem(name, installed(name))
         if line:
@@ -89,9 +76,8 @@ LIBRARIES = ("torch", "transformers", "accelerate", "bitsandbytes", "mistral_com
 
 
 def library_versions(extra: tuple[str, ...] = ()) -> dict[str, str]:
-    """Python's version and each of LIBRARIES' (imported to read it; 'missing (...)' when it does not import),
-    then each distribution named in `extra` (the engine benchmark's servers and clients: read from package
-    metadata, never imported; 'not installed' when absent)."""
+    """Python's version and each of LIBRARIES' (imported; 'missing (...)' when it does not import), then each
+    distribution in `extra` (the benchmark's servers and clients, from metadata; 'not installed')."""
     out = {"python": platform.python_version()}
     for name in LIBRARIES:
         try:
@@ -99,18 +85,14 @@ def library_versions(extra: tuple[str, ...] = ()) -> dict[str, str]:
             out[name] = getattr(mod, "__version__", "installed")
         except Exception as exc:  # noqa: BLE001 - a broken import is a finding, not a crash
             out[name] = f"missing ({type(exc).__name__})"
-    if isinstance(extra, str):
-        raise ValueError(f"extra is a tuple of package names, got the string {extra[:40]!r}")
     for name in extra:
-        if not isinstance(name, str) or not name.strip():
-            raise ValueError(f"a package name is a non-empty string, got {name!r}")
         out[name] = installed(name) or "not installed"
     return out
 
 
 def git_commit() -> str | None:
-    """The commit this checkout is at, which every record notes: RECORD_COMMIT when set (a GPU host gets a
-    copy of the files, not the repository), else `git rev-parse HEAD`; None outside a git checkout."""
+    """The commit every record notes: RECORD_COMMIT when set (a GPU host gets a copy, not the repository), else
+    `git rev-parse HEAD`; None outside a git checkout."""
     given = os.environ.get("RECORD_COMMIT", "").strip()
     if given:
         return given

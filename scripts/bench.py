@@ -22,7 +22,8 @@ from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from helpers.command import CliError, Parser, fail, writable_folder  # noqa: E402
+from cli_common import writable_folder  # noqa: E402
+from helpers.command import CliError, Parser, fail  # noqa: E402
 
 from helpers import records  # noqa: E402 - after the checkout is on the path
 

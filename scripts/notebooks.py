@@ -23,7 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # also when imported from a file (tests/test_edges.py)
-from helpers.command import CliError, Parser, bounded_int, fail, fail_lines  # noqa: E402
+from cli_common import fail_lines  # noqa: E402
+from helpers.command import CliError, Parser, bounded_int, fail  # noqa: E402
 from helpers.env import CELL_TIMEOUT_S, MAX_CELL_TIMEOUT_S  # noqa: E402
 from repository import PACKAGE, PLACEHOLDER_OWNER as PLACEHOLDER, where  # noqa: E402  (scripts/repository.py)
 

@@ -30,7 +30,8 @@ def main(argv=None) -> int:
     from helpers.measure.hardware import device_info, free_memory
     from helpers.formulas.specs import load_config
 
-    from helpers.command import CliError, Parser, bounded_int, fail, writable_folder
+    from cli_common import writable_folder
+    from helpers.command import CliError, Parser, bounded_int, fail
     from helpers.formulas.config_schema import MAX_TOKENS
 
     ap = Parser(prog="python scripts/record_key_figures.py", description=__doc__,

@@ -65,7 +65,8 @@ def sections(out: Path) -> list[dict]:
 def main(argv: list[str]) -> int:
     import argparse
 
-    from helpers.command import CliError, Parser, fail, writable_folder
+    from cli_common import writable_folder
+    from helpers.command import CliError, Parser, fail
     from helpers import records
     from helpers import env
     from helpers.measure.hardware import MEASURED_ON, measured_on

@@ -116,7 +116,8 @@ def times() -> int:
 def main(argv=None) -> int:
     import argparse
 
-    from helpers.command import CliError, Parser, fail, fail_lines
+    from cli_common import fail_lines
+    from helpers.command import CliError, Parser, fail
 
     ap = Parser(prog="python scripts/record_room.py", description=__doc__,
                 formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -23,7 +23,8 @@ import matplotlib  # noqa: E402
 
 matplotlib.use("Agg")
 
-from helpers.command import CliError, Parser, classify, fail, fail_lines, writable_folder  # noqa: E402
+from cli_common import fail_lines, writable_folder  # noqa: E402  (scripts/cli_common.py)
+from helpers.command import CliError, Parser, classify, fail  # noqa: E402
 import keyfigures as kf  # noqa: E402  (scripts/keyfigures.py)
 from helpers.present import plots  # noqa: E402
 from helpers.formulas.units import GB  # noqa: E402

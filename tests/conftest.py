@@ -10,6 +10,7 @@ os.environ.setdefault("WORKSHOP_PROFILE", "tiny")
 os.environ.setdefault("MPLBACKEND", "Agg")
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.append(str(ROOT / "scripts"))  # what a script imports beside it (scripts/cli_common.py), last on the path
 
 
 @pytest.fixture(scope="session")

@@ -45,7 +45,7 @@ def test_full_disk_is_an_environment_fault():
 def test_ascii_only_terminal_gets_ascii():
     r = cli(KV, env={"PYTHONIOENCODING": "ascii"})
     assert r.returncode == 0 and r.stderr == ""
-    assert "KV bytes, 4,096 tokens x 2 seq" in r.stdout and "2 x layers x kv_heads" in r.stdout
+    assert "1,073,741,824 B = 1 GiB" in r.stdout and "2 x layers x kv_heads" in r.stdout
     r.stdout.encode("ascii")
 
 

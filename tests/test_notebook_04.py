@@ -125,12 +125,6 @@ def test_the_larger_profile_is_small_only_where_it_reads_more_bytes():
     assert measured.larger_profile(loaded(get_spec("mistral-7b-v0.1"))) is None                # a GPU's profile
 
 
-def test_last_level_cache_is_none_on_a_gpu():
-    assert measured.last_level_cache_bytes("cuda:0") is None
-    got = measured.last_level_cache_bytes("cpu")
-    assert got is None or got > 0
-
-
 def test_the_glossary_cache_figure_is_the_records():
     """workshop/glossary.md's last-level cache entry quotes the Intel record's L3 as its meta and lscpu say it."""
     from helpers.present import glossary

@@ -211,7 +211,7 @@ def test_without_the_notebooks_beside_it_no_control_is_called_unread(monkeypatch
 def test_preflight_finds_every_control_and_checks_all_but_those_computed_from_data():
     found = {c.name: c for c in preflight.controls()}
     assert len(found) == 27          # notebook 10's WORKSHOP_SPARSE_KEEP retired with the sparse-attention toy
-    assert {n for n, c in found.items() if not c.checkable} == {"WORKSHOP_QUANT_MODEL", "WORKSHOP_FLASH_GPU",
+    assert {n for n, c in found.items() if c.allowed is None and None in (c.lo, c.hi)} == {"WORKSHOP_QUANT_MODEL", "WORKSHOP_FLASH_GPU",
                                                                 "WORKSHOP_USERS_CONTEXT"}   # 01: from the profile's sizes
     assert found["WORKSHOP_OVERHEAD_PCT"].allowed == range(0, 31)
     assert found["WORKSHOP_MEMORY_GPU"].default == "H100 SXM" and "H100 SXM" in found["WORKSHOP_MEMORY_GPU"].allowed

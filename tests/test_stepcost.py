@@ -232,7 +232,7 @@ def test_cli_new_options_and_json_keys():
     text = _cli("capacity", "--model", MISTRAL, "--gpu", "all", "--context", "4096", "--slo-ms", "20",
                 "--provider", "RunPod", "--output-tokens", "100", "--prompt-tokens", "500")
     assert text.returncode == 0, text.stderr
-    assert "prices from: RunPod (" in text.stdout and "$/request" in text.stdout
+    assert "['RunPod']" in text.stdout and "$ per request" in text.stdout and "$ per M input tokens" in text.stdout
 
 
 @pytest.mark.parametrize("args,match", [(["--efficiency", "1.5"], "efficiency"),

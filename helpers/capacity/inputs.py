@@ -1,12 +1,7 @@
-"""The planner web app's inputs (notebook 04 under ``marimo run``): the config path typed into its box,
-read safely, and every control checked together — a bad value gives a note next to the controls while
-the last good answer stays on the page.
-
-The path box reads only JSON config files (``*.json``, at most helpers.formulas.config_schema.MAX_CONFIG_BYTES,
-regular files). Whatever stops a file from being read — no such path, a folder, a device, no permission,
-too large, not JSON — gives the same note, so the box does not tell whether an arbitrary path exists on
-the server. A file that is a JSON object gets the schema's note naming the field, its value and what is
-allowed.
+"""The planner web app's inputs (notebook 04 under ``marimo run``), checked together: a bad value gives a
+note next to the controls while the last good answer stays. The path box reads only regular ``*.json`` files
+up to MAX_CONFIG_BYTES; whatever stops one from being read gives the same note, so the box does not tell
+whether a path exists on the server.
 """
 from __future__ import annotations
 
@@ -67,11 +62,7 @@ class PlannerInputs:
 
 
 def check(path_text: str, preset: str, weights: str, kv: str, context, slo_ms, min_batch, gpus) -> PlannerInputs:
-    """The controls' values as PlannerInputs, or ValueError saying what is wrong and what is allowed.
-
-    Checks what the ranking needs: the context within the model's maximum, the GPU count dividing the
-    heads, a minimum batch from 1 to 4,096, and the model fitting some catalogued GPU at that count.
-    """
+    """The controls' values as PlannerInputs, or ValueError saying what is wrong and what is allowed."""
     spec, note = read_model(path_text) if str(path_text or "").strip() else (get_spec(preset), "")
     if spec is None:
         raise ValueError(note)

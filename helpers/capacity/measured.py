@@ -1,25 +1,15 @@
-"""The capacity planner against a measurement: its decode step for the loaded model on its own device
-(helpers.capacity's roofline, with the loaded weights' bytes and the measured bandwidth) beside the
-step measured with a real KV cache — for notebook 04 a table of one row per model (floor_table), with
-the planner's computed row for a named GPU beside them, and the capacity section of `make bench`.
+"""The capacity planner against a measurement: its decode step for the loaded model at this device's
+measured bandwidth beside the step measured with a real KV cache; notebook 04's table of one row per model
+with the planner's computed row for a named GPU (floor_table), and `make bench`'s capacity section.
 """
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
 
 from .. import checks
 from ..formulas import regime
 from ..formulas.gpus import datasheet_gpu
 from ..formulas.memory import KV_DTYPES, WEIGHT_SCHEMES
 from ..formulas.stepcost import decode_cost
-
-
-def measure_sizes(device: str) -> dict:
-    """Prompt, new tokens and batch for the measured step: small on a CPU, realistic on a GPU."""
-    if device == "cpu":
-        return {"prompt_tokens": 64, "new_tokens": 17, "batch": 1}
-    return {"prompt_tokens": 512, "new_tokens": 33, "batch": 1}
 
 
 def predict_vs_measure(loaded, bandwidth: float | None = None, batch: int | None = None,
@@ -41,10 +31,10 @@ def predict_vs_measure(loaded, bandwidth: float | None = None, batch: int | None
     from ..measure.tensor_bytes import measured_weight_bytes
     from ..measure.timing import timed_generate
 
-    sizes = measure_sizes(loaded.device)
-    batch = checks.count(batch or sizes["batch"], "batch")
-    prompt = checks.count(prompt_tokens or sizes["prompt_tokens"], "prompt tokens")
-    new = checks.count(new_tokens or sizes["new_tokens"], "new tokens")
+    cpu = loaded.device == "cpu"   # small on a CPU, realistic on a GPU
+    batch = checks.count(batch or 1, "batch")
+    prompt = checks.count(prompt_tokens or (64 if cpu else 512), "prompt tokens")
+    new = checks.count(new_tokens or (17 if cpu else 33), "new tokens")
     if new < 2:
         raise ValueError("new_tokens must be ≥ 2: the first token is the prefill, the rest are decode steps")
     if bandwidth is None:
@@ -73,8 +63,9 @@ def predict_vs_measure(loaded, bandwidth: float | None = None, batch: int | None
     t = timed_generate(loaded.model, ids, new, device=loaded.device)
     measured = t.itl_median_s
     from ..formulas.stats import percentile
+    from ..measure.microbench import last_level_cache_bytes
 
-    return {"last_level_cache_bytes": last_level_cache_bytes(loaded.device),
+    return {"last_level_cache_bytes": last_level_cache_bytes() if cpu else None,
         "label": loaded.label, "profile": loaded.profile, "device": loaded.device, "device_name": device_name,
         "dtype": loaded.dtype,
         "batch": batch, "prompt_tokens": prompt, "new_tokens": new, "mean_cached_tokens": mean_cached,
@@ -99,13 +90,6 @@ def larger_profile(loaded) -> str | None:
     larger = spec_from_config(BUILT_PROFILES[LARGER_PROFILE][0], LARGER_PROFILE)
     reads = decode_cost(larger, 0, 1, "fp32").weight_read_bytes
     return LARGER_PROFILE if reads > decode_cost(loaded.spec, 0, 1, "fp32").weight_read_bytes else None
-
-
-def last_level_cache_bytes(device: str) -> int | None:
-    """The largest data cache this CPU reports (helpers.measure.microbench), None on a GPU or where unknown."""
-    from ..measure.microbench import last_level_cache_bytes as largest
-
-    return largest() if str(device) == "cpu" else None
 
 
 REFERENCE = ("mistral-7b-v0.1", "H100 SXM", 512)   # the computed row: Mistral 7B at batch 1 on an H100

@@ -1,7 +1,5 @@
 """Capacity and cost: does a model fit a GPU (or N of them in tensor parallel), how large a batch,
-how long a decode step and a prefill take at the floor the hardware sets, and what a million output
-tokens cost. Every catalogued GPU ranked by that cost once a latency SLO or a minimum batch is fixed:
-helpers.capacity.ranking.
+how long a decode step and a prefill take at the floor the hardware sets, what a million tokens cost.
 
 The memory of one GPU is what the device reports (helpers.formulas.gpus: an H100 labelled "80 GB" reports
 79.11 GiB), and what the KV cache gets of it is the one memory budget of helpers.formulas.memory
@@ -35,10 +33,6 @@ $ per million input tokens = $ per second × prefill ÷ P × 10^6, $ per million
 $ per second × O × step ÷ batch ÷ O × 10^6, as API providers price the two apart.
 
 The FP8 peak is used when the weights are fp8 and the GPU has FP8, else the BF16 peak.
-
-Built on plan(): the largest batch within a latency SLO (helpers.capacity.slo), the ranking
-(helpers.capacity.ranking), the planner's tables and figures
-(helpers.capacity.views) and its decode step against a measured one (helpers.capacity.measured).
 """
 from __future__ import annotations
 
@@ -64,8 +58,6 @@ EFFICIENCY_SOURCE = (
     "per token on a 2 TB/s GPU, runs at 50 % MBU. Measure your own engine and pass --efficiency")
 
 
-# ----------------------------------------------------------------------------- checks
-
 def check_context(spec: ModelSpec, context: int) -> int:
     """The context as a positive int within the model's maximum (max_position_embeddings)."""
     context = checks.count(context, "context")
@@ -75,8 +67,6 @@ def check_context(spec: ModelSpec, context: int) -> int:
                          "(max_position_embeddings in its config.json)")
     return context
 
-
-# ----------------------------------------------------------------------------- tensor parallel
 
 @dataclass(frozen=True)
 class Sharding:
@@ -90,11 +80,8 @@ class Sharding:
 
 
 def sharding(spec: ModelSpec, gpus: int) -> Sharding:
-    """Weights 1/N each; KV heads split, replicated when N exceeds them; MLA latent replicated.
-
-    Raises ValueError when N does not divide the attention heads, or the KV heads do not divide
-    evenly (vLLM's own requirement for tensor parallelism).
-    """
+    """Weights 1/N each; KV heads split, replicated when N exceeds them; MLA latent replicated. ValueError
+    when N does not divide the attention heads or the KV heads (vLLM's own requirement)."""
     n = checks.count(gpus, "GPU count")
     if spec.num_heads % n:
         raise ValueError(f"tensor parallel over {n} GPUs needs {spec.name}'s {spec.num_heads} attention heads "
@@ -118,17 +105,11 @@ def sharding(spec: ModelSpec, gpus: int) -> Sharding:
         f"{n // kv}×, so the KV cache per GPU is 1/{kv} of the whole, not 1/{n}"))
 
 
-# ----------------------------------------------------------------------------- the plan
-
 @dataclass(frozen=True)
 class Plan:
-    """One configuration: a model on `gpus` × `gpu`, at a context and a batch. Bytes, seconds, USD.
-
-    step_s is the step at `efficiency` of the datasheet (what the SLO, ranking and cost use);
-    step_floor_s the step at 100 % of it, whose two terms are step_memory_s and step_compute_s.
-    usd_per_million_tokens counts decode alone; the request_* and usd_per_million_input/output_tokens
-    fields count a request of prompt_tokens + output_tokens, prefill included (None without output_tokens).
-    """
+    """One configuration: a model on `gpus` × `gpu`, at a context and a batch. Bytes, seconds, USD. step_s is
+    at `efficiency` of the datasheet, step_floor_s at 100 % (max of step_memory_s, step_compute_s);
+    usd_per_million_tokens counts decode alone, request_* a request of prompt + output tokens."""
 
     model: str
     weight_dtype: str
@@ -200,8 +181,7 @@ class Plan:
 
 def _memory(spec: ModelSpec, gpu: GPU, gpus: int, weight_dtype: str, kv_dtype: str, context: int,
             utilization: float, overhead: float, stages: int = 1):
-    """The memory budget of one GPU (helpers.formulas.memory's, on the memory the device reports); with
-    pipeline stages each GPU holds 1/stages of the layers (their weights and KV cache)."""
+    """One GPU's memory budget (helpers.formulas.memory's); each of `stages` holds 1/stages of the layers."""
     shard = sharding(spec, gpus)
     w = weight_bytes(spec, weight_dtype).bytes
     w_gpu = w * shard.weight_fraction / stages
@@ -222,19 +202,10 @@ def plan(model: str | Path | dict | ModelSpec, gpu: str | GPU, gpus: int = 1, we
          utilization: float = GPU_MEMORY_UTILIZATION, overhead_bytes: float = RUNTIME_OVERHEAD_BYTES,
          efficiency: float = DEFAULT_EFFICIENCY, output_tokens: int | None = None,
          pipeline_stages: int = 1) -> Plan:
-    """Whether `batch` sequences of `context` tokens fit, and if so the decode step, prefill, tokens/s
-    and $ per million output tokens (see the module docstring for every formula).
-
-    context: tokens each sequence holds in the cache (the decode step is timed at this length, the
-    slowest step of a sequence that grows to it). prompt_tokens: the prompt whose prefill is timed
-    (default: the whole context), for one request alone (the TTFT floor). output_tokens: with it, the
-    cost of one request of prompt_tokens + output_tokens (at most the context), prefill counted.
-    efficiency: the share of the datasheet's bandwidth and FLOP/s reached (step = floor ÷ efficiency).
-    pipeline_stages: layers split over this many stages of `gpus` GPUs each (memory per GPU ÷ stages;
-    the step is still one token's pass through every layer; helpers.parallel.plan adds the
-    communication, micro-batches and the bubble).
-    Raises ValueError on bad input (unknown GPU or dtype, context beyond the model, zero or negative).
-    """
+    """Whether `batch` sequences of `context` tokens fit, and if so the decode step (timed at `context`, a
+    growing sequence's slowest), one `prompt_tokens` prefill (default: the context; the TTFT floor), tokens/s
+    and $ per million tokens; with `output_tokens` the cost of one request (module docstring). Pipeline
+    stages split the layers (memory per GPU ÷ stages; helpers.parallel.plan adds their communication)."""
     spec = get_spec(model)
     g = get_gpu(gpu)
     weight_dtype = normalize_dtype(weight_dtype, WEIGHT_SCHEMES)
@@ -312,18 +283,16 @@ def plan(model: str | Path | dict | ModelSpec, gpu: str | GPU, gpus: int = 1, we
 
 def step_bytes_flops(spec: ModelSpec, shard: Sharding, weight_dtype: str, kv_dtype: str, context: int,
                      batch: int) -> tuple[float, float]:
-    """(bytes, FLOPs) per GPU of one decode step at `context` cached tokens: helpers.formulas.stepcost's
-    decode_cost (MLA absorbed, as serving engines decode), weights split 1/N, the KV cache by the
-    sharding's fraction, FLOPs 1/N."""
+    """(bytes, FLOPs) per GPU of one decode step at `context` cached tokens (stepcost, MLA absorbed as engines
+    decode), weights and FLOPs split 1/N, the KV cache by the sharding's fraction."""
     c = decode_cost(spec, context, batch, weight_dtype, kv_dtype, mla_absorbed=True)
     return c.weight_read_bytes * shard.weight_fraction + c.kv_bytes * shard.kv_fraction, c.flops / shard.gpus
 
 
 def _prefill_terms_s(spec: ModelSpec, g: GPU, shard: Sharding, weight_dtype: str, kv_dtype: str,
                      prompt: int) -> tuple[float, float]:
-    """(memory, compute) terms of one prompt's prefill (TTFT without queueing): reading the weights
-    once and writing the prompt's KV ÷ bandwidth, and its FLOPs (helpers.formulas.stepcost, MLA as engines
-    prefill it, not absorbed) ÷ peak. The floor is the longer of the two."""
+    """(memory, compute) terms of one prompt's prefill: the weights read and its KV written ÷ bandwidth, its
+    FLOPs (MLA not absorbed, as engines prefill) ÷ peak."""
     peak, _ = g.peak_flops(weight_dtype)
     c = forward_cost(spec, prompt, 0, 1, weight_dtype, kv_dtype)
     moved = c.weight_read_bytes * shard.weight_fraction + c.kv_bytes * shard.kv_fraction

@@ -1,8 +1,6 @@
-"""Every catalogued GPU ranked by the cost of a million output tokens once a latency SLO (ms per output
-token) or a minimum batch is fixed, each at the largest batch the constraints allow; and, when a model
-fits no catalogued GPU at a count, why, with the tensor-parallel count that would work. Each row is
-a RankedGPU, read from a plan of helpers.capacity.planner (its module docstring has every formula); the
-labelled table is helpers.capacity.views.rank_frame (request_frame for requests).
+"""Every catalogued GPU ranked by the cost of a million output tokens once a latency SLO or a minimum batch
+is fixed, each at the largest batch the constraints allow (rows read from helpers.capacity.planner's plans);
+and, when a model fits no catalogued GPU at a count, why, with the tensor-parallel count that would work.
 """
 from __future__ import annotations
 
@@ -47,17 +45,6 @@ def no_fit_message(spec: ModelSpec, weight_dtype: str, kv_dtype: str, context: i
             "or choose a smaller weight dtype (fp8, nf4) or a shorter context")
 
 
-def provider_names(provider: str | None = None) -> list[str]:
-    """The catalog's providers, or the one named (case ignored); ValueError listing them otherwise."""
-    known = providers()
-    if provider is None:
-        return known
-    for name in known:
-        if name.lower() == str(provider).strip().lower():
-            return [name]
-    raise ValueError(f"unknown provider {provider!r}; the catalog's prices come from: {', '.join(known)}")
-
-
 def providers_of(rows: Iterable["RankedGPU"]) -> list[str]:
     """The providers whose prices a ranking holds, in its order (more than one: the ranking mixes them)."""
     return list(dict.fromkeys(r.provider for r in rows))
@@ -68,17 +55,11 @@ def rank(model, weight_dtype: str = "bf16", kv_dtype: str = "bf16", context: int
          gpu_names: Iterable[str] | None = None, efficiency: float = DEFAULT_EFFICIENCY,
          provider: str | None = None, prompt_tokens: int | None = None,
          output_tokens: int | None = None) -> list[RankedGPU]:
-    """Every catalogued GPU (or `gpu_names`, or those `provider` prices) at the cheapest batch the
-    constraints allow, cheapest first. Steps are at `efficiency` of the datasheet; with
-    `output_tokens` each row also prices a request (prefill counted, helpers.capacity.planner).
-
-    slo_ms: the step must stay within it (latency first: premium chat); min_batch: at least this many
-    sequences must fit (throughput first: batch jobs, agents). Each GPU runs at the largest batch that
-    fits and meets the SLO — the largest batch gives the lowest cost per token (ranked by $ per
-    request when output_tokens is given, else by $ per million output tokens). GPUs that cannot
-    meet the constraints follow, with the reason. Raises ValueError when the model fits no
-    catalogued GPU at this count, with the count that would work.
-    """
+    """Every catalogued GPU (or `gpu_names`, or those `provider` prices), cheapest first, each at the largest
+    batch that fits and meets `slo_ms` (latency first: chat) with at least `min_batch` sequences (throughput
+    first: batch jobs): the largest batch costs least per token. Ranked by $ per request with `output_tokens`,
+    else by $ per million output tokens; GPUs that miss the constraints follow, with the reason. ValueError
+    when the model fits no catalogued GPU at this count, with the count that would work."""
     spec = get_spec(model)
     context = check_context(spec, context)
     gpus = checks.count(gpus, "GPU count")
@@ -92,7 +73,9 @@ def rank(model, weight_dtype: str = "bf16", kv_dtype: str = "bf16", context: int
     if not gs:
         raise ValueError("gpu_names is empty; allowed: one or more catalogued GPUs (`python -m helpers gpus`)")
     if provider is not None:
-        gs = [g for g in gs if g.price_provider in provider_names(provider)]
+        if str(provider).strip().lower() not in [p.lower() for p in providers()]:
+            raise ValueError(f"unknown provider {provider!r}; the catalog's prices come from: {', '.join(providers())}")
+        gs = [g for g in gs if g.price_provider.lower() == str(provider).strip().lower()]
     if not fits_somewhere(spec, weight_dtype, kv_dtype, context, gpus):
         raise ValueError(no_fit_message(spec, weight_dtype, kv_dtype, context, gpus))
     kw = {"efficiency": efficiency, "prompt_tokens": prompt_tokens, "output_tokens": output_tokens}
@@ -137,9 +120,8 @@ def rank_requests(model, prompt_tokens: int, output_tokens: int, weight_dtype: s
 
 @dataclass(frozen=True)
 class RankedGPU:
-    """One GPU of a ranking (rank: 1 for the cheapest that meets the constraints, None for one that
-    does not; status says why: "ok", "does not fit", "batch too small", "misses SLO"). The figures a
-    GPU without a fit has no value for are None; usd_per_hour counts all its `gpus`."""
+    """One GPU of a ranking: rank None and status why ("does not fit", "batch too small", "misses SLO")
+    where it misses the constraints, its figures then None; usd_per_hour counts all its `gpus`."""
 
     rank: int | None
     gpu: str

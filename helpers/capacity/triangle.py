@@ -1,8 +1,6 @@
 """The quality–latency–throughput triangle on one GPU, in numbers: the same model served for latency
-(batch 1), within an SLO, for throughput (the largest batch), and with less precise weights and cache
-(fp8: more batch, less cost, a quality cost to check on a benchmark). Each corner a plan of
-helpers.capacity.planner (its module docstring has every formula); the labelled table is
-helpers.capacity.views.triangle_frame.
+(batch 1), within an SLO, for throughput (the largest batch), and with fp8 weights and cache (more batch,
+less cost, a quality cost to check on a benchmark). Each corner a plan of helpers.capacity.planner.
 """
 from __future__ import annotations
 

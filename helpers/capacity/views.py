@@ -1,12 +1,10 @@
-"""Tables and figures of the capacity planner (helpers.capacity), for notebook 04 and the command line:
-the ranking and the triangle (helpers.capacity.ranking, helpers.capacity.triangle) as DataFrames with
-readable headers — the only place their labels are made —, the stamp saying what a figure was computed
-from, and latency and throughput over batch per GPU. Every number comes from
-helpers.capacity.planner.plan; the formulas are in that module's docstring.
+"""Tables and figures of the capacity planner for notebook 04 and the command line: the ranking and the
+triangle as DataFrames with readable headers (the only place their labels are made), the stamp of what a
+figure was computed from, latency and throughput over batch per GPU.
 """
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, is_dataclass
 from typing import Iterable
 
 from .. import checks
@@ -25,11 +23,11 @@ RANK_COLUMNS = {"rank": "rank", "gpu": "GPU", "gpus": "GPUs", "provider": "price
 
 
 def _frame(rows: Iterable, columns: dict[str, str], digits: dict[str, int]):
-    """Dataclass rows as a DataFrame: `columns` (field → header) in that order, floats rounded, indexed
-    by the first column."""
+    """Rows (dataclasses or their dicts) as a DataFrame: `columns` (field → header) in that order, floats
+    rounded, indexed by the first column."""
     import pandas as pd
 
-    df = pd.DataFrame([asdict(r) for r in rows], columns=list(columns))
+    df = pd.DataFrame([asdict(r) if is_dataclass(r) else r for r in rows], columns=list(columns))
     for field, nd in digits.items():
         df[field] = df[field].astype(float).round(nd)
     for field in ("rank", "batch"):
@@ -137,9 +135,9 @@ def request_frame(rows: Iterable[RankedGPU]):
     token's price to an input token's, and which term bounds the prefill; indexed by rank."""
     from ..formulas import regime
 
-    rows = list(rows)
+    rows = [asdict(r) if is_dataclass(r) else r for r in rows]
     df = _frame(rows, REQUEST_COLUMNS, {field: 6 if field == "usd_per_request" else 3
                                         for field in list(REQUEST_COLUMNS)[5:-1]})
     df.insert(len(df.columns) - 1, "output ÷ input price",
-              [round(regime.ratio(r.usd_per_million_output_tokens, r.usd_per_million_input_tokens), 1) for r in rows])
+              [round(regime.ratio(r["usd_per_million_output_tokens"], r["usd_per_million_input_tokens"]), 1) for r in rows])
     return df

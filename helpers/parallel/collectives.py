@@ -1,25 +1,11 @@
-"""What collectives cost over a link: the alpha–beta model NCCL itself uses to pick an algorithm
-(NVIDIA/nccl, src/graph/tuning.cc: time = latency + bytes ÷ bandwidth).
+"""What collectives cost over a link: the alpha–beta model NCCL uses to pick an algorithm (NVIDIA/nccl,
+src/graph/tuning.cc: latency + bytes ÷ bandwidth; base 3.6 µs and the hops' hwLat, Ring with the LL
+protocol small messages use). B is the one-way bandwidth; one GPU costs nothing.
 
-Ring all-reduce of a message of M bytes over N GPUs (Patarasuk & Yuan 2009, "Bandwidth optimal
-all-reduce algorithms for clusters of workstations", J. Parallel Distrib. Comput. 69(2)): a
-reduce-scatter then an all-gather, 2·(N−1) steps, each sending M/N bytes to the next GPU, so each
-GPU sends 2·(N−1)/N · M bytes::
-
-    all_reduce = base + 2·(N−1) · hop + 2·(N−1)/N · M ÷ B        (B: one-way bandwidth, bytes/s)
-
-All-to-all (expert parallelism: each GPU sends each token's hidden state to the GPUs holding its
-experts, then gets the results back): each GPU keeps 1/N of its M bytes and sends the rest, N−1
-exchanges over a switch that gives every pair the full rate::
-
-    all_to_all = base + (N−1) · hop + (N−1)/N · M ÷ B
-
-Point to point (a pipeline stage's activations, a request's KV cache to a decode GPU)::
-
-    send = base + hop + M ÷ B
-
-base = 3.6 µs and the per-hop latencies are NCCL's (tuning.cc, baseLat and hwLat, Ring with the LL
-protocol small messages use). One GPU: no communication (0).
+    all_reduce = base + 2·(N−1) · hop + 2·(N−1)/N · M ÷ B   ring: reduce-scatter then all-gather (Patarasuk &
+                                                            Yuan 2009, J. Parallel Distrib. Comput. 69(2))
+    all_to_all = base + (N−1) · hop + (N−1)/N · M ÷ B       each GPU keeps 1/N of its M bytes (experts)
+    send       = base + hop + M ÷ B                         point to point (a stage's activations, a KV cache)
 """
 from __future__ import annotations
 
@@ -28,9 +14,7 @@ from dataclasses import dataclass
 from .. import checks
 from .links import Link
 
-BASE_LATENCY_S = 3.6e-6   # NCCL tuning.cc baseLat, Ring / LL
-BASE_LATENCY_SOURCE = ("NVIDIA/nccl src/graph/tuning.cc (commit 01afd20a): baseLat Ring/LL 3.6 µs; hwLat Ring/LL "
-                       "0.47 µs NVLink, 1.0 µs PCI, 2.7 µs network")
+BASE_LATENCY_S = 3.6e-6   # NCCL tuning.cc (commit 01afd20a) baseLat, Ring / LL
 
 
 def _n(n) -> int:
@@ -68,8 +52,7 @@ def send_s(message_bytes: float, link: Link, base_s: float = BASE_LATENCY_S) -> 
 
 
 def bandwidth_from_all_reduce(message_bytes: float, n: int, seconds: float, latency_s: float = 0.0) -> float:
-    """The one-way link bandwidth (B/s) a measured all-reduce implies: the ring's bytes on the wire
-    ÷ (time − latency). The inverse of all_reduce_s, for measuring a link."""
+    """The one-way bandwidth (B/s) a measured all-reduce implies: the inverse of all_reduce_s."""
     if not seconds > latency_s:
         raise ValueError(f"the measured time {seconds!r} s must exceed the latency {latency_s!r} s")
     return all_reduce_wire_bytes(message_bytes, n) / (seconds - latency_s)
@@ -82,8 +65,7 @@ def all_reduce_latency_s(n: int, link: Link, base_s: float = BASE_LATENCY_S) -> 
 
 
 def all_reduce_crossover_bytes(n: int, link: Link, base_s: float = BASE_LATENCY_S) -> float:
-    """The message whose bytes take as long on the wire as the all-reduce's latency: below it latency is
-    most of the time, above it bandwidth (2·(N−1)/N · M ÷ B = latency)."""
+    """The message whose bytes take as long on the wire as the all-reduce's latency."""
     n = _n(n)
     assert n > 1, n
     return all_reduce_latency_s(n, link, base_s) * link.bandwidth * n / (2 * (n - 1))
@@ -91,8 +73,7 @@ def all_reduce_crossover_bytes(n: int, link: Link, base_s: float = BASE_LATENCY_
 
 @dataclass(frozen=True)
 class AllReduceParts:
-    """One ring all-reduce taken apart (the module docstring's formula, term by term): the bytes each GPU
-    sends, their time at the link's one-way bandwidth, the latency (base + 2·(N−1) hops) and the sum."""
+    """One ring all-reduce taken apart, term by term (module docstring)."""
 
     message_bytes: float
     gpus: int
@@ -104,11 +85,10 @@ class AllReduceParts:
     base_s: float
     latency_s: float
     total_s: float
-    crossover_bytes: float        # the message whose bytes take as long as the latency (all_reduce_crossover_bytes)
+    crossover_bytes: float
 
     @property
     def latency_share(self) -> float:
-        """The latency's share of the all-reduce: latency ÷ total."""
         return self.latency_s / self.total_s
 
 

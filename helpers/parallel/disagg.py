@@ -1,8 +1,7 @@
-"""Disaggregated prefill and decode, computed from the planner's step times (helpers.capacity.planner.plan):
-time to first token and inter-token latency on G GPUs that share both phases, and on the same GPUs split
-into prefill GPUs and decode GPUs (DistServe, Zhong et al. 2024, arXiv:2401.09670; Splitwise, Patel et
-al. 2024, arXiv:2311.18677). Requests of P prompt and O output tokens arrive at λ per second (Poisson), are
-spread evenly over the GPUs, and the pool is in steady state::
+"""Disaggregated prefill and decode from the planner's step times: TTFT and ITL on G GPUs that share both
+phases and on the same GPUs split into prefill and decode GPUs (DistServe, arXiv:2401.09670; Splitwise,
+arXiv:2311.18677). Requests of P prompt and O output tokens arrive at λ per second (Poisson), spread evenly,
+in steady state::
 
     t_p    = plan(prompt_tokens=P).prefill_s        one prompt's prefill on one GPU
     t_d(b) = plan(batch=b, context=P + O/2).step_s   one decode step of b sequences at their mean context
@@ -21,11 +20,9 @@ Split, P prefill GPUs and D = G − P decode GPUs; each request's KV cache cross
     ITL     = t_d(b) + send(KV) ÷ (O − 1)  the transfer delays the second token, once per request
     longest gap = t_d(b) + send(KV)
 
-Both: TTFT = t_p + ρ · t_p ÷ (2 · (1 − ρ)), the prefill plus the mean wait of an M/D/1 queue of prefills
-(Pollaczek–Khinchine); ITL is the mean time per output token of a request, (last − first token) ÷ (O − 1).
-With ρ ≥ 1 the prefills arrive faster than they are served: the queue grows without end and the figures
-are NaN; likewise where the decode batch outgrows the KV cache. Engines that chunk long prefills (vLLM V1,
-SGLang) bound the stall at one chunk's step instead of t_p: the shared pool's longest gap is then shorter.
+Both: TTFT = t_p + ρ · t_p ÷ (2 · (1 − ρ)), the prefill plus an M/D/1 queue's mean wait (Pollaczek–Khinchine);
+ITL = (last − first token) ÷ (O − 1). NaN where ρ ≥ 1 or the decode batch outgrows the KV cache. Engines that
+chunk prefills (vLLM V1, SGLang) stall for one chunk instead of t_p.
 """
 from __future__ import annotations
 
@@ -61,9 +58,8 @@ class Deployment:
 
 
 def _solve(rate: float, output: int, gpus: int, step, stretch: float, max_batch: int) -> tuple[float, float]:
-    """(b, t_d(n)): the fewest decode slots n whose step keeps up, rate · output · t_d(n) · stretch ÷ gpus ≤ n,
-    and b that left side (the sequences a GPU holds on average, Little's law); (NaN, NaN) when no batch the
-    KV cache holds keeps up."""
+    """(b, t_d(n)) for the fewest slots n with b = rate · output · t_d(n) · stretch ÷ gpus ≤ n (Little's law);
+    NaN when no batch the KV cache holds keeps up."""
     for n in range(1, max_batch + 1):
         b = rate * output * step(n) * stretch / gpus
         if b <= n:
@@ -84,8 +80,7 @@ def _queued(t_p: float, load: float) -> float:
 def deployments(model, gpu, gpus: int = 4, rate: float = 8.0, prompt: int = 4096, output: int = 128,
                 link: str | Link | None = "infiniband", weight_dtype: str = "bf16", kv_dtype: str = "bf16",
                 efficiency: float = DEFAULT_EFFICIENCY) -> list[Deployment]:
-    """The shared pool of `gpus` GPUs, then each split of them into prefill and decode GPUs (module docstring).
-    link: what carries a request's KV cache from a prefill GPU to a decode GPU (a Link or a kind)."""
+    """The shared pool of `gpus` GPUs, then each split into prefill and decode GPUs; `link` carries the KV cache."""
     spec, g = get_spec(model), get_gpu(gpu)
     gpus, prompt, output = checks.count(gpus, "GPUs"), checks.count(prompt, "prompt tokens"), checks.count(output, "output tokens")
     rate = checks.number(rate, "the arrival rate", unit="requests/s")

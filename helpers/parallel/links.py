@@ -1,26 +1,15 @@
-"""The links between GPUs, per catalogued GPU, from ``helpers/data/gpu_links.csv`` (kept apart from
-gpus.csv so that the two files never conflict).
+"""The links between GPUs, per catalogued GPU, from ``helpers/data/gpu_links.csv`` (apart from gpus.csv).
 
-Conventions of the file (checked by tests/test_parallel.py):
-- one row per (GPU, link); ``scope`` is ``node`` (GPUs in one server: NVLink / NVSwitch, PCIe,
-  AMD Infinity Fabric) or ``cluster`` (between servers: one InfiniBand NIC per GPU);
-- ``figure`` and ``unit`` are the bandwidth as its source prints it, and ``direction`` says what it counts:
-  ``both`` (summed over the two directions: NVIDIA's "NVLink 900 GB/s" and "PCIe Gen5 128 GB/s", AMD's
-  128 GB/s Infinity Fabric link) or ``each`` (one direction: an InfiniBand port's 400 Gb/s, PCI-SIG's
-  rate per direction). A ring sends one way at a time, so the model uses one direction
-  (``Link.bandwidth``, bytes per second each way);
-- ``hop_latency_us`` is the latency of one step of a ring, from NCCL's own cost model
-  (NVIDIA/nccl, src/graph/tuning.cc, ``hwLat``, Ring with the low-latency LL protocol that small
-  messages use: 0.47 µs over NVLink, 1.0 µs over PCIe, 2.7 µs over the network);
-- a link named "(pairs)" joins two GPUs only (the H100 PCIe NVLink bridge);
-- a ``node`` link joins the GPUs of one server, at most ``GPUS_PER_SERVER`` (8: DGX/HGX A100, H100,
-  H200 and B200 put 8 GPUs on one NVSwitch, an MI300X platform 8 on Infinity Fabric; their datasheets,
-  cited in the file, give 8 NICs for 8 GPUs); more GPUs than that talk over the ``cluster`` link.
+One row per (GPU, link): ``scope`` ``node`` (one server: NVLink, PCIe, Infinity Fabric; at most
+GPUS_PER_SERVER = 8 GPUs, as DGX/HGX and MI300X platforms hold) or ``cluster`` (one InfiniBand NIC per GPU);
+``figure`` in ``unit`` as its source prints it, ``direction`` ``both`` (NVIDIA's "NVLink 900 GB/s") or
+``each`` (an InfiniBand port's 400 Gb/s): a ring sends one way at a time, so the model uses one direction;
+``hop_latency_us`` one ring step, NCCL's hwLat (src/graph/tuning.cc, Ring/LL); "(pairs)" joins two GPUs only.
 """
 from __future__ import annotations
 
 import functools
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -37,8 +26,7 @@ GPUS_PER_SERVER = 8
 
 @dataclass(frozen=True)
 class Link:
-    """One link a GPU talks over: its source's figure (``figure`` in ``unit``, counting ``direction``:
-    "each" or "both"); ``bandwidth`` is bytes per second each way."""
+    """One link a GPU talks over, as its source prints it; ``bandwidth`` is bytes per second each way."""
 
     gpu: str
     name: str
@@ -55,12 +43,10 @@ class Link:
 
     @property
     def bandwidth(self) -> float:
-        """Bytes per second in one direction: the figure in bytes, halved when it sums both directions."""
         return self.figure * UNITS[self.unit] / (2 if self.direction == "both" else 1)
 
     @property
     def bidirectional_gbs(self) -> float:
-        """GB/s summed over both directions (what NVIDIA's GPU datasheets print)."""
         return 2 * self.bandwidth / 1e9
 
     @property
@@ -68,15 +54,8 @@ class Link:
         return self.hop_latency_us * 1e-6
 
     @property
-    def pairs_only(self) -> bool:
-        return "(pairs)" in self.name
-
-    @property
     def label(self) -> str:
         return f"{self.name}, {self.bandwidth / 1e9:,.0f} GB/s each way"
-
-    def to_dict(self) -> dict:
-        return {**asdict(self), "bandwidth_gbs_each_way": self.bandwidth / 1e9}
 
 
 def custom_link(name: str, bandwidth_bytes_per_s: float, hop_latency_s: float, source: str = "measured") -> Link:
@@ -104,10 +83,8 @@ def links(gpu) -> list[Link]:
 
 
 def get_link(gpu, kind: str | None = None, gpus: int = 2) -> Link:
-    """The link `gpus` GPUs of this kind talk over: the fastest one inside a server that joins that
-    many (a bridge joins pairs only; a server holds at most GPUS_PER_SERVER), the cluster's link
-    between servers beyond that, or the one whose name contains `kind` (nvlink, pcie, infiniband,
-    infinity fabric). ValueError when no catalogued link of that kind joins that many GPUs."""
+    """The link `gpus` GPUs talk over: of `kind` (nvlink, pcie, …) or, without it, the fastest in a server that
+    joins that many, the cluster's beyond. ValueError when no catalogued link joins them."""
     gpus = checks.count(gpus, "the number of GPUs a link joins")
     candidates = links(gpu)
     name = get_gpu(gpu).name
@@ -115,7 +92,7 @@ def get_link(gpu, kind: str | None = None, gpus: int = 2) -> Link:
     def joins(link: Link) -> bool:
         if link.scope == "node" and gpus > GPUS_PER_SERVER:
             return False
-        return not (link.pairs_only and gpus > 2)
+        return not ("(pairs)" in link.name and gpus > 2)
 
     if kind is None:
         for scope in ("node", "cluster"):

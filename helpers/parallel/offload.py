@@ -1,7 +1,5 @@
-"""What offloading the KV cache to host memory costs a decode step, computed: the cache's bytes
-(helpers.formulas.memory.kv_cache_bytes) read from HBM at the GPU's bandwidth (helpers.formulas.gpus) against
-brought over PCIe at the link's one-way bandwidth (helpers.parallel.links).
-"""
+"""What offloading the KV cache to host memory costs a decode step: its bytes read from HBM against brought
+over PCIe (one way)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -14,8 +12,7 @@ from .links import get_link
 
 @dataclass(frozen=True)
 class OffloadStep:
-    """One context: the KV cache a decode step reads (GB), its time from HBM and over PCIe (ms), and
-    how many times slower PCIe is."""
+    """One context: the KV cache a step reads, its time from HBM and over PCIe, PCIe ÷ HBM."""
 
     context: int
     kv_gb: float

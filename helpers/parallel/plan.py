@@ -18,17 +18,11 @@ and helpers.parallel.collectives)::
                                                                        keep P batches in flight)
     communication share = (all-reduces + send) ÷ slot
 
-A micro-batch's next token enters the first stage only once its last one has left the last stage, so
-m ≥ P micro-batches keep every stage busy, and with m < P the pipeline is full only with P micro-batches
-in flight: max(m, P) · b/m sequences whose KV cache must fit (the "pipeline full" figures are None when
-it does not). The tensor-parallel group talks over one server's link up to
-helpers.parallel.links.GPUS_PER_SERVER GPUs, and over the cluster's beyond; the stages likewise, by
-the tp × P GPUs of the whole pipeline.
-
-Memory: each GPU holds 1/(T·P) of the weights and 1/P of its tensor-parallel share of the KV
-cache (plan(..., pipeline_stages=P)). The stages are taken as equal (the embedding and the output
-head, on the first and last stage, are spread evenly) and the communication as not overlapped with
-compute (engines overlap some of it: this is the upper side).
+A micro-batch's next token enters the first stage only once its last one has left the last stage, so the
+pipeline is full with max(m, P) micro-batches in flight, whose KV cache must fit (else the "pipeline full"
+figures are None). A group talks over one server's link up to GPUS_PER_SERVER GPUs, the cluster's beyond.
+Each GPU holds 1/(T·P) of the weights and 1/P of its tensor-parallel share of the KV cache; the stages are
+taken as equal and the communication as not overlapped with compute (the upper side).
 
 Expert parallelism over E GPUs for an MoE model (DeepSeek-V3 report, arXiv:2412.19437, §3.4): the
 routed experts are split over the GPUs; each token's hidden state goes to the GPUs of its k experts
@@ -57,8 +51,7 @@ FLATTEN_GAIN = 1.5            # the speed-up "flattens" where doubling the GPUs 
 
 
 def bubble_share(pp: int, micro_batches: int) -> float:
-    """The share of a step each of `pp` stages idles while `micro_batches` fill and drain the pipeline
-    (GPipe, arXiv:1811.06965, §2.2): a step is m + P − 1 slots, each stage works m of them, (P−1)/(m+P−1)."""
+    """The share of a step each stage idles while the micro-batches fill and drain the pipeline, (P−1)/(m+P−1)."""
     pp, m = checks.count(pp, "pp"), checks.count(micro_batches, "micro-batches")
     return (pp - 1) / (m + pp - 1)
 
@@ -102,22 +95,17 @@ class ParallelStep:
     steady_fits: bool | None = None       # whether their KV cache fits (steady_* are None when not)
     steady_reason: str = ""
 
-    @property
-    def gpus(self) -> int:
-        return self.tp * self.pp
-
     def to_dict(self) -> dict:
-        return {**asdict(self), "gpus": self.gpus}
+        return {**asdict(self), "gpus": self.tp * self.pp}
 
 
 def parallel_step(model, gpu, tp: int = 1, pp: int = 1, micro_batches: int = 1, batch: int = 1,
                   context: int = 4096, weight_dtype: str = "bf16", kv_dtype: str = "bf16",
                   link: str | Link | None = None, pp_link: str | Link | None = None,
                   efficiency: float = DEFAULT_EFFICIENCY) -> ParallelStep:
-    """The decode step on tp × pp GPUs with its communication (module docstring). link: the link of
-    the tensor-parallel group (a Link, a kind such as "pcie", or None for the fastest that joins tp
-    GPUs: in one server up to GPUS_PER_SERVER, the cluster's beyond); pp_link: between stages (default:
-    the same while the tp × pp GPUs fit in one server, else the cluster's link)."""
+    """The decode step on tp × pp GPUs with its communication (module docstring). link: the tensor-parallel
+    group's (a Link, a kind, or None: the fastest that joins tp GPUs); pp_link: between stages (default: the
+    same while the tp × pp GPUs fit in one server, else the cluster's)."""
     spec = get_spec(model)
     g = get_gpu(gpu)
     tp, pp = checks.count(tp, "tp"), checks.count(pp, "pp")
@@ -166,9 +154,8 @@ def parallel_step(model, gpu, tp: int = 1, pp: int = 1, micro_batches: int = 1, 
 def tp_scaling(model, gpu, batch: int = 1, context: int = 4096, link: str | Link | None = None,
                counts=(1, 2, 4, 8), weight_dtype: str = "bf16", kv_dtype: str = "bf16",
                efficiency: float = DEFAULT_EFFICIENCY) -> list[TPScaling]:
-    """The decode step against the tensor-parallel degree: work, all-reduces, step and speed-up over
-    the first count that fits. Counts that do not divide the heads or do not fit are skipped; other
-    bad input (a count that is not a whole number ≥ 1, the batch, context, GPU or link) raises."""
+    """The decode step against the tensor-parallel degree: work, all-reduces, step and speed-up over the first
+    count that fits. Counts that do not divide the heads or do not fit are skipped; other bad input raises."""
     counts = _counts(counts, "counts", "a tensor-parallel degree", "(1, 2, 4, 8)")
     one = parallel_step(model, gpu, 1, 1, 1, batch, context, weight_dtype, kv_dtype, link, efficiency=efficiency)
     rows, first = [], None
@@ -189,9 +176,7 @@ def tp_scaling(model, gpu, batch: int = 1, context: int = 4096, link: str | Link
 
 @dataclass(frozen=True)
 class TPScaling:
-    """One tensor-parallel degree of tp_scaling(): the work and the all-reduces of its decode step (ms),
-    the share of the step spent communicating, the speed-up over the first degree that fits and the
-    gain over the previous degree (None for the first)."""
+    """One degree of tp_scaling() (ms): speed-up over the first degree that fits, gain over the previous."""
 
     tp: int
     link: str
@@ -204,7 +189,7 @@ class TPScaling:
 
 
 def flattens_at(rows: list[TPScaling], gain: float = FLATTEN_GAIN) -> int | None:
-    """The first tensor-parallel degree whose step gains less than `gain`× over the previous one."""
+    """The first degree whose step gains less than `gain`× over the previous one."""
     gain = checks.number(gain, f"gain (a factor such as {FLATTEN_GAIN})", positive=True)
     for row in rows[1:]:
         if row.gain_over_previous < gain:
@@ -214,9 +199,8 @@ def flattens_at(rows: list[TPScaling], gain: float = FLATTEN_GAIN) -> int | None
 
 def busiest_gpu_experts(experts: int, k: int, ep: int, tokens: int) -> float:
     """The expected number of routed experts the busiest of `ep` GPUs reads in one MoE layer, exactly: each
-    of `tokens` tokens chooses `k` of `experts` uniformly and independently (the routing
-    helpers.formulas.stepcost.experts_touched assumes), the experts split over the GPUs in equal blocks,
-    and a GPU reads each of its experts that at least one token chose. A step waits for that GPU.
+    of `tokens` tokens chooses `k` of `experts` uniformly (as stepcost.experts_touched assumes), the experts
+    split over the GPUs in equal blocks. A step waits for that GPU.
 
     With T the set of experts touched, P(T ⊆ S) = (C(|S|, k) ÷ C(E, k))^b for any set S, so by
     inclusion–exclusion P(T = A) = Σᵢ (−1)^(|A|−i) C(|A|, i) (C(i, k) ÷ C(E, k))^b depends on |A| alone;
@@ -255,10 +239,8 @@ def _busiest(E: int, k: int, sizes: tuple[int, ...], b: int) -> float:
 
 @dataclass(frozen=True)
 class MoEStep:
-    """One batch of moe_rows(): the share of routed experts the step touches; per MoE layer the experts a GPU
-    reads on average and on the busiest GPU (busiest_gpu_experts); the expert reads' time per step on the mean
-    and on the busiest GPU; the two all-to-alls per MoE layer; and the all-to-all's share of (all-to-all +
-    expert reads) with the mean GPU's reads and with the busiest's (the one a step waits for)."""
+    """One batch of moe_rows(): experts touched, read per GPU on average and on the busiest, their times per
+    step, the two all-to-alls per MoE layer and their share of (all-to-all + expert reads) on each."""
 
     batch: int
     experts_touched: float
@@ -274,10 +256,8 @@ class MoEStep:
 
 def moe_rows(model, gpu, batches=(1, 8, 64, 256), ep: int = 8, weight_dtype: str = "bf16",
              link: str | Link | None = None) -> list[MoEStep]:
-    """Per decode step of an MoE model, against the batch: the share of experts touched
-    (helpers.formulas.stepcost), the expert bytes read and their time at the GPU's bandwidth on the mean GPU
-    and on the busiest of `ep` GPUs (busiest_gpu_experts), and the two all-to-alls per MoE layer (dispatch,
-    combine) over the link."""
+    """Per decode step of an MoE model against the batch: experts touched, their reads on the mean and the
+    busiest of `ep` GPUs, and the two all-to-alls per MoE layer (dispatch, combine) over the link."""
     spec = get_spec(model)
     if not spec.num_experts or not spec.experts_per_token:
         raise ValueError(f"{spec.name} is not a mixture-of-experts model (no routed experts in its config)")
@@ -305,7 +285,6 @@ def moe_rows(model, gpu, batches=(1, 8, 64, 256), ep: int = 8, weight_dtype: str
 
 
 def _counts(values, name: str, each: str, example: str) -> list[int]:
-    """A non-empty list or tuple of whole numbers ≥ 1 (helpers.checks.count of each)."""
     if not isinstance(values, (list, tuple, range)) or not len(values):
         raise ValueError(f"{name} must be a non-empty list of whole numbers ≥ 1, e.g. {example}; got {values!r}")
     return [checks.count(v, each) for v in values]
@@ -315,8 +294,7 @@ _PARALLEL = re.compile(r"^\s*(tp|pp|mb|ep)\s*=\s*([0-9]+)\s*$", re.ASCII)
 
 
 def parse_parallel(text: str) -> dict[str, int]:
-    """'tp=4,pp=2' (and optionally mb=M micro-batches) → {'tp': 4, 'pp': 2, 'mb': 1}. Each key once,
-    ASCII digits, values from 1 to MAX_TOKENS (the bound of every count typed on the command line)."""
+    """'tp=4,pp=2[,mb=M]' → {'tp': 4, 'pp': 2, 'mb': 1}: each key once, ASCII digits, 1 to MAX_TOKENS."""
     out = {"tp": 1, "pp": 1, "mb": 1}
     parts = [p for p in str(text).split(",") if p.strip()]
     if not parts:

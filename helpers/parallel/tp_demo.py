@@ -1,23 +1,13 @@
-"""Tensor parallelism for real: the tiny model's forward split over two processes on this machine
-(torch.distributed, gloo backend, 127.0.0.1), its logits set against the single-process model's,
-and the time its all-reduces take set against the collectives model calibrated on the same link.
+"""Tensor parallelism for real: the tiny model's forward split over two processes on this machine (gloo over
+127.0.0.1), its logits against the single-process model's, its all-reduces against the collectives model on
+the loopback link measured the way a GPU link is (an all-reduce of 4 B: latency; of 4 MiB: bandwidth).
 
-Each process loads the same model (helpers.measure.local_models.build_tiny: seeded random weights) and keeps its
-share of every layer, as Megatron-LM splits a layer (Shoeybi et al. 2019, arXiv:1909.08053, §3):
-q/k/v projections by heads and the MLP's gate/up projections by columns (column parallel), the
-attention output and MLP down projections by rows (row parallel), whose partial outputs the processes
-add with **one all-reduce each — two per layer**. Embedding, norms and the output head are replicated.
-
-The "link" here is the loopback between two processes (gloo over TCP on 127.0.0.1): it is measured
-the way a GPU link is, with an all-reduce of a tiny message (its latency) and of a large one (its
-bandwidth: helpers.parallel.collectives.bandwidth_from_all_reduce), and the model's own all-reduces
-are then predicted with helpers.parallel.collectives.all_reduce_s over that measured link.
-
-Where the two-process forward's time goes is measured, not guessed: each process's forward with the
-communication switched off (its shard's compute alone, against what its share of the FLOPs predicts: the
-output head and the embedding are not split), the time spent waiting for the other process at each
-all-reduce, the all-reduces themselves, and one all-reduce of exactly the model's message timed on its own
-(gloo's cost at that size, against the latency + bandwidth line through the two calibration sizes).
+Each process keeps its share of every layer as Megatron-LM splits it (Shoeybi et al. 2019, arXiv:1909.08053,
+§3): q/k/v and the MLP's gate/up by columns, the attention output and MLP down projections by rows, whose
+partial outputs the processes add with one all-reduce each, two per layer. Embedding, norms and the output
+head are replicated. Where the forward's time goes is measured: the shard's compute (also with the
+communication switched off), the wait for the other process, the all-reduces, and one all-reduce of the
+model's message timed alone and right after a matmul.
 """
 from __future__ import annotations
 
@@ -25,7 +15,7 @@ import os
 import socket
 import statistics
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from .. import checks
 from ..formulas import regime
@@ -43,11 +33,9 @@ def free_port() -> int:
 
 
 def shard_model(model, rank: int, world: int, on_all_reduce=None) -> dict:
-    """Keep this rank's share of every decoder layer (column-parallel q/k/v and gate/up, row-parallel
-    o_proj and down_proj) and all-reduce the row-parallel outputs. on_all_reduce(wait_s, reduce_s) is
-    called with each all-reduce's time, apart from the time spent first waiting for the other ranks
-    (a barrier: on a shared machine one process often lags). Returns the switch {"communicate": True}:
-    set it False to time the shard's compute alone (its outputs are then partial sums, not the model's)."""
+    """Keep this rank's share of every decoder layer and all-reduce the row-parallel outputs, calling
+    on_all_reduce(wait_s, reduce_s) with the wait at a barrier first and the all-reduce apart. Returns the
+    switch {"communicate": True}: False times the shard's compute alone (its outputs then partial sums)."""
     import torch
     import torch.distributed as dist
 
@@ -95,8 +83,7 @@ def shard_model(model, rank: int, world: int, on_all_reduce=None) -> dict:
 
 
 def _time_all_reduce(nbytes: int, reps: int, before=None) -> float:
-    """Median time of one all-reduce of `nbytes` (fp32), each after a barrier; `before()` runs first each
-    time when given (untimed: the work a process did just before the call)."""
+    """Median time of one all-reduce of `nbytes` (fp32) after a barrier, each after an untimed `before()`."""
     import torch
     import torch.distributed as dist
 
@@ -130,36 +117,31 @@ def _worker(rank: int, world: int, port: int, folder: str, ids, reps: int, queue
         # moment, on the same machine, with the same thread (the other rank waits meanwhile)
         whole = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval() if rank == 0 else None
         ids = torch.tensor(ids, dtype=torch.long)
-        spent: list[float] = []
-        waited: list[float] = []
+        spent, waited = [], []
         switch = shard_model(model, rank, world, lambda w, r: (waited.append(w), spent.append(r)))
-        forwards, reduces, waits = [], [], []
+        med = statistics.median
+        t = {"whole": [], "forward": [], "reduce": [], "wait": [], "alone": []}
+
+        def timed(key: str, forward, sync: bool = True) -> None:
+            if sync:
+                dist.barrier()
+            t0 = time.perf_counter()
+            forward(ids)
+            t[key].append(time.perf_counter() - t0)
+
         with torch.no_grad():
             logits = model(ids).logits      # warm-up, and the logits to compare
-            computes, wholes = [], []
-            for _ in range(reps):                   # in turn: one process, the real forward, its compute alone
+            for _ in range(reps):           # in turn: one process, the real forward, its compute alone
                 dist.barrier()
-                if whole is not None:
-                    t0 = time.perf_counter()
-                    whole(ids)
-                    wholes.append(time.perf_counter() - t0)
-                spent.clear()
-                waited.clear()
-                dist.barrier()
-                t0 = time.perf_counter()
-                model(ids)
-                forwards.append(time.perf_counter() - t0)
-                reduces.append(sum(spent))
-                waits.append(sum(waited))
-                calls = len(spent)
-                switch["communicate"] = False       # the shard's compute alone, same inputs
-                dist.barrier()
-                t0 = time.perf_counter()
-                model(ids)
-                computes.append(time.perf_counter() - t0)
+                if whole is not None:       # rank 0's whole model, while the other rank waits
+                    timed("whole", whole, sync=False)
+                spent.clear(), waited.clear()
+                timed("forward", model)
+                t["reduce"].append(sum(spent)), t["wait"].append(sum(waited))
+                switch["communicate"] = False
+                timed("alone", model)
                 switch["communicate"] = True
-            hidden = torch.randn(ids.numel(), model.config.hidden_size)
-            head = model.lm_head.weight
+            hidden, head = torch.randn(ids.numel(), model.config.hidden_size), model.lm_head.weight
         nbytes = ids.numel() * model.config.hidden_size * 4
         tiny = _time_all_reduce(TINY_MESSAGE_BYTES, 4 * reps)
         big = _time_all_reduce(BIG_MESSAGE_BYTES, reps)
@@ -167,13 +149,11 @@ def _worker(rank: int, world: int, port: int, folder: str, ids, reps: int, queue
         # the same call, each time right after the process computed (the output head's matmul): what a
         # call inside the forward meets, which a tight loop of calls does not
         after = _time_all_reduce(nbytes, 4 * reps, before=lambda: hidden @ head.T)
-        queue.put((rank, {"logits": logits.numpy() if rank == 0 else None, "forward_s": statistics.median(forwards),
-                          "all_reduce_s": statistics.median(reduces), "calls": calls,
-                          "wait_s": statistics.median(waits),
+        queue.put((rank, {"logits": logits.numpy() if rank == 0 else None, "forward_s": med(t["forward"]),
+                          "all_reduce_s": med(t["reduce"]), "calls": len(spent), "wait_s": med(t["wait"]),
                           "tiny_s": tiny, "big_s": big, "message_s": message, "after_compute_s": after,
-                          "compute_alone_s": statistics.median(computes),
-                          "compute_s": statistics.median(f - r - w for f, r, w in zip(forwards, reduces, waits)),
-                          "whole_s": statistics.median(wholes) if wholes else None}))
+                          "compute_alone_s": med(t["alone"]), "whole_s": med(t["whole"]) if t["whole"] else None,
+                          "compute_s": med(f - r - w for f, r, w in zip(t["forward"], t["reduce"], t["wait"]))}))
         dist.destroy_process_group()
     except Exception as exc:  # reported by the parent, one line
         queue.put((rank, {"error": f"{type(exc).__name__}: {exc}"}))
@@ -200,38 +180,13 @@ class TPRun:
     compute_alone_s: float = float("nan")      # rank 0's forward with the all-reduces switched off (a cross-check)
     message_all_reduce_s: float = float("nan")  # one all-reduce of message_bytes timed on its own (after a barrier)
     after_compute_all_reduce_s: float = float("nan")  # the same, each right after the output head's matmul
-    replicated_flop_share: float = float("nan")  # FLOPs not split (output head over every position): share of the forward
     load_per_core: float | None = None         # the machine's 1-minute load average ÷ its cores, when it ran
     logit_scale: float = float("nan")          # largest |single-process logit|: the scale fp32 rounds at
-
-    @property
-    def all_reduce_share(self) -> float:
-        return regime.ratio(self.all_reduce_s, self.forward_s)
 
     @property
     def diff_epsilons(self) -> float:
         """The largest logit difference in units of fp32 rounding at the logits' scale (regime.epsilons)."""
         return regime.epsilons(self.max_abs_diff, self.logit_scale, "fp32")
-
-    @property
-    def expected_compute_ratio(self) -> float:
-        """The shard's FLOPs ÷ one process's: the replicated share whole, the rest ÷ world."""
-        return self.replicated_flop_share + (1 - self.replicated_flop_share) / self.world
-
-    def breakdown(self) -> list[dict]:
-        """Where rank 0's forward went (ms; medians over the repeats, so the parts add up only about), beside
-        one process's whole forward and the shard's forward with its all-reduces switched off."""
-        parts = [("one process: the whole model", self.single_forward_s),
-                 ("two processes: the forward", self.forward_s),
-                 ("  of which computing its shard", self.compute_s),
-                 ("  of which waiting for the other process", self.wait_s),
-                 (f"  of which in its {self.all_reduces} all-reduces", self.all_reduce_s),
-                 ("the shard alone, all-reduces switched off", self.compute_alone_s)]
-        return [{"part": k, "ms": 1e3 * v} for k, v in parts]
-
-    def to_dict(self) -> dict:
-        return {**asdict(self), "all_reduce_share": self.all_reduce_share,
-                "expected_compute_ratio": self.expected_compute_ratio}
 
 
 def run_tp(world: int = 2, tokens: int = 32, reps: int = 5, seed: int = 0, timeout_s: float = 120.0) -> TPRun:
@@ -282,25 +237,10 @@ def run_tp(world: int = 2, tokens: int = 32, reps: int = 5, seed: int = 0, timeo
     bandwidth = bandwidth_from_all_reduce(BIG_MESSAGE_BYTES, world, r0["big_s"], r0["tiny_s"])
     link = custom_link("loopback (gloo, 127.0.0.1)", bandwidth, hop)
     predicted = r0["calls"] * all_reduce_s(message, world, link, base_s=0.0)
-    replicated = _replicated_flop_share(model.config, tokens)
     tp_logits = torch.from_numpy(r0["logits"])
     diff = (tp_logits - ref).abs().max().item()
     same = bool((tp_logits.argmax(-1) == ref.argmax(-1)).all())
-    try:
-        load = os.getloadavg()[0] / (os.cpu_count() or 1)
-    except OSError:                  # no load average on this platform
-        load = None
+    load = os.getloadavg()[0] / (os.cpu_count() or 1) if hasattr(os, "getloadavg") else None   # none on Windows
     return TPRun(world, tokens, diff, same, r0["forward_s"], r0["whole_s"], r0["all_reduce_s"], r0["wait_s"],
                  r0["calls"], message, r0["tiny_s"], bandwidth, predicted, r0["compute_s"], r0["compute_alone_s"],
-                 r0["message_s"], r0["after_compute_s"], replicated, load, ref.abs().max().item())
-
-
-def _replicated_flop_share(config, tokens: int) -> float:
-    """The share of one forward's FLOPs that tensor parallelism here does not split: the output head,
-    run over every position (the forward returns every position's logits); the decoder layers' matmuls
-    and attention are split (helpers.formulas.stepcost.forward_cost counts them)."""
-    from ..formulas.specs import spec_from_config
-    from ..formulas.stepcost import forward_cost
-
-    c = forward_cost(spec_from_config(config.to_dict(), "tiny"), tokens, 0, logits_tokens=tokens)
-    return c.head_flops / (c.matmul_flops + c.attention_flops + c.head_flops)
+                 r0["message_s"], r0["after_compute_s"], load, ref.abs().max().item())

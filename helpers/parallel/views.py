@@ -1,7 +1,5 @@
-"""Tables of notebook 09 (beyond one GPU): the results of helpers.parallel as DataFrames with readable
-headers — the only place their labels are made — and, where a result has a reference, the ratio to it with
-its below / at / above label (helpers.formulas.regime). Every function takes whatever a measurement can
-give (zero, NaN, one sample) and returns a table; none raises on a value.
+"""Notebook 09's tables: helpers.parallel's results with readable headers (made only here) and, against a
+reference, the ratio with its below / at / above label. None raises on a value (zero, NaN, one sample).
 """
 from __future__ import annotations
 
@@ -41,8 +39,7 @@ def _frame(rows: Iterable[dict], columns: dict[str, str]):
 
 
 def links_frame(gpus: Iterable[str]):
-    """Each GPU's catalogued links: the figure as its source prints it, what it counts (each direction or
-    both), the bandwidth each way the model uses, and one ring step's latency."""
+    """Each GPU's catalogued links: the source's figure, the bandwidth each way, one ring step's latency."""
     return _frame(({"gpu": lk.gpu, "link": lk.name, "scope": lk.scope,
                     "figure": f"{lk.figure:,g} {lk.unit}, {'each direction' if lk.direction == 'each' else 'both directions'}",
                     "each_way": lk.bandwidth / 1e9, "hop_us": lk.hop_latency_us}
@@ -52,8 +49,7 @@ def links_frame(gpus: Iterable[str]):
 
 
 def all_reduce_frame(message_bytes: float, n: int, by_kind: Mapping[str, Link]):
-    """One ring all-reduce of `message_bytes` over `n` GPUs on each link: its time, latency's share of it, the
-    crossover message (bytes take as long as the latency) and the time ÷ the first link's."""
+    """One all-reduce on each link: its time, latency's share, the crossover message, ÷ the first link's."""
     times = {k: all_reduce_s(message_bytes, n, lk) for k, lk in by_kind.items()}
     first = next(iter(times.values()), float("nan"))
     return _frame(({"link": lk.label, "us": 1e6 * times[k],
@@ -85,8 +81,7 @@ def offload_frame(steps: Iterable[OffloadStep]):
 
 
 def deployments_frame(rows: Iterable[Deployment], ttft_slo_s: float, itl_slo_s: float):
-    """disagg.deployments(), one row per deployment (ms), with TTFT ÷ its SLO and ITL ÷ its SLO, each labelled
-    below / at / above (helpers.formulas.regime; "–" where the deployment cannot keep up)."""
+    """disagg.deployments() (ms), with TTFT ÷ its SLO and ITL ÷ its SLO, each labelled."""
     frame = _frame(({"name": d.name, "prefill_load": d.prefill_load, "decode_batch": d.decode_batch,
                      "ttft_ms": 1e3 * d.ttft_s, "itl_ms": 1e3 * d.itl_s, "longest_gap_ms": 1e3 * d.longest_gap_s,
                      "kv_send_ms": 1e3 * d.kv_send_s} for d in rows), DEPLOYMENT_COLUMNS)
@@ -97,8 +92,7 @@ def deployments_frame(rows: Iterable[Deployment], ttft_slo_s: float, itl_slo_s: 
 
 
 def tp_frame(run: TPRun):
-    """The two-process run against one process: the logits' largest difference and its size in fp32 rounding
-    units at the logits' scale, the all-reduces against the link's prediction, the measured loopback link."""
+    """The two-process run against one process: the logits, the all-reduces against the prediction, the link."""
     rows = [("largest |logit difference| against one process", run.max_abs_diff),
             ("largest |logit| (the scale)", run.logit_scale),
             ("that difference in fp32 ε × scale", run.diff_epsilons),
@@ -113,15 +107,18 @@ def tp_frame(run: TPRun):
 
 
 def tp_parts_frame(run: TPRun):
-    """Where rank 0's forward went (TPRun.breakdown), each part ÷ one process's whole forward."""
-    return _frame(({**p, "share": regime.ratio(p["ms"], 1e3 * run.single_forward_s)} for p in run.breakdown()),
+    """Where rank 0's forward went (ms; medians, so the parts add up only about), each ÷ one process's forward."""
+    parts = [("one process: the whole model", run.single_forward_s), ("two processes: the forward", run.forward_s),
+             ("  of which computing its shard", run.compute_s), ("  of which waiting for the other process", run.wait_s),
+             (f"  of which in its {run.all_reduces} all-reduces", run.all_reduce_s),
+             ("the shard alone, all-reduces switched off", run.compute_alone_s)]
+    return _frame(({"part": k, "ms": 1e3 * v, "share": regime.ratio(v, run.single_forward_s)} for k, v in parts),
                   {"part": "part", "ms": "ms", "share": "÷ one process's forward"})
 
 
 def tp_calls_frame(run: TPRun, gpu: str = "H100 SXM"):
-    """One all-reduce of the model's message: inside the forward, alone after a matmul, alone in a loop, the
-    loopback line's prediction, and computed over `gpu`'s NVLink (helpers.parallel.collectives) — each ÷ the
-    call alone in a loop."""
+    """One all-reduce of the model's message, measured three ways, predicted and computed over `gpu`'s NVLink,
+    each ÷ the call alone in a loop."""
     n = max(run.all_reduces, 1)
     alone = run.message_all_reduce_s
     rows = [("inside the forward (per call), measured", run.all_reduce_s / n),
