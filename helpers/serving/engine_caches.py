@@ -97,7 +97,7 @@ def cache_hits(model, prompts_by_round: Sequence[Sequence[Sequence[int]]], block
             reqs += batch
             tokens[kind] += [q.output for q in batch]
         total = sum(len(p) for p in prompts)
-        out[kind] = CacheRun(kind, total, e.cache.hit_tokens, e.cache.hit_tokens / total, e.kv.alloc.copies,
+        out[kind] = CacheRun(kind, total, e.cache.hit_tokens, e.cache.hit_tokens / total, e.kv.copies,
                              [q.cached_tokens for q in reqs], [len(p) for p in prompts])
     return CacheHits(out["radix"], out["hash"], tokens["radix"] == tokens["hash"])
 

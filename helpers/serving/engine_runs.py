@@ -80,7 +80,7 @@ def log_summary(e: Engine, result: ServeResult, requests: Sequence[TraceRequest]
                       preemptions=sum(len(s["preempted"]) for s in log),
                       recomputed_tokens=sum(r.lost_tokens for r in e.scheduler.finished),
                       peak_blocks=peak["blocks used"], tokens_at_peak=peak["tokens held"],
-                      copy_on_write_copies=e.kv.alloc.copies, blocks=e.args.blocks, blocks_without_preemption=need)
+                      copy_on_write_copies=e.kv.copies, blocks=e.args.blocks, blocks_without_preemption=need)
 
 
 def chunked_prefill(model, shorts: Sequence[Sequence[int]], long_prompt: Sequence[int], new_tokens: int,

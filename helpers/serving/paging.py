@@ -145,11 +145,11 @@ def _paged(requests: Sequence[TraceRequest], capacity_slots: int, block_size: in
     kv = PagedKVCache(0, capacity_slots // block_size, block_size, 1, 1)
     sched = Scheduler(kv, NoCache(kv), max_num_seqs=len(requests), max_batch_tokens=capacity_slots)
     for r in requests:
-        sched.add(EngineRequest(r.rid, list(r.prompt), SamplingParams(max_tokens=r.max_new_tokens, ignore_eos=True)))
+        sched.waiting.append(EngineRequest(r.rid, list(r.prompt), SamplingParams(max_tokens=r.max_new_tokens, ignore_eos=True)))
     res = SimResult("paged", capacity_slots, 0)
     while sched.has_work():
         plan = sched.schedule()
-        used, reserved = kv.alloc.stored_tokens(), kv.alloc.used_blocks * block_size
+        used, reserved = kv.stored_tokens(), kv.used_blocks * block_size
         res.rows.append({"step": res.steps, "running": len(plan.work), "waiting": len(sched.waiting), "used": used,
                          "reserved": reserved, "internal waste": reserved - used, "external fragmentation": 0})
         res.max_running = max(res.max_running, len(plan.work))

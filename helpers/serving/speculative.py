@@ -208,10 +208,10 @@ def verify_cost(model, k: int, context: int, batch: int, repeats: int = 5) -> Ve
     kv = PagedKVCache.for_model(model, batch * -(-(context + k + 1) // 16), 16)
     runner = Runner(model, kv)
     for b in range(batch):
-        kv.alloc.allocate(b, context + k + 1)
+        kv.allocate(b, context + k + 1)
 
     def fastest(n: int) -> float:
-        chunks = [Chunk(kv.table(b), [5] * n, context, n) for b in range(batch)]
+        chunks = [Chunk(kv.tables[b], [5] * n, context, n) for b in range(batch)]
         runner.forward(chunks)                              # warm-up (first shapes)
         times = []
         for _ in range(repeats):
