@@ -1,11 +1,7 @@
 """Continuous batching, measured: the same requests one after another, as static batches, and through
-transformers' continuous-batching manager (`model.init_continuous_batching`, a paged KV cache and a
-scheduler that admits a waiting request the moment a slot frees up — Orca's iteration-level
-scheduling, Yu et al., OSDI 2022). Chunked prefill is measured on the readable engine
-(helpers.serving.engine_runs.chunked_prefill); its floor on a GPU is computed here (chunks_on_gpu).
-
-The manager's paged cache is always sized here from the model and the requests (`cb_config`), never
-from the machine's RAM (transformers' default would take most of it).
+transformers' continuous-batching manager (Orca's iteration-level scheduling, Yu et al., OSDI 2022), its
+paged cache sized from the model and the requests (`cb_config`), never from the machine's RAM; a decode step
+and a chunked prefill on a GPU, computed. Chunked prefill is measured on the engine (engine_runs).
 """
 from __future__ import annotations
 
@@ -39,9 +35,7 @@ class CacheSize:
 
 def cb_config(model, requests: Sequence[TraceRequest], max_batch_tokens: int = 512, page_size: int = PAGE_SIZE,
               concurrent: int | None = None):
-    """A ContinuousBatchingConfig whose paged KV cache holds `concurrent` (default: all) of the longest
-    requests at full length, in blocks of `page_size` tokens: sized from the model and the work, not RAM.
-    Returns (config, CacheSize)."""
+    """(ContinuousBatchingConfig, CacheSize): a paged cache for `concurrent` (default all) of the longest requests."""
     from transformers.generation.configuration_utils import ContinuousBatchingConfig
 
     longest = max(len(r.prompt) + r.max_new_tokens for r in requests)
@@ -147,9 +141,7 @@ def serve_static(model, requests: Sequence[TraceRequest], batch_size: int, devic
 # ---------------------------------------------------------------------------- slots and padding
 
 def slot_segments(result: ServeResult, slots: int, static_batch: int | None = None) -> list[dict]:
-    """The timeline of `slots` batch slots: for each request, the slot it ran in, when it was busy
-    (start → finish) and, in a static batch, how long its slot sat idle waiting for the batch's slowest
-    request (finish → end of batch). Continuous batching: a freed slot goes to the next request."""
+    """Each request's slot, busy span and, in a static batch, its slot idle until the batch's slowest is done."""
     rows = []
     ts = sorted(result.timings, key=lambda t: (t.start_s, t.rid))
     if static_batch:
@@ -202,10 +194,7 @@ class BatchingSummary:
 
 
 def padding_tokens(requests: Sequence[TraceRequest], batch_size: int) -> Padding:
-    """What static batching computes for nothing: prompt padding (each prompt padded to its batch's
-    longest) and decode steps of finished rows riding along until the batch's longest output is done.
-    Useful rows: each prompt's tokens and its max_new_tokens − 1 decode steps; the three add up to the
-    token rows the batches computed, Σ batch size × (longest prompt + longest output − 1)."""
+    """Prompt padding and finished rows' decode steps, against the useful rows (prompt + max_new_tokens − 1)."""
     pad = ride = useful = 0
     for k in range(0, len(requests), batch_size):
         g = requests[k:k + batch_size]
@@ -217,8 +206,7 @@ def padding_tokens(requests: Sequence[TraceRequest], batch_size: int) -> Padding
 
 
 def summarize(result: ServeResult, baseline: ServeResult | None = None) -> BatchingSummary:
-    """A served run's totals and time to first token; with a baseline, the speed-up over it and the share
-    of requests whose tokens it matches."""
+    """A served run's totals and TTFT; with a baseline, the speed-up and the share of identical outputs."""
     from ..formulas.regime import ratio
 
     ttft = [t.first_token_s for t in result.timings]
@@ -236,16 +224,12 @@ def same_tokens(a: ServeResult, b: ServeResult) -> float:
 
 
 def in_worker_thread(fn, *args, **kwargs):
-    """Run fn(*args, **kwargs) in a thread of its own, wait for it, return its result (or raise its error).
+    """Run fn(*args, **kwargs) in a fresh thread of its own and return its result.
 
-    Why: transformers' continuous-batching manager always computes in a background thread. PyTorch's
-    CPU operators parallelise with OpenMP, and OpenMP keeps a team of threads per calling thread: once the
-    notebook's (or bench's) main thread has run the model, its team stays, and every other thread's team
-    then counts more OpenMP threads than cores, which makes GNU OpenMP stop spinning and sleep at its
-    barriers — measured here, the same manager run took 2.3–2.8 s before the main thread had run a
-    forward and 3.1–3.6 s after. The ways compared must run under the same conditions, so the baselines
-    run in a thread of their own too (a fresh one each call: a pool's thread kept between calls would
-    keep its OpenMP team too)."""
+    Why: transformers' continuous-batching manager computes in a background thread, and OpenMP keeps a team
+    of threads per calling thread: once the main thread has run the model, other threads' teams oversubscribe
+    the cores and GNU OpenMP sleeps at its barriers (measured: 2.3–2.8 s before, 3.1–3.6 s after). So every
+    way compared runs in a fresh thread (a pool's kept thread would keep its team too)."""
     from concurrent.futures import ThreadPoolExecutor
 
     name = f"workshop-{getattr(fn, '__name__', 'run')}"
@@ -255,11 +239,8 @@ def in_worker_thread(fn, *args, **kwargs):
 
 def compare_batching(model, requests: Sequence[TraceRequest], batch_size: int, max_batch_tokens: int = 512,
                      rounds: int = 1) -> dict:
-    """Warm-up, then the three ways back to back on the same requests, `rounds` times interleaved:
-    {'sequential', 'static', 'continuous'}, each its fastest round (a machine shared with other work only
-    ever slows a run, so the fastest is the closest to what the method costs — as a microbenchmark takes
-    its best sample; with rounds=1, the one run). Every way computes in a thread other than the caller's,
-    as the continuous-batching manager does (in_worker_thread says why)."""
+    """Warm-up, then the three ways on the same requests, `rounds` times interleaved, each its fastest round
+    (a shared machine only slows a run down), each off the caller's thread (in_worker_thread)."""
     warm = requests[:2]
     in_worker_thread(serve_sequential, model, warm)
     in_worker_thread(serve_static, model, warm, batch_size)
@@ -305,8 +286,7 @@ def decode_on_gpu(model, gpu: str, context: int, batches: Sequence[int] = (1,), 
 
 @dataclass(frozen=True)
 class ChunkOnGpu:
-    """One step of a prefill on a GPU at its roofline floor: the whole prompt (start 0, tokens = prompt) or one
-    chunk of it (its tokens attend to the `start` tokens before them)."""
+    """One step of a prefill on a GPU at its roofline floor."""
 
     model: str
     gpu: str
@@ -321,14 +301,9 @@ def chunks_on_gpu(model, gpu: str, prompt: int = 4096, chunk: int = 512, dtype: 
     (helpers.formulas.roofline.step_floor of helpers.formulas.stepcost.forward_cost): how long each step holds
     the other requests' next token."""
     from ..formulas.gpus import get_gpu
-    from ..formulas.roofline import step_floor
     from ..formulas.specs import get_spec
-    from ..formulas.stepcost import forward_cost
+    from .kv_cache import gpu_floor
 
-    g, name = get_gpu(gpu), get_spec(model).name
-    peak, _ = g.peak_flops(dtype)
-    out = []
-    for start, n in [(0, prompt)] + [(s, min(chunk, prompt - s)) for s in range(0, prompt, chunk)]:
-        f = step_floor(forward_cost(model, n, start, 1, dtype), peak, g.bandwidth)
-        out.append(ChunkOnGpu(name, g.name, start, n, f.seconds, f.bound))
-    return out
+    steps = [(0, prompt)] + [(s, min(chunk, prompt - s)) for s in range(0, prompt, chunk)]
+    return [ChunkOnGpu(get_spec(model).name, get_gpu(gpu).name, start, n, f.seconds, f.bound)
+            for start, n in steps for f in [gpu_floor(model, gpu, n, start, dtype)]]

@@ -1,7 +1,5 @@
-"""Tables of notebooks 01 and 07: the serving results (frozen dataclasses, snake_case fields) as the labelled
-rows and DataFrames the notebook shows, each with the ratio that matters and its one-word label (below / at /
-above, helpers.formulas.regime). Labels are made here and nowhere else; notebooks and tests read the results
-by attribute. Every frame takes any value a measurement can produce (zero, nan, one sample, an empty run)."""
+"""Tables of notebooks 01 and 07: the serving results as DataFrames, each with the ratio that matters and its
+below / at / above label (helpers.formulas.regime). Every frame takes any value a measurement can produce."""
 from __future__ import annotations
 
 from typing import Sequence
@@ -52,9 +50,7 @@ def cache_on_off_frame(r):
 
 
 def cache_ratio_frame(r, fit):
-    """The time the cache saved against the work it saved: no cache ÷ cache in tokens and in seconds, the
-    time ratio ÷ the work ratio with its label, and the fitted fixed part of a step and part per token
-    (helpers.serving.kv_cache.StepFit)."""
+    """No cache ÷ cache in work and in time, their ratio labelled, and the fitted step (kv_cache.StepFit)."""
     work = regime.ratio(r.tokens_without_cache, r.tokens_with_cache)
     time_ = regime.ratio(r.total_s_without_cache, r.total_s_with_cache)
     rel, label = regime.against(time_, work)
@@ -75,8 +71,7 @@ def cache_on_gpu_frame(g):
 # ----------------------------------------------------------------------------- paged attention
 
 def simulation_frame(summaries: Sequence):
-    """helpers.serving.paging.SimSummary: one row per scheme, the mean sequences at once against the first
-    scheme's (contiguous reservation) with its label."""
+    """helpers.serving.paging.SimSummary: one row per scheme, mean sequences running ÷ contiguous."""
     base = summaries[0].mean_running if summaries else None
     rows = []
     for s in summaries:
@@ -100,8 +95,7 @@ def padding_frame(p):
 
 
 def batching_frame(summaries: Sequence):
-    """helpers.serving.batching.BatchingSummary: one row per way of serving, its tokens/s ÷ the baseline's
-    (one after another) with its label."""
+    """helpers.serving.batching.BatchingSummary: one row per way, tokens/s ÷ one after another."""
     rows = []
     for s in summaries:
         row = {"mode": s.mode, "requests": s.requests, "new tokens": s.new_tokens, "wall s": s.wall_s,
@@ -137,8 +131,7 @@ def log_summary_frame(s):
 
 
 def chunked_frame(runs: Sequence):
-    """helpers.serving.engine_runs.chunked_prefill's runs, one row per token budget; the others' worst gap
-    and the long prompt's TTFT ÷ the first budget's (no chunking), with the gap's label."""
+    """helpers.serving.engine_runs.chunked_prefill's runs, one row per token budget."""
     first = runs[0] if runs else None
     rows = []
     for r in runs:
@@ -160,8 +153,7 @@ def chunks_on_gpu_frame(rows: Sequence):
 
 
 def cache_hits_frame(hits: dict):
-    """{trace name: helpers.serving.engine_caches.CacheHits}: one row per trace and cache, the tokens it reused
-    ÷ the block hashes' with its label."""
+    """{trace: helpers.serving.engine_caches.CacheHits}: one row per trace and cache, reused ÷ hash."""
     rows = []
     for trace, h in hits.items():
         for run in (h.radix, h.hash):
@@ -173,8 +165,7 @@ def cache_hits_frame(hits: dict):
 
 
 def edit_frame(e):
-    """helpers.serving.engine_caches.EditHits: one row per cache, the tokens it reused on the edited prompt
-    beside where its rule says it stops (the tree at the edit, the hashes at the last whole block before it)."""
+    """helpers.serving.engine_caches.EditHits: per cache, the tokens reused beside where its rule stops."""
     whole = e.edited_position // e.block_size * e.block_size
     return _frame([{"cache": cache, "prompt tokens": e.prompt_tokens, "edited token": e.edited_position,
                     "reused tokens": reused, "where its rule stops": rule, "reused = rule": reused == rule}
@@ -183,8 +174,7 @@ def edit_frame(e):
 
 
 def prefix_ttft_frame(r):
-    """helpers.serving.engine_caches.PrefixTTFT as a one-row table: cold ÷ warm TTFT against the token ratio
-    (prefix + suffix) ÷ suffix, with its label."""
+    """helpers.serving.engine_caches.PrefixTTFT as a one-row table."""
     tokens = regime.ratio(r.prefix_tokens + r.suffix_tokens, r.suffix_tokens)
     rel, label = regime.against(r.ttft_ratio, tokens)
     return _frame([{"prefix tokens": r.prefix_tokens, "suffix tokens": r.suffix_tokens, "cache": r.cache,
@@ -211,9 +201,7 @@ def _kept(pair) -> str | None:
 
 
 def speculative_frame(runs: Sequence):
-    """helpers.serving.speculative.SpecRun rows: per prompt (or batch) and drafter, the tokens per target
-    pass, where prompt lookup's kept drafts were copied from, the loop the output ends in, and the wall-clock
-    speed-up over plain decoding with its label."""
+    """helpers.serving.speculative.SpecRun: one row per prompt (or batch) and drafter."""
     return _frame([{"prompt": r.prompt, "batch": r.batch, "drafter": r.drafter, "k": r.k,
                     "tokens per target pass": r.tokens_per_pass, "target passes": r.target_passes,
                     "transformers' target passes": r.library_passes,
@@ -236,8 +224,7 @@ def tokens_per_pass_frame(p):
 
 
 def verify_frame(costs: Sequence):
-    """Verify passes against decode steps: helpers.formulas.speculation.VerifyCost (measured) or
-    helpers.formulas.speculation.VerifyRatio (computed, with its bounds)."""
+    """Verify passes against decode steps: speculation.VerifyCost (measured) or VerifyRatio (computed)."""
     rows = []
     for c in costs:
         row = {"context": c.context, "batch": c.batch, "k": c.k, "decode step (ms)": c.decode_step_ms,
