@@ -8,12 +8,10 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Sequence
 
-from ..formulas.memory import kv_bytes_per_token
 from ..formulas.stats import percentile
-from ..measure.dtypes import torch_dtype_name
 from .naive import RequestTiming, ServeResult, _ForwardCounter, serve_batched, serve_sequential
 from .traces import TraceRequest
 
@@ -25,47 +23,17 @@ def requests_from_ids(prompts: Sequence[Sequence[int]], new_tokens: Sequence[int
     return [TraceRequest(i, tuple(p), n) for i, (p, n) in enumerate(zip(prompts, new_tokens))]
 
 
-@dataclass(frozen=True)
-class CacheSize:
-    num_blocks: int
-    page_size: int
-    max_batch_tokens: int
-    bytes: int                     # KV bytes of the blocks (helpers.formulas.memory.kv_bytes_per_token × slots)
-
-
 def cb_config(model, requests: Sequence[TraceRequest], max_batch_tokens: int = 512, page_size: int = PAGE_SIZE,
               concurrent: int | None = None):
-    """(ContinuousBatchingConfig, CacheSize): a paged cache for `concurrent` (default all) of the longest requests."""
+    """A ContinuousBatchingConfig whose paged cache holds `concurrent` (default all) of the longest requests."""
     from transformers.generation.configuration_utils import ContinuousBatchingConfig
 
     longest = max(len(r.prompt) + r.max_new_tokens for r in requests)
     n = len(requests) if concurrent is None else max(1, min(concurrent, len(requests)))
     blocks = n * math.ceil(longest / page_size) + 2
-    cfg = ContinuousBatchingConfig(num_blocks=blocks, max_batch_tokens=max_batch_tokens, page_size=page_size,
-                                   max_memory_percent=0.2, use_async_batching=False, use_cuda_graph=False,
-                                   max_requests_per_batch=n)
-    per_token = kv_bytes_per_token(dict(model.config.to_dict()), torch_dtype_name(model.dtype))
-    return cfg, CacheSize(blocks, page_size, max_batch_tokens, blocks * page_size * per_token)
-
-
-@dataclass
-class ContinuousResult(ServeResult):
-    """A ServeResult plus the paged cache's size and its blocks in use, sampled while it ran."""
-
-    cache: CacheSize | None = None
-    block_samples: list[tuple[float, int]] = field(default_factory=list)   # (seconds, blocks in use)
-    forward_times: list[float] = field(default_factory=list)               # when each model step began (s)
-
-    @property
-    def peak_blocks(self) -> int:
-        return max((b for _, b in self.block_samples), default=0)
-
-
-def _blocks_in_use(mgr) -> int | None:
-    cache = getattr(getattr(mgr, "batch_processor", None), "cache", None)
-    if cache is None:
-        return None
-    return round((1 - cache.compute_free_capacity()) * cache.num_blocks)
+    return ContinuousBatchingConfig(num_blocks=blocks, max_batch_tokens=max_batch_tokens, page_size=page_size,
+                                    max_memory_percent=0.2, use_async_batching=False, use_cuda_graph=False,
+                                    max_requests_per_batch=n)
 
 
 def serve_continuous(model, requests: Sequence[TraceRequest], max_batch_tokens: int = 512, page_size: int = PAGE_SIZE,
@@ -76,13 +44,12 @@ def serve_continuous(model, requests: Sequence[TraceRequest], max_batch_tokens: 
     import torch
     from transformers import GenerationConfig
 
-    cfg, size = cb_config(model, requests, max_batch_tokens, page_size, concurrent)
+    cfg = cb_config(model, requests, max_batch_tokens, page_size, concurrent)
     gen = GenerationConfig(do_sample=False, eos_token_id=-1, max_new_tokens=max(r.max_new_tokens for r in requests))
     mgr = model.init_continuous_batching(generation_config=gen, continuous_batching_config=cfg)
     counter = _ForwardCounter(model)
     outs: dict[str, object] = {}
     ids: dict[str, int] = {}
-    samples: list[tuple[float, int]] = []
     try:
         with torch.inference_mode():
             mgr.start()
@@ -93,9 +60,6 @@ def serve_continuous(model, requests: Sequence[TraceRequest], max_batch_tokens: 
             deadline = t0 + timeout_s
             while len(outs) < len(requests):
                 o = mgr.get_result(timeout=0.02)
-                used = _blocks_in_use(mgr)
-                if used is not None:
-                    samples.append((time.perf_counter() - t0, used))
                 if o is not None and o.is_finished():
                     if o.error:
                         raise RuntimeError(f"continuous batching failed on {o.request_id}: {o.error}")
@@ -119,8 +83,7 @@ def serve_continuous(model, requests: Sequence[TraceRequest], max_batch_tokens: 
                                      list(o.generated_tokens)))
     timings.sort(key=lambda t: t.rid)
     wall = max(t.finish_s for t in timings)
-    return ContinuousResult("continuous batching", timings, wall, counter.calls, size, samples,
-                            [t - t0 for t in counter.times])
+    return ServeResult("continuous batching", timings, wall, counter.calls)
 
 
 def serve_static(model, requests: Sequence[TraceRequest], batch_size: int, device: str | None = None) -> ServeResult:

@@ -66,17 +66,14 @@ class ServeResult:
 
 
 class _ForwardCounter:
-    """Counts the model's forward calls (a forward pre-hook), to show what 'batched' means, and keeps
-    when each began (`times`, time.perf_counter)."""
+    """Counts the model's forward calls (a forward pre-hook), to show what 'batched' means."""
 
     def __init__(self, model):
         self.calls = 0
-        self.times: list[float] = []
         self._h = model.register_forward_pre_hook(self._hook)
 
     def _hook(self, *_):
         self.calls += 1
-        self.times.append(time.perf_counter())
 
     def close(self) -> None:
         self._h.remove()
