@@ -132,7 +132,7 @@ def _():
     ## 3 · Paged attention: blocks instead of contiguous reservations
 
     Not knowing an answer's length, a contiguous allocator reserves `prompt + max_tokens` slots per sequence.
-    `BlockAllocator` (blocks.py) hands out blocks of {batching.PAGE_SIZE} slots (vLLM's GPU default) as a sequence
+    `BlockAllocator` (kv.py) hands out blocks of {batching.PAGE_SIZE} slots (vLLM's GPU default) as a sequence
     writes: a free list, a block table per sequence, reference counts, {term("copy-on-write")} (Kwon et al.). Both
     schemes serve the same {serving_bench.PAGED_REQUESTS} chat requests a {term("decode")} step at a time in the same
     KV memory; the paged side is the engine's scheduler without a model.

@@ -92,7 +92,7 @@ class EngineLoop:
                     (handles[req.rid] if req.finish_reason is None else handles.pop(req.rid)).on_token(req)
             else:
                 self.wake.wait(0.5)
-            tables = self.engine.kv.alloc.tables.values()
+            tables = self.engine.kv.tables.values()
             self.held = {"requests": len(handles), "blocks_in_use": len({b for t in tables for b in t})}
 
 

@@ -6,9 +6,25 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from helpers.engine.blocks import BlockAllocator, OutOfBlocks
+from helpers.engine.kv import BlockAllocator, OutOfBlocks
 from helpers.serving.batching import requests_from_ids
 from helpers.serving.paging import ContiguousPool, FitCounts, fit_counts, simulate
+
+
+def check(a: BlockAllocator) -> None:
+    """Invariants: every block is free xor referenced, reference counts equal the tables holding the block
+    plus its retains, each table is just long enough."""
+    held: dict[int, int] = dict(a.held)
+    for seq, table in a.tables.items():
+        assert len(table) == a.blocks_for(a.lengths[seq]), f"table of {seq!r} has the wrong length"
+        assert len(set(table)) == len(table), f"table of {seq!r} holds a block twice"
+        for b in table:
+            held[b] = held.get(b, 0) + 1
+    free = set(a.free_list)
+    assert len(free) == len(a.free_list), "a block is on the free list twice"
+    for b in range(a.num_blocks):
+        assert a.refcount[b] == held.get(b, 0), f"block {b}: refcount {a.refcount[b]} != {held.get(b, 0)}"
+        assert (b in free) == (a.refcount[b] == 0), f"block {b} is leaked or double-owned"
 
 
 def sim_requests(prompt_lens, output_lens):
@@ -25,13 +41,13 @@ def test_a_sequence_takes_a_new_block_only_when_its_last_is_full():
     assert a.tables["s"] == [0, 1, 2] and a.stored_tokens() == 9
     a.free("s")
     assert a.free_blocks == 8 and a.refcount == [0] * 8
-    a.check()
+    check(a)
 
 
-def test_fork_shares_blocks_and_copies_the_partly_filled_one_on_write():
+def test_a_shared_prefix_copies_the_partly_filled_block_on_write():
     a = BlockAllocator(num_blocks=8, block_size=4)
     a.allocate("parent", 6)                      # blocks 0 (full) and 1 (2 of 4 slots)
-    a.fork("parent", "child")
+    a.allocate("child", 6, shared=a.tables["parent"])   # a prefix hit: the child shares both blocks
     assert a.tables["child"] == [0, 1] and a.refcount[:2] == [2, 2] and a.used_blocks == 2
     a.append("child")                            # writes into shared block 1: copy-on-write
     assert a.copies == 1 and a.tables["child"][0] == 0 and a.tables["child"][1] not in (0, 1)
@@ -40,13 +56,13 @@ def test_fork_shares_blocks_and_copies_the_partly_filled_one_on_write():
     assert a.copies == 1 and a.tables["parent"] == [0, 1]
     a.free("parent")
     assert a.refcount[0] == 1 and a.refcount[1] == 0
-    a.check()
+    check(a)
 
 
-def test_fork_of_a_full_last_block_needs_no_copy():
+def test_sharing_a_full_last_block_needs_no_copy():
     a = BlockAllocator(num_blocks=4, block_size=4)
     a.allocate("p", 4)
-    a.fork("p", "c")
+    a.allocate("c", 4, shared=a.tables["p"])
     a.append("c")
     assert a.copies == 0 and a.tables["c"][0] == 0 and len(a.tables["c"]) == 2
 
@@ -60,11 +76,11 @@ def test_out_of_blocks_changes_nothing():
     with pytest.raises(OutOfBlocks):
         a.allocate("t", 1)
     assert "t" not in a.tables
-    a.check()
+    check(a)
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["alloc", "append", "fork", "free"]), st.integers(0, 5),
+@given(st.lists(st.tuples(st.sampled_from(["alloc", "append", "share", "free"]), st.integers(0, 5),
                           st.integers(0, 5), st.integers(1, 9)), max_size=60),
        st.integers(1, 24), st.integers(1, 6))
 def test_no_block_is_ever_leaked_or_double_owned(ops, num_blocks, block_size):
@@ -75,20 +91,20 @@ def test_no_block_is_ever_leaked_or_double_owned(ops, num_blocks, block_size):
                 a.allocate(x, n)
             elif op == "append" and x in a.tables:
                 a.append(x, n)
-            elif op == "fork" and x in a.tables and y not in a.tables:
-                a.fork(x, y)
+            elif op == "share" and x in a.tables and y not in a.tables:
+                a.allocate(y, a.lengths[x], shared=a.tables[x])
             elif op == "free" and x in a.tables:
                 a.free(x)
         except OutOfBlocks:
             pass
-        a.check()
+        check(a)
         # what the tables hold equals what left the free list
         assert a.used_blocks == len({b for t in a.tables.values() for b in t})
         assert a.stored_tokens() <= a.used_blocks * block_size
     for s in list(a.tables):
         a.free(s)
     assert a.free_blocks == num_blocks
-    a.check()
+    check(a)
 
 
 def test_contiguous_pool_strands_free_slots_in_small_holes():

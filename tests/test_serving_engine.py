@@ -18,6 +18,7 @@ from helpers.engine.request import SamplingParams
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 import serving_bench  # noqa: E402  (scripts/serving_bench.py: make bench's check against generate)
+from test_serving_blocks import check  # noqa: E402  (the allocator's invariants)
 
 NEW = 12
 GREEDY = SamplingParams(max_tokens=NEW, ignore_eos=True)
@@ -70,7 +71,7 @@ def test_greedy_output_equals_generate_token_for_token(tiny, prompts, expected, 
     got = e.generate(first, GREEDY)
     got += e.generate(later, GREEDY)               # queued after the first ones finished: prefix hits
     assert got == expected
-    e.kv.alloc.check()
+    check(e.kv)
     prefill = [n for s in e.log for rid, n in s["prefill"].items()]
     if name == "chunked prefill":                  # a 70-token prompt in chunks of at most 16, mixed with decodes
         assert max(prefill) <= 16 and any(s["prefill"] and s["decode"] for s in e.log)
@@ -80,8 +81,8 @@ def test_greedy_output_equals_generate_token_for_token(tiny, prompts, expected, 
         hits = [n for s in e.log for n in s["cache hits"].values() if n]
         assert hits and all(n % 4 == 0 for n in hits) == (name.endswith("hash"))
         if name.endswith("radix"):                 # a hit ending inside a block shares it: copy-on-write
-            assert e.kv.alloc.copies > 0 and max(hits) == 41
-    assert e.kv.alloc.used_blocks == len(e.kv.alloc.held)     # what is left is the prefix cache's
+            assert e.kv.copies > 0 and max(hits) == 41
+    assert e.kv.used_blocks == len(e.kv.held)     # what is left is the prefix cache's
 
 
 @pytest.fixture(scope="module")
@@ -120,14 +121,14 @@ def test_no_block_is_leaked_or_double_owned_after_any_run(micro, reqs, block, ex
             live.append((e.add(p, SamplingParams(max_tokens=n, ignore_eos=True)), p, n))
         if e.has_work():
             e.step()
-            e.kv.alloc.check()
+            check(e.kv)
         step += 1
     for r, p, n in live:
         assert r.output == ref.generate([p], SamplingParams(max_tokens=n, ignore_eos=True))[0]
-    assert not e.kv.alloc.tables and e.kv.alloc.used_blocks == len(e.kv.alloc.held)
+    assert not e.kv.tables and e.kv.used_blocks == len(e.kv.held)
     e.cache.evict(e.kv.num_blocks)
-    assert e.kv.free == e.kv.num_blocks and not e.kv.alloc.held
-    e.kv.alloc.check()
+    assert e.kv.free_blocks == e.kv.num_blocks and not e.kv.held
+    check(e.kv)
 
 
 def test_radix_and_hash_caches_compared_on_the_agentic_trace(tiny):
@@ -256,7 +257,6 @@ def test_bad_settings_say_what_is_allowed(tiny):
         e.add([5] * 10, SamplingParams(max_tokens=10))
     with pytest.raises(ValueError, match="token ids in 0..31999"):
         e.add([32000])
-    assert math.isclose(e.kv.bytes, 2 * 4 * 4 * 4 * 2 * 32 * 4)   # 2 × layers × blocks × slots × heads × dim × fp32
 
 
 def test_measurements_report_what_the_engine_did(micro):
@@ -292,10 +292,10 @@ def test_runner_logits_equal_transformers_on_a_mixed_batch(micro):
     kv = PagedKVCache.for_model(micro, 16, 4)
     r = Runner(micro, kv)
     a, b = [1, 5, 2, 7, 3, 3, 0, 6, 4], [2, 2, 6]
-    kv.alloc.allocate("a", len(a))
-    kv.alloc.allocate("b", len(b))
-    r.forward([Chunk(kv.table("a"), a[:4], 0, 0)])
-    got = r.forward([Chunk(kv.table("a"), a[4:], 4, 5), Chunk(kv.table("b"), b, 0, 3)])
+    kv.allocate("a", len(a))
+    kv.allocate("b", len(b))
+    r.forward([Chunk(kv.tables["a"], a[:4], 0, 0)])
+    got = r.forward([Chunk(kv.tables["a"], a[4:], 4, 5), Chunk(kv.tables["b"], b, 0, 3)])
     with torch.inference_mode():
         want = torch.cat([micro(torch.tensor([a])).logits[0, 4:], micro(torch.tensor([b])).logits[0]])
     assert torch.allclose(got, want.float(), atol=1e-5)

@@ -265,7 +265,7 @@ def test_an_engine_that_fails_answers_500_and_never_hangs():
     from helpers.engine.request import Request
 
     class Failing:
-        kv = SimpleNamespace(alloc=SimpleNamespace(tables={}))
+        kv = SimpleNamespace(tables={})
         validate = abort = staticmethod(lambda *a: None)
         add = staticmethod(lambda ids, params: Request(0, ids, params))
         has_work = staticmethod(lambda: True)

@@ -55,7 +55,7 @@ class Engine:
         vocab = self.runner.embed.shape[0]
         if not prompt or any(isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < vocab for t in prompt):
             raise ValueError(f"a prompt is a non-empty list of token ids in 0..{vocab - 1}")
-        need = self.kv.alloc.blocks_for(len(prompt) + params.max_tokens)
+        need = self.kv.blocks_for(len(prompt) + params.max_tokens)
         if need > self.kv.num_blocks:
             raise ValueError(f"{len(prompt)} prompt + {params.max_tokens} new tokens need {need} KV blocks of "
                              f"{self.kv.block_size} tokens; the cache has {self.kv.num_blocks}")
@@ -65,7 +65,7 @@ class Engine:
         prompt = [int(t) for t in prompt]
         self.validate(prompt, params)
         req = Request(next(self._ids) if rid is None else rid, prompt, params)
-        self.scheduler.add(req)
+        self.scheduler.waiting.append(req)
         return req
 
     def has_work(self) -> bool:
@@ -78,7 +78,7 @@ class Engine:
         """One scheduling decision, one forward pass, one token for each request that reached its end."""
         t0 = time.perf_counter()
         plan = self.scheduler.schedule()
-        chunks = [Chunk(self.kv.table(r.rid), r.tokens[r.computed:r.computed + n], r.computed,
+        chunks = [Chunk(self.kv.tables[r.rid], r.tokens[r.computed:r.computed + n], r.computed,
                         int(r.computed + n == len(r.tokens))) for r, n in plan.work]
         decoding = [r.rid for r, _ in plan.work if r.decoding]
         logits = self.runner.forward(chunks)
@@ -90,7 +90,7 @@ class Engine:
                          "decode": decoding, "waiting": [r.rid for r in self.scheduler.waiting],
                          "preempted": [r.rid for r in plan.preempted],
                          "cache hits": {r.rid: r.cached_tokens for r in plan.admitted},
-                         "blocks used": self.kv.alloc.used_blocks, "tokens held": self.kv.alloc.stored_tokens(),
+                         "blocks used": self.kv.used_blocks, "tokens held": self.kv.stored_tokens(),
                          "tokens": sum(n for _, n in plan.work)})
         return out
 

@@ -35,8 +35,6 @@ class Hit:
 class NoCache:
     """Prefix caching off: never a hit, nothing kept."""
 
-    name = "off"
-
     def __init__(self, kv: PagedKVCache):
         self.kv = kv
         self.hit_tokens = 0
@@ -57,8 +55,6 @@ class NoCache:
 
 
 class HashCache(NoCache):
-    name = "hash"
-
     def __init__(self, kv: PagedKVCache):
         super().__init__(kv)
         self.by_hash: dict[bytes, int] = {}      # chained hash of a full block -> its block id
@@ -84,37 +80,33 @@ class HashCache(NoCache):
         return Hit(len(blocks) * self.kv.block_size, blocks)
 
     def insert(self, tokens, table) -> None:
-        """Keep the full blocks of `tokens` (whose K/V is in `table`), those not cached already."""
         now = next(self.clock)
         for j, h in self._hashes(tokens):
             if h not in self.by_hash and table[j] not in self.hash_of:
                 self.by_hash[h], self.hash_of[table[j]] = table[j], h
-                self.kv.alloc.retain(table[j])
+                self.kv.retain(table[j])
             self.used[self.by_hash[h]] = (now, -j)
 
     def evict(self, blocks: int) -> int:
-        """Let go of up to `blocks` cached blocks no request uses (only the cache references them)."""
-        idle = sorted((self.used[b], b) for b in self.hash_of if self.kv.alloc.refcount[b] == 1)
+        idle = sorted((self.used[b], b) for b in self.hash_of if self.kv.refcount[b] == 1)
         for _, b in idle[:blocks]:
             del self.by_hash[self.hash_of.pop(b)], self.used[b]
-            self.kv.alloc.release(b)
+            self.kv.release(b)
         return min(blocks, len(idle))
 
 
 class RadixCache(NoCache):
-    name = "radix"
-
     def __init__(self, kv: PagedKVCache):
         super().__init__(kv)
-        self.tree = RadixTree(block_size=1, on_evict=self._dropped)
+        self.tree = RadixTree(on_evict=self._dropped)
         self.tokens_in: dict[int, int] = {}      # block -> cached tokens stored in it
 
     def match(self, tokens) -> Hit:
-        n = self.tree.match(tokens)               # longest cached prefix, at most len − 1 (block_size 1)
+        n = self.tree.match(tokens)               # longest cached prefix, at most len − 1
         values, bs = self.tree.prefix_values(tokens[:n]), self.kv.block_size
         # block j of the hit: the block of its last matched token, written by a request whose tokens
         # equal the prompt's up to there (earlier tokens of block j may carry an older copy's id)
-        blocks = [values[min(n, (j + 1) * bs) - 1] for j in range(self.kv.alloc.blocks_for(n))]
+        blocks = [values[min(n, (j + 1) * bs) - 1] for j in range(self.kv.blocks_for(n))]
         self.hit_tokens += n
         return Hit(n, blocks)
 
@@ -126,24 +118,26 @@ class RadixCache(NoCache):
         for b in ids[len(ids) - added:]:          # the values stored for the tokens that were new
             self.tokens_in[b] = self.tokens_in.get(b, 0) + 1
             if self.tokens_in[b] == 1:
-                self.kv.alloc.retain(b)
+                self.kv.retain(b)
 
     def _dropped(self, node) -> None:
         for b in node.value:
             self.tokens_in[b] -= 1
             if self.tokens_in[b] == 0:
                 del self.tokens_in[b]
-                self.kv.alloc.release(b)
+                self.kv.release(b)
 
     def evict(self, blocks: int) -> int:
         """Drop least-recently-used leaves whose blocks no request reads until `blocks` more blocks are
         free (an idle block under a node still in use stays: a radix tree drops leaves only)."""
-        want, before = self.kv.free + blocks, self.kv.free
-        idle = lambda node: all(self.kv.alloc.refcount[b] == 1 for b in node.value)  # noqa: E731
-        while self.kv.free < want and self.tree.evict(1, idle):
+        want, before = self.kv.free_blocks + blocks, self.kv.free_blocks
+        idle = lambda node: all(self.kv.refcount[b] == 1 for b in node.value)  # noqa: E731
+        while self.kv.free_blocks < want and self.tree.evict(1, idle):
             pass
-        return self.kv.free - before
+        return self.kv.free_blocks - before
 
     def flush(self) -> None:
         self.tree.evict(self.tree.tokens)
+
+
 CACHES = {"off": NoCache, "hash": HashCache, "radix": RadixCache}

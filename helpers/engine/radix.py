@@ -1,10 +1,8 @@
 """The prefix cache's radix tree over token ids (SGLang's RadixAttention, Zheng et al., 2024, §3).
 
 A trie whose edges carry runs of tokens finds the longest cached prefix of a new prompt in time
-proportional to its length; `match` rounds a hit down to whole blocks of `block_size`. Each token may
-carry a value (the engine stores its block id), kept in step with the tokens through splits. `evict`
-drops least-recently-used leaves. `hit_rate` replays a trace's prompts through a tree: the share of
-prompt tokens that need no prefill.
+proportional to its length. Each token may carry a value (the engine stores its block id), kept in step
+with the tokens through splits. `evict` drops least-recently-used leaves.
 """
 from __future__ import annotations
 
@@ -15,12 +13,7 @@ from typing import Sequence
 
 def shared_prefix_tokens(a: Sequence[int], b: Sequence[int]) -> int:
     """How many leading tokens two sequences share."""
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
 
 
 @dataclass(eq=False)
@@ -33,8 +26,7 @@ class Node:
 
 
 class RadixTree:
-    def __init__(self, block_size: int = 1, on_evict=None):
-        self.block_size = block_size
+    def __init__(self, on_evict=None):
         self.on_evict = on_evict   # called with each evicted node (its key and value), e.g. to free its K/V
         self.root = Node()
         self.tokens = 0            # tokens stored (sum of edge lengths)
@@ -53,14 +45,13 @@ class RadixTree:
         return n, path
 
     def match(self, ids: Sequence[int]) -> int:
-        """Cached tokens at the start of `ids`, rounded down to whole blocks, at most len(ids) − 1 (the
-        last prompt token is always computed: its logits give the first new token)."""
+        """Cached tokens at the start of `ids`, at most len(ids) − 1 (the last prompt token is always
+        computed: its logits give the first new token)."""
         n, path = self._walk(ids)
         now = next(self._clock)
         for node in path:
             node.last_used = now
-        n = min(n, max(0, len(ids) - 1))
-        return n - n % self.block_size
+        return min(n, max(0, len(ids) - 1))
 
     def insert(self, ids: Sequence[int], value: Sequence | None = None) -> int:
         """Add a sequence, with one value per token if given (tokens already stored keep their value);
@@ -118,19 +109,3 @@ class RadixTree:
             out.append(n)
             stack.extend(n.children.values())
         return out
-
-
-@dataclass(frozen=True)
-class HitRate:
-    hit_rate: float                  # cached ÷ prompt tokens
-    hits: list[int]                  # cached tokens, per request
-
-
-def hit_rate(prompts: Sequence[Sequence[int]], block_size: int = 16) -> HitRate:
-    """Replay prompts in order: each looks up its cached prefix, then is inserted."""
-    tree, hits = RadixTree(block_size), []
-    for ids in prompts:
-        hits.append(tree.match(ids))
-        tree.insert(ids)
-    total = sum(len(p) for p in prompts)
-    return HitRate(sum(hits) / total if total else 0.0, hits)

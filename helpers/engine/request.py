@@ -21,9 +21,8 @@ class Status(Enum):
 
 @dataclass(frozen=True)
 class SamplingParams:
-    """How one request picks its tokens: `temperature` 0 is greedy (argmax); above 0 the softmax of
-    logits ÷ temperature, cut to the smallest set of tokens whose probability reaches `top_p` (nucleus
-    sampling, Holtzman et al., ICLR 2020), drawn with the request's own generator (`seed`)."""
+    """`temperature` 0 is greedy (argmax); above 0 the softmax of logits ÷ temperature, cut to the top-p
+    nucleus (Holtzman et al., ICLR 2020), drawn with the request's own generator (`seed`)."""
 
     max_tokens: int = 16
     temperature: float = 0.0
@@ -45,7 +44,6 @@ class Request:
     computed: int = 0             # tokens whose K/V is in the cache
     status: Status = Status.WAITING
     cached_tokens: int = 0        # prompt tokens found in the prefix cache at its (last) admission
-    preemptions: int = 0
     lost_tokens: int = 0          # K/V computed, then freed by preemptions (recomputed later)
     finish_reason: str | None = None   # "length" or "stop", as OpenAI's API says
     arrival_s: float = field(default_factory=time.perf_counter)
@@ -101,12 +99,9 @@ def sample(logits, requests: list[Request]) -> list[int]:
     out = logits.argmax(-1).tolist()
     for i, req in enumerate(requests):
         if not req.params.greedy:
-            if req.generator is None:
-                req.generator = torch.Generator(logits.device.type)
-                if req.params.seed is None:
-                    req.generator.seed()                   # a fresh, unpredictable seed
-                else:
-                    req.generator.manual_seed(req.params.seed)
+            if req.generator is None:     # seed None: a fresh, unpredictable seed
+                g = req.generator = torch.Generator(logits.device.type)
+                g.seed() if req.params.seed is None else g.manual_seed(req.params.seed)
             probs = probabilities(logits[i], req.params)
             out[i] = int(torch.multinomial(probs, 1, generator=req.generator))
     return out

@@ -46,20 +46,17 @@ class Scheduler:
         self.running: list[Request] = []            # in admission order: the last is preempted first
         self.finished: list[Request] = []
 
-    def add(self, req: Request) -> None:
-        self.waiting.append(req)
-
     def has_work(self) -> bool:
         return bool(self.waiting or self.running)
 
     def _room(self, req: Request, n: int, alone: bool) -> bool:
         """Whether `req` can take `n` more tokens' slots, after evicting idle prefix-cache blocks; a
         request that runs alone may empty the prefix cache (no preemption could help it)."""
-        if self.kv.cost(req.rid, n) > self.kv.free:
-            self.cache.evict(self.kv.cost(req.rid, n) - self.kv.free)
-        if self.kv.cost(req.rid, n) > self.kv.free and alone:
+        if self.kv.cost(req.rid, n) > self.kv.free_blocks:
+            self.cache.evict(self.kv.cost(req.rid, n) - self.kv.free_blocks)
+        if self.kv.cost(req.rid, n) > self.kv.free_blocks and alone:
             self.cache.flush()
-        return self.kv.cost(req.rid, n) <= self.kv.free        # (an eviction may have spared a copy)
+        return self.kv.cost(req.rid, n) <= self.kv.free_blocks        # (an eviction may have spared a copy)
 
     def schedule(self) -> Plan:
         plan, budget = Plan(), self.max_batch_tokens
@@ -80,10 +77,10 @@ class Scheduler:
         while self.waiting and budget > 0 and not plan.preempted and len(self.running) < self.max_num_seqs:
             req = self.waiting[0]                    # 2. admission, in order
             hit = self.cache.match(req.tokens)
-            self.kv.alloc.allocate(req.rid, hit.tokens, shared=hit.blocks)
+            self.kv.allocate(req.rid, hit.tokens, shared=hit.blocks)
             n = min(len(req.tokens) - hit.tokens, budget)
             if not self._room(req, n, alone=not self.running):   # no room: it waits, nothing changed
-                self.kv.alloc.free(req.rid)
+                self.kv.free(req.rid)
                 break
             self.kv.reserve(req.rid, n)
             self.waiting.popleft()
@@ -98,11 +95,10 @@ class Scheduler:
 
     def _preempt(self, req: Request) -> None:
         """Recompute preemption: free the request's blocks; it waits at the front of the queue."""
-        self.kv.alloc.free(req.rid)
+        self.kv.free(req.rid)
         self.running.remove(req)
         req.lost_tokens += req.computed - req.cached_tokens
         req.status, req.computed = Status.WAITING, 0
-        req.preemptions += 1
         self.waiting.appendleft(req)
 
     def finish_step(self, plan: Plan, sampled: dict[int, int]) -> list[Request]:
@@ -114,7 +110,7 @@ class Scheduler:
             req.computed += n
             if prompt_done:           # its prompt's K/V is complete: share its whole blocks from now on (its
                 whole = len(req.prompt) // self.kv.block_size * self.kv.block_size    # last one it still writes)
-                self.cache.insert(req.prompt[:whole], self.kv.table(req.rid))
+                self.cache.insert(req.prompt[:whole], self.kv.tables[req.rid])
             if req.rid not in sampled:
                 continue                              # a prefill chunk short of the end: no token yet
             assert req.computed == len(req.tokens)
@@ -137,8 +133,8 @@ class Scheduler:
 
     def _finish(self, req: Request) -> None:
         """Leave what it computed in the prefix cache, give the blocks back."""
-        self.cache.insert(req.tokens[:req.computed], self.kv.table(req.rid))
-        self.kv.alloc.free(req.rid)
+        self.cache.insert(req.tokens[:req.computed], self.kv.tables[req.rid])
+        self.kv.free(req.rid)
         self.running.remove(req)
         req.status = Status.FINISHED
         self.finished.append(req)

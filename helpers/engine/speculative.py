@@ -52,8 +52,6 @@ class PromptLookup:
                     return i + n
         return None
 
-    def rewind(self, rid, keep: int) -> None:
-        pass
 
 
 class DraftModel:
@@ -64,8 +62,7 @@ class DraftModel:
         self.kv = PagedKVCache.for_model(model, num_blocks, block_size, num_layers)
         self.runner = Runner(model, self.kv, num_layers)
         self.computed: dict[object, int] = {}
-        layers = len(self.runner.layers)
-        self.name = f"draft model ({layers} of {model.config.num_hidden_layers} layers" + (
+        self.name = f"draft model ({len(self.runner.layers)} of {model.config.num_hidden_layers} layers" + (
             ", early exit)" if num_layers else ")")
 
     def propose(self, reqs: list[Request], ks: list[int]) -> list[tuple[list[int], object]]:
@@ -79,11 +76,11 @@ class DraftModel:
             chunks = []
             for i in live:
                 r, done = reqs[i], self.computed.setdefault(reqs[i].rid, 0)
-                if not self.kv.has(r.rid):
-                    self.kv.alloc.allocate(r.rid, 0)
+                if r.rid not in self.kv.tables:
+                    self.kv.allocate(r.rid, 0)
                 run = (r.tokens + drafts[i])[done:]
                 self.kv.reserve(r.rid, len(run))
-                chunks.append(Chunk(self.kv.table(r.rid), run, done, 1))
+                chunks.append(Chunk(self.kv.tables[r.rid], run, done, 1))
                 self.computed[r.rid] = done + len(run)
             logits = self.runner.forward(chunks)
             for row, i in enumerate(live):
@@ -97,15 +94,10 @@ class DraftModel:
         return [(d, torch.stack(q) if q else None) for d, q in zip(drafts, qs)]
 
     def rewind(self, rid, keep: int) -> None:
-        """Forget the draft K/V past `keep` tokens (tokens the target did not keep)."""
+        """Forget the draft K/V past `keep` tokens (tokens the target did not keep; 0 when it is done)."""
         if rid in self.computed and self.computed[rid] > keep:
             self.computed[rid] = keep
-            self.kv.alloc.truncate(rid, keep)
-
-    def free(self, rid) -> None:
-        if self.kv.has(rid):
-            self.kv.alloc.free(rid)
-        self.computed.pop(rid, None)
+            self.kv.truncate(rid, keep)
 
 
 def accept_probability(p, q, x: int) -> float:
@@ -160,7 +152,7 @@ def generate(model, prompts, params: SamplingParams, k: int = 4, drafter=None, e
                                             for r in reqs), block_size)
     target = Runner(model, kv)
     for r in reqs:
-        kv.alloc.allocate(r.rid, 0)
+        kv.allocate(r.rid, 0)
         r.generator = torch.Generator(kv.k.device.type).manual_seed((params.seed or 0) + r.rid)
     result = SpecResult(drafter.name if drafter else "none (plain decoding)", [])
     t0, active = time.perf_counter(), list(reqs)
@@ -171,7 +163,7 @@ def generate(model, prompts, params: SamplingParams, k: int = 4, drafter=None, e
         for r, (d, _) in zip(active, proposals):                    # 2. verify: one pass for everyone
             run = r.tokens[r.computed:] + d
             kv.reserve(r.rid, len(run))
-            chunks.append(Chunk(kv.table(r.rid), run, r.computed, len(d) + 1))
+            chunks.append(Chunk(kv.tables[r.rid], run, r.computed, len(d) + 1))
         logits, row = target.forward(chunks), 0
         for r, (d, q) in zip(list(active), proposals):              # 3. accept
             kept, extra = verify(logits[row:row + len(d) + 1], d, q, r.params, r.generator)
@@ -182,13 +174,11 @@ def generate(model, prompts, params: SamplingParams, k: int = 4, drafter=None, e
             if eos is not None and not r.params.ignore_eos and eos in new:
                 new = new[:new.index(eos) + 1]
             r.tokens += new[:r.params.max_tokens - len(r.output)]
-            kv.alloc.truncate(r.rid, r.computed)
-            if drafter:
-                drafter.rewind(r.rid, r.computed)
+            kv.truncate(r.rid, r.computed)
+            if isinstance(drafter, DraftModel):
+                drafter.rewind(r.rid, 0 if r.done(eos) else r.computed)
             if r.done(eos):
                 active.remove(r)
-                if isinstance(drafter, DraftModel):
-                    drafter.free(r.rid)
     result.seconds, result.target_passes = time.perf_counter() - t0, target.forwards
     result.outputs = [r.output for r in reqs]
     return result

@@ -1,23 +1,17 @@
 """Continuous batching, measured: the same requests one after another, as static batches, and through
-transformers' continuous-batching manager (`model.init_continuous_batching`, a paged KV cache and a
-scheduler that admits a waiting request the moment a slot frees up — Orca's iteration-level
-scheduling, Yu et al., OSDI 2022). Chunked prefill is measured on the readable engine
-(helpers.serving.engine_runs.chunked_prefill); its floor on a GPU is computed here (chunks_on_gpu).
-
-The manager's paged cache is always sized here from the model and the requests (`cb_config`), never
-from the machine's RAM (transformers' default would take most of it).
+transformers' continuous-batching manager (Orca's iteration-level scheduling, Yu et al., OSDI 2022), its
+paged cache sized from the model and the requests (`cb_config`), never from the machine's RAM; a decode step
+and a chunked prefill on a GPU, computed. Chunked prefill is measured on the engine (engine_runs).
 """
 from __future__ import annotations
 
 import math
 import statistics
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Sequence
 
-from ..formulas.memory import kv_bytes_per_token
 from ..formulas.stats import percentile
-from ..measure.dtypes import torch_dtype_name
 from .naive import RequestTiming, ServeResult, _ForwardCounter, serve_batched, serve_sequential
 from .traces import TraceRequest
 
@@ -29,49 +23,17 @@ def requests_from_ids(prompts: Sequence[Sequence[int]], new_tokens: Sequence[int
     return [TraceRequest(i, tuple(p), n) for i, (p, n) in enumerate(zip(prompts, new_tokens))]
 
 
-@dataclass(frozen=True)
-class CacheSize:
-    num_blocks: int
-    page_size: int
-    max_batch_tokens: int
-    bytes: int                     # KV bytes of the blocks (helpers.formulas.memory.kv_bytes_per_token × slots)
-
-
 def cb_config(model, requests: Sequence[TraceRequest], max_batch_tokens: int = 512, page_size: int = PAGE_SIZE,
               concurrent: int | None = None):
-    """A ContinuousBatchingConfig whose paged KV cache holds `concurrent` (default: all) of the longest
-    requests at full length, in blocks of `page_size` tokens: sized from the model and the work, not RAM.
-    Returns (config, CacheSize)."""
+    """A ContinuousBatchingConfig whose paged cache holds `concurrent` (default all) of the longest requests."""
     from transformers.generation.configuration_utils import ContinuousBatchingConfig
 
     longest = max(len(r.prompt) + r.max_new_tokens for r in requests)
     n = len(requests) if concurrent is None else max(1, min(concurrent, len(requests)))
     blocks = n * math.ceil(longest / page_size) + 2
-    cfg = ContinuousBatchingConfig(num_blocks=blocks, max_batch_tokens=max_batch_tokens, page_size=page_size,
-                                   max_memory_percent=0.2, use_async_batching=False, use_cuda_graph=False,
-                                   max_requests_per_batch=n)
-    per_token = kv_bytes_per_token(dict(model.config.to_dict()), torch_dtype_name(model.dtype))
-    return cfg, CacheSize(blocks, page_size, max_batch_tokens, blocks * page_size * per_token)
-
-
-@dataclass
-class ContinuousResult(ServeResult):
-    """A ServeResult plus the paged cache's size and its blocks in use, sampled while it ran."""
-
-    cache: CacheSize | None = None
-    block_samples: list[tuple[float, int]] = field(default_factory=list)   # (seconds, blocks in use)
-    forward_times: list[float] = field(default_factory=list)               # when each model step began (s)
-
-    @property
-    def peak_blocks(self) -> int:
-        return max((b for _, b in self.block_samples), default=0)
-
-
-def _blocks_in_use(mgr) -> int | None:
-    cache = getattr(getattr(mgr, "batch_processor", None), "cache", None)
-    if cache is None:
-        return None
-    return round((1 - cache.compute_free_capacity()) * cache.num_blocks)
+    return ContinuousBatchingConfig(num_blocks=blocks, max_batch_tokens=max_batch_tokens, page_size=page_size,
+                                    max_memory_percent=0.2, use_async_batching=False, use_cuda_graph=False,
+                                    max_requests_per_batch=n)
 
 
 def serve_continuous(model, requests: Sequence[TraceRequest], max_batch_tokens: int = 512, page_size: int = PAGE_SIZE,
@@ -82,13 +44,12 @@ def serve_continuous(model, requests: Sequence[TraceRequest], max_batch_tokens: 
     import torch
     from transformers import GenerationConfig
 
-    cfg, size = cb_config(model, requests, max_batch_tokens, page_size, concurrent)
+    cfg = cb_config(model, requests, max_batch_tokens, page_size, concurrent)
     gen = GenerationConfig(do_sample=False, eos_token_id=-1, max_new_tokens=max(r.max_new_tokens for r in requests))
     mgr = model.init_continuous_batching(generation_config=gen, continuous_batching_config=cfg)
     counter = _ForwardCounter(model)
     outs: dict[str, object] = {}
     ids: dict[str, int] = {}
-    samples: list[tuple[float, int]] = []
     try:
         with torch.inference_mode():
             mgr.start()
@@ -99,9 +60,6 @@ def serve_continuous(model, requests: Sequence[TraceRequest], max_batch_tokens: 
             deadline = t0 + timeout_s
             while len(outs) < len(requests):
                 o = mgr.get_result(timeout=0.02)
-                used = _blocks_in_use(mgr)
-                if used is not None:
-                    samples.append((time.perf_counter() - t0, used))
                 if o is not None and o.is_finished():
                     if o.error:
                         raise RuntimeError(f"continuous batching failed on {o.request_id}: {o.error}")
@@ -125,8 +83,7 @@ def serve_continuous(model, requests: Sequence[TraceRequest], max_batch_tokens: 
                                      list(o.generated_tokens)))
     timings.sort(key=lambda t: t.rid)
     wall = max(t.finish_s for t in timings)
-    return ContinuousResult("continuous batching", timings, wall, counter.calls, size, samples,
-                            [t - t0 for t in counter.times])
+    return ServeResult("continuous batching", timings, wall, counter.calls)
 
 
 def serve_static(model, requests: Sequence[TraceRequest], batch_size: int, device: str | None = None) -> ServeResult:
@@ -147,9 +104,7 @@ def serve_static(model, requests: Sequence[TraceRequest], batch_size: int, devic
 # ---------------------------------------------------------------------------- slots and padding
 
 def slot_segments(result: ServeResult, slots: int, static_batch: int | None = None) -> list[dict]:
-    """The timeline of `slots` batch slots: for each request, the slot it ran in, when it was busy
-    (start → finish) and, in a static batch, how long its slot sat idle waiting for the batch's slowest
-    request (finish → end of batch). Continuous batching: a freed slot goes to the next request."""
+    """Each request's slot, busy span and, in a static batch, its slot idle until the batch's slowest is done."""
     rows = []
     ts = sorted(result.timings, key=lambda t: (t.start_s, t.rid))
     if static_batch:
@@ -202,10 +157,7 @@ class BatchingSummary:
 
 
 def padding_tokens(requests: Sequence[TraceRequest], batch_size: int) -> Padding:
-    """What static batching computes for nothing: prompt padding (each prompt padded to its batch's
-    longest) and decode steps of finished rows riding along until the batch's longest output is done.
-    Useful rows: each prompt's tokens and its max_new_tokens − 1 decode steps; the three add up to the
-    token rows the batches computed, Σ batch size × (longest prompt + longest output − 1)."""
+    """Prompt padding and finished rows' decode steps, against the useful rows (prompt + max_new_tokens − 1)."""
     pad = ride = useful = 0
     for k in range(0, len(requests), batch_size):
         g = requests[k:k + batch_size]
@@ -217,8 +169,7 @@ def padding_tokens(requests: Sequence[TraceRequest], batch_size: int) -> Padding
 
 
 def summarize(result: ServeResult, baseline: ServeResult | None = None) -> BatchingSummary:
-    """A served run's totals and time to first token; with a baseline, the speed-up over it and the share
-    of requests whose tokens it matches."""
+    """A served run's totals and TTFT; with a baseline, the speed-up and the share of identical outputs."""
     from ..formulas.regime import ratio
 
     ttft = [t.first_token_s for t in result.timings]
@@ -236,16 +187,12 @@ def same_tokens(a: ServeResult, b: ServeResult) -> float:
 
 
 def in_worker_thread(fn, *args, **kwargs):
-    """Run fn(*args, **kwargs) in a thread of its own, wait for it, return its result (or raise its error).
+    """Run fn(*args, **kwargs) in a fresh thread of its own and return its result.
 
-    Why: transformers' continuous-batching manager always computes in a background thread. PyTorch's
-    CPU operators parallelise with OpenMP, and OpenMP keeps a team of threads per calling thread: once the
-    notebook's (or bench's) main thread has run the model, its team stays, and every other thread's team
-    then counts more OpenMP threads than cores, which makes GNU OpenMP stop spinning and sleep at its
-    barriers — measured here, the same manager run took 2.3–2.8 s before the main thread had run a
-    forward and 3.1–3.6 s after. The ways compared must run under the same conditions, so the baselines
-    run in a thread of their own too (a fresh one each call: a pool's thread kept between calls would
-    keep its OpenMP team too)."""
+    Why: transformers' continuous-batching manager computes in a background thread, and OpenMP keeps a team
+    of threads per calling thread: once the main thread has run the model, other threads' teams oversubscribe
+    the cores and GNU OpenMP sleeps at its barriers (measured: 2.3–2.8 s before, 3.1–3.6 s after). So every
+    way compared runs in a fresh thread (a pool's kept thread would keep its team too)."""
     from concurrent.futures import ThreadPoolExecutor
 
     name = f"workshop-{getattr(fn, '__name__', 'run')}"
@@ -255,11 +202,8 @@ def in_worker_thread(fn, *args, **kwargs):
 
 def compare_batching(model, requests: Sequence[TraceRequest], batch_size: int, max_batch_tokens: int = 512,
                      rounds: int = 1) -> dict:
-    """Warm-up, then the three ways back to back on the same requests, `rounds` times interleaved:
-    {'sequential', 'static', 'continuous'}, each its fastest round (a machine shared with other work only
-    ever slows a run, so the fastest is the closest to what the method costs — as a microbenchmark takes
-    its best sample; with rounds=1, the one run). Every way computes in a thread other than the caller's,
-    as the continuous-batching manager does (in_worker_thread says why)."""
+    """Warm-up, then the three ways on the same requests, `rounds` times interleaved, each its fastest round
+    (a shared machine only slows a run down), each off the caller's thread (in_worker_thread)."""
     warm = requests[:2]
     in_worker_thread(serve_sequential, model, warm)
     in_worker_thread(serve_static, model, warm, batch_size)
@@ -305,8 +249,7 @@ def decode_on_gpu(model, gpu: str, context: int, batches: Sequence[int] = (1,), 
 
 @dataclass(frozen=True)
 class ChunkOnGpu:
-    """One step of a prefill on a GPU at its roofline floor: the whole prompt (start 0, tokens = prompt) or one
-    chunk of it (its tokens attend to the `start` tokens before them)."""
+    """One step of a prefill on a GPU at its roofline floor."""
 
     model: str
     gpu: str
@@ -321,14 +264,9 @@ def chunks_on_gpu(model, gpu: str, prompt: int = 4096, chunk: int = 512, dtype: 
     (helpers.formulas.roofline.step_floor of helpers.formulas.stepcost.forward_cost): how long each step holds
     the other requests' next token."""
     from ..formulas.gpus import get_gpu
-    from ..formulas.roofline import step_floor
     from ..formulas.specs import get_spec
-    from ..formulas.stepcost import forward_cost
+    from .kv_cache import gpu_floor
 
-    g, name = get_gpu(gpu), get_spec(model).name
-    peak, _ = g.peak_flops(dtype)
-    out = []
-    for start, n in [(0, prompt)] + [(s, min(chunk, prompt - s)) for s in range(0, prompt, chunk)]:
-        f = step_floor(forward_cost(model, n, start, 1, dtype), peak, g.bandwidth)
-        out.append(ChunkOnGpu(name, g.name, start, n, f.seconds, f.bound))
-    return out
+    steps = [(0, prompt)] + [(s, min(chunk, prompt - s)) for s in range(0, prompt, chunk)]
+    return [ChunkOnGpu(get_spec(model).name, get_gpu(gpu).name, start, n, f.seconds, f.bound)
+            for start, n in steps for f in [gpu_floor(model, gpu, n, start, dtype)]]

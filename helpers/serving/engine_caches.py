@@ -1,7 +1,5 @@
-"""The readable engine's prefix caches (helpers.engine.prefix_cache) measured: the time to first token a
-cached prefix saves (and what it saves on a GPU, computed: hit_on_gpu), the radix tree against chained
-block hashes on rounds of prompts and on a prompt served again with one token changed. The figures of
-notebook 07 and `make bench`; not part of the engine's mechanism.
+"""The engine's prefix caches measured: the TTFT a cached prefix saves (and on a GPU, computed), the radix
+tree against chained block hashes on rounds of prompts and on a prompt served again with one token changed.
 """
 from __future__ import annotations
 
@@ -83,9 +81,8 @@ def prefix_ttft(model, prefix: Sequence[int], suffixes: Sequence[Sequence[int]],
 
 def cache_hits(model, prompts_by_round: Sequence[Sequence[Sequence[int]]], block_size: int = 16,
                new_tokens: int = 4) -> CacheHits:
-    """The same rounds of prompts (each round served after the last) through the radix and the hash
-    cache: prompt tokens reused by each (in all and per request, in arrival order), and whether both
-    gave the same tokens."""
+    """The same rounds of prompts (each round after the last) through the radix and the hash cache: tokens
+    reused (in all and per request) and whether both gave the same tokens."""
     out, tokens = {}, {}
     prompts = [list(p) for r in prompts_by_round for p in r]
     for kind in ("radix", "hash"):
@@ -97,14 +94,14 @@ def cache_hits(model, prompts_by_round: Sequence[Sequence[Sequence[int]]], block
             reqs += batch
             tokens[kind] += [q.output for q in batch]
         total = sum(len(p) for p in prompts)
-        out[kind] = CacheRun(kind, total, e.cache.hit_tokens, e.cache.hit_tokens / total, e.kv.alloc.copies,
+        out[kind] = CacheRun(kind, total, e.cache.hit_tokens, e.cache.hit_tokens / total, e.kv.copies,
                              [q.cached_tokens for q in reqs], [len(p) for p in prompts])
     return CacheHits(out["radix"], out["hash"], tokens["radix"] == tokens["hash"])
 
 
 def edit_hits(model, prompt: Sequence[int], edit_at: int, block_size: int = 16) -> EditHits:
-    """A prompt served once, then again with the token at `edit_at` changed: the tokens each cache
-    reuses for the edited prompt (radix: up to the edit; hashes: up to the last whole block before it)."""
+    """A prompt served once, then again with the token at `edit_at` changed: the tokens each cache reuses
+    (radix: up to the edit; hashes: up to the last whole block before it)."""
     edited = list(prompt)
     edited[edit_at] = (edited[edit_at] + 1) % model.config.vocab_size
     reused = {}
@@ -135,13 +132,10 @@ class HitOnGpu:
 def hit_on_gpu(model, gpu: str, prefix_tokens: int, suffix_tokens: int, dtype: str = "bf16") -> HitOnGpu:
     """The cold prefill of prefix + suffix and the warm one of the suffix over the cached prefix, computed."""
     from ..formulas.gpus import get_gpu
-    from ..formulas.roofline import step_floor
     from ..formulas.specs import get_spec
-    from ..formulas.stepcost import forward_cost
+    from .kv_cache import gpu_floor
 
-    g = get_gpu(gpu)
-    peak, _ = g.peak_flops(dtype)
-    cold = step_floor(forward_cost(model, prefix_tokens + suffix_tokens, 0, 1, dtype), peak, g.bandwidth)
-    warm = step_floor(forward_cost(model, suffix_tokens, prefix_tokens, 1, dtype), peak, g.bandwidth)
-    return HitOnGpu(get_spec(model).name, g.name, prefix_tokens, suffix_tokens, cold.seconds, cold.bound,
+    cold = gpu_floor(model, gpu, prefix_tokens + suffix_tokens, 0, dtype)
+    warm = gpu_floor(model, gpu, suffix_tokens, prefix_tokens, dtype)
+    return HitOnGpu(get_spec(model).name, get_gpu(gpu).name, prefix_tokens, suffix_tokens, cold.seconds, cold.bound,
                     warm.seconds, warm.bound)

@@ -1,7 +1,4 @@
-"""The readable engine (helpers.engine) measured serving: its step log read, and chunked prefill. The
-figures of notebook 07 and `make bench` (whose checks against transformers — the same greedy tokens as
-`generate`, the speed of its continuous-batching manager — are scripts/serving_bench.py's).
-"""
+"""The readable engine measured serving: its step log read, and chunked prefill (notebook 07, `make bench`)."""
 from __future__ import annotations
 
 import statistics
@@ -68,9 +65,8 @@ def blocks_needed(requests: Sequence[TraceRequest], block_size: int) -> int:
 
 
 def log_summary(e: Engine, result: ServeResult, requests: Sequence[TraceRequest] = ()) -> LogSummary:
-    """What an engine run's step log says: steps, prefill chunks, steps mixing prefill and decode rows,
-    preemptions and the tokens they made it compute again, the peak of blocks in use, block copies; with the
-    `requests`, the blocks that would have prevented every preemption (blocks_without_preemption)."""
+    """An engine run's step log summed up; with the `requests`, the blocks that would have prevented every
+    preemption (blocks_without_preemption)."""
     log = e.log
     peak = max(log, key=lambda s: s["blocks used"], default={"blocks used": 0, "tokens held": 0})
     need = blocks_without_preemption(requests, e.args.block_size, e.args.max_num_seqs) if requests else None
@@ -80,7 +76,7 @@ def log_summary(e: Engine, result: ServeResult, requests: Sequence[TraceRequest]
                       preemptions=sum(len(s["preempted"]) for s in log),
                       recomputed_tokens=sum(r.lost_tokens for r in e.scheduler.finished),
                       peak_blocks=peak["blocks used"], tokens_at_peak=peak["tokens held"],
-                      copy_on_write_copies=e.kv.alloc.copies, blocks=e.args.blocks, blocks_without_preemption=need)
+                      copy_on_write_copies=e.kv.copies, blocks=e.args.blocks, blocks_without_preemption=need)
 
 
 def chunked_prefill(model, shorts: Sequence[Sequence[int]], long_prompt: Sequence[int], new_tokens: int,
@@ -124,8 +120,7 @@ def _chunked_run(model, shorts, long_prompt, new_tokens, arrive_after_steps, bud
 
 
 def timeline(log: list[dict]) -> list[dict]:
-    """The engine's step log as one row per request per step: what it was doing (prefill with its chunk
-    size, decode, waiting, preempted) between the step's start and end, seconds after the first step."""
+    """The step log as one row per request per step: its state, from the step's start to end (s after the first)."""
     if not log:
         return []
     t0 = log[0]["start_s"]
@@ -141,6 +136,6 @@ def timeline(log: list[dict]) -> list[dict]:
 
 
 def blocks_without_preemption(requests: Sequence[TraceRequest], block_size: int, max_num_seqs: int) -> int:
-    """KV blocks that hold the `max_num_seqs` longest requests at their full length (prompt and every token):
-    with that many no running request can run out of blocks, so none is preempted."""
+    """KV blocks that hold the `max_num_seqs` longest requests at their full length: with that many no running
+    request runs out of blocks, so none is preempted."""
     return sum(sorted(_blocks(requests, block_size), reverse=True)[:max_num_seqs])

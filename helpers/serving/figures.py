@@ -92,8 +92,7 @@ def bars_figure(labels: Sequence[str], values: Sequence[float], ylabel: str, tit
 
 @plots.notes_when_empty('Prefix-cache hit rates')
 def hit_rate_figure(results: dict, source: Any):
-    """Per request of each trace (name: helpers.serving.engine_caches.CacheRun): prompt tokens and the
-    cached part."""
+    """Per request of each trace ({name: engine_caches.CacheRun}): prompt tokens and the cached part."""
     fig, axes = plots.figure(ncols=len(results), width=4.8, squeeze=False)
     for ax, (name, r) in zip(axes[0], results.items()):
         lens = r.lengths
@@ -111,10 +110,8 @@ STATE_COLOURS = {"prefill": "tab:orange", "decode": MEASURED, "waiting": "#ddddd
 
 @plots.notes_when_empty('The engine, step by step')
 def timeline_figure(rows: Sequence[dict], log: Sequence[dict], source: Any, title: str = ""):
-    """The engine's step log (helpers.serving.engine_runs.timeline): one lane per request, one column
-    per step, coloured by what the request did in it — prefilling a chunk, decoding, waiting, preempted —
-    and below, per step, the tokens computed and the KV blocks in use. Steps, not seconds, on the x axis:
-    the schedule is the same on a loaded machine, its timing is not."""
+    """The engine's step log (engine_runs.timeline): a lane per request coloured by its state in each step, and
+    below the tokens computed and KV blocks in use. Steps on the x axis: a loaded machine changes the timing."""
     from matplotlib.patches import Patch
 
     lanes = len({r["request"] for r in rows})

@@ -1,8 +1,6 @@
-"""The KV cache on and off: greedy decoding that recomputes the whole sequence at every step (no cache)
-against one that feeds only the newest token and reuses the cached keys and values
-(helpers.measure.timing.timed_generate). Without the cache, step t processes t tokens, so generating n tokens
-after a prompt of p processes Σ (p + t) = n·p + n(n−1)/2 tokens — quadratic work; with it, p + n − 1 (the
-prompt once, then one token a step).
+"""The KV cache on and off: greedy decoding that reruns the whole sequence every step against
+helpers.measure.timing.timed_generate's one token a step over the cache. With no cache n tokens after a
+prompt of p run Σ (p + t) = n·p + n(n−1)/2 tokens, quadratic; with it p + n − 1.
 """
 from __future__ import annotations
 
@@ -41,8 +39,7 @@ class CacheOnOff:
 
 
 def generate_without_cache(model, input_ids, max_new_tokens: int) -> tuple[list[int], list[float], list[int]]:
-    """Greedy decoding with use_cache=False: each step runs the full sequence so far. Returns (tokens,
-    seconds per step, tokens processed per step); step 0 is the prefill."""
+    """Greedy decoding with use_cache=False: (tokens, seconds per step, tokens run per step); step 0 the prefill."""
     import torch
 
     device = str(next(model.parameters()).device)
@@ -63,9 +60,8 @@ def generate_without_cache(model, input_ids, max_new_tokens: int) -> tuple[list[
 
 
 def cache_on_off(model, input_ids, max_new_tokens: int, repeats: int = 3) -> CacheOnOff:
-    """Both ways on the same prompt: each step (position, seconds, tokens processed) and the totals.
-    Each way runs `repeats` times, alternating, and each step keeps its fastest time: another process on
-    the cores only ever slows a step, so a single run could show either way ahead by accident."""
+    """Both ways on the same prompt, `repeats` times alternating, each step its fastest time (another process
+    on the cores only ever slows a step, so one run could show either way ahead by accident)."""
     # untimed warm-up of both paths
     timed_generate(model, input_ids[:, :8], 2)
     generate_without_cache(model, input_ids[:, :8], 2)
@@ -83,8 +79,7 @@ def cache_on_off(model, input_ids, max_new_tokens: int, repeats: int = 3) -> Cac
 
 
 def work_without_cache(prompt_tokens: int, new_tokens: int) -> int:
-    """Tokens run through the model to generate new_tokens greedily with no cache: step t (0-based)
-    processes prompt + t tokens, so Σ_{t<n} (p + t) = n·p + n(n−1)/2."""
+    """Tokens run with no cache: step t runs prompt + t tokens, so Σ_{t<n} (p + t) = n·p + n(n−1)/2."""
     return new_tokens * prompt_tokens + new_tokens * (new_tokens - 1) // 2
 
 
@@ -92,9 +87,8 @@ def work_without_cache(prompt_tokens: int, new_tokens: int) -> int:
 
 @dataclass(frozen=True)
 class StepFit:
-    """The no-cache steps' time against the tokens each ran, fitted as a straight line (least squares):
-    a fixed part every step pays whatever its tokens, and a part per token (nan where the steps cannot
-    separate them: fewer than two lengths, or times that are not numbers)."""
+    """The no-cache steps' time against the tokens each ran, a least-squares line: a fixed part per step and a
+    part per token (nan when fewer than two lengths)."""
 
     fixed_s: float
     per_token_s: float
@@ -131,25 +125,26 @@ class CacheOnGpu:
     cached_last_s: float
 
 
-def on_gpu(model, gpu: str, prompt_tokens: int, new_tokens: int, dtype: str = "bf16") -> CacheOnGpu:
-    """A no-cache step over n tokens is a prefill of n: memory-bound (one read of the weights, as a cached
-    step) up to the length where its FLOPs take longer than its bytes, found by bisection."""
+def gpu_floor(model, gpu: str, new: int, past: int = 0, dtype: str = "bf16"):
+    """A step of `new` tokens over `past` cached ones on a catalogued GPU at its roofline floor
+    (helpers.formulas.roofline.step_floor of helpers.formulas.stepcost.forward_cost)."""
     from ..formulas.gpus import get_gpu
     from ..formulas.roofline import step_floor
+    from ..formulas.stepcost import forward_cost
+
+    g = get_gpu(gpu)
+    return step_floor(forward_cost(model, new, past, 1, dtype), g.peak_flops(dtype)[0], g.bandwidth)
+
+
+def on_gpu(model, gpu: str, prompt_tokens: int, new_tokens: int, dtype: str = "bf16") -> CacheOnGpu:
+    """A no-cache step over n tokens is a prefill of n: memory-bound (one read of the weights, as a cached step)
+    below the prefill's ridge (helpers.formulas.roofline.prefill_ridge_tokens)."""
+    from ..formulas.gpus import get_gpu
+    from ..formulas.roofline import prefill_ridge_tokens
     from ..formulas.specs import get_spec
-    from ..formulas.stepcost import decode_cost, forward_cost
 
-    spec, g = get_spec(model), get_gpu(gpu)
-    peak, _ = g.peak_flops(dtype)
-
-    def off(n):
-        return step_floor(forward_cost(spec, n, 0, 1, dtype), peak, g.bandwidth)
-
-    lo, hi = 1, 1 << 20
-    while lo < hi:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if off(mid).bound == "compute" else (mid + 1, hi)
     first, last = prompt_tokens, prompt_tokens + new_tokens - 1
-    end = off(last)
-    return CacheOnGpu(spec.name, g.name, lo, first, last, off(first).seconds, end.seconds, end.bound,
-                      step_floor(decode_cost(spec, last, 1, dtype), peak, g.bandwidth).seconds)
+    end = gpu_floor(model, gpu, last, 0, dtype)
+    return CacheOnGpu(get_spec(model).name, get_gpu(gpu).name, prefill_ridge_tokens(model, gpu, dtype), first, last,
+                      gpu_floor(model, gpu, first, 0, dtype).seconds, end.seconds, end.bound,
+                      gpu_floor(model, gpu, 1, last, dtype).seconds)

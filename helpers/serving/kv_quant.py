@@ -1,17 +1,9 @@
-"""KV-cache quantization with transformers' QuantizedCache: fp8 (per-tensor scale, built in), 4 and 2
-bits (optimum-quanto, group-wise with a scale and a zero point per group of 64, the newest
-`residual_length` tokens kept in full precision — KIVI, Liu et al., ICML 2024). For each: the bytes of
-the real cache against helpers.formulas.memory's formula, decode speed, and the quality cost (helpers.measure.quality:
-KL divergence and top-1 agreement against the full-precision cache) on the evaluation text.
-`measure_all` runs the three on one model (notebook 05's replay key 05/kv_cache).
-
-How transformers 5 reads these caches (transformers/cache_utils.py): at every step the quanto layer
-dequantizes its whole quantized store and concatenates it with the residual (QuantizedLayer.update); the
-fp8 layer appends the new token's fp8 values to its store and dequantizes the whole store
-(Fp8QuantizedLayer.update). Attention then reads a full-precision copy: these caches save memory, not
-bytes read per step.
-
-Only full-attention models: transformers' QuantizedCache rejects sliding-window layers.
+"""KV-cache quantization with transformers' QuantizedCache: fp8 (a per-tensor scale), 4 and 2 bits
+(optimum-quanto, a scale and zero point per group of 64, the newest `residual_length` tokens in full
+precision: KIVI, Liu et al., ICML 2024): bytes against helpers.formulas.memory, decode speed, KL and top-1
+against the full-precision cache (notebook 05). transformers 5 dequantizes the whole store at every step
+(cache_utils.py: QuantizedLayer.update, Fp8QuantizedLayer.update) and attention reads a full-precision
+copy: these caches save memory, not bytes read per step. Full-attention models only (no sliding window).
 """
 from __future__ import annotations
 
@@ -86,12 +78,10 @@ class SchemeSpeed:
 
 
 def cache_bytes(model, tokens: int, dtype: str, scheme: str, residual_tokens: int = 0) -> CacheBytes:
-    """The bytes of a `scheme` cache holding `tokens` tokens of a model whose activations are `dtype`, by
-    part: packed values (helpers.formulas.memory.kv_cache_bytes at the scheme's storage dtype), metadata (quanto:
-    a scale and a zero point in `dtype` per group of GROUP_SIZE values; fp8: one fp32 scale per K and V
-    tensor per layer, whatever the model's dtype) and `residual_tokens` not yet quantized (full precision,
-    at most RESIDUAL_LENGTH − 1). Pinned against the bytes of real QuantizedCaches of an fp32 and a bf16
-    model (tests); used to project the measured shares onto a 7B model's cache."""
+    """The bytes of a `scheme` cache of `tokens` tokens, activations in `dtype`, by part: packed values
+    (kv_cache_bytes at the scheme's dtype), metadata (quanto: a scale and a zero point in `dtype` per
+    GROUP_SIZE values; fp8: one fp32 scale per K and V tensor per layer) and `residual_tokens` in full
+    precision. Pinned against real QuantizedCaches of an fp32 and a bf16 model (tests)."""
     from ..formulas.units import dtype_bytes
 
     backend, _, kv_dtype = SCHEMES[scheme]
@@ -120,20 +110,10 @@ def projected_shares(model, tokens: int, dtype: str) -> dict[str, float]:
             for s in SCHEMES}
 
 
-TRAINED_PROFILES = ("mistral-7b", "tiny-trained")   # helpers.measure.models profiles with trained weights; the rest are random
-
-
 def quality_profile(current: str | None = None) -> tuple[str, bool]:
-    """(profile, trained) for the quality figures: the `current` profile when its weights are trained
-    (mistral-7b, tiny-trained), else a trained tiny model when helpers.measure.models offers one ('tiny-trained'),
-    else the random tiny model (whose quality figures mean nothing: trained is False)."""
-    from ..measure import models
-
-    if current in TRAINED_PROFILES:
-        return current, True
-    if "tiny-trained" in models.PROFILES:
-        return "tiny-trained", True
-    return "tiny", False
+    """(profile, trained) for the quality figures: the current profile when its weights are trained, else
+    tiny-trained (the same rule as helpers.serving.speculative.model_profile)."""
+    return (current if current in ("mistral-7b", "tiny-trained") else "tiny-trained"), True
 
 
 def available(scheme: str) -> str | None:
@@ -159,8 +139,7 @@ def make_cache(model, scheme: str, residual_length: int = RESIDUAL_LENGTH):
 
 
 def _store_split(cache) -> dict[str, int]:
-    """Bytes of a quantized cache by kind: 1-byte-element tensors (the packed values), floating-point
-    tensors inside the quantized stores (scales, zero points) and the full-precision residual."""
+    """Bytes of a quantized cache: 1-byte tensors (values), float tensors in the stores (scales, zero points), residual."""
     data = meta = resid = 0
     for layer in cache.layers:
         for name, value in vars(layer).items():
@@ -176,9 +155,7 @@ def _store_split(cache) -> dict[str, int]:
 
 
 def bytes_by_scheme(model, spec, ids, dtype: str) -> list[SchemeBytes]:
-    """Prefill `ids` (one sequence) then decode one token into each scheme's cache; the measured bytes
-    (helpers.measure.tensor_bytes.measured_cache_bytes) against helpers.formulas.memory.kv_cache_bytes for the packed values,
-    the full-precision residual and the scales."""
+    """Prefill `ids` (one sequence) then decode one token into each scheme's cache."""
     import torch
 
     x = torch.as_tensor(ids).reshape(1, -1).to(next(model.parameters()).device)
@@ -208,9 +185,8 @@ def bytes_by_scheme(model, spec, ids, dtype: str) -> list[SchemeBytes]:
 
 
 def _scored_logprobs(model, ids, cache, prefill: int, chunk: int):
-    """Log-probabilities at every position from `prefill − 1` on: the first `prefill` tokens in one
-    forward, the rest fed `chunk` at a time into the same cache (so later tokens attend to what the cache
-    stored, quantized or not)."""
+    """Log-probabilities from position `prefill − 1` on: the prefill in one forward, the rest `chunk` at a
+    time into the same cache (later tokens attend to what the cache stored, quantized or not)."""
     import torch
 
     x = torch.as_tensor(ids).reshape(1, -1).to(next(model.parameters()).device)
@@ -238,9 +214,8 @@ def quality_by_scheme(model, ids, prefill: int = 64, chunk: int = 16) -> list[Sc
 
 
 def speed_by_scheme(model, ids, steps: int = 16) -> list[SchemeSpeed]:
-    """Median time of a decode step after prefilling `ids`, per scheme: every scheme's cache prefilled, then
-    one step of each in turn, `steps` rounds, so that anything else slowing the machine slows them alike
-    (dequantizing costs time: these caches are read back in full precision, see the module docstring)."""
+    """Median decode step after prefilling `ids`, per scheme: one step of each in turn, `steps` rounds, so
+    anything else slowing the machine slows them alike."""
     import statistics
 
     import torch
@@ -267,8 +242,7 @@ def speed_by_scheme(model, ids, steps: int = 16) -> list[SchemeSpeed]:
 
 @dataclass
 class KvQuantRun:
-    """One KV-cache quantization run: each scheme's cache bytes and decode step on the loaded model, and its
-    quality on a trained model (quality_profile); `missing`: the schemes that could not run here, and why."""
+    """Each scheme's bytes and decode step on the loaded model, its quality on a trained one; `missing`: why not run."""
 
     label: str                      # the model the bytes and steps were measured on (Loaded.label)
     quality_label: str              # the model the quality was measured on

@@ -1,6 +1,4 @@
-"""The serving workloads notebook 07 and `make bench`'s serving section (scripts/serving_bench.py) share,
-sized per profile, and the paged-attention comparison's trace.
-"""
+"""The serving workloads notebook 07 and `make bench` (scripts/serving_bench.py) share, sized per profile."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -52,9 +50,8 @@ PAGED_CAPACITY_LONGEST = 6  # its KV memory: room for this many of the longest p
 
 
 def paged_trace(tokenizer, w: Workload) -> tuple[list, int]:
-    """The paged-attention comparison's input, for notebook 07 and the bench alike: the seeded chat
-    trace's requests (real token counts, answers at most w.max_output, the contiguous reservation) and
-    the KV capacity in token slots both schemes share, PAGED_CAPACITY_LONGEST × (max_output + longest prompt)."""
+    """The paged-attention comparison's input (notebook 07 and the bench): the seeded chat trace's requests and
+    the KV capacity both schemes share, PAGED_CAPACITY_LONGEST × (max_output + longest prompt) slots."""
     from dataclasses import replace
 
     reqs = chat_requests(tokenizer, replace(w, requests=PAGED_REQUESTS))

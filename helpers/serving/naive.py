@@ -1,11 +1,10 @@
-"""Serving N requests two ways, measured on a loaded model — the third pain point of notebook 01:
-one after another, as a naive local server does, then together in one real static batch
-(left-padded, attention-masked, position ids counted from each prompt's first real token, one
-forward per step for all of them), with when each request started, got its first token and
-finished. The timeline of both is helpers.present.sweep_figures.timeline_figure.
+"""Serving N requests two ways on a loaded model (notebook 01's third pain point): one after another, as a
+naive local server does, then together in one real static batch, with when each request started, got its
+first token and finished.
 """
 from __future__ import annotations
 
+import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -35,8 +34,8 @@ def make_requests(n: int, prompt_range: tuple[int, int], new_tokens_range: tuple
 
 @dataclass
 class RequestTiming:
-    """When one request started being served (got a batch slot), got its first token and finished, and its
-    output; seconds after the run began, when every request had arrived unless `arrival_s` says later."""
+    """When one request got a batch slot, its first token and its last, and its output; seconds after the run
+    began, when every request had arrived unless `arrival_s` says later."""
 
     rid: int
     prompt_tokens: int
@@ -64,38 +63,24 @@ class ServeResult:
         """New tokens ÷ wall time (inf over a wall time of 0, as a timer that saw nothing gives: regime.ratio)."""
         return ratio(self.new_tokens, self.wall_s)
 
-    @property
-    def mean_step_s(self) -> float:
-        """Wall time per forward call: what one step (one row, or a whole batch) cost on average."""
-        return ratio(self.wall_s, self.forward_calls)
-
-    @property
-    def tokens_per_step(self) -> float:
-        """New tokens per forward call: the mean batch a step served (1 one request at a time)."""
-        return ratio(self.new_tokens, self.forward_calls)
-
 
 
 class _ForwardCounter:
-    """Counts the model's forward calls (a forward pre-hook), to show what 'batched' means, and keeps
-    when each began (`times`, time.perf_counter)."""
+    """Counts the model's forward calls (a forward pre-hook), to show what 'batched' means."""
 
     def __init__(self, model):
         self.calls = 0
-        self.times: list[float] = []
         self._h = model.register_forward_pre_hook(self._hook)
 
     def _hook(self, *_):
         self.calls += 1
-        self.times.append(time.perf_counter())
 
     def close(self) -> None:
         self._h.remove()
 
 
 def serve_sequential(model, requests: Sequence[TraceRequest], device: str | None = None) -> ServeResult:
-    """Serve the requests one after another, as a naive local server does: each request's prefill,
-    then its decode steps (one token per step, reusing a DynamicCache), then the next request."""
+    """Serve the requests one after another, as a naive local server does."""
     import torch
 
     device = device or str(next(model.parameters()).device)
@@ -116,11 +101,9 @@ def serve_sequential(model, requests: Sequence[TraceRequest], device: str | None
 
 
 def serve_batched(model, requests: Sequence[TraceRequest], device: str | None = None, pad_id: int = 0) -> ServeResult:
-    """Serve the requests together in one static batch: prompts left-padded to the longest, an attention
-    mask hiding the padding, position ids counted from each prompt's first real token; one prefill
-    forward for all, then one forward per decode step for all, reusing one DynamicCache. A request
-    that has its tokens stops counting, but its row rides along until the longest is done (a static
-    batch; continuous batching would admit a new request into the free slot)."""
+    """Serve the requests together in one static batch: left-padded, an attention mask hiding the padding,
+    positions counted from each prompt's first real token, one forward per step for all; a finished row
+    rides along until the longest is done."""
     import torch
 
     device = device or str(next(model.parameters()).device)
@@ -185,12 +168,6 @@ class ServingComparison:
         return [r for r in (self.sequential, self.batched) if r is not None]
 
 
-def _median(xs) -> float:
-    import statistics
-
-    return statistics.median(xs)
-
-
 @dataclass(frozen=True)
 class LatencyCost:
     """What one serving mode costs each request, and its throughput."""
@@ -203,25 +180,20 @@ class LatencyCost:
 
 
 def latency_cost(comparison: ServingComparison) -> list[LatencyCost]:
-    """What batching costs each request next to what it gains the server, per mode that ran:
-
-    - time to first token as the user sees it (arrival to first token, waiting included);
-    - the prefill that produced it (one prompt alone, or every prompt of the batch padded together);
-    - the decode step, (finish − first token) ÷ (new tokens − 1), median over requests with ≥ 2 tokens;
-    - tokens per second of the whole run (throughput).
-    """
+    """Per mode that ran: median TTFT (arrival to first token), the prefill that made it, the decode step
+    (finish − first token) ÷ (new tokens − 1) over requests with ≥ 2 tokens, and tokens/s."""
     rows = []
     for res in comparison.results:
         steps = [(t.finish_s - t.first_token_s) / (t.new_tokens - 1) for t in res.timings if t.new_tokens > 1]
-        rows.append(LatencyCost(res.mode, _median(t.first_token_s for t in res.timings) * 1e3,
-                                _median(t.first_token_s - t.start_s for t in res.timings) * 1e3,
-                                _median(steps) * 1e3 if steps else float("nan"), res.tokens_per_s))
+        rows.append(LatencyCost(res.mode, statistics.median(t.first_token_s for t in res.timings) * 1e3,
+                                statistics.median(t.first_token_s - t.start_s for t in res.timings) * 1e3,
+                                statistics.median(steps) * 1e3 if steps else float("nan"), res.tokens_per_s))
     return rows
 
 
 def compare_serving(model, requests: Sequence[TraceRequest], device: str) -> ServingComparison:
     """A short untimed warm-up, then the requests one after another and together; running out of memory
-    in either mode is recorded (the other mode's result is kept), not raised."""
+    is recorded (the other mode's result kept), not raised."""
     out: dict[str, ServeResult | None] = {"sequential": None, "batched": None}
     message = None
     for mode, fn in (("warm-up", serve_batched), ("sequential", serve_sequential), ("batched", serve_batched)):

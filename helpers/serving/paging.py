@@ -1,11 +1,7 @@
-"""Paged allocation against contiguous reservation, step by step on a request trace (notebook 07, `make bench`).
-
-`ContiguousPool`: each sequence reserves one contiguous run of slots for its longest possible length
-when it is admitted (what servers did before paging). Reserved-but-unused slots are internal waste;
-free slots in holes too small for the next request are external fragmentation. The paged side is the
-engine's own scheduler and block allocator (helpers.engine.scheduler, helpers.engine.blocks), run with
-no model. `simulate` runs a trace through either one, a step at a time, and records what was reserved,
-used and wasted, and how many sequences ran at once.
+"""Paged allocation against contiguous reservation, step by step on a request trace. `ContiguousPool`
+reserves each sequence's longest possible length at admission (what servers did before paging): reserved,
+unused slots are internal waste, holes too small for the next request external fragmentation. The paged
+side is the engine's own scheduler and allocator, run with no model.
 """
 from __future__ import annotations
 
@@ -100,10 +96,8 @@ class SimResult:
 
 def simulate(requests: Sequence[TraceRequest], capacity_slots: int, max_tokens: int, scheme: str = "paged",
              block_size: int = 16) -> SimResult:
-    """Serve the requests (token ids; each generates its max_new_tokens) first come,
-    first served on a KV cache of `capacity_slots` token slots, a step at a time: 'contiguous' reserves a
-    run of prompt + `max_tokens` slots at admission, the longest answer it could have to hold
-    (`_contiguous`); 'paged' is the engine's own scheduler and allocator (`_paged`)."""
+    """Serve the requests first come, first served on `capacity_slots` KV slots, a step at a time: 'contiguous'
+    reserves prompt + `max_tokens` slots at admission; 'paged' is the engine's own scheduler and allocator."""
     if scheme == "paged":
         return _paged(requests, capacity_slots, block_size)
     return _contiguous(requests, capacity_slots, max_tokens)
@@ -137,19 +131,16 @@ def _contiguous(requests: Sequence[TraceRequest], capacity_slots: int, max_token
 
 
 def _paged(requests: Sequence[TraceRequest], capacity_slots: int, block_size: int) -> SimResult:
-    """The engine's scheduler (helpers.engine.scheduler) on a paged cache with no layers: no model runs,
-    every chunk that reaches its request's last token 'samples' token 0. Admission is optimistic (blocks
-    for the prompt only); when a running sequence's next token needs a block and none is free, the
-    newest is preempted and recomputed when readmitted (vLLM's default). No step budget: each admission
-    prefills its whole prompt in its first step, as the contiguous side does."""
+    """The engine's scheduler on a paged cache with no layers: no model runs, a finished chunk 'samples' token 0.
+    Admission is optimistic and preempts the newest when blocks run out (vLLM's default); no step budget."""
     kv = PagedKVCache(0, capacity_slots // block_size, block_size, 1, 1)
     sched = Scheduler(kv, NoCache(kv), max_num_seqs=len(requests), max_batch_tokens=capacity_slots)
     for r in requests:
-        sched.add(EngineRequest(r.rid, list(r.prompt), SamplingParams(max_tokens=r.max_new_tokens, ignore_eos=True)))
+        sched.waiting.append(EngineRequest(r.rid, list(r.prompt), SamplingParams(max_tokens=r.max_new_tokens, ignore_eos=True)))
     res = SimResult("paged", capacity_slots, 0)
     while sched.has_work():
         plan = sched.schedule()
-        used, reserved = kv.alloc.stored_tokens(), kv.alloc.used_blocks * block_size
+        used, reserved = kv.stored_tokens(), kv.used_blocks * block_size
         res.rows.append({"step": res.steps, "running": len(plan.work), "waiting": len(sched.waiting), "used": used,
                          "reserved": reserved, "internal waste": reserved - used, "external fragmentation": 0})
         res.max_running = max(res.max_running, len(plan.work))

@@ -1,9 +1,7 @@
-"""Speculative decoding measured, greedy: the readable engine's loop (helpers.engine.speculative) with prompt
-lookup and the early-exit draft, on prompts that give drafting something to copy (a passage to copy-edit) and
-prompts that do not (an open question), one at a time and as one batch of different prompts; where each kept
-draft of prompt lookup was copied from (the prompt, or the model's own output) and the loop an output ends in;
-the verify pass against a decode step; and transformers' assisted generation with prompt lookup, its target
-passes counted by a hook (the engine's oracle). The figures of notebook 07 and `make bench`.
+"""Speculative decoding measured, greedy: the engine's loop (helpers.engine.speculative) with prompt lookup
+and the early-exit draft, on a copy-edit (something to copy) and an open question (nothing), alone and as
+one batch; where prompt lookup's kept drafts came from; the verify pass against a decode step; and
+transformers' assisted generation with prompt lookup as the oracle (notebook 07, `make bench`).
 """
 from __future__ import annotations
 
@@ -25,8 +23,7 @@ TRAINED = ("mistral-7b", "tiny-trained")   # profiles with trained weights: a dr
 
 
 def model_profile(current: str) -> str:
-    """The profile speculative decoding runs on: the current one when its weights are trained, else the
-    trained tiny model (random weights keep a draft by chance only)."""
+    """The current profile when its weights are trained, else tiny-trained (random weights keep a draft by chance)."""
     return current if current in TRAINED else "tiny-trained"
 
 
@@ -76,10 +73,8 @@ class Copies:
 
 
 def copies(prompt: Sequence[int], output: Sequence[int], k: int, ngram: int = 3) -> Copies:
-    """Replays the engine's greedy loop with prompt lookup over a known greedy `output`: each round drafts
-    what PromptLookup.match copies (at most k, and no more than the tokens left to make), keeps the drafts
-    that equal the output, then adds one token. A drafted token at position j of prompt + output came from
-    the prompt when j < len(prompt), else from the model's own output."""
+    """Replays the engine's greedy loop with prompt lookup over a known greedy `output` (drafts of at most k,
+    kept while they equal it); a drafted token at position j came from the prompt when j < len(prompt)."""
     lookup, out, pos = loop.PromptLookup(ngram), list(output), 0
     n = {"prompt_drafted": 0, "prompt_kept": 0, "output_drafted": 0, "output_kept": 0}
     rounds = 0
@@ -199,19 +194,18 @@ def speculative_runs(model, chosen: Sequence[Prompt], new_tokens: int, k: int = 
 
 
 def verify_cost(model, k: int, context: int, batch: int, repeats: int = 5) -> VerifyCost:
-    """What a verify pass costs on this machine: one forward of `batch` sequences with `context` cached
-    tokens each, k + 1 new rows per sequence, against the same with one row (a decode step); each the
-    fastest of `repeats`. The measured twin of helpers.formulas.speculation.verify_step_ratio."""
+    """One forward of `batch` sequences of `context` cached tokens with k + 1 new rows each against one row (a
+    decode step), each the fastest of `repeats`: the measured twin of speculation.verify_step_ratio."""
     from ..engine.kv import PagedKVCache
     from ..engine.runner import Chunk, Runner
 
     kv = PagedKVCache.for_model(model, batch * -(-(context + k + 1) // 16), 16)
     runner = Runner(model, kv)
     for b in range(batch):
-        kv.alloc.allocate(b, context + k + 1)
+        kv.allocate(b, context + k + 1)
 
     def fastest(n: int) -> float:
-        chunks = [Chunk(kv.table(b), [5] * n, context, n) for b in range(batch)]
+        chunks = [Chunk(kv.tables[b], [5] * n, context, n) for b in range(batch)]
         runner.forward(chunks)                              # warm-up (first shapes)
         times = []
         for _ in range(repeats):

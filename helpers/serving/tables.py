@@ -1,25 +1,19 @@
-"""Tables of notebooks 01 and 07: the serving results (frozen dataclasses, snake_case fields) as the labelled
-rows and DataFrames the notebook shows, each with the ratio that matters and its one-word label (below / at /
-above, helpers.formulas.regime). Labels are made here and nowhere else; notebooks and tests read the results
-by attribute. Every frame takes any value a measurement can produce (zero, nan, one sample, an empty run)."""
+"""Tables of notebooks 01 and 07: the serving results as DataFrames, each with the ratio that matters and its
+below / at / above label (helpers.formulas.regime). Every frame takes any value a measurement can produce."""
 from __future__ import annotations
 
 from typing import Sequence
 
+import pandas as pd
+
 from ..formulas import regime
-
-
-def _frame(rows: list[dict]):
-    import pandas as pd
-
-    return pd.DataFrame(rows)
 
 
 # ----------------------------------------------------------------------------- serving N requests (notebook 01)
 
 def requests_frame(results: Sequence):
     """helpers.serving.naive.ServeResult: one row per request of each result, seconds after all arrived."""
-    return _frame([{"mode": r.mode, "request": t.rid, "prompt tokens": t.prompt_tokens, "new tokens": t.new_tokens,
+    return pd.DataFrame([{"mode": r.mode, "request": t.rid, "prompt tokens": t.prompt_tokens, "new tokens": t.new_tokens,
                     "start s": t.start_s, "first token s (TTFT)": t.first_token_s, "finish s": t.finish_s}
                    for r in results for t in r.timings])
 
@@ -28,7 +22,7 @@ def serve_summary_frame(results: Sequence):
     """helpers.serving.naive.ServeResult: one row per result, its totals."""
     import statistics
 
-    return _frame([{"mode": r.mode, "requests": len(r.timings), "new tokens": r.new_tokens, "wall s": r.wall_s,
+    return pd.DataFrame([{"mode": r.mode, "requests": len(r.timings), "new tokens": r.new_tokens, "wall s": r.wall_s,
                     "tokens/s": r.tokens_per_s, "forward calls": r.forward_calls,
                     "median TTFT s": statistics.median(t.first_token_s for t in r.timings),
                     "last finish s": max(t.finish_s for t in r.timings)} for r in results])
@@ -36,7 +30,7 @@ def serve_summary_frame(results: Sequence):
 
 def latency_frame(costs: Sequence):
     """helpers.serving.naive.LatencyCost: one row per mode."""
-    return _frame([{"mode": c.mode, "median time to first token (ms)": c.median_ttft_ms,
+    return pd.DataFrame([{"mode": c.mode, "median time to first token (ms)": c.median_ttft_ms,
                     "median prefill (ms)": c.median_prefill_ms, "median decode step (ms)": c.median_decode_step_ms,
                     "tokens/s": c.tokens_per_s} for c in costs])
 
@@ -45,27 +39,25 @@ def latency_frame(costs: Sequence):
 
 def cache_on_off_frame(r):
     """helpers.serving.kv_cache.CacheOnOff: one row per way (no cache, KV cache)."""
-    return _frame([{"way": way, "prompt tokens": r.prompt_tokens, "new tokens": r.new_tokens,
+    return pd.DataFrame([{"way": way, "prompt tokens": r.prompt_tokens, "new tokens": r.new_tokens,
                     "tokens run through the model": work, "total s": total, "same greedy tokens": r.identical_tokens}
                    for way, total, work in (("no cache", r.total_s_without_cache, r.tokens_without_cache),
                                             ("KV cache", r.total_s_with_cache, r.tokens_with_cache))])
 
 
 def cache_ratio_frame(r, fit):
-    """The time the cache saved against the work it saved: no cache ÷ cache in tokens and in seconds, the
-    time ratio ÷ the work ratio with its label, and the fitted fixed part of a step and part per token
-    (helpers.serving.kv_cache.StepFit)."""
+    """No cache ÷ cache in work and in time, their ratio labelled, and the fitted step (kv_cache.StepFit)."""
     work = regime.ratio(r.tokens_without_cache, r.tokens_with_cache)
     time_ = regime.ratio(r.total_s_without_cache, r.total_s_with_cache)
     rel, label = regime.against(time_, work)
-    return _frame([{"work ratio (no cache ÷ cache)": work, "time ratio (no cache ÷ cache)": time_,
+    return pd.DataFrame([{"work ratio (no cache ÷ cache)": work, "time ratio (no cache ÷ cache)": time_,
                     "time ratio ÷ work ratio": rel, "label": label, "fixed part of a step (ms, fit)": 1e3 * fit.fixed_s,
                     "per token run (µs, fit)": 1e6 * fit.per_token_s}])
 
 
 def cache_on_gpu_frame(g):
     """helpers.serving.kv_cache.CacheOnGpu: the first and last step of the run's lengths, both ways."""
-    return _frame([{"model": g.model, "GPU": g.gpu, "tokens of the step": n, "no cache (ms)": 1e3 * off,
+    return pd.DataFrame([{"model": g.model, "GPU": g.gpu, "tokens of the step": n, "no cache (ms)": 1e3 * off,
                     "KV cache (ms)": 1e3 * on if on is not None else None,
                     "no cache compute-bound from (tokens)": g.compute_bound_from}
                    for n, off, on in ((g.first_tokens, g.no_cache_first_s, None),
@@ -75,8 +67,7 @@ def cache_on_gpu_frame(g):
 # ----------------------------------------------------------------------------- paged attention
 
 def simulation_frame(summaries: Sequence):
-    """helpers.serving.paging.SimSummary: one row per scheme, the mean sequences at once against the first
-    scheme's (contiguous reservation) with its label."""
+    """helpers.serving.paging.SimSummary: one row per scheme, mean sequences running ÷ contiguous."""
     base = summaries[0].mean_running if summaries else None
     rows = []
     for s in summaries:
@@ -88,20 +79,19 @@ def simulation_frame(summaries: Sequence):
                      "mean slots reserved": s.mean_reserved_slots, "mean internal waste (slots)": s.mean_internal_waste,
                      "mean stranded in holes (slots)": s.mean_external_fragmentation,
                      "holding ÷ reserved": s.used_share_of_reserved})
-    return _frame(rows)
+    return pd.DataFrame(rows)
 
 
 # ----------------------------------------------------------------------------- continuous batching
 
 def padding_frame(p):
     """helpers.serving.batching.Padding as a one-row table."""
-    return _frame([{"prompt padding tokens": p.padding_tokens, "finished rows' decode steps": p.finished_rows_steps,
+    return pd.DataFrame([{"prompt padding tokens": p.padding_tokens, "finished rows' decode steps": p.finished_rows_steps,
                     "useful tokens": p.useful_tokens, "wasted share": p.wasted_share}])
 
 
 def batching_frame(summaries: Sequence):
-    """helpers.serving.batching.BatchingSummary: one row per way of serving, its tokens/s ÷ the baseline's
-    (one after another) with its label."""
+    """helpers.serving.batching.BatchingSummary: one row per way, tokens/s ÷ one after another."""
     rows = []
     for s in summaries:
         row = {"mode": s.mode, "requests": s.requests, "new tokens": s.new_tokens, "wall s": s.wall_s,
@@ -112,13 +102,13 @@ def batching_frame(summaries: Sequence):
         if s.same_tokens is not None:
             row["same tokens as one after another"] = s.same_tokens
         rows.append(row)
-    return _frame(rows)
+    return pd.DataFrame(rows)
 
 
 def decode_on_gpu_frame(rows: Sequence):
     """helpers.serving.batching.DecodeOnGpu: one row per batch, its floor's tokens/s ÷ batch 1's."""
     one = next((r.tokens_per_s for r in rows if r.batch == 1), None)
-    return _frame([{"model": r.model, "GPU": r.gpu, "context": r.context, "batch": r.batch,
+    return pd.DataFrame([{"model": r.model, "GPU": r.gpu, "context": r.context, "batch": r.batch,
                     "weights' share of the bytes": r.weights_share, "step at its floor (ms)": 1e3 * r.step_floor_s,
                     "tokens/s at the floor": r.tokens_per_s, "÷ batch 1": regime.ratio(r.tokens_per_s, one)}
                    for r in rows])
@@ -128,7 +118,7 @@ def decode_on_gpu_frame(rows: Sequence):
 
 def log_summary_frame(s):
     """helpers.serving.engine_runs.LogSummary as a one-row table."""
-    return _frame([{"requests": s.requests, "steps": s.steps, "tokens/s": s.tokens_per_s,
+    return pd.DataFrame([{"requests": s.requests, "steps": s.steps, "tokens/s": s.tokens_per_s,
                     "prefill chunks": s.prefill_chunks, "steps mixing prefill and decode": s.mixed_steps,
                     "preemptions": s.preemptions, "recomputed tokens": s.recomputed_tokens, "blocks": s.blocks,
                     "blocks that prevent preemption": s.blocks_without_preemption,
@@ -137,8 +127,7 @@ def log_summary_frame(s):
 
 
 def chunked_frame(runs: Sequence):
-    """helpers.serving.engine_runs.chunked_prefill's runs, one row per token budget; the others' worst gap
-    and the long prompt's TTFT ÷ the first budget's (no chunking), with the gap's label."""
+    """helpers.serving.engine_runs.chunked_prefill's runs, one row per token budget."""
     first = runs[0] if runs else None
     rows = []
     for r in runs:
@@ -149,19 +138,18 @@ def chunked_frame(runs: Sequence):
                      "others' median gap (ms)": r.median_gap_ms, "long prompt TTFT (ms)": r.long_prompt_ttft_ms,
                      "TTFT ÷ no chunking": regime.ratio(r.long_prompt_ttft_ms, first.long_prompt_ttft_ms),
                      "same tokens": r.same_tokens_as_first_budget})
-    return _frame(rows)
+    return pd.DataFrame(rows)
 
 
 def chunks_on_gpu_frame(rows: Sequence):
     """helpers.serving.batching.ChunkOnGpu: the whole prefill, then each chunk, at its floor."""
-    return _frame([{"model": r.model, "GPU": r.gpu, "step": "whole prompt" if i == 0 else f"chunk {i}",
+    return pd.DataFrame([{"model": r.model, "GPU": r.gpu, "step": "whole prompt" if i == 0 else f"chunk {i}",
                     "tokens": r.tokens, "after tokens": r.start, "floor (ms)": 1e3 * r.floor_s, "bound": r.bound}
                    for i, r in enumerate(rows)])
 
 
 def cache_hits_frame(hits: dict):
-    """{trace name: helpers.serving.engine_caches.CacheHits}: one row per trace and cache, the tokens it reused
-    ÷ the block hashes' with its label."""
+    """{trace: helpers.serving.engine_caches.CacheHits}: one row per trace and cache, reused ÷ hash."""
     rows = []
     for trace, h in hits.items():
         for run in (h.radix, h.hash):
@@ -169,25 +157,23 @@ def cache_hits_frame(hits: dict):
             rows.append({"trace": trace, "cache": run.cache, "prompt tokens": run.prompt_tokens,
                          "reused tokens": run.reused_tokens, "hit rate": run.hit_rate, "÷ hash": r, "label": label,
                          "copy-on-write copies": run.copy_on_write_copies, "same tokens both ways": h.same_tokens})
-    return _frame(rows)
+    return pd.DataFrame(rows)
 
 
 def edit_frame(e):
-    """helpers.serving.engine_caches.EditHits: one row per cache, the tokens it reused on the edited prompt
-    beside where its rule says it stops (the tree at the edit, the hashes at the last whole block before it)."""
+    """helpers.serving.engine_caches.EditHits: per cache, the tokens reused beside where its rule stops."""
     whole = e.edited_position // e.block_size * e.block_size
-    return _frame([{"cache": cache, "prompt tokens": e.prompt_tokens, "edited token": e.edited_position,
+    return pd.DataFrame([{"cache": cache, "prompt tokens": e.prompt_tokens, "edited token": e.edited_position,
                     "reused tokens": reused, "where its rule stops": rule, "reused = rule": reused == rule}
                    for cache, reused, rule in (("radix", e.radix_reused_tokens, e.edited_position),
                                                ("hash", e.hash_reused_tokens, whole))])
 
 
 def prefix_ttft_frame(r):
-    """helpers.serving.engine_caches.PrefixTTFT as a one-row table: cold ÷ warm TTFT against the token ratio
-    (prefix + suffix) ÷ suffix, with its label."""
+    """helpers.serving.engine_caches.PrefixTTFT as a one-row table."""
     tokens = regime.ratio(r.prefix_tokens + r.suffix_tokens, r.suffix_tokens)
     rel, label = regime.against(r.ttft_ratio, tokens)
-    return _frame([{"prefix tokens": r.prefix_tokens, "suffix tokens": r.suffix_tokens, "cache": r.cache,
+    return pd.DataFrame([{"prefix tokens": r.prefix_tokens, "suffix tokens": r.suffix_tokens, "cache": r.cache,
                     "TTFT cold (ms)": r.ttft_cold_ms, "TTFT warm (ms)": r.ttft_warm_ms,
                     "cold ÷ warm": r.ttft_ratio, "token ratio": tokens, "÷ token ratio": rel, "label": label,
                     "same first token": r.same_first_token}])
@@ -198,7 +184,7 @@ def hit_on_gpu_frame(g):
     time_ = regime.ratio(g.cold_s, g.warm_s)
     tokens = regime.ratio(g.prefix_tokens + g.suffix_tokens, g.suffix_tokens)
     rel, label = regime.against(time_, tokens)
-    return _frame([{"model": g.model, "GPU": g.gpu, "prefix tokens": g.prefix_tokens, "suffix tokens": g.suffix_tokens,
+    return pd.DataFrame([{"model": g.model, "GPU": g.gpu, "prefix tokens": g.prefix_tokens, "suffix tokens": g.suffix_tokens,
                     "cold (ms)": 1e3 * g.cold_s, "cold bound": g.cold_bound, "warm (ms)": 1e3 * g.warm_s,
                     "warm bound": g.warm_bound, "cold ÷ warm": time_, "token ratio": tokens, "÷ token ratio": rel,
                     "label": label}])
@@ -211,10 +197,8 @@ def _kept(pair) -> str | None:
 
 
 def speculative_frame(runs: Sequence):
-    """helpers.serving.speculative.SpecRun rows: per prompt (or batch) and drafter, the tokens per target
-    pass, where prompt lookup's kept drafts were copied from, the loop the output ends in, and the wall-clock
-    speed-up over plain decoding with its label."""
-    return _frame([{"prompt": r.prompt, "batch": r.batch, "drafter": r.drafter, "k": r.k,
+    """helpers.serving.speculative.SpecRun: one row per prompt (or batch) and drafter."""
+    return pd.DataFrame([{"prompt": r.prompt, "batch": r.batch, "drafter": r.drafter, "k": r.k,
                     "tokens per target pass": r.tokens_per_pass, "target passes": r.target_passes,
                     "transformers' target passes": r.library_passes,
                     "kept ÷ drafted": r.acceptance_rate,
@@ -232,12 +216,11 @@ def tokens_per_pass_frame(p):
     rows += [{"term": "E = 1 + α + … + α^k", "value": p.total},
              {"term": "closed form (1 − α^(k+1)) ÷ (1 − α)", "value": p.closed_form},
              {"term": "passes that keep all k drafts (α^k)", "value": p.whole_draft_kept}]
-    return _frame(rows)
+    return pd.DataFrame(rows)
 
 
 def verify_frame(costs: Sequence):
-    """Verify passes against decode steps: helpers.formulas.speculation.VerifyCost (measured) or
-    helpers.formulas.speculation.VerifyRatio (computed, with its bounds)."""
+    """Verify passes against decode steps: speculation.VerifyCost (measured) or VerifyRatio (computed)."""
     rows = []
     for c in costs:
         row = {"context": c.context, "batch": c.batch, "k": c.k, "decode step (ms)": c.decode_step_ms,
@@ -245,4 +228,4 @@ def verify_frame(costs: Sequence):
         if hasattr(c, "decode_bound"):
             row |= {"decode bound by": c.decode_bound, "verify bound by": c.verify_bound}
         rows.append(row)
-    return _frame(rows)
+    return pd.DataFrame(rows)

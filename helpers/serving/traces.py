@@ -1,19 +1,8 @@
-"""Request workloads ("traces"), reproducible from a seed, shared by the serving notebook (07) and the
-engine benchmark (08).
-
-Two shapes of traffic, the two the talk contrasts:
-- `chat_trace`: independent chat requests, ShareGPT-like — prompt and output lengths drawn from
-  log-normal distributions (ShareGPT's conversations are long-tailed: most turns are short, a few are
-  very long), nothing shared between requests beyond a short chat preamble.
-- `agentic_trace`: the branching agent workload of the talk — one long shared system prompt, a
-  proposal round (each agent: system prompt + task + its own role), then review rounds in which every
-  reviewer reads the system prompt, the task and the whole transcript so far, and is asked to
-  "review and rate 1-10". Later requests share ever longer prefixes with earlier ones: the case a
-  radix-tree prefix cache is built for.
-
-Prompts are text (what an OpenAI-compatible server takes) built from a fixed English word list; a
-consumer that needs token ids tokenizes them (`token_ids`). Lengths are in words as generated; the
-token count follows from the tokenizer (about 1.3 tokens a word for Mistral's).
+"""Request workloads ("traces"), reproducible from a seed, shared by notebook 07 and the engine benchmark (08):
+`chat_trace`, independent ShareGPT-like requests with log-normal (long-tailed) prompt and output lengths, and
+`agentic_trace`, one long system prompt, a proposal round, then review rounds that each read the whole
+transcript so far: later requests share ever longer prefixes, the case a radix-tree prefix cache is built
+for. Prompts are text from a fixed English word list; `token_ids` tokenizes them.
 """
 from __future__ import annotations
 
@@ -41,10 +30,8 @@ REVIEW_INSTRUCTION = "Review the proposals above and rate each one from 1 to 10 
 
 @dataclass(frozen=True)
 class TraceRequest:
-    """One request, the one type every workload and mechanism outside the engine takes: its prompt (text
-    for a server; token ids, a tuple, for a model served here), how many tokens to generate, when it
-    arrives (seconds after the trace starts) and, for the agentic trace, which round and agent it belongs
-    to. The engine's own live request is helpers.engine.request.Request."""
+    """One request, the one type every workload outside the engine takes: its prompt (text for a server, token
+    ids for a model here), tokens to generate, arrival (s) and, for the agentic trace, its round and agent."""
 
     rid: int
     prompt: str | tuple[int, ...]
@@ -90,11 +77,8 @@ def chat_trace(n: int, seed: int = 0, prompt_words_median: float = 60, output_to
 
 def agentic_trace(agents: int = 4, review_rounds: int = 1, seed: int = 0, system_words: int = 600,
                   task_words: int = 40, proposal_tokens: int = 32, review_tokens: int = 16) -> list[TraceRequest]:
-    """The branching agent workload: `agents` proposals, then `review_rounds` rounds in which every
-    agent reviews the transcript so far. A proposal's text in the transcript stands in for what the
-    model would have written (seeded words of `proposal_tokens` length), so the trace is fixed before
-    anything runs. All requests of a round arrive together, rounds one after another (arrival_s is the
-    round number: a consumer serves round r only after round r-1)."""
+    """The branching agent workload: `agents` proposals, then `review_rounds` rounds in which every agent
+    reviews the transcript so far (seeded stand-in text, so the trace is fixed); arrival_s is the round."""
     rng = random.Random(seed)
     system = f"{SYSTEM_PROMPT_HEAD} {_random_text(rng, system_words)}"
     task = f"Task: {_random_text(rng, task_words)}"
@@ -116,8 +100,7 @@ def agentic_trace(agents: int = 4, review_rounds: int = 1, seed: int = 0, system
 
 
 def token_ids(tokenizer, requests: Sequence[TraceRequest]) -> list[list[int]]:
-    """Each request's prompt as token ids, with the tokenizer's own encode (a Hugging Face tokenizer:
-    `tokenizer(text).input_ids`; anything else with `.encode(text)`)."""
+    """Each request's prompt as token ids (a Hugging Face tokenizer's input_ids, else `.encode`)."""
     ids = []
     for r in requests:
         if hasattr(tokenizer, "__call__") and hasattr(tokenizer, "pad_token_id"):
