@@ -130,7 +130,6 @@ def test_windowed_static_cache_compiles_one_graph(prompt, new_tokens):
     assert counters["stats"]["unique_graphs"] == 1, dict(counters["stats"])
     assert compiled.tokens == eager.tokens
     assert compiled.kv_slots == slots
-    assert any("masked to it" in n for n in compiled.notes) == (slots > window)
 
 
 def test_decode_rejects_bad_input(tiny):
@@ -145,7 +144,6 @@ def test_compile_runs_on_cuda_and_on_a_cpu_only_when_asked(monkeypatch):
     assert "WORKSHOP_COMPILE=1" in regimes.skip_reason("static+compile", "cpu")
     monkeypatch.setenv("WORKSHOP_COMPILE", "1")
     assert "static+compile" in regimes.implementations_for("cpu")
-    assert impls.compile_mode("cuda:0") == "reduce-overhead" and impls.compile_mode("cpu") == "default"
 
 
 # ----------------------------------------------------------------------------- the bench's planner keys
