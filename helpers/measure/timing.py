@@ -74,33 +74,27 @@ def check_positions(model, prompt_tokens: int, new_tokens: int = 0) -> None:
                          "(max_position_embeddings in its config); shorten the prompt or the output")
 
 
-def check_ids(model, input_ids, new_tokens: int = 0, what: str = "input_ids", one_sequence: bool = False):
+def check_ids(model, input_ids, new_tokens: int = 0):
     """`input_ids` as a (batch, prompt) tensor of token ids a model can run, or ValueError saying what is
     wrong and what is allowed: at least one sequence of at least one token, integer ids from 0 to the
-    vocabulary's size − 1, and prompt + `new_tokens` within the model's positions (check_positions).
-    A list becomes a tensor. `one_sequence`: a single prompt, given as ids in a row (1-D) or (1, n)."""
+    vocabulary's size − 1, prompt + `new_tokens` within the model's positions. A list becomes a tensor."""
     import torch
 
     new_tokens = checks.count(new_tokens, "new_tokens", 0)
-    if not isinstance(input_ids, torch.Tensor):
-        try:
-            input_ids = torch.as_tensor(input_ids)
-        except (TypeError, ValueError, RuntimeError, OverflowError):
-            raise ValueError(f"{what} must be token ids (a (batch, prompt) tensor or a list of ids), got "
-                             f"{type(input_ids).__name__}") from None
-    if one_sequence and input_ids.ndim == 1:
-        input_ids = input_ids.reshape(1, -1)
+    try:
+        input_ids = torch.as_tensor(input_ids)
+    except (TypeError, ValueError, RuntimeError, OverflowError):
+        raise ValueError(f"input_ids must be token ids (a (batch, prompt) tensor or a list of ids), got "
+                         f"{type(input_ids).__name__}") from None
     shape = tuple(input_ids.shape)
     if input_ids.ndim != 2 or shape[0] < 1 or shape[1] < 1:
-        raise ValueError(f"{what} must be a (batch, prompt) tensor of at least one token, got shape {shape}")
-    if one_sequence and shape[0] != 1:
-        raise ValueError(f"{what} must be one sequence of token ids, got a batch of {shape[0]}")
+        raise ValueError(f"input_ids must be a (batch, prompt) tensor of at least one token, got shape {shape}")
     if input_ids.dtype.is_floating_point or input_ids.dtype.is_complex or input_ids.dtype == torch.bool:
-        raise ValueError(f"{what} must hold integer token ids, got {input_ids.dtype}")
+        raise ValueError(f"input_ids must hold integer token ids, got {input_ids.dtype}")
     vocab = getattr(model.config, "vocab_size", None)
     lo, hi = int(input_ids.min()), int(input_ids.max())
     if lo < 0 or (vocab and hi >= vocab):
-        raise ValueError(f"{what} holds the id {lo if lo < 0 else hi}; allowed: 0 to {vocab - 1:,} (the vocabulary)")
+        raise ValueError(f"input_ids holds the id {lo if lo < 0 else hi}; allowed: 0 to {vocab - 1:,} (the vocabulary)")
     check_positions(model, shape[1], new_tokens)
     return input_ids.long()
 
