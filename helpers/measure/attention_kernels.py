@@ -11,7 +11,7 @@ checked against the materialised version and PyTorch's fused kernel, and timed a
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Sequence
 
 from ..formulas.flash import AttentionShape
 from ..formulas.regime import ratio
@@ -65,8 +65,6 @@ def tiled_attention(q, k, v, causal: bool = False, block_q: int = 64, block_k: i
         out[:, :, i0:i0 + rows] = acc / l
     return out
 
-
-# ============================================================================ timed here
 
 def attention_inputs(n: int, shape: AttentionShape, device: str = "cpu", seed: int = 0):
     """Random q, k, v of (batch, heads, n, head_dim) in the shape's dtype (values do not change timing)."""

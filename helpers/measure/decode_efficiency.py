@@ -1,12 +1,7 @@
-"""Decode efficiency, measured: a decode step's median time against its memory-bound floor, for models of
-several sizes built with random weights (timing does not depend on the values) and for an overhead probe —
-the loaded model's operations and layer count with every width shrunk until its bytes are negligible, so
-that its step time is the fixed toll of a step (Python, operator dispatch, kernel launches) and nothing else.
-
-    measured step ≈ floor + fixed overhead + the rest (kernels that read below the read benchmark's rate)
-
-The floor is helpers.formulas.roofline.decode_floor_s over helpers.formulas.stepcost's bytes; the figure is
-helpers.present.roofline_figures.efficiency_figure.
+"""Decode efficiency, measured: a decode step's median time against its memory-bound floor
+(helpers.formulas.roofline.decode_floor_s), for models of several sizes with random weights and for an overhead
+probe — the loaded model's operations and layers with negligible widths, whose step is the fixed toll of a
+step (Python, dispatch, launches): measured step ≈ floor + fixed overhead + the rest.
 """
 from __future__ import annotations
 

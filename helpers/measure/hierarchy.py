@@ -19,8 +19,6 @@ from ..formulas.units import KiB, MiB
 ONCHIP_FILE = Path(__file__).parents[1] / "data" / "gpu_onchip.csv"
 
 
-# ============================================================================ GPUs
-
 def onchip_rows() -> list[dict[str, Any]]:
     """Rows of gpu_onchip.csv, numbers parsed, empty cells None."""
     df = pd.read_csv(ONCHIP_FILE)
@@ -70,8 +68,6 @@ def gpu_hierarchy() -> list[GPUMemoryLevels]:
             for gpu in catalog() if (o := onchip.get(gpu.name)) is not None]
 
 
-# ============================================================================ this CPU's caches
-
 @dataclass(frozen=True)
 class CacheLevel:
     """One cache level as the operating system reports it."""
@@ -99,8 +95,6 @@ def data_caches(levels: Sequence[CacheLevel] | None = None) -> list[CacheLevel]:
     levels = cpu_caches() if levels is None else levels
     return sorted((c for c in levels if c.kind != "Instruction"), key=lambda c: (c.level, c.size_bytes))
 
-
-# ============================================================================ the staircase, measured
 
 @contextlib.contextmanager
 def cpu_threads(n: int | None, device: str = "cpu"):

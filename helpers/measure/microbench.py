@@ -1,11 +1,7 @@
-"""Microbenchmarks of this device: the two roofs of the roofline (helpers.formulas.roofline), measured with
-helpers.measure.timing (warm-up, synchronisation, repeats):
-- the **read** bandwidth (read_benchmark): the sum of a buffer larger than the caches, bytes read ÷ time. A
-  decode step reads its weights and cache (it writes one token's K/V), so its floor is bytes read ÷ this rate;
-- the **copy** bandwidth (copy_benchmark), for comparison: a device-to-device copy, bytes read + bytes written
-  ÷ time (the STREAM "copy" convention, McCalpin 1995) — a different rate, not the floor of a step that reads;
-- peak matmul FLOP/s in a dtype: a square n × n matmul, 2·n³ FLOPs (n³ multiply–adds).
-Each roof is the best of the repeats (as STREAM reports its best rate).
+"""Microbenchmarks of this device, the roofs of the roofline (helpers.formulas.roofline), each the best of its
+repeats (as STREAM reports its best rate): the **read** bandwidth, the sum of a buffer past the caches — a
+decode step's floor is the bytes it reads ÷ this rate; the **copy** bandwidth for comparison, read + written
+÷ time (STREAM's "copy", McCalpin 1995); peak matmul FLOP/s, an n × n matmul being 2·n³ FLOPs.
 """
 from __future__ import annotations
 
@@ -18,8 +14,6 @@ from ..formulas.regime import ratio
 from ..formulas.units import FLOAT_DTYPES, normalize_dtype
 from .dtypes import torch_dtype
 from .timing import Stats, measure
-
-# ============================================================================ this CPU's caches, for sizing buffers
 
 def parse_size(text: str) -> int:
     """'48K' / '1024K' / '32M' / '32768' (bytes) as the kernel writes cache sizes → bytes."""

@@ -49,8 +49,6 @@ def display_name(profile: str) -> str:
     return BUILT_PROFILES[profile][2]
 
 
-# --------------------------------------------------------------------- Hub weights
-
 @dataclass
 class WeightsStatus:
     available: bool
@@ -126,8 +124,6 @@ def weights_status(model_id: str | None = None, probe_hub: bool = True, timeout:
             f"the Hugging Face Hub cannot be reached ({name}), and {model_id} is not in the local cache. "
             f"Fix: connect and run `hf download {model_id}`, or use WORKSHOP_PROFILE=tiny or mistral-7b-random."))
 
-
-# --------------------------------------------------------------------- profiles
 
 @dataclass
 class Loaded:

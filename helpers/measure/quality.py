@@ -66,8 +66,6 @@ def encode(tokenizer, text: str) -> list[int]:
     return list(ids["input_ids"] if isinstance(ids, dict) else ids)
 
 
-# ----------------------------------------------------------------------------- quality
-
 def next_token_logprobs(model, ids) -> Any:
     """Log-probabilities of the next token at every position of one sequence: (positions, vocab), fp32 on CPU."""
     import torch

@@ -16,8 +16,6 @@ from .tensor_bytes import measured_cache_bytes
 from .timing import Stats, check_positions, measure, prefill, prompt_ids, timed_generate
 
 
-# ============================================================================ sizes
-
 @dataclass(frozen=True)
 class SweepSizes:
     """Sizes of every sweep in notebooks 01 and 03, chosen for a profile and a device."""
@@ -121,8 +119,6 @@ def guarded_sweep(points: Iterable, run_point: Callable[[Any], dict], device: st
     return df
 
 
-# ============================================================================ 1. memory grows with tokens
-
 def memory_growth(loaded, lengths: Sequence[int]):
     """The cache's measured bytes after a prefill of n tokens (batch 1), for each n, beside the formula
     (helpers.formulas.memory.kv_cache_bytes, sliding layers keeping window − 1 tokens as transformers'
@@ -145,8 +141,6 @@ def memory_growth(loaded, lengths: Sequence[int]):
 
     return guarded_sweep(lengths, point, dev, "tokens", "memory")
 
-
-# ============================================================================ 2. TTFT grows with context
 
 def ttft_sweep(loaded, lengths: Sequence[int], repeats: int = 3):
     """Time to first token (a prefill into a fresh DynamicCache plus the first token's argmax) for each
@@ -179,8 +173,6 @@ def itl_sweep(loaded, contexts: Sequence[int], steps: int = 12):
     return guarded_sweep(contexts, point, dev, "context", "ITL")
 
 
-# ============================================================================ decode at growing batch
-
 def decode_batch_sweep(loaded, context: int, batches: Sequence[int], steps: int = 8):
     """Decode step time for `batch` sequences of `context` tokens each, one token per sequence per step."""
     model, dev = loaded.model, loaded.device
@@ -194,8 +186,6 @@ def decode_batch_sweep(loaded, context: int, batches: Sequence[int], steps: int 
 
     return guarded_sweep(batches, point, dev, "batch", "decode batch")
 
-
-# ============================================================================ 5. out of memory is a result
 
 def users_sweep(loaded, context: int, batches: Sequence[int]):
     """Concurrent sequences of `context` tokens: for each batch, a prefill of all of them into one

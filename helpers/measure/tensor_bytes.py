@@ -1,8 +1,6 @@
-"""Bytes of real tensors, counted: what a transformers cache object holds right now, and what a loaded
-model's weights, quantization states and buffers take.
-
-The formulas these must agree with are in helpers.formulas.memory (kv_cache_bytes, weight_bytes); the tests
-hold the two equal, byte for byte. A tensor seen twice, or a view of storage already counted, counts once.
+"""Bytes of real tensors, counted: what a transformers cache holds now, and a loaded model's weights,
+quantization states and buffers — held equal to helpers.formulas.memory by the tests, byte for byte. A tensor
+seen twice, or a view of storage already counted, counts once.
 """
 from __future__ import annotations
 

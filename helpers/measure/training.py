@@ -1,13 +1,8 @@
-"""The ``tiny-trained`` profile: the tiny Mistral-architecture model, trained briefly on a real text so
-that quality figures on a CPU mean something (a random model's next-token distribution is flat: its
-perplexity sits near the vocabulary size and any rounding flips its argmax).
-
-- Text: Jane Austen, *Persuasion* (1818), public domain (helpers.measure.quality); its last chapter held out,
-  its opening the tiny profiles' evaluation text.
-- Training: from the ``tiny`` profile's weights, AdamW with warm-up and cosine decay on windows of the rest
-  of the novel (BOS first), data order from ``RECIPE["seed"]``; fp32, about a minute on two CPU cores.
-- Cache: ``local_models.cache_dir()/tiny-trained-<key>``, keyed by config, text, recipe and torch version;
-  built once per machine under a file lock. Never committed.
+"""The ``tiny-trained`` profile: the tiny model trained for about a minute (two CPU cores, fp32) on *Persuasion*
+(helpers.measure.quality), so that quality figures mean something (a random model's next-token distribution is
+flat: its perplexity sits near the vocabulary size and any rounding flips its argmax). AdamW with warm-up and
+cosine decay on windows of the novel less its held-out last chapter, from the ``tiny`` weights; cached in
+``cache_dir()/tiny-trained-<key>`` (config, text, recipe, torch version), built once under a file lock.
 """
 from __future__ import annotations
 
