@@ -43,13 +43,10 @@ def _generate(model, ids, new_tokens: int, device: str) -> DecodeRun:
     arrivals = []   # a streamer: called with the prompt, then once per token
     clock = SimpleNamespace(put=lambda _: (synchronize(device), arrivals.append(time.perf_counter())), end=lambda: None)
     with torch.inference_mode():
-        synchronize(device)
-        t0 = time.perf_counter()
         out = model.generate(ids, attention_mask=torch.ones_like(ids), generation_config=cfg, streamer=clock)
-    arrivals[0] = t0
-    gaps = [b - a for a, b in zip(arrivals, arrivals[1:])]
     p = ids.shape[1]
-    return DecodeRun("generate", p, out[:, p:].tolist(), tuple(gaps[1:]), p + new_tokens // 2)
+    gaps = [b - a for a, b in zip(arrivals[1:], arrivals[2:])]   # from the first token on: the decode steps
+    return DecodeRun("generate", p, out[:, p:].tolist(), tuple(gaps), p + new_tokens // 2)
 
 
 def static_cache(config, slots: int):
@@ -72,9 +69,8 @@ def _static(model, ids, new_tokens: int, device: str, compiled: bool) -> DecodeR
     import torch
 
     batch, p = ids.shape
-    slots = p + new_tokens                      # the buffer every step's attention reads
-    # one static cache per model and shape, reset between runs (as generate does): its buffers keep their
-    # addresses, so the compiled step (and its CUDA graph) is reused; kept in __dict__, not as a submodule
+    slots = p + new_tokens                      # the K/V positions every step's attention reads
+    # one static cache per model and shape, reset between runs: the compiled step (its CUDA graph) is reused
     key, held = (batch, slots, str(device)), model.__dict__.get("_workshop_static_cache")
     cache = held[1] if held is not None and held[0] == key else static_cache(model.config, slots)
     model.__dict__["_workshop_static_cache"] = (key, cache)

@@ -59,6 +59,9 @@ class Regime:
     def best(self) -> ImplResult:
         return min(self.results, key=lambda r: r.step_s)
 
+    def result(self, impl: str) -> ImplResult | None:
+        return next((r for r in self.results if r.impl == impl), None)
+
 
 def measure_regime(loaded, bandwidth: float | None, impls: Sequence[str] | None = None,
                    sizes: dict | None = None) -> Regime:
@@ -72,8 +75,8 @@ def measure_regime(loaded, bandwidth: float | None, impls: Sequence[str] | None 
     from ..measure.timing import prompt_ids
 
     model, dev, dtype, spec = loaded.model, loaded.device, loaded.dtype, loaded.spec
-    cuda = dev.startswith("cuda")
-    sizes = sizes or {"prompt": 512 if cuda else 32, "new_tokens": 40 if cuda else 10, "rounds": 2}
+    sizes = sizes or ({"prompt": 512, "new_tokens": 40, "rounds": 2} if dev.startswith("cuda")
+                      else {"prompt": 32, "new_tokens": 10, "rounds": 2})   # short on a CPU, realistic on a GPU
     impls = tuple(impls or implementations_for(dev, dtype))
     impls = impls if "eager" in impls else ("eager", *impls)
     ids = prompt_ids(sizes["prompt"], vocab=spec.vocab_size, device=dev)

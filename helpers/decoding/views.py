@@ -1,5 +1,4 @@
-"""Tables and figures of the decode regimes (helpers.decoding.regimes) for notebook 03: numbers and the
-ratio measured step ÷ floor with its label (helpers.formulas.regime); no sentences."""
+"""Notebook 03's tables and figures of the decode regimes: step ÷ floor with its label (helpers.formulas.regime)."""
 from __future__ import annotations
 
 import math

@@ -13,7 +13,7 @@ import logging
 import shutil
 import time
 import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -157,9 +157,6 @@ class VariantResult:
     speed: dict[str, float]
     quality: dict[str, float] | None
     error: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def compare(loaded, schemes=SCHEMES, sizes: Sizes | None = None, progress: bool = True,
