@@ -56,7 +56,7 @@ def attention_times(loaded) -> dict:
     shape = (flash.AttentionShape(batch=1, heads=32, head_dim=128, dtype="bf16") if gpu
              else flash.AttentionShape(1, 8, 32, loaded.dtype))
     lengths = [1024 * 2**k for k in range(6)] if gpu else [256, 512, 1024, 2048]
-    frame = attention_kernels.time_attention(lengths, shape, loaded.device, causal=True, repeats=3, tiled_up_to=0 if gpu else 512).frame()
+    frame = attention_kernels.time_attention(lengths, shape, loaded.device, causal=True, repeats=3, tiled_up_to=0 if gpu else 512)
     return {"shape": shape, "times": frame, "gpu": gpu}
 
 

@@ -110,7 +110,7 @@ def _training() -> dict:
             "heldout_perplexity_trained": math.exp(rec["heldout_loss_after"]),
             "definitions": {"train_wall_s": "the training loop alone (no model build, no save), perf_counter",
                             "train_cpu_s": "process CPU time of the loop, all threads (spin-waiting threads count too)",
-                            "heldout_perplexity_*": "exp(mean NLL) on helpers.measure.texts.heldout_eval_text(), before and after"}}
+                            "heldout_perplexity_*": "exp(mean NLL) on helpers.measure.quality.heldout_eval_text(), before and after"}}
 
 
 # name -> a function returning a dict; each is written to <out>/<name>.json with measured_on added.

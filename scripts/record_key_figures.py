@@ -28,6 +28,7 @@ def main(argv=None) -> int:
     from helpers.formulas import roofline
     from helpers.measure import decode_efficiency, microbench
     from helpers.measure.hardware import device_info, free_memory
+    from helpers.measure.local_models import tiny_model
     from helpers.formulas.specs import load_config
 
     from cli_common import writable_folder
@@ -55,12 +56,12 @@ def main(argv=None) -> int:
     rows = []
     for name in ("probe", "tiny", "small"):
         cfg = decode_efficiency.size_config(name)
-        m = decode_efficiency.random_model(cfg, device, dtype)
+        m = tiny_model(cfg, device, dtype)
         rows.append(decode_efficiency.efficiency_row(name, m, cfg, dtype, device, bw, a.context))
         del m
         free_memory(device)
     cfg = big
-    m = decode_efficiency.random_model(cfg, device, dtype)
+    m = tiny_model(cfg, device, dtype)
     rows.append(decode_efficiency.efficiency_row(f"{a.big} (random weights)", m, cfg, dtype, device, bw, a.context))
     del m
     free_memory(device)

@@ -95,8 +95,7 @@ def test_kv_heads_variants_differ_only_in_kv_heads():
 
 
 def test_measured_kv_heads_caches_equal_formula(tmp_path):
-    rows = kv_caches.measure_kv_heads(cases=((7, 1), (33, 3)), folder=tmp_path,
-                                      configs=kv_caches.kv_heads_configs(SMALL))
+    rows = kv_caches.measure_kv_heads(cases=((7, 1), (33, 3)), base=SMALL)
     assert len(rows) == 6 and all(r.equal for r in rows), rows
     by = {(r.kv_heads, r.tokens, r.batch): r.measured_bytes for r in rows}
     # fp32: 2 × 4 layers × kv_heads × 32 dims × 4 B per token
@@ -105,7 +104,7 @@ def test_measured_kv_heads_caches_equal_formula(tmp_path):
 
 
 def test_sliding_window_caps_a_real_cache(tmp_path):
-    rows = kv_caches.measure_sliding(window=8, prompt=3, total=20, folder=tmp_path, base=SMALL)
+    rows = kv_caches.measure_sliding(window=8, prompt=3, total=20, base=SMALL)
     assert all(r.equal for r in rows), rows
     per_token = 2 * 4 * 2 * 32 * 4
     measured = {r.tokens_seen: r.measured_bytes for r in rows}
@@ -261,7 +260,7 @@ def _steps(measured, window=4, per=10):
 
 def test_sliding_table_from_the_cap_on_is_window_minus_one_over_tokens(tmp_path):
     """06's static words: flat from window − 1 tokens on, measured ÷ no window = (window − 1) ÷ tokens seen."""
-    rows = kv_caches.measure_sliding(window=8, prompt=3, total=20, folder=tmp_path, base=SMALL)
+    rows = kv_caches.measure_sliding(window=8, prompt=3, total=20, base=SMALL)
     df = attention_figures.sliding_frame(rows)
     capped = df[df["tokens seen"] >= 7]
     assert (capped["measured ÷ no window"] == [pytest.approx(7 / n) for n in capped["tokens seen"]]).all()

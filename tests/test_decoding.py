@@ -21,17 +21,12 @@ import roofline_bench  # noqa: E402  (scripts/roofline_bench.py)
 # ----------------------------------------------------------------------------- the small profile
 
 def test_small_profile_is_the_tiny_recipe_widened_and_reads_half_a_gigabyte_per_step():
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
-
     cfg = local_models.SMALL_CONFIG
     assert {k: v for k, v in cfg.items() if k not in local_models.SMALL_OVERRIDES} == \
         {k: v for k, v in local_models.TINY_CONFIG.items() if k not in local_models.SMALL_OVERRIDES}
     assert decode_efficiency.size_config("small") == cfg            # one owner: the bench's "small" is the profile
     # parameters counted by the architecture itself (meta device, no weights) against helpers.formulas.specs
-    c = {k: v for k, v in cfg.items() if k != "model_type"}
-    with torch.device("meta"):
-        m = AutoModelForCausalLM.from_config(AutoConfig.for_model(cfg["model_type"], **c))
+    m = local_models.tiny_model(cfg, "meta")
     real = sum(p.numel() for p in m.parameters())
     spec = spec_from_config(cfg, "small")
     assert param_breakdown(spec).total == real == 174_605_312
@@ -93,7 +88,7 @@ def test_greedy_tokens_are_identical_across_implementations(tiny):
 @pytest.mark.slow
 def test_compiled_static_decode_gives_the_same_tokens():
     cfg = {**local_models.TINY_CONFIG, "num_hidden_layers": 1, "vocab_size": 512}   # compiles in seconds
-    model = decode_efficiency.random_model(cfg)
+    model = local_models.tiny_model(cfg)
     ids = prompt_ids(12, vocab=512)
     from torch._dynamo.utils import counters
 
@@ -117,7 +112,7 @@ def test_windowed_static_cache_compiles_one_graph(prompt, new_tokens):
 
     window = 16
     cfg = {**local_models.TINY_CONFIG, "num_hidden_layers": 1, "vocab_size": 512, "sliding_window": window}
-    model = decode_efficiency.random_model(cfg)
+    model = local_models.tiny_model(cfg)
     slots = prompt + new_tokens
     assert any(StaticCache(config=model.config, max_cache_len=slots).is_sliding)   # the trap is armed
     cache = impls.static_cache(model.config, slots)
@@ -130,7 +125,6 @@ def test_windowed_static_cache_compiles_one_graph(prompt, new_tokens):
     assert counters["stats"]["unique_graphs"] == 1, dict(counters["stats"])
     assert compiled.tokens == eager.tokens
     assert compiled.kv_slots == slots
-    assert any("masked to it" in n for n in compiled.notes) == (slots > window)
 
 
 def test_decode_rejects_bad_input(tiny):
@@ -145,7 +139,6 @@ def test_compile_runs_on_cuda_and_on_a_cpu_only_when_asked(monkeypatch):
     assert "WORKSHOP_COMPILE=1" in regimes.skip_reason("static+compile", "cpu")
     monkeypatch.setenv("WORKSHOP_COMPILE", "1")
     assert "static+compile" in regimes.implementations_for("cpu")
-    assert impls.compile_mode("cuda:0") == "reduce-overhead" and impls.compile_mode("cpu") == "default"
 
 
 # ----------------------------------------------------------------------------- the bench's planner keys

@@ -96,7 +96,7 @@ def test_paper_block_sizes_by_hand():
 
 def test_time_attention_runs_and_reports():
     shape = flash.AttentionShape(1, 2, 16, "fp32")
-    df = kernels.time_attention([32, 64], shape, "cpu", causal=True, repeats=1, tiled_up_to=32).frame()
+    df = kernels.time_attention([32, 64], shape, "cpu", causal=True, repeats=1, tiled_up_to=32)
     assert list(df["tokens"]) == [32, 64] and not df["oom"].any()
     assert (df["naive_s"] > 0).all() and (df["sdpa_s"] > 0).all()
     assert df["tiled_s"].notna().tolist() == [True, False]

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 import roofline_bench  # noqa: E402  (scripts/roofline_bench.py)
-from helpers.measure import local_models, models, quant, sweeps, texts  # noqa: E402
+from helpers.measure import local_models, models, quality, quant, sweeps  # noqa: E402
 from helpers.decoding import regimes as decoding_regimes
 from helpers.serving import measured as serving_bench
 from helpers.serving import kv_quant
@@ -66,11 +66,11 @@ def test_tiny_trained_is_trained_and_the_random_tiny_is_not():
 
 @pytest.mark.parametrize("profile", CPU_PROFILES)
 def test_evaluation_text_by_profile(profile):
-    text = texts.eval_text(profile)
+    text = quality.eval_text(profile)
     if profile in local_models.TINY_PROFILES:      # the novel's held-out chapter, which tiny-trained never saw
-        assert text == texts.heldout_eval_text()
+        assert text == quality.heldout_eval_text()
     else:                                    # prose shipped with helpers, which no published model has seen
-        assert text == texts.EVAL_TEXT.read_text(encoding="utf-8")
+        assert text == quality.EVAL_TEXT.read_text(encoding="utf-8")
     assert len(text) > 1000
 
 

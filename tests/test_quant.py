@@ -8,7 +8,7 @@ import torch
 
 from helpers import capacity
 from helpers.formulas import memory, quantization, regime, specs
-from helpers.measure import local_models, quality, quant, texts
+from helpers.measure import local_models, quality, quant
 from helpers.present import quant_figures
 from helpers.formulas.specs import PRESETS
 
@@ -93,7 +93,7 @@ def test_kl_and_top1_hand_computed():
 
 
 def test_eval_text_is_shipped_and_tokenizes(tiny):
-    text = texts.eval_text()
+    text = quality.eval_text()
     assert 2_000 < len(text.encode()) < 20_000
     ids = quality.eval_ids(tiny.tokenizer)
     assert len(ids) > 500 and all(isinstance(i, int) for i in ids)

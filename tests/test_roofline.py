@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from helpers.formulas import regime, roofline, stepcost
-from helpers.measure import decode_efficiency, microbench
+from helpers.measure import decode_efficiency, local_models, microbench
 from helpers.present import roofline_figures
 from helpers.formulas.specs import get_spec
 
@@ -181,7 +181,6 @@ def test_efficiency_table_with_the_probe_and_the_loaded_model(tiny):
     assert row["step_bytes"] == row["weight_bytes_read"] + 17 * 2048
     assert row["floor_s"] == pytest.approx(row["step_bytes"] / 2e10)
     assert row["efficiency"] == pytest.approx(row["floor_s"] / row["step_s"])
-    assert df.iloc[0]["overhead_share"] == 1.0
     table = roofline_figures.efficiency_frame(df, 2e10)
     assert list(table["floor_s"]) == pytest.approx(list(df["floor_s"]))
     assert table["probe ÷ step"].iloc[1] == pytest.approx(df.iloc[0]["step_s"] / row["step_s"])
@@ -194,17 +193,15 @@ def test_the_overhead_probe_has_the_loaded_models_layer_count(tiny_config):
 
     from helpers.formulas.specs import param_breakdown, spec_from_config
 
-    assert decode_efficiency.probe_config() == decode_efficiency.size_config("probe")
-    assert decode_efficiency.probe_config(32)["num_hidden_layers"] == 32            # Mistral 7B's, on a GPU
-    assert decode_efficiency.probe_config(32)["hidden_size"] == decode_efficiency.size_config("probe")["hidden_size"] == 16
+    assert decode_efficiency.size_config("probe")["hidden_size"] == 16
     cfg = {**tiny_config, "num_hidden_layers": 6, "hidden_size": 64, "intermediate_size": 128,
            "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 512}
-    six = SimpleNamespace(profile="six", model=decode_efficiency.random_model(cfg), config=cfg, dtype="fp32", device="cpu")
+    six = SimpleNamespace(profile="six", model=local_models.tiny_model(cfg), config=cfg, dtype="fp32", device="cpu")
     df = decode_efficiency.efficiency_table(["probe"], "cpu", "fp32", bandwidth=2e10, context=8, steps=2, extra=[six])
     probe = df[df["model"] == "probe"].iloc[0]
     # the probe built has six layers: its parameters, counted by helpers.formulas.specs from its config
-    assert probe["params"] == param_breakdown(spec_from_config(decode_efficiency.probe_config(6), "probe")).total
-    assert probe["params"] != param_breakdown(spec_from_config(decode_efficiency.probe_config(), "probe")).total
+    assert probe["params"] == param_breakdown(spec_from_config(decode_efficiency.size_config("probe") | {"num_hidden_layers": 6}, "probe")).total
+    assert probe["params"] != param_breakdown(spec_from_config(decode_efficiency.size_config("probe"), "probe")).total
 
 
 def test_roofline_figure_draws(tiny):

@@ -89,14 +89,10 @@ def test_greedy_output_equals_generate_token_for_token(tiny, prompts, expected, 
 def micro():
     """A Mistral-architecture model of 8 tokens (random weights, spread wide so the distributions differ
     between its first layer and both): cheap enough for hypothesis and thousands of samples."""
-    from transformers import MistralConfig, MistralForCausalLM
+    from helpers.measure.local_models import tiny_model
 
-    torch.manual_seed(0)
-    cfg = MistralConfig(vocab_size=8, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                        num_attention_heads=4, num_key_value_heads=2, head_dim=8, max_position_embeddings=512,
-                        initializer_range=0.4, sliding_window=None, tie_word_embeddings=False, bos_token_id=1,
-                        eos_token_id=2)
-    return MistralForCausalLM(cfg).eval()
+    return tiny_model(vocab_size=8, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                      num_key_value_heads=2, head_dim=8, max_position_embeddings=512, initializer_range=0.4)
 
 
 request_st = st.tuples(st.lists(st.integers(0, 3), min_size=1, max_size=20), st.integers(1, 8), st.integers(0, 6))

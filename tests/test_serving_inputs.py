@@ -15,10 +15,7 @@ OK = torch.tensor([[5, 6, 7, 8]])
 def test_check_ids_says_what_is_wrong(tiny):
     m = tiny.model
     vocab, positions = m.config.vocab_size, m.config.max_position_embeddings
-    assert torch.equal(check_ids(m, [5, 6, 7], one_sequence=True), torch.tensor([[5, 6, 7]]))  # a batch of one
     assert torch.equal(check_ids(m, [[5, 6], [7, 8]]), torch.tensor([[5, 6], [7, 8]]))
-    with pytest.raises(ValueError, match="one sequence of token ids, got a batch of 2"):
-        check_ids(m, [[5, 6], [7, 8]], one_sequence=True)
     for ids, needle in ((torch.empty(1, 0, dtype=torch.long), r"at least one token, got shape \(1, 0\)"),
                         (torch.empty(0, 4, dtype=torch.long), r"got shape \(0, 4\)"),
                         ([], r"got shape \(0,\)"),

@@ -33,8 +33,5 @@ def test_timed_generate_matches_transformers_generate(tiny):
     with torch.inference_mode():
         ref = tiny.model.generate(ids, max_new_tokens=8, do_sample=False, min_new_tokens=8)
     assert g.token_ids[0] == ref[0, ids.shape[1]:].tolist()
-    assert g.new_tokens == 8 and len(g.step_s) == 7 and g.prompt_tokens == ids.shape[1]
+    assert len(g.step_s) == 7 and g.prompt_tokens == ids.shape[1]
     assert g.ttft_s > 0 and all(s > 0 for s in g.step_s)
-    assert g.total_s == pytest.approx(g.ttft_s + sum(g.step_s))
-    assert g.tokens_per_s == pytest.approx(8 / g.total_s)
-    assert g.tpot_s == pytest.approx(sum(g.step_s) / 7)

@@ -7,7 +7,8 @@ import math
 
 import pytest
 
-from helpers.measure import local_models, models, quality, quant, texts, training
+from helpers.measure import local_models, models, quality, quant, training
+from helpers.measure.quality import eval_ids
 from helpers.present import quant_figures
 from helpers.formulas import speculation
 
@@ -15,31 +16,31 @@ from helpers.formulas import speculation
 # ----------------------------------------------------------------------------- the text
 
 def test_text_is_the_shipped_novel_with_its_last_chapter_held_out():
-    full = texts.training_text()
+    full = quality.training_text()
     # the digest helpers/data/README.md names for the file extracted from r-cran-janeaustenr
     assert hashlib.sha256(full.encode()).hexdigest() == "5822e368a17a7167ddc3942a60335da0c1f9ae816ba10e8f26ed38788a4bf43d"
-    train, held = texts.split()
+    train, held = quality.split()
     assert train + "\n" + held == full
     assert held.startswith("Chapter 24\n\n") and held.rstrip().endswith("Finis")
     assert "Chapter 23\n" in train and "Chapter 24" not in train
-    ev = texts.heldout_eval_text()
-    assert held.startswith(ev.rstrip("\n")) and len(ev) >= texts.EVAL_CHARS
+    ev = quality.heldout_eval_text()
+    assert held.startswith(ev.rstrip("\n")) and len(ev) >= quality.EVAL_CHARS
     # no sentence of the evaluation text occurs in the training part
     sentences = [s.strip() for s in ev.replace("\n", " ").split(".") if len(s.strip()) > 40]
     assert sentences and not any(s in train for s in sentences)
 
 
 def test_tiny_profiles_evaluate_on_the_held_out_text(tiny):
-    assert texts.eval_text("tiny") == texts.eval_text("tiny-trained") == texts.heldout_eval_text()
-    assert texts.eval_text("mistral-7b") == texts.eval_text() == texts.EVAL_TEXT.read_text()
-    ids = training.heldout_ids(tiny.tokenizer)
+    assert quality.eval_text("tiny") == quality.eval_text("tiny-trained") == quality.heldout_eval_text()
+    assert quality.eval_text("mistral-7b") == quality.eval_text() == quality.EVAL_TEXT.read_text()
+    ids = eval_ids(tiny.tokenizer, profile="tiny-trained")
     assert ids[0] == 1 and 900 <= len(ids) <= 1300
     assert quality.eval_ids(tiny.tokenizer, 50, profile="tiny") == ids[:50]
 
 
 def test_split_without_the_heading_is_a_clear_error():
     with pytest.raises(ValueError, match="no 'Chapter 24' heading"):
-        texts.split("a text with no chapters")
+        quality.split("a text with no chapters")
 
 
 # ----------------------------------------------------------------------------- cache and recipe
@@ -82,12 +83,12 @@ def test_training_is_reproducible_from_its_seed(tmp_path, monkeypatch):
     stamp = (folder / "training.json").stat().st_mtime_ns
     assert training.build_trained(recipe=small, progress=False) == folder
     assert (folder / "training.json").stat().st_mtime_ns == stamp
-    assert folder.name == f"tiny-trained-{training.cache_key(local_models.TINY_CONFIG, texts.training_text(), small)}"
+    assert folder.name == f"tiny-trained-{training.cache_key(local_models.TINY_CONFIG, quality.training_text(), small)}"
     # the bench section (`make bench`, build/bench/training.json) trains the recipe afresh, outside the
     # cache, and reports its time against the budget
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("bench_script", texts.TEXT_FILE.parents[2] / "scripts" / "bench.py")
+    spec = importlib.util.spec_from_file_location("bench_script", quality.TEXT_FILE.parents[2] / "scripts" / "bench.py")
     bench_script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench_script)
     monkeypatch.setattr(training, "RECIPE", small)
@@ -113,7 +114,7 @@ def test_tiny_trained_profile_is_the_tiny_architecture(tiny, tiny_trained):
 def test_training_record(tiny_trained):
     log = training.log()
     assert log["recipe"] == training.RECIPE and len(log["losses"]) == training.RECIPE["steps"]
-    assert log["text_sha256"] == hashlib.sha256(texts.training_text().encode()).hexdigest()
+    assert log["text_sha256"] == hashlib.sha256(quality.training_text().encode()).hexdigest()
     # a random model over 32,000 tokens starts near ln(32000) = 10.4 nats; training brings it down
     assert log["losses"][0] == pytest.approx(math.log(32000), abs=0.3)
     assert sum(log["losses"][-10:]) / 10 < log["losses"][0] - 3
@@ -126,7 +127,7 @@ def test_target_heldout_perplexity_20x_lower_than_random(tiny, tiny_trained):
     Checked against the model's own loss (transformers' cross-entropy), an independent computation."""
     import torch
 
-    ids = training.heldout_ids(tiny.tokenizer)
+    ids = eval_ids(tiny.tokenizer, profile="tiny-trained")
     ppl = {}
     for m in (tiny, tiny_trained):
         ppl[m.profile] = quality.perplexity(quality.next_token_logprobs(m.model, ids), ids)
@@ -146,7 +147,7 @@ def test_target_identical_draft_accepts_95_percent(tiny_trained):
     from helpers.engine.request import SamplingParams
 
     m = tiny_trained.model
-    prompt = training.heldout_ids(tiny_trained.tokenizer, 32)
+    prompt = eval_ids(tiny_trained.tokenizer, 32, "tiny-trained")
     params = SamplingParams(max_tokens=64, ignore_eos=True)
     plain = spec_loop.generate(m, [prompt], params)
     r = spec_loop.generate(m, [prompt], params, k=4,
@@ -166,7 +167,7 @@ def test_target_identical_draft_accepts_95_percent(tiny_trained):
 
 def test_target_int8_kl_smaller_than_nf4(tiny_trained):
     """Issue #11: on the trained model, int8's KL against the unquantized reference is smaller than nf4's."""
-    ids = training.heldout_ids(tiny_trained.tokenizer)
+    ids = eval_ids(tiny_trained.tokenizer, profile="tiny-trained")
     ref = quality.next_token_logprobs(tiny_trained.model, ids)
     source = quant.model_source(tiny_trained)
     assert source == training.build_trained()
@@ -182,7 +183,7 @@ def test_perplexities_put_random_trained_and_uniform_side_by_side(tiny, tiny_tra
     ps = training.perplexities(tiny, tiny_trained)
     assert [p.profile for p in ps] == ["tiny", "tiny-trained", ""]
     assert ps[2].perplexity == 32000.0 and ps[2].measured_on == "computed: exp(ln V) = V"
-    assert ps[0].tokens == ps[1].tokens == len(training.heldout_ids(tiny.tokenizer))
+    assert ps[0].tokens == ps[1].tokens == len(eval_ids(tiny.tokenizer, profile="tiny-trained"))
     assert ps[0].perplexity / ps[1].perplexity >= 20 and ps[1].measured_on == tiny_trained.label
     rows = quant_figures.perplexity_rows(ps)        # the table notebook 05 draws
     assert rows[1]["first ÷ this"] == pytest.approx(ps[0].perplexity / ps[1].perplexity)

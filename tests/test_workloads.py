@@ -9,7 +9,7 @@ from helpers.serving import naive
 from helpers.present import sweep_figures
 from helpers.measure import growth, sweeps, timing
 from helpers.formulas.memory import kv_cache_bytes
-from helpers.measure.decode_efficiency import random_model
+from helpers.measure.local_models import tiny_model
 from helpers.formulas.specs import get_spec, spec_from_config
 
 
@@ -39,7 +39,7 @@ def test_memory_growth_equals_the_formula(tiny):
 def test_memory_growth_with_a_sliding_window(tiny_config):
     """A windowed layer holds window − 1 tokens after a prefill, as the formula says."""
     cfg = {**tiny_config, "sliding_window": 16}
-    loaded = SimpleNamespace(model=random_model(cfg), device="cpu", dtype="fp32", spec=spec_from_config(cfg, "w16"))
+    loaded = SimpleNamespace(model=tiny_model(cfg), device="cpu", dtype="fp32", spec=spec_from_config(cfg, "w16"))
     df = sweeps.memory_growth(loaded, (8, 40))
     assert list(df["cache_bytes"]) == list(df["formula_bytes"]) == [8 * 2048, 15 * 2048]
 
@@ -86,20 +86,18 @@ def test_guarded_sweep_stops_at_out_of_memory():
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
         return {"value": p * 10}
 
-    res = sweeps.guarded_sweep([1, 2, 3, 4, 5], point, "cpu", "batch")
-    assert ran == [1, 2, 3] and res.oom_at == 3
-    assert res.rows == [{"batch": 1, "value": 10, "oom": False}, {"batch": 2, "value": 20, "oom": False},
-                        {"batch": 3, "oom": True}]
-    assert "OutOfMemoryError" in res.oom_message
-    df = res.frame()
-    assert df.attrs["oom_at"] == 3 and df["oom"].tolist() == [False, False, True]
+    df = sweeps.guarded_sweep([1, 2, 3, 4, 5], point, "cpu", "batch")
+    assert ran == [1, 2, 3] and df.attrs["oom_at"] == 3
+    assert df.to_dict("records")[:2] == [{"batch": 1, "value": 10, "oom": False}, {"batch": 2, "value": 20, "oom": False}]
+    assert df["batch"].iloc[2] == 3 and df["oom"].tolist() == [False, False, True]
+    assert "OutOfMemoryError" in df.attrs["oom_message"]
 
 
 def test_guarded_sweep_treats_runtime_oom_as_result_and_reraises_other_errors():
     def oom(p):
         raise RuntimeError("CUDA error: out of memory")
 
-    assert sweeps.guarded_sweep([7], oom, "cpu", "tokens").oom_at == 7
+    assert sweeps.guarded_sweep([7], oom, "cpu", "tokens").attrs["oom_at"] == 7
 
     def broken(p):
         raise ValueError("a real bug")

@@ -1,6 +1,4 @@
-"""One model's decode measured: each implementation against its memory floor (helpers.formulas.roofline).
-The capacity planner's step against a measured one is notebook 04's (helpers.capacity.measured).
-"""
+"""One model's decode measured: each implementation against its memory floor (helpers.formulas.roofline)."""
 from __future__ import annotations
 
 import statistics
@@ -12,28 +10,18 @@ from .impls import IMPLEMENTATIONS, decode
 
 
 def compile_allowed(device: str) -> bool:
-    """torch.compile on a CUDA GPU; on a CPU only when WORKSHOP_COMPILE=1 (inductor's C++ build of every kernel
-    exceeds notebook 03's one-minute budget on 2 cores)."""
+    """torch.compile on a CUDA GPU; on a CPU only with WORKSHOP_COMPILE=1 (inductor's C++ build exceeds 03's budget)."""
     return str(device).startswith("cuda") or env.flag("WORKSHOP_COMPILE")
 
 
 def skip_reason(impl: str, device: str, dtype: str = "fp32") -> str | None:
-    """Why an implementation is not measured on this device and dtype (None: it is)."""
+    """Why an implementation is not measured on this device (None: it is)."""
     if impl == "static+compile" and not compile_allowed(device):
-        return ("torch.compile skipped on a CPU: its compile time exceeds notebook 03's budget "
-                "(WORKSHOP_COMPILE=1 runs it)")
-    return None
+        return "torch.compile skipped on a CPU: its compile time exceeds notebook 03's budget (WORKSHOP_COMPILE=1 runs it)"
 
 
 def implementations_for(device: str, dtype: str = "fp32") -> tuple[str, ...]:
-    return tuple(i for i in IMPLEMENTATIONS if skip_reason(i, device, dtype) is None)
-
-
-def decode_sizes(device: str) -> dict[str, int]:
-    """Prompt, new tokens per run and rounds: short on a CPU, realistic on a GPU."""
-    if str(device).startswith("cuda"):
-        return {"prompt": 512, "new_tokens": 40, "rounds": 2}
-    return {"prompt": 32, "new_tokens": 10, "rounds": 2}
+    return tuple(i for i in IMPLEMENTATIONS if skip_reason(i, device) is None)
 
 
 @dataclass(frozen=True)
@@ -65,8 +53,7 @@ class Regime:
     results: list[ImplResult]
     skipped: list[str] = field(default_factory=list)
     bandwidth: float | None = None      # the floor's roof, measured alongside the steps
-    bandwidth_kind: str = "read"        # which benchmark gave it: "read" (the floor of a step that reads) or
-                                        # "copy" (read + write: the records made before the floor read a read rate)
+    bandwidth_kind: str = "read"        # "read", or "copy" in the records made before the floor read a read rate
 
     @property
     def best(self) -> ImplResult:
@@ -76,74 +63,49 @@ class Regime:
         return next((r for r in self.results if r.impl == impl), None)
 
 
-def measure_implementations(model, spec, dtype: str, device: str, bandwidth: float | None,
-                            impls: Sequence[str], prompt: int, new_tokens: int,
-                            rounds: int = 2) -> tuple[list[ImplResult], float]:
-    """Every implementation on the same prompt, `rounds` times interleaved (a slow phase of a shared machine
-    weighs on all alike); the median of all timed steps; tokens checked against eager. The floor's bandwidth:
-    `bandwidth`, or if None the best copy benchmark run before each round and after the last, so that floor
-    and steps see the same memory (this shared machine's copy ranged 33–71 GB/s within an hour).
-    Returns (results, bandwidth used)."""
+def measure_regime(loaded, bandwidth: float | None, impls: Sequence[str] | None = None,
+                   sizes: dict | None = None) -> Regime:
+    """A loaded model's implementations on one prompt, `rounds` times interleaved (a slow phase of a shared
+    machine weighs on all alike): the median step against the floor, tokens checked against eager. The floor's
+    bandwidth: `bandwidth`, else the best read benchmark run around each round (this machine's ranged 33–71 GB/s)."""
     from ..formulas import regime, roofline
     from ..formulas.memory import kv_cache_bytes
     from ..formulas.stepcost import decode_cost
     from ..measure.microbench import read_benchmark
     from ..measure.timing import prompt_ids
 
-    if "eager" not in impls:
-        impls = ("eager", *impls)
-    ids = prompt_ids(prompt, vocab=spec.vocab_size, device=device)
-    decode(model, "eager", ids[:, :8], 3, device)    # warm-up: first touch of every weight
-    window: list[float] = []
-
-    def copy_now() -> None:
-        if bandwidth is None:
-            window.append(read_benchmark(device, repeats=3).bandwidth)
-
-    runs: dict[str, list] = {i: [] for i in impls}
-    for _ in range(rounds):
-        copy_now()
-        for impl in impls:
-            runs[impl].append(decode(model, impl, ids, new_tokens, device))
-    copy_now()
-    bandwidth = bandwidth if bandwidth is not None else max(window)
-    reference = runs["eager"][0].tokens
-    weights = decode_cost(spec, 0, 1, dtype).weight_read_bytes
-    out = []
-    for impl in impls:
-        rs = runs[impl]
-        samples = [s for r in rs for s in r.step_s]
-        step = statistics.median(samples)
-        context = rs[0].mean_context
-        floor = roofline.decode_floor_s(weights, kv_cache_bytes(spec, context, 1, dtype), bandwidth)
-        point = replace(roofline.decode_point(spec, rs[0].kv_slots, step, dtype), label=impl)
-        compiles = [r.compile_s for r in rs if r.compile_s is not None]
-        out.append(ImplResult(impl, step, len(samples), rs[0].kv_slots, context, floor,
-                              regime.ratio(floor, step), all(r.tokens == reference for r in rs),
-                              compiles[0] if compiles else None, point))
-    return out, bandwidth
-
-
-def measure_regime(loaded, bandwidth: float | None, impls: Sequence[str] | None = None,
-                   sizes: dict | None = None) -> Regime:
-    """One loaded model (helpers.measure.models.Loaded): its implementations against the floor.
-    `bandwidth`: the floor's roof, None to measure it (read rate) alongside the steps."""
-    from ..formulas.stepcost import decode_cost
-
-    dev, dtype, spec = loaded.device, loaded.dtype, loaded.spec
-    sizes = sizes or decode_sizes(dev)
+    model, dev, dtype, spec = loaded.model, loaded.device, loaded.dtype, loaded.spec
+    sizes = sizes or ({"prompt": 512, "new_tokens": 40, "rounds": 2} if dev.startswith("cuda")
+                      else {"prompt": 32, "new_tokens": 10, "rounds": 2})   # short on a CPU, realistic on a GPU
     impls = tuple(impls or implementations_for(dev, dtype))
-    skipped = [i for i in IMPLEMENTATIONS if i not in impls]
-    results, bandwidth = measure_implementations(loaded.model, spec, dtype, dev, bandwidth, impls, sizes["prompt"],
-                                                 sizes["new_tokens"], sizes["rounds"])
+    impls = impls if "eager" in impls else ("eager", *impls)
+    ids = prompt_ids(sizes["prompt"], vocab=spec.vocab_size, device=dev)
+    decode(model, "eager", ids[:, :8], 3, dev)    # warm-up: first touch of every weight
+    rates = []
+    runs: dict[str, list] = {i: [] for i in impls}
+    for k in range(sizes["rounds"] + 1):
+        if bandwidth is None:
+            rates.append(read_benchmark(dev, repeats=3).bandwidth)
+        for impl in impls if k < sizes["rounds"] else ():
+            runs[impl].append(decode(model, impl, ids, sizes["new_tokens"], dev))
+    bandwidth = bandwidth if bandwidth is not None else max(rates)
     weights = decode_cost(spec, 0, 1, dtype).weight_read_bytes
-    return Regime(loaded.profile, loaded.label, dtype, dev, spec, weights, results, skipped=skipped,
-                  bandwidth=bandwidth)
+    results = []
+    for impl, rs in runs.items():
+        samples = [s for r in rs for s in r.step_s]
+        step, context = statistics.median(samples), rs[0].mean_context
+        floor = roofline.decode_floor_s(weights, kv_cache_bytes(spec, context, 1, dtype), bandwidth)
+        compiles = [r.compile_s for r in rs if r.compile_s is not None]
+        results.append(ImplResult(impl, step, len(samples), rs[0].kv_slots, context, floor,
+                                  regime.ratio(floor, step),
+                                  all(r.tokens == runs["eager"][0].tokens for r in rs), compiles[0] if compiles else None,
+                                  replace(roofline.decode_point(spec, rs[0].kv_slots, step, dtype), label=impl)))
+    return Regime(loaded.profile, loaded.label, dtype, dev, spec, weights, results,
+                  skipped=[i for i in IMPLEMENTATIONS if i not in impls], bandwidth=bandwidth)
 
 
 def regime_profiles(loaded) -> tuple[str, ...]:
-    """The profiles measured side by side: tiny (the loaded one when it is tiny-trained: the same sizes
-    and timings, no second load) and small on a CPU (or MPS), the active one on a CUDA GPU."""
+    """Tiny (the loaded one when tiny-trained: the same sizes, no second load) and small off CUDA; else the active."""
     from ..measure.local_models import TINY_PROFILES
 
     if loaded.device.startswith("cuda"):
@@ -152,8 +114,7 @@ def regime_profiles(loaded) -> tuple[str, ...]:
 
 
 def measure_regimes(loaded, bandwidth: float | None = None, profiles=None, impls=None) -> list[Regime]:
-    """Every profile of regime_profiles (the loaded one reused, the others loaded and released), each
-    measured by measure_regime."""
+    """measure_regime of every profile of regime_profiles (the loaded one reused, the others loaded, released)."""
     from ..measure import models
     from ..measure.hardware import free_memory
 
@@ -161,7 +122,6 @@ def measure_regimes(loaded, bandwidth: float | None = None, profiles=None, impls
     for name in profiles or regime_profiles(loaded):
         other = loaded if name == loaded.profile else models.load(name, device=loaded.device)
         out.append(measure_regime(other, bandwidth, impls))
-        if other is not loaded:
-            del other
-            free_memory(loaded.device)
+        del other
+        free_memory(loaded.device)
     return out

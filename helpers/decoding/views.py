@@ -1,5 +1,4 @@
-"""Tables and figures of the decode regimes (helpers.decoding.regimes) for notebook 03: numbers and the
-ratio measured step ÷ floor with its label (helpers.formulas.regime); no sentences."""
+"""Notebook 03's tables and figures of the decode regimes: step ÷ floor with its label (helpers.formulas.regime)."""
 from __future__ import annotations
 
 import math
@@ -9,17 +8,14 @@ from .regimes import Regime, skip_reason
 from ..formulas import regime
 from ..present import plots
 
-_MARKERS = {"eager": "^", "generate": "v", "static": "s", "static+compile": "*"}
-
 
 def source(regimes: Sequence[Regime]) -> str:
     """The stamp of a figure or table over several models: each model · dtype, the device, the floor's bandwidth."""
     if not regimes:
         return "measured: no model"
     models = ", ".join(f"{r.name} ({r.dtype})" for r in regimes)
-    kinds = sorted({r.bandwidth_kind for r in regimes})
-    return (f"measured: {models} · {regimes[0].device} · floor = bytes ÷ the {' / '.join(kinds)} bandwidth "
-            "measured alongside the steps")
+    kinds = " / ".join(sorted({r.bandwidth_kind for r in regimes}))
+    return f"measured: {models} · {regimes[0].device} · floor = bytes ÷ the {kinds} bandwidth measured alongside the steps"
 
 
 def implementations_frame(regimes: Sequence[Regime]):
@@ -35,9 +31,8 @@ def implementations_frame(regimes: Sequence[Regime]):
                          "floor_ms": r.floor_s * 1e3, "step ÷ floor": ratio, "label": label,
                          "tokens_per_s": regime.ratio(1, r.step_s), "same_tokens_as_eager": r.same_tokens,
                          "kv_slots_read": r.kv_slots, "compile_s": r.compile_s, "steps_timed": r.steps, "note": ""})
-        for impl in reg.skipped:
-            rows.append({"model": reg.name, "implementation": impl, "label": regime.NONE, "steps_timed": 0,
-                         "note": f"skipped: {skip_reason(impl, reg.device, reg.dtype) or 'not asked for'}"})
+        rows += [{"model": reg.name, "implementation": impl, "label": regime.NONE, "steps_timed": 0,
+                  "note": f"skipped: {skip_reason(impl, reg.device) or 'not asked for'}"} for impl in reg.skipped]
     return pd.DataFrame(rows)
 
 
@@ -49,26 +44,24 @@ def roofline_figure(regimes: Sequence[Regime], peak_flops: float, dtype: str = "
 
     from ..formulas.roofline import attainable_flops
 
-    pts = [(reg, r) for reg in regimes for r in reg.results
-           if all(math.isfinite(v) and v > 0 for v in (r.point.intensity, r.point.achieved_flops))]
-    bandwidths = [r.bandwidth for r in regimes if r.bandwidth and math.isfinite(r.bandwidth) and r.bandwidth > 0]
-    if not pts or not bandwidths or not (math.isfinite(peak_flops) and peak_flops > 0):
+    ok = lambda *xs: all(x and math.isfinite(x) and x > 0 for x in xs)  # noqa: E731
+    pts = [(reg, r.impl, r.point) for reg in regimes for r in reg.results if ok(r.point.intensity, r.point.achieved_flops)]
+    bandwidth = max((r.bandwidth for r in regimes if ok(r.bandwidth)), default=None)
+    if not pts or not bandwidth or not ok(peak_flops):
         return plots.note_figure(source(regimes), "Decode on the roofline", "no step with a finite, positive rate")
-    bandwidth = max(bandwidths)
     fig, ax = plots.figure(width=8, height=5)
-    xs = [r.point.intensity for _, r in pts]
-    ys = [r.point.achieved_flops for _, r in pts]
+    xs, ys = [p.intensity for *_, p in pts], [p.achieved_flops for *_, p in pts]
     grid = np.logspace(np.log10(min(xs) / 3), np.log10(max(xs) * 3), 100)
     roof = [attainable_flops(x, peak_flops, bandwidth) for x in grid]
     ax.loglog(grid, roof, color="black", lw=2, label=f"memory roof: {bandwidth / 1e9:,.1f} GB/s × intensity")
     colours = dict(zip([reg.name for reg in regimes], ["tab:blue", "tab:green", "tab:purple", "tab:brown"]))
-    for reg, r in pts:
-        ax.scatter(r.point.intensity, r.point.achieved_flops, marker=_MARKERS.get(r.impl, "o"), s=60,
-                   color=colours[reg.name], zorder=3, label=f"{reg.name} · {r.impl}")
-    ax.set_ylim(min(min(ys), min(roof)) / 3, max(max(ys), max(roof)) * 3)
-    ax.set_xlabel("arithmetic intensity (FLOP per byte)")
-    ax.set_ylabel("FLOP/s achieved")
-    ax.set_title(f"Decode implementations on the roofline (batch 1, {dtype})".replace(", )", ")"))
+    markers = {"eager": "^", "generate": "v", "static": "s", "static+compile": "*"}
+    for reg, impl, p in pts:
+        ax.scatter(p.intensity, p.achieved_flops, marker=markers.get(impl, "o"), s=60, color=colours[reg.name],
+                   zorder=3, label=f"{reg.name} · {impl}")
+    ax.set(ylim=(min(min(ys), min(roof)) / 3, max(max(ys), max(roof)) * 3), ylabel="FLOP/s achieved",
+           xlabel="arithmetic intensity (FLOP per byte)",
+           title=f"Decode implementations on the roofline (batch 1, {dtype})".replace(", )", ")"))
     ax.grid(True, which="both", alpha=0.2)
     ax.legend(fontsize=7, loc="upper left", ncol=2)
     return plots.finish(fig, source(regimes))

@@ -1,5 +1,2 @@
-"""Measurement: what runs on this machine — models loaded, timed, swept, quantized, trained.
-
-A module of this layer may import the formulas (helpers.formulas) to compare what it measures with what
-they predict; it never draws (figures are helpers.present's).
-"""
+"""Measurement: what runs on this machine — models loaded, timed, swept, quantized, trained. It may import
+helpers.formulas to compare with what they predict; it never draws (figures are helpers.present's)."""

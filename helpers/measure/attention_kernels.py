@@ -2,32 +2,25 @@
 checked against the materialised version and PyTorch's fused kernel, and timed against both.
 
 - naive_attention: S = QKᵀ/√d, P = softmax(S), O = PV — the N×N matrices S and P exist in full.
-- tiled_attention: FlashAttention's forward pass (Dao et al. 2022, "FlashAttention: Fast and
-  Memory-Efficient Exact Attention with IO-Awareness", arXiv:2205.14135, Algorithm 1), in the loop
-  order of FlashAttention-2 (Dao 2023, arXiv:2307.08691, Algorithm 1): for each block of queries,
-  stream the K/V blocks past it, keeping per query a running maximum m, a running sum ℓ of
-  exp(s − m) and an unnormalised output; when the maximum grows, rescale both by exp(m_old − m_new)
-  (the online softmax: Milakov & Gimelshein 2018, arXiv:1805.02867). No N×N matrix is ever formed.
-
-The bytes each algorithm moves to and from slow memory (HBM on a GPU) are counted in helpers.formulas.flash;
-the figures and tables are helpers.present.flash_figures.
+- tiled_attention: FlashAttention's forward pass (Dao et al. 2022, arXiv:2205.14135, Algorithm 1) in
+  FlashAttention-2's loop order (Dao 2023, arXiv:2307.08691, Algorithm 1): per query block, stream the K/V
+  blocks past it, keeping a running maximum m, a running sum ℓ of exp(s − m) and an unnormalised output,
+  both rescaled by exp(m_old − m_new) when the maximum grows (the online softmax, Milakov & Gimelshein 2018,
+  arXiv:1805.02867). No N×N matrix is formed. The bytes each moves: helpers.formulas.flash.
 """
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Sequence
 
 from ..formulas.flash import AttentionShape
 from ..formulas.regime import ratio
-from ..formulas.units import normalize_dtype
 from .dtypes import torch_dtype
 
 
 def _expand_kv(k, v, heads: int):
     """GQA: repeat each K/V head for the query heads of its group."""
     group = heads // k.shape[1]
-    if group == 1:
-        return k, v
     return k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
 
 
@@ -73,18 +66,13 @@ def tiled_attention(q, k, v, causal: bool = False, block_q: int = 64, block_k: i
     return out
 
 
-# ============================================================================ timed here
-
 def attention_inputs(n: int, shape: AttentionShape, device: str = "cpu", seed: int = 0):
     """Random q, k, v of (batch, heads, n, head_dim) in the shape's dtype (values do not change timing)."""
     import torch
 
-    from .microbench import MATMUL_DTYPES
-
-    dt = torch_dtype(normalize_dtype(shape.dtype, MATMUL_DTYPES))
     g = torch.Generator(device=device).manual_seed(seed)  # drawn on the device: no host copy of GBs of inputs
-    return [torch.randn(shape.batch, shape.heads, n, shape.head_dim, generator=g, device=device, dtype=dt)
-            for _ in range(3)]
+    return [torch.randn(shape.batch, shape.heads, n, shape.head_dim, generator=g, device=device,
+                        dtype=torch_dtype(shape.dtype)) for _ in range(3)]
 
 
 def time_attention(lengths: Sequence[int], shape: AttentionShape, device: str = "cpu", causal: bool = True,
@@ -97,8 +85,8 @@ def time_attention(lengths: Sequence[int], shape: AttentionShape, device: str = 
     import torch.nn.functional as F
 
     from .hierarchy import cpu_threads as _threads
-    from .timing import measure
     from .sweeps import guarded_sweep
+    from .timing import measure
 
     def point(n: int) -> dict:
         q, k, v = attention_inputs(n, shape, device)

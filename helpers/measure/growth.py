@@ -1,8 +1,6 @@
 """How a sweep's time grows, as numbers: the law t(n) = a + b·n + c·n² fitted to a TTFT sweep with its local
 exponent, the last doubling the sweep ran, the exponent between two points, and how many sequences fit a
-budget for the cache (helpers.measure.sweeps measures; helpers.present.sweep_figures shows these as tables
-and figures). Nothing here is put into words: every function returns numbers, or None where a sweep gave
-too little to compute them (no point ran, fewer than two distinct positive times).
+budget for the cache; None where a sweep gave too little (helpers.present.sweep_figures shows them).
 """
 from __future__ import annotations
 
@@ -39,19 +37,6 @@ class GrowthFit:
         return regime.ratio(self.a, self.predict(self.n_min))
 
 
-def _usable(ns: Sequence[float], ts: Sequence[float]) -> list[tuple[float, float]]:
-    """The (n, t) pairs a fit can use: both finite, n > 0 and t > 0."""
-    out = []
-    for n, t in zip(ns, ts):
-        try:
-            n, t = float(n), float(t)
-        except (TypeError, ValueError):
-            continue
-        if math.isfinite(n) and math.isfinite(t) and n > 0 and t > 0:
-            out.append((n, t))
-    return out
-
-
 def fit_growth(ns: Sequence[float], ts: Sequence[float]) -> GrowthFit | None:
     """Fit t = a + b·n + c·n² by least squares on relative error (rows weighted by 1/t, so short and
     long prompts count alike), with a, b, c ≥ 0: every subset of the three terms is solved and the
@@ -63,11 +48,11 @@ def fit_growth(ns: Sequence[float], ts: Sequence[float]) -> GrowthFit | None:
 
     import numpy as np
 
-    pts = _usable(ns, ts)
-    if len({n for n, _ in pts}) < 2:
+    n, t = np.asarray(ns, dtype=float), np.asarray(ts, dtype=float)
+    ok = np.isfinite(n) & np.isfinite(t) & (n > 0) & (t > 0)
+    n, t = n[ok], t[ok]
+    if len(set(n)) < 2:
         return None
-    n = np.array([p[0] for p in pts])
-    t = np.array([p[1] for p in pts])
     basis = np.stack([np.ones_like(n), n, n * n], axis=1)
     w = 1 / t
     best, best_sse = np.zeros(3), math.inf

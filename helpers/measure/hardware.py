@@ -1,9 +1,6 @@
 """The device in use (CUDA, MPS or CPU): its name, memory, and on CUDA the allocator's peak; and where and
 with what a record was measured (measured_on), the one shape every record under workshop/results/ carries
 under its ``measured_on`` key, read back by measured_on_of.
-
-Measured bandwidth and FLOP/s microbenchmarks live in helpers.measure.microbench (the roofs of helpers.formulas.roofline);
-the GPU catalog with sourced specs and prices is a data file (helpers.formulas.gpus).
 """
 from __future__ import annotations
 
@@ -11,22 +8,16 @@ import os
 import platform
 from dataclasses import asdict, dataclass
 
-
-def _torch():
-    import torch
-
-    return torch
-
-
 DEVICES = ("auto", "cuda", "mps", "cpu")
 
 
 def pick_device(prefer: str | None = None) -> str:
     """'cuda', 'mps' or 'cpu': `prefer`, else the environment's WORKSHOP_DEVICE (helpers.env), else the
     best available. A device this machine does not have is refused, with the fix."""
+    import torch
+
     from .. import env
 
-    torch = _torch()
     if prefer is not None:
         want = str(prefer).strip().lower()
         if want not in DEVICES:
@@ -34,8 +25,7 @@ def pick_device(prefer: str | None = None) -> str:
                              "to one of them, or unset it for auto")
     else:
         want = env.choice("WORKSHOP_DEVICE", DEVICES, "auto")
-    mps = getattr(torch.backends, "mps", None)
-    has_mps = mps is not None and mps.is_available()
+    has_mps = torch.backends.mps.is_available()
     if want == "cuda" and not torch.cuda.is_available():
         raise ValueError("WORKSHOP_DEVICE=cuda but no CUDA GPU is visible to torch. Fix: unset WORKSHOP_DEVICE "
                          "(auto uses the best device here) or run on a machine with a CUDA GPU")
@@ -44,39 +34,15 @@ def pick_device(prefer: str | None = None) -> str:
                          "WORKSHOP_DEVICE (auto uses the best device here) or run on a Mac with Apple silicon")
     if want != "auto":
         return want
-    if torch.cuda.is_available():
-        return "cuda"
-    if has_mps:
-        return "mps"
-    return "cpu"
+    return "cuda" if torch.cuda.is_available() else "mps" if has_mps else "cpu"
 
 
 def _cpu_name() -> str:
     try:
         with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def _host_memory() -> tuple[int | None, int | None]:
-    """(total, available) bytes of host RAM, from /proc/meminfo or sysconf."""
-    try:
-        info = {}
-        with open("/proc/meminfo") as f:
-            for line in f:
-                k, v = line.split(":", 1)
-                info[k] = int(v.split()[0]) * 1024
-        return info.get("MemTotal"), info.get("MemAvailable")
-    except (OSError, ValueError):
-        try:
-            total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-            return total, None
-        except (ValueError, OSError, AttributeError):
-            return None, None
+            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or platform.machine()
 
 
 @dataclass(frozen=True)
@@ -99,17 +65,18 @@ class DeviceInfo:
 
 def device_info(device: str | None = None) -> DeviceInfo:
     """What the device is and how much memory it has (free memory measured now)."""
-    torch = _torch()
+    import psutil
+    import torch
+
     kind = pick_device(device)
     if kind == "cuda":
-        idx = torch.cuda.current_device()
-        props = torch.cuda.get_device_properties(idx)
-        free, total = torch.cuda.mem_get_info(idx)
+        props = torch.cuda.get_device_properties()
+        free, total = torch.cuda.mem_get_info()
         return DeviceInfo("cuda", props.name, total, free, props.multi_processor_count,
                           f"{props.major}.{props.minor}", torch.__version__)
-    total, avail = _host_memory()
+    mem = psutil.virtual_memory()
     name = _cpu_name() if kind == "cpu" else f"Apple GPU ({platform.machine()})"
-    return DeviceInfo(kind, name, total, avail, torch.get_num_threads(), None, torch.__version__)
+    return DeviceInfo(kind, name, mem.total, mem.available, torch.get_num_threads(), None, torch.__version__)
 
 
 MEASURED_ON = "measured_on"    # the key every record holds measured_on's dict under
@@ -129,8 +96,6 @@ def measured_on(device: str | None = None, profile: str | None = None, packages:
 
     from ..versions import git_commit, library_versions
 
-    if profile is not None and (not isinstance(profile, str) or not profile.strip()):
-        raise ValueError(f"a profile is a non-empty name or None, got {profile!r}")
     info = device_info(device)
     torch = sys.modules.get("torch")
     return {"recorded_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
@@ -178,7 +143,8 @@ def measured_when(measured: dict) -> str:
 
 def synchronize(device: str) -> None:
     """Wait for queued GPU work, so a timer measures the work and not its launch."""
-    torch = _torch()
+    import torch
+
     if device.startswith("cuda"):
         torch.cuda.synchronize()
     elif device.startswith("mps"):
@@ -186,37 +152,35 @@ def synchronize(device: str) -> None:
 
 
 def reset_peak(device: str) -> None:
-    torch = _torch()
+    import torch
+
     if device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats()
 
 
 def peak_allocated(device: str) -> int | None:
     """The CUDA caching allocator's peak allocated bytes since the last reset (None elsewhere)."""
-    torch = _torch()
-    if device.startswith("cuda"):
-        return int(torch.cuda.max_memory_allocated())
-    return None
+    import torch
+
+    return int(torch.cuda.max_memory_allocated()) if device.startswith("cuda") else None
 
 
 def allocated(device: str) -> int | None:
-    torch = _torch()
-    if device.startswith("cuda"):
-        return int(torch.cuda.memory_allocated())
-    return None
+    import torch
+
+    return int(torch.cuda.memory_allocated()) if device.startswith("cuda") else None
 
 
 def is_out_of_memory(exc: BaseException) -> bool:
     """True for the errors a device raises when it runs out of memory (a result in a sweep, not a crash)."""
-    torch = _torch()
-    if isinstance(exc, getattr(torch, "OutOfMemoryError", ())) or isinstance(exc, MemoryError):
-        return True
-    return isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower()
+    import torch
+
+    return isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or (
+        isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower())
 
 
-# What CUDA's libraries say when they cannot allocate (cuBLAS, cuDNN, cuFFT, cuSOLVER, cuSPARSE workspaces and
-# handles; the runtime's own code), and what a kernel says when a batch is past its launch grid: a sweep that
-# grows a batch meets these before or instead of torch's OutOfMemoryError, and each is its end, not a crash.
+# What CUDA's libraries say when they cannot allocate a workspace or handle, and a kernel when a batch is past
+# its launch grid: a sweep that grows a batch meets these before or instead of OutOfMemoryError, each its end.
 DEVICE_LIMIT_MESSAGES = ("alloc_failed", "cudaerrormemoryallocation", "memory allocation",
                          "invalid configuration argument")
 
@@ -225,16 +189,16 @@ def is_device_limit(exc: BaseException) -> bool:
     """True for out of memory (is_out_of_memory) and for the other ways a device refuses a size: a CUDA
     library's allocation failure (e.g. ``CUBLAS_STATUS_ALLOC_FAILED when calling cublasCreate``) or a
     launch grid too large (``CUDA error: invalid configuration argument``). Other errors are bugs."""
-    if is_out_of_memory(exc):
-        return True
-    return isinstance(exc, RuntimeError) and any(m in str(exc).lower() for m in DEVICE_LIMIT_MESSAGES)
+    return is_out_of_memory(exc) or (
+        isinstance(exc, RuntimeError) and any(m in str(exc).lower() for m in DEVICE_LIMIT_MESSAGES))
 
 
 def free_memory(device: str) -> None:
     """Return cached blocks to the device after an out-of-memory or a big sweep."""
     import gc
 
+    import torch
+
     gc.collect()
-    torch = _torch()
     if device.startswith("cuda"):
         torch.cuda.empty_cache()

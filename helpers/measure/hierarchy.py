@@ -1,11 +1,7 @@
-"""The memory hierarchy: small fast memory near the arithmetic, large slow memory far from it.
-
-- GPUs: HBM (helpers.formulas.gpus) against on-chip shared memory, from helpers/data/gpu_onchip.csv, every
-  figure with its source there.
-- This CPU: its caches as the system reports them (helpers.measure.microbench.cache_rows), and the read
-  bandwidth measured from a few KiB to far past the last-level cache: the staircase that shows why tiling
-  pays. Its levels are found from the curve itself (levels_found), then held against the reported caches.
-  The figures and tables: helpers.present.hierarchy_figures.
+"""The memory hierarchy: small fast memory near the arithmetic, large slow memory far from it. GPUs: HBM
+(helpers.formulas.gpus) against on-chip shared memory (helpers/data/gpu_onchip.csv, each figure sourced). This
+CPU: its caches as the system reports them, and the read bandwidth measured from a few KiB to far past the
+last-level cache — the staircase that shows why tiling pays; its levels found from the curve (levels_found).
 """
 from __future__ import annotations
 
@@ -23,20 +19,10 @@ from ..formulas.units import KiB, MiB
 ONCHIP_FILE = Path(__file__).parents[1] / "data" / "gpu_onchip.csv"
 
 
-# ============================================================================ GPUs
-
-def _num(text: str) -> float | None:
-    text = (text or "").strip()
-    return float(text) if text else None
-
-
 def onchip_rows() -> list[dict[str, Any]]:
-    """Rows of gpu_onchip.csv with numbers parsed (empty cells are None)."""
-    rows = pd.read_csv(ONCHIP_FILE, dtype=str, keep_default_na=False).to_dict("records")
-    for r in rows:
-        for key in ("sms", "smem_per_sm_kib", "l1_smem_per_sm_kib", "l2_mb", "onchip_bandwidth_tbs"):
-            r[key] = _num(r[key])
-    return rows
+    """Rows of gpu_onchip.csv, numbers parsed, empty cells None."""
+    df = pd.read_csv(ONCHIP_FILE)
+    return df.astype(object).where(df.notna(), None).to_dict("records")
 
 
 @dataclass(frozen=True)
@@ -74,22 +60,13 @@ def gpu_hierarchy() -> list[GPUMemoryLevels]:
     from ..formulas.gpus import catalog
 
     onchip = {r["name"]: r for r in onchip_rows()}
-    rows = []
-    for gpu in catalog():
-        o = onchip.get(gpu.name)
-        if o is None:
-            continue
-        rows.append(GPUMemoryLevels(
-            gpu.name, gpu.memory_bytes, gpu.bandwidth,
-            int(o["smem_per_sm_kib"] * KiB) if o["smem_per_sm_kib"] else None,
-            int(o["sms"]) if o["sms"] else None,
-            o["l2_mb"] * 1e6 if o["l2_mb"] else None,
-            o["onchip_bandwidth_tbs"] * 1e12 if o["onchip_bandwidth_tbs"] else None,
-            o["size_source"], o["bandwidth_source"] or "none published"))
-    return rows
+    return [GPUMemoryLevels(gpu.name, gpu.memory_bytes, gpu.bandwidth,
+                            int(o["smem_per_sm_kib"] * KiB) if o["smem_per_sm_kib"] else None,
+                            int(o["sms"]) if o["sms"] else None, o["l2_mb"] * 1e6 if o["l2_mb"] else None,
+                            o["onchip_bandwidth_tbs"] * 1e12 if o["onchip_bandwidth_tbs"] else None,
+                            o["size_source"], o["bandwidth_source"] or "none published")
+            for gpu in catalog() if (o := onchip.get(gpu.name)) is not None]
 
-
-# ============================================================================ this CPU's caches
 
 @dataclass(frozen=True)
 class CacheLevel:
@@ -118,8 +95,6 @@ def data_caches(levels: Sequence[CacheLevel] | None = None) -> list[CacheLevel]:
     levels = cpu_caches() if levels is None else levels
     return sorted((c for c in levels if c.kind != "Instruction"), key=lambda c: (c.level, c.size_bytes))
 
-
-# ============================================================================ the staircase, measured
 
 @contextlib.contextmanager
 def cpu_threads(n: int | None, device: str = "cpu"):
@@ -175,21 +150,14 @@ def staircase(sizes: Sequence[int] | None = None, threads: int = 1, repeats: int
     """Measured read bandwidth at each working-set size, with the cache level that holds it."""
     from tqdm.auto import tqdm
 
-    sizes = list(sizes or working_set_sizes())
     caches = data_caches(levels)
-    rows = []
-    for nbytes in tqdm(sizes, desc="working sets", leave=False):
-        bw = read_bandwidth(nbytes, bytes_per_sample, repeats, threads)
-        rows.append(Stair(nbytes, bw, fits_in(nbytes, caches)))
-    return rows
+    return [Stair(n, read_bandwidth(n, bytes_per_sample, repeats, threads), fits_in(n, caches))
+            for n in tqdm(list(sizes or working_set_sizes()), desc="working sets", leave=False)]
 
 
 def fits_in(nbytes: int, caches: Sequence[CacheLevel]) -> str:
     """The smallest data cache that holds `nbytes`, or 'DRAM'."""
-    for c in caches:
-        if nbytes <= c.size_bytes:
-            return c.name
-    return "DRAM"
+    return next((c.name for c in caches if nbytes <= c.size_bytes), "DRAM")
 
 
 def staircase_sizes(caches: Sequence[CacheLevel], free_bytes: int | None = None, per_octave: int = 1,

@@ -1,20 +1,18 @@
 """KV caches measured: tiny Mistral models that differ only in their K/V heads (MHA, GQA, MQA) or in a
-sliding window, run forward with transformers' DynamicCache, and the bytes of the cache's tensors held
-against helpers.formulas.memory.kv_cache_bytes — byte for byte.
-
-The tiny models are built once (random weights) and cached on disk; they always run on the CPU in fp32.
-The tables of these results are helpers.present.attention_figures.
+sliding window (helpers.measure.local_models.tiny_model, fp32 on the CPU), run forward with transformers'
+DynamicCache, and the bytes of the cache's tensors held against helpers.formulas.memory.kv_cache_bytes —
+byte for byte. The tables of these results are helpers.present.attention_figures.
 """
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from pathlib import Path
 
 from ..formulas.memory import kv_cache_bytes
 from ..formulas.specs import spec_from_config
-from .local_models import TINY_CONFIG, build_tiny, cache_dir, quiet_progress
+from .local_models import TINY_CONFIG, tiny_model
 from .tensor_bytes import measured_cache_bytes
+from .timing import prefill, prompt_ids
 
 
 @dataclass(frozen=True)
@@ -49,11 +47,9 @@ class SlidingStep:
         return self.measured_bytes == self.slots_bytes
 
 
-# ----------------------------------------------------------------------------- the tiny variants
-
 def kv_heads_configs(base: dict | None = None) -> dict[str, dict]:
-    """The tiny Mistral config three ways, differing only in num_key_value_heads: MHA (all heads),
-    GQA (the tiny model's groups of 4 query heads) and MQA (one K/V head)."""
+    """The tiny config three ways, differing only in num_key_value_heads: MHA (all heads), GQA (the tiny
+    model's groups of 4 query heads) and MQA (one K/V head)."""
     base = dict(base or TINY_CONFIG)
     heads = base["num_attention_heads"]
     gqa = base.get("num_key_value_heads") or heads
@@ -64,80 +60,41 @@ def kv_heads_configs(base: dict | None = None) -> dict[str, dict]:
             "MQA (1 K/V head)": {**base, "num_key_value_heads": 1}}
 
 
-def sliding_config(window: int = 16, base: dict | None = None) -> dict:
-    """The tiny Mistral config with a sliding window of `window` tokens in every layer."""
-    return {**(base or TINY_CONFIG), "sliding_window": window}
+def measured_cache(model, tokens: int, batch: int = 1):
+    """The DynamicCache after one prefill of `batch` random sequences of `tokens` tokens."""
+    return prefill(model, prompt_ids(tokens, batch, model.config.vocab_size))[1]
 
 
-def _variant_folder(name: str, folder: Path | None) -> Path:
-    slug = "".join(c if c.isalnum() else "-" for c in name.lower()).strip("-")
-    return Path(folder or cache_dir()) / f"tiny-{slug}"
-
-
-def load_variant(name: str, config: dict, folder: Path | None = None):
-    """Build (once, cached on disk) and load a tiny variant through from_pretrained, fp32 on the CPU."""
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    with quiet_progress():
-        path = build_tiny(_variant_folder(name, folder), config)
-        return AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
-
-
-def measured_cache(model, tokens: int, batch: int = 1, seed: int = 0):
-    """Run one real forward pass of `batch` random sequences of `tokens` tokens; return the DynamicCache."""
-    import torch
-    from transformers import DynamicCache
-
-    g = torch.Generator().manual_seed(seed)
-    ids = torch.randint(3, model.config.vocab_size, (batch, tokens), generator=g)
-    cache = DynamicCache(config=model.config)
-    with torch.inference_mode():
-        model(input_ids=ids, cache=cache, use_cache=True)
-    return cache
-
-
-# ----------------------------------------------------------------------------- measured
-
-def measure_kv_heads(cases=((16, 1), (100, 1), (64, 4)), folder: Path | None = None,
-                     configs: dict[str, dict] | None = None) -> list[CacheCheck]:
+def measure_kv_heads(cases=((16, 1), (100, 1), (64, 4)), base: dict | None = None) -> list[CacheCheck]:
     """Measured cache bytes of MHA, GQA and MQA tiny models against helpers.formulas.memory.kv_cache_bytes,
     for each (tokens, batch) of `cases`."""
     rows = []
-    for name, cfg in (configs or kv_heads_configs()).items():
-        model = load_variant(name, cfg, folder)
+    for name, cfg in kv_heads_configs(base).items():
+        model = tiny_model(cfg)
         spec = spec_from_config(model.config.to_dict(), name)
-        for tokens, batch in cases:
-            rows.append(CacheCheck(name, tokens, batch, measured_cache_bytes(measured_cache(model, tokens, batch)),
-                                   kv_cache_bytes(spec, tokens, batch, "fp32"), spec.num_kv_heads))
-        del model
+        rows += [CacheCheck(name, tokens, batch, measured_cache_bytes(measured_cache(model, tokens, batch)),
+                            kv_cache_bytes(spec, tokens, batch, "fp32"), spec.num_kv_heads) for tokens, batch in cases]
     return rows
 
 
-def measure_sliding(window: int = 16, prompt: int = 4, total: int = 48, folder: Path | None = None,
-                    seed: int = 0, base: dict | None = None) -> list[SlidingStep]:
-    """Decode a tiny sliding-window model token by token with a real cache; after each step compare
-    the measured bytes with the formula at window − 1 slots (what transformers' DynamicSlidingWindowLayer
+def measure_sliding(window: int = 16, prompt: int = 4, total: int = 48, base: dict | None = None) -> list[SlidingStep]:
+    """Feed a tiny sliding-window model token by token with a real cache; after each step compare the
+    measured bytes with the formula at window − 1 slots (what transformers' DynamicSlidingWindowLayer
     keeps between steps), and give the window and no-window formulas beside it."""
     import torch
-    from transformers import DynamicCache
 
-    model = load_variant(f"swa-{window}", sliding_config(window, base), folder)
+    cfg = {**(base or TINY_CONFIG), "sliding_window": window}
+    model = tiny_model(cfg)
     spec = spec_from_config(model.config.to_dict(), f"tiny, sliding window {window}")
     full = dataclasses.replace(spec, layer_types=("full_attention",) * spec.num_layers, sliding_window=None)
-    g = torch.Generator().manual_seed(seed)
-    ids = torch.randint(3, model.config.vocab_size, (1, total), generator=g)
-    cache = DynamicCache(config=model.config)
+    ids = prompt_ids(total, vocab=cfg["vocab_size"])
+    _, cache = prefill(model, ids[:, :prompt])
     steps = []
     with torch.inference_mode():
-        model(input_ids=ids[:, :prompt], cache=cache, use_cache=True)
-        seen = prompt
-        while True:
+        for seen in range(prompt, total + 1):
+            if seen > prompt:
+                model(input_ids=ids[:, seen - 1:seen], cache=cache, use_cache=True)
             steps.append(SlidingStep(window, seen, measured_cache_bytes(cache),
                                      kv_cache_bytes(spec, seen, 1, "fp32", window_slots=window - 1),
                                      kv_cache_bytes(spec, seen, 1, "fp32"), kv_cache_bytes(full, seen, 1, "fp32")))
-            if seen >= total:
-                break
-            model(input_ids=ids[:, seen:seen + 1], cache=cache, use_cache=True)
-            seen += 1
     return steps

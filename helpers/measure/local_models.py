@@ -22,23 +22,11 @@ TOKENIZER_FILE = "tokenizer.model.v1"  # Mistral 7B v0.1's SentencePiece tokeniz
 # The tiny model keeps Mistral 7B's proportions where they matter for the lessons: grouped-query
 # attention with 4 query heads per KV head, SwiGLU MLP 3.5× wide, the real 32,000-token vocabulary.
 TINY_CONFIG: dict[str, Any] = {
-    "architectures": ["MistralForCausalLM"],
-    "model_type": "mistral",
-    "vocab_size": 32000,
-    "hidden_size": 256,
-    "intermediate_size": 896,
-    "num_hidden_layers": 4,
-    "num_attention_heads": 8,
-    "num_key_value_heads": 2,
-    "head_dim": 32,
-    "hidden_act": "silu",
-    "max_position_embeddings": 32768,
-    "rms_norm_eps": 1e-5,
-    "rope_theta": 10000.0,
-    "sliding_window": None,
-    "tie_word_embeddings": False,
-    "bos_token_id": 1,
-    "eos_token_id": 2,
+    "architectures": ["MistralForCausalLM"], "model_type": "mistral", "vocab_size": 32000,
+    "hidden_size": 256, "intermediate_size": 896, "num_hidden_layers": 4,
+    "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 32,
+    "hidden_act": "silu", "max_position_embeddings": 32768, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
+    "sliding_window": None, "tie_word_embeddings": False, "bos_token_id": 1, "eos_token_id": 2,
     "initializer_range": 0.02,
 }
 TINY_SEED = 0
@@ -76,12 +64,30 @@ def tokenizer_source() -> Path:
     return path
 
 
-def build_tiny(folder: Path | None = None, config: dict | None = None, seed: int = TINY_SEED) -> Path:
-    """Build the tiny model (random weights, fixed seed) and its tokenizer in a folder; reuse it when
-    the folder already holds the same config. Returns the folder for ``from_pretrained``."""
+def tiny_config(**overrides) -> dict[str, Any]:
+    """The tiny model's config.json dict, with `overrides` (any config key: heads, window, widths, layers)."""
+    return {**TINY_CONFIG, **overrides}
+
+
+def tiny_model(config: dict | None = None, device: str = "cpu", dtype: str = "fp32", seed: int = TINY_SEED,
+               **overrides):
+    """The one builder of a model with random weights (fixed seed), in eval mode: from a config.json dict
+    (default the tiny one, any model_type transformers knows) with `overrides`, on `device` in `dtype`."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
+    from .dtypes import torch_dtype
+
+    cfg = {**(config or TINY_CONFIG), **overrides}
+    hf_config = AutoConfig.for_model(cfg["model_type"], **{k: v for k, v in cfg.items() if k != "model_type"})
+    torch.manual_seed(seed)
+    with torch.device(device):
+        return AutoModelForCausalLM.from_config(hf_config, dtype=torch_dtype(dtype)).eval()
+
+
+def build_tiny(folder: Path | None = None, config: dict | None = None, seed: int = TINY_SEED) -> Path:
+    """tiny_model saved with its tokenizer in a folder (reused when it holds the same config), for
+    ``from_pretrained``."""
     config = dict(config or TINY_CONFIG)
     folder = Path(folder or cache_dir() / "tiny-mistral")
     marker = folder / "workshop-build.json"
@@ -89,11 +95,7 @@ def build_tiny(folder: Path | None = None, config: dict | None = None, seed: int
     if marker.exists() and json.loads(marker.read_text()) == stamp:
         return folder
     with atomic_folder(folder) as tmp:
-        cfg = dict(config)
-        hf_config = AutoConfig.for_model(cfg.pop("model_type"), **cfg)
-        torch.manual_seed(seed)
-        model = AutoModelForCausalLM.from_config(hf_config, dtype=torch.float32)
-        model.save_pretrained(tmp)
+        tiny_model(config, seed=seed).save_pretrained(tmp)
         shutil.copy(tokenizer_source(), tmp / TOKENIZER_FILE)
         (tmp / "workshop-build.json").write_text(json.dumps(stamp, indent=1))
     return folder

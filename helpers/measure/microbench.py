@@ -1,11 +1,7 @@
-"""Microbenchmarks of this device: the two roofs of the roofline (helpers.formulas.roofline), measured with
-helpers.measure.timing (warm-up, synchronisation, repeats):
-- the **read** bandwidth (read_benchmark): the sum of a buffer larger than the caches, bytes read ÷ time. A
-  decode step reads its weights and cache (it writes one token's K/V), so its floor is bytes read ÷ this rate;
-- the **copy** bandwidth (copy_benchmark), for comparison: a device-to-device copy, bytes read + bytes written
-  ÷ time (the STREAM "copy" convention, McCalpin 1995) — a different rate, not the floor of a step that reads;
-- peak matmul FLOP/s in a dtype: a square n × n matmul, 2·n³ FLOPs (n³ multiply–adds).
-Each roof is the best of the repeats (as STREAM reports its best rate).
+"""Microbenchmarks of this device, the roofs of the roofline (helpers.formulas.roofline), each the best of its
+repeats (as STREAM reports its best rate): the **read** bandwidth, the sum of a buffer past the caches — a
+decode step's floor is the bytes it reads ÷ this rate; the **copy** bandwidth for comparison, read + written
+÷ time (STREAM's "copy", McCalpin 1995); peak matmul FLOP/s, an n × n matmul being 2·n³ FLOPs.
 """
 from __future__ import annotations
 
@@ -15,29 +11,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..formulas.regime import ratio
-from ..formulas.units import normalize_dtype
+from ..formulas.units import FLOAT_DTYPES, normalize_dtype
 from .dtypes import torch_dtype
 from .timing import Stats, measure
-
-MATMUL_DTYPES = ("fp32", "bf16", "fp16")
-
-
-def _device(device: str | None) -> str:
-    from .hardware import pick_device
-
-    return pick_device(device)
-
-
-# ============================================================================ this CPU's caches, for sizing buffers
 
 def parse_size(text: str) -> int:
     """'48K' / '1024K' / '32M' / '32768' (bytes) as the kernel writes cache sizes → bytes."""
     t = text.strip().upper().removesuffix("B")
-    mult = {"K": 2**10, "M": 2**20, "G": 2**30}.get(t[-1:], 1)
-    digits = t[:-1] if t[-1:] in "KMG" else t
+    digits, unit = (t[:-1], t[-1]) if t[-1:] in ("K", "M", "G") else (t, "")
     if not digits.isdigit():
         raise ValueError(f"cannot read a cache size from {text!r}; expected e.g. '48K', '32M' or a byte count")
-    return int(digits) * mult
+    return int(digits) * 2 ** (10 * " KMG".index(unit or " "))
 
 
 def cache_rows(root: str | Path = "/sys/devices/system/cpu/cpu0/cache") -> list[tuple[int, str, int, str]]:
@@ -92,18 +76,6 @@ def beyond_last_cache(caches=None, free_bytes: int | None = None, floor: int = 2
     return max(floor, hi)
 
 
-def default_copy_bytes(device: str, caches=None, free_bytes: int | None = None) -> int:
-    """Bytes copied by the bandwidth benchmark (and read by the kernel probe): on a GPU, past its L2 (1 GiB,
-    capped at a tenth of the free memory); on a CPU, past this machine's own last-level cache
-    (beyond_last_cache, the two buffers of a copy): a 480 MiB L3 holds a 256 MiB buffer whole."""
-    if device.startswith("cuda"):
-        import torch
-
-        free, _ = torch.cuda.mem_get_info()
-        return int(min(2**30, max(64 * 2**20, free // 10)))
-    return beyond_last_cache(caches, free_bytes, buffers=2)
-
-
 @dataclass(frozen=True)
 class CopyBenchmark:
     """One bandwidth measurement (a copy or a read): `iters` passes over `nbytes` per timed sample,
@@ -142,9 +114,17 @@ def _timed(once, dev: str, iters: int, repeats: int) -> Stats:
 
 
 def _buffer(device: str | None, nbytes: int | None, iters: int | None) -> tuple[str, int, int]:
-    """(device, bytes, copies per sample) of a bandwidth benchmark: default_copy_bytes; 20 copies on a GPU, 1 on a CPU."""
-    dev = _device(device)
-    return dev, nbytes or default_copy_bytes(dev), iters or (20 if dev.startswith(("cuda", "mps")) else 1)
+    """(device, bytes, passes per sample) of a bandwidth benchmark, 20 passes on a GPU, 1 on a CPU. The bytes:
+    on a GPU past its L2 (1 GiB, capped at a tenth of the free memory); on a CPU past this machine's own
+    last-level cache (beyond_last_cache, the two buffers of a copy): a 480 MiB L3 holds a 256 MiB buffer whole."""
+    import torch
+
+    from .hardware import pick_device
+
+    dev = pick_device(device)
+    if not nbytes and dev.startswith("cuda"):
+        nbytes = int(min(2**30, max(64 * 2**20, torch.cuda.mem_get_info()[0] // 10)))
+    return dev, nbytes or beyond_last_cache(buffers=2), iters or (20 if dev.startswith(("cuda", "mps")) else 1)
 
 
 def copy_benchmark(device: str | None = None, nbytes: int | None = None, repeats: int = 5,
@@ -160,22 +140,13 @@ def copy_benchmark(device: str | None = None, nbytes: int | None = None, repeats
 
 def read_benchmark(device: str | None = None, nbytes: int | None = None, repeats: int = 5,
                    iters: int | None = None) -> CopyBenchmark:
-    """The read bandwidth, the floor's: the sum of an fp32 buffer of `nbytes` (default_copy_bytes: past the
+    """The read bandwidth, the floor's: the sum of an fp32 buffer of `nbytes` (_buffer: past the
     caches), bytes read ÷ the best time. A decode step's floor is the bytes it reads ÷ this rate."""
     import torch
 
     dev, nbytes, iters = _buffer(device, nbytes, iters)
     x = torch.ones(nbytes // 4, dtype=torch.float32, device=dev)
     return CopyBenchmark(dev, x.numel() * 4, x.numel() * 4, iters, _timed(x.sum, dev, iters, repeats))
-
-
-def default_matmul_n(device: str, dtype: str) -> int:
-    """Matrix size for the FLOP/s benchmark: big enough to saturate the device, quick to run."""
-    if device.startswith("cuda"):
-        return 8192
-    if device.startswith("mps"):
-        return 4096
-    return 2048 if dtype == "fp32" else 1024
 
 
 @dataclass(frozen=True)
@@ -209,9 +180,12 @@ def matmul_benchmark(device: str | None = None, dtype: str = "fp32", n: int | No
     fp32 (TF32 off by default), bf16/fp16 on the tensor cores: compare with a GPU's dense tensor-core figure."""
     import torch
 
-    dev = _device(device)
-    dt = normalize_dtype(dtype, MATMUL_DTYPES)
-    n = n or default_matmul_n(dev, dt)
+    from .hardware import pick_device
+
+    dev = pick_device(device)
+    dt = normalize_dtype(dtype, FLOAT_DTYPES)
+    # big enough to saturate the device, quick to run
+    n = n or (8192 if dev.startswith("cuda") else 4096 if dev.startswith("mps") else 2048 if dt == "fp32" else 1024)
     iters = iters or (10 if dev.startswith(("cuda", "mps")) else 1)
     tdt = torch_dtype(dt)
     a = torch.randn(n, n, device=dev, dtype=tdt)  # the values do not change the time

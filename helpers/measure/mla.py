@@ -19,45 +19,25 @@ from ..formulas.attention import mha_kv_bytes_per_token
 from ..formulas.memory import kv_cache_bytes
 from ..formulas.specs import ModelSpec, spec_from_config
 from .kv_caches import CacheCheck, measured_cache
+from .local_models import tiny_model
 from .tensor_bytes import measured_cache_bytes
 
 
-# A DeepSeek-style MLA at toy scale: 4 layers, 8 heads, latent 32 + rope key 16 per token per layer.
+# A DeepSeek-style MLA at toy scale: 4 layers, 8 heads, latent 32 + rope key 16 per token per layer; every layer
+# dense (first_k_dense_replace = 4): the MLP plays no part in the cache.
 TINY_MLA_CONFIG: dict[str, Any] = {
-    "model_type": "deepseek_v3",
-    "vocab_size": 1000,
-    "hidden_size": 256,
-    "intermediate_size": 512,
-    "moe_intermediate_size": 128,
-    "num_hidden_layers": 4,
-    "first_k_dense_replace": 4,    # every layer dense: the MLP plays no part in the cache
-    "num_attention_heads": 8,
-    "num_key_value_heads": 8,
-    "n_routed_experts": 4,
-    "n_shared_experts": 1,
-    "num_experts_per_tok": 2,
-    "n_group": 1,
-    "topk_group": 1,
-    "q_lora_rank": None,
-    "kv_lora_rank": 32,
-    "qk_nope_head_dim": 32,
-    "qk_rope_head_dim": 16,
-    "v_head_dim": 32,
-    "max_position_embeddings": 4096,
-    "rope_theta": 10000.0,
-    "rope_scaling": None,
-    "rms_norm_eps": 1e-6,
-    "tie_word_embeddings": False,
+    "model_type": "deepseek_v3", "vocab_size": 1000, "hidden_size": 256, "intermediate_size": 512,
+    "moe_intermediate_size": 128, "num_hidden_layers": 4, "first_k_dense_replace": 4,
+    "num_attention_heads": 8, "num_key_value_heads": 8, "n_routed_experts": 4, "n_shared_experts": 1,
+    "num_experts_per_tok": 2, "n_group": 1, "topk_group": 1, "q_lora_rank": None, "kv_lora_rank": 32,
+    "qk_nope_head_dim": 32, "qk_rope_head_dim": 16, "v_head_dim": 32, "max_position_embeddings": 4096,
+    "rope_theta": 10000.0, "rope_scaling": None, "rms_norm_eps": 1e-6, "tie_word_embeddings": False,
 }
 
 
 class LatentCache:
-    """MLA's whole cache: per layer one tensor (batch, tokens, kv_lora_rank + qk_rope_head_dim) —
-    the compressed latent and the decoupled, already-rotated RoPE key, nothing per head.
-
-    Its ``layers`` hold the tensors as attributes, like a transformers Cache, so
-    helpers.measure.tensor_bytes.measured_cache_bytes measures it the same way.
-    """
+    """MLA's whole cache: per layer one tensor (batch, tokens, kv_lora_rank + qk_rope_head_dim), the latent and
+    the rotated RoPE key, nothing per head; held like a transformers Cache's, so measured_cache_bytes reads it."""
 
     class Layer:
         def __init__(self) -> None:
@@ -72,10 +52,6 @@ class LatentCache:
         old = self.layers[layer].latent
         self.layers[layer].latent = new if old is None else torch.cat([old, new], dim=1)
         return self.layers[layer].latent
-
-    def get_seq_length(self) -> int:
-        lat = self.layers[0].latent
-        return 0 if lat is None else lat.shape[1]
 
 
 def _rope(x, positions, theta: float):
@@ -230,7 +206,6 @@ def run_mla(model, tokens: int, batch: int = 1, prompt: int | None = None, seed:
 
 
 def mla_spec(cfg: dict | None = None) -> ModelSpec:
-    """The shape of a TinyMLA config, as the formulas read it."""
     return spec_from_config(cfg or TINY_MLA_CONFIG, "tiny MLA")
 
 
@@ -277,15 +252,8 @@ def measure_mla(cases=((16, 1), (100, 1), (64, 4)), prompt: int = 8, cfg: dict |
 def measure_hf_mla(cases=((16, 1), (64, 4)), cfg: dict | None = None) -> list[CacheCheck]:
     """The same check on transformers' own DeepSeek-V3 implementation (random weights, toy size):
     its DynamicCache holds the latent and the rope key, not per-head K and V."""
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    cfg = dict(cfg or TINY_MLA_CONFIG)
-    c = {k: v for k, v in cfg.items() if k != "model_type"}
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(AutoConfig.for_model(cfg["model_type"], **c),
-                                             dtype=torch.float32).eval()
-    spec = mla_spec(cfg)
+    cfg = cfg or TINY_MLA_CONFIG
+    model, spec = tiny_model(cfg), mla_spec(cfg)
     return [CacheCheck("transformers DeepseekV3ForCausalLM", tokens, batch,
                        measured_cache_bytes(measured_cache(model, tokens, batch)),
                        kv_cache_bytes(spec, tokens, batch, "fp32"))

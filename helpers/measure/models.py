@@ -1,19 +1,15 @@
 """Model profiles and loading, chosen by WORKSHOP_PROFILE (default ``auto``).
 
-- ``tiny``: a Mistral-architecture model built from a config with random weights, with the real
-  Mistral tokenizer shipped in the ``mistral-common`` package, saved to a local folder and
-  loaded back through ``from_pretrained`` (the real loading path). Runs anywhere in seconds.
-- ``small``: the same recipe at 175 M parameters (hidden 1,024, 8 layers): one decode step reads
-  about 0.57 GB in fp32, enough that decode on a CPU is bound by memory, not by per-step overhead.
-- ``mistral-7b``: Mistral 7B weights from the Hugging Face Hub (WORKSHOP_MODEL_ID to change the
-  repository). Missing, gated or unreachable weights give a clear message and the fix; never a hang.
-- ``mistral-7b-random``: the full-size architecture with random weights, for timing and memory
-  on a GPU without a download.
-- ``tiny-trained``: the tiny model trained briefly on a public-domain novel (helpers.measure.training): same
-  architecture and size as ``tiny``, so timing and memory are the same, but its quality figures
-  (perplexity, KL, acceptance) mean something. Trained once per machine (about a minute), cached.
-- ``auto``: a CUDA GPU with Mistral 7B weights reachable → ``mistral-7b``; a CUDA GPU without them →
-  ``tiny``; no CUDA GPU → ``tiny-trained``.
+- ``tiny``, ``small``: Mistral-architecture models built here with random weights and the real Mistral
+  tokenizer (helpers.measure.local_models), loaded back through ``from_pretrained``; ``small`` (175 M
+  parameters) reads about 0.57 GB per decode step in fp32: on a CPU its decode waits for memory.
+- ``tiny-trained``: ``tiny`` trained for a minute on a novel (helpers.measure.training), so its quality
+  figures mean something; the same timings and memory as ``tiny``.
+- ``mistral-7b``: Mistral 7B from the Hugging Face Hub (WORKSHOP_MODEL_ID to change the repository); missing,
+  gated or unreachable weights give the fix, never a hang. ``mistral-7b-random``: its architecture, random
+  weights, on a GPU.
+- ``auto``: a CUDA GPU with Mistral 7B reachable → ``mistral-7b``; a CUDA GPU without → ``tiny``; else
+  ``tiny-trained``.
 """
 from __future__ import annotations
 
@@ -26,8 +22,8 @@ from typing import Any
 from .. import env
 from ..formulas.specs import ModelSpec, load_config, spec_from_config
 from .hardware import pick_device
-from .local_models import (BUILT_PROFILES, LOCAL_PROFILES, TINY_SEED, ProfileUnavailable, build_tiny, cache_dir,
-                           load_tokenizer, quiet_progress)
+from .local_models import (BUILT_PROFILES, LOCAL_PROFILES, ProfileUnavailable, build_tiny, cache_dir, load_tokenizer,
+                           quiet_progress, tiny_model)
 
 PROFILES = ("auto", "tiny", "mistral-7b", "mistral-7b-random", "tiny-trained", "small")
 DEFAULT_MODEL_ID = "mistralai/Mistral-7B-v0.1"
@@ -53,17 +49,11 @@ def display_name(profile: str) -> str:
     return BUILT_PROFILES[profile][2]
 
 
-# --------------------------------------------------------------------- Hub weights
-
 @dataclass
 class WeightsStatus:
     available: bool
     where: str | None      # "cache" (on disk already) or "hub" (downloadable now) or None
     message: str
-
-
-def _offline() -> bool:
-    return (env.text("HF_HUB_OFFLINE") or "").lower() in env.TRUE   # huggingface_hub's own reading
 
 
 def _probe_hub(model_id: str, timeout: float) -> None:
@@ -105,10 +95,11 @@ def weights_status(model_id: str | None = None, probe_hub: bool = True, timeout:
             return WeightsStatus(True, "cache", f"{model_id} weights are in the local cache ({path})")
     except Exception:  # noqa: BLE001 - any failure here means "not cached"
         pass
-    if _offline() or not probe_hub:
+    offline = (env.text("HF_HUB_OFFLINE") or "").lower() in env.TRUE   # huggingface_hub's own reading
+    if offline or not probe_hub:
         from huggingface_hub.constants import HF_HUB_CACHE
 
-        asked = ("the Hub was not asked: it is switched off (HF_HUB_OFFLINE=1)" if _offline()
+        asked = ("the Hub was not asked: it is switched off (HF_HUB_OFFLINE=1)" if offline
                  else "the Hub was not asked (only the local cache was checked)")
         return WeightsStatus(False, None, (
             f"{model_id} weights are not in the local Hugging Face cache ({HF_HUB_CACHE}); {asked}. "
@@ -133,8 +124,6 @@ def weights_status(model_id: str | None = None, probe_hub: bool = True, timeout:
             f"the Hugging Face Hub cannot be reached ({name}), and {model_id} is not in the local cache. "
             f"Fix: connect and run `hf download {model_id}`, or use WORKSHOP_PROFILE=tiny or mistral-7b-random."))
 
-
-# --------------------------------------------------------------------- profiles
 
 @dataclass
 class Loaded:
@@ -197,11 +186,7 @@ def default_dtype(profile: str, device: str) -> str:
     if device == "cuda":
         import torch
 
-        try:
-            native = torch.cuda.is_bf16_supported(including_emulation=False)
-        except TypeError:  # older torch: no including_emulation argument
-            native = torch.cuda.get_device_capability()[0] >= 8
-        return "bf16" if native else "fp16"
+        return "bf16" if torch.cuda.is_bf16_supported(including_emulation=False) else "fp16"
     return "bf16"
 
 
@@ -235,7 +220,6 @@ def hub_model_id(default: str = DEFAULT_MODEL_ID) -> str:
 
 def load(profile: str | None = None, device: str | None = None, dtype: str | None = None) -> Loaded:
     """Load the model of a profile on a device; ProfileUnavailable says why one cannot run here."""
-    import torch
     from transformers import AutoModelForCausalLM
 
     from ..formulas.units import FLOAT_DTYPES, normalize_dtype
@@ -257,14 +241,8 @@ def load(profile: str | None = None, device: str | None = None, dtype: str | Non
             raise ProfileUnavailable(
                 "mistral-7b-random builds the full 7.24 B-parameter model (14.5 GB in bf16) and is meant for a "
                 f"CUDA GPU; this device is {dev}. Fix: run on a GPU, or use WORKSHOP_PROFILE=tiny.")
-        from transformers import AutoConfig
-
         _, cfg = load_config("mistral-7b-v0.1")
-        c = {k: v for k, v in cfg.items() if k != "model_type"}
-        hf_config = AutoConfig.for_model(cfg["model_type"], **c)
-        torch.manual_seed(TINY_SEED)
-        with torch.device(dev):
-            model = AutoModelForCausalLM.from_config(hf_config, dtype=dtype_t).eval()
+        model = tiny_model(cfg, dev, dt)
         tok = load_tokenizer(build_tiny())  # the same Mistral 7B v0.1 tokenizer
         return Loaded(model, tok, name, "Mistral 7B v0.1 architecture, random weights", dev, dt, reason, cfg)
     # mistral-7b from the Hub

@@ -1,7 +1,9 @@
-"""Quality of a model against a reference on a fixed text: perplexity, KL divergence of the
-next-token distributions, top-1 agreement. Used for weight quantization (helpers.measure.quant) and for
-anything else that approximates a model (KV-cache quantization, …).
+"""The texts the models are read on, and the quality of a model against a reference on them.
 
+- Texts (``helpers/data/``): Jane Austen, *Persuasion* (1818), public domain, one paragraph per line, trains
+  ``tiny-trained``; its last chapter is held out, and its opening (``heldout_eval_text``, about 1,000 tokens) is
+  the tiny profiles' evaluation text. Every other profile's: ``eval_text.txt``, original prose no published
+  model has seen.
 - perplexity = exp(mean negative log-likelihood of each next token of the text);
 - KL(p_ref ‖ p_q) = Σ_v p_ref(v) (log p_ref(v) − log p_q(v)), per position, averaged over positions;
 - top-1 agreement = share of positions where both models put the same token first.
@@ -9,15 +11,50 @@ anything else that approximates a model (KV-cache quantization, …).
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
-from .texts import eval_text
+from .local_models import TINY_PROFILES
+
+DATA = Path(__file__).parents[1] / "data"
+TEXT_FILE = DATA / "persuasion.txt"
+TEXT_SOURCE = "Jane Austen, Persuasion (1818), public domain"
+HELDOUT_HEADING = "Chapter 24"   # the novel's last chapter: held out from training
+EVAL_CHARS = 4000                # the tiny profiles' evaluation text: the held-out chapter's paragraphs up to this many characters
+EVAL_TEXT = DATA / "eval_text.txt"
 
 
-# ----------------------------------------------------------------------------- the text
+def training_text() -> str:
+    """The whole training text (Persuasion, one paragraph per line)."""
+    return TEXT_FILE.read_text(encoding="utf-8")
+
+
+def split(full: str | None = None) -> tuple[str, str]:
+    """(training part, held-out part): the held-out part starts at the last chapter's heading."""
+    full = training_text() if full is None else full
+    cut = full.find(f"\n\n{HELDOUT_HEADING}\n\n")
+    if cut < 0:
+        raise ValueError(f"the training text has no '{HELDOUT_HEADING}' heading to hold out from")
+    return full[:cut + 1], full[cut + 2:]
+
+
+def heldout_eval_text() -> str:
+    """The evaluation text of the tiny profiles: the held-out chapter's first paragraphs, EVAL_CHARS at least."""
+    out: list[str] = []
+    for p in split()[1].split("\n\n"):
+        out.append(p)
+        if sum(len(x) + 2 for x in out) >= EVAL_CHARS:
+            break
+    return "\n\n".join(out).strip() + "\n"
+
+
+def eval_text(profile: str | None = None) -> str:
+    """A profile's evaluation text: for the tiny profiles heldout_eval_text (the random and the trained model
+    measured on the same text), for every other profile eval_text.txt."""
+    return heldout_eval_text() if profile in TINY_PROFILES else EVAL_TEXT.read_text(encoding="utf-8")
 
 def eval_ids(tokenizer, max_tokens: int | None = None, profile: str | None = None) -> list[int]:
-    """Token ids of a profile's evaluation text (helpers.measure.texts.eval_text; a beginning-of-sequence
+    """Token ids of a profile's evaluation text (eval_text; a beginning-of-sequence
     token first, as the tokenizer adds it)."""
     ids = encode(tokenizer, eval_text(profile))
     return ids[:max_tokens] if max_tokens else ids
@@ -28,8 +65,6 @@ def encode(tokenizer, text: str) -> list[int]:
     ids = tokenizer.encode(text)
     return list(ids["input_ids"] if isinstance(ids, dict) else ids)
 
-
-# ----------------------------------------------------------------------------- quality
 
 def next_token_logprobs(model, ids) -> Any:
     """Log-probabilities of the next token at every position of one sequence: (positions, vocab), fp32 on CPU."""

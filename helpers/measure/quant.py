@@ -1,16 +1,10 @@
 """Weight quantization with bitsandbytes, measured: footprint against helpers.formulas.memory's prediction,
-prefill and decode speed, and quality against the unquantized model on a fixed text.
+prefill and decode speed, and quality against the unquantized model on a fixed text (helpers.measure.quality).
 
-Schemes (bitsandbytes on CUDA and, in its recent versions, on CPU):
 - ``int8``: LLM.int8() (Dettmers et al. 2022, arXiv:2208.07339) — int8 weights, one fp32 scale per row.
 - ``nf4``: 4-bit NormalFloat in blocks of 64 with an fp32 absmax each (QLoRA, arXiv:2305.14314, §3).
 - ``nf4-dq``: nf4 with double quantization — the absmax themselves stored in 8 bits (QLoRA §3).
-bitsandbytes replaces the ``nn.Linear`` layers of the decoder blocks only: the input embedding, the
-output head (lm_head) and the norms stay in the reference dtype.
-
-Quality against the unquantized model in the same run: helpers.measure.quality (perplexity, KL, top-1).
-What the schemes save computed from a config alone: helpers.formulas.quantization; the tables:
-helpers.present.quant_figures.
+bitsandbytes replaces the decoder blocks' ``nn.Linear`` layers only: embedding, lm_head and norms stay.
 """
 from __future__ import annotations
 
@@ -19,7 +13,7 @@ import logging
 import shutil
 import time
 import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -66,22 +60,17 @@ def model_source(loaded) -> str | Path:
         import transformers
 
         folder = local_models.cache_dir() / "mistral-7b-random"
-        # The random weights depend on more than config and seed: torch's CUDA generator fills a tensor
-        # with a launch grid sized by the GPU's SM count, and init code changes between versions. A
-        # copy saved under another GPU or version holds different weights, and the quality columns
-        # would compare two unrelated models: save again then.
+        # random weights depend on the GPU (torch's CUDA generator fills by a grid sized by its SMs) and on
+        # the versions: a copy saved under others holds another model, and the quality columns would lie
         gpu = torch.cuda.get_device_name() if str(loaded.device).startswith("cuda") else str(loaded.device)
         stamp = {"config": loaded.config, "seed": local_models.TINY_SEED, "device": gpu,
                  "torch": torch.__version__, "transformers": transformers.__version__}
         marker = folder / "workshop-build.json"
         if not (marker.exists() and json.loads(marker.read_text()) == stamp):
-            # start from an empty folder: an interrupted save then leaves no marker, and no weights file
-            # of an earlier save stays beside the new ones (from_pretrained would prefer a stale single
-            # model.safetensors to a new sharded index)
+            # from an empty folder: no stale model.safetensors beside a new sharded index, no marker if cut short
             shutil.rmtree(folder, ignore_errors=True)
             folder.mkdir(parents=True, exist_ok=True)
-            # shards of 2 GB: safetensors copies a whole shard from the GPU to host memory before it
-            # writes it, and one 14.5 GB shard (transformers' default allows 50 GB) needs that much RAM
+            # 2 GB shards: safetensors copies a whole shard to host memory before writing it
             loaded.model.save_pretrained(folder, max_shard_size="2GB")
             marker.write_text(json.dumps(stamp, indent=1))
         return folder
@@ -153,9 +142,7 @@ class Sizes:
 
 def sizes_for(profile: str, device: str) -> Sizes:
     """Seconds on a CPU; on a GPU, four 7B variants within the recorded-results script's budget."""
-    if device == "cpu":
-        return Sizes(prompt_tokens=128, new_tokens=16, repeats=3, eval_tokens=None)
-    return Sizes(prompt_tokens=512, new_tokens=64, repeats=3, eval_tokens=None)
+    return Sizes(128, 16, 3, None) if device == "cpu" else Sizes(512, 64, 3, None)
 
 
 @dataclass
@@ -170,14 +157,6 @@ class VariantResult:
     speed: dict[str, float]
     quality: dict[str, float] | None
     error: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def _error_text(exc: BaseException) -> str:
-    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
-    return f"{type(exc).__name__}: {first}"
 
 
 def compare(loaded, schemes=SCHEMES, sizes: Sizes | None = None, progress: bool = True,
@@ -225,7 +204,7 @@ def compare(loaded, schemes=SCHEMES, sizes: Sizes | None = None, progress: bool 
                 timed({scheme: model})
         except Exception as exc:  # noqa: BLE001 - a scheme that cannot run here is a result, not a crash
             results[scheme] = VariantResult(scheme, f"bitsandbytes {scheme}", time.perf_counter() - t0, {}, {},
-                                            None, error=_error_text(exc))
+                                            None, error=f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:300]}")
         finally:
             if not hold_all:
                 del model

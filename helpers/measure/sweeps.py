@@ -7,7 +7,7 @@ error and marks it: a result, not a crash. The figures: helpers.present.sweep_fi
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
 from .hardware import (allocated, free_memory, is_device_limit, is_out_of_memory, peak_allocated, reset_peak, synchronize)
@@ -15,8 +15,6 @@ from ..formulas.memory import cache_window_slots, kv_cache_bytes
 from .tensor_bytes import measured_cache_bytes
 from .timing import Stats, check_positions, measure, prefill, prompt_ids, timed_generate
 
-
-# ============================================================================ sizes
 
 @dataclass(frozen=True)
 class SweepSizes:
@@ -36,16 +34,9 @@ class SweepSizes:
     efficiency_context: int              # context of the decode-efficiency comparison
     efficiency_sizes: tuple[str, ...]    # model sizes built for it (helpers.measure.decode_efficiency.SIZE_OVERRIDES)
 
-    def to_dict(self) -> dict:
-        return asdict(self)
-
 
 def _doubling(lo: int, hi: int) -> tuple[int, ...]:
-    out, n = [], lo
-    while n <= hi:
-        out.append(n)
-        n *= 2
-    return tuple(out)
+    return tuple(lo * 2**k for k in range((hi // lo).bit_length()))
 
 
 BIG_GPU_FREE_BYTES = 40 * 10**9  # free memory after loading from which the full GPU sizes are used
@@ -95,70 +86,45 @@ def sweep_sizes(profile: str, device: str, free_bytes: int | None = None) -> Swe
 
 def sizes_for(loaded) -> SweepSizes:
     """sweep_sizes for a loaded model, given the device memory still free (on CUDA)."""
-    free = None
-    if loaded.device.startswith("cuda"):
-        import torch
+    import torch
 
-        free = int(torch.cuda.mem_get_info()[0])
+    free = int(torch.cuda.mem_get_info()[0]) if loaded.device.startswith("cuda") else None
     return sweep_sizes(loaded.profile, loaded.device, free)
 
 
-@dataclass
-class SweepResult:
-    """Rows of a sweep (dicts) and, when the device ran out of memory, the point where it did."""
-
-    rows: list[dict]
-    oom_at: Any = None
-    oom_message: str | None = None
-
-    def frame(self):
-        import pandas as pd
-
-        df = pd.DataFrame(self.rows)
-        df.attrs["oom_at"] = self.oom_at
-        df.attrs["oom_message"] = self.oom_message
-        return df
-
-
 def guarded_sweep(points: Iterable, run_point: Callable[[Any], dict], device: str, key: str,
-                  desc: str | None = None, is_limit: Callable[[BaseException], bool] = is_out_of_memory) -> SweepResult:
-    """Run run_point(p) for each point in order; an out-of-memory error (or whatever `is_limit` accepts)
-    ends the sweep with that point recorded as {key: p, "oom": True}, its message kept (oom_message) and
-    the device's cached memory returned. Other errors propagate."""
+                  desc: str | None = None, is_limit: Callable[[BaseException], bool] = is_out_of_memory):
+    """A frame of run_point(p) for each point in order; an out-of-memory error (or whatever `is_limit`
+    accepts) ends the sweep with that point recorded as {key: p, "oom": True}, the point and the message in
+    the frame's attrs["oom_at"] and attrs["oom_message"], the device's cached memory returned. Other errors
+    propagate."""
+    import pandas as pd
     from tqdm.auto import tqdm
 
     rows: list[dict] = []
-    oom_at, message = None, None
+    oom_at = message = None
     for p in tqdm(points, desc=desc, leave=False, disable=desc is None):
-        failed = False
         try:
             rows.append({key: p, **run_point(p), "oom": False})
         except Exception as exc:  # noqa: BLE001 - only out-of-memory (is_limit) is a result; the rest re-raise
             if not is_limit(exc):
                 raise
-            failed, message = True, f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:200]}"
-        if failed:  # outside the except block, so the traceback no longer pins the tensors
+            oom_at, message = p, f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:200]}"
+        if oom_at is not None:  # outside the except block, so the traceback no longer pins the tensors
             free_memory(device)
-            oom_at = p
             rows.append({key: p, "oom": True})
             break
-    return SweepResult(rows, oom_at, message)
+    df = pd.DataFrame(rows)
+    df.attrs.update(oom_at=oom_at, oom_message=message)
+    return df
 
-
-def _longest_within(model, lengths: Sequence[int], new_tokens: int = 0) -> None:
-    """Before a sweep starts: its longest prompt plus `new_tokens` within the model's positions, so a bad
-    point fails first, not last."""
-    check_positions(model, max(lengths), new_tokens)
-
-
-# ============================================================================ 1. memory grows with tokens
 
 def memory_growth(loaded, lengths: Sequence[int]):
     """The cache's measured bytes after a prefill of n tokens (batch 1), for each n, beside the formula
     (helpers.formulas.memory.kv_cache_bytes, sliding layers keeping window − 1 tokens as transformers'
     DynamicCache does); on CUDA also the allocator's peak above the weights (cache + activations)."""
     model, dev, spec = loaded.model, loaded.device, loaded.spec
-    _longest_within(model, lengths)
+    check_positions(model, max(lengths))
 
     def point(n: int) -> dict:
         ids = prompt_ids(n, vocab=model.config.vocab_size, device=dev)
@@ -173,16 +139,14 @@ def memory_growth(loaded, lengths: Sequence[int]):
         del cache
         return row
 
-    return guarded_sweep(lengths, point, dev, "tokens", "memory").frame()
+    return guarded_sweep(lengths, point, dev, "tokens", "memory")
 
-
-# ============================================================================ 2. TTFT grows with context
 
 def ttft_sweep(loaded, lengths: Sequence[int], repeats: int = 3):
     """Time to first token (a prefill into a fresh DynamicCache plus the first token's argmax) for each
     prompt length: one untimed warm-up, then the median and p90 of `repeats` runs."""
     model, dev = loaded.model, loaded.device
-    _longest_within(model, lengths)
+    check_positions(model, max(lengths))
 
     def point(n: int) -> dict:
         ids = prompt_ids(n, vocab=model.config.vocab_size, device=dev)
@@ -190,7 +154,7 @@ def ttft_sweep(loaded, lengths: Sequence[int], repeats: int = 3):
         return {"ttft_s": stats.median, "ttft_p90_s": stats.p90, "ttft_min_s": stats.min,
                 "tokens_per_s": n / stats.median}
 
-    return guarded_sweep(lengths, point, dev, "tokens", "TTFT").frame()
+    return guarded_sweep(lengths, point, dev, "tokens", "TTFT")
 
 
 def itl_sweep(loaded, contexts: Sequence[int], steps: int = 12):
@@ -198,7 +162,7 @@ def itl_sweep(loaded, contexts: Sequence[int], steps: int = 12):
     steps of one token each that reuse the real DynamicCache (helpers.measure.timing.timed_generate);
     median and p90 of the steps. A short warm-up generation runs first."""
     model, dev = loaded.model, loaded.device
-    _longest_within(model, contexts, steps + 1)
+    check_positions(model, max(contexts), steps + 1)
     timed_generate(model, prompt_ids(8, vocab=model.config.vocab_size, device=dev), 3, dev)  # warm-up
 
     def point(c: int) -> dict:
@@ -206,15 +170,13 @@ def itl_sweep(loaded, contexts: Sequence[int], steps: int = 12):
         s = Stats(tuple(g.step_s))
         return {"itl_s": s.median, "itl_p90_s": s.p90, "ttft_s": g.ttft_s}
 
-    return guarded_sweep(contexts, point, dev, "context", "ITL").frame()
+    return guarded_sweep(contexts, point, dev, "context", "ITL")
 
-
-# ============================================================================ decode at growing batch
 
 def decode_batch_sweep(loaded, context: int, batches: Sequence[int], steps: int = 8):
     """Decode step time for `batch` sequences of `context` tokens each, one token per sequence per step."""
     model, dev = loaded.model, loaded.device
-    _longest_within(model, [context], steps + 1)
+    check_positions(model, context, steps + 1)
 
     def point(b: int) -> dict:
         g = timed_generate(model, prompt_ids(context, batch=b, vocab=model.config.vocab_size, device=dev),
@@ -222,10 +184,8 @@ def decode_batch_sweep(loaded, context: int, batches: Sequence[int], steps: int 
         s = Stats(tuple(g.step_s))
         return {"step_s": s.median, "step_p90_s": s.p90, "tokens_per_s": b / s.median}
 
-    return guarded_sweep(batches, point, dev, "batch", "decode batch").frame()
+    return guarded_sweep(batches, point, dev, "batch", "decode batch")
 
-
-# ============================================================================ 5. out of memory is a result
 
 def users_sweep(loaded, context: int, batches: Sequence[int]):
     """Concurrent sequences of `context` tokens: for each batch, a prefill of all of them into one
@@ -235,7 +195,7 @@ def users_sweep(loaded, context: int, batches: Sequence[int]):
     size (hardware.is_device_limit: a CUDA library that cannot allocate its workspace, a launch grid too
     large at thousands of sequences); its message is the frame's attrs["oom_message"]."""
     model, dev, spec = loaded.model, loaded.device, loaded.spec
-    _longest_within(model, [context], 2)
+    check_positions(model, context, 2)
 
     def point(b: int) -> dict:
         free_memory(dev)
@@ -250,4 +210,4 @@ def users_sweep(loaded, context: int, batches: Sequence[int]):
                 "formula_bytes": kv_cache_bytes(spec, context + 1, b, loaded.dtype, window_slots=cache_window_slots(spec)),
                 "peak_above_weights_bytes": (peak - base) if peak is not None else None, "seconds": secs}
 
-    return guarded_sweep(batches, point, dev, "batch", "users", is_limit=is_device_limit).frame()
+    return guarded_sweep(batches, point, dev, "batch", "users", is_limit=is_device_limit)

@@ -1,8 +1,6 @@
-"""Bytes of real tensors, counted: what a transformers cache object holds right now, and what a loaded
-model's weights, quantization states and buffers take.
-
-The formulas these must agree with are in helpers.formulas.memory (kv_cache_bytes, weight_bytes); the tests
-hold the two equal, byte for byte. A tensor seen twice, or a view of storage already counted, counts once.
+"""Bytes of real tensors, counted: what a transformers cache holds now, and a loaded model's weights,
+quantization states and buffers — held equal to helpers.formulas.memory by the tests, byte for byte. A tensor
+seen twice, or a view of storage already counted, counts once.
 """
 from __future__ import annotations
 
@@ -47,9 +45,9 @@ def plain_tensors(value) -> list:
     return []
 
 
-def cache_tensors(cache) -> list:
-    """The tensors a transformers Cache holds, layer by layer (keys, values, and quantized stores with their
-    scales and zero points)."""
+def measured_cache_bytes(cache) -> int:
+    """Bytes of the tensors a transformers Cache holds, layer by layer (keys, values, and quantized stores with
+    their scales and zero points)."""
     import torch
 
     out = []
@@ -59,11 +57,7 @@ def cache_tensors(cache) -> list:
                 out.extend(plain_tensors(value))
             elif isinstance(value, torch.Tensor) and value.dim() >= 3 and not name.startswith("_sliding"):
                 out.append(value)
-    return out
-
-
-def measured_cache_bytes(cache) -> int:
-    return _unique_bytes(cache_tensors(cache))
+    return _unique_bytes(out)
 
 
 def _quant_state_tensors(p) -> list:
@@ -99,16 +93,3 @@ def measured_model_bytes(model) -> int:
     """The model's own footprint: its weights (with quantization states) and buffers (rotary tables and the
     like), not the device's total."""
     return measured_weight_bytes(model) + _unique_bytes(model.buffers())
-
-
-def measured_state_bytes(cache) -> int:
-    """Bytes of the Mamba state tensors a transformers cache holds (dict-valued conv and recurrent states),
-    which measured_cache_bytes (keys and values) does not count."""
-    import torch
-
-    total = 0
-    for layer in getattr(cache, "layers", []):
-        for value in vars(layer).values():
-            if isinstance(value, dict):
-                total += sum(_tensor_bytes(t) for t in value.values() if isinstance(t, torch.Tensor))
-    return total

@@ -1,13 +1,11 @@
-"""Timing done right: warm-up, device synchronisation, repeats, median and p90.
-
-For generation: time to first token (TTFT, the prefill), then each decode step that reuses
-the real transformers KV cache (inter-token latency, ITL), TPOT and tokens/s.
+"""Timing done right: warm-up, device synchronisation, repeats, median and p90; for generation, time to first
+token (TTFT, the prefill) and each decode step over the real transformers KV cache (inter-token latency, ITL).
 """
 from __future__ import annotations
 
 import statistics
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Callable
 
 from .. import checks
@@ -30,16 +28,12 @@ class Stats:
         return percentile(list(self.samples), 90)
 
     @property
-    def mean(self) -> float:
-        return statistics.fmean(self.samples)
-
-    @property
     def min(self) -> float:
         return min(self.samples)
 
     def to_dict(self) -> dict:
-        return {"median_s": self.median, "p90_s": self.p90, "mean_s": self.mean, "min_s": self.min,
-                "repeats": len(self.samples)}
+        return {"median_s": self.median, "p90_s": self.p90, "mean_s": statistics.fmean(self.samples),
+                "min_s": self.min, "repeats": len(self.samples)}
 
 
 def measure(fn: Callable[[], object], device: str = "cpu", warmup: int = 1, repeats: int = 5) -> Stats:
@@ -68,137 +62,95 @@ class GenerationTiming:
     cache_bytes: list[int] = field(default_factory=list, repr=False)  # cache size after each step
 
     @property
-    def new_tokens(self) -> int:
-        return 1 + len(self.step_s)
-
-    @property
-    def total_s(self) -> float:
-        return self.ttft_s + sum(self.step_s)
-
-    @property
     def itl_median_s(self) -> float | None:
         return statistics.median(self.step_s) if self.step_s else None
 
-    @property
-    def tpot_s(self) -> float | None:
-        """(total − TTFT) / (new tokens − 1)."""
-        return sum(self.step_s) / len(self.step_s) if self.step_s else None
-
-    @property
-    def tokens_per_s(self) -> float:
-        return self.batch * self.new_tokens / self.total_s
-
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        d.pop("token_ids")
-        d.update(new_tokens=self.new_tokens, total_s=self.total_s, itl_median_s=self.itl_median_s,
-                 tpot_s=self.tpot_s, tokens_per_s=self.tokens_per_s)
-        return d
-
 
 def check_positions(model, prompt_tokens: int, new_tokens: int = 0) -> None:
-    """ValueError when a prompt of `prompt_tokens` plus `new_tokens` generated would run past the
-    model's positions (max_position_embeddings in its config)."""
+    """ValueError when prompt + new tokens run past the model's max_position_embeddings."""
     limit = getattr(model.config, "max_position_embeddings", None)
     if limit and prompt_tokens + new_tokens > limit:
         raise ValueError(f"{prompt_tokens:,} prompt tokens + {new_tokens:,} new exceed the model's {limit:,} positions "
                          "(max_position_embeddings in its config); shorten the prompt or the output")
 
 
-def check_ids(model, input_ids, new_tokens: int = 0, what: str = "input_ids", one_sequence: bool = False):
+def check_ids(model, input_ids, new_tokens: int = 0):
     """`input_ids` as a (batch, prompt) tensor of token ids a model can run, or ValueError saying what is
     wrong and what is allowed: at least one sequence of at least one token, integer ids from 0 to the
-    vocabulary's size − 1, and prompt + `new_tokens` within the model's positions (check_positions).
-    A list becomes a tensor. `one_sequence`: a single prompt, given as ids in a row (1-D) or (1, n)."""
+    vocabulary's size − 1, prompt + `new_tokens` within the model's positions. A list becomes a tensor."""
     import torch
 
     new_tokens = checks.count(new_tokens, "new_tokens", 0)
-    if not isinstance(input_ids, torch.Tensor):
-        try:
-            input_ids = torch.as_tensor(input_ids)
-        except (TypeError, ValueError, RuntimeError, OverflowError):
-            raise ValueError(f"{what} must be token ids (a (batch, prompt) tensor or a list of ids), got "
-                             f"{type(input_ids).__name__}") from None
-    if one_sequence and input_ids.ndim == 1:
-        input_ids = input_ids.reshape(1, -1)
+    try:
+        input_ids = torch.as_tensor(input_ids)
+    except (TypeError, ValueError, RuntimeError, OverflowError):
+        raise ValueError(f"input_ids must be token ids (a (batch, prompt) tensor or a list of ids), got "
+                         f"{type(input_ids).__name__}") from None
     shape = tuple(input_ids.shape)
     if input_ids.ndim != 2 or shape[0] < 1 or shape[1] < 1:
-        raise ValueError(f"{what} must be a (batch, prompt) tensor of at least one token, got shape {shape}")
-    if one_sequence and shape[0] != 1:
-        raise ValueError(f"{what} must be one sequence of token ids, got a batch of {shape[0]}")
+        raise ValueError(f"input_ids must be a (batch, prompt) tensor of at least one token, got shape {shape}")
     if input_ids.dtype.is_floating_point or input_ids.dtype.is_complex or input_ids.dtype == torch.bool:
-        raise ValueError(f"{what} must hold integer token ids, got {input_ids.dtype}")
+        raise ValueError(f"input_ids must hold integer token ids, got {input_ids.dtype}")
     vocab = getattr(model.config, "vocab_size", None)
     lo, hi = int(input_ids.min()), int(input_ids.max())
     if lo < 0 or (vocab and hi >= vocab):
-        raise ValueError(f"{what} holds the id {lo if lo < 0 else hi}; allowed: 0 to {vocab - 1:,} (the vocabulary)")
+        raise ValueError(f"input_ids holds the id {lo if lo < 0 else hi}; allowed: 0 to {vocab - 1:,} (the vocabulary)")
     check_positions(model, shape[1], new_tokens)
     return input_ids.long()
 
 
-def timed_generate(model, input_ids, max_new_tokens: int, device: str | None = None,
-                   track_cache: bool = False) -> GenerationTiming:
-    """Greedy generation with a real DynamicCache, timing the prefill and every decode step (one token per
-    sequence, the cache reused). input_ids: a (batch, prompt) tensor of unpadded prompts."""
+def timed_generate(model, input_ids, max_new_tokens: int, device: str | None = None, track_cache: bool = False,
+                   cache=None, step=None) -> GenerationTiming:
+    """The one greedy decode loop: a prefill into `cache` (default a fresh DynamicCache), then one token per
+    sequence per step, the cache reused; the prefill and every step timed. `step` runs each decode step
+    (default the model; helpers.decoding.impls passes a compiled one). input_ids: (batch, prompt), unpadded."""
     import torch
 
     from .tensor_bytes import measured_cache_bytes
 
     device = device or str(next(model.parameters()).device)
     input_ids = check_ids(model, input_ids, max_new_tokens).to(device)
-    cache = new_cache(model)
-    tokens: list[torch.Tensor] = []
-    sizes: list[int] = []
+    batch, p = input_ids.shape
+    step = model if step is None else step
     with torch.inference_mode():
         synchronize(device)
         t0 = time.perf_counter()
-        # logits for the last position only, as transformers' generate() does: the prompt's other
-        # logits are never used, and computing them (prompt × vocab) would inflate TTFT.
-        out = model(input_ids=input_ids, cache=cache, use_cache=True, logits_to_keep=1)
-        nxt = out.logits[:, -1, :].argmax(dim=-1, keepdim=True)
+        nxt, cache = prefill(model, input_ids, cache)
         synchronize(device)
         ttft = time.perf_counter() - t0
-        tokens.append(nxt)
-        if track_cache:
-            sizes.append(measured_cache_bytes(cache))
-        steps = []
-        for _ in range(max_new_tokens - 1):
+        tokens, steps = [nxt], []
+        sizes = [measured_cache_bytes(cache)] if track_cache else []
+        for j in range(max_new_tokens - 1):
+            pos = torch.full((batch, 1), p + j, dtype=torch.long, device=device)
             t0 = time.perf_counter()
-            out = model(input_ids=nxt, cache=cache, use_cache=True)
-            nxt = out.logits[:, -1, :].argmax(dim=-1, keepdim=True)
+            # clone: a compiled step (CUDA graphs) overwrites its output buffer on the next call
+            nxt = step(input_ids=nxt, position_ids=pos, cache=cache, use_cache=True).logits[:, -1, :].argmax(
+                dim=-1, keepdim=True).clone()
             synchronize(device)
             steps.append(time.perf_counter() - t0)
             tokens.append(nxt)
             if track_cache:
                 sizes.append(measured_cache_bytes(cache))
-    ids = torch.cat(tokens, dim=1).tolist()
-    return GenerationTiming(input_ids.shape[0], input_ids.shape[1], ttft, steps, ids, sizes)
+    return GenerationTiming(batch, p, ttft, steps, torch.cat(tokens, dim=1).tolist(), sizes)
 
-
-# ----------------------------------------------------------------------------- a prompt and one prefill
 
 def prompt_ids(n: int, batch: int = 1, vocab: int = 32000, seed: int = 0, device: str = "cpu"):
-    """A (batch, n) tensor of token ids drawn at random from the ordinary vocabulary (ids ≥ 3, after
-    Mistral's <unk>, <s>, </s>), with a fixed seed: the content does not change the timing."""
+    """A (batch, n) tensor of random token ids ≥ 3 (after Mistral's <unk>, <s>, </s>), from a fixed seed:
+    the content does not change the timing."""
     import torch
 
     gen = torch.Generator(device="cpu").manual_seed(seed)
-    low = 3 if vocab > 3 else 0
-    return torch.randint(low, vocab, (batch, n), generator=gen).to(device)
-
-
-def new_cache(model):
-    from transformers import DynamicCache
-
-    return DynamicCache(config=model.config)
+    return torch.randint(3 if vocab > 3 else 0, vocab, (batch, n), generator=gen).to(device)
 
 
 def prefill(model, ids, cache=None, attention_mask=None, position_ids=None):
-    """One prefill forward into a DynamicCache (last position's logits only, as generate does);
-    returns (next token ids (batch, 1), cache)."""
+    """One prefill forward into `cache` (default a fresh DynamicCache); returns (next token ids (batch, 1),
+    cache). Logits for the last position only, as generate() does: the prompt's others are never used, and
+    computing them (prompt × vocab) would inflate TTFT."""
     import torch
+    from transformers import DynamicCache
 
-    cache = new_cache(model) if cache is None else cache
+    cache = DynamicCache(config=model.config) if cache is None else cache
     with torch.inference_mode():
         out = model(input_ids=ids, attention_mask=attention_mask, position_ids=position_ids, cache=cache,
                     use_cache=True, logits_to_keep=1)

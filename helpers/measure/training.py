@@ -1,13 +1,8 @@
-"""The ``tiny-trained`` profile: the tiny Mistral-architecture model, trained briefly on a real text so
-that quality figures on a CPU mean something (a random model's next-token distribution is flat: its
-perplexity sits near the vocabulary size and any rounding flips its argmax).
-
-- Text: Jane Austen, *Persuasion* (1818), public domain (helpers.measure.texts); its last chapter held out,
-  its opening the tiny profiles' evaluation text.
-- Training: from the ``tiny`` profile's weights, AdamW with warm-up and cosine decay on windows of the rest
-  of the novel (BOS first), data order from ``RECIPE["seed"]``; fp32, about a minute on two CPU cores.
-- Cache: ``local_models.cache_dir()/tiny-trained-<key>``, keyed by config, text, recipe and torch version;
-  built once per machine under a file lock. Never committed.
+"""The ``tiny-trained`` profile: the tiny model trained for about a minute (two CPU cores, fp32) on *Persuasion*
+(helpers.measure.quality), so that quality figures mean something (a random model's next-token distribution is
+flat: its perplexity sits near the vocabulary size and any rounding flips its argmax). AdamW with warm-up and
+cosine decay on windows of the novel less its held-out last chapter, from the ``tiny`` weights; cached in
+``cache_dir()/tiny-trained-<key>`` (config, text, recipe, torch version), built once under a file lock.
 """
 from __future__ import annotations
 
@@ -16,15 +11,13 @@ import json
 import math
 import shutil
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .local_models import (TINY_CONFIG, TOKENIZER_FILE, atomic_folder, build_tiny, cache_dir, load_tokenizer,
                            quiet_progress, tokenizer_source)
-from .quality import encode, eval_ids, next_token_logprobs, perplexity
-from .texts import TEXT_FILE, TEXT_SOURCE, split, training_text
+from .quality import TEXT_FILE, TEXT_SOURCE, encode, eval_ids, next_token_logprobs, perplexity, split, training_text
 
 RECIPE: dict[str, Any] = {
     "seq_len": 128,        # tokens per training window, BOS first
@@ -40,10 +33,6 @@ RECIPE: dict[str, Any] = {
 }
 
 
-def heldout_ids(tokenizer, max_tokens: int | None = None) -> list[int]:
-    return eval_ids(tokenizer, max_tokens, profile="tiny-trained")
-
-
 def cache_key(config: dict, full_text: str, recipe: dict) -> str:
     """What the trained weights depend on: config, text, recipe (seed included), torch version."""
     import torch
@@ -57,23 +46,6 @@ def trained_folder(config: dict | None = None, recipe: dict | None = None) -> Pa
     return cache_dir() / f"tiny-trained-{cache_key(dict(config or TINY_CONFIG), training_text(), dict(recipe or RECIPE))}"
 
 
-@contextmanager
-def _lock(path: Path):
-    """An exclusive lock on a file (POSIX); elsewhere no lock — two first runs then both train."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as fh:
-        try:
-            import fcntl
-        except ImportError:  # Windows
-            yield
-            return
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
 def log(folder: Path | None = None) -> dict[str, Any]:
     """The training record saved beside the weights (train's)."""
     return json.loads(((folder or build_trained()) / "training.json").read_text())
@@ -85,7 +57,9 @@ def build_trained(config: dict | None = None, recipe: dict | None = None, progre
     folder = trained_folder(config, recipe)
     if (folder / "training.json").exists():
         return folder
-    with _lock(folder.parent / f".{folder.name}.lock"):
+    from filelock import FileLock   # huggingface_hub's own dependency
+
+    with FileLock(folder.parent / f".{folder.name}.lock"):
         if (folder / "training.json").exists():  # another process built it while this one waited
             return folder
         with atomic_folder(folder) as tmp:
@@ -116,7 +90,7 @@ def train(out: Path, config: dict, recipe: dict, progress: bool = True) -> dict[
     train_text, _ = split()
     data = torch.tensor(encode(tok, train_text)[1:], dtype=torch.long)  # BOS goes in front of each window
     bos = torch.tensor([config.get("bos_token_id", 1)], dtype=torch.long)
-    held = torch.tensor(heldout_ids(tok), dtype=torch.long).reshape(1, -1)
+    held = torch.tensor(eval_ids(tok, profile="tiny-trained"), dtype=torch.long).reshape(1, -1)
     L, B = recipe["seq_len"], recipe["batch_size"]
 
     with quiet_progress():

@@ -15,6 +15,7 @@ from ..formulas.regime import ratio
 from ..formulas.memory import kv_cache_bytes
 from ..formulas.specs import get_spec
 from ..measure.tensor_bytes import measured_cache_bytes, plain_tensors
+from ..measure.timing import timed_generate
 from ..measure.quality import kl_per_position, top1_agreement
 
 # name -> (QuantizedCache backend, nbits, helpers.formulas.memory KV dtype of the stored values)
@@ -164,9 +165,7 @@ def bytes_by_scheme(model, spec, ids, dtype: str) -> list[SchemeBytes]:
         if available(scheme):
             continue
         cache = make_cache(model, scheme)
-        with torch.inference_mode():
-            nxt = model(input_ids=x, cache=cache, use_cache=True, logits_to_keep=1).logits[:, -1:].argmax(-1)
-            model(input_ids=nxt, cache=cache, use_cache=True)
+        timed_generate(model, x, 2, cache=cache)   # a prefill and one decode step into the scheme's cache
         tokens = x.shape[1] + 1
         measured = measured_cache_bytes(cache)
         if backend is None:

@@ -15,7 +15,7 @@ from ..formulas.speculation import VerifyCost
 from .naive import _ForwardCounter
 
 # A prompt whose answer repeats its context (an edit) and one whose answer has nothing to copy (an open
-# question); the passages are paragraphs of the novel the tiny model trains on (helpers.measure.texts).
+# question); the passages are paragraphs of the novel the tiny model trains on (helpers.measure.quality).
 EDIT = "Copy-edit this passage: keep every word, correct only the punctuation.\n\n{passage}\n\nThe passage, copy-edited:\n\n"
 QUESTIONS = ("Question: What makes a friendship last?\nAnswer:", "Question: Why do people travel?\nAnswer:")
 PASSAGE_CHARS = 500
@@ -36,7 +36,7 @@ class Prompt:
 def _passages(n: int) -> list[str]:
     """The first n paragraphs of the novel's training part longer than PASSAGE_CHARS, each cut at its last
     sentence end within PASSAGE_CHARS."""
-    from ..measure.texts import split
+    from ..measure.quality import split
 
     out = []
     for p in split()[0].split("\n\n"):
