@@ -78,7 +78,7 @@ def _attention() -> dict:
     result = time_attention(lengths, shape, dev, causal=True, repeats=5)
     return {"device": dev, "shape": {"batch": shape.batch, "heads": shape.heads, "head_dim": shape.head_dim,
                                      "dtype": shape.dtype, "causal": True},
-            "rows": result.rows, "oom_at": result.oom_at,
+            "rows": result.to_dict("records"), "oom_at": result.attrs.get("oom_at"),
             "definitions": {"naive_over_sdpa": "median seconds of the materialised version ÷ the fused kernel's"}}
 
 
