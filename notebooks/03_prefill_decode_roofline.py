@@ -588,7 +588,7 @@ def _():
     FLOP/B** with the cache ({_p.intensity_weights_only:,.1f} with the weights alone) against {_p.ridge:,.0f}; at most
     {_p.max_batch:,} sequences fit. Each sequence's cache is read whatever the batch.
 
-    {_rows.round(1).to_markdown(index=False)}
+    {_rows.round(1).to_html(index=False, border=0).replace(chr(10), "")}
     """)
     return
 
@@ -607,7 +607,7 @@ def _():
     decode_intensity_figures.summary_frame(decode_intensity.summary(d))
     ```
 
-    {_t.round(2).to_markdown(index=False)}
+    {_t.round(2).to_html(index=False, border=0).replace(chr(10), "")}
 
     The longer the context, the more each sequence reads of its own cache and the fewer sequences fit: the
     cache's limit falls, and decode moves further from the ridge.
