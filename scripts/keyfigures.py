@@ -77,6 +77,7 @@ def roofline_figures(gpu: str = GPU) -> dict[str, Figure]:
     ridge = ridge_point(peak, g.bandwidth)
     dec = forward_cost(MODEL, 1, CONTEXT - 1).intensity
     pre = forward_cost(MODEL, CONTEXT).intensity
+    shortest = prefill_ridge_tokens(MODEL, g.name)
     floor = decode_floor_s(decode_cost(MODEL, 0).weight_read_bytes, kv_cache_bytes(MODEL, CONTEXT), g.bandwidth)
     return {
         "gpu": Figure(g.name, g.name, "helpers/data/gpus.csv"),
@@ -85,7 +86,7 @@ def roofline_figures(gpu: str = GPU) -> dict[str, Figure]:
         "ridge": Figure(ridge, f"{ridge:,.0f} FLOP/B", f"ridge_point(peak, bandwidth) of {g.name}"),
         "decode_intensity": Figure(dec, f"{dec:,.2f} FLOP/B", f"one decode step at {CONTEXT} tokens, batch 1"),
         "prefill_intensity": Figure(pre, f"{pre:,.0f} FLOP/B", f"prefill of {CONTEXT} tokens"),
-        "prefill_ridge_tokens": Figure(prefill_ridge_tokens(MODEL, g.name), _n(prefill_ridge_tokens(MODEL, g.name)),
+        "prefill_ridge_tokens": Figure(shortest, _n(shortest),
                                        f"prefill_ridge_tokens('{MODEL}', '{g.name}'): the shortest compute-bound prompt"),
         "crossover_batch": Figure(crossover_batch(peak, g.bandwidth, 2), _n(crossover_batch(peak, g.bandwidth, 2)),
                                   "crossover_batch(peak, bandwidth, 2 B per parameter)"),

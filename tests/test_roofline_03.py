@@ -4,6 +4,8 @@ value a measurement can produce — zero, below / at / above each floor, two equ
 import math
 
 import pandas as pd
+from pathlib import Path
+
 import pytest
 
 from helpers.decoding import regimes, views
@@ -32,6 +34,8 @@ def test_a_bf16_prefill_of_mistral_is_memory_bound_below_about_300_tokens_on_an_
     n = roofline.prefill_ridge_tokens(MISTRAL, "H100 SXM")
     ridge = roofline.gpu_roofline("H100 SXM", MISTRAL)["ridge"]
     assert n == 301
+    glossary = " ".join((Path(__file__).resolve().parents[1] / "workshop" / "glossary.md").read_text().split())
+    assert f"about {round(n, -2)} for Mistral 7B in bf16 on an H100 SXM" in glossary    # the glossary's figure
     assert stepcost.forward_cost(MISTRAL, n, 0, 1, "bf16").intensity >= ridge
     assert stepcost.forward_cost(MISTRAL, n - 1, 0, 1, "bf16").intensity < ridge
     # the 16–64-token prompts notebook 03 measures are memory-bound on an H100 too
