@@ -20,7 +20,7 @@ from . import metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS_DIR = ROOT / "build" / "engines"
-RECORD = records.RESULTS / "cpu-amd-epyc" / "engines.json"    # the committed record when no other is found
+RECORD = records.RESULTS / "cpu-intel-xeon" / "engines.json"    # the committed record when no other is found
 STOP_S = 20.0                 # a Ctrl-C of the notebook: how long the benchmark is given to end its servers
 
 
@@ -183,10 +183,7 @@ def provenance(data: dict) -> str:
     profile tiny-trained; load average 1.16 at start, 1.8 at end; others used at most 0.05 of the cores: idle'."""
     m = measured_on_of(data)
     load = data.get("load_average") or {}
-    start = load.get("start") if isinstance(load, dict) else None
-    end = load.get("end") if isinstance(load, dict) else None
-    start = start if start is not None else (data.get("load_average_at_start") or [None])[0]
-    end = end if end is not None else (data.get("load_average_now") or [None])[0]
+    start, end = load.get("start"), load.get("end")
     others, idle = data.get("others_max"), data.get("idle")
     state = ("idle" if idle else "under load") if idle is not None else "load per run not recorded: not shown as idle"
     return (f"{measured_label(m, cores=True)}, {measured_when(m)}, profile {m['profile'] or '?'}; load average "
