@@ -26,32 +26,26 @@ class Parser(argparse.ArgumentParser):
         raise CliError(f"{self.prog}: {message}")
 
 
+def _typed(parse, what: str):
+    """An argparse type: parse(text), or one line saying `what` was expected and what came."""
+    def typed(text: str):
+        try:
+            return parse(text if len(text) <= 40 else None)
+        except (ValueError, TypeError):
+            raise argparse.ArgumentTypeError(f"must be {what}, got {checks.shown(text)}") from None
+    return typed
+
+
 def bounded_int(lo: int, hi: int):
     """An argparse type: a whole number from lo to hi, or one line saying so."""
-    def parse(text: str) -> int:
-        try:
-            value = int(text) if len(text) <= 40 else None
-        except ValueError:
-            value = None
-        if value is None:
-            raise argparse.ArgumentTypeError(f"expected a whole number from {lo:,} to {hi:,}, got {checks.shown(text)}")
-        if not lo <= value <= hi:
-            what = "positive whole number" if lo == 1 else "whole number"
-            raise argparse.ArgumentTypeError(f"must be a {what} from {lo:,} to {hi:,}, got {checks.shown(text)}")
-        return value
-    return parse
+    what = f"a {'positive ' if lo == 1 else ''}whole number from {lo:,} to {hi:,}"
+    return _typed(lambda text: checks.count(int(text), "", lo, hi), what)
 
 
 def bounded_float(lo: float, hi: float):
     """An argparse type: a finite number in (lo, hi], or one line saying so."""
-    span = f"a positive finite number, at most {hi:,.0f}" if lo == 0 else f"a finite number above {lo:,g}, at most {hi:,.0f}"
-
-    def parse(text: str) -> float:
-        try:
-            return checks.number(float(text) if len(text) <= 40 else None, "the value", lo, hi, positive=True)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be {span}, got {checks.shown(text)}") from None
-    return parse
+    return _typed(lambda text: checks.number(float(text), "", lo, hi, positive=True),
+                  f"a positive finite number, at most {hi:,.0f}" if lo == 0 else f"a finite number above {lo:,g}, at most {hi:,.0f}")
 
 
 positive_int = bounded_int(1, MAX_TOKENS)   # counts typed on a command line: as far as a config's context goes
