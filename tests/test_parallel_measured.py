@@ -4,7 +4,7 @@ bytes and times computed."""
 import pytest
 
 from helpers.formulas import regime
-from helpers.parallel.offload import offload_steps
+from helpers.parallel.disagg import offload_steps
 
 
 def test_tensor_parallel_forward_equals_single_process():

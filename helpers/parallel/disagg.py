@@ -23,6 +23,9 @@ Split, P prefill GPUs and D = G − P decode GPUs; each request's KV cache cross
 Both: TTFT = t_p + ρ · t_p ÷ (2 · (1 − ρ)), the prefill plus an M/D/1 queue's mean wait (Pollaczek–Khinchine);
 ITL = (last − first token) ÷ (O − 1). NaN where ρ ≥ 1 or the decode batch outgrows the KV cache. Engines that
 chunk prefills (vLLM V1, SGLang) stall for one chunk instead of t_p.
+
+KV offload (offload_steps): a cache kept in host memory is brought over PCIe (one way) each decode step
+instead of read from HBM.
 """
 from __future__ import annotations
 
@@ -114,3 +117,22 @@ def deployments(model, gpu, gpus: int = 4, rate: float = 8.0, prompt: int = 4096
         out.append(Deployment(f"split {p} + {d}", p, d, load, b, _queued(t_p, load) if ok else NAN,
                               t_d + send / (output - 1) if ok else NAN, t_d + send if ok else NAN, send, t_p, t_d))
     return out
+
+
+@dataclass(frozen=True)
+class OffloadStep:
+    """One context: the KV cache a step reads, its time from HBM and over PCIe, PCIe ÷ HBM."""
+
+    context: int
+    kv_gb: float
+    from_hbm_ms: float
+    over_pcie_ms: float
+    slower: float
+
+
+def offload_steps(model, gpu, contexts=(4096, 32768, 131072), batch: int = 1, kv_dtype: str = "bf16") -> list[OffloadStep]:
+    """Per decode step at each context: the KV cache's bytes read from HBM against brought over PCIe."""
+    spec, g = get_spec(model), get_gpu(gpu)
+    pcie = get_link(g, "pcie").bandwidth
+    return [OffloadStep(c, kv / 1e9, kv / g.bandwidth * 1e3, kv / pcie * 1e3, g.bandwidth / pcie)
+            for c in contexts for kv in [kv_cache_bytes(spec, c, batch, kv_dtype)]]
