@@ -98,7 +98,7 @@ def deployments(model, gpu, gpus: int = 4, rate: float = 8.0, prompt: int = 4096
         return _step_s(spec, g.name, weight_dtype, kv_dtype, context, b, efficiency)
 
     t_p = first.prefill_s
-    kv_link = link if isinstance(link, Link) else get_link(g, link, 2)
+    kv_link = get_link(g, link, 2)
     send = send_s(kv_cache_bytes(spec, prompt, 1, kv_dtype), kv_link)
     out = []
     load = rate * t_p / gpus

@@ -56,10 +56,6 @@ def bubble_share(pp: int, micro_batches: int) -> float:
     return (pp - 1) / (m + pp - 1)
 
 
-def _link(gpu, link, gpus: int) -> Link:
-    return link if isinstance(link, Link) else get_link(gpu, link, gpus)
-
-
 @dataclass(frozen=True)
 class ParallelStep:
     """One decode step of `batch` sequences on tp × pp GPUs; seconds unless named otherwise."""
@@ -106,8 +102,7 @@ def parallel_step(model, gpu, tp: int = 1, pp: int = 1, micro_batches: int = 1, 
     """The decode step on tp × pp GPUs with its communication (module docstring). link: the tensor-parallel
     group's (a Link, a kind, or None: the fastest that joins tp GPUs); pp_link: between stages (default: the
     same while the tp × pp GPUs fit in one server, else the cluster's)."""
-    spec = get_spec(model)
-    g = get_gpu(gpu)
+    spec, g = get_spec(model), get_gpu(gpu)
     tp, pp = checks.count(tp, "tp"), checks.count(pp, "pp")
     micro_batches, batch = checks.count(micro_batches, "micro-batches"), checks.count(batch, "batch")
     if pp > spec.num_layers:
@@ -116,11 +111,10 @@ def parallel_step(model, gpu, tp: int = 1, pp: int = 1, micro_batches: int = 1, 
         raise ValueError(f"batch {batch} does not split into {micro_batches} equal micro-batches; "
                          "give a batch divisible by the micro-batches")
     whole = plan(spec, g, tp, weight_dtype, kv_dtype, context, batch, efficiency=efficiency, pipeline_stages=pp)
-    tp_link = _link(g, link, tp)
-    stage_link = None
-    if pp > 1:  # the stages span tp × pp GPUs: one server's link while they fit in one, else the cluster's
-        kind = pp_link if pp_link is not None else link if tp * pp <= GPUS_PER_SERVER else None
-        stage_link = _link(g, kind, tp * pp)
+    tp_link = get_link(g, link, tp)
+    # the stages span tp × pp GPUs: one server's link while they fit in one, else the cluster's
+    stage_link = get_link(g, pp_link if pp_link is not None else link if tp * pp <= GPUS_PER_SERVER else None,
+                          tp * pp) if pp > 1 else None
     mb = batch // micro_batches
     in_flight = max(micro_batches, pp) * mb
     out = ParallelStep(spec.name, g.name, tp_link.label, tp, pp, micro_batches, batch, context, whole.fits,
@@ -131,9 +125,8 @@ def parallel_step(model, gpu, tp: int = 1, pp: int = 1, micro_batches: int = 1, 
         return out
     one = plan(spec, g, tp, weight_dtype, kv_dtype, context, mb, efficiency=efficiency, pipeline_stages=pp)
     message = mb * spec.hidden_size * ACTIVATION_BYTES
-    layers = spec.num_layers / pp
     stage = one.step_s / pp
-    reduce_s = 2 * layers * all_reduce_s(message, tp, tp_link) if tp > 1 else 0.0
+    reduce_s = 2 * spec.num_layers / pp * all_reduce_s(message, tp, tp_link) if tp > 1 else 0.0
     hop_s = send_s(message, stage_link) if pp > 1 else 0.0
     slot = stage + reduce_s + hop_s
     step = (micro_batches + pp - 1) * slot
@@ -267,7 +260,7 @@ def moe_rows(model, gpu, batches=(1, 8, 64, 256), ep: int = 8, weight_dtype: str
                          f"{spec.num_experts}")
     batches = _counts(batches, "batches", "a batch", "(1, 8, 64)")
     g = get_gpu(gpu)
-    lk = _link(g, link, ep)
+    lk = get_link(g, link, ep)
     moe_layers = spec.num_layers - (spec.first_k_dense_replace or 0)
     experts = expert_bytes(spec, weight_dtype)
     E, k = spec.num_experts, spec.experts_per_token
@@ -290,29 +283,24 @@ def _counts(values, name: str, each: str, example: str) -> list[int]:
     return [checks.count(v, each) for v in values]
 
 
-_PARALLEL = re.compile(r"^\s*(tp|pp|mb|ep)\s*=\s*([0-9]+)\s*$", re.ASCII)
+_PARALLEL = re.compile(r"^\s*(tp|pp|mb)\s*=\s*([0-9]+)\s*$", re.ASCII)
 
 
 def parse_parallel(text: str) -> dict[str, int]:
     """'tp=4,pp=2[,mb=M]' → {'tp': 4, 'pp': 2, 'mb': 1}: each key once, ASCII digits, 1 to MAX_TOKENS."""
-    out = {"tp": 1, "pp": 1, "mb": 1}
-    parts = [p for p in str(text).split(",") if p.strip()]
+    parts, seen, out = [p.strip() for p in str(text).split(",") if p.strip()], {}, {"tp": 1, "pp": 1, "mb": 1}
     if not parts:
         raise ValueError("--parallel needs tp=N and/or pp=N (and optionally mb=M), e.g. tp=4,pp=2")
-    seen: dict[str, str] = {}
     for part in parts:
         m = _PARALLEL.match(part)
-        if not m or m.group(1) == "ep":
-            raise ValueError(f"--parallel: cannot read {part.strip()[:30]!r}; write tp=N,pp=N[,mb=M] with whole "
+        if not m:
+            raise ValueError(f"--parallel: cannot read {part[:30]!r}; write tp=N,pp=N[,mb=M] with whole "
                              "numbers ≥ 1 in ASCII digits, e.g. tp=4,pp=2")
-        key, digits = m.group(1), m.group(2)
-        value = int(digits) if len(digits) <= 10 else MAX_TOKENS + 1
+        key, digits = m.groups()
         if key in seen:
-            raise ValueError(f"--parallel: {key} is given twice ({seen[key]}, {part.strip()}); give each of tp, pp, "
-                             "mb at most once")
-        seen[key] = part.strip()
-        if not 1 <= value <= MAX_TOKENS:
+            raise ValueError(f"--parallel: {key} is given twice ({seen[key]}, {part}); give each of tp, pp, mb at most once")
+        if not 1 <= (int(digits) if len(digits) <= 10 else 0) <= MAX_TOKENS:
             raise ValueError(f"--parallel: {key} must be a whole number from 1 to {MAX_TOKENS:,}, got {digits[:20]}"
                              + ("…" if len(digits) > 20 else ""))
-        out[key] = value
+        seen[key], out[key] = part, int(digits)
     return out
