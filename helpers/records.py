@@ -103,9 +103,9 @@ def _rebuild(name: str, fields: dict) -> Any:
         raise ValueError(f"{name} is not a result type (a dataclass)")
     have = {f.name: f for f in dataclasses.fields(cls)}
     # a field gained since, with a default, reads as its default: a record stays readable as results grow
-    defaulted = {n for n, f in have.items() if f.default is not dataclasses.MISSING
-                 or f.default_factory is not dataclasses.MISSING}
-    gone, new = sorted(set(fields) - set(have)), sorted(set(have) - set(fields) - defaulted)
+    gone = sorted(set(fields) - set(have))
+    new = sorted(n for n, f in have.items() if n not in fields and f.default is dataclasses.MISSING
+                 and f.default_factory is dataclasses.MISSING)
     if gone or new:
         raise ValueError(f"the result type {qualname} changed since it was recorded"
                          f"{f' (recorded fields it no longer has: {gone})' if gone else ''}"

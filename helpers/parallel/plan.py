@@ -149,21 +149,21 @@ def tp_scaling(model, gpu, batch: int = 1, context: int = 4096, link: str | Link
                efficiency: float = DEFAULT_EFFICIENCY) -> list[TPScaling]:
     """The decode step against the tensor-parallel degree: work, all-reduces, step and speed-up over the first
     count that fits. Counts that do not divide the heads or do not fit are skipped; other bad input raises."""
-    counts = _counts(counts, "counts", "a tensor-parallel degree", "(1, 2, 4, 8)")
-    one = parallel_step(model, gpu, 1, 1, 1, batch, context, weight_dtype, kv_dtype, link, efficiency=efficiency)
-    rows, first = [], None
-    for n in counts:
+    def step(n: int) -> ParallelStep:
+        return parallel_step(model, gpu, n, 1, 1, batch, context, weight_dtype, kv_dtype, link, efficiency=efficiency)
+
+    steps = []
+    for n in _counts(counts, "counts", "a tensor-parallel degree", "(1, 2, 4, 8)"):
         try:
-            s = parallel_step(model, gpu, n, 1, 1, batch, context, weight_dtype, kv_dtype, link, efficiency=efficiency)
-        except ValueError:
+            s = step(n)
+        except ValueError:        # a degree that does not divide the heads
             continue
-        if not s.fits:
-            continue
-        first = first or s
-        rows.append(TPScaling(n, s.link, s.stage_s * 1e3, s.all_reduce_s * 1e3, s.step_s * 1e3,
-                              s.communication_share, first.step_s / s.step_s))
-    if not rows:
-        raise ValueError(f"no tensor-parallel degree of {tuple(counts)} fits: on one GPU {one.reason}")
+        if s.fits:
+            steps.append(s)
+    if not steps:
+        raise ValueError(f"no tensor-parallel degree of {tuple(counts)} fits: on one GPU {step(1).reason}")
+    rows = [TPScaling(s.tp, s.link, s.stage_s * 1e3, s.all_reduce_s * 1e3, s.step_s * 1e3, s.communication_share,
+                      steps[0].step_s / s.step_s) for s in steps]
     return rows[:1] + [replace(row, gain_over_previous=row.speed_up / prev.speed_up) for prev, row in zip(rows, rows[1:])]
 
 
