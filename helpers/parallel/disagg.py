@@ -98,24 +98,17 @@ def deployments(model, gpu, gpus: int = 4, rate: float = 8.0, prompt: int = 4096
         return _step_s(spec, g.name, weight_dtype, kv_dtype, context, b, efficiency)
 
     t_p = first.prefill_s
-    kv_link = get_link(g, link, 2)
-    send = send_s(kv_cache_bytes(spec, prompt, 1, kv_dtype), kv_link)
+    send = send_s(kv_cache_bytes(spec, prompt, 1, kv_dtype), get_link(g, link, 2))
     out = []
-    load = rate * t_p / gpus
-    if load < 1:
-        b, t_d = _solve(rate, output, gpus, step, 1 / (1 - load), first.max_batch)
-        itl = t_d / (1 - load)
-    else:
-        b = t_d = itl = NAN
-    out.append(Deployment(f"shared {gpus}", gpus, gpus, load, b, _queued(t_p, load) if b == b else NAN, itl,
-                          t_d + t_p, 0.0, t_p, t_d))
-    for p in range(1, gpus):
-        d = gpus - p
-        load = rate * t_p / p
-        b, t_d = _solve(rate, output, d, step, 1.0, first.max_batch) if load < 1 else (NAN, NAN)
-        ok = load < 1 and b == b
-        out.append(Deployment(f"split {p} + {d}", p, d, load, b, _queued(t_p, load) if ok else NAN,
-                              t_d + send / (output - 1) if ok else NAN, t_d + send if ok else NAN, send, t_p, t_d))
+    for p in range(gpus):                  # p = 0: the shared pool, every GPU doing both
+        pre, dec, hop = (gpus, gpus, 0.0) if p == 0 else (p, gpus - p, send)
+        load = rate * t_p / pre
+        stretch = 1 / (1 - load) if p == 0 and load < 1 else 1.0
+        b, t_d = _solve(rate, output, dec, step, stretch, first.max_batch) if load < 1 else (NAN, NAN)
+        out.append(Deployment(f"shared {gpus}" if p == 0 else f"split {p} + {dec}", pre, dec, load, b,
+                              _queued(t_p, load) if b == b else NAN,
+                              t_d * stretch if p == 0 else t_d + send / (output - 1),
+                              t_d + (t_p if p == 0 else send), hop, t_p, t_d))
     return out
 
 
