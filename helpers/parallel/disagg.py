@@ -70,14 +70,9 @@ def _solve(rate: float, output: int, gpus: int, step, stretch: float, max_batch:
     return NAN, NAN
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=4096)     # shared by the calls of deployments() at each arrival rate
 def _step_s(spec, gpu, weight_dtype: str, kv_dtype: str, context: int, batch: int, efficiency: float) -> float:
     return plan(spec, gpu, 1, weight_dtype, kv_dtype, context, batch, efficiency=efficiency).step_s
-
-
-def _queued(t_p: float, load: float) -> float:
-    """A prefill plus the mean wait of an M/D/1 queue at that load (NaN at a load ≥ 1)."""
-    return t_p + load * t_p / (2 * (1 - load)) if load < 1 else NAN
 
 
 def deployments(model, gpu, gpus: int = 4, rate: float = 8.0, prompt: int = 4096, output: int = 128,
@@ -106,7 +101,7 @@ def deployments(model, gpu, gpus: int = 4, rate: float = 8.0, prompt: int = 4096
         stretch = 1 / (1 - load) if p == 0 and load < 1 else 1.0
         b, t_d = _solve(rate, output, dec, step, stretch, first.max_batch) if load < 1 else (NAN, NAN)
         out.append(Deployment(f"shared {gpus}" if p == 0 else f"split {p} + {dec}", pre, dec, load, b,
-                              _queued(t_p, load) if b == b else NAN,
+                              t_p + load * t_p / (2 * (1 - load)) if b == b else NAN,   # the M/D/1 queue's wait
                               t_d * stretch if p == 0 else t_d + send / (output - 1),
                               t_d + (t_p if p == 0 else send), hop, t_p, t_d))
     return out

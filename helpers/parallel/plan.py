@@ -239,7 +239,6 @@ class MoEStep:
     experts_touched: float
     experts_per_gpu: float
     busiest_experts: float
-    expert_gb_read_per_gpu: float
     expert_read_ms: float
     busiest_read_ms: float
     all_to_all_ms: float
@@ -271,7 +270,7 @@ def moe_rows(model, gpu, batches=(1, 8, 64, 256), ep: int = 8, weight_dtype: str
         a2a = 2 * moe_layers * all_to_all_s(per_gpu, ep, lk)
         busiest = busiest_gpu_experts(E, k, ep, b)
         read, top = experts * touched / ep, experts * busiest / E
-        rows.append(MoEStep(b, touched, E * touched / ep, busiest, read / 1e9, read / g.bandwidth * 1e3,
+        rows.append(MoEStep(b, touched, E * touched / ep, busiest, read / g.bandwidth * 1e3,
                             top / g.bandwidth * 1e3, a2a * 1e3, a2a / (a2a + read / g.bandwidth),
                             a2a / (a2a + top / g.bandwidth)))
     return rows
