@@ -290,7 +290,7 @@ def _():
 @app.cell
 def _():
     moe_steps = par.moe_rows("deepseek-v3", "H200", batches=(1, 8, 32, 128, 512), ep=8, weight_dtype="fp8")
-    plots.table(par_views.frame(moe_steps, par_views.MOE_COLUMNS), "computed from deepseek-v3 config.json, fp8, 8 × H200, NVLink; "
+    plots.table(moe_steps, "computed from deepseek-v3 config.json, fp8, 8 × H200, NVLink; "
                                                 "uniform independent routing")
     return (moe_steps,)
 
@@ -443,7 +443,7 @@ def _():
     ## 7 · KV offload
 
     An offloaded cache lives in host memory: a step brings it over PCIe instead of reading it from {term("HBM")}.
-    """), plots.table(par_views.frame(offload_computed, par_views.OFFLOAD_COLUMNS),
+    """), plots.table(offload_computed,
                       "computed from llama-3.1-8b config.json, bf16 KV, batch 1, H100 SXM HBM against PCIe Gen5 each way"),
                mo.md("""
     **What you should see.** The two times' ratio is HBM's bandwidth ÷ the link's at every context: capacity,

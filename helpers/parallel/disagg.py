@@ -32,6 +32,8 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
+import pandas as pd
+
 from .. import checks
 from ..capacity.planner import DEFAULT_EFFICIENCY, plan
 from ..formulas.gpus import get_gpu
@@ -107,20 +109,10 @@ def deployments(model, gpu, gpus: int = 4, rate: float = 8.0, prompt: int = 4096
     return out
 
 
-@dataclass(frozen=True)
-class OffloadStep:
-    """One context: the KV cache a step reads, its time from HBM and over PCIe, PCIe ÷ HBM."""
-
-    context: int
-    kv_gb: float
-    from_hbm_ms: float
-    over_pcie_ms: float
-    slower: float
-
-
-def offload_steps(model, gpu, contexts=(4096, 32768, 131072), batch: int = 1, kv_dtype: str = "bf16") -> list[OffloadStep]:
-    """Per decode step at each context: the KV cache's bytes read from HBM against brought over PCIe."""
+def offload_steps(model, gpu, contexts=(4096, 32768, 131072), batch: int = 1, kv_dtype: str = "bf16") -> pd.DataFrame:
+    """Per decode step, one row per context: the KV cache's bytes read from HBM against brought over PCIe."""
     spec, g = get_spec(model), get_gpu(gpu)
     pcie = get_link(g, "pcie").bandwidth
-    return [OffloadStep(c, kv / 1e9, kv / g.bandwidth * 1e3, kv / pcie * 1e3, g.bandwidth / pcie)
-            for c in contexts for kv in [kv_cache_bytes(spec, c, batch, kv_dtype)]]
+    kv = [kv_cache_bytes(spec, c, batch, kv_dtype) for c in contexts]
+    return pd.DataFrame([(c, b / 1e9, b / g.bandwidth * 1e3, b / pcie * 1e3, g.bandwidth / pcie) for c, b in zip(contexts, kv)],
+                        columns=["context (tokens)", "KV cache GB", "from HBM ms", "over PCIe ms", "PCIe ÷ HBM time"])

@@ -37,6 +37,8 @@ import re
 from dataclasses import asdict, dataclass, replace
 from fractions import Fraction
 
+import pandas as pd
+
 from .. import checks
 from ..capacity.planner import DEFAULT_EFFICIENCY, plan
 from ..formulas.config_schema import MAX_TOKENS
@@ -230,26 +232,11 @@ def _busiest(E: int, k: int, sizes: tuple[int, ...], b: int) -> float:
     return float(expected)
 
 
-@dataclass(frozen=True)
-class MoEStep:
-    """One batch of moe_rows(): experts touched, read per GPU on average and on the busiest, their times per
-    step, the two all-to-alls per MoE layer and their share of (all-to-all + expert reads) on each."""
-
-    batch: int
-    experts_touched: float
-    experts_per_gpu: float
-    busiest_experts: float
-    expert_read_ms: float
-    busiest_read_ms: float
-    all_to_all_ms: float
-    all_to_all_share: float
-    busiest_all_to_all_share: float
-
-
 def moe_rows(model, gpu, batches=(1, 8, 64, 256), ep: int = 8, weight_dtype: str = "bf16",
-             link: str | Link | None = None) -> list[MoEStep]:
-    """Per decode step of an MoE model against the batch: experts touched, their reads on the mean and the
-    busiest of `ep` GPUs, and the two all-to-alls per MoE layer (dispatch, combine) over the link."""
+             link: str | Link | None = None) -> pd.DataFrame:
+    """Per decode step of an MoE model, one row per batch: the experts touched, those read on the mean and on the
+    busiest of `ep` GPUs (which the step waits for) with their times, the two all-to-alls per MoE layer (dispatch,
+    combine) over the link, and their share of (all-to-all + expert reads) on each."""
     spec = get_spec(model)
     if not spec.num_experts or not spec.experts_per_token:
         raise ValueError(f"{spec.name} is not a mixture-of-experts model (no routed experts in its config)")
@@ -265,15 +252,14 @@ def moe_rows(model, gpu, batches=(1, 8, 64, 256), ep: int = 8, weight_dtype: str
     E, k = spec.num_experts, spec.experts_per_token
     rows = []
     for b in batches:
-        touched = experts_touched(spec, b)
-        per_gpu = math.ceil(b / ep) * k * spec.hidden_size * ACTIVATION_BYTES
-        a2a = 2 * moe_layers * all_to_all_s(per_gpu, ep, lk)
-        busiest = busiest_gpu_experts(E, k, ep, b)
-        read, top = experts * touched / ep, experts * busiest / E
-        rows.append(MoEStep(b, touched, E * touched / ep, busiest, read / g.bandwidth * 1e3,
-                            top / g.bandwidth * 1e3, a2a * 1e3, a2a / (a2a + read / g.bandwidth),
-                            a2a / (a2a + top / g.bandwidth)))
-    return rows
+        touched, busiest = experts_touched(spec, b), busiest_gpu_experts(E, k, ep, b)
+        read_s, top_s = experts * touched / ep / g.bandwidth, experts * busiest / E / g.bandwidth
+        a2a = 2 * moe_layers * all_to_all_s(math.ceil(b / ep) * k * spec.hidden_size * ACTIVATION_BYTES, ep, lk)
+        rows.append((b, touched, E * touched / ep, busiest, read_s * 1e3, top_s * 1e3, a2a * 1e3, a2a / (a2a + read_s),
+                     a2a / (a2a + top_s)))
+    return pd.DataFrame(rows, columns=["batch", "experts touched", "experts per GPU, mean", "experts on the busiest GPU",
+                                       "expert reads ms, mean GPU", "expert reads ms, busiest GPU", "all-to-all ms",
+                                       "all-to-all share, mean GPU", "all-to-all share, busiest GPU"])
 
 
 def _counts(values, name: str, each: str, example: str) -> list[int]:

@@ -21,15 +21,6 @@ PIPELINE_COLUMNS = {"tp": "tp", "pp": "pp", "micro_batches": "micro-batches", "g
                     "bubble_share": "bubble share", "communication_share": "communication share", "step_s": "step s",
                     "steady_step_s": "step s (pipeline full)", "tokens_per_s": "tokens/s",
                     "steady_tokens_per_s": "tokens/s (pipeline full)"}
-MOE_COLUMNS = {"batch": "batch", "experts_touched": "experts touched", "experts_per_gpu": "experts per GPU, mean",
-               "busiest_experts": "experts on the busiest GPU", "expert_read_ms": "expert reads ms, mean GPU",
-               "busiest_read_ms": "expert reads ms, busiest GPU", "all_to_all_ms": "all-to-all ms",
-               "all_to_all_share": "all-to-all share, mean GPU", "busiest_all_to_all_share": "all-to-all share, busiest GPU"}
-OFFLOAD_COLUMNS = {"context": "context (tokens)", "kv_gb": "KV cache GB", "from_hbm_ms": "from HBM ms",
-                   "over_pcie_ms": "over PCIe ms", "slower": "PCIe ÷ HBM time"}
-DEPLOYMENT_COLUMNS = {"name": "deployment", "prefill_load": "prefill load", "decode_batch": "decode batch per GPU",
-                      "ttft_ms": "TTFT ms", "itl_ms": "ITL ms", "longest_gap_ms": "longest gap ms",
-                      "kv_send_ms": "KV transfer ms"}
 
 
 def frame(rows: Iterable, columns: Mapping[str, str]) -> pd.DataFrame:
@@ -58,9 +49,9 @@ def all_reduce_frame(message_bytes: float, n: int, by_kind: Mapping[str, Link]) 
 
 def deployments_frame(rows: Iterable, ttft_slo_s: float, itl_slo_s: float) -> pd.DataFrame:
     """disagg.deployments() (ms), with TTFT ÷ its SLO and ITL ÷ its SLO, each labelled."""
-    table = frame(({"name": d.name, "prefill_load": d.prefill_load, "decode_batch": d.decode_batch,
-                    "ttft_ms": 1e3 * d.ttft_s, "itl_ms": 1e3 * d.itl_s, "longest_gap_ms": 1e3 * d.longest_gap_s,
-                    "kv_send_ms": 1e3 * d.kv_send_s} for d in rows), DEPLOYMENT_COLUMNS)
+    table = pd.DataFrame([(d.name, d.prefill_load, d.decode_batch, 1e3 * d.ttft_s, 1e3 * d.itl_s, 1e3 * d.longest_gap_s,
+                           1e3 * d.kv_send_s) for d in rows], columns=["deployment", "prefill load", "decode batch per GPU",
+                                                                       "TTFT ms", "ITL ms", "longest gap ms", "KV transfer ms"])
     table["TTFT SLO ms"], table["ITL SLO ms"] = 1e3 * ttft_slo_s, 1e3 * itl_slo_s
     table = regime.ratio_columns(table, "TTFT ms", "TTFT SLO ms", "TTFT ÷ SLO")
     return regime.ratio_columns(table, "ITL ms", "ITL SLO ms", "ITL ÷ SLO").drop(columns=["TTFT SLO ms", "ITL SLO ms"])
