@@ -178,9 +178,7 @@ def load(path: Path | str, kind: str | None = None, roots: Iterable[Path] | None
             raise RecordError(f"{where} is not a file")
         if size > MAX_BYTES:
             raise RecordError(f"{where} is {size:,} bytes, more than a record's {MAX_BYTES:,}")
-        with open(path, "rb") as f:
-            raw = f.read(MAX_BYTES + 1)
-        data = json.loads(raw.decode("utf-8"), parse_constant=_no_constant, parse_float=_finite)
+        data = json.loads(path.read_bytes().decode("utf-8"), parse_constant=_no_constant, parse_float=_finite)
     except RecordError:
         raise
     except OSError as exc:

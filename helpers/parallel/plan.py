@@ -1,33 +1,27 @@
 """Tensor, pipeline and expert parallelism with their communication, on top of the capacity planner.
 
-Tensor parallelism over T GPUs (Megatron-LM, Shoeybi et al. 2019, arXiv:1909.08053, §3): each
-layer's attention and MLP end in a row-parallel matmul whose partial sums the T GPUs add up — **two
-all-reduces per layer**, each of the step's activations, batch × hidden × 2 bytes (bf16) in a decode
-step. Pipeline parallelism over P stages (GPipe, Huang et al. 2019, arXiv:1811.06965, §2.2): each
-stage holds L/P layers; a batch cut into m micro-batches flows through the stages, and the first
-and last stages idle while the pipeline fills and drains — the **bubble**, (P−1)/(m+P−1) of the time.
-
-A decode step (every figure from helpers.capacity.planner.plan, the one owner of the step's floor,
-and helpers.parallel.collectives)::
+Tensor parallelism over T GPUs (Megatron-LM, arXiv:1909.08053, §3): each layer's attention and MLP end in a
+row-parallel matmul whose partial sums the T GPUs add up — **two all-reduces per layer** of the step's
+activations, batch × hidden × 2 bytes (bf16). Pipeline parallelism over P stages (GPipe, arXiv:1811.06965,
+§2.2): each stage holds L/P layers; a batch cut into m micro-batches flows through them, and the stages idle
+while the pipeline fills and drains — the **bubble**, (P−1)/(m+P−1) of the time. A decode step (the floor from
+helpers.capacity.planner.plan, the communication from helpers.parallel.collectives)::
 
     slot       = plan(T GPUs, P stages, batch b/m).step ÷ P          one micro-batch through one stage
                + 2 · L/P · all_reduce(b/m × hidden × 2 B, T, link)     tensor parallel's all-reduces
                + send(b/m × hidden × 2 B, link)                        to the next stage (P > 1)
     step       = (m + P − 1) · slot                                    one batch through the pipeline
-    steady     = m · slot                                              the pipeline kept full (engines
-                                                                       keep P batches in flight)
+    steady     = m · slot                                              the pipeline kept full
     communication share = (all-reduces + send) ÷ slot
 
-A micro-batch's next token enters the first stage only once its last one has left the last stage, so the
-pipeline is full with max(m, P) micro-batches in flight, whose KV cache must fit (else the "pipeline full"
-figures are None). A group talks over one server's link up to GPUS_PER_SERVER GPUs, the cluster's beyond.
-Each GPU holds 1/(T·P) of the weights and 1/P of its tensor-parallel share of the KV cache; the stages are
+The pipeline is full with max(m, P) micro-batches in flight (a micro-batch's next token enters the first
+stage once its last one has left the last), whose KV cache must fit, else the "pipeline full" figures are
+None. Up to GPUS_PER_SERVER GPUs talk over one server's link, beyond it over the cluster's. The stages are
 taken as equal and the communication as not overlapped with compute (the upper side).
 
-Expert parallelism over E GPUs for an MoE model (DeepSeek-V3 report, arXiv:2412.19437, §3.4): the
-routed experts are split over the GPUs; each token's hidden state goes to the GPUs of its k experts
-and comes back — **two all-to-alls per MoE layer** of (tokens per GPU) × k × hidden × 2 bytes. How
-many experts a step reads grows with the batch (helpers.formulas.stepcost.experts_touched).
+Expert parallelism over E GPUs (DeepSeek-V3 report, arXiv:2412.19437, §3.4): each token's hidden state goes
+to the GPUs of its k experts and back — **two all-to-alls per MoE layer** of (tokens per GPU) × k × hidden ×
+2 bytes; the experts a step reads grow with the batch (helpers.formulas.stepcost.experts_touched).
 """
 from __future__ import annotations
 
