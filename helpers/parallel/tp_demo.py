@@ -5,7 +5,7 @@ the loopback link measured the way a GPU link is (an all-reduce of 4 B: latency;
 Each process keeps its share of every layer as Megatron-LM splits it (Shoeybi et al. 2019, arXiv:1909.08053,
 §3): q/k/v and the MLP's gate/up by columns, the attention output and MLP down projections by rows, whose
 partial outputs the processes add with one all-reduce each, two per layer. Embedding, norms and the output
-head are replicated.
+head are replicated. Rank 0 also runs the whole model, in turn with the shards: the reference logits and time.
 """
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ def _time_all_reduce(nbytes: int, reps: int, before=lambda: None) -> float:
     return median(times)
 
 
-def _worker(rank: int, world: int, port: int, folder: str, ids, reps: int, queue) -> None:
+def _worker(rank: int, world: int, port: int, folder: str, tokens: int, seed: int, reps: int, queue) -> None:
     import torch
     import torch.distributed as dist
     from transformers import AutoModelForCausalLM
@@ -93,7 +93,7 @@ def _worker(rank: int, world: int, port: int, folder: str, ids, reps: int, queue
         # rank 0 also keeps the whole model, timed in turn with the shards: one process's forward at the same
         # moment, on the same machine, with the same thread (the other rank waits meanwhile)
         whole = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval() if rank == 0 else None
-        ids = torch.tensor(ids, dtype=torch.long)
+        ids = torch.randint(3, model.config.vocab_size, (1, tokens), generator=torch.Generator().manual_seed(seed))
         spent, waited = [], []
         switch = shard_model(model, rank, world, lambda w, r: (waited.append(w), spent.append(r)))
         t = {"whole": [], "forward": [], "reduce": [], "wait": [], "alone": []}
@@ -118,10 +118,13 @@ def _worker(rank: int, world: int, port: int, folder: str, ids, reps: int, queue
                 timed("alone", model)
                 switch["communicate"] = True
             hidden, head = torch.randn(ids.numel(), model.config.hidden_size), model.lm_head.weight
+            ref = whole(ids).logits if whole is not None else logits    # one process's: what the shards must give
         nbytes = ids.numel() * model.config.hidden_size * 4
         queue.put((rank, {
-            "logits": logits.numpy() if rank == 0 else None, "forward_s": median(t["forward"]),
-            "all_reduce_s": median(t["reduce"]), "calls": len(spent), "wait_s": median(t["wait"]),
+            "max_abs_diff": (logits - ref).abs().max().item(), "logit_scale": ref.abs().max().item(),
+            "same_argmax": bool((logits.argmax(-1) == ref.argmax(-1)).all()), "message_bytes": nbytes,
+            "forward_s": median(t["forward"]), "all_reduce_s": median(t["reduce"]), "calls": len(spent),
+            "wait_s": median(t["wait"]),
             "tiny_s": _time_all_reduce(TINY_MESSAGE_BYTES, 4 * reps), "big_s": _time_all_reduce(BIG_MESSAGE_BYTES, reps),
             "message_s": _time_all_reduce(nbytes, 4 * reps),
             # the same call, each time right after the process computed (the output head's matmul): what a
@@ -165,12 +168,8 @@ class TPRun:
 
 
 def run_tp(world: int = 2, tokens: int = 32, reps: int = 5, seed: int = 0, timeout_s: float = 120.0) -> TPRun:
-    """Run the tiny model's forward over `tokens` tokens in `world` processes and in this one."""
+    """Run the tiny model's forward over `tokens` tokens in `world` processes, rank 0 also in one."""
     import multiprocessing as mp
-
-    import torch
-    from transformers import AutoModelForCausalLM
-    from transformers.utils import logging as hf_logging
 
     from ..measure.local_models import build_tiny
 
@@ -178,17 +177,12 @@ def run_tp(world: int = 2, tokens: int = 32, reps: int = 5, seed: int = 0, timeo
     if world < 2:
         raise ValueError(f"tensor parallelism needs at least 2 processes, got world={world}")
     folder = str(build_tiny())
-    hf_logging.disable_progress_bar()
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
-    ids = torch.randint(3, model.config.vocab_size, (1, tokens), generator=torch.Generator().manual_seed(seed))
-    with torch.no_grad():
-        ref = model(ids).logits        # the reference logits; one process's time is taken by rank 0, in turn
     with socket.socket() as s:         # a free port for the processes to meet at
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
-    procs = [ctx.Process(target=_worker, args=(r, world, port, folder, ids.tolist(), reps, queue), daemon=True)
+    procs = [ctx.Process(target=_worker, args=(r, world, port, folder, tokens, seed, reps, queue), daemon=True)
              for r in range(world)]
     for p in procs:
         p.start()
@@ -203,12 +197,10 @@ def run_tp(world: int = 2, tokens: int = 32, reps: int = 5, seed: int = 0, timeo
     if errors:
         raise RuntimeError(f"tensor-parallel worker failed: {errors[0]}")
     r0 = results[0]
-    message = tokens * model.config.hidden_size * 4
     bandwidth = bandwidth_from_all_reduce(BIG_MESSAGE_BYTES, world, r0["big_s"], r0["tiny_s"])
     link = custom_link("loopback (gloo, 127.0.0.1)", bandwidth, r0["tiny_s"] / (2 * (world - 1)))
-    tp_logits = torch.from_numpy(r0["logits"])
     load = os.getloadavg()[0] / (os.cpu_count() or 1) if hasattr(os, "getloadavg") else None   # none on Windows
-    return TPRun(world, tokens, (tp_logits - ref).abs().max().item(), bool((tp_logits.argmax(-1) == ref.argmax(-1)).all()),
-                 r0["forward_s"], r0["whole_s"], r0["all_reduce_s"], r0["wait_s"], r0["calls"], message, r0["tiny_s"],
-                 bandwidth, r0["calls"] * all_reduce_s(message, world, link, base_s=0.0), r0["compute_s"],
-                 r0["compute_alone_s"], r0["message_s"], r0["after_compute_s"], load, ref.abs().max().item())
+    return TPRun(world, tokens, r0["max_abs_diff"], r0["same_argmax"], r0["forward_s"], r0["whole_s"], r0["all_reduce_s"],
+                 r0["wait_s"], r0["calls"], r0["message_bytes"], r0["tiny_s"], bandwidth,
+                 r0["calls"] * all_reduce_s(r0["message_bytes"], world, link, base_s=0.0), r0["compute_s"],
+                 r0["compute_alone_s"], r0["message_s"], r0["after_compute_s"], load, r0["logit_scale"])
