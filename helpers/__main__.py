@@ -49,8 +49,7 @@ def _presets(a) -> dict:
 
 
 def _capacity(a) -> dict:
-    """One plan (helpers.capacity.planner), the largest batch within --slo-ms (slo), every GPU ranked
-    (--gpu all: ranking), or the plan with tensor × pipeline parallelism's communication (--parallel)."""
+    """One plan, the largest batch within --slo-ms, every GPU ranked (--gpu all), or with --parallel's communication."""
     spec = get_spec(a.model)
     planner.check_context(spec, a.context)
     if a.link and not a.parallel:

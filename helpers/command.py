@@ -44,8 +44,8 @@ def bounded_int(lo: int, hi: int):
 
 def bounded_float(lo: float, hi: float):
     """An argparse type: a finite number in (lo, hi], or one line saying so."""
-    return _typed(lambda text: checks.number(float(text), "", lo, hi, positive=True),
-                  f"a positive finite number, at most {hi:,.0f}" if lo == 0 else f"a finite number above {lo:,g}, at most {hi:,.0f}")
+    what = f"a positive finite number, at most {hi:,.0f}" if lo == 0 else f"a finite number above {lo:,g}, at most {hi:,.0f}"
+    return _typed(lambda text: checks.number(float(text), "", lo, hi, positive=True), what)
 
 
 positive_int = bounded_int(1, MAX_TOKENS)   # counts typed on a command line: as far as a config's context goes

@@ -13,21 +13,11 @@ from typing import Iterable
 
 TRUE, FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
-# Every variable the workshop reads besides the notebook controls' (helpers.preflight finds those): its reader.
-VARIABLES = {
-    "WORKSHOP_PROFILE": "which model runs (helpers.measure.models.resolve_profile)",
-    "WORKSHOP_DEVICE": "cuda, mps, cpu or auto (helpers.measure.hardware.pick_device)",
-    "WORKSHOP_DTYPE": "the loaded model's dtype (helpers.measure.models.env_dtype)",
-    "WORKSHOP_MODEL_ID": "the Hub id of mistral-7b (helpers.measure.models.hub_model_id)",
-    "WORKSHOP_CACHE": "where built models live (helpers.measure.local_models.cache_dir)",
-    "WORKSHOP_COMPILE": "torch.compile in notebook 03 on a CPU, a flag (helpers.decoding.regimes)",
-    "WORKSHOP_BENCH_COMPILE": "torch.compile in make bench, a flag (helpers.decoding.regimes)",
-    "WORKSHOP_FIGURES_DIR": "where a run notes key figures (helpers.present.recorded)",
-    "WORKSHOP_CELL_TIMEOUT": "seconds a notebook cell may run in make run (helpers.env.cell_timeout)",
-    "WORKSHOP_REPO_URL": "the published repository the glossary links point at (helpers.present.glossary)",
-    "WORKSHOP_REPLAY": "replay mode (helpers.present.replay)",
-    "WORKSHOP_REPLAY_RECORD": "where replay recordings are saved (helpers.present.replay)",
-}
+# Every variable the workshop reads besides the notebook controls' (helpers.preflight finds those, and calls each
+# one's reader: setting_problems)
+VARIABLES = ("WORKSHOP_PROFILE", "WORKSHOP_DEVICE", "WORKSHOP_DTYPE", "WORKSHOP_MODEL_ID", "WORKSHOP_CACHE",
+             "WORKSHOP_COMPILE", "WORKSHOP_BENCH_COMPILE", "WORKSHOP_FIGURES_DIR", "WORKSHOP_CELL_TIMEOUT",
+             "WORKSHOP_REPO_URL", "WORKSHOP_REPLAY", "WORKSHOP_REPLAY_RECORD")
 CELL_TIMEOUT_S, MAX_CELL_TIMEOUT_S = 1200, 86_400    # a cell's limit in make run: 20 minutes, at most a day
 
 
@@ -93,8 +83,7 @@ def number(name: str, default, kind: type = float, lo: float | None = None, hi: 
 
 
 def folder(name: str, default: str | Path | None = None) -> Path | None:
-    """A folder this process can write (created when missing), from the variable or `default`; None when both are
-    unset; EnvError when it cannot be written."""
+    """A folder this process can write (made when missing) from the variable or `default`, or None; else EnvError."""
     value = text(name)
     if not (value or default):
         return None

@@ -125,8 +125,7 @@ def _static(node: ast.AST, names: dict):
 
 
 def controls(folder: Path = NOTEBOOK_DIR) -> list[Control]:
-    """Every notebook control read from the environment: each cell's `env_default` calls in the notebooks' source,
-    their arguments evaluated where they are literals or names bound to literals."""
+    """Every notebook control read from the environment: the `env_default` calls in the notebooks' source."""
     out = []
     for number, name in notebooks(folder):
         for cell in ast.parse((folder / name).read_text(encoding="utf-8")).body:
@@ -156,8 +155,7 @@ def _refusal(read) -> str | None:
 
 
 def setting_problems(folder: Path = NOTEBOOK_DIR) -> list[str]:
-    """One line for each WORKSHOP_* variable set here that its reader refuses (in its words), then one for each
-    that nothing reads."""
+    """A line per WORKSHOP_* variable set here that its reader refuses (in its words), then per one nothing reads."""
     readers = (pick_device, lambda: resolve_profile(device="cpu"), env_dtype, hub_model_id, cache_dir,
                lambda: env.flag("WORKSHOP_COMPILE"), lambda: env.flag("WORKSHOP_BENCH_COMPILE"),
                lambda: env.folder("WORKSHOP_FIGURES_DIR"), lambda: env.folder("WORKSHOP_REPLAY_RECORD"),
@@ -178,8 +176,7 @@ def setting_problems(folder: Path = NOTEBOOK_DIR) -> list[str]:
 
 
 def summary() -> dict:
-    """Everything the preflight notebook shows, as plain data; it always answers (with a refused device or
-    profile, the machine as auto sees it, and the refusals under ``problems``)."""
+    """Everything notebook 00 shows, as data; it always answers (a refused setting listed under ``problems``)."""
     problems = setting_problems()
     refused = _refusal(pick_device) is not None
     dev = pick_device("auto") if refused else pick_device()
@@ -232,13 +229,13 @@ def machine_rows(info: dict, trained: dict | None = None) -> list[dict]:
 def go_no_go_rows(model_ok: bool, versions: dict[str, str], device: str, folder: Path = NOTEBOOK_DIR) -> list[dict]:
     """go_no_go here, beside what the same rules give on a CUDA GPU with a model that loads."""
     cuda = {r["notebook"]: r["verdict"] for r in go_no_go(True, versions, "cuda", folder)}
-    return [{"notebook": r["notebook"], "here": r["verdict"], "why": r["why"], "on a CUDA GPU (computed)": cuda[r["notebook"]]}
+    return [{"notebook": r["notebook"], "here": r["verdict"], "why": r["why"],
+             "on a CUDA GPU (computed)": cuda[r["notebook"]]}
             for r in go_no_go(model_ok, versions, device, folder)]
 
 
 def profile_refusal(value: str) -> str | None:
-    """What ``resolve_profile`` raises (the preflight's problem, every notebook's stop) for WORKSHOP_PROFILE=`value`;
-    None when it is a profile."""
+    """What ``resolve_profile`` raises for WORKSHOP_PROFILE=`value` (every notebook's stop), or None."""
     from unittest import mock
 
     with mock.patch.dict(os.environ, {"WORKSHOP_PROFILE": value}):

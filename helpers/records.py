@@ -242,8 +242,7 @@ def write_atomic(path: Path | str, data: str | bytes) -> Path:
 
 
 def each(pattern: str, kind: str, results: Path | str | None = None, skipped: list[str] | None = None) -> list[tuple[Path, dict]]:
-    """[(path, record)] of every `kind` record matching `pattern` under `results` (default RESULTS: e.g.
-    '*/meta.json', one per record folder), by path; one that does not load is left out, why appended to `skipped`."""
+    """[(path, record)] of the `kind` records matching `pattern` under `results`; why each other one fails → `skipped`."""
     results = Path(results or RESULTS)
     out = []
     for path in sorted(results.glob(pattern)):

@@ -86,8 +86,7 @@ def library_versions(extra: tuple[str, ...] = ()) -> dict[str, str]:
 
 
 def git_commit() -> str | None:
-    """The commit every record notes: RECORD_COMMIT when set (a GPU host gets a copy, not the repository), else
-    `git rev-parse HEAD`; None outside a git checkout."""
+    """The commit a record notes: RECORD_COMMIT (a GPU host's copy has no .git), else `git rev-parse HEAD`, or None."""
     given = os.environ.get("RECORD_COMMIT", "").strip()
     if given:
         return given

@@ -63,8 +63,7 @@ class Deployment:
 
 
 def _solve(rate: float, output: int, gpus: int, step, stretch: float, max_batch: int) -> tuple[float, float]:
-    """(b, t_d(n)) for the fewest slots n with b = rate · output · t_d(n) · stretch ÷ gpus ≤ n (Little's law);
-    NaN when no batch the KV cache holds keeps up."""
+    """(b, t_d(n)) at the fewest slots n holding b = rate · output · t_d(n) · stretch ÷ gpus (Little's law), or NaN."""
     for n in range(1, max_batch + 1):
         b = rate * output * step(n) * stretch / gpus
         if b <= n:
@@ -113,6 +112,6 @@ def offload_steps(model, gpu, contexts=(4096, 32768, 131072), batch: int = 1, kv
     """Per decode step, one row per context: the KV cache's bytes read from HBM against brought over PCIe."""
     spec, g = get_spec(model), get_gpu(gpu)
     pcie = get_link(g, "pcie").bandwidth
-    kv = [kv_cache_bytes(spec, c, batch, kv_dtype) for c in contexts]
-    return pd.DataFrame([(c, b / 1e9, b / g.bandwidth * 1e3, b / pcie * 1e3, g.bandwidth / pcie) for c, b in zip(contexts, kv)],
+    kv = {c: kv_cache_bytes(spec, c, batch, kv_dtype) for c in contexts}
+    return pd.DataFrame([(c, b / 1e9, b / g.bandwidth * 1e3, b / pcie * 1e3, g.bandwidth / pcie) for c, b in kv.items()],
                         columns=["context (tokens)", "KV cache GB", "from HBM ms", "over PCIe ms", "PCIe ÷ HBM time"])

@@ -143,8 +143,7 @@ def parallel_step(model, gpu, tp: int = 1, pp: int = 1, micro_batches: int = 1, 
 def tp_scaling(model, gpu, batch: int = 1, context: int = 4096, link: str | Link | None = None,
                counts=(1, 2, 4, 8), weight_dtype: str = "bf16", kv_dtype: str = "bf16",
                efficiency: float = DEFAULT_EFFICIENCY) -> list[TPScaling]:
-    """The decode step against the tensor-parallel degree: work, all-reduces, step and speed-up over the first
-    count that fits. Counts that do not divide the heads or do not fit are skipped; other bad input raises."""
+    """The decode step against the tensor-parallel degree, its speed-up over the first that fits (others skipped)."""
     def step(n: int) -> ParallelStep:
         return parallel_step(model, gpu, n, 1, 1, batch, context, weight_dtype, kv_dtype, link, efficiency=efficiency)
 

@@ -50,8 +50,9 @@ def all_reduce_frame(message_bytes: float, n: int, by_kind: Mapping[str, Link]) 
 def deployments_frame(rows: Iterable, ttft_slo_s: float, itl_slo_s: float) -> pd.DataFrame:
     """disagg.deployments() (ms), with TTFT ÷ its SLO and ITL ÷ its SLO, each labelled."""
     table = pd.DataFrame([(d.name, d.prefill_load, d.decode_batch, 1e3 * d.ttft_s, 1e3 * d.itl_s, 1e3 * d.longest_gap_s,
-                           1e3 * d.kv_send_s) for d in rows], columns=["deployment", "prefill load", "decode batch per GPU",
-                                                                       "TTFT ms", "ITL ms", "longest gap ms", "KV transfer ms"])
+                           1e3 * d.kv_send_s) for d in rows],
+                         columns=["deployment", "prefill load", "decode batch per GPU", "TTFT ms", "ITL ms", "longest gap ms",
+                                  "KV transfer ms"])
     table["TTFT SLO ms"], table["ITL SLO ms"] = 1e3 * ttft_slo_s, 1e3 * itl_slo_s
     table = regime.ratio_columns(table, "TTFT ms", "TTFT SLO ms", "TTFT ÷ SLO")
     return regime.ratio_columns(table, "ITL ms", "ITL SLO ms", "ITL ÷ SLO").drop(columns=["TTFT SLO ms", "ITL SLO ms"])
@@ -84,13 +85,12 @@ def tp_parts_frame(run: TPRun) -> pd.DataFrame:
 
 
 def tp_calls_frame(run: TPRun, gpu: str = "H100 SXM") -> pd.DataFrame:
-    """One all-reduce of the model's message, measured three ways, predicted and computed over `gpu`'s NVLink,
-    each ÷ the call alone in a loop."""
-    alone = run.message_all_reduce_s
-    calls = [("inside the forward (per call), measured", run.all_reduce_s / max(run.all_reduces, 1)),
+    """One all-reduce of the model's message: measured three ways, predicted, computed over `gpu`'s NVLink."""
+    alone, n = run.message_all_reduce_s, max(run.all_reduces, 1)
+    calls = [("inside the forward (per call), measured", run.all_reduce_s / n),
              ("alone, right after a matmul, measured", run.after_compute_all_reduce_s),
              ("alone, in a tight loop, measured", alone),
-             ("predicted: latency + bytes ÷ bandwidth of the loopback", run.predicted_all_reduce_s / max(run.all_reduces, 1)),
+             ("predicted: latency + bytes ÷ bandwidth of the loopback", run.predicted_all_reduce_s / n),
              (f"computed: {run.world} {gpu}s over NVLink",
               all_reduce_s(run.message_bytes, run.world, get_link(gpu, "nvlink", run.world)))]
     return pd.DataFrame([(k, 1e6 * v, regime.ratio(v, alone)) for k, v in calls],
