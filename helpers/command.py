@@ -26,13 +26,13 @@ class Parser(argparse.ArgumentParser):
         raise CliError(f"{self.prog}: {message}")
 
 
-def _typed(parse, what: str):
-    """An argparse type: parse(text), or one line saying `what` was expected and what came."""
+def _typed(parse, what: str | None = None):
+    """An argparse type: parse(text), or one line: `what` was expected and what came (else parse's own words)."""
     def typed(text: str):
         try:
-            return parse(text if len(text) <= 40 else None)
-        except (ValueError, TypeError):
-            raise argparse.ArgumentTypeError(f"must be {what}, got {checks.shown(text)}") from None
+            return parse(text)
+        except (ValueError, TypeError) as exc:
+            raise argparse.ArgumentTypeError(f"must be {what}, got {checks.shown(text)}" if what else str(exc)) from None
     return typed
 
 
@@ -56,12 +56,7 @@ def dtype_type(allowed: tuple[str, ...]):
     """An argparse type taking every spelling helpers.formulas.units.normalize_dtype does (bfloat16, BF16, …)."""
     from .formulas.units import normalize_dtype
 
-    def dtype(text: str) -> str:
-        try:
-            return normalize_dtype(text, allowed)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-    return dtype
+    return _typed(lambda text: normalize_dtype(text, allowed))
 
 
 # What an ASCII-only terminal gets instead of the symbols the tables use.

@@ -8,7 +8,6 @@ import ast
 import difflib
 import importlib.util
 import os
-import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,8 +82,7 @@ def go_no_go(model_ok: bool, versions: dict[str, str], device: str, folder: Path
         if "no-model" in needs:
             why.append("the planner needs no model" + ("" if model_ok else
                        "; its last section, predicted against measured, shows a note instead"))
-        rows.append({"notebook": name, "topic": re.sub(r"^\d\d_", "", name[:-3]).replace("_", " "),
-                     "verdict": verdict, "why": "; ".join(why) or "ready"})
+        rows.append({"notebook": name, "verdict": verdict, "why": "; ".join(why) or "ready"})
     return rows
 
 
@@ -202,13 +200,10 @@ def training_time() -> dict | None:
     """{"seconds", "threads"} of training `tiny-trained` here, from its log; None before, or with a refused cache."""
     from .measure import training
 
-    try:
-        folder = training.trained_folder()
-    except ValueError:  # a refused setting (WORKSHOP_CACHE): listed under problems
+    try:    # not trained yet (no log), or a refused WORKSHOP_CACHE (listed under problems)
+        log = training.log(training.trained_folder())
+    except (ValueError, FileNotFoundError):
         return None
-    if not (folder / "training.json").exists():
-        return None
-    log = training.log(folder)
     return {"seconds": float(log["train_wall_s"]), "threads": int(log["torch_threads"])}
 
 

@@ -40,10 +40,6 @@ class Link:
         return self.figure * UNITS[self.unit] / (2 if self.direction == "both" else 1)
 
     @property
-    def bidirectional_gbs(self) -> float:
-        return 2 * self.bandwidth / 1e9
-
-    @property
     def hop_latency_s(self) -> float:
         return self.hop_latency_us * 1e-6
 
