@@ -24,40 +24,37 @@ BIG_MESSAGE_BYTES = 4 * 2**20     # 4 MiB: bandwidth dominates
 TINY_MESSAGE_BYTES = 4            # one float: latency dominates
 
 
-def shard_model(model, rank: int, world: int, on_all_reduce) -> dict:
-    """Keep this rank's share of every decoder layer and all-reduce the row-parallel outputs, calling
-    on_all_reduce(wait_s, reduce_s) with the wait at a barrier first and the all-reduce apart. Returns the
-    switch {"communicate": True}: False times the shard's compute alone (its outputs then partial sums)."""
+def shard_model(model, rank: int, world: int) -> dict:
+    """Keep this rank's share of every decoder layer and all-reduce the row-parallel outputs. Returns the state its
+    hooks note each all-reduce in (the wait at a barrier first, then the call); "communicate" False times the
+    shard's compute alone (its outputs then partial sums)."""
     import torch
     import torch.distributed as dist
 
     cfg = model.config
     hd = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
     q, kv, mlp = (n // world for n in (cfg.num_attention_heads * hd, cfg.num_key_value_heads * hd, cfg.intermediate_size))
-    switch = {"communicate": True}
-
-    def keep(lin, n, dim):              # dim 0: this rank's output rows (a column split); 1: its input columns
-        part = lin.weight.data.narrow(dim, rank * n, n).clone()
-        lin.weight = torch.nn.Parameter(part, requires_grad=False)
-        lin.out_features, lin.in_features = part.shape
+    state = {"communicate": True, "waits": [], "reduces": []}
 
     def reduce_hook(_module, _inputs, output):
-        if switch["communicate"]:
+        if state["communicate"]:
             t0 = time.perf_counter()
             dist.barrier()                  # waiting for the other process, timed apart
             t1 = time.perf_counter()
             dist.all_reduce(output)
-            on_all_reduce(t1 - t0, time.perf_counter() - t1)
+            state["waits"].append(t1 - t0), state["reduces"].append(time.perf_counter() - t1)
         return output
 
     for layer in model.model.layers:
         a, m = layer.self_attn, layer.mlp
         for lin, n, dim in ((a.q_proj, q, 0), (a.k_proj, kv, 0), (a.v_proj, kv, 0), (a.o_proj, q, 1),
                             (m.gate_proj, mlp, 0), (m.up_proj, mlp, 0), (m.down_proj, mlp, 1)):
-            keep(lin, n, dim)
+            part = lin.weight.data.narrow(dim, rank * n, n).clone()   # dim 0: output rows (a column split)
+            lin.weight = torch.nn.Parameter(part, requires_grad=False)
+            lin.out_features, lin.in_features = part.shape
         a.o_proj.register_forward_hook(reduce_hook)
         m.down_proj.register_forward_hook(reduce_hook)
-    return switch
+    return state
 
 
 def _time_all_reduce(nbytes: int, reps: int, before=lambda: None) -> float:
@@ -94,8 +91,7 @@ def _worker(rank: int, world: int, port: int, folder: str, tokens: int, seed: in
         # moment, on the same machine, with the same thread (the other rank waits meanwhile)
         whole = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval() if rank == 0 else None
         ids = torch.randint(3, model.config.vocab_size, (1, tokens), generator=torch.Generator().manual_seed(seed))
-        spent, waited = [], []
-        switch = shard_model(model, rank, world, lambda w, r: (waited.append(w), spent.append(r)))
+        state = shard_model(model, rank, world)
         t = {"whole": [], "forward": [], "reduce": [], "wait": [], "alone": []}
 
         def timed(key: str, forward) -> None:
@@ -109,21 +105,21 @@ def _worker(rank: int, world: int, port: int, folder: str, tokens: int, seed: in
                 dist.barrier()
                 if whole is not None:       # rank 0's whole model, while the other rank waits
                     timed("whole", whole)
-                spent.clear(), waited.clear()
+                state["waits"].clear(), state["reduces"].clear()
                 dist.barrier()
                 timed("forward", model)
-                t["reduce"].append(sum(spent)), t["wait"].append(sum(waited))
-                switch["communicate"] = False
+                t["reduce"].append(sum(state["reduces"])), t["wait"].append(sum(state["waits"]))
+                state["communicate"] = False
                 dist.barrier()
                 timed("alone", model)
-                switch["communicate"] = True
+                state["communicate"] = True
             hidden, head = torch.randn(ids.numel(), model.config.hidden_size), model.lm_head.weight
             ref = whole(ids).logits if whole is not None else logits    # one process's: what the shards must give
         nbytes = ids.numel() * model.config.hidden_size * 4
         queue.put((rank, {
             "max_abs_diff": (logits - ref).abs().max().item(), "logit_scale": ref.abs().max().item(),
             "same_argmax": bool((logits.argmax(-1) == ref.argmax(-1)).all()), "message_bytes": nbytes,
-            "forward_s": median(t["forward"]), "all_reduce_s": median(t["reduce"]), "calls": len(spent),
+            "forward_s": median(t["forward"]), "all_reduce_s": median(t["reduce"]), "calls": len(state["reduces"]),
             "wait_s": median(t["wait"]),
             "tiny_s": _time_all_reduce(TINY_MESSAGE_BYTES, 4 * reps), "big_s": _time_all_reduce(BIG_MESSAGE_BYTES, reps),
             "message_s": _time_all_reduce(nbytes, 4 * reps),
