@@ -120,10 +120,8 @@ def _rebuild(name: str, fields: dict) -> Any:
 def _frame(spec: dict):
     import pandas as pd
 
-    columns = [decode(c) for c in spec["columns"]]
-    rows = [[decode(v) for v in row] for row in spec["data"]]
-    index = None if spec.get("index") is None else [decode(i) for i in spec["index"]]
-    df = pd.DataFrame(rows, columns=columns, index=index)
+    df = pd.DataFrame([[decode(v) for v in row] for row in spec["data"]], columns=[decode(c) for c in spec["columns"]],
+                      index=None if spec.get("index") is None else [decode(i) for i in spec["index"]])
     for col, dtype in zip(df.columns, spec["dtypes"]):
         if dtype != "object" and str(df[col].dtype) != dtype:
             try:
@@ -143,7 +141,7 @@ def decode(data: Any) -> Any:
         if "$tuple" in data:
             return tuple(decode(v) for v in data["$tuple"])
         if "$dict" in data:
-            return {_hashable(decode(k)): decode(v) for k, v in data["$dict"]}
+            return {decode(k): decode(v) for k, v in data["$dict"]}
         if "$float" in data:
             return float(data["$float"])
         if "$frame" in data:
@@ -156,10 +154,6 @@ def decode(data: Any) -> Any:
             return _rebuild(str(data["$dataclass"]), dict(data.get("fields") or {}))
         raise ValueError(f"unknown tag {next(iter(data))!r}")
     return {k: decode(v) for k, v in data.items()}
-
-
-def _hashable(key):
-    return tuple(_hashable(k) for k in key) if isinstance(key, list) else key
 
 
 def load(path: Path | str, kind: str | None = None, roots: Iterable[Path] | None = None) -> dict:
