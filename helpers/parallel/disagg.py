@@ -1,31 +1,18 @@
 """Disaggregated prefill and decode from the planner's step times: TTFT and ITL on G GPUs that share both
 phases and on the same GPUs split into prefill and decode GPUs (DistServe, arXiv:2401.09670; Splitwise,
-arXiv:2311.18677). Requests of P prompt and O output tokens arrive at λ per second (Poisson), spread evenly,
-in steady state::
+arXiv:2311.18677). Requests of P prompt and O output tokens arrive at λ per second (Poisson), in steady state::
 
     t_p    = plan(prompt_tokens=P).prefill_s        one prompt's prefill on one GPU
     t_d(b) = plan(batch=b, context=P + O/2).step_s   one decode step of b sequences at their mean context
 
-Shared, G GPUs (each prefills its requests whole, without chunking, before its next decode step)::
+    shared, G GPUs (each prefills a request whole before its next decode step):
+        ρ = λ · t_p ÷ G,  ITL = t_d(b) ÷ (1 − ρ),  b = λ · O · ITL ÷ G (Little's law),  longest gap = t_d(b) + t_p
+    split, P prefill and D = G − P decode GPUs, each request's KV cache crossing `link` once:
+        ρ = λ · t_p ÷ P,  b = λ · O · t_d(b) ÷ D,  ITL = t_d(b) + send(KV) ÷ (O − 1),  longest gap = t_d(b) + send(KV)
+    both, ρ the prefill load: TTFT = t_p + ρ · t_p ÷ (2 · (1 − ρ)), the prefill and an M/D/1 queue's mean wait
 
-    load ρ  = λ · t_p ÷ G                  the share of a GPU's time spent prefilling
-    ITL     = t_d(b) ÷ (1 − ρ)             decode steps fill the time the prefills leave
-    b       = λ · O · ITL ÷ G              sequences decoding on a GPU (Little's law; solved with ITL)
-    longest gap = t_d(b) + t_p             the gap between two tokens that holds one prefill
-
-Split, P prefill GPUs and D = G − P decode GPUs; each request's KV cache crosses `link` once::
-
-    load ρ  = λ · t_p ÷ P
-    b       = λ · O · t_d(b) ÷ D
-    ITL     = t_d(b) + send(KV) ÷ (O − 1)  the transfer delays the second token, once per request
-    longest gap = t_d(b) + send(KV)
-
-Both: TTFT = t_p + ρ · t_p ÷ (2 · (1 − ρ)), the prefill plus an M/D/1 queue's mean wait (Pollaczek–Khinchine);
-ITL = (last − first token) ÷ (O − 1). NaN where ρ ≥ 1 or the decode batch outgrows the KV cache. Engines that
-chunk prefills (vLLM V1, SGLang) stall for one chunk instead of t_p.
-
-KV offload (offload_steps): a cache kept in host memory is brought over PCIe (one way) each decode step
-instead of read from HBM.
+NaN where ρ ≥ 1 or the decode batch outgrows the KV cache. Engines that chunk prefills (vLLM V1, SGLang) stall
+for one chunk instead of t_p. KV offload (offload_steps): a cache in host memory comes over PCIe each step.
 """
 from __future__ import annotations
 
