@@ -58,26 +58,22 @@ def flag(name: str, default: bool = False) -> bool:
 
 def number(name: str, default, kind: type = float, lo: float | None = None, hi: float | None = None,
            allowed: Iterable | None = None):
-    """A finite number of `kind` (an int: "80" or "80.0", not "80.5") from lo to hi or one of `allowed`, else EnvError."""
+    """A finite number of `kind` (an int: "80" or "80.0", not "80.5") from lo to hi, or one of `allowed`; else EnvError."""
     value = text(name)
     if value is None:
         return default
-    whole = "a whole number" if kind is int else "a number"
     if isinstance(allowed, range) and len(allowed) > 6:
         span = f"a whole number from {allowed[0]:,} to {allowed[-1]:,} in steps of {allowed.step:,}"
     elif allowed is not None:
         span = ", ".join(map(str, allowed))
     else:
-        span = f"{whole} from {lo:,} to {hi:,}" if None not in (lo, hi) else f"a finite {whole[2:]}"
+        span = f"{'a whole number' if kind is int else 'a number'} from {lo:,} to {hi:,}"
     try:
-        x = float(value) if len(value) <= 40 else math.nan
+        x = float(value)
     except ValueError:
         x = math.nan
-    ok = math.isfinite(x) and (kind is not int or x.is_integer())
-    if ok and ((allowed is not None and kind(x) not in list(allowed)) or (lo is not None and x < lo)
-               or (hi is not None and x > hi)):
-        ok = False
-    if not ok:
+    if not (math.isfinite(x) and (kind is not int or x.is_integer())
+            and (kind(x) in list(allowed) if allowed is not None else lo <= x <= hi)):
         raise refuse(name, os.environ[name], span)
     return kind(x)
 
