@@ -1,8 +1,6 @@
 """The calculators on the command line: ``python -m helpers kv | weights | presets | capacity | gpus … [--json]``.
-
-Each command returns a JSON-able answer, printed as JSON or as readable lines and tables (bytes in B, GiB
-and GB; the other units in the names). Exit status: 0 the answer was printed; 2 bad input; 1 a fault of the
-environment (a closed or full stdout, a missing library, no memory). Either way one line on stderr.
+Each answer is printed as JSON or as readable lines and tables (bytes in B, GiB and GB; other units in the names);
+exit status 0, else one line on stderr and 2 (bad input) or 1 (the environment: stdout, a library, memory).
 """
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """What every command line shares (``python -m helpers``, servebench, scripts/, slides/): a parser whose
 errors are one line, numbers within stated bounds, dtype spellings as the library takes them, and faults
-(a closed or full stdout, an ASCII-only terminal) as one line on stderr, never a traceback.
-
-Exit status: 0 the answer was printed; 2 bad input; 1 a fault of the environment.
+(a closed or full stdout, an ASCII-only terminal) as one line on stderr, never a traceback. Exit status: 0 the
+answer was printed; 2 bad input; 1 a fault of the environment.
 """
 from __future__ import annotations
 
