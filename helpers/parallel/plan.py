@@ -126,18 +126,18 @@ def parallel_step(model, gpu, tp: int = 1, pp: int = 1, micro_batches: int = 1, 
     hop_s = send_s(message, stage_link) if pp > 1 else 0.0
     slot = stage + reduce_s + hop_s
     step = (micro_batches + pp - 1) * slot
-    out = replace(out, stage_s=stage, all_reduce_bytes=message, all_reduces_per_step=2 * spec.num_layers if tp > 1 else 0,
-                  all_reduce_s=reduce_s, send_s=hop_s, slot_s=slot, step_s=step,
-                  bubble_share=bubble_share(pp, micro_batches), communication_share=(reduce_s + hop_s) / slot,
-                  tokens_per_s=batch / step,
-                  # the planner's $ per million tokens (its $ per second over all tp × pp GPUs) at this slower step
-                  usd_per_million_tokens=whole.usd_per_million_tokens * whole.tokens_per_s * step / batch,
-                  steady_fits=in_flight <= whole.max_batch)
-    if not out.steady_fits:
-        return replace(out, steady_reason=(f"keeping the {pp} stages full takes {max(micro_batches, pp)} micro-batches "
-                                           f"of {mb} in flight, {in_flight:,} sequences of {context:,} tokens; the KV "
-                                           f"cache holds {whole.max_batch:,}"))
-    return replace(out, steady_step_s=micro_batches * slot, steady_tokens_per_s=batch / (micro_batches * slot))
+    steady = in_flight <= whole.max_batch
+    return replace(out, stage_s=stage, all_reduce_bytes=message, all_reduces_per_step=2 * spec.num_layers if tp > 1 else 0,
+                   all_reduce_s=reduce_s, send_s=hop_s, slot_s=slot, step_s=step,
+                   bubble_share=bubble_share(pp, micro_batches), communication_share=(reduce_s + hop_s) / slot,
+                   tokens_per_s=batch / step,
+                   # the planner's $ per million tokens (its $ per second over all tp × pp GPUs) at this slower step
+                   usd_per_million_tokens=whole.usd_per_million_tokens * whole.tokens_per_s * step / batch,
+                   steady_fits=steady, steady_step_s=micro_batches * slot if steady else None,
+                   steady_tokens_per_s=batch / (micro_batches * slot) if steady else None,
+                   steady_reason="" if steady else (f"keeping the {pp} stages full takes {max(micro_batches, pp)} "
+                                                    f"micro-batches of {mb} in flight, {in_flight:,} sequences of "
+                                                    f"{context:,} tokens; the KV cache holds {whole.max_batch:,}"))
 
 
 def tp_scaling(model, gpu, batch: int = 1, context: int = 4096, link: str | Link | None = None,

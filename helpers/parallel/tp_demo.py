@@ -93,26 +93,19 @@ def _worker(rank: int, world: int, port: int, folder: str, tokens: int, seed: in
         ids = torch.randint(3, model.config.vocab_size, (1, tokens), generator=torch.Generator().manual_seed(seed))
         state = shard_model(model, rank, world)
         t = {"whole": [], "forward": [], "reduce": [], "wait": [], "alone": []}
-
-        def timed(key: str, forward) -> None:
-            t0 = time.perf_counter()
-            forward(ids)
-            t[key].append(time.perf_counter() - t0)
-
         with torch.no_grad():
             logits = model(ids).logits      # warm-up, and the logits to compare
-            for _ in range(reps):           # in turn: one process, the real forward, its compute alone
-                dist.barrier()
-                if whole is not None:       # rank 0's whole model, while the other rank waits
-                    timed("whole", whole)
-                state["waits"].clear(), state["reduces"].clear()
-                dist.barrier()
-                timed("forward", model)
-                t["reduce"].append(sum(state["reduces"])), t["wait"].append(sum(state["waits"]))
-                state["communicate"] = False
-                dist.barrier()
-                timed("alone", model)
-                state["communicate"] = True
+            for _ in range(reps):           # in turn: one process (rank 0), the real forward, its compute alone
+                for key, forward in (("whole", whole), ("forward", model), ("alone", model)):
+                    dist.barrier()
+                    state["communicate"] = key == "forward"
+                    if key == "forward":
+                        state["waits"].clear(), state["reduces"].clear()
+                    if forward is not None:     # the other rank waits at the next barrier meanwhile
+                        t0 = time.perf_counter()
+                        forward(ids)
+                        t[key].append(time.perf_counter() - t0)
+                t["reduce"].append(sum(state["reduces"])), t["wait"].append(sum(state["waits"]))   # the forward's
             hidden, head = torch.randn(ids.numel(), model.config.hidden_size), model.lm_head.weight
             ref = whole(ids).logits if whole is not None else logits    # one process's: what the shards must give
         nbytes = ids.numel() * model.config.hidden_size * 4
