@@ -23,8 +23,6 @@ from .formulas.units import fmt_bytes
 from .parallel.links import KINDS
 from .parallel.plan import parallel_step, parse_parallel
 
-MODEL_HELP = "preset name (see `presets`) or path to a config.json"
-
 
 def _kv(a) -> dict:
     s = get_spec(a.model)
@@ -101,7 +99,7 @@ def _capacity_args(p) -> None:
 
 def _model_args(dtypes, tokens: bool):
     def add(p) -> None:
-        p.add_argument("--model", required=True, help=MODEL_HELP)
+        p.add_argument("--model", required=True, help="preset name (see `presets`) or path to a config.json")
         p.add_argument("--dtype", default="bf16", type=dtype_type(dtypes), help=", ".join(dtypes))
         if tokens:
             p.add_argument("--tokens", type=positive_int, default=4096, help="tokens per sequence (default 4096)")

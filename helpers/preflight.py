@@ -94,8 +94,7 @@ def split_fix(message: str) -> tuple[str, str | None]:
 
 @dataclass(frozen=True)
 class Control:
-    """A notebook control's variable as its ``notebook.env_default(name, default, allowed or lo=…, hi=…)`` call
-    reads it; `allowed` is None where the notebook computes its options from data (only it can check them)."""
+    """A notebook control's `env_default(name, default, allowed or lo=…, hi=…)`; allowed None: computed from data."""
 
     notebook: str
     name: str

@@ -36,7 +36,7 @@ def all_reduce_wire_bytes(message_bytes: float, n: int) -> float:
 def all_reduce_latency_s(n: int, link: Link, base_s: float = BASE_LATENCY_S) -> float:
     """The part of a ring all-reduce that does not depend on the message: base + 2·(N−1) hops."""
     n = checks.count(n, "the number of GPUs")
-    return 0.0 if n == 1 else base_s + 2 * (n - 1) * link.hop_latency_s
+    return 0.0 if n == 1 else base_s + 2 * (n - 1) * (link.hop_latency_us * 1e-6)
 
 
 def all_reduce_crossover_bytes(n: int, link: Link, base_s: float = BASE_LATENCY_S) -> float:
@@ -47,12 +47,12 @@ def all_reduce_crossover_bytes(n: int, link: Link, base_s: float = BASE_LATENCY_
 def all_to_all_s(bytes_per_gpu: float, n: int, link: Link, base_s: float = BASE_LATENCY_S) -> float:
     """Seconds of one all-to-all in which each GPU holds `bytes_per_gpu` and sends (N−1)/N of it."""
     m, n = _checked(bytes_per_gpu, n)
-    return 0.0 if n == 1 else base_s + (n - 1) * link.hop_latency_s + (n - 1) / n * m / link.bandwidth
+    return 0.0 if n == 1 else base_s + (n - 1) * (link.hop_latency_us * 1e-6) + (n - 1) / n * m / link.bandwidth
 
 
 def send_s(message_bytes: float, link: Link, base_s: float = BASE_LATENCY_S) -> float:
     """Seconds to send `message_bytes` from one GPU to another over `link`."""
-    return base_s + link.hop_latency_s + _checked(message_bytes, 1)[0] / link.bandwidth
+    return base_s + link.hop_latency_us * 1e-6 + _checked(message_bytes, 1)[0] / link.bandwidth
 
 
 def bandwidth_from_all_reduce(message_bytes: float, n: int, seconds: float, latency_s: float = 0.0) -> float:
@@ -89,5 +89,5 @@ def all_reduce_parts(message_bytes: float, n: int, link: Link, base_s: float = B
     if n < 2:
         raise ValueError(f"an all-reduce needs at least 2 GPUs to take apart, got {n}")
     wire, latency = all_reduce_wire_bytes(m, n), all_reduce_latency_s(n, link, base_s)
-    return AllReduceParts(m, n, link.label, wire, wire / link.bandwidth, 2 * (n - 1), link.hop_latency_s, base_s,
+    return AllReduceParts(m, n, link.label, wire, wire / link.bandwidth, 2 * (n - 1), link.hop_latency_us * 1e-6, base_s,
                           latency, latency + wire / link.bandwidth, all_reduce_crossover_bytes(n, link, base_s))

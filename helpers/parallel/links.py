@@ -40,10 +40,6 @@ class Link:
         return self.figure * UNITS[self.unit] / (2 if self.direction == "both" else 1)
 
     @property
-    def hop_latency_s(self) -> float:
-        return self.hop_latency_us * 1e-6
-
-    @property
     def label(self) -> str:
         return f"{self.name}, {self.bandwidth / 1e9:,.0f} GB/s each way"
 

@@ -24,8 +24,8 @@ PIPELINE_COLUMNS = {"tp": "tp", "pp": "pp", "micro_batches": "micro-batches", "g
 
 
 def frame(rows: Iterable, columns: Mapping[str, str]) -> pd.DataFrame:
-    """Results (dataclasses or dicts), one row each, under the headers `columns` gives their fields."""
-    rows = [r if isinstance(r, dict) else r.to_dict() if hasattr(r, "to_dict") else asdict(r) for r in rows]
+    """Results (dataclasses), one row each, under the headers `columns` gives their fields."""
+    rows = [r.to_dict() if hasattr(r, "to_dict") else asdict(r) for r in rows]
     return pd.DataFrame(rows, columns=list(columns)).rename(columns=columns)
 
 
