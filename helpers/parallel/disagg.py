@@ -49,15 +49,6 @@ class Deployment:
     decode_step_s: float         # t_d at the decode batch
 
 
-def _solve(rate: float, output: int, gpus: int, step, stretch: float, max_batch: int) -> tuple[float, float]:
-    """(b, t_d(n)) at the fewest slots n holding b = rate · output · t_d(n) · stretch ÷ gpus (Little's law), or NaN."""
-    for n in range(1, max_batch + 1):
-        b = rate * output * step(n) * stretch / gpus
-        if b <= n:
-            return b, step(n)
-    return NAN, NAN
-
-
 @functools.lru_cache(maxsize=4096)     # shared by the calls of deployments() at each arrival rate
 def _step_s(spec, gpu, weight_dtype: str, kv_dtype: str, context: int, batch: int, efficiency: float) -> float:
     return plan(spec, gpu, 1, weight_dtype, kv_dtype, context, batch, efficiency=efficiency).step_s
@@ -87,7 +78,11 @@ def deployments(model, gpu, gpus: int = 4, rate: float = 8.0, prompt: int = 4096
         pre, dec, hop = (gpus, gpus, 0.0) if p == 0 else (p, gpus - p, send)
         load = rate * t_p / pre
         stretch = 1 / (1 - load) if p == 0 and load < 1 else 1.0
-        b, t_d = _solve(rate, output, dec, step, stretch, first.max_batch) if load < 1 else (NAN, NAN)
+        b = t_d = NAN                      # the fewest slots n that hold the b = λ · O · t_d(n) · stretch ÷ D sequences
+        for n in range(1, first.max_batch + 1) if load < 1 else ():
+            if (need := rate * output * step(n) * stretch / dec) <= n:
+                b, t_d = need, step(n)
+                break
         out.append(Deployment(f"shared {gpus}" if p == 0 else f"split {p} + {dec}", pre, dec, load, b,
                               t_p + load * t_p / (2 * (1 - load)) if b == b else NAN,   # the M/D/1 queue's wait
                               t_d * stretch if p == 0 else t_d + send / (output - 1),
