@@ -174,7 +174,6 @@ def setting_problems(folder: Path = NOTEBOOK_DIR) -> list[str]:
 
 def summary() -> dict:
     """Everything notebook 00 shows, as data; it always answers (a refused setting listed under ``problems``)."""
-    problems = setting_problems()
     refused = _refusal(pick_device) is not None
     dev = pick_device("auto") if refused else pick_device()
     try:
@@ -192,7 +191,7 @@ def summary() -> dict:
         weights += " No CUDA GPU here, so no profile needs these weights on this machine."
     return {"device": device_info(dev).to_dict(), "profile": profile, "reason": reason,
             "weights": {"available": available, "where": where, "message": weights},
-            "versions": library_versions(), "problems": problems}
+            "versions": library_versions(), "problems": setting_problems()}
 
 
 def training_time() -> dict | None:

@@ -79,8 +79,7 @@ def _imported(name: str) -> str:
 
 
 def library_versions(extra: tuple[str, ...] = ()) -> dict[str, str]:
-    """Python's version and each of LIBRARIES' (imported; 'missing (...)' when it does not import), then each
-    distribution in `extra` (the benchmark's servers and clients, from metadata; 'not installed')."""
+    """Python's, each of LIBRARIES' (imported, or 'missing (…)'), then each of `extra`'s (metadata, or 'not installed')."""
     return {"python": platform.python_version(), **{name: _imported(name) for name in LIBRARIES},
             **{name: installed(name) or "not installed" for name in extra}}
 
