@@ -125,9 +125,8 @@ def controls(folder: Path = NOTEBOOK_DIR) -> list[Control]:
     """Every notebook control read from the environment: the `env_default` calls in the notebooks' source."""
     out = []
     for number, name in notebooks(folder):
-        for cell in ast.parse((folder / name).read_text(encoding="utf-8")).body:
-            if not isinstance(cell, ast.FunctionDef):
-                continue
+        cells = ast.parse((folder / name).read_text(encoding="utf-8")).body
+        for cell in (c for c in cells if isinstance(c, ast.FunctionDef)):
             names = {t.targets[0].id: _static(t.value, {}) for t in cell.body
                      if isinstance(t, ast.Assign) and len(t.targets) == 1 and isinstance(t.targets[0], ast.Name)}
             for call in ast.walk(cell):

@@ -179,10 +179,7 @@ class TPScaling:
 def flattens_at(rows: list[TPScaling], gain: float = FLATTEN_GAIN) -> int | None:
     """The first degree whose step gains less than `gain`× over the previous one."""
     gain = checks.number(gain, f"gain (a factor such as {FLATTEN_GAIN})", positive=True)
-    for row in rows[1:]:
-        if row.gain_over_previous < gain:
-            return row.tp
-    return None
+    return next((row.tp for row in rows[1:] if row.gain_over_previous < gain), None)
 
 
 def busiest_gpu_experts(experts: int, k: int, ep: int, tokens: int) -> float:

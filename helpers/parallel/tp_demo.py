@@ -182,8 +182,7 @@ def run_tp(world: int = 2, tokens: int = 32, reps: int = 5, seed: int = 0, timeo
             p.join(timeout=10)
             if p.is_alive():
                 p.terminate()
-    errors = [r["error"] for r in results.values() if "error" in r]
-    if errors:
+    if errors := [r["error"] for r in results.values() if "error" in r]:
         raise RuntimeError(f"tensor-parallel worker failed: {errors[0]}")
     r0 = results[0]
     bandwidth = bandwidth_from_all_reduce(BIG_MESSAGE_BYTES, world, r0["big_s"], r0["tiny_s"])
