@@ -18,5 +18,3 @@ except LibraryVersionError as _exc:
 
 # bitsandbytes announces optional CPU kernels it did not find at import: not the readers' business.
 _logging.getLogger("bitsandbytes").setLevel(_logging.ERROR)
-
-__version__ = "0.1.0"

@@ -1,8 +1,6 @@
 """The calculators on the command line: ``python -m helpers kv | weights | presets | capacity | gpus … [--json]``.
-
-Each command returns a JSON-able answer, printed as JSON or as readable lines and tables (bytes in B, GiB
-and GB; the other units in the names). Exit status: 0 the answer was printed; 2 bad input; 1 a fault of the
-environment (a closed or full stdout, a missing library, no memory). Either way one line on stderr.
+Each answer is printed as JSON or as readable lines and tables (bytes in B, GiB and GB; other units in the names);
+exit status 0, else one line on stderr and 2 (bad input) or 1 (the environment: stdout, a library, memory).
 """
 from __future__ import annotations
 
@@ -24,8 +22,6 @@ from .formulas.specs import PRESETS, get_spec
 from .formulas.units import fmt_bytes
 from .parallel.links import KINDS
 from .parallel.plan import parallel_step, parse_parallel
-
-MODEL_HELP = "preset name (see `presets`) or path to a config.json"
 
 
 def _kv(a) -> dict:
@@ -49,8 +45,7 @@ def _presets(a) -> dict:
 
 
 def _capacity(a) -> dict:
-    """One plan (helpers.capacity.planner), the largest batch within --slo-ms (slo), every GPU ranked
-    (--gpu all: ranking), or the plan with tensor × pipeline parallelism's communication (--parallel)."""
+    """One plan, the largest batch within --slo-ms, every GPU ranked (--gpu all), or with --parallel's communication."""
     spec = get_spec(a.model)
     planner.check_context(spec, a.context)
     if a.link and not a.parallel:
@@ -104,7 +99,7 @@ def _capacity_args(p) -> None:
 
 def _model_args(dtypes, tokens: bool):
     def add(p) -> None:
-        p.add_argument("--model", required=True, help=MODEL_HELP)
+        p.add_argument("--model", required=True, help="preset name (see `presets`) or path to a config.json")
         p.add_argument("--dtype", default="bf16", type=dtype_type(dtypes), help=", ".join(dtypes))
         if tokens:
             p.add_argument("--tokens", type=positive_int, default=4096, help="tokens per sequence (default 4096)")

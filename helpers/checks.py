@@ -33,12 +33,9 @@ def number(value: Any, what: str, minimum: float | None = 0.0, maximum: float | 
     if ok and maximum is not None:
         ok = value <= maximum
     if not ok:
-        parts = []
-        if minimum is not None:
-            parts.append(f"{'>' if positive else '≥'} {minimum:g}")
-        if maximum is not None:
-            parts.append(f"≤ {maximum:g}")
-        bounds = (" " + " and ".join(parts)) if parts else ""
+        bounds = " and ".join(([f"{'>' if positive else '≥'} {minimum:g}"] if minimum is not None else [])
+                              + ([f"≤ {maximum:g}"] if maximum is not None else []))
+        bounds = " " + bounds if bounds else ""
         raise ValueError(f"{what} must be a finite number{bounds}{' ' + unit if unit else ''}, got {shown(value)}")
     return float(value)
 

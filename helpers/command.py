@@ -1,8 +1,7 @@
 """What every command line shares (``python -m helpers``, servebench, scripts/, slides/): a parser whose
 errors are one line, numbers within stated bounds, dtype spellings as the library takes them, and faults
-(a closed or full stdout, an ASCII-only terminal) as one line on stderr, never a traceback.
-
-Exit status: 0 the answer was printed; 2 bad input; 1 a fault of the environment.
+(a closed or full stdout, an ASCII-only terminal) as one line on stderr, never a traceback. Exit status: 0 the
+answer was printed; 2 bad input; 1 a fault of the environment.
 """
 from __future__ import annotations
 
@@ -26,32 +25,26 @@ class Parser(argparse.ArgumentParser):
         raise CliError(f"{self.prog}: {message}")
 
 
+def _typed(parse, what: str | None = None):
+    """An argparse type: parse(text), or one line: `what` was expected and what came (else parse's own words)."""
+    def typed(text: str):
+        try:
+            return parse(text)
+        except (ValueError, TypeError) as exc:
+            raise argparse.ArgumentTypeError(f"must be {what}, got {checks.shown(text)}" if what else str(exc)) from None
+    return typed
+
+
 def bounded_int(lo: int, hi: int):
     """An argparse type: a whole number from lo to hi, or one line saying so."""
-    def parse(text: str) -> int:
-        try:
-            value = int(text) if len(text) <= 40 else None
-        except ValueError:
-            value = None
-        if value is None:
-            raise argparse.ArgumentTypeError(f"expected a whole number from {lo:,} to {hi:,}, got {checks.shown(text)}")
-        if not lo <= value <= hi:
-            what = "positive whole number" if lo == 1 else "whole number"
-            raise argparse.ArgumentTypeError(f"must be a {what} from {lo:,} to {hi:,}, got {checks.shown(text)}")
-        return value
-    return parse
+    what = f"a {'positive ' if lo == 1 else ''}whole number from {lo:,} to {hi:,}"
+    return _typed(lambda text: checks.count(int(text), "", lo, hi), what)
 
 
 def bounded_float(lo: float, hi: float):
     """An argparse type: a finite number in (lo, hi], or one line saying so."""
-    span = f"a positive finite number, at most {hi:,.0f}" if lo == 0 else f"a finite number above {lo:,g}, at most {hi:,.0f}"
-
-    def parse(text: str) -> float:
-        try:
-            return checks.number(float(text) if len(text) <= 40 else None, "the value", lo, hi, positive=True)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be {span}, got {checks.shown(text)}") from None
-    return parse
+    what = f"a positive finite number, at most {hi:,.0f}" if lo == 0 else f"a finite number above {lo:,g}, at most {hi:,.0f}"
+    return _typed(lambda text: checks.number(float(text), "", lo, hi, positive=True), what)
 
 
 positive_int = bounded_int(1, MAX_TOKENS)   # counts typed on a command line: as far as a config's context goes
@@ -62,12 +55,7 @@ def dtype_type(allowed: tuple[str, ...]):
     """An argparse type taking every spelling helpers.formulas.units.normalize_dtype does (bfloat16, BF16, …)."""
     from .formulas.units import normalize_dtype
 
-    def dtype(text: str) -> str:
-        try:
-            return normalize_dtype(text, allowed)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-    return dtype
+    return _typed(lambda text: normalize_dtype(text, allowed))
 
 
 # What an ASCII-only terminal gets instead of the symbols the tables use.

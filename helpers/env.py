@@ -7,26 +7,17 @@ from __future__ import annotations
 
 import math
 import os
+import tempfile
 from pathlib import Path
 from typing import Iterable
 
 TRUE, FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
-# Every variable the workshop reads besides the notebook controls' (helpers.preflight finds those): its reader.
-VARIABLES = {
-    "WORKSHOP_PROFILE": "which model runs (helpers.measure.models.resolve_profile)",
-    "WORKSHOP_DEVICE": "cuda, mps, cpu or auto (helpers.measure.hardware.pick_device)",
-    "WORKSHOP_DTYPE": "the loaded model's dtype (helpers.measure.models.env_dtype)",
-    "WORKSHOP_MODEL_ID": "the Hub id of mistral-7b (helpers.measure.models.hub_model_id)",
-    "WORKSHOP_CACHE": "where built models live (helpers.measure.local_models.cache_dir)",
-    "WORKSHOP_COMPILE": "torch.compile in notebook 03 on a CPU, a flag (helpers.decoding.regimes)",
-    "WORKSHOP_BENCH_COMPILE": "torch.compile in make bench, a flag (helpers.decoding.regimes)",
-    "WORKSHOP_FIGURES_DIR": "where a run notes key figures (helpers.present.recorded)",
-    "WORKSHOP_CELL_TIMEOUT": "seconds a notebook cell may run in make run (helpers.env.cell_timeout)",
-    "WORKSHOP_REPO_URL": "the published repository the glossary links point at (helpers.present.glossary)",
-    "WORKSHOP_REPLAY": "replay mode (helpers.present.replay)",
-    "WORKSHOP_REPLAY_RECORD": "where replay recordings are saved (helpers.present.replay)",
-}
+# Every variable the workshop reads besides the notebook controls' (helpers.preflight finds those, and calls each
+# one's reader: setting_problems)
+VARIABLES = ("WORKSHOP_PROFILE", "WORKSHOP_DEVICE", "WORKSHOP_DTYPE", "WORKSHOP_MODEL_ID", "WORKSHOP_CACHE",
+             "WORKSHOP_COMPILE", "WORKSHOP_BENCH_COMPILE", "WORKSHOP_FIGURES_DIR", "WORKSHOP_CELL_TIMEOUT",
+             "WORKSHOP_REPO_URL", "WORKSHOP_REPLAY", "WORKSHOP_REPLAY_RECORD")
 CELL_TIMEOUT_S, MAX_CELL_TIMEOUT_S = 1200, 86_400    # a cell's limit in make run: 20 minutes, at most a day
 
 
@@ -46,39 +37,28 @@ def refuse(name: str, raw: str, allowed: str, fix: str = "") -> EnvError:
 
 def text(name: str, default: str | None = None) -> str | None:
     """The variable's value, stripped; `default` when it is unset or blank."""
-    raw = os.environ.get(name)
-    if raw is None or not raw.strip():
-        return default
-    return raw.strip()
+    return (os.environ.get(name) or "").strip() or default
 
 
 def choice(name: str, allowed: Iterable[str], default: str) -> str:
     """One of `allowed` (compared in lower case), else EnvError."""
-    allowed = tuple(allowed)
-    raw = os.environ.get(name, "")
     value = text(name, default).lower()
     if value not in allowed:
-        raise refuse(name, raw, ", ".join(allowed))
+        raise refuse(name, os.environ.get(name, ""), ", ".join(allowed))
     return value
 
 
 def flag(name: str, default: bool = False) -> bool:
     """A yes/no switch: 1, true, yes, on or 0, false, no, off (any case), else EnvError."""
-    raw = os.environ.get(name, "")
-    value = text(name)
-    if value is None:
-        return default
-    if value.lower() in TRUE:
-        return True
-    if value.lower() in FALSE:
-        return False
-    raise refuse(name, raw, f"{', '.join(TRUE)} to switch it on, {', '.join(FALSE)} to switch it off")
+    value = (text(name) or "").lower()
+    if value and value not in TRUE + FALSE:
+        raise refuse(name, os.environ[name], f"{', '.join(TRUE)} to switch it on, {', '.join(FALSE)} to switch it off")
+    return value in TRUE if value else default
 
 
 def number(name: str, default, kind: type = float, lo: float | None = None, hi: float | None = None,
            allowed: Iterable | None = None):
-    """A finite number of `kind` (an int: "80" or "80.0", not "80.5") from lo to hi or one of `allowed`, else EnvError."""
-    raw = os.environ.get(name, "")
+    """A finite number of `kind` (an int: "80" or "80.0", not "80.5") from lo to hi, or one of `allowed`; else EnvError."""
     value = text(name)
     if value is None:
         return default
@@ -86,43 +66,33 @@ def number(name: str, default, kind: type = float, lo: float | None = None, hi: 
         span = f"a whole number from {allowed[0]:,} to {allowed[-1]:,} in steps of {allowed.step:,}"
     elif allowed is not None:
         span = ", ".join(map(str, allowed))
-    elif lo is not None and hi is not None:
-        span = f"{'a whole number' if kind is int else 'a number'} from {lo:,} to {hi:,}"
     else:
-        span = f"a finite {'whole number' if kind is int else 'number'}"
+        span = f"{'a whole number' if kind is int else 'a number'} from {lo:,} to {hi:,}"
     try:
-        x = float(value) if len(value) <= 40 else math.nan
+        x = float(value)
     except ValueError:
         x = math.nan
-    if not math.isfinite(x) or (kind is int and not x.is_integer()):
-        raise refuse(name, raw, span)
-    x = kind(x)
-    if (allowed is not None and x not in list(allowed)) or (lo is not None and x < lo) or (hi is not None and x > hi):
-        raise refuse(name, raw, span)
-    return x
+    if not (math.isfinite(x) and (kind is not int or x.is_integer())
+            and (kind(x) in list(allowed) if allowed is not None else lo <= x <= hi)):
+        raise refuse(name, os.environ[name], span)
+    return kind(x)
 
 
 def folder(name: str, default: str | Path | None = None) -> Path | None:
-    """A folder this process can write (created when missing), from the variable or `default`; None when both are
-    unset; EnvError when it cannot be written."""
+    """A folder this process can write (made when missing) from the variable or `default`, or None; else EnvError."""
     value = text(name)
-    where = Path(value if value is not None else default).expanduser() if (value or default) else None
-    if where is None:
+    if not (value or default):
         return None
+    where = Path(value or default).expanduser()
     try:
         where.mkdir(parents=True, exist_ok=True)
         # a file made and removed: os.access says yes to root for /proc, where nothing can be made
-        import tempfile
         with tempfile.NamedTemporaryFile(dir=where, prefix=".write-check-"):
-            pass
-        ok, why = True, ""
+            return where
     except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
-        ok, why = False, getattr(exc, "strerror", None) or str(exc)
-    if not ok:
-        what = f"{name}={_shown(os.environ.get(name, ''))}" if value is not None else f"{name}'s default, {where},"
-        raise EnvError(f"{what} is not a folder this process can write ({why}); allowed: a writable folder. "
-                       f"Fix: point {name} at one, or unset it")
-    return where
+        what = f"{name}={_shown(os.environ[name])}" if value else f"{name}'s default, {where},"
+        raise EnvError(f"{what} is not a folder this process can write ({getattr(exc, 'strerror', None) or exc}); "
+                       f"allowed: a writable folder. Fix: point {name} at one, or unset it") from None
 
 
 def control(name: str, default, allowed=None, *, lo: float | None = None, hi: float | None = None):
@@ -149,9 +119,7 @@ def url(name: str) -> str | None:
     if value is None:
         return None
     scheme, sep, rest = value.partition("://")
-    host = rest.split("/", 1)[0]
-    if len(value) > 2000 or not sep or scheme.lower() not in ("http", "https") or not host \
+    if len(value) > 2000 or not sep or scheme.lower() not in ("http", "https") or not rest.split("/", 1)[0] \
             or any(c.isspace() or c in "\"'<>`()[]" or not c.isprintable() for c in value):
-        raise refuse(name, os.environ.get(name, ""), "an http:// or https:// address, such as "
-                     "https://github.com/OWNER/REPOSITORY")
+        raise refuse(name, os.environ[name], "an http:// or https:// address, such as https://github.com/OWNER/REPOSITORY")
     return value

@@ -8,7 +8,6 @@ import ast
 import difflib
 import importlib.util
 import os
-import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,14 +51,10 @@ def check_model(profile: str | None = None, device: str | None = None) -> ModelC
         ids = loaded.tokenizer("Preflight check.", return_tensors="pt")["input_ids"].to(loaded.device)
         with torch.inference_mode():
             loaded.model(input_ids=ids)
-        msg = f"{loaded.label}: loaded and ran a forward pass"
-        name = loaded.profile
-        del loaded
-        return ModelCheck(True, name, time.perf_counter() - t0, msg)
-    except (ProfileUnavailable, ValueError) as exc:  # what the notebooks' load() raises, word for word
-        return ModelCheck(False, profile or "auto", time.perf_counter() - t0, str(exc))
-    except Exception as exc:  # noqa: BLE001 - reported in the table
-        return ModelCheck(False, profile or "auto", time.perf_counter() - t0, f"{type(exc).__name__}: {exc}")
+        return ModelCheck(True, loaded.profile, time.perf_counter() - t0, f"{loaded.label}: loaded and ran a forward pass")
+    except Exception as exc:  # noqa: BLE001 - reported in the table; what load() refuses, word for word
+        words = str(exc) if isinstance(exc, (ProfileUnavailable, ValueError)) else f"{type(exc).__name__}: {exc}"
+        return ModelCheck(False, profile or "auto", time.perf_counter() - t0, words)
 
 
 def notebooks(folder: Path = NOTEBOOK_DIR) -> list[tuple[str, str]]:
@@ -71,16 +66,15 @@ def go_no_go(model_ok: bool, versions: dict[str, str], device: str, folder: Path
     """One row per notebook: go or no-go, and why."""
     rows = []
     for number, name in notebooks(folder):
-        needs = NEEDS.get(number, ("model",))
-        verdict, why = "go", []
-        stops = []
-        if {"model", "bitsandbytes", "server"} & set(needs) and not model_ok:
-            stops.append("the profile's model does not load (see above)")
-        if "bitsandbytes" in needs and versions.get("bitsandbytes", "").startswith("missing"):
-            stops.append("bitsandbytes is not installed")
+        needs = set(NEEDS.get(number, ("model",)))
+        why = []
         if "server" in needs and not all(importlib.util.find_spec(m) for m in ("fastapi", "uvicorn")):
-            stops.insert(0, "`transformers serve` needs the transformers[serving] extra (pip install 'transformers[serving]')")
-        verdict, why = "no-go" if stops else "go", stops
+            why.append("`transformers serve` needs the transformers[serving] extra (pip install 'transformers[serving]')")
+        if {"model", "bitsandbytes", "server"} & needs and not model_ok:
+            why.append("the profile's model does not load (see above)")
+        if "bitsandbytes" in needs and versions.get("bitsandbytes", "").startswith("missing"):
+            why.append("bitsandbytes is not installed")
+        verdict = "no-go" if why else "go"
         if "server" in needs and device != "cuda":
             why.append("transformers serve on this CPU; vLLM and SGLang need a CUDA GPU")
         if "own-models" in needs:
@@ -88,8 +82,7 @@ def go_no_go(model_ok: bool, versions: dict[str, str], device: str, folder: Path
         if "no-model" in needs:
             why.append("the planner needs no model" + ("" if model_ok else
                        "; its last section, predicted against measured, shows a note instead"))
-        title = re.sub(r"^\d\d_", "", name[:-3]).replace("_", " ")
-        rows.append({"notebook": name, "topic": title, "verdict": verdict, "why": "; ".join(why) or "ready"})
+        rows.append({"notebook": name, "verdict": verdict, "why": "; ".join(why) or "ready"})
     return rows
 
 
@@ -101,8 +94,7 @@ def split_fix(message: str) -> tuple[str, str | None]:
 
 @dataclass(frozen=True)
 class Control:
-    """A notebook control's variable as its ``notebook.env_default(name, default, allowed or lo=…, hi=…)`` call
-    reads it; `allowed` is None where the notebook computes its options from data (only it can check them)."""
+    """A notebook control's `env_default(name, default, allowed or lo=…, hi=…)`; allowed None: computed from data."""
 
     notebook: str
     name: str
@@ -113,18 +105,16 @@ class Control:
 
 
 _UNKNOWN = object()
+_BUILDS = {"range": range, "list": list, "tuple": tuple}
 
 
 def _static(node: ast.AST, names: dict):
     """The value of a literal, of range/list/tuple over literals, or of a name bound to one; else _UNKNOWN."""
     if isinstance(node, ast.Name):
         return names.get(node.id, _UNKNOWN)
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("range", "list", "tuple") \
-            and not node.keywords:
+    if isinstance(node, ast.Call) and getattr(node.func, "id", None) in _BUILDS and not node.keywords:
         args = [_static(a, names) for a in node.args]
-        if any(a is _UNKNOWN for a in args):
-            return _UNKNOWN
-        return {"range": range, "list": list, "tuple": tuple}[node.func.id](*args)
+        return _UNKNOWN if _UNKNOWN in args else _BUILDS[node.func.id](*args)
     try:
         return ast.literal_eval(node)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
@@ -132,52 +122,48 @@ def _static(node: ast.AST, names: dict):
 
 
 def controls(folder: Path = NOTEBOOK_DIR) -> list[Control]:
-    """Every notebook control read from the environment: each cell's `env_default` calls in the notebooks' source,
-    their arguments evaluated where they are literals or names bound to literals."""
+    """Every notebook control read from the environment: the `env_default` calls in the notebooks' source."""
     out = []
     for number, name in notebooks(folder):
-        tree = ast.parse((folder / name).read_text(encoding="utf-8"))
-        for cell in (n for n in tree.body if isinstance(n, ast.FunctionDef)):
+        cells = ast.parse((folder / name).read_text(encoding="utf-8")).body
+        for cell in (c for c in cells if isinstance(c, ast.FunctionDef)):
             names = {t.targets[0].id: _static(t.value, {}) for t in cell.body
                      if isinstance(t, ast.Assign) and len(t.targets) == 1 and isinstance(t.targets[0], ast.Name)}
             for call in ast.walk(cell):
                 func = getattr(call, "func", None)
-                if not (isinstance(call, ast.Call) and getattr(func, "attr", getattr(func, "id", None)) == "env_default"):
-                    continue
-                args = [_static(a, names) for a in call.args]
-                kw = {k.arg: _static(k.value, names) for k in call.keywords}
-                default, allowed = (args + [_UNKNOWN, None])[1:3]
-                if default is _UNKNOWN:     # computed by the notebook: the kind its options have
-                    default = next(iter(allowed), None) if allowed not in (None, _UNKNOWN) else None
-                out.append(Control(number, args[0], default, None if allowed is _UNKNOWN else allowed,
-                                   kw.get("lo"), kw.get("hi")))
+                if isinstance(call, ast.Call) and getattr(func, "attr", getattr(func, "id", None)) == "env_default":
+                    args = [_static(a, names) for a in call.args] + [_UNKNOWN, None]
+                    kw = {k.arg: _static(k.value, names) for k in call.keywords}
+                    default, allowed = args[1], None if args[2] is _UNKNOWN else args[2]
+                    if default is _UNKNOWN:     # computed by the notebook: the kind its options have
+                        default = next(iter(allowed), None) if allowed is not None else None
+                    out.append(Control(number, args[0], default, allowed, kw.get("lo"), kw.get("hi")))
     return out
 
 
+def _refusal(read) -> str | None:
+    """What `read()` refuses with (a ValueError's line), or None."""
+    try:
+        read()
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
 def setting_problems(folder: Path = NOTEBOOK_DIR) -> list[str]:
-    """One line for each WORKSHOP_* variable set here that its reader refuses (in its words), then one for each
-    that nothing reads."""
+    """A line per WORKSHOP_* variable set here that its reader refuses (in its words), then per one nothing reads."""
     readers = (pick_device, lambda: resolve_profile(device="cpu"), env_dtype, hub_model_id, cache_dir,
                lambda: env.flag("WORKSHOP_COMPILE"), lambda: env.flag("WORKSHOP_BENCH_COMPILE"),
-               lambda: env.folder("WORKSHOP_FIGURES_DIR"), lambda: env.folder("WORKSHOP_REPLAY_RECORD"), env.cell_timeout, lambda: env.url("WORKSHOP_REPO_URL"))
-    problems = []
-    for read in readers:
-        try:
-            read()
-        except ValueError as exc:
-            problems.append(str(exc))
+               lambda: env.folder("WORKSHOP_FIGURES_DIR"), lambda: env.folder("WORKSHOP_REPLAY_RECORD"),
+               env.cell_timeout, lambda: env.url("WORKSHOP_REPO_URL"))
+    problems = [p for p in map(_refusal, readers) if p]
     found = controls(folder)
-    for c in found:
-        if (c.allowed is not None or None not in (c.lo, c.hi)) and env.text(c.name) is not None:
-            try:
-                env.control(c.name, c.default, c.allowed, lo=c.lo, hi=c.hi)
-            except ValueError as exc:
-                problems.append(f"{exc} (notebook {c.notebook})")
+    problems += [f"{p} (notebook {c.notebook})" for c in found
+                 if (c.allowed is not None or None not in (c.lo, c.hi)) and env.text(c.name) is not None
+                 and (p := _refusal(lambda: env.control(c.name, c.default, c.allowed, lo=c.lo, hi=c.hi)))]
     known = set(env.VARIABLES) | {c.name for c in found}
-    unread = sorted(k for k in os.environ if k.startswith("WORKSHOP_") and k not in known)
-    if not notebooks(folder):      # helpers installed without the notebooks (pip on Colab): controls unknown
-        unread = []
-    for name in unread:
+    # helpers installed without the notebooks (pip on Colab): the controls are unknown, so none is called unread
+    for name in sorted(k for k in os.environ if k.startswith("WORKSHOP_") and k not in known) if found else ():
         close = difflib.get_close_matches(name, sorted(known), n=1)
         problems.append(f"{name} is set but the workshop reads no such variable"
                         + (f"; did you mean {close[0]}?" if close else "")
@@ -186,14 +172,9 @@ def setting_problems(folder: Path = NOTEBOOK_DIR) -> list[str]:
 
 
 def summary() -> dict:
-    """Everything the preflight notebook shows, as plain data; it always answers (with a refused device or
-    profile, the machine as auto sees it, and the refusals under ``problems``)."""
-    problems, refused = setting_problems(), False
-    try:
-        dev = pick_device()
-    except ValueError:
-        dev, refused = pick_device("auto"), True
-    info = device_info(dev)
+    """Everything notebook 00 shows, as data; it always answers (a refused setting listed under ``problems``)."""
+    refused = _refusal(pick_device) is not None
+    dev = pick_device("auto") if refused else pick_device()
     try:
         profile, reason = resolve_profile(device=dev)
     except ValueError:
@@ -207,22 +188,19 @@ def summary() -> dict:
         weights, available, where = str(exc), False, None
     if not available and dev != "cuda":
         weights += " No CUDA GPU here, so no profile needs these weights on this machine."
-    return {"device": info.to_dict(), "profile": profile, "reason": reason,
+    return {"device": device_info(dev).to_dict(), "profile": profile, "reason": reason,
             "weights": {"available": available, "where": where, "message": weights},
-            "versions": library_versions(), "problems": problems}
+            "versions": library_versions(), "problems": setting_problems()}
 
 
 def training_time() -> dict | None:
     """{"seconds", "threads"} of training `tiny-trained` here, from its log; None before, or with a refused cache."""
     from .measure import training
 
-    try:
-        folder = training.trained_folder()
-    except ValueError:  # a refused setting (WORKSHOP_CACHE): listed under problems
+    try:    # not trained yet (no log), or a refused WORKSHOP_CACHE (listed under problems)
+        log = training.log(training.trained_folder())
+    except (ValueError, FileNotFoundError):
         return None
-    if not (folder / "training.json").exists():
-        return None
-    log = training.log(folder)
     return {"seconds": float(log["train_wall_s"]), "threads": int(log["torch_threads"])}
 
 
@@ -231,39 +209,35 @@ def machine_rows(info: dict, trained: dict | None = None) -> list[dict]:
     from .formulas.units import fmt_bytes
 
     dev = info["device"]
-    rows = [("device", f"{dev['kind']}: {dev['name']}"),
-            ("memory (total)", fmt_bytes(dev["total_memory"]) if dev.get("total_memory") else "–"),
-            ("memory (free now)", fmt_bytes(dev["free_memory"]) if dev.get("free_memory") else "–"),
-            ("CPU threads / CUDA SMs", str(dev.get("cores") or "–")), ("CUDA capability", dev.get("capability") or "–"),
-            ("profile", info["profile"]), ("tiny-trained: training here, once",
-                                          f"{trained['seconds']:,.0f} s on {trained['threads']} threads" if trained else "–")]
-    return [{"what": k, "this machine": v} for k, v in rows]
+    rows = {"device": f"{dev['kind']}: {dev['name']}",
+            "memory (total)": dev.get("total_memory") and fmt_bytes(dev["total_memory"]),
+            "memory (free now)": dev.get("free_memory") and fmt_bytes(dev["free_memory"]),
+            "CPU threads / CUDA SMs": dev.get("cores") and str(dev["cores"]), "CUDA capability": dev.get("capability"),
+            "profile": info["profile"], "tiny-trained: training here, once":
+                trained and f"{trained['seconds']:,.0f} s on {trained['threads']} threads"}
+    return [{"what": k, "this machine": v or "–"} for k, v in rows.items()]
 
 
 def go_no_go_rows(model_ok: bool, versions: dict[str, str], device: str, folder: Path = NOTEBOOK_DIR) -> list[dict]:
     """go_no_go here, beside what the same rules give on a CUDA GPU with a model that loads."""
-    cuda = {r["notebook"]: r for r in go_no_go(True, versions, "cuda", folder)}
+    cuda = {r["notebook"]: r["verdict"] for r in go_no_go(True, versions, "cuda", folder)}
     return [{"notebook": r["notebook"], "here": r["verdict"], "why": r["why"],
-             "on a CUDA GPU (computed)": cuda[r["notebook"]]["verdict"]} for r in go_no_go(model_ok, versions, device, folder)]
+             "on a CUDA GPU (computed)": cuda[r["notebook"]]}
+            for r in go_no_go(model_ok, versions, device, folder)]
 
 
 def profile_refusal(value: str) -> str | None:
-    """What ``resolve_profile`` raises (the preflight's problem, every notebook's stop) for WORKSHOP_PROFILE=`value`;
-    None when it is a profile."""
+    """What ``resolve_profile`` raises for WORKSHOP_PROFILE=`value` (every notebook's stop), or None."""
     from unittest import mock
 
     with mock.patch.dict(os.environ, {"WORKSHOP_PROFILE": value}):
-        try:
-            resolve_profile(device="cpu")
-        except ValueError as exc:
-            return str(exc)
-    return None
+        return _refusal(lambda: resolve_profile(device="cpu"))
 
 
 def notes(info: dict) -> list[str]:
     """Notebook 00's lines under its machine table (markdown): refused settings, why this profile, the weights."""
-    lines = [f"⛔ **Setting refused:** {p}" for p in info["problems"]]
     weights, fix = split_fix(info["weights"]["message"])
+    lines = [f"⛔ **Setting refused:** {p}" for p in info["problems"]]
     lines += [f"**Why this profile:** {info['reason']}", f"**Mistral 7B weights:** {weights}"]
     if fix:
         lines += [f"**The fix, whole:** {fix}",

@@ -103,9 +103,9 @@ def _rebuild(name: str, fields: dict) -> Any:
         raise ValueError(f"{name} is not a result type (a dataclass)")
     have = {f.name: f for f in dataclasses.fields(cls)}
     # a field gained since, with a default, reads as its default: a record stays readable as results grow
-    defaulted = {n for n, f in have.items() if f.default is not dataclasses.MISSING
-                 or f.default_factory is not dataclasses.MISSING}
-    gone, new = sorted(set(fields) - set(have)), sorted(set(have) - set(fields) - defaulted)
+    gone = sorted(set(fields) - set(have))
+    new = sorted(n for n, f in have.items() if n not in fields and f.default is dataclasses.MISSING
+                 and f.default_factory is dataclasses.MISSING)
     if gone or new:
         raise ValueError(f"the result type {qualname} changed since it was recorded"
                          f"{f' (recorded fields it no longer has: {gone})' if gone else ''}"
@@ -120,10 +120,8 @@ def _rebuild(name: str, fields: dict) -> Any:
 def _frame(spec: dict):
     import pandas as pd
 
-    columns = [decode(c) for c in spec["columns"]]
-    rows = [[decode(v) for v in row] for row in spec["data"]]
-    index = None if spec.get("index") is None else [decode(i) for i in spec["index"]]
-    df = pd.DataFrame(rows, columns=columns, index=index)
+    df = pd.DataFrame([[decode(v) for v in row] for row in spec["data"]], columns=[decode(c) for c in spec["columns"]],
+                      index=None if spec.get("index") is None else [decode(i) for i in spec["index"]])
     for col, dtype in zip(df.columns, spec["dtypes"]):
         if dtype != "object" and str(df[col].dtype) != dtype:
             try:
@@ -143,7 +141,7 @@ def decode(data: Any) -> Any:
         if "$tuple" in data:
             return tuple(decode(v) for v in data["$tuple"])
         if "$dict" in data:
-            return {_hashable(decode(k)): decode(v) for k, v in data["$dict"]}
+            return {decode(k): decode(v) for k, v in data["$dict"]}
         if "$float" in data:
             return float(data["$float"])
         if "$frame" in data:
@@ -156,10 +154,6 @@ def decode(data: Any) -> Any:
             return _rebuild(str(data["$dataclass"]), dict(data.get("fields") or {}))
         raise ValueError(f"unknown tag {next(iter(data))!r}")
     return {k: decode(v) for k, v in data.items()}
-
-
-def _hashable(key):
-    return tuple(_hashable(k) for k in key) if isinstance(key, list) else key
 
 
 def load(path: Path | str, kind: str | None = None, roots: Iterable[Path] | None = None) -> dict:
@@ -178,9 +172,7 @@ def load(path: Path | str, kind: str | None = None, roots: Iterable[Path] | None
             raise RecordError(f"{where} is not a file")
         if size > MAX_BYTES:
             raise RecordError(f"{where} is {size:,} bytes, more than a record's {MAX_BYTES:,}")
-        with open(path, "rb") as f:
-            raw = f.read(MAX_BYTES + 1)
-        data = json.loads(raw.decode("utf-8"), parse_constant=_no_constant, parse_float=_finite)
+        data = json.loads(path.read_bytes().decode("utf-8"), parse_constant=_no_constant, parse_float=_finite)
     except RecordError:
         raise
     except OSError as exc:
@@ -244,8 +236,7 @@ def write_atomic(path: Path | str, data: str | bytes) -> Path:
 
 
 def each(pattern: str, kind: str, results: Path | str | None = None, skipped: list[str] | None = None) -> list[tuple[Path, dict]]:
-    """[(path, record)] of every `kind` record matching `pattern` under `results` (default RESULTS: e.g.
-    '*/meta.json', one per record folder), by path; one that does not load is left out, why appended to `skipped`."""
+    """[(path, record)] of the `kind` records matching `pattern` under `results`; why each other one fails → `skipped`."""
     results = Path(results or RESULTS)
     out = []
     for path in sorted(results.glob(pattern)):

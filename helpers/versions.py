@@ -32,7 +32,7 @@ def version_tuple(version: str) -> tuple[int, ...]:
     m = re.match(r"\s*v?(\d+(?:\.\d+)*)", version)
     if not m:
         raise ValueError(f"not a version number: {version!r}")
-    return tuple(int(p) for p in m.group(1).split("."))
+    return tuple(map(int, m.group(1).split(".")))
 
 
 def requirement(name: str) -> str:
@@ -43,11 +43,8 @@ def requirement(name: str) -> str:
 
 def problem(name: str, found: str | None) -> str | None:
     """One line saying why `found` (a version of `name`) will not do, or None; one not installed fails where used."""
-    if found is None:
-        return None
     low, high, why = FLOORS[name]
-    v = version_tuple(found)
-    if v >= version_tuple(low) and (high is None or v < version_tuple(high)):
+    if found is None or version_tuple(low) <= version_tuple(found) < version_tuple(high or "999"):
         return None
     fix = f'pip install -U "{requirement(name)}"' if name != "torch" else f"install torch {low} or newer"
     return (f"helpers needs {requirement(name)} ({why}), found {name} {found}; "
@@ -64,8 +61,7 @@ def installed(name: str) -> str | None:
 
 def require() -> None:
     """Raise LibraryVersionError (one line) for a library outside FLOORS, from package metadata (no import)."""
-    for name in FLOORS:
-        line = problem(name, installed(name))
+    for line in (problem(name, installed(name)) for name in FLOORS):
         if line:
             raise LibraryVersionError(line)
 
@@ -75,24 +71,21 @@ LIBRARIES = ("torch", "transformers", "accelerate", "bitsandbytes", "mistral_com
              "pandas", "matplotlib", "numpy", "huggingface_hub")
 
 
+def _imported(name: str) -> str:
+    try:
+        return getattr(importlib.import_module(name), "__version__", "installed")
+    except Exception as exc:  # noqa: BLE001 - a broken import is a finding, not a crash
+        return f"missing ({type(exc).__name__})"
+
+
 def library_versions(extra: tuple[str, ...] = ()) -> dict[str, str]:
-    """Python's version and each of LIBRARIES' (imported; 'missing (...)' when it does not import), then each
-    distribution in `extra` (the benchmark's servers and clients, from metadata; 'not installed')."""
-    out = {"python": platform.python_version()}
-    for name in LIBRARIES:
-        try:
-            mod = importlib.import_module(name)
-            out[name] = getattr(mod, "__version__", "installed")
-        except Exception as exc:  # noqa: BLE001 - a broken import is a finding, not a crash
-            out[name] = f"missing ({type(exc).__name__})"
-    for name in extra:
-        out[name] = installed(name) or "not installed"
-    return out
+    """Python's, each of LIBRARIES' (imported, or 'missing (…)'), then each of `extra`'s (metadata, or 'not installed')."""
+    return {"python": platform.python_version(), **{name: _imported(name) for name in LIBRARIES},
+            **{name: installed(name) or "not installed" for name in extra}}
 
 
 def git_commit() -> str | None:
-    """The commit every record notes: RECORD_COMMIT when set (a GPU host gets a copy, not the repository), else
-    `git rev-parse HEAD`; None outside a git checkout."""
+    """The commit a record notes: RECORD_COMMIT (a GPU host's copy has no .git), else `git rev-parse HEAD`, or None."""
     given = os.environ.get("RECORD_COMMIT", "").strip()
     if given:
         return given
@@ -101,4 +94,3 @@ def git_commit() -> str | None:
                               cwd=Path(__file__).resolve().parent.parent).stdout.strip() or None
     except (OSError, subprocess.SubprocessError):
         return None
-

@@ -21,7 +21,7 @@ with app.setup:
     from helpers.measure import models
     from helpers.present import expected, learner, notebook, plots, replay, run_times
     from helpers.present.glossary import term
-    from helpers.parallel import collectives, disagg, links, offload, tp_demo, views as par_views
+    from helpers.parallel import collectives, disagg, links, tp_demo, views as par_views
     from helpers.parallel import plan as par
 
     notebook.setup()
@@ -175,7 +175,7 @@ def _():
 def _(tp_batch):
     scaling = {kind: par.tp_scaling("mistral-7b-v0.1", "H100 SXM", batch=int(tp_batch.value), context=4096, link=kind)
                for kind in ("nvlink", "pcie")}
-    plots.table(par_views.scaling_frame(scaling), f"computed from mistral-7b-v0.1 config.json, bf16, H100 SXM, batch "
+    plots.table(par_views.frame([_r for _rows in scaling.values() for _r in _rows], par_views.TP_COLUMNS), f"computed from mistral-7b-v0.1 config.json, bf16, H100 SXM, batch "
                                                   f"{tp_batch.value}, efficiency {par.DEFAULT_EFFICIENCY:g} at every N")
     return (scaling,)
 
@@ -246,7 +246,7 @@ def _(pp_micro):
     _m = int(pp_micro.value)
     pp_steps = {(tp, pp, mb): par.parallel_step("llama-3.1-8b", "H100 SXM", tp, pp, mb, 32, 8192)
                 for tp, pp, mb in ((1, 1, 1), (1, 2, 1), (1, 2, _m), (1, 4, 1), (1, 4, _m), (2, 2, _m), (4, 1, 1))}
-    plots.table(par_views.pipeline_frame(pp_steps.values()), "computed from llama-3.1-8b config.json, bf16, H100 SXM, "
+    plots.table(par_views.frame(pp_steps.values(), par_views.PIPELINE_COLUMNS), "computed from llama-3.1-8b config.json, bf16, H100 SXM, "
                                                              f"NVLink, 8,192 tokens, efficiency {par.DEFAULT_EFFICIENCY:g}")
     return (pp_steps,)
 
@@ -290,7 +290,7 @@ def _():
 @app.cell
 def _():
     moe_steps = par.moe_rows("deepseek-v3", "H200", batches=(1, 8, 32, 128, 512), ep=8, weight_dtype="fp8")
-    plots.table(par_views.moe_frame(moe_steps), "computed from deepseek-v3 config.json, fp8, 8 × H200, NVLink; "
+    plots.table(moe_steps, "computed from deepseek-v3 config.json, fp8, 8 × H200, NVLink; "
                                                 "uniform independent routing")
     return (moe_steps,)
 
@@ -438,12 +438,12 @@ def _():
 
 @app.cell
 def _():
-    offload_computed = offload.offload_steps("llama-3.1-8b", "H100 SXM", contexts=(4096, 32768, 131072))
+    offload_computed = disagg.offload_steps("llama-3.1-8b", "H100 SXM", contexts=(4096, 32768, 131072))
     mo.vstack([mo.md(f"""
     ## 7 · KV offload
 
     An offloaded cache lives in host memory: a step brings it over PCIe instead of reading it from {term("HBM")}.
-    """), plots.table(par_views.offload_frame(offload_computed),
+    """), plots.table(offload_computed,
                       "computed from llama-3.1-8b config.json, bf16 KV, batch 1, H100 SXM HBM against PCIe Gen5 each way"),
                mo.md("""
     **What you should see.** The two times' ratio is HBM's bandwidth ÷ the link's at every context: capacity,

@@ -76,7 +76,7 @@ def test_dtype_spellings_the_library_accepts(spelling):
 
 @pytest.mark.parametrize("args,needle", [
     (["kv", "--model", "mistral-7b-v0.1", "--dtype", "fp6"], "unknown dtype 'fp6'; allowed: fp32, bf16"),
-    (["kv", "--model", "mistral-7b-v0.1", "--tokens", "1" + "0" * 400], "expected a whole number from 1 to"),
+    (["kv", "--model", "mistral-7b-v0.1", "--tokens", "1" + "0" * 400], "must be a positive whole number from 1 to"),
     (["kv", "--model", "mistral-7b-v0.1", "--tokens", "2000000000"], "from 1 to 1,000,000,000, got '2000000000'"),
     (["capacity", "--model", "mistral-7b-v0.1", "--gpu", "all", "--context", "4096", "--slo-ms", "nan"],
      "must be a positive finite number, at most 1,000,000,000, got 'nan'"),

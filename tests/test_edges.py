@@ -79,7 +79,7 @@ def test_slides_build_says_what_to_run_first(capsys, tmp_path, monkeypatch):
 @pytest.mark.parametrize("argv, needle", [
     (["bogus"], "error: python scripts/notebooks.py: argument cmd: invalid choice: 'bogus'"),
     ([], "error: python scripts/notebooks.py: the following arguments are required: cmd"),
-    (["run", "--timeout", "abc"], "error: python scripts/notebooks.py run: argument --timeout: expected a whole number"),
+    (["run", "--timeout", "abc"], "error: python scripts/notebooks.py run: argument --timeout: must be a positive whole number"),
 ])
 def test_notebooks_script_argument_errors_are_one_line(capsys, monkeypatch, argv, needle):
     notebooks = script("scripts/notebooks.py")     # argparse printed its usage too: two lines

@@ -127,8 +127,8 @@ def test_the_glossary_links_are_the_catalogued_ones():
     from helpers.parallel.links import get_link
 
     nv, pc, ib = (get_link("H100 SXM", k, 8) for k in ("nvlink", "pcie", "infiniband"))
-    assert f"{nv.bidirectional_gbs:g} GB/s for an H100 SXM's NVLink 4, {nv.bandwidth / 1e9:g} GB/s each way" in TEXT
-    assert f"PCIe Gen5 x16 link: {pc.bidirectional_gbs:g} GB/s both ways, {pc.bandwidth / 1e9:g} GB/s each way" in TEXT
+    assert f"{2 * nv.bandwidth / 1e9:g} GB/s for an H100 SXM's NVLink 4, {nv.bandwidth / 1e9:g} GB/s each way" in TEXT
+    assert f"PCIe Gen5 x16 link: {2 * pc.bandwidth / 1e9:g} GB/s both ways, {pc.bandwidth / 1e9:g} GB/s each way" in TEXT
     assert f"400 Gb/s, {ib.bandwidth / 1e9:g} GB/s each way" in TEXT and "NDR 400" in ib.name
 
 

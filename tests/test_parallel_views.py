@@ -83,7 +83,7 @@ def test_links_and_moe_frames():
     assert links["GB/s each way"].tolist() == [450, 64, 50]
     from helpers.parallel.plan import moe_rows
 
-    frame = views.moe_frame(moe_rows("deepseek-v3", "H200", batches=(1,), ep=8, weight_dtype="fp8"))
+    frame = moe_rows("deepseek-v3", "H200", batches=(1,), ep=8, weight_dtype="fp8")
     assert frame["all-to-all share, busiest GPU"].iloc[0] < frame["all-to-all share, mean GPU"].iloc[0]
 
 

@@ -1,33 +1,25 @@
 """Disaggregated prefill and decode from the planner's step times: TTFT and ITL on G GPUs that share both
 phases and on the same GPUs split into prefill and decode GPUs (DistServe, arXiv:2401.09670; Splitwise,
-arXiv:2311.18677). Requests of P prompt and O output tokens arrive at λ per second (Poisson), spread evenly,
-in steady state::
+arXiv:2311.18677). Requests of P prompt and O output tokens arrive at λ per second (Poisson), in steady state::
 
     t_p    = plan(prompt_tokens=P).prefill_s        one prompt's prefill on one GPU
     t_d(b) = plan(batch=b, context=P + O/2).step_s   one decode step of b sequences at their mean context
 
-Shared, G GPUs (each prefills its requests whole, without chunking, before its next decode step)::
+    shared, G GPUs (each prefills a request whole before its next decode step):
+        ρ = λ · t_p ÷ G,  ITL = t_d(b) ÷ (1 − ρ),  b = λ · O · ITL ÷ G (Little's law),  longest gap = t_d(b) + t_p
+    split, P prefill and D = G − P decode GPUs, each request's KV cache crossing `link` once:
+        ρ = λ · t_p ÷ P,  b = λ · O · t_d(b) ÷ D,  ITL = t_d(b) + send(KV) ÷ (O − 1),  longest gap = t_d(b) + send(KV)
+    both, ρ the prefill load: TTFT = t_p + ρ · t_p ÷ (2 · (1 − ρ)), the prefill and an M/D/1 queue's mean wait
 
-    load ρ  = λ · t_p ÷ G                  the share of a GPU's time spent prefilling
-    ITL     = t_d(b) ÷ (1 − ρ)             decode steps fill the time the prefills leave
-    b       = λ · O · ITL ÷ G              sequences decoding on a GPU (Little's law; solved with ITL)
-    longest gap = t_d(b) + t_p             the gap between two tokens that holds one prefill
-
-Split, P prefill GPUs and D = G − P decode GPUs; each request's KV cache crosses `link` once::
-
-    load ρ  = λ · t_p ÷ P
-    b       = λ · O · t_d(b) ÷ D
-    ITL     = t_d(b) + send(KV) ÷ (O − 1)  the transfer delays the second token, once per request
-    longest gap = t_d(b) + send(KV)
-
-Both: TTFT = t_p + ρ · t_p ÷ (2 · (1 − ρ)), the prefill plus an M/D/1 queue's mean wait (Pollaczek–Khinchine);
-ITL = (last − first token) ÷ (O − 1). NaN where ρ ≥ 1 or the decode batch outgrows the KV cache. Engines that
-chunk prefills (vLLM V1, SGLang) stall for one chunk instead of t_p.
+NaN where ρ ≥ 1 or the decode batch outgrows the KV cache. Engines that chunk prefills (vLLM V1, SGLang) stall
+for one chunk instead of t_p. KV offload (offload_steps): a cache in host memory comes over PCIe each step.
 """
 from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+
+import pandas as pd
 
 from .. import checks
 from ..capacity.planner import DEFAULT_EFFICIENCY, plan
@@ -57,24 +49,9 @@ class Deployment:
     decode_step_s: float         # t_d at the decode batch
 
 
-def _solve(rate: float, output: int, gpus: int, step, stretch: float, max_batch: int) -> tuple[float, float]:
-    """(b, t_d(n)) for the fewest slots n with b = rate · output · t_d(n) · stretch ÷ gpus ≤ n (Little's law);
-    NaN when no batch the KV cache holds keeps up."""
-    for n in range(1, max_batch + 1):
-        b = rate * output * step(n) * stretch / gpus
-        if b <= n:
-            return b, step(n)
-    return NAN, NAN
-
-
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=4096)     # shared by the calls of deployments() at each arrival rate
 def _step_s(spec, gpu, weight_dtype: str, kv_dtype: str, context: int, batch: int, efficiency: float) -> float:
     return plan(spec, gpu, 1, weight_dtype, kv_dtype, context, batch, efficiency=efficiency).step_s
-
-
-def _queued(t_p: float, load: float) -> float:
-    """A prefill plus the mean wait of an M/D/1 queue at that load (NaN at a load ≥ 1)."""
-    return t_p + load * t_p / (2 * (1 - load)) if load < 1 else NAN
 
 
 def deployments(model, gpu, gpus: int = 4, rate: float = 8.0, prompt: int = 4096, output: int = 128,
@@ -95,22 +72,28 @@ def deployments(model, gpu, gpus: int = 4, rate: float = 8.0, prompt: int = 4096
         return _step_s(spec, g.name, weight_dtype, kv_dtype, context, b, efficiency)
 
     t_p = first.prefill_s
-    kv_link = link if isinstance(link, Link) else get_link(g, link, 2)
-    send = send_s(kv_cache_bytes(spec, prompt, 1, kv_dtype), kv_link)
+    send = send_s(kv_cache_bytes(spec, prompt, 1, kv_dtype), get_link(g, link, 2))
     out = []
-    load = rate * t_p / gpus
-    if load < 1:
-        b, t_d = _solve(rate, output, gpus, step, 1 / (1 - load), first.max_batch)
-        itl = t_d / (1 - load)
-    else:
-        b = t_d = itl = NAN
-    out.append(Deployment(f"shared {gpus}", gpus, gpus, load, b, _queued(t_p, load) if b == b else NAN, itl,
-                          t_d + t_p, 0.0, t_p, t_d))
-    for p in range(1, gpus):
-        d = gpus - p
-        load = rate * t_p / p
-        b, t_d = _solve(rate, output, d, step, 1.0, first.max_batch) if load < 1 else (NAN, NAN)
-        ok = load < 1 and b == b
-        out.append(Deployment(f"split {p} + {d}", p, d, load, b, _queued(t_p, load) if ok else NAN,
-                              t_d + send / (output - 1) if ok else NAN, t_d + send if ok else NAN, send, t_p, t_d))
+    for p in range(gpus):                  # p = 0: the shared pool, every GPU doing both
+        pre, dec, hop = (gpus, gpus, 0.0) if p == 0 else (p, gpus - p, send)
+        load = rate * t_p / pre
+        stretch = 1 / (1 - load) if p == 0 and load < 1 else 1.0
+        b = t_d = NAN                      # the fewest slots n that hold the b = λ · O · t_d(n) · stretch ÷ D sequences
+        for n in range(1, first.max_batch + 1) if load < 1 else ():
+            if (need := rate * output * step(n) * stretch / dec) <= n:
+                b, t_d = need, step(n)
+                break
+        out.append(Deployment(f"shared {gpus}" if p == 0 else f"split {p} + {dec}", pre, dec, load, b,
+                              t_p + load * t_p / (2 * (1 - load)) if b == b else NAN,   # the M/D/1 queue's wait
+                              t_d * stretch if p == 0 else t_d + send / (output - 1),
+                              t_d + (t_p if p == 0 else send), hop, t_p, t_d))
     return out
+
+
+def offload_steps(model, gpu, contexts=(4096, 32768, 131072), batch: int = 1, kv_dtype: str = "bf16") -> pd.DataFrame:
+    """Per decode step, one row per context: the KV cache's bytes read from HBM against brought over PCIe."""
+    spec, g = get_spec(model), get_gpu(gpu)
+    pcie = get_link(g, "pcie").bandwidth
+    kv = {c: kv_cache_bytes(spec, c, batch, kv_dtype) for c in contexts}
+    return pd.DataFrame([(c, b / 1e9, b / g.bandwidth * 1e3, b / pcie * 1e3, g.bandwidth / pcie) for c, b in kv.items()],
+                        columns=["context (tokens)", "KV cache GB", "from HBM ms", "over PCIe ms", "PCIe ÷ HBM time"])

@@ -1,33 +1,27 @@
 """Tensor, pipeline and expert parallelism with their communication, on top of the capacity planner.
 
-Tensor parallelism over T GPUs (Megatron-LM, Shoeybi et al. 2019, arXiv:1909.08053, §3): each
-layer's attention and MLP end in a row-parallel matmul whose partial sums the T GPUs add up — **two
-all-reduces per layer**, each of the step's activations, batch × hidden × 2 bytes (bf16) in a decode
-step. Pipeline parallelism over P stages (GPipe, Huang et al. 2019, arXiv:1811.06965, §2.2): each
-stage holds L/P layers; a batch cut into m micro-batches flows through the stages, and the first
-and last stages idle while the pipeline fills and drains — the **bubble**, (P−1)/(m+P−1) of the time.
-
-A decode step (every figure from helpers.capacity.planner.plan, the one owner of the step's floor,
-and helpers.parallel.collectives)::
+Tensor parallelism over T GPUs (Megatron-LM, arXiv:1909.08053, §3): each layer's attention and MLP end in a
+row-parallel matmul whose partial sums the T GPUs add up — **two all-reduces per layer** of the step's
+activations, batch × hidden × 2 bytes (bf16). Pipeline parallelism over P stages (GPipe, arXiv:1811.06965,
+§2.2): each stage holds L/P layers; a batch cut into m micro-batches flows through them, and the stages idle
+while the pipeline fills and drains — the **bubble**, (P−1)/(m+P−1) of the time. A decode step (the floor from
+helpers.capacity.planner.plan, the communication from helpers.parallel.collectives)::
 
     slot       = plan(T GPUs, P stages, batch b/m).step ÷ P          one micro-batch through one stage
                + 2 · L/P · all_reduce(b/m × hidden × 2 B, T, link)     tensor parallel's all-reduces
                + send(b/m × hidden × 2 B, link)                        to the next stage (P > 1)
     step       = (m + P − 1) · slot                                    one batch through the pipeline
-    steady     = m · slot                                              the pipeline kept full (engines
-                                                                       keep P batches in flight)
+    steady     = m · slot                                              the pipeline kept full
     communication share = (all-reduces + send) ÷ slot
 
-A micro-batch's next token enters the first stage only once its last one has left the last stage, so the
-pipeline is full with max(m, P) micro-batches in flight, whose KV cache must fit (else the "pipeline full"
-figures are None). A group talks over one server's link up to GPUS_PER_SERVER GPUs, the cluster's beyond.
-Each GPU holds 1/(T·P) of the weights and 1/P of its tensor-parallel share of the KV cache; the stages are
+The pipeline is full with max(m, P) micro-batches in flight (a micro-batch's next token enters the first
+stage once its last one has left the last), whose KV cache must fit, else the "pipeline full" figures are
+None. Up to GPUS_PER_SERVER GPUs talk over one server's link, beyond it over the cluster's. The stages are
 taken as equal and the communication as not overlapped with compute (the upper side).
 
-Expert parallelism over E GPUs for an MoE model (DeepSeek-V3 report, arXiv:2412.19437, §3.4): the
-routed experts are split over the GPUs; each token's hidden state goes to the GPUs of its k experts
-and comes back — **two all-to-alls per MoE layer** of (tokens per GPU) × k × hidden × 2 bytes. How
-many experts a step reads grows with the batch (helpers.formulas.stepcost.experts_touched).
+Expert parallelism over E GPUs (DeepSeek-V3 report, arXiv:2412.19437, §3.4): each token's hidden state goes
+to the GPUs of its k experts and back — **two all-to-alls per MoE layer** of (tokens per GPU) × k × hidden ×
+2 bytes; the experts a step reads grow with the batch (helpers.formulas.stepcost.experts_touched).
 """
 from __future__ import annotations
 
@@ -36,6 +30,8 @@ import math
 import re
 from dataclasses import asdict, dataclass, replace
 from fractions import Fraction
+
+import pandas as pd
 
 from .. import checks
 from ..capacity.planner import DEFAULT_EFFICIENCY, plan
@@ -54,10 +50,6 @@ def bubble_share(pp: int, micro_batches: int) -> float:
     """The share of a step each stage idles while the micro-batches fill and drain the pipeline, (P−1)/(m+P−1)."""
     pp, m = checks.count(pp, "pp"), checks.count(micro_batches, "micro-batches")
     return (pp - 1) / (m + pp - 1)
-
-
-def _link(gpu, link, gpus: int) -> Link:
-    return link if isinstance(link, Link) else get_link(gpu, link, gpus)
 
 
 @dataclass(frozen=True)
@@ -106,8 +98,7 @@ def parallel_step(model, gpu, tp: int = 1, pp: int = 1, micro_batches: int = 1, 
     """The decode step on tp × pp GPUs with its communication (module docstring). link: the tensor-parallel
     group's (a Link, a kind, or None: the fastest that joins tp GPUs); pp_link: between stages (default: the
     same while the tp × pp GPUs fit in one server, else the cluster's)."""
-    spec = get_spec(model)
-    g = get_gpu(gpu)
+    spec, g = get_spec(model), get_gpu(gpu)
     tp, pp = checks.count(tp, "tp"), checks.count(pp, "pp")
     micro_batches, batch = checks.count(micro_batches, "micro-batches"), checks.count(batch, "batch")
     if pp > spec.num_layers:
@@ -116,11 +107,10 @@ def parallel_step(model, gpu, tp: int = 1, pp: int = 1, micro_batches: int = 1, 
         raise ValueError(f"batch {batch} does not split into {micro_batches} equal micro-batches; "
                          "give a batch divisible by the micro-batches")
     whole = plan(spec, g, tp, weight_dtype, kv_dtype, context, batch, efficiency=efficiency, pipeline_stages=pp)
-    tp_link = _link(g, link, tp)
-    stage_link = None
-    if pp > 1:  # the stages span tp × pp GPUs: one server's link while they fit in one, else the cluster's
-        kind = pp_link if pp_link is not None else link if tp * pp <= GPUS_PER_SERVER else None
-        stage_link = _link(g, kind, tp * pp)
+    tp_link = get_link(g, link, tp)
+    # the stages span tp × pp GPUs: one server's link while they fit in one, else the cluster's
+    stage_link = get_link(g, pp_link if pp_link is not None else link if tp * pp <= GPUS_PER_SERVER else None,
+                          tp * pp) if pp > 1 else None
     mb = batch // micro_batches
     in_flight = max(micro_batches, pp) * mb
     out = ParallelStep(spec.name, g.name, tp_link.label, tp, pp, micro_batches, batch, context, whole.fits,
@@ -131,46 +121,44 @@ def parallel_step(model, gpu, tp: int = 1, pp: int = 1, micro_batches: int = 1, 
         return out
     one = plan(spec, g, tp, weight_dtype, kv_dtype, context, mb, efficiency=efficiency, pipeline_stages=pp)
     message = mb * spec.hidden_size * ACTIVATION_BYTES
-    layers = spec.num_layers / pp
     stage = one.step_s / pp
-    reduce_s = 2 * layers * all_reduce_s(message, tp, tp_link) if tp > 1 else 0.0
+    reduce_s = 2 * spec.num_layers / pp * all_reduce_s(message, tp, tp_link) if tp > 1 else 0.0
     hop_s = send_s(message, stage_link) if pp > 1 else 0.0
     slot = stage + reduce_s + hop_s
     step = (micro_batches + pp - 1) * slot
-    out = replace(out, stage_s=stage, all_reduce_bytes=message, all_reduces_per_step=2 * spec.num_layers if tp > 1 else 0,
-                  all_reduce_s=reduce_s, send_s=hop_s, slot_s=slot, step_s=step,
-                  bubble_share=bubble_share(pp, micro_batches), communication_share=(reduce_s + hop_s) / slot,
-                  tokens_per_s=batch / step,
-                  # the planner's $ per million tokens (its $ per second over all tp × pp GPUs) at this slower step
-                  usd_per_million_tokens=whole.usd_per_million_tokens * whole.tokens_per_s * step / batch,
-                  steady_fits=in_flight <= whole.max_batch)
-    if not out.steady_fits:
-        return replace(out, steady_reason=(f"keeping the {pp} stages full takes {max(micro_batches, pp)} micro-batches "
-                                           f"of {mb} in flight, {in_flight:,} sequences of {context:,} tokens; the KV "
-                                           f"cache holds {whole.max_batch:,}"))
-    return replace(out, steady_step_s=micro_batches * slot, steady_tokens_per_s=batch / (micro_batches * slot))
+    steady = in_flight <= whole.max_batch
+    return replace(out, stage_s=stage, all_reduce_bytes=message, all_reduces_per_step=2 * spec.num_layers if tp > 1 else 0,
+                   all_reduce_s=reduce_s, send_s=hop_s, slot_s=slot, step_s=step,
+                   bubble_share=bubble_share(pp, micro_batches), communication_share=(reduce_s + hop_s) / slot,
+                   tokens_per_s=batch / step,
+                   # the planner's $ per million tokens (its $ per second over all tp × pp GPUs) at this slower step
+                   usd_per_million_tokens=whole.usd_per_million_tokens * whole.tokens_per_s * step / batch,
+                   steady_fits=steady, steady_step_s=micro_batches * slot if steady else None,
+                   steady_tokens_per_s=batch / (micro_batches * slot) if steady else None,
+                   steady_reason="" if steady else (f"keeping the {pp} stages full takes {max(micro_batches, pp)} "
+                                                    f"micro-batches of {mb} in flight, {in_flight:,} sequences of "
+                                                    f"{context:,} tokens; the KV cache holds {whole.max_batch:,}"))
 
 
 def tp_scaling(model, gpu, batch: int = 1, context: int = 4096, link: str | Link | None = None,
                counts=(1, 2, 4, 8), weight_dtype: str = "bf16", kv_dtype: str = "bf16",
                efficiency: float = DEFAULT_EFFICIENCY) -> list[TPScaling]:
-    """The decode step against the tensor-parallel degree: work, all-reduces, step and speed-up over the first
-    count that fits. Counts that do not divide the heads or do not fit are skipped; other bad input raises."""
-    counts = _counts(counts, "counts", "a tensor-parallel degree", "(1, 2, 4, 8)")
-    one = parallel_step(model, gpu, 1, 1, 1, batch, context, weight_dtype, kv_dtype, link, efficiency=efficiency)
-    rows, first = [], None
-    for n in counts:
+    """The decode step against the tensor-parallel degree, its speed-up over the first that fits (others skipped)."""
+    def step(n: int) -> ParallelStep:
+        return parallel_step(model, gpu, n, 1, 1, batch, context, weight_dtype, kv_dtype, link, efficiency=efficiency)
+
+    steps = []
+    for n in _counts(counts, "counts", "a tensor-parallel degree", "(1, 2, 4, 8)"):
         try:
-            s = parallel_step(model, gpu, n, 1, 1, batch, context, weight_dtype, kv_dtype, link, efficiency=efficiency)
-        except ValueError:
+            s = step(n)
+        except ValueError:        # a degree that does not divide the heads
             continue
-        if not s.fits:
-            continue
-        first = first or s
-        rows.append(TPScaling(n, s.link, s.stage_s * 1e3, s.all_reduce_s * 1e3, s.step_s * 1e3,
-                              s.communication_share, first.step_s / s.step_s))
-    if not rows:
-        raise ValueError(f"no tensor-parallel degree of {tuple(counts)} fits: on one GPU {one.reason}")
+        if s.fits:
+            steps.append(s)
+    if not steps:
+        raise ValueError(f"no tensor-parallel degree of {tuple(counts)} fits: on one GPU {step(1).reason}")
+    rows = [TPScaling(s.tp, s.link, s.stage_s * 1e3, s.all_reduce_s * 1e3, s.step_s * 1e3, s.communication_share,
+                      steps[0].step_s / s.step_s) for s in steps]
     return rows[:1] + [replace(row, gain_over_previous=row.speed_up / prev.speed_up) for prev, row in zip(rows, rows[1:])]
 
 
@@ -191,10 +179,7 @@ class TPScaling:
 def flattens_at(rows: list[TPScaling], gain: float = FLATTEN_GAIN) -> int | None:
     """The first degree whose step gains less than `gain`× over the previous one."""
     gain = checks.number(gain, f"gain (a factor such as {FLATTEN_GAIN})", positive=True)
-    for row in rows[1:]:
-        if row.gain_over_previous < gain:
-            return row.tp
-    return None
+    return next((row.tp for row in rows[1:] if row.gain_over_previous < gain), None)
 
 
 def busiest_gpu_experts(experts: int, k: int, ep: int, tokens: int) -> float:
@@ -237,27 +222,11 @@ def _busiest(E: int, k: int, sizes: tuple[int, ...], b: int) -> float:
     return float(expected)
 
 
-@dataclass(frozen=True)
-class MoEStep:
-    """One batch of moe_rows(): experts touched, read per GPU on average and on the busiest, their times per
-    step, the two all-to-alls per MoE layer and their share of (all-to-all + expert reads) on each."""
-
-    batch: int
-    experts_touched: float
-    experts_per_gpu: float
-    busiest_experts: float
-    expert_gb_read_per_gpu: float
-    expert_read_ms: float
-    busiest_read_ms: float
-    all_to_all_ms: float
-    all_to_all_share: float
-    busiest_all_to_all_share: float
-
-
 def moe_rows(model, gpu, batches=(1, 8, 64, 256), ep: int = 8, weight_dtype: str = "bf16",
-             link: str | Link | None = None) -> list[MoEStep]:
-    """Per decode step of an MoE model against the batch: experts touched, their reads on the mean and the
-    busiest of `ep` GPUs, and the two all-to-alls per MoE layer (dispatch, combine) over the link."""
+             link: str | Link | None = None) -> pd.DataFrame:
+    """Per decode step of an MoE model, one row per batch: the experts touched, those read on the mean and on the
+    busiest of `ep` GPUs (which the step waits for) with their times, the two all-to-alls per MoE layer (dispatch,
+    combine) over the link, and their share of (all-to-all + expert reads) on each."""
     spec = get_spec(model)
     if not spec.num_experts or not spec.experts_per_token:
         raise ValueError(f"{spec.name} is not a mixture-of-experts model (no routed experts in its config)")
@@ -267,21 +236,20 @@ def moe_rows(model, gpu, batches=(1, 8, 64, 256), ep: int = 8, weight_dtype: str
                          f"{spec.num_experts}")
     batches = _counts(batches, "batches", "a batch", "(1, 8, 64)")
     g = get_gpu(gpu)
-    lk = _link(g, link, ep)
+    lk = get_link(g, link, ep)
     moe_layers = spec.num_layers - (spec.first_k_dense_replace or 0)
     experts = expert_bytes(spec, weight_dtype)
     E, k = spec.num_experts, spec.experts_per_token
     rows = []
     for b in batches:
-        touched = experts_touched(spec, b)
-        per_gpu = math.ceil(b / ep) * k * spec.hidden_size * ACTIVATION_BYTES
-        a2a = 2 * moe_layers * all_to_all_s(per_gpu, ep, lk)
-        busiest = busiest_gpu_experts(E, k, ep, b)
-        read, top = experts * touched / ep, experts * busiest / E
-        rows.append(MoEStep(b, touched, E * touched / ep, busiest, read / 1e9, read / g.bandwidth * 1e3,
-                            top / g.bandwidth * 1e3, a2a * 1e3, a2a / (a2a + read / g.bandwidth),
-                            a2a / (a2a + top / g.bandwidth)))
-    return rows
+        touched, busiest = experts_touched(spec, b), busiest_gpu_experts(E, k, ep, b)
+        read_s, top_s = experts * touched / ep / g.bandwidth, experts * busiest / E / g.bandwidth
+        a2a = 2 * moe_layers * all_to_all_s(math.ceil(b / ep) * k * spec.hidden_size * ACTIVATION_BYTES, ep, lk)
+        rows.append((b, touched, E * touched / ep, busiest, read_s * 1e3, top_s * 1e3, a2a * 1e3, a2a / (a2a + read_s),
+                     a2a / (a2a + top_s)))
+    return pd.DataFrame(rows, columns=["batch", "experts touched", "experts per GPU, mean", "experts on the busiest GPU",
+                                       "expert reads ms, mean GPU", "expert reads ms, busiest GPU", "all-to-all ms",
+                                       "all-to-all share, mean GPU", "all-to-all share, busiest GPU"])
 
 
 def _counts(values, name: str, each: str, example: str) -> list[int]:
@@ -290,29 +258,24 @@ def _counts(values, name: str, each: str, example: str) -> list[int]:
     return [checks.count(v, each) for v in values]
 
 
-_PARALLEL = re.compile(r"^\s*(tp|pp|mb|ep)\s*=\s*([0-9]+)\s*$", re.ASCII)
+_PARALLEL = re.compile(r"^\s*(tp|pp|mb)\s*=\s*([0-9]+)\s*$", re.ASCII)
 
 
 def parse_parallel(text: str) -> dict[str, int]:
     """'tp=4,pp=2[,mb=M]' → {'tp': 4, 'pp': 2, 'mb': 1}: each key once, ASCII digits, 1 to MAX_TOKENS."""
-    out = {"tp": 1, "pp": 1, "mb": 1}
-    parts = [p for p in str(text).split(",") if p.strip()]
+    parts, seen, out = [p.strip() for p in str(text).split(",") if p.strip()], {}, {"tp": 1, "pp": 1, "mb": 1}
     if not parts:
         raise ValueError("--parallel needs tp=N and/or pp=N (and optionally mb=M), e.g. tp=4,pp=2")
-    seen: dict[str, str] = {}
     for part in parts:
         m = _PARALLEL.match(part)
-        if not m or m.group(1) == "ep":
-            raise ValueError(f"--parallel: cannot read {part.strip()[:30]!r}; write tp=N,pp=N[,mb=M] with whole "
+        if not m:
+            raise ValueError(f"--parallel: cannot read {part[:30]!r}; write tp=N,pp=N[,mb=M] with whole "
                              "numbers ≥ 1 in ASCII digits, e.g. tp=4,pp=2")
-        key, digits = m.group(1), m.group(2)
-        value = int(digits) if len(digits) <= 10 else MAX_TOKENS + 1
+        key, digits = m.groups()
         if key in seen:
-            raise ValueError(f"--parallel: {key} is given twice ({seen[key]}, {part.strip()}); give each of tp, pp, "
-                             "mb at most once")
-        seen[key] = part.strip()
-        if not 1 <= value <= MAX_TOKENS:
+            raise ValueError(f"--parallel: {key} is given twice ({seen[key]}, {part}); give each of tp, pp, mb at most once")
+        if not 1 <= (int(digits) if len(digits) <= 10 else 0) <= MAX_TOKENS:
             raise ValueError(f"--parallel: {key} must be a whole number from 1 to {MAX_TOKENS:,}, got {digits[:20]}"
                              + ("…" if len(digits) > 20 else ""))
-        out[key] = value
+        seen[key], out[key] = part, int(digits)
     return out
