@@ -328,12 +328,10 @@ def test_predict_vs_measure_with_the_measured_bandwidth(tiny):
 
 
 def test_usable_bytes_is_the_reserve_every_notebook_counts():
-    from helpers import capacity
+    from helpers.formulas.memory import runtime_reserve_bytes
 
-    assert capacity.usable_bytes(80e9) == pytest.approx(0.92 * 80e9 - 1.5e9)   # 72.1 GB
-    assert capacity.usable_bytes(16e9) == pytest.approx(13.22e9)              # a T4: less than 14.48 GB of weights
-    with pytest.raises(ValueError):
-        capacity.usable_bytes(0)
+    assert 80e9 - runtime_reserve_bytes(80e9) == pytest.approx(0.92 * 80e9 - 1.5e9)   # 72.1 GB
+    assert 16e9 - runtime_reserve_bytes(16e9) == pytest.approx(13.22e9)              # a T4: less than 14.48 GB of weights
 
 
 # ----------------------------------------------------------------------------- hostile input (issue 20)

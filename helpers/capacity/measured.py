@@ -128,12 +128,9 @@ def computed_row(model: str = REFERENCE[0], gpu: str = REFERENCE[1], context: in
     from .planner import DEFAULT_EFFICIENCY, plan
 
     p = plan(model, gpu, 1, "bf16", "bf16", context, 1, efficiency=1.0)
-    nan = float("nan")
-    return {"model": f"{p.model} · bf16 · {p.gpu} (computed, {context:,} tokens)",
-            "bytes per step (MB)": p.step_bytes_per_gpu / 1e6, "bandwidth (GB/s)": p.bandwidth / 1e9,
-            "floor (ms)": p.step_floor_ms, "measured step (ms)": nan, "measured ÷ floor": nan, "label": regime.NONE,
-            "beyond the floor (ms)": nan, "datasheet floor ÷ measured": DEFAULT_EFFICIENCY,
-            "last-level cache (MiB)": nan}
+    return {**floor_row({"label": f"{p.model} · bf16 · {p.gpu} (computed, {context:,} tokens)",
+                         "step_bytes": p.step_bytes_per_gpu, "bandwidth": p.bandwidth, "predicted_step_s": p.step_floor_s}),
+            "datasheet floor ÷ measured": DEFAULT_EFFICIENCY}
 
 
 def floor_table(results, reference: tuple[str, str, int] | None = REFERENCE):

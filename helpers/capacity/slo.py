@@ -12,20 +12,14 @@ from .planner import DEFAULT_EFFICIENCY, Plan, plan
 
 def plan_for_slo(model, gpu, slo_ms: float, gpus: int = 1, weight_dtype: str = "bf16", kv_dtype: str = "bf16",
                  context: int = 4096, min_batch: int = 1, **kw) -> tuple[Plan, bool]:
-    """(plan, meets SLO): the largest batch whose decode step stays within `slo_ms` per output token.
-
-    The step grows with the batch, so a bisection over 1…max_batch finds it. When even batch 1 (or
-    `min_batch`) misses the SLO, returns that batch's plan and False.
-    """
+    """(plan, meets SLO): the largest batch whose decode step stays within `slo_ms` per output token, by bisection
+    (the step grows with the batch); when even `min_batch` misses it, that batch's plan and False."""
     slo_s = checks.number(slo_ms, "SLO", positive=True, unit="ms per output token") / 1e3
     min_batch = checks.count(min_batch, "minimum batch")
-    first = plan(model, gpu, gpus, weight_dtype, kv_dtype, context, 1, **kw)
-    if first.max_batch < min_batch:
-        return plan(model, gpu, gpus, weight_dtype, kv_dtype, context, min_batch, **kw), False
-    base = plan(model, gpu, gpus, weight_dtype, kv_dtype, context, min_batch, **kw)
-    if base.step_s > slo_s:
+    base = plan(model, gpu, gpus, weight_dtype, kv_dtype, context, min_batch, **kw)   # max_batch: whatever the batch
+    if not base.fits or base.step_s > slo_s:
         return base, False
-    lo, hi = min_batch, first.max_batch
+    lo, hi = min_batch, base.max_batch
     while lo < hi:
         mid = (lo + hi + 1) // 2
         if plan(model, gpu, gpus, weight_dtype, kv_dtype, context, mid, **kw).step_s <= slo_s:

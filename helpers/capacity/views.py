@@ -61,12 +61,7 @@ def batch_points(max_b: int) -> list[int]:
     if max_b == 0 and not isinstance(max_b, bool):
         return []
     max_b = checks.count(max_b, "max batch")
-    pts, b = [], 1
-    while b < max_b:
-        pts.append(b)
-        b *= 2
-    pts.append(max_b)
-    return pts
+    return [*(2**k for k in range(max_b.bit_length()) if 2**k < max_b), max_b]
 
 
 def curve(model, gpu_names: Iterable[str], weight_dtype: str = "bf16", kv_dtype: str = "bf16",
