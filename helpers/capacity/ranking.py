@@ -17,13 +17,10 @@ from ..formulas.specs import ModelSpec, get_spec
 
 def fits_somewhere(spec, weight_dtype, kv_dtype, context, gpus) -> bool:
     """Whether batch 1 fits some catalogued GPU at this count (False when the count cannot shard the model)."""
-    for g in catalog():
-        try:
-            if plan(spec, g, gpus, weight_dtype, kv_dtype, context, 1).max_batch >= 1:
-                return True
-        except ValueError:
-            return False
-    return False
+    try:
+        return any(plan(spec, g, gpus, weight_dtype, kv_dtype, context, 1).max_batch >= 1 for g in catalog())
+    except ValueError:
+        return False
 
 
 def no_fit_message(spec: ModelSpec, weight_dtype: str, kv_dtype: str, context: int, gpus: int) -> str:
