@@ -129,20 +129,13 @@ def get_gpu(name: str | GPU) -> GPU:
     raise ValueError(f"unknown GPU {str(name)!r}; choose one of: {', '.join(names())}")
 
 
-# CUDA's names that contain no catalogued name or alias: the H100 SXM5 reports itself as "H100 80GB HBM3"
-# (the PCIe card as "H100 PCIe"), per nvidia-smi on each.
-_CUDA_NAMES = {"h10080gbhbm3": "H100 SXM"}
-
-
 def datasheet_gpu(device: str, device_name: str | None) -> GPU | None:
     """The catalogued GPU whose datasheet describes this device (the longest catalogued name or alias in the
-    name it reports: 'NVIDIA A100-SXM4-80GB' → 'A100 80GB'), or None: a CPU, an Apple GPU, an uncatalogued one."""
+    name it reports: 'NVIDIA A100-SXM4-80GB' → 'A100 80GB'; the H100 SXM5 reports 'H100 80GB HBM3', its alias, per
+    nvidia-smi), or None: a CPU, an Apple GPU, an uncatalogued one."""
     if not str(device).startswith("cuda") or not device_name:
         return None
     key = _key(device_name)
-    for cuda_key, name in _CUDA_NAMES.items():
-        if cuda_key in key:
-            return get_gpu(name)
     best, length = None, 0
     for g in catalog():
         for k in (_key(g.name), *(_key(a) for a in g.aliases)):
