@@ -11,7 +11,7 @@ from pathlib import Path
 from ..formulas.config_schema import MAX_CONFIG_BYTES, show
 from ..formulas.specs import ALIASES, PRESETS, ModelSpec, get_spec, load_config, spec_from_config
 from .. import checks
-from .planner import check_context, sharding
+from .planner import check_context
 from .ranking import rank
 
 MAX_MIN_BATCH = 4096  # the notebook's "minimum batch" control stops there
@@ -75,7 +75,6 @@ def check(path_text: str, preset: str, weights: str, kv: str, context, slo_ms, m
         gpus = int(gpus)
     gpus = checks.count(gpus, "GPU count")
     context = check_context(spec, context)
-    sharding(spec, gpus)
     rank(spec, weights, kv, context, slo_ms=slo, min_batch=min_batch, gpus=gpus)  # raises when it fits no GPU
     return PlannerInputs(spec, weights, kv, context, slo, min_batch, gpus)
 
