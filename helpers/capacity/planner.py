@@ -187,7 +187,7 @@ def plan(model, gpu: str | GPU, gpus: int = 1, weight_dtype: str = "bf16", kv_dt
     spec, g = get_spec(model), get_gpu(gpu)
     weight_dtype, kv_dtype = normalize_dtype(weight_dtype, WEIGHT_SCHEMES), normalize_dtype(kv_dtype, KV_DTYPES)
     context = check_context(spec, context)
-    batch, gpus = checks.count(batch, "batch"), checks.count(gpus, "GPU count")
+    batch = checks.count(batch, "batch")
     eff = checks.fraction(efficiency, "efficiency (the share of the datasheet reached)", open_low=True)
     stages = checks.count(pipeline_stages, "pipeline stages")
     if stages > spec.num_layers:
@@ -200,14 +200,12 @@ def plan(model, gpu: str | GPU, gpus: int = 1, weight_dtype: str = "bf16", kv_dt
     if output is not None and prompt + output > context:
         raise ValueError(f"prompt {prompt:,} + output {output:,} tokens exceed the context of {context:,}; "
                          "raise the context or shorten the request")
-    utilization = checks.fraction(utilization, "utilization (the share of the GPU's memory planned with)",
-                                  open_low=True)
-    overhead_bytes = checks.number(overhead_bytes, "overhead_bytes", unit="bytes")
     shard = sharding(spec, gpus)
+    gpus = shard.gpus
     w = weight_bytes(spec, weight_dtype).bytes
     w_gpu = w * shard.weight_fraction / stages
     memory = g.usable_memory_bytes
-    reserve = runtime_reserve_bytes(memory, utilization, overhead_bytes)
+    reserve = runtime_reserve_bytes(memory, utilization, overhead_bytes)   # checks both
     budget, kv_budget = memory - reserve + overhead_bytes, kv_budget_bytes(memory, w_gpu, reserve)
     kv_seq = kv_cache_bytes(spec, context, 1, kv_dtype) * shard.kv_fraction / stages
     top = int(kv_budget // kv_seq)

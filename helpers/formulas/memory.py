@@ -139,7 +139,7 @@ def runtime_reserve_bytes(gpu_memory: float, utilization: float = GPU_MEMORY_UTI
                           overhead_bytes: float = RUNTIME_OVERHEAD_BYTES) -> float:
     """(1 − utilization) × memory + overhead: 80·10⁹ B at vLLM's defaults gives 6.4 + 1.5 = 7.9 GB."""
     gpu_memory = checks.number(gpu_memory, "GPU memory", unit="bytes")
-    overhead_bytes = checks.number(overhead_bytes, "overhead", unit="bytes")
+    overhead_bytes = checks.number(overhead_bytes, "overhead_bytes", unit="bytes")
     return (1 - checks.fraction(utilization, "utilization", open_low=True)) * gpu_memory + overhead_bytes
 
 
