@@ -156,17 +156,14 @@ def read_config_file(path: Path, limit: int = MAX_CONFIG_BYTES) -> dict:
     """A config file's JSON object: a regular file (not a device, pipe or folder) of at most `limit` bytes, UTF-8,
     refusing NaN/Infinity, numbers of thousands of digits and deep nesting."""
     try:
-        st = os.stat(path)
-        if not stat.S_ISREG(st.st_mode):
+        if not stat.S_ISREG(os.stat(path).st_mode):
             raise ConfigError(f"{path} is not a regular file; allowed: a config.json")
-        if st.st_size > limit:
-            raise ConfigError(f"{path} is {st.st_size:,} bytes; allowed: a config.json of at most {limit:,} bytes")
         with open(path, "rb") as f:
             data = f.read(limit + 1)
     except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise ConfigError(f"cannot read {show(str(path), 200)}: {why}") from None
-    if len(data) > limit:
+    if len(data) > limit:   # read no further: /dev/zero and /proc files report sizes they do not hold
         raise ConfigError(f"{path} is over {limit:,} bytes; allowed: a config.json of at most {limit:,} bytes")
     try:
         cfg = json.loads(data.decode("utf-8"), parse_constant=_no_constant)
