@@ -10,7 +10,7 @@ from typing import Iterable
 from .. import checks
 from .planner import DEFAULT_EFFICIENCY, max_batch, plan
 from .ranking import RankedGPU
-from .triangle import Corner
+from .slo import Corner
 from ..formulas.gpus import catalog_label
 from ..formulas.specs import get_spec
 

@@ -136,12 +136,8 @@ def datasheet_gpu(device: str, device_name: str | None) -> GPU | None:
     if not str(device).startswith("cuda") or not device_name:
         return None
     key = _key(device_name)
-    best, length = None, 0
-    for g in catalog():
-        for k in (_key(g.name), *(_key(a) for a in g.aliases)):
-            if k and k in key and len(k) > length:
-                best, length = g, len(k)
-    return best
+    found = [(len(k), g) for g in catalog() for k in (_key(g.name), *map(_key, g.aliases)) if k and k in key]
+    return max(found, key=lambda f: f[0], default=(0, None))[1]
 
 
 def catalog_label() -> str:
