@@ -1,29 +1,20 @@
-"""Capacity and cost: does a model fit a GPU (or N of them in tensor parallel), how large a batch, how long a
-decode step and a prefill take at the floor the hardware sets, what a million tokens cost.
+"""Capacity and cost: does a model fit a GPU (or N in tensor parallel), how large a batch, how long a decode step
+and a prefill take at the floor the hardware sets, what a million tokens cost.
 
-The memory of one GPU is what the device reports (helpers.formulas.gpus: an H100 labelled "80 GB" reports
-79.11 GiB); the KV cache gets helpers.formulas.memory's one budget, as vLLM accounts for it::
+Memory is what the device reports (helpers.formulas.gpus: an H100 labelled "80 GB" reports 79.11 GiB); the KV
+cache gets memory.kv_budget_bytes = memory − weights per GPU − memory.runtime_reserve_bytes, as vLLM accounts.
+Tensor parallelism (Megatron-LM, arXiv:1909.08053, §3; as vLLM shards): weights split evenly, query heads split,
+KV heads split when N ≤ kv_heads and **replicated** beyond (one per GPU); MLA's latent is shared by all heads, so
+every GPU keeps the **whole** latent cache (why SGLang added data-parallel attention, LMSYS blog "SGLang v0.4",
+2024-12). All-reduces are not counted: the step here is a floor (a roofline, Williams et al. 2009; Pope et al.
+2022, arXiv:2211.05102, §2), bytes and FLOPs from helpers.formulas.stepcost::
 
-    reserve   = (1 − gpu_memory_utilization) × memory + runtime overhead   (0.92, vLLM 0.32's default, and 1.5 GB)
-    KV budget = memory − weights per GPU − reserve
+    step floor = max(bytes per GPU ÷ datasheet bandwidth, FLOPs per GPU ÷ peak)   (MLA absorbed in decode)
+    step = step floor ÷ efficiency;  prefill = the same max for one prompt ÷ efficiency;  tokens/s = batch ÷ step
 
-Tensor parallelism over N GPUs (Megatron-LM, arXiv:1909.08053, §3; as vLLM shards): weights split evenly, query
-heads split (N must divide them), KV heads split when N ≤ kv_heads and **replicated** when N > kv_heads (each GPU
-keeps one KV head). MLA's latent is shared by all heads, so every GPU keeps the **whole** latent cache (vLLM and
-SGLang tensor parallel; why SGLang added data-parallel attention, LMSYS blog "SGLang v0.4", 2024-12). The
-all-reduces are not counted: the step here is a floor.
-
-A step's bytes and FLOPs are helpers.formulas.stepcost's (a roofline, Williams et al. 2009; Pope et al. 2022,
-arXiv:2211.05102, §2)::
-
-    step floor = max(bytes per GPU ÷ datasheet bandwidth, FLOPs per GPU ÷ datasheet peak)  (MLA absorbed in decode)
-    step       = step floor ÷ efficiency   (the achievable share of the datasheet; DEFAULT_EFFICIENCY)
-    prefill    = the same max for one prompt ÷ efficiency
-    tokens/s = batch ÷ step;  $ per million output tokens (decode only) = $ per hour ÷ (tokens/s × 3600) × 10^6
-
-Per request of P prompt and O output tokens at that batch, priced apart as API providers do: its prefill (the
-GPU busy with it alone) for the input, its share of O decode steps at the mean context P + O/2 (O × step ÷ batch)
-for the output. The FP8 peak is used when the weights are fp8 and the GPU has FP8, else the BF16 peak.
+A request of P prompt and O output tokens is priced apart, as API providers do: its prefill (the GPU busy with it
+alone) for the input, its share of O decode steps at the mean context P + O/2 for the output. The FP8 peak is
+used when the weights are fp8 and the GPU has FP8, else the BF16 peak.
 """
 from __future__ import annotations
 

@@ -122,7 +122,6 @@ class RankedGPU:
     max_batch: int
     step_ms: float | None
     step_floor_ms: float | None
-    efficiency: float
     tokens_per_s: float | None
     prefill_ms: float | None
     bound: str | None
@@ -142,6 +141,6 @@ _OK_ONLY = ("batch", "tokens_per_s", "prefill_ms", "bound", "prefill_bound", "us
 def _row(p: Plan, status: str, note: str) -> RankedGPU:
     d, ok, timed = p.to_dict(), status == "ok", status in ("ok", "misses SLO")
     return RankedGPU(rank=None, status=status, note=note, usd_per_hour=p.usd_per_hour * p.gpus,
-                     **{f: d[f] for f in ("gpu", "gpus", "provider", "max_batch", "efficiency")},
+                     **{f: d[f] for f in ("gpu", "gpus", "provider", "max_batch")},
                      **{f: d[f] if ok else None for f in _OK_ONLY},
                      **{f: d[f] if timed else None for f in ("step_ms", "step_floor_ms")})

@@ -37,7 +37,6 @@ class IntensityPoint:
     bound: str                # "compute" or "memory": the roof that binds at intensity_with_kv
     peak_flops: float         # the GPU's datasheet roofs
     bandwidth: float
-    dtype: str = "bf16"
 
 
 def point(model, gpu: str = "H100 SXM", context: int = 4096, batch: int = 1, dtype: str = "bf16",
@@ -54,7 +53,7 @@ def point(model, gpu: str = "H100 SXM", context: int = 4096, batch: int = 1, dty
     return IntensityPoint(getattr(model, "name", model), g.name, context, batch, with_kv,
                           decode_cost(model, 0, batch, dtype).intensity, batch <= top, top, ridge,
                           limit_intensity(model, context, dtype), "compute" if with_kv >= ridge else "memory",
-                          peak, g.bandwidth, dtype)
+                          peak, g.bandwidth)
 
 
 def intensity_table(model, gpu: str = "H100 SXM", contexts: Sequence[int] = (512, 4096, 32768), dtype: str = "bf16",

@@ -1,13 +1,8 @@
-"""The GPU catalog: memory, bandwidth, dense tensor FLOP/s and an on-demand price per GPU-hour, each figure with
-its source (helpers/data/gpus.csv), and the memory each device reports (helpers/data/gpu_memory.csv).
-
-- ``memory_gb`` is the vendor's label, read as GiB: GPU memory comes in binary sizes (an H100's 80 GB is five
-  HBM3 stacks of 16 GiB). A program plans with what the device reports (cudaMemGetInfo's total, which vLLM
-  multiplies by gpu_memory_utilization): 79.11 GiB on an H100 SXM. A GPU without a reported figure gets its
-  label × the smallest reported ÷ label share of its memory kind (HBM, GDDR): the conservative side.
-- ``bandwidth_tbs`` is peak TB/s; ``bf16_tflops`` / ``fp8_tflops`` are **dense** tensor-core TFLOP/s (half of a
-  2:4-sparse figure; empty fp8 where there is none; T4's is FP16).
-- ``usd_per_hour``: one on-demand price, with where and when (``price_read``) it was read from a stored page.
+"""The GPU catalog: memory, bandwidth, dense tensor FLOP/s and an on-demand price per GPU-hour, each with its
+source (helpers/data/gpus.csv), and the memory each device reports (helpers/data/gpu_memory.csv).
+``memory_gb`` is the label read as GiB (an H100's 80 GB is five HBM3 stacks of 16 GiB); a program plans with
+what the device reports (cudaMemGetInfo's total: 79.11 GiB on an H100 SXM), a GPU without a reported figure with
+its label × the smallest reported share of its memory kind. FLOP/s are **dense** (half a 2:4-sparse figure).
 """
 from __future__ import annotations
 

@@ -1,12 +1,9 @@
 """Attention beyond the KV cache, in bytes and FLOPs: what one sequence carries and what sparse attention saves.
-
-- Sparse attention attends to chosen keys only: the top-k scores or a fixed pattern, such as sink tokens plus a
-  recent window (StreamingLLM, arXiv:2309.17453); it saves their products and risks what the others held.
-- Linear attention (Katharopoulos et al. 2020, arXiv:2006.16236, §3.2–3.4) is a recurrence over a fixed
-  d_k × d_v state S = Σ φ(k) vᵀ and a normaliser z = Σ φ(k): a state that never grows.
-- Mamba (Gu & Dao 2023, arXiv:2312.00752, §3) carries per layer an SSM state of d_inner × d_state and a
-  convolution window of d_inner × d_conv, as transformers' cache stores them; a hybrid such as Jamba
-  (arXiv:2403.19887) keeps a KV cache in its few attention layers. Configs: helpers/presets/ (SOURCES.md).
+Sparse attention attends to chosen keys only (top-k, or sink tokens plus a recent window: StreamingLLM,
+arXiv:2309.17453). Linear attention (Katharopoulos et al. 2020, arXiv:2006.16236, §3.2–3.4) carries a fixed
+d_k × d_v state and a normaliser. Mamba (Gu & Dao 2023, arXiv:2312.00752, §3) carries per layer a d_inner ×
+d_state SSM state and a d_inner × d_conv convolution window, as transformers' cache stores them; a hybrid such as
+Jamba (arXiv:2403.19887) keeps a KV cache in its few attention layers. Configs: helpers/presets/ (SOURCES.md).
 """
 from __future__ import annotations
 

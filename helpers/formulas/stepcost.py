@@ -1,18 +1,14 @@
-"""The cost of one forward step — the bytes it moves and the FLOPs it does — in one place: the roofline, the
+"""The cost of one forward step, the bytes it moves and the FLOPs it does, in one place: the roofline, the
 planner, the measured tables and `make bench` all call forward_cost().
 
-Bytes of one forward of `batch` sequences, each `new_tokens` new after `past_tokens` cached (Pope et al. 2022,
-arXiv:2211.05102, §2: weights are loaded once per step and shared by the batch; the KV cache is read per sequence):
-the weights under their scheme (memory.weight_bytes), except the untied input embedding (a lookup: only the
-step's rows are read) and the MoE experts no token touches (each of batch × new_tokens tokens choosing k of E
-independently touches 1 − (1 − k/E)^tokens of them); every sequence's cache (windows honoured) read and the new
-tokens' K/V written. Activations are left out.
-
+Bytes (Pope et al. 2022, arXiv:2211.05102, §2: weights are read once per step for the whole batch, the KV cache
+per sequence): the weights under their scheme (memory.weight_bytes), but only the step's rows of an untied input
+embedding and only the MoE experts its tokens touch (k of E each, independently: 1 − (1 − k/E)^tokens of them);
+each sequence's cache (windows honoured) read and the new tokens' K/V written; activations left out.
 FLOPs: 2 per multiply-add for every weight a token multiplies through (Kaplan et al. 2020, §2.1, C ≈ 2N; the
-experts' k/E active share), attention's QKᵀ and softmax·V over each query's keys, and the head, 2 × hidden × vocab
-per position whose logits are computed. MLA's attention as transformers computes it (qk_nope + qk_rope wide keys,
-v_head_dim wide values per head) or absorbed into the latent as engines decode it (DeepSeek-V2, arXiv:2405.04434,
-§2.1.2–2.1.3: kv_lora_rank + qk_rope wide scores, kv_lora_rank wide values).
+experts' k/E share), attention's QKᵀ and softmax·V over each query's keys, the head for each position whose logits
+are computed. MLA's attention as transformers computes it, or absorbed into the latent as engines decode it
+(DeepSeek-V2, arXiv:2405.04434, §2.1.2–2.1.3).
 """
 from __future__ import annotations
 
