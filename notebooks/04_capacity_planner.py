@@ -21,7 +21,7 @@ with app.setup:
     from helpers.formulas import gpus, regime
     from helpers.present.glossary import term
     from helpers.capacity import measured as capacity_measured, ranking as capacity_ranking, slo as capacity_slo, views as capacity_views
-    from helpers.capacity.triangle import triangle
+    from helpers.capacity.slo import triangle
     from helpers.formulas.memory import KV_DTYPES, WEIGHT_SCHEMES
     from helpers.formulas.specs import PRESETS, get_spec
     from helpers.capacity.inputs import LastGood

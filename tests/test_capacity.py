@@ -7,7 +7,7 @@ import pytest
 from helpers import capacity
 from helpers.formulas import gpus
 from helpers.capacity import measured as capacity_measured, ranking as capacity_ranking, views as capacity_views
-from helpers.capacity import slo as capacity_slo, triangle as capacity_triangle
+from helpers.capacity import slo as capacity_slo
 from helpers.formulas.memory import kv_cache_bytes, weight_bytes
 from helpers.formulas.specs import get_spec
 
@@ -218,7 +218,7 @@ def test_curve_and_triangle():
     assert list(h.batch)[0] == 1 and list(h.batch)[-1] == 115
     assert h.step_ms.is_monotonic_increasing and h.tokens_per_s.is_monotonic_increasing
     assert df[df.gpu == "T4"].empty          # does not fit: no points
-    tri = {c.corner: c for c in capacity_triangle.triangle(MISTRAL, "H100 SXM", context=4096, slo_ms=10)}
+    tri = {c.corner: c for c in capacity_slo.triangle(MISTRAL, "H100 SXM", context=4096, slo_ms=10)}
     assert tri["latency"].batch == 1 and tri["throughput"].batch == 115
     assert tri["throughput"].usd_per_million_tokens < tri["latency"].usd_per_million_tokens
     assert tri["throughput, less precision"].max_batch > 115
@@ -248,7 +248,7 @@ def test_triangle_and_curve_follow_the_efficiency():
     per_seq = 4096 * 2 + 4097 * 131_072
     for eff, by_hand in ((1.0, 35), (0.5, 4)):
         assert int((3.35e12 * 0.010 * eff - 14_221_320_192) // per_seq) == by_hand
-        tri = capacity_triangle.triangle(MISTRAL, "H100 SXM", context=4096, slo_ms=10, efficiency=eff)
+        tri = capacity_slo.triangle(MISTRAL, "H100 SXM", context=4096, slo_ms=10, efficiency=eff)
         p, ok = capacity_slo.plan_for_slo(MISTRAL, "H100 SXM", 10, context=4096, efficiency=eff)
         assert ok and tri[1].batch == p.batch == by_hand and tri[1].meets_slo
         assert tri[0].corner == "latency"
@@ -257,7 +257,7 @@ def test_triangle_and_curve_follow_the_efficiency():
     curve_half = capacity_views.curve(MISTRAL, ["H100 SXM"], context=4096, efficiency=0.5)
     assert list(curve_half.step_ms) == pytest.approx([2 * x for x in curve_1.step_ms])
     # an SLO below batch 1's step: the SLO row says it misses
-    tri = capacity_triangle.triangle(MISTRAL, "H100 SXM", context=4096, slo_ms=5, efficiency=0.5)
+    tri = capacity_slo.triangle(MISTRAL, "H100 SXM", context=4096, slo_ms=5, efficiency=0.5)
     assert tri[1].batch == 1 and not tri[1].meets_slo
 
 
@@ -328,12 +328,10 @@ def test_predict_vs_measure_with_the_measured_bandwidth(tiny):
 
 
 def test_usable_bytes_is_the_reserve_every_notebook_counts():
-    from helpers import capacity
+    from helpers.formulas.memory import runtime_reserve_bytes
 
-    assert capacity.usable_bytes(80e9) == pytest.approx(0.92 * 80e9 - 1.5e9)   # 72.1 GB
-    assert capacity.usable_bytes(16e9) == pytest.approx(13.22e9)              # a T4: less than 14.48 GB of weights
-    with pytest.raises(ValueError):
-        capacity.usable_bytes(0)
+    assert 80e9 - runtime_reserve_bytes(80e9) == pytest.approx(0.92 * 80e9 - 1.5e9)   # 72.1 GB
+    assert 16e9 - runtime_reserve_bytes(16e9) == pytest.approx(13.22e9)              # a T4: less than 14.48 GB of weights
 
 
 # ----------------------------------------------------------------------------- hostile input (issue 20)
@@ -354,7 +352,7 @@ def test_slo_and_views_refuse_bool_text_and_infinite_values():
         with pytest.raises(ValueError, match="SLO"):
             capacity_slo.plan_for_slo(MISTRAL, "H100 SXM", bad)
         with pytest.raises(ValueError, match="SLO"):
-            capacity_triangle.triangle(MISTRAL, slo_ms=bad)
+            capacity_slo.triangle(MISTRAL, slo_ms=bad)
     with pytest.raises(ValueError, match="max batch"):
         capacity_views.batch_points(math.inf)        # used to loop for ever
     assert capacity_views.batch_points(0) == [] and capacity_views.batch_points(5) == [1, 2, 4, 5]

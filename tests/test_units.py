@@ -26,7 +26,3 @@ def test_dtype_bytes():
 def test_unknown_dtype_says_what_is_allowed():
     with pytest.raises(ValueError, match="allowed: .*bf16"):
         units.normalize_dtype("fp7")
-
-
-def test_counts():
-    assert units.fmt_count(7_241_732_096) == "7.24 B"

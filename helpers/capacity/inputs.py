@@ -8,10 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..formulas.config_schema import MAX_CONFIG_BYTES, ConfigError, read_config_file, show
-from ..formulas.specs import ALIASES, PRESETS, ModelSpec, config_name, get_spec, spec_from_config
+from ..formulas.config_schema import MAX_CONFIG_BYTES, show
+from ..formulas.specs import ALIASES, PRESETS, ModelSpec, get_spec, load_config, spec_from_config
 from .. import checks
-from .planner import check_context, sharding
+from .planner import check_context
 from .ranking import rank
 
 MAX_MIN_BATCH = 4096  # the notebook's "minimum batch" control stops there
@@ -27,15 +27,14 @@ def read_model(text: str) -> tuple[ModelSpec | None, str]:
     text = str(text).strip()
     if ALIASES.get(text.lower(), text.lower()) in PRESETS:
         return get_spec(text), ""
-    try:
-        path = Path(text).expanduser()
-        if path.suffix.lower() != ".json":
-            return None, unreadable_note(text)
-        cfg = read_config_file(path)
-    except (ConfigError, OSError, RuntimeError, ValueError):  # whatever the reason: the same note
+    if Path(text).suffix.lower() != ".json":
         return None, unreadable_note(text)
     try:
-        return spec_from_config(cfg, config_name(path)), ""
+        name, cfg = load_config(text)
+    except ValueError:  # whatever the reason: the same note
+        return None, unreadable_note(text)
+    try:
+        return spec_from_config(cfg, name), ""
     except ValueError as exc:
         return None, str(exc)
 
@@ -76,7 +75,6 @@ def check(path_text: str, preset: str, weights: str, kv: str, context, slo_ms, m
         gpus = int(gpus)
     gpus = checks.count(gpus, "GPU count")
     context = check_context(spec, context)
-    sharding(spec, gpus)
     rank(spec, weights, kv, context, slo_ms=slo, min_batch=min_batch, gpus=gpus)  # raises when it fits no GPU
     return PlannerInputs(spec, weights, kv, context, slo, min_batch, gpus)
 

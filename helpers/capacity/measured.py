@@ -1,9 +1,8 @@
-"""The capacity planner against a measurement: its decode step for the loaded model at this device's
-measured bandwidth beside the step measured with a real KV cache; notebook 04's table of one row per model
-with the planner's computed row for a named GPU (floor_table), and `make bench`'s capacity section.
+"""The capacity planner against a measurement: its decode step for the loaded model at this device's measured
+bandwidth beside the step measured with a real KV cache; notebook 04's table of one row per model with the
+planner's computed row for a named GPU (floor_table), and `make bench`'s capacity section.
 """
 from __future__ import annotations
-
 
 from .. import checks
 from ..formulas import regime
@@ -15,19 +14,17 @@ from ..formulas.stepcost import decode_cost
 def predict_vs_measure(loaded, bandwidth: float | None = None, batch: int | None = None,
                        prompt_tokens: int | None = None, new_tokens: int | None = None,
                        peak_flops: float | None = None, seed: int = 0) -> dict:
-    """The planner's decode step for the loaded model on its own device against the measured one.
-
-    Prediction: the same decode step as plan() and notebook 03 (helpers.formulas.stepcost.decode_cost: the
-    weights streamed once, the embedding by rows, the KV cache at the mean cached length read and the
-    new token's written), over the device's measured read bandwidth (helpers.measure.microbench.read_benchmark, the
-    floor's bandwidth in notebook 03) unless `bandwidth` (bytes/s) is given; the compute term only when `peak_flops` is.
-    Measurement: the median inter-token latency of a greedy generation with a real KV cache
-    (helpers.measure.timing.timed_generate). ratio = measured ÷ predicted (1 = the floor reached).
-    last_level_cache_bytes: on a CPU, the largest data cache the system reports (None where unknown, and on
-    a GPU): a step below its floor reads its bytes from a cache, and this is its size.
-    """
+    """The planner's decode step for the loaded model on its own device against the measured one. Predicted:
+    stepcost.decode_cost at the mean cached length (as plan() and notebook 03) over the device's measured read
+    bandwidth (microbench.read_benchmark, notebook 03's floor) unless `bandwidth` (B/s) is given, the compute term
+    only with `peak_flops`. Measured: the median inter-token latency of a greedy generation with a real KV cache
+    (timing.timed_generate). ratio = measured ÷ predicted (1: the floor reached). last_level_cache_bytes: on a
+    CPU, the largest data cache (a step below its floor reads its bytes from a cache of this size)."""
     import torch
 
+    from ..formulas.stats import percentile
+    from ..measure.hardware import device_info
+    from ..measure.microbench import last_level_cache_bytes, read_benchmark
     from ..measure.tensor_bytes import measured_weight_bytes
     from ..measure.timing import timed_generate
 
@@ -38,43 +35,29 @@ def predict_vs_measure(loaded, bandwidth: float | None = None, batch: int | None
     if new < 2:
         raise ValueError("new_tokens must be ≥ 2: the first token is the prefill, the rest are decode steps")
     if bandwidth is None:
-        from ..measure.microbench import read_benchmark
-
-        bandwidth = float(read_benchmark(loaded.device).bandwidth)
-        bw_source = "measured read rate (helpers.measure.microbench.read_benchmark)"
+        bandwidth, bw_source = float(read_benchmark(loaded.device).bandwidth), \
+            "measured read rate (helpers.measure.microbench.read_benchmark)"
     else:
-        bandwidth = checks.number(bandwidth, "bandwidth", positive=True, unit="bytes/s")
-        bw_source = "given"
+        bandwidth, bw_source = checks.number(bandwidth, "bandwidth", positive=True, unit="bytes/s"), "given"
     spec = loaded.spec
     mean_cached = prompt + new // 2       # step j of 1…new−1 attends over prompt + j tokens
-    kv_dtype = loaded.dtype if loaded.dtype in KV_DTYPES else "bf16"
-    weights = loaded.dtype if loaded.dtype in WEIGHT_SCHEMES else "bf16"
-    cost = decode_cost(spec, mean_cached, batch, weights, kv_dtype)
+    cost = decode_cost(spec, mean_cached, batch, loaded.dtype if loaded.dtype in WEIGHT_SCHEMES else "bf16",
+                       loaded.dtype if loaded.dtype in KV_DTYPES else "bf16")
     mem_s = cost.bytes / bandwidth
     comp_s = cost.flops / peak_flops if peak_flops else 0.0
     predicted = max(mem_s, comp_s)
-
-    from ..measure.hardware import device_info
-
-    device_name = device_info(loaded.device).name
-    gen = torch.Generator().manual_seed(seed)
-    ids = torch.randint(3, spec.vocab_size, (batch, prompt), generator=gen)
+    ids = torch.randint(3, spec.vocab_size, (batch, prompt), generator=torch.Generator().manual_seed(seed))
     timed_generate(loaded.model, ids[:, : min(prompt, 16)], 3, device=loaded.device)   # warm-up
     t = timed_generate(loaded.model, ids, new, device=loaded.device)
-    measured = t.itl_median_s
-    from ..formulas.stats import percentile
-    from ..measure.microbench import last_level_cache_bytes
-
     return {"last_level_cache_bytes": last_level_cache_bytes() if cpu else None,
-        "label": loaded.label, "profile": loaded.profile, "device": loaded.device, "device_name": device_name,
-        "dtype": loaded.dtype,
-        "batch": batch, "prompt_tokens": prompt, "new_tokens": new, "mean_cached_tokens": mean_cached,
-        "weight_bytes": cost.weight_read_bytes, "kv_bytes": cost.kv_bytes, "step_bytes": cost.bytes,
-        "loaded_weight_bytes": measured_weight_bytes(loaded.model), "bandwidth": bandwidth, "bandwidth_source": bw_source,
-        "predicted_step_s": predicted, "predicted_memory_s": mem_s, "predicted_compute_s": comp_s or None,
-        "measured_step_s": measured, "measured_p90_s": percentile(t.step_s, 90),
-        "ratio": regime.ratio(measured, predicted),
-    }
+            "label": loaded.label, "profile": loaded.profile, "device": loaded.device,
+            "device_name": device_info(loaded.device).name, "dtype": loaded.dtype,
+            "batch": batch, "prompt_tokens": prompt, "new_tokens": new, "mean_cached_tokens": mean_cached,
+            "weight_bytes": cost.weight_read_bytes, "kv_bytes": cost.kv_bytes, "step_bytes": cost.bytes,
+            "loaded_weight_bytes": measured_weight_bytes(loaded.model), "bandwidth": bandwidth,
+            "bandwidth_source": bw_source, "predicted_step_s": predicted, "predicted_memory_s": mem_s,
+            "predicted_compute_s": comp_s or None, "measured_step_s": t.itl_median_s,
+            "measured_p90_s": percentile(t.step_s, 90), "ratio": regime.ratio(t.itl_median_s, predicted)}
 
 
 LARGER_PROFILE = "small"    # the locally built profile whose decode step reads the most bytes
@@ -128,12 +111,9 @@ def computed_row(model: str = REFERENCE[0], gpu: str = REFERENCE[1], context: in
     from .planner import DEFAULT_EFFICIENCY, plan
 
     p = plan(model, gpu, 1, "bf16", "bf16", context, 1, efficiency=1.0)
-    nan = float("nan")
-    return {"model": f"{p.model} · bf16 · {p.gpu} (computed, {context:,} tokens)",
-            "bytes per step (MB)": p.step_bytes_per_gpu / 1e6, "bandwidth (GB/s)": p.bandwidth / 1e9,
-            "floor (ms)": p.step_floor_ms, "measured step (ms)": nan, "measured ÷ floor": nan, "label": regime.NONE,
-            "beyond the floor (ms)": nan, "datasheet floor ÷ measured": DEFAULT_EFFICIENCY,
-            "last-level cache (MiB)": nan}
+    return {**floor_row({"label": f"{p.model} · bf16 · {p.gpu} (computed, {context:,} tokens)",
+                         "step_bytes": p.step_bytes_per_gpu, "bandwidth": p.bandwidth, "predicted_step_s": p.step_floor_s}),
+            "datasheet floor ÷ measured": DEFAULT_EFFICIENCY}
 
 
 def floor_table(results, reference: tuple[str, str, int] | None = REFERENCE):

@@ -1,48 +1,30 @@
-"""Capacity and cost: does a model fit a GPU (or N of them in tensor parallel), how large a batch,
-how long a decode step and a prefill take at the floor the hardware sets, what a million tokens cost.
+"""Capacity and cost: does a model fit a GPU (or N in tensor parallel), how large a batch, how long a decode step
+and a prefill take at the floor the hardware sets, what a million tokens cost.
 
-The memory of one GPU is what the device reports (helpers.formulas.gpus: an H100 labelled "80 GB" reports
-79.11 GiB), and what the KV cache gets of it is the one memory budget of helpers.formulas.memory
-(runtime_reserve_bytes, kv_budget_bytes), as vLLM accounts for it::
+Memory is what the device reports (helpers.formulas.gpus: an H100 labelled "80 GB" reports 79.11 GiB); the KV
+cache gets memory.kv_budget_bytes = memory − weights per GPU − memory.runtime_reserve_bytes, as vLLM accounts.
+Tensor parallelism (Megatron-LM, arXiv:1909.08053, §3; as vLLM shards): weights split evenly, query heads split,
+KV heads split when N ≤ kv_heads and **replicated** beyond (one per GPU); MLA's latent is shared by all heads, so
+every GPU keeps the **whole** latent cache (why SGLang added data-parallel attention, LMSYS blog "SGLang v0.4",
+2024-12). All-reduces are not counted: the step here is a floor (a roofline, Williams et al. 2009; Pope et al.
+2022, arXiv:2211.05102, §2), bytes and FLOPs from helpers.formulas.stepcost::
 
-    reserve   = (1 − gpu_memory_utilization) × memory + runtime overhead   (0.92, vLLM 0.32's default, and 1.5 GB)
-    KV budget = memory − weights per GPU − reserve
+    step floor = max(bytes per GPU ÷ datasheet bandwidth, FLOPs per GPU ÷ peak)   (MLA absorbed in decode)
+    step = step floor ÷ efficiency;  prefill = the same max for one prompt ÷ efficiency;  tokens/s = batch ÷ step
 
-Tensor parallelism over N GPUs (Megatron-LM, Shoeybi et al. 2019, arXiv:1909.08053, §3; as vLLM
-shards): weights split evenly (embeddings vocab-parallel; norms replicated and ignored here), query
-heads split (N must divide them), KV heads split when N ≤ kv_heads (N must divide them) and
-**replicated** when N > kv_heads (each GPU keeps one KV head: N / kv_heads copies of each). MLA's
-compressed latent is shared by all heads, so every GPU keeps the **whole** latent cache (vLLM and
-SGLang tensor parallel; the reason SGLang added data-parallel attention, LMSYS blog "SGLang v0.4",
-2024-12). The all-reduces between GPUs are not counted: the step here is a floor.
-
-The time of one step (a roofline, Williams et al. 2009; for LLM decoding e.g. Pope et al. 2022,
-"Efficiently Scaling Transformer Inference", arXiv:2211.05102, §2), its bytes and FLOPs from
-helpers.formulas.stepcost (the one owner, shared with notebook 03 and `make bench`)::
-
-    step floor  = max(bytes moved ÷ datasheet bandwidth, FLOPs ÷ datasheet peak FLOP/s)
-      bytes = weights per GPU (embedding by rows, MoE experts the batch touches) + KV read and written
-      FLOPs = 2 × parameters multiplied through × batch + attention (MLA absorbed, as engines decode)
-    step        = step floor ÷ efficiency   (the achievable share of the datasheet; DEFAULT_EFFICIENCY)
-    prefill     = max(prefill FLOPs ÷ peak, weights + the prompt's KV ÷ bandwidth) ÷ efficiency
-    tokens/s = batch ÷ step;  $ per million output tokens (decode only) = $ per hour ÷ (tokens/s × 3600) × 10^6
-
-Per request of P prompt and O output tokens at that batch: the GPU time is its prefill (the GPU
-busy with it alone) plus its share of O decode steps at the mean context P + O/2 (O × step ÷ batch);
-$ per million input tokens = $ per second × prefill ÷ P × 10^6, $ per million output tokens =
-$ per second × O × step ÷ batch ÷ O × 10^6, as API providers price the two apart.
-
-The FP8 peak is used when the weights are fp8 and the GPU has FP8, else the BF16 peak.
+A request of P prompt and O output tokens is priced apart, as API providers do: its prefill (the GPU busy with it
+alone) for the input, its share of O decode steps at the mean context P + O/2 for the output. The FP8 peak is
+used when the weights are fp8 and the GPU has FP8, else the BF16 peak.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
-from pathlib import Path
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from .. import checks
 from ..formulas.gpus import GPU, get_gpu
-from ..formulas.memory import (GPU_MEMORY_UTILIZATION, KV_DTYPES, RUNTIME_OVERHEAD_BYTES, WEIGHT_SCHEMES, kv_budget_bytes, kv_cache_bytes, runtime_reserve_bytes, usable_bytes, weight_bytes)
+from ..formulas.memory import (GPU_MEMORY_UTILIZATION, KV_DTYPES, RUNTIME_OVERHEAD_BYTES, WEIGHT_SCHEMES,
+                               kv_budget_bytes, kv_cache_bytes, runtime_reserve_bytes, weight_bytes)
 from ..formulas.specs import ModelSpec, get_spec
 from ..formulas.stepcost import decode_cost, experts_touched, forward_cost  # noqa: F401  (experts_touched re-exported)
 from ..formulas.units import normalize_dtype
@@ -80,8 +62,7 @@ class Sharding:
 
 
 def sharding(spec: ModelSpec, gpus: int) -> Sharding:
-    """Weights 1/N each; KV heads split, replicated when N exceeds them; MLA latent replicated. ValueError
-    when N does not divide the attention heads or the KV heads (vLLM's own requirement)."""
+    """ValueError when N does not divide the attention heads or the KV heads (vLLM's own requirement)."""
     n = checks.count(gpus, "GPU count")
     if spec.num_heads % n:
         raise ValueError(f"tensor parallel over {n} GPUs needs {spec.name}'s {spec.num_heads} attention heads "
@@ -107,9 +88,9 @@ def sharding(spec: ModelSpec, gpus: int) -> Sharding:
 
 @dataclass(frozen=True)
 class Plan:
-    """One configuration: a model on `gpus` × `gpu`, at a context and a batch. Bytes, seconds, USD. step_s is
-    at `efficiency` of the datasheet, step_floor_s at 100 % (max of step_memory_s, step_compute_s);
-    usd_per_million_tokens counts decode alone, request_* a request of prompt + output tokens."""
+    """One configuration: a model on `gpus` × `gpu`, at a context and a batch. Bytes, seconds, USD. step_s is at
+    `efficiency` of the datasheet, step_floor_s at 100 % (the larger of step_memory_s, step_compute_s); the
+    figures of a step are None where the batch does not fit, those of a request without output_tokens."""
 
     model: str
     weight_dtype: str
@@ -122,45 +103,43 @@ class Plan:
     fits: bool
     reason: str
     max_batch: int
-    memory_bytes_per_gpu: float           # what the device reports (helpers.formulas.gpus), bytes
+    memory_bytes_per_gpu: float           # what the device reports (helpers.formulas.gpus)
     budget_bytes_per_gpu: float           # utilization × memory
     overhead_bytes_per_gpu: float
     weight_bytes: int
     weight_bytes_per_gpu: float
     kv_bytes_per_seq_per_gpu: float
     kv_budget_bytes_per_gpu: float
-    kv_bytes_per_gpu: float
     bandwidth: float
     peak_flops: float
     peak_kind: str
-    step_s: float | None
-    step_memory_s: float | None
-    step_compute_s: float | None
-    bound: str | None
-    prefill_s: float | None
-    tokens_per_s: float | None
     usd_per_hour: float
-    usd_per_million_tokens: float | None
     sharding: str
-    provider: str = ""
-    memory_label_gb: float = 0.0
-    memory_source: str = ""
-    efficiency: float = 1.0
-    efficiency_source: str = ""
+    provider: str
+    memory_label_gb: float
+    memory_source: str
+    efficiency: float
+    efficiency_source: str
+    pipeline_stages: int                  # helpers.parallel: layers split over this many stages of `gpus` each
+    output_tokens: int | None
+    step_s: float | None = None
     step_floor_s: float | None = None
-    prefill_floor_s: float | None = None
+    step_memory_s: float | None = None
+    step_compute_s: float | None = None
     step_bytes_per_gpu: float | None = None
-    step_flops_per_gpu: float | None = None
-    output_tokens: int | None = None
+    bound: str | None = None
+    prefill_s: float | None = None
+    prefill_floor_s: float | None = None
+    prefill_memory_s: float | None = None
+    prefill_compute_s: float | None = None
+    prefill_bound: str | None = None
+    tokens_per_s: float | None = None
+    usd_per_million_tokens: float | None = None
     request_prefill_s: float | None = None
     request_decode_s: float | None = None
     usd_per_request: float | None = None
     usd_per_million_input_tokens: float | None = None
     usd_per_million_output_tokens: float | None = None
-    pipeline_stages: int = 1              # helpers.parallel: layers split over this many stages of `gpus` each
-    prefill_memory_s: float | None = None   # the prefill floor's two terms: bytes ÷ bandwidth,
-    prefill_compute_s: float | None = None  # FLOPs ÷ peak
-    prefill_bound: str | None = None        # which of them sets the prefill floor: "memory" or "compute"
 
     @property
     def step_ms(self) -> float | None:
@@ -171,48 +150,35 @@ class Plan:
         return None if self.step_floor_s is None else self.step_floor_s * 1e3
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["step_ms"] = self.step_ms
-        d["step_floor_ms"] = self.step_floor_ms
-        d["prefill_ms"] = None if self.prefill_s is None else self.prefill_s * 1e3
-        d["usd_per_hour_total"] = self.usd_per_hour * self.gpus * self.pipeline_stages
-        return d
-
-
-def _memory(spec: ModelSpec, gpu: GPU, gpus: int, weight_dtype: str, kv_dtype: str, context: int,
-            utilization: float, overhead: float, stages: int = 1):
-    """One GPU's memory budget (helpers.formulas.memory's); each of `stages` holds 1/stages of the layers."""
-    shard = sharding(spec, gpus)
-    w = weight_bytes(spec, weight_dtype).bytes
-    w_gpu = w * shard.weight_fraction / stages
-    memory = gpu.usable_memory_bytes
-    reserve = runtime_reserve_bytes(memory, utilization, overhead)
-    kv_budget = kv_budget_bytes(memory, w_gpu, reserve)
-    kv_seq = kv_cache_bytes(spec, context, 1, kv_dtype) * shard.kv_fraction / stages
-    max_batch = int(kv_budget // kv_seq)
-    return shard, w, w_gpu, memory - reserve + overhead, kv_budget, kv_seq, max_batch
+        return {**asdict(self), "step_ms": self.step_ms, "step_floor_ms": self.step_floor_ms,
+                "prefill_ms": None if self.prefill_s is None else self.prefill_s * 1e3,
+                "usd_per_hour_total": self.usd_per_hour * self.gpus * self.pipeline_stages}
 
 
 def _gb(x: float) -> str:
     return f"{x / 1e9:,.2f} GB"
 
 
-def plan(model: str | Path | dict | ModelSpec, gpu: str | GPU, gpus: int = 1, weight_dtype: str = "bf16",
-         kv_dtype: str = "bf16", context: int = 4096, batch: int = 1, prompt_tokens: int | None = None,
+def _terms(cost, shard: Sharding, g: GPU, peak: float) -> tuple[float, float, float]:
+    """(bytes per GPU, bytes ÷ bandwidth, FLOPs ÷ peak) of a stepcost.StepCost: weights and FLOPs split 1/N,
+    the KV cache by the sharding's fraction."""
+    moved = cost.weight_read_bytes * shard.weight_fraction + cost.kv_bytes * shard.kv_fraction
+    return moved, moved / g.bandwidth, cost.flops / shard.gpus / peak
+
+
+def plan(model, gpu: str | GPU, gpus: int = 1, weight_dtype: str = "bf16", kv_dtype: str = "bf16",
+         context: int = 4096, batch: int = 1, prompt_tokens: int | None = None,
          utilization: float = GPU_MEMORY_UTILIZATION, overhead_bytes: float = RUNTIME_OVERHEAD_BYTES,
          efficiency: float = DEFAULT_EFFICIENCY, output_tokens: int | None = None,
          pipeline_stages: int = 1) -> Plan:
-    """Whether `batch` sequences of `context` tokens fit, and if so the decode step (timed at `context`, a
-    growing sequence's slowest), one `prompt_tokens` prefill (default: the context; the TTFT floor), tokens/s
-    and $ per million tokens; with `output_tokens` the cost of one request (module docstring). Pipeline
-    stages split the layers (memory per GPU ÷ stages; helpers.parallel.plan adds their communication)."""
-    spec = get_spec(model)
-    g = get_gpu(gpu)
-    weight_dtype = normalize_dtype(weight_dtype, WEIGHT_SCHEMES)
-    kv_dtype = normalize_dtype(kv_dtype, KV_DTYPES)
+    """Whether `batch` sequences of `context` tokens fit, and if so the decode step (timed at `context`, a growing
+    sequence's slowest), one `prompt_tokens` prefill (default: the context; the TTFT floor), tokens/s and $ per
+    million tokens; with `output_tokens` one request's cost. Pipeline stages split the layers (memory per GPU ÷
+    stages; helpers.parallel.plan adds their communication)."""
+    spec, g = get_spec(model), get_gpu(gpu)
+    weight_dtype, kv_dtype = normalize_dtype(weight_dtype, WEIGHT_SCHEMES), normalize_dtype(kv_dtype, KV_DTYPES)
     context = check_context(spec, context)
     batch = checks.count(batch, "batch")
-    gpus = checks.count(gpus, "GPU count")
     eff = checks.fraction(efficiency, "efficiency (the share of the datasheet reached)", open_low=True)
     stages = checks.count(pipeline_stages, "pipeline stages")
     if stages > spec.num_layers:
@@ -225,78 +191,60 @@ def plan(model: str | Path | dict | ModelSpec, gpu: str | GPU, gpus: int = 1, we
     if output is not None and prompt + output > context:
         raise ValueError(f"prompt {prompt:,} + output {output:,} tokens exceed the context of {context:,}; "
                          "raise the context or shorten the request")
-    utilization = checks.fraction(utilization, "utilization (the share of the GPU's memory planned with)",
-                                  open_low=True)
-    overhead_bytes = checks.number(overhead_bytes, "overhead_bytes", unit="bytes")
-    shard, w, w_gpu, budget, kv_budget, kv_seq, max_batch = _memory(
-        spec, g, gpus, weight_dtype, kv_dtype, context, utilization, overhead_bytes, stages)
-    peak, peak_kind = g.peak_flops(weight_dtype)
+    shard = sharding(spec, gpus)
+    gpus = shard.gpus
+    w = weight_bytes(spec, weight_dtype).bytes
+    w_gpu = w * shard.weight_fraction / stages
     memory = g.usable_memory_bytes
+    reserve = runtime_reserve_bytes(memory, utilization, overhead_bytes)   # checks both
+    budget, kv_budget = memory - reserve + overhead_bytes, kv_budget_bytes(memory, w_gpu, reserve)
+    kv_seq = kv_cache_bytes(spec, context, 1, kv_dtype) * shard.kv_fraction / stages
+    top = int(kv_budget // kv_seq)
     if w_gpu + overhead_bytes > budget:
         split = f" (1/{gpus} of {_gb(w)})" if gpus > 1 else ""
         reason = (f"the {weight_dtype} weights need {_gb(w_gpu)} per GPU{split} but one {g.name} offers "
                   f"{_gb(budget)} ({utilization:.0%} of the {_gb(memory)} it reports) less {_gb(overhead_bytes)} "
                   "runtime overhead")
-    elif max_batch < 1:
+    elif top < 1:
         reason = (f"one sequence of {context:,} tokens needs {_gb(kv_seq)} of KV cache per GPU but only "
                   f"{_gb(kv_budget)} is left after the weights and runtime overhead")
-    elif batch > max_batch:
+    elif batch > top:
         reason = (f"batch {batch} at {context:,} tokens needs {_gb(batch * kv_seq)} of KV cache per GPU; "
-                  f"{_gb(kv_budget)} is left, enough for batch {max_batch}")
+                  f"{_gb(kv_budget)} is left, enough for batch {top}")
     else:
         reason = (f"fits: weights {_gb(w_gpu)} + KV {_gb(batch * kv_seq)} + overhead {_gb(overhead_bytes)} "
                   f"per GPU within {_gb(budget)}")
-    fits = batch <= max_batch
-    p = Plan(spec.name, weight_dtype, kv_dtype, g.name, gpus, context, batch, prompt, fits, reason, max_batch,
-             memory, budget, overhead_bytes, w, w_gpu, kv_seq, kv_budget, batch * kv_seq,
-             g.bandwidth, peak, peak_kind, None, None, None, None, None, None, g.usd_per_hour, None,
-             shard.note, provider=g.price_provider, memory_label_gb=g.memory_gb, memory_source=g.usable_memory_note,
-             efficiency=eff, efficiency_source=EFFICIENCY_SOURCE if eff == DEFAULT_EFFICIENCY else "given",
-             output_tokens=output, pipeline_stages=stages)
-    if not fits:
-        return p
-    moved, flops = step_bytes_flops(spec, shard, weight_dtype, kv_dtype, context, batch)
-    step_memory_s, step_compute_s = moved / g.bandwidth, flops / peak
-    step_floor_s = max(step_memory_s, step_compute_s)
-    step_s = step_floor_s / eff
-    prefill_memory_s, prefill_compute_s = _prefill_terms_s(spec, g, shard, weight_dtype, kv_dtype, prompt)
-    prefill_floor_s = max(prefill_memory_s, prefill_compute_s)
-    tokens_per_s = batch / step_s
+    peak, peak_kind = g.peak_flops(weight_dtype)
+    p = dict(model=spec.name, weight_dtype=weight_dtype, kv_dtype=kv_dtype, gpu=g.name, gpus=gpus, context=context,
+             batch=batch, prompt_tokens=prompt, fits=batch <= top, reason=reason, max_batch=top,
+             memory_bytes_per_gpu=memory, budget_bytes_per_gpu=budget, overhead_bytes_per_gpu=overhead_bytes,
+             weight_bytes=w, weight_bytes_per_gpu=w_gpu, kv_bytes_per_seq_per_gpu=kv_seq,
+             kv_budget_bytes_per_gpu=kv_budget, bandwidth=g.bandwidth, peak_flops=peak, peak_kind=peak_kind,
+             usd_per_hour=g.usd_per_hour, sharding=shard.note, provider=g.price_provider,
+             memory_label_gb=g.memory_gb, memory_source=g.usable_memory_note, efficiency=eff,
+             efficiency_source=EFFICIENCY_SOURCE if eff == DEFAULT_EFFICIENCY else "given", pipeline_stages=stages,
+             output_tokens=output)
+    if batch > top:
+        return Plan(**p)
+    moved, mem_s, comp_s = _terms(decode_cost(spec, context, batch, weight_dtype, kv_dtype, mla_absorbed=True),
+                                  shard, g, peak)
+    _, pre_mem_s, pre_comp_s = _terms(forward_cost(spec, prompt, 0, 1, weight_dtype, kv_dtype), shard, g, peak)
     usd_per_s = g.usd_per_hour * gpus * stages / 3600
-    p = replace(p, step_bytes_per_gpu=moved, step_flops_per_gpu=flops, step_memory_s=step_memory_s,
-                step_compute_s=step_compute_s, step_floor_s=step_floor_s,
-                bound="memory" if step_memory_s >= step_compute_s else "compute", step_s=step_s,
-                prefill_memory_s=prefill_memory_s, prefill_compute_s=prefill_compute_s, prefill_floor_s=prefill_floor_s,
-                prefill_bound="memory" if prefill_memory_s >= prefill_compute_s else "compute",
-                prefill_s=prefill_floor_s / eff, tokens_per_s=tokens_per_s,
-                usd_per_million_tokens=usd_per_s / tokens_per_s * 1e6)
-    if output is None:
-        return p
-    mean = prompt + output // 2             # decode steps run at contexts prompt … prompt + output − 1
-    m, f = step_bytes_flops(spec, shard, weight_dtype, kv_dtype, mean, batch)
-    request_decode_s = output * max(m / g.bandwidth, f / peak) / eff / batch
-    return replace(p, request_prefill_s=p.prefill_s, request_decode_s=request_decode_s,
-                   usd_per_request=usd_per_s * (p.prefill_s + request_decode_s),
-                   usd_per_million_input_tokens=usd_per_s * p.prefill_s / prompt * 1e6,
-                   usd_per_million_output_tokens=usd_per_s * request_decode_s / output * 1e6)
-
-
-def step_bytes_flops(spec: ModelSpec, shard: Sharding, weight_dtype: str, kv_dtype: str, context: int,
-                     batch: int) -> tuple[float, float]:
-    """(bytes, FLOPs) per GPU of one decode step at `context` cached tokens (stepcost, MLA absorbed as engines
-    decode), weights and FLOPs split 1/N, the KV cache by the sharding's fraction."""
-    c = decode_cost(spec, context, batch, weight_dtype, kv_dtype, mla_absorbed=True)
-    return c.weight_read_bytes * shard.weight_fraction + c.kv_bytes * shard.kv_fraction, c.flops / shard.gpus
-
-
-def _prefill_terms_s(spec: ModelSpec, g: GPU, shard: Sharding, weight_dtype: str, kv_dtype: str,
-                     prompt: int) -> tuple[float, float]:
-    """(memory, compute) terms of one prompt's prefill: the weights read and its KV written ÷ bandwidth, its
-    FLOPs (MLA not absorbed, as engines prefill) ÷ peak."""
-    peak, _ = g.peak_flops(weight_dtype)
-    c = forward_cost(spec, prompt, 0, 1, weight_dtype, kv_dtype)
-    moved = c.weight_read_bytes * shard.weight_fraction + c.kv_bytes * shard.kv_fraction
-    return moved / g.bandwidth, c.flops / shard.gpus / peak
+    p.update(step_bytes_per_gpu=moved, step_memory_s=mem_s, step_compute_s=comp_s, step_floor_s=max(mem_s, comp_s),
+             bound="memory" if mem_s >= comp_s else "compute", step_s=max(mem_s, comp_s) / eff,
+             prefill_memory_s=pre_mem_s, prefill_compute_s=pre_comp_s, prefill_floor_s=max(pre_mem_s, pre_comp_s),
+             prefill_bound="memory" if pre_mem_s >= pre_comp_s else "compute", prefill_s=max(pre_mem_s, pre_comp_s) / eff)
+    p["tokens_per_s"] = batch / p["step_s"]
+    p["usd_per_million_tokens"] = usd_per_s / p["tokens_per_s"] * 1e6
+    if output is not None:
+        mean = prompt + output // 2             # decode steps run at contexts prompt … prompt + output − 1
+        _, m_s, c_s = _terms(decode_cost(spec, mean, batch, weight_dtype, kv_dtype, mla_absorbed=True), shard, g, peak)
+        decode_s = output * max(m_s, c_s) / eff / batch
+        p.update(request_prefill_s=p["prefill_s"], request_decode_s=decode_s,
+                 usd_per_request=usd_per_s * (p["prefill_s"] + decode_s),
+                 usd_per_million_input_tokens=usd_per_s * p["prefill_s"] / prompt * 1e6,
+                 usd_per_million_output_tokens=usd_per_s * decode_s / output * 1e6)
+    return Plan(**p)
 
 
 def max_batch(model, gpu, gpus: int = 1, weight_dtype: str = "bf16", kv_dtype: str = "bf16",

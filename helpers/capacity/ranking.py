@@ -17,28 +17,18 @@ from ..formulas.specs import ModelSpec, get_spec
 
 def fits_somewhere(spec, weight_dtype, kv_dtype, context, gpus) -> bool:
     """Whether batch 1 fits some catalogued GPU at this count (False when the count cannot shard the model)."""
-    for g in catalog():
-        try:
-            if plan(spec, g, gpus, weight_dtype, kv_dtype, context, 1).max_batch >= 1:
-                return True
-        except ValueError:
-            return False
-    return False
+    try:
+        return any(plan(spec, g, gpus, weight_dtype, kv_dtype, context, 1).max_batch >= 1 for g in catalog())
+    except ValueError:
+        return False
 
 
 def no_fit_message(spec: ModelSpec, weight_dtype: str, kv_dtype: str, context: int, gpus: int) -> str:
     """Why a model fits no catalogued GPU at this count, and the smallest count that would."""
     biggest = max(catalog(), key=lambda g: g.memory_gb)
     p = plan(spec, biggest, gpus, weight_dtype, kv_dtype, context, 1)
-    hint = ""
-    for n in GPU_COUNTS:
-        if n > gpus:
-            try:
-                if fits_somewhere(spec, weight_dtype, kv_dtype, context, n):
-                    hint = f"; it fits on {n} GPUs in tensor parallel (--gpus {n})"
-                    break
-            except ValueError:
-                continue
+    n = next((n for n in GPU_COUNTS if n > gpus and fits_somewhere(spec, weight_dtype, kv_dtype, context, n)), None)
+    hint = f"; it fits on {n} GPUs in tensor parallel (--gpus {n})" if n else ""
     count = "alone" if gpus == 1 else f"in tensor parallel over {gpus}"
     return (f"{spec.name} ({weight_dtype} weights, {kv_dtype} KV, {context:,} tokens) fits no catalogued GPU "
             f"{count}: even on the largest, {biggest.name} ({biggest.memory_gb:g} GB), {p.reason}{hint}; "
@@ -132,7 +122,6 @@ class RankedGPU:
     max_batch: int
     step_ms: float | None
     step_floor_ms: float | None
-    efficiency: float
     tokens_per_s: float | None
     prefill_ms: float | None
     bound: str | None
@@ -145,17 +134,13 @@ class RankedGPU:
     note: str
 
 
+_OK_ONLY = ("batch", "tokens_per_s", "prefill_ms", "bound", "prefill_bound", "usd_per_million_tokens",
+            "usd_per_million_input_tokens", "usd_per_million_output_tokens", "usd_per_request")
+
+
 def _row(p: Plan, status: str, note: str) -> RankedGPU:
-    ok = status == "ok"
-    timed = ok or status == "misses SLO"
-    return RankedGPU(
-        rank=None, gpu=p.gpu, gpus=p.gpus, provider=p.provider, status=status,
-        batch=p.batch if ok else None, max_batch=p.max_batch,
-        step_ms=p.step_ms if timed else None, step_floor_ms=p.step_floor_ms if timed else None,
-        efficiency=p.efficiency, tokens_per_s=p.tokens_per_s if ok else None,
-        prefill_ms=p.prefill_s * 1e3 if (ok and p.prefill_s is not None) else None,
-        bound=p.bound if ok else None, prefill_bound=p.prefill_bound if ok else None, usd_per_hour=p.usd_per_hour * p.gpus,
-        usd_per_million_tokens=p.usd_per_million_tokens if ok else None,
-        usd_per_million_input_tokens=p.usd_per_million_input_tokens if ok else None,
-        usd_per_million_output_tokens=p.usd_per_million_output_tokens if ok else None,
-        usd_per_request=p.usd_per_request if ok else None, note=note)
+    d, ok, timed = p.to_dict(), status == "ok", status in ("ok", "misses SLO")
+    return RankedGPU(rank=None, status=status, note=note, usd_per_hour=p.usd_per_hour * p.gpus,
+                     **{f: d[f] for f in ("gpu", "gpus", "provider", "max_batch")},
+                     **{f: d[f] if ok else None for f in _OK_ONLY},
+                     **{f: d[f] if timed else None for f in ("step_ms", "step_floor_ms")})

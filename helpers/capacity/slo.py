@@ -1,31 +1,28 @@
-"""The largest batch a latency SLO allows on one configuration: found by bisection over plan()'s decode
-step (plan_for_slo, used by the ranking, the triangle and the command line), and derived term by term for
-a memory-bound step (slo_batch, notebook 04's worked example).
+"""The largest batch a latency SLO allows on one configuration: found by bisection over plan()'s decode step
+(plan_for_slo, used by the ranking, the triangle and the command line), and derived term by term for a
+memory-bound step (slo_batch, notebook 04's worked example); and the quality–latency–throughput triangle on one
+GPU: the same model served for latency (batch 1), within an SLO, for throughput (the largest batch), and with
+fp8 weights and cache (more batch, less cost, a quality cost to check on a benchmark).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from .. import checks
-from .planner import DEFAULT_EFFICIENCY, Plan, plan
+from ..formulas.specs import get_spec
+from .planner import DEFAULT_EFFICIENCY, Plan, max_batch, plan
 
 
 def plan_for_slo(model, gpu, slo_ms: float, gpus: int = 1, weight_dtype: str = "bf16", kv_dtype: str = "bf16",
                  context: int = 4096, min_batch: int = 1, **kw) -> tuple[Plan, bool]:
-    """(plan, meets SLO): the largest batch whose decode step stays within `slo_ms` per output token.
-
-    The step grows with the batch, so a bisection over 1…max_batch finds it. When even batch 1 (or
-    `min_batch`) misses the SLO, returns that batch's plan and False.
-    """
+    """(plan, meets SLO): the largest batch whose decode step stays within `slo_ms` per output token, by bisection
+    (the step grows with the batch); when even `min_batch` misses it, that batch's plan and False."""
     slo_s = checks.number(slo_ms, "SLO", positive=True, unit="ms per output token") / 1e3
     min_batch = checks.count(min_batch, "minimum batch")
-    first = plan(model, gpu, gpus, weight_dtype, kv_dtype, context, 1, **kw)
-    if first.max_batch < min_batch:
-        return plan(model, gpu, gpus, weight_dtype, kv_dtype, context, min_batch, **kw), False
-    base = plan(model, gpu, gpus, weight_dtype, kv_dtype, context, min_batch, **kw)
-    if base.step_s > slo_s:
+    base = plan(model, gpu, gpus, weight_dtype, kv_dtype, context, min_batch, **kw)   # max_batch: whatever the batch
+    if not base.fits or base.step_s > slo_s:
         return base, False
-    lo, hi = min_batch, first.max_batch
+    lo, hi = min_batch, base.max_batch
     while lo < hi:
         mid = (lo + hi + 1) // 2
         if plan(model, gpu, gpus, weight_dtype, kv_dtype, context, mid, **kw).step_s <= slo_s:
@@ -76,3 +73,46 @@ def slo_batch(model, gpu, slo_ms: float, context: int = 4096, efficiency: float 
     found, meets = plan_for_slo(model, gpu, slo_ms, 1, weight_dtype, kv_dtype, context, efficiency=efficiency)
     return SloBatch(one.gpu, slo_s, one.efficiency, one.bandwidth, w, k, budget, b_slo, one.max_batch,
                     min(b_slo, one.max_batch), found.batch if meets else 0, w / k, found)
+
+
+@dataclass(frozen=True)
+class Corner:
+    corner: str                # "latency", "latency ≤ 10 ms", "throughput", "throughput, less precision"
+    weight_dtype: str
+    kv_dtype: str
+    batch: int
+    meets_slo: bool            # the step within the SLO the triangle was drawn for
+    step_ms: float
+    tokens_per_s: float
+    usd_per_million_tokens: float
+    max_batch: int
+    what: str
+
+
+def triangle(model, gpu: str = "H100 SXM", weight_dtype: str = "bf16", kv_dtype: str = "bf16",
+             context: int = 4096, slo_ms: float = 10.0, gpus: int = 1,
+             efficiency: float = DEFAULT_EFFICIENCY) -> list[Corner]:
+    """The corners in order: latency, within the SLO, throughput, and (unless the weights and cache are fp8
+    already, and when fp8 fits) throughput with fp8 weights and cache. ValueError when batch 1 does not fit."""
+    spec = get_spec(model)
+    slo_ms = checks.number(slo_ms, "SLO", positive=True, unit="ms per output token")
+
+    def corner(name: str, p: Plan, what: str) -> Corner:
+        return Corner(name, p.weight_dtype, p.kv_dtype, p.batch, p.step_s <= slo_ms / 1e3, p.step_ms, p.tokens_per_s,
+                      p.usd_per_million_tokens, p.max_batch, what)
+
+    def at(batch: int, w: str = weight_dtype, kv: str = kv_dtype) -> Plan:
+        return plan(spec, gpu, gpus, w, kv, context, batch, efficiency=efficiency)
+
+    one = at(1)
+    if one.max_batch < 1:
+        raise ValueError(one.reason)
+    p, ok = plan_for_slo(spec, gpu, slo_ms, gpus, weight_dtype, kv_dtype, context, efficiency=efficiency)
+    corners = [corner("latency", one, "one user, fastest tokens"),
+               corner(f"latency ≤ {slo_ms:g} ms", p, "largest batch within the SLO" if ok else "misses the SLO even at batch 1"),
+               corner("throughput", at(one.max_batch), "largest batch that fits")]
+    q = max_batch(spec, gpu, gpus, "fp8", "fp8", context)
+    if q >= 1 and (weight_dtype, kv_dtype) != ("fp8", "fp8"):
+        corners.append(corner("throughput, less precision", at(q, "fp8", "fp8"),
+                              "fp8 weights and cache: quality to check on a benchmark"))
+    return corners

@@ -1,6 +1,6 @@
-"""Tables and figures of the capacity planner for notebook 04 and the command line: the ranking and the
-triangle as DataFrames with readable headers (the only place their labels are made), the stamp of what a
-figure was computed from, latency and throughput over batch per GPU.
+"""Tables and figures of the capacity planner for notebook 04 and the command line: the ranking and the triangle
+as DataFrames with readable headers (the only place their labels are made), the stamp of what a figure was
+computed from, latency and throughput over batch per GPU.
 """
 from __future__ import annotations
 
@@ -10,21 +10,28 @@ from typing import Iterable
 from .. import checks
 from .planner import DEFAULT_EFFICIENCY, max_batch, plan
 from .ranking import RankedGPU
-from .triangle import Corner
+from .slo import Corner
 from ..formulas.gpus import catalog_label
 from ..formulas.specs import get_spec
-
 
 RANK_COLUMNS = {"rank": "rank", "gpu": "GPU", "gpus": "GPUs", "provider": "price from", "status": "status",
                 "batch": "batch", "step_floor_ms": "ms per token (datasheet floor)",
                 "step_ms": "ms per token (at efficiency)", "tokens_per_s": "tokens/s", "usd_per_hour": "$ per hour",
                 "usd_per_million_tokens": "$ per M output tokens", "max_batch": "max batch",
                 "prefill_ms": "prefill ms (1 prompt)", "bound": "bound", "note": "why"}
+TRIANGLE_COLUMNS = {"corner": "corner", "weight_dtype": "weights", "kv_dtype": "KV", "batch": "batch",
+                    "meets_slo": "meets SLO", "step_ms": "ms per token", "tokens_per_s": "tokens/s",
+                    "usd_per_million_tokens": "$ per M output tokens", "max_batch": "max batch", "what": "what"}
+REQUEST_COLUMNS = {"rank": "rank", "gpu": "GPU", "provider": "price from", "status": "status", "batch": "batch",
+                   "step_ms": "ms per token (at efficiency)", "usd_per_million_input_tokens": "$ per M input tokens",
+                   "usd_per_million_output_tokens": "$ per M output tokens (request)",
+                   "usd_per_million_tokens": "$ per M output tokens (decode only)", "usd_per_request": "$ per request",
+                   "prefill_bound": "prefill bound"}
 
 
 def _frame(rows: Iterable, columns: dict[str, str], digits: dict[str, int]):
-    """Rows (dataclasses or their dicts) as a DataFrame: `columns` (field → header) in that order, floats
-    rounded, indexed by the first column."""
+    """Rows (dataclasses or dicts) as a DataFrame: `columns` (field → header) in that order, floats rounded,
+    indexed by the first column."""
     import pandas as pd
 
     df = pd.DataFrame([asdict(r) if is_dataclass(r) else r for r in rows], columns=list(columns))
@@ -37,58 +44,61 @@ def _frame(rows: Iterable, columns: dict[str, str], digits: dict[str, int]):
 
 
 def rank_frame(rows: Iterable[RankedGPU]):
-    """A ranking (helpers.capacity.ranking.rank) as a DataFrame with readable headers (units in the
-    names), rounded for reading, indexed by rank."""
+    """A ranking (ranking.rank) with readable headers, indexed by rank."""
     return _frame(rows, RANK_COLUMNS, {"step_floor_ms": 2, "step_ms": 2, "tokens_per_s": 0, "usd_per_hour": 2,
                                        "usd_per_million_tokens": 3, "prefill_ms": 1})
 
 
+def triangle_frame(corners: Iterable[Corner]):
+    """The triangle's corners (triangle.triangle), indexed by corner."""
+    return _frame(corners, TRIANGLE_COLUMNS, {"step_ms": 2, "tokens_per_s": 0, "usd_per_million_tokens": 3})
+
+
+def request_frame(rows: Iterable[RankedGPU]):
+    """A ranking of requests (ranking.rank_requests): $ per million input and output tokens, prefill counted,
+    beside the decode-only figure, the ratio of an output token's price to an input token's, and which term
+    bounds the prefill; indexed by rank."""
+    from ..formulas import regime
+
+    rows = [asdict(r) if is_dataclass(r) else r for r in rows]
+    df = _frame(rows, REQUEST_COLUMNS, {field: 6 if field == "usd_per_request" else 3
+                                        for field in list(REQUEST_COLUMNS)[5:-1]})
+    df.insert(len(df.columns) - 1, "output ÷ input price",
+              [round(regime.ratio(r["usd_per_million_output_tokens"], r["usd_per_million_input_tokens"]), 1) for r in rows])
+    return df
+
+
 def source_text(model, weight_dtype: str, kv_dtype: str, gpus: int = 1, context: int | None = None) -> str:
     """The stamp of a planner figure or table: what it was computed from."""
-    spec = get_spec(model)
-    bits = [f"computed from {spec.name} config.json", f"weights {weight_dtype}", f"KV {kv_dtype}"]
-    if context:
-        bits.append(f"{context:,} tokens")
-    bits.append(f"{gpus} GPU{'s' if gpus > 1 else ''} each (tensor parallel)" if gpus > 1 else "1 GPU each")
-    bits.append(catalog_label())
+    bits = [f"computed from {get_spec(model).name} config.json", f"weights {weight_dtype}", f"KV {kv_dtype}",
+            *([f"{context:,} tokens"] if context else []),
+            f"{gpus} GPUs each (tensor parallel)" if gpus > 1 else "1 GPU each", catalog_label()]
     return " · ".join(bits)
 
-
-# ----------------------------------------------------------------------------- curves and the triangle
 
 def batch_points(max_b: int) -> list[int]:
     """1, 2, 4, … up to max_b, and max_b itself; none for a max batch of 0 (nothing fits)."""
     if max_b == 0 and not isinstance(max_b, bool):
         return []
     max_b = checks.count(max_b, "max batch")
-    pts, b = [], 1
-    while b < max_b:
-        pts.append(b)
-        b *= 2
-    pts.append(max_b)
-    return pts
+    return [*(2**k for k in range(max_b.bit_length()) if 2**k < max_b), max_b]
 
 
 def curve(model, gpu_names: Iterable[str], weight_dtype: str = "bf16", kv_dtype: str = "bf16",
           context: int = 4096, gpus: int = 1, efficiency: float = DEFAULT_EFFICIENCY):
-    """Latency (ms per token) and throughput (tokens/s) over batch size, per GPU, up to its max batch,
-    with the step at `efficiency` of the datasheet (as the ranking)."""
+    """Latency (ms per token) and throughput (tokens/s) over batch, per GPU up to its max batch, the step at
+    `efficiency` of the datasheet (as the ranking)."""
     import pandas as pd
 
     spec = get_spec(model)
-    rows = []
-    for name in gpu_names:
-        top = max_batch(spec, name, gpus, weight_dtype, kv_dtype, context)
-        for b in batch_points(top):
-            p = plan(spec, name, gpus, weight_dtype, kv_dtype, context, b, efficiency=efficiency)
-            rows.append({"gpu": p.gpu, "batch": b, "step_ms": p.step_ms, "tokens_per_s": p.tokens_per_s,
-                         "usd_per_million_tokens": p.usd_per_million_tokens, "bound": p.bound})
-    return pd.DataFrame(rows, columns=["gpu", "batch", "step_ms", "tokens_per_s", "usd_per_million_tokens", "bound"])
+    columns = ["gpu", "batch", "step_ms", "tokens_per_s", "usd_per_million_tokens", "bound"]
+    rows = [plan(spec, name, gpus, weight_dtype, kv_dtype, context, b, efficiency=efficiency)
+            for name in gpu_names for b in batch_points(max_batch(spec, name, gpus, weight_dtype, kv_dtype, context))]
+    return pd.DataFrame([{c: getattr(p, c) for c in columns} for p in rows], columns=columns)
 
 
 def plot_curve(df, title: str, stamp_text: str, slo_ms: float | None = None):
-    """Two panels: ms per token against batch (with the SLO as a line), tokens/s against batch,
-    one line per GPU."""
+    """Two panels, one line per GPU: ms per token against batch (the SLO as a line), tokens/s against batch."""
     from ..present import plots
 
     fig, (ax1, ax2) = plots.figure(ncols=2, width=6.0, height=4.0)
@@ -102,42 +112,8 @@ def plot_curve(df, title: str, stamp_text: str, slo_ms: float | None = None):
     for ax in (ax1, ax2):
         ax.set_xscale("log", base=2)
         ax.set_xlabel("batch (sequences decoded together)")
-    ax1.set_ylabel("decode step = ms per output token")
-    ax2.set_ylabel("output tokens/s (all sequences)")
-    ax2.set_yscale("log")
-    ax1.set_title("latency")
-    ax2.set_title("throughput")
+    ax1.set(ylabel="decode step = ms per output token", title="latency")
+    ax2.set(ylabel="output tokens/s (all sequences)", yscale="log", title="throughput")
     ax2.legend(fontsize=8)
     fig.suptitle(title, fontsize=10)
     return plots.finish(fig, stamp_text)
-
-
-TRIANGLE_COLUMNS = {"corner": "corner", "weight_dtype": "weights", "kv_dtype": "KV", "batch": "batch",
-                    "meets_slo": "meets SLO", "step_ms": "ms per token", "tokens_per_s": "tokens/s",
-                    "usd_per_million_tokens": "$ per M output tokens", "max_batch": "max batch", "what": "what"}
-
-
-def triangle_frame(corners: Iterable[Corner]):
-    """The triangle's corners (helpers.capacity.triangle.triangle) as a labelled DataFrame, indexed by corner."""
-    return _frame(corners, TRIANGLE_COLUMNS, {"step_ms": 2, "tokens_per_s": 0, "usd_per_million_tokens": 3})
-
-
-REQUEST_COLUMNS = {"rank": "rank", "gpu": "GPU", "provider": "price from", "status": "status", "batch": "batch",
-                   "step_ms": "ms per token (at efficiency)", "usd_per_million_input_tokens": "$ per M input tokens",
-                   "usd_per_million_output_tokens": "$ per M output tokens (request)",
-                   "usd_per_million_tokens": "$ per M output tokens (decode only)", "usd_per_request": "$ per request",
-                   "prefill_bound": "prefill bound"}
-
-
-def request_frame(rows: Iterable[RankedGPU]):
-    """A ranking of requests (helpers.capacity.ranking.rank_requests) as a labelled DataFrame: $ per
-    million input and output tokens, prefill counted, next to the decode-only figure, the ratio of an output
-    token's price to an input token's, and which term bounds the prefill; indexed by rank."""
-    from ..formulas import regime
-
-    rows = [asdict(r) if is_dataclass(r) else r for r in rows]
-    df = _frame(rows, REQUEST_COLUMNS, {field: 6 if field == "usd_per_request" else 3
-                                        for field in list(REQUEST_COLUMNS)[5:-1]})
-    df.insert(len(df.columns) - 1, "output ÷ input price",
-              [round(regime.ratio(r["usd_per_million_output_tokens"], r["usd_per_million_input_tokens"]), 1) for r in rows])
-    return df

@@ -6,7 +6,6 @@ kv_lora_rank + qk_rope_head_dim wide, its up-projections absorbed at inference (
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,53 +59,48 @@ def kv_vs_context(models=PRESETS, dtype: str = "bf16", max_tokens: int = 131072)
 
 
 def mha_kv_bytes_per_token(layers: int, heads: int, k_dim: int, v_dim: int, dtype: str = "bf16") -> int:
-    """An MHA cache per token: layers × heads × (K width + V width) × bytes. With K and V the same
-    width this is helpers.formulas.memory's 2 × layers × heads × head_dim × bytes (DeepSeek-V2, Table 1: 2 n_h d_h l)."""
+    """layers × heads × (K width + V width) × bytes; with K and V the same width, memory's 2 × layers × heads ×
+    head_dim × bytes (DeepSeek-V2, Table 1: 2 n_h d_h l)."""
     return math.ceil(layers * heads * (k_dim + v_dim) * DTYPE_BYTES[normalize_dtype(dtype)])
 
 
 @dataclass(frozen=True)
 class MLARatio:
-    """MLA's cache per token against one named baseline."""
-
     cache: str                  # what the baseline is, in words ("MHA of the same model: 128 heads × 128 dims, …")
     bytes_per_token: int
     baseline_over_mla: float    # this cache ÷ MLA's (1.0 for MLA itself), rounded to 2 decimals
     dtype: str
 
 
+def _mla(model) -> tuple[ModelSpec, int, int]:
+    """(spec, d_h the head size MHA would have, K width with DeepSeek's rope part) of an MLA model."""
+    spec = get_spec(model)
+    if not spec.is_mla:
+        raise ValueError(f"{spec.name} does not use MLA (attention: {spec.attention}); try deepseek-v3 or deepseek-v2-lite")
+    return spec, spec.v_head_dim or spec.qk_nope_head_dim, (spec.qk_nope_head_dim or 0) + (spec.qk_rope_head_dim or 0)
+
+
 def mla_ratios(model: str = "deepseek-v3", gqa_baseline: str = "mistral-7b-v0.1",
                dtype: str = "bf16") -> list[MLARatio]:
     """MLA's cache per token against named baselines: MLA itself (1), MHA of the same model (DeepSeek-V2 Table 1's
     2 n_h d_h l), MHA with the head sizes DeepSeek computes (K 128 + 64 rope, V 128), another model's GQA cache."""
-    spec = get_spec(model)
-    if not spec.is_mla:
-        raise ValueError(f"{spec.name} does not use MLA (attention: {spec.attention}); try deepseek-v3 or deepseek-v2-lite")
+    spec, d_h, k_real = _mla(model)
+    L, H, g = spec.num_layers, spec.num_heads, get_spec(gqa_baseline)
     mla = kv_bytes_per_token(spec, dtype)
-    d_h = spec.v_head_dim or spec.qk_nope_head_dim
-    mha_same = kv_bytes_per_token(dataclasses.replace(spec, kv_lora_rank=None, num_kv_heads=spec.num_heads,
-                                                      head_dim=d_h), dtype)
-    k_real = (spec.qk_nope_head_dim or 0) + (spec.qk_rope_head_dim or 0)
-    mha_real = mha_kv_bytes_per_token(spec.num_layers, spec.num_heads, k_real, spec.v_head_dim, dtype)
-    g = get_spec(gqa_baseline)
-    gqa = kv_bytes_per_token(g, dtype)
     caches = (
-        (f"{spec.name} MLA: latent {spec.kv_lora_rank} + rope key {spec.qk_rope_head_dim} per layer, "
-         f"{spec.num_layers} layers", mla),
-        (f"MHA of the same model: {spec.num_heads} heads × {d_h} dims, K and V, {spec.num_layers} layers", mha_same),
+        (f"{spec.name} MLA: latent {spec.kv_lora_rank} + rope key {spec.qk_rope_head_dim} per layer, {L} layers", mla),
+        (f"MHA of the same model: {H} heads × {d_h} dims, K and V, {L} layers", mha_kv_bytes_per_token(L, H, d_h, d_h, dtype)),
         (f"MHA with DeepSeek's head sizes: K {k_real} ({spec.qk_nope_head_dim} + {spec.qk_rope_head_dim} rope), "
-         f"V {spec.v_head_dim}, {spec.num_heads} heads, {spec.num_layers} layers", mha_real),
-        (f"{g.name} GQA: {g.num_kv_heads} K/V heads × {g.head_dim}, K and V, {g.num_layers} layers", gqa),
+         f"V {spec.v_head_dim}, {H} heads, {L} layers", mha_kv_bytes_per_token(L, H, k_real, spec.v_head_dim, dtype)),
+        (f"{g.name} GQA: {g.num_kv_heads} K/V heads × {g.head_dim}, K and V, {g.num_layers} layers",
+         kv_bytes_per_token(g, dtype)),
     )
     return [MLARatio(what, b, round(b / mla, 2), dtype) for what, b in caches]
 
 
 def mla_equivalent_gqa_groups(model: str = "deepseek-v3") -> float:
     """DeepSeek-V2 §2.1.4: MLA's cache equals GQA with (d_c + d_h^R) / (2 d_h) groups — 2.25 for V2 and V3."""
-    spec = get_spec(model)
-    if not spec.is_mla:
-        raise ValueError(f"{spec.name} does not use MLA (attention: {spec.attention})")
-    d_h = spec.v_head_dim or spec.qk_nope_head_dim
+    spec, d_h, _ = _mla(model)
     return (spec.kv_lora_rank + spec.qk_rope_head_dim) / (2 * d_h)
 
 
@@ -136,12 +130,8 @@ def mla_baselines(model: str = "deepseek-v3", gqa_baseline: str = "mistral-7b-v0
     the last: the extra 64 are MLA's own RoPE key). Mixed counts, a whole model's cache against one layer's
     latent, are how a quoted ratio reaches the hundreds."""
     mla, mha, mha_real, gqa = (r.bytes_per_token for r in mla_ratios(model, gqa_baseline, dtype))
-    spec, g = get_spec(model), get_spec(gqa_baseline)
-    per_layer = mla / spec.num_layers
-    d_h = spec.v_head_dim or spec.qk_nope_head_dim
-    gqa8 = kv_bytes_per_token(dataclasses.replace(spec, kv_lora_rank=None, num_kv_heads=8, head_dim=d_h), dtype)
-    mha32 = mha_kv_bytes_per_token(1, 32, d_h, d_h, dtype)
-    mha32_model = mha_kv_bytes_per_token(g.num_layers, 32, g.head_dim, g.head_dim, dtype)
+    (spec, d_h, k_real), g = _mla(model), get_spec(gqa_baseline)
+    L, per_layer = spec.num_layers, mla / spec.num_layers
 
     def row(baseline: str, counted: str, same_model: bool, same_count: bool, base: float, mine: float,
             real_heads: bool = True) -> MLABaseline:
@@ -149,19 +139,18 @@ def mla_baselines(model: str = "deepseek-v3", gqa_baseline: str = "mistral-7b-v0
                            int(base), int(mine), base / mine, dtype)
 
     return [
-        row(f"MHA of the same model: {spec.num_heads} heads × {d_h}, K and V", "per layer", True, True,
-            mha / spec.num_layers, per_layer),
-        row(f"MHA with DeepSeek's head sizes: K {(spec.qk_nope_head_dim or 0) + (spec.qk_rope_head_dim or 0)}, "
-            f"V {spec.v_head_dim}, {spec.num_heads} heads", "per layer", True, True, mha_real / spec.num_layers, per_layer,
-            real_heads=False),
-        row(f"GQA of the same model: 8 KV heads × {d_h}", "per layer", True, True, gqa8 / spec.num_layers, per_layer),
-        row(f"MHA of a 7B-class model: 32 heads × {d_h}, K and V", "per layer", False, True, mha32, per_layer),
-        row(f"{g.name} GQA, whole model ({g.num_layers} layers) against {spec.name}'s ({spec.num_layers})",
-            "whole model", False, True, gqa, mla),
-        row(f"MHA of the same model, all {spec.num_layers} layers, against one layer's latent", "mixed", True, False,
-            mha, per_layer),
+        row(f"MHA of the same model: {spec.num_heads} heads × {d_h}, K and V", "per layer", True, True, mha / L, per_layer),
+        row(f"MHA with DeepSeek's head sizes: K {k_real}, V {spec.v_head_dim}, {spec.num_heads} heads", "per layer",
+            True, True, mha_real / L, per_layer, real_heads=False),
+        row(f"GQA of the same model: 8 KV heads × {d_h}", "per layer", True, True,
+            mha_kv_bytes_per_token(1, 8, d_h, d_h, dtype), per_layer),
+        row(f"MHA of a 7B-class model: 32 heads × {d_h}, K and V", "per layer", False, True,
+            mha_kv_bytes_per_token(1, 32, d_h, d_h, dtype), per_layer),
+        row(f"{g.name} GQA, whole model ({g.num_layers} layers) against {spec.name}'s ({L})", "whole model", False, True,
+            gqa, mla),
+        row(f"MHA of the same model, all {L} layers, against one layer's latent", "mixed", True, False, mha, per_layer),
         row(f"MHA of a 7B-class model, all {g.num_layers} layers (32 heads × {g.head_dim}), against one layer's latent",
-            "mixed", False, False, mha32_model, per_layer),
+            "mixed", False, False, mha_kv_bytes_per_token(g.num_layers, 32, g.head_dim, g.head_dim, dtype), per_layer),
     ]
 
 

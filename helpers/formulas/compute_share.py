@@ -1,6 +1,6 @@
 """Where the compute goes: the FLOPs of one forward pass by part (embedding, attention, MLP, head), and the bytes
 of a decode step split the same way. Every FLOP and byte is helpers.formulas.stepcost's; the only split added is
-which weights belong to the attention block (q/k/v/o: helpers.formulas.specs.param_breakdown), the MLP the rest.
+which weights belong to the attention block (q/k/v/o: specs.param_breakdown), the MLP the rest.
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Sequence
 
 from .. import checks
 from .specs import get_spec, param_breakdown
-from .stepcost import forward_cost
+from .stepcost import attention_flops_per_key, forward_cost, matmul_params
 from .units import dtype_bytes
 
 TALK_LAYER_SHARE = 0.95  # the talk: "about 95 % of compute is in the transformer layers"
@@ -19,12 +19,12 @@ PHASES = ("prefill", "decode")
 
 @dataclass(frozen=True)
 class FlopTerms:
-    """FLOPs of one forward pass by part; `total` is helpers.formulas.stepcost.forward_cost's FLOPs (batch 1)."""
+    """FLOPs of one forward pass by part; `total` is stepcost.forward_cost's FLOPs (batch 1)."""
 
     embedding: int              # a lookup: no arithmetic
     attention_projections: int  # the layers' q, k, v, o projections
     attention_context: int      # the layers' attention over the context (QKᵀ, softmax·V)
-    mlp: int                    # the layers' MLP
+    mlp: int
     head: int                   # the logits
 
     @property
@@ -49,7 +49,7 @@ class FlopTerms:
 
 
 def flop_terms(model, new_tokens: int, past_tokens: int = 0, logits_tokens: int = 1) -> FlopTerms:
-    """FLOPs of one forward pass by part (stepcost.forward_cost's), the matmuls split by parameter count."""
+    """forward_cost's FLOPs by part, the matmuls split by parameter count."""
     spec = get_spec(model)
     cost = forward_cost(spec, new_tokens, past_tokens, 1, logits_tokens=logits_tokens)
     proj = 2 * param_breakdown(spec).attention_projections * new_tokens
@@ -68,8 +68,6 @@ def phase_args(phase: str, tokens: int) -> tuple[int, int]:
 
 @dataclass(frozen=True)
 class PhaseTerms:
-    """One model's FLOPs by part for a prefill of `tokens` tokens or one decode step at that context."""
-
     model: str
     phase: str
     tokens: int
@@ -83,9 +81,8 @@ def share_sweep(models: Sequence, lengths: Sequence[int], phases: Sequence[str] 
 
 
 def attention_crossover(model, phase: str = "prefill", limit: int = 2**22) -> int | None:
-    """The smallest context length at which attention over the context costs as many FLOPs as every
-    linear layer together (projections + MLP), or None when it never does up to `limit` tokens (a
-    sliding window caps attention's cost per token)."""
+    """The shortest context at which attention over it costs as many FLOPs as every linear layer together, or
+    None up to `limit` tokens (a sliding window caps attention's cost per token)."""
     spec = get_spec(model)
 
     def over(n: int) -> bool:
@@ -97,11 +94,10 @@ def attention_crossover(model, phase: str = "prefill", limit: int = 2**22) -> in
 
 @dataclass(frozen=True)
 class ParityParts:
-    """The attention-parity length term by term, attention_crossover's in closed form: a query against a key in
-    one layer costs f = 4 × heads × head_dim FLOPs, a new token 2 per linear parameter; a decode step at context
-    c attends to c + 1 keys per layer, so c = ⌈linear ÷ (L × f)⌉ − 1; a prefill of n tokens to n(n + 1)/2, so
-    n = ⌈2 × linear ÷ (L × f)⌉ − 1. K/V heads appear nowhere (sharing them shrinks the cache, not the FLOPs). A
-    window caps the keys: then `tokens` is attention_crossover's search."""
+    """attention_crossover in closed form: a query against a key in one layer costs f = 4 × heads × head_dim
+    FLOPs, a new token 2 per linear parameter; a decode step at context c attends to c + 1 keys per layer, so
+    c = ⌈linear ÷ (L × f)⌉ − 1; a prefill of n tokens to n(n + 1)/2, so n = ⌈2 × linear ÷ (L × f)⌉ − 1. K/V heads
+    appear nowhere (sharing them shrinks the cache, not the FLOPs). Under a window, `tokens` is the search's."""
 
     model: str
     phase: str
@@ -115,9 +111,6 @@ class ParityParts:
 
 
 def parity_parts(model, phase: str = "decode") -> ParityParts:
-    """The attention-parity length of a model in a prefill or a decode step, term by term (ParityParts)."""
-    from .stepcost import attention_flops_per_key, matmul_params
-
     spec = get_spec(model)
     phase = checks.choice(phase, "phase", PHASES)
     f, linear, layers = attention_flops_per_key(spec), 2 * matmul_params(spec), spec.num_layers
@@ -130,12 +123,11 @@ def parity_parts(model, phase: str = "decode") -> ParityParts:
 
 @dataclass(frozen=True)
 class ByteTerms:
-    """Bytes one decode step reads by part (batch 1): the attention projections' weights and the KV cache, the
-    MLP's weights (the norms' few included), the head's; helpers.formulas.stepcost's total."""
+    """Bytes one decode step reads by part (batch 1); their sum is stepcost's total."""
 
-    attention: int
-    mlp: int
-    head: int
+    attention: int   # q/k/v/o weights + the KV cache read and written
+    mlp: int         # the rest of the weights streamed (norms and embedding rows included)
+    head: int        # the output head's weights (none apart when tied)
 
     @property
     def total(self) -> int:
@@ -143,9 +135,6 @@ class ByteTerms:
 
 
 def byte_terms(model, context: int, dtype: str = "bf16") -> ByteTerms:
-    """The bytes of one decode step at `context` tokens (helpers.formulas.stepcost.forward_cost), split: attention =
-    q/k/v/o weights + the KV cache read and written; head = the output head's weights (none apart when tied);
-    MLP = the rest of the weights streamed, embedding rows included."""
     spec = get_spec(model)
     cost = forward_cost(spec, 1, context, 1, dtype)
     size = dtype_bytes(dtype)
@@ -154,16 +143,11 @@ def byte_terms(model, context: int, dtype: str = "bf16") -> ByteTerms:
     return ByteTerms(proj + cost.kv_bytes, cost.weight_read_bytes - proj - head, head)
 
 
-SHARE_TOKENS = (512, 2048, 4096, 32768)
-SHARE_MODELS = ("mistral-7b-v0.1", "mistral-7b-v0.3", "llama-3.1-8b", "qwen2.5-7b")
-
-
-def attention_share_frame(models: Sequence = SHARE_MODELS, tokens: Sequence[int] = SHARE_TOKENS,
-                          extra: dict | None = None):
-    """Notebook 01's table, one row per model: width, depth, window, context, the prompt length where attention's
-    FLOPs reach the linear layers' in a prefill (attention_crossover; "never" under a window), whether that is
-    within its context, and attention's share (%) of the prefill at each prompt length (NaN past the context).
-    `extra` adds named specs (e.g. {"tiny (this run)": loaded.spec}) before the presets."""
+def attention_share_frame(models: Sequence = ("mistral-7b-v0.1", "mistral-7b-v0.3", "llama-3.1-8b", "qwen2.5-7b"),
+                          tokens: Sequence[int] = (512, 2048, 4096, 32768), extra: dict | None = None):
+    """Notebook 01's table, one row per model (`extra`'s named specs first): width, depth, window, context, the
+    prompt length where attention's FLOPs reach the linear layers' in a prefill ("never" under a window), whether
+    that is within its context, and attention's share (%) of the prefill at each length (NaN past the context)."""
     import pandas as pd
 
     rows = []

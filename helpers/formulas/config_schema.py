@@ -2,7 +2,8 @@
 a safe reader for config files. Every config passes ``validate_config`` once, where it enters
 (``helpers.formulas.specs.spec_from_config``): the checked fields, or one ``ValueError`` naming the field, its
 value and what is allowed. Strict types (``"8"``, ``true``, ``0.5``, ``NaN`` are not whole numbers); bounds far
-outside published models that keep every product finite, positive and free of division by zero.
+outside published models (hidden ≤ 18,432, layers ≤ 126, heads ≤ 128, vocab ≤ 262,144, context ≤ 10,485,760
+today) that keep every product finite, positive and free of division by zero.
 """
 from __future__ import annotations
 
@@ -14,26 +15,19 @@ from typing import Annotated, Any, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-# A config.json is kilobytes (Mistral 7B: 0.6 kB; DeepSeek V3 with its quantization block: 1.7 kB);
-# 1 MB leaves room for long id2label tables and refuses /dev/zero and multi-GB files before reading them.
+# A config.json is kilobytes (Mistral 7B: 0.6 kB; DeepSeek V3: 1.7 kB): 1 MB leaves room for long id2label tables
+# and refuses /dev/zero and multi-GB files before reading them. Real configs nest 3 levels.
 MAX_CONFIG_BYTES = 1_000_000
-MAX_DEPTH = 32                    # real configs nest 3 levels (text_config, rope_scaling, quantization)
-
-# Upper bounds of each whole-number field: generous against published models (hidden ≤ 18,432,
-# layers ≤ 126, heads ≤ 128, vocab ≤ 262,144, context ≤ 10,485,760 in today's largest configs).
-MAX_WIDTH = 1 << 20               # hidden_size, intermediate sizes
-MAX_LAYERS = 1024
-MAX_HEADS = 1 << 16               # heads, KV heads, head_dim, MLA ranks, experts
-MAX_VOCAB = 1 << 24
+MAX_DEPTH = 32
 MAX_TOKENS = 1_000_000_000        # max_position_embeddings, sliding_window (and --context, --tokens)
 
 BOUNDS: dict[str, tuple[int, int]] = {name: bounds for bounds, names in {
-    (1, MAX_WIDTH): "hidden_size intermediate_size moe_intermediate_size",
-    (1, MAX_LAYERS): "num_hidden_layers", (0, MAX_LAYERS): "max_window_layers first_k_dense_replace",
-    (1, MAX_HEADS): "num_attention_heads num_key_value_heads head_dim kv_lora_rank qk_rope_head_dim qk_nope_head_dim "
-                    "v_head_dim q_lora_rank num_experts_per_tok experts_per_token",
-    (0, MAX_HEADS): "n_routed_experts num_local_experts num_experts n_shared_experts",
-    (1, MAX_VOCAB): "vocab_size", (1, MAX_TOKENS): "max_position_embeddings sliding_window",
+    (1, 1 << 20): "hidden_size intermediate_size moe_intermediate_size",
+    (1, 1024): "num_hidden_layers", (0, 1024): "max_window_layers first_k_dense_replace",
+    (1, 1 << 16): "num_attention_heads num_key_value_heads head_dim kv_lora_rank qk_rope_head_dim qk_nope_head_dim "
+                  "v_head_dim q_lora_rank num_experts_per_tok experts_per_token",
+    (0, 1 << 16): "n_routed_experts num_local_experts num_experts n_shared_experts",
+    (1, 1 << 24): "vocab_size", (1, MAX_TOKENS): "max_position_embeddings sliding_window",
 }.items() for name in names.split()}
 REQUIRED = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
 MLA_FIELDS = ("qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
@@ -162,17 +156,14 @@ def read_config_file(path: Path, limit: int = MAX_CONFIG_BYTES) -> dict:
     """A config file's JSON object: a regular file (not a device, pipe or folder) of at most `limit` bytes, UTF-8,
     refusing NaN/Infinity, numbers of thousands of digits and deep nesting."""
     try:
-        st = os.stat(path)
-        if not stat.S_ISREG(st.st_mode):
+        if not stat.S_ISREG(os.stat(path).st_mode):
             raise ConfigError(f"{path} is not a regular file; allowed: a config.json")
-        if st.st_size > limit:
-            raise ConfigError(f"{path} is {st.st_size:,} bytes; allowed: a config.json of at most {limit:,} bytes")
         with open(path, "rb") as f:
             data = f.read(limit + 1)
     except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise ConfigError(f"cannot read {show(str(path), 200)}: {why}") from None
-    if len(data) > limit:
+    if len(data) > limit:   # read no further: /dev/zero and /proc files report sizes they do not hold
         raise ConfigError(f"{path} is over {limit:,} bytes; allowed: a config.json of at most {limit:,} bytes")
     try:
         cfg = json.loads(data.decode("utf-8"), parse_constant=_no_constant)

@@ -1,13 +1,8 @@
-"""The GPU catalog: memory, bandwidth, dense tensor FLOP/s and an on-demand price per GPU-hour, each figure with
-its source (helpers/data/gpus.csv), and the memory each device reports (helpers/data/gpu_memory.csv).
-
-- ``memory_gb`` is the vendor's label, read as GiB: GPU memory comes in binary sizes (an H100's 80 GB is five
-  HBM3 stacks of 16 GiB). A program plans with what the device reports (cudaMemGetInfo's total, which vLLM
-  multiplies by gpu_memory_utilization): 79.11 GiB on an H100 SXM. A GPU without a reported figure gets its
-  label × the smallest reported ÷ label share of its memory kind (HBM, GDDR): the conservative side.
-- ``bandwidth_tbs`` is peak TB/s; ``bf16_tflops`` / ``fp8_tflops`` are **dense** tensor-core TFLOP/s (half of a
-  2:4-sparse figure; empty fp8 where there is none; T4's is FP16).
-- ``usd_per_hour``: one on-demand price, with where and when (``price_read``) it was read from a stored page.
+"""The GPU catalog: memory, bandwidth, dense tensor FLOP/s and an on-demand price per GPU-hour, each with its
+source (helpers/data/gpus.csv), and the memory each device reports (helpers/data/gpu_memory.csv).
+``memory_gb`` is the label read as GiB (an H100's 80 GB is five HBM3 stacks of 16 GiB); a program plans with
+what the device reports (cudaMemGetInfo's total: 79.11 GiB on an H100 SXM), a GPU without a reported figure with
+its label × the smallest reported share of its memory kind. FLOP/s are **dense** (half a 2:4-sparse figure).
 """
 from __future__ import annotations
 
@@ -129,26 +124,15 @@ def get_gpu(name: str | GPU) -> GPU:
     raise ValueError(f"unknown GPU {str(name)!r}; choose one of: {', '.join(names())}")
 
 
-# CUDA's names that contain no catalogued name or alias: the H100 SXM5 reports itself as "H100 80GB HBM3"
-# (the PCIe card as "H100 PCIe"), per nvidia-smi on each.
-_CUDA_NAMES = {"h10080gbhbm3": "H100 SXM"}
-
-
 def datasheet_gpu(device: str, device_name: str | None) -> GPU | None:
     """The catalogued GPU whose datasheet describes this device (the longest catalogued name or alias in the
-    name it reports: 'NVIDIA A100-SXM4-80GB' → 'A100 80GB'), or None: a CPU, an Apple GPU, an uncatalogued one."""
+    name it reports: 'NVIDIA A100-SXM4-80GB' → 'A100 80GB'; the H100 SXM5 reports 'H100 80GB HBM3', its alias, per
+    nvidia-smi), or None: a CPU, an Apple GPU, an uncatalogued one."""
     if not str(device).startswith("cuda") or not device_name:
         return None
     key = _key(device_name)
-    for cuda_key, name in _CUDA_NAMES.items():
-        if cuda_key in key:
-            return get_gpu(name)
-    best, length = None, 0
-    for g in catalog():
-        for k in (_key(g.name), *(_key(a) for a in g.aliases)):
-            if k and k in key and len(k) > length:
-                best, length = g, len(k)
-    return best
+    found = [(len(k), g) for g in catalog() for k in (_key(g.name), *map(_key, g.aliases)) if k and k in key]
+    return max(found, key=lambda f: f[0], default=(0, None))[1]
 
 
 def catalog_label() -> str:

@@ -38,13 +38,9 @@ def preset_footprints(model: str | dict | ModelSpec = "mistral-7b-v0.1", schemes
                       base_dtype: str = "bf16") -> list[SchemeWeights]:
     """Computed weight bytes of a model under each scheme, with the share of parameters quantized."""
     spec = get_spec(model)
-    ref = weight_bytes(spec, schemes[0], base_dtype=base_dtype).bytes
-    out = []
-    for s in schemes:
-        w = weight_bytes(spec, s, base_dtype=base_dtype)
-        out.append(SchemeWeights(spec.name, s, w.bytes, w.metadata_bytes, round(w.quantized_params / w.params, 4),
-                                 round(w.bytes / ref, 4)))
-    return out
+    ws = [weight_bytes(spec, s, base_dtype=base_dtype) for s in schemes]
+    return [SchemeWeights(spec.name, s, w.bytes, w.metadata_bytes, round(w.quantized_params / w.params, 4),
+                          round(w.bytes / ws[0].bytes, 4)) for s, w in zip(schemes, ws)]
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,7 @@
 """The roofline (Williams, Waterman & Patterson 2009, "Roofline", CACM 52(4)): arithmetic intensity = FLOPs ÷
 bytes, the ridge = peak FLOP/s ÷ bandwidth, attainable FLOP/s = min(peak, intensity × bandwidth); decode's
 memory-bound floor = (weight bytes + KV bytes) ÷ bandwidth, since no step is faster than reading what it must.
-A step's FLOPs and bytes are helpers.formulas.stepcost's; a measured step against its floor is
-helpers.formulas.regime.ratio, as every comparison is.
+A step's FLOPs and bytes are helpers.formulas.stepcost's; a measured step against its floor is regime.ratio.
 """
 from __future__ import annotations
 
@@ -11,50 +10,44 @@ from dataclasses import dataclass
 from typing import Any
 
 from .regime import ratio
-from .stepcost import forward_cost
+from .stepcost import decode_cost, forward_cost
 
 
 def ridge_point(peak_flops: float, bandwidth: float) -> float:
-    """Where the memory roof meets the compute roof, peak ÷ bandwidth (FLOP/B): 989e12 ÷ 3.35e12 ≈ 295 on an H100
-    SXM in dense bf16; inf over a zero bandwidth, never an exception (helpers.formulas.regime.ratio)."""
+    """peak ÷ bandwidth (FLOP/B): 989e12 ÷ 3.35e12 ≈ 295 on an H100 SXM in dense bf16; inf over a zero bandwidth."""
     return ratio(peak_flops, bandwidth)
 
 
 def attainable_flops(intensity: float, peak_flops: float, bandwidth: float) -> float:
-    """The roofline: min(peak, intensity × bandwidth)."""
     return min(peak_flops, intensity * bandwidth)
 
 
 def crossover_batch(peak_flops: float, bandwidth: float, bytes_per_param: float) -> float:
     """The decode batch where a step turns compute-bound: 2·N·B FLOPs over N × bytes_per_param weight bytes (the
-    KV cache neglected) is 2B ÷ bytes_per_param FLOP/B, the ridge at B = ridge × bytes_per_param ÷ 2 (bf16: the
-    ridge itself, about 295 on an H100)."""
+    KV cache neglected) reaches the ridge at B = ridge × bytes_per_param ÷ 2 (bf16: the ridge itself)."""
     return ridge_point(peak_flops, bandwidth) * bytes_per_param / 2
 
 
 @dataclass(frozen=True)
 class StepFloor:
-    """A step's floor on a device: the longer of reading its bytes and doing its FLOPs, and which bounds it."""
-
     seconds: float
     bound: str                       # "memory" or "compute"
 
 
 def step_floor(cost, peak_flops: float, bandwidth: float) -> StepFloor:
-    """max(bytes ÷ bandwidth, FLOPs ÷ peak) of a helpers.formulas.stepcost.StepCost: no step is faster."""
-    read = cost.bytes / bandwidth
-    compute = cost.flops / peak_flops
+    """max(bytes ÷ bandwidth, FLOPs ÷ peak) of a stepcost.StepCost: no step is faster."""
+    read, compute = cost.bytes / bandwidth, cost.flops / peak_flops
     return StepFloor(max(read, compute), "memory" if read >= compute else "compute")
 
 
 def decode_floor_s(weight_bytes: int, kv_bytes: int, bandwidth: float) -> float:
-    """The memory-bound floor of one decode step: (weight bytes + KV bytes) / bandwidth, in seconds."""
+    """(weight bytes + KV bytes) ÷ bandwidth, in seconds."""
     return (weight_bytes + kv_bytes) / bandwidth
 
 
 @dataclass(frozen=True)
 class RooflinePoint:
-    """A measured forward pass placed on the roofline: its FLOPs and bytes (computed) and time (measured)."""
+    """A measured forward pass on the roofline: its FLOPs and bytes (computed) and time (measured)."""
 
     label: str
     kind: str        # "prefill", "decode" (batch 1) or "decode, batched"
@@ -73,18 +66,15 @@ class RooflinePoint:
 
 
 def prefill_point(model, tokens: int, seconds: float, dtype: str, batch: int = 1) -> RooflinePoint:
-    """A prefill of `tokens` tokens (per sequence) that took `seconds`."""
     cost = forward_cost(model, tokens, 0, batch, dtype)
     return RooflinePoint(f"prefill {tokens:,} tok" + (f" × {batch}" if batch > 1 else ""), "prefill",
                          cost.flops, cost.bytes, seconds, tokens * batch)
 
 
 def decode_point(model, context: int, seconds: float, dtype: str, batch: int = 1) -> RooflinePoint:
-    """One decode step (one new token per sequence) at `context` cached tokens that took `seconds`."""
-    cost = forward_cost(model, 1, context, batch, dtype)
+    cost = decode_cost(model, context, batch, dtype)
     return RooflinePoint(f"decode ctx {context:,}" + (f" × batch {batch}" if batch > 1 else ""),
-                         "decode, batched" if batch > 1 else "decode",
-                         cost.flops, cost.bytes, seconds, batch)
+                         "decode, batched" if batch > 1 else "decode", cost.flops, cost.bytes, seconds, batch)
 
 
 def gpu_roofline(gpu: str, model, contexts=(512, 4096), prompt: int = 2048) -> dict[str, Any]:
@@ -92,7 +82,6 @@ def gpu_roofline(gpu: str, model, contexts=(512, 4096), prompt: int = 2048) -> d
     `contexts`, a `prompt`-token prefill's floor, the decode step at the planner's DEFAULT_EFFICIENCY."""
     from ..capacity.planner import DEFAULT_EFFICIENCY
     from .gpus import get_gpu
-    from .stepcost import decode_cost
 
     g = get_gpu(gpu)
     peak, _ = g.peak_flops("bf16")
@@ -108,8 +97,8 @@ def gpu_roofline(gpu: str, model, contexts=(512, 4096), prompt: int = 2048) -> d
 
 
 def prefill_ridge_tokens(model, gpu: str = "H100 SXM", dtype: str = "bf16", most: int = 1 << 20) -> int:
-    """The shortest prompt whose prefill reaches a catalogued GPU's ridge (below it a prefill is memory-bound
-    too), by bisection: forward_cost's intensity grows with the prompt. Mistral 7B, bf16, H100 SXM: 301 tokens."""
+    """The shortest prompt whose prefill reaches a catalogued GPU's ridge, by bisection (forward_cost's intensity
+    grows with the prompt). Mistral 7B, bf16, H100 SXM: 301 tokens."""
     from .gpus import get_gpu
 
     g = get_gpu(gpu)
@@ -124,13 +113,11 @@ def prefill_ridge_tokens(model, gpu: str = "H100 SXM", dtype: str = "bf16", most
 
 
 def fixed_cost_weight(small, big, context: int = 128, dtype: str = "bf16") -> dict[str, float]:
-    """How much less a fixed cost paid per layer weighs against `big`'s floor than `small`'s: the decode bytes
-    ratio ÷ the layers ratio (Mistral 7B against the tiny model: 610× ÷ 8×, about 76×)."""
+    """How much less a fixed cost per layer weighs against `big`'s floor than `small`'s: the decode bytes ratio ÷
+    the layers ratio (Mistral 7B against the tiny model: 610× ÷ 8×, about 76×)."""
     from .specs import get_spec
-    from .stepcost import decode_cost
 
     s, b = get_spec(small), get_spec(big)
     bytes_ratio = ratio(decode_cost(b, context, 1, dtype).bytes, decode_cost(s, context, 1, dtype).bytes)
     layers_ratio = ratio(b.num_layers, s.num_layers)
-    return {"bytes_ratio": bytes_ratio, "layers_ratio": layers_ratio,
-            "per_byte_ratio": ratio(bytes_ratio, layers_ratio)}
+    return {"bytes_ratio": bytes_ratio, "layers_ratio": layers_ratio, "per_byte_ratio": ratio(bytes_ratio, layers_ratio)}

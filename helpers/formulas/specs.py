@@ -1,6 +1,7 @@
 """A model's shape, read from its Hugging Face ``config.json`` (``head_dim``, ``layer_types``, whether a window
 is switched on, MLA ranks: not assumed from hidden ÷ heads), and exact parameter counts from the architecture
-transformers builds on the ``meta`` device (no weights, no memory).
+transformers builds on the ``meta`` device (no weights, no memory). Every config is validated once, where it
+enters (spec_from_config, by helpers.formulas.config_schema).
 """
 from __future__ import annotations
 
@@ -23,16 +24,14 @@ def preset_path(name: str) -> Path:
     return PRESET_DIR / f"{ALIASES.get(name, name)}.json"
 
 
-def load_config(model: str | Path | dict) -> tuple[str, dict]:
-    """(name, config dict) for a preset name, a path to a config.json (or its folder), or a dict; files read
-    safely (config_schema.read_config_file), a one-line ValueError on anything else."""
+def load_config(model) -> tuple[str, dict]:
+    """(name, config dict) for a preset name, a path to a config.json (or its folder, named after the folder), or
+    a dict; a one-line ValueError on anything else."""
     if isinstance(model, ModelSpec):
         return model.name, model.config
     if isinstance(model, dict):
         name = model.get("_name_or_path") or model.get("model_type") or "config"
         return (name if isinstance(name, str) else "config")[:100], dict(model)
-    if not isinstance(model, (str, Path)):
-        raise ValueError(f"model must be a preset name, a path to a config.json or a dict, got a {type(model).__name__}")
     text = str(model).strip()
     if not text:
         raise ValueError(f"empty model name; use a preset ({', '.join(PRESETS)}) or a path to a config.json")
@@ -41,8 +40,7 @@ def load_config(model: str | Path | dict) -> tuple[str, dict]:
         return key, read_config_file(preset_path(key))
     try:
         path = Path(text).expanduser()
-        if path.is_dir():
-            path = path / "config.json"
+        path = path / "config.json" if path.is_dir() else path
         found = path.exists()
     except (OSError, RuntimeError, ValueError) as exc:  # a name too long, ~nosuchuser, a NUL byte
         raise ValueError(f"cannot use {show(text, 200)} as a model path ({exc}); presets: {', '.join(PRESETS)}; "
@@ -50,12 +48,8 @@ def load_config(model: str | Path | dict) -> tuple[str, dict]:
     if not found:
         raise ValueError(f"unknown model {show(text, 200)}: not a preset and no such file; "
                          f"presets: {', '.join(PRESETS)}; or give the path to a Hugging Face config.json")
-    return config_name(path), read_config_file(path)
-
-
-def config_name(path: Path) -> str:
-    """A config file's name in tables: its folder for a config.json (the Hub's layout), else the file's own."""
-    return path.parent.name if path.name == "config.json" and path.parent.name else path.stem or path.name
+    name = path.parent.name if path.name == "config.json" and path.parent.name else path.stem or path.name
+    return name, read_config_file(path)
 
 
 @dataclass(frozen=True)
@@ -90,14 +84,11 @@ class ModelSpec:
 
     @property
     def attention(self) -> str:
-        """One of mha, mqa, gqa, mla, hybrid (sliding and full layers mixed)."""
-        return "hybrid" if not self.is_mla and len(set(self.layer_types)) > 1 else self.heads_attention
-
-    @property
-    def heads_attention(self) -> str:
-        """The head-sharing scheme alone (mha, mqa, gqa, mla), whatever the layer mix."""
+        """mha, mqa, gqa, mla, or hybrid (sliding and full layers mixed)."""
         if self.is_mla:
             return "mla"
+        if len(set(self.layer_types)) > 1:
+            return "hybrid"
         return {self.num_heads: "mha", 1: "mqa"}.get(self.num_kv_heads, "gqa")
 
     @property
@@ -105,37 +96,31 @@ class ModelSpec:
         return sum(t == "sliding_attention" for t in self.layer_types)
 
 
-def _layer_types(c, n_layers: int) -> tuple[tuple[str, ...], int | None]:
-    """Per-layer attention kinds and the window, from checked fields (helpers.formulas.config_schema)."""
+def spec_from_config(cfg: dict, name: str = "config") -> ModelSpec:
+    """A Hugging Face config dict as a ModelSpec, validated once (config_schema: a one-line ValueError)."""
+    c = validate_config(cfg, name)
+    heads, n = c.num_attention_heads, c.num_hidden_layers
     window = None if c.use_sliding_window is False else c.sliding_window   # Qwen2 carries a window switched off
     if window is None:
-        types = ("full_attention",) * n_layers
+        types = ("full_attention",) * n
     elif c.layer_types:
         types = tuple(c.layer_types)
     else:
         first_full = (c.max_window_layers if c.use_sliding_window else 0) or 0
-        types = tuple("sliding_attention" if i >= first_full else "full_attention" for i in range(n_layers))
-    return types, window if "sliding_attention" in types else None
-
-
-def spec_from_config(cfg: dict, name: str = "config") -> ModelSpec:
-    """A Hugging Face config dict as a ModelSpec, validated once (config_schema: a one-line ValueError)."""
-    c = validate_config(cfg, name)
-    heads = c.num_attention_heads
-    types, window = _layer_types(c, c.num_hidden_layers)
+        types = tuple("sliding_attention" if i >= first_full else "full_attention" for i in range(n))
     return ModelSpec(
-        name=name, hidden_size=c.hidden_size, num_layers=c.num_hidden_layers,
+        name=name, hidden_size=c.hidden_size, num_layers=n,
         num_heads=heads, num_kv_heads=c.num_key_value_heads or heads, head_dim=c.head_dim or c.hidden_size // heads,
         vocab_size=c.vocab_size, intermediate_size=c.intermediate_size or 0,
         max_position_embeddings=c.max_position_embeddings, tie_word_embeddings=bool(c.tie_word_embeddings),
-        layer_types=types, sliding_window=window, config=cfg,
+        layer_types=types, sliding_window=window if "sliding_attention" in types else None, config=cfg,
         num_experts=c.n_routed_experts or c.num_local_experts or c.num_experts or None,
         experts_per_token=c.num_experts_per_tok or c.experts_per_token,
         **{f: getattr(c, f) for f in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim",
                                       "moe_intermediate_size", "first_k_dense_replace")})
 
 
-def get_spec(model: str | Path | dict | ModelSpec) -> ModelSpec:
+def get_spec(model) -> ModelSpec:
     """ModelSpec for a preset name, a config.json path, or a config dict (a ModelSpec is returned as is)."""
     if isinstance(model, ModelSpec):
         return model
@@ -145,10 +130,9 @@ def get_spec(model: str | Path | dict | ModelSpec) -> ModelSpec:
 
 @dataclass(frozen=True)
 class ParamBreakdown:
-    """Parameters of a model by how quantizers treat them: linear, the decoder blocks' nn.Linear weights (what
-    bitsandbytes replaces; their output rows, count and sizes; those of the attention blocks' q, k, v, o apart);
-    experts, fused 3-D expert tensors (left alone by bitsandbytes); embedding and lm_head (0 when tied); other:
-    norms, biases, routers, attention sinks."""
+    """Parameters by how quantizers treat them: linear, the blocks' nn.Linear weights (what bitsandbytes replaces;
+    their rows, count and sizes; the attention blocks' q, k, v, o apart); experts, fused 3-D expert tensors (left
+    alone by bitsandbytes); embedding and lm_head (0 when tied); other: norms, biases, routers, sinks."""
 
     total: int
     embedding: int
@@ -187,10 +171,9 @@ def _breakdown(cfg_json: str) -> ParamBreakdown:
     import torch.nn as nn
 
     model = build_meta_model(json.loads(cfg_json))
-    out_emb = model.get_output_embeddings()
-    in_emb = model.get_input_embeddings()
+    out_emb, in_emb = model.get_output_embeddings(), model.get_input_embeddings()
     seen: set[int] = set()
-    emb = head = lin = rows = nlin = exp = nexp = other = attn = 0
+    emb = head = lin = rows = exp = nexp = other = attn = 0
     sizes: list[int] = []
     for mname, module in model.named_modules():
         for pname, p in module.named_parameters(recurse=False):
@@ -203,26 +186,22 @@ def _breakdown(cfg_json: str) -> ParamBreakdown:
             elif module is out_emb:
                 head += n
             elif isinstance(module, nn.Linear) and pname == "weight":
-                lin += n
-                rows += p.shape[0]
-                nlin += 1
+                lin, rows = lin + n, rows + p.shape[0]
                 sizes.append(n)
                 attn += n if ".self_attn." in f".{mname}." else 0
             elif p.ndim == 3:
-                exp += n
-                nexp += p.shape[0]
+                exp, nexp = exp + n, nexp + p.shape[0]
             else:
                 other += n
-    total = emb + head + lin + exp + other
-    return ParamBreakdown(total, emb, head, lin, rows, nlin, tuple(sizes), exp, nexp, other, attn)
+    return ParamBreakdown(emb + head + lin + exp + other, emb, head, lin, rows, len(sizes), tuple(sizes), exp, nexp,
+                          other, attn)
 
 
-def param_breakdown(model: str | Path | dict | ModelSpec) -> ParamBreakdown:
+def param_breakdown(model) -> ParamBreakdown:
     """Exact parameter counts by kind, from the architecture built on the meta device."""
-    cfg = get_spec(model).config  # validated where it enters
-    return _breakdown(json.dumps(cfg, sort_keys=True))
+    return _breakdown(json.dumps(get_spec(model).config, sort_keys=True))
 
 
-def param_count(model: str | Path | dict | ModelSpec) -> int:
+def param_count(model) -> int:
     """Exact number of parameters (tied weights once), e.g. 7,241,732,096 for Mistral 7B v0.1."""
     return param_breakdown(model).total

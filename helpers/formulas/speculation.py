@@ -2,8 +2,7 @@
 k tokens; the target checks them in one pass, keeps them up to the first it rejects and adds one of its own. With
 each kept independently with probability α, the i-th draft counts only when drafts 1 … i are all kept (α^i), so
 a pass yields 1 + α + … + α^k = (1 − α^(k+1)) ÷ (1 − α) tokens. A round costs the verify pass and k draft steps
-(`round_cost`, in decode steps) and pays when its tokens ÷ its cost is above 1 (`break_even_alpha`);
-`verify_step_ratio` is a verify pass against a decode step at a GPU's roofline floor.
+(`round_cost`, in decode steps) and pays when its tokens ÷ its cost is above 1 (`break_even_alpha`).
 """
 from __future__ import annotations
 
@@ -11,16 +10,13 @@ from dataclasses import dataclass
 
 
 def expected_tokens_per_pass(alpha: float, k: int) -> float:
-    """(1 − α^(k+1)) ÷ (1 − α): expected tokens a target pass yields when each of k drafted tokens is
-    accepted with probability α until the first rejection (k + 1 at α = 1)."""
-    if alpha == 1:
-        return float(k + 1)
-    return (1 - alpha ** (k + 1)) / (1 - alpha)
+    """(1 − α^(k+1)) ÷ (1 − α), k + 1 at α = 1."""
+    return float(k + 1) if alpha == 1 else (1 - alpha ** (k + 1)) / (1 - alpha)
 
 
 @dataclass(frozen=True)
 class TokensPerPass:
-    """Eq. 1 term by term, for a worked example: the target's own token, then each draft's chance to be kept."""
+    """Eq. 1 term by term: the target's own token, then each draft's chance to be kept."""
 
     alpha: float
     k: int
@@ -31,10 +27,7 @@ class TokensPerPass:
     kept_share_of_drafted: float     # (total − 1) ÷ k: the share of drafted tokens a pass keeps, on average
 
 
-
 def tokens_per_pass_parts(alpha: float, k: int) -> TokensPerPass:
-    """Eq. 1 summed term by term: 1 for the token the target adds itself, α^i for the i-th draft (kept only
-    with all before it), beside the closed form (1 − α^(k+1)) ÷ (1 − α) it equals."""
     kept = tuple(alpha ** i for i in range(1, k + 1))
     total = 1 + sum(kept)
     return TokensPerPass(alpha, k, kept, total, expected_tokens_per_pass(alpha, k),
@@ -42,17 +35,15 @@ def tokens_per_pass_parts(alpha: float, k: int) -> TokensPerPass:
 
 
 def round_cost(verify_over_decode: float, k: int, draft_share: float) -> float:
-    """A round's cost in decode steps: the verify pass (`verify_over_decode` decode steps: about 1 while it
-    stays memory-bound, up to k + 1 once compute-bound) plus k draft steps of `draft_share` of a decode step
-    each (0 for prompt lookup, which runs no model)."""
+    """A round in decode steps: the verify pass (about 1 while memory-bound, up to k + 1 once compute-bound) plus
+    k draft steps of `draft_share` of a decode step each (0 for prompt lookup, which runs no model)."""
     return verify_over_decode + k * draft_share
 
 
 def break_even_alpha(k: int, cost: float, tol: float = 1e-12) -> float | None:
-    """The per-token acceptance α at which a round of k drafts yields as many tokens as it costs decode
-    steps, (1 − α^(k+1)) ÷ (1 − α) = `cost` (round_cost): 0 when the round costs at most one step (any α
-    pays), None when it costs more than the k + 1 tokens a fully kept draft yields (no α pays). Eq. 1 climbs
-    with α from 1 to k + 1, so the root is found by bisection."""
+    """The α at which a round of k drafts yields as many tokens as it costs decode steps: 0 when it costs at most
+    one step (any α pays), None above the k + 1 tokens a fully kept draft yields (no α pays); else by bisection,
+    eq. 1 climbing with α from 1 to k + 1."""
     if cost <= 1:
         return 0.0
     if cost > k + 1:
@@ -81,7 +72,7 @@ class VerifyCost:
 
 @dataclass(frozen=True)
 class VerifyRatio(VerifyCost):
-    """A verify pass of k + 1 tokens per sequence against a decode step, both at a GPU's roofline floor."""
+    """The same, both at a GPU's roofline floor."""
 
     verify_bound: str                # "memory" or "compute"
     decode_bound: str
@@ -91,7 +82,7 @@ class VerifyRatio(VerifyCost):
 def verify_step_ratio(spec, k: int, context: int, batch: int, gpu: str = "H100 SXM",
                       dtype: str = "bf16") -> VerifyRatio:
     """A target pass over k + 1 tokens per sequence ÷ a decode step of one, both at a GPU's roofline floor: the
-    same bytes are read, the FLOPs grow k + 1 times, so about 1 while memory-bound, up to k + 1 once compute-bound."""
+    same bytes, k + 1 times the FLOPs, so about 1 while memory-bound, up to k + 1 once compute-bound."""
     from .gpus import get_gpu
     from .roofline import step_floor
     from .stepcost import forward_cost

@@ -1,12 +1,9 @@
 """Attention beyond the KV cache, in bytes and FLOPs: what one sequence carries and what sparse attention saves.
-
-- Sparse attention attends to chosen keys only: the top-k scores or a fixed pattern, such as sink tokens plus a
-  recent window (StreamingLLM, arXiv:2309.17453); it saves their products and risks what the others held.
-- Linear attention (Katharopoulos et al. 2020, arXiv:2006.16236, §3.2–3.4) is a recurrence over a fixed
-  d_k × d_v state S = Σ φ(k) vᵀ and a normaliser z = Σ φ(k): a state that never grows.
-- Mamba (Gu & Dao 2023, arXiv:2312.00752, §3) carries per layer an SSM state of d_inner × d_state and a
-  convolution window of d_inner × d_conv, as transformers' cache stores them; a hybrid such as Jamba
-  (arXiv:2403.19887) keeps a KV cache in its few attention layers. Configs: helpers/presets/ (SOURCES.md).
+Sparse attention attends to chosen keys only (top-k, or sink tokens plus a recent window: StreamingLLM,
+arXiv:2309.17453). Linear attention (Katharopoulos et al. 2020, arXiv:2006.16236, §3.2–3.4) carries a fixed
+d_k × d_v state and a normaliser. Mamba (Gu & Dao 2023, arXiv:2312.00752, §3) carries per layer a d_inner ×
+d_state SSM state and a d_inner × d_conv convolution window, as transformers' cache stores them; a hybrid such as
+Jamba (arXiv:2403.19887) keeps a KV cache in its few attention layers. Configs: helpers/presets/ (SOURCES.md).
 """
 from __future__ import annotations
 
@@ -41,12 +38,9 @@ class SSMShape:
 
 def ssm_shape(model: str | Path | dict) -> SSMShape:
     """The Mamba shape of a falcon_mamba / mamba / jamba config (a name in SSM_PRESETS, a path or a dict)."""
-    if isinstance(model, str) and model in SSM_PRESETS:
-        name, (_, cfg) = model, load_config(SSM_PRESETS[model])
-    else:
-        name, cfg = load_config(model)
-    kind = cfg.get("model_type")
-    layers = cfg.get("num_hidden_layers")
+    name, cfg = load_config(SSM_PRESETS.get(model, model) if isinstance(model, str) else model)
+    name = model if isinstance(model, str) and model in SSM_PRESETS else name
+    kind, layers = cfg.get("model_type"), cfg.get("num_hidden_layers")
     if kind in ("mamba", "falcon_mamba"):
         d_inner = cfg.get("intermediate_size") or cfg["expand"] * cfg["hidden_size"]
         return SSMShape(name, kind, tuple(range(layers)), (), d_inner, cfg["state_size"], cfg["conv_kernel"], cfg)
@@ -54,24 +48,21 @@ def ssm_shape(model: str | Path | dict) -> SSMShape:
         types = cfg.get("layers_block_type") or [
             "attention" if i % cfg["attn_layer_period"] == cfg["attn_layer_offset"] else "mamba" for i in range(layers)]
         attn = tuple(i for i, t in enumerate(types) if t == "attention")
-        mamba = tuple(i for i, t in enumerate(types) if t != "attention")
-        return SSMShape(name, kind, mamba, attn, cfg["mamba_expand"] * cfg["hidden_size"], cfg["mamba_d_state"],
-                        cfg["mamba_d_conv"], cfg)
+        return SSMShape(name, kind, tuple(i for i in range(len(types)) if i not in attn), attn,
+                        cfg["mamba_expand"] * cfg["hidden_size"], cfg["mamba_d_state"], cfg["mamba_d_conv"], cfg)
     raise ValueError(f"model_type {kind!r} is not a state-space model here; allowed: mamba, falcon_mamba, jamba "
                      f"(presets: {', '.join(SSM_PRESETS)})")
 
 
 def ssm_state_bytes(model, batch: int = 1, dtype: str = "bf16") -> int:
-    """Bytes of the Mamba states of `batch` sequences, at any context length:
-    batch × Mamba layers × d_inner × (d_state + d_conv) × bytes per element."""
+    """batch × Mamba layers × d_inner × (d_state + d_conv) × bytes, at any context length."""
     s = model if isinstance(model, SSMShape) else ssm_shape(model)
-    size = DTYPE_BYTES[normalize_dtype(dtype)]
-    return math.ceil(batch * len(s.mamba_layers) * s.d_inner * (s.d_state + s.d_conv) * size)
+    return math.ceil(batch * len(s.mamba_layers) * s.d_inner * (s.d_state + s.d_conv) * DTYPE_BYTES[normalize_dtype(dtype)])
 
 
 def sequence_state_bytes(model, tokens: int, batch: int = 1, dtype: str = "bf16") -> int:
-    """Everything a model carries per sequence after `tokens` tokens: the KV cache (helpers.formulas.memory, of a
-    transformer or of a hybrid's attention layers) plus the Mamba states (fixed)."""
+    """Everything a model carries per sequence after `tokens` tokens: the KV cache (of a transformer or of a
+    hybrid's attention layers) plus the Mamba states (fixed)."""
     if isinstance(model, str) and model not in SSM_PRESETS:
         return kv_cache_bytes(get_spec(model), tokens, batch, dtype)
     s = model if isinstance(model, SSMShape) else ssm_shape(model)
@@ -94,7 +85,7 @@ def break_even_tokens(fixed_bytes: int, model: str = "mistral-7b-v0.3", dtype: s
 
 
 def linear_attention_state_bytes(layers: int, heads: int, d_k: int, d_v: int, dtype: str = "bf16") -> int:
-    """Bytes of a linear-attention decoder's state per sequence: layers × heads × (d_k·d_v + d_k) × bytes."""
+    """layers × heads × (d_k·d_v + d_k) × bytes: a linear-attention decoder's state per sequence."""
     return math.ceil(layers * heads * (d_k * d_v + d_k) * DTYPE_BYTES[normalize_dtype(dtype)])
 
 
@@ -109,21 +100,13 @@ class SparseDecodeSaving:
     attention_share: float      # of the dense step, the share spent on attention over the context
     sparse_flops: int
 
-    @property
-    def flops_saved(self) -> float:
-        """The share of the dense step's FLOPs that attending to `keep` keys saves."""
-        return 1 - self.sparse_flops / self.dense_flops
-
 
 def sparse_decode_saving(model: str = "mistral-7b-v0.3", context: int = 131072, keep: int = 2048) -> SparseDecodeSaving:
-    """FLOPs of one decode step at `context` tokens, attending to all keys against `keep` chosen ones
-    (helpers.formulas.compute_share.flop_terms; the linear layers and the head are unchanged). Choosing the keys
-    costs extra (scoring them, or a cheaper index) and is not counted."""
+    """compute_share.flop_terms of one decode step at `context` tokens against `keep` chosen keys (the linear
+    layers and the head unchanged); choosing the keys (scoring them, or a cheaper index) is not counted."""
     from .compute_share import flop_terms
 
     context = checks.count(context, "context")
     keep = checks.count(keep, "keep", maximum=context)
-    dense = flop_terms(model, 1, context - 1)                  # the new token is the context-th
-    sparse = flop_terms(model, 1, keep - 1)                    # as if only `keep` keys were there
+    dense, sparse = flop_terms(model, 1, context - 1), flop_terms(model, 1, keep - 1)   # the new token is the last
     return SparseDecodeSaving(model, context, keep, dense.total, dense.context_share, sparse.total)
-

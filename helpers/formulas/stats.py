@@ -1,5 +1,4 @@
-"""Order statistics of repeated measurements: the one percentile every median-and-tail figure uses (timings in
-helpers.measure.timing, served requests in helpers.benchmark.metrics and helpers.serving, the planner's table)."""
+"""Order statistics of repeated measurements: the one percentile every median-and-tail figure uses."""
 from __future__ import annotations
 
 from typing import Sequence

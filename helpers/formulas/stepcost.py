@@ -1,26 +1,14 @@
-"""The cost of one forward step — the bytes it moves and the FLOPs it does — in one place: the roofline, the
+"""The cost of one forward step, the bytes it moves and the FLOPs it does, in one place: the roofline, the
 planner, the measured tables and `make bench` all call forward_cost().
 
-Bytes of one forward of `batch` sequences, each `new_tokens` new after `past_tokens` cached
-(Pope et al. 2022, "Efficiently Scaling Transformer Inference", arXiv:2211.05102, §2: weights are
-loaded once per step and shared by the batch; the KV cache is read per sequence):
-- weights, streamed once per step: every weight under its dtype or quantization scheme
-  (helpers.formulas.memory.weight_bytes, metadata included), except
-  - the input embedding table, a lookup: only the rows of the step's tokens are read
-    (batch × new_tokens × hidden); with tied embeddings the table is also the output head and is
-    read in full;
-  - MoE routed experts: only the experts the step's tokens touch, in expectation each of
-    batch × new_tokens tokens choosing k of E experts independently: 1 − (1 − k/E)^tokens of them;
-- the KV cache read: each sequence's cached tokens, at most the window on a sliding layer
-  (helpers.formulas.memory.kv_cache_bytes), and the new tokens' K/V written. Activations are left out.
-
-FLOPs: 2 per multiply-add for every weight a token multiplies through (Kaplan et al. 2020, §2.1,
-C_forward ≈ 2N: the blocks' linear layers and the k/E active share of the experts; the embedding
-lookup does none), attention's QKᵀ and softmax·V over each query's keys (helpers.formulas.roofline
-attended_keys), and the output head, 2 × hidden × vocab for each position whose logits are computed.
-MLA's attention can be counted as transformers computes it (per head, qk_nope + qk_rope wide keys,
-v_head_dim wide values) or, as serving engines decode it, absorbed into the latent (DeepSeek-V2,
-arXiv:2405.04434, §2.1.2–2.1.3: kv_lora_rank + qk_rope wide scores, kv_lora_rank wide values).
+Bytes (Pope et al. 2022, arXiv:2211.05102, §2: weights are read once per step for the whole batch, the KV cache
+per sequence): the weights under their scheme (memory.weight_bytes), but only the step's rows of an untied input
+embedding and only the MoE experts its tokens touch (k of E each, independently: 1 − (1 − k/E)^tokens of them);
+each sequence's cache (windows honoured) read and the new tokens' K/V written; activations left out.
+FLOPs: 2 per multiply-add for every weight a token multiplies through (Kaplan et al. 2020, §2.1, C ≈ 2N; the
+experts' k/E share), attention's QKᵀ and softmax·V over each query's keys, the head for each position whose logits
+are computed. MLA's attention as transformers computes it, or absorbed into the latent as engines decode it
+(DeepSeek-V2, arXiv:2405.04434, §2.1.2–2.1.3).
 """
 from __future__ import annotations
 
@@ -33,29 +21,21 @@ from .units import DTYPE_BYTES, normalize_dtype
 _PLAIN = ("fp32", "bf16", "fp16")
 
 
-def _scheme(weights: str) -> str:
-    return weights if weights == "nf4-dq" else normalize_dtype(weights, WEIGHT_SCHEMES)
-
-
 def expert_bytes(model, weights: str = "bf16") -> float:
-    """Bytes of the routed-expert tensors under a weight scheme, as helpers.formulas.memory.weight_bytes
-    stores them: fp8 and mxfp4 quantize experts; bitsandbytes int8/nf4 leave 3-D experts in bf16."""
-    spec = get_spec(model)
-    s = _scheme(weights)
+    """Bytes of the routed experts as memory.weight_bytes stores them: fp8 and mxfp4 quantize experts;
+    bitsandbytes int8/nf4 leave 3-D experts in bf16."""
+    spec, s = get_spec(model), normalize_dtype(weights, WEIGHT_SCHEMES)
     pb = param_breakdown(spec)
     if not pb.experts:
         return 0.0
     if s not in ("mxfp4", "fp8"):
         return float(pb.experts * DTYPE_BYTES[s if s in _PLAIN else "bf16"])
     w = weight_bytes(spec, s)
-    if s == "mxfp4":
-        return float(w.data_bytes + w.metadata_bytes)
-    return (w.data_bytes + w.metadata_bytes) * pb.experts / w.quantized_params       # fp8: the experts' share
+    return (w.data_bytes + w.metadata_bytes) * pb.experts / w.quantized_params       # the experts' share
 
 
 def experts_touched(model, tokens: int) -> float:
-    """Expected fraction of a layer's routed experts that `tokens` tokens touch, each choosing k of E
-    independently and uniformly: 1 − (1 − k/E)^tokens (1 for a dense model)."""
+    """1 − (1 − k/E)^tokens: the expected share of a layer's experts `tokens` tokens touch (1 when dense)."""
     spec = get_spec(model)
     if not spec.num_experts or not spec.experts_per_token:
         return 1.0
@@ -63,9 +43,8 @@ def experts_touched(model, tokens: int) -> float:
 
 
 def matmul_params(model) -> int:
-    """Parameters each token is multiplied by in the decoder blocks: every nn.Linear weight and the
-    active share (k/E) of the fused expert tensors. Excludes the input embedding (a lookup) and the
-    output head (head_flops)."""
+    """Parameters each token is multiplied by in the blocks: every nn.Linear weight and the k/E active share of
+    the experts (not the embedding lookup, not the head)."""
     spec = get_spec(model)
     pb = param_breakdown(spec)
     experts = pb.experts
@@ -75,18 +54,14 @@ def matmul_params(model) -> int:
 
 
 def attention_flops_per_key(model, mla_absorbed: bool = False) -> int:
-    """FLOPs of one query token against one cached key in one layer, summed over the query heads:
-    QKᵀ and softmax·V, 2 FLOPs per multiply-add each — 4 × heads × head_dim; MLA as transformers
-    computes it 2·(qk_nope + qk_rope) + 2·v_head_dim per head, absorbed 2·(rank + qk_rope) + 2·rank."""
-    spec = get_spec(model)
-    if spec.is_mla:
-        if mla_absorbed:
-            per_head = 2 * (spec.kv_lora_rank + (spec.qk_rope_head_dim or 0)) + 2 * spec.kv_lora_rank
-        else:
-            per_head = 2 * ((spec.qk_nope_head_dim or 0) + (spec.qk_rope_head_dim or 0)) + 2 * (spec.v_head_dim or 0)
-    else:
-        per_head = 4 * spec.head_dim
-    return spec.num_heads * per_head
+    """FLOPs of one query against one key in one layer, all query heads: QKᵀ and softmax·V, 4 × heads × head_dim;
+    MLA 2·(qk_nope + qk_rope) + 2·v_head_dim per head, absorbed 2·(rank + qk_rope) + 2·rank."""
+    s = get_spec(model)
+    if not s.is_mla:
+        return s.num_heads * 4 * s.head_dim
+    if mla_absorbed:
+        return s.num_heads * (2 * (s.kv_lora_rank + (s.qk_rope_head_dim or 0)) + 2 * s.kv_lora_rank)
+    return s.num_heads * (2 * ((s.qk_nope_head_dim or 0) + (s.qk_rope_head_dim or 0)) + 2 * (s.v_head_dim or 0))
 
 
 def _keys_in_span(first: int, last: int, window: int | None) -> int:
@@ -101,14 +76,10 @@ def _keys_in_span(first: int, last: int, window: int | None) -> int:
 
 
 def attended_keys(model, new_tokens: int, past_tokens: int = 0) -> int:
-    """Query–key pairs of a causal forward over `new_tokens` after `past_tokens`, summed over layers:
-    the query at position p (1-based) sees p keys, or at most the window on a sliding layer."""
+    """Query–key pairs of a causal forward over `new_tokens` after `past_tokens`, summed over layers."""
     spec = get_spec(model)
-    total = 0
-    for layer_type in spec.layer_types:
-        window = spec.sliding_window if layer_type == "sliding_attention" else None
-        total += _keys_in_span(past_tokens + 1, past_tokens + new_tokens, window)
-    return total
+    return sum(_keys_in_span(past_tokens + 1, past_tokens + new_tokens,
+                             spec.sliding_window if t == "sliding_attention" else None) for t in spec.layer_types)
 
 
 @dataclass(frozen=True)
@@ -128,7 +99,7 @@ class StepCost:
     matmul_flops: int
     attention_flops: int
     head_flops: int
-    experts_touched: float   # fraction of each layer's routed experts read (1 for a dense model)
+    experts_touched: float   # share of each layer's routed experts read (1 when dense)
 
     @property
     def bytes(self) -> int:
@@ -140,7 +111,6 @@ class StepCost:
 
     @property
     def weight_read_bytes(self) -> int:
-        """Weights read, embedding rows included."""
         return self.weight_bytes + self.embedding_bytes
 
     @property
@@ -149,30 +119,27 @@ class StepCost:
 
     @property
     def intensity(self) -> float:
-        """FLOPs per byte moved (arithmetic intensity)."""
         return self.flops / self.bytes
 
 
 def forward_cost(model, new_tokens: int = 1, past_tokens: int = 0, batch: int = 1, weights: str = "bf16",
                  kv_dtype: str | None = None, logits_tokens: int = 1, mla_absorbed: bool = False) -> StepCost:
-    """Bytes and FLOPs of one forward of `batch` sequences, each `new_tokens` new after `past_tokens` (a decode step
-    at context c: forward_cost(m, 1, c, batch); a prefill: forward_cost(m, n)). weights: a dtype or scheme
-    (memory.WEIGHT_SCHEMES); kv_dtype: default the weights' dtype, bf16 for a scheme; logits_tokens: the positions
-    whose logits are computed (generation: the last one)."""
-    spec, s = get_spec(model), _scheme(weights)
+    """One forward of `batch` sequences, each `new_tokens` new after `past_tokens` (a decode step at context c:
+    forward_cost(m, 1, c, batch); a prefill: forward_cost(m, n)). kv_dtype: default the weights' dtype, bf16 for
+    a scheme; logits_tokens: the positions whose logits are computed (generation: the last one)."""
+    spec, s = get_spec(model), normalize_dtype(weights, WEIGHT_SCHEMES)
     plain = s if s in _PLAIN else "bf16"      # a quantization scheme leaves the embedding (and the cache) in bf16
     kv = normalize_dtype(kv_dtype, KV_DTYPES) if kv_dtype else plain
     tokens = batch * new_tokens
     touched = experts_touched(spec, tokens)
-    untouched = expert_bytes(spec, s) * (1.0 - touched)
     emb = 0 if spec.tie_word_embeddings else DTYPE_BYTES[plain]   # tied: the table is the head, read in full
-    w = int(round(weight_bytes(spec, s).bytes - param_breakdown(spec).embedding * emb - untouched))
-    rows = int(min(tokens, spec.vocab_size) * spec.hidden_size * emb)
-    read = kv_cache_bytes(spec, past_tokens, batch, kv) if past_tokens else 0
-    written = batch * new_tokens * kv_bytes_per_token(spec, kv)
+    w = int(round(weight_bytes(spec, s).bytes - param_breakdown(spec).embedding * emb
+                  - expert_bytes(spec, s) * (1.0 - touched)))
     return StepCost(
         model=spec.name, weights=s, kv_dtype=kv, new_tokens=new_tokens, past_tokens=past_tokens, batch=batch,
-        weight_bytes=w, embedding_bytes=rows, kv_read_bytes=read, kv_write_bytes=written,
+        weight_bytes=w, embedding_bytes=int(min(tokens, spec.vocab_size) * spec.hidden_size * emb),
+        kv_read_bytes=kv_cache_bytes(spec, past_tokens, batch, kv) if past_tokens else 0,
+        kv_write_bytes=tokens * kv_bytes_per_token(spec, kv),
         matmul_flops=batch * 2 * matmul_params(spec) * new_tokens,
         attention_flops=batch * attention_flops_per_key(spec, mla_absorbed) * attended_keys(spec, new_tokens, past_tokens),
         head_flops=batch * 2 * spec.hidden_size * spec.vocab_size * logits_tokens,

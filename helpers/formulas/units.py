@@ -57,10 +57,3 @@ def fmt_bytes(n: float) -> str:
     exact = f"{n:,.0f} B" if float(n).is_integer() else f"{n:,.1f} B"
     return exact if abs(n) < KB else f"{exact} = {fmt_iec(n)} = {fmt_si(n)}"
 
-
-def fmt_count(n: float) -> str:
-    """Large counts with a suffix: 7241732096 -> '7.24 B'."""
-    for unit, size in (("T", 10**12), ("B", 10**9), ("M", 10**6), ("k", 10**3)):
-        if abs(n) >= size:
-            return f"{n / size:,.2f} {unit}"
-    return f"{n:,.0f}"
