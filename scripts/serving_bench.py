@@ -9,7 +9,7 @@ from typing import Sequence
 
 from helpers.engine.llm import Engine, EngineArgs
 from helpers.engine.request import SamplingParams
-from helpers.serving.measured import Workload, chat_requests, paged_fit, workload
+from helpers.serving.measured import Workload, chat_requests, paged_trace, workload
 
 BATCHING_ROUNDS = 2   # the bench's batching figures: each way's fastest of two interleaved rounds
 
@@ -25,7 +25,7 @@ def bench_serving() -> dict:
     res = batching.compare_batching(m, reqs, w.slots, rounds=BATCHING_ROUNDS)
     seq, static, cont = res["sequential"], res["static"], res["continuous"]
     spec = speculative.speculate(m, speculative.prompts(tok)[0].ids, w.decode_tokens, k=w.spec_k)
-    fit = paged_fit(tok, w)
+    fit = fit_counts(*paged_trace(tok, w), w.max_output)
     eng = engine_figures(loaded, w)
     return {
         "model": loaded.label, "profile": loaded.profile,
@@ -36,13 +36,36 @@ def bench_serving() -> dict:
         **eng.pop("headline"),
         "details": {
             "engine": eng,
-            "batching": {k: asdict(batching.summarize(v, seq)) for k, v in res.items()},
-            "batching_identical_to_sequential": {"continuous": batching.same_tokens(cont, seq),
-                                                 "static": batching.same_tokens(static, seq)},
+            "batching": dict(zip(res, batching.batching_frame(res.values(), seq).to_dict("records"))),
             "slots": w.slots, "requests": w.requests, "batching_rounds": BATCHING_ROUNDS,
             "speculative_prompt_lookup": asdict(spec), "paged_fit": asdict(fit),
         },
     }
+
+
+@dataclass(frozen=True)
+class FitCounts:
+    contiguous: int
+    paged: int
+    ratio: float                     # paged ÷ contiguous
+
+
+def fit_counts(requests, capacity_slots: int, max_tokens: int, block_size: int = 16) -> FitCounts:
+    """How many of these sequences, at their full final length, fit at once in `capacity_slots`, taken in
+    order until the next does not fit: contiguous (each reserves prompt + max_tokens slots) against paged
+    (each holds ceil((prompt + output) / block_size) blocks of a pool of capacity_slots // block_size)."""
+    def count(sizes, room):
+        n = 0
+        for size in sizes:
+            if size > room:
+                break
+            room -= size
+            n += 1
+        return n
+
+    contiguous = count((len(r.prompt) + max_tokens for r in requests), capacity_slots)
+    paged = count((-(-(len(r.prompt) + r.max_new_tokens) // block_size) for r in requests), capacity_slots // block_size)
+    return FitCounts(contiguous, paged, paged / max(1, contiguous))
 
 
 ENGINE_REQUESTS = 16      # the engine against transformers' continuous batching: chat requests ...

@@ -6,26 +6,12 @@ import time
 from dataclasses import dataclass, replace
 from typing import Sequence
 
+import pandas as pd
+
 from ..engine.llm import Engine, EngineArgs
 from ..engine.request import SamplingParams
 from .naive import RequestTiming, ServeResult
 from .traces import TraceRequest
-
-
-@dataclass(frozen=True)
-class LogSummary:
-    requests: int
-    steps: int
-    tokens_per_s: float
-    prefill_chunks: int
-    mixed_steps: int                 # steps mixing prefill chunks with decode rows
-    preemptions: int
-    recomputed_tokens: int           # computed again because of the preemptions
-    peak_blocks: int                 # the most KV blocks in use at once
-    tokens_at_peak: int              # tokens those blocks held
-    copy_on_write_copies: int
-    blocks: int | None = None        # the cache's blocks
-    blocks_without_preemption: int | None = None   # blocks that hold the requests running at once at full length
 
 
 @dataclass(frozen=True)
@@ -54,29 +40,6 @@ def serve(model, requests: Sequence[TraceRequest], args: EngineArgs = EngineArgs
     return ServeResult("readable engine", timings, wall, e.runner.forwards), e
 
 
-def _blocks(requests: Sequence[TraceRequest], block_size: int) -> list[int]:
-    """KV blocks each request holds at its full length (its prompt and every token it makes)."""
-    return [-(-(len(r.prompt) + r.max_new_tokens) // block_size) for r in requests]
-
-
-def blocks_needed(requests: Sequence[TraceRequest], block_size: int) -> int:
-    """The fewest KV blocks that let each request run alone."""
-    return max(_blocks(requests, block_size))
-
-
-def log_summary(e: Engine, result: ServeResult, requests: Sequence[TraceRequest] = ()) -> LogSummary:
-    """An engine run's step log summed up; with the `requests`, the blocks that would have prevented every
-    preemption (blocks_without_preemption)."""
-    log = e.log
-    peak = max(log, key=lambda s: s["blocks used"], default={"blocks used": 0, "tokens held": 0})
-    need = blocks_without_preemption(requests, e.args.block_size, e.args.max_num_seqs) if requests else None
-    return LogSummary(len(result.timings), len(log), result.tokens_per_s,
-                      prefill_chunks=sum(len(s["prefill"]) for s in log),
-                      mixed_steps=sum(1 for s in log if s["prefill"] and s["decode"]),
-                      preemptions=sum(len(s["preempted"]) for s in log),
-                      recomputed_tokens=sum(r.lost_tokens for r in e.scheduler.finished),
-                      peak_blocks=peak["blocks used"], tokens_at_peak=peak["tokens held"],
-                      copy_on_write_copies=e.kv.copies, blocks=e.args.blocks, blocks_without_preemption=need)
 
 
 def chunked_prefill(model, shorts: Sequence[Sequence[int]], long_prompt: Sequence[int], new_tokens: int,
@@ -134,8 +97,25 @@ def timeline(log: list[dict]) -> list[dict]:
                  if r not in s["preempted"]]
     return rows
 
+def blocks_without_preemption(requests: Sequence[TraceRequest], block_size: int, max_num_seqs: int = 1) -> int:
+    """KV blocks that hold the `max_num_seqs` longest requests at their full length (prompt and every token it
+    makes): with that many no running request runs out of blocks, so none is preempted; with 1, the fewest
+    that let each request run alone."""
+    return sum(sorted((-(-(len(r.prompt) + r.max_new_tokens) // block_size) for r in requests), reverse=True)[:max_num_seqs])
 
-def blocks_without_preemption(requests: Sequence[TraceRequest], block_size: int, max_num_seqs: int) -> int:
-    """KV blocks that hold the `max_num_seqs` longest requests at their full length: with that many no running
-    request runs out of blocks, so none is preempted."""
-    return sum(sorted(_blocks(requests, block_size), reverse=True)[:max_num_seqs])
+
+def log_summary(e: Engine, result: ServeResult, requests: Sequence[TraceRequest] = ()) -> pd.DataFrame:
+    """An engine run's step log summed up, one row; with the `requests`, the blocks that would have prevented every
+    preemption."""
+    log = e.log
+    peak = max(log, key=lambda s: s["blocks used"], default={"blocks used": 0, "tokens held": 0})
+    return pd.DataFrame([{
+        "requests": len(result.timings), "steps": len(log), "tokens/s": result.tokens_per_s,
+        "prefill chunks": sum(len(s["prefill"]) for s in log),
+        "steps mixing prefill and decode": sum(1 for s in log if s["prefill"] and s["decode"]),
+        "preemptions": sum(len(s["preempted"]) for s in log),
+        "recomputed tokens": sum(r.lost_tokens for r in e.scheduler.finished), "blocks": e.args.blocks,
+        "blocks that prevent preemption": blocks_without_preemption(requests, e.args.block_size, e.args.max_num_seqs)
+        if requests else None,
+        "peak blocks in use": peak["blocks used"], "tokens held at the peak": peak["tokens held"],
+        "copy-on-write copies": e.kv.copies}])

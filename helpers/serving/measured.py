@@ -57,12 +57,3 @@ def paged_trace(tokenizer, w: Workload) -> tuple[list, int]:
     reqs = chat_requests(tokenizer, replace(w, requests=PAGED_REQUESTS))
     return reqs, PAGED_CAPACITY_LONGEST * (w.max_output + max(len(r.prompt) for r in reqs))
 
-
-def paged_fit(tokenizer, w: Workload, capacity_slots: int | None = None, block_size: int | None = None):
-    """How many of the chat trace's requests fit at once (helpers.serving.paging.FitCounts), contiguous (prompt + max_output reserved)
-    against paged (their real lengths, in blocks of PAGE_SIZE), in paged_trace's capacity unless given."""
-    from .batching import PAGE_SIZE
-    from .paging import fit_counts
-
-    reqs, capacity = paged_trace(tokenizer, w)
-    return fit_counts(reqs, capacity if capacity_slots is None else capacity_slots, w.max_output, block_size or PAGE_SIZE)

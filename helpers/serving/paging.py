@@ -5,7 +5,6 @@ side is the engine's own scheduler and allocator, run with no model.
 """
 from __future__ import annotations
 
-import math
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -54,28 +53,6 @@ class ContiguousPool:
 
 # ---------------------------------------------------------------------------- the simulation
 
-@dataclass(frozen=True)
-class SimSummary:
-    scheme: str
-    capacity_slots: int
-    steps: int                       # decode steps to finish
-    mean_running: float              # sequences running
-    max_running: int
-    preemptions: int
-    mean_used_slots: float           # slots holding tokens
-    mean_reserved_slots: float
-    mean_internal_waste: float       # slots reserved but holding no token
-    mean_external_fragmentation: float   # free slots in holes too small for the next request
-    used_share_of_reserved: float
-
-
-@dataclass(frozen=True)
-class FitCounts:
-    contiguous: int
-    paged: int
-    ratio: float                     # paged ÷ contiguous
-
-
 @dataclass
 class SimResult:
     scheme: str
@@ -85,13 +62,9 @@ class SimResult:
     max_running: int = 0
     preemptions: int = 0
 
-    def summary(self) -> SimSummary:
-        n = max(1, len(self.rows))
-        mean = lambda k: sum(r[k] for r in self.rows) / n  # noqa: E731
-        return SimSummary(self.scheme, self.capacity_slots, self.steps, mean("running"), self.max_running,
-                          self.preemptions, mean("used"), mean("reserved"), mean("internal waste"),
-                          mean("external fragmentation"),
-                          sum(r["used"] for r in self.rows) / max(1, sum(r["reserved"] for r in self.rows)))
+    @property
+    def mean_running(self) -> float:
+        return sum(r["running"] for r in self.rows) / max(1, len(self.rows))
 
 
 def simulate(requests: Sequence[TraceRequest], capacity_slots: int, max_tokens: int, scheme: str = "paged",
@@ -149,21 +122,3 @@ def _paged(requests: Sequence[TraceRequest], capacity_slots: int, block_size: in
         res.steps += 1
     return res
 
-
-def fit_counts(requests: Sequence[TraceRequest], capacity_slots: int, max_tokens: int, block_size: int = 16) -> FitCounts:
-    """How many of these sequences, at their full final length, fit at once in `capacity_slots`, taken in
-    order until the next does not fit: contiguous (each reserves prompt + max_tokens slots) against paged
-    (each holds ceil((prompt + output) / block_size) blocks of a pool of capacity_slots // block_size)."""
-    def count(sizes, room):
-        n = 0
-        for size in sizes:
-            if size > room:
-                break
-            room -= size
-            n += 1
-        return n
-
-    contiguous = count((len(r.prompt) + max_tokens for r in requests), capacity_slots)
-    paged = count((math.ceil((len(r.prompt) + r.max_new_tokens) / block_size) for r in requests),
-                  capacity_slots // block_size)
-    return FitCounts(contiguous, paged, paged / max(1, contiguous))
