@@ -29,6 +29,7 @@ with app.setup:
     from helpers.present import expected, learner, notebook, plots, replay, run_times
     from helpers.present.glossary import term
     from helpers.serving import batching, engine_caches, engine_runs, figures, kv_cache, paging, speculative, tables, traces
+    from helpers.serving import trained_profile
     from helpers.serving import measured as serving_bench
     from helpers.serving.measured import chat_requests, paged_trace, workload
 
@@ -461,8 +462,8 @@ def _():
 
 @app.cell
 def _(loaded, w):
-    spec_loaded = loaded if speculative.model_profile(loaded.profile) == loaded.profile else \
-        models.load(speculative.model_profile(loaded.profile), device=loaded.device)
+    spec_loaded = loaded if trained_profile(loaded.profile) == loaded.profile else \
+        models.load(trained_profile(loaded.profile), device=loaded.device)
     spec_k_default = notebook.env_default("WORKSHOP_SPEC_K", w.spec_k, range(1, 9))
     k_form = mo.ui.slider(start=1, stop=8, step=1, show_value=True, label="draft length k",
                           value=spec_k_default).form(submit_button_label="Measure at this k", bordered=False)

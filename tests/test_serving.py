@@ -8,7 +8,7 @@ import torch
 from helpers.formulas import memory
 from helpers.measure import quality
 from helpers.formulas import speculation
-from helpers.serving import batching, engine_runs, kv_cache, kv_quant, naive, speculative
+from helpers.serving import batching, engine_runs, kv_cache, kv_quant, naive, speculative, trained_profile
 
 
 def test_work_without_cache_by_hand():
@@ -92,11 +92,11 @@ def test_static_batches_and_slot_timeline(tiny):
     segs = batching.slot_segments(res, 2, static_batch=2)
     # in each batch the shorter request's slot idles until the longer one finishes
     assert sum(s["idle_until_s"] > s["finish_s"] for s in segs) == 2
-    pad = batching.padding_tokens(reqs, 2)
-    assert pad.padding_tokens == (9 - 5) + (12 - 7)
-    assert pad.finished_rows_steps == (4 - 2) + (6 - 3)
+    pad = batching.padding_tokens(reqs, 2).iloc[0]
+    assert pad["prompt padding tokens"] == (9 - 5) + (12 - 7)
+    assert pad["finished rows' decode steps"] == (4 - 2) + (6 - 3)
     # rows computed: 2 × (9 + 4 − 1) + 2 × (12 + 6 − 1) = 58, of which useful (5 + 9 + 3 + 1) + (12 + 7 + 5 + 2) = 44
-    assert pad.useful_tokens == 44 and pad.wasted_share == pytest.approx(14 / 58)
+    assert pad["useful tokens"] == 44 and pad["wasted share"] == pytest.approx(14 / 58)
 
 
 def test_quantized_cache_bytes_match_the_formula_and_the_tensors(tiny):
@@ -165,10 +165,14 @@ def test_expected_tokens_per_pass_by_hand():
 
 
 def test_speculative_decoding_is_lossless_and_counted(tiny):
-    r = speculative.speculate(tiny.model, quality.eval_ids(tiny.tokenizer, 60), 20, k=3)
-    assert r.identical_to_greedy and r.new_tokens == 20
-    assert r.plain_target_passes == 20                       # one per token without speculation
-    assert 1 <= r.target_passes <= 20 and r.tokens_per_pass == pytest.approx(20 / r.target_passes)
+    from helpers.engine import speculative as loop
+    from helpers.engine.request import SamplingParams
+
+    ids = quality.eval_ids(tiny.tokenizer, 60)
+    tokens, passes = speculative.speculate(tiny.model, ids, 20, k=3)
+    plain = loop.generate(tiny.model, [ids], SamplingParams(max_tokens=20, ignore_eos=True))
+    assert tokens == plain.outputs[0] and plain.target_passes == 20       # one pass per token without speculation
+    assert 1 <= passes <= 20
 
 
 def test_chunked_prefill_splits_the_long_prompt_by_the_token_budget(tiny):
@@ -192,14 +196,14 @@ def test_quality_profile_is_trained_weights_whenever_offered():
     from helpers.measure import models
 
     assert "tiny-trained" in models.PROFILES
-    assert kv_quant.quality_profile() == ("tiny-trained", True)
-    assert kv_quant.quality_profile("tiny") == ("tiny-trained", True)
-    assert kv_quant.quality_profile("mistral-7b-random") == ("tiny-trained", True)
-    assert kv_quant.quality_profile("mistral-7b") == ("mistral-7b", True)
-    assert kv_quant.quality_profile("tiny-trained") == ("tiny-trained", True)
+    assert trained_profile() == "tiny-trained"
+    assert trained_profile("tiny") == "tiny-trained"
+    assert trained_profile("mistral-7b-random") == "tiny-trained"
+    assert trained_profile("mistral-7b") == "mistral-7b"
+    assert trained_profile("tiny-trained") == "tiny-trained"
     for p in models.PROFILES:           # any other profile (random weights, auto) measures on tiny-trained
         if p not in ("mistral-7b", "tiny-trained"):
-            assert kv_quant.quality_profile(p) == ("tiny-trained", True), p
+            assert trained_profile(p) == "tiny-trained", p
 
 
 def test_round_cost_worked():

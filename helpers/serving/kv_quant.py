@@ -17,6 +17,7 @@ from ..formulas.specs import get_spec
 from ..measure.tensor_bytes import measured_cache_bytes, plain_tensors
 from ..measure.timing import timed_generate
 from ..measure.quality import kl_per_position, top1_agreement
+from . import trained_profile
 
 # name -> (QuantizedCache backend, nbits, helpers.formulas.memory KV dtype of the stored values)
 SCHEMES: dict[str, tuple[str | None, int | None, str | None]] = {
@@ -109,12 +110,6 @@ def projected_shares(model, tokens: int, dtype: str) -> dict[str, float]:
     resid = min(tokens, RESIDUAL_LENGTH // 2)
     return {s: cache_bytes(model, tokens, dtype, s, 0 if SCHEMES[s][0] in (None, "fp8") else resid).total / full
             for s in SCHEMES}
-
-
-def quality_profile(current: str | None = None) -> tuple[str, bool]:
-    """(profile, trained) for the quality figures: the current profile when its weights are trained, else
-    tiny-trained (the same rule as helpers.serving.speculative.model_profile)."""
-    return (current if current in ("mistral-7b", "tiny-trained") else "tiny-trained"), True
 
 
 def available(scheme: str) -> str | None:
@@ -245,7 +240,6 @@ class KvQuantRun:
 
     label: str                      # the model the bytes and steps were measured on (Loaded.label)
     quality_label: str              # the model the quality was measured on
-    trained: bool                   # whether that model's weights are trained
     sizes: list[SchemeBytes]
     steps: list[SchemeSpeed]
     quality: list[SchemeQuality]
@@ -255,15 +249,15 @@ class KvQuantRun:
 def measure_all(loaded, tokens: int = 300, quality_tokens: int = 400) -> KvQuantRun:
     """Bytes and decode steps of every scheme's cache after `tokens` tokens of the evaluation text on the
     loaded model; KL and top-1 against the full-precision cache over `quality_tokens` tokens on the model
-    quality_profile names (the loaded one when its weights are trained)."""
+    trained_profile names (the loaded one when its weights are trained)."""
     from ..measure import models
     from ..measure.quality import eval_ids
 
     ids = eval_ids(loaded.tokenizer, tokens)
     sizes = bytes_by_scheme(loaded.model, loaded.spec, ids, loaded.dtype)
     steps = speed_by_scheme(loaded.model, ids)
-    profile, trained = quality_profile(loaded.profile)
+    profile = trained_profile(loaded.profile)
     judged = loaded if profile == loaded.profile else models.load(profile, device=loaded.device)
     quality = quality_by_scheme(judged.model, eval_ids(judged.tokenizer, quality_tokens, profile=judged.profile))
     missing = {s: why for s in SCHEMES if (why := available(s))}
-    return KvQuantRun(loaded.label, judged.label, trained, sizes, steps, quality, missing)
+    return KvQuantRun(loaded.label, judged.label, sizes, steps, quality, missing)

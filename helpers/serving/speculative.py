@@ -19,12 +19,6 @@ from .naive import _ForwardCounter
 EDIT = "Copy-edit this passage: keep every word, correct only the punctuation.\n\n{passage}\n\nThe passage, copy-edited:\n\n"
 QUESTIONS = ("Question: What makes a friendship last?\nAnswer:", "Question: Why do people travel?\nAnswer:")
 PASSAGE_CHARS = 500
-TRAINED = ("mistral-7b", "tiny-trained")   # profiles with trained weights: a draft is kept for a reason
-
-
-def model_profile(current: str) -> str:
-    """The current profile when its weights are trained, else tiny-trained (random weights keep a draft by chance)."""
-    return current if current in TRAINED else "tiny-trained"
 
 
 @dataclass(frozen=True)
@@ -185,7 +179,7 @@ def speculative_runs(model, chosen: Sequence[Prompt], new_tokens: int, k: int = 
             extra = {"from_prompt": (sum(x.prompt_kept for x in c), sum(x.prompt_drafted for x in c)),
                      "from_output": (sum(x.output_kept for x in c), sum(x.output_drafted for x in c))}
             if library and len(ids) == 1:
-                extra["library_passes"] = speculate(model, ids[0], new_tokens, k=k, ngram=ngram).target_passes
+                extra["library_passes"] = speculate(model, ids[0], new_tokens, k=k, ngram=ngram)[1]
         rows.append(SpecRun(name, res.drafter, k, len(ids), res.tokens_per_pass, res.target_passes, res.seconds,
                             plain.seconds / res.seconds if res.seconds > 0 else float("nan"),
                             kept / drafted if drafted else 0.0, res.outputs == plain.outputs,
@@ -220,53 +214,23 @@ def verify_cost(model, k: int, context: int, batch: int, repeats: int = 5) -> Ve
 
 # ----------------------------------------------------------------------------- transformers' version, the oracle
 
-@dataclass(frozen=True)
-class Speculation:
-    """transformers' assisted generation with prompt lookup, greedy, against plain greedy generation."""
-
-    drafter: str
-    k: int
-    new_tokens: int
-    target_passes: int
-    plain_target_passes: int
-    identical_to_greedy: bool
-
-    @property
-    def accepted(self) -> int:
-        """Drafted tokens kept: every target pass adds one token of its own, the rest were drafts."""
-        return self.new_tokens - self.target_passes
-
-    @property
-    def tokens_per_pass(self) -> float:
-        return self.new_tokens / self.target_passes
-
-
-def _generate(model, ids, new_tokens: int, **kw):
-    import torch
-
-    with torch.inference_mode():
-        return model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=new_tokens,
-                              min_new_tokens=new_tokens, do_sample=False, **kw)
-
-
-def speculate(model, ids, new_tokens: int, k: int = 4, ngram: int = 3) -> Speculation:
-    """One greedy generation with transformers' prompt lookup (up to k tokens after the last n-gram's earlier
-    occurrence, n ≤ `ngram`: the engine's PromptLookup rule) against plain greedy generation: the target's
-    forward calls each way (a forward pre-hook) and whether the tokens are the same."""
+def speculate(model, ids, new_tokens: int, k: int = 4, ngram: int = 3) -> tuple[list[int], int]:
+    """(tokens, target passes) of one greedy generation with transformers' prompt lookup (up to k tokens after the
+    last n-gram's earlier occurrence, n ≤ `ngram`: the engine's PromptLookup rule), passes counted by a forward
+    pre-hook."""
     import torch
     from transformers.utils import logging as hf_logging
 
     ids = torch.as_tensor(ids).reshape(1, -1).to(next(model.parameters()).device)
-    kw = {"prompt_lookup_num_tokens": k, "max_matching_ngram_size": ngram}
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()   # generate() warns about its own arguments
     counter = _ForwardCounter(model)
     try:
-        plain = _generate(model, ids, new_tokens)
-        plain_calls, counter.calls = counter.calls, 0
-        spec = _generate(model, ids, new_tokens, **kw)
+        with torch.inference_mode():
+            out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=new_tokens,
+                                 min_new_tokens=new_tokens, do_sample=False, prompt_lookup_num_tokens=k,
+                                 max_matching_ngram_size=ngram)
     finally:
         counter.close()
         hf_logging.set_verbosity(verbosity)
-    return Speculation(f"prompt lookup (n-gram ≤ {ngram})", k, spec.shape[1] - ids.shape[1], counter.calls,
-                       plain_calls, bool(torch.equal(plain, spec)))
+    return out[0, ids.shape[1]:].tolist(), counter.calls
