@@ -121,7 +121,7 @@ def _():
     {term("token budget")} and free KV blocks allow, starting its {term("block table")} with any blocks the prefix
     cache holds for its first tokens. `Runner.forward` computes every scheduled request's rows in one flat batch: a
     prompt in chunks, then one token a step.
-    """), plots.table(pd.DataFrame(engine.core_files()), "computed: helpers.engine.code_lines (no blanks, comments "
+    """), plots.table(pd.DataFrame(engine.core_files()), "computed: helpers.engine.core_files (no blanks, comments "
                                                             "or docstrings)"),
         notebook.code(llm.Engine.step, folded_=False), notebook.code(llm, "llm.py")])
     return

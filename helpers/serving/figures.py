@@ -1,6 +1,7 @@
 """Figures of notebook 07, one per mechanism; each is stamped with what produced it (helpers.present.plots)."""
 from __future__ import annotations
 
+from itertools import accumulate
 from typing import Any, Sequence
 
 from ..present import plots
@@ -20,14 +21,9 @@ def cache_on_off_figure(result, source: Any):
     a.set_ylabel("time of the step (ms)")
     a.set_title("time per token", fontsize=9)
     a.legend(fontsize=8)
-    cum_off, cum_on, s1, s2 = [], [], 0, 0
-    for r in rows:
-        s1 += r.tokens_without_cache
-        s2 += r.tokens_with_cache
-        cum_off.append(s1)
-        cum_on.append(s2)
-    b.plot(range(1, len(rows) + 1), cum_off, color=BASELINE, label="no cache: n·p + n(n−1)/2")
-    b.plot(range(1, len(rows) + 1), cum_on, color=MEASURED, label="KV cache: p + n − 1")
+    n = range(1, len(rows) + 1)
+    b.plot(n, list(accumulate(r.tokens_without_cache for r in rows)), color=BASELINE, label="no cache: n·p + n(n−1)/2")
+    b.plot(n, list(accumulate(r.tokens_with_cache for r in rows)), color=MEASURED, label="KV cache: p + n − 1")
     b.set_xlabel("tokens generated n")
     b.set_ylabel("tokens run through the model (cumulative)")
     b.set_title(f"work, prompt p = {result.prompt_tokens}", fontsize=9)
@@ -79,11 +75,9 @@ def slots_figure(panels: Sequence[tuple[str, list[dict], float]], slots: int, so
 
 
 def bars_figure(labels: Sequence[str], values: Sequence[float], ylabel: str, title: str, source: Any,
-                colours: Sequence[str] | None = None, reference: float | None = None):
+                colours: Sequence[str]):
     fig, ax = plots.figure(width=6.5)
-    plots.bars(ax, labels, values, list(colours) if colours else MEASURED)
-    if reference is not None:
-        ax.axhline(reference, color="k", lw=0.8)
+    plots.bars(ax, labels, values, list(colours))
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)
     ax.tick_params(axis="x", labelsize=8)
