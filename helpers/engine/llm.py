@@ -98,10 +98,8 @@ class Engine:
         while self.has_work():
             self.step()
 
-    def generate(self, prompts, params: SamplingParams | list[SamplingParams] = SamplingParams()
-                 ) -> list[list[int]]:
+    def generate(self, prompts, params: SamplingParams = SamplingParams()) -> list[list[int]]:
         """Serve all prompts together (continuous batching) and return each one's generated tokens."""
-        many = params if isinstance(params, list) else [params] * len(prompts)
-        reqs = [self.add(p, s) for p, s in zip(prompts, many)]
+        reqs = [self.add(p, params) for p in prompts]
         self.run()
         return [r.output for r in reqs]
