@@ -49,16 +49,13 @@ def serve_continuous(model, requests: Sequence[TraceRequest], max_batch_tokens: 
     cfg = cb_config(model, requests, max_batch_tokens, page_size, concurrent)
     gen = GenerationConfig(do_sample=False, eos_token_id=-1, max_new_tokens=max(r.max_new_tokens for r in requests))
     mgr = model.init_continuous_batching(generation_config=gen, continuous_batching_config=cfg)
-    counter = _ForwardCounter(model)
-    outs: dict[str, object] = {}
-    ids: dict[str, int] = {}
+    counter, outs, reqs = _ForwardCounter(model), {}, {f"r{r.rid}": r for r in requests}
     try:
         with torch.inference_mode():
             mgr.start()
             t0 = time.perf_counter()
-            for i, r in enumerate(requests):
-                ids[mgr.add_request(list(r.prompt), request_id=f"r{r.rid}", max_new_tokens=r.max_new_tokens,
-                                    record_timestamps=True)] = i
+            for rid, r in reqs.items():
+                mgr.add_request(list(r.prompt), request_id=rid, max_new_tokens=r.max_new_tokens, record_timestamps=True)
             deadline = t0 + timeout_s
             while len(outs) < len(requests):
                 o = mgr.get_result(timeout=0.02)
@@ -75,17 +72,11 @@ def serve_continuous(model, requests: Sequence[TraceRequest], max_batch_tokens: 
     finally:
         mgr.stop(block=True, timeout=30)
         counter.close()
-    timings = []
-    for rid, o in outs.items():
-        r = requests[ids[rid]]
-        ts = [t - t0 for t in (o.timestamps or [])]
-        # the manager stamps when a request leaves its queue for a batch slot (lifespan[0])
-        slot = max(o.lifespan[0] - t0, 0.0)
-        timings.append(RequestTiming(r.rid, len(r.prompt), len(o.generated_tokens), slot, ts[0], ts[-1],
-                                     list(o.generated_tokens)))
-    timings.sort(key=lambda t: t.rid)
-    wall = max(t.finish_s for t in timings)
-    return ServeResult("continuous batching", timings, wall, counter.calls)
+    # a request's slot: when the manager took it from its queue into a batch (lifespan[0])
+    timings = sorted((RequestTiming(r.rid, len(r.prompt), len(o.generated_tokens), max(o.lifespan[0] - t0, 0.0),
+                                    o.timestamps[0] - t0, o.timestamps[-1] - t0, list(o.generated_tokens))
+                      for rid, o in outs.items() for r in [reqs[rid]]), key=lambda t: t.rid)
+    return ServeResult("continuous batching", timings, max(t.finish_s for t in timings), counter.calls)
 
 
 def serve_static(model, requests: Sequence[TraceRequest], batch_size: int, device: str | None = None) -> ServeResult:
@@ -107,22 +98,15 @@ def serve_static(model, requests: Sequence[TraceRequest], batch_size: int, devic
 
 def slot_segments(result: ServeResult, slots: int, static_batch: int | None = None) -> list[dict]:
     """Each request's slot, busy span and, in a static batch, its slot idle until the batch's slowest is done."""
-    rows = []
+    rows, free_at = [], [0.0] * slots
     ts = sorted(result.timings, key=lambda t: (t.start_s, t.rid))
-    if static_batch:
-        for k in range(0, len(ts), static_batch):
-            group = ts[k:k + static_batch]
-            end = max(t.finish_s for t in group)
-            for j, t in enumerate(group):
-                rows.append({"slot": j, "request": t.rid, "start_s": t.start_s, "finish_s": t.finish_s, "idle_until_s": end})
-        return rows
-    free_at = [0.0] * slots
-    for t in ts:
-        j = min(range(slots), key=lambda s: free_at[s] if free_at[s] <= t.start_s + 1e-9 else math.inf + s)
-        if free_at[j] > t.start_s + 1e-9:      # more in flight than slots: put it on the earliest-free slot
-            j = min(range(slots), key=lambda s: free_at[s])
-        rows.append({"slot": j, "request": t.rid, "start_s": t.start_s, "finish_s": t.finish_s, "idle_until_s": t.finish_s})
-        free_at[j] = t.finish_s
+    for k, t in enumerate(ts):
+        if static_batch:
+            j, end = k % static_batch, max(g.finish_s for g in ts[k - k % static_batch:][:static_batch])
+        else:       # the free slot freed longest ago; with more in flight than slots, the first to free up
+            j = min(range(slots), key=lambda s: (free_at[s] > t.start_s + 1e-9, free_at[s]))
+            free_at[j] = end = t.finish_s
+        rows.append({"slot": j, "request": t.rid, "start_s": t.start_s, "finish_s": t.finish_s, "idle_until_s": end})
     return rows
 
 

@@ -107,7 +107,8 @@ def edit_hits(model, prompt: Sequence[int], edit_at: int, block_size: int = 16) 
         reused[kind] = r.cached_tokens
     rule = {"radix": edit_at, "hash": edit_at // block_size * block_size}
     return pd.DataFrame([{"cache": kind, "prompt tokens": len(prompt), "edited token": edit_at, "reused tokens": n,
-                          "where its rule stops": rule[kind], "reused = rule": n == rule[kind]} for kind, n in reused.items()])
+                          "where its rule stops": rule[kind], "reused = rule": n == rule[kind]}
+                         for kind, n in reused.items()])
 
 
 def hit_on_gpu(model, gpu: str, prefix_tokens: int, suffix_tokens: int, dtype: str = "bf16") -> pd.DataFrame:
