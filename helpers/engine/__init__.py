@@ -1,14 +1,8 @@
-"""A serving engine you can read: continuous batching, paged KV cache, prefix cache and speculative
-decoding as short files, on the workshop's Mistral-architecture models (after nano-vllm and gpt-fast).
-
-One request, from arrival to its last token: `Engine.add` (llm.py) queues a `Request` (request.py).
-`Scheduler.schedule` (scheduler.py) admits it when a slot, the step's token budget and free KV blocks
-allow, its block table (kv.py) starting with the blocks the prefix cache (prefix_cache.py, radix.py)
-holds for its first tokens; its prompt is computed in chunks beside other requests' decode rows.
-`Runner.forward` (runner.py) runs each step as one flat batch, attention reading each request's K/V
-through its block table; the chunk that reaches the prompt's end gives the first token. When blocks
-run out the newest request is preempted and recomputed later. Speculative decoding (speculative.py) is
-its own loop over the same runner and cache; servebench.server puts an OpenAI-compatible API in front.
+"""A serving engine you can read (after nano-vllm and gpt-fast): continuous batching, a paged KV cache, prefix caching
+and speculative decoding, one short file each, on the workshop's Mistral-architecture models. A request's way: `Engine.add`
+(llm.py) queues it, `Scheduler.schedule` (scheduler.py) admits it with a block table (kv.py) that starts with the prefix
+cache's blocks (prefix_cache.py, radix.py), `Runner.forward` (runner.py) computes each step as one flat batch.
+speculative.py is its own loop over the same runner and cache; servebench.server puts an OpenAI-compatible API in front.
 """
 from __future__ import annotations
 

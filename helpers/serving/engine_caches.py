@@ -60,17 +60,10 @@ def prefix_ttft(model, prefix: Sequence[int], suffixes: Sequence[Sequence[int]],
     warm_e = Engine(model, EngineArgs(block_size=block_size, max_batch_tokens=budget, prefix_cache=cache))
     ttft(cold_e, list(prefix) + list(suffixes[0]))                    # warm-up (first shapes), untimed
     ttft(warm_e, list(prefix) + list(suffixes[0]))                    # leaves the prefix in the cache
-    cold, warm, same, hits = [], [], True, []
-    for s in suffixes[1:]:
-        c, tc, _ = ttft(cold_e, list(prefix) + list(s))
-        w, tw, hit = ttft(warm_e, list(prefix) + list(s))
-        cold.append(c)
-        warm.append(w)
-        hits.append(hit)
-        same &= tc == tw
-    c, w = min(cold), min(warm)
-    return PrefixTTFT(len(prefix), len(suffixes[1]), cache, 1e3 * c, 1e3 * w, c / w if w > 0 else float("nan"),
-                      hits, same)
+    runs = [(ttft(cold_e, list(prefix) + list(s)), ttft(warm_e, list(prefix) + list(s))) for s in suffixes[1:]]
+    c, w = min(cold[0] for cold, _ in runs), min(warm[0] for _, warm in runs)
+    return PrefixTTFT(len(prefix), len(suffixes[1]), cache, 1e3 * c, 1e3 * w, ratio(c, w), [warm[2] for _, warm in runs],
+                      all(cold[1] == warm[1] for cold, warm in runs))
 
 
 def cache_hits(model, prompts_by_round: Sequence[Sequence[Sequence[int]]], block_size: int = 16,
@@ -78,18 +71,16 @@ def cache_hits(model, prompts_by_round: Sequence[Sequence[Sequence[int]]], block
     """The same rounds of prompts (each round after the last) through the radix and the hash cache: tokens
     reused (in all and per request) and whether both gave the same tokens."""
     out, tokens = {}, {}
-    prompts = [list(p) for r in prompts_by_round for p in r]
+    lengths = [len(p) for r in prompts_by_round for p in r]
+    total = sum(lengths)
     for kind in ("radix", "hash"):
-        e = Engine(model, EngineArgs(block_size=block_size, prefix_cache=kind))
-        reqs, tokens[kind] = [], []
+        e, reqs = Engine(model, EngineArgs(block_size=block_size, prefix_cache=kind)), []
         for r in prompts_by_round:
-            batch = [e.add(list(p), SamplingParams(max_tokens=new_tokens, ignore_eos=True)) for p in r]
+            reqs += [e.add(list(p), SamplingParams(max_tokens=new_tokens, ignore_eos=True)) for p in r]
             e.run()
-            reqs += batch
-            tokens[kind] += [q.output for q in batch]
-        total = sum(len(p) for p in prompts)
+        tokens[kind] = [q.output for q in reqs]
         out[kind] = CacheRun(kind, total, e.cache.hit_tokens, e.cache.hit_tokens / total, e.kv.copies,
-                             [q.cached_tokens for q in reqs], [len(p) for p in prompts])
+                             [q.cached_tokens for q in reqs], lengths)
     return CacheHits(out["radix"], out["hash"], tokens["radix"] == tokens["hash"])
 
 

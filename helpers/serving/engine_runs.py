@@ -40,8 +40,6 @@ def serve(model, requests: Sequence[TraceRequest], args: EngineArgs = EngineArgs
     return ServeResult("readable engine", timings, wall, e.runner.forwards), e
 
 
-
-
 def chunked_prefill(model, shorts: Sequence[Sequence[int]], long_prompt: Sequence[int], new_tokens: int,
                     arrive_after_steps: int, budgets: Sequence[int], block_size: int = 16,
                     repeats: int = 2) -> list[ChunkedRun]:
@@ -83,19 +81,11 @@ def _chunked_run(model, shorts, long_prompt, new_tokens, arrive_after_steps, bud
 
 
 def timeline(log: list[dict]) -> list[dict]:
-    """The step log as one row per request per step: its state, from the step's start to end (s after the first)."""
-    if not log:
-        return []
-    t0 = log[0]["start_s"]
-    rows = []
-    for s in log:
-        span = {"step": s["step"], "start_s": s["start_s"] - t0, "end_s": s["end_s"] - t0}
-        rows += [{**span, "request": r, "state": "prefill", "tokens": n} for r, n in s["prefill"].items()]
-        rows += [{**span, "request": r, "state": "decode", "tokens": 1} for r in s["decode"]]
-        rows += [{**span, "request": r, "state": "preempted", "tokens": 0} for r in s["preempted"]]
-        rows += [{**span, "request": r, "state": "waiting", "tokens": 0} for r in s["waiting"]
-                 if r not in s["preempted"]]
-    return rows
+    """The step log as one row per request per step: its state (waiting: queued and not preempted this step)."""
+    return [{"step": s["step"], "request": r, "state": state} for s in log
+            for state, rids in (("prefill", s["prefill"]), ("decode", s["decode"]), ("preempted", s["preempted"]),
+                                ("waiting", [r for r in s["waiting"] if r not in s["preempted"]])) for r in rids]
+
 
 def blocks_without_preemption(requests: Sequence[TraceRequest], block_size: int, max_num_seqs: int = 1) -> int:
     """KV blocks that hold the `max_num_seqs` longest requests at their full length (prompt and every token it

@@ -6,6 +6,7 @@ transformers' assisted generation with prompt lookup as the oracle (notebook 07,
 from __future__ import annotations
 
 import time
+from collections import Counter
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -55,23 +56,12 @@ def prompts(tokenizer) -> list[Prompt]:
 
 # ----------------------------------------------------------------------------- where prompt lookup's drafts came from
 
-@dataclass(frozen=True)
-class Copies:
-    """Prompt lookup's drafts over one greedy generation, by where each drafted token was copied from."""
-
-    rounds: int                      # target passes the request took part in
-    prompt_drafted: int
-    prompt_kept: int
-    output_drafted: int              # copied from the tokens the model generated itself
-    output_kept: int
-
-
-def copies(prompt: Sequence[int], output: Sequence[int], k: int, ngram: int = 3) -> Copies:
+def copies(prompt: Sequence[int], output: Sequence[int], k: int, ngram: int = 3) -> Counter:
     """Replays the engine's greedy loop with prompt lookup over a known greedy `output` (drafts of at most k,
-    kept while they equal it); a drafted token at position j came from the prompt when j < len(prompt)."""
-    lookup, out, pos = loop.PromptLookup(ngram), list(output), 0
-    n = {"prompt_drafted": 0, "prompt_kept": 0, "output_drafted": 0, "output_kept": 0}
-    rounds = 0
+    kept while they equal it), counting its rounds (the target passes it takes) and each drafted token by where
+    it was copied from: prompt_drafted, prompt_kept, output_drafted, output_kept (position j is the prompt's
+    when j < len(prompt), else the model's own output)."""
+    lookup, out, pos, n = loop.PromptLookup(ngram), list(output), 0, Counter()
     while pos < len(out):
         tokens = list(prompt) + out[:pos]
         room = min(k, len(out) - pos - 1)
@@ -83,8 +73,8 @@ def copies(prompt: Sequence[int], output: Sequence[int], k: int, ngram: int = 3)
             n[f"{where}_drafted"] += 1
             n[f"{where}_kept"] += i < kept
         pos += kept + 1
-        rounds += 1
-    return Copies(rounds, **n)
+        n["rounds"] += 1
+    return n
 
 
 def output_loop(tokens: Sequence[int], max_period: int = 8, min_repeats: int = 3) -> tuple[tuple[int, ...], int]:
@@ -138,10 +128,7 @@ def _loop_text(outputs: Sequence[Sequence[int]], decode) -> str:
     if len(outputs) == 1:
         cycle, times = found[0]
         return f"{shown(cycle)} × {times}" if times else ""
-    named = {}
-    for cycle, times in found:
-        if times:
-            named[cycle] = named.get(cycle, 0) + 1
+    named = Counter(cycle for cycle, times in found if times)
     return ", ".join(f"{shown(c)} in {m} of {len(outputs)}" for c, m in named.items())
 
 
@@ -175,9 +162,9 @@ def speculative_runs(model, chosen: Sequence[Prompt], new_tokens: int, k: int = 
         drafted = sum(d for d, _ in res.rounds)
         extra = {}
         if res.drafter.startswith("prompt lookup"):
-            c = [copies(p, o, k, ngram) for p, o in zip(ids, plain.outputs)]
-            extra = {"from_prompt": (sum(x.prompt_kept for x in c), sum(x.prompt_drafted for x in c)),
-                     "from_output": (sum(x.output_kept for x in c), sum(x.output_drafted for x in c))}
+            c = sum((copies(p, o, k, ngram) for p, o in zip(ids, plain.outputs)), Counter())
+            extra = {"from_prompt": (c["prompt_kept"], c["prompt_drafted"]),
+                     "from_output": (c["output_kept"], c["output_drafted"])}
             if library and len(ids) == 1:
                 extra["library_passes"] = speculate(model, ids[0], new_tokens, k=k, ngram=ngram)[1]
         rows.append(SpecRun(name, res.drafter, k, len(ids), res.tokens_per_pass, res.target_passes, res.seconds,
