@@ -248,7 +248,7 @@ def _(engine_defaults, engine_form, model, tok, w):
 
 @app.cell
 def _(live, live_args, live_engine, live_reqs, loaded):
-    mo.vstack([figures.timeline_figure(engine_runs.timeline(live_engine.log), live_engine.log, loaded,
+    mo.vstack([figures.timeline_figure(live_engine.log, loaded,
                                        f"{len(live.timings)} chat requests, blocks of {live_args.block_size}, "
                                        f"{live_args.max_batch_tokens} tokens per step, {live_args.max_num_seqs} at once, "
                                        f"{live_args.blocks} blocks"),

@@ -257,8 +257,8 @@ def test_bad_settings_say_what_is_allowed(tiny):
 
 def test_measurements_report_what_the_engine_did(micro):
     """helpers.serving.engine_runs and engine_caches on the small model: chunked prefill takes the chunks the budget allows, a warm prefix
-    is reused whole, an edit stops both caches where it should, the timeline has a row per request per
-    step it was in, and the engine's tokens equal generate's."""
+    is reused whole, an edit stops both caches where it should, the step log holds every request's prefill and
+    decode rows, and the engine's tokens equal generate's."""
     from helpers.serving import engine_caches, engine_runs
     from helpers.serving.traces import TraceRequest
 
@@ -271,8 +271,7 @@ def test_measurements_report_what_the_engine_did(micro):
     assert list(edit["reused tokens"]) == [22, 20] and edit["reused = rule"].all()
     reqs = [TraceRequest(i, tuple([1 + i, 2, 3] * (i + 1)), 4) for i in range(5)]
     res, e = engine_runs.serve(micro, reqs, EngineArgs(block_size=4, max_num_seqs=2, max_batch_tokens=8))
-    tl = engine_runs.timeline(e.log)
-    assert {r["request"] for r in tl} == set(range(5)) and sum(r["state"] == "decode" for r in tl) == 5 * 3
+    assert {r for s in e.log for r in s["prefill"]} == set(range(5)) and sum(len(s["decode"]) for s in e.log) == 5 * 3
     summary = engine_runs.log_summary(e, res).iloc[0]
     assert summary["steps"] == len(e.log) and summary["requests"] == 5 and summary["preemptions"] == 0
     same = serving_bench.identical_to_generate(micro, [list(r.prompt) for r in reqs], 5)

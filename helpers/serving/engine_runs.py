@@ -80,13 +80,6 @@ def _chunked_run(model, shorts, long_prompt, new_tokens, arrive_after_steps, bud
                       1e3 * (t1 - t0)), [r.output for r in rs + [long]]
 
 
-def timeline(log: list[dict]) -> list[dict]:
-    """The step log as one row per request per step: its state (waiting: queued and not preempted this step)."""
-    return [{"step": s["step"], "request": r, "state": state} for s in log
-            for state, rids in (("prefill", s["prefill"]), ("decode", s["decode"]), ("preempted", s["preempted"]),
-                                ("waiting", [r for r in s["waiting"] if r not in s["preempted"]])) for r in rids]
-
-
 def blocks_without_preemption(requests: Sequence[TraceRequest], block_size: int, max_num_seqs: int = 1) -> int:
     """KV blocks that hold the `max_num_seqs` longest requests at their full length (prompt and every token it
     makes): with that many no running request runs out of blocks, so none is preempted; with 1, the fewest

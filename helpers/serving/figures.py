@@ -98,16 +98,21 @@ STATE_COLOURS = {"prefill": "tab:orange", "decode": MEASURED, "waiting": "#ddddd
 
 
 @plots.notes_when_empty('The engine, step by step')
-def timeline_figure(rows: Sequence[dict], log: Sequence[dict], source: Any, title: str = ""):
-    """The engine's step log (engine_runs.timeline): a lane per request coloured by its state in each step, and
-    below the tokens computed and KV blocks in use. Steps on the x axis: a loaded machine changes the timing."""
+def timeline_figure(log: Sequence[dict], source: Any, title: str = ""):
+    """The engine's step log (Engine.log): a lane per request coloured by its state in each step (waiting: queued,
+    not preempted that step), and below the tokens computed and KV blocks in use. Steps on the x axis: a loaded
+    machine changes the timing."""
     from matplotlib.patches import Patch
 
-    lanes = len({r["request"] for r in rows})
     fig, (a, b) = plots.figure(nrows=2, width=9, height=1.0, sharex=True, gridspec_kw={"height_ratios": [3, 1]})
-    fig.set_figheight(2.6 + 0.22 * lanes)
-    for r in rows:
-        a.barh(r["request"], 1, left=r["step"], height=0.75, lw=0, color=STATE_COLOURS[r["state"]])
+    lanes = set()
+    for s in log:
+        for state, rids in (("prefill", s["prefill"]), ("decode", s["decode"]), ("preempted", s["preempted"]),
+                            ("waiting", [r for r in s["waiting"] if r not in s["preempted"]])):
+            for r in rids:
+                a.barh(r, 1, left=s["step"], height=0.75, lw=0, color=STATE_COLOURS[state])
+                lanes.add(r)
+    fig.set_figheight(2.6 + 0.22 * len(lanes))
     a.invert_yaxis()
     a.set_ylabel("request")
     a.legend(handles=[Patch(color=c, label=s) for s, c in STATE_COLOURS.items()], fontsize=7,

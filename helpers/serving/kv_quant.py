@@ -163,14 +163,8 @@ def bytes_by_scheme(model, spec, ids, dtype: str) -> list[SchemeBytes]:
         timed_generate(model, x, 2, cache=cache)   # a prefill and one decode step into the scheme's cache
         tokens = x.shape[1] + 1
         measured = measured_cache_bytes(cache)
-        if backend is None:
-            formula = cache_bytes(spec, tokens, dtype, scheme).total
-            rows.append(dict(scheme=scheme, tokens=tokens, measured_bytes=measured, formula_values_bytes=formula,
-                             formula_bytes=formula, measured_values_bytes=measured, metadata_bytes=0, residual_bytes=0))
-            continue
-        split = _store_split(cache)
-        resid_tokens = split["residual"] // max(1, kv_cache_bytes(spec, 1, dtype=dtype)) if split["residual"] else 0
-        formula = cache_bytes(spec, tokens, dtype, scheme, resid_tokens)
+        split = {"data": measured, "metadata": 0, "residual": 0} if backend is None else _store_split(cache)
+        formula = cache_bytes(spec, tokens, dtype, scheme, split["residual"] // kv_cache_bytes(spec, 1, dtype=dtype))
         rows.append(dict(scheme=scheme, tokens=tokens, measured_bytes=measured, formula_values_bytes=formula.values,
                          formula_bytes=formula.total, measured_values_bytes=split["data"],
                          metadata_bytes=split["metadata"], residual_bytes=split["residual"]))
