@@ -9,6 +9,11 @@ from helpers.formulas import memory
 from helpers.measure import quality
 from helpers.formulas import speculation
 from helpers.serving import batching, engine_runs, kv_cache, kv_quant, naive, speculative, trained_profile
+from helpers.serving.traces import TraceRequest
+
+
+def requests(prompts, new_tokens):
+    return [TraceRequest(i, tuple(p), n) for i, (p, n) in enumerate(zip(prompts, new_tokens))]
 
 
 def test_work_without_cache_by_hand():
@@ -26,7 +31,7 @@ def test_kv_cache_is_lossless_and_the_work_is_quadratic(tiny):
 
 def test_continuous_batching_gives_the_sequential_greedy_tokens(tiny):
     prompts = [quality.eval_ids(tiny.tokenizer, 40)[i:i + n] for i, n in ((0, 12), (5, 30), (9, 7), (2, 20))]
-    reqs = batching.requests_from_ids(prompts, [9, 3, 14, 6])
+    reqs = requests(prompts, [9, 3, 14, 6])
     seq = naive.serve_sequential(tiny.model, reqs)
     cont = batching.serve_continuous(tiny.model, reqs, max_batch_tokens=64, concurrent=2)
     assert batching.same_tokens(cont, seq) == 1.0
@@ -63,7 +68,7 @@ def test_compare_batching_runs_every_way_off_the_callers_thread_and_keeps_the_fa
     monkeypatch.setattr(batching, "serve_sequential", fake("sequential"))
     monkeypatch.setattr(batching, "serve_static", fake("static"))
     monkeypatch.setattr(batching, "serve_continuous", fake("continuous"))
-    reqs = batching.requests_from_ids([[5, 6, 7]] * 4, [3] * 4)
+    reqs = requests([[5, 6, 7]] * 4, [3] * 4)
     best = batching.compare_batching(tiny.model, reqs, 2, rounds=2)
     assert {k: v.wall_s for k, v in best.items()} == {"sequential": 3.0, "static": 2.0, "continuous": 0.5}
     # the baselines in a worker thread; the manager (here faked) makes its own, as transformers' does
@@ -86,7 +91,7 @@ def test_a_worker_thread_hands_back_its_result_and_its_error():
 
 def test_static_batches_and_slot_timeline(tiny):
     prompts = [quality.eval_ids(tiny.tokenizer, 30)[:n] for n in (5, 9, 12, 7)]
-    reqs = batching.requests_from_ids(prompts, [4, 2, 6, 3])
+    reqs = requests(prompts, [4, 2, 6, 3])
     res = batching.serve_static(tiny.model, reqs, 2)
     assert res.forward_calls == 4 + 6       # a batch runs until its longest: 4 then 6 steps
     segs = batching.slot_segments(res, 2, static_batch=2)

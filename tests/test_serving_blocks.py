@@ -9,9 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from helpers.engine.kv import BlockAllocator, OutOfBlocks
-from helpers.serving.batching import requests_from_ids
 from helpers.serving import tables
 from helpers.serving.paging import ContiguousPool, simulate
+from helpers.serving.traces import TraceRequest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 from serving_bench import FitCounts, fit_counts  # noqa: E402  (make bench's paged figure)
@@ -35,7 +35,7 @@ def check(a: BlockAllocator) -> None:
 
 def sim_requests(prompt_lens, output_lens):
     """Requests of these prompt and output lengths (token 0 throughout: the simulation counts, never reads)."""
-    return requests_from_ids([[0] * p for p in prompt_lens], list(output_lens))
+    return [TraceRequest(i, (0,) * p, n) for i, (p, n) in enumerate(zip(prompt_lens, output_lens))]
 
 
 def test_a_sequence_takes_a_new_block_only_when_its_last_is_full():

@@ -20,11 +20,6 @@ from .traces import TraceRequest
 PAGE_SIZE = 16   # tokens per block of the paged cache (vLLM's default block size)
 
 
-def requests_from_ids(prompts: Sequence[Sequence[int]], new_tokens: Sequence[int]) -> list[TraceRequest]:
-    """One TraceRequest per prompt (a list of token ids, at least one) and its output length (≥ 1)."""
-    return [TraceRequest(i, tuple(p), n) for i, (p, n) in enumerate(zip(prompts, new_tokens))]
-
-
 def cb_config(model, requests: Sequence[TraceRequest], max_batch_tokens: int = 512, page_size: int = PAGE_SIZE,
               concurrent: int | None = None):
     """A ContinuousBatchingConfig whose paged cache holds `concurrent` (default all) of the longest requests."""

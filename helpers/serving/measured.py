@@ -38,11 +38,12 @@ def workload(profile: str, device: str = "cpu") -> Workload:
 
 
 def chat_requests(tokenizer, w: Workload, seed: int = 1):
-    from . import batching, traces
+    """The seeded chat trace at the workload's sizes, its prompts as token ids."""
+    from .traces import TraceRequest, chat_trace, token_ids
 
-    reqs = traces.chat_trace(w.requests, seed=seed, prompt_words_median=w.prompt_words,
-                             output_tokens_median=w.output_tokens, max_output_tokens=w.max_output)
-    return batching.requests_from_ids(traces.token_ids(tokenizer, reqs), [r.max_new_tokens for r in reqs])
+    reqs = chat_trace(w.requests, seed=seed, prompt_words_median=w.prompt_words, output_tokens_median=w.output_tokens,
+                      max_output_tokens=w.max_output)
+    return [TraceRequest(r.rid, tuple(ids), r.max_new_tokens) for r, ids in zip(reqs, token_ids(tokenizer, reqs))]
 
 
 PAGED_REQUESTS = 64         # the chat trace the paged-attention comparison replays
