@@ -38,7 +38,8 @@ def bench_serving() -> dict:
             "engine": eng,
             "batching": dict(zip(res, batching.batching_frame(res.values(), seq).to_dict("records"))),
             "slots": w.slots, "requests": w.requests, "batching_rounds": BATCHING_ROUNDS,
-            "speculative_prompt_lookup": {"k": w.spec_k, "new_tokens": len(spec_tokens), "target_passes": spec_passes}, "paged_fit": asdict(fit),
+            "speculative_prompt_lookup": {"k": w.spec_k, "new_tokens": len(spec_tokens), "target_passes": spec_passes},
+            "paged_fit": asdict(fit),
         },
     }
 

@@ -21,15 +21,11 @@ def make_requests(n: int, prompt_range: tuple[int, int], new_tokens_range: tuple
     all arriving at time 0."""
     import random
 
-    rng = random.Random(seed)
-
-    def spread(lo: int, hi: int) -> list[int]:
-        vals = [round(lo + (hi - lo) * i / max(1, n - 1)) for i in range(n)]
-        rng.shuffle(vals)
-        return vals
-
-    prompts, outs = spread(*prompt_range), spread(*new_tokens_range)
-    return [TraceRequest(i, tuple(rng.randrange(3, vocab) for _ in range(p)), o) for i, (p, o) in enumerate(zip(prompts, outs))]
+    rng, lengths = random.Random(seed), []
+    for lo, hi in (prompt_range, new_tokens_range):
+        lengths.append([round(lo + (hi - lo) * i / max(1, n - 1)) for i in range(n)])
+        rng.shuffle(lengths[-1])
+    return [TraceRequest(i, tuple(rng.randrange(3, vocab) for _ in range(p)), o) for i, (p, o) in enumerate(zip(*lengths))]
 
 
 @dataclass
@@ -64,19 +60,15 @@ class ServeResult:
         return ratio(self.new_tokens, self.wall_s)
 
 
-
 class _ForwardCounter:
     """Counts the model's forward calls (a forward pre-hook), to show what 'batched' means."""
 
     def __init__(self, model):
         self.calls = 0
-        self._h = model.register_forward_pre_hook(self._hook)
+        self.close = model.register_forward_pre_hook(self._hook).remove
 
     def _hook(self, *_):
         self.calls += 1
-
-    def close(self) -> None:
-        self._h.remove()
 
 
 def serve_sequential(model, requests: Sequence[TraceRequest], device: str | None = None) -> ServeResult:
