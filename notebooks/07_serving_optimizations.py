@@ -524,16 +524,16 @@ def _(spec_k, spec_loaded, w):
     spec_prompts = speculative.prompts(_tok)
     _run = dict(new_tokens=w.decode_tokens, k=spec_k, draft_layers=w.draft_layers,
                 decode=lambda ids: _tok.decode(list(ids), skip_special_tokens=True))
-    spec_rows = [r for p in spec_prompts[:2] for r in speculative.speculative_runs(spec_loaded.model, [p], **_run)]
-    spec_rows += speculative.speculative_runs(spec_loaded.model, spec_prompts, **_run)
-    plots.table(tables.speculative_frame(spec_rows), f"measured: the readable engine's loop on {spec_loaded.label}, greedy")
+    spec_rows = pd.concat([speculative.speculative_runs(spec_loaded.model, _p, **_run)
+                           for _p in (spec_prompts[:1], spec_prompts[1:2], spec_prompts)], ignore_index=True)
+    plots.table(spec_rows, f"measured: the readable engine's loop on {spec_loaded.label}, greedy")
     return spec_prompts, spec_rows
 
 
 @app.cell
 def _(alpha_pick, spec_k, spec_loaded, spec_rows):
-    figures.expected_tokens_figure([r for r in spec_rows if r.k and r.batch == 1], alpha_pick.value, max(8, spec_k),
-                                   spec_loaded)
+    figures.expected_tokens_figure(spec_rows[(spec_rows["k"] > 0) & (spec_rows["batch"] == 1)], alpha_pick.value,
+                                   max(8, spec_k), spec_loaded)
     return
 
 
@@ -623,14 +623,14 @@ def _():
 @app.cell(hide_code=True)
 def _(live_args, live_reqs, prefix_hits, spec_rows):
     _long = max(live_reqs, key=lambda r: len(r.prompt) + r.max_new_tokens)
-    _lookup = next(r for r in spec_rows if r.batch == 1 and r.k and r.drafter.startswith("prompt lookup"))
+    _lookup = spec_rows[(spec_rows["batch"] == 1) & spec_rows["drafter"].str.startswith("prompt lookup")].iloc[0]
     _a = prefix_hits["agentic"]
     check_questions = [
         learner.Question(f"Section 4: the longest request has {len(_long.prompt)} prompt tokens and asks for "
                          f"{_long.max_new_tokens} new ones. How many blocks of {live_args.block_size} do its tokens fill?",
                          -(-(len(_long.prompt) + _long.max_new_tokens) // live_args.block_size), "blocks", tolerance=0),
-        learner.Question(f"Section 7: prompt lookup's speed-up on the {_lookup.prompt} prompt, against 1?",
-                         regime.label(_lookup.speedup), options=regime.LABELS),
+        learner.Question(f"Section 7: prompt lookup's speed-up on the {_lookup['prompt']} prompt, against 1?",
+                         regime.label(_lookup["speed-up"]), options=regime.LABELS),
         learner.Question("Section 6: on the agentic trace, the radix tree's reused tokens against the block hashes'?",
                          regime.label(regime.ratio(_a.radix.reused_tokens, _a.hash.reused_tokens)), options=regime.LABELS),
     ]

@@ -155,14 +155,14 @@ def engine_figures(loaded, w: Workload) -> dict:
     caches = engine_caches.cache_hits(m, rounds)
     spec = speculative.speculative_runs(m, speculative.prompts(tok)[:1], w.decode_tokens, k=w.spec_k,
                                         draft_layers=w.draft_layers, library=False)
-    lookup = next(r for r in spec if r.drafter.startswith("prompt lookup"))
+    lookup = spec[spec["drafter"].str.startswith("prompt lookup")].iloc[0]
     return {"headline": {"engine_identical_to_generate": same.identical,
                          "engine_over_transformers_cb": vs["ratio"],
                          "engine_prefix_ttft_ratio": ttft.ttft_ratio,
-                         "engine_spec_prompt_lookup_tokens_per_pass": lookup.tokens_per_pass,
-                         "engine_spec_prompt_lookup_speedup": lookup.speedup,
+                         "engine_spec_prompt_lookup_tokens_per_pass": lookup["tokens per target pass"],
+                         "engine_spec_prompt_lookup_speedup": lookup["speed-up"],
                          "engine_radix_over_hash_reused_tokens": caches.radix.reused_tokens
                          / max(1, caches.hash.reused_tokens)},
             "identical_to_generate": asdict(same),
             "against_transformers_cb": vs,
-            "prefix_ttft": asdict(ttft), "prefix_caches_agentic": asdict(caches), "speculative": [asdict(r) for r in spec]}
+            "prefix_ttft": asdict(ttft), "prefix_caches_agentic": asdict(caches), "speculative": spec.to_dict("records")}

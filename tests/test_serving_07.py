@@ -214,19 +214,14 @@ def test_the_prompts_copy_edit_a_passage_of_the_novel_and_ask_open_questions(tin
     assert trained_profile("mistral-7b") == "mistral-7b"
 
 
-def spec_run(speedup, k=4, **kw):
-    return speculative.SpecRun("p", "prompt lookup" if k else "none", k, 1, 1.0, 48, 1.0, speedup, 0.5 if k else None,
-                               True, **kw)
-
-
-@pytest.mark.parametrize("speedup, label", [(2.0, regime.ABOVE), (1.0, regime.AT), (0.5, regime.BELOW),
-                                            (0.0, regime.BELOW), (float("nan"), regime.NONE)])
-def test_speculative_frame_labels_the_speed_up(speedup, label):
-    frame = tables.speculative_frame([spec_run(1.0, k=0), spec_run(speedup, from_prompt=(0, 8), from_output=(36, 36),
-                                                                   loop="“, and the” × 15")])
-    assert frame["label"].iloc[0] == "–" and frame["label"].iloc[1] == label
-    assert frame["drafts from its own output (kept of drafted)"].iloc[1] == "36 of 36"
-    assert plots.cell_text(frame["drafts from the prompt (kept of drafted)"].iloc[0]) == "–"
+def test_speculative_runs_a_row_per_drafter_its_speed_up_labelled(tiny):
+    frame = speculative.speculative_runs(tiny.model, speculative.prompts(tiny.tokenizer)[:1], 8, k=2, draft_layers=1,
+                                         repeats=1, library=False)
+    assert list(frame["k"]) == [0, 2, 2] and frame["speed-up"].iloc[0] == 1.0 and frame["label"].iloc[0] == "–"
+    assert list(frame["label"].iloc[1:]) == [regime.label(s) for s in frame["speed-up"].iloc[1:]]
+    assert frame["identical to plain"].all()                              # lossless, greedy
+    copied = frame["drafts from the prompt (kept of drafted)"]
+    assert copied.iloc[1].count(" of ") == 1 and plots.cell_text(copied.iloc[0]) == "–"
 
 
 @pytest.mark.parametrize("alpha, k, total", [(0.0, 4, 1.0), (1.0, 3, 4.0), (0.6, 0, 1.0), (0.5, 2, 1.75)])

@@ -136,7 +136,7 @@ def timeline_figure(log: Sequence[dict], source: Any, title: str = ""):
 def expected_tokens_figure(rows: Sequence, alpha: float, k_max: int, source: Any):
     """Leviathan et al.'s expected tokens per target pass, (1 − α^(k+1)) ÷ (1 − α), against the draft length
     k at the chosen per-token acceptance α, with k + 1 (every draft kept) as the ceiling, and each measured
-    drafter (helpers.serving.speculative.SpecRun) as a point at its k."""
+    drafter (a row of helpers.serving.speculative.speculative_runs) as a point at its k."""
     from ..formulas.speculation import expected_tokens_per_pass
 
     fig, ax = plots.figure(width=6.5, height=3.6)
@@ -144,8 +144,9 @@ def expected_tokens_figure(rows: Sequence, alpha: float, k_max: int, source: Any
     ax.plot(ks, [k + 1 for k in ks], color=BASELINE, ls="--", lw=1, label="ceiling: every draft kept (k + 1)")
     ax.plot(ks, [expected_tokens_per_pass(alpha, k) for k in ks], color=COMPUTED, marker="o", ms=3,
             label=f"expected at α = {alpha:.2f}: (1 − α^(k+1)) ÷ (1 − α)")
-    for r, m in zip(rows, "sDv^<>ph"):
-        ax.plot([r.k], [r.tokens_per_pass], m, color=MEASURED, ms=7, label=f"measured: {r.drafter}, {r.prompt}")
+    for r, m in zip(rows.to_dict("records"), "sDv^<>ph"):
+        ax.plot([r["k"]], [r["tokens per target pass"]], m, color=MEASURED, ms=7,
+                label=f"measured: {r['drafter']}, {r['prompt']}")
     ax.set(xlabel="draft length k", ylabel="tokens per target pass")
     ax.set_title("tokens per target pass: Leviathan et al.'s eq. 1 and the measured drafters", fontsize=9)
     ax.legend(fontsize=7)

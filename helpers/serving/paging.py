@@ -23,12 +23,10 @@ class ContiguousPool:
 
     def _holes(self) -> list[tuple[int, int]]:
         out, pos = [], 0
-        for start, length in sorted(self.runs.values()):
+        for start, length in sorted(self.runs.values()) + [(self.slots, 0)]:      # the end closes the last hole
             if start > pos:
                 out.append((pos, start - pos))
             pos = start + length
-        if pos < self.slots:
-            out.append((pos, self.slots - pos))
         return out
 
     def reserve(self, seq, length: int) -> bool:

@@ -10,8 +10,11 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Sequence
 
+import pandas as pd
+
 from ..engine import speculative as loop
 from ..engine.request import SamplingParams
+from ..formulas.regime import label, ratio
 from ..formulas.speculation import VerifyCost
 from .naive import _ForwardCounter
 
@@ -98,26 +101,6 @@ def output_loop(tokens: Sequence[int], max_period: int = 8, min_repeats: int = 3
 
 # ----------------------------------------------------------------------------- the readable engine's loop
 
-@dataclass(frozen=True)
-class SpecRun:
-    """One drafter on one prompt (batch 1) or on a batch of different prompts, greedy."""
-
-    prompt: str
-    drafter: str
-    k: int
-    batch: int
-    tokens_per_pass: float           # tokens per target pass, per request
-    target_passes: int
-    seconds: float
-    speedup: float                   # wall clock, plain decoding's seconds ÷ these
-    acceptance_rate: float | None    # kept ÷ drafted (None for plain decoding)
-    identical_to_plain: bool
-    from_prompt: tuple[int, int] | None = None   # prompt lookup: (kept, drafted) copied from the prompt
-    from_output: tuple[int, int] | None = None   # ... and from the model's own output
-    loop: str = ""                   # the cycle the plain output ends in, decoded, and how often it repeats
-    library_passes: int | None = None   # transformers' assisted generation with the same rule, batch 1
-
-
 def _loop_text(outputs: Sequence[Sequence[int]], decode) -> str:
     """The loop each output ends in, as text (a newline shown as \\n): "“text” × times" for one output, else
     each distinct loop with how many of the outputs end in it; "" when none loops."""
@@ -133,13 +116,14 @@ def _loop_text(outputs: Sequence[Sequence[int]], decode) -> str:
 
 
 def speculative_runs(model, chosen: Sequence[Prompt], new_tokens: int, k: int = 4, draft_layers: int = 2,
-                     ngram: int = 3, repeats: int = 3, decode=repr, library: bool = True) -> list[SpecRun]:
+                     ngram: int = 3, repeats: int = 3, decode=repr, library: bool = True) -> pd.DataFrame:
     """Plain decoding, prompt lookup and the early-exit draft on the prompts `chosen` served as one batch
-    (one prompt: batch 1), greedy: tokens per target pass, target passes, wall-clock speed-up over plain
-    decoding (the same loop, no draft), whether the tokens are the plain ones; for prompt lookup where its
-    drafts came from (`copies`) and, at batch 1, transformers' target passes with the same rule. After a short
-    untimed warm-up the three run `repeats` times interleaved, each timed by its fastest run (a shared
-    machine only slows a run down). `decode` turns the loop's token ids into text."""
+    (one prompt: batch 1), greedy, a row each: tokens per target pass (per request), target passes, kept ÷
+    drafted, wall-clock speed-up over plain decoding (the same loop, no draft; labelled), whether the tokens are
+    the plain ones, the loop the output ends in; for prompt lookup where its drafts came from (`copies`) and, at
+    batch 1, transformers' target passes with the same rule. After a short untimed warm-up the three run `repeats`
+    times interleaved, each timed by its fastest run (a shared machine only slows a run down). `decode` turns the
+    loop's token ids into text."""
     params = SamplingParams(max_tokens=new_tokens, ignore_eos=True)
     ids = [list(p.ids) for p in chosen]
     blocks = sum(-(-(len(p) + new_tokens + k) // 16) for p in ids)      # the draft's cache, blocks of 16 tokens
@@ -152,26 +136,26 @@ def speculative_runs(model, chosen: Sequence[Prompt], new_tokens: int, k: int = 
         for name, make in drafters.items():
             runs[name].append(loop.generate(model, ids, params, k=k, drafter=make()))
     best = {name: min(r, key=lambda x: x.seconds) for name, r in runs.items()}
-    plain = best.pop("none")
-    name = chosen[0].name if len(chosen) == 1 else f"{len(chosen)} different prompts"
+    plain = best["none"]
     looped = _loop_text(plain.outputs, decode)                      # every drafter's output is the plain one
-    rows = [SpecRun(name, "none (plain decoding)", 0, len(ids), 1.0, plain.target_passes, plain.seconds, 1.0, None,
-                    True, loop=looped)]
-    for res in best.values():
-        kept = sum(a for _, a in res.rounds)
-        drafted = sum(d for d, _ in res.rounds)
-        extra = {}
-        if res.drafter.startswith("prompt lookup"):
-            c = sum((copies(p, o, k, ngram) for p, o in zip(ids, plain.outputs)), Counter())
-            extra = {"from_prompt": (c["prompt_kept"], c["prompt_drafted"]),
-                     "from_output": (c["output_kept"], c["output_drafted"])}
-            if library and len(ids) == 1:
-                extra["library_passes"] = speculate(model, ids[0], new_tokens, k=k, ngram=ngram)[1]
-        rows.append(SpecRun(name, res.drafter, k, len(ids), res.tokens_per_pass, res.target_passes, res.seconds,
-                            plain.seconds / res.seconds if res.seconds > 0 else float("nan"),
-                            kept / drafted if drafted else 0.0, res.outputs == plain.outputs,
-                            loop=looped if res.outputs == plain.outputs else "", **extra))
-    return rows
+    c = sum((copies(p, o, k, ngram) for p, o in zip(ids, plain.outputs)), Counter())   # prompt lookup's drafts
+    copied = lambda where: f"{c[where + '_kept']} of {c[where + '_drafted']}"  # noqa: E731
+    rows = []
+    for name, res in best.items():
+        kept, drafted = sum(a for _, a in res.rounds), sum(d for d, _ in res.rounds)
+        lookup, drafts, speedup = name == "prompt lookup", name != "none", ratio(plain.seconds, res.seconds)
+        rows.append({"prompt": chosen[0].name if len(chosen) == 1 else f"{len(chosen)} different prompts",
+                     "batch": len(ids), "drafter": res.drafter, "k": k if drafts else 0,
+                     "tokens per target pass": res.tokens_per_pass, "target passes": res.target_passes,
+                     "transformers' target passes": speculate(model, ids[0], new_tokens, k=k, ngram=ngram)[1]
+                     if lookup and library and len(ids) == 1 else None,
+                     "kept ÷ drafted": (kept / drafted if drafted else 0.0) if drafts else None,
+                     "drafts from the prompt (kept of drafted)": copied("prompt") if lookup else None,
+                     "drafts from its own output (kept of drafted)": copied("output") if lookup else None,
+                     "output ends in the loop": looped if looped and res.outputs == plain.outputs else "–",
+                     "seconds": res.seconds, "speed-up": speedup, "label": label(speedup) if drafts else "–",
+                     "identical to plain": res.outputs == plain.outputs})
+    return pd.DataFrame(rows)
 
 
 def verify_cost(model, k: int, context: int, batch: int, repeats: int = 5) -> VerifyCost:

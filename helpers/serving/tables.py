@@ -115,23 +115,6 @@ def prefix_ttft_frame(r):
 
 # ----------------------------------------------------------------------------- speculative decoding
 
-def _kept(pair) -> str | None:
-    return None if pair is None else f"{pair[0]} of {pair[1]}"
-
-
-def speculative_frame(runs: Sequence):
-    """helpers.serving.speculative.SpecRun: one row per prompt (or batch) and drafter."""
-    return pd.DataFrame([{"prompt": r.prompt, "batch": r.batch, "drafter": r.drafter, "k": r.k,
-                    "tokens per target pass": r.tokens_per_pass, "target passes": r.target_passes,
-                    "transformers' target passes": r.library_passes,
-                    "kept ÷ drafted": r.acceptance_rate,
-                    "drafts from the prompt (kept of drafted)": _kept(r.from_prompt),
-                    "drafts from its own output (kept of drafted)": _kept(r.from_output),
-                    "output ends in the loop": r.loop or "–", "seconds": r.seconds,
-                    "speed-up": r.speedup, "label": regime.label(r.speedup) if r.k else "–",
-                    "identical to plain": r.identical_to_plain} for r in runs])
-
-
 def tokens_per_pass_frame(p):
     """helpers.formulas.speculation.TokensPerPass: eq. 1 term by term, then the closed form."""
     rows = [{"term": "the target's own token", "value": 1.0}]
