@@ -114,16 +114,14 @@ def projected_shares(model, tokens: int, dtype: str) -> dict[str, float]:
 
 def available(scheme: str) -> str | None:
     """None when the scheme can run here, else why not."""
-    backend = SCHEMES[scheme][0]
-    if backend == "quanto":
-        try:
-            import optimum.quanto  # noqa: F401
-        except ImportError:
-            return "optimum-quanto is not installed (pip install optimum-quanto)"
+    from importlib.util import find_spec
+
+    if SCHEMES[scheme][0] == "quanto" and not (find_spec("optimum") and find_spec("optimum.quanto")):
+        return "optimum-quanto is not installed (pip install optimum-quanto)"
     return None
 
 
-def make_cache(model, scheme: str, residual_length: int = RESIDUAL_LENGTH):
+def make_cache(model, scheme: str):
     from transformers import DynamicCache, QuantizedCache
 
     backend, nbits, _ = SCHEMES[scheme]
@@ -131,7 +129,7 @@ def make_cache(model, scheme: str, residual_length: int = RESIDUAL_LENGTH):
         return DynamicCache(config=model.config)
     if backend == "fp8":
         return QuantizedCache("fp8", model.config)
-    return QuantizedCache(backend, model.config, nbits=nbits, residual_length=residual_length, q_group_size=GROUP_SIZE)
+    return QuantizedCache(backend, model.config, nbits=nbits, residual_length=RESIDUAL_LENGTH, q_group_size=GROUP_SIZE)
 
 
 def _store_split(cache) -> dict[str, int]:

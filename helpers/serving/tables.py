@@ -9,8 +9,6 @@ import pandas as pd
 from ..formulas import regime
 
 
-# ----------------------------------------------------------------------------- serving N requests (notebook 01)
-
 def requests_frame(results: Sequence):
     """helpers.serving.naive.ServeResult: one row per request of each result, seconds after all arrived."""
     return pd.DataFrame([{"mode": r.mode, "request": t.rid, "prompt tokens": t.prompt_tokens, "new tokens": t.new_tokens,
@@ -35,8 +33,6 @@ def latency_frame(costs: Sequence):
                     "tokens/s": c.tokens_per_s} for c in costs])
 
 
-# ----------------------------------------------------------------------------- the KV cache on and off
-
 def cache_on_off_frame(r):
     """helpers.serving.kv_cache.CacheOnOff: one row per way (no cache, KV cache)."""
     return pd.DataFrame([{"way": way, "prompt tokens": r.prompt_tokens, "new tokens": r.new_tokens,
@@ -56,8 +52,6 @@ def cache_ratio_frame(r, fit):
                     "per token run (µs, fit)": 1e6 * per_token_s}])
 
 
-# ----------------------------------------------------------------------------- paged attention
-
 def simulation_frame(sims: Sequence):
     """helpers.serving.paging.SimResult: one row per scheme, its means over the steps, sequences running ÷ contiguous."""
     rows = []
@@ -73,8 +67,6 @@ def simulation_frame(sims: Sequence):
                      "holding ÷ reserved": regime.ratio(m["used"], m["reserved"])})
     return pd.DataFrame(rows)
 
-
-# ----------------------------------------------------------------------------- the readable engine
 
 def chunked_frame(runs: Sequence):
     """helpers.serving.engine_runs.chunked_prefill's runs, one row per token budget."""
@@ -112,8 +104,6 @@ def prefix_ttft_frame(r):
                     "cold ÷ warm": r.ttft_ratio, "token ratio": tokens, "÷ token ratio": rel, "label": label,
                     "same first token": r.same_first_token}])
 
-
-# ----------------------------------------------------------------------------- speculative decoding
 
 def tokens_per_pass_frame(p):
     """helpers.formulas.speculation.TokensPerPass: eq. 1 term by term, then the closed form."""
