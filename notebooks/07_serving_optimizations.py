@@ -144,7 +144,7 @@ def _():
 @app.cell
 def _(tok, w):
     sims_in, capacity = paged_trace(tok, w)
-    sims = [paging.simulate(sims_in, capacity, w.max_output, scheme, batching.PAGE_SIZE) for scheme in ("contiguous", "paged")]
+    sims = [paging.contiguous(sims_in, capacity, w.max_output), paging.paged(sims_in, capacity, batching.PAGE_SIZE)]
     return capacity, sims, sims_in
 
 

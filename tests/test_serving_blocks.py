@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from helpers.engine.kv import BlockAllocator, OutOfBlocks
 from helpers.serving import tables
-from helpers.serving.paging import ContiguousPool, simulate
+from helpers.serving import paging
+from helpers.serving.paging import ContiguousPool, contiguous
 from helpers.serving.traces import TraceRequest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
@@ -137,8 +138,8 @@ def test_simulation_paged_runs_more_at_once_and_wastes_less():
 
     rng = random.Random(0)
     reqs = sim_requests([rng.randint(8, 64) for _ in range(40)], [rng.randint(4, 96) for _ in range(40)])
-    cont = simulate(reqs, 1024, 128, "contiguous")
-    paged = simulate(reqs, 1024, 128, "paged", block_size=16)
+    cont = contiguous(reqs, 1024, 128)
+    paged = paging.paged(reqs, 1024, block_size=16)
     assert paged.mean_running > cont.mean_running
     assert paged.steps < cont.steps
     assert all(r["internal waste"] < 16 * r["running"] for r in paged.rows)   # < one block per sequence

@@ -2,8 +2,7 @@
 and speculative decoding, one short file each, on the workshop's Mistral-architecture models. A request's way: `Engine.add`
 (llm.py) queues it, `Scheduler.schedule` (scheduler.py) admits it with a block table (kv.py) that starts with the prefix
 cache's blocks (prefix_cache.py, radix.py), `Runner.forward` (runner.py) computes each step as one flat batch.
-speculative.py is its own loop over the same runner and cache; servebench.server puts an OpenAI-compatible API in front.
-"""
+speculative.py is its own loop over the same runner and cache; servebench.server puts an OpenAI-compatible API in front."""
 from __future__ import annotations
 
 CORE = ("request", "scheduler", "kv", "radix", "prefix_cache", "runner", "llm", "speculative")   # as a request meets them

@@ -8,8 +8,7 @@
 Each step: the scheduler picks the batch (scheduler.py), the runner computes it in one forward pass
 (runner.py) over the paged KV cache (kv.py), one token is sampled per request whose chunk reached its
 last token (request.py), and the scheduler books the results. Every step is written to `log` — who was
-prefilling (and how many tokens), decoding, waiting, preempted; blocks in use — for the timeline.
-"""
+prefilling (and how many tokens), decoding, waiting, preempted; blocks in use — for the timeline."""
 from __future__ import annotations
 
 import itertools

@@ -13,8 +13,7 @@ transformers' modeling_mistral.py (the code under .venv/…/models/mistral): RMS
 the weight, rotary embeddings with the model's inv_freq on rotate-half pairs, grouped-query attention
 scaled by head_dim^-0.5 (with the sliding window when the config sets one: a key is visible when
 p − window < j ≤ p), a SwiGLU MLP down(silu(gate(x)) · up(x)), the final norm and the output head.
-`num_layers` below the model's runs only its first layers (an early-exit draft model).
-"""
+`num_layers` below the model's runs only its first layers (an early-exit draft model)."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,8 +1,7 @@
 """Continuous batching, measured: the same requests one after another, as static batches, and through
 transformers' continuous-batching manager (Orca's iteration-level scheduling, Yu et al., OSDI 2022), its
 paged cache sized from the model and the requests (`cb_config`), never from the machine's RAM; a decode step
-and a chunked prefill on a GPU, computed. Chunked prefill is measured on the engine (engine_runs).
-"""
+and a chunked prefill on a GPU, computed. Chunked prefill is measured on the engine (engine_runs)."""
 from __future__ import annotations
 
 import math
@@ -89,8 +88,6 @@ def serve_static(model, requests: Sequence[TraceRequest], batch_size: int, devic
     return ServeResult(f"static batches of {batch_size}", timings, offset, calls)
 
 
-# ---------------------------------------------------------------------------- slots and padding
-
 def slot_segments(result: ServeResult, slots: int, static_batch: int | None = None) -> list[dict]:
     """Each request's slot, busy span and, in a static batch, its slot idle until the batch's slowest is done."""
     rows, free_at = [], [0.0] * slots
@@ -175,8 +172,6 @@ def compare_batching(model, requests: Sequence[TraceRequest], batch_size: int, m
         runs["continuous"].append(serve_continuous(model, requests, max_batch_tokens, concurrent=batch_size))
     return {k: min(v, key=lambda r: r.wall_s) for k, v in runs.items()}
 
-
-# ---------------------------------------------------------------------------- on a GPU, computed
 
 def decode_on_gpu(model, gpu: str, context: int, batches: Sequence[int] = (1,), dtype: str = "bf16") -> pd.DataFrame:
     """A decode step at each batch in `batches` and at the largest batch whose KV cache fits beside the weights

@@ -1,6 +1,5 @@
 """The engine's prefix caches measured: the TTFT a cached prefix saves (and on a GPU, computed), the radix
-tree against chained block hashes on rounds of prompts and on a prompt served again with one token changed.
-"""
+tree against chained block hashes on rounds of prompts and on a prompt served again with one token changed."""
 from __future__ import annotations
 
 from dataclasses import dataclass

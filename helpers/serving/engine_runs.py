@@ -48,13 +48,12 @@ def chunked_prefill(model, shorts: Sequence[Sequence[int]], long_prompt: Sequenc
     time figure its smallest."""
     runs = [_chunked_run(model, shorts, long_prompt, new_tokens, arrive_after_steps, b, block_size)
             for _ in range(repeats) for b in budgets]
-    first_tokens = runs[0][1]
     out = []
     for j in range(len(budgets)):
         mine = [r for r, _ in runs[j::len(budgets)]]
         best = {key: min(getattr(r, key) for r in mine) for key in ("worst_gap_ms", "median_gap_ms", "long_prompt_ttft_ms")
                 if all(getattr(r, key) is not None for r in mine)}
-        same = all(tokens == first_tokens for _, tokens in runs[j::len(budgets)])
+        same = all(tokens == runs[0][1] for _, tokens in runs[j::len(budgets)])
         out.append(replace(mine[0], **best, same_tokens_as_first_budget=same))
     return out
 

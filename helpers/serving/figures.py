@@ -85,9 +85,8 @@ def hit_rate_figure(results: dict, source: Any):
     """Per request of each trace ({name: engine_caches.CacheRun}): prompt tokens and the cached part."""
     fig, axes = plots.figure(ncols=len(results), width=4.8, squeeze=False)
     for ax, (name, r) in zip(axes[0], results.items()):
-        lens = r.lengths
-        ax.bar(range(len(lens)), lens, color="#dddddd", label="prompt tokens")
-        ax.bar(range(len(lens)), r.hits, color=MEASURED, label="cached (reused)")
+        ax.bar(range(len(r.lengths)), r.lengths, color="#dddddd", label="prompt tokens")
+        ax.bar(range(len(r.lengths)), r.hits, color=MEASURED, label="cached (reused)")
         ax.set(xlabel="request, in arrival order", ylabel="tokens")
         ax.set_title(f"{name}: hit rate {r.hit_rate:.0%}", fontsize=9)
         ax.legend(fontsize=7)

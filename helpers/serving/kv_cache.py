@@ -1,7 +1,6 @@
 """The KV cache on and off: greedy decoding that reruns the whole sequence every step against
 helpers.measure.timing.timed_generate's one token a step over the cache. With no cache n tokens after a
-prompt of p run Σ (p + t) = n·p + n(n−1)/2 tokens, quadratic; with it p + n − 1.
-"""
+prompt of p run Σ (p + t) = n·p + n(n−1)/2 tokens, quadratic; with it p + n − 1."""
 from __future__ import annotations
 
 import math
@@ -64,8 +63,7 @@ def generate_without_cache(model, input_ids, max_new_tokens: int) -> tuple[list[
 def cache_on_off(model, input_ids, max_new_tokens: int, repeats: int = 3) -> CacheOnOff:
     """Both ways on the same prompt, `repeats` times alternating, each step its fastest time (another process
     on the cores only ever slows a step, so one run could show either way ahead by accident)."""
-    # untimed warm-up of both paths
-    timed_generate(model, input_ids[:, :8], 2)
+    timed_generate(model, input_ids[:, :8], 2)                   # an untimed warm-up of both ways
     generate_without_cache(model, input_ids[:, :8], 2)
     off_s = on_s = None
     for _ in range(repeats):
@@ -84,8 +82,6 @@ def work_without_cache(prompt_tokens: int, new_tokens: int) -> int:
     """Tokens run with no cache: step t runs prompt + t tokens, so Σ_{t<n} (p + t) = n·p + n(n−1)/2."""
     return new_tokens * prompt_tokens + new_tokens * (new_tokens - 1) // 2
 
-
-# ----------------------------------------------------------------------------- a step's fixed part, and a GPU's
 
 def step_fit(r: CacheOnOff) -> tuple[float, float]:
     """(fixed part of a step, part per token) in seconds: the least-squares line through (tokens run, seconds) of

@@ -3,8 +3,7 @@
 precision: KIVI, Liu et al., ICML 2024): bytes against helpers.formulas.memory, decode speed, KL and top-1
 against the full-precision cache (notebook 05). transformers 5 dequantizes the whole store at every step
 (cache_utils.py: QuantizedLayer.update, Fp8QuantizedLayer.update) and attention reads a full-precision
-copy: these caches save memory, not bytes read per step. Full-attention models only (no sliding window).
-"""
+copy: these caches save memory, not bytes read per step. Full-attention models only (no sliding window)."""
 from __future__ import annotations
 
 import math

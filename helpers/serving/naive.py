@@ -1,7 +1,6 @@
 """Serving N requests two ways on a loaded model (notebook 01's third pain point): one after another, as a
 naive local server does, then together in one real static batch, with when each request started, got its
-first token and finished.
-"""
+first token and finished."""
 from __future__ import annotations
 
 import statistics

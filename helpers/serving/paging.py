@@ -1,8 +1,7 @@
 """Paged allocation against contiguous reservation, step by step on a request trace. `ContiguousPool`
 reserves each sequence's longest possible length at admission (what servers did before paging): reserved,
 unused slots are internal waste, holes too small for the next request external fragmentation. The paged
-side is the engine's own scheduler and allocator, run with no model.
-"""
+side is the engine's own scheduler and allocator, run with no model."""
 from __future__ import annotations
 
 from collections import deque
@@ -49,8 +48,6 @@ class ContiguousPool:
         return 0 if next_length is None else sum(h for _, h in self._holes() if h < next_length)
 
 
-# ---------------------------------------------------------------------------- the simulation
-
 @dataclass
 class SimResult:
     scheme: str
@@ -65,18 +62,10 @@ class SimResult:
         return sum(r["running"] for r in self.rows) / max(1, len(self.rows))
 
 
-def simulate(requests: Sequence[TraceRequest], capacity_slots: int, max_tokens: int, scheme: str = "paged",
-             block_size: int = 16) -> SimResult:
-    """Serve the requests first come, first served on `capacity_slots` KV slots, a step at a time: 'contiguous'
-    reserves prompt + `max_tokens` slots at admission; 'paged' is the engine's own scheduler and allocator."""
-    if scheme == "paged":
-        return _paged(requests, capacity_slots, block_size)
-    return _contiguous(requests, capacity_slots, max_tokens)
-
-
-def _contiguous(requests: Sequence[TraceRequest], capacity_slots: int, max_tokens: int) -> SimResult:
-    """Each step: admit waiting requests in order while a hole holds prompt + max_tokens slots; every
-    running sequence writes one token; a finished one frees its run. It never needs to preempt."""
+def contiguous(requests: Sequence[TraceRequest], capacity_slots: int, max_tokens: int) -> SimResult:
+    """Serve the requests first come, first served on `capacity_slots` KV slots, a step at a time: admit waiting
+    requests in order while a hole holds prompt + `max_tokens` slots; every running sequence writes one token; a
+    finished one frees its run. It never needs to preempt."""
     waiting, pool = deque(requests), ContiguousPool(capacity_slots)
     running: dict[int, list[int]] = {}   # rid -> [tokens written, tokens still to generate]
     res = SimResult("contiguous", capacity_slots, 0)
@@ -101,8 +90,8 @@ def _contiguous(requests: Sequence[TraceRequest], capacity_slots: int, max_token
     return res
 
 
-def _paged(requests: Sequence[TraceRequest], capacity_slots: int, block_size: int) -> SimResult:
-    """The engine's scheduler on a paged cache with no layers: no model runs, a finished chunk 'samples' token 0.
+def paged(requests: Sequence[TraceRequest], capacity_slots: int, block_size: int = 16) -> SimResult:
+    """The same requests on the same slots in blocks of `block_size`, a step at a time: the engine's scheduler on a paged cache with no layers: no model runs, a finished chunk 'samples' token 0.
     Admission is optimistic and preempts the newest when blocks run out (vLLM's default); no step budget."""
     kv = PagedKVCache(0, capacity_slots // block_size, block_size, 1, 1)
     sched = Scheduler(kv, NoCache(kv), max_num_seqs=len(requests), max_batch_tokens=capacity_slots)

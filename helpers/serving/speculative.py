@@ -1,8 +1,7 @@
 """Speculative decoding measured, greedy: the engine's loop (helpers.engine.speculative) with prompt lookup
 and the early-exit draft, on a copy-edit (something to copy) and an open question (nothing), alone and as
 one batch; where prompt lookup's kept drafts came from; the verify pass against a decode step; and
-transformers' assisted generation with prompt lookup as the oracle (notebook 07, `make bench`).
-"""
+transformers' assisted generation with prompt lookup as the oracle (notebook 07, `make bench`)."""
 from __future__ import annotations
 
 import time
@@ -57,8 +56,6 @@ def prompts(tokenizer) -> list[Prompt]:
     return [p for pair in zip(edits, opens) for p in pair]
 
 
-# ----------------------------------------------------------------------------- where prompt lookup's drafts came from
-
 def copies(prompt: Sequence[int], output: Sequence[int], k: int, ngram: int = 3) -> Counter:
     """Replays the engine's greedy loop with prompt lookup over a known greedy `output` (drafts of at most k,
     kept while they equal it), counting its rounds (the target passes it takes) and each drafted token by where
@@ -98,8 +95,6 @@ def output_loop(tokens: Sequence[int], max_period: int = 8, min_repeats: int = 3
     start = len(t) - cover
     return tuple(t[start:start + best]), cover // best
 
-
-# ----------------------------------------------------------------------------- the readable engine's loop
 
 def _loop_text(outputs: Sequence[Sequence[int]], decode) -> str:
     """The loop each output ends in, as text (a newline shown as \\n): "“text” × times" for one output, else
@@ -182,8 +177,6 @@ def verify_cost(model, k: int, context: int, batch: int, repeats: int = 5) -> Ve
     one, many = fastest(1), fastest(k + 1)
     return VerifyCost(context, batch, k, 1e3 * one, 1e3 * many, many / one)
 
-
-# ----------------------------------------------------------------------------- transformers' version, the oracle
 
 def speculate(model, ids, new_tokens: int, k: int = 4, ngram: int = 3) -> tuple[list[int], int]:
     """(tokens, target passes) of one greedy generation with transformers' prompt lookup (up to k tokens after the

@@ -117,11 +117,7 @@ def tokens_per_pass_frame(p):
 
 def verify_frame(costs: Sequence):
     """Verify passes against decode steps: speculation.VerifyCost (measured) or VerifyRatio (computed)."""
-    rows = []
-    for c in costs:
-        row = {"context": c.context, "batch": c.batch, "k": c.k, "decode step (ms)": c.decode_step_ms,
-               "verify pass (ms)": c.verify_pass_ms, "verify ÷ decode": c.verify_over_decode}
-        if hasattr(c, "decode_bound"):
-            row |= {"decode bound by": c.decode_bound, "verify bound by": c.verify_bound}
-        rows.append(row)
-    return pd.DataFrame(rows)
+    return pd.DataFrame([{"context": c.context, "batch": c.batch, "k": c.k, "decode step (ms)": c.decode_step_ms,
+                          "verify pass (ms)": c.verify_pass_ms, "verify ÷ decode": c.verify_over_decode,
+                          **({"decode bound by": c.decode_bound, "verify bound by": c.verify_bound}
+                             if hasattr(c, "decode_bound") else {})} for c in costs])

@@ -2,8 +2,7 @@
 `chat_trace`, independent ShareGPT-like requests with log-normal (long-tailed) prompt and output lengths, and
 `agentic_trace`, one long system prompt, a proposal round, then review rounds that each read the whole
 transcript so far: later requests share ever longer prefixes, the case a radix-tree prefix cache is built
-for. Prompts are text from a fixed English word list; `token_ids` tokenizes them.
-"""
+for. Prompts are text from a fixed English word list; `token_ids` tokenizes them."""
 from __future__ import annotations
 
 import math
