@@ -462,8 +462,7 @@ def _(kv_run):
                         "formula: helpers.serving.kv_quant.cache_bytes"),
             plots.table(pd.DataFrame(quant_figures.kv_speed_rows(kv_run.steps)), f"measured: {kv_run.label}; "
                         "median of 16 steps, the schemes in turn"),
-            plots.table(pd.DataFrame(quant_figures.kv_quality_rows(kv_run.quality)), f"measured: {kv_run.quality_label}"
-                        + ("" if kv_run.trained else " (random weights: the top token flips at near-ties)")),
+            plots.table(pd.DataFrame(quant_figures.kv_quality_rows(kv_run.quality)), f"measured: {kv_run.quality_label}"),
             mo.md(_missing)])
     _out
     return

@@ -29,6 +29,7 @@ with app.setup:
     from helpers.present import expected, learner, notebook, plots, replay, run_times
     from helpers.present.glossary import term
     from helpers.serving import batching, engine_caches, engine_runs, figures, kv_cache, paging, speculative, tables, traces
+    from helpers.serving import trained_profile
     from helpers.serving import measured as serving_bench
     from helpers.serving.measured import chat_requests, paged_trace, workload
 
@@ -85,7 +86,7 @@ def _(loaded, model, tok, w):
     _gpu = kv_cache.on_gpu(GPU_MODEL, GPU, on_off.prompt_tokens, on_off.new_tokens)
     mo.vstack([plots.table(tables.cache_on_off_frame(on_off), f"measured: {loaded.label}"),
                plots.table(tables.cache_ratio_frame(on_off, kv_cache.step_fit(on_off)), f"measured: {loaded.label}"),
-               plots.table(tables.cache_on_gpu_frame(_gpu), "computed: helpers.serving.kv_cache.on_gpu, each step at "
+               plots.table(_gpu, "computed: helpers.serving.kv_cache.on_gpu, each step at "
                            "its roofline floor")])
     return (on_off,)
 
@@ -120,7 +121,7 @@ def _():
     {term("token budget")} and free KV blocks allow, starting its {term("block table")} with any blocks the prefix
     cache holds for its first tokens. `Runner.forward` computes every scheduled request's rows in one flat batch: a
     prompt in chunks, then one token a step.
-    """), plots.table(pd.DataFrame(engine.core_files()), "computed: helpers.engine.code_lines (no blanks, comments "
+    """), plots.table(pd.DataFrame(engine.core_files()), "computed: helpers.engine.core_files (no blanks, comments "
                                                             "or docstrings)"),
         notebook.code(llm.Engine.step, folded_=False), notebook.code(llm, "llm.py")])
     return
@@ -143,7 +144,7 @@ def _():
 @app.cell
 def _(tok, w):
     sims_in, capacity = paged_trace(tok, w)
-    sims = [paging.simulate(sims_in, capacity, w.max_output, scheme, batching.PAGE_SIZE) for scheme in ("contiguous", "paged")]
+    sims = [paging.contiguous(sims_in, capacity, w.max_output), paging.paged(sims_in, capacity, batching.PAGE_SIZE)]
     return capacity, sims, sims_in
 
 
@@ -160,7 +161,7 @@ def _(capacity, sims_in, w):
 
 @app.cell
 def _(capacity, loaded, sims):
-    mo.vstack([plots.table(tables.simulation_frame([s.summary() for s in sims]),
+    mo.vstack([plots.table(tables.simulation_frame(sims),
                            "simulated: helpers.serving.paging on the chat trace's token counts"),
                figures.paged_figure(sims, f"simulated on the chat trace tokenized by {loaded.model_name}'s tokenizer, "
                                           f"{capacity:,} KV slots, blocks of {batching.PAGE_SIZE}")])
@@ -170,7 +171,7 @@ def _(capacity, loaded, sims):
 @app.cell
 def _(paging_box, sims):
     _given = None  # Jupyter/Colab: your prediction here (e.g. 1.5); in marimo, type it in the box above
-    learner.beside(paging_box, _given, regime.ratio(sims[1].summary().mean_running, sims[0].summary().mean_running),
+    learner.beside(paging_box, _given, regime.ratio(sims[1].mean_running, sims[0].mean_running),
                    higher="A contiguous sequence holds prompt + max_tokens from its first step; a paged one holds what "
                           "it has written, its prompt and on average half its answer.",
                    lower="The mean covers the run's tail, where both schemes run what is left, and paging "
@@ -239,7 +240,7 @@ def _(engine_defaults, engine_form, model, tok, w):
     _sizes = engine_form.value or engine_defaults          # the submitted sizes, else the headless run's
     live_reqs = chat_requests(tok, w)[:12]
     _bs = int(_sizes["block"])
-    live_args = EngineArgs(block_size=_bs, num_blocks=max(_sizes["kv"] // _bs, engine_runs.blocks_needed(live_reqs, _bs)),
+    live_args = EngineArgs(block_size=_bs, num_blocks=max(_sizes["kv"] // _bs, engine_runs.blocks_without_preemption(live_reqs, _bs)),
                            max_num_seqs=_sizes["seqs"], max_batch_tokens=_sizes["budget"], prefix_cache="radix")
     live, live_engine = engine_runs.serve(model, live_reqs, live_args)
     return live, live_args, live_engine, live_reqs
@@ -247,11 +248,11 @@ def _(engine_defaults, engine_form, model, tok, w):
 
 @app.cell
 def _(live, live_args, live_engine, live_reqs, loaded):
-    mo.vstack([figures.timeline_figure(engine_runs.timeline(live_engine.log), live_engine.log, loaded,
+    mo.vstack([figures.timeline_figure(live_engine.log, loaded,
                                        f"{len(live.timings)} chat requests, blocks of {live_args.block_size}, "
                                        f"{live_args.max_batch_tokens} tokens per step, {live_args.max_num_seqs} at once, "
                                        f"{live_args.blocks} blocks"),
-               plots.table(tables.log_summary_frame(engine_runs.log_summary(live_engine, live, live_reqs)),
+               plots.table(engine_runs.log_summary(live_engine, live, live_reqs),
                            f"measured: the readable engine on {loaded.label}")])
     return
 
@@ -309,13 +310,13 @@ def _(batch_reqs, batching_run, loaded, served, w):
         _panels.append((f"{_r.mode}: {plots.cell_text(_r.tokens_per_s)} tokens/s, slots idle "
                         f"{plots.cell_text(batching.idle_share(_segs, _r.wall_s, w.slots))} of the time", _segs, _r.wall_s))
     mo.vstack([batching_run.note(), plots.table(
-        tables.batching_frame([batching.summarize(r, served["sequential"]) for r in served.values()]),
+        batching.batching_frame(served.values(), served["sequential"]),
         batching_run.source(f"measured: {loaded.label}")),
         figures.slots_figure(_panels, w.slots, loaded),
-        plots.table(tables.padding_frame(batching.padding_tokens(batch_reqs, w.slots)),
+        plots.table(batching.padding_tokens(batch_reqs, w.slots),
                     "computed: helpers.serving.batching.padding_tokens, static batches"),
-        plots.table(tables.decode_on_gpu_frame(batching.decode_on_gpu(GPU_MODEL, GPU, 4096, (1, w.slots))),
-                    "computed: helpers.serving.batching.decode_on_gpu (helpers.capacity.plan)")])
+        plots.table(batching.decode_on_gpu(GPU_MODEL, GPU, 4096, (1, w.slots)),
+                    "computed: helpers.serving.batching.decode_on_gpu, each step at its roofline floor")])
     return
 
 
@@ -352,7 +353,7 @@ def _(loaded, model, tok, w):
     _long = torch.randint(3, model.config.vocab_size, (w.long_prompt,), generator=torch.Generator().manual_seed(0)).tolist()
     _runs = engine_runs.chunked_prefill(model, _short, _long, 24, 3, [w.long_prompt + 8, w.chunk_budget])
     mo.vstack([plots.table(tables.chunked_frame(_runs), f"measured: the readable engine on {loaded.label}"),
-               plots.table(tables.chunks_on_gpu_frame(batching.chunks_on_gpu(GPU_MODEL, GPU, 4096, 512)),
+               plots.table(batching.chunks_on_gpu(GPU_MODEL, GPU, 4096, 512),
                            "computed: helpers.serving.batching.chunks_on_gpu, each step at its roofline floor")])
     return
 
@@ -401,7 +402,7 @@ def _(loaded, model, tok):
     mo.vstack([plots.table(tables.cache_hits_frame(prefix_hits), _label),
                figures.hit_rate_figure({f"{t}, {c.cache}": c for t, r in prefix_hits.items() for c in (r.radix, r.hash)},
                                        _label),
-               plots.table(tables.edit_frame(_edit), f"{_label}: one token of a prompt served before, changed")])
+               plots.table(_edit, f"{_label}: one token of a prompt served before, changed")])
     return (prefix_hits,)
 
 
@@ -425,8 +426,7 @@ def _(loaded, model, w):
     _suffixes = [torch.randint(3, model.config.vocab_size, (w.suffix_tokens,), generator=_g).tolist() for _ in range(4)]
     reuse = engine_caches.prefix_ttft(model, _prefix, _suffixes)
     mo.vstack([plots.table(tables.prefix_ttft_frame(reuse), f"measured: the readable engine on {loaded.label}"),
-               plots.table(tables.hit_on_gpu_frame(engine_caches.hit_on_gpu(GPU_MODEL, GPU, reuse.prefix_tokens,
-                                                                            reuse.suffix_tokens)),
+               plots.table(engine_caches.hit_on_gpu(GPU_MODEL, GPU, reuse.prefix_tokens, reuse.suffix_tokens),
                            "computed: helpers.serving.engine_caches.hit_on_gpu, each prefill at its roofline floor"),
                figures.bars_figure(["cold: prefix + suffix", "warm: suffix over cached prefix"],
                                    [reuse.ttft_cold_ms, reuse.ttft_warm_ms], "time to first token (ms)",
@@ -462,8 +462,8 @@ def _():
 
 @app.cell
 def _(loaded, w):
-    spec_loaded = loaded if speculative.model_profile(loaded.profile) == loaded.profile else \
-        models.load(speculative.model_profile(loaded.profile), device=loaded.device)
+    spec_loaded = loaded if trained_profile(loaded.profile) == loaded.profile else \
+        models.load(trained_profile(loaded.profile), device=loaded.device)
     spec_k_default = notebook.env_default("WORKSHOP_SPEC_K", w.spec_k, range(1, 9))
     k_form = mo.ui.slider(start=1, stop=8, step=1, show_value=True, label="draft length k",
                           value=spec_k_default).form(submit_button_label="Measure at this k", bordered=False)
@@ -524,16 +524,16 @@ def _(spec_k, spec_loaded, w):
     spec_prompts = speculative.prompts(_tok)
     _run = dict(new_tokens=w.decode_tokens, k=spec_k, draft_layers=w.draft_layers,
                 decode=lambda ids: _tok.decode(list(ids), skip_special_tokens=True))
-    spec_rows = [r for p in spec_prompts[:2] for r in speculative.speculative_runs(spec_loaded.model, [p], **_run)]
-    spec_rows += speculative.speculative_runs(spec_loaded.model, spec_prompts, **_run)
-    plots.table(tables.speculative_frame(spec_rows), f"measured: the readable engine's loop on {spec_loaded.label}, greedy")
+    spec_rows = pd.concat([speculative.speculative_runs(spec_loaded.model, _p, **_run)
+                           for _p in (spec_prompts[:1], spec_prompts[1:2], spec_prompts)], ignore_index=True)
+    plots.table(spec_rows, f"measured: the readable engine's loop on {spec_loaded.label}, greedy")
     return spec_prompts, spec_rows
 
 
 @app.cell
 def _(alpha_pick, spec_k, spec_loaded, spec_rows):
-    figures.expected_tokens_figure([r for r in spec_rows if r.k and r.batch == 1], alpha_pick.value, max(8, spec_k),
-                                   spec_loaded)
+    figures.expected_tokens_figure(spec_rows[(spec_rows["k"] > 0) & (spec_rows["batch"] == 1)], alpha_pick.value,
+                                   max(8, spec_k), spec_loaded)
     return
 
 
@@ -623,14 +623,14 @@ def _():
 @app.cell(hide_code=True)
 def _(live_args, live_reqs, prefix_hits, spec_rows):
     _long = max(live_reqs, key=lambda r: len(r.prompt) + r.max_new_tokens)
-    _lookup = next(r for r in spec_rows if r.batch == 1 and r.k and r.drafter.startswith("prompt lookup"))
+    _lookup = spec_rows[(spec_rows["batch"] == 1) & spec_rows["drafter"].str.startswith("prompt lookup")].iloc[0]
     _a = prefix_hits["agentic"]
     check_questions = [
         learner.Question(f"Section 4: the longest request has {len(_long.prompt)} prompt tokens and asks for "
                          f"{_long.max_new_tokens} new ones. How many blocks of {live_args.block_size} do its tokens fill?",
                          -(-(len(_long.prompt) + _long.max_new_tokens) // live_args.block_size), "blocks", tolerance=0),
-        learner.Question(f"Section 7: prompt lookup's speed-up on the {_lookup.prompt} prompt, against 1?",
-                         regime.label(_lookup.speedup), options=regime.LABELS),
+        learner.Question(f"Section 7: prompt lookup's speed-up on the {_lookup['prompt']} prompt, against 1?",
+                         regime.label(_lookup["speed-up"]), options=regime.LABELS),
         learner.Question("Section 6: on the agentic trace, the radix tree's reused tokens against the block hashes'?",
                          regime.label(regime.ratio(_a.radix.reused_tokens, _a.hash.reused_tokens)), options=regime.LABELS),
     ]

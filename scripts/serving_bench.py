@@ -9,7 +9,7 @@ from typing import Sequence
 
 from helpers.engine.llm import Engine, EngineArgs
 from helpers.engine.request import SamplingParams
-from helpers.serving.measured import Workload, chat_requests, paged_fit, workload
+from helpers.serving.measured import Workload, chat_requests, paged_trace, workload
 
 BATCHING_ROUNDS = 2   # the bench's batching figures: each way's fastest of two interleaved rounds
 
@@ -24,25 +24,49 @@ def bench_serving() -> dict:
     reqs = chat_requests(tok, w)
     res = batching.compare_batching(m, reqs, w.slots, rounds=BATCHING_ROUNDS)
     seq, static, cont = res["sequential"], res["static"], res["continuous"]
-    spec = speculative.speculate(m, speculative.prompts(tok)[0].ids, w.decode_tokens, k=w.spec_k)
-    fit = paged_fit(tok, w)
+    spec_tokens, spec_passes = speculative.speculate(m, speculative.prompts(tok)[0].ids, w.decode_tokens, k=w.spec_k)
+    fit = fit_counts(*paged_trace(tok, w), w.max_output)
     eng = engine_figures(loaded, w)
     return {
         "model": loaded.label, "profile": loaded.profile,
         "continuous_batching_speedup": cont.tokens_per_s / seq.tokens_per_s,
         "static_batching_speedup": static.tokens_per_s / seq.tokens_per_s,
-        "spec_tokens_per_target_pass": spec.tokens_per_pass,
+        "spec_tokens_per_target_pass": len(spec_tokens) / spec_passes,
         "paged_over_contiguous_sequences": fit.ratio,
         **eng.pop("headline"),
         "details": {
             "engine": eng,
-            "batching": {k: asdict(batching.summarize(v, seq)) for k, v in res.items()},
-            "batching_identical_to_sequential": {"continuous": batching.same_tokens(cont, seq),
-                                                 "static": batching.same_tokens(static, seq)},
+            "batching": dict(zip(res, batching.batching_frame(res.values(), seq).to_dict("records"))),
             "slots": w.slots, "requests": w.requests, "batching_rounds": BATCHING_ROUNDS,
-            "speculative_prompt_lookup": asdict(spec), "paged_fit": asdict(fit),
+            "speculative_prompt_lookup": {"k": w.spec_k, "new_tokens": len(spec_tokens), "target_passes": spec_passes},
+            "paged_fit": asdict(fit),
         },
     }
+
+
+@dataclass(frozen=True)
+class FitCounts:
+    contiguous: int
+    paged: int
+    ratio: float                     # paged ÷ contiguous
+
+
+def fit_counts(requests, capacity_slots: int, max_tokens: int, block_size: int = 16) -> FitCounts:
+    """How many of these sequences, at their full final length, fit at once in `capacity_slots`, taken in
+    order until the next does not fit: contiguous (each reserves prompt + max_tokens slots) against paged
+    (each holds ceil((prompt + output) / block_size) blocks of a pool of capacity_slots // block_size)."""
+    def count(sizes, room):
+        n = 0
+        for size in sizes:
+            if size > room:
+                break
+            room -= size
+            n += 1
+        return n
+
+    contiguous = count((len(r.prompt) + max_tokens for r in requests), capacity_slots)
+    paged = count((-(-(len(r.prompt) + r.max_new_tokens) // block_size) for r in requests), capacity_slots // block_size)
+    return FitCounts(contiguous, paged, paged / max(1, contiguous))
 
 
 ENGINE_REQUESTS = 16      # the engine against transformers' continuous batching: chat requests ...
@@ -131,14 +155,14 @@ def engine_figures(loaded, w: Workload) -> dict:
     caches = engine_caches.cache_hits(m, rounds)
     spec = speculative.speculative_runs(m, speculative.prompts(tok)[:1], w.decode_tokens, k=w.spec_k,
                                         draft_layers=w.draft_layers, library=False)
-    lookup = next(r for r in spec if r.drafter.startswith("prompt lookup"))
+    lookup = spec[spec["drafter"].str.startswith("prompt lookup")].iloc[0]
     return {"headline": {"engine_identical_to_generate": same.identical,
                          "engine_over_transformers_cb": vs["ratio"],
                          "engine_prefix_ttft_ratio": ttft.ttft_ratio,
-                         "engine_spec_prompt_lookup_tokens_per_pass": lookup.tokens_per_pass,
-                         "engine_spec_prompt_lookup_speedup": lookup.speedup,
+                         "engine_spec_prompt_lookup_tokens_per_pass": lookup["tokens per target pass"],
+                         "engine_spec_prompt_lookup_speedup": lookup["speed-up"],
                          "engine_radix_over_hash_reused_tokens": caches.radix.reused_tokens
                          / max(1, caches.hash.reused_tokens)},
             "identical_to_generate": asdict(same),
             "against_transformers_cb": vs,
-            "prefix_ttft": asdict(ttft), "prefix_caches_agentic": asdict(caches), "speculative": [asdict(r) for r in spec]}
+            "prefix_ttft": asdict(ttft), "prefix_caches_agentic": asdict(caches), "speculative": spec.to_dict("records")}

@@ -15,7 +15,7 @@ import roofline_bench  # noqa: E402  (scripts/roofline_bench.py)
 from helpers.measure import local_models, models, quality, quant, sweeps  # noqa: E402
 from helpers.decoding import regimes as decoding_regimes
 from helpers.serving import measured as serving_bench
-from helpers.serving import kv_quant
+from helpers.serving import trained_profile
 
 CPU_PROFILES = ("tiny", "tiny-trained", "small")
 CONFIGS = {"tiny": local_models.TINY_CONFIG, "tiny-trained": local_models.TINY_CONFIG, "small": local_models.SMALL_CONFIG}
@@ -59,9 +59,9 @@ def test_each_profile_builds_a_folder_that_loads_with_its_own_config(profile):
 
 def test_tiny_trained_is_trained_and_the_random_tiny_is_not():
     assert models.display_name("tiny-trained") != models.display_name("tiny")
-    assert kv_quant.quality_profile("tiny-trained") == ("tiny-trained", True)
-    assert kv_quant.quality_profile("tiny") == ("tiny-trained", True)      # quality figures from trained weights
-    assert kv_quant.quality_profile("small") == ("tiny-trained", True)
+    assert trained_profile("tiny-trained") == "tiny-trained"
+    assert trained_profile("tiny") == "tiny-trained"      # quality figures from trained weights
+    assert trained_profile("small") == "tiny-trained"
 
 
 @pytest.mark.parametrize("profile", CPU_PROFILES)

@@ -8,7 +8,12 @@ import torch
 from helpers.formulas import memory
 from helpers.measure import quality
 from helpers.formulas import speculation
-from helpers.serving import batching, engine_runs, kv_cache, kv_quant, naive, speculative
+from helpers.serving import batching, engine_runs, kv_cache, kv_quant, naive, speculative, trained_profile
+from helpers.serving.traces import TraceRequest
+
+
+def requests(prompts, new_tokens):
+    return [TraceRequest(i, tuple(p), n) for i, (p, n) in enumerate(zip(prompts, new_tokens))]
 
 
 def test_work_without_cache_by_hand():
@@ -26,7 +31,7 @@ def test_kv_cache_is_lossless_and_the_work_is_quadratic(tiny):
 
 def test_continuous_batching_gives_the_sequential_greedy_tokens(tiny):
     prompts = [quality.eval_ids(tiny.tokenizer, 40)[i:i + n] for i, n in ((0, 12), (5, 30), (9, 7), (2, 20))]
-    reqs = batching.requests_from_ids(prompts, [9, 3, 14, 6])
+    reqs = requests(prompts, [9, 3, 14, 6])
     seq = naive.serve_sequential(tiny.model, reqs)
     cont = batching.serve_continuous(tiny.model, reqs, max_batch_tokens=64, concurrent=2)
     assert batching.same_tokens(cont, seq) == 1.0
@@ -63,7 +68,7 @@ def test_compare_batching_runs_every_way_off_the_callers_thread_and_keeps_the_fa
     monkeypatch.setattr(batching, "serve_sequential", fake("sequential"))
     monkeypatch.setattr(batching, "serve_static", fake("static"))
     monkeypatch.setattr(batching, "serve_continuous", fake("continuous"))
-    reqs = batching.requests_from_ids([[5, 6, 7]] * 4, [3] * 4)
+    reqs = requests([[5, 6, 7]] * 4, [3] * 4)
     best = batching.compare_batching(tiny.model, reqs, 2, rounds=2)
     assert {k: v.wall_s for k, v in best.items()} == {"sequential": 3.0, "static": 2.0, "continuous": 0.5}
     # the baselines in a worker thread; the manager (here faked) makes its own, as transformers' does
@@ -86,17 +91,17 @@ def test_a_worker_thread_hands_back_its_result_and_its_error():
 
 def test_static_batches_and_slot_timeline(tiny):
     prompts = [quality.eval_ids(tiny.tokenizer, 30)[:n] for n in (5, 9, 12, 7)]
-    reqs = batching.requests_from_ids(prompts, [4, 2, 6, 3])
+    reqs = requests(prompts, [4, 2, 6, 3])
     res = batching.serve_static(tiny.model, reqs, 2)
     assert res.forward_calls == 4 + 6       # a batch runs until its longest: 4 then 6 steps
     segs = batching.slot_segments(res, 2, static_batch=2)
     # in each batch the shorter request's slot idles until the longer one finishes
     assert sum(s["idle_until_s"] > s["finish_s"] for s in segs) == 2
-    pad = batching.padding_tokens(reqs, 2)
-    assert pad.padding_tokens == (9 - 5) + (12 - 7)
-    assert pad.finished_rows_steps == (4 - 2) + (6 - 3)
+    pad = batching.padding_tokens(reqs, 2).iloc[0]
+    assert pad["prompt padding tokens"] == (9 - 5) + (12 - 7)
+    assert pad["finished rows' decode steps"] == (4 - 2) + (6 - 3)
     # rows computed: 2 × (9 + 4 − 1) + 2 × (12 + 6 − 1) = 58, of which useful (5 + 9 + 3 + 1) + (12 + 7 + 5 + 2) = 44
-    assert pad.useful_tokens == 44 and pad.wasted_share == pytest.approx(14 / 58)
+    assert pad["useful tokens"] == 44 and pad["wasted share"] == pytest.approx(14 / 58)
 
 
 def test_quantized_cache_bytes_match_the_formula_and_the_tensors(tiny):
@@ -165,10 +170,14 @@ def test_expected_tokens_per_pass_by_hand():
 
 
 def test_speculative_decoding_is_lossless_and_counted(tiny):
-    r = speculative.speculate(tiny.model, quality.eval_ids(tiny.tokenizer, 60), 20, k=3)
-    assert r.identical_to_greedy and r.new_tokens == 20
-    assert r.plain_target_passes == 20                       # one per token without speculation
-    assert 1 <= r.target_passes <= 20 and r.tokens_per_pass == pytest.approx(20 / r.target_passes)
+    from helpers.engine import speculative as loop
+    from helpers.engine.request import SamplingParams
+
+    ids = quality.eval_ids(tiny.tokenizer, 60)
+    tokens, passes = speculative.speculate(tiny.model, ids, 20, k=3)
+    plain = loop.generate(tiny.model, [ids], SamplingParams(max_tokens=20, ignore_eos=True))
+    assert tokens == plain.outputs[0] and plain.target_passes == 20       # one pass per token without speculation
+    assert 1 <= passes <= 20
 
 
 def test_chunked_prefill_splits_the_long_prompt_by_the_token_budget(tiny):
@@ -192,14 +201,14 @@ def test_quality_profile_is_trained_weights_whenever_offered():
     from helpers.measure import models
 
     assert "tiny-trained" in models.PROFILES
-    assert kv_quant.quality_profile() == ("tiny-trained", True)
-    assert kv_quant.quality_profile("tiny") == ("tiny-trained", True)
-    assert kv_quant.quality_profile("mistral-7b-random") == ("tiny-trained", True)
-    assert kv_quant.quality_profile("mistral-7b") == ("mistral-7b", True)
-    assert kv_quant.quality_profile("tiny-trained") == ("tiny-trained", True)
+    assert trained_profile() == "tiny-trained"
+    assert trained_profile("tiny") == "tiny-trained"
+    assert trained_profile("mistral-7b-random") == "tiny-trained"
+    assert trained_profile("mistral-7b") == "mistral-7b"
+    assert trained_profile("tiny-trained") == "tiny-trained"
     for p in models.PROFILES:           # any other profile (random weights, auto) measures on tiny-trained
         if p not in ("mistral-7b", "tiny-trained"):
-            assert kv_quant.quality_profile(p) == ("tiny-trained", True), p
+            assert trained_profile(p) == "tiny-trained", p
 
 
 def test_round_cost_worked():

@@ -4,13 +4,14 @@ drafts came from, by hand; and each statement about vLLM and transformers checke
 from __future__ import annotations
 
 import math
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from helpers.formulas import regime, speculation
 from helpers.present import plots
-from helpers.serving import batching, engine_caches, engine_runs, kv_cache, paging, speculative, tables
+from helpers.serving import batching, engine_caches, engine_runs, kv_cache, paging, speculative, tables, trained_profile
 from helpers.serving.naive import RequestTiming, ServeResult
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -20,8 +21,7 @@ MODEL, GPU = "mistral-7b-v0.1", "H100 SXM"
 def on_off(p: int, n: int, off, on) -> kv_cache.CacheOnOff:
     steps = [kv_cache.CacheStep(i, p + i, off(p + i), on(i), p + i, p if i == 0 else 1) for i in range(n)]
     return kv_cache.CacheOnOff(steps, p, n, True, sum(s.seconds_without_cache for s in steps),
-                               sum(s.seconds_with_cache for s in steps), sum(p + i for i in range(n)), p + n - 1,
-                               kv_cache.work_without_cache(p, n))
+                               sum(s.seconds_with_cache for s in steps), kv_cache.work_without_cache(p, n), p + n - 1)
 
 
 # ----------------------------------------------------------------------------- the KV cache on and off
@@ -40,12 +40,12 @@ def test_cache_ratio_frame_labels_the_time_ratio_against_the_work_ratio(off, on,
 
 
 def test_step_fit_separates_the_fixed_part_and_says_nothing_from_one_length():
-    fit = kv_cache.step_fit(on_off(64, 48, lambda t: 5e-3 + 2e-6 * t, lambda i: 5e-3))
-    assert fit.fixed_s == pytest.approx(5e-3) and fit.per_token_s == pytest.approx(2e-6)
+    fixed, per_token = kv_cache.step_fit(on_off(64, 48, lambda t: 5e-3 + 2e-6 * t, lambda i: 5e-3))
+    assert fixed == pytest.approx(5e-3) and per_token == pytest.approx(2e-6)
     one = kv_cache.step_fit(on_off(64, 1, lambda t: 5e-3, lambda i: 5e-3))
-    assert math.isnan(one.fixed_s) and math.isnan(one.per_token_s)
+    assert math.isnan(one[0]) and math.isnan(one[1])
     falling = kv_cache.step_fit(on_off(64, 48, lambda t: 9e-3 - 3e-5 * (t - 64), lambda i: 4e-3))
-    assert falling.per_token_s < 0                                     # a shared machine whose load eased: a number
+    assert falling[1] < 0                                     # a shared machine whose load eased: a number
     assert tables.cache_ratio_frame(on_off(64, 1, lambda t: 0.0, lambda i: 0.0), one).shape[0] == 1
 
 
@@ -53,30 +53,34 @@ def test_cache_on_gpu_both_ways_read_the_weights_once_below_the_ridge():
     """The prose: below the length where a no-cache step turns compute-bound, both ways take the same time; past
     it the no-cache step grows with its tokens."""
     short = kv_cache.on_gpu(MODEL, GPU, 64, 48)
-    assert short.last_tokens < short.compute_bound_from
-    assert regime.label(regime.ratio(short.no_cache_last_s, short.cached_last_s)) == regime.AT
-    long_ = kv_cache.on_gpu(MODEL, GPU, short.compute_bound_from, 4 * short.compute_bound_from)
-    assert long_.no_cache_last_bound == "compute"
-    assert long_.no_cache_last_s > long_.no_cache_first_s and long_.no_cache_last_s > 2 * long_.cached_last_s
-    assert tables.cache_on_gpu_frame(short).shape[0] == 2
+    ridge = int(short["no cache compute-bound from (tokens)"].iloc[0])
+    assert short.shape[0] == 2 and short["tokens of the step"].iloc[1] < ridge
+    assert regime.label(regime.ratio(short["no cache (ms)"].iloc[1], short["KV cache (ms)"].iloc[1])) == regime.AT
+    long_ = kv_cache.on_gpu(MODEL, GPU, ridge, 4 * ridge)
+    assert kv_cache.gpu_floor(MODEL, GPU, int(long_["tokens of the step"].iloc[1])).bound == "compute"
+    first, last = long_["no cache (ms)"]
+    assert last > first and last > 2 * long_["KV cache (ms)"].iloc[1]
 
 
 # ----------------------------------------------------------------------------- paged attention
 
+def sim(scheme, running, steps=10):
+    rows = [{"step": i, "running": running, "used": 1.0, "reserved": 2.0, "internal waste": 1.0,
+             "external fragmentation": 0.0} for i in range(steps)]
+    return paging.SimResult(scheme, 100, steps, rows, running, 0)
+
+
 def test_simulation_frame_on_an_empty_run_and_a_zero_baseline():
     assert tables.simulation_frame([]).empty
-    empty = paging.SimResult("contiguous", 0, 0).summary()
+    empty = paging.SimResult("contiguous", 0, 0)
     frame = tables.simulation_frame([empty, empty])
     assert list(frame["label"]) == [regime.NONE, regime.NONE]            # 0 ÷ 0: nothing to compare
 
 
 def test_simulation_frame_labels_paging_against_contiguous():
-    def s(scheme, running):
-        return paging.SimSummary(scheme, 100, 10, running, 2, 0, 1.0, 2.0, 1.0, 0.0, 0.5)
-
-    frame = tables.simulation_frame([s("contiguous", 8.0), s("paged", 13.7)])
+    frame = tables.simulation_frame([sim("contiguous", 8), sim("paged", 14)])
     assert list(frame["label"]) == [regime.AT, regime.ABOVE]
-    assert frame["÷ contiguous"].iloc[1] == pytest.approx(13.7 / 8)
+    assert frame["÷ contiguous"].iloc[1] == pytest.approx(14 / 8) and frame["holding ÷ reserved"].iloc[0] == 0.5
 
 
 # ----------------------------------------------------------------------------- continuous batching
@@ -89,23 +93,22 @@ def serve(mode, wall, tokens=(3, 3)):
 @pytest.mark.parametrize("wall, label", [(0.0, regime.NONE), (0.1, regime.ABOVE), (1.0, regime.AT), (9.0, regime.BELOW)])
 def test_batching_frame_labels_each_way_against_one_after_another(wall, label):
     base = serve("one after another", 1.0)
-    frame = tables.batching_frame([batching.summarize(base, base), batching.summarize(serve("x", wall), base)])
+    frame = batching.batching_frame([base, serve("x", wall)], base)
     assert frame["label"].iloc[1] == label and frame["label"].iloc[0] == regime.AT
 
 
 def test_an_empty_run_and_a_zero_wall_make_numbers_not_errors():
     empty = ServeResult("nothing", [], 0.0, 0)
-    s = batching.summarize(empty, empty)
-    assert math.isnan(s.tokens_per_s) and math.isnan(s.median_ttft_s) and math.isnan(s.same_tokens)
-    assert tables.batching_frame([s])["label"].iloc[0] == regime.NONE
+    row = batching.batching_frame([empty], empty).iloc[0]
+    assert math.isnan(row["tokens/s"]) and math.isnan(row["median TTFT s"])
+    assert math.isnan(row["same tokens as one after another"]) and row["label"] == regime.NONE
     assert math.isnan(batching.idle_share([], 0.0, 4))
 
 
 def test_decode_on_gpu_batch_one_and_the_largest_batch_that_fits():
-    rows = batching.decode_on_gpu(MODEL, GPU, 4096, (1, 16))
-    assert [r.batch for r in rows][:2] == [1, 16] and rows[-1].batch > 16
-    assert rows[0].weights_share > rows[1].weights_share > rows[-1].weights_share
-    frame = tables.decode_on_gpu_frame(rows)
+    frame = batching.decode_on_gpu(MODEL, GPU, 4096, (1, 16))
+    assert list(frame["batch"])[:2] == [1, 16] and frame["batch"].iloc[-1] == 115      # memory.max_users' worked example
+    assert frame["weights' share of the bytes"].is_monotonic_decreasing
     assert frame["÷ batch 1"].iloc[0] == 1 and (frame["÷ batch 1"].iloc[1:] > 1).all()
 
 
@@ -124,10 +127,10 @@ def test_chunked_frame_labels_the_others_worst_gap(worst, label):
 
 
 def test_chunks_on_gpu_each_chunk_holds_the_others_less_than_the_whole_prefill():
-    rows = batching.chunks_on_gpu(MODEL, GPU, 4096, 512)
-    assert len(rows) == 1 + 4096 // 512 and rows[0].tokens == 4096
-    assert all(r.floor_s < rows[0].floor_s for r in rows[1:])
-    assert tables.chunks_on_gpu_frame(rows)["step"].iloc[1] == "chunk 1"
+    frame = batching.chunks_on_gpu(MODEL, GPU, 4096, 512)
+    assert len(frame) == 1 + 4096 // 512 and frame["tokens"].iloc[0] == 4096
+    assert (frame["floor (ms)"].iloc[1:] < frame["floor (ms)"].iloc[0]).all()
+    assert frame["step"].iloc[1] == "chunk 1"
 
 
 # ----------------------------------------------------------------------------- prefix caching
@@ -143,12 +146,6 @@ def test_cache_hits_frame_labels_the_tree_against_the_hashes(radix, hashed, labe
     assert frame["label"].iloc[0] == label
 
 
-def test_edit_frame_says_where_each_rule_stops():
-    frame = tables.edit_frame(engine_caches.EditHits(400, 300, 16, 300, 288))
-    assert list(frame["where its rule stops"]) == [300, 288] and frame["reused = rule"].all()
-    assert not tables.edit_frame(engine_caches.EditHits(400, 300, 16, 0, 0))["reused = rule"].any()
-
-
 @pytest.mark.parametrize("cold, warm, label", [(330.0, 10.0, regime.AT), (100.0, 10.0, regime.BELOW),
                                                (900.0, 10.0, regime.ABOVE), (0.0, 0.0, regime.NONE)])
 def test_prefix_ttft_frame_labels_the_saving_against_the_token_ratio(cold, warm, label):
@@ -158,9 +155,9 @@ def test_prefix_ttft_frame_labels_the_saving_against_the_token_ratio(cold, warm,
 
 
 def test_hit_on_gpu_by_hand():
-    g = engine_caches.hit_on_gpu(MODEL, GPU, 1000, 32)
-    assert g.cold_s > g.warm_s and g.warm_bound == "memory"
-    assert tables.hit_on_gpu_frame(g)["token ratio"].iloc[0] == pytest.approx(1032 / 32)
+    row = engine_caches.hit_on_gpu(MODEL, GPU, 1000, 32).iloc[0]
+    assert row["cold (ms)"] > row["warm (ms)"] and row["warm bound"] == "memory"
+    assert row["token ratio"] == pytest.approx(1032 / 32)
 
 
 # ----------------------------------------------------------------------------- speculative decoding
@@ -168,15 +165,15 @@ def test_hit_on_gpu_by_hand():
 def test_copies_from_the_prompt_by_hand():
     """prompt 1 2 3 4 5 1 2, output 3 4 5 9, k = 4: the 2-gram (1, 2) first occurs at the start, so the round
     drafts the 3 tokens after it (3 4 5; only 3 fit before the last token), all kept, all from the prompt."""
-    assert speculative.copies([1, 2, 3, 4, 5, 1, 2], [3, 4, 5, 9], 4) == speculative.Copies(1, 3, 3, 0, 0)
+    assert speculative.copies([1, 2, 3, 4, 5, 1, 2], [3, 4, 5, 9], 4) == Counter(rounds=1, prompt_drafted=3, prompt_kept=3)
 
 
 def test_copies_from_the_models_own_loop_by_hand():
     """prompt 7, output 1 2 1 2 1 2 1 2: nothing recurs for three rounds; then the 1-gram (1) copies 2 1 from the
     output (both kept), then the 3-gram (2 1 2) copies 1 (kept): 5 rounds, 3 drafts, every one from the output."""
-    assert speculative.copies([7], [1, 2] * 4, 4) == speculative.Copies(5, 0, 0, 3, 3)
-    assert speculative.copies([7], [], 4) == speculative.Copies(0, 0, 0, 0, 0)
-    assert speculative.copies([7], [3], 4) == speculative.Copies(1, 0, 0, 0, 0)
+    assert speculative.copies([7], [1, 2] * 4, 4) == Counter(rounds=5, output_drafted=3, output_kept=3)
+    assert speculative.copies([7], [], 4) == Counter()
+    assert speculative.copies([7], [3], 4) == Counter(rounds=1)
 
 
 def test_output_loop_names_the_cycle_an_output_ends_in():
@@ -199,9 +196,9 @@ def test_copies_replay_the_engines_rounds_on_the_trained_model(tiny_trained):
         r = loop.generate(tiny_trained.model, [list(p.ids)], SamplingParams(max_tokens=24, ignore_eos=True), k=4,
                           drafter=loop.PromptLookup(3))
         c = speculative.copies(p.ids, r.outputs[0], 4)
-        assert c.rounds == len(r.rounds) == r.target_passes
-        assert c.prompt_kept + c.output_kept == sum(a for _, a in r.rounds)
-        assert c.prompt_drafted + c.output_drafted == sum(d for d, _ in r.rounds)
+        assert c["rounds"] == len(r.rounds) == r.target_passes
+        assert c["prompt_kept"] + c["output_kept"] == sum(a for _, a in r.rounds)
+        assert c["prompt_drafted"] + c["output_drafted"] == sum(d for d, _ in r.rounds)
 
 
 def test_the_prompts_copy_edit_a_passage_of_the_novel_and_ask_open_questions(tiny):
@@ -213,23 +210,18 @@ def test_the_prompts_copy_edit_a_passage_of_the_novel_and_ask_open_questions(tin
     passage = speculative._passages(1)[0]
     assert 0 < len(passage) <= speculative.PASSAGE_CHARS
     assert tuple(encode(tiny.tokenizer, speculative.EDIT.format(passage=passage))) == ps[0].ids
-    assert speculative.model_profile("tiny") == "tiny-trained" == speculative.model_profile("tiny-trained")
-    assert speculative.model_profile("mistral-7b") == "mistral-7b"
+    assert trained_profile("tiny") == "tiny-trained" == trained_profile("tiny-trained")
+    assert trained_profile("mistral-7b") == "mistral-7b"
 
 
-def spec_run(speedup, k=4, **kw):
-    return speculative.SpecRun("p", "prompt lookup" if k else "none", k, 1, 1.0, 48, 1.0, speedup, 0.5 if k else None,
-                               True, **kw)
-
-
-@pytest.mark.parametrize("speedup, label", [(2.0, regime.ABOVE), (1.0, regime.AT), (0.5, regime.BELOW),
-                                            (0.0, regime.BELOW), (float("nan"), regime.NONE)])
-def test_speculative_frame_labels_the_speed_up(speedup, label):
-    frame = tables.speculative_frame([spec_run(1.0, k=0), spec_run(speedup, from_prompt=(0, 8), from_output=(36, 36),
-                                                                   loop="“, and the” × 15")])
-    assert frame["label"].iloc[0] == "–" and frame["label"].iloc[1] == label
-    assert frame["drafts from its own output (kept of drafted)"].iloc[1] == "36 of 36"
-    assert plots.cell_text(frame["drafts from the prompt (kept of drafted)"].iloc[0]) == "–"
+def test_speculative_runs_a_row_per_drafter_its_speed_up_labelled(tiny):
+    frame = speculative.speculative_runs(tiny.model, speculative.prompts(tiny.tokenizer)[:1], 8, k=2, draft_layers=1,
+                                         repeats=1, library=False)
+    assert list(frame["k"]) == [0, 2, 2] and frame["speed-up"].iloc[0] == 1.0 and frame["label"].iloc[0] == "–"
+    assert list(frame["label"].iloc[1:]) == [regime.label(s) for s in frame["speed-up"].iloc[1:]]
+    assert frame["identical to plain"].all()                              # lossless, greedy
+    copied = frame["drafts from the prompt (kept of drafted)"]
+    assert copied.iloc[1].count(" of ") == 1 and plots.cell_text(copied.iloc[0]) == "–"
 
 
 @pytest.mark.parametrize("alpha, k, total", [(0.0, 4, 1.0), (1.0, 3, 4.0), (0.6, 0, 1.0), (0.5, 2, 1.75)])
@@ -260,12 +252,12 @@ def test_log_summary_frame_on_an_engine_run_and_on_no_step(tiny):
     reqs = [TraceRequest(i, tuple(range(3, 40 + 10 * i)), 6) for i in range(3)]
     res, e = engine_runs.serve(tiny.model, reqs, EngineArgs(block_size=8, num_blocks=10, max_num_seqs=3,
                                                               max_batch_tokens=32))
-    s = engine_runs.log_summary(e, res, reqs)
-    assert s.blocks == 10 and s.blocks_without_preemption == engine_runs.blocks_without_preemption(reqs, 8, 3)
-    assert s.preemptions > 0                                              # 10 blocks < the 21 that prevent it
-    assert tables.log_summary_frame(s)["blocks that prevent preemption"].iloc[0] == 6 + 7 + 8
+    s = engine_runs.log_summary(e, res, reqs).iloc[0]
+    assert s["blocks"] == 10 and s["blocks that prevent preemption"] == 6 + 7 + 8
+    assert s["preemptions"] > 0                                           # 10 blocks < the 21 that prevent it
+    assert engine_runs.blocks_without_preemption(reqs, 8) == 8              # the longest alone: 57 + 6 tokens
     nothing, e0 = engine_runs.serve(tiny.model, [], EngineArgs())
-    assert tables.log_summary_frame(engine_runs.log_summary(e0, nothing)).shape[0] == 1
+    assert engine_runs.log_summary(e0, nothing).shape[0] == 1
 
 
 # ----------------------------------------------------------------------------- statements checked at their source

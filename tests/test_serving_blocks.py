@@ -1,14 +1,21 @@
 """The block allocator (paged attention's memory manager) and the contiguous baseline: worked examples
 by hand, and property-based tests (hypothesis) that no block is ever leaked or double-owned."""
 import math
+import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from helpers.engine.kv import BlockAllocator, OutOfBlocks
-from helpers.serving.batching import requests_from_ids
-from helpers.serving.paging import ContiguousPool, FitCounts, fit_counts, simulate
+from helpers.serving import tables
+from helpers.serving import paging
+from helpers.serving.paging import ContiguousPool, contiguous
+from helpers.serving.traces import TraceRequest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+from serving_bench import FitCounts, fit_counts  # noqa: E402  (make bench's paged figure)
 
 
 def check(a: BlockAllocator) -> None:
@@ -29,7 +36,7 @@ def check(a: BlockAllocator) -> None:
 
 def sim_requests(prompt_lens, output_lens):
     """Requests of these prompt and output lengths (token 0 throughout: the simulation counts, never reads)."""
-    return requests_from_ids([[0] * p for p in prompt_lens], list(output_lens))
+    return [TraceRequest(i, (0,) * p, n) for i, (p, n) in enumerate(zip(prompt_lens, output_lens))]
 
 
 def test_a_sequence_takes_a_new_block_only_when_its_last_is_full():
@@ -131,18 +138,18 @@ def test_simulation_paged_runs_more_at_once_and_wastes_less():
 
     rng = random.Random(0)
     reqs = sim_requests([rng.randint(8, 64) for _ in range(40)], [rng.randint(4, 96) for _ in range(40)])
-    cont = simulate(reqs, 1024, 128, "contiguous")
-    paged = simulate(reqs, 1024, 128, "paged", block_size=16)
-    c, p = cont.summary(), paged.summary()
-    assert p.mean_running > c.mean_running
+    cont = contiguous(reqs, 1024, 128)
+    paged = paging.paged(reqs, 1024, block_size=16)
+    assert paged.mean_running > cont.mean_running
     assert paged.steps < cont.steps
     assert all(r["internal waste"] < 16 * r["running"] for r in paged.rows)   # < one block per sequence
     assert all(r["reserved"] <= 1024 for r in cont.rows + paged.rows)
     # every request ran to completion: total decode writes = total output tokens
     assert sum(r["running"] for r in paged.rows) == sum(r.max_new_tokens for r in reqs)
     assert sum(r["running"] for r in cont.rows) == sum(r.max_new_tokens for r in reqs)
-    assert p.used_share_of_reserved > c.used_share_of_reserved
-    assert math.isclose(c.mean_internal_waste, c.mean_reserved_slots - c.mean_used_slots)
+    c, p = tables.simulation_frame([cont, paged]).to_dict("records")
+    assert p["holding ÷ reserved"] > c["holding ÷ reserved"]
+    assert math.isclose(c["mean internal waste (slots)"], c["mean slots reserved"] - c["mean slots holding tokens"])
 
 
 def test_bench_paged_fit_on_the_chat_trace(tiny):
@@ -151,10 +158,10 @@ def test_bench_paged_fit_on_the_chat_trace(tiny):
     from helpers.serving import measured
 
     w = measured.workload("tiny")
-    fit = measured.paged_fit(tiny.tokenizer, w)
     reqs = measured.chat_requests(tiny.tokenizer, measured.Workload(requests=64))
     slots = 6 * (w.max_output + max(len(r.prompt) for r in reqs))      # notebook 07's memory: six of the longest
     assert measured.paged_trace(tiny.tokenizer, w)[1] == slots
+    fit = fit_counts(*measured.paged_trace(tiny.tokenizer, w), w.max_output)
     room, contiguous = slots, 0
     for r in reqs:
         if len(r.prompt) + w.max_output > room:
@@ -174,10 +181,6 @@ def test_bench_paged_fit_on_the_chat_trace(tiny):
 
 
 def test_bench_has_a_serving_section():
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
     import bench as bench_script
 
     assert "serving" in bench_script.SECTIONS

@@ -6,8 +6,7 @@ in `k` and `v`, each [layers, num_blocks, block_size, kv_heads, head_dim]. The r
 token's K/V to its slot (`slots`, `write`) and reads a request's K/V back through its table (`gather`):
 a request's cache need not be contiguous, so any free block fits any request, and at most
 `block_size − 1` slots per request sit unused. A block shared by two tables (a prefix-cache hit) is read
-by both; the first write into a shared, partly filled block copies it (copy-on-write, `reserve`).
-"""
+by both; the first write into a shared, partly filled block copies it (copy-on-write, `reserve`)."""
 from __future__ import annotations
 
 import math

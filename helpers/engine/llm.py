@@ -8,12 +8,10 @@
 Each step: the scheduler picks the batch (scheduler.py), the runner computes it in one forward pass
 (runner.py) over the paged KV cache (kv.py), one token is sampled per request whose chunk reached its
 last token (request.py), and the scheduler books the results. Every step is written to `log` — who was
-prefilling (and how many tokens), decoding, waiting, preempted; blocks in use — for the timeline.
-"""
+prefilling (and how many tokens), decoding, waiting, preempted; blocks in use — for the timeline."""
 from __future__ import annotations
 
 import itertools
-import time
 from dataclasses import dataclass
 
 from . import prefix_cache
@@ -76,7 +74,6 @@ class Engine:
 
     def step(self) -> list[Request]:
         """One scheduling decision, one forward pass, one token for each request that reached its end."""
-        t0 = time.perf_counter()
         plan = self.scheduler.schedule()
         chunks = [Chunk(self.kv.tables[r.rid], r.tokens[r.computed:r.computed + n], r.computed,
                         int(r.computed + n == len(r.tokens))) for r, n in plan.work]
@@ -85,8 +82,7 @@ class Engine:
         ready = [r for (r, _), c in zip(plan.work, chunks) if c.logits]
         sampled = dict(zip((r.rid for r in ready), sample(logits, ready)))
         out = self.scheduler.finish_step(plan, sampled)
-        self.log.append({"step": len(self.log), "start_s": t0, "end_s": time.perf_counter(),
-                         "prefill": {r.rid: n for r, n in plan.work if r.rid not in decoding},
+        self.log.append({"step": len(self.log), "prefill": {r.rid: n for r, n in plan.work if r.rid not in decoding},
                          "decode": decoding, "waiting": [r.rid for r in self.scheduler.waiting],
                          "preempted": [r.rid for r in plan.preempted],
                          "cache hits": {r.rid: r.cached_tokens for r in plan.admitted},
@@ -98,10 +94,8 @@ class Engine:
         while self.has_work():
             self.step()
 
-    def generate(self, prompts, params: SamplingParams | list[SamplingParams] = SamplingParams()
-                 ) -> list[list[int]]:
+    def generate(self, prompts, params: SamplingParams = SamplingParams()) -> list[list[int]]:
         """Serve all prompts together (continuous batching) and return each one's generated tokens."""
-        many = params if isinstance(params, list) else [params] * len(prompts)
-        reqs = [self.add(p, s) for p, s in zip(prompts, many)]
+        reqs = [self.add(p, params) for p in prompts]
         self.run()
         return [r.output for r in reqs]

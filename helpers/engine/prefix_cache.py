@@ -12,10 +12,8 @@ Two ways to find them, switchable so they can be compared on one trace:
 Both hold one reference on each block they keep (BlockAllocator.retain), so a finished request's
 blocks stay in the cache until `evict` lets them go, least recently used first, when the scheduler
 runs short of free blocks. A block a running request reads has its table's reference too: the
-allocator's reference counts say what is idle, so no separate lock is needed.
-A hit is capped at the prompt's length − 1: the last prompt token is always
-computed, its logits give the first new token.
-"""
+allocator's reference counts say what is idle, so no separate lock is needed. A hit is capped at the prompt's
+length − 1: the last prompt token is always computed, its logits give the first new token."""
 from __future__ import annotations
 
 import hashlib

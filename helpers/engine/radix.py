@@ -2,8 +2,7 @@
 
 A trie whose edges carry runs of tokens finds the longest cached prefix of a new prompt in time
 proportional to its length. Each token may carry a value (the engine stores its block id), kept in step
-with the tokens through splits. `evict` drops least-recently-used leaves.
-"""
+with the tokens through splits. `evict` drops least-recently-used leaves."""
 from __future__ import annotations
 
 import itertools

@@ -4,8 +4,7 @@ A request is its token list (prompt, then what it generated) and one number that
 KV cache has caught up: `computed`, the tokens whose keys and values are stored. Everything the
 scheduler does moves `computed` forward (a prefill chunk, a decode step) or back to 0 (a preemption:
 its blocks are freed and its tokens recomputed later). `tokens[computed:]` is what the next forward
-must run; for a request that is decoding that is exactly one token, the one it sampled last.
-"""
+must run; for a request that is decoding that is exactly one token, the one it sampled last."""
 from __future__ import annotations
 
 import time

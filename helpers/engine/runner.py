@@ -13,8 +13,7 @@ transformers' modeling_mistral.py (the code under .venv/…/models/mistral): RMS
 the weight, rotary embeddings with the model's inv_freq on rotate-half pairs, grouped-query attention
 scaled by head_dim^-0.5 (with the sliding window when the config sets one: a key is visible when
 p − window < j ≤ p), a SwiGLU MLP down(silu(gate(x)) · up(x)), the final norm and the output head.
-`num_layers` below the model's runs only its first layers (an early-exit draft model).
-"""
+`num_layers` below the model's runs only its first layers (an early-exit draft model)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -48,15 +47,7 @@ def rotate(x, cos, sin):
 
 class Runner:
     def __init__(self, model, kv: PagedKVCache, num_layers: int | None = None):
-        c = model.config
-        rope = (getattr(c, "rope_parameters", None) or {}).get("rope_type", "default")
-        if getattr(c, "hidden_act", "silu") != "silu" or "dynamic" in rope or getattr(c, "attention_bias", False):
-            raise ValueError("the runner reads Mistral-architecture models (SiLU MLP, no attention bias, static "
-                             f"RoPE); this one has hidden_act={c.hidden_act!r}, rope_type={rope!r}")
-        n = num_layers or c.num_hidden_layers
-        if not 1 <= n <= c.num_hidden_layers:
-            raise ValueError(f"num_layers must be 1 to {c.num_hidden_layers}, got {num_layers!r}")
-        m = model.model
+        c, m = model.config, model.model
         self.kv, self.eps, self.window = kv, c.rms_norm_eps, getattr(c, "sliding_window", None)
         self.heads, self.kv_heads = c.num_attention_heads, c.num_key_value_heads
         self.head_dim = kv.k.shape[-1]
@@ -65,7 +56,7 @@ class Runner:
         self.layers = [(d.input_layernorm.weight, d.self_attn.q_proj.weight, d.self_attn.k_proj.weight,
                         d.self_attn.v_proj.weight, d.self_attn.o_proj.weight, d.post_attention_layernorm.weight,
                         d.mlp.gate_proj.weight, d.mlp.up_proj.weight, d.mlp.down_proj.weight)
-                       for d in m.layers[:n]]
+                       for d in m.layers[:num_layers or c.num_hidden_layers]]
         self.forwards = 0       # forward passes run (each one step of the whole batch)
 
     def forward(self, chunks: list[Chunk]):

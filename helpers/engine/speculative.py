@@ -14,8 +14,7 @@ Each round, for every request:
    (prompt lookup) proposes with q = 1 on its token. The K/V of rejected drafts is dropped
    (BlockAllocator.truncate) and overwritten next round.
 
-A round costs one target pass plus the drafting, and yields between 1 and k + 1 tokens per request.
-"""
+A round costs one target pass plus the drafting, and yields between 1 and k + 1 tokens per request."""
 from __future__ import annotations
 
 import time

@@ -1,26 +1,22 @@
 """Continuous batching, measured: the same requests one after another, as static batches, and through
 transformers' continuous-batching manager (Orca's iteration-level scheduling, Yu et al., OSDI 2022), its
 paged cache sized from the model and the requests (`cb_config`), never from the machine's RAM; a decode step
-and a chunked prefill on a GPU, computed. Chunked prefill is measured on the engine (engine_runs).
-"""
+and a chunked prefill on a GPU, computed. Chunked prefill is measured on the engine (engine_runs)."""
 from __future__ import annotations
 
 import math
 import statistics
 import time
-from dataclasses import dataclass
 from typing import Sequence
 
+import pandas as pd
+
+from ..formulas.regime import label, ratio
 from ..formulas.stats import percentile
 from .naive import RequestTiming, ServeResult, _ForwardCounter, serve_batched, serve_sequential
 from .traces import TraceRequest
 
 PAGE_SIZE = 16   # tokens per block of the paged cache (vLLM's default block size)
-
-
-def requests_from_ids(prompts: Sequence[Sequence[int]], new_tokens: Sequence[int]) -> list[TraceRequest]:
-    """One TraceRequest per prompt (a list of token ids, at least one) and its output length (≥ 1)."""
-    return [TraceRequest(i, tuple(p), n) for i, (p, n) in enumerate(zip(prompts, new_tokens))]
 
 
 def cb_config(model, requests: Sequence[TraceRequest], max_batch_tokens: int = 512, page_size: int = PAGE_SIZE,
@@ -47,16 +43,13 @@ def serve_continuous(model, requests: Sequence[TraceRequest], max_batch_tokens: 
     cfg = cb_config(model, requests, max_batch_tokens, page_size, concurrent)
     gen = GenerationConfig(do_sample=False, eos_token_id=-1, max_new_tokens=max(r.max_new_tokens for r in requests))
     mgr = model.init_continuous_batching(generation_config=gen, continuous_batching_config=cfg)
-    counter = _ForwardCounter(model)
-    outs: dict[str, object] = {}
-    ids: dict[str, int] = {}
+    counter, outs, reqs = _ForwardCounter(model), {}, {f"r{r.rid}": r for r in requests}
     try:
         with torch.inference_mode():
             mgr.start()
             t0 = time.perf_counter()
-            for i, r in enumerate(requests):
-                ids[mgr.add_request(list(r.prompt), request_id=f"r{r.rid}", max_new_tokens=r.max_new_tokens,
-                                    record_timestamps=True)] = i
+            for rid, r in reqs.items():
+                mgr.add_request(list(r.prompt), request_id=rid, max_new_tokens=r.max_new_tokens, record_timestamps=True)
             deadline = t0 + timeout_s
             while len(outs) < len(requests):
                 o = mgr.get_result(timeout=0.02)
@@ -73,17 +66,11 @@ def serve_continuous(model, requests: Sequence[TraceRequest], max_batch_tokens: 
     finally:
         mgr.stop(block=True, timeout=30)
         counter.close()
-    timings = []
-    for rid, o in outs.items():
-        r = requests[ids[rid]]
-        ts = [t - t0 for t in (o.timestamps or [])]
-        # the manager stamps when a request leaves its queue for a batch slot (lifespan[0])
-        slot = max(o.lifespan[0] - t0, 0.0)
-        timings.append(RequestTiming(r.rid, len(r.prompt), len(o.generated_tokens), slot, ts[0], ts[-1],
-                                     list(o.generated_tokens)))
-    timings.sort(key=lambda t: t.rid)
-    wall = max(t.finish_s for t in timings)
-    return ServeResult("continuous batching", timings, wall, counter.calls)
+    # a request's slot: when the manager took it from its queue into a batch (lifespan[0])
+    timings = sorted((RequestTiming(r.rid, len(r.prompt), len(o.generated_tokens), max(o.lifespan[0] - t0, 0.0),
+                                    o.timestamps[0] - t0, o.timestamps[-1] - t0, list(o.generated_tokens))
+                      for rid, o in outs.items() for r in [reqs[rid]]), key=lambda t: t.rid)
+    return ServeResult("continuous batching", timings, max(t.finish_s for t in timings), counter.calls)
 
 
 def serve_static(model, requests: Sequence[TraceRequest], batch_size: int, device: str | None = None) -> ServeResult:
@@ -101,26 +88,17 @@ def serve_static(model, requests: Sequence[TraceRequest], batch_size: int, devic
     return ServeResult(f"static batches of {batch_size}", timings, offset, calls)
 
 
-# ---------------------------------------------------------------------------- slots and padding
-
 def slot_segments(result: ServeResult, slots: int, static_batch: int | None = None) -> list[dict]:
     """Each request's slot, busy span and, in a static batch, its slot idle until the batch's slowest is done."""
-    rows = []
+    rows, free_at = [], [0.0] * slots
     ts = sorted(result.timings, key=lambda t: (t.start_s, t.rid))
-    if static_batch:
-        for k in range(0, len(ts), static_batch):
-            group = ts[k:k + static_batch]
-            end = max(t.finish_s for t in group)
-            for j, t in enumerate(group):
-                rows.append({"slot": j, "request": t.rid, "start_s": t.start_s, "finish_s": t.finish_s, "idle_until_s": end})
-        return rows
-    free_at = [0.0] * slots
-    for t in ts:
-        j = min(range(slots), key=lambda s: free_at[s] if free_at[s] <= t.start_s + 1e-9 else math.inf + s)
-        if free_at[j] > t.start_s + 1e-9:      # more in flight than slots: put it on the earliest-free slot
-            j = min(range(slots), key=lambda s: free_at[s])
-        rows.append({"slot": j, "request": t.rid, "start_s": t.start_s, "finish_s": t.finish_s, "idle_until_s": t.finish_s})
-        free_at[j] = t.finish_s
+    for k, t in enumerate(ts):
+        if static_batch:
+            j, end = k % static_batch, max(g.finish_s for g in ts[k - k % static_batch:][:static_batch])
+        else:       # the free slot freed longest ago; with more in flight than slots, the first to free up
+            j = min(range(slots), key=lambda s: (free_at[s] > t.start_s + 1e-9, free_at[s]))
+            free_at[j] = end = t.finish_s
+        rows.append({"slot": j, "request": t.rid, "start_s": t.start_s, "finish_s": t.finish_s, "idle_until_s": end})
     return rows
 
 
@@ -130,54 +108,34 @@ def idle_share(segments: list[dict], wall_s: float, slots: int) -> float:
     return max(0.0, 1 - busy / (slots * wall_s)) if wall_s > 0 else math.nan
 
 
-@dataclass(frozen=True)
-class Padding:
-    """What static batching computes for nothing, in token rows."""
-
-    padding_tokens: int              # prompt padding
-    finished_rows_steps: int         # decode steps of rows already finished
-    useful_tokens: int
-    wasted_share: float              # (padding + finished rows) ÷ all rows
-
-
-@dataclass(frozen=True)
-class BatchingSummary:
-    """One way of serving the requests, summed up."""
-
-    mode: str
-    requests: int
-    new_tokens: int
-    wall_s: float
-    tokens_per_s: float
-    forward_calls: int
-    median_ttft_s: float
-    p90_ttft_s: float
-    speedup: float | None = None     # tokens/s ÷ the baseline's
-    same_tokens: float | None = None  # share of requests with the baseline's tokens
-
-
-def padding_tokens(requests: Sequence[TraceRequest], batch_size: int) -> Padding:
-    """Prompt padding and finished rows' decode steps, against the useful rows (prompt + max_new_tokens − 1)."""
+def padding_tokens(requests: Sequence[TraceRequest], batch_size: int) -> pd.DataFrame:
+    """What static batching computes for nothing, in token rows: prompt padding and finished rows' decode steps,
+    against the useful rows (prompt + max_new_tokens − 1: the first token comes from the prefill)."""
     pad = ride = useful = 0
     for k in range(0, len(requests), batch_size):
         g = requests[k:k + batch_size]
         width, steps = max(len(r.prompt) for r in g), max(r.max_new_tokens for r in g)
         pad += sum(width - len(r.prompt) for r in g)
         ride += sum(steps - r.max_new_tokens for r in g)
-        useful += sum(len(r.prompt) + r.max_new_tokens - 1 for r in g)   # the first token comes from the prefill
-    return Padding(pad, ride, useful, (pad + ride) / (pad + ride + useful))
+        useful += sum(len(r.prompt) + r.max_new_tokens - 1 for r in g)
+    return pd.DataFrame([{"prompt padding tokens": pad, "finished rows' decode steps": ride, "useful tokens": useful,
+                          "wasted share": (pad + ride) / (pad + ride + useful)}])
 
 
-def summarize(result: ServeResult, baseline: ServeResult | None = None) -> BatchingSummary:
-    """A served run's totals and TTFT; with a baseline, the speed-up and the share of identical outputs."""
-    from ..formulas.regime import ratio
-
-    ttft = [t.first_token_s for t in result.timings]
-    return BatchingSummary(result.mode, len(result.timings), result.new_tokens, result.wall_s, result.tokens_per_s,
-                           result.forward_calls, statistics.median(ttft) if ttft else math.nan,
-                           percentile(ttft, 90) if ttft else math.nan,
-                           None if baseline is None else ratio(result.tokens_per_s, baseline.tokens_per_s),
-                           None if baseline is None else same_tokens(result, baseline))
+def batching_frame(results: Sequence[ServeResult], baseline: ServeResult) -> pd.DataFrame:
+    """One row per way of serving: totals, TTFT, tokens/s ÷ the baseline's (labelled) and the share of requests
+    with the baseline's tokens."""
+    rows = []
+    for r in results:
+        ttft = [t.first_token_s for t in r.timings]
+        speedup = ratio(r.tokens_per_s, baseline.tokens_per_s)
+        rows.append({"mode": r.mode, "requests": len(r.timings), "new tokens": r.new_tokens, "wall s": r.wall_s,
+                     "tokens/s": r.tokens_per_s, "forward calls": r.forward_calls,
+                     "median TTFT s": statistics.median(ttft) if ttft else math.nan,
+                     "p90 TTFT s": percentile(ttft, 90) if ttft else math.nan,
+                     "tokens/s ÷ one after another": speedup, "label": label(speedup),
+                     "same tokens as one after another": same_tokens(r, baseline)})
+    return pd.DataFrame(rows)
 
 
 def same_tokens(a: ServeResult, b: ServeResult) -> float:
@@ -195,8 +153,7 @@ def in_worker_thread(fn, *args, **kwargs):
     way compared runs in a fresh thread (a pool's kept thread would keep its team too)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    name = f"workshop-{getattr(fn, '__name__', 'run')}"
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix=name) as worker:
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"workshop-{getattr(fn, '__name__', 'run')}") as worker:
         return worker.submit(fn, *args, **kwargs).result()
 
 
@@ -216,57 +173,38 @@ def compare_batching(model, requests: Sequence[TraceRequest], batch_size: int, m
     return {k: min(v, key=lambda r: r.wall_s) for k, v in runs.items()}
 
 
-@dataclass(frozen=True)
-class DecodeOnGpu:
-    """One decode step on a GPU at `batch` sequences of `context` tokens, at its roofline floor (helpers.capacity.plan,
-    helpers.formulas.stepcost.decode_cost): the weights' share of its bytes and the tokens/s the floor allows."""
-
-    model: str
-    gpu: str
-    context: int
-    batch: int
-    weights_share: float
-    step_floor_s: float
-    tokens_per_s: float
-
-
-def decode_on_gpu(model, gpu: str, context: int, batches: Sequence[int] = (1,), dtype: str = "bf16") -> list[DecodeOnGpu]:
-    """A decode step at each batch in `batches` and at the largest batch that fits the GPU at `context` tokens."""
-    from ..capacity.planner import plan
+def decode_on_gpu(model, gpu: str, context: int, batches: Sequence[int] = (1,), dtype: str = "bf16") -> pd.DataFrame:
+    """A decode step at each batch in `batches` and at the largest batch whose KV cache fits beside the weights
+    (helpers.formulas.memory's budget at vLLM's defaults), each at its roofline floor (kv_cache.gpu_floor): the
+    weights' share of its bytes, the tokens/s the floor allows and their ratio to batch 1's."""
+    from ..formulas.gpus import get_gpu
+    from ..formulas.memory import kv_budget_bytes, kv_cache_bytes, runtime_reserve_bytes, weight_bytes
+    from ..formulas.specs import get_spec
     from ..formulas.stepcost import decode_cost
+    from .kv_cache import gpu_floor
 
-    top = plan(model, gpu, weight_dtype=dtype, kv_dtype=dtype, context=context, batch=1).max_batch
-    out = []
-    for b in sorted({*batches, max(1, top)}):
-        p = plan(model, gpu, weight_dtype=dtype, kv_dtype=dtype, context=context, batch=b)
-        c = decode_cost(model, context, b, dtype)
-        if not p.step_floor_s:
-            continue
-        out.append(DecodeOnGpu(p.model, p.gpu, context, b, c.weight_read_bytes / c.bytes, p.step_floor_s,
-                               b / p.step_floor_s))
-    return out
-
-
-@dataclass(frozen=True)
-class ChunkOnGpu:
-    """One step of a prefill on a GPU at its roofline floor."""
-
-    model: str
-    gpu: str
-    start: int
-    tokens: int
-    floor_s: float
-    bound: str
+    g, spec = get_gpu(gpu), get_spec(model)
+    memory = g.usable_memory_bytes
+    top = int(kv_budget_bytes(memory, weight_bytes(spec, dtype).bytes, runtime_reserve_bytes(memory))
+              // kv_cache_bytes(spec, context, 1, dtype))
+    rows, one = [], 1 / gpu_floor(spec, gpu, 1, context, dtype).seconds      # batch 1's tokens/s
+    for b in sorted(b for b in {*batches, top} if 1 <= b <= top):
+        c, s = decode_cost(spec, context, b, dtype), gpu_floor(spec, gpu, 1, context, dtype, b).seconds
+        rows.append({"model": spec.name, "GPU": g.name, "context": context, "batch": b,
+                     "weights' share of the bytes": c.weight_read_bytes / c.bytes, "step at its floor (ms)": 1e3 * s,
+                     "tokens/s at the floor": b / s, "÷ batch 1": ratio(b / s, one)})
+    return pd.DataFrame(rows)
 
 
-def chunks_on_gpu(model, gpu: str, prompt: int = 4096, chunk: int = 512, dtype: str = "bf16") -> list[ChunkOnGpu]:
+def chunks_on_gpu(model, gpu: str, prompt: int = 4096, chunk: int = 512, dtype: str = "bf16") -> pd.DataFrame:
     """A `prompt`-token prefill in one step, then in chunks of `chunk` tokens, each at its roofline floor
-    (helpers.formulas.roofline.step_floor of helpers.formulas.stepcost.forward_cost): how long each step holds
-    the other requests' next token."""
+    (kv_cache.gpu_floor): how long each step holds the other requests' next token."""
     from ..formulas.gpus import get_gpu
     from ..formulas.specs import get_spec
     from .kv_cache import gpu_floor
 
     steps = [(0, prompt)] + [(s, min(chunk, prompt - s)) for s in range(0, prompt, chunk)]
-    return [ChunkOnGpu(get_spec(model).name, get_gpu(gpu).name, start, n, f.seconds, f.bound)
-            for start, n in steps for f in [gpu_floor(model, gpu, n, start, dtype)]]
+    return pd.DataFrame([{"model": get_spec(model).name, "GPU": get_gpu(gpu).name,
+                          "step": f"chunk {i}" if i else "whole prompt", "tokens": n, "after tokens": start,
+                          "floor (ms)": 1e3 * f.seconds, "bound": f.bound}
+                         for i, (start, n) in enumerate(steps) for f in [gpu_floor(model, gpu, n, start, dtype)]])

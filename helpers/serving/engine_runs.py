@@ -6,26 +6,12 @@ import time
 from dataclasses import dataclass, replace
 from typing import Sequence
 
+import pandas as pd
+
 from ..engine.llm import Engine, EngineArgs
 from ..engine.request import SamplingParams
 from .naive import RequestTiming, ServeResult
 from .traces import TraceRequest
-
-
-@dataclass(frozen=True)
-class LogSummary:
-    requests: int
-    steps: int
-    tokens_per_s: float
-    prefill_chunks: int
-    mixed_steps: int                 # steps mixing prefill chunks with decode rows
-    preemptions: int
-    recomputed_tokens: int           # computed again because of the preemptions
-    peak_blocks: int                 # the most KV blocks in use at once
-    tokens_at_peak: int              # tokens those blocks held
-    copy_on_write_copies: int
-    blocks: int | None = None        # the cache's blocks
-    blocks_without_preemption: int | None = None   # blocks that hold the requests running at once at full length
 
 
 @dataclass(frozen=True)
@@ -50,33 +36,7 @@ def serve(model, requests: Sequence[TraceRequest], args: EngineArgs = EngineArgs
     e.run()
     timings = [RequestTiming(r.rid, len(r.prompt), len(r.output), r.admitted_s - t0, r.token_times[0] - t0,
                              r.token_times[-1] - t0, r.output) for r in reqs]
-    wall = max((t.finish_s for t in timings), default=0.0)
-    return ServeResult("readable engine", timings, wall, e.runner.forwards), e
-
-
-def _blocks(requests: Sequence[TraceRequest], block_size: int) -> list[int]:
-    """KV blocks each request holds at its full length (its prompt and every token it makes)."""
-    return [-(-(len(r.prompt) + r.max_new_tokens) // block_size) for r in requests]
-
-
-def blocks_needed(requests: Sequence[TraceRequest], block_size: int) -> int:
-    """The fewest KV blocks that let each request run alone."""
-    return max(_blocks(requests, block_size))
-
-
-def log_summary(e: Engine, result: ServeResult, requests: Sequence[TraceRequest] = ()) -> LogSummary:
-    """An engine run's step log summed up; with the `requests`, the blocks that would have prevented every
-    preemption (blocks_without_preemption)."""
-    log = e.log
-    peak = max(log, key=lambda s: s["blocks used"], default={"blocks used": 0, "tokens held": 0})
-    need = blocks_without_preemption(requests, e.args.block_size, e.args.max_num_seqs) if requests else None
-    return LogSummary(len(result.timings), len(log), result.tokens_per_s,
-                      prefill_chunks=sum(len(s["prefill"]) for s in log),
-                      mixed_steps=sum(1 for s in log if s["prefill"] and s["decode"]),
-                      preemptions=sum(len(s["preempted"]) for s in log),
-                      recomputed_tokens=sum(r.lost_tokens for r in e.scheduler.finished),
-                      peak_blocks=peak["blocks used"], tokens_at_peak=peak["tokens held"],
-                      copy_on_write_copies=e.kv.copies, blocks=e.args.blocks, blocks_without_preemption=need)
+    return ServeResult("readable engine", timings, max((t.finish_s for t in timings), default=0.0), e.runner.forwards), e
 
 
 def chunked_prefill(model, shorts: Sequence[Sequence[int]], long_prompt: Sequence[int], new_tokens: int,
@@ -88,13 +48,12 @@ def chunked_prefill(model, shorts: Sequence[Sequence[int]], long_prompt: Sequenc
     time figure its smallest."""
     runs = [_chunked_run(model, shorts, long_prompt, new_tokens, arrive_after_steps, b, block_size)
             for _ in range(repeats) for b in budgets]
-    first_tokens = runs[0][1]
     out = []
     for j in range(len(budgets)):
         mine = [r for r, _ in runs[j::len(budgets)]]
         best = {key: min(getattr(r, key) for r in mine) for key in ("worst_gap_ms", "median_gap_ms", "long_prompt_ttft_ms")
                 if all(getattr(r, key) is not None for r in mine)}
-        same = all(tokens == first_tokens for _, tokens in runs[j::len(budgets)])
+        same = all(tokens == runs[0][1] for _, tokens in runs[j::len(budgets)])
         out.append(replace(mine[0], **best, same_tokens_as_first_budget=same))
     return out
 
@@ -119,23 +78,25 @@ def _chunked_run(model, shorts, long_prompt, new_tokens, arrive_after_steps, bud
                       1e3 * (t1 - t0)), [r.output for r in rs + [long]]
 
 
-def timeline(log: list[dict]) -> list[dict]:
-    """The step log as one row per request per step: its state, from the step's start to end (s after the first)."""
-    if not log:
-        return []
-    t0 = log[0]["start_s"]
-    rows = []
-    for s in log:
-        span = {"step": s["step"], "start_s": s["start_s"] - t0, "end_s": s["end_s"] - t0}
-        rows += [{**span, "request": r, "state": "prefill", "tokens": n} for r, n in s["prefill"].items()]
-        rows += [{**span, "request": r, "state": "decode", "tokens": 1} for r in s["decode"]]
-        rows += [{**span, "request": r, "state": "preempted", "tokens": 0} for r in s["preempted"]]
-        rows += [{**span, "request": r, "state": "waiting", "tokens": 0} for r in s["waiting"]
-                 if r not in s["preempted"]]
-    return rows
+def blocks_without_preemption(requests: Sequence[TraceRequest], block_size: int, max_num_seqs: int = 1) -> int:
+    """KV blocks that hold the `max_num_seqs` longest requests at their full length (prompt and every token it
+    makes): with that many no running request runs out of blocks, so none is preempted; with 1, the fewest
+    that let each request run alone."""
+    return sum(sorted((-(-(len(r.prompt) + r.max_new_tokens) // block_size) for r in requests), reverse=True)[:max_num_seqs])
 
 
-def blocks_without_preemption(requests: Sequence[TraceRequest], block_size: int, max_num_seqs: int) -> int:
-    """KV blocks that hold the `max_num_seqs` longest requests at their full length: with that many no running
-    request runs out of blocks, so none is preempted."""
-    return sum(sorted(_blocks(requests, block_size), reverse=True)[:max_num_seqs])
+def log_summary(e: Engine, result: ServeResult, requests: Sequence[TraceRequest] = ()) -> pd.DataFrame:
+    """An engine run's step log summed up, one row; with the `requests`, the blocks that would have prevented every
+    preemption."""
+    log = e.log
+    peak = max(log, key=lambda s: s["blocks used"], default={"blocks used": 0, "tokens held": 0})
+    return pd.DataFrame([{
+        "requests": len(result.timings), "steps": len(log), "tokens/s": result.tokens_per_s,
+        "prefill chunks": sum(len(s["prefill"]) for s in log),
+        "steps mixing prefill and decode": sum(1 for s in log if s["prefill"] and s["decode"]),
+        "preemptions": sum(len(s["preempted"]) for s in log),
+        "recomputed tokens": sum(r.lost_tokens for r in e.scheduler.finished), "blocks": e.args.blocks,
+        "blocks that prevent preemption": blocks_without_preemption(requests, e.args.block_size, e.args.max_num_seqs)
+        if requests else None,
+        "peak blocks in use": peak["blocks used"], "tokens held at the peak": peak["tokens held"],
+        "copy-on-write copies": e.kv.copies}])

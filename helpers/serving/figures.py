@@ -1,6 +1,7 @@
 """Figures of notebook 07, one per mechanism; each is stamped with what produced it (helpers.present.plots)."""
 from __future__ import annotations
 
+from itertools import accumulate
 from typing import Any, Sequence
 
 from ..present import plots
@@ -16,20 +17,13 @@ def cache_on_off_figure(result, source: Any):
     pos = [r.position for r in rows]
     a.plot(pos[1:], [1e3 * r.seconds_without_cache for r in rows[1:]], color=BASELINE, label="no cache (recompute all)")
     a.plot(pos[1:], [1e3 * r.seconds_with_cache for r in rows[1:]], color=MEASURED, label="KV cache")
-    a.set_xlabel("position of the token generated")
-    a.set_ylabel("time of the step (ms)")
+    a.set(xlabel="position of the token generated", ylabel="time of the step (ms)")
     a.set_title("time per token", fontsize=9)
     a.legend(fontsize=8)
-    cum_off, cum_on, s1, s2 = [], [], 0, 0
-    for r in rows:
-        s1 += r.tokens_without_cache
-        s2 += r.tokens_with_cache
-        cum_off.append(s1)
-        cum_on.append(s2)
-    b.plot(range(1, len(rows) + 1), cum_off, color=BASELINE, label="no cache: n·p + n(n−1)/2")
-    b.plot(range(1, len(rows) + 1), cum_on, color=MEASURED, label="KV cache: p + n − 1")
-    b.set_xlabel("tokens generated n")
-    b.set_ylabel("tokens run through the model (cumulative)")
+    n = range(1, len(rows) + 1)
+    b.plot(n, list(accumulate(r.tokens_without_cache for r in rows)), color=BASELINE, label="no cache: n·p + n(n−1)/2")
+    b.plot(n, list(accumulate(r.tokens_with_cache for r in rows)), color=MEASURED, label="KV cache: p + n − 1")
+    b.set(xlabel="tokens generated n", ylabel="tokens run through the model (cumulative)")
     b.set_title(f"work, prompt p = {result.prompt_tokens}", fontsize=9)
     b.legend(fontsize=8)
     return plots.finish(fig, source)
@@ -47,12 +41,10 @@ def paged_figure(sims: Sequence, source: Any):
         a.plot(steps, [r["used"] for r in s.rows], color=c, label=f"{s.scheme}: holding tokens")
         b.plot(steps, [r["running"] for r in s.rows], color=c, label=s.scheme)
     a.axhline(sims[0].capacity_slots, color="k", lw=0.8)
-    a.set_xlabel("decode step")
-    a.set_ylabel("KV slots (tokens)")
+    a.set(xlabel="decode step", ylabel="KV slots (tokens)")
     a.set_title("memory reserved vs holding tokens", fontsize=9)
     a.legend(fontsize=7)
-    b.set_xlabel("decode step")
-    b.set_ylabel("sequences running")
+    b.set(xlabel="decode step", ylabel="sequences running")
     b.set_title("sequences running at once (same memory)", fontsize=9)
     b.legend(fontsize=8)
     return plots.finish(fig, source)
@@ -79,11 +71,9 @@ def slots_figure(panels: Sequence[tuple[str, list[dict], float]], slots: int, so
 
 
 def bars_figure(labels: Sequence[str], values: Sequence[float], ylabel: str, title: str, source: Any,
-                colours: Sequence[str] | None = None, reference: float | None = None):
+                colours: Sequence[str]):
     fig, ax = plots.figure(width=6.5)
-    plots.bars(ax, labels, values, list(colours) if colours else MEASURED)
-    if reference is not None:
-        ax.axhline(reference, color="k", lw=0.8)
+    plots.bars(ax, labels, values, list(colours))
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)
     ax.tick_params(axis="x", labelsize=8)
@@ -95,11 +85,9 @@ def hit_rate_figure(results: dict, source: Any):
     """Per request of each trace ({name: engine_caches.CacheRun}): prompt tokens and the cached part."""
     fig, axes = plots.figure(ncols=len(results), width=4.8, squeeze=False)
     for ax, (name, r) in zip(axes[0], results.items()):
-        lens = r.lengths
-        ax.bar(range(len(lens)), lens, color="#dddddd", label="prompt tokens")
-        ax.bar(range(len(lens)), r.hits, color=MEASURED, label="cached (reused)")
-        ax.set_xlabel("request, in arrival order")
-        ax.set_ylabel("tokens")
+        ax.bar(range(len(r.lengths)), r.lengths, color="#dddddd", label="prompt tokens")
+        ax.bar(range(len(r.lengths)), r.hits, color=MEASURED, label="cached (reused)")
+        ax.set(xlabel="request, in arrival order", ylabel="tokens")
         ax.set_title(f"{name}: hit rate {r.hit_rate:.0%}", fontsize=9)
         ax.legend(fontsize=7)
     return plots.finish(fig, source)
@@ -109,16 +97,21 @@ STATE_COLOURS = {"prefill": "tab:orange", "decode": MEASURED, "waiting": "#ddddd
 
 
 @plots.notes_when_empty('The engine, step by step')
-def timeline_figure(rows: Sequence[dict], log: Sequence[dict], source: Any, title: str = ""):
-    """The engine's step log (engine_runs.timeline): a lane per request coloured by its state in each step, and
-    below the tokens computed and KV blocks in use. Steps on the x axis: a loaded machine changes the timing."""
+def timeline_figure(log: Sequence[dict], source: Any, title: str = ""):
+    """The engine's step log (Engine.log): a lane per request coloured by its state in each step (waiting: queued,
+    not preempted that step), and below the tokens computed and KV blocks in use. Steps on the x axis: a loaded
+    machine changes the timing."""
     from matplotlib.patches import Patch
 
-    lanes = len({r["request"] for r in rows})
     fig, (a, b) = plots.figure(nrows=2, width=9, height=1.0, sharex=True, gridspec_kw={"height_ratios": [3, 1]})
-    fig.set_figheight(2.6 + 0.22 * lanes)
-    for r in rows:
-        a.barh(r["request"], 1, left=r["step"], height=0.75, lw=0, color=STATE_COLOURS[r["state"]])
+    lanes = set()
+    for s in log:
+        for state, rids in (("prefill", s["prefill"]), ("decode", s["decode"]), ("preempted", s["preempted"]),
+                            ("waiting", [r for r in s["waiting"] if r not in s["preempted"]])):
+            for r in rids:
+                a.barh(r, 1, left=s["step"], height=0.75, lw=0, color=STATE_COLOURS[state])
+                lanes.add(r)
+    fig.set_figheight(2.6 + 0.22 * len(lanes))
     a.invert_yaxis()
     a.set_ylabel("request")
     a.legend(handles=[Patch(color=c, label=s) for s, c in STATE_COLOURS.items()], fontsize=7,
@@ -142,7 +135,7 @@ def timeline_figure(rows: Sequence[dict], log: Sequence[dict], source: Any, titl
 def expected_tokens_figure(rows: Sequence, alpha: float, k_max: int, source: Any):
     """Leviathan et al.'s expected tokens per target pass, (1 − α^(k+1)) ÷ (1 − α), against the draft length
     k at the chosen per-token acceptance α, with k + 1 (every draft kept) as the ceiling, and each measured
-    drafter (helpers.serving.speculative.SpecRun) as a point at its k."""
+    drafter (a row of helpers.serving.speculative.speculative_runs) as a point at its k."""
     from ..formulas.speculation import expected_tokens_per_pass
 
     fig, ax = plots.figure(width=6.5, height=3.6)
@@ -150,10 +143,10 @@ def expected_tokens_figure(rows: Sequence, alpha: float, k_max: int, source: Any
     ax.plot(ks, [k + 1 for k in ks], color=BASELINE, ls="--", lw=1, label="ceiling: every draft kept (k + 1)")
     ax.plot(ks, [expected_tokens_per_pass(alpha, k) for k in ks], color=COMPUTED, marker="o", ms=3,
             label=f"expected at α = {alpha:.2f}: (1 − α^(k+1)) ÷ (1 − α)")
-    for r, m in zip(rows, "sDv^<>ph"):
-        ax.plot([r.k], [r.tokens_per_pass], m, color=MEASURED, ms=7, label=f"measured: {r.drafter}, {r.prompt}")
-    ax.set_xlabel("draft length k")
-    ax.set_ylabel("tokens per target pass")
+    for r, m in zip(rows.to_dict("records"), "sDv^<>ph"):
+        ax.plot([r["k"]], [r["tokens per target pass"]], m, color=MEASURED, ms=7,
+                label=f"measured: {r['drafter']}, {r['prompt']}")
+    ax.set(xlabel="draft length k", ylabel="tokens per target pass")
     ax.set_title("tokens per target pass: Leviathan et al.'s eq. 1 and the measured drafters", fontsize=9)
     ax.legend(fontsize=7)
     return plots.finish(fig, source)

@@ -1,11 +1,13 @@
 """The KV cache on and off: greedy decoding that reruns the whole sequence every step against
 helpers.measure.timing.timed_generate's one token a step over the cache. With no cache n tokens after a
-prompt of p run Σ (p + t) = n·p + n(n−1)/2 tokens, quadratic; with it p + n − 1.
-"""
+prompt of p run Σ (p + t) = n·p + n(n−1)/2 tokens, quadratic; with it p + n − 1."""
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
+
+import pandas as pd
 
 from ..measure.hardware import synchronize
 from ..measure.timing import timed_generate
@@ -35,7 +37,6 @@ class CacheOnOff:
     total_s_with_cache: float
     tokens_without_cache: int        # tokens run through the model, all steps
     tokens_with_cache: int
-    predicted_tokens_without_cache: int   # work_without_cache: n·p + n(n−1)/2
 
 
 def generate_without_cache(model, input_ids, max_new_tokens: int) -> tuple[list[int], list[float], list[int]]:
@@ -62,8 +63,7 @@ def generate_without_cache(model, input_ids, max_new_tokens: int) -> tuple[list[
 def cache_on_off(model, input_ids, max_new_tokens: int, repeats: int = 3) -> CacheOnOff:
     """Both ways on the same prompt, `repeats` times alternating, each step its fastest time (another process
     on the cores only ever slows a step, so one run could show either way ahead by accident)."""
-    # untimed warm-up of both paths
-    timed_generate(model, input_ids[:, :8], 2)
+    timed_generate(model, input_ids[:, :8], 2)                   # an untimed warm-up of both ways
     generate_without_cache(model, input_ids[:, :8], 2)
     off_s = on_s = None
     for _ in range(repeats):
@@ -75,7 +75,7 @@ def cache_on_off(model, input_ids, max_new_tokens: int, repeats: int = 3) -> Cac
     p = input_ids.shape[1]
     steps = [CacheStep(i, p + i, off_s[i], on_s[i], off_work[i], p if i == 0 else 1) for i in range(max_new_tokens)]
     return CacheOnOff(steps, p, max_new_tokens, off_tokens == on.token_ids[0], sum(off_s), sum(on_s),
-                      sum(off_work), p + max_new_tokens - 1, work_without_cache(p, max_new_tokens))
+                      sum(off_work), p + max_new_tokens - 1)
 
 
 def work_without_cache(prompt_tokens: int, new_tokens: int) -> int:
@@ -83,68 +83,41 @@ def work_without_cache(prompt_tokens: int, new_tokens: int) -> int:
     return new_tokens * prompt_tokens + new_tokens * (new_tokens - 1) // 2
 
 
-# ----------------------------------------------------------------------------- a step's fixed part, and a GPU's
-
-@dataclass(frozen=True)
-class StepFit:
-    """The no-cache steps' time against the tokens each ran, a least-squares line: a fixed part per step and a
-    part per token (nan when fewer than two lengths)."""
-
-    fixed_s: float
-    per_token_s: float
-
-
-def step_fit(r: CacheOnOff) -> StepFit:
-    """Least-squares line through (tokens run, seconds) of every no-cache step."""
-    import math
-
+def step_fit(r: CacheOnOff) -> tuple[float, float]:
+    """(fixed part of a step, part per token) in seconds: the least-squares line through (tokens run, seconds) of
+    every no-cache step (nan, nan from fewer than two lengths)."""
     import numpy as np
 
     pts = [(s.tokens_without_cache, s.seconds_without_cache) for s in r.steps
            if math.isfinite(s.seconds_without_cache)]
     if len({x for x, _ in pts}) < 2:
-        return StepFit(math.nan, math.nan)
+        return math.nan, math.nan
     slope, intercept = np.polyfit([x for x, _ in pts], [y for _, y in pts], 1)
-    return StepFit(float(intercept), float(slope))
+    return float(intercept), float(slope)
 
 
-@dataclass(frozen=True)
-class CacheOnGpu:
-    """Both ways on a GPU, each step at its roofline floor (helpers.formulas.roofline.step_floor of
-    helpers.formulas.stepcost): the first no-cache length that is compute-bound, and the first and last steps
-    of a run of these lengths."""
-
-    model: str
-    gpu: str
-    compute_bound_from: int          # tokens: a no-cache step over fewer reads the weights once, as a cached step
-    first_tokens: int
-    last_tokens: int
-    no_cache_first_s: float
-    no_cache_last_s: float
-    no_cache_last_bound: str
-    cached_last_s: float
-
-
-def gpu_floor(model, gpu: str, new: int, past: int = 0, dtype: str = "bf16"):
-    """A step of `new` tokens over `past` cached ones on a catalogued GPU at its roofline floor
+def gpu_floor(model, gpu: str, new: int, past: int = 0, dtype: str = "bf16", batch: int = 1):
+    """A step of `batch` sequences of `new` tokens over `past` cached ones on a catalogued GPU at its roofline floor
     (helpers.formulas.roofline.step_floor of helpers.formulas.stepcost.forward_cost)."""
     from ..formulas.gpus import get_gpu
     from ..formulas.roofline import step_floor
     from ..formulas.stepcost import forward_cost
 
     g = get_gpu(gpu)
-    return step_floor(forward_cost(model, new, past, 1, dtype), g.peak_flops(dtype)[0], g.bandwidth)
+    return step_floor(forward_cost(model, new, past, batch, dtype), g.peak_flops(dtype)[0], g.bandwidth)
 
 
-def on_gpu(model, gpu: str, prompt_tokens: int, new_tokens: int, dtype: str = "bf16") -> CacheOnGpu:
-    """A no-cache step over n tokens is a prefill of n: memory-bound (one read of the weights, as a cached step)
-    below the prefill's ridge (helpers.formulas.roofline.prefill_ridge_tokens)."""
+def on_gpu(model, gpu: str, prompt_tokens: int, new_tokens: int, dtype: str = "bf16") -> pd.DataFrame:
+    """Both ways on a GPU, the run's first and last step at the roofline floor. A no-cache step over n tokens is a
+    prefill of n: memory-bound (one read of the weights, as a cached step) below the prefill's ridge
+    (helpers.formulas.roofline.prefill_ridge_tokens), where it turns compute-bound."""
     from ..formulas.gpus import get_gpu
     from ..formulas.roofline import prefill_ridge_tokens
     from ..formulas.specs import get_spec
 
-    first, last = prompt_tokens, prompt_tokens + new_tokens - 1
-    end = gpu_floor(model, gpu, last, 0, dtype)
-    return CacheOnGpu(get_spec(model).name, get_gpu(gpu).name, prefill_ridge_tokens(model, gpu, dtype), first, last,
-                      gpu_floor(model, gpu, first, 0, dtype).seconds, end.seconds, end.bound,
-                      gpu_floor(model, gpu, 1, last, dtype).seconds)
+    last = prompt_tokens + new_tokens - 1
+    ridge = prefill_ridge_tokens(model, gpu, dtype)
+    return pd.DataFrame([{"model": get_spec(model).name, "GPU": get_gpu(gpu).name, "tokens of the step": n,
+                          "no cache (ms)": 1e3 * gpu_floor(model, gpu, n, 0, dtype).seconds,
+                          "KV cache (ms)": 1e3 * gpu_floor(model, gpu, 1, last, dtype).seconds if n == last else None,
+                          "no cache compute-bound from (tokens)": ridge} for n in (prompt_tokens, last)])

@@ -3,8 +3,7 @@
 precision: KIVI, Liu et al., ICML 2024): bytes against helpers.formulas.memory, decode speed, KL and top-1
 against the full-precision cache (notebook 05). transformers 5 dequantizes the whole store at every step
 (cache_utils.py: QuantizedLayer.update, Fp8QuantizedLayer.update) and attention reads a full-precision
-copy: these caches save memory, not bytes read per step. Full-attention models only (no sliding window).
-"""
+copy: these caches save memory, not bytes read per step. Full-attention models only (no sliding window)."""
 from __future__ import annotations
 
 import math
@@ -17,6 +16,7 @@ from ..formulas.specs import get_spec
 from ..measure.tensor_bytes import measured_cache_bytes, plain_tensors
 from ..measure.timing import timed_generate
 from ..measure.quality import kl_per_position, top1_agreement
+from . import trained_profile
 
 # name -> (QuantizedCache backend, nbits, helpers.formulas.memory KV dtype of the stored values)
 SCHEMES: dict[str, tuple[str | None, int | None, str | None]] = {
@@ -111,24 +111,16 @@ def projected_shares(model, tokens: int, dtype: str) -> dict[str, float]:
             for s in SCHEMES}
 
 
-def quality_profile(current: str | None = None) -> tuple[str, bool]:
-    """(profile, trained) for the quality figures: the current profile when its weights are trained, else
-    tiny-trained (the same rule as helpers.serving.speculative.model_profile)."""
-    return (current if current in ("mistral-7b", "tiny-trained") else "tiny-trained"), True
-
-
 def available(scheme: str) -> str | None:
     """None when the scheme can run here, else why not."""
-    backend = SCHEMES[scheme][0]
-    if backend == "quanto":
-        try:
-            import optimum.quanto  # noqa: F401
-        except ImportError:
-            return "optimum-quanto is not installed (pip install optimum-quanto)"
+    from importlib.util import find_spec
+
+    if SCHEMES[scheme][0] == "quanto" and not (find_spec("optimum") and find_spec("optimum.quanto")):
+        return "optimum-quanto is not installed (pip install optimum-quanto)"
     return None
 
 
-def make_cache(model, scheme: str, residual_length: int = RESIDUAL_LENGTH):
+def make_cache(model, scheme: str):
     from transformers import DynamicCache, QuantizedCache
 
     backend, nbits, _ = SCHEMES[scheme]
@@ -136,7 +128,7 @@ def make_cache(model, scheme: str, residual_length: int = RESIDUAL_LENGTH):
         return DynamicCache(config=model.config)
     if backend == "fp8":
         return QuantizedCache("fp8", model.config)
-    return QuantizedCache(backend, model.config, nbits=nbits, residual_length=residual_length, q_group_size=GROUP_SIZE)
+    return QuantizedCache(backend, model.config, nbits=nbits, residual_length=RESIDUAL_LENGTH, q_group_size=GROUP_SIZE)
 
 
 def _store_split(cache) -> dict[str, int]:
@@ -168,14 +160,8 @@ def bytes_by_scheme(model, spec, ids, dtype: str) -> list[SchemeBytes]:
         timed_generate(model, x, 2, cache=cache)   # a prefill and one decode step into the scheme's cache
         tokens = x.shape[1] + 1
         measured = measured_cache_bytes(cache)
-        if backend is None:
-            formula = cache_bytes(spec, tokens, dtype, scheme).total
-            rows.append(dict(scheme=scheme, tokens=tokens, measured_bytes=measured, formula_values_bytes=formula,
-                             formula_bytes=formula, measured_values_bytes=measured, metadata_bytes=0, residual_bytes=0))
-            continue
-        split = _store_split(cache)
-        resid_tokens = split["residual"] // max(1, kv_cache_bytes(spec, 1, dtype=dtype)) if split["residual"] else 0
-        formula = cache_bytes(spec, tokens, dtype, scheme, resid_tokens)
+        split = {"data": measured, "metadata": 0, "residual": 0} if backend is None else _store_split(cache)
+        formula = cache_bytes(spec, tokens, dtype, scheme, split["residual"] // kv_cache_bytes(spec, 1, dtype=dtype))
         rows.append(dict(scheme=scheme, tokens=tokens, measured_bytes=measured, formula_values_bytes=formula.values,
                          formula_bytes=formula.total, measured_values_bytes=split["data"],
                          metadata_bytes=split["metadata"], residual_bytes=split["residual"]))
@@ -245,7 +231,6 @@ class KvQuantRun:
 
     label: str                      # the model the bytes and steps were measured on (Loaded.label)
     quality_label: str              # the model the quality was measured on
-    trained: bool                   # whether that model's weights are trained
     sizes: list[SchemeBytes]
     steps: list[SchemeSpeed]
     quality: list[SchemeQuality]
@@ -255,15 +240,15 @@ class KvQuantRun:
 def measure_all(loaded, tokens: int = 300, quality_tokens: int = 400) -> KvQuantRun:
     """Bytes and decode steps of every scheme's cache after `tokens` tokens of the evaluation text on the
     loaded model; KL and top-1 against the full-precision cache over `quality_tokens` tokens on the model
-    quality_profile names (the loaded one when its weights are trained)."""
+    trained_profile names (the loaded one when its weights are trained)."""
     from ..measure import models
     from ..measure.quality import eval_ids
 
     ids = eval_ids(loaded.tokenizer, tokens)
     sizes = bytes_by_scheme(loaded.model, loaded.spec, ids, loaded.dtype)
     steps = speed_by_scheme(loaded.model, ids)
-    profile, trained = quality_profile(loaded.profile)
+    profile = trained_profile(loaded.profile)
     judged = loaded if profile == loaded.profile else models.load(profile, device=loaded.device)
     quality = quality_by_scheme(judged.model, eval_ids(judged.tokenizer, quality_tokens, profile=judged.profile))
     missing = {s: why for s in SCHEMES if (why := available(s))}
-    return KvQuantRun(loaded.label, judged.label, trained, sizes, steps, quality, missing)
+    return KvQuantRun(loaded.label, judged.label, sizes, steps, quality, missing)

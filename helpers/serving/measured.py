@@ -38,11 +38,12 @@ def workload(profile: str, device: str = "cpu") -> Workload:
 
 
 def chat_requests(tokenizer, w: Workload, seed: int = 1):
-    from . import batching, traces
+    """The seeded chat trace at the workload's sizes, its prompts as token ids."""
+    from .traces import TraceRequest, chat_trace, token_ids
 
-    reqs = traces.chat_trace(w.requests, seed=seed, prompt_words_median=w.prompt_words,
-                             output_tokens_median=w.output_tokens, max_output_tokens=w.max_output)
-    return batching.requests_from_ids(traces.token_ids(tokenizer, reqs), [r.max_new_tokens for r in reqs])
+    reqs = chat_trace(w.requests, seed=seed, prompt_words_median=w.prompt_words, output_tokens_median=w.output_tokens,
+                      max_output_tokens=w.max_output)
+    return [TraceRequest(r.rid, tuple(ids), r.max_new_tokens) for r, ids in zip(reqs, token_ids(tokenizer, reqs))]
 
 
 PAGED_REQUESTS = 64         # the chat trace the paged-attention comparison replays
@@ -57,12 +58,3 @@ def paged_trace(tokenizer, w: Workload) -> tuple[list, int]:
     reqs = chat_requests(tokenizer, replace(w, requests=PAGED_REQUESTS))
     return reqs, PAGED_CAPACITY_LONGEST * (w.max_output + max(len(r.prompt) for r in reqs))
 
-
-def paged_fit(tokenizer, w: Workload, capacity_slots: int | None = None, block_size: int | None = None):
-    """How many of the chat trace's requests fit at once (helpers.serving.paging.FitCounts), contiguous (prompt + max_output reserved)
-    against paged (their real lengths, in blocks of PAGE_SIZE), in paged_trace's capacity unless given."""
-    from .batching import PAGE_SIZE
-    from .paging import fit_counts
-
-    reqs, capacity = paged_trace(tokenizer, w)
-    return fit_counts(reqs, capacity if capacity_slots is None else capacity_slots, w.max_output, block_size or PAGE_SIZE)

@@ -1,7 +1,6 @@
 """Serving N requests two ways on a loaded model (notebook 01's third pain point): one after another, as a
 naive local server does, then together in one real static batch, with when each request started, got its
-first token and finished.
-"""
+first token and finished."""
 from __future__ import annotations
 
 import statistics
@@ -21,15 +20,11 @@ def make_requests(n: int, prompt_range: tuple[int, int], new_tokens_range: tuple
     all arriving at time 0."""
     import random
 
-    rng = random.Random(seed)
-
-    def spread(lo: int, hi: int) -> list[int]:
-        vals = [round(lo + (hi - lo) * i / max(1, n - 1)) for i in range(n)]
-        rng.shuffle(vals)
-        return vals
-
-    prompts, outs = spread(*prompt_range), spread(*new_tokens_range)
-    return [TraceRequest(i, tuple(rng.randrange(3, vocab) for _ in range(p)), o) for i, (p, o) in enumerate(zip(prompts, outs))]
+    rng, lengths = random.Random(seed), []
+    for lo, hi in (prompt_range, new_tokens_range):
+        lengths.append([round(lo + (hi - lo) * i / max(1, n - 1)) for i in range(n)])
+        rng.shuffle(lengths[-1])
+    return [TraceRequest(i, tuple(rng.randrange(3, vocab) for _ in range(p)), o) for i, (p, o) in enumerate(zip(*lengths))]
 
 
 @dataclass
@@ -64,19 +59,15 @@ class ServeResult:
         return ratio(self.new_tokens, self.wall_s)
 
 
-
 class _ForwardCounter:
     """Counts the model's forward calls (a forward pre-hook), to show what 'batched' means."""
 
     def __init__(self, model):
         self.calls = 0
-        self._h = model.register_forward_pre_hook(self._hook)
+        self.close = model.register_forward_pre_hook(self._hook).remove
 
     def _hook(self, *_):
         self.calls += 1
-
-    def close(self) -> None:
-        self._h.remove()
 
 
 def serve_sequential(model, requests: Sequence[TraceRequest], device: str | None = None) -> ServeResult:
@@ -107,45 +98,32 @@ def serve_batched(model, requests: Sequence[TraceRequest], device: str | None = 
     import torch
 
     device = device or str(next(model.parameters()).device)
-    n = len(requests)
-    width = max(len(r.prompt) for r in requests)
-    ids = torch.full((n, width), pad_id, dtype=torch.long)
-    mask = torch.zeros((n, width), dtype=torch.long)
-    for i, r in enumerate(requests):
-        ids[i, width - len(r.prompt):] = torch.tensor(r.prompt)
-        mask[i, width - len(r.prompt):] = 1
-    ids, mask = ids.to(device), mask.to(device)
+    n, width = len(requests), max(len(r.prompt) for r in requests)
+    ids = torch.tensor([[pad_id] * (width - len(r.prompt)) + list(r.prompt) for r in requests], device=device)
+    mask = torch.tensor([[0] * (width - len(r.prompt)) + [1] * len(r.prompt) for r in requests], device=device)
     pos = (mask.cumsum(-1) - 1).clamp(min=0)
     want = [r.max_new_tokens for r in requests]
     out: list[list[int]] = [[] for _ in requests]
-    first = [0.0] * n
-    finish = [0.0] * n
+    first, finish = [0.0] * n, [0.0] * n
     counter = _ForwardCounter(model)
     try:
         synchronize(device)
         t0 = time.perf_counter()
         with torch.inference_mode():
             nxt, cache = prefill(model, ids, attention_mask=mask, position_ids=pos)
-            synchronize(device)
-            now = time.perf_counter() - t0
-            for i, tok in enumerate(nxt[:, 0].tolist()):
-                out[i].append(tok)
-                first[i] = now
-                if want[i] == 1:
-                    finish[i] = now
             pos = pos[:, -1:]
-            for _ in range(max(want) - 1):
-                mask = torch.cat([mask, mask.new_ones((n, 1))], dim=1)
-                pos = pos + 1
-                logits = model(input_ids=nxt, attention_mask=mask, position_ids=pos, cache=cache, use_cache=True).logits
-                nxt = logits[:, -1, :].argmax(dim=-1, keepdim=True)
+            for step in range(max(want)):
+                if step:
+                    mask, pos = torch.cat([mask, mask.new_ones((n, 1))], dim=1), pos + 1
+                    logits = model(input_ids=nxt, attention_mask=mask, position_ids=pos, cache=cache, use_cache=True).logits
+                    nxt = logits[:, -1, :].argmax(dim=-1, keepdim=True)
                 toks = nxt[:, 0].tolist()  # .tolist() waits for the device
                 now = time.perf_counter() - t0
                 for i, tok in enumerate(toks):
                     if len(out[i]) < want[i]:
                         out[i].append(tok)
-                        if len(out[i]) == want[i]:
-                            finish[i] = now
+                        first[i] = first[i] or now
+                        finish[i] = now
         wall = time.perf_counter() - t0
         del cache
     finally:
@@ -197,16 +175,12 @@ def compare_serving(model, requests: Sequence[TraceRequest], device: str) -> Ser
     out: dict[str, ServeResult | None] = {"sequential": None, "batched": None}
     message = None
     for mode, fn in (("warm-up", serve_batched), ("sequential", serve_sequential), ("batched", serve_batched)):
-        failed = False
         try:
-            res = fn(model, requests[:2] if mode == "warm-up" else requests, device)
-            if mode != "warm-up":
-                out[mode] = res
+            out[mode] = fn(model, requests[:2] if mode == "warm-up" else requests, device)
+            continue
         except Exception as exc:  # noqa: BLE001 - out of memory is a result, anything else re-raises
             if not is_out_of_memory(exc):
                 raise
-            failed = True
             message = f"{mode}: {type(exc).__name__}: {str(exc).strip().splitlines()[0][:200]}"
-        if failed:
-            free_memory(device)
+        free_memory(device)                  # outside the except: its traceback no longer holds the tensors
     return ServingComparison(out["sequential"], out["batched"], message)

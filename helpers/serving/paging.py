@@ -1,11 +1,9 @@
 """Paged allocation against contiguous reservation, step by step on a request trace. `ContiguousPool`
 reserves each sequence's longest possible length at admission (what servers did before paging): reserved,
 unused slots are internal waste, holes too small for the next request external fragmentation. The paged
-side is the engine's own scheduler and allocator, run with no model.
-"""
+side is the engine's own scheduler and allocator, run with no model."""
 from __future__ import annotations
 
-import math
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -24,12 +22,10 @@ class ContiguousPool:
 
     def _holes(self) -> list[tuple[int, int]]:
         out, pos = [], 0
-        for start, length in sorted(self.runs.values()):
+        for start, length in sorted(self.runs.values()) + [(self.slots, 0)]:      # the end closes the last hole
             if start > pos:
                 out.append((pos, start - pos))
             pos = start + length
-        if pos < self.slots:
-            out.append((pos, self.slots - pos))
         return out
 
     def reserve(self, seq, length: int) -> bool:
@@ -52,30 +48,6 @@ class ContiguousPool:
         return 0 if next_length is None else sum(h for _, h in self._holes() if h < next_length)
 
 
-# ---------------------------------------------------------------------------- the simulation
-
-@dataclass(frozen=True)
-class SimSummary:
-    scheme: str
-    capacity_slots: int
-    steps: int                       # decode steps to finish
-    mean_running: float              # sequences running
-    max_running: int
-    preemptions: int
-    mean_used_slots: float           # slots holding tokens
-    mean_reserved_slots: float
-    mean_internal_waste: float       # slots reserved but holding no token
-    mean_external_fragmentation: float   # free slots in holes too small for the next request
-    used_share_of_reserved: float
-
-
-@dataclass(frozen=True)
-class FitCounts:
-    contiguous: int
-    paged: int
-    ratio: float                     # paged ÷ contiguous
-
-
 @dataclass
 class SimResult:
     scheme: str
@@ -85,27 +57,15 @@ class SimResult:
     max_running: int = 0
     preemptions: int = 0
 
-    def summary(self) -> SimSummary:
-        n = max(1, len(self.rows))
-        mean = lambda k: sum(r[k] for r in self.rows) / n  # noqa: E731
-        return SimSummary(self.scheme, self.capacity_slots, self.steps, mean("running"), self.max_running,
-                          self.preemptions, mean("used"), mean("reserved"), mean("internal waste"),
-                          mean("external fragmentation"),
-                          sum(r["used"] for r in self.rows) / max(1, sum(r["reserved"] for r in self.rows)))
+    @property
+    def mean_running(self) -> float:
+        return sum(r["running"] for r in self.rows) / max(1, len(self.rows))
 
 
-def simulate(requests: Sequence[TraceRequest], capacity_slots: int, max_tokens: int, scheme: str = "paged",
-             block_size: int = 16) -> SimResult:
-    """Serve the requests first come, first served on `capacity_slots` KV slots, a step at a time: 'contiguous'
-    reserves prompt + `max_tokens` slots at admission; 'paged' is the engine's own scheduler and allocator."""
-    if scheme == "paged":
-        return _paged(requests, capacity_slots, block_size)
-    return _contiguous(requests, capacity_slots, max_tokens)
-
-
-def _contiguous(requests: Sequence[TraceRequest], capacity_slots: int, max_tokens: int) -> SimResult:
-    """Each step: admit waiting requests in order while a hole holds prompt + max_tokens slots; every
-    running sequence writes one token; a finished one frees its run. It never needs to preempt."""
+def contiguous(requests: Sequence[TraceRequest], capacity_slots: int, max_tokens: int) -> SimResult:
+    """Serve the requests first come, first served on `capacity_slots` KV slots, a step at a time: admit waiting
+    requests in order while a hole holds prompt + `max_tokens` slots; every running sequence writes one token; a
+    finished one frees its run. It never needs to preempt."""
     waiting, pool = deque(requests), ContiguousPool(capacity_slots)
     running: dict[int, list[int]] = {}   # rid -> [tokens written, tokens still to generate]
     res = SimResult("contiguous", capacity_slots, 0)
@@ -130,8 +90,8 @@ def _contiguous(requests: Sequence[TraceRequest], capacity_slots: int, max_token
     return res
 
 
-def _paged(requests: Sequence[TraceRequest], capacity_slots: int, block_size: int) -> SimResult:
-    """The engine's scheduler on a paged cache with no layers: no model runs, a finished chunk 'samples' token 0.
+def paged(requests: Sequence[TraceRequest], capacity_slots: int, block_size: int = 16) -> SimResult:
+    """The same requests on the same slots in blocks of `block_size`, a step at a time: the engine's scheduler on a paged cache with no layers: no model runs, a finished chunk 'samples' token 0.
     Admission is optimistic and preempts the newest when blocks run out (vLLM's default); no step budget."""
     kv = PagedKVCache(0, capacity_slots // block_size, block_size, 1, 1)
     sched = Scheduler(kv, NoCache(kv), max_num_seqs=len(requests), max_batch_tokens=capacity_slots)
@@ -149,21 +109,3 @@ def _paged(requests: Sequence[TraceRequest], capacity_slots: int, block_size: in
         res.steps += 1
     return res
 
-
-def fit_counts(requests: Sequence[TraceRequest], capacity_slots: int, max_tokens: int, block_size: int = 16) -> FitCounts:
-    """How many of these sequences, at their full final length, fit at once in `capacity_slots`, taken in
-    order until the next does not fit: contiguous (each reserves prompt + max_tokens slots) against paged
-    (each holds ceil((prompt + output) / block_size) blocks of a pool of capacity_slots // block_size)."""
-    def count(sizes, room):
-        n = 0
-        for size in sizes:
-            if size > room:
-                break
-            room -= size
-            n += 1
-        return n
-
-    contiguous = count((len(r.prompt) + max_tokens for r in requests), capacity_slots)
-    paged = count((math.ceil((len(r.prompt) + r.max_new_tokens) / block_size) for r in requests),
-                  capacity_slots // block_size)
-    return FitCounts(contiguous, paged, paged / max(1, contiguous))

@@ -1,16 +1,19 @@
 """Speculative decoding measured, greedy: the engine's loop (helpers.engine.speculative) with prompt lookup
 and the early-exit draft, on a copy-edit (something to copy) and an open question (nothing), alone and as
 one batch; where prompt lookup's kept drafts came from; the verify pass against a decode step; and
-transformers' assisted generation with prompt lookup as the oracle (notebook 07, `make bench`).
-"""
+transformers' assisted generation with prompt lookup as the oracle (notebook 07, `make bench`)."""
 from __future__ import annotations
 
 import time
+from collections import Counter
 from dataclasses import dataclass
 from typing import Sequence
 
+import pandas as pd
+
 from ..engine import speculative as loop
 from ..engine.request import SamplingParams
+from ..formulas.regime import label, ratio
 from ..formulas.speculation import VerifyCost
 from .naive import _ForwardCounter
 
@@ -19,12 +22,6 @@ from .naive import _ForwardCounter
 EDIT = "Copy-edit this passage: keep every word, correct only the punctuation.\n\n{passage}\n\nThe passage, copy-edited:\n\n"
 QUESTIONS = ("Question: What makes a friendship last?\nAnswer:", "Question: Why do people travel?\nAnswer:")
 PASSAGE_CHARS = 500
-TRAINED = ("mistral-7b", "tiny-trained")   # profiles with trained weights: a draft is kept for a reason
-
-
-def model_profile(current: str) -> str:
-    """The current profile when its weights are trained, else tiny-trained (random weights keep a draft by chance)."""
-    return current if current in TRAINED else "tiny-trained"
 
 
 @dataclass(frozen=True)
@@ -59,25 +56,12 @@ def prompts(tokenizer) -> list[Prompt]:
     return [p for pair in zip(edits, opens) for p in pair]
 
 
-# ----------------------------------------------------------------------------- where prompt lookup's drafts came from
-
-@dataclass(frozen=True)
-class Copies:
-    """Prompt lookup's drafts over one greedy generation, by where each drafted token was copied from."""
-
-    rounds: int                      # target passes the request took part in
-    prompt_drafted: int
-    prompt_kept: int
-    output_drafted: int              # copied from the tokens the model generated itself
-    output_kept: int
-
-
-def copies(prompt: Sequence[int], output: Sequence[int], k: int, ngram: int = 3) -> Copies:
+def copies(prompt: Sequence[int], output: Sequence[int], k: int, ngram: int = 3) -> Counter:
     """Replays the engine's greedy loop with prompt lookup over a known greedy `output` (drafts of at most k,
-    kept while they equal it); a drafted token at position j came from the prompt when j < len(prompt)."""
-    lookup, out, pos = loop.PromptLookup(ngram), list(output), 0
-    n = {"prompt_drafted": 0, "prompt_kept": 0, "output_drafted": 0, "output_kept": 0}
-    rounds = 0
+    kept while they equal it), counting its rounds (the target passes it takes) and each drafted token by where
+    it was copied from: prompt_drafted, prompt_kept, output_drafted, output_kept (position j is the prompt's
+    when j < len(prompt), else the model's own output)."""
+    lookup, out, pos, n = loop.PromptLookup(ngram), list(output), 0, Counter()
     while pos < len(out):
         tokens = list(prompt) + out[:pos]
         room = min(k, len(out) - pos - 1)
@@ -89,8 +73,8 @@ def copies(prompt: Sequence[int], output: Sequence[int], k: int, ngram: int = 3)
             n[f"{where}_drafted"] += 1
             n[f"{where}_kept"] += i < kept
         pos += kept + 1
-        rounds += 1
-    return Copies(rounds, **n)
+        n["rounds"] += 1
+    return n
 
 
 def output_loop(tokens: Sequence[int], max_period: int = 8, min_repeats: int = 3) -> tuple[tuple[int, ...], int]:
@@ -112,28 +96,6 @@ def output_loop(tokens: Sequence[int], max_period: int = 8, min_repeats: int = 3
     return tuple(t[start:start + best]), cover // best
 
 
-# ----------------------------------------------------------------------------- the readable engine's loop
-
-@dataclass(frozen=True)
-class SpecRun:
-    """One drafter on one prompt (batch 1) or on a batch of different prompts, greedy."""
-
-    prompt: str
-    drafter: str
-    k: int
-    batch: int
-    tokens_per_pass: float           # tokens per target pass, per request
-    target_passes: int
-    seconds: float
-    speedup: float                   # wall clock, plain decoding's seconds ÷ these
-    acceptance_rate: float | None    # kept ÷ drafted (None for plain decoding)
-    identical_to_plain: bool
-    from_prompt: tuple[int, int] | None = None   # prompt lookup: (kept, drafted) copied from the prompt
-    from_output: tuple[int, int] | None = None   # ... and from the model's own output
-    loop: str = ""                   # the cycle the plain output ends in, decoded, and how often it repeats
-    library_passes: int | None = None   # transformers' assisted generation with the same rule, batch 1
-
-
 def _loop_text(outputs: Sequence[Sequence[int]], decode) -> str:
     """The loop each output ends in, as text (a newline shown as \\n): "“text” × times" for one output, else
     each distinct loop with how many of the outputs end in it; "" when none loops."""
@@ -144,21 +106,19 @@ def _loop_text(outputs: Sequence[Sequence[int]], decode) -> str:
     if len(outputs) == 1:
         cycle, times = found[0]
         return f"{shown(cycle)} × {times}" if times else ""
-    named = {}
-    for cycle, times in found:
-        if times:
-            named[cycle] = named.get(cycle, 0) + 1
+    named = Counter(cycle for cycle, times in found if times)
     return ", ".join(f"{shown(c)} in {m} of {len(outputs)}" for c, m in named.items())
 
 
 def speculative_runs(model, chosen: Sequence[Prompt], new_tokens: int, k: int = 4, draft_layers: int = 2,
-                     ngram: int = 3, repeats: int = 3, decode=repr, library: bool = True) -> list[SpecRun]:
+                     ngram: int = 3, repeats: int = 3, decode=repr, library: bool = True) -> pd.DataFrame:
     """Plain decoding, prompt lookup and the early-exit draft on the prompts `chosen` served as one batch
-    (one prompt: batch 1), greedy: tokens per target pass, target passes, wall-clock speed-up over plain
-    decoding (the same loop, no draft), whether the tokens are the plain ones; for prompt lookup where its
-    drafts came from (`copies`) and, at batch 1, transformers' target passes with the same rule. After a short
-    untimed warm-up the three run `repeats` times interleaved, each timed by its fastest run (a shared
-    machine only slows a run down). `decode` turns the loop's token ids into text."""
+    (one prompt: batch 1), greedy, a row each: tokens per target pass (per request), target passes, kept ÷
+    drafted, wall-clock speed-up over plain decoding (the same loop, no draft; labelled), whether the tokens are
+    the plain ones, the loop the output ends in; for prompt lookup where its drafts came from (`copies`) and, at
+    batch 1, transformers' target passes with the same rule. After a short untimed warm-up the three run `repeats`
+    times interleaved, each timed by its fastest run (a shared machine only slows a run down). `decode` turns the
+    loop's token ids into text."""
     params = SamplingParams(max_tokens=new_tokens, ignore_eos=True)
     ids = [list(p.ids) for p in chosen]
     blocks = sum(-(-(len(p) + new_tokens + k) // 16) for p in ids)      # the draft's cache, blocks of 16 tokens
@@ -171,26 +131,26 @@ def speculative_runs(model, chosen: Sequence[Prompt], new_tokens: int, k: int = 
         for name, make in drafters.items():
             runs[name].append(loop.generate(model, ids, params, k=k, drafter=make()))
     best = {name: min(r, key=lambda x: x.seconds) for name, r in runs.items()}
-    plain = best.pop("none")
-    name = chosen[0].name if len(chosen) == 1 else f"{len(chosen)} different prompts"
+    plain = best["none"]
     looped = _loop_text(plain.outputs, decode)                      # every drafter's output is the plain one
-    rows = [SpecRun(name, "none (plain decoding)", 0, len(ids), 1.0, plain.target_passes, plain.seconds, 1.0, None,
-                    True, loop=looped)]
-    for res in best.values():
-        kept = sum(a for _, a in res.rounds)
-        drafted = sum(d for d, _ in res.rounds)
-        extra = {}
-        if res.drafter.startswith("prompt lookup"):
-            c = [copies(p, o, k, ngram) for p, o in zip(ids, plain.outputs)]
-            extra = {"from_prompt": (sum(x.prompt_kept for x in c), sum(x.prompt_drafted for x in c)),
-                     "from_output": (sum(x.output_kept for x in c), sum(x.output_drafted for x in c))}
-            if library and len(ids) == 1:
-                extra["library_passes"] = speculate(model, ids[0], new_tokens, k=k, ngram=ngram).target_passes
-        rows.append(SpecRun(name, res.drafter, k, len(ids), res.tokens_per_pass, res.target_passes, res.seconds,
-                            plain.seconds / res.seconds if res.seconds > 0 else float("nan"),
-                            kept / drafted if drafted else 0.0, res.outputs == plain.outputs,
-                            loop=looped if res.outputs == plain.outputs else "", **extra))
-    return rows
+    c = sum((copies(p, o, k, ngram) for p, o in zip(ids, plain.outputs)), Counter())   # prompt lookup's drafts
+    copied = lambda where: f"{c[where + '_kept']} of {c[where + '_drafted']}"  # noqa: E731
+    rows = []
+    for name, res in best.items():
+        kept, drafted = sum(a for _, a in res.rounds), sum(d for d, _ in res.rounds)
+        lookup, drafts, speedup = name == "prompt lookup", name != "none", ratio(plain.seconds, res.seconds)
+        rows.append({"prompt": chosen[0].name if len(chosen) == 1 else f"{len(chosen)} different prompts",
+                     "batch": len(ids), "drafter": res.drafter, "k": k if drafts else 0,
+                     "tokens per target pass": res.tokens_per_pass, "target passes": res.target_passes,
+                     "transformers' target passes": speculate(model, ids[0], new_tokens, k=k, ngram=ngram)[1]
+                     if lookup and library and len(ids) == 1 else None,
+                     "kept ÷ drafted": (kept / drafted if drafted else 0.0) if drafts else None,
+                     "drafts from the prompt (kept of drafted)": copied("prompt") if lookup else None,
+                     "drafts from its own output (kept of drafted)": copied("output") if lookup else None,
+                     "output ends in the loop": looped if looped and res.outputs == plain.outputs else "–",
+                     "seconds": res.seconds, "speed-up": speedup, "label": label(speedup) if drafts else "–",
+                     "identical to plain": res.outputs == plain.outputs})
+    return pd.DataFrame(rows)
 
 
 def verify_cost(model, k: int, context: int, batch: int, repeats: int = 5) -> VerifyCost:
@@ -218,55 +178,23 @@ def verify_cost(model, k: int, context: int, batch: int, repeats: int = 5) -> Ve
     return VerifyCost(context, batch, k, 1e3 * one, 1e3 * many, many / one)
 
 
-# ----------------------------------------------------------------------------- transformers' version, the oracle
-
-@dataclass(frozen=True)
-class Speculation:
-    """transformers' assisted generation with prompt lookup, greedy, against plain greedy generation."""
-
-    drafter: str
-    k: int
-    new_tokens: int
-    target_passes: int
-    plain_target_passes: int
-    identical_to_greedy: bool
-
-    @property
-    def accepted(self) -> int:
-        """Drafted tokens kept: every target pass adds one token of its own, the rest were drafts."""
-        return self.new_tokens - self.target_passes
-
-    @property
-    def tokens_per_pass(self) -> float:
-        return self.new_tokens / self.target_passes
-
-
-def _generate(model, ids, new_tokens: int, **kw):
-    import torch
-
-    with torch.inference_mode():
-        return model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=new_tokens,
-                              min_new_tokens=new_tokens, do_sample=False, **kw)
-
-
-def speculate(model, ids, new_tokens: int, k: int = 4, ngram: int = 3) -> Speculation:
-    """One greedy generation with transformers' prompt lookup (up to k tokens after the last n-gram's earlier
-    occurrence, n ≤ `ngram`: the engine's PromptLookup rule) against plain greedy generation: the target's
-    forward calls each way (a forward pre-hook) and whether the tokens are the same."""
+def speculate(model, ids, new_tokens: int, k: int = 4, ngram: int = 3) -> tuple[list[int], int]:
+    """(tokens, target passes) of one greedy generation with transformers' prompt lookup (up to k tokens after the
+    last n-gram's earlier occurrence, n ≤ `ngram`: the engine's PromptLookup rule), passes counted by a forward
+    pre-hook."""
     import torch
     from transformers.utils import logging as hf_logging
 
     ids = torch.as_tensor(ids).reshape(1, -1).to(next(model.parameters()).device)
-    kw = {"prompt_lookup_num_tokens": k, "max_matching_ngram_size": ngram}
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()   # generate() warns about its own arguments
     counter = _ForwardCounter(model)
     try:
-        plain = _generate(model, ids, new_tokens)
-        plain_calls, counter.calls = counter.calls, 0
-        spec = _generate(model, ids, new_tokens, **kw)
+        with torch.inference_mode():
+            out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=new_tokens,
+                                 min_new_tokens=new_tokens, do_sample=False, prompt_lookup_num_tokens=k,
+                                 max_matching_ngram_size=ngram)
     finally:
         counter.close()
         hf_logging.set_verbosity(verbosity)
-    return Speculation(f"prompt lookup (n-gram ≤ {ngram})", k, spec.shape[1] - ids.shape[1], counter.calls,
-                       plain_calls, bool(torch.equal(plain, spec)))
+    return out[0, ids.shape[1]:].tolist(), counter.calls

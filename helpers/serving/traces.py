@@ -2,8 +2,7 @@
 `chat_trace`, independent ShareGPT-like requests with log-normal (long-tailed) prompt and output lengths, and
 `agentic_trace`, one long system prompt, a proposal round, then review rounds that each read the whole
 transcript so far: later requests share ever longer prefixes, the case a radix-tree prefix cache is built
-for. Prompts are text from a fixed English word list; `token_ids` tokenizes them.
-"""
+for. Prompts are text from a fixed English word list; `token_ids` tokenizes them."""
 from __future__ import annotations
 
 import math
@@ -49,29 +48,16 @@ def _lognormal_int(rng: random.Random, median: float, sigma: float, lo: int, hi:
     return int(min(hi, max(lo, round(median * math.exp(sigma * rng.gauss(0.0, 1.0))))))
 
 
-def _arrivals(rng: random.Random, n: int, rate_per_s: float | None) -> list[float]:
-    """All at 0 (a closed burst) when rate_per_s is None, else a Poisson process of that rate."""
-    if rate_per_s is None:
-        return [0.0] * n
-    t, out = 0.0, []
-    for _ in range(n):
-        out.append(t)
-        t += rng.expovariate(rate_per_s)
-    return out
-
-
 def chat_trace(n: int, seed: int = 0, prompt_words_median: float = 60, output_tokens_median: float = 48,
-               sigma: float = 0.6, max_prompt_words: int = 400, max_output_tokens: int = 256,
-               rate_per_s: float | None = None) -> list[TraceRequest]:
+               sigma: float = 0.6, max_prompt_words: int = 400, max_output_tokens: int = 256) -> list[TraceRequest]:
     """n independent chat requests with long-tailed prompt and output lengths (log-normal, `sigma` the
     spread of the underlying normal), the same for the same seed."""
     rng = random.Random(seed)
-    arrivals = _arrivals(rng, n, rate_per_s)
     out = []
     for i in range(n):
         words = _lognormal_int(rng, prompt_words_median, sigma, 4, max_prompt_words)
         new = _lognormal_int(rng, output_tokens_median, sigma, 1, max_output_tokens)
-        out.append(TraceRequest(i, f"User: {_random_text(rng, words)}\nAssistant:", new, arrivals[i], 0, i))
+        out.append(TraceRequest(i, f"User: {_random_text(rng, words)}\nAssistant:", new, agent=i))
     return out
 
 
@@ -100,11 +86,5 @@ def agentic_trace(agents: int = 4, review_rounds: int = 1, seed: int = 0, system
 
 
 def token_ids(tokenizer, requests: Sequence[TraceRequest]) -> list[list[int]]:
-    """Each request's prompt as token ids (a Hugging Face tokenizer's input_ids, else `.encode`)."""
-    ids = []
-    for r in requests:
-        if hasattr(tokenizer, "__call__") and hasattr(tokenizer, "pad_token_id"):
-            ids.append(list(tokenizer(r.prompt).input_ids))
-        else:
-            ids.append(list(tokenizer.encode(r.prompt)))
-    return ids
+    """Each request's prompt as token ids (a Hugging Face tokenizer's input_ids)."""
+    return [list(tokenizer(r.prompt).input_ids) for r in requests]
