@@ -26,18 +26,11 @@ from ..formulas.gpus import GPU, get_gpu
 from ..formulas.memory import (GPU_MEMORY_UTILIZATION, KV_DTYPES, RUNTIME_OVERHEAD_BYTES, WEIGHT_SCHEMES,
                                kv_budget_bytes, kv_cache_bytes, runtime_reserve_bytes, weight_bytes)
 from ..formulas.specs import ModelSpec, get_spec
-from ..formulas.stepcost import decode_cost, experts_touched, forward_cost  # noqa: F401  (experts_touched re-exported)
+from ..formulas.stepcost import (DEFAULT_EFFICIENCY, EFFICIENCY_SOURCE, decode_cost,  # noqa: F401  (re-exported)
+                                 experts_touched, forward_cost)
 from ..formulas.units import normalize_dtype
 
 GPU_COUNTS = (1, 2, 4, 8)             # what the notebook and the "fits no GPU" hint offer
-
-# The share of the datasheet a serving engine reaches, for step_ms (step_floor_ms is at 100 %).
-DEFAULT_EFFICIENCY = 0.5
-EFFICIENCY_SOURCE = (
-    "Databricks (MosaicML), \"LLM Inference Performance Engineering: Best Practices\", 2023-10-12, "
-    "https://www.databricks.com/blog/llm-inference-performance-engineering-best-practices: model bandwidth "
-    "utilization (MBU) = achieved ÷ peak memory bandwidth; its worked example, a 7B model in 16 bit at 14 ms "
-    "per token on a 2 TB/s GPU, runs at 50 % MBU. Measure your own engine and pass --efficiency")
 
 
 def check_context(spec: ModelSpec, context: int) -> int:

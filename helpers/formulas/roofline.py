@@ -80,7 +80,7 @@ def decode_point(model, context: int, seconds: float, dtype: str, batch: int = 1
 def gpu_roofline(gpu: str, model, contexts=(512, 4096), prompt: int = 2048) -> dict[str, Any]:
     """`model`'s roofline figures in bf16 on a catalogued GPU: ridge, crossover batch, decode floor (batch 1) at
     `contexts`, a `prompt`-token prefill's floor, the decode step at the planner's DEFAULT_EFFICIENCY."""
-    from ..capacity.planner import DEFAULT_EFFICIENCY
+    from .stepcost import DEFAULT_EFFICIENCY
     from .gpus import get_gpu
 
     g = get_gpu(gpu)

@@ -18,6 +18,14 @@ from .memory import KV_DTYPES, WEIGHT_SCHEMES, kv_bytes_per_token, kv_cache_byte
 from .specs import get_spec, param_breakdown
 from .units import DTYPE_BYTES, normalize_dtype
 
+# The share of the datasheet a serving engine reaches, for step_ms (step_floor_ms is at 100 %).
+DEFAULT_EFFICIENCY = 0.5
+EFFICIENCY_SOURCE = (
+    "Databricks (MosaicML), \"LLM Inference Performance Engineering: Best Practices\", 2023-10-12, "
+    "https://www.databricks.com/blog/llm-inference-performance-engineering-best-practices: model bandwidth "
+    "utilization (MBU) = achieved ÷ peak memory bandwidth; its worked example, a 7B model in 16 bit at 14 ms "
+    "per token on a 2 TB/s GPU, runs at 50 % MBU. Measure your own engine and pass --efficiency")
+
 _PLAIN = ("fp32", "bf16", "fp16")
 
 
