@@ -23,7 +23,6 @@ sys.path.insert(0, str(ROOT))
 
 
 def main(argv=None) -> int:
-
     from helpers.formulas import roofline
     from helpers.measure import decode_efficiency, microbench
     from helpers.measure.hardware import device_info, free_memory

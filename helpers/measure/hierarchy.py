@@ -83,16 +83,11 @@ class CacheLevel:
         return f"L{self.level}{suffix}"
 
 
-def cpu_caches(root: str | Path = "/sys/devices/system/cpu/cpu0/cache") -> list[CacheLevel]:
-    """This machine's caches (helpers.measure.microbench.cache_rows)."""
+def data_caches(levels: Sequence[CacheLevel] | None = None) -> list[CacheLevel]:
+    """The caches data goes through (default this machine's, microbench.cache_rows), smallest first."""
     from .microbench import cache_rows
 
-    return [CacheLevel(*row) for row in cache_rows(root)]
-
-
-def data_caches(levels: Sequence[CacheLevel] | None = None) -> list[CacheLevel]:
-    """The caches data goes through (instruction caches left out), smallest first."""
-    levels = cpu_caches() if levels is None else levels
+    levels = [CacheLevel(*row) for row in cache_rows()] if levels is None else levels
     return sorted((c for c in levels if c.kind != "Instruction"), key=lambda c: (c.level, c.size_bytes))
 
 
@@ -183,47 +178,23 @@ class FoundLevel:
     reported: str                # fits_in of its largest size
 
 
-@dataclass(frozen=True)
-class Step:
-    """Where the measured curve falls: from the last size of one level to the first of the next (the
-    bandwidth falling past the change margin at each size between), and the reported caches whose size lies
-    in that span (none: a step no reported size explains)."""
-
-    from_bytes: int
-    to_bytes: int
-    from_bandwidth: float
-    to_bandwidth: float
-    caches_at: tuple[str, ...]
-    ends_the_curve: bool         # the curve was still falling at the largest size measured
-
-
-def levels_found(stairs: Sequence[Stair], caches: Sequence[CacheLevel]) -> tuple[list[FoundLevel], list[Step]]:
-    """The levels and steps of a measured staircase, from the curve: a step wherever the bandwidth falls by more
-    than the 10 % margin (helpers.formulas.regime.label: "below") from one size to the next (consecutive
-    falls are one step); the levels are the runs between steps. Each step is held against the reported caches.
-    No working set: no level. A rate of zero or none is no fall (its ratio is not a number)."""
+def levels_found(stairs: Sequence[Stair], caches: Sequence[CacheLevel]) -> list[FoundLevel]:
+    """The levels of a measured staircase: the runs between falls of the bandwidth by more than the 10 % margin
+    (helpers.formulas.regime.label: "below") from one size to the next; a size inside a run of falls (one step)
+    belongs to no level. A rate of zero or none is no fall (its ratio is not a number)."""
     import statistics
 
-    stairs = sorted(stairs, key=lambda r: r.working_set_bytes)
-    if not stairs:
-        return [], []
-    bw = [r.read_bandwidth for r in stairs]
-    falls = [i for i in range(len(stairs) - 1) if regime.label(regime.ratio(bw[i + 1], bw[i])) == regime.BELOW]
-    spans: list[list[int]] = []
-    for i in falls:
-        if spans and spans[-1][1] == i:
-            spans[-1][1] = i + 1
-        else:
-            spans.append([i, i + 1])
-    caches = data_caches(caches)
-    steps = [Step(stairs[a].working_set_bytes, stairs[b].working_set_bytes, bw[a], bw[b],
-                  tuple(c.name for c in caches if stairs[a].working_set_bytes <= c.size_bytes <= stairs[b].working_set_bytes),
-                  b == len(stairs) - 1) for a, b in spans]
-    bounds = [0] + [b for _, b in spans]
-    ends = [a for a, _ in spans] + [len(stairs) - 1]
-    levels = []
-    for first, last in zip(bounds, ends):
-        run = stairs[first:last + 1]
-        levels.append(FoundLevel(run[0].working_set_bytes, run[-1].working_set_bytes, len(run),
-                                 statistics.median(r.read_bandwidth for r in run), fits_in(run[-1].working_set_bytes, caches)))
-    return levels, steps
+    stairs, caches = sorted(stairs, key=lambda r: r.working_set_bytes), data_caches(caches)
+    n = len(stairs)
+    falls = [regime.label(regime.ratio(stairs[i + 1].read_bandwidth, stairs[i].read_bandwidth)) == regime.BELOW
+             for i in range(n - 1)] + [False]
+    levels, first = [], 0
+    for i in range(n):
+        if falls[i] or i == n - 1:
+            run = stairs[first:i + 1]
+            if not (falls[i] and 0 < first == i):     # a lone size between two falls: the middle of a step
+                levels.append(FoundLevel(run[0].working_set_bytes, run[-1].working_set_bytes, len(run),
+                                         statistics.median(r.read_bandwidth for r in run),
+                                         fits_in(run[-1].working_set_bytes, caches)))
+            first = i + 1
+    return levels
