@@ -48,23 +48,14 @@ def fit_growth(ns: Sequence[float], ts: Sequence[float]) -> GrowthFit | None:
     n, t = n[ok], t[ok]
     if len(set(n)) < 2:
         return None
-    basis = np.stack([np.ones_like(n), n, n * n], axis=1)
-    w = 1 / t
+    basis, w = np.stack([np.ones_like(n), n, n * n], axis=1), 1 / t
     best, best_sse = np.zeros(3), math.inf
-    for k in (1, 2, 3):
-        for cols in itertools.combinations(range(3), k):
-            a = basis[:, cols] * w[:, None]
-            try:
-                coef, *_ = np.linalg.lstsq(a, t * w, rcond=None)
-            except np.linalg.LinAlgError:
-                continue
-            if (coef < 0).any() or not np.isfinite(coef).all():
-                continue
-            full = np.zeros(3)
-            full[list(cols)] = coef
-            sse = float(((((basis @ full) - t) * w) ** 2).sum())
-            if sse < best_sse - 1e-15:
-                best, best_sse = full, sse
+    for cols in (c for k in (1, 2, 3) for c in itertools.combinations(range(3), k)):
+        full = np.zeros(3)
+        full[list(cols)] = np.linalg.lstsq(basis[:, cols] * w[:, None], t * w, rcond=None)[0]
+        sse = float(((((basis @ full) - t) * w) ** 2).sum())
+        if (full >= 0).all() and np.isfinite(full).all() and sse < best_sse - 1e-15:
+            best, best_sse = full, sse
     # R² on log scale (the fit minimises relative error, whose targets are all 1)
     pred = basis @ best
     log_t, log_p = np.log(t), np.log(np.maximum(pred, 1e-30))
@@ -77,12 +68,14 @@ def fit_growth(ns: Sequence[float], ts: Sequence[float]) -> GrowthFit | None:
     return GrowthFit(a, b, c, exponent, r2, int(top), int(n.min()))
 
 
+def _ran(df):
+    return df[~df["oom"]] if "oom" in df else df
+
+
 def fit_or_none(df, x: str = "tokens", y: str = "ttft_s") -> GrowthFit | None:
     """fit_growth over a sweep's points that ran."""
-    ok = df[~df["oom"]] if "oom" in df else df
-    if ok.empty or y not in ok:
-        return None
-    return fit_growth(list(ok[x]), list(ok[y]))
+    ok = _ran(df)
+    return None if ok.empty or y not in ok else fit_growth(list(ok[x]), list(ok[y]))
 
 
 def local_exponent(n0: float, t0: float, n1: float, t1: float) -> float:
@@ -114,7 +107,7 @@ class Doubling:
 
 def last_doubling(df, x: str = "tokens", y: str = "ttft_s") -> Doubling | None:
     """The longest x of a sweep that ran whose half ran too in a positive time (01's prediction); None if none did."""
-    ok = df[~df["oom"]] if "oom" in df else df
+    ok = _ran(df)
     if ok.empty or y not in ok:       # out of memory at the first point: the frame has no time column
         return None
     at = {int(a): float(b) for a, b in zip(ok[x], ok[y])}
@@ -141,7 +134,7 @@ class BudgetFit:
 def users_in_budget(df, budget_bytes: float, context: int) -> BudgetFit | None:
     """The users sweep against a cache budget: bytes per sequence at the largest batch that ran, and how many
     sequences fit; None when no batch ran."""
-    ok = df[~df["oom"]] if "oom" in df else df
+    ok = _ran(df)
     if ok.empty or "cache_bytes" not in ok:
         return None
     top = ok.loc[ok["batch"].idxmax()]

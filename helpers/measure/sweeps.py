@@ -19,17 +19,17 @@ class SweepSizes:
 
     memory_tokens: tuple[int, ...]       # sequence lengths for memory growth (batch 1)
     ttft_tokens: tuple[int, ...]         # prompt lengths for TTFT / prefill
-    ttft_repeats: int
     itl_contexts: tuple[int, ...]        # contexts for inter-token latency / decode step
-    itl_steps: int                       # decode steps timed at each context
-    requests: int                        # N requests for the throughput comparison
-    prompt_range: tuple[int, int]        # their prompt lengths (min, max)
+    prompt_range: tuple[int, int]        # prompt lengths (min, max) of the throughput comparison's requests
     new_tokens_range: tuple[int, int]    # their output lengths (min, max)
     users_context: int                   # context of each sequence in the users (out-of-memory) sweep
     users_batches: tuple[int, ...]       # concurrent sequences tried, in order
     decode_batches: tuple[int, ...]      # batch sizes for decode on the roofline
     efficiency_context: int              # context of the decode-efficiency comparison
-    efficiency_sizes: tuple[str, ...]    # model sizes built for it (helpers.measure.decode_efficiency.SIZE_OVERRIDES)
+    efficiency_sizes: tuple[str, ...] = ("probe", "tiny", "small")   # decode_efficiency.SIZE_OVERRIDES built
+    ttft_repeats: int = 3
+    itl_steps: int = 12                  # decode steps timed at each context
+    requests: int = 8                    # N requests for the throughput comparison
 
 
 def _doubling(lo: int, hi: int) -> tuple[int, ...]:
@@ -42,42 +42,20 @@ BIG_GPU_FREE_BYTES = 40 * 10**9  # free memory after loading from which the full
 def sweep_sizes(profile: str, device: str, free_bytes: int | None = None) -> SweepSizes:
     """Tiny: each notebook in under a minute on two CPU cores; a 7B on CUDA with ≥ 40 GB free after loading: 16k
     tokens, users doubled until the GPU runs out; a smaller GPU: 4k; a 7B on a CPU or MPS: modest."""
-    cuda = device.startswith("cuda")
     from .local_models import TINY_PROFILES  # tiny and tiny-trained: the same config and sizes
 
-    if profile in TINY_PROFILES:
-        return SweepSizes(
-            memory_tokens=_doubling(16, 2048), ttft_tokens=_doubling(16, 2048), ttft_repeats=3,
-            itl_contexts=(16, 64, 256, 1024, 2048), itl_steps=12,
-            requests=8, prompt_range=(24, 160), new_tokens_range=(8, 40),
-            users_context=256, users_batches=(1, 2, 4, 8, 16) if not cuda else _doubling(64, 2**15),  # CUDA kernels cap grids near 65k
-            decode_batches=(1, 4, 16, 32), efficiency_context=128, efficiency_sizes=("probe", "small"),
-        )
+    cuda = device.startswith("cuda")
+    if profile in TINY_PROFILES:   # CUDA kernels cap launch grids near 65k sequences
+        return SweepSizes(_doubling(16, 2048), _doubling(16, 2048), (16, 64, 256, 1024, 2048), (24, 160), (8, 40),
+                          256, _doubling(64, 2**15) if cuda else (1, 2, 4, 8, 16), (1, 4, 16, 32), 128, ("probe", "small"))
     if cuda and (free_bytes is None or free_bytes >= BIG_GPU_FREE_BYTES):
-        return SweepSizes(
-            memory_tokens=_doubling(128, 16384), ttft_tokens=_doubling(128, 16384), ttft_repeats=3,
-            itl_contexts=(128, 512, 2048, 4096, 8192, 16384), itl_steps=12,
-            requests=8, prompt_range=(128, 1024), new_tokens_range=(16, 96),
-            users_context=1024, users_batches=_doubling(8, 8192),
-            decode_batches=(1, 4, 16, 64, 256), efficiency_context=512,
-            efficiency_sizes=("probe", "tiny", "small"),
-        )
+        return SweepSizes(_doubling(128, 16384), _doubling(128, 16384), (128, 512, 2048, 4096, 8192, 16384),
+                          (128, 1024), (16, 96), 1024, _doubling(8, 8192), (1, 4, 16, 64, 256), 512)
     if cuda:
-        return SweepSizes(
-            memory_tokens=_doubling(128, 4096), ttft_tokens=_doubling(128, 4096), ttft_repeats=3,
-            itl_contexts=(128, 512, 2048, 4096), itl_steps=12,
-            requests=8, prompt_range=(64, 512), new_tokens_range=(16, 64),
-            users_context=512, users_batches=_doubling(1, 4096),
-            decode_batches=(1, 4, 16, 64), efficiency_context=512,
-            efficiency_sizes=("probe", "tiny", "small"),
-        )
-    return SweepSizes(
-        memory_tokens=_doubling(16, 1024), ttft_tokens=_doubling(16, 512), ttft_repeats=2,
-        itl_contexts=(16, 128, 512), itl_steps=4,
-        requests=4, prompt_range=(16, 64), new_tokens_range=(4, 12),
-        users_context=128, users_batches=(1, 2, 4),
-        decode_batches=(1, 4, 16), efficiency_context=128, efficiency_sizes=("probe", "tiny"),
-    )
+        return SweepSizes(_doubling(128, 4096), _doubling(128, 4096), (128, 512, 2048, 4096), (64, 512), (16, 64),
+                          512, _doubling(1, 4096), (1, 4, 16, 64), 512)
+    return SweepSizes(_doubling(16, 1024), _doubling(16, 512), (16, 128, 512), (16, 64), (4, 12), 128, (1, 2, 4),
+                      (1, 4, 16), 128, ("probe", "tiny"), ttft_repeats=2, itl_steps=4, requests=4)
 
 
 def sizes_for(loaded) -> SweepSizes:
