@@ -98,14 +98,6 @@ class CopyBenchmark:
                 "bandwidth_bytes_per_s": self.bandwidth, **{f"sample_{k}": v for k, v in self.stats.to_dict().items()}}
 
 
-def _timed(once, dev: str, iters: int, repeats: int) -> Stats:
-    def run():
-        for _ in range(iters):
-            once()
-
-    return measure(run, dev, warmup=1, repeats=repeats)
-
-
 def _buffer(device: str | None, nbytes: int | None, iters: int | None) -> tuple[str, int, int]:
     """(device, bytes, passes per sample) of a bandwidth benchmark: on a GPU 20 passes of 1 GiB (at most a tenth of
     the free memory), on a CPU one pass past this machine's last-level cache (a 480 MiB L3 holds 256 MiB whole)."""
@@ -127,7 +119,8 @@ def copy_benchmark(device: str | None = None, nbytes: int | None = None, repeats
     dev, nbytes, iters = _buffer(device, nbytes, iters)
     src = torch.ones(nbytes, dtype=torch.uint8, device=dev)
     dst = torch.zeros(nbytes, dtype=torch.uint8, device=dev)  # touched now, so no page faults are timed
-    return CopyBenchmark(dev, nbytes, 2 * nbytes, iters, _timed(lambda: dst.copy_(src), dev, iters, repeats))
+    return CopyBenchmark(dev, nbytes, 2 * nbytes, iters,
+                         measure(lambda: [dst.copy_(src) for _ in range(iters)], dev, 1, repeats))
 
 
 def read_benchmark(device: str | None = None, nbytes: int | None = None, repeats: int = 5,
@@ -137,7 +130,8 @@ def read_benchmark(device: str | None = None, nbytes: int | None = None, repeats
 
     dev, nbytes, iters = _buffer(device, nbytes, iters)
     x = torch.ones(nbytes // 4, dtype=torch.float32, device=dev)
-    return CopyBenchmark(dev, x.numel() * 4, x.numel() * 4, iters, _timed(x.sum, dev, iters, repeats))
+    return CopyBenchmark(dev, x.numel() * 4, x.numel() * 4, iters,
+                         measure(lambda: [x.sum() for _ in range(iters)], dev, 1, repeats))
 
 
 @dataclass(frozen=True)
@@ -179,5 +173,6 @@ def matmul_benchmark(device: str | None = None, dtype: str = "fp32", n: int | No
     a = torch.randn(n, n, device=dev, dtype=tdt)  # the values do not change the time
     b = torch.randn(n, n, device=dev, dtype=tdt)
     c = torch.empty(n, n, device=dev, dtype=tdt)
-    return MatmulBenchmark(dev, dt, n, iters, _timed(lambda: torch.mm(a, b, out=c), dev, iters, repeats))
+    return MatmulBenchmark(dev, dt, n, iters,
+                           measure(lambda: [torch.mm(a, b, out=c) for _ in range(iters)], dev, 1, repeats))
 

@@ -213,30 +213,25 @@ def load(profile: str | None = None, device: str | None = None, dtype: str | Non
     name, reason = resolve_profile(profile, device)
     dev = pick_device(device)
     dt = normalize_dtype(dtype or env_dtype() or default_dtype(name, dev), FLOAT_DTYPES)
-    dtype_t = torch_dtype(dt)
     if name in LOCAL_PROFILES:
-        folder, model_name = built_folder(name), display_name(name)
+        folder = built_folder(name)
         with quiet_progress():
-            model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype_t).to(dev).eval()
-        tok = load_tokenizer(folder)
-        cfg = json.loads((folder / "config.json").read_text())
-        return Loaded(model, tok, name, model_name, dev, dt, reason, cfg)
+            model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch_dtype(dt)).to(dev).eval()
+        return Loaded(model, load_tokenizer(folder), name, display_name(name), dev, dt, reason,
+                      json.loads((folder / "config.json").read_text()))
     if name == "mistral-7b-random":
         if dev != "cuda":
             raise ProfileUnavailable(
                 "mistral-7b-random builds the full 7.24 B-parameter model (14.5 GB in bf16) and is meant for a "
                 f"CUDA GPU; this device is {dev}. Fix: run on a GPU, or use WORKSHOP_PROFILE=tiny.")
-        _, cfg = load_config("mistral-7b-v0.1")
-        model = tiny_model(cfg, dev, dt)
-        tok = load_tokenizer(build_tiny())  # the same Mistral 7B v0.1 tokenizer
-        return Loaded(model, tok, name, "Mistral 7B v0.1 architecture, random weights", dev, dt, reason, cfg)
-    # mistral-7b from the Hub
-    model_id = hub_model_id()
+        cfg = load_config("mistral-7b-v0.1")[1]
+        return Loaded(tiny_model(cfg, dev, dt), load_tokenizer(build_tiny()),  # the same Mistral 7B v0.1 tokenizer
+                      name, "Mistral 7B v0.1 architecture, random weights", dev, dt, reason, cfg)
+    model_id = hub_model_id()   # mistral-7b, from the Hub
     status = weights_status(model_id)
     if not status.available:
         raise ProfileUnavailable(status.message)
     from transformers import AutoTokenizer
 
-    model = AutoModelForCausalLM.from_pretrained(model_id, dtype=dtype_t, device_map=dev).eval()
-    tok = AutoTokenizer.from_pretrained(model_id)
-    return Loaded(model, tok, "mistral-7b", model_id, dev, dt, reason, model.config.to_dict())
+    model = AutoModelForCausalLM.from_pretrained(model_id, dtype=torch_dtype(dt), device_map=dev).eval()
+    return Loaded(model, AutoTokenizer.from_pretrained(model_id), name, model_id, dev, dt, reason, model.config.to_dict())
