@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 
 from ..measure.hardware import synchronize
-from ..measure.timing import check_ids, timed_generate
+from ..measure.timing import timed_generate
 
 IMPLEMENTATIONS = ("eager", "generate", "static", "static+compile")
 
@@ -86,7 +86,7 @@ def decode(model, impl: str, input_ids, new_tokens: int, device: str | None = No
     """Greedy decode of `new_tokens` (≥ 2; ≥ 6 for static+compile, whose first three steps compile: ``compile_s``)
     after `input_ids` with one implementation, every step timed."""
     device = device or str(next(model.parameters()).device)
-    ids = check_ids(model, input_ids, new_tokens).to(device)
+    ids = input_ids.to(device)
     if impl == "eager":
         g = timed_generate(model, ids, new_tokens, device)
         return DecodeRun("eager", ids.shape[1], g.token_ids, tuple(g.step_s), ids.shape[1] + new_tokens // 2)

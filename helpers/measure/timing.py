@@ -7,7 +7,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .. import checks
 from ..formulas.stats import percentile
 from .hardware import synchronize
 
@@ -68,29 +67,6 @@ def check_positions(model, prompt_tokens: int, new_tokens: int = 0) -> None:
                          "(max_position_embeddings in its config); shorten the prompt or the output")
 
 
-def check_ids(model, input_ids, new_tokens: int = 0):
-    """`input_ids` (a tensor or a list) as a (batch, prompt) tensor of ids the model can run, else ValueError."""
-    import torch
-
-    new_tokens = checks.count(new_tokens, "new_tokens", 0)
-    try:
-        input_ids = torch.as_tensor(input_ids)
-    except (TypeError, ValueError, RuntimeError, OverflowError):
-        raise ValueError(f"input_ids must be token ids (a (batch, prompt) tensor or a list of ids), got "
-                         f"{type(input_ids).__name__}") from None
-    shape = tuple(input_ids.shape)
-    if input_ids.ndim != 2 or shape[0] < 1 or shape[1] < 1:
-        raise ValueError(f"input_ids must be a (batch, prompt) tensor of at least one token, got shape {shape}")
-    if input_ids.dtype.is_floating_point or input_ids.dtype.is_complex or input_ids.dtype == torch.bool:
-        raise ValueError(f"input_ids must hold integer token ids, got {input_ids.dtype}")
-    vocab = getattr(model.config, "vocab_size", None)
-    lo, hi = int(input_ids.min()), int(input_ids.max())
-    if lo < 0 or (vocab and hi >= vocab):
-        raise ValueError(f"input_ids holds the id {lo if lo < 0 else hi}; allowed: 0 to {vocab - 1:,} (the vocabulary)")
-    check_positions(model, shape[1], new_tokens)
-    return input_ids.long()
-
-
 def timed_generate(model, input_ids, max_new_tokens: int, device: str | None = None, track_cache: bool = False,
                    cache=None, step=None) -> GenerationTiming:
     """The one greedy decode loop: a prefill into `cache` (default a fresh DynamicCache), then one token per sequence
@@ -100,8 +76,9 @@ def timed_generate(model, input_ids, max_new_tokens: int, device: str | None = N
     from .tensor_bytes import measured_cache_bytes
 
     device = device or str(next(model.parameters()).device)
-    input_ids = check_ids(model, input_ids, max_new_tokens).to(device)
+    input_ids = input_ids.to(device)
     batch, p = input_ids.shape
+    check_positions(model, p, max_new_tokens)
     step = model if step is None else step
     with torch.inference_mode():
         synchronize(device)
