@@ -83,8 +83,7 @@ def _static(model, ids, new_tokens: int, device: str, compiled: bool) -> DecodeR
 
 
 def decode(model, impl: str, input_ids, new_tokens: int, device: str | None = None) -> DecodeRun:
-    """Greedy decode of `new_tokens` (≥ 2; ≥ 6 for static+compile, whose first three steps compile: ``compile_s``)
-    after `input_ids` with one implementation, every step timed."""
+    """Greedy decode of `new_tokens` (≥ 2; ≥ 6 for static+compile: its first three steps compile) with `impl`."""
     device = device or str(next(model.parameters()).device)
     ids = input_ids.to(device)
     if impl == "eager":

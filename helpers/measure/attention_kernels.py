@@ -71,8 +71,7 @@ def attention_inputs(n: int, shape: AttentionShape, device: str = "cpu", seed: i
 
 def time_attention(lengths: Sequence[int], shape: AttentionShape, device: str = "cpu", causal: bool = True,
                    repeats: int = 3, tiled_up_to: int = 0, block: int = 64, cpu_threads: int | None = 1):
-    """Median time of naive attention against PyTorch's fused kernel at each length, and of tiled_attention (Python
-    loops: for reading, not speed) up to `tiled_up_to` tokens, on `cpu_threads` threads; out of memory ends the sweep."""
+    """Median times of naive, fused and (up to `tiled_up_to` tokens: Python loops, for reading) tiled attention."""
     import torch
     import torch.nn.functional as F
 

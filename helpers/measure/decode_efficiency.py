@@ -49,8 +49,7 @@ def efficiency_row(name: str, model, config: dict, dtype: str, device: str, band
 
 def efficiency_table(sizes: Sequence[str], device: str, dtype: str, bandwidth: float, context: int,
                      steps: int = 16, extra: Sequence[Any] = ()):
-    """efficiency_row of named sizes (SIZE_OVERRIDES, the probe with the first loaded model's layer count), then of
-    the loaded models in `extra`, as a pandas table, smallest first."""
+    """efficiency_row of named sizes (the probe with `extra`'s first layer count), then of `extra`'s loaded models."""
     import pandas as pd
 
     from .hardware import free_memory

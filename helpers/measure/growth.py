@@ -132,8 +132,7 @@ class BudgetFit:
 
 
 def users_in_budget(df, budget_bytes: float, context: int) -> BudgetFit | None:
-    """The users sweep against a cache budget: bytes per sequence at the largest batch that ran, and how many
-    sequences fit; None when no batch ran."""
+    """Bytes per sequence at the users sweep's largest batch that ran, and how many fit a cache budget."""
     ok = _ran(df)
     if ok.empty or "cache_bytes" not in ok:
         return None

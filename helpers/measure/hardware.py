@@ -12,8 +12,7 @@ DEVICES = ("auto", "cuda", "mps", "cpu")
 
 
 def pick_device(prefer: str | None = None) -> str:
-    """'cuda', 'mps' or 'cpu': `prefer`, else WORKSHOP_DEVICE, else the best available; one this machine lacks
-    is refused with the fix."""
+    """'cuda', 'mps' or 'cpu': `prefer`, else WORKSHOP_DEVICE, else the best available here."""
     import torch
 
     from .. import env
@@ -114,8 +113,7 @@ def measured_on_of(record: dict) -> dict:
 
 
 def measured_label(measured: dict, cores: bool = False) -> str:
-    """'cpu: AMD EPYC' (with ' (2 cores)' when `cores` and known) from measured_on_of's dict; '?' for a part
-    it does not state."""
+    """'cpu: AMD EPYC' (with ' (2 cores)') from measured_on_of's dict; '?' for a part it does not state."""
     d = measured.get("device") or {}
     kind, name = str(d.get("kind") or "?")[:40], str(d.get("name") or "?")[:120]
     n = d.get("cores")

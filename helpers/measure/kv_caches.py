@@ -72,8 +72,7 @@ def measure_kv_heads(cases=((16, 1), (100, 1), (64, 4)), base: dict | None = Non
 
 
 def measure_sliding(window: int = 16, prompt: int = 4, total: int = 48, base: dict | None = None) -> list[SlidingStep]:
-    """A tiny sliding-window model fed token by token: after each step its cache against the formula at window − 1
-    slots (what transformers' DynamicSlidingWindowLayer keeps between steps), the window and no-window formulas."""
+    """A tiny sliding-window model fed token by token: its cache after each step beside the formulas (SlidingStep)."""
     import torch
 
     cfg = {**(base or TINY_CONFIG), "sliding_window": window}

@@ -67,8 +67,7 @@ def tiny_config(**overrides) -> dict[str, Any]:
 
 def tiny_model(config: dict | None = None, device: str = "cpu", dtype: str = "fp32", seed: int = TINY_SEED,
                **overrides):
-    """The one builder of a model with random weights (fixed seed), in eval mode, from a config.json dict (default
-    the tiny one, any model_type transformers knows) with `overrides`."""
+    """The one builder of a random-weight model (fixed seed, eval mode) from a config.json dict with `overrides`."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 

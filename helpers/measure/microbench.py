@@ -24,8 +24,7 @@ def parse_size(text: str) -> int:
 
 
 def cache_rows(root: str | Path = "/sys/devices/system/cpu/cpu0/cache") -> list[tuple[int, str, int, str]]:
-    """This machine's caches seen from CPU 0, (level, kind, bytes, CPUs sharing it or ""), helpers.measure.hierarchy's
-    CacheLevel fields: Linux sysfs, else macOS sysctl, else []."""
+    """This machine's caches as hierarchy.CacheLevel's fields: Linux sysfs, else macOS sysctl, else []."""
     root = Path(root)
     out = []
     if root.is_dir():

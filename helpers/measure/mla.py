@@ -168,8 +168,7 @@ def tiny_mla(cfg: dict | None = None, dtype=None, seed: int = 0):
 
 
 def run_mla(model, tokens: int, batch: int = 1, prompt: int | None = None, seed: int = 0, dtype=None):
-    """(the cached path's hidden states, the expanded reference's, the cache) of `batch` random sequences fed
-    through TinyMLA: a prompt at once, then one token per step."""
+    """(cached output, expanded reference, cache) of random sequences: a prompt at once, then a token per step."""
     import torch
 
     dtype = dtype or next(model.parameters()).dtype
@@ -187,8 +186,7 @@ def run_mla(model, tokens: int, batch: int = 1, prompt: int | None = None, seed:
 
 @dataclass(frozen=True)
 class MLACheck:
-    """TinyMLA's latent cache after `tokens` tokens of `batch` sequences against the formula and an expanded
-    (MHA-sized) cache; its output against the expanded reference."""
+    """TinyMLA's latent cache against the formula and an expanded (MHA-sized) cache; its output against the reference."""
 
     tokens: int
     batch: int

@@ -165,8 +165,7 @@ def resolve_profile(profile: str | None = None, device: str | None = None) -> tu
 
 
 def default_dtype(profile: str, device: str) -> str:
-    """bf16 on a GPU that computes it natively, fp16 on older ones (emulated bf16 is slow); fp32 for the built
-    models on a CPU, where bf16 matmuls are slow."""
+    """bf16 on a GPU that computes it natively, else fp16; fp32 for the built models on a CPU (bf16 is slow there)."""
     if device == "cpu" and profile in LOCAL_PROFILES:
         return "fp32"
     if device == "cuda":

@@ -150,10 +150,8 @@ class VariantResult:
 
 
 def compare(loaded, schemes=SCHEMES, sizes: Sizes | None = None, timing: bool = True) -> list[VariantResult]:
-    """The reference (the loaded model) and each bitsandbytes scheme: footprint, speed (unless not `timing`) and
-    quality against the reference. On a CPU every variant is held and timed in alternating rounds; on a GPU (a 7B
-    and its copies may not fit together) each is loaded, measured and freed in turn. A scheme that fails is a row
-    with its error."""
+    """The reference and each scheme: footprint, speed, quality. On a CPU all are held and timed in alternating rounds;
+    on a GPU (a 7B and its copies may not fit) each is measured and freed in turn. A failed scheme: a row, its error."""
     from tqdm.auto import tqdm
 
     sizes, dev, spec, ref = sizes or sizes_for(loaded.profile, loaded.device), loaded.device, loaded.spec, loaded.dtype

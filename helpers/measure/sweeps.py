@@ -105,8 +105,7 @@ def _with_peak(dev: str, run: Callable[[], dict]) -> dict:
 
 
 def memory_growth(loaded, lengths: Sequence[int]):
-    """The cache's measured bytes after a prefill of n tokens (batch 1) beside the formula (sliding layers keep
-    window − 1 tokens, as transformers' DynamicCache does); on CUDA also the peak above the weights."""
+    """The cache's bytes after a prefill of n tokens (batch 1) beside the formula; on CUDA the peak above the weights."""
     model, dev, spec = loaded.model, loaded.device, loaded.spec
     check_positions(model, max(lengths))
 
@@ -120,8 +119,7 @@ def memory_growth(loaded, lengths: Sequence[int]):
 
 
 def ttft_sweep(loaded, lengths: Sequence[int], repeats: int = 3):
-    """Time to first token (a prefill into a fresh DynamicCache plus the first token's argmax) for each
-    prompt length: one untimed warm-up, then the median and p90 of `repeats` runs."""
+    """Time to first token (a prefill and the first argmax) at each prompt length, after a warm-up."""
     model, dev = loaded.model, loaded.device
     check_positions(model, max(lengths))
 
@@ -165,10 +163,8 @@ def decode_batch_sweep(loaded, context: int, batches: Sequence[int], steps: int 
 
 
 def users_sweep(loaded, context: int, batches: Sequence[int]):
-    """Concurrent sequences of `context` tokens: for each batch a prefill of all of them and one decode step; the
-    cache's bytes, the formula, on CUDA the peak above the weights. The batches grow until the device refuses a
-    size (hardware.is_device_limit: out of memory, a CUDA library's workspace, a launch grid too large): that
-    point ends the sweep, marked (oom = True), its message the frame's attrs["oom_message"]."""
+    """Concurrent sequences of `context` tokens, a prefill and a decode step per batch: the cache's bytes and the
+    formula, until the device refuses a size (hardware.is_device_limit: also a CUDA workspace or launch grid)."""
     model, dev, spec = loaded.model, loaded.device, loaded.spec
     check_positions(model, context, 2)
 
