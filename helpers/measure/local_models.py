@@ -83,15 +83,21 @@ def tiny_model(config: dict | None = None, device: str = "cpu", dtype: str = "fp
 def build_tiny(folder: Path | None = None, config: dict | None = None, seed: int = TINY_SEED) -> Path:
     """tiny_model saved with its tokenizer in a folder for ``from_pretrained`` (reused for the same config)."""
     config = dict(config or TINY_CONFIG)
-    folder = Path(folder or cache_dir() / "tiny-mistral")
-    marker = folder / "workshop-build.json"
-    stamp = {"config": config, "seed": seed}
-    if marker.exists() and json.loads(marker.read_text()) == stamp:
-        return folder
-    with atomic_folder(folder) as tmp:
+
+    def write(tmp: Path) -> None:
         tiny_model(config, seed=seed).save_pretrained(tmp)
         shutil.copy(tokenizer_source(), tmp / TOKENIZER_FILE)
-        (tmp / "workshop-build.json").write_text(json.dumps(stamp, indent=1))
+
+    return cached_build(Path(folder or cache_dir() / "tiny-mistral"), {"config": config, "seed": seed}, write)
+
+
+def cached_build(folder: Path, stamp: dict, write) -> Path:
+    """`folder`, written by write(tmp) unless its workshop-build.json already holds `stamp` (atomic_folder)."""
+    marker = folder / "workshop-build.json"
+    if not (marker.exists() and json.loads(marker.read_text()) == stamp):
+        with atomic_folder(folder) as tmp:
+            write(tmp)
+            (tmp / marker.name).write_text(json.dumps(stamp, indent=1))
     return folder
 
 

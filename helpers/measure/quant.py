@@ -4,9 +4,7 @@ fp32 scale per row; ``nf4``: 4-bit NormalFloat in blocks of 64 with an fp32 absm
 §3); ``nf4-dq``: the absmax stored in 8 bits (QLoRA §3). Only the decoder blocks' ``nn.Linear`` layers change."""
 from __future__ import annotations
 
-import json
 import logging
-import shutil
 import time
 import warnings
 from dataclasses import dataclass
@@ -54,21 +52,14 @@ def model_source(loaded) -> str | Path:
         import torch
         import transformers
 
-        folder = local_models.cache_dir() / "mistral-7b-random"
         # random weights depend on the GPU (torch's CUDA generator fills by a grid sized by its SMs) and on
         # the versions: a copy saved under others holds another model, and the quality columns would lie
         gpu = torch.cuda.get_device_name() if str(loaded.device).startswith("cuda") else str(loaded.device)
         stamp = {"config": loaded.config, "seed": local_models.TINY_SEED, "device": gpu,
                  "torch": torch.__version__, "transformers": transformers.__version__}
-        marker = folder / "workshop-build.json"
-        if not (marker.exists() and json.loads(marker.read_text()) == stamp):
-            # from an empty folder: no stale model.safetensors beside a new sharded index, no marker if cut short
-            shutil.rmtree(folder, ignore_errors=True)
-            folder.mkdir(parents=True, exist_ok=True)
-            # 2 GB shards: safetensors copies a whole shard to host memory before writing it
-            loaded.model.save_pretrained(folder, max_shard_size="2GB")
-            marker.write_text(json.dumps(stamp, indent=1))
-        return folder
+        # 2 GB shards: safetensors copies a whole shard to host memory before writing it
+        return local_models.cached_build(local_models.cache_dir() / "mistral-7b-random", stamp,
+                                         lambda tmp: loaded.model.save_pretrained(tmp, max_shard_size="2GB"))
     return models.hub_model_id(loaded.model_name)
 
 
