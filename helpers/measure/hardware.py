@@ -98,13 +98,9 @@ def measured_on_of(record: dict) -> dict:
     the record does not state (an older record) or states with the wrong type None, so a reader shows '?'."""
     m = record.get(MEASURED_ON) if isinstance(record, dict) else None
     m = m if isinstance(m, dict) else {}
-
-    def text(v):
-        return v if isinstance(v, str) and v.strip() else None
-
-    device = m.get("device") if isinstance(m.get("device"), dict) else {}
-    host = m.get("host") if isinstance(m.get("host"), dict) else None
-    versions = m.get("versions") if isinstance(m.get("versions"), dict) else None
+    text = lambda v: v if isinstance(v, str) and v.strip() else None  # noqa: E731
+    device, host, versions = (m.get(k) if isinstance(m.get(k), dict) else None for k in ("device", "host", "versions"))
+    device = device or {}
     return {"recorded_at": text(m.get("recorded_at")),
             "device": {k: device.get(k) if not isinstance(device.get(k), (dict, list)) else None
                        for k in DEVICE_FIELDS},
