@@ -53,10 +53,9 @@ def _rope(x, positions, theta: float):
     d = x.shape[-1]
     inv = 1.0 / (theta ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
     ang = positions.to(torch.float64)[:, None] * inv[None, :]
-    cos, sin = torch.cos(ang).to(x.dtype), torch.sin(ang).to(x.dtype)
-    cos, sin = torch.cat([cos, cos], -1), torch.cat([sin, sin], -1)
+    ang = torch.cat([ang, ang], -1)
     x1, x2 = x[..., : d // 2], x[..., d // 2:]
-    return x * cos + torch.cat([-x2, x1], -1) * sin
+    return x * ang.cos().to(x.dtype) + torch.cat([-x2, x1], -1) * ang.sin().to(x.dtype)
 
 
 def _mla_module_class():
