@@ -226,7 +226,7 @@ def _(caches, loaded, stairs_run):
 
 @app.cell
 def _(caches, stairs, stairs_run):
-    _levels, _ = hierarchy.levels_found(stairs, caches)
+    _levels = hierarchy.levels_found(stairs, caches)
     plots.table(hierarchy_figures.levels_frame(_levels),
                 stairs_run.source("measured: the levels found on the curve, median read bandwidth, one CPU core"))
     return

@@ -58,7 +58,7 @@ def _hierarchy() -> dict:
     caches = hierarchy.data_caches()
     rows = hierarchy.staircase(hierarchy.staircase_sizes(caches), repeats=3, bytes_per_sample=64 * 2**20, levels=caches)
     return {"caches": [{"level": c.name, "bytes": c.size_bytes, "shared_by": c.shared_by} for c in caches],
-            "staircase": [asdict(r) for r in rows], "levels": [asdict(v) for v in hierarchy.levels_found(rows, caches)[0]],
+            "staircase": [asdict(r) for r in rows], "levels": [asdict(v) for v in hierarchy.levels_found(rows, caches)],
             "definitions": {"read_bandwidth": "bytes/s: bytes summed ÷ seconds, float32 sum re-reading one buffer, "
                                               "best of repeats, one CPU thread",
                             "levels": "runs of the curve between falls past the change margin (hierarchy.levels_found)"}}

@@ -23,8 +23,6 @@ sys.path.insert(0, str(ROOT))
 
 
 def main(argv=None) -> int:
-    from dataclasses import asdict
-
     from helpers.formulas import roofline
     from helpers.measure import decode_efficiency, microbench
     from helpers.measure.hardware import device_info, free_memory
@@ -70,11 +68,11 @@ def main(argv=None) -> int:
         "profile": "mistral-7b-random", "device": device, "bandwidth (GB/s)": bw / 1e9,
         "peak matmul (TFLOP/s)": peak / 1e12, "ridge (FLOP/B)": ridge,
         "crossover batch": roofline.crossover_batch(peak, bw, 2 if dtype == "bf16" else 4),
-        "decode efficiency (loaded model)": rows[-1].efficiency}}
+        "decode efficiency (loaded model)": rows[-1]["efficiency"]}}
     from helpers import records
 
     records.dump(out / "key_figures.json", "key-figures", figures)
-    records.dump(out / "decode_efficiency.json", "bench", {"rows": [asdict(r) for r in rows]})
+    records.dump(out / "decode_efficiency.json", "bench", {"rows": rows})
     from helpers.measure.hardware import MEASURED_ON, measured_on
 
     meta = {MEASURED_ON: measured_on(device, "mistral-7b-random"), "gpu": info.name, "dtype": dtype,

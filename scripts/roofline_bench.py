@@ -151,7 +151,7 @@ def decoding_figures(loaded, bandwidth: float | None) -> dict[str, Any]:
     no_compile = not env.flag("WORKSHOP_BENCH_COMPILE", default=True)
     if loaded.profile != "small":
         # WORKSHOP_BENCH_COMPILE=0 on a GPU too: gpu_record.sh's bench, after notebook 03 measured the compile
-        impls = tuple(i for i in regimes.implementations_for(dev, loaded.dtype) if not (no_compile and i == "static+compile"))
+        impls = tuple(i for i in regimes.implementations_for(dev) if not (no_compile and i == "static+compile"))
         active = measure(loaded, impls)
         out.update(figures_for_bench(active, "_active"))
         del active
@@ -159,9 +159,9 @@ def decoding_figures(loaded, bandwidth: float | None) -> dict[str, Any]:
     if dev.startswith("cuda"):
         impls = ("eager", "generate", "static")      # the GPU story is the active model's; small stays quick
     elif no_compile:
-        impls = regimes.implementations_for(dev, small.dtype)    # e.g. gpu_record.sh's dry run: no CPU compile
+        impls = regimes.implementations_for(dev)    # e.g. gpu_record.sh's dry run: no CPU compile
     else:   # record what torch.compile costs on this CPU too
-        impls = (*regimes.implementations_for(dev, small.dtype), "static+compile")
+        impls = (*regimes.implementations_for(dev), "static+compile")
         impls = tuple(i for i in IMPLEMENTATIONS if i in impls)
     reg = measure(small, impls)
     out.update(figures_for_bench(reg, "_small"))

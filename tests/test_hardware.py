@@ -36,7 +36,3 @@ def test_a_cuda_library_that_cannot_allocate_is_a_device_limit_too():
     assert hardware.is_device_limit(torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"))
     assert not hardware.is_device_limit(RuntimeError("CUDA error: an illegal memory access was encountered"))
     assert not hardware.is_device_limit(ValueError("CUBLAS_STATUS_ALLOC_FAILED"))   # not the device's
-
-
-def test_peak_is_none_off_cuda():
-    assert hardware.peak_allocated("cpu") is None

@@ -13,7 +13,7 @@ def test_cache_sizes_read_like_the_kernel_writes_them(tmp_path):
         d.mkdir()
         for name, value in (("level", level), ("type", kind), ("size", size), ("shared_cpu_list", shared)):
             (d / name).write_text(f"{value}\n")
-    levels = h.cpu_caches(tmp_path)
+    levels = [h.CacheLevel(*row) for row in microbench.cache_rows(tmp_path)]
     assert [(c.name, c.size_bytes) for c in h.data_caches(levels)] == [("L1d", 49152), ("L2", 1048576), ("L3", 33554432)]
     assert h.fits_in(49152, h.data_caches(levels)) == "L1d" and h.fits_in(49153, h.data_caches(levels)) == "L2"
     assert h.fits_in(64 * 2**20, h.data_caches(levels)) == "DRAM"
@@ -90,6 +90,11 @@ def _caches(*sizes):
     return [h.CacheLevel(i + 1, "Data" if i == 0 else "Unified", s, "0") for i, s in enumerate(sizes)]
 
 
+def _steps(levels):
+    """(last size of a level, first of the next): where the curve falls."""
+    return [(a.largest_bytes, b.smallest_bytes) for a, b in zip(levels, levels[1:])]
+
+
 def _stairs(points, caches):
     return [h.Stair(n, bw * 1e9, h.fits_in(n, caches)) for n, bw in points]
 
@@ -99,9 +104,8 @@ def test_staircase_levels_on_the_epyc_record():
     from helpers.present import replay
 
     v, _ = replay.load("10/staircase", [records.RESULTS / "cpu-amd-epyc"])
-    levels, steps = h.levels_found(v["stairs"], v["caches"])
-    assert [(s.from_bytes, s.to_bytes, s.caches_at) for s in steps] == [
-        (32 * KiB, 64 * KiB, ("L1d",)), (512 * KiB, 4 * MiB, ("L2",)), (8 * MiB, 64 * MiB, ("L3",))]
+    levels = h.levels_found(v["stairs"], v["caches"])
+    assert _steps(levels) == [(32 * KiB, 64 * KiB), (512 * KiB, 4 * MiB), (8 * MiB, 64 * MiB)]
     assert [lv.reported for lv in levels] == ["L1d", "L2", "L3", "DRAM"]
     table = hierarchy_figures.levels_frame(levels)
     assert table["÷ the last level's"].iloc[-1] == 1.0
@@ -114,8 +118,8 @@ def test_staircase_levels_on_the_xeon_record_where_no_step_is_its_l3():
 
     v, _ = replay.load("10/staircase", [records.RESULTS / "cpu-intel-xeon"])
     assert [c.size_bytes for c in v["caches"]][-1] == 480 * MiB
-    levels, steps = h.levels_found(v["stairs"], v["caches"])
-    assert steps[-1].caches_at == () and steps[-1].ends_the_curve and steps[-1].from_bytes == 32 * MiB
+    levels = h.levels_found(v["stairs"], v["caches"])
+    assert levels[-2].largest_bytes == 32 * MiB and levels[-1].sizes_measured == 1    # the curve ends falling
     assert levels[-1].reported == "L3"          # the largest working set measured still fits the reported L3
 
 
@@ -123,15 +127,17 @@ def test_staircase_levels_on_synthetic_curves():
     caches = _caches(32 * KiB, 1 * MiB, 16 * MiB)
     clean = _stairs([(16 * KiB, 200), (32 * KiB, 198), (64 * KiB, 100), (512 * KiB, 101), (1 * MiB, 99),
                      (2 * MiB, 50), (8 * MiB, 51), (32 * MiB, 20), (64 * MiB, 20.5)], caches)
-    levels, steps = h.levels_found(clean, caches)
-    assert [s.caches_at for s in steps] == [("L1d",), ("L2",), ("L3",)] and len(levels) == 4
+    levels = h.levels_found(clean, caches)
+    assert _steps(levels) == [(32 * KiB, 64 * KiB), (1 * MiB, 2 * MiB), (8 * MiB, 32 * MiB)]
     assert [lv.sizes_measured for lv in levels] == [2, 3, 2, 2]
     # an L2 with no fall at its size: no step there
     flat = _stairs([(16 * KiB, 200), (64 * KiB, 100), (2 * MiB, 99), (32 * MiB, 20)], caches)
-    assert all("L2" not in s.caches_at for s in h.levels_found(flat, caches)[1])
+    assert _steps(h.levels_found(flat, caches)) == [(16 * KiB, 64 * KiB), (2 * MiB, 32 * MiB)]
     # a rise (noise) is not a step; a fall within 10% is not one either; two equal rates are one level
-    _, steps = h.levels_found(_stairs([(4 * KiB, 100), (8 * KiB, 120), (16 * KiB, 110)], caches), caches)
-    assert steps == []
+    assert len(h.levels_found(_stairs([(4 * KiB, 100), (8 * KiB, 120), (16 * KiB, 110)], caches), caches)) == 1
+    # two falls in a row are one step: the size between them belongs to no level
+    assert _steps(h.levels_found(_stairs([(4 * KiB, 100), (8 * KiB, 50), (16 * KiB, 20)], caches), caches)) == [
+        (4 * KiB, 16 * KiB)]
 
 
 @pytest.mark.parametrize("points", [[(4 * KiB, 0), (8 * KiB, 0), (16 * KiB, 0)],       # zero: a timer saw nothing
@@ -141,10 +147,10 @@ def test_staircase_levels_on_synthetic_curves():
                                     []])                                                # an empty run
 def test_staircase_levels_and_table_take_every_extreme(points):
     caches = _caches(32 * KiB, 1 * MiB)
-    levels, steps = h.levels_found(_stairs(points, caches), caches)
+    levels = h.levels_found(_stairs(points, caches), caches)
     table = hierarchy_figures.levels_frame(levels)
     assert len(table) == len(levels) and (len(levels) >= 1) == bool(points)
-    assert steps == [] or points[0][1] > 0
+    assert len(levels) <= 1 or points[0][1] > 0
 
 
 def test_staircase_sizes_reach_past_the_last_cache_within_free_memory():

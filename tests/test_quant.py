@@ -104,7 +104,7 @@ def test_eval_text_is_shipped_and_tokenizes(tiny):
 
 def test_compare_on_tiny_profile(tiny):
     sizes = quant.Sizes(prompt_tokens=16, new_tokens=3, repeats=1, eval_tokens=96)
-    res = quant.compare(tiny, sizes=sizes, progress=False)
+    res = quant.compare(tiny, sizes=sizes)
     assert [r.scheme for r in res] == ["fp32", "int8", "nf4", "nf4-dq"]
     assert all(r.error is None for r in res), [r.error for r in res]
     assert all(r.footprint["exact"] for r in res)
@@ -125,7 +125,7 @@ def test_failed_scheme_is_a_row_not_a_crash(tiny, monkeypatch):
         raise RuntimeError("no kernel for this device")
 
     monkeypatch.setattr(quant, "load_quantized", boom)
-    res = quant.compare(tiny, schemes=("nf4",), sizes=quant.Sizes(8, 2, 1, 32), progress=False)
+    res = quant.compare(tiny, schemes=("nf4",), sizes=quant.Sizes(8, 2, 1, 32))
     assert res[1].error == "RuntimeError: no kernel for this device"
     assert quant_figures.footprint_rows(res, tiny.spec)[1]["error"].startswith("RuntimeError")
     assert len(quant_figures.speed_rows(res, tiny.spec)) == 1 and len(quant_figures.quality_rows(res)) == 1

@@ -1,24 +1,20 @@
-"""Greedy decode four ways, timed step by step on the same model and prompt: the same tokens, only the time
-differs. ``eager``: the one greedy loop over a ``DynamicCache`` (helpers.measure.timing.timed_generate);
-``generate``: Hugging Face's ``model.generate``, timed by a streamer called once per token; ``static``: a
-``StaticCache``, K/V preallocated to prompt + new tokens, the shapes fixed; ``static+compile``: that step
-compiled by ``torch.compile``, with CUDA graphs on a GPU (gpt-fast's recipe), the compile time reported apart.
-"""
+"""Greedy decode four ways, timed step by step: the same tokens, only the time differs. ``eager``: the one greedy loop
+over a DynamicCache (timed_generate); ``generate``: ``model.generate`` timed by a streamer; ``static``: a StaticCache
+of prompt + new tokens, shapes fixed; ``static+compile``: that step under torch.compile, with CUDA graphs on a GPU
+(gpt-fast's recipe), the compile time apart."""
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
 
 from ..measure.hardware import synchronize
-from ..measure.timing import check_ids, timed_generate
+from ..measure.timing import timed_generate
 
 IMPLEMENTATIONS = ("eager", "generate", "static", "static+compile")
 
 
 @dataclass
 class DecodeRun:
-    """One greedy generation: `new_tokens` tokens after a prompt, the first from the prefill."""
-
     impl: str
     prompt_tokens: int
     tokens: list[list[int]]                     # (batch, new_tokens) generated ids
@@ -27,8 +23,7 @@ class DecodeRun:
     compile_s: float | None = None              # torch.compile's first calls (compile + warm-up)
 
     @property
-    def mean_context(self) -> int:
-            # step j (1-based) attends prompt + j tokens
+    def mean_context(self) -> int:      # step j (1-based) attends prompt + j tokens
         return self.prompt_tokens + (len(self.step_s) + 1) // 2
 
 
@@ -50,9 +45,9 @@ def _generate(model, ids, new_tokens: int, device: str) -> DecodeRun:
 
 
 def static_cache(config, slots: int):
-    """A ``StaticCache`` of `slots` full-attention positions in every layer, also for a sliding-window model: a
-    ``StaticSlidingWindowLayer`` counts tokens in a Python int that torch.compile guards on, one graph per step
-    (tests/test_decoding.py counts them). The model's own mask keeps attention inside its window."""
+    """A StaticCache of `slots` full-attention positions in every layer, also for a sliding-window model (a
+    StaticSlidingWindowLayer counts tokens in a Python int torch.compile guards on: one graph per step); the
+    model's own mask keeps attention inside its window."""
     import copy
 
     from transformers import StaticCache
@@ -65,7 +60,6 @@ def static_cache(config, slots: int):
 
 
 def _static(model, ids, new_tokens: int, device: str, compiled: bool) -> DecodeRun:
-    """The static cache, its step compiled or not, through the one greedy loop (timed_generate)."""
     import torch
 
     batch, p = ids.shape
@@ -89,10 +83,9 @@ def _static(model, ids, new_tokens: int, device: str, compiled: bool) -> DecodeR
 
 
 def decode(model, impl: str, input_ids, new_tokens: int, device: str | None = None) -> DecodeRun:
-    """Greedy decode of `new_tokens` (≥ 2; ≥ 6 for static+compile, whose first three steps compile: reported as
-    ``compile_s``, not in ``step_s``) tokens after `input_ids` with one implementation, every step timed."""
+    """Greedy decode of `new_tokens` (≥ 2; ≥ 6 for static+compile: its first three steps compile) with `impl`."""
     device = device or str(next(model.parameters()).device)
-    ids = check_ids(model, input_ids, new_tokens).to(device)
+    ids = input_ids.to(device)
     if impl == "eager":
         g = timed_generate(model, ids, new_tokens, device)
         return DecodeRun("eager", ids.shape[1], g.token_ids, tuple(g.step_s), ids.shape[1] + new_tokens // 2)

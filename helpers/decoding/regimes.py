@@ -9,25 +9,20 @@ from .. import env
 from .impls import IMPLEMENTATIONS, decode
 
 
+COMPILE_SKIPPED = "torch.compile skipped on a CPU: its compile time exceeds notebook 03's budget (WORKSHOP_COMPILE=1 runs it)"
+
+
 def compile_allowed(device: str) -> bool:
     """torch.compile on a CUDA GPU; on a CPU only with WORKSHOP_COMPILE=1 (inductor's C++ build exceeds 03's budget)."""
     return str(device).startswith("cuda") or env.flag("WORKSHOP_COMPILE")
 
 
-def skip_reason(impl: str, device: str, dtype: str = "fp32") -> str | None:
-    """Why an implementation is not measured on this device (None: it is)."""
-    if impl == "static+compile" and not compile_allowed(device):
-        return "torch.compile skipped on a CPU: its compile time exceeds notebook 03's budget (WORKSHOP_COMPILE=1 runs it)"
-
-
-def implementations_for(device: str, dtype: str = "fp32") -> tuple[str, ...]:
-    return tuple(i for i in IMPLEMENTATIONS if skip_reason(i, device) is None)
+def implementations_for(device: str) -> tuple[str, ...]:
+    return tuple(i for i in IMPLEMENTATIONS if i != "static+compile" or compile_allowed(device))
 
 
 @dataclass(frozen=True)
 class ImplResult:
-    """One implementation's decode steps against its memory floor."""
-
     impl: str
     step_s: float                 # median over every timed step of every round
     steps: int
@@ -42,8 +37,6 @@ class ImplResult:
 
 @dataclass
 class Regime:
-    """One model measured: its implementations, each against the floor at `bandwidth`."""
-
     name: str
     label: str
     dtype: str
@@ -65,9 +58,9 @@ class Regime:
 
 def measure_regime(loaded, bandwidth: float | None, impls: Sequence[str] | None = None,
                    sizes: dict | None = None) -> Regime:
-    """A loaded model's implementations on one prompt, `rounds` times interleaved (a slow phase of a shared
-    machine weighs on all alike): the median step against the floor, tokens checked against eager. The floor's
-    bandwidth: `bandwidth`, else the best read benchmark run around each round (this machine's ranged 33–71 GB/s)."""
+    """A loaded model's implementations on one prompt, `rounds` times interleaved (a slow phase of a shared machine
+    weighs on all alike): the median step against the floor at `bandwidth`, else at the best read benchmark run
+    around each round (this machine's ranged 33–71 GB/s); tokens checked against eager."""
     from ..formulas import regime, roofline
     from ..formulas.memory import kv_cache_bytes
     from ..formulas.stepcost import decode_cost
@@ -77,7 +70,7 @@ def measure_regime(loaded, bandwidth: float | None, impls: Sequence[str] | None 
     model, dev, dtype, spec = loaded.model, loaded.device, loaded.dtype, loaded.spec
     sizes = sizes or ({"prompt": 512, "new_tokens": 40, "rounds": 2} if dev.startswith("cuda")
                       else {"prompt": 32, "new_tokens": 10, "rounds": 2})   # short on a CPU, realistic on a GPU
-    impls = tuple(impls or implementations_for(dev, dtype))
+    impls = tuple(impls or implementations_for(dev))
     impls = impls if "eager" in impls else ("eager", *impls)
     ids = prompt_ids(sizes["prompt"], vocab=spec.vocab_size, device=dev)
     decode(model, "eager", ids[:, :8], 3, dev)    # warm-up: first touch of every weight
@@ -105,7 +98,7 @@ def measure_regime(loaded, bandwidth: float | None, impls: Sequence[str] | None 
 
 
 def regime_profiles(loaded) -> tuple[str, ...]:
-    """Tiny (the loaded one when tiny-trained: the same sizes, no second load) and small off CUDA; else the active."""
+    """Tiny (the loaded one when tiny-trained: the same sizes) and small off CUDA; else the loaded one."""
     from ..measure.local_models import TINY_PROFILES
 
     if loaded.device.startswith("cuda"):
@@ -114,7 +107,7 @@ def regime_profiles(loaded) -> tuple[str, ...]:
 
 
 def measure_regimes(loaded, bandwidth: float | None = None, profiles=None, impls=None) -> list[Regime]:
-    """measure_regime of every profile of regime_profiles (the loaded one reused, the others loaded, released)."""
+    """measure_regime of each profile of regime_profiles (the others loaded and released in turn)."""
     from ..measure import models
     from ..measure.hardware import free_memory
 

@@ -4,13 +4,12 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from .regimes import Regime, skip_reason
+from .regimes import COMPILE_SKIPPED, Regime, compile_allowed
 from ..formulas import regime
 from ..present import plots
 
 
 def source(regimes: Sequence[Regime]) -> str:
-    """The stamp of a figure or table over several models: each model · dtype, the device, the floor's bandwidth."""
     if not regimes:
         return "measured: no model"
     models = ", ".join(f"{r.name} ({r.dtype})" for r in regimes)
@@ -19,8 +18,7 @@ def source(regimes: Sequence[Regime]) -> str:
 
 
 def implementations_frame(regimes: Sequence[Regime]):
-    """One row per model × implementation: step, floor, step ÷ floor with its label (below / at / above),
-    tokens/s, same tokens as the eager loop; a skipped implementation as a row with its reason."""
+    """One row per model × implementation: step, floor, step ÷ floor with its label; a skipped one with its reason."""
     import pandas as pd
 
     rows = []
@@ -32,14 +30,14 @@ def implementations_frame(regimes: Sequence[Regime]):
                          "tokens_per_s": regime.ratio(1, r.step_s), "same_tokens_as_eager": r.same_tokens,
                          "kv_slots_read": r.kv_slots, "compile_s": r.compile_s, "steps_timed": r.steps, "note": ""})
         rows += [{"model": reg.name, "implementation": impl, "label": regime.NONE, "steps_timed": 0,
-                  "note": f"skipped: {skip_reason(impl, reg.device) or 'not asked for'}"} for impl in reg.skipped]
+                  "note": "skipped: " + (COMPILE_SKIPPED if impl == "static+compile" and not compile_allowed(reg.device)
+                                         else "not asked for")} for impl in reg.skipped]
     return pd.DataFrame(rows)
 
 
 @plots.notes_when_empty('Decode on the roofline')
 def roofline_figure(regimes: Sequence[Regime], peak_flops: float, dtype: str = ""):
-    """Every implementation of every model on this device's roofline (zoomed on decode), the memory roof at the
-    bandwidth each model's floor used. Points with no finite intensity or rate are left out."""
+    """Every implementation of every model on this device's roofline (zoomed on decode); no finite rate, no point."""
     import numpy as np
 
     from ..formulas.roofline import attainable_flops

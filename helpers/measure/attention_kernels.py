@@ -1,13 +1,7 @@
-"""FlashAttention as a mechanism, run: attention computed tile by tile with running softmax statistics,
-checked against the materialised version and PyTorch's fused kernel, and timed against both.
-
-- naive_attention: S = QKᵀ/√d, P = softmax(S), O = PV — the N×N matrices S and P exist in full.
-- tiled_attention: FlashAttention's forward pass (Dao et al. 2022, arXiv:2205.14135, Algorithm 1) in
-  FlashAttention-2's loop order (Dao 2023, arXiv:2307.08691, Algorithm 1): per query block, stream the K/V
-  blocks past it, keeping a running maximum m, a running sum ℓ of exp(s − m) and an unnormalised output,
-  both rescaled by exp(m_old − m_new) when the maximum grows (the online softmax, Milakov & Gimelshein 2018,
-  arXiv:1805.02867). No N×N matrix is formed. The bytes each moves: helpers.formulas.flash.
-"""
+"""FlashAttention as a mechanism, run: naive attention (the N×N matrices S and P in full) against the tiled forward
+pass (Dao et al. 2022, arXiv:2205.14135, Algorithm 1, in FlashAttention-2's loop order, arXiv:2307.08691): per query
+block, the K/V blocks stream past with a running max m, a running sum ℓ of exp(s − m) and an unnormalised output,
+rescaled by exp(m_old − m_new) when m grows (the online softmax, arXiv:1805.02867); and PyTorch's fused kernel."""
 from __future__ import annotations
 
 import math
@@ -67,7 +61,7 @@ def tiled_attention(q, k, v, causal: bool = False, block_q: int = 64, block_k: i
 
 
 def attention_inputs(n: int, shape: AttentionShape, device: str = "cpu", seed: int = 0):
-    """Random q, k, v of (batch, heads, n, head_dim) in the shape's dtype (values do not change timing)."""
+    """Random q, k, v of (batch, heads, n, head_dim) in the shape's dtype."""
     import torch
 
     g = torch.Generator(device=device).manual_seed(seed)  # drawn on the device: no host copy of GBs of inputs
@@ -77,10 +71,7 @@ def attention_inputs(n: int, shape: AttentionShape, device: str = "cpu", seed: i
 
 def time_attention(lengths: Sequence[int], shape: AttentionShape, device: str = "cpu", causal: bool = True,
                    repeats: int = 3, tiled_up_to: int = 0, block: int = 64, cpu_threads: int | None = 1):
-    """Median time of naive attention (N×N materialised) against PyTorch's fused
-    scaled_dot_product_attention at each length, and of tiled_attention (Python loops: for reading,
-    not speed) up to `tiled_up_to` tokens. Running out of memory ends the sweep as a marked result.
-    On a CPU the timings run on `cpu_threads` threads (helpers.measure.hierarchy.cpu_threads)."""
+    """Median times of naive, fused and (up to `tiled_up_to` tokens: Python loops, for reading) tiled attention."""
     import torch
     import torch.nn.functional as F
 

@@ -1,11 +1,8 @@
-"""Decode efficiency, measured: a decode step's median time against its memory-bound floor
-(helpers.formulas.roofline.decode_floor_s), for models of several sizes with random weights and for an overhead
-probe — the loaded model's operations and layers with negligible widths, whose step is the fixed toll of a
-step (Python, dispatch, launches): measured step ≈ floor + fixed overhead + the rest.
-"""
+"""Decode efficiency, measured: a decode step's median time against its memory-bound floor, for models of several
+sizes with random weights and an overhead probe (negligible widths: its step is the fixed toll of Python, dispatch,
+launches): measured step ≈ floor + fixed overhead + the rest."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
 from ..formulas.regime import ratio
@@ -31,59 +28,38 @@ def size_config(name: str) -> dict[str, Any]:
 
 
 def decode_step_stats(model, context: int, device: str, steps: int = 16, batch: int = 1) -> Stats:
-    """Decode step times after a prefill of `context` tokens: `steps` timed greedy steps (timed_generate)."""
+    """Decode step times after a prefill of `context` tokens: `steps` timed greedy steps after a warm-up."""
     ids = prompt_ids(context, batch=batch, vocab=model.config.vocab_size, device=device)
     timed_generate(model, ids[:, : min(context, 8)], 3, device)  # warm-up
     return Stats(tuple(timed_generate(model, ids, steps + 1, device).step_s))
 
 
-@dataclass(frozen=True)
-class DecodeEfficiency:
-    """One model's decode step (batch 1) against its floor: bytes, floor and measured step, in B and s."""
-
-    model: str
-    params: int
-    dtype: str
-    device: str
-    context: int
-    weight_bytes_read: int   # weights streamed once, the new token's embedding row included
-    kv_bytes_read: int
-    step_bytes: int          # everything the step moves: weights, KV read and written
-    floor_s: float           # step_bytes ÷ bandwidth
-    step_s: float            # measured, median
-    step_p90_s: float
-    efficiency: float        # floor_s ÷ step_s, 0..1 (1 = at the floor)
-
-
 def efficiency_row(name: str, model, config: dict, dtype: str, device: str, bandwidth: float, context: int,
-                   steps: int = 16) -> DecodeEfficiency:
+                   steps: int = 16) -> dict[str, Any]:
+    """One model's decode step (batch 1) against its floor, in B and s: the step's bytes (weights streamed once,
+    the new token's embedding row included; KV read and written), floor = bytes ÷ bandwidth, efficiency = floor ÷ step."""
     spec = spec_from_config(config, name)
     stats = decode_step_stats(model, context, device, steps)
     cost = decode_cost(spec, context, 1, dtype)
     floor = decode_floor_s(cost.weight_read_bytes, cost.kv_bytes, bandwidth)
-    return DecodeEfficiency(name, param_breakdown(spec).total, dtype, device, context, cost.weight_read_bytes,
-                            cost.kv_read_bytes, cost.bytes, floor, stats.median, stats.p90,
-                            ratio(floor, stats.median))
+    return {"model": name, "params": param_breakdown(spec).total, "dtype": dtype, "device": device, "context": context,
+            "weight_bytes_read": cost.weight_read_bytes, "kv_bytes_read": cost.kv_read_bytes, "step_bytes": cost.bytes,
+            "floor_s": floor, "step_s": stats.median, "step_p90_s": stats.p90, "efficiency": ratio(floor, stats.median)}
 
 
 def efficiency_table(sizes: Sequence[str], device: str, dtype: str, bandwidth: float, context: int,
                      steps: int = 16, extra: Sequence[Any] = ()):
-    """DecodeEfficiency of named sizes (SIZE_OVERRIDES) built with random weights, the probe with the first
-    loaded model's layer count, then of the loaded models (helpers.measure.models.Loaded) in `extra`, as a
-    pandas table, smallest first."""
+    """efficiency_row of named sizes (the probe with `extra`'s first layer count), then of `extra`'s loaded models."""
     import pandas as pd
 
     from .hardware import free_memory
 
-    rows: list[DecodeEfficiency] = []
+    rows = []
     layers = {"num_hidden_layers": extra[0].config["num_hidden_layers"]} if extra else {}
     for name in sizes:
         cfg = tiny_config(**SIZE_OVERRIDES[name], **(layers if name == "probe" else {}))
-        model = tiny_model(cfg, device, dtype)
-        rows.append(efficiency_row(name, model, cfg, dtype, device, bandwidth, context, steps))
-        del model
+        rows.append(efficiency_row(name, tiny_model(cfg, device, dtype), cfg, dtype, device, bandwidth, context, steps))
         free_memory(device)
-    for loaded in extra:
-        rows.append(efficiency_row(f"{loaded.profile} (loaded)", loaded.model, loaded.config, loaded.dtype,
-                                   loaded.device, bandwidth, context, steps))
-    return pd.DataFrame([asdict(r) for r in rows]).sort_values("weight_bytes_read", ignore_index=True)
+    rows += [efficiency_row(f"{m.profile} (loaded)", m.model, m.config, m.dtype, m.device, bandwidth, context, steps)
+             for m in extra]
+    return pd.DataFrame(rows).sort_values("weight_bytes_read", ignore_index=True)

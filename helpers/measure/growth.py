@@ -1,7 +1,5 @@
-"""How a sweep's time grows, as numbers: the law t(n) = a + b·n + c·n² fitted to a TTFT sweep with its local
-exponent, the last doubling the sweep ran, the exponent between two points, and how many sequences fit a
-budget for the cache; None where a sweep gave too little (helpers.present.sweep_figures shows them).
-"""
+"""How a sweep's time grows, as numbers: t(n) = a + b·n + c·n² fitted with its local exponent, the last doubling,
+the exponent between two points, the users a cache budget holds; None where a sweep gave too little."""
 from __future__ import annotations
 
 import math
@@ -28,7 +26,7 @@ class GrowthFit:
 
     @property
     def quadratic_share(self) -> float:
-        """Share of the fitted time at the largest length that the n² term explains (nan where the fit is 0)."""
+        """Share of the fitted time at the largest length that the n² term explains."""
         return regime.ratio(self.c * self.n_max**2, self.predict(self.n_max))
 
     @property
@@ -38,12 +36,9 @@ class GrowthFit:
 
 
 def fit_growth(ns: Sequence[float], ts: Sequence[float]) -> GrowthFit | None:
-    """Fit t = a + b·n + c·n² by least squares on relative error (rows weighted by 1/t, so short and
-    long prompts count alike), with a, b, c ≥ 0: every subset of the three terms is solved and the
-    best fit whose coefficients are all non-negative kept. Also the fitted law's local exponent at
-    the largest length n, p = (b·n + 2c·n²) / (a + b·n + c·n²): t grows like n^p there (0 = flat,
-    1 = linear, 2 = quadratic). Points whose n or t is not a positive finite number are left out; None
-    when fewer than two distinct lengths remain (one point, or times of zero, fix no law)."""
+    """t = a + b·n + c·n² by least squares on relative error (weights 1/t), a, b, c ≥ 0 (the best non-negative fit
+    of every subset of the terms), and its local exponent at the largest n, p = (b·n + 2c·n²) / t̂: t grows like
+    n^p there. Points not positive and finite are left out; None with fewer than two distinct lengths."""
     import itertools
 
     import numpy as np
@@ -53,23 +48,14 @@ def fit_growth(ns: Sequence[float], ts: Sequence[float]) -> GrowthFit | None:
     n, t = n[ok], t[ok]
     if len(set(n)) < 2:
         return None
-    basis = np.stack([np.ones_like(n), n, n * n], axis=1)
-    w = 1 / t
+    basis, w = np.stack([np.ones_like(n), n, n * n], axis=1), 1 / t
     best, best_sse = np.zeros(3), math.inf
-    for k in (1, 2, 3):
-        for cols in itertools.combinations(range(3), k):
-            a = basis[:, cols] * w[:, None]
-            try:
-                coef, *_ = np.linalg.lstsq(a, t * w, rcond=None)
-            except np.linalg.LinAlgError:
-                continue
-            if (coef < 0).any() or not np.isfinite(coef).all():
-                continue
-            full = np.zeros(3)
-            full[list(cols)] = coef
-            sse = float(((((basis @ full) - t) * w) ** 2).sum())
-            if sse < best_sse - 1e-15:
-                best, best_sse = full, sse
+    for cols in (c for k in (1, 2, 3) for c in itertools.combinations(range(3), k)):
+        full = np.zeros(3)
+        full[list(cols)] = np.linalg.lstsq(basis[:, cols] * w[:, None], t * w, rcond=None)[0]
+        sse = float(((((basis @ full) - t) * w) ** 2).sum())
+        if (full >= 0).all() and np.isfinite(full).all() and sse < best_sse - 1e-15:
+            best, best_sse = full, sse
     # R² on log scale (the fit minimises relative error, whose targets are all 1)
     pred = basis @ best
     log_t, log_p = np.log(t), np.log(np.maximum(pred, 1e-30))
@@ -82,12 +68,14 @@ def fit_growth(ns: Sequence[float], ts: Sequence[float]) -> GrowthFit | None:
     return GrowthFit(a, b, c, exponent, r2, int(top), int(n.min()))
 
 
+def _ran(df):
+    return df[~df["oom"]] if "oom" in df else df
+
+
 def fit_or_none(df, x: str = "tokens", y: str = "ttft_s") -> GrowthFit | None:
-    """fit_growth over a sweep's points that ran (None when fewer than two distinct positive ones did)."""
-    ok = df[~df["oom"]] if "oom" in df else df
-    if ok.empty or y not in ok:
-        return None
-    return fit_growth(list(ok[x]), list(ok[y]))
+    """fit_growth over a sweep's points that ran."""
+    ok = _ran(df)
+    return None if ok.empty or y not in ok else fit_growth(list(ok[x]), list(ok[y]))
 
 
 def local_exponent(n0: float, t0: float, n1: float, t1: float) -> float:
@@ -109,19 +97,17 @@ class Doubling:
 
     @property
     def ratio(self) -> float:
-        """t(2n) ÷ t(n): 2 for work ∝ n, 4 for work ∝ n², 1 for a fixed cost (nan/inf from regime.ratio)."""
+        """t(2n) ÷ t(n): 2 for work ∝ n, 4 for work ∝ n², 1 for a fixed cost."""
         return regime.ratio(self.t1, self.t0)
 
     @property
     def exponent(self) -> float:
-        """log2 of the ratio: the local exponent over this doubling."""
         return local_exponent(self.n0, self.t0, self.n1, self.t1)
 
 
 def last_doubling(df, x: str = "tokens", y: str = "ttft_s") -> Doubling | None:
-    """The longest x of a sweep that ran whose half ran too, in a positive time, with both measured times (the
-    ratio notebook 01 asks the learner to predict); None when no such pair ran."""
-    ok = df[~df["oom"]] if "oom" in df else df
+    """The longest x of a sweep that ran whose half ran too in a positive time (01's prediction); None if none did."""
+    ok = _ran(df)
     if ok.empty or y not in ok:       # out of memory at the first point: the frame has no time column
         return None
     at = {int(a): float(b) for a, b in zip(ok[x], ok[y])}
@@ -142,15 +128,12 @@ class BudgetFit:
     largest_batch: int            # the largest batch the sweep ran
 
     def cache_bytes(self, users: int | None = None) -> float:
-        """The measured cache per sequence × users (default: those that fit)."""
         return self.per_sequence_bytes * (self.users if users is None else users)
 
 
 def users_in_budget(df, budget_bytes: float, context: int) -> BudgetFit | None:
-    """The users sweep against a budget for the cache: the measured bytes per sequence (the largest batch that
-    ran, its cache ÷ its batch) and how many sequences of `context` tokens fit in `budget_bytes`. None when
-    no batch ran."""
-    ok = df[~df["oom"]] if "oom" in df else df
+    """Bytes per sequence at the users sweep's largest batch that ran, and how many fit a cache budget."""
+    ok = _ran(df)
     if ok.empty or "cache_bytes" not in ok:
         return None
     top = ok.loc[ok["batch"].idxmax()]

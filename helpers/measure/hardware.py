@@ -12,29 +12,23 @@ DEVICES = ("auto", "cuda", "mps", "cpu")
 
 
 def pick_device(prefer: str | None = None) -> str:
-    """'cuda', 'mps' or 'cpu': `prefer`, else the environment's WORKSHOP_DEVICE (helpers.env), else the
-    best available. A device this machine does not have is refused, with the fix."""
+    """'cuda', 'mps' or 'cpu': `prefer`, else WORKSHOP_DEVICE, else the best available; one not here is refused."""
     import torch
 
     from .. import env
 
-    if prefer is not None:
-        want = str(prefer).strip().lower()
-        if want not in DEVICES:
-            raise ValueError(f"unknown device {want[:40]!r}; allowed: {', '.join(DEVICES)}. Fix: set WORKSHOP_DEVICE "
-                             "to one of them, or unset it for auto")
-    else:
-        want = env.choice("WORKSHOP_DEVICE", DEVICES, "auto")
-    has_mps = torch.backends.mps.is_available()
-    if want == "cuda" and not torch.cuda.is_available():
+    want = str(prefer).strip().lower() if prefer else env.choice("WORKSHOP_DEVICE", DEVICES, "auto")
+    if want not in DEVICES:
+        raise ValueError(f"unknown device {want[:40]!r}; allowed: {', '.join(DEVICES)}. Fix: set WORKSHOP_DEVICE "
+                         "to one of them, or unset it for auto")
+    has_cuda, has_mps = torch.cuda.is_available(), torch.backends.mps.is_available()
+    if want == "cuda" and not has_cuda:
         raise ValueError("WORKSHOP_DEVICE=cuda but no CUDA GPU is visible to torch. Fix: unset WORKSHOP_DEVICE "
                          "(auto uses the best device here) or run on a machine with a CUDA GPU")
     if want == "mps" and not has_mps:
         raise ValueError("WORKSHOP_DEVICE=mps but torch sees no Apple-silicon GPU (MPS) here. Fix: unset "
                          "WORKSHOP_DEVICE (auto uses the best device here) or run on a Mac with Apple silicon")
-    if want != "auto":
-        return want
-    return "cuda" if torch.cuda.is_available() else "mps" if has_mps else "cpu"
+    return want if want != "auto" else "cuda" if has_cuda else "mps" if has_mps else "cpu"
 
 
 def _cpu_name() -> str:
@@ -86,11 +80,8 @@ HOST_FIELDS = ("platform", "machine", "cpu_count", "torch_threads")
 
 
 def measured_on(device: str | None = None, profile: str | None = None, packages: tuple[str, ...] = ()) -> dict:
-    """Where and with what a record was measured, the one shape every writer puts under ``MEASURED_ON``:
-    ``recorded_at`` (UTC, ISO seconds), ``device`` (device_info(device).to_dict()), ``profile`` (the model
-    profile it ran, None where none applies), ``versions`` (helpers.versions.library_versions, plus the
-    distributions in `packages`), ``git_commit`` (helpers.versions.git_commit) and ``host`` (platform,
-    machine, cpu_count, torch_threads: torch's threads where torch is imported, else None)."""
+    """Where and with what a record was measured, the one shape every writer puts under ``MEASURED_ON``
+    (MEASURED_FIELDS; host's torch_threads None where torch is not imported)."""
     import datetime as dt
     import sys
 
@@ -106,19 +97,13 @@ def measured_on(device: str | None = None, profile: str | None = None, packages:
 
 
 def measured_on_of(record: dict) -> dict:
-    """A record's measured_on as every reader reads it: each of MEASURED_FIELDS present, ``device`` with
-    each of DeviceInfo's fields; a field the record does not state (an older record migrated without its
-    host, its free memory, its commit) or states with the wrong type reads None, so a reader shows '?' and
-    never fails on it."""
+    """A record's measured_on as every reader reads it: each of MEASURED_FIELDS and DeviceInfo's fields present, one
+    the record does not state (an older record) or states with the wrong type None, so a reader shows '?'."""
     m = record.get(MEASURED_ON) if isinstance(record, dict) else None
     m = m if isinstance(m, dict) else {}
-
-    def text(v):
-        return v if isinstance(v, str) and v.strip() else None
-
-    device = m.get("device") if isinstance(m.get("device"), dict) else {}
-    host = m.get("host") if isinstance(m.get("host"), dict) else None
-    versions = m.get("versions") if isinstance(m.get("versions"), dict) else None
+    text = lambda v: v if isinstance(v, str) and v.strip() else None  # noqa: E731
+    device, host, versions = (m.get(k) if isinstance(m.get(k), dict) else None for k in ("device", "host", "versions"))
+    device = device or {}
     return {"recorded_at": text(m.get("recorded_at")),
             "device": {k: device.get(k) if not isinstance(device.get(k), (dict, list)) else None
                        for k in DEVICE_FIELDS},
@@ -127,8 +112,7 @@ def measured_on_of(record: dict) -> dict:
 
 
 def measured_label(measured: dict, cores: bool = False) -> str:
-    """'cpu: AMD EPYC' (with ' (2 cores)' when `cores` and known) from measured_on_of's dict; '?' for a part
-    it does not state."""
+    """'cpu: AMD EPYC' (with ' (2 cores)') from measured_on_of's dict; '?' for a part it does not state."""
     d = measured.get("device") or {}
     kind, name = str(d.get("kind") or "?")[:40], str(d.get("name") or "?")[:120]
     n = d.get("cores")
@@ -151,26 +135,6 @@ def synchronize(device: str) -> None:
         torch.mps.synchronize()
 
 
-def reset_peak(device: str) -> None:
-    import torch
-
-    if device.startswith("cuda"):
-        torch.cuda.reset_peak_memory_stats()
-
-
-def peak_allocated(device: str) -> int | None:
-    """The CUDA caching allocator's peak allocated bytes since the last reset (None elsewhere)."""
-    import torch
-
-    return int(torch.cuda.max_memory_allocated()) if device.startswith("cuda") else None
-
-
-def allocated(device: str) -> int | None:
-    import torch
-
-    return int(torch.cuda.memory_allocated()) if device.startswith("cuda") else None
-
-
 def is_out_of_memory(exc: BaseException) -> bool:
     """True for the errors a device raises when it runs out of memory (a result in a sweep, not a crash)."""
     import torch
@@ -186,9 +150,7 @@ DEVICE_LIMIT_MESSAGES = ("alloc_failed", "cudaerrormemoryallocation", "memory al
 
 
 def is_device_limit(exc: BaseException) -> bool:
-    """True for out of memory (is_out_of_memory) and for the other ways a device refuses a size: a CUDA
-    library's allocation failure (e.g. ``CUBLAS_STATUS_ALLOC_FAILED when calling cublasCreate``) or a
-    launch grid too large (``CUDA error: invalid configuration argument``). Other errors are bugs."""
+    """Out of memory, or a CUDA library's failed allocation or a launch grid too large (DEVICE_LIMIT_MESSAGES)."""
     return is_out_of_memory(exc) or (
         isinstance(exc, RuntimeError) and any(m in str(exc).lower() for m in DEVICE_LIMIT_MESSAGES))
 

@@ -1,8 +1,6 @@
-"""The memory hierarchy: small fast memory near the arithmetic, large slow memory far from it. GPUs: HBM
-(helpers.formulas.gpus) against on-chip shared memory (helpers/data/gpu_onchip.csv, each figure sourced). This
-CPU: its caches as the system reports them, and the read bandwidth measured from a few KiB to far past the
-last-level cache — the staircase that shows why tiling pays; its levels found from the curve (levels_found).
-"""
+"""The memory hierarchy: GPUs' HBM against on-chip shared memory (helpers/data/gpu_onchip.csv, each figure sourced);
+this CPU's caches, its read bandwidth from a few KiB to past the last-level cache (the staircase that shows why
+tiling pays), and the levels found on that curve."""
 from __future__ import annotations
 
 import contextlib
@@ -20,14 +18,13 @@ ONCHIP_FILE = Path(__file__).parents[1] / "data" / "gpu_onchip.csv"
 
 
 def onchip_rows() -> list[dict[str, Any]]:
-    """Rows of gpu_onchip.csv, numbers parsed, empty cells None."""
     df = pd.read_csv(ONCHIP_FILE)
     return df.astype(object).where(df.notna(), None).to_dict("records")
 
 
 @dataclass(frozen=True)
 class GPUMemoryLevels:
-    """One GPU's two levels: HBM (from the catalog) and on-chip shared memory (from gpu_onchip.csv)."""
+    """One GPU's HBM (from the catalog) and on-chip shared memory (from gpu_onchip.csv)."""
 
     gpu: str
     hbm_bytes: float
@@ -41,7 +38,6 @@ class GPUMemoryLevels:
 
     @property
     def smem_total_bytes(self) -> int | None:
-        """Shared memory of all SMs together."""
         return self.sms * self.smem_per_sm_bytes if self.sms and self.smem_per_sm_bytes else None
 
     @property
@@ -55,8 +51,7 @@ class GPUMemoryLevels:
 
 
 def gpu_hierarchy() -> list[GPUMemoryLevels]:
-    """One per catalogued GPU: HBM size and bandwidth (helpers.formulas.gpus) beside shared memory per SM,
-    SMs, L2 and the on-chip bandwidth where published."""
+    """GPUMemoryLevels of each catalogued GPU that gpu_onchip.csv lists."""
     from ..formulas.gpus import catalog
 
     onchip = {r["name"]: r for r in onchip_rows()}
@@ -70,7 +65,7 @@ def gpu_hierarchy() -> list[GPUMemoryLevels]:
 
 @dataclass(frozen=True)
 class CacheLevel:
-    """One cache level as the operating system reports it."""
+    """One cache level as the system reports it (microbench.cache_rows)."""
 
     level: int
     kind: str           # Data, Instruction, Unified
@@ -83,24 +78,18 @@ class CacheLevel:
         return f"L{self.level}{suffix}"
 
 
-def cpu_caches(root: str | Path = "/sys/devices/system/cpu/cpu0/cache") -> list[CacheLevel]:
-    """This machine's caches (helpers.measure.microbench.cache_rows)."""
+def data_caches(levels: Sequence[CacheLevel] | None = None) -> list[CacheLevel]:
+    """The caches data goes through (default this machine's, microbench.cache_rows), smallest first."""
     from .microbench import cache_rows
 
-    return [CacheLevel(*row) for row in cache_rows(root)]
-
-
-def data_caches(levels: Sequence[CacheLevel] | None = None) -> list[CacheLevel]:
-    """The caches data goes through (instruction caches left out), smallest first."""
-    levels = cpu_caches() if levels is None else levels
+    levels = [CacheLevel(*row) for row in cache_rows()] if levels is None else levels
     return sorted((c for c in levels if c.kind != "Instruction"), key=lambda c: (c.level, c.size_bytes))
 
 
 @contextlib.contextmanager
 def cpu_threads(n: int | None, device: str = "cpu"):
-    """Run torch on `n` CPU threads inside the block (on a CPU device; a GPU or n=None changes nothing).
-    One thread keeps CPU timings steady on a machine that other programs share: several threads
-    waiting on each other are slowed by every other process, one thread only by its share of a core."""
+    """torch on `n` CPU threads inside the block (a GPU or n=None changes nothing): one thread keeps timings steady
+    on a shared machine, where threads waiting on each other are slowed by every other process."""
     import torch
 
     if n is None or not device.startswith("cpu"):
@@ -115,8 +104,7 @@ def cpu_threads(n: int | None, device: str = "cpu"):
 
 
 def read_bandwidth(nbytes: int, bytes_per_sample: int = 128 * MiB, repeats: int = 5, threads: int = 1) -> float:
-    """Read bandwidth (bytes/s, best of `repeats`) over a working set of `nbytes`, re-read until about
-    `bytes_per_sample` bytes are read per sample, on `threads` CPU threads."""
+    """Read bandwidth (bytes/s, best of `repeats`) over `nbytes`, re-read to about `bytes_per_sample` per sample."""
     import torch
 
     from .timing import measure
@@ -131,14 +119,12 @@ def read_bandwidth(nbytes: int, bytes_per_sample: int = 128 * MiB, repeats: int 
 
 
 def working_set_sizes(lo: int = 4 * KiB, hi: int = 256 * MiB, per_octave: int = 2) -> list[int]:
-    """Sizes from lo to hi, `per_octave` per doubling, rounded to whole KiB."""
     steps = int(round(math.log2(hi / lo) * per_octave))
     return sorted({int(round(lo * 2 ** (i / per_octave) / KiB)) * KiB for i in range(steps + 1)})
 
 
 @dataclass(frozen=True)
 class Stair:
-    """The read bandwidth measured over one working set, and the smallest cache that holds it."""
 
     working_set_bytes: int
     read_bandwidth: float      # bytes/s
@@ -147,7 +133,6 @@ class Stair:
 
 def staircase(sizes: Sequence[int] | None = None, threads: int = 1, repeats: int = 5,
               bytes_per_sample: int = 128 * MiB, levels: Sequence[CacheLevel] | None = None) -> list[Stair]:
-    """Measured read bandwidth at each working-set size, with the cache level that holds it."""
     from tqdm.auto import tqdm
 
     caches = data_caches(levels)
@@ -156,15 +141,12 @@ def staircase(sizes: Sequence[int] | None = None, threads: int = 1, repeats: int
 
 
 def fits_in(nbytes: int, caches: Sequence[CacheLevel]) -> str:
-    """The smallest data cache that holds `nbytes`, or 'DRAM'."""
     return next((c.name for c in caches if nbytes <= c.size_bytes), "DRAM")
 
 
 def staircase_sizes(caches: Sequence[CacheLevel], free_bytes: int | None = None, per_octave: int = 1,
                     lo: int = 4 * KiB, floor: int = 256 * MiB) -> list[int]:
-    """Working sets from `lo` to PAST_LAST_CACHE × the last-level cache (at least `floor`), each doubling, the
-    largest bounded by SHARE_OF_FREE of the free memory (`free_bytes`, default: measured now):
-    helpers.measure.microbench.beyond_last_cache."""
+    """Working sets from `lo`, each doubling, to past the last-level cache (microbench.beyond_last_cache)."""
     from .microbench import beyond_last_cache
 
     hi = beyond_last_cache(caches, free_bytes, floor)
@@ -183,47 +165,23 @@ class FoundLevel:
     reported: str                # fits_in of its largest size
 
 
-@dataclass(frozen=True)
-class Step:
-    """Where the measured curve falls: from the last size of one level to the first of the next (the
-    bandwidth falling past the change margin at each size between), and the reported caches whose size lies
-    in that span (none: a step no reported size explains)."""
-
-    from_bytes: int
-    to_bytes: int
-    from_bandwidth: float
-    to_bandwidth: float
-    caches_at: tuple[str, ...]
-    ends_the_curve: bool         # the curve was still falling at the largest size measured
-
-
-def levels_found(stairs: Sequence[Stair], caches: Sequence[CacheLevel]) -> tuple[list[FoundLevel], list[Step]]:
-    """The levels and steps of a measured staircase, from the curve: a step wherever the bandwidth falls by more
-    than the 10 % margin (helpers.formulas.regime.label: "below") from one size to the next (consecutive
-    falls are one step); the levels are the runs between steps. Each step is held against the reported caches.
-    No working set: no level. A rate of zero or none is no fall (its ratio is not a number)."""
+def levels_found(stairs: Sequence[Stair], caches: Sequence[CacheLevel]) -> list[FoundLevel]:
+    """The levels of a measured staircase: the runs between falls of the bandwidth by more than the 10 % margin
+    (helpers.formulas.regime.label: "below") from one size to the next; a size inside a run of falls (one step)
+    belongs to no level. A rate of zero or none is no fall (its ratio is not a number)."""
     import statistics
 
-    stairs = sorted(stairs, key=lambda r: r.working_set_bytes)
-    if not stairs:
-        return [], []
-    bw = [r.read_bandwidth for r in stairs]
-    falls = [i for i in range(len(stairs) - 1) if regime.label(regime.ratio(bw[i + 1], bw[i])) == regime.BELOW]
-    spans: list[list[int]] = []
-    for i in falls:
-        if spans and spans[-1][1] == i:
-            spans[-1][1] = i + 1
-        else:
-            spans.append([i, i + 1])
-    caches = data_caches(caches)
-    steps = [Step(stairs[a].working_set_bytes, stairs[b].working_set_bytes, bw[a], bw[b],
-                  tuple(c.name for c in caches if stairs[a].working_set_bytes <= c.size_bytes <= stairs[b].working_set_bytes),
-                  b == len(stairs) - 1) for a, b in spans]
-    bounds = [0] + [b for _, b in spans]
-    ends = [a for a, _ in spans] + [len(stairs) - 1]
-    levels = []
-    for first, last in zip(bounds, ends):
-        run = stairs[first:last + 1]
-        levels.append(FoundLevel(run[0].working_set_bytes, run[-1].working_set_bytes, len(run),
-                                 statistics.median(r.read_bandwidth for r in run), fits_in(run[-1].working_set_bytes, caches)))
-    return levels, steps
+    stairs, caches = sorted(stairs, key=lambda r: r.working_set_bytes), data_caches(caches)
+    n = len(stairs)
+    falls = [regime.label(regime.ratio(stairs[i + 1].read_bandwidth, stairs[i].read_bandwidth)) == regime.BELOW
+             for i in range(n - 1)] + [False]
+    levels, first = [], 0
+    for i in range(n):
+        if falls[i] or i == n - 1:
+            run = stairs[first:i + 1]
+            if not (falls[i] and 0 < first == i):     # a lone size between two falls: the middle of a step
+                levels.append(FoundLevel(run[0].working_set_bytes, run[-1].working_set_bytes, len(run),
+                                         statistics.median(r.read_bandwidth for r in run),
+                                         fits_in(run[-1].working_set_bytes, caches)))
+            first = i + 1
+    return levels

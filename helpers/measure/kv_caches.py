@@ -1,8 +1,5 @@
-"""KV caches measured: tiny Mistral models that differ only in their K/V heads (MHA, GQA, MQA) or in a
-sliding window (helpers.measure.local_models.tiny_model, fp32 on the CPU), run forward with transformers'
-DynamicCache, and the bytes of the cache's tensors held against helpers.formulas.memory.kv_cache_bytes —
-byte for byte. The tables of these results are helpers.present.attention_figures.
-"""
+"""KV caches measured: tiny models that differ only in their K/V heads (MHA, GQA, MQA) or a sliding window, run
+with transformers' DynamicCache, its bytes held against helpers.formulas.memory.kv_cache_bytes byte for byte."""
 from __future__ import annotations
 
 import dataclasses
@@ -33,7 +30,7 @@ class CacheCheck:
 
 @dataclass(frozen=True)
 class SlidingStep:
-    """A sliding-window cache after `tokens_seen` tokens, beside the three formulas it can be held to."""
+    """A sliding-window cache after `tokens_seen` tokens beside three formulas."""
 
     window: int
     tokens_seen: int
@@ -48,8 +45,7 @@ class SlidingStep:
 
 
 def kv_heads_configs(base: dict | None = None) -> dict[str, dict]:
-    """The tiny config three ways, differing only in num_key_value_heads: MHA (all heads), GQA (the tiny
-    model's groups of 4 query heads) and MQA (one K/V head)."""
+    """The tiny config as MHA, GQA (groups of 4 query heads) and MQA: only num_key_value_heads differs."""
     base = dict(base or TINY_CONFIG)
     heads = base["num_attention_heads"]
     gqa = base.get("num_key_value_heads") or heads
@@ -61,13 +57,11 @@ def kv_heads_configs(base: dict | None = None) -> dict[str, dict]:
 
 
 def measured_cache(model, tokens: int, batch: int = 1):
-    """The DynamicCache after one prefill of `batch` random sequences of `tokens` tokens."""
     return prefill(model, prompt_ids(tokens, batch, model.config.vocab_size))[1]
 
 
 def measure_kv_heads(cases=((16, 1), (100, 1), (64, 4)), base: dict | None = None) -> list[CacheCheck]:
-    """Measured cache bytes of MHA, GQA and MQA tiny models against helpers.formulas.memory.kv_cache_bytes,
-    for each (tokens, batch) of `cases`."""
+    """CacheCheck of the MHA, GQA and MQA tiny models at each (tokens, batch) of `cases`."""
     rows = []
     for name, cfg in kv_heads_configs(base).items():
         model = tiny_model(cfg)
@@ -78,9 +72,7 @@ def measure_kv_heads(cases=((16, 1), (100, 1), (64, 4)), base: dict | None = Non
 
 
 def measure_sliding(window: int = 16, prompt: int = 4, total: int = 48, base: dict | None = None) -> list[SlidingStep]:
-    """Feed a tiny sliding-window model token by token with a real cache; after each step compare the
-    measured bytes with the formula at window − 1 slots (what transformers' DynamicSlidingWindowLayer
-    keeps between steps), and give the window and no-window formulas beside it."""
+    """A tiny sliding-window model fed token by token: its cache after each step beside the formulas (SlidingStep)."""
     import torch
 
     cfg = {**(base or TINY_CONFIG), "sliding_window": window}

@@ -1,8 +1,6 @@
-"""The models built on this machine, with no download: the ``tiny`` and ``small`` Mistral-architecture
-configs, their random weights from a fixed seed, the real Mistral tokenizer shipped in ``mistral-common``,
-and the cache folder they are saved to (``tiny-trained`` starts from ``tiny``: helpers.measure.training).
-Loading a profile by name is helpers.measure.models.
-"""
+"""The models built on this machine, with no download: the ``tiny`` and ``small`` Mistral-architecture configs,
+random weights from a fixed seed, the Mistral tokenizer shipped in ``mistral-common``, the cache folder. Loading a
+profile by name: helpers.measure.models."""
 from __future__ import annotations
 
 import json
@@ -49,13 +47,11 @@ class ProfileUnavailable(RuntimeError):
 
 
 def cache_dir() -> Path:
-    """Where built models live: WORKSHOP_CACHE, else ~/.cache/llm-inference-workshop — a folder this process
-    can write (created when missing), else EnvError naming it."""
+    """Where built models live: WORKSHOP_CACHE, else ~/.cache/llm-inference-workshop (EnvError if not writable)."""
     return env.folder("WORKSHOP_CACHE", Path.home() / ".cache" / "llm-inference-workshop")
 
 
 def tokenizer_source() -> Path:
-    """The Mistral 7B tokenizer file shipped inside the mistral-common package."""
     import mistral_common
 
     path = Path(mistral_common.__file__).parent / "data" / TOKENIZER_FILE
@@ -65,14 +61,13 @@ def tokenizer_source() -> Path:
 
 
 def tiny_config(**overrides) -> dict[str, Any]:
-    """The tiny model's config.json dict, with `overrides` (any config key: heads, window, widths, layers)."""
+    """The tiny model's config.json dict with `overrides`."""
     return {**TINY_CONFIG, **overrides}
 
 
 def tiny_model(config: dict | None = None, device: str = "cpu", dtype: str = "fp32", seed: int = TINY_SEED,
                **overrides):
-    """The one builder of a model with random weights (fixed seed), in eval mode: from a config.json dict
-    (default the tiny one, any model_type transformers knows) with `overrides`, on `device` in `dtype`."""
+    """The one builder of a random-weight model (fixed seed, eval mode) from a config.json dict with `overrides`."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
@@ -86,25 +81,29 @@ def tiny_model(config: dict | None = None, device: str = "cpu", dtype: str = "fp
 
 
 def build_tiny(folder: Path | None = None, config: dict | None = None, seed: int = TINY_SEED) -> Path:
-    """tiny_model saved with its tokenizer in a folder (reused when it holds the same config), for
-    ``from_pretrained``."""
+    """tiny_model saved with its tokenizer in a folder for ``from_pretrained`` (reused for the same config)."""
     config = dict(config or TINY_CONFIG)
-    folder = Path(folder or cache_dir() / "tiny-mistral")
-    marker = folder / "workshop-build.json"
-    stamp = {"config": config, "seed": seed}
-    if marker.exists() and json.loads(marker.read_text()) == stamp:
-        return folder
-    with atomic_folder(folder) as tmp:
+
+    def write(tmp: Path) -> None:
         tiny_model(config, seed=seed).save_pretrained(tmp)
         shutil.copy(tokenizer_source(), tmp / TOKENIZER_FILE)
-        (tmp / "workshop-build.json").write_text(json.dumps(stamp, indent=1))
+
+    return cached_build(Path(folder or cache_dir() / "tiny-mistral"), {"config": config, "seed": seed}, write)
+
+
+def cached_build(folder: Path, stamp: dict, write) -> Path:
+    """`folder`, written by write(tmp) unless its workshop-build.json already holds `stamp` (atomic_folder)."""
+    marker = folder / "workshop-build.json"
+    if not (marker.exists() and json.loads(marker.read_text()) == stamp):
+        with atomic_folder(folder) as tmp:
+            write(tmp)
+            (tmp / marker.name).write_text(json.dumps(stamp, indent=1))
     return folder
 
 
 @contextmanager
 def atomic_folder(folder: Path):
-    """Build a folder's content in a temporary sibling, then put it in place in one rename: a build
-    that fails or is interrupted leaves no half-written folder behind."""
+    """Build a folder in a temporary sibling, then rename it in place: no half-written folder is ever left."""
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
     try:
@@ -118,7 +117,7 @@ def atomic_folder(folder: Path):
 
 @contextmanager
 def quiet_progress():
-    """transformers' progress bars off within the block (a local model loads or saves in seconds), as before after."""
+    """transformers' progress bars off within the block (a local model loads in seconds)."""
     from transformers.utils import logging as hf_logging
 
     bars = hf_logging.is_progress_bar_enabled()
@@ -131,7 +130,6 @@ def quiet_progress():
 
 
 def load_tokenizer(folder: str | Path):
-    """The Mistral tokenizer from a local folder, through transformers' MistralCommonBackend."""
     from transformers import MistralCommonBackend
 
     return MistralCommonBackend.from_pretrained(str(folder))

@@ -1,8 +1,6 @@
-"""Microbenchmarks of this device, the roofs of the roofline (helpers.formulas.roofline), each the best of its
-repeats (as STREAM reports its best rate): the **read** bandwidth, the sum of a buffer past the caches — a
-decode step's floor is the bytes it reads ÷ this rate; the **copy** bandwidth for comparison, read + written
-÷ time (STREAM's "copy", McCalpin 1995); peak matmul FLOP/s, an n × n matmul being 2·n³ FLOPs.
-"""
+"""Microbenchmarks of this device, the roofs of the roofline, each the best of its repeats (as STREAM reports):
+the read bandwidth (the sum of a buffer past the caches: a decode step's floor is its bytes ÷ this rate), the copy
+bandwidth for comparison (read + written, STREAM's "copy", McCalpin 1995), peak matmul FLOP/s (2·n³ per n × n)."""
 from __future__ import annotations
 
 import subprocess
@@ -15,6 +13,7 @@ from ..formulas.units import FLOAT_DTYPES, normalize_dtype
 from .dtypes import torch_dtype
 from .timing import Stats, measure
 
+
 def parse_size(text: str) -> int:
     """'48K' / '1024K' / '32M' / '32768' (bytes) as the kernel writes cache sizes → bytes."""
     t = text.strip().upper().removesuffix("B")
@@ -25,8 +24,7 @@ def parse_size(text: str) -> int:
 
 
 def cache_rows(root: str | Path = "/sys/devices/system/cpu/cpu0/cache") -> list[tuple[int, str, int, str]]:
-    """This machine's caches as seen from CPU 0, (level, kind, bytes, CPUs sharing it or ""): Linux sysfs,
-    else macOS sysctl, else [] (unknown). helpers.measure.hierarchy.CacheLevel is one row."""
+    """This machine's caches as hierarchy.CacheLevel's fields: Linux sysfs, else macOS sysctl, else []."""
     root = Path(root)
     out = []
     if root.is_dir():
@@ -48,8 +46,7 @@ def cache_rows(root: str | Path = "/sys/devices/system/cpu/cpu0/cache") -> list[
 
 
 def last_level_cache_bytes(caches=None) -> int | None:
-    """The largest data cache (its last level) of `caches` (helpers.measure.hierarchy.CacheLevel; default this
-    machine's, cache_rows), in bytes; None when none is reported."""
+    """The largest data cache's bytes of `caches` (CacheLevels; default this machine's); None when none is reported."""
     sizes = ([c.size_bytes for c in caches if c.kind != "Instruction"] if caches is not None else
              [size for _, kind, size, _ in cache_rows() if kind != "Instruction"])
     return max(sizes, default=None)
@@ -62,10 +59,9 @@ SHARE_OF_FREE = 0.25
 
 
 def beyond_last_cache(caches=None, free_bytes: int | None = None, floor: int = 256 * 2**20, buffers: int = 1) -> int:
-    """A working set past this machine's caches: PAST_LAST_CACHE × the last-level cache (at least `floor`),
-    halved while `buffers` of it would take more than SHARE_OF_FREE of the free memory (`free_bytes`,
-    default: measured now with psutil), never below `floor`. The one sizing of every measurement that must
-    read from memory, not from a cache: the staircase's last working set, the bandwidth benchmark's buffer."""
+    """A working set past this machine's caches: PAST_LAST_CACHE × the last-level cache, halved while `buffers` of it
+    would take more than SHARE_OF_FREE of the free memory, never below `floor`: the one sizing of every measurement
+    that must read from memory (the staircase's last working set, the bandwidth benchmark's buffer)."""
     if free_bytes is None:
         import psutil
 
@@ -78,24 +74,21 @@ def beyond_last_cache(caches=None, free_bytes: int | None = None, floor: int = 2
 
 @dataclass(frozen=True)
 class CopyBenchmark:
-    """One bandwidth measurement (a copy or a read): `iters` passes over `nbytes` per timed sample,
-    `bytes_moved` counted per pass (a copy: read + written; a read: read)."""
+    """One bandwidth measurement (a copy or a read): `iters` passes over `nbytes` per timed sample."""
 
     device: str
-    nbytes: int          # size of the buffer copied
-    bytes_moved: int     # per copy: nbytes read + nbytes written
+    nbytes: int          # size of the buffer
+    bytes_moved: int     # per pass: a copy's read + written, a read's read
     iters: int
     stats: Stats         # seconds per timed sample (iters copies)
 
     @property
     def seconds_per_copy(self) -> float:
-        """The best (shortest) sample per copy: a roof is the best the device sustains, and STREAM
-        reports its best rate the same way; interference from other work only ever slows a sample."""
+        """The best sample per pass: a roof is the best the device sustains (other work only ever slows a sample)."""
         return ratio(self.stats.min, self.iters)
 
     @property
     def bandwidth(self) -> float:
-        """Bytes moved per second (bytes_moved: a copy's read + write, a read's read), from the best sample."""
         return ratio(self.bytes_moved, self.seconds_per_copy)   # inf for a zero time, never an exception
 
     def to_dict(self) -> dict:
@@ -104,19 +97,9 @@ class CopyBenchmark:
                 "bandwidth_bytes_per_s": self.bandwidth, **{f"sample_{k}": v for k, v in self.stats.to_dict().items()}}
 
 
-def _timed(once, dev: str, iters: int, repeats: int) -> Stats:
-    """helpers.measure.timing.measure of `iters` calls of `once` per sample (one warm-up)."""
-    def run():
-        for _ in range(iters):
-            once()
-
-    return measure(run, dev, warmup=1, repeats=repeats)
-
-
 def _buffer(device: str | None, nbytes: int | None, iters: int | None) -> tuple[str, int, int]:
-    """(device, bytes, passes per sample) of a bandwidth benchmark, 20 passes on a GPU, 1 on a CPU. The bytes:
-    on a GPU past its L2 (1 GiB, capped at a tenth of the free memory); on a CPU past this machine's own
-    last-level cache (beyond_last_cache, the two buffers of a copy): a 480 MiB L3 holds a 256 MiB buffer whole."""
+    """(device, bytes, passes per sample) of a bandwidth benchmark: on a GPU 20 passes of 1 GiB (at most a tenth of
+    the free memory), on a CPU one pass past this machine's last-level cache (a 480 MiB L3 holds 256 MiB whole)."""
     import torch
 
     from .hardware import pick_device
@@ -135,23 +118,24 @@ def copy_benchmark(device: str | None = None, nbytes: int | None = None, repeats
     dev, nbytes, iters = _buffer(device, nbytes, iters)
     src = torch.ones(nbytes, dtype=torch.uint8, device=dev)
     dst = torch.zeros(nbytes, dtype=torch.uint8, device=dev)  # touched now, so no page faults are timed
-    return CopyBenchmark(dev, nbytes, 2 * nbytes, iters, _timed(lambda: dst.copy_(src), dev, iters, repeats))
+    return CopyBenchmark(dev, nbytes, 2 * nbytes, iters,
+                         measure(lambda: [dst.copy_(src) for _ in range(iters)], dev, 1, repeats))
 
 
 def read_benchmark(device: str | None = None, nbytes: int | None = None, repeats: int = 5,
                    iters: int | None = None) -> CopyBenchmark:
-    """The read bandwidth, the floor's: the sum of an fp32 buffer of `nbytes` (_buffer: past the
-    caches), bytes read ÷ the best time. A decode step's floor is the bytes it reads ÷ this rate."""
+    """The read bandwidth, the floor's: the sum of an fp32 buffer past the caches, bytes read ÷ the best time."""
     import torch
 
     dev, nbytes, iters = _buffer(device, nbytes, iters)
     x = torch.ones(nbytes // 4, dtype=torch.float32, device=dev)
-    return CopyBenchmark(dev, x.numel() * 4, x.numel() * 4, iters, _timed(x.sum, dev, iters, repeats))
+    return CopyBenchmark(dev, x.numel() * 4, x.numel() * 4, iters,
+                         measure(lambda: [x.sum() for _ in range(iters)], dev, 1, repeats))
 
 
 @dataclass(frozen=True)
 class MatmulBenchmark:
-    """One peak-FLOP/s measurement: `iters` n × n matmuls per timed sample."""
+    """`iters` n × n matmuls per timed sample."""
 
     device: str
     dtype: str
@@ -165,7 +149,6 @@ class MatmulBenchmark:
 
     @property
     def flops_per_s(self) -> float:
-        """FLOP/s of the best (shortest) sample, as for the bandwidth: a peak is the best sustained rate."""
         return ratio(self.flops_per_matmul * self.iters, self.stats.min)
 
     def to_dict(self) -> dict:
@@ -176,20 +159,19 @@ class MatmulBenchmark:
 
 def matmul_benchmark(device: str | None = None, dtype: str = "fp32", n: int | None = None, repeats: int = 5,
                      iters: int | None = None) -> MatmulBenchmark:
-    """Time torch.mm(a, b, out=c) on n × n matrices of a dtype (fp32, bf16 or fp16). On CUDA fp32 runs as true
-    fp32 (TF32 off by default), bf16/fp16 on the tensor cores: compare with a GPU's dense tensor-core figure."""
+    """torch.mm on n × n matrices of a dtype; on CUDA fp32 runs as true fp32 (TF32 off), bf16/fp16 on the tensor cores."""
     import torch
 
     from .hardware import pick_device
 
     dev = pick_device(device)
     dt = normalize_dtype(dtype, FLOAT_DTYPES)
-    # big enough to saturate the device, quick to run
     n = n or (8192 if dev.startswith("cuda") else 4096 if dev.startswith("mps") else 2048 if dt == "fp32" else 1024)
     iters = iters or (10 if dev.startswith(("cuda", "mps")) else 1)
     tdt = torch_dtype(dt)
     a = torch.randn(n, n, device=dev, dtype=tdt)  # the values do not change the time
     b = torch.randn(n, n, device=dev, dtype=tdt)
     c = torch.empty(n, n, device=dev, dtype=tdt)
-    return MatmulBenchmark(dev, dt, n, iters, _timed(lambda: torch.mm(a, b, out=c), dev, iters, repeats))
+    return MatmulBenchmark(dev, dt, n, iters,
+                           measure(lambda: [torch.mm(a, b, out=c) for _ in range(iters)], dev, 1, repeats))
 

@@ -1,14 +1,8 @@
-"""Multi-head latent attention (MLA, DeepSeek-V2 arXiv:2405.04434 §2.1), small and readable.
-
-MLA caches one compressed latent per token per layer — kv_lora_rank + qk_rope_head_dim elements,
-the latent and the decoupled, already-rotated RoPE key. At inference it never rebuilds per-head keys and
-values: "W^UK can be absorbed into W^Q, and W^UV can be absorbed into W^O" (§2.1.2), so each head's query
-meets the latent through W^UK and the weighted sum of latents reaches the output through W^O·W^UV. Only the
-RoPE part of the key cannot be absorbed (a position-dependent rotation sits between W^Q and W^UK, §2.1.3);
-that is why it travels beside the latent as one small shared key. ``MLAttention`` here does exactly that and
-keeps only [latent | rope key] in its cache, so its bytes can be measured against
-helpers.formulas.memory.kv_cache_bytes; transformers' own DeepSeek-V3 model is measured the same way.
-"""
+"""Multi-head latent attention (MLA, DeepSeek-V2 arXiv:2405.04434 §2.1), small and readable: each layer caches one
+latent per token, [c | k_R] (kv_lora_rank + qk_rope_head_dim), and attends from it with both up-projections
+absorbed — "W^UK can be absorbed into W^Q, and W^UV can be absorbed into W^O" (§2.1.2); only the RoPE key cannot
+(§2.1.3), so it travels beside the latent. Its bytes and transformers' DeepSeek-V3 cache are measured against
+helpers.formulas.memory.kv_cache_bytes."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -17,7 +11,7 @@ from typing import Any
 from ..formulas import regime
 from ..formulas.attention import mha_kv_bytes_per_token
 from ..formulas.memory import kv_cache_bytes
-from ..formulas.specs import ModelSpec, spec_from_config
+from ..formulas.specs import spec_from_config
 from .kv_caches import CacheCheck, measured_cache
 from .local_models import tiny_model
 from .tensor_bytes import measured_cache_bytes
@@ -36,15 +30,13 @@ TINY_MLA_CONFIG: dict[str, Any] = {
 
 
 class LatentCache:
-    """MLA's whole cache: per layer one tensor (batch, tokens, kv_lora_rank + qk_rope_head_dim), the latent and
-    the rotated RoPE key, nothing per head; held like a transformers Cache's, so measured_cache_bytes reads it."""
-
-    class Layer:
-        def __init__(self) -> None:
-            self.latent = None
+    """MLA's whole cache: per layer one (batch, tokens, rank + rope) tensor, nothing per head; its layers held like
+    a transformers Cache's, so measured_cache_bytes reads it."""
 
     def __init__(self, num_layers: int) -> None:
-        self.layers = [LatentCache.Layer() for _ in range(num_layers)]
+        from types import SimpleNamespace
+
+        self.layers = [SimpleNamespace(latent=None) for _ in range(num_layers)]
 
     def update(self, layer: int, new):
         import torch
@@ -61,10 +53,9 @@ def _rope(x, positions, theta: float):
     d = x.shape[-1]
     inv = 1.0 / (theta ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
     ang = positions.to(torch.float64)[:, None] * inv[None, :]
-    cos, sin = torch.cos(ang).to(x.dtype), torch.sin(ang).to(x.dtype)
-    cos, sin = torch.cat([cos, cos], -1), torch.cat([sin, sin], -1)
+    ang = torch.cat([ang, ang], -1)
     x1, x2 = x[..., : d // 2], x[..., d // 2:]
-    return x * cos + torch.cat([-x2, x1], -1) * sin
+    return x * ang.cos().to(x.dtype) + torch.cat([-x2, x1], -1) * ang.sin().to(x.dtype)
 
 
 def _mla_module_class():
@@ -72,15 +63,9 @@ def _mla_module_class():
     import torch.nn as nn
 
     class MLAttention(nn.Module):
-        """One MLA layer (DeepSeek-V2 §2.1.2–2.1.3), without query compression.
-
-        Down-projection: c = RMSNorm(W_DKV x) (kv_lora_rank) and a shared RoPE key k_R = RoPE(W_KR x)
-        (qk_rope_head_dim); only [c | k_R] is cached. The up-projections W_UK and W_UV (kv_b_proj) would
-        rebuild per-head keys k_C = W_UK c and values v = W_UV c. ``forward`` never does: it attends straight
-        from the cache with both absorbed (DeepSeek-V2 §2.1.2) — W_UK into the query (q·k_C = (W_UKᵀq)·c),
-        W_UV into the output projection (W_O·(Σ a v) = (W_O·W_UV)·Σ a c, ``absorbed_output``).
-        ``forward_expanded`` expands K and V to every head first, as MHA would — the reference it must agree with.
-        """
+        """One MLA layer (§2.1.2–2.1.3), no query compression: caches c = RMSNorm(W_DKV x) and k_R = RoPE(W_KR x).
+        ``forward`` attends from the cache with W_UK absorbed into the query (q·k_C = (W_UKᵀq)·c) and W_UV into the
+        output projection (``absorbed_output``); ``forward_expanded`` rebuilds K and V per head: the reference."""
 
         def __init__(self, cfg: dict) -> None:
             super().__init__()
@@ -102,7 +87,6 @@ def _mla_module_class():
             return q[..., : self.nope], _rope(q[..., self.nope:], pos, self.theta)
 
         def latent(self, x, pos):
-            """What MLA caches for these tokens: [c | k_R], (batch, tokens, rank + rope)."""
             ckv = self.kv_a_proj_with_mqa(x)
             c, k_r = ckv[..., : self.rank], ckv[..., self.rank:]
             return torch.cat([self.kv_a_layernorm(c), _rope(k_r, pos, self.theta)], dim=-1)
@@ -112,16 +96,10 @@ def _mla_module_class():
             return w[:, : self.nope], w[:, self.nope:]          # W_UK (h, nope, rank), W_UV (h, v, rank)
 
         def absorbed_output(self):
-            """W_O·W_UV per head, (hidden, h, rank): the output projection with W_UV absorbed into it — what an
-            engine precomputes once, so that the weighted sum of latents goes straight to the hidden size."""
+            """W_O·W_UV per head, (hidden, h, rank): what an engine precomputes once."""
             _, w_uv = self._weights()
             w_o = self.o_proj.weight.view(-1, self.h, self.v_dim)             # (hidden, h, v)
             return torch.einsum("dhv,hvr->dhr", w_o, w_uv)
-
-        @staticmethod
-        def _mask(t: int, s: int, start: int, device):
-            q_pos = torch.arange(start, start + t, device=device)[:, None]
-            return torch.arange(s, device=device)[None, :] <= q_pos   # (t, s) causal
 
         def forward(self, x, cache: LatentCache, layer: int):
             b, t, _ = x.shape
@@ -135,7 +113,8 @@ def _mla_module_class():
             q_lat = torch.einsum("bhtn,hnr->bhtr", q_nope, w_uk)        # absorb W_UK into the query
             scores = (torch.einsum("bhtr,bsr->bhts", q_lat, c)
                       + torch.einsum("bhtp,bsp->bhts", q_rope, k_r)) * self.scale
-            scores = scores.masked_fill(~self._mask(t, lat.shape[1], start, x.device), float("-inf"))
+            causal = torch.arange(lat.shape[1], device=x.device)[None, :] <= pos[:, None]     # (t, s)
+            scores = scores.masked_fill(~causal, float("-inf"))
             o_lat = torch.einsum("bhts,bsr->bhtr", scores.softmax(-1), c)     # the weighted sum of latents
             return torch.einsum("bhtr,dhr->btd", o_lat, self.absorbed_output())  # W_UV absorbed into W_O
 
@@ -154,7 +133,7 @@ def _mla_module_class():
             return self.o_proj(o.transpose(1, 2).reshape(b, s, self.h * self.v_dim))
 
     class TinyMLA(nn.Module):
-        """A stack of MLA layers with residual connections: enough to fill and measure a real latent cache."""
+        """MLA layers with residual connections: enough to fill and measure a real latent cache."""
 
         def __init__(self, cfg: dict) -> None:
             super().__init__()
@@ -188,8 +167,7 @@ def tiny_mla(cfg: dict | None = None, dtype=None, seed: int = 0):
 
 
 def run_mla(model, tokens: int, batch: int = 1, prompt: int | None = None, seed: int = 0, dtype=None):
-    """Feed `batch` random sequences through TinyMLA: a prompt at once, then one token per step.
-    Returns (hidden states of every token from the cached path, the same from the expanded reference, cache)."""
+    """(cached output, expanded reference, cache) of random sequences: a prompt at once, then a token per step."""
     import torch
 
     dtype = dtype or next(model.parameters()).dtype
@@ -205,14 +183,9 @@ def run_mla(model, tokens: int, batch: int = 1, prompt: int | None = None, seed:
     return torch.cat(outs, dim=1), ref, cache
 
 
-def mla_spec(cfg: dict | None = None) -> ModelSpec:
-    return spec_from_config(cfg or TINY_MLA_CONFIG, "tiny MLA")
-
-
 @dataclass(frozen=True)
 class MLACheck:
-    """TinyMLA's latent cache after `tokens` tokens of `batch` sequences, against the formula and against
-    what an expanded (MHA-sized) cache would hold; and how far its output is from the expanded reference."""
+    """TinyMLA's latent cache against the formula and an expanded (MHA-sized) cache; its output against the reference."""
 
     tokens: int
     batch: int
@@ -228,17 +201,14 @@ class MLACheck:
 
     @property
     def error_epsilons(self) -> float:
-        """The output error in units of fp32's rounding at the output's scale (helpers.formulas.regime.epsilons)."""
+        """The output error in fp32 roundings at the output's scale."""
         return regime.epsilons(self.max_output_error, self.output_scale, "fp32")
 
 
 def measure_mla(cases=((16, 1), (100, 1), (64, 4)), prompt: int = 8, cfg: dict | None = None) -> list[MLACheck]:
-    """TinyMLA's measured latent cache against helpers.formulas.memory.kv_cache_bytes (MLA: layers ×
-    (kv_lora_rank + qk_rope_head_dim) × bytes × tokens × batch), and how far the cached path's output
-    is from the expanded-heads reference."""
+    """MLACheck of each (tokens, batch) of `cases`."""
     cfg = cfg or TINY_MLA_CONFIG
-    model = tiny_mla(cfg)
-    spec = mla_spec(cfg)
+    model, spec = tiny_mla(cfg), spec_from_config(cfg, "tiny MLA")
     rows = []
     for tokens, batch in cases:
         out, ref, cache = run_mla(model, tokens, batch, prompt=prompt)
@@ -250,10 +220,9 @@ def measure_mla(cases=((16, 1), (100, 1), (64, 4)), prompt: int = 8, cfg: dict |
 
 
 def measure_hf_mla(cases=((16, 1), (64, 4)), cfg: dict | None = None) -> list[CacheCheck]:
-    """The same check on transformers' own DeepSeek-V3 implementation (random weights, toy size):
-    its DynamicCache holds the latent and the rope key, not per-head K and V."""
+    """The same check on transformers' DeepSeek-V3 (random weights, toy size): its cache holds the latent too."""
     cfg = cfg or TINY_MLA_CONFIG
-    model, spec = tiny_model(cfg), mla_spec(cfg)
+    model, spec = tiny_model(cfg), spec_from_config(cfg, "tiny MLA")
     return [CacheCheck("transformers DeepseekV3ForCausalLM", tokens, batch,
                        measured_cache_bytes(measured_cache(model, tokens, batch)),
                        kv_cache_bytes(spec, tokens, batch, "fp32"))

@@ -1,16 +1,8 @@
-"""Model profiles and loading, chosen by WORKSHOP_PROFILE (default ``auto``).
-
-- ``tiny``, ``small``: Mistral-architecture models built here with random weights and the real Mistral
-  tokenizer (helpers.measure.local_models), loaded back through ``from_pretrained``; ``small`` (175 M
-  parameters) reads about 0.57 GB per decode step in fp32: on a CPU its decode waits for memory.
-- ``tiny-trained``: ``tiny`` trained for a minute on a novel (helpers.measure.training), so its quality
-  figures mean something; the same timings and memory as ``tiny``.
-- ``mistral-7b``: Mistral 7B from the Hugging Face Hub (WORKSHOP_MODEL_ID to change the repository); missing,
-  gated or unreachable weights give the fix, never a hang. ``mistral-7b-random``: its architecture, random
-  weights, on a GPU.
-- ``auto``: a CUDA GPU with Mistral 7B reachable → ``mistral-7b``; a CUDA GPU without → ``tiny``; else
-  ``tiny-trained``.
-"""
+"""Model profiles and loading, chosen by WORKSHOP_PROFILE: ``tiny``, ``small`` (built here, random weights:
+helpers.measure.local_models), ``tiny-trained`` (helpers.measure.training), ``mistral-7b`` from the Hub
+(WORKSHOP_MODEL_ID; missing, gated or unreachable weights give the fix, never a hang), ``mistral-7b-random`` (its
+architecture, random weights, on a GPU), ``auto``: mistral-7b on a CUDA GPU that can load it, tiny on one that
+cannot, tiny-trained elsewhere."""
 from __future__ import annotations
 
 import json
@@ -30,8 +22,7 @@ DEFAULT_MODEL_ID = "mistralai/Mistral-7B-v0.1"
 
 
 def built_folder(profile: str) -> Path:
-    """The folder of a profile built on this machine (LOCAL_PROFILES), built on first use: from its config
-    with random weights (BUILT_PROFILES), or trained once (tiny-trained, helpers.measure.training)."""
+    """The folder of a profile built on this machine (LOCAL_PROFILES), built on first use."""
     if profile == "tiny-trained":
         from .training import build_trained
 
@@ -57,9 +48,8 @@ class WeightsStatus:
 
 
 def _probe_hub(model_id: str, timeout: float) -> None:
-    """Ask the Hub whether this machine may download model_id; raise what it answered, or TimeoutError
-    after `timeout` seconds (auth_check takes no timeout: the probe runs in a daemon thread left behind
-    when it does not answer in time)."""
+    """Raise what the Hub answers about downloading model_id, or TimeoutError after `timeout` s (auth_check takes
+    no timeout: it runs in a daemon thread, left behind when it does not answer in time)."""
     import threading
 
     from huggingface_hub import auth_check
@@ -82,8 +72,7 @@ def _probe_hub(model_id: str, timeout: float) -> None:
 
 
 def weights_status(model_id: str | None = None, probe_hub: bool = True, timeout: float = 10.0) -> WeightsStatus:
-    """Whether a model's weights can be loaded: in the local Hugging Face cache, or reachable on the Hub
-    with access granted. Never downloads, and answers within ``timeout`` seconds."""
+    """Whether a model's weights are in the local cache or reachable on the Hub; never downloads, answers in time."""
     model_id = model_id or hub_model_id()
     page = f"https://huggingface.co/{model_id}"
     try:
@@ -144,18 +133,15 @@ class Loaded:
 
     @property
     def label(self) -> str:
-        """e.g. 'tiny (Mistral architecture, random weights) · fp32 · cpu · profile tiny'."""
         return f"{self.model_name} · {self.dtype} · {self.device} · profile {self.profile}"
 
     def without_weights(self) -> "Loaded":
-        """The same description (`spec` and `label` work) with no model or tokenizer: what a recorded
-        measurement keeps of the model it ran on (helpers.present.replay)."""
+        """The same description with no model or tokenizer: what a recording keeps (helpers.present.replay)."""
         return replace(self, model=None, tokenizer=None)
 
 
 def run_on(loaded: Loaded, fn, *args, **kwargs) -> tuple[Loaded, Any]:
-    """(the model it ran on, without its weights; fn(loaded, *args, **kwargs)): the value a notebook records
-    (helpers.present.replay.measure), so a replay from another machine is read with its own model's shape."""
+    """(loaded without its weights, fn(loaded, ...)): what a notebook records, so a replay carries its model's shape."""
     return loaded.without_weights(), fn(loaded, *args, **kwargs)
 
 
@@ -179,8 +165,7 @@ def resolve_profile(profile: str | None = None, device: str | None = None) -> tu
 
 
 def default_dtype(profile: str, device: str) -> str:
-    """bf16 on a GPU that computes it natively (Ampere and later), fp16 on older ones (a T4, a V100:
-    bf16 there is emulated and slow); fp32 for the locally built models on a CPU, where bf16 matmuls are slow."""
+    """bf16 on a GPU that computes it natively, else fp16; fp32 for the built models on a CPU (bf16 is slow there)."""
     if device == "cpu" and profile in LOCAL_PROFILES:
         return "fp32"
     if device == "cuda":
@@ -204,8 +189,7 @@ def env_dtype() -> str | None:
 
 
 def hub_model_id(default: str = DEFAULT_MODEL_ID) -> str:
-    """The Hub id the mistral-7b profile loads: WORKSHOP_MODEL_ID, else `default`; EnvError when it is not
-    a Hub id (huggingface_hub's rule: `name` or `owner/name`, letters, digits, '-', '_', '.', at most 96)."""
+    """The Hub id the mistral-7b profile loads: WORKSHOP_MODEL_ID, else `default`; EnvError when it is not one."""
     from huggingface_hub.utils import HFValidationError, validate_repo_id
 
     value = env.text("WORKSHOP_MODEL_ID", default)
@@ -228,30 +212,25 @@ def load(profile: str | None = None, device: str | None = None, dtype: str | Non
     name, reason = resolve_profile(profile, device)
     dev = pick_device(device)
     dt = normalize_dtype(dtype or env_dtype() or default_dtype(name, dev), FLOAT_DTYPES)
-    dtype_t = torch_dtype(dt)
     if name in LOCAL_PROFILES:
-        folder, model_name = built_folder(name), display_name(name)
+        folder = built_folder(name)
         with quiet_progress():
-            model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype_t).to(dev).eval()
-        tok = load_tokenizer(folder)
-        cfg = json.loads((folder / "config.json").read_text())
-        return Loaded(model, tok, name, model_name, dev, dt, reason, cfg)
+            model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch_dtype(dt)).to(dev).eval()
+        return Loaded(model, load_tokenizer(folder), name, display_name(name), dev, dt, reason,
+                      json.loads((folder / "config.json").read_text()))
     if name == "mistral-7b-random":
         if dev != "cuda":
             raise ProfileUnavailable(
                 "mistral-7b-random builds the full 7.24 B-parameter model (14.5 GB in bf16) and is meant for a "
                 f"CUDA GPU; this device is {dev}. Fix: run on a GPU, or use WORKSHOP_PROFILE=tiny.")
-        _, cfg = load_config("mistral-7b-v0.1")
-        model = tiny_model(cfg, dev, dt)
-        tok = load_tokenizer(build_tiny())  # the same Mistral 7B v0.1 tokenizer
-        return Loaded(model, tok, name, "Mistral 7B v0.1 architecture, random weights", dev, dt, reason, cfg)
-    # mistral-7b from the Hub
-    model_id = hub_model_id()
+        cfg = load_config("mistral-7b-v0.1")[1]
+        return Loaded(tiny_model(cfg, dev, dt), load_tokenizer(build_tiny()),  # the same Mistral 7B v0.1 tokenizer
+                      name, "Mistral 7B v0.1 architecture, random weights", dev, dt, reason, cfg)
+    model_id = hub_model_id()   # mistral-7b, from the Hub
     status = weights_status(model_id)
     if not status.available:
         raise ProfileUnavailable(status.message)
     from transformers import AutoTokenizer
 
-    model = AutoModelForCausalLM.from_pretrained(model_id, dtype=dtype_t, device_map=dev).eval()
-    tok = AutoTokenizer.from_pretrained(model_id)
-    return Loaded(model, tok, "mistral-7b", model_id, dev, dt, reason, model.config.to_dict())
+    model = AutoModelForCausalLM.from_pretrained(model_id, dtype=torch_dtype(dt), device_map=dev).eval()
+    return Loaded(model, AutoTokenizer.from_pretrained(model_id), name, model_id, dev, dt, reason, model.config.to_dict())

@@ -1,13 +1,7 @@
-"""The texts the models are read on, and the quality of a model against a reference on them.
-
-- Texts (``helpers/data/``): Jane Austen, *Persuasion* (1818), public domain, one paragraph per line, trains
-  ``tiny-trained``; its last chapter is held out, and its opening (``heldout_eval_text``, about 1,000 tokens) is
-  the tiny profiles' evaluation text. Every other profile's: ``eval_text.txt``, original prose no published
-  model has seen.
-- perplexity = exp(mean negative log-likelihood of each next token of the text);
-- KL(p_ref ‖ p_q) = Σ_v p_ref(v) (log p_ref(v) − log p_q(v)), per position, averaged over positions;
-- top-1 agreement = share of positions where both models put the same token first.
-"""
+"""The texts the models are read on, and a model's quality against a reference on them. *Persuasion* (helpers/data/)
+trains ``tiny-trained``; the opening of its held-out last chapter is the tiny profiles' evaluation text, original
+prose no published model has seen (eval_text.txt) every other profile's. Perplexity = exp(mean NLL of each next
+token); KL(p_ref ‖ p_q) = Σ_v p_ref(v) (log p_ref(v) − log p_q(v)) per position; top-1 agreement."""
 from __future__ import annotations
 
 import math
@@ -25,7 +19,6 @@ EVAL_TEXT = DATA / "eval_text.txt"
 
 
 def training_text() -> str:
-    """The whole training text (Persuasion, one paragraph per line)."""
     return TEXT_FILE.read_text(encoding="utf-8")
 
 
@@ -49,13 +42,12 @@ def heldout_eval_text() -> str:
 
 
 def eval_text(profile: str | None = None) -> str:
-    """A profile's evaluation text: for the tiny profiles heldout_eval_text (the random and the trained model
-    measured on the same text), for every other profile eval_text.txt."""
+    """heldout_eval_text for the tiny profiles (the random and the trained model read the same), else eval_text.txt."""
     return heldout_eval_text() if profile in TINY_PROFILES else EVAL_TEXT.read_text(encoding="utf-8")
 
+
 def eval_ids(tokenizer, max_tokens: int | None = None, profile: str | None = None) -> list[int]:
-    """Token ids of a profile's evaluation text (eval_text; a beginning-of-sequence
-    token first, as the tokenizer adds it)."""
+    """Token ids of a profile's evaluation text, BOS first."""
     ids = encode(tokenizer, eval_text(profile))
     return ids[:max_tokens] if max_tokens else ids
 

@@ -1,16 +1,10 @@
-"""Weight quantization with bitsandbytes, measured: footprint against helpers.formulas.memory's prediction,
-prefill and decode speed, and quality against the unquantized model on a fixed text (helpers.measure.quality).
-
-- ``int8``: LLM.int8() (Dettmers et al. 2022, arXiv:2208.07339) — int8 weights, one fp32 scale per row.
-- ``nf4``: 4-bit NormalFloat in blocks of 64 with an fp32 absmax each (QLoRA, arXiv:2305.14314, §3).
-- ``nf4-dq``: nf4 with double quantization — the absmax themselves stored in 8 bits (QLoRA §3).
-bitsandbytes replaces the decoder blocks' ``nn.Linear`` layers only: embedding, lm_head and norms stay.
-"""
+"""Weight quantization with bitsandbytes, measured: footprint against helpers.formulas.memory's prediction, speed,
+and quality against the unquantized model (helpers.measure.quality). ``int8``: LLM.int8() (arXiv:2208.07339), one
+fp32 scale per row; ``nf4``: 4-bit NormalFloat in blocks of 64 with an fp32 absmax each (QLoRA, arXiv:2305.14314
+§3); ``nf4-dq``: the absmax stored in 8 bits (QLoRA §3). Only the decoder blocks' ``nn.Linear`` layers change."""
 from __future__ import annotations
 
-import json
 import logging
-import shutil
 import time
 import warnings
 from dataclasses import dataclass
@@ -48,9 +42,8 @@ def bnb_config(scheme: str, compute_dtype: Any = None):
 
 
 def model_source(loaded) -> str | Path:
-    """Where the active profile's weights can be loaded from again, quantized on the way in:
-    the tiny model's folder, the Hub repository, or — for ``mistral-7b-random`` — a folder the random
-    model is saved to once (bitsandbytes quantizes while loading a checkpoint)."""
+    """Where the profile's weights load from again, quantized on the way in (bitsandbytes quantizes while loading a
+    checkpoint): the built folder, the Hub id, or for ``mistral-7b-random`` a folder it is saved to once."""
     from . import local_models, models
 
     if loaded.profile in local_models.LOCAL_PROFILES:   # tiny, tiny-trained, small: built on this machine
@@ -59,27 +52,19 @@ def model_source(loaded) -> str | Path:
         import torch
         import transformers
 
-        folder = local_models.cache_dir() / "mistral-7b-random"
         # random weights depend on the GPU (torch's CUDA generator fills by a grid sized by its SMs) and on
         # the versions: a copy saved under others holds another model, and the quality columns would lie
         gpu = torch.cuda.get_device_name() if str(loaded.device).startswith("cuda") else str(loaded.device)
         stamp = {"config": loaded.config, "seed": local_models.TINY_SEED, "device": gpu,
                  "torch": torch.__version__, "transformers": transformers.__version__}
-        marker = folder / "workshop-build.json"
-        if not (marker.exists() and json.loads(marker.read_text()) == stamp):
-            # from an empty folder: no stale model.safetensors beside a new sharded index, no marker if cut short
-            shutil.rmtree(folder, ignore_errors=True)
-            folder.mkdir(parents=True, exist_ok=True)
-            # 2 GB shards: safetensors copies a whole shard to host memory before writing it
-            loaded.model.save_pretrained(folder, max_shard_size="2GB")
-            marker.write_text(json.dumps(stamp, indent=1))
-        return folder
+        # 2 GB shards: safetensors copies a whole shard to host memory before writing it
+        return local_models.cached_build(local_models.cache_dir() / "mistral-7b-random", stamp,
+                                         lambda tmp: loaded.model.save_pretrained(tmp, max_shard_size="2GB"))
     return models.hub_model_id(loaded.model_name)
 
 
 def load_quantized(source: str | Path, scheme: str, device: str = "cpu", dtype: str = "fp32"):
-    """Load a checkpoint with bitsandbytes quantizing its decoder Linear layers on the way in. dtype: the
-    reference's, for what stays unquantized (embeddings, lm_head, norms) and what 4-bit matmuls compute in."""
+    """A checkpoint loaded with its decoder Linear layers quantized; `dtype` for the rest and 4-bit matmuls."""
     from transformers import AutoModelForCausalLM
 
     from .local_models import quiet_progress
@@ -93,8 +78,7 @@ def load_quantized(source: str | Path, scheme: str, device: str = "cpu", dtype: 
 
 
 def footprint(model, spec: ModelSpec | dict | str, scheme: str, base_dtype: str) -> dict[str, Any]:
-    """The loaded model's own bytes (parameters as stored, quantization states, buffers) against
-    helpers.formulas.memory.weight_bytes — the prediction, metadata included."""
+    """The model's measured bytes against helpers.formulas.memory.weight_bytes, metadata included."""
     pred = weight_bytes(spec, scheme, base_dtype=base_dtype)
     weights = measured_weight_bytes(model)
     total = measured_model_bytes(model)
@@ -106,10 +90,8 @@ def footprint(model, spec: ModelSpec | dict | str, scheme: str, base_dtype: str)
 
 def speed(models: dict[str, Any], prompt_ids, new_tokens: int, repeats: int = 3,
           device: str | None = None) -> dict[str, dict[str, float]]:
-    """Prefill time (median TTFT) and the median decode step (inter-token latency; nan with a single new token)
-    of greedy generation, for each model of a {name: model} dict, after a warm-up each; the models take turns,
-    one generation each per round, so that anything else slowing the machine slows them all alike. Tokens/s
-    (1 ÷ the step) is a table's column (helpers.present.quant_figures.speed_rows), which a zero step cannot stop."""
+    """Median prefill and decode step (nan with one new token) of each {name: model}, after a warm-up each; the
+    models take turns, one generation per round, so that whatever slows the machine slows them alike."""
     import statistics
 
     import torch
@@ -147,8 +129,7 @@ def sizes_for(profile: str, device: str) -> Sizes:
 
 @dataclass
 class VariantResult:
-    """One scheme's row: footprint, speed and quality against the reference (the reference's own row
-    has KL 0 and agreement 1); error says why a scheme could not run here, its other fields empty."""
+    """One scheme's footprint, speed and quality against the reference; error: why it could not run here."""
 
     scheme: str
     label: str
@@ -159,67 +140,55 @@ class VariantResult:
     error: str | None = None
 
 
-def compare(loaded, schemes=SCHEMES, sizes: Sizes | None = None, progress: bool = True,
-            hold_all: bool | None = None, timing: bool = True) -> list[VariantResult]:
-    """The reference (the loaded model as it is) and each bitsandbytes scheme in one run: footprint, prefill
-    and decode speed, quality on the fixed text against the reference. hold_all (default: on a CPU): every
-    variant held and timed in alternating rounds; else (a 7B and its copies may not fit a GPU together) each
-    is loaded, measured and freed before the next. A scheme that fails gives a row with its error.
-    timing=False: no speed figures."""
+def compare(loaded, schemes=SCHEMES, sizes: Sizes | None = None, timing: bool = True) -> list[VariantResult]:
+    """The reference and each scheme: footprint, speed, quality. On a CPU all are held and timed in alternating rounds;
+    on a GPU (a 7B and its copies may not fit) each is measured and freed in turn. A failed scheme: a row, its error."""
     from tqdm.auto import tqdm
 
-    sizes = sizes or sizes_for(loaded.profile, loaded.device)
-    hold_all = loaded.device == "cpu" if hold_all is None else hold_all
+    sizes, dev, spec, ref = sizes or sizes_for(loaded.profile, loaded.device), loaded.device, loaded.spec, loaded.dtype
+    hold_all = dev == "cpu"
     ids = eval_ids(loaded.tokenizer, sizes.eval_tokens, loaded.profile)
-    prompt = ids[: sizes.prompt_tokens]
-    spec = loaded.spec
-    ref_name = loaded.dtype
     ref_lp = next_token_logprobs(loaded.model, ids)
-    results = {ref_name: VariantResult(ref_name, f"{ref_name} (reference)", 0.0,
-                                       footprint(loaded.model, spec, ref_name, ref_name), {},
-                                       quality(ref_lp, ref_lp, ids))}
-    held = {ref_name: loaded.model}
+    results = {ref: VariantResult(ref, f"{ref} (reference)", 0.0, footprint(loaded.model, spec, ref, ref), {},
+                                  quality(ref_lp, ref_lp, ids))}
+    held = {ref: loaded.model}
 
-    def timed(models: dict) -> None:
-        if not timing:
-            return
-        for k, v in speed(models, prompt, sizes.new_tokens, sizes.repeats, loaded.device).items():
+    def timed() -> None:
+        for k, v in (speed(held, ids[: sizes.prompt_tokens], sizes.new_tokens, sizes.repeats, dev) if timing else {}).items():
             results[k].speed = v
+        if not hold_all:
+            held.clear()
+            free_memory(dev)
 
     if not hold_all:
-        timed({ref_name: loaded.model})
+        timed()
     source = model_source(loaded)
-    for scheme in tqdm(schemes, desc="quantized variants", disable=not progress):
+    for scheme in tqdm(schemes, desc="quantized variants"):
         t0 = time.perf_counter()
-        model = None
         try:
-            model = load_quantized(source, scheme, loaded.device, loaded.dtype)
-            load_s = time.perf_counter() - t0
-            results[scheme] = VariantResult(scheme, f"bitsandbytes {scheme}", load_s,
-                                            footprint(model, spec, scheme, loaded.dtype), {},
+            held[scheme] = model = load_quantized(source, scheme, dev, ref)
+            results[scheme] = VariantResult(scheme, f"bitsandbytes {scheme}", time.perf_counter() - t0,
+                                            footprint(model, spec, scheme, ref), {},
                                             quality(ref_lp, next_token_logprobs(model, ids), ids))
-            if hold_all:
-                held[scheme] = model
-            else:
-                timed({scheme: model})
+            del model
+            if not hold_all:
+                timed()
         except Exception as exc:  # noqa: BLE001 - a scheme that cannot run here is a result, not a crash
+            held.pop(scheme, None)
+            model = None
             results[scheme] = VariantResult(scheme, f"bitsandbytes {scheme}", time.perf_counter() - t0, {}, {},
                                             None, error=f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:300]}")
-        finally:
-            if not hold_all:
-                del model
-                free_memory(loaded.device)
+            free_memory(dev)
     if hold_all:
         try:
-            timed(held)
+            timed()
         finally:
             held.clear()
-            free_memory(loaded.device)
+            free_memory(dev)
     return list(results.values())
 
 
 def streamed_bytes(result: VariantResult, spec: ModelSpec, base_dtype: str) -> int:
-    """The weight bytes one decode step reads: the measured weights, less the input embedding table (a lookup:
-    a step reads one row of it; helpers.formulas.stepcost counts the same way)."""
+    """The measured weights less the input embedding table (a step reads one row of it, as stepcost counts)."""
     table = 0 if spec.tie_word_embeddings else spec.vocab_size * spec.hidden_size * dtype_bytes(base_dtype)
     return int(result.footprint["measured_weight_bytes"] - table)

@@ -1,16 +1,13 @@
-"""The pain points of serving an LLM, measured: sweeps over a loaded model (helpers.measure.models.Loaded) —
-the KV cache's bytes as the sequence grows (memory_growth), time to first token (ttft_sweep) and inter-token
-latency (itl_sweep) against the context, decode at growing batch, and concurrent sequences until the device
-runs out of memory (users_sweep). Sizes: sweep_sizes(profile, device). Every sweep stops at an out-of-memory
-error and marks it: a result, not a crash. The figures: helpers.present.sweep_figures.
-"""
+"""The pain points of serving an LLM, measured on a loaded model (helpers.measure.models.Loaded): the cache's
+bytes, TTFT, ITL, decode at growing batch, concurrent users; sizes per profile and device (sweep_sizes). Running
+out of memory ends a sweep as a marked result, not a crash. Figures: helpers.present.sweep_figures."""
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
-from .hardware import (allocated, free_memory, is_device_limit, is_out_of_memory, peak_allocated, reset_peak, synchronize)
+from .hardware import free_memory, is_device_limit, is_out_of_memory, synchronize
 from ..formulas.memory import cache_window_slots, kv_cache_bytes
 from .tensor_bytes import measured_cache_bytes
 from .timing import Stats, check_positions, measure, prefill, prompt_ids, timed_generate
@@ -22,17 +19,17 @@ class SweepSizes:
 
     memory_tokens: tuple[int, ...]       # sequence lengths for memory growth (batch 1)
     ttft_tokens: tuple[int, ...]         # prompt lengths for TTFT / prefill
-    ttft_repeats: int
     itl_contexts: tuple[int, ...]        # contexts for inter-token latency / decode step
-    itl_steps: int                       # decode steps timed at each context
-    requests: int                        # N requests for the throughput comparison
-    prompt_range: tuple[int, int]        # their prompt lengths (min, max)
+    prompt_range: tuple[int, int]        # prompt lengths (min, max) of the throughput comparison's requests
     new_tokens_range: tuple[int, int]    # their output lengths (min, max)
     users_context: int                   # context of each sequence in the users (out-of-memory) sweep
     users_batches: tuple[int, ...]       # concurrent sequences tried, in order
     decode_batches: tuple[int, ...]      # batch sizes for decode on the roofline
     efficiency_context: int              # context of the decode-efficiency comparison
-    efficiency_sizes: tuple[str, ...]    # model sizes built for it (helpers.measure.decode_efficiency.SIZE_OVERRIDES)
+    efficiency_sizes: tuple[str, ...] = ("probe", "tiny", "small")   # decode_efficiency.SIZE_OVERRIDES built
+    ttft_repeats: int = 3
+    itl_steps: int = 12                  # decode steps timed at each context
+    requests: int = 8                    # N requests for the throughput comparison
 
 
 def _doubling(lo: int, hi: int) -> tuple[int, ...]:
@@ -43,45 +40,22 @@ BIG_GPU_FREE_BYTES = 40 * 10**9  # free memory after loading from which the full
 
 
 def sweep_sizes(profile: str, device: str, free_bytes: int | None = None) -> SweepSizes:
-    """Sweep sizes for a profile on a device: tiny (any device) runs each notebook in well under a minute on
-    two CPU cores; a 7B model on CUDA with ≥ 40 GB free after loading goes to 16k tokens and doubles the users
-    until the GPU runs out of memory; a smaller GPU goes to 4k; a 7B model on a CPU or MPS stays modest."""
-    cuda = device.startswith("cuda")
+    """Tiny: each notebook in under a minute on two CPU cores; a 7B on CUDA with ≥ 40 GB free after loading: 16k
+    tokens, users doubled until the GPU runs out; a smaller GPU: 4k; a 7B on a CPU or MPS: modest."""
     from .local_models import TINY_PROFILES  # tiny and tiny-trained: the same config and sizes
 
-    if profile in TINY_PROFILES:
-        return SweepSizes(
-            memory_tokens=_doubling(16, 2048), ttft_tokens=_doubling(16, 2048), ttft_repeats=3,
-            itl_contexts=(16, 64, 256, 1024, 2048), itl_steps=12,
-            requests=8, prompt_range=(24, 160), new_tokens_range=(8, 40),
-            users_context=256, users_batches=(1, 2, 4, 8, 16) if not cuda else _doubling(64, 2**15),  # CUDA kernels cap grids near 65k
-            decode_batches=(1, 4, 16, 32), efficiency_context=128, efficiency_sizes=("probe", "small"),
-        )
+    cuda = device.startswith("cuda")
+    if profile in TINY_PROFILES:   # CUDA kernels cap launch grids near 65k sequences
+        return SweepSizes(_doubling(16, 2048), _doubling(16, 2048), (16, 64, 256, 1024, 2048), (24, 160), (8, 40),
+                          256, _doubling(64, 2**15) if cuda else (1, 2, 4, 8, 16), (1, 4, 16, 32), 128, ("probe", "small"))
     if cuda and (free_bytes is None or free_bytes >= BIG_GPU_FREE_BYTES):
-        return SweepSizes(
-            memory_tokens=_doubling(128, 16384), ttft_tokens=_doubling(128, 16384), ttft_repeats=3,
-            itl_contexts=(128, 512, 2048, 4096, 8192, 16384), itl_steps=12,
-            requests=8, prompt_range=(128, 1024), new_tokens_range=(16, 96),
-            users_context=1024, users_batches=_doubling(8, 8192),
-            decode_batches=(1, 4, 16, 64, 256), efficiency_context=512,
-            efficiency_sizes=("probe", "tiny", "small"),
-        )
+        return SweepSizes(_doubling(128, 16384), _doubling(128, 16384), (128, 512, 2048, 4096, 8192, 16384),
+                          (128, 1024), (16, 96), 1024, _doubling(8, 8192), (1, 4, 16, 64, 256), 512)
     if cuda:
-        return SweepSizes(
-            memory_tokens=_doubling(128, 4096), ttft_tokens=_doubling(128, 4096), ttft_repeats=3,
-            itl_contexts=(128, 512, 2048, 4096), itl_steps=12,
-            requests=8, prompt_range=(64, 512), new_tokens_range=(16, 64),
-            users_context=512, users_batches=_doubling(1, 4096),
-            decode_batches=(1, 4, 16, 64), efficiency_context=512,
-            efficiency_sizes=("probe", "tiny", "small"),
-        )
-    return SweepSizes(
-        memory_tokens=_doubling(16, 1024), ttft_tokens=_doubling(16, 512), ttft_repeats=2,
-        itl_contexts=(16, 128, 512), itl_steps=4,
-        requests=4, prompt_range=(16, 64), new_tokens_range=(4, 12),
-        users_context=128, users_batches=(1, 2, 4),
-        decode_batches=(1, 4, 16), efficiency_context=128, efficiency_sizes=("probe", "tiny"),
-    )
+        return SweepSizes(_doubling(128, 4096), _doubling(128, 4096), (128, 512, 2048, 4096), (64, 512), (16, 64),
+                          512, _doubling(1, 4096), (1, 4, 16, 64), 512)
+    return SweepSizes(_doubling(16, 1024), _doubling(16, 512), (16, 128, 512), (16, 64), (4, 12), 128, (1, 2, 4),
+                      (1, 4, 16), 128, ("probe", "tiny"), ttft_repeats=2, itl_steps=4, requests=4)
 
 
 def sizes_for(loaded) -> SweepSizes:
@@ -94,10 +68,8 @@ def sizes_for(loaded) -> SweepSizes:
 
 def guarded_sweep(points: Iterable, run_point: Callable[[Any], dict], device: str, key: str,
                   desc: str | None = None, is_limit: Callable[[BaseException], bool] = is_out_of_memory):
-    """A frame of run_point(p) for each point in order; an out-of-memory error (or whatever `is_limit`
-    accepts) ends the sweep with that point recorded as {key: p, "oom": True}, the point and the message in
-    the frame's attrs["oom_at"] and attrs["oom_message"], the device's cached memory returned. Other errors
-    propagate."""
+    """A frame of {key: p, **run_point(p)} per point; an error `is_limit` accepts ends it with {key: p, "oom": True},
+    the point and message in attrs["oom_at"] and attrs["oom_message"], the memory returned. Others propagate."""
     import pandas as pd
     from tqdm.auto import tqdm
 
@@ -119,32 +91,35 @@ def guarded_sweep(points: Iterable, run_point: Callable[[Any], dict], device: st
     return df
 
 
+def _with_peak(dev: str, run: Callable[[], dict]) -> dict:
+    """run()'s row with, on CUDA, the allocator's peak above what was allocated before it (None elsewhere)."""
+    import torch
+
+    cuda = dev.startswith("cuda")
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+    row = run()
+    synchronize(dev)
+    return {**row, "peak_above_weights_bytes": torch.cuda.max_memory_allocated() - base if cuda else None}
+
+
 def memory_growth(loaded, lengths: Sequence[int]):
-    """The cache's measured bytes after a prefill of n tokens (batch 1), for each n, beside the formula
-    (helpers.formulas.memory.kv_cache_bytes, sliding layers keeping window − 1 tokens as transformers'
-    DynamicCache does); on CUDA also the allocator's peak above the weights (cache + activations)."""
+    """The cache's bytes after a prefill of n tokens (batch 1) beside the formula; on CUDA the peak above the weights."""
     model, dev, spec = loaded.model, loaded.device, loaded.spec
     check_positions(model, max(lengths))
 
     def point(n: int) -> dict:
         ids = prompt_ids(n, vocab=model.config.vocab_size, device=dev)
-        reset_peak(dev)
-        base = allocated(dev)
-        _, cache = prefill(model, ids)
-        synchronize(dev)
-        peak = peak_allocated(dev)
-        row = {"cache_bytes": measured_cache_bytes(cache),
-               "formula_bytes": kv_cache_bytes(spec, n, 1, loaded.dtype, window_slots=cache_window_slots(spec)),
-               "peak_above_weights_bytes": (peak - base) if peak is not None else None}
-        del cache
-        return row
+        return _with_peak(dev, lambda: {
+            "cache_bytes": measured_cache_bytes(prefill(model, ids)[1]),
+            "formula_bytes": kv_cache_bytes(spec, n, 1, loaded.dtype, window_slots=cache_window_slots(spec))})
 
     return guarded_sweep(lengths, point, dev, "tokens", "memory")
 
 
 def ttft_sweep(loaded, lengths: Sequence[int], repeats: int = 3):
-    """Time to first token (a prefill into a fresh DynamicCache plus the first token's argmax) for each
-    prompt length: one untimed warm-up, then the median and p90 of `repeats` runs."""
+    """Time to first token (a prefill and the first argmax) at each prompt length, after a warm-up."""
     model, dev = loaded.model, loaded.device
     check_positions(model, max(lengths))
 
@@ -157,57 +132,51 @@ def ttft_sweep(loaded, lengths: Sequence[int], repeats: int = 3):
     return guarded_sweep(lengths, point, dev, "tokens", "TTFT")
 
 
+def _decode(loaded, context: int, batch: int, steps: int) -> tuple[Stats, float]:
+    """(the `steps` decode steps' times, TTFT) of one greedy generation (timed_generate) after `context` tokens."""
+    ids = prompt_ids(context, batch=batch, vocab=loaded.model.config.vocab_size, device=loaded.device)
+    g = timed_generate(loaded.model, ids, steps + 1, loaded.device)
+    return Stats(tuple(g.step_s)), g.ttft_s
+
+
 def itl_sweep(loaded, contexts: Sequence[int], steps: int = 12):
-    """Inter-token latency at each context: a prefill of `context` tokens, then `steps` greedy decode
-    steps of one token each that reuse the real DynamicCache (helpers.measure.timing.timed_generate);
-    median and p90 of the steps. A short warm-up generation runs first."""
-    model, dev = loaded.model, loaded.device
-    check_positions(model, max(contexts), steps + 1)
-    timed_generate(model, prompt_ids(8, vocab=model.config.vocab_size, device=dev), 3, dev)  # warm-up
+    """Inter-token latency at each context, batch 1: median and p90 of `steps` decode steps, after a warm-up."""
+    check_positions(loaded.model, max(contexts), steps + 1)
+    _decode(loaded, 8, 1, 2)
 
     def point(c: int) -> dict:
-        g = timed_generate(model, prompt_ids(c, vocab=model.config.vocab_size, device=dev), steps + 1, dev)
-        s = Stats(tuple(g.step_s))
-        return {"itl_s": s.median, "itl_p90_s": s.p90, "ttft_s": g.ttft_s}
+        s, ttft = _decode(loaded, c, 1, steps)
+        return {"itl_s": s.median, "itl_p90_s": s.p90, "ttft_s": ttft}
 
-    return guarded_sweep(contexts, point, dev, "context", "ITL")
+    return guarded_sweep(contexts, point, loaded.device, "context", "ITL")
 
 
 def decode_batch_sweep(loaded, context: int, batches: Sequence[int], steps: int = 8):
     """Decode step time for `batch` sequences of `context` tokens each, one token per sequence per step."""
-    model, dev = loaded.model, loaded.device
-    check_positions(model, context, steps + 1)
+    check_positions(loaded.model, context, steps + 1)
 
     def point(b: int) -> dict:
-        g = timed_generate(model, prompt_ids(context, batch=b, vocab=model.config.vocab_size, device=dev),
-                           steps + 1, dev)
-        s = Stats(tuple(g.step_s))
+        s, _ = _decode(loaded, context, b, steps)
         return {"step_s": s.median, "step_p90_s": s.p90, "tokens_per_s": b / s.median}
 
-    return guarded_sweep(batches, point, dev, "batch", "decode batch")
+    return guarded_sweep(batches, point, loaded.device, "batch", "decode batch")
 
 
 def users_sweep(loaded, context: int, batches: Sequence[int]):
-    """Concurrent sequences of `context` tokens: for each batch, a prefill of all of them into one
-    DynamicCache and one decode step; the cache's bytes, the formula, and on CUDA the allocator's
-    peak above the weights. On a GPU the batches grow until the device runs out of memory: that
-    point ends the sweep, marked (oom = True), and the memory is given back. So does any other refusal of a
-    size (hardware.is_device_limit: a CUDA library that cannot allocate its workspace, a launch grid too
-    large at thousands of sequences); its message is the frame's attrs["oom_message"]."""
+    """Concurrent sequences of `context` tokens, a prefill and a decode step per batch: the cache's bytes and the
+    formula, until the device refuses a size (hardware.is_device_limit: also a CUDA workspace or launch grid)."""
     model, dev, spec = loaded.model, loaded.device, loaded.spec
     check_positions(model, context, 2)
 
+    def run(b: int) -> dict:
+        t0 = time.perf_counter()
+        g = timed_generate(model, prompt_ids(context, batch=b, vocab=model.config.vocab_size, device=dev), 2, dev,
+                           track_cache=True)
+        return {"tokens": b * context, "cache_bytes": g.cache_bytes[-1], "seconds": time.perf_counter() - t0,
+                "formula_bytes": kv_cache_bytes(spec, context + 1, b, loaded.dtype, window_slots=cache_window_slots(spec))}
+
     def point(b: int) -> dict:
         free_memory(dev)
-        reset_peak(dev)
-        base = allocated(dev)
-        ids = prompt_ids(context, batch=b, vocab=model.config.vocab_size, device=dev)
-        t0 = time.perf_counter()
-        g = timed_generate(model, ids, 2, dev, track_cache=True)
-        secs = time.perf_counter() - t0
-        peak = peak_allocated(dev)
-        return {"tokens": b * context, "cache_bytes": g.cache_bytes[-1],
-                "formula_bytes": kv_cache_bytes(spec, context + 1, b, loaded.dtype, window_slots=cache_window_slots(spec)),
-                "peak_above_weights_bytes": (peak - base) if peak is not None else None, "seconds": secs}
+        return _with_peak(dev, lambda: run(b))
 
     return guarded_sweep(batches, point, dev, "batch", "users", is_limit=is_device_limit)

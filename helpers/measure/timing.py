@@ -1,6 +1,5 @@
-"""Timing done right: warm-up, device synchronisation, repeats, median and p90; for generation, time to first
-token (TTFT, the prefill) and each decode step over the real transformers KV cache (inter-token latency, ITL).
-"""
+"""Timing done right: warm-up, device synchronisation, repeats, median and p90; for generation, time to first token
+(TTFT) and each decode step over the real transformers KV cache (inter-token latency, ITL)."""
 from __future__ import annotations
 
 import statistics
@@ -8,15 +7,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .. import checks
 from ..formulas.stats import percentile
 from .hardware import synchronize
 
 
 @dataclass(frozen=True)
 class Stats:
-    """Summary of repeated timings, in seconds."""
-
     samples: tuple[float, ...]
 
     @property
@@ -37,7 +33,7 @@ class Stats:
 
 
 def measure(fn: Callable[[], object], device: str = "cpu", warmup: int = 1, repeats: int = 5) -> Stats:
-    """Run fn `warmup` times untimed, then `repeats` times, synchronising the device around each."""
+    """fn run `warmup` times untimed, then `repeats` times timed, the device synchronised around each."""
     for _ in range(warmup):
         fn()
     synchronize(device)
@@ -52,8 +48,6 @@ def measure(fn: Callable[[], object], device: str = "cpu", warmup: int = 1, repe
 
 @dataclass
 class GenerationTiming:
-    """One greedy generation: TTFT (prefill + first token) and each decode step after it."""
-
     batch: int
     prompt_tokens: int
     ttft_s: float
@@ -67,50 +61,24 @@ class GenerationTiming:
 
 
 def check_positions(model, prompt_tokens: int, new_tokens: int = 0) -> None:
-    """ValueError when prompt + new tokens run past the model's max_position_embeddings."""
     limit = getattr(model.config, "max_position_embeddings", None)
     if limit and prompt_tokens + new_tokens > limit:
         raise ValueError(f"{prompt_tokens:,} prompt tokens + {new_tokens:,} new exceed the model's {limit:,} positions "
                          "(max_position_embeddings in its config); shorten the prompt or the output")
 
 
-def check_ids(model, input_ids, new_tokens: int = 0):
-    """`input_ids` as a (batch, prompt) tensor of token ids a model can run, or ValueError saying what is
-    wrong and what is allowed: at least one sequence of at least one token, integer ids from 0 to the
-    vocabulary's size − 1, prompt + `new_tokens` within the model's positions. A list becomes a tensor."""
-    import torch
-
-    new_tokens = checks.count(new_tokens, "new_tokens", 0)
-    try:
-        input_ids = torch.as_tensor(input_ids)
-    except (TypeError, ValueError, RuntimeError, OverflowError):
-        raise ValueError(f"input_ids must be token ids (a (batch, prompt) tensor or a list of ids), got "
-                         f"{type(input_ids).__name__}") from None
-    shape = tuple(input_ids.shape)
-    if input_ids.ndim != 2 or shape[0] < 1 or shape[1] < 1:
-        raise ValueError(f"input_ids must be a (batch, prompt) tensor of at least one token, got shape {shape}")
-    if input_ids.dtype.is_floating_point or input_ids.dtype.is_complex or input_ids.dtype == torch.bool:
-        raise ValueError(f"input_ids must hold integer token ids, got {input_ids.dtype}")
-    vocab = getattr(model.config, "vocab_size", None)
-    lo, hi = int(input_ids.min()), int(input_ids.max())
-    if lo < 0 or (vocab and hi >= vocab):
-        raise ValueError(f"input_ids holds the id {lo if lo < 0 else hi}; allowed: 0 to {vocab - 1:,} (the vocabulary)")
-    check_positions(model, shape[1], new_tokens)
-    return input_ids.long()
-
-
 def timed_generate(model, input_ids, max_new_tokens: int, device: str | None = None, track_cache: bool = False,
                    cache=None, step=None) -> GenerationTiming:
-    """The one greedy decode loop: a prefill into `cache` (default a fresh DynamicCache), then one token per
-    sequence per step, the cache reused; the prefill and every step timed. `step` runs each decode step
-    (default the model; helpers.decoding.impls passes a compiled one). input_ids: (batch, prompt), unpadded."""
+    """The one greedy decode loop: a prefill into `cache` (default a fresh DynamicCache), then one token per sequence
+    per step, each timed; `step` runs a decode step (default the model; helpers.decoding.impls passes a compiled one)."""
     import torch
 
     from .tensor_bytes import measured_cache_bytes
 
     device = device or str(next(model.parameters()).device)
-    input_ids = check_ids(model, input_ids, max_new_tokens).to(device)
+    input_ids = input_ids.to(device)
     batch, p = input_ids.shape
+    check_positions(model, p, max_new_tokens)
     step = model if step is None else step
     with torch.inference_mode():
         synchronize(device)
@@ -135,8 +103,7 @@ def timed_generate(model, input_ids, max_new_tokens: int, device: str | None = N
 
 
 def prompt_ids(n: int, batch: int = 1, vocab: int = 32000, seed: int = 0, device: str = "cpu"):
-    """A (batch, n) tensor of random token ids ≥ 3 (after Mistral's <unk>, <s>, </s>), from a fixed seed:
-    the content does not change the timing."""
+    """(batch, n) random token ids ≥ 3 (past Mistral's <unk>, <s>, </s>), fixed seed: content does not change timing."""
     import torch
 
     gen = torch.Generator(device="cpu").manual_seed(seed)
@@ -144,9 +111,8 @@ def prompt_ids(n: int, batch: int = 1, vocab: int = 32000, seed: int = 0, device
 
 
 def prefill(model, ids, cache=None, attention_mask=None, position_ids=None):
-    """One prefill forward into `cache` (default a fresh DynamicCache); returns (next token ids (batch, 1),
-    cache). Logits for the last position only, as generate() does: the prompt's others are never used, and
-    computing them (prompt × vocab) would inflate TTFT."""
+    """(next token ids (batch, 1), cache) of one prefill into `cache` (default a fresh DynamicCache); logits for the
+    last position only, as generate() does: the others (prompt × vocab) would inflate TTFT."""
     import torch
     from transformers import DynamicCache
 

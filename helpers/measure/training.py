@@ -1,9 +1,6 @@
-"""The ``tiny-trained`` profile: the tiny model trained for about a minute (two CPU cores, fp32) on *Persuasion*
-(helpers.measure.quality), so that quality figures mean something (a random model's next-token distribution is
-flat: its perplexity sits near the vocabulary size and any rounding flips its argmax). AdamW with warm-up and
-cosine decay on windows of the novel less its held-out last chapter, from the ``tiny`` weights; cached in
-``cache_dir()/tiny-trained-<key>`` (config, text, recipe, torch version), built once under a file lock.
-"""
+"""The ``tiny-trained`` profile: the tiny model trained for a minute on *Persuasion* (helpers.measure.quality), so
+that quality figures mean something (a random model's perplexity sits near the vocabulary size). AdamW with warm-up
+and cosine decay, from the ``tiny`` weights; cached under a key of config, text, recipe and torch version."""
 from __future__ import annotations
 
 import hashlib
@@ -34,7 +31,6 @@ RECIPE: dict[str, Any] = {
 
 
 def cache_key(config: dict, full_text: str, recipe: dict) -> str:
-    """What the trained weights depend on: config, text, recipe (seed included), torch version."""
     import torch
 
     blob = json.dumps({"config": config, "text_sha256": hashlib.sha256(full_text.encode()).hexdigest(),
@@ -47,12 +43,12 @@ def trained_folder(config: dict | None = None, recipe: dict | None = None) -> Pa
 
 
 def log(folder: Path | None = None) -> dict[str, Any]:
-    """The training record saved beside the weights (train's)."""
+    """The training record saved beside the weights."""
     return json.loads(((folder or build_trained()) / "training.json").read_text())
 
 
 def build_trained(config: dict | None = None, recipe: dict | None = None, progress: bool = True) -> Path:
-    """Train the tiny model once (or reuse the cached build) and return its folder for from_pretrained."""
+    """The trained model's folder, trained once under a file lock."""
     config, recipe = dict(config or TINY_CONFIG), dict(recipe or RECIPE)
     folder = trained_folder(config, recipe)
     if (folder / "training.json").exists():
@@ -70,7 +66,6 @@ def build_trained(config: dict | None = None, recipe: dict | None = None, progre
 
 
 def lr_at(step: int, recipe: dict) -> float:
-    """Linear warm-up to the peak, then cosine decay to min_lr_ratio of it at the last step."""
     peak, warm, steps = recipe["lr"], recipe["warmup_steps"], recipe["steps"]
     if step < warm:
         return peak * (step + 1) / warm
@@ -80,7 +75,7 @@ def lr_at(step: int, recipe: dict) -> float:
 
 
 def train(out: Path, config: dict, recipe: dict, progress: bool = True) -> dict[str, Any]:
-    """Train from the tiny profile's random weights, save model and tokenizer into `out`, return the record."""
+    """Train from the tiny profile's random weights, save model and tokenizer into `out`; the record."""
     import torch
     from tqdm.auto import tqdm
     from transformers import AutoModelForCausalLM
@@ -96,12 +91,9 @@ def train(out: Path, config: dict, recipe: dict, progress: bool = True) -> dict[
     with quiet_progress():
         model = AutoModelForCausalLM.from_pretrained(start, dtype=torch.float32)
 
-    def heldout_loss() -> float:
-        model.eval()
+    def heldout_loss() -> float:   # the tiny config has no dropout: train and eval mode compute the same
         with torch.inference_mode():
-            loss = model(input_ids=held, labels=held).loss.item()
-        model.train()
-        return loss
+            return model(input_ids=held, labels=held).loss.item()
 
     before = heldout_loss()
     opt = torch.optim.AdamW(model.parameters(), lr=lr_at(0, recipe), betas=tuple(recipe["betas"]),
@@ -123,7 +115,6 @@ def train(out: Path, config: dict, recipe: dict, progress: bool = True) -> dict[
         losses.append(round(loss.item(), 4))
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
     after = heldout_loss()
-    model.eval()
     with quiet_progress():
         model.save_pretrained(out)
     shutil.copy(tokenizer_source(), out / TOKENIZER_FILE)
@@ -137,7 +128,7 @@ def train(out: Path, config: dict, recipe: dict, progress: bool = True) -> dict[
 
 @dataclass(frozen=True)
 class Perplexity:
-    """One model's perplexity on its profile's evaluation text (or the uniform guess's, computed)."""
+    """One model's perplexity on its profile's evaluation text, or the uniform guess's."""
 
     model: str
     profile: str
@@ -147,8 +138,7 @@ class Perplexity:
 
 
 def perplexities(*loaded) -> list[Perplexity]:
-    """Perplexity of each loaded model on its profile's evaluation text, then that of a uniform guess over the
-    vocabulary (exactly its size)."""
+    """Each loaded model's Perplexity, then the uniform guess's (exactly the vocabulary's size)."""
     out = []
     for m in loaded:
         ids = eval_ids(m.tokenizer, profile=m.profile)
