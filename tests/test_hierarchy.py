@@ -2,7 +2,7 @@
 import pytest
 
 from helpers.measure import hierarchy as h, microbench
-from helpers.present import hierarchy_figures
+from helpers.present import hood_figures
 from helpers.formulas.gpus import catalog
 
 
@@ -103,7 +103,7 @@ def test_staircase_levels_on_the_epyc_record():
     assert [(s.from_bytes, s.to_bytes, s.caches_at) for s in steps] == [
         (32 * KiB, 64 * KiB, ("L1d",)), (512 * KiB, 4 * MiB, ("L2",)), (8 * MiB, 64 * MiB, ("L3",))]
     assert [lv.reported for lv in levels] == ["L1d", "L2", "L3", "DRAM"]
-    table = hierarchy_figures.levels_frame(levels)
+    table = hood_figures.levels_frame(levels)
     assert table["÷ the last level's"].iloc[-1] == 1.0
     assert table["÷ the last level's"].iloc[0] == pytest.approx(levels[0].median_bandwidth / levels[-1].median_bandwidth)
 
@@ -142,7 +142,7 @@ def test_staircase_levels_on_synthetic_curves():
 def test_staircase_levels_and_table_take_every_extreme(points):
     caches = _caches(32 * KiB, 1 * MiB)
     levels, steps = h.levels_found(_stairs(points, caches), caches)
-    table = hierarchy_figures.levels_frame(levels)
+    table = hood_figures.levels_frame(levels)
     assert len(table) == len(levels) and (len(levels) >= 1) == bool(points)
     assert steps == [] or points[0][1] > 0
 
