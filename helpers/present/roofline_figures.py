@@ -1,7 +1,7 @@
-"""Figures and tables of the roofline (helpers.formulas.roofline) and of decode efficiency
-(helpers.measure.decode_efficiency), for notebook 03: numbers, the ratio that matters and its one-word label
-(helpers.formulas.regime) — no sentences. Every function takes any value a measurement can produce (zero, a
-negative difference, one row, none) without raising: a ratio it cannot form is nan, shown as "–"."""
+"""Figures and tables of notebook 03: the roofline (helpers.formulas.roofline), decode's intensity against
+batch (helpers.formulas.decode_intensity) and decode efficiency (helpers.measure.decode_efficiency), each
+ratio with its label (helpers.formulas.regime). Any value a measurement can produce draws; a ratio that
+cannot be formed is nan, shown as "–"."""
 from __future__ import annotations
 
 import math
@@ -10,6 +10,7 @@ from typing import Any, Iterable, Sequence
 import pandas as pd
 
 from ..formulas import regime
+from ..formulas.decode_intensity import IntensityPoint, IntensitySummary
 from ..formulas.roofline import RooflinePoint, attainable_flops, ridge_point
 from ..formulas.stepcost import forward_cost
 from . import plots
@@ -108,27 +109,32 @@ def efficiency_frame(table, bandwidth: float):
 
 # ============================================================================ figures
 
+def _roof(ax, peak: float, bandwidth: float, xs: Sequence[float], label: str, digits: int = 1) -> None:
+    """The roof log–log over xs and the ridge (each side ×4), the ridge marked."""
+    import numpy as np
+
+    ridge = ridge_point(peak, bandwidth)
+    grid = np.geomspace(min([*xs, ridge]) / 4, max([*xs, ridge]) * 4, 200)
+    ax.loglog(grid, [attainable_flops(x, peak, bandwidth) for x in grid], color="black", lw=2, label=label)
+    ax.axvline(ridge, color="grey", ls=":", lw=1)
+    ax.annotate(f"ridge {ridge:,.{digits}f} FLOP/B", (ridge, peak), textcoords="offset points", xytext=(4, -14),
+                fontsize=8, color="grey")
+    ax.set_xlabel("arithmetic intensity (FLOP per byte moved)")
+    ax.grid(True, which="both", alpha=0.2)
+
+
 def roofline_figure(peak_flops: float, bandwidth: float, points: Sequence[RooflinePoint], source: Any,
                     dtype: str = "", title: str | None = None):
     """The roofline (log–log) with measured points: prefill as circles, decode (batch 1) as triangles,
     batched decode as squares; the first and last point of each kind labelled. A point with no finite,
     positive intensity or rate is left out; with no roof to draw, a note says so."""
-    import numpy as np
-
     title = title or "Roofline of this device, measured"
-    ridge = ridge_point(peak_flops, bandwidth)
-    if not _finite(peak_flops, bandwidth, ridge):
+    if not _finite(peak_flops, bandwidth, ridge_point(peak_flops, bandwidth)):
         return plots.note_figure(source, title, "no finite, positive bandwidth and peak were measured")
     points = [p for p in points if _finite(p.intensity, p.achieved_flops)]
-    xs = [p.intensity for p in points] or [ridge]
-    lo, hi = min(min(xs), ridge) / 4, max(max(xs), ridge) * 4
-    grid = np.logspace(np.log10(lo), np.log10(hi), 200)
     fig, ax = plots.figure(width=8, height=5)
-    ax.loglog(grid, [attainable_flops(x, peak_flops, bandwidth) for x in grid], color="black", lw=2,
-              label=f"roof: {bandwidth / 1e9:,.1f} GB/s (read) × intensity, capped at {peak_flops / 1e12:,.2f} TFLOP/s {dtype}")
-    ax.axvline(ridge, color="grey", ls=":", lw=1)
-    ax.annotate(f"ridge {ridge:,.1f} FLOP/B", (ridge, peak_flops), textcoords="offset points", xytext=(4, -14),
-                fontsize=8, color="grey")
+    _roof(ax, peak_flops, bandwidth, [p.intensity for p in points],
+          f"roof: {bandwidth / 1e9:,.1f} GB/s (read) × intensity, capped at {peak_flops / 1e12:,.2f} TFLOP/s {dtype}")
     styles = {"prefill": ("o", "tab:orange"), "decode": ("^", "tab:blue"), "decode, batched": ("s", "tab:green")}
     for kind, (marker, color) in styles.items():
         pts = [p for p in points if p.kind == kind]
@@ -138,8 +144,7 @@ def roofline_figure(peak_flops: float, bandwidth: float, points: Sequence[Roofli
             for p in ((pts[0], pts[-1]) if kind == "prefill" else (pts[-1],)):
                 ax.annotate(p.label, (p.intensity, p.achieved_flops), textcoords="offset points", xytext=(4, 4),
                             fontsize=7, color=color)
-    ax.set(xlabel="arithmetic intensity (FLOP per byte moved)", ylabel="FLOP/s achieved", title=title)
-    ax.grid(True, which="both", alpha=0.2)
+    ax.set(ylabel="FLOP/s achieved", title=title)
     ax.legend(fontsize=8, loc="lower right")
     return plots.finish(fig, source)
 
@@ -193,6 +198,82 @@ def efficiency_figure(df, source: Any):
     ax.set(xlabel="ms per decode step (batch 1)", title="Decode step against its memory-bound floor")
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3)
     return plots.finish(fig, source)
+
+
+# ============================================================================ decode's intensity against batch
+
+def intensity_figure(df, model_name: str, dtype: str):
+    """Intensity against batch (log–log): one colour per context, solid with the cache, the weights-only
+    line dashed, hollow markers past the largest batch that fits; the ridge as a horizontal line."""
+    fig, ax = plots.figure(width=8, height=4.6)
+    colours = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple"]
+    first = df[df["context"] == df["context"].iloc[0]]
+    ax.loglog(first["batch"], first["intensity_weights_only"], ls="--", color="grey", lw=1.5,
+              label="weights only (no KV cache)")
+    for colour, (context, d) in zip(colours, df.groupby("context", sort=True)):
+        fits, over = d[d["fits"]], d[~d["fits"]]
+        ax.loglog(d["batch"], d["intensity_with_kv"], color=colour, lw=1.5, label=f"with the KV cache, {context:,} tokens")
+        ax.scatter(fits["batch"], fits["intensity_with_kv"], color=colour, s=14, zorder=3)
+        ax.scatter(over["batch"], over["intensity_with_kv"], facecolors="none", edgecolors=colour, s=14, zorder=3)
+        top = d[d["batch"] == d["max_batch"]]
+        if len(top):
+            ax.annotate(f"largest batch that fits: {int(top['batch'].iloc[0]):,}",
+                        (top["batch"].iloc[0], top["intensity_with_kv"].iloc[0]), textcoords="offset points",
+                        xytext=(4, -10), fontsize=7, color=colour)
+    ridge, gpu = float(df["ridge"].iloc[0]), df["gpu"].iloc[0]
+    ax.axhline(ridge, color="black", lw=1)
+    ax.annotate(f"{gpu} ridge {ridge:,.0f} FLOP/B (datasheet)", (1, ridge), textcoords="offset points",
+                xytext=(2, 4), fontsize=8)
+    ax.set_xlabel("batch (sequences decoded together)")
+    ax.set(ylabel="FLOP per byte moved", title=f"Decode's arithmetic intensity against batch: {model_name}, {dtype}")
+    ax.grid(True, which="both", alpha=0.2)
+    ax.legend(fontsize=8, loc="upper left")
+    return plots.finish(fig, f"computed from {model_name} config.json, {dtype} weights and KV cache · {gpu} "
+                             "figures from the GPU catalog (helpers/data/gpus.csv) · hollow: does not fit")
+
+
+def point_figure(p: IntensityPoint, dtype: str = "bf16"):
+    """The GPU's roofline (datasheet roofs) with one decode step on it (point()): with the cache (filled
+    when the batch fits, hollow when it does not), with the weights alone, and the cache's limit as a
+    dotted line — the intensity no batch passes."""
+    fig, ax = plots.figure(width=8, height=4.6)
+    _roof(ax, p.peak_flops, p.bandwidth, [p.intensity_with_kv, p.intensity_weights_only, p.limit_with_kv],
+          f"{p.gpu} roof (datasheet, dense {dtype})", digits=0)
+    ax.axvline(p.limit_with_kv, color=plots.COMPUTED, ls=":", lw=1.5,
+               label=f"the cache's limit at {p.context:,} tokens: {p.limit_with_kv:,.1f} FLOP/B (any batch)")
+    for x, style, what in ((p.intensity_weights_only, dict(marker="s", color="grey"), "weights only"),
+                           (p.intensity_with_kv, dict(marker="o", color=plots.COMPUTED), "with the KV cache")):
+        y = attainable_flops(x, p.peak_flops, p.bandwidth)
+        face = style["color"] if (p.fits or what == "weights only") else "none"
+        ax.scatter([x], [y], s=60, zorder=3, marker=style["marker"], facecolors=face, edgecolors=style["color"],
+                   label=f"batch {p.batch:,}, {what}: {x:,.1f} FLOP/B")
+    ax.set(ylabel="attainable FLOP/s")
+    ax.set_title(f"{p.model} decode, batch {p.batch:,} × {p.context:,} tokens (at most {p.max_batch:,} fit): "
+                 f"intensity ÷ ridge {p.intensity_with_kv / p.ridge:,.2f}", fontsize=10)
+    ax.legend(fontsize=8, loc="lower right")
+    return plots.finish(fig, f"computed from {p.model} config.json, {dtype} · {p.gpu}: helpers/data/gpus.csv · "
+                             "hollow: the batch does not fit")
+
+
+def summary_frame(summaries: list[IntensitySummary]):
+    """A pandas table, one row per context: its largest fitting batch, the intensity there, the cache's
+    limit (any batch), the ridge, and the limit ÷ the ridge with its label (below: no batch reaches the ridge)."""
+    frame = pd.DataFrame([{"context": s.context, "largest batch that fits": s.max_batch,
+                           "FLOP/B at that batch": s.intensity_at_max_batch, "the cache's limit (FLOP/B)": s.limit_with_kv,
+                           "ridge (FLOP/B)": s.ridge} for s in summaries])
+    return regime.ratio_columns(frame, "the cache's limit (FLOP/B)", "ridge (FLOP/B)", "limit ÷ ridge")
+
+
+def point_frame(p: IntensityPoint):
+    """One computed decode step (helpers.formulas.decode_intensity.point) as a one-row table: its intensity
+    with the cache and with the weights alone, each ÷ the ridge with its label, the cache's limit ÷ the ridge,
+    and the largest batch that fits."""
+    r, label = regime.against(p.intensity_with_kv, p.ridge)
+    return pd.DataFrame([{"model": p.model, "GPU": p.gpu, "batch": p.batch, "context": p.context,
+                          "FLOP/B with the cache": p.intensity_with_kv, "FLOP/B, weights only": p.intensity_weights_only,
+                          "ridge (FLOP/B)": p.ridge, "with the cache ÷ ridge": r, "label": label,
+                          "the cache's limit ÷ ridge": regime.ratio(p.limit_with_kv, p.ridge),
+                          "largest batch that fits": p.max_batch}])
 
 
 # ============================================================================ the machine that measured
