@@ -552,7 +552,7 @@ def _(bandwidth, crossover, efficiency, efficiency_run, loaded, peak, ridge, roo
     _here = not (roofline_run.replayed or efficiency_run.replayed)
     if _here:
         recorded.note_figures("03_prefill_decode_roofline", _live)
-    recorded.beside_live("03_prefill_decode_roofline", _live if _here else None)
+    mo.Html(recorded.beside_live_html("03_prefill_decode_roofline", _live if _here else None))
     return
 
 

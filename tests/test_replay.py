@@ -25,13 +25,13 @@ def results(tmp_path, monkeypatch):
     monkeypatch.setattr(replay.hardware, "measured_on", lambda device=None, profile=None, packages=(): {
         "recorded_at": "2026-12-01T10:00:00+00:00", "device": {"kind": str(device).split(":")[0], "name": "test box"},
         "profile": profile, "versions": {"torch": "2.99"}, "git_commit": "abc", "host": None})
-    monkeypatch.setattr(replay, "_RECORDER", replay._Recorder())
+    monkeypatch.setattr(replay, "_META", {})
     return tmp_path
 
 
 def _record(results, monkeypatch, folder, value, device="cpu", profile="tiny-trained"):
     monkeypatch.setenv(replay.RECORD_ENV, str(results / folder))
-    monkeypatch.setattr(replay, "_RECORDER", replay._Recorder())
+    monkeypatch.setattr(replay, "_META", {})
     m = replay.measure("01/ttft", lambda: value, profile=profile, device=device)
     monkeypatch.delenv(replay.RECORD_ENV)
     return m

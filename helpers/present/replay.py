@@ -19,6 +19,7 @@ from .. import env, records
 from ..measure import hardware
 from ..measure.hardware import MEASURED_ON, measured_label, measured_on_of, measured_when
 from ..records import RESULTS
+from .notebook import in_marimo
 
 REPLAY_ENV = "WORKSHOP_REPLAY"
 RECORD_ENV = "WORKSHOP_REPLAY_RECORD"
@@ -49,13 +50,11 @@ class Measured:
         return f"recorded on {measured_label(m)} · profile {m['profile'] or '?'} · {measured_when(m)}"
 
     def source(self, live_source: Any) -> Any:
-        """What a figure or table of this value should be stamped with: the live model's label when
-        measured here, the recording's label when replayed."""
-        return live_source if not self.replayed else f"replayed: {self.label}"
+        """What a figure or table of this value is stamped with: the live source, or the recording's label."""
+        return f"replayed: {self.label}" if self.replayed else live_source
 
     def note(self):
-        """A line under the measurement: replayed (from where, and that Run live measures it here), or
-        why a replay ran live; nothing for an ordinary live run."""
+        """A line under the measurement: replayed (from where), why a replay ran live, or nothing."""
         import marimo as mo
 
         if self.replayed:
@@ -79,12 +78,6 @@ def replay_wanted() -> str | None:
     return raw
 
 
-def _interactive() -> bool:
-    from .notebook import in_marimo
-
-    return in_marimo()
-
-
 # ----------------------------------------------------------------------------- recordings
 
 def recordings(results: Path | None = None) -> list[Path]:
@@ -96,7 +89,7 @@ def recordings(results: Path | None = None) -> list[Path]:
 
 
 def _meta(folder: Path) -> dict:
-    """The folder's recordings' measured_on (every field, None where not stated)."""
+    """The folder's recordings' measured_on (None where not stated)."""
     got = records.each(f"{FOLDER}/meta.json", "replay-meta", folder)
     return measured_on_of(got[0][1] if got else {})
 
@@ -138,9 +131,8 @@ def load(key: str, folders: list[Path]) -> tuple[Any, dict] | str:
 
 
 def save(key: str, value: Any, seconds: float, folder: Path, meta: dict) -> Path:
-    """Write one recording and the record's meta beside it (helpers.records.dump: atomic, size-checked);
-    `meta` is {MEASURED_ON: helpers.measure.hardware.measured_on(...)}, kept in the recording too: one added
-    to a record later says its own where and when."""
+    """Write one recording and the record's meta beside it; `meta` ({MEASURED_ON: ...}) is kept in the
+    recording too, so one added to a record later says its own where and when."""
     records.dump(folder / FOLDER / "meta.json", "replay-meta", meta)
     return records.dump(_path(folder, key), "replay", {"key": key, "seconds": seconds, "value": value,
                                                         MEASURED_ON: meta[MEASURED_ON]})
@@ -148,12 +140,7 @@ def save(key: str, value: Any, seconds: float, folder: Path, meta: dict) -> Path
 
 # ----------------------------------------------------------------------------- the one call
 
-@dataclass
-class _Recorder:
-    meta: dict | None = None      # this process's recordings' measured_on, made at the first one
-
-
-_RECORDER = _Recorder()
+_META: dict = {}      # this process's recordings' measured_on, made at the first one
 
 
 def measure(key: str, fn: Callable[..., Any], *args, run: bool | None = None, long: bool = False,
@@ -165,7 +152,7 @@ def measure(key: str, fn: Callable[..., Any], *args, run: bool | None = None, lo
     if not KEY.match(key):
         raise ValueError(f"a replay key is 'NN/name' (notebook number, lower-case name), got {key!r}")
     setting = replay_wanted()
-    waits = long and _interactive() and not run
+    waits = long and in_marimo() and not run
     why_live = ""
     if not run and (setting or waits):
         kind = "cuda" if str(device or "").startswith("cuda") else (str(device).split(":")[0] if device else "cpu")
@@ -183,9 +170,8 @@ def measure(key: str, fn: Callable[..., Any], *args, run: bool | None = None, lo
     seconds = time.perf_counter() - t0
     target = env.folder(RECORD_ENV)           # a folder this process can write, else one EnvError line
     if target is not None:
-        if _RECORDER.meta is None:
-            _RECORDER.meta = {MEASURED_ON: hardware.measured_on(device, profile)}
-        save(key, value, seconds, target, _RECORDER.meta)
+        _META.setdefault(MEASURED_ON, hardware.measured_on(device, profile))
+        save(key, value, seconds, target, _META)
     return Measured(key, value, seconds, None, why_live if setting else "")
 
 

@@ -4,6 +4,7 @@ what it is read against, with their ratio and label (helpers.formulas.regime), "
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, Sequence
 
 import pandas as pd
@@ -63,10 +64,9 @@ def _mark_oom(ax, df, key: str) -> None:
 
 
 @plots.notes_when_empty('Time to first token against prompt length')
-def ttft_figure(df, fit, loaded, what: str = "time to first token", guides: bool = True):
+def ttft_figure(df, fit, loaded):
     """TTFT medians (with p90 bars) against prompt length, the fitted law (`fit`, a helpers.measure.growth.GrowthFit,
-    or None) through them; log–log. With
-    `guides`, slope 1 (t ∝ n) and slope 2 (t ∝ n²) through the longest measured point (slope_guides)."""
+    or None) through them, and slopes 1 and 2 through the longest point; log–log."""
     import numpy as np
 
     ok, fig, ax = _medians_axes(df, "tokens", "ttft_s", "ttft_p90_s", loaded, fmt="o", color=plots.MEASURED,
@@ -77,34 +77,26 @@ def ttft_figure(df, fit, loaded, what: str = "time to first token", guides: bool
         xs = np.geomspace(ok["tokens"].min(), ok["tokens"].max(), 100)
         ax.plot(xs, [fit.predict(x) * 1e3 for x in xs], color=plots.FIT, lw=1,
                 label=f"fit: a + b·n + c·n²  (exponent {fit.exponent:.2f} at {fit.n_max:,})")
-    if guides and len(ok) >= 2:
-        slope_guides(ax, ok["tokens"], float(ok["tokens"].iloc[-1]), float(ok["ttft_s"].iloc[-1]) * 1e3)
+    if len(ok) >= 2:
+        _slope_guides(ax, float(ok["tokens"].min()), float(ok["tokens"].iloc[-1]), float(ok["ttft_s"].iloc[-1]) * 1e3)
     _mark_oom(ax, df, "tokens")
     plots.log_axis(ax, "x", ticks=df["tokens"])
     if (ok["ttft_s"] > 0).any():            # a log axis needs a positive time (a timer that saw nothing has none)
         plots.log_axis(ax, "y")
-    ax.set(xlabel="prompt tokens", ylabel="ms", title=f"{what[0].upper() + what[1:]} against the prompt")
+    ax.set(xlabel="prompt tokens", ylabel="ms", title="Time to first token against the prompt")
     ax.legend(fontsize=8)
     return plots.finish(fig, loaded)
 
 
-def slope_guides(ax, xs, x1: float, y1: float, slopes: Sequence[int] = (1, 2),
-                 doublings: int = 3) -> list[tuple[float, float, float, float]]:
-    """Reference lines of a log–log plot ending at (x1, y1), the longest point: y = y1·(x/x1)^k from
-    x1 ÷ 2^doublings (or the smallest of `xs`, if later) up to x1, one per slope k, dotted, labelled at their
-    left end ('slope 1') and in the legend ('slope 1: ∝ n, linear'), so the measured curve's slope there reads
-    against them. Returns each line's (x0, y0, x1, y1)."""
-    lo = max(float(min(xs)), x1 / 2**doublings)
-    names = {1: "∝ n, linear", 2: "∝ n², quadratic"}
-    ends = []
-    for k, ls in zip(slopes, (":", "-.", "--")):
+def _slope_guides(ax, x_min: float, x1: float, y1: float) -> None:
+    """y = y1·(x/x1)^k for k = 1, 2 from x1 ÷ 8 (or x_min, if later) to the longest point (x1, y1), labelled,
+    so the measured curve's slope there reads against them."""
+    lo = max(x_min, x1 / 8)
+    for k, ls, name in ((1, ":", "∝ n, linear"), (2, "-.", "∝ n², quadratic")):
         y0 = y1 * (lo / x1) ** k
-        ax.plot((lo, x1), (y0, y1), color=plots.GUIDE, ls=ls, lw=1.2,
-                label=f"slope {k} through the longest prompt: {names.get(k, f'∝ n^{k}')}")
+        ax.plot((lo, x1), (y0, y1), color=plots.GUIDE, ls=ls, lw=1.2, label=f"slope {k} through the longest prompt: {name}")
         ax.annotate(f"slope {k}", (lo, y0), textcoords="offset points", xytext=(-4, 0), ha="right", va="center",
                     fontsize=8, color=plots.GUIDE)
-        ends.append((lo, y0, x1, y1))
-    return ends
 
 
 @plots.notes_when_empty('Requests over time')
@@ -208,22 +200,14 @@ def users_figure(df, loaded, total_memory: int | None = None, weight_bytes: int 
 # ----------------------------------------------------------------------------- notebook 01's tables
 
 def _ms(seconds) -> float:
-    """Seconds as milliseconds; nan for what is not a finite number."""
-    import math
-
-    try:
-        v = float(seconds)
-    except (TypeError, ValueError):
-        return math.nan
-    return v * 1e3 if math.isfinite(v) else math.nan
+    """Seconds as milliseconds; nan for None."""
+    return math.nan if seconds is None else float(seconds) * 1e3
 
 
 def growth_table(fit, doubling, spec, gpu_floors: dict | None = None, gpu_model=None, gpu_name: str = ""):
     """How the TTFT grows: a row for the fitted law (growth.GrowthFit), one for the last doubling measured, and
     with `gpu_floors` ({tokens: seconds} of `gpu_model` on `gpu_name`) one computed row; each with attention's
     share of the prefill's FLOPs at its longer length (helpers.formulas.compute_share), "–" where none."""
-    import math
-
     from ..formulas.compute_share import flop_terms
     from ..measure.growth import local_exponent
 
