@@ -31,37 +31,21 @@ def gpu_users(model=REFERENCE_MODEL, gpu: str = REFERENCE_GPU, context: int = 10
 
 def gpu_expectations(sizes, model=REFERENCE_MODEL, gpu: str = REFERENCE_GPU) -> dict[str, Any]:
     """What a GPU run of notebook 01 should show for its sweep sizes (`sizes`: sweep_sizes("mistral-7b",
-    "cuda")): the cache at the longest sequence, the prefill and decode floors, the memory CUDA reports, the users
-    whose cache fits beside the weights, and the first batch whose weights + cache + prefill activation exceed it."""
+    "cuda")): the prefill floors, the memory CUDA reports, the users whose cache fits beside the weights, and
+    the first batch whose weights + cache + prefill activation exceed it."""
     from ..formulas.gpus import get_gpu
     from ..formulas.memory import kv_bytes_per_token, kv_cache_bytes, prefill_activation_bytes, weight_bytes
 
     spec, g = get_spec(model), get_gpu(gpu)
-    w = weight_bytes(spec, "bf16").bytes
-    memory = g.usable_memory_bytes
-    longest = sizes.memory_tokens[-1]
-    ttft = (sizes.ttft_tokens[0], sizes.ttft_tokens[-1])
-    itl = (sizes.itl_contexts[0], sizes.itl_contexts[-1])
-    ctx = sizes.users_context
+    w, ctx = weight_bytes(spec, "bf16").bytes, sizes.users_context
     users = gpu_users(spec, g.name, ctx)
-
-    def needs(b: int) -> int:
-        return w + kv_cache_bytes(spec, ctx, b, "bf16") + prefill_activation_bytes(spec, ctx, b, "bf16")
-
-    oom_at = next((b for b in sizes.users_batches if needs(b) > memory), None)
+    oom_at = next((b for b in sizes.users_batches if w + kv_cache_bytes(spec, ctx, b, "bf16")
+                   + prefill_activation_bytes(spec, ctx, b, "bf16") > g.usable_memory_bytes), None)
     return {"model": spec.name, "gpu": g.name, "bandwidth": g.bandwidth, "peak_flops": g.peak_flops("bf16")[0],
-            "memory_bytes": memory, "memory_label_gb": g.memory_gb, "memory_reported_gib": g.memory_reported_gib,
-            "memory_source": g.memory_source,
-            "weight_bytes": w, "window": spec.sliding_window, "kv_bytes_per_token": kv_bytes_per_token(spec, "bf16"),
-            "longest": longest, "cache_at_longest": kv_cache_bytes(spec, longest, 1, "bf16"),
-            "ttft_floor_s": {n: gpu_plan(spec, g.name, context=n).prefill_floor_s for n in ttft},
+            "memory_bytes": g.usable_memory_bytes, "weight_bytes": w, "kv_bytes_per_token": kv_bytes_per_token(spec, "bf16"),
             "ttft_floors_s": {n: gpu_plan(spec, g.name, context=n).prefill_floor_s for n in sizes.ttft_tokens},
-            "step_floor_s": {c: gpu_plan(spec, g.name, context=c).step_floor_s for c in itl},
-            "batched_step_s": {b: gpu_plan(spec, g.name, context=1024, batch=b).step_floor_s for b in (1, 8, 64)},
-            "users_context": ctx, "users_fit": users,
-            "users_cache_oom_at": next((b for b in sizes.users_batches if b > users), None),
-            "users_oom_at": oom_at, "needs_at_oom": needs(oom_at) if oom_at else None,
-            "activation_at_oom": prefill_activation_bytes(spec, ctx, oom_at, "bf16") if oom_at else None}
+            "users_context": ctx, "users_fit": users, "users_oom_at": oom_at,
+            "users_cache_oom_at": next((b for b in sizes.users_batches if b > users), None)}
 
 
 def quantized_decode_floors(model=REFERENCE_MODEL, gpu: str = REFERENCE_GPU,

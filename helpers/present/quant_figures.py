@@ -7,10 +7,8 @@ from typing import Any
 
 from ..formulas import regime
 from ..formulas.memory import weight_bytes
-from ..formulas.quantization import FORMATS, GpuFit, SchemeWeights, bits_per_weight, preset_footprints, rule_of_thumb
-from ..formulas.specs import ModelSpec
-from ..measure.quant import SCHEMES, VariantResult, streamed_bytes
-from ..measure.training import Perplexity
+from ..formulas.quantization import FORMATS, bits_per_weight, preset_footprints, rule_of_thumb
+from ..measure.quant import SCHEMES, streamed_bytes
 
 
 def _with_label(row: dict, name: str, value, reference) -> dict:
@@ -20,11 +18,10 @@ def _with_label(row: dict, name: str, value, reference) -> dict:
     return row
 
 
-def footprint_rows(results: list[VariantResult], spec: ModelSpec) -> list[dict[str, Any]]:
+def footprint_rows(results: list, spec) -> list[dict[str, Any]]:
     """Measured weight bytes against the prediction (their difference), each model's bytes ÷ the reference's
     and ÷ the rule of thumb's figure ("int8 halves, nf4 quarters"), and the prediction at a bf16 base."""
-    ref = results[0].footprint.get("measured_weight_bytes")
-    base = results[0].scheme
+    ref, base = results[0].footprint.get("measured_weight_bytes"), results[0].scheme
     rows = []
     for r in results:
         if r.error:
@@ -44,27 +41,23 @@ def footprint_rows(results: list[VariantResult], spec: ModelSpec) -> list[dict[s
     return rows
 
 
-def speed_rows(results: list[VariantResult], spec: ModelSpec, bandwidth: float | None = None) -> list[dict[str, Any]]:
+def speed_rows(results: list, spec, bandwidth: float | None = None) -> list[dict[str, Any]]:
     """Prefill and decode step of each model that was timed; the step ÷ the reference's, the weight bytes a step
     reads ÷ the reference's (helpers.measure.quant.streamed_bytes), and the first ÷ the second: `at` when the
     time follows the bytes. With a datasheet `bandwidth` (a catalogued GPU), each step's memory floor (the bytes
     it reads ÷ bandwidth) and the step ÷ that floor."""
     ref = results[0]
-    timed = [r for r in results if not r.error and r.speed]
     ref_step = ref.speed.get("itl_s") if ref.speed else None
     ref_bytes = streamed_bytes(ref, spec, ref.scheme) if ref.footprint else None
     rows = []
-    for r in timed:
-        s = r.speed
-        step = s.get("itl_s")
-        row = {"scheme": r.label, "prompt tokens": s.get("prompt_tokens"), "prefill (ms)": 1e3 * s.get("prefill_s", float("nan")),
-               "decode step (ms)": 1e3 * step if step is not None else None,
-               "decode (tokens/s)": regime.ratio(1.0, step)}
-        time_ratio = regime.ratio(step, ref_step)
-        bytes_ratio = regime.ratio(streamed_bytes(r, spec, ref.scheme), ref_bytes) if r.footprint else float("nan")
-        row["step ÷ reference"] = time_ratio
-        row["bytes read ÷ reference"] = bytes_ratio
-        _with_label(row, "time ÷ bytes", time_ratio, bytes_ratio)
+    for r in (r for r in results if not r.error and r.speed):
+        step = r.speed.get("itl_s")
+        row = {"scheme": r.label, "prompt tokens": r.speed.get("prompt_tokens"),
+               "prefill (ms)": 1e3 * r.speed.get("prefill_s", float("nan")),
+               "decode step (ms)": 1e3 * step if step is not None else None, "decode (tokens/s)": regime.ratio(1.0, step),
+               "step ÷ reference": regime.ratio(step, ref_step),
+               "bytes read ÷ reference": regime.ratio(streamed_bytes(r, spec, ref.scheme), ref_bytes) if r.footprint else float("nan")}
+        _with_label(row, "time ÷ bytes", row["step ÷ reference"], row["bytes read ÷ reference"])
         if bandwidth:
             floor = streamed_bytes(r, spec, ref.scheme) / bandwidth
             row["floor (ms)"] = 1e3 * floor
@@ -73,7 +66,7 @@ def speed_rows(results: list[VariantResult], spec: ModelSpec, bandwidth: float |
     return rows
 
 
-def quality_rows(results: list[VariantResult]) -> list[dict[str, Any]]:
+def quality_rows(results: list) -> list[dict[str, Any]]:
     """Each model's perplexity (and ÷ the reference's, labelled), KL against the reference, top-1 agreement and
     the positions whose first-ranked token differs from the reference's."""
     ref = results[0].quality or {}
@@ -92,7 +85,7 @@ def quality_rows(results: list[VariantResult]) -> list[dict[str, Any]]:
     return rows
 
 
-def weights_rows(weights: list[SchemeWeights]) -> list[dict[str, Any]]:
+def weights_rows(weights: list) -> list[dict[str, Any]]:
     """One model's computed weight bytes by scheme (helpers.formulas.quantization.preset_footprints), each
     ÷ the first scheme's and ÷ the rule of thumb's figure (labelled)."""
     rows = []
@@ -125,12 +118,12 @@ def presets_rows(models=None, schemes=("bf16", "int8", "nf4", "nf4-dq")) -> list
 def formats_rows(in_features: int = 4096, out_features: int = 4096) -> list[dict[str, Any]]:
     """Bits per weight of one weight matrix in each stored format, metadata included
     (helpers.formulas.quantization.bits_per_weight), and its bytes ÷ bf16's."""
-    bf16 = bits_per_weight("bf16", in_features, out_features)
-    return [{"format": f, "bits per weight": bits_per_weight(f, in_features, out_features),
-             "÷ bf16": bits_per_weight(f, in_features, out_features) / bf16} for f in FORMATS]
+    bits = {f: bits_per_weight(f, in_features, out_features) for f in FORMATS}
+    return [{"format": f, "bits per weight": b, "÷ bf16": b / bits_per_weight("bf16", in_features, out_features)}
+            for f, b in bits.items()]
 
 
-def fit_rows(fits: list[GpuFit]) -> list[dict[str, Any]]:
+def fit_rows(fits: list) -> list[dict[str, Any]]:
     """A model on one GPU by scheme (helpers.formulas.quantization.fit_on_gpu)."""
     return [{"model": f.model, "scheme": f.scheme, "gpu": f.gpu, "weight bytes": f.weight_bytes,
              "weights (GB)": f.weight_bytes / 1e9, "GPU reports (GB)": f.memory_bytes / 1e9,
@@ -140,7 +133,7 @@ def fit_rows(fits: list[GpuFit]) -> list[dict[str, Any]]:
              f"KV cache room ({f.kv_dtype}), one sequence up to (tokens)": f.longest_sequence} for f in fits]
 
 
-def perplexity_rows(perplexities: list[Perplexity]) -> list[dict[str, Any]]:
+def perplexity_rows(perplexities: list) -> list[dict[str, Any]]:
     """The random, the trained and the uniform guess side by side (helpers.measure.training.perplexities),
     each with the first's perplexity ÷ its own."""
     first = perplexities[0].perplexity if perplexities else None
@@ -187,8 +180,8 @@ def kv_projected_rows(model: str, tokens: int = 4096, dtype: str = "bf16") -> li
 
 
 def datasheet_bandwidth(measured, device: str) -> tuple[float, str] | None:
-    """(bandwidth, its name) of the GPU a measurement ran on, from its datasheet (helpers.formulas.gpus), or None
-    on a CPU or an uncatalogued device: the roof a decode step's floor is computed at."""
+    """(bandwidth, its name) from the datasheet of the GPU a measurement ran on, or None on a CPU or an
+    uncatalogued device: the roof a decode step's floor is computed at."""
     from ..formulas.gpus import datasheet_gpu
     from ..measure.hardware import device_info, measured_on_of
 
