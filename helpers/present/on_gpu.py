@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
+import pandas as pd
+
+from ..formulas import regime
 from ..formulas.specs import get_spec
 from .expected import REFERENCE_GPU, REFERENCE_MODEL
 
@@ -53,9 +56,38 @@ def quantized_decode_floors(model=REFERENCE_MODEL, gpu: str = REFERENCE_GPU,
     """The decode step's floor on a GPU per weight scheme (batch 1, `context` tokens cached), as notebook 05's
     table: a memory-bound step reads the weights once, so fewer bytes per weight is a shorter floor, if a kernel
     dequantizes on the fly at full bandwidth; "vs bf16 (×)" is the first scheme's floor ÷ this one."""
-    import pandas as pd
-
     plans = [(s, gpu_plan(model, gpu, weight_dtype=s, context=context)) for s in schemes]
     base = plans[0][1].step_floor_s
     return pd.DataFrame([{"scheme": s, "weight bytes": p.weight_bytes, "step floor (ms)": p.step_floor_s * 1e3,
                           "bound": p.bound, "vs bf16 (×)": base / p.step_floor_s} for s, p in plans])
+
+
+def gpu_users_table(gpu: dict):
+    """The users sweep on a GPU, computed (gpu_expectations' dict): memory, weights, cache per sequence, the
+    sequences that fit, and the sweep's first batches past the cache alone and past all the memory."""
+    per = gpu["kv_bytes_per_token"] * gpu["users_context"]
+    rows = [("memory as CUDA reports it (bytes)", gpu["memory_bytes"]), ("bf16 weights (bytes)", gpu["weight_bytes"]),
+            (f"cache per sequence of {gpu['users_context']:,} tokens (bytes)", per),
+            ("sequences whose cache fits beside the weights", gpu["users_fit"]),
+            ("the sweep's first batch past them", gpu["users_cache_oom_at"]),
+            ("first batch where weights + cache + prefill activation exceed the memory", gpu["users_oom_at"])]
+    return pd.DataFrame([{"quantity": q, "value": v} for q, v in rows]).astype({"value": "object"})
+
+
+def gpu_batch_table(batch: int, context: int = 1024):
+    """The planner's decode floor on the reference GPU at batch 1 and at `batch` (`context` tokens each): step
+    floor, what bounds it, tokens per second, the weights' share of the bytes read; and batch ÷ batch 1."""
+    from ..formulas.stepcost import decode_cost
+
+    def row(b):
+        p = gpu_plan(context=context, batch=b)
+        cost = decode_cost(REFERENCE_MODEL, context, b, "bf16")
+        if not p.fits:
+            return {"batch": b, "fits": False}
+        return {"batch": b, "fits": True, "step floor (ms)": p.step_floor_s * 1e3, "bound": p.bound,
+                "tokens/s": b / p.step_floor_s, "weights' share of the bytes (%)": 100 * cost.weight_read_bytes / cost.bytes}
+
+    one, many = row(1), row(batch)
+    ratios = {"batch": regime.ratio(batch, 1), "fits": None, **{c: regime.ratio(many.get(c), one.get(c)) for c in
+                                                               ("step floor (ms)", "tokens/s", "weights' share of the bytes (%)")}}
+    return pd.DataFrame([one, many, ratios], index=["batch 1", "your batch", "your batch ÷ batch 1"]).rename_axis("row").reset_index()
