@@ -1,6 +1,4 @@
-"""Tables and figures of the attention variants (helpers.formulas.attention, helpers.measure.kv_caches,
-helpers.measure.mla) for notebook 06: the labelled columns are made here, from the results' fields, with the
-ratio that matters beside them (helpers.formulas.regime: never raises, nan where there is nothing to compare)."""
+"""Tables and figures of notebook 06 (attention variants), each with the ratio that matters (helpers.formulas.regime)."""
 from __future__ import annotations
 
 from typing import Any, Sequence
@@ -26,8 +24,7 @@ def kv_table_frame(rows: Sequence):
 
 
 def cache_checks_frame(rows: Sequence):
-    """Measured caches (kv_caches.CacheCheck) against the formula: measured ÷ formula, and where the variants differ
-    in K/V heads, each cache ÷ the cache of the fewest K/V heads at the same tokens and batch."""
+    """Measured caches (kv_caches.CacheCheck) ÷ the formula and ÷ the cache of the fewest K/V heads."""
     fewest = {}
     for r in rows:
         if r.kv_heads is not None:
@@ -91,9 +88,7 @@ def mla_baselines_frame(rows: Sequence):
 
 
 def quoted_frame(quoted: Sequence[float], rows: Sequence, tolerance: float = MATCH_TOLERANCE):
-    """Each quoted "MLA saves N×" beside the computed baseline nearest it (helpers.formulas.attention
-    .nearest_baseline): what that baseline is, how it is counted, whether it is fair, its ratio, quoted ÷ computed,
-    and whether that is within `tolerance` (the quote *is* that baseline)."""
+    """Each quoted "MLA saves N×" beside the computed baseline nearest it, quoted ÷ computed, within `tolerance`."""
     out = []
     for q in quoted:
         b = nearest_baseline(q, list(rows)) if rows and q else None
@@ -106,8 +101,7 @@ def quoted_frame(quoted: Sequence[float], rows: Sequence, tolerance: float = MAT
 
 
 def scorecard_frame(rows: Sequence[dict]):
-    """The published scorecard (helpers.formulas.attention.scorecard) with variant − baseline in the metric's
-    points where both are numbers (nan where one is a fraction such as "1/8")."""
+    """The published scorecard with variant − baseline where both are numbers."""
     df = pd.DataFrame(list(rows))
     if df.empty:
         return df

@@ -1,5 +1,5 @@
-"""A GPU's figures, computed for the reference model and GPU (helpers.present.expected): the planner's step,
-prefill and batch (`gpu_plan`, the one call to helpers.capacity.plan), the users that fit, the quantized floors.
+"""A GPU's figures, computed for the reference model and GPU: the planner's plan (`gpu_plan`), the users
+that fit, the quantized floors, and notebook 01's GPU tables.
 """
 from __future__ import annotations
 
@@ -14,16 +14,14 @@ from .expected import REFERENCE_GPU, REFERENCE_MODEL
 
 def gpu_plan(model=REFERENCE_MODEL, gpu: str = REFERENCE_GPU, weight_dtype: str = "bf16", context: int = 4096,
              batch: int = 1, prompt_tokens: int | None = None):
-    """The capacity planner's plan: the single call for a GPU's decode step, prefill and largest batch (floors at
-    the datasheet's figures; step_s and prefill_s at the planner's default efficiency)."""
+    """The capacity planner's plan (helpers.capacity.plan) with the reference model and GPU as defaults."""
     from ..capacity import plan
 
     return plan(model, gpu, weight_dtype=weight_dtype, context=context, batch=batch, prompt_tokens=prompt_tokens)
 
 
 def gpu_users(model=REFERENCE_MODEL, gpu: str = REFERENCE_GPU, context: int = 1024, overhead_bytes: float = 0.0) -> int:
-    """Sequences of `context` tokens whose bf16 cache fits beside the bf16 weights in the memory the GPU reports
-    to CUDA, less `overhead_bytes` (helpers.formulas.memory.max_users on that one memory basis)."""
+    """Sequences of `context` tokens whose bf16 cache fits beside the bf16 weights in the memory CUDA reports."""
     from ..formulas.gpus import get_gpu
     from ..formulas.memory import kv_bytes_per_token, max_users, weight_bytes
 
@@ -33,9 +31,7 @@ def gpu_users(model=REFERENCE_MODEL, gpu: str = REFERENCE_GPU, context: int = 10
 
 
 def gpu_expectations(sizes, model=REFERENCE_MODEL, gpu: str = REFERENCE_GPU) -> dict[str, Any]:
-    """What a GPU run of notebook 01 should show for its sweep sizes (`sizes`: sweep_sizes("mistral-7b",
-    "cuda")): the prefill floors, the memory CUDA reports, the users whose cache fits beside the weights, and
-    the first batch whose weights + cache + prefill activation exceed it."""
+    """What a GPU run of notebook 01 shows for its sweep sizes (sweep_sizes("mistral-7b", "cuda"))."""
     from ..formulas.gpus import get_gpu
     from ..formulas.memory import kv_bytes_per_token, kv_cache_bytes, prefill_activation_bytes, weight_bytes
 
@@ -53,9 +49,7 @@ def gpu_expectations(sizes, model=REFERENCE_MODEL, gpu: str = REFERENCE_GPU) -> 
 
 def quantized_decode_floors(model=REFERENCE_MODEL, gpu: str = REFERENCE_GPU,
                             schemes: Iterable[str] = ("bf16", "fp8", "int8", "nf4"), context: int = 1024):
-    """The decode step's floor on a GPU per weight scheme (batch 1, `context` tokens cached), as notebook 05's
-    table: a memory-bound step reads the weights once, so fewer bytes per weight is a shorter floor, if a kernel
-    dequantizes on the fly at full bandwidth; "vs bf16 (×)" is the first scheme's floor ÷ this one."""
+    """The decode step's floor per weight scheme (batch 1), each ÷ the first's: fewer bytes, a shorter floor."""
     plans = [(s, gpu_plan(model, gpu, weight_dtype=s, context=context)) for s in schemes]
     base = plans[0][1].step_floor_s
     return pd.DataFrame([{"scheme": s, "weight bytes": p.weight_bytes, "step floor (ms)": p.step_floor_s * 1e3,
@@ -63,8 +57,7 @@ def quantized_decode_floors(model=REFERENCE_MODEL, gpu: str = REFERENCE_GPU,
 
 
 def gpu_users_table(gpu: dict):
-    """The users sweep on a GPU, computed (gpu_expectations' dict): memory, weights, cache per sequence, the
-    sequences that fit, and the sweep's first batches past the cache alone and past all the memory."""
+    """The users sweep on a GPU (gpu_expectations' dict): memory, weights, cache, the users that fit, the OOM batch."""
     per = gpu["kv_bytes_per_token"] * gpu["users_context"]
     rows = [("memory as CUDA reports it (bytes)", gpu["memory_bytes"]), ("bf16 weights (bytes)", gpu["weight_bytes"]),
             (f"cache per sequence of {gpu['users_context']:,} tokens (bytes)", per),
@@ -75,8 +68,7 @@ def gpu_users_table(gpu: dict):
 
 
 def gpu_batch_table(batch: int, context: int = 1024):
-    """The planner's decode floor on the reference GPU at batch 1 and at `batch` (`context` tokens each): step
-    floor, what bounds it, tokens per second, the weights' share of the bytes read; and batch ÷ batch 1."""
+    """The planner's decode floor at batch 1 and at `batch`, and batch ÷ batch 1 for each figure."""
     from ..formulas.stepcost import decode_cost
 
     def row(b):

@@ -1,7 +1,5 @@
-"""The workshop's one visual style: a title on every figure and what produced it along its bottom edge; one
-colour per meaning (MEASURED blue, COMPUTED orange, DATASHEET grey dashed, FIT black, OOM red; the phases of
-a request their own); bytes on axes decimal (kB, MB, GB), GPU memory plotted from its bytes; bars from zero,
-log axes with readable ticks; a table captioned once with where it was measured or computed (`table`).
+"""The workshop's one visual style: a title on every figure, its source along the bottom; one colour per
+meaning; decimal byte units; bars from zero; readable log ticks; tables captioned once (`table`).
 """
 from __future__ import annotations
 
@@ -61,8 +59,7 @@ def stamp(fig, source: Any, title: str | None = None) -> Any:
 
 
 def finish(fig, source: Any, title: str | None = None) -> Any:
-    """stamp(), then close the figure in pyplot: returned as a cell's value it still renders (marimo and
-    Jupyter draw Figure objects), and Jupyter's inline backend does not draw it a second time."""
+    """stamp(), then close it in pyplot: a cell's value still renders, Jupyter does not draw it twice."""
     import matplotlib.pyplot as plt
 
     stamp(fig, source, title)
@@ -79,8 +76,7 @@ def is_empty(data: Any) -> bool:
 
 
 def note_figure(source: Any, title: str, why: str = "nothing was measured in this run"):
-    """A figure that says why there is nothing to draw (a failed server, an empty sweep), titled and
-    stamped like the others: a notebook shows it in place of the plot and goes on."""
+    """A titled, stamped figure that says why there is nothing to draw, shown in place of the plot."""
     fig, ax = figure(height=1.6)
     ax.axis("off")
     ax.text(0.5, 0.5, f"Nothing to draw: {why}", ha="center", va="center", fontsize=10, color="#555", wrap=True,
@@ -126,16 +122,14 @@ def byte_label(unit: str, what: str = "") -> str:
 
 
 def tick_label(value: float) -> str:
-    """A readable tick: powers of two from 1,024 as '1k', '4k', '128k' (token counts); other values
-    with thousands separators and no trailing zeros ('1,000', '0.5')."""
+    """A readable tick: powers of two from 1,024 as '1k', '128k'; others with separators ('1,000', '0.5')."""
     if value >= 1024 and float(value).is_integer() and (int(value) & (int(value) - 1)) == 0:
         return f"{int(value) // 1024:,}k"
     return f"{int(value):,}" if float(value).is_integer() else f"{value:,.3g}"
 
 
 def log_axis(ax, axis: str = "x", ticks: Iterable[float] | None = None, base: float = 10) -> None:
-    """Put `axis` ('x' or 'y') on a log scale with readable labels: at `ticks` when given (e.g. the
-    measured prompt lengths), else at 1, 2, 5 × each decade, labelled 1, 2, 5, 10, … 1,000 — never 10⁰ or 2¹⁰."""
+    """`axis` ('x' or 'y') on a log scale, ticks at `ticks` or 1, 2, 5 × each decade, read as plain numbers."""
     from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter
 
     target = ax.xaxis if axis == "x" else ax.yaxis
@@ -178,8 +172,7 @@ def table(df, caption: str, precision: int = 3, hide_index: bool = True, formats
 
 
 def cell_text(v: Any, precision: int = 3) -> str:
-    """How a table cell reads: integers with thousands separators, floats to `precision` significant
-    digits (large ones whole, with separators), missing values as '–', everything else as str()."""
+    """A table cell: integers with separators, floats to `precision` significant digits, missing as '–'."""
     import numbers
 
     if isinstance(v, (bool, np.bool_)):
@@ -198,8 +191,7 @@ def _float(v: float, precision: int) -> str:
 
 
 def heatmap(ax, values, xlabels, ylabels, fmt=str, cmap: str = "viridis", mask=None, colorbar_label: str = ""):
-    """A labelled heat map on `ax`: values[row][col], each cell annotated with fmt(value); cells where
-    mask[row][col] is true are greyed and hatched (e.g. 'does not fit'). Returns the image."""
+    """A heat map on `ax` of values[row][col], each cell annotated; cells where `mask` is true greyed and hatched."""
     import matplotlib
     import numpy as np
     from matplotlib.patches import Rectangle
@@ -223,8 +215,7 @@ def heatmap(ax, values, xlabels, ylabels, fmt=str, cmap: str = "viridis", mask=N
 
 
 def bars(ax, labels: Sequence[str], values: Sequence[float], color: str | Sequence[str], fmt=None) -> None:
-    """Bars on a linear axis from zero, each labelled with fmt(value) above it (default: 3 significant
-    digits). One bar per label, in order, even where labels repeat (a categorical axis would stack them)."""
+    """Bars from zero, each labelled with fmt(value); one per label, in order, even where labels repeat."""
     fmt = fmt or (lambda v: _float(float(v), 3))
     values = list(values)
     ax.bar(range(len(values)), values, color=color)

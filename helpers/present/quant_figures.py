@@ -1,6 +1,4 @@
-"""Tables of notebook 05 (weight and KV-cache quantization) from the measured and computed results, each ratio
-beside its below / at / above label (helpers.formulas.regime); no value a measurement can take stops a table.
-"""
+"""Tables of notebook 05 (weight and KV-cache quantization), each ratio beside its below / at / above label."""
 from __future__ import annotations
 
 from typing import Any
@@ -19,8 +17,7 @@ def _with_label(row: dict, name: str, value, reference) -> dict:
 
 
 def footprint_rows(results: list, spec) -> list[dict[str, Any]]:
-    """Measured weight bytes against the prediction (their difference), each model's bytes ÷ the reference's
-    and ÷ the rule of thumb's figure ("int8 halves, nf4 quarters"), and the prediction at a bf16 base."""
+    """Measured weight bytes against the prediction, each ÷ the reference's and ÷ the rule of thumb's."""
     ref, base = results[0].footprint.get("measured_weight_bytes"), results[0].scheme
     rows = []
     for r in results:
@@ -42,10 +39,8 @@ def footprint_rows(results: list, spec) -> list[dict[str, Any]]:
 
 
 def speed_rows(results: list, spec, bandwidth: float | None = None) -> list[dict[str, Any]]:
-    """Prefill and decode step of each model that was timed; the step ÷ the reference's, the weight bytes a step
-    reads ÷ the reference's (helpers.measure.quant.streamed_bytes), and the first ÷ the second: `at` when the
-    time follows the bytes. With a datasheet `bandwidth` (a catalogued GPU), each step's memory floor (the bytes
-    it reads ÷ bandwidth) and the step ÷ that floor."""
+    """Each timed model's prefill and step, step ÷ reference against bytes read ÷ reference (labelled) and, with
+    a datasheet `bandwidth`, step ÷ its memory floor."""
     ref = results[0]
     ref_step = ref.speed.get("itl_s") if ref.speed else None
     ref_bytes = streamed_bytes(ref, spec, ref.scheme) if ref.footprint else None
@@ -67,8 +62,7 @@ def speed_rows(results: list, spec, bandwidth: float | None = None) -> list[dict
 
 
 def quality_rows(results: list) -> list[dict[str, Any]]:
-    """Each model's perplexity (and ÷ the reference's, labelled), KL against the reference, top-1 agreement and
-    the positions whose first-ranked token differs from the reference's."""
+    """Each model's perplexity ÷ the reference's (labelled), KL against it, top-1 agreement."""
     ref = results[0].quality or {}
     rows = []
     for r in results:
@@ -86,8 +80,7 @@ def quality_rows(results: list) -> list[dict[str, Any]]:
 
 
 def weights_rows(weights: list) -> list[dict[str, Any]]:
-    """One model's computed weight bytes by scheme (helpers.formulas.quantization.preset_footprints), each
-    ÷ the first scheme's and ÷ the rule of thumb's figure (labelled)."""
+    """One model's computed weight bytes by scheme (quantization.preset_footprints), ÷ bf16 and the rule of thumb."""
     rows = []
     for w in weights:
         row = {"model": w.model, "scheme": w.scheme, "bytes": w.bytes, "GB": w.gb, "metadata (B)": w.metadata_bytes,
@@ -97,10 +90,7 @@ def weights_rows(weights: list) -> list[dict[str, Any]]:
 
 
 def presets_rows(models=None, schemes=("bf16", "int8", "nf4", "nf4-dq")) -> list[dict[str, Any]]:
-    """Weight GB (10^9 bytes) of each model (default: every preset; a name, config or ModelSpec each) under each
-    bitsandbytes scheme (bf16 base), the share of
-    parameters bitsandbytes quantizes (nn.Linear in the blocks; not embeddings, not fused experts), and
-    nf4 ÷ bf16 against the rule of thumb's ¼."""
+    """Weight GB of each model under each bitsandbytes scheme, the share it quantizes, nf4 ÷ bf16 against ¼."""
     from ..formulas.specs import PRESETS
 
     rows = []
@@ -116,8 +106,7 @@ def presets_rows(models=None, schemes=("bf16", "int8", "nf4", "nf4-dq")) -> list
 
 
 def formats_rows(in_features: int = 4096, out_features: int = 4096) -> list[dict[str, Any]]:
-    """Bits per weight of one weight matrix in each stored format, metadata included
-    (helpers.formulas.quantization.bits_per_weight), and its bytes ÷ bf16's."""
+    """Bits per weight of one matrix in each stored format, metadata included, and ÷ bf16's."""
     bits = {f: bits_per_weight(f, in_features, out_features) for f in FORMATS}
     return [{"format": f, "bits per weight": b, "÷ bf16": b / bits_per_weight("bf16", in_features, out_features)}
             for f, b in bits.items()]
@@ -134,8 +123,7 @@ def fit_rows(fits: list) -> list[dict[str, Any]]:
 
 
 def perplexity_rows(perplexities: list) -> list[dict[str, Any]]:
-    """The random, the trained and the uniform guess side by side (helpers.measure.training.perplexities),
-    each with the first's perplexity ÷ its own."""
+    """The random, the trained and the uniform guess (training.perplexities), the first's ÷ each."""
     first = perplexities[0].perplexity if perplexities else None
     return [{"model": p.model, "profile": p.profile, "perplexity": p.perplexity, "tokens": p.tokens,
              "measured on": p.measured_on, "first ÷ this": regime.ratio(first, p.perplexity)}
@@ -145,8 +133,7 @@ def perplexity_rows(perplexities: list) -> list[dict[str, Any]]:
 # ----------------------------------------------------------------------------- KV-cache quantization
 
 def kv_bytes_rows(rows) -> list[dict[str, Any]]:
-    """helpers.serving.kv_quant.SchemeBytes: the real cache's bytes against the formula (values, scales and
-    zero points, residual), their difference, and the cache ÷ the full-precision cache."""
+    """kv_quant.SchemeBytes: the real cache's bytes against the formula, and ÷ the full-precision cache."""
     full = rows[0].measured_bytes if rows else None
     return [{"scheme": r.scheme, "tokens": r.tokens, "measured (B)": r.measured_bytes, "formula (B)": r.formula_bytes,
              "measured − formula (B)": r.measured_bytes - r.formula_bytes, "values (B)": r.measured_values_bytes,
@@ -169,9 +156,7 @@ def kv_quality_rows(rows) -> list[dict[str, Any]]:
 
 
 def kv_projected_rows(model: str, tokens: int = 4096, dtype: str = "bf16") -> list[dict[str, Any]]:
-    """A model's cache at `tokens` tokens by scheme, computed with the formula the table of measured bytes
-    checks (helpers.serving.kv_quant.cache_bytes; half the residual window in full precision), and how many
-    times the users or the context the same memory holds."""
+    """A model's cache at `tokens` by scheme (kv_quant.cache_bytes) and how many times the users it holds."""
     from ..serving.kv_quant import cache_bytes, projected_shares
 
     full = cache_bytes(model, tokens, dtype, "full precision").total
@@ -180,8 +165,7 @@ def kv_projected_rows(model: str, tokens: int = 4096, dtype: str = "bf16") -> li
 
 
 def datasheet_bandwidth(measured, device: str) -> tuple[float, str] | None:
-    """(bandwidth, its name) from the datasheet of the GPU a measurement ran on, or None on a CPU or an
-    uncatalogued device: the roof a decode step's floor is computed at."""
+    """(bandwidth, its name) of the GPU a measurement ran on, from its datasheet; None on a CPU."""
     from ..formulas.gpus import datasheet_gpu
     from ..measure.hardware import device_info, measured_on_of
 

@@ -1,8 +1,5 @@
-"""Recorded runs: what a notebook measured on another machine (a GPU, usually), shown beside the live run.
-
-`make record` saves under ``workshop/results/<device>/`` the executed notebooks, their figures (PNG), the key
-figures each noted (`note_figures`, when $WORKSHOP_FIGURES_DIR is set) and ``meta.json``; `beside_live_html`
-shows a record next to the live numbers, and names any record file it could not read.
+"""Recorded runs: what a notebook measured on another machine (a GPU, usually), shown beside the live run
+(`beside_live_html`); the key figures each run noted (`note_figures`).
 """
 from __future__ import annotations
 
@@ -91,8 +88,7 @@ def pick(notebook: str, results: Path = RESULTS, prefer_gpu: bool = True,
 
 
 def note_figures(notebook: str, figures: dict[str, Any], folder: str | Path | None = None) -> Path | None:
-    """Save a notebook's key figures (name -> number or short text) as ``<folder>/<notebook>.json`` (default
-    $WORKSHOP_FIGURES_DIR; with neither, None). An unwritable $WORKSHOP_FIGURES_DIR is a warning."""
+    """Save a notebook's key figures as <folder or $WORKSHOP_FIGURES_DIR>/<notebook>.json; unwritable: a warning."""
     try:
         where = Path(folder) if folder else env.folder(FIGURES_ENV)
     except env.EnvError as exc:
@@ -119,8 +115,7 @@ def _img(path: Path, width: int = 420) -> str:
 
 
 def beside_live_html(notebook: str, live: dict[str, Any] | None = None, results: Path = RESULTS) -> str:
-    """HTML: the live key figures beside the recorded ones (a table), then the record's figures, labelled;
-    says so when no record holds this notebook, and names each record file that could not be read."""
+    """HTML: the live key figures beside the recorded ones, the record's figures, the records that did not load."""
     import pandas as pd
 
     from .plots import table

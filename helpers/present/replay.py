@@ -1,11 +1,8 @@
-"""Replay: the room with no Wi-Fi, no GPU and a slow laptop, and long sweeps one click away.
+"""Replay: a long measurement shows its committed recording at once, the live run one click away.
 
-`measure(key, fn, ...)` runs a long measurement live (the default), or with `WORKSHOP_REPLAY=1` (or a record
-folder's name) returns the value a committed recording holds (`workshop/results/<record>/replay/`), labelled
-with where and when, the notebook's Run live button one click away. In marimo a sweep marked `long=True`
-waits for its button, showing a recording of this device kind and profile meanwhile. With
-`WORKSHOP_REPLAY_RECORD=<folder>` (`make record-replay`) every measurement is also saved there
-(helpers.records). A recording that does not load is a reason to run live (`Measured.why_live` says why).
+`measure(key, fn)` runs live, or with `WORKSHOP_REPLAY=1` (or a record's name) returns the recording under
+`workshop/results/<record>/replay/`, labelled; in marimo a `long=True` sweep waits for its button. With
+`WORKSHOP_REPLAY_RECORD=<folder>` every measurement is saved there. A recording that does not load runs live.
 """
 from __future__ import annotations
 
@@ -99,8 +96,7 @@ def _path(folder: Path, key: str) -> Path:
 
 
 def _candidates(setting: str | None, profile: str | None, device_kind: str | None) -> list[Path]:
-    """Record folders to try, in order, for a replay setting (or, in marimo without replay, the records of
-    this device kind and profile only)."""
+    """Record folders to try, in order, for a replay setting (without one, this device kind's and profile's)."""
     every = recordings()
     if setting and setting.lower() not in ("1", "true", "yes", "on"):
         return [RESULTS / setting]       # its name was checked by replay_wanted
@@ -131,8 +127,7 @@ def load(key: str, folders: list[Path]) -> tuple[Any, dict] | str:
 
 
 def save(key: str, value: Any, seconds: float, folder: Path, meta: dict) -> Path:
-    """Write one recording and the record's meta beside it; `meta` ({MEASURED_ON: ...}) is kept in the
-    recording too, so one added to a record later says its own where and when."""
+    """Write one recording, its meta ({MEASURED_ON: ...}) in it and beside it."""
     records.dump(folder / FOLDER / "meta.json", "replay-meta", meta)
     return records.dump(_path(folder, key), "replay", {"key": key, "seconds": seconds, "value": value,
                                                         MEASURED_ON: meta[MEASURED_ON]})
@@ -145,10 +140,8 @@ _META: dict = {}      # this process's recordings' measured_on, made at the firs
 
 def measure(key: str, fn: Callable[..., Any], *args, run: bool | None = None, long: bool = False,
             profile: str | None = None, device: str | None = None, **kwargs) -> Measured:
-    """fn(*args, **kwargs) as the notebook's measurement `key` ('NN/name'), live or replayed (the module
-    docstring says when). `run`: the value of the cell's Run live button (True: measure here now).
-    `long`: a sweep that in marimo waits for its button. `profile`, `device`: the live model's, to pick a
-    recording that matches and to label a new one."""
+    """fn(*args, **kwargs) as the measurement `key` ('NN/name'), live or replayed; `run`: the Run live button's
+    value; `long`: waits for it in marimo; `profile`, `device`: to pick a recording and label a new one."""
     if not KEY.match(key):
         raise ValueError(f"a replay key is 'NN/name' (notebook number, lower-case name), got {key!r}")
     setting = replay_wanted()

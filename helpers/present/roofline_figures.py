@@ -1,7 +1,5 @@
-"""Figures and tables of notebook 03: the roofline (helpers.formulas.roofline), decode's intensity against
-batch (helpers.formulas.decode_intensity) and decode efficiency (helpers.measure.decode_efficiency), each
-ratio with its label (helpers.formulas.regime). Any value a measurement can produce draws; a ratio that
-cannot be formed is nan, shown as "–"."""
+"""Figures and tables of notebook 03: the roofline, decode's intensity against batch and decode efficiency,
+each ratio with its label (helpers.formulas.regime); a ratio that cannot be formed is nan, shown as "–"."""
 from __future__ import annotations
 
 import math
@@ -23,10 +21,8 @@ def _finite(*xs) -> bool:
 # ============================================================================ tables
 
 def roofs_frame(read, copy, matmul, gpu: dict, cache_bytes: int | None = None):
-    """Section 1's table: this device's read bandwidth (the floor's), copy bandwidth (read + write, for
-    comparison), matmul peak, ridge and crossover batch, measured, beside a catalogued GPU's computed figures
-    (`gpu`: helpers.formulas.roofline.gpu_roofline); and the benchmark's buffer ÷ the last-level cache (above 1:
-    the buffer is read from memory, not from the cache)."""
+    """Section 1's table: this device's read and copy bandwidth, matmul peak, ridge and crossover batch beside a
+    catalogued GPU's (`gpu`: roofline.gpu_roofline), and the read buffer ÷ the last-level cache."""
     from ..formulas.units import dtype_bytes
 
     bw, peak = read.bandwidth, matmul.flops_per_s
@@ -54,8 +50,7 @@ def roofs_frame(read, copy, matmul, gpu: dict, cache_bytes: int | None = None):
 
 
 def prefill_frame(prefill, model, dtype: str, peak: float, bandwidth: float):
-    """Section 2's table: each prompt length's prefill time, the FLOP/s it kept busy ÷ the measured peak, and
-    its intensity ÷ this device's ridge with the label (below: memory side of the ridge, above: compute side)."""
+    """Each prompt length's prefill: FLOP/s achieved ÷ the measured peak, intensity ÷ the ridge, labelled."""
     ridge = ridge_point(peak, bandwidth)
     rows = []
     for r in prefill[~prefill["oom"]].itertuples():
@@ -70,8 +65,7 @@ def prefill_frame(prefill, model, dtype: str, peak: float, bandwidth: float):
 
 
 def decode_frame(decode, floor_of):
-    """Section 3's table: each context's median step beside its floor (`floor_of(context)`, seconds), the
-    ratio step ÷ floor and its label."""
+    """Each context's median step beside its floor (`floor_of(context)`, seconds), step ÷ floor labelled."""
     ok = decode[~decode["oom"]]
     out = pd.DataFrame({"context": ok["context"].astype(int), "step_s": ok["itl_s"],
                         "floor_s": [floor_of(int(c)) for c in ok["context"]]})
@@ -79,8 +73,7 @@ def decode_frame(decode, floor_of):
 
 
 def points_frame(points: Iterable[RooflinePoint], peak_flops: float, bandwidth: float):
-    """A pandas table of roofline points: intensity ÷ the ridge (below: left of it, the memory side) and the
-    FLOP/s achieved ÷ the roof at that intensity, each with its label."""
+    """Roofline points: intensity ÷ the ridge and FLOP/s achieved ÷ the roof there, labelled."""
     ridge = ridge_point(peak_flops, bandwidth)
     rows = []
     for p in points:
@@ -94,9 +87,8 @@ def points_frame(points: Iterable[RooflinePoint], peak_flops: float, bandwidth: 
 
 
 def efficiency_frame(table, bandwidth: float):
-    """Section 5's table from decode_efficiency.efficiency_table's rows: each model's step bytes, its floor at
-    `bandwidth` (the read rate measured alongside), the step, step ÷ floor with its label, and the probe's
-    step ÷ this step (the fixed cost's share)."""
+    """Each model's step (decode_efficiency.efficiency_table) beside its floor at `bandwidth`, step ÷ floor
+    labelled, and the probe's step ÷ this one (the fixed cost's share)."""
     probe = table[table["model"] == "probe"]
     probe_s = float(probe["step_s"].iloc[0]) if len(probe) else math.nan
     out = pd.DataFrame({"model": table["model"], "params": table["params"], "step_bytes": table["step_bytes"],
@@ -125,9 +117,7 @@ def _roof(ax, peak: float, bandwidth: float, xs: Sequence[float], label: str, di
 
 def roofline_figure(peak_flops: float, bandwidth: float, points: Sequence[RooflinePoint], source: Any,
                     dtype: str = "", title: str | None = None):
-    """The roofline (log–log) with measured points: prefill as circles, decode (batch 1) as triangles,
-    batched decode as squares; the first and last point of each kind labelled. A point with no finite,
-    positive intensity or rate is left out; with no roof to draw, a note says so."""
+    """The roofline (log–log) with the measured points by kind; points that are not finite and positive left out."""
     title = title or "Roofline of this device, measured"
     if not _finite(peak_flops, bandwidth, ridge_point(peak_flops, bandwidth)):
         return plots.note_figure(source, title, "no finite, positive bandwidth and peak were measured")
@@ -151,9 +141,7 @@ def roofline_figure(peak_flops: float, bandwidth: float, points: Sequence[Roofli
 
 @plots.notes_when_empty('Prefill throughput against prompt length')
 def prefill_figure(df, model, dtype: str, peak_flops: float, source: Any):
-    """Prefill time (left, log–log) and the FLOP/s it achieves (right, against the measured peak) by
-    prompt length; df has columns tokens, ttft_s, oom (helpers.measure.sweeps.ttft_sweep). Rows whose time
-    is not finite and positive are left out."""
+    """Prefill time (left) and the FLOP/s it achieves against the measured peak (right) by prompt length."""
     ok = df[~df["oom"]]
     ok = ok[[_finite(float(t)) for t in ok["ttft_s"]]]
     if not len(ok):
@@ -173,9 +161,7 @@ def prefill_figure(df, model, dtype: str, peak_flops: float, source: Any):
 
 @plots.notes_when_empty('Decode efficiency')
 def efficiency_figure(df, source: Any):
-    """Each model's measured decode step beside its memory floor and the fixed-cost probe's step (df:
-    efficiency_frame), log scale since the sizes differ by orders of magnitude; each bar annotated with
-    step ÷ floor. Rows whose times are not finite and positive are left out."""
+    """Each model's decode step beside its memory floor and the probe's step (log scale), annotated."""
     ok = df[[_finite(float(s), float(f)) for s, f in zip(df["step_s"], df["floor_s"])]]
     if not len(ok):
         return plots.note_figure(source, "Decode step against its memory-bound floor", "no positive step and floor")
@@ -203,8 +189,7 @@ def efficiency_figure(df, source: Any):
 # ============================================================================ decode's intensity against batch
 
 def intensity_figure(df, model_name: str, dtype: str):
-    """Intensity against batch (log–log): one colour per context, solid with the cache, the weights-only
-    line dashed, hollow markers past the largest batch that fits; the ridge as a horizontal line."""
+    """Intensity against batch (log–log), one colour per context, hollow past the largest batch that fits."""
     fig, ax = plots.figure(width=8, height=4.6)
     colours = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple"]
     first = df[df["context"] == df["context"].iloc[0]]
@@ -233,9 +218,7 @@ def intensity_figure(df, model_name: str, dtype: str):
 
 
 def point_figure(p: IntensityPoint, dtype: str = "bf16"):
-    """The GPU's roofline (datasheet roofs) with one decode step on it (point()): with the cache (filled
-    when the batch fits, hollow when it does not), with the weights alone, and the cache's limit as a
-    dotted line — the intensity no batch passes."""
+    """The GPU's roofline with one decode step on it (decode_intensity.point), weights only and with the cache."""
     fig, ax = plots.figure(width=8, height=4.6)
     _roof(ax, p.peak_flops, p.bandwidth, [p.intensity_with_kv, p.intensity_weights_only, p.limit_with_kv],
           f"{p.gpu} roof (datasheet, dense {dtype})", digits=0)
@@ -256,8 +239,7 @@ def point_figure(p: IntensityPoint, dtype: str = "bf16"):
 
 
 def summary_frame(summaries: list[IntensitySummary]):
-    """A pandas table, one row per context: its largest fitting batch, the intensity there, the cache's
-    limit (any batch), the ridge, and the limit ÷ the ridge with its label (below: no batch reaches the ridge)."""
+    """Per context (decode_intensity.summary): the largest batch that fits, its intensity, the cache's limit ÷ the ridge."""
     frame = pd.DataFrame([{"context": s.context, "largest batch that fits": s.max_batch,
                            "FLOP/B at that batch": s.intensity_at_max_batch, "the cache's limit (FLOP/B)": s.limit_with_kv,
                            "ridge (FLOP/B)": s.ridge} for s in summaries])
@@ -265,9 +247,7 @@ def summary_frame(summaries: list[IntensitySummary]):
 
 
 def point_frame(p: IntensityPoint):
-    """One computed decode step (helpers.formulas.decode_intensity.point) as a one-row table: its intensity
-    with the cache and with the weights alone, each ÷ the ridge with its label, the cache's limit ÷ the ridge,
-    and the largest batch that fits."""
+    """One decode step (decode_intensity.point) as a row: its intensities and each ÷ the ridge, labelled."""
     r, label = regime.against(p.intensity_with_kv, p.ridge)
     return pd.DataFrame([{"model": p.model, "GPU": p.gpu, "batch": p.batch, "context": p.context,
                           "FLOP/B with the cache": p.intensity_with_kv, "FLOP/B, weights only": p.intensity_weights_only,
@@ -279,9 +259,7 @@ def point_frame(p: IntensityPoint):
 # ============================================================================ the machine that measured
 
 def last_cache_of(run=None) -> int | None:
-    """The last-level cache of the machine that measured `run` (a helpers.present.replay.Measured): this
-    machine's (helpers.measure.microbench) when measured here; when replayed, the record's own, from the
-    caches its 10/staircase recording holds (None when the record has none)."""
+    """The last-level cache of the machine that measured `run` (replay.Measured): this one's, or the record's."""
     from ..measure.microbench import last_level_cache_bytes
 
     if run is None or not getattr(run, "replayed", False):

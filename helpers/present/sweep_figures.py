@@ -1,7 +1,5 @@
 """Figures and tables of notebook 01's sweeps (helpers.measure.sweeps) and serving comparison (helpers.serving):
-measured points beside the formula or fitted law, the out-of-memory point marked; each table's result beside
-what it is read against, with their ratio and label (helpers.formulas.regime), "–" where nothing ran.
-"""
+measured points beside the formula or fitted law; each result beside its reference with their ratio and label."""
 from __future__ import annotations
 
 import math
@@ -65,8 +63,7 @@ def _mark_oom(ax, df, key: str) -> None:
 
 @plots.notes_when_empty('Time to first token against prompt length')
 def ttft_figure(df, fit, loaded):
-    """TTFT medians (with p90 bars) against prompt length, the fitted law (`fit`, a helpers.measure.growth.GrowthFit,
-    or None) through them, and slopes 1 and 2 through the longest point; log–log."""
+    """TTFT medians (p90 bars) against prompt length, log–log, with the fitted law (growth.GrowthFit or None) and slopes 1 and 2."""
     import numpy as np
 
     ok, fig, ax = _medians_axes(df, "tokens", "ttft_s", "ttft_p90_s", loaded, fmt="o", color=plots.MEASURED,
@@ -89,8 +86,7 @@ def ttft_figure(df, fit, loaded):
 
 
 def _slope_guides(ax, x_min: float, x1: float, y1: float) -> None:
-    """y = y1·(x/x1)^k for k = 1, 2 from x1 ÷ 8 (or x_min, if later) to the longest point (x1, y1), labelled,
-    so the measured curve's slope there reads against them."""
+    """y = y1·(x/x1)^k for k = 1, 2 from x1 ÷ 8 (or x_min) to the longest point (x1, y1), labelled."""
     lo = max(x_min, x1 / 8)
     for k, ls, name in ((1, ":", "∝ n, linear"), (2, "-.", "∝ n², quadratic")):
         y0 = y1 * (lo / x1) ** k
@@ -101,10 +97,7 @@ def _slope_guides(ax, x_min: float, x1: float, y1: float) -> None:
 
 @plots.notes_when_empty('Requests over time')
 def timeline_figure(results: Sequence, source: Any):
-    """A Gantt chart per serving mode: for each request, waiting (grey), prefill up to its first token
-    (orange), decoding up to its last token (blue), and in a static batch the time its row is held
-    without producing anything until the batch ends (hatched), on one time axis. `results`: one
-    helpers.serving.naive.ServeResult per mode."""
+    """A Gantt chart per serving mode (naive.ServeResult): each request waiting, in prefill, decoding, held idle."""
     fig, axes = plots.figure(nrows=len(results), width=8, height=2.4, sharex=True, squeeze=False)
     for ax, res in zip(axes[:, 0], results):
         batch_end = max(t.finish_s for t in res.timings)
@@ -155,10 +148,8 @@ def itl_figure(df, loaded, floor_fn: Callable[[int], float] | None = None):
 
 @plots.notes_when_empty('Memory and speed against concurrent users')
 def users_figure(df, loaded, total_memory: int | None = None, weight_bytes: int | None = None, budget=None):
-    """Cache bytes (measured and formula) and, on CUDA, the allocator's peak against concurrent sequences,
-    log–log; the device's memory less the weights as a line; the out-of-memory point marked. With `budget`
-    (helpers.measure.growth.BudgetFit) the budget as a line, the users that fit in it marked (the measured
-    line carried on, dotted, when they are more than the sweep ran) and the count in the title."""
+    """Cache bytes (measured, formula, CUDA peak) against concurrent sequences, log–log, the out-of-memory
+    point marked; with `budget` (growth.BudgetFit) the budget and the users that fit in it."""
     from ..formulas.units import fmt_iec
     ok, fig, ax = _sweep_axes(df, "batch", loaded)
     if ax is None:
@@ -205,9 +196,8 @@ def _ms(seconds) -> float:
 
 
 def growth_table(fit, doubling, spec, gpu_floors: dict | None = None, gpu_model=None, gpu_name: str = ""):
-    """How the TTFT grows: a row for the fitted law (growth.GrowthFit), one for the last doubling measured, and
-    with `gpu_floors` ({tokens: seconds} of `gpu_model` on `gpu_name`) one computed row; each with attention's
-    share of the prefill's FLOPs at its longer length (helpers.formulas.compute_share), "–" where none."""
+    """How the TTFT grows: the fitted law, the last doubling measured and, with `gpu_floors`, the GPU's;
+    each with attention's share of the prefill's FLOPs (helpers.formulas.compute_share)."""
     from ..formulas.compute_share import flop_terms
     from ..measure.growth import local_exponent
 
@@ -247,10 +237,8 @@ def growth_table(fit, doubling, spec, gpu_floors: dict | None = None, gpu_model=
 
 
 def itl_table(itl, spec, dtype: str, gpu_floor=None, gpu_column: str = ""):
-    """The ITL sweep beside the bytes each step reads: per context that ran, the median step (ms), the bytes
-    a decode step reads (helpers.formulas.stepcost.decode_cost, weights + cache), each against the shortest
-    context's, and the step's growth ÷ the bytes' growth with its label (at: the step grows with its bytes).
-    `gpu_floor(context)` (seconds), when given, adds the computed floor at the same context as `gpu_column`."""
+    """The median step per context beside the bytes it reads (stepcost.decode_cost), each ÷ the first, their
+    ratio labelled; `gpu_floor(context)` (seconds) adds the GPU's floor as `gpu_column`."""
     from ..formulas.stepcost import decode_cost
 
     ok = itl[~itl["oom"]] if "oom" in itl else itl
@@ -269,8 +257,7 @@ def itl_table(itl, spec, dtype: str, gpu_floor=None, gpu_column: str = ""):
 
 
 def batching_table(latency) -> "object":
-    """What batching changes, per figure (helpers.serving.naive.LatencyCost of each mode): one after another,
-    together, together ÷ one after another and its label. Empty when a mode did not run."""
+    """What batching changes per figure (naive.LatencyCost of each mode), together ÷ one after another; empty when a mode did not run."""
     if len(latency) < 2:
         return pd.DataFrame({"figure": []})
     one, together = latency[0], latency[1]
@@ -283,8 +270,7 @@ def batching_table(latency) -> "object":
 
 
 def same_tokens(comparison) -> "object":
-    """How many requests got the same greedy tokens in both serving modes, as one row (empty where a mode did not
-    run): requests, those that agree, and their share."""
+    """Requests that got the same greedy tokens in both serving modes, and their share (empty when a mode did not run)."""
     seq, bat = comparison.sequential, comparison.batched
     if seq is None or bat is None:
         return pd.DataFrame({"requests": []})
@@ -294,9 +280,7 @@ def same_tokens(comparison) -> "object":
 
 
 def budget_table(fit) -> "object":
-    """The users that fit a budget (helpers.measure.growth.BudgetFit) as one row: the budget, the measured cache
-    per sequence, the users that fit, the largest batch the sweep ran and users ÷ that batch with its label
-    (above: the count carries the measured line past the sweep)."""
+    """The users that fit a budget (growth.BudgetFit) as one row, ÷ the largest batch the sweep ran."""
     if fit is None:
         return pd.DataFrame({"budget (bytes)": []})
     frame = pd.DataFrame([{"budget (bytes)": int(fit.budget_bytes), "tokens per sequence": fit.context,
