@@ -29,9 +29,7 @@ def url(anchor: str) -> str:
     """A glossary anchor's address: the published file's with WORKSHOP_REPO_URL, else relative to notebooks/."""
     from .. import env
 
-    base = (env.url("WORKSHOP_REPO_URL") or "").rstrip("/")
-    if base.endswith(".git"):
-        base = base[:-4]
+    base = (env.url("WORKSHOP_REPO_URL") or "").rstrip("/").removesuffix(".git")
     where = f"{base}/blob/main/workshop/glossary.md" if base else "../workshop/glossary.md"
     return f"{where}#{anchor}"
 

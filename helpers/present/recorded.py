@@ -71,20 +71,16 @@ def records(results: Path = RESULTS, skipped: list[str] | None = None) -> list[R
     return sorted(out, key=lambda r: not r.is_gpu)
 
 
-def pick(notebook: str, results: Path = RESULTS, prefer_gpu: bool = True,
-         skipped: list[str] | None = None) -> Record | None:
-    """The record to show beside a notebook: one that holds its figures, a GPU's first when asked."""
-    rs = []
+def pick(notebook: str, results: Path = RESULTS, skipped: list[str] | None = None) -> Record | None:
+    """The record to show beside a notebook: the first (GPUs first) that holds its figures."""
     for r in records(results, skipped):
         try:
             if r.key_figures(notebook) or r.figures(notebook):   # read first: unreadable figures skip the record
-                rs.append(r)
+                return r
         except RecordError as exc:
             if skipped is not None:
                 skipped.append(str(exc))
-    if not prefer_gpu:
-        rs.sort(key=lambda r: r.is_gpu)
-    return rs[0] if rs else None
+    return None
 
 
 def note_figures(notebook: str, figures: dict[str, Any], folder: str | Path | None = None) -> Path | None:

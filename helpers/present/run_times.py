@@ -43,15 +43,11 @@ class RunTimes:
         return self.measured["device"]["kind"] == "cuda"
 
     def notebook_seconds(self, number: str, which: str = "cached") -> float | None:
-        nb = self._nb(number, which)
-        return None if nb is None else float(nb["seconds"])
+        runs = self.first if which == "first" else self.cached
+        return next((float(v["seconds"]) for k, v in runs.items() if k.startswith(number + "_")), None)
 
     def replay_seconds(self, number: str) -> float | None:
         return next((float(v) for k, v in (self.replay or {}).items() if k.startswith(number + "_")), None)
-
-    def _nb(self, number: str, which: str) -> dict | None:
-        runs = self.first if which == "first" else self.cached
-        return next((v for k, v in runs.items() if k.startswith(number + "_")), None)
 
 
 def run_times(results: Path = RESULTS) -> list[RunTimes]:
