@@ -115,8 +115,7 @@ def load(key: str, folders: list[Path]) -> tuple[Any, dict] | str:
         try:
             saved = records.load(path, "replay", roots=(folder,))
             seconds = saved.get("seconds")
-            if saved.get("key") != key or not isinstance(seconds, (int, float)) or isinstance(seconds, bool) \
-                    or not 0 <= seconds < 1e6:
+            if saved.get("key") != key or type(seconds) not in (int, float) or not 0 <= seconds < 1e6:
                 raise records.RecordError(f"{records.shown(path)} is not the recording of {key} (its key "
                                           f"{saved.get('key')!r}, seconds {seconds!r})")
             where = measured_on_of(saved) if MEASURED_ON in saved else _meta(folder)   # its own, else its record's
