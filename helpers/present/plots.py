@@ -193,7 +193,6 @@ def _float(v: float, precision: int) -> str:
 def heatmap(ax, values, xlabels, ylabels, fmt=str, cmap: str = "viridis", mask=None, colorbar_label: str = ""):
     """A heat map on `ax` of values[row][col], each cell annotated; cells where `mask` is true greyed and hatched."""
     import matplotlib
-    import numpy as np
     from matplotlib.patches import Rectangle
 
     data = np.asarray(values, dtype=float)
@@ -204,12 +203,11 @@ def heatmap(ax, values, xlabels, ylabels, fmt=str, cmap: str = "viridis", mask=N
     ax.set_xticks(range(len(xlabels)), [str(x) for x in xlabels], fontsize=8)
     ax.set_yticks(range(len(ylabels)), [str(y) for y in ylabels], fontsize=8)
     top = np.nanmax(np.where(hidden, np.nan, data)) if (~hidden).any() else 1.0
-    for i in range(data.shape[0]):
-        for j in range(data.shape[1]):
-            colour = "#999" if hidden[i, j] else ("white" if data[i, j] < 0.6 * top else "black")
-            ax.text(j, i, fmt(data[i, j]), ha="center", va="center", fontsize=7, color=colour)
-            if hidden[i, j]:
-                ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="///", edgecolor="#ccc", lw=0))
+    for (i, j), v in np.ndenumerate(data):
+        ax.text(j, i, fmt(v), ha="center", va="center", fontsize=7,
+                color="#999" if hidden[i, j] else "white" if v < 0.6 * top else "black")
+        if hidden[i, j]:
+            ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="///", edgecolor="#ccc", lw=0))
     ax.figure.colorbar(im, ax=ax).set_label(colorbar_label)
     return im
 
