@@ -98,31 +98,26 @@ def _slope_guides(ax, x_min: float, x1: float, y1: float) -> None:
 @plots.notes_when_empty('Requests over time')
 def timeline_figure(results: Sequence, source: Any):
     """A Gantt chart per serving mode (naive.ServeResult): each request waiting, in prefill, decoding, held idle."""
+    from matplotlib.patches import Patch
+
+    phases = {"waiting": dict(color=plots.WAITING), "prefill → first token": dict(color=plots.PREFILL),
+              "decode → last token": dict(color=plots.DECODE),
+              "row held, idle (static batch)": dict(facecolor="white", hatch="////", edgecolor=plots.IDLE)}
     fig, axes = plots.figure(nrows=len(results), width=8, height=2.4, sharex=True, squeeze=False)
     for ax, res in zip(axes[:, 0], results):
-        batch_end = max(t.finish_s for t in res.timings)
-        together = len({t.start_s for t in res.timings}) == 1 and len(res.timings) > 1
-        for k, t in enumerate(sorted(res.timings, key=lambda t: t.rid)):
-            ax.barh(k, t.start_s, color=plots.WAITING, height=0.6)
-            ax.barh(k, t.first_token_s - t.start_s, left=t.start_s, color=plots.PREFILL, height=0.6)
-            ax.barh(k, t.finish_s - t.first_token_s, left=t.first_token_s, color=plots.DECODE, height=0.6)
-            if together and batch_end > t.finish_s:
-                ax.barh(k, batch_end - t.finish_s, left=t.finish_s, color="white", hatch="////",
-                        edgecolor=plots.IDLE, height=0.6, lw=0)
-        ax.set_yticks(range(len(res.timings)), [f"req {t.rid}" for t in sorted(res.timings, key=lambda t: t.rid)],
-                      fontsize=7)
+        timings = sorted(res.timings, key=lambda t: t.rid)
+        batch_end = max(t.finish_s for t in timings)
+        together = len({t.start_s for t in timings}) == 1 and len(timings) > 1
+        for k, t in enumerate(timings):
+            ends = (0, t.start_s, t.first_token_s, t.finish_s, batch_end if together else t.finish_s)
+            for a, b, style in zip(ends, ends[1:], phases.values()):
+                ax.barh(k, b - a, left=a, height=0.6, lw=0, **style)
+        ax.set_yticks(range(len(timings)), [f"req {t.rid}" for t in timings], fontsize=7)
         ax.invert_yaxis()
         ax.set_title(f"{res.mode}: {res.new_tokens} tokens in {res.wall_s:,.2f} s = {res.tokens_per_s:,.0f} tokens/s, "
                      f"{res.forward_calls} forward calls", fontsize=9)
-    from matplotlib.patches import Patch
-
     fastest = min(range(len(results)), key=lambda i: results[i].wall_s)  # its panel has room on the right
-    axes[fastest, 0].legend(handles=[Patch(color=plots.WAITING, label="waiting"),
-                                     Patch(color=plots.PREFILL, label="prefill → first token"),
-                                     Patch(color=plots.DECODE, label="decode → last token"),
-                                     Patch(facecolor="white", hatch="////", edgecolor=plots.IDLE,
-                                           label="row held, idle (static batch)")],
-                            fontsize=7, loc="center right")
+    axes[fastest, 0].legend(handles=[Patch(label=n, **st) for n, st in phases.items()], fontsize=7, loc="center right")
     axes[-1, 0].set_xlabel("seconds after all requests arrived")
     return plots.finish(fig, source, title="The same requests served one after another, then together")
 
