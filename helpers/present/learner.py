@@ -88,8 +88,6 @@ def beside(box, given, result: float, shown: Callable[[float], str] = number, *,
     return mo.md(f"{words}{' ' + hint if hint else ''}")
 
 
-# ----------------------------------------------------------------------------- self-check
-
 @dataclass(frozen=True)
 class Question:
     """A self-check question: a number of this run (within `tolerance`, relative) or one of `options`."""

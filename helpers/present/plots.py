@@ -67,8 +67,6 @@ def finish(fig, source: Any, title: str | None = None) -> Any:
     return fig
 
 
-# ----------------------------------------------------------------------------- nothing to draw
-
 def is_empty(data: Any) -> bool:
     """No rows to draw: None, an empty sequence or mapping, a DataFrame with no rows."""
     return data is None or (data.empty if isinstance(data, (pd.DataFrame, pd.Series))
@@ -101,8 +99,6 @@ def notes_when_empty(title: str):
         return draw
     return wrap
 
-
-# ----------------------------------------------------------------------------- units and ticks
 
 _DECIMAL = ((1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB"))
 

@@ -62,8 +62,6 @@ class Measured:
         return mo.md("")
 
 
-# ----------------------------------------------------------------------------- modes
-
 def replay_wanted() -> str | None:
     """None in the ordinary live mode; else the replay setting ('1', or a record folder's name)."""
     raw = env.text(REPLAY_ENV) or ""
@@ -74,8 +72,6 @@ def replay_wanted() -> str | None:
         raise env.refuse(REPLAY_ENV, raw, f"1 (a recorded run that fits), 0, or a record with replays ({have})")
     return raw
 
-
-# ----------------------------------------------------------------------------- recordings
 
 def recordings(results: Path | None = None) -> list[Path]:
     """Record folders that hold replays: GPU records first, then newest first."""
@@ -131,8 +127,6 @@ def save(key: str, value: Any, seconds: float, folder: Path, meta: dict) -> Path
     return records.dump(_path(folder, key), "replay", {"key": key, "seconds": seconds, "value": value,
                                                         MEASURED_ON: meta[MEASURED_ON]})
 
-
-# ----------------------------------------------------------------------------- the one call
 
 _META: dict = {}      # this process's recordings' measured_on, made at the first one
 

@@ -18,8 +18,6 @@ def _finite(*xs) -> bool:
     return all(isinstance(x, (int, float)) and math.isfinite(x) and x > 0 for x in xs)
 
 
-# ============================================================================ tables
-
 def roofs_frame(read, copy, matmul, gpu: dict, cache_bytes: int | None = None):
     """Section 1's table: this device's read and copy bandwidth, matmul peak, ridge and crossover batch beside a
     catalogued GPU's (`gpu`: roofline.gpu_roofline), and the read buffer ÷ the last-level cache."""
@@ -98,8 +96,6 @@ def efficiency_frame(table, bandwidth: float):
     out["probe ÷ step"] = [regime.ratio(probe_s, s) for s in out["step_s"]]
     return out.sort_values("step_bytes", ignore_index=True)
 
-
-# ============================================================================ figures
 
 def _roof(ax, peak: float, bandwidth: float, xs: Sequence[float], label: str, digits: int = 1) -> None:
     """The roof log–log over xs and the ridge (each side ×4), the ridge marked."""
