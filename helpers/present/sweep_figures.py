@@ -15,21 +15,18 @@ from . import plots
 @plots.notes_when_empty('Memory grows with every token')
 def memory_figure(df, loaded, spec=None, dtype: str | None = None):
     """Measured cache bytes (points) and the formula (line) against tokens; CUDA peak when measured."""
-    spec = spec or loaded.spec
-    dtype = dtype or loaded.dtype
+    spec, dtype = spec or loaded.spec, dtype or loaded.dtype
     ok, fig, ax = _sweep_axes(df, "tokens", loaded)
     if ax is None:
         return fig
     xs = list(range(int(ok["tokens"].min()), int(ok["tokens"].max()) + 1, max(1, int(ok["tokens"].max()) // 200)))
-    top = max(float(ok["cache_bytes"].max()), float(ok["peak_above_weights_bytes"].astype(float).max())
-              if ok["peak_above_weights_bytes"].notna().any() else 0.0)
-    div, unit = plots.byte_unit(top)
+    peak = ok["peak_above_weights_bytes"].astype(float)
+    div, unit = plots.byte_unit(max(float(ok["cache_bytes"].max()), peak.max() if peak.notna().any() else 0.0))
     line = [kv_cache_bytes(spec, x, 1, dtype, window_slots=cache_window_slots(spec)) / div for x in xs]
     ax.plot(xs, line, color=plots.COMPUTED, lw=1.5, label="formula: tokens × 2 × layers × kv_heads × head_dim × bytes")
     ax.scatter(ok["tokens"], ok["cache_bytes"] / div, color=plots.MEASURED, zorder=3, label="measured cache tensors")
-    if ok["peak_above_weights_bytes"].notna().any():
-        ax.scatter(ok["tokens"], ok["peak_above_weights_bytes"].astype(float) / div, color=plots.MEASURED, marker="x",
-                   label="CUDA allocator peak above the weights (measured)")
+    if peak.notna().any():
+        ax.scatter(ok["tokens"], peak / div, color=plots.MEASURED, marker="x", label="CUDA allocator peak above the weights (measured)")
     _mark_oom(ax, df, "tokens")
     ax.set_ylim(bottom=0)
     ax.set(xlabel="tokens in the sequence", ylabel=plots.byte_label(unit, "KV cache"), title="Memory grows with every token")
@@ -196,34 +193,22 @@ def growth_table(fit, doubling, spec, gpu_floors: dict | None = None, gpu_model=
     from ..formulas.compute_share import flop_terms
     from ..measure.growth import local_exponent
 
-    def attention_pct(model, n):
-        if not n:
-            return math.nan
-        t = flop_terms(model, int(n))
-        return 100 * t.attention_context / t.total
+    def row(what, n0, n1, ratio, exponent, model, **more):
+        t = flop_terms(model, int(n1))
+        return {"what": what, "from (tokens)": n0, "to (tokens)": n1, "time ratio": ratio, "exponent": exponent,
+                **more, "attention's FLOPs at 'to' (%)": 100 * t.attention_context / t.total}
 
-    rows = []
-    if fit is not None:
-        half = fit.n_max // 2
-        rows.append({"what": "this run: the fitted law a + b·n + c·n²", "from (tokens)": half, "to (tokens)": fit.n_max,
-                     "time ratio": regime.ratio(fit.predict(fit.n_max), fit.predict(half)), "exponent": fit.exponent,
-                     "n² term at 'to' (%)": 100 * fit.quadratic_share,
-                     f"constant at {fit.n_min:,} tokens (%)": 100 * fit.fixed_share,
-                     "attention's FLOPs at 'to' (%)": attention_pct(spec, fit.n_max)})
-    else:
-        rows.append({"what": "this run: the fitted law a + b·n + c·n² (fewer than two positive times: no fit)"})
-    if doubling is not None:
-        rows.append({"what": "this run: the last doubling, measured", "from (tokens)": doubling.n0,
-                     "to (tokens)": doubling.n1, "time ratio": doubling.ratio, "exponent": doubling.exponent,
-                     "attention's FLOPs at 'to' (%)": attention_pct(spec, doubling.n1)})
-    else:
-        rows.append({"what": "this run: the last doubling, measured (no prompt ran beside its half in a positive time)"})
+    law, last_doubling = "this run: the fitted law a + b·n + c·n²", "this run: the last doubling, measured"
+    rows = [row(law, fit.n_max // 2, fit.n_max, regime.ratio(fit.predict(fit.n_max), fit.predict(fit.n_max // 2)),
+                fit.exponent, spec, **{"n² term at 'to' (%)": 100 * fit.quadratic_share,
+                                       f"constant at {fit.n_min:,} tokens (%)": 100 * fit.fixed_share})
+            if fit is not None else {"what": f"{law} (fewer than two positive times: no fit)"},
+            row(last_doubling, doubling.n0, doubling.n1, doubling.ratio, doubling.exponent, spec) if doubling is not None
+            else {"what": f"{last_doubling} (no prompt ran beside its half in a positive time)"}]
     if gpu_floors and len(gpu_floors) >= 2:
-        n0, n1 = sorted(gpu_floors)[-2:]
-        t0, t1 = gpu_floors[n0], gpu_floors[n1]
-        rows.append({"what": f"{gpu_model} on an {gpu_name}: the planner's floor, computed", "from (tokens)": n0,
-                     "to (tokens)": n1, "time ratio": regime.ratio(t1, t0), "exponent": local_exponent(n0, t0, n1, t1),
-                     "attention's FLOPs at 'to' (%)": attention_pct(gpu_model, n1)})
+        (n0, t0), (n1, t1) = sorted(gpu_floors.items())[-2:]
+        rows.append(row(f"{gpu_model} on an {gpu_name}: the planner's floor, computed", n0, n1, regime.ratio(t1, t0),
+                        local_exponent(n0, t0, n1, t1), gpu_model))
     first = ["what", "from (tokens)", "to (tokens)", "time ratio", "exponent", "n² term at 'to' (%)"]
     last = "attention's FLOPs at 'to' (%)"
     frame = pd.DataFrame(rows)
@@ -251,7 +236,7 @@ def itl_table(itl, spec, dtype: str, gpu_floor=None, gpu_column: str = ""):
     return frame
 
 
-def batching_table(latency) -> "object":
+def batching_table(latency):
     """What batching changes per figure (naive.LatencyCost of each mode), together ÷ one after another; empty when a mode did not run."""
     if len(latency) < 2:
         return pd.DataFrame({"figure": []})
@@ -264,7 +249,7 @@ def batching_table(latency) -> "object":
     return regime.ratio_columns(frame, together.mode, one.mode, "together ÷ one after another")
 
 
-def same_tokens(comparison) -> "object":
+def same_tokens(comparison):
     """Requests that got the same greedy tokens in both serving modes, and their share (empty when a mode did not run)."""
     seq, bat = comparison.sequential, comparison.batched
     if seq is None or bat is None:
@@ -274,7 +259,7 @@ def same_tokens(comparison) -> "object":
                           "share": regime.ratio(same, len(seq.timings))}])
 
 
-def budget_table(fit) -> "object":
+def budget_table(fit):
     """The users that fit a budget (growth.BudgetFit) as one row, ÷ the largest batch the sweep ran."""
     if fit is None:
         return pd.DataFrame({"budget (bytes)": []})
