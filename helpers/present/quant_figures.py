@@ -9,11 +9,10 @@ from ..formulas.quantization import FORMATS, bits_per_weight, preset_footprints,
 from ..measure.quant import SCHEMES, streamed_bytes
 
 
-def _with_label(row: dict, name: str, value, reference) -> dict:
-    """`row` with `name` (value ÷ reference) and `name label` (below / at / above) added."""
+def _labelled(name: str, value, reference) -> dict:
+    """{name: value ÷ reference, name label: below / at / above}."""
     r, way = regime.against(value, reference)
-    row[name], row[f"{name} label"] = r, way
-    return row
+    return {name: r, f"{name} label": way}
 
 
 def footprint_rows(results: list, spec) -> list[dict[str, Any]]:
@@ -31,9 +30,9 @@ def footprint_rows(results: list, spec) -> list[dict[str, Any]]:
                "predicted weights (B)": f["predicted_weight_bytes"],
                "measured − predicted (B)": f["measured_weight_bytes"] - f["predicted_weight_bytes"],
                "of which metadata (B)": f["metadata_bytes"], "buffers (B)": f["buffer_bytes"],
-               "model total (MB)": f["measured_model_bytes"] / 1e6, "÷ reference": share}
-        _with_label(row, "÷ rule of thumb", share, rule_of_thumb(r.scheme, base) if r.scheme in SCHEMES else 1.0)
-        row["predicted at bf16 base (MB)"] = weight_bytes(spec, scheme, base_dtype="bf16").bytes / 1e6
+               "model total (MB)": f["measured_model_bytes"] / 1e6, "÷ reference": share,
+               **_labelled("÷ rule of thumb", share, rule_of_thumb(r.scheme, base) if r.scheme in SCHEMES else 1.0),
+               "predicted at bf16 base (MB)": weight_bytes(spec, scheme, base_dtype="bf16").bytes / 1e6}
         rows.append(row)
     return rows
 
@@ -52,11 +51,10 @@ def speed_rows(results: list, spec, bandwidth: float | None = None) -> list[dict
                "decode step (ms)": 1e3 * step if step is not None else None, "decode (tokens/s)": regime.ratio(1.0, step),
                "step ÷ reference": regime.ratio(step, ref_step),
                "bytes read ÷ reference": regime.ratio(streamed_bytes(r, spec, ref.scheme), ref_bytes) if r.footprint else float("nan")}
-        _with_label(row, "time ÷ bytes", row["step ÷ reference"], row["bytes read ÷ reference"])
+        row.update(_labelled("time ÷ bytes", row["step ÷ reference"], row["bytes read ÷ reference"]))
         if bandwidth:
             floor = streamed_bytes(r, spec, ref.scheme) / bandwidth
-            row["floor (ms)"] = 1e3 * floor
-            _with_label(row, "step ÷ floor", step, floor)
+            row.update({"floor (ms)": 1e3 * floor, **_labelled("step ÷ floor", step, floor)})
         rows.append(row)
     return rows
 
@@ -64,29 +62,18 @@ def speed_rows(results: list, spec, bandwidth: float | None = None) -> list[dict
 def quality_rows(results: list) -> list[dict[str, Any]]:
     """Each model's perplexity ÷ the reference's (labelled), KL against it, top-1 agreement."""
     ref = results[0].quality or {}
-    rows = []
-    for r in results:
-        if r.error or r.quality is None:
-            continue
-        q = r.quality
-        row = {"scheme": r.label, "perplexity": q["perplexity"]}
-        _with_label(row, "perplexity ÷ reference", q["perplexity"], ref.get("perplexity"))
-        row.update({"KL(ref ‖ q) mean (nats)": q["kl_mean"], "KL max (nats)": q["kl_max"],
-                    "top-1 agreement": q["top1_agreement"],
-                    "positions with another top token": round((1 - q["top1_agreement"]) * q["positions"]),
-                    "positions": q["positions"]})
-        rows.append(row)
-    return rows
+    return [{"scheme": r.label, "perplexity": q["perplexity"],
+             **_labelled("perplexity ÷ reference", q["perplexity"], ref.get("perplexity")),
+             "KL(ref ‖ q) mean (nats)": q["kl_mean"], "KL max (nats)": q["kl_max"], "top-1 agreement": q["top1_agreement"],
+             "positions with another top token": round((1 - q["top1_agreement"]) * q["positions"]),
+             "positions": q["positions"]} for r, q in ((r, r.quality) for r in results) if not r.error and q is not None]
 
 
 def weights_rows(weights: list) -> list[dict[str, Any]]:
     """One model's computed weight bytes by scheme (quantization.preset_footprints), ÷ bf16 and the rule of thumb."""
-    rows = []
-    for w in weights:
-        row = {"model": w.model, "scheme": w.scheme, "bytes": w.bytes, "GB": w.gb, "metadata (B)": w.metadata_bytes,
-               "share quantized": w.quantized_share, "÷ bf16": w.vs_first}
-        rows.append(_with_label(row, "÷ rule of thumb", w.vs_first, rule_of_thumb(w.scheme)))
-    return rows
+    return [{"model": w.model, "scheme": w.scheme, "bytes": w.bytes, "GB": w.gb, "metadata (B)": w.metadata_bytes,
+             "share quantized": w.quantized_share, "÷ bf16": w.vs_first,
+             **_labelled("÷ rule of thumb", w.vs_first, rule_of_thumb(w.scheme))} for w in weights]
 
 
 def presets_rows(models=None, schemes=("bf16", "int8", "nf4", "nf4-dq")) -> list[dict[str, Any]]:
@@ -96,12 +83,9 @@ def presets_rows(models=None, schemes=("bf16", "int8", "nf4", "nf4-dq")) -> list
     rows = []
     for name in models or PRESETS:
         fp = {w.scheme: w for w in preset_footprints(name, schemes)}
-        row: dict[str, Any] = {"model": fp[schemes[0]].model}
-        row.update({f"{s} (GB)": w.gb for s, w in fp.items()})
-        row["share bitsandbytes quantizes"] = fp[schemes[-1]].quantized_share
-        if "nf4" in fp:
-            _with_label(row, "nf4 ÷ bf16 ÷ ¼", fp["nf4"].vs_first, rule_of_thumb("nf4"))
-        rows.append(row)
+        rows.append({"model": fp[schemes[0]].model, **{f"{s} (GB)": w.gb for s, w in fp.items()},
+                     "share bitsandbytes quantizes": fp[schemes[-1]].quantized_share,
+                     **(_labelled("nf4 ÷ bf16 ÷ ¼", fp["nf4"].vs_first, rule_of_thumb("nf4")) if "nf4" in fp else {})})
     return rows
 
 
@@ -144,8 +128,8 @@ def kv_bytes_rows(rows) -> list[dict[str, Any]]:
 def kv_speed_rows(rows) -> list[dict[str, Any]]:
     """helpers.serving.kv_quant.SchemeSpeed: the median decode step and ÷ the full-precision cache's (labelled)."""
     base = rows[0].step_ms if rows else None
-    return [_with_label({"scheme": r.scheme, "context tokens": r.context_tokens, "decode step (ms)": r.step_ms},
-                        "÷ full precision", r.step_ms, base) for r in rows]
+    return [{"scheme": r.scheme, "context tokens": r.context_tokens, "decode step (ms)": r.step_ms,
+             **_labelled("÷ full precision", r.step_ms, base)} for r in rows]
 
 
 def kv_quality_rows(rows) -> list[dict[str, Any]]:

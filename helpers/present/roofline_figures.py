@@ -11,7 +11,7 @@ from ..formulas import regime
 from ..formulas.decode_intensity import IntensityPoint, IntensitySummary
 from ..formulas.roofline import RooflinePoint, attainable_flops, ridge_point
 from ..formulas.stepcost import forward_cost
-from . import plots
+from . import plots, replay
 
 
 def _finite(*xs) -> bool:
@@ -138,8 +138,7 @@ def roofline_figure(peak_flops: float, bandwidth: float, points: Sequence[Roofli
 @plots.notes_when_empty('Prefill throughput against prompt length')
 def prefill_figure(df, model, dtype: str, peak_flops: float, source: Any):
     """Prefill time (left) and the FLOP/s it achieves against the measured peak (right) by prompt length."""
-    ok = df[~df["oom"]]
-    ok = ok[[_finite(float(t)) for t in ok["ttft_s"]]]
+    ok = df[[not oom and _finite(float(t)) for oom, t in zip(df["oom"], df["ttft_s"])]]
     if not len(ok):
         return plots.note_figure(source, "Prefill throughput against prompt length", "no positive prefill time")
     achieved = [forward_cost(model, int(n)).flops / t for n, t in zip(ok["tokens"], ok["ttft_s"])]
@@ -163,9 +162,7 @@ def efficiency_figure(df, source: Any):
         return plots.note_figure(source, "Decode step against its memory-bound floor", "no positive step and floor")
     probe = ok[ok["model"] == "probe"]
     fig, ax = plots.figure(width=8, height=4)
-    names = list(ok["model"])
-    y = range(len(names))
-    step, floor = ok["step_s"] * 1e3, ok["floor_s"] * 1e3
+    y, step, floor = range(len(ok)), ok["step_s"] * 1e3, ok["floor_s"] * 1e3
     ax.barh(y, step, color="#ddd", label="measured step")
     ax.barh(y, floor, color="tab:blue", height=0.5, label="memory floor (bytes ÷ read bandwidth)")
     if len(probe):
@@ -174,7 +171,7 @@ def efficiency_figure(df, source: Any):
     for i, (m, f, r) in enumerate(zip(step, floor, ok["step ÷ floor"])):
         ax.annotate(f"{m:,.2f} ms · floor {f:,.3f} ms · step ÷ floor {r:,.2f}", (m, i), textcoords="offset points",
                     xytext=(4, -3), fontsize=8)
-    ax.set_yticks(list(y), names)
+    ax.set_yticks(list(y), list(ok["model"]))
     ax.set_xscale("log")
     ax.set_xlim(float(min(floor.min(), step.min())) / 3, float(step.max()) * 60)
     ax.set(xlabel="ms per decode step (batch 1)", title="Decode step against its memory-bound floor")
@@ -258,13 +255,7 @@ def last_cache_of(run=None) -> int | None:
     """The last-level cache of the machine that measured `run` (replay.Measured): this one's, or the record's."""
     from ..measure.microbench import last_level_cache_bytes
 
-    if run is None or not getattr(run, "replayed", False):
+    if run is None or not run.replayed:
         return last_level_cache_bytes()
-    from . import replay
-
-    folder = replay.RESULTS / str(run.recorded.get("record", ""))
-    got = replay.load("10/staircase", [folder])
-    if isinstance(got, str):
-        return None
-    value, _ = got
-    return last_level_cache_bytes(value.get("caches") or []) if isinstance(value, dict) else None
+    got = replay.load("10/staircase", [replay.RESULTS / str(run.recorded.get("record", ""))])
+    return None if isinstance(got, str) or not isinstance(got[0], dict) else last_level_cache_bytes(got[0].get("caches") or [])
