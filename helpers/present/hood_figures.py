@@ -59,14 +59,12 @@ def _size(n: int) -> str:
 
 def gpu_levels_frame(rows: Sequence, sources: bool = False):
     """Each GPU's HBM beside its shared memory (hierarchy.GPUMemoryLevels), in the datasheets' units."""
-    def per(value, unit):
-        return value / unit if value else None
-
     return pd.DataFrame([{
         "GPU": r.gpu, "HBM / device memory (GB)": r.hbm_bytes / 1e9, "HBM bandwidth (TB/s)": r.hbm_bandwidth / 1e12,
-        "shared memory per SM (KiB)": per(r.smem_per_sm_bytes, KiB), "SMs": r.sms,
-        "shared memory, all SMs (MiB)": per(r.smem_total_bytes, MiB), "L2 (MB)": per(r.l2_bytes, 1e6),
-        "on-chip bandwidth (TB/s)": per(r.onchip_bandwidth, 1e12),
+        "shared memory per SM (KiB)": r.smem_per_sm_bytes / KiB if r.smem_per_sm_bytes else None, "SMs": r.sms,
+        "shared memory, all SMs (MiB)": r.smem_total_bytes / MiB if r.smem_total_bytes else None,
+        "L2 (MB)": r.l2_bytes / 1e6 if r.l2_bytes else None,
+        "on-chip bandwidth (TB/s)": r.onchip_bandwidth / 1e12 if r.onchip_bandwidth else None,
         "on-chip ÷ HBM bandwidth": r.onchip_over_hbm_bandwidth, "HBM ÷ on-chip size": r.hbm_over_onchip_size,
         **({"source (sizes)": r.size_source, "source (on-chip bandwidth)": r.bandwidth_source} if sources else {}),
     } for r in rows])

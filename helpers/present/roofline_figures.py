@@ -26,25 +26,19 @@ def roofs_frame(read, copy, matmul, gpu: dict, cache_bytes: int | None = None):
     bw, peak = read.bandwidth, matmul.flops_per_s
     ridge = ridge_point(peak, bw)
     per = dtype_bytes(matmul.dtype)
-    rows = [
-        {"quantity": "read bandwidth (GB/s): the floor's", "this device": bw / 1e9,
-         gpu["gpu"]: gpu["bandwidth"] / 1e9, "how": f"sum of a {read.nbytes / 2**20:,.0f} MiB fp32 buffer, bytes read, "
-                                                 f"best of {len(read.stats.samples)}"},
-        {"quantity": "copy bandwidth (GB/s): read + write, for comparison", "this device": copy.bandwidth / 1e9,
-         gpu["gpu"]: None, "how": f"copy of {copy.nbytes / 2**20:,.0f} MiB, bytes read + written, "
-                                  f"best of {len(copy.stats.samples)}"},
-        {"quantity": f"peak matmul (TFLOP/s, {matmul.dtype}; GPU: dense bf16)", "this device": peak / 1e12,
-         gpu["gpu"]: gpu["peak_flops"] / 1e12, "how": f"{matmul.n} × {matmul.n} matmul, 2·n³ FLOPs, "
-                                                    f"best of {len(matmul.stats.samples)}"},
-        {"quantity": "ridge (FLOP/B) = peak ÷ read bandwidth", "this device": ridge, gpu["gpu"]: gpu["ridge"],
-         "how": "computed"},
-        {"quantity": "crossover decode batch, weights only", "this device": ridge * per / 2,
-         gpu["gpu"]: gpu["crossover_batch"], "how": f"ridge × bytes per parameter ({per:g} here, 2 on the GPU) ÷ 2"},
-        {"quantity": "read buffer ÷ last-level cache", "this device": regime.ratio(read.nbytes, cache_bytes),
-         gpu["gpu"]: None, "how": ("no cache size reported" if not cache_bytes else
-                                   f"last-level cache {cache_bytes / 2**20:,.0f} MiB, as the system reports it")},
-    ]
-    return pd.DataFrame(rows)
+    rows = [("read bandwidth (GB/s): the floor's", bw / 1e9, gpu["bandwidth"] / 1e9,
+             f"sum of a {read.nbytes / 2**20:,.0f} MiB fp32 buffer, bytes read, best of {len(read.stats.samples)}"),
+            ("copy bandwidth (GB/s): read + write, for comparison", copy.bandwidth / 1e9, None,
+             f"copy of {copy.nbytes / 2**20:,.0f} MiB, bytes read + written, best of {len(copy.stats.samples)}"),
+            (f"peak matmul (TFLOP/s, {matmul.dtype}; GPU: dense bf16)", peak / 1e12, gpu["peak_flops"] / 1e12,
+             f"{matmul.n} × {matmul.n} matmul, 2·n³ FLOPs, best of {len(matmul.stats.samples)}"),
+            ("ridge (FLOP/B) = peak ÷ read bandwidth", ridge, gpu["ridge"], "computed"),
+            ("crossover decode batch, weights only", ridge * per / 2, gpu["crossover_batch"],
+             f"ridge × bytes per parameter ({per:g} here, 2 on the GPU) ÷ 2"),
+            ("read buffer ÷ last-level cache", regime.ratio(read.nbytes, cache_bytes), None,
+             "no cache size reported" if not cache_bytes else
+             f"last-level cache {cache_bytes / 2**20:,.0f} MiB, as the system reports it")]
+    return pd.DataFrame(rows, columns=["quantity", "this device", gpu["gpu"], "how"])
 
 
 def prefill_frame(prefill, model, dtype: str, peak: float, bandwidth: float):
