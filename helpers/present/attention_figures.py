@@ -25,17 +25,14 @@ def cache_checks_frame(rows: Sequence):
     for r in rows:
         if r.kv_heads is not None:
             fewest[r.tokens, r.batch] = min(fewest.get((r.tokens, r.batch), r), r, key=lambda x: x.kv_heads)
-    out = []
-    for r in rows:
-        row = {"variant": r.variant, **({"K/V heads": r.kv_heads} if r.kv_heads is not None else {}),
-               "tokens": r.tokens, "batch": r.batch, "measured (B)": r.measured_bytes, "formula (B)": r.formula_bytes,
-               "measured ÷ formula": regime.ratio(r.measured_bytes, r.formula_bytes), "equal": r.equal}
-        if r.kv_heads is not None:
-            low = fewest[(r.tokens, r.batch)]
-            row[f"÷ {low.kv_heads} K/V head{'s' if low.kv_heads != 1 else ''}"] = regime.ratio(r.measured_bytes,
-                                                                                            low.measured_bytes)
-        out.append(row)
-    return pd.DataFrame(out)
+    def versus_fewest(r):
+        low = fewest[r.tokens, r.batch]
+        return {f"÷ {low.kv_heads} K/V head{'s' if low.kv_heads != 1 else ''}": regime.ratio(r.measured_bytes, low.measured_bytes)}
+
+    return pd.DataFrame([{"variant": r.variant, **({"K/V heads": r.kv_heads} if r.kv_heads is not None else {}),
+                          "tokens": r.tokens, "batch": r.batch, "measured (B)": r.measured_bytes,
+                          "formula (B)": r.formula_bytes, "measured ÷ formula": regime.ratio(r.measured_bytes, r.formula_bytes),
+                          "equal": r.equal, **(versus_fewest(r) if r.kv_heads is not None else {})} for r in rows])
 
 
 def sliding_frame(steps: Sequence):

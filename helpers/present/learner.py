@@ -53,9 +53,7 @@ def prediction(question: str, unit: str = ""):
 
 def read(box, given=None) -> Guess:
     """The prediction: `given` (the Jupyter variable) when it is set, else the box's text."""
-    if given is not None:
-        return parse(str(given))
-    return parse(getattr(box, "value", "") or "")
+    return parse(str(given) if given is not None else getattr(box, "value", "") or "")
 
 
 def number(v: float) -> str:
