@@ -374,7 +374,7 @@ def _():
 
 @app.cell
 def _(gpu_batch):
-    plots.table(sweep_figures.gpu_batch_table(gpu_batch.value), f"computed: {GPU_LABEL}, bf16, 1,024 tokens of "
+    plots.table(on_gpu.gpu_batch_table(gpu_batch.value), f"computed: {GPU_LABEL}, bf16, 1,024 tokens of "
                 "context per sequence (helpers.present.on_gpu.gpu_plan, the capacity planner's floor)")
     return
 
@@ -497,7 +497,7 @@ def _(users, users_budget, users_on, users_run):
                     plots.source_label(users_run.source(users_on))),
         plots.table(sweep_figures.budget_table(users_budget), "the same sweep against your budget: the cache per "
                     "sequence measured at the largest batch that ran (helpers.measure.growth.users_in_budget)"),
-        plots.table(sweep_figures.gpu_users_table(gpu), f"computed: {GPU_LABEL}, bf16 weights and cache, the "
+        plots.table(on_gpu.gpu_users_table(gpu), f"computed: {GPU_LABEL}, bf16 weights and cache, the "
                     "sweep's GPU sizes (helpers.present.on_gpu.gpu_expectations)"),
     ])
     return

@@ -18,8 +18,8 @@ with app.setup:
     import pandas as pd
 
     from helpers.formulas import decode_intensity, gpus, regime, roofline, stepcost
-    from helpers.present import (decode_intensity_figures, expected, learner, notebook, plots, recorded,
-                                 replay, roofline_figures, sweep_figures)
+    from helpers.present import (expected, learner, notebook, plots, recorded, replay, roofline_figures,
+                                 sweep_figures)
     from helpers.measure import decode_efficiency, microbench, models, sweeps
     from helpers.measure.local_models import TINY_CONFIG
     from helpers.decoding import regimes as decoding_regimes
@@ -229,13 +229,13 @@ def _():
 def _():
     intensity = decode_intensity.intensity_table("mistral-7b-v0.1", "H100 SXM", contexts=(256, 1024, 4096))
     intensity_summary = decode_intensity.summary(intensity)
-    decode_intensity_figures.intensity_figure(intensity, "mistral-7b-v0.1", "bf16")
+    roofline_figures.intensity_figure(intensity, "mistral-7b-v0.1", "bf16")
     return (intensity_summary,)
 
 
 @app.cell
 def _(intensity_summary):
-    plots.table(decode_intensity_figures.summary_frame(intensity_summary),
+    plots.table(roofline_figures.summary_frame(intensity_summary),
                 "computed from mistral-7b-v0.1 config.json, bf16 · H100 SXM from the GPU catalog")
     return
 
@@ -277,8 +277,8 @@ def _():
 def _(roof_batch, roof_context, roof_gpu, roof_model):
     roof_point = decode_intensity.point(roof_model.value, roof_gpu.value, context=int(roof_context.value),
                                         batch=int(roof_batch.value or 1))
-    mo.vstack([decode_intensity_figures.point_figure(roof_point),
-               plots.table(decode_intensity_figures.point_frame(roof_point),
+    mo.vstack([roofline_figures.point_figure(roof_point),
+               plots.table(roofline_figures.point_frame(roof_point),
                            f"computed from {roof_point.model} config.json, bf16 · {roof_point.gpu} from the GPU catalog")])
     return
 
@@ -552,7 +552,7 @@ def _(bandwidth, crossover, efficiency, efficiency_run, loaded, peak, ridge, roo
     _here = not (roofline_run.replayed or efficiency_run.replayed)
     if _here:
         recorded.note_figures("03_prefill_decode_roofline", _live)
-    recorded.beside_live("03_prefill_decode_roofline", _live if _here else None)
+    mo.Html(recorded.beside_live_html("03_prefill_decode_roofline", _live if _here else None))
     return
 
 
@@ -596,15 +596,15 @@ def _():
 @app.cell
 def _():
     _d = decode_intensity.intensity_table("llama-3.1-8b", "H100 SXM", contexts=(1024, 8192, 32768))
-    _t = decode_intensity_figures.summary_frame(decode_intensity.summary(_d))
+    _t = roofline_figures.summary_frame(decode_intensity.summary(_d))
     notebook.exercise(2, "A model without a sliding window. Does Llama 3.1 8B (128k context, no window) reach "
                     "the ridge at long contexts? Pick it in section 1b's control, or use "
                     "`helpers.formulas.decode_intensity.intensity_table`.", f"""
     ```python
     from helpers.formulas import decode_intensity
-    from helpers.present import decode_intensity_figures
+    from helpers.present import roofline_figures
     d = decode_intensity.intensity_table("llama-3.1-8b", "H100 SXM", contexts=(1024, 8192, 32768))
-    decode_intensity_figures.summary_frame(decode_intensity.summary(d))
+    roofline_figures.summary_frame(decode_intensity.summary(d))
     ```
 
     {_t.round(2).to_html(index=False, border=0).replace(chr(10), "")}

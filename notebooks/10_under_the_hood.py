@@ -20,7 +20,7 @@ with app.setup:
 
     from helpers.formulas import compute_share, flash, regime, state_space
     from helpers.measure import attention_kernels, hierarchy, microbench, models
-    from helpers.present import compute_share_figures, expected, flash_figures, hierarchy_figures, notebook, plots, replay
+    from helpers.present import expected, hood_figures, notebook, plots, replay
     from helpers.present.glossary import term
     from helpers.present import run_times
 
@@ -104,7 +104,7 @@ def _():
 
 @app.cell
 def _():
-    _table = compute_share_figures.shares_frame(compute_share.share_sweep(["mistral-7b-v0.1"], [512, 4096]))
+    _table = hood_figures.shares_frame(compute_share.share_sweep(["mistral-7b-v0.1"], [512, 4096]))
     plots.table(_table, "computed from mistral-7b-v0.1 config.json (helpers.formulas.stepcost FLOPs)",
                 formats={c: "{:.2%}" for c in _table.columns if c not in ("phase", "tokens")})
     return
@@ -115,8 +115,8 @@ def _(loaded):
     _lengths = [2**k for k in range(6, 19)]
     _models = ["mistral-7b-v0.1", "mistral-7b-v0.3"] + ([loaded.spec] if loaded.profile.startswith("tiny") else [])
     _sweep = compute_share.share_sweep(_models, _lengths)
-    compute_share_figures.share_figure(_sweep, "computed (helpers.formulas.stepcost FLOPs): Mistral 7B v0.1 and v0.3 "
-                                       "configs" + (", and " + loaded.spec.name if len(_models) > 2 else ""))
+    hood_figures.share_figure(_sweep, "computed (helpers.formulas.stepcost FLOPs): Mistral 7B v0.1 and v0.3 "
+                              "configs" + (", and " + loaded.spec.name if len(_models) > 2 else ""))
     return
 
 
@@ -169,7 +169,7 @@ def _():
 @app.cell
 def _():
     gpu_levels = hierarchy.gpu_hierarchy()
-    plots.table(hierarchy_figures.gpu_levels_frame(gpu_levels),
+    plots.table(hood_figures.gpu_levels_frame(gpu_levels),
                 "datasheets, architecture whitepapers and tuning guides, papers (the Sources cell lists them)")
     return (gpu_levels,)
 
@@ -205,7 +205,7 @@ def _(loaded, stairs_button):
     stairs_run = replay.measure("10/staircase", staircase_measured, run=stairs_button.value, profile=loaded.profile,
                                 device=loaded.device)
     caches = stairs_run.value["caches"]
-    plots.table(hierarchy_figures.caches_frame(caches),
+    plots.table(hood_figures.caches_frame(caches),
                 stairs_run.source("this machine's data caches, as the operating system reports them (/sys/devices/system/cpu)"))
     return caches, stairs_run
 
@@ -219,7 +219,7 @@ def _(stairs_run):
 @app.cell
 def _(caches, loaded, stairs_run):
     stairs = stairs_run.value["stairs"]
-    hierarchy_figures.staircase_figure(stairs, caches, stairs_run.source(
+    hood_figures.staircase_figure(stairs, caches, stairs_run.source(
         "measured: read bandwidth, one CPU core, float32 sum, " + loaded.label.split(" · ")[-2] + " host"))
     return (stairs,)
 
@@ -227,7 +227,7 @@ def _(caches, loaded, stairs_run):
 @app.cell
 def _(caches, stairs, stairs_run):
     _levels = hierarchy.levels_found(stairs, caches)
-    plots.table(hierarchy_figures.levels_frame(_levels),
+    plots.table(hood_figures.levels_frame(_levels),
                 stairs_run.source("measured: the levels found on the curve, median read bandwidth, one CPU core"))
     return
 
@@ -324,7 +324,7 @@ def _(gpu_levels, hbm_gpu, hbm_head_dim):
     _table = pd.DataFrame([{"tokens": h.tokens, "standard (GB)": h.standard_bytes / 1e9, "tiled, at most (GB)": h.tiled_bytes / 1e9,
                             "one N×N matrix (GB)": h.nxn_bytes / 1e9, "standard ÷ tiled": regime.ratio(h.standard_bytes, h.tiled_bytes),
                             "limit 4·B_r ÷ d": flash.traffic_ratio_limit(_r, _d, causal=True)} for h in _hbm])
-    mo.vstack([flash_figures.hbm_figure(_hbm, _r, _c, _caption), plots.table(_table, _caption)])
+    mo.vstack([hood_figures.hbm_figure(_hbm, _r, _c, _caption), plots.table(_table, _caption)])
     return
 
 
@@ -363,7 +363,7 @@ def _(attention_button, loaded):
     attn_times, timing_shape = _measured["times"], _measured["shape"]
     attn_source = attn_run.source(f"measured: {timing_shape.heads} heads × {timing_shape.head_dim}, {timing_shape.dtype}, "
                                   f"causal · {attn_on.device}{'' if _measured['gpu'] else ', one thread'} · profile {attn_on.profile}")
-    flash_figures.timing_figure(attn_times, attn_source)
+    hood_figures.timing_figure(attn_times, attn_source)
     return attn_run, attn_source, attn_times
 
 
@@ -375,7 +375,7 @@ def _(attn_run):
 
 @app.cell
 def _(attn_source, attn_times):
-    plots.table(flash_figures.timing_frame(attn_times), f"{plots.source_label(attn_source)}; seconds", precision=4)
+    plots.table(hood_figures.timing_frame(attn_times), f"{plots.source_label(attn_source)}; seconds", precision=4)
     return
 
 

@@ -1,11 +1,11 @@
 """Where the compute goes: FLOP shares for Mistral 7B against hand-worked values (helpers.formulas.compute_share),
-and their tables (helpers.present.compute_share_figures)."""
+and their tables (helpers.present.hood_figures)."""
 import pytest
 
 from helpers.formulas import compute_share as cs
 from helpers.formulas.specs import param_breakdown
 from helpers.measure.local_models import TINY_CONFIG
-from helpers.present import compute_share_figures
+from helpers.present import hood_figures
 
 # Mistral 7B (paper, arXiv:2310.06825, Table 1): dim 4096, 32 layers, head_dim 128, 32 heads, 8 KV heads,
 # hidden_dim 14336, vocab 32000, window 4096. By hand, per layer:
@@ -67,9 +67,9 @@ def test_share_sweep_its_table_and_bad_phase():
     rows = cs.share_sweep(["mistral-7b-v0.1"], [128, 4096], phases=("decode",))
     assert [(r.phase, r.tokens) for r in rows] == [("decode", 128), ("decode", 4096)]
     assert rows[1].terms == cs.flop_terms("mistral-7b-v0.1", 1, 4096)
-    table = compute_share_figures.shares_frame(rows)
+    table = hood_figures.shares_frame(rows)
     shares = table.drop(columns=["phase", "tokens"])
-    assert list(shares.columns) == list(compute_share_figures.FLOP_PARTS.values())
+    assert list(shares.columns) == list(hood_figures.FLOP_PARTS.values())
     assert all(abs(total - 1) < 1e-12 for total in shares.sum(axis=1))
     with pytest.raises(ValueError, match="phase must be one of prefill, decode, got 'train'"):
         cs.phase_args("train", 3)

@@ -3,7 +3,7 @@ Mistral 7B on an H100), the GPU figures a learner should expect, and the folded 
 import pytest
 
 from helpers.formulas import decode_intensity, roofline
-from helpers.present import decode_intensity_figures, expected, notebook
+from helpers.present import expected, notebook, roofline_figures
 from helpers.capacity import ranking as capacity_ranking, views as capacity_views
 
 MISTRAL = "mistral-7b-v0.1"
@@ -37,9 +37,9 @@ def test_at_the_weights_only_crossover_batch_decode_at_4k_is_still_far_under_the
     assert p.intensity_weights_only == pytest.approx(294.15, abs=0.01) and p.intensity_weights_only < p.ridge
     assert not p.fits and p.max_batch == 115 and p.bound == "memory"
     assert decode_intensity.point(MISTRAL, "H100 SXM", context=256, batch=1024).bound == "compute"
-    fig = decode_intensity_figures.point_figure(p)
+    fig = roofline_figures.point_figure(p)
     assert "(at most 115 fit)" in fig.axes[0].get_title()
-    row = decode_intensity_figures.point_frame(p).iloc[0]
+    row = roofline_figures.point_frame(p).iloc[0]
     assert row["label"] == "below" and row["with the cache ÷ ridge"] == pytest.approx(p.intensity_with_kv / p.ridge)
     assert row["largest batch that fits"] == 115
 
@@ -65,7 +65,7 @@ def test_a_batch_too_large_to_fit_reaches_the_ridge_only_where_the_limit_allows(
 
 def test_intensity_figure_is_titled_and_stamped():
     df = decode_intensity.intensity_table(MISTRAL, "H100 SXM", contexts=(512, 4096), batches=[1, 8, 64])
-    fig = decode_intensity_figures.intensity_figure(df, MISTRAL, "bf16")
+    fig = roofline_figures.intensity_figure(df, MISTRAL, "bf16")
     assert "Decode's arithmetic intensity" in fig.axes[0].get_title()
     assert any("H100 SXM figures from the GPU catalog" in t.get_text() for t in fig.texts)
 

@@ -67,22 +67,22 @@ def test_gpu_expectations_by_hand():
     e = on_gpu.gpu_expectations(GPU_SIZES)
     assert e["gpu"] == "H100 SXM" and e["bandwidth"] == H100_BANDWIDTH and e["weight_bytes"] == MISTRAL_BF16_BYTES
     assert e["kv_bytes_per_token"] == 131_072
-    assert e["cache_at_longest"] == 4096 * 131_072  # a window of 4,096 tokens: the cache stops growing there
     # 128 tokens: memory-bound, read the weights once (the embedding by the 128 rows used) and write 128 tokens' K/V
-    assert math.isclose(e["ttft_floor_s"][128], (MISTRAL_STREAMED + 128 * ROW + 128 * 131_072) / H100_BANDWIDTH,
+    assert math.isclose(e["ttft_floors_s"][128], (MISTRAL_STREAMED + 128 * ROW + 128 * 131_072) / H100_BANDWIDTH,
                         rel_tol=1e-9)
     # decode at 16,384 tokens of context: weights + one row + a cache capped at the window + the new token's K/V
-    assert math.isclose(e["step_floor_s"][16384], (MISTRAL_STREAMED + ROW + 4096 * 131_072 + 131_072) / H100_BANDWIDTH,
-                        rel_tol=1e-3)
+    assert math.isclose(on_gpu.gpu_plan(context=16384).step_floor_s,
+                        (MISTRAL_STREAMED + ROW + 4096 * 131_072 + 131_072) / H100_BANDWIDTH, rel_tol=1e-3)
     # the whole memory the H100 reports to CUDA (79.11 GiB, labelled 80 GB) beside the weights, 1,024-token sequences
-    assert e["memory_bytes"] == 79.11 * 2**30 and e["memory_label_gb"] == 80
+    assert e["memory_bytes"] == 79.11 * 2**30
     assert e["users_fit"] == int((79.11 * 2**30 - MISTRAL_BF16_BYTES) // (1024 * 131_072)) == 524
     assert e["users_cache_oom_at"] == 1024        # the doubling sweep's first batch past the cache alone
     # 512 sequences: weights + 512 × 1,024 × 131,072 B of cache + one MLP activation 512 × 1,024 × 14,336 × 2 B
     need = MISTRAL_BF16_BYTES + 512 * 1024 * 131_072 + 512 * 1024 * 14_336 * 2
-    assert e["needs_at_oom"] == need > 79.11 * 2**30 and e["users_oom_at"] == 512
+    assert need > 79.11 * 2**30 and e["users_oom_at"] == 512
     assert MISTRAL_BF16_BYTES + 256 * 1024 * (131_072 + 14_336 * 2) < 79.11 * 2**30     # 256 fits: 512 is the first
-    assert e["batched_step_s"][1] < e["batched_step_s"][8] < e["batched_step_s"][64] < 2 * e["batched_step_s"][1]
+    steps = [on_gpu.gpu_plan(context=1024, batch=b).step_floor_s for b in (1, 8, 64)]
+    assert steps[0] < steps[1] < steps[2] < 2 * steps[0]
 
 
 def test_quantized_decode_floors_by_hand():

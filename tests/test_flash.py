@@ -6,7 +6,7 @@ import torch.nn.functional as F
 
 from helpers.formulas import flash
 from helpers.measure import attention_kernels as kernels
-from helpers.present import flash_figures
+from helpers.present import hood_figures
 
 
 @pytest.mark.parametrize("batch,heads,kv_heads,n,d,bq,bk", [
@@ -130,7 +130,7 @@ def test_timing_table_follows_each_record(record):
 
     (_, measured), _ = replay.load("10/attention_times", [records.RESULTS / record])
     df = measured["times"]
-    t = flash_figures.timing_frame(df)
+    t = hood_figures.timing_frame(df)
     assert list(t["naive ÷ fused"]) == pytest.approx(list(df["naive_s"] / df["sdpa_s"]))
     assert set(t["naive ÷ fused label"]) <= {"below", "at", "above"}
     assert "naive_over_sdpa" not in t and "oom" not in t
@@ -145,6 +145,6 @@ def test_timing_table_follows_each_record(record):
     ([], 1024, []),                                                                           # nothing ran
 ])
 def test_timing_table_on_synthetic_sweeps(rows, oom_at, labels):
-    t = flash_figures.timing_frame(_frame(rows, oom_at))
+    t = hood_figures.timing_frame(_frame(rows, oom_at))
     assert list(t["naive ÷ fused label"]) == labels
-    flash_figures.timing_figure(_frame(rows, oom_at), "synthetic")
+    hood_figures.timing_figure(_frame(rows, oom_at), "synthetic")

@@ -2,7 +2,7 @@
 import pytest
 
 from helpers.measure import hierarchy as h, microbench
-from helpers.present import hierarchy_figures
+from helpers.present import hood_figures
 from helpers.formulas.gpus import catalog
 
 
@@ -107,7 +107,7 @@ def test_staircase_levels_on_the_epyc_record():
     levels = h.levels_found(v["stairs"], v["caches"])
     assert _steps(levels) == [(32 * KiB, 64 * KiB), (512 * KiB, 4 * MiB), (8 * MiB, 64 * MiB)]
     assert [lv.reported for lv in levels] == ["L1d", "L2", "L3", "DRAM"]
-    table = hierarchy_figures.levels_frame(levels)
+    table = hood_figures.levels_frame(levels)
     assert table["÷ the last level's"].iloc[-1] == 1.0
     assert table["÷ the last level's"].iloc[0] == pytest.approx(levels[0].median_bandwidth / levels[-1].median_bandwidth)
 
@@ -148,7 +148,7 @@ def test_staircase_levels_on_synthetic_curves():
 def test_staircase_levels_and_table_take_every_extreme(points):
     caches = _caches(32 * KiB, 1 * MiB)
     levels = h.levels_found(_stairs(points, caches), caches)
-    table = hierarchy_figures.levels_frame(levels)
+    table = hood_figures.levels_frame(levels)
     assert len(table) == len(levels) and (len(levels) >= 1) == bool(points)
     assert len(levels) <= 1 or points[0][1] > 0
 

@@ -69,7 +69,7 @@ def test_every_writer_puts_the_one_shape_under_the_one_key(tmp_path, monkeypatch
     # replay's recordings (make record-replay)
     monkeypatch.setenv(replay.RECORD_ENV, str(tmp_path / "rec"))
     monkeypatch.delenv(replay.REPLAY_ENV, raising=False)
-    monkeypatch.setattr(replay, "_RECORDER", replay._Recorder())
+    monkeypatch.setattr(replay, "_META", {})
     replay.measure("01/x", lambda: 1, profile="tiny", device="cpu")
     written["replay"] = records.load(tmp_path / "rec" / "replay" / "meta.json", "replay-meta", roots=(tmp_path,))
     # make bench's sections

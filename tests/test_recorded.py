@@ -82,7 +82,6 @@ def test_beside_live_labels_where_and_when(tmp_path):
     _fake_record(tmp_path, "cpu", "2026-11-30T12:00:00+00:00", "cpu-box")
     _fake_record(tmp_path, "cuda", "2026-11-01T09:30:00+00:00", "h200")
     assert recorded.pick("03_x", tmp_path).folder.name == "h200"          # a GPU first, even if older
-    assert recorded.pick("03_x", tmp_path, prefer_gpu=False).folder.name == "cpu-box"
     page = recorded.beside_live_html("03_x", {"ridge (FLOP/B)": 12.0}, tmp_path)
     assert "recorded on H200" in page and "2026-11-01 09:30" in page and "mistral-7b-random" in page
     assert "12" in page and "295.5" in page and page.count("data:image/png;base64,") == 1

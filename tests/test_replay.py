@@ -21,17 +21,17 @@ def results(tmp_path, monkeypatch):
     monkeypatch.setattr(replay, "RESULTS", tmp_path)
     monkeypatch.delenv(replay.REPLAY_ENV, raising=False)
     monkeypatch.delenv(replay.RECORD_ENV, raising=False)
-    monkeypatch.setattr(replay, "_interactive", lambda: False)
+    monkeypatch.setattr(replay, "in_marimo", lambda: False)
     monkeypatch.setattr(replay.hardware, "measured_on", lambda device=None, profile=None, packages=(): {
         "recorded_at": "2026-12-01T10:00:00+00:00", "device": {"kind": str(device).split(":")[0], "name": "test box"},
         "profile": profile, "versions": {"torch": "2.99"}, "git_commit": "abc", "host": None})
-    monkeypatch.setattr(replay, "_RECORDER", replay._Recorder())
+    monkeypatch.setattr(replay, "_META", {})
     return tmp_path
 
 
 def _record(results, monkeypatch, folder, value, device="cpu", profile="tiny-trained"):
     monkeypatch.setenv(replay.RECORD_ENV, str(results / folder))
-    monkeypatch.setattr(replay, "_RECORDER", replay._Recorder())
+    monkeypatch.setattr(replay, "_META", {})
     m = replay.measure("01/ttft", lambda: value, profile=profile, device=device)
     monkeypatch.delenv(replay.RECORD_ENV)
     return m
@@ -128,7 +128,7 @@ def test_a_corrupt_meta_skips_that_record(results, monkeypatch):
 def test_in_marimo_a_long_sweep_waits_for_its_button_unless_a_matching_recording_shows(results, monkeypatch):
     from marimo._runtime.control_flow import MarimoStopError
 
-    monkeypatch.setattr(replay, "_interactive", lambda: True)
+    monkeypatch.setattr(replay, "in_marimo", lambda: True)
     with pytest.raises(MarimoStopError):
         replay.measure("01/ttft", lambda: pytest.fail("must wait for the button"), long=True,
                        profile="tiny-trained", device="cpu")

@@ -286,12 +286,12 @@ def test_the_users_figure_answers_its_question_against_the_budget():
 
 
 def test_the_gpu_tables_are_the_planners():
-    table = sweep_figures.gpu_users_table(GPU).set_index("quantity")["value"]
+    table = on_gpu.gpu_users_table(GPU).set_index("quantity")["value"]
     assert table["sequences whose cache fits beside the weights"] == GPU["users_fit"]
     assert table["memory as CUDA reports it (bytes)"] == GPU["memory_bytes"]
-    renders(sweep_figures.gpu_users_table(GPU).astype({"value": "object"}))
+    renders(on_gpu.gpu_users_table(GPU).astype({"value": "object"}))
     for batch in (1, 64, 256):
-        t = sweep_figures.gpu_batch_table(batch).set_index("row")
+        t = on_gpu.gpu_batch_table(batch).set_index("row")
         one = on_gpu.gpu_plan(context=1024, batch=1)
         assert t.loc["batch 1", "step floor (ms)"] == pytest.approx(one.step_floor_s * 1e3)
         many = on_gpu.gpu_plan(context=1024, batch=batch)

@@ -1,6 +1,4 @@
-"""Tables and figures of the attention variants (helpers.formulas.attention, helpers.measure.kv_caches,
-helpers.measure.mla) for notebook 06: the labelled columns are made here, from the results' fields, with the
-ratio that matters beside them (helpers.formulas.regime: never raises, nan where there is nothing to compare)."""
+"""Tables and figures of notebook 06 (attention variants), each with the ratio that matters (helpers.formulas.regime)."""
 from __future__ import annotations
 
 from typing import Any, Sequence
@@ -8,50 +6,37 @@ from typing import Any, Sequence
 import pandas as pd
 
 from ..formulas import regime
-from ..formulas.attention import MATCH_TOLERANCE, MLABaseline, PresetKV, nearest_baseline
-from ..measure.kv_caches import CacheCheck, SlidingStep
-from ..measure.mla import MLACheck
+from ..formulas.attention import MATCH_TOLERANCE, nearest_baseline
 from . import plots
 
 
-def kv_table_frame(rows: Sequence[PresetKV]):
-    """Each preset's KV cache per token and, in GB (10⁹ B), for one sequence at each context."""
-    out = []
-    for r in rows:
-        row = {"model": r.model, "attention": r.attention, "layers": r.layers,
-               "what is cached per layer": r.cached_per_layer, "formula": r.formula,
-               "KV bytes per token": r.bytes_per_token}
-        for n, b in zip(r.contexts, r.sequence_bytes):
-            row[f"one sequence of {n // 1024}k tokens (GB)"] = round(b / 1e9, 3)
-        out.append(row)
-    return pd.DataFrame(out)
+def kv_table_frame(rows: Sequence):
+    """Each preset's KV cache (attention.PresetKV) per token and, in GB (10⁹ B), for one sequence at each context."""
+    return pd.DataFrame([{"model": r.model, "attention": r.attention, "layers": r.layers,
+                          "what is cached per layer": r.cached_per_layer, "formula": r.formula,
+                          "KV bytes per token": r.bytes_per_token,
+                          **{f"one sequence of {n // 1024}k tokens (GB)": round(b / 1e9, 3)
+                             for n, b in zip(r.contexts, r.sequence_bytes)}} for r in rows])
 
 
-def cache_checks_frame(rows: Sequence[CacheCheck]):
-    """Measured caches against the formula, one row per (variant, tokens, batch): measured ÷ formula, and where
-    the variants differ in K/V heads, each cache ÷ the cache of the fewest K/V heads at the same tokens and batch."""
-    rows = list(rows)
+def cache_checks_frame(rows: Sequence):
+    """Measured caches (kv_caches.CacheCheck) ÷ the formula and ÷ the cache of the fewest K/V heads."""
     fewest = {}
     for r in rows:
         if r.kv_heads is not None:
-            key = (r.tokens, r.batch)
-            if key not in fewest or r.kv_heads < fewest[key].kv_heads:
-                fewest[key] = r
-    out = []
-    for r in rows:
-        row = {"variant": r.variant, **({"K/V heads": r.kv_heads} if r.kv_heads is not None else {}),
-               "tokens": r.tokens, "batch": r.batch, "measured (B)": r.measured_bytes, "formula (B)": r.formula_bytes,
-               "measured ÷ formula": regime.ratio(r.measured_bytes, r.formula_bytes), "equal": r.equal}
-        if r.kv_heads is not None:
-            low = fewest[(r.tokens, r.batch)]
-            row[f"÷ {low.kv_heads} K/V head{'s' if low.kv_heads != 1 else ''}"] = regime.ratio(r.measured_bytes,
-                                                                                            low.measured_bytes)
-        out.append(row)
-    return pd.DataFrame(out)
+            fewest[r.tokens, r.batch] = min(fewest.get((r.tokens, r.batch), r), r, key=lambda x: x.kv_heads)
+    def versus_fewest(r):
+        low = fewest[r.tokens, r.batch]
+        return {f"÷ {low.kv_heads} K/V head{'s' if low.kv_heads != 1 else ''}": regime.ratio(r.measured_bytes, low.measured_bytes)}
+
+    return pd.DataFrame([{"variant": r.variant, **({"K/V heads": r.kv_heads} if r.kv_heads is not None else {}),
+                          "tokens": r.tokens, "batch": r.batch, "measured (B)": r.measured_bytes,
+                          "formula (B)": r.formula_bytes, "measured ÷ formula": regime.ratio(r.measured_bytes, r.formula_bytes),
+                          "equal": r.equal, **(versus_fewest(r) if r.kv_heads is not None else {})} for r in rows])
 
 
-def sliding_frame(steps: Sequence[SlidingStep]):
-    """A sliding-window cache step by step, against the formulas at window − 1 slots, the window, no window."""
+def sliding_frame(steps: Sequence):
+    """A sliding-window cache (kv_caches.SlidingStep) against the formulas at window − 1 slots, the window, no window."""
     return pd.DataFrame([{"tokens seen": s.tokens_seen, "measured (B)": s.measured_bytes,
                           f"formula, {s.window - 1} slots (B)": s.slots_bytes,
                           f"formula, window {s.window} (B)": s.window_bytes,
@@ -59,7 +44,7 @@ def sliding_frame(steps: Sequence[SlidingStep]):
                           "measured ÷ no window": regime.ratio(s.measured_bytes, s.no_window_bytes)} for s in steps])
 
 
-def sliding_figure(steps: Sequence[SlidingStep], source: Any):
+def sliding_figure(steps: Sequence, source: Any):
     """The measured sliding-window cache against tokens seen, on the formulas with and without the window."""
     window = steps[0].window
     seen = [s.tokens_seen for s in steps]
@@ -76,8 +61,8 @@ def sliding_figure(steps: Sequence[SlidingStep], source: Any):
     return plots.finish(fig, source)
 
 
-def mla_checks_frame(rows: Sequence[MLACheck]):
-    """TinyMLA's latent cache against the formula and an expanded cache, and its output against the reference."""
+def mla_checks_frame(rows: Sequence):
+    """TinyMLA's latent cache (mla.MLACheck) against the formula and an expanded cache, its output against the reference."""
     return pd.DataFrame([{"tokens": r.tokens, "batch": r.batch, "measured latent cache (B)": r.measured_bytes,
                           "formula (B)": r.formula_bytes, "equal": r.equal,
                           "expanded K/V would be (B)": r.expanded_bytes,
@@ -87,18 +72,16 @@ def mla_checks_frame(rows: Sequence[MLACheck]):
                           "error (fp32 ε at that scale)": r.error_epsilons} for r in rows])
 
 
-def mla_baselines_frame(rows: Sequence[MLABaseline]):
-    """Every baseline of an MLA saving, with how it is counted and whether it is fair."""
+def mla_baselines_frame(rows: Sequence):
+    """Every baseline of an MLA saving (attention.MLABaseline), with how it is counted and whether it is fair."""
     return pd.DataFrame([{"baseline": r.baseline, "counted": r.counted, "same model": r.same_model,
                           "same count": r.same_count, "fair": r.fair, "baseline bytes": r.baseline_bytes,
                           "MLA bytes": r.mla_bytes, "baseline ÷ MLA": r.baseline_over_mla, "dtype": r.dtype}
                          for r in rows])
 
 
-def quoted_frame(quoted: Sequence[float], rows: Sequence[MLABaseline], tolerance: float = MATCH_TOLERANCE):
-    """Each quoted "MLA saves N×" beside the computed baseline nearest it (helpers.formulas.attention
-    .nearest_baseline): what that baseline is, how it is counted, whether it is fair, its ratio, quoted ÷ computed,
-    and whether that is within `tolerance` (the quote *is* that baseline)."""
+def quoted_frame(quoted: Sequence[float], rows: Sequence, tolerance: float = MATCH_TOLERANCE):
+    """Each quoted "MLA saves N×" beside the computed baseline nearest it, quoted ÷ computed, within `tolerance`."""
     out = []
     for q in quoted:
         b = nearest_baseline(q, list(rows)) if rows and q else None
@@ -111,17 +94,11 @@ def quoted_frame(quoted: Sequence[float], rows: Sequence[MLABaseline], tolerance
 
 
 def scorecard_frame(rows: Sequence[dict]):
-    """The published scorecard (helpers.formulas.attention.scorecard) with variant − baseline in the metric's
-    points where both are numbers (nan where one is a fraction such as "1/8")."""
-    def number(x):
-        try:
-            return float(x)
-        except (TypeError, ValueError):
-            return float("nan")
-
+    """The published scorecard with variant − baseline where both are numbers."""
     df = pd.DataFrame(list(rows))
     if df.empty:
         return df
-    diff = [round(number(v) - number(b), 2) for v, b in zip(df["variant_value"], df["baseline_value"])]
+    diff = (pd.to_numeric(df["variant_value"], errors="coerce")
+            - pd.to_numeric(df["baseline_value"], errors="coerce")).round(2)
     df.insert(df.columns.get_loc("baseline_value") + 1, "variant − baseline", diff)
     return df

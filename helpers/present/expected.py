@@ -1,7 +1,5 @@
-"""The GPU a notebook's computed figures name, and the figures it cites: the reference model and GPU of
-the talk, a published figure by its key (helpers/data/published.csv: value, unit, what, source, address),
-and a notebook's closing "Sources" cell, each publication once. A GPU's computed figures are
-helpers.present.on_gpu and helpers.formulas.roofline.gpu_roofline.
+"""The reference model and GPU of the talk, a published figure by its key (helpers/data/published.csv) and a
+notebook's closing "Sources" cell.
 """
 from __future__ import annotations
 
@@ -35,10 +33,7 @@ def published(key: str) -> Published:
 
 
 def sources(*keys: str, more: tuple[str, ...] = ()):
-    """A notebook's closing "Sources" cell: each publication cited in it once — the rows of
-    helpers/data/published.csv named by `keys` (their source and address, each source once) and `more`
-    (markdown lines for sources that are not a published figure: a datasheet, a paper's table, a library's
-    file at its version). Markdown (a marimo element)."""
+    """A notebook's "Sources" cell: the sources of the published figures `keys`, each once, then `more` lines."""
     import marimo as mo
 
     seen = dict.fromkeys(f"{published(k).source} — <{published(k).url}>" for k in keys)

@@ -1,6 +1,5 @@
-"""Links from the notebooks into the glossary, `workshop/glossary.md`: `term('TTFT')` is a markdown link to
-its anchor (GitHub's rule, or an explicit `<a id>`), ValueError for an anchor the glossary lacks; with
-WORKSHOP_REPO_URL set (Colab) the links point at the published file, else relative to `notebooks/`.
+"""Links into `workshop/glossary.md`: `term('TTFT')` links to its anchor, ValueError for one the glossary lacks;
+with WORKSHOP_REPO_URL set (Colab) the links point at the published file.
 """
 from __future__ import annotations
 
@@ -27,13 +26,10 @@ def anchors(path: Path = GLOSSARY) -> frozenset[str]:
 
 
 def url(anchor: str) -> str:
-    """Where a glossary anchor lives: the published file when WORKSHOP_REPO_URL is set, else the path
-    relative to a notebook in notebooks/."""
+    """A glossary anchor's address: the published file's with WORKSHOP_REPO_URL, else relative to notebooks/."""
     from .. import env
 
-    base = (env.url("WORKSHOP_REPO_URL") or "").rstrip("/")
-    if base.endswith(".git"):
-        base = base[:-4]
+    base = (env.url("WORKSHOP_REPO_URL") or "").rstrip("/").removesuffix(".git")
     where = f"{base}/blob/main/workshop/glossary.md" if base else "../workshop/glossary.md"
     return f"{where}#{anchor}"
 

@@ -19,8 +19,7 @@ _NUMBER = re.compile(r"^\s*([-+]?(?:\d[\d,_]*\.?\d*|\.\d+)(?:e[-+]?\d+)?)\s*(ki|
 
 @dataclass(frozen=True)
 class Guess:
-    """What the learner predicted: a number (None when not given), the text it was read from, and why a
-    text could not be read."""
+    """What the learner predicted: a number (None when not given), the text it was read from, why it could not be read."""
 
     value: float | None
     text: str = ""
@@ -28,8 +27,7 @@ class Guess:
 
 
 def parse(text: str) -> Guess:
-    """A typed prediction as a number: digits with separators, an exponent, a k/M/G or KiB/MiB/GiB suffix
-    and a unit word are read; anything else is a Guess with the reason it was not."""
+    """A typed prediction as a number (separators, an exponent, a k/M/G or KiB/MiB/GiB suffix, a unit word)."""
     raw = (text or "").strip()
     if not raw:
         return Guess(None)
@@ -43,8 +41,7 @@ def parse(text: str) -> Guess:
 
 
 def prediction(question: str, unit: str = ""):
-    """The box a prediction is typed into (marimo), before the cell that measures or computes the result.
-    Outside marimo, where a control draws nothing, the question as text, pointing to the cell's variable."""
+    """The box a prediction is typed into (marimo); elsewhere the question, pointing to the cell's variable."""
     import marimo as mo
 
     label = f"**Predict first.** {question}" + (f" ({unit})" if unit else "")
@@ -56,9 +53,7 @@ def prediction(question: str, unit: str = ""):
 
 def read(box, given=None) -> Guess:
     """The prediction: `given` (the Jupyter variable) when it is set, else the box's text."""
-    if given is not None:
-        return parse(str(given))
-    return parse(getattr(box, "value", "") or "")
+    return parse(str(given) if given is not None else getattr(box, "value", "") or "")
 
 
 def number(v: float) -> str:
@@ -67,9 +62,7 @@ def number(v: float) -> str:
 
 
 def gap(guess: Guess, result: float, shown: Callable[[float], str] = number) -> tuple[str, str]:
-    """The prediction against the result as numbers: (markdown, label). The markdown gives the prediction,
-    the result and result ÷ prediction with its label (helpers.formulas.regime: the result below, at or
-    above the prediction); the label is "" when no prediction was given."""
+    """(markdown: prediction, result, result ÷ prediction and its label; the label, "" when none was given)."""
     if guess.value is None:
         why = f" ({guess.error})" if guess.error else ""
         return f"Your prediction: not given{why}. The result: **{shown(result)}**.", ""
@@ -85,9 +78,7 @@ def gap(guess: Guess, result: float, shown: Callable[[float], str] = number) -> 
 
 def beside(box, given, result: float, shown: Callable[[float], str] = number, *,
            higher: str = "", lower: str = "", within: str = ""):
-    """The prediction beside the result (markdown): the gap as numbers with its label (`gap`), then the
-    notebook's static hint for that direction — `higher` (the result above the prediction), `lower`
-    (below it) or `within` (at it, by the 10 % margin) — when the learner gave a prediction."""
+    """The gap (markdown), then the notebook's hint for its direction: `higher`, `lower` or `within` the margin."""
     import marimo as mo
 
     words, way = gap(read(box, given), result, shown)
@@ -95,12 +86,9 @@ def beside(box, given, result: float, shown: Callable[[float], str] = number, *,
     return mo.md(f"{words}{' ' + hint if hint else ''}")
 
 
-# ----------------------------------------------------------------------------- self-check
-
 @dataclass(frozen=True)
 class Question:
-    """One self-check question whose answer is a number of this run (checked within `tolerance`, relative)
-    or one of `options` (checked exactly)."""
+    """A self-check question: a number of this run (within `tolerance`, relative) or one of `options`."""
 
     text: str
     answer: float | str
@@ -126,8 +114,7 @@ class Question:
 
 
 def self_check(questions: Sequence[Question]):
-    """The questions in a form (marimo): a box or a choice each, and a Check button. Outside marimo, where a
-    form draws nothing, the questions as a numbered list (answers() folds the answers)."""
+    """The questions in a form with a Check button (marimo); elsewhere a numbered list."""
     import marimo as mo
 
     assert 1 <= len(questions) <= 5, len(questions)
@@ -144,14 +131,12 @@ def self_check(questions: Sequence[Question]):
 
 
 def self_check_section(form, questions: Sequence[Question], follows: str):
-    """The self-check as a notebook shows it: its heading, how many questions and what their answers follow
-    (`follows`, e.g. "change a control above and they change with it"), then the form (self_check's)."""
+    """The self-check's heading, how many questions and what their answers follow (`follows`), then the form."""
     import marimo as mo
 
     n = len(questions)
-    count = ("One", "Two", "Three", "Four", "Five")[n - 1]
-    return mo.vstack([mo.md(f"## Self-check\n\n{count} question{'s' if n > 1 else ''} whose answers are this run's "
-                            f"numbers ({follows})."), form])
+    return mo.vstack([mo.md(f"## Self-check\n\n{('One', 'Two', 'Three', 'Four', 'Five')[n - 1]} question"
+                            f"{'s' if n > 1 else ''} whose answers are this run's numbers ({follows})."), form])
 
 
 def answers(form, questions: Sequence[Question]):
@@ -164,9 +149,6 @@ def answers(form, questions: Sequence[Question]):
     if not typed:
         body = "\n".join(f"{i + 1}. {q.text} — **{q.shown()}**" for i, q in enumerate(questions))
         return folded("Self-check: the answers from this run", body)
-    lines = []
-    for i, q in enumerate(questions):
-        ok = q.check(typed.get(f"q{i}"))
-        mark = {True: "✅", False: "❌", None: "—"}[ok]
-        lines.append(f"{mark} {i + 1}. {q.text} — this run: **{q.shown()}**")
-    return mo.md("\n\n".join(lines))
+    marks = {True: "✅", False: "❌", None: "—"}
+    return mo.md("\n\n".join(f"{marks[q.check(typed.get(f'q{i}'))]} {i + 1}. {q.text} — this run: **{q.shown()}**"
+                              for i, q in enumerate(questions)))

@@ -1,4 +1,4 @@
-"""One call at the top of every notebook: readable tables, quiet libraries, plots that fit."""
+"""What every notebook calls: its setup, controls outside marimo, folded solutions, a measurement that may fail."""
 from __future__ import annotations
 
 import logging
@@ -6,8 +6,6 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Callable
 
-
-# ----------------------------------------------------------------------------- controls outside marimo
 
 def in_marimo() -> bool:
     """True when the notebook runs in marimo's own runtime (edit, run, Molab), where controls are live."""
@@ -20,17 +18,14 @@ def in_marimo() -> bool:
 
 
 def env_default(name: str, default, allowed=None, *, lo: float | None = None, hi: float | None = None):
-    """A control's starting value: the environment variable `name` when set (parsed like `default`), else
-    `default` (how a Jupyter, Colab or headless run changes a control); outside `allowed` or `lo`..`hi` a
-    ValueError naming the variable, its value and what is allowed (helpers.env.control)."""
+    """A control's starting value: $`name` when set (how Jupyter, Colab or a headless run sets it), else `default`."""
     from .. import env
 
     return env.control(name, default, allowed, lo=lo, hi=hi)
 
 
 def static_note(variables: dict[str, str]):
-    """Under marimo nothing; elsewhere (Jupyter, Colab, a script) a note that the controls above are
-    static and which environment variable sets each one: {variable: what it sets}."""
+    """Outside marimo, a note that the controls above are static and which variable sets each: {variable: what}."""
     import marimo as mo
 
     if in_marimo():
@@ -43,28 +38,22 @@ def static_note(variables: dict[str, str]):
 
 
 def setup() -> None:
-    """Pandas shows whole cells, matplotlib uses the workshop's style, and libraries keep their
-    routine chatter (loading bars of a 20 MB model, optional-kernel notices) to themselves."""
+    """Pandas shows whole cells, matplotlib the workshop's style, libraries keep their routine chatter to themselves."""
     import pandas as pd
 
     pd.set_option("display.max_colwidth", 160)
     pd.set_option("display.width", 160)
-    try:
-        import matplotlib as mpl
+    import matplotlib as mpl
 
-        mpl.rcParams.update({"figure.dpi": 100, "axes.grid": True, "grid.alpha": 0.3,
-                             "axes.spines.top": False, "axes.spines.right": False})
-    except ImportError:
-        pass
+    mpl.rcParams.update({"figure.dpi": 100, "axes.grid": True, "grid.alpha": 0.3,
+                         "axes.spines.top": False, "axes.spines.right": False})
     logging.getLogger("bitsandbytes").setLevel(logging.ERROR)
     warnings.filterwarnings("ignore", message=".*IProgress not found.*")
     warnings.filterwarnings("ignore", message=".*MatMul8bitLt: inputs will be cast.*")
 
 
 def folded(title: str, body: str):
-    """A solution that stays folded until opened: a marimo accordion in marimo; in Jupyter and Colab
-    (which cannot draw marimo's accordion) an HTML <details> block, folded the same way. `body` is
-    markdown (indentation removed)."""
+    """Markdown folded until opened: a marimo accordion in marimo, an HTML <details> block elsewhere."""
     import textwrap
 
     import marimo as mo
@@ -76,32 +65,26 @@ def folded(title: str, body: str):
 
 
 def exercise(number: int, question: str, solution: str, label: str = "Solution"):
-    """An exercise (markdown) with its solution folded until opened: a marimo accordion in marimo, a
-    <details> block in Jupyter and in the HTML report (where marimo's accordion element cannot unfold)."""
+    """An exercise (markdown) with its solution folded until opened (`folded`)."""
     import marimo as mo
 
-    head = mo.md(f"**Exercise {number}.** {question}")
-    solution_view = folded(label, solution)
+    head, solution_view = mo.md(f"**Exercise {number}.** {question}"), folded(label, solution)
     if mo.running_in_notebook():
         return mo.vstack([head, solution_view])
     return mo.Html(f"<div>{head.text}{solution_view.text}</div>")
 
 
 def elapsed(start: float) -> str:
-    """Seconds since `start` (time.perf_counter()), for a notebook's closing line 'this run took …'."""
+    """Seconds since `start` (time.perf_counter()) as a run time reads: '24 s', '7.6 min'."""
     import time
 
     s = time.perf_counter() - start
     return f"{s:,.0f} s" if s < 120 else f"{s / 60:,.1f} min"
 
 
-# ----------------------------------------------------------------------------- a measurement that fails
-
 @dataclass
 class Attempt:
-    """A measurement run by attempt(): its value, or the one-line fault that stopped it (and the
-    traceback, folded). A notebook shows `note()` where it happened and goes on with the cells that do
-    not need the value; those that do show `skipped()`."""
+    """A measurement run by attempt(): its value, or the one-line fault that stopped it and its traceback."""
 
     what: str
     value: Any = None
@@ -133,9 +116,7 @@ class Attempt:
 
 
 def attempt(what: str, fn: Callable[..., Any], *args, **kwargs) -> Attempt:
-    """Run fn(*args, **kwargs) as one measurement of a notebook: an exception becomes Attempt.error
-    (type and message, one line) instead of stopping the notebook, so a server that does not start or a
-    sweep that breaks takes only the cells that need it. KeyboardInterrupt still stops the run."""
+    """fn(*args, **kwargs), an exception kept as Attempt.error (one line) so it takes only the cells that need it."""
     import traceback
 
     try:
@@ -146,8 +127,7 @@ def attempt(what: str, fn: Callable[..., Any], *args, **kwargs) -> Attempt:
 
 
 def code(obj, title: str | None = None, folded_: bool = True):
-    """The source of a function, class or module as a code block, so a mechanism is read as its own code:
-    folded under `title` (default: its name and line count) unless `folded_` is False."""
+    """The source of a function, class or module as a code block, folded under `title` unless `folded_` is False."""
     import inspect
     import textwrap
 

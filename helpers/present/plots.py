@@ -1,7 +1,5 @@
-"""The workshop's one visual style: a title on every figure and what produced it along its bottom edge; one
-colour per meaning (MEASURED blue, COMPUTED orange, DATASHEET grey dashed, FIT black, OOM red; the phases of
-a request their own); bytes on axes decimal (kB, MB, GB), GPU memory plotted from its bytes; bars from zero,
-log axes with readable ticks; a table captioned once with where it was measured or computed (`table`).
+"""The workshop's one visual style: a title on every figure, its source along the bottom; one colour per
+meaning; decimal byte units; bars from zero; readable log ticks; tables captioned once (`table`).
 """
 from __future__ import annotations
 
@@ -9,6 +7,7 @@ import math
 import warnings
 from typing import Any, Iterable, Sequence
 
+import numpy as np
 import pandas as pd
 
 # ----------------------------------------------------------------------------- one colour per meaning
@@ -31,16 +30,13 @@ def figure(ncols: int = 1, nrows: int = 1, width: float = 7.0, height: float = 4
     """A matplotlib figure with the workshop's size; returns (fig, axes)."""
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows), **kw)
-    return fig, axes
+    return plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows), **kw)
 
 
 def source_label(source: Any) -> str:
     """The line that says what produced a figure: a Loaded model's label, or a given text."""
     label = getattr(source, "label", None)
-    if isinstance(label, str):
-        return "measured: " + label
-    return str(source)
+    return "measured: " + label if isinstance(label, str) else str(source)
 
 
 def has_title(fig) -> bool:
@@ -52,8 +48,7 @@ def has_title(fig) -> bool:
 
 
 def stamp(fig, source: Any, title: str | None = None) -> Any:
-    """Write what produced the figure along its bottom edge (and `title` as its suptitle); returns
-    the figure. A figure with no title at all gets a warning: every figure has one."""
+    """Write what produced the figure along its bottom edge (and `title` as its suptitle); warn when it has no title."""
     if title:
         fig.suptitle(title, fontsize=11)
     elif not has_title(fig):
@@ -64,8 +59,7 @@ def stamp(fig, source: Any, title: str | None = None) -> Any:
 
 
 def finish(fig, source: Any, title: str | None = None) -> Any:
-    """stamp(), then close the figure in pyplot: returned as a cell's value it still renders (marimo and
-    Jupyter draw Figure objects), and Jupyter's inline backend does not draw it a second time."""
+    """stamp(), then close it in pyplot: a cell's value still renders, Jupyter does not draw it twice."""
     import matplotlib.pyplot as plt
 
     stamp(fig, source, title)
@@ -73,24 +67,14 @@ def finish(fig, source: Any, title: str | None = None) -> Any:
     return fig
 
 
-# ----------------------------------------------------------------------------- nothing to draw
-
 def is_empty(data: Any) -> bool:
     """No rows to draw: None, an empty sequence or mapping, a DataFrame with no rows."""
-    if data is None:
-        return True
-    empty = getattr(data, "empty", None)      # pandas: a DataFrame or Series
-    if isinstance(empty, bool):
-        return empty
-    try:
-        return len(data) == 0
-    except TypeError:
-        return False
+    return data is None or (data.empty if isinstance(data, (pd.DataFrame, pd.Series))
+                            else hasattr(data, "__len__") and len(data) == 0)
 
 
 def note_figure(source: Any, title: str, why: str = "nothing was measured in this run"):
-    """A figure that says why there is nothing to draw (a failed server, an empty sweep), titled and
-    stamped like the others: a notebook shows it in place of the plot and goes on."""
+    """A titled, stamped figure that says why there is nothing to draw, shown in place of the plot."""
     fig, ax = figure(height=1.6)
     ax.axis("off")
     ax.text(0.5, 0.5, f"Nothing to draw: {why}", ha="center", va="center", fontsize=10, color="#555", wrap=True,
@@ -99,40 +83,29 @@ def note_figure(source: Any, title: str, why: str = "nothing was measured in thi
 
 
 def notes_when_empty(title: str):
-    """Decorate a figure function whose first argument is its data: given no rows, it returns
-    note_figure(...) titled `title` (its `source` argument, when it has one, stamps the note) instead of
-    failing inside matplotlib or pandas."""
+    """Decorate a figure function whose first argument is its data: given no rows, it returns a
+    note_figure titled `title`, stamped with its `source` (or `loaded`) argument."""
     import functools
     import inspect
 
     def wrap(fn):
-        sig = inspect.signature(fn)
-
         @functools.wraps(fn)
         def draw(*args, **kwargs):
-            bound = sig.bind_partial(*args, **kwargs)
-            data = next(iter(bound.arguments.values()), None)
-            if not is_empty(data):
+            got = inspect.signature(fn).bind_partial(*args, **kwargs).arguments
+            if not is_empty(next(iter(got.values()), None)):
                 return fn(*args, **kwargs)
-            src = bound.arguments.get("source", bound.arguments.get("loaded", "nothing measured"))
-            return note_figure(src, title)
+            return note_figure(got.get("source", got.get("loaded", "nothing measured")), title)
         draw.empty_title = title       # what the note is titled (tests find the decorated figures by it)
         return draw
     return wrap
 
 
-# ----------------------------------------------------------------------------- units and ticks
-
 _DECIMAL = ((1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB"))
 
 
 def byte_unit(max_bytes: float) -> tuple[float, str]:
-    """(divisor, unit) in the decimal family for bytes up to max_bytes: 2.4e9 -> (1e9, 'GB'). Every
-    axis of bytes in the notebooks uses this family, so MB never meets MiB."""
-    for size, unit in _DECIMAL:
-        if abs(max_bytes) >= size:
-            return size, unit
-    return 1.0, "B"
+    """(divisor, unit) in the decimal family for bytes up to max_bytes: 2.4e9 -> (1e9, 'GB'), so MB never meets MiB."""
+    return next(((size, unit) for size, unit in _DECIMAL if abs(max_bytes) >= size), (1.0, "B"))
 
 
 _POWERS = {"TB": "10¹²", "GB": "10⁹", "MB": "10⁶", "kB": "10³"}
@@ -145,22 +118,16 @@ def byte_label(unit: str, what: str = "") -> str:
 
 
 def tick_label(value: float) -> str:
-    """A readable tick: powers of two from 1,024 as '1k', '4k', '128k' (token counts); other values
-    with thousands separators and no trailing zeros ('1,000', '0.5')."""
+    """A readable tick: powers of two from 1,024 as '1k', '128k'; others with separators ('1,000', '0.5')."""
     if value >= 1024 and float(value).is_integer() and (int(value) & (int(value) - 1)) == 0:
         return f"{int(value) // 1024:,}k"
-    if float(value).is_integer():
-        return f"{int(value):,}"
-    return f"{value:,.3g}"
+    return f"{int(value):,}" if float(value).is_integer() else f"{value:,.3g}"
 
 
 def log_axis(ax, axis: str = "x", ticks: Iterable[float] | None = None, base: float = 10) -> None:
-    """Put `axis` ('x' or 'y') on a log scale with readable labels: at `ticks` when given (e.g. the
-    measured prompt lengths), else at 1, 2, 5 × each decade, labelled 1, 2, 5, 10, … 1,000 — never 10⁰ or 2¹⁰."""
+    """`axis` ('x' or 'y') on a log scale, ticks at `ticks` or 1, 2, 5 × each decade, read as plain numbers."""
     from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter
 
-    if axis not in ("x", "y"):
-        raise ValueError(f"axis must be 'x' or 'y', got {axis!r}")
     target = ax.xaxis if axis == "x" else ax.yaxis
     (ax.set_xscale if axis == "x" else ax.set_yscale)("log", base=base)
     if ticks is not None:
@@ -190,42 +157,27 @@ TABLE_STYLES = [
 
 
 def table(df, caption: str, precision: int = 3, hide_index: bool = True, formats: dict | None = None):
-    """A table as the workshop shows it: the source said once in the caption (not in a column of
-    every row), columns that hold nothing on this run (all None/NaN, e.g. CUDA-only figures on a CPU)
-    left out, integers with thousands separators, floats to `precision` significant digits; `formats`
-    (column -> format string, e.g. "{:.1%}") for the columns that read otherwise. Returns a pandas Styler (renders in marimo, Jupyter and the HTML report)."""
+    """A pandas Styler captioned once with the source, all-empty columns (CUDA-only figures on a CPU) left
+    out, cells as cell_text reads them, or by `formats` (column -> format string, e.g. "{:.1%}")."""
     shown = df.dropna(axis=1, how="all")
-    styler = shown.style.set_caption(caption).set_table_styles(TABLE_STYLES)
-    formats = formats or {}
-    styler = styler.format({c: (lambda v, f=formats[c]: "–" if cell_text(v) == "–" else f.format(v))
-                            if c in formats else (lambda v: cell_text(v, precision)) for c in shown.columns})
     numeric = [c for c in shown.columns if pd.api.types.is_numeric_dtype(shown[c]) and not pd.api.types.is_bool_dtype(shown[c])]
-    if numeric:
-        styler = styler.set_properties(subset=numeric, **{"text-align": "right"})
-    if hide_index:
-        styler = styler.hide(axis="index")
-    return styler
+    fmts = {c: f for c, f in (formats or {}).items() if c in shown}
+    styler = (shown.style.set_caption(caption).set_table_styles(TABLE_STYLES).format(lambda v: cell_text(v, precision))
+              .format(fmts, subset=list(fmts), na_rep="–").set_properties(subset=numeric, **{"text-align": "right"}))
+    return styler.hide(axis="index") if hide_index else styler
 
 
 def cell_text(v: Any, precision: int = 3) -> str:
-    """How a table cell reads: integers with thousands separators, floats to `precision` significant
-    digits (large ones whole, with separators), missing values as '–', everything else as str()."""
+    """A table cell: integers with separators, floats to `precision` significant digits, missing as '–'."""
     import numbers
 
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "–"
-    if isinstance(v, (bool,)) or type(v).__name__ == "bool_":
+    if isinstance(v, (bool, np.bool_)):
         return str(bool(v))
     if isinstance(v, numbers.Integral):
         return f"{int(v):,}"
     if isinstance(v, numbers.Real):
-        return _float(float(v), precision)
-    try:
-        if pd.isna(v):
-            return "–"
-    except (TypeError, ValueError):
-        pass
-    return str(v)
+        return "–" if math.isnan(v) else _float(float(v), precision)
+    return "–" if v is None or v is pd.NA or v is pd.NaT else str(v)
 
 
 def _float(v: float, precision: int) -> str:
@@ -235,10 +187,8 @@ def _float(v: float, precision: int) -> str:
 
 
 def heatmap(ax, values, xlabels, ylabels, fmt=str, cmap: str = "viridis", mask=None, colorbar_label: str = ""):
-    """A labelled heat map on `ax`: values[row][col], each cell annotated with fmt(value); cells where
-    mask[row][col] is true are greyed and hatched (e.g. 'does not fit'). Returns the image."""
+    """A heat map on `ax` of values[row][col], each cell annotated; cells where `mask` is true greyed and hatched."""
     import matplotlib
-    import numpy as np
     from matplotlib.patches import Rectangle
 
     data = np.asarray(values, dtype=float)
@@ -249,29 +199,21 @@ def heatmap(ax, values, xlabels, ylabels, fmt=str, cmap: str = "viridis", mask=N
     ax.set_xticks(range(len(xlabels)), [str(x) for x in xlabels], fontsize=8)
     ax.set_yticks(range(len(ylabels)), [str(y) for y in ylabels], fontsize=8)
     top = np.nanmax(np.where(hidden, np.nan, data)) if (~hidden).any() else 1.0
-    for i in range(data.shape[0]):
-        for j in range(data.shape[1]):
-            colour = "#999" if hidden[i, j] else ("white" if data[i, j] < 0.6 * top else "black")
-            ax.text(j, i, fmt(data[i, j]), ha="center", va="center", fontsize=7, color=colour)
-            if hidden[i, j]:
-                ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="///", edgecolor="#ccc", lw=0))
+    for (i, j), v in np.ndenumerate(data):
+        ax.text(j, i, fmt(v), ha="center", va="center", fontsize=7,
+                color="#999" if hidden[i, j] else "white" if v < 0.6 * top else "black")
+        if hidden[i, j]:
+            ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="///", edgecolor="#ccc", lw=0))
     ax.figure.colorbar(im, ax=ax).set_label(colorbar_label)
     return im
 
 
 def bars(ax, labels: Sequence[str], values: Sequence[float], color: str | Sequence[str], fmt=None) -> None:
-    """Bars on a linear axis from zero, each labelled with fmt(value) above it (default: 3 significant
-    digits with thousands separators). One bar per label, in order, even where labels repeat (matplotlib's
-    categorical axis would stack bars of the same label); `color` one for all or one per bar."""
+    """Bars from zero, each labelled with fmt(value); one per label, in order, even where labels repeat."""
     fmt = fmt or (lambda v: _float(float(v), 3))
-    labels, values = [str(x) for x in labels], list(values)
-    if len(labels) != len(values):
-        raise ValueError(f"{len(labels)} labels for {len(values)} values")
-    colors = [color] * len(values) if isinstance(color, str) else list(color)
-    if len(colors) != len(values):
-        raise ValueError(f"{len(colors)} colours for {len(values)} bars")
-    ax.bar(range(len(values)), values, color=colors)
-    ax.set_xticks(range(len(values)), labels)
+    values = list(values)
+    ax.bar(range(len(values)), values, color=color)
+    ax.set_xticks(range(len(values)), [str(x) for x in labels])
     ax.set_yscale("linear")
     ax.set_ylim(bottom=0, top=max([float(v) for v in values] + [0]) * 1.15 or 1)
     for i, v in enumerate(values):

@@ -1,30 +1,23 @@
-"""Tables of notebook 05 (weight and KV-cache quantization) from the measured and computed results, each ratio
-beside its below / at / above label (helpers.formulas.regime); no value a measurement can take stops a table.
-"""
+"""Tables of notebook 05 (weight and KV-cache quantization), each ratio beside its below / at / above label."""
 from __future__ import annotations
 
 from typing import Any
 
 from ..formulas import regime
 from ..formulas.memory import weight_bytes
-from ..formulas.quantization import FORMATS, GpuFit, SchemeWeights, bits_per_weight, preset_footprints, rule_of_thumb
-from ..formulas.specs import ModelSpec
-from ..measure.quant import SCHEMES, VariantResult, streamed_bytes
-from ..measure.training import Perplexity
+from ..formulas.quantization import FORMATS, bits_per_weight, preset_footprints, rule_of_thumb
+from ..measure.quant import SCHEMES, streamed_bytes
 
 
-def _with_label(row: dict, name: str, value, reference) -> dict:
-    """`row` with `name` (value ÷ reference) and `name label` (below / at / above) added."""
+def _labelled(name: str, value, reference) -> dict:
+    """{name: value ÷ reference, name label: below / at / above}."""
     r, way = regime.against(value, reference)
-    row[name], row[f"{name} label"] = r, way
-    return row
+    return {name: r, f"{name} label": way}
 
 
-def footprint_rows(results: list[VariantResult], spec: ModelSpec) -> list[dict[str, Any]]:
-    """Measured weight bytes against the prediction (their difference), each model's bytes ÷ the reference's
-    and ÷ the rule of thumb's figure ("int8 halves, nf4 quarters"), and the prediction at a bf16 base."""
-    ref = results[0].footprint.get("measured_weight_bytes")
-    base = results[0].scheme
+def footprint_rows(results: list, spec) -> list[dict[str, Any]]:
+    """Measured weight bytes against the prediction, each ÷ the reference's and ÷ the rule of thumb's."""
+    ref, base = results[0].footprint.get("measured_weight_bytes"), results[0].scheme
     rows = []
     for r in results:
         if r.error:
@@ -37,100 +30,73 @@ def footprint_rows(results: list[VariantResult], spec: ModelSpec) -> list[dict[s
                "predicted weights (B)": f["predicted_weight_bytes"],
                "measured − predicted (B)": f["measured_weight_bytes"] - f["predicted_weight_bytes"],
                "of which metadata (B)": f["metadata_bytes"], "buffers (B)": f["buffer_bytes"],
-               "model total (MB)": f["measured_model_bytes"] / 1e6, "÷ reference": share}
-        _with_label(row, "÷ rule of thumb", share, rule_of_thumb(r.scheme, base) if r.scheme in SCHEMES else 1.0)
-        row["predicted at bf16 base (MB)"] = weight_bytes(spec, scheme, base_dtype="bf16").bytes / 1e6
+               "model total (MB)": f["measured_model_bytes"] / 1e6, "÷ reference": share,
+               **_labelled("÷ rule of thumb", share, rule_of_thumb(r.scheme, base) if r.scheme in SCHEMES else 1.0),
+               "predicted at bf16 base (MB)": weight_bytes(spec, scheme, base_dtype="bf16").bytes / 1e6}
         rows.append(row)
     return rows
 
 
-def speed_rows(results: list[VariantResult], spec: ModelSpec, bandwidth: float | None = None) -> list[dict[str, Any]]:
-    """Prefill and decode step of each model that was timed; the step ÷ the reference's, the weight bytes a step
-    reads ÷ the reference's (helpers.measure.quant.streamed_bytes), and the first ÷ the second: `at` when the
-    time follows the bytes. With a datasheet `bandwidth` (a catalogued GPU), each step's memory floor (the bytes
-    it reads ÷ bandwidth) and the step ÷ that floor."""
+def speed_rows(results: list, spec, bandwidth: float | None = None) -> list[dict[str, Any]]:
+    """Each timed model's prefill and step, step ÷ reference against bytes read ÷ reference (labelled) and, with
+    a datasheet `bandwidth`, step ÷ its memory floor."""
     ref = results[0]
-    timed = [r for r in results if not r.error and r.speed]
     ref_step = ref.speed.get("itl_s") if ref.speed else None
     ref_bytes = streamed_bytes(ref, spec, ref.scheme) if ref.footprint else None
     rows = []
-    for r in timed:
-        s = r.speed
-        step = s.get("itl_s")
-        row = {"scheme": r.label, "prompt tokens": s.get("prompt_tokens"), "prefill (ms)": 1e3 * s.get("prefill_s", float("nan")),
-               "decode step (ms)": 1e3 * step if step is not None else None,
-               "decode (tokens/s)": regime.ratio(1.0, step)}
-        time_ratio = regime.ratio(step, ref_step)
-        bytes_ratio = regime.ratio(streamed_bytes(r, spec, ref.scheme), ref_bytes) if r.footprint else float("nan")
-        row["step ÷ reference"] = time_ratio
-        row["bytes read ÷ reference"] = bytes_ratio
-        _with_label(row, "time ÷ bytes", time_ratio, bytes_ratio)
+    for r in (r for r in results if not r.error and r.speed):
+        step = r.speed.get("itl_s")
+        row = {"scheme": r.label, "prompt tokens": r.speed.get("prompt_tokens"),
+               "prefill (ms)": 1e3 * r.speed.get("prefill_s", float("nan")),
+               "decode step (ms)": 1e3 * step if step is not None else None, "decode (tokens/s)": regime.ratio(1.0, step),
+               "step ÷ reference": regime.ratio(step, ref_step),
+               "bytes read ÷ reference": regime.ratio(streamed_bytes(r, spec, ref.scheme), ref_bytes) if r.footprint else float("nan")}
+        row.update(_labelled("time ÷ bytes", row["step ÷ reference"], row["bytes read ÷ reference"]))
         if bandwidth:
             floor = streamed_bytes(r, spec, ref.scheme) / bandwidth
-            row["floor (ms)"] = 1e3 * floor
-            _with_label(row, "step ÷ floor", step, floor)
+            row.update({"floor (ms)": 1e3 * floor, **_labelled("step ÷ floor", step, floor)})
         rows.append(row)
     return rows
 
 
-def quality_rows(results: list[VariantResult]) -> list[dict[str, Any]]:
-    """Each model's perplexity (and ÷ the reference's, labelled), KL against the reference, top-1 agreement and
-    the positions whose first-ranked token differs from the reference's."""
+def quality_rows(results: list) -> list[dict[str, Any]]:
+    """Each model's perplexity ÷ the reference's (labelled), KL against it, top-1 agreement."""
     ref = results[0].quality or {}
-    rows = []
-    for r in results:
-        if r.error or r.quality is None:
-            continue
-        q = r.quality
-        row = {"scheme": r.label, "perplexity": q["perplexity"]}
-        _with_label(row, "perplexity ÷ reference", q["perplexity"], ref.get("perplexity"))
-        row.update({"KL(ref ‖ q) mean (nats)": q["kl_mean"], "KL max (nats)": q["kl_max"],
-                    "top-1 agreement": q["top1_agreement"],
-                    "positions with another top token": round((1 - q["top1_agreement"]) * q["positions"]),
-                    "positions": q["positions"]})
-        rows.append(row)
-    return rows
+    return [{"scheme": r.label, "perplexity": q["perplexity"],
+             **_labelled("perplexity ÷ reference", q["perplexity"], ref.get("perplexity")),
+             "KL(ref ‖ q) mean (nats)": q["kl_mean"], "KL max (nats)": q["kl_max"], "top-1 agreement": q["top1_agreement"],
+             "positions with another top token": round((1 - q["top1_agreement"]) * q["positions"]),
+             "positions": q["positions"]} for r, q in ((r, r.quality) for r in results) if not r.error and q is not None]
 
 
-def weights_rows(weights: list[SchemeWeights]) -> list[dict[str, Any]]:
-    """One model's computed weight bytes by scheme (helpers.formulas.quantization.preset_footprints), each
-    ÷ the first scheme's and ÷ the rule of thumb's figure (labelled)."""
-    rows = []
-    for w in weights:
-        row = {"model": w.model, "scheme": w.scheme, "bytes": w.bytes, "GB": w.gb, "metadata (B)": w.metadata_bytes,
-               "share quantized": w.quantized_share, "÷ bf16": w.vs_first}
-        rows.append(_with_label(row, "÷ rule of thumb", w.vs_first, rule_of_thumb(w.scheme)))
-    return rows
+def weights_rows(weights: list) -> list[dict[str, Any]]:
+    """One model's computed weight bytes by scheme (quantization.preset_footprints), ÷ bf16 and the rule of thumb."""
+    return [{"model": w.model, "scheme": w.scheme, "bytes": w.bytes, "GB": w.gb, "metadata (B)": w.metadata_bytes,
+             "share quantized": w.quantized_share, "÷ bf16": w.vs_first,
+             **_labelled("÷ rule of thumb", w.vs_first, rule_of_thumb(w.scheme))} for w in weights]
 
 
 def presets_rows(models=None, schemes=("bf16", "int8", "nf4", "nf4-dq")) -> list[dict[str, Any]]:
-    """Weight GB (10^9 bytes) of each model (default: every preset; a name, config or ModelSpec each) under each
-    bitsandbytes scheme (bf16 base), the share of
-    parameters bitsandbytes quantizes (nn.Linear in the blocks; not embeddings, not fused experts), and
-    nf4 ÷ bf16 against the rule of thumb's ¼."""
+    """Weight GB of each model under each bitsandbytes scheme, the share it quantizes, nf4 ÷ bf16 against ¼."""
     from ..formulas.specs import PRESETS
 
     rows = []
     for name in models or PRESETS:
         fp = {w.scheme: w for w in preset_footprints(name, schemes)}
-        row: dict[str, Any] = {"model": fp[schemes[0]].model}
-        row.update({f"{s} (GB)": w.gb for s, w in fp.items()})
-        row["share bitsandbytes quantizes"] = fp[schemes[-1]].quantized_share
-        if "nf4" in fp:
-            _with_label(row, "nf4 ÷ bf16 ÷ ¼", fp["nf4"].vs_first, rule_of_thumb("nf4"))
-        rows.append(row)
+        rows.append({"model": fp[schemes[0]].model, **{f"{s} (GB)": w.gb for s, w in fp.items()},
+                     "share bitsandbytes quantizes": fp[schemes[-1]].quantized_share,
+                     **(_labelled("nf4 ÷ bf16 ÷ ¼", fp["nf4"].vs_first, rule_of_thumb("nf4")) if "nf4" in fp else {})})
     return rows
 
 
 def formats_rows(in_features: int = 4096, out_features: int = 4096) -> list[dict[str, Any]]:
-    """Bits per weight of one weight matrix in each stored format, metadata included
-    (helpers.formulas.quantization.bits_per_weight), and its bytes ÷ bf16's."""
-    bf16 = bits_per_weight("bf16", in_features, out_features)
-    return [{"format": f, "bits per weight": bits_per_weight(f, in_features, out_features),
-             "÷ bf16": bits_per_weight(f, in_features, out_features) / bf16} for f in FORMATS]
+    """Bits per weight of one matrix in each stored format, metadata included, and ÷ bf16's."""
+    bits = {f: bits_per_weight(f, in_features, out_features) for f in FORMATS}
+    return [{"format": f, "bits per weight": b, "÷ bf16": b / bits_per_weight("bf16", in_features, out_features)}
+            for f, b in bits.items()]
 
 
-def fit_rows(fits: list[GpuFit]) -> list[dict[str, Any]]:
+def fit_rows(fits: list) -> list[dict[str, Any]]:
     """A model on one GPU by scheme (helpers.formulas.quantization.fit_on_gpu)."""
     return [{"model": f.model, "scheme": f.scheme, "gpu": f.gpu, "weight bytes": f.weight_bytes,
              "weights (GB)": f.weight_bytes / 1e9, "GPU reports (GB)": f.memory_bytes / 1e9,
@@ -140,9 +106,8 @@ def fit_rows(fits: list[GpuFit]) -> list[dict[str, Any]]:
              f"KV cache room ({f.kv_dtype}), one sequence up to (tokens)": f.longest_sequence} for f in fits]
 
 
-def perplexity_rows(perplexities: list[Perplexity]) -> list[dict[str, Any]]:
-    """The random, the trained and the uniform guess side by side (helpers.measure.training.perplexities),
-    each with the first's perplexity ÷ its own."""
+def perplexity_rows(perplexities: list) -> list[dict[str, Any]]:
+    """The random, the trained and the uniform guess (training.perplexities), the first's ÷ each."""
     first = perplexities[0].perplexity if perplexities else None
     return [{"model": p.model, "profile": p.profile, "perplexity": p.perplexity, "tokens": p.tokens,
              "measured on": p.measured_on, "first ÷ this": regime.ratio(first, p.perplexity)}
@@ -152,8 +117,7 @@ def perplexity_rows(perplexities: list[Perplexity]) -> list[dict[str, Any]]:
 # ----------------------------------------------------------------------------- KV-cache quantization
 
 def kv_bytes_rows(rows) -> list[dict[str, Any]]:
-    """helpers.serving.kv_quant.SchemeBytes: the real cache's bytes against the formula (values, scales and
-    zero points, residual), their difference, and the cache ÷ the full-precision cache."""
+    """kv_quant.SchemeBytes: the real cache's bytes against the formula, and ÷ the full-precision cache."""
     full = rows[0].measured_bytes if rows else None
     return [{"scheme": r.scheme, "tokens": r.tokens, "measured (B)": r.measured_bytes, "formula (B)": r.formula_bytes,
              "measured − formula (B)": r.measured_bytes - r.formula_bytes, "values (B)": r.measured_values_bytes,
@@ -164,8 +128,8 @@ def kv_bytes_rows(rows) -> list[dict[str, Any]]:
 def kv_speed_rows(rows) -> list[dict[str, Any]]:
     """helpers.serving.kv_quant.SchemeSpeed: the median decode step and ÷ the full-precision cache's (labelled)."""
     base = rows[0].step_ms if rows else None
-    return [_with_label({"scheme": r.scheme, "context tokens": r.context_tokens, "decode step (ms)": r.step_ms},
-                        "÷ full precision", r.step_ms, base) for r in rows]
+    return [{"scheme": r.scheme, "context tokens": r.context_tokens, "decode step (ms)": r.step_ms,
+             **_labelled("÷ full precision", r.step_ms, base)} for r in rows]
 
 
 def kv_quality_rows(rows) -> list[dict[str, Any]]:
@@ -176,9 +140,7 @@ def kv_quality_rows(rows) -> list[dict[str, Any]]:
 
 
 def kv_projected_rows(model: str, tokens: int = 4096, dtype: str = "bf16") -> list[dict[str, Any]]:
-    """A model's cache at `tokens` tokens by scheme, computed with the formula the table of measured bytes
-    checks (helpers.serving.kv_quant.cache_bytes; half the residual window in full precision), and how many
-    times the users or the context the same memory holds."""
+    """A model's cache at `tokens` by scheme (kv_quant.cache_bytes) and how many times the users it holds."""
     from ..serving.kv_quant import cache_bytes, projected_shares
 
     full = cache_bytes(model, tokens, dtype, "full precision").total
@@ -187,8 +149,7 @@ def kv_projected_rows(model: str, tokens: int = 4096, dtype: str = "bf16") -> li
 
 
 def datasheet_bandwidth(measured, device: str) -> tuple[float, str] | None:
-    """(bandwidth, its name) of the GPU a measurement ran on, from its datasheet (helpers.formulas.gpus), or None
-    on a CPU or an uncatalogued device: the roof a decode step's floor is computed at."""
+    """(bandwidth, its name) of the GPU a measurement ran on, from its datasheet; None on a CPU."""
     from ..formulas.gpus import datasheet_gpu
     from ..measure.hardware import device_info, measured_on_of
 

@@ -1,9 +1,5 @@
-"""Recorded runs: what a notebook measured on another machine (a GPU, usually), shown beside the live run.
-
-`make record` and `make gpu-record` save under ``workshop/results/<device>/`` the executed notebooks, their
-figures (PNG), the key figures each noted (`note_figures`, written only when $WORKSHOP_FIGURES_DIR is set)
-and ``meta.json``. `beside_live` shows a record next to the live numbers, labelled with where and when. A
-record whose files cannot be read is skipped, and the panel names the file and what is wrong with it.
+"""Recorded runs: what a notebook measured on another machine (a GPU, usually), shown beside the live run
+(`beside_live_html`); the key figures each run noted (`note_figures`).
 """
 from __future__ import annotations
 
@@ -75,26 +71,20 @@ def records(results: Path = RESULTS, skipped: list[str] | None = None) -> list[R
     return sorted(out, key=lambda r: not r.is_gpu)
 
 
-def pick(notebook: str, results: Path = RESULTS, prefer_gpu: bool = True,
-         skipped: list[str] | None = None) -> Record | None:
-    """The record to show beside a notebook: one that holds its figures, a GPU's first when asked."""
-    rs = []
+def pick(notebook: str, results: Path = RESULTS, skipped: list[str] | None = None) -> Record | None:
+    """The record to show beside a notebook: the first (GPUs first) that holds its figures."""
     for r in records(results, skipped):
         try:
             if r.key_figures(notebook) or r.figures(notebook):   # read first: unreadable figures skip the record
-                rs.append(r)
+                return r
         except RecordError as exc:
             if skipped is not None:
                 skipped.append(str(exc))
-    if not prefer_gpu:
-        rs.sort(key=lambda r: r.is_gpu)
-    return rs[0] if rs else None
+    return None
 
 
 def note_figures(notebook: str, figures: dict[str, Any], folder: str | Path | None = None) -> Path | None:
-    """Save a notebook's key figures (name -> number or short text) as ``<folder>/<notebook>.json``; folder
-    defaults to $WORKSHOP_FIGURES_DIR, and with neither nothing is written (None). An unwritable
-    $WORKSHOP_FIGURES_DIR is a warning, not a failed notebook."""
+    """Save a notebook's key figures as <folder or $WORKSHOP_FIGURES_DIR>/<notebook>.json; unwritable: a warning."""
     try:
         where = Path(folder) if folder else env.folder(FIGURES_ENV)
     except env.EnvError as exc:
@@ -120,10 +110,8 @@ def _img(path: Path, width: int = 420) -> str:
     return f"<img src='data:image/png;base64,{data}' style='max-width:{width}px;margin:4px' alt='{html.escape(path.stem)}'>"
 
 
-def beside_live_html(notebook: str, live: dict[str, Any] | None = None, results: Path = RESULTS,
-                     max_figures: int = 4) -> str:
-    """HTML: the live key figures beside the recorded ones (a table), then the record's figures, labelled;
-    says so when no record holds this notebook, and names each record file that could not be read."""
+def beside_live_html(notebook: str, live: dict[str, Any] | None = None, results: Path = RESULTS) -> str:
+    """HTML: the live key figures beside the recorded ones, the record's figures, the records that did not load."""
     import pandas as pd
 
     from .plots import table
@@ -140,13 +128,6 @@ def beside_live_html(notebook: str, live: dict[str, Any] | None = None, results:
     frame = pd.DataFrame({"key figure": names, "this run (live)": [live.get(n) for n in names],
                           rec.device: [recorded.get(n) for n in names]}, dtype=object)
     shown = table(frame, "", precision=4).to_html() if names else ""
-    figs = "".join(_img(p) for p in rec.figures(notebook)[:max_figures])
+    figs = "".join(_img(p) for p in rec.figures(notebook)[:4])
     return (f"<div><p><b>Recorded run</b> — {html.escape(rec.label)} "
             f"(<code>workshop/results/{html.escape(rec.folder.name)}</code>)</p>{shown}<div>{figs}</div>{notes}</div>")
-
-
-def beside_live(notebook: str, live: dict[str, Any] | None = None, results: Path = RESULTS, max_figures: int = 4):
-    """The recorded run beside the live one, as a marimo element."""
-    import marimo as mo
-
-    return mo.Html(beside_live_html(notebook, live, results, max_figures))

@@ -1,11 +1,8 @@
-"""Replay: the room with no Wi-Fi, no GPU and a slow laptop, and long sweeps one click away.
+"""Replay: a long measurement shows its committed recording at once, the live run one click away.
 
-`measure(key, fn, ...)` runs a long measurement live (the default), or with `WORKSHOP_REPLAY=1` (or a record
-folder's name) returns the value a committed recording holds (`workshop/results/<record>/replay/`), labelled
-with where and when, the notebook's Run live button one click away. In marimo a sweep marked `long=True`
-waits for its button, showing a recording of this device kind and profile meanwhile. With
-`WORKSHOP_REPLAY_RECORD=<folder>` (`make record-replay`) every measurement is also saved there
-(helpers.records). A recording that does not load is a reason to run live (`Measured.why_live` says why).
+`measure(key, fn)` runs live, or with `WORKSHOP_REPLAY=1` (or a record's name) returns the recording under
+`workshop/results/<record>/replay/`, labelled; in marimo a `long=True` sweep waits for its button. With
+`WORKSHOP_REPLAY_RECORD=<folder>` every measurement is saved there. A recording that does not load runs live.
 """
 from __future__ import annotations
 
@@ -19,6 +16,7 @@ from .. import env, records
 from ..measure import hardware
 from ..measure.hardware import MEASURED_ON, measured_label, measured_on_of, measured_when
 from ..records import RESULTS
+from .notebook import in_marimo
 
 REPLAY_ENV = "WORKSHOP_REPLAY"
 RECORD_ENV = "WORKSHOP_REPLAY_RECORD"
@@ -49,13 +47,11 @@ class Measured:
         return f"recorded on {measured_label(m)} · profile {m['profile'] or '?'} · {measured_when(m)}"
 
     def source(self, live_source: Any) -> Any:
-        """What a figure or table of this value should be stamped with: the live model's label when
-        measured here, the recording's label when replayed."""
-        return live_source if not self.replayed else f"replayed: {self.label}"
+        """What a figure or table of this value is stamped with: the live source, or the recording's label."""
+        return f"replayed: {self.label}" if self.replayed else live_source
 
     def note(self):
-        """A line under the measurement: replayed (from where, and that Run live measures it here), or
-        why a replay ran live; nothing for an ordinary live run."""
+        """A line under the measurement: replayed (from where), why a replay ran live, or nothing."""
         import marimo as mo
 
         if self.replayed:
@@ -65,8 +61,6 @@ class Measured:
             return mo.callout(mo.md(f"Measured live in replay mode: {self.why_live}."), kind="warn")
         return mo.md("")
 
-
-# ----------------------------------------------------------------------------- modes
 
 def replay_wanted() -> str | None:
     """None in the ordinary live mode; else the replay setting ('1', or a record folder's name)."""
@@ -79,14 +73,6 @@ def replay_wanted() -> str | None:
     return raw
 
 
-def _interactive() -> bool:
-    from .notebook import in_marimo
-
-    return in_marimo()
-
-
-# ----------------------------------------------------------------------------- recordings
-
 def recordings(results: Path | None = None) -> list[Path]:
     """Record folders that hold replays: GPU records first, then newest first."""
     found = [(measured_on_of(m), p.parent.parent) for p, m in records.each(f"*/{FOLDER}/meta.json", "replay-meta",
@@ -96,7 +82,7 @@ def recordings(results: Path | None = None) -> list[Path]:
 
 
 def _meta(folder: Path) -> dict:
-    """The folder's recordings' measured_on (every field, None where not stated)."""
+    """The folder's recordings' measured_on (None where not stated)."""
     got = records.each(f"{FOLDER}/meta.json", "replay-meta", folder)
     return measured_on_of(got[0][1] if got else {})
 
@@ -106,8 +92,7 @@ def _path(folder: Path, key: str) -> Path:
 
 
 def _candidates(setting: str | None, profile: str | None, device_kind: str | None) -> list[Path]:
-    """Record folders to try, in order, for a replay setting (or, in marimo without replay, the records of
-    this device kind and profile only)."""
+    """Record folders to try, in order, for a replay setting (without one, this device kind's and profile's)."""
     every = recordings()
     if setting and setting.lower() not in ("1", "true", "yes", "on"):
         return [RESULTS / setting]       # its name was checked by replay_wanted
@@ -126,8 +111,7 @@ def load(key: str, folders: list[Path]) -> tuple[Any, dict] | str:
         try:
             saved = records.load(path, "replay", roots=(folder,))
             seconds = saved.get("seconds")
-            if saved.get("key") != key or not isinstance(seconds, (int, float)) or isinstance(seconds, bool) \
-                    or not 0 <= seconds < 1e6:
+            if saved.get("key") != key or type(seconds) not in (int, float) or not 0 <= seconds < 1e6:
                 raise records.RecordError(f"{records.shown(path)} is not the recording of {key} (its key "
                                           f"{saved.get('key')!r}, seconds {seconds!r})")
             where = measured_on_of(saved) if MEASURED_ON in saved else _meta(folder)   # its own, else its record's
@@ -138,34 +122,23 @@ def load(key: str, folders: list[Path]) -> tuple[Any, dict] | str:
 
 
 def save(key: str, value: Any, seconds: float, folder: Path, meta: dict) -> Path:
-    """Write one recording and the record's meta beside it (helpers.records.dump: atomic, size-checked);
-    `meta` is {MEASURED_ON: helpers.measure.hardware.measured_on(...)}, kept in the recording too: one added
-    to a record later says its own where and when."""
+    """Write one recording, its meta ({MEASURED_ON: ...}) in it and beside it."""
     records.dump(folder / FOLDER / "meta.json", "replay-meta", meta)
     return records.dump(_path(folder, key), "replay", {"key": key, "seconds": seconds, "value": value,
                                                         MEASURED_ON: meta[MEASURED_ON]})
 
 
-# ----------------------------------------------------------------------------- the one call
-
-@dataclass
-class _Recorder:
-    meta: dict | None = None      # this process's recordings' measured_on, made at the first one
-
-
-_RECORDER = _Recorder()
+_META: dict = {}      # this process's recordings' measured_on, made at the first one
 
 
 def measure(key: str, fn: Callable[..., Any], *args, run: bool | None = None, long: bool = False,
             profile: str | None = None, device: str | None = None, **kwargs) -> Measured:
-    """fn(*args, **kwargs) as the notebook's measurement `key` ('NN/name'), live or replayed (the module
-    docstring says when). `run`: the value of the cell's Run live button (True: measure here now).
-    `long`: a sweep that in marimo waits for its button. `profile`, `device`: the live model's, to pick a
-    recording that matches and to label a new one."""
+    """fn(*args, **kwargs) as the measurement `key` ('NN/name'), live or replayed; `run`: the Run live button's
+    value; `long`: waits for it in marimo; `profile`, `device`: to pick a recording and label a new one."""
     if not KEY.match(key):
         raise ValueError(f"a replay key is 'NN/name' (notebook number, lower-case name), got {key!r}")
     setting = replay_wanted()
-    waits = long and _interactive() and not run
+    waits = long and in_marimo() and not run
     why_live = ""
     if not run and (setting or waits):
         kind = "cuda" if str(device or "").startswith("cuda") else (str(device).split(":")[0] if device else "cpu")
@@ -183,9 +156,8 @@ def measure(key: str, fn: Callable[..., Any], *args, run: bool | None = None, lo
     seconds = time.perf_counter() - t0
     target = env.folder(RECORD_ENV)           # a folder this process can write, else one EnvError line
     if target is not None:
-        if _RECORDER.meta is None:
-            _RECORDER.meta = {MEASURED_ON: hardware.measured_on(device, profile)}
-        save(key, value, seconds, target, _RECORDER.meta)
+        _META.setdefault(MEASURED_ON, hardware.measured_on(device, profile))
+        save(key, value, seconds, target, _META)
     return Measured(key, value, seconds, None, why_live if setting else "")
 
 

@@ -1,7 +1,5 @@
-"""Figures and tables of the roofline (helpers.formulas.roofline) and of decode efficiency
-(helpers.measure.decode_efficiency), for notebook 03: numbers, the ratio that matters and its one-word label
-(helpers.formulas.regime) — no sentences. Every function takes any value a measurement can produce (zero, a
-negative difference, one row, none) without raising: a ratio it cannot form is nan, shown as "–"."""
+"""Figures and tables of notebook 03: the roofline, decode's intensity against batch and decode efficiency,
+each ratio with its label (helpers.formulas.regime); a ratio that cannot be formed is nan, shown as "–"."""
 from __future__ import annotations
 
 import math
@@ -10,51 +8,41 @@ from typing import Any, Iterable, Sequence
 import pandas as pd
 
 from ..formulas import regime
+from ..formulas.decode_intensity import IntensityPoint, IntensitySummary
 from ..formulas.roofline import RooflinePoint, attainable_flops, ridge_point
 from ..formulas.stepcost import forward_cost
-from . import plots
+from . import plots, replay
 
 
 def _finite(*xs) -> bool:
     return all(isinstance(x, (int, float)) and math.isfinite(x) and x > 0 for x in xs)
 
 
-# ============================================================================ tables
-
 def roofs_frame(read, copy, matmul, gpu: dict, cache_bytes: int | None = None):
-    """Section 1's table: this device's read bandwidth (the floor's), copy bandwidth (read + write, for
-    comparison), matmul peak, ridge and crossover batch, measured, beside a catalogued GPU's computed figures
-    (`gpu`: helpers.formulas.roofline.gpu_roofline); and the benchmark's buffer ÷ the last-level cache (above 1:
-    the buffer is read from memory, not from the cache)."""
+    """Section 1's table: this device's read and copy bandwidth, matmul peak, ridge and crossover batch beside a
+    catalogued GPU's (`gpu`: roofline.gpu_roofline), and the read buffer ÷ the last-level cache."""
     from ..formulas.units import dtype_bytes
 
     bw, peak = read.bandwidth, matmul.flops_per_s
     ridge = ridge_point(peak, bw)
     per = dtype_bytes(matmul.dtype)
-    rows = [
-        {"quantity": "read bandwidth (GB/s): the floor's", "this device": bw / 1e9,
-         gpu["gpu"]: gpu["bandwidth"] / 1e9, "how": f"sum of a {read.nbytes / 2**20:,.0f} MiB fp32 buffer, bytes read, "
-                                                 f"best of {len(read.stats.samples)}"},
-        {"quantity": "copy bandwidth (GB/s): read + write, for comparison", "this device": copy.bandwidth / 1e9,
-         gpu["gpu"]: None, "how": f"copy of {copy.nbytes / 2**20:,.0f} MiB, bytes read + written, "
-                                  f"best of {len(copy.stats.samples)}"},
-        {"quantity": f"peak matmul (TFLOP/s, {matmul.dtype}; GPU: dense bf16)", "this device": peak / 1e12,
-         gpu["gpu"]: gpu["peak_flops"] / 1e12, "how": f"{matmul.n} × {matmul.n} matmul, 2·n³ FLOPs, "
-                                                    f"best of {len(matmul.stats.samples)}"},
-        {"quantity": "ridge (FLOP/B) = peak ÷ read bandwidth", "this device": ridge, gpu["gpu"]: gpu["ridge"],
-         "how": "computed"},
-        {"quantity": "crossover decode batch, weights only", "this device": ridge * per / 2,
-         gpu["gpu"]: gpu["crossover_batch"], "how": f"ridge × bytes per parameter ({per:g} here, 2 on the GPU) ÷ 2"},
-        {"quantity": "read buffer ÷ last-level cache", "this device": regime.ratio(read.nbytes, cache_bytes),
-         gpu["gpu"]: None, "how": ("no cache size reported" if not cache_bytes else
-                                   f"last-level cache {cache_bytes / 2**20:,.0f} MiB, as the system reports it")},
-    ]
-    return pd.DataFrame(rows)
+    rows = [("read bandwidth (GB/s): the floor's", bw / 1e9, gpu["bandwidth"] / 1e9,
+             f"sum of a {read.nbytes / 2**20:,.0f} MiB fp32 buffer, bytes read, best of {len(read.stats.samples)}"),
+            ("copy bandwidth (GB/s): read + write, for comparison", copy.bandwidth / 1e9, None,
+             f"copy of {copy.nbytes / 2**20:,.0f} MiB, bytes read + written, best of {len(copy.stats.samples)}"),
+            (f"peak matmul (TFLOP/s, {matmul.dtype}; GPU: dense bf16)", peak / 1e12, gpu["peak_flops"] / 1e12,
+             f"{matmul.n} × {matmul.n} matmul, 2·n³ FLOPs, best of {len(matmul.stats.samples)}"),
+            ("ridge (FLOP/B) = peak ÷ read bandwidth", ridge, gpu["ridge"], "computed"),
+            ("crossover decode batch, weights only", ridge * per / 2, gpu["crossover_batch"],
+             f"ridge × bytes per parameter ({per:g} here, 2 on the GPU) ÷ 2"),
+            ("read buffer ÷ last-level cache", regime.ratio(read.nbytes, cache_bytes), None,
+             "no cache size reported" if not cache_bytes else
+             f"last-level cache {cache_bytes / 2**20:,.0f} MiB, as the system reports it")]
+    return pd.DataFrame(rows, columns=["quantity", "this device", gpu["gpu"], "how"])
 
 
 def prefill_frame(prefill, model, dtype: str, peak: float, bandwidth: float):
-    """Section 2's table: each prompt length's prefill time, the FLOP/s it kept busy ÷ the measured peak, and
-    its intensity ÷ this device's ridge with the label (below: memory side of the ridge, above: compute side)."""
+    """Each prompt length's prefill: FLOP/s achieved ÷ the measured peak, intensity ÷ the ridge, labelled."""
     ridge = ridge_point(peak, bandwidth)
     rows = []
     for r in prefill[~prefill["oom"]].itertuples():
@@ -69,8 +57,7 @@ def prefill_frame(prefill, model, dtype: str, peak: float, bandwidth: float):
 
 
 def decode_frame(decode, floor_of):
-    """Section 3's table: each context's median step beside its floor (`floor_of(context)`, seconds), the
-    ratio step ÷ floor and its label."""
+    """Each context's median step beside its floor (`floor_of(context)`, seconds), step ÷ floor labelled."""
     ok = decode[~decode["oom"]]
     out = pd.DataFrame({"context": ok["context"].astype(int), "step_s": ok["itl_s"],
                         "floor_s": [floor_of(int(c)) for c in ok["context"]]})
@@ -78,8 +65,7 @@ def decode_frame(decode, floor_of):
 
 
 def points_frame(points: Iterable[RooflinePoint], peak_flops: float, bandwidth: float):
-    """A pandas table of roofline points: intensity ÷ the ridge (below: left of it, the memory side) and the
-    FLOP/s achieved ÷ the roof at that intensity, each with its label."""
+    """Roofline points: intensity ÷ the ridge and FLOP/s achieved ÷ the roof there, labelled."""
     ridge = ridge_point(peak_flops, bandwidth)
     rows = []
     for p in points:
@@ -93,9 +79,8 @@ def points_frame(points: Iterable[RooflinePoint], peak_flops: float, bandwidth: 
 
 
 def efficiency_frame(table, bandwidth: float):
-    """Section 5's table from decode_efficiency.efficiency_table's rows: each model's step bytes, its floor at
-    `bandwidth` (the read rate measured alongside), the step, step ÷ floor with its label, and the probe's
-    step ÷ this step (the fixed cost's share)."""
+    """Each model's step (decode_efficiency.efficiency_table) beside its floor at `bandwidth`, step ÷ floor
+    labelled, and the probe's step ÷ this one (the fixed cost's share)."""
     probe = table[table["model"] == "probe"]
     probe_s = float(probe["step_s"].iloc[0]) if len(probe) else math.nan
     out = pd.DataFrame({"model": table["model"], "params": table["params"], "step_bytes": table["step_bytes"],
@@ -106,29 +91,30 @@ def efficiency_frame(table, bandwidth: float):
     return out.sort_values("step_bytes", ignore_index=True)
 
 
-# ============================================================================ figures
+def _roof(ax, peak: float, bandwidth: float, xs: Sequence[float], label: str, digits: int = 1) -> None:
+    """The roof log–log over xs and the ridge (each side ×4), the ridge marked."""
+    import numpy as np
+
+    ridge = ridge_point(peak, bandwidth)
+    grid = np.geomspace(min([*xs, ridge]) / 4, max([*xs, ridge]) * 4, 200)
+    ax.loglog(grid, [attainable_flops(x, peak, bandwidth) for x in grid], color="black", lw=2, label=label)
+    ax.axvline(ridge, color="grey", ls=":", lw=1)
+    ax.annotate(f"ridge {ridge:,.{digits}f} FLOP/B", (ridge, peak), textcoords="offset points", xytext=(4, -14),
+                fontsize=8, color="grey")
+    ax.set_xlabel("arithmetic intensity (FLOP per byte moved)")
+    ax.grid(True, which="both", alpha=0.2)
+
 
 def roofline_figure(peak_flops: float, bandwidth: float, points: Sequence[RooflinePoint], source: Any,
                     dtype: str = "", title: str | None = None):
-    """The roofline (log–log) with measured points: prefill as circles, decode (batch 1) as triangles,
-    batched decode as squares; the first and last point of each kind labelled. A point with no finite,
-    positive intensity or rate is left out; with no roof to draw, a note says so."""
-    import numpy as np
-
+    """The roofline (log–log) with the measured points by kind; points that are not finite and positive left out."""
     title = title or "Roofline of this device, measured"
-    ridge = ridge_point(peak_flops, bandwidth)
-    if not _finite(peak_flops, bandwidth, ridge):
+    if not _finite(peak_flops, bandwidth, ridge_point(peak_flops, bandwidth)):
         return plots.note_figure(source, title, "no finite, positive bandwidth and peak were measured")
     points = [p for p in points if _finite(p.intensity, p.achieved_flops)]
-    xs = [p.intensity for p in points] or [ridge]
-    lo, hi = min(min(xs), ridge) / 4, max(max(xs), ridge) * 4
-    grid = np.logspace(np.log10(lo), np.log10(hi), 200)
     fig, ax = plots.figure(width=8, height=5)
-    ax.loglog(grid, [attainable_flops(x, peak_flops, bandwidth) for x in grid], color="black", lw=2,
-              label=f"roof: {bandwidth / 1e9:,.1f} GB/s (read) × intensity, capped at {peak_flops / 1e12:,.2f} TFLOP/s {dtype}")
-    ax.axvline(ridge, color="grey", ls=":", lw=1)
-    ax.annotate(f"ridge {ridge:,.1f} FLOP/B", (ridge, peak_flops), textcoords="offset points", xytext=(4, -14),
-                fontsize=8, color="grey")
+    _roof(ax, peak_flops, bandwidth, [p.intensity for p in points],
+          f"roof: {bandwidth / 1e9:,.1f} GB/s (read) × intensity, capped at {peak_flops / 1e12:,.2f} TFLOP/s {dtype}")
     styles = {"prefill": ("o", "tab:orange"), "decode": ("^", "tab:blue"), "decode, batched": ("s", "tab:green")}
     for kind, (marker, color) in styles.items():
         pts = [p for p in points if p.kind == kind]
@@ -138,19 +124,15 @@ def roofline_figure(peak_flops: float, bandwidth: float, points: Sequence[Roofli
             for p in ((pts[0], pts[-1]) if kind == "prefill" else (pts[-1],)):
                 ax.annotate(p.label, (p.intensity, p.achieved_flops), textcoords="offset points", xytext=(4, 4),
                             fontsize=7, color=color)
-    ax.set(xlabel="arithmetic intensity (FLOP per byte moved)", ylabel="FLOP/s achieved", title=title)
-    ax.grid(True, which="both", alpha=0.2)
+    ax.set(ylabel="FLOP/s achieved", title=title)
     ax.legend(fontsize=8, loc="lower right")
     return plots.finish(fig, source)
 
 
 @plots.notes_when_empty('Prefill throughput against prompt length')
 def prefill_figure(df, model, dtype: str, peak_flops: float, source: Any):
-    """Prefill time (left, log–log) and the FLOP/s it achieves (right, against the measured peak) by
-    prompt length; df has columns tokens, ttft_s, oom (helpers.measure.sweeps.ttft_sweep). Rows whose time
-    is not finite and positive are left out."""
-    ok = df[~df["oom"]]
-    ok = ok[[_finite(float(t)) for t in ok["ttft_s"]]]
+    """Prefill time (left) and the FLOP/s it achieves against the measured peak (right) by prompt length."""
+    ok = df[[not oom and _finite(float(t)) for oom, t in zip(df["oom"], df["ttft_s"])]]
     if not len(ok):
         return plots.note_figure(source, "Prefill throughput against prompt length", "no positive prefill time")
     achieved = [forward_cost(model, int(n)).flops / t for n, t in zip(ok["tokens"], ok["ttft_s"])]
@@ -168,17 +150,13 @@ def prefill_figure(df, model, dtype: str, peak_flops: float, source: Any):
 
 @plots.notes_when_empty('Decode efficiency')
 def efficiency_figure(df, source: Any):
-    """Each model's measured decode step beside its memory floor and the fixed-cost probe's step (df:
-    efficiency_frame), log scale since the sizes differ by orders of magnitude; each bar annotated with
-    step ÷ floor. Rows whose times are not finite and positive are left out."""
+    """Each model's decode step beside its memory floor and the probe's step (log scale), annotated."""
     ok = df[[_finite(float(s), float(f)) for s, f in zip(df["step_s"], df["floor_s"])]]
     if not len(ok):
         return plots.note_figure(source, "Decode step against its memory-bound floor", "no positive step and floor")
     probe = ok[ok["model"] == "probe"]
     fig, ax = plots.figure(width=8, height=4)
-    names = list(ok["model"])
-    y = range(len(names))
-    step, floor = ok["step_s"] * 1e3, ok["floor_s"] * 1e3
+    y, step, floor = range(len(ok)), ok["step_s"] * 1e3, ok["floor_s"] * 1e3
     ax.barh(y, step, color="#ddd", label="measured step")
     ax.barh(y, floor, color="tab:blue", height=0.5, label="memory floor (bytes ÷ read bandwidth)")
     if len(probe):
@@ -187,7 +165,7 @@ def efficiency_figure(df, source: Any):
     for i, (m, f, r) in enumerate(zip(step, floor, ok["step ÷ floor"])):
         ax.annotate(f"{m:,.2f} ms · floor {f:,.3f} ms · step ÷ floor {r:,.2f}", (m, i), textcoords="offset points",
                     xytext=(4, -3), fontsize=8)
-    ax.set_yticks(list(y), names)
+    ax.set_yticks(list(y), list(ok["model"]))
     ax.set_xscale("log")
     ax.set_xlim(float(min(floor.min(), step.min())) / 3, float(step.max()) * 60)
     ax.set(xlabel="ms per decode step (batch 1)", title="Decode step against its memory-bound floor")
@@ -195,21 +173,83 @@ def efficiency_figure(df, source: Any):
     return plots.finish(fig, source)
 
 
+# ============================================================================ decode's intensity against batch
+
+def intensity_figure(df, model_name: str, dtype: str):
+    """Intensity against batch (log–log), one colour per context, hollow past the largest batch that fits."""
+    fig, ax = plots.figure(width=8, height=4.6)
+    colours = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple"]
+    first = df[df["context"] == df["context"].iloc[0]]
+    ax.loglog(first["batch"], first["intensity_weights_only"], ls="--", color="grey", lw=1.5,
+              label="weights only (no KV cache)")
+    for colour, (context, d) in zip(colours, df.groupby("context", sort=True)):
+        fits, over = d[d["fits"]], d[~d["fits"]]
+        ax.loglog(d["batch"], d["intensity_with_kv"], color=colour, lw=1.5, label=f"with the KV cache, {context:,} tokens")
+        ax.scatter(fits["batch"], fits["intensity_with_kv"], color=colour, s=14, zorder=3)
+        ax.scatter(over["batch"], over["intensity_with_kv"], facecolors="none", edgecolors=colour, s=14, zorder=3)
+        top = d[d["batch"] == d["max_batch"]]
+        if len(top):
+            ax.annotate(f"largest batch that fits: {int(top['batch'].iloc[0]):,}",
+                        (top["batch"].iloc[0], top["intensity_with_kv"].iloc[0]), textcoords="offset points",
+                        xytext=(4, -10), fontsize=7, color=colour)
+    ridge, gpu = float(df["ridge"].iloc[0]), df["gpu"].iloc[0]
+    ax.axhline(ridge, color="black", lw=1)
+    ax.annotate(f"{gpu} ridge {ridge:,.0f} FLOP/B (datasheet)", (1, ridge), textcoords="offset points",
+                xytext=(2, 4), fontsize=8)
+    ax.set_xlabel("batch (sequences decoded together)")
+    ax.set(ylabel="FLOP per byte moved", title=f"Decode's arithmetic intensity against batch: {model_name}, {dtype}")
+    ax.grid(True, which="both", alpha=0.2)
+    ax.legend(fontsize=8, loc="upper left")
+    return plots.finish(fig, f"computed from {model_name} config.json, {dtype} weights and KV cache · {gpu} "
+                             "figures from the GPU catalog (helpers/data/gpus.csv) · hollow: does not fit")
+
+
+def point_figure(p: IntensityPoint, dtype: str = "bf16"):
+    """The GPU's roofline with one decode step on it (decode_intensity.point), weights only and with the cache."""
+    fig, ax = plots.figure(width=8, height=4.6)
+    _roof(ax, p.peak_flops, p.bandwidth, [p.intensity_with_kv, p.intensity_weights_only, p.limit_with_kv],
+          f"{p.gpu} roof (datasheet, dense {dtype})", digits=0)
+    ax.axvline(p.limit_with_kv, color=plots.COMPUTED, ls=":", lw=1.5,
+               label=f"the cache's limit at {p.context:,} tokens: {p.limit_with_kv:,.1f} FLOP/B (any batch)")
+    for x, style, what in ((p.intensity_weights_only, dict(marker="s", color="grey"), "weights only"),
+                           (p.intensity_with_kv, dict(marker="o", color=plots.COMPUTED), "with the KV cache")):
+        y = attainable_flops(x, p.peak_flops, p.bandwidth)
+        face = style["color"] if (p.fits or what == "weights only") else "none"
+        ax.scatter([x], [y], s=60, zorder=3, marker=style["marker"], facecolors=face, edgecolors=style["color"],
+                   label=f"batch {p.batch:,}, {what}: {x:,.1f} FLOP/B")
+    ax.set(ylabel="attainable FLOP/s")
+    ax.set_title(f"{p.model} decode, batch {p.batch:,} × {p.context:,} tokens (at most {p.max_batch:,} fit): "
+                 f"intensity ÷ ridge {p.intensity_with_kv / p.ridge:,.2f}", fontsize=10)
+    ax.legend(fontsize=8, loc="lower right")
+    return plots.finish(fig, f"computed from {p.model} config.json, {dtype} · {p.gpu}: helpers/data/gpus.csv · "
+                             "hollow: the batch does not fit")
+
+
+def summary_frame(summaries: list[IntensitySummary]):
+    """Per context (decode_intensity.summary): the largest batch that fits, its intensity, the cache's limit ÷ the ridge."""
+    frame = pd.DataFrame([{"context": s.context, "largest batch that fits": s.max_batch,
+                           "FLOP/B at that batch": s.intensity_at_max_batch, "the cache's limit (FLOP/B)": s.limit_with_kv,
+                           "ridge (FLOP/B)": s.ridge} for s in summaries])
+    return regime.ratio_columns(frame, "the cache's limit (FLOP/B)", "ridge (FLOP/B)", "limit ÷ ridge")
+
+
+def point_frame(p: IntensityPoint):
+    """One decode step (decode_intensity.point) as a row: its intensities and each ÷ the ridge, labelled."""
+    r, label = regime.against(p.intensity_with_kv, p.ridge)
+    return pd.DataFrame([{"model": p.model, "GPU": p.gpu, "batch": p.batch, "context": p.context,
+                          "FLOP/B with the cache": p.intensity_with_kv, "FLOP/B, weights only": p.intensity_weights_only,
+                          "ridge (FLOP/B)": p.ridge, "with the cache ÷ ridge": r, "label": label,
+                          "the cache's limit ÷ ridge": regime.ratio(p.limit_with_kv, p.ridge),
+                          "largest batch that fits": p.max_batch}])
+
+
 # ============================================================================ the machine that measured
 
 def last_cache_of(run=None) -> int | None:
-    """The last-level cache of the machine that measured `run` (a helpers.present.replay.Measured): this
-    machine's (helpers.measure.microbench) when measured here; when replayed, the record's own, from the
-    caches its 10/staircase recording holds (None when the record has none)."""
+    """The last-level cache of the machine that measured `run` (replay.Measured): this one's, or the record's."""
     from ..measure.microbench import last_level_cache_bytes
 
-    if run is None or not getattr(run, "replayed", False):
+    if run is None or not run.replayed:
         return last_level_cache_bytes()
-    from . import replay
-
-    folder = replay.RESULTS / str(run.recorded.get("record", ""))
-    got = replay.load("10/staircase", [folder])
-    if isinstance(got, str):
-        return None
-    value, _ = got
-    return last_level_cache_bytes(value.get("caches") or []) if isinstance(value, dict) else None
+    got = replay.load("10/staircase", [replay.RESULTS / str(run.recorded.get("record", ""))])
+    return None if isinstance(got, str) or not isinstance(got[0], dict) else last_level_cache_bytes(got[0].get("caches") or [])

@@ -1,7 +1,5 @@
-"""How long each notebook takes, from records, never typed: `make record-times` writes
-`workshop/results/<record>/run_times.json` (a first run, then a cached one), `make record-replay` the replay
-mode's beside its recordings. A notebook's header says them (`header`); scripts/notebooks.py and
-scripts/agenda.py read the same records.
+"""How long each notebook takes, from records (`make record-times`, `make record-replay`), never typed: the
+headers' table (`header`); scripts/notebooks.py and scripts/agenda.py read the same records.
 """
 from __future__ import annotations
 
@@ -15,8 +13,7 @@ from ..records import RESULTS
 
 @dataclass(frozen=True)
 class RunTimes:
-    """One record's `make run` on the default profile: seconds per notebook and per section, first (nothing
-    cached; a record may keep only some notebooks of it) and cached, and replay mode's seconds per notebook."""
+    """One record's run: seconds per notebook, first and cached, and in replay mode."""
 
     first: dict[str, dict]
     cached: dict[str, dict]
@@ -46,20 +43,15 @@ class RunTimes:
         return self.measured["device"]["kind"] == "cuda"
 
     def notebook_seconds(self, number: str, which: str = "cached") -> float | None:
-        nb = self._nb(number, which)
-        return None if nb is None else float(nb["seconds"])
+        runs = self.first if which == "first" else self.cached
+        return next((float(v["seconds"]) for k, v in runs.items() if k.startswith(number + "_")), None)
 
     def replay_seconds(self, number: str) -> float | None:
         return next((float(v) for k, v in (self.replay or {}).items() if k.startswith(number + "_")), None)
 
-    def _nb(self, number: str, which: str) -> dict | None:
-        runs = self.first if which == "first" else self.cached
-        return next((v for k, v in runs.items() if k.startswith(number + "_")), None)
-
 
 def run_times(results: Path = RESULTS) -> list[RunTimes]:
-    """Every record's run times (run_times.json in a record folder), GPUs first, then by record name; an
-    unreadable one is left out."""
+    """Every record's run times, GPUs first, then by record name; an unreadable one left out."""
     replayed = {p.parent.parent: d.get("notebooks") for p, d in records.each("*/replay/run_times.json",
                                                                              "replay-run-times", results)}
     found = []
@@ -77,8 +69,7 @@ def seconds(s: float) -> str:
 
 
 def header(number: str, results: Path = RESULTS, indent: str = "    ") -> str:
-    """A notebook's run times from every committed record as a markdown table (cached, first, replay mode; "–"
-    where none), GPU records first; each line after the first starts with `indent` (the f-string's)."""
+    """A notebook's run times from every record as a markdown table, each line after the first indented."""
     rows = []
     for t in run_times(results):
         cells = [t.notebook_seconds(number), t.notebook_seconds(number, "first"), t.replay_seconds(number)]

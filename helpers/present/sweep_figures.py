@@ -1,9 +1,8 @@
 """Figures and tables of notebook 01's sweeps (helpers.measure.sweeps) and serving comparison (helpers.serving):
-measured points beside the formula or fitted law, the out-of-memory point marked; each table's result beside
-what it is read against, with their ratio and label (helpers.formulas.regime), "–" where nothing ran.
-"""
+measured points beside the formula or fitted law; each result beside its reference with their ratio and label."""
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, Sequence
 
 import pandas as pd
@@ -16,21 +15,18 @@ from . import plots
 @plots.notes_when_empty('Memory grows with every token')
 def memory_figure(df, loaded, spec=None, dtype: str | None = None):
     """Measured cache bytes (points) and the formula (line) against tokens; CUDA peak when measured."""
-    spec = spec or loaded.spec
-    dtype = dtype or loaded.dtype
+    spec, dtype = spec or loaded.spec, dtype or loaded.dtype
     ok, fig, ax = _sweep_axes(df, "tokens", loaded)
     if ax is None:
         return fig
     xs = list(range(int(ok["tokens"].min()), int(ok["tokens"].max()) + 1, max(1, int(ok["tokens"].max()) // 200)))
-    top = max(float(ok["cache_bytes"].max()), float(ok["peak_above_weights_bytes"].astype(float).max())
-              if ok["peak_above_weights_bytes"].notna().any() else 0.0)
-    div, unit = plots.byte_unit(top)
+    peak = ok["peak_above_weights_bytes"].astype(float)
+    div, unit = plots.byte_unit(max(float(ok["cache_bytes"].max()), peak.max() if peak.notna().any() else 0.0))
     line = [kv_cache_bytes(spec, x, 1, dtype, window_slots=cache_window_slots(spec)) / div for x in xs]
     ax.plot(xs, line, color=plots.COMPUTED, lw=1.5, label="formula: tokens × 2 × layers × kv_heads × head_dim × bytes")
     ax.scatter(ok["tokens"], ok["cache_bytes"] / div, color=plots.MEASURED, zorder=3, label="measured cache tensors")
-    if ok["peak_above_weights_bytes"].notna().any():
-        ax.scatter(ok["tokens"], ok["peak_above_weights_bytes"].astype(float) / div, color=plots.MEASURED, marker="x",
-                   label="CUDA allocator peak above the weights (measured)")
+    if peak.notna().any():
+        ax.scatter(ok["tokens"], peak / div, color=plots.MEASURED, marker="x", label="CUDA allocator peak above the weights (measured)")
     _mark_oom(ax, df, "tokens")
     ax.set_ylim(bottom=0)
     ax.set(xlabel="tokens in the sequence", ylabel=plots.byte_label(unit, "KV cache"), title="Memory grows with every token")
@@ -63,10 +59,8 @@ def _mark_oom(ax, df, key: str) -> None:
 
 
 @plots.notes_when_empty('Time to first token against prompt length')
-def ttft_figure(df, fit, loaded, what: str = "time to first token", guides: bool = True):
-    """TTFT medians (with p90 bars) against prompt length, the fitted law (`fit`, a helpers.measure.growth.GrowthFit,
-    or None) through them; log–log. With
-    `guides`, slope 1 (t ∝ n) and slope 2 (t ∝ n²) through the longest measured point (slope_guides)."""
+def ttft_figure(df, fit, loaded):
+    """TTFT medians (p90 bars) against prompt length, log–log, with the fitted law (growth.GrowthFit or None) and slopes 1 and 2."""
     import numpy as np
 
     ok, fig, ax = _medians_axes(df, "tokens", "ttft_s", "ttft_p90_s", loaded, fmt="o", color=plots.MEASURED,
@@ -77,67 +71,50 @@ def ttft_figure(df, fit, loaded, what: str = "time to first token", guides: bool
         xs = np.geomspace(ok["tokens"].min(), ok["tokens"].max(), 100)
         ax.plot(xs, [fit.predict(x) * 1e3 for x in xs], color=plots.FIT, lw=1,
                 label=f"fit: a + b·n + c·n²  (exponent {fit.exponent:.2f} at {fit.n_max:,})")
-    if guides and len(ok) >= 2:
-        slope_guides(ax, ok["tokens"], float(ok["tokens"].iloc[-1]), float(ok["ttft_s"].iloc[-1]) * 1e3)
+    if len(ok) >= 2:
+        _slope_guides(ax, float(ok["tokens"].min()), float(ok["tokens"].iloc[-1]), float(ok["ttft_s"].iloc[-1]) * 1e3)
     _mark_oom(ax, df, "tokens")
     plots.log_axis(ax, "x", ticks=df["tokens"])
     if (ok["ttft_s"] > 0).any():            # a log axis needs a positive time (a timer that saw nothing has none)
         plots.log_axis(ax, "y")
-    ax.set(xlabel="prompt tokens", ylabel="ms", title=f"{what[0].upper() + what[1:]} against the prompt")
+    ax.set(xlabel="prompt tokens", ylabel="ms", title="Time to first token against the prompt")
     ax.legend(fontsize=8)
     return plots.finish(fig, loaded)
 
 
-def slope_guides(ax, xs, x1: float, y1: float, slopes: Sequence[int] = (1, 2),
-                 doublings: int = 3) -> list[tuple[float, float, float, float]]:
-    """Reference lines of a log–log plot ending at (x1, y1), the longest point: y = y1·(x/x1)^k from
-    x1 ÷ 2^doublings (or the smallest of `xs`, if later) up to x1, one per slope k, dotted, labelled at their
-    left end ('slope 1') and in the legend ('slope 1: ∝ n, linear'), so the measured curve's slope there reads
-    against them. Returns each line's (x0, y0, x1, y1)."""
-    lo = max(float(min(xs)), x1 / 2**doublings)
-    names = {1: "∝ n, linear", 2: "∝ n², quadratic"}
-    ends = []
-    for k, ls in zip(slopes, (":", "-.", "--")):
+def _slope_guides(ax, x_min: float, x1: float, y1: float) -> None:
+    """y = y1·(x/x1)^k for k = 1, 2 from x1 ÷ 8 (or x_min) to the longest point (x1, y1), labelled."""
+    lo = max(x_min, x1 / 8)
+    for k, ls, name in ((1, ":", "∝ n, linear"), (2, "-.", "∝ n², quadratic")):
         y0 = y1 * (lo / x1) ** k
-        ax.plot((lo, x1), (y0, y1), color=plots.GUIDE, ls=ls, lw=1.2,
-                label=f"slope {k} through the longest prompt: {names.get(k, f'∝ n^{k}')}")
+        ax.plot((lo, x1), (y0, y1), color=plots.GUIDE, ls=ls, lw=1.2, label=f"slope {k} through the longest prompt: {name}")
         ax.annotate(f"slope {k}", (lo, y0), textcoords="offset points", xytext=(-4, 0), ha="right", va="center",
                     fontsize=8, color=plots.GUIDE)
-        ends.append((lo, y0, x1, y1))
-    return ends
 
 
 @plots.notes_when_empty('Requests over time')
 def timeline_figure(results: Sequence, source: Any):
-    """A Gantt chart per serving mode: for each request, waiting (grey), prefill up to its first token
-    (orange), decoding up to its last token (blue), and in a static batch the time its row is held
-    without producing anything until the batch ends (hatched), on one time axis. `results`: one
-    helpers.serving.naive.ServeResult per mode."""
+    """A Gantt chart per serving mode (naive.ServeResult): each request waiting, in prefill, decoding, held idle."""
+    from matplotlib.patches import Patch
+
+    phases = {"waiting": dict(color=plots.WAITING), "prefill → first token": dict(color=plots.PREFILL),
+              "decode → last token": dict(color=plots.DECODE),
+              "row held, idle (static batch)": dict(facecolor="white", hatch="////", edgecolor=plots.IDLE)}
     fig, axes = plots.figure(nrows=len(results), width=8, height=2.4, sharex=True, squeeze=False)
     for ax, res in zip(axes[:, 0], results):
-        batch_end = max(t.finish_s for t in res.timings)
-        together = len({t.start_s for t in res.timings}) == 1 and len(res.timings) > 1
-        for k, t in enumerate(sorted(res.timings, key=lambda t: t.rid)):
-            ax.barh(k, t.start_s, color=plots.WAITING, height=0.6)
-            ax.barh(k, t.first_token_s - t.start_s, left=t.start_s, color=plots.PREFILL, height=0.6)
-            ax.barh(k, t.finish_s - t.first_token_s, left=t.first_token_s, color=plots.DECODE, height=0.6)
-            if together and batch_end > t.finish_s:
-                ax.barh(k, batch_end - t.finish_s, left=t.finish_s, color="white", hatch="////",
-                        edgecolor=plots.IDLE, height=0.6, lw=0)
-        ax.set_yticks(range(len(res.timings)), [f"req {t.rid}" for t in sorted(res.timings, key=lambda t: t.rid)],
-                      fontsize=7)
+        timings = sorted(res.timings, key=lambda t: t.rid)
+        batch_end = max(t.finish_s for t in timings)
+        together = len({t.start_s for t in timings}) == 1 and len(timings) > 1
+        for k, t in enumerate(timings):
+            ends = (0, t.start_s, t.first_token_s, t.finish_s, batch_end if together else t.finish_s)
+            for a, b, style in zip(ends, ends[1:], phases.values()):
+                ax.barh(k, b - a, left=a, height=0.6, lw=0, **style)
+        ax.set_yticks(range(len(timings)), [f"req {t.rid}" for t in timings], fontsize=7)
         ax.invert_yaxis()
         ax.set_title(f"{res.mode}: {res.new_tokens} tokens in {res.wall_s:,.2f} s = {res.tokens_per_s:,.0f} tokens/s, "
                      f"{res.forward_calls} forward calls", fontsize=9)
-    from matplotlib.patches import Patch
-
     fastest = min(range(len(results)), key=lambda i: results[i].wall_s)  # its panel has room on the right
-    axes[fastest, 0].legend(handles=[Patch(color=plots.WAITING, label="waiting"),
-                                     Patch(color=plots.PREFILL, label="prefill → first token"),
-                                     Patch(color=plots.DECODE, label="decode → last token"),
-                                     Patch(facecolor="white", hatch="////", edgecolor=plots.IDLE,
-                                           label="row held, idle (static batch)")],
-                            fontsize=7, loc="center right")
+    axes[fastest, 0].legend(handles=[Patch(label=n, **st) for n, st in phases.items()], fontsize=7, loc="center right")
     axes[-1, 0].set_xlabel("seconds after all requests arrived")
     return plots.finish(fig, source, title="The same requests served one after another, then together")
 
@@ -163,10 +140,8 @@ def itl_figure(df, loaded, floor_fn: Callable[[int], float] | None = None):
 
 @plots.notes_when_empty('Memory and speed against concurrent users')
 def users_figure(df, loaded, total_memory: int | None = None, weight_bytes: int | None = None, budget=None):
-    """Cache bytes (measured and formula) and, on CUDA, the allocator's peak against concurrent sequences,
-    log–log; the device's memory less the weights as a line; the out-of-memory point marked. With `budget`
-    (helpers.measure.growth.BudgetFit) the budget as a line, the users that fit in it marked (the measured
-    line carried on, dotted, when they are more than the sweep ran) and the count in the title."""
+    """Cache bytes (measured, formula, CUDA peak) against concurrent sequences, log–log, the out-of-memory
+    point marked; with `budget` (growth.BudgetFit) the budget and the users that fit in it."""
     from ..formulas.units import fmt_iec
     ok, fig, ax = _sweep_axes(df, "batch", loaded)
     if ax is None:
@@ -208,53 +183,32 @@ def users_figure(df, loaded, total_memory: int | None = None, weight_bytes: int 
 # ----------------------------------------------------------------------------- notebook 01's tables
 
 def _ms(seconds) -> float:
-    """Seconds as milliseconds; nan for what is not a finite number."""
-    import math
-
-    try:
-        v = float(seconds)
-    except (TypeError, ValueError):
-        return math.nan
-    return v * 1e3 if math.isfinite(v) else math.nan
+    """Seconds as milliseconds; nan for None."""
+    return math.nan if seconds is None else float(seconds) * 1e3
 
 
 def growth_table(fit, doubling, spec, gpu_floors: dict | None = None, gpu_model=None, gpu_name: str = ""):
-    """How the TTFT grows: a row for the fitted law (growth.GrowthFit), one for the last doubling measured, and
-    with `gpu_floors` ({tokens: seconds} of `gpu_model` on `gpu_name`) one computed row; each with attention's
-    share of the prefill's FLOPs at its longer length (helpers.formulas.compute_share), "–" where none."""
-    import math
-
+    """How the TTFT grows: the fitted law, the last doubling measured and, with `gpu_floors`, the GPU's;
+    each with attention's share of the prefill's FLOPs (helpers.formulas.compute_share)."""
     from ..formulas.compute_share import flop_terms
     from ..measure.growth import local_exponent
 
-    def attention_pct(model, n):
-        if not n:
-            return math.nan
-        t = flop_terms(model, int(n))
-        return 100 * t.attention_context / t.total
+    def row(what, n0, n1, ratio, exponent, model, **more):
+        t = flop_terms(model, int(n1))
+        return {"what": what, "from (tokens)": n0, "to (tokens)": n1, "time ratio": ratio, "exponent": exponent,
+                **more, "attention's FLOPs at 'to' (%)": 100 * t.attention_context / t.total}
 
-    rows = []
-    if fit is not None:
-        half = fit.n_max // 2
-        rows.append({"what": "this run: the fitted law a + b·n + c·n²", "from (tokens)": half, "to (tokens)": fit.n_max,
-                     "time ratio": regime.ratio(fit.predict(fit.n_max), fit.predict(half)), "exponent": fit.exponent,
-                     "n² term at 'to' (%)": 100 * fit.quadratic_share,
-                     f"constant at {fit.n_min:,} tokens (%)": 100 * fit.fixed_share,
-                     "attention's FLOPs at 'to' (%)": attention_pct(spec, fit.n_max)})
-    else:
-        rows.append({"what": "this run: the fitted law a + b·n + c·n² (fewer than two positive times: no fit)"})
-    if doubling is not None:
-        rows.append({"what": "this run: the last doubling, measured", "from (tokens)": doubling.n0,
-                     "to (tokens)": doubling.n1, "time ratio": doubling.ratio, "exponent": doubling.exponent,
-                     "attention's FLOPs at 'to' (%)": attention_pct(spec, doubling.n1)})
-    else:
-        rows.append({"what": "this run: the last doubling, measured (no prompt ran beside its half in a positive time)"})
+    law, last_doubling = "this run: the fitted law a + b·n + c·n²", "this run: the last doubling, measured"
+    rows = [row(law, fit.n_max // 2, fit.n_max, regime.ratio(fit.predict(fit.n_max), fit.predict(fit.n_max // 2)),
+                fit.exponent, spec, **{"n² term at 'to' (%)": 100 * fit.quadratic_share,
+                                       f"constant at {fit.n_min:,} tokens (%)": 100 * fit.fixed_share})
+            if fit is not None else {"what": f"{law} (fewer than two positive times: no fit)"},
+            row(last_doubling, doubling.n0, doubling.n1, doubling.ratio, doubling.exponent, spec) if doubling is not None
+            else {"what": f"{last_doubling} (no prompt ran beside its half in a positive time)"}]
     if gpu_floors and len(gpu_floors) >= 2:
-        n0, n1 = sorted(gpu_floors)[-2:]
-        t0, t1 = gpu_floors[n0], gpu_floors[n1]
-        rows.append({"what": f"{gpu_model} on an {gpu_name}: the planner's floor, computed", "from (tokens)": n0,
-                     "to (tokens)": n1, "time ratio": regime.ratio(t1, t0), "exponent": local_exponent(n0, t0, n1, t1),
-                     "attention's FLOPs at 'to' (%)": attention_pct(gpu_model, n1)})
+        (n0, t0), (n1, t1) = sorted(gpu_floors.items())[-2:]
+        rows.append(row(f"{gpu_model} on an {gpu_name}: the planner's floor, computed", n0, n1, regime.ratio(t1, t0),
+                        local_exponent(n0, t0, n1, t1), gpu_model))
     first = ["what", "from (tokens)", "to (tokens)", "time ratio", "exponent", "n² term at 'to' (%)"]
     last = "attention's FLOPs at 'to' (%)"
     frame = pd.DataFrame(rows)
@@ -263,10 +217,8 @@ def growth_table(fit, doubling, spec, gpu_floors: dict | None = None, gpu_model=
 
 
 def itl_table(itl, spec, dtype: str, gpu_floor=None, gpu_column: str = ""):
-    """The ITL sweep beside the bytes each step reads: per context that ran, the median step (ms), the bytes
-    a decode step reads (helpers.formulas.stepcost.decode_cost, weights + cache), each against the shortest
-    context's, and the step's growth ÷ the bytes' growth with its label (at: the step grows with its bytes).
-    `gpu_floor(context)` (seconds), when given, adds the computed floor at the same context as `gpu_column`."""
+    """The median step per context beside the bytes it reads (stepcost.decode_cost), each ÷ the first, their
+    ratio labelled; `gpu_floor(context)` (seconds) adds the GPU's floor as `gpu_column`."""
     from ..formulas.stepcost import decode_cost
 
     ok = itl[~itl["oom"]] if "oom" in itl else itl
@@ -284,9 +236,8 @@ def itl_table(itl, spec, dtype: str, gpu_floor=None, gpu_column: str = ""):
     return frame
 
 
-def batching_table(latency) -> "object":
-    """What batching changes, per figure (helpers.serving.naive.LatencyCost of each mode): one after another,
-    together, together ÷ one after another and its label. Empty when a mode did not run."""
+def batching_table(latency):
+    """What batching changes per figure (naive.LatencyCost of each mode), together ÷ one after another; empty when a mode did not run."""
     if len(latency) < 2:
         return pd.DataFrame({"figure": []})
     one, together = latency[0], latency[1]
@@ -298,9 +249,8 @@ def batching_table(latency) -> "object":
     return regime.ratio_columns(frame, together.mode, one.mode, "together ÷ one after another")
 
 
-def same_tokens(comparison) -> "object":
-    """How many requests got the same greedy tokens in both serving modes, as one row (empty where a mode did not
-    run): requests, those that agree, and their share."""
+def same_tokens(comparison):
+    """Requests that got the same greedy tokens in both serving modes, and their share (empty when a mode did not run)."""
     seq, bat = comparison.sequential, comparison.batched
     if seq is None or bat is None:
         return pd.DataFrame({"requests": []})
@@ -309,52 +259,11 @@ def same_tokens(comparison) -> "object":
                           "share": regime.ratio(same, len(seq.timings))}])
 
 
-def budget_table(fit) -> "object":
-    """The users that fit a budget (helpers.measure.growth.BudgetFit) as one row: the budget, the measured cache
-    per sequence, the users that fit, the largest batch the sweep ran and users ÷ that batch with its label
-    (above: the count carries the measured line past the sweep)."""
+def budget_table(fit):
+    """The users that fit a budget (growth.BudgetFit) as one row, ÷ the largest batch the sweep ran."""
     if fit is None:
         return pd.DataFrame({"budget (bytes)": []})
     frame = pd.DataFrame([{"budget (bytes)": int(fit.budget_bytes), "tokens per sequence": fit.context,
                            "cache per sequence (bytes, measured)": fit.per_sequence_bytes, "users that fit": fit.users,
                            "largest batch measured": fit.largest_batch}])
     return regime.ratio_columns(frame, "users that fit", "largest batch measured", "users ÷ largest batch")
-
-
-def gpu_users_table(gpu: dict) -> "object":
-    """The users sweep on a GPU, computed (helpers.present.on_gpu.gpu_expectations' dict): the memory the GPU
-    reports, the weights, the cache per sequence, the sequences whose cache fits beside the weights, the
-    doubling sweep's first batch past them, and its first batch whose weights + cache + prefill activation
-    exceed the memory."""
-    per = gpu["kv_bytes_per_token"] * gpu["users_context"]
-    rows = [("memory as CUDA reports it (bytes)", gpu["memory_bytes"]), ("bf16 weights (bytes)", gpu["weight_bytes"]),
-            (f"cache per sequence of {gpu['users_context']:,} tokens (bytes)", per),
-            ("sequences whose cache fits beside the weights", gpu["users_fit"]),
-            ("the sweep's first batch past them", gpu["users_cache_oom_at"]),
-            ("first batch where weights + cache + prefill activation exceed the memory", gpu["users_oom_at"])]
-    return pd.DataFrame([{"quantity": q, "value": v} for q, v in rows]).astype({"value": "object"})
-
-
-def gpu_batch_table(batch: int, context: int = 1024):
-    """The planner's decode floor for the reference model on the reference GPU (helpers.present.on_gpu.gpu_plan)
-    at batch 1 and at `batch`, `context` tokens each: step floor (ms), what bounds it, tokens per second, the
-    weights' share of the bytes read; and batch ÷ batch 1 for each number."""
-    from ..formulas.stepcost import decode_cost
-    from .expected import REFERENCE_MODEL
-    from .on_gpu import gpu_plan
-
-    def row(b):
-        p = gpu_plan(context=context, batch=b)
-        cost = decode_cost(REFERENCE_MODEL, context, b, "bf16")
-        if not p.fits:
-            return {"batch": b, "fits": False}
-        return {"batch": b, "fits": True, "step floor (ms)": _ms(p.step_floor_s), "bound": p.bound,
-                "tokens/s": b / p.step_floor_s, "weights' share of the bytes (%)": 100 * cost.weight_read_bytes / cost.bytes}
-
-    one, many = row(1), row(batch)
-    frame = pd.DataFrame([one, many])
-    ratios = {"batch": regime.ratio(batch, 1), "fits": None}
-    for c in ("step floor (ms)", "tokens/s", "weights' share of the bytes (%)"):
-        ratios[c] = regime.ratio(many.get(c), one.get(c))
-    return pd.concat([frame, pd.DataFrame([ratios])], ignore_index=True).assign(
-        row=["batch 1", "your batch", "your batch ÷ batch 1"]).set_index("row").reset_index()
