@@ -1,6 +1,5 @@
 # LLM Inference at Scale — every target sets itself up: `make run` and `make test` work on a fresh clone.
 PY      := .venv/bin/python
-TEST_WORKERS ?= 2   # make test: pytest-xdist workers (tests mostly wait on subprocesses, servers and pages; each worker holds its own torch)
 export HF_HUB_DISABLE_TELEMETRY := 1
 export TOKENIZERS_PARALLELISM := false
 
@@ -18,8 +17,8 @@ run: setup setup-vllm ## run every notebook headless on the default profile: bui
 
 test: setup setup-vllm ## unit tests, every notebook in each regime (marimo) and in Jupyter (nbmake, replayed), browser tests; tiny profile, Hub off
 	@bash scripts/setup-system.sh
-	HF_HUB_OFFLINE=1 WORKSHOP_PROFILE=tiny $(PY) -m pytest tests -q -n $(TEST_WORKERS) --durations=15
-	HF_HUB_OFFLINE=1 WORKSHOP_PROFILE=tiny WORKSHOP_REPLAY=1 $(PY) -m pytest notebooks/colab --nbmake --nbmake-timeout=900 -q -n $(TEST_WORKERS) --durations=11
+	HF_HUB_OFFLINE=1 WORKSHOP_PROFILE=tiny $(PY) -m pytest tests -q --durations=15
+	HF_HUB_OFFLINE=1 WORKSHOP_PROFILE=tiny WORKSHOP_REPLAY=1 $(PY) -m pytest notebooks/colab --nbmake --nbmake-timeout=900 -q --durations=11
 
 test-fast: setup  ## unit tests only
 	HF_HUB_OFFLINE=1 WORKSHOP_PROFILE=tiny $(PY) -m pytest tests -q -m "not slow and not browser"
