@@ -5,6 +5,7 @@ status list, and the provenance a caption carries (machine, date, load).
 """
 from __future__ import annotations
 
+import ast
 import json
 import os
 import signal
@@ -15,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from .. import records
+from ..formulas.regime import against, ratio_columns
 from ..measure.hardware import measured_label, measured_on_of, measured_when
 from . import metrics
 
@@ -90,13 +92,9 @@ DEFAULT_SLO = metrics.SLO(1.0, 0.1)
 
 
 def slo_of(data: dict) -> metrics.SLO:
-    """The SLO a run was planned with (TTFT s, TPOT s); DEFAULT_SLO where the record holds none that reads."""
+    """The SLO a run was planned with (TTFT s, TPOT s; an older record's `slo_s`); DEFAULT_SLO where none ran."""
     got = (data.get("plan") or {}).get("slo") or data.get("slo_s")
-    try:
-        ttft, tpot = (float(x) for x in got)
-    except (TypeError, ValueError):
-        return DEFAULT_SLO
-    return metrics.SLO(ttft, tpot) if ttft > 0 and tpot > 0 else DEFAULT_SLO
+    return metrics.SLO(*got) if got else DEFAULT_SLO
 
 
 RUN_COLUMNS = ("configuration", "tool", "workload", "concurrency", "rate asked", "repeat", "trace", "achieved rate",
@@ -169,12 +167,9 @@ def goodput_table(levels):
 def ranking(levels, concurrency: int):
     """One closed-loop level's configurations by median output tok/s, highest first, each ÷ the highest
     with its label (a sorted table: what a ranking is)."""
-    from ..formulas.regime import ratio_columns
-
     t = levels[(levels["concurrency"] == concurrency) & levels["rate asked"].isna()]
-    t = t.sort_values("output tok/s", ascending=False, na_position="last")
-    top = t["output tok/s"].max() if len(t) else metrics.NAN
-    out = t[["configuration", "tool", "output tok/s", "output spread", "runs"]].assign(best=top)
+    out = t.sort_values("output tok/s", ascending=False)[["configuration", "tool", "output tok/s", "output spread", "runs"]]
+    out = out.assign(best=out["output tok/s"].max())
     return ratio_columns(out, "output tok/s", "best", "÷ best").drop(columns="best")
 
 
@@ -222,7 +217,6 @@ def status_markdown(data: dict, error: str | None = None) -> str:
     for s in data.get("skipped") or []:            # one line per reason, every configuration it keeps out
         why.setdefault(s["why"], []).append(s["name"])
     lines += [f"- {', '.join(names)}: not here — {w}" for w, names in why.items()]
-    lines += [f"- {r['name']}: removed from this record — {r['why']}" for r in data.get("removed") or []]
     if data.get("interrupted"):
         lines.append("- **interrupted**: the runs that finished are shown")
     if not any(c.get("runs") for c in data.get("configs") or []):
@@ -241,8 +235,6 @@ def _closed(levels, name: str):
 def batching_table(levels, off: str = BASELINE, on: str = BATCHING):
     """Continuous batching off against on at each closed-loop level both ran: output tok/s and mean ITL of
     each (medians of their runs), on ÷ off with its label."""
-    from ..formulas.regime import against
-
     a, b = _closed(levels, off), _closed(levels, on)
     rows = []
     for c in sorted(set(a.index) & set(b.index)):
@@ -260,8 +252,6 @@ def queue_table(levels, name: str = BASELINE):
     """One request at a time under a closed loop of c clients: by Little's law each request spends c service
     times in the server (c = throughput × time in system, one served at a time), so its TTFT is its own at
     concurrency 1 plus (c − 1) answers, E2E at 1 each. Measured against that, at each level above 1."""
-    from ..formulas.regime import against
-
     t = _closed(levels, name)
     rows = []
     if 1 in t.index:
@@ -278,8 +268,6 @@ def queue_table(levels, name: str = BASELINE):
 def client_source(name: str = "stream_one") -> str:
     """The source of one function of servebench/client.py, read as text (helpers never imports servebench):
     the lesson notebook 08 shows; "" when the file is not here."""
-    import ast
-
     path = ROOT / "servebench" / "client.py"
     try:
         text = path.read_text()
