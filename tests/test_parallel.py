@@ -199,9 +199,6 @@ def test_busiest_gpu_experts_by_hand():
     assert busiest_gpu_experts(256, 8, 1, 1) == pytest.approx(8)            # one GPU holds all 8
     assert busiest_gpu_experts(256, 8, 8, 10**6) == 32                      # every expert touched
     assert busiest_gpu_experts(10, 3, 4, 1) <= 3                            # uneven blocks (3, 3, 2, 2)
-    for bad in ((8, 9, 2, 1), (8, 2, 9, 1), (8, 2, 2, 0)):
-        with pytest.raises(ValueError):
-            busiest_gpu_experts(*bad)
 
 
 def test_moe_all_to_all_share_waits_for_the_busiest_gpu():
@@ -340,7 +337,5 @@ def test_tp_scaling_refuses_what_it_used_to_skip():
         tp_scaling(M7, "H100 SXM", counts=4)
     with pytest.raises(ValueError, match="no tensor-parallel degree"):
         tp_scaling(M7, "H100 SXM", batch=10**6)            # fits at no count
-    with pytest.raises(ValueError, match="gain"):
-        flattens_at(tp_scaling(M7, "H100 SXM"), gain=float("nan"))
     with pytest.raises(ValueError, match="batch"):
         parallel_step(M7, "H100 SXM", batch=8.5)           # was "does not split into 1 equal micro-batches"

@@ -22,16 +22,16 @@ from . import metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS_DIR = ROOT / "build" / "engines"
-RECORD = records.RESULTS / "cpu-intel-xeon" / "engines.json"    # the committed record when no other is found
+RECORD = records.RESULTS / "cpu-intel-xeon" / "engines.json"    # the committed record
 STOP_S = 20.0                 # a Ctrl-C of the notebook: how long the benchmark is given to end its servers
 
 
-def _servebench(*args: str, capture: bool) -> subprocess.CompletedProcess:
+def _servebench(*args: str) -> subprocess.CompletedProcess:
     """`python -m servebench ARGS` in a process of its own; a KeyboardInterrupt here (the notebook's Stop)
     is passed on to it as SIGINT, and it is killed if it has not ended within STOP_S."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     proc = subprocess.Popen([sys.executable, "-m", "servebench", *args], env=env, cwd=ROOT, text=True,
-                            stdout=subprocess.PIPE if capture else None, stderr=subprocess.PIPE)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         out, err = proc.communicate()
     except BaseException:
@@ -47,7 +47,7 @@ def _servebench(*args: str, capture: bool) -> subprocess.CompletedProcess:
 def available() -> tuple[list[dict], list[dict]]:
     """(the configurations this machine can run, [{name, why not}] for the others), asked of servebench.
     When that fails, none can run, and the one row says why: the notebook goes on."""
-    done = _servebench("list", capture=True)
+    done = _servebench("list")
     try:
         got = json.loads(done.stdout)
         return got["configs"], got["skipped"]
@@ -59,7 +59,7 @@ def available() -> tuple[list[dict], list[dict]]:
 def run_live(out: Path = RESULTS_DIR / "live.json") -> dict:
     """Notebook 08's live run (servebench's plan `live`); its record, faults included."""
     Path(out).unlink(missing_ok=True)      # what is read afterwards is this run's
-    done = _servebench("run", "--out", str(out), capture=True)     # its summary table: the notebook shows its own
+    done = _servebench("run", "--out", str(out))     # its summary table: the notebook shows its own
     try:
         return records.load(out, "engines", roots=(Path(out).parent,))
     except records.RecordError as exc:
@@ -67,18 +67,10 @@ def run_live(out: Path = RESULTS_DIR / "live.json") -> dict:
         raise RuntimeError(f"the benchmark exited with {done.returncode} and wrote no record ({exc}): {tail}") from None
 
 
-def committed() -> Path:
-    """The committed engine record shown beside a live run: the newest measured idle, else the newest."""
-    found = [(bool(d.get("idle")), measured_on_of(d)["recorded_at"] or "", str(p))
-             for p, d in records.each("*/engines.json", "engines")]
-    return Path(max(found)[2]) if found else RECORD
-
-
-def load_record(here: Path | None = None, committed_path: Path | None = None) -> tuple[dict | None, str]:
+def load_record() -> tuple[dict | None, str]:
     """This machine's complete `make engines` record, else the committed one, and which; (None, why) when
     neither loads."""
-    for path, what in ((here or RESULTS_DIR / "engines.json", "this machine's make engines record"),
-                       (committed_path or committed(), "the committed record")):
+    for path, what in ((RESULTS_DIR / "engines.json", "this machine's make engines record"), (RECORD, "the committed record")):
         try:
             data = records.load(path, "engines", roots=(Path(path).parent,))
         except records.RecordError:
@@ -130,27 +122,20 @@ def levels_table(data: dict, slo: metrics.SLO | None = None, workload: str | Non
     t = runs_table(data, slo)
     t = t[(t["workload"] == workload) if workload else t["workload"].notna()]
     t = t[t["tool"] == tool] if tool else t
-    rows = []
     keys = ["configuration", "tool", "workload", "concurrency", "rate asked"]
-    for key, g in t.groupby(keys, sort=False, dropna=False):
-        row = dict(zip(keys, key))
-        requests = int(g["requests"].sum())
-        row.update({"runs": len(g), "requests per run": int(g["requests"].median()), "failed": int(g["failed"].sum()),
-                    "seconds per run": metrics.median(g["seconds"])})
-        for f in LEVEL_FIGURES:
-            row[f] = metrics.median(g[f])
-            row[f"{f.split()[0]} spread"] = metrics.spread(g[f])
-        shares = [s * n for s, n in zip(g["SLO attained"], g["requests"]) if s == s]
-        row["SLO attained"] = sum(shares) / requests if shares and requests else metrics.NAN
-        rate = row["rate asked"]
-        row["achieved rate"] = metrics.median(g["achieved rate"]) if rate == rate and rate is not None else metrics.NAN
-        row["held"] = metrics.held(rate if rate == rate else None, row["achieved rate"], requests)
-        row["others max"] = g["others"].max() if g["others"].notna().any() else metrics.NAN
-        row["trace"] = g["trace"].iloc[0] if g["trace"].nunique(dropna=False) == 1 else "mixed"
-        rows.append(row)
-    return pd.DataFrame(rows, columns=keys + ["runs", "requests per run", "failed", "seconds per run",
-                                              *[c for f in LEVEL_FIGURES for c in (f, f"{f.split()[0]} spread")],
-                                              "SLO attained", "achieved rate", "held", "others max", "trace"])
+    figures = {c: (f, how) for f in LEVEL_FIGURES for c, how in ((f, metrics.median), (f"{f.split()[0]} spread", metrics.spread))}
+    out = t.assign(within=t["SLO attained"] * t["requests"]).groupby(keys, sort=False, dropna=False).agg(**{
+        "runs": ("requests", "size"), "requests per run": ("requests", "median"), "failed": ("failed", "sum"),
+        "seconds per run": ("seconds", metrics.median), **figures, "within": ("within", "sum"),
+        "requests": ("requests", "sum"), "achieved rate": ("achieved rate", metrics.median),
+        "others max": ("others", lambda s: pd.to_numeric(s).max()),
+        "trace": ("trace", lambda s: s.iloc[0] if s.nunique(dropna=False) == 1 else "mixed")}).reset_index()
+    rate = out["rate asked"].astype(float)
+    out["SLO attained"] = out["within"] / out["requests"]      # of all its requests (failed ones included)
+    out["achieved rate"] = out["achieved rate"].where(rate.notna())
+    out["held"] = [metrics.held(r if r == r else None, a, n) for r, a, n in zip(rate, out["achieved rate"], out["requests"])]
+    return out.astype({"requests per run": int})[keys + ["runs", "requests per run", "failed", "seconds per run", *figures,
+                                                         "SLO attained", "achieved rate", "held", "others max", "trace"]]
 
 
 def goodput_table(levels):
@@ -213,10 +198,8 @@ def status_markdown(data: dict, error: str | None = None) -> str:
             lines.append(f"- **{name}** — {f['kind']}: {head}")
             if rest.strip():
                 lines.append("\n  ```text\n" + "\n".join("  " + x for x in rest.strip().splitlines()[-12:]) + "\n  ```")
-    why: dict = {}
-    for s in data.get("skipped") or []:            # one line per reason, every configuration it keeps out
-        why.setdefault(s["why"], []).append(s["name"])
-    lines += [f"- {', '.join(names)}: not here — {w}" for w, names in why.items()]
+    skipped = pd.DataFrame(data.get("skipped") or [], columns=["name", "why"])     # one line per reason
+    lines += [f"- {', '.join(names)}: not here — {w}" for w, names in skipped.groupby("why", sort=False)["name"]]
     if data.get("interrupted"):
         lines.append("- **interrupted**: the runs that finished are shown")
     if not any(c.get("runs") for c in data.get("configs") or []):
