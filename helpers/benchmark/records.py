@@ -98,17 +98,12 @@ def runs_table(data: dict, slo: metrics.SLO | None = None):
     """Every run with requests as one row (configuration, tool, level, repeat, its figures); an empty table
     with every column when there is none."""
     slo = slo or slo_of(data)
-    rows = []
-    for c in data.get("configs") or []:
-        for r in c.get("runs") or []:
-            if r.get("requests_detail") is None:
-                continue
-            rate = r.get("rate")
-            rows.append({"configuration": c["config"]["name"], "tool": metrics.tool(r), "workload": r.get("workload"),
-                         "concurrency": None if rate is not None else r.get("concurrency"), "rate asked": rate,
-                         "repeat": r.get("repeat", 0), "trace": r.get("trace"), "achieved rate": r.get("achieved_rate"),
-                         "others": r.get("others"), **metrics.run_figures(r, slo)})
-    return pd.DataFrame(rows, columns=list(RUN_COLUMNS))
+    return pd.DataFrame([{"configuration": c["config"]["name"], "tool": metrics.tool(r), "workload": r.get("workload"),
+                          "concurrency": None if r.get("rate") is not None else r.get("concurrency"), "rate asked": r.get("rate"),
+                          "repeat": r.get("repeat", 0), "trace": r.get("trace"), "achieved rate": r.get("achieved_rate"),
+                          "others": r.get("others"), **metrics.run_figures(r, slo)}
+                         for c in data.get("configs") or [] for r in c.get("runs") or [] if r.get("requests_detail") is not None],
+                        columns=list(RUN_COLUMNS))
 
 
 LEVEL_FIGURES = ("output tok/s", "TTFT mean ms", "ITL mean ms", "E2E mean ms")
