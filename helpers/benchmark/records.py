@@ -136,12 +136,10 @@ def levels_table(data: dict, slo: metrics.SLO | None = None, workload: str | Non
 def goodput_table(levels):
     """DistServe's goodput per configuration (and tool) from the open-loop levels: the highest held achieved
     rate with ≥ 90 % of requests within the SLO (nan: none), beside the rates held and not held."""
-    rows = []
-    for (name, tool), g in levels[levels["rate asked"].notna()].groupby(["configuration", "tool"], sort=False):
-        pts = list(zip(g["achieved rate"], g["SLO attained"], g["held"]))
-        rows.append({"configuration": name, "tool": tool, "DistServe goodput req/s": metrics.distserve_goodput(pts),
-                     "rates held": int(g["held"].sum()), "rates not held": int((~g["held"].astype(bool)).sum())})
-    return pd.DataFrame(rows, columns=["configuration", "tool", "DistServe goodput req/s", "rates held", "rates not held"])
+    open_loop = levels[levels["rate asked"].notna()].groupby(["configuration", "tool"], sort=False)
+    return pd.DataFrame([(name, tool, metrics.distserve_goodput(zip(g["achieved rate"], g["SLO attained"], g["held"])),
+                          int(g["held"].sum()), len(g) - int(g["held"].sum())) for (name, tool), g in open_loop],
+                        columns=["configuration", "tool", "DistServe goodput req/s", "rates held", "rates not held"])
 
 
 def ranking(levels, concurrency: int):
@@ -156,14 +154,12 @@ def ranking(levels, concurrency: int):
 def provenance(data: dict) -> str:
     """Where, when and under what load a record was measured: 'cpu: AMD EPYC (2 cores), 2026-12-02 09:50 UTC,
     profile tiny-trained; load average 1.16 at start, 1.8 at end; others used at most 0.05 of the cores: idle'."""
-    m = measured_on_of(data)
-    load = data.get("load_average") or {}
-    start, end = load.get("start"), load.get("end")
+    m, load = measured_on_of(data), data.get("load_average") or {}
+    start, end = ("?" if load.get(k) is None else f"{load[k]:g}" for k in ("start", "end"))
     others, idle = data.get("others_max"), data.get("idle")
     state = ("idle" if idle else "under load") if idle is not None else "load per run not recorded: not shown as idle"
-    return (f"{measured_label(m, cores=True)}, {measured_when(m)}, profile {m['profile'] or '?'}; load average "
-            f"{'?' if start is None else f'{start:g}'} at start, {'?' if end is None else f'{end:g}'} at end"
-            + ("" if others is None else f"; others used at most {others:.2f} of the cores") + f": {state}")
+    return (f"{measured_label(m, cores=True)}, {measured_when(m)}, profile {m['profile'] or '?'}; load average {start} at start, "
+            f"{end} at end" + ("" if others is None else f"; others used at most {others:.2f} of the cores") + f": {state}")
 
 
 def source_label(data: dict) -> str:
