@@ -40,7 +40,8 @@ def test_run_figures_worked_by_hand():
 
 
 @pytest.mark.parametrize("rows, duration", [([], 1.0), ([None, None], 1.0), (GOOD, 0.0), (GOOD, None),
-                                            ([[0.0, None, 0.0, 1]], 1e-9), ([[0.0, 0.0, 0.0, 0]], 1.0)])
+                                            ([[0.0, None, 0.0, 1]], 1e-9), ([[0.0, 0.0, 0.0, 0]], 1.0),
+                                            ([[0.2]], 1.0), ([[], "x"], 1.0)])
 def test_run_figures_never_raise_on_what_a_run_can_be(rows, duration):
     f = metrics.run_figures(run(rows, duration=duration), SLO)
     assert f["requests"] == len(rows) and all(isinstance(v, (int, float)) for v in f.values())
@@ -151,8 +152,9 @@ def test_the_committed_record_was_measured_idle_on_the_same_requests_three_times
     assert "engines.json" not in json.loads((ROOT / "workshop/results/cpu-amd-epyc/meta.json").read_text())["bench_files"]
 
 
-def test_the_slo_of_a_record_that_holds_none_is_the_default():
-    assert records.slo_of({"configs": [], "skipped": []}) == records.DEFAULT_SLO
+def test_the_slo_of_a_record_that_holds_none_or_a_cut_one_is_the_default():
+    for d in ({"configs": [], "skipped": []}, {"slo_s": [1.0]}):
+        assert records.slo_of(d) == records.DEFAULT_SLO
     assert records.slo_of({"slo_s": [2.0, 0.2]}) == metrics.SLO(2.0, 0.2)
     assert records.slo_of({"plan": {"slo": [0.5, 0.05]}}) == metrics.SLO(0.5, 0.05)
 

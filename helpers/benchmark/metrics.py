@@ -56,7 +56,8 @@ def tool(run: dict) -> str:
 def run_figures(run: dict, slo: SLO | None = None) -> dict:
     """One run's figures from its requests: counts, output tok/s and req/s over its duration, mean and p90
     TTFT and ITL (ms), mean E2E (ms), normalized latency (ms per output token), the share within `slo`."""
-    rows = run["requests_detail"] or []
+    rows = [list(r[:4]) + [None] * (4 - len(r[:4])) if isinstance(r, list) and r else None   # a short row (one-sample regime): padded
+            for r in run.get("requests_detail") or []]
     good = [r for r in rows if r and r[0] is not None]
     duration = run.get("duration_s") or 0.0
     tokens = sum(r[3] or 0 for r in good)

@@ -84,9 +84,9 @@ DEFAULT_SLO = metrics.SLO(1.0, 0.1)
 
 
 def slo_of(data: dict) -> metrics.SLO:
-    """The SLO a run was planned with (TTFT s, TPOT s; an older record's `slo_s`); DEFAULT_SLO where none ran."""
+    """The SLO a run was planned with (TTFT s, TPOT s; an older record's `slo_s`); DEFAULT_SLO where none reads."""
     got = (data.get("plan") or {}).get("slo") or data.get("slo_s")
-    return metrics.SLO(*got) if got else DEFAULT_SLO
+    return metrics.SLO(*got) if got and len(got) == 2 else DEFAULT_SLO     # one-sample regime: a list cut to one
 
 
 RUN_COLUMNS = ("configuration", "tool", "workload", "concurrency", "rate asked", "repeat", "trace", "achieved rate",
