@@ -11,12 +11,15 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from unittest import mock
 
 from . import env
-from .versions import library_versions
+from .formulas.units import fmt_bytes
+from .measure import training
 from .measure.hardware import device_info, pick_device
 from .measure.local_models import cache_dir
-from .measure.models import env_dtype, hub_model_id, resolve_profile, weights_status
+from .measure.models import ProfileUnavailable, env_dtype, hub_model_id, load, resolve_profile, weights_status
+from .versions import library_versions
 
 NOTEBOOK_DIR = Path(__file__).resolve().parent.parent / "notebooks"
 
@@ -41,8 +44,6 @@ class ModelCheck:
 
 def check_model(profile: str | None = None, device: str | None = None) -> ModelCheck:
     """Load the profile's model (default: what every notebook loads) and run one forward pass; report, never raise."""
-    from .measure.models import ProfileUnavailable, load
-
     t0 = time.perf_counter()
     try:
         import torch
@@ -195,8 +196,6 @@ def summary() -> dict:
 
 def training_time() -> dict | None:
     """{"seconds", "threads"} of training `tiny-trained` here, from its log; None before, or with a refused cache."""
-    from .measure import training
-
     try:    # not trained yet (no log), or a refused WORKSHOP_CACHE (listed under problems)
         log = training.log(training.trained_folder())
     except (ValueError, FileNotFoundError):
@@ -206,8 +205,6 @@ def training_time() -> dict | None:
 
 def machine_rows(info: dict, trained: dict | None = None) -> list[dict]:
     """Notebook 00's machine table from summary()'s dict and training_time()'s ("–" where unknown)."""
-    from .formulas.units import fmt_bytes
-
     dev = info["device"]
     rows = {"device": f"{dev['kind']}: {dev['name']}",
             "memory (total)": dev.get("total_memory") and fmt_bytes(dev["total_memory"]),
@@ -228,8 +225,6 @@ def go_no_go_rows(model_ok: bool, versions: dict[str, str], device: str, folder:
 
 def profile_refusal(value: str) -> str | None:
     """What ``resolve_profile`` raises for WORKSHOP_PROFILE=`value` (every notebook's stop), or None."""
-    from unittest import mock
-
     with mock.patch.dict(os.environ, {"WORKSHOP_PROFILE": value}):
         return _refusal(lambda: resolve_profile(device="cpu"))
 

@@ -21,17 +21,17 @@ def test_engines_md_holds_the_guide_generated_from_the_committed_record(tmp_path
     md = ROOT / "workshop" / "engines.md"
     copy = tmp_path / "engines.md"
     copy.write_text(md.read_text())
-    engines_guide.write_guide(records.committed(), copy)
+    engines_guide.write_guide(records.RECORD, copy)
     assert copy.read_text() == md.read_text(), "workshop/engines.md is stale: python scripts/engines_guide.py"
     (tmp_path / "bare.md").write_text("no markers")
     with pytest.raises(ValueError, match="no generated section"):
-        engines_guide.write_guide(records.committed(), tmp_path / "bare.md")
+        engines_guide.write_guide(records.RECORD, tmp_path / "bare.md")
 
 
 def test_the_generated_section_is_tables_and_the_records_provenance():
     from helpers import records as helper_records
 
-    data = helper_records.load(records.committed(), "engines")
+    data = helper_records.load(records.RECORD, "engines")
     text = engines_guide.guide_markdown(data, "x.json")
     prose = [ln for ln in text.splitlines() if ln and not ln.startswith(("|", "#", "<!--"))]
     assert prose == [f"From `x.json`: {records.provenance(data)}; it took {data['seconds']:.0f} s."]

@@ -152,9 +152,10 @@ def test_the_committed_record_was_measured_idle_on_the_same_requests_three_times
     assert "engines.json" not in json.loads((ROOT / "workshop/results/cpu-amd-epyc/meta.json").read_text())["bench_files"]
 
 
-def test_the_slo_of_a_record_that_holds_none_or_a_broken_one_is_the_default():
-    for d in ({}, {"slo_s": [1.0]}, {"slo_s": ["a", "b"]}, {"plan": {"slo": [0, 0.1]}}):
+def test_the_slo_of_a_record_that_holds_none_or_a_cut_one_is_the_default():
+    for d in ({"configs": [], "skipped": []}, {"slo_s": [1.0]}):
         assert records.slo_of(d) == records.DEFAULT_SLO
+    assert records.slo_of({"slo_s": [2.0, 0.2]}) == metrics.SLO(2.0, 0.2)
     assert records.slo_of({"plan": {"slo": [0.5, 0.05]}}) == metrics.SLO(0.5, 0.05)
 
 
@@ -176,14 +177,3 @@ def test_the_gpu_batching_table_is_the_planners_step():
     t = guide.gpu_batching_table()
     assert list(t["batch"]) == [1, 4, 8, 32] and t["step floor ms"].is_monotonic_increasing
     assert 1 < t["× batch 1"].iloc[2] <= 8 and t["× batch 1"].iloc[1] == pytest.approx(4, rel=0.05)
-
-
-def test_the_committed_record_shown_is_the_newest_idle_one(tmp_path, monkeypatch):
-    monkeypatch.setattr(helper_records, "RESULTS", tmp_path)
-    for name, when, idle in (("old-idle", "2026-12-01T00:00:00", True), ("new-busy", "2026-12-09T00:00:00", False),
-                             ("mid-idle", "2026-12-05T00:00:00", True)):
-        helper_records.dump(tmp_path / name / "engines.json", "engines", {"measured_on": {"recorded_at": when},
-                                                                          "idle": idle, "configs": []})
-    assert records.committed() == tmp_path / "mid-idle" / "engines.json"
-    (tmp_path / "mid-idle" / "engines.json").write_text("not json")
-    assert records.committed() == tmp_path / "old-idle" / "engines.json"

@@ -79,10 +79,6 @@ def test_ring_all_reduce_by_hand():
     assert all_reduce_s(1e9, 1, nv) == 0.0
     # 2 GPUs send half as much as 8 over the wire per byte of message: (N−1)/N
     assert all_reduce_wire_bytes(800, 2) == 800 and all_reduce_wire_bytes(800, 8) == 1400
-    with pytest.raises(ValueError):
-        all_reduce_s(-1, 2, nv)
-    with pytest.raises(ValueError):
-        all_reduce_s(10, 0, nv)
 
 
 def test_all_reduce_parts_by_hand():
@@ -99,8 +95,6 @@ def test_all_reduce_parts_by_hand():
     q = all_reduce_parts(128 * 4096 * 2, 8, get_link("H100 SXM", "pcie", 8))
     assert q.bytes_s == pytest.approx(1_835_008 / 64e9) and q.latency_s == pytest.approx(17.6e-6)
     assert q.latency_share == pytest.approx(17.6 / (17.6 + 28.672)) and q.message_bytes > q.crossover_bytes
-    with pytest.raises(ValueError, match="at least 2 GPUs"):
-        all_reduce_parts(65_536, 1, nv)
 
 
 def test_bubble_share_by_hand():
@@ -123,8 +117,6 @@ def test_bandwidth_from_all_reduce_inverts_the_model():
     t = all_reduce_s(4e6, 2, link, base_s=0.0)    # 4e6/10e9 + 2 × 5 µs = 410 µs
     assert t == pytest.approx(410e-6)
     assert bandwidth_from_all_reduce(4e6, 2, t, 10e-6) == pytest.approx(10e9)
-    with pytest.raises(ValueError):
-        bandwidth_from_all_reduce(4e6, 2, 1e-6, 1e-5)
 
 
 def test_tp1_is_the_planner_step():
@@ -207,9 +199,6 @@ def test_busiest_gpu_experts_by_hand():
     assert busiest_gpu_experts(256, 8, 1, 1) == pytest.approx(8)            # one GPU holds all 8
     assert busiest_gpu_experts(256, 8, 8, 10**6) == 32                      # every expert touched
     assert busiest_gpu_experts(10, 3, 4, 1) <= 3                            # uneven blocks (3, 3, 2, 2)
-    for bad in ((8, 9, 2, 1), (8, 2, 9, 1), (8, 2, 2, 0)):
-        with pytest.raises(ValueError):
-            busiest_gpu_experts(*bad)
 
 
 def test_moe_all_to_all_share_waits_for_the_busiest_gpu():
@@ -348,7 +337,5 @@ def test_tp_scaling_refuses_what_it_used_to_skip():
         tp_scaling(M7, "H100 SXM", counts=4)
     with pytest.raises(ValueError, match="no tensor-parallel degree"):
         tp_scaling(M7, "H100 SXM", batch=10**6)            # fits at no count
-    with pytest.raises(ValueError, match="gain"):
-        flattens_at(tp_scaling(M7, "H100 SXM"), gain=float("nan"))
     with pytest.raises(ValueError, match="batch"):
         parallel_step(M7, "H100 SXM", batch=8.5)           # was "does not split into 1 equal micro-batches"

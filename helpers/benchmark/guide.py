@@ -116,13 +116,10 @@ def cpu_rows(live: dict | None, record: dict | None, live_label: str = "this mac
             for data in (live, record) if data]
     out = []
     for situation, c in (("one user", 1), ("several users at once", max(tops, default=1))):
-        mine = _level_rows(live, c, ("client",)) if live else None
-        theirs = _level_rows(record, c, ("guidellm", "client")) if record else None
+        mine, theirs = _level_rows(live or {}, c, ("client",)), _level_rows(record or {}, c, ("guidellm", "client"))
         rows = []
-        for name in dict.fromkeys(list(mine["configuration"] if mine is not None else []) +
-                                  list(theirs["configuration"] if theirs is not None else [])):
-            a = mine[mine["configuration"] == name] if mine is not None else pd.DataFrame()
-            b = theirs[theirs["configuration"] == name] if theirs is not None else pd.DataFrame()
+        for name in dict.fromkeys([*mine["configuration"], *theirs["configuration"]]):
+            a, b = mine[mine["configuration"] == name], theirs[theirs["configuration"] == name]
             r, lab = regime.against(a["output tok/s"].iloc[0], b["output tok/s"].iloc[0]) if len(a) and len(b) else (None, "")
             if len(a):
                 rows.append(dict(a.iloc[0], **{"from": live_label, "live ÷ record": r, "live ÷ record label": lab}))

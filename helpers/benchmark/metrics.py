@@ -1,6 +1,6 @@
 """Serving metrics from an engine record (servebench writes it): each request is [TTFT s, ITL s, E2E s, output
-tokens] (None: failed), each run with its duration, level, repeat, trace and load. One definition each
-(`DEFINITIONS`); any value a measurement can produce gives a number or nan.
+tokens] (None: failed), each run with its duration, level, repeat, trace and load. Any value a measurement
+can produce gives a number or nan.
 """
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ def tool(run: dict) -> str:
 def run_figures(run: dict, slo: SLO | None = None) -> dict:
     """One run's figures from its requests: counts, output tok/s and req/s over its duration, mean and p90
     TTFT and ITL (ms), mean E2E (ms), normalized latency (ms per output token), the share within `slo`."""
-    rows = [list(r[:4]) + [None] * (4 - len(r[:4])) if isinstance(r, list) and r else None   # a short row: padded
+    rows = [list(r[:4]) + [None] * (4 - len(r[:4])) if isinstance(r, list) and r else None   # a short row (one-sample regime): padded
             for r in run.get("requests_detail") or []]
     good = [r for r in rows if r and r[0] is not None]
     duration = run.get("duration_s") or 0.0
@@ -99,17 +99,3 @@ def distserve_goodput(points: Sequence[tuple[float, float, bool]], goal: float =
             break
         best = rate
     return best
-
-
-DEFINITIONS = {
-    "TTFT": "first chunk with text − request sent (queueing + prefill)",
-    "ITL (per request)": "(last text chunk − first) ÷ (output tokens − 1); vLLM bench calls it TPOT, guidellm ITL",
-    "E2E": "stream closed − request sent (vllm bench serve: its last chunk)",
-    "normalized latency": "mean of E2E ÷ output tokens per request (Kwon et al., SOSP 2023, §6.1)",
-    "SLO attainment": "share of the run's requests (failed ones included) with TTFT and per-request ITL within the SLO",
-    "spread": "(largest − smallest) ÷ median of a level's repeated runs",
-    "achieved rate": "an open-loop run's requests − 1 ÷ the time from its first send to its last",
-    "DistServe goodput": "the highest open-loop rate whose SLO attainment is ≥ 90 % (Zhong et al., OSDI 2024, §2), "
-                         "read only at rates held (≥ 32 requests sent, achieved within 10 % of the rate asked)",
-    "others": "the share of the machine's cores that processes other than the benchmark's used during a run",
-}

@@ -5,6 +5,7 @@ status list, and the provenance a caption carries (machine, date, load).
 """
 from __future__ import annotations
 
+import ast
 import json
 import os
 import signal
@@ -15,21 +16,22 @@ from pathlib import Path
 import pandas as pd
 
 from .. import records
+from ..formulas.regime import against, ratio_columns
 from ..measure.hardware import measured_label, measured_on_of, measured_when
 from . import metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS_DIR = ROOT / "build" / "engines"
-RECORD = records.RESULTS / "cpu-intel-xeon" / "engines.json"    # the committed record when no other is found
+RECORD = records.RESULTS / "cpu-intel-xeon" / "engines.json"    # the committed record
 STOP_S = 20.0                 # a Ctrl-C of the notebook: how long the benchmark is given to end its servers
 
 
-def _servebench(*args: str, capture: bool) -> subprocess.CompletedProcess:
+def _servebench(*args: str) -> subprocess.CompletedProcess:
     """`python -m servebench ARGS` in a process of its own; a KeyboardInterrupt here (the notebook's Stop)
     is passed on to it as SIGINT, and it is killed if it has not ended within STOP_S."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     proc = subprocess.Popen([sys.executable, "-m", "servebench", *args], env=env, cwd=ROOT, text=True,
-                            stdout=subprocess.PIPE if capture else None, stderr=subprocess.PIPE)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         out, err = proc.communicate()
     except BaseException:
@@ -45,7 +47,7 @@ def _servebench(*args: str, capture: bool) -> subprocess.CompletedProcess:
 def available() -> tuple[list[dict], list[dict]]:
     """(the configurations this machine can run, [{name, why not}] for the others), asked of servebench.
     When that fails, none can run, and the one row says why: the notebook goes on."""
-    done = _servebench("list", capture=True)
+    done = _servebench("list")
     try:
         got = json.loads(done.stdout)
         return got["configs"], got["skipped"]
@@ -57,7 +59,7 @@ def available() -> tuple[list[dict], list[dict]]:
 def run_live(out: Path = RESULTS_DIR / "live.json") -> dict:
     """Notebook 08's live run (servebench's plan `live`); its record, faults included."""
     Path(out).unlink(missing_ok=True)      # what is read afterwards is this run's
-    done = _servebench("run", "--out", str(out), capture=True)     # its summary table: the notebook shows its own
+    done = _servebench("run", "--out", str(out))     # its summary table: the notebook shows its own
     try:
         return records.load(out, "engines", roots=(Path(out).parent,))
     except records.RecordError as exc:
@@ -65,18 +67,10 @@ def run_live(out: Path = RESULTS_DIR / "live.json") -> dict:
         raise RuntimeError(f"the benchmark exited with {done.returncode} and wrote no record ({exc}): {tail}") from None
 
 
-def committed() -> Path:
-    """The committed engine record shown beside a live run: the newest measured idle, else the newest."""
-    found = [(bool(d.get("idle")), measured_on_of(d)["recorded_at"] or "", str(p))
-             for p, d in records.each("*/engines.json", "engines")]
-    return Path(max(found)[2]) if found else RECORD
-
-
-def load_record(here: Path | None = None, committed_path: Path | None = None) -> tuple[dict | None, str]:
+def load_record() -> tuple[dict | None, str]:
     """This machine's complete `make engines` record, else the committed one, and which; (None, why) when
     neither loads."""
-    for path, what in ((here or RESULTS_DIR / "engines.json", "this machine's make engines record"),
-                       (committed_path or committed(), "the committed record")):
+    for path, what in ((RESULTS_DIR / "engines.json", "this machine's make engines record"), (RECORD, "the committed record")):
         try:
             data = records.load(path, "engines", roots=(Path(path).parent,))
         except records.RecordError:
@@ -90,13 +84,9 @@ DEFAULT_SLO = metrics.SLO(1.0, 0.1)
 
 
 def slo_of(data: dict) -> metrics.SLO:
-    """The SLO a run was planned with (TTFT s, TPOT s); DEFAULT_SLO where the record holds none that reads."""
+    """The SLO a run was planned with (TTFT s, TPOT s; an older record's `slo_s`); DEFAULT_SLO where none reads."""
     got = (data.get("plan") or {}).get("slo") or data.get("slo_s")
-    try:
-        ttft, tpot = (float(x) for x in got)
-    except (TypeError, ValueError):
-        return DEFAULT_SLO
-    return metrics.SLO(ttft, tpot) if ttft > 0 and tpot > 0 else DEFAULT_SLO
+    return metrics.SLO(*got) if got and len(got) == 2 else DEFAULT_SLO     # one-sample regime: a list cut to one
 
 
 RUN_COLUMNS = ("configuration", "tool", "workload", "concurrency", "rate asked", "repeat", "trace", "achieved rate",
@@ -108,17 +98,12 @@ def runs_table(data: dict, slo: metrics.SLO | None = None):
     """Every run with requests as one row (configuration, tool, level, repeat, its figures); an empty table
     with every column when there is none."""
     slo = slo or slo_of(data)
-    rows = []
-    for c in data.get("configs") or []:
-        for r in c.get("runs") or []:
-            if r.get("requests_detail") is None:
-                continue
-            rate = r.get("rate")
-            rows.append({"configuration": c["config"]["name"], "tool": metrics.tool(r), "workload": r.get("workload"),
-                         "concurrency": None if rate is not None else r.get("concurrency"), "rate asked": rate,
-                         "repeat": r.get("repeat", 0), "trace": r.get("trace"), "achieved rate": r.get("achieved_rate"),
-                         "others": r.get("others"), **metrics.run_figures(r, slo)})
-    return pd.DataFrame(rows, columns=list(RUN_COLUMNS))
+    return pd.DataFrame([{"configuration": c["config"]["name"], "tool": metrics.tool(r), "workload": r.get("workload"),
+                          "concurrency": None if r.get("rate") is not None else r.get("concurrency"), "rate asked": r.get("rate"),
+                          "repeat": r.get("repeat", 0), "trace": r.get("trace"), "achieved rate": r.get("achieved_rate"),
+                          "others": r.get("others"), **metrics.run_figures(r, slo)}
+                         for c in data.get("configs") or [] for r in c.get("runs") or [] if r.get("requests_detail") is not None],
+                        columns=list(RUN_COLUMNS))
 
 
 LEVEL_FIGURES = ("output tok/s", "TTFT mean ms", "ITL mean ms", "E2E mean ms")
@@ -132,63 +117,49 @@ def levels_table(data: dict, slo: metrics.SLO | None = None, workload: str | Non
     t = runs_table(data, slo)
     t = t[(t["workload"] == workload) if workload else t["workload"].notna()]
     t = t[t["tool"] == tool] if tool else t
-    rows = []
     keys = ["configuration", "tool", "workload", "concurrency", "rate asked"]
-    for key, g in t.groupby(keys, sort=False, dropna=False):
-        row = dict(zip(keys, key))
-        requests = int(g["requests"].sum())
-        row.update({"runs": len(g), "requests per run": int(g["requests"].median()), "failed": int(g["failed"].sum()),
-                    "seconds per run": metrics.median(g["seconds"])})
-        for f in LEVEL_FIGURES:
-            row[f] = metrics.median(g[f])
-            row[f"{f.split()[0]} spread"] = metrics.spread(g[f])
-        shares = [s * n for s, n in zip(g["SLO attained"], g["requests"]) if s == s]
-        row["SLO attained"] = sum(shares) / requests if shares and requests else metrics.NAN
-        rate = row["rate asked"]
-        row["achieved rate"] = metrics.median(g["achieved rate"]) if rate == rate and rate is not None else metrics.NAN
-        row["held"] = metrics.held(rate if rate == rate else None, row["achieved rate"], requests)
-        row["others max"] = g["others"].max() if g["others"].notna().any() else metrics.NAN
-        row["trace"] = g["trace"].iloc[0] if g["trace"].nunique(dropna=False) == 1 else "mixed"
-        rows.append(row)
-    return pd.DataFrame(rows, columns=keys + ["runs", "requests per run", "failed", "seconds per run",
-                                              *[c for f in LEVEL_FIGURES for c in (f, f"{f.split()[0]} spread")],
-                                              "SLO attained", "achieved rate", "held", "others max", "trace"])
+    figures = {c: (f, how) for f in LEVEL_FIGURES for c, how in ((f, metrics.median), (f"{f.split()[0]} spread", metrics.spread))}
+    out = t.assign(within=t["SLO attained"] * t["requests"]).groupby(keys, sort=False, dropna=False).agg(**{
+        "runs": ("requests", "size"), "requests per run": ("requests", "median"), "failed": ("failed", "sum"),
+        "seconds per run": ("seconds", metrics.median), **figures, "within": ("within", "sum"),
+        "requests": ("requests", "sum"), "achieved rate": ("achieved rate", metrics.median),
+        "others max": ("others", lambda s: pd.to_numeric(s).max()),
+        "trace": ("trace", lambda s: s.iloc[0] if s.nunique(dropna=False) == 1 else "mixed")}).reset_index()
+    rate = out["rate asked"].astype(float)
+    out["SLO attained"] = out["within"] / out["requests"]      # of all its requests (failed ones included)
+    out["achieved rate"] = out["achieved rate"].where(rate.notna())
+    out["held"] = [metrics.held(r if r == r else None, a, n) for r, a, n in zip(rate, out["achieved rate"], out["requests"])]
+    return out.astype({"requests per run": int})[keys + ["runs", "requests per run", "failed", "seconds per run", *figures,
+                                                         "SLO attained", "achieved rate", "held", "others max", "trace"]]
 
 
 def goodput_table(levels):
     """DistServe's goodput per configuration (and tool) from the open-loop levels: the highest held achieved
     rate with ≥ 90 % of requests within the SLO (nan: none), beside the rates held and not held."""
-    rows = []
-    for (name, tool), g in levels[levels["rate asked"].notna()].groupby(["configuration", "tool"], sort=False):
-        pts = list(zip(g["achieved rate"], g["SLO attained"], g["held"]))
-        rows.append({"configuration": name, "tool": tool, "DistServe goodput req/s": metrics.distserve_goodput(pts),
-                     "rates held": int(g["held"].sum()), "rates not held": int((~g["held"].astype(bool)).sum())})
-    return pd.DataFrame(rows, columns=["configuration", "tool", "DistServe goodput req/s", "rates held", "rates not held"])
+    open_loop = levels[levels["rate asked"].notna()].groupby(["configuration", "tool"], sort=False)
+    return pd.DataFrame([(name, tool, metrics.distserve_goodput(zip(g["achieved rate"], g["SLO attained"], g["held"])),
+                          int(g["held"].sum()), len(g) - int(g["held"].sum())) for (name, tool), g in open_loop],
+                        columns=["configuration", "tool", "DistServe goodput req/s", "rates held", "rates not held"])
 
 
 def ranking(levels, concurrency: int):
     """One closed-loop level's configurations by median output tok/s, highest first, each ÷ the highest
     with its label (a sorted table: what a ranking is)."""
-    from ..formulas.regime import ratio_columns
-
     t = levels[(levels["concurrency"] == concurrency) & levels["rate asked"].isna()]
-    t = t.sort_values("output tok/s", ascending=False, na_position="last")
-    top = t["output tok/s"].max() if len(t) else metrics.NAN
-    out = t[["configuration", "tool", "output tok/s", "output spread", "runs"]].assign(best=top)
+    out = t.sort_values("output tok/s", ascending=False)[["configuration", "tool", "output tok/s", "output spread", "runs"]]
+    out = out.assign(best=out["output tok/s"].max())
     return ratio_columns(out, "output tok/s", "best", "÷ best").drop(columns="best")
 
 
 def provenance(data: dict) -> str:
     """Where, when and under what load a record was measured: 'cpu: AMD EPYC (2 cores), 2026-12-02 09:50 UTC,
     profile tiny-trained; load average 1.16 at start, 1.8 at end; others used at most 0.05 of the cores: idle'."""
-    m = measured_on_of(data)
-    load = data.get("load_average") or {}
-    start, end = load.get("start"), load.get("end")
+    m, load = measured_on_of(data), data.get("load_average") or {}
+    start, end = ("?" if load.get(k) is None else f"{load[k]:g}" for k in ("start", "end"))
     others, idle = data.get("others_max"), data.get("idle")
     state = ("idle" if idle else "under load") if idle is not None else "load per run not recorded: not shown as idle"
-    return (f"{measured_label(m, cores=True)}, {measured_when(m)}, profile {m['profile'] or '?'}; load average "
-            f"{'?' if start is None else f'{start:g}'} at start, {'?' if end is None else f'{end:g}'} at end"
-            + ("" if others is None else f"; others used at most {others:.2f} of the cores") + f": {state}")
+    return (f"{measured_label(m, cores=True)}, {measured_when(m)}, profile {m['profile'] or '?'}; load average {start} at start, "
+            f"{end} at end" + ("" if others is None else f"; others used at most {others:.2f} of the cores") + f": {state}")
 
 
 def source_label(data: dict) -> str:
@@ -218,11 +189,8 @@ def status_markdown(data: dict, error: str | None = None) -> str:
             lines.append(f"- **{name}** — {f['kind']}: {head}")
             if rest.strip():
                 lines.append("\n  ```text\n" + "\n".join("  " + x for x in rest.strip().splitlines()[-12:]) + "\n  ```")
-    why: dict = {}
-    for s in data.get("skipped") or []:            # one line per reason, every configuration it keeps out
-        why.setdefault(s["why"], []).append(s["name"])
-    lines += [f"- {', '.join(names)}: not here — {w}" for w, names in why.items()]
-    lines += [f"- {r['name']}: removed from this record — {r['why']}" for r in data.get("removed") or []]
+    skipped = pd.DataFrame(data.get("skipped") or [], columns=["name", "why"])     # one line per reason
+    lines += [f"- {', '.join(names)}: not here — {w}" for w, names in skipped.groupby("why", sort=False)["name"]]
     if data.get("interrupted"):
         lines.append("- **interrupted**: the runs that finished are shown")
     if not any(c.get("runs") for c in data.get("configs") or []):
@@ -241,8 +209,6 @@ def _closed(levels, name: str):
 def batching_table(levels, off: str = BASELINE, on: str = BATCHING):
     """Continuous batching off against on at each closed-loop level both ran: output tok/s and mean ITL of
     each (medians of their runs), on ÷ off with its label."""
-    from ..formulas.regime import against
-
     a, b = _closed(levels, off), _closed(levels, on)
     rows = []
     for c in sorted(set(a.index) & set(b.index)):
@@ -260,8 +226,6 @@ def queue_table(levels, name: str = BASELINE):
     """One request at a time under a closed loop of c clients: by Little's law each request spends c service
     times in the server (c = throughput × time in system, one served at a time), so its TTFT is its own at
     concurrency 1 plus (c − 1) answers, E2E at 1 each. Measured against that, at each level above 1."""
-    from ..formulas.regime import against
-
     t = _closed(levels, name)
     rows = []
     if 1 in t.index:
@@ -278,8 +242,6 @@ def queue_table(levels, name: str = BASELINE):
 def client_source(name: str = "stream_one") -> str:
     """The source of one function of servebench/client.py, read as text (helpers never imports servebench):
     the lesson notebook 08 shows; "" when the file is not here."""
-    import ast
-
     path = ROOT / "servebench" / "client.py"
     try:
         text = path.read_text()

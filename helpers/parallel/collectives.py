@@ -11,31 +11,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import checks
 from .links import Link
 
 BASE_LATENCY_S = 3.6e-6   # NCCL tuning.cc (commit 01afd20a) baseLat, Ring / LL
 
 
-def _checked(message_bytes, n) -> tuple[float, int]:
-    return checks.number(message_bytes, "a message size", unit="bytes"), checks.count(n, "the number of GPUs")
-
-
 def all_reduce_s(message_bytes: float, n: int, link: Link, base_s: float = BASE_LATENCY_S) -> float:
     """Seconds of one ring all-reduce of `message_bytes` over `n` GPUs joined by `link`."""
-    m, n = _checked(message_bytes, n)
-    return 0.0 if n == 1 else all_reduce_latency_s(n, link, base_s) + all_reduce_wire_bytes(m, n) / link.bandwidth
+    return 0.0 if n == 1 else all_reduce_latency_s(n, link, base_s) + all_reduce_wire_bytes(message_bytes, n) / link.bandwidth
 
 
 def all_reduce_wire_bytes(message_bytes: float, n: int) -> float:
     """Bytes each GPU sends in a ring all-reduce: 2·(N−1)/N of the message."""
-    m, n = _checked(message_bytes, n)
-    return 2 * (n - 1) / n * m
+    return 2 * (n - 1) / n * message_bytes
 
 
 def all_reduce_latency_s(n: int, link: Link, base_s: float = BASE_LATENCY_S) -> float:
     """The part of a ring all-reduce that does not depend on the message: base + 2·(N−1) hops."""
-    n = checks.count(n, "the number of GPUs")
     return 0.0 if n == 1 else base_s + 2 * (n - 1) * (link.hop_latency_us * 1e-6)
 
 
@@ -46,19 +38,16 @@ def all_reduce_crossover_bytes(n: int, link: Link, base_s: float = BASE_LATENCY_
 
 def all_to_all_s(bytes_per_gpu: float, n: int, link: Link, base_s: float = BASE_LATENCY_S) -> float:
     """Seconds of one all-to-all in which each GPU holds `bytes_per_gpu` and sends (N−1)/N of it."""
-    m, n = _checked(bytes_per_gpu, n)
-    return 0.0 if n == 1 else base_s + (n - 1) * (link.hop_latency_us * 1e-6) + (n - 1) / n * m / link.bandwidth
+    return 0.0 if n == 1 else base_s + (n - 1) * (link.hop_latency_us * 1e-6) + (n - 1) / n * bytes_per_gpu / link.bandwidth
 
 
 def send_s(message_bytes: float, link: Link, base_s: float = BASE_LATENCY_S) -> float:
     """Seconds to send `message_bytes` from one GPU to another over `link`."""
-    return base_s + link.hop_latency_us * 1e-6 + _checked(message_bytes, 1)[0] / link.bandwidth
+    return base_s + link.hop_latency_us * 1e-6 + message_bytes / link.bandwidth
 
 
 def bandwidth_from_all_reduce(message_bytes: float, n: int, seconds: float, latency_s: float = 0.0) -> float:
     """The one-way bandwidth (B/s) a measured all-reduce implies: the inverse of all_reduce_s."""
-    if not seconds > latency_s:
-        raise ValueError(f"the measured time {seconds!r} s must exceed the latency {latency_s!r} s")
     return all_reduce_wire_bytes(message_bytes, n) / (seconds - latency_s)
 
 
@@ -85,9 +74,6 @@ class AllReduceParts:
 
 def all_reduce_parts(message_bytes: float, n: int, link: Link, base_s: float = BASE_LATENCY_S) -> AllReduceParts:
     """all_reduce_s(message_bytes, n, link) term by term, for a worked example (n ≥ 2 GPUs)."""
-    m, n = _checked(message_bytes, n)
-    if n < 2:
-        raise ValueError(f"an all-reduce needs at least 2 GPUs to take apart, got {n}")
-    wire, latency = all_reduce_wire_bytes(m, n), all_reduce_latency_s(n, link, base_s)
-    return AllReduceParts(m, n, link.label, wire, wire / link.bandwidth, 2 * (n - 1), link.hop_latency_us * 1e-6, base_s,
+    wire, latency = all_reduce_wire_bytes(message_bytes, n), all_reduce_latency_s(n, link, base_s)
+    return AllReduceParts(message_bytes, n, link.label, wire, wire / link.bandwidth, 2 * (n - 1), link.hop_latency_us * 1e-6, base_s,
                           latency, latency + wire / link.bandwidth, all_reduce_crossover_bytes(n, link, base_s))

@@ -15,7 +15,6 @@ import time
 from dataclasses import dataclass
 from statistics import median
 
-from .. import checks
 from ..formulas import regime
 from .collectives import all_reduce_s, bandwidth_from_all_reduce
 from .links import custom_link
@@ -162,7 +161,6 @@ def run_tp(world: int = 2, tokens: int = 32, reps: int = 5, seed: int = 0, timeo
 
     from ..measure.local_models import build_tiny
 
-    world, tokens, reps = checks.count(world, "world"), checks.count(tokens, "tokens"), checks.count(reps, "reps")
     if world < 2:
         raise ValueError(f"tensor parallelism needs at least 2 processes, got world={world}")
     folder = str(build_tiny())
