@@ -353,16 +353,9 @@ def test_slo_and_views_refuse_bool_text_and_infinite_values():
             capacity_slo.plan_for_slo(MISTRAL, "H100 SXM", bad)
         with pytest.raises(ValueError, match="SLO"):
             capacity_slo.triangle(MISTRAL, slo_ms=bad)
-    with pytest.raises(ValueError, match="max batch"):
-        capacity_views.batch_points(math.inf)        # used to loop for ever
     assert capacity_views.batch_points(0) == [] and capacity_views.batch_points(5) == [1, 2, 4, 5]
-    with pytest.raises(ValueError, match="max batch"):
-        capacity_views.batch_points(2.5)
     with pytest.raises(ValueError, match="prompt tokens"):
         capacity_ranking.rank_requests(MISTRAL, "1000", 100)
-    for names in ([], "", 3):
-        with pytest.raises(ValueError, match="gpu_names"):
-            capacity_ranking.rank(MISTRAL, gpu_names=names)
 
 
 def test_planner_inputs_refuse_fractions_and_infinities():

@@ -10,7 +10,7 @@ from typing import Iterable
 from .. import checks
 from .planner import DEFAULT_EFFICIENCY, GPU_COUNTS, Plan, check_context, plan, sharding
 from .slo import plan_for_slo
-from ..formulas.gpus import catalog, get_gpu, providers
+from ..formulas.gpus import catalog, providers
 from ..formulas.specs import ModelSpec, get_spec
 
 
@@ -40,11 +40,9 @@ def providers_of(rows: Iterable[dict]) -> list[str]:
 
 
 def rank(model, weight_dtype: str = "bf16", kv_dtype: str = "bf16", context: int = 4096,
-         slo_ms: float | None = None, min_batch: int | None = None, gpus: int = 1,
-         gpu_names: Iterable[str] | None = None, efficiency: float = DEFAULT_EFFICIENCY,
-         provider: str | None = None, prompt_tokens: int | None = None,
-         output_tokens: int | None = None) -> list[dict]:
-    """Every catalogued GPU (or `gpu_names`, or those `provider` prices), cheapest first, each at the largest
+         slo_ms: float | None = None, min_batch: int | None = None, gpus: int = 1, efficiency: float = DEFAULT_EFFICIENCY,
+         provider: str | None = None, prompt_tokens: int | None = None, output_tokens: int | None = None) -> list[dict]:
+    """Every catalogued GPU (or those `provider` prices), cheapest first, each at the largest
     batch that fits and meets `slo_ms` (latency first: chat) with at least `min_batch` sequences (throughput
     first: batch jobs): the largest batch costs least per token. Ranked by $ per request with `output_tokens`,
     else by $ per million output tokens; GPUs that miss the constraints follow, with the reason. ValueError
@@ -56,15 +54,9 @@ def rank(model, weight_dtype: str = "bf16", kv_dtype: str = "bf16", context: int
     need = 1 if min_batch is None else checks.count(min_batch, "minimum batch")
     if slo_ms is not None:
         checks.number(slo_ms, "SLO", positive=True, unit="ms per output token")
-    if gpu_names is not None and (isinstance(gpu_names, str) or not isinstance(gpu_names, Iterable)):
-        raise ValueError(f"gpu_names must be a list of catalogued GPU names, got {str(gpu_names)[:40]!r}")
-    gs = [get_gpu(n) for n in gpu_names] if gpu_names is not None else list(catalog())
-    if not gs:
-        raise ValueError("gpu_names is empty; allowed: one or more catalogued GPUs (`python -m helpers gpus`)")
-    if provider is not None:
-        if str(provider).strip().lower() not in [p.lower() for p in providers()]:
-            raise ValueError(f"unknown provider {provider!r}; the catalog's prices come from: {', '.join(providers())}")
-        gs = [g for g in gs if g.price_provider.lower() == str(provider).strip().lower()]
+    if provider is not None and str(provider).strip().lower() not in [p.lower() for p in providers()]:
+        raise ValueError(f"unknown provider {provider!r}; the catalog's prices come from: {', '.join(providers())}")
+    gs = [g for g in catalog() if provider is None or g.price_provider.lower() == str(provider).strip().lower()]
     if not fits_somewhere(spec, weight_dtype, kv_dtype, context, gpus):
         raise ValueError(no_fit_message(spec, weight_dtype, kv_dtype, context, gpus))
     kw = {"efficiency": efficiency, "prompt_tokens": prompt_tokens, "output_tokens": output_tokens}

@@ -82,7 +82,6 @@ def triangle(model, gpu: str = "H100 SXM", weight_dtype: str = "bf16", kv_dtype:
     and (unless already fp8, and when fp8 fits) throughput with fp8 weights and cache. ValueError when batch 1
     does not fit."""
     spec = get_spec(model)
-    slo_ms = checks.number(slo_ms, "SLO", positive=True, unit="ms per output token")
 
     def corner(name: str, p: Plan, what: str) -> dict:
         return {"corner": name, **p.to_dict(), "meets_slo": p.step_s <= slo_ms / 1e3, "what": what}

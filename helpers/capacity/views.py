@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from .. import checks
 from .planner import DEFAULT_EFFICIENCY, max_batch, plan
 from ..formulas.gpus import catalog_label
 from ..formulas.specs import get_spec
@@ -75,10 +74,7 @@ def source_text(model, weight_dtype: str, kv_dtype: str, gpus: int = 1, context:
 
 def batch_points(max_b: int) -> list[int]:
     """1, 2, 4, … up to max_b, and max_b itself; none for a max batch of 0 (nothing fits)."""
-    if max_b == 0 and not isinstance(max_b, bool):
-        return []
-    max_b = checks.count(max_b, "max batch")
-    return [*(2**k for k in range(max_b.bit_length()) if 2**k < max_b), max_b]
+    return [*(2**k for k in range(max_b.bit_length()) if 2**k < max_b), max_b] if max_b else []
 
 
 def curve(model, gpu_names: Iterable[str], weight_dtype: str = "bf16", kv_dtype: str = "bf16",
