@@ -148,10 +148,10 @@ def quantization() -> dict[str, Figure]:
         out[f"mistral_{s}_gb"] = Figure(b / GB, f"{b / GB:,.2f} GB", f"weight_bytes('{MODEL}', '{s}')")
         out[f"mistral_{s}_share"] = Figure(b / bf16, f"{100 * b / bf16:,.0f} %", f"{s} ÷ bf16")
     for r in fit_on_gpu("gpt-oss-120b", ("bf16", "fp8", "mxfp4"), GPU):
-        s = r.scheme
-        out[f"gptoss_{s}_gb"] = Figure(r.weight_bytes / GB, f"{r.weight_bytes / GB:,.0f} GB",
+        s = r["scheme"]
+        out[f"gptoss_{s}_gb"] = Figure(r["weight_bytes"] / GB, f"{r['weight_bytes'] / GB:,.0f} GB",
                                        f"fit_on_gpu('gpt-oss-120b')[{s}]")
-        out[f"gptoss_{s}_fits"] = Figure(bool(r.fits), "fits" if r.fits else "does not fit",
+        out[f"gptoss_{s}_fits"] = Figure(bool(r["fits"]), "fits" if r["fits"] else "does not fit",
                                          f"fit_on_gpu('gpt-oss-120b', gpu={GPU!r})[{s}]: the planner's budget")
     return out
 
