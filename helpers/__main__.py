@@ -8,7 +8,6 @@ import json
 import os
 import sys
 import warnings
-from dataclasses import asdict
 
 import pandas as pd
 
@@ -57,7 +56,7 @@ def _capacity(a) -> dict:
         rows = ranking.rank(spec, a.dtype, a.kv_dtype, a.context, slo_ms=a.slo_ms, min_batch=a.batch, gpus=a.gpus,
                             provider=a.provider, **kw)
         return {"model": spec.name, "source": views.source_text(spec, a.dtype, a.kv_dtype, a.gpus, a.context),
-                "providers": ranking.providers_of(rows), "ranking": [asdict(row) for row in rows]}
+                "providers": ranking.providers_of(rows), "ranking": rows}
     gpu = get_gpu(a.gpu)
     if a.parallel:
         par = parse_parallel(a.parallel)

@@ -542,12 +542,12 @@ def _():
 def _():
     _all = capacity_ranking.rank("mistral-7b-v0.1", context=4096, slo_ms=20)
     _rp = capacity_ranking.rank("mistral-7b-v0.1", context=4096, slo_ms=20, provider="RunPod")
-    _a, _b = [r for r in _all if r.rank == 1][0], [r for r in _rp if r.rank == 1][0]
+    _a, _b = [r for r in _all if r["rank"] == 1][0], [r for r in _rp if r["rank"] == 1][0]
     notebook.exercise(2, "Comparable prices. Run `python -m helpers capacity --model mistral-7b-v0.1 --gpu all "
                     "--context 4096 --slo-ms 20`, then add `--provider RunPod`. Does the winner change, and why "
                     "should you care?", f"""
-    Across every provider the cheapest is **{_a.gpu}** ({_a.provider}, \\${_a.usd_per_million_tokens:.3f} per
-    million output tokens); within RunPod it is **{_b.gpu}** (\\${_b.usd_per_million_tokens:.3f}). The winner
+    Across every provider the cheapest is **{_a['gpu']}** ({_a['provider']}, \\${_a['usd_per_million_tokens']:.3f} per
+    million output tokens); within RunPod it is **{_b['gpu']}** (\\${_b['usd_per_million_tokens']:.3f}). The winner
     changes: a mixed ranking compares one provider's discount with another's list price — rank within the
     provider you would actually buy from.
     """)
@@ -572,7 +572,7 @@ def _():
 @app.cell(hide_code=True)
 def _(measured, ranked, slo_case, slo_derived):
     _at20 = capacity_slo.slo_batch(slo_case["model"], slo_case["gpu"], 20.0, slo_case["context"], slo_case["efficiency"])
-    _ok = [r for r in ranked or () if r.status == "ok"]
+    _ok = [r for r in ranked or () if r["status"] == "ok"]
     check_questions = [
         learner.Question("The derivation's case with an SLO of 20 ms: what batch does it allow?", _at20.batch,
                          "sequences"),

@@ -514,10 +514,10 @@ def _():
 @app.cell
 def _(big_gpu):
     gpt_oss = quantization.fit_on_gpu("gpt-oss-120b", gpu=big_gpu.value)
-    _mx = next(r for r in gpt_oss if r.scheme == "mxfp4")
+    _mx = next(r for r in gpt_oss if r["scheme"] == "mxfp4")
     mo.vstack([plots.table(pd.DataFrame(quant_figures.fit_rows(gpt_oss)),
                            "computed from gpt-oss-120b config.json (helpers.formulas.quantization.fit_on_gpu)"),
-               plots.table(pd.DataFrame(quantization.checkpoint_rows(_mx.weight_bytes, quantization.GPT_OSS_120B_CHECKPOINT_BYTES)),
+               plots.table(pd.DataFrame(quantization.checkpoint_rows(_mx["weight_bytes"], quantization.GPT_OSS_120B_CHECKPOINT_BYTES)),
                            "the MXFP4 prediction against the tensors of openai/gpt-oss-120b on the Hub "
                            "(total_size of its safetensors index)")])
     return (gpt_oss,)
@@ -536,14 +536,14 @@ def _():
 @app.cell
 def _(gpt_oss):
     _fig, _ax = plots.figure(width=6.5)
-    _colors = [plots.FITS if f.fits else plots.DOES_NOT_FIT for f in gpt_oss]
-    _gb = [f.weight_bytes / 1e9 for f in gpt_oss]
-    _ax.bar([f.scheme for f in gpt_oss], _gb, color=_colors)
-    _ax.axhline(gpt_oss[0].memory_bytes / 1e9, **{**plots.DATASHEET_STYLE, "ls": "-"})
-    _ax.axhline(gpt_oss[0].usable_bytes / 1e9, **plots.DATASHEET_STYLE)
-    _ax.annotate(f"one {gpt_oss[0].gpu}, as CUDA reports it", (1.01, gpt_oss[0].memory_bytes / 1e9),
+    _colors = [plots.FITS if f["fits"] else plots.DOES_NOT_FIT for f in gpt_oss]
+    _gb = [f["weight_bytes"] / 1e9 for f in gpt_oss]
+    _ax.bar([f["scheme"] for f in gpt_oss], _gb, color=_colors)
+    _ax.axhline(gpt_oss[0]["memory_bytes"] / 1e9, **{**plots.DATASHEET_STYLE, "ls": "-"})
+    _ax.axhline(gpt_oss[0]["usable_bytes"] / 1e9, **plots.DATASHEET_STYLE)
+    _ax.annotate(f"one {gpt_oss[0]['gpu']}, as CUDA reports it", (1.01, gpt_oss[0]["memory_bytes"] / 1e9),
                  xycoords=("axes fraction", "data"), va="bottom", fontsize=8)
-    _ax.annotate("less the runtime reserve", (1.01, gpt_oss[0].usable_bytes / 1e9),
+    _ax.annotate("less the runtime reserve", (1.01, gpt_oss[0]["usable_bytes"] / 1e9),
                  xycoords=("axes fraction", "data"), va="top", fontsize=8)
     for _i, _w in enumerate(_gb):
         _ax.text(_i, _w / 2, f"{_w:,.1f} GB", ha="center", color="white", fontsize=9)
@@ -594,7 +594,7 @@ def _():
 def _(big_gpu, gpt_oss, results, results_on):
     _ran = {r.scheme: r for r in results if r.error is None}
     _q = _ran.get("nf4") or next(iter(list(_ran.values())[1:]), None) or results[0]
-    _mx = next(f for f in gpt_oss if f.scheme == "mxfp4")
+    _mx = next(f for f in gpt_oss if f["scheme"] == "mxfp4")
     _timed = _q is not results[0] and _q.speed and results[0].speed
     check_questions = [
         learner.Question(f"How many MB do the weights of this run's {_q.label} model take, measured ({results_on.model_name})?",
@@ -606,7 +606,7 @@ def _(big_gpu, gpt_oss, results, results_on):
          learner.Question(f"How many bytes of scales does the {_q.label} model of this run hold, as predicted?",
                           _q.footprint.get("metadata_bytes", 0), "B")),
         learner.Question(f"On one {big_gpu.value}, how many 4,096-token sequences fit beside GPT-OSS-120B's MXFP4 weights?",
-                         _mx.max_batch, "sequences"),
+                         _mx["max_batch"], "sequences"),
     ]
     check_form = learner.self_check(check_questions)
     learner.self_check_section(check_form, check_questions, "change the GPU above and the last changes with it")

@@ -416,8 +416,8 @@ def _():
 @app.cell
 def _():
     _s = [state_space.sparse_decode_saving("mistral-7b-v0.3", _n, _k) for _n in (32768, 131072) for _k in (256, 2048)]
-    plots.table(pd.DataFrame([{"context": s.context, "keys kept": s.keep, "attention ÷ dense step's FLOPs": s.attention_share,
-                               "sparse ÷ dense FLOPs": regime.ratio(s.sparse_flops, s.dense_flops)} for s in _s]),
+    plots.table(pd.DataFrame([{"context": s["context"], "keys kept": s["keep"], "attention ÷ dense step's FLOPs": s["attention_share"],
+                               "sparse ÷ dense FLOPs": regime.ratio(s["sparse_flops"], s["dense_flops"])} for s in _s]),
                 "computed: one Mistral 7B v0.3 decode step, batch 1 (helpers.formulas.state_space.sparse_decode_saving; "
                 "choosing the keys not counted)", precision=3)
     return

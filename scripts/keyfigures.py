@@ -124,14 +124,14 @@ def planner() -> dict[str, Figure]:
     """Notebook 04: the cheapest catalogued GPU for Mistral 7B under the talk's 10 ms SLO at 4k context."""
     from helpers.capacity.ranking import rank
 
-    rows = [r for r in rank(MODEL, context=CONTEXT, slo_ms=SLO_MS) if r.status == "ok"]
+    rows = [r for r in rank(MODEL, context=CONTEXT, slo_ms=SLO_MS) if r["status"] == "ok"]
     best = rows[0]
     src = f"helpers.capacity.ranking.rank('{MODEL}', context={CONTEXT}, slo_ms={SLO_MS:g})[0]"
     return {
         "slo_ms": Figure(SLO_MS, f"{SLO_MS:g} ms", "the talk's premium-chat SLO"),
-        "best_gpu": Figure(best.gpu, best.gpu, src),
-        "best_gpu_batch": Figure(best.batch, _n(best.batch), src),
-        "best_gpu_usd_per_mtok": Figure(best.usd_per_million_tokens, f"${best.usd_per_million_tokens:,.3f}", src),
+        "best_gpu": Figure(best["gpu"], best["gpu"], src),
+        "best_gpu_batch": Figure(best["batch"], _n(best["batch"]), src),
+        "best_gpu_usd_per_mtok": Figure(best["usd_per_million_tokens"], f"${best['usd_per_million_tokens']:,.3f}", src),
         "gpus_meeting_slo": Figure(len(rows), _n(len(rows)), "GPUs ranked ok"),
     }
 
@@ -148,10 +148,10 @@ def quantization() -> dict[str, Figure]:
         out[f"mistral_{s}_gb"] = Figure(b / GB, f"{b / GB:,.2f} GB", f"weight_bytes('{MODEL}', '{s}')")
         out[f"mistral_{s}_share"] = Figure(b / bf16, f"{100 * b / bf16:,.0f} %", f"{s} ÷ bf16")
     for r in fit_on_gpu("gpt-oss-120b", ("bf16", "fp8", "mxfp4"), GPU):
-        s = r.scheme
-        out[f"gptoss_{s}_gb"] = Figure(r.weight_bytes / GB, f"{r.weight_bytes / GB:,.0f} GB",
+        s = r["scheme"]
+        out[f"gptoss_{s}_gb"] = Figure(r["weight_bytes"] / GB, f"{r['weight_bytes'] / GB:,.0f} GB",
                                        f"fit_on_gpu('gpt-oss-120b')[{s}]")
-        out[f"gptoss_{s}_fits"] = Figure(bool(r.fits), "fits" if r.fits else "does not fit",
+        out[f"gptoss_{s}_fits"] = Figure(bool(r["fits"]), "fits" if r["fits"] else "does not fit",
                                          f"fit_on_gpu('gpt-oss-120b', gpu={GPU!r})[{s}]: the planner's budget")
     return out
 

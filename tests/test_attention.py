@@ -37,7 +37,7 @@ SMALL = {**TINY_CONFIG, "vocab_size": 1000}   # fast to build; the attention is 
 def test_preset_kv_bytes_per_token(name, expected):
     assert memory.kv_bytes_per_token(name) == expected
     row = next(r for r in attention.kv_table([name]))
-    assert row.bytes_per_token == expected
+    assert row["bytes_per_token"] == expected
 
 
 @pytest.mark.parametrize("name,expected", sorted(PRESET_KV_128K.items()))

@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from helpers.formulas import memory, specs
-from helpers.formulas.config_schema import MAX_CONFIG_BYTES, MAX_DEPTH, ConfigError, validate_config
+from helpers.formulas.config_schema import MAX_CONFIG_BYTES, ConfigError, validate_config
 
 
 def preset(name="mistral-7b-v0.1"):
@@ -131,9 +131,6 @@ def test_deep_nesting_is_refused_not_a_recursion_error(tmp_path):
     p = tmp_path / "deep.json"
     p.write_text("[" * 100_000 + "]" * 100_000)
     with pytest.raises(ValueError, match="nested too deeply"):
-        specs.get_spec(p)
-    p.write_text('{"a": ' + "[" * (MAX_DEPTH + 5) + "]" * (MAX_DEPTH + 5) + "}")
-    with pytest.raises(ValueError, match=f"nested deeper than {MAX_DEPTH}"):
         specs.get_spec(p)
 
 

@@ -12,20 +12,20 @@ MISTRAL = "mistral-7b-v0.1"
 def test_mistral_at_4k_on_an_h100_stays_far_under_the_ridge():
     df = decode_intensity.intensity_table(MISTRAL, "H100 SXM", contexts=(4096,))
     s = decode_intensity.summary(df)[0]
-    assert s.max_batch == 115                      # the planner's budget on the 79.11 GiB an H100 reports
+    assert s["max_batch"] == 115                      # the planner's budget on the 79.11 GiB an H100 reports
     # By hand: 115 × 16,368,271,360 FLOPs ÷ (14,221,320,192 B of weights
     #          + 115 × (8,192 B embedding row + 4,097 × 131,072 B of cache read and written))
     flops = 115 * 16_368_271_360
     nbytes = 14_221_320_192 + 115 * (8192 + 4097 * 131_072)
-    assert s.intensity_at_max_batch == pytest.approx(flops / nbytes) == pytest.approx(24.78, abs=0.01)
-    assert s.ridge == pytest.approx(989.5e12 / 3.35e12)          # from the catalog, not typed
-    assert s.intensity_at_max_batch / s.ridge == pytest.approx(24.78 / 295.37, abs=1e-3)
+    assert s["intensity_at_max_batch"] == pytest.approx(flops / nbytes) == pytest.approx(24.78, abs=0.01)
+    assert s["ridge"] == pytest.approx(989.5e12 / 3.35e12)          # from the catalog, not typed
+    assert s["intensity_at_max_batch"] / s["ridge"] == pytest.approx(24.78 / 295.37, abs=1e-3)
     # the cache puts a ceiling on the intensity whatever the batch: FLOPs ÷ KV bytes per sequence
     ceiling = df["intensity_with_kv"].max()
     assert ceiling < 16_368_271_360 / (4097 * 131_072)
     # the limit itself, by hand: 16,368,271,360 FLOPs ÷ (8,192 + 4,097 × 131,072) B per sequence = 30.48
-    assert s.limit_with_kv == pytest.approx(16_368_271_360 / (8192 + 4097 * 131_072)) == pytest.approx(30.48, abs=0.01)
-    assert ceiling < s.limit_with_kv < s.ridge
+    assert s["limit_with_kv"] == pytest.approx(16_368_271_360 / (8192 + 4097 * 131_072)) == pytest.approx(30.48, abs=0.01)
+    assert ceiling < s["limit_with_kv"] < s["ridge"]
 
 
 def test_at_the_weights_only_crossover_batch_decode_at_4k_is_still_far_under_the_ridge():
@@ -54,13 +54,13 @@ def test_weights_only_intensity_grows_with_the_batch_and_crosses_near_the_crosso
 
 def test_a_short_context_with_a_huge_batch_can_reach_the_ridge():
     s = decode_intensity.summary(decode_intensity.intensity_table(MISTRAL, "H100 SXM", contexts=(256,)))[0]
-    assert s.intensity_at_max_batch >= s.ridge
-    assert s.limit_with_kv > s.ridge
+    assert s["intensity_at_max_batch"] >= s["ridge"]
+    assert s["limit_with_kv"] > s["ridge"]
 
 
 def test_a_batch_too_large_to_fit_reaches_the_ridge_only_where_the_limit_allows():
     s = decode_intensity.summary(decode_intensity.intensity_table(MISTRAL, "L4", contexts=(256,)))[0]
-    assert s.intensity_at_max_batch < s.ridge < s.limit_with_kv      # 24 GB: the batch that would does not fit
+    assert s["intensity_at_max_batch"] < s["ridge"] < s["limit_with_kv"]      # 24 GB: the batch that would does not fit
 
 
 def test_intensity_figure_is_titled_and_stamped():

@@ -185,9 +185,9 @@ def test_slo_batch_when_one_sequence_misses_the_slo():
 # ----------------------------------------------------------------------------- the exercises' static words
 
 def test_exercise_2_the_winner_changes_within_one_provider():
-    every = [r for r in ranking.rank("mistral-7b-v0.1", context=4096, slo_ms=20) if r.rank == 1][0]
-    runpod = [r for r in ranking.rank("mistral-7b-v0.1", context=4096, slo_ms=20, provider="RunPod") if r.rank == 1][0]
-    assert every.gpu != runpod.gpu and (every.gpu, every.provider, runpod.gpu) == ("MI300X", "Vultr", "B200")
+    every = [r for r in ranking.rank("mistral-7b-v0.1", context=4096, slo_ms=20) if r["rank"] == 1][0]
+    runpod = [r for r in ranking.rank("mistral-7b-v0.1", context=4096, slo_ms=20, provider="RunPod") if r["rank"] == 1][0]
+    assert every["gpu"] != runpod["gpu"] and (every["gpu"], every["provider"], runpod["gpu"]) == ("MI300X", "Vultr", "B200")
 
 
 def test_exercise_3_the_decode_still_costs_more_than_the_prefill():
@@ -201,10 +201,10 @@ def test_the_decode_only_price_is_never_below_the_requests():
     never the lower of the two."""
     for p, o in ((1000, 200), (6000, 500), (100, 3000)):
         rows = ranking.rank_requests("mistral-7b-v0.1", p, o, slo_ms=50)
-        ok = [r for r in rows if r.status == "ok"]
+        ok = [r for r in rows if r["status"] == "ok"]
         # equal where Mistral 7B v0.1's 4,096-token window caps the cache (6,000 + 500 tokens), up to rounding
-        assert ok and all(r.usd_per_million_tokens >= r.usd_per_million_output_tokens * (1 - 1e-12) for r in ok)
+        assert ok and all(r["usd_per_million_tokens"] >= r["usd_per_million_output_tokens"] * (1 - 1e-12) for r in ok)
         df = views.request_frame(rows)
         assert list(df["output ÷ input price"][: len(ok)]) == [
-            round(r.usd_per_million_output_tokens / r.usd_per_million_input_tokens, 1) for r in ok]
+            round(r["usd_per_million_output_tokens"] / r["usd_per_million_input_tokens"], 1) for r in ok]
         assert df["output ÷ input price"][len(ok):].isna().all()

@@ -147,25 +147,25 @@ def test_gpt_oss_mxfp4_matches_published_checkpoint():
 
 
 def test_gpt_oss_fits_one_h100_only_in_mxfp4_by_the_planners_budget():
-    rows = {r.scheme: r for r in quantization.fit_on_gpu("gpt-oss-120b")}
-    assert not rows["bf16"].fits and not rows["fp8"].fits and rows["mxfp4"].fits
-    assert rows["bf16"].weight_bytes / 1e9 == pytest.approx(233.66, abs=0.01)   # "about 234 GB"
+    rows = {r["scheme"]: r for r in quantization.fit_on_gpu("gpt-oss-120b")}
+    assert not rows["bf16"]["fits"] and not rows["fp8"]["fits"] and rows["mxfp4"]["fits"]
+    assert rows["bf16"]["weight_bytes"] / 1e9 == pytest.approx(233.66, abs=0.01)   # "about 234 GB"
     # an H100 SXM reports 79.11 GiB; the planner keeps 0.92 of it less 1.5 GB: 0.92 × 79.11 × 2^30 − 1.5e9
     usable = 0.92 * 79.11 * 2**30 - 1.5e9
-    assert rows["mxfp4"].memory_bytes == pytest.approx(79.11 * 2**30, rel=1e-6)
-    assert rows["mxfp4"].usable_bytes == pytest.approx(usable, rel=1e-6)
+    assert rows["mxfp4"]["memory_bytes"] == pytest.approx(79.11 * 2**30, rel=1e-6)
+    assert rows["mxfp4"]["usable_bytes"] == pytest.approx(usable, rel=1e-6)
     left = usable - 65_248_815_744
-    assert rows["mxfp4"].kv_budget_bytes == pytest.approx(left, rel=1e-6)
+    assert rows["mxfp4"]["kv_budget_bytes"] == pytest.approx(left, rel=1e-6)
     # the notebook's figures are the planner's: its KV budget, its max batch, its fits (max_batch ≥ 1)
     for s, r in rows.items():
         p = capacity.plan("gpt-oss-120b", "H100 SXM", weight_dtype=s, context=4096)
-        assert r.kv_budget_bytes == p.kv_budget_bytes_per_gpu
-        assert r.max_batch == p.max_batch and r.fits == (p.max_batch >= 1) == p.fits
-    assert rows["mxfp4"].max_batch == int(left // memory.kv_cache_bytes("gpt-oss-120b", 4096))
+        assert r["kv_budget_bytes"] == p.kv_budget_bytes_per_gpu
+        assert r["max_batch"] == p.max_batch and r["fits"] == (p.max_batch >= 1) == p.fits
+    assert rows["mxfp4"]["max_batch"] == int(left // memory.kv_cache_bytes("gpt-oss-120b", 4096))
     n = quantization.max_context_in(left, "gpt-oss-120b")
     assert memory.kv_cache_bytes("gpt-oss-120b", n) <= left < memory.kv_cache_bytes("gpt-oss-120b", n + 1)
-    assert n > 131072 and rows["mxfp4"].longest_sequence == 131072
-    assert rows["fp8"].longest_sequence == 0
+    assert n > 131072 and rows["mxfp4"]["longest_sequence"] == 131072
+    assert rows["fp8"]["longest_sequence"] == 0
     # the table the notebook draws labels the same figures
     table = {r["scheme"]: r for r in quant_figures.fit_rows(rows.values())}
     assert table["bf16"]["weights (GB)"] == pytest.approx(233.66, abs=0.01)

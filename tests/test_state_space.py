@@ -42,8 +42,8 @@ def test_sparse_decode_saving_by_hand():
     r = ss.sparse_decode_saving("mistral-7b-v0.3", 131072, 2048)
     dense = 13_958_643_712 + 268_435_456 + 68_719_476_736
     sparse = 13_958_643_712 + 268_435_456 + 1_073_741_824
-    assert (r.dense_flops, r.sparse_flops) == (dense, sparse)
-    assert r.attention_share == pytest.approx(68_719_476_736 / dense)
+    assert (r["dense_flops"], r["sparse_flops"]) == (dense, sparse)
+    assert r["attention_share"] == pytest.approx(68_719_476_736 / dense)
     for bad in (0, 131073, 1.5):
         with pytest.raises(ValueError, match="keep must be a whole number from 1 to 131,072"):
             ss.sparse_decode_saving(keep=bad)

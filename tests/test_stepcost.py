@@ -196,11 +196,11 @@ def test_cost_of_a_request_by_hand():
 
 def test_providers_are_shown_and_a_ranking_lists_those_it_mixes():
     rows = capacity_ranking.rank(MISTRAL, context=4096, slo_ms=20)
-    assert all(r.provider == gpus.get_gpu(r.gpu).price_provider for r in rows)
-    assert capacity_ranking.providers_of(rows) == list(dict.fromkeys(r.provider for r in rows)) and \
+    assert all(r["provider"] == gpus.get_gpu(r["gpu"]).price_provider for r in rows)
+    assert capacity_ranking.providers_of(rows) == list(dict.fromkeys(r["provider"] for r in rows)) and \
         len(capacity_ranking.providers_of(rows)) == len(gpus.providers())
     runpod = capacity_ranking.rank(MISTRAL, context=4096, slo_ms=20, provider="runpod")
-    assert runpod and {r.provider for r in runpod} == {"RunPod"}
+    assert runpod and {r["provider"] for r in runpod} == {"RunPod"}
     assert capacity_ranking.providers_of(runpod) == ["RunPod"]
     with pytest.raises(ValueError, match="prices come from"):
         capacity_ranking.rank(MISTRAL, context=4096, provider="nobody")
@@ -208,7 +208,7 @@ def test_providers_are_shown_and_a_ranking_lists_those_it_mixes():
 
 def test_request_ranking_orders_by_cost_per_request():
     rows = capacity_ranking.rank(MISTRAL, context=4096, slo_ms=20, prompt_tokens=1000, output_tokens=200)
-    ok = [r.usd_per_request for r in rows if r.status == "ok"]
+    ok = [r["usd_per_request"] for r in rows if r["status"] == "ok"]
     assert ok == sorted(ok) and all(x > 0 for x in ok)
 
 

@@ -49,4 +49,4 @@ def test_state_sizes_and_their_break_even_contexts():
 
 def test_sparse_attention_saving_at_the_notebooks_cases():
     s = state_space.sparse_decode_saving("mistral-7b-v0.3", 131072, 2048)
-    assert s.attention_share == pytest.approx(0.828, abs=1e-3) and 0 < s.sparse_flops < s.dense_flops
+    assert s["attention_share"] == pytest.approx(0.828, abs=1e-3) and 0 < s["sparse_flops"] < s["dense_flops"]

@@ -4,22 +4,19 @@ planner's computed row for a named GPU (floor_table), and `make bench`'s capacit
 """
 from __future__ import annotations
 
-from .. import checks
 from ..formulas import regime
 from ..formulas.gpus import datasheet_gpu
 from ..formulas.memory import KV_DTYPES, WEIGHT_SCHEMES
 from ..formulas.stepcost import decode_cost
 
 
-def predict_vs_measure(loaded, bandwidth: float | None = None, batch: int | None = None,
-                       prompt_tokens: int | None = None, new_tokens: int | None = None,
-                       peak_flops: float | None = None, seed: int = 0) -> dict:
+def predict_vs_measure(loaded, bandwidth: float | None = None) -> dict:
     """The planner's decode step for the loaded model on its own device against the measured one. Predicted:
     stepcost.decode_cost at the mean cached length (as plan() and notebook 03) over the device's measured read
-    bandwidth (microbench.read_benchmark, notebook 03's floor) unless `bandwidth` (B/s) is given, the compute term
-    only with `peak_flops`. Measured: the median inter-token latency of a greedy generation with a real KV cache
-    (timing.timed_generate). ratio = measured ÷ predicted (1: the floor reached). last_level_cache_bytes: on a
-    CPU, the largest data cache (a step below its floor reads its bytes from a cache of this size)."""
+    bandwidth (microbench.read_benchmark, notebook 03's floor) unless `bandwidth` (B/s) is given.
+    Measured: the median inter-token latency of a greedy generation with a real KV cache (timing.timed_generate).
+    ratio = measured ÷ predicted (1: the floor reached). last_level_cache_bytes: on a CPU, the largest data cache
+    (a step below its floor reads its bytes from a cache of this size)."""
     import torch
 
     from ..formulas.stats import percentile
@@ -28,25 +25,19 @@ def predict_vs_measure(loaded, bandwidth: float | None = None, batch: int | None
     from ..measure.tensor_bytes import measured_weight_bytes
     from ..measure.timing import timed_generate
 
-    cpu = loaded.device == "cpu"   # small on a CPU, realistic on a GPU
-    batch = checks.count(batch or 1, "batch")
-    prompt = checks.count(prompt_tokens or (64 if cpu else 512), "prompt tokens")
-    new = checks.count(new_tokens or (17 if cpu else 33), "new tokens")
-    if new < 2:
-        raise ValueError("new_tokens must be ≥ 2: the first token is the prefill, the rest are decode steps")
+    cpu = loaded.device == "cpu"
+    batch, prompt, new = 1, (64 if cpu else 512), (17 if cpu else 33)   # small on a CPU, realistic on a GPU
     if bandwidth is None:
         bandwidth, bw_source = float(read_benchmark(loaded.device).bandwidth), \
             "measured read rate (helpers.measure.microbench.read_benchmark)"
     else:
-        bandwidth, bw_source = checks.number(bandwidth, "bandwidth", positive=True, unit="bytes/s"), "given"
+        bw_source = "given"
     spec = loaded.spec
     mean_cached = prompt + new // 2       # step j of 1…new−1 attends over prompt + j tokens
     cost = decode_cost(spec, mean_cached, batch, loaded.dtype if loaded.dtype in WEIGHT_SCHEMES else "bf16",
                        loaded.dtype if loaded.dtype in KV_DTYPES else "bf16")
-    mem_s = cost.bytes / bandwidth
-    comp_s = cost.flops / peak_flops if peak_flops else 0.0
-    predicted = max(mem_s, comp_s)
-    ids = torch.randint(3, spec.vocab_size, (batch, prompt), generator=torch.Generator().manual_seed(seed))
+    predicted = cost.bytes / bandwidth
+    ids = torch.randint(3, spec.vocab_size, (batch, prompt), generator=torch.Generator().manual_seed(0))
     timed_generate(loaded.model, ids[:, : min(prompt, 16)], 3, device=loaded.device)   # warm-up
     t = timed_generate(loaded.model, ids, new, device=loaded.device)
     return {"last_level_cache_bytes": last_level_cache_bytes() if cpu else None,
@@ -55,8 +46,7 @@ def predict_vs_measure(loaded, bandwidth: float | None = None, batch: int | None
             "batch": batch, "prompt_tokens": prompt, "new_tokens": new, "mean_cached_tokens": mean_cached,
             "weight_bytes": cost.weight_read_bytes, "kv_bytes": cost.kv_bytes, "step_bytes": cost.bytes,
             "loaded_weight_bytes": measured_weight_bytes(loaded.model), "bandwidth": bandwidth,
-            "bandwidth_source": bw_source, "predicted_step_s": predicted, "predicted_memory_s": mem_s,
-            "predicted_compute_s": comp_s or None, "measured_step_s": t.itl_median_s,
+            "bandwidth_source": bw_source, "predicted_step_s": predicted, "measured_step_s": t.itl_median_s,
             "measured_p90_s": percentile(t.step_s, 90), "ratio": regime.ratio(t.itl_median_s, predicted)}
 
 

@@ -5,13 +5,12 @@ and, when a model fits no catalogued GPU at a count, why, with the tensor-parall
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
 from typing import Iterable
 
 from .. import checks
 from .planner import DEFAULT_EFFICIENCY, GPU_COUNTS, Plan, check_context, plan, sharding
 from .slo import plan_for_slo
-from ..formulas.gpus import catalog, get_gpu, providers
+from ..formulas.gpus import catalog, providers
 from ..formulas.specs import ModelSpec, get_spec
 
 
@@ -35,17 +34,15 @@ def no_fit_message(spec: ModelSpec, weight_dtype: str, kv_dtype: str, context: i
             "or choose a smaller weight dtype (fp8, nf4) or a shorter context")
 
 
-def providers_of(rows: Iterable["RankedGPU"]) -> list[str]:
+def providers_of(rows: Iterable[dict]) -> list[str]:
     """The providers whose prices a ranking holds, in its order (more than one: the ranking mixes them)."""
-    return list(dict.fromkeys(r.provider for r in rows))
+    return list(dict.fromkeys(r["provider"] for r in rows))
 
 
 def rank(model, weight_dtype: str = "bf16", kv_dtype: str = "bf16", context: int = 4096,
-         slo_ms: float | None = None, min_batch: int | None = None, gpus: int = 1,
-         gpu_names: Iterable[str] | None = None, efficiency: float = DEFAULT_EFFICIENCY,
-         provider: str | None = None, prompt_tokens: int | None = None,
-         output_tokens: int | None = None) -> list[RankedGPU]:
-    """Every catalogued GPU (or `gpu_names`, or those `provider` prices), cheapest first, each at the largest
+         slo_ms: float | None = None, min_batch: int | None = None, gpus: int = 1, efficiency: float = DEFAULT_EFFICIENCY,
+         provider: str | None = None, prompt_tokens: int | None = None, output_tokens: int | None = None) -> list[dict]:
+    """Every catalogued GPU (or those `provider` prices), cheapest first, each at the largest
     batch that fits and meets `slo_ms` (latency first: chat) with at least `min_batch` sequences (throughput
     first: batch jobs): the largest batch costs least per token. Ranked by $ per request with `output_tokens`,
     else by $ per million output tokens; GPUs that miss the constraints follow, with the reason. ValueError
@@ -57,15 +54,9 @@ def rank(model, weight_dtype: str = "bf16", kv_dtype: str = "bf16", context: int
     need = 1 if min_batch is None else checks.count(min_batch, "minimum batch")
     if slo_ms is not None:
         checks.number(slo_ms, "SLO", positive=True, unit="ms per output token")
-    if gpu_names is not None and (isinstance(gpu_names, str) or not isinstance(gpu_names, Iterable)):
-        raise ValueError(f"gpu_names must be a list of catalogued GPU names, got {str(gpu_names)[:40]!r}")
-    gs = [get_gpu(n) for n in gpu_names] if gpu_names is not None else list(catalog())
-    if not gs:
-        raise ValueError("gpu_names is empty; allowed: one or more catalogued GPUs (`python -m helpers gpus`)")
-    if provider is not None:
-        if str(provider).strip().lower() not in [p.lower() for p in providers()]:
-            raise ValueError(f"unknown provider {provider!r}; the catalog's prices come from: {', '.join(providers())}")
-        gs = [g for g in gs if g.price_provider.lower() == str(provider).strip().lower()]
+    if provider is not None and str(provider).strip().lower() not in [p.lower() for p in providers()]:
+        raise ValueError(f"unknown provider {provider!r}; the catalog's prices come from: {', '.join(providers())}")
+    gs = [g for g in catalog() if provider is None or g.price_provider.lower() == str(provider).strip().lower()]
     if not fits_somewhere(spec, weight_dtype, kv_dtype, context, gpus):
         raise ValueError(no_fit_message(spec, weight_dtype, kv_dtype, context, gpus))
     kw = {"efficiency": efficiency, "prompt_tokens": prompt_tokens, "output_tokens": output_tokens}
@@ -91,14 +82,14 @@ def rank(model, weight_dtype: str = "bf16", kv_dtype: str = "bf16", context: int
             note = "largest batch that fits"
         rows.append(_row(p, "ok", note))
     by = "usd_per_request" if output_tokens is not None else "usd_per_million_tokens"
-    rows.sort(key=lambda r: (r.status != "ok", getattr(r, by) if r.status == "ok" else math.inf, r.gpu))
-    return [replace(r, rank=i if r.status == "ok" else None) for i, r in enumerate(rows, 1)]
+    rows.sort(key=lambda r: (r["status"] != "ok", r[by] if r["status"] == "ok" else math.inf, r["gpu"]))
+    return [{**r, "rank": i if r["status"] == "ok" else None} for i, r in enumerate(rows, 1)]
 
 
 def rank_requests(model, prompt_tokens: int, output_tokens: int, weight_dtype: str = "bf16", kv_dtype: str = "bf16",
                   context: int | None = None, slo_ms: float | None = None, min_batch: int | None = None,
                   gpus: int = 1, efficiency: float = DEFAULT_EFFICIENCY,
-                  provider: str | None = None) -> list[RankedGPU]:
+                  provider: str | None = None) -> list[dict]:
     """rank() for requests of prompt + output tokens (context: their sum unless given), cheapest
     request first: $ per million input and output tokens the way API providers price them, prefill
     counted, next to the decode-only figure."""
@@ -108,39 +99,17 @@ def rank_requests(model, prompt_tokens: int, output_tokens: int, weight_dtype: s
                 efficiency=efficiency, provider=provider, prompt_tokens=prompt_tokens, output_tokens=output_tokens)
 
 
-@dataclass(frozen=True)
-class RankedGPU:
-    """One GPU of a ranking: rank None and status why ("does not fit", "batch too small", "misses SLO")
-    where it misses the constraints, its figures then None; usd_per_hour counts all its `gpus`."""
-
-    rank: int | None
-    gpu: str
-    gpus: int
-    provider: str
-    status: str
-    batch: int | None
-    max_batch: int
-    step_ms: float | None
-    step_floor_ms: float | None
-    tokens_per_s: float | None
-    prefill_ms: float | None
-    bound: str | None
-    prefill_bound: str | None
-    usd_per_hour: float
-    usd_per_million_tokens: float | None
-    usd_per_million_input_tokens: float | None
-    usd_per_million_output_tokens: float | None
-    usd_per_request: float | None
-    note: str
-
-
+# A ranking's row: the plan's figures for one GPU; rank None and status why ("does not fit", "batch too small",
+# "misses SLO") where it misses the constraints, its figures then None; usd_per_hour counts all its `gpus`.
+ROW = ("rank gpu gpus provider status batch max_batch step_ms step_floor_ms tokens_per_s prefill_ms bound prefill_bound "
+       "usd_per_hour usd_per_million_tokens usd_per_million_input_tokens usd_per_million_output_tokens usd_per_request "
+       "note").split()
 _OK_ONLY = ("batch", "tokens_per_s", "prefill_ms", "bound", "prefill_bound", "usd_per_million_tokens",
             "usd_per_million_input_tokens", "usd_per_million_output_tokens", "usd_per_request")
 
 
-def _row(p: Plan, status: str, note: str) -> RankedGPU:
-    d, ok, timed = p.to_dict(), status == "ok", status in ("ok", "misses SLO")
-    return RankedGPU(rank=None, status=status, note=note, usd_per_hour=p.usd_per_hour * p.gpus,
-                     **{f: d[f] for f in ("gpu", "gpus", "provider", "max_batch")},
-                     **{f: d[f] if ok else None for f in _OK_ONLY},
-                     **{f: d[f] if timed else None for f in ("step_ms", "step_floor_ms")})
+def _row(p: Plan, status: str, note: str) -> dict:
+    d = {**p.to_dict(), "rank": None, "status": status, "note": note, "usd_per_hour": p.usd_per_hour * p.gpus}
+    timed = status in ("ok", "misses SLO")
+    return {f: None if status != "ok" and f in _OK_ONLY or not timed and f in ("step_ms", "step_floor_ms") else d[f]
+            for f in ROW}

@@ -75,31 +75,16 @@ def slo_batch(model, gpu, slo_ms: float, context: int = 4096, efficiency: float 
                     min(b_slo, one.max_batch), found.batch if meets else 0, w / k, found)
 
 
-@dataclass(frozen=True)
-class Corner:
-    corner: str                # "latency", "latency ≤ 10 ms", "throughput", "throughput, less precision"
-    weight_dtype: str
-    kv_dtype: str
-    batch: int
-    meets_slo: bool            # the step within the SLO the triangle was drawn for
-    step_ms: float
-    tokens_per_s: float
-    usd_per_million_tokens: float
-    max_batch: int
-    what: str
-
-
 def triangle(model, gpu: str = "H100 SXM", weight_dtype: str = "bf16", kv_dtype: str = "bf16",
              context: int = 4096, slo_ms: float = 10.0, gpus: int = 1,
-             efficiency: float = DEFAULT_EFFICIENCY) -> list[Corner]:
-    """The corners in order: latency, within the SLO, throughput, and (unless the weights and cache are fp8
-    already, and when fp8 fits) throughput with fp8 weights and cache. ValueError when batch 1 does not fit."""
+             efficiency: float = DEFAULT_EFFICIENCY) -> list[dict]:
+    """The corners as rows of Plan.to_dict() with corner, meets_slo and what: latency, within the SLO, throughput,
+    and (unless already fp8, and when fp8 fits) throughput with fp8 weights and cache. ValueError when batch 1
+    does not fit."""
     spec = get_spec(model)
-    slo_ms = checks.number(slo_ms, "SLO", positive=True, unit="ms per output token")
 
-    def corner(name: str, p: Plan, what: str) -> Corner:
-        return Corner(name, p.weight_dtype, p.kv_dtype, p.batch, p.step_s <= slo_ms / 1e3, p.step_ms, p.tokens_per_s,
-                      p.usd_per_million_tokens, p.max_batch, what)
+    def corner(name: str, p: Plan, what: str) -> dict:
+        return {"corner": name, **p.to_dict(), "meets_slo": p.step_s <= slo_ms / 1e3, "what": what}
 
     def at(batch: int, w: str = weight_dtype, kv: str = kv_dtype) -> Plan:
         return plan(spec, gpu, gpus, w, kv, context, batch, efficiency=efficiency)

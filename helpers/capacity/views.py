@@ -4,13 +4,9 @@ computed from, latency and throughput over batch per GPU.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, is_dataclass
 from typing import Iterable
 
-from .. import checks
 from .planner import DEFAULT_EFFICIENCY, max_batch, plan
-from .ranking import RankedGPU
-from .slo import Corner
 from ..formulas.gpus import catalog_label
 from ..formulas.specs import get_spec
 
@@ -30,11 +26,11 @@ REQUEST_COLUMNS = {"rank": "rank", "gpu": "GPU", "provider": "price from", "stat
 
 
 def _frame(rows: Iterable, columns: dict[str, str], digits: dict[str, int]):
-    """Rows (dataclasses or dicts) as a DataFrame: `columns` (field → header) in that order, floats rounded,
+    """Rows (dicts) as a DataFrame: `columns` (field → header) in that order, floats rounded,
     indexed by the first column."""
     import pandas as pd
 
-    df = pd.DataFrame([asdict(r) if is_dataclass(r) else r for r in rows], columns=list(columns))
+    df = pd.DataFrame(list(rows), columns=list(columns))
     for field, nd in digits.items():
         df[field] = df[field].astype(float).round(nd)
     for field in ("rank", "batch"):
@@ -43,24 +39,24 @@ def _frame(rows: Iterable, columns: dict[str, str], digits: dict[str, int]):
     return df.rename(columns=columns).set_index(columns[next(iter(columns))])
 
 
-def rank_frame(rows: Iterable[RankedGPU]):
+def rank_frame(rows: Iterable[dict]):
     """A ranking (ranking.rank) with readable headers, indexed by rank."""
     return _frame(rows, RANK_COLUMNS, {"step_floor_ms": 2, "step_ms": 2, "tokens_per_s": 0, "usd_per_hour": 2,
                                        "usd_per_million_tokens": 3, "prefill_ms": 1})
 
 
-def triangle_frame(corners: Iterable[Corner]):
+def triangle_frame(corners: Iterable[dict]):
     """The triangle's corners (triangle.triangle), indexed by corner."""
     return _frame(corners, TRIANGLE_COLUMNS, {"step_ms": 2, "tokens_per_s": 0, "usd_per_million_tokens": 3})
 
 
-def request_frame(rows: Iterable[RankedGPU]):
+def request_frame(rows: Iterable[dict]):
     """A ranking of requests (ranking.rank_requests): $ per million input and output tokens, prefill counted,
     beside the decode-only figure, the ratio of an output token's price to an input token's, and which term
     bounds the prefill; indexed by rank."""
     from ..formulas import regime
 
-    rows = [asdict(r) if is_dataclass(r) else r for r in rows]
+    rows = list(rows)
     df = _frame(rows, REQUEST_COLUMNS, {field: 6 if field == "usd_per_request" else 3
                                         for field in list(REQUEST_COLUMNS)[5:-1]})
     df.insert(len(df.columns) - 1, "output ÷ input price",
@@ -78,10 +74,7 @@ def source_text(model, weight_dtype: str, kv_dtype: str, gpus: int = 1, context:
 
 def batch_points(max_b: int) -> list[int]:
     """1, 2, 4, … up to max_b, and max_b itself; none for a max batch of 0 (nothing fits)."""
-    if max_b == 0 and not isinstance(max_b, bool):
-        return []
-    max_b = checks.count(max_b, "max batch")
-    return [*(2**k for k in range(max_b.bit_length()) if 2**k < max_b), max_b]
+    return [*(2**k for k in range(max_b.bit_length()) if 2**k < max_b), max_b] if max_b else []
 
 
 def curve(model, gpu_names: Iterable[str], weight_dtype: str = "bf16", kv_dtype: str = "bf16",

@@ -21,24 +21,12 @@ SCORECARD = Path(__file__).parents[1] / "data" / "attention_scorecard.csv"
 CONTEXTS = (4096, 32768, 131072)
 
 
-@dataclass(frozen=True)
-class PresetKV:
-    """One preset's KV cache: what it caches per layer, per token, and for one sequence at each context."""
-
-    model: str
-    attention: str
-    layers: int
-    cached_per_layer: str          # e.g. "K and V: 8 of 32 heads × 128"
-    formula: str                   # the per-token formula, in words
-    bytes_per_token: int           # at short context (no window binding)
-    contexts: tuple[int, ...]      # tokens of one sequence
-    sequence_bytes: tuple[int, ...]  # KV bytes of one sequence at each of `contexts`, windows honoured
-
-
-def kv_table(models=PRESETS, dtype: str = "bf16", contexts=CONTEXTS) -> list[PresetKV]:
-    """KV bytes per token (short context) and per sequence at each context, windows honoured, for each preset."""
-    return [PresetKV(spec.name, spec.attention, spec.num_layers, _cached_per_layer(spec), t.formula,
-                     t.bytes_per_token, tuple(contexts), tuple(kv_cache_bytes(spec, n, 1, dtype) for n in contexts))
+def kv_table(models=PRESETS, dtype: str = "bf16", contexts=CONTEXTS) -> list[dict]:
+    """Each preset's KV cache: what it caches per layer ("K and V: 8 of 32 heads × 128"), the per-token formula in
+    words, bytes_per_token (short context) and sequence_bytes of one sequence at each of `contexts`, windows honoured."""
+    return [{"model": spec.name, "attention": spec.attention, "layers": spec.num_layers,
+             "cached_per_layer": _cached_per_layer(spec), "formula": t.formula, "bytes_per_token": t.bytes_per_token,
+             "contexts": tuple(contexts), "sequence_bytes": tuple(kv_cache_bytes(spec, n, 1, dtype) for n in contexts)}
             for spec in map(get_spec, models) for t in [kv_terms(spec, dtype)]]
 
 

@@ -16,9 +16,8 @@ from typing import Annotated, Any, Optional
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 # A config.json is kilobytes (Mistral 7B: 0.6 kB; DeepSeek V3: 1.7 kB): 1 MB leaves room for long id2label tables
-# and refuses /dev/zero and multi-GB files before reading them. Real configs nest 3 levels.
+# and refuses /dev/zero and multi-GB files before reading them.
 MAX_CONFIG_BYTES = 1_000_000
-MAX_DEPTH = 32
 MAX_TOKENS = 1_000_000_000        # max_position_embeddings, sliding_window (and --context, --tokens)
 
 BOUNDS: dict[str, tuple[int, int]] = {name: bounds for bounds, names in {
@@ -142,19 +141,13 @@ def validate_config(cfg: Any, name: str = "config") -> BaseModel:
     return fields
 
 
-def _depth(obj: Any, d: int = 1) -> int:
-    """Nesting depth of parsed JSON (a dict or list), counted no further than MAX_DEPTH + 1."""
-    kids = [c for c in (obj.values() if isinstance(obj, dict) else obj) if isinstance(c, (dict, list))]
-    return d if d > MAX_DEPTH or not kids else max(_depth(c, d + 1) for c in kids)
-
-
 def _no_constant(token: str):
     raise ValueError(f"{token} is not a number JSON allows")
 
 
 def read_config_file(path: Path, limit: int = MAX_CONFIG_BYTES) -> dict:
     """A config file's JSON object: a regular file (not a device, pipe or folder) of at most `limit` bytes, UTF-8,
-    refusing NaN/Infinity, numbers of thousands of digits and deep nesting."""
+    refusing NaN/Infinity, numbers of thousands of digits and nesting too deep to parse."""
     try:
         if not stat.S_ISREG(os.stat(path).st_mode):
             raise ConfigError(f"{path} is not a regular file; allowed: a config.json")
@@ -170,12 +163,10 @@ def read_config_file(path: Path, limit: int = MAX_CONFIG_BYTES) -> dict:
     except UnicodeDecodeError:
         raise ConfigError(f"cannot read {path} as a JSON config: it is not UTF-8 text") from None
     except RecursionError:
-        raise ConfigError(f"cannot read {path} as a JSON config: nested too deeply (limit {MAX_DEPTH})") from None
+        raise ConfigError(f"cannot read {path} as a JSON config: nested too deeply") from None
     except ValueError as exc:  # JSONDecodeError, NaN/Infinity, too many digits
         raise ConfigError(f"cannot read {path} as a JSON config: {str(exc).splitlines()[0][:200]}") from None
     if not isinstance(cfg, dict):
         raise ConfigError(f"{path} is not a Hugging Face config (expected a JSON object, got a {type(cfg).__name__})")
-    if _depth(cfg) > MAX_DEPTH:
-        raise ConfigError(f"cannot read {path} as a JSON config: nested deeper than {MAX_DEPTH} levels")
     return cfg
 

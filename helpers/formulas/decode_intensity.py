@@ -72,23 +72,15 @@ def intensity_table(model, gpu: str = "H100 SXM", contexts: Sequence[int] = (512
     return pd.DataFrame(rows)
 
 
-@dataclass(frozen=True)
-class IntensitySummary:
-    """One context of an intensity_table: where its largest fitting batch sits against the ridge."""
-
-    context: int
-    max_batch: int                         # the largest batch that fits (0: not one sequence)
-    intensity_at_max_batch: float | None   # FLOP/B with the cache at that batch
-    ridge: float
-    limit_with_kv: float                   # limit_intensity: what no batch, fitting or not, gets past
-
-
-def summary(df) -> list[IntensitySummary]:
-    """Per context of an intensity_table, smallest first."""
+def summary(df) -> list[dict]:
+    """Per context of an intensity_table, smallest first: where its largest fitting batch sits against the ridge
+    (max_batch 0: not one sequence fits; intensity_at_max_batch None then) and limit_intensity, which no batch,
+    fitting or not, gets past."""
     out = []
     for context, d in df.groupby("context", sort=True):
         first = d.iloc[0]
         at = d[d["batch"] == first["max_batch"]]["intensity_with_kv"]
-        out.append(IntensitySummary(int(context), int(first["max_batch"]), float(at.iloc[0]) if len(at) else None,
-                                    float(first["ridge"]), float(first["limit_with_kv"])))
+        out.append({"context": int(context), "max_batch": int(first["max_batch"]),
+                    "intensity_at_max_batch": float(at.iloc[0]) if len(at) else None,
+                    "limit_with_kv": float(first["limit_with_kv"]), "ridge": float(first["ridge"])})
     return out

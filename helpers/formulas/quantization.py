@@ -43,29 +43,12 @@ def preset_footprints(model: str | dict | ModelSpec = "mistral-7b-v0.1", schemes
                           round(w.bytes / ws[0].bytes, 4)) for s, w in zip(schemes, ws)]
 
 
-@dataclass(frozen=True)
-class GpuFit:
-    """One scheme of a model on one GPU, by the capacity planner's budget."""
-
-    model: str
-    scheme: str
-    gpu: str
-    weight_bytes: int
-    memory_bytes: float        # what the GPU reports (its usable_memory_bytes)
-    usable_bytes: float        # less the runtime reserve: weights + KV cache
-    kv_budget_bytes: float     # left for the KV cache (the plan's kv_budget_bytes_per_gpu)
-    fits: bool                 # at least one sequence of `context` tokens beside the weights
-    context: int
-    max_batch: int             # sequences of `context` tokens that fit
-    kv_dtype: str
-    longest_sequence: int      # tokens of one sequence whose KV cache fits (capped at the model's context)
-
-
 def fit_on_gpu(model: str = "gpt-oss-120b", schemes=("bf16", "fp8", "mxfp4"), gpu: Any = "H100 SXM",
-               kv_dtype: str = "bf16", context: int = 4096) -> list[GpuFit]:
+               kv_dtype: str = "bf16", context: int = 4096) -> list[dict]:
     """Does the model fit on one GPU under each scheme? The capacity planner's answer (helpers.capacity.plan, the
-    one owner of the memory budget: the memory the GPU reports less the runtime reserve), with what is left for
-    the KV cache and the longest sequence that fits (windows honoured)."""
+    one owner of the memory budget), a row per scheme: memory_bytes the GPU reports, usable_bytes less the runtime
+    reserve, kv_budget_bytes left for the KV cache, fits (one sequence of `context` tokens), max_batch of them,
+    longest_sequence whose cache fits (windows honoured, capped at the model's context)."""
     from ..capacity import plan
     from .gpus import get_gpu
 
@@ -76,9 +59,10 @@ def fit_on_gpu(model: str = "gpt-oss-120b", schemes=("bf16", "fp8", "mxfp4"), gp
         p = plan(spec, g, weight_dtype=s, kv_dtype=kv_dtype, context=context)
         left = p.kv_budget_bytes_per_gpu
         longest = min(max_context_in(left, spec, kv_dtype), spec.max_position_embeddings or 2**24) if left > 0 else 0
-        out.append(GpuFit(spec.name, s, g.name, p.weight_bytes, p.memory_bytes_per_gpu,
-                          p.budget_bytes_per_gpu - p.overhead_bytes_per_gpu, left, p.max_batch >= 1, context,
-                          p.max_batch, kv_dtype, longest))
+        out.append({"model": spec.name, "scheme": s, "gpu": g.name, "weight_bytes": p.weight_bytes,
+                    "memory_bytes": p.memory_bytes_per_gpu, "usable_bytes": p.budget_bytes_per_gpu - p.overhead_bytes_per_gpu,
+                    "kv_budget_bytes": left, "fits": p.max_batch >= 1, "context": context, "max_batch": p.max_batch,
+                    "kv_dtype": kv_dtype, "longest_sequence": longest})
     return out
 
 

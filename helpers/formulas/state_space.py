@@ -89,24 +89,14 @@ def linear_attention_state_bytes(layers: int, heads: int, d_k: int, d_v: int, dt
     return math.ceil(layers * heads * (d_k * d_v + d_k) * DTYPE_BYTES[normalize_dtype(dtype)])
 
 
-@dataclass(frozen=True)
-class SparseDecodeSaving:
-    """One decode step's FLOPs at `context` tokens, attending to every key against `keep` chosen ones."""
-
-    model: str
-    context: int
-    keep: int
-    dense_flops: int
-    attention_share: float      # of the dense step, the share spent on attention over the context
-    sparse_flops: int
-
-
-def sparse_decode_saving(model: str = "mistral-7b-v0.3", context: int = 131072, keep: int = 2048) -> SparseDecodeSaving:
-    """compute_share.flop_terms of one decode step at `context` tokens against `keep` chosen keys (the linear
-    layers and the head unchanged); choosing the keys (scoring them, or a cheaper index) is not counted."""
+def sparse_decode_saving(model: str = "mistral-7b-v0.3", context: int = 131072, keep: int = 2048) -> dict:
+    """compute_share.flop_terms of one decode step at `context` tokens, dense_flops attending to every key against
+    sparse_flops to `keep` chosen ones (the linear layers and the head unchanged; choosing the keys, by scoring them
+    or a cheaper index, is not counted), and attention_share: of the dense step, the share spent on attention."""
     from .compute_share import flop_terms
 
     context = checks.count(context, "context")
     keep = checks.count(keep, "keep", maximum=context)
     dense, sparse = flop_terms(model, 1, context - 1), flop_terms(model, 1, keep - 1)   # the new token is the last
-    return SparseDecodeSaving(model, context, keep, dense.total, dense.context_share, sparse.total)
+    return {"model": model, "context": context, "keep": keep, "dense_flops": dense.total,
+            "attention_share": dense.context_share, "sparse_flops": sparse.total}

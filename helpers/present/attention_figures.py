@@ -11,12 +11,12 @@ from . import plots
 
 
 def kv_table_frame(rows: Sequence):
-    """Each preset's KV cache (attention.PresetKV) per token and, in GB (10⁹ B), for one sequence at each context."""
-    return pd.DataFrame([{"model": r.model, "attention": r.attention, "layers": r.layers,
-                          "what is cached per layer": r.cached_per_layer, "formula": r.formula,
-                          "KV bytes per token": r.bytes_per_token,
+    """Each preset's KV cache (attention.kv_table) per token and, in GB (10⁹ B), for one sequence at each context."""
+    return pd.DataFrame([{"model": r["model"], "attention": r["attention"], "layers": r["layers"],
+                          "what is cached per layer": r["cached_per_layer"], "formula": r["formula"],
+                          "KV bytes per token": r["bytes_per_token"],
                           **{f"one sequence of {n // 1024}k tokens (GB)": round(b / 1e9, 3)
-                             for n, b in zip(r.contexts, r.sequence_bytes)}} for r in rows])
+                             for n, b in zip(r["contexts"], r["sequence_bytes"])}} for r in rows])
 
 
 def cache_checks_frame(rows: Sequence):

@@ -98,12 +98,12 @@ def formats_rows(in_features: int = 4096, out_features: int = 4096) -> list[dict
 
 def fit_rows(fits: list) -> list[dict[str, Any]]:
     """A model on one GPU by scheme (helpers.formulas.quantization.fit_on_gpu)."""
-    return [{"model": f.model, "scheme": f.scheme, "gpu": f.gpu, "weight bytes": f.weight_bytes,
-             "weights (GB)": f.weight_bytes / 1e9, "GPU reports (GB)": f.memory_bytes / 1e9,
-             "usable after reserve (GB)": f.usable_bytes / 1e9, "fits": f.fits,
-             "left for KV cache (GB)": f.kv_budget_bytes / 1e9,
-             f"sequences of {f.context:,} tokens": f.max_batch,
-             f"KV cache room ({f.kv_dtype}), one sequence up to (tokens)": f.longest_sequence} for f in fits]
+    return [{"model": f["model"], "scheme": f["scheme"], "gpu": f["gpu"], "weight bytes": f["weight_bytes"],
+             "weights (GB)": f["weight_bytes"] / 1e9, "GPU reports (GB)": f["memory_bytes"] / 1e9,
+             "usable after reserve (GB)": f["usable_bytes"] / 1e9, "fits": f["fits"],
+             "left for KV cache (GB)": f["kv_budget_bytes"] / 1e9,
+             f"sequences of {f['context']:,} tokens": f["max_batch"],
+             f"KV cache room ({f['kv_dtype']}), one sequence up to (tokens)": f["longest_sequence"]} for f in fits]
 
 
 def perplexity_rows(perplexities: list) -> list[dict[str, Any]]:

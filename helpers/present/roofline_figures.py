@@ -8,7 +8,7 @@ from typing import Any, Iterable, Sequence
 import pandas as pd
 
 from ..formulas import regime
-from ..formulas.decode_intensity import IntensityPoint, IntensitySummary
+from ..formulas.decode_intensity import IntensityPoint
 from ..formulas.roofline import RooflinePoint, attainable_flops, ridge_point
 from ..formulas.stepcost import forward_cost
 from . import plots, replay
@@ -225,11 +225,11 @@ def point_figure(p: IntensityPoint, dtype: str = "bf16"):
                              "hollow: the batch does not fit")
 
 
-def summary_frame(summaries: list[IntensitySummary]):
+def summary_frame(summaries: list[dict]):
     """Per context (decode_intensity.summary): the largest batch that fits, its intensity, the cache's limit ÷ the ridge."""
-    frame = pd.DataFrame([{"context": s.context, "largest batch that fits": s.max_batch,
-                           "FLOP/B at that batch": s.intensity_at_max_batch, "the cache's limit (FLOP/B)": s.limit_with_kv,
-                           "ridge (FLOP/B)": s.ridge} for s in summaries])
+    frame = pd.DataFrame(summaries).rename(columns={"max_batch": "largest batch that fits", "ridge": "ridge (FLOP/B)",
+                                                    "intensity_at_max_batch": "FLOP/B at that batch",
+                                                    "limit_with_kv": "the cache's limit (FLOP/B)"})
     return regime.ratio_columns(frame, "the cache's limit (FLOP/B)", "ridge (FLOP/B)", "limit ÷ ridge")
 
 
