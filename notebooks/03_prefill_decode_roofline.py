@@ -20,7 +20,7 @@ with app.setup:
     from helpers.formulas import decode_intensity, gpus, regime, roofline, stepcost
     from helpers.present import (expected, learner, notebook, plots, recorded, replay, roofline_figures,
                                  sweep_figures)
-    from helpers.measure import decode_efficiency, microbench, models, sweeps
+    from helpers.measure import microbench, models, sweeps
     from helpers.measure.local_models import TINY_CONFIG
     from helpers.decoding import regimes as decoding_regimes
     from helpers.decoding import views as decoding_views
@@ -53,11 +53,11 @@ def roofline_sweeps(loaded, sizes) -> dict:
 @app.function
 def efficiency_measured(loaded, sizes) -> dict:
     """Section 5: the decode step of models of several sizes and of the fixed-cost probe
-    (decode_efficiency.efficiency_table), and the read bandwidth measured just before them: a shared machine's
+    (sweeps.efficiency_table), and the read bandwidth measured just before them: a shared machine's
     bandwidth drifts, and floor and steps must see the same memory."""
     read = microbench.read_benchmark(loaded.device)
-    table = decode_efficiency.efficiency_table(sizes.efficiency_sizes, loaded.device, loaded.dtype, read.bandwidth,
-                                               sizes.efficiency_context, extra=[loaded])
+    table = sweeps.efficiency_table(sizes.efficiency_sizes, loaded.device, loaded.dtype, read.bandwidth,
+                                   sizes.efficiency_context, extra=[loaded])
     return {"table": table, "read_bandwidth": read.bandwidth}
 
 

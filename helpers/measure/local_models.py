@@ -60,11 +60,6 @@ def tokenizer_source() -> Path:
     return path
 
 
-def tiny_config(**overrides) -> dict[str, Any]:
-    """The tiny model's config.json dict with `overrides`."""
-    return {**TINY_CONFIG, **overrides}
-
-
 def tiny_model(config: dict | None = None, device: str = "cpu", dtype: str = "fp32", seed: int = TINY_SEED,
                **overrides):
     """The one builder of a random-weight model (fixed seed, eval mode) from a config.json dict with `overrides`."""

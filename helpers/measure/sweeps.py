@@ -1,5 +1,6 @@
 """The pain points of serving an LLM, measured on a loaded model (helpers.measure.models.Loaded): the cache's
-bytes, TTFT, ITL, decode at growing batch, concurrent users; sizes per profile and device (sweep_sizes). Running
+bytes, TTFT, ITL, decode at growing batch, concurrent users, decode steps against their memory-bound floor for
+models of several sizes and an overhead probe; sizes per profile and device (sweep_sizes). Running
 out of memory ends a sweep as a marked result, not a crash. Figures: helpers.present.sweep_figures."""
 from __future__ import annotations
 
@@ -7,8 +8,13 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
-from .hardware import free_memory, is_device_limit, is_out_of_memory, synchronize
 from ..formulas.memory import cache_window_slots, kv_cache_bytes
+from ..formulas.regime import ratio
+from ..formulas.roofline import decode_floor_s
+from ..formulas.specs import param_breakdown, spec_from_config
+from ..formulas.stepcost import decode_cost
+from .hardware import free_memory, is_device_limit, is_out_of_memory, synchronize
+from .local_models import SMALL_OVERRIDES, TINY_CONFIG, TINY_PROFILES, tiny_model
 from .tensor_bytes import measured_cache_bytes
 from .timing import Stats, check_positions, measure, prefill, prompt_ids, timed_generate
 
@@ -26,7 +32,7 @@ class SweepSizes:
     users_batches: tuple[int, ...]       # concurrent sequences tried, in order
     decode_batches: tuple[int, ...]      # batch sizes for decode on the roofline
     efficiency_context: int              # context of the decode-efficiency comparison
-    efficiency_sizes: tuple[str, ...] = ("probe", "tiny", "small")   # decode_efficiency.SIZE_OVERRIDES built
+    efficiency_sizes: tuple[str, ...] = ("probe", "tiny", "small")   # SIZE_OVERRIDES built
     ttft_repeats: int = 3
     itl_steps: int = 12                  # decode steps timed at each context
     requests: int = 8                    # N requests for the throughput comparison
@@ -42,10 +48,8 @@ BIG_GPU_FREE_BYTES = 40 * 10**9  # free memory after loading from which the full
 def sweep_sizes(profile: str, device: str, free_bytes: int | None = None) -> SweepSizes:
     """Tiny: each notebook in under a minute on two CPU cores; a 7B on CUDA with ≥ 40 GB free after loading: 16k
     tokens, users doubled until the GPU runs out; a smaller GPU: 4k; a 7B on a CPU or MPS: modest."""
-    from .local_models import TINY_PROFILES  # tiny and tiny-trained: the same config and sizes
-
     cuda = device.startswith("cuda")
-    if profile in TINY_PROFILES:   # CUDA kernels cap launch grids near 65k sequences
+    if profile in TINY_PROFILES:   # tiny-trained too; CUDA kernels cap launch grids near 65k sequences
         return SweepSizes(_doubling(16, 2048), _doubling(16, 2048), (16, 64, 256, 1024, 2048), (24, 160), (8, 40),
                           256, _doubling(64, 2**15) if cuda else (1, 2, 4, 8, 16), (1, 4, 16, 32), 128, ("probe", "small"))
     if cuda and (free_bytes is None or free_bytes >= BIG_GPU_FREE_BYTES):
@@ -132,20 +136,19 @@ def ttft_sweep(loaded, lengths: Sequence[int], repeats: int = 3):
     return guarded_sweep(lengths, point, dev, "tokens", "TTFT")
 
 
-def _decode(loaded, context: int, batch: int, steps: int) -> tuple[Stats, float]:
+def decode_steps(model, device: str, context: int, batch: int = 1, steps: int = 16) -> tuple[Stats, float]:
     """(the `steps` decode steps' times, TTFT) of one greedy generation (timed_generate) after `context` tokens."""
-    ids = prompt_ids(context, batch=batch, vocab=loaded.model.config.vocab_size, device=loaded.device)
-    g = timed_generate(loaded.model, ids, steps + 1, loaded.device)
+    ids = prompt_ids(context, batch=batch, vocab=model.config.vocab_size, device=device)
+    g = timed_generate(model, ids, steps + 1, device)
     return Stats(tuple(g.step_s)), g.ttft_s
 
 
 def itl_sweep(loaded, contexts: Sequence[int], steps: int = 12):
     """Inter-token latency at each context, batch 1: median and p90 of `steps` decode steps, after a warm-up."""
-    check_positions(loaded.model, max(contexts), steps + 1)
-    _decode(loaded, 8, 1, 2)
+    decode_steps(loaded.model, loaded.device, 8, steps=2)   # warm-up
 
     def point(c: int) -> dict:
-        s, ttft = _decode(loaded, c, 1, steps)
+        s, ttft = decode_steps(loaded.model, loaded.device, c, steps=steps)
         return {"itl_s": s.median, "itl_p90_s": s.p90, "ttft_s": ttft}
 
     return guarded_sweep(contexts, point, loaded.device, "context", "ITL")
@@ -153,10 +156,8 @@ def itl_sweep(loaded, contexts: Sequence[int], steps: int = 12):
 
 def decode_batch_sweep(loaded, context: int, batches: Sequence[int], steps: int = 8):
     """Decode step time for `batch` sequences of `context` tokens each, one token per sequence per step."""
-    check_positions(loaded.model, context, steps + 1)
-
     def point(b: int) -> dict:
-        s, _ = _decode(loaded, context, b, steps)
+        s, _ = decode_steps(loaded.model, loaded.device, context, b, steps)
         return {"step_s": s.median, "step_p90_s": s.p90, "tokens_per_s": b / s.median}
 
     return guarded_sweep(batches, point, loaded.device, "batch", "decode batch")
@@ -166,7 +167,6 @@ def users_sweep(loaded, context: int, batches: Sequence[int]):
     """Concurrent sequences of `context` tokens, a prefill and a decode step per batch: the cache's bytes and the
     formula, until the device refuses a size (hardware.is_device_limit: also a CUDA workspace or launch grid)."""
     model, dev, spec = loaded.model, loaded.device, loaded.spec
-    check_positions(model, context, 2)
 
     def run(b: int) -> dict:
         t0 = time.perf_counter()
@@ -180,3 +180,48 @@ def users_sweep(loaded, context: int, batches: Sequence[int]):
         return _with_peak(dev, lambda: run(b))
 
     return guarded_sweep(batches, point, dev, "batch", "users", is_limit=is_device_limit)
+
+
+# The sizes of the decode-efficiency comparison, as overrides of the tiny config. "probe" keeps the tiny model's
+# operations with negligible widths (its step is the fixed toll of Python, dispatch, launches); efficiency_table
+# gives it the loaded model's layer count, since that toll is paid per layer.
+SIZE_OVERRIDES: dict[str, dict[str, Any]] = {
+    "probe": {"hidden_size": 16, "intermediate_size": 32, "num_attention_heads": 2, "num_key_value_heads": 1,
+              "head_dim": 8, "vocab_size": 256},
+    "tiny": {},
+    "small": SMALL_OVERRIDES,  # the small profile's own widths
+}
+
+
+def size_config(name: str) -> dict[str, Any]:
+    return {**TINY_CONFIG, **SIZE_OVERRIDES[name]}
+
+
+def efficiency_row(name: str, model, config: dict, dtype: str, device: str, bandwidth: float, context: int,
+                   steps: int = 16) -> dict[str, Any]:
+    """One model's decode step (batch 1) against its floor, in B and s: the step's bytes (weights streamed once,
+    the new token's embedding row included; KV read and written), floor = bytes ÷ bandwidth, efficiency = floor ÷ step."""
+    spec = spec_from_config(config, name)
+    decode_steps(model, device, 8, steps=2)   # warm-up
+    stats = decode_steps(model, device, context, steps=steps)[0]
+    cost = decode_cost(spec, context, 1, dtype)
+    floor = decode_floor_s(cost.weight_read_bytes, cost.kv_bytes, bandwidth)
+    return {"model": name, "params": param_breakdown(spec).total, "dtype": dtype, "device": device, "context": context,
+            "weight_bytes_read": cost.weight_read_bytes, "kv_bytes_read": cost.kv_read_bytes, "step_bytes": cost.bytes,
+            "floor_s": floor, "step_s": stats.median, "step_p90_s": stats.p90, "efficiency": ratio(floor, stats.median)}
+
+
+def efficiency_table(sizes: Sequence[str], device: str, dtype: str, bandwidth: float, context: int,
+                     steps: int = 16, extra: Sequence[Any] = ()):
+    """efficiency_row of named sizes (the probe with `extra`'s first layer count), then of `extra`'s loaded models."""
+    import pandas as pd
+
+    rows = []
+    layers = {"num_hidden_layers": extra[0].config["num_hidden_layers"]} if extra else {}
+    for name in sizes:
+        cfg = size_config(name) | (layers if name == "probe" else {})
+        rows.append(efficiency_row(name, tiny_model(cfg, device, dtype), cfg, dtype, device, bandwidth, context, steps))
+        free_memory(device)
+    rows += [efficiency_row(f"{m.profile} (loaded)", m.model, m.config, m.dtype, m.device, bandwidth, context, steps)
+             for m in extra]
+    return pd.DataFrame(rows).sort_values("weight_bytes_read", ignore_index=True)
