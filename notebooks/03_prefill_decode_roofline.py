@@ -632,7 +632,7 @@ def _():
 
 @app.cell(hide_code=True)
 def _(crossover, dtype, regimes, ridge):
-    _eager = regimes[0].result("eager") if regimes else None
+    _eager = next((r for r in regimes[0].results if r.impl == "eager"), None) if regimes else None
     _label = regime.against(_eager.step_s, _eager.floor_s)[1] if _eager else regime.NONE
     check_questions = [
         learner.Question("What ridge did this run measure for this device (peak matmul ÷ read bandwidth)?", ridge, "FLOP/B"),

@@ -52,9 +52,6 @@ class Regime:
     def best(self) -> ImplResult:
         return min(self.results, key=lambda r: r.step_s)
 
-    def result(self, impl: str) -> ImplResult | None:
-        return next((r for r in self.results if r.impl == impl), None)
-
 
 def measure_regime(loaded, bandwidth: float | None, impls: Sequence[str] | None = None,
                    sizes: dict | None = None) -> Regime:

@@ -166,14 +166,12 @@ def tiny_mla(cfg: dict | None = None, dtype=None, seed: int = 0):
     return model.to(dtype) if dtype is not None else model
 
 
-def run_mla(model, tokens: int, batch: int = 1, prompt: int | None = None, seed: int = 0, dtype=None):
+def run_mla(model, tokens: int, batch: int, prompt: int, seed: int = 0):
     """(cached output, expanded reference, cache) of random sequences: a prompt at once, then a token per step."""
     import torch
 
-    dtype = dtype or next(model.parameters()).dtype
     g = torch.Generator().manual_seed(seed)
-    x = torch.randn(batch, tokens, model.cfg["hidden_size"], generator=g).to(dtype)
-    prompt = tokens if prompt is None else min(prompt, tokens)
+    x = torch.randn(batch, tokens, model.cfg["hidden_size"], generator=g).to(next(model.parameters()).dtype)
     cache = model.new_cache()
     with torch.inference_mode():
         outs = [model(x[:, :prompt], cache)]
