@@ -67,8 +67,7 @@ def measure_regime(loaded, bandwidth: float | None, impls: Sequence[str] | None 
     model, dev, dtype, spec = loaded.model, loaded.device, loaded.dtype, loaded.spec
     sizes = sizes or ({"prompt": 512, "new_tokens": 40, "rounds": 2} if dev.startswith("cuda")
                       else {"prompt": 32, "new_tokens": 10, "rounds": 2})   # short on a CPU, realistic on a GPU
-    impls = tuple(impls or implementations_for(dev))
-    impls = impls if "eager" in impls else ("eager", *impls)
+    impls = tuple(impls or implementations_for(dev))   # eager among them: the tokens are checked against it
     ids = prompt_ids(sizes["prompt"], vocab=spec.vocab_size, device=dev)
     decode(model, "eager", ids[:, :8], 3, dev)    # warm-up: first touch of every weight
     rates = []
@@ -103,15 +102,15 @@ def regime_profiles(loaded) -> tuple[str, ...]:
     return (loaded.profile if loaded.profile in TINY_PROFILES else "tiny", "small")
 
 
-def measure_regimes(loaded, bandwidth: float | None = None, profiles=None, impls=None) -> list[Regime]:
+def measure_regimes(loaded) -> list[Regime]:
     """measure_regime of each profile of regime_profiles (the others loaded and released in turn)."""
     from ..measure import models
     from ..measure.hardware import free_memory
 
     out = []
-    for name in profiles or regime_profiles(loaded):
+    for name in regime_profiles(loaded):
         other = loaded if name == loaded.profile else models.load(name, device=loaded.device)
-        out.append(measure_regime(other, bandwidth, impls))
+        out.append(measure_regime(other, None))
         del other
         free_memory(loaded.device)
     return out

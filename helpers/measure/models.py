@@ -135,14 +135,10 @@ class Loaded:
     def label(self) -> str:
         return f"{self.model_name} · {self.dtype} · {self.device} · profile {self.profile}"
 
-    def without_weights(self) -> "Loaded":
-        """The same description with no model or tokenizer: what a recording keeps (helpers.present.replay)."""
-        return replace(self, model=None, tokenizer=None)
-
 
 def run_on(loaded: Loaded, fn, *args, **kwargs) -> tuple[Loaded, Any]:
     """(loaded without its weights, fn(loaded, ...)): what a notebook records, so a replay carries its model's shape."""
-    return loaded.without_weights(), fn(loaded, *args, **kwargs)
+    return replace(loaded, model=None, tokenizer=None), fn(loaded, *args, **kwargs)
 
 
 def resolve_profile(profile: str | None = None, device: str | None = None) -> tuple[str, str]:
