@@ -143,11 +143,9 @@ def run_on(loaded: Loaded, fn, *args, **kwargs) -> tuple[Loaded, Any]:
 
 def resolve_profile(profile: str | None = None, device: str | None = None) -> tuple[str, str]:
     """(profile, reason): the environment's WORKSHOP_PROFILE, or what ``auto`` picks here and why."""
-    want = str(profile).strip().lower() if profile else (env.text("WORKSHOP_PROFILE") or "auto").lower()
+    want = str(profile).strip().lower() if profile else env.choice("WORKSHOP_PROFILE", PROFILES, "auto")
     if want not in PROFILES:
-        where = "profile" if profile else "WORKSHOP_PROFILE"
-        raise ValueError(f"unknown {where} {want[:40]!r}; allowed: {', '.join(PROFILES)}. Fix: set "
-                         f"WORKSHOP_PROFILE to one of them, or unset it for auto")
+        raise ValueError(f"unknown profile {want[:40]!r}; allowed: {', '.join(PROFILES)}")
     if want != "auto":
         return want, f"WORKSHOP_PROFILE={want} was set"
     dev = pick_device(device)
