@@ -10,7 +10,6 @@ from typing import Any, Callable, Iterable, Sequence
 
 from ..formulas.memory import cache_window_slots, kv_cache_bytes
 from ..formulas.regime import ratio
-from ..formulas.roofline import decode_floor_s
 from ..formulas.specs import param_breakdown, spec_from_config
 from ..formulas.stepcost import decode_cost
 from .hardware import free_memory, is_device_limit, is_out_of_memory, synchronize
@@ -205,7 +204,7 @@ def efficiency_row(name: str, model, config: dict, dtype: str, device: str, band
     decode_steps(model, device, 8, steps=2)   # warm-up
     stats = decode_steps(model, device, context, steps=steps)[0]
     cost = decode_cost(spec, context, 1, dtype)
-    floor = decode_floor_s(cost.weight_read_bytes, cost.kv_bytes, bandwidth)
+    floor = cost.bytes / bandwidth                  # roofline.decode_floor_s: weights and KV once
     return {"model": name, "params": param_breakdown(spec).total, "dtype": dtype, "device": device, "context": context,
             "weight_bytes_read": cost.weight_read_bytes, "kv_bytes_read": cost.kv_read_bytes, "step_bytes": cost.bytes,
             "floor_s": floor, "step_s": stats.median, "step_p90_s": stats.p90, "efficiency": ratio(floor, stats.median)}
