@@ -53,11 +53,11 @@ def roofline_sweeps(loaded, sizes) -> dict:
 @app.function
 def efficiency_measured(loaded, sizes) -> dict:
     """Section 5: the decode step of models of several sizes and of the fixed-cost probe
-    (sweeps.efficiency_table), and the read bandwidth measured just before them: a shared machine's
+    (decoding_regimes.efficiency_table), and the read bandwidth measured just before them: a shared machine's
     bandwidth drifts, and floor and steps must see the same memory."""
     read = microbench.read_benchmark(loaded.device)
-    table = sweeps.efficiency_table(sizes.efficiency_sizes, loaded.device, loaded.dtype, read.bandwidth,
-                                   sizes.efficiency_context, extra=[loaded])
+    table = decoding_regimes.efficiency_table(sizes.efficiency_sizes, loaded.device, loaded.dtype, read.bandwidth,
+                                             sizes.efficiency_context, extra=[loaded])
     return {"table": table, "read_bandwidth": read.bandwidth}
 
 

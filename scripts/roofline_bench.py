@@ -48,6 +48,7 @@ def roofline_figures(loaded=None, repeats: int = 5, with_sizes: bool = True,
     decode_efficiency_by_model  the same for other model sizes (random weights) and the overhead probe
     decode_efficiency_small, planner_ratio_small, decode_implementations_*  decoding_figures below
     """
+    from helpers.decoding import regimes
     from helpers.measure import microbench, models, sweeps
 
     loaded = loaded or models.load()
@@ -101,7 +102,7 @@ def roofline_figures(loaded=None, repeats: int = 5, with_sizes: bool = True,
     if with_decoding:  # helpers.decoding: both regimes, every implementation
         out.update(decoding_figures(loaded, None))   # the floor's bandwidth measured alongside its steps
     if with_sizes:
-        table = sweeps.efficiency_table(sizes.efficiency_sizes, dev, dtype, bandwidth, context, extra=[loaded])
+        table = regimes.efficiency_table(sizes.efficiency_sizes, dev, dtype, bandwidth, context, extra=[loaded])
         out["decode_efficiency_by_model"] = [
             {k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()} for row in table.to_dict("records")]
     return out

@@ -35,9 +35,7 @@ def built_folder(profile: str) -> Path:
 
 def display_name(profile: str) -> str:
     """What a locally built profile's model is, for labels."""
-    if profile == "tiny-trained":
-        return "tiny (Mistral architecture, trained on Persuasion)"
-    return BUILT_PROFILES[profile][2]
+    return "tiny (Mistral architecture, trained on Persuasion)" if profile == "tiny-trained" else BUILT_PROFILES[profile][2]
 
 
 @dataclass

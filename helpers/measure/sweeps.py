@@ -1,6 +1,5 @@
 """The pain points of serving an LLM, measured on a loaded model (helpers.measure.models.Loaded): the cache's
-bytes, TTFT, ITL, decode at growing batch, concurrent users, decode steps against their memory-bound floor for
-models of several sizes and an overhead probe; sizes per profile and device (sweep_sizes). Running
+bytes, TTFT, ITL, decode at growing batch, concurrent users; sizes per profile and device (sweep_sizes). Running
 out of memory ends a sweep as a marked result, not a crash. Figures: helpers.present.sweep_figures."""
 from __future__ import annotations
 
@@ -9,11 +8,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
 from ..formulas.memory import cache_window_slots, kv_cache_bytes
-from ..formulas.regime import ratio
-from ..formulas.specs import param_breakdown, spec_from_config
-from ..formulas.stepcost import decode_cost
 from .hardware import free_memory, is_device_limit, is_out_of_memory, synchronize
-from .local_models import SMALL_OVERRIDES, TINY_CONFIG, TINY_PROFILES, tiny_model
+from .local_models import TINY_PROFILES
 from .tensor_bytes import measured_cache_bytes
 from .timing import Stats, check_positions, measure, prefill, prompt_ids, timed_generate
 
@@ -31,7 +27,7 @@ class SweepSizes:
     users_batches: tuple[int, ...]       # concurrent sequences tried, in order
     decode_batches: tuple[int, ...]      # batch sizes for decode on the roofline
     efficiency_context: int              # context of the decode-efficiency comparison
-    efficiency_sizes: tuple[str, ...] = ("probe", "tiny", "small")   # SIZE_OVERRIDES built
+    efficiency_sizes: tuple[str, ...] = ("probe", "tiny", "small")   # helpers.decoding.regimes.SIZE_OVERRIDES built
     ttft_repeats: int = 3
     itl_steps: int = 12                  # decode steps timed at each context
     requests: int = 8                    # N requests for the throughput comparison
@@ -179,48 +175,3 @@ def users_sweep(loaded, context: int, batches: Sequence[int]):
         return _with_peak(dev, lambda: run(b))
 
     return guarded_sweep(batches, point, dev, "batch", "users", is_limit=is_device_limit)
-
-
-# The sizes of the decode-efficiency comparison, as overrides of the tiny config. "probe" keeps the tiny model's
-# operations with negligible widths (its step is the fixed toll of Python, dispatch, launches); efficiency_table
-# gives it the loaded model's layer count, since that toll is paid per layer.
-SIZE_OVERRIDES: dict[str, dict[str, Any]] = {
-    "probe": {"hidden_size": 16, "intermediate_size": 32, "num_attention_heads": 2, "num_key_value_heads": 1,
-              "head_dim": 8, "vocab_size": 256},
-    "tiny": {},
-    "small": SMALL_OVERRIDES,  # the small profile's own widths
-}
-
-
-def size_config(name: str) -> dict[str, Any]:
-    return {**TINY_CONFIG, **SIZE_OVERRIDES[name]}
-
-
-def efficiency_row(name: str, model, config: dict, dtype: str, device: str, bandwidth: float, context: int,
-                   steps: int = 16) -> dict[str, Any]:
-    """One model's decode step (batch 1) against its floor, in B and s: the step's bytes (weights streamed once,
-    the new token's embedding row included; KV read and written), floor = bytes ÷ bandwidth, efficiency = floor ÷ step."""
-    spec = spec_from_config(config, name)
-    decode_steps(model, device, 8, steps=2)   # warm-up
-    stats = decode_steps(model, device, context, steps=steps)[0]
-    cost = decode_cost(spec, context, 1, dtype)
-    floor = cost.bytes / bandwidth                  # roofline.decode_floor_s: weights and KV once
-    return {"model": name, "params": param_breakdown(spec).total, "dtype": dtype, "device": device, "context": context,
-            "weight_bytes_read": cost.weight_read_bytes, "kv_bytes_read": cost.kv_read_bytes, "step_bytes": cost.bytes,
-            "floor_s": floor, "step_s": stats.median, "step_p90_s": stats.p90, "efficiency": ratio(floor, stats.median)}
-
-
-def efficiency_table(sizes: Sequence[str], device: str, dtype: str, bandwidth: float, context: int,
-                     steps: int = 16, extra: Sequence[Any] = ()):
-    """efficiency_row of named sizes (the probe with `extra`'s first layer count), then of `extra`'s loaded models."""
-    import pandas as pd
-
-    rows = []
-    layers = {"num_hidden_layers": extra[0].config["num_hidden_layers"]} if extra else {}
-    for name in sizes:
-        cfg = size_config(name) | (layers if name == "probe" else {})
-        rows.append(efficiency_row(name, tiny_model(cfg, device, dtype), cfg, dtype, device, bandwidth, context, steps))
-        free_memory(device)
-    rows += [efficiency_row(f"{m.profile} (loaded)", m.model, m.config, m.dtype, m.device, bandwidth, context, steps)
-             for m in extra]
-    return pd.DataFrame(rows).sort_values("weight_bytes_read", ignore_index=True)
