@@ -18,6 +18,9 @@ def pick_device(prefer: str | None = None) -> str:
     from .. import env
 
     want = str(prefer).strip().lower() if prefer else env.choice("WORKSHOP_DEVICE", DEVICES, "auto")
+    if want not in DEVICES:
+        raise ValueError(f"unknown device {want[:40]!r}; allowed: {', '.join(DEVICES)}. Fix: set WORKSHOP_DEVICE "
+                         "to one of them, or unset it for auto")
     has_cuda, has_mps = torch.cuda.is_available(), torch.backends.mps.is_available()
     if want == "cuda" and not has_cuda:
         raise ValueError("WORKSHOP_DEVICE=cuda but no CUDA GPU is visible to torch. Fix: unset WORKSHOP_DEVICE "
