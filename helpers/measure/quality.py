@@ -26,6 +26,8 @@ def split(full: str | None = None) -> tuple[str, str]:
     """(training part, held-out part): the held-out part starts at the last chapter's heading."""
     full = training_text() if full is None else full
     cut = full.find(f"\n\n{HELDOUT_HEADING}\n\n")
+    if cut < 0:
+        raise ValueError(f"the training text has no '{HELDOUT_HEADING}' heading to hold out from")
     return full[:cut + 1], full[cut + 2:]
 
 

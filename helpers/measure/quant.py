@@ -34,6 +34,8 @@ def bnb_config(scheme: str, compute_dtype: Any = None):
 
     if scheme == "int8":
         return BitsAndBytesConfig(load_in_8bit=True)
+    if scheme not in ("nf4", "nf4-dq"):
+        raise ValueError(f"unknown bitsandbytes scheme {scheme!r}; allowed: {', '.join(SCHEMES)}")
     return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
                               bnb_4bit_use_double_quant=scheme == "nf4-dq",
                               bnb_4bit_compute_dtype=compute_dtype or torch.bfloat16)
