@@ -20,7 +20,7 @@ with app.setup:
     from helpers.formulas import decode_intensity, gpus, regime, roofline, stepcost
     from helpers.present import (expected, learner, notebook, plots, recorded, replay, roofline_figures,
                                  sweep_figures)
-    from helpers.measure import decode_efficiency, microbench, models, sweeps
+    from helpers.measure import microbench, models, sweeps
     from helpers.measure.local_models import TINY_CONFIG
     from helpers.decoding import regimes as decoding_regimes
     from helpers.decoding import views as decoding_views
@@ -53,11 +53,11 @@ def roofline_sweeps(loaded, sizes) -> dict:
 @app.function
 def efficiency_measured(loaded, sizes) -> dict:
     """Section 5: the decode step of models of several sizes and of the fixed-cost probe
-    (decode_efficiency.efficiency_table), and the read bandwidth measured just before them: a shared machine's
+    (decoding_regimes.efficiency_table), and the read bandwidth measured just before them: a shared machine's
     bandwidth drifts, and floor and steps must see the same memory."""
     read = microbench.read_benchmark(loaded.device)
-    table = decode_efficiency.efficiency_table(sizes.efficiency_sizes, loaded.device, loaded.dtype, read.bandwidth,
-                                               sizes.efficiency_context, extra=[loaded])
+    table = decoding_regimes.efficiency_table(sizes.efficiency_sizes, loaded.device, loaded.dtype, read.bandwidth,
+                                             sizes.efficiency_context, extra=[loaded])
     return {"table": table, "read_bandwidth": read.bandwidth}
 
 
@@ -632,7 +632,7 @@ def _():
 
 @app.cell(hide_code=True)
 def _(crossover, dtype, regimes, ridge):
-    _eager = regimes[0].result("eager") if regimes else None
+    _eager = next((r for r in regimes[0].results if r.impl == "eager"), None) if regimes else None
     _label = regime.against(_eager.step_s, _eager.floor_s)[1] if _eager else regime.NONE
     check_questions = [
         learner.Question("What ridge did this run measure for this device (peak matmul ÷ read bandwidth)?", ridge, "FLOP/B"),

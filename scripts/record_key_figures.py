@@ -2,7 +2,7 @@
 
 For a GPU machine that lacks the notebook tooling (marimo, nbclient, the Mistral tokenizer), where
 `make gpu-record` cannot run the notebooks: measures this device's read bandwidth and bf16 matmul peak
-(helpers.measure.microbench), the ridge, and the decode efficiency (helpers.measure.decode_efficiency.efficiency_row) of the
+(helpers.measure.microbench), the ridge, and the decode efficiency (helpers.decoding.regimes.efficiency_row) of the
 probe, tiny and small sizes and of the full Mistral 7B v0.1 architecture with random weights; writes
 workshop/results/<device>/key_figures.json, decode_efficiency.json and meta.json (the same layout as
 `make gpu-record`, with no executed notebooks).
@@ -24,7 +24,8 @@ sys.path.insert(0, str(ROOT))
 
 def main(argv=None) -> int:
     from helpers.formulas import roofline
-    from helpers.measure import decode_efficiency, microbench
+    from helpers.decoding import regimes
+    from helpers.measure import microbench
     from helpers.measure.hardware import device_info, free_memory
     from helpers.measure.local_models import tiny_model
     from helpers.formulas.specs import load_config
@@ -42,7 +43,7 @@ def main(argv=None) -> int:
     info = device_info()
     try:                     # bad input stops here, in one line, before anything is measured
         a = ap.parse_args(argv)
-        big = decode_efficiency.size_config("tiny") if a.big == "tiny" else load_config(a.big)[1]
+        big = regimes.size_config("tiny") if a.big == "tiny" else load_config(a.big)[1]
         slug = re.sub(r"[^a-z0-9]+", "-", info.name.lower().removeprefix("nvidia ")).strip("-")
         out = writable_folder(a.out or ROOT / "workshop" / "results" / slug, "--out")
     except (CliError, ValueError) as exc:
@@ -53,14 +54,14 @@ def main(argv=None) -> int:
     peak = microbench.matmul_benchmark(device, dtype).flops_per_s
     rows = []
     for name in ("probe", "tiny", "small"):
-        cfg = decode_efficiency.size_config(name)
+        cfg = regimes.size_config(name)
         m = tiny_model(cfg, device, dtype)
-        rows.append(decode_efficiency.efficiency_row(name, m, cfg, dtype, device, bw, a.context))
+        rows.append(regimes.efficiency_row(name, m, cfg, dtype, device, bw, a.context))
         del m
         free_memory(device)
     cfg = big
     m = tiny_model(cfg, device, dtype)
-    rows.append(decode_efficiency.efficiency_row(f"{a.big} (random weights)", m, cfg, dtype, device, bw, a.context))
+    rows.append(regimes.efficiency_row(f"{a.big} (random weights)", m, cfg, dtype, device, bw, a.context))
     del m
     free_memory(device)
     ridge = roofline.ridge_point(peak, bw)

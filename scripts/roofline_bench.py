@@ -48,7 +48,8 @@ def roofline_figures(loaded=None, repeats: int = 5, with_sizes: bool = True,
     decode_efficiency_by_model  the same for other model sizes (random weights) and the overhead probe
     decode_efficiency_small, planner_ratio_small, decode_implementations_*  decoding_figures below
     """
-    from helpers.measure import decode_efficiency, microbench, models, sweeps
+    from helpers.decoding import regimes
+    from helpers.measure import microbench, models, sweeps
 
     loaded = loaded or models.load()
     dev, dtype, spec = loaded.device, loaded.dtype, loaded.spec
@@ -61,7 +62,8 @@ def roofline_figures(loaded=None, repeats: int = 5, with_sizes: bool = True,
     prefill = sweeps.ttft_sweep(loaded, prefill_lengths(loaded.profile, dev), repeats=3)
     prefill_ok = prefill[~prefill["oom"]]
     context = sizes.efficiency_context
-    steps = decode_efficiency.decode_step_stats(loaded.model, context, dev, steps=16)
+    sweeps.decode_steps(loaded.model, dev, 8, steps=2)   # warm-up
+    steps = sweeps.decode_steps(loaded.model, dev, context)[0]
     floor_fig = decode_floor_figures(spec, dtype, context, bandwidth)
     floor = floor_fig["decode_floor_s"]
     out: dict[str, Any] = {
@@ -100,7 +102,7 @@ def roofline_figures(loaded=None, repeats: int = 5, with_sizes: bool = True,
     if with_decoding:  # helpers.decoding: both regimes, every implementation
         out.update(decoding_figures(loaded, None))   # the floor's bandwidth measured alongside its steps
     if with_sizes:
-        table = decode_efficiency.efficiency_table(sizes.efficiency_sizes, dev, dtype, bandwidth, context, extra=[loaded])
+        table = regimes.efficiency_table(sizes.efficiency_sizes, dev, dtype, bandwidth, context, extra=[loaded])
         out["decode_efficiency_by_model"] = [
             {k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()} for row in table.to_dict("records")]
     return out

@@ -23,9 +23,9 @@ def tiny():
 
 @pytest.fixture(scope="session")
 def tiny_config():
-    from helpers.measure.local_models import tiny_config
+    from helpers.measure.local_models import TINY_CONFIG
 
-    return tiny_config()
+    return dict(TINY_CONFIG)
 
 
 @pytest.fixture(scope="session")

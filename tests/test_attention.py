@@ -130,10 +130,10 @@ def test_mla_latent_cache_equals_formula_and_holds_no_heads():
 
 def test_mla_absorbed_attention_equals_expanded_heads_in_float64():
     model = mla.tiny_mla(dtype=torch.float64)
-    out, ref, _ = mla.run_mla(model, 24, 2, prompt=6, dtype=torch.float64)
+    out, ref, _ = mla.run_mla(model, 24, 2, prompt=6)
     torch.testing.assert_close(out, ref, rtol=1e-10, atol=1e-10)
     # token by token from the first gives the same
-    out1, ref1, _ = mla.run_mla(model, 12, 1, prompt=1, dtype=torch.float64)
+    out1, ref1, _ = mla.run_mla(model, 12, 1, prompt=1)
     torch.testing.assert_close(out1, ref1, rtol=1e-10, atol=1e-10)
 
 

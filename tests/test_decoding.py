@@ -8,7 +8,6 @@ import pytest
 
 from helpers.measure import local_models, models
 from helpers.formulas import roofline, stepcost
-from helpers.measure import decode_efficiency
 from helpers.decoding import impls, regimes, views
 from helpers.formulas.memory import kv_cache_bytes
 from helpers.formulas.specs import param_breakdown, spec_from_config
@@ -24,7 +23,7 @@ def test_small_profile_is_the_tiny_recipe_widened_and_reads_half_a_gigabyte_per_
     cfg = local_models.SMALL_CONFIG
     assert {k: v for k, v in cfg.items() if k not in local_models.SMALL_OVERRIDES} == \
         {k: v for k, v in local_models.TINY_CONFIG.items() if k not in local_models.SMALL_OVERRIDES}
-    assert decode_efficiency.size_config("small") == cfg            # one owner: the bench's "small" is the profile
+    assert regimes.size_config("small") == cfg            # one owner: the bench's "small" is the profile
     # parameters counted by the architecture itself (meta device, no weights) against helpers.formulas.specs
     m = local_models.tiny_model(cfg, "meta")
     real = sum(p.numel() for p in m.parameters())

@@ -28,7 +28,7 @@ def test_without_weights_keeps_the_description_and_records_small(tiny):
 
     from helpers import records
 
-    bare = tiny.without_weights()
+    bare = models.run_on(tiny, lambda m: None)[0]
     assert bare.model is None and bare.tokenizer is None and tiny.model is not None   # the original keeps its model
     assert bare.label == tiny.label and bare.spec == tiny.spec and bare.spec.hidden_size == local_models.TINY_CONFIG["hidden_size"]
     assert len(json.dumps(records.encode(bare))) < 20_000   # a recording keeps this beside its result (helpers.present.replay)

@@ -1,6 +1,6 @@
 """helpers.formulas.roofline: the arithmetic against hand-worked cases, with the FLOPs and bytes of
 helpers.formulas.stepcost; helpers.measure.microbench: the microbenchmarks against known sizes;
-helpers.measure.decode_efficiency: decode steps against their floor; helpers.present.roofline_figures."""
+helpers.decoding.regimes: decode steps against their floor; helpers.present.roofline_figures."""
 import time
 from pathlib import Path
 
@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from helpers.formulas import regime, roofline, stepcost
-from helpers.measure import decode_efficiency, local_models, microbench
+from helpers.decoding import regimes
+from helpers.measure import local_models, microbench
 from helpers.present import roofline_figures
 from helpers.formulas.specs import get_spec
 
@@ -173,7 +174,7 @@ def test_matmul_benchmark_rejects_a_dtype_it_does_not_cover():
 # ----------------------------------------------------------------------------- decode efficiency
 
 def test_efficiency_table_with_the_probe_and_the_loaded_model(tiny):
-    df = decode_efficiency.efficiency_table(["probe"], "cpu", "fp32", bandwidth=2e10, context=16, steps=3, extra=[tiny])
+    df = regimes.efficiency_table(["probe"], "cpu", "fp32", bandwidth=2e10, context=16, steps=3, extra=[tiny])
     assert list(df["model"]) == ["probe", "tiny (loaded)"]
     row = df.iloc[1]
     assert row["weight_bytes_read"] == stepcost.decode_cost(tiny.spec, 0, 1, "fp32").weight_read_bytes
@@ -193,15 +194,15 @@ def test_the_overhead_probe_has_the_loaded_models_layer_count(tiny_config):
 
     from helpers.formulas.specs import param_breakdown, spec_from_config
 
-    assert decode_efficiency.size_config("probe")["hidden_size"] == 16
+    assert regimes.size_config("probe")["hidden_size"] == 16
     cfg = {**tiny_config, "num_hidden_layers": 6, "hidden_size": 64, "intermediate_size": 128,
            "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 512}
     six = SimpleNamespace(profile="six", model=local_models.tiny_model(cfg), config=cfg, dtype="fp32", device="cpu")
-    df = decode_efficiency.efficiency_table(["probe"], "cpu", "fp32", bandwidth=2e10, context=8, steps=2, extra=[six])
+    df = regimes.efficiency_table(["probe"], "cpu", "fp32", bandwidth=2e10, context=8, steps=2, extra=[six])
     probe = df[df["model"] == "probe"].iloc[0]
     # the probe built has six layers: its parameters, counted by helpers.formulas.specs from its config
-    assert probe["params"] == param_breakdown(spec_from_config(decode_efficiency.size_config("probe") | {"num_hidden_layers": 6}, "probe")).total
-    assert probe["params"] != param_breakdown(spec_from_config(decode_efficiency.size_config("probe"), "probe")).total
+    assert probe["params"] == param_breakdown(spec_from_config(regimes.size_config("probe") | {"num_hidden_layers": 6}, "probe")).total
+    assert probe["params"] != param_breakdown(spec_from_config(regimes.size_config("probe"), "probe")).total
 
 
 def test_roofline_figure_draws(tiny):

@@ -82,10 +82,8 @@ def _static(model, ids, new_tokens: int, device: str, compiled: bool) -> DecodeR
     return DecodeRun("static+compile" if compiled else "static", p, g.token_ids, tuple(steps), slots, compile_s)
 
 
-def decode(model, impl: str, input_ids, new_tokens: int, device: str | None = None) -> DecodeRun:
+def decode(model, impl: str, ids, new_tokens: int, device: str) -> DecodeRun:
     """Greedy decode of `new_tokens` (≥ 2; ≥ 6 for static+compile: its first three steps compile) with `impl`."""
-    device = device or str(next(model.parameters()).device)
-    ids = input_ids.to(device)
     if impl == "eager":
         g = timed_generate(model, ids, new_tokens, device)
         return DecodeRun("eager", ids.shape[1], g.token_ids, tuple(g.step_s), ids.shape[1] + new_tokens // 2)

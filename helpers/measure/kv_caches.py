@@ -46,13 +46,10 @@ class SlidingStep:
 
 def kv_heads_configs(base: dict | None = None) -> dict[str, dict]:
     """The tiny config as MHA, GQA (groups of 4 query heads) and MQA: only num_key_value_heads differs."""
-    base = dict(base or TINY_CONFIG)
-    heads = base["num_attention_heads"]
-    gqa = base.get("num_key_value_heads") or heads
-    if gqa in (1, heads):
-        gqa = max(2, heads // 4)
+    base = base or TINY_CONFIG
+    heads, gqa = base["num_attention_heads"], base["num_key_value_heads"]
     return {f"MHA ({heads} K/V heads)": {**base, "num_key_value_heads": heads},
-            f"GQA ({gqa} K/V heads)": {**base, "num_key_value_heads": gqa},
+            f"GQA ({gqa} K/V heads)": dict(base),
             "MQA (1 K/V head)": {**base, "num_key_value_heads": 1}}
 
 

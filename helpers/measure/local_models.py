@@ -60,13 +60,7 @@ def tokenizer_source() -> Path:
     return path
 
 
-def tiny_config(**overrides) -> dict[str, Any]:
-    """The tiny model's config.json dict with `overrides`."""
-    return {**TINY_CONFIG, **overrides}
-
-
-def tiny_model(config: dict | None = None, device: str = "cpu", dtype: str = "fp32", seed: int = TINY_SEED,
-               **overrides):
+def tiny_model(config: dict | None = None, device: str = "cpu", dtype: str = "fp32", **overrides):
     """The one builder of a random-weight model (fixed seed, eval mode) from a config.json dict with `overrides`."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
@@ -75,20 +69,20 @@ def tiny_model(config: dict | None = None, device: str = "cpu", dtype: str = "fp
 
     cfg = {**(config or TINY_CONFIG), **overrides}
     hf_config = AutoConfig.for_model(cfg["model_type"], **{k: v for k, v in cfg.items() if k != "model_type"})
-    torch.manual_seed(seed)
+    torch.manual_seed(TINY_SEED)
     with torch.device(device):
         return AutoModelForCausalLM.from_config(hf_config, dtype=torch_dtype(dtype)).eval()
 
 
-def build_tiny(folder: Path | None = None, config: dict | None = None, seed: int = TINY_SEED) -> Path:
+def build_tiny(folder: Path | None = None, config: dict | None = None) -> Path:
     """tiny_model saved with its tokenizer in a folder for ``from_pretrained`` (reused for the same config)."""
     config = dict(config or TINY_CONFIG)
 
     def write(tmp: Path) -> None:
-        tiny_model(config, seed=seed).save_pretrained(tmp)
+        tiny_model(config).save_pretrained(tmp)
         shutil.copy(tokenizer_source(), tmp / TOKENIZER_FILE)
 
-    return cached_build(Path(folder or cache_dir() / "tiny-mistral"), {"config": config, "seed": seed}, write)
+    return cached_build(Path(folder or cache_dir() / "tiny-mistral"), {"config": config, "seed": TINY_SEED}, write)
 
 
 def cached_build(folder: Path, stamp: dict, write) -> Path:

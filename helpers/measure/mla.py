@@ -6,6 +6,7 @@ helpers.formulas.memory.kv_cache_bytes."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 from ..formulas import regime
@@ -27,23 +28,6 @@ TINY_MLA_CONFIG: dict[str, Any] = {
     "qk_nope_head_dim": 32, "qk_rope_head_dim": 16, "v_head_dim": 32, "max_position_embeddings": 4096,
     "rope_theta": 10000.0, "rope_scaling": None, "rms_norm_eps": 1e-6, "tie_word_embeddings": False,
 }
-
-
-class LatentCache:
-    """MLA's whole cache: per layer one (batch, tokens, rank + rope) tensor, nothing per head; its layers held like
-    a transformers Cache's, so measured_cache_bytes reads it."""
-
-    def __init__(self, num_layers: int) -> None:
-        from types import SimpleNamespace
-
-        self.layers = [SimpleNamespace(latent=None) for _ in range(num_layers)]
-
-    def update(self, layer: int, new):
-        import torch
-
-        old = self.layers[layer].latent
-        self.layers[layer].latent = new if old is None else torch.cat([old, new], dim=1)
-        return self.layers[layer].latent
 
 
 def _rope(x, positions, theta: float):
@@ -101,13 +85,13 @@ def _mla_module_class():
             w_o = self.o_proj.weight.view(-1, self.h, self.v_dim)             # (hidden, h, v)
             return torch.einsum("dhv,hvr->dhr", w_o, w_uv)
 
-        def forward(self, x, cache: LatentCache, layer: int):
-            b, t, _ = x.shape
-            prev = cache.layers[layer].latent
-            start = 0 if prev is None else prev.shape[1]                # tokens already cached here
+        def forward(self, x, cache, layer: int):
+            held, t = cache.layers[layer], x.shape[1]
+            start = 0 if held.latent is None else held.latent.shape[1]      # tokens already cached here
             pos = torch.arange(start, start + t, device=x.device)
             q_nope, q_rope = self._q(x, pos)
-            lat = cache.update(layer, self.latent(x, pos))              # (b, s, rank + rope)
+            new = self.latent(x, pos)
+            held.latent = lat = new if held.latent is None else torch.cat([held.latent, new], dim=1)  # (b, s, rank + rope)
             c, k_r = lat[..., : self.rank], lat[..., self.rank:]
             w_uk, _ = self._weights()
             q_lat = torch.einsum("bhtn,hnr->bhtr", q_nope, w_uk)        # absorb W_UK into the query
@@ -140,7 +124,7 @@ def _mla_module_class():
             self.cfg = dict(cfg)
             self.layers = nn.ModuleList(MLAttention(cfg) for _ in range(cfg["num_hidden_layers"]))
 
-        def forward(self, x, cache: LatentCache):
+        def forward(self, x, cache):
             for i, layer in enumerate(self.layers):
                 x = x + layer(x, cache, i)
             return x
@@ -150,8 +134,10 @@ def _mla_module_class():
                 x = x + layer.forward_expanded(x)
             return x
 
-        def new_cache(self) -> LatentCache:
-            return LatentCache(len(self.layers))
+        def new_cache(self):
+            """MLA's whole cache: per layer one (batch, tokens, rank + rope) latent, nothing per head; held like a
+            transformers Cache's layers, so measured_cache_bytes reads it."""
+            return SimpleNamespace(layers=[SimpleNamespace(latent=None) for _ in self.layers])
 
     return MLAttention, TinyMLA
 
@@ -166,14 +152,12 @@ def tiny_mla(cfg: dict | None = None, dtype=None, seed: int = 0):
     return model.to(dtype) if dtype is not None else model
 
 
-def run_mla(model, tokens: int, batch: int = 1, prompt: int | None = None, seed: int = 0, dtype=None):
+def run_mla(model, tokens: int, batch: int, prompt: int, seed: int = 0):
     """(cached output, expanded reference, cache) of random sequences: a prompt at once, then a token per step."""
     import torch
 
-    dtype = dtype or next(model.parameters()).dtype
     g = torch.Generator().manual_seed(seed)
-    x = torch.randn(batch, tokens, model.cfg["hidden_size"], generator=g).to(dtype)
-    prompt = tokens if prompt is None else min(prompt, tokens)
+    x = torch.randn(batch, tokens, model.cfg["hidden_size"], generator=g).to(next(model.parameters()).dtype)
     cache = model.new_cache()
     with torch.inference_mode():
         outs = [model(x[:, :prompt], cache)]

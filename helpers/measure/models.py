@@ -35,9 +35,7 @@ def built_folder(profile: str) -> Path:
 
 def display_name(profile: str) -> str:
     """What a locally built profile's model is, for labels."""
-    if profile == "tiny-trained":
-        return "tiny (Mistral architecture, trained on Persuasion)"
-    return BUILT_PROFILES[profile][2]
+    return "tiny (Mistral architecture, trained on Persuasion)" if profile == "tiny-trained" else BUILT_PROFILES[profile][2]
 
 
 @dataclass
@@ -135,23 +133,17 @@ class Loaded:
     def label(self) -> str:
         return f"{self.model_name} · {self.dtype} · {self.device} · profile {self.profile}"
 
-    def without_weights(self) -> "Loaded":
-        """The same description with no model or tokenizer: what a recording keeps (helpers.present.replay)."""
-        return replace(self, model=None, tokenizer=None)
-
 
 def run_on(loaded: Loaded, fn, *args, **kwargs) -> tuple[Loaded, Any]:
     """(loaded without its weights, fn(loaded, ...)): what a notebook records, so a replay carries its model's shape."""
-    return loaded.without_weights(), fn(loaded, *args, **kwargs)
+    return replace(loaded, model=None, tokenizer=None), fn(loaded, *args, **kwargs)
 
 
 def resolve_profile(profile: str | None = None, device: str | None = None) -> tuple[str, str]:
     """(profile, reason): the environment's WORKSHOP_PROFILE, or what ``auto`` picks here and why."""
-    want = str(profile).strip().lower() if profile else (env.text("WORKSHOP_PROFILE") or "auto").lower()
+    want = str(profile).strip().lower() if profile else env.choice("WORKSHOP_PROFILE", PROFILES, "auto")
     if want not in PROFILES:
-        where = "profile" if profile else "WORKSHOP_PROFILE"
-        raise ValueError(f"unknown {where} {want[:40]!r}; allowed: {', '.join(PROFILES)}. Fix: set "
-                         f"WORKSHOP_PROFILE to one of them, or unset it for auto")
+        raise ValueError(f"unknown profile {want[:40]!r}; allowed: {', '.join(PROFILES)}")
     if want != "auto":
         return want, f"WORKSHOP_PROFILE={want} was set"
     dev = pick_device(device)

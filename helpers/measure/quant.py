@@ -156,9 +156,8 @@ def compare(loaded, schemes=SCHEMES, sizes: Sizes | None = None, timing: bool = 
     def timed() -> None:
         for k, v in (speed(held, ids[: sizes.prompt_tokens], sizes.new_tokens, sizes.repeats, dev) if timing else {}).items():
             results[k].speed = v
-        if not hold_all:
-            held.clear()
-            free_memory(dev)
+        held.clear()
+        free_memory(dev)
 
     if not hold_all:
         timed()
@@ -180,11 +179,7 @@ def compare(loaded, schemes=SCHEMES, sizes: Sizes | None = None, timing: bool = 
                                             None, error=f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:300]}")
             free_memory(dev)
     if hold_all:
-        try:
-            timed()
-        finally:
-            held.clear()
-            free_memory(dev)
+        timed()
     return list(results.values())
 
 

@@ -7,8 +7,9 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
-from .hardware import free_memory, is_device_limit, is_out_of_memory, synchronize
 from ..formulas.memory import cache_window_slots, kv_cache_bytes
+from .hardware import free_memory, is_device_limit, is_out_of_memory, synchronize
+from .local_models import TINY_PROFILES
 from .tensor_bytes import measured_cache_bytes
 from .timing import Stats, check_positions, measure, prefill, prompt_ids, timed_generate
 
@@ -26,7 +27,7 @@ class SweepSizes:
     users_batches: tuple[int, ...]       # concurrent sequences tried, in order
     decode_batches: tuple[int, ...]      # batch sizes for decode on the roofline
     efficiency_context: int              # context of the decode-efficiency comparison
-    efficiency_sizes: tuple[str, ...] = ("probe", "tiny", "small")   # decode_efficiency.SIZE_OVERRIDES built
+    efficiency_sizes: tuple[str, ...] = ("probe", "tiny", "small")   # helpers.decoding.regimes.SIZE_OVERRIDES built
     ttft_repeats: int = 3
     itl_steps: int = 12                  # decode steps timed at each context
     requests: int = 8                    # N requests for the throughput comparison
@@ -42,10 +43,8 @@ BIG_GPU_FREE_BYTES = 40 * 10**9  # free memory after loading from which the full
 def sweep_sizes(profile: str, device: str, free_bytes: int | None = None) -> SweepSizes:
     """Tiny: each notebook in under a minute on two CPU cores; a 7B on CUDA with ≥ 40 GB free after loading: 16k
     tokens, users doubled until the GPU runs out; a smaller GPU: 4k; a 7B on a CPU or MPS: modest."""
-    from .local_models import TINY_PROFILES  # tiny and tiny-trained: the same config and sizes
-
     cuda = device.startswith("cuda")
-    if profile in TINY_PROFILES:   # CUDA kernels cap launch grids near 65k sequences
+    if profile in TINY_PROFILES:   # tiny-trained too; CUDA kernels cap launch grids near 65k sequences
         return SweepSizes(_doubling(16, 2048), _doubling(16, 2048), (16, 64, 256, 1024, 2048), (24, 160), (8, 40),
                           256, _doubling(64, 2**15) if cuda else (1, 2, 4, 8, 16), (1, 4, 16, 32), 128, ("probe", "small"))
     if cuda and (free_bytes is None or free_bytes >= BIG_GPU_FREE_BYTES):
@@ -132,20 +131,19 @@ def ttft_sweep(loaded, lengths: Sequence[int], repeats: int = 3):
     return guarded_sweep(lengths, point, dev, "tokens", "TTFT")
 
 
-def _decode(loaded, context: int, batch: int, steps: int) -> tuple[Stats, float]:
+def decode_steps(model, device: str, context: int, batch: int = 1, steps: int = 16) -> tuple[Stats, float]:
     """(the `steps` decode steps' times, TTFT) of one greedy generation (timed_generate) after `context` tokens."""
-    ids = prompt_ids(context, batch=batch, vocab=loaded.model.config.vocab_size, device=loaded.device)
-    g = timed_generate(loaded.model, ids, steps + 1, loaded.device)
+    ids = prompt_ids(context, batch=batch, vocab=model.config.vocab_size, device=device)
+    g = timed_generate(model, ids, steps + 1, device)
     return Stats(tuple(g.step_s)), g.ttft_s
 
 
 def itl_sweep(loaded, contexts: Sequence[int], steps: int = 12):
     """Inter-token latency at each context, batch 1: median and p90 of `steps` decode steps, after a warm-up."""
-    check_positions(loaded.model, max(contexts), steps + 1)
-    _decode(loaded, 8, 1, 2)
+    decode_steps(loaded.model, loaded.device, 8, steps=2)   # warm-up
 
     def point(c: int) -> dict:
-        s, ttft = _decode(loaded, c, 1, steps)
+        s, ttft = decode_steps(loaded.model, loaded.device, c, steps=steps)
         return {"itl_s": s.median, "itl_p90_s": s.p90, "ttft_s": ttft}
 
     return guarded_sweep(contexts, point, loaded.device, "context", "ITL")
@@ -153,10 +151,8 @@ def itl_sweep(loaded, contexts: Sequence[int], steps: int = 12):
 
 def decode_batch_sweep(loaded, context: int, batches: Sequence[int], steps: int = 8):
     """Decode step time for `batch` sequences of `context` tokens each, one token per sequence per step."""
-    check_positions(loaded.model, context, steps + 1)
-
     def point(b: int) -> dict:
-        s, _ = _decode(loaded, context, b, steps)
+        s, _ = decode_steps(loaded.model, loaded.device, context, b, steps)
         return {"step_s": s.median, "step_p90_s": s.p90, "tokens_per_s": b / s.median}
 
     return guarded_sweep(batches, point, loaded.device, "batch", "decode batch")
@@ -166,7 +162,6 @@ def users_sweep(loaded, context: int, batches: Sequence[int]):
     """Concurrent sequences of `context` tokens, a prefill and a decode step per batch: the cache's bytes and the
     formula, until the device refuses a size (hardware.is_device_limit: also a CUDA workspace or launch grid)."""
     model, dev, spec = loaded.model, loaded.device, loaded.spec
-    check_positions(model, context, 2)
 
     def run(b: int) -> dict:
         t0 = time.perf_counter()

@@ -79,7 +79,7 @@ def points_frame(points: Iterable[RooflinePoint], peak_flops: float, bandwidth: 
 
 
 def efficiency_frame(table, bandwidth: float):
-    """Each model's step (decode_efficiency.efficiency_table) beside its floor at `bandwidth`, step ÷ floor
+    """Each model's step (helpers.decoding.regimes.efficiency_table) beside its floor at `bandwidth`, step ÷ floor
     labelled, and the probe's step ÷ this one (the fixed cost's share)."""
     probe = table[table["model"] == "probe"]
     probe_s = float(probe["step_s"].iloc[0]) if len(probe) else math.nan
