@@ -137,8 +137,7 @@ def prefill_figure(df, model, dtype: str, peak_flops: float, source: Any):
     right.semilogx(ok["tokens"], [a / 1e12 for a in achieved], "o-", color="tab:orange", label="prefill achieves")
     if _finite(peak_flops):
         right.axhline(peak_flops / 1e12, color="black", lw=1, ls="--", label=f"measured matmul peak ({dtype})")
-    right.set_ylim(bottom=0)
-    right.set(xlabel="prompt tokens", ylabel="TFLOP/s", title="Compute it keeps busy")
+    right.set(ylim=(0, None), xlabel="prompt tokens", ylabel="TFLOP/s", title="Compute it keeps busy")
     right.legend(fontsize=8)
     return plots.finish(fig, source)
 

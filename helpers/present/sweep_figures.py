@@ -28,8 +28,7 @@ def memory_figure(df, loaded, spec=None, dtype: str | None = None):
     if peak.notna().any():
         ax.scatter(ok["tokens"], peak / div, color=plots.MEASURED, marker="x", label="CUDA allocator peak above the weights (measured)")
     _mark_oom(ax, df, "tokens")
-    ax.set_ylim(bottom=0)
-    ax.set(xlabel="tokens in the sequence", ylabel=plots.byte_label(unit, "KV cache"), title="Memory grows with every token")
+    ax.set(ylim=(0, None), xlabel="tokens in the sequence", ylabel=plots.byte_label(unit, "KV cache"), title="Memory grows with every token")
     ax.legend(fontsize=8)
     return plots.finish(fig, loaded)
 
@@ -122,8 +121,7 @@ def itl_figure(df, loaded, floor_fn: Callable[[int], float] | None = None):
                 label="memory-bound floor: (weights + KV) ÷ bandwidth")
     _mark_oom(ax, df, "context")
     plots.log_axis(ax, "x", ticks=df["context"])
-    ax.set_ylim(bottom=0)
-    ax.set(xlabel="tokens already in the cache (context)", ylabel="ms per token", title="Inter-token latency as the context grows")
+    ax.set(ylim=(0, None), xlabel="tokens already in the cache (context)", ylabel="ms per token", title="Inter-token latency as the context grows")
     ax.legend(fontsize=8, loc="lower right")
     return plots.finish(fig, loaded)
 
