@@ -41,8 +41,7 @@ def setup() -> None:
     """Pandas shows whole cells, matplotlib the workshop's style, libraries keep their routine chatter to themselves."""
     import pandas as pd
 
-    pd.set_option("display.max_colwidth", 160)
-    pd.set_option("display.width", 160)
+    pd.set_option("display.max_colwidth", 160, "display.width", 160)
     import matplotlib as mpl
 
     mpl.rcParams.update({"figure.dpi": 100, "axes.grid": True, "grid.alpha": 0.3,
