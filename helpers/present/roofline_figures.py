@@ -160,9 +160,8 @@ def efficiency_figure(df, source: Any):
         ax.annotate(f"{m:,.2f} ms · floor {f:,.3f} ms · step ÷ floor {r:,.2f}", (m, i), textcoords="offset points",
                     xytext=(4, -3), fontsize=8)
     ax.set_yticks(list(y), list(ok["model"]))
-    ax.set_xscale("log")
-    ax.set_xlim(float(min(floor.min(), step.min())) / 3, float(step.max()) * 60)
-    ax.set(xlabel="ms per decode step (batch 1)", title="Decode step against its memory-bound floor")
+    ax.set(xscale="log", xlim=(float(min(floor.min(), step.min())) / 3, float(step.max()) * 60),
+           xlabel="ms per decode step (batch 1)", title="Decode step against its memory-bound floor")
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3)
     return plots.finish(fig, source)
 
