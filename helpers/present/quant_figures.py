@@ -78,13 +78,10 @@ def presets_rows(models=None, schemes=("bf16", "int8", "nf4", "nf4-dq")) -> list
     """Weight GB of each model under each bitsandbytes scheme, the share it quantizes, nf4 ÷ bf16 against ¼."""
     from ..formulas.specs import PRESETS
 
-    rows = []
-    for name in models or PRESETS:
-        fp = {w.scheme: w for w in preset_footprints(name, schemes)}
-        rows.append({"model": fp[schemes[0]].model, **{f"{s} (GB)": w.gb for s, w in fp.items()},
-                     "share bitsandbytes quantizes": fp[schemes[-1]].quantized_share,
-                     **(_labelled("nf4 ÷ bf16 ÷ ¼", fp["nf4"].vs_first, rule_of_thumb("nf4")) if "nf4" in fp else {})})
-    return rows
+    fps = [{w.scheme: w for w in preset_footprints(name, schemes)} for name in models or PRESETS]
+    return [{"model": fp[schemes[0]].model, **{f"{s} (GB)": w.gb for s, w in fp.items()},
+             "share bitsandbytes quantizes": fp[schemes[-1]].quantized_share,
+             **(_labelled("nf4 ÷ bf16 ÷ ¼", fp["nf4"].vs_first, rule_of_thumb("nf4")) if "nf4" in fp else {})} for fp in fps]
 
 
 def formats_rows(in_features: int = 4096, out_features: int = 4096) -> list[dict[str, Any]]:
