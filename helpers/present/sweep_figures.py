@@ -59,7 +59,7 @@ def ttft_figure(df, fit, loaded):
     import numpy as np
 
     ok, fig, ax = _sweep_axes(df, "tokens", loaded, "ttft_s", "ttft_p90_s", fmt="o", color=plots.MEASURED,
-                                label="measured (median, bar to p90)")
+                              label="measured (median, bar to p90)")
     if ax is None:
         return fig
     if fit is not None:
@@ -113,7 +113,7 @@ def timeline_figure(results: Sequence, source: Any):
 def itl_figure(df, loaded, floor_fn: Callable[[int], float] | None = None):
     """Decode step time (median, p90 bar) against context; optionally the memory-bound floor as a line."""
     ok, fig, ax = _sweep_axes(df, "context", loaded, "itl_s", "itl_p90_s", fmt="o-", color=plots.MEASURED,
-                                label="measured step (median, bar to p90)")
+                              label="measured step (median, bar to p90)")
     if ax is None:
         return fig
     if floor_fn is not None:
