@@ -202,7 +202,6 @@ def bars(ax, labels: Sequence[str], values: Sequence[float], color: str | Sequen
     values = list(values)
     ax.bar(range(len(values)), values, color=color)
     ax.set_xticks(range(len(values)), [str(x) for x in labels])
-    ax.set_yscale("linear")
     ax.set_ylim(bottom=0, top=max([float(v) for v in values] + [0]) * 1.15 or 1)
     for i, v in enumerate(values):
         ax.text(i, float(v), fmt(v), ha="center", va="bottom", fontsize=8)
