@@ -65,7 +65,8 @@ def points_frame(points: Iterable[RooflinePoint], peak_flops: float, bandwidth: 
     """Roofline points: intensity ÷ the ridge and FLOP/s achieved ÷ the roof there, labelled."""
     ridge = ridge_point(peak_flops, bandwidth)
     rows = [{"point": p.label, "kind": p.kind, "seconds": p.seconds, "tokens_per_s": regime.ratio(p.tokens, p.seconds),
-             "intensity (FLOP/B)": p.intensity, **dict(zip(("intensity ÷ ridge", "side of the ridge"), regime.against(p.intensity, ridge))),
+             "intensity (FLOP/B)": p.intensity,
+             **dict(zip(("intensity ÷ ridge", "side of the ridge"), regime.against(p.intensity, ridge))),
              "GFLOP/s achieved": p.achieved_flops / 1e9,
              "achieved ÷ roof": regime.ratio(p.achieved_flops, attainable_flops(p.intensity, peak_flops, bandwidth))}
             for p in points]
@@ -189,7 +190,8 @@ def intensity_figure(df, model_name: str, dtype: str):
     ax.axhline(ridge, color="black", lw=1)
     ax.annotate(f"{gpu} ridge {ridge:,.0f} FLOP/B (datasheet)", (1, ridge), textcoords="offset points",
                 xytext=(2, 4), fontsize=8)
-    ax.set(xlabel="batch (sequences decoded together)", ylabel="FLOP per byte moved", title=f"Decode's arithmetic intensity against batch: {model_name}, {dtype}")
+    ax.set(xlabel="batch (sequences decoded together)", ylabel="FLOP per byte moved",
+           title=f"Decode's arithmetic intensity against batch: {model_name}, {dtype}")
     ax.grid(True, which="both", alpha=0.2)
     ax.legend(fontsize=8, loc="upper left")
     return plots.finish(fig, f"computed from {model_name} config.json, {dtype} weights and KV cache · {gpu} "

@@ -138,7 +138,6 @@ def users_figure(df, loaded, total_memory: int | None = None, weight_bytes: int 
               + ([float(budget.budget_bytes), budget.cache_bytes()] if budget else []))
     unit, name = plots.byte_unit(top)
     ax.plot(ok["batch"], ok["formula_bytes"] / unit, color=plots.COMPUTED, lw=1.5, label="formula: batch × context × KV per token")
-    title = "How many users fit?"
     if budget is not None:
         ax.axhline(budget.budget_bytes / unit, color=plots.GUIDE, ls="--", lw=1.2,
                    label=f"your budget for the cache: {fmt_iec(budget.budget_bytes)}")
@@ -151,8 +150,6 @@ def users_figure(df, loaded, total_memory: int | None = None, weight_bytes: int 
                        label=f"{budget.users:,} fit: the most whose measured cache ≤ the budget")
             ax.annotate(f"{budget.users:,}", (budget.users, budget.cache_bytes() / unit), textcoords="offset points",
                         xytext=(-6, 6), ha="right", fontsize=9, color=plots.FITS)
-        title = (f"How many users fit? {budget.users:,} of {budget.context:,} tokens in "
-                 f"{fmt_iec(budget.budget_bytes)}")
     ax.scatter(ok["batch"], ok["cache_bytes"] / unit, color=plots.MEASURED, zorder=3, label="KV cache (measured)")
     if ok["peak_above_weights_bytes"].notna().any():
         ax.scatter(ok["batch"], ok["peak_above_weights_bytes"].astype(float) / unit, marker="x", color=plots.MEASURED,
@@ -163,7 +160,8 @@ def users_figure(df, loaded, total_memory: int | None = None, weight_bytes: int 
     past = budget is not None and budget.users > budget.largest_batch     # its own tick; inside, the label above
     plots.log_axis(ax, "x", ticks=[*df["batch"], *([budget.users] if past else [])])
     plots.log_axis(ax, "y")
-    ax.set(xlabel="concurrent sequences (batch)", ylabel=plots.byte_label(name), title=title)
+    ax.set(xlabel="concurrent sequences (batch)", ylabel=plots.byte_label(name), title="How many users fit?" + (
+        f" {budget.users:,} of {budget.context:,} tokens in {fmt_iec(budget.budget_bytes)}" if budget is not None else ""))
     ax.legend(fontsize=8)
     return plots.finish(fig, loaded)
 
