@@ -65,9 +65,8 @@ def points_frame(points: Iterable[RooflinePoint], peak_flops: float, bandwidth: 
     """Roofline points: intensity ÷ the ridge and FLOP/s achieved ÷ the roof there, labelled."""
     ridge = ridge_point(peak_flops, bandwidth)
     rows = [{"point": p.label, "kind": p.kind, "seconds": p.seconds, "tokens_per_s": regime.ratio(p.tokens, p.seconds),
-             "intensity (FLOP/B)": p.intensity,
+             "intensity (FLOP/B)": p.intensity, "GFLOP/s achieved": p.achieved_flops / 1e9,
              **dict(zip(("intensity ÷ ridge", "side of the ridge"), regime.against(p.intensity, ridge))),
-             "GFLOP/s achieved": p.achieved_flops / 1e9,
              "achieved ÷ roof": regime.ratio(p.achieved_flops, attainable_flops(p.intensity, peak_flops, bandwidth))}
             for p in points]
     return pd.DataFrame(rows, columns=["point", "kind", "seconds", "tokens_per_s", "intensity (FLOP/B)",
