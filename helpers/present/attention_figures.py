@@ -89,6 +89,8 @@ def quoted_frame(quoted: Sequence[float], rows: Sequence, tolerance: float = MAT
 def scorecard_frame(rows: Sequence[dict]):
     """The published scorecard with variant − baseline where both are numbers."""
     df = pd.DataFrame(list(rows))
+    if df.empty:
+        return df
     diff = (pd.to_numeric(df["variant_value"], errors="coerce")
             - pd.to_numeric(df["baseline_value"], errors="coerce")).round(2)
     df.insert(df.columns.get_loc("baseline_value") + 1, "variant − baseline", diff)
