@@ -536,7 +536,7 @@ def _():
 @app.cell
 def _(gpt_oss):
     _fig, _ax = plots.figure(width=6.5)
-    _colors = [plots.FITS if f["fits"] else plots.DOES_NOT_FIT for f in gpt_oss]
+    _colors = [plots.FITS if f["fits"] else plots.OOM for f in gpt_oss]
     _gb = [f["weight_bytes"] / 1e9 for f in gpt_oss]
     _ax.bar([f["scheme"] for f in gpt_oss], _gb, color=_colors)
     _ax.axhline(gpt_oss[0]["memory_bytes"] / 1e9, **{**plots.DATASHEET_STYLE, "ls": "-"})

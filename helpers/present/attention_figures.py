@@ -21,18 +21,14 @@ def kv_table_frame(rows: Sequence):
 
 def cache_checks_frame(rows: Sequence):
     """Measured caches (kv_caches.CacheCheck) ÷ the formula and ÷ the cache of the fewest K/V heads."""
-    fewest = {}
-    for r in rows:
-        if r.kv_heads is not None:
-            fewest[r.tokens, r.batch] = min(fewest.get((r.tokens, r.batch), r), r, key=lambda x: x.kv_heads)
-    def versus_fewest(r):
-        low = fewest[r.tokens, r.batch]
-        return {f"÷ {low.kv_heads} K/V head{'s' if low.kv_heads != 1 else ''}": regime.ratio(r.measured_bytes, low.measured_bytes)}
-
+    headed = [r for r in rows if r.kv_heads is not None][::-1]     # reversed: the first of equals is written last
+    fewest = {(r.tokens, r.batch): r for r in sorted(headed, key=lambda r: r.kv_heads, reverse=True)}
     return pd.DataFrame([{"variant": r.variant, **({"K/V heads": r.kv_heads} if r.kv_heads is not None else {}),
                           "tokens": r.tokens, "batch": r.batch, "measured (B)": r.measured_bytes,
                           "formula (B)": r.formula_bytes, "measured ÷ formula": regime.ratio(r.measured_bytes, r.formula_bytes),
-                          "equal": r.equal, **(versus_fewest(r) if r.kv_heads is not None else {})} for r in rows])
+                          "equal": r.equal, **({f"÷ {(low := fewest[r.tokens, r.batch]).kv_heads} K/V head{'s' * (low.kv_heads != 1)}":
+                                                regime.ratio(r.measured_bytes, low.measured_bytes)} if r.kv_heads is not None else {})}
+                         for r in rows])
 
 
 def sliding_frame(steps: Sequence):
@@ -46,16 +42,14 @@ def sliding_frame(steps: Sequence):
 
 def sliding_figure(steps: Sequence, source: Any):
     """The measured sliding-window cache against tokens seen, on the formulas with and without the window."""
-    window = steps[0].window
     seen = [s.tokens_seen for s in steps]
     fig, ax = plots.figure(width=6.5)
     div, unit = plots.byte_unit(float(max(s.no_window_bytes for s in steps)))
     ax.plot(seen, [s.no_window_bytes / div for s in steps], "--", color=plots.COMPUTED, lw=1, label="no window (formula)")
     ax.plot(seen, [s.slots_bytes / div for s in steps], color=plots.COMPUTED, lw=3, alpha=0.5,
-            label=f"formula, window − 1 = {window - 1} slots")
+            label=f"formula, window − 1 = {steps[0].window - 1} slots")
     ax.plot(seen, [s.measured_bytes / div for s in steps], ".", color=plots.MEASURED, label="measured DynamicCache")
-    ax.set_ylim(bottom=0)
-    ax.set(xlabel="tokens seen", ylabel=plots.byte_label(unit, "cache"))
+    ax.set(xlabel="tokens seen", ylabel=plots.byte_label(unit, "cache"), ylim=(0, None))
     ax.set_title("A sliding window caps the cache", fontsize=10)
     ax.legend(fontsize=8)
     return plots.finish(fig, source)
@@ -89,8 +83,7 @@ def quoted_frame(quoted: Sequence[float], rows: Sequence, tolerance: float = MAT
         out.append({"quoted": q, "nearest baseline": b.baseline if b else "–", "counted": b.counted if b else "–",
                     "fair": b.fair if b else False, "baseline ÷ MLA": b.baseline_over_mla if b else float("nan"),
                     "quoted ÷ computed": r, f"within {tolerance:.0%}": abs(r - 1) <= tolerance if b else False})
-    return pd.DataFrame(out, columns=["quoted", "nearest baseline", "counted", "fair", "baseline ÷ MLA",
-                                      "quoted ÷ computed", f"within {tolerance:.0%}"])
+    return pd.DataFrame(out)
 
 
 def scorecard_frame(rows: Sequence[dict]):

@@ -27,8 +27,7 @@ def published(key: str) -> Published:
     """One cited figure by its key in helpers/data/published.csv."""
     import pandas as pd
 
-    rows = pd.read_csv(PUBLISHED).set_index("key")
-    r = rows.loc[key]
+    r = pd.read_csv(PUBLISHED).set_index("key").loc[key]
     return Published(key, float(r["value"]), r["unit"], r["what"], r["source"], r["url"])
 
 

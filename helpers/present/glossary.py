@@ -12,8 +12,7 @@ GLOSSARY = Path(__file__).resolve().parents[2] / "workshop" / "glossary.md"
 
 def slug(heading: str) -> str:
     """GitHub's anchor for a heading: lowercase, punctuation dropped (hyphens kept), spaces to hyphens."""
-    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
-    return text.replace(" ", "-")
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
 
 
 @functools.lru_cache(maxsize=1)
@@ -21,8 +20,7 @@ def anchors(path: Path = GLOSSARY) -> frozenset[str]:
     """Every anchor of the glossary: its headings' slugs and its explicit ids."""
     text = Path(path).read_text(encoding="utf-8")
     found = {slug(m.group(1)) for m in re.finditer(r"^#{2,4}\s+(.+?)\s*$", text, flags=re.M)}
-    found |= set(re.findall(r'<a id="([^"]+)"></a>', text))
-    return frozenset(found)
+    return frozenset(found | set(re.findall(r'<a id="([^"]+)"></a>', text)))
 
 
 def url(anchor: str) -> str:

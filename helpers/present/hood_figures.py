@@ -42,10 +42,9 @@ def share_figure(sweep: Sequence, source: Any, threshold: float = TALK_LAYER_SHA
                     label=f"{name}: attention over the context")
         ax.axhline(100 * threshold, color="grey", lw=1, ls="-.", label=f"the talk's {threshold:.0%}")
         ax.set_xscale("log", base=2)
-        ax.set_xlabel("prompt tokens" if phase == "prefill" else "context (tokens in the cache)")
-        ax.set_ylabel("share of the forward pass's FLOPs (%)")
+        ax.set(xlabel="prompt tokens" if phase == "prefill" else "context (tokens in the cache)",
+               ylabel="share of the forward pass's FLOPs (%)", ylim=(0, 101))
         ax.set_title(f"{phase}: one {'prompt' if phase == 'prefill' else 'decode step'}", fontsize=10)
-        ax.set_ylim(0, 101)
     axes[0].legend(fontsize=6.5, loc="center left")   # the empty middle-left of the prefill panel
     fig.suptitle("Where the FLOPs go, by context length")
     return plots.finish(fig, source)
@@ -99,8 +98,7 @@ def staircase_figure(stairs: Sequence, caches: Sequence, source: Any):
     ax.set_xscale("log", base=2)
     ticks = [t for t in (4 * KiB, 32 * KiB, 256 * KiB, 2 * MiB, 16 * MiB, 128 * MiB, 1024 * MiB) if min(xs) <= t <= max(xs)]
     ax.set_xticks(ticks, [_size(t) for t in ticks])
-    ax.set_ylim(bottom=0)
-    ax.set(xlabel="working set re-read (bytes, log scale)", ylabel="read bandwidth (GB/s, 10⁹ B/s)",
+    ax.set(ylim=(0, None), xlabel="working set re-read (bytes, log scale)", ylabel="read bandwidth (GB/s, 10⁹ B/s)",
            title="This CPU's memory hierarchy: read bandwidth against the working set")
     ax.legend(fontsize=8)
     return plots.finish(fig, source)

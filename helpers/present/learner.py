@@ -97,9 +97,7 @@ class Question:
     options: tuple[str, ...] = ()
 
     def shown(self) -> str:
-        if isinstance(self.answer, str):
-            return self.answer
-        return f"{number(self.answer)}{' ' + self.unit if self.unit else ''}"
+        return self.answer if isinstance(self.answer, str) else f"{number(self.answer)}{' ' + self.unit if self.unit else ''}"
 
     def check(self, typed) -> bool | None:
         """True or False for an answer given, None for none."""
@@ -108,9 +106,7 @@ class Question:
         if self.options or isinstance(self.answer, str):
             return str(typed).strip().lower() == str(self.answer).strip().lower()
         g = parse(str(typed)).value
-        if g is None:
-            return False
-        return abs(g - self.answer) <= self.tolerance * abs(self.answer) if self.answer else g == 0
+        return g is not None and (abs(g - self.answer) <= self.tolerance * abs(self.answer) if self.answer else g == 0)
 
 
 def self_check(questions: Sequence[Question]):
@@ -122,11 +118,9 @@ def self_check(questions: Sequence[Question]):
         return mo.md("\n".join(f"{i + 1}. {q.text}" + (f" ({' / '.join(q.options)})" if q.options else
                                                        f" ({q.unit})" if q.unit else "")
                                for i, q in enumerate(questions)))
-    fields = {}
-    for i, q in enumerate(questions):
-        label = f"{i + 1}. {q.text}" + (f" ({q.unit})" if q.unit and not q.options else "")
-        fields[f"q{i}"] = (mo.ui.radio(options=list(q.options), label=label) if q.options
-                           else mo.ui.text(label=label, placeholder="your answer", full_width=True))
+    fields = {f"q{i}": mo.ui.radio(options=list(q.options), label=f"{i + 1}. {q.text}") if q.options else
+              mo.ui.text(label=f"{i + 1}. {q.text}" + (f" ({q.unit})" if q.unit else ""), placeholder="your answer", full_width=True)
+              for i, q in enumerate(questions)}
     return mo.ui.dictionary(fields).form(submit_button_label="Check my answers", bordered=True)
 
 

@@ -41,8 +41,7 @@ def setup() -> None:
     """Pandas shows whole cells, matplotlib the workshop's style, libraries keep their routine chatter to themselves."""
     import pandas as pd
 
-    pd.set_option("display.max_colwidth", 160)
-    pd.set_option("display.width", 160)
+    pd.set_option("display.max_colwidth", 160, "display.width", 160)
     import matplotlib as mpl
 
     mpl.rcParams.update({"figure.dpi": 100, "axes.grid": True, "grid.alpha": 0.3,
@@ -59,9 +58,8 @@ def folded(title: str, body: str):
     import marimo as mo
 
     text = textwrap.dedent(body).strip()
-    if mo.running_in_notebook():
-        return mo.accordion({title: mo.md(text)})
-    return mo.Html(f"<details><summary>{mo.md(title).text}</summary>{mo.md(text).text}</details>")
+    return (mo.accordion({title: mo.md(text)}) if mo.running_in_notebook()
+            else mo.Html(f"<details><summary>{mo.md(title).text}</summary>{mo.md(text).text}</details>"))
 
 
 def exercise(number: int, question: str, solution: str, label: str = "Solution"):
@@ -69,9 +67,7 @@ def exercise(number: int, question: str, solution: str, label: str = "Solution")
     import marimo as mo
 
     head, solution_view = mo.md(f"**Exercise {number}.** {question}"), folded(label, solution)
-    if mo.running_in_notebook():
-        return mo.vstack([head, solution_view])
-    return mo.Html(f"<div>{head.text}{solution_view.text}</div>")
+    return mo.vstack([head, solution_view]) if mo.running_in_notebook() else mo.Html(f"<div>{head.text}{solution_view.text}</div>")
 
 
 def elapsed(start: float) -> str:
@@ -136,6 +132,4 @@ def code(obj, title: str | None = None, folded_: bool = True):
     src = textwrap.dedent(inspect.getsource(obj)).rstrip()
     name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", "source")
     block = f"```python\n{src}\n```"
-    if not folded_:
-        return mo.md(block)
-    return folded(title or f"`{name}` — {src.count(chr(10)) + 1} lines", block)
+    return folded(title or f"`{name}` — {src.count(chr(10)) + 1} lines", block) if folded_ else mo.md(block)

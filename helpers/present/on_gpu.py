@@ -72,12 +72,9 @@ def gpu_batch_table(batch: int, context: int = 1024):
     from ..formulas.stepcost import decode_cost
 
     def row(b):
-        p = gpu_plan(context=context, batch=b)
-        cost = decode_cost(REFERENCE_MODEL, context, b, "bf16")
-        if not p.fits:
-            return {"batch": b, "fits": False}
-        return {"batch": b, "fits": True, "step floor (ms)": p.step_floor_s * 1e3, "bound": p.bound,
-                "tokens/s": b / p.step_floor_s, "weights' share of the bytes (%)": 100 * cost.weight_read_bytes / cost.bytes}
+        p, cost = gpu_plan(context=context, batch=b), decode_cost(REFERENCE_MODEL, context, b, "bf16")
+        return ({"batch": b, "fits": True, "step floor (ms)": p.step_floor_s * 1e3, "bound": p.bound, "tokens/s": b / p.step_floor_s,
+                 "weights' share of the bytes (%)": 100 * cost.weight_read_bytes / cost.bytes} if p.fits else {"batch": b, "fits": False})
 
     one, many = row(1), row(batch)
     ratios = {"batch": regime.ratio(batch, 1), "fits": None, **{c: regime.ratio(many.get(c), one.get(c)) for c in

@@ -17,7 +17,6 @@ DATASHEET = "#7f7f7f"      # a vendor's published figure (grey; draw dashed)
 FIT = "#000000"            # a law fitted through measured points (black, thin)
 OOM = "#d62728"            # out of memory, does not fit (red)
 FITS = "#2ca02c"           # fits / yes (green)
-DOES_NOT_FIT = OOM
 WAITING = "#e5e5e5"        # a request waiting (light grey)
 PREFILL = "#8c564b"        # a request's prefill, up to its first token (brown)
 DECODE = "#17becf"         # a request's decode steps (cyan)
@@ -47,22 +46,17 @@ def has_title(fig) -> bool:
     return bool(axes) and all(ax.get_title() or ax.get_title(loc="left") for ax in axes)
 
 
-def stamp(fig, source: Any, title: str | None = None) -> Any:
-    """Write what produced the figure along its bottom edge (and `title` as its suptitle); warn when it has no title."""
+def finish(fig, source: Any, title: str | None = None) -> Any:
+    """Write what produced the figure along its bottom edge (and `title` as its suptitle), warn when it has no
+    title, then close it in pyplot: a cell's value still renders, Jupyter does not draw it twice."""
+    import matplotlib.pyplot as plt
+
     if title:
         fig.suptitle(title, fontsize=11)
     elif not has_title(fig):
-        warnings.warn("figure without a title: pass title= to plots.finish or set one per axes", stacklevel=3)
+        warnings.warn("figure without a title: pass title= to plots.finish or set one per axes", stacklevel=2)
     fig.text(0.01, 0.005, source_label(source), fontsize=8, color="#555", ha="left", va="bottom")
     fig.tight_layout(rect=(0, 0.04, 1, 1))
-    return fig
-
-
-def finish(fig, source: Any, title: str | None = None) -> Any:
-    """stamp(), then close it in pyplot: a cell's value still renders, Jupyter does not draw it twice."""
-    import matplotlib.pyplot as plt
-
-    stamp(fig, source, title)
     plt.close(fig)
     return fig
 
@@ -176,14 +170,8 @@ def cell_text(v: Any, precision: int = 3) -> str:
     if isinstance(v, numbers.Integral):
         return f"{int(v):,}"
     if isinstance(v, numbers.Real):
-        return "–" if math.isnan(v) else _float(float(v), precision)
+        return "–" if math.isnan(v) else f"{v:,.0f}" if abs(v) >= 10 ** precision else f"{v:.{precision}g}"
     return "–" if v is None or v is pd.NA or v is pd.NaT else str(v)
-
-
-def _float(v: float, precision: int) -> str:
-    if v != 0 and abs(v) >= 10 ** precision:
-        return f"{v:,.0f}"
-    return f"{v:.{precision}g}"
 
 
 def heatmap(ax, values, xlabels, ylabels, fmt=str, cmap: str = "viridis", mask=None, colorbar_label: str = ""):
@@ -210,11 +198,10 @@ def heatmap(ax, values, xlabels, ylabels, fmt=str, cmap: str = "viridis", mask=N
 
 def bars(ax, labels: Sequence[str], values: Sequence[float], color: str | Sequence[str], fmt=None) -> None:
     """Bars from zero, each labelled with fmt(value); one per label, in order, even where labels repeat."""
-    fmt = fmt or (lambda v: _float(float(v), 3))
+    fmt = fmt or cell_text
     values = list(values)
     ax.bar(range(len(values)), values, color=color)
     ax.set_xticks(range(len(values)), [str(x) for x in labels])
-    ax.set_yscale("linear")
     ax.set_ylim(bottom=0, top=max([float(v) for v in values] + [0]) * 1.15 or 1)
     for i, v in enumerate(values):
         ax.text(i, float(v), fmt(v), ha="center", va="bottom", fontsize=8)

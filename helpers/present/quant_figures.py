@@ -23,17 +23,15 @@ def footprint_rows(results: list, spec) -> list[dict[str, Any]]:
         if r.error:
             rows.append({"scheme": r.label, "error": r.error})
             continue
-        f = r.footprint
-        scheme = r.scheme if r.scheme in SCHEMES else "bf16"  # the reference at bf16
-        share = regime.ratio(f["measured_weight_bytes"], ref)
-        row = {"scheme": r.label, "measured weights (B)": f["measured_weight_bytes"],
-               "predicted weights (B)": f["predicted_weight_bytes"],
-               "measured − predicted (B)": f["measured_weight_bytes"] - f["predicted_weight_bytes"],
-               "of which metadata (B)": f["metadata_bytes"], "buffers (B)": f["buffer_bytes"],
-               "model total (MB)": f["measured_model_bytes"] / 1e6, "÷ reference": share,
-               **_labelled("÷ rule of thumb", share, rule_of_thumb(r.scheme, base) if r.scheme in SCHEMES else 1.0),
-               "predicted at bf16 base (MB)": weight_bytes(spec, scheme, base_dtype="bf16").bytes / 1e6}
-        rows.append(row)
+        f, share = r.footprint, regime.ratio(r.footprint["measured_weight_bytes"], ref)
+        rows.append({"scheme": r.label, "measured weights (B)": f["measured_weight_bytes"],
+                     "predicted weights (B)": f["predicted_weight_bytes"],
+                     "measured − predicted (B)": f["measured_weight_bytes"] - f["predicted_weight_bytes"],
+                     "of which metadata (B)": f["metadata_bytes"], "buffers (B)": f["buffer_bytes"],
+                     "model total (MB)": f["measured_model_bytes"] / 1e6, "÷ reference": share,
+                     **_labelled("÷ rule of thumb", share, rule_of_thumb(r.scheme, base) if r.scheme in SCHEMES else 1.0),
+                     "predicted at bf16 base (MB)":   # the reference at bf16
+                     weight_bytes(spec, r.scheme if r.scheme in SCHEMES else "bf16", base_dtype="bf16").bytes / 1e6})
     return rows
 
 
@@ -80,13 +78,10 @@ def presets_rows(models=None, schemes=("bf16", "int8", "nf4", "nf4-dq")) -> list
     """Weight GB of each model under each bitsandbytes scheme, the share it quantizes, nf4 ÷ bf16 against ¼."""
     from ..formulas.specs import PRESETS
 
-    rows = []
-    for name in models or PRESETS:
-        fp = {w.scheme: w for w in preset_footprints(name, schemes)}
-        rows.append({"model": fp[schemes[0]].model, **{f"{s} (GB)": w.gb for s, w in fp.items()},
-                     "share bitsandbytes quantizes": fp[schemes[-1]].quantized_share,
-                     **(_labelled("nf4 ÷ bf16 ÷ ¼", fp["nf4"].vs_first, rule_of_thumb("nf4")) if "nf4" in fp else {})})
-    return rows
+    fps = [{w.scheme: w for w in preset_footprints(name, schemes)} for name in models or PRESETS]
+    return [{"model": fp[schemes[0]].model, **{f"{s} (GB)": w.gb for s, w in fp.items()},
+             "share bitsandbytes quantizes": fp[schemes[-1]].quantized_share,
+             **(_labelled("nf4 ÷ bf16 ÷ ¼", fp["nf4"].vs_first, rule_of_thumb("nf4")) if "nf4" in fp else {})} for fp in fps]
 
 
 def formats_rows(in_features: int = 4096, out_features: int = 4096) -> list[dict[str, Any]]:

@@ -43,17 +43,14 @@ def roofs_frame(read, copy, matmul, gpu: dict, cache_bytes: int | None = None):
 
 def prefill_frame(prefill, model, dtype: str, peak: float, bandwidth: float):
     """Each prompt length's prefill: FLOP/s achieved ÷ the measured peak, intensity ÷ the ridge, labelled."""
-    ridge = ridge_point(peak, bandwidth)
-    rows = []
-    for r in prefill[~prefill["oom"]].itertuples():
-        cost = forward_cost(model, int(r.tokens), 0, 1, dtype)
-        achieved = regime.ratio(cost.flops, r.ttft_s)
-        ratio, label = regime.against(cost.intensity, ridge)
-        rows.append({"tokens": int(r.tokens), "ttft_s": r.ttft_s, "TFLOP/s achieved": achieved / 1e12,
-                     "achieved ÷ peak": regime.ratio(achieved, peak), "intensity (FLOP/B)": cost.intensity,
-                     "intensity ÷ ridge": ratio, "label": label})
-    return pd.DataFrame(rows, columns=["tokens", "ttft_s", "TFLOP/s achieved", "achieved ÷ peak",
-                                       "intensity (FLOP/B)", "intensity ÷ ridge", "label"])
+    ok = prefill[~prefill["oom"]]
+    costs = [forward_cost(model, int(n), 0, 1, dtype) for n in ok["tokens"]]
+    achieved = [regime.ratio(c.flops, t) for c, t in zip(costs, ok["ttft_s"])]
+    against = [regime.against(c.intensity, ridge_point(peak, bandwidth)) for c in costs]
+    return pd.DataFrame({"tokens": [int(n) for n in ok["tokens"]], "ttft_s": list(ok["ttft_s"]),
+                         "TFLOP/s achieved": [a / 1e12 for a in achieved], "achieved ÷ peak": [regime.ratio(a, peak) for a in achieved],
+                         "intensity (FLOP/B)": [c.intensity for c in costs], "intensity ÷ ridge": [r for r, _ in against],
+                         "label": [label for _, label in against]})
 
 
 def decode_frame(decode, floor_of):
@@ -67,13 +64,11 @@ def decode_frame(decode, floor_of):
 def points_frame(points: Iterable[RooflinePoint], peak_flops: float, bandwidth: float):
     """Roofline points: intensity ÷ the ridge and FLOP/s achieved ÷ the roof there, labelled."""
     ridge = ridge_point(peak_flops, bandwidth)
-    rows = []
-    for p in points:
-        roof = attainable_flops(p.intensity, peak_flops, bandwidth)
-        r, lab = regime.against(p.intensity, ridge)
-        rows.append({"point": p.label, "kind": p.kind, "seconds": p.seconds, "tokens_per_s": regime.ratio(p.tokens, p.seconds),
-                     "intensity (FLOP/B)": p.intensity, "intensity ÷ ridge": r, "side of the ridge": lab,
-                     "GFLOP/s achieved": p.achieved_flops / 1e9, "achieved ÷ roof": regime.ratio(p.achieved_flops, roof)})
+    rows = [{"point": p.label, "kind": p.kind, "seconds": p.seconds, "tokens_per_s": regime.ratio(p.tokens, p.seconds),
+             "intensity (FLOP/B)": p.intensity, "GFLOP/s achieved": p.achieved_flops / 1e9,
+             **dict(zip(("intensity ÷ ridge", "side of the ridge"), regime.against(p.intensity, ridge))),
+             "achieved ÷ roof": regime.ratio(p.achieved_flops, attainable_flops(p.intensity, peak_flops, bandwidth))}
+            for p in points]
     return pd.DataFrame(rows, columns=["point", "kind", "seconds", "tokens_per_s", "intensity (FLOP/B)",
                                        "intensity ÷ ridge", "side of the ridge", "GFLOP/s achieved", "achieved ÷ roof"])
 
@@ -142,8 +137,7 @@ def prefill_figure(df, model, dtype: str, peak_flops: float, source: Any):
     right.semilogx(ok["tokens"], [a / 1e12 for a in achieved], "o-", color="tab:orange", label="prefill achieves")
     if _finite(peak_flops):
         right.axhline(peak_flops / 1e12, color="black", lw=1, ls="--", label=f"measured matmul peak ({dtype})")
-    right.set_ylim(bottom=0)
-    right.set(xlabel="prompt tokens", ylabel="TFLOP/s", title="Compute it keeps busy")
+    right.set(ylim=(0, None), xlabel="prompt tokens", ylabel="TFLOP/s", title="Compute it keeps busy")
     right.legend(fontsize=8)
     return plots.finish(fig, source)
 
@@ -166,9 +160,8 @@ def efficiency_figure(df, source: Any):
         ax.annotate(f"{m:,.2f} ms · floor {f:,.3f} ms · step ÷ floor {r:,.2f}", (m, i), textcoords="offset points",
                     xytext=(4, -3), fontsize=8)
     ax.set_yticks(list(y), list(ok["model"]))
-    ax.set_xscale("log")
-    ax.set_xlim(float(min(floor.min(), step.min())) / 3, float(step.max()) * 60)
-    ax.set(xlabel="ms per decode step (batch 1)", title="Decode step against its memory-bound floor")
+    ax.set(xscale="log", xlim=(float(min(floor.min(), step.min())) / 3, float(step.max()) * 60),
+           xlabel="ms per decode step (batch 1)", title="Decode step against its memory-bound floor")
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3)
     return plots.finish(fig, source)
 
@@ -196,8 +189,8 @@ def intensity_figure(df, model_name: str, dtype: str):
     ax.axhline(ridge, color="black", lw=1)
     ax.annotate(f"{gpu} ridge {ridge:,.0f} FLOP/B (datasheet)", (1, ridge), textcoords="offset points",
                 xytext=(2, 4), fontsize=8)
-    ax.set_xlabel("batch (sequences decoded together)")
-    ax.set(ylabel="FLOP per byte moved", title=f"Decode's arithmetic intensity against batch: {model_name}, {dtype}")
+    ax.set(xlabel="batch (sequences decoded together)", ylabel="FLOP per byte moved",
+           title=f"Decode's arithmetic intensity against batch: {model_name}, {dtype}")
     ax.grid(True, which="both", alpha=0.2)
     ax.legend(fontsize=8, loc="upper left")
     return plots.finish(fig, f"computed from {model_name} config.json, {dtype} weights and KV cache · {gpu} "

@@ -70,13 +70,11 @@ def seconds(s: float) -> str:
 
 def header(number: str, results: Path = RESULTS, indent: str = "    ") -> str:
     """A notebook's run times from every record as a markdown table, each line after the first indented."""
-    rows = []
-    for t in run_times(results):
-        cells = [t.notebook_seconds(number), t.notebook_seconds(number, "first"), t.replay_seconds(number)]
-        if any(c is not None for c in cells):
-            rows.append(f"| {t.device} (`{t.meta.get('path', t.record)}`) | " + " | ".join("–" if c is None else seconds(c) for c in cells) + " |")
-    if not any(t.is_gpu for t in run_times(results)):
-        rows.append("| a GPU | not recorded yet | | |")
+    times = run_times(results)
+    cells = [[t.notebook_seconds(number), t.notebook_seconds(number, "first"), t.replay_seconds(number)] for t in times]
+    rows = [f"| {t.device} (`{t.meta.get('path', t.record)}`) | " + " | ".join("–" if x is None else seconds(x) for x in c) + " |"
+            for t, c in zip(times, cells) if any(x is not None for x in c)]
+    rows += [] if any(t.is_gpu for t in times) else ["| a GPU | not recorded yet | | |"]
     lines = ["**Run time** (headless, recorded in `workshop/results/`; this run's own time is on the last line)", "",
              "| machine | cached run | first run | replay mode |", "| --- | --- | --- | --- |", *rows]
     return lines[0] + "".join(f"\n{indent}{line}" if line else "\n" for line in lines[1:])

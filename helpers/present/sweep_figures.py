@@ -28,24 +28,19 @@ def memory_figure(df, loaded, spec=None, dtype: str | None = None):
     if peak.notna().any():
         ax.scatter(ok["tokens"], peak / div, color=plots.MEASURED, marker="x", label="CUDA allocator peak above the weights (measured)")
     _mark_oom(ax, df, "tokens")
-    ax.set_ylim(bottom=0)
-    ax.set(xlabel="tokens in the sequence", ylabel=plots.byte_label(unit, "KV cache"), title="Memory grows with every token")
+    ax.set(ylim=(0, None), xlabel="tokens in the sequence", ylabel=plots.byte_label(unit, "KV cache"), title="Memory grows with every token")
     ax.legend(fontsize=8)
     return plots.finish(fig, loaded)
 
 
-def _sweep_axes(df, key: str, source):
-    """(the points that ran, a figure, its axes); when none ran, a figure that says so and None."""
+def _sweep_axes(df, key: str, source, median: str = "", p90: str = "", **style):
+    """(the points that ran, a figure, its axes), with `median` drawn in ms against `key` and a bar up to its
+    `p90` when given; when none ran, a figure that says so and None."""
     ok = df[~df["oom"]]
     if ok.empty:
         return ok, plots.note_figure(source, "Nothing ran", f"out of memory at the first point ({key} = {df[key].iloc[0]:,})"), None
-    return (ok, *plots.figure(width=7, height=4))
-
-
-def _medians_axes(df, key: str, median: str, p90: str, source, **style):
-    """_sweep_axes with the medians drawn in ms against `key`, each with a bar up to its p90."""
-    ok, fig, ax = _sweep_axes(df, key, source)
-    if ax is not None:
+    fig, ax = plots.figure(width=7, height=4)
+    if median:
         ax.errorbar(ok[key], ok[median] * 1e3, yerr=[0 * ok[median], (ok[p90] - ok[median]) * 1e3], **style)
     return ok, fig, ax
 
@@ -63,16 +58,21 @@ def ttft_figure(df, fit, loaded):
     """TTFT medians (p90 bars) against prompt length, log–log, with the fitted law (growth.GrowthFit or None) and slopes 1 and 2."""
     import numpy as np
 
-    ok, fig, ax = _medians_axes(df, "tokens", "ttft_s", "ttft_p90_s", loaded, fmt="o", color=plots.MEASURED,
-                                label="measured (median, bar to p90)")
+    ok, fig, ax = _sweep_axes(df, "tokens", loaded, "ttft_s", "ttft_p90_s", fmt="o", color=plots.MEASURED,
+                              label="measured (median, bar to p90)")
     if ax is None:
         return fig
     if fit is not None:
         xs = np.geomspace(ok["tokens"].min(), ok["tokens"].max(), 100)
         ax.plot(xs, [fit.predict(x) * 1e3 for x in xs], color=plots.FIT, lw=1,
                 label=f"fit: a + b·n + c·n²  (exponent {fit.exponent:.2f} at {fit.n_max:,})")
-    if len(ok) >= 2:
-        _slope_guides(ax, float(ok["tokens"].min()), float(ok["tokens"].iloc[-1]), float(ok["ttft_s"].iloc[-1]) * 1e3)
+    # slopes 1 and 2 through the longest prompt (x1, y1), from x1 ÷ 8 (or the shortest prompt)
+    x1, y1 = float(ok["tokens"].iloc[-1]), float(ok["ttft_s"].iloc[-1]) * 1e3
+    lo = max(float(ok["tokens"].min()), x1 / 8)
+    for k, ls, name in ((1, ":", "∝ n, linear"), (2, "-.", "∝ n², quadratic")) if len(ok) >= 2 else ():
+        ax.plot((lo, x1), (y1 * (lo / x1) ** k, y1), color=plots.GUIDE, ls=ls, lw=1.2, label=f"slope {k} through the longest prompt: {name}")
+        ax.annotate(f"slope {k}", (lo, y1 * (lo / x1) ** k), textcoords="offset points", xytext=(-4, 0), ha="right",
+                    va="center", fontsize=8, color=plots.GUIDE)
     _mark_oom(ax, df, "tokens")
     plots.log_axis(ax, "x", ticks=df["tokens"])
     if (ok["ttft_s"] > 0).any():            # a log axis needs a positive time (a timer that saw nothing has none)
@@ -80,16 +80,6 @@ def ttft_figure(df, fit, loaded):
     ax.set(xlabel="prompt tokens", ylabel="ms", title="Time to first token against the prompt")
     ax.legend(fontsize=8)
     return plots.finish(fig, loaded)
-
-
-def _slope_guides(ax, x_min: float, x1: float, y1: float) -> None:
-    """y = y1·(x/x1)^k for k = 1, 2 from x1 ÷ 8 (or x_min) to the longest point (x1, y1), labelled."""
-    lo = max(x_min, x1 / 8)
-    for k, ls, name in ((1, ":", "∝ n, linear"), (2, "-.", "∝ n², quadratic")):
-        y0 = y1 * (lo / x1) ** k
-        ax.plot((lo, x1), (y0, y1), color=plots.GUIDE, ls=ls, lw=1.2, label=f"slope {k} through the longest prompt: {name}")
-        ax.annotate(f"slope {k}", (lo, y0), textcoords="offset points", xytext=(-4, 0), ha="right", va="center",
-                    fontsize=8, color=plots.GUIDE)
 
 
 @plots.notes_when_empty('Requests over time')
@@ -122,8 +112,8 @@ def timeline_figure(results: Sequence, source: Any):
 @plots.notes_when_empty('Inter-token latency against context')
 def itl_figure(df, loaded, floor_fn: Callable[[int], float] | None = None):
     """Decode step time (median, p90 bar) against context; optionally the memory-bound floor as a line."""
-    ok, fig, ax = _medians_axes(df, "context", "itl_s", "itl_p90_s", loaded, fmt="o-", color=plots.MEASURED,
-                                label="measured step (median, bar to p90)")
+    ok, fig, ax = _sweep_axes(df, "context", loaded, "itl_s", "itl_p90_s", fmt="o-", color=plots.MEASURED,
+                              label="measured step (median, bar to p90)")
     if ax is None:
         return fig
     if floor_fn is not None:
@@ -131,9 +121,7 @@ def itl_figure(df, loaded, floor_fn: Callable[[int], float] | None = None):
                 label="memory-bound floor: (weights + KV) ÷ bandwidth")
     _mark_oom(ax, df, "context")
     plots.log_axis(ax, "x", ticks=df["context"])
-    ax.set_ylim(bottom=0)
-    ax.set_xlabel("tokens already in the cache (context)")
-    ax.set(ylabel="ms per token", title="Inter-token latency as the context grows")
+    ax.set(ylim=(0, None), xlabel="tokens already in the cache (context)", ylabel="ms per token", title="Inter-token latency as the context grows")
     ax.legend(fontsize=8, loc="lower right")
     return plots.finish(fig, loaded)
 
@@ -150,7 +138,6 @@ def users_figure(df, loaded, total_memory: int | None = None, weight_bytes: int 
               + ([float(budget.budget_bytes), budget.cache_bytes()] if budget else []))
     unit, name = plots.byte_unit(top)
     ax.plot(ok["batch"], ok["formula_bytes"] / unit, color=plots.COMPUTED, lw=1.5, label="formula: batch × context × KV per token")
-    title = "How many users fit?"
     if budget is not None:
         ax.axhline(budget.budget_bytes / unit, color=plots.GUIDE, ls="--", lw=1.2,
                    label=f"your budget for the cache: {fmt_iec(budget.budget_bytes)}")
@@ -163,8 +150,6 @@ def users_figure(df, loaded, total_memory: int | None = None, weight_bytes: int 
                        label=f"{budget.users:,} fit: the most whose measured cache ≤ the budget")
             ax.annotate(f"{budget.users:,}", (budget.users, budget.cache_bytes() / unit), textcoords="offset points",
                         xytext=(-6, 6), ha="right", fontsize=9, color=plots.FITS)
-        title = (f"How many users fit? {budget.users:,} of {budget.context:,} tokens in "
-                 f"{fmt_iec(budget.budget_bytes)}")
     ax.scatter(ok["batch"], ok["cache_bytes"] / unit, color=plots.MEASURED, zorder=3, label="KV cache (measured)")
     if ok["peak_above_weights_bytes"].notna().any():
         ax.scatter(ok["batch"], ok["peak_above_weights_bytes"].astype(float) / unit, marker="x", color=plots.MEASURED,
@@ -175,7 +160,8 @@ def users_figure(df, loaded, total_memory: int | None = None, weight_bytes: int 
     past = budget is not None and budget.users > budget.largest_batch     # its own tick; inside, the label above
     plots.log_axis(ax, "x", ticks=[*df["batch"], *([budget.users] if past else [])])
     plots.log_axis(ax, "y")
-    ax.set(xlabel="concurrent sequences (batch)", ylabel=plots.byte_label(name), title=title)
+    ax.set(xlabel="concurrent sequences (batch)", ylabel=plots.byte_label(name), title="How many users fit?" + (
+        f" {budget.users:,} of {budget.context:,} tokens in {fmt_iec(budget.budget_bytes)}" if budget is not None else ""))
     ax.legend(fontsize=8)
     return plots.finish(fig, loaded)
 
