@@ -150,7 +150,7 @@ def test_profile_refusal_is_what_the_preflight_lists(monkeypatch):
     from helpers.measure.models import resolve_profile
 
     refused = preflight.profile_refusal("mistral-70b")
-    assert refused.startswith("unknown WORKSHOP_PROFILE 'mistral-70b'; allowed: auto, tiny") and "Fix:" in refused
+    assert refused.startswith("WORKSHOP_PROFILE='mistral-70b' is not allowed; allowed: auto, tiny") and "Fix:" in refused
     monkeypatch.setenv("WORKSHOP_PROFILE", "mistral-70b")
     assert preflight.summary()["problems"] == [refused]                      # the exercise's command, word for word
     with pytest.raises(ValueError) as err:
