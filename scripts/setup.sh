@@ -49,10 +49,16 @@ fi
 
 # The requirements never name torch, so an installed torch is kept as it is; packages that depend on
 # torch (guidellm, transformers[serving], optimum-quanto) are installed under a constraint that pins the installed build.
+# uv installs what pip would, several times faster (downloads in parallel, unpacks from its cache); pip does
+# the work where uv cannot be installed (SETUP_INSTALLER=pip asks for pip).
 torch_pin=$(mktemp)
 "$VENV/bin/python" -c "import torch; print('torch==' + torch.__version__)" > "$torch_pin"
-"${pip[@]}" -r requirements.txt -r requirements-test.txt -c "$torch_pin"
+install=("${pip[@]}")
+if [ "${SETUP_INSTALLER:-uv}" = uv ] && "${pip[@]}" uv 2>/dev/null; then
+  install=("$VENV/bin/uv" pip install -q --compile-bytecode --python "$VENV/bin/python")
+fi
+"${install[@]}" -r requirements.txt -r requirements-test.txt -c "$torch_pin"
 rm -f "$torch_pin"
-"${pip[@]}" --no-deps -e .
+"${install[@]}" --no-deps -e .
 echo "$want" > "$stamp"
 "$VENV/bin/python" -c "import torch, transformers, marimo; print(f'setup: torch {torch.__version__}, transformers {transformers.__version__}, marimo {marimo.__version__}')"
