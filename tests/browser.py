@@ -60,7 +60,7 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def marimo_run(notebook: Path, log: Path, wait_s: float, env: dict | None = None):
-    """`marimo run NOTEBOOK` on a free local port, no token, the tiny profile unless `env` says otherwise;
+    """`marimo run NOTEBOOK` (a notebook, or a folder of them: open one with `?file=NAME`) on a free local port, no token, the tiny profile unless `env` says otherwise;
     yields its URL once it answers; always stopped at the end."""
     port = free_port()
     env = dict(os.environ, HF_HUB_OFFLINE="1", WORKSHOP_PROFILE=os.environ.get("WORKSHOP_PROFILE", "tiny"),

@@ -12,7 +12,9 @@ every measured number in its recordings (helpers.present.replay's `workshop/resu
   above its own, as notebook 04's two models were on a machine with a large last-level cache).
 
     python tests/regimes.py NN [regime ...]    # run notebook NN in each regime (all by default), in this
-                                               # process; one JSON line per regime: {"regime", "ok", "error"}
+                                               # process; one JSON line per regime: {"notebook", "regime",
+                                               # "ok", "error"}
+    python tests/regimes.py all                # every notebook, one after another, in this process
 """
 from __future__ import annotations
 
@@ -143,15 +145,18 @@ def run(number: str, regimes=REGIMES) -> list[dict]:
             os.environ[replay.REPLAY_ENV] = regime
             try:
                 module.app.run()
-                out.append({"regime": regime, "ok": True, "error": ""})
+                out.append({"notebook": number, "regime": regime, "ok": True, "error": ""})
             except Exception as exc:  # noqa: BLE001 - every fault is the finding
                 tb = traceback.format_exc().splitlines()
-                out.append({"regime": regime, "ok": False,
+                out.append({"notebook": number, "regime": regime, "ok": False,
                             "error": f"{type(exc).__name__}: {exc}"[:600] + "\n" + "\n".join(tb[-12:])})
     return out
 
 
 if __name__ == "__main__":
     number, *which = sys.argv[1:]
-    for row in run(number.zfill(2), which or REGIMES):
-        print(json.dumps(row), flush=True)
+    numbers = sorted(p.name[:2] for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.py")) if number == "all" \
+        else [number.zfill(2)]
+    for n in numbers:
+        for row in run(n, which or REGIMES):
+            print(json.dumps(row), flush=True)

@@ -31,15 +31,27 @@ GAPS = """() => [...document.querySelectorAll('table')].map((t) => {
 })"""
 
 
-@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
-def test_no_table_has_cells_that_touch(notebook, tmp_path):
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """One `marimo run notebooks/` for every test here (its kernels are threads of one process, so the imports
+    are paid once), in replay mode (the committed records): the tables a live run draws, in seconds."""
     wait_s = page_wait_s(240)
-    # replay mode (the committed records): the tables a live run draws, in seconds instead of minutes
-    with marimo_run(notebook, tmp_path / "marimo.log", wait_s, env={"WORKSHOP_REPLAY": "1"}) as url, browser() as b:
-        pg = b.new_page(viewport={"width": 1400, "height": 1000})
-        pg.goto(url)
+    log = tmp_path_factory.mktemp("marimo") / "marimo.log"
+    with marimo_run(ROOT / "notebooks", log, wait_s, env={"WORKSHOP_REPLAY": "1"}) as url, browser() as b:
+        yield url, b, wait_s
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
+def test_no_table_has_cells_that_touch(notebook, served):
+    url, b, wait_s = served
+    pg = b.new_page(viewport={"width": 1400, "height": 1000})
+    try:
+        pg.goto(f"{url}?file={notebook.name}")
         wait_idle(pg, wait_s)
         tables = pg.evaluate(GAPS)
+        assert tables, f"{notebook.stem}: the page shows no table: {page_text(pg)}"
         touching = [(head, worst) for head, worst in tables if worst is not None and worst[0] < GAP_PX]
         assert not touching, f"{notebook.stem}: tables whose cells touch (gap px, left, right): {touching}"
         assert "Traceback" not in page_text(pg, 100_000)
+    finally:
+        pg.close()
