@@ -1,19 +1,14 @@
 """python -m helpers capacity / gpus: an answer for every catalogued GPU, JSON with the agreed keys,
 and one-line errors with exit status 2."""
 import json
-import subprocess
-import sys
 
 import pytest
 
+from cli_run import in_process as cli, python_m
 from helpers.formulas import gpus
 from helpers.__main__ import main
 
 KEYS = {"fits", "max_batch", "step_ms", "tokens_per_s", "usd_per_million_tokens"}
-
-
-def cli(*args):
-    return subprocess.run([sys.executable, "-m", "helpers", *args], capture_output=True, text=True, timeout=120)
 
 
 def run_main(capsys, *args):
@@ -22,8 +17,8 @@ def run_main(capsys, *args):
     return code, out.out, out.err
 
 
-def test_capacity_json_through_python_dash_m():
-    r = cli("capacity", "--model", "mistral-7b-v0.1", "--gpu", "H100 SXM", "--context", "4096", "--batch", "1", "--json")
+def test_capacity_json_through_python_dash_m():  # the real process, once; the rest in-process
+    r = python_m("capacity", "--model", "mistral-7b-v0.1", "--gpu", "H100 SXM", "--context", "4096", "--batch", "1", "--json")
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert KEYS <= set(d)
@@ -112,7 +107,7 @@ def test_bad_input_exits_2_with_one_line(capsys, args, needle):
     assert len(err.strip().splitlines()) == 1 and needle in err and "Traceback" not in err
 
 
-def test_a_model_that_fits_no_gpu_exits_2_through_python_dash_m():
+def test_a_model_that_fits_no_gpu_exits_2():
     for gpu in ("H200", "all"):
         r = cli("capacity", "--model", "deepseek-v3", "--gpu", gpu, "--context", "4096", "--batch", "1")
         assert r.returncode == 2 and r.stdout == ""
@@ -120,6 +115,6 @@ def test_a_model_that_fits_no_gpu_exits_2_through_python_dash_m():
         assert "fits no catalogued GPU" in r.stderr and "--gpus 8" in r.stderr
 
 
-def test_unknown_gpu_through_python_dash_m():
+def test_unknown_gpu_exits_2():
     r = cli("capacity", "--model", "mistral-7b-v0.1", "--gpu", "voodoo", "--context", "1024", "--batch", "1")
     assert r.returncode == 2 and "choose one of" in r.stderr and "Traceback" not in r.stderr

@@ -1,19 +1,14 @@
 """python -m helpers: JSON answers, readable tables, and one-line errors with exit status 2."""
 import json
-import subprocess
-import sys
 
 import pytest
 
+from cli_run import in_process as cli, python_m
 from helpers.formulas.specs import PRESETS, preset_path
 
 
-def cli(*args):
-    return subprocess.run([sys.executable, "-m", "helpers", *args], capture_output=True, text=True, timeout=120)
-
-
-def test_kv_json_mistral():
-    r = cli("kv", "--model", "mistral-7b-v0.1", "--tokens", "1000", "--batch", "3", "--json")
+def test_kv_json_mistral():  # the real process, once; the rest in-process
+    r = python_m("kv", "--model", "mistral-7b-v0.1", "--tokens", "1000", "--batch", "3", "--json")
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert d["model"] == "mistral-7b-v0.1" and d["attention"] == "gqa" and d["dtype"] == "bf16"

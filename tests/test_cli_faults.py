@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from cli_run import in_process
+
 ROOT = Path(__file__).resolve().parent.parent
 KV = ["kv", "--model", "mistral-7b-v0.1", "--batch", "2"]
 
@@ -88,7 +90,7 @@ def test_dtype_spellings_the_library_accepts(spelling):
     (["kv", "--model", "mistral-7b-v0.1", "--dtype", "\udcff"], "unknown dtype"),
 ])
 def test_bad_input_is_exit_2_and_one_line(args, needle):
-    r = cli(args)
+    r = in_process(*args)
     assert r.returncode == 2 and r.stdout == ""
     assert needle in one_line(r.stderr)
 

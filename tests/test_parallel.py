@@ -1,11 +1,10 @@
 """helpers.parallel: the links catalog, the collectives model and the parallel decode step, against
 values worked by hand from the datasheets and NCCL's latencies."""
 import csv
-import subprocess
-import sys
 
 import pytest
 
+from cli_run import in_process as _cli, python_m
 from helpers.capacity.planner import plan
 from helpers.formulas.gpus import catalog_rows
 from helpers.parallel.collectives import (all_reduce_parts, all_reduce_s, all_reduce_wire_bytes, all_to_all_s,
@@ -233,10 +232,6 @@ def test_parse_parallel():
             parse_parallel(bad)
 
 
-def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "helpers", *args], capture_output=True, text=True, timeout=120)
-
-
 def test_capacity_cli_parallel():
     base = ["capacity", "--model", M7, "--gpu", "H100 SXM", "--context", "4096", "--batch", "8"]
     r = _cli(*base, "--parallel", "tp=4,pp=2,mb=2")
@@ -308,11 +303,11 @@ def test_more_gpus_than_one_server_talk_over_the_cluster_link():
     assert r.returncode == 2 and "one server" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
-def test_capacity_header_counts_every_gpu_it_prices():
+def test_capacity_header_counts_every_gpu_it_prices():  # the real process, once; the rest in-process
     from helpers.formulas.gpus import get_gpu
 
-    r = _cli("capacity", "--model", M7, "--gpu", "H100 SXM", "--context", "4096", "--batch", "8",
-             "--parallel", "tp=1,pp=4")
+    r = python_m("capacity", "--model", M7, "--gpu", "H100 SXM", "--context", "4096", "--batch", "8",
+                 "--parallel", "tp=1,pp=4")
     assert r.returncode == 0, r.stderr
     lines = {line.split()[0]: line.split()[1:] for line in r.stdout.splitlines() if line.strip()}
     assert lines["gpus"] == ["1"] and lines["pipeline_stages"] == ["4"] and lines["parallel.gpus"] == ["4"]

@@ -5,7 +5,6 @@ planner's new fields (step floor against step at an efficiency, cost per request
 memory as the device reports it) against hand-worked values."""
 import dataclasses
 import json
-import subprocess
 import sys
 
 import pytest
@@ -13,6 +12,7 @@ import pytest
 from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 import roofline_bench  # noqa: E402  (scripts/roofline_bench.py)
+from cli_run import in_process as _cli, python_m
 from helpers import capacity
 from helpers.formulas import gpus, memory, roofline, stepcost
 from helpers.capacity import ranking as capacity_ranking, slo as capacity_slo
@@ -214,10 +214,6 @@ def test_request_ranking_orders_by_cost_per_request():
 
 # ----------------------------------------------------------------------------- the command line
 
-def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "helpers", *args], capture_output=True, text=True, timeout=120)
-
-
 def test_cli_new_options_and_json_keys():
     r = _cli("capacity", "--model", MISTRAL, "--gpu", "H100 SXM", "--context", "4096", "--batch", "8",
              "--prompt-tokens", "1000", "--output-tokens", "200", "--efficiency", "0.7", "--json")
@@ -246,7 +242,7 @@ def test_cli_bad_new_options_exit_2(args, match):
     assert r.returncode == 2 and match in r.stderr
 
 
-def test_help_describes_the_new_options():
-    r = _cli("capacity", "--help")
+def test_help_describes_the_new_options():  # the real process, once; the rest in-process
+    r = python_m("capacity", "--help")
     for opt in ("--efficiency", "--output-tokens", "--prompt-tokens", "--provider", "Databricks"):
         assert opt in r.stdout
