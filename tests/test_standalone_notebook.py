@@ -49,12 +49,21 @@ def test_a_notebook_runs_from_its_pep723_header_alone(tmp_path):
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     py = str(venv / "bin" / "python")
-    # A current pip (an old one rejects git+file:// direct URLs); Molab installs with uv, which takes them.
-    subprocess.run([py, "-m", "pip", "install", "-q", "--disable-pip-version-check", "-U", "pip"], check=True, timeout=300)
     # The header says "torch": keep this machine's build (the CPU wheel on its disk) rather than a multi-GB CUDA download.
     (tmp_path / "constraints.txt").write_text(f"torch=={torch.__version__}\n")
-    pip = [py, "-m", "pip", "install", "-q", "--disable-pip-version-check", "-c", str(tmp_path / "constraints.txt")]
-    r = subprocess.run(pip + deps, capture_output=True, text=True, timeout=900)
+    uv = Path(sys.executable).with_name("uv")     # scripts/setup.sh installs it; Molab installs with uv too
+    if uv.exists():
+        # uv reads no pip configuration: the folders pip finds wheels in (this machine's torch) are passed on
+        config = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True).stdout
+        links = dict.fromkeys(" ".join(re.findall(r"find-links='([^']*)'", config)).split())
+        install = [str(uv), "pip", "install", "-q", "--python", py, *(a for f in links for a in ("--find-links", f))]
+    else:
+        # a current pip (an old one rejects git+file:// direct URLs)
+        subprocess.run([py, "-m", "pip", "install", "-q", "--disable-pip-version-check", "-U", "pip"], check=True,
+                       timeout=300)
+        install = [py, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    r = subprocess.run(install + ["-c", str(tmp_path / "constraints.txt")] + deps, capture_output=True, text=True,
+                       timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     run_dir = tmp_path / "elsewhere"
     run_dir.mkdir()
