@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "workshop" / "results"
 RECORDS = ("cpu-amd-epyc", "cpu-intel-xeon")
-SOURCE = "cpu-amd-epyc"          # the record the synthetic regimes are made from (it holds every recording)
+SOURCE = "cpu-amd-epyc"          # the record the synthetic regimes are made from first
 SYNTHETIC = ("zero", "below", "at", "far-above", "one-sample", "mixed")
 REGIMES = RECORDS + SYNTHETIC
 
@@ -109,12 +109,12 @@ def _number(v, kind, regime):
 
 def synthetic_results(folder: Path, regimes=SYNTHETIC, source: str = SOURCE) -> Path:
     """`folder` made a results folder holding, for each regime, a record `<regime>/replay/` transformed
-    from `source`'s recordings (meta.json copied as it is)."""
-    src = RESULTS / source / "replay"
+    from `source`'s recordings, and the other records' where `source` has none (meta.json copied as it is)."""
+    src = {p.name: p for r in sorted(RECORDS, key=lambda r: r == source) for p in (RESULTS / r / "replay").glob("*.json")}
     for regime in regimes:
         out = folder / regime / "replay"
         out.mkdir(parents=True, exist_ok=True)
-        for i, p in enumerate(sorted(src.glob("*.json"))):
+        for i, p in enumerate(src[name] for name in sorted(src)):
             data = json.loads(p.read_text())
             if "__" in p.name and "value" in data:
                 each = regime if regime != "mixed" else ("below", "far-above")[i % 2]
