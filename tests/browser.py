@@ -134,8 +134,10 @@ def wait_shown(pg, text, wait_s: float, state: str = "visible"):
     return loc
 
 
-def wait_idle(pg, wait_s: float, quiet_s: float = 4.0) -> None:
-    """Until marimo has run every cell: its 'running' icon gone and the page's text unchanged for `quiet_s`."""
+def wait_idle(pg, wait_s: float, quiet_s: float | None = None) -> None:
+    """Until marimo has run every cell: its 'running' icon gone and the page's text unchanged for `quiet_s`
+    (by default 2 s on an idle machine, scaled by the load per core as page_wait_s scales its waits)."""
+    quiet_s = quiet_s if quiet_s is not None else page_wait_s(2.0)
     deadline = time.monotonic() + wait_s
     last, since = None, time.monotonic()
     while time.monotonic() < deadline:

@@ -35,7 +35,8 @@ def test_a_prediction_and_a_control_on_the_page(tmp_path):
     said = _plain(learner.gap(learner.parse("1"), ring_us, lambda v: f"{v:,.2f} µs")[0])
     assert said.startswith("You predicted 1.00 µs; the result is")          # the gap's own numbers, recomputed here
 
-    with marimo_run(NOTEBOOK, tmp_path / "marimo.log", wait_s) as url, browser() as b:
+    # replay mode: the recorded two-process forward, not a live one (what is tested here is computed)
+    with marimo_run(NOTEBOOK, tmp_path / "marimo.log", wait_s, env={"WORKSHOP_REPLAY": "1"}) as url, browser() as b:
         pg = b.new_page(viewport={"width": 1400, "height": 1000})
         pg.goto(url)
         wait_idle(pg, wait_s)
