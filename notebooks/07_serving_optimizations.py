@@ -82,18 +82,20 @@ def _():
 
 @app.cell
 def _(loaded, model, tok, w):
-    on_off = kv_cache.cache_on_off(model, torch.tensor([quality.eval_ids(tok, 64)]), w.decode_tokens)
+    _run = replay.measure("07/cache_on_off", kv_cache.cache_on_off, model, torch.tensor([quality.eval_ids(tok, 64)]),
+                          w.decode_tokens, profile=loaded.profile, device=loaded.device)
+    on_off, on_off_source = _run.value, _run.source(f"measured: {loaded.label}")
     _gpu = kv_cache.on_gpu(GPU_MODEL, GPU, on_off.prompt_tokens, on_off.new_tokens)
-    mo.vstack([plots.table(tables.cache_on_off_frame(on_off), f"measured: {loaded.label}"),
-               plots.table(tables.cache_ratio_frame(on_off, kv_cache.step_fit(on_off)), f"measured: {loaded.label}"),
+    mo.vstack([_run.note(), plots.table(tables.cache_on_off_frame(on_off), on_off_source),
+               plots.table(tables.cache_ratio_frame(on_off, kv_cache.step_fit(on_off)), on_off_source),
                plots.table(_gpu, "computed: helpers.serving.kv_cache.on_gpu, each step at "
                            "its roofline floor")])
-    return (on_off,)
+    return on_off, on_off_source
 
 
 @app.cell
-def _(loaded, on_off):
-    figures.cache_on_off_figure(on_off, loaded)
+def _(on_off, on_off_source):
+    figures.cache_on_off_figure(on_off, on_off_source)
     return
 
 
@@ -351,8 +353,10 @@ def _():
 def _(loaded, model, tok, w):
     _short = [quality.eval_ids(tok, 24)[i:] for i in range(3)]
     _long = torch.randint(3, model.config.vocab_size, (w.long_prompt,), generator=torch.Generator().manual_seed(0)).tolist()
-    _runs = engine_runs.chunked_prefill(model, _short, _long, 24, 3, [w.long_prompt + 8, w.chunk_budget])
-    mo.vstack([plots.table(tables.chunked_frame(_runs), f"measured: the readable engine on {loaded.label}"),
+    _run = replay.measure("07/chunked_prefill", engine_runs.chunked_prefill, model, _short, _long, 24, 3,
+                          [w.long_prompt + 8, w.chunk_budget], profile=loaded.profile, device=loaded.device)
+    mo.vstack([_run.note(), plots.table(tables.chunked_frame(_run.value),
+                                        _run.source(f"measured: the readable engine on {loaded.label}")),
                plots.table(batching.chunks_on_gpu(GPU_MODEL, GPU, 4096, 512),
                            "computed: helpers.serving.batching.chunks_on_gpu, each step at its roofline floor")])
     return
