@@ -523,10 +523,9 @@ def _():
 
 
 @app.function
-def speculate_three_ways(model, tok, w, k):
+def speculate_three_ways(model, tok, prompts, w, k):
     """Section 7: plain decoding, prompt lookup and the early-exit draft on a copy-edit alone, an open question
     alone, and the four prompts as one batch."""
-    prompts = speculative.prompts(tok)
     run = dict(new_tokens=w.decode_tokens, k=k, draft_layers=w.draft_layers,
                decode=lambda ids: tok.decode(list(ids), skip_special_tokens=True))
     return pd.concat([speculative.speculative_runs(model, p, **run) for p in (prompts[:1], prompts[1:2], prompts)],
@@ -537,8 +536,9 @@ def speculate_three_ways(model, tok, w, k):
 def _(spec_k, spec_loaded, w):
     spec_prompts = speculative.prompts(spec_loaded.tokenizer)
     # a recording holds the default k; another k is measured live
-    spec_run = replay.measure("07/speculative", speculate_three_ways, spec_loaded.model, spec_loaded.tokenizer, w,
-                              spec_k, run=spec_k != w.spec_k, profile=spec_loaded.profile, device=spec_loaded.device)
+    spec_run = replay.measure("07/speculative", speculate_three_ways, spec_loaded.model, spec_loaded.tokenizer,
+                              spec_prompts, w, spec_k, run=spec_k != w.spec_k, profile=spec_loaded.profile,
+                              device=spec_loaded.device)
     spec_rows = spec_run.value
     mo.vstack([spec_run.note(), plots.table(spec_rows, spec_run.source(
         f"measured: the readable engine's loop on {spec_loaded.label}, greedy"))])

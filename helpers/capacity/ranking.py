@@ -110,6 +110,5 @@ _OK_ONLY = ("batch", "tokens_per_s", "prefill_ms", "bound", "prefill_bound", "us
 
 def _row(p: Plan, status: str, note: str) -> dict:
     d = {**p.to_dict(), "rank": None, "status": status, "note": note, "usd_per_hour": p.usd_per_hour * p.gpus}
-    timed = status in ("ok", "misses SLO")
-    return {f: None if status != "ok" and f in _OK_ONLY or not timed and f in ("step_ms", "step_floor_ms") else d[f]
-            for f in ROW}
+    blank = (() if status == "ok" else _OK_ONLY) + (() if status in ("ok", "misses SLO") else ("step_ms", "step_floor_ms"))
+    return {f: None if f in blank else d[f] for f in ROW}

@@ -1,6 +1,7 @@
 """Tables and figures of notebook 06 (attention variants), each with the ratio that matters (helpers.formulas.regime)."""
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
 import pandas as pd
@@ -21,14 +22,19 @@ def kv_table_frame(rows: Sequence):
 
 def cache_checks_frame(rows: Sequence):
     """Measured caches (kv_caches.CacheCheck) ÷ the formula and ÷ the cache of the fewest K/V heads."""
-    headed = [r for r in rows if r.kv_heads is not None][::-1]     # reversed: the first of equals is written last
-    fewest = {(r.tokens, r.batch): r for r in sorted(headed, key=lambda r: r.kv_heads, reverse=True)}
+    fewest: dict = {}                  # (tokens, batch) -> the first check with the fewest K/V heads there
+    for r in rows:
+        if r.kv_heads is not None and r.kv_heads < getattr(fewest.get((r.tokens, r.batch)), "kv_heads", math.inf):
+            fewest[r.tokens, r.batch] = r
+
+    def versus_fewest(r) -> dict:
+        low = fewest[r.tokens, r.batch]
+        return {f"÷ {low.kv_heads} K/V head{'s' * (low.kv_heads != 1)}": regime.ratio(r.measured_bytes, low.measured_bytes)}
+
     return pd.DataFrame([{"variant": r.variant, **({"K/V heads": r.kv_heads} if r.kv_heads is not None else {}),
                           "tokens": r.tokens, "batch": r.batch, "measured (B)": r.measured_bytes,
                           "formula (B)": r.formula_bytes, "measured ÷ formula": regime.ratio(r.measured_bytes, r.formula_bytes),
-                          "equal": r.equal, **({f"÷ {(low := fewest[r.tokens, r.batch]).kv_heads} K/V head{'s' * (low.kv_heads != 1)}":
-                                                regime.ratio(r.measured_bytes, low.measured_bytes)} if r.kv_heads is not None else {})}
-                         for r in rows])
+                          "equal": r.equal, **(versus_fewest(r) if r.kv_heads is not None else {})} for r in rows])
 
 
 def sliding_frame(steps: Sequence):

@@ -43,10 +43,10 @@ def roofs_frame(read, copy, matmul, gpu: dict, cache_bytes: int | None = None):
 
 def prefill_frame(prefill, model, dtype: str, peak: float, bandwidth: float):
     """Each prompt length's prefill: FLOP/s achieved ÷ the measured peak, intensity ÷ the ridge, labelled."""
-    ok = prefill[~prefill["oom"]]
+    ok, ridge = prefill[~prefill["oom"]], ridge_point(peak, bandwidth)
     costs = [forward_cost(model, int(n), 0, 1, dtype) for n in ok["tokens"]]
     achieved = [regime.ratio(c.flops, t) for c, t in zip(costs, ok["ttft_s"])]
-    against = [regime.against(c.intensity, ridge_point(peak, bandwidth)) for c in costs]
+    against = [regime.against(c.intensity, ridge) for c in costs]
     return pd.DataFrame({"tokens": [int(n) for n in ok["tokens"]], "ttft_s": list(ok["ttft_s"]),
                          "TFLOP/s achieved": [a / 1e12 for a in achieved], "achieved ÷ peak": [regime.ratio(a, peak) for a in achieved],
                          "intensity (FLOP/B)": [c.intensity for c in costs], "intensity ÷ ridge": [r for r, _ in against],
