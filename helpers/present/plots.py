@@ -26,9 +26,11 @@ DATASHEET_STYLE = {"color": DATASHEET, "ls": "--", "lw": 1}
 
 
 def figure(ncols: int = 1, nrows: int = 1, width: float = 7.0, height: float = 4.0, **kw):
-    """A matplotlib figure with the workshop's size; returns (fig, axes)."""
+    """A matplotlib figure with the workshop's size; returns (fig, axes). It is laid out when it is drawn
+    (matplotlib's constrained layout), so a figure that is built and never shown costs no layout."""
     import matplotlib.pyplot as plt
 
+    kw.setdefault("layout", "constrained")
     return plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows), **kw)
 
 
@@ -48,7 +50,8 @@ def has_title(fig) -> bool:
 
 def finish(fig, source: Any, title: str | None = None) -> Any:
     """Write what produced the figure along its bottom edge (and `title` as its suptitle), warn when it has no
-    title, then close it in pyplot: a cell's value still renders, Jupyter does not draw it twice."""
+    title, then close it in pyplot: a cell's value still renders, Jupyter does not draw it twice. The layout
+    keeps the bottom edge for that line."""
     import matplotlib.pyplot as plt
 
     if title:
@@ -56,7 +59,9 @@ def finish(fig, source: Any, title: str | None = None) -> Any:
     elif not has_title(fig):
         warnings.warn("figure without a title: pass title= to plots.finish or set one per axes", stacklevel=2)
     fig.text(0.01, 0.005, source_label(source), fontsize=8, color="#555", ha="left", va="bottom")
-    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    if fig.get_layout_engine() is None:        # a figure not made by `figure`
+        fig.set_layout_engine("constrained")
+    fig.get_layout_engine().set(rect=(0, 0.04, 1, 0.96))    # (left, bottom, width, height): the line's strip free
     plt.close(fig)
     return fig
 
