@@ -204,6 +204,15 @@ def target(src: Path) -> Path:
     return COLAB / (src.stem + ".ipynb")
 
 
+def export_texts(srcs: list[Path], w=None) -> dict[Path, str]:
+    """export_text of each source, a `marimo export` process per core at a time."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    w = w or where()
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        return dict(zip(srcs, pool.map(lambda src: export_text(src, w), srcs)))
+
+
 def export() -> list[Path]:
     w = where()
     guide = GUIDE.read_text()
@@ -215,7 +224,7 @@ def export() -> list[Path]:
         if with_header(source, molab_header(w)) != source:
             src.write_text(with_header(source, molab_header(w)))
             written.append(src)
-        text = export_text(src, w)
+    for src, text in export_texts(sources(), w).items():
         dst = target(src)
         if not dst.exists() or dst.read_text() != text:
             dst.write_text(text)
@@ -236,7 +245,8 @@ def stale() -> list[str]:
     if guide_text(GUIDE.read_text(), w) != GUIDE.read_text():   # first: a bad agenda stops here, at once
         bad.append("workshop/README.md (notebook links, agenda or run times)")
     bad += [s.name for s in sources() if with_header(s.read_text(), molab_header(w)) != s.read_text()]
-    bad += [target(s).name for s in sources() if not target(s).exists() or target(s).read_text() != export_text(s, w)]
+    texts = export_texts(sources(), w)
+    bad += [target(s).name for s in sources() if not target(s).exists() or target(s).read_text() != texts[s]]
     bad += [p.name for p in set(COLAB.glob("*.ipynb")) - {target(s) for s in sources()}]
     return sorted(bad)
 

@@ -2,7 +2,7 @@
 regime of tests/regimes.py — the two committed CPU records, and synthetic results below every floor, at
 it, far above it, zero, one sample, and one result below its floor beside another above its own.
 
-All notebooks run in one process (tests/regimes.py all), which pays the imports once; a test per notebook
+The notebooks run in a process per core (tests/regimes.py all), each paying the imports once; a test per notebook
 reads its own rows."""
 import json
 import os
