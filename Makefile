@@ -15,13 +15,20 @@ setup-vllm:       ## .venv-vllm: vLLM's CPU build where this machine can run it 
 run: setup setup-vllm ## run every notebook headless on the default profile: build/index.html + one HTML each
 	$(PY) scripts/notebooks.py run
 
+# pytest-xdist workers for the tests that do not drive a browser: one per core, at most 4 (each holds torch and
+# transformers in memory); one torch thread in each, as torch's own threads would contend for the same cores.
+# The browser tests run after them, alone: their waits are on a page's redraws.
+JOBS ?= $(shell python3 -c 'import os; print(min(4, os.cpu_count() or 1))' 2>/dev/null || echo 1)
+PARALLEL := OMP_NUM_THREADS=1 $(PY) -m pytest -n $(JOBS)
+
 test: setup setup-vllm ## unit tests, every notebook in each regime (marimo) and in Jupyter (nbmake, replayed), browser tests; tiny profile, Hub off
 	@bash scripts/setup-system.sh
-	HF_HUB_OFFLINE=1 WORKSHOP_PROFILE=tiny $(PY) -m pytest tests -q --durations=15
-	HF_HUB_OFFLINE=1 WORKSHOP_PROFILE=tiny WORKSHOP_REPLAY=1 $(PY) -m pytest notebooks/colab --nbmake --nbmake-timeout=900 -q --durations=11
+	HF_HUB_OFFLINE=1 WORKSHOP_PROFILE=tiny $(PARALLEL) --dist loadscope tests -q -m "not browser" --durations=15
+	HF_HUB_OFFLINE=1 WORKSHOP_PROFILE=tiny $(PY) -m pytest tests -q -m browser --durations=8
+	HF_HUB_OFFLINE=1 WORKSHOP_PROFILE=tiny WORKSHOP_REPLAY=1 $(PARALLEL) notebooks/colab --nbmake --nbmake-timeout=900 -q --durations=11
 
 test-fast: setup  ## unit tests only
-	HF_HUB_OFFLINE=1 WORKSHOP_PROFILE=tiny $(PY) -m pytest tests -q -m "not slow and not browser"
+	HF_HUB_OFFLINE=1 WORKSHOP_PROFILE=tiny $(PARALLEL) --dist loadscope tests -q -m "not slow and not browser"
 
 bench: setup      ## measured figures as JSON under build/bench/ (not pass/fail)
 	$(PY) scripts/bench.py

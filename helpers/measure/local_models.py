@@ -86,12 +86,22 @@ def build_tiny(folder: Path | None = None, config: dict | None = None) -> Path:
 
 
 def cached_build(folder: Path, stamp: dict, write) -> Path:
-    """`folder`, written by write(tmp) unless its workshop-build.json already holds `stamp` (atomic_folder)."""
+    """`folder`, written by write(tmp) unless its workshop-build.json already holds `stamp` (atomic_folder), under
+    a file lock as training.build_trained: processes that need it at once build it once."""
     marker = folder / "workshop-build.json"
-    if not (marker.exists() and json.loads(marker.read_text()) == stamp):
-        with atomic_folder(folder) as tmp:
-            write(tmp)
-            (tmp / marker.name).write_text(json.dumps(stamp, indent=1))
+
+    def built() -> bool:
+        return marker.exists() and json.loads(marker.read_text()) == stamp
+
+    if not built():
+        from filelock import FileLock   # huggingface_hub's own dependency
+
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(folder.parent / f".{folder.name}.lock"):
+            if not built():              # else another process built it while this one waited
+                with atomic_folder(folder) as tmp:
+                    write(tmp)
+                    (tmp / marker.name).write_text(json.dumps(stamp, indent=1))
     return folder
 
 
