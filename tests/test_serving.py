@@ -125,6 +125,29 @@ def test_quantized_cache_bytes_match_the_formula_and_the_tensors(tiny):
         assert r.formula_bytes == r.measured_bytes, r.scheme
 
 
+def test_a_quanto_cpu_kernel_that_cannot_be_built_is_a_reason_and_the_other_schemes_run(tiny, monkeypatch):
+    """quanto compiles its CPU kernel with a C++ compiler on first use: without one, its schemes say so in
+    one line, and the full-precision and fp8 caches are still measured."""
+    import subprocess
+
+    from optimum.quanto.library.extensions.extension import Extension
+
+    def no_compiler(self):
+        raise subprocess.CalledProcessError(1, ["c++", "--version"])
+
+    monkeypatch.setattr(Extension, "lib", property(no_compiler))
+    kv_quant._quanto_cpu_kernel.cache_clear()
+    try:
+        why = kv_quant.available("4-bit")
+        ids = quality.eval_ids(tiny.tokenizer, 20)
+        schemes = [r.scheme for r in kv_quant.bytes_by_scheme(tiny.model, tiny.spec, ids, "fp32")]
+    finally:
+        kv_quant._quanto_cpu_kernel.cache_clear()
+    assert why and "C++ compiler" in why and "'c++', '--version'" in why and "\n" not in why
+    assert kv_quant.available("fp8") is None and kv_quant.available("2-bit", "cuda") is None
+    assert schemes == ["full precision", "fp8"]
+
+
 def test_quantized_cache_formula_holds_for_a_bf16_model(tiny):
     """The formula's parts in bf16: quanto's scales and zero points take the model's width (2 B), fp8's
     per-tensor scale stays fp32 — measured on a bf16 copy of the tiny model."""

@@ -6,6 +6,7 @@ against the full-precision cache (notebook 05). transformers 5 dequantizes the w
 copy: these caches save memory, not bytes read per step. Full-attention models only (no sliding window)."""
 from __future__ import annotations
 
+import functools
 import math
 import time
 from dataclasses import dataclass, field
@@ -111,12 +112,30 @@ def projected_shares(model, tokens: int, dtype: str) -> dict[str, float]:
             for s in SCHEMES}
 
 
-def available(scheme: str) -> str | None:
+def available(scheme: str, device: str = "cpu") -> str | None:
     """None when the scheme can run here, else why not."""
     from importlib.util import find_spec
 
-    if SCHEMES[scheme][0] == "quanto" and not (find_spec("optimum") and find_spec("optimum.quanto")):
+    if SCHEMES[scheme][0] != "quanto":
+        return None
+    if not (find_spec("optimum") and find_spec("optimum.quanto")):
         return "optimum-quanto is not installed (pip install optimum-quanto)"
+    return _quanto_cpu_kernel() if device == "cpu" else None
+
+
+@functools.cache
+def _quanto_cpu_kernel() -> str | None:
+    """None when optimum-quanto's CPU kernel (the 2- and 4-bit unpacking) loads, else why not. quanto compiles
+    it from C++ on its first use in an environment (library/extensions/cpp: about half a minute once), which
+    needs a C++ compiler."""
+    try:
+        from optimum.quanto.library.extensions import get_extension
+
+        get_extension("quanto_cpp").lib
+    except Exception as exc:  # noqa: BLE001 - a compiler missing or failing: the scheme is not measured here
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        return (f"optimum-quanto compiles its CPU kernel on first use, and could not here ({first[:160]}); "
+                "a C++ compiler fixes it (Debian/Ubuntu: apt install g++; macOS: xcode-select --install)")
     return None
 
 
@@ -154,7 +173,7 @@ def bytes_by_scheme(model, spec, ids, dtype: str) -> list[SchemeBytes]:
     x = torch.as_tensor(ids).reshape(1, -1).to(next(model.parameters()).device)
     rows: list[dict] = []
     for scheme, (backend, _, _) in SCHEMES.items():
-        if available(scheme):
+        if available(scheme, x.device.type):
             continue
         cache = make_cache(model, scheme)
         timed_generate(model, x, 2, cache=cache)   # a prefill and one decode step into the scheme's cache
@@ -189,7 +208,7 @@ def quality_by_scheme(model, ids, prefill: int = 64, chunk: int = 16) -> list[Sc
     ref = _scored_logprobs(model, ids, make_cache(model, "full precision"), prefill, chunk)
     rows = []
     for scheme in SCHEMES:
-        if scheme == "full precision" or available(scheme):
+        if scheme == "full precision" or available(scheme, model.device.type):
             continue
         lp = _scored_logprobs(model, ids, make_cache(model, scheme), prefill, chunk)
         kl = kl_per_position(ref[1:], lp[1:])     # the prefill's own position saw no quantized state
@@ -209,7 +228,7 @@ def speed_by_scheme(model, ids, steps: int = 16) -> list[SchemeSpeed]:
     caches, nxt, times = {}, {}, {}
     with torch.inference_mode():
         for scheme in SCHEMES:
-            if available(scheme):
+            if available(scheme, x.device.type):
                 continue
             caches[scheme] = make_cache(model, scheme)
             nxt[scheme] = model(input_ids=x, cache=caches[scheme], use_cache=True,
@@ -250,5 +269,5 @@ def measure_all(loaded, tokens: int = 300, quality_tokens: int = 400) -> KvQuant
     profile = trained_profile(loaded.profile)
     judged = loaded if profile == loaded.profile else models.load(profile, device=loaded.device)
     quality = quality_by_scheme(judged.model, eval_ids(judged.tokenizer, quality_tokens, profile=judged.profile))
-    missing = {s: why for s in SCHEMES if (why := available(s))}
+    missing = {s: why for s in SCHEMES if (why := available(s, loaded.model.device.type))}
     return KvQuantRun(loaded.label, judged.label, sizes, steps, quality, missing)
