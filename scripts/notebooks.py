@@ -204,11 +204,10 @@ def target(src: Path) -> Path:
     return COLAB / (src.stem + ".ipynb")
 
 
-def export_texts(srcs: list[Path], w=None) -> dict[Path, str]:
+def export_texts(srcs: list[Path], w) -> dict[Path, str]:
     """export_text of each source, a `marimo export` process per core at a time."""
     from concurrent.futures import ThreadPoolExecutor
 
-    w = w or where()
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
         return dict(zip(srcs, pool.map(lambda src: export_text(src, w), srcs)))
 

@@ -6,15 +6,13 @@ import pytest
 
 from cli_run import in_process as cli, python_m
 from helpers.formulas import gpus
-from helpers.__main__ import main
 
 KEYS = {"fits", "max_batch", "step_ms", "tokens_per_s", "usd_per_million_tokens"}
 
 
-def run_main(capsys, *args):
-    code = main(list(args))
-    out = capsys.readouterr()
-    return code, out.out, out.err
+def run_main(*args):
+    r = cli(*args)
+    return r.returncode, r.stdout, r.stderr
 
 
 def test_capacity_json_through_python_dash_m():  # the real process, once; the rest in-process
@@ -28,8 +26,8 @@ def test_capacity_json_through_python_dash_m():  # the real process, once; the r
 
 
 @pytest.mark.parametrize("name", gpus.names())
-def test_every_catalogued_gpu_answers(capsys, name):
-    code, out, err = run_main(capsys, "capacity", "--model", "mistral-7b-v0.1", "--gpu", name, "--dtype", "fp8",
+def test_every_catalogued_gpu_answers(name):
+    code, out, err = run_main("capacity", "--model", "mistral-7b-v0.1", "--gpu", name, "--dtype", "fp8",
                               "--context", "2048", "--batch", "4", "--json")
     assert code == 0, err
     d = json.loads(out)
@@ -38,38 +36,38 @@ def test_every_catalogued_gpu_answers(capsys, name):
         assert d["step_ms"] > 0 and d["tokens_per_s"] > 0 and d["usd_per_million_tokens"] > 0
     else:
         assert d["reason"] and d["step_ms"] is None
-    code, out, _ = run_main(capsys, "capacity", "--model", "mistral-7b-v0.1", "--gpu", name, "--context", "4096",
+    code, out, _ = run_main("capacity", "--model", "mistral-7b-v0.1", "--gpu", name, "--context", "4096",
                             "--slo-ms", "50")
     assert code == 0 and "slo_ms" in out and "meets_slo" in out
 
 
-def test_slo_picks_the_largest_batch_within_it(capsys):
-    code, out, _ = run_main(capsys, "capacity", "--model", "mistral-7b-v0.1", "--gpu", "h100-sxm", "--context", "4096",
+def test_slo_picks_the_largest_batch_within_it():
+    code, out, _ = run_main("capacity", "--model", "mistral-7b-v0.1", "--gpu", "h100-sxm", "--context", "4096",
                             "--slo-ms", "10", "--json")
     d = json.loads(out)
     assert code == 0 and d["meets_slo"] is True and d["step_ms"] <= 10 and d["batch"] > 1
-    code, out, _ = run_main(capsys, "capacity", "--model", "mistral-7b-v0.1", "--gpu", "L4", "--context", "4096",
+    code, out, _ = run_main("capacity", "--model", "mistral-7b-v0.1", "--gpu", "L4", "--context", "4096",
                             "--slo-ms", "10", "--json")
     d = json.loads(out)
     assert d["meets_slo"] is False and d["batch"] == 1 and d["step_ms"] > 10
 
 
-def test_t4_answers_that_mistral_bf16_does_not_fit(capsys):
-    code, out, _ = run_main(capsys, "capacity", "--model", "mistral-7b-v0.1", "--gpu", "T4", "--context", "4096",
+def test_t4_answers_that_mistral_bf16_does_not_fit():
+    code, out, _ = run_main("capacity", "--model", "mistral-7b-v0.1", "--gpu", "T4", "--context", "4096",
                             "--batch", "1", "--json")
     d = json.loads(out)
     assert code == 0 and d["fits"] is False and d["max_batch"] == 0 and "runtime overhead" in d["reason"]
-    code, out, _ = run_main(capsys, "capacity", "--model", "mistral-7b-v0.1", "--gpu", "T4", "--context", "4096",
+    code, out, _ = run_main("capacity", "--model", "mistral-7b-v0.1", "--gpu", "T4", "--context", "4096",
                             "--batch", "1")
     assert code == 0 and any(line.split() == ["fits", "False"] for line in out.splitlines())
 
 
-def test_rank_all_gpus(capsys):
-    code, out, _ = run_main(capsys, "capacity", "--model", "mistral-7b-v0.1", "--gpu", "all", "--context", "4096",
+def test_rank_all_gpus():
+    code, out, _ = run_main("capacity", "--model", "mistral-7b-v0.1", "--gpu", "all", "--context", "4096",
                             "--slo-ms", "10", "--json")
     d = json.loads(out)
     assert code == 0 and len(d["ranking"]) == len(gpus.names()) and d["ranking"][0]["rank"] == 1
-    code, out, _ = run_main(capsys, "capacity", "--model", "mistral-7b-v0.1", "--gpu", "all", "--context", "4096",
+    code, out, _ = run_main("capacity", "--model", "mistral-7b-v0.1", "--gpu", "all", "--context", "4096",
                             "--batch", "8")
     assert code == 0 and "$ per M output tokens" in out and "prices read" in out
 
@@ -101,8 +99,8 @@ def test_gpus_lists_the_catalog():
     (["--gpu", "T4", "--context", "4096", "--batch", "1", "--slo-ms", "5"], "not allowed with"),
     (["--gpu", "H100 SXM", "--gpus", "3", "--context", "4096", "--batch", "1"], "divisible by 3"),
 ])
-def test_bad_input_exits_2_with_one_line(capsys, args, needle):
-    code, out, err = run_main(capsys, "capacity", "--model", "mistral-7b-v0.1", *args)
+def test_bad_input_exits_2_with_one_line(args, needle):
+    code, out, err = run_main("capacity", "--model", "mistral-7b-v0.1", *args)
     assert code == 2 and out == ""
     assert len(err.strip().splitlines()) == 1 and needle in err and "Traceback" not in err
 

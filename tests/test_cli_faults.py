@@ -60,15 +60,13 @@ def test_output_cut_short_by_head_is_not_an_error():
 
 @pytest.mark.parametrize("spelling", ["bf16", "BF16", "bfloat16", "torch.bfloat16", " Bfloat16 "])
 def test_dtype_spellings_the_library_accepts(spelling):
-    from test_cli_properties import run
-
     for args in (["kv", "--model", "mistral-7b-v0.1", "--dtype", spelling],
                  ["weights", "--model", "mistral-7b-v0.1", "--dtype", spelling],
                  ["capacity", "--model", "mistral-7b-v0.1", "--gpu", "H100 SXM", "--context", "4096", "--batch", "1",
                   "--dtype", spelling, "--kv-dtype", spelling]):
-        code, out, err = run([*args, "--json"])
-        assert code == 0, err
-        d = json.loads(out)
+        r = in_process(*args, "--json")
+        assert r.returncode == 0, r.stderr
+        d = json.loads(r.stdout)
         assert d.get("dtype", d.get("weight_dtype")) == "bf16"
     r = cli(["capacity", "--model", "mistral-7b-v0.1", "--gpu", "L4", "--context", "512", "--batch", "1",
              "--dtype", "FP8", "--kv-dtype", "float8", "--json"]) if spelling == "BF16" else None

@@ -9,15 +9,13 @@ under a minute on two loaded cores (derandomized: the same examples in CI every 
 """
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import math
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from helpers.__main__ import main
+from cli_run import in_process
 from helpers.formulas.gpus import catalog
 from helpers.formulas.specs import PRESETS, preset_path
 
@@ -75,20 +73,14 @@ GPUS = st.sampled_from([g.name for g in catalog()] + ["all", "ALL", "h100", "", 
 GOOD_DTYPES = st.sampled_from(["bf16", "BF16", "bfloat16", "fp8", "FP16"])
 
 
-def run(argv: list[str]) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(argv)
-    return code, out.getvalue(), err.getvalue()
-
-
 def _no_constant(token):
     raise AssertionError(f"non-finite number {token} in the JSON answer")
 
 
 def answer(argv: list[str]) -> dict | list | None:
     """The parsed answer when the command answered (exit 0); None when it refused the input (exit 2)."""
-    code, out, err = run(argv)
+    r = in_process(*argv)
+    code, out, err = r.returncode, r.stdout, r.stderr
     assert code in (0, 2), f"exit {code} for {argv}: {err}"
     if code == 2:
         lines = err.splitlines()

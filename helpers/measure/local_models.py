@@ -86,13 +86,19 @@ def build_tiny(folder: Path | None = None, config: dict | None = None) -> Path:
 
 
 def cached_build(folder: Path, stamp: dict, write) -> Path:
-    """`folder`, written by write(tmp) unless its workshop-build.json already holds `stamp` (atomic_folder), under
-    a file lock as training.build_trained: processes that need it at once build it once."""
+    """`folder`, written by write(tmp) unless its workshop-build.json already holds `stamp` (build_once)."""
     marker = folder / "workshop-build.json"
 
-    def built() -> bool:
-        return marker.exists() and json.loads(marker.read_text()) == stamp
+    def write_stamped(tmp: Path) -> None:
+        write(tmp)
+        (tmp / marker.name).write_text(json.dumps(stamp, indent=1))
 
+    return build_once(folder, lambda: marker.exists() and json.loads(marker.read_text()) == stamp, write_stamped)
+
+
+def build_once(folder: Path, built, write) -> Path:
+    """`folder`, written by write(tmp) into a temporary sibling (atomic_folder) unless built() says it is there,
+    under a file lock: processes that need it at once build it once, the others wait and find it."""
     if not built():
         from filelock import FileLock   # huggingface_hub's own dependency
 
@@ -101,7 +107,6 @@ def cached_build(folder: Path, stamp: dict, write) -> Path:
             if not built():              # else another process built it while this one waited
                 with atomic_folder(folder) as tmp:
                     write(tmp)
-                    (tmp / marker.name).write_text(json.dumps(stamp, indent=1))
     return folder
 
 

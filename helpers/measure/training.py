@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .local_models import (TINY_CONFIG, TOKENIZER_FILE, atomic_folder, build_tiny, cache_dir, load_tokenizer,
+from .local_models import (TINY_CONFIG, TOKENIZER_FILE, build_once, build_tiny, cache_dir, load_tokenizer,
                            quiet_progress, tokenizer_source)
 from .quality import TEXT_FILE, TEXT_SOURCE, encode, eval_ids, next_token_logprobs, perplexity, split, training_text
 
@@ -51,18 +51,13 @@ def build_trained(config: dict | None = None, recipe: dict | None = None, progre
     """The trained model's folder, trained once under a file lock."""
     config, recipe = dict(config or TINY_CONFIG), dict(recipe or RECIPE)
     folder = trained_folder(config, recipe)
-    if (folder / "training.json").exists():
-        return folder
-    from filelock import FileLock   # huggingface_hub's own dependency
 
-    with FileLock(folder.parent / f".{folder.name}.lock"):
-        if (folder / "training.json").exists():  # another process built it while this one waited
-            return folder
-        with atomic_folder(folder) as tmp:
-            record = train(tmp, config, recipe, progress)
-            record["key"] = folder.name.removeprefix("tiny-trained-")
-            (tmp / "training.json").write_text(json.dumps(record, indent=1))
-    return folder
+    def write(tmp: Path) -> None:
+        record = train(tmp, config, recipe, progress)
+        record["key"] = folder.name.removeprefix("tiny-trained-")
+        (tmp / "training.json").write_text(json.dumps(record, indent=1))
+
+    return build_once(folder, (folder / "training.json").exists, write)
 
 
 def lr_at(step: int, recipe: dict) -> float:
