@@ -1,5 +1,6 @@
 """`make bench`: scripts/roofline_bench.py returns the roofline figures; scripts/bench.py writes them as JSON with
 where they were measured (measured_on), keeps going past a failed section, and refuses unknown sections."""
+import gc
 import json
 import sys
 import time
@@ -64,6 +65,7 @@ def _touch(mib: int) -> float:
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads Linux's /proc/self/status")
 def test_peak_memory_is_each_blocks_own_peak():
+    gc.collect()   # an earlier test's garbage, collected inside a block, would lower the RSS the block raises
     with machine.PeakMemory() as first:
         _touch(400)
     with machine.PeakMemory() as second:
@@ -81,7 +83,8 @@ def test_peak_memory_samples_where_the_reset_is_refused(monkeypatch):
             raise PermissionError("clear_refs not writable")
 
     monkeypatch.setattr(machine, "_CLEAR_REFS", Refused())
-    base = machine._status_bytes("VmRSS")
+    gc.collect()   # an earlier test's garbage (seen in a test worker: models), collected inside the block, would
+    base = machine._status_bytes("VmRSS")      # lower the RSS by as much as the block raises it
     with machine.PeakMemory(interval_s=0.005) as mem:
         block = np.ones(200 * 2**20 // 8)
         deadline = time.monotonic() + 10                    # held until a sample has seen it: the sampler's
