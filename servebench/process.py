@@ -3,8 +3,8 @@ file: `with ServerProcess(["transformers", "serve", folder, "--port", "{port}"])
 tree (every process below it, of its session, or seen in it: vLLM's API server, EngineCore, worker) is ended
 with psutil (SIGTERM, GRACE_S, SIGKILL) at the end of the block, at exit, on SIGINT, SIGTERM or SIGHUP and
 when this process's parent goes away (`on_signals`); when this process is killed the kernel sends the server
-SIGTERM (Linux PR_SET_PDEATHSIG, fired when the *thread* that started it ends: one that never does).
-"""
+SIGTERM (Linux PR_SET_PDEATHSIG, fired when the *thread* that started it ends, one that never does, and again
+for each thread it is handed to as they end: a server ends on the first and bears the next)."""
 from __future__ import annotations
 
 import atexit

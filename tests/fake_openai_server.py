@@ -24,6 +24,7 @@
                                              of its own) and logs its pid: "child pid N"; on SIGTERM it ends
                                              that child, then itself, as a server ends its workers (vLLM its
                                              engine core)
+        [--child-exit-s S]                   that child takes S seconds to exit on SIGTERM
         [--ignore-sigterm]                   ignores SIGTERM (as vLLM does while it starts)
 
 Imported by the tests (standard library only at import time, so the server starts fast): COMMAND, the
@@ -182,6 +183,23 @@ def malformed(chunk: dict):
     return dict(chunk, usage=usage)
 
 
+_ENDING = False
+
+
+def _end_with(child: subprocess.Popen) -> None:
+    """SIGTERM: end the child, then this process. Once: a parent's death signal comes once for every thread
+    of the parent that the server is handed to as that parent's threads exit (Linux reparents a child to a
+    living thread of its parent's process first), so a second SIGTERM can arrive while this handler waits
+    on the child; run again there, its `child.wait()` would wait forever on the lock the first one holds."""
+    global _ENDING
+    if _ENDING:
+        return
+    _ENDING = True
+    child.terminate()
+    child.wait()
+    os._exit(0)
+
+
 def main():
     global ARGS
     p = argparse.ArgumentParser()
@@ -204,16 +222,18 @@ def main():
     p.add_argument("--vllm-end", action="store_true")
     p.add_argument("--tail-s", type=float, default=0.0)
     p.add_argument("--spawn-child", default=None, choices=("group", "session"))
+    p.add_argument("--child-exit-s", type=float, default=0.0)
     p.add_argument("--ignore-sigterm", action="store_true")
     ARGS = p.parse_args()
     if ARGS.ignore_sigterm:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if ARGS.spawn_child:
-        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
+        ends = f"signal.signal(signal.SIGTERM, lambda *_: (time.sleep({ARGS.child_exit_s}), sys.exit(0)))"
+        child = subprocess.Popen([sys.executable, "-c", f"import signal, sys, time; {ends}; time.sleep(600)"],
                                  start_new_session=ARGS.spawn_child == "session")
         print(f"child pid {child.pid}", flush=True)
         if not ARGS.ignore_sigterm:
-            signal.signal(signal.SIGTERM, lambda *_: (child.terminate(), child.wait(), os._exit(0)))
+            signal.signal(signal.SIGTERM, lambda *_: _end_with(child))
     if ARGS.exit_at_start:
         print("fake server: exiting at start as asked", flush=True)
         raise SystemExit(3)

@@ -131,6 +131,18 @@ def test_nothing_of_a_server_is_left_when_its_parent_is_killed(tmp_path, started
         parent.kill()
 
 
+def test_a_second_sigterm_while_the_server_ends_its_child_still_ends_both():
+    """A parent's death signal comes again for each of the parent's threads the server is handed to as they
+    exit (two SIGTERMs in a third of the runs on a loaded machine): the second arrives while the server
+    waits for its child to stop, and must not stall that ending."""
+    with fake("--spawn-child", "session", "--child-exit-s", "1") as srv:
+        procs = _tree(srv, 2)
+        os.kill(srv.pid, signal.SIGTERM)
+        time.sleep(0.3)                             # the server is now waiting for its child
+        os.kill(srv.pid, signal.SIGTERM)
+        assert left(procs, within_s=EXIT_S) == []
+
+
 def test_the_benchmark_ends_its_servers_when_its_own_parent_goes_away(tmp_path):
     """A notebook kernel killed: the benchmark (here the parent script, with the command line's handling)
     sees its parent gone, ends its servers and exits."""
