@@ -228,8 +228,9 @@ def main():
     if ARGS.ignore_sigterm:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if ARGS.spawn_child:
-        ends = f"signal.signal(signal.SIGTERM, lambda *_: (time.sleep({ARGS.child_exit_s}), sys.exit(0)))"
-        child = subprocess.Popen([sys.executable, "-c", f"import signal, sys, time; {ends}; time.sleep(600)"],
+        slow_end = f"signal.signal(signal.SIGTERM, lambda *_: (time.sleep({ARGS.child_exit_s}), sys.exit(0))); "
+        child = subprocess.Popen([sys.executable, "-c", "import signal, sys, time; "
+                                  f"{slow_end if ARGS.child_exit_s else ''}time.sleep(600)"],
                                  start_new_session=ARGS.spawn_child == "session")
         print(f"child pid {child.pid}", flush=True)
         if not ARGS.ignore_sigterm:

@@ -168,7 +168,7 @@ def run_all(regimes=REGIMES, workers: int | None = None) -> list[dict]:
     from concurrent.futures import ProcessPoolExecutor
 
     numbers = sorted(p.name[:2] for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.py"))
-    order = sorted(numbers, key=lambda n: (n not in LONGEST, LONGEST.index(n) if n in LONGEST else 0, n))
+    order = [n for n in LONGEST if n in numbers] + [n for n in numbers if n not in LONGEST]
     workers = max(1, min(workers or os.cpu_count() or 1, len(order)))
     with ProcessPoolExecutor(workers, initializer=_one_thread if workers > 1 else None) as pool:
         done = dict(zip(order, pool.map(run, order, [regimes] * len(order))))

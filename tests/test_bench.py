@@ -84,7 +84,8 @@ def test_peak_memory_samples_where_the_reset_is_refused(monkeypatch):
 
     monkeypatch.setattr(machine, "_CLEAR_REFS", Refused())
     gc.collect()   # an earlier test's garbage (seen in a test worker: models), collected inside the block, would
-    base = machine._status_bytes("VmRSS")      # lower the RSS by as much as the block raises it
+    #                lower the RSS by as much as the block raises it
+    base = machine._status_bytes("VmRSS")
     with machine.PeakMemory(interval_s=0.005) as mem:
         block = np.ones(200 * 2**20 // 8)
         deadline = time.monotonic() + 10                    # held until a sample has seen it: the sampler's
